@@ -1,0 +1,88 @@
+"""The autonomy dial: effect levels, and the clamp that bounds a hook's effect (SPEC §1).
+
+Pure: no I/O, no trio.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Final
+
+import attrs
+
+from .points import Phase
+
+
+class Effect(enum.IntEnum):
+    """Least to most; each level permits everything below it."""
+
+    OFF = 0
+    ADVISE = 1
+    ASK = 2
+    PROPOSE = 3
+    APPLY = 4
+    RUN = 5
+
+    @property
+    def word(self) -> str:
+        return self.name.lower()
+
+    @classmethod
+    def parse(cls, word: str) -> Effect:
+        return cls[word.upper()]
+
+
+#: What a hook's output may do at each level (used by the docs).
+EFFECT_MEANING: Final[dict[Effect, str]] = {
+    Effect.OFF: "nothing",
+    Effect.ADVISE: "attach text to the result or the error",
+    Effect.ASK: "stop the run: a question with a deadline, or `refuse` with a reason",
+    Effect.PROPOSE: "return a replacement beside the original, unapplied",
+    Effect.APPLY: "replace the value the caller receives, the original kept visible",
+    Effect.RUN: "execute a command the caller did not send, inside the same sandbox and limits",
+}
+
+DEFAULT_EFFECT: Final = Effect.ADVISE
+DEFAULT_MAX: Final = Effect.RUN
+
+#: The most an effect may be in a phase; phases not named here allow `run`.
+PHASE_CEILING: Final[dict[Phase, Effect]] = {
+    Phase.SUFFIX: Effect.ADVISE,
+    Phase.OBSERVE: Effect.OFF,
+}
+
+#: The lowest effect that may refuse a run; `failure = "closed"` needs it.
+REFUSING: Final = Effect.ASK
+
+
+class ClampSource(enum.StrEnum):
+    """Who lowered an effect, as reported in a hook frame's `clampedBy`."""
+
+    PHASE = "phase"
+    CALLER = "hooks.autonomy"
+    SUPERVISOR = "autonomy.max"
+
+
+@attrs.frozen
+class Clamp:
+    requested: Effect
+    effect: Effect
+    clamped_by: tuple[ClampSource, ...]
+
+
+def clamp(requested: Effect, phase: Phase, caller: Effect, supervisor: Effect) -> Clamp:
+    """The effect in force: the request lowered by phase, caller and supervisor, in that order.
+
+    Clamping lowers, never refuses; every ceiling that lowered it is named.
+    """
+    effect = requested
+    by: list[ClampSource] = []
+    for source, ceiling in (
+        (ClampSource.PHASE, PHASE_CEILING.get(phase, Effect.RUN)),
+        (ClampSource.CALLER, caller),
+        (ClampSource.SUPERVISOR, supervisor),
+    ):
+        if effect > ceiling:
+            effect = ceiling
+            by.append(source)
+    return Clamp(requested, effect, tuple(by))

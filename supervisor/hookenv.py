@@ -1,0 +1,73 @@
+"""The flat `MCPX_HOOK_*` variables a hook receives (SPEC §3): one table.
+
+`docs/environment.md` is generated from `VARIABLES`; a test holds the two together.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from typing import Final
+
+import attrs
+
+
+class When(enum.StrEnum):
+    """Which hooks get a variable."""
+
+    ALWAYS = "always"
+    SUFFIX = "suffix only"
+    OBSERVE = "observe only"
+
+
+@attrs.frozen
+class Variable:
+    name: str
+    value: str
+    when: When = When.ALWAYS
+
+
+PROTOCOL: Final = 1
+
+VARIABLES: Final[tuple[Variable, ...]] = (
+    Variable("MCPX_HOOK_PROTOCOL", f"`{PROTOCOL}`"),
+    Variable("MCPX_HOOK_NAME", "the hook's name"),
+    Variable("MCPX_HOOK_ON", "the point, or the event kind for observe"),
+    Variable("MCPX_HOOK_PHASE", "the phase"),
+    Variable("MCPX_HOOK_ACTION", "`run` or `module`"),
+    Variable("MCPX_HOOK_EFFECT", "the effect in force, after clamping"),
+    Variable("MCPX_HOOK_RUN_ID", "the run id (empty for observe hooks not tied to a run)"),
+    Variable("MCPX_HOOK_TIMEOUT_MS", "the hook's timeout"),
+    Variable("MCPX_HOOK_OUTCOME", "`success` or `error`", When.SUFFIX),
+    Variable("MCPX_HOOK_EVENT_KIND", "the event's kind", When.OBSERVE),
+    Variable("MCPX_HOOK_EVENT_SEQ", "the event's seq", When.OBSERVE),
+    Variable("MCPX_HOOK_SCRATCH", "a private writable directory, removed afterwards"),
+    Variable("MCPX_HOOK_DIR", "the declaring directory"),
+)
+
+NAMES: Final = frozenset(v.name for v in VARIABLES)
+
+#: What a hook inherits besides its declared `env` and the variables above. `HOME` and
+#: `TMPDIR` are set to the scratch directory; the others are copied from the supervisor when
+#: it has them, with these fallbacks.
+BASE_ENV: Final[Mapping[str, str]] = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "LANG": "C.UTF-8",
+    "TZ": "UTC",
+}
+
+
+def hook_variables(values: Mapping[str, str]) -> dict[str, str]:
+    """Checks that `values` names only variables of the table; returns them as a dict."""
+    unknown = set(values) - NAMES
+    if unknown:
+        raise KeyError(f"not in the MCPX_HOOK_* table: {sorted(unknown)}")
+    return dict(values)
+
+
+def base_environment(parent: Mapping[str, str], scratch: str) -> dict[str, str]:
+    """The scrubbed environment every hook starts from; nothing else of `parent` passes."""
+    env = {k: parent.get(k, v) for k, v in BASE_ENV.items()}
+    env["HOME"] = scratch
+    env["TMPDIR"] = scratch
+    return env

@@ -1,0 +1,161 @@
+"""A hook as it is in force: declared, defaulted, validated, with where it came from.
+
+Pure data; `config.py` builds these, `hookrun.py` runs them.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from typing import Any, Final
+
+import attrs
+
+from .effects import DEFAULT_EFFECT, Effect
+from .points import Phase
+
+
+class Action(enum.StrEnum):
+    """Exactly one per hook (SPEC §1)."""
+
+    SOURCE = "source"
+    RUN = "run"
+    MODULE = "module"
+    PROMPT = "prompt"
+    PLUGIN = "plugin"
+
+
+#: Actions that run as a child process with JSON on stdin.
+PROCESS_ACTIONS: Final = frozenset({Action.RUN, Action.MODULE})
+#: Actions declared in the schema whose runner has not landed: running one is `skipped`.
+NOT_YET_RUNNABLE: Final = frozenset({Action.PROMPT, Action.PLUGIN})
+
+
+class Failure(enum.StrEnum):
+    OPEN = "open"
+    CLOSED = "closed"
+
+
+class Profile(enum.StrEnum):
+    """Sandbox profiles (SPEC §5)."""
+
+    STRICT = "strict"
+    NET = "net"
+    NONE = "none"
+
+
+DEFAULT_TIMEOUT_MS: Final = 10_000
+DEFAULT_KILL_GRACE_MS: Final = 500
+DEFAULT_MAX_OUTPUT_BYTES: Final = 1024 * 1024
+STDERR_TAIL_BYTES: Final = 64 * 1024
+DEFAULT_RUNS_RETAIN: Final = 256
+
+
+class SourceKind(enum.StrEnum):
+    FILE = "file"
+    PER_CALL = "per-call"
+    COMMAND_LINE = "command-line"
+
+
+@attrs.frozen
+class Provenance:
+    """Where a hook in force was declared: a file and its index in that file's `hooks`."""
+
+    kind: SourceKind
+    file: str | None = None
+    index: int | None = None
+
+    def to_json(self) -> dict[str, Any] | str:
+        if self.kind is SourceKind.FILE:
+            return {"file": self.file, "index": self.index}
+        return self.kind.value
+
+
+@attrs.frozen
+class Defaults:
+    """Per-hook defaults, from a config's `[defaults]` table (SPEC's `hooks.killGraceMs`,
+    `hooks.maxOutputBytes`: `hooks` itself is the list of hooks, so they live here)."""
+
+    timeout_ms: int = DEFAULT_TIMEOUT_MS
+    kill_grace_ms: int = DEFAULT_KILL_GRACE_MS
+    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
+    effect: Effect = DEFAULT_EFFECT
+    sandbox: Profile = Profile.STRICT
+
+
+@attrs.frozen
+class Hook:
+    """One hook in force. `target` is the action's value: an argv tuple for `run`, a module
+    spec for `module`, the text for `prompt`, `"namespace.tool"` for `plugin`."""
+
+    name: str
+    on: str
+    phase: Phase
+    action: Action
+    target: str | tuple[str, ...]
+    declaring_dir: str
+    source: Provenance
+    effect: Effect = DEFAULT_EFFECT
+    failure: Failure = Failure.OPEN
+    timeout_ms: int = DEFAULT_TIMEOUT_MS
+    kill_grace_ms: int = DEFAULT_KILL_GRACE_MS
+    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
+    env: Mapping[str, str] = attrs.field(factory=dict)
+    enabled: bool = True
+    when: Mapping[str, Any] = attrs.field(factory=dict)
+    cwd: str | None = None
+    sandbox: Profile = Profile.STRICT
+    args: Mapping[str, Any] | None = None
+
+    @property
+    def workdir(self) -> str:
+        """The declared `cwd` (resolved against the declaring directory) or that directory."""
+        return self.cwd or self.declaring_dir
+
+    def to_json(self) -> dict[str, Any]:
+        """The resolved fields, as `hooks list --json` prints them."""
+        out: dict[str, Any] = {
+            "name": self.name,
+            "on": self.on,
+            "phase": self.phase.value,
+            "action": self.action.value,
+            self.action.value: list(self.target)
+            if isinstance(self.target, tuple)
+            else self.target,
+            "effect": self.effect.word,
+            "failure": self.failure.value,
+            "timeoutMs": self.timeout_ms,
+            "killGraceMs": self.kill_grace_ms,
+            "maxOutputBytes": self.max_output_bytes,
+            "env": dict(self.env),
+            "enabled": self.enabled,
+            "sandbox": self.sandbox.value,
+            "dir": self.declaring_dir,
+            "source": self.source.to_json(),
+        }
+        if self.when:
+            out["when"] = dict(self.when)
+        if self.cwd is not None:
+            out["cwd"] = self.cwd
+        if self.args is not None:
+            out["args"] = dict(self.args)
+        return out
+
+
+@attrs.frozen
+class Config:
+    """Everything in force after layering, validated."""
+
+    hooks: tuple[Hook, ...] = ()
+    #: Inline source phases (action `source`): `script.<phase>` → Python lines.
+    script: Mapping[Phase, tuple[str, ...]] = attrs.field(factory=dict)
+    autonomy_max: Effect = Effect.RUN
+    #: The caller's level (`hooks.autonomy`), clamped by `autonomy_max` where it is used.
+    autonomy_hooks: Effect = Effect.RUN
+    defaults: Defaults = Defaults()
+    runs_retain: int = DEFAULT_RUNS_RETAIN
+    #: The config files applied, farthest first.
+    files: tuple[str, ...] = ()
+
+    def find(self, name: str) -> Hook | None:
+        return next((h for h in self.hooks if h.name == name), None)
