@@ -119,9 +119,7 @@ class Hook:
             "on": self.on,
             "phase": self.phase.value,
             "action": self.action.value,
-            self.action.value: list(self.target)
-            if isinstance(self.target, tuple)
-            else self.target,
+            self.action.value: list(self.target) if isinstance(self.target, tuple) else self.target,
             "effect": self.effect.word,
             "failure": self.failure.value,
             "timeoutMs": self.timeout_ms,

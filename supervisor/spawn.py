@@ -61,9 +61,14 @@ class Outcome:
 class Child:
     """A running child owned by `Spawner.open_child`. Talks to its keeper over `ctrl`."""
 
-    def __init__(self, ctrl: trio.socket.SocketType, stdin: trio.lowlevel.FdStream | None,
-                 stdout: trio.lowlevel.FdStream, stderr: trio.lowlevel.FdStream,
-                 extra: Sequence[trio.lowlevel.FdStream]) -> None:
+    def __init__(
+        self,
+        ctrl: trio.socket.SocketType,
+        stdin: trio.lowlevel.FdStream | None,
+        stdout: trio.lowlevel.FdStream,
+        stderr: trio.lowlevel.FdStream,
+        extra: Sequence[trio.lowlevel.FdStream],
+    ) -> None:
         self._ctrl = ctrl
         self.stdin = stdin
         self.stdout = stdout
@@ -75,7 +80,11 @@ class Child:
         self._exit_seen = trio.Event()
 
     async def _recv(self) -> dict[str, Any] | None:
-        data = await self._ctrl.recv(4096)
+        """The keeper's next message; None once it is gone."""
+        try:
+            data = await self._ctrl.recv(4096)
+        except ConnectionResetError:
+            return None
         return json.loads(data) if data else None
 
     async def _wait_started(self) -> None:
@@ -148,8 +157,8 @@ class Child:
 
     async def _terminate(self, grace: float) -> None:
         """SIGTERM the tree, wait up to `grace`, SIGKILL, wait for the reap report."""
-        if self._exit_seen.is_set():
-            return
+        if self._exit_seen.is_set() or self.outcome.pid is None:
+            return  # reaped already, or never started
         self.outcome.killed = True
         with trio.move_on_after(grace) as scope:
             await self.send_command("term")
@@ -223,8 +232,13 @@ class Spawner:
             async with self._lock:
                 await self._sock.sendmsg(
                     [request],
-                    [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
-                      _fd_array([keeper_end.fileno(), *theirs]))],
+                    [
+                        (
+                            socket.SOL_SOCKET,
+                            socket.SCM_RIGHTS,
+                            _fd_array([keeper_end.fileno(), *theirs]),
+                        )
+                    ],
                 )
         except BaseException:
             for fd in ours:
@@ -277,7 +291,7 @@ async def open_spawner() -> AsyncIterator[Spawner]:
     """
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
-        proc = subprocess.Popen(  # noqa: S603 - our own runner, fixed argv
+        proc = subprocess.Popen(
             [
                 sys.executable,
                 *RUNNER_FLAGS,

@@ -1,0 +1,32 @@
+# Two commands on a fresh machine: `make demo` and `make test`. Each bootstraps .venv.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test check bench docs clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	MCPX_HOOKS_NO_DISCOVERY=1 $(BIN)/mcpx-hooks demo
+
+check: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy --strict supervisor runners
+
+test: check
+	$(BIN)/pytest -W error
+
+bench: $(STAMP)
+	$(BIN)/python bench/run_all.py
+
+docs: $(STAMP)
+	$(BIN)/python -m mcpx_hooks.supervisor.docgen --write docs
+
+clean:
+	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,140 @@
+"""Runs one `module` hook: `python -I -S -B module_runner.py [--path DIR]… SPEC`, input on stdin.
+
+Standard library only; never imports the supervisor. SPEC is a Python file (`hooks/check.py`,
+relative to the working directory, which is the hook's declaring directory) or a dotted
+`package.module`, either followed by `:function` (default `hook`). The function gets the
+input as a dict and returns a dict (printed as the hook's JSON answer) or None (no opinion).
+An `async def` hook is run with asyncio.
+
+The interpreter starts without `site` (it costs more than the rest of the start-up); the
+supervisor passes its interpreter's site-packages directories as `--path`, so installed
+packages import (`.pth` files are not processed).
+
+stdin is read with an idle bound and a total bound, so a writer that stalls can never hang
+this process beyond them. Any failure — a bad spec, an import error, an exception in the hook,
+a return value that is not a dict — exits 1 with the reason (and the traceback) on stderr.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import os
+import select
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+#: Longest wait for the next byte of stdin before giving up.
+IDLE_BOUND_S = 5.0
+#: Longest the whole of stdin may take, unless the hook's own timeout is shorter.
+TOTAL_BOUND_S = 30.0
+MAX_INPUT = 64 * 1024 * 1024
+
+
+class RunnerError(Exception):
+    """A failure the runner reports in one line, without a traceback."""
+
+
+def read_stdin(idle: float, total: float) -> bytes:
+    """All of stdin, waiting at most `idle` for each chunk and `total` for all of it."""
+    fd = sys.stdin.fileno()
+    deadline = time.monotonic() + total
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        left = deadline - time.monotonic()
+        ready = select.select([fd], [], [], max(0.0, min(idle, left)))[0]
+        if not ready:
+            if left <= idle:
+                raise RunnerError(f"stdin not finished within {total:g} s")
+            raise RunnerError(f"stdin idle for {idle:g} s before its end")
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > MAX_INPUT:
+            raise RunnerError(f"stdin over {MAX_INPUT} bytes")
+        chunks.append(chunk)
+
+
+def load(spec: str) -> Callable[[dict[str, Any]], Any]:
+    """The hook function named by SPEC."""
+    target, _, func = spec.partition(":")
+    func = func or "hook"
+    if target.endswith(".py") or "/" in target:
+        path = os.path.abspath(target)
+        if not os.path.isfile(path):
+            raise RunnerError(f"module file not found: {target} (in {os.getcwd()})")
+        name = "_mcpx_hook_" + os.path.splitext(os.path.basename(path))[0]
+        module_spec = importlib.util.spec_from_file_location(name, path)
+        if module_spec is None or module_spec.loader is None:
+            raise RunnerError(f"cannot load {target}")
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[name] = module
+        sys.path.insert(0, os.path.dirname(path))
+        module_spec.loader.exec_module(module)
+    else:
+        sys.path.insert(0, os.getcwd())
+        module = importlib.import_module(target)
+    fn = getattr(module, func, None)
+    if not callable(fn):
+        raise RunnerError(f"{target} has no function {func!r}")
+    return fn  # type: ignore[no-any-return]
+
+
+def main(argv: list[str]) -> int:
+    args = argv[1:]
+    while len(args) > 2 and args[0] == "--path":
+        sys.path.append(args[1])
+        del args[:2]
+    if len(args) != 1:
+        print(
+            "usage: module_runner.py [--path DIR]... PATH.py[:function] | "
+            "package.module[:function]",
+            file=sys.stderr,
+        )
+        return 1
+    spec = args[0]
+    timeout_ms = os.environ.get("MCPX_HOOK_TIMEOUT_MS", "")
+    total = min(TOTAL_BOUND_S, int(timeout_ms) / 1000) if timeout_ms.isdigit() else TOTAL_BOUND_S
+    try:
+        raw = read_stdin(IDLE_BOUND_S, total)
+        payload = json.loads(raw) if raw.strip() else {}
+        if not isinstance(payload, dict):
+            raise RunnerError("stdin is not a JSON object")
+        fn = load(spec)
+        answer = fn(payload)
+        if hasattr(answer, "__await__"):
+            import asyncio  # only for async hooks: importing it costs ~half the start-up
+
+            answer = asyncio.run(answer)
+    except RunnerError as exc:
+        print(f"mcpx-hooks module runner: {exc}", file=sys.stderr)
+        return 1
+    except BaseException:  # the hook's own failure: report it whole
+        traceback.print_exc()
+        return 1
+    if answer is None:
+        return 0
+    if not isinstance(answer, dict):
+        print(
+            f"mcpx-hooks module runner: {spec} returned {type(answer).__name__}, "
+            "expected a dict or None",
+            file=sys.stderr,
+        )
+        return 1
+    try:
+        sys.stdout.write(json.dumps(answer))
+    except (TypeError, ValueError) as exc:
+        print(f"mcpx-hooks module runner: the answer is not JSON: {exc}", file=sys.stderr)
+        return 1
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,7 @@
+"""`python -m mcpx_hooks.supervisor` is `mcpx-hooks`."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

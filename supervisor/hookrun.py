@@ -1,0 +1,359 @@
+"""Running one `run` or `module` hook, and the hook frame that says what happened.
+
+The hook's whole life (spawn, stdin, run, output) is bounded by its `timeoutMs`; past it, or on
+cancellation, its whole process tree is killed (SIGTERM, `killGraceMs`, SIGKILL) and reaped
+before `run_hook` returns or re-raises. A broken hook never raises: it comes back as a frame
+with a failure status.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import secrets
+import shutil
+import site
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from typing import Any, Final
+
+import attrs
+import trio
+
+from . import sandbox
+from .effects import REFUSING, Clamp, Effect, clamp
+from .errors import SpawnError
+from .frames import HookFrame, HookStatus, Ran, Resources, now_rfc3339
+from .hookenv import PROTOCOL, base_environment, hook_variables
+from .hooks import NOT_YET_RUNNABLE, Action, Failure, Hook
+from .output import Answer, InvalidOutput, bound_answer, read_output
+from .points import Phase
+from .spawn import RUNNER_FLAGS, ChildSpec, Outcome, Spawner, runner_path
+
+#: How much of a `run`-effect command's stdout is kept on the hook frame.
+RAN_OUTPUT_BYTES: Final = 64 * 1024
+
+
+@attrs.frozen
+class RunInfo:
+    run_id: str
+    argv: tuple[str, ...]
+    cwd: str
+    started_at: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "runId": self.run_id,
+            "argv": list(self.argv),
+            "cwd": self.cwd,
+            "startedAt": self.started_at,
+        }
+
+
+@attrs.frozen
+class HookContext:
+    """What the point gives a hook: SPEC §3's input, and the ceilings for the clamp."""
+
+    run: RunInfo | None
+    caller_autonomy: Effect = Effect.RUN
+    supervisor_max: Effect = Effect.RUN
+    #: `(value,)` when the point has an input (before), so `null` is a value.
+    input: tuple[Any] | None = None
+    result: Mapping[str, Any] | None = None
+    error: Mapping[str, Any] | None = None
+    event: Mapping[str, Any] | None = None
+    #: `success` or `error`, for suffix hooks.
+    outcome: str | None = None
+    seq: int = 0
+
+    def subject(self, phase: Phase) -> tuple[Any] | None:
+        """The value an `apply` in `phase` replaces, as `(value,)`, or None if none."""
+        if phase is Phase.BEFORE:
+            return self.input
+        if phase is Phase.ON_SUCCESS and self.result is not None:
+            return (self.result.get("value"),)
+        if phase is Phase.ON_ERROR and self.error is not None:
+            return (dict(self.error),)
+        return None
+
+
+@attrs.frozen
+class HookReport:
+    """The frame, and the answer as the effect in force bounds it (for the run to act on)."""
+
+    frame: HookFrame
+    answer: Answer
+
+    @property
+    def refuses(self) -> bool:
+        return self.frame.refused is not None
+
+
+def hook_input(hook: Hook, effect: Effect, ctx: HookContext) -> dict[str, Any]:
+    """The JSON object written to the hook's stdin (schema `hook-input`)."""
+    payload: dict[str, Any] = {
+        "protocol": PROTOCOL,
+        "hook": {
+            "name": hook.name,
+            "on": hook.on,
+            "phase": hook.phase.value,
+            "action": hook.action.value,
+            "effect": effect.word,
+            "timeoutMs": hook.timeout_ms,
+        },
+        "run": ctx.run.to_json() if ctx.run else None,
+    }
+    if hook.phase is Phase.BEFORE and ctx.input is not None:
+        payload["input"] = ctx.input[0]
+    if ctx.result is not None:
+        payload["result"] = dict(ctx.result)
+    if ctx.error is not None:
+        payload["error"] = dict(ctx.error)
+    if ctx.event is not None:
+        payload["event"] = dict(ctx.event)
+    return payload
+
+
+def hook_environment(
+    hook: Hook, effect: Effect, ctx: HookContext, scratch: str, parent: Mapping[str, str]
+) -> dict[str, str]:
+    """The scrubbed environment: base, the hook's `env`, then the `MCPX_HOOK_*` table."""
+    env = base_environment(parent, scratch)
+    env.update(hook.env)
+    values = {
+        "MCPX_HOOK_PROTOCOL": str(PROTOCOL),
+        "MCPX_HOOK_NAME": hook.name,
+        "MCPX_HOOK_ON": hook.on,
+        "MCPX_HOOK_PHASE": hook.phase.value,
+        "MCPX_HOOK_ACTION": hook.action.value,
+        "MCPX_HOOK_EFFECT": effect.word,
+        "MCPX_HOOK_RUN_ID": ctx.run.run_id if ctx.run else "",
+        "MCPX_HOOK_TIMEOUT_MS": str(hook.timeout_ms),
+        "MCPX_HOOK_SCRATCH": scratch,
+        "MCPX_HOOK_DIR": hook.declaring_dir,
+    }
+    if hook.phase is Phase.SUFFIX and ctx.outcome:
+        values["MCPX_HOOK_OUTCOME"] = ctx.outcome
+    if hook.phase is Phase.OBSERVE and ctx.event is not None:
+        values["MCPX_HOOK_EVENT_KIND"] = str(ctx.event.get("kind", ""))
+        values["MCPX_HOOK_EVENT_SEQ"] = str(ctx.event.get("seq", ""))
+    env.update(hook_variables(values))
+    return env
+
+
+def hook_argv(hook: Hook) -> tuple[str, ...]:
+    if hook.action is Action.MODULE:
+        assert isinstance(hook.target, str)
+        return (
+            sys.executable,
+            *RUNNER_FLAGS,
+            runner_path("module_runner.py"),
+            *_site_paths(),
+            hook.target,
+        )
+    assert isinstance(hook.target, tuple)
+    return hook.target
+
+
+@functools.cache
+def _site_paths() -> tuple[str, ...]:
+    """`--path DIR` for each site-packages dir of this interpreter: the module runner starts
+    without `site` (fast), and a hook may still import what is installed."""
+    return tuple(arg for d in site.getsitepackages() for arg in ("--path", d))
+
+
+async def run_hook(spawner: Spawner, hook: Hook, ctx: HookContext) -> HookReport:
+    """Runs `hook` once in `ctx` and describes it. Never raises for a broken hook.
+
+    Cancellation (the run being cancelled) kills the hook's tree and propagates.
+    """
+    clamped = clamp(hook.effect, hook.phase, ctx.caller_autonomy, ctx.supervisor_max)
+    frame = _FrameBuilder(hook, clamped, ctx)
+    if not hook.enabled:
+        return frame.skipped("disabled (enabled = false)")
+    if hook.action in NOT_YET_RUNNABLE:
+        return frame.skipped(f"{hook.action} hooks are not supported yet; the hook did not run")
+    if hook.action is Action.SOURCE:
+        return frame.skipped("source hooks run inside the Python launcher, not as a process")
+    started = time.perf_counter()
+    try:
+        sandbox.require(hook.sandbox)
+    except SpawnError as exc:
+        return frame.failed(HookStatus.FAILED, str(exc), started)
+    scratch = tempfile.mkdtemp(prefix="mcpx-hook-")
+    try:
+        env = hook_environment(hook, clamped.effect, ctx, scratch, os.environ)
+        spec = ChildSpec(hook_argv(hook), hook.workdir, env)
+        stdin = json.dumps(hook_input(hook, clamped.effect, ctx)).encode()
+        try:
+            outcome, timed_out = await _run_child(spawner, spec, stdin, hook)
+        except SpawnError as exc:
+            return frame.failed(HookStatus.FAILED, f"could not start: {exc}", started)
+        report = frame.finished(outcome, timed_out, started)
+        if report.answer.run is not None and not report.frame.status.is_failure:
+            ran = await _run_command(spawner, report.answer.run, spec, hook)
+            report = attrs.evolve(report, frame=attrs.evolve(report.frame, ran=ran))
+        return report
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+async def _run_child(
+    spawner: Spawner, spec: ChildSpec, stdin: bytes, hook: Hook
+) -> tuple[Outcome, bool]:
+    outcome = Outcome()
+    with trio.move_on_after(hook.timeout_ms / 1000) as deadline:
+        async with spawner.open_child(spec, kill_grace=hook.kill_grace_ms / 1000) as child:
+            outcome = child.outcome
+            await child.communicate(stdin, hook.max_output_bytes, _STDERR_TAIL)
+    return outcome, deadline.cancelled_caught
+
+
+async def _run_command(spawner: Spawner, argv: tuple[str, ...], like: ChildSpec, hook: Hook) -> Ran:
+    """Executes a `run`-effect answer once, in the hook's sandbox, cwd and environment."""
+    spec = attrs.evolve(like, argv=argv)
+    try:
+        outcome, timed_out = await _run_child(spawner, spec, b"", hook)
+    except SpawnError as exc:
+        return Ran(argv, HookStatus.FAILED, stderr_tail=str(exc))
+    status = _process_status(outcome, timed_out)
+    return Ran(
+        argv,
+        status,
+        outcome.exit_code,
+        outcome.signal,
+        bytes(outcome.stdout[:RAN_OUTPUT_BYTES]).decode(errors="replace"),
+        _text(outcome.stderr_tail),
+    )
+
+
+_STDERR_TAIL: Final = 64 * 1024
+
+
+def _process_status(outcome: Outcome, timed_out: bool) -> HookStatus:
+    if timed_out:
+        return HookStatus.TIMEOUT
+    if outcome.stdout_overflow or (outcome.killed and not outcome.exited):
+        return HookStatus.KILLED
+    if outcome.signal is not None or outcome.exit_code != 0:
+        return HookStatus.FAILED
+    return HookStatus.OK
+
+
+def _text(data: bytes | bytearray) -> str | None:
+    return bytes(data).decode(errors="replace") if data else None
+
+
+class _FrameBuilder:
+    """Builds the one hook frame for a hook run from its pieces."""
+
+    def __init__(self, hook: Hook, clamped: Clamp, ctx: HookContext) -> None:
+        self.hook = hook
+        self.clamped = clamped
+        self.ctx = ctx
+
+    def _frame(self, status: HookStatus, duration_ms: int, **fields: Any) -> HookFrame:
+        hook = self.hook
+        return HookFrame(
+            run_id=self.ctx.run.run_id if self.ctx.run else "",
+            seq=self.ctx.seq,
+            at=now_rfc3339(),
+            name=hook.name,
+            on=hook.on,
+            phase=hook.phase.value,
+            action=hook.action.value,
+            effect=self.clamped.effect.word,
+            requested_effect=self.clamped.requested.word,
+            clamped_by=tuple(s.value for s in self.clamped.clamped_by),
+            status=status,
+            duration_ms=duration_ms,
+            sandbox=hook.sandbox.value,
+            **fields,
+        )
+
+    def skipped(self, reason: str) -> HookReport:
+        return HookReport(self._frame(HookStatus.SKIPPED, 0, reason=reason), Answer())
+
+    def failed(self, status: HookStatus, reason: str, started: float, **fields: Any) -> HookReport:
+        fields.update(self._closed(status, reason))
+        frame = self._frame(status, _ms_since(started), reason=reason, **fields)
+        return HookReport(frame, Answer())
+
+    def _closed(self, status: HookStatus, reason: str) -> dict[str, Any]:
+        """What `failure = "closed"` makes of a failure: a refusal, or a note why it cannot."""
+        if self.hook.failure is not Failure.CLOSED:
+            return {}
+        if self.clamped.effect >= REFUSING:
+            return {
+                "refused": {
+                    "reason": f"{self.hook.name} failed ({status}): {reason}",
+                    "failClosed": True,
+                }
+            }
+        by = ", ".join(s.value for s in self.clamped.clamped_by)
+        return {
+            "failure_note": f'failure = "closed" cannot refuse: the effect in force is '
+            f"{self.clamped.effect.word} (lowered by {by})"
+        }
+
+    def finished(self, outcome: Outcome, timed_out: bool, started: float) -> HookReport:
+        process = {
+            "exit_code": outcome.exit_code,
+            "signal": outcome.signal,
+            "stderr_tail": _text(outcome.stderr_tail),
+            "resources": Resources(outcome.cpu_ms, outcome.max_rss_kb),
+        }
+        status = _process_status(outcome, timed_out)
+        if status is not HookStatus.OK:
+            return self.failed(status, self._why(status, outcome), started, **process)
+        try:
+            answer = bound_answer(read_output(bytes(outcome.stdout)), self.clamped.effect)
+        except InvalidOutput as exc:
+            return self.failed(HookStatus.INVALID_OUTPUT, str(exc), started, **process)
+        return HookReport(
+            self._frame(HookStatus.OK, _ms_since(started), **process, **self._effects(answer)),
+            answer,
+        )
+
+    def _why(self, status: HookStatus, outcome: Outcome) -> str:
+        hook = self.hook
+        if status is HookStatus.TIMEOUT:
+            return f"timed out after {hook.timeout_ms} ms; its process tree was killed"
+        if outcome.stdout_overflow:
+            return f"stdout over maxOutputBytes ({hook.max_output_bytes}); killed"
+        if outcome.signal is not None:
+            return f"killed by signal {outcome.signal}"
+        return f"exited with status {outcome.exit_code}"
+
+    def _effects(self, answer: Answer) -> dict[str, Any]:
+        fields: dict[str, Any] = {
+            "advice": answer.advice,
+            "dropped": tuple(d.to_json() for d in answer.dropped),
+        }
+        if answer.propose is not None:
+            fields["proposals"] = (answer.propose,)
+        if answer.refuse is not None:
+            fields["refused"] = {"reason": answer.refuse, "failClosed": False}
+        if answer.ask is not None:
+            fields["ask"] = {
+                "question": answer.ask.question,
+                "default": answer.ask.default,
+                "deadlineMs": answer.ask.deadline_ms,
+            }
+        subject = self.ctx.subject(self.hook.phase)
+        if answer.apply is not None:
+            fields.update(
+                changed=True, value=answer.apply[0], original=subject[0] if subject else None
+            )
+        return fields
+
+
+def _ms_since(started: float) -> int:
+    return round((time.perf_counter() - started) * 1000)
+
+
+def new_run_id() -> str:
+    return secrets.token_hex(8)

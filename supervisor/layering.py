@@ -1,0 +1,51 @@
+"""Config layering (SPEC §2): tables merge key by key, lists follow the null-splice rule.
+
+Pure functions over plain data; `config.py` feeds them validated documents, farthest first.
+
+The null-splice rule: a nearer list replaces the farther one unless it holds `null`; each `null`
+is replaced by the farther layers' resolved list (so `[null, x]` appends, `[x, null]` prepends,
+`[null, x, null]` puts the farther list on both sides). A `null` in the farthest layer splices
+in nothing. Items other than `null` are kept as they are (objects included), so callers can
+wrap list items to carry where they came from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def splice(farther: Sequence[T], nearer: Sequence[T | None]) -> list[T]:
+    """`nearer` with each `None` replaced by the items of `farther`."""
+    out: list[T] = []
+    for item in nearer:
+        if item is None:
+            out.extend(farther)
+        else:
+            out.append(item)
+    return out
+
+
+def merge(farther: Mapping[str, Any], nearer: Mapping[str, Any]) -> dict[str, Any]:
+    """`nearer` layered over `farther`: mappings merge key by key (nearer wins), lists splice,
+    anything else is replaced. `farther` must already be resolved (no `None` in its lists)."""
+    out = dict(farther)
+    for key, value in nearer.items():
+        old = out.get(key)
+        if isinstance(value, Mapping):
+            out[key] = merge(old if isinstance(old, Mapping) else {}, value)
+        elif isinstance(value, list):
+            out[key] = splice(old if isinstance(old, list) else [], value)
+        else:
+            out[key] = value
+    return out
+
+
+def merge_all(layers: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """The layers, farthest first, resolved into one mapping with no `None` left in lists."""
+    resolved: dict[str, Any] = {}
+    for layer in layers:
+        resolved = merge(resolved, layer)
+    return resolved

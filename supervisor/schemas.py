@@ -1,0 +1,433 @@
+"""The JSON Schemas (2020-12) of the config, the hook input and the hook output.
+
+The files under `schemas/` are generated from the tables (`points.py`, `effects.py`, `hooks.py`)
+by the `build_*` functions below, so an enum is declared once; `tests/test_schemas.py` holds the
+committed files equal to what these functions build. After changing a table, regenerate with
+`python -m mcpx_hooks.supervisor.schemas --write`.
+
+At run time the files are read with `importlib.resources`, never imported, and each validator is
+compiled once.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Final
+
+import jsonschema
+
+from .effects import Effect
+from .hookenv import PROTOCOL
+from .hooks import DEFAULT_RUNS_RETAIN, PROCESS_ACTIONS, Action, Defaults, Failure, Profile
+from .points import POINTS, Phase
+
+SCHEMA_NAMES: Final = ("config", "hook-input", "hook-output")
+DIALECT: Final = "https://json-schema.org/draft/2020-12/schema"
+_PACKAGE: Final = "mcpx_hooks.schemas"
+
+#: The script point's inline source phases: the keys of `[script]`.
+SCRIPT_PHASES: Final = tuple(p.value for p in POINTS["script"].phases if p is not Phase.OBSERVE)
+#: The action keys a `[[hooks]]` entry may carry (`source` lives in `[script]` only).
+HOOK_ACTIONS: Final = tuple(a.value for a in Action if a is not Action.SOURCE)
+#: A `module` action: a Python file, or `package.module` with an optional `:function`.
+MODULE_PATTERN: Final = r"^(.+\.py(:[A-Za-z_]\w*)?|[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(:[A-Za-z_]\w*)?)$"
+#: A `plugin` action: `namespace.tool`.
+PLUGIN_PATTERN: Final = r"^[^.\s]+\.\S+$"
+
+
+def file_name(name: str) -> str:
+    """`config` → `config.schema.json`; refuses names that are not schemas."""
+    if name not in SCHEMA_NAMES:
+        raise KeyError(f"no schema {name!r}; the schemas are {', '.join(SCHEMA_NAMES)}")
+    return f"{name}.schema.json"
+
+
+def schema_text(name: str) -> str:
+    """The schema file's text, as installed."""
+    return importlib.resources.files(_PACKAGE).joinpath(file_name(name)).read_text("utf-8")
+
+
+def schema(name: str) -> dict[str, Any]:
+    """The schema as a fresh dict (callers may change it)."""
+    loaded: dict[str, Any] = json.loads(schema_text(name))
+    return loaded
+
+
+@functools.cache
+def validator(name: str) -> jsonschema.Draft202012Validator:
+    """The compiled validator for `name`, built once per process."""
+    return jsonschema.Draft202012Validator(schema(name))
+
+
+@functools.cache
+def hook_validator() -> jsonschema.Draft202012Validator:
+    """One `[[hooks]]` entry on its own (command-line and per-call hooks), built once."""
+    defs = schema("config")["$defs"]
+    return jsonschema.Draft202012Validator(
+        {"$schema": DIALECT, "$defs": defs, "$ref": "#/$defs/hook"}
+    )
+
+
+def _header(name: str, title: str, description: str) -> dict[str, Any]:
+    # A name, not a place: nothing fetches it.
+    return {
+        "$schema": DIALECT,
+        "$id": f"urn:mcpx-hooks:schema:{name}",
+        "title": title,
+        "description": description,
+    }
+
+
+def _enum(values: tuple[str, ...], description: str) -> dict[str, Any]:
+    return {"type": "string", "enum": list(values), "description": description}
+
+
+def _int(minimum: int, description: str) -> dict[str, Any]:
+    return {"type": "integer", "minimum": minimum, "description": description}
+
+
+def _string(description: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "string", "description": description, **extra}
+
+
+def _strings(description: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "array", "items": {"type": "string"}, "description": description, **extra}
+
+
+def _table(properties: dict[str, Any], description: str) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "description": description,
+        "additionalProperties": False,
+        "properties": properties,
+    }
+
+
+_EFFECT_REF: Final = {"$ref": "#/$defs/effect"}
+
+
+def _hook_def() -> dict[str, Any]:
+    points = list(POINTS)
+    hook = _table(
+        {
+            "name": _string("Unique; default `<on>.<phase>.<index>`.", minLength=1),
+            "on": _string(
+                "The point (one of " + ", ".join(points) + "), or for observe hooks the event"
+                " kind (or kind prefix) it follows.",
+                minLength=1,
+            ),
+            "phase": {"$ref": "#/$defs/phase", "description": "When the hook runs."},
+            "run": _strings(
+                'An argv array, never a shell string (a shell is ["sh", "-c", "…"]).',
+                minItems=1,
+            ),
+            "module": _string(
+                "A Python file (`*.py`) or `package.module[:function]`, run by the module runner.",
+                pattern=MODULE_PATTERN,
+            ),
+            "prompt": _string("Text with `@placeholders` sent to a configured model.", minLength=1),
+            "plugin": _string("An MCP tool, `namespace.tool`.", pattern=PLUGIN_PATTERN),
+            "source": {
+                "description": "Not legal here: inline source is declared as `script.<phase>`.",
+                "not": {},
+            },
+            "args": {"type": "object", "description": "The arguments of a `plugin` call."},
+            "effect": {
+                **_EFFECT_REF,
+                "description": "What its output may do; default `[defaults]`.",
+            },
+            "failure": _enum(
+                tuple(f.value for f in Failure),
+                "What a failed hook does: `open` lets the run carry on, `closed` refuses it"
+                " (needs an effect of `ask` or above). Default `open`.",
+            ),
+            "timeoutMs": _int(1, "The whole life of the hook, in ms; default `[defaults]`."),
+            "killGraceMs": _int(0, "From SIGTERM to SIGKILL, in ms; default `[defaults]`."),
+            "maxOutputBytes": _int(1, "stdout above this kills and fails the hook."),
+            "env": {
+                "type": "object",
+                "additionalProperties": {"type": "string"},
+                "description": "Variables added to the hook's scrubbed environment.",
+            },
+            "enabled": {"type": "boolean", "description": "false: listed, never run."},
+            "when": _table(
+                {
+                    "kinds": _strings("Event kinds (or prefixes) an observe hook follows."),
+                    "server": _string("Only for this server."),
+                    "session": _string("Only for this session."),
+                    "uri": _string("Only for this URI."),
+                    "tool": _string("Only for this tool."),
+                },
+                "Filters, as the point provides them.",
+            ),
+            "cwd": _string("Working directory, relative to the declaring directory."),
+            "sandbox": {"$ref": "#/$defs/sandbox", "description": "Default `[defaults]`."},
+        },
+        "One hook: a point, a phase and exactly one action.",
+    )
+    hook["required"] = ["on", "phase"]
+    hook["oneOf"] = [{"required": [a]} for a in (*HOOK_ACTIONS, Action.SOURCE.value)]
+    hook["dependentRequired"] = {"args": [Action.PLUGIN.value]}
+    # Outside observe, `on` names a point something fires (SPEC §1).
+    hook["if"] = {
+        "required": ["phase"],
+        "properties": {"phase": {"not": {"const": Phase.OBSERVE.value}}},
+    }
+    hook["then"] = {"properties": {"on": {"$ref": "#/$defs/point"}}}
+    return hook
+
+
+def build_config_schema() -> dict[str, Any]:
+    """The config schema (SPEC §2), enums taken from the tables."""
+    null_splice = "; `null` splices in what the farther layers resolved to"
+    d = Defaults()
+    return {
+        **_header(
+            "config",
+            "mcpx-hooks config",
+            "A config layer (TOML or JSON). Tables merge key by key, nearer wins; lists follow"
+            " the null-splice rule.",
+        ),
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "$schema": _string("The schema this file follows (for editors); ignored."),
+            "autonomy": _table(
+                {
+                    "max": {**_EFFECT_REF, "description": "The supervisor's ceiling."},
+                    "hooks": {**_EFFECT_REF, "description": "The caller's level."},
+                },
+                "The autonomy dial's ceilings (default `run`).",
+            ),
+            "defaults": _table(
+                {
+                    "timeoutMs": _int(1, f"Hook timeout, in ms (default {d.timeout_ms})."),
+                    "killGraceMs": _int(
+                        0, f"Grace from SIGTERM to SIGKILL, in ms (default {d.kill_grace_ms})."
+                    ),
+                    "maxOutputBytes": _int(
+                        1, f"Cap on a hook's stdout, in bytes (default {d.max_output_bytes})."
+                    ),
+                    "effect": {
+                        **_EFFECT_REF,
+                        "description": f"A hook's effect (default `{d.effect.word}`).",
+                    },
+                    "sandbox": {
+                        "$ref": "#/$defs/sandbox",
+                        "description": f"A hook's sandbox profile (default `{d.sandbox.value}`).",
+                    },
+                },
+                "Per-hook defaults.",
+            ),
+            "runs": _table(
+                {
+                    "retain": _int(
+                        1, f"Runs the service keeps for replay (default {DEFAULT_RUNS_RETAIN})."
+                    )
+                },
+                "The service's run history.",
+            ),
+            "script": _table(
+                {
+                    p: {
+                        "type": "array",
+                        "items": {"type": ["string", "null"]},
+                        "description": f"Python lines spliced into the launcher at `{p}`"
+                        + null_splice,
+                    }
+                    for p in SCRIPT_PHASES
+                },
+                "Inline source phases of the script point (action `source`).",
+            ),
+            "hooks": {
+                "type": "array",
+                "description": "The hooks, in declaration order" + null_splice,
+                "items": {"if": {"type": "null"}, "else": {"$ref": "#/$defs/hook"}},
+            },
+        },
+        "$defs": {
+            "effect": _enum(tuple(e.word for e in Effect), "An effect level, least to most."),
+            "phase": _enum(tuple(p.value for p in Phase), "When the hook runs."),
+            "point": _enum(tuple(POINTS), "A point that something fires."),
+            "sandbox": _enum(tuple(p.value for p in Profile), "A sandbox profile."),
+            "hook": _hook_def(),
+        },
+    }
+
+
+def build_hook_input_schema() -> dict[str, Any]:
+    """What a `run`/`module` hook reads on stdin (SPEC §3)."""
+    any_value = {"description": "Any JSON value."}
+    return {
+        **_header(
+            "hook-input",
+            "mcpx-hooks hook input",
+            "One JSON object on a hook's stdin, written in full and closed. Keys may be added"
+            " in later versions of protocol 1; a hook ignores keys it does not know.",
+        ),
+        "type": "object",
+        "required": ["protocol", "hook", "run"],
+        "properties": {
+            "protocol": {"const": PROTOCOL, "description": "The hook protocol version."},
+            "hook": {
+                "type": "object",
+                "description": "The hook being run.",
+                "required": ["name", "on", "phase", "action", "effect", "timeoutMs"],
+                "properties": {
+                    "name": _string("The hook's name."),
+                    "on": _string("The point, or the event kind for observe hooks."),
+                    "phase": _enum(tuple(p.value for p in Phase), "The phase."),
+                    "action": _enum(
+                        tuple(a.value for a in Action if a in PROCESS_ACTIONS), "The action."
+                    ),
+                    "effect": _enum(
+                        tuple(e.word for e in Effect), "The effect in force, after clamping."
+                    ),
+                    "timeoutMs": _int(1, "The hook's timeout, in ms."),
+                },
+            },
+            "run": {
+                "type": ["object", "null"],
+                "description": "The run; null for observe hooks not tied to a run.",
+                "required": ["runId", "argv", "cwd", "startedAt"],
+                "properties": {
+                    "runId": _string("The run's id."),
+                    "argv": _strings("The script's argv."),
+                    "cwd": _string("The script's working directory."),
+                    "startedAt": _string("RFC 3339 time the run started.", format="date-time"),
+                },
+            },
+            "input": {**any_value, "description": "The run's input (before only)."},
+            "result": {
+                "type": "object",
+                "description": "onSuccess, and suffix after a success.",
+                "required": ["value"],
+                "properties": {"value": {**any_value, "description": "The result value."}},
+            },
+            "error": {
+                "type": "object",
+                "description": "onError, and suffix after a failure.",
+                "required": ["message"],
+                "properties": {
+                    "message": _string("What went wrong."),
+                    "exitCode": {"type": "integer", "description": "The script's exit code."},
+                    "stderrTail": _string("The end of the script's stderr."),
+                },
+            },
+            "event": {
+                "type": "object",
+                "description": "The event an observe hook follows.",
+                "required": ["seq", "kind", "at", "data"],
+                "properties": {
+                    "seq": _int(0, "The event's sequence number on the bus."),
+                    "kind": _string("The event kind."),
+                    "at": _string("RFC 3339 time of the event.", format="date-time"),
+                    "runId": _string("The run the event belongs to, if any."),
+                    "data": {**any_value, "description": "The event's payload."},
+                },
+            },
+        },
+    }
+
+
+def build_hook_output_schema() -> dict[str, Any]:
+    """What a hook may print on stdout (SPEC §4). Unknown keys are allowed by the schema and
+    reported by the code (dropped, named in the hook frame)."""
+
+    def needs(effect: Effect) -> str:
+        return f" Needs effect `{effect.word}`."
+
+    return {
+        **_header(
+            "hook-output",
+            "mcpx-hooks hook output",
+            "One JSON object on a hook's stdout (or nothing: no opinion). Keys are the dial's"
+            " levels; a key above the effect in force is dropped.",
+        ),
+        "type": "object",
+        "additionalProperties": True,
+        "properties": {
+            "advise": {
+                "description": "Text attached to the result or the error." + needs(Effect.ADVISE),
+                "oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}],
+            },
+            "refuse": {
+                "description": "Stop the run, with a reason." + needs(Effect.ASK),
+                "oneOf": [
+                    {"type": "string"},
+                    {
+                        "type": "object",
+                        "required": ["reason"],
+                        "properties": {"reason": _string("Why the run is refused.")},
+                    },
+                ],
+            },
+            "ask": {
+                "type": "object",
+                "description": "A question; unanswered or `no` refuses." + needs(Effect.ASK),
+                "required": ["question"],
+                "properties": {
+                    "question": _string("The question put to the caller."),
+                    "default": _enum(("yes", "no"), "The suggested answer."),
+                    "deadlineMs": _int(0, "How long to wait for an answer, in ms."),
+                },
+            },
+            "propose": {
+                "type": "object",
+                "description": "A replacement beside the original, unapplied."
+                + needs(Effect.PROPOSE),
+                "required": ["value"],
+                "properties": {
+                    "value": {"description": "The proposed value."},
+                    "note": _string("Why."),
+                },
+            },
+            "apply": {
+                "type": "object",
+                "description": "Replace the value the caller receives." + needs(Effect.APPLY),
+                "required": ["value"],
+                "properties": {"value": {"description": "The replacement."}},
+            },
+            "run": {
+                "type": "object",
+                "description": "A command executed once in the hook's sandbox." + needs(Effect.RUN),
+                "required": ["argv"],
+                "properties": {"argv": _strings("The command's argv.", minItems=1)},
+            },
+        },
+    }
+
+
+BUILDERS: Final[dict[str, Callable[[], dict[str, Any]]]] = {
+    "config": build_config_schema,
+    "hook-input": build_hook_input_schema,
+    "hook-output": build_hook_output_schema,
+}
+
+
+def render(name: str) -> str:
+    """The text of the schema file `name` as the tables build it."""
+    return json.dumps(BUILDERS[name](), indent=2, ensure_ascii=False) + "\n"
+
+
+def write_schemas(directory: Path) -> list[Path]:
+    """Regenerates every schema file in `directory` (the source tree's `schemas/`)."""
+    written = []
+    for name in SCHEMA_NAMES:
+        path = directory / file_name(name)
+        path.write_text(render(name), encoding="utf-8")
+        written.append(path)
+    return written
+
+
+if __name__ == "__main__":  # pragma: no cover - a maintenance command
+    if sys.argv[1:] != ["--write"]:
+        sys.exit("usage: python -m mcpx_hooks.supervisor.schemas --write")
+    # In the editable install this is the source tree's `schemas/`.
+    for p in write_schemas(Path(str(importlib.resources.files(_PACKAGE)))):
+        print(p)

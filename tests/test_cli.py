@@ -1,0 +1,163 @@
+"""The command line as a user runs it: a real `python -m mcpx_hooks.supervisor` process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CLI = [sys.executable, "-m", "mcpx_hooks.supervisor"]
+
+
+def mcpx(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "MCPX_HOOKS_NO_DISCOVERY": "1"}
+    return subprocess.run(
+        [*CLI, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+CONFIG = """
+[defaults]
+sandbox = "none"
+
+[[hooks]]
+name = "ok"
+on = "script"
+phase = "before"
+run = ["sh", "-c", "cat >/dev/null; echo '{\\"advise\\": \\"fine\\"}'"]
+
+[[hooks]]
+name = "double"
+on = "script"
+phase = "onSuccess"
+module = "double.py"
+effect = "apply"
+
+[[hooks]]
+name = "hangs"
+on = "script"
+phase = "before"
+run = ["sleep", "30"]
+timeoutMs = 200
+killGraceMs = 50
+
+[[hooks]]
+name = "off"
+on = "script"
+phase = "before"
+run = ["true"]
+enabled = false
+"""
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "hooks.toml").write_text(CONFIG)
+    (tmp_path / "double.py").write_text(
+        "def hook(p):\n    return {'apply': {'value': p['result']['value'] * 2}}\n"
+    )
+    return tmp_path
+
+
+def test_version(tmp_path: Path) -> None:
+    out = mcpx("--version", cwd=tmp_path)
+    assert out.returncode == 0
+    assert out.stdout.startswith("mcpx-hooks ")
+
+
+def test_validate_ok_and_every_problem(project: Path) -> None:
+    assert mcpx("validate", "hooks.toml", cwd=project).returncode == 0
+    (project / "bad.toml").write_text(
+        '[[hooks]]\nname = "x"\non = "script"\nphase = "before"\nrun = "echo hi"\n'
+        'timeoutMS = 5\n\n[[hooks]]\non = "script"\nphase = "sometime"\nrun = ["true"]\n'
+    )
+    out = mcpx("validate", "bad.toml", cwd=project)
+    assert out.returncode == 2
+    assert "bad.toml:/hooks/0/run:" in out.stdout and "never a shell string" in out.stdout
+    assert "bad.toml:/hooks/0/timeoutMS:" in out.stdout and "timeoutMs" in out.stdout
+    assert "bad.toml:/hooks/1/phase:" in out.stdout
+
+
+def test_hooks_list_shows_provenance(project: Path) -> None:
+    out = mcpx("hooks", "list", "--config", "hooks.toml", "--json", cwd=project)
+    assert out.returncode == 0, out.stderr
+    hooks = json.loads(out.stdout)
+    assert [h["name"] for h in hooks] == ["ok", "double", "hangs", "off"]
+    assert hooks[2]["source"] == {"file": str(project / "hooks.toml"), "index": 2}
+    assert hooks[3]["enabled"] is False
+    assert hooks[0]["timeoutMs"] == 10000  # the default
+    human = mcpx("hooks", "list", "--config", "hooks.toml", cwd=project)
+    assert "off (disabled)" in human.stdout and "hooks.toml#2" in human.stdout
+
+
+def test_schema_prints_each_schema(tmp_path: Path) -> None:
+    names = mcpx("schema", cwd=tmp_path).stdout.split()
+    assert names == ["config", "hook-input", "hook-output"]
+    for name in names:
+        doc = json.loads(mcpx("schema", name, cwd=tmp_path).stdout)
+        assert doc["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+
+
+def test_hook_test_ok_prints_frame(project: Path) -> None:
+    out = mcpx(
+        "hook", "test", "ok", "--phase", "before", "--config", "hooks.toml", "--json", cwd=project
+    )
+    assert out.returncode == 0, out.stderr
+    frame = json.loads(out.stdout)
+    assert frame["type"] == "hook" and frame["status"] == "ok"
+    assert frame["advice"] == ["fine"]
+
+
+def test_hook_test_event_file_is_merged(project: Path) -> None:
+    (project / "event.json").write_text(json.dumps({"result": {"value": 41}}))
+    out = mcpx(
+        "hook",
+        "test",
+        "double",
+        "--phase",
+        "onSuccess",
+        "--event",
+        "event.json",
+        "--config",
+        "hooks.toml",
+        "--json",
+        cwd=project,
+    )
+    assert out.returncode == 0, out.stderr
+    frame = json.loads(out.stdout)
+    assert (frame["changed"], frame["original"], frame["value"]) == (True, 41, 82)
+
+
+def test_hook_test_timeout_exits_1_with_readable_view(project: Path) -> None:
+    out = mcpx("hook", "test", "hangs", "--phase", "before", "--config", "hooks.toml", cwd=project)
+    assert out.returncode == 1
+    assert "FAILED [timeout]" in out.stdout
+    assert "failure is open" in out.stdout
+
+
+def test_hook_test_inline_hook(tmp_path: Path) -> None:
+    hook = {"run": ["sh", "-c", 'echo \'{"apply": {"value": 1}}\''], "sandbox": "none"}
+    out = mcpx(
+        "hook", "test", "--hook", json.dumps(hook), "--phase", "before", "--json", cwd=tmp_path
+    )
+    assert out.returncode == 0, out.stderr
+    frame = json.loads(out.stdout)
+    assert frame["dropped"] == [{"key": "apply", "reason": "needs effect apply; in force: advise"}]
+
+
+def test_hook_test_unknown_name_and_bad_hook_exit_2(project: Path) -> None:
+    out = mcpx("hook", "test", "nope", "--phase", "before", "--config", "hooks.toml", cwd=project)
+    assert out.returncode == 2 and "no hook named 'nope'" in out.stderr
+    out = mcpx("hook", "test", "--hook", '{"run": "ls -l"}', "--phase", "before", cwd=project)
+    assert out.returncode == 2 and "--hook #1:/run" in out.stderr
+
+
+def test_demo_runs_and_ends(tmp_path: Path) -> None:
+    out = mcpx("demo", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    for expected in ("FAILED [timeout]", "dropped: apply", "applies:", "effect off"):
+        assert expected in out.stdout

@@ -1,0 +1,903 @@
+"""Loading, layering, validating and defaulting configs (SPEC §2)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import pytest
+
+from mcpx_hooks.supervisor import config as config_mod
+from mcpx_hooks.supervisor.config import discover_files, load_config, validate_files
+from mcpx_hooks.supervisor.effects import Effect
+from mcpx_hooks.supervisor.errors import ConfigError, Problem
+from mcpx_hooks.supervisor.hooks import (
+    Action,
+    Config,
+    Defaults,
+    Failure,
+    Profile,
+    Provenance,
+    SourceKind,
+)
+from mcpx_hooks.supervisor.points import POINTS, Phase, PointInfo
+
+EXAMPLE_TOML = """\
+[autonomy]
+max = "apply"
+hooks = "ask"
+
+[defaults]
+timeoutMs = 7000
+killGraceMs = 250
+maxOutputBytes = 4096
+effect = "propose"
+sandbox = "net"
+
+[runs]
+retain = 12
+
+[script]
+before = ["import os"]
+onError = ["print('failed:', error)"]
+
+[[hooks]]
+name = "deps"
+on = "script"
+phase = "before"
+run = ["python3", "check_deps.py"]
+effect = "ask"
+failure = "closed"
+timeoutMs = 5000
+env = { LEVEL = "strict" }
+enabled = true
+
+[[hooks]]
+on = "script"
+phase = "onSuccess"
+module = "hooks/shape.py"
+cwd = "hooks"
+when = { tool = "t", server = "s" }
+"""
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+def write_json(path: Path, doc: Any) -> Path:
+    return write(path, json.dumps(doc))
+
+
+def load(cwd: Path, *files: Path | str, **kwargs: Any) -> Config:
+    return load_config(files, cwd=cwd, environ={}, discover=False, **kwargs)
+
+
+def problems(cwd: Path, *files: Path | str, **kwargs: Any) -> list[Problem]:
+    with pytest.raises(ConfigError) as info:
+        load(cwd, *files, **kwargs)
+    return info.value.problems
+
+
+def where(found: list[Problem]) -> list[tuple[str, str]]:
+    return [(p.file, p.pointer) for p in found]
+
+
+def toml_value(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, list):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    return json.dumps(value)
+
+
+def hook_toml(on: str = "script", phase: str = "before", **keys: Any) -> str:
+    """One `[[hooks]]` entry; `run = ["true"]` unless given (`run=None` leaves it out)."""
+    keys.setdefault("run", ["true"])
+    lines = [f'on = "{on}"', f'phase = "{phase}"']
+    lines += [f"{k} = {toml_value(v)}" for k, v in keys.items() if v is not None]
+    return "[[hooks]]\n" + "\n".join(lines) + "\n"
+
+
+def one_problem(tmp_path: Path, text: str, name: str = "c.toml") -> Problem:
+    path = write(tmp_path / name, text)
+    found = problems(tmp_path, path)
+    assert len(found) == 1, found
+    assert found[0].file == str(path)
+    return found[0]
+
+
+# --- loading -------------------------------------------------------------------------------
+
+
+def test_toml_config_is_loaded(tmp_path: Path) -> None:
+    path = write(tmp_path / "proj" / "c.toml", EXAMPLE_TOML)
+    config = load(tmp_path, path)
+    assert config.autonomy_max is Effect.APPLY
+    assert config.autonomy_hooks is Effect.ASK
+    assert config.defaults == Defaults(7000, 250, 4096, Effect.PROPOSE, Profile.NET)
+    assert config.runs_retain == 12
+    assert config.script == {
+        Phase.BEFORE: ("import os",),
+        Phase.ON_ERROR: ("print('failed:', error)",),
+    }
+    assert config.files == (str(path),)
+    deps, shape = config.hooks
+    assert deps.name == "deps"
+    assert (deps.on, deps.phase, deps.action) == ("script", Phase.BEFORE, Action.RUN)
+    assert deps.target == ("python3", "check_deps.py")
+    assert (deps.effect, deps.failure, deps.timeout_ms) == (Effect.ASK, Failure.CLOSED, 5000)
+    assert deps.env == {"LEVEL": "strict"}
+    assert deps.enabled is True
+    assert deps.declaring_dir == str(tmp_path / "proj")
+    assert deps.source == Provenance(SourceKind.FILE, str(path), 0)
+    assert deps.cwd is None
+    assert deps.workdir == str(tmp_path / "proj")
+    assert shape.name == "script.onSuccess.0"
+    assert (shape.action, shape.target) == (Action.MODULE, "hooks/shape.py")
+    assert shape.cwd == str(tmp_path / "proj" / "hooks")
+    assert shape.when == {"tool": "t", "server": "s"}
+    assert shape.source == Provenance(SourceKind.FILE, str(path), 1)
+
+
+def test_json_config_is_loaded_like_toml(tmp_path: Path) -> None:
+    import tomllib
+
+    doc = tomllib.loads(EXAMPLE_TOML)
+    doc["$schema"] = "urn:mcpx-hooks:schema:config"
+    toml_config = load(tmp_path, write(tmp_path / "a" / "c.toml", EXAMPLE_TOML))
+    json_config = load(tmp_path, write_json(tmp_path / "a" / "c.json", doc))
+    assert [h.to_json() | {"source": None} for h in json_config.hooks] == [
+        h.to_json() | {"source": None} for h in toml_config.hooks
+    ]
+    assert json_config.script == toml_config.script
+    assert json_config.defaults == toml_config.defaults
+
+
+def test_json_tolerates_a_bom_and_reads_integral_floats(tmp_path: Path) -> None:
+    path = tmp_path / "c.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps({"defaults": {"timeoutMs": 5000.0}}).encode())
+    config = load(tmp_path, path)
+    assert config.defaults.timeout_ms == 5000
+    assert type(config.defaults.timeout_ms) is int
+
+
+def test_config_files_are_relative_to_cwd(tmp_path: Path) -> None:
+    write(tmp_path / "c.toml", hook_toml(name="x"))
+    assert [h.name for h in load(tmp_path, "c.toml").hooks] == ["x"]
+
+
+def test_empty_config_gives_the_defaults(tmp_path: Path) -> None:
+    config = load(tmp_path, write(tmp_path / "c.toml", ""))
+    assert config.hooks == ()
+    assert config.script == {}
+    assert config.autonomy_max is Effect.RUN
+    assert config.autonomy_hooks is Effect.RUN
+    assert config.defaults == Defaults()
+    assert config.runs_retain == 256
+
+
+def test_no_files_at_all(tmp_path: Path) -> None:
+    assert load(tmp_path) == Config()
+
+
+# --- defaults ------------------------------------------------------------------------------
+
+
+def test_default_names_count_per_point_and_phase(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "c.toml",
+        hook_toml()
+        + hook_toml(name="named")
+        + hook_toml(phase="onError")
+        + hook_toml()
+        + hook_toml(on="run.finished", phase="observe"),
+    )
+    assert [h.name for h in load(tmp_path, path).hooks] == [
+        "script.before.0",
+        "named",
+        "script.onError.0",
+        "script.before.2",
+        "run.finished.observe.0",
+    ]
+
+
+def test_per_hook_defaults_come_from_the_defaults_table(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "c.toml",
+        """\
+        [defaults]
+        timeoutMs = 1234
+        killGraceMs = 0
+        maxOutputBytes = 99
+        effect = "apply"
+        sandbox = "none"
+        """
+        + hook_toml(name="plain")
+        + hook_toml(
+            name="own",
+            timeoutMs=5,
+            killGraceMs=6,
+            maxOutputBytes=7,
+            effect="off",
+            sandbox="strict",
+        ),
+    )
+    plain, own = load(tmp_path, path).hooks
+    assert (plain.timeout_ms, plain.kill_grace_ms, plain.max_output_bytes) == (1234, 0, 99)
+    assert (plain.effect, plain.sandbox, plain.failure) == (
+        Effect.APPLY,
+        Profile.NONE,
+        Failure.OPEN,
+    )
+    assert (own.timeout_ms, own.kill_grace_ms, own.max_output_bytes) == (5, 6, 7)
+    assert (own.effect, own.sandbox) == (Effect.OFF, Profile.STRICT)
+
+
+def test_built_in_defaults_without_a_defaults_table(tmp_path: Path) -> None:
+    (hook,) = load(tmp_path, write(tmp_path / "c.toml", hook_toml())).hooks
+    assert (hook.timeout_ms, hook.kill_grace_ms, hook.max_output_bytes) == (10_000, 500, 1 << 20)
+    assert (hook.effect, hook.failure, hook.sandbox) == (
+        Effect.ADVISE,
+        Failure.OPEN,
+        Profile.STRICT,
+    )
+    assert hook.env == {}
+    assert hook.when == {}
+    assert hook.args is None
+
+
+def test_disabled_hooks_stay_listed(tmp_path: Path) -> None:
+    path = write(tmp_path / "c.toml", hook_toml(name="off", enabled=False) + hook_toml(name="on"))
+    hooks = load(tmp_path, path).hooks
+    assert [(h.name, h.enabled) for h in hooks] == [("off", False), ("on", True)]
+
+
+def test_cwd_resolves_against_the_declaring_dir(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "d" / "c.toml",
+        hook_toml(name="rel", cwd="sub/../x") + hook_toml(name="abs", cwd="/srv"),
+    )
+    rel, absolute = load(tmp_path, path).hooks
+    assert rel.cwd == str(tmp_path / "d" / "x")
+    assert absolute.cwd == "/srv"
+
+
+def test_each_action_builds_its_target(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "c.toml",
+        hook_toml(name="r", run=["a", "b"])
+        + '[[hooks]]\nname = "m"\non = "script"\nphase = "before"\nmodule = "pkg.mod:main"\n'
+        + '[[hooks]]\nname = "p"\non = "script"\nphase = "before"\nprompt = "check @input"\n'
+        + '[[hooks]]\nname = "g"\non = "script"\nphase = "before"\nplugin = "ns.tool"\n'
+        + "args = { level = 2 }\n",
+    )
+    hooks = {h.name: h for h in load(tmp_path, path).hooks}
+    assert (hooks["r"].action, hooks["r"].target) == (Action.RUN, ("a", "b"))
+    assert (hooks["m"].action, hooks["m"].target) == (Action.MODULE, "pkg.mod:main")
+    assert (hooks["p"].action, hooks["p"].target) == (Action.PROMPT, "check @input")
+    assert (hooks["g"].action, hooks["g"].target) == (Action.PLUGIN, "ns.tool")
+    assert hooks["g"].args == {"level": 2}
+
+
+def test_observe_hooks_take_any_event_kind(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "c.toml",
+        hook_toml(on="hook.failed", phase="observe", when={"kinds": ["hook.failed"]})
+        + hook_toml(on="script", phase="observe"),
+    )
+    hooks = load(tmp_path, path).hooks
+    assert [(h.on, h.phase) for h in hooks] == [
+        ("hook.failed", Phase.OBSERVE),
+        ("script", Phase.OBSERVE),
+    ]
+
+
+# --- layering ------------------------------------------------------------------------------
+
+
+def three_layers(tmp_path: Path, near_hooks: str) -> tuple[Config, list[Path]]:
+    """far (TOML) → middle (JSON) → near (TOML, given), each in its own directory."""
+    far = write(tmp_path / "far" / "c.toml", hook_toml(name="f0") + hook_toml(name="f1"))
+    middle = write_json(
+        tmp_path / "mid" / "c.json",
+        {"hooks": [None, {"name": "m1", "on": "script", "phase": "before", "run": ["m"]}]},
+    )
+    near = write(tmp_path / "near" / "c.toml", near_hooks)
+    return load(tmp_path, far, middle, near), [far, middle, near]
+
+
+INHERIT = "[[hooks]]\ninherit = true\n"
+
+
+def test_null_at_the_start_appends(tmp_path: Path) -> None:
+    config, _ = three_layers(tmp_path, INHERIT + hook_toml(name="n0"))
+    assert [h.name for h in config.hooks] == ["f0", "f1", "m1", "n0"]
+
+
+def test_null_in_the_middle_splices_there(tmp_path: Path) -> None:
+    config, _ = three_layers(tmp_path, hook_toml(name="n0") + INHERIT + hook_toml(name="n2"))
+    assert [h.name for h in config.hooks] == ["n0", "f0", "f1", "m1", "n2"]
+
+
+def test_null_at_the_end_prepends(tmp_path: Path) -> None:
+    config, _ = three_layers(tmp_path, hook_toml(name="n0") + INHERIT)
+    assert [h.name for h in config.hooks] == ["n0", "f0", "f1", "m1"]
+
+
+def test_no_null_replaces(tmp_path: Path) -> None:
+    config, _ = three_layers(tmp_path, hook_toml(name="n0"))
+    assert [h.name for h in config.hooks] == ["n0"]
+
+
+def test_an_empty_list_clears(tmp_path: Path) -> None:
+    config, _ = three_layers(tmp_path, "hooks = []\n")
+    assert config.hooks == ()
+
+
+def test_a_layer_without_hooks_keeps_them(tmp_path: Path) -> None:
+    config, _ = three_layers(tmp_path, "[runs]\nretain = 3\n")
+    assert [h.name for h in config.hooks] == ["f0", "f1", "m1"]
+    assert config.runs_retain == 3
+
+
+def test_spliced_hooks_keep_their_provenance(tmp_path: Path) -> None:
+    config, (far, middle, near) = three_layers(
+        tmp_path, hook_toml(name="n0") + INHERIT + hook_toml(name="n2")
+    )
+    got = {h.name: (h.source, h.declaring_dir) for h in config.hooks}
+    assert got == {
+        "n0": (Provenance(SourceKind.FILE, str(near), 0), str(near.parent)),
+        "f0": (Provenance(SourceKind.FILE, str(far), 0), str(far.parent)),
+        "f1": (Provenance(SourceKind.FILE, str(far), 1), str(far.parent)),
+        # index in *its* file's array, the null included
+        "m1": (Provenance(SourceKind.FILE, str(middle), 1), str(middle.parent)),
+        "n2": (Provenance(SourceKind.FILE, str(near), 2), str(near.parent)),
+    }
+    assert config.files == (str(far), str(middle), str(near))
+
+
+def test_several_nulls_splice_at_each(tmp_path: Path) -> None:
+    a = write(tmp_path / "a.toml", hook_toml(run=["a"]))
+    b = write_json(
+        tmp_path / "b.json",
+        {"hooks": [None, {"on": "script", "phase": "before", "run": ["b"]}, None]},
+    )
+    hooks = load(tmp_path, a, b).hooks
+    assert [(h.name, h.target, h.source.file, h.source.index) for h in hooks] == [
+        ("script.before.0", ("a",), str(a), 0),
+        ("script.before.1", ("b",), str(b), 1),
+        ("script.before.2", ("a",), str(a), 0),
+    ]
+
+
+def test_a_named_hook_spliced_twice_is_a_duplicate(tmp_path: Path) -> None:
+    a = write(tmp_path / "a.toml", hook_toml(name="a", enabled=False))
+    b = write_json(tmp_path / "b.json", {"hooks": [None, None]})
+    with pytest.raises(ConfigError) as info:  # the same hook twice: its name is duplicated
+        load(tmp_path, a, b)
+    assert where(info.value.problems) == [(str(a), "/hooks/0/name")]
+
+
+def test_null_in_the_farthest_layer_splices_nothing(tmp_path: Path) -> None:
+    a = write_json(
+        tmp_path / "a.json", {"hooks": [None, {"on": "script", "phase": "before", "run": ["x"]}]}
+    )
+    assert [h.source.index for h in load(tmp_path, a).hooks] == [1]
+
+
+def test_default_names_follow_the_resolved_order(tmp_path: Path) -> None:
+    a = write(tmp_path / "a.toml", hook_toml(run=["a"]))
+    b = write(tmp_path / "b.toml", hook_toml(run=["b"]) + INHERIT)
+    assert [(h.name, h.target) for h in load(tmp_path, a, b).hooks] == [
+        ("script.before.0", ("b",)),
+        ("script.before.1", ("a",)),
+    ]
+
+
+def test_script_lists_null_splice(tmp_path: Path) -> None:
+    a = write(tmp_path / "a.toml", '[script]\nbefore = ["a"]\nsuffix = ["s"]\n')
+    b = write_json(tmp_path / "b.json", {"script": {"before": [None, "b"], "onError": ["e"]}})
+    c = write(tmp_path / "c.toml", '[script]\nbefore = ["c", {inherit = true}]\nsuffix = []\n')
+    assert load(tmp_path, a, b, c).script == {
+        Phase.BEFORE: ("c", "a", "b"),
+        Phase.ON_ERROR: ("e",),
+    }
+
+
+def test_tables_merge_key_by_key(tmp_path: Path) -> None:
+    a = write(
+        tmp_path / "a.toml",
+        '[autonomy]\nmax = "apply"\nhooks = "ask"\n[defaults]\ntimeoutMs = 1\neffect = "ask"\n',
+    )
+    b = write(tmp_path / "b.toml", '[autonomy]\nhooks = "advise"\n[defaults]\ntimeoutMs = 2\n')
+    config = load(tmp_path, a, b)
+    assert (config.autonomy_max, config.autonomy_hooks) == (Effect.APPLY, Effect.ADVISE)
+    assert (config.defaults.timeout_ms, config.defaults.effect) == (2, Effect.ASK)
+
+
+def test_defaults_apply_to_hooks_of_farther_layers(tmp_path: Path) -> None:
+    a = write(tmp_path / "a.toml", hook_toml(name="x"))
+    b = write(tmp_path / "b.toml", "hooks = [{inherit = true}]\n[defaults]\ntimeoutMs = 42\n")
+    assert load(tmp_path, a, b).hooks[0].timeout_ms == 42
+
+
+def test_command_line_and_per_call_hooks_append(tmp_path: Path) -> None:
+    a = write(tmp_path / "d" / "a.toml", hook_toml(name="file"))
+    cli = json.dumps({"name": "cli", "on": "script", "phase": "suffix", "run": ["c"]})
+    per_call = MappingProxyType(
+        {"name": "call", "on": "script", "phase": "onSuccess", "module": "m.py"}
+    )
+    config = load(tmp_path / "d", a, command_line_hooks=[cli], per_call_hooks=[per_call])
+    assert [(h.name, h.source, h.declaring_dir) for h in config.hooks] == [
+        ("file", Provenance(SourceKind.FILE, str(a), 0), str(tmp_path / "d")),
+        ("cli", Provenance(SourceKind.COMMAND_LINE, None, 0), str(tmp_path / "d")),
+        ("call", Provenance(SourceKind.PER_CALL, None, 0), str(tmp_path / "d")),
+    ]
+    assert config.hooks[1].source.to_json() == "command-line"
+    assert config.hooks[2].source.to_json() == "per-call"
+
+
+def test_per_call_script_is_layered_last(tmp_path: Path) -> None:
+    a = write(tmp_path / "a.toml", '[script]\nbefore = ["a"]\n')
+    config = load(tmp_path, a, script={"before": [None, "b"], "suffix": ("s",)})
+    assert config.script == {Phase.BEFORE: ("a", "b"), Phase.SUFFIX: ("s",)}
+    found = problems(tmp_path, a, script={"befor": ["x"], "suffix": "s"})
+    assert where(found) == [
+        ("per-call script", "/script/befor"),
+        ("per-call script", "/script/suffix"),
+    ]
+    assert 'did you mean "before"?' in found[0].message
+
+
+# --- discovery -----------------------------------------------------------------------------
+
+
+def test_discovery_order_farthest_first(tmp_path: Path) -> None:
+    etc = write(tmp_path / "etc" / "config.toml", "")
+    user = write(tmp_path / "xdg" / "mcpx-hooks" / "config.toml", "")
+    top_toml = write(tmp_path / "w" / ".mcpx-hooks.toml", "")
+    top_json = write(tmp_path / "w" / ".mcpx-hooks.json", "{}")
+    deeper = write(tmp_path / "w" / "a" / "b" / ".mcpx-hooks.json", "{}")
+    write(tmp_path / "w" / "a" / "b" / "c" / "unrelated.toml", "")
+    write(tmp_path / "elsewhere" / ".mcpx-hooks.toml", "")
+    cwd = tmp_path / "w" / "a" / "b" / "c"
+    environ = {"XDG_CONFIG_HOME": str(tmp_path / "xdg"), "HOME": str(tmp_path / "home")}
+    found = discover_files(cwd, environ, etc_dir=tmp_path / "etc")
+    assert found == [etc, user, top_toml, top_json, deeper]
+
+
+def test_discovery_falls_back_to_home_config(tmp_path: Path) -> None:
+    user = write(tmp_path / "home" / ".config" / "mcpx-hooks" / "config.toml", "")
+    write(tmp_path / "xdg" / "mcpx-hooks" / "config.toml", "")
+    for environ in (
+        {"HOME": str(tmp_path / "home")},
+        {"HOME": str(tmp_path / "home"), "XDG_CONFIG_HOME": "xdg"},
+    ):
+        assert discover_files(tmp_path / "w", environ, etc_dir=tmp_path / "etc") == [user]
+    assert discover_files(tmp_path / "w", {}, etc_dir=tmp_path / "etc") == []
+
+
+def test_discovery_can_be_switched_off(tmp_path: Path) -> None:
+    write(tmp_path / "etc" / "config.toml", hook_toml(name="etc"))
+    write(tmp_path / ".mcpx-hooks.toml", "")
+    environ = {"MCPX_HOOKS_NO_DISCOVERY": "1"}
+    assert discover_files(tmp_path, environ, etc_dir=tmp_path / "etc") == []
+    config = load_config(cwd=tmp_path, environ=environ, etc_dir=tmp_path / "etc")
+    assert config.hooks == ()
+    config = load_config(cwd=tmp_path, environ={}, etc_dir=tmp_path / "etc", discover=False)
+    assert config.hooks == ()
+
+
+def test_load_config_layers_discovered_then_given_files(tmp_path: Path) -> None:
+    etc = write(tmp_path / "etc" / "config.toml", hook_toml(name="etc"))
+    local = write(tmp_path / "w" / ".mcpx-hooks.toml", INHERIT + hook_toml(name="local"))
+    given = write(
+        tmp_path / "given.json",
+        json.dumps(
+            {"hooks": [None, {"name": "given", "on": "script", "phase": "before", "run": ["g"]}]}
+        ),
+    )
+    config = load_config([given], cwd=tmp_path / "w", environ={}, etc_dir=tmp_path / "etc")
+    assert [h.name for h in config.hooks] == ["etc", "local", "given"]
+    assert config.files == (str(etc), str(local), str(given))
+    local_hook = config.find("local")
+    assert local_hook is not None
+    assert local_hook.declaring_dir == str(tmp_path / "w")
+
+
+def test_a_file_given_twice_applies_once(tmp_path: Path) -> None:
+    local = write(tmp_path / ".mcpx-hooks.toml", hook_toml(name="local"))
+    config = load_config(
+        [local, ".mcpx-hooks.toml"], cwd=tmp_path, environ={}, etc_dir=tmp_path / "etc"
+    )
+    assert [h.name for h in config.hooks] == ["local"]
+    assert config.files == (str(local),)
+
+
+# --- refusals ------------------------------------------------------------------------------
+
+
+def test_shell_string_in_run_is_refused(tmp_path: Path) -> None:
+    problem = one_problem(tmp_path, hook_toml(run="echo hi"))
+    assert problem.pointer == "/hooks/0/run"
+    assert 'expected an argv array of strings, found the string "echo hi"' in problem.message
+    assert (
+        "run takes an argv array, never a shell string;"
+        ' to use a shell write ["sh", "-c", "echo hi"]' in problem.message
+    )
+
+
+@pytest.mark.parametrize(
+    ("run", "expected"),
+    [
+        ([], "expected an argv array with at least the program, found an empty array"),
+        (["ls", 3], "expected a string, found the integer 3"),
+        ({"x": 1}, "expected an argv array of strings, found an object"),
+    ],
+)
+def test_run_must_be_a_non_empty_argv(tmp_path: Path, run: Any, expected: str) -> None:
+    problem = one_problem(tmp_path, hook_toml(run=run))
+    assert problem.pointer.startswith("/hooks/0/run")
+    assert problem.message == expected
+
+
+def test_zero_actions_is_refused(tmp_path: Path) -> None:
+    problem = one_problem(tmp_path, '[[hooks]]\non = "script"\nphase = "before"\n')
+    assert problem.pointer == "/hooks/0"
+    assert problem.message == (
+        "a hook takes exactly one action (run, module, prompt, plugin), found none"
+    )
+
+
+def test_two_actions_name_the_keys(tmp_path: Path) -> None:
+    problem = one_problem(tmp_path, hook_toml(module="m.py"))
+    assert problem.pointer == "/hooks/0"
+    assert problem.message.endswith("found 2: run, module")
+
+
+def test_phase_outside_the_six(tmp_path: Path) -> None:
+    problem = one_problem(tmp_path, hook_toml(phase="beforee"))
+    assert problem.pointer == "/hooks/0/phase"
+    assert 'found the string "beforee"; did you mean "before"?' in problem.message
+    assert '"observe"' in problem.message
+
+
+def test_phase_the_point_does_not_have(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(POINTS, "script", PointInfo("script", "one script run", (Phase.BEFORE,)))
+    problem = one_problem(tmp_path, hook_toml(phase="onError"))
+    assert problem.pointer == "/hooks/0/phase"
+    assert problem.message == 'expected a phase of the point "script" (before), found "onError"'
+
+
+def test_prefix_takes_inline_source_only(tmp_path: Path) -> None:
+    problem = one_problem(tmp_path, hook_toml(phase="prefix"))
+    assert problem.pointer == "/hooks/0/phase"
+    assert "[script].prefix" in problem.message
+
+
+def test_source_in_hooks_points_to_script(tmp_path: Path) -> None:
+    text = '[[hooks]]\non = "script"\nphase = "before"\nsource = ["import os"]\n'
+    problem = one_problem(tmp_path, text)
+    assert problem.pointer == "/hooks/0/source"
+    assert "[script].<phase>" in problem.message
+
+
+def test_a_point_nothing_fires_is_refused(tmp_path: Path) -> None:
+    problem = one_problem(tmp_path, hook_toml(on="request"))
+    assert problem.pointer == "/hooks/0/on"
+    assert 'expected a point that something fires ("script"' in problem.message
+    assert 'found the string "request"' in problem.message
+
+
+@pytest.mark.parametrize(
+    ("extra", "origin"),
+    [("", " (the default)"), ('[defaults]\neffect = "off"\n', " (the default)")],
+)
+def test_closed_below_ask_is_refused(tmp_path: Path, extra: str, origin: str) -> None:
+    problem = one_problem(tmp_path, extra + hook_toml(failure="closed"))
+    assert problem.pointer == "/hooks/0/failure"
+    assert problem.message.endswith(f'found effect "{"off" if extra else "advise"}"{origin}')
+    assert '"ask" or above' in problem.message
+
+
+def test_closed_with_a_declared_low_effect(tmp_path: Path) -> None:
+    problem = one_problem(tmp_path, hook_toml(failure="closed", effect="advise"))
+    assert problem.message.endswith('found effect "advise"')
+
+
+def test_closed_is_legal_when_the_effect_may_refuse(tmp_path: Path) -> None:
+    a = write(tmp_path / "a.toml", hook_toml(name="x", failure="closed"))
+    b = write(tmp_path / "b.toml", '[defaults]\neffect = "ask"\n')
+    assert load(tmp_path, a, b).hooks[0].failure is Failure.CLOSED
+    # the nearer default lowers it again: refused, blamed on the hook's own file
+    c = write(tmp_path / "c.toml", '[defaults]\neffect = "advise"\n')
+    assert where(problems(tmp_path, a, b, c)) == [(str(a), "/hooks/0/failure")]
+
+
+@pytest.mark.parametrize(
+    ("text", "pointer", "suggestion"),
+    [
+        ("[autonomy]\nmaxx = 'run'\n", "/autonomy/maxx", "max"),
+        ("[defaults]\ntimeoutMS = 5\n", "/defaults/timeoutMS", "timeoutMs"),
+        ("[runs]\nretian = 5\n", "/runs/retian", "retain"),
+        ("[script]\nonSucess = ['x']\n", "/script/onSucess", "onSuccess"),
+        ("[hook]\nx = 1\n", "/hook", "hooks"),
+        (hook_toml(timeoutMS=5), "/hooks/0/timeoutMS", "timeoutMs"),
+        (hook_toml().replace("phase", "phse"), "/hooks/0/phse", "phase"),
+        (hook_toml(when={"tools": "x"}), "/hooks/0/when/tools", "tool"),
+    ],
+)
+def test_unknown_keys_get_did_you_mean(
+    tmp_path: Path, text: str, pointer: str, suggestion: str
+) -> None:
+    path = write(tmp_path / "c.toml", text)
+    found = [p for p in problems(tmp_path, path) if "unknown key" in p.message]
+    assert [(p.pointer, p.message) for p in found] == [
+        (pointer, f'unknown key "{pointer.rsplit("/", 1)[1]}"; did you mean "{suggestion}"?')
+    ]
+
+
+def test_unknown_key_without_a_close_match_lists_the_keys(tmp_path: Path) -> None:
+    problem = one_problem(tmp_path, "[runs]\nzzz = 1\n")
+    assert problem.message == 'unknown key "zzz"; expected one of: retain'
+
+
+@pytest.mark.parametrize(
+    ("text", "pointer", "message"),
+    [
+        (
+            hook_toml(timeoutMs=0),
+            "/hooks/0/timeoutMs",
+            "expected an integer ≥ 1 ms, found the integer 0",
+        ),
+        (
+            hook_toml(timeoutMs=-5),
+            "/hooks/0/timeoutMs",
+            "expected an integer ≥ 1 ms, found the integer -5",
+        ),
+        (
+            "[defaults]\ntimeoutMs = 0\n",
+            "/defaults/timeoutMs",
+            "expected an integer ≥ 1 ms, found the integer 0",
+        ),
+        (
+            hook_toml(killGraceMs=-1),
+            "/hooks/0/killGraceMs",
+            "expected an integer ≥ 0 ms, found the integer -1",
+        ),
+        (
+            hook_toml(timeoutMs="5000"),
+            "/hooks/0/timeoutMs",
+            'expected an integer, found the string "5000"',
+        ),
+        (
+            hook_toml(timeoutMs=1.5),
+            "/hooks/0/timeoutMs",
+            "expected an integer, found the number 1.5",
+        ),
+        (
+            hook_toml(enabled="yes"),
+            "/hooks/0/enabled",
+            'expected a boolean (true or false), found the string "yes"',
+        ),
+        (hook_toml(env={"A": 1}), "/hooks/0/env/A", "expected a string, found the integer 1"),
+        (hook_toml(name=""), "/hooks/0/name", 'expected a non-empty string, found the string ""'),
+        (
+            hook_toml(failure="shut"),
+            "/hooks/0/failure",
+            'expected one of "open", "closed", found the string "shut"',
+        ),
+        (
+            hook_toml(sandbox="strcit"),
+            "/hooks/0/sandbox",
+            'expected a sandbox profile of "strict", "net", "none", found the string "strcit";'
+            ' did you mean "strict"?',
+        ),
+        (
+            hook_toml(effect="apply!"),
+            "/hooks/0/effect",
+            'expected an effect of "off", "advise", "ask", "propose", "apply", "run",'
+            ' found the string "apply!"; did you mean "apply"?',
+        ),
+        ("[runs]\nretain = 0\n", "/runs/retain", "expected an integer ≥ 1, found the integer 0"),
+        ("hooks = 3\n", "/hooks", "expected an array, found the integer 3"),
+        (
+            "[hooks]\nx = 1\n",
+            "/hooks",
+            "expected an array, found an object"
+            " (in TOML, write each hook as [[hooks]], with double brackets)",
+        ),
+        ("hooks = [3]\n", "/hooks/0", "expected an object, found the integer 3"),
+        ("[script]\nbefore = 'x'\n", "/script/before", 'expected an array, found the string "x"'),
+        (
+            "[script]\nbefore = [1]\n",
+            "/script/before/0",
+            "expected a string or null, found the integer 1",
+        ),
+        ('[[hooks]]\non = "script"\nrun = ["x"]\n', "/hooks/0", 'missing the required key "phase"'),
+        (
+            hook_toml(run=None, module="not a module"),
+            "/hooks/0/module",
+            "expected a Python file (ending in .py) or package.module[:function],"
+            ' found the string "not a module"',
+        ),
+        (
+            hook_toml(run=None, plugin="tool"),
+            "/hooks/0/plugin",
+            'expected an MCP tool named "namespace.tool", found the string "tool"',
+        ),
+        (
+            hook_toml(args={}),
+            "/hooks/0/args",
+            'expected "args" only with "plugin", found "args" without "plugin"',
+        ),
+    ],
+)
+def test_each_wrong_value_gets_one_clear_message(
+    tmp_path: Path, text: str, pointer: str, message: str
+) -> None:
+    problem = one_problem(tmp_path, text)
+    assert (problem.pointer, problem.message) == (pointer, message)
+
+
+def test_duplicate_names_are_refused(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "c.toml",
+        hook_toml(name="a") + hook_toml(name="a") + hook_toml() + hook_toml(name="script.before.2"),
+    )
+    found = problems(tmp_path, path)
+    assert where(found) == [(str(path), "/hooks/1/name"), (str(path), "/hooks/3/name")]
+    assert found[0].message == (
+        f'expected a unique hook name, found "a" again (first declared at {path}:/hooks/0)'
+    )
+
+
+def test_a_defaulted_name_can_be_a_duplicate(tmp_path: Path) -> None:
+    path = write(tmp_path / "c.toml", hook_toml(name="script.before.1") + hook_toml())
+    assert where(problems(tmp_path, path)) == [(str(path), "/hooks/1")]
+
+
+def test_duplicates_across_layers(tmp_path: Path) -> None:
+    a = write(tmp_path / "a.toml", hook_toml(name="x"))
+    b = write(tmp_path / "b.toml", INHERIT + hook_toml(name="x"))
+    assert where(problems(tmp_path, a, b)) == [(str(b), "/hooks/1/name")]
+
+
+def test_toml_syntax_error(tmp_path: Path) -> None:
+    problem = one_problem(tmp_path, '[autonomy]\nmax = "run\n')
+    assert problem.pointer == ""
+    assert problem.message.startswith("invalid TOML: ")
+    assert "line 2, column" in problem.message
+
+
+def test_json_syntax_error(tmp_path: Path) -> None:
+    problem = one_problem(tmp_path, '{"hooks": [\n  1,\n]}', name="c.json")
+    assert problem.pointer == ""
+    assert problem.message.startswith("invalid JSON: ")
+    assert "(at line 3, column 1)" in problem.message
+
+
+def test_json_root_must_be_an_object(tmp_path: Path) -> None:
+    problem = one_problem(tmp_path, "[]", name="c.json")
+    assert (problem.pointer, problem.message) == ("", "expected an object, found an empty array")
+
+
+def test_missing_config_file(tmp_path: Path) -> None:
+    found = problems(tmp_path, "nope.toml")
+    assert found == [
+        Problem("nope.toml", "", f"no such file: {tmp_path / 'nope.toml'} (given with --config)")
+    ]
+
+
+def test_unsupported_file_type(tmp_path: Path) -> None:
+    problem = one_problem(tmp_path, "a: 1", name="c.yaml")
+    assert problem.message == 'expected a .toml or .json config file, found ".yaml"'
+
+
+def test_several_problems_in_one_file_come_together(tmp_path: Path) -> None:
+    hooks = "".join(hook_toml(name=f"h{i}") for i in range(11))
+    path = write(
+        tmp_path / "c.toml",
+        '[autonomy]\nmax = "high"\n'
+        + hooks.replace('name = "h2"', 'name = "h2"\ntimeoutMs = 0').replace(
+            'name = "h10"', 'name = "h10"\ncolour = "red"'
+        )
+        + hook_toml(run="ls"),
+    )
+    found = problems(tmp_path, path)
+    assert [p.pointer for p in found] == [
+        "/autonomy/max",
+        "/hooks/2/timeoutMs",
+        "/hooks/10/colour",
+        "/hooks/11/run",
+    ]
+
+
+def test_problems_across_files_sort_by_layer_then_pointer(tmp_path: Path) -> None:
+    a = write(tmp_path / "a.toml", hook_toml(timeoutMs=0) + '[runs]\nretain = "x"\n')
+    b = write(tmp_path / "b.toml", '[autonomy]\nmax = "x"\n')
+    c = write(tmp_path / "c.toml", hook_toml(name="fine"))
+    d = write(tmp_path / "d.json", "{")
+    found = problems(tmp_path, b, a, c, d, "missing.toml")
+    assert where(found) == [
+        (str(b), "/autonomy/max"),
+        (str(a), "/hooks/0/timeoutMs"),
+        (str(a), "/runs/retain"),
+        (str(d), ""),
+        ("missing.toml", ""),
+    ]
+    text = str(ConfigError(found))
+    assert f"{b}:/autonomy/max: " in text
+
+
+def test_command_line_hook_errors(tmp_path: Path) -> None:
+    good = json.dumps({"on": "script", "phase": "before", "run": ["x"]})
+    found = problems(
+        tmp_path,
+        command_line_hooks=[
+            good,
+            '{"on": "script",',
+            '"run"',
+            json.dumps({"on": "script", "phase": "before", "run": "ls -l", "timeoutMS": 3}),
+        ],
+    )
+    assert where(found) == [
+        ("--hook #2", ""),
+        ("--hook #3", ""),
+        ("--hook #4", "/run"),
+        ("--hook #4", "/timeoutMS"),
+    ]
+    assert found[0].message.startswith("invalid JSON: ")
+    assert "(at line 1, column 17)" in found[0].message
+    assert found[1].message == 'expected a hook object, found the string "run"'
+    assert "never a shell string" in found[2].message
+    assert 'did you mean "timeoutMs"?' in found[3].message
+
+
+def test_command_line_hook_rules(tmp_path: Path) -> None:
+    hook = {"on": "script", "phase": "prefix", "run": ["x"], "failure": "closed"}
+    found = problems(tmp_path, command_line_hooks=[json.dumps(hook)])
+    assert where(found) == [("--hook #1", "/phase")]
+    hook["phase"] = "before"
+    found = problems(tmp_path, command_line_hooks=[json.dumps(hook)])
+    assert where(found) == [("--hook #1", "/failure")]
+
+
+def test_per_call_hooks_attach_to_the_script_point(tmp_path: Path) -> None:
+    found = problems(
+        tmp_path,
+        per_call_hooks=[{"on": "hook", "phase": "observe", "run": ["x"]}, {"on": "script"}, None],
+    )
+    assert [(p.file, p.pointer) for p in found] == [
+        ("per-call hook #1", "/on"),
+        ("per-call hook #2", ""),
+        ("per-call hook #2", ""),
+        ("per-call hook #3", ""),
+    ]
+    assert found[0].message.startswith('expected "script": per-call hooks')
+
+
+def test_validate_files_takes_each_file_alone(tmp_path: Path) -> None:
+    a = write(tmp_path / "a.toml", hook_toml(name="x", failure="closed"))
+    b = write(tmp_path / "b.toml", '[defaults]\neffect = "ask"\n' + hook_toml(name="x"))
+    c = write(tmp_path / "c.json", "{}")
+    found = validate_files([a, b, c, tmp_path / "gone.json"])
+    assert where(found) == [(str(a), "/hooks/0/failure"), (str(tmp_path / "gone.json"), "")]
+    assert found[1].message == f"no such file: {tmp_path / 'gone.json'}"
+    assert validate_files([b, c]) == []
+
+
+def test_no_problem_when_a_file_is_valid(tmp_path: Path) -> None:
+    assert validate_files([write(tmp_path / "c.toml", EXAMPLE_TOML)]) == []
+
+
+def test_discovery_names_are_the_documented_ones() -> None:
+    assert config_mod.LOCAL_NAMES == (".mcpx-hooks.toml", ".mcpx-hooks.json")
+    assert str(config_mod.ETC_DIR) == "/etc/mcpx-hooks"
+    assert config_mod.NO_DISCOVERY_ENV == "MCPX_HOOKS_NO_DISCOVERY"

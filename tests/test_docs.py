@@ -1,0 +1,21 @@
+"""Docs generated from the tables stay equal to the tables."""
+
+from pathlib import Path
+
+import pytest
+
+from mcpx_hooks.supervisor.docgen import GENERATED
+from mcpx_hooks.supervisor.hookenv import NAMES
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+@pytest.mark.parametrize("name", sorted(GENERATED))
+def test_generated_docs_are_current(name: str) -> None:
+    assert (DOCS / name).read_text() == GENERATED[name](), "run `make docs`"
+
+
+def test_every_hook_variable_is_documented_once() -> None:
+    text = (DOCS / "environment.md").read_text()
+    rows = [line.split("`")[1] for line in text.splitlines() if line.startswith("| `MCPX_")]
+    assert sorted(rows) == sorted(NAMES)

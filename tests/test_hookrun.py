@@ -1,0 +1,363 @@
+"""Running one hook as a real process: input, environment, answer, failure, effects, cleanup."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import textwrap
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import psutil
+import pytest
+import trio
+
+from mcpx_hooks.supervisor.effects import Effect
+from mcpx_hooks.supervisor.frames import HookStatus, to_json
+from mcpx_hooks.supervisor.hookenv import NAMES
+from mcpx_hooks.supervisor.hookrun import HookContext, HookReport, RunInfo, run_hook
+from mcpx_hooks.supervisor.hooks import Action, Failure, Hook, Profile, Provenance, SourceKind
+from mcpx_hooks.supervisor.points import Phase
+from mcpx_hooks.supervisor.spawn import Spawner, open_spawner
+
+PY = sys.executable
+
+
+@pytest.fixture
+async def spawner() -> AsyncIterator[Spawner]:
+    async with open_spawner() as sp:
+        yield sp
+    assert psutil.Process().children(recursive=True) == []
+
+
+def make_hook(tmp_path: Path, **fields: Any) -> Hook:
+    base: dict[str, Any] = {
+        "name": "h",
+        "on": "script",
+        "phase": Phase.BEFORE,
+        "action": Action.RUN,
+        "target": ("true",),
+        "declaring_dir": str(tmp_path),
+        "source": Provenance(SourceKind.COMMAND_LINE),
+        "sandbox": Profile.NONE,
+        "timeout_ms": 5000,
+    }
+    base.update(fields)
+    return Hook(**base)
+
+
+def py_hook(tmp_path: Path, code: str, **fields: Any) -> Hook:
+    return make_hook(tmp_path, target=(PY, "-I", "-S", "-c", textwrap.dedent(code)), **fields)
+
+
+CTX = HookContext(run=RunInfo("run-1", ("job",), "/", "2026-01-01T00:00:00Z"), input=({"n": 1},))
+
+
+async def run(spawner: Spawner, hook: Hook, ctx: HookContext = CTX) -> HookReport:
+    return await run_hook(spawner, hook, ctx)
+
+
+def advice_json(report: HookReport) -> Any:
+    assert report.frame.status is HookStatus.OK, to_json(report.frame)
+    return json.loads(report.frame.advice[0])
+
+
+ECHO = """
+    import json, os, sys
+    print(json.dumps({"advise": json.dumps({"stdin": json.load(sys.stdin),
+        "env": dict(os.environ), "cwd": os.getcwd()})}))
+"""
+
+
+async def test_input_environment_and_cwd(spawner: Spawner, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("SUPERVISOR_SECRET", "hunter2")
+    hook = py_hook(tmp_path, ECHO, env={"LEVEL": "strict"}, effect=Effect.APPLY)
+    seen = advice_json(await run(spawner, hook))
+    stdin, env = seen["stdin"], seen["env"]
+    assert stdin["protocol"] == 1
+    assert stdin["hook"] == {
+        "name": "h",
+        "on": "script",
+        "phase": "before",
+        "action": "run",
+        "effect": "apply",
+        "timeoutMs": 5000,
+    }
+    assert stdin["run"]["runId"] == "run-1"
+    assert stdin["input"] == {"n": 1}
+    assert "SUPERVISOR_SECRET" not in env
+    hook_vars = {k for k in env if k.startswith("MCPX_HOOK_")}
+    assert hook_vars <= NAMES
+    assert set(env) == {"PATH", "LANG", "TZ", "HOME", "TMPDIR", "LEVEL"} | hook_vars
+    assert env["HOME"] == env["TMPDIR"] == env["MCPX_HOOK_SCRATCH"]
+    assert env["MCPX_HOOK_EFFECT"] == "apply"
+    assert env["MCPX_HOOK_DIR"] == str(tmp_path)
+    assert seen["cwd"] == str(tmp_path)  # the declaring directory (SPEC §3)
+    assert not Path(env["MCPX_HOOK_SCRATCH"]).exists()  # removed afterwards
+
+
+async def test_declared_cwd(spawner: Spawner, tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    hook = py_hook(tmp_path, ECHO, cwd=str(tmp_path / "sub"))
+    assert advice_json(await run(spawner, hook))["cwd"] == str(tmp_path / "sub")
+
+
+async def test_suffix_gets_outcome(spawner: Spawner, tmp_path: Path) -> None:
+    hook = py_hook(tmp_path, ECHO, phase=Phase.SUFFIX)
+    ctx = attrs.evolve(CTX, outcome="error", error={"message": "boom"})
+    env = advice_json(await run(spawner, hook, ctx))["env"]
+    assert env["MCPX_HOOK_OUTCOME"] == "error"
+
+
+async def test_bom_output_accepted(spawner: Spawner, tmp_path: Path) -> None:
+    hook = py_hook(
+        tmp_path,
+        """
+        import sys
+        sys.stdout.buffer.write(b'\\xef\\xbb\\xbf  {"advise": "ok"}  \\n')
+    """,
+    )
+    report = await run(spawner, hook)
+    assert report.frame.status is HookStatus.OK
+    assert report.frame.advice == ("ok",)
+
+
+@pytest.mark.parametrize(
+    ("printed", "says"),
+    [
+        ("not json", "not one JSON object"),
+        ("[1]", "found array"),
+        ('{"advise": 1}', "hook-output schema"),
+    ],
+)
+async def test_invalid_output_is_a_failure(
+    spawner: Spawner, tmp_path: Path, printed: str, says: str
+) -> None:
+    hook = py_hook(tmp_path, f"print({printed!r})")
+    frame = (await run(spawner, hook)).frame
+    assert frame.status is HookStatus.INVALID_OUTPUT
+    assert frame.reason is not None and says in frame.reason
+    assert frame.refused is None  # fail-open by default
+
+
+async def test_nonzero_exit_fails_whatever_stdout_says(spawner: Spawner, tmp_path: Path) -> None:
+    hook = py_hook(
+        tmp_path,
+        """
+        import sys
+        print('{"refuse": "no"}'); print("oops", file=sys.stderr); sys.exit(2)
+    """,
+        effect=Effect.ASK,
+    )
+    frame = (await run(spawner, hook)).frame
+    assert frame.status is HookStatus.FAILED
+    assert frame.exit_code == 2
+    assert frame.refused is None  # exit 2 is not a refusal
+    assert frame.stderr_tail == "oops\n"
+
+
+async def test_apply_under_advise_is_dropped_and_reported(spawner: Spawner, tmp_path: Path) -> None:
+    hook = py_hook(tmp_path, 'print(\'{"apply": {"value": 2}, "advise": "a"}\')')
+    report = await run(spawner, hook)
+    assert report.answer.apply is None
+    assert not report.frame.changed
+    assert report.frame.dropped == (
+        {"key": "apply", "reason": "needs effect apply; in force: advise"},
+    )
+
+
+async def test_apply_records_original(spawner: Spawner, tmp_path: Path) -> None:
+    hook = py_hook(tmp_path, 'print(\'{"apply": {"value": {"n": 2}}}\')', effect=Effect.APPLY)
+    frame = (await run(spawner, hook)).frame
+    assert frame.changed and frame.original == {"n": 1} and frame.value == {"n": 2}
+
+
+async def test_fail_closed_timeout_refuses(spawner: Spawner, tmp_path: Path) -> None:
+    hook = make_hook(
+        tmp_path,
+        target=("sleep", "30"),
+        timeout_ms=200,
+        kill_grace_ms=100,
+        effect=Effect.ASK,
+        failure=Failure.CLOSED,
+    )
+    started = time.monotonic()
+    frame = (await run(spawner, hook)).frame
+    assert time.monotonic() - started < 2
+    assert frame.status is HookStatus.TIMEOUT
+    assert frame.refused is not None and frame.refused["failClosed"] is True
+
+
+async def test_fail_closed_clamped_below_ask_cannot_refuse(
+    spawner: Spawner, tmp_path: Path
+) -> None:
+    hook = make_hook(tmp_path, target=("false",), effect=Effect.ASK, failure=Failure.CLOSED)
+    ctx = attrs.evolve(CTX, caller_autonomy=Effect.ADVISE)
+    frame = (await run(spawner, hook, ctx)).frame
+    assert frame.status is HookStatus.FAILED
+    assert frame.refused is None
+    assert frame.failure_note is not None and "cannot refuse" in frame.failure_note
+
+
+async def test_refusal_is_not_a_failure(spawner: Spawner, tmp_path: Path) -> None:
+    hook = py_hook(tmp_path, 'print(\'{"refuse": {"reason": "nope"}}\')', effect=Effect.ASK)
+    frame = (await run(spawner, hook)).frame
+    assert frame.status is HookStatus.OK
+    assert frame.refused == {"reason": "nope", "failClosed": False}
+
+
+async def test_timeout_kills_setsid_grandchild_within_grace(
+    spawner: Spawner, tmp_path: Path
+) -> None:
+    marker = f"mcpx-test-{os.getpid()}-grandchild"
+    hook = py_hook(
+        tmp_path,
+        f"""
+        import subprocess, sys, time
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "{marker}"],
+                         start_new_session=True)
+        print("grandchild started", file=sys.stderr, flush=True)
+        time.sleep(60)
+    """,
+        timeout_ms=300,
+        kill_grace_ms=200,
+    )
+    started = time.monotonic()
+    frame = (await run(spawner, hook)).frame
+    elapsed = time.monotonic() - started
+    assert frame.status is HookStatus.TIMEOUT
+    assert elapsed < 0.3 + 0.2 + 1.0
+    assert "grandchild started" in (frame.stderr_tail or "")
+    assert not [p for p in psutil.process_iter(["cmdline"]) if marker in (p.info["cmdline"] or [])]
+
+
+async def test_stdout_over_cap_kills_the_hook(spawner: Spawner, tmp_path: Path) -> None:
+    hook = py_hook(
+        tmp_path, "import sys\nwhile True: sys.stdout.write('x' * 65536)", max_output_bytes=100_000
+    )
+    frame = (await run(spawner, hook)).frame
+    assert frame.status is HookStatus.KILLED
+    assert frame.reason is not None and "maxOutputBytes" in frame.reason
+
+
+async def test_run_effect_executes_once(spawner: Spawner, tmp_path: Path) -> None:
+    answer = {"run": {"argv": ["sh", "-c", "echo ran in $PWD"]}}
+    hook = py_hook(tmp_path, f"print({json.dumps(json.dumps(answer))})", effect=Effect.RUN)
+    frame = (await run(spawner, hook)).frame
+    assert frame.ran is not None
+    assert frame.ran.status is HookStatus.OK
+    assert frame.ran.stdout == f"ran in {tmp_path}\n"
+
+
+async def test_missing_program_is_a_failure_not_a_crash(spawner: Spawner, tmp_path: Path) -> None:
+    frame = (await run(spawner, make_hook(tmp_path, target=("no-such-hook-xyz",)))).frame
+    assert frame.status is HookStatus.FAILED
+    assert frame.reason is not None and "no-such-hook-xyz" in frame.reason
+
+
+async def test_not_yet_runnable_and_disabled_are_skipped(spawner: Spawner, tmp_path: Path) -> None:
+    prompt = make_hook(tmp_path, action=Action.PROMPT, target="say @x")
+    frame = (await run(spawner, prompt)).frame
+    assert frame.status is HookStatus.SKIPPED and "prompt" in (frame.reason or "")
+    off = make_hook(tmp_path, enabled=False)
+    assert (await run(spawner, off)).frame.status is HookStatus.SKIPPED
+
+
+async def test_strict_is_never_silently_downgraded(spawner: Spawner, tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    hook = make_hook(tmp_path, target=("touch", str(marker)), sandbox=Profile.STRICT)
+    frame = (await run(spawner, hook)).frame
+    assert frame.status is HookStatus.FAILED
+    assert "cannot be enforced" in (frame.reason or "")
+    assert not marker.exists()
+
+
+MODULE = """
+import asyncio
+
+def hook(payload):
+    return {"advise": "sync " + payload["hook"]["name"]}
+
+def other(payload):
+    return {"advise": "other"}
+
+async def later(payload):
+    await asyncio.sleep(0)
+    return {"advise": "async"}
+
+def broken(payload):
+    raise RuntimeError("kaboom")
+
+def wrong(payload):
+    return [1]
+
+def silent(payload):
+    return None
+"""
+
+
+@pytest.mark.parametrize(
+    ("spec", "status", "advice", "stderr"),
+    [
+        ("mods/m.py", HookStatus.OK, ("sync h",), None),
+        ("mods/m.py:other", HookStatus.OK, ("other",), None),
+        ("mods/m.py:later", HookStatus.OK, ("async",), None),
+        ("pkg.mod:other", HookStatus.OK, ("other",), None),
+        ("mods/m.py:silent", HookStatus.OK, (), None),
+        ("mods/m.py:broken", HookStatus.FAILED, (), "RuntimeError: kaboom"),
+        ("mods/m.py:wrong", HookStatus.FAILED, (), "returned list"),
+        ("mods/m.py:absent", HookStatus.FAILED, (), "has no function 'absent'"),
+        ("mods/none.py", HookStatus.FAILED, (), "module file not found"),
+    ],
+)
+async def test_module_runner(
+    spawner: Spawner,
+    tmp_path: Path,
+    spec: str,
+    status: HookStatus,
+    advice: tuple[str, ...],
+    stderr: str | None,
+) -> None:
+    (tmp_path / "mods").mkdir()
+    (tmp_path / "mods" / "m.py").write_text(MODULE)
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "mod.py").write_text(MODULE)
+    hook = make_hook(tmp_path, action=Action.MODULE, target=spec)
+    frame = (await run(spawner, hook)).frame
+    assert frame.status is status, to_json(frame)
+    assert frame.advice == advice
+    if stderr:
+        assert stderr in (frame.stderr_tail or "")
+
+
+async def test_module_runner_bounds_a_stalled_stdin(tmp_path: Path) -> None:
+    """A writer that never closes stdin cannot hang the runner past its total bound."""
+    from mcpx_hooks.supervisor.spawn import runner_path
+
+    (tmp_path / "m.py").write_text("def hook(p):\n    return None\n")
+    proc = await trio.lowlevel.open_process(
+        [PY, "-I", "-S", runner_path("module_runner.py"), "m.py"],
+        stdin=-1,
+        stderr=-1,
+        cwd=tmp_path,
+        env={"MCPX_HOOK_TIMEOUT_MS": "300"},
+    )
+    try:
+        assert proc.stdin is not None and proc.stderr is not None
+        await proc.stdin.send_all(b'{"partial": ')
+        with trio.fail_after(5):
+            code = await proc.wait()
+        err = await proc.stderr.receive_some(4096)
+    finally:
+        proc.kill()
+        await proc.wait()
+        for stream in (proc.stdin, proc.stderr):
+            if stream is not None:
+                await stream.aclose()
+    assert code == 1
+    assert b"stdin not finished within 0.3 s" in err

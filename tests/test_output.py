@@ -1,0 +1,74 @@
+"""Reading a hook's answer (SPEC §4): tolerated forms, clear failures, keys above the effect."""
+
+import json
+
+import pytest
+
+from mcpx_hooks.supervisor.effects import Effect
+from mcpx_hooks.supervisor.output import InvalidOutput, bound_answer, read_output
+
+
+def test_nothing_is_no_opinion() -> None:
+    assert read_output(b"") is None
+    assert read_output(b"  \n\t") is None
+    assert bound_answer(None, Effect.RUN).advice == ()
+
+
+def test_bom_and_whitespace_tolerated() -> None:
+    assert read_output(b'\xef\xbb\xbf \n{"advise": "x"}\n\n') == {"advise": "x"}
+
+
+@pytest.mark.parametrize(
+    ("stdout", "says"),
+    [
+        (b"hello", "not one JSON object"),
+        (b"[1, 2]", "not an object: found array"),
+        (b'"text"', "not an object: found string"),
+        (b'{"a": 1} {"b": 2}', "not one JSON object"),
+        (b'{"advise": 3}', "hook-output schema at /advise"),
+        (b'{"ask": {"default": "yes"}}', "'question' is a required property"),
+        (b'{"run": {"argv": "ls -l"}}', "/run/argv"),
+        (b"\xff\xfe{}", "not UTF-8"),
+    ],
+)
+def test_invalid_output_says_why(stdout: bytes, says: str) -> None:
+    with pytest.raises(InvalidOutput, match=None) as info:
+        read_output(stdout)
+    assert says in str(info.value)
+
+
+def test_keys_above_the_effect_are_dropped_and_named() -> None:
+    obj = {"advise": ["a", "b"], "apply": {"value": 1}, "refuse": "no", "later": True}
+    answer = bound_answer(obj, Effect.ADVISE)
+    assert answer.advice == ("a", "b")
+    assert answer.apply is None and answer.refuse is None
+    dropped = {d.key: d.reason for d in answer.dropped}
+    assert dropped == {
+        "apply": "needs effect apply; in force: advise",
+        "refuse": "needs effect ask; in force: advise",
+        "later": "unknown key",
+    }
+
+
+def test_every_key_honoured_at_run() -> None:
+    obj = {
+        "advise": "x",
+        "refuse": {"reason": "because"},
+        "ask": {"question": "go?", "default": "yes", "deadlineMs": 5},
+        "propose": {"value": 2, "note": "n"},
+        "apply": {"value": None},
+        "run": {"argv": ["true"]},
+    }
+    answer = bound_answer(json.loads(json.dumps(obj)), Effect.RUN)
+    assert answer.refuse == "because"
+    assert answer.ask is not None and answer.ask.default == "yes"
+    assert answer.propose == {"value": 2, "note": "n"}
+    assert answer.apply == (None,)
+    assert answer.run == ("true",)
+    assert answer.dropped == ()
+
+
+def test_off_drops_everything() -> None:
+    answer = bound_answer({"advise": "x"}, Effect.OFF)
+    assert answer.advice == ()
+    assert [d.key for d in answer.dropped] == ["advise"]

@@ -1,0 +1,186 @@
+"""The schema files: valid 2020-12, generated from the tables, and saying what they mean."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import jsonschema
+import pytest
+
+from mcpx_hooks.supervisor import schemas
+from mcpx_hooks.supervisor.effects import Effect
+from mcpx_hooks.supervisor.hooks import Action, Failure, Profile
+from mcpx_hooks.supervisor.points import POINTS, Phase
+
+
+@pytest.mark.parametrize("name", schemas.SCHEMA_NAMES)
+def test_schema_files_are_valid_2020_12(name: str) -> None:
+    document = schemas.schema(name)
+    jsonschema.Draft202012Validator.check_schema(document)
+    assert document["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    assert document["$id"].endswith(name)
+    assert document["title"]
+
+
+@pytest.mark.parametrize("name", schemas.SCHEMA_NAMES)
+def test_committed_files_are_what_the_tables_build(name: str) -> None:
+    # Regenerate with: python -m mcpx_hooks.supervisor.schemas --write
+    assert schemas.schema_text(name) == schemas.render(name)
+
+
+def _properties(node: Any, where: str = "") -> Iterator[tuple[str, Any]]:
+    if isinstance(node, dict):
+        for key, sub in node.get("properties", {}).items():
+            yield f"{where}/{key}", sub
+        for key, sub in node.items():
+            yield from _properties(sub, f"{where}/{key}")
+    elif isinstance(node, list):
+        for i, sub in enumerate(node):
+            yield from _properties(sub, f"{where}/{i}")
+
+
+@pytest.mark.parametrize("name", schemas.SCHEMA_NAMES)
+def test_every_key_is_described(name: str) -> None:
+    undescribed = [
+        where for where, sub in _properties(schemas.schema(name)) if "description" not in sub
+    ]
+    # `oneOf` branches and `if`/`then` restate keys already described.
+    restated = ("/oneOf/", "/if/", "/then/")
+    assert [w for w in undescribed if not any(r in w for r in restated)] == []
+
+
+def test_config_enums_come_from_the_tables() -> None:
+    config = schemas.schema("config")
+    defs = config["$defs"]
+    assert defs["phase"]["enum"] == [p.value for p in Phase]
+    assert len(defs["phase"]["enum"]) == 6
+    assert defs["effect"]["enum"] == ["off", "advise", "ask", "propose", "apply", "run"]
+    assert defs["effect"]["enum"] == [e.word for e in Effect]
+    assert defs["point"]["enum"] == list(POINTS)
+    assert defs["sandbox"]["enum"] == [p.value for p in Profile]
+    hook = defs["hook"]
+    assert hook["properties"]["failure"]["enum"] == [f.value for f in Failure]
+    assert [b["required"][0] for b in hook["oneOf"]] == [
+        a.value for a in Action if a.value != "source"
+    ] + ["source"]
+    assert list(config["properties"]["script"]["properties"]) == [
+        "before",
+        "prefix",
+        "onSuccess",
+        "onError",
+        "suffix",
+    ]
+
+
+def test_validators_are_compiled_once() -> None:
+    assert schemas.validator("config") is schemas.validator("config")
+    assert schemas.hook_validator() is schemas.hook_validator()
+
+
+def test_unknown_schema_name_is_refused() -> None:
+    with pytest.raises(KeyError, match="hook-input"):
+        schemas.schema_text("hooks")
+
+
+def test_schema_text_is_the_json_of_schema() -> None:
+    assert json.loads(schemas.schema_text("hook-output")) == schemas.schema("hook-output")
+
+
+def test_config_schema_allows_null_only_in_spliced_lists() -> None:
+    check = schemas.validator("config")
+    ok = {"hooks": [None, {"on": "script", "phase": "before", "run": ["x"]}]}
+    assert list(check.iter_errors(ok)) == []
+    assert list(check.iter_errors({"script": {"before": [None, "x"]}})) == []
+    bad = {"hooks": [{"on": "script", "phase": "before", "run": [None]}]}
+    assert [list(e.absolute_path) for e in check.iter_errors(bad)] == [["hooks", 0, "run", 0]]
+    assert list(check.iter_errors({"autonomy": None}))
+
+
+SAMPLE_INPUT: dict[str, Any] = {
+    "protocol": 1,
+    "hook": {
+        "name": "deps",
+        "on": "script",
+        "phase": "onSuccess",
+        "action": "run",
+        "effect": "apply",
+        "timeoutMs": 5000,
+    },
+    "run": {
+        "runId": "r1",
+        "argv": ["python3", "job.py"],
+        "cwd": "/w",
+        "startedAt": "2024-01-01T00:00:00Z",
+    },
+    "result": {"value": {"n": 1}},
+}
+
+
+def test_hook_input_accepts_the_spec_example() -> None:
+    check = schemas.validator("hook-input")
+    assert list(check.iter_errors(SAMPLE_INPUT)) == []
+    observe = {
+        **SAMPLE_INPUT,
+        "run": None,
+        "event": {"seq": 12, "kind": "hook.failed", "at": "2024-01-01T00:00:00Z", "data": {}},
+    }
+    assert list(check.iter_errors(observe)) == []
+    error = {**SAMPLE_INPUT, "error": {"message": "boom", "exitCode": 1, "stderrTail": "x"}}
+    assert list(check.iter_errors(error)) == []
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"protocol": 2},
+        {"hook": {**SAMPLE_INPUT["hook"], "phase": "during"}},
+        {"hook": {**SAMPLE_INPUT["hook"], "action": "source"}},
+        {"run": {"runId": "r1"}},
+        {"result": {}},
+        {"error": {"exitCode": 1}},
+        {"event": {"seq": -1, "kind": "k", "at": "t", "data": {}}},
+    ],
+)
+def test_hook_input_refuses(change: dict[str, Any]) -> None:
+    assert list(schemas.validator("hook-input").iter_errors({**SAMPLE_INPUT, **change}))
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        {},
+        {"advise": "fine"},
+        {"advise": ["a", "b"]},
+        {"refuse": "no"},
+        {"refuse": {"reason": "no"}},
+        {"ask": {"question": "go?", "default": "no", "deadlineMs": 0}},
+        {"propose": {"value": None, "note": "n"}},
+        {"apply": {"value": [1]}},
+        {"run": {"argv": ["true"]}},
+        {"unknown": 1},
+    ],
+)
+def test_hook_output_accepts(output: dict[str, Any]) -> None:
+    assert list(schemas.validator("hook-output").iter_errors(output)) == []
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        [],
+        {"advise": 1},
+        {"advise": [1]},
+        {"refuse": {}},
+        {"ask": {"default": "yes"}},
+        {"ask": {"question": "q", "default": "maybe"}},
+        {"ask": {"question": "q", "deadlineMs": -1}},
+        {"propose": {"note": "n"}},
+        {"apply": {}},
+        {"run": {"argv": []}},
+        {"run": {"argv": "ls -l"}},
+    ],
+)
+def test_hook_output_refuses(output: Any) -> None:
+    assert list(schemas.validator("hook-output").iter_errors(output))
