@@ -9,8 +9,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Final
@@ -20,13 +21,17 @@ import trio
 
 from . import schemas
 from .config import load_config, validate_files
+from .effects import Effect
 from .errors import ConfigError
 from .frames import HookFrame, HookStatus, now_rfc3339, to_json
 from .hookrun import HookContext, RunInfo, new_run_id, run_hook
 from .hooks import Config, Hook, SourceKind
 from .points import Phase
+from .run import DEFAULT_SCRIPT_TIMEOUT_MS, Run, RunRequest
+from .runtime import open_runtime
+from .script import Script
 from .spawn import open_spawner
-from .view import hook_frame_lines, hook_table
+from .view import frame_lines, hook_frame_lines, hook_table
 
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
@@ -64,6 +69,38 @@ def _parser() -> argparse.ArgumentParser:
         help="a JSON object merged over the generated input (result, error, input or event)",
     )
 
+    x = configured(sub.add_parser("exec", help="run a script with its hooks; stream its frames"))
+    x.add_argument(
+        "--hook",
+        dest="hooks",
+        action="append",
+        default=[],
+        metavar="JSON",
+        help="a hook for this run (repeatable)",
+    )
+    for flag, phase in _SOURCE_FLAGS.items():
+        x.add_argument(
+            flag,
+            dest=f"src_{phase}",
+            action="append",
+            default=[],
+            metavar="SRC",
+            help=f"a Python line for the {phase} source phase (repeatable)",
+        )
+    x.add_argument(
+        "--autonomy",
+        choices=[e.word for e in Effect],
+        help="the caller's hooks.autonomy (can only lower the config's)",
+    )
+    x.add_argument("--timeout", type=float, metavar="S", help="the script's timeout, seconds")
+    x.add_argument("--input", metavar="JSON", help="the run's input, a JSON value")
+    x.add_argument("--stdin", metavar="FILE", help="the script's stdin (- for this one's)")
+    x.add_argument("--remote", metavar="URL", help="run on a server (ws://…)")
+    what = x.add_mutually_exclusive_group()
+    what.add_argument("--python", metavar="FILE", help="a Python script")
+    what.add_argument("-c", dest="code", metavar="CODE", help="Python code")
+    x.add_argument("argv", nargs=argparse.REMAINDER, help="-- ARGV…")
+
     hooks = sub.add_parser("hooks", help="the hooks in force").add_subparsers(
         dest="hooks_command", required=True, metavar="list"
     )
@@ -84,6 +121,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "hook":
             return _hook_test(args)
+        if args.command == "exec":
+            return _exec(args)
         if args.command == "hooks":
             return _hooks_list(args)
         if args.command == "validate":
@@ -170,6 +209,95 @@ class _Usage(Exception):
     pass
 
 
+_SOURCE_FLAGS: Final = {
+    "--before": Phase.BEFORE,
+    "--prefix": Phase.PREFIX,
+    "--on-success": Phase.ON_SUCCESS,
+    "--on-error": Phase.ON_ERROR,
+    "--suffix": Phase.SUFFIX,
+}
+
+
+def _exec_request(args: argparse.Namespace) -> tuple[Config, RunRequest]:
+    argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    if sum(x is not None and x != [] for x in (args.python, args.code, argv or None)) != 1:
+        raise _Usage("exec needs exactly one of -- ARGV…, --python FILE, -c CODE")
+    if args.remote:
+        raise _Usage("--remote needs the WebSocket service, which is not part of this build yet")
+    script_lines = {
+        phase.value: [None, *getattr(args, f"src_{phase}")]
+        for phase in _SOURCE_FLAGS.values()
+        if getattr(args, f"src_{phase}")
+    }
+    config = load_config(
+        args.config,
+        cwd=Path.cwd(),
+        environ=os.environ,
+        command_line_hooks=args.hooks,
+        script=script_lines or None,
+    )
+    stdin = b""
+    if args.stdin == "-":
+        stdin = sys.stdin.buffer.read()
+    elif args.stdin:
+        stdin = Path(args.stdin).read_bytes()
+    request = RunRequest(
+        script=Script(tuple(argv) or None, args.python, args.code),
+        cwd=str(Path.cwd()),
+        stdin=stdin,
+        input=(json.loads(args.input),) if args.input is not None else None,
+        timeout_ms=round(args.timeout * 1000) if args.timeout else DEFAULT_SCRIPT_TIMEOUT_MS,
+        autonomy=Effect.parse(args.autonomy) if args.autonomy else None,
+        sources={Phase(k): tuple(v) for k, v in config.script.items()},
+    )
+    return config, request
+
+
+def _exec(args: argparse.Namespace) -> int:
+    try:
+        config, request = _exec_request(args)
+    except (_Usage, OSError, json.JSONDecodeError) as exc:
+        print(f"mcpx-hooks exec: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    frames = trio.run(_exec_run, config, request, args.json)
+    return exit_code(frames)
+
+
+def exit_code(frames: Sequence[Mapping[str, Any]]) -> int:
+    """`exec`'s exit code: 0 for a result; the script's own non-zero exit code for an error
+    it caused; 1 for an error for any other reason (refused, timed out, cancelled…)."""
+    outcome = next(f for f in frames if f["type"] in ("result", "error"))
+    if outcome["type"] == "result":
+        return EXIT_OK
+    code = outcome.get("exitCode")
+    return code if isinstance(code, int) and 0 < code < 256 else EXIT_FAILED
+
+
+async def _exec_run(config: Config, request: RunRequest, as_json: bool) -> list[dict[str, Any]]:
+    """Runs in process, printing each frame as it happens. The first Ctrl-C cancels the run
+    (its suffix hooks and `end` still come); a second one stops at once."""
+    async with open_runtime(config) as runtime, trio.open_nursery() as nursery:
+        run = runtime.new_run(request)
+        nursery.start_soon(_cancel_on_interrupt, run, nursery.cancel_scope)
+        async with trio.open_nursery() as running:
+            running.start_soon(runtime.execute, run)
+            async for batch in run.journal.follow(0):
+                for frame in batch:
+                    line = json.dumps(frame) if as_json else "\n".join(frame_lines(frame))
+                    print(line, flush=True)
+        nursery.cancel_scope.cancel()
+    return run.journal.frames
+
+
+async def _cancel_on_interrupt(run: Run, everything: trio.CancelScope) -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for _ in signals:
+            if run.cancel_scope.cancel_called:
+                everything.cancel()
+                return
+            run.cancel()
+
+
 def mock_context(config: Config, phase: Phase, event: dict[str, Any]) -> HookContext:
     """The generated input of `hook test`, with the `--event` object merged over it."""
     run = RunInfo(f"test-{new_run_id()}", ("true",), str(Path.cwd()), now_rfc3339())
@@ -214,7 +342,7 @@ def _hook_test(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(to_json(frame)))
     else:
-        print("\n".join(hook_frame_lines(frame)))
+        print("\n".join(hook_frame_lines(to_json(frame))))
     return EXIT_OK if frame.status is HookStatus.OK else EXIT_FAILED
 
 

@@ -13,6 +13,7 @@ from typing import Any, Final
 
 from .cli import mock_context
 from .config import load_config
+from .frames import to_json
 from .hookrun import run_hook
 from .spawn import open_spawner
 from .view import hook_frame_lines
@@ -36,6 +37,6 @@ async def run_demo() -> int:
         for hook in config.hooks:
             ctx = mock_context(config, hook.phase, SAMPLE)
             report = await run_hook(spawner, hook, ctx)
-            print("\n".join(hook_frame_lines(report.frame)), end="\n\n")
+            print("\n".join(hook_frame_lines(to_json(report.frame))), end="\n\n")
     print("every hook above ran as a real process, its tree reaped; nothing is left running")
     return 0

@@ -3,58 +3,100 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from .frames import HookFrame, HookStatus
+from .frames import HookStatus
 from .hooks import Hook
 
 #: How many trailing lines of stderr the readable view shows for a failed hook.
 STDERR_LINES: Final = 8
 
 
-def hook_frame_lines(frame: HookFrame) -> list[str]:
-    """A hook frame as a few lines: outcome first, then effect, changes and evidence."""
-    mark = {HookStatus.OK: "ok", HookStatus.SKIPPED: "skipped"}.get(frame.status, "FAILED")
+def hook_frame_lines(frame: Mapping[str, Any]) -> list[str]:
+    """A hook frame (wire form) as a few lines: outcome, effect, changes and evidence."""
+    status = HookStatus(frame["status"])
+    mark = {HookStatus.OK: "ok", HookStatus.SKIPPED: "skipped"}.get(status, "FAILED")
     head = (
-        f"hook {frame.name} ({frame.on}.{frame.phase}, {frame.action}, sandbox {frame.sandbox})"
-        f": {mark}"
+        f"hook {frame['name']} ({frame['on']}.{frame['phase']}, {frame['action']}, "
+        f"sandbox {frame['sandbox']}): {mark}"
     )
-    if frame.status.is_failure:
-        head += f" [{frame.status}]"
-    lines = [f"{head} in {frame.duration_ms} ms"]
-    effect = f"effect {frame.effect}"
-    if frame.clamped_by:
-        effect += f" (requested {frame.requested_effect}; lowered by {', '.join(frame.clamped_by)})"
-    lines.append(f"  {effect}")
-    if frame.reason:
-        lines.append(f"  why: {frame.reason}")
-    if frame.refused:
-        how = "fail-closed" if frame.refused.get("failClosed") else "the hook said no"
-        lines.append(f"  REFUSES the run ({how}): {frame.refused['reason']}")
-    elif frame.status.is_failure:
-        lines.append("  failure is open: the run carries on")
-    if frame.failure_note:
-        lines.append(f"  note: {frame.failure_note}")
-    lines.extend(f"  advice: {a}" for a in frame.advice)
-    if frame.ask:
-        lines.append(
-            f"  asks: {frame.ask['question']} (default {frame.ask['default']}, "
-            f"deadline {frame.ask['deadlineMs']} ms; unanswered takes the default)"
+    if status.is_failure:
+        head += f" [{status}]"
+    lines = [f"{head} in {frame['durationMs']} ms"]
+    effect = f"effect {frame['effect']}"
+    if frame["clampedBy"]:
+        effect += (
+            f" (requested {frame['requestedEffect']}; lowered by {', '.join(frame['clampedBy'])})"
         )
-    lines.extend(f"  proposes: {_short(p.get('value'))}" for p in frame.proposals)
-    if frame.changed:
-        lines.append(f"  applies: {_short(frame.original)} -> {_short(frame.value)}")
-    lines.extend(f"  dropped: {d['key']} ({d['reason']})" for d in frame.dropped)
-    if frame.ran is not None:
-        lines.append(f"  ran {' '.join(frame.ran.argv)}: {frame.ran.status}")
-    if frame.exit_code not in (None, 0) or frame.signal is not None:
-        lines.append(f"  exit code {frame.exit_code}, signal {frame.signal}")
-    if frame.status.is_failure and frame.stderr_tail:
-        tail = frame.stderr_tail.rstrip("\n").splitlines()[-STDERR_LINES:]
+    lines.append(f"  {effect}")
+    if frame.get("reason"):
+        lines.append(f"  why: {frame['reason']}")
+    refused = frame.get("refused")
+    if refused:
+        how = "fail-closed" if refused.get("failClosed") else "the hook said no"
+        lines.append(f"  REFUSES the run ({how}): {refused['reason']}")
+    elif status.is_failure:
+        lines.append("  failure is open: the run carries on")
+    if frame.get("failureNote"):
+        lines.append(f"  note: {frame['failureNote']}")
+    lines.extend(f"  advice: {a}" for a in frame.get("advice", ()))
+    ask = frame.get("ask")
+    if ask:
+        answered = ask.get("answer")
+        told = f"; answer: {answered}" if answered else "; unanswered takes the default"
+        lines.append(
+            f"  asks: {ask['question']} (default {ask['default']}, "
+            f"deadline {ask['deadlineMs']} ms{told})"
+        )
+    lines.extend(f"  proposes: {_short(p.get('value'))}" for p in frame.get("proposals", ()))
+    if frame.get("changed"):
+        lines.append(f"  applies: {_short(frame.get('original'))} -> {_short(frame.get('value'))}")
+    lines.extend(f"  dropped: {d['key']} ({d['reason']})" for d in frame.get("dropped", ()))
+    ran = frame.get("ran")
+    if ran is not None:
+        lines.append(f"  ran {' '.join(ran['argv'])}: {ran['status']}")
+    if frame.get("exitCode") not in (None, 0) or frame.get("signal") is not None:
+        lines.append(f"  exit code {frame.get('exitCode')}, signal {frame.get('signal')}")
+    if status.is_failure and frame.get("stderrTail"):
+        tail = frame["stderrTail"].rstrip("\n").splitlines()[-STDERR_LINES:]
         lines.append("  stderr (last lines):")
         lines.extend(f"    | {line}" for line in tail)
     return lines
+
+
+def frame_lines(frame: Mapping[str, Any]) -> list[str]:
+    """Any run frame (wire form) for a person, as it happens."""
+    kind = frame.get("type")
+    if kind == "hook":
+        return hook_frame_lines(frame)
+    if kind == "start":
+        return [f"run {frame['runId']}: {' '.join(frame['argv'])}  (sandbox {frame['sandbox']})"]
+    if kind in ("stdout", "stderr"):
+        return [f"{'|' if kind == 'stdout' else '!'} {frame['text']}"]
+    if kind == "log":
+        return [f"log {frame['level']}: {frame['message']}"]
+    if kind == "emit":
+        return [f"emit {_short(frame['value'])}"]
+    if kind == "artifact":
+        return [f"artifact {frame['name']} ({frame['mime']}, {frame['size']} bytes)"]
+    if kind == "result":
+        lines = [f"RESULT {_short(frame['value'], 200)}"]
+        lines.extend(f"  advice: {a}" for a in frame.get("advice", ()))
+        lines.extend(
+            f"  proposed by {p.get('hook')}: {_short(p.get('value'))}"
+            for p in frame.get("proposals", ())
+        )
+        return lines
+    if kind == "error":
+        lines = [f"ERROR {frame['message']}"]
+        if frame.get("refusedBy"):
+            lines.append(f"  refused by {frame['refusedBy']}")
+        lines.extend(f"  advice: {a}" for a in frame.get("advice", ()))
+        return lines
+    if kind == "end":
+        return [f"end: exit code {frame['exitCode']}, {frame['durationMs']} ms"]
+    return []
 
 
 def hook_table(hooks: Iterable[Hook]) -> list[str]:

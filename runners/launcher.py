@@ -1,0 +1,492 @@
+"""Runs one Python script with the inline `source` phases spliced around it (SPEC §1, §6).
+
+Standard library only; never imports the supervisor. Started as
+`python -I -S -B launcher.py PLAN`, with the working directory of the run, a scrubbed
+environment and `MCPX_FRAMES_FD` naming the write end of the frames channel. PLAN is a JSON
+file::
+
+    {"file": "/abs/script.py" | null, "code": "print(1)" | null,     exactly one of the two
+     "sources": {"before": [...], "prefix": [...], "onSuccess": [...],
+                 "onError": [...], "suffix": [...]},                   lists of Python lines
+     "paths": ["/site-packages/dir", ...]}                             appended to sys.path
+
+The launcher builds one program from the phases and execs it in one namespace, so names bound
+by `before` lines are seen by every later phase::
+
+    <before>                      module level
+    <prefix>                      module level
+    try:
+        result = <the script>     see "The body" below
+        <onSuccess>               `result` is bound; it may rebind it: the rebound value is sent
+        <send the result line>
+    except BaseException as error:
+        <onError>                 `error` is bound
+        raise                     always the original error
+    finally:
+        <suffix>
+
+The program is compiled as `<mcpx-hooks launcher>`; a traceback through a spliced line shows
+that line's text. Every phase sees `mcpx` (the helper below) already imported. A phase's lines
+are dedented as a block, then indented into the `try`: a triple-quoted string spanning lines in
+`onSuccess`, `onError` or `suffix` gets that indentation in its text.
+
+Rules:
+
+* An exception in `onSuccess` lines fails the run like one from the body: `onError` runs and
+  no result is sent.
+* An exception (`Exception`, not other `BaseException`) raised by `onError` or `suffix` lines
+  cannot change the outcome: it is logged (an `error` log line, its traceback on stderr) and the
+  original error still propagates, or the run still succeeds.
+* A failure in `before` or `prefix` lines happens outside the `try`: neither `onError` nor
+  `suffix` runs; the exception line is still written.
+
+The body. A `file` is run as a module named `__mcpx_script__`, compiled with its real path
+(tracebacks show its real file and line); `code` is compiled as `<mcpx-hooks -c>`. The name
+is not `__main__`, so an `if __name__ == "__main__":` block does NOT run: a script gives the
+launcher a `main` instead. The result is the return value of `main()` if the module defines a
+callable `main` (a coroutine it returns is run with `asyncio.run`); when there is no `main`, or
+it returned None, the value of the last `mcpx.result(...)` call; else None. A failure while
+loading the script (a missing file, a `SyntaxError`, a top-level raise) is the body failing.
+`sys.exit()`, `sys.exit(0)` inside the body is a success (the run exits 0 and its result is
+sent); any other `SystemExit` is a failure and the process exits with its code. `sys.argv` is
+`[file]` or `["-c"]`; `sys.path` starts with the script's directory (the working directory for
+`code`) and ends with `paths`; stdout is line-buffered.
+
+The frames channel. One JSON object per line, `\\n`-terminated, written whole with `os.write`
+under a lock (threads may log at the same time):
+
+    {"type": "log", "level": L, "message": M, "attrs": {...}}      mcpx.log
+    {"type": "emit", "value": V}                                   mcpx.emit
+    {"type": "result", "value": V}       exactly once, on success, after `onSuccess` ran
+    {"type": "exception", "exceptionType": "ValueError", "message": "..."}
+                                         exactly once, for the exception that ends the process
+                                         (after `suffix` ran), just before it is re-raised
+
+The exception is then re-raised, so Python reports it as usual: its traceback on stderr and
+exit 1, `SystemExit(n)` exits n, `KeyboardInterrupt` ends the process by SIGINT (130 in a
+shell). A value that is not JSON (an unknown type, NaN, a cycle) is sent as its `repr` with a
+`warning` log line saying so. Without `MCPX_FRAMES_FD` (a script run by hand) the same lines go
+to stderr, each prefixed `mcpx: `.
+
+The launcher's own failures (bad arguments, an unreadable or invalid plan, a bad
+`MCPX_FRAMES_FD`, a phase that is not valid Python) print `mcpx-hooks launcher: …` on stderr,
+write an exception line of type `LauncherError` when the channel is usable, and exit 2; no
+phase runs.
+"""
+
+from __future__ import annotations
+
+import builtins
+import io
+import json
+import os
+import sys
+import textwrap
+import threading
+import types
+
+TYPE_CHECKING = False  # typing costs ~7 ms of start-up; annotations are strings at run time
+if TYPE_CHECKING:
+    from typing import Any, Final
+
+#: The phases that take inline source lines, in the order they are spliced.
+PHASES: Final = ("before", "prefix", "onSuccess", "onError", "suffix")
+#: `mcpx.log` levels.
+LEVELS: Final = ("debug", "info", "warning", "error", "critical")
+#: The name the script's module runs under; not `__main__` (see the module docstring).
+SCRIPT_MODULE: Final = "__mcpx_script__"
+PROGRAM_FILENAME: Final = "<mcpx-hooks launcher>"
+CODE_FILENAME: Final = "<mcpx-hooks -c>"
+FRAMES_FD_VAR: Final = "MCPX_FRAMES_FD"
+ARTIFACTS_VAR: Final = "MCPX_ARTIFACTS_DIR"
+#: Exit status when the launcher itself cannot start the script.
+LAUNCHER_FAILED: Final = 2
+
+_UNSET: Final = object()
+
+
+class LauncherError(Exception):
+    """The launcher cannot start the script; reported in one line, exit 2."""
+
+
+class Frames:
+    """The frames channel: JSON lines to an fd, or to stderr prefixed `mcpx: ` without one."""
+
+    def __init__(self, fd: int | None) -> None:
+        self._fd = fd
+        self._lock = threading.Lock()
+
+    def send_value(self, kind: str, value: Any) -> None:
+        """A `{"type": kind, "value": value}` line; a value that is not JSON goes as its repr."""
+        try:
+            line = _dumps({"type": kind, "value": value})
+        except _NOT_JSON as exc:
+            self.log(
+                f"the {kind} value is not JSON-serialisable ({type(exc).__name__}: {exc}); "
+                "sent its repr instead",
+                "warning",
+                {"valueType": type(value).__qualname__},
+            )
+            line = _dumps({"type": kind, "value": _safe_repr(value)})
+        self._write(line)
+
+    def log(self, message: str, level: str, attrs: dict[str, Any]) -> None:
+        """A `log` line; an attribute that is not JSON goes as its repr."""
+        frame = {"type": "log", "level": level, "message": message, "attrs": attrs}
+        try:
+            line = _dumps(frame)
+        except _NOT_JSON:
+            frame["attrs"] = {k: v if _is_json(v) else _safe_repr(v) for k, v in attrs.items()}
+            line = _dumps(frame)
+        self._write(line)
+
+    def send_exception(self, exc: BaseException) -> None:
+        exc_type = type(exc).__qualname__
+        self._write(
+            _dumps({"type": "exception", "exceptionType": exc_type, "message": _safe_str(exc)})
+        )
+
+    def _write(self, line: str) -> None:
+        with self._lock:
+            if self._fd is None:
+                sys.stderr.write(f"mcpx: {line}\n")
+                sys.stderr.flush()
+                return
+            view = memoryview((line + "\n").encode())
+            while view:
+                view = view[os.write(self._fd, view) :]
+
+
+class Launcher:
+    """The launcher's state, reachable from the generated program as `__mcpx__`."""
+
+    def __init__(self, frames: Frames, file: str | None, code: str | None) -> None:
+        self.frames = frames
+        self.file = file
+        self.code = code
+        self.result: Any = _UNSET  # the last mcpx.result(...) value
+        #: Texts of `<…>` filenames, put in linecache when a traceback is printed.
+        self.texts: dict[str, str] = {}
+
+    def run_script(self) -> Any:
+        """The body: loads the script as `__mcpx_script__`, calls its `main`, returns the result."""
+        module = types.ModuleType(SCRIPT_MODULE)
+        if self.file is not None:
+            from importlib.util import spec_from_file_location
+
+            module.__file__ = self.file
+            module.__spec__ = spec_from_file_location(SCRIPT_MODULE, self.file)
+            module.__loader__ = module.__spec__.loader if module.__spec__ else None
+        # Registered before it runs, as an import would: dataclasses and pickle look it up.
+        sys.modules[SCRIPT_MODULE] = module
+        try:
+            if self.file is not None:
+                with open(self.file, "rb") as f:
+                    source: bytes | str = f.read()
+                filename = self.file
+            else:
+                assert self.code is not None
+                source, filename = self.code, CODE_FILENAME
+            exec(compile(source, filename, "exec", dont_inherit=True), module.__dict__)
+            main = module.__dict__.get("main")
+            value = main() if callable(main) else None
+            if hasattr(value, "__await__"):
+                value = _run_awaitable(value)
+        except SystemExit as exc:
+            if exc.code not in (None, 0):
+                raise
+            value = None
+        if value is None and self.result is not _UNSET:
+            value = self.result
+        return value
+
+    def send_result(self, value: Any) -> None:
+        self.frames.send_value("result", value)
+
+    def phase_failed(self, phase: str, exc: Exception) -> None:
+        """An `onError` or `suffix` line raised: report it, leave the outcome as it was."""
+        self.frames.log(
+            f"script.{phase} lines raised {type(exc).__qualname__}: {_safe_str(exc)}; "
+            "the outcome is unchanged",
+            "error",
+            {"phase": phase, "exceptionType": type(exc).__qualname__},
+        )
+        print(
+            f"mcpx-hooks launcher: script.{phase} lines failed (the outcome is unchanged):",
+            file=sys.stderr,
+        )
+        self.print_exception(exc, chain=False)  # the chained original error is reported anyway
+
+    def print_exception(self, exc: BaseException, *, chain: bool = True) -> None:
+        """The traceback on stderr, with the text of generated and `-c` lines.
+
+        The launcher's own frames that lead into the script are left out (the script's
+        frames and the spliced line it was called from remain); frames where the launcher
+        itself raised are kept.
+        """
+        import linecache
+        import traceback
+
+        for name, text in self.texts.items():
+            linecache.cache[name] = (len(text), None, text.splitlines(True), name)
+        seen: set[int] = set()
+        chained: BaseException | None = exc
+        while chained is not None and id(chained) not in seen:
+            seen.add(id(chained))
+            chained.__traceback__ = _without_launcher_frames(chained.__traceback__)
+            chained = (chained.__cause__ or chained.__context__) if chain else None
+        traceback.print_exception(exc, chain=chain)
+        sys.stderr.flush()
+
+    def excepthook(
+        self, _type: type[BaseException], exc: BaseException, _tb: types.TracebackType | None
+    ) -> None:
+        self.print_exception(exc)
+
+
+def make_mcpx_module(launcher: Launcher) -> types.ModuleType:
+    """The `mcpx` helper, as scripts and source lines import it."""
+    module = types.ModuleType(
+        "mcpx",
+        "Talks to mcpx-hooks on the frames channel (the fd named by MCPX_FRAMES_FD).\n\n"
+        "Each call writes one JSON line. Without MCPX_FRAMES_FD (a script run by hand), the\n"
+        "lines go to stderr instead, prefixed `mcpx: `.",
+    )
+    frames = launcher.frames
+
+    def log(message: object, level: str = "info", **attrs: Any) -> None:
+        """A `log` frame; `attrs` values that are not JSON are sent as their repr."""
+        if level not in LEVELS:
+            raise ValueError(f"mcpx.log level must be one of {', '.join(LEVELS)}, not {level!r}")
+        frames.log(str(message), level, attrs)
+
+    def emit(value: Any) -> None:
+        """An `emit` frame carrying `value`."""
+        frames.send_value("emit", value)
+
+    def result(value: Any) -> None:
+        """Sets the run's result when the script has no `main` (or `main` returns None).
+
+        The last call wins; the launcher sends the result once, when the run succeeds.
+        """
+        launcher.result = value
+
+    def artifacts_dir() -> str:
+        """The directory whose files become the run's artifacts."""
+        try:
+            return os.environ[ARTIFACTS_VAR]
+        except KeyError:
+            raise KeyError(f"{ARTIFACTS_VAR} is not set (not run by mcpx-hooks?)") from None
+
+    for fn in (log, emit, result, artifacts_dir):
+        fn.__module__ = "mcpx"
+        setattr(module, fn.__name__, fn)
+    return module
+
+
+def build_program(sources: dict[str, list[str]]) -> str:
+    """The program text: the phases spliced around the body (see the module docstring)."""
+
+    def block(phase: str, indent: str) -> str:
+        text = textwrap.dedent("\n".join(sources.get(phase, []))).strip("\n")
+        if indent:  # a block needs a statement, whatever the phase holds (even only comments)
+            text += "\npass"
+        return textwrap.indent(f"# script.{phase}\n{text}", indent, lambda _line: True)
+
+    return "\n".join(
+        [
+            block("before", ""),
+            block("prefix", ""),
+            "try:",
+            "    result = __mcpx__.run_script()",
+            block("onSuccess", "    "),
+            "    __mcpx__.send_result(result)",
+            "except BaseException as error:",
+            "    try:",
+            block("onError", "        "),
+            "    except Exception as __mcpx_phase_error__:",
+            "        __mcpx__.phase_failed('onError', __mcpx_phase_error__)",
+            "    raise",
+            "finally:",
+            "    try:",
+            block("suffix", "        "),
+            "    except Exception as __mcpx_phase_error__:",
+            "        __mcpx__.phase_failed('suffix', __mcpx_phase_error__)",
+            "",
+        ]
+    )
+
+
+def read_plan(path: str) -> tuple[str | None, str | None, dict[str, list[str]], list[str]]:
+    """(file, code, sources, paths) from the plan file, checked."""
+    try:
+        with open(path, "rb") as f:
+            plan = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise LauncherError(f"cannot read the plan {path}: {exc}") from exc
+    if not isinstance(plan, dict):
+        raise LauncherError("the plan is not a JSON object")
+    unknown = set(plan) - {"file", "code", "sources", "paths"}
+    if unknown:
+        raise LauncherError(f"unknown plan keys: {', '.join(sorted(unknown))}")
+    file, code = plan.get("file"), plan.get("code")
+    if (file is None) == (code is None):
+        raise LauncherError("the plan needs exactly one of `file` and `code`")
+    if not isinstance(file, str | None) or not isinstance(code, str | None):
+        raise LauncherError("`file` and `code` must be strings")
+    sources = plan.get("sources") or {}
+    if not isinstance(sources, dict):
+        raise LauncherError("`sources` must be an object")
+    for phase, lines in sources.items():
+        if phase not in PHASES:
+            raise LauncherError(
+                f"`sources` has no phase {phase!r} (source phases: {', '.join(PHASES)})"
+            )
+        if not _is_str_list(lines):
+            raise LauncherError(f"`sources.{phase}` must be a list of strings")
+    paths = plan.get("paths") or []
+    if not _is_str_list(paths):
+        raise LauncherError("`paths` must be a list of strings")
+    return (os.path.abspath(file) if file is not None else None), code, sources, paths
+
+
+def open_frames() -> Frames:
+    """The channel named by MCPX_FRAMES_FD, or stderr when it is unset or empty."""
+    value = os.environ.get(FRAMES_FD_VAR, "")
+    if not value:
+        return Frames(None)
+    if not value.isdigit():
+        raise LauncherError(f"{FRAMES_FD_VAR}={value!r} is not a file descriptor number")
+    fd = int(value)
+    try:
+        os.fstat(fd)
+    except OSError as exc:
+        raise LauncherError(f"{FRAMES_FD_VAR}={fd} is not an open file descriptor") from exc
+    return Frames(fd)
+
+
+def check_phases(sources: dict[str, list[str]]) -> None:
+    """Each phase compiles on its own, so a typo is reported with its phase and line."""
+    for phase, lines in sources.items():
+        text = textwrap.dedent("\n".join(lines))
+        try:
+            compile(text, f"<script.{phase}>", "exec", dont_inherit=True)
+        except SyntaxError as exc:
+            raise LauncherError(
+                f"script.{phase} line {exc.lineno}: {exc.msg}: {(exc.text or '').strip()!r}"
+            ) from exc
+
+
+def main(argv: list[str]) -> int:
+    frames: Frames | None = None
+    try:
+        if len(argv) != 2:
+            raise LauncherError("usage: launcher.py PLAN_JSON_PATH")
+        frames = open_frames()
+        file, code, sources, paths = read_plan(argv[1])
+        check_phases(sources)
+        program = build_program(sources)
+        try:
+            compiled = compile(program, PROGRAM_FILENAME, "exec", dont_inherit=True)
+        except SyntaxError as exc:  # phases valid alone, not spliced (a misplaced __future__)
+            raise LauncherError(f"the spliced program does not compile: {exc}") from exc
+    except LauncherError as exc:
+        print(f"mcpx-hooks launcher: {exc}", file=sys.stderr)
+        if frames is not None:
+            frames.send_exception(exc)
+        return LAUNCHER_FAILED
+
+    launcher = Launcher(frames, file, code)
+    launcher.texts[PROGRAM_FILENAME] = program
+    if code is not None:
+        launcher.texts[CODE_FILENAME] = code
+    sys.excepthook = launcher.excepthook
+    sys.argv = [file if file is not None else "-c"]
+    sys.path[:0] = [os.path.dirname(file) if file is not None else os.getcwd()]
+    sys.path.extend(paths)
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(line_buffering=True)
+    mcpx = make_mcpx_module(launcher)
+    sys.modules["mcpx"] = mcpx
+    namespace: dict[str, Any] = {
+        "__name__": "__mcpx_launcher__",
+        "__builtins__": builtins,
+        "__mcpx__": launcher,
+        "mcpx": mcpx,
+    }
+    try:
+        exec(compiled, namespace)
+    except SystemExit as exc:
+        if exc.code not in (None, 0):
+            frames.send_exception(exc)
+        raise
+    except BaseException as exc:
+        frames.send_exception(exc)
+        # sys.excepthook prints it; an import inside the hook makes Python 3.11 forget an
+        # unhandled KeyboardInterrupt (exit 1 instead of dying by SIGINT), so import now.
+        for name in ("linecache", "traceback"):
+            __import__(name)
+        raise
+    return 0
+
+
+def _run_awaitable(value: Any) -> Any:
+    import asyncio  # only for async scripts: importing it costs about half the start-up
+
+    async def wait() -> Any:
+        return await value
+
+    coroutine = value if isinstance(value, types.CoroutineType) else wait()
+    return asyncio.run(coroutine)
+
+
+def _without_launcher_frames(tb: types.TracebackType | None) -> types.TracebackType | None:
+    entries: list[types.TracebackType] = []
+    while tb is not None:
+        entries.append(tb)
+        tb = tb.tb_next
+    ours = [entry.tb_frame.f_code.co_filename == __file__ for entry in entries]
+    last_theirs = max((i for i, mine in enumerate(ours) if not mine), default=-1)
+    kept = [e for i, e in enumerate(entries) if not ours[i] or i > last_theirs]
+    trimmed: types.TracebackType | None = None
+    for entry in reversed(kept):
+        trimmed = types.TracebackType(trimmed, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+    return trimmed
+
+
+#: What json.dumps raises for a value it cannot encode: a type, NaN, a cycle, deep nesting.
+_NOT_JSON: Final = (TypeError, ValueError, RecursionError)
+
+
+def _dumps(frame: dict[str, Any]) -> str:
+    return json.dumps(frame, separators=(",", ":"), allow_nan=False)
+
+
+def _is_json(value: object) -> bool:
+    try:
+        json.dumps(value, allow_nan=False)
+    except _NOT_JSON:
+        return False
+    return True
+
+
+def _is_str_list(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def _safe_str(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception as str_failed:  # a broken __str__ must not hide the real error
+        return f"<str() failed: {type(str_failed).__qualname__}>"
+
+
+def _safe_repr(value: object) -> str:
+    try:
+        return repr(value)
+    except Exception as repr_failed:  # a broken __repr__ must not lose the frame
+        return f"<{type(value).__qualname__} object; repr() failed: {repr_failed!r}>"
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,72 @@
+"""The supervisor in one process: its spawner, event bus, observers and run journal.
+
+`open_runtime(config)` starts them under one nursery and stops them on exit: observers get a
+bounded moment to finish the events already published (so a `run.finished` observer of a
+one-shot `exec` still runs), then everything is cancelled and every process reaped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Final
+
+import attrs
+import trio
+
+from .bus import Bus, EventKind
+from .hooks import Config
+from .journal import Journals
+from .observe import ObserverStats, serve_observers
+from .run import Asker, Run, RunRequest, execute, nobody_answers
+from .spawn import Spawner, open_spawner
+
+#: How long stopping waits for observers to finish what was already published.
+OBSERVER_DRAIN_S: Final = 15.0
+
+
+@attrs.define
+class Runtime:
+    config: Config
+    spawner: Spawner
+    bus: Bus
+    journals: Journals
+    observers: ObserverStats
+
+    def new_run(self, request: RunRequest) -> Run:
+        return Run(request, self.journals.open(request.run_id))
+
+    async def execute(self, run: Run, asker: Asker = nobody_answers) -> None:
+        await execute(run, config=self.config, spawner=self.spawner, bus=self.bus, asker=asker)
+
+
+@contextlib.asynccontextmanager
+async def open_runtime(config: Config) -> AsyncIterator[Runtime]:
+    async with open_spawner() as spawner, trio.open_nursery() as nursery:
+        bus = Bus()
+        stats = await nursery.start(_serve_observers, bus, spawner, config)
+        runtime = Runtime(config, spawner, bus, Journals(config.runs_retain), stats)
+        bus.publish(EventKind.SUPERVISOR_STARTED, {})
+        try:
+            yield runtime
+        finally:
+            bus.publish(EventKind.SUPERVISOR_STOPPING, {})
+            with trio.move_on_after(OBSERVER_DRAIN_S):
+                await stats.wait_caught_up(bus.next_seq - 1) if hasattr(stats, "wait_caught_up") else None  # TEMP
+            nursery.cancel_scope.cancel()
+
+
+async def _serve_observers(
+    bus: Bus,
+    spawner: Spawner,
+    config: Config,
+    task_status: trio.TaskStatus[ObserverStats] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    await serve_observers(
+        bus,
+        spawner,
+        config.hooks,
+        caller_autonomy=config.autonomy_hooks,
+        supervisor_max=config.autonomy_max,
+        task_status=task_status,
+    )

@@ -1,0 +1,303 @@
+"""A script run with its hooks, end to end in process: every path keeps SPEC §6's order."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import textwrap
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+import trio
+
+from mcpx_hooks.supervisor.config import load_config
+from mcpx_hooks.supervisor.frames import check_order
+from mcpx_hooks.supervisor.hooks import Config
+from mcpx_hooks.supervisor.points import Phase
+from mcpx_hooks.supervisor.run import Run, RunRequest
+from mcpx_hooks.supervisor.runtime import Runtime, open_runtime
+from mcpx_hooks.supervisor.script import Script
+
+PY = sys.executable
+
+
+def config(tmp_path: Path, *hooks: dict[str, Any], **top: Any) -> Config:
+    doc = {"defaults": {"sandbox": "none", "timeoutMs": 5000}, "hooks": list(hooks), **top}
+    (tmp_path / "c.json").write_text(json.dumps(doc))
+    return load_config(["c.json"], cwd=tmp_path, environ={}, discover=False)
+
+
+def answer(obj: dict[str, Any]) -> list[str]:
+    """A run hook printing `obj` as its answer."""
+    return ["sh", "-c", f"cat >/dev/null; echo '{json.dumps(obj)}'"]
+
+
+def hook(name: str, phase: str, run: list[str], **more: Any) -> dict[str, Any]:
+    return {"name": name, "on": "script", "phase": phase, "run": run, **more}
+
+
+@pytest.fixture
+def no_leftovers() -> AsyncIterator[None]:
+    yield
+    assert psutil.Process().children(recursive=True) == []
+
+
+async def run_to_end(
+    cfg: Config, request: RunRequest, *, while_running: Any = None
+) -> list[dict[str, Any]]:
+    async with open_runtime(cfg) as runtime:
+        run = runtime.new_run(request)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(runtime.execute, run)
+            if while_running is not None:
+                await while_running(runtime, run)
+        frames = run.journal.frames
+    check_order(frames)
+    return frames
+
+
+def of(frames: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [f for f in frames if f["type"] == kind]
+
+
+def outcome(frames: list[dict[str, Any]]) -> dict[str, Any]:
+    (found,) = [f for f in frames if f["type"] in ("result", "error")]
+    return found
+
+
+def argv_request(tmp_path: Path, *argv: str, **more: Any) -> RunRequest:
+    return RunRequest(Script(argv=argv), str(tmp_path), **more)
+
+
+def python_request(tmp_path: Path, code: str, **more: Any) -> RunRequest:
+    (tmp_path / "job.py").write_text(textwrap.dedent(code))
+    return RunRequest(Script(python_file="job.py"), str(tmp_path), **more)
+
+
+async def test_argv_success_streams_output_frames(tmp_path: Path, no_leftovers: None) -> None:
+    script = (
+        'echo out1; echo err1 >&2; '
+        'echo \'{"type": "log", "level": "info", "message": "m", "attrs": {"k": 1}}\' >&3; '
+        'echo \'{"type": "emit", "value": [1]}\' >&3; '
+        'echo data > "$MCPX_ARTIFACTS_DIR/report.txt"; echo \'{"n": 42}\''
+    )
+    frames = await run_to_end(config(tmp_path), argv_request(tmp_path, "sh", "-c", script))
+    assert [f["text"] for f in of(frames, "stdout")] == ["out1", '{"n": 42}']
+    assert [f["text"] for f in of(frames, "stderr")] == ["err1"]
+    assert of(frames, "log")[0]["attrs"] == {"k": 1}
+    assert of(frames, "emit")[0]["value"] == [1]
+    (artifact,) = of(frames, "artifact")
+    assert (artifact["name"], artifact["size"], artifact["mime"]) == ("report.txt", 5, "text/plain")
+    assert outcome(frames)["type"] == "result"
+    assert outcome(frames)["value"] is None  # stdout is two lines: not one JSON value
+    assert frames[-1]["exitCode"] == 0
+
+
+async def test_argv_result_line_and_stdout_json(tmp_path: Path) -> None:
+    frames = await run_to_end(config(tmp_path), argv_request(tmp_path, "echo", '{"n": 1}'))
+    assert outcome(frames)["value"] == {"n": 1}
+    line = 'echo \'{"type": "result", "value": 7}\' >&3; echo \'{"n": 1}\''
+    frames = await run_to_end(config(tmp_path), argv_request(tmp_path, "sh", "-c", line))
+    assert outcome(frames)["value"] == 7
+
+
+async def test_failure_goes_to_on_error_with_exit_code(tmp_path: Path) -> None:
+    seen = tmp_path / "seen.json"
+    cfg = config(
+        tmp_path,
+        hook("see", "onError", ["sh", "-c", f"cat > {seen}"]),
+        hook("never", "onSuccess", ["sh", "-c", f"touch {tmp_path}/never"]),
+    )
+    frames = await run_to_end(cfg, argv_request(tmp_path, "sh", "-c", "echo bad >&2; exit 3"))
+    error = outcome(frames)
+    assert error["type"] == "error" and error["exitCode"] == 3
+    assert "status 3" in error["message"]
+    assert json.loads(seen.read_text())["error"]["stderrTail"] == "bad\n"
+    assert not (tmp_path / "never").exists()
+
+
+async def test_python_main_result_and_source_phases(tmp_path: Path) -> None:
+    code = "def main():\n    print('body')\n    return {'x': 1}\n"
+    sources = {
+        Phase.BEFORE: ("print('before')",),
+        Phase.ON_SUCCESS: ("print('onSuccess', result)",),
+        Phase.SUFFIX: ("print('suffix')",),
+    }
+    frames = await run_to_end(config(tmp_path), python_request(tmp_path, code, sources=sources))
+    texts = [f["text"] for f in of(frames, "stdout")]
+    assert texts == ["before", "body", "onSuccess {'x': 1}", "suffix"]
+    assert outcome(frames)["value"] == {"x": 1}
+
+
+async def test_python_failure_at_import_still_runs_on_error_and_suffix(tmp_path: Path) -> None:
+    sources = {Phase.ON_ERROR: ("print('onError', type(error).__name__)",),
+               Phase.SUFFIX: ("print('suffix')",)}
+    request = python_request(tmp_path, "raise ValueError('at import')\n", sources=sources)
+    frames = await run_to_end(config(tmp_path), request)
+    assert [f["text"] for f in of(frames, "stdout")] == ["onError ValueError", "suffix"]
+    error = outcome(frames)
+    assert error["type"] == "error"
+    assert error["message"] == "ValueError: at import"
+    assert error["exitCode"] == 1
+
+
+async def test_before_refusal_skips_the_script(tmp_path: Path, no_leftovers: None) -> None:
+    touched = tmp_path / "ran"
+    cfg = config(
+        tmp_path,
+        hook("gate", "before", answer({"refuse": {"reason": "not today"}}), effect="ask"),
+        hook("later", "before", answer({"advise": "never runs"})),
+        hook("onerr", "onError", answer({"advise": "saw the refusal"})),
+        hook("fin", "suffix", answer({"advise": "suffix ran"})),
+    )
+    frames = await run_to_end(cfg, argv_request(tmp_path, "touch", str(touched)))
+    assert not touched.exists()
+    assert not of(frames, "stdout") and not of(frames, "stderr")
+    error = outcome(frames)
+    assert error["refusedBy"] == "gate"
+    assert error["message"] == "refused by gate: not today"
+    assert [f["name"] for f in of(frames, "hook")] == ["gate", "onerr", "fin"]
+    assert error["advice"] == ["saw the refusal"]
+
+
+async def test_fail_closed_timeout_refuses(tmp_path: Path, no_leftovers: None) -> None:
+    touched = tmp_path / "ran"
+    cfg = config(
+        tmp_path,
+        hook("slow", "before", ["sleep", "30"], effect="ask", failure="closed",
+             timeoutMs=200, killGraceMs=50),
+    )
+    frames = await run_to_end(cfg, argv_request(tmp_path, "touch", str(touched)))
+    assert not touched.exists()
+    (slow,) = of(frames, "hook")
+    assert slow["status"] == "timeout" and slow["refused"]["failClosed"] is True
+    assert outcome(frames)["refusedBy"] == "slow"
+
+
+async def test_fail_open_timeout_carries_on(tmp_path: Path) -> None:
+    cfg = config(tmp_path, hook("slow", "before", ["sleep", "30"], timeoutMs=200))
+    frames = await run_to_end(cfg, argv_request(tmp_path, "echo", "1"))
+    assert of(frames, "hook")[0]["status"] == "timeout"
+    assert outcome(frames) == {**outcome(frames), "type": "result", "value": 1}
+
+
+async def test_ask_unanswered_takes_its_default(tmp_path: Path) -> None:
+    ask_no = answer({"ask": {"question": "go?", "deadlineMs": 50}})
+    ask_yes = answer({"ask": {"question": "go?", "default": "yes", "deadlineMs": 50}})
+    cfg = config(tmp_path, hook("yes", "before", ask_yes, effect="ask"),
+                 hook("no", "before", ask_no, effect="ask"))
+    frames = await run_to_end(cfg, argv_request(tmp_path, "true"))
+    yes, no = of(frames, "hook")
+    assert yes["ask"]["answer"] == "yes" and yes["refused"] is None
+    assert no["ask"]["answered"] is False and no["refused"]["reason"].startswith("go?")
+    assert outcome(frames)["refusedBy"] == "no"
+
+
+async def test_apply_chain_and_proposals_and_advice(tmp_path: Path) -> None:
+    double = [PY, "-I", "-S", "-c",
+              "import json,sys; v=json.load(sys.stdin)['result']['value'];"
+              "print(json.dumps({'apply': {'value': v * 2}}))"]
+    cfg = config(
+        tmp_path,
+        hook("in", "before", answer({"apply": {"value": {"n": 5}}}), effect="apply"),
+        hook("d1", "onSuccess", double, effect="apply"),
+        hook("d2", "onSuccess", double, effect="apply"),
+        hook("p", "onSuccess", answer({"propose": {"value": 0, "note": "zero?"},
+                                       "advise": "fine"}), effect="propose"),
+        hook("late", "suffix", answer({"apply": {"value": -1}}), effect="apply"),
+    )
+    read_input = "import json, os; print(json.load(open(os.environ['MCPX_INPUT']))['n'])"
+    request = argv_request(tmp_path, PY, "-I", "-S", "-c", read_input, input=({"n": 1},))
+    frames = await run_to_end(cfg, request)
+    hooks = {f["name"]: f for f in of(frames, "hook")}
+    assert (hooks["d1"]["original"], hooks["d1"]["value"]) == (5, 10)
+    assert (hooks["d2"]["original"], hooks["d2"]["value"]) == (10, 20)
+    result = outcome(frames)
+    assert result["value"] == 20
+    assert result["advice"] == ["fine"]
+    assert result["proposals"] == [{"hook": "p", "value": 0, "note": "zero?"}]
+    assert hooks["late"]["effect"] == "advise" and hooks["late"]["clampedBy"] == ["phase"]
+    assert [d["key"] for d in hooks["late"]["dropped"]] == ["apply"]
+
+
+async def test_on_error_apply_turns_failure_into_result(tmp_path: Path) -> None:
+    cfg = config(tmp_path, hook("fix", "onError", answer({"apply": {"value": "fallback"}}),
+                                effect="apply"))
+    frames = await run_to_end(cfg, argv_request(tmp_path, "false"))
+    assert outcome(frames)["type"] == "result" and outcome(frames)["value"] == "fallback"
+    assert of(frames, "hook")[0]["original"]["exitCode"] == 1
+
+
+async def test_caller_autonomy_clamps_and_is_reported(tmp_path: Path) -> None:
+    cfg = config(tmp_path, hook("fix", "onError", answer({"apply": {"value": 1}}),
+                                effect="apply"))
+    frames = await run_to_end(cfg, argv_request(tmp_path, "false", autonomy=_advise()))
+    (fix,) = of(frames, "hook")
+    assert fix["effect"] == "advise" and fix["clampedBy"] == ["hooks.autonomy"]
+    assert outcome(frames)["type"] == "error"
+
+
+def _advise() -> Any:
+    from mcpx_hooks.supervisor.effects import Effect
+
+    return Effect.ADVISE
+
+
+async def test_cancel_runs_suffix_and_ends(tmp_path: Path, no_leftovers: None) -> None:
+    cfg = config(tmp_path, hook("fin", "suffix", answer({"advise": "cleaned up"})))
+
+    async def cancel_when_ready(runtime: Runtime, run: Run) -> None:
+        async for batch in run.journal.follow(0):
+            if any(f.get("text") == "ready" for f in batch):
+                run.cancel()
+                return
+
+    request = argv_request(tmp_path, "sh", "-c", "echo ready; sleep 30 & sleep 40")
+    frames = await run_to_end(cfg, request, while_running=cancel_when_ready)
+    assert outcome(frames)["message"] == "cancelled"
+    assert of(frames, "hook")[0]["advice"] == ["cleaned up"]
+    assert frames[-1]["type"] == "end"
+
+
+async def test_script_timeout_is_an_error(tmp_path: Path, no_leftovers: None) -> None:
+    frames = await run_to_end(
+        config(tmp_path), argv_request(tmp_path, "sleep", "30", timeout_ms=200)
+    )
+    assert "timed out after 200 ms" in outcome(frames)["message"]
+
+
+async def test_missing_program_is_an_error_frame(tmp_path: Path) -> None:
+    frames = await run_to_end(config(tmp_path), argv_request(tmp_path, "no-such-prog-x"))
+    assert "could not start" in outcome(frames)["message"]
+
+
+async def test_env_and_stdin_reach_the_script(tmp_path: Path) -> None:
+    request = argv_request(tmp_path, "sh", "-c", 'read line; echo "$line $FOO"',
+                           stdin=b"hi\n", env={"FOO": "bar"})
+    frames = await run_to_end(config(tmp_path), request)
+    assert [f["text"] for f in of(frames, "stdout")] == ["hi bar"]
+
+
+async def test_run_publishes_events(tmp_path: Path) -> None:
+    cfg = config(tmp_path, hook("b", "before", answer({"advise": "x", "bogus": 1})))
+    async with open_runtime(cfg) as runtime:
+        async with runtime.bus.subscribe(since=0) as sub:
+            run = runtime.new_run(argv_request(tmp_path, "true"))
+            await runtime.execute(run)
+            kinds = []
+            async for item in sub:
+                kinds.append(getattr(item, "kind", "gap"))
+                if kinds[-1] == "run.finished":
+                    break
+    assert kinds == ["supervisor.started", "run.started", "hook.started", "hook.finished",
+                     "hook.dropped", "run.finished"]
+
+
+def test_env_var_is_not_leaked_to_the_script(tmp_path: Path) -> None:
+    os.environ.setdefault("MCPX_TEST_SECRET", "s3cret")
+    frames = trio.run(run_to_end, config(tmp_path), argv_request(tmp_path, "env"))
+    assert not [f for f in of(frames, "stdout") if "MCPX_TEST_SECRET" in f["text"]]
