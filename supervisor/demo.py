@@ -1,7 +1,9 @@
 """`mcpx-hooks demo`: the main job in miniature, on a built-in example, ending by itself.
 
-Today it runs each hook of the example config (`examples/demo.toml`) the way `hook test`
-does, against the payload its phase would get, and shows its hook frame.
+Two runs of `examples/job.py` with the hooks of `examples/demo.toml` around them: one that
+passes the check (a hook times out and fails open, one's answer is dropped, one transforms the
+result, an observer sees the run finish), and one that the check refuses, so the script never
+starts. Every frame is shown as it happens.
 """
 
 from __future__ import annotations
@@ -9,34 +11,59 @@ from __future__ import annotations
 import os
 from importlib import resources
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
-from .cli import mock_context
+import trio
+
+from .bus import Event
 from .config import load_config
-from .frames import to_json
-from .hookrun import run_hook
-from .spawn import open_spawner
-from .view import hook_frame_lines
-
-#: What the demo's script run would hand each phase.
-SAMPLE: Final[dict[str, Any]] = {
-    "input": {"name": "world"},
-    "result": {"value": "hello, world"},
-}
+from .hooks import Config
+from .run import RunRequest
+from .runtime import Runtime, open_runtime
+from .script import Script
+from .view import frame_lines
 
 
-def example_config() -> Path:
-    return Path(str(resources.files("mcpx_hooks.supervisor").joinpath("examples/demo.toml")))
+def example_dir() -> Path:
+    return Path(str(resources.files("mcpx_hooks.supervisor").joinpath("examples")))
+
+
+def example_config() -> Config:
+    path = example_dir() / "demo.toml"
+    return load_config([path], cwd=path.parent, environ=os.environ, discover=False)
+
+
+async def _show_run(runtime: Runtime, title: str, run_input: Any) -> None:
+    print(f"--- {title}")
+    request = RunRequest(Script(python_file="job.py"), str(example_dir()), input=(run_input,))
+    run = runtime.new_run(request)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(runtime.execute, run)
+        async for batch in run.journal.follow(0):
+            for frame in batch:
+                print("\n".join(frame_lines(frame)))
+    print()
+
+
+async def _show_observers(runtime: Runtime) -> None:
+    async with runtime.bus.subscribe(kinds=("hook.finished",), since=0) as sub:
+        async for item in sub:
+            if isinstance(item, Event) and item.caused_by_observer:
+                data = item.data
+                print(
+                    f"observer {data['name']} saw {data['on']} (event of run "
+                    f"{item.run_id or '-'}): {data['status']}, effect {data['effect']}"
+                )
 
 
 async def run_demo() -> int:
-    path = example_config()
-    config = load_config([path], cwd=path.parent, environ=os.environ, discover=False)
-    print(f"mcpx-hooks demo: the hooks of {path}, each run as its phase would run it\n")
-    async with open_spawner() as spawner:
-        for hook in config.hooks:
-            ctx = mock_context(config, hook.phase, SAMPLE)
-            report = await run_hook(spawner, hook, ctx)
-            print("\n".join(hook_frame_lines(to_json(report.frame))), end="\n\n")
-    print("every hook above ran as a real process, its tree reaped; nothing is left running")
+    config = example_config()
+    print(f"mcpx-hooks demo: {example_dir() / 'job.py'} with the hooks of demo.toml\n")
+    async with open_runtime(config) as runtime, trio.open_nursery() as nursery:
+        nursery.start_soon(_show_observers, runtime)
+        await _show_run(runtime, "a run the check lets through", {"name": "world"})
+        await _show_run(runtime, "a run the check refuses: the script never starts", {})
+        await runtime.wait_observers()
+        nursery.cancel_scope.cancel()
+    print("\nevery hook and script above ran as a real process, its tree reaped; none is left")
     return 0

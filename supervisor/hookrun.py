@@ -69,6 +69,19 @@ class HookContext:
     outcome: str | None = None
     seq: int = 0
 
+    def point(self, hook: Hook) -> str:
+        """What the hook is told it is `on`: the point, or for observe the event's kind."""
+        if hook.phase is Phase.OBSERVE and self.event is not None:
+            return str(self.event.get("kind", hook.on))
+        return hook.on
+
+    @property
+    def run_id(self) -> str:
+        """The run's id; for an observe hook, the id of the run its event belongs to."""
+        if self.run is not None:
+            return self.run.run_id
+        return str(self.event.get("runId") or "") if self.event is not None else ""
+
     def subject(self, phase: Phase) -> tuple[Any] | None:
         """The value an `apply` in `phase` replaces, as `(value,)`, or None if none."""
         if phase is Phase.BEFORE:
@@ -98,7 +111,7 @@ def hook_input(hook: Hook, effect: Effect, ctx: HookContext) -> dict[str, Any]:
         "protocol": PROTOCOL,
         "hook": {
             "name": hook.name,
-            "on": hook.on,
+            "on": ctx.point(hook),
             "phase": hook.phase.value,
             "action": hook.action.value,
             "effect": effect.word,
@@ -126,11 +139,11 @@ def hook_environment(
     values = {
         "MCPX_HOOK_PROTOCOL": str(PROTOCOL),
         "MCPX_HOOK_NAME": hook.name,
-        "MCPX_HOOK_ON": hook.on,
+        "MCPX_HOOK_ON": ctx.point(hook),
         "MCPX_HOOK_PHASE": hook.phase.value,
         "MCPX_HOOK_ACTION": hook.action.value,
         "MCPX_HOOK_EFFECT": effect.word,
-        "MCPX_HOOK_RUN_ID": ctx.run.run_id if ctx.run else "",
+        "MCPX_HOOK_RUN_ID": ctx.run_id,
         "MCPX_HOOK_TIMEOUT_MS": str(hook.timeout_ms),
         "MCPX_HOOK_SCRATCH": scratch,
         "MCPX_HOOK_DIR": hook.declaring_dir,

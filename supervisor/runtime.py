@@ -36,6 +36,11 @@ class Runtime:
     def new_run(self, request: RunRequest) -> Run:
         return Run(request, self.journals.open(request.run_id))
 
+    async def wait_observers(self) -> None:
+        """Waits (bounded) until the observers have handled what was published so far."""
+        with trio.move_on_after(OBSERVER_DRAIN_S):
+            await self.observers.wait_idle()
+
     async def execute(self, run: Run, asker: Asker = nobody_answers) -> None:
         await execute(run, config=self.config, spawner=self.spawner, bus=self.bus, asker=asker)
 
@@ -51,8 +56,7 @@ async def open_runtime(config: Config) -> AsyncIterator[Runtime]:
             yield runtime
         finally:
             bus.publish(EventKind.SUPERVISOR_STOPPING, {})
-            with trio.move_on_after(OBSERVER_DRAIN_S):
-                await stats.wait_caught_up(bus.next_seq - 1) if hasattr(stats, "wait_caught_up") else None  # TEMP
+            await runtime.wait_observers()
             nursery.cancel_scope.cancel()
 
 

@@ -4,18 +4,27 @@
 open_child()` starts one child and owns it until its whole tree is gone. Timeouts belong to
 the caller: cancel the scope around `open_child` and the child's tree gets SIGTERM, the grace,
 then SIGKILL, and is reaped before `open_child` exits (shielded, bounded).
+
+How the spawner owns a tree (`Spawner.mode`; the spawner's docstring has the details):
+`pidns` where PID namespaces can be made (root): the spawner is PID 1 of a namespace of its
+own and every child is PID 1 of a namespace nested in it, so the kernel kills whatever is left
+of a tree when its child ends, and everything when the spawner ends; no Python fork per child.
+`keeper` elsewhere: one pre-forked subreaper process per child. `MCPX_HOOKS_SPAWN=pidns|keeper`
+forces one (`SPAWN_MODE_ENV`); pidns forced where it cannot be had is a `SpawnError`.
 """
 
 from __future__ import annotations
 
+import array
 import contextlib
+import ctypes
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from importlib import resources
 from typing import Any, Final
 
@@ -78,35 +87,49 @@ class Child:
         self.outcome = Outcome()
         self.keeper: int | None = None
         self._exit_seen = trio.Event()
+        #: `communicate`'s caps, and which of its outputs it has not read to the end.
+        self._caps: tuple[int, int] | None = None
+        self._unread = {"stdout", "stderr"}
 
     async def _recv(self) -> dict[str, Any] | None:
-        """The keeper's next message; None once it is gone."""
+        """The spawner's next message about this child; None once it is gone."""
         try:
             data = await self._ctrl.recv(4096)
-        except ConnectionResetError:
+        except ConnectionResetError:  # it closed with a command of ours unread
             return None
         return json.loads(data) if data else None
 
+    def _note(self, msg: dict[str, Any] | None) -> None:
+        """Takes in a message; the tree is over at "exit", "error" or end of file."""
+        event = None if msg is None else msg.get("event")
+        if msg is not None and event == "started":
+            self.outcome.pid = msg["pid"]
+            self.keeper = msg.get("keeper")
+            return
+        if msg is not None and event == "exit":
+            self.outcome.exit_code = msg["code"]
+            self.outcome.signal = msg["signal"]
+            self.outcome.cpu_ms = msg["cpuMs"]
+            self.outcome.max_rss_kb = msg["maxRssKb"]
+            self.outcome.exited = True
+        self._exit_seen.set()
+
     async def _wait_started(self) -> None:
         msg = await self._recv()
+        self._note(msg)
         if msg is None:
             raise SpawnError("the spawner went away before the child started")
-        if msg["event"] == "error":
-            raise SpawnError(msg["message"])
-        self.outcome.pid = msg["pid"]
-        self.keeper = msg["keeper"]
+        if msg.get("event") != "started":
+            raise SpawnError(str(msg.get("message", msg)))
 
     async def wait(self) -> Outcome:
-        """Waits until the whole tree is gone and reaped; returns the outcome."""
-        if not self._exit_seen.is_set():
-            msg = await self._recv()
-            if msg is not None and msg.get("event") == "exit":
-                self.outcome.exit_code = msg["code"]
-                self.outcome.signal = msg["signal"]
-                self.outcome.cpu_ms = msg["cpuMs"]
-                self.outcome.max_rss_kb = msg["maxRssKb"]
-                self.outcome.exited = True
-            self._exit_seen.set()
+        """Waits until the whole tree is gone and reaped; returns the outcome.
+
+        Also returns if the spawner goes away (its control socket closes): then
+        `outcome.exited` stays false.
+        """
+        while not self._exit_seen.is_set():
+            self._note(await self._recv())
         return self.outcome
 
     async def send_command(self, cmd: str) -> None:
@@ -120,9 +143,17 @@ class Child:
 
     async def communicate(self, stdin: bytes, max_stdout: int, stderr_tail: int) -> Outcome:
         """Writes `stdin` and closes it, reads stdout (capped: over `max_stdout` the tree is
-        killed) and stderr (its last `stderr_tail` bytes kept), and waits for the exit."""
+        killed) and stderr (its last `stderr_tail` bytes kept), and waits for the exit.
+
+        Cancelled (the caller's timeout), it leaves what it read in `outcome`; once the tree
+        is gone `open_child` adds what the tree wrote while it was being terminated.
+        """
+        self._caps = (max_stdout, stderr_tail)
+        if not stdin and self.stdin is not None:
+            self.stdin.close()  # nothing to write: no task for it
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._write_stdin, stdin)
+            if stdin:
+                nursery.start_soon(self._write_stdin, stdin)
             nursery.start_soon(self._read_stdout, max_stdout)
             nursery.start_soon(self._read_stderr, stderr_tail)
             await self.wait()
@@ -144,9 +175,11 @@ class Child:
             if len(out) + len(chunk) > cap:
                 out.extend(chunk[: cap - len(out)])
                 self.outcome.stdout_overflow = True
+                self._unread.discard("stdout")
                 await self.kill()
                 return
             out.extend(chunk)
+        self._unread.discard("stdout")
 
     async def _read_stderr(self, keep: int) -> None:
         tail = self.outcome.stderr_tail
@@ -154,11 +187,29 @@ class Child:
             tail.extend(chunk)
             if len(tail) > keep:
                 del tail[: len(tail) - keep]
+        self._unread.discard("stderr")
+
+    async def _drain(self) -> None:
+        """Reads what a cancelled `communicate` left, within its caps. Only once the tree is
+        reaped: no writer is left then, so this ends at end of file (bounded all the same)."""
+        if self._caps is None or not self.outcome.exited or not self._unread:
+            return
+        with trio.move_on_after(KILL_REPORT_BOUND):
+            if "stdout" in self._unread:
+                await self._read_stdout(self._caps[0])
+            if "stderr" in self._unread:
+                await self._read_stderr(self._caps[1])
 
     async def _terminate(self, grace: float) -> None:
-        """SIGTERM the tree, wait up to `grace`, SIGKILL, wait for the reap report."""
-        if self._exit_seen.is_set() or self.outcome.pid is None:
-            return  # reaped already, or never started
+        """SIGTERM the tree, wait up to `grace`, SIGKILL, wait for the reap report; then
+        read what output the tree left (see `communicate`)."""
+        if not self._exit_seen.is_set():  # else reaped already, or never started
+            await self._stop(grace)
+        await self._drain()
+
+    async def _stop(self, grace: float) -> None:
+        # Also when cancelled before "started" arrived: the spawner obeys once it has started
+        # the child, and `wait` reads past "started".
         self.outcome.killed = True
         with trio.move_on_after(grace) as scope:
             await self.send_command("term")
@@ -169,24 +220,32 @@ class Child:
         with trio.move_on_after(KILL_REPORT_BOUND):
             await self.wait()
             return
-        # The keeper itself is stuck: kill it; the spawner kills its orphans.
-        if self.keeper is not None:
+        # The spawner side is stuck. In keeper mode kill the keeper (alive: it still holds
+        # the control socket); the spawner kills its orphans. In pidns mode the child is the
+        # init of its namespace, and SIGKILL from here takes the whole namespace down.
+        target = self.keeper if self.keeper is not None else self.outcome.pid
+        if target is not None:
             with contextlib.suppress(ProcessLookupError):
-                os.kill(self.keeper, signal.SIGKILL)
+                os.kill(target, signal.SIGKILL)
 
     async def aclose(self) -> None:
         for stream in (self.stdin, self.stdout, self.stderr, *self.extra):
             if stream is not None:
-                await stream.aclose()
+                stream.close()
         self._ctrl.close()
+        await trio.lowlevel.checkpoint()
 
 
 class Spawner:
     """Handle to the resident spawner process. Use through `open_spawner()`."""
 
-    def __init__(self, sock: trio.socket.SocketType) -> None:
-        self._sock = sock
+    def __init__(self, sock: socket.socket, pid: int, mode: str) -> None:
+        self._raw = sock
+        self._sock = trio.socket.from_stdlib_socket(sock)  # owns it; makes it non-blocking
         self._lock = trio.Lock()
+        #: The spawner's pid, and how it owns trees: "pidns" or "keeper" (`SPAWN_MODES`).
+        self.pid = pid
+        self.mode = mode
 
     @contextlib.asynccontextmanager
     async def open_child(
@@ -202,9 +261,11 @@ class Spawner:
         Inside, the child runs in its own session with fds 0, 1, 2 as pipes to `Child.stdin`,
         `stdout`, `stderr` (stdin is /dev/null when `stdin` is false), and one pipe per entry of
         `extra_fds`, placed at that number in the child, whose read end is `Child.extra[i]`.
-        When the block is left early (timeout, cancellation, error), the tree gets SIGTERM,
-        then SIGKILL after `kill_grace` seconds, under a shielded scope.
-        Raises `SpawnError` when the child cannot start (missing program, bad cwd).
+        Its environment is exactly `spec.env`. When the block is left early (timeout,
+        cancellation, error), the tree gets SIGTERM, then SIGKILL after `kill_grace` seconds,
+        under a shielded scope; a block left normally does the same to whatever still runs.
+        Raises `SpawnError` when the child cannot start (missing program, bad cwd, bad limit,
+        no spawner).
         """
         ours: list[int] = []
         theirs: list[int] = []
@@ -229,17 +290,11 @@ class Spawner:
                     "fds": [0, 1, 2, *extra_fds],
                 }
             ).encode()
-            async with self._lock:
-                await self._sock.sendmsg(
-                    [request],
-                    [
-                        (
-                            socket.SOL_SOCKET,
-                            socket.SCM_RIGHTS,
-                            _fd_array([keeper_end.fileno(), *theirs]),
-                        )
-                    ],
-                )
+            rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, _fd_array([keeper_end, *theirs]))]
+            try:
+                await self._send_request(request, rights)
+            except OSError as exc:
+                raise SpawnError(f"the spawner is not running: {exc.strerror}") from exc
         except BaseException:
             for fd in ours:
                 os.close(fd)
@@ -265,11 +320,22 @@ class Spawner:
                 await child._terminate(kill_grace)
                 await child.aclose()
 
+    async def _send_request(self, request: bytes, rights: list[tuple[int, int, bytes]]) -> None:
+        # A request is one datagram, sent whole or not at all: try it at once (no scheduler
+        # pass before the spawner can start work), and queue behind the lock only when the
+        # socket is full. Not a checkpoint by itself; `open_child` is one further on.
+        try:
+            self._raw.sendmsg([request], rights, socket.MSG_NOSIGNAL)
+        except BlockingIOError:
+            async with self._lock:
+                await self._sock.sendmsg([request], rights, socket.MSG_NOSIGNAL)
 
-def _fd_array(fds: Sequence[int]) -> bytes:
-    import array
+    def _close(self) -> None:
+        self._sock.close()
 
-    return array.array("i", fds).tobytes()
+
+def _fd_array(fds: Sequence[int | socket.socket]) -> bytes:
+    return array.array("i", [fd if isinstance(fd, int) else fd.fileno() for fd in fds]).tobytes()
 
 
 def runner_path(name: str) -> str:
@@ -279,39 +345,99 @@ def runner_path(name: str) -> str:
 
 #: Interpreter flags for runner processes: isolated, no site-packages, no bytecode writes.
 RUNNER_FLAGS: Final = ("-I", "-S", "-B")
+#: Forces how the spawner owns trees: "pidns" (fails if it cannot be had) or "keeper".
+#: Unset or "auto": pidns where PID namespaces can be made (root), else keeper.
+SPAWN_MODE_ENV: Final = "MCPX_HOOKS_SPAWN"
+SPAWN_MODES: Final = ("pidns", "keeper")
+_CLONE_NEWPID: Final = 0x20000000
+
+
+class _NoPidNamespace(Exception):
+    """PID namespaces cannot be made here (not root, not allowed, no /proc)."""
+
+
+@contextlib.contextmanager
+def _pid_namespace_for_next_child() -> Iterator[None]:
+    """Makes the next process this thread starts PID 1 of a new PID namespace.
+
+    `unshare(CLONE_NEWPID)` changes only this thread's `pid_for_children`; it is set back
+    before returning, so nothing else this thread starts later is affected. Raises
+    `_NoPidNamespace` where PID namespaces cannot be made.
+    """
+    libc = ctypes.CDLL(None, use_errno=True)
+    try:
+        home = os.open("/proc/thread-self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise _NoPidNamespace(f"/proc/thread-self/ns/pid: {exc.strerror}") from exc
+    try:
+        if libc.unshare(_CLONE_NEWPID) != 0:
+            raise _NoPidNamespace(f"unshare(CLONE_NEWPID): {os.strerror(ctypes.get_errno())}")
+        try:
+            yield
+        finally:
+            if libc.setns(home, _CLONE_NEWPID) != 0:  # pragma: no cover - cannot fail as root
+                err = ctypes.get_errno()
+                raise RuntimeError(f"cannot restore the PID namespace: {os.strerror(err)}")
+    finally:
+        os.close(home)
+
+
+def _start_spawner(mode: str, request_fd: int) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            *RUNNER_FLAGS,
+            runner_path("spawner.py"),
+            str(os.getpid()),
+            str(request_fd),
+            mode,
+        ],
+        stdin=subprocess.PIPE,  # the lifeline: closed, the spawner exits
+        stdout=subprocess.DEVNULL,
+        pass_fds=(request_fd,),
+        start_new_session=True,
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+    )
+
+
+def _launch(request_fd: int) -> tuple[subprocess.Popen[bytes], str]:
+    asked = os.environ.get(SPAWN_MODE_ENV, "auto") or "auto"
+    if asked not in (*SPAWN_MODES, "auto"):
+        raise SpawnError(f"{SPAWN_MODE_ENV}={asked!r}: expected one of pidns, keeper, auto")
+    if asked != "keeper":
+        try:
+            with _pid_namespace_for_next_child():
+                return _start_spawner("pidns", request_fd), "pidns"
+        except _NoPidNamespace as exc:
+            if asked == "pidns":
+                raise SpawnError(f"{SPAWN_MODE_ENV}=pidns, but {exc}") from exc
+    return _start_spawner("keeper", request_fd), "keeper"
 
 
 @contextlib.asynccontextmanager
 async def open_spawner() -> AsyncIterator[Spawner]:
     """Starts the resident spawner and owns it; on exit it is closed and reaped.
 
-    The spawner is forked from this (the main) thread, so its parent-death signal is tied to
-    the thread that lives as long as the supervisor. It runs in its own session, so a terminal's
-    Ctrl-C reaches the supervisor, which then cancels its runs, and not the spawner.
+    In pidns mode the spawner is PID 1 of its own PID namespace, so if it dies, by any means,
+    the kernel kills every process it started. It is forked from this thread, so its
+    parent-death signal (SIGKILL) is tied to the thread that lives as long as the supervisor.
+    It runs in its own session, so a terminal's Ctrl-C reaches the supervisor, which then
+    cancels its runs, and not the spawner. Closing: end of file on its stdin, then up to
+    `SPAWNER_EXIT_BOUND` for it to kill and reap what is left, then SIGKILL; shielded.
     """
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                *RUNNER_FLAGS,
-                runner_path("spawner.py"),
-                str(os.getpid()),
-                str(theirs.fileno()),
-            ],
-            stdin=subprocess.PIPE,  # the lifeline: closed, the spawner exits
-            stdout=subprocess.DEVNULL,
-            pass_fds=(theirs.fileno(),),
-            start_new_session=True,
-            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-        )
+        proc, mode = _launch(theirs.fileno())
+    except BaseException:
+        mine.close()
+        raise
     finally:
         theirs.close()
-    sock = trio.socket.from_stdlib_socket(mine)
+    spawner = Spawner(mine, proc.pid, mode)
     try:
-        yield Spawner(sock)
+        yield spawner
     finally:
-        sock.close()
+        spawner._close()
         assert proc.stdin is not None
         proc.stdin.close()
         with trio.CancelScope(shield=True):

@@ -16,7 +16,13 @@ CLI = [sys.executable, "-m", "mcpx_hooks.supervisor"]
 def mcpx(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "MCPX_HOOKS_NO_DISCOVERY": "1"}
     return subprocess.run(
-        [*CLI, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+        [*CLI, *args],
+        check=False,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
@@ -161,3 +167,103 @@ def test_demo_runs_and_ends(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     for expected in ("FAILED [timeout]", "dropped: apply", "applies:", "effect off"):
         assert expected in out.stdout
+
+
+def test_exec_json_frames_in_order_and_exit_code(project: Path) -> None:
+    from mcpx_hooks.supervisor.frames import check_order
+
+    out = mcpx(
+        "exec", "--config", "hooks.toml", "--json", "--", "sh", "-c", "echo 5; exit 4", cwd=project
+    )
+    frames = [json.loads(line) for line in out.stdout.splitlines()]
+    check_order(frames)
+    assert out.returncode == 4  # the script's exit code
+    assert [f["name"] for f in frames if f["type"] == "hook"] == ["ok", "hangs"]
+    ok = mcpx("exec", "--config", "hooks.toml", "-c", "def main():\n    return 3", cwd=project)
+    assert ok.returncode == 0, ok.stderr
+    assert "RESULT 6" in ok.stdout  # `double` applied on success
+    refused = mcpx(
+        "exec",
+        "--hook",
+        json.dumps(
+            {
+                "on": "script",
+                "phase": "before",
+                "run": ["sh", "-c", 'echo \'{"refuse": "no"}\''],
+                "effect": "ask",
+                "sandbox": "none",
+            }
+        ),
+        "--",
+        "true",
+        cwd=project,
+    )
+    assert refused.returncode == 1
+    assert "refused by script.before.0" in refused.stdout
+
+
+def test_exec_source_flags(tmp_path: Path) -> None:
+    (tmp_path / "c.toml").write_text('[defaults]\nsandbox = "none"\n[script]\nbefore = ["x = 1"]\n')
+    out = mcpx(
+        "exec",
+        "--config",
+        "c.toml",
+        "--before",
+        "y = x + 1",
+        "--on-success",
+        "print('ok', y, result)",
+        "-c",
+        "def main():\n    return 'r'",
+        cwd=tmp_path,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "| ok 2 r" in out.stdout
+
+
+def test_exec_ctrl_c_cancels_runs_suffix_and_leaves_nothing(tmp_path: Path) -> None:
+    import signal
+
+    import psutil
+
+    from mcpx_hooks.supervisor.frames import check_order
+
+    marker = f"mcpx-ctrl-c-{os.getpid()}"
+    (tmp_path / "c.toml").write_text(
+        '[defaults]\nsandbox = "none"\n[[hooks]]\nname = "fin"\non = "script"\n'
+        'phase = "suffix"\nrun = ["sh", "-c", "echo \'{\\"advise\\": \\"cleaned\\"}\'"]\n'
+    )
+    env = {**os.environ, "MCPX_HOOKS_NO_DISCOVERY": "1"}
+    with subprocess.Popen(
+        [
+            *CLI,
+            "exec",
+            "--config",
+            "c.toml",
+            "--json",
+            "--",
+            "sh",
+            "-c",
+            f"echo ready; exec {sys.executable} -c 'import time; time.sleep(60)' {marker}",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        assert proc.stdout is not None
+        frames = []
+        for line in proc.stdout:
+            frames.append(json.loads(line))
+            if frames[-1].get("text") == "ready":
+                proc.send_signal(signal.SIGINT)
+                break
+        frames.extend(json.loads(line) for line in proc.stdout)
+        assert proc.wait(timeout=30) == 1
+    check_order(frames)
+    error = next(f for f in frames if f["type"] == "error")
+    assert error["message"] == "cancelled"
+    assert [f["advice"] for f in frames if f["type"] == "hook"] == [["cleaned"]]
+    leftovers = [
+        p for p in psutil.process_iter(["cmdline"]) if marker in " ".join(p.info["cmdline"] or [])
+    ]
+    assert leftovers == []

@@ -80,7 +80,7 @@ def python_request(tmp_path: Path, code: str, **more: Any) -> RunRequest:
 
 async def test_argv_success_streams_output_frames(tmp_path: Path, no_leftovers: None) -> None:
     script = (
-        'echo out1; echo err1 >&2; '
+        "echo out1; echo err1 >&2; "
         'echo \'{"type": "log", "level": "info", "message": "m", "attrs": {"k": 1}}\' >&3; '
         'echo \'{"type": "emit", "value": [1]}\' >&3; '
         'echo data > "$MCPX_ARTIFACTS_DIR/report.txt"; echo \'{"n": 42}\''
@@ -134,8 +134,10 @@ async def test_python_main_result_and_source_phases(tmp_path: Path) -> None:
 
 
 async def test_python_failure_at_import_still_runs_on_error_and_suffix(tmp_path: Path) -> None:
-    sources = {Phase.ON_ERROR: ("print('onError', type(error).__name__)",),
-               Phase.SUFFIX: ("print('suffix')",)}
+    sources = {
+        Phase.ON_ERROR: ("print('onError', type(error).__name__)",),
+        Phase.SUFFIX: ("print('suffix')",),
+    }
     request = python_request(tmp_path, "raise ValueError('at import')\n", sources=sources)
     frames = await run_to_end(config(tmp_path), request)
     assert [f["text"] for f in of(frames, "stdout")] == ["onError ValueError", "suffix"]
@@ -168,8 +170,15 @@ async def test_fail_closed_timeout_refuses(tmp_path: Path, no_leftovers: None) -
     touched = tmp_path / "ran"
     cfg = config(
         tmp_path,
-        hook("slow", "before", ["sleep", "30"], effect="ask", failure="closed",
-             timeoutMs=200, killGraceMs=50),
+        hook(
+            "slow",
+            "before",
+            ["sleep", "30"],
+            effect="ask",
+            failure="closed",
+            timeoutMs=200,
+            killGraceMs=50,
+        ),
     )
     frames = await run_to_end(cfg, argv_request(tmp_path, "touch", str(touched)))
     assert not touched.exists()
@@ -188,8 +197,11 @@ async def test_fail_open_timeout_carries_on(tmp_path: Path) -> None:
 async def test_ask_unanswered_takes_its_default(tmp_path: Path) -> None:
     ask_no = answer({"ask": {"question": "go?", "deadlineMs": 50}})
     ask_yes = answer({"ask": {"question": "go?", "default": "yes", "deadlineMs": 50}})
-    cfg = config(tmp_path, hook("yes", "before", ask_yes, effect="ask"),
-                 hook("no", "before", ask_no, effect="ask"))
+    cfg = config(
+        tmp_path,
+        hook("yes", "before", ask_yes, effect="ask"),
+        hook("no", "before", ask_no, effect="ask"),
+    )
     frames = await run_to_end(cfg, argv_request(tmp_path, "true"))
     yes, no = of(frames, "hook")
     assert yes["ask"]["answer"] == "yes" and yes["refused"] is None
@@ -198,16 +210,25 @@ async def test_ask_unanswered_takes_its_default(tmp_path: Path) -> None:
 
 
 async def test_apply_chain_and_proposals_and_advice(tmp_path: Path) -> None:
-    double = [PY, "-I", "-S", "-c",
-              "import json,sys; v=json.load(sys.stdin)['result']['value'];"
-              "print(json.dumps({'apply': {'value': v * 2}}))"]
+    double = [
+        PY,
+        "-I",
+        "-S",
+        "-c",
+        "import json,sys; v=json.load(sys.stdin)['result']['value'];"
+        "print(json.dumps({'apply': {'value': v * 2}}))",
+    ]
     cfg = config(
         tmp_path,
         hook("in", "before", answer({"apply": {"value": {"n": 5}}}), effect="apply"),
         hook("d1", "onSuccess", double, effect="apply"),
         hook("d2", "onSuccess", double, effect="apply"),
-        hook("p", "onSuccess", answer({"propose": {"value": 0, "note": "zero?"},
-                                       "advise": "fine"}), effect="propose"),
+        hook(
+            "p",
+            "onSuccess",
+            answer({"propose": {"value": 0, "note": "zero?"}, "advise": "fine"}),
+            effect="propose",
+        ),
         hook("late", "suffix", answer({"apply": {"value": -1}}), effect="apply"),
     )
     read_input = "import json, os; print(json.load(open(os.environ['MCPX_INPUT']))['n'])"
@@ -225,16 +246,16 @@ async def test_apply_chain_and_proposals_and_advice(tmp_path: Path) -> None:
 
 
 async def test_on_error_apply_turns_failure_into_result(tmp_path: Path) -> None:
-    cfg = config(tmp_path, hook("fix", "onError", answer({"apply": {"value": "fallback"}}),
-                                effect="apply"))
+    cfg = config(
+        tmp_path, hook("fix", "onError", answer({"apply": {"value": "fallback"}}), effect="apply")
+    )
     frames = await run_to_end(cfg, argv_request(tmp_path, "false"))
     assert outcome(frames)["type"] == "result" and outcome(frames)["value"] == "fallback"
     assert of(frames, "hook")[0]["original"]["exitCode"] == 1
 
 
 async def test_caller_autonomy_clamps_and_is_reported(tmp_path: Path) -> None:
-    cfg = config(tmp_path, hook("fix", "onError", answer({"apply": {"value": 1}}),
-                                effect="apply"))
+    cfg = config(tmp_path, hook("fix", "onError", answer({"apply": {"value": 1}}), effect="apply"))
     frames = await run_to_end(cfg, argv_request(tmp_path, "false", autonomy=_advise()))
     (fix,) = of(frames, "hook")
     assert fix["effect"] == "advise" and fix["clampedBy"] == ["hooks.autonomy"]
@@ -276,25 +297,31 @@ async def test_missing_program_is_an_error_frame(tmp_path: Path) -> None:
 
 
 async def test_env_and_stdin_reach_the_script(tmp_path: Path) -> None:
-    request = argv_request(tmp_path, "sh", "-c", 'read line; echo "$line $FOO"',
-                           stdin=b"hi\n", env={"FOO": "bar"})
+    request = argv_request(
+        tmp_path, "sh", "-c", 'read line; echo "$line $FOO"', stdin=b"hi\n", env={"FOO": "bar"}
+    )
     frames = await run_to_end(config(tmp_path), request)
     assert [f["text"] for f in of(frames, "stdout")] == ["hi bar"]
 
 
 async def test_run_publishes_events(tmp_path: Path) -> None:
     cfg = config(tmp_path, hook("b", "before", answer({"advise": "x", "bogus": 1})))
-    async with open_runtime(cfg) as runtime:
-        async with runtime.bus.subscribe(since=0) as sub:
-            run = runtime.new_run(argv_request(tmp_path, "true"))
-            await runtime.execute(run)
-            kinds = []
-            async for item in sub:
-                kinds.append(getattr(item, "kind", "gap"))
-                if kinds[-1] == "run.finished":
-                    break
-    assert kinds == ["supervisor.started", "run.started", "hook.started", "hook.finished",
-                     "hook.dropped", "run.finished"]
+    async with open_runtime(cfg) as runtime, runtime.bus.subscribe(since=0) as sub:
+        run = runtime.new_run(argv_request(tmp_path, "true"))
+        await runtime.execute(run)
+        kinds = []
+        async for item in sub:
+            kinds.append(getattr(item, "kind", "gap"))
+            if kinds[-1] == "run.finished":
+                break
+    assert kinds == [
+        "supervisor.started",
+        "run.started",
+        "hook.started",
+        "hook.finished",
+        "hook.dropped",
+        "run.finished",
+    ]
 
 
 def test_env_var_is_not_leaked_to_the_script(tmp_path: Path) -> None:

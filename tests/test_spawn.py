@@ -1,0 +1,627 @@
+"""The one spawn path, with real tiny processes, on both ways of owning a tree (pidns, keeper).
+
+Every test that starts processes uses the `spawner` fixture, which asserts on the way out that
+no child process and no fd of this test process is left; tests whose children start
+grandchildren give them the `marker` in argv, and no process on the host may carry it after.
+No test sleeps to let things settle: children print a readiness line when they are where the
+test needs them, and the one wait for an outside process to die is on its pidfd, bounded.
+"""
+
+from __future__ import annotations
+
+import array
+import contextlib
+import hashlib
+import json
+import os
+import re
+import resource
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import psutil
+import pytest
+import trio
+
+from mcpx_hooks.supervisor import spawn
+from mcpx_hooks.supervisor.errors import SpawnError
+from mcpx_hooks.supervisor.spawn import (
+    SPAWN_MODE_ENV,
+    SPAWN_MODES,
+    Child,
+    ChildSpec,
+    Outcome,
+    Spawner,
+    open_spawner,
+)
+
+if TYPE_CHECKING:
+    from conftest import Marker
+
+PY = sys.executable
+PATH = "/usr/local/bin:/usr/bin:/bin"
+GRACE = 0.5
+#: How late after its deadline a tree may be gone, beyond what the test expects: the machine
+#: is small and shared.
+SLACK = 1.0
+CAP = 1 << 20
+
+
+def py(code: str, *args: str) -> tuple[str, ...]:
+    return (PY, "-I", "-S", "-c", textwrap.dedent(code), *args)
+
+
+def spec(argv: tuple[str, ...], **kw: object) -> ChildSpec:
+    fields: dict[str, object] = {"cwd": "/", "env": {"PATH": PATH}, **kw}
+    return ChildSpec(argv, **fields)  # type: ignore[arg-type]
+
+
+#: A grandchild that sleeps; `sys.argv[1]` of the child is the marker, passed down.
+SLEEPER = "import time; time.sleep(1000)"
+#: Starts a grandchild in its own session, says "ready", then sleeps.
+SETSID_TREE = f"""
+    import subprocess, sys, time
+    subprocess.Popen([sys.executable, "-I", "-S", "-c", {SLEEPER!r}, sys.argv[1]],
+                     start_new_session=True, stdout=subprocess.DEVNULL)
+    print("ready", flush=True)
+    time.sleep(1000)
+"""
+#: Double-forks a grandchild out of its session (it says "gc"), says "ready", then sleeps.
+DOUBLE_FORK_TREE = f"""
+    import os, sys, time
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.execv(sys.executable, [sys.executable, "-I", "-S", "-c",
+                     "print('gc', flush=True); " + {SLEEPER!r}, sys.argv[1]])
+        os._exit(0)
+    os.wait()
+    print("ready", flush=True)
+    time.sleep(1000)
+"""
+
+
+@pytest.fixture(params=SPAWN_MODES)
+def spawn_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    mode: str = request.param
+    if mode == "pidns" and os.geteuid() != 0:
+        pytest.skip("PID namespaces need root")
+    monkeypatch.setenv(SPAWN_MODE_ENV, mode)
+    return mode
+
+
+@pytest.fixture
+async def spawner(spawn_mode: str, no_leaks: None) -> AsyncIterator[Spawner]:
+    async with open_spawner() as sp:
+        assert sp.mode == spawn_mode
+        yield sp
+
+
+async def read_line(child: Child) -> bytes:
+    """One line of the child's stdout, read without consuming anything after it."""
+    line = bytearray()
+    while not line.endswith(b"\n"):
+        byte = await child.stdout.receive_some(1)
+        assert byte, f"stdout closed before a full line: {bytes(line)!r}"
+        line += byte
+    return bytes(line)
+
+
+async def time_out_when_ready(
+    spawner: Spawner, argv: tuple[str, ...], *, lines: int = 1, after: float = 0.1
+) -> tuple[Outcome, float]:
+    """Runs a child under a deadline that starts once it printed `lines` lines (no race with
+    its start-up); returns its outcome and how long after the deadline its tree was gone."""
+    with trio.move_on_after(60) as scope:
+        async with spawner.open_child(spec(argv), kill_grace=GRACE) as child:
+            for _ in range(lines):
+                await read_line(child)
+            scope.deadline = trio.current_time() + after
+            await child.communicate(b"", CAP, 4096)
+    late = trio.current_time() - scope.deadline
+    assert scope.cancelled_caught, "the child ended before its deadline"
+    return child.outcome, late
+
+
+async def run(spawner: Spawner, argv: tuple[str, ...], stdin: bytes = b"", **kw: object) -> Outcome:
+    with trio.fail_after(30):
+        async with spawner.open_child(spec(argv, **kw), kill_grace=GRACE) as child:
+            return await child.communicate(stdin, CAP, 4096)
+
+
+# --------------------------------------------------------------------------- input and output
+
+
+async def test_stdin_is_written_and_closed(spawner: Spawner) -> None:
+    data = os.urandom(3 << 20)
+    code = """
+        import hashlib, sys
+        data = sys.stdin.buffer.read()  # returns only once stdin is closed
+        print(len(data), hashlib.sha256(data).hexdigest())
+    """
+    out = await run(spawner, py(code), data)
+    assert out.stdout.decode().split() == [str(len(data)), hashlib.sha256(data).hexdigest()]
+    assert (out.exit_code, out.signal, out.exited, out.killed) == (0, None, True, False)
+
+
+async def test_no_stdin_is_dev_null(spawner: Spawner) -> None:
+    code = "import sys; print(len(sys.stdin.buffer.read()))"
+    with trio.fail_after(30):
+        async with spawner.open_child(spec(py(code)), kill_grace=GRACE, stdin=False) as child:
+            assert child.stdin is None
+            out = await child.communicate(b"", CAP, 4096)
+    assert out.stdout == b"0\n"
+
+
+async def test_unread_stdin_is_bounded_by_the_timeout(spawner: Spawner) -> None:
+    code = "import time; print('ready', flush=True); time.sleep(1000)"
+    with trio.move_on_after(60) as scope:
+        async with spawner.open_child(spec(py(code)), kill_grace=GRACE) as child:
+            await read_line(child)
+            scope.deadline = trio.current_time() + 0.2
+            await child.communicate(b"x" * (5 << 20), CAP, 4096)  # blocks: nobody reads
+    assert scope.cancelled_caught
+    assert trio.current_time() - scope.deadline < GRACE + SLACK
+    assert child.outcome.killed
+
+
+async def test_stdout_flood_is_killed_at_the_cap(spawner: Spawner) -> None:
+    code = """
+        import sys, time
+        block = b"x" * (1 << 20)
+        for _ in range(50):
+            sys.stdout.buffer.write(block)
+        time.sleep(1000)
+    """
+    await run(spawner, ("true",))  # code paths and buffers warm before measuring
+    rss = psutil.Process().memory_info().rss
+    with trio.fail_after(30):
+        out = await run(spawner, py(code))
+    assert psutil.Process().memory_info().rss - rss < 20 << 20
+    assert out.stdout_overflow and out.killed
+    assert len(out.stdout) == CAP and set(out.stdout) == {ord("x")}
+    assert out.signal == signal.SIGKILL
+
+
+async def test_stderr_keeps_only_the_tail(spawner: Spawner) -> None:
+    code = """
+        import sys
+        sys.stderr.buffer.write(b"".join(b"%07d\\n" % i for i in range(400_000)))
+    """
+    with trio.fail_after(30):
+        async with spawner.open_child(spec(py(code)), kill_grace=GRACE) as child:
+            out = await child.communicate(b"", CAP, 1000)
+    expected = b"".join(b"%07d\n" % i for i in range(400_000))[-1000:]
+    assert bytes(out.stderr_tail) == expected
+    assert out.exit_code == 0
+
+
+async def test_extra_fd_and_nothing_else_is_inherited(spawner: Spawner) -> None:
+    code = """
+        import os
+        def is_open(fd):
+            try:
+                os.fstat(fd)
+            except OSError:
+                return False
+            return True
+        os.write(3, b"frames")
+        print([fd for fd in range(1024) if is_open(fd)])
+    """
+    with trio.fail_after(30):
+        async with spawner.open_child(spec(py(code)), kill_grace=GRACE, extra_fds=(3,)) as child:
+            out = await child.communicate(b"", CAP, 4096)
+            assert await child.extra[0].receive_some(100) == b"frames"
+    assert out.stdout == b"[0, 1, 2, 3]\n"
+
+
+async def test_concurrent_children_keep_their_own_pipes(spawner: Spawner) -> None:
+    code = "import sys; sys.stdout.write(sys.stdin.read() * 2)"
+    results: dict[int, bytes] = {}
+
+    async def one(i: int) -> None:
+        results[i] = bytes((await run(spawner, py(code), b"%d-" % i)).stdout)
+
+    async with trio.open_nursery() as nursery:
+        for i in range(8):
+            nursery.start_soon(one, i)
+    assert results == {i: b"%d-%d-" % (i, i) for i in range(8)}
+
+
+# --------------------------------------------------------------------------- how it ended
+
+
+async def test_exit_code(spawner: Spawner) -> None:
+    out = await run(spawner, ("sh", "-c", "exit 3"))
+    assert (out.exit_code, out.signal, out.exited, out.killed) == (3, None, True, False)
+    assert out.cpu_ms >= 0 and out.max_rss_kb > 0
+
+
+async def test_crash_signal(spawner: Spawner) -> None:
+    out = await run(spawner, py("import ctypes; ctypes.string_at(0)"))
+    assert (out.exit_code, out.signal) == (None, signal.SIGSEGV)
+
+
+async def test_signal_from_outside(spawner: Spawner, marker: Marker) -> None:
+    with trio.fail_after(30):
+        async with spawner.open_child(spec(py(SETSID_TREE, marker)), kill_grace=GRACE) as child:
+            await read_line(child)
+            assert child.outcome.pid is not None
+            os.kill(child.outcome.pid, signal.SIGKILL)
+            out = await child.communicate(b"", CAP, 4096)
+    assert (out.exit_code, out.signal, out.killed) == (None, signal.SIGKILL, False)
+    assert marker.alive() == []
+
+
+async def test_missing_program(spawner: Spawner) -> None:
+    with pytest.raises(SpawnError, match="'no-such-program-here': not found on PATH"):
+        await run(spawner, ("no-such-program-here",))
+    with pytest.raises(SpawnError, match="'/no/such/program': No such file or directory"):
+        await run(spawner, ("/no/such/program", "arg"))
+    with pytest.raises(SpawnError, match="'/etc/passwd': Permission denied"):
+        await run(spawner, ("/etc/passwd",))
+
+
+async def test_bad_cwd(spawner: Spawner, tmp_path: Path) -> None:
+    gone = re.escape(str(tmp_path / "gone"))
+    with pytest.raises(SpawnError, match=f"cannot use cwd '{gone}': No such file or directory"):
+        await run(spawner, ("true",), cwd=str(tmp_path / "gone"))
+
+
+async def test_cwd_and_relative_program(spawner: Spawner, tmp_path: Path) -> None:
+    script = tmp_path / "hook.sh"
+    script.write_text("#!/bin/sh\npwd\n")
+    script.chmod(0o755)
+    out = await run(spawner, ("./hook.sh",), cwd=str(tmp_path))
+    assert out.stdout == f"{tmp_path}\n".encode()
+
+
+async def test_environment_is_exactly_the_given_one(spawner: Spawner) -> None:
+    env = {"PATH": PATH, "A": "1", "SPACED": "two words", "EMPTY": ""}
+    out = await run(spawner, ("cat", "/proc/self/environ"), env=env)
+    assert dict(kv.split("=", 1) for kv in out.stdout.decode().split("\0") if kv) == env
+    out = await run(spawner, ("/bin/cat", "/proc/self/environ"), env={})
+    assert out.stdout == b""
+
+
+async def test_child_has_its_own_session(spawner: Spawner) -> None:
+    code = "import time; print('ready', flush=True); time.sleep(1000)"
+    with trio.fail_after(30):
+        async with spawner.open_child(spec(py(code)), kill_grace=GRACE) as child:
+            await read_line(child)
+            pid = child.outcome.pid
+            assert pid is not None
+            assert os.getsid(pid) == os.getpgid(pid) == pid
+            assert os.getsid(pid) not in (os.getsid(0), os.getsid(spawner.pid))
+
+
+# --------------------------------------------------------------------------- whole-tree kill
+
+
+async def test_timeout_kills_child_and_setsid_grandchild(spawner: Spawner, marker: Marker) -> None:
+    out, late = await time_out_when_ready(spawner, py(SETSID_TREE, marker))
+    assert late < GRACE, "default SIGTERM ends the tree well within the grace"
+    assert marker.alive() == []
+    assert out.killed and out.exited and out.signal in (signal.SIGTERM, signal.SIGKILL)
+
+
+async def test_timeout_kills_double_forked_grandchild(spawner: Spawner, marker: Marker) -> None:
+    _, late = await time_out_when_ready(spawner, py(DOUBLE_FORK_TREE, marker), lines=2)
+    assert late < GRACE
+    assert marker.alive() == []
+
+
+@pytest.mark.parametrize("how", ["ignore", "handler"])
+async def test_sigterm_ignored_is_killed_after_the_grace(
+    spawner: Spawner, marker: Marker, how: str
+) -> None:
+    code = f"""
+        import signal, subprocess, sys, time
+        signal.signal(signal.SIGTERM, {"signal.SIG_IGN" if how == "ignore" else "lambda *a: None"})
+        subprocess.Popen([sys.executable, "-I", "-S", "-c", {SLEEPER!r}, sys.argv[1]],
+                         start_new_session=True)
+        print("ready", flush=True)
+        while True:
+            time.sleep(1000)
+    """
+    out, late = await time_out_when_ready(spawner, py(code, marker))
+    assert GRACE <= late < GRACE + SLACK
+    assert marker.alive() == []
+    assert out.signal == signal.SIGKILL and out.killed
+
+
+TERM_GRANDCHILD = """
+import signal, sys, time
+def bye(*_):
+    sys.stderr.write("grandchild got TERM\\n")
+    sys.exit(0)
+signal.signal(signal.SIGTERM, bye)
+print("gc", flush=True)
+time.sleep(1000)
+"""
+
+
+async def test_sigterm_reaches_every_process_of_the_tree(spawner: Spawner, marker: Marker) -> None:
+    code = f"""
+        import signal, subprocess, sys, time
+        gc = subprocess.Popen([sys.executable, "-I", "-S", "-c", {TERM_GRANDCHILD!r}, sys.argv[1]],
+                              start_new_session=True)
+        def bye(*_):
+            gc.wait()
+            sys.stderr.write("child got TERM\\n")
+            sys.exit(7)
+        signal.signal(signal.SIGTERM, bye)
+        print("ready", flush=True)
+        time.sleep(1000)
+    """
+    out, late = await time_out_when_ready(spawner, py(code, marker), lines=2)
+    assert late < GRACE
+    assert out.stderr_tail.decode().splitlines() == ["grandchild got TERM", "child got TERM"]
+    assert (out.exit_code, out.signal, out.killed) == (7, None, True)
+
+
+async def test_child_exit_kills_background_grandchild_holding_stdout(
+    spawner: Spawner, marker: Marker
+) -> None:
+    code = f"""
+        import subprocess, sys
+        subprocess.Popen([sys.executable, "-I", "-S", "-c", {SLEEPER!r}, sys.argv[1]])
+        print("done")
+    """
+    start = trio.current_time()
+    out = await run(spawner, py(code, marker))  # would wait 1000 s for the grandchild's EOF
+    assert trio.current_time() - start < 10
+    assert out.stdout == b"done\n" and out.exit_code == 0 and not out.killed
+    assert marker.alive() == []
+
+
+async def test_cancellation_kills_the_tree(spawner: Spawner, marker: Marker) -> None:
+    async def hold(task_status: trio.TaskStatus[Child]) -> None:
+        async with spawner.open_child(spec(py(DOUBLE_FORK_TREE, marker)), kill_grace=GRACE) as c:
+            await read_line(c)
+            await read_line(c)
+            task_status.started(c)
+            await c.wait()
+
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            child = await nursery.start(hold)
+            assert len(marker.alive()) >= 2
+            nursery.cancel_scope.cancel()
+    assert marker.alive() == []
+    assert child.outcome.killed and child.outcome.exited
+
+
+async def test_cancelled_before_started_still_kills_and_reaps(
+    spawner: Spawner, marker: Marker
+) -> None:
+    with trio.CancelScope() as scope:
+        scope.cancel()  # the request goes out; waiting for "started" is cancelled
+        async with spawner.open_child(spec(py(SETSID_TREE, marker)), kill_grace=GRACE):
+            raise AssertionError("not reached")
+    assert marker.alive() == []
+    if spawner.mode == "pidns":  # the spawner itself has reaped the child (keepers linger)
+        assert psutil.Process(spawner.pid).children() == []
+
+
+async def test_cancelled_before_started_waits_for_the_exit_report(no_leaks: None) -> None:
+    """The supervisor side alone, against a fake spawner played by this test."""
+    mine, stdlib_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    theirs = trio.socket.from_stdlib_socket(stdlib_theirs)
+    spawner = Spawner(mine, 0, "fake")
+    events: list[str] = []
+
+    async def fake_spawner() -> None:
+        msg, ancdata, _, _ = await theirs.recvmsg(65536, socket.CMSG_SPACE(16 * 4))
+        fds = array.array("i", ancdata[0][2]).tolist()
+        assert json.loads(msg)["argv"] == ["prog"]
+        for fd in fds[1:]:
+            os.close(fd)
+        ctrl = trio.socket.from_stdlib_socket(socket.socket(fileno=fds[0]))
+        with ctrl:
+            events.append(json.loads(await ctrl.recv(100))["cmd"])
+            await ctrl.send(b'{"event": "started", "pid": 1234, "keeper": null}')
+            events.append("exit sent")
+            exit_report = {"event": "exit", "code": None, "signal": 15, "cpuMs": 1, "maxRssKb": 2}
+            await ctrl.send(json.dumps(exit_report).encode())
+
+    try:
+        async with trio.open_nursery() as nursery:
+            with trio.CancelScope() as scope:
+                scope.cancel()
+                nursery.start_soon(fake_spawner)
+                async with spawner.open_child(spec(("prog",)), kill_grace=GRACE):
+                    raise AssertionError("not reached")
+            events.append("returned")
+    finally:
+        spawner._close()
+        theirs.close()
+    assert events == ["term", "exit sent", "returned"]
+
+
+async def test_kill_and_wait(spawner: Spawner) -> None:
+    code = "import time; print('ready', flush=True); time.sleep(1000)"
+    with trio.fail_after(30):
+        async with spawner.open_child(spec(py(code)), kill_grace=GRACE) as child:
+            await read_line(child)
+            await child.kill()
+            out = await child.wait()
+            assert out is child.outcome
+    assert (out.signal, out.killed, out.exited) == (signal.SIGKILL, True, True)
+
+
+async def test_spawner_killed_leaves_no_process(spawner: Spawner, marker: Marker) -> None:
+    with trio.fail_after(30):
+        async with spawner.open_child(spec(py(DOUBLE_FORK_TREE, marker)), kill_grace=GRACE) as c:
+            await read_line(c)
+            await read_line(c)
+            pidfd = os.pidfd_open(spawner.pid)
+            try:
+                os.kill(spawner.pid, signal.SIGKILL)
+                await trio.lowlevel.wait_readable(pidfd)
+            finally:
+                os.close(pidfd)
+    assert marker.alive() == []
+    if spawner.mode == "pidns":
+        with pytest.raises(SpawnError, match="the spawner is not running"):
+            await run(spawner, ("true",))
+
+
+SUPERVISOR = """
+import sys, trio
+from mcpx_hooks.supervisor.spawn import ChildSpec, open_spawner
+
+async def main():
+    async with open_spawner() as spawner:
+        spec = ChildSpec(tuple(sys.argv[1:]), "/", {"PATH": "/usr/bin:/bin"})
+        async with spawner.open_child(spec, kill_grace=0.5) as child:
+            for _ in range(2):  # "gc" and "ready": the whole tree is up
+                while not (await child.stdout.receive_some(1)).endswith(b"\\n"):
+                    pass
+            print(spawner.pid, flush=True)
+            await trio.sleep_forever()
+
+trio.run(main)
+"""
+
+
+async def test_supervisor_killed_leaves_no_process(
+    spawn_mode: str, no_leaks: None, marker: Marker
+) -> None:
+    argv = [PY, "-c", SUPERVISOR, *py(DOUBLE_FORK_TREE, marker)]
+    with trio.fail_after(60):
+        proc = await trio.lowlevel.open_process(argv, stdout=subprocess.PIPE)
+        try:
+            assert proc.stdout is not None
+            spawner_pid = int(await proc.stdout.receive_some(100))
+            doomed = {spawner_pid, *(p.pid for p in marker.alive())}
+            doomed |= {p.pid for p in psutil.Process(spawner_pid).children(recursive=True)}
+            assert len(doomed) >= 4  # spawner, child, double-forked grandchild, ...
+            pidfds = [os.pidfd_open(pid) for pid in doomed]
+        finally:
+            proc.kill()
+            await proc.wait()
+            await proc.stdout.aclose()
+        try:
+            for pidfd in pidfds:  # each dies: a condition waited for, with a deadline
+                with trio.fail_after(5):
+                    await trio.lowlevel.wait_readable(pidfd)
+        finally:
+            for pidfd in pidfds:
+                os.close(pidfd)
+    assert marker.alive() == []
+
+
+# --------------------------------------------------------------------------- owned and reaped
+
+
+async def test_spawner_is_reaped_when_closed(spawn_mode: str, no_leaks: None) -> None:
+    async with open_spawner() as sp:
+        assert psutil.Process(sp.pid).ppid() == os.getpid()
+        out = await run(sp, ("true",))
+        assert out.exit_code == 0
+    assert psutil.Process().children(recursive=True) == []
+
+
+async def test_no_fd_is_left_open_by_many_children(spawner: Spawner) -> None:
+    await run(spawner, ("true",))  # the spawner's socket and Trio's own fds are open by now
+    before = sorted(os.listdir("/proc/self/fd"))
+    for _ in range(5):
+        await run(spawner, ("true",), b"input")
+        with pytest.raises(SpawnError):
+            await run(spawner, ("no-such-program-here",))
+        await time_out_when_ready(
+            spawner, py("import time; print('ready', flush=True); time.sleep(99)")
+        )
+    assert sorted(os.listdir("/proc/self/fd")) == before
+
+
+# --------------------------------------------------------------------------- limits
+
+
+def limits_of(names: list[str]) -> tuple[str, ...]:
+    return py(
+        f"import json, resource; print(json.dumps("
+        f"[resource.getrlimit(getattr(resource, n)) for n in {names!r}]))"
+    )
+
+
+_NOFILE_HARD = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+_STACK_HARD = resource.getrlimit(resource.RLIMIT_STACK)[1]
+
+
+@pytest.mark.parametrize(
+    "limits",
+    [
+        # Soft limits under the spawner's own hard ones: borrowed by the pidns spawner.
+        (("RLIMIT_NOFILE", 64, _NOFILE_HARD), ("RLIMIT_FSIZE", 1 << 20, resource.RLIM_INFINITY)),
+        # Big enough not to hurt the spawner either.
+        (("RLIMIT_AS", 1 << 40, resource.RLIM_INFINITY), ("RLIMIT_STACK", 1 << 22, _STACK_HARD)),
+        # Lowered hard limits (without CAP_SYS_RESOURCE), and a CPU limit below the spawner's
+        # own CPU time plus a margin: started by fork in pidns mode.
+        (("RLIMIT_NOFILE", 64, 64),),
+        (("RLIMIT_CPU", 1, 2), ("RLIMIT_FSIZE", 1 << 20, 1 << 21)),
+    ],
+)
+async def test_rlimits_are_set_in_the_child_only(
+    spawner: Spawner, limits: tuple[tuple[str, int, int], ...]
+) -> None:
+    names = [name for name, _, _ in limits]
+    out = await run(spawner, limits_of(names), rlimits=limits)
+    assert json.loads(out.stdout) == [[soft, hard] for _, soft, hard in limits]
+    # None of it stuck to the spawner: the next child has the limits this process has.
+    out = await run(spawner, limits_of(names))
+    assert json.loads(out.stdout) == [list(resource.getrlimit(getattr(resource, n))) for n in names]
+
+
+async def test_bad_rlimits_are_refused(spawner: Spawner) -> None:
+    with pytest.raises(SpawnError, match="unknown resource limit 'RLIMIT_NOPE'"):
+        await run(spawner, ("true",), rlimits=(("RLIMIT_NOPE", 1, 1),))
+    with pytest.raises(SpawnError, match="cannot set RLIMIT_NOFILE"):
+        await run(spawner, ("true",), rlimits=(("RLIMIT_NOFILE", 100, 10),))
+    with pytest.raises(SpawnError, match="cannot set RLIMIT_CPU"):  # the fork path in pidns
+        await run(spawner, ("true",), rlimits=(("RLIMIT_CPU", 1, 0),))
+    assert (await run(spawner, ("true",))).exit_code == 0
+
+
+@pytest.mark.parametrize("spawn_mode", ["pidns"], indirect=True)
+async def test_pidns_child_is_init_of_its_own_namespace(spawner: Spawner) -> None:
+    code = "import os; print(os.getpid(), os.getppid())"
+    assert (await run(spawner, py(code))).stdout == b"1 0\n"
+    out = await run(spawner, py(code), rlimits=(("RLIMIT_CPU", 1, 2),))  # the fork path
+    assert out.stdout == b"1 0\n"
+
+
+@contextlib.contextmanager
+def _no_pid_namespaces() -> Iterator[None]:
+    raise spawn._NoPidNamespace("unshare(CLONE_NEWPID): Operation not permitted")
+    yield
+
+
+async def test_falls_back_to_keepers_without_pid_namespaces(
+    monkeypatch: pytest.MonkeyPatch, no_leaks: None
+) -> None:
+    monkeypatch.setattr(spawn, "_pid_namespace_for_next_child", _no_pid_namespaces)
+    monkeypatch.delenv(SPAWN_MODE_ENV, raising=False)
+    async with open_spawner() as sp:
+        assert sp.mode == "keeper"
+        assert (await run(sp, ("sh", "-c", "exit 4"))).exit_code == 4
+    monkeypatch.setenv(SPAWN_MODE_ENV, "pidns")
+    with pytest.raises(SpawnError, match="MCPX_HOOKS_SPAWN=pidns, but unshare"):
+        async with open_spawner():
+            pass
+
+
+async def test_unknown_spawn_mode_is_refused(
+    monkeypatch: pytest.MonkeyPatch, no_leaks: None
+) -> None:
+    monkeypatch.setenv(SPAWN_MODE_ENV, "vfork")
+    with pytest.raises(SpawnError, match="MCPX_HOOKS_SPAWN='vfork'"):
+        async with open_spawner():
+            pass
