@@ -540,26 +540,6 @@ def _full_uid_map() -> bool:
         return False
 
 
-def main() -> None:
-    parent, request_fd = int(sys.argv[1]), int(sys.argv[2])
-    mode = sys.argv[3] if len(sys.argv) > 3 else "keeper"
-    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    # The owner died before the line above took hold (as PID 1 of a namespace our parent is
-    # invisible, getppid() is 0: the lifeline's end of file tells instead).
-    if mode == "keeper" and os.getppid() != parent:
-        sys.exit(1)
-    requests = socket.socket(fileno=request_fd)
-    requests.set_inheritable(False)
-    if mode == "pidns":
-        _PidNsSpawner(requests).serve()
-    else:
-        _serve_keepers(requests)
-
-
-if __name__ == "__main__":
-    main()
-
-
 def _borrowable(limits: list[tuple[int, int, int]], root: bool, raise_hard: bool) -> bool:
     """Whether every limit can be set on this process for a spawn, without hurting it, and
     put back after (a lowered hard limit comes back only with CAP_SYS_RESOURCE)."""
@@ -827,3 +807,23 @@ class _PidNsSpawner:
         del self.trees[fd]
         tree.ctrl.close()
         tree.ctrl = None
+
+
+def main() -> None:
+    parent, request_fd = int(sys.argv[1]), int(sys.argv[2])
+    mode = sys.argv[3] if len(sys.argv) > 3 else "keeper"
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    # The owner died before the line above took hold (as PID 1 of a namespace our parent is
+    # invisible, getppid() is 0: the lifeline's end of file tells instead).
+    if mode == "keeper" and os.getppid() != parent:
+        sys.exit(1)
+    requests = socket.socket(fileno=request_fd)
+    requests.set_inheritable(False)
+    if mode == "pidns":
+        _PidNsSpawner(requests).serve()
+    else:
+        _serve_keepers(requests)
+
+
+if __name__ == "__main__":
+    main()

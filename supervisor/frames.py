@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import enum
 from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import attrs
 import cattrs
@@ -43,6 +43,9 @@ class HookStatus(enum.StrEnum):
     @property
     def is_failure(self) -> bool:
         return self not in (HookStatus.OK, HookStatus.SKIPPED)
+
+
+_F = TypeVar("_F")
 
 
 def now_rfc3339() -> str:
@@ -208,9 +211,11 @@ Frame = (
 )
 
 
-def blank(frame_type: type[Any], **fields: Any) -> Any:
+def blank(frame_type: type[_F], **fields: Any) -> _F:
     """A frame without its envelope yet: the journal stamps `runId`, `seq` and `at`."""
-    return frame_type(run_id="", seq=-1, at="", **fields)
+    make: Any = frame_type
+    frame: _F = make(run_id="", seq=-1, at="", **fields)
+    return frame
 
 
 #: Fields that stay on the wire even when empty: consumers rely on them being there.
