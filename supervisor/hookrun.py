@@ -12,10 +12,8 @@ import functools
 import json
 import os
 import secrets
-import shutil
 import site
 import sys
-import tempfile
 import time
 from collections.abc import Mapping
 from typing import Any, Final
@@ -31,6 +29,7 @@ from .hookenv import PROTOCOL, base_environment, hook_variables
 from .hooks import NOT_YET_RUNNABLE, Action, Failure, Hook
 from .output import Answer, InvalidOutput, bound_answer, read_output
 from .points import Phase
+from .scratch import scratch_dir
 from .spawn import RUNNER_FLAGS, ChildSpec, Outcome, Spawner, runner_path
 
 #: How much of a `run`-effect command's stdout is kept on the hook frame.
@@ -196,8 +195,7 @@ async def run_hook(spawner: Spawner, hook: Hook, ctx: HookContext) -> HookReport
         sandbox.require(hook.sandbox)
     except SpawnError as exc:
         return frame.failed(HookStatus.FAILED, str(exc), started)
-    scratch = tempfile.mkdtemp(prefix="mcpx-hook-")
-    try:
+    with scratch_dir("hook-") as scratch:
         env = hook_environment(hook, clamped.effect, ctx, scratch, os.environ)
         spec = ChildSpec(hook_argv(hook), hook.workdir, env)
         stdin = json.dumps(hook_input(hook, clamped.effect, ctx)).encode()
@@ -210,8 +208,6 @@ async def run_hook(spawner: Spawner, hook: Hook, ctx: HookContext) -> HookReport
             ran = await _run_command(spawner, report.answer.run, spec, hook)
             report = attrs.evolve(report, frame=attrs.evolve(report.frame, ran=ran))
         return report
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
 
 
 async def _run_child(

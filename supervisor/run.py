@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import site
-import tempfile
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
@@ -39,6 +37,7 @@ from .hookrun import HookContext, HookReport, RunInfo, new_run_id, run_hook
 from .hooks import Config, Hook, Profile
 from .journal import RunJournal
 from .points import Phase
+from .scratch import scratch_dir
 from .script import (
     Script,
     ScriptOutcome,
@@ -164,8 +163,7 @@ async def _body(run: Run, state: _State, hooks: _Hooks, profile: Profile) -> Non
 
 async def _run_script(run: Run, state: _State, spawner: Spawner, profile: Profile) -> None:
     req = run.request
-    scratch = tempfile.mkdtemp(prefix="mcpx-run-")
-    try:
+    with scratch_dir("run-") as scratch:
         artifacts = os.path.join(scratch, "artifacts")
         os.mkdir(artifacts)
         input_path = None
@@ -215,8 +213,6 @@ async def _run_script(run: Run, state: _State, spawner: Spawner, profile: Profil
         state.stderr_tail = bytes(process.stderr_tail[-STDERR_TAIL_IN_ERROR:]).decode(
             errors="replace"
         )
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _plan(req: RunRequest) -> dict[str, Any]:
