@@ -82,6 +82,7 @@ def main() -> None:
     started = time.perf_counter()
     samples = trio.run(measure, modes, args.rounds, args.per_round)
     bare = statistics.median(samples["bare"])
+    results: list[str] = []  # for bench/run_all.py: value and baseline in ms
     print(f"{len(samples['bare'])} spawns each, {args.rounds} interleaved rounds, medians:")
     print(f"  baseline  posix_spawn+waitpid {TRUE}: {bare * 1e3:7.3f} ms")
     for mode in modes:
@@ -91,7 +92,11 @@ def main() -> None:
             f"  {mode:8}  open_child+communicate:      {figure * 1e3:7.3f} ms"
             f"  ratio {figure / bare:5.2f}x  ({verdict} the goal <= {GOAL}x)"
         )
+        results.append(
+            f"RESULT spawn_{mode} {figure * 1e3:.3f} {bare * 1e3:.3f} {figure / bare:.3f} {GOAL}"
+        )
     print(f"({time.perf_counter() - started:.1f} s)")
+    print("\n".join(results))
 
 
 def _possible(mode: str) -> bool:

@@ -273,12 +273,15 @@ def _signal_all(pids: list[int], sig: int) -> None:
 def kill_tree(sig: int = signal.SIGKILL) -> None:
     """SIGKILL every descendant of this process and reap them all; returns when none is left.
 
-    A process forked while the sweep runs is a child of a process being killed; when that
-    parent dies it is reparented here (we are a subreaper) and the next pass finds it.
+    Children before parents: if this process dies mid-sweep (the spawner gets SIGKILL when
+    the supervisor dies, just after its lifeline said so), the keepers are still alive and
+    finish their own trees, rather than leaving them orphaned. A process forked while the
+    sweep runs has a live subreaper above it (a keeper, or this process), and the next pass
+    finds it.
     """
     me = os.getpid()
     while True:
-        _signal_all(descendants(me), sig)
+        _signal_all(descendants(me)[::-1], sig)
         try:
             os.waitpid(-1, 0)
         except ChildProcessError:
@@ -394,7 +397,7 @@ def _reap(keepers: set[int]) -> None:
     with open(f"/proc/{me}/task/{me}/children", "rb") as f:
         strays = [int(p) for p in f.read().split() if int(p) not in keepers]
     for stray in strays:
-        _signal_all([stray, *descendants(stray)], signal.SIGKILL)
+        _signal_all([*descendants(stray)[::-1], stray], signal.SIGKILL)
 
 
 def _serve_keepers(requests: socket.socket) -> None:

@@ -4,7 +4,7 @@ Every test that starts processes uses the `spawner` fixture, which asserts on th
 no child process and no fd of this test process is left; tests whose children start
 grandchildren give them the `marker` in argv, and no process on the host may carry it after.
 No test sleeps to let things settle: children print a readiness line when they are where the
-test needs them, and the one wait for an outside process to die is on its pidfd, bounded.
+test needs them, and waits for an outside process to die are on its pidfd, bounded.
 """
 
 from __future__ import annotations
