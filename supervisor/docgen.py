@@ -11,9 +11,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Final
 
+from .bus import KINDS
 from .effects import EFFECT_MEANING, PHASE_CEILING, Effect
 from .frames import FrameType, HookStatus
-from .hookenv import BASE_ENV, VARIABLES
+from .hookenv import BASE_ENV, SCRIPT_VARIABLES, VARIABLES
 from .hooks import Action
 from .points import PHASES, POINTS
 
@@ -40,6 +41,10 @@ def render_environment() -> str:
             ("variable", "value", "given to"),
             ((f"`{v.name}`", v.value, v.when.value) for v in VARIABLES),
         )
+        + "\n## A script's variables\n\n"
+        "A script gets the same scrubbed environment (its scratch directory as `HOME` and "
+        "`TMPDIR`), the request's `env`, and:\n\n"
+        + _table(("variable", "value"), ((f"`{v.name}`", v.value) for v in SCRIPT_VARIABLES))
     )
 
 
@@ -89,6 +94,8 @@ def render_tables() -> str:
         + "".join(f"- `{s}`{' (a failure)' if s.is_failure else ''}\n" for s in HookStatus)
         + "\n## Frame types, in run order\n\n"
         + "".join(f"- `{t}`\n" for t in FrameType)
+        + "\n## Event kinds (the bus)\n\n"
+        + _table(("kind", "published when"), ((f"`{k}`", d) for k, d in KINDS.items()))
     )
 
 

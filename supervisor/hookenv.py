@@ -47,6 +47,16 @@ VARIABLES: Final[tuple[Variable, ...]] = (
 
 NAMES: Final = frozenset(v.name for v in VARIABLES)
 
+#: What a script (not a hook) is given besides the scrubbed environment (SPEC §6).
+FRAMES_FD_VAR: Final = "MCPX_FRAMES_FD"
+ARTIFACTS_DIR_VAR: Final = "MCPX_ARTIFACTS_DIR"
+INPUT_VAR: Final = "MCPX_INPUT"
+SCRIPT_VARIABLES: Final[tuple[Variable, ...]] = (
+    Variable(FRAMES_FD_VAR, "the frames channel's fd number: JSON lines `log`, `emit`, `result`"),
+    Variable(ARTIFACTS_DIR_VAR, "a writable directory: files left there become `artifact` frames"),
+    Variable(INPUT_VAR, "a file holding the run's `input` as JSON (only when the run has one)"),
+)
+
 #: What a hook inherits besides its declared `env` and the variables above. `HOME` and
 #: `TMPDIR` are set to the scratch directory; the others are copied from the supervisor when
 #: it has them, with these fallbacks.

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from mcpx_hooks.supervisor.docgen import GENERATED
-from mcpx_hooks.supervisor.hookenv import NAMES
+from mcpx_hooks.supervisor.hookenv import NAMES, SCRIPT_VARIABLES
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
@@ -18,4 +18,6 @@ def test_generated_docs_are_current(name: str) -> None:
 def test_every_hook_variable_is_documented_once() -> None:
     text = (DOCS / "environment.md").read_text()
     rows = [line.split("`")[1] for line in text.splitlines() if line.startswith("| `MCPX_")]
-    assert sorted(rows) == sorted(NAMES)
+    script = {v.name for v in SCRIPT_VARIABLES}
+    assert sorted(rows) == sorted(NAMES | script)
+    assert len(rows) == len(NAMES) + len(script)

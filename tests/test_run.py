@@ -328,3 +328,53 @@ def test_env_var_is_not_leaked_to_the_script(tmp_path: Path) -> None:
     os.environ.setdefault("MCPX_TEST_SECRET", "s3cret")
     frames = trio.run(run_to_end, config(tmp_path), argv_request(tmp_path, "env"))
     assert not [f for f in of(frames, "stdout") if "MCPX_TEST_SECRET" in f["text"]]
+
+
+EFFECT_ANSWERS: dict[str, dict[str, Any]] = {
+    "advise": {"advise": "a"},
+    "refuse": {"refuse": "no"},
+    "propose": {"propose": {"value": 1}},
+    "apply": {"apply": {"value": 2}},
+    "run": {"run": {"argv": ["true"]}},
+}
+KEY_NEEDS = {
+    "advise": "advise",
+    "refuse": "ask",
+    "propose": "propose",
+    "apply": "apply",
+    "run": "run",
+}
+
+
+@pytest.mark.parametrize("key", sorted(EFFECT_ANSWERS))
+@pytest.mark.parametrize("phase", ["before", "onSuccess", "onError", "suffix"])
+async def test_each_effect_in_each_phase(tmp_path: Path, phase: str, key: str) -> None:
+    """Declared `run`, each answer key is honoured where the phase allows it and dropped
+    (named, with the phase as the clamp) where it does not."""
+    cfg = config(tmp_path, hook("h", phase, answer(EFFECT_ANSWERS[key]), effect="run"))
+    script = "false" if phase == "onError" else "true"
+    frames = await run_to_end(cfg, argv_request(tmp_path, script))
+    (frame,) = of(frames, "hook")
+    allowed = phase != "suffix" or key == "advise"
+    assert frame["effect"] == ("advise" if phase == "suffix" else "run")
+    assert [d["key"] for d in frame["dropped"]] == ([] if allowed else [key])
+    if not allowed:
+        assert frame["clampedBy"] == ["phase"]
+        return
+    result = outcome(frames)
+    if key == "refuse":
+        assert result["type"] == "error" and result["refusedBy"] == "h"
+        # before: the script never ran; after it, the error keeps the script's exit code
+        assert result.get("exitCode") == {"before": None, "onSuccess": 0, "onError": 1}[phase]
+    elif key == "apply":
+        assert frame["changed"] is True
+        if phase != "before":
+            assert result == {**result, "type": "result", "value": 2}
+    elif key == "propose":
+        assert result.get("proposals", []) == (
+            [{"hook": "h", "value": 1}] if result["type"] == "result" else []
+        )
+    elif key == "run":
+        assert frame["ran"]["status"] == "ok"
+    elif key == "advise" and phase != "suffix":
+        assert result["advice"] == ["a"]
