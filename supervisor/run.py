@@ -245,9 +245,8 @@ class _Hooks:
     async def phase(self, phase: Phase, state: _State) -> None:
         for hook in self.of(phase):
             report = await self._one(hook, state.ctx)
-            self._take(phase, report, state)
-            if state.refused_by is not None and phase is not Phase.SUFFIX:
-                return
+            if self._take(phase, report, state):
+                return  # a refusal ends its phase: later hooks of it do not run
 
     async def _one(self, hook: Hook, ctx: HookContext) -> HookReport:
         run_id = self.run.request.run_id
@@ -285,11 +284,13 @@ class _Hooks:
             frame, ask=ask, refused={"reason": f"{question} ({how})", "failClosed": False}
         )
 
-    def _take(self, phase: Phase, report: HookReport, state: _State) -> None:
-        """What a hook's frame does to the run: advice, proposals, apply, refusal."""
+    def _take(self, phase: Phase, report: HookReport, state: _State) -> bool:
+        """What a hook's frame does to the run: advice, proposals, apply, refusal.
+
+        Returns True when the hook refused the run."""
         frame = report.frame
         if phase is Phase.SUFFIX:
-            return  # after the outcome: it cannot change it (its effect is at most advise)
+            return False  # after the outcome: it cannot change it (its effect is at most advise)
         state.advice.extend(frame.advice)
         state.proposals.extend({"hook": frame.name, **p} for p in frame.proposals)
         if frame.refused is not None:
@@ -297,9 +298,9 @@ class _Hooks:
             state.refusal = str(frame.refused["reason"])
             state.value = None
             state.message = f"refused by {frame.name}: {state.refusal}"
-            return
+            return True
         if not frame.changed:
-            return
+            return False
         if phase is Phase.BEFORE:
             state.ctx = attrs.evolve(state.ctx, input=(frame.value,))
         elif phase is Phase.ON_SUCCESS:
@@ -307,6 +308,7 @@ class _Hooks:
             state.ctx = attrs.evolve(state.ctx, result={"value": frame.value})
         elif phase is Phase.ON_ERROR and state.refused_by is None:
             state.value = (frame.value,)
+        return False
 
 
 def _outcome_frame(state: _State) -> Frame:

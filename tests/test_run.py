@@ -154,6 +154,7 @@ async def test_before_refusal_skips_the_script(tmp_path: Path, no_leftovers: Non
         hook("gate", "before", answer({"refuse": {"reason": "not today"}}), effect="ask"),
         hook("later", "before", answer({"advise": "never runs"})),
         hook("onerr", "onError", answer({"advise": "saw the refusal"})),
+        hook("onerr2", "onError", answer({"advise": "me too"})),
         hook("fin", "suffix", answer({"advise": "suffix ran"})),
     )
     frames = await run_to_end(cfg, argv_request(tmp_path, "touch", str(touched)))
@@ -162,8 +163,8 @@ async def test_before_refusal_skips_the_script(tmp_path: Path, no_leftovers: Non
     error = outcome(frames)
     assert error["refusedBy"] == "gate"
     assert error["message"] == "refused by gate: not today"
-    assert [f["name"] for f in of(frames, "hook")] == ["gate", "onerr", "fin"]
-    assert error["advice"] == ["saw the refusal"]
+    assert [f["name"] for f in of(frames, "hook")] == ["gate", "onerr", "onerr2", "fin"]
+    assert error["advice"] == ["saw the refusal", "me too"]
 
 
 async def test_fail_closed_timeout_refuses(tmp_path: Path, no_leftovers: None) -> None:
