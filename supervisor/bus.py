@@ -24,8 +24,7 @@ from .frames import now_rfc3339
 
 
 class EventKind(enum.StrEnum):
-    """The kinds something publishes today. A kind nothing publishes is not declared (§7);
-    `client.connected` and `client.closed` arrive with the WebSocket server."""
+    """The kinds something publishes today. A kind nothing publishes is not declared (§7)."""
 
     RUN_STARTED = "run.started"
     RUN_FINISHED = "run.finished"
@@ -33,6 +32,8 @@ class EventKind(enum.StrEnum):
     HOOK_FINISHED = "hook.finished"
     HOOK_FAILED = "hook.failed"
     HOOK_DROPPED = "hook.dropped"
+    CLIENT_CONNECTED = "client.connected"
+    CLIENT_CLOSED = "client.closed"
     SUPERVISOR_STARTED = "supervisor.started"
     SUPERVISOR_STOPPING = "supervisor.stopping"
 
@@ -45,6 +46,8 @@ KINDS: Final[dict[EventKind, str]] = {
     EventKind.HOOK_FINISHED: "an observe hook ended; data is its hook frame",
     EventKind.HOOK_FAILED: "a hook failed (non-zero exit, timeout, killed, invalid output)",
     EventKind.HOOK_DROPPED: "a hook answered keys above its effect in force; they were dropped",
+    EventKind.CLIENT_CONNECTED: "a WebSocket client was admitted (its connection number, endpoint)",
+    EventKind.CLIENT_CLOSED: "a WebSocket client's socket ended (its close code; null if aborted)",
     EventKind.SUPERVISOR_STARTED: "the supervisor is up",
     EventKind.SUPERVISOR_STOPPING: "the supervisor is shutting down",
 }

@@ -39,6 +39,7 @@ from .hooks import (
     Provenance,
     SourceKind,
 )
+from .limits import Limits
 from .points import POINTS, Phase
 from .schemas import HOOK_ACTIONS, SCRIPT_PHASES, hook_validator, validator
 
@@ -325,6 +326,7 @@ def _resolve(layers: Sequence[_Layer]) -> tuple[Config, list[Problem]]:
     all: names unique after defaulting, `failure = "closed"` only with a refusing effect."""
     merged = layering.merge_all(layer.doc for layer in layers)
     defaults = _defaults(merged.get("defaults", {}))
+    limits = Limits.from_table(merged.get("limits", {}))
     hooks: list[Hook] = []
     problems: list[Problem] = []
     seen: dict[str, tuple[int, _Decl]] = {}
@@ -334,6 +336,7 @@ def _resolve(layers: Sequence[_Layer]) -> tuple[Config, list[Problem]]:
         slot = (obj["on"], obj["phase"])
         index = counts[slot] = counts.get(slot, -1) + 1
         hook = _build_hook(decl, obj.get("name") or f"{slot[0]}.{slot[1]}.{index}", defaults)
+        hook = attrs.evolve(hook, limits=limits)
         if hook.failure is Failure.CLOSED and hook.effect < REFUSING:
             origin = "" if "effect" in obj else " (the default)"
             problems.append(
@@ -369,6 +372,7 @@ def _resolve(layers: Sequence[_Layer]) -> tuple[Config, list[Problem]]:
         autonomy_hooks=Effect.parse(autonomy["hooks"]) if "hooks" in autonomy else Effect.RUN,
         defaults=defaults,
         runs_retain=int(merged.get("runs", {}).get("retain", DEFAULT_RUNS_RETAIN)),
+        limits=limits,
         files=tuple(layer.path for layer in layers if layer.path is not None),
     )
     return config, problems

@@ -192,12 +192,19 @@ async def run_hook(spawner: Spawner, hook: Hook, ctx: HookContext) -> HookReport
         return frame.skipped("source hooks run inside the Python launcher, not as a process")
     started = time.perf_counter()
     try:
-        sandbox.require(hook.sandbox)
+        sandbox.require(hook.sandbox, spawner)
     except SpawnError as exc:
         return frame.failed(HookStatus.FAILED, str(exc), started)
     with scratch_dir("hook-") as scratch:
         env = hook_environment(hook, clamped.effect, ctx, scratch, os.environ)
-        spec = ChildSpec(hook_argv(hook), hook.workdir, env)
+        rlimits, plan = sandbox.plan(
+            hook.sandbox,
+            spawner,
+            scratch=scratch,
+            dirs=(hook.declaring_dir, hook.workdir),
+            limits=hook.limits,
+        )
+        spec = ChildSpec(hook_argv(hook), hook.workdir, env, rlimits, plan)
         stdin = json.dumps(hook_input(hook, clamped.effect, ctx)).encode()
         try:
             outcome, timed_out = await _run_child(spawner, spec, stdin, hook)

@@ -12,6 +12,7 @@ from typing import Any, Final
 import attrs
 
 from .effects import DEFAULT_EFFECT, Effect
+from .limits import DEFAULT_LIMITS, Limits
 from .points import Phase
 
 
@@ -106,6 +107,8 @@ class Hook:
     cwd: str | None = None
     sandbox: Profile = Profile.STRICT
     args: Mapping[str, Any] | None = None
+    #: The config's `[limits]`.
+    limits: Limits = DEFAULT_LIMITS
 
     @property
     def workdir(self) -> str:
@@ -152,6 +155,8 @@ class Config:
     autonomy_hooks: Effect = Effect.RUN
     defaults: Defaults = Defaults()
     runs_retain: int = DEFAULT_RUNS_RETAIN
+    #: `[limits]`: every hook's and script's resource limits.
+    limits: Limits = DEFAULT_LIMITS
     #: The config files applied, farthest first.
     files: tuple[str, ...] = ()
 

@@ -36,6 +36,7 @@ from .frames import (
 from .hookrun import HookContext, HookReport, RunInfo, new_run_id, run_hook
 from .hooks import Config, Hook, Profile
 from .journal import RunJournal
+from .limits import Limits
 from .points import Phase
 from .scratch import scratch_dir
 from .script import (
@@ -152,7 +153,7 @@ async def execute(
 async def _body(run: Run, state: _State, hooks: _Hooks, profile: Profile) -> None:
     await hooks.phase(Phase.BEFORE, state)
     if state.refused_by is None:
-        await _run_script(run, state, hooks.spawner, profile)
+        await _run_script(run, state, hooks.spawner, profile, hooks.config.limits)
     landing = Phase.ON_SUCCESS if state.value is not None else Phase.ON_ERROR
     if state.value is not None:
         state.ctx = attrs.evolve(state.ctx, result={"value": state.value[0]})
@@ -161,7 +162,9 @@ async def _body(run: Run, state: _State, hooks: _Hooks, profile: Profile) -> Non
     await hooks.phase(landing, state)
 
 
-async def _run_script(run: Run, state: _State, spawner: Spawner, profile: Profile) -> None:
+async def _run_script(
+    run: Run, state: _State, spawner: Spawner, profile: Profile, limits: Limits
+) -> None:
     req = run.request
     with scratch_dir("run-") as scratch:
         artifacts = os.path.join(scratch, "artifacts")
@@ -173,13 +176,22 @@ async def _run_script(run: Run, state: _State, spawner: Spawner, profile: Profil
         plan_path = os.path.join(scratch, "plan.json")
         if req.script.argv is None:
             _write(plan_path, json.dumps(_plan(req)))
-        spec = ChildSpec(
-            script_argv(req.script, plan_path),
-            req.cwd,
-            script_environment(scratch, artifacts, req.env, input_path),
-        )
         try:
-            sandbox.require(profile)
+            rlimits, confinement = sandbox.plan(
+                profile,
+                spawner,
+                scratch=scratch,
+                dirs=(req.cwd,),
+                limits=limits,
+                return_scratch=True,
+            )
+            spec = ChildSpec(
+                script_argv(req.script, plan_path),
+                req.cwd,
+                script_environment(scratch, artifacts, req.env, input_path),
+                rlimits,
+                confinement,
+            )
             outcome = ScriptOutcome()
             with trio.move_on_after(req.timeout_ms / 1000) as deadline:
                 await run_script(

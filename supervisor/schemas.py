@@ -24,6 +24,7 @@ import jsonschema
 from .effects import Effect
 from .hookenv import PROTOCOL
 from .hooks import DEFAULT_RUNS_RETAIN, PROCESS_ACTIONS, Action, Defaults, Failure, Profile
+from .limits import DEFAULT_LIMITS, LIMIT_DOCS, LIMIT_KEYS
 from .points import POINTS, Phase
 
 SCHEMA_NAMES: Final = ("config", "hook-input", "hook-output")
@@ -223,6 +224,16 @@ def build_config_schema() -> dict[str, Any]:
                     },
                 },
                 "Per-hook defaults.",
+            ),
+            "limits": _table(
+                {
+                    key: _int(
+                        0 if attr == "scratch_mb" else 1,
+                        f"{LIMIT_DOCS[key]} (default {getattr(DEFAULT_LIMITS, attr)}).",
+                    )
+                    for key, attr, _, _ in LIMIT_KEYS
+                },
+                "Resource limits of every hook and script process (docs/sandbox.md).",
             ),
             "runs": _table(
                 {

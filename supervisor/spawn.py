@@ -11,6 +11,9 @@ own and every child is PID 1 of a namespace nested in it, so the kernel kills wh
 of a tree when its child ends, and everything when the spawner ends; no Python fork per child.
 `keeper` elsewhere: one pre-forked subreaper process per child. `MCPX_HOOKS_SPAWN=pidns|keeper`
 forces one (`SPAWN_MODE_ENV`); pidns forced where it cannot be had is a `SpawnError`.
+
+A `ChildSpec` with a `SandboxPlan` is confined by the spawner (profiles strict and net,
+docs/sandbox.md); `Spawner.mechanisms` says what the spawner found at its start.
 """
 
 from __future__ import annotations
@@ -41,13 +44,46 @@ _READ_CHUNK: Final = 65536
 
 
 @attrs.frozen
+class SandboxPlan:
+    """How the spawner confines a child (profiles strict and net; `sandbox.py` makes these).
+
+    `read`: paths readable (and executable) beneath; `devices`: device files readable and
+    writable; `scratch`: the one writable directory, a tmpfs of `scratch_bytes` in the child's
+    view, seeded with what the directory holds; `return_scratch`: copied back to it once the
+    tree is gone (a script's artifacts); `net`: keep the host network; `switch_uid`: run as a
+    per-child unprivileged user (the supervisor is root).
+    """
+
+    read: tuple[str, ...]
+    scratch: str
+    scratch_bytes: int
+    net: bool = False
+    devices: tuple[str, ...] = ()
+    return_scratch: bool = False
+    switch_uid: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "net": self.net,
+            "read": list(self.read),
+            "devices": list(self.devices),
+            "scratch": self.scratch,
+            "scratchBytes": self.scratch_bytes,
+            "returnScratch": self.return_scratch,
+            "uid": self.switch_uid,
+        }
+
+
+@attrs.frozen
 class ChildSpec:
-    """What to start. `rlimits` are `(RLIMIT_NAME, soft, hard)` applied in the child."""
+    """What to start. `rlimits` are `(RLIMIT_NAME, soft, hard)` applied in the child;
+    `sandbox`, when given, confines it (else it runs as the supervisor's user, unconfined)."""
 
     argv: tuple[str, ...]
     cwd: str
     env: Mapping[str, str]
     rlimits: tuple[tuple[str, int, int], ...] = ()
+    sandbox: SandboxPlan | None = None
 
 
 @attrs.define
@@ -239,13 +275,21 @@ class Child:
 class Spawner:
     """Handle to the resident spawner process. Use through `open_spawner()`."""
 
-    def __init__(self, sock: socket.socket, pid: int, mode: str) -> None:
+    def __init__(
+        self, sock: socket.socket, pid: int, mode: str, report: Mapping[str, Any] | None = None
+    ) -> None:
         self._raw = sock
         self._sock = trio.socket.from_stdlib_socket(sock)  # owns it; makes it non-blocking
         self._lock = trio.Lock()
         #: The spawner's pid, and how it owns trees: "pidns" or "keeper" (`SPAWN_MODES`).
         self.pid = pid
         self.mode = mode
+        #: Isolation mechanisms the spawner found at its start: name -> True, or why it is
+        #: missing (`runners/mechanisms.py`).
+        report = report or {}
+        report = report or {}
+        self.mechanisms: dict[str, bool | str] = dict(report.get("mechanisms") or {})
+        self.landlock_abi = int(report.get("landlockAbi") or 0)
 
     @contextlib.asynccontextmanager
     async def open_child(
@@ -288,6 +332,7 @@ class Spawner:
                     "env": dict(spec.env),
                     "rlimits": [list(r) for r in spec.rlimits],
                     "fds": [0, 1, 2, *extra_fds],
+                    "sandbox": spec.sandbox.to_json() if spec.sandbox else None,
                 }
             ).encode()
             rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, _fd_array([keeper_end, *theirs]))]
@@ -382,7 +427,17 @@ def _pid_namespace_for_next_child() -> Iterator[None]:
         os.close(home)
 
 
+#: Hides isolation mechanisms from detection (comma-separated names), as if missing; for tests.
+HIDE_ENV: Final = "MCPX_HOOKS_HIDE"
+#: How long a starting spawner may take to say which mechanisms it has.
+SPAWNER_REPORT_BOUND: Final = 10.0
+_MAX_REPORT: Final = 64 * 1024
+
+
 def _start_spawner(mode: str, request_fd: int) -> subprocess.Popen[bytes]:
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    if os.environ.get(HIDE_ENV):
+        env[HIDE_ENV] = os.environ[HIDE_ENV]
     return subprocess.Popen(
         [
             sys.executable,
@@ -393,10 +448,10 @@ def _start_spawner(mode: str, request_fd: int) -> subprocess.Popen[bytes]:
             mode,
         ],
         stdin=subprocess.PIPE,  # the lifeline: closed, the spawner exits
-        stdout=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,  # one line: its mechanisms; then closed
         pass_fds=(request_fd,),
         start_new_session=True,
-        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+        env=env,
     )
 
 
@@ -433,21 +488,58 @@ async def open_spawner() -> AsyncIterator[Spawner]:
         raise
     finally:
         theirs.close()
-    spawner = Spawner(mine, proc.pid, mode)
+    try:
+        report = await _read_report(proc)
+    except BaseException:
+        mine.close()
+        await _close_spawner(proc)
+        raise
+    spawner = Spawner(mine, proc.pid, mode, report)
     try:
         yield spawner
     finally:
         spawner._close()
-        assert proc.stdin is not None
-        proc.stdin.close()
-        with trio.CancelScope(shield=True):
-            pidfd = os.pidfd_open(proc.pid)
-            try:
-                with trio.move_on_after(SPAWNER_EXIT_BOUND):
-                    await trio.lowlevel.wait_readable(pidfd)
-                if proc.poll() is None:
-                    proc.kill()
-                    await trio.lowlevel.wait_readable(pidfd)
-                proc.wait()
-            finally:
-                os.close(pidfd)
+        await _close_spawner(proc)
+
+
+async def _read_report(proc: subprocess.Popen[bytes]) -> dict[str, Any]:
+    """The spawner's first line (its mechanisms); a spawner that dies or says nothing in
+    time is a `SpawnError`."""
+    assert proc.stdout is not None
+    stream = trio.lowlevel.FdStream(os.dup(proc.stdout.fileno()))
+    proc.stdout.close()
+    data = bytearray()
+    try:
+        with trio.move_on_after(SPAWNER_REPORT_BOUND):
+            while b"\n" not in data and len(data) < _MAX_REPORT:
+                chunk = await stream.receive_some(4096)
+                if not chunk:
+                    break
+                data.extend(chunk)
+    finally:
+        await stream.aclose()
+    try:
+        report = json.loads(data.split(b"\n")[0])
+    except ValueError:
+        report = None
+    if not isinstance(report, dict):
+        raise SpawnError(f"the spawner did not start: {bytes(data[:200])!r}")
+    return report
+
+
+async def _close_spawner(proc: subprocess.Popen[bytes]) -> None:
+    """End of file on its lifeline, then up to `SPAWNER_EXIT_BOUND` for it to kill and reap
+    what is left, then SIGKILL; shielded."""
+    assert proc.stdin is not None
+    proc.stdin.close()
+    with trio.CancelScope(shield=True):
+        pidfd = os.pidfd_open(proc.pid)
+        try:
+            with trio.move_on_after(SPAWNER_EXIT_BOUND):
+                await trio.lowlevel.wait_readable(pidfd)
+            if proc.poll() is None:
+                proc.kill()
+                await trio.lowlevel.wait_readable(pidfd)
+            proc.wait()
+        finally:
+            os.close(pidfd)

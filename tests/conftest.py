@@ -1,13 +1,17 @@
-"""Leak checks for process tests: no child process, no open fd, no marked process left behind."""
+"""Leak checks for process tests: no child process, no open fd, no marked process left behind;
+and the fixtures of the sandbox tests."""
 
 from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import psutil
 import pytest
+
+from mcpx_hooks.supervisor.spawn import Spawner, open_spawner
 
 
 class Marker(str):
@@ -48,3 +52,37 @@ def no_leaks() -> Iterator[None]:
     assert psutil.Process().children(recursive=True) == []
     after = _open_fds()
     assert after == before, {"leaked": after.keys() - before.keys()}
+
+
+#: Where the pidns spawner puts the uids of sandboxed children (`runners/pidns.py`).
+HOOK_UID_BASE = 0x50000000
+
+
+def hook_user_processes() -> list[psutil.Process]:
+    """Live processes on the host running as a per-child sandbox uid."""
+    found = []
+    for p in psutil.process_iter(["uids"]):
+        uids = p.info["uids"]
+        if uids is not None and uids.real >= HOOK_UID_BASE:
+            found.append(p)
+    return found
+
+
+@pytest.fixture
+def readable_tmp(tmp_path: Path) -> Path:
+    """`tmp_path` opened to others (o+rx), as a declaring directory must be for a sandboxed
+    hook's own user; its 0700 ancestors (pytest's) are covered by the sandbox."""
+    tmp_path.chmod(0o755)
+    return tmp_path
+
+
+@pytest.fixture
+async def strict_spawner(no_leaks: None) -> AsyncIterator[Spawner]:
+    """A spawner on which strict can be enforced (root); after the test no process of a hook
+    user is left on the host."""
+    if os.geteuid() != 0:
+        pytest.skip("the strict profile needs root here (see docs/sandbox.md)")
+    async with open_spawner() as sp:
+        assert all(v is True for v in sp.mechanisms.values()), sp.mechanisms
+        yield sp
+    assert hook_user_processes() == []

@@ -267,7 +267,10 @@ async def test_not_yet_runnable_and_disabled_are_skipped(spawner: Spawner, tmp_p
     assert (await run(spawner, off)).frame.status is HookStatus.SKIPPED
 
 
-async def test_strict_is_never_silently_downgraded(spawner: Spawner, tmp_path: Path) -> None:
+async def test_strict_is_never_silently_downgraded(
+    spawner: Spawner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MCPX_HOOKS_HIDE", "landlock")  # strict works here: hide a mechanism
     marker = tmp_path / "ran"
     hook = make_hook(tmp_path, target=("touch", str(marker)), sandbox=Profile.STRICT)
     frame = (await run(spawner, hook)).frame

@@ -1,0 +1,359 @@
+"""The sandbox helper: what the spawner applies to a hook before it runs (strict and net).
+
+Standard library only (ctypes over libc); never imports the supervisor. Everything here acts on
+the *calling thread*: the spawner confines a disposable thread and `posix_spawn`s the hook from
+it, so the hook inherits the thread's confinement and the spawner itself stays as it was.
+Per-thread are: namespaces entered with `unshare`/`setns` (not a user namespace), the working
+directory (after `unshare(CLONE_FS)`), credentials changed by the raw system calls (glibc's
+`setresuid` would change every thread), `no_new_privs`, a Landlock domain and a seccomp filter
+(both installed without their "all threads" flag).
+
+Mechanisms, each probed by `probe()`:
+* `landlock`: the filesystem allowlist (read-only system, Python, declaring dir and cwd;
+  read-write scratch and a few devices), no TCP bind/connect (ABI 4+, strict), no abstract Unix
+  sockets or signals outside the hook's own domain (ABI 6+).
+* `seccomp`: a small deny list (ptrace, mounts, namespaces, kernel keyrings, bpf, raising
+  resource limits, ...) and, under strict, `socket()` for anything but netlink.
+* `uid`: a per-hook unprivileged uid and gid (the supervisor is root), no supplementary groups,
+  so `RLIMIT_NPROC` holds and the host's DAC applies.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import functools
+import os
+import platform
+import stat
+import struct
+from collections.abc import Iterable, Sequence
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+
+PR_SET_NO_NEW_PRIVS = 38
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+CLONE_NEWCGROUP = 0x02000000
+CLONE_NEWTIME = 0x00000080
+_NAMESPACE_FLAGS = (
+    CLONE_NEWNS
+    | CLONE_NEWUTS
+    | CLONE_NEWIPC
+    | CLONE_NEWUSER
+    | CLONE_NEWPID
+    | CLONE_NEWNET
+    | CLONE_NEWCGROUP
+    | CLONE_NEWTIME
+)
+
+
+class ConfineError(OSError):
+    """A confinement step failed; the message names the mechanism."""
+
+
+def _check(result: int, what: str) -> int:
+    if result < 0:
+        err = ctypes.get_errno()
+        raise ConfineError(err, f"{what}: {os.strerror(err)}")
+    return result
+
+
+def _syscall(number: int, *args: int | bytes | ctypes.Array[ctypes.c_char] | None) -> int:
+    wide = [ctypes.c_long(a) if isinstance(a, int) else a for a in args]
+    return int(_libc.syscall(ctypes.c_long(number), *wide))
+
+
+# --------------------------------------------------------------------------- syscall tables
+
+#: Per architecture: the audit arch, then the numbers this module needs. Landlock and the new
+#: mount API have the same numbers everywhere.
+# fmt: off
+_TABLES: dict[str, tuple[int, dict[str, int]]] = {
+    "x86_64": (
+        0xC000003E,
+        {
+            "setgroups": 116, "setresuid": 117, "setresgid": 119, "socket": 41, "clone": 56,
+            "ptrace": 101, "syslog": 103, "personality": 135, "pivot_root": 155,
+            "setrlimit": 160, "chroot": 161, "acct": 163, "settimeofday": 164,
+            "mount": 165, "umount2": 166, "swapon": 167, "swapoff": 168, "reboot": 169,
+            "iopl": 172, "ioperm": 173, "init_module": 175, "delete_module": 176,
+            "quotactl": 179, "clock_settime": 227, "kexec_load": 246, "add_key": 248,
+            "request_key": 249, "keyctl": 250, "unshare": 272, "perf_event_open": 298,
+            "prlimit64": 302, "name_to_handle_at": 303, "open_by_handle_at": 304,
+            "setns": 308, "process_vm_readv": 310, "process_vm_writev": 311,
+            "finit_module": 313, "kexec_file_load": 320, "bpf": 321, "userfaultfd": 323,
+        },
+    ),
+    "aarch64": (
+        0xC00000B7,
+        {
+            "setgroups": 159, "setresuid": 147, "setresgid": 149, "socket": 198, "clone": 220,
+            "ptrace": 117, "syslog": 116, "personality": 92, "pivot_root": 41,
+            "setrlimit": 164, "chroot": 51, "acct": 89, "settimeofday": 170,
+            "mount": 40, "umount2": 39, "swapon": 224, "swapoff": 225, "reboot": 142,
+            "init_module": 105, "delete_module": 106, "quotactl": 60, "clock_settime": 112,
+            "kexec_load": 104, "add_key": 217, "request_key": 218, "keyctl": 219,
+            "unshare": 97, "perf_event_open": 241, "prlimit64": 261,
+            "name_to_handle_at": 264, "open_by_handle_at": 265, "setns": 268,
+            "process_vm_readv": 270, "process_vm_writev": 271, "finit_module": 273,
+            "kexec_file_load": 294, "bpf": 280, "userfaultfd": 282,
+        },
+    ),
+}
+_COMMON = {
+    "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432,
+    "fspick": 433, "clone3": 435, "mount_setattr": 442,
+    "landlock_create_ruleset": 444, "landlock_add_rule": 445, "landlock_restrict_self": 446,
+}
+# fmt: on
+
+
+def _table() -> tuple[int, dict[str, int]] | None:
+    found = _TABLES.get(platform.machine())
+    return None if found is None else (found[0], {**found[1], **_COMMON})
+
+
+def _nr(name: str) -> int:
+    table = _table()
+    if table is None:
+        raise ConfineError(errno.ENOSYS, f"no system call table for {platform.machine()}")
+    return table[1][name]
+
+
+# --------------------------------------------------------------------------- landlock
+
+LL_EXECUTE = 1 << 0
+LL_WRITE_FILE = 1 << 1
+LL_READ_FILE = 1 << 2
+LL_READ_DIR = 1 << 3
+LL_TRUNCATE = 1 << 14
+LL_IOCTL_DEV = 1 << 15
+#: Access rights that exist per ABI version (index = ABI).
+_LL_FS_BY_ABI = (0, (1 << 13) - 1, (1 << 14) - 1, (1 << 15) - 1, (1 << 15) - 1, (1 << 16) - 1)
+_LL_NET_BIND_TCP = 1 << 0
+_LL_NET_CONNECT_TCP = 1 << 1
+_LL_SCOPE_ABSTRACT_UNIX = 1 << 0
+_LL_SCOPE_SIGNAL = 1 << 1
+_LL_RULE_PATH_BENEATH = 1
+_LL_CREATE_RULESET_VERSION = 1
+_READ = LL_EXECUTE | LL_READ_FILE | LL_READ_DIR
+_FILE_RIGHTS = LL_EXECUTE | LL_WRITE_FILE | LL_READ_FILE | LL_TRUNCATE | LL_IOCTL_DEV
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version; 0 where it is absent or disabled."""
+    try:
+        nr = _nr("landlock_create_ruleset")
+    except ConfineError:
+        return 0
+    abi = _syscall(nr, None, 0, _LL_CREATE_RULESET_VERSION)
+    return max(abi, 0)
+
+
+def landlock(
+    read: Iterable[str], write: Iterable[str], devices: Iterable[str], *, no_tcp: bool
+) -> None:
+    """Restricts the calling thread (and what it starts) to the given paths.
+
+    `read`: read and execute beneath; `write`: everything beneath; `devices`: read and write
+    on those files. Paths that do not exist are skipped. `no_tcp` handles TCP bind and connect
+    with no rule, so both are denied (ABI 4+). From ABI 6 abstract Unix sockets and signals
+    are scoped to the domain. Needs `no_new_privs` (or CAP_SYS_ADMIN) on the thread.
+    """
+    abi = landlock_abi()
+    if abi < 1:
+        raise ConfineError(errno.EOPNOTSUPP, "landlock: not available")
+    fs = _LL_FS_BY_ABI[min(abi, len(_LL_FS_BY_ABI) - 1)]
+    net = (_LL_NET_BIND_TCP | _LL_NET_CONNECT_TCP) if no_tcp and abi >= 4 else 0
+    scoped = (_LL_SCOPE_ABSTRACT_UNIX | _LL_SCOPE_SIGNAL) if abi >= 6 else 0
+    attr = struct.pack("=QQQ", fs, net, scoped)
+    size = 24 if abi >= 6 else 16 if abi >= 4 else 8
+    buf = ctypes.create_string_buffer(attr[:size], size)
+    ruleset = _check(_syscall(_nr("landlock_create_ruleset"), buf, size, 0), "landlock ruleset")
+    try:
+        for paths, rights in ((read, _READ), (write, fs), (devices, _FILE_RIGHTS)):
+            for path in paths:
+                _landlock_rule(ruleset, path, rights & fs)
+        _check(_syscall(_nr("landlock_restrict_self"), ruleset, 0), "landlock restrict")
+    finally:
+        os.close(ruleset)
+
+
+def _landlock_rule(ruleset: int, path: str, rights: int) -> None:
+    try:
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return
+    try:
+        if not stat.S_ISDIR(os.fstat(fd).st_mode):
+            rights &= _FILE_RIGHTS
+        rule = ctypes.create_string_buffer(struct.pack("=Qi", rights, fd), 12)
+        _check(_syscall(_nr("landlock_add_rule"), ruleset, _LL_RULE_PATH_BENEATH, rule, 0), path)
+    finally:
+        os.close(fd)
+
+
+# --------------------------------------------------------------------------- seccomp
+
+_RET_ALLOW = 0x7FFF0000
+_RET_ERRNO = 0x00050000
+_LD_W_ABS = 0x20
+_JEQ_K = 0x15
+_JSET_K = 0x45
+_JGE_K = 0x35
+_RET_K = 0x06
+_X32_BIT = 0x40000000
+_AF_NETLINK = 16
+#: Denied with EPERM under every confined profile.
+# fmt: off
+DENIED = (
+    "ptrace", "process_vm_readv", "process_vm_writev", "mount", "umount2", "pivot_root",
+    "chroot", "swapon", "swapoff", "reboot", "kexec_load", "kexec_file_load", "init_module",
+    "finit_module", "delete_module", "setrlimit", "acct", "settimeofday", "clock_settime",
+    "quotactl", "iopl", "ioperm", "syslog", "keyctl", "add_key", "request_key", "bpf",
+    "perf_event_open", "userfaultfd", "open_by_handle_at", "name_to_handle_at", "unshare",
+    "setns", "open_tree", "move_mount", "fsopen", "fsconfig", "fsmount", "fspick",
+    "mount_setattr",
+)
+# fmt: on
+
+
+def _op(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
+    return struct.pack("=HBBI", code, jt, jf, k)
+
+
+@functools.cache
+def seccomp_program(no_sockets: bool) -> bytes:
+    """The filter, as `struct sock_filter` bytes: the deny list; `prlimit64` only to read;
+    `clone` without namespace flags and `clone3` refused with ENOSYS (its flags cannot be
+    inspected; libc then falls back to `clone`); with `no_sockets`, `socket()` only for
+    netlink. Anything else is allowed."""
+    table = _table()
+    if table is None:
+        raise ConfineError(errno.ENOSYS, f"seccomp: no system call table for {platform.machine()}")
+    arch, nrs = table
+    eperm = _RET_ERRNO | errno.EPERM
+    prog = [
+        _op(_LD_W_ABS, 4),  # arch
+        _op(_JEQ_K, arch, 1, 0),
+        _op(_RET_K, eperm),
+        _op(_LD_W_ABS, 0),  # nr
+    ]
+    if arch == 0xC000003E:
+        prog += [_op(_JGE_K, _X32_BIT, 0, 1), _op(_RET_K, eperm)]
+    for name in DENIED:
+        if name in nrs:
+            prog += [_op(_JEQ_K, nrs[name], 0, 1), _op(_RET_K, eperm)]
+    prog += [_op(_JEQ_K, nrs["clone3"], 0, 1), _op(_RET_K, _RET_ERRNO | errno.ENOSYS)]
+    # clone: namespace flags in the low half of args[0] (offset 16).
+    prog += [
+        _op(_JEQ_K, nrs["clone"], 0, 4),
+        _op(_LD_W_ABS, 16),
+        _op(_JSET_K, _NAMESPACE_FLAGS, 0, 1),
+        _op(_RET_K, eperm),
+        _op(_RET_K, _RET_ALLOW),
+    ]
+    # prlimit64(pid, resource, new, old): allowed only with new == NULL (args[2], offset 32).
+    prog += [
+        _op(_JEQ_K, nrs["prlimit64"], 0, 5),
+        _op(_LD_W_ABS, 32),
+        _op(_JEQ_K, 0, 0, 2),
+        _op(_LD_W_ABS, 36),
+        _op(_JEQ_K, 0, 1, 0),
+        _op(_RET_K, eperm),
+        _op(_RET_K, _RET_ALLOW),
+    ]
+    if no_sockets:
+        prog += [
+            _op(_JEQ_K, nrs["socket"], 0, 3),
+            _op(_LD_W_ABS, 16),
+            _op(_JEQ_K, _AF_NETLINK, 1, 0),
+            _op(_RET_K, _RET_ERRNO | errno.EACCES),
+        ]
+    prog.append(_op(_RET_K, _RET_ALLOW))
+    return b"".join(prog)
+
+
+def seccomp_available() -> bool:
+    """Whether this kernel takes seccomp filters and we have a table for this machine."""
+    if _table() is None:
+        return False
+    try:
+        with open("/proc/self/status", "rb") as f:
+            return any(line.startswith(b"Seccomp:") for line in f)
+    except OSError:
+        return False
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_char_p))
+
+
+def seccomp(no_sockets: bool) -> None:
+    """Installs the filter on the calling thread. Needs `no_new_privs` first."""
+    prog = seccomp_program(no_sockets)
+    fprog = _SockFprog(len(prog) // 8, prog)
+    _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "seccomp")
+
+
+# --------------------------------------------------------------------------- credentials
+
+
+def no_new_privs() -> None:
+    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+
+
+def become(uid: int, gid: int) -> None:
+    """This thread only: no supplementary groups, real/effective/saved gid and uid set; the
+    thread loses every capability with its uid 0."""
+    _check(_syscall(_nr("setgroups"), 0, None), "setgroups")
+    _check(_syscall(_nr("setresgid"), gid, gid, gid), "setresgid")
+    _check(_syscall(_nr("setresuid"), uid, uid, uid), "setresuid")
+
+
+def unshare(flags: int, what: str) -> None:
+    _check(_libc.unshare(flags), what)
+
+
+def setns(fd: int, flags: int, what: str) -> None:
+    _check(_libc.setns(fd, flags), what)
+
+
+def traversable(path: str, uid: int, gid: int) -> str | None:
+    """The first ancestor of `path` (or `path` itself) that `uid`/`gid` cannot search, or None.
+
+    Approximates the kernel's check from the mode bits (ACLs are not read): owner, group (the
+    hook's own gid only: it has no supplementary groups), others.
+    """
+    parts = [p for p in os.path.normpath(path).split("/") if p]
+    current = "/"
+    for part in parts:
+        current = os.path.join(current, part)
+        try:
+            info = os.stat(current)
+        except OSError:
+            return None
+        if not os.path.isdir(current):
+            return None
+        if info.st_uid == uid:
+            bit = 0o100
+        elif info.st_gid == gid:
+            bit = 0o010
+        else:
+            bit = 0o001
+        if not info.st_mode & bit:
+            return current
+    return None
+
+
+def under(path: str, roots: Sequence[str]) -> bool:
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)

@@ -1,0 +1,203 @@
+"""Keeper mode: one pre-forked subreaper process per child (see `spawner.py`).
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import select
+import signal
+import socket
+
+from .spawnreq import (
+    LIFELINE_FD,
+    PR_SET_CHILD_SUBREAPER,
+    Request,
+    StartError,
+    command,
+    descendants,
+    exit_report,
+    prctl,
+    recv_request,
+    resolve,
+    send,
+    start_failed,
+)
+
+#: Keepers forked ahead of requests (keeper mode). Two cores here: more would only queue.
+IDLE_KEEPERS = 2
+
+# --------------------------------------------------------------------------- keeper mode
+
+
+def _signal_all(pids: list[int], sig: int) -> None:
+    for p in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(p, sig)
+
+
+def kill_tree(sig: int = signal.SIGKILL) -> None:
+    """SIGKILL every descendant of this process and reap them all; returns when none is left.
+
+    Children before parents: if this process dies mid-sweep (the spawner gets SIGKILL when
+    the supervisor dies, just after its lifeline said so), the keepers are still alive and
+    finish their own trees, rather than leaving them orphaned. A process forked while the
+    sweep runs has a live subreaper above it (a keeper, or this process), and the next pass
+    finds it.
+    """
+    me = os.getpid()
+    while True:
+        _signal_all(descendants(me)[::-1], sig)
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+        except InterruptedError:
+            continue
+
+
+def _keeper_spawn(req: Request) -> int:
+    """Starts the child from this keeper: its own session, fds in place, limits, cwd.
+
+    What the child must inherit but `posix_spawn` cannot set (cwd, rlimits) is set on this
+    keeper first: the keeper is disposable and does nothing after this but wait and kill.
+    """
+    if req.sandbox is not None:
+        raise StartError("sandbox: cannot be enforced here: missing pidns (keeper mode)")
+    req.chdir()
+    req.setrlimits()
+    program = resolve(req.argv[0], req.env.get("PATH", os.defpath))
+    try:
+        return req.posix_spawn(program)
+    except OSError as exc:
+        raise start_failed(program, exc) from exc
+
+
+def _keeper(msg: bytes, ctrl: socket.socket, fds: list[int]) -> None:
+    """One child's keeper: a subreaper that starts it, watches it, and kills its whole tree.
+
+    Never returns; exits once the tree is gone and the exit is reported.
+    """
+    try:
+        req = Request(msg, fds)
+        try:
+            pid = _keeper_spawn(req)
+        finally:
+            req.close()
+    except StartError as exc:
+        send(ctrl, {"event": "error", "message": str(exc)})
+        os._exit(0)
+    send(ctrl, {"event": "started", "pid": pid, "keeper": os.getpid()})
+    status = _watch(pid, ctrl)
+    kill_tree()
+    if status is not None:
+        send(ctrl, exit_report(status, resource.getrusage(resource.RUSAGE_CHILDREN)))
+    os._exit(0)
+
+
+def _idle_keeper(requests: socket.socket, took: int) -> None:
+    """A pre-forked keeper: waits for one request on the shared socket, then keeps it.
+
+    Forking is the slow part of a spawn in keeper mode, so it happens ahead of time; the
+    kernel hands each request to exactly one waiting keeper. Never returns.
+    """
+    try:
+        prctl(PR_SET_CHILD_SUBREAPER, 1)
+        while True:
+            try:
+                msg, fds = recv_request(requests)
+            except InterruptedError:
+                continue
+            if not msg:  # the supervisor closed its end
+                os._exit(0)
+            if fds:
+                break
+        requests.close()
+        os.write(took, b"k")
+        os.close(took)
+        _keeper(msg, socket.socket(fileno=fds[0]), fds[1:])
+    finally:
+        os._exit(1)
+
+
+def _watch(pid: int, ctrl: socket.socket) -> int | None:
+    """Waits for the child to exit, obeying commands; returns its wait status (None: lost)."""
+    pidfd = os.pidfd_open(pid)
+    try:
+        while True:
+            ready, _, _ = select.select([pidfd, ctrl.fileno()], [], [])
+            if pidfd in ready:
+                _, status = os.waitpid(pid, 0)
+                return status
+            try:
+                msg = ctrl.recv(4096)
+            except OSError:
+                msg = b""
+            if not msg:  # the owner is gone
+                return None
+            cmd = command(msg)
+            if cmd in ("term", "kill"):
+                sig = signal.SIGTERM if cmd == "term" else signal.SIGKILL
+                _signal_all(descendants(os.getpid()), sig)
+    finally:
+        os.close(pidfd)
+
+
+def _reap(keepers: set[int]) -> None:
+    """Reaps finished keepers; any other child is an orphan of a dead keeper: kill its tree."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            break
+        keepers.discard(pid)
+    me = os.getpid()
+    with open(f"/proc/{me}/task/{me}/children", "rb") as f:
+        strays = [int(p) for p in f.read().split() if int(p) not in keepers]
+    for stray in strays:
+        _signal_all([*descendants(stray)[::-1], stray], signal.SIGKILL)
+
+
+def serve_keepers(requests: socket.socket) -> None:
+    """Keeps `IDLE_KEEPERS` keepers waiting on `requests`; reaps them; kills strays.
+
+    Returns at end of file on the lifeline: the supervisor is done.
+    """
+    prctl(PR_SET_CHILD_SUBREAPER, 1)
+    keepers: set[int] = set()
+    wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    took_r, took_w = os.pipe2(os.O_CLOEXEC)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    idle = 0
+    try:
+        while True:
+            while idle < IDLE_KEEPERS:
+                pid = os.fork()
+                if pid == 0:
+                    signal.set_wakeup_fd(-1)
+                    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                    for fd in (wake_r, wake_w, took_r):
+                        os.close(fd)
+                    _idle_keeper(requests, took_w)
+                keepers.add(pid)
+                idle += 1
+            try:
+                ready, _, _ = select.select([took_r, wake_r, LIFELINE_FD], [], [])
+            except InterruptedError:
+                continue
+            if wake_r in ready:
+                with contextlib.suppress(BlockingIOError):
+                    os.read(wake_r, 512)
+                _reap(keepers)
+            if took_r in ready:
+                idle -= len(os.read(took_r, 64))
+            if LIFELINE_FD in ready and not os.read(LIFELINE_FD, 64):
+                return
+    finally:
+        kill_tree()

@@ -1,0 +1,91 @@
+"""Which isolation mechanisms this spawner has, probed once at its start, and said to the owner.
+
+Standard library only. Each is really tried where trying is cheap and harmless (a namespace
+made on a throwaway thread, the mount tree armed on the first jail thread), else asked of the
+kernel (Landlock's ABI version, seccomp in /proc). `MCPX_HOOKS_HIDE=landlock,seccomp,...`
+(`HIDE_ENV`) hides mechanisms from detection, as if the kernel lacked them: a test proves with it
+that a profile needing one fails rather than running with less.
+
+The report is one JSON line on the spawner's stdout, then stdout is closed:
+`{"mode": "pidns"|"keeper", "mechanisms": {NAME: true | "why it is missing"}, "landlockAbi": n}`
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from . import confine, jail
+from .spawnreq import Sandbox
+
+HIDE_ENV = "MCPX_HOOKS_HIDE"
+#: Every mechanism, in the order the report lists them.
+NAMES = ("pidns", "mountns", "netns", "landlock", "seccomp", "uid")
+
+
+class Mechanisms:
+    """What this spawner can apply; `missing[name]` says why one is not there."""
+
+    def __init__(self, mode: str, home_pid: int | None) -> None:
+        self.mode = mode
+        self.home_pid = home_pid
+        self.hidden = {n.strip() for n in os.environ.get(HIDE_ENV, "").split(",") if n.strip()}
+        self.missing: dict[str, str] = {}
+        self.empty_net: int | None = None
+        self.probed = False
+        self.landlock_abi = confine.landlock_abi()
+        if mode != "pidns":
+            self._lack("pidns", "the spawner runs in keeper mode (PID namespaces need root)")
+        if self.landlock_abi < 1:
+            self._lack("landlock", "the kernel has no Landlock (CONFIG_SECURITY_LANDLOCK, lsm=)")
+        if not confine.seccomp_available():
+            self._lack("seccomp", "no seccomp filters on this kernel or machine")
+        if os.geteuid() != 0:
+            self._lack("uid", "the supervisor is not root: hooks run as its own user")
+        if mode == "pidns" and "netns" not in self.hidden:
+            try:
+                self.empty_net = jail.make_empty_net()
+            except OSError as exc:
+                self._lack("netns", str(exc))
+        for name in self.hidden:
+            if name in NAMES:
+                self.missing[name] = f"hidden by {HIDE_ENV}"
+
+    def _lack(self, name: str, why: str) -> None:
+        self.missing.setdefault(name, why)
+
+    def new_jail(self) -> jail.Jail | None:
+        """An armed jail thread (pidns mode), or None where jails cannot be had."""
+        if "pidns" in self.missing or "mountns" in self.hidden:
+            return None
+        armed = jail.Jail(self.empty_net, self.home_pid)
+        if not self.probed:  # the first one tells whether jails can be had at all
+            self.probed = True
+            if armed.wait_armed() is not None:
+                self.missing.setdefault("mountns", str(armed.broken))
+        return armed
+
+    def missing_for(self, sandbox: Sandbox) -> list[str]:
+        needed = ["pidns", "mountns", "landlock", "seccomp"]
+        if not sandbox.net:
+            needed.append("netns")
+        if sandbox.switch_uid:
+            needed.append("uid")
+        return [f"{n} ({self.missing[n]})" for n in needed if n in self.missing]
+
+    def report(self) -> None:
+        """Writes the report line on stdout and closes it (fd 1 then points to /dev/null)."""
+        line = {
+            "mode": self.mode,
+            "mechanisms": {n: self.missing.get(n, True) for n in NAMES},
+            "landlockAbi": self.landlock_abi,
+        }
+        try:
+            sys.stdout.write(json.dumps(line) + "\n")
+            sys.stdout.flush()
+        except OSError:
+            pass
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.close(null)

@@ -1,0 +1,450 @@
+"""pidns mode: every child is PID 1 of its own PID namespace (see `spawner.py`).
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import os
+import resource
+import select
+import signal
+import socket
+from collections.abc import Iterator
+
+from . import jail
+from .mechanisms import Mechanisms
+from .spawnreq import (
+    CLONE_NEWPID,
+    LIFELINE_FD,
+    Request,
+    StartError,
+    command,
+    descendants,
+    exit_report,
+    fork_exec,
+    recv_request,
+    resolve,
+    send,
+    start_failed,
+)
+
+_libc = ctypes.CDLL(None, use_errno=True)
+#: Per-child uids: `UID_BASE + (host pid of this spawner mod 2**16) * UID_SLOTS + slot`, so
+#: spawners running side by side use disjoint ranges, and a slot is reused only after its
+#: tree is gone.
+UID_BASE = 0x50000000
+UID_SLOTS = 1024
+
+
+class _UidPool:
+    def __init__(self) -> None:
+        host = int(os.readlink("/proc/self"))  # /proc is the host's: its pid for this process
+        self.base = UID_BASE + (host % (1 << 16)) * UID_SLOTS
+        self.free = list(range(UID_SLOTS - 1, -1, -1))
+
+    def take(self) -> int:
+        if not self.free:
+            raise StartError(f"sandbox: more than {UID_SLOTS} sandboxed children at once")
+        return self.base + self.free.pop()
+
+    def give(self, uid: int) -> None:
+        self.free.append(uid - self.base)
+
+
+class _Broken(Exception):
+    """This process could not restore its own state; it must not spawn again."""
+
+
+def _signal_host(pid: int, sig: int) -> None:
+    """Signals host pid `pid` from any PID namespace, through its /proc directory."""
+    try:
+        fd = os.open(f"/proc/{pid}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            signal.pidfd_send_signal(fd, sig)
+    finally:
+        os.close(fd)
+
+
+def _host_pid(pidfd: int) -> int:
+    """The host pid of the process behind `pidfd` (/proc, the host's, says it in fdinfo)."""
+    fd = os.open(f"/proc/self/fdinfo/{pidfd}", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        info = os.read(fd, 4096)
+    finally:
+        os.close(fd)
+    for line in info.splitlines():
+        if line.startswith(b"Pid:"):
+            return int(line[4:])
+    raise OSError(errno.ESRCH, "no Pid in pidfd fdinfo")
+
+
+def _sigterm_disposition(pid: int) -> str:
+    """`caught`, `ignored` or `default`: what SIGTERM does to host pid `pid`."""
+    bit = 1 << (signal.SIGTERM - 1)
+    masks: dict[bytes, int] = {}
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith((b"SigCgt:", b"SigIgn:")):
+                    masks[line[:6]] = int(line.split()[1], 16)
+    except OSError:
+        return "default"
+    if masks.get(b"SigCgt", 0) & bit:
+        return "caught"
+    return "ignored" if masks.get(b"SigIgn", 0) & bit else "default"
+
+
+#: Margins that keep a borrowed limit from biting this process while it is in force.
+_CPU_MARGIN_S = 1
+_MEMORY_MARGIN = 64 << 20
+_STACK_MARGIN = 1 << 20
+#: Limits this process can carry for the few hundred microseconds of a spawn whatever
+#: their value: it writes no regular file, opens no fd, takes no lock, mlocks nothing then.
+_HARMLESS = frozenset(
+    getattr(resource, n)
+    for n in (
+        "RLIMIT_FSIZE",
+        "RLIMIT_NOFILE",
+        "RLIMIT_CORE",
+        "RLIMIT_LOCKS",
+        "RLIMIT_MEMLOCK",
+        "RLIMIT_MSGQUEUE",
+        "RLIMIT_NICE",
+        "RLIMIT_RTPRIO",
+        "RLIMIT_RTTIME",
+        "RLIMIT_SIGPENDING",
+        "RLIMIT_RSS",
+    )
+    if hasattr(resource, n)
+)
+
+
+def _own_usage() -> dict[bytes, int]:
+    found: dict[bytes, int] = {}
+    with open("/proc/self/status", "rb") as f:
+        for line in f:
+            if line.startswith((b"VmSize:", b"VmData:", b"VmStk:")):
+                found[line.split(b":")[0]] = int(line.split()[1]) * 1024
+    return found
+
+
+_CAP_SYS_RESOURCE = 24
+
+
+def _has_capability(cap: int) -> bool:
+    with open("/proc/self/status", "rb") as f:
+        for line in f:
+            if line.startswith(b"CapEff:"):
+                return bool(int(line.split()[1], 16) >> cap & 1)
+    return False
+
+
+def _full_uid_map() -> bool:
+    """Whether this process's uids are the host's (no user namespace): root is then exempt."""
+    try:
+        with open("/proc/self/uid_map", "rb") as f:
+            return f.read().split() == [b"0", b"0", b"4294967295"]
+    except OSError:
+        return False
+
+
+def _borrowable(limits: list[tuple[int, int, int]], root: bool, raise_hard: bool) -> bool:
+    """Whether every limit can be set on this process for a spawn, without hurting it, and
+    put back after (a lowered hard limit comes back only with CAP_SYS_RESOURCE)."""
+    usage: dict[bytes, int] | None = None
+    for number, soft, hard in limits:
+        if not raise_hard and hard != resource.getrlimit(number)[1]:
+            return False
+        if number in _HARMLESS or soft == resource.RLIM_INFINITY:
+            continue
+        if number == resource.RLIMIT_NPROC:
+            if root:  # never enforced on the real root user's forks
+                continue
+            return False
+        if number == resource.RLIMIT_CPU:
+            own = resource.getrusage(resource.RUSAGE_SELF)
+            if soft >= own.ru_utime + own.ru_stime + _CPU_MARGIN_S:
+                continue
+            return False
+        usage = usage or _own_usage()
+        floor = {
+            resource.RLIMIT_AS: usage.get(b"VmSize", 0) + _MEMORY_MARGIN,
+            resource.RLIMIT_DATA: usage.get(b"VmData", 0) + _MEMORY_MARGIN,
+            resource.RLIMIT_STACK: usage.get(b"VmStk", 0) + _STACK_MARGIN,
+        }.get(number)
+        if floor is None or soft < floor:
+            return False
+    return True
+
+
+def _soft_only(limits: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """The soft limits of `limits` under this process's own hard ones (a jailed child gets its
+    hard limits after the spawn, `jail.seal_limits`)."""
+    out = []
+    for number, soft, _ in limits:
+        hard = resource.getrlimit(number)[1]
+        out.append((number, soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
+    return out
+
+
+@contextlib.contextmanager
+def _borrowed(req: Request, limits: list[tuple[int, int, int]] | None = None) -> Iterator[None]:
+    """Sets the request's limits (or `limits`) on this process for the block, then puts its
+    own back."""
+    chosen = req.limits if limits is None else limits
+    saved = [(number, resource.getrlimit(number)) for number, _, _ in chosen]
+    try:
+        for number, soft, hard in chosen:
+            try:
+                resource.setrlimit(number, (soft, hard))
+            except (OSError, ValueError) as exc:
+                raise StartError(f"cannot set {req.limit_names[number]}: {exc}") from exc
+        yield
+    finally:
+        for number, old in reversed(saved):
+            try:
+                resource.setrlimit(number, old)
+            except (OSError, ValueError) as exc:
+                raise _Broken(f"cannot restore resource limit {number}") from exc
+
+
+class _Tree:
+    """One child in pidns mode: PID 1 of its own namespace, so its tree is that namespace."""
+
+    __slots__ = ("ctrl", "host", "pid", "pidfd", "scratch", "uid")
+
+    def __init__(self, pid: int, pidfd: int, host: int, ctrl: socket.socket) -> None:
+        self.pid = pid
+        self.pidfd = pidfd
+        self.host = host
+        self.ctrl: socket.socket | None = ctrl
+        #: A jailed child's uid slot, and its scratch tmpfs to copy back (fd, host path).
+        self.uid: int | None = None
+        self.scratch: tuple[int, str] | None = None
+
+    def signal(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            signal.pidfd_send_signal(self.pidfd, sig)
+
+    def terminate(self) -> None:
+        """SIGTERM as if this init were an ordinary process (see the module docstring)."""
+        for pid in descendants(self.host):
+            _signal_host(pid, signal.SIGTERM)
+        how = _sigterm_disposition(self.host)
+        if how != "ignored":
+            self.signal(signal.SIGTERM if how == "caught" else signal.SIGKILL)
+
+
+class PidNsSpawner:
+    """The pidns-mode loop: one epoll over requests, the lifeline, pidfds and control sockets."""
+
+    def __init__(self, requests: socket.socket, sandbox: Mechanisms) -> None:
+        self.requests = requests
+        self.sandbox = sandbox
+        self.uids = _UidPool()
+        self.jail = sandbox.new_jail()
+        self.home = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+        self.root = os.getuid() == 0 and _full_uid_map()
+        self.raise_hard = _has_capability(_CAP_SYS_RESOURCE)
+        self.epoll = select.epoll()
+        self.trees: dict[int, _Tree] = {}  # by pidfd and by control socket fd
+        requests.setblocking(False)
+        self.epoll.register(requests.fileno(), select.EPOLLIN)
+        self.epoll.register(LIFELINE_FD, select.EPOLLIN)
+        os.chdir("/")  # keep no directory busy
+        self.armed = False
+        self._arm(quietly=True)
+
+    def serve(self) -> None:
+        """Returns at end of file on the lifeline, having killed and reaped every tree."""
+        try:
+            while True:
+                try:
+                    events = self.epoll.poll()
+                except InterruptedError:
+                    continue
+                for fd, _ in events:
+                    if fd == self.requests.fileno():
+                        self._accept()
+                    elif fd == LIFELINE_FD:
+                        if not os.read(LIFELINE_FD, 64):
+                            return
+                    elif (tree := self.trees.get(fd)) is not None:
+                        if fd == tree.pidfd:
+                            self._reap(tree)
+                        else:
+                            self._obey(tree)
+        finally:
+            if self.jail is not None:
+                self.jail.release()
+            for tree in set(self.trees.values()):
+                tree.signal(signal.SIGKILL)
+            for tree in set(self.trees.values()):
+                os.waitpid(tree.pid, 0)
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                msg, fds = recv_request(self.requests)
+            except (BlockingIOError, InterruptedError):
+                return
+            if not msg:  # the supervisor closed its end; the lifeline says when to go
+                self.epoll.unregister(self.requests.fileno())
+                return
+            if fds:
+                self._start(msg, socket.socket(fileno=fds[0]), fds[1:])
+
+    def _start(self, msg: bytes, ctrl: socket.socket, fds: list[int]) -> None:
+        spawned: jail.Spawned | None = None
+        uid: int | None = None
+        try:
+            req = Request(msg, fds)
+            try:
+                if req.sandbox is None:
+                    pid = self._spawn(req)
+                else:
+                    uid = self.uids.take() if req.sandbox.switch_uid else None
+                    spawned = self._spawn_jailed(req, uid)
+                    pid = spawned.pid
+            finally:
+                req.close()
+        except StartError as exc:
+            if uid is not None:
+                self.uids.give(uid)
+            send(ctrl, {"event": "error", "message": str(exc)})
+            ctrl.close()
+            self._arm(quietly=True)
+            return
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError as exc:  # out of fds: do not keep what cannot be watched
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            send(ctrl, {"event": "error", "message": f"cannot watch the child: {exc.strerror}"})
+            ctrl.close()
+            return
+        tree = _Tree(pid, pidfd, _host_pid(pidfd), ctrl)
+        tree.uid = uid
+        if spawned is not None and spawned.scratch_fd is not None:
+            assert req.sandbox is not None
+            tree.scratch = (spawned.scratch_fd, req.sandbox.scratch)
+        with contextlib.suppress(OSError):
+            ctrl.send(b'{"event": "started", "pid": %d, "keeper": null}' % tree.host)
+        self.trees[pidfd] = self.trees[ctrl.fileno()] = tree
+        self.epoll.register(pidfd, select.EPOLLIN)
+        self.epoll.register(ctrl.fileno(), select.EPOLLIN)
+        self._arm(quietly=True)  # for the next request, while this child runs
+
+    def _spawn(self, req: Request) -> int:
+        req.chdir()
+        try:
+            program = resolve(req.argv[0], req.env.get("PATH", os.defpath))
+            self._arm()
+            try:
+                if not req.limits:
+                    return req.posix_spawn(program)
+                if _borrowable(req.limits, self.root, self.raise_hard):
+                    with _borrowed(req):
+                        return req.posix_spawn(program)
+                return fork_exec(req, program)
+            except OSError as exc:
+                raise start_failed(program, exc) from exc
+            finally:
+                self._disarm()  # a namespace whose init came and went takes no process
+        finally:
+            os.chdir("/")
+
+    def _spawn_jailed(self, req: Request, uid: int | None) -> jail.Spawned:
+        """Starts a sandboxed child from the armed jail thread (`jail.py`), then arms the
+        next one. Soft limits are lent for the spawn and the hard ones set right after."""
+        assert req.sandbox is not None
+        missing = self.sandbox.missing_for(req.sandbox)
+        if missing:
+            raise StartError(f"sandbox: cannot be enforced here: missing {', '.join(missing)}")
+        current, self.jail = self.jail, None
+        assert current is not None
+        try:
+            soft = _soft_only(req.limits)
+            if not _borrowable(soft, self.root, self.raise_hard):
+                return current.spawn(req, uid, borrowed=False)
+            with _borrowed(req, soft):
+                spawned = current.spawn(req, uid, borrowed=True)
+            try:
+                jail.seal_limits(spawned.pid, uid, req.limits)
+            except OSError as exc:
+                os.kill(spawned.pid, signal.SIGKILL)
+                os.waitpid(spawned.pid, 0)
+                raise StartError(f"cannot set the child's limits: {exc}") from exc
+            return spawned
+        finally:
+            # The next thread arms while this child runs. A thread can only be made where its
+            # own children would be: not while this thread is armed for a PID 1.
+            self._disarm()
+            self.jail = self.sandbox.new_jail()
+
+    def _arm(self, *, quietly: bool = False) -> None:
+        """Makes the next process created here PID 1 of a fresh PID namespace. Done ahead of
+        the request that needs it, so that `unshare` is not on its way."""
+        if self.armed:
+            return
+        if _libc.unshare(CLONE_NEWPID) == 0:
+            self.armed = True
+        elif not quietly:
+            err = ctypes.get_errno()
+            raise StartError(f"cannot create a PID namespace: {os.strerror(err)}")
+
+    def _disarm(self) -> None:
+        if self.armed:
+            if _libc.setns(self.home, CLONE_NEWPID) != 0:
+                raise _Broken("cannot return to the spawner's PID namespace")
+            self.armed = False
+
+    def _obey(self, tree: _Tree) -> None:
+        assert tree.ctrl is not None
+        try:
+            msg = tree.ctrl.recv(4096, socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            msg = b""
+        if not msg:  # the owner is gone: kill, reap without a report
+            tree.signal(signal.SIGKILL)
+            self._forget_ctrl(tree)
+            return
+        cmd = command(msg)
+        if cmd == "term":
+            tree.terminate()
+        elif cmd == "kill":
+            tree.signal(signal.SIGKILL)
+
+    def _reap(self, tree: _Tree) -> None:
+        pid, status, usage = os.wait4(tree.pid, os.WNOHANG)
+        if pid == 0:
+            return
+        # The init is reaped only after everything else in its namespace is gone.
+        if tree.uid is not None:
+            self.uids.give(tree.uid)
+        if tree.scratch is not None:
+            jail.return_scratch(*tree.scratch)
+            tree.scratch = None
+        if tree.ctrl is not None:
+            send(tree.ctrl, exit_report(status, usage))
+            self._forget_ctrl(tree)
+        self.epoll.unregister(tree.pidfd)
+        del self.trees[tree.pidfd]
+        os.close(tree.pidfd)
+
+    def _forget_ctrl(self, tree: _Tree) -> None:
+        assert tree.ctrl is not None
+        fd = tree.ctrl.fileno()
+        self.epoll.unregister(fd)
+        del self.trees[fd]
+        tree.ctrl.close()
+        tree.ctrl = None

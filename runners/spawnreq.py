@@ -1,0 +1,278 @@
+"""What every way of spawning shares: the request, its fds and limits, the reports.
+
+Standard library only. See `spawner.py` for the protocol.
+"""
+
+from __future__ import annotations
+
+import array
+import contextlib
+import ctypes
+import fcntl
+import json
+import os
+import resource
+import signal
+import socket
+from collections.abc import Callable, Iterable
+from typing import Any
+
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+CLONE_NEWPID = 0x20000000
+MAX_MESSAGE = 256 * 1024
+MAX_FDS = 16
+#: The spawner's stdin: a pipe whose end of file means the supervisor is done with it.
+LIFELINE_FD = 0
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result: int) -> None:
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+def prctl(option: int, arg: int) -> None:
+    _check(_libc.prctl(option, arg, 0, 0, 0))
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live descendant of `pid` (a host pid), parents before children, from /proc.
+
+    Reads only the subtree (`/proc/P/task/T/children`), never the whole process table.
+    """
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            tids = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{parent}/task/{tid}/children", "rb") as f:
+                    kids = [int(x) for x in f.read().split()]
+            except OSError:
+                continue
+            found.extend(kids)
+            todo.extend(kids)
+    return found
+
+
+def recv_request(sock: socket.socket) -> tuple[bytes, list[int]]:
+    """One request and its fds, close-on-exec (`socket.recv_fds` drops its flags in 3.11)."""
+    fds = array.array("i")
+    msg, ancdata, flags, _ = sock.recvmsg(
+        MAX_MESSAGE, socket.CMSG_SPACE(MAX_FDS * fds.itemsize), socket.MSG_CMSG_CLOEXEC
+    )
+    for level, kind, data in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
+    if flags & (socket.MSG_CTRUNC | socket.MSG_TRUNC):  # more than a request may carry
+        for fd in fds:
+            os.close(fd)
+        return msg, []
+    return msg, list(fds)
+
+
+def send(ctrl: socket.socket, obj: dict[str, Any]) -> None:
+    with contextlib.suppress(OSError):
+        ctrl.send(json.dumps(obj).encode())
+
+
+def exit_report(status: int, usage: resource.struct_rusage) -> dict[str, Any]:
+    code = os.waitstatus_to_exitcode(status)
+    return {
+        "event": "exit",
+        "code": code if code >= 0 else None,
+        "signal": -code if code < 0 else None,
+        "cpuMs": round((usage.ru_utime + usage.ru_stime) * 1000),
+        "maxRssKb": usage.ru_maxrss,
+    }
+
+
+class Sandbox:
+    """A request's sandbox plan (`"sandbox"` in the request; the supervisor's `sandbox.py`
+    makes it): `net` (keep the host network), `read` (read-only paths), `devices`, `scratch`
+    (the one writable directory, a tmpfs of `scratchBytes`), `returnScratch` (copy it back to
+    the host directory once the tree is gone), `uid` (run as a per-child unprivileged user)."""
+
+    def __init__(self, plan: dict[str, Any]) -> None:
+        self.net = bool(plan["net"])
+        self.read: list[str] = [str(p) for p in plan["read"]]
+        self.devices: list[str] = [str(p) for p in plan.get("devices", ())]
+        self.scratch = str(plan["scratch"])
+        self.scratch_bytes = int(plan["scratchBytes"])
+        self.return_scratch = bool(plan.get("returnScratch", False))
+        self.switch_uid = bool(plan.get("uid", True))
+        if not all(os.path.isabs(p) for p in (*self.read, *self.devices, self.scratch)):
+            raise ValueError("sandbox paths must be absolute")
+
+
+class StartError(Exception):
+    """The child could not be started; the message says why, for the owner."""
+
+
+def resolve(argv0: str, path: str) -> str:
+    """The program to exec: a name with a slash as given (relative to cwd), else from PATH."""
+    if "/" in argv0:
+        return argv0
+    for d in path.split(":"):
+        cand = os.path.join(d or ".", argv0)
+        if os.path.isfile(cand) and os.access(cand, os.X_OK):
+            return cand
+    raise StartError(f"cannot start {argv0!r}: not found on PATH")
+
+
+#: Signals the spawned program starts with at their default action (Python ignores some).
+DEFAULT_SIGNALS = (
+    signal.SIGPIPE,
+    signal.SIGXFSZ,
+    signal.SIGINT,
+    signal.SIGTERM,
+    signal.SIGHUP,
+    signal.SIGQUIT,
+    signal.SIGCHLD,
+)
+
+
+class Request:
+    """A parsed spawn request, with the child's fds where no dup2 clobbers another source."""
+
+    def __init__(self, raw: bytes, fds: list[int]) -> None:
+        self.fds = fds
+        self.moved: list[int] = []
+        try:
+            req = json.loads(raw)
+            self.argv: list[str] = req["argv"]
+            self.cwd: str = req["cwd"]
+            self.env: dict[str, str] = req["env"]
+            rlimits = req.get("rlimits") or ()
+            self.limits = [(limit_number(n), int(soft), int(hard)) for n, soft, hard in rlimits]
+            self.limit_names = {limit_number(n): n for n, _, _ in rlimits}
+            targets: list[int] = req["fds"]
+            self.sandbox = Sandbox(req["sandbox"]) if req.get("sandbox") else None
+            if not (
+                self.argv
+                and _all_str(self.argv)
+                and isinstance(self.cwd, str)
+                and _all_str(self.env)
+                and _all_str(self.env.values())
+                and len(targets) == len(fds)
+                and all(isinstance(t, int) and t >= 0 for t in targets)
+            ):
+                raise ValueError("malformed argv, cwd, env or fds")
+            floor = max(targets) + 1
+            sources = fds
+            if min(fds) < floor:  # else no dup2 can clobber a source still needed
+                # Every source above every target.
+                for fd in fds:
+                    self.moved.append(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, floor))
+                sources = self.moved
+        except (KeyError, TypeError, ValueError, AttributeError, OSError) as exc:
+            self.close()
+            raise StartError(f"bad spawn request: {exc!r}") from exc
+        self.pairs = list(zip(sources, targets, strict=True))
+        #: For a sandboxed child: the uid it runs as (None: the spawner's).
+        self.uid: int | None = None
+
+    def close(self) -> None:
+        for fd in (*self.fds, *self.moved):
+            os.close(fd)
+        self.fds = self.moved = []
+
+    def chdir(self) -> None:
+        try:
+            os.chdir(self.cwd)
+        except OSError as exc:
+            raise StartError(f"cannot use cwd {self.cwd!r}: {exc.strerror}") from exc
+
+    def setrlimits(self) -> None:
+        for number, soft, hard in self.limits:
+            try:
+                resource.setrlimit(number, (soft, hard))
+            except (OSError, ValueError) as exc:
+                raise StartError(f"cannot set {self.limit_names[number]}: {exc}") from exc
+
+    def posix_spawn(self, program: str) -> int:
+        return os.posix_spawn(
+            program,
+            self.argv,
+            self.env,
+            file_actions=[(os.POSIX_SPAWN_DUP2, m, t) for m, t in self.pairs],
+            setsid=True,
+            setsigmask=(),
+            setsigdef=DEFAULT_SIGNALS,
+        )
+
+
+def _all_str(items: Iterable[object]) -> bool:
+    return all(isinstance(item, str) for item in items)
+
+
+def limit_number(name: object) -> int:
+    if not isinstance(name, str) or not name.startswith("RLIMIT_") or not hasattr(resource, name):
+        raise ValueError(f"unknown resource limit {name!r}")
+    return int(getattr(resource, name))
+
+
+def start_failed(program: str, exc: OSError) -> StartError:
+    return StartError(f"cannot start {program!r}: {exc.strerror}")
+
+
+def command(msg: bytes) -> str | None:
+    try:
+        cmd = json.loads(msg).get("cmd")
+    except (ValueError, AttributeError):
+        return None
+    return cmd if isinstance(cmd, str) else None
+
+
+def fork_exec(req: Request, program: str, confine: Callable[[], None] | None = None) -> int:
+    """Starts the child by fork: for limits that cannot be borrowed, set in the fork, then
+    `confine` (the sandbox's last steps, in the forked child only).
+
+    The forked child says why it could not exec on a close-on-exec pipe; end of file on it
+    means the exec happened.
+    """
+    err_r, err_w = os.pipe2(os.O_CLOEXEC)
+    pid = os.fork()
+    if pid == 0:
+        why = f"cannot start {program!r}"
+        try:
+            os.setsid()
+            for sig in DEFAULT_SIGNALS:
+                signal.signal(sig, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_SETMASK, ())
+            for moved, target in req.pairs:
+                os.dup2(moved, target)
+            req.setrlimits()
+            if confine is not None:
+                confine()
+            os.execve(program, req.argv, req.env)
+        except StartError as exc:
+            why = str(exc)
+        except OSError as exc:
+            why = str(start_failed(program, exc))
+        finally:
+            os.write(err_w, why.encode())
+            os._exit(127)
+    os.close(err_w)
+    try:
+        failed = read_all(err_r)
+    finally:
+        os.close(err_r)
+    if failed:
+        os.waitpid(pid, 0)
+        raise StartError(failed.decode(errors="replace"))
+    return pid
+
+
+def read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 4096):
+        chunks.append(chunk)
+    return b"".join(chunks)

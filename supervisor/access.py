@@ -1,0 +1,166 @@
+"""Who may use the service (SPEC §8): the bearer token, its file, and the Origin check.
+
+Pure apart from the token file. The server decides before the WebSocket upgrade, so a refusal
+is an HTTP status (401, 403), never a half-open socket.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+import secrets
+import stat
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Final
+from urllib.parse import urlsplit
+
+import attrs
+
+#: The variable remote commands take the token from when `--token-file` is not given.
+TOKEN_ENV: Final = "MCPX_HOOKS_TOKEN"
+TOKEN_FILE_NAME: Final = Path("mcpx-hooks") / "token"
+_TOKEN_BYTES: Final = 32
+
+
+def default_token_path(environ: Mapping[str, str]) -> Path:
+    """`$XDG_STATE_HOME/mcpx-hooks/token` when that is absolute, else
+    `~/.local/state/mcpx-hooks/token`."""
+    xdg = environ.get("XDG_STATE_HOME", "")
+    if os.path.isabs(xdg):
+        return Path(xdg) / TOKEN_FILE_NAME
+    home = environ.get("HOME") or os.path.expanduser("~")
+    return Path(home) / ".local" / "state" / TOKEN_FILE_NAME
+
+
+def create_token_file(path: Path) -> str:
+    """A fresh token, written to `path` with mode 0600 (its directory made 0700 if new).
+
+    Written to a private temporary file and renamed over `path`, so a reader never sees a
+    partial token and the file is never readable by others, even for a moment.
+    """
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    token = secrets.token_urlsafe(_TOKEN_BYTES)
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="ascii") as f:
+            f.write(token + "\n")
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    return token
+
+
+def remove_token_file(path: Path, token: str) -> None:
+    """Removes the file on the way out, if it still holds this server's token (another
+    server may have written its own since)."""
+    try:
+        if path.read_text(encoding="ascii").strip() == token:
+            path.unlink()
+    except (OSError, UnicodeDecodeError):
+        return
+
+
+class TokenFileError(Exception):
+    """The token file cannot be used: missing, unreadable, or readable by others."""
+
+
+def read_token_file(path: Path) -> str:
+    """The token in `path`; refuses a file that group or others may read."""
+    try:
+        mode = path.stat().st_mode
+        text = path.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TokenFileError(f"cannot read the token file {path}: {exc}") from exc
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise TokenFileError(f"the token file {path} is open to others (mode {mode & 0o777:o})")
+    if not text:
+        raise TokenFileError(f"the token file {path} is empty")
+    return text
+
+
+def client_token(token_file: str | None, environ: Mapping[str, str]) -> str | None:
+    """A remote command's token: `--token-file`, else `MCPX_HOOKS_TOKEN`, else the file
+    `serve` writes by default (None when that does not exist: a `--no-auth` server)."""
+    if token_file:
+        return read_token_file(Path(token_file))
+    if environ.get(TOKEN_ENV):
+        return environ[TOKEN_ENV]
+    default = default_token_path(environ)
+    return read_token_file(default) if default.exists() else None
+
+
+# ---- the handshake -------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Refusal:
+    """An HTTP refusal before the upgrade: status, a line of text, extra headers."""
+
+    status: int
+    message: str
+    headers: tuple[tuple[bytes, bytes], ...] = ()
+
+
+def own_origins(host: str, port: int) -> frozenset[str]:
+    """The origins that are the server's own: its address, and the loopback names for it."""
+    names = {host}
+    if host in ("127.0.0.1", "localhost", "::1"):
+        names |= {"127.0.0.1", "localhost", "[::1]"}
+    names = {f"[{n}]" if ":" in n and not n.startswith("[") else n for n in names}
+    return frozenset(f"{scheme}://{n}:{port}" for n in names for scheme in ("http", "https"))
+
+
+def normal_origin(origin: str) -> str:
+    """`scheme://host:port`, lower case, without a trailing slash."""
+    parts = urlsplit(origin.strip().lower())
+    if not parts.scheme or not parts.netloc:
+        return origin.strip().lower()
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def header(headers: Iterable[tuple[bytes, bytes]], name: bytes) -> str | None:
+    """The first value of a header (names compared case-insensitively)."""
+    for key, value in headers:
+        if key.lower() == name:
+            return value.decode("latin-1")
+    return None
+
+
+def check_access(
+    headers: Sequence[tuple[bytes, bytes]],
+    query_token: str | None,
+    *,
+    token: str | None,
+    origins: frozenset[str],
+) -> Refusal | None:
+    """None when the request may be upgraded; else why not.
+
+    A request without `Origin` is a program, not a page in a browser, and is let through
+    to the token check; one with an `Origin` must name one of `origins` (403). The token
+    is compared in constant time; missing or wrong is 401.
+    """
+    origin = header(headers, b"origin")
+    if origin is not None and normal_origin(origin) not in origins:
+        return Refusal(
+            403,
+            f"origin {origin!r} is not allowed (serve --allow-origin ORIGIN adds one)",
+        )
+    if token is None:
+        return None
+    presented = query_token
+    authorization = header(headers, b"authorization")
+    if authorization is not None:
+        scheme, _, value = authorization.partition(" ")
+        if scheme.lower() == "bearer":
+            presented = value.strip()
+    challenge = ((b"WWW-Authenticate", b'Bearer realm="mcpx-hooks"'),)
+    if not presented:
+        return Refusal(
+            401, "a token is required: Authorization: Bearer TOKEN, or ?token=", challenge
+        )
+    if not hmac.compare_digest(presented.encode(), token.encode()):
+        return Refusal(401, "the token is not this server's", challenge)
+    return None

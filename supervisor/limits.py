@@ -1,0 +1,67 @@
+"""Resource limits of hook and script processes: one table, the config's `[limits]`.
+
+Pure data. `sandbox.py` turns them into resource limits and a scratch size; the schema and
+`docs/sandbox.md` list the keys from `LIMIT_KEYS`.
+"""
+
+from __future__ import annotations
+
+import resource
+from collections.abc import Mapping
+from typing import Any, Final
+
+import attrs
+
+MB: Final = 1 << 20
+
+
+@attrs.frozen
+class Limits:
+    """Per-child limits under every profile (`none`: soft limits only, see `rlimits`)."""
+
+    memory_mb: int = 1024
+    cpu_seconds: int = 300
+    processes: int = 128
+    open_files: int = 1024
+    file_size_mb: int = 256
+    scratch_mb: int = 256
+
+    @classmethod
+    def from_table(cls, table: Mapping[str, Any]) -> Limits:
+        return cls(**{attr: int(table[key]) for key, attr, _, _ in LIMIT_KEYS if key in table})
+
+    def rlimits(self, *, hard: bool) -> tuple[tuple[str, int, int], ...]:
+        """`(RLIMIT_NAME, soft, hard)`; `hard=False` keeps this process's hard limits (the
+        `none` profile: nothing then stops the hook from raising them back)."""
+        out = []
+        for _key, attr, name, unit in LIMIT_KEYS:
+            if name is None:
+                continue
+            value = getattr(self, attr) * unit
+            own = resource.getrlimit(getattr(resource, name))[1]
+            soft = value if own == resource.RLIM_INFINITY else min(value, own)
+            out.append((name, soft, soft if hard else own))
+        out.append(("RLIMIT_CORE", 0, 0 if hard else resource.getrlimit(resource.RLIMIT_CORE)[1]))
+        return tuple(out)
+
+
+#: `[limits]` key, attribute, the resource limit it sets (None: not one), unit.
+LIMIT_KEYS: Final[tuple[tuple[str, str, str | None, int], ...]] = (
+    ("memoryMb", "memory_mb", "RLIMIT_DATA", MB),
+    ("cpuSeconds", "cpu_seconds", "RLIMIT_CPU", 1),
+    ("processes", "processes", "RLIMIT_NPROC", 1),
+    ("openFiles", "open_files", "RLIMIT_NOFILE", 1),
+    ("fileSizeMb", "file_size_mb", "RLIMIT_FSIZE", MB),
+    ("scratchMb", "scratch_mb", None, MB),
+)
+#: What each key bounds, for the schema and the docs.
+LIMIT_DOCS: Final[Mapping[str, str]] = {
+    "memoryMb": "Data segment of each process (RLIMIT_DATA), in MiB",
+    "cpuSeconds": "CPU time of each process (RLIMIT_CPU), in seconds",
+    "processes": "Processes and threads of the hook's own user (RLIMIT_NPROC; strict and net)",
+    "openFiles": "Open files of each process (RLIMIT_NOFILE)",
+    "fileSizeMb": "Largest file a process may write (RLIMIT_FSIZE), in MiB",
+    "scratchMb": "Size of the scratch tmpfs (strict and net), in MiB",
+}
+
+DEFAULT_LIMITS: Final = Limits()

@@ -1,0 +1,657 @@
+"""The WebSocket service (SPEC §8): runs streamed to many clients, losing nothing.
+
+`Service.serve` listens, answers each connection in its own task and returns once a
+`Service.stop()` shutdown has finished: it stops accepting, lets the runs in progress finish
+within `Limits.grace_s`, then cancels the rest (each still sends its `error` "cancelled", its
+suffix hooks and its `end`), lets the streams send their last frames within `Limits.drain_s`,
+and closes what is left with 1001. `run_service` wraps that for `mcpx-hooks serve`: signals,
+readiness, and the runtime (spawner, bus, observers) under it.
+
+Every connection reads at its own pace: a stream follows the run's journal (`RunJournal.
+follow`) and sends what is waiting as one message of JSON lines, so a slow client never slows
+the run or another client, and holds no more than one message in memory. Frames are encoded
+once per run, whatever the number of readers. An exception in one connection's handler is
+logged and ends that connection only.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import itertools
+import logging
+import os
+import signal
+import weakref
+from collections.abc import Callable, Iterator, Mapping
+from functools import partial
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+import trio
+from trio_websocket import ConnectionClosed, WebSocketRequest
+
+from .access import Refusal, check_access, normal_origin, own_origins
+from .bus import EventKind
+from .config import load_config
+from .errors import ConfigError
+from .frames import EndFrame, ErrorFrame, FrameType, blank
+from .hooks import Config
+from .journal import RunJournal, UnknownRun
+from .run import DEFAULT_SCRIPT_TIMEOUT_MS, Run, RunRequest, execute
+from .runtime import Runtime, open_runtime
+from .wire import (
+    Close,
+    Endpoint,
+    ExecRequest,
+    Target,
+    WireError,
+    check_from,
+    check_query,
+    encode,
+    parse_control,
+    parse_events,
+    parse_exec,
+    parse_from,
+    parse_target,
+    query_token,
+    sources,
+)
+from .wsconn import CLOSE_S, ServerConnection
+
+logger = logging.getLogger("mcpx_hooks.server")
+
+DEFAULT_HOST: Final = "127.0.0.1"
+DEFAULT_PORT: Final = 8765
+
+
+@attrs.frozen
+class Limits:
+    """Every bound the service keeps; each is a `serve` flag or a named default."""
+
+    #: A client message larger than this is refused (1009).
+    max_message_bytes: int = 1024 * 1024
+    #: Open sockets, handshakes included; past it the upgrade is refused with 503.
+    max_connections: int = 1024
+    #: Runs in progress; past it a request is refused (1013, try again later).
+    max_runs: int = 64
+    #: A stream must complete its WebSocket handshake within this.
+    handshake_s: float = 5.0
+    #: An exec socket must send its request within this (4408).
+    request_s: float = 30.0
+    #: One message taking longer than this to send: the client is gone (aborted).
+    send_stall_s: float = 60.0
+    #: Shutdown: runs in progress may finish within this before they are cancelled.
+    grace_s: float = 10.0
+    #: Shutdown: once runs have ended, streams may send their last frames within this.
+    drain_s: float = 5.0
+    #: A message from the server holds frames up to about this many bytes (at least one).
+    coalesce_bytes: int = 256 * 1024
+    #: Events sent in one message at most.
+    coalesce_events: int = 256
+    #: Messages a second the streams of the whole service aim to stay under. After a message,
+    #: a stream waits `streams / send_rate` seconds before it looks for more frames, so what
+    #: arrives meanwhile goes out in one message: 1 stream waits 50 us, 500 wait 25 ms. A
+    #: frame that finds its stream idle goes out at once.
+    send_rate: float = 20_000.0
+
+
+@attrs.frozen
+class ServiceOptions:
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    #: None: no token is asked for (`--no-auth`).
+    token: str | None = None
+    allow_origins: tuple[str, ...] = ()
+    limits: Limits = Limits()
+    #: The working directory of `serve`: the default `cwd` of a run.
+    cwd: str = attrs.field(factory=os.getcwd)
+    environ: Mapping[str, str] = attrs.field(factory=lambda: dict(os.environ))
+
+
+@attrs.frozen
+class Listening:
+    host: str
+    port: int
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"ws://{host}:{self.port}"
+
+
+_SHUTTING_DOWN: Final = "the server is shutting down"
+
+
+class _Wake:
+    """Ends a pump's wait for its next item, never a send in progress: a cancelled send would
+    leave a broken frame on the wire. The pump looks at `reason` and `gone` after each wait."""
+
+    def __init__(self, idle: bool) -> None:
+        #: Idle sockets (events, an exec socket before its request) close first at shutdown.
+        self.idle = idle
+        self.reason: WireError | None = None
+        self.gone = False
+        self._scope: trio.CancelScope | None = None
+
+    def set(self, reason: WireError) -> None:
+        if self.reason is None:
+            self.reason = reason
+        self._cancel()
+
+    def client_gone(self) -> None:
+        self.gone = True
+        self._cancel()
+
+    def _cancel(self) -> None:
+        if self._scope is not None:
+            self._scope.cancel()
+
+    @contextlib.contextmanager
+    def waiting(self) -> Iterator[None]:
+        with trio.CancelScope() as scope:
+            self._scope = scope
+            if self.reason is not None or self.gone:
+                scope.cancel()
+            try:
+                yield
+            finally:
+                self._scope = None
+
+
+class _Encoded:
+    """A run's frames encoded once for every reader, and cut into messages of at most
+    `limit` bytes. `_sizes[k]` is the bytes of frames `0..k-1`, newlines included."""
+
+    def __init__(self, journal: RunJournal) -> None:
+        self.journal = journal
+        self.readers = 0
+        self._lines: list[str] = []
+        self._sizes: list[int] = [0]
+        self._last: tuple[int, int, str] = (0, 0, "")
+
+    def messages(self, start: int, stop: int, limit: int) -> Iterator[str]:
+        lines, sizes, frames = self._lines, self._sizes, self.journal.frames
+        while len(lines) < stop:
+            line = encode(frames[len(lines)])
+            lines.append(line)
+            sizes.append(sizes[-1] + len(line) + 1)
+        at = start
+        while at < stop:
+            cut = bisect.bisect_right(sizes, sizes[at] + limit, at + 1, stop + 1) - 1
+            cut = max(cut, at + 1)
+            if self._last[:2] != (at, cut):
+                text = lines[at] if cut == at + 1 else "\n".join(lines[at:cut])
+                self._last = (at, cut, text)
+            yield self._last[2]
+            at = cut
+
+
+class Service:
+    """One listening service over a runtime. See the module docstring for the lifecycle."""
+
+    def __init__(self, runtime: Runtime, options: ServiceOptions) -> None:
+        self.runtime = runtime
+        self.options = options
+        self.limits = options.limits
+        self.stopping = False
+        self._stop = trio.Event()
+        self._ids = itertools.count(1)
+        self._origins: frozenset[str] = frozenset()
+        self._open = 0
+        self._open_changed = trio.Event()
+        self._active: dict[str, Run] = {}
+        self._streams = 0
+        self._runs_changed = trio.Event()
+        self._wakes: weakref.WeakSet[_Wake] = weakref.WeakSet()
+        self._encoded: weakref.WeakKeyDictionary[RunJournal, _Encoded] = weakref.WeakKeyDictionary()
+        self._runs: trio.Nursery | None = None
+        self._too_big = encode(
+            WireError(
+                Close.TOO_BIG,
+                f"message over {self.limits.max_message_bytes} bytes; the socket is closed",
+            ).to_json()
+        )
+
+    @property
+    def runs_in_progress(self) -> int:
+        return len(self._active)
+
+    @property
+    def connections(self) -> int:
+        return self._open
+
+    @property
+    def stop_requested(self) -> bool:
+        return self._stop.is_set()
+
+    def stop(self) -> None:
+        """Starts the shutdown (idempotent); `serve` returns when it is complete."""
+        self._stop.set()
+
+    async def serve(
+        self, *, task_status: trio.TaskStatus[Listening] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Listens on `options.host:port`, reports `Listening` once accepting, and returns
+        when a `stop()` has shut everything down. Cancelled, it stops at once: runs are cut
+        short and sockets aborted."""
+        listeners = await trio.open_tcp_listeners(self.options.port, host=self.options.host)
+        port = listeners[0].socket.getsockname()[1]
+        self._origins = own_origins(self.options.host, port) | {
+            normal_origin(o) for o in self.options.allow_origins
+        }
+        async with trio.open_nursery() as runs, trio.open_nursery() as conns:
+            self._runs = runs
+            accepting = trio.CancelScope()
+
+            async def accept(task_status: trio.TaskStatus[list[trio.SocketListener]]) -> None:
+                with accepting:
+                    await trio.serve_listeners(
+                        self._handle, listeners, handler_nursery=conns, task_status=task_status
+                    )
+
+            await conns.start(accept)
+            task_status.started(Listening(self.options.host, port))
+            await self._stop.wait()
+            accepting.cancel()
+            await self._shut_down()
+            conns.cancel_scope.cancel()
+
+    async def _shut_down(self) -> None:
+        self.stopping = True
+        going = WireError(Close.GOING_AWAY, _SHUTTING_DOWN)
+        for wake in list(self._wakes):
+            if wake.idle:
+                wake.set(going)
+        with trio.move_on_after(self.limits.grace_s):
+            await self._wait_runs()
+        for run in list(self._active.values()):
+            run.cancel()
+        await self._wait_runs()  # suffix hooks and `end`, bounded by the hooks' timeouts
+        with trio.move_on_after(self.limits.drain_s):
+            await self._wait_connections()
+        for wake in list(self._wakes):
+            wake.set(going)
+        with trio.move_on_after(CLOSE_S + 1):
+            await self._wait_connections()
+
+    async def _wait_runs(self) -> None:
+        while self._active:
+            await self._runs_changed.wait()
+
+    async def _wait_connections(self) -> None:
+        while self._open:
+            await self._open_changed.wait()
+
+    # ---- one connection ------------------------------------------------------------------
+
+    async def _handle(self, stream: trio.SocketStream) -> None:
+        """The boundary of one connection: whatever it raises ends it alone."""
+        self._open += 1
+        number = next(self._ids)
+        try:
+            async with trio.open_nursery() as nursery:
+                conn = ServerConnection(
+                    stream, max_message_size=self.limits.max_message_bytes, too_big=self._too_big
+                )
+                nursery.start_soon(conn.serve_reader)
+                try:
+                    await self._connection(conn, number)
+                finally:
+                    await conn.abort()
+        except* Exception as group:
+            logger.error("connection %d failed", number, exc_info=group)
+        finally:
+            self._open -= 1
+            self._open_changed.set()
+            self._open_changed = trio.Event()
+
+    async def _connection(self, conn: ServerConnection, number: int) -> None:
+        with trio.move_on_after(self.limits.handshake_s):
+            request = await conn.wait_request()
+        if request is None:
+            return  # no handshake in time, or not a WebSocket request (answered 400)
+        target = parse_target(request.path)
+        refusal = self._admit(request)
+        if refusal is not None or target is None:
+            refusal = refusal or Refusal(404, f"no such endpoint: {request.path.split('?')[0]}")
+            await _reject(request, refusal)
+            return
+        await request.accept()
+        bus = self.runtime.bus
+        bus.publish(
+            EventKind.CLIENT_CONNECTED,
+            {"connection": number, "endpoint": target.endpoint.value, "remote": _peer(conn)},
+        )
+        code: int | None = None
+        try:
+            code = await self._endpoint(conn, target)
+        finally:
+            bus.publish(EventKind.CLIENT_CLOSED, {"connection": number, "code": code})
+
+    def _admit(self, request: WebSocketRequest) -> Refusal | None:
+        if self.stopping:
+            return Refusal(503, _SHUTTING_DOWN)
+        if self._open > self.limits.max_connections:
+            return Refusal(
+                503,
+                f"too many connections (the cap is {self.limits.max_connections})",
+                ((b"Retry-After", b"1"),),
+            )
+        return check_access(
+            request.headers,
+            query_token(request.path),
+            token=self.options.token,
+            origins=self._origins,
+        )
+
+    async def _endpoint(self, conn: ServerConnection, target: Target) -> int | None:
+        """Serves one accepted socket and closes it; the close code, None if aborted."""
+        wake = _Wake(idle=target.endpoint is not Endpoint.RUNS)
+        self._wakes.add(wake)
+        try:
+            ending: WireError | None
+            if target.endpoint is Endpoint.EXEC:
+                ending = await self._exec(conn, target, wake)
+            elif target.endpoint is Endpoint.RUNS:
+                ending = await self._follow(conn, target, wake)
+            elif target.endpoint is Endpoint.EVENTS:
+                ending = await self._events(conn, target, wake)
+            else:
+                ending = await self._hooks(conn, target)
+        except WireError as exc:
+            ending = exc
+        except ConnectionClosed:
+            wake.client_gone()
+            ending = None
+        if wake.gone or conn.broken or ending is None:
+            await conn.abort()
+            return None
+        if ending.code is not Close.NORMAL:
+            await self._send_error(conn, ending)
+        await conn.close(ending.code, ending.reason)
+        return int(ending.code)
+
+    async def _send_error(self, conn: ServerConnection, error: WireError) -> None:
+        with contextlib.suppress(ConnectionClosed), trio.move_on_after(self.limits.send_stall_s):
+            await conn.send_text(encode(error.to_json()))
+
+    # ---- endpoints: each returns how to close (a WireError; NORMAL for a complete one) ----
+
+    async def _hooks(self, conn: ServerConnection, target: Target) -> WireError | None:
+        check_query(target)
+        config = self.runtime.config
+        message = {
+            "type": "hooks",
+            "hooks": [h.to_json() for h in config.hooks],
+            "files": list(config.files),
+        }
+        return _complete() if await self._send(conn, encode(message)) else None
+
+    async def _exec(self, conn: ServerConnection, target: Target, wake: _Wake) -> WireError | None:
+        check_query(target)
+        with wake.waiting(), trio.move_on_after(self.limits.request_s) as timer:
+            text = await conn.get_message()
+        if wake.reason is not None:
+            return wake.reason
+        if timer.cancelled_caught:
+            return WireError(
+                Close.TIMEOUT, f"no request within {self.limits.request_s:g} s of the upgrade"
+            )
+        request = parse_exec(text)
+        if self.stopping:
+            return WireError(Close.GOING_AWAY, f"{_SHUTTING_DOWN}; no new runs")
+        cwd = request.cwd or self.options.cwd
+        if not await trio.Path(cwd).is_dir():
+            return WireError(Close.BAD_REQUEST, f"cwd: no such directory: {cwd}")
+        config = await self._config_for(request, cwd)
+        if len(self._active) >= self.limits.max_runs:
+            return WireError(
+                Close.TRY_AGAIN,
+                f"too many runs in progress (the cap is {self.limits.max_runs}); try again later",
+            )
+        run = self.runtime.new_run(
+            RunRequest(
+                script=request.script,
+                cwd=cwd,
+                stdin=request.stdin,
+                input=request.input,
+                env=request.env,
+                timeout_ms=request.timeout_ms or DEFAULT_SCRIPT_TIMEOUT_MS,
+                autonomy=request.autonomy,
+                sources=sources(config),
+            )
+        )
+        self._start_run(run, config)
+        wake.idle = False
+        ending = await self._stream(conn, run.journal, 0, wake, run=run)
+        if request.cancel_on_disconnect and not run.journal.finished:
+            run.cancel()
+        return ending
+
+    async def _follow(
+        self, conn: ServerConnection, target: Target, wake: _Wake
+    ) -> WireError | None:
+        start = parse_from(target)
+        assert target.run_id is not None
+        try:
+            journal = self.runtime.journals.get(target.run_id)
+        except UnknownRun:
+            raise WireError(
+                Close.NOT_FOUND,
+                f"no run {target.run_id!r} is retained (the server keeps the last "
+                f"{self.runtime.journals.retain} runs)",
+            ) from None
+        check_from(start, len(journal.frames))
+        return await self._stream(conn, journal, start, wake)
+
+    async def _events(
+        self, conn: ServerConnection, target: Target, wake: _Wake
+    ) -> WireError | None:
+        kinds, since = parse_events(target)
+        bus = self.runtime.bus
+        if since is not None and since > bus.next_seq:
+            raise WireError(
+                Close.OUT_OF_RANGE,
+                f"since={since} was never published here (the next seq is {bus.next_seq})",
+            )
+        async with bus.subscribe(kinds=kinds, since=since) as sub, trio.open_nursery() as nursery:
+            nursery.start_soon(self._listen, conn, wake, None)
+            try:
+                while True:
+                    with wake.waiting():
+                        first = await sub.__anext__()
+                    if wake.reason is not None or wake.gone:
+                        return wake.reason
+                    items = [first]
+                    while sub.pending and len(items) < self.limits.coalesce_events:
+                        items.append(await sub.__anext__())
+                    text = "\n".join(encode(item.to_json()) for item in items)
+                    if not await self._send(conn, text, wake):
+                        return None
+            finally:
+                nursery.cancel_scope.cancel()
+
+    # ---- streaming a run -------------------------------------------------------------------
+
+    async def _stream(
+        self,
+        conn: ServerConnection,
+        journal: RunJournal,
+        start: int,
+        wake: _Wake,
+        *,
+        run: Run | None = None,
+    ) -> WireError | None:
+        """Sends the journal from `start` to `end` at the client's pace, in messages of what
+        is waiting; meanwhile listens for `cancel` (exec) or a message out of turn."""
+        follower = journal.follow(start)
+        encoded = self._encoded.get(journal)
+        if encoded is None:
+            encoded = self._encoded[journal] = _Encoded(journal)
+        encoded.readers += 1
+        self._streams += 1
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._listen, conn, wake, run)
+                try:
+                    while True:
+                        at = follower.at
+                        with wake.waiting():
+                            try:
+                                await follower.__anext__()
+                            except StopAsyncIteration:
+                                return _complete()
+                        if wake.reason is not None or wake.gone:
+                            return wake.reason
+                        for text in encoded.messages(at, follower.at, self.limits.coalesce_bytes):
+                            if not await self._send(conn, text, wake):
+                                return None
+                        # Sending is what costs: pace it by the number of streams, not by the
+                        # run's frame rate, so 500 readers of a busy run cost what 20k
+                        # messages a second cost, and each still gets everything in order.
+                        await trio.sleep(self._streams / self.limits.send_rate)
+                finally:
+                    nursery.cancel_scope.cancel()
+        finally:
+            self._streams -= 1
+            encoded.readers -= 1
+            if not encoded.readers:
+                self._encoded.pop(journal, None)
+
+    async def _send(self, conn: ServerConnection, text: str, wake: _Wake | None = None) -> bool:
+        """Sends one message; False when the client is gone or stalled past the bound."""
+        try:
+            with trio.move_on_after(self.limits.send_stall_s):
+                await conn.send_text(text)
+        except ConnectionClosed:
+            if wake is not None:
+                wake.client_gone()
+            return False
+        return not conn.broken
+
+    async def _listen(self, conn: ServerConnection, wake: _Wake, run: Run | None) -> None:
+        """Reads what the client sends while a stream runs: `cancel` on an exec socket;
+        anything else ends the socket with an error. Tells the pump when the client left."""
+        while True:
+            try:
+                text = await conn.get_message()
+            except ConnectionClosed:
+                wake.client_gone()
+                return
+            if run is None:
+                wake.set(WireError(Close.BAD_REQUEST, "this endpoint takes no messages"))
+                return
+            try:
+                parse_control(text)
+            except WireError as exc:
+                wake.set(exc)
+                return
+            run.cancel()
+
+    # ---- runs ------------------------------------------------------------------------------
+
+    async def _config_for(self, request: ExecRequest, cwd: str) -> Config:
+        """The server's config, or for a request with per-call hooks or script lines, the
+        server's files layered again under them (per-call hooks declare in the run's cwd)."""
+        config = self.runtime.config
+        if not request.per_call:
+            return config
+        load = partial(
+            load_config,
+            config.files,
+            cwd=Path(cwd),
+            environ=self.options.environ,
+            per_call_hooks=request.hooks,
+            script=request.script_lines,
+            discover=False,
+        )
+        try:
+            return await trio.to_thread.run_sync(load)
+        except ConfigError as exc:
+            raise WireError(
+                Close.BAD_REQUEST,
+                f"the per-call hooks or script are invalid: {exc.problems[0]}",
+                [str(p) for p in exc.problems],
+            ) from None
+
+    def _start_run(self, run: Run, config: Config) -> None:
+        assert self._runs is not None
+        self._active[run.request.run_id] = run
+        self._runs.start_soon(self._execute, run, config)
+
+    async def _execute(self, run: Run, config: Config) -> None:
+        """The boundary of one run: a bug in it ends it with `error` and `end`, nothing else."""
+        runtime = self.runtime
+        try:
+            await execute(run, config=config, spawner=runtime.spawner, bus=runtime.bus)
+        except* Exception as group:
+            logger.error("run %s failed", run.request.run_id, exc_info=group)
+            _seal(run.journal, f"internal error: {group.exceptions[0]!r}")
+        finally:
+            del self._active[run.request.run_id]
+            self._runs_changed.set()
+            self._runs_changed = trio.Event()
+
+
+def _complete() -> WireError:
+    return WireError(Close.NORMAL, "complete")
+
+
+def _seal(journal: RunJournal, message: str) -> None:
+    """Ends a journal a run left open, keeping the order: an `error` if no outcome yet."""
+    if journal.finished:
+        return
+    if not any(f["type"] in (FrameType.RESULT, FrameType.ERROR) for f in journal.frames):
+        journal.append(blank(ErrorFrame, message=message))
+    journal.append(blank(EndFrame, exit_code=None, duration_ms=0))
+
+
+def _peer(conn: ServerConnection) -> str:
+    remote = conn.remote
+    return str(remote) if isinstance(remote, str) else f"{remote.address}:{remote.port}"
+
+
+async def _reject(request: WebSocketRequest, refusal: Refusal) -> None:
+    body = encode({"type": "error", "code": refusal.status, "message": refusal.message})
+    headers = [(b"Content-Type", b"application/json"), *refusal.headers]
+    with contextlib.suppress(ConnectionClosed):
+        await request.reject(refusal.status, extra_headers=headers, body=body.encode())
+
+
+# ---- `mcpx-hooks serve` --------------------------------------------------------------------
+
+
+async def run_service(
+    config: Config, options: ServiceOptions, ready: Callable[[Listening], Any]
+) -> None:
+    """`serve`: the runtime and the service until SIGINT or SIGTERM. The first signal shuts
+    down in two phases (see `Service`); a second one stops at once. `ready` is called once
+    the socket is listening, and only then."""
+    async with open_runtime(config) as runtime:
+        service = Service(runtime, options)
+        # Taken before listening and kept to the end: a signal is never the default action.
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async with trio.open_nursery() as nursery:
+
+                async def serving(task_status: trio.TaskStatus[Listening]) -> None:
+                    await service.serve(task_status=task_status)
+                    nursery.cancel_scope.cancel()
+
+                async def on_signals() -> None:
+                    async for signum in signals:
+                        if service.stop_requested:
+                            logger.warning("second signal: stopping at once")
+                            nursery.cancel_scope.cancel()
+                            return
+                        logger.warning(
+                            "%s: no new connections; %d run(s) may finish within %g s",
+                            signal.Signals(signum).name,
+                            service.runs_in_progress,
+                            options.limits.grace_s,
+                        )
+                        service.stop()
+
+                nursery.start_soon(on_signals)
+                ready(await nursery.start(serving))

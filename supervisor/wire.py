@@ -1,0 +1,385 @@
+"""The service's wire (SPEC §8): close codes, error messages, request parsing, encoding.
+
+Pure: no trio, no sockets. Everything a client sends is checked here and either becomes an
+attrs object or a `WireError` that says what was wrong and which close code ends the socket.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import attrs
+import orjson
+
+from .bus import EventKind, kind_matches
+from .effects import Effect
+from .hooks import Config
+from .points import Phase
+from .schemas import SCRIPT_PHASES
+from .script import Script
+
+
+class Close(enum.IntEnum):
+    """Close codes the server ends a socket with, and why (RFC 6455 §7.4 and 4000-4999)."""
+
+    NORMAL = 1000  # the stream is complete (`end` sent, hooks listed)
+    GOING_AWAY = 1001  # the server is shutting down
+    UNSUPPORTED = 1003  # a binary message: the protocol is JSON text
+    TOO_BIG = 1009  # a message over the size cap
+    INTERNAL = 1011  # the server broke; a bug
+    TRY_AGAIN = 1013  # a cap on concurrent runs is reached
+    BAD_REQUEST = 4400  # malformed JSON, unknown field, wrong type, a message out of turn
+    NOT_FOUND = 4404  # no retained run with that id
+    TIMEOUT = 4408  # no request within the request timeout
+    OUT_OF_RANGE = 4416  # `from` or `since` outside what exists
+
+
+#: The word each close code is reported with in an error message (`error` key).
+CLOSE_WORDS: Final[dict[Close, str]] = {
+    Close.NORMAL: "normal",
+    Close.GOING_AWAY: "going-away",
+    Close.UNSUPPORTED: "unsupported-data",
+    Close.TOO_BIG: "message-too-big",
+    Close.INTERNAL: "internal-error",
+    Close.TRY_AGAIN: "try-again-later",
+    Close.BAD_REQUEST: "bad-request",
+    Close.NOT_FOUND: "not-found",
+    Close.TIMEOUT: "request-timeout",
+    Close.OUT_OF_RANGE: "out-of-range",
+}
+
+
+class WireError(Exception):
+    """What the server answers a bad message or query with, then closes with `code`."""
+
+    def __init__(self, code: Close, message: str, problems: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.problems = tuple(problems)
+
+    def to_json(self) -> dict[str, Any]:
+        """The error message. It has no `seq` and no `runId`: that is how a client tells it
+        from a run's own `error` frame."""
+        out: dict[str, Any] = {
+            "type": "error",
+            "code": int(self.code),
+            "error": CLOSE_WORDS[self.code],
+            "message": self.message,
+        }
+        if self.problems:
+            out["problems"] = list(self.problems)
+        return out
+
+    @property
+    def reason(self) -> str:
+        """The close frame's reason: at most 123 bytes of UTF-8 (RFC 6455 §5.5)."""
+        return _clip(self.message, 123)
+
+
+def _clip(text: str, limit: int) -> str:
+    data = text.encode()
+    if len(data) <= limit:
+        return text
+    return data[: limit - 3].decode(errors="ignore") + "..."
+
+
+# ---- encoding ------------------------------------------------------------------------------
+
+
+def encode(obj: Any) -> str:
+    """One JSON object on one line. orjson (about 15x json.dumps on frames); json for what
+    orjson refuses (integers past 64 bits), so any value a script produced goes out."""
+    try:
+        return orjson.dumps(obj).decode()
+    except orjson.JSONEncodeError:
+        return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def decode_lines(message: str) -> list[Any]:
+    """A server message back into its JSON objects (one per line), for clients."""
+    return [json.loads(line) for line in message.split("\n") if line]
+
+
+# ---- the exec request ----------------------------------------------------------------------
+
+
+@attrs.frozen
+class ExecRequest:
+    """A checked `/v1/exec` request. `script_lines` and `hooks` are per call (SPEC §2)."""
+
+    script: Script
+    cwd: str | None = None
+    stdin: bytes = b""
+    input: tuple[Any] | None = None
+    env: Mapping[str, str] = attrs.field(factory=dict)
+    timeout_ms: int | None = None
+    hooks: tuple[Mapping[str, Any], ...] = ()
+    script_lines: Mapping[str, Sequence[str | None]] | None = None
+    autonomy: Effect | None = None
+    cancel_on_disconnect: bool = False
+
+    @property
+    def per_call(self) -> bool:
+        """Whether the request layers anything on the server's config."""
+        return bool(self.hooks) or self.script_lines is not None
+
+
+def _is_str_list(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(x, str) for x in value)
+
+
+def _is_script(value: Any) -> bool:
+    return isinstance(value, dict) and all(
+        k in SCRIPT_PHASES
+        and isinstance(v, list)
+        and all(x is None or isinstance(x, str) for x in v)
+        for k, v in value.items()
+    )
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+#: Every field of an exec request: what it must be, in words, and the check.
+EXEC_FIELDS: Final[dict[str, tuple[str, Callable[[Any], bool]]]] = {
+    "argv": ("a non-empty array of strings", lambda v: _is_str_list(v) and len(v) > 0),
+    "python": ("a string of Python code", lambda v: isinstance(v, str)),
+    "file": ("a string: a Python file, relative to cwd", lambda v: isinstance(v, str) and v != ""),
+    "stdin": ("a string (sent as UTF-8)", lambda v: isinstance(v, str)),
+    "input": ("any JSON value", lambda v: True),
+    "env": (
+        "an object of strings",
+        lambda v: isinstance(v, dict) and all(isinstance(x, str) for x in v.values()),
+    ),
+    "cwd": ("an absolute path", lambda v: isinstance(v, str) and os.path.isabs(v)),
+    "timeoutMs": ("a positive integer", lambda v: _is_int(v) and v > 0),
+    "hooks": (
+        "an array of hook objects",
+        lambda v: isinstance(v, list) and all(isinstance(x, dict) for x in v),
+    ),
+    "script": (
+        f"an object of source phases ({', '.join(SCRIPT_PHASES)}) to arrays of strings or null",
+        _is_script,
+    ),
+    "autonomy": (
+        f"an effect level ({', '.join(e.word for e in Effect)})",
+        lambda v: isinstance(v, str) and v in {e.word for e in Effect},
+    ),
+    "cancelOnDisconnect": ("true or false", lambda v: isinstance(v, bool)),
+}
+_WHAT: Final = ("argv", "python", "file")
+
+
+def describe(value: Any) -> str:
+    """A JSON value's type in words, for error messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+def parse_json_object(text: str | bytes, what: str) -> dict[str, Any]:
+    """One JSON object from a client message, or `WireError` (4400 / 1003)."""
+    if isinstance(text, bytes):
+        raise WireError(Close.UNSUPPORTED, f"expected {what} as a text message, got binary")
+    try:
+        obj = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        detail = (
+            f"{exc.msg} (at line {exc.lineno}, column {exc.colno})"
+            if isinstance(exc, json.JSONDecodeError)
+            else "nested too deeply"
+        )
+        raise WireError(Close.BAD_REQUEST, f"malformed JSON in {what}: {detail}") from None
+    if not isinstance(obj, dict):
+        raise WireError(Close.BAD_REQUEST, f"expected {what} as a JSON object, got {describe(obj)}")
+    return obj
+
+
+def parse_exec(text: str | bytes) -> ExecRequest:
+    """The first message on `/v1/exec`, checked field by field; every problem is listed."""
+    obj = parse_json_object(text, "the exec request")
+    problems = [
+        f"unknown field {key!r} (fields: {', '.join(EXEC_FIELDS)})"
+        for key in obj
+        if key not in EXEC_FIELDS
+    ]
+    problems += [
+        f"{key}: expected {want}, got {describe(obj[key])}"
+        for key, (want, ok) in EXEC_FIELDS.items()
+        if key in obj and not ok(obj[key])
+    ]
+    given = [key for key in _WHAT if key in obj]
+    if len(given) != 1:
+        found = ", ".join(given) if given else "none"
+        problems.append(f"expected exactly one of argv, python, file; found {found}")
+    if problems:
+        raise WireError(Close.BAD_REQUEST, "; ".join(problems), problems)
+    return ExecRequest(
+        script=Script(
+            argv=tuple(obj["argv"]) if "argv" in obj else None,
+            python_file=obj.get("file"),
+            python_code=obj.get("python"),
+        ),
+        cwd=obj.get("cwd"),
+        stdin=obj.get("stdin", "").encode(),
+        input=(obj["input"],) if "input" in obj else None,
+        env=dict(obj.get("env", {})),
+        timeout_ms=obj.get("timeoutMs"),
+        hooks=tuple(obj.get("hooks", ())),
+        script_lines=obj.get("script"),
+        autonomy=Effect.parse(obj["autonomy"]) if "autonomy" in obj else None,
+        cancel_on_disconnect=obj.get("cancelOnDisconnect", False),
+    )
+
+
+def parse_control(text: str | bytes) -> str:
+    """A message after the request on `/v1/exec`: only `{"type": "cancel"}` is one."""
+    obj = parse_json_object(text, "a message after the request")
+    if obj == {"type": "cancel"}:
+        return "cancel"
+    if obj.get("type") == "cancel":
+        extra = ", ".join(sorted(k for k in obj if k != "type"))
+        raise WireError(Close.BAD_REQUEST, f"cancel takes no other field (found {extra})")
+    raise WireError(
+        Close.BAD_REQUEST,
+        'a second request on an exec socket: after the request, only {"type": "cancel"} '
+        "may be sent; open a new socket for another run",
+    )
+
+
+def sources(config: Config) -> dict[Phase, tuple[str, ...]]:
+    """The run's inline source phases, from the config in force (as `exec` does)."""
+    return {Phase(k): tuple(v) for k, v in config.script.items()}
+
+
+# ---- paths and queries ---------------------------------------------------------------------
+
+
+class Endpoint(enum.StrEnum):
+    EXEC = "/v1/exec"
+    RUNS = "/v1/runs/{runId}"
+    EVENTS = "/v1/events"
+    HOOKS = "/v1/hooks"
+
+
+#: The query parameters each endpoint takes (`token` is taken by every one).
+QUERY: Final[dict[Endpoint, frozenset[str]]] = {
+    Endpoint.EXEC: frozenset(),
+    Endpoint.RUNS: frozenset({"from"}),
+    Endpoint.EVENTS: frozenset({"kinds", "since"}),
+    Endpoint.HOOKS: frozenset(),
+}
+
+
+@attrs.frozen
+class Target:
+    """A request target taken apart: which endpoint, the run id, the query (less `token`)."""
+
+    endpoint: Endpoint
+    path: str
+    run_id: str | None = None
+    query: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)
+
+
+def parse_target(target: str) -> Target | None:
+    """The endpoint a request target names, or None (HTTP 404 before the upgrade)."""
+    parts = urlsplit(target)
+    path = parts.path.rstrip("/") or "/"
+    query = {k: tuple(v) for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+    query.pop("token", None)
+    for endpoint in (Endpoint.EXEC, Endpoint.EVENTS, Endpoint.HOOKS):
+        if path == endpoint.value:
+            return Target(endpoint, path, None, query)
+    prefix = "/v1/runs/"
+    if path.startswith(prefix) and "/" not in path[len(prefix) :]:
+        run_id = unquote(path[len(prefix) :])
+        if run_id:
+            return Target(Endpoint.RUNS, prefix + "{runId}", run_id, query)
+    return None
+
+
+def query_token(target: str) -> str | None:
+    """The `?token=` of any request target (the last one given), known endpoint or not."""
+    values = parse_qs(urlsplit(target).query, keep_blank_values=True).get("token")
+    return values[-1] if values else None
+
+
+def _one(target: Target, name: str) -> str | None:
+    values = target.query.get(name)
+    if values is None:
+        return None
+    if len(values) != 1:
+        raise WireError(Close.BAD_REQUEST, f"query parameter {name!r} given {len(values)} times")
+    return values[0]
+
+
+def check_query(target: Target) -> None:
+    """Unknown query parameters are refused (4400), like unknown request fields."""
+    allowed = QUERY[target.endpoint]
+    unknown = sorted(k for k in target.query if k not in allowed)
+    if unknown:
+        takes = ", ".join(sorted(allowed | {"token"}))
+        raise WireError(
+            Close.BAD_REQUEST,
+            f"unknown query parameter {', '.join(map(repr, unknown))} ({target.endpoint.value}"
+            f" takes {takes})",
+        )
+
+
+def _seq(target: Target, name: str, default: int | None) -> int | None:
+    text = _one(target, name)
+    if text is None:
+        return default
+    if not text.isdigit():
+        raise WireError(Close.BAD_REQUEST, f"{name}: expected a non-negative integer, got {text!r}")
+    return int(text)
+
+
+def parse_from(target: Target) -> int:
+    """`/v1/runs/{id}?from=N`: N, 0 when absent."""
+    check_query(target)
+    start = _seq(target, "from", 0)
+    assert start is not None
+    return start
+
+
+def check_from(start: int, length: int) -> None:
+    """`from` must name a frame that exists, or the next one (a caught-up reader)."""
+    if start > length:
+        raise WireError(
+            Close.OUT_OF_RANGE,
+            f"from={start} is past the run's frames (it has {length}; from may be 0..{length})",
+        )
+
+
+def parse_events(target: Target) -> tuple[tuple[str, ...], int | None]:
+    """`/v1/events?kinds=hook,run&since=N`: the kind prefixes and the seq to resume from.
+
+    A prefix that matches no declared kind is refused (4400): it would never see anything.
+    """
+    check_query(target)
+    kinds_text = _one(target, "kinds")
+    kinds = tuple(k for k in (kinds_text or "").split(",") if k)
+    declared = [k.value for k in EventKind]
+    for prefix in kinds:
+        if not any(kind_matches(kind, (prefix,)) for kind in declared):
+            raise WireError(
+                Close.BAD_REQUEST,
+                f"kinds: {prefix!r} matches no event kind (kinds: {', '.join(declared)})",
+            )
+    return kinds, _seq(target, "since", None)

@@ -1,0 +1,104 @@
+"""The server side of one WebSocket: the only module that knows trio-websocket's insides.
+
+trio-websocket 0.12 (pinned `<0.13`) gives a connection per stream, but three things the
+service needs are not public, so they live here, on a subclass, each tested:
+
+- an oversized message gets the JSON error message before the library's 1009 close, not only
+  a close reason (`_handle_message_event`);
+- a stream that never sends a WebSocket handshake (a plain HTTP request gets the library's bare
+  400) ends the wait at once instead of holding a task for the connect timeout
+  (`wait_request`);
+- a send cancelled mid-write leaves a broken frame on the wire, so such a connection is never
+  written to again: it is aborted (its TCP stream closed), never closed with a close frame
+  (`send_text`, `close`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Final
+
+import trio
+import wsproto
+import wsproto.events
+from trio_websocket import ConnectionClosed, WebSocketConnection, WebSocketRequest
+
+#: Bytes read from the socket at a time.
+RECEIVE_BYTES: Final = 64 * 1024
+#: Messages from the client queued before the reader waits (backpressure on the client).
+CLIENT_QUEUE: Final = 1
+#: How long a close waits for the client's close frame before aborting the socket.
+CLOSE_S: Final = 2.0
+
+
+class ServerConnection(WebSocketConnection):
+    """One accepted stream, before and after the handshake."""
+
+    def __init__(self, stream: trio.abc.Stream, *, max_message_size: int, too_big: str) -> None:
+        super().__init__(
+            stream,
+            wsproto.WSConnection(wsproto.ConnectionType.SERVER),
+            message_queue_size=CLIENT_QUEUE,
+            max_message_size=max_message_size,
+            receive_buffer_size=RECEIVE_BYTES,
+        )
+        self._too_big = too_big
+        self._too_big_sent = False
+        self._reader_done = trio.Event()
+        #: A send was cancelled mid-write: the wire holds a broken frame.
+        self.broken = False
+
+    async def serve_reader(self) -> None:
+        """The library's reader task; runs until the stream ends or is closed."""
+        try:
+            await self._reader_task()
+        finally:
+            self._reader_done.set()
+
+    async def wait_request(self) -> WebSocketRequest | None:
+        """The client's handshake, or None when the stream ended without one (the library
+        has answered it already: a plain HTTP request gets 400). The caller bounds it."""
+        got: list[WebSocketRequest] = []
+        async with trio.open_nursery() as nursery:
+
+            async def request() -> None:
+                got.append(await self._get_request())
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(request)
+            await self._reader_done.wait()
+            nursery.cancel_scope.cancel()
+        return got[0] if got else None
+
+    async def _handle_message_event(
+        self, event: wsproto.events.BytesMessage | wsproto.events.TextMessage
+    ) -> None:
+        if not self._too_big_sent and self._message_size + len(event.data) > self._max_message_size:
+            self._too_big_sent = True
+            # The library closes with 1009 next; the client also gets it said in JSON.
+            with contextlib.suppress(ConnectionClosed):
+                await self._send(wsproto.events.TextMessage(data=self._too_big))
+        await super()._handle_message_event(event)
+
+    async def send_text(self, text: str) -> None:
+        """One text message. Cancelled mid-write, the connection is marked broken."""
+        self.broken = True
+        await self.send_message(text)
+        self.broken = False
+
+    async def abort(self) -> None:
+        """Closes the TCP stream without a close frame (for a broken or stalled socket)."""
+        await trio.aclose_forcefully(self._stream)
+
+    async def close(self, code: int, reason: str | None) -> None:
+        """Closes with `code`, waiting at most `CLOSE_S` for the client's reply; a broken
+        connection, or one that does not answer in time, is aborted instead. Runs shielded,
+        so a handler being cancelled still closes its socket properly and in bounded time."""
+        with trio.CancelScope(shield=True):
+            if self.broken:
+                await self.abort()
+                return
+            with trio.move_on_after(CLOSE_S) as bound:
+                await self.aclose(code, reason)
+            if bound.cancelled_caught:
+                await self.abort()

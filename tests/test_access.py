@@ -1,0 +1,109 @@
+"""Who may use the service: the token file, the bearer check, the Origin check."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from mcpx_hooks.supervisor.access import (
+    TOKEN_ENV,
+    TokenFileError,
+    check_access,
+    client_token,
+    create_token_file,
+    default_token_path,
+    own_origins,
+    read_token_file,
+    remove_token_file,
+)
+
+
+def test_default_token_path() -> None:
+    assert default_token_path({"XDG_STATE_HOME": "/s", "HOME": "/h"}) == Path("/s/mcpx-hooks/token")
+    assert default_token_path({"XDG_STATE_HOME": "rel", "HOME": "/h"}) == Path(
+        "/h/.local/state/mcpx-hooks/token"
+    )
+
+
+def test_token_file_is_private_fresh_and_removed_only_if_ours(tmp_path: Path) -> None:
+    path = tmp_path / "state" / "mcpx-hooks" / "token"
+    first = create_token_file(path)
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert path.parent.stat().st_mode & 0o777 == 0o700
+    assert read_token_file(path) == first and len(first) >= 40
+    second = create_token_file(path)
+    assert second != first and read_token_file(path) == second
+    assert list(path.parent.iterdir()) == [path]  # no temporary file left
+    remove_token_file(path, first)  # not ours any more: kept
+    assert path.exists()
+    remove_token_file(path, second)
+    assert not path.exists()
+
+
+def test_a_token_file_open_to_others_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "token"
+    path.write_text("abc\n")
+    path.chmod(0o644)
+    with pytest.raises(TokenFileError, match="open to others"):
+        read_token_file(path)
+    with pytest.raises(TokenFileError, match="cannot read"):
+        read_token_file(tmp_path / "none")
+
+
+def test_client_token_precedence(tmp_path: Path) -> None:
+    given = tmp_path / "given"
+    create = create_token_file(given)
+    state = tmp_path / "state"
+    default = create_token_file(state / "mcpx-hooks" / "token")
+    env = {"XDG_STATE_HOME": str(state), TOKEN_ENV: "from-env"}
+    assert client_token(str(given), env) == create
+    assert client_token(None, env) == "from-env"
+    assert client_token(None, {"XDG_STATE_HOME": str(state)}) == default
+    assert client_token(None, {"XDG_STATE_HOME": str(tmp_path / "nothing")}) is None
+
+
+ORIGINS = own_origins("127.0.0.1", 8765) | {"https://app.example"}
+
+
+def access(headers: dict[str, str], query: str | None = None, token: str | None = "t") -> int:
+    refusal = check_access(
+        [(k.encode(), v.encode()) for k, v in headers.items()],
+        query,
+        token=token,
+        origins=ORIGINS,
+    )
+    return 101 if refusal is None else refusal.status
+
+
+def test_bearer_or_query_token() -> None:
+    assert access({"Authorization": "Bearer t"}) == 101
+    assert access({"authorization": "bearer t"}) == 101
+    assert access({}, "t") == 101
+    assert access({}) == 401
+    assert access({"Authorization": "Bearer x"}) == 401
+    assert access({"Authorization": "Bearer x"}, "t") == 401  # the header wins
+    assert access({}, None, token=None) == 101  # --no-auth
+
+
+def test_origin_must_be_the_servers_own_or_allowed() -> None:
+    auth = {"Authorization": "Bearer t"}
+    assert access({**auth, "Origin": "http://127.0.0.1:8765"}) == 101
+    assert access({**auth, "Origin": "http://LOCALHOST:8765/"}) == 101
+    assert access({**auth, "Origin": "http://[::1]:8765"}) == 101
+    assert access({**auth, "Origin": "https://app.example"}) == 101
+    assert access({**auth, "Origin": "http://127.0.0.1:8766"}) == 403
+    assert access({**auth, "Origin": "null"}) == 403
+    assert access({"Origin": "http://evil.example"}) == 403  # refused before the token check
+    assert "http://0.0.0.0:1" in own_origins("0.0.0.0", 1)
+
+
+def test_umask_does_not_widen_the_token_file(tmp_path: Path) -> None:
+    old = os.umask(0)
+    try:
+        path = tmp_path / "t" / "token"
+        create_token_file(path)
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == 0o600

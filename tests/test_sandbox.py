@@ -1,0 +1,306 @@
+"""The profiles strict, net and none (SPEC §5): what a confined hook and script see, what a
+missing mechanism does, limits from config, doctor, and death with the supervisor."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from textwrap import dedent
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import trio
+from conftest import hook_user_processes
+
+from mcpx_hooks.supervisor import doctor, sandbox
+from mcpx_hooks.supervisor.config import load_config
+from mcpx_hooks.supervisor.frames import HookStatus, to_json
+from mcpx_hooks.supervisor.hookrun import HookContext, HookReport, RunInfo, run_hook
+from mcpx_hooks.supervisor.hooks import Action, Hook, Profile, Provenance, SourceKind
+from mcpx_hooks.supervisor.limits import DEFAULT_LIMITS, LIMIT_KEYS, Limits
+from mcpx_hooks.supervisor.points import Phase
+from mcpx_hooks.supervisor.run import RunRequest
+from mcpx_hooks.supervisor.runtime import open_runtime
+from mcpx_hooks.supervisor.script import Script
+from mcpx_hooks.supervisor.spawn import Spawner
+
+if TYPE_CHECKING:
+    from conftest import Marker
+
+PY = sys.executable
+CTX = HookContext(run=RunInfo("run-1", ("job",), "/", "2026-01-01T00:00:00Z"), input=({},))
+
+INSIDE = """
+    import ctypes, json, os, resource
+    libc = ctypes.CDLL(None)
+    PR_GET_SECCOMP, PR_GET_NO_NEW_PRIVS = 21, 39
+    def can_read(p):
+        try:
+            os.listdir(p) if os.path.isdir(p) else open(p).read(1)
+            return True
+        except OSError:
+            return False
+    print(json.dumps({"advise": json.dumps({
+        "pid": os.getpid(), "uid": os.getuid(), "cwd": os.getcwd(),
+        "nnp": libc.prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0),
+        "seccomp": libc.prctl(PR_GET_SECCOMP, 0, 0, 0, 0), "proc": can_read("/proc/self/status"),
+        "dir": os.environ["MCPX_HOOK_DIR"], "home": os.environ["HOME"],
+        "reads_dir": can_read(os.environ["MCPX_HOOK_DIR"] + "/data.txt"),
+        "reads_root": can_read("/root"), "reads_etc": can_read("/etc/hostname"),
+        "nofile": resource.getrlimit(resource.RLIMIT_NOFILE),
+    })}))
+"""
+
+
+def hook(where: Path, code: str, **fields: Any) -> Hook:
+    base: dict[str, Any] = {
+        "name": "h",
+        "on": "script",
+        "phase": Phase.BEFORE,
+        "action": Action.RUN,
+        "target": (PY, "-I", "-S", "-c", textwrap.dedent(code)),
+        "declaring_dir": str(where),
+        "source": Provenance(SourceKind.COMMAND_LINE),
+        "sandbox": Profile.STRICT,
+        "timeout_ms": 10_000,
+    }
+    base.update(fields)
+    return Hook(**base)
+
+
+async def run(spawner: Spawner, h: Hook) -> HookReport:
+    with trio.fail_after(30):
+        return await run_hook(spawner, h, CTX)
+
+
+def seen(report: HookReport) -> Any:
+    assert report.frame.status is HookStatus.OK, to_json(report.frame)
+    return json.loads(report.frame.advice[0])
+
+
+async def test_strict_hook_sees_only_what_it_should(
+    strict_spawner: Spawner, readable_tmp: Path
+) -> None:
+    (readable_tmp / "data.txt").write_text("hello")
+    (readable_tmp / "data.txt").chmod(0o644)
+    got = seen(await run(strict_spawner, hook(readable_tmp, INSIDE)))
+    assert got["pid"] == 1 and got["uid"] >= 0x50000000
+    assert got["nnp"] == 1 and got["seccomp"] == 2 and not got["proc"]
+    assert got["cwd"] == got["dir"] == str(readable_tmp)
+    assert got["reads_dir"] and got["reads_etc"] and not got["reads_root"]
+    assert got["nofile"] == [DEFAULT_LIMITS.open_files] * 2
+
+
+async def test_scratch_is_a_size_limited_tmpfs(strict_spawner: Spawner, readable_tmp: Path) -> None:
+    code = """
+        import json, os
+        path = os.path.join(os.environ["MCPX_HOOK_SCRATCH"], "flood")
+        written = 0
+        try:
+            with open(path, "wb") as f:
+                while written < (64 << 20):
+                    f.write(b"x" * (1 << 20))
+                    f.flush()
+                    written += 1 << 20
+        except OSError as exc:
+            print(json.dumps({"advise": json.dumps([written >> 20, exc.strerror])}))
+    """
+    got = seen(await run(strict_spawner, hook(readable_tmp, code, limits=Limits(scratch_mb=8))))
+    assert got[0] <= 8 and got[1] == "No space left on device"
+
+
+async def test_module_hook_under_strict(strict_spawner: Spawner, readable_tmp: Path) -> None:
+    (readable_tmp / "mods").mkdir(mode=0o755)
+    (readable_tmp / "mods" / "m.py").write_text("def hook(p):\n    return {'advise': 'mod'}\n")
+    (readable_tmp / "mods" / "m.py").chmod(0o644)
+    h = hook(readable_tmp, "", action=Action.MODULE, target="mods/m.py")
+    frame = (await run(strict_spawner, h)).frame
+    assert frame.status is HookStatus.OK and frame.advice == ("mod",), to_json(frame)
+
+
+async def test_unreadable_declaring_dir_is_a_clear_failure(
+    strict_spawner: Spawner, tmp_path: Path
+) -> None:
+    tmp_path.chmod(0o700)
+    frame = (await run(strict_spawner, hook(tmp_path, "print('{}')"))).frame
+    assert frame.status is HookStatus.FAILED
+    assert "cannot read its working directory" in (frame.reason or ""), frame.reason
+
+
+@pytest.mark.parametrize(
+    ("hide", "profile", "fails"),
+    [
+        ("landlock", Profile.STRICT, True),
+        ("seccomp", Profile.NET, True),
+        ("netns", Profile.STRICT, True),
+        ("netns", Profile.NET, False),
+        ("landlock,seccomp,netns,mountns", Profile.NONE, False),
+    ],
+)
+async def test_a_hidden_mechanism_fails_the_profile_never_downgrades(
+    strict_spawner: Spawner,
+    readable_tmp: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    hide: str,
+    profile: Profile,
+    fails: bool,
+) -> None:
+    monkeypatch.setenv("MCPX_HOOKS_HIDE", hide)
+    h = hook(readable_tmp, "", sandbox=profile, target=("true",))
+    frame = (await run(strict_spawner, h)).frame
+    assert frame.sandbox == profile.value
+    if fails:  # refused before the spawner was asked: nothing ran
+        assert frame.status is HookStatus.FAILED and frame.exit_code is None
+        assert "cannot be enforced" in (frame.reason or "")
+        reason = frame.reason or ""
+        assert hide.split(",", maxsplit=1)[0] in reason and "to get it" in reason
+    else:
+        assert frame.status is HookStatus.OK, to_json(frame)
+
+
+async def test_none_runs_with_soft_limits_only(strict_spawner: Spawner, readable_tmp: Path) -> None:
+    rlimits, plan = sandbox.plan(Profile.NONE, strict_spawner, scratch="/x", dirs=())
+    assert plan is None
+    assert dict((n, s) for n, s, _ in rlimits)["RLIMIT_NOFILE"] == DEFAULT_LIMITS.open_files
+    got = seen(await run(strict_spawner, hook(readable_tmp, INSIDE, sandbox=Profile.NONE)))
+    assert got["uid"] == os.getuid() and got["seccomp"] == 0
+    assert got["reads_root"]
+
+
+def test_limits_come_from_config(tmp_path: Path) -> None:
+    doc = {
+        "limits": {"memoryMb": 64, "processes": 8, "scratchMb": 4},
+        "hooks": [{"name": "a", "on": "script", "phase": "before", "run": ["true"]}],
+    }
+    (tmp_path / "c.json").write_text(json.dumps(doc))
+    cfg = load_config(["c.json"], cwd=tmp_path, environ={}, discover=False)
+    assert cfg.limits == Limits(memory_mb=64, processes=8, scratch_mb=4)
+    assert cfg.hooks[0].limits == cfg.limits and cfg.hooks[0].sandbox is Profile.STRICT
+
+
+async def test_script_run_under_strict_returns_its_artifacts(
+    readable_tmp: Path, no_leaks: None
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("the strict profile needs root here")
+    (readable_tmp / "job.py").write_text(
+        textwrap.dedent("""
+        import os
+        def main():
+            with open(os.path.join(os.environ["MCPX_ARTIFACTS_DIR"], "out.txt"), "w") as f:
+                f.write("artifact")
+            return {"uid": os.getuid(), "pid": os.getpid()}
+        """)
+    )
+    (readable_tmp / "job.py").chmod(0o644)
+    doc = {"defaults": {"timeoutMs": 5000}}
+    (readable_tmp / "c.json").write_text(json.dumps(doc))
+    cfg = load_config(["c.json"], cwd=readable_tmp, environ={}, discover=False)
+    request = RunRequest(Script(python_file="job.py"), str(readable_tmp), input=({"n": 1},))
+    with trio.fail_after(60):
+        async with open_runtime(cfg) as runtime:
+            r = runtime.new_run(request)
+            await runtime.execute(r)
+            frames = r.journal.frames
+    (start,) = [f for f in frames if f["type"] == "start"]
+    (result,) = [f for f in frames if f["type"] == "result"]
+    (artifact,) = [f for f in frames if f["type"] == "artifact"]
+    assert start["sandbox"] == "strict"
+    assert result["value"]["pid"] == 1 and result["value"]["uid"] >= 0x50000000
+    assert artifact["name"] == "out.txt" and artifact["size"] == len("artifact")
+
+
+async def test_doctor_reports_every_profile_enforceable(strict_spawner: Spawner) -> None:
+    text, every = doctor.report(strict_spawner)
+    assert every, text
+    for profile in Profile:
+        assert f"{profile.value:7} enforceable" in text
+    assert "MISSING" not in text
+
+
+async def test_doctor_names_what_is_hidden(
+    strict_spawner: Spawner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MCPX_HOOKS_HIDE", "seccomp")
+    text, every = doctor.report(strict_spawner)
+    assert not every
+    assert "MISSING  seccomp   hidden by MCPX_HOOKS_HIDE" in text
+    assert "strict  CANNOT be enforced: missing seccomp" in text
+    assert "none    enforceable" in text
+
+
+SUPERVISOR = """
+import sys, trio
+from mcpx_hooks.supervisor import sandbox
+from mcpx_hooks.supervisor.hooks import Profile
+from mcpx_hooks.supervisor.scratch import scratch_dir
+from mcpx_hooks.supervisor.spawn import ChildSpec, open_spawner
+
+async def main():
+    async with open_spawner() as spawner:
+        with scratch_dir("t-") as scratch:
+            where = sys.argv[1]
+            rlimits, plan = sandbox.plan(Profile.STRICT, spawner, scratch=scratch, dirs=(where,))
+            spec = ChildSpec(tuple(sys.argv[2:]), where, {}, rlimits, plan)
+            async with spawner.open_child(spec, kill_grace=0.5) as child:
+                for _ in range(2):  # "gc" and "ready": the whole tree is up
+                    while not (await child.stdout.receive_some(1)).endswith(b"\\n"):
+                        pass
+                print(spawner.pid, flush=True)
+                await trio.sleep_forever()
+
+trio.run(main)
+"""
+TREE = """
+    import os, sys, time
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.execv(sys.executable, [sys.executable, "-I", "-S", "-c",
+                     "print('gc', flush=True); import time; time.sleep(1000)", sys.argv[1]])
+        os._exit(0)
+    os.wait()
+    print("ready", flush=True)
+    time.sleep(1000)
+"""
+
+
+async def test_strict_hooks_die_with_the_supervisor_even_on_sigkill(
+    readable_tmp: Path, marker: Marker, no_leaks: None
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("the strict profile needs root here")
+    argv = [PY, "-c", SUPERVISOR, str(readable_tmp), PY, "-I", "-S", "-c", dedent(TREE), marker]
+    with trio.fail_after(60):
+        proc = await trio.lowlevel.open_process(argv, stdout=subprocess.PIPE)
+        try:
+            assert proc.stdout is not None
+            spawner_pid = int(await proc.stdout.receive_some(100))
+            doomed = {spawner_pid, *(p.pid for p in marker.alive())}
+            assert len(doomed) >= 4  # spawner, supervisor, hook, double-forked grandchild
+            pidfds = [os.pidfd_open(pid) for pid in doomed]
+        finally:
+            proc.kill()
+            await proc.wait()
+            await proc.stdout.aclose()
+        try:
+            for pidfd in pidfds:  # each dies: a condition waited for, with a deadline
+                with trio.fail_after(5):
+                    await trio.lowlevel.wait_readable(pidfd)
+        finally:
+            for pidfd in pidfds:
+                os.close(pidfd)
+    assert marker.alive() == []
+    assert hook_user_processes() == []
+
+
+def test_docs_list_every_limit_with_its_default() -> None:
+    text = (Path(__file__).resolve().parent.parent / "docs" / "sandbox.md").read_text()
+    for key, attr, _, _ in LIMIT_KEYS:
+        assert f"| `{key}` | {getattr(DEFAULT_LIMITS, attr)} |" in text, key
+    for mech in sandbox.MECHANISMS:
+        assert f"`{mech.name}`" in text, mech.name

@@ -1,0 +1,118 @@
+"""The service in process (`nursery.start(Service.serve)`), where a fault can be injected:
+a handler or a run that breaks ends itself alone, and the service shuts down with nothing
+left behind. The client is `websockets` (sync, in a thread), never trio-websocket."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
+
+from mcpx_hooks.supervisor import server
+from mcpx_hooks.supervisor.config import load_config
+from mcpx_hooks.supervisor.frames import StartFrame, blank, check_order
+from mcpx_hooks.supervisor.run import Run
+from mcpx_hooks.supervisor.runtime import open_runtime
+from mcpx_hooks.supervisor.server import Listening, Service, ServiceOptions
+
+
+def read(url: str, request: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], int]:
+    """Every object the server sends, and the close code (1006: no close frame)."""
+    objects: list[dict[str, Any]] = []
+    with connect(url, proxy=None, open_timeout=10) as ws:
+        if request is not None:
+            ws.send(json.dumps(request))
+        try:
+            while True:
+                message = ws.recv(timeout=30)
+                assert isinstance(message, str)
+                objects.extend(json.loads(line) for line in message.split("\n"))
+        except ConnectionClosed as exc:
+            return objects, exc.rcvd.code if exc.rcvd else 1006
+
+
+async def test_a_failing_handler_or_run_ends_alone(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    no_leaks: None,
+) -> None:
+    (tmp_path / "c.toml").write_text('[defaults]\nsandbox = "none"\n')
+    config = load_config(["c.toml"], cwd=tmp_path, environ={}, discover=False)
+    options = ServiceOptions(port=0, cwd=str(tmp_path), environ={})
+
+    async def broken_hooks(self: Service, conn: Any, target: Any) -> None:
+        raise RuntimeError("a bug in one handler")
+
+    async def broken_execute(run: Run, **_: Any) -> None:
+        run.journal.append(blank(StartFrame, argv=("x",), cwd="/", sandbox="none"))
+        raise RuntimeError("a bug in one run")
+
+    monkeypatch.setattr(Service, "_hooks", broken_hooks)
+    async with open_runtime(config) as runtime, trio.open_nursery() as nursery:
+        service = Service(runtime, options)
+        listening: Listening = await nursery.start(service.serve)
+        url = listening.url
+        with caplog.at_level(logging.ERROR, logger="mcpx_hooks.server"):
+            _, code = await trio.to_thread.run_sync(read, url + "/v1/hooks")
+        assert code == 1006  # aborted, and the service goes on:
+        frames, code = await trio.to_thread.run_sync(read, url + "/v1/exec", {"argv": ["true"]})
+        assert code == 1000
+        check_order(frames)
+        assert frames[-2]["type"] == "result"
+        monkeypatch.setattr(server, "execute", broken_execute)
+        frames, code = await trio.to_thread.run_sync(read, url + "/v1/exec", {"argv": ["true"]})
+        assert code == 1000
+        check_order(frames)
+        assert [f["type"] for f in frames] == ["start", "error", "end"]
+        assert "internal error" in frames[1]["message"]
+        assert service.runs_in_progress == 0
+        service.stop()
+    assert "a bug in one handler" in caplog.text
+    assert service.connections == 0
+
+
+async def test_stop_waits_for_runs_then_cancels_them(tmp_path: Path, no_leaks: None) -> None:
+    (tmp_path / "c.toml").write_text('[defaults]\nsandbox = "none"\n')
+    config = load_config(["c.toml"], cwd=tmp_path, environ={}, discover=False)
+    limits = server.Limits(grace_s=0.2, drain_s=1)
+    options = ServiceOptions(port=0, cwd=str(tmp_path), environ={}, limits=limits)
+    code = "import time\nprint('ready', flush=True)\ntime.sleep(60)"
+    async with open_runtime(config) as runtime, trio.open_nursery() as nursery:
+        service = Service(runtime, options)
+        done = trio.Event()
+
+        async def serve(task_status: trio.TaskStatus[Listening]) -> None:
+            await service.serve(task_status=task_status)
+            done.set()
+
+        listening: Listening = await nursery.start(serve)
+        result: list[Any] = []
+
+        def client() -> None:
+            with connect(listening.url + "/v1/exec", proxy=None) as ws:
+                ws.send(json.dumps({"python": code}))
+                frames = []
+                try:
+                    while True:
+                        message = ws.recv(timeout=30)
+                        assert isinstance(message, str)
+                        frames.extend(json.loads(line) for line in message.split("\n"))
+                        if frames[-1].get("text") == "ready":
+                            trio.from_thread.run_sync(service.stop)
+                except ConnectionClosed as exc:
+                    result.append((frames, exc.rcvd.code if exc.rcvd else None))
+
+        await trio.to_thread.run_sync(client)
+        with trio.fail_after(10):
+            await done.wait()
+    ((frames, close),) = result
+    assert close == 1000
+    check_order(frames)
+    assert frames[-2]["message"] == "cancelled"

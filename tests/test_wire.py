@@ -1,0 +1,181 @@
+"""The service's wire without a socket: requests, targets, queries, error messages."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from mcpx_hooks.supervisor.effects import Effect
+from mcpx_hooks.supervisor.script import Script
+from mcpx_hooks.supervisor.wire import (
+    CLOSE_WORDS,
+    EXEC_FIELDS,
+    Close,
+    Endpoint,
+    WireError,
+    check_from,
+    encode,
+    parse_control,
+    parse_events,
+    parse_exec,
+    parse_from,
+    parse_target,
+    query_token,
+)
+
+
+def refused(text: str | bytes) -> WireError:
+    with pytest.raises(WireError) as caught:
+        parse_exec(text)
+    return caught.value
+
+
+def test_every_field_maps_onto_the_request() -> None:
+    request = parse_exec(
+        json.dumps(
+            {
+                "argv": ["echo", "x"],
+                "stdin": "in",
+                "input": None,
+                "env": {"A": "1"},
+                "cwd": "/tmp",
+                "timeoutMs": 500,
+                "hooks": [{"on": "script", "phase": "before", "run": ["true"]}],
+                "script": {"before": [None, "x = 1"]},
+                "autonomy": "advise",
+                "cancelOnDisconnect": True,
+            }
+        )
+    )
+    assert request.script == Script(argv=("echo", "x"))
+    assert request.stdin == b"in"
+    assert request.input == (None,)  # `null` is an input, absent is none
+    assert (request.env, request.cwd, request.timeout_ms) == ({"A": "1"}, "/tmp", 500)
+    assert request.autonomy is Effect.ADVISE and request.cancel_on_disconnect
+    assert request.per_call
+    assert set(EXEC_FIELDS) == {
+        "argv", "python", "file", "stdin", "input", "env", "cwd", "timeoutMs",
+        "hooks", "script", "autonomy", "cancelOnDisconnect",
+    }  # fmt: skip
+    code = parse_exec('{"python": "print(1)"}')
+    assert code.script == Script(python_code="print(1)") and code.input is None
+    assert not code.per_call
+    assert parse_exec('{"file": "job.py"}').script == Script(python_file="job.py")
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("{", "malformed JSON in the exec request: Expecting property name"),
+        ("[]", "expected the exec request as a JSON object, got an array"),
+        ('{"argv": []}', "argv: expected a non-empty array of strings, got an array"),
+        ('{"argv": [1]}', "argv: expected a non-empty array of strings"),
+        (
+            '{"argv": ["x"], "timeoutMs": true}',
+            "timeoutMs: expected a positive integer, got a boolean",
+        ),
+        ('{"argv": ["x"], "timeoutMs": 0}', "timeoutMs: expected a positive integer, got a number"),
+        ('{"argv": ["x"], "env": {"A": 1}}', "env: expected an object of strings"),
+        ('{"argv": ["x"], "autonomy": "max"}', "autonomy: expected an effect level"),
+        ('{"argv": ["x"], "script": {"during": []}}', "script: expected an object of source"),
+        ('{"argv": ["x"], "cancelOnDisconnect": 1}', "cancelOnDisconnect: expected true or false"),
+        ('{"argv": ["x"], "stdin": 5}', "stdin: expected a string"),
+        ('{"stdin": ""}', "expected exactly one of argv, python, file; found none"),
+        ('{"argv": ["x"], "file": "f"}', "found argv, file"),
+        ('{"argv": ["x"], "Argv": 1}', "unknown field 'Argv'"),
+    ],
+)
+def test_each_bad_request_says_what_is_wrong(text: str, says: str) -> None:
+    error = refused(text)
+    assert error.code is Close.BAD_REQUEST
+    assert says in error.message, error.message
+
+
+def test_every_problem_is_listed_and_binary_is_unsupported() -> None:
+    error = refused('{"argv": 1, "x": 2, "timeoutMs": -1}')
+    assert len(error.problems) == 3
+    assert error.to_json()["problems"] == list(error.problems)
+    assert refused(b"{}").code is Close.UNSUPPORTED
+
+
+def test_error_message_is_not_a_frame_and_reason_fits_a_close_frame() -> None:
+    error = WireError(Close.NOT_FOUND, "é" * 200)
+    message = error.to_json()
+    assert message["type"] == "error" and "seq" not in message and "runId" not in message
+    assert (message["code"], message["error"]) == (4404, "not-found")
+    assert len(error.reason.encode()) <= 123
+    assert set(CLOSE_WORDS) == set(Close)
+
+
+def test_control_messages() -> None:
+    assert parse_control('{"type": "cancel"}') == "cancel"
+    with pytest.raises(WireError, match="second request"):
+        parse_control('{"argv": ["true"]}')
+    with pytest.raises(WireError, match="cancel takes no other field"):
+        parse_control('{"type": "cancel", "now": true}')
+    with pytest.raises(WireError, match="malformed"):
+        parse_control("cancel")
+
+
+@pytest.mark.parametrize(
+    ("target", "endpoint", "run_id"),
+    [
+        ("/v1/exec", Endpoint.EXEC, None),
+        ("/v1/exec/?token=t", Endpoint.EXEC, None),
+        ("/v1/runs/abc?from=3", Endpoint.RUNS, "abc"),
+        ("/v1/runs/a%2Fb", Endpoint.RUNS, "a/b"),
+        ("/v1/events?kinds=hook,run&since=2", Endpoint.EVENTS, None),
+        ("/v1/hooks", Endpoint.HOOKS, None),
+    ],
+)
+def test_targets(target: str, endpoint: Endpoint, run_id: str | None) -> None:
+    parsed = parse_target(target)
+    assert parsed is not None
+    assert (parsed.endpoint, parsed.run_id) == (endpoint, run_id)
+    assert "token" not in parsed.query
+
+
+@pytest.mark.parametrize("target", ["/", "/v1", "/v1/runs/", "/v1/runs/a/b", "/v2/exec"])
+def test_unknown_targets(target: str) -> None:
+    assert parse_target(target) is None
+
+
+def test_query_token_from_any_target() -> None:
+    assert query_token("/nope?token=a&token=b") == "b"
+    assert query_token("/v1/exec") is None
+
+
+def query(target: str) -> Any:
+    parsed = parse_target(target)
+    assert parsed is not None
+    return parsed
+
+
+def test_from_and_since_and_kinds() -> None:
+    assert parse_from(query("/v1/runs/x")) == 0
+    assert parse_from(query("/v1/runs/x?from=7&token=t")) == 7
+    with pytest.raises(WireError, match="non-negative integer"):
+        parse_from(query("/v1/runs/x?from=1.5"))
+    with pytest.raises(WireError, match="given 2 times"):
+        parse_from(query("/v1/runs/x?from=1&from=2"))
+    with pytest.raises(WireError, match="unknown query parameter 'since'"):
+        parse_from(query("/v1/runs/x?since=1"))
+    check_from(3, 3)
+    with pytest.raises(WireError) as caught:
+        check_from(4, 3)
+    assert caught.value.code is Close.OUT_OF_RANGE
+    assert parse_events(query("/v1/events")) == ((), None)
+    assert parse_events(query("/v1/events?kinds=hook,run.finished,&since=0")) == (
+        ("hook", "run.finished"),
+        0,
+    )
+    with pytest.raises(WireError, match="'hooks' matches no event kind"):
+        parse_events(query("/v1/events?kinds=hooks"))
+
+
+def test_encode_is_one_line_and_takes_what_orjson_refuses() -> None:
+    assert encode({"a": "x\ny", "b": [1, 2]}) == '{"a":"x\\ny","b":[1,2]}'
+    assert json.loads(encode({"big": 2**70})) == {"big": 2**70}
+    assert "\n" not in encode({"big": 2**70, "s": "é\n"})
