@@ -20,6 +20,7 @@ import bisect
 import contextlib
 import itertools
 import logging
+import math
 import os
 import signal
 import weakref
@@ -38,7 +39,7 @@ from .config import load_config
 from .errors import ConfigError
 from .frames import EndFrame, ErrorFrame, FrameType, blank
 from .hooks import Config
-from .journal import RunJournal, UnknownRun
+from .journal import Follower, RunJournal, UnknownRun
 from .run import DEFAULT_SCRIPT_TIMEOUT_MS, Run, RunRequest, execute
 from .runtime import Runtime, open_runtime
 from .wire import (
@@ -58,7 +59,7 @@ from .wire import (
     query_token,
     sources,
 )
-from .wsconn import CLOSE_S, ServerConnection
+from .wsconn import CLOSE_S, ServerConnection, text_frame
 
 logger = logging.getLogger("mcpx_hooks.server")
 
@@ -90,11 +91,11 @@ class Limits:
     coalesce_bytes: int = 256 * 1024
     #: Events sent in one message at most.
     coalesce_events: int = 256
-    #: Messages a second the streams of the whole service aim to stay under. After a message,
-    #: a stream waits `streams / send_rate` seconds before it looks for more frames, so what
-    #: arrives meanwhile goes out in one message: 1 stream waits 50 us, 500 wait 25 ms. A
-    #: frame that finds its stream idle goes out at once.
-    send_rate: float = 20_000.0
+    #: Messages a second the streams of the whole service aim to stay under (about what one
+    #: core sends here). A stream sends its next message no sooner than `streams / send_rate`
+    #: seconds after its last one began, so what arrives meanwhile goes out together: 1 stream
+    #: waits 0.1 ms, 500 wait 50 ms. A frame that finds its stream idle goes out at once.
+    send_rate: float = 10_000.0
 
 
 @attrs.frozen
@@ -161,20 +162,22 @@ class _Wake:
 
 
 class _Encoded:
-    """A run's frames encoded once for every reader, and cut into messages of at most
-    `limit` bytes. `_sizes[k]` is the bytes of frames `0..k-1`, newlines included."""
+    """A run's frames encoded once for every reader and cut into messages of at most `limit`
+    bytes, each built once as a WebSocket frame: readers at the same place (the usual case
+    of many clients keeping up) share the bytes. `_sizes[k]` is the bytes of frames
+    `0..k-1`, newlines included."""
 
     def __init__(self, journal: RunJournal) -> None:
         self.journal = journal
         self.readers = 0
-        self._lines: list[str] = []
+        self._lines: list[bytes] = []
         self._sizes: list[int] = [0]
-        self._last: tuple[int, int, str] = (0, 0, "")
+        self._last: tuple[int, int, bytes] = (0, 0, b"")
 
-    def messages(self, start: int, stop: int, limit: int) -> Iterator[str]:
+    def messages(self, start: int, stop: int, limit: int) -> Iterator[bytes]:
         lines, sizes, frames = self._lines, self._sizes, self.journal.frames
         while len(lines) < stop:
-            line = encode(frames[len(lines)])
+            line = encode(frames[len(lines)]).encode()
             lines.append(line)
             sizes.append(sizes[-1] + len(line) + 1)
         at = start
@@ -182,8 +185,7 @@ class _Encoded:
             cut = bisect.bisect_right(sizes, sizes[at] + limit, at + 1, stop + 1) - 1
             cut = max(cut, at + 1)
             if self._last[:2] != (at, cut):
-                text = lines[at] if cut == at + 1 else "\n".join(lines[at:cut])
-                self._last = (at, cut, text)
+                self._last = (at, cut, text_frame(b"\n".join(lines[at:cut])))
             yield self._last[2]
             at = cut
 
@@ -496,22 +498,7 @@ class Service:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._listen, conn, wake, run)
                 try:
-                    while True:
-                        at = follower.at
-                        with wake.waiting():
-                            try:
-                                await follower.__anext__()
-                            except StopAsyncIteration:
-                                return _complete()
-                        if wake.reason is not None or wake.gone:
-                            return wake.reason
-                        for text in encoded.messages(at, follower.at, self.limits.coalesce_bytes):
-                            if not await self._send(conn, text, wake):
-                                return None
-                        # Sending is what costs: pace it by the number of streams, not by the
-                        # run's frame rate, so 500 readers of a busy run cost what 20k
-                        # messages a second cost, and each still gets everything in order.
-                        await trio.sleep(self._streams / self.limits.send_rate)
+                    return await self._pump(conn, journal, follower, encoded, wake)
                 finally:
                     nursery.cancel_scope.cancel()
         finally:
@@ -519,6 +506,46 @@ class Service:
             encoded.readers -= 1
             if not encoded.readers:
                 self._encoded.pop(journal, None)
+
+    async def _pump(
+        self,
+        conn: ServerConnection,
+        journal: RunJournal,
+        follower: Follower,
+        encoded: _Encoded,
+        wake: _Wake,
+    ) -> WireError | None:
+        # One scope for the whole loop, armed only while a message is being written: a
+        # client that takes a message for longer than `send_stall_s` is gone.
+        with trio.CancelScope() as stall:
+            while True:
+                at = follower.at
+                try:
+                    if at < len(journal.frames):
+                        await follower.__anext__()  # frames are waiting: no wait
+                    else:
+                        with wake.waiting():
+                            await follower.__anext__()
+                except StopAsyncIteration:
+                    return _complete()
+                if wake.reason is not None or wake.gone:
+                    return wake.reason
+                began = trio.current_time()
+                for frame in encoded.messages(at, follower.at, self.limits.coalesce_bytes):
+                    stall.deadline = trio.current_time() + self.limits.send_stall_s
+                    try:
+                        await conn.send_frame(frame)
+                    except ConnectionClosed:
+                        wake.client_gone()
+                        return None
+                    stall.deadline = math.inf
+                # Sending is what costs: pace it by the number of streams, not by the run's
+                # frame rate, so 500 readers of a busy run cost what `send_rate` messages a
+                # second cost, and each still gets every frame, in order. The pause counts
+                # from this send's start: when the sends of all streams take longer than
+                # it, a stream goes again as soon as its turn comes.
+                await trio.sleep_until(began + self._streams / self.limits.send_rate)
+        return None  # stalled: `conn.broken` is set, the socket is aborted
 
     async def _send(self, conn: ServerConnection, text: str, wake: _Wake | None = None) -> bool:
         """Sends one message; False when the client is gone or stalled past the bound."""

@@ -10,12 +10,18 @@ service needs are not public, so they live here, on a subclass, each tested:
   (`wait_request`);
 - a send cancelled mid-write leaves a broken frame on the wire, so such a connection is never
   written to again: it is aborted (its TCP stream closed), never closed with a close frame
-  (`send_text`, `close`).
+  (`send_text`, `send_frame`, `close`);
+- fan-out sends one message to many sockets: a server's frames are not masked, so the frame's
+  bytes are the same for every client and are built once (`text_frame`) and written as they
+  are (`send_frame`), as `websockets`' `broadcast()` does. This skips wsproto for those
+  writes, which is sound because the service never fragments a message and negotiates no
+  extension (a data frame then changes no wsproto state).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import Final
 
 import trio
@@ -29,6 +35,20 @@ RECEIVE_BYTES: Final = 64 * 1024
 CLIENT_QUEUE: Final = 1
 #: How long a close waits for the client's close frame before aborting the socket.
 CLOSE_S: Final = 2.0
+
+
+def text_frame(payload: bytes) -> bytes:
+    """One complete text message as a server sends it: FIN, opcode 1, no mask (RFC 6455 §5.2).
+
+    `payload` is the message's UTF-8."""
+    size = len(payload)
+    if size < 126:
+        head = bytes((0x81, size))
+    elif size < 1 << 16:
+        head = bytes((0x81, 126)) + size.to_bytes(2, "big")
+    else:
+        head = bytes((0x81, 127)) + size.to_bytes(8, "big")
+    return head + payload
 
 
 class ServerConnection(WebSocketConnection):
@@ -84,6 +104,45 @@ class ServerConnection(WebSocketConnection):
         """One text message. Cancelled mid-write, the connection is marked broken."""
         self.broken = True
         await self.send_message(text)
+        self.broken = False
+
+    async def send_frame(self, frame: bytes) -> None:
+        """One message built by `text_frame`, written as it is (see the module docstring).
+        Cancelled mid-write, the connection is marked broken."""
+        if self._close_reason:
+            raise ConnectionClosed(self._close_reason)
+        self.broken = True
+        stream = self._stream
+        if isinstance(stream, trio.SocketStream) and not self._stream_lock.locked():
+            # The common case: the kernel takes the whole frame at once. One write(2), with
+            # no trio machinery around it; the lock is held from the first byte, so another
+            # writer (a pong, a close) never lands inside the frame.
+            self._stream_lock.acquire_nowait()
+            try:
+                try:
+                    written = os.write(stream.socket.fileno(), frame)
+                except BlockingIOError:
+                    written = 0
+                except OSError:
+                    written = -1
+                if 0 <= written < len(frame):
+                    await stream.send_all(memoryview(frame)[written:])
+                elif written == len(frame):
+                    await trio.lowlevel.cancel_shielded_checkpoint()
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                written = -1
+            finally:
+                self._stream_lock.release()
+            if written < 0:
+                await self._abort_web_socket()
+                raise ConnectionClosed(self._close_reason)
+        else:
+            async with self._stream_lock:
+                try:
+                    await stream.send_all(frame)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    await self._abort_web_socket()
+                    raise ConnectionClosed(self._close_reason) from None
         self.broken = False
 
     async def abort(self) -> None:
