@@ -177,6 +177,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("name", nargs="?", choices=schemas.SCHEMA_NAMES)
 
     sub.add_parser("demo", help="the main job in miniature, on a built-in example")
+    sub.add_parser("doctor", help="what enforces each sandbox profile on this machine")
     return top
 
 
@@ -205,6 +206,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _serve(args)
         if args.command == "events":
             return _events(args)
+        if args.command == "doctor":
+            from .doctor import main as doctor
+
+            return doctor()
         if args.command == "demo":
             from .demo import run_demo
 

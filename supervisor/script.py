@@ -108,12 +108,21 @@ class _Output:
         self.emit(frame)
 
 
+#: Lines handed on from one read before yielding to the scheduler: a 64 KiB read can hold
+#: thousands of short lines, and their frames should reach readers while later ones are cut.
+_LINES_PER_YIELD: Final = 256
+
+
 async def _lines(stream: trio.abc.ReceiveStream) -> AsyncIterator[bytes]:
     """Lines (newline removed) of at most `MAX_LINE` bytes; the last one may lack a newline."""
     buf = bytearray()
     while chunk := await stream.receive_some(65536):
         buf.extend(chunk)
+        given = 0
         while True:
+            given += 1
+            if given % _LINES_PER_YIELD == 0:
+                await trio.lowlevel.checkpoint()
             cut = buf.find(b"\n")
             if cut < 0 and len(buf) < MAX_LINE:
                 break

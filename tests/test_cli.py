@@ -165,7 +165,14 @@ def test_hook_test_unknown_name_and_bad_hook_exit_2(project: Path) -> None:
 def test_demo_runs_and_ends(tmp_path: Path) -> None:
     out = mcpx("demo", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    for expected in ("FAILED [timeout]", "dropped: apply", "applies:", "effect off"):
+    for expected in (
+        "FAILED [timeout]",
+        "dropped: apply",
+        "applies:",
+        "effect off",
+        "refused by check-input",
+        'ws> RESULT "HELLO, WEBSOCKET"',
+    ):
         assert expected in out.stdout
 
 
@@ -267,3 +274,10 @@ def test_exec_ctrl_c_cancels_runs_suffix_and_leaves_nothing(tmp_path: Path) -> N
         p for p in psutil.process_iter(["cmdline"]) if marker in " ".join(p.info["cmdline"] or [])
     ]
     assert leftovers == []
+
+
+def test_doctor_reports_each_profile(tmp_path: Path) -> None:
+    out = mcpx("doctor", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    for profile in ("strict", "net", "none"):
+        assert f"\n  {profile} " in out.stdout
