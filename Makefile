@@ -20,6 +20,8 @@ check: $(STAMP)
 	$(BIN)/mypy --strict supervisor runners
 
 test: check
+	@# What enforces the sandbox profiles here (informational; the tests assert it).
+	-$(BIN)/mcpx-hooks doctor
 	$(BIN)/pytest -W error
 
 bench: $(STAMP)

@@ -246,7 +246,7 @@ def _hooks_list(args: argparse.Namespace) -> int:
         elif not found:
             print("no hooks in force")
         else:
-            print("\n".join(remote.hook_table_json(found)))
+            print("\n".join(hook_table(found)))
         return EXIT_OK
     config = _load(args)
     if args.json:
@@ -254,7 +254,7 @@ def _hooks_list(args: argparse.Namespace) -> int:
     elif not config.hooks:
         print("no hooks in force")
     else:
-        print("\n".join(hook_table(config.hooks)))
+        print("\n".join(hook_table(h.to_json() for h in config.hooks)))
     return EXIT_OK
 
 

@@ -199,31 +199,6 @@ async def list_hooks(remote: Remote) -> list[dict[str, Any]]:
 # ---- the readable view of what comes back ----------------------------------------------------
 
 
-def hook_table_json(hooks: list[dict[str, Any]]) -> list[str]:
-    """`hooks list --remote` for a person: the same table as `hooks list`, from the wire form."""
-    rows = [("NAME", "POINT.PHASE", "ACTION", "EFFECT", "FAILURE", "TIMEOUT", "SOURCE")]
-    for h in hooks:
-        src = h["source"]
-        where = f"{src['file']}#{src['index']}" if isinstance(src, dict) else str(src)
-        name = h["name"] if h["enabled"] else f"{h['name']} (disabled)"
-        rows.append(
-            (
-                name,
-                f"{h['on']}.{h['phase']}",
-                h["action"],
-                h["effect"],
-                h["failure"],
-                f"{h['timeoutMs']} ms",
-                where,
-            )
-        )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    return [
-        "  ".join(cell.ljust(w) for cell, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1]
-        for r in rows
-    ]
-
-
 def event_line(event: Mapping[str, Any]) -> str:
     """One bus event (or gap) for a person."""
     if event.get("kind") == "gap":

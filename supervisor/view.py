@@ -7,7 +7,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from .frames import HookStatus
-from .hooks import Hook
 
 #: How many trailing lines of stderr the readable view shows for a failed hook.
 STDERR_LINES: Final = 8
@@ -99,21 +98,22 @@ def frame_lines(frame: Mapping[str, Any]) -> list[str]:
     return []
 
 
-def hook_table(hooks: Iterable[Hook]) -> list[str]:
-    """`hooks list` for a person: one line a hook, with where it came from."""
+def hook_table(hooks: Iterable[Mapping[str, Any]]) -> list[str]:
+    """`hooks list` for a person, from the hooks' JSON (`Hook.to_json()`, or `/v1/hooks`):
+    one line a hook, with where it came from."""
     rows = [("NAME", "POINT.PHASE", "ACTION", "EFFECT", "FAILURE", "TIMEOUT", "SOURCE")]
     for h in hooks:
-        src = h.source.to_json()
-        where = f"{src['file']}#{src['index']}" if isinstance(src, dict) else src
-        name = h.name if h.enabled else f"{h.name} (disabled)"
+        src = h["source"]
+        where = f"{src['file']}#{src['index']}" if isinstance(src, dict) else str(src)
+        name = h["name"] if h["enabled"] else f"{h['name']} (disabled)"
         rows.append(
             (
                 name,
-                f"{h.on}.{h.phase}",
-                h.action.value,
-                h.effect.word,
-                h.failure.value,
-                f"{h.timeout_ms} ms",
+                f"{h['on']}.{h['phase']}",
+                h["action"],
+                h["effect"],
+                h["failure"],
+                f"{h['timeoutMs']} ms",
                 where,
             )
         )
