@@ -11,12 +11,12 @@ the same process, interleaved in rounds; medians over every sample. Goal: ratio 
 from __future__ import annotations
 
 import argparse
-import os
-import statistics
+import functools
 import sys
 import time
 
 import trio
+from _timing import TRUE, interleaved, medians, report
 
 from mcpx_hooks.supervisor.frames import HookStatus
 from mcpx_hooks.supervisor.hookrun import HookContext, run_hook
@@ -24,7 +24,6 @@ from mcpx_hooks.supervisor.hooks import Action, Hook, Profile, Provenance, Sourc
 from mcpx_hooks.supervisor.points import Phase
 from mcpx_hooks.supervisor.spawn import Spawner, open_spawner
 
-TRUE = "/bin/true"
 GOAL = 1.3
 HOOK = Hook(
     name="true",
@@ -39,13 +38,6 @@ HOOK = Hook(
 CTX = HookContext(run=None)
 
 
-def bare() -> float:
-    start = time.perf_counter()
-    pid = os.posix_spawn(TRUE, [TRUE], {})
-    os.waitpid(pid, 0)
-    return time.perf_counter() - start
-
-
 async def hook(spawner: Spawner) -> float:
     start = time.perf_counter()
     report = await run_hook(spawner, HOOK, CTX)
@@ -55,23 +47,14 @@ async def hook(spawner: Spawner) -> float:
 
 
 async def main(rounds: int, per_round: int) -> None:
-    ours: list[float] = []
-    base: list[float] = []
     async with open_spawner() as spawner:
         await hook(spawner)
-        for _ in range(rounds):
-            for _ in range(per_round):
-                ours.append(await hook(spawner))
-            base.extend(bare() for _ in range(per_round))
-    o, b = statistics.median(ours) * 1000, statistics.median(base) * 1000
-    verdict = "meets" if o / b <= GOAL else "misses"
-    print(f"{len(ours)} hooks (spawner mode {spawner.mode}), medians:")
-    print(f"  baseline  posix_spawn+waitpid {TRUE}: {b:7.3f} ms")
-    print(
-        f"  run hook of {TRUE}, profile none:  {o:7.3f} ms  ratio {o / b:5.2f}x  "
-        f"({verdict} the goal <= {GOAL}x)"
-    )
-    print(f"RESULT run_hook_none {o:.3f} {b:.3f} {o / b:.3f} {GOAL}")
+        samples = await interleaved({"hook": functools.partial(hook, spawner)}, rounds, per_round)
+    figures = medians(samples)
+    print(f"{len(samples['hook'])} hooks (spawner mode {spawner.mode}), medians:")
+    print(f"  baseline  posix_spawn+waitpid {TRUE}: {figures['bare'] * 1e3:7.3f} ms")
+    label = f"run hook of {TRUE}, profile none"
+    print(report("run_hook_none", label, figures["hook"], figures["bare"], GOAL))
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ def main() -> int:
     rows: list[tuple[str, str, str, str, str, str]] = []
     failed = False
     for script in sorted(HERE.glob("*.py")):
-        if script.name == Path(__file__).name:
+        if script.name == Path(__file__).name or script.name.startswith("_"):
             continue
         print(f"== {script.name}", flush=True)
         started = time.monotonic()

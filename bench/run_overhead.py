@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
 import trio
+from _timing import TRUE, bare_spawn
 
 from mcpx_hooks.supervisor.config import load_config
 from mcpx_hooks.supervisor.hooks import Config
@@ -27,7 +27,6 @@ from mcpx_hooks.supervisor.run import RunRequest
 from mcpx_hooks.supervisor.runtime import Runtime, open_runtime
 from mcpx_hooks.supervisor.script import Script
 
-TRUE = "/bin/true"
 GOAL = 1.2
 PROCESSES = 5
 
@@ -44,11 +43,7 @@ def bench_config(directory: Path) -> Config:
 
 
 def bare() -> float:
-    start = time.perf_counter()
-    for _ in range(PROCESSES):
-        pid = os.posix_spawn(TRUE, [TRUE], {})
-        os.waitpid(pid, 0)
-    return time.perf_counter() - start
+    return sum(bare_spawn() for _ in range(PROCESSES))
 
 
 async def one_run(runtime: Runtime, cwd: str) -> float:

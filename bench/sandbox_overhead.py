@@ -15,13 +15,14 @@ machine's noise falls on all alike), medians over every single spawn:
 from __future__ import annotations
 
 import argparse
+import functools
 import os
-import statistics
 import sys
 import tempfile
 import time
 
 import trio
+from _timing import TRUE, interleaved, medians, report
 
 from mcpx_hooks.supervisor import sandbox
 from mcpx_hooks.supervisor.hookrun import HookContext, run_hook
@@ -30,15 +31,7 @@ from mcpx_hooks.supervisor.points import Phase
 from mcpx_hooks.supervisor.scratch import scratch_dir
 from mcpx_hooks.supervisor.spawn import ChildSpec, Spawner, open_spawner
 
-TRUE = "/bin/true"
 GOAL = 2.0
-
-
-def bare_spawn() -> float:
-    start = time.perf_counter()
-    pid = os.posix_spawn(TRUE, [TRUE], {})
-    os.waitpid(pid, 0)
-    return time.perf_counter() - start
 
 
 async def strict_spawn(spawner: Spawner, spec: ChildSpec) -> float:
@@ -68,22 +61,11 @@ async def measure(rounds: int, per_round: int, where: str) -> dict[str, list[flo
         with scratch_dir("bench-") as scratch:
             rlimits, plan = sandbox.plan(Profile.STRICT, spawner, scratch=scratch, dirs=(where,))
             spec = ChildSpec((TRUE,), where, {}, rlimits, plan)
-            names = ["strict_spawn", "strict_hook", "bare"]
-            samples: dict[str, list[float]] = {name: [] for name in names}
-            for r in range(rounds + 1):  # round 0 warms up and is dropped
-                order = names[r % len(names) :] + names[: r % len(names)]
-                for name in order:
-                    got: list[float] = []
-                    for _ in range(per_round):
-                        if name == "bare":
-                            got.append(bare_spawn())
-                        elif name == "strict_spawn":
-                            got.append(await strict_spawn(spawner, spec))
-                        else:
-                            got.append(await strict_hook(spawner, hook))
-                    if r:
-                        samples[name].extend(got)
-            return samples
+            samplers = {
+                "strict_spawn": functools.partial(strict_spawn, spawner, spec),
+                "strict_hook": functools.partial(strict_hook, spawner, hook),
+            }
+            return await interleaved(samplers, rounds, per_round)
 
 
 def main() -> None:
@@ -100,24 +82,18 @@ def main() -> None:
         samples = trio.run(measure, args.rounds, args.per_round, where)
     finally:
         os.rmdir(where)
-    bare = statistics.median(samples["bare"])
+    figures = medians(samples)
+    bare = figures["bare"]
     print(f"{len(samples['bare'])} spawns each, {args.rounds} interleaved rounds, medians:")
     print(f"  baseline      posix_spawn+waitpid {TRUE}: {bare * 1e3:7.3f} ms")
     print(
         "  mechanisms:   pidns, mountns (read-only tree, tmpfs scratch), empty netns, per-child"
         " uid, no_new_privs, landlock, seccomp, rlimits"
     )
-    results = []
-    for name in ("strict_spawn", "strict_hook"):
-        figure = statistics.median(samples[name])
-        verdict = "meets" if figure / bare <= GOAL else "misses"
-        print(
-            f"  {name:13} {figure * 1e3:7.3f} ms  ratio {figure / bare:5.2f}x"
-            f"  ({verdict} the goal <= {GOAL}x)"
-        )
-        results.append(
-            f"RESULT {name} {figure * 1e3:.3f} {bare * 1e3:.3f} {figure / bare:.3f} {GOAL}"
-        )
+    results = [
+        report(name, f"{name:13}", figures[name], bare, GOAL)
+        for name in ("strict_spawn", "strict_hook")
+    ]
     print(f"({time.perf_counter() - started:.1f} s)")
     print("\n".join(results))
 

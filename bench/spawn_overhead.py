@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
-import statistics
 import time
 from collections.abc import Sequence
 
 import trio
+from _timing import TRUE, interleaved, medians, report
 
 from mcpx_hooks.supervisor.spawn import (
     SPAWN_MODE_ENV,
@@ -28,16 +29,8 @@ from mcpx_hooks.supervisor.spawn import (
     open_spawner,
 )
 
-TRUE = "/bin/true"
 GOAL = 1.3
 SPEC = ChildSpec((TRUE,), "/", {})
-
-
-def bare_spawn() -> float:
-    start = time.perf_counter()
-    pid = os.posix_spawn(TRUE, [TRUE], {})
-    os.waitpid(pid, 0)
-    return time.perf_counter() - start
 
 
 async def path_spawn(spawner: Spawner) -> float:
@@ -56,20 +49,10 @@ async def measure(modes: Sequence[str], rounds: int, per_round: int) -> dict[str
             os.environ[SPAWN_MODE_ENV] = mode
             spawners[mode] = await stack.enter_async_context(open_spawner())
         os.environ.pop(SPAWN_MODE_ENV)
-        names = [*modes, "bare"]
-        samples: dict[str, list[float]] = {name: [] for name in names}
-        for r in range(rounds + 1):  # round 0 warms up and is dropped
-            order = names[r % len(names) :] + names[: r % len(names)]
-            for name in order:
-                got: list[float] = []
-                for _ in range(per_round):
-                    if name == "bare":
-                        got.append(bare_spawn())
-                    else:
-                        got.append(await path_spawn(spawners[name]))
-                if r:
-                    samples[name].extend(got)
-        return samples
+        samplers = {
+            mode: functools.partial(path_spawn, spawner) for mode, spawner in spawners.items()
+        }
+        return await interleaved(samplers, rounds, per_round)
 
 
 def main() -> None:
@@ -81,20 +64,14 @@ def main() -> None:
     modes = [m for m in args.modes.split(",") if m]
     started = time.perf_counter()
     samples = trio.run(measure, modes, args.rounds, args.per_round)
-    bare = statistics.median(samples["bare"])
-    results: list[str] = []  # for bench/run_all.py: value and baseline in ms
+    figures = medians(samples)
+    bare = figures["bare"]
     print(f"{len(samples['bare'])} spawns each, {args.rounds} interleaved rounds, medians:")
     print(f"  baseline  posix_spawn+waitpid {TRUE}: {bare * 1e3:7.3f} ms")
-    for mode in modes:
-        figure = statistics.median(samples[mode])
-        verdict = "meets" if figure / bare <= GOAL else "misses"
-        print(
-            f"  {mode:8}  open_child+communicate:      {figure * 1e3:7.3f} ms"
-            f"  ratio {figure / bare:5.2f}x  ({verdict} the goal <= {GOAL}x)"
-        )
-        results.append(
-            f"RESULT spawn_{mode} {figure * 1e3:.3f} {bare * 1e3:.3f} {figure / bare:.3f} {GOAL}"
-        )
+    results = [
+        report(f"spawn_{mode}", f"{mode:8}  open_child+communicate", figures[mode], bare, GOAL)
+        for mode in modes
+    ]
     print(f"({time.perf_counter() - started:.1f} s)")
     print("\n".join(results))
 
