@@ -1,4 +1,5 @@
-"""One small exception tree. "It was refused" is kept apart from "it broke"."""
+"""One small exception tree. A refusal is not an exception: it is a field of the hook frame
+(`refused`), kept apart from a failure (`status`)."""
 
 from __future__ import annotations
 
@@ -36,12 +37,3 @@ class SpawnError(HooksError):
 
 class SandboxUnavailable(SpawnError):
     """The sandbox profile asked for cannot be enforced here; never silently downgraded."""
-
-
-class Refused(HooksError):
-    """A hook said no (or a fail-closed hook failed): deliberate, not a breakage."""
-
-    def __init__(self, hook: str, reason: str) -> None:
-        self.hook = hook
-        self.reason = reason
-        super().__init__(f"refused by {hook}: {reason}")

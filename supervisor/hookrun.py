@@ -26,7 +26,7 @@ from .effects import REFUSING, Clamp, Effect, clamp
 from .errors import SpawnError
 from .frames import HookFrame, HookStatus, Ran, Resources, now_rfc3339
 from .hookenv import PROTOCOL, base_environment, hook_variables
-from .hooks import NOT_YET_RUNNABLE, Action, Failure, Hook
+from .hooks import NOT_YET_RUNNABLE, STDERR_TAIL_BYTES, Action, Failure, Hook
 from .output import Answer, InvalidOutput, bound_answer, read_output
 from .points import Phase
 from .scratch import scratch_dir
@@ -224,7 +224,7 @@ async def _run_child(
     with trio.move_on_after(hook.timeout_ms / 1000) as deadline:
         async with spawner.open_child(spec, kill_grace=hook.kill_grace_ms / 1000) as child:
             outcome = child.outcome
-            await child.communicate(stdin, hook.max_output_bytes, _STDERR_TAIL)
+            await child.communicate(stdin, hook.max_output_bytes, STDERR_TAIL_BYTES)
     return outcome, deadline.cancelled_caught
 
 
@@ -244,9 +244,6 @@ async def _run_command(spawner: Spawner, argv: tuple[str, ...], like: ChildSpec,
         bytes(outcome.stdout[:RAN_OUTPUT_BYTES]).decode(errors="replace"),
         _text(outcome.stderr_tail),
     )
-
-
-_STDERR_TAIL: Final = 64 * 1024
 
 
 def _process_status(outcome: Outcome, timed_out: bool) -> HookStatus:

@@ -29,7 +29,8 @@ from .frames import (
     OutputFrame,
     blank,
 )
-from .hookenv import base_environment
+from .hookenv import ARTIFACTS_DIR_VAR, FRAMES_FD_VAR, INPUT_VAR, base_environment
+from .hooks import STDERR_TAIL_BYTES
 from .spawn import RUNNER_FLAGS, ChildSpec, Outcome, Spawner, runner_path
 
 FRAMES_FD: Final = 3
@@ -39,7 +40,6 @@ MAX_LINE: Final = 64 * 1024
 MAX_RUN_OUTPUT: Final = 16 * 1024 * 1024
 #: stdout kept for an argv script's "stdout parsed as JSON" result.
 MAX_RESULT_STDOUT: Final = 1024 * 1024
-STDERR_TAIL: Final = 64 * 1024
 #: Artifacts reported at the most, per run.
 MAX_ARTIFACTS: Final = 1000
 
@@ -144,10 +144,10 @@ def script_environment(
 ) -> dict[str, str]:
     env = base_environment(os.environ, scratch)
     env.update(extra)
-    env["MCPX_FRAMES_FD"] = str(FRAMES_FD)
-    env["MCPX_ARTIFACTS_DIR"] = artifacts
+    env[FRAMES_FD_VAR] = str(FRAMES_FD)
+    env[ARTIFACTS_DIR_VAR] = artifacts
     if input_path is not None:
-        env["MCPX_INPUT"] = input_path
+        env[INPUT_VAR] = input_path
     return env
 
 
@@ -189,8 +189,8 @@ async def _pump_stderr(stream: trio.abc.ReceiveStream, out: _Output) -> None:
     tail = out.outcome.process.stderr_tail
     async for line in _lines(stream):
         tail.extend(line + b"\n")
-        if len(tail) > STDERR_TAIL:
-            del tail[: len(tail) - STDERR_TAIL]
+        if len(tail) > STDERR_TAIL_BYTES:
+            del tail[: len(tail) - STDERR_TAIL_BYTES]
         text = line.decode(errors="replace")
         out.send(blank(OutputFrame, text=text, type=FrameType.STDERR), len(line))
 
