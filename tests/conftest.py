@@ -59,11 +59,16 @@ HOOK_UID_BASE = 0x50000000
 
 
 def hook_user_processes() -> list[psutil.Process]:
-    """Live processes on the host running as a per-child sandbox uid."""
+    """Live processes running as a per-child sandbox uid that are ours: below this test
+    process, or orphaned to init (where an escape would land). Another suite's hooks, running
+    under its own supervisor at the same time, are neither."""
+    ours = {p.pid for p in psutil.Process().children(recursive=True)}
     found = []
-    for p in psutil.process_iter(["uids"]):
+    for p in psutil.process_iter(["uids", "ppid"]):
         uids = p.info["uids"]
-        if uids is not None and uids.real >= HOOK_UID_BASE:
+        if uids is None or uids.real < HOOK_UID_BASE:
+            continue
+        if p.pid in ours or p.info["ppid"] in (0, 1):
             found.append(p)
     return found
 
