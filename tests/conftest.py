@@ -4,12 +4,14 @@ and the fixtures of the sandbox tests."""
 from __future__ import annotations
 
 import os
+import subprocess
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import psutil
 import pytest
+import trio
 
 from mcpx_hooks.supervisor.spawn import Spawner, open_spawner
 
@@ -91,3 +93,33 @@ async def strict_spawner(no_leaks: None) -> AsyncIterator[Spawner]:
         assert all(v is True for v in sp.mechanisms.values()), sp.mechanisms
         yield sp
     assert hook_user_processes() == []
+
+
+async def kill_supervisor_and_wait(
+    argv: list[str], marker: Marker, *, at_least: int, spawner_tree: bool = False
+) -> None:
+    """Starts a supervisor process (`argv`) that prints its spawner's pid once its tree is up,
+    SIGKILLs it, and waits (bounded, on pidfds) for the spawner and every marked process (and,
+    with `spawner_tree`, every descendant of the spawner) to die."""
+    with trio.fail_after(60):
+        proc = await trio.lowlevel.open_process(argv, stdout=subprocess.PIPE)
+        try:
+            assert proc.stdout is not None
+            spawner_pid = int(await proc.stdout.receive_some(100))
+            doomed = {spawner_pid, *(p.pid for p in marker.alive())}
+            if spawner_tree:
+                doomed |= {p.pid for p in psutil.Process(spawner_pid).children(recursive=True)}
+            assert len(doomed) >= at_least
+            pidfds = [os.pidfd_open(pid) for pid in doomed]
+        finally:
+            proc.kill()
+            await proc.wait()
+            if proc.stdout is not None:
+                await proc.stdout.aclose()
+        try:
+            for pidfd in pidfds:  # each dies: a condition waited for, with a deadline
+                with trio.fail_after(5):
+                    await trio.lowlevel.wait_readable(pidfd)
+        finally:
+            for pidfd in pidfds:
+                os.close(pidfd)

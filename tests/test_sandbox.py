@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -14,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 import trio
-from conftest import hook_user_processes
+from conftest import hook_user_processes, kill_supervisor_and_wait
 
 from mcpx_hooks.supervisor import doctor, sandbox
 from mcpx_hooks.supervisor.config import load_config
@@ -275,25 +274,8 @@ async def test_strict_hooks_die_with_the_supervisor_even_on_sigkill(
     if os.geteuid() != 0:
         pytest.skip("the strict profile needs root here")
     argv = [PY, "-c", SUPERVISOR, str(readable_tmp), PY, "-I", "-S", "-c", dedent(TREE), marker]
-    with trio.fail_after(60):
-        proc = await trio.lowlevel.open_process(argv, stdout=subprocess.PIPE)
-        try:
-            assert proc.stdout is not None
-            spawner_pid = int(await proc.stdout.receive_some(100))
-            doomed = {spawner_pid, *(p.pid for p in marker.alive())}
-            assert len(doomed) >= 4  # spawner, supervisor, hook, double-forked grandchild
-            pidfds = [os.pidfd_open(pid) for pid in doomed]
-        finally:
-            proc.kill()
-            await proc.wait()
-            await proc.stdout.aclose()
-        try:
-            for pidfd in pidfds:  # each dies: a condition waited for, with a deadline
-                with trio.fail_after(5):
-                    await trio.lowlevel.wait_readable(pidfd)
-        finally:
-            for pidfd in pidfds:
-                os.close(pidfd)
+    # spawner, supervisor, hook, double-forked grandchild
+    await kill_supervisor_and_wait(argv, marker, at_least=4)
     assert marker.alive() == []
     assert hook_user_processes() == []
 

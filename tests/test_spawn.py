@@ -18,7 +18,6 @@ import re
 import resource
 import signal
 import socket
-import subprocess
 import sys
 import textwrap
 from collections.abc import AsyncIterator, Iterator
@@ -28,6 +27,7 @@ from typing import TYPE_CHECKING
 import psutil
 import pytest
 import trio
+from conftest import kill_supervisor_and_wait
 
 from mcpx_hooks.supervisor import spawn
 from mcpx_hooks.supervisor.errors import SpawnError
@@ -495,26 +495,8 @@ async def test_supervisor_killed_leaves_no_process(
     spawn_mode: str, no_leaks: None, marker: Marker
 ) -> None:
     argv = [PY, "-c", SUPERVISOR, *py(DOUBLE_FORK_TREE, marker)]
-    with trio.fail_after(60):
-        proc = await trio.lowlevel.open_process(argv, stdout=subprocess.PIPE)
-        try:
-            assert proc.stdout is not None
-            spawner_pid = int(await proc.stdout.receive_some(100))
-            doomed = {spawner_pid, *(p.pid for p in marker.alive())}
-            doomed |= {p.pid for p in psutil.Process(spawner_pid).children(recursive=True)}
-            assert len(doomed) >= 4  # spawner, child, double-forked grandchild, ...
-            pidfds = [os.pidfd_open(pid) for pid in doomed]
-        finally:
-            proc.kill()
-            await proc.wait()
-            await proc.stdout.aclose()
-        try:
-            for pidfd in pidfds:  # each dies: a condition waited for, with a deadline
-                with trio.fail_after(5):
-                    await trio.lowlevel.wait_readable(pidfd)
-        finally:
-            for pidfd in pidfds:
-                os.close(pidfd)
+    # spawner, child, double-forked grandchild, ...
+    await kill_supervisor_and_wait(argv, marker, at_least=4, spawner_tree=True)
     assert marker.alive() == []
 
 
