@@ -264,7 +264,7 @@ def seccomp_program(no_sockets: bool) -> bytes:
     ]
     # prlimit64(pid, resource, new, old): allowed only with new == NULL (args[2], offset 32).
     prog += [
-        _op(_JEQ_K, nrs["prlimit64"], 0, 5),
+        _op(_JEQ_K, nrs["prlimit64"], 0, 6),
         _op(_LD_W_ABS, 32),
         _op(_JEQ_K, 0, 0, 2),
         _op(_LD_W_ABS, 36),
