@@ -124,9 +124,7 @@ class Jail:
         try:
             if self._home_pid is not None:  # the creating thread may be armed for a PID 1
                 confine.setns(self._home_pid, confine.CLONE_NEWPID, "own PID namespace")
-            confine.unshare(_ARM_FLAGS, "namespaces (pid, mount, ipc, uts)")
-            _mount(None, "/", None, MS_REC | MS_PRIVATE, "")
-            _read_only_tree()
+            arm(pid=True)
         except (OSError, StartError) as exc:
             self.broken = str(exc)
         self._armed.set()
@@ -171,26 +169,9 @@ def _jailed(
     req: Request, sandbox: Sandbox, uid: int | None, empty_net: int | None, borrowed: bool
 ) -> Spawned:
     """Runs on the armed thread: steps 1 to 4 of the module docstring."""
-    ids = (uid, uid) if uid is not None else (os.getuid(), os.getgid())
-    scratch_fd = _build_view(sandbox, ids)
+    scratch_fd, seal = prepare(req, sandbox, uid, empty_net)
     try:
-        req.chdir()
-        if not sandbox.net:
-            if empty_net is None:
-                raise StartError("sandbox: no network namespace")
-            confine.setns(empty_net, confine.CLONE_NEWNET, "network namespace")
         program = resolve(req.argv[0], req.env.get("PATH", os.defpath))
-
-        def seal() -> None:
-            if uid is not None:
-                confine.become(uid, uid)
-                _check_reachable(req.cwd, "working directory")
-            confine.no_new_privs()
-            confine.landlock(
-                sandbox.read, [sandbox.scratch], sandbox.devices, no_tcp=not sandbox.net
-            )
-            confine.seccomp(no_sockets=not sandbox.net)
-
         if not borrowed:
             return Spawned(fork_exec(req, program, seal), scratch_fd)
         seal()
@@ -202,6 +183,47 @@ def _jailed(
         if scratch_fd is not None:
             os.close(scratch_fd)
         raise
+
+
+def prepare(
+    req: Request, sandbox: Sandbox, uid: int | None, empty_net: int | None
+) -> tuple[int | None, Callable[[], None]]:
+    """Steps 1 and 2 of the module docstring on an armed thread or process (`arm`): the
+    view, the working directory, the network. Returns the scratch fd to copy back (or None)
+    and step 3, `seal`, to call last, in the thread or process that then runs the child."""
+    ids = (uid, uid) if uid is not None else (os.getuid(), os.getgid())
+    scratch_fd = _build_view(sandbox, ids)
+    try:
+        req.chdir()
+        if not sandbox.net:
+            if empty_net is None:
+                raise StartError("sandbox: no network namespace")
+            confine.setns(empty_net, confine.CLONE_NEWNET, "network namespace")
+    except BaseException:
+        if scratch_fd is not None:
+            os.close(scratch_fd)
+        raise
+
+    def seal() -> None:
+        if uid is not None:
+            confine.become(uid, uid)
+            _check_reachable(req.cwd, "working directory")
+        confine.no_new_privs()
+        confine.landlock(sandbox.read, [sandbox.scratch], sandbox.devices, no_tcp=not sandbox.net)
+        confine.seccomp(no_sockets=not sandbox.net)
+
+    return scratch_fd, seal
+
+
+def arm(*, pid: bool) -> None:
+    """Leaves the mount, IPC and UTS namespaces (and with `pid`, makes the next child PID 1
+    of a new PID namespace) and makes the mount tree private, read-only and nosuid: what a
+    thread or a single-threaded process does before a request needs it. Raises `OSError` or
+    `StartError`."""
+    flags = _ARM_FLAGS if pid else _ARM_FLAGS & ~confine.CLONE_NEWPID
+    confine.unshare(flags, "namespaces (pid, mount, ipc, uts)" if pid else "namespaces")
+    _mount(None, "/", None, MS_REC | MS_PRIVATE, "")
+    _read_only_tree()
 
 
 def _check_reachable(path: str, what: str) -> None:

@@ -98,7 +98,15 @@ def main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 1
-    spec = args[0]
+    return run(args[0])
+
+
+def run(spec: str) -> int:
+    """Runs the hook named by `spec` on the JSON object on stdin; returns the exit code.
+
+    Shared by a cold start (`main`) and the warm runner's forked child (`warm.py`), which
+    has set up the same process state first.
+    """
     timeout_ms = os.environ.get("MCPX_HOOK_TIMEOUT_MS", "")
     total = min(TOTAL_BOUND_S, int(timeout_ms) / 1000) if timeout_ms.isdigit() else TOTAL_BOUND_S
     try:

@@ -15,7 +15,7 @@ import signal
 import socket
 from collections.abc import Iterator
 
-from . import jail
+from . import jail, warm
 from .mechanisms import Mechanisms
 from .spawnreq import (
     CLONE_NEWPID,
@@ -261,14 +261,21 @@ class PidNsSpawner:
         os.chdir("/")  # keep no directory busy
         self.armed = False
         self._arm(quietly=True)
+        #: Waiting forks for module requests (`warm.py`), by kind; and the kinds asked for.
+        self.waiting: dict[str, warm.WaitingFork] = {}
+        self.warm_kinds: set[str] = set()
 
     def serve(self) -> None:
         """Returns at end of file on the lifeline, having killed and reaped every tree."""
         try:
             while True:
                 try:
-                    events = self.epoll.poll()
+                    # Idle (nothing ready at once): fork what waits for module requests.
+                    events = self.epoll.poll(0 if self._wanted() else -1)
                 except InterruptedError:
+                    continue
+                if not events:
+                    self._fork_wanted()
                     continue
                 for fd, _ in events:
                     if fd == self.requests.fileno():
@@ -284,6 +291,8 @@ class PidNsSpawner:
         finally:
             if self.jail is not None:
                 self.jail.release()
+            for waiting in self.waiting.values():
+                waiting.discard()
             for tree in set(self.trees.values()):
                 tree.signal(signal.SIGKILL)
             for tree in set(self.trees.values()):
@@ -307,7 +316,11 @@ class PidNsSpawner:
         try:
             req = Request(msg, fds)
             try:
-                if req.sandbox is None:
+                if req.module is not None:
+                    if req.sandbox is not None and req.sandbox.switch_uid:
+                        uid = self.uids.take()
+                    pid = self._spawn_warm(req, msg, uid)
+                elif req.sandbox is None:
                     pid = self._spawn(req)
                 else:
                     uid = self.uids.take() if req.sandbox.switch_uid else None
@@ -388,6 +401,43 @@ class PidNsSpawner:
             # own children would be: not while this thread is armed for a PID 1.
             self._disarm()
             self.jail = self.sandbox.new_jail()
+
+    def _spawn_warm(self, req: Request, raw: bytes, uid: int | None) -> int:
+        """Hands a module request to a waiting fork (`warm.py`), made now if none waits."""
+        kind = warm.PLAIN if req.sandbox is None else warm.JAILED
+        if req.sandbox is not None:
+            missing = self.sandbox.missing_for(req.sandbox)
+            if missing:
+                raise StartError(f"sandbox: cannot be enforced here: missing {', '.join(missing)}")
+            if req.sandbox.return_scratch:
+                raise StartError("a warm module run cannot return its scratch directory")
+        self.warm_kinds.add(kind)
+        for attempt in (1, 2):
+            waiting = self.waiting.pop(kind, None) or self._fork_waiting(kind)
+            try:
+                waiting.hand_over(raw, req.fds, uid)
+                return waiting.pid
+            except warm.Lost as exc:
+                if attempt == 2:
+                    raise StartError(f"the warm runner's fork went away: {exc}") from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _wanted(self) -> bool:
+        return len(self.waiting) < len(self.warm_kinds)
+
+    def _fork_wanted(self) -> None:
+        for kind in self.warm_kinds - set(self.waiting):
+            self.waiting[kind] = self._fork_waiting(kind)
+            return
+
+    def _fork_waiting(self, kind: str) -> warm.WaitingFork:
+        """A waiting fork, PID 1 of a fresh PID namespace; this thread is armed again after."""
+        self._arm()
+        try:
+            return warm.fork_waiting(kind, self.sandbox.empty_net if kind == warm.JAILED else None)
+        finally:
+            self._disarm()
+            self._arm(quietly=True)
 
     def _arm(self, *, quietly: bool = False) -> None:
         """Makes the next process created here PID 1 of a fresh PID namespace. Done ahead of

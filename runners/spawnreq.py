@@ -112,6 +112,20 @@ class Sandbox:
             raise ValueError("sandbox paths must be absolute")
 
 
+class ModuleCall:
+    """A request's `"module"`: run a `module` hook in a fork of this warm process (`warm.py`)
+    instead of `argv`. `spec`: the hook (`module_runner.py` SPEC); `path`: directories to add
+    to `sys.path`; `envFd`: the child's fd (one of `"fds"`) holding its environment as JSON,
+    which only the forked child reads (the request's `"env"` is then empty)."""
+
+    def __init__(self, call: dict[str, Any], targets: list[int]) -> None:
+        self.spec = call["spec"]
+        self.path: list[str] = call.get("path", [])
+        self.env_fd = call["envFd"]
+        if not (isinstance(self.spec, str) and _all_str(self.path) and self.env_fd in targets):
+            raise ValueError("malformed module call")
+
+
 class StartError(Exception):
     """The child could not be started; the message says why, for the owner."""
 
@@ -155,6 +169,7 @@ class Request:
             self.limit_names = {limit_number(n): n for n, _, _ in rlimits}
             targets: list[int] = req["fds"]
             self.sandbox = Sandbox(req["sandbox"]) if req.get("sandbox") else None
+            self.module = ModuleCall(req["module"], targets) if req.get("module") else None
             if not (
                 self.argv
                 and _all_str(self.argv)
@@ -181,6 +196,20 @@ class Request:
 
     def close(self) -> None:
         for fd in (*self.fds, *self.moved):
+            os.close(fd)
+        self.fds = self.moved = []
+
+    def place_fds(self) -> None:
+        """Puts each fd at its number in this process and closes every other copy: for a
+        fork that runs without an exec (`warm.py`), where close-on-exec does not help."""
+        targets = {t for _, t in self.pairs}
+        sources = {m for m, _ in self.pairs}
+        for fd in self.fds:
+            if fd not in sources and fd not in targets:
+                os.close(fd)
+        for moved, target in self.pairs:
+            os.dup2(moved, target, inheritable=True)
+        for fd in sources - targets:
             os.close(fd)
         self.fds = self.moved = []
 
@@ -233,7 +262,7 @@ def command(msg: bytes) -> str | None:
 
 def fork_exec(req: Request, program: str, confine: Callable[[], None] | None = None) -> int:
     """Starts the child by fork: for limits that cannot be borrowed, set in the fork, then
-    `confine` (the sandbox's last steps, in the forked child only).
+    `confine` (the sandbox's last steps, in the forked child only), then `execve`.
 
     The forked child says why it could not exec on a close-on-exec pipe; end of file on it
     means the exec happened.

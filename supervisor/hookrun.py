@@ -30,7 +30,7 @@ from .hooks import NOT_YET_RUNNABLE, STDERR_TAIL_BYTES, Action, Failure, Hook
 from .output import Answer, InvalidOutput, bound_answer, read_output
 from .points import Phase
 from .scratch import scratch_dir
-from .spawn import RUNNER_FLAGS, ChildSpec, Outcome, Spawner, runner_path
+from .spawn import RUNNER_FLAGS, ChildSpec, ModuleCall, Outcome, Spawner, runner_path
 
 #: How much of a `run`-effect command's stdout is kept on the hook frame.
 RAN_OUTPUT_BYTES: Final = 64 * 1024
@@ -157,24 +157,33 @@ def hook_environment(
 
 
 def hook_argv(hook: Hook) -> tuple[str, ...]:
+    """What a cold start runs: the `run` argv, or the module runner for a `module` hook."""
     if hook.action is Action.MODULE:
         assert isinstance(hook.target, str)
         return (
             sys.executable,
             *RUNNER_FLAGS,
             runner_path("module_runner.py"),
-            *_site_paths(),
+            *(arg for d in _site_paths() for arg in ("--path", d)),
             hook.target,
         )
     assert isinstance(hook.target, tuple)
     return hook.target
 
 
+def hook_module(hook: Hook) -> ModuleCall | None:
+    """A `module` hook's warm run (`runners/warm.py`); None for other actions."""
+    if hook.action is not Action.MODULE:
+        return None
+    assert isinstance(hook.target, str)
+    return ModuleCall(hook.target, _site_paths())
+
+
 @functools.cache
 def _site_paths() -> tuple[str, ...]:
-    """`--path DIR` for each site-packages dir of this interpreter: the module runner starts
-    without `site` (fast), and a hook may still import what is installed."""
-    return tuple(arg for d in site.getsitepackages() for arg in ("--path", d))
+    """This interpreter's site-packages dirs: the module runner starts without `site`
+    (fast), and a hook may still import what is installed."""
+    return tuple(site.getsitepackages())
 
 
 async def run_hook(spawner: Spawner, hook: Hook, ctx: HookContext) -> HookReport:
@@ -204,7 +213,7 @@ async def run_hook(spawner: Spawner, hook: Hook, ctx: HookContext) -> HookReport
             dirs=(hook.declaring_dir, hook.workdir),
             limits=hook.limits,
         )
-        spec = ChildSpec(hook_argv(hook), hook.workdir, env, rlimits, plan)
+        spec = ChildSpec(hook_argv(hook), hook.workdir, env, rlimits, plan, hook_module(hook))
         stdin = json.dumps(hook_input(hook, clamped.effect, ctx)).encode()
         try:
             outcome, timed_out = await _run_child(spawner, spec, stdin, hook)
@@ -222,15 +231,17 @@ async def _run_child(
 ) -> tuple[Outcome, bool]:
     outcome = Outcome()
     with trio.move_on_after(hook.timeout_ms / 1000) as deadline:
-        async with spawner.open_child(spec, kill_grace=hook.kill_grace_ms / 1000) as child:
+        async with spawner.open_child(
+            spec, kill_grace=hook.kill_grace_ms / 1000, stdin_data=stdin
+        ) as child:
             outcome = child.outcome
-            await child.communicate(stdin, hook.max_output_bytes, STDERR_TAIL_BYTES)
+            await child.communicate(b"", hook.max_output_bytes, STDERR_TAIL_BYTES)
     return outcome, deadline.cancelled_caught
 
 
 async def _run_command(spawner: Spawner, argv: tuple[str, ...], like: ChildSpec, hook: Hook) -> Ran:
     """Executes a `run`-effect answer once, in the hook's sandbox, cwd and environment."""
-    spec = attrs.evolve(like, argv=argv)
+    spec = attrs.evolve(like, argv=argv, module=None)
     try:
         outcome, timed_out = await _run_child(spawner, spec, b"", hook)
     except SpawnError as exc:
@@ -337,6 +348,12 @@ class _FrameBuilder:
             return f"timed out after {hook.timeout_ms} ms; its process tree was killed"
         if outcome.stdout_overflow:
             return f"stdout over maxOutputBytes ({hook.max_output_bytes}); killed"
+        if outcome.lost:
+            return (
+                "the spawner died while the hook ran, and its process tree with it; "
+                "a new spawner serves the next hook (this one is not retried: it may have done "
+                "part of its work)"
+            )
         if outcome.signal is not None:
             return f"killed by signal {outcome.signal}"
         return f"exited with status {outcome.exit_code}"

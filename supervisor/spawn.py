@@ -22,6 +22,7 @@ import array
 import contextlib
 import ctypes
 import json
+import logging
 import os
 import signal
 import socket
@@ -41,6 +42,7 @@ KILL_REPORT_BOUND: Final = 5.0
 #: How long a closing spawner may take to exit before it is killed.
 SPAWNER_EXIT_BOUND: Final = 2.0
 _READ_CHUNK: Final = 65536
+_log = logging.getLogger(__name__)
 
 
 @attrs.frozen
@@ -75,15 +77,28 @@ class SandboxPlan:
 
 
 @attrs.frozen
+class ModuleCall:
+    """A `module` hook to run in a fork of the warm spawner (`runners/warm.py`) rather than
+    by starting `ChildSpec.argv`: `spec` is the module runner's SPEC, `path` what it adds to
+    `sys.path`."""
+
+    spec: str
+    path: tuple[str, ...] = ()
+
+
+@attrs.frozen
 class ChildSpec:
     """What to start. `rlimits` are `(RLIMIT_NAME, soft, hard)` applied in the child;
-    `sandbox`, when given, confines it (else it runs as the supervisor's user, unconfined)."""
+    `sandbox`, when given, confines it (else it runs as the supervisor's user, unconfined).
+    `module`, when given, runs warm (`Spawner.warm`); `argv` is then the same hook started
+    cold, used where warm runs are turned off."""
 
     argv: tuple[str, ...]
     cwd: str
     env: Mapping[str, str]
     rlimits: tuple[tuple[str, int, int], ...] = ()
     sandbox: SandboxPlan | None = None
+    module: ModuleCall | None = None
 
 
 @attrs.define
@@ -101,6 +116,8 @@ class Outcome:
     #: Set when the owner had to kill the tree (timeout, cancellation, overflow).
     killed: bool = False
     exited: bool = False
+    #: Set when the spawner died while the child ran: the tree died with it, unreported.
+    lost: bool = False
 
 
 class Child:
@@ -126,6 +143,8 @@ class Child:
         #: `communicate`'s caps, and which of its outputs it has not read to the end.
         self._caps: tuple[int, int] | None = None
         self._unread = {"stdout", "stderr"}
+        #: What of `open_child`'s `stdin_data` the pipe did not take; `communicate` writes it.
+        self._unwritten = b""
 
     async def _recv(self) -> dict[str, Any] | None:
         """The spawner's next message about this child; None once it is gone."""
@@ -148,13 +167,15 @@ class Child:
             self.outcome.cpu_ms = msg["cpuMs"]
             self.outcome.max_rss_kb = msg["maxRssKb"]
             self.outcome.exited = True
+        elif msg is None and self.outcome.pid is not None:
+            self.outcome.lost = True
         self._exit_seen.set()
 
     async def _wait_started(self) -> None:
         msg = await self._recv()
         self._note(msg)
         if msg is None:
-            raise SpawnError("the spawner went away before the child started")
+            raise _SpawnerGone("the spawner went away before the child started")
         if msg.get("event") != "started":
             raise SpawnError(str(msg.get("message", msg)))
 
@@ -185,6 +206,7 @@ class Child:
         is gone `open_child` adds what the tree wrote while it was being terminated.
         """
         self._caps = (max_stdout, stderr_tail)
+        stdin = self._unwritten + stdin
         if not stdin and self.stdin is not None:
             self.stdin.close()  # nothing to write: no task for it
         async with trio.open_nursery() as nursery:
@@ -272,22 +294,49 @@ class Child:
         await trio.lowlevel.checkpoint()
 
 
+class _SpawnerGone(SpawnError):
+    """The spawner went away before it started the child: nothing of it ran."""
+
+
 class Spawner:
-    """Handle to the resident spawner process. Use through `open_spawner()`."""
+    """Handle to the resident spawner process. Use through `open_spawner()`.
+
+    If the spawner dies (any way: killed, out of memory), the next `open_child` starts a new
+    one (`restarts` counts them). A child whose spawner died before starting it is started
+    once more on the new one; a child that was running dies with its spawner's namespace and
+    its `Outcome.lost` is set: never retried, as it may have done part of its work.
+    """
 
     def __init__(
-        self, sock: socket.socket, pid: int, mode: str, report: Mapping[str, Any] | None = None
+        self,
+        proc: subprocess.Popen[bytes],
+        sock: socket.socket,
+        mode: str,
+        report: Mapping[str, Any],
     ) -> None:
+        self._lock = trio.Lock()
+        self._restart_lock = trio.Lock()
+        #: How many times the spawner was started again after dying.
+        self.restarts = 0
+        self._adopt(proc, sock, mode, report)
+
+    def _adopt(
+        self,
+        proc: subprocess.Popen[bytes],
+        sock: socket.socket,
+        mode: str,
+        report: Mapping[str, Any],
+    ) -> None:
+        self._proc = proc
         self._raw = sock
         self._sock = trio.socket.from_stdlib_socket(sock)  # owns it; makes it non-blocking
-        self._lock = trio.Lock()
         #: The spawner's pid, and how it owns trees: "pidns" or "keeper" (`SPAWN_MODES`).
-        self.pid = pid
+        self.pid = proc.pid
         self.mode = mode
+        #: Whether `module` hooks run warm, in a fork of the spawner (pidns mode; `WARM_ENV`).
+        self.warm = mode == "pidns" and os.environ.get(WARM_ENV, "on") != "off"
         #: Isolation mechanisms the spawner found at its start: name -> True, or why it is
         #: missing (`runners/mechanisms.py`).
-        report = report or {}
-        report = report or {}
         self.mechanisms: dict[str, bool | str] = dict(report.get("mechanisms") or {})
         self.landlock_abi = int(report.get("landlockAbi") or 0)
 
@@ -298,6 +347,7 @@ class Spawner:
         *,
         kill_grace: float,
         stdin: bool = True,
+        stdin_data: bytes = b"",
         extra_fds: Sequence[int] = (),
     ) -> AsyncIterator[Child]:
         """Starts a child; on exit its whole tree is gone and reaped, whatever happened.
@@ -305,41 +355,103 @@ class Spawner:
         Inside, the child runs in its own session with fds 0, 1, 2 as pipes to `Child.stdin`,
         `stdout`, `stderr` (stdin is /dev/null when `stdin` is false), and one pipe per entry of
         `extra_fds`, placed at that number in the child, whose read end is `Child.extra[i]`.
-        Its environment is exactly `spec.env`. When the block is left early (timeout,
-        cancellation, error), the tree gets SIGTERM, then SIGKILL after `kill_grace` seconds,
-        under a shielded scope; a block left normally does the same to whatever still runs.
+        `stdin_data` is written to stdin before the child is even asked for, as far as the
+        pipe takes it (the child finds its input waiting), and closed when all of it fits;
+        `communicate` writes the rest. Its environment is exactly `spec.env`. When the block
+        is left early (timeout, cancellation, error), the tree gets SIGTERM, then SIGKILL
+        after `kill_grace` seconds, under a shielded scope; a block left normally does the
+        same to whatever still runs.
         Raises `SpawnError` when the child cannot start (missing program, bad cwd, bad limit,
         no spawner).
         """
+        child = await self._start(spec, stdin_data or stdin, extra_fds, kill_grace)
+        try:
+            yield child
+        finally:
+            with trio.CancelScope(shield=True):
+                await child._terminate(kill_grace)
+                await child.aclose()
+
+    async def _start(
+        self, spec: ChildSpec, stdin: bool | bytes, extra_fds: Sequence[int], kill_grace: float
+    ) -> Child:
+        """A started child; once more on a new spawner if the spawner died before it."""
+        for attempt in (1, 2):
+            generation = self.restarts
+            if self._proc.poll() is not None:
+                await self._restart(generation)
+                generation = self.restarts
+            child: Child | None = None
+            try:
+                child = await self._request(spec, stdin, extra_fds)
+                await child._wait_started()
+                return child
+            except _SpawnerGone as exc:
+                if child is not None:
+                    await child.aclose()
+                if attempt == 2 or not await self._wait_dead():
+                    raise SpawnError(str(exc)) from None
+                await self._restart(generation)
+            except BaseException:
+                if child is not None:
+                    # Cancelled before "started" arrived: the spawner may start it anyway.
+                    with trio.CancelScope(shield=True):
+                        await child._terminate(kill_grace)
+                        await child.aclose()
+                raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _request(
+        self, spec: ChildSpec, stdin: bool | bytes, extra_fds: Sequence[int]
+    ) -> Child:
+        """Sends the spawn request; the child's pipes and control socket, not yet started.
+        `stdin`: False for /dev/null, True for a pipe, bytes for a pipe holding them."""
         ours: list[int] = []
         theirs: list[int] = []
+        unwritten = b""
         mine, keeper_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
+            writer = bool(stdin)
             if stdin:
                 r, w = os.pipe2(os.O_CLOEXEC)
                 theirs.append(r)
                 ours.append(w)
+                if isinstance(stdin, bytes):
+                    unwritten = _prefill(w, stdin)
+                    if not unwritten:  # all of it waits in the pipe, then end of file
+                        os.close(ours.pop())
+                        writer = False
             else:
                 theirs.append(os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC))
             for _ in (1, 2, *extra_fds):
                 r, w = os.pipe2(os.O_CLOEXEC)
                 theirs.append(w)
                 ours.append(r)
-            request = json.dumps(
-                {
-                    "argv": list(spec.argv),
-                    "cwd": spec.cwd,
-                    "env": dict(spec.env),
-                    "rlimits": [list(r) for r in spec.rlimits],
-                    "fds": [0, 1, 2, *extra_fds],
-                    "sandbox": spec.sandbox.to_json() if spec.sandbox else None,
+            targets = [0, 1, 2, *extra_fds]
+            request: dict[str, Any] = {
+                "argv": list(spec.argv),
+                "cwd": spec.cwd,
+                "env": dict(spec.env),
+                "rlimits": [list(r) for r in spec.rlimits],
+                "fds": targets,
+                "sandbox": spec.sandbox.to_json() if spec.sandbox else None,
+            }
+            if spec.module is not None and self.warm:
+                # The environment goes to the child only, never through the spawner.
+                theirs.append(_env_memfd(spec.env))
+                env_fd = max(targets) + 1
+                targets.append(env_fd)
+                request["env"] = {}
+                request["module"] = {
+                    "spec": spec.module.spec,
+                    "path": list(spec.module.path),
+                    "envFd": env_fd,
                 }
-            ).encode()
             rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, _fd_array([keeper_end, *theirs]))]
             try:
-                await self._send_request(request, rights)
+                await self._send_request(json.dumps(request).encode(), rights)
             except OSError as exc:
-                raise SpawnError(f"the spawner is not running: {exc.strerror}") from exc
+                raise _SpawnerGone(f"the spawner is not running: {exc.strerror}") from exc
         except BaseException:
             for fd in ours:
                 os.close(fd)
@@ -352,18 +464,13 @@ class Spawner:
         streams = [trio.lowlevel.FdStream(fd) for fd in ours]
         child = Child(
             trio.socket.from_stdlib_socket(mine),
-            streams.pop(0) if stdin else None,
+            streams.pop(0) if writer else None,
             streams[0],
             streams[1],
             streams[2:],
         )
-        try:
-            await child._wait_started()
-            yield child
-        finally:
-            with trio.CancelScope(shield=True):
-                await child._terminate(kill_grace)
-                await child.aclose()
+        child._unwritten = unwritten
+        return child
 
     async def _send_request(self, request: bytes, rights: list[tuple[int, int, bytes]]) -> None:
         # A request is one datagram, sent whole or not at all: try it at once (no scheduler
@@ -375,8 +482,59 @@ class Spawner:
             async with self._lock:
                 await self._sock.sendmsg([request], rights, socket.MSG_NOSIGNAL)
 
+    async def _wait_dead(self) -> bool:
+        """Whether the spawner has exited, waiting up to `SPAWNER_EXIT_BOUND` for it."""
+        pidfd = os.pidfd_open(self._proc.pid)
+        try:
+            with trio.move_on_after(SPAWNER_EXIT_BOUND):
+                await trio.lowlevel.wait_readable(pidfd)
+        finally:
+            os.close(pidfd)
+        return self._proc.poll() is not None
+
+    async def _restart(self, generation: int) -> None:
+        """Replaces a dead spawner (once per death: `generation` is `restarts` when the
+        caller saw it dead). Raises `SpawnError` if the new one does not start."""
+        async with self._restart_lock:
+            if self.restarts != generation:
+                return  # another caller did it
+            dead = self._proc
+            self._close()
+            await _close_spawner(dead)
+            _log.warning(
+                "the spawner (pid %d) died (exit status %s); starting a new one",
+                dead.pid,
+                dead.returncode,
+            )
+            proc, sock, mode, report = await _start_spawner_process()
+            self._adopt(proc, sock, mode, report)
+            self.restarts += 1
+
     def _close(self) -> None:
         self._sock.close()
+
+
+def _prefill(fd: int, data: bytes) -> bytes:
+    """Writes what the empty pipe `fd` takes of `data` without blocking; returns the rest."""
+    os.set_blocking(fd, False)
+    try:
+        written = os.write(fd, data)
+    except BlockingIOError:
+        written = 0
+    return data[written:]
+
+
+def _env_memfd(env: Mapping[str, str]) -> int:
+    fd = os.memfd_create("mcpx-hook-env", os.MFD_CLOEXEC)
+    try:
+        data = json.dumps(dict(env)).encode()
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _fd_array(fds: Sequence[int | socket.socket]) -> bytes:
@@ -390,6 +548,9 @@ def runner_path(name: str) -> str:
 
 #: Interpreter flags for runner processes: isolated, no site-packages, no bytecode writes.
 RUNNER_FLAGS: Final = ("-I", "-S", "-B")
+#: `off`: `module` hooks start a new interpreter each (cold) instead of a fork of the warm
+#: spawner (`runners/warm.py`); for comparing the two. Anything else, or unset: warm.
+WARM_ENV: Final = "MCPX_HOOKS_WARM"
 #: Forces how the spawner owns trees: "pidns" (fails if it cannot be had) or "keeper".
 #: Unset or "auto": pidns where PID namespaces can be made (root), else keeper.
 SPAWN_MODE_ENV: Final = "MCPX_HOOKS_SPAWN"
@@ -479,7 +640,21 @@ async def open_spawner() -> AsyncIterator[Spawner]:
     It runs in its own session, so a terminal's Ctrl-C reaches the supervisor, which then
     cancels its runs, and not the spawner. Closing: end of file on its stdin, then up to
     `SPAWNER_EXIT_BOUND` for it to kill and reap what is left, then SIGKILL; shielded.
+    A spawner that dies is started again by the next `open_child` (`Spawner`).
     """
+    proc, sock, mode, report = await _start_spawner_process()
+    spawner = Spawner(proc, sock, mode, report)
+    try:
+        yield spawner
+    finally:
+        spawner._close()
+        await _close_spawner(spawner._proc)
+
+
+async def _start_spawner_process() -> tuple[
+    subprocess.Popen[bytes], socket.socket, str, dict[str, Any]
+]:
+    """A new spawner, its request socket, mode and report; `SpawnError` if it does not start."""
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
         proc, mode = _launch(theirs.fileno())
@@ -494,12 +669,7 @@ async def open_spawner() -> AsyncIterator[Spawner]:
         mine.close()
         await _close_spawner(proc)
         raise
-    spawner = Spawner(mine, proc.pid, mode, report)
-    try:
-        yield spawner
-    finally:
-        spawner._close()
-        await _close_spawner(proc)
+    return proc, mine, mode, report
 
 
 async def _read_report(proc: subprocess.Popen[bytes]) -> dict[str, Any]:
@@ -532,6 +702,8 @@ async def _close_spawner(proc: subprocess.Popen[bytes]) -> None:
     what is left, then SIGKILL; shielded."""
     assert proc.stdin is not None
     proc.stdin.close()
+    if proc.poll() is not None:  # dead and now reaped
+        return
     with trio.CancelScope(shield=True):
         pidfd = os.pidfd_open(proc.pid)
         try:

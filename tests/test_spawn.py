@@ -18,6 +18,7 @@ import re
 import resource
 import signal
 import socket
+import subprocess
 import sys
 import textwrap
 from collections.abc import AsyncIterator, Iterator
@@ -410,11 +411,20 @@ async def test_cancelled_before_started_still_kills_and_reaps(
         assert psutil.Process(spawner.pid).children() == []
 
 
+def _standin_process() -> subprocess.Popen[bytes]:
+    """A live stand-in for the spawner's process (`Spawner` polls it): it lives until its
+    stdin closes."""
+    return subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE
+    )
+
+
 async def test_cancelled_before_started_waits_for_the_exit_report(no_leaks: None) -> None:
     """The supervisor side alone, against a fake spawner played by this test."""
     mine, stdlib_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     theirs = trio.socket.from_stdlib_socket(stdlib_theirs)
-    spawner = Spawner(mine, 0, "fake")
+    standin = _standin_process()
+    spawner = Spawner(standin, mine, "fake", {})
     events: list[str] = []
 
     async def fake_spawner() -> None:
@@ -442,6 +452,9 @@ async def test_cancelled_before_started_waits_for_the_exit_report(no_leaks: None
     finally:
         spawner._close()
         theirs.close()
+        assert standin.stdin is not None
+        standin.stdin.close()
+        standin.wait()
     assert events == ["term", "exit sent", "returned"]
 
 
@@ -456,7 +469,10 @@ async def test_kill_and_wait(spawner: Spawner) -> None:
     assert (out.signal, out.killed, out.exited) == (signal.SIGKILL, True, True)
 
 
-async def test_spawner_killed_leaves_no_process(spawner: Spawner, marker: Marker) -> None:
+async def test_spawner_killed_leaves_no_process_and_is_restarted(
+    spawner: Spawner, marker: Marker
+) -> None:
+    first = spawner.pid
     with trio.fail_after(30):
         async with spawner.open_child(spec(py(DOUBLE_FORK_TREE, marker)), kill_grace=GRACE) as c:
             await read_line(c)
@@ -467,10 +483,15 @@ async def test_spawner_killed_leaves_no_process(spawner: Spawner, marker: Marker
                 await trio.lowlevel.wait_readable(pidfd)
             finally:
                 os.close(pidfd)
+            if spawner.mode == "pidns":  # the tree died with the spawner's namespace
+                outcome = await c.wait()
+                assert marker.alive() == []
+                assert (outcome.lost, outcome.exited) == (True, False)
+            # (A keeper outlives its spawner; leaving the block kills its tree.)
+    # The next child starts on a new spawner.
+    assert (await run(spawner, ("true",))).exit_code == 0
+    assert (spawner.restarts, spawner.pid != first) == (1, True)
     assert marker.alive() == []
-    if spawner.mode == "pidns":
-        with pytest.raises(SpawnError, match="the spawner is not running"):
-            await run(spawner, ("true",))
 
 
 SUPERVISOR = """

@@ -1,0 +1,258 @@
+"""The warm module runner: a `module` hook runs in a fork of the spawner, not a new interpreter.
+
+Standard library only. The spawner is a Python process that is already running, with the
+module runner (`module_runner.py`) imported. Starting `python -I -S` and importing the same
+costs tens of milliseconds; a fork of the spawner costs under one, and the spawner forks
+ahead of need: it keeps one *waiting fork* per kind (`plain` for profile none, `jailed` for
+strict and net), made while it is idle, and a `module` request (`spawnreq.ModuleCall`) is
+handed to it. The waiting fork has already done everything that does not depend on the
+request, off the request's path:
+
+* it is PID 1 of its own PID namespace (forked while the spawner is armed for one), in its
+  own session, with every inherited fd closed (the spawner's sockets, pidfds, lifeline) but
+  its hand-over socket (and, for `jailed`, the empty network namespace);
+* `jailed`: it has left the mount, IPC and UTS namespaces and made its mount tree private,
+  read-only and nosuid (`jail.arm`), as an armed jail thread has.
+
+On hand-over (the request's bytes, its fds, the per-child uid) it does what a cold child gets
+on the same path: fds 0, 1, 2 in place, cwd, resource limits (hard ones too), for `jailed`
+the filesystem view, network namespace, uid, no_new_privs, Landlock and seccomp
+(`jail.prepare`), and replies "ok" or why not (the spawner then reports "started" or
+"error"). Then it makes itself look like a fresh `python -I -S -B module_runner.py SPEC`
+and runs the hook:
+
+* the environment is exactly the request's, read from `envFd` by the child itself: the
+  spawner never holds a hook's environment or input (stdin is a pipe only the child reads),
+  so no fork can find an earlier hook's secrets in the memory it inherits;
+* `sys.argv`, `sys.path` (the interpreter's own, plus `path`), `sys.stdin`/`stdout`/`stderr`
+  and the signal dispositions are a fresh interpreter's;
+* nothing a hook does reaches the spawner or a later hook: each runs in its own copy of the
+  process, which exits (`os._exit`) when the hook returns; the spawner never runs hook code.
+
+What a fork shares with its siblings, unlike a cold start: the spawner's imported modules
+(the standard library ones the runner uses, and this package's `runners`) and the
+interpreter's hash seed (`random` is reseeded at fork). Async hooks import asyncio in the
+child, as a cold one does.
+"""
+
+from __future__ import annotations
+
+import array
+import contextlib
+import ctypes
+import json
+import os
+import signal
+import socket
+import sys
+import traceback
+
+from . import jail, module_runner
+from .spawnreq import DEFAULT_SIGNALS, MAX_FDS, MAX_MESSAGE, Request, StartError
+
+#: The kinds of waiting fork: for requests without a sandbox, and for sandboxed ones.
+PLAIN = "plain"
+JAILED = "jailed"
+#: How long a waiting fork may take to set itself up for a request before it is killed.
+HAND_OVER_BOUND_S = 10.0
+#: `sys.path` as the interpreter made it, without the folder the spawner adds for `runners`.
+_HOME = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BASE_PATH = tuple(p for p in sys.path if p != _HOME)
+_RUNNER_FILE = os.path.abspath(module_runner.__file__ or "module_runner.py")
+_MAX_ENV = 1 << 20
+_PR_SET_DUMPABLE = 4
+
+
+class Lost(Exception):
+    """The waiting fork was gone before it took the request (killed from outside)."""
+
+
+class WaitingFork:
+    """A fork of the spawner waiting for one `module` request (see the module docstring).
+
+    Made with `fork_waiting` while the spawner is armed for a new PID namespace.
+    """
+
+    def __init__(self, pid: int, sock: socket.socket, kind: str) -> None:
+        self.pid = pid
+        self.sock = sock
+        self.kind = kind
+
+    def hand_over(self, raw: bytes, fds: list[int], uid: int | None) -> None:
+        """Gives it the request (its bytes and fds, the child's fds first); returns once it
+        has set itself up. Raises `StartError` with its reason, or `Lost`."""
+        header = b"%d\n" % (-1 if uid is None else uid)
+        try:
+            self.sock.sendmsg(
+                [header + raw],
+                [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds).tobytes())],
+            )
+            self.sock.settimeout(HAND_OVER_BOUND_S)
+            reply = self.sock.recv(4096)
+        except TimeoutError:
+            self.discard()
+            raise StartError("the warm runner's fork did not set itself up in time") from None
+        except OSError as exc:
+            self.discard()
+            raise Lost(str(exc)) from exc
+        finally:
+            self.sock.close()
+        if reply == b"ok":
+            return
+        if not reply:
+            self.discard()
+            raise Lost("it exited")
+        os.waitpid(self.pid, 0)  # it exits after saying why
+        raise StartError(reply.decode(errors="replace"))
+
+    def discard(self) -> None:
+        """Kills and reaps it (the spawner is closing, or it broke)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, 0)
+        self.sock.close()
+
+
+def fork_waiting(kind: str, empty_net: int | None) -> WaitingFork:
+    """Forks a waiting fork of `kind`; the caller has armed this thread for a PID namespace."""
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the fork, which never returns
+        _waiting_child(theirs, kind, empty_net)
+    theirs.close()
+    return WaitingFork(pid, mine, kind)
+
+
+def _waiting_child(sock: socket.socket, kind: str, empty_net: int | None) -> None:
+    """The fork: set up, wait, take one request, run the hook; never returns."""
+    code = 127
+    try:
+        os.setsid()
+        keep = sorted({sock.fileno(), *([empty_net] if empty_net is not None else [])})
+        _close_fds_except(keep)
+        for sig in DEFAULT_SIGNALS:
+            signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, ())
+        broken = None
+        if kind == JAILED:
+            try:
+                jail.arm(pid=False)
+            except (OSError, StartError) as exc:
+                broken = f"sandbox: {exc}"
+        req, uid = _take_request(sock)
+        if req is None:
+            code = 0  # the spawner is closing
+            return
+        try:
+            if broken is not None:
+                raise StartError(broken)
+            env, spec = _set_up(req, uid, empty_net)
+        except StartError as exc:
+            sock.send(str(exc).encode())
+            return
+        sock.send(b"ok")
+        sock.close()
+        _fresh_interpreter(env, req)
+        code = module_runner.run(spec)
+    except BaseException:
+        with contextlib.suppress(BaseException):
+            traceback.print_exc()
+    finally:
+        with contextlib.suppress(BaseException):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def _take_request(sock: socket.socket) -> tuple[Request | None, int | None]:
+    fds = array.array("i")
+    msg, ancdata, _, _ = sock.recvmsg(MAX_MESSAGE, socket.CMSG_SPACE(MAX_FDS * fds.itemsize))
+    for level, kind, data in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
+    if not msg:
+        return None, None
+    header, _, raw = msg.partition(b"\n")
+    uid = int(header)
+    return Request(raw, list(fds)), (None if uid < 0 else uid)
+
+
+def _set_up(req: Request, uid: int | None, empty_net: int | None) -> tuple[dict[str, str], str]:
+    """What depends on the request; returns the hook's environment and SPEC."""
+    call = req.module
+    if call is None:
+        raise StartError("not a module request")
+    req.place_fds()
+    env = _read_env(call.env_fd)
+    req.setrlimits()
+    if req.sandbox is None:
+        req.chdir()
+    else:
+        scratch_fd, seal = jail.prepare(req, req.sandbox, uid, empty_net)
+        if scratch_fd is not None:
+            os.close(scratch_fd)
+        if empty_net is not None:
+            os.close(empty_net)
+        seal()
+        # As a cold child is after its exec (a uid change made this one undumpable, which
+        # would hide its own /proc/self from it).
+        _prctl_dumpable()
+    return env, call.spec
+
+
+def _read_env(fd: int) -> dict[str, str]:
+    """The environment the supervisor wrote to a memfd (read from offset 0), then closed."""
+    try:
+        try:
+            raw = os.pread(fd, _MAX_ENV + 1, 0)
+        finally:
+            os.close(fd)
+        if len(raw) > _MAX_ENV:
+            raise ValueError(f"over {_MAX_ENV} bytes")
+        env = json.loads(raw)
+    except (OSError, ValueError) as exc:
+        raise StartError(f"cannot read the hook's environment: {exc}") from exc
+    if not isinstance(env, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in env.items()
+    ):
+        raise StartError("the hook's environment is not an object of strings")
+    return env
+
+
+def _prctl_dumpable() -> None:
+    ctypes.CDLL(None).prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)
+
+
+def _close_fds_except(keep: list[int]) -> None:
+    low = 3
+    for fd in keep:
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, os.sysconf("SC_OPEN_MAX"))
+
+
+def _fresh_interpreter(env: dict[str, str], req: Request) -> None:
+    assert req.module is not None
+    os.environ.clear()
+    os.environ.update(env)
+    paths = [arg for p in req.module.path for arg in ("--path", p)]
+    sys.argv[:] = [_RUNNER_FILE, *paths, req.module.spec]  # as the cold command line has it
+    sys.path[:] = [*BASE_PATH, *req.module.path]
+    # A fresh interpreter's streams on fds 0, 1, 2 (the spawner started with the same
+    # scrubbed locale a cold hook gets, so the same UTF-8 mode); stdout is not a terminal.
+    errors = "surrogateescape" if sys.flags.utf8_mode else "strict"
+    streams = {
+        "stdin": open(0, encoding="utf-8", errors=errors, closefd=False),  # noqa: SIM115
+        "stdout": open(1, "w", encoding="utf-8", errors=errors, closefd=False),  # noqa: SIM115
+        "stderr": open(  # noqa: SIM115
+            2, "w", encoding="utf-8", errors="backslashreplace", closefd=False, buffering=1
+        ),
+    }
+    for name, stream in streams.items():
+        setattr(sys, name, stream)
+        setattr(sys, f"__{name}__", stream)  # typeshed calls these final; they are not
+    # And its signal dispositions.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
