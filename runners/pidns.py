@@ -105,8 +105,13 @@ def _sigterm_disposition(pid: int) -> str:
 _CPU_MARGIN_S = 1
 _MEMORY_MARGIN = 64 << 20
 _STACK_MARGIN = 1 << 20
+#: Open files: lent only above this many fds over the highest one in use (a spawn opens a
+#: few, and posix_spawn refuses to place an fd at or above the soft limit); else set on the
+#: child right after its exec (`_open_files_after`).
+_FD_MARGIN = 64
 #: Limits this process can carry for the few hundred microseconds of a spawn whatever
-#: their value: it writes no regular file, opens no fd, takes no lock, mlocks nothing then.
+#: their value: it writes no regular file, takes no lock, mlocks nothing then (and open
+#: files are lent only when high enough, `_open_files_after`).
 _HARMLESS = frozenset(
     getattr(resource, n)
     for n in (
@@ -153,6 +158,21 @@ def _full_uid_map() -> bool:
             return f.read().split() == [b"0", b"0", b"4294967295"]
     except OSError:
         return False
+
+
+def _open_files_after(
+    limits: list[tuple[int, int, int]], highest_fd: int
+) -> tuple[list[tuple[int, int, int]], list[tuple[int, int, int]]]:
+    """`limits` split in those to lend for a spawn and the open-files limit when it is too
+    low to lend (this process holds fds above it: two per running child). That one is set
+    on the child with `prlimit` right after its exec: for the few microseconds between, the
+    child has this process's limit instead."""
+    lend: list[tuple[int, int, int]] = []
+    after: list[tuple[int, int, int]] = []
+    for limit in limits:
+        too_low = limit[0] == resource.RLIMIT_NOFILE and limit[1] <= highest_fd + _FD_MARGIN
+        (after if too_low else lend).append(limit)
+    return lend, after
 
 
 def _borrowable(limits: list[tuple[int, int, int]], root: bool, raise_hard: bool) -> bool:
@@ -363,10 +383,19 @@ class PidNsSpawner:
             try:
                 if not req.limits:
                     return req.posix_spawn(program)
-                if _borrowable(req.limits, self.root, self.raise_hard):
-                    with _borrowed(req):
-                        return req.posix_spawn(program)
-                return fork_exec(req, program)
+                lend, after = _open_files_after(req.limits, self._highest_fd(req))
+                if not _borrowable(lend, self.root, self.raise_hard):
+                    return fork_exec(req, program)
+                with _borrowed(req, lend):
+                    pid = req.posix_spawn(program)
+                try:
+                    for number, soft, hard in after:
+                        resource.prlimit(pid, number, (soft, hard))
+                except OSError as exc:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                    raise StartError(f"cannot set the child's limits: {exc}") from exc
+                return pid
             except OSError as exc:
                 raise start_failed(program, exc) from exc
             finally:
@@ -384,7 +413,8 @@ class PidNsSpawner:
         current, self.jail = self.jail, None
         assert current is not None
         try:
-            soft = _soft_only(req.limits)
+            # (`seal_limits` sets every limit, open files included, right after.)
+            soft, _ = _open_files_after(_soft_only(req.limits), self._highest_fd(req))
             if not _borrowable(soft, self.root, self.raise_hard):
                 return current.spawn(req, uid, borrowed=False)
             with _borrowed(req, soft):
@@ -438,6 +468,10 @@ class PidNsSpawner:
         finally:
             self._disarm()
             self._arm(quietly=True)
+
+    def _highest_fd(self, req: Request) -> int:
+        """The highest fd open here: the trees' and the request's (the rest are few, low)."""
+        return max((*self.trees, *req.fds, *req.moved, self.requests.fileno()))
 
     def _arm(self, *, quietly: bool = False) -> None:
         """Makes the next process created here PID 1 of a fresh PID namespace. Done ahead of

@@ -22,6 +22,8 @@ PR_SET_CHILD_SUBREAPER = 36
 CLONE_NEWPID = 0x20000000
 MAX_MESSAGE = 256 * 1024
 MAX_FDS = 16
+#: Past the highest fd a process here can have (`os.closerange` bound).
+MAX_FD = 1 << 20
 #: The spawner's stdin: a pipe whose end of file means the supervisor is done with it.
 LIFELINE_FD = 0
 
@@ -278,6 +280,11 @@ def fork_exec(req: Request, program: str, confine: Callable[[], None] | None = N
             signal.pthread_sigmask(signal.SIG_SETMASK, ())
             for moved, target in req.pairs:
                 os.dup2(moved, target)
+            # Only the child's own fds from here: the spawner's (close-on-exec, but open
+            # until the exec) would fill an open-files limit set below their numbers.
+            top = max(target for _, target in req.pairs) + 1
+            os.closerange(top, err_w)
+            os.closerange(err_w + 1, MAX_FD)
             req.setrlimits()
             if confine is not None:
                 confine()

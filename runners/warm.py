@@ -239,6 +239,7 @@ def _fresh_interpreter(env: dict[str, str], req: Request) -> None:
     paths = [arg for p in req.module.path for arg in ("--path", p)]
     sys.argv[:] = [_RUNNER_FILE, *paths, req.module.spec]  # as the cold command line has it
     sys.path[:] = [*BASE_PATH, *req.module.path]
+    sys.dont_write_bytecode = True  # as -B has it: a hook's imports leave no __pycache__
     # A fresh interpreter's streams on fds 0, 1, 2 (the spawner started with the same
     # scrubbed locale a cold hook gets, so the same UTF-8 mode); stdout is not a terminal.
     errors = "surrogateescape" if sys.flags.utf8_mode else "strict"

@@ -24,6 +24,7 @@ import ctypes
 import json
 import logging
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -409,7 +410,10 @@ class Spawner:
         ours: list[int] = []
         theirs: list[int] = []
         unwritten = b""
-        mine, keeper_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            mine, keeper_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        except OSError as exc:
+            raise SpawnError(f"cannot make the child's control socket: {exc.strerror}") from exc
         try:
             writer = bool(stdin)
             if stdin:
@@ -452,6 +456,11 @@ class Spawner:
                 await self._send_request(json.dumps(request).encode(), rights)
             except OSError as exc:
                 raise _SpawnerGone(f"the spawner is not running: {exc.strerror}") from exc
+        except OSError as exc:  # out of fds for the pipes, most likely
+            for fd in ours:
+                os.close(fd)
+            mine.close()
+            raise SpawnError(f"cannot make the child's pipes: {exc.strerror}") from exc
         except BaseException:
             for fd in ours:
                 os.close(fd)
@@ -546,8 +555,12 @@ def runner_path(name: str) -> str:
     return str(resources.files("mcpx_hooks.runners").joinpath(name))
 
 
-#: Interpreter flags for runner processes: isolated, no site-packages, no bytecode writes.
+#: Interpreter flags for runner processes: isolated, no site-packages, no bytecode writes
+#: (a hook's imports must not leave `__pycache__` in the directories it imports from).
 RUNNER_FLAGS: Final = ("-I", "-S", "-B")
+#: The spawner's: the same, but its own bytecode is cached, as an installed package's is:
+#: compiling the runner modules was half of its start.
+SPAWNER_FLAGS: Final = ("-I", "-S")
 #: `off`: `module` hooks start a new interpreter each (cold) instead of a fork of the warm
 #: spawner (`runners/warm.py`); for comparing the two. Anything else, or unset: warm.
 WARM_ENV: Final = "MCPX_HOOKS_WARM"
@@ -602,7 +615,7 @@ def _start_spawner(mode: str, request_fd: int) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [
             sys.executable,
-            *RUNNER_FLAGS,
+            *SPAWNER_FLAGS,
             runner_path("spawner.py"),
             str(os.getpid()),
             str(request_fd),
@@ -642,6 +655,7 @@ async def open_spawner() -> AsyncIterator[Spawner]:
     `SPAWNER_EXIT_BOUND` for it to kill and reap what is left, then SIGKILL; shielded.
     A spawner that dies is started again by the next `open_child` (`Spawner`).
     """
+    raise_open_files_limit()
     proc, sock, mode, report = await _start_spawner_process()
     spawner = Spawner(proc, sock, mode, report)
     try:
@@ -649,6 +663,15 @@ async def open_spawner() -> AsyncIterator[Spawner]:
     finally:
         spawner._close()
         await _close_spawner(spawner._proc)
+
+
+def raise_open_files_limit() -> None:
+    """Raises this process's soft open-files limit to its hard one (the spawner, started
+    after, inherits it): each running child holds a few fds here and in the spawner, and
+    a thousand hooks at once are a supported load. Children get their own limits."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 async def _start_spawner_process() -> tuple[

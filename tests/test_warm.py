@@ -65,7 +65,7 @@ def hook(payload):
         "blocked": sorted(signal.pthread_sigmask(signal.SIG_BLOCK, ())),
         "fds": fds,
         "streams": [(s.encoding, s.errors) for s in (sys.stdin, sys.stdout, sys.stderr)],
-        "flags": [sys.flags.isolated, sys.flags.no_site, sys.flags.dont_write_bytecode],
+        "flags": [sys.flags.isolated, sys.flags.no_site, sys.dont_write_bytecode],
     }
     return {"advise": json.dumps(state)}
 """
