@@ -2,47 +2,35 @@
 
 Exit codes: 0 success; 1 the thing run failed (`hook test`: the hook's status is not `ok`);
 2 bad input (a config error, a usage error, `validate` found problems).
+
+Start-up is part of every command's cost, so nothing heavy is imported at module level: each
+command's arguments are added only when it is the command given (`_Command`), and each
+function imports what it uses. `--version` and `--help` load neither trio, attrs, jsonschema
+nor the WebSocket stack; `hook test` loads no server (tests/test_cli.py holds both).
 """
 
 from __future__ import annotations
 
 import argparse
-import gc
+import importlib
 import json
-import logging
 import os
-import signal
 import sys
-from collections.abc import Mapping, Sequence
-from importlib import metadata
 from pathlib import Path
-from typing import Any, Final
 
-import attrs
-import trio
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+    from typing import Any, Final
 
-from . import remote, schemas
-from .access import (
-    TokenFileError,
-    client_token,
-    create_token_file,
-    default_token_path,
-    remove_token_file,
-)
-from .config import load_config, validate_files
-from .effects import Effect
-from .errors import ConfigError
-from .frames import HookFrame, HookStatus, now_rfc3339, to_json
-from .hookrun import HookContext, RunInfo, new_run_id, run_hook
-from .hooks import Config, Hook, SourceKind
-from .points import Phase
-from .remote import DEFAULT_URL
-from .run import DEFAULT_SCRIPT_TIMEOUT_MS, Run, RunRequest
-from .runtime import open_runtime
-from .script import Script
-from .server import DEFAULT_HOST, DEFAULT_PORT, Limits, Listening, ServiceOptions, run_service
-from .spawn import open_spawner
-from .view import frame_lines, hook_frame_lines, hook_table
+    import trio
+
+    from .frames import HookFrame
+    from .hookrun import HookContext
+    from .hooks import Config, Hook
+    from .points import Phase
+    from .remote import Remote
+    from .run import Run, RunRequest
 
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
@@ -51,26 +39,78 @@ EXIT_USAGE: Final = 2
 
 def _parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="mcpx-hooks", description=__doc__.splitlines()[0])
-    top.add_argument(
-        "--version", action="version", version=f"mcpx-hooks {metadata.version('mcpx-hooks')}"
+    top.add_argument("--version", action="version", version=f"mcpx-hooks {_version()}")
+    sub = top.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=_Command
     )
-    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    def configured(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        p.add_argument(
-            "--config",
-            action="append",
-            default=[],
-            metavar="F",
-            help="a config file, applied after the discovered ones (repeatable)",
-        )
-        p.add_argument("--json", action="store_true", help="machine-readable output")
-        return p
-
-    test = configured(sub.add_parser("hook", help="work with one hook")).add_subparsers(
-        dest="hook_command", required=True, metavar="test"
+    sub.add_parser("hook", help="work with one hook", arguments=_hook_arguments)
+    sub.add_parser(
+        "exec",
+        help="run a script with its hooks; stream its frames",
+        arguments=_exec_arguments,
     )
-    t = configured(test.add_parser("test", help="run one hook against a mock payload"))
+    sub.add_parser("hooks", help="the hooks in force", arguments=_hooks_arguments)
+    sub.add_parser(
+        "serve",
+        help="serve runs, events and hooks over WebSocket (SPEC §8)",
+        arguments=_serve_arguments,
+    )
+    sub.add_parser("events", help="follow a server's event bus", arguments=_events_arguments)
+    sub.add_parser(
+        "validate",
+        help="validate config files; every problem, with pointers",
+        arguments=_validate_arguments,
+    )
+    sub.add_parser("schema", help="print a JSON Schema (or list them)", arguments=_schema_arguments)
+    sub.add_parser("demo", help="the main job in miniature, on a built-in example")
+    sub.add_parser("doctor", help="what enforces each sandbox profile on this machine")
+    return top
+
+
+class _Command(argparse.ArgumentParser):
+    """A command's parser that adds its arguments (`arguments(self)`) only when it parses, that
+    is, when it is the command given: the others' choices and defaults are never imported."""
+
+    def __init__(
+        self,
+        *args: Any,
+        arguments: Callable[[argparse.ArgumentParser], None] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self._arguments = arguments
+
+    def parse_known_args(self, *args: Any, **kwargs: Any) -> Any:
+        if self._arguments is not None:
+            arguments, self._arguments = self._arguments, None
+            arguments(self)
+        return super().parse_known_args(*args, **kwargs)
+
+
+def _version() -> str:
+    # The package root's `__version__` (a test holds it equal to the installed metadata):
+    # `importlib.metadata.version` would scan every installed distribution, ~100 ms. By name,
+    # because mypy checks this folder as `supervisor`, not as part of `mcpx_hooks`.
+    return str(importlib.import_module("mcpx_hooks").__version__)
+
+
+def _configured(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    p.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="F",
+        help="a config file, applied after the discovered ones (repeatable)",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    return p
+
+
+def _hook_arguments(hook: argparse.ArgumentParser) -> None:
+    from .points import Phase
+
+    test = _configured(hook).add_subparsers(dest="hook_command", required=True, metavar="test")
+    t = _configured(test.add_parser("test", help="run one hook against a mock payload"))
     t.add_argument("name", nargs="?", help="a hook in force, by name")
     t.add_argument("--hook", dest="hook_json", metavar="JSON", help="a hook given inline")
     t.add_argument("--phase", required=True, choices=[p.value for p in Phase])
@@ -80,7 +120,11 @@ def _parser() -> argparse.ArgumentParser:
         help="a JSON object merged over the generated input (result, error, input or event)",
     )
 
-    x = configured(sub.add_parser("exec", help="run a script with its hooks; stream its frames"))
+
+def _exec_arguments(x: argparse.ArgumentParser) -> None:
+    from .effects import Effect
+
+    _configured(x)
     x.add_argument(
         "--hook",
         dest="hooks",
@@ -89,7 +133,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="JSON",
         help="a hook for this run (repeatable)",
     )
-    for flag, phase in _SOURCE_FLAGS.items():
+    for flag, phase in _source_flags().items():
         x.add_argument(
             flag,
             dest=f"src_{phase}",
@@ -113,16 +157,20 @@ def _parser() -> argparse.ArgumentParser:
     what.add_argument("-c", dest="code", metavar="CODE", help="Python code")
     x.add_argument("argv", nargs=argparse.REMAINDER, help="-- ARGV…")
 
-    hooks = sub.add_parser("hooks", help="the hooks in force").add_subparsers(
-        dest="hooks_command", required=True, metavar="list"
-    )
-    h = configured(
-        hooks.add_parser("list", help="list the hooks in force and where they came from")
+
+def _hooks_arguments(hooks: argparse.ArgumentParser) -> None:
+    h = _configured(
+        hooks.add_subparsers(dest="hooks_command", required=True, metavar="list").add_parser(
+            "list", help="list the hooks in force and where they came from"
+        )
     )
     h.add_argument("--remote", metavar="URL", help="the hooks in force on a server (ws://…)")
     _token_file(h)
 
-    srv = sub.add_parser("serve", help="serve runs, events and hooks over WebSocket (SPEC §8)")
+
+def _serve_arguments(srv: argparse.ArgumentParser) -> None:
+    from .server import DEFAULT_HOST, DEFAULT_PORT, Limits
+
     srv.add_argument(
         "--config",
         action="append",
@@ -163,22 +211,25 @@ def _parser() -> argparse.ArgumentParser:
         help="on SIGINT/SIGTERM, runs may finish within S seconds before they are cancelled",
     )
 
-    ev = sub.add_parser("events", help="follow a server's event bus")
+
+def _events_arguments(ev: argparse.ArgumentParser) -> None:
+    from .remote import DEFAULT_URL
+
     ev.add_argument("--remote", metavar="URL", default=DEFAULT_URL, help=f"default {DEFAULT_URL}")
     ev.add_argument("--kinds", metavar="K", help="kind prefixes, comma-separated (hook,run)")
     ev.add_argument("--since", type=int, metavar="N", help="replay the retained events from seq N")
     ev.add_argument("--json", action="store_true", help="one event per line (NDJSON)")
     _token_file(ev)
 
-    v = sub.add_parser("validate", help="validate config files; every problem, with pointers")
+
+def _validate_arguments(v: argparse.ArgumentParser) -> None:
     v.add_argument("files", nargs="+", metavar="FILE")
 
-    s = sub.add_parser("schema", help="print a JSON Schema (or list them)")
-    s.add_argument("name", nargs="?", choices=schemas.SCHEMA_NAMES)
 
-    sub.add_parser("demo", help="the main job in miniature, on a built-in example")
-    sub.add_parser("doctor", help="what enforces each sandbox profile on this machine")
-    return top
+def _schema_arguments(s: argparse.ArgumentParser) -> None:
+    from .schemas import SCHEMA_NAMES
+
+    s.add_argument("name", nargs="?", choices=SCHEMA_NAMES)
 
 
 def _token_file(p: argparse.ArgumentParser) -> None:
@@ -190,7 +241,13 @@ def _token_file(p: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if list(sys.argv[1:] if argv is None else argv) == ["--version"]:
+        # The usual probe, answered as the parser would, without building it (~10 ms).
+        print(f"mcpx-hooks {_version()}")
+        return EXIT_OK
     args = _parser().parse_args(argv)
+    from .errors import ConfigError  # here: `--version` and `--help` have exited without attrs
+
     try:
         if args.command == "hook":
             return _hook_test(args)
@@ -211,6 +268,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return doctor()
         if args.command == "demo":
+            import trio
+
             from .demo import run_demo
 
             return trio.run(run_demo)
@@ -225,6 +284,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _load(args: argparse.Namespace, hooks: Sequence[str] = ()) -> Config:
+    from .config import load_config
+
     return load_config(
         args.config,
         cwd=Path.cwd(),
@@ -234,9 +295,16 @@ def _load(args: argparse.Namespace, hooks: Sequence[str] = ()) -> Config:
 
 
 def _hooks_list(args: argparse.Namespace) -> int:
+    from .view import hook_table
+
     if args.remote:
         if args.config:
             return _usage("hooks list", "--config is the server's; --remote lists what it has")
+        import trio
+
+        from . import remote
+        from .access import TokenFileError
+
         try:
             found = trio.run(remote.list_hooks, _remote(args))
         except (remote.RemoteError, TokenFileError) as exc:
@@ -263,11 +331,16 @@ def _usage(command: str, message: str) -> int:
     return EXIT_USAGE
 
 
-def _remote(args: argparse.Namespace) -> remote.Remote:
-    return remote.Remote(args.remote, client_token(args.token_file, os.environ))
+def _remote(args: argparse.Namespace) -> Remote:
+    from .access import client_token
+    from .remote import Remote
+
+    return Remote(args.remote, client_token(args.token_file, os.environ))
 
 
 def _remote_failed(command: str, exc: Exception) -> int:
+    from .access import TokenFileError
+
     print(f"mcpx-hooks {command}: {exc}", file=sys.stderr)
     if isinstance(exc, TokenFileError) or getattr(exc, "bad_input", False):
         return EXIT_USAGE
@@ -275,6 +348,8 @@ def _remote_failed(command: str, exc: Exception) -> int:
 
 
 def _validate(files: Sequence[str]) -> int:
+    from .config import validate_files
+
     problems = validate_files(files)
     for problem in problems:
         print(problem)
@@ -286,14 +361,18 @@ def _validate(files: Sequence[str]) -> int:
 
 
 def _schema(name: str | None) -> int:
+    from .schemas import SCHEMA_NAMES, schema_text
+
     if name is None:
-        print("\n".join(schemas.SCHEMA_NAMES))
+        print("\n".join(SCHEMA_NAMES))
     else:
-        sys.stdout.write(schemas.schema_text(name))
+        sys.stdout.write(schema_text(name))
     return EXIT_OK
 
 
 def _pick_hook(args: argparse.Namespace) -> tuple[Config, Hook]:
+    from .hooks import SourceKind
+
     if args.hook_json is not None:
         try:
             decl = json.loads(args.hook_json)
@@ -320,13 +399,16 @@ class _Usage(Exception):
     pass
 
 
-_SOURCE_FLAGS: Final = {
-    "--before": Phase.BEFORE,
-    "--prefix": Phase.PREFIX,
-    "--on-success": Phase.ON_SUCCESS,
-    "--on-error": Phase.ON_ERROR,
-    "--suffix": Phase.SUFFIX,
-}
+def _source_flags() -> dict[str, Phase]:
+    from .points import Phase
+
+    return {
+        "--before": Phase.BEFORE,
+        "--prefix": Phase.PREFIX,
+        "--on-success": Phase.ON_SUCCESS,
+        "--on-error": Phase.ON_ERROR,
+        "--suffix": Phase.SUFFIX,
+    }
 
 
 def _exec_argv(args: argparse.Namespace) -> list[str]:
@@ -340,7 +422,7 @@ def _script_lines(args: argparse.Namespace) -> dict[str, list[str | None]]:
     """The source flags as a per-call `script` layer: appended to the config's lines."""
     return {
         phase.value: [None, *getattr(args, f"src_{phase}")]
-        for phase in _SOURCE_FLAGS.values()
+        for phase in _source_flags().values()
         if getattr(args, f"src_{phase}")
     }
 
@@ -354,6 +436,12 @@ def _stdin_bytes(args: argparse.Namespace) -> bytes:
 
 
 def _exec_request(args: argparse.Namespace) -> tuple[Config, RunRequest]:
+    from .config import load_config
+    from .effects import Effect
+    from .points import Phase
+    from .run import DEFAULT_SCRIPT_TIMEOUT_MS, RunRequest
+    from .script import Script
+
     argv = _exec_argv(args)
     script_lines = _script_lines(args)
     config = load_config(
@@ -422,6 +510,12 @@ def _remote_exec_request(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _exec_remote(args: argparse.Namespace) -> int:
+    import trio
+
+    from . import remote
+    from .access import TokenFileError
+    from .view import frame_lines
+
     try:
         request = _remote_exec_request(args)
         target = _remote(args)
@@ -451,6 +545,8 @@ def _exec(args: argparse.Namespace) -> int:
     except (_Usage, OSError, json.JSONDecodeError) as exc:
         print(f"mcpx-hooks exec: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    import trio
+
     frames = trio.run(_exec_run, config, request, args.json)
     return exit_code(frames)
 
@@ -468,6 +564,11 @@ def exit_code(frames: Sequence[Mapping[str, Any]]) -> int:
 async def _exec_run(config: Config, request: RunRequest, as_json: bool) -> list[dict[str, Any]]:
     """Runs in process, printing each frame as it happens. The first Ctrl-C cancels the run
     (its suffix hooks and `end` still come); a second one stops at once."""
+    import trio
+
+    from .runtime import open_runtime
+    from .view import frame_lines
+
     async with open_runtime(config) as runtime, trio.open_nursery() as nursery:
         run = runtime.new_run(request)
         nursery.start_soon(_cancel_on_interrupt, run, nursery.cancel_scope)
@@ -482,6 +583,10 @@ async def _exec_run(config: Config, request: RunRequest, as_json: bool) -> list[
 
 
 async def _cancel_on_interrupt(run: Run, everything: trio.CancelScope) -> None:
+    import signal
+
+    import trio
+
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for _ in signals:
             if run.cancel_scope.cancel_called:
@@ -491,6 +596,15 @@ async def _cancel_on_interrupt(run: Run, everything: trio.CancelScope) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    import gc
+    import logging
+
+    import attrs
+    import trio
+
+    from .access import create_token_file, default_token_path, remove_token_file
+    from .server import Limits, Listening, ServiceOptions, run_service
+
     config = _load(args)
     token: str | None = None
     token_path: Path | None = None
@@ -545,6 +659,11 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _events(args: argparse.Namespace) -> int:
+    import trio
+
+    from . import remote
+    from .access import TokenFileError
+
     def show(event: dict[str, Any]) -> None:
         if args.json:
             print(json.dumps(event), flush=True)
@@ -560,6 +679,10 @@ def _events(args: argparse.Namespace) -> int:
 
 def mock_context(config: Config, phase: Phase, event: dict[str, Any]) -> HookContext:
     """The generated input of `hook test`, with the `--event` object merged over it."""
+    from .frames import now_rfc3339
+    from .hookrun import HookContext, RunInfo, new_run_id
+    from .points import Phase
+
     run = RunInfo(f"test-{new_run_id()}", ("true",), str(Path.cwd()), now_rfc3339())
     error = event.get("error")
     if error is None and phase is Phase.ON_ERROR:
@@ -586,6 +709,13 @@ def mock_context(config: Config, phase: Phase, event: dict[str, Any]) -> HookCon
 
 
 def _hook_test(args: argparse.Namespace) -> int:
+    import attrs
+    import trio
+
+    from .frames import HookStatus, to_json
+    from .points import Phase
+    from .view import hook_frame_lines
+
     try:
         config, hook = _pick_hook(args)
         event: dict[str, Any] = {}
@@ -607,5 +737,8 @@ def _hook_test(args: argparse.Namespace) -> int:
 
 
 async def _run_one(hook: Hook, ctx: HookContext) -> HookFrame:
+    from .hookrun import run_hook
+    from .spawn import open_spawner
+
     async with open_spawner() as spawner:
         return (await run_hook(spawner, hook, ctx)).frame

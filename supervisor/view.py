@@ -6,14 +6,15 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from .frames import HookStatus
-
 #: How many trailing lines of stderr the readable view shows for a failed hook.
 STDERR_LINES: Final = 8
 
 
 def hook_frame_lines(frame: Mapping[str, Any]) -> list[str]:
     """A hook frame (wire form) as a few lines: outcome, effect, changes and evidence."""
+    # Imported here: `hooks list` uses this module without frames (and so without cattrs).
+    from .frames import HookStatus
+
     status = HookStatus(frame["status"])
     mark = {HookStatus.OK: "ok", HookStatus.SKIPPED: "skipped"}.get(status, "FAILED")
     head = (

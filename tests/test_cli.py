@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -72,7 +73,52 @@ def project(tmp_path: Path) -> Path:
 def test_version(tmp_path: Path) -> None:
     out = mcpx("--version", cwd=tmp_path)
     assert out.returncode == 0
-    assert out.stdout.startswith("mcpx-hooks ")
+    # The package's `__version__`, read instead of the (slow) installed metadata, is that.
+    assert out.stdout == f"mcpx-hooks {metadata.version('mcpx-hooks')}\n"
+
+
+#: Runs the CLI in process, then writes the names of the modules it imported to argv[1].
+_IMPORTS_OF = """
+import json, sys
+from mcpx_hooks.supervisor.cli import main
+try:
+    main(sys.argv[2:])
+except SystemExit:
+    pass
+with open(sys.argv[1], "w") as f:
+    json.dump(sorted(sys.modules), f)
+"""
+
+
+def imported_by(*args: str, cwd: Path) -> set[str]:
+    out = cwd / "modules.json"
+    env = {**os.environ, "MCPX_HOOKS_NO_DISCOVERY": "1"}
+    subprocess.run(
+        [sys.executable, "-c", _IMPORTS_OF, str(out), *args],
+        check=True,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        timeout=60,
+    )
+    modules: list[str] = json.loads(out.read_text())
+    return {*modules, *(m.partition(".")[0] for m in modules)}
+
+
+@pytest.mark.parametrize("args", [["--version"], ["--help"]])
+def test_version_and_help_import_no_heavy_dependency(tmp_path: Path, args: list[str]) -> None:
+    heavy = {"trio", "attrs", "attr", "cattrs", "jsonschema", "trio_websocket", "wsproto"}
+    assert not imported_by(*args, cwd=tmp_path) & heavy
+
+
+def test_hook_test_imports_no_server_or_websocket(tmp_path: Path) -> None:
+    hook = json.dumps({"run": ["true"], "sandbox": "none"})
+    modules = imported_by("hook", "test", "--hook", hook, "--phase", "before", cwd=tmp_path)
+    assert "mcpx_hooks.supervisor.hookrun" in modules  # it did run the hook
+    unneeded = {"trio_websocket", "wsproto"} | {
+        f"mcpx_hooks.supervisor.{name}" for name in ("server", "remote", "runtime", "docgen")
+    }
+    assert not modules & unneeded
 
 
 def test_validate_ok_and_every_problem(project: Path) -> None:
