@@ -5,10 +5,11 @@ Not a benchmark itself (`run_all.py` skips files starting with `_`).
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 TRUE = "/bin/true"
 
@@ -44,15 +45,41 @@ async def interleaved(
     return samples
 
 
-def report(figure: str, label: str, value_s: float, base_s: float, goal: float) -> str:
-    """Prints one figure against the baseline; returns its `RESULT` line for run_all.py."""
+def report(
+    figure: str, label: str, value_s: float, base_s: float, goal: float, *, unit: str = ""
+) -> str:
+    """Prints one figure against the baseline; returns its `RESULT` line for run_all.py
+    (values in ms; `unit`, when given, is written on the line for the table)."""
     ratio = value_s / base_s
     verdict = "meets" if ratio <= goal else "misses"
     print(
         f"  {label}: {value_s * 1e3:7.3f} ms  ratio {ratio:5.2f}x  ({verdict} the goal <= {goal}x)"
     )
-    return f"RESULT {figure} {value_s * 1e3:.3f} {base_s * 1e3:.3f} {ratio:.3f} {goal}"
+    line = f"RESULT {figure} {value_s * 1e3:.3f} {base_s * 1e3:.3f} {ratio:.3f} {goal}"
+    return f"{line} le {unit}" if unit else line
 
 
 def medians(samples: Mapping[str, list[float]]) -> dict[str, float]:
     return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The `q`-th percentile (0-100) of `values`, nearest rank: a sample that was measured."""
+    ordered = sorted(values)
+    rank = math.ceil(q / 100 * len(ordered))
+    return ordered[min(max(rank, 1), len(ordered)) - 1]
+
+
+def result(
+    figure: str,
+    value: float,
+    baseline: float,
+    ratio: float,
+    goal: float,
+    *,
+    direction: str = "le",
+    unit: str = "",
+) -> str:
+    """A `RESULT` line for run_all.py (see its docstring for the fields and directions)."""
+    line = f"RESULT {figure} {value:.3f} {baseline:.3f} {ratio:.3f} {goal:g} {direction}"
+    return f"{line} {unit}" if unit else line

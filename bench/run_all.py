@@ -1,10 +1,20 @@
 """`make bench`: runs every benchmark under bench/ and prints one table.
 
+    .venv/bin/python bench/run_all.py [NAME ...]    (default: every bench/*.py not starting with _)
+
 Each benchmark prints, besides its own report, lines of the form
-`RESULT <figure> <value> <baseline> <ratio> <goal> [le|ge]` (value and baseline in the same
-unit, measured in the same run; ratio = value / baseline; `le` (the default): pass when
-ratio <= goal, as for times; `ge`: pass when ratio >= goal, as for throughput). This script
-collects them. A benchmark that fails or prints no RESULT line is reported as such.
+
+    RESULT <figure> <value> <baseline> <ratio> <goal> [le|ge|abs] [unit]
+
+value and baseline in the same unit, measured in the same run. The direction says what passes:
+* `le` (the default): ratio <= goal, ratio = value / baseline (a time against a bare one);
+* `ge`: ratio >= goal, where a larger ratio is better (a throughput over the baseline's, or a
+  speed-up, baseline / value: each script's docstring says which);
+* `abs`: value <= goal, the goal being in the value's own unit (an absolute bound such as
+  "<= 3 ms p50"); the baseline and ratio are printed for context only.
+`unit`, when given, is printed after the value, the baseline and an `abs` goal. This script
+collects the lines. A benchmark that exits non-zero, prints no RESULT line, or runs past `BOUND`
+gets a FAILED row (its RESULT lines, if any, are kept), and this script exits 1.
 """
 
 from __future__ import annotations
@@ -17,13 +27,43 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 #: Per-benchmark wall-clock bound, seconds.
 BOUND = 600
+DIRECTIONS = ("le", "ge", "abs")
+
+Row = tuple[str, str, str, str, str, str]
 
 
-def main() -> int:
-    rows: list[tuple[str, str, str, str, str, str]] = []
+def result_row(fields: list[str]) -> Row:
+    """One table row from the fields of a RESULT line (after `RESULT`)."""
+    figure, value, baseline, ratio, goal, *rest = fields
+    direction = rest[0] if rest and rest[0] in DIRECTIONS else "le"
+    unit = rest[-1] if rest and rest[-1] not in DIRECTIONS else ""
+    suffix = f" {unit}" if unit else ""
+    if direction == "abs":
+        ok = float(value) <= float(goal)
+        bound = f"<= {goal}{suffix}"
+    elif direction == "ge":
+        ok = float(ratio) >= float(goal)
+        bound = f">= {goal}x"
+    else:
+        ok = float(ratio) <= float(goal)
+        bound = f"<= {goal}x"
+    return (
+        figure,
+        value + suffix,
+        baseline + suffix,
+        f"{float(ratio):.2f}x",
+        bound,
+        "pass" if ok else "FAIL",
+    )
+
+
+def main(names: list[str]) -> int:
+    rows: list[Row] = []
     failed = False
     for script in sorted(HERE.glob("*.py")):
         if script.name == Path(__file__).name or script.name.startswith("_"):
+            continue
+        if names and script.stem not in names and script.name not in names:
             continue
         print(f"== {script.name}", flush=True)
         started = time.monotonic()
@@ -41,25 +81,24 @@ def main() -> int:
             continue
         print(proc.stdout, end="")
         results = [line.split() for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+        for fields in results:
+            try:
+                row = result_row(fields[1:])
+            except (ValueError, IndexError):
+                row = (fields[1] if len(fields) > 1 else script.stem, "-", "-", "-", "-", "BAD")
+                failed = True
+            rows.append(row)
         if proc.returncode != 0 or not results:
             print(proc.stderr[-2000:], file=sys.stderr)
             rows.append((script.stem, "-", "-", "-", "-", f"FAILED (exit {proc.returncode})"))
             failed = True
-            continue
-        for _, figure, value, baseline, ratio, goal, *direction in results:
-            at_least = direction == ["ge"]
-            ok = float(ratio) >= float(goal) if at_least else float(ratio) <= float(goal)
-            bound = f"{'>=' if at_least else '<='} {goal}x"
-            rows.append(
-                (figure, value, baseline, f"{float(ratio):.2f}x", bound, "pass" if ok else "FAIL")
-            )
         print(f"   ({time.monotonic() - started:.0f} s)\n", flush=True)
     head = ("figure", "value", "baseline", "ratio", "goal", "")
     widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
     for row in [head, *rows]:
-        print("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)))
+        print("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
     return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

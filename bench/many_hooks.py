@@ -1,0 +1,281 @@
+"""1,000 hooks each sleeping 1 s, all at once: wall time against 1 s, and what it costs in memory.
+
+    .venv/bin/python bench/many_hooks.py [--hooks 1000] [--waves 3] [--profiles none,strict]
+        [--nofile N]
+
+One wave: `--hooks` `run` hooks of `/bin/sleep 1` started together in one trio nursery, each
+through `run_hook` (the whole per-hook path), on one spawner; the figure is the wave's wall
+time, from the first `start_soon` to the last hook's frame. Every hook must come back `ok`.
+The baseline is the issue's: 1 s, the time one hook sleeps. For context, a bare wave in the
+same run: as many `os.posix_spawn` of `/bin/sleep 1` from this process, then `waitpid` of each
+(what the machine itself needs to start and reap that many processes).
+
+Memory and fds, sampled every 0.25 s during each wave: this process's RSS (the supervisor side:
+trio, the hooks' tasks, pipes; and its lifetime peak from `getrusage`), the spawner's RSS
+(`Spawner.pid`), and both processes' open fds.
+
+Goal (issue 6): wall <= 1.5 s, i.e. ratio <= 1.5 against 1 s (RESULT `many_hooks_<profile>`,
+median over the waves), supervisor RSS printed and bounded: RESULT
+`many_hooks_<profile>_rss_growth`, the supervisor's RSS growth over its idle size (baseline
+column) at the peak of the waves, against 64 MiB at 1,000 hooks (abs): 64 KiB a hook, where a
+task, its hook frame and four pipe ends need a few KiB. `strict` runs as its own rows where this
+machine can enforce it (root here), else it is skipped with the reason.
+
+1,000 children need about 4 fds each here (a control socket and three pipe ends) and 2 in the
+spawner (a pidfd and the control socket): the script raises its RLIMIT_NOFILE soft limit to the
+hard one before the spawner starts (which inherits it); `--nofile N` sets N instead, to see what
+a smaller limit does. Exits 1 when a hook is not `ok`, a wave cannot be run, or a process is
+left once the spawner is closed. Takes 20-60 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import resource
+import statistics
+import sys
+import time
+import traceback
+
+import psutil
+import trio
+from _timing import result
+
+from mcpx_hooks.supervisor import sandbox
+from mcpx_hooks.supervisor.errors import SandboxUnavailable
+from mcpx_hooks.supervisor.frames import HookStatus
+from mcpx_hooks.supervisor.hookrun import HookContext, run_hook
+from mcpx_hooks.supervisor.hooks import Action, Hook, Profile, Provenance, SourceKind
+from mcpx_hooks.supervisor.points import Phase
+from mcpx_hooks.supervisor.spawn import Spawner, open_spawner
+
+GOAL_RATIO = 1.5
+#: The supervisor's RSS growth at the peak of a 1,000-hook wave, over its idle size.
+GOAL_RSS_GROWTH_MB = 64
+SLEEP = ("/bin/sleep", "1")
+BASELINE_S = 1.0
+SAMPLE_EVERY_S = 0.25
+CTX = HookContext(run=None)
+#: The `failures` key for processes left behind.
+LEFTOVER = "leftover"
+
+
+def sleep_hook(profile: Profile) -> Hook:
+    return Hook(
+        name="sleep",
+        on="script",
+        phase=Phase.BEFORE,
+        action=Action.RUN,
+        target=SLEEP,
+        declaring_dir="/",
+        source=Provenance(SourceKind.COMMAND_LINE),
+        sandbox=profile,
+    )
+
+
+class Peaks:
+    """Highest RSS (KiB) and fd counts seen of this process and of the spawner."""
+
+    def __init__(self, spawner_pid: int) -> None:
+        self.me = psutil.Process()
+        self.spawner = psutil.Process(spawner_pid)
+        self.rss_kb = 0
+        self.spawner_rss_kb = 0
+        self.fds = 0
+        self.spawner_fds = 0
+
+    def sample(self) -> None:
+        self.rss_kb = max(self.rss_kb, self.me.memory_info().rss // 1024)
+        self.fds = max(self.fds, self.me.num_fds())
+        self.spawner_rss_kb = max(self.spawner_rss_kb, self.spawner.memory_info().rss // 1024)
+        self.spawner_fds = max(self.spawner_fds, self.spawner.num_fds())
+
+    async def serve_sampling(self) -> None:
+        """Samples every `SAMPLE_EVERY_S` until cancelled (a measurement, not a wait)."""
+        while True:
+            self.sample()
+            await trio.sleep(SAMPLE_EVERY_S)
+
+
+async def one_hook(
+    spawner: Spawner, hook: Hook, statuses: collections.Counter[str], reasons: list[str]
+) -> None:
+    report = await run_hook(spawner, hook, CTX)
+    frame = report.frame
+    statuses[frame.status.value] += 1
+    if frame.status is not HookStatus.OK and len(reasons) < 3:
+        reasons.append(f"{frame.status}: {frame.reason} {frame.stderr_tail or ''}".strip())
+
+
+async def wave(spawner: Spawner, hook: Hook, hooks: int, peaks: Peaks) -> float:
+    statuses: collections.Counter[str] = collections.Counter()
+    reasons: list[str] = []
+    async with trio.open_nursery() as outer:
+        outer.start_soon(peaks.serve_sampling)
+        start = time.perf_counter()
+        async with trio.open_nursery() as nursery:
+            for _ in range(hooks):
+                nursery.start_soon(one_hook, spawner, hook, statuses, reasons)
+        elapsed = time.perf_counter() - start
+        outer.cancel_scope.cancel()
+    if statuses["ok"] != hooks:
+        raise WaveFailed(
+            f"{dict(statuses)} in {elapsed:.3f} s (supervisor RSS peak "
+            f"{peaks.rss_kb / 1024:.1f} MiB, fds peak {peaks.fds}; spawner fds peak "
+            f"{peaks.spawner_fds}); first failures: {reasons}"
+        )
+    return elapsed
+
+
+class WaveFailed(Exception):
+    """Not every hook of a wave came back ok, or the wave could not be run."""
+
+
+def bare_wave(hooks: int) -> float:
+    """posix_spawn `hooks` sleeps from this process, then waitpid each: the machine's floor."""
+    start = time.perf_counter()
+    pids = [os.posix_spawn(SLEEP[0], list(SLEEP), {}) for _ in range(hooks)]
+    for pid in pids:
+        os.waitpid(pid, 0)
+    return time.perf_counter() - start
+
+
+async def measure(
+    profiles: list[Profile], hooks: int, waves: int
+) -> tuple[dict[str, list[float]], dict[str, Peaks], dict[Profile, str], dict[str, str], int]:
+    walls: dict[str, list[float]] = collections.defaultdict(list)
+    peaks: dict[str, Peaks] = {}
+    skipped: dict[Profile, str] = {}
+    failures: dict[str, str] = {}
+    async with open_spawner() as spawner:
+        idle_rss_kb = psutil.Process().memory_info().rss // 1024
+        runnable = []
+        for profile in profiles:
+            try:
+                sandbox.require(profile, spawner)
+            except SandboxUnavailable as exc:
+                skipped[profile] = str(exc)
+                continue
+            runnable.append(profile)
+            peaks[profile] = Peaks(spawner.pid)
+        for i in range(waves):
+            walls["bare"].append(bare_wave(hooks))
+            for profile in runnable[i % len(runnable) :] + runnable[: i % len(runnable)]:
+                if profile in failures:
+                    continue
+                try:
+                    walls[profile].append(
+                        await wave(spawner, sleep_hook(profile), hooks, peaks[profile])
+                    )
+                except* WaveFailed as group:
+                    failures[profile] = str(group.exceptions[0])
+                except* OSError as group:  # e.g. out of fds here: run_hook raised it
+                    failures[profile] = _raised(group)
+    left = psutil.Process().children(recursive=True)
+    if left:
+        failures[LEFTOVER] = f"processes left after the spawner closed: {left[:5]}"
+    return walls, peaks, skipped, failures, idle_rss_kb
+
+
+def _raised(group: BaseExceptionGroup[OSError]) -> str:
+    """What run_hook raised, in one line: how many, the first, and where."""
+    leaves: list[BaseException] = []
+    todo: list[BaseException] = [group]
+    while todo:
+        exc = todo.pop(0)
+        if isinstance(exc, BaseExceptionGroup):
+            todo.extend(exc.exceptions)
+        else:
+            leaves.append(exc)
+    first = leaves[0]
+    where = traceback.extract_tb(first.__traceback__)[-1]
+    return (
+        f"run_hook raised {len(leaves)} exceptions, the first {first!r} "
+        f"at {os.path.basename(where.filename)}:{where.lineno} ({where.line})"
+    )
+
+
+def set_nofile(soft: int | None) -> tuple[int, int]:
+    """RLIMIT_NOFILE's soft limit to `soft`, or to the hard limit; returns the new pair."""
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = hard if soft is None else soft
+    resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--hooks", type=int, default=1000)
+    parser.add_argument("--waves", type=int, default=3)
+    parser.add_argument("--profiles", default="none,strict")
+    parser.add_argument("--nofile", type=int, default=None, help="RLIMIT_NOFILE soft limit")
+    args = parser.parse_args()
+    profiles = [Profile(p) for p in args.profiles.split(",") if p]
+    started = time.perf_counter()
+    soft, hard = set_nofile(args.nofile)
+    walls, peaks, skipped, failures, idle_kb = trio.run(measure, profiles, args.hooks, args.waves)
+    n = args.hooks
+    print(f"{n} hooks of {' '.join(SLEEP)} at once, {args.waves} waves, medians;")
+    print(f"  RLIMIT_NOFILE {soft}/{hard}; supervisor idle RSS {idle_kb / 1024:.1f} MiB")
+    bare = statistics.median(walls["bare"])
+    print(f"  baseline  {BASELINE_S:g} s; context: bare posix_spawn+waitpid wave {bare:6.3f} s")
+    results = []
+    for profile in profiles:
+        if profile in skipped:
+            print(f"  profile {profile}: skipped: {skipped[profile]}")
+            continue
+        if profile in failures:
+            print(f"  profile {profile}: FAILED: {failures[profile]}")
+            continue
+        wall = statistics.median(walls[profile])
+        p = peaks[profile]
+        growth_kb = max(0, p.rss_kb - idle_kb)
+        per_hook_kb = growth_kb / n
+        verdict = "meets" if wall / BASELINE_S <= GOAL_RATIO else "misses"
+        print(
+            f"  profile {profile}: wall {wall:6.3f} s  ratio {wall / BASELINE_S:5.2f}x "
+            f"({verdict} the goal <= {GOAL_RATIO:g}x); waves {_seconds(walls[profile])}"
+        )
+        print(
+            f"    supervisor RSS peak {p.rss_kb / 1024:.1f} MiB "
+            f"(+{growth_kb / 1024:.1f} MiB, {per_hook_kb:.1f} KiB a hook), fds peak {p.fds}; "
+            f"spawner RSS peak {p.spawner_rss_kb / 1024:.1f} MiB, fds peak {p.spawner_fds}"
+        )
+        results.append(
+            result(
+                f"many_hooks_{profile}",
+                wall * 1e3,
+                BASELINE_S * 1e3,
+                wall / BASELINE_S,
+                GOAL_RATIO,
+                unit="ms",
+            )
+        )
+        results.append(
+            result(
+                f"many_hooks_{profile}_rss_growth",
+                growth_kb / 1024,
+                idle_kb / 1024,
+                growth_kb / idle_kb,
+                GOAL_RSS_GROWTH_MB,
+                direction="abs",
+                unit="MiB",
+            )
+        )
+    if LEFTOVER in failures:
+        print(f"  FAILED: {failures[LEFTOVER]}")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(f"  supervisor lifetime peak RSS (getrusage) {peak / 1024:.1f} MiB")
+    print(f"({time.perf_counter() - started:.1f} s)")
+    print("\n".join(results))
+    return 1 if failures else 0
+
+
+def _seconds(values: list[float]) -> str:
+    return ", ".join(f"{v:.3f}" for v in values)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
