@@ -260,7 +260,8 @@ class Child:
                 await self._read_stderr(self._caps[1])
 
     async def _terminate(self, grace: float) -> None:
-        """SIGTERM the tree, wait up to `grace`, SIGKILL, wait for the reap report; then
+        """SIGTERM the tree, wait up to `grace`, SIGKILL (at once when `grace` is 0), wait
+        for the reap report; then
         read what output the tree left (see `communicate`)."""
         if not self._exit_seen.is_set():  # else reaped already, or never started
             await self._stop(grace)
@@ -270,11 +271,12 @@ class Child:
         # Also when cancelled before "started" arrived: the spawner obeys once it has started
         # the child, and `wait` reads past "started".
         self.outcome.killed = True
-        with trio.move_on_after(grace) as scope:
-            await self.send_command("term")
-            await self.wait()
-        if not scope.cancelled_caught:
-            return
+        if grace > 0:
+            with trio.move_on_after(grace) as scope:
+                await self.send_command("term")
+                await self.wait()
+            if not scope.cancelled_caught:
+                return
         await self.send_command("kill")
         with trio.move_on_after(KILL_REPORT_BOUND):
             await self.wait()
