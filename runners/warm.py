@@ -40,6 +40,7 @@ from __future__ import annotations
 import array
 import contextlib
 import ctypes
+import gc
 import json
 import os
 import signal
@@ -59,6 +60,8 @@ HAND_OVER_BOUND_S = 10.0
 _HOME = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BASE_PATH = tuple(p for p in sys.path if p != _HOME)
 _RUNNER_FILE = os.path.abspath(module_runner.__file__ or "module_runner.py")
+#: A hook the waiting fork runs once, to touch what a real one will (`_ready_interpreter`).
+_REHEARSAL = os.path.join(os.path.dirname(_RUNNER_FILE), "rehearsal.py")
 _MAX_ENV = 1 << 20
 _PR_SET_DUMPABLE = 4
 
@@ -140,6 +143,7 @@ def _waiting_child(sock: socket.socket, kind: str, empty_net: int | None) -> Non
                 jail.arm(pid=False)
             except (OSError, StartError) as exc:
                 broken = f"sandbox: {exc}"
+        _ready_interpreter()
         req, uid = _take_request(sock)
         if req is None:
             code = 0  # the spawner is closing
@@ -232,16 +236,13 @@ def _close_fds_except(keep: list[int]) -> None:
     os.closerange(low, os.sysconf("SC_OPEN_MAX"))
 
 
-def _fresh_interpreter(env: dict[str, str], req: Request) -> None:
-    assert req.module is not None
-    os.environ.clear()
-    os.environ.update(env)
-    paths = [arg for p in req.module.path for arg in ("--path", p)]
-    sys.argv[:] = [_RUNNER_FILE, *paths, req.module.spec]  # as the cold command line has it
-    sys.path[:] = [*BASE_PATH, *req.module.path]
+def _ready_interpreter() -> None:
+    """What a fresh interpreter has that does not depend on the request, done while waiting:
+    streams on fds 0, 1, 2 (they stay on those numbers when the request's fds are put
+    there), signal dispositions, no bytecode written; then a rehearsal of a hook's run, so
+    the pages it writes are copied from the spawner now rather than while a hook runs."""
     sys.dont_write_bytecode = True  # as -B has it: a hook's imports leave no __pycache__
-    # A fresh interpreter's streams on fds 0, 1, 2 (the spawner started with the same
-    # scrubbed locale a cold hook gets, so the same UTF-8 mode); stdout is not a terminal.
+    # The spawner started with the same scrubbed locale a cold hook gets: same UTF-8 mode.
     errors = "surrogateescape" if sys.flags.utf8_mode else "strict"
     streams = {
         "stdin": open(0, encoding="utf-8", errors=errors, closefd=False),  # noqa: SIM115
@@ -253,7 +254,31 @@ def _fresh_interpreter(env: dict[str, str], req: Request) -> None:
     for name, stream in streams.items():
         setattr(sys, name, stream)
         setattr(sys, f"__{name}__", stream)  # typeshed calls these final; they are not
-    # And its signal dispositions.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    _rehearse()
+    # What the spawner made lives as long as this fork: keep the collector off it (a
+    # collection would write to every object it holds, copying most of the heap).
+    gc.freeze()
+
+
+def _rehearse() -> None:
+    path = list(sys.path)
+    try:
+        fn = module_runner.load(f"{_REHEARSAL}:hook")
+        json.dumps(fn(json.loads('{"protocol": 1, "hook": {"name": "rehearsal"}}')))
+    finally:
+        sys.path[:] = path
+        for name in [n for n in sys.modules if n.startswith("_mcpx_hook_")]:
+            del sys.modules[name]
+
+
+def _fresh_interpreter(env: dict[str, str], req: Request) -> None:
+    """The rest of a fresh interpreter's state, from the request."""
+    assert req.module is not None
+    os.environ.clear()
+    os.environ.update(env)
+    paths = [arg for p in req.module.path for arg in ("--path", p)]
+    sys.argv[:] = [_RUNNER_FILE, *paths, req.module.spec]  # as the cold command line has it
+    sys.path[:] = [*BASE_PATH, *req.module.path]
