@@ -310,29 +310,18 @@ class Spawner:
     its `Outcome.lost` is set: never retried, as it may have done part of its work.
     """
 
-    def __init__(
-        self,
-        proc: subprocess.Popen[bytes],
-        sock: socket.socket,
-        mode: str,
-        report: Mapping[str, Any],
-    ) -> None:
+    def __init__(self, started: SpawnerProcess) -> None:
         self._lock = trio.Lock()
         self._restart_lock = trio.Lock()
         #: How many times the spawner was started again after dying.
         self.restarts = 0
-        self._adopt(proc, sock, mode, report)
+        self._adopt(started)
 
-    def _adopt(
-        self,
-        proc: subprocess.Popen[bytes],
-        sock: socket.socket,
-        mode: str,
-        report: Mapping[str, Any],
-    ) -> None:
+    def _adopt(self, started: SpawnerProcess) -> None:
+        proc, mode, report = started.proc, started.mode, started.report
         self._proc = proc
-        self._raw = sock
-        self._sock = trio.socket.from_stdlib_socket(sock)  # owns it; makes it non-blocking
+        self._raw = started.sock
+        self._sock = trio.socket.from_stdlib_socket(started.sock)  # owns it; non-blocking
         #: The spawner's pid, and how it owns trees: "pidns" or "keeper" (`SPAWN_MODES`).
         self.pid = proc.pid
         self.mode = mode
@@ -517,8 +506,7 @@ class Spawner:
                 dead.pid,
                 dead.returncode,
             )
-            proc, sock, mode, report = await _start_spawner_process()
-            self._adopt(proc, sock, mode, report)
+            self._adopt(await _start_spawner_process())
             self.restarts += 1
 
     def _close(self) -> None:
@@ -658,8 +646,7 @@ async def open_spawner() -> AsyncIterator[Spawner]:
     A spawner that dies is started again by the next `open_child` (`Spawner`).
     """
     raise_open_files_limit()
-    proc, sock, mode, report = await _start_spawner_process()
-    spawner = Spawner(proc, sock, mode, report)
+    spawner = Spawner(await _start_spawner_process())
     try:
         yield spawner
     finally:
@@ -676,10 +663,18 @@ def raise_open_files_limit() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
-async def _start_spawner_process() -> tuple[
-    subprocess.Popen[bytes], socket.socket, str, dict[str, Any]
-]:
-    """A new spawner, its request socket, mode and report; `SpawnError` if it does not start."""
+@attrs.frozen
+class SpawnerProcess:
+    """A started spawner: its process, request socket, mode and report (`mechanisms.py`)."""
+
+    proc: subprocess.Popen[bytes]
+    sock: socket.socket
+    mode: str
+    report: Mapping[str, Any]
+
+
+async def _start_spawner_process() -> SpawnerProcess:
+    """A new spawner; `SpawnError` if it does not start."""
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
         proc, mode = _launch(theirs.fileno())
@@ -694,7 +689,7 @@ async def _start_spawner_process() -> tuple[
         mine.close()
         await _close_spawner(proc)
         raise
-    return proc, mine, mode, report
+    return SpawnerProcess(proc, mine, mode, report)
 
 
 async def _read_report(proc: subprocess.Popen[bytes]) -> dict[str, Any]:

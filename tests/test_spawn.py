@@ -39,6 +39,7 @@ from mcpx_hooks.supervisor.spawn import (
     ChildSpec,
     Outcome,
     Spawner,
+    SpawnerProcess,
     open_spawner,
 )
 
@@ -424,7 +425,7 @@ async def test_cancelled_before_started_waits_for_the_exit_report(no_leaks: None
     mine, stdlib_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     theirs = trio.socket.from_stdlib_socket(stdlib_theirs)
     standin = _standin_process()
-    spawner = Spawner(standin, mine, "fake", {})
+    spawner = Spawner(SpawnerProcess(standin, mine, "fake", {}))
     events: list[str] = []
 
     async def fake_spawner() -> None:

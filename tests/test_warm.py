@@ -35,16 +35,22 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="warm runs need pidns 
 CTX = HookContext(run=RunInfo("run-1", ("job",), "/", "2026-01-01T00:00:00Z"), input=({"n": 1},))
 
 #: A hook that describes the process it runs in: what a cold and a warm run must agree on.
-STATE = """
-import json, os, resource, signal, sys
-
+#: For hooks below: whether an fd is open (/proc and /dev/fd are out of a strict hook's reach).
+IS_OPEN = """
 def _is_open(fd):
     try:
         os.fstat(fd)
         return True
     except OSError:
         return False
+"""
 
+STATE = (
+    """
+import json, os, resource, signal, sys
+"""
+    + IS_OPEN
+    + """
 def hook(payload):
     limits = {n: resource.getrlimit(getattr(resource, n)) for n in (
         "RLIMIT_NOFILE", "RLIMIT_CPU", "RLIMIT_AS", "RLIMIT_NPROC", "RLIMIT_FSIZE", "RLIMIT_CORE")}
@@ -69,6 +75,7 @@ def hook(payload):
     }
     return {"advise": json.dumps(state)}
 """
+)
 
 
 def write_hook(directory: Path, name: str, code: str) -> str:
@@ -185,16 +192,12 @@ def hook(payload):
     return {"advise": json.dumps({"count": COUNT})}
 """
 
-LOOK_FOR_TRACES = """
+LOOK_FOR_TRACES = (
+    """
 import builtins, json, os, signal, sys
-
-def _is_open(fd):
-    try:
-        os.fstat(fd)
-        return True
-    except OSError:
-        return False
-
+"""
+    + IS_OPEN
+    + """
 def hook(payload):
     found = {
         "env": "LEAKED_ENV" in os.environ,
@@ -209,6 +212,7 @@ def hook(payload):
     }
     return {"advise": json.dumps(found)}
 """
+)
 
 
 @pytest.mark.parametrize("profile", [Profile.NONE, Profile.STRICT])
