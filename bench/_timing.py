@@ -9,7 +9,12 @@ import math
 import os
 import statistics
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+
+from mcpx_hooks.supervisor import sandbox
+from mcpx_hooks.supervisor.errors import SandboxUnavailable
+from mcpx_hooks.supervisor.hooks import Profile
+from mcpx_hooks.supervisor.spawn import Spawner
 
 TRUE = "/bin/true"
 
@@ -83,3 +88,19 @@ def result(
     """A `RESULT` line for run_all.py (see its docstring for the fields and directions)."""
     line = f"RESULT {figure} {value:.3f} {baseline:.3f} {ratio:.3f} {goal:g} {direction}"
     return f"{line} {unit}" if unit else line
+
+
+def enforceable(
+    profiles: Iterable[Profile], spawner: Spawner
+) -> tuple[list[Profile], dict[Profile, str]]:
+    """The profiles this machine can enforce, and why each other one cannot be."""
+    runnable: list[Profile] = []
+    skipped: dict[Profile, str] = {}
+    for profile in profiles:
+        try:
+            sandbox.require(profile, spawner)
+        except SandboxUnavailable as exc:
+            skipped[profile] = str(exc)
+            continue
+        runnable.append(profile)
+    return runnable, skipped

@@ -41,10 +41,8 @@ import traceback
 
 import psutil
 import trio
-from _timing import result
+from _timing import enforceable, result
 
-from mcpx_hooks.supervisor import sandbox
-from mcpx_hooks.supervisor.errors import SandboxUnavailable
 from mcpx_hooks.supervisor.frames import HookStatus
 from mcpx_hooks.supervisor.hookrun import HookContext, run_hook
 from mcpx_hooks.supervisor.hooks import Action, Hook, Profile, Provenance, SourceKind
@@ -147,19 +145,11 @@ async def measure(
 ) -> tuple[dict[str, list[float]], dict[str, Peaks], dict[Profile, str], dict[str, str], int]:
     walls: dict[str, list[float]] = collections.defaultdict(list)
     peaks: dict[str, Peaks] = {}
-    skipped: dict[Profile, str] = {}
     failures: dict[str, str] = {}
     async with open_spawner() as spawner:
         idle_rss_kb = psutil.Process().memory_info().rss // 1024
-        runnable = []
-        for profile in profiles:
-            try:
-                sandbox.require(profile, spawner)
-            except SandboxUnavailable as exc:
-                skipped[profile] = str(exc)
-                continue
-            runnable.append(profile)
-            peaks[profile] = Peaks(spawner.pid)
+        runnable, skipped = enforceable(profiles, spawner)
+        peaks.update((profile, Peaks(spawner.pid)) for profile in runnable)
         for i in range(waves):
             walls["bare"].append(bare_wave(hooks))
             for profile in runnable[i % len(runnable) :] + runnable[: i % len(runnable)]:

@@ -41,11 +41,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import trio
-from _timing import interleaved, percentile, result
+from _timing import enforceable, interleaved, percentile, result
 
-from mcpx_hooks.supervisor import sandbox
 from mcpx_hooks.supervisor.effects import Effect
-from mcpx_hooks.supervisor.errors import SandboxUnavailable
 from mcpx_hooks.supervisor.frames import HookStatus
 from mcpx_hooks.supervisor.hookrun import HookContext, hook_input, run_hook
 from mcpx_hooks.supervisor.hooks import Action, Hook, Profile, Provenance, SourceKind
@@ -131,18 +129,7 @@ def cold_round_trip(payload: bytes) -> float:
     finally:
         os.close(in_r)
         os.close(out_w)
-    try:
-        os.write(in_w, payload)  # well under a pipe's buffer: never blocks
-    finally:
-        os.close(in_w)
-    try:
-        out = _read_all(out_r)
-    finally:
-        os.close(out_r)
-    _, status = os.waitpid(pid, 0)
-    elapsed = time.perf_counter() - start
-    _check("cold", out, status)
-    return elapsed
+    return _answer(pid, in_w, out_r, payload, start=start, label="cold")
 
 
 def fork_round_trip(payload: bytes) -> float:
@@ -164,8 +151,13 @@ def fork_round_trip(payload: bytes) -> float:
             os._exit(code)
     os.close(in_r)
     os.close(out_w)
+    return _answer(pid, in_w, out_r, payload, start=start, label="fork")
+
+
+def _answer(pid: int, in_w: int, out_r: int, payload: bytes, *, start: float, label: str) -> float:
+    """Writes the input, reads the answer, reaps `pid`; seconds since `start`."""
     try:
-        os.write(in_w, payload)
+        os.write(in_w, payload)  # well under a pipe's buffer: never blocks
     finally:
         os.close(in_w)
     try:
@@ -174,7 +166,7 @@ def fork_round_trip(payload: bytes) -> float:
         os.close(out_r)
     _, status = os.waitpid(pid, 0)
     elapsed = time.perf_counter() - start
-    _check("fork", out, status)
+    _check(label, out, status)
     return elapsed
 
 
@@ -185,16 +177,9 @@ async def _sync(fn: functools.partial[float]) -> float:
 async def measure(
     directory: str, profiles: list[Profile], rounds: int, per_round: int
 ) -> tuple[dict[str, list[float]], dict[Profile, str], str]:
-    skipped: dict[Profile, str] = {}
     async with open_spawner() as spawner:
-        hooks: dict[str, Hook] = {}
-        for profile in profiles:
-            try:
-                sandbox.require(profile, spawner)
-            except SandboxUnavailable as exc:
-                skipped[profile] = str(exc)
-                continue
-            hooks[f"hook_{profile}"] = module_hook(directory, profile)
+        runnable, skipped = enforceable(profiles, spawner)
+        hooks = {f"hook_{profile}": module_hook(directory, profile) for profile in runnable}
         if not hooks:
             raise Broken(f"no profile can run here: {skipped}")
         payload = json.dumps(hook_input(next(iter(hooks.values())), Effect.ADVISE, CTX)).encode()
