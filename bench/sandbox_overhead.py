@@ -2,13 +2,15 @@
 
     .venv/bin/python bench/sandbox_overhead.py [--rounds 20] [--per-round 25]
 
-Three figures, interleaved in rounds (each round times all of them in a rotating order, so the
+Four figures, interleaved in rounds (each round times all of them in a rotating order, so the
 machine's noise falls on all alike), medians over every single spawn:
 * `strict_spawn`: `open_child` + `communicate` of /bin/true with the plan a strict hook gets
   (PID, mount, IPC and UTS namespaces, the empty network namespace, tmpfs scratch and covers,
   per-child uid, no_new_privs, Landlock, seccomp, resource limits) — the spawn path alone;
 * `strict_hook`: a whole `run` hook of /bin/true under strict through `run_hook` (scratch
   directory, environment, JSON stdin, the hook frame) — what a hook costs;
+* `none_spawn`, for context: the same spawn with the limits of profile `none` and no sandbox,
+  so that `strict_spawn - none_spawn` is what the sandbox itself adds to the spawn path;
 * the baseline. Goal: <= 2x. Needs root (strict needs it here). Takes well under 60 s.
 """
 
@@ -34,7 +36,7 @@ from mcpx_hooks.supervisor.spawn import ChildSpec, Spawner, open_spawner
 GOAL = 2.0
 
 
-async def strict_spawn(spawner: Spawner, spec: ChildSpec) -> float:
+async def timed_spawn(spawner: Spawner, spec: ChildSpec) -> float:
     start = time.perf_counter()
     async with spawner.open_child(spec, kill_grace=0.5) as child:
         outcome = await child.communicate(b"", 1 << 16, 1 << 12)
@@ -61,9 +63,12 @@ async def measure(rounds: int, per_round: int, where: str) -> dict[str, list[flo
         with scratch_dir("bench-") as scratch:
             rlimits, plan = sandbox.plan(Profile.STRICT, spawner, scratch=scratch, dirs=(where,))
             spec = ChildSpec((TRUE,), where, {}, rlimits, plan)
+            soft, _ = sandbox.plan(Profile.NONE, spawner, scratch=scratch, dirs=(where,))
+            bare_spec = ChildSpec((TRUE,), where, {}, soft, None)
             samplers = {
-                "strict_spawn": functools.partial(strict_spawn, spawner, spec),
+                "strict_spawn": functools.partial(timed_spawn, spawner, spec),
                 "strict_hook": functools.partial(strict_hook, spawner, hook),
+                "none_spawn": functools.partial(timed_spawn, spawner, bare_spec),
             }
             return await interleaved(samplers, rounds, per_round)
 
@@ -94,6 +99,11 @@ def main() -> None:
         report(name, f"{name:13}", figures[name], bare, GOAL)
         for name in ("strict_spawn", "strict_hook")
     ]
+    none, strict = figures["none_spawn"], figures["strict_spawn"]
+    print(
+        f"  none_spawn   : {none * 1e3:7.3f} ms  ratio {none / bare:5.2f}x  (context: the same"
+        f" spawn unsandboxed; the sandbox adds {(strict - none) * 1e3:.3f} ms)"
+    )
     print(f"({time.perf_counter() - started:.1f} s)")
     print("\n".join(results))
 

@@ -27,7 +27,7 @@ import os
 import platform
 import stat
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
@@ -68,8 +68,16 @@ def _check(result: int, what: str) -> int:
 
 
 def _syscall(number: int, *args: int | bytes | ctypes.Array[ctypes.c_char] | None) -> int:
-    wide = [ctypes.c_long(a) if isinstance(a, int) else a for a in args]
-    return int(_libc.syscall(ctypes.c_long(number), *wide))
+    """`syscall(number, *args)`, every argument passed as a full machine word."""
+    return int(_syscall_of_arity(len(args))(number, *args))
+
+
+@functools.cache
+def _syscall_of_arity(n: int) -> Callable[..., int]:
+    # A prototype of its own per arity: ctypes converts the arguments in C (ints, bytes,
+    # buffers and None alike, as `void *`), several times faster than wrapping each one.
+    proto = ctypes.CFUNCTYPE(ctypes.c_long, ctypes.c_long, *[ctypes.c_void_p] * n, use_errno=True)
+    return proto(("syscall", _libc))
 
 
 # --------------------------------------------------------------------------- syscall tables
@@ -115,18 +123,28 @@ _COMMON = {
     "landlock_create_ruleset": 444, "landlock_add_rule": 445, "landlock_restrict_self": 446,
 }
 # fmt: on
+_LL_CREATE = _COMMON["landlock_create_ruleset"]
+_LL_ADD_RULE = _COMMON["landlock_add_rule"]
+_LL_RESTRICT = _COMMON["landlock_restrict_self"]
 
 
-def _table() -> tuple[int, dict[str, int]] | None:
+def _machine_table() -> tuple[int, dict[str, int]] | None:
     found = _TABLES.get(platform.machine())
     return None if found is None else (found[0], {**found[1], **_COMMON})
 
 
+#: This machine's audit arch and system call numbers (None: no table for it).
+_TABLE = _machine_table()
+
+
+def _table() -> tuple[int, dict[str, int]] | None:
+    return _TABLE
+
+
 def _nr(name: str) -> int:
-    table = _table()
-    if table is None:
+    if _TABLE is None:
         raise ConfineError(errno.ENOSYS, f"no system call table for {platform.machine()}")
-    return table[1][name]
+    return _TABLE[1][name]
 
 
 # --------------------------------------------------------------------------- landlock
@@ -147,10 +165,16 @@ _LL_RULE_PATH_BENEATH = 1
 _LL_CREATE_RULESET_VERSION = 1
 _READ = LL_EXECUTE | LL_READ_FILE | LL_READ_DIR
 _FILE_RIGHTS = LL_EXECUTE | LL_WRITE_FILE | LL_READ_FILE | LL_TRUNCATE | LL_IOCTL_DEV
+#: What a rule grants beneath its path (`Ruleset.add`): read and execute, everything (as
+#: far as the kernel's ABI goes), or read and write on a device file.
+READ_BENEATH = _READ
+ALL_BENEATH = (1 << 64) - 1
+DEVICE = _FILE_RIGHTS
 
 
+@functools.cache
 def landlock_abi() -> int:
-    """The kernel's Landlock ABI version; 0 where it is absent or disabled."""
+    """The kernel's Landlock ABI version; 0 where it is absent or disabled (asked once)."""
     try:
         nr = _nr("landlock_create_ruleset")
     except ConfineError:
@@ -159,47 +183,83 @@ def landlock_abi() -> int:
     return max(abi, 0)
 
 
-def landlock(
-    read: Iterable[str], write: Iterable[str], devices: Iterable[str], *, no_tcp: bool
-) -> None:
-    """Restricts the calling thread (and what it starts) to the given paths.
-
-    `read`: read and execute beneath; `write`: everything beneath; `devices`: read and write
-    on those files. Paths that do not exist are skipped. `no_tcp` handles TCP bind and connect
-    with no rule, so both are denied (ABI 4+). From ABI 6 abstract Unix sockets and signals
-    are scoped to the domain. Needs `no_new_privs` (or CAP_SYS_ADMIN) on the thread.
-    """
-    abi = landlock_abi()
-    if abi < 1:
-        raise ConfineError(errno.EOPNOTSUPP, "landlock: not available")
+@functools.cache
+def _ruleset_attr(abi: int, no_tcp: bool) -> tuple[bytes, int]:
+    """`struct landlock_ruleset_attr` for this ABI, and the filesystem rights it handles."""
     fs = _LL_FS_BY_ABI[min(abi, len(_LL_FS_BY_ABI) - 1)]
     net = (_LL_NET_BIND_TCP | _LL_NET_CONNECT_TCP) if no_tcp and abi >= 4 else 0
     scoped = (_LL_SCOPE_ABSTRACT_UNIX | _LL_SCOPE_SIGNAL) if abi >= 6 else 0
-    attr = struct.pack("=QQQ", fs, net, scoped)
     size = 24 if abi >= 6 else 16 if abi >= 4 else 8
-    buf = ctypes.create_string_buffer(attr[:size], size)
-    ruleset = _check(_syscall(_nr("landlock_create_ruleset"), buf, size, 0), "landlock ruleset")
-    try:
-        for paths, rights in ((read, _READ), (write, fs), (devices, _FILE_RIGHTS)):
-            for path in paths:
-                _landlock_rule(ruleset, path, rights & fs)
-        _check(_syscall(_nr("landlock_restrict_self"), ruleset, 0), "landlock restrict")
-    finally:
-        os.close(ruleset)
+    return struct.pack("=QQQ", fs, net, scoped)[:size], fs
 
 
-def _landlock_rule(ruleset: int, path: str, rights: int) -> None:
+def open_path(path: str) -> int | None:
+    """An `O_PATH` fd naming `path` for a rule, or None where it does not exist."""
     try:
-        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        return os.open(path, os.O_PATH | os.O_CLOEXEC)
     except FileNotFoundError:
-        return
+        return None
+
+
+class Ruleset:
+    """A Landlock ruleset: filled (`add`), enforced once on the calling thread (`restrict`,
+    which then applies to what it starts), closed. One per confined child, never reused: a
+    domain holds exactly the rules of its ruleset, and rules cannot be taken out of one.
+
+    `no_tcp` handles TCP bind and connect with no rule, so both are denied (ABI 4+). From
+    ABI 6 abstract Unix sockets and signals are scoped to the domain.
+    """
+
+    def __init__(self, *, no_tcp: bool) -> None:
+        abi = landlock_abi()
+        if abi < 1:
+            raise ConfineError(errno.EOPNOTSUPP, "landlock: not available")
+        attr, self._fs = _ruleset_attr(abi, no_tcp)
+        self.fd: int | None = _check(_syscall(_LL_CREATE, attr, len(attr), 0), "landlock ruleset")
+
+    def add(self, rules: Iterable[tuple[int, int]]) -> None:
+        """Adds `rules`: each an fd naming a file or directory (`open_path`; the caller
+        closes it) and what it grants beneath (`READ_BENEATH`, `ALL_BENEATH`, `DEVICE`; a
+        file gets only file rights)."""
+        assert self.fd is not None
+        add_rule = _syscall_of_arity(4)
+        for fd, beneath in rules:
+            rights = beneath & self._fs
+            # Rights fit for a directory; a file refuses them (EINVAL) and gets its own.
+            if add_rule(_LL_ADD_RULE, self.fd, _LL_RULE_PATH_BENEATH, _rule(rights, fd), 0) < 0:
+                err = ctypes.get_errno()
+                if err == errno.EINVAL and not stat.S_ISDIR(os.fstat(fd).st_mode):
+                    rule = _rule(rights & _FILE_RIGHTS, fd)
+                    if add_rule(_LL_ADD_RULE, self.fd, _LL_RULE_PATH_BENEATH, rule, 0) >= 0:
+                        continue
+                    err = ctypes.get_errno()
+                raise ConfineError(err, f"landlock rule on {_fd_path(fd)}: {os.strerror(err)}")
+
+    def restrict(self) -> None:
+        """Enforces the rules on the calling thread. Needs `no_new_privs` (or CAP_SYS_ADMIN)
+        on it. Once only."""
+        assert self.fd is not None
+        try:
+            _check(_syscall(_LL_RESTRICT, self.fd, 0), "landlock restrict")
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            os.close(fd)
+
+
+def _rule(rights: int, fd: int) -> bytes:
+    """`struct landlock_path_beneath_attr` (packed)."""
+    return struct.pack("=Qi", rights, fd)
+
+
+def _fd_path(fd: int) -> str:
     try:
-        if not stat.S_ISDIR(os.fstat(fd).st_mode):
-            rights &= _FILE_RIGHTS
-        rule = ctypes.create_string_buffer(struct.pack("=Qi", rights, fd), 12)
-        _check(_syscall(_nr("landlock_add_rule"), ruleset, _LL_RULE_PATH_BENEATH, rule, 0), path)
-    finally:
-        os.close(fd)
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return f"fd {fd}"
 
 
 # --------------------------------------------------------------------------- seccomp
@@ -227,8 +287,50 @@ DENIED = (
 # fmt: on
 
 
-def _op(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
-    return struct.pack("=HBBI", code, jt, jf, k)
+#: A test of the syscall number is a leaf of the search tree below this many numbers.
+_LEAF = 3
+#: Where a cBPF jump may go (8-bit offsets, forward only).
+_MAX_JUMP = 255
+
+
+class _Program:
+    """A cBPF program with named jump targets, assembled to `struct sock_filter` bytes."""
+
+    def __init__(self) -> None:
+        self.ops: list[tuple[int, int, str | None, str | None]] = []
+        self.labels: dict[str, int] = {}
+
+    def op(self, code: int, k: int, jt: str | None = None, jf: str | None = None) -> None:
+        """One instruction; `jt`/`jf` name a label (None: the next instruction)."""
+        self.ops.append((code, k, jt, jf))
+
+    def label(self, name: str) -> None:
+        self.labels[name] = len(self.ops)
+
+    def assemble(self) -> bytes:
+        out = []
+        for i, (code, k, jt, jf) in enumerate(self.ops):
+            offsets = [0 if t is None else self.labels[t] - i - 1 for t in (jt, jf)]
+            if not all(0 <= o <= _MAX_JUMP for o in offsets):  # pragma: no cover - by design
+                raise AssertionError(f"seccomp: jump out of range at {i}")
+            out.append(struct.pack("=HBBI", code, offsets[0], offsets[1], k))
+        return b"".join(out)
+
+
+def _search(prog: _Program, cases: list[tuple[int, str]], name: str = "t") -> None:
+    """Jumps to the label of the syscall number in the accumulator (`cases`, sorted), or to
+    `allow`: a binary search, so that the kernel's per-number cache of constant results
+    (computed by emulating the filter for every number, at each install) and every call's
+    evaluation take a few comparisons rather than one per listed call."""
+    if len(cases) <= _LEAF:
+        for i, (nr, target) in enumerate(cases):
+            prog.op(_JEQ_K, nr, target, "allow" if i == len(cases) - 1 else None)
+        return
+    mid = len(cases) // 2
+    prog.op(_JGE_K, cases[mid][0], f"{name}r", None)
+    _search(prog, cases[:mid], f"{name}l")
+    prog.label(f"{name}r")
+    _search(prog, cases[mid:], f"{name}r")
 
 
 @functools.cache
@@ -236,51 +338,46 @@ def seccomp_program(no_sockets: bool) -> bytes:
     """The filter, as `struct sock_filter` bytes: the deny list; `prlimit64` only to read;
     `clone` without namespace flags and `clone3` refused with ENOSYS (its flags cannot be
     inspected; libc then falls back to `clone`); with `no_sockets`, `socket()` only for
-    netlink. Anything else is allowed."""
+    netlink. Anything else is allowed. Another architecture than this machine's (and, on
+    x86_64, the x32 numbers) is refused."""
     table = _table()
     if table is None:
         raise ConfineError(errno.ENOSYS, f"seccomp: no system call table for {platform.machine()}")
     arch, nrs = table
-    eperm = _RET_ERRNO | errno.EPERM
-    prog = [
-        _op(_LD_W_ABS, 4),  # arch
-        _op(_JEQ_K, arch, 1, 0),
-        _op(_RET_K, eperm),
-        _op(_LD_W_ABS, 0),  # nr
-    ]
-    if arch == 0xC000003E:
-        prog += [_op(_JGE_K, _X32_BIT, 0, 1), _op(_RET_K, eperm)]
-    for name in DENIED:
-        if name in nrs:
-            prog += [_op(_JEQ_K, nrs[name], 0, 1), _op(_RET_K, eperm)]
-    prog += [_op(_JEQ_K, nrs["clone3"], 0, 1), _op(_RET_K, _RET_ERRNO | errno.ENOSYS)]
-    # clone: namespace flags in the low half of args[0] (offset 16).
-    prog += [
-        _op(_JEQ_K, nrs["clone"], 0, 4),
-        _op(_LD_W_ABS, 16),
-        _op(_JSET_K, _NAMESPACE_FLAGS, 0, 1),
-        _op(_RET_K, eperm),
-        _op(_RET_K, _RET_ALLOW),
-    ]
-    # prlimit64(pid, resource, new, old): allowed only with new == NULL (args[2], offset 32).
-    prog += [
-        _op(_JEQ_K, nrs["prlimit64"], 0, 6),
-        _op(_LD_W_ABS, 32),
-        _op(_JEQ_K, 0, 0, 2),
-        _op(_LD_W_ABS, 36),
-        _op(_JEQ_K, 0, 1, 0),
-        _op(_RET_K, eperm),
-        _op(_RET_K, _RET_ALLOW),
-    ]
+    cases = {nrs[name]: "eperm" for name in DENIED if name in nrs}
+    cases |= {nrs["clone3"]: "enosys", nrs["clone"]: "clone", nrs["prlimit64"]: "prlimit"}
     if no_sockets:
-        prog += [
-            _op(_JEQ_K, nrs["socket"], 0, 3),
-            _op(_LD_W_ABS, 16),
-            _op(_JEQ_K, _AF_NETLINK, 1, 0),
-            _op(_RET_K, _RET_ERRNO | errno.EACCES),
-        ]
-    prog.append(_op(_RET_K, _RET_ALLOW))
-    return b"".join(prog)
+        cases[nrs["socket"]] = "socket"
+    prog = _Program()
+    prog.op(_LD_W_ABS, 4)  # arch
+    prog.op(_JEQ_K, arch, None, "eperm")
+    prog.op(_LD_W_ABS, 0)  # nr
+    if arch == 0xC000003E:
+        prog.op(_JGE_K, _X32_BIT, "eperm", None)
+    _search(prog, sorted(cases.items()))
+    # clone: namespace flags in the low half of args[0] (offset 16).
+    prog.label("clone")
+    prog.op(_LD_W_ABS, 16)
+    prog.op(_JSET_K, _NAMESPACE_FLAGS, "eperm", "allow")
+    # prlimit64(pid, resource, new, old): allowed only with new == NULL (args[2], offset 32).
+    prog.label("prlimit")
+    prog.op(_LD_W_ABS, 32)
+    prog.op(_JEQ_K, 0, None, "eperm")
+    prog.op(_LD_W_ABS, 36)
+    prog.op(_JEQ_K, 0, "allow", "eperm")
+    if no_sockets:  # socket(domain, ...): netlink only (args[0]).
+        prog.label("socket")
+        prog.op(_LD_W_ABS, 16)
+        prog.op(_JEQ_K, _AF_NETLINK, "allow", "eacces")
+    for label, action in (
+        ("allow", _RET_ALLOW),
+        ("eperm", _RET_ERRNO | errno.EPERM),
+        ("enosys", _RET_ERRNO | errno.ENOSYS),
+        ("eacces", _RET_ERRNO | errno.EACCES),
+    ):
+        prog.label(label)
+        prog.op(_RET_K, action)
+    return prog.assemble()
 
 
 def seccomp_available() -> bool:
@@ -328,31 +425,46 @@ def setns(fd: int, flags: int, what: str) -> None:
     _check(_libc.setns(fd, flags), what)
 
 
-def traversable(path: str, uid: int, gid: int) -> str | None:
+def traversable(
+    path: str, uid: int, gid: int, seen: dict[str, bool | None] | None = None
+) -> str | None:
     """The first ancestor of `path` (or `path` itself) that `uid`/`gid` cannot search, or None.
 
     Approximates the kernel's check from the mode bits (ACLs are not read): owner, group (the
-    hook's own gid only: it has no supplementary groups), others.
+    hook's own gid only: it has no supplementary groups), others. `seen`: what was found for
+    each directory already looked at, shared between calls for the same ids (one `stat` per
+    directory rather than per path through it).
     """
-    parts = [p for p in os.path.normpath(path).split("/") if p]
-    current = "/"
-    for part in parts:
-        current = os.path.join(current, part)
-        try:
-            info = os.stat(current)
-        except OSError:
+    seen = {} if seen is None else seen
+    current = ""
+    for part in os.path.normpath(path).split("/"):
+        if not part:
+            continue
+        current = f"{current}/{part}"
+        if current not in seen:
+            seen[current] = _searchable(current, uid, gid)
+        found = seen[current]
+        if found is None:  # not there, or not a directory
             return None
-        if not os.path.isdir(current):
-            return None
-        if info.st_uid == uid:
-            bit = 0o100
-        elif info.st_gid == gid:
-            bit = 0o010
-        else:
-            bit = 0o001
-        if not info.st_mode & bit:
+        if not found:
             return current
     return None
+
+
+def _searchable(path: str, uid: int, gid: int) -> bool | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(info.st_mode):
+        return None
+    if info.st_uid == uid:
+        bit = 0o100
+    elif info.st_gid == gid:
+        bit = 0o010
+    else:
+        bit = 0o001
+    return bool(info.st_mode & bit)
 
 
 def under(path: str, roots: Sequence[str]) -> bool:

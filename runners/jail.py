@@ -4,71 +4,37 @@ Standard library only. The pidns spawner keeps one `Jail` armed: a thread that h
 left the spawner's PID, mount, IPC and UTS namespaces (`unshare` of those acts on the calling
 thread only), made its mount tree private, read-only and nosuid, and waits. A request then
 costs only what depends on it, on the thread (`confine.py` says why all of it stays there):
-1. mounts in its namespace: the scratch directory becomes a size-limited tmpfs (what the
-   supervisor put there is copied in, owned by the hook's user); where the hook's user could
-   not reach a path it needs (an ancestor such as `/root` or `/tmp/pytest-of-root` is 0700), a
-   small tmpfs covers that ancestor and only the needed paths are bound into it, so the rest
-   of it (a home, a token file) is not even there;
+0. the paths Landlock will allow (read paths, devices) are opened, once (`Grants`): they are
+   the covers' bind sources and the Landlock rules alike;
+1. mounts in its namespace (`view.py`): the scratch directory becomes a size-limited tmpfs,
+   and where the hook's user could not reach a path it needs, a small tmpfs covers that
+   ancestor with only the needed paths bound into it;
 2. its working directory; for strict, the spawner's empty network namespace (made once at
    start, shared: with no TCP, no UDP and no Unix socket allowed, there is nothing in it to
    reach, and nothing a hook can change);
-3. the hook's uid and gid, `no_new_privs`, Landlock, seccomp;
+3. the hook's uid and gid, `no_new_privs`, Landlock (a ruleset of its own), seccomp;
 4. `posix_spawn`: the child is PID 1 of a fresh PID namespace with all of the above.
-The thread then ends; the spawner arms the next one while the child runs. Resource limits
-are per process, so the spawner lends its soft limits for the spawn (`pidns.py`) and sets the
-hard ones on the child right after (`seal`); where they cannot be lent, the thread forks
-and the fork sets them itself.
+The thread answers, closes the fds of step 0 and ends; the spawner arms the next one while
+the child runs. Resource limits are per process, so the spawner lends its soft limits for the
+spawn (`pidns.py`) and sets the hard ones on the child right after (`seal_limits`); where
+they cannot be lent, the thread forks and the fork sets them itself.
 """
 
 from __future__ import annotations
 
+import _thread
 import contextlib
-import ctypes
 import os
 import resource
-import stat
-import struct
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
-from . import confine
+from . import confine, view
 from .spawnreq import Request, Sandbox, StartError, fork_exec, resolve, start_failed
 
-_libc = ctypes.CDLL(None, use_errno=True)
-MS_NOSUID = 0x2
-MS_NODEV = 0x4
-MS_BIND = 0x1000
-MS_REC = 0x4000
-MS_PRIVATE = 1 << 18
-_AT_FDCWD = -100
-_AT_RECURSIVE = 0x8000
-_MOUNT_ATTR_RDONLY = 0x1
-_MOUNT_ATTR_NOSUID = 0x2
-#: Inodes and bytes of a tmpfs that only holds the directories leading to bound paths.
-_COVER_OPTIONS = "mode=0755,size=1m,nr_inodes=4096"
-#: Files and directories a scratch tmpfs may hold, per MiB of its size (min 1024).
-_INODES_PER_MB = 64
-_COPY_CHUNK = 1 << 20
 _ARM_FLAGS = (
     confine.CLONE_NEWPID | confine.CLONE_NEWNS | confine.CLONE_NEWIPC | confine.CLONE_NEWUTS
 )
-
-
-def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str) -> None:
-    enc = [None if v is None else v.encode() for v in (source, target, fstype, data)]
-    if _libc.mount(enc[0], enc[1], enc[2], flags, enc[3] or None) != 0:
-        err = ctypes.get_errno()
-        raise StartError(f"sandbox: cannot mount {target}: {os.strerror(err)}")
-
-
-def _read_only_tree() -> None:
-    attr = ctypes.create_string_buffer(
-        struct.pack("=QQQQ", _MOUNT_ATTR_RDONLY | _MOUNT_ATTR_NOSUID, 0, 0, 0), 32
-    )
-    nr = confine._COMMON["mount_setattr"]
-    if confine._syscall(nr, _AT_FDCWD, b"/", _AT_RECURSIVE, attr, 32) != 0:
-        err = ctypes.get_errno()
-        raise confine.ConfineError(err, f"read-only mount tree: {os.strerror(err)}")
 
 
 def make_empty_net() -> int:
@@ -92,33 +58,41 @@ def make_empty_net() -> int:
 
 
 class Spawned:
-    """What a jailed spawn gives back: the pid, and the scratch tmpfs when it is returned."""
+    """What a jailed spawn gives back: the pid, the scratch tmpfs when it is returned, and
+    when asked for (`Jail.spawn`), an fd holding the child's mount namespace."""
 
-    def __init__(self, pid: int, scratch_fd: int | None) -> None:
+    def __init__(self, pid: int, scratch_fd: int | None, mounts: int | None = None) -> None:
         self.pid = pid
         self.scratch_fd = scratch_fd
+        #: Closed by the caller once the child is reaped (see `Jail.spawn`).
+        self.mounts = mounts
 
 
 class Jail:
-    """One armed thread; `spawn` uses it up. See the module docstring."""
+    """One armed thread; `spawn` uses it up. See the module docstring.
+
+    A bare `_thread` with three locks rather than a `threading.Thread`: the spawner makes one
+    per sandboxed child, and the thread is never joined (it ends right after its spawn; the
+    child holds what it needs of it).
+    """
 
     def __init__(self, empty_net: int | None, home_pid: int | None) -> None:
         self._empty_net = empty_net
         self._home_pid = home_pid
-        self._go = threading.Lock()
-        self._go.acquire()
-        self._work: Callable[[], Spawned] | None = None
+        self._armed = _thread.allocate_lock()
+        self._go = _thread.allocate_lock()
+        self._done = _thread.allocate_lock()
+        for lock in (self._armed, self._go, self._done):
+            lock.acquire()
+        self._work: Callable[[list[Grants]], Spawned] | None = None
         self._result: Spawned | BaseException | None = None
-        self._done = threading.Event()
         #: Why this thread could not arm (namespaces, mounts), or None.
         self.broken: str | None = None
-        self._armed = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="mcpx-jail", daemon=True)
-        self._thread.start()
+        _thread.start_new_thread(self._run, ())
 
     def wait_armed(self) -> str | None:
-        self._armed.wait()
-        return self.broken
+        with self._armed:
+            return self.broken
 
     def _run(self) -> None:
         try:
@@ -127,16 +101,19 @@ class Jail:
             arm(pid=True)
         except (OSError, StartError) as exc:
             self.broken = str(exc)
-        self._armed.set()
+        self._armed.release()
         self._go.acquire()
+        later: list[Grants] = []
         try:
             if self.broken is not None:
                 raise StartError(f"sandbox: {self.broken}")
             assert self._work is not None
-            self._result = self._work()
+            self._result = self._work(later)
         except BaseException as exc:
             self._result = exc
-        self._done.set()
+        self._done.release()
+        for grants in later:  # after the reply: the child does not wait for fds to close
+            grants.close()
 
     def release(self) -> None:
         """Lets an unused thread end (the spawner is closing)."""
@@ -144,18 +121,25 @@ class Jail:
         self.broken = self.broken or "closed"
         self._go.release()
 
-    def spawn(self, req: Request, uid: int | None, borrowed: bool) -> Spawned:
+    def spawn(
+        self, req: Request, uid: int | None, borrowed: bool, *, hold_mounts: bool = False
+    ) -> Spawned:
         """Starts `req` from the thread, confined by `req.sandbox`; raises `StartError`.
 
         `borrowed`: this process carries the child's soft limits for the spawn; else the
-        thread forks and the fork sets the limits.
+        thread forks and the fork sets the limits. `hold_mounts`: `Spawned.mounts` is an fd
+        on the child's mount namespace, for the caller to close after the child is reaped
+        and reported: the namespace (its copy of the mount tree, the covers, the scratch
+        tmpfs) is then torn down there rather than in the child's exit, before its parent
+        hears of it.
         """
         assert req.sandbox is not None
         sandbox = req.sandbox
-        self._work = lambda: _jailed(req, sandbox, uid, self._empty_net, borrowed)
+        self._work = lambda later: _jailed(
+            req, sandbox, uid, self._empty_net, borrowed=borrowed, later=later, hold=hold_mounts
+        )
         self._go.release()
-        self._done.wait()
-        self._thread.join()
+        self._done.acquire()
         result = self._result
         if isinstance(result, BaseException):
             if isinstance(result, StartError):
@@ -165,54 +149,153 @@ class Jail:
         return result
 
 
-def _jailed(
-    req: Request, sandbox: Sandbox, uid: int | None, empty_net: int | None, borrowed: bool
-) -> Spawned:
-    """Runs on the armed thread: steps 1 to 4 of the module docstring."""
-    scratch_fd, seal = prepare(req, sandbox, uid, empty_net)
+class Grants:
+    """What Landlock will grant a hook besides its scratch: its read paths and devices,
+    opened (`O_PATH`) and added to a ruleset of its own, not yet enforced.
+
+    They are opened once, as this (root) thread sees them before the view changes anything:
+    the same inodes the hook's user reaches through the view, whose covers bind these very
+    fds (`read`).
+    """
+
+    def __init__(self, read: Iterable[str], devices: Iterable[str], *, net: bool) -> None:
+        #: The fds of the read paths that exist, by path (for the covers' binds).
+        self.read: dict[str, int] = {}
+        self._fds: list[int] = []
+        self.ruleset: confine.Ruleset | None = None
+        try:
+            rules = []
+            for paths, rights in ((read, confine.READ_BENEATH), (devices, confine.DEVICE)):
+                for path in paths:
+                    fd = _open_path(path)
+                    if fd is None:
+                        continue
+                    self._fds.append(fd)
+                    rules.append((fd, rights))
+                    if rights == confine.READ_BENEATH:
+                        self.read[path] = fd
+            self.ruleset = confine.Ruleset(no_tcp=not net)
+            self.ruleset.add(rules)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if self.ruleset is not None:
+            self.ruleset.close()
+        fds, self._fds = self._fds, []
+        for fd in fds:
+            os.close(fd)
+        self.read = {}
+
+
+def _open_path(path: str) -> int | None:
     try:
+        return confine.open_path(path)
+    except OSError as exc:
+        raise StartError(f"sandbox: cannot open {path}: {exc.strerror}") from exc
+
+
+def _jailed(
+    req: Request,
+    sandbox: Sandbox,
+    uid: int | None,
+    empty_net: int | None,
+    *,
+    borrowed: bool,
+    later: list[Grants],
+    hold: bool,
+) -> Spawned:
+    """Runs on the armed thread: steps 0 to 4 of the module docstring. `later`: what to
+    close once the spawner has its answer (the grants' fds)."""
+    scratch_fd, seal = prepare(req, sandbox, uid, empty_net)
+    later.append(seal.grants)
+    mounts = None
+    try:
+        if hold:  # before the seal: Landlock then keeps /proc out of reach
+            mounts = os.open("/proc/thread-self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
         program = resolve(req.argv[0], req.env.get("PATH", os.defpath))
         if not borrowed:
-            return Spawned(fork_exec(req, program, seal), scratch_fd)
-        seal()
+            return Spawned(fork_exec(req, program, seal), scratch_fd, mounts)
+        seal.apply()
         try:
-            return Spawned(req.posix_spawn(program), scratch_fd)
+            return Spawned(req.posix_spawn(program), scratch_fd, mounts)
         except OSError as exc:
             raise start_failed(program, exc) from exc
     except BaseException:
-        if scratch_fd is not None:
-            os.close(scratch_fd)
+        for fd in (scratch_fd, mounts):
+            if fd is not None:
+                os.close(fd)
         raise
+
+
+class Seal:
+    """Step 3 of the module docstring, to call last in the thread or process that then starts
+    the child (`prepare` makes it): the hook's uid and gid, `no_new_privs`, Landlock (its
+    `grants` and the scratch), seccomp. Calling it applies all that and closes the grants'
+    fds; `close` (idempotent) closes them where it is never called."""
+
+    def __init__(self, grants: Grants, uid: int | None, cwd: str, sandbox: Sandbox) -> None:
+        self.grants = grants
+        self._uid = uid
+        self._cwd = cwd
+        self._net = sandbox.net
+
+    def __call__(self) -> None:
+        try:
+            self.apply()
+        finally:
+            self.close()
+
+    def apply(self) -> None:
+        """What calling does, but the grants' fds stay open (cheaper closed after the spawn;
+        they are close-on-exec)."""
+        if self._uid is not None:
+            confine.become(self._uid, self._uid)
+            _check_reachable(self._cwd, "working directory")
+        confine.no_new_privs()
+        assert self.grants.ruleset is not None
+        self.grants.ruleset.restrict()
+        confine.seccomp(no_sockets=not self._net)
+
+    def close(self) -> None:
+        self.grants.close()
 
 
 def prepare(
     req: Request, sandbox: Sandbox, uid: int | None, empty_net: int | None
-) -> tuple[int | None, Callable[[], None]]:
-    """Steps 1 and 2 of the module docstring on an armed thread or process (`arm`): the
-    view, the working directory, the network. Returns the scratch fd to copy back (or None)
-    and step 3, `seal`, to call last, in the thread or process that then runs the child."""
+) -> tuple[int | None, Seal]:
+    """Steps 0 to 2 of the module docstring on an armed thread or process (`arm`): the
+    grants, the view (`view.py`), the working directory, the network. Returns the scratch fd
+    to copy back (or None) and step 3, `seal`, to call last, in the thread or process that
+    then runs the child.
+    """
     ids = (uid, uid) if uid is not None else (os.getuid(), os.getgid())
-    scratch_fd = _build_view(sandbox, ids)
+    grants = Grants(sandbox.read, sandbox.devices, net=sandbox.net)
     try:
-        req.chdir()
-        if not sandbox.net:
-            if empty_net is None:
-                raise StartError("sandbox: no network namespace")
-            confine.setns(empty_net, confine.CLONE_NEWNET, "network namespace")
+        scratch_fd = view.build(sandbox, ids, grants.read)
+        try:
+            scratch = _open_path(sandbox.scratch)
+            if scratch is None:
+                raise StartError(f"sandbox: scratch {sandbox.scratch} is gone")
+            try:
+                assert grants.ruleset is not None
+                grants.ruleset.add([(scratch, confine.ALL_BENEATH)])
+            finally:
+                os.close(scratch)
+            req.chdir()
+            if not sandbox.net:
+                if empty_net is None:
+                    raise StartError("sandbox: no network namespace")
+                confine.setns(empty_net, confine.CLONE_NEWNET, "network namespace")
+        except BaseException:
+            if scratch_fd is not None:
+                os.close(scratch_fd)
+            raise
     except BaseException:
-        if scratch_fd is not None:
-            os.close(scratch_fd)
+        grants.close()
         raise
-
-    def seal() -> None:
-        if uid is not None:
-            confine.become(uid, uid)
-            _check_reachable(req.cwd, "working directory")
-        confine.no_new_privs()
-        confine.landlock(sandbox.read, [sandbox.scratch], sandbox.devices, no_tcp=not sandbox.net)
-        confine.seccomp(no_sockets=not sandbox.net)
-
-    return scratch_fd, seal
+    return scratch_fd, Seal(grants, uid, req.cwd, sandbox)
 
 
 def arm(*, pid: bool) -> None:
@@ -222,8 +305,8 @@ def arm(*, pid: bool) -> None:
     `StartError`."""
     flags = _ARM_FLAGS if pid else _ARM_FLAGS & ~confine.CLONE_NEWPID
     confine.unshare(flags, "namespaces (pid, mount, ipc, uts)" if pid else "namespaces")
-    _mount(None, "/", None, MS_REC | MS_PRIVATE, "")
-    _read_only_tree()
+    view.mount(None, "/", None, view.MS_REC | view.MS_PRIVATE, "")
+    view.read_only_tree()
 
 
 def _check_reachable(path: str, what: str) -> None:
@@ -234,146 +317,12 @@ def _check_reachable(path: str, what: str) -> None:
         )
 
 
-def _build_view(sandbox: Sandbox, ids: tuple[int, int]) -> int | None:
-    """Step 1: the scratch tmpfs and the covers; returns an fd on the new scratch when the
-    plan returns it."""
-    uid, gid = ids
-    try:
-        host_scratch = os.open(sandbox.scratch, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError as exc:
-        raise StartError(f"sandbox: scratch {sandbox.scratch}: {exc.strerror}") from exc
-    try:
-        covers: dict[str, list[str]] = {}
-        for path in (*sandbox.read, sandbox.scratch):
-            blocked = _blocked_ancestor(path, uid, gid)
-            if blocked is not None:
-                covers.setdefault(blocked, []).append(path)
-        for top in _outermost(list(covers)):
-            needed = [p for c, ps in covers.items() if confine.under(c, [top]) for p in ps]
-            _cover(top, needed, sandbox, host_scratch, ids)
-        if not any(sandbox.scratch in ps for ps in covers.values()):
-            size = _scratch_options(sandbox, ids)
-            _mount("tmpfs", sandbox.scratch, "tmpfs", MS_NOSUID | MS_NODEV, size)
-            _copy_tree(host_scratch, sandbox.scratch, ids)
-        if not sandbox.return_scratch:
-            return None
-        return os.open(sandbox.scratch, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError as exc:
-        raise StartError(f"sandbox: cannot prepare the filesystem view: {exc}") from exc
-    finally:
-        os.close(host_scratch)
-
-
-def _blocked_ancestor(path: str, uid: int, gid: int) -> str | None:
-    parent = os.path.dirname(os.path.normpath(path))
-    return confine.traversable(parent, uid, gid) if parent != path else None
-
-
-def _outermost(paths: list[str]) -> list[str]:
-    paths.sort(key=len)
-    kept: list[str] = []
-    for p in paths:
-        if not confine.under(p, kept):
-            kept.append(p)
-    return kept
-
-
-def _scratch_options(sandbox: Sandbox, ids: tuple[int, int]) -> str:
-    inodes = max(1024, sandbox.scratch_bytes // (1 << 20) * _INODES_PER_MB)
-    return f"mode=0700,uid={ids[0]},gid={ids[1]},size={sandbox.scratch_bytes},nr_inodes={inodes}"
-
-
-def _cover(
-    top: str, needed: list[str], sandbox: Sandbox, host_scratch: int, ids: tuple[int, int]
-) -> None:
-    """Covers `top` with a tmpfs holding only `needed` (read paths bound from the original,
-    the scratch itself as a fresh directory; then this tmpfs is the scratch's size limit)."""
-    sources: dict[str, int] = {}
-    try:
-        for path in needed:
-            if path != sandbox.scratch:
-                with contextlib.suppress(FileNotFoundError):
-                    sources[path] = os.open(path, os.O_PATH | os.O_CLOEXEC)
-        has_scratch = sandbox.scratch in needed
-        options = _scratch_options(sandbox, (0, 0)) if has_scratch else _COVER_OPTIONS
-        _mount("tmpfs", top, "tmpfs", MS_NOSUID | MS_NODEV, options.replace("0700", "0755"))
-        for path in _outermost(list(sources)):
-            is_dir = stat.S_ISDIR(os.fstat(sources[path]).st_mode)
-            _make_path(os.path.dirname(path))
-            if is_dir:
-                os.mkdir(path, 0o755)
-            else:
-                os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o644))
-            _mount(f"/proc/thread-self/fd/{sources[path]}", path, None, MS_BIND, "")
-        if has_scratch:
-            _make_path(os.path.dirname(sandbox.scratch))
-            os.mkdir(sandbox.scratch, 0o700)
-            os.chown(sandbox.scratch, *ids)
-            _copy_tree(host_scratch, sandbox.scratch, ids)
-    finally:
-        for fd in sources.values():
-            os.close(fd)
-
-
-def _make_path(path: str) -> None:
-    if not os.path.isdir(path):
-        _make_path(os.path.dirname(path))
-        os.mkdir(path, 0o755)
-        os.chmod(path, 0o755)
-
-
-def _copy_tree(src: int, dst_path: str, ids: tuple[int, int] | None) -> None:
-    """Copies the regular files and directories under the directory fd `src` to `dst_path`
-    (symlinks and the rest are skipped, never followed); `ids`: chown the copies."""
-    dst = os.open(dst_path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        _copy_into(src, dst, ids)
-    finally:
-        os.close(dst)
-
-
-def _copy_into(src: int, dst: int, ids: tuple[int, int] | None) -> None:
-    nofollow = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
-    for entry in os.scandir(src):
-        info = entry.stat(follow_symlinks=False)
-        if stat.S_ISDIR(info.st_mode):
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(entry.name, 0o700, dir_fd=dst)
-            sub_src = os.open(entry.name, nofollow | os.O_DIRECTORY, dir_fd=src)
-            sub_dst = os.open(entry.name, nofollow | os.O_DIRECTORY, dir_fd=dst)
-            try:
-                if ids is not None:
-                    os.fchown(sub_dst, *ids)
-                _copy_into(sub_src, sub_dst, ids)
-            finally:
-                os.close(sub_src)
-                os.close(sub_dst)
-        elif stat.S_ISREG(info.st_mode):
-            _copy_file(src, dst, entry.name, ids)
-
-
-def _copy_file(src: int, dst: int, name: str, ids: tuple[int, int] | None) -> None:
-    fin = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=src)
-    try:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
-        fout = os.open(name, flags, 0o600, dir_fd=dst)
-        try:
-            if ids is not None:
-                os.fchown(fout, *ids)
-            while chunk := os.read(fin, _COPY_CHUNK):
-                os.write(fout, chunk)
-        finally:
-            os.close(fout)
-    finally:
-        os.close(fin)
-
-
 def return_scratch(scratch_fd: int, host_path: str) -> None:
     """Copies a finished child's scratch tmpfs back to the host's scratch directory (bounded
     by the tmpfs size), then closes it. Errors are the supervisor's to see (missing files)."""
     try:
         with contextlib.suppress(OSError):
-            _copy_tree(scratch_fd, host_path, None)
+            view.copy_tree(scratch_fd, host_path, None)
     finally:
         os.close(scratch_fd)
 
@@ -388,16 +337,14 @@ def seal_limits(pid: int, uid: int | None, limits: list[tuple[int, int, int]]) -
         for number, soft, hard in limits:
             resource.prlimit(pid, number, (soft, hard))
         return
-    nr = confine._nr
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall(nr("setresgid"), uid, uid, 0)
-    libc.syscall(nr("setresuid"), uid, uid, 0)
+    setresuid, setresgid = confine._nr("setresuid"), confine._nr("setresgid")
+    confine._syscall(setresgid, uid, uid, 0)
+    confine._syscall(setresuid, uid, uid, 0)
     try:
         for number, soft, hard in limits:
             resource.prlimit(pid, number, (soft, hard))
     finally:
         if (
-            libc.syscall(nr("setresuid"), 0, 0, 0) != 0
-            or libc.syscall(nr("setresgid"), 0, 0, 0) != 0
+            confine._syscall(setresuid, 0, 0, 0) != 0 or confine._syscall(setresgid, 0, 0, 0) != 0
         ):  # pragma: no cover - the saved uid is 0
             raise RuntimeError("cannot return to uid 0")

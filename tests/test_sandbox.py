@@ -3,18 +3,23 @@ missing mechanism does, limits from config, doctor, and death with the superviso
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import struct
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 from textwrap import dedent
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import pytest
 import trio
 from conftest import hook_user_processes, kill_supervisor_and_wait
 
+from mcpx_hooks.runners import confine
 from mcpx_hooks.supervisor import doctor, sandbox
 from mcpx_hooks.supervisor.config import load_config
 from mcpx_hooks.supervisor.frames import HookStatus, to_json
@@ -24,8 +29,9 @@ from mcpx_hooks.supervisor.limits import DEFAULT_LIMITS, LIMIT_KEYS, Limits
 from mcpx_hooks.supervisor.points import Phase
 from mcpx_hooks.supervisor.run import RunRequest
 from mcpx_hooks.supervisor.runtime import open_runtime
+from mcpx_hooks.supervisor.scratch import scratch_dir
 from mcpx_hooks.supervisor.script import Script
-from mcpx_hooks.supervisor.spawn import Spawner
+from mcpx_hooks.supervisor.spawn import ChildSpec, Spawner
 
 if TYPE_CHECKING:
     from conftest import Marker
@@ -286,3 +292,209 @@ def test_docs_list_every_limit_with_its_default() -> None:
         assert f"| `{key}` | {getattr(DEFAULT_LIMITS, attr)} |" in text, key
     for mech in sandbox.MECHANISMS:
         assert f"`{mech.name}`" in text, mech.name
+
+
+LOOK = """
+    import json, os
+    here, scratch = os.environ["MCPX_HOOK_DIR"], os.environ["MCPX_HOOK_SCRATCH"]
+    beside = [n for n in ("a", "b") if os.path.exists(os.path.join(here, "..", n))]
+    seen = {"beside": beside, "scratch": os.listdir(scratch)}
+    with open(os.path.join(scratch, "mark"), "w") as f:
+        f.write("left by an earlier hook")
+    print(json.dumps({"advise": json.dumps(seen)}))
+"""
+
+
+async def test_each_hook_gets_a_view_of_its_own(
+    strict_spawner: Spawner, readable_tmp: Path
+) -> None:
+    # pytest's 0700 directories above `readable_tmp` are covered, holding only the declaring
+    # directory: the same covers as the hook before, or not.
+    for name in ("a", "b"):
+        (readable_tmp / name).mkdir(mode=0o755)
+    for name in ("a", "a", "b", "a", "b", "b"):
+        got = seen(await run(strict_spawner, hook(readable_tmp / name, LOOK)))
+        assert got == {"beside": [name], "scratch": []}, name
+
+
+async def test_a_declaring_directory_made_anew_is_the_one_a_hook_reads(
+    strict_spawner: Spawner, readable_tmp: Path
+) -> None:
+    # The same plan each time, but its directory replaced in between: nothing opened for an
+    # earlier hook (its bind source, its Landlock rule) may serve a later one.
+    code = """
+        import json
+        print(json.dumps({"advise": open("data.txt").read()}))
+    """
+    where = readable_tmp / "hooks"
+    for n, text in enumerate(("first", "second", "third")):
+        if n:
+            where.rename(readable_tmp / f"old{n}")
+        where.mkdir(mode=0o755)
+        (where / "data.txt").write_text(text)
+        (where / "data.txt").chmod(0o644)
+        for _ in range(2):  # made anew, then the same again
+            frame = (await run(strict_spawner, hook(where, code))).frame
+            assert frame.status is HookStatus.OK and frame.advice == (text,), to_json(frame)
+
+
+async def test_a_read_path_may_be_a_file(strict_spawner: Spawner, readable_tmp: Path) -> None:
+    # Beside the working directory, in a directory others can search (no cover hides the
+    # file next to the granted one: Landlock alone refuses it).
+    with tempfile.TemporaryDirectory(dir="/tmp") as where:
+        os.chmod(where, 0o755)
+        for name in ("granted", "other"):
+            Path(where, name).write_text(name)
+            Path(where, name).chmod(0o644)
+        Path(where, "work").mkdir(mode=0o755)
+        code = """
+            import json
+            def read(name):
+                try:
+                    return open(name).read()
+                except OSError as exc:
+                    return exc.errno
+            print(json.dumps([read("../granted"), read("../other")]))
+        """
+        with scratch_dir("t-") as scratch:
+            work = os.path.join(where, "work")
+            rlimits, plan = sandbox.plan(
+                Profile.STRICT, strict_spawner, scratch=scratch, dirs=(work,)
+            )
+            assert plan is not None
+            plan = attrs.evolve(plan, read=(*plan.read, os.path.join(where, "granted")))
+            argv = (PY, "-I", "-S", "-c", textwrap.dedent(code))
+            with trio.fail_after(30):
+                async with strict_spawner.open_child(
+                    ChildSpec(argv, work, {}, rlimits, plan), kill_grace=0.5
+                ) as child:
+                    outcome = await child.communicate(b"", 1 << 16, 1 << 12)
+    assert outcome.exit_code == 0, outcome
+    assert json.loads(bytes(outcome.stdout)) == ["granted", errno.EACCES]
+
+
+async def test_sandboxed_spawns_leave_no_fd_in_the_spawner(
+    strict_spawner: Spawner, readable_tmp: Path
+) -> None:
+    closed = readable_tmp / "closed"
+    closed.mkdir(mode=0o700)
+    ok = hook(readable_tmp, "", target=("true",))
+    # Refused once sealed (the hook's user cannot read its directory), and while the view
+    # is made (its working directory is not there).
+    refused = [hook(where, "", target=("true",)) for where in (closed, readable_tmp / "gone")]
+    fds = f"/proc/{strict_spawner.pid}/fd"
+    assert (await run(strict_spawner, ok)).frame.status is HookStatus.OK
+    before = len(os.listdir(fds))
+    for _ in range(30):
+        assert (await run(strict_spawner, ok)).frame.status is HookStatus.OK
+        for h in refused:
+            assert (await run(strict_spawner, h)).frame.status is HookStatus.FAILED
+    # The thread that served the last request closes its grants (read paths, devices, a
+    # ruleset) after its answer: they may still be open. Not one fd more per spawn (60).
+    paths = len(sandbox.SYSTEM_DIRS) + len(sandbox.python_dirs()) + 2 + len(sandbox.DEVICES)
+    assert len(os.listdir(fds)) <= before + 2 * (paths + 4)
+
+
+def _run_filter(prog: bytes, nr: int, arch: int, args: tuple[int, ...]) -> tuple[int, int]:
+    """What a seccomp filter returns for one call, and how many instructions it ran: the
+    classic BPF the filter uses (loads of `struct seccomp_data`, jumps, returns)."""
+    data = struct.pack("=iIQ6Q", nr, arch, 0, *args)
+    ops = [struct.unpack_from("=HBBI", prog, i) for i in range(0, len(prog), 8)]
+    pc = acc = steps = 0
+    while True:
+        code, jt, jf, k = ops[pc]
+        steps += 1
+        if code == 0x20:  # ld [k]
+            acc = struct.unpack_from("=I", data, k)[0]
+            pc += 1
+        elif code == 0x06:  # ret k
+            return k, steps
+        else:
+            taken = {0x15: acc == k, 0x35: acc >= k, 0x45: bool(acc & k)}[code]
+            pc += 1 + (jt if taken else jf)
+
+
+def _decision(nr: int, arch: int, args: tuple[int, ...], no_sockets: bool) -> int:
+    """The filter as `confine.seccomp_program` documents it."""
+    table = confine._table()
+    assert table is not None
+    native, nrs = table
+    allow, eperm = 0x7FFF0000, 0x00050000 | errno.EPERM
+    if arch != native or (native == 0xC000003E and nr & 0xFFFFFFFF >= 0x40000000):
+        return eperm
+    if nr in {nrs[name] for name in confine.DENIED if name in nrs}:
+        return eperm
+    if nr == nrs["clone3"]:
+        return 0x00050000 | errno.ENOSYS
+    if nr == nrs["clone"]:
+        return eperm if args[0] & 0xFFFFFFFF & confine._NAMESPACE_FLAGS else allow
+    if nr == nrs["prlimit64"]:
+        return allow if args[2] == 0 else eperm
+    if no_sockets and nr == nrs["socket"]:
+        return allow if args[0] & 0xFFFFFFFF == 16 else 0x00050000 | errno.EACCES
+    return allow
+
+
+@pytest.mark.skipif(confine._table() is None, reason="no system call table for this machine")
+@pytest.mark.parametrize("no_sockets", [True, False])
+def test_the_seccomp_filter_decides_every_call_as_documented(no_sockets: bool) -> None:
+    table = confine._table()
+    assert table is not None
+    prog = confine.seccomp_program(no_sockets)
+    argsets = [
+        (0,) * 6,
+        (confine.CLONE_NEWPID, 0, 0, 0, 0, 0),
+        (confine.CLONE_NEWUSER | 17, 0, 0, 0, 0, 0),
+        (0x1200011, 0, 0, 0, 0, 0),  # what fork() passes to clone
+        (16, 0, 0, 0, 0, 0),
+        (2, 1, 0, 0, 0, 0),
+        (0, 7, 1 << 12, 0, 0, 0),
+        (0, 7, 1 << 40, 0, 0, 0),
+        (1 << 40 | 16, 0, 0, 5, 0, 0),
+    ]
+    numbers = [*range(1024), *range(0x40000000, 0x40000000 + 600, 7), 0xFFFFFFFF]
+    most = 0
+    for arch in (table[0], 0x40000003, 0xC00000B7, 0xC000003E):
+        for nr in numbers:
+            for args in argsets:
+                got, steps = _run_filter(prog, nr if nr < 1 << 31 else nr - (1 << 32), arch, args)
+                assert got == _decision(nr, arch, args, no_sockets), (hex(arch), nr, args)
+                most = max(most, steps)
+    # A search, not a list: the kernel evaluates the filter for every number at each install.
+    assert most <= 20
+
+
+def test_traversable_looks_at_each_directory_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "open" / "deeper").mkdir(parents=True)
+    (tmp_path / "shut" / "inside").mkdir(parents=True)
+    (tmp_path / "shut").chmod(0o600)  # not even its owner may search it
+    (tmp_path / "file").write_text("")
+    paths = [
+        tmp_path / "open" / "deeper",
+        tmp_path / "open",
+        tmp_path / "shut" / "inside",
+        tmp_path / "shut" / "inside" / "missing",
+        tmp_path / "file" / "below",
+        tmp_path / "missing" / "below",
+    ]
+    uid, gid = os.getuid(), os.getgid()  # the owner of tmp_path and its ancestors
+    alone = [confine.traversable(str(p), uid, gid) for p in paths]
+    looked: list[str] = []
+    real_stat = os.stat
+
+    def counting_stat(path: str, *args: Any, **kwargs: Any) -> os.stat_result:
+        looked.append(path)
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", counting_stat)
+    seen: dict[str, bool | None] = {}
+    try:
+        shared = [confine.traversable(str(p), uid, gid, seen) for p in paths]
+    finally:
+        (tmp_path / "shut").chmod(0o700)  # for pytest to clean it up
+    assert shared == alone
+    assert shared[2] == shared[3] == str(tmp_path / "shut")
+    assert shared[0] is shared[4] is shared[5] is None
+    assert len(looked) == len(set(looked))
