@@ -7,20 +7,26 @@ One run prints `--frames` short lines as fast as it can (each becomes a `stdout`
 100 and 500 clients follow it on loopback. Two servers do the same in the same run:
 
 - `mcpx-hooks serve` (a real process): the run is started on `/v1/exec`, the clients follow
-  it on `/v1/runs/{id}?from=0`; each connection reads the journal at its own pace and gets
-  what is waiting coalesced into one message (SPEC §8).
+  it on `/v1/runs/{id}?from=0`; the run's broadcaster writes what is waiting as one message
+  to every client that keeps up, and a client that lags reads the journal at its own pace
+  (SPEC §8).
 - the baseline: a plain `websockets` (asyncio) server that reads the same script's stdout and
   `broadcast()`s each line, wrapped as the same frame (orjson-encoded, like ours), one message
   per frame, no backpressure (websockets' documented broadcast behaviour).
 
 The script waits for a go-file, so every client is connected and live before the first frame.
-Clients run in two worker processes (websockets asyncio, no compression). Figures:
+The clients run in two worker processes, the same for both servers: websockets' own protocol
+(handshake, framing, UTF-8, close; no compression) under a bare asyncio protocol, without the
+per-message tasks of its asyncio client. They share the 2 cores with the server, so their
+CPU counts against every latency measured: a message costs a client here ~100 µs (recv(2)
+alone ~45 µs), several times what it costs our server to write. Figures:
 
 - delivered frames/s: clients x frames / (go -> the last client has the `end` frame);
-- p99 publish-to-receive latency: receive time minus the frame's `at` (stamped by the server
-  when it took the line from the script; ms resolution). Each message is charged the latency
-  of its *first* frame for every frame it holds: exact for the baseline (one frame a
-  message), an upper bound for coalesced messages.
+- p99 publish-to-receive latency, frame by frame: receive time of the message that holds the
+  frame minus the frame's `at` (stamped by the server when it took the line from the script;
+  ms resolution). A worker reads each frame's stamps once (every client gets the same
+  frames) and charges a message's frames after the measurement, so the accounting costs the
+  clients a lookup a frame.
 
 A burst measures throughput; latency is dominated there by the backlog (every frame is
 printed within a fraction of a second, then waits its turn on the wire), so a second, paced
@@ -45,9 +51,12 @@ import argparse
 import asyncio
 import contextlib
 import datetime as dt
+import functools
 import gc
+import itertools
 import json
 import logging
+import math
 import os
 import re
 import signal
@@ -60,11 +69,17 @@ import orjson
 import psutil
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, broadcast, serve
+from websockets.client import ClientProtocol
+from websockets.frames import Frame, Opcode
+from websockets.http11 import Response
+from websockets.protocol import State
+from websockets.uri import parse_uri
 
 GOAL_RATIO_AT_100 = 0.8
 GOAL_P99_MS_AT_500 = 100.0
 HIST_BINS = 600_000  # 0.1 ms bins up to 60 s; beyond goes in the last bin
 BIN_MS = 0.1
+BINS_PER_S = 1000 / BIN_MS
 WORKERS = 2
 CLI = [sys.executable, "-m", "mcpx_hooks.supervisor"]
 
@@ -110,50 +125,172 @@ class _Clock:
         return base + int(at[20:23]) / 1000
 
 
+class _Stamps:
+    """Each frame's `at` and print time by seq, in histogram bins since the epoch, read once
+    per worker: every client gets the same frames, so the first to get one reads it for
+    all, and a message is charged each of its frames' own latency for a lookup a frame."""
+
+    SEQ = re.compile(r'"seq":(\d+)')
+
+    def __init__(self) -> None:
+        self.at: list[float] = []
+        self.printed: list[float | None] = []
+        self._clock = _Clock()
+
+    def first(self, message: str) -> int:
+        found = self.SEQ.search(message)
+        assert found, message[:200]
+        return int(found.group(1))
+
+    def learn(self, message: str, first: int) -> None:
+        """Reads the stamps of a message's frames (seq `first` on, one a line)."""
+        grow = first + message.count("\n") + 1 - len(self.at)
+        self.at.extend([math.nan] * grow)
+        self.printed.extend([None] * grow)
+        for offset, line in enumerate(message.split("\n")):
+            seq = self.first(line)
+            if seq != first + offset:
+                raise _Failed(f"a message's frames are not consecutive: {seq} after {first}")
+            at = line.find('"at":"')
+            self.at[seq] = self._clock.epoch(line[at + 6 : at + 30]) * BINS_PER_S
+            text = line.find('"text":"frame ')
+            if text >= 0:
+                printed = float(line[text + 14 : line.find('"', text + 14)].split()[1])
+                self.printed[seq] = printed * BINS_PER_S
+
+    def known(self, first: int, n: int) -> bool:
+        return first + n <= len(self.at) and not math.isnan(self.at[first + n - 1])
+
+    def charge(self, first: int, n: int, now: float, hist: list[int], e2e: list[int]) -> None:
+        """Adds the latency of frames `first..first+n-1` (`known`), received at `now`."""
+        now *= BINS_PER_S
+        top = HIST_BINS - 1
+        for a in self.at[first : first + n]:
+            b = int(now - a)
+            hist[b if 0 <= b < top else (0 if b < 0 else top)] += 1
+        for p in self.printed[first : first + n]:
+            if p is not None:
+                b = int(now - p)
+                e2e[b if 0 <= b < top else (0 if b < 0 else top)] += 1
+
+
+class _Client(asyncio.Protocol):
+    """One client: websockets' own protocol (handshake, framing, UTF-8, close) under a bare
+    asyncio protocol, without the per-message tasks and futures of its asyncio client, so
+    the clients' CPU, spent on the same cores as the server's, weighs as little as it can
+    on either server's figures. `on_text(message, now, first)` gets each text message."""
+
+    def __init__(self, url: str, on_text: Any, failed: asyncio.Future[None]) -> None:
+        self.ws = ClientProtocol(parse_uri(url), max_size=None)
+        self.on_text = on_text
+        self.failed = failed
+        self.closed: asyncio.Future[None] = failed.get_loop().create_future()
+        self.transport: asyncio.Transport | None = None
+        self._parts: list[bytes] = []
+        self._first = True
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.ws.send_request(self.ws.connect())
+        self._flush()
+
+    def data_received(self, data: bytes) -> None:
+        now = time.time()
+        self.ws.receive_data(data)
+        for event in self.ws.events_received():
+            if isinstance(event, Frame):
+                if event.opcode in (Opcode.TEXT, Opcode.CONT):
+                    self._parts.append(bytes(event.data))
+                    if event.fin:
+                        text, self._parts = b"".join(self._parts).decode(), []
+                        if self.on_text(text, now, self._first):
+                            self.close()
+                        self._first = False
+            elif isinstance(event, Response) and self.ws.handshake_exc is not None:
+                self._fail(self.ws.handshake_exc)
+        self._flush()
+
+    def close(self) -> None:
+        if self.ws.state is State.OPEN:
+            self.ws.send_close(1000)
+            self._flush()
+        assert self.transport is not None
+        self.transport.close()
+
+    def _flush(self) -> None:
+        assert self.transport is not None
+        for chunk in self.ws.data_to_send():
+            if chunk:
+                self.transport.write(chunk)
+
+    def eof_received(self) -> bool | None:
+        self.ws.receive_eof()
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._first:
+            self._fail(exc or ConnectionError("closed before the first message"))
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    def _fail(self, exc: BaseException) -> None:
+        if not self.failed.done():
+            self.failed.set_exception(exc)
+
+
 async def _worker(urls: list[str]) -> None:
     gc.disable()
-    clock = _Clock()
+    loop = asyncio.get_running_loop()
+    stamps = _Stamps()
+    later: list[tuple[float, int, int]] = []  # messages of several frames: (time, seq, n)
     hist = [0] * HIST_BINS  # from the server's stamp (`at`)
     e2e = [0] * HIST_BINS  # from the script's print
     totals = {"lines": 0, "messages": 0, "last_end": 0.0}
     ready = asyncio.Event()
     connected = 0
+    failed: asyncio.Future[None] = loop.create_future()
 
-    async def one(url: str) -> None:
+    def on_text(message: str, now: float, first: bool) -> bool:
+        """Counts one message; True at the `end` frame (the client is done)."""
         nonlocal connected
-        async with connect(url, **_ws_kwargs()) as ws:
-            first = await ws.recv()
-            assert isinstance(first, str)
-            lines = first.count("\n") + 1
+        n = message.count("\n") + 1
+        totals["lines"] += n
+        if first:  # the hello, or the run's frames so far: connected and live
             connected += 1
             if connected == len(urls):
                 ready.set()
-            async for message in ws:
-                now = time.time()
-                assert isinstance(message, str)
-                n = message.count("\n") + 1
-                lines += n
-                totals["messages"] += 1
-                at = message.find('"at":"')
-                if at >= 0:
-                    ms = (now - clock.epoch(message[at + 6 : at + 30])) * 1000
-                    hist[min(max(int(ms / BIN_MS), 0), HIST_BINS - 1)] += n
-                text = message.find('"text":"frame ')
-                if text >= 0:
-                    printed = float(message[text + 14 : message.find('"', text + 14)].split()[1])
-                    ms = (now - printed) * 1000
-                    e2e[min(max(int(ms / BIN_MS), 0), HIST_BINS - 1)] += n
-                if '"type":"end"' in message[-60:]:
-                    totals["last_end"] = max(totals["last_end"], now)
-                    break
-            totals["lines"] += lines
+            return False
+        totals["messages"] += 1
+        seq = stamps.first(message)
+        if not stamps.known(seq, n):
+            stamps.learn(message, seq)
+        if n == 1:
+            stamps.charge(seq, n, now, hist, e2e)
+        else:  # charged frame by frame once the clients are done: the loop costs CPU
+            later.append((now, seq, n))
+        if '"type":"end"' in message[-60:]:
+            totals["last_end"] = max(totals["last_end"], now)
+            return True
+        return False
 
-    tasks = [asyncio.create_task(one(url)) for url in urls]
-    await ready.wait()
+    clients = []
+    for url in urls:
+        host, port = url.split("/")[2].split(":")
+        _, client = await loop.create_connection(
+            functools.partial(_Client, url, on_text, failed), host, int(port)
+        )
+        clients.append(client)
+    waiting: asyncio.Future[Any] = asyncio.ensure_future(ready.wait())
+    await asyncio.wait([waiting, failed], return_when=asyncio.FIRST_COMPLETED)
+    if failed.done():
+        failed.result()
     print("ready", flush=True)
     cpu = time.process_time()
-    await asyncio.gather(*tasks)
+    await asyncio.gather(*(c.closed for c in clients))
     totals["cpu"] = time.process_time() - cpu
+    for now, seq, n in later:
+        stamps.charge(seq, n, now, hist, e2e)
     sparse = {i: c for i, c in enumerate(hist) if c}
     sparse_e2e = {i: c for i, c in enumerate(e2e) if c}
     print(json.dumps({**totals, "hist": sparse, "e2e": sparse_e2e}), flush=True)
@@ -320,6 +457,10 @@ def _cpu(url: str) -> float:
     return times.user + times.system
 
 
+#: Go-files are never reused: a repeated row must wait for its own.
+_GO = itertools.count()
+
+
 def _touch(path: str) -> None:
     """The go-file: a microsecond of blocking I/O, on purpose at the start of the clock."""
     os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
@@ -346,7 +487,7 @@ def _p99(results: list[dict[str, Any]], key: str) -> float:
 async def _mcpx_once(
     url: str, clients: int, frames: int, rate: float, tmp: str
 ) -> dict[str, float]:
-    go = os.path.join(tmp, f"go-mcpx-{clients}-{rate}")
+    go = os.path.join(tmp, f"go-mcpx-{clients}-{rate}-{next(_GO)}")
     argv = [sys.executable, "-c", PRODUCER, go, str(frames), str(rate)]
     request = {"argv": argv, "cwd": tmp}
     async with connect(url + "/v1/exec", **_ws_kwargs()) as ws:
@@ -366,7 +507,7 @@ async def _mcpx_once(
 async def _baseline_once(
     url: str, clients: int, frames: int, rate: float, tmp: str
 ) -> dict[str, float]:
-    go = os.path.join(tmp, f"go-baseline-{clients}-{rate}")
+    go = os.path.join(tmp, f"go-baseline-{clients}-{rate}-{next(_GO)}")
     procs = await _workers([url + "/"] * clients)
     async with connect(url + "/control", **_ws_kwargs()) as control:
         await control.send(json.dumps([go, frames, rate]))

@@ -42,6 +42,11 @@ class RunJournal:
         self._grew = trio.Event()
         return wire
 
+    async def wait_past(self, seen: int) -> None:
+        """Waits until the journal holds more than `seen` frames, or has ended."""
+        while len(self.frames) <= seen and not self.finished:
+            await self._grew.wait()
+
     def follow(self, start: int = 0) -> Follower:
         """Batches of frames from seq `start` (all that is waiting, in order), live, until
         the `end` frame has been given. A reader that lags gets larger batches.
@@ -65,10 +70,9 @@ class Follower:
 
     async def __anext__(self) -> list[dict[str, Any]]:
         journal = self._journal
-        while self.at >= len(journal.frames):
-            if journal.finished:
-                raise StopAsyncIteration
-            await journal._grew.wait()
+        await journal.wait_past(self.at)
+        if self.at >= len(journal.frames):
+            raise StopAsyncIteration
         batch = journal.frames[self.at :]
         self.at += len(batch)
         return batch

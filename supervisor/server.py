@@ -7,24 +7,21 @@ suffix hooks and its `end`), lets the streams send their last frames within `Lim
 and closes what is left with 1001. `run_service` wraps that for `mcpx-hooks serve`: signals,
 readiness, and the runtime (spawner, bus, observers) under it.
 
-Every connection reads at its own pace: a stream follows the run's journal (`RunJournal.
-follow`) and sends what is waiting as one message of JSON lines, so a slow client never slows
-the run or another client, and holds no more than one message in memory. Frames are encoded
-once per run, whatever the number of readers. An exception in one connection's handler is
-logged and ends that connection only.
+Every connection reads at its own pace (`streams.py`): a run's stream sends what is waiting
+in its journal as one message, and while it keeps up, the run's broadcaster writes each new
+message once for all such clients (`broadcast.py`). An exception in one connection's handler
+is logged and ends that connection only.
 """
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import itertools
 import logging
-import math
 import os
 import signal
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any, Final
@@ -39,9 +36,10 @@ from .config import load_config
 from .errors import ConfigError
 from .frames import EndFrame, ErrorFrame, FrameType, blank
 from .hooks import Config
-from .journal import Follower, RunJournal, UnknownRun
+from .journal import RunJournal, UnknownRun
 from .run import DEFAULT_SCRIPT_TIMEOUT_MS, Run, RunRequest, execute
 from .runtime import Runtime, open_runtime
+from .streams import Streams, Wake, complete
 from .wire import (
     Close,
     Endpoint,
@@ -51,7 +49,6 @@ from .wire import (
     check_from,
     check_query,
     encode,
-    parse_control,
     parse_events,
     parse_exec,
     parse_from,
@@ -59,7 +56,7 @@ from .wire import (
     query_token,
     sources,
 )
-from .wsconn import CLOSE_S, ServerConnection, text_frame
+from .wsconn import CLOSE_S, ServerConnection
 
 logger = logging.getLogger("mcpx_hooks.server")
 
@@ -91,11 +88,11 @@ class Limits:
     coalesce_bytes: int = 256 * 1024
     #: Events sent in one message at most.
     coalesce_events: int = 256
-    #: Messages a second the streams of the whole service aim to stay under (about what one
-    #: core sends here). A stream sends its next message no sooner than `streams / send_rate`
-    #: seconds after its last one began, so what arrives meanwhile goes out together: 1 stream
-    #: waits 0.1 ms, 500 wait 50 ms. A frame that finds its stream idle goes out at once.
-    send_rate: float = 10_000.0
+    #: Messages a second the streams of the whole service aim to stay under. A stream gets
+    #: its next message no sooner than `streams / send_rate` seconds after its last one
+    #: began, so what arrives meanwhile goes out together (see `Streams`). A message costs
+    #: the server ~15 µs of write(2) here and a local client several times that to read.
+    send_rate: float = 12_500.0
 
 
 @attrs.frozen
@@ -125,71 +122,6 @@ class Listening:
 _SHUTTING_DOWN: Final = "the server is shutting down"
 
 
-class _Wake:
-    """Ends a pump's wait for its next item, never a send in progress: a cancelled send would
-    leave a broken frame on the wire. The pump looks at `reason` and `gone` after each wait."""
-
-    def __init__(self, idle: bool) -> None:
-        #: Idle sockets (events, an exec socket before its request) close first at shutdown.
-        self.idle = idle
-        self.reason: WireError | None = None
-        self.gone = False
-        self._scope: trio.CancelScope | None = None
-
-    def set(self, reason: WireError) -> None:
-        if self.reason is None:
-            self.reason = reason
-        self._cancel()
-
-    def client_gone(self) -> None:
-        self.gone = True
-        self._cancel()
-
-    def _cancel(self) -> None:
-        if self._scope is not None:
-            self._scope.cancel()
-
-    @contextlib.contextmanager
-    def waiting(self) -> Iterator[None]:
-        with trio.CancelScope() as scope:
-            self._scope = scope
-            if self.reason is not None or self.gone:
-                scope.cancel()
-            try:
-                yield
-            finally:
-                self._scope = None
-
-
-class _Encoded:
-    """A run's frames encoded once for every reader and cut into messages of at most `limit`
-    bytes, each built once as a WebSocket frame: readers at the same place (the usual case
-    of many clients keeping up) share the bytes. `_sizes[k]` is the bytes of frames
-    `0..k-1`, newlines included."""
-
-    def __init__(self, journal: RunJournal) -> None:
-        self.journal = journal
-        self.readers = 0
-        self._lines: list[bytes] = []
-        self._sizes: list[int] = [0]
-        self._last: tuple[int, int, bytes] = (0, 0, b"")
-
-    def messages(self, start: int, stop: int, limit: int) -> Iterator[bytes]:
-        lines, sizes, frames = self._lines, self._sizes, self.journal.frames
-        while len(lines) < stop:
-            line = encode(frames[len(lines)]).encode()
-            lines.append(line)
-            sizes.append(sizes[-1] + len(line) + 1)
-        at = start
-        while at < stop:
-            cut = bisect.bisect_right(sizes, sizes[at] + limit, at + 1, stop + 1) - 1
-            cut = max(cut, at + 1)
-            if self._last[:2] != (at, cut):
-                self._last = (at, cut, text_frame(b"\n".join(lines[at:cut])))
-            yield self._last[2]
-            at = cut
-
-
 class Service:
     """One listening service over a runtime. See the module docstring for the lifecycle."""
 
@@ -204,10 +136,13 @@ class Service:
         self._open = 0
         self._open_changed = trio.Event()
         self._active: dict[str, Run] = {}
-        self._streams = 0
         self._runs_changed = trio.Event()
-        self._wakes: weakref.WeakSet[_Wake] = weakref.WeakSet()
-        self._encoded: weakref.WeakKeyDictionary[RunJournal, _Encoded] = weakref.WeakKeyDictionary()
+        self._wakes: weakref.WeakSet[Wake] = weakref.WeakSet()
+        self.streams = Streams(
+            send_rate=self.limits.send_rate,
+            send_stall_s=self.limits.send_stall_s,
+            message_bytes=self.limits.coalesce_bytes,
+        )
         self._runs: trio.Nursery | None = None
         self._too_big = encode(
             WireError(
@@ -350,7 +285,7 @@ class Service:
 
     async def _endpoint(self, conn: ServerConnection, target: Target) -> int | None:
         """Serves one accepted socket and closes it; the close code, None if aborted."""
-        wake = _Wake(idle=target.endpoint is not Endpoint.RUNS)
+        wake = Wake(idle=target.endpoint is not Endpoint.RUNS)
         self._wakes.add(wake)
         try:
             ending: WireError | None
@@ -389,9 +324,9 @@ class Service:
             "hooks": [h.to_json() for h in config.hooks],
             "files": list(config.files),
         }
-        return _complete() if await self._send(conn, encode(message)) else None
+        return complete() if await self.streams.send(conn, encode(message)) else None
 
-    async def _exec(self, conn: ServerConnection, target: Target, wake: _Wake) -> WireError | None:
+    async def _exec(self, conn: ServerConnection, target: Target, wake: Wake) -> WireError | None:
         check_query(target)
         with wake.waiting(), trio.move_on_after(self.limits.request_s) as timer:
             text = await conn.get_message()
@@ -427,14 +362,12 @@ class Service:
         )
         self._start_run(run, config)
         wake.idle = False
-        ending = await self._stream(conn, run.journal, 0, wake, run=run)
+        ending = await self.streams.stream_run(conn, run.journal, 0, wake, run=run)
         if request.cancel_on_disconnect and not run.journal.finished:
             run.cancel()
         return ending
 
-    async def _follow(
-        self, conn: ServerConnection, target: Target, wake: _Wake
-    ) -> WireError | None:
+    async def _follow(self, conn: ServerConnection, target: Target, wake: Wake) -> WireError | None:
         start = parse_from(target)
         assert target.run_id is not None
         try:
@@ -446,11 +379,9 @@ class Service:
                 f"{self.runtime.journals.retain} runs)",
             ) from None
         check_from(start, len(journal.frames))
-        return await self._stream(conn, journal, start, wake)
+        return await self.streams.stream_run(conn, journal, start, wake)
 
-    async def _events(
-        self, conn: ServerConnection, target: Target, wake: _Wake
-    ) -> WireError | None:
+    async def _events(self, conn: ServerConnection, target: Target, wake: Wake) -> WireError | None:
         kinds, since = parse_events(target)
         bus = self.runtime.bus
         if since is not None and since > bus.next_seq:
@@ -458,124 +389,8 @@ class Service:
                 Close.OUT_OF_RANGE,
                 f"since={since} was never published here (the next seq is {bus.next_seq})",
             )
-        async with bus.subscribe(kinds=kinds, since=since) as sub, trio.open_nursery() as nursery:
-            nursery.start_soon(self._listen, conn, wake, None)
-            try:
-                while True:
-                    with wake.waiting():
-                        first = await sub.__anext__()
-                    if wake.reason is not None or wake.gone:
-                        return wake.reason
-                    items = [first]
-                    while sub.pending and len(items) < self.limits.coalesce_events:
-                        items.append(await sub.__anext__())
-                    text = "\n".join(encode(item.to_json()) for item in items)
-                    if not await self._send(conn, text, wake):
-                        return None
-            finally:
-                nursery.cancel_scope.cancel()
-
-    # ---- streaming a run -------------------------------------------------------------------
-
-    async def _stream(
-        self,
-        conn: ServerConnection,
-        journal: RunJournal,
-        start: int,
-        wake: _Wake,
-        *,
-        run: Run | None = None,
-    ) -> WireError | None:
-        """Sends the journal from `start` to `end` at the client's pace, in messages of what
-        is waiting; meanwhile listens for `cancel` (exec) or a message out of turn."""
-        follower = journal.follow(start)
-        encoded = self._encoded.get(journal)
-        if encoded is None:
-            encoded = self._encoded[journal] = _Encoded(journal)
-        encoded.readers += 1
-        self._streams += 1
-        try:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._listen, conn, wake, run)
-                try:
-                    return await self._pump(conn, journal, follower, encoded, wake)
-                finally:
-                    nursery.cancel_scope.cancel()
-        finally:
-            self._streams -= 1
-            encoded.readers -= 1
-            if not encoded.readers:
-                self._encoded.pop(journal, None)
-
-    async def _pump(
-        self,
-        conn: ServerConnection,
-        journal: RunJournal,
-        follower: Follower,
-        encoded: _Encoded,
-        wake: _Wake,
-    ) -> WireError | None:
-        # One scope for the whole loop, armed only while a message is being written: a
-        # client that takes a message for longer than `send_stall_s` is gone.
-        with trio.CancelScope() as stall:
-            while True:
-                at = follower.at
-                try:
-                    if at < len(journal.frames):
-                        await follower.__anext__()  # frames are waiting: no wait
-                    else:
-                        with wake.waiting():
-                            await follower.__anext__()
-                except StopAsyncIteration:
-                    return _complete()
-                if wake.reason is not None or wake.gone:
-                    return wake.reason
-                began = trio.current_time()
-                for frame in encoded.messages(at, follower.at, self.limits.coalesce_bytes):
-                    stall.deadline = trio.current_time() + self.limits.send_stall_s
-                    try:
-                        await conn.send_frame(frame)
-                    except ConnectionClosed:
-                        wake.client_gone()
-                        return None
-                    stall.deadline = math.inf
-                # Sending is what costs: pace it by the number of streams, not by the run's
-                # frame rate, so 500 readers of a busy run cost what `send_rate` messages a
-                # second cost, and each still gets every frame, in order. The pause counts
-                # from this send's start: when the sends of all streams take longer than
-                # it, a stream goes again as soon as its turn comes.
-                await trio.sleep_until(began + self._streams / self.limits.send_rate)
-        return None  # stalled: `conn.broken` is set, the socket is aborted
-
-    async def _send(self, conn: ServerConnection, text: str, wake: _Wake | None = None) -> bool:
-        """Sends one message; False when the client is gone or stalled past the bound."""
-        try:
-            with trio.move_on_after(self.limits.send_stall_s):
-                await conn.send_text(text)
-        except ConnectionClosed:
-            if wake is not None:
-                wake.client_gone()
-            return False
-        return not conn.broken
-
-    async def _listen(self, conn: ServerConnection, wake: _Wake, run: Run | None) -> None:
-        """Reads what the client sends while a stream runs: `cancel` on an exec socket;
-        anything else ends the socket with an error. Tells the pump when the client left."""
-        while True:
-            try:
-                text = await conn.get_message()
-            except ConnectionClosed:
-                wake.client_gone()
-                return
-            if run is None:
-                wake.set(WireError(Close.BAD_REQUEST, "this endpoint takes no messages"))
-                return
-            try:
-                parse_control(text)
-            except WireError as exc:
-                wake.set(exc)
-                return
-            run.cancel()
+        async with bus.subscribe(kinds=kinds, since=since) as sub:
+            return await self.streams.stream_events(conn, sub, wake, self.limits.coalesce_events)
 
     # ---- runs ------------------------------------------------------------------------------
 
@@ -609,21 +424,22 @@ class Service:
         self._runs.start_soon(self._execute, run, config)
 
     async def _execute(self, run: Run, config: Config) -> None:
-        """The boundary of one run: a bug in it ends it with `error` and `end`, nothing else."""
+        """One run and its broadcaster, which returns within a round of the run's `end`.
+        The boundary of the run: a bug in it ends it with `error` and `end`, nothing else."""
         runtime = self.runtime
-        try:
-            await execute(run, config=config, spawner=runtime.spawner, bus=runtime.bus)
-        except* Exception as group:
-            logger.error("run %s failed", run.request.run_id, exc_info=group)
-            _seal(run.journal, f"internal error: {group.exceptions[0]!r}")
-        finally:
-            del self._active[run.request.run_id]
-            self._runs_changed.set()
-            self._runs_changed = trio.Event()
-
-
-def _complete() -> WireError:
-    return WireError(Close.NORMAL, "complete")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self.streams.serve_broadcaster, run.journal)
+            try:
+                try:
+                    await execute(run, config=config, spawner=runtime.spawner, bus=runtime.bus)
+                except* Exception as group:
+                    logger.error("run %s failed", run.request.run_id, exc_info=group)
+                    _seal(run.journal, f"internal error: {group.exceptions[0]!r}")
+                _seal(run.journal, "internal error: the run ended without an end frame")
+            finally:
+                del self._active[run.request.run_id]
+                self._runs_changed.set()
+                self._runs_changed = trio.Event()
 
 
 def _seal(journal: RunJournal, message: str) -> None:

@@ -13,9 +13,13 @@ service needs are not public, so they live here, on a subclass, each tested:
   (`send_text`, `send_frame`, `close`);
 - fan-out sends one message to many sockets: a server's frames are not masked, so the frame's
   bytes are the same for every client and are built once (`text_frame`) and written as they
-  are (`send_frame`), as `websockets`' `broadcast()` does. This skips wsproto for those
-  writes, which is sound because the service never fragments a message and negotiates no
-  extension (a data frame then changes no wsproto state).
+  are (`send_frame`, `offer`), as `websockets`' `broadcast()` does. This skips wsproto for
+  those writes, which is sound because the service never fragments a message and negotiates
+  no extension (a data frame then changes no wsproto state);
+- a broadcaster writes to many sockets from one task, so it cannot wait for any of them:
+  `offer` writes what the socket takes at once and keeps the rest of the message, which goes
+  out before anything else is written to the socket (`flush`, `send_frame`, and the library's
+  own writes: pongs, the close frame), so no other bytes ever land inside a message.
 """
 
 from __future__ import annotations
@@ -65,6 +69,8 @@ class ServerConnection(WebSocketConnection):
         self._too_big = too_big
         self._too_big_sent = False
         self._reader_done = trio.Event()
+        #: The rest of a message `offer` began: written before anything else.
+        self._unsent: memoryview | None = None
         #: A send was cancelled mid-write: the wire holds a broken frame.
         self.broken = False
 
@@ -106,44 +112,81 @@ class ServerConnection(WebSocketConnection):
         await self.send_message(text)
         self.broken = False
 
-    async def send_frame(self, frame: bytes) -> None:
-        """One message built by `text_frame`, written as it is (see the module docstring).
-        Cancelled mid-write, the connection is marked broken."""
+    @property
+    def unsent(self) -> bool:
+        """A message `offer` began is not all written yet: `flush` before anything else."""
+        return self._unsent is not None
+
+    def offer(self, frame: bytes) -> bool:
+        """Writes a message built by `text_frame` now, without waiting: one write(2), no
+        trio machinery, for a task that writes to many sockets in turn. True when the socket
+        took all of it. False otherwise (its buffer is full, another write is in progress,
+        the client has gone): the rest, all of the message if nothing went, is kept, the
+        message counts as given, and the owner of the socket must `flush` it. Only one
+        message may be pending: offer nothing more until it is flushed."""
+        assert self._unsent is None, "offer() with a message still unsent"
+        written = 0
+        stream = self._stream
+        if (
+            isinstance(stream, trio.SocketStream)
+            and not self._stream_lock.locked()
+            and not self._close_reason
+        ):
+            with contextlib.suppress(OSError):  # full (EAGAIN) or gone: `flush` meets it
+                written = os.write(stream.socket.fileno(), frame)
+        if written == len(frame):
+            return True
+        self._unsent = memoryview(frame)[written:]
+        return False
+
+    async def flush(self) -> None:
+        """Writes what `offer` left, if anything. Raises `ConnectionClosed` when the client
+        is gone; cancelled mid-write, the connection is marked broken."""
+        if self._unsent is None:
+            return
         if self._close_reason:
             raise ConnectionClosed(self._close_reason)
-        self.broken = True
-        stream = self._stream
-        if isinstance(stream, trio.SocketStream) and not self._stream_lock.locked():
-            # The common case: the kernel takes the whole frame at once. One write(2), with
-            # no trio machinery around it; the lock is held from the first byte, so another
-            # writer (a pong, a close) never lands inside the frame.
-            self._stream_lock.acquire_nowait()
-            try:
-                try:
-                    written = os.write(stream.socket.fileno(), frame)
-                except BlockingIOError:
-                    written = 0
-                except OSError:
-                    written = -1
-                if 0 <= written < len(frame):
-                    await stream.send_all(memoryview(frame)[written:])
-                elif written == len(frame):
-                    await trio.lowlevel.cancel_shielded_checkpoint()
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                written = -1
-            finally:
-                self._stream_lock.release()
-            if written < 0:
-                await self._abort_web_socket()
-                raise ConnectionClosed(self._close_reason)
+        async with self._stream_lock:
+            await self._write_unsent()
+
+    async def send_frame(self, frame: bytes) -> None:
+        """One message built by `text_frame`, written as it is (see the module docstring),
+        after anything `offer` left. Cancelled mid-write, the connection is marked broken."""
+        if self._close_reason:
+            raise ConnectionClosed(self._close_reason)
+        await self.flush()
+        if self.offer(frame):
+            # The common case: the kernel took the whole frame at once.
+            await trio.lowlevel.cancel_shielded_checkpoint()
         else:
-            async with self._stream_lock:
-                try:
-                    await stream.send_all(frame)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    await self._abort_web_socket()
-                    raise ConnectionClosed(self._close_reason) from None
-        self.broken = False
+            await self.flush()
+
+    async def _write_unsent(self) -> None:
+        """With the stream lock held: the rest of an offered message, first."""
+        unsent, self._unsent = self._unsent, None
+        if unsent is None:
+            return
+        broken, self.broken = self.broken, True
+        try:
+            await self._stream.send_all(unsent)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            await self._abort_web_socket()
+            assert self._close_reason is not None
+            raise ConnectionClosed(self._close_reason) from None
+        self.broken = broken
+
+    async def _send(self, event: wsproto.events.Event) -> None:
+        # The library's one write path (messages, pongs, the close frame): as its own, with
+        # the rest of an offered message written first.
+        data = self._wsproto.send(event)
+        async with self._stream_lock:
+            await self._write_unsent()
+            try:
+                await self._stream.send_all(data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                await self._abort_web_socket()
+                assert self._close_reason is not None
+                raise ConnectionClosed(self._close_reason) from None
 
     async def abort(self) -> None:
         """Closes the TCP stream without a close frame (for a broken or stalled socket)."""

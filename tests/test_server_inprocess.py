@@ -15,6 +15,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from mcpx_hooks.supervisor import server
+from mcpx_hooks.supervisor.broadcast import Broadcaster
 from mcpx_hooks.supervisor.config import load_config
 from mcpx_hooks.supervisor.frames import StartFrame, blank, check_order
 from mcpx_hooks.supervisor.run import Run
@@ -116,3 +117,39 @@ async def test_stop_waits_for_runs_then_cancels_them(tmp_path: Path, no_leaks: N
     assert close == 1000
     check_order(frames)
     assert frames[-2]["message"] == "cancelled"
+
+
+async def test_a_failing_broadcaster_leaves_its_streams_to_follow_alone(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    no_leaks: None,
+) -> None:
+    (tmp_path / "c.toml").write_text('[defaults]\nsandbox = "none"\n')
+    config = load_config(["c.toml"], cwd=tmp_path, environ={}, discover=False)
+    options = ServiceOptions(port=0, cwd=str(tmp_path), environ={})
+    rounds = 0
+
+    async def round_then_break(self: Broadcaster) -> None:
+        nonlocal rounds
+        rounds += 1
+        if rounds > 1:
+            raise RuntimeError("a bug in the broadcaster")
+        await real_round(self)
+
+    real_round = Broadcaster._round
+    monkeypatch.setattr(Broadcaster, "_round", round_then_break)
+    code = "import time\nfor i in range(50):\n    print(i, flush=True)\n    time.sleep(0.002)"
+    async with open_runtime(config) as runtime, trio.open_nursery() as nursery:
+        service = Service(runtime, options)
+        listening: Listening = await nursery.start(service.serve)
+        with caplog.at_level(logging.ERROR, logger="mcpx_hooks.server"):
+            frames, code_ = await trio.to_thread.run_sync(
+                read, listening.url + "/v1/exec", {"python": code}
+            )
+        service.stop()
+    assert code_ == 1000
+    check_order(frames)
+    assert [f["text"] for f in frames if f["type"] == "stdout"] == [str(i) for i in range(50)]
+    assert rounds > 1
+    assert "the broadcaster of run" in caplog.text

@@ -1,11 +1,20 @@
-"""The prebuilt fan-out frame is byte for byte what wsproto would send."""
+"""The prebuilt fan-out frame is byte for byte what wsproto would send; a message `offer`
+cannot write whole goes out before anything else, so the wire stays a valid frame stream."""
 
 from __future__ import annotations
 
+import contextlib
+import socket
+from collections.abc import AsyncIterator
+
 import pytest
+import trio
+import wsproto
+import wsproto.events
+from trio_websocket import ConnectionClosed
 from wsproto.frame_protocol import FrameProtocol
 
-from mcpx_hooks.supervisor.wsconn import text_frame
+from mcpx_hooks.supervisor.wsconn import ServerConnection, text_frame
 
 SIZES = [0, 1, 125, 126, 65535, 65536, 300_000]
 
@@ -14,3 +23,115 @@ SIZES = [0, 1, 125, 126, 65535, 65536, 300_000]
 def test_text_frame_equals_wsproto(text: str) -> None:
     expected = FrameProtocol(client=False, extensions=[]).send_data(text, fin=True)
     assert text_frame(text.encode()) == expected
+
+
+class _Client:
+    """The other end of a socket pair, speaking WebSocket with wsproto (no trio-websocket)."""
+
+    def __init__(self, sock: trio.socket.SocketType) -> None:
+        self.sock = sock
+        self.ws = wsproto.WSConnection(wsproto.ConnectionType.CLIENT)
+        self.texts: list[str] = []
+        self.pongs = 0
+        self._parts: list[str] = []
+
+    async def handshake(self, conn: ServerConnection) -> None:
+        await self.sock.send(self.ws.send(wsproto.events.Request(host="test", target="/")))
+        request = await conn.wait_request()
+        assert request is not None
+        await request.accept()
+        while not isinstance(await self.next(), wsproto.events.AcceptConnection):
+            pass
+
+    async def read(self, texts: int) -> None:
+        """Reads until `texts` text messages have come (every frame checked by wsproto)."""
+        while len(self.texts) < texts:
+            await self.next()
+
+    async def next(self) -> wsproto.events.Event:
+        while True:
+            for event in self.ws.events():
+                if isinstance(event, wsproto.events.TextMessage):
+                    self._parts.append(event.data)
+                    if event.message_finished:
+                        self.texts.append("".join(self._parts))
+                        self._parts = []
+                elif isinstance(event, wsproto.events.Pong):
+                    self.pongs += 1
+                return event
+            data = await self.sock.recv(1 << 16)
+            assert data, "the server closed the socket"
+            self.ws.receive_data(data)
+
+
+@contextlib.asynccontextmanager
+async def _pair() -> AsyncIterator[tuple[ServerConnection, _Client]]:
+    """A server connection after its handshake, and its client; both closed on the way out."""
+    server_sock, client_sock = trio.socket.socketpair()
+    # Small buffers, so a few messages fill the socket.
+    server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16 * 1024)
+    client_sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
+    conn = ServerConnection(trio.SocketStream(server_sock), max_message_size=1 << 20, too_big="")
+    with client_sock:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(conn.serve_reader)
+            client = _Client(client_sock)
+            try:
+                with trio.fail_after(10):
+                    await client.handshake(conn)
+                yield conn, client
+            finally:
+                await conn.abort()
+                nursery.cancel_scope.cancel()
+
+
+def _fill(conn: ServerConnection) -> list[str]:
+    """Offers messages until the socket does not take one whole; the messages offered. The
+    first is larger than the socket's buffer, so the socket takes a part of it."""
+    offered = []
+    for i in range(1000):
+        offered.append(f"{i}:" + "x" * (100_000 if i == 0 else 5000))
+        frame = text_frame(offered[-1].encode())
+        if not conn.offer(frame):
+            assert conn.unsent
+            if i == 0:
+                assert 0 < len(frame) - len(conn._unsent or b"") < len(frame)  # a part went
+            return offered
+    raise AssertionError("the socket never filled")
+
+
+async def test_offer_leaves_the_rest_to_flush_and_a_later_message_after_it() -> None:
+    async with _pair() as (conn, client):
+        offered = _fill(conn)
+
+        async def write() -> None:
+            await conn.flush()
+            assert not conn.unsent
+            await conn.send_text("after")
+
+        with trio.fail_after(10):
+            async with trio.open_nursery() as both:
+                both.start_soon(write)
+                await client.read(len(offered) + 1)
+        assert client.texts == [*offered, "after"]
+
+
+async def test_the_librarys_own_writes_wait_for_the_rest_of_an_offered_message() -> None:
+    """A pong (the library's reader task writes it) never lands inside an offered message."""
+    async with _pair() as (conn, client):
+        offered = _fill(conn)
+        await client.sock.send(client.ws.send(wsproto.events.Ping(b"p")))
+        with trio.fail_after(10):
+            while not client.pongs:
+                await client.next()
+        # wsproto parsed every frame: the pong came after the whole of the message begun.
+        assert client.texts == offered
+        assert not conn.unsent
+
+
+async def test_flush_to_a_client_gone_raises_connection_closed() -> None:
+    async with _pair() as (conn, client):
+        _fill(conn)
+        client.sock.close()
+        with pytest.raises(ConnectionClosed), trio.fail_after(10):
+            await conn.flush()
