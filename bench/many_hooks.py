@@ -23,8 +23,8 @@ machine can enforce it (root here), else it is skipped with the reason.
 
 1,000 children need about 4 fds each here (a control socket and three pipe ends) and 2 in the
 spawner (a pidfd and the control socket): the script raises its RLIMIT_NOFILE soft limit to the
-hard one before the spawner starts (which inherits it); `--nofile N` sets N instead, to see what
-a smaller limit does. Exits 1 when a hook is not `ok`, a wave cannot be run, or a process is
+hard one before the spawner starts (which inherits it; `open_spawner` does too); `--nofile N`
+sets both to N instead, to see what a smaller limit does. Exits 1 when a hook is not `ok`, a wave cannot be run, or a process is
 left once the spawner is closed. Takes 20-60 s.
 """
 
@@ -188,8 +188,11 @@ def _raised(group: BaseExceptionGroup[OSError]) -> str:
 
 
 def set_nofile(soft: int | None) -> tuple[int, int]:
-    """RLIMIT_NOFILE's soft limit to `soft`, or to the hard limit; returns the new pair."""
+    """RLIMIT_NOFILE to `soft` (soft and hard: `open_spawner` raises the soft limit to the
+    hard one), or the soft limit to the hard one; returns the new pair."""
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft is not None:
+        hard = soft
     want = hard if soft is None else soft
     resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
     return resource.getrlimit(resource.RLIMIT_NOFILE)
