@@ -24,8 +24,8 @@ machine can enforce it (root here), else it is skipped with the reason.
 1,000 children need about 4 fds each here (a control socket and three pipe ends) and 2 in the
 spawner (a pidfd and the control socket): the script raises its RLIMIT_NOFILE soft limit to the
 hard one before the spawner starts (which inherits it; `open_spawner` does too); `--nofile N`
-sets both to N instead, to see what a smaller limit does. Exits 1 when a hook is not `ok`, a wave cannot be run, or a process is
-left once the spawner is closed. Takes 20-60 s.
+sets both to N instead, to see what a smaller limit does. Exits 1 when a hook is not `ok`, a
+wave cannot be run, or a process is left once the spawner is closed. Takes 20-60 s.
 """
 
 from __future__ import annotations
