@@ -443,7 +443,10 @@ class PidNsSpawner:
                 raise StartError("a warm module run cannot return its scratch directory")
         self.warm_kinds.add(kind)
         for attempt in (1, 2):
-            waiting = self.waiting.pop(kind, None) or self._fork_waiting(kind)
+            try:
+                waiting = self.waiting.pop(kind, None) or self._fork_waiting(kind)
+            except OSError as exc:
+                raise StartError(f"cannot fork the warm runner: {exc.strerror}") from exc
             try:
                 waiting.hand_over(raw, req.fds, uid)
                 return waiting.pid
@@ -457,7 +460,12 @@ class PidNsSpawner:
 
     def _fork_wanted(self) -> None:
         for kind in self.warm_kinds - set(self.waiting):
-            self.waiting[kind] = self._fork_waiting(kind)
+            try:
+                self.waiting[kind] = self._fork_waiting(kind)
+            except (OSError, StartError):
+                # Out of processes or namespaces for now: the next request of this kind
+                # forks on demand and reports why, if it still cannot.
+                self.warm_kinds.discard(kind)
             return
 
     def _fork_waiting(self, kind: str) -> warm.WaitingFork:
