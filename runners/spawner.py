@@ -62,7 +62,8 @@ it. Before serving, the spawner writes one line on its stdout, the isolation mec
 found (`mechanisms.py`), and closes it.
 
 Modules: `spawnreq.py` (the request, shared helpers), `pidns.py`, `keepers.py`, `jail.py`,
-`confine.py`, `mechanisms.py`; this file only starts the chosen mode.
+`view.py` (a jailed child's filesystem), `confine.py`, `mechanisms.py`, `warm.py` (module
+hooks run in waiting forks of this process); this file only starts the chosen mode.
 """
 
 from __future__ import annotations
