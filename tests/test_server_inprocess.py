@@ -18,6 +18,7 @@ from mcpx_hooks.supervisor import server
 from mcpx_hooks.supervisor.broadcast import Broadcaster
 from mcpx_hooks.supervisor.config import load_config
 from mcpx_hooks.supervisor.frames import StartFrame, blank, check_order
+from mcpx_hooks.supervisor.hooks import Config
 from mcpx_hooks.supervisor.run import Run
 from mcpx_hooks.supervisor.runtime import open_runtime
 from mcpx_hooks.supervisor.server import Listening, Service, ServiceOptions
@@ -38,15 +39,20 @@ def read(url: str, request: dict[str, Any] | None = None) -> tuple[list[dict[str
             return objects, exc.rcvd.code if exc.rcvd else 1006
 
 
+def unsandboxed_service(tmp_path: Path) -> tuple[Config, ServiceOptions]:
+    """A config with sandbox "none" in `tmp_path`, and options for a service on any port."""
+    (tmp_path / "c.toml").write_text('[defaults]\nsandbox = "none"\n')
+    config = load_config(["c.toml"], cwd=tmp_path, environ={}, discover=False)
+    return config, ServiceOptions(port=0, cwd=str(tmp_path), environ={})
+
+
 async def test_a_failing_handler_or_run_ends_alone(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
     no_leaks: None,
 ) -> None:
-    (tmp_path / "c.toml").write_text('[defaults]\nsandbox = "none"\n')
-    config = load_config(["c.toml"], cwd=tmp_path, environ={}, discover=False)
-    options = ServiceOptions(port=0, cwd=str(tmp_path), environ={})
+    config, options = unsandboxed_service(tmp_path)
 
     async def broken_hooks(self: Service, conn: Any, target: Any) -> None:
         raise RuntimeError("a bug in one handler")
@@ -125,9 +131,7 @@ async def test_a_failing_broadcaster_leaves_its_streams_to_follow_alone(
     caplog: pytest.LogCaptureFixture,
     no_leaks: None,
 ) -> None:
-    (tmp_path / "c.toml").write_text('[defaults]\nsandbox = "none"\n')
-    config = load_config(["c.toml"], cwd=tmp_path, environ={}, discover=False)
-    options = ServiceOptions(port=0, cwd=str(tmp_path), environ={})
+    config, options = unsandboxed_service(tmp_path)
     rounds = 0
 
     async def round_then_break(self: Broadcaster) -> None:
