@@ -84,6 +84,9 @@ def _keeper(msg: bytes, ctrl: socket.socket, fds: list[int]) -> None:
     try:
         req = Request(msg, fds)
         try:
+            if req.outputs is not None:
+                req.drop_outputs()
+                raise StartError("keeper mode does not collect output (pidns mode only)")
             pid = _keeper_spawn(req)
         finally:
             req.close()

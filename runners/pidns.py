@@ -20,6 +20,8 @@ from .mechanisms import Mechanisms
 from .spawnreq import (
     CLONE_NEWPID,
     LIFELINE_FD,
+    Collect,
+    Output,
     Request,
     StartError,
     command,
@@ -29,6 +31,7 @@ from .spawnreq import (
     recv_request,
     resolve,
     send,
+    send_collected,
     start_failed,
 )
 
@@ -238,7 +241,7 @@ def _borrowed(req: Request, limits: list[tuple[int, int, int]] | None = None) ->
 class _Tree:
     """One child in pidns mode: PID 1 of its own namespace, so its tree is that namespace."""
 
-    __slots__ = ("ctrl", "host", "pid", "pidfd", "scratch", "uid")
+    __slots__ = ("collect", "ctrl", "host", "outputs", "overflow", "pid", "pidfd", "scratch", "uid")
 
     def __init__(self, pid: int, pidfd: int, host: int, ctrl: socket.socket) -> None:
         self.pid = pid
@@ -248,6 +251,11 @@ class _Tree:
         #: A jailed child's uid slot, and its scratch tmpfs to copy back (fd, host path).
         self.uid: int | None = None
         self.scratch: tuple[int, str] | None = None
+        #: A `"collect"` request's caps, its stdout and stderr (`Output`), and whether
+        #: stdout went over its cap.
+        self.collect: Collect | None = None
+        self.outputs: list[Output] = []
+        self.overflow = False
 
     def signal(self, sig: int) -> None:
         with contextlib.suppress(ProcessLookupError):
@@ -306,8 +314,10 @@ class PidNsSpawner:
                     elif (tree := self.trees.get(fd)) is not None:
                         if fd == tree.pidfd:
                             self._reap(tree)
-                        else:
+                        elif tree.ctrl is not None and fd == tree.ctrl.fileno():
                             self._obey(tree)
+                        else:
+                            self._read_output(tree, fd)
         finally:
             if self.jail is not None:
                 self.jail.release()
@@ -333,6 +343,7 @@ class PidNsSpawner:
     def _start(self, msg: bytes, ctrl: socket.socket, fds: list[int]) -> None:
         spawned: jail.Spawned | None = None
         uid: int | None = None
+        req: Request | None = None
         try:
             req = Request(msg, fds)
             try:
@@ -351,6 +362,8 @@ class PidNsSpawner:
         except StartError as exc:
             if uid is not None:
                 self.uids.give(uid)
+            if req is not None:
+                req.drop_outputs()
             send(ctrl, {"event": "error", "message": str(exc)})
             ctrl.close()
             self._arm(quietly=True)
@@ -360,11 +373,20 @@ class PidNsSpawner:
         except OSError as exc:  # out of fds: do not keep what cannot be watched
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
+            req.drop_outputs()
             send(ctrl, {"event": "error", "message": f"cannot watch the child: {exc.strerror}"})
             ctrl.close()
             return
         tree = _Tree(pid, pidfd, _host_pid(pidfd), ctrl)
         tree.uid = uid
+        if req.outputs is not None:
+            assert req.collect is not None
+            tree.collect = req.collect
+            for fd, ring in zip(req.outputs, (0, req.collect.stderr), strict=True):
+                os.set_blocking(fd, False)
+                tree.outputs.append(Output(fd, ring))
+                self.trees[fd] = tree
+                self.epoll.register(fd, select.EPOLLIN)
         if spawned is not None and spawned.scratch_fd is not None:
             assert req.sandbox is not None
             tree.scratch = (spawned.scratch_fd, req.sandbox.scratch)
@@ -526,12 +548,50 @@ class PidNsSpawner:
         if tree.scratch is not None:
             jail.return_scratch(*tree.scratch)
             tree.scratch = None
+        for output in tree.outputs:
+            if output.pipe >= 0:
+                self._read_output(tree, output.pipe, drain=True)
         if tree.ctrl is not None:
-            send(tree.ctrl, exit_report(status, usage))
+            report = exit_report(status, usage)
+            if tree.collect is None:
+                send(tree.ctrl, report)
+            else:
+                send_collected(tree.ctrl, report, tree.outputs, tree.overflow)
             self._forget_ctrl(tree)
+        for output in tree.outputs:
+            output.close()
         self.epoll.unregister(tree.pidfd)
         del self.trees[tree.pidfd]
         os.close(tree.pidfd)
+
+    def _read_output(self, tree: _Tree, fd: int, *, drain: bool = False) -> None:
+        """Moves what stdout or stderr `fd` holds to its memfd (all of it, `drain`: the
+        tree is gone); stops at end of file, and at stdout past its cap, killing the tree."""
+        assert tree.collect is not None
+        output = next(o for o in tree.outputs if o.pipe == fd)
+        cap = tree.collect.stdout
+        while True:
+            try:
+                moved = output.splice()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                moved = 0
+            over = output is tree.outputs[0] and output.count > cap
+            if moved and not over:
+                if drain:
+                    continue
+                return
+            if over:
+                tree.overflow = True
+                tree.signal(signal.SIGKILL)
+                output.count = cap
+                os.ftruncate(output.memfd, cap)
+            self.epoll.unregister(fd)
+            del self.trees[fd]
+            os.close(fd)
+            output.pipe = -1
+            return
 
     def _forget_ctrl(self, tree: _Tree) -> None:
         assert tree.ctrl is not None

@@ -14,6 +14,8 @@ import os
 import resource
 import signal
 import socket
+import sys
+import termios
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -96,6 +98,74 @@ def exit_report(status: int, usage: resource.struct_rusage) -> dict[str, Any]:
     }
 
 
+class Output:
+    """One collected output of a `"collect"` request: the read end of the child's pipe,
+    spliced into a memfd, kernel to kernel (the bytes never enter this process, whose memory
+    a warm fork copies for a later hook). `ring`: keep only the last `ring` bytes, the memfd
+    written round; 0: keep all (the caller caps it). The memfd is made at the first byte."""
+
+    __slots__ = ("count", "memfd", "pipe", "ring")
+
+    def __init__(self, pipe: int, ring: int) -> None:
+        self.pipe = pipe
+        self.ring = ring
+        self.memfd = -1
+        #: Bytes read from the pipe so far.
+        self.count = 0
+
+    def splice(self) -> int:
+        """Moves what the pipe holds now; 0 at end of file. Raises `BlockingIOError` when
+        it holds nothing yet. Called when the pipe is readable or its writers are gone: an
+        empty pipe is then at its end."""
+        if self.memfd < 0:
+            if not _pending(self.pipe):
+                return 0
+            self.memfd = os.memfd_create("mcpx-hook-output", os.MFD_CLOEXEC)
+        at = self.count % self.ring if self.ring else self.count
+        size = min(_SPLICE_CHUNK, self.ring - at) if self.ring else _SPLICE_CHUNK
+        moved = os.splice(self.pipe, self.memfd, size, offset_dst=at)
+        self.count += moved
+        return moved
+
+    def close(self) -> None:
+        for fd in (self.pipe, self.memfd):
+            if fd >= 0:
+                os.close(fd)
+        self.pipe = self.memfd = -1
+
+
+_SPLICE_CHUNK = 1 << 16
+
+
+def _pending(fd: int) -> int:
+    """Bytes waiting in pipe `fd`."""
+    return int.from_bytes(fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"), sys.byteorder)
+
+
+def send_collected(
+    ctrl: socket.socket, report: dict[str, Any], outputs: list[Output], overflow: bool
+) -> None:
+    """Sends the exit report of a `"collect"` request: `"stdout"` and `"stderr"` (bytes
+    read), `"stderrRing"` (the stderr memfd's round size), `"overflow"`, and `"memfds"`, the
+    names of the outputs whose memfds are attached, in that order."""
+    out, err = outputs
+    sent = [(name, o.memfd) for name, o in (("stdout", out), ("stderr", err)) if o.memfd >= 0]
+    report = {
+        **report,
+        "stdout": out.count,
+        "stderr": err.count,
+        "stderrRing": err.ring,
+        "overflow": overflow,
+        "memfds": [name for name, _ in sent],
+    }
+    rights = []
+    if sent:
+        fds = array.array("i", [fd for _, fd in sent]).tobytes()
+        rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)]
+    with contextlib.suppress(OSError):
+        ctrl.sendmsg([json.dumps(report).encode()], rights)
+
+
 class Sandbox:
     """A request's sandbox plan (`"sandbox"` in the request; the supervisor's `sandbox.py`
     makes it): `net` (keep the host network), `read` (read-only paths), `devices`, `scratch`
@@ -155,12 +225,30 @@ DEFAULT_SIGNALS = (
 )
 
 
-class Request:
-    """A parsed spawn request, with the child's fds where no dup2 clobbers another source."""
+class Collect:
+    """A request's `"collect"`: the spawner reads the child's stdout (up to `stdout` bytes;
+    past them the tree is killed) and stderr (its last `stderr` bytes kept) itself, and
+    sends them with the exit report (`output_report`), so its owner watches one socket."""
 
-    def __init__(self, raw: bytes, fds: list[int]) -> None:
+    def __init__(self, caps: dict[str, Any]) -> None:
+        self.stdout = int(caps["stdout"])
+        self.stderr = int(caps["stderr"])
+        if self.stdout < 0 or self.stderr < 0:
+            raise ValueError("negative output cap")
+
+
+class Request:
+    """A parsed spawn request, with the child's fds where no dup2 clobbers another source.
+
+    With `"collect"`, the child's stdout and stderr are pipes made here (`outputs`: their
+    read ends), or, `attached`, already the last two of `fds` (a request handed on).
+    """
+
+    def __init__(self, raw: bytes, fds: list[int], *, attached: bool = False) -> None:
         self.fds = fds
         self.moved: list[int] = []
+        #: The read ends of the stdout and stderr pipes made for a `"collect"` request.
+        self.outputs: tuple[int, int] | None = None
         try:
             req = json.loads(raw)
             self.argv: list[str] = req["argv"]
@@ -172,6 +260,14 @@ class Request:
             targets: list[int] = req["fds"]
             self.sandbox = Sandbox(req["sandbox"]) if req.get("sandbox") else None
             self.module = ModuleCall(req["module"], targets) if req.get("module") else None
+            self.collect = Collect(req["collect"]) if req.get("collect") else None
+            if self.collect is not None:
+                if 1 in targets or 2 in targets:
+                    raise ValueError("collect: stdout and stderr are the spawner's to make")
+                targets = [*targets, 1, 2]
+                if not attached:
+                    self._make_outputs()
+                fds = self.fds
             if not (
                 self.argv
                 and _all_str(self.argv)
@@ -191,15 +287,34 @@ class Request:
                 sources = self.moved
         except (KeyError, TypeError, ValueError, AttributeError, OSError) as exc:
             self.close()
+            self.drop_outputs()
             raise StartError(f"bad spawn request: {exc!r}") from exc
         self.pairs = list(zip(sources, targets, strict=True))
         #: For a sandboxed child: the uid it runs as (None: the spawner's).
         self.uid: int | None = None
 
+    def _make_outputs(self) -> None:
+        out_r, out_w = os.pipe2(os.O_CLOEXEC)
+        try:
+            err_r, err_w = os.pipe2(os.O_CLOEXEC)
+        except OSError:
+            os.close(out_r)
+            os.close(out_w)
+            raise
+        self.fds = [*self.fds, out_w, err_w]
+        self.outputs = (out_r, err_r)
+
     def close(self) -> None:
+        """Closes the child's fds here (not `outputs`, which the caller keeps or drops)."""
         for fd in (*self.fds, *self.moved):
             os.close(fd)
         self.fds = self.moved = []
+
+    def drop_outputs(self) -> None:
+        if self.outputs is not None:
+            for fd in self.outputs:
+                os.close(fd)
+            self.outputs = None
 
     def place_fds(self) -> None:
         """Puts each fd at its number in this process and closes every other copy: for a

@@ -179,7 +179,7 @@ def _take_request(sock: socket.socket) -> tuple[Request | None, int | None]:
         return None, None
     header, _, raw = msg.partition(b"\n")
     uid = int(header)
-    return Request(raw, list(fds)), (None if uid < 0 else uid)
+    return Request(raw, list(fds), attached=True), (None if uid < 0 else uid)
 
 
 def _set_up(req: Request, uid: int | None, empty_net: int | None) -> tuple[dict[str, str], str]:

@@ -231,11 +231,12 @@ async def _run_child(
 ) -> tuple[Outcome, bool]:
     outcome = Outcome()
     with trio.move_on_after(hook.timeout_ms / 1000) as deadline:
+        caps = (hook.max_output_bytes, STDERR_TAIL_BYTES)
         async with spawner.open_child(
-            spec, kill_grace=hook.kill_grace_ms / 1000, stdin_data=stdin
+            spec, kill_grace=hook.kill_grace_ms / 1000, stdin_data=stdin, collect=caps
         ) as child:
             outcome = child.outcome
-            await child.communicate(b"", hook.max_output_bytes, STDERR_TAIL_BYTES)
+            await child.communicate(b"", *caps)
     return outcome, deadline.cancelled_caught
 
 

@@ -44,6 +44,9 @@ KILL_REPORT_BOUND: Final = 5.0
 #: How long a closing spawner may take to exit before it is killed.
 SPAWNER_EXIT_BOUND: Final = 2.0
 _READ_CHUNK: Final = 65536
+#: The largest message about a child, and room for the memfds of collected output.
+_MAX_MESSAGE: Final = 4096
+_FD_SPACE: Final = socket.CMSG_SPACE(2 * array.array("i").itemsize)
 _log = logging.getLogger(__name__)
 
 
@@ -123,20 +126,23 @@ class Outcome:
 
 
 class Child:
-    """A running child owned by `Spawner.open_child`. Talks to its keeper over `ctrl`."""
+    """A running child owned by `Spawner.open_child`. Talks to its keeper over `ctrl`.
+
+    Its stdout and stderr are streams here, or, when `collected`, read by the spawner and
+    sent with the exit report (`communicate` then only waits).
+    """
 
     def __init__(
         self,
         ctrl: trio.socket.SocketType,
         stdin: trio.lowlevel.FdStream | None,
-        stdout: trio.lowlevel.FdStream,
-        stderr: trio.lowlevel.FdStream,
+        outputs: tuple[trio.lowlevel.FdStream, trio.lowlevel.FdStream] | None,
         extra: Sequence[trio.lowlevel.FdStream],
     ) -> None:
         self._ctrl = ctrl
         self.stdin = stdin
-        self.stdout = stdout
-        self.stderr = stderr
+        self._outputs = outputs
+        self.collected = outputs is None
         #: Extra channels the caller asked for (read ends), e.g. a frames fd.
         self.extra = tuple(extra)
         self.outcome = Outcome()
@@ -144,17 +150,52 @@ class Child:
         self._exit_seen = trio.Event()
         #: `communicate`'s caps, and which of its outputs it has not read to the end.
         self._caps: tuple[int, int] | None = None
-        self._unread = {"stdout", "stderr"}
+        self._unread = set() if outputs is None else {"stdout", "stderr"}
         #: What of `open_child`'s `stdin_data` the pipe did not take; `communicate` writes it.
         self._unwritten = b""
 
+    @property
+    def stdout(self) -> trio.lowlevel.FdStream:
+        assert self._outputs is not None, "a collected child has no stdout stream"
+        return self._outputs[0]
+
+    @property
+    def stderr(self) -> trio.lowlevel.FdStream:
+        assert self._outputs is not None, "a collected child has no stderr stream"
+        return self._outputs[1]
+
     async def _recv(self) -> dict[str, Any] | None:
-        """The spawner's next message about this child; None once it is gone."""
+        """The spawner's next message about this child; None once it is gone. A collected
+        child's exit report brings its output in memfds (`_take_output`)."""
         try:
-            data = await self._ctrl.recv(4096)
+            data, ancdata, _, _ = await self._ctrl.recvmsg(_MAX_MESSAGE, _FD_SPACE)
         except ConnectionResetError:  # it closed with a command of ours unread
             return None
-        return json.loads(data) if data else None
+        if not data:
+            return None
+        msg: dict[str, Any] = json.loads(data)
+        fds = _received_fds(ancdata)
+        try:
+            if "memfds" in msg:
+                self._take_output(msg, dict(zip(msg["memfds"], fds, strict=True)))
+        finally:
+            for fd in fds:
+                os.close(fd)
+        return msg
+
+    def _take_output(self, msg: dict[str, Any], memfds: dict[str, int]) -> None:
+        out, err = self.outcome.stdout, self.outcome.stderr_tail
+        if "stdout" in memfds:
+            out[:] = os.pread(memfds["stdout"], msg["stdout"], 0)
+        if "stderr" in memfds:
+            count, ring = msg["stderr"], msg["stderrRing"]
+            err[:] = os.pread(memfds["stderr"], min(count, ring), 0)
+            if count > ring:  # written round: the oldest byte is where the next would go
+                at = count % ring
+                err[:] = err[at:] + err[:at]
+        if msg.get("overflow"):
+            self.outcome.stdout_overflow = True
+            self.outcome.killed = True
 
     def _note(self, msg: dict[str, Any] | None) -> None:
         """Takes in a message; the tree is over at "exit", "error" or end of file."""
@@ -211,11 +252,14 @@ class Child:
         stdin = self._unwritten + stdin
         if not stdin and self.stdin is not None:
             self.stdin.close()  # nothing to write: no task for it
+        if self.collected and not stdin:
+            return await self.wait()
         async with trio.open_nursery() as nursery:
             if stdin:
                 nursery.start_soon(self._write_stdin, stdin)
-            nursery.start_soon(self._read_stdout, max_stdout)
-            nursery.start_soon(self._read_stderr, stderr_tail)
+            if not self.collected:
+                nursery.start_soon(self._read_stdout, max_stdout)
+                nursery.start_soon(self._read_stderr, stderr_tail)
             await self.wait()
         return self.outcome
 
@@ -291,7 +335,7 @@ class Child:
                 os.kill(target, signal.SIGKILL)
 
     async def aclose(self) -> None:
-        for stream in (self.stdin, self.stdout, self.stderr, *self.extra):
+        for stream in (self.stdin, *(self._outputs or ()), *self.extra):
             if stream is not None:
                 stream.close()
         self._ctrl.close()
@@ -342,6 +386,7 @@ class Spawner:
         stdin: bool = True,
         stdin_data: bytes = b"",
         extra_fds: Sequence[int] = (),
+        collect: tuple[int, int] | None = None,
     ) -> AsyncIterator[Child]:
         """Starts a child; on exit its whole tree is gone and reaped, whatever happened.
 
@@ -350,14 +395,19 @@ class Spawner:
         `extra_fds`, placed at that number in the child, whose read end is `Child.extra[i]`.
         `stdin_data` is written to stdin before the child is even asked for, as far as the
         pipe takes it (the child finds its input waiting), and closed when all of it fits;
-        `communicate` writes the rest. Its environment is exactly `spec.env`. When the block
-        is left early (timeout, cancellation, error), the tree gets SIGTERM, then SIGKILL
-        after `kill_grace` seconds, under a shielded scope; a block left normally does the
-        same to whatever still runs.
+        `communicate` writes the rest. `collect` (stdout cap, stderr tail), for a child
+        that only `communicate`s: the spawner moves both into memfds itself and sends them
+        with the exit report, one socket to watch here instead of three (pidns mode; else
+        ignored). Its environment is exactly `spec.env`. When the block is left early
+        (timeout, cancellation, error), the tree gets SIGTERM, then SIGKILL after
+        `kill_grace` seconds, under a shielded scope; a block left normally does the same
+        to whatever still runs.
         Raises `SpawnError` when the child cannot start (missing program, bad cwd, bad limit,
         no spawner).
         """
-        child = await self._start(spec, stdin_data or stdin, extra_fds, kill_grace)
+        if self.mode != "pidns":
+            collect = None
+        child = await self._start(spec, stdin_data or stdin, extra_fds, kill_grace, collect)
         try:
             yield child
         finally:
@@ -366,7 +416,12 @@ class Spawner:
                 await child.aclose()
 
     async def _start(
-        self, spec: ChildSpec, stdin: bool | bytes, extra_fds: Sequence[int], kill_grace: float
+        self,
+        spec: ChildSpec,
+        stdin: bool | bytes,
+        extra_fds: Sequence[int],
+        kill_grace: float,
+        collect: tuple[int, int] | None,
     ) -> Child:
         """A started child; once more on a new spawner if the spawner died before it."""
         for attempt in (1, 2):
@@ -376,7 +431,7 @@ class Spawner:
                 generation = self.restarts
             child: Child | None = None
             try:
-                child = await self._request(spec, stdin, extra_fds)
+                child = await self._request(spec, stdin, extra_fds, collect)
                 await child._wait_started()
                 return child
             except _SpawnerGone as exc:
@@ -395,7 +450,11 @@ class Spawner:
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _request(
-        self, spec: ChildSpec, stdin: bool | bytes, extra_fds: Sequence[int]
+        self,
+        spec: ChildSpec,
+        stdin: bool | bytes,
+        extra_fds: Sequence[int],
+        collect: tuple[int, int] | None,
     ) -> Child:
         """Sends the spawn request; the child's pipes and control socket, not yet started.
         `stdin`: False for /dev/null, True for a pipe, bytes for a pipe holding them."""
@@ -419,11 +478,12 @@ class Spawner:
                         writer = False
             else:
                 theirs.append(os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC))
-            for _ in (1, 2, *extra_fds):
+            outputs = () if collect else (1, 2)
+            for _ in (*outputs, *extra_fds):
                 r, w = os.pipe2(os.O_CLOEXEC)
                 theirs.append(w)
                 ours.append(r)
-            targets = [0, 1, 2, *extra_fds]
+            targets = [0, *outputs, *extra_fds]
             request: dict[str, Any] = {
                 "argv": list(spec.argv),
                 "cwd": spec.cwd,
@@ -432,10 +492,12 @@ class Spawner:
                 "fds": targets,
                 "sandbox": spec.sandbox.to_json() if spec.sandbox else None,
             }
+            if collect:
+                request["collect"] = {"stdout": collect[0], "stderr": collect[1]}
             if spec.module is not None and self.warm:
                 # The environment goes to the child only, never through the spawner.
                 theirs.append(_env_memfd(spec.env))
-                env_fd = max(targets) + 1
+                env_fd = max(2, *targets) + 1
                 targets.append(env_fd)
                 request["env"] = {}
                 request["module"] = {
@@ -463,13 +525,9 @@ class Spawner:
             for fd in theirs:
                 os.close(fd)
         streams = [trio.lowlevel.FdStream(fd) for fd in ours]
-        child = Child(
-            trio.socket.from_stdlib_socket(mine),
-            streams.pop(0) if writer else None,
-            streams[0],
-            streams[1],
-            streams[2:],
-        )
+        stdin_stream = streams.pop(0) if writer else None
+        out = None if collect else (streams.pop(0), streams.pop(0))
+        child = Child(trio.socket.from_stdlib_socket(mine), stdin_stream, out, streams)
         child._unwritten = unwritten
         return child
 
@@ -535,6 +593,15 @@ def _env_memfd(env: Mapping[str, str]) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def _received_fds(ancdata: list[tuple[int, int, bytes]]) -> list[int]:
+    """The fds a message brought (SCM_RIGHTS)."""
+    fds = array.array("i")
+    for level, kind, data in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
+    return list(fds)
 
 
 def _fd_array(fds: Sequence[int | socket.socket]) -> bytes:

@@ -131,23 +131,41 @@ async def time_out_when_ready(
     return child.outcome, late
 
 
-async def run(spawner: Spawner, argv: tuple[str, ...], stdin: bytes = b"", **kw: object) -> Outcome:
+async def run(
+    spawner: Spawner,
+    argv: tuple[str, ...],
+    stdin: bytes = b"",
+    *,
+    collect: bool = False,
+    tail: int = 4096,
+    **kw: object,
+) -> Outcome:
+    """Runs a child to its end; `collect`: the spawner reads its output (pidns mode)."""
+    caps = (CAP, tail)
     with trio.fail_after(30):
-        async with spawner.open_child(spec(argv, **kw), kill_grace=GRACE) as child:
-            return await child.communicate(stdin, CAP, 4096)
+        async with spawner.open_child(
+            spec(argv, **kw), kill_grace=GRACE, collect=caps if collect else None
+        ) as child:
+            assert child.collected == (collect and spawner.mode == "pidns")
+            return await child.communicate(stdin, *caps)
+
+
+#: Output read here from pipes, or collected by the spawner and sent with the exit report.
+BOTH_WAYS = pytest.mark.parametrize("collect", [False, True], ids=["streamed", "collected"])
 
 
 # --------------------------------------------------------------------------- input and output
 
 
-async def test_stdin_is_written_and_closed(spawner: Spawner) -> None:
+@BOTH_WAYS
+async def test_stdin_is_written_and_closed(spawner: Spawner, collect: bool) -> None:
     data = os.urandom(3 << 20)
     code = """
         import hashlib, sys
         data = sys.stdin.buffer.read()  # returns only once stdin is closed
         print(len(data), hashlib.sha256(data).hexdigest())
     """
-    out = await run(spawner, py(code), data)
+    out = await run(spawner, py(code), data, collect=collect)
     assert out.stdout.decode().split() == [str(len(data)), hashlib.sha256(data).hexdigest()]
     assert (out.exit_code, out.signal, out.exited, out.killed) == (0, None, True, False)
 
@@ -173,7 +191,17 @@ async def test_unread_stdin_is_bounded_by_the_timeout(spawner: Spawner) -> None:
     assert child.outcome.killed
 
 
-async def test_stdout_flood_is_killed_at_the_cap(spawner: Spawner) -> None:
+@BOTH_WAYS
+async def test_stdout_is_kept_whole_up_to_the_cap(spawner: Spawner, collect: bool) -> None:
+    data = os.urandom(CAP)  # many pipefuls
+    code = "import sys; sys.stdout.buffer.write(sys.stdin.buffer.read())"
+    out = await run(spawner, py(code), data, collect=collect)
+    assert bytes(out.stdout) == data
+    assert (out.exit_code, out.stdout_overflow, out.killed) == (0, False, False)
+
+
+@BOTH_WAYS
+async def test_stdout_flood_is_killed_at_the_cap(spawner: Spawner, collect: bool) -> None:
     code = """
         import sys, time
         block = b"x" * (1 << 20)
@@ -184,22 +212,23 @@ async def test_stdout_flood_is_killed_at_the_cap(spawner: Spawner) -> None:
     await run(spawner, ("true",))  # code paths and buffers warm before measuring
     rss = psutil.Process().memory_info().rss
     with trio.fail_after(30):
-        out = await run(spawner, py(code))
+        out = await run(spawner, py(code), collect=collect)
     assert psutil.Process().memory_info().rss - rss < 20 << 20
     assert out.stdout_overflow and out.killed
     assert len(out.stdout) == CAP and set(out.stdout) == {ord("x")}
     assert out.signal == signal.SIGKILL
 
 
-async def test_stderr_keeps_only_the_tail(spawner: Spawner) -> None:
-    code = """
+@BOTH_WAYS
+@pytest.mark.parametrize("lines", [100, 400_000])
+async def test_stderr_keeps_only_the_tail(spawner: Spawner, collect: bool, lines: int) -> None:
+    code = f"""
         import sys
-        sys.stderr.buffer.write(b"".join(b"%07d\\n" % i for i in range(400_000)))
+        for i in range({lines}):  # many writes of odd sizes: the tail wraps mid-write
+            sys.stderr.buffer.write(b"%07d\\n" % i * (i % 3 + 1))
     """
-    with trio.fail_after(30):
-        async with spawner.open_child(spec(py(code)), kill_grace=GRACE) as child:
-            out = await child.communicate(b"", CAP, 1000)
-    expected = b"".join(b"%07d\n" % i for i in range(400_000))[-1000:]
+    out = await run(spawner, py(code), collect=collect, tail=1000)
+    expected = b"".join(b"%07d\n" % i * (i % 3 + 1) for i in range(lines))[-1000:]
     assert bytes(out.stderr_tail) == expected
     assert out.exit_code == 0
 
