@@ -5,9 +5,11 @@ Standard library only.
 
 from __future__ import annotations
 
+import array
 import contextlib
 import ctypes
 import errno
+import json
 import os
 import resource
 import select
@@ -25,7 +27,6 @@ from .spawnreq import (
     Request,
     StartError,
     command,
-    descendants,
     exit_report,
     fork_exec,
     recv_request,
@@ -33,9 +34,17 @@ from .spawnreq import (
     send,
     send_collected,
     start_failed,
+    terminate_init,
 )
 
 _libc = ctypes.CDLL(None, use_errno=True)
+#: A request for PID namespaces (`PidNsSpawner._mint`): `{"mint": N}`, at most `MINT_MAX`.
+MINT_PREFIX = b'{"mint"'
+MINT_MAX = 128
+_PID_FOR_CHILDREN = "/proc/thread-self/ns/pid_for_children"
+#: How long the loop must have been idle, while a module hook runs, before it forks the next
+#: waiting fork (`PidNsSpawner._idle_wait`).
+REFORK_IDLE_S = 0.005
 #: Per-child uids: `UID_BASE + (host pid of this spawner mod 2**16) * UID_SLOTS + slot`, so
 #: spawners running side by side use disjoint ranges, and a slot is reused only after its
 #: tree is gone.
@@ -62,19 +71,6 @@ class _Broken(Exception):
     """This process could not restore its own state; it must not spawn again."""
 
 
-def _signal_host(pid: int, sig: int) -> None:
-    """Signals host pid `pid` from any PID namespace, through its /proc directory."""
-    try:
-        fd = os.open(f"/proc/{pid}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError:
-        return
-    try:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            signal.pidfd_send_signal(fd, sig)
-    finally:
-        os.close(fd)
-
-
 def _host_pid(pidfd: int) -> int:
     """The host pid of the process behind `pidfd` (/proc, the host's, says it in fdinfo)."""
     fd = os.open(f"/proc/self/fdinfo/{pidfd}", os.O_RDONLY | os.O_CLOEXEC)
@@ -86,22 +82,6 @@ def _host_pid(pidfd: int) -> int:
         if line.startswith(b"Pid:"):
             return int(line[4:])
     raise OSError(errno.ESRCH, "no Pid in pidfd fdinfo")
-
-
-def _sigterm_disposition(pid: int) -> str:
-    """`caught`, `ignored` or `default`: what SIGTERM does to host pid `pid`."""
-    bit = 1 << (signal.SIGTERM - 1)
-    masks: dict[bytes, int] = {}
-    try:
-        with open(f"/proc/{pid}/status", "rb") as f:
-            for line in f:
-                if line.startswith((b"SigCgt:", b"SigIgn:")):
-                    masks[line[:6]] = int(line.split()[1], 16)
-    except OSError:
-        return "default"
-    if masks.get(b"SigCgt", 0) & bit:
-        return "caught"
-    return "ignored" if masks.get(b"SigIgn", 0) & bit else "default"
 
 
 #: Margins that keep a borrowed limit from biting this process while it is in force.
@@ -241,7 +221,18 @@ def _borrowed(req: Request, limits: list[tuple[int, int, int]] | None = None) ->
 class _Tree:
     """One child in pidns mode: PID 1 of its own namespace, so its tree is that namespace."""
 
-    __slots__ = ("collect", "ctrl", "host", "outputs", "overflow", "pid", "pidfd", "scratch", "uid")
+    __slots__ = (
+        "collect",
+        "ctrl",
+        "host",
+        "outputs",
+        "overflow",
+        "pid",
+        "pidfd",
+        "scratch",
+        "uid",
+        "warm",
+    )
 
     def __init__(self, pid: int, pidfd: int, host: int, ctrl: socket.socket) -> None:
         self.pid = pid
@@ -256,6 +247,8 @@ class _Tree:
         self.collect: Collect | None = None
         self.outputs: list[Output] = []
         self.overflow = False
+        #: A module hook in a waiting fork (`warm.py`).
+        self.warm = False
 
     def signal(self, sig: int) -> None:
         with contextlib.suppress(ProcessLookupError):
@@ -263,11 +256,7 @@ class _Tree:
 
     def terminate(self) -> None:
         """SIGTERM as if this init were an ordinary process (see the module docstring)."""
-        for pid in descendants(self.host):
-            _signal_host(pid, signal.SIGTERM)
-        how = _sigterm_disposition(self.host)
-        if how != "ignored":
-            self.signal(signal.SIGTERM if how == "caught" else signal.SIGKILL)
+        terminate_init(self.host, self.pidfd)
 
 
 class PidNsSpawner:
@@ -292,14 +281,16 @@ class PidNsSpawner:
         #: Waiting forks for module requests (`warm.py`), by kind; and the kinds asked for.
         self.waiting: dict[str, warm.WaitingFork] = {}
         self.warm_kinds: set[str] = set()
+        #: Module hooks running in forks (`_idle_wait`).
+        self.warm_running = 0
 
     def serve(self) -> None:
         """Returns at end of file on the lifeline, having killed and reaped every tree."""
         try:
             while True:
                 try:
-                    # Idle (nothing ready at once): fork what waits for module requests.
-                    events = self.epoll.poll(0 if self._wanted() else -1)
+                    # Idle: fork what waits for module requests (`_idle_wait`).
+                    events = self.epoll.poll(self._idle_wait())
                 except InterruptedError:
                     continue
                 if not events:
@@ -337,8 +328,34 @@ class PidNsSpawner:
             if not msg:  # the supervisor closed its end; the lifeline says when to go
                 self.epoll.unregister(self.requests.fileno())
                 return
-            if fds:
+            if fds and msg.startswith(MINT_PREFIX):
+                self._mint(msg, socket.socket(fileno=fds[0]), fds[1:])
+            elif fds:
                 self._start(msg, socket.socket(fileno=fds[0]), fds[1:])
+
+    def _mint(self, msg: bytes, ctrl: socket.socket, fds: list[int]) -> None:
+        """Makes PID namespaces, nested in this one, for the supervisor to start children in
+        itself (`supervisor/direct.py`), and sends their fds on `ctrl`: a child started in
+        one is PID 1 of it, and dies with this process like every other child."""
+        made: list[int] = []
+        try:
+            for fd in fds:
+                os.close(fd)
+            count = min(int(json.loads(msg)["mint"]), MINT_MAX)
+            self._disarm()
+            for _ in range(count):
+                self._arm()
+                made.append(os.open(_PID_FOR_CHILDREN, os.O_RDONLY | os.O_CLOEXEC))
+                self._disarm()
+            rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", made).tobytes())]
+            ctrl.sendmsg([b'{"event": "minted"}'], rights)
+        except (StartError, OSError, ValueError, KeyError, TypeError) as exc:
+            send(ctrl, {"event": "error", "message": f"cannot make PID namespaces: {exc}"})
+        finally:
+            for fd in made:
+                os.close(fd)
+            ctrl.close()
+            self._arm(quietly=True)
 
     def _start(self, msg: bytes, ctrl: socket.socket, fds: list[int]) -> None:
         spawned: jail.Spawned | None = None
@@ -379,6 +396,9 @@ class PidNsSpawner:
             return
         tree = _Tree(pid, pidfd, _host_pid(pidfd), ctrl)
         tree.uid = uid
+        if req.module is not None:
+            tree.warm = True
+            self.warm_running += 1
         if req.outputs is not None:
             assert req.collect is not None
             tree.collect = req.collect
@@ -477,8 +497,14 @@ class PidNsSpawner:
                     raise StartError(f"the warm runner's fork went away: {exc}") from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _wanted(self) -> bool:
-        return len(self.waiting) < len(self.warm_kinds)
+    def _idle_wait(self) -> float:
+        """How long to wait for events before forking what waits for module requests: -1
+        (forever) when none is wanted; 0 when no module hook runs; else `REFORK_IDLE_S`,
+        so that a fork (a millisecond or two of this process, and its set-up on the other
+        core) does not compete with a running hook that will soon be done."""
+        if len(self.waiting) >= len(self.warm_kinds):
+            return -1
+        return REFORK_IDLE_S if self.warm_running else 0
 
     def _fork_wanted(self) -> None:
         for kind in self.warm_kinds - set(self.waiting):
@@ -543,6 +569,8 @@ class PidNsSpawner:
         if pid == 0:
             return
         # The init is reaped only after everything else in its namespace is gone.
+        if tree.warm:
+            self.warm_running -= 1
         if tree.uid is not None:
             self.uids.give(tree.uid)
         if tree.scratch is not None:

@@ -66,6 +66,49 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
+def signal_host(pid: int, sig: int) -> None:
+    """Signals host pid `pid` from any PID namespace, through its /proc directory."""
+    try:
+        fd = os.open(f"/proc/{pid}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            signal.pidfd_send_signal(fd, sig)
+    finally:
+        os.close(fd)
+
+
+def sigterm_disposition(pid: int) -> str:
+    """`caught`, `ignored` or `default`: what SIGTERM does to host pid `pid`."""
+    bit = 1 << (signal.SIGTERM - 1)
+    masks: dict[bytes, int] = {}
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith((b"SigCgt:", b"SigIgn:")):
+                    masks[line[:6]] = int(line.split()[1], 16)
+    except OSError:
+        return "default"
+    if masks.get(b"SigCgt", 0) & bit:
+        return "caught"
+    return "ignored" if masks.get(b"SigIgn", 0) & bit else "default"
+
+
+def terminate_init(host: int, pidfd: int) -> None:
+    """SIGTERM to a tree whose root `host` (a host pid, `pidfd` its pidfd) is PID 1 of its
+    own namespace, as if it were an ordinary process: an init gets, from outside its
+    namespace, only the signals it handles (and SIGKILL). SIGTERM to every other process of
+    the tree; to the root if it catches SIGTERM, SIGKILL if it keeps the default action
+    (which would have killed it), nothing if it ignores it."""
+    for pid in descendants(host):
+        signal_host(pid, signal.SIGTERM)
+    how = sigterm_disposition(host)
+    if how != "ignored":
+        with contextlib.suppress(ProcessLookupError):
+            signal.pidfd_send_signal(pidfd, signal.SIGTERM if how == "caught" else signal.SIGKILL)
+
+
 def recv_request(sock: socket.socket) -> tuple[bytes, list[int]]:
     """One request and its fds, close-on-exec (`socket.recv_fds` drops its flags in 3.11)."""
     fds = array.array("i")
