@@ -17,6 +17,7 @@ from .spawnreq import (
     PR_SET_CHILD_SUBREAPER,
     Request,
     StartError,
+    accept,
     command,
     descendants,
     exit_report,
@@ -81,6 +82,7 @@ def _keeper(msg: bytes, ctrl: socket.socket, fds: list[int]) -> None:
 
     Never returns; exits once the tree is gone and the exit is reported.
     """
+    accept(ctrl)
     try:
         req = Request(msg, fds)
         try:

@@ -5,11 +5,9 @@ Standard library only.
 
 from __future__ import annotations
 
-import array
 import contextlib
 import ctypes
 import errno
-import json
 import os
 import resource
 import select
@@ -26,6 +24,7 @@ from .spawnreq import (
     Output,
     Request,
     StartError,
+    accept,
     command,
     exit_report,
     fork_exec,
@@ -38,10 +37,6 @@ from .spawnreq import (
 )
 
 _libc = ctypes.CDLL(None, use_errno=True)
-#: A request for PID namespaces (`PidNsSpawner._mint`): `{"mint": N}`, at most `MINT_MAX`.
-MINT_PREFIX = b'{"mint"'
-MINT_MAX = 128
-_PID_FOR_CHILDREN = "/proc/thread-self/ns/pid_for_children"
 #: How long the loop must have been idle, while a module hook runs, before it forks the next
 #: waiting fork (`PidNsSpawner._idle_wait`).
 REFORK_IDLE_S = 0.005
@@ -328,36 +323,11 @@ class PidNsSpawner:
             if not msg:  # the supervisor closed its end; the lifeline says when to go
                 self.epoll.unregister(self.requests.fileno())
                 return
-            if fds and msg.startswith(MINT_PREFIX):
-                self._mint(msg, socket.socket(fileno=fds[0]), fds[1:])
-            elif fds:
+            if fds:
                 self._start(msg, socket.socket(fileno=fds[0]), fds[1:])
 
-    def _mint(self, msg: bytes, ctrl: socket.socket, fds: list[int]) -> None:
-        """Makes PID namespaces, nested in this one, for the supervisor to start children in
-        itself (`supervisor/direct.py`), and sends their fds on `ctrl`: a child started in
-        one is PID 1 of it, and dies with this process like every other child."""
-        made: list[int] = []
-        try:
-            for fd in fds:
-                os.close(fd)
-            count = min(int(json.loads(msg)["mint"]), MINT_MAX)
-            self._disarm()
-            for _ in range(count):
-                self._arm()
-                made.append(os.open(_PID_FOR_CHILDREN, os.O_RDONLY | os.O_CLOEXEC))
-                self._disarm()
-            rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", made).tobytes())]
-            ctrl.sendmsg([b'{"event": "minted"}'], rights)
-        except (StartError, OSError, ValueError, KeyError, TypeError) as exc:
-            send(ctrl, {"event": "error", "message": f"cannot make PID namespaces: {exc}"})
-        finally:
-            for fd in made:
-                os.close(fd)
-            ctrl.close()
-            self._arm(quietly=True)
-
     def _start(self, msg: bytes, ctrl: socket.socket, fds: list[int]) -> None:
+        accept(ctrl)
         spawned: jail.Spawned | None = None
         uid: int | None = None
         req: Request | None = None

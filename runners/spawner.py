@@ -45,13 +45,23 @@ file descriptors attached (SCM_RIGHTS). The first attached fd is the request's *
 socket (SOCK_SEQPACKET), the rest are the child's fds, placed at the numbers listed in
 `"fds"`. Everything about the child is then said on its control socket:
 
-  spawner → supervisor {"event": "started", "pid": P, "keeper": K|null}   (P: host pid)
+  spawner → supervisor {"event": "accepted"}   (taken; from now on the child may run)
+                       {"event": "started", "pid": P, "keeper": K|null}   (P: host pid)
                        {"event": "error", "message": "..."}           (could not start)
                        {"event": "exit", "code": C|null, "signal": S|null,
                         "cpuMs": n, "maxRssKb": n}                    (tree gone, all reaped)
   supervisor → spawner {"cmd": "term"}   SIGTERM to the tree (see above for pidns)
                        {"cmd": "kill"}   SIGKILL to the tree
                        end of file       the owner is gone: SIGKILL the tree, no report
+
+End of file before "accepted": the request was never taken, nothing ran, the owner may send it
+again (to a new spawner); after it: the child may have run, and is lost.
+
+`"collect": {"stdout": CAP, "stderr": TAIL}` (pidns mode): the request brings no fds for 1 and
+2; the spawner makes those pipes, splices what the child writes into memfds (stdout up to CAP,
+past it the tree is killed; the last TAIL bytes of stderr), and sends them with the exit report:
+`"stdout"`/`"stderr"` (bytes read), `"stderrRing"`, `"overflow"`, `"memfds"` (which are
+attached, in order). The owner then watches one socket per child instead of three fds.
 
 `maxRssKb` includes the spawner's own resident size at exec time (the kernel carries the
 high-water mark of the vfork'd or forked memory over exec).

@@ -125,6 +125,16 @@ def recv_request(sock: socket.socket) -> tuple[bytes, list[int]]:
     return msg, list(fds)
 
 
+#: Sent on a request's control socket as soon as it is taken, before anything can start the
+#: child: a spawner that dies after it leaves the owner unsure whether the child ran.
+ACCEPTED = b'{"event": "accepted"}'
+
+
+def accept(ctrl: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        ctrl.send(ACCEPTED)
+
+
 def send(ctrl: socket.socket, obj: dict[str, Any]) -> None:
     with contextlib.suppress(OSError):
         ctrl.send(json.dumps(obj).encode())

@@ -88,6 +88,8 @@ class Child:
         self.outcome = Outcome()
         self.keeper: int | None = None
         self._exit_seen = trio.Event()
+        #: Whether the spawner said it took the request (it may start the child from then on).
+        self._accepted = False
         #: `communicate`'s caps, and which of its outputs it has not read to the end.
         self._caps: tuple[int, int] | None = None
         self._unread = set() if outputs is None else {"stdout", "stderr"}
@@ -110,6 +112,9 @@ class Child:
     def _note(self, msg: dict[str, Any] | None) -> None:
         """Takes in a message; the tree is over at "exit", "error" or end of file."""
         event = None if msg is None else msg.get("event")
+        if event == "accepted":
+            self._accepted = True
+            return
         if msg is not None and event == "started":
             self.outcome.pid = msg["pid"]
             self.keeper = msg.get("keeper")
@@ -124,17 +129,27 @@ class Child:
                 self.outcome.stdout[:], self.outcome.stderr_tail[:] = msg["output"]
                 if msg.get("overflow"):
                     self.outcome.stdout_overflow = self.outcome.killed = True
-        elif msg is None and self.outcome.pid is not None:
+        elif msg is None and (self.outcome.pid is not None or self._accepted):
             self.outcome.lost = True
         self._exit_seen.set()
 
     async def _wait_started(self) -> None:
-        msg = await self._recv()
-        self._note(msg)
-        if msg is None:
-            raise SpawnerGone("the spawner went away before the child started")
-        if msg.get("event") != "started":
-            raise SpawnError(str(msg.get("message", msg)))
+        """Returns once the child started, or once it is lost: the spawner went away after
+        it took the request ("accepted"), so the child may have run (`Outcome.lost`; never
+        started again). Raises `SpawnerGone` when the spawner went away before it took the
+        request (nothing ran: safe to send again), `SpawnError` when it could not start."""
+        while True:
+            msg = await self._recv()
+            self._note(msg)
+            if msg is None:
+                if self._accepted:
+                    return
+                raise SpawnerGone("the spawner went away before the child started")
+            event = msg.get("event")
+            if event == "started":
+                return
+            if event != "accepted":
+                raise SpawnError(str(msg.get("message", msg)))
 
     async def wait(self) -> Outcome:
         """Waits until the whole tree is gone and reaped; returns the outcome.
@@ -272,7 +287,7 @@ class SpawnerLink:
         if not data:
             return None
         msg: dict[str, Any] = json.loads(data)
-        fds = _received_fds(ancdata)
+        fds = received_fds(ancdata)
         try:
             if "memfds" in msg:
                 msg["output"] = _collected(msg, dict(zip(msg["memfds"], fds, strict=True)))
@@ -302,7 +317,7 @@ def _collected(msg: dict[str, Any], memfds: dict[str, int]) -> tuple[bytes, byte
     return out, err
 
 
-def _received_fds(ancdata: list[tuple[int, int, bytes]]) -> list[int]:
+def received_fds(ancdata: list[tuple[int, int, bytes]]) -> list[int]:
     """The fds a message brought (SCM_RIGHTS)."""
     fds = array.array("i")
     for level, kind, data in ancdata:

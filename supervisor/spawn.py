@@ -36,7 +36,7 @@ from typing import Any, Final
 import attrs
 import trio
 
-from .child import Child, Outcome, SpawnerGone, SpawnerLink
+from .child import Child, Link, Outcome, SpawnerGone, SpawnerLink
 from .errors import SpawnError
 
 __all__ = ["Child", "Outcome"]  # for callers, with the rest of the spawn path
@@ -106,14 +106,16 @@ class Spawner:
     """Handle to the resident spawner process. Use through `open_spawner()`.
 
     If the spawner dies (any way: killed, out of memory), the next `open_child` starts a new
-    one (`restarts` counts them). A child whose spawner died before starting it is started
-    once more on the new one; a child that was running dies with its spawner's namespace and
-    its `Outcome.lost` is set: never retried, as it may have done part of its work.
+    one (`restarts` counts them). A child whose request the dead spawner had not taken is
+    started once more on the new one; a child it had taken (it may have started: the spawner
+    says "accepted" before anything can start it) dies with its spawner's namespace and its
+    `Outcome.lost` is set: never retried, as it may have done part of its work.
     """
 
     def __init__(self, started: SpawnerProcess) -> None:
         self._lock = trio.Lock()
         self._restart_lock = trio.Lock()
+
         #: How many times the spawner was started again after dying.
         self.restarts = 0
         self._adopt(started)
@@ -214,79 +216,50 @@ class Spawner:
     ) -> Child:
         """Sends the spawn request; the child's pipes and control socket, not yet started.
         `stdin`: False for /dev/null, True for a pipe, bytes for a pipe holding them."""
-        ours: list[int] = []
-        theirs: list[int] = []
-        unwritten = b""
         try:
             mine, keeper_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         except OSError as exc:
             raise SpawnError(f"cannot make the child's control socket: {exc.strerror}") from exc
         try:
-            writer = bool(stdin)
-            if stdin:
-                r, w = os.pipe2(os.O_CLOEXEC)
-                theirs.append(r)
-                ours.append(w)
-                if isinstance(stdin, bytes):
-                    unwritten = _prefill(w, stdin)
-                    if not unwritten:  # all of it waits in the pipe, then end of file
-                        os.close(ours.pop())
-                        writer = False
-            else:
-                theirs.append(os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC))
-            outputs = () if collect else (1, 2)
-            for _ in (*outputs, *extra_fds):
-                r, w = os.pipe2(os.O_CLOEXEC)
-                theirs.append(w)
-                ours.append(r)
-            targets = [0, *outputs, *extra_fds]
+            fds = _ChildFds.make(stdin, extra_fds, outputs=not collect)
+        except BaseException:
+            mine.close()
+            keeper_end.close()
+            raise
+        try:
             request: dict[str, Any] = {
                 "argv": list(spec.argv),
                 "cwd": spec.cwd,
                 "env": dict(spec.env),
                 "rlimits": [list(r) for r in spec.rlimits],
-                "fds": targets,
+                "fds": fds.targets,
                 "sandbox": spec.sandbox.to_json() if spec.sandbox else None,
             }
             if collect:
                 request["collect"] = {"stdout": collect[0], "stderr": collect[1]}
             if spec.module is not None and self.warm:
                 # The environment goes to the child only, never through the spawner.
-                theirs.append(_env_memfd(spec.env))
-                env_fd = max(2, *targets) + 1
-                targets.append(env_fd)
+                env_fd = max(2, *fds.targets) + 1
+                fds.give(_env_memfd(spec.env), env_fd)
                 request["env"] = {}
                 request["module"] = {
                     "spec": spec.module.spec,
                     "path": list(spec.module.path),
                     "envFd": env_fd,
                 }
-            rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, _fd_array([keeper_end, *theirs]))]
+            rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, _fd_array([keeper_end, *fds.theirs]))]
             try:
                 await self._send_request(json.dumps(request).encode(), rights)
             except OSError as exc:
                 raise SpawnerGone(f"the spawner is not running: {exc.strerror}") from exc
-        except OSError as exc:  # out of fds for the pipes, most likely
-            for fd in ours:
-                os.close(fd)
-            mine.close()
-            raise SpawnError(f"cannot make the child's pipes: {exc.strerror}") from exc
         except BaseException:
-            for fd in ours:
-                os.close(fd)
+            fds.close_ours()
             mine.close()
             raise
         finally:
             keeper_end.close()
-            for fd in theirs:
-                os.close(fd)
-        streams = [trio.lowlevel.FdStream(fd) for fd in ours]
-        stdin_stream = streams.pop(0) if writer else None
-        out = None if collect else (streams.pop(0), streams.pop(0))
-        link = SpawnerLink(trio.socket.from_stdlib_socket(mine))
-        child = Child(link, stdin_stream, out, streams)
-        child._unwritten = unwritten
-        return child
+            fds.close_theirs()
+        return fds.child(SpawnerLink(trio.socket.from_stdlib_socket(mine)))
 
     async def _send_request(self, request: bytes, rights: list[tuple[int, int, bytes]]) -> None:
         # A request is one datagram, sent whole or not at all: try it at once (no scheduler
@@ -327,6 +300,70 @@ class Spawner:
 
     def _close(self) -> None:
         self._sock.close()
+
+
+@attrs.define
+class _ChildFds:
+    """A child's fds while it is being started: `theirs` go to it, at `targets`; `ours` stay
+    here (the stdin writer, when something is left to write; the read ends)."""
+
+    theirs: list[int]
+    targets: list[int]
+    ours: list[int]
+    writer: bool
+    unwritten: bytes
+    outputs: bool
+
+    @classmethod
+    def make(cls, stdin: bool | bytes, extra_fds: Sequence[int], *, outputs: bool) -> _ChildFds:
+        """Pipes for stdin (`stdin`: False for /dev/null, True for a pipe, bytes for a pipe
+        holding as much of them as it takes), stdout and stderr when `outputs`, and each of
+        `extra_fds`. Raises `SpawnError` when they cannot be made (out of fds)."""
+        fds = cls([], [], [], bool(stdin), b"", outputs)
+        try:
+            if stdin:
+                r, w = os.pipe2(os.O_CLOEXEC)
+                fds.give(r, 0)
+                fds.ours.append(w)
+                if isinstance(stdin, bytes):
+                    fds.unwritten = _prefill(w, stdin)
+                    if not fds.unwritten:  # all of it waits in the pipe, then end of file
+                        os.close(fds.ours.pop())
+                        fds.writer = False
+            else:
+                fds.give(os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC), 0)
+            for target in (*((1, 2) if outputs else ()), *extra_fds):
+                r, w = os.pipe2(os.O_CLOEXEC)
+                fds.give(w, target)
+                fds.ours.append(r)
+        except OSError as exc:
+            fds.close_ours()
+            fds.close_theirs()
+            raise SpawnError(f"cannot make the child's pipes: {exc.strerror}") from exc
+        return fds
+
+    def give(self, fd: int, target: int) -> None:
+        self.theirs.append(fd)
+        self.targets.append(target)
+
+    def close_theirs(self) -> None:
+        for fd in self.theirs:
+            os.close(fd)
+        self.theirs = []
+
+    def close_ours(self) -> None:
+        for fd in self.ours:
+            os.close(fd)
+        self.ours = []
+
+    def child(self, link: Link) -> Child:
+        streams = [trio.lowlevel.FdStream(fd) for fd in self.ours]
+        self.ours = []
+        stdin = streams.pop(0) if self.writer else None
+        out = (streams.pop(0), streams.pop(0)) if self.outputs else None
+        child = Child(link, stdin, out, streams)
+        child._unwritten = self.unwritten
+        return child
 
 
 def _prefill(fd: int, data: bytes) -> bytes:

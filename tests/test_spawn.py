@@ -524,6 +524,28 @@ async def test_spawner_killed_leaves_no_process_and_is_restarted(
     assert marker.alive() == []
 
 
+@pytest.mark.parametrize("spawn_mode", ["pidns"], indirect=True)  # keepers keep children
+async def test_a_child_whose_spawner_died_after_taking_it_is_lost_not_started_again(
+    spawner: Spawner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The spawner is killed the moment it says it took the request: the child may or may not
+    # have started, so it must not be started again (it may have done part of its work).
+    first, ran = spawner.pid, tmp_path / "ran"
+    note = Child._note
+
+    def kill_on_accepted(child: Child, msg: dict[str, object] | None) -> None:
+        if msg is not None and msg.get("event") == "accepted" and spawner.pid == first:
+            os.kill(first, signal.SIGKILL)
+        note(child, msg)
+
+    monkeypatch.setattr(Child, "_note", kill_on_accepted)
+    out = await run(spawner, ("sh", "-c", f"echo >> {ran}; exec sleep 1000"))
+    assert (out.lost, out.exited) == (True, False)
+    assert (await run(spawner, ("true",))).exit_code == 0  # on a new spawner
+    assert (spawner.restarts, spawner.pid != first) == (1, True)
+    assert (ran.read_text().count("\n") if ran.exists() else 0) <= 1  # never a second time
+
+
 SUPERVISOR = """
 import sys, trio
 from mcpx_hooks.supervisor.spawn import ChildSpec, open_spawner
