@@ -37,9 +37,6 @@ from .spawnreq import (
 )
 
 _libc = ctypes.CDLL(None, use_errno=True)
-#: How long the loop must have been idle, while a module hook runs, before it forks the next
-#: waiting fork (`PidNsSpawner._idle_wait`).
-REFORK_IDLE_S = 0.005
 #: Per-child uids: `UID_BASE + (host pid of this spawner mod 2**16) * UID_SLOTS + slot`, so
 #: spawners running side by side use disjoint ranges, and a slot is reused only after its
 #: tree is gone.
@@ -226,7 +223,6 @@ class _Tree:
         "pidfd",
         "scratch",
         "uid",
-        "warm",
     )
 
     def __init__(self, pid: int, pidfd: int, host: int, ctrl: socket.socket) -> None:
@@ -242,8 +238,6 @@ class _Tree:
         self.collect: Collect | None = None
         self.outputs: list[Output] = []
         self.overflow = False
-        #: A module hook in a waiting fork (`warm.py`).
-        self.warm = False
 
     def signal(self, sig: int) -> None:
         with contextlib.suppress(ProcessLookupError):
@@ -276,16 +270,14 @@ class PidNsSpawner:
         #: Waiting forks for module requests (`warm.py`), by kind; and the kinds asked for.
         self.waiting: dict[str, warm.WaitingFork] = {}
         self.warm_kinds: set[str] = set()
-        #: Module hooks running in forks (`_idle_wait`).
-        self.warm_running = 0
 
     def serve(self) -> None:
         """Returns at end of file on the lifeline, having killed and reaped every tree."""
         try:
             while True:
                 try:
-                    # Idle: fork what waits for module requests (`_idle_wait`).
-                    events = self.epoll.poll(self._idle_wait())
+                    # Idle (nothing ready at once): fork what waits for module requests.
+                    events = self.epoll.poll(0 if self._wanted() else -1)
                 except InterruptedError:
                     continue
                 if not events:
@@ -366,9 +358,6 @@ class PidNsSpawner:
             return
         tree = _Tree(pid, pidfd, _host_pid(pidfd), ctrl)
         tree.uid = uid
-        if req.module is not None:
-            tree.warm = True
-            self.warm_running += 1
         if req.outputs is not None:
             assert req.collect is not None
             tree.collect = req.collect
@@ -467,14 +456,8 @@ class PidNsSpawner:
                     raise StartError(f"the warm runner's fork went away: {exc}") from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _idle_wait(self) -> float:
-        """How long to wait for events before forking what waits for module requests: -1
-        (forever) when none is wanted; 0 when no module hook runs; else `REFORK_IDLE_S`,
-        so that a fork (a millisecond or two of this process, and its set-up on the other
-        core) does not compete with a running hook that will soon be done."""
-        if len(self.waiting) >= len(self.warm_kinds):
-            return -1
-        return REFORK_IDLE_S if self.warm_running else 0
+    def _wanted(self) -> bool:
+        return len(self.waiting) < len(self.warm_kinds)
 
     def _fork_wanted(self) -> None:
         for kind in self.warm_kinds - set(self.waiting):
@@ -539,8 +522,6 @@ class PidNsSpawner:
         if pid == 0:
             return
         # The init is reaped only after everything else in its namespace is gone.
-        if tree.warm:
-            self.warm_running -= 1
         if tree.uid is not None:
             self.uids.give(tree.uid)
         if tree.scratch is not None:
