@@ -1,8 +1,7 @@
 """A child process while it runs: what it did (`Outcome`), and its owner's handle (`Child`).
 
-`Spawner.open_child` makes them; a `Child` hears of its process and acts on it through a
-`Link`: the child's control socket to the spawner (`SpawnerLink`), or, for a child the
-supervisor started itself, its pidfd (`direct.DirectLink`).
+`Spawner.open_child` makes them; a `Child` hears of its process and acts on it through its
+control socket to the spawner (`SpawnerLink`; `runners/spawner.py` has the protocol).
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ import os
 import signal
 import socket
 from collections.abc import Sequence
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 import attrs
 import trio
@@ -52,19 +51,6 @@ class SpawnerGone(SpawnError):
     """The spawner went away before it started the child: nothing of it ran."""
 
 
-class Link(Protocol):
-    """How a `Child` hears of its process and acts on it: through the spawner
-    (`SpawnerLink`) or directly (`direct.DirectLink`). Messages as in `runners/spawner.py`."""
-
-    async def recv(self) -> dict[str, Any] | None:
-        """The next message about the child; None once nothing more will come."""
-
-    async def send(self, cmd: str) -> None:
-        """Sends "term" or "kill" to the child's tree."""
-
-    def close(self) -> None: ...
-
-
 class Child:
     """A running child owned by `Spawner.open_child`, heard of and acted on through `link`.
 
@@ -74,7 +60,7 @@ class Child:
 
     def __init__(
         self,
-        link: Link,
+        link: SpawnerLink,
         stdin: trio.lowlevel.FdStream | None,
         outputs: tuple[trio.lowlevel.FdStream, trio.lowlevel.FdStream] | None,
         extra: Sequence[trio.lowlevel.FdStream],

@@ -36,7 +36,7 @@ from typing import Any, Final
 import attrs
 import trio
 
-from .child import Child, Link, Outcome, SpawnerGone, SpawnerLink
+from .child import Child, Outcome, SpawnerGone, SpawnerLink
 from .errors import SpawnError
 
 __all__ = ["Child", "Outcome"]  # for callers, with the rest of the spawn path
@@ -356,7 +356,7 @@ class _ChildFds:
             os.close(fd)
         self.ours = []
 
-    def child(self, link: Link) -> Child:
+    def child(self, link: SpawnerLink) -> Child:
         streams = [trio.lowlevel.FdStream(fd) for fd in self.ours]
         self.ours = []
         stdin = streams.pop(0) if self.writer else None
