@@ -67,6 +67,13 @@ class Spawned:
         #: Closed by the caller once the child is reaped (see `Jail.spawn`).
         self.mounts = mounts
 
+    def close(self) -> None:
+        """Closes the fds held for a child that was killed and reaped before it was kept."""
+        for fd in (self.scratch_fd, self.mounts):
+            if fd is not None:
+                os.close(fd)
+        self.scratch_fd = self.mounts = None
+
 
 class Jail:
     """One armed thread; `spawn` uses it up. See the module docstring.

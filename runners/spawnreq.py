@@ -309,7 +309,9 @@ class Request:
             self.env: dict[str, str] = req["env"]
             rlimits = req.get("rlimits") or ()
             self.limits = [(limit_number(n), int(soft), int(hard)) for n, soft, hard in rlimits]
-            self.limit_names = {limit_number(n): n for n, _, _ in rlimits}
+            self.limit_names = {
+                number: n for (n, _, _), (number, _, _) in zip(rlimits, self.limits, strict=True)
+            }
             targets: list[int] = req["fds"]
             self.sandbox = Sandbox(req["sandbox"]) if req.get("sandbox") else None
             self.module = ModuleCall(req["module"], targets) if req.get("module") else None
@@ -412,10 +414,17 @@ def _all_str(items: Iterable[object]) -> bool:
     return all(isinstance(item, str) for item in items)
 
 
+#: Every resource limit this platform has, by name (looked up per limit per request).
+_LIMIT_NUMBERS = {
+    name: int(getattr(resource, name)) for name in dir(resource) if name.startswith("RLIMIT_")
+}
+
+
 def limit_number(name: object) -> int:
-    if not isinstance(name, str) or not name.startswith("RLIMIT_") or not hasattr(resource, name):
+    number = _LIMIT_NUMBERS.get(name) if isinstance(name, str) else None
+    if number is None:
         raise ValueError(f"unknown resource limit {name!r}")
-    return int(getattr(resource, name))
+    return number
 
 
 def start_failed(program: str, exc: OSError) -> StartError:
