@@ -23,7 +23,7 @@ import trio
 
 from . import sandbox
 from .effects import REFUSING, Clamp, Effect, clamp
-from .errors import SpawnError
+from .errors import SandboxUnavailable, SpawnError
 from .frames import HookFrame, HookStatus, Ran, Resources, now_rfc3339
 from .hookenv import PROTOCOL, base_environment, hook_variables
 from .hooks import NOT_YET_RUNNABLE, STDERR_TAIL_BYTES, Action, Failure, Hook
@@ -200,19 +200,18 @@ async def run_hook(spawner: Spawner, hook: Hook, ctx: HookContext) -> HookReport
     if hook.action is Action.SOURCE:
         return frame.skipped("source hooks run inside the Python launcher, not as a process")
     started = time.perf_counter()
-    try:
-        sandbox.require(hook.sandbox, spawner)
-    except SpawnError as exc:
-        return frame.failed(HookStatus.FAILED, str(exc), started)
     with scratch_dir("hook-") as scratch:
+        try:
+            rlimits, plan = sandbox.plan(
+                hook.sandbox,
+                spawner,
+                scratch=scratch,
+                dirs=(hook.declaring_dir, hook.workdir),
+                limits=hook.limits,
+            )
+        except SandboxUnavailable as exc:  # refused before the spawner is asked
+            return frame.failed(HookStatus.FAILED, str(exc), started)
         env = hook_environment(hook, clamped.effect, ctx, scratch, os.environ)
-        rlimits, plan = sandbox.plan(
-            hook.sandbox,
-            spawner,
-            scratch=scratch,
-            dirs=(hook.declaring_dir, hook.workdir),
-            limits=hook.limits,
-        )
         spec = ChildSpec(hook_argv(hook), hook.workdir, env, rlimits, plan, hook_module(hook))
         stdin = json.dumps(hook_input(hook, clamped.effect, ctx)).encode()
         try:

@@ -6,6 +6,7 @@ Pure data. `sandbox.py` turns them into resource limits and a scratch size; the 
 
 from __future__ import annotations
 
+import functools
 import resource
 from collections.abc import Mapping
 from typing import Any, Final
@@ -38,11 +39,18 @@ class Limits:
             if name is None:
                 continue
             value = getattr(self, attr) * unit
-            own = resource.getrlimit(getattr(resource, name))[1]
+            own = _own_hard_limit(name)
             soft = value if own == resource.RLIM_INFINITY else min(value, own)
             out.append((name, soft, soft if hard else own))
-        out.append(("RLIMIT_CORE", 0, 0 if hard else resource.getrlimit(resource.RLIMIT_CORE)[1]))
+        out.append(("RLIMIT_CORE", 0, 0 if hard else _own_hard_limit("RLIMIT_CORE")))
         return tuple(out)
+
+
+@functools.cache
+def _own_hard_limit(name: str) -> int:
+    """This process's hard limit `name`, read once: the supervisor never changes its hard
+    limits (`spawn.raise_open_files_limit` raises a soft one), so each hook need not ask."""
+    return resource.getrlimit(getattr(resource, name))[1]
 
 
 #: `[limits]` key, attribute, the resource limit it sets (None: not one), unit.

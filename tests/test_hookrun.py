@@ -100,6 +100,22 @@ async def test_input_environment_and_cwd(spawner: Spawner, tmp_path: Path, monke
     assert not Path(env["MCPX_HOOK_SCRATCH"]).exists()  # removed afterwards
 
 
+async def test_scratch_left_full_is_removed(spawner: Spawner, tmp_path: Path) -> None:
+    code = """
+        import json, os
+        scratch = os.environ["MCPX_HOOK_SCRATCH"]
+        os.makedirs(os.path.join(scratch, "a", "b"))
+        with open(os.path.join(scratch, "a", "b", "f"), "w") as f:
+            f.write("left behind")
+        print(json.dumps({"advise": [scratch, oct(os.stat(scratch).st_mode & 0o777)]}))
+    """
+    report = await run(spawner, py_hook(tmp_path, code))
+    assert report.frame.status is HookStatus.OK, to_json(report.frame)
+    scratch, mode = report.frame.advice
+    assert mode == "0o700"
+    assert not Path(scratch).exists()
+
+
 async def test_declared_cwd(spawner: Spawner, tmp_path: Path) -> None:
     (tmp_path / "sub").mkdir()
     hook = py_hook(tmp_path, ECHO, cwd=str(tmp_path / "sub"))

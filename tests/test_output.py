@@ -37,6 +37,14 @@ def test_invalid_output_says_why(stdout: bytes, says: str) -> None:
     assert says in str(info.value)
 
 
+def test_schema_errors_name_the_first_place_exactly() -> None:
+    with pytest.raises(InvalidOutput) as info:
+        read_output(b'{"run": {"argv": []}, "ask": {"question": "q", "deadlineMs": true}}')
+    assert str(info.value) == (
+        "output does not match hook-output schema at /ask/deadlineMs: True is not of type 'integer'"
+    )
+
+
 def test_keys_above_the_effect_are_dropped_and_named() -> None:
     obj = {"advise": ["a", "b"], "apply": {"value": 1}, "refuse": "no", "later": True}
     answer = bound_answer(obj, Effect.ADVISE)

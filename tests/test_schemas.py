@@ -77,6 +77,7 @@ def test_config_enums_come_from_the_tables() -> None:
 def test_validators_are_compiled_once() -> None:
     assert schemas.validator("config") is schemas.validator("config")
     assert schemas.hook_validator() is schemas.hook_validator()
+    assert schemas.quick_check("hook-output") is schemas.quick_check("hook-output")
 
 
 def test_unknown_schema_name_is_refused() -> None:
@@ -160,10 +161,14 @@ def test_hook_input_refuses(change: dict[str, Any]) -> None:
         {"apply": {"value": [1]}},
         {"run": {"argv": ["true"]}},
         {"unknown": 1},
+        {"advise": []},
+        {"ask": {"question": "q", "deadlineMs": 5.0}},  # an integer in JSON Schema
+        {"refuse": {"reason": "r", "more": [None]}},
     ],
 )
 def test_hook_output_accepts(output: dict[str, Any]) -> None:
     assert list(schemas.validator("hook-output").iter_errors(output)) == []
+    assert schemas.quick_check("hook-output")(output)
 
 
 @pytest.mark.parametrize(
@@ -180,7 +185,22 @@ def test_hook_output_accepts(output: dict[str, Any]) -> None:
         {"apply": {}},
         {"run": {"argv": []}},
         {"run": {"argv": "ls -l"}},
+        {"advise": None},
+        {"advise": {"text": "x"}},
+        {"refuse": {"reason": 1}},
+        {"refuse": ["no"]},
+        {"ask": {"question": 1}},
+        {"ask": {"question": "q", "deadlineMs": True}},
+        {"ask": {"question": "q", "deadlineMs": 1.5}},
+        {"ask": {"question": "q", "deadlineMs": "5"}},
+        {"propose": {"value": 1, "note": 2}},
+        {"apply": None},
+        {"run": {"argv": [1]}},
+        {"run": {"argv": ["ls", None]}},
+        {"run": ["ls"]},
     ],
 )
 def test_hook_output_refuses(output: Any) -> None:
     assert list(schemas.validator("hook-output").iter_errors(output))
+    # The quick check only ever says yes to what jsonschema accepts.
+    assert not schemas.quick_check("hook-output")(output)
