@@ -25,7 +25,7 @@ from .spawnreq import (
     Output,
     Request,
     StartError,
-    accept,
+    TakenCounter,
     command,
     exit_report,
     fork_exec,
@@ -267,8 +267,9 @@ class _Tree:
 class PidNsSpawner:
     """The pidns-mode loop: one epoll over requests, the lifeline, pidfds and control sockets."""
 
-    def __init__(self, requests: socket.socket, sandbox: Mechanisms) -> None:
+    def __init__(self, requests: socket.socket, sandbox: Mechanisms, taken: TakenCounter) -> None:
         self.requests = requests
+        self.taken = taken
         self.sandbox = sandbox
         self.uids = _UidPool()
         self.jail = sandbox.new_jail()
@@ -331,11 +332,12 @@ class PidNsSpawner:
             if not msg:  # the supervisor closed its end; the lifeline says when to go
                 self.epoll.unregister(self.requests.fileno())
                 return
+            # Counted before anything can start the child (`spawnreq.TakenCounter`).
+            self.taken.count()
             if fds:
                 self._start(msg, socket.socket(fileno=fds[0]), fds[1:])
 
     def _start(self, msg: bytes, ctrl: socket.socket, fds: list[int]) -> None:
-        accept(ctrl)
         spawned: jail.Spawned | None = None
         uid: int | None = None
         req: Request | None = None

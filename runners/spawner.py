@@ -1,8 +1,9 @@
 """The resident spawner: the one place hook and script processes are started from.
 
-Standard library only; started by the supervisor as `python -I -S -B spawner.py PARENT_PID FD
-MODE`, FD being its request socket and its stdin the lifeline (end of file: the supervisor is
-done). Never imports the supervisor or trio. It owns each child's whole tree in one of two ways:
+Standard library only; started by the supervisor as `python -I -S spawner.py PARENT_PID FD
+MODE TAKEN_FD`, FD being its request socket, TAKEN_FD a memfd of 8 bytes shared with the
+supervisor (`spawnreq.TakenCounter`), and its stdin the lifeline (end of file: the supervisor
+is done). Never imports the supervisor or trio. It owns each child's whole tree in one of two ways:
 
 `pidns` (root, where PID namespaces can be made; chosen by the supervisor). The supervisor
 starts this process as PID 1 of a fresh PID namespace. Per child it calls `unshare(CLONE_NEWPID)`,
@@ -45,7 +46,7 @@ file descriptors attached (SCM_RIGHTS). The first attached fd is the request's *
 socket (SOCK_SEQPACKET), the rest are the child's fds, placed at the numbers listed in
 `"fds"`. Everything about the child is then said on its control socket:
 
-  spawner → supervisor {"event": "accepted"}   (taken; from now on the child may run)
+  spawner → supervisor {"event": "accepted"}   (keeper mode: taken; the child may run now)
                        {"event": "started", "pid": P, "keeper": K|null}   (P: host pid)
                        {"event": "error", "message": "..."}           (could not start)
                        {"event": "exit", "code": C|null, "signal": S|null,
@@ -54,8 +55,11 @@ socket (SOCK_SEQPACKET), the rest are the child's fds, placed at the numbers lis
                        {"cmd": "kill"}   SIGKILL to the tree
                        end of file       the owner is gone: SIGKILL the tree, no report
 
-End of file before "accepted": the request was never taken, nothing ran, the owner may send it
-again (to a new spawner); after it: the child may have run, and is lost.
+A request the spawner had not taken when it died never ran: the owner may send it again (to a
+new spawner); one it had taken may have run, and is lost. Taken is "accepted" in keeper mode;
+in pidns mode the spawner counts the requests it takes in TAKEN_FD's shared memory, before
+anything can start the child, and the owner compares the request's number with the count:
+no message, so no wake-up of the owner on the way.
 
 `"collect": {"stdout": CAP, "stderr": TAIL}` (pidns mode): the request brings no fds for 1 and
 2; the spawner makes those pipes, splices what the child writes into memfds (stdout up to CAP,
@@ -88,7 +92,7 @@ def main() -> None:
     from runners.keepers import serve_keepers
     from runners.mechanisms import Mechanisms
     from runners.pidns import PidNsSpawner
-    from runners.spawnreq import PR_SET_PDEATHSIG, prctl
+    from runners.spawnreq import PR_SET_PDEATHSIG, TakenCounter, prctl
 
     parent, request_fd = int(sys.argv[1]), int(sys.argv[2])
     mode = sys.argv[3] if len(sys.argv) > 3 else "keeper"
@@ -102,10 +106,13 @@ def main() -> None:
     if mode == "pidns":
         home = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
         mechanisms = Mechanisms(mode, home)
-        spawner = PidNsSpawner(requests, mechanisms)
+        taken = TakenCounter(int(sys.argv[4]) if len(sys.argv) > 4 else None)
+        spawner = PidNsSpawner(requests, mechanisms, taken)
         mechanisms.report()
         spawner.serve()
     else:
+        if len(sys.argv) > 4:  # keepers say "accepted" instead
+            os.close(int(sys.argv[4]))
         Mechanisms(mode, None).report()
         serve_keepers(requests)
 

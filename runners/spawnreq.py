@@ -10,6 +10,7 @@ import contextlib
 import ctypes
 import fcntl
 import json
+import mmap
 import os
 import resource
 import signal
@@ -125,9 +126,39 @@ def recv_request(sock: socket.socket) -> tuple[bytes, list[int]]:
     return msg, list(fds)
 
 
-#: Sent on a request's control socket as soon as it is taken, before anything can start the
-#: child: a spawner that dies after it leaves the owner unsure whether the child ran.
+#: Keeper mode: sent on a request's control socket as soon as it is taken, before anything can
+#: start the child: a keeper that dies after it leaves the owner unsure whether the child ran.
+#: (pidns mode counts requests in shared memory instead: `TakenCounter`.)
 ACCEPTED = b'{"event": "accepted"}'
+
+
+class TakenCounter:
+    """How many requests this spawner has taken off its socket, in 8 bytes of memory shared
+    with the supervisor (the memfd `fd` it passed; None: counted here only), counted before
+    anything can start the child. When the spawner dies, the supervisor compares a request's
+    number with it: taken, the child may have run and is lost; not taken, it can be sent
+    again. No message, so no wake-up of the supervisor. Closed in every fork of this process
+    (a hook must not write it)."""
+
+    def __init__(self, fd: int | None) -> None:
+        self._map = mmap.mmap(fd, _COUNTER_BYTES) if fd is not None else None
+        self._taken = 0
+        if fd is not None:
+            os.close(fd)
+            os.register_at_fork(after_in_child=self.close)
+
+    def count(self) -> None:
+        self._taken += 1
+        if self._map is not None:
+            self._map[:_COUNTER_BYTES] = self._taken.to_bytes(_COUNTER_BYTES, "little")
+
+    def close(self) -> None:
+        if self._map is not None:
+            self._map.close()
+            self._map = None
+
+
+_COUNTER_BYTES = 8
 
 
 def accept(ctrl: socket.socket) -> None:

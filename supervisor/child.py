@@ -12,7 +12,7 @@ import json
 import os
 import signal
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 import attrs
@@ -74,7 +74,7 @@ class Child:
         self.outcome = Outcome()
         self.keeper: int | None = None
         self._exit_seen = trio.Event()
-        #: Whether the spawner said it took the request (it may start the child from then on).
+        #: Whether a keeper said it took the request (it may start the child from then on).
         self._accepted = False
         #: `communicate`'s caps, and which of its outputs it has not read to the end.
         self._caps: tuple[int, int] | None = None
@@ -94,6 +94,11 @@ class Child:
 
     async def _recv(self) -> dict[str, Any] | None:
         return await self._link.recv()
+
+    def _taken(self) -> bool:
+        """Whether the spawner took the request: it said "accepted" (keeper mode), or its
+        count of requests taken reached this one's (pidns mode)."""
+        return self._accepted or self._link.taken()
 
     def _note(self, msg: dict[str, Any] | None) -> None:
         """Takes in a message; the tree is over at "exit", "error" or end of file."""
@@ -115,20 +120,20 @@ class Child:
                 self.outcome.stdout[:], self.outcome.stderr_tail[:] = msg["output"]
                 if msg.get("overflow"):
                     self.outcome.stdout_overflow = self.outcome.killed = True
-        elif msg is None and (self.outcome.pid is not None or self._accepted):
+        elif msg is None and (self.outcome.pid is not None or self._taken()):
             self.outcome.lost = True
         self._exit_seen.set()
 
     async def _wait_started(self) -> None:
         """Returns once the child started, or once it is lost: the spawner went away after
-        it took the request ("accepted"), so the child may have run (`Outcome.lost`; never
-        started again). Raises `SpawnerGone` when the spawner went away before it took the
-        request (nothing ran: safe to send again), `SpawnError` when it could not start."""
+        it took the request, so the child may have run (`Outcome.lost`; never started again).
+        Raises `SpawnerGone` when the spawner went away before it took the request (nothing
+        ran: safe to send again), `SpawnError` when it could not start."""
         while True:
             msg = await self._recv()
             self._note(msg)
             if msg is None:
-                if self._accepted:
+                if self._taken():
                     return
                 raise SpawnerGone("the spawner went away before the child started")
             event = msg.get("event")
@@ -257,10 +262,12 @@ class Child:
 
 
 class SpawnerLink:
-    """A child's control socket to the spawner (`runners/spawner.py` has the protocol)."""
+    """A child's control socket to the spawner (`runners/spawner.py` has the protocol), and
+    `taken`: whether the spawner took the request (`spawn.TakenCount`)."""
 
-    def __init__(self, ctrl: trio.socket.SocketType) -> None:
+    def __init__(self, ctrl: trio.socket.SocketType, taken: Callable[[], bool]) -> None:
         self._ctrl = ctrl
+        self.taken = taken
 
     async def recv(self) -> dict[str, Any] | None:
         """The spawner's next message about this child; None once it is gone. A collected

@@ -24,6 +24,7 @@ import ctypes
 import functools
 import json
 import logging
+import mmap
 import os
 import resource
 import socket
@@ -108,8 +109,9 @@ class Spawner:
     If the spawner dies (any way: killed, out of memory), the next `open_child` starts a new
     one (`restarts` counts them). A child whose request the dead spawner had not taken is
     started once more on the new one; a child it had taken (it may have started: the spawner
-    says "accepted" before anything can start it) dies with its spawner's namespace and its
-    `Outcome.lost` is set: never retried, as it may have done part of its work.
+    counts a request as taken before anything can start it, `TakenCount`) dies with its
+    spawner's namespace and its `Outcome.lost` is set: never retried, as it may have done
+    part of its work.
     """
 
     def __init__(self, started: SpawnerProcess) -> None:
@@ -125,6 +127,9 @@ class Spawner:
         self._proc = proc
         self._raw = started.sock
         self._sock = trio.socket.from_stdlib_socket(started.sock)  # owns it; non-blocking
+        self._taken = started.taken
+        #: Requests sent to this spawner, numbered as it takes them (`TakenCount`).
+        self._sent = 0
         #: The spawner's pid, and how it owns trees: "pidns" or "keeper" (`SPAWN_MODES`).
         self.pid = proc.pid
         self.mode = mode
@@ -249,7 +254,7 @@ class Spawner:
                 }
             rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, _fd_array([keeper_end, *fds.theirs]))]
             try:
-                await self._send_request(json.dumps(request).encode(), rights)
+                number = await self._send_request(json.dumps(request).encode(), rights)
             except OSError as exc:
                 raise SpawnerGone(f"the spawner is not running: {exc.strerror}") from exc
         except BaseException:
@@ -259,17 +264,30 @@ class Spawner:
         finally:
             keeper_end.close()
             fds.close_theirs()
-        return fds.child(SpawnerLink(trio.socket.from_stdlib_socket(mine)))
+        taken = functools.partial(self._taken.reached, number)
+        return fds.child(SpawnerLink(trio.socket.from_stdlib_socket(mine), taken))
 
-    async def _send_request(self, request: bytes, rights: list[tuple[int, int, bytes]]) -> None:
-        # A request is one datagram, sent whole or not at all: try it at once (no scheduler
-        # pass before the spawner can start work), and queue behind the lock only when the
-        # socket is full. Not a checkpoint by itself; `open_child` is one further on.
+    async def _send_request(self, request: bytes, rights: list[tuple[int, int, bytes]]) -> int:
+        """Sends one request; returns its number, counting from 1 for this spawner, in the
+        order the spawner will take them (`TakenCount`).
+
+        A request is one datagram, sent whole or not at all: tried at once (no scheduler pass
+        before the spawner can start work), queued behind the lock only when the socket is
+        full. Not a checkpoint by itself; `open_child` is one further on. Nothing else runs
+        between a send and its numbering."""
         try:
             self._raw.sendmsg([request], rights, socket.MSG_NOSIGNAL)
         except BlockingIOError:
             async with self._lock:
-                await self._sock.sendmsg([request], rights, socket.MSG_NOSIGNAL)
+                while True:
+                    await trio.lowlevel.wait_writable(self._raw)
+                    try:
+                        self._raw.sendmsg([request], rights, socket.MSG_NOSIGNAL)
+                        break
+                    except BlockingIOError:
+                        continue
+        self._sent += 1
+        return self._sent
 
     async def _wait_dead(self) -> bool:
         """Whether the spawner has exited, waiting up to `SPAWNER_EXIT_BOUND` for it."""
@@ -288,7 +306,7 @@ class Spawner:
             if self.restarts != generation:
                 return  # another caller did it
             dead = self._proc
-            self._close()
+            self._sock.close()  # (its `TakenCount` lives on for its children's last word)
             await _close_spawner(dead)
             _log.warning(
                 "the spawner (pid %d) died (exit status %s); starting a new one",
@@ -300,6 +318,7 @@ class Spawner:
 
     def _close(self) -> None:
         self._sock.close()
+        self._taken.close()
 
 
 @attrs.define
@@ -364,6 +383,29 @@ class _ChildFds:
         child = Child(link, stdin, out, streams)
         child._unwritten = self.unwritten
         return child
+
+
+class TakenCount:
+    """The spawner's count of the requests it took off its socket, in 8 bytes of shared
+    memory it writes before anything can start the child (`runners/spawnreq.py`
+    `TakenCounter`). When the spawner dies before a child's "started", `reached(n)` says
+    whether it had taken request `n`: then the child may have run and is lost, else it can
+    be sent again. In keeper mode it stays 0 (keepers say "accepted" instead)."""
+
+    def __init__(self, fd: int) -> None:
+        os.ftruncate(fd, _TAKEN_BYTES)
+        self._map = mmap.mmap(fd, _TAKEN_BYTES)
+
+    def reached(self, number: int) -> bool:
+        if self._map.closed:  # its spawner was closed: assume the worst, never send again
+            return True
+        return int.from_bytes(self._map[:_TAKEN_BYTES], "little") >= number
+
+    def close(self) -> None:
+        self._map.close()
+
+
+_TAKEN_BYTES: Final = 8
 
 
 def _prefill(fd: int, data: bytes) -> bytes:
@@ -453,7 +495,7 @@ SPAWNER_REPORT_BOUND: Final = 10.0
 _MAX_REPORT: Final = 64 * 1024
 
 
-def _start_spawner(mode: str, request_fd: int) -> subprocess.Popen[bytes]:
+def _start_spawner(mode: str, request_fd: int, taken_fd: int) -> subprocess.Popen[bytes]:
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
     if os.environ.get(HIDE_ENV):
         env[HIDE_ENV] = os.environ[HIDE_ENV]
@@ -465,27 +507,28 @@ def _start_spawner(mode: str, request_fd: int) -> subprocess.Popen[bytes]:
             str(os.getpid()),
             str(request_fd),
             mode,
+            str(taken_fd),
         ],
         stdin=subprocess.PIPE,  # the lifeline: closed, the spawner exits
         stdout=subprocess.PIPE,  # one line: its mechanisms; then closed
-        pass_fds=(request_fd,),
+        pass_fds=(request_fd, taken_fd),
         start_new_session=True,
         env=env,
     )
 
 
-def _launch(request_fd: int) -> tuple[subprocess.Popen[bytes], str]:
+def _launch(request_fd: int, taken_fd: int) -> tuple[subprocess.Popen[bytes], str]:
     asked = os.environ.get(SPAWN_MODE_ENV, "auto") or "auto"
     if asked not in (*SPAWN_MODES, "auto"):
         raise SpawnError(f"{SPAWN_MODE_ENV}={asked!r}: expected one of pidns, keeper, auto")
     if asked != "keeper":
         try:
             with _pid_namespace_for_next_child():
-                return _start_spawner("pidns", request_fd), "pidns"
+                return _start_spawner("pidns", request_fd, taken_fd), "pidns"
         except _NoPidNamespace as exc:
             if asked == "pidns":
                 raise SpawnError(f"{SPAWN_MODE_ENV}=pidns, but {exc}") from exc
-    return _start_spawner("keeper", request_fd), "keeper"
+    return _start_spawner("keeper", request_fd, taken_fd), "keeper"
 
 
 @contextlib.asynccontextmanager
@@ -520,31 +563,36 @@ def raise_open_files_limit() -> None:
 
 @attrs.frozen
 class SpawnerProcess:
-    """A started spawner: its process, request socket, mode and report (`mechanisms.py`)."""
+    """A started spawner: its process, request socket, mode, report (`mechanisms.py`), and
+    the memory where it counts the requests it takes (`TakenCount`)."""
 
     proc: subprocess.Popen[bytes]
     sock: socket.socket
     mode: str
     report: Mapping[str, Any]
+    taken: TakenCount
 
 
 async def _start_spawner_process() -> SpawnerProcess:
     """A new spawner; `SpawnError` if it does not start."""
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    taken_fd = os.memfd_create("mcpx-hooks-taken", os.MFD_CLOEXEC)
     try:
-        proc, mode = _launch(theirs.fileno())
+        taken = TakenCount(taken_fd)
+        proc, mode = _launch(theirs.fileno(), taken_fd)
     except BaseException:
         mine.close()
         raise
     finally:
         theirs.close()
+        os.close(taken_fd)
     try:
         report = await _read_report(proc)
     except BaseException:
         mine.close()
         await _close_spawner(proc)
         raise
-    return SpawnerProcess(proc, mine, mode, report)
+    return SpawnerProcess(proc, mine, mode, report, taken)
 
 
 async def _read_report(proc: subprocess.Popen[bytes]) -> dict[str, Any]:

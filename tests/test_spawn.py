@@ -40,6 +40,7 @@ from mcpx_hooks.supervisor.spawn import (
     Outcome,
     Spawner,
     SpawnerProcess,
+    TakenCount,
     open_spawner,
 )
 
@@ -454,7 +455,9 @@ async def test_cancelled_before_started_waits_for_the_exit_report(no_leaks: None
     mine, stdlib_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     theirs = trio.socket.from_stdlib_socket(stdlib_theirs)
     standin = _standin_process()
-    spawner = Spawner(SpawnerProcess(standin, mine, "fake", {}))
+    counter_fd = os.memfd_create("taken", os.MFD_CLOEXEC)
+    spawner = Spawner(SpawnerProcess(standin, mine, "fake", {}, TakenCount(counter_fd)))
+    os.close(counter_fd)
     events: list[str] = []
 
     async def fake_spawner() -> None:
@@ -526,20 +529,25 @@ async def test_spawner_killed_leaves_no_process_and_is_restarted(
 
 @pytest.mark.parametrize("spawn_mode", ["pidns"], indirect=True)  # keepers keep children
 async def test_a_child_whose_spawner_died_after_taking_it_is_lost_not_started_again(
-    spawner: Spawner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    spawner: Spawner, tmp_path: Path
 ) -> None:
-    # The spawner is killed the moment it says it took the request: the child may or may not
-    # have started, so it must not be started again (it may have done part of its work).
+    # The spawner is killed the moment it has taken the request (it counts it in shared
+    # memory before it starts anything): the child may or may not have started, so it must
+    # not be started again (it may have done part of its work).
     first, ran = spawner.pid, tmp_path / "ran"
-    note = Child._note
+    outcomes: list[Outcome] = []
 
-    def kill_on_accepted(child: Child, msg: dict[str, object] | None) -> None:
-        if msg is not None and msg.get("event") == "accepted" and spawner.pid == first:
+    async def start_it() -> None:
+        outcomes.append(await run(spawner, ("sh", "-c", f"echo >> {ran}; exec sleep 1000")))
+
+    with trio.fail_after(30):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(start_it)
+            # Shared memory gives no event to wait for: spin, letting the request go out.
+            while not (spawner._sent and spawner._taken.reached(spawner._sent)):
+                await trio.lowlevel.checkpoint()
             os.kill(first, signal.SIGKILL)
-        note(child, msg)
-
-    monkeypatch.setattr(Child, "_note", kill_on_accepted)
-    out = await run(spawner, ("sh", "-c", f"echo >> {ran}; exec sleep 1000"))
+    (out,) = outcomes
     assert (out.lost, out.exited) == (True, False)
     assert (await run(spawner, ("true",))).exit_code == 0  # on a new spawner
     assert (spawner.restarts, spawner.pid != first) == (1, True)
