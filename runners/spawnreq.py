@@ -317,8 +317,8 @@ class Collect:
     def __init__(self, caps: dict[str, Any]) -> None:
         self.stdout = int(caps["stdout"])
         self.stderr = int(caps["stderr"])
-        if self.stdout < 0 or self.stderr < 0:
-            raise ValueError("negative output cap")
+        if self.stdout < 0 or self.stderr < 1:  # a tail of 0 would be no ring at all
+            raise ValueError("collect: stdout cap below 0 or stderr tail below 1")
 
 
 class Request:
