@@ -13,25 +13,20 @@ of a tree when its child ends, and everything when the spawner ends; no Python f
 forces one (`SPAWN_MODE_ENV`); pidns forced where it cannot be had is a `SpawnError`.
 
 A `ChildSpec` with a `SandboxPlan` is confined by the spawner (profiles strict and net,
-docs/sandbox.md); `Spawner.mechanisms` says what the spawner found at its start.
+docs/sandbox.md); `Spawner.mechanisms` says what the spawner found at its start. A running
+child is a `child.Child`; starting and ending the spawner process itself is `launch.py`.
 """
 
 from __future__ import annotations
 
 import array
 import contextlib
-import ctypes
 import functools
 import json
 import logging
-import mmap
 import os
-import resource
 import socket
-import subprocess
-import sys
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from importlib import resources
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Final
 
 import attrs
@@ -39,11 +34,36 @@ import trio
 
 from .child import Child, Outcome, SpawnerGone, SpawnerLink
 from .errors import SpawnError
+from .launch import (
+    HIDE_ENV,
+    RUNNER_FLAGS,
+    SPAWN_MODE_ENV,
+    SPAWN_MODES,
+    SPAWNER_EXIT_BOUND,
+    SpawnerProcess,
+    TakenCount,
+    close_spawner,
+    raise_open_files_limit,
+    runner_path,
+    start_spawner_process,
+)
 
-__all__ = ["Child", "Outcome"]  # for callers, with the rest of the spawn path
+#: `off`: `module` hooks start a new interpreter each (cold) instead of a fork of the warm
+#: spawner (`runners/warm.py`); for comparing the two. Anything else, or unset: warm.
+WARM_ENV: Final = "MCPX_HOOKS_WARM"
+#: For callers, with the rest of the spawn path.
+__all__ = [
+    "HIDE_ENV",
+    "RUNNER_FLAGS",
+    "SPAWN_MODES",
+    "SPAWN_MODE_ENV",
+    "Child",
+    "Outcome",
+    "SpawnerProcess",
+    "TakenCount",
+    "runner_path",
+]
 
-#: How long a closing spawner may take to exit before it is killed.
-SPAWNER_EXIT_BOUND: Final = 2.0
 _log = logging.getLogger(__name__)
 
 
@@ -307,13 +327,13 @@ class Spawner:
                 return  # another caller did it
             dead = self._proc
             self._sock.close()  # (its `TakenCount` lives on for its children's last word)
-            await _close_spawner(dead)
+            await close_spawner(dead)
             _log.warning(
                 "the spawner (pid %d) died (exit status %s); starting a new one",
                 dead.pid,
                 dead.returncode,
             )
-            self._adopt(await _start_spawner_process())
+            self._adopt(await start_spawner_process())
             self.restarts += 1
 
     def _close(self) -> None:
@@ -385,29 +405,6 @@ class _ChildFds:
         return child
 
 
-class TakenCount:
-    """The spawner's count of the requests it took off its socket, in 8 bytes of shared
-    memory it writes before anything can start the child (`runners/spawnreq.py`
-    `TakenCounter`). When the spawner dies before a child's "started", `reached(n)` says
-    whether it had taken request `n`: then the child may have run and is lost, else it can
-    be sent again. In keeper mode it stays 0 (keepers say "accepted" instead)."""
-
-    def __init__(self, fd: int) -> None:
-        os.ftruncate(fd, _TAKEN_BYTES)
-        self._map = mmap.mmap(fd, _TAKEN_BYTES)
-
-    def reached(self, number: int) -> bool:
-        if self._map.closed:  # its spawner was closed: assume the worst, never send again
-            return True
-        return int.from_bytes(self._map[:_TAKEN_BYTES], "little") >= number
-
-    def close(self) -> None:
-        self._map.close()
-
-
-_TAKEN_BYTES: Final = 8
-
-
 def _prefill(fd: int, data: bytes) -> bytes:
     """Writes what the empty pipe `fd` takes of `data` without blocking; returns the rest."""
     os.set_blocking(fd, False)
@@ -435,102 +432,6 @@ def _fd_array(fds: Sequence[int | socket.socket]) -> bytes:
     return array.array("i", [fd if isinstance(fd, int) else fd.fileno() for fd in fds]).tobytes()
 
 
-@functools.cache
-def runner_path(name: str) -> str:
-    """The file of a runner module, found without importing it (it runs in another process).
-    Cached: finding it through importlib.resources costs a quarter of a millisecond."""
-    return str(resources.files("mcpx_hooks.runners").joinpath(name))
-
-
-#: Interpreter flags for runner processes: isolated, no site-packages, no bytecode writes
-#: (a hook's imports must not leave `__pycache__` in the directories it imports from).
-RUNNER_FLAGS: Final = ("-I", "-S", "-B")
-#: The spawner's: the same, but its own bytecode is cached, as an installed package's is:
-#: compiling the runner modules was half of its start.
-SPAWNER_FLAGS: Final = ("-I", "-S")
-#: `off`: `module` hooks start a new interpreter each (cold) instead of a fork of the warm
-#: spawner (`runners/warm.py`); for comparing the two. Anything else, or unset: warm.
-WARM_ENV: Final = "MCPX_HOOKS_WARM"
-#: Forces how the spawner owns trees: "pidns" (fails if it cannot be had) or "keeper".
-#: Unset or "auto": pidns where PID namespaces can be made (root), else keeper.
-SPAWN_MODE_ENV: Final = "MCPX_HOOKS_SPAWN"
-SPAWN_MODES: Final = ("pidns", "keeper")
-_CLONE_NEWPID: Final = 0x20000000
-
-
-class _NoPidNamespace(Exception):
-    """PID namespaces cannot be made here (not root, not allowed, no /proc)."""
-
-
-@contextlib.contextmanager
-def _pid_namespace_for_next_child() -> Iterator[None]:
-    """Makes the next process this thread starts PID 1 of a new PID namespace.
-
-    `unshare(CLONE_NEWPID)` changes only this thread's `pid_for_children`; it is set back
-    before returning, so nothing else this thread starts later is affected. Raises
-    `_NoPidNamespace` where PID namespaces cannot be made.
-    """
-    libc = ctypes.CDLL(None, use_errno=True)
-    try:
-        home = os.open("/proc/thread-self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
-    except OSError as exc:
-        raise _NoPidNamespace(f"/proc/thread-self/ns/pid: {exc.strerror}") from exc
-    try:
-        if libc.unshare(_CLONE_NEWPID) != 0:
-            raise _NoPidNamespace(f"unshare(CLONE_NEWPID): {os.strerror(ctypes.get_errno())}")
-        try:
-            yield
-        finally:
-            if libc.setns(home, _CLONE_NEWPID) != 0:  # pragma: no cover - cannot fail as root
-                err = ctypes.get_errno()
-                raise RuntimeError(f"cannot restore the PID namespace: {os.strerror(err)}")
-    finally:
-        os.close(home)
-
-
-#: Hides isolation mechanisms from detection (comma-separated names), as if missing; for tests.
-HIDE_ENV: Final = "MCPX_HOOKS_HIDE"
-#: How long a starting spawner may take to say which mechanisms it has.
-SPAWNER_REPORT_BOUND: Final = 10.0
-_MAX_REPORT: Final = 64 * 1024
-
-
-def _start_spawner(mode: str, request_fd: int, taken_fd: int) -> subprocess.Popen[bytes]:
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-    if os.environ.get(HIDE_ENV):
-        env[HIDE_ENV] = os.environ[HIDE_ENV]
-    return subprocess.Popen(
-        [
-            sys.executable,
-            *SPAWNER_FLAGS,
-            runner_path("spawner.py"),
-            str(os.getpid()),
-            str(request_fd),
-            mode,
-            str(taken_fd),
-        ],
-        stdin=subprocess.PIPE,  # the lifeline: closed, the spawner exits
-        stdout=subprocess.PIPE,  # one line: its mechanisms; then closed
-        pass_fds=(request_fd, taken_fd),
-        start_new_session=True,
-        env=env,
-    )
-
-
-def _launch(request_fd: int, taken_fd: int) -> tuple[subprocess.Popen[bytes], str]:
-    asked = os.environ.get(SPAWN_MODE_ENV, "auto") or "auto"
-    if asked not in (*SPAWN_MODES, "auto"):
-        raise SpawnError(f"{SPAWN_MODE_ENV}={asked!r}: expected one of pidns, keeper, auto")
-    if asked != "keeper":
-        try:
-            with _pid_namespace_for_next_child():
-                return _start_spawner("pidns", request_fd, taken_fd), "pidns"
-        except _NoPidNamespace as exc:
-            if asked == "pidns":
-                raise SpawnError(f"{SPAWN_MODE_ENV}=pidns, but {exc}") from exc
-    return _start_spawner("keeper", request_fd, taken_fd), "keeper"
-
-
 @contextlib.asynccontextmanager
 async def open_spawner() -> AsyncIterator[Spawner]:
     """Starts the resident spawner and owns it; on exit it is closed and reaped.
@@ -544,97 +445,9 @@ async def open_spawner() -> AsyncIterator[Spawner]:
     A spawner that dies is started again by the next `open_child` (`Spawner`).
     """
     raise_open_files_limit()
-    spawner = Spawner(await _start_spawner_process())
+    spawner = Spawner(await start_spawner_process())
     try:
         yield spawner
     finally:
         spawner._close()
-        await _close_spawner(spawner._proc)
-
-
-def raise_open_files_limit() -> None:
-    """Raises this process's soft open-files limit to its hard one (the spawner, started
-    after, inherits it): each running child holds a few fds here and in the spawner, and
-    a thousand hooks at once are a supported load. Children get their own limits."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != hard:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-
-
-@attrs.frozen
-class SpawnerProcess:
-    """A started spawner: its process, request socket, mode, report (`mechanisms.py`), and
-    the memory where it counts the requests it takes (`TakenCount`)."""
-
-    proc: subprocess.Popen[bytes]
-    sock: socket.socket
-    mode: str
-    report: Mapping[str, Any]
-    taken: TakenCount
-
-
-async def _start_spawner_process() -> SpawnerProcess:
-    """A new spawner; `SpawnError` if it does not start."""
-    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    taken_fd = os.memfd_create("mcpx-hooks-taken", os.MFD_CLOEXEC)
-    try:
-        taken = TakenCount(taken_fd)
-        proc, mode = _launch(theirs.fileno(), taken_fd)
-    except BaseException:
-        mine.close()
-        raise
-    finally:
-        theirs.close()
-        os.close(taken_fd)
-    try:
-        report = await _read_report(proc)
-    except BaseException:
-        mine.close()
-        await _close_spawner(proc)
-        raise
-    return SpawnerProcess(proc, mine, mode, report, taken)
-
-
-async def _read_report(proc: subprocess.Popen[bytes]) -> dict[str, Any]:
-    """The spawner's first line (its mechanisms); a spawner that dies or says nothing in
-    time is a `SpawnError`."""
-    assert proc.stdout is not None
-    stream = trio.lowlevel.FdStream(os.dup(proc.stdout.fileno()))
-    proc.stdout.close()
-    data = bytearray()
-    try:
-        with trio.move_on_after(SPAWNER_REPORT_BOUND):
-            while b"\n" not in data and len(data) < _MAX_REPORT:
-                chunk = await stream.receive_some(4096)
-                if not chunk:
-                    break
-                data.extend(chunk)
-    finally:
-        await stream.aclose()
-    try:
-        report = json.loads(data.split(b"\n")[0])
-    except ValueError:
-        report = None
-    if not isinstance(report, dict):
-        raise SpawnError(f"the spawner did not start: {bytes(data[:200])!r}")
-    return report
-
-
-async def _close_spawner(proc: subprocess.Popen[bytes]) -> None:
-    """End of file on its lifeline, then up to `SPAWNER_EXIT_BOUND` for it to kill and reap
-    what is left, then SIGKILL; shielded."""
-    assert proc.stdin is not None
-    proc.stdin.close()
-    if proc.poll() is not None:  # dead and now reaped
-        return
-    with trio.CancelScope(shield=True):
-        pidfd = os.pidfd_open(proc.pid)
-        try:
-            with trio.move_on_after(SPAWNER_EXIT_BOUND):
-                await trio.lowlevel.wait_readable(pidfd)
-            if proc.poll() is None:
-                proc.kill()
-                await trio.lowlevel.wait_readable(pidfd)
-            proc.wait()
-        finally:
-            os.close(pidfd)
+        await close_spawner(spawner._proc)

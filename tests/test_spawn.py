@@ -30,7 +30,7 @@ import pytest
 import trio
 from conftest import kill_supervisor_and_wait
 
-from mcpx_hooks.supervisor import spawn
+from mcpx_hooks.supervisor import launch
 from mcpx_hooks.supervisor.errors import SpawnError
 from mcpx_hooks.supervisor.spawn import (
     SPAWN_MODE_ENV,
@@ -663,14 +663,14 @@ async def test_pidns_child_is_init_of_its_own_namespace(spawner: Spawner) -> Non
 
 @contextlib.contextmanager
 def _no_pid_namespaces() -> Iterator[None]:
-    raise spawn._NoPidNamespace("unshare(CLONE_NEWPID): Operation not permitted")
+    raise launch._NoPidNamespace("unshare(CLONE_NEWPID): Operation not permitted")
     yield
 
 
 async def test_falls_back_to_keepers_without_pid_namespaces(
     monkeypatch: pytest.MonkeyPatch, no_leaks: None
 ) -> None:
-    monkeypatch.setattr(spawn, "_pid_namespace_for_next_child", _no_pid_namespaces)
+    monkeypatch.setattr(launch, "_pid_namespace_for_next_child", _no_pid_namespaces)
     monkeypatch.delenv(SPAWN_MODE_ENV, raising=False)
     async with open_spawner() as sp:
         assert sp.mode == "keeper"
