@@ -8,7 +8,7 @@ directory (after `unshare(CLONE_FS)`), credentials changed by the raw system cal
 `setresuid` would change every thread), `no_new_privs`, a Landlock domain and a seccomp filter
 (both installed without their "all threads" flag).
 
-Mechanisms, each probed by `probe()`:
+Mechanisms (what the spawner finds of them at its start is `mechanisms.py`):
 * `landlock`: the filesystem allowlist (read-only system, Python, declaring dir and cwd;
   read-write scratch and a few devices), no TCP bind/connect (ABI 4+, strict), no abstract Unix
   sockets or signals outside the hook's own domain (ABI 6+).
