@@ -169,7 +169,8 @@ def _hooks_arguments(hooks: argparse.ArgumentParser) -> None:
 
 
 def _serve_arguments(srv: argparse.ArgumentParser) -> None:
-    from .server import DEFAULT_HOST, DEFAULT_PORT, Limits
+    from .server import Limits
+    from .wire import DEFAULT_HOST, DEFAULT_PORT
 
     srv.add_argument(
         "--config",

@@ -23,8 +23,7 @@ from trio_websocket import (
     open_websocket_url,
 )
 
-from .server import DEFAULT_HOST, DEFAULT_PORT
-from .wire import Close
+from .wire import DEFAULT_HOST, DEFAULT_PORT, Close
 
 DEFAULT_URL: Final = f"ws://{DEFAULT_HOST}:{DEFAULT_PORT}"
 #: The largest message a client takes: the server coalesces to ~256 KiB, but one frame may

@@ -41,6 +41,8 @@ from .run import DEFAULT_SCRIPT_TIMEOUT_MS, Run, RunRequest, execute
 from .runtime import Runtime, open_runtime
 from .streams import Streams, Wake, complete
 from .wire import (
+    DEFAULT_HOST,
+    DEFAULT_PORT,
     Close,
     Endpoint,
     ExecRequest,
@@ -59,9 +61,6 @@ from .wire import (
 from .wsconn import CLOSE_S, ServerConnection
 
 logger = logging.getLogger("mcpx_hooks.server")
-
-DEFAULT_HOST: Final = "127.0.0.1"
-DEFAULT_PORT: Final = 8765
 
 
 @attrs.frozen

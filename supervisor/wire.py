@@ -23,6 +23,10 @@ from .points import Phase
 from .schemas import SCRIPT_PHASES
 from .script import Script
 
+#: Where `mcpx-hooks serve` listens and the remote commands connect, unless told otherwise.
+DEFAULT_HOST: Final = "127.0.0.1"
+DEFAULT_PORT: Final = 8765
+
 
 class Close(enum.IntEnum):
     """Close codes the server ends a socket with, and why (RFC 6455 §7.4 and 4000-4999)."""
