@@ -8,7 +8,9 @@ through `run_hook` (the whole per-hook path), on one spawner; the figure is the 
 time, from the first `start_soon` to the last hook's frame. Every hook must come back `ok`.
 The baseline is the issue's: 1 s, the time one hook sleeps. For context, a bare wave in the
 same run: as many `os.posix_spawn` of `/bin/sleep 1` from this process, then `waitpid` of each
-(what the machine itself needs to start and reap that many processes).
+(what the machine itself needs to start and reap that many processes). Also for context: a
+`posix_spawn`+`waitpid` of /bin/true with as many close-on-exec fds open as the spawner holds at
+the wave's peak (four a hook), against none: why a wave slopes.
 
 Memory and fds, sampled every 0.25 s during each wave: this process's RSS (the supervisor side:
 trio, the hooks' tasks, pipes; and its lifetime peak from `getrusage`), the spawner's RSS
@@ -18,11 +20,12 @@ Goal (issue 6): wall <= 1.5 s, i.e. ratio <= 1.5 against 1 s (RESULT `many_hooks
 median over the waves), supervisor RSS printed and bounded: RESULT
 `many_hooks_<profile>_rss_growth`, the supervisor's RSS growth over its idle size (baseline
 column) at the peak of the waves, against 64 MiB at 1,000 hooks (abs): 64 KiB a hook, where a
-task, its hook frame and four pipe ends need a few KiB. `strict` runs as its own rows where this
+task, its hook frame and two fds need a few KiB. `strict` runs as its own rows where this
 machine can enforce it (root here), else it is skipped with the reason.
 
-1,000 children need about 4 fds each here (a control socket and three pipe ends) and 2 in the
-spawner (a pidfd and the control socket): the script raises its RLIMIT_NOFILE soft limit to the
+1,000 hooks need about 2 fds each here (a control socket and, while its input is written, a
+pipe end) and 4 in the spawner (a pidfd, the control socket, the stdout and stderr pipes whose
+output it collects): the script raises its RLIMIT_NOFILE soft limit to the
 hard one before the spawner starts (which inherits it; `open_spawner` does too); `--nofile N`
 sets both to N instead, to see what a smaller limit does. Exits 1 when a hook is not `ok`, a
 wave cannot be run, or a process is left once the spawner is closed. Takes 20-60 s.
@@ -41,7 +44,7 @@ import traceback
 
 import psutil
 import trio
-from _timing import enforceable, result
+from _timing import TRUE, enforceable, result
 
 from mcpx_hooks.supervisor.frames import HookStatus
 from mcpx_hooks.supervisor.hookrun import HookContext, run_hook
@@ -140,6 +143,25 @@ def bare_wave(hooks: int) -> float:
     return time.perf_counter() - start
 
 
+def spawn_with_fds_open(count: int, samples: int = 200) -> float:
+    """Median `posix_spawn`+`waitpid` of /bin/true with `count` close-on-exec fds open here:
+    each spawn copies this process's fd table and the child's exec closes them all, so a
+    spawner holding fds for running children spawns ever slower as a wave builds up."""
+    held = []
+    try:
+        for _ in range(count // 2):
+            held.extend(os.pipe2(os.O_CLOEXEC))
+        times = []
+        for _ in range(samples):
+            start = time.perf_counter()
+            os.waitpid(os.posix_spawn(TRUE, [TRUE], {}), 0)
+            times.append(time.perf_counter() - start)
+    finally:
+        for fd in held:
+            os.close(fd)
+    return statistics.median(times)
+
+
 async def measure(
     profiles: list[Profile], hooks: int, waves: int
 ) -> tuple[dict[str, list[float]], dict[str, Peaks], dict[Profile, str], dict[str, str], int]:
@@ -214,6 +236,12 @@ def main() -> int:
     print(f"  RLIMIT_NOFILE {soft}/{hard}; supervisor idle RSS {idle_kb / 1024:.1f} MiB")
     bare = statistics.median(walls["bare"])
     print(f"  baseline  {BASELINE_S:g} s; context: bare posix_spawn+waitpid wave {bare:6.3f} s")
+    few, many = spawn_with_fds_open(0), spawn_with_fds_open(4 * n)
+    print(
+        f"  context   posix_spawn+waitpid of {TRUE} with {4 * n} close-on-exec fds open (what "
+        f"the spawner holds at {n} running hooks): {many * 1e3:.3f} ms, with none "
+        f"{few * 1e3:.3f} ms"
+    )
     results = []
     for profile in profiles:
         if profile in skipped:
