@@ -209,8 +209,18 @@ def hook(payload):
         "signal": signal.getsignal(signal.SIGUSR1) == signal.SIG_IGN,
         "fds": len([fd for fd in range(256) if _is_open(fd)]) > 3,
         "scratch": os.listdir(os.environ["MCPX_HOOK_SCRATCH"]),
+        "spawner_memory": _maps_the_spawners_count(),
     }
     return {"advise": json.dumps(found)}
+
+def _maps_the_spawners_count():
+    # Whether the spawner's count of requests taken (memory it shares with the supervisor)
+    # is still mapped here; None where /proc/self/maps is not readable (strict's uid).
+    try:
+        with open("/proc/self/maps") as maps:
+            return "mcpx-hooks-taken" in maps.read()
+    except PermissionError:
+        return None
 """
 )
 
@@ -239,6 +249,7 @@ async def test_nothing_of_one_hook_reaches_the_next(
         "signal": False,
         "fds": False,
         "scratch": [],
+        "spawner_memory": False if profile is Profile.NONE else None,
     }
 
 
