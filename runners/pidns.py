@@ -5,6 +5,7 @@ Standard library only.
 
 from __future__ import annotations
 
+import array
 import contextlib
 import ctypes
 import errno
@@ -389,8 +390,10 @@ class PidNsSpawner:
         if spawned is not None and spawned.scratch_fd is not None:
             assert req.sandbox is not None
             tree.scratch = (spawned.scratch_fd, req.sandbox.scratch)
+        # With the child's pidfd: its owner can SIGKILL the tree without a word to this loop.
+        rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [pidfd]).tobytes())]
         with contextlib.suppress(OSError):
-            ctrl.send(b'{"event": "started", "pid": %d, "keeper": null}' % tree.host)
+            ctrl.sendmsg([b'{"event": "started", "pid": %d, "keeper": null}' % tree.host], rights)
         self.trees[pidfd] = self.trees[ctrl.fileno()] = tree
         self.epoll.register(pidfd, select.EPOLLIN)
         self.epoll.register(ctrl.fileno(), select.EPOLLIN)

@@ -47,7 +47,8 @@ socket (SOCK_SEQPACKET), the rest are the child's fds, placed at the numbers lis
 `"fds"`. Everything about the child is then said on its control socket:
 
   spawner → supervisor {"event": "accepted"}   (keeper mode: taken; the child may run now)
-                       {"event": "started", "pid": P, "keeper": K|null}   (P: host pid)
+                       {"event": "started", "pid": P, "keeper": K|null}   (P: host pid;
+                                         pidns: the child's pidfd attached, to SIGKILL it)
                        {"event": "error", "message": "..."}           (could not start)
                        {"event": "exit", "code": C|null, "signal": S|null,
                         "cpuMs": n, "maxRssKb": n}                    (tree gone, all reaped)
