@@ -69,8 +69,17 @@ class Limits:
 
     #: A client message larger than this is refused (1009).
     max_message_bytes: int = 1024 * 1024
-    #: Open sockets, handshakes included; past it the upgrade is refused with 503.
+    #: Admitted sockets (handshake done, token checked); past it the upgrade is refused (503).
     max_connections: int = 1024
+    #: Sockets still in their handshake, not yet admitted. A new one past it drops the oldest,
+    #: so stalled handshakes can never keep a client that completes its own out.
+    max_pending: int = 64
+    #: Admitted sockets that carry no run: `/v1/events`, `/v1/hooks`, an exec socket before
+    #: its request. Past it such an upgrade is refused (503): runs always have room.
+    max_idle: int = 256
+    #: An idle socket is pinged this often; one that has not answered by the next ping is
+    #: gone, and is closed.
+    ping_s: float = 30.0
     #: Runs in progress; past it a request is refused (1013, try again later).
     max_runs: int = 64
     #: A stream must complete its WebSocket handshake within this.

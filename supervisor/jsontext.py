@@ -1,0 +1,160 @@
+"""JSON in and out of the supervisor: one depth limit in, one encoding policy out.
+
+Pure: no trio, no I/O. Everything that comes from outside as JSON text (a client's request, a
+hook's stdout, a script's frames channel, a config file) is read by `loads`, which refuses
+what would hurt later: nesting deeper than `MAX_DEPTH`, integers longer than Python converts,
+anything that makes the parser raise something other than a clear error. Everything that goes
+out (frames, events, messages) is written by `dumps`, which never fails for a JSON value:
+
+- a lone surrogate (`"\\ud800"` in a request or a hook's output, or a Python string a script
+  returned) is replaced by U+FFFD, so every frame is valid UTF-8;
+- an integer past 64 bits is written exactly (the slow path), one too long to print is
+  written as a string saying how long it was;
+- a value nested deeper than `MAX_DEPTH` (only code of ours could build one) is cut there.
+
+The fast path is orjson on the value as it is; the policy only costs when it applies.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from typing import Any, Final
+
+import orjson
+
+#: Containers inside containers, at most. Deep enough for any real document; shallow enough
+#: that every recursive thing downstream (schemas, encoders, views) stays far from a limit.
+MAX_DEPTH: Final = 128
+#: What a lone surrogate becomes on the wire.
+REPLACEMENT: Final = "\ufffd"
+
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+_CUT: Final = "[nested too deeply]"
+
+
+class JsonError(ValueError):
+    """Text that is not JSON we accept; the message says why, in words."""
+
+
+def loads(text: str | bytes) -> Any:
+    """The JSON value in `text`, or `JsonError` naming why not (malformed, nested deeper
+    than `MAX_DEPTH`, an integer too long to convert). Never raises anything else."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise JsonError(f"{exc.msg} (at line {exc.lineno}, column {exc.colno})") from None
+    except RecursionError:
+        raise JsonError(f"nested deeper than {MAX_DEPTH} levels") from None
+    except UnicodeDecodeError as exc:
+        raise JsonError(f"not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    except ValueError as exc:  # an integer past sys.get_int_max_str_digits()
+        raise JsonError(str(exc).split(";")[0]) from None
+    if _could_be_deep(text) and depth(value) > MAX_DEPTH:
+        raise JsonError(f"nested deeper than {MAX_DEPTH} levels")
+    return value
+
+
+def _could_be_deep(text: str | bytes) -> bool:
+    # A document nested N deep opens N containers: a short or flat one needs no walk.
+    if isinstance(text, str):
+        return text.count("[") + text.count("{") > MAX_DEPTH
+    return text.count(b"[") + text.count(b"{") > MAX_DEPTH
+
+
+def depth(value: Any) -> int:
+    """How many containers deep `value` goes (a scalar is 0, `[]` is 1). Iterative."""
+    deepest = 0
+    todo: list[tuple[Any, int]] = [(value, 1)]
+    while todo:
+        item, level = todo.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, level)
+        if level > MAX_DEPTH:
+            return level
+        todo.extend((child, level + 1) for child in children)
+    return deepest
+
+
+def dumps(value: Any) -> bytes:
+    """One line of UTF-8 JSON for `value`, under the policy in the module docstring."""
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        pass
+    clean = wire_safe(value)
+    try:
+        return orjson.dumps(clean)
+    except orjson.JSONEncodeError:  # integers past 64 bits: the standard library has them
+        return json.dumps(clean, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def wire_safe(value: Any) -> Any:
+    """A copy of `value` that `dumps` can write exactly (see the module docstring); the value
+    itself when nothing needs changing. Iterative: any depth is safe to pass."""
+    if not _needs_care(value):
+        return value
+    root: list[Any] = [None]
+    todo: list[tuple[Any, Any, Any, int]] = [(value, root, 0, 1)]
+    while todo:
+        item, parent, key, level = todo.pop()
+        if isinstance(item, dict):
+            if level > MAX_DEPTH:
+                parent[key] = _CUT
+                continue
+            copy: Any = {}
+            parent[key] = copy
+            for k, v in item.items():
+                safe_key = _text(k if isinstance(k, str) else str(k))
+                copy[safe_key] = None
+                todo.append((v, copy, safe_key, level + 1))
+        elif isinstance(item, list | tuple):
+            if level > MAX_DEPTH:
+                parent[key] = _CUT
+                continue
+            copy = [None] * len(item)
+            parent[key] = copy
+            todo.extend((v, copy, i, level + 1) for i, v in enumerate(item))
+        elif isinstance(item, str):
+            parent[key] = _text(item)
+        elif isinstance(item, bool) or item is None or isinstance(item, float):
+            parent[key] = item
+        elif isinstance(item, int):
+            parent[key] = _integer(item)
+        else:
+            parent[key] = _text(str(item))
+    return root[0]
+
+
+def _needs_care(value: Any) -> bool:
+    try:
+        orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        return True
+    return False
+
+
+def _text(text: str) -> str:
+    return _SURROGATE.sub(REPLACEMENT, text)
+
+
+def _integer(number: int) -> int | str:
+    # Writing a decimal past the interpreter's digit limit raises; say what it was instead.
+    if number.bit_length() > _MAX_BITS:
+        return f"[an integer of {number.bit_length()} bits]"
+    return number
+
+
+# Bits of the longest integer `str()` converts (sys.get_int_max_str_digits() digits).
+_MAX_BITS: Final = int((sys.get_int_max_str_digits() or 4300) * 3.32) - 8
+
+
+def encode(value: Any) -> str:
+    """`dumps` as text."""
+    return dumps(value).decode()
