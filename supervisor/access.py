@@ -121,12 +121,15 @@ def normal_origin(origin: str) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
+def header_values(headers: Iterable[tuple[bytes, bytes]], name: bytes) -> list[str]:
+    """Every value of a header, in order (names compared case-insensitively)."""
+    return [value.decode("latin-1") for key, value in headers if key.lower() == name]
+
+
 def header(headers: Iterable[tuple[bytes, bytes]], name: bytes) -> str | None:
     """The first value of a header (names compared case-insensitively)."""
-    for key, value in headers:
-        if key.lower() == name:
-            return value.decode("latin-1")
-    return None
+    values = header_values(headers, name)
+    return values[0] if values else None
 
 
 def check_access(
@@ -138,10 +141,15 @@ def check_access(
 ) -> Refusal | None:
     """None when the request may be upgraded; else why not.
 
-    A request without `Origin` is a program, not a page in a browser, and is let through
-    to the token check; one with an `Origin` must name one of `origins` (403). The token
+    A request with two `Origin` or two `Authorization` headers is refused (400). A request
+    without `Origin` is a program, not a page in a browser, and is let through to the token
+    check; one with an `Origin` must name one of `origins` (403). The token
     is compared in constant time; missing or wrong is 401.
     """
+    for name in (b"origin", b"authorization"):
+        if len(header_values(headers, name)) > 1:
+            # Which one counts would depend on who reads the request: none does.
+            return Refusal(400, f"more than one {name.decode().title()} header")
     origin = header(headers, b"origin")
     if origin is not None and normal_origin(origin) not in origins:
         return Refusal(

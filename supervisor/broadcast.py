@@ -26,7 +26,6 @@ from typing import Final
 import trio
 
 from .journal import Follower, RunJournal
-from .wire import encode
 from .wsconn import ServerConnection, text_frame
 
 #: Writes in a round between two yields to the other tasks (the run, lagging streams).
@@ -34,31 +33,25 @@ YIELD_EVERY: Final = 128
 
 
 class EncodedRun:
-    """A run's frames encoded once for every reader and cut into messages of at most `limit`
-    bytes, each built once as a WebSocket frame: readers at the same place (the usual case
-    of many clients keeping up) share the bytes. `_sizes[k]` is the bytes of frames
-    `0..k-1`, newlines included."""
+    """A run's frames cut into messages of at most `limit` bytes, each built once as a
+    WebSocket frame: readers at the same place (the usual case of many clients keeping up)
+    share the bytes. The lines are the journal's own, encoded once when appended."""
 
     def __init__(self, journal: RunJournal) -> None:
         self.journal = journal
         self.readers = 0
-        self._lines: list[bytes] = []
-        self._sizes: list[int] = [0]
         self._last: tuple[int, int, bytes] = (0, 0, b"")
 
     def message(self, start: int, stop: int, limit: int) -> tuple[int, bytes]:
         """The message that begins at frame `start`: frames up to about `limit` bytes (at
         least one) and before `stop`, as (the seq after its last frame, `text_frame` bytes).
         The last one built is kept: readers at the same place share it."""
-        lines, sizes, frames = self._lines, self._sizes, self.journal.frames
-        while len(lines) < stop:
-            line = encode(frames[len(lines)]).encode()
-            lines.append(line)
-            sizes.append(sizes[-1] + len(line) + 1)
-        cut = bisect.bisect_right(sizes, sizes[start] + limit, start + 1, stop + 1) - 1
+        ends = self.journal.ends
+        cut = bisect.bisect_right(ends, ends[start] + limit, start + 1, stop + 1) - 1
         cut = max(cut, start + 1)
         if self._last[:2] != (start, cut):
-            self._last = (start, cut, text_frame(b"\n".join(lines[start:cut])))
+            payload = b"\n".join(self.journal.lines[start:cut])
+            self._last = (start, cut, text_frame(payload))
         return cut, self._last[2]
 
     def messages(self, start: int, stop: int, limit: int) -> Iterator[tuple[int, bytes]]:
@@ -103,7 +96,7 @@ class Broadcaster:
         next_round = -math.inf
         try:
             while True:
-                known = len(journal.frames)
+                known = len(journal)
                 if not any(follower.at < known for _, follower in self._live):
                     if journal.finished:
                         return
@@ -114,7 +107,7 @@ class Broadcaster:
                 await trio.sleep_until(next_round)
                 began = trio.current_time()
                 await self._round()
-                if journal.finished and self._edge == len(journal.frames):
+                if journal.finished and self._edge == len(journal):
                     return
                 next_round = began + self._pace()
         finally:
@@ -134,7 +127,7 @@ class Broadcaster:
             return
         key = (conn, follower)
         back = self._live[key] = trio.Event()
-        if self._idle is not None and follower.at < len(self.journal.frames):
+        if self._idle is not None and follower.at < len(self.journal):
             self._idle.cancel()
         try:
             await back.wait()
@@ -142,7 +135,7 @@ class Broadcaster:
             self._live.pop(key, None)
 
     async def _round(self) -> None:
-        stop, edge = len(self.journal.frames), self._edge
+        stop, edge = len(self.journal), self._edge
         self._edge = stop
         # The messages from the edge on, built once for all the streams that kept up.
         shared: dict[int, tuple[int, bytes]] = {}

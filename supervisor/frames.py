@@ -28,6 +28,8 @@ class FrameType(enum.StrEnum):
     RESULT = "result"
     ERROR = "error"
     END = "end"
+    #: Anywhere after `start`: something a reader should know (output dropped, …).
+    WARNING = "warning"
 
 
 class HookStatus(enum.StrEnum):
@@ -198,6 +200,15 @@ class EndFrame:
     type: FrameType = FrameType.END
 
 
+@attrs.frozen
+class WarningFrame:
+    run_id: str
+    seq: int
+    at: str
+    message: str
+    type: FrameType = FrameType.WARNING
+
+
 Frame = (
     StartFrame
     | HookFrame
@@ -208,6 +219,7 @@ Frame = (
     | ResultFrame
     | ErrorFrame
     | EndFrame
+    | WarningFrame
 )
 
 
@@ -279,7 +291,8 @@ def check_order(frames: Iterable[Mapping[str, Any]]) -> None:
     """Checks one run's frames (wire form) against SPEC §6; raises `OrderError` if broken.
 
     `start` first; `before` hooks; output; artifacts; `onSuccess` or `onError` hooks (not
-    both); exactly one `result` or `error`; `suffix` hooks; `end` last. `seq` runs 0, 1, 2…
+    both); exactly one `result` or `error`; `suffix` hooks; `end` last; `warning` anywhere
+    after `start`. `seq` runs 0, 1, 2…
     without gaps and every frame has the run's `runId`. Types it does not know are skipped
     (an open set), but still count for `seq`.
     """
@@ -299,6 +312,8 @@ def check_order(frames: Iterable[Mapping[str, Any]]) -> None:
         if ended:
             raise OrderError(f"{where}: after end")
         phase = frame.get("phase") if kind == "hook" else None
+        if kind == FrameType.WARNING and i == 0:
+            raise OrderError(f"{where}: a run starts with start")
         if (str(kind), phase) not in _RANK:
             if kind == "hook":
                 raise OrderError(f"{where}: a {phase!r} hook has no place in a run")

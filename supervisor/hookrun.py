@@ -225,6 +225,17 @@ async def run_hook(spawner: Spawner, hook: Hook, ctx: HookContext) -> HookReport
         return report
 
 
+def cancelled_report(hook: Hook, ctx: HookContext, duration_ms: int) -> HookReport:
+    """The report of a hook its run's cancellation cut short: `killed`, and no answer."""
+    clamped = clamp(hook.effect, hook.phase, ctx.caller_autonomy, ctx.supervisor_max)
+    frame = _FrameBuilder(hook, clamped, ctx)._frame(
+        HookStatus.KILLED,
+        duration_ms,
+        reason="the run was cancelled while the hook ran; its process tree was killed",
+    )
+    return HookReport(frame, Answer())
+
+
 async def _run_child(
     spawner: Spawner, spec: ChildSpec, stdin: bytes, hook: Hook
 ) -> tuple[Outcome, bool]:

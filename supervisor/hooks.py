@@ -45,6 +45,11 @@ class Profile(enum.StrEnum):
     NONE = "none"
 
 
+#: The profiles a service's requests may name, for the run and for per-call hooks, unless
+#: `[service] sandboxes` says otherwise: none that runs a client's code unconfined.
+DEFAULT_SERVICE_SANDBOXES: Final = tuple(p for p in Profile if p.value in ("strict", "workspace"))
+
+
 DEFAULT_TIMEOUT_MS: Final = 10_000
 DEFAULT_KILL_GRACE_MS: Final = 500
 DEFAULT_MAX_OUTPUT_BYTES: Final = 1024 * 1024
@@ -155,6 +160,8 @@ class Config:
     autonomy_hooks: Effect = Effect.RUN
     defaults: Defaults = Defaults()
     runs_retain: int = DEFAULT_RUNS_RETAIN
+    #: `[service] sandboxes`: the profiles a request may name or get (run, per-call hooks).
+    service_sandboxes: tuple[Profile, ...] = DEFAULT_SERVICE_SANDBOXES
     #: `[limits]`: every hook's and script's resource limits.
     limits: Limits = DEFAULT_LIMITS
     #: The config files applied, farthest first.

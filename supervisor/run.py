@@ -27,13 +27,13 @@ from .frames import (
     ErrorFrame,
     Frame,
     HookFrame,
-    LogFrame,
     ResultFrame,
     StartFrame,
+    WarningFrame,
     blank,
     now_rfc3339,
 )
-from .hookrun import HookContext, HookReport, RunInfo, new_run_id, run_hook
+from .hookrun import HookContext, HookReport, RunInfo, cancelled_report, new_run_id, run_hook
 from .hooks import Config, Hook, Profile
 from .journal import RunJournal
 from .limits import Limits
@@ -200,14 +200,14 @@ async def _run_script(
                     outcome,
                     stdin=req.stdin,
                     kill_grace=SCRIPT_KILL_GRACE_MS / 1000,
-                    emit=run.journal.append,
+                    journal=run.journal,
                 )
             outcome.timed_out = deadline.cancelled_caught
         except SpawnError as exc:
             state.message = f"the script could not start: {exc}"
             return
-        if outcome.dropped_bytes:
-            run.journal.append(_dropped_note(outcome.dropped_bytes))
+        if run.journal.dropped_frames:
+            run.journal.append(_dropped_note(run.journal))
         for frame in await trio.to_thread.run_sync(artifact_frames, artifacts):
             run.journal.append(frame)
         process = outcome.process
@@ -218,6 +218,11 @@ async def _run_script(
             state.message = f"the script timed out after {req.timeout_ms} ms; its tree was killed"
         elif outcome.exception:
             state.message = outcome.exception
+        elif process.lost:
+            state.message = (
+                "the spawner died while the script ran, and the script's tree with it; a new "
+                "spawner serves the next run (this one is not retried)"
+            )
         elif process.signal is not None:
             state.message = f"the script was killed by signal {process.signal}"
         else:
@@ -263,11 +268,26 @@ class _Hooks:
     async def _one(self, hook: Hook, ctx: HookContext) -> HookReport:
         run_id = self.run.request.run_id
         self.bus.publish(EventKind.HOOK_STARTED, {"name": hook.name}, run_id=run_id)
-        report = await run_hook(self.spawner, hook, ctx)
-        frame = report.frame
-        if frame.ask is not None and frame.refused is None:
-            frame = await self._resolve_ask(frame)
-            report = attrs.evolve(report, frame=frame)
+        started = time.perf_counter()
+        try:
+            report = await run_hook(self.spawner, hook, ctx)
+            frame = report.frame
+            if frame.ask is not None and frame.refused is None:
+                frame = await self._resolve_ask(frame)
+                report = attrs.evolve(report, frame=frame)
+        except trio.Cancelled:
+            # The run was cancelled while the hook ran (its tree is killed and reaped by now)
+            # or while it waited for an answer: the hook still has its frame, then the
+            # cancellation goes on.
+            ms = round((time.perf_counter() - started) * 1000)
+            self._record(cancelled_report(hook, ctx, ms).frame)
+            raise
+        self._record(frame)
+        return report
+
+    def _record(self, frame: HookFrame) -> None:
+        """The hook's frame in the journal, and its events on the bus."""
+        run_id = self.run.request.run_id
         wire = self.run.journal.append(frame)
         self.bus.publish(EventKind.HOOK_FINISHED, wire, run_id=run_id)
         if frame.status.is_failure:
@@ -278,7 +298,6 @@ class _Hooks:
                 {"name": frame.name, "dropped": list(frame.dropped)},
                 run_id=run_id,
             )
-        return report
 
     async def _resolve_ask(self, frame: HookFrame) -> HookFrame:
         """Waits for an answer up to the deadline; unanswered or "no" refuses."""
@@ -349,10 +368,9 @@ def _error_input(state: _State) -> dict[str, Any]:
     return error
 
 
-def _dropped_note(dropped: int) -> Frame:
+def _dropped_note(journal: RunJournal) -> Frame:
     return blank(
-        LogFrame,
-        level="warning",
-        message=f"output over the run's cap: {dropped} bytes dropped",
-        attributes={"droppedBytes": dropped},
+        WarningFrame,
+        message=f"output over the run's budget: {journal.dropped_frames} frames "
+        f"({journal.dropped_bytes} bytes) dropped",
     )

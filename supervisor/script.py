@@ -1,19 +1,21 @@
 """Running the script of a run: through the one spawn path, its output turned into frames.
 
-The script's stdout and stderr become `stdout`/`stderr` frames line by line as they happen; the
-frames channel (`MCPX_FRAMES_FD`, fd 3 in the script) gives `log`, `emit` and `result`; files
-left under `MCPX_ARTIFACTS_DIR` become `artifact` frames once it has exited. Output is bounded:
-past `MAX_RUN_OUTPUT` bytes of frames the rest is drained and dropped, and counted.
+The script's stdout and stderr become `stdout`/`stderr` frames line by line as they happen
+(a line longer than `MAX_LINE` is cut into pieces of that size); the frames channel
+(`MCPX_FRAMES_FD`, fd 3 in the script) gives `log`, `emit` and `result`, one JSON line each,
+kept whole up to `MAX_FRAME_LINE` (a longer line is dropped with a warning, never cut); files
+left under `MCPX_ARTIFACTS_DIR` become `artifact` frames once it has exited. Output frames are
+offered to the run's journal, which holds them within the run's budget and counts the rest;
+everything the script writes is read, so a script is never blocked by its own output.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import mimetypes
 import os
 import sys
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -23,23 +25,25 @@ import trio
 from .frames import (
     ArtifactFrame,
     EmitFrame,
-    Frame,
     FrameType,
     LogFrame,
     OutputFrame,
+    WarningFrame,
     blank,
 )
 from .hookenv import ARTIFACTS_DIR_VAR, FRAMES_FD_VAR, INPUT_VAR, base_environment
 from .hooks import STDERR_TAIL_BYTES
+from .journal import RunJournal
+from .jsontext import JsonError, loads
 from .spawn import RUNNER_FLAGS, ChildSpec, Outcome, Spawner, runner_path
 
 FRAMES_FD: Final = 3
-#: Longest line kept whole; a longer one is cut into pieces of this size.
+#: Longest stdout or stderr line kept whole; a longer one is cut into pieces of this size.
 MAX_LINE: Final = 64 * 1024
-#: Output frames one run may produce, in bytes; the rest is dropped and counted.
-MAX_RUN_OUTPUT: Final = 16 * 1024 * 1024
+#: Longest frames-channel line: a `result` or `emit` value up to this is delivered intact.
+MAX_FRAME_LINE: Final = 16 * 1024 * 1024
 #: stdout kept for an argv script's "stdout parsed as JSON" result.
-MAX_RESULT_STDOUT: Final = 1024 * 1024
+MAX_RESULT_STDOUT: Final = MAX_FRAME_LINE
 #: Artifacts reported at the most, per run.
 MAX_ARTIFACTS: Final = 1000
 
@@ -72,7 +76,8 @@ class ScriptOutcome:
     #: From the Python launcher: the exception that failed the script.
     exception: str | None = None
     stdout: bytearray = attrs.field(factory=bytearray)
-    dropped_bytes: int = 0
+    #: stdout past `MAX_RESULT_STDOUT`: the "stdout as JSON" result is then not read.
+    stdout_cut: bool = False
 
     @property
     def succeeded(self) -> bool:
@@ -84,28 +89,12 @@ class ScriptOutcome:
         JSON; else None."""
         if self.result_line is not None:
             return self.result_line[0]
-        if python:
+        if python or self.stdout_cut or not self.stdout.strip():
             return None
         try:
-            return json.loads(self.stdout) if self.stdout.strip() else None
-        except (ValueError, UnicodeDecodeError):
+            return loads(bytes(self.stdout))
+        except JsonError:
             return None
-
-
-class _Output:
-    """Counts output frames against the run's cap and hands them on."""
-
-    def __init__(self, emit: Callable[[Frame], object], outcome: ScriptOutcome) -> None:
-        self.emit = emit
-        self.outcome = outcome
-        self.used = 0
-
-    def send(self, frame: Frame, size: int) -> None:
-        if self.used + size > MAX_RUN_OUTPUT:
-            self.outcome.dropped_bytes += size
-            return
-        self.used += size
-        self.emit(frame)
 
 
 #: Lines handed on from one read before yielding to the scheduler: a 64 KiB read can hold
@@ -113,22 +102,26 @@ class _Output:
 _LINES_PER_YIELD: Final = 256
 
 
-async def _lines(stream: trio.abc.ReceiveStream) -> AsyncIterator[bytes]:
-    """Lines (newline removed) of at most `MAX_LINE` bytes; the last one may lack a newline."""
+async def _lines(stream: trio.abc.ReceiveStream, longest: int) -> AsyncIterator[bytes]:
+    """Lines (newline removed) of at most `longest` bytes, a longer one cut into pieces of
+    that size; the last one may lack a newline."""
     buf = bytearray()
     while chunk := await stream.receive_some(65536):
         buf.extend(chunk)
         given = 0
+        searched = 0
         while True:
             given += 1
             if given % _LINES_PER_YIELD == 0:
                 await trio.lowlevel.checkpoint()
-            cut = buf.find(b"\n")
-            if cut < 0 and len(buf) < MAX_LINE:
+            cut = buf.find(b"\n", searched)
+            if cut < 0 and len(buf) < longest:
                 break
-            end = cut if 0 <= cut < MAX_LINE else MAX_LINE
+            end = cut if 0 <= cut < longest else longest
             yield bytes(buf[:end])
             del buf[: end + 1 if end == cut else end]
+            searched = 0
+        searched = len(buf)  # a long line's start is never searched again
     if buf:
         yield bytes(buf)
 
@@ -158,75 +151,102 @@ async def run_script(
     *,
     stdin: bytes,
     kill_grace: float,
-    emit: Callable[[Frame], object],
+    journal: RunJournal,
 ) -> None:
-    """Runs the script to its end, emitting its output frames as they come; fills `outcome`.
+    """Runs the script to its end, putting its output frames in `journal` as they come;
+    fills `outcome`.
 
     The caller owns the timeout: cancelling kills the tree (SIGTERM, `kill_grace`, SIGKILL),
     and `outcome` still holds what was seen until then.
     """
-    out = _Output(emit, outcome)
     async with spawner.open_child(spec, kill_grace=kill_grace, extra_fds=(FRAMES_FD,)) as child:
         outcome.process = child.outcome
         async with trio.open_nursery() as nursery:
             nursery.start_soon(child._write_stdin, stdin)
-            nursery.start_soon(_pump_stdout, child.stdout, out)
-            nursery.start_soon(_pump_stderr, child.stderr, out)
-            nursery.start_soon(_pump_frames, child.extra[0], out)
+            nursery.start_soon(_pump_stdout, child.stdout, journal, outcome)
+            nursery.start_soon(_pump_stderr, child.stderr, journal, outcome)
+            nursery.start_soon(_pump_frames, child.extra[0], journal, outcome)
             await child.wait()
 
 
-async def _pump_stdout(stream: trio.abc.ReceiveStream, out: _Output) -> None:
-    kept = out.outcome.stdout
-    async for line in _lines(stream):
-        if len(kept) < MAX_RESULT_STDOUT:
-            kept.extend(line[: MAX_RESULT_STDOUT - len(kept)] + b"\n")
-        text = line.decode(errors="replace")
-        out.send(blank(OutputFrame, text=text, type=FrameType.STDOUT), len(line))
+async def _pump_stdout(
+    stream: trio.abc.ReceiveStream, journal: RunJournal, outcome: ScriptOutcome
+) -> None:
+    kept = outcome.stdout
+    async for line in _lines(stream, MAX_LINE):
+        if len(kept) + len(line) < MAX_RESULT_STDOUT:
+            kept.extend(line + b"\n")
+        else:
+            outcome.stdout_cut = True
+        journal.offer(blank(OutputFrame, text=_text(line), type=FrameType.STDOUT))
 
 
-async def _pump_stderr(stream: trio.abc.ReceiveStream, out: _Output) -> None:
-    tail = out.outcome.process.stderr_tail
-    async for line in _lines(stream):
+async def _pump_stderr(
+    stream: trio.abc.ReceiveStream, journal: RunJournal, outcome: ScriptOutcome
+) -> None:
+    tail = outcome.process.stderr_tail
+    async for line in _lines(stream, MAX_LINE):
         tail.extend(line + b"\n")
         if len(tail) > STDERR_TAIL_BYTES:
             del tail[: len(tail) - STDERR_TAIL_BYTES]
-        text = line.decode(errors="replace")
-        out.send(blank(OutputFrame, text=text, type=FrameType.STDERR), len(line))
+        journal.offer(blank(OutputFrame, text=_text(line), type=FrameType.STDERR))
 
 
-async def _pump_frames(stream: trio.abc.ReceiveStream, out: _Output) -> None:
+def _text(line: bytes) -> str:
+    """A line of output as text: bytes that are not UTF-8 become U+FFFD."""
+    return line.decode(errors="replace")
+
+
+async def _pump_frames(
+    stream: trio.abc.ReceiveStream, journal: RunJournal, outcome: ScriptOutcome
+) -> None:
     """The frames channel: JSON lines `log`, `emit`, `result` (and the launcher's
-    `exception`). A line that is not one of them becomes a warning `log` frame."""
-    async for line in _lines(stream):
-        try:
-            msg = json.loads(line)
-            kind = msg.get("type") if isinstance(msg, dict) else None
-        except ValueError:
-            msg, kind = None, None
-        if kind == "result" and isinstance(msg, dict):
-            out.outcome.result_line = (msg.get("value"),)
-        elif kind == "exception" and isinstance(msg, dict):
-            out.outcome.exception = f"{msg.get('exceptionType')}: {msg.get('message')}"
-        elif kind == "emit" and isinstance(msg, dict):
-            out.send(blank(EmitFrame, value=msg.get("value")), len(line))
-        elif kind == "log" and isinstance(msg, dict):
-            attrs_ = msg.get("attrs")
-            out.send(
-                blank(
-                    LogFrame,
-                    level=str(msg.get("level", "info")),
-                    message=str(msg.get("message", "")),
-                    attributes=attrs_ if isinstance(attrs_, dict) else {},
-                ),
-                len(line),
+    `exception`). A line that is not one of them becomes a warning `log` frame; a line over
+    `MAX_FRAME_LINE` is dropped whole, with a warning."""
+    too_long = False
+    async for line in _lines(stream, MAX_FRAME_LINE):
+        if len(line) == MAX_FRAME_LINE or too_long:
+            # A piece of a line past the cap: what is left of that line is not a frame either.
+            if not too_long:
+                journal.append(
+                    blank(
+                        WarningFrame,
+                        message=f"frames channel: a line over {MAX_FRAME_LINE} bytes was "
+                        "dropped (a result or emit value must fit in it)",
+                    )
+                )
+            too_long = len(line) == MAX_FRAME_LINE
+            continue
+        _frame_line(line, journal, outcome)
+
+
+def _frame_line(line: bytes, journal: RunJournal, outcome: ScriptOutcome) -> None:
+    try:
+        msg = loads(line)
+    except JsonError as exc:
+        msg, why = None, str(exc)
+    else:
+        why = "not a frame object"
+    kind = msg.get("type") if isinstance(msg, dict) else None
+    if kind == "result" and isinstance(msg, dict):
+        outcome.result_line = (msg.get("value"),)
+    elif kind == "exception" and isinstance(msg, dict):
+        outcome.exception = f"{msg.get('exceptionType')}: {msg.get('message')}"
+    elif kind == "emit" and isinstance(msg, dict):
+        journal.offer(blank(EmitFrame, value=msg.get("value")))
+    elif kind == "log" and isinstance(msg, dict):
+        attrs_ = msg.get("attrs")
+        journal.offer(
+            blank(
+                LogFrame,
+                level=str(msg.get("level", "info")),
+                message=str(msg.get("message", "")),
+                attributes=attrs_ if isinstance(attrs_, dict) else {},
             )
-        else:
-            text = line[:200].decode(errors="replace")
-            out.send(
-                blank(LogFrame, level="warning", message=f"frames channel: not a frame: {text}"),
-                len(line),
-            )
+        )
+    else:
+        text = _text(line[:200])
+        journal.offer(blank(LogFrame, level="warning", message=f"frames channel: {why}: {text}"))
 
 
 def artifact_frames(directory: str) -> list[ArtifactFrame]:

@@ -34,8 +34,8 @@ from .access import Refusal, check_access, normal_origin, own_origins
 from .bus import EventKind
 from .config import load_config
 from .errors import ConfigError
-from .frames import EndFrame, ErrorFrame, FrameType, blank
-from .hooks import Config
+from .frames import EndFrame, ErrorFrame, blank
+from .hooks import Config, Profile, SourceKind
 from .journal import RunJournal, UnknownRun
 from .run import DEFAULT_SCRIPT_TIMEOUT_MS, Run, RunRequest, execute
 from .runtime import Runtime, open_runtime
@@ -128,6 +128,8 @@ class Listening:
 
 
 _SHUTTING_DOWN: Final = "the server is shutting down"
+#: Endpoints whose sockets carry no run (an exec socket until its request): `max_idle`.
+_IDLE: Final = frozenset({Endpoint.EXEC, Endpoint.EVENTS, Endpoint.HOOKS})
 
 
 class Service:
@@ -143,6 +145,10 @@ class Service:
         self._origins: frozenset[str] = frozenset()
         self._open = 0
         self._open_changed = trio.Event()
+        #: Connections still in their handshake, oldest first: the scope that ends each.
+        self._pending: dict[int, trio.CancelScope] = {}
+        self._admitted = 0
+        self._idle = 0
         self._active: dict[str, Run] = {}
         self._runs_changed = trio.Event()
         self._wakes: weakref.WeakSet[Wake] = weakref.WeakSet()
@@ -253,17 +259,38 @@ class Service:
             self._open_changed = trio.Event()
 
     async def _connection(self, conn: ServerConnection, number: int) -> None:
-        with trio.move_on_after(self.limits.handshake_s):
-            request = await conn.wait_request()
-        if request is None:
-            return  # no handshake in time, or not a WebSocket request (answered 400)
+        """One socket: its handshake within `handshake_s`, as one of at most `max_pending`
+        (past it the oldest pending one is dropped: a client that completes its handshake is
+        never kept out by ones that stall), then admitted or refused, then its endpoint."""
+        if len(self._pending) >= self.limits.max_pending:
+            oldest = next(iter(self._pending))
+            self._pending.pop(oldest).cancel()
+        request: WebSocketRequest | None = None
+        with trio.CancelScope() as pending:
+            self._pending[number] = pending
+            try:
+                with trio.move_on_after(self.limits.handshake_s):
+                    request = await conn.wait_request()
+            finally:
+                self._pending.pop(number, None)
+        if pending.cancelled_caught or request is None:
+            return  # dropped, no handshake in time, or not a WebSocket request (answered 400)
         target = parse_target(request.path)
-        refusal = self._admit(request)
+        refusal = self._admit(request, target)
         if refusal is not None or target is None:
             refusal = refusal or Refusal(404, f"no such endpoint: {request.path.split('?')[0]}")
             await _reject(request, refusal)
             return
         await request.accept()
+        self._admitted += 1
+        try:
+            await self._admitted_connection(conn, number, target)
+        finally:
+            self._admitted -= 1
+
+    async def _admitted_connection(
+        self, conn: ServerConnection, number: int, target: Target
+    ) -> None:
         bus = self.runtime.bus
         bus.publish(
             EventKind.CLIENT_CONNECTED,
@@ -275,41 +302,55 @@ class Service:
         finally:
             bus.publish(EventKind.CLIENT_CLOSED, {"connection": number, "code": code})
 
-    def _admit(self, request: WebSocketRequest) -> Refusal | None:
+    def _admit(self, request: WebSocketRequest, target: Target | None) -> Refusal | None:
         if self.stopping:
             return Refusal(503, _SHUTTING_DOWN)
-        if self._open > self.limits.max_connections:
-            return Refusal(
-                503,
-                f"too many connections (the cap is {self.limits.max_connections})",
-                ((b"Retry-After", b"1"),),
-            )
-        return check_access(
+        refusal = check_access(
             request.headers,
             query_token(request.path),
             token=self.options.token,
             origins=self._origins,
         )
+        if refusal is not None:
+            return refusal
+        retry = ((b"Retry-After", b"1"),)
+        if self._admitted >= self.limits.max_connections:
+            return Refusal(
+                503, f"too many connections (the cap is {self.limits.max_connections})", retry
+            )
+        if target is not None and target.endpoint in _IDLE and self._idle >= self.limits.max_idle:
+            return Refusal(
+                503,
+                f"too many sockets that carry no run (events, hooks, exec before its request;"
+                f" the cap is {self.limits.max_idle})",
+                retry,
+            )
+        return None
 
     async def _endpoint(self, conn: ServerConnection, target: Target) -> int | None:
-        """Serves one accepted socket and closes it; the close code, None if aborted."""
+        """Serves one accepted socket and closes it; the close code, None if aborted.
+        A socket that carries no run counts against `max_idle` and is pinged every
+        `ping_s`; one that does not answer by the next ping is gone (aborted)."""
         wake = Wake(idle=target.endpoint is not Endpoint.RUNS)
         self._wakes.add(wake)
+        idle = target.endpoint in _IDLE
+        self._idle += idle
+        ending: WireError | None = None
         try:
-            ending: WireError | None
-            if target.endpoint is Endpoint.EXEC:
-                ending = await self._exec(conn, target, wake)
-            elif target.endpoint is Endpoint.RUNS:
-                ending = await self._follow(conn, target, wake)
-            elif target.endpoint is Endpoint.EVENTS:
-                ending = await self._events(conn, target, wake)
-            else:
-                ending = await self._hooks(conn, target)
-        except WireError as exc:
-            ending = exc
-        except ConnectionClosed:
-            wake.client_gone()
-            ending = None
+            async with trio.open_nursery() as nursery:
+                if idle:
+                    nursery.start_soon(self._keep_alive, conn, wake)
+                try:
+                    ending = await self._route(conn, target, wake)
+                except WireError as exc:
+                    ending = exc
+                except ConnectionClosed:
+                    wake.client_gone()
+                finally:
+                    nursery.cancel_scope.cancel()
+        finally:
+            if wake.idle:  # an exec socket that started a run has left the budget already
+                self._idle -= idle
         if wake.gone or conn.broken or ending is None:
             await conn.abort()
             return None
@@ -317,6 +358,28 @@ class Service:
             await self._send_error(conn, ending)
         await conn.close(ending.code, ending.reason)
         return int(ending.code)
+
+    async def _route(self, conn: ServerConnection, target: Target, wake: Wake) -> WireError | None:
+        if target.endpoint is Endpoint.EXEC:
+            return await self._exec(conn, target, wake)
+        if target.endpoint is Endpoint.RUNS:
+            return await self._follow(conn, target, wake)
+        if target.endpoint is Endpoint.EVENTS:
+            return await self._events(conn, target, wake)
+        return await self._hooks(conn, target)
+
+    async def _keep_alive(self, conn: ServerConnection, wake: Wake) -> None:
+        """Pings an idle socket every `ping_s`; no pong by the next ping: the client is gone."""
+        while True:
+            await trio.sleep(self.limits.ping_s)
+            with trio.move_on_after(self.limits.ping_s) as waiting:
+                try:
+                    await conn.ping()
+                except ConnectionClosed:
+                    return  # the stream hears of it itself
+            if waiting.cancelled_caught:
+                wake.client_gone()
+                return
 
     async def _send_error(self, conn: ServerConnection, error: WireError) -> None:
         with contextlib.suppress(ConnectionClosed), trio.move_on_after(self.limits.send_stall_s):
@@ -351,6 +414,7 @@ class Service:
         if not await trio.Path(cwd).is_dir():
             return WireError(Close.BAD_REQUEST, f"cwd: no such directory: {cwd}")
         config = await self._config_for(request, cwd)
+        profile = allowed_sandboxes(request, config)
         if len(self._active) >= self.limits.max_runs:
             return WireError(
                 Close.TRY_AGAIN,
@@ -365,11 +429,13 @@ class Service:
                 env=request.env,
                 timeout_ms=request.timeout_ms or DEFAULT_SCRIPT_TIMEOUT_MS,
                 autonomy=request.autonomy,
+                sandbox=profile,
                 sources=sources(config),
             )
         )
         self._start_run(run, config)
         wake.idle = False
+        self._idle -= 1  # the socket carries a run now
         ending = await self.streams.stream_run(conn, run.journal, 0, wake, run=run)
         if request.cancel_on_disconnect and not run.journal.finished:
             run.cancel()
@@ -386,7 +452,7 @@ class Service:
                 f"no run {target.run_id!r} is retained (the server keeps the last "
                 f"{self.runtime.journals.retain} runs)",
             ) from None
-        check_from(start, len(journal.frames))
+        check_from(start, len(journal))
         return await self.streams.stream_run(conn, journal, start, wake)
 
     async def _events(self, conn: ServerConnection, target: Target, wake: Wake) -> WireError | None:
@@ -450,11 +516,45 @@ class Service:
                 self._runs_changed = trio.Event()
 
 
+def allowed_sandboxes(request: ExecRequest, config: Config) -> Profile:
+    """The run's profile, once the run's and every per-call hook's profile is one the
+    server's `[service] sandboxes` allows; else `WireError` (4400) naming the allowed ones,
+    and where each refused profile came from, before anything runs. A per-call hook may
+    not raise `maxOutputBytes` past the server's own default either (its stdout is held in
+    memory)."""
+    allowed = config.service_sandboxes
+    words = ", ".join(p.value for p in allowed) or "none at all"
+    problems: list[str] = []
+    profile = request.sandbox or config.defaults.sandbox
+    if profile not in allowed:
+        where = "the request's sandbox" if request.sandbox else "the server's [defaults] sandbox"
+        problems.append(f'sandbox: the run\'s profile "{profile}" ({where}) is not allowed')
+    cap = config.defaults.max_output_bytes
+    for hook in config.hooks:
+        if hook.source.kind is not SourceKind.PER_CALL:
+            continue
+        label = f"hooks[{hook.source.index}] ({hook.name})"
+        if hook.sandbox not in allowed:
+            declared = request.hooks[hook.source.index or 0].get("sandbox") is not None
+            where = "declared" if declared else "the server's [defaults] sandbox"
+            problems.append(f'{label}: the profile "{hook.sandbox}" ({where}) is not allowed')
+        if hook.max_output_bytes > cap:
+            problems.append(
+                f"{label}: maxOutputBytes {hook.max_output_bytes} is over the server's {cap}"
+            )
+    if problems:
+        problems.append(
+            f"this server's requests may use the sandboxes: {words} ([service] sandboxes)"
+        )
+        raise WireError(Close.BAD_REQUEST, "; ".join(problems), problems)
+    return profile
+
+
 def _seal(journal: RunJournal, message: str) -> None:
     """Ends a journal a run left open, keeping the order: an `error` if no outcome yet."""
     if journal.finished:
         return
-    if not any(f["type"] in (FrameType.RESULT, FrameType.ERROR) for f in journal.frames):
+    if journal.outcome is None:
         journal.append(blank(ErrorFrame, message=message))
     journal.append(blank(EndFrame, exit_code=None, duration_ms=0))
 

@@ -176,7 +176,7 @@ class Streams:
                         return None
                     stall.deadline = math.inf
                 at = follower.at
-                if at == len(journal.frames) and journal.finished:
+                if at == len(journal) and journal.finished:
                     return complete()
                 broadcaster = self._broadcasters.get(journal)
                 if broadcaster is not None and broadcaster.open:
@@ -186,12 +186,12 @@ class Streams:
                 # No broadcaster (the run has ended, has not started it yet, or it failed):
                 # the stream sends for itself, paced like the broadcaster, so 500 replays
                 # cost what `send_rate` messages a second cost.
-                if at == len(journal.frames):
+                if at == len(journal):
                     with wake.waiting():
                         await journal.wait_past(at)
                     continue
                 began = trio.current_time()
-                for cut, frame in encoded.messages(at, len(journal.frames), self.message_bytes):
+                for cut, frame in encoded.messages(at, len(journal), self.message_bytes):
                     stall.deadline = trio.current_time() + self.send_stall_s
                     try:
                         await conn.send_frame(frame)

@@ -14,14 +14,15 @@ from typing import Any, Final
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import attrs
-import orjson
 
+from . import jsontext
 from .bus import EventKind, kind_matches
 from .effects import Effect
-from .hooks import Config
+from .hooks import Config, Profile
 from .points import Phase
 from .schemas import SCRIPT_PHASES
 from .script import Script
+from .spawntext import env_problems, text_problem
 
 #: Where `mcpx-hooks serve` listens and the remote commands connect, unless told otherwise.
 DEFAULT_HOST: Final = "127.0.0.1"
@@ -95,12 +96,9 @@ def _clip(text: str, limit: int) -> str:
 
 
 def encode(obj: Any) -> str:
-    """One JSON object on one line. orjson (about 15x json.dumps on frames); json for what
-    orjson refuses (integers past 64 bits), so any value a script produced goes out."""
-    try:
-        return orjson.dumps(obj).decode()
-    except orjson.JSONEncodeError:
-        return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    """One JSON object on one line, under the one encoding policy (`jsontext`): any value a
+    script or hook produced goes out, as valid UTF-8."""
+    return jsontext.encode(obj)
 
 
 def decode_lines(message: str) -> list[Any]:
@@ -117,6 +115,8 @@ class ExecRequest:
 
     script: Script
     cwd: str | None = None
+    #: The run's sandbox profile, when the request names one.
+    sandbox: Profile | None = None
     stdin: bytes = b""
     input: tuple[Any] | None = None
     env: Mapping[str, str] = attrs.field(factory=dict)
@@ -132,10 +132,6 @@ class ExecRequest:
         return bool(self.hooks) or self.script_lines is not None
 
 
-def _is_str_list(value: Any) -> bool:
-    return isinstance(value, list) and all(isinstance(x, str) for x in value)
-
-
 def _is_script(value: Any) -> bool:
     return isinstance(value, dict) and all(
         k in SCRIPT_PHASES
@@ -149,18 +145,48 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-#: Every field of an exec request: what it must be, in words, and the check.
+def _is_text(value: Any) -> bool:
+    return isinstance(value, str) and text_problem(value) is None
+
+
+def _is_argv(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and len(value) > 0
+        and all(_is_text(x) for x in value)
+        and value[0] != ""
+    )
+
+
+def _is_env(value: Any) -> bool:
+    return (
+        isinstance(value, dict)
+        and all(isinstance(x, str) for x in value.values())
+        and not env_problems(value, "env")
+    )
+
+
+#: Every field of an exec request: what it must be, in words, and the check. Text that
+#: reaches a process (argv, env, cwd, code, stdin) holds no NUL and no lone surrogate.
 EXEC_FIELDS: Final[dict[str, tuple[str, Callable[[Any], bool]]]] = {
-    "argv": ("a non-empty array of strings", lambda v: _is_str_list(v) and len(v) > 0),
-    "python": ("a string of Python code", lambda v: isinstance(v, str)),
-    "file": ("a string: a Python file, relative to cwd", lambda v: isinstance(v, str) and v != ""),
-    "stdin": ("a string (sent as UTF-8)", lambda v: isinstance(v, str)),
+    "argv": (
+        "a non-empty array of strings (no NUL or lone surrogate; the first not empty)",
+        _is_argv,
+    ),
+    "python": ("a string of Python code", _is_text),
+    "file": ("a string: a Python file, relative to cwd", lambda v: _is_text(v) and v != ""),
+    "stdin": ("a string (sent as UTF-8)", lambda v: isinstance(v, str) and _is_unicode(v)),
     "input": ("any JSON value", lambda v: True),
     "env": (
-        "an object of strings",
-        lambda v: isinstance(v, dict) and all(isinstance(x, str) for x in v.values()),
+        "an object of strings, names without '=', NUL or lone surrogates, values without "
+        "NUL or lone surrogates",
+        _is_env,
     ),
-    "cwd": ("an absolute path", lambda v: isinstance(v, str) and os.path.isabs(v)),
+    "cwd": ("an absolute path", lambda v: _is_text(v) and os.path.isabs(v)),
+    "sandbox": (
+        f"a sandbox profile ({', '.join(p.value for p in Profile)})",
+        lambda v: isinstance(v, str) and v in {p.value for p in Profile},
+    ),
     "timeoutMs": ("a positive integer", lambda v: _is_int(v) and v > 0),
     "hooks": (
         "an array of hook objects",
@@ -194,19 +220,22 @@ def describe(value: Any) -> str:
     return "an object"
 
 
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def parse_json_object(text: str | bytes, what: str) -> dict[str, Any]:
     """One JSON object from a client message, or `WireError` (4400 / 1003)."""
     if isinstance(text, bytes):
         raise WireError(Close.UNSUPPORTED, f"expected {what} as a text message, got binary")
     try:
-        obj = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        detail = (
-            f"{exc.msg} (at line {exc.lineno}, column {exc.colno})"
-            if isinstance(exc, json.JSONDecodeError)
-            else "nested too deeply"
-        )
-        raise WireError(Close.BAD_REQUEST, f"malformed JSON in {what}: {detail}") from None
+        obj = jsontext.loads(text)
+    except jsontext.JsonError as exc:
+        raise WireError(Close.BAD_REQUEST, f"malformed JSON in {what}: {exc}") from None
     if not isinstance(obj, dict):
         raise WireError(Close.BAD_REQUEST, f"expected {what} as a JSON object, got {describe(obj)}")
     return obj
@@ -238,6 +267,7 @@ def parse_exec(text: str | bytes) -> ExecRequest:
             python_code=obj.get("python"),
         ),
         cwd=obj.get("cwd"),
+        sandbox=Profile(obj["sandbox"]) if "sandbox" in obj else None,
         stdin=obj.get("stdin", "").encode(),
         input=(obj["input"],) if "input" in obj else None,
         env=dict(obj.get("env", {})),

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from mcpx_hooks.supervisor.effects import Effect
+from mcpx_hooks.supervisor.hooks import Profile
 from mcpx_hooks.supervisor.script import Script
 from mcpx_hooks.supervisor.wire import (
     CLOSE_WORDS,
@@ -46,10 +47,12 @@ def test_every_field_maps_onto_the_request() -> None:
                 "script": {"before": [None, "x = 1"]},
                 "autonomy": "advise",
                 "cancelOnDisconnect": True,
+                "sandbox": "strict",
             }
         )
     )
     assert request.script == Script(argv=("echo", "x"))
+    assert request.sandbox is Profile.STRICT
     assert request.stdin == b"in"
     assert request.input == (None,)  # `null` is an input, absent is none
     assert (request.env, request.cwd, request.timeout_ms) == ({"A": "1"}, "/tmp", 500)
@@ -57,7 +60,7 @@ def test_every_field_maps_onto_the_request() -> None:
     assert request.per_call
     assert set(EXEC_FIELDS) == {
         "argv", "python", "file", "stdin", "input", "env", "cwd", "timeoutMs",
-        "hooks", "script", "autonomy", "cancelOnDisconnect",
+        "hooks", "script", "autonomy", "cancelOnDisconnect", "sandbox",
     }  # fmt: skip
     code = parse_exec('{"python": "print(1)"}')
     assert code.script == Script(python_code="print(1)") and code.input is None
@@ -70,7 +73,11 @@ def test_every_field_maps_onto_the_request() -> None:
     [
         ("{", "malformed JSON in the exec request: Expecting property name"),
         ("[]", "expected the exec request as a JSON object, got an array"),
-        ('{"argv": []}', "argv: expected a non-empty array of strings, got an array"),
+        (
+            '{"argv": []}',
+            "argv: expected a non-empty array of strings (no NUL or lone surrogate; the first"
+            " not empty), got an array",
+        ),
         ('{"argv": [1]}', "argv: expected a non-empty array of strings"),
         (
             '{"argv": ["x"], "timeoutMs": true}',
