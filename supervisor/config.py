@@ -12,12 +12,19 @@ layer `[null, hook]`).
 
 TOML has no `null`: in a TOML file, a list item that is exactly the table `{inherit = true}`
 (or a `[[hooks]]` entry holding only `inherit = true`) stands for `null`.
+
+Nothing wrong with a file raises anything but `ConfigError`: a file that is not a regular
+file (a directory, a dangling symlink, a symlink loop, a FIFO), one that cannot be read or
+decoded, one that does not parse, and one nested deeper than `jsontext.MAX_DEPTH` are each a
+`Problem` naming the file. So is a discovered name that exists as anything but a readable
+regular file: it is reported, never skipped.
 """
 
 from __future__ import annotations
 
-import json
+import errno
 import os
+import stat
 import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -25,7 +32,7 @@ from typing import Any, Final
 
 import attrs
 
-from . import layering, schema_errors
+from . import jsontext, layering, schema_errors
 from .effects import DEFAULT_MAX, REFUSING, Effect
 from .errors import ConfigError, Problem
 from .hooks import (
@@ -54,10 +61,13 @@ _PHASE_WORDS: Final = frozenset(p.value for p in Phase)
 
 
 def discover_files(cwd: Path, environ: Mapping[str, str], *, etc_dir: Path = ETC_DIR) -> list[Path]:
-    """The config files that exist, farthest first; none when `MCPX_HOOKS_NO_DISCOVERY` is set.
+    """The config names that exist, farthest first; none when `MCPX_HOOKS_NO_DISCOVERY` is set.
 
     The user file is `$XDG_CONFIG_HOME/mcpx-hooks/config.toml` when that variable is an
     absolute path, else `$HOME/.config/mcpx-hooks/config.toml` (nothing without `HOME`).
+    A name counts when anything is there (`os.path.lexists`): a directory, a dangling
+    symlink or a symlink loop is returned too, and loading it is a `Problem`, so a config
+    that was meant to apply never vanishes without a word.
     """
     if environ.get(NO_DISCOVERY_ENV, "") not in ("", "0"):
         return []
@@ -72,7 +82,7 @@ def discover_files(cwd: Path, environ: Mapping[str, str], *, etc_dir: Path = ETC
         candidates.extend(directory / name for name in LOCAL_NAMES)
     found: list[Path] = []
     for path in candidates:
-        if path.is_file() and path not in found:
+        if os.path.lexists(path) and path not in found:
             found.append(path)
     return found
 
@@ -141,6 +151,9 @@ class _Loader:
                 [Problem(file, "", f"expected a hook object, found {schema_errors.describe(obj)}")],
             )
             return
+        if jsontext.depth(obj) > jsontext.MAX_DEPTH:  # one built in Python, not read by jsontext
+            self.note(file, [Problem(file, "", f"nested deeper than {jsontext.MAX_DEPTH} levels")])
+            return
         obj = dict(obj)  # jsonschema's "object" is a dict
         problems = schema_errors.problems(hook_validator(), obj, file)
         problems += _hook_rules(obj, file, "", kind)
@@ -192,23 +205,25 @@ def load_config(
     `MCPX_HOOKS_NO_DISCOVERY` is set. Raises `ConfigError` with every problem in every layer.
     """
     loader = _Loader()
-    applied: set[Path] = set()
+    # `os.path.realpath`, not `Path.resolve()`: on a symlink loop it gives a path back where
+    # resolve() raises RuntimeError; reading the file then reports the loop.
+    applied: set[str] = set()
     if discover:
         for path in discover_files(cwd, environ, etc_dir=etc_dir):
-            applied.add(path.resolve())
+            applied.add(os.path.realpath(path))
             loader.add_file(path, str(path))
     for given in config_files:
         path = Path(cwd) / given
         # A file applied twice would declare its hooks twice; it is in force once, where first.
-        if path.resolve() not in applied:
-            applied.add(path.resolve())
+        if (real := os.path.realpath(path)) not in applied:
+            applied.add(real)
             loader.add_file(path, str(given), origin=" (given with --config)")
     for number, text in enumerate(command_line_hooks, start=1):
         file = f"--hook #{number}"
         try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as exc:
-            loader.note(file, [Problem(file, "", _json_message(exc))])
+            obj = jsontext.loads(text)
+        except jsontext.JsonError as exc:
+            loader.note(file, [Problem(file, "", f"invalid JSON: {exc}")])
             continue
         loader.add_hook(obj, file, SourceKind.COMMAND_LINE, number - 1, cwd)
     for number, obj in enumerate(per_call_hooks, start=1):
@@ -237,26 +252,69 @@ def _read(path: Path, file: str, *, origin: str) -> tuple[Any, list[Problem]]:
     if suffix not in (".toml", ".json"):
         found = f'"{suffix}"' if suffix else "no extension"
         return None, [Problem(file, "", f"expected a .toml or .json config file, found {found}")]
+    if (why := _not_a_regular_file(path, origin)) is not None:
+        return None, [Problem(file, "", why)]
     try:
         text = path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        return None, [Problem(file, "", f"no such file: {os.path.abspath(path)}{origin}")]
     except (OSError, UnicodeDecodeError) as exc:
         return None, [Problem(file, "", f"cannot read the file: {exc}")]
     if suffix == ".json":
         try:
-            return json.loads(text), []
-        except json.JSONDecodeError as exc:
-            return None, [Problem(file, "", _json_message(exc))]
+            return jsontext.loads(text), []
+        except jsontext.JsonError as exc:
+            return None, [Problem(file, "", f"invalid JSON: {exc}")]
     try:
         doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        return None, [Problem(file, "", f"invalid TOML: {exc}")]
+    except RecursionError:  # tomllib parses nested arrays and inline tables recursively
+        return None, [Problem(file, "", _TOO_DEEP)]
+    except ValueError as exc:  # TOMLDecodeError, or an integer past the digit limit
+        return None, [Problem(file, "", f"invalid TOML: {str(exc).split(';')[0]}")]
+    # Dotted keys and table headers nest without recursing: the depth is checked after, so
+    # nothing downstream (the schema, layering, the views) ever walks a deeper document.
+    if jsontext.depth(doc) > jsontext.MAX_DEPTH:
+        return None, [Problem(file, "", _TOO_DEEP)]
     return _toml_nulls(doc), []
 
 
-def _json_message(exc: json.JSONDecodeError) -> str:
-    return f"invalid JSON: {exc.msg} (at line {exc.lineno}, column {exc.colno})"
+_TOO_DEEP: Final = f"invalid TOML: nested deeper than {jsontext.MAX_DEPTH} levels"
+
+
+def _not_a_regular_file(path: Path, origin: str) -> str | None:
+    """Why `path` is not a config file to read (it follows symlinks), or None when it is a
+    regular file. A FIFO or a device is refused before it is opened: reading one could
+    block or never end."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        if os.path.islink(path):
+            return f"expected a config file, found a dangling symlink (to {_link(path)}){origin}"
+        return f"no such file: {os.path.abspath(path)}{origin}"
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return f"expected a config file, found a symlink loop{origin}"
+        return f"cannot read the file: {exc}"
+    if stat.S_ISDIR(mode):
+        return f"expected a config file, found a directory{origin}"
+    if not stat.S_ISREG(mode):
+        return f"expected a config file, found {_kind(mode)}{origin}"
+    return None
+
+
+def _link(path: Path) -> str:
+    try:
+        return repr(os.readlink(path))
+    except OSError:  # gone or replaced since the stat
+        return "a path that does not exist"
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "something that is not a regular file"
 
 
 def _toml_nulls(doc: dict[str, Any]) -> dict[str, Any]:

@@ -2,19 +2,23 @@
 
 Each message says what was expected and what was found, at an RFC 6901 JSON pointer; an unknown
 key gets its own pointer and a "did you mean"; a hook's action rule gets one sentence, never a
-dump of `oneOf` branches.
+dump of `oneOf` branches; a failed `pattern` is said in words, never as the regex. Everything
+returned can be printed: a lone surrogate or a NUL taken from the input is written as its
+`\\uXXXX` escape.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import jsonschema
 from jsonschema.exceptions import ValidationError
 
+from . import spawntext
 from .errors import Problem
 
 _TYPE_WORDS = {
@@ -26,11 +30,20 @@ _TYPE_WORDS = {
     "object": "an object",
     "null": "null",
 }
+#: What `_printable` escapes: NUL (invisible on a terminal), lone surrogates (no UTF-8).
+_UNPRINTABLE = re.compile(r"[\u0000\ud800-\udfff]")
+#: An integer with more digits than this is described by its length.
+_LONG_DIGITS = 24
+
+
+def _printable(text: str) -> str:
+    return _UNPRINTABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def pointer(path: Iterable[str | int]) -> str:
-    """The RFC 6901 pointer of `path` (`["hooks", 2, "run"]` → `/hooks/2/run`)."""
-    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)
+    """The RFC 6901 pointer of `path` (`["hooks", 2, "run"]` → `/hooks/2/run`); a NUL or a
+    lone surrogate in a key is written as its `\\uXXXX` escape, so the pointer can be printed."""
+    return "".join("/" + _printable(str(p)).replace("~", "~0").replace("/", "~1") for p in path)
 
 
 def pointer_key(ptr: str) -> tuple[tuple[int, int | str], ...]:
@@ -46,17 +59,31 @@ def describe(value: Any) -> str:
     if isinstance(value, bool):
         return f"the boolean {json.dumps(value)}"
     if isinstance(value, int):
+        if abs(value) >= 10**_LONG_DIGITS:
+            return _long_integer(value)
         return f"the integer {value}"
     if isinstance(value, float):
         return f"the number {value!r}"
     if isinstance(value, str):
         text = value if len(value) <= 60 else value[:57] + "..."
-        return f"the string {json.dumps(text, ensure_ascii=False)}"
+        return f"the string {_quote(text)}"
     if isinstance(value, list):
         return "an empty array" if not value else f"an array of {len(value)}"
     if isinstance(value, dict):
         return "an empty object" if not value else "an object"
     return type(value).__name__
+
+
+def _long_integer(value: int) -> str:
+    try:
+        return f"an integer of {len(str(abs(value)))} digits"
+    except ValueError:  # past sys.get_int_max_str_digits(): only Python code makes these
+        return f"an integer of {value.bit_length()} bits"
+
+
+def _quote(text: str) -> str:
+    """`text` as a JSON string, printable (see `_printable`)."""
+    return _printable(json.dumps(text, ensure_ascii=False))
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
@@ -95,7 +122,7 @@ def _translate(error: ValidationError) -> Iterator[tuple[str, str]]:
         allowed = list(subschema.get("properties", {}))
         for extra in (k for k in found if k not in allowed):
             hint = did_you_mean(extra, allowed) or f"; expected one of: {', '.join(allowed)}"
-            yield pointer([*path, extra]), f'unknown key "{extra}"{hint}'
+            yield pointer([*path, extra]), f"unknown key {_quote(extra)}{hint}"
     elif kind == "type":
         yield where, _type_message(key, value, found)
     elif kind == "enum":
@@ -128,9 +155,10 @@ def _translate(error: ValidationError) -> Iterator[tuple[str, str]]:
     elif kind == "required" and isinstance(found, dict):
         for name in (k for k in value if k not in found):
             yield where, f'missing the required key "{name}"'
-    elif kind == "minimum":
+    elif kind in ("minimum", "maximum"):
         unit = " ms" if key is not None and key.endswith("Ms") else ""
-        yield where, f"expected an integer ≥ {value}{unit}, found {describe(found)}"
+        sign = "≥" if kind == "minimum" else "≤"
+        yield where, f"expected an integer {sign} {value}{unit}, found {describe(found)}"
     elif kind == "minItems":
         if key == "run":
             yield (
@@ -140,10 +168,21 @@ def _translate(error: ValidationError) -> Iterator[tuple[str, str]]:
         else:
             yield where, f"expected at least {value} item(s), found {describe(found)}"
     elif kind == "minLength":
-        yield where, f"expected a non-empty string, found {describe(found)}"
+        if path[-2:] in (["run", 0], ["argv", 0]):
+            yield (
+                where,
+                f"expected the program to run (a non-empty string), found {describe(found)}",
+            )
+        else:
+            yield where, f"expected a non-empty string, found {describe(found)}"
+    elif kind == "pattern" and list(error.absolute_schema_path)[-2:-1] == ["propertyNames"]:
+        # A key refused by name: its pointer is the key's, as for an unknown key.
+        yield (
+            pointer([*path, found]),
+            f"expected {_pattern_words(key, value)}, found {describe(found)}",
+        )
     elif kind == "pattern":
-        words = _PATTERN_WORDS.get(key or "", f"a string matching {value}")
-        yield where, f"expected {words}, found {describe(found)}"
+        yield where, f"expected {_pattern_words(key, value, found)}, found {describe(found)}"
     elif kind == "const":
         yield where, f"expected {json.dumps(value)}, found {describe(found)}"
     else:
@@ -161,6 +200,21 @@ _PATTERN_WORDS = {
     "module": "a Python file (ending in .py) or package.module[:function]",
     "plugin": 'an MCP tool named "namespace.tool"',
 }
+#: The patterns of `spawntext`, said in words: what a process can be given.
+_SPAWN_PATTERN_WORDS = {
+    spawntext.TEXT_PATTERN: "a string without NUL or lone surrogates (a process cannot take them)",
+    spawntext.ENV_NAME_PATTERN: "a variable name: not empty, without '=', NUL or lone surrogates",
+}
+
+
+def _pattern_words(key: str | None, pattern: str, found: Any = None) -> str:
+    """What a `pattern` expects, in words: the spawn rule when `found` breaks it (whatever
+    else the pattern says), else the key's own words."""
+    if pattern in _SPAWN_PATTERN_WORDS:
+        return _SPAWN_PATTERN_WORDS[pattern]
+    if isinstance(found, str) and spawntext.text_problem(found) is not None:
+        return _SPAWN_PATTERN_WORDS[spawntext.TEXT_PATTERN]
+    return _PATTERN_WORDS.get(key or "", f"a string matching {pattern}")
 
 
 def _type_message(key: str | None, expected: str | list[str], found: Any) -> str:

@@ -5,6 +5,10 @@ by the `build_*` functions below, so an enum is declared once; `tests/test_schem
 committed files equal to what these functions build. After changing a table, regenerate with
 `python -m mcpx_hooks.supervisor.schemas --write`.
 
+What a process cannot take is refused here, where it enters: every string that becomes an
+argv item, an environment name or value, or a path carries the `spawntext` patterns (and a
+program is never ""); every integer read from a config or a hook's answer has a maximum.
+
 At run time the files are read with `importlib.resources`, never imported, and each validator is
 compiled once. jsonschema is the reference, and says what is wrong; `quick_check` answers only
 "valid or not", about ten times faster, for the path every hook's output takes.
@@ -27,6 +31,7 @@ from .hookenv import PROTOCOL
 from .hooks import DEFAULT_RUNS_RETAIN, PROCESS_ACTIONS, Action, Defaults, Failure, Profile
 from .limits import DEFAULT_LIMITS, LIMIT_DOCS, LIMIT_KEYS
 from .points import POINTS, Phase
+from .spawntext import ENV_NAME_PATTERN, TEXT_PATTERN
 
 SCHEMA_NAMES: Final = ("config", "hook-input", "hook-output")
 DIALECT: Final = "https://json-schema.org/draft/2020-12/schema"
@@ -36,10 +41,20 @@ _PACKAGE: Final = "mcpx_hooks.schemas"
 SCRIPT_PHASES: Final = tuple(p.value for p in POINTS["script"].phases if p is not Phase.OBSERVE)
 #: The action keys a `[[hooks]]` entry may carry (`source` lives in `[script]` only).
 HOOK_ACTIONS: Final = tuple(a.value for a in Action if a is not Action.SOURCE)
-#: A `module` action: a Python file, or `package.module` with an optional `:function`.
-MODULE_PATTERN: Final = r"^(.+\.py(:[A-Za-z_]\w*)?|[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(:[A-Za-z_]\w*)?)$"
+#: A `module` action: a Python file, or `package.module` with an optional `:function`. It
+#: becomes an argv item of the module runner, so the file's name holds no NUL and no lone
+#: surrogate (`\w` matches neither).
+MODULE_PATTERN: Final = (
+    r"^([^\u0000\ud800-\udfff]+\.py(:[A-Za-z_]\w*)?|[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(:[A-Za-z_]\w*)?)$"
+)
 #: A `plugin` action: `namespace.tool`.
 PLUGIN_PATTERN: Final = r"^[^.\s]+\.\S+$"
+#: The largest integer where no other bound is named: JSON's safe integers, exact as a float,
+#: so a duration in ms is always a number a clock can add (10**400 ms is not).
+MAX_INTEGER: Final = 2**53 - 1
+#: The largest value `setrlimit` takes (a C long): a `[limits]` value times its unit stays
+#: under it.
+_MAX_RLIMIT: Final = 2**63 - 1
 
 
 def file_name(name: str) -> str:
@@ -76,7 +91,7 @@ def quick_check(name: str) -> Callable[[Any], bool]:
     """
     import fastjsonschema  # only where hook output is read
 
-    check = fastjsonschema.compile(schema(name), use_default=False, use_formats=False)
+    check = fastjsonschema.compile(_draft7(schema(name)), use_default=False, use_formats=False)
 
     def valid(instance: Any) -> bool:
         try:
@@ -86,6 +101,21 @@ def quick_check(name: str) -> Callable[[Any], bool]:
         return True
 
     return valid
+
+
+def _draft7(node: Any) -> Any:
+    """`node` with 2020-12's `prefixItems` + `items` written as draft 7's `items` (an array)
+    + `additionalItems`: fastjsonschema knows drafts up to 7 and would skip `prefixItems`,
+    saying yes to an argv whose program is ""."""
+    if isinstance(node, list):
+        return [_draft7(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out = {key: _draft7(value) for key, value in node.items()}
+    if "prefixItems" in out:
+        out["additionalItems"] = out.pop("items", True)
+        out["items"] = out.pop("prefixItems")
+    return out
 
 
 @functools.cache
@@ -111,8 +141,8 @@ def _enum(values: tuple[str, ...], description: str) -> dict[str, Any]:
     return {"type": "string", "enum": list(values), "description": description}
 
 
-def _int(minimum: int, description: str) -> dict[str, Any]:
-    return {"type": "integer", "minimum": minimum, "description": description}
+def _int(minimum: int, description: str, maximum: int = MAX_INTEGER) -> dict[str, Any]:
+    return {"type": "integer", "minimum": minimum, "maximum": maximum, "description": description}
 
 
 def _string(description: str, **extra: Any) -> dict[str, Any]:
@@ -121,6 +151,23 @@ def _string(description: str, **extra: Any) -> dict[str, Any]:
 
 def _strings(description: str, **extra: Any) -> dict[str, Any]:
     return {"type": "array", "items": {"type": "string"}, "description": description, **extra}
+
+
+def _text(description: str, **extra: Any) -> dict[str, Any]:
+    """A string that reaches a process (an argv item, an env value, a path): `execve` takes no
+    NUL, and a lone surrogate has no UTF-8 (`spawntext`)."""
+    return _string(description, pattern=TEXT_PATTERN, **extra)
+
+
+def _argv(description: str) -> dict[str, Any]:
+    """An argv: a non-empty program, then any items, each one `_text`."""
+    return {
+        "type": "array",
+        "description": description,
+        "minItems": 1,
+        "prefixItems": [_text("The program: a name looked up in PATH, or a path.", minLength=1)],
+        "items": _text("An argument."),
+    }
 
 
 def _table(properties: dict[str, Any], description: str) -> dict[str, Any]:
@@ -139,17 +186,14 @@ def _hook_def() -> dict[str, Any]:
     points = list(POINTS)
     hook = _table(
         {
-            "name": _string("Unique; default `<on>.<phase>.<index>`.", minLength=1),
-            "on": _string(
+            "name": _text("Unique; default `<on>.<phase>.<index>`.", minLength=1),
+            "on": _text(
                 "The point (one of " + ", ".join(points) + "), or for observe hooks the event"
                 " kind (or kind prefix) it follows.",
                 minLength=1,
             ),
             "phase": {"$ref": "#/$defs/phase", "description": "When the hook runs."},
-            "run": _strings(
-                'An argv array, never a shell string (a shell is ["sh", "-c", "…"]).',
-                minItems=1,
-            ),
+            "run": _argv('An argv array, never a shell string (a shell is ["sh", "-c", "…"]).'),
             "module": _string(
                 "A Python file (`*.py`) or `package.module[:function]`, run by the module runner.",
                 pattern=MODULE_PATTERN,
@@ -175,7 +219,8 @@ def _hook_def() -> dict[str, Any]:
             "maxOutputBytes": _int(1, "stdout above this kills and fails the hook."),
             "env": {
                 "type": "object",
-                "additionalProperties": {"type": "string"},
+                "propertyNames": {"pattern": ENV_NAME_PATTERN},
+                "additionalProperties": _text("The variable's value, a literal string."),
                 "description": "Variables added to the hook's scrubbed environment.",
             },
             "enabled": {"type": "boolean", "description": "false: listed, never run."},
@@ -189,7 +234,7 @@ def _hook_def() -> dict[str, Any]:
                 },
                 "Filters, as the point provides them.",
             ),
-            "cwd": _string("Working directory, relative to the declaring directory."),
+            "cwd": _text("Working directory, relative to the declaring directory."),
             "sandbox": {"$ref": "#/$defs/sandbox", "description": "Default `[defaults]`."},
         },
         "One hook: a point, a phase and exactly one action.",
@@ -253,8 +298,9 @@ def build_config_schema() -> dict[str, Any]:
                     key: _int(
                         0 if attr == "scratch_mb" else 1,
                         f"{LIMIT_DOCS[key]} (default {getattr(DEFAULT_LIMITS, attr)}).",
+                        min(MAX_INTEGER, _MAX_RLIMIT // unit),
                     )
-                    for key, attr, _, _ in LIMIT_KEYS
+                    for key, attr, _, unit in LIMIT_KEYS
                 },
                 "Resource limits of every hook and script process (docs/sandbox.md).",
             ),
@@ -270,7 +316,8 @@ def build_config_schema() -> dict[str, Any]:
                 {
                     p: {
                         "type": "array",
-                        "items": {"type": ["string", "null"]},
+                        # Python compiles no NUL and no lone surrogate either.
+                        "items": {"type": ["string", "null"], "pattern": TEXT_PATTERN},
                         "description": f"Python lines spliced into the launcher at `{p}`"
                         + null_splice,
                     }
@@ -431,7 +478,7 @@ def build_hook_output_schema() -> dict[str, Any]:
                 "type": "object",
                 "description": "A command executed once in the hook's sandbox." + needs(Effect.RUN),
                 "required": ["argv"],
-                "properties": {"argv": _strings("The command's argv.", minItems=1)},
+                "properties": {"argv": _argv("The command's argv.")},
             },
         },
     }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 from pathlib import Path
 from types import MappingProxyType
@@ -901,3 +902,306 @@ def test_discovery_names_are_the_documented_ones() -> None:
     assert config_mod.LOCAL_NAMES == (".mcpx-hooks.toml", ".mcpx-hooks.json")
     assert str(config_mod.ETC_DIR) == "/etc/mcpx-hooks"
     assert config_mod.NO_DISCOVERY_ENV == "MCPX_HOOKS_NO_DISCOVERY"
+
+
+# --- hostile files (issue 11, case 6): every one a Problem, never a traceback ---------------
+
+TOO_DEEP_TOML = "invalid TOML: nested deeper than 128 levels"
+TOO_DEEP_JSON = "invalid JSON: nested deeper than 128 levels"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a = " + "[" * 1000 + "]" * 1000 + "\n",  # tomllib recurses: RecursionError
+        "a = " + "{b = " * 1000 + "1" + " }" * 1000 + "\n",
+        "a." * 200 + "b = 1\n",  # dotted keys nest without recursing: the depth check
+        "[" + "a." * 200 + "b]\n",
+        "a = " + "[" * 128 + "]" * 128 + "\n",  # 129 with the document itself
+    ],
+    ids=["arrays-1000", "inline-tables-1000", "dotted-200", "header-200", "arrays-129"],
+)
+def test_toml_nested_too_deep_is_a_problem_naming_the_file(tmp_path: Path, text: str) -> None:
+    problem = one_problem(tmp_path, text)
+    assert (problem.pointer, problem.message) == ("", TOO_DEEP_TOML)
+
+
+def test_toml_at_the_depth_limit_reaches_the_schema(tmp_path: Path) -> None:
+    problem = one_problem(tmp_path, "a = " + "[" * 127 + "]" * 127 + "\n")
+    assert (problem.pointer, problem.message) == (
+        "/a",
+        'unknown key "a"; expected one of: '
+        "$schema, autonomy, defaults, limits, runs, script, hooks",
+    )
+
+
+def test_json_nested_100k_deep_is_a_problem_naming_the_file(tmp_path: Path) -> None:
+    problem = one_problem(tmp_path, "[" * 100_000 + "]" * 100_000, name="c.json")
+    assert (problem.pointer, problem.message) == ("", TOO_DEEP_JSON)
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        (
+            "c.toml",
+            "[runs]\nretain = " + "9" * 5000 + "\n",
+            "invalid TOML: Exceeds the limit (4300 digits) for integer string conversion:"
+            " value has 5000 digits",
+        ),
+        (
+            "c.json",
+            '{"runs": {"retain": ' + "9" * 5000 + "}}",
+            "invalid JSON: Exceeds the limit (4300 digits) for integer string conversion:"
+            " value has 5000 digits",
+        ),
+    ],
+)
+def test_an_integer_too_long_to_convert_is_a_problem(
+    tmp_path: Path, name: str, text: str, message: str
+) -> None:
+    problem = one_problem(tmp_path, text, name=name)
+    assert (problem.pointer, problem.message) == ("", message)
+
+
+def test_config_naming_a_symlink_loop_is_a_problem(tmp_path: Path) -> None:
+    (tmp_path / "loop.toml").symlink_to("loop.toml")
+    assert problems(tmp_path, "loop.toml") == [
+        Problem(
+            "loop.toml", "", "expected a config file, found a symlink loop (given with --config)"
+        )
+    ]
+
+
+def test_config_naming_a_directory_or_a_dangling_symlink_is_a_problem(tmp_path: Path) -> None:
+    (tmp_path / "dir.toml").mkdir()
+    (tmp_path / "dangling.json").symlink_to("gone.json")
+    assert problems(tmp_path, "dir.toml", "dangling.json") == [
+        Problem("dir.toml", "", "expected a config file, found a directory (given with --config)"),
+        Problem(
+            "dangling.json",
+            "",
+            "expected a config file, found a dangling symlink (to 'gone.json')"
+            " (given with --config)",
+        ),
+    ]
+
+
+def test_config_naming_a_fifo_is_refused_without_opening_it(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "fifo.toml")  # opening it to read would block: the test would hang
+    assert validate_files([tmp_path / "fifo.toml"]) == [
+        Problem(str(tmp_path / "fifo.toml"), "", "expected a config file, found a FIFO")
+    ]
+
+
+def test_a_symlink_to_a_config_file_is_followed(tmp_path: Path) -> None:
+    write(tmp_path / "real.toml", hook_toml(name="x"))
+    (tmp_path / "link.toml").symlink_to("real.toml")
+    assert [h.name for h in load(tmp_path, "link.toml", "real.toml").hooks] == ["x"]
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda p: p.symlink_to(p.name), "expected a config file, found a symlink loop"),
+        (
+            lambda p: p.symlink_to("gone.toml"),
+            "expected a config file, found a dangling symlink (to 'gone.toml')",
+        ),
+        (lambda p: p.mkdir(), "expected a config file, found a directory"),
+    ],
+    ids=["symlink-loop", "dangling-symlink", "directory"],
+)
+def test_a_discovered_name_that_is_not_a_file_is_a_problem(
+    tmp_path: Path, make: Any, message: str
+) -> None:
+    write(tmp_path / "etc" / "config.toml", hook_toml(name="etc"))
+    local = tmp_path / "w" / ".mcpx-hooks.toml"
+    local.parent.mkdir()
+    make(local)
+    etc_dir = tmp_path / "etc"
+    assert discover_files(tmp_path / "w", {}, etc_dir=etc_dir) == [etc_dir / "config.toml", local]
+    with pytest.raises(ConfigError) as info:
+        load_config(cwd=tmp_path / "w", environ={}, etc_dir=etc_dir)
+    assert info.value.problems == [Problem(str(local), "", message)]
+
+
+def test_command_line_hooks_are_read_with_the_depth_limit(tmp_path: Path) -> None:
+    deep = '{"on": "script", "phase": "before", "run": ["x"], "args": ' + "[" * 200 + "]" * 200
+    found = problems(tmp_path, command_line_hooks=[deep + "}", "[" * 100_000 + "]" * 100_000])
+    assert found == [
+        Problem("--hook #1", "", TOO_DEEP_JSON),
+        Problem("--hook #2", "", TOO_DEEP_JSON),
+    ]
+
+
+def test_a_per_call_hook_built_too_deep_is_a_problem(tmp_path: Path) -> None:
+    args: Any = []
+    for _ in range(200):
+        args = [args]
+    hook = {"on": "script", "phase": "before", "plugin": "a.b", "args": {"x": args}}
+    assert problems(tmp_path, per_call_hooks=[hook]) == [
+        Problem("per-call hook #1", "", "nested deeper than 128 levels")
+    ]
+
+
+# --- what a process cannot take (issue 11, case 2): refused with the pointer -----------------
+
+TEXT_WORDS = "expected a string without NUL or lone surrogates (a process cannot take them)"
+NAME_WORDS = "expected a variable name: not empty, without '=', NUL or lone surrogates"
+
+
+def test_env_name_with_equals_is_refused_at_its_entry(tmp_path: Path) -> None:
+    problem = one_problem(tmp_path, hook_toml() + 'env = { "A=B" = "x" }\n')
+    assert (problem.pointer, problem.message) == (
+        "/hooks/0/env/A=B",
+        f'{NAME_WORDS}, found the string "A=B"',
+    )
+
+
+def test_empty_env_name_is_refused(tmp_path: Path) -> None:
+    problem = one_problem(tmp_path, hook_toml() + 'env = { "" = "x" }\n')
+    assert (problem.pointer, problem.message) == (
+        "/hooks/0/env/",
+        f'{NAME_WORDS}, found the string ""',
+    )
+
+
+def test_nul_in_run_argv_is_refused(tmp_path: Path) -> None:
+    problem = one_problem(tmp_path, hook_toml(run=["echo", "a\0b"]))
+    assert (problem.pointer, problem.message) == (
+        "/hooks/0/run/1",
+        f'{TEXT_WORDS}, found the string "a\\u0000b"',
+    )
+
+
+def test_an_empty_program_is_refused(tmp_path: Path) -> None:
+    problem = one_problem(tmp_path, hook_toml(run=["", "x"]))
+    assert (problem.pointer, problem.message) == (
+        "/hooks/0/run/0",
+        'expected the program to run (a non-empty string), found the string ""',
+    )
+
+
+@pytest.mark.parametrize(
+    ("keys", "pointer", "found"),
+    [
+        ({"run": ["a\0"]}, "/hooks/0/run/0", '"a\\u0000"'),
+        ({"env": {"A": "v\0"}}, "/hooks/0/env/A", '"v\\u0000"'),
+        ({"cwd": "sub\0"}, "/hooks/0/cwd", '"sub\\u0000"'),
+        ({"name": "n\0"}, "/hooks/0/name", '"n\\u0000"'),
+        ({"run": None, "module": "m\0.py"}, "/hooks/0/module", '"m\\u0000.py"'),
+    ],
+    ids=["program", "env-value", "cwd", "name", "module"],
+)
+def test_nul_anywhere_a_process_gets_it_is_refused(
+    tmp_path: Path, keys: dict[str, Any], pointer: str, found: str
+) -> None:
+    problem = one_problem(tmp_path, hook_toml(**keys))
+    assert (problem.pointer, problem.message) == (
+        pointer,
+        f"{TEXT_WORDS}, found the string {found}",
+    )
+
+
+def test_nul_in_a_script_line_is_refused(tmp_path: Path) -> None:
+    problem = one_problem(tmp_path, '[script]\nbefore = ["x = 1\\u0000"]\n')
+    assert (problem.pointer, problem.message) == (
+        "/script/before/0",
+        f'{TEXT_WORDS}, found the string "x = 1\\u0000"',
+    )
+
+
+def test_lone_surrogates_in_json_are_refused_and_printable(tmp_path: Path) -> None:
+    hook = {"on": "script", "phase": "before", "run": ["x", "\ud800"], "env": {"N\udfff": "v"}}
+    path = write(tmp_path / "c.json", json.dumps({"hooks": [hook]}))  # ASCII: \\ud800 escapes
+    found = problems(tmp_path, path)
+    assert [(p.pointer, p.message) for p in found] == [
+        ("/hooks/0/env/N\\udfff", f'{NAME_WORDS}, found the string "N\\udfff"'),
+        ("/hooks/0/run/1", f'{TEXT_WORDS}, found the string "\\ud800"'),
+    ]
+    for problem in found:
+        str(problem).encode("utf-8")  # printable: no lone surrogate left
+
+
+def test_per_call_and_command_line_hooks_take_the_same_rules(tmp_path: Path) -> None:
+    hook = {"on": "script", "phase": "before", "run": ["x"], "env": {"A=B": "x"}}
+    found = problems(tmp_path, command_line_hooks=[json.dumps(hook)], per_call_hooks=[hook])
+    assert where(found) == [("--hook #1", "/env/A=B"), ("per-call hook #1", "/env/A=B")]
+
+
+@pytest.mark.parametrize(
+    ("text", "pointer", "message"),
+    [
+        (
+            hook_toml(timeoutMs=10**30),
+            "/hooks/0/timeoutMs",
+            "expected an integer ≤ 9007199254740991 ms, found an integer of 31 digits",
+        ),
+        (
+            "[limits]\nmemoryMb = 9999999999999\n",
+            "/limits/memoryMb",
+            "expected an integer ≤ 8796093022207, found the integer 9999999999999",
+        ),
+    ],
+)
+def test_integers_past_what_a_process_takes_are_refused(
+    tmp_path: Path, text: str, pointer: str, message: str
+) -> None:
+    problem = one_problem(tmp_path, text)
+    assert (problem.pointer, problem.message) == (pointer, message)
+
+
+# --- the command line: exit 2, the problems, no traceback ------------------------------------
+
+
+def test_validate_prints_every_hostile_file_as_a_problem(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mcpx_hooks.supervisor.cli import main
+
+    deep_toml = write(tmp_path / "deep.toml", "a = " + "[" * 1000 + "]" * 1000 + "\n")
+    deep_json = write(tmp_path / "deep.json", "[" * 100_000 + "]" * 100_000)
+    (tmp_path / "loop.toml").symlink_to("loop.toml")
+    (tmp_path / "dir.toml").mkdir()
+    env = write(tmp_path / "env.toml", hook_toml(run=["x", "\0"]) + 'env = { "A=B" = "x" }\n')
+    surrogate = write(tmp_path / "s.json", json.dumps({"hooks": [{"run": ["\ud800"]}]}))
+    files = [deep_toml, deep_json, tmp_path / "loop.toml", tmp_path / "dir.toml", env, surrogate]
+    assert main(["validate", *map(str, files)]) == 2
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    assert out.splitlines() == [
+        f"{deep_toml}:/: {TOO_DEEP_TOML}",
+        f"{deep_json}:/: {TOO_DEEP_JSON}",
+        f"{tmp_path / 'loop.toml'}:/: expected a config file, found a symlink loop",
+        f"{tmp_path / 'dir.toml'}:/: expected a config file, found a directory",
+        f'{env}:/hooks/0/env/A=B: {NAME_WORDS}, found the string "A=B"',
+        f'{env}:/hooks/0/run/1: {TEXT_WORDS}, found the string "\\u0000"',
+        f'{surrogate}:/hooks/0: missing the required key "on"',
+        f'{surrogate}:/hooks/0: missing the required key "phase"',
+        f'{surrogate}:/hooks/0/run/0: {TEXT_WORDS}, found the string "\\ud800"',
+    ]
+    assert err == "9 problem(s)\n"
+
+
+@pytest.mark.parametrize("command", [["hooks", "list"], ["serve"]])
+def test_a_command_loading_a_hostile_config_exits_2(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    command: list[str],
+) -> None:
+    from mcpx_hooks.supervisor.cli import main
+
+    monkeypatch.setenv("MCPX_HOOKS_NO_DISCOVERY", "1")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "loop.toml").symlink_to("loop.toml")
+    write(tmp_path / "deep.toml", "a = " + "[" * 1000 + "]" * 1000 + "\n")
+    assert main([*command, "--config", "loop.toml", "--config", "deep.toml"]) == 2
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    assert err.splitlines() == [
+        "mcpx-hooks: the configuration is invalid:",
+        "  loop.toml:/: expected a config file, found a symlink loop (given with --config)",
+        f"  deep.toml:/: {TOO_DEEP_TOML}",
+    ]

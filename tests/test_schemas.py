@@ -13,6 +13,7 @@ from mcpx_hooks.supervisor import schemas
 from mcpx_hooks.supervisor.effects import Effect
 from mcpx_hooks.supervisor.hooks import Action, Failure, Profile
 from mcpx_hooks.supervisor.points import POINTS, Phase
+from mcpx_hooks.supervisor.spawntext import ENV_NAME_PATTERN, TEXT_PATTERN
 
 
 @pytest.mark.parametrize("name", schemas.SCHEMA_NAMES)
@@ -204,3 +205,110 @@ def test_hook_output_refuses(output: Any) -> None:
     assert list(schemas.validator("hook-output").iter_errors(output))
     # The quick check only ever says yes to what jsonschema accepts.
     assert not schemas.quick_check("hook-output")(output)
+
+
+# --- what a process can be given (issue 11, case 2): the spawntext rules in the schemas ------
+
+
+def _at(document: dict[str, Any], pointer: str) -> Any:
+    node: Any = document
+    for token in pointer.split("/")[1:]:
+        node = node[int(token)] if isinstance(node, list) else node[token]
+    return node
+
+
+@pytest.mark.parametrize(
+    ("name", "pointer", "pattern"),
+    [
+        ("config", "/$defs/hook/properties/run/prefixItems/0", TEXT_PATTERN),
+        ("config", "/$defs/hook/properties/run/items", TEXT_PATTERN),
+        ("config", "/$defs/hook/properties/env/propertyNames", ENV_NAME_PATTERN),
+        ("config", "/$defs/hook/properties/env/additionalProperties", TEXT_PATTERN),
+        ("config", "/$defs/hook/properties/cwd", TEXT_PATTERN),
+        ("config", "/$defs/hook/properties/name", TEXT_PATTERN),
+        ("config", "/$defs/hook/properties/on", TEXT_PATTERN),
+        ("config", "/properties/script/properties/before/items", TEXT_PATTERN),
+        ("hook-output", "/properties/run/properties/argv/prefixItems/0", TEXT_PATTERN),
+        ("hook-output", "/properties/run/properties/argv/items", TEXT_PATTERN),
+    ],
+)
+def test_strings_that_reach_a_process_carry_the_spawntext_pattern(
+    name: str, pointer: str, pattern: str
+) -> None:
+    assert _at(schemas.schema(name), pointer)["pattern"] == pattern
+
+
+@pytest.mark.parametrize("name", ["config", "hook-output"])
+def test_the_program_is_a_non_empty_string(name: str) -> None:
+    where = "/$defs/hook/properties/run" if name == "config" else "/properties/run/properties/argv"
+    argv = _at(schemas.schema(name), where)
+    assert argv["minItems"] == 1
+    assert argv["prefixItems"][0]["minLength"] == 1
+
+
+@pytest.mark.parametrize(
+    "hook",
+    [
+        {"run": ["x"], "env": {"A=B": "x"}},
+        {"run": ["x"], "env": {"": "x"}},
+        {"run": ["x"], "env": {"A\0": "x"}},
+        {"run": ["x"], "env": {"A\ud800": "x"}},
+        {"run": ["x"], "env": {"A": "\0"}},
+        {"run": ["x", "a\0b"]},
+        {"run": ["\ud800"]},
+        {"run": [""]},
+        {"run": ["x"], "cwd": "a\0"},
+        {"module": "a\0.py"},
+        {"module": "a\ud800.py"},
+    ],
+)
+def test_the_hook_schema_refuses_what_a_process_cannot_take(hook: dict[str, Any]) -> None:
+    obj = {"on": "script", "phase": "before", **hook}
+    assert list(schemas.hook_validator().iter_errors(obj))
+
+
+def test_the_hook_schema_keeps_what_a_process_can_take() -> None:
+    obj = {
+        "on": "script",
+        "phase": "before",
+        "run": ["prog", "", "a b", "\n", "é\U0001f600"],
+        "env": {"A": "", "B-C.d": "x=y", "é": "\t"},
+        "cwd": "sub dir",
+    }
+    assert list(schemas.hook_validator().iter_errors(obj)) == []
+    module = {**obj, "module": "hooks/a b.py:main"}
+    del module["run"]
+    assert list(schemas.hook_validator().iter_errors(module)) == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [[""], ["\0"], ["ls", "a\0"], ["\ud800"], ["ls", "\udfff"]],
+)
+def test_a_run_answer_a_process_cannot_take_is_refused_by_both_checks(argv: list[str]) -> None:
+    output = {"run": {"argv": argv}}
+    assert list(schemas.validator("hook-output").iter_errors(output))
+    assert not schemas.quick_check("hook-output")(output)
+
+
+def test_the_quick_check_reads_prefix_items_as_draft_7() -> None:
+    node = {"type": "array", "prefixItems": [{"minLength": 1}], "items": {"type": "string"}}
+    assert schemas._draft7({"a": [node]}) == {
+        "a": [{"type": "array", "items": [{"minLength": 1}], "additionalItems": {"type": "string"}}]
+    }
+    assert schemas.quick_check("hook-output")({"run": {"argv": ["ls", ""]}})
+
+
+def test_every_integer_read_from_outside_has_a_maximum() -> None:
+    # The config and a hook's answer are read; the hook input is what the supervisor writes.
+    integers = [
+        (where, sub)
+        for name in ("config", "hook-output")
+        for where, sub in _properties(schemas.schema(name))
+        if sub.get("type") == "integer"
+    ]
+    assert integers
+    assert [w for w, sub in integers if not 0 < sub.get("maximum", 0) <= schemas.MAX_INTEGER] == []
+    limits = schemas.schema("config")["properties"]["limits"]["properties"]
+    assert limits["memoryMb"]["maximum"] * (1 << 20) <= 2**63 - 1
+    assert limits["cpuSeconds"]["maximum"] == schemas.MAX_INTEGER
