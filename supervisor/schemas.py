@@ -45,7 +45,8 @@ HOOK_ACTIONS: Final = tuple(a.value for a in Action if a is not Action.SOURCE)
 #: becomes an argv item of the module runner, so the file's name holds no NUL and no lone
 #: surrogate (`\w` matches neither).
 MODULE_PATTERN: Final = (
-    r"^([^\u0000\ud800-\udfff]+\.py(:[A-Za-z_]\w*)?|[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(:[A-Za-z_]\w*)?)$"
+    r"^([^\n\u0000\ud800-\udfff]+\.py(:[A-Za-z_]\w*)?"  # a file
+    r"|[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(:[A-Za-z_]\w*)?)$"  # package.module
 )
 #: A `plugin` action: `namespace.tool`.
 PLUGIN_PATTERN: Final = r"^[^.\s]+\.\S+$"
