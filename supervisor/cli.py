@@ -38,7 +38,9 @@ EXIT_USAGE: Final = 2
 
 
 def _parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="mcpx-hooks", description=__doc__.splitlines()[0])
+    top = argparse.ArgumentParser(
+        prog="mcpx-hooks", description="Run scripts with the hooks declared around them."
+    )
     top.add_argument("--version", action="version", version=f"mcpx-hooks {_version()}")
     sub = top.add_subparsers(
         dest="command", required=True, metavar="COMMAND", parser_class=_Command
@@ -52,7 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("hooks", help="the hooks in force", arguments=_hooks_arguments)
     sub.add_parser(
         "serve",
-        help="serve runs, events and hooks over WebSocket (SPEC §8)",
+        help="serve runs, events and hooks over WebSocket",
         arguments=_serve_arguments,
     )
     sub.add_parser("events", help="follow a server's event bus", arguments=_events_arguments)
@@ -179,14 +181,21 @@ def _serve_arguments(srv: argparse.ArgumentParser) -> None:
         metavar="F",
         help="a config file, applied after the discovered ones (repeatable)",
     )
-    srv.add_argument("--host", default=DEFAULT_HOST, metavar="H", help=f"default {DEFAULT_HOST}")
     srv.add_argument(
-        "--port",
-        type=int,
-        default=DEFAULT_PORT,
-        metavar="P",
-        help=f"default {DEFAULT_PORT}; 0: any",
+        "--host",
+        default=DEFAULT_HOST,
+        metavar="H",
+        help=f"the address to listen on: an IP address or a host name; default {DEFAULT_HOST}",
     )
+    limits = Limits()
+    for bound in _SERVE_NUMBERS:
+        default = DEFAULT_PORT if bound is _PORT else getattr(limits, bound.field)
+        srv.add_argument(
+            bound.flag,
+            dest=bound.field,
+            metavar=bound.metavar,
+            help=f"{bound.help} ({bound.range}; default {_number(default)})",
+        )
     srv.add_argument(
         "--token-file",
         metavar="F",
@@ -198,18 +207,8 @@ def _serve_arguments(srv: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="ORIGIN",
-        help="an Origin besides the server's own that may connect (repeatable)",
-    )
-    limits = Limits()
-    srv.add_argument("--max-connections", type=int, default=limits.max_connections, metavar="N")
-    srv.add_argument("--max-runs", type=int, default=limits.max_runs, metavar="N")
-    srv.add_argument("--max-message-bytes", type=int, default=limits.max_message_bytes, metavar="N")
-    srv.add_argument(
-        "--grace",
-        type=float,
-        default=limits.grace_s,
-        metavar="S",
-        help="on SIGINT/SIGTERM, runs may finish within S seconds before they are cancelled",
+        help="an Origin besides the server's own that may connect: scheme://host[:port]"
+        " (repeatable)",
     )
 
 
@@ -596,7 +595,190 @@ async def _cancel_on_interrupt(run: Run, everything: trio.CancelScope) -> None:
             run.cancel()
 
 
+# ---- `serve`: its flags, checked before anything is touched ------------------------------
+
+
+class _Bound:
+    """A numeric `serve` flag: the field it sets (of `Limits`; `port` of `ServiceOptions`),
+    its type, and its range, inclusive (`low` excluded when `above`)."""
+
+    def __init__(
+        self,
+        flag: str,
+        field: str,
+        kind: type[int] | type[float],
+        low: int,
+        high: int,
+        *,
+        help: str,
+        above: bool = False,
+        metavar: str | None = None,
+    ) -> None:
+        self.flag, self.field, self.kind = flag, field, kind
+        self.low, self.high, self.above = low, high, above
+        self.help = help
+        self.metavar = metavar or ("N" if kind is int else "S")
+
+    @property
+    def range(self) -> str:
+        if self.above:
+            return f"over {self.low} and at most {self.high}"
+        return f"from {self.low} to {self.high}"
+
+    @property
+    def expected(self) -> str:
+        what = "an integer" if self.kind is int else "a number of seconds"
+        return f"{what} {self.range}"
+
+    def parse(self, text: str) -> int | float:
+        """The value `text` gives; ValueError saying what was expected when it is not one."""
+        import math
+
+        try:
+            value = self.kind(text)
+        except ValueError:
+            raise ValueError(f"expected {self.expected}, got {_shown(text)}") from None
+        low_ok = value > self.low if self.above else value >= self.low
+        if not (math.isfinite(value) and low_ok and value <= self.high):
+            raise ValueError(f"expected {self.expected}, got {_shown(text.strip(), quote=False)}")
+        return value
+
+
+#: The largest count and time a flag takes: past these nothing is a limit any more, and
+#: below them nothing overflows a C integer or a deadline.
+_COUNT: Final = 2**31 - 1
+_DAY: Final = 86_400
+
+_PORT: Final = _Bound("--port", "port", int, 0, 65_535, metavar="P", help="the TCP port, 0: any")
+
+#: The flags that set a `Limits` field, one row each: a new budget is one more row.
+_LIMIT_FLAGS: Final = (
+    _Bound("--max-connections", "max_connections", int, 1, _COUNT, help="admitted sockets"),
+    _Bound("--max-pending", "max_pending", int, 1, _COUNT, help="sockets in their handshake"),
+    _Bound("--max-idle", "max_idle", int, 1, _COUNT, help="admitted sockets with no run"),
+    _Bound("--max-runs", "max_runs", int, 1, _COUNT, help="runs in progress"),
+    _Bound("--max-message-bytes", "max_message_bytes", int, 1, _COUNT, help="bytes per message"),
+    _Bound("--ping-interval", "ping_s", float, 0, _DAY, above=True, help="seconds between pings"),
+    _Bound("--grace", "grace_s", float, 0, _DAY, help="runs' time to end at SIGTERM"),
+)
+_SERVE_NUMBERS: Final = (_PORT, *_LIMIT_FLAGS)
+
+
+def _number(value: float) -> str:
+    return str(value) if isinstance(value, int) else f"{value:g}"
+
+
+def _shown(text: str, *, quote: bool = True) -> str:
+    """A value as given, for a message: cut short when long, quoted unless a number."""
+    short = text if len(text) <= 40 else text[:40] + "…"
+    return repr(short) if quote else short
+
+
+def _host_problem(host: str) -> str | None:
+    """Why `--host` cannot be listened on, as far as can be told before trying; None if it
+    can be tried: an IP address, or a host name that resolves."""
+    import socket
+
+    if _is_ip(host):
+        return None
+    if host.startswith("[") and host.endswith("]") and _is_ip(host[1:-1]):
+        return f"expected an IP address without brackets, got {_shown(host)}"
+    if not _is_host_name(host):
+        return f"expected an IP address or a host name, got {_shown(host)}"
+    try:
+        socket.getaddrinfo(host, None, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as exc:
+        return f"cannot resolve {host!r}: {exc.strerror or exc}"
+    return None
+
+
+def _is_ip(text: str) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_host_name(name: str) -> bool:
+    """Letters, digits, hyphens (and underscores, which resolvers take) in dot-separated
+    labels; a last label that is all digits is a mistyped IPv4 address, not a name."""
+    import re
+
+    labels = (name[:-1] if name.endswith(".") else name).split(".")
+    label = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
+    return (
+        0 < len(name) <= 253
+        and all(label.fullmatch(part) for part in labels)
+        and not labels[-1].isdigit()
+    )
+
+
+def _origin_problem(origin: str) -> str | None:
+    """Why `--allow-origin` is not an origin (`scheme://host[:port]`, as a browser sends
+    it); None if it is one."""
+    import re
+    from urllib.parse import urlsplit
+
+    wrong = f"expected scheme://host[:port], got {_shown(origin)}"
+    try:
+        parts = urlsplit(origin)
+        port = parts.port
+    except ValueError:  # a port that is not one, or a bracket left open
+        return wrong
+    host = parts.hostname or ""
+    if not (_is_ip(host) or _is_host_name(host)):
+        return wrong
+    host = f"[{host}]" if ":" in host else host
+    netloc = host if port is None else f"{host}:{port}"
+    if (
+        not re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", parts.scheme)
+        or parts.netloc.lower() != netloc
+        or parts.path not in ("", "/")
+        or parts.query
+        or parts.fragment
+        or "?" in origin
+        or "#" in origin
+    ):
+        return wrong
+    return None
+
+
+def _serve_problems(args: argparse.Namespace) -> list[str]:
+    """Every flag of `serve` that is wrong, one line each naming it. The numeric ones are
+    parsed in place (None: not given)."""
+    problems = []
+    for bound in _SERVE_NUMBERS:
+        text = getattr(args, bound.field)
+        if text is not None:
+            try:
+                setattr(args, bound.field, bound.parse(text))
+            except ValueError as exc:
+                problems.append(f"{bound.flag}: {exc}")
+    if (problem := _host_problem(args.host)) is not None:
+        problems.append(f"--host: {problem}")
+    for origin in args.allow_origin:
+        if (problem := _origin_problem(origin)) is not None:
+            problems.append(f"--allow-origin: {problem}")
+    return problems
+
+
+class _TokenNotWritten(Exception):
+    """The token file could not be put in place once listening: `serve` stops."""
+
+
+def _innermost(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc
+
+
 def _serve(args: argparse.Namespace) -> int:
+    """`serve`. Nothing is touched before the flags and the config are known good, and the
+    token file only once the socket is bound: a `serve` that cannot listen (the port is
+    another server's) exits 2 and leaves that server's token file as it was."""
     import gc
     import logging
 
@@ -605,35 +787,49 @@ def _serve(args: argparse.Namespace) -> int:
 
     from .access import create_token_file, default_token_path, remove_token_file
     from .server import Limits, Listening, ServiceOptions, run_service
+    from .wire import DEFAULT_PORT
 
+    problems = _serve_problems(args)
+    for problem in problems:
+        _usage("serve", problem)
+    if problems:
+        return EXIT_USAGE
     config = _load(args)
+    port: int = DEFAULT_PORT if args.port is None else args.port
+    address = f"[{args.host}]:{port}" if ":" in args.host else f"{args.host}:{port}"
     token: str | None = None
     token_path: Path | None = None
+    # The token waits in a private file beside its place, to be renamed there once the
+    # socket is bound (the same rename `create_token_file` makes: never seen partial).
+    pending: Path | None = None
     if not args.no_auth:
         token_path = Path(args.token_file) if args.token_file else default_token_path(os.environ)
+        pending = token_path.with_name(f".{token_path.name}.{os.getpid()}.pending")
         try:
-            token = create_token_file(token_path)
+            token = create_token_file(pending)
         except OSError as exc:
             return _usage("serve", f"cannot write the token file {token_path}: {exc}")
+    given = {b.field: getattr(args, b.field) for b in _LIMIT_FLAGS}
     options = ServiceOptions(
         host=args.host,
-        port=args.port,
+        port=port,
         token=token,
         allow_origins=tuple(args.allow_origin),
-        limits=attrs.evolve(
-            Limits(),
-            max_connections=args.max_connections,
-            max_runs=args.max_runs,
-            max_message_bytes=args.max_message_bytes,
-            grace_s=args.grace,
-        ),
+        limits=attrs.evolve(Limits(), **{k: v for k, v in given.items() if v is not None}),
         cwd=str(Path.cwd()),
         environ=dict(os.environ),
     )
+    listening: list[Listening] = []
 
-    def ready(listening: Listening) -> None:
+    def ready(at: Listening) -> None:
+        if pending is not None and token_path is not None:
+            try:
+                os.replace(pending, token_path)
+            except OSError as exc:
+                raise _TokenNotWritten(f"cannot write the token file {token_path}: {exc}") from exc
+        listening.append(at)
         access = f"token file {token_path}" if token_path else "no auth (--no-auth)"
-        print(f"mcpx-hooks serve: listening on {listening.url}; {access}", flush=True)
+        print(f"mcpx-hooks serve: listening on {at.url}; {access}", flush=True)
         # Everything allocated so far lives as long as the server: keep it out of the
         # collector's way (about 1.3x frames/s at 500 clients).
         gc.collect()
@@ -642,19 +838,27 @@ def _serve(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=logging.WARNING, format="mcpx-hooks serve: %(message)s", stream=sys.stderr
     )
-    failure: BaseException | None = None
+    failure: str | None = None
+    code = EXIT_OK
     try:
         trio.run(run_service, config, options, ready)
+    except* _TokenNotWritten as group:
+        failure, code = str(_innermost(group)), EXIT_USAGE
     except* OSError as group:
-        failure = group.exceptions[0]
+        leaf = _innermost(group)
+        reason = getattr(leaf, "strerror", None) or str(leaf)
+        if listening:
+            failure, code = f"stopped: {reason}", EXIT_FAILED
+        else:  # bind or resolve: the address in use, not this machine's, no permission
+            failure, code = f"cannot listen on {address}: {reason}", EXIT_USAGE
     finally:
-        if token is not None and token_path is not None:
-            remove_token_file(token_path, token)
+        if token is not None:
+            for path in (pending, token_path):
+                if path is not None:
+                    remove_token_file(path, token)  # only where it still holds this token
     if failure is not None:
-        print(
-            f"mcpx-hooks serve: cannot serve on {args.host}:{args.port}: {failure}", file=sys.stderr
-        )
-        return EXIT_FAILED
+        print(f"mcpx-hooks serve: {failure}", file=sys.stderr)
+        return code
     print("mcpx-hooks serve: stopped", file=sys.stderr)
     return EXIT_OK
 

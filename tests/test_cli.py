@@ -327,3 +327,23 @@ def test_doctor_reports_each_profile(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     for profile in ("strict", "net", "none"):
         assert f"\n  {profile} " in out.stdout
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        *([], ["hook"], ["hook", "test"], ["exec"], ["hooks"], ["hooks", "list"], ["serve"]),
+        *(["events"], ["validate"], ["schema"], ["demo"], ["doctor"]),
+    ],
+)
+def test_help_never_mentions_the_spec(
+    command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mcpx_hooks.supervisor.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main([*command, "--help"])
+    assert exit_.value.code == 0
+    shown = capsys.readouterr().out
+    assert "usage: mcpx-hooks" in shown
+    assert "SPEC" not in shown and "§" not in shown
