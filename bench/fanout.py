@@ -543,7 +543,10 @@ async def _main(args: argparse.Namespace) -> int:
         plan.append((args.paced_clients, round(args.rate * args.paced_s), args.rate))
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="fanout-") as tmp:
-        _write(os.path.join(tmp, "bench.toml"), '[defaults]\nsandbox = "none"\n')
+        _write(
+            os.path.join(tmp, "bench.toml"),
+            '[defaults]\nsandbox = "none"\n[service]\nsandboxes = ["none"]\n',
+        )
         cap = str(max(c for c, _, _ in plan) + 64)
         serve = [*CLI, "serve", "--no-auth", "--port", "0", "--config", "bench.toml"]
         mcpx, mcpx_url = await _start([*serve, "--max-connections", cap], tmp)

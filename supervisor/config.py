@@ -36,7 +36,10 @@ from . import jsontext, layering, schema_errors
 from .effects import DEFAULT_MAX, REFUSING, Effect
 from .errors import ConfigError, Problem
 from .hooks import (
+    DEFAULT_RETAIN_BYTES,
+    DEFAULT_RUN_BYTES,
     DEFAULT_RUNS_RETAIN,
+    DEFAULT_SERVICE_SANDBOXES,
     Action,
     Config,
     Defaults,
@@ -419,6 +422,7 @@ def _resolve(layers: Sequence[_Layer]) -> tuple[Config, list[Problem]]:
             )
         hooks.append(hook)
     autonomy = merged.get("autonomy", {})
+    runs = merged.get("runs", {})
     config = Config(
         hooks=tuple(hooks),
         script={
@@ -429,7 +433,15 @@ def _resolve(layers: Sequence[_Layer]) -> tuple[Config, list[Problem]]:
         autonomy_max=Effect.parse(autonomy["max"]) if "max" in autonomy else DEFAULT_MAX,
         autonomy_hooks=Effect.parse(autonomy["hooks"]) if "hooks" in autonomy else Effect.RUN,
         defaults=defaults,
-        runs_retain=int(merged.get("runs", {}).get("retain", DEFAULT_RUNS_RETAIN)),
+        runs_retain=int(runs.get("retain", DEFAULT_RUNS_RETAIN)),
+        runs_run_bytes=int(runs.get("runBytes", DEFAULT_RUN_BYTES)),
+        runs_retain_bytes=int(runs.get("retainBytes", DEFAULT_RETAIN_BYTES)),
+        service_sandboxes=tuple(
+            Profile(p)
+            for p in merged.get("service", {}).get(
+                "sandboxes", [p.value for p in DEFAULT_SERVICE_SANDBOXES]
+            )
+        ),
         limits=limits,
         files=tuple(layer.path for layer in layers if layer.path is not None),
     )

@@ -55,6 +55,10 @@ DEFAULT_KILL_GRACE_MS: Final = 500
 DEFAULT_MAX_OUTPUT_BYTES: Final = 1024 * 1024
 STDERR_TAIL_BYTES: Final = 64 * 1024
 DEFAULT_RUNS_RETAIN: Final = 256
+#: A run's frames held, in bytes as they cost (`[runs] runBytes`); past it output is dropped.
+DEFAULT_RUN_BYTES: Final = 64 * 1024 * 1024
+#: All retained runs' frames, in bytes as they cost (`[runs] retainBytes`).
+DEFAULT_RETAIN_BYTES: Final = 1024 * 1024 * 1024
 
 
 class SourceKind(enum.StrEnum):
@@ -160,6 +164,8 @@ class Config:
     autonomy_hooks: Effect = Effect.RUN
     defaults: Defaults = Defaults()
     runs_retain: int = DEFAULT_RUNS_RETAIN
+    runs_run_bytes: int = DEFAULT_RUN_BYTES
+    runs_retain_bytes: int = DEFAULT_RETAIN_BYTES
     #: `[service] sandboxes`: the profiles a request may name or get (run, per-call hooks).
     service_sandboxes: tuple[Profile, ...] = DEFAULT_SERVICE_SANDBOXES
     #: `[limits]`: every hook's and script's resource limits.

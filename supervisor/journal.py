@@ -26,15 +26,12 @@ import orjson
 import trio
 
 from .frames import Frame, FrameType, WarningFrame, blank, now_rfc3339, to_json
+from .hooks import DEFAULT_RETAIN_BYTES, DEFAULT_RUN_BYTES
 from .jsontext import dumps, wire_safe
 
 #: Bytes a retained frame costs besides its line: the `bytes` object's header (33), its slot
 #: in the list (8), its end offset (8), rounded up for the allocator.
 FRAME_OVERHEAD: Final = 56
-#: Default per-run budget of frames held, in bytes as they cost (`[runs] runBytes`).
-DEFAULT_RUN_BYTES: Final = 64 * 1024 * 1024
-#: Default budget of all retained runs' frames (`[runs] retainBytes`).
-DEFAULT_RETAIN_BYTES: Final = 1024 * 1024 * 1024
 #: Frames a run may lose to its budget: its output. The rest always stays.
 DROPPABLE: Final = frozenset({FrameType.STDOUT, FrameType.STDERR, FrameType.LOG, FrameType.EMIT})
 

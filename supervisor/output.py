@@ -6,12 +6,12 @@ not one; `bound_answer` keeps what the effect in force permits and names what it
 
 from __future__ import annotations
 
-import json
 from typing import Any, Final
 
 import attrs
 
 from .effects import Effect
+from .jsontext import JsonError, loads
 from .schemas import quick_check, validator
 
 #: Each key a hook may answer with, and the least effect that honours it.
@@ -75,8 +75,8 @@ def read_output(stdout: bytes) -> dict[str, Any] | None:
     except UnicodeDecodeError as exc:
         raise InvalidOutput(f"stdout is not UTF-8: {exc}") from exc
     try:
-        obj = json.loads(decoded)
-    except json.JSONDecodeError as exc:
+        obj = loads(decoded)
+    except JsonError as exc:
         raise InvalidOutput(f"stdout is not one JSON object: {exc}") from exc
     if not isinstance(obj, dict):
         raise InvalidOutput(f"stdout is JSON but not an object: found {_json_type(obj)}")

@@ -50,7 +50,12 @@ async def open_runtime(config: Config) -> AsyncIterator[Runtime]:
     async with open_spawner() as spawner, trio.open_nursery() as nursery:
         bus = Bus()
         stats = await nursery.start(_serve_observers, bus, spawner, config)
-        runtime = Runtime(config, spawner, bus, Journals(config.runs_retain), stats)
+        journals = Journals(
+            config.runs_retain,
+            run_bytes=config.runs_run_bytes,
+            retain_bytes=config.runs_retain_bytes,
+        )
+        runtime = Runtime(config, spawner, bus, journals, stats)
         bus.publish(EventKind.SUPERVISOR_STARTED, {})
         try:
             yield runtime

@@ -28,7 +28,17 @@ import jsonschema
 
 from .effects import Effect
 from .hookenv import PROTOCOL
-from .hooks import DEFAULT_RUNS_RETAIN, PROCESS_ACTIONS, Action, Defaults, Failure, Profile
+from .hooks import (
+    DEFAULT_RETAIN_BYTES,
+    DEFAULT_RUN_BYTES,
+    DEFAULT_RUNS_RETAIN,
+    DEFAULT_SERVICE_SANDBOXES,
+    PROCESS_ACTIONS,
+    Action,
+    Defaults,
+    Failure,
+    Profile,
+)
 from .limits import DEFAULT_LIMITS, LIMIT_DOCS, LIMIT_KEYS
 from .points import POINTS, Phase
 from .spawntext import ENV_NAME_PATTERN, TEXT_PATTERN
@@ -309,9 +319,35 @@ def build_config_schema() -> dict[str, Any]:
                 {
                     "retain": _int(
                         1, f"Runs the service keeps for replay (default {DEFAULT_RUNS_RETAIN})."
-                    )
+                    ),
+                    "runBytes": _int(
+                        4096,
+                        "What one run's frames may hold, in bytes as they cost in memory"
+                        f" (default {DEFAULT_RUN_BYTES}); past it its output frames are"
+                        " dropped and counted.",
+                    ),
+                    "retainBytes": _int(
+                        4096,
+                        "What the retained runs' frames may hold together (default"
+                        f" {DEFAULT_RETAIN_BYTES}); past it the oldest finished runs are"
+                        " forgotten.",
+                    ),
                 },
                 "The service's run history.",
+            ),
+            "service": _table(
+                {
+                    "sandboxes": {
+                        "type": "array",
+                        "items": {"$ref": "#/$defs/sandbox"},
+                        "uniqueItems": True,
+                        "description": "The sandbox profiles a request may name or get, for"
+                        " its run and its per-call hooks (default"
+                        f" {[p.value for p in DEFAULT_SERVICE_SANDBOXES]}); any other is"
+                        " refused before anything runs.",
+                    },
+                },
+                "What the service's clients may ask for.",
             ),
             "script": _table(
                 {

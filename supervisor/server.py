@@ -73,9 +73,9 @@ class Limits:
     max_connections: int = 1024
     #: Sockets still in their handshake, not yet admitted. A new one past it drops the oldest,
     #: so stalled handshakes can never keep a client that completes its own out.
-    max_pending: int = 64
-    #: Admitted sockets that carry no run: `/v1/events`, `/v1/hooks`, an exec socket before
-    #: its request. Past it such an upgrade is refused (503): runs always have room.
+    max_pending: int = 512
+    #: Admitted sockets that carry no run: `/v1/events`, `/v1/hooks`. Past it such an upgrade
+    #: is refused (503): runs and their followers always have room.
     max_idle: int = 256
     #: An idle socket is pinged this often; one that has not answered by the next ping is
     #: gone, and is closed.
@@ -128,8 +128,9 @@ class Listening:
 
 
 _SHUTTING_DOWN: Final = "the server is shutting down"
-#: Endpoints whose sockets carry no run (an exec socket until its request): `max_idle`.
-_IDLE: Final = frozenset({Endpoint.EXEC, Endpoint.EVENTS, Endpoint.HOOKS})
+#: Endpoints whose sockets carry no run: `max_idle`. (An exec socket waits at most
+#: `request_s` for its request, then carries its run.)
+_IDLE: Final = frozenset({Endpoint.EVENTS, Endpoint.HOOKS})
 
 
 class Service:
@@ -321,8 +322,8 @@ class Service:
         if target is not None and target.endpoint in _IDLE and self._idle >= self.limits.max_idle:
             return Refusal(
                 503,
-                f"too many sockets that carry no run (events, hooks, exec before its request;"
-                f" the cap is {self.limits.max_idle})",
+                f"too many sockets that carry no run (events, hooks; the cap is"
+                f" {self.limits.max_idle})",
                 retry,
             )
         return None
@@ -349,8 +350,7 @@ class Service:
                 finally:
                     nursery.cancel_scope.cancel()
         finally:
-            if wake.idle:  # an exec socket that started a run has left the budget already
-                self._idle -= idle
+            self._idle -= idle
         if wake.gone or conn.broken or ending is None:
             await conn.abort()
             return None
@@ -435,7 +435,6 @@ class Service:
         )
         self._start_run(run, config)
         wake.idle = False
-        self._idle -= 1  # the socket carries a run now
         ending = await self.streams.stream_run(conn, run.journal, 0, wake, run=run)
         if request.cancel_on_disconnect and not run.journal.finished:
             run.cancel()

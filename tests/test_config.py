@@ -646,7 +646,7 @@ def test_unknown_keys_get_did_you_mean(
 
 def test_unknown_key_without_a_close_match_lists_the_keys(tmp_path: Path) -> None:
     problem = one_problem(tmp_path, "[runs]\nzzz = 1\n")
-    assert problem.message == 'unknown key "zzz"; expected one of: retain'
+    assert problem.message == 'unknown key "zzz"; expected one of: retain, runBytes, retainBytes'
 
 
 @pytest.mark.parametrize(
@@ -931,7 +931,7 @@ def test_toml_at_the_depth_limit_reaches_the_schema(tmp_path: Path) -> None:
     assert (problem.pointer, problem.message) == (
         "/a",
         'unknown key "a"; expected one of: '
-        "$schema, autonomy, defaults, limits, runs, script, hooks",
+        "$schema, autonomy, defaults, limits, runs, service, script, hooks",
     )
 
 

@@ -34,7 +34,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from mcpx_hooks.supervisor.frames import check_order
 
 PY = sys.executable
-PLAIN = '[defaults]\nsandbox = "none"\n'
+PLAIN = '[defaults]\nsandbox = "none"\n[service]\nsandboxes = ["none"]\n'
 
 
 def slow_printer(lines: int, every_s: float, marker: str = "") -> list[str]:
@@ -62,6 +62,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 HOOKED = """
 [defaults]
 sandbox = "none"
+
+[service]
+sandboxes = ["none"]
 
 [script]
 before = ["import json"]

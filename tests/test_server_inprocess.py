@@ -23,6 +23,9 @@ from mcpx_hooks.supervisor.run import Run
 from mcpx_hooks.supervisor.runtime import open_runtime
 from mcpx_hooks.supervisor.server import Listening, Service, ServiceOptions
 
+#: Hooks and runs unconfined, and the service's requests allowed to get that.
+UNCONFINED = '[defaults]\nsandbox = "none"\n[service]\nsandboxes = ["none"]\n'
+
 
 def read(url: str, request: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], int]:
     """Every object the server sends, and the close code (1006: no close frame)."""
@@ -41,7 +44,7 @@ def read(url: str, request: dict[str, Any] | None = None) -> tuple[list[dict[str
 
 def unsandboxed_service(tmp_path: Path) -> tuple[Config, ServiceOptions]:
     """A config with sandbox "none" in `tmp_path`, and options for a service on any port."""
-    (tmp_path / "c.toml").write_text('[defaults]\nsandbox = "none"\n')
+    (tmp_path / "c.toml").write_text(UNCONFINED)
     config = load_config(["c.toml"], cwd=tmp_path, environ={}, discover=False)
     return config, ServiceOptions(port=0, cwd=str(tmp_path), environ={})
 
@@ -86,7 +89,7 @@ async def test_a_failing_handler_or_run_ends_alone(
 
 
 async def test_stop_waits_for_runs_then_cancels_them(tmp_path: Path, no_leaks: None) -> None:
-    (tmp_path / "c.toml").write_text('[defaults]\nsandbox = "none"\n')
+    (tmp_path / "c.toml").write_text(UNCONFINED)
     config = load_config(["c.toml"], cwd=tmp_path, environ={}, discover=False)
     limits = server.Limits(grace_s=0.2, drain_s=1)
     options = ServiceOptions(port=0, cwd=str(tmp_path), environ={}, limits=limits)
