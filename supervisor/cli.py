@@ -374,9 +374,11 @@ def _pick_hook(args: argparse.Namespace) -> tuple[Config, Hook]:
     from .hooks import SourceKind
 
     if args.hook_json is not None:
+        from .jsontext import JsonError, loads
+
         try:
-            decl = json.loads(args.hook_json)
-        except json.JSONDecodeError:
+            decl = loads(args.hook_json)
+        except JsonError:
             decl = None  # load_config reports it with file and position
         if isinstance(decl, dict):
             decl.setdefault("on", "script")
@@ -411,10 +413,30 @@ def _source_flags() -> dict[str, Phase]:
     }
 
 
+def _json_flag(flag: str, text: str) -> Any:
+    """The JSON value a flag or file gives, or `_Usage` naming it and why not."""
+    from .jsontext import JsonError, loads
+
+    try:
+        return loads(text)
+    except JsonError as exc:
+        raise _Usage(f"{flag}: invalid JSON: {exc}") from None
+
+
 def _exec_argv(args: argparse.Namespace) -> list[str]:
     argv: list[str] = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
     if sum(x is not None and x != [] for x in (args.python, args.code, argv or None)) != 1:
         raise _Usage("exec needs exactly one of -- ARGV…, --python FILE, -c CODE")
+    from .spawntext import argv_problems
+
+    # An argument that is not UTF-8 arrives as lone surrogates: said here, not by the spawner.
+    problems = argv_problems(argv, "argv") + argv_problems(
+        [x for x in (args.python, args.code) if x is not None], "--python/-c"
+    )
+    if argv[:1] == [""]:
+        problems.append("argv[0]: the program is empty")
+    if problems:
+        raise _Usage("; ".join(problems))
     return argv
 
 
@@ -456,7 +478,7 @@ def _exec_request(args: argparse.Namespace) -> tuple[Config, RunRequest]:
         script=Script(tuple(argv) or None, args.python, args.code),
         cwd=str(Path.cwd()),
         stdin=stdin,
-        input=(json.loads(args.input),) if args.input is not None else None,
+        input=(_json_flag("--input", args.input),) if args.input is not None else None,
         timeout_ms=round(args.timeout * 1000) if args.timeout else DEFAULT_SCRIPT_TIMEOUT_MS,
         autonomy=Effect.parse(args.autonomy) if args.autonomy else None,
         sources={Phase(k): tuple(v) for k, v in config.script.items()},
@@ -482,10 +504,7 @@ def _remote_exec_request(args: argparse.Namespace) -> dict[str, Any]:
     request["cwd"] = str(Path.cwd())
     hooks = []
     for number, text in enumerate(args.hooks, start=1):
-        try:
-            hooks.append(json.loads(text))
-        except json.JSONDecodeError as exc:
-            raise _Usage(f"--hook #{number}: invalid JSON: {exc}") from None
+        hooks.append(_json_flag(f"--hook #{number}", text))
     if hooks:
         request["hooks"] = hooks
     if lines := _script_lines(args):
@@ -499,7 +518,7 @@ def _remote_exec_request(args: argparse.Namespace) -> dict[str, Any]:
                 "--stdin: with --remote, stdin is sent as text and must be UTF-8"
             ) from None
     if args.input is not None:
-        request["input"] = json.loads(args.input)
+        request["input"] = _json_flag("--input", args.input)
     if args.timeout:
         request["timeoutMs"] = round(args.timeout * 1000)
     if args.autonomy:
@@ -925,7 +944,7 @@ def _hook_test(args: argparse.Namespace) -> int:
         config, hook = _pick_hook(args)
         event: dict[str, Any] = {}
         if args.event:
-            event = json.loads(Path(args.event).read_text())
+            event = _json_flag(args.event, Path(args.event).read_text())
             if not isinstance(event, dict):
                 raise _Usage(f"{args.event}: expected a JSON object")
     except (_Usage, OSError, json.JSONDecodeError) as exc:
