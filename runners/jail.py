@@ -334,24 +334,33 @@ def return_scratch(scratch_fd: int, host_path: str) -> None:
         os.close(scratch_fd)
 
 
-def seal_limits(pid: int, uid: int | None, limits: list[tuple[int, int, int]]) -> None:
+def seal_limits(
+    pid: int, uid: int | None, limits: list[tuple[int, int, int]], names: dict[int, str]
+) -> None:
     """Sets the child's limits, hard ones included, right after its spawn (the spawner lent
     only soft ones). A child of another uid is reached as that uid (`prlimit` needs it without
-    CAP_SYS_RESOURCE): this thread's real and effective ids switch for the call and back."""
+    CAP_SYS_RESOURCE): this thread's real and effective ids switch for the call and back.
+    Raises `StartError` naming (`names`) the limit it could not set."""
     if not limits:
         return
     if uid is None:
-        for number, soft, hard in limits:
-            resource.prlimit(pid, number, (soft, hard))
+        _set_limits(pid, limits, names)
         return
     setresuid, setresgid = confine._nr("setresuid"), confine._nr("setresgid")
     confine._syscall(setresgid, uid, uid, 0)
     confine._syscall(setresuid, uid, uid, 0)
     try:
-        for number, soft, hard in limits:
-            resource.prlimit(pid, number, (soft, hard))
+        _set_limits(pid, limits, names)
     finally:
         if (
             confine._syscall(setresuid, 0, 0, 0) != 0 or confine._syscall(setresgid, 0, 0, 0) != 0
         ):  # pragma: no cover - the saved uid is 0
             raise RuntimeError("cannot return to uid 0")
+
+
+def _set_limits(pid: int, limits: list[tuple[int, int, int]], names: dict[int, str]) -> None:
+    for number, soft, hard in limits:
+        try:
+            resource.prlimit(pid, number, (soft, hard))
+        except (OSError, ValueError) as exc:  # ValueError: soft above hard
+            raise StartError(f"cannot set {names[number]}: {exc}") from exc

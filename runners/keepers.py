@@ -13,14 +13,17 @@ import signal
 import socket
 
 from .spawnreq import (
+    BAD_INPUT,
     LIFELINE_FD,
     PR_SET_CHILD_SUBREAPER,
     Request,
     StartError,
     accept,
     command,
+    control,
     descendants,
     exit_report,
+    fail,
     prctl,
     recv_request,
     resolve,
@@ -80,7 +83,8 @@ def _keeper_spawn(req: Request) -> int:
 def _keeper(msg: bytes, ctrl: socket.socket, fds: list[int]) -> None:
     """One child's keeper: a subreaper that starts it, watches it, and kills its whole tree.
 
-    Never returns; exits once the tree is gone and the exit is reported.
+    Never returns; exits once the tree is gone and the exit is reported, or once it said why
+    the child could not start.
     """
     accept(ctrl)
     try:
@@ -92,8 +96,8 @@ def _keeper(msg: bytes, ctrl: socket.socket, fds: list[int]) -> None:
             pid = _keeper_spawn(req)
         finally:
             req.close()
-    except StartError as exc:
-        send(ctrl, {"event": "error", "message": str(exc)})
+    except (StartError, *BAD_INPUT) as exc:
+        fail(ctrl, str(exc) if isinstance(exc, StartError) else f"cannot start: {exc}")
         os._exit(0)
     send(ctrl, {"event": "started", "pid": pid, "keeper": os.getpid()})
     status = _watch(pid, ctrl)
@@ -107,23 +111,25 @@ def _idle_keeper(requests: socket.socket, took: int) -> None:
     """A pre-forked keeper: waits for one request on the shared socket, then keeps it.
 
     Forking is the slow part of a spawn in keeper mode, so it happens ahead of time; the
-    kernel hands each request to exactly one waiting keeper. Never returns.
+    kernel hands each request to exactly one waiting keeper. A message that brings no
+    control socket is dropped (its fds closed) and the keeper waits on. Never returns.
     """
     try:
         prctl(PR_SET_CHILD_SUBREAPER, 1)
         while True:
             try:
-                msg, fds = recv_request(requests)
+                got = recv_request(requests)
             except InterruptedError:
                 continue
-            if not msg:  # the supervisor closed its end
+            if got is None:  # the supervisor closed its end
                 os._exit(0)
-            if fds:
+            msg, fds = got
+            if fds and (ctrl := control(fds)) is not None:
                 break
         requests.close()
         os.write(took, b"k")
         os.close(took)
-        _keeper(msg, socket.socket(fileno=fds[0]), fds[1:])
+        _keeper(msg, ctrl, fds[1:])
     finally:
         os._exit(1)
 

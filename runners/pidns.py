@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from . import jail, warm
 from .mechanisms import Mechanisms
 from .spawnreq import (
+    BAD_INPUT,
     CLONE_NEWPID,
     LIFELINE_FD,
     Collect,
@@ -28,7 +29,9 @@ from .spawnreq import (
     StartError,
     TakenCounter,
     command,
+    control,
     exit_report,
+    fail,
     fork_exec,
     recv_request,
     resolve,
@@ -200,9 +203,12 @@ def _soft_only(limits: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]
     """The soft limits of `limits` under this process's own hard ones (a jailed child gets its
     hard limits after the spawn, `jail.seal_limits`)."""
     out = []
-    for number, soft, _ in limits:
+    for number, wanted, _ in limits:
         hard = resource.getrlimit(number)[1]
-        out.append((number, soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
+        soft = wanted
+        if hard != resource.RLIM_INFINITY:  # (an infinite soft limit is the largest)
+            soft = hard if wanted == resource.RLIM_INFINITY else min(wanted, hard)
+        out.append((number, soft, hard))
     return out
 
 
@@ -327,18 +333,22 @@ class PidNsSpawner:
     def _accept(self) -> None:
         while True:
             try:
-                msg, fds = recv_request(self.requests)
+                got = recv_request(self.requests)
             except (BlockingIOError, InterruptedError):
                 return
-            if not msg:  # the supervisor closed its end; the lifeline says when to go
+            if got is None:  # the supervisor closed its end; the lifeline says when to go
                 self.epoll.unregister(self.requests.fileno())
                 return
-            # Counted before anything can start the child (`spawnreq.TakenCounter`).
+            # Counted before anything can start the child (`spawnreq.TakenCounter`); every
+            # message is, even one dropped: its owner numbers every one it sends.
             self.taken.count()
-            if fds:
-                self._start(msg, socket.socket(fileno=fds[0]), fds[1:])
+            msg, fds = got
+            if fds and (ctrl := control(fds)) is not None:  # else dropped, fds closed
+                self._start(msg, ctrl, fds[1:])
 
     def _start(self, msg: bytes, ctrl: socket.socket, fds: list[int]) -> None:
+        """Starts the child of one request and keeps it; a request it cannot carry out is
+        failed on `ctrl` alone, with whatever it held closed."""
         spawned: jail.Spawned | None = None
         uid: int | None = None
         req: Request | None = None
@@ -357,27 +367,32 @@ class PidNsSpawner:
                     pid = spawned.pid
             finally:
                 req.close()
-        except StartError as exc:
+        except (StartError, *BAD_INPUT) as exc:
             if uid is not None:
                 self.uids.give(uid)
             if req is not None:
                 req.drop_outputs()
-            send(ctrl, {"event": "error", "message": str(exc)})
+            fail(ctrl, str(exc) if isinstance(exc, StartError) else f"cannot start: {exc}")
             ctrl.close()
             self._arm(quietly=True)
             return
         try:
             pidfd = os.pidfd_open(pid)
+            try:
+                host = _host_pid(pidfd)
+            except OSError:
+                os.close(pidfd)
+                raise
         except OSError as exc:  # out of fds: do not keep what cannot be watched
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
             if spawned is not None:
                 spawned.close()
             req.drop_outputs()
-            send(ctrl, {"event": "error", "message": f"cannot watch the child: {exc.strerror}"})
+            fail(ctrl, f"cannot watch the child: {exc.strerror}")
             ctrl.close()
             return
-        tree = _Tree(pid, pidfd, _host_pid(pidfd), ctrl)
+        tree = _Tree(pid, pidfd, host, ctrl)
         tree.uid = uid
         if req.outputs is not None:
             assert req.collect is not None
@@ -393,7 +408,8 @@ class PidNsSpawner:
         # With the child's pidfd: its owner can SIGKILL the tree without a word to this loop.
         rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [pidfd]).tobytes())]
         with contextlib.suppress(OSError):
-            ctrl.sendmsg([b'{"event": "started", "pid": %d, "keeper": null}' % tree.host], rights)
+            started = b'{"event": "started", "pid": %d, "keeper": null}' % tree.host
+            ctrl.sendmsg([started], rights, socket.MSG_DONTWAIT)
         self.trees[pidfd] = self.trees[ctrl.fileno()] = tree
         self.epoll.register(pidfd, select.EPOLLIN)
         self.epoll.register(ctrl.fileno(), select.EPOLLIN)
@@ -412,13 +428,13 @@ class PidNsSpawner:
                     return fork_exec(req, program)
                 with _borrowed(req, lend):
                     pid = req.posix_spawn(program)
-                try:
-                    for number, soft, hard in after:
+                for number, soft, hard in after:
+                    try:
                         resource.prlimit(pid, number, (soft, hard))
-                except OSError as exc:
-                    os.kill(pid, signal.SIGKILL)
-                    os.waitpid(pid, 0)
-                    raise StartError(f"cannot set the child's limits: {exc}") from exc
+                    except (OSError, ValueError) as exc:  # ValueError: soft above hard
+                        os.kill(pid, signal.SIGKILL)
+                        os.waitpid(pid, 0)
+                        raise StartError(f"cannot set {req.limit_names[number]}: {exc}") from exc
                 return pid
             except OSError as exc:
                 raise start_failed(program, exc) from exc
@@ -444,12 +460,12 @@ class PidNsSpawner:
             with _borrowed(req, soft):
                 spawned = current.spawn(req, uid, borrowed=True)
             try:
-                jail.seal_limits(spawned.pid, uid, req.limits)
-            except OSError as exc:
+                jail.seal_limits(spawned.pid, uid, req.limits, req.limit_names)
+            except StartError:
                 os.kill(spawned.pid, signal.SIGKILL)
                 os.waitpid(spawned.pid, 0)
                 spawned.close()
-                raise StartError(f"cannot set the child's limits: {exc}") from exc
+                raise
             return spawned
         finally:
             # The next thread arms while this child runs. A thread can only be made where its
@@ -545,7 +561,11 @@ class PidNsSpawner:
         pid, status, usage = os.wait4(tree.pid, os.WNOHANG)
         if pid == 0:
             return
-        # The init is reaped only after everything else in its namespace is gone.
+        # The init is reaped only after everything else in its namespace is gone. What this
+        # loop held of the tree goes before the report (only what the report carries after).
+        self.epoll.unregister(tree.pidfd)
+        del self.trees[tree.pidfd]
+        os.close(tree.pidfd)
         if tree.uid is not None:
             self.uids.give(tree.uid)
         if tree.scratch is not None:
@@ -563,9 +583,6 @@ class PidNsSpawner:
             self._forget_ctrl(tree)
         for output in tree.outputs:
             output.close()
-        self.epoll.unregister(tree.pidfd)
-        del self.trees[tree.pidfd]
-        os.close(tree.pidfd)
 
     def _read_output(self, tree: _Tree, fd: int, *, drain: bool = False) -> None:
         """Moves what stdout or stderr `fd` holds to its memfd (all of it, `drain`: the

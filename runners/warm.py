@@ -49,7 +49,15 @@ import sys
 import traceback
 
 from . import jail, module_runner
-from .spawnreq import DEFAULT_SIGNALS, MAX_FDS, MAX_MESSAGE, Request, StartError
+from .spawnreq import (
+    BAD_INPUT,
+    DEFAULT_SIGNALS,
+    MAX_FDS,
+    MAX_MESSAGE,
+    Request,
+    StartError,
+    environment,
+)
 
 #: The kinds of waiting fork: for requests without a sandbox, and for sandboxed ones.
 PLAIN = "plain"
@@ -144,16 +152,18 @@ def _waiting_child(sock: socket.socket, kind: str, empty_net: int | None) -> Non
             except (OSError, StartError) as exc:
                 broken = f"sandbox: {exc}"
         _ready_interpreter()
-        req, uid = _take_request(sock)
-        if req is None:
+        taken = _take_request(sock)
+        if taken is None:
             code = 0  # the spawner is closing
             return
+        raw, fds, uid = taken
         try:
             if broken is not None:
                 raise StartError(broken)
+            req = Request(raw, fds, attached=True)
             env, spec = _set_up(req, uid, empty_net)
-        except StartError as exc:
-            sock.send(str(exc).encode())
+        except (StartError, *BAD_INPUT) as exc:  # the spawner passes it on as the error
+            sock.send(str(exc).encode(errors="backslashreplace"))
             return
         sock.send(b"ok")
         sock.close()
@@ -169,17 +179,25 @@ def _waiting_child(sock: socket.socket, kind: str, empty_net: int | None) -> Non
         os._exit(code)
 
 
-def _take_request(sock: socket.socket) -> tuple[Request | None, int | None]:
+def _take_request(sock: socket.socket) -> tuple[bytes, list[int], int | None] | None:
+    """The request the spawner hands over (`WaitingFork.hand_over`): its bytes, its fds, the
+    uid to run as; None when the spawner closes instead."""
     fds = array.array("i")
-    msg, ancdata, _, _ = sock.recvmsg(MAX_MESSAGE, socket.CMSG_SPACE(MAX_FDS * fds.itemsize))
+    msg, ancdata, _, _ = sock.recvmsg(
+        _HEADER + MAX_MESSAGE, socket.CMSG_SPACE(MAX_FDS * fds.itemsize)
+    )
     for level, kind, data in ancdata:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
     if not msg:
-        return None, None
+        return None
     header, _, raw = msg.partition(b"\n")
     uid = int(header)
-    return Request(raw, list(fds), attached=True), (None if uid < 0 else uid)
+    return raw, list(fds), (None if uid < 0 else uid)
+
+
+#: Room for the uid line before a handed-over request.
+_HEADER = 32
 
 
 def _set_up(req: Request, uid: int | None, empty_net: int | None) -> tuple[dict[str, str], str]:
@@ -187,13 +205,19 @@ def _set_up(req: Request, uid: int | None, empty_net: int | None) -> tuple[dict[
     call = req.module
     if call is None:
         raise StartError("not a module request")
-    req.place_fds()
+    try:
+        req.place_fds()
+    except OSError as exc:
+        raise StartError(f"cannot place the child's fds: {exc.strerror}") from exc
     env = _read_env(call.env_fd)
     req.setrlimits()
     if req.sandbox is None:
         req.chdir()
     else:
-        scratch_fd, seal = jail.prepare(req, req.sandbox, uid, empty_net)
+        try:
+            scratch_fd, seal = jail.prepare(req, req.sandbox, uid, empty_net)
+        except OSError as exc:  # a namespace or mount step (`confine.ConfineError`)
+            raise StartError(f"sandbox: {exc}") from exc
         if scratch_fd is not None:
             os.close(scratch_fd)
         if empty_net is not None:
@@ -215,13 +239,9 @@ def _read_env(fd: int) -> dict[str, str]:
         if len(raw) > _MAX_ENV:
             raise ValueError(f"over {_MAX_ENV} bytes")
         env = json.loads(raw)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise StartError(f"cannot read the hook's environment: {exc}") from exc
-    if not isinstance(env, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in env.items()
-    ):
-        raise StartError("the hook's environment is not an object of strings")
-    return env
+    return environment(env, "the environment in module.envFd")
 
 
 def _prctl_dumpable() -> None:
