@@ -306,8 +306,9 @@ def build_config_schema() -> dict[str, Any]:
             ),
             "limits": _table(
                 {
+                    # At least 1 each: a tmpfs of size 0 has no limit at all.
                     key: _int(
-                        0 if attr == "scratch_mb" else 1,
+                        1,
                         f"{LIMIT_DOCS[key]} (default {getattr(DEFAULT_LIMITS, attr)}).",
                         min(MAX_INTEGER, _MAX_RLIMIT // unit),
                     )
