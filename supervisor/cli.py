@@ -854,8 +854,13 @@ def _serve(args: argparse.Namespace) -> int:
         gc.collect()
         gc.freeze()
 
+    from .errors import DEBUG_ENV
+
+    debug = os.environ.get(DEBUG_ENV, "") not in ("", "0")
     logging.basicConfig(
-        level=logging.WARNING, format="mcpx-hooks serve: %(message)s", stream=sys.stderr
+        level=logging.DEBUG if debug else logging.WARNING,
+        format="mcpx-hooks serve: %(message)s",
+        stream=sys.stderr,
     )
     failure: str | None = None
     code = EXIT_OK

@@ -37,3 +37,23 @@ class SpawnError(HooksError):
 
 class SandboxUnavailable(SpawnError):
     """The sandbox profile asked for cannot be enforced here; never silently downgraded."""
+
+
+#: Set to anything but "" or "0": the service logs a bug's traceback too (at DEBUG).
+DEBUG_ENV = "MCPX_HOOKS_DEBUG"
+
+
+def bug_summary(error: BaseException) -> str:
+    """One line for a bug caught at a boundary: the innermost exceptions, type and message.
+    Its traceback goes to the debug log only: no traceback reaches a person by default."""
+    leaves: list[BaseException] = []
+    todo = [error]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, BaseExceptionGroup):
+            todo.extend(reversed(item.exceptions))
+        else:
+            leaves.append(item)
+    text = "; ".join(f"{type(e).__name__}: {e}" for e in leaves[:3])
+    more = f" (and {len(leaves) - 3} more)" if len(leaves) > 3 else ""
+    return f"{text}{more} (a bug: {DEBUG_ENV}=1 logs its traceback)"

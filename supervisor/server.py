@@ -33,7 +33,7 @@ from trio_websocket import ConnectionClosed, WebSocketRequest
 from .access import Refusal, check_access, normal_origin, own_origins
 from .bus import EventKind
 from .config import load_config
-from .errors import ConfigError
+from .errors import ConfigError, bug_summary
 from .frames import EndFrame, ErrorFrame, blank
 from .hooks import Config, Profile, SourceKind
 from .journal import RunJournal, UnknownRun
@@ -253,7 +253,8 @@ class Service:
                 finally:
                     await conn.abort()
         except* Exception as group:
-            logger.error("connection %d failed", number, exc_info=group)
+            logger.error("connection %d failed: %s", number, bug_summary(group))
+            logger.debug("connection %d failed", number, exc_info=group)
         finally:
             self._open -= 1
             self._open_changed.set()
@@ -506,7 +507,8 @@ class Service:
                 try:
                     await execute(run, config=config, spawner=runtime.spawner, bus=runtime.bus)
                 except* Exception as group:
-                    logger.error("run %s failed", run.request.run_id, exc_info=group)
+                    logger.error("run %s failed: %s", run.request.run_id, bug_summary(group))
+                    logger.debug("run %s failed", run.request.run_id, exc_info=group)
                     _seal(run.journal, f"internal error: {group.exceptions[0]!r}")
                 _seal(run.journal, "internal error: the run ended without an end frame")
             finally:

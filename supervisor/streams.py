@@ -27,6 +27,7 @@ from trio_websocket import ConnectionClosed
 
 from .broadcast import Broadcaster, EncodedRun
 from .bus import Subscription
+from .errors import bug_summary
 from .journal import Follower, RunJournal
 from .run import Run
 from .wire import Close, WireError, encode, parse_control
@@ -128,7 +129,10 @@ class Streams:
             try:
                 await broadcaster.serve()
             except* Exception as group:
-                logger.error("the broadcaster of run %s failed", journal.run_id, exc_info=group)
+                logger.error(
+                    "the broadcaster of run %s failed: %s", journal.run_id, bug_summary(group)
+                )
+                logger.debug("the broadcaster of run %s failed", journal.run_id, exc_info=group)
             finally:
                 del self._broadcasters[journal]
 

@@ -85,6 +85,7 @@ async def test_a_failing_handler_or_run_ends_alone(
         assert service.runs_in_progress == 0
         service.stop()
     assert "a bug in one handler" in caplog.text
+    assert "Traceback" not in caplog.text  # one line for a person; the traceback is DEBUG
     assert service.connections == 0
 
 
