@@ -93,7 +93,9 @@ class RunJournal:
         assert frame.type in DROPPABLE, frame.type
         wire, line = self._stamp(frame)
         cost = len(line) + FRAME_OVERHEAD
-        if self.cost + cost > self.run_bytes:
+        # Once output is dropped, all later output is: a reader never sees a gap that is
+        # filled again by a smaller frame.
+        if self.dropped_frames or self.cost + cost > self.run_bytes:
             if not self.dropped_frames:
                 self.append(self._over_budget())
             self.dropped_frames += 1
