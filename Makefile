@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check bench docs clean
+.PHONY: demo test test-unprivileged check bench docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,10 @@ test: check
 	@# What enforces the sandbox profiles here (informational; the tests assert it).
 	-$(BIN)/mcpx-hooks doctor
 	$(BIN)/pytest -W error
+
+# The sandbox tests again as an ordinary user (UNPRIVILEGED_USER, default nobody): rootless.
+test-unprivileged: $(STAMP)
+	.ci/unprivileged
 
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py

@@ -12,8 +12,10 @@ costs only what depends on it, on the thread (`confine.py` says why all of it st
 2. its working directory; for strict, the spawner's empty network namespace (made once at
    start, shared: with no TCP, no UDP and no Unix socket allowed, there is nothing in it to
    reach, and nothing a hook can change);
-3. the hook's uid and gid, `no_new_privs`, Landlock (a ruleset of its own), seccomp;
-4. `posix_spawn`: the child is PID 1 of a fresh PID namespace with all of the above.
+3. the hook's uid and gid (rootless instead: a user namespace of its own, no capability in
+   it, `userns.py`), `no_new_privs`, Landlock (a ruleset of its own), seccomp;
+4. `posix_spawn`: the child is PID 1 of a fresh PID namespace with all of the above (rootless
+   a fork of the thread, which does step 3 itself: a thread cannot make a user namespace).
 The thread answers, closes the fds of step 0 and ends; the spawner arms the next one while
 the child runs. Resource limits are per process, so the spawner lends its soft limits for the
 spawn (`pidns.py`) and sets the hard ones on the child right after (`seal_limits`); where
@@ -29,7 +31,7 @@ import resource
 import threading
 from collections.abc import Callable, Iterable
 
-from . import confine, view
+from . import confine, userns, view
 from .spawnreq import Request, Sandbox, StartError, fork_exec, resolve, start_failed
 
 _ARM_FLAGS = (
@@ -247,6 +249,8 @@ class Seal:
         self._uid = uid
         self._cwd = cwd
         self._net = sandbox.net
+        #: Rootless: the processes limit, set in the child's own user namespace (`prepare`).
+        self.nproc: list[tuple[int, int, int]] = []
 
     def __call__(self) -> None:
         try:
@@ -260,6 +264,9 @@ class Seal:
         if self._uid is not None:
             confine.become(self._uid, self._uid)
             _check_reachable(self._cwd, "working directory")
+        elif userns.entered:  # rootless: its own user namespace, and no capability in it
+            userns.own_namespace(self.nproc)
+            userns.drop_capabilities()
         confine.no_new_privs()
         assert self.grants.ruleset is not None
         self.grants.ruleset.restrict()
@@ -302,7 +309,11 @@ def prepare(
     except BaseException:
         grants.close()
         raise
-    return scratch_fd, Seal(grants, uid, req.cwd, sandbox)
+    seal = Seal(grants, uid, req.cwd, sandbox)
+    if userns.entered:  # rootless: RLIMIT_NPROC waits for the child's own user namespace
+        seal.nproc = [lim for lim in req.limits if lim[0] == resource.RLIMIT_NPROC]
+        req.limits = [lim for lim in req.limits if lim[0] != resource.RLIMIT_NPROC]
+    return scratch_fd, seal
 
 
 def arm(*, pid: bool) -> None:
@@ -314,6 +325,8 @@ def arm(*, pid: bool) -> None:
     confine.unshare(flags, "namespaces (pid, mount, ipc, uts)" if pid else "namespaces")
     view.mount(None, "/", None, view.MS_REC | view.MS_PRIVATE, "")
     view.read_only_tree()
+    if userns.entered:  # rootless: a child writes the maps of its own user namespace there
+        userns.writable_proc()
 
 
 def _check_reachable(path: str, what: str) -> None:

@@ -7,7 +7,10 @@ kernel (Landlock's ABI version, seccomp in /proc). `MCPX_HOOKS_HIDE=landlock,sec
 that a profile needing one fails rather than running with less.
 
 The report is one JSON line on the spawner's stdout, then stdout is closed:
-`{"mode": "pidns"|"keeper", "mechanisms": {NAME: true | "why it is missing"}, "landlockAbi": n}`
+`{"mode": "pidns"|"keeper", "userns": bool, "pid": P, "mechanisms": {NAME: true | "why it is
+missing"}, "landlockAbi": n}`, and for an ordinary user `"usernsSettings"`, the settings that
+can refuse user namespaces and their values here (`userns.SETTINGS`). `userns`: the spawner
+runs in a user namespace of its own (rootless); `pid`: its host pid.
 """
 
 from __future__ import annotations
@@ -27,21 +30,36 @@ NAMES = ("pidns", "mountns", "netns", "landlock", "seccomp", "uid")
 class Mechanisms:
     """What this spawner can apply; `missing[name]` says why one is not there."""
 
-    def __init__(self, mode: str, home_pid: int | None) -> None:
+    def __init__(
+        self,
+        mode: str,
+        home_pid: int | None,
+        *,
+        userns: bool = False,
+        keeper_why: str = "",
+        settings: list[tuple[str, str | None, bool]] | None = None,
+    ) -> None:
         self.mode = mode
         self.home_pid = home_pid
+        #: Whether this spawner runs in a user namespace of its own (rootless, `userns.py`).
+        self.userns = userns
+        #: For an ordinary user: the settings that can refuse user namespaces, as read before
+        #: entering one (`userns.settings`; inside, they are the namespace's own).
+        self.settings = settings
         self.hidden = {n.strip() for n in os.environ.get(HIDE_ENV, "").split(",") if n.strip()}
         self.missing: dict[str, str] = {}
         self.empty_net: int | None = None
         self.probed = False
         self.landlock_abi = confine.landlock_abi()
         if mode != "pidns":
-            self._lack("pidns", "the spawner runs in keeper mode (PID namespaces need root)")
+            self._lack("pidns", f"the spawner runs in keeper mode: {keeper_why or 'why unsaid'}")
+            for name in ("mountns", "netns"):  # made only in pidns mode
+                self._lack(name, "not in keeper mode (see pidns)")
         if self.landlock_abi < 1:
             self._lack("landlock", "the kernel has no Landlock (CONFIG_SECURITY_LANDLOCK, lsm=)")
         if not confine.seccomp_available():
             self._lack("seccomp", "no seccomp filters on this kernel or machine")
-        if os.geteuid() != 0:
+        if os.geteuid() != 0 or userns:  # (uid 0 in a user namespace is the caller's uid)
             self._lack("uid", "the supervisor is not root: hooks run as its own user")
         if mode == "pidns" and "netns" not in self.hidden:
             try:
@@ -76,11 +94,16 @@ class Mechanisms:
 
     def report(self) -> None:
         """Writes the report line on stdout and closes it (fd 1 then points to /dev/null)."""
-        line = {
+        line: dict[str, object] = {
             "mode": self.mode,
+            "userns": self.userns,
+            # /proc is the host's: the host pid of this process, which the owner signals.
+            "pid": int(os.readlink("/proc/self")),
             "mechanisms": {n: self.missing.get(n, True) for n in NAMES},
             "landlockAbi": self.landlock_abi,
         }
+        if self.settings is not None:
+            line["usernsSettings"] = self.settings
         try:
             sys.stdout.write(json.dumps(line) + "\n")
             sys.stdout.flush()

@@ -282,7 +282,9 @@ class PidNsSpawner:
         self.jail = sandbox.new_jail()
         self.home = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
         self.root = os.getuid() == 0 and _full_uid_map()
-        self.raise_hard = _has_capability(_CAP_SYS_RESOURCE)
+        # Raising a hard limit takes CAP_SYS_RESOURCE in the host's user namespace: the one
+        # a rootless spawner holds in its own (`userns.py`) does not count.
+        self.raise_hard = _full_uid_map() and _has_capability(_CAP_SYS_RESOURCE)
         self.epoll = select.epoll()
         self.trees: dict[int, _Tree] = {}  # by pidfd and by control socket fd
         requests.setblocking(False)
@@ -453,6 +455,8 @@ class PidNsSpawner:
         current, self.jail = self.jail, None
         assert current is not None
         try:
+            if self.sandbox.userns:  # rootless: by fork, for the child's own user namespace
+                return current.spawn(req, uid, borrowed=False)
             # (`seal_limits` sets every limit, open files included, right after.)
             soft, _ = _open_files_after(_soft_only(req.limits), self._highest_fd(req))
             if not _borrowable(soft, self.root, self.raise_hard):

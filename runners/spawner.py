@@ -1,12 +1,17 @@
 """The resident spawner: the one place hook and script processes are started from.
 
 Standard library only; started by the supervisor as `python -I -S spawner.py PARENT_PID FD
-MODE TAKEN_FD`, FD being its request socket, TAKEN_FD a memfd of 8 bytes shared with the
-supervisor (`spawnreq.TakenCounter`), and its stdin the lifeline (end of file: the supervisor
-is done). Never imports the supervisor or trio. It owns each child's whole tree in one of two ways:
+MODE TAKEN_FD [WHY]`, FD being its request socket, TAKEN_FD a memfd of 8 bytes shared with the
+supervisor (`spawnreq.TakenCounter`), WHY why the supervisor chose keeper mode, and its stdin
+the lifeline (end of file: the supervisor is done). Never imports the supervisor or trio. It
+owns each child's whole tree in one of two ways:
 
-`pidns` (root, where PID namespaces can be made; chosen by the supervisor). The supervisor
-starts this process as PID 1 of a fresh PID namespace. Per child it calls `unshare(CLONE_NEWPID)`,
+`pidns` (chosen by the supervisor). As root, the supervisor starts this process as PID 1 of a
+fresh PID namespace. For an ordinary user it starts it with MODE `userns`: this process then
+makes a user namespace of its own and forks the spawner proper, PID 1 of a PID namespace in
+it, which serves in pidns mode as root's does, without per-child uids; where user namespaces
+are refused it serves in keeper mode instead, saying why (`userns.py`, rootless). Per child
+it calls `unshare(CLONE_NEWPID)`,
 `posix_spawn`s the child, and `setns`es `pid_for_children` back: the child is PID 1 of its own
 nested namespace, with no Python fork on the way. The kernel then does the containment: when
 the child exits or is killed it SIGKILLs everything else in the namespace (`setsid` and
@@ -85,7 +90,8 @@ found (`mechanisms.py`), and closes it.
 
 Modules: `spawnreq.py` (the request, shared helpers), `pidns.py`, `keepers.py`, `jail.py`,
 `view.py` (a jailed child's filesystem), `confine.py`, `mechanisms.py`, `warm.py` (module
-hooks run in waiting forks of this process); this file only starts the chosen mode.
+hooks run in waiting forks of this process), `userns.py` (rootless); this file only starts
+the chosen mode.
 """
 
 from __future__ import annotations
@@ -97,6 +103,7 @@ import sys
 
 
 def main() -> None:
+    from runners import userns
     from runners.keepers import serve_keepers
     from runners.mechanisms import Mechanisms
     from runners.pidns import PidNsSpawner
@@ -104,24 +111,33 @@ def main() -> None:
 
     parent, request_fd = int(sys.argv[1]), int(sys.argv[2])
     mode = sys.argv[3] if len(sys.argv) > 3 else "keeper"
+    taken_fd = int(sys.argv[4]) if len(sys.argv) > 4 else None
+    #: Why the supervisor chose keeper mode, when it did.
+    keeper_why = sys.argv[5] if len(sys.argv) > 5 else ""
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     # The owner died before the line above took hold (as PID 1 of a namespace our parent is
     # invisible, getppid() is 0: the lifeline's end of file tells instead).
-    if mode == "keeper" and os.getppid() != parent:
+    if mode != "pidns" and os.getppid() != parent:
         sys.exit(1)
+    in_userns, settings = False, None
+    if mode == "userns":  # (an ordinary user's supervisor: see userns.py)
+        settings = userns.settings()
+        refused = userns.enter(parent, (request_fd, *([taken_fd] if taken_fd is not None else [])))
+        in_userns = refused is None
+        mode, keeper_why = ("pidns", "") if in_userns else ("keeper", refused or "")
     requests = socket.socket(fileno=request_fd)
     requests.set_inheritable(False)
     if mode == "pidns":
         home = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
-        mechanisms = Mechanisms(mode, home)
-        taken = TakenCounter(int(sys.argv[4]) if len(sys.argv) > 4 else None)
+        mechanisms = Mechanisms(mode, home, userns=in_userns, settings=settings)
+        taken = TakenCounter(taken_fd)
         spawner = PidNsSpawner(requests, mechanisms, taken)
         mechanisms.report()
         spawner.serve()
     else:
-        if len(sys.argv) > 4:  # keepers say "accepted" instead
-            os.close(int(sys.argv[4]))
-        Mechanisms(mode, None).report()
+        if taken_fd is not None:  # keepers say "accepted" instead
+            os.close(taken_fd)
+        Mechanisms(mode, None, keeper_why=keeper_why, settings=settings).report()
         serve_keepers(requests)
 
 

@@ -744,14 +744,14 @@ def fork_exec(req: Request, program: str, confine: Callable[[], None] | None = N
             signal.pthread_sigmask(signal.SIG_SETMASK, ())
             for moved, target in req.pairs:
                 os.dup2(moved, target)
+            req.setrlimits()
+            if confine is not None:  # (it uses fds of the spawner's: its Landlock ruleset)
+                confine()
             # Only the child's own fds from here: the spawner's (close-on-exec, but open
             # until the exec) would fill an open-files limit set below their numbers.
             top = max((target for _, target in req.pairs), default=-1) + 1
             os.closerange(top, err_w)
             os.closerange(err_w + 1, MAX_FD)
-            req.setrlimits()
-            if confine is not None:
-                confine()
             os.execve(program, req.argv, req.env)
         except StartError as exc:
             why = str(exc)

@@ -210,8 +210,8 @@ def _set_up(req: Request, uid: int | None, empty_net: int | None) -> tuple[dict[
     except OSError as exc:
         raise StartError(f"cannot place the child's fds: {exc.strerror}") from exc
     env = _read_env(call.env_fd)
-    req.setrlimits()
     if req.sandbox is None:
+        req.setrlimits()
         req.chdir()
     else:
         try:
@@ -222,6 +222,7 @@ def _set_up(req: Request, uid: int | None, empty_net: int | None) -> tuple[dict[
             os.close(scratch_fd)
         if empty_net is not None:
             os.close(empty_net)
+        req.setrlimits()  # (after `prepare`, which keeps RLIMIT_NPROC for `seal` rootless)
         seal()
         # As a cold child is after its exec (a uid change made this one undumpable, which
         # would hide its own /proc/self from it).

@@ -2,8 +2,10 @@
 uses, and what is missing and how to get it.
 
 It starts the real spawner (the one that would run hooks) and prints what it found, so the
-answer is the one the supervisor acts on, `MCPX_HOOKS_HIDE` included. `main()` returns 0 when
-every profile can be enforced here, 1 otherwise.
+answer is the one the supervisor acts on, `MCPX_HOOKS_HIDE` included. For an ordinary user it
+also says whether the spawner got a user namespace of its own (what the rootless sandbox is
+made of, `runners/userns.py`) and the value of each setting that can refuse one. `main()`
+returns 0 when every profile can be enforced here, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -26,19 +28,24 @@ NONE_GIVES = "resource limits (soft), own session and process group, scrubbed en
 def report(spawner: Spawner) -> tuple[str, bool]:
     """The report's text, and whether every profile is enforceable."""
     uid = os.geteuid()
+    root = uid == 0
     lines = [
         "mcpx-hooks doctor: the sandbox on this machine",
-        f"  supervisor uid {uid}{' (root)' if uid == 0 else ''}, spawner mode {spawner.mode},"
+        f"  supervisor uid {uid} ({'root' if root else 'an ordinary user'}),"
         f" Linux {platform.release()} {platform.machine()}, Python {platform.python_version()}",
-        "",
-        "mechanisms:",
+        f"  spawner: {_spawner_line(spawner, uid)}",
     ]
+    if not root:
+        lines += ["", *_userns_lines(spawner)]
+    lines += ["", "mechanisms:"]
     hide = sandbox.hidden()
     for mech in sandbox.MECHANISMS:
         state = spawner.mechanisms.get(mech.name, "not reported by the spawner")
         if mech.name in hide:
             state = f"hidden by {HIDE_ENV}"
-        if state is True:
+        if mech.name not in sandbox.needs(Profile.STRICT):  # uid, for an ordinary user
+            lines.append(f"  n/a      {mech.name:9} {mech.how_to_get}")
+        elif state is True:
             extra = f" (ABI {spawner.landlock_abi})" if mech.name == "landlock" else ""
             lines.append(f"  ok       {mech.name:9} {mech.enforces}{extra}")
         else:
@@ -61,6 +68,34 @@ def report(spawner: Spawner) -> tuple[str, bool]:
     for key, attr, _, _ in LIMIT_KEYS:
         lines.append(f"  {key:12} {getattr(default, attr):>6}  {LIMIT_DOCS[key]}")
     return "\n".join(lines), every
+
+
+def _spawner_line(spawner: Spawner, uid: int) -> str:
+    if spawner.mode != "pidns":
+        return "keeper mode (a subreaper per child): only the profile none can be had"
+    if spawner.userns:
+        return (
+            "pidns mode, in a user namespace of its own (rootless): hooks run as uid "
+            f"{uid}, each sandboxed one in a user namespace of its own"
+        )
+    return "pidns mode, PID 1 of a PID namespace of its own: hooks run as per-child uids"
+
+
+def _userns_lines(spawner: Spawner) -> list[str]:
+    """What the rootless sandbox needs: a user namespace, and the settings that can refuse
+    one, with their values here."""
+    lines = ["user namespaces (what the sandbox of an ordinary user is made in):"]
+    if spawner.userns:
+        lines.append("  allowed  the spawner runs in one of its own")
+    else:
+        why = spawner.mechanisms.get("pidns")
+        lines.append(f"  REFUSED  {why if isinstance(why, str) else 'not reported'}")
+    for name, value, refuses in spawner.userns_settings:
+        if value is None:
+            lines.append(f"           {name}: not on this kernel")
+        else:
+            lines.append(f"           {name} = {value}{'  (refuses them)' if refuses else ''}")
+    return lines
 
 
 async def _collect() -> tuple[str, bool]:

@@ -1,7 +1,10 @@
 """Starting, reading and closing the resident spawner process (`runners/spawner.py`).
 
 `start_spawner_process()` starts one and reads its report; `close_spawner()` ends it. The
-`Spawner` handle (`spawn.py`) uses them, at first and whenever the spawner has died.
+`Spawner` handle (`spawn.py`) uses them, at first and whenever the spawner has died. As
+root the process started here is the spawner, PID 1 of a new PID namespace; for an ordinary
+user it is the one that holds the spawner's user namespace and waits for the spawner, its
+child (rootless, `runners/userns.py`): closing or killing it ends the spawner just the same.
 """
 
 from __future__ import annotations
@@ -66,7 +69,8 @@ RUNNER_FLAGS: Final = ("-I", "-S", "-B")
 #: compiling the runner modules was half of its start.
 SPAWNER_FLAGS: Final = ("-I", "-S")
 #: Forces how the spawner owns trees: "pidns" (fails if it cannot be had) or "keeper".
-#: Unset or "auto": pidns where PID namespaces can be made (root), else keeper.
+#: Unset or "auto": pidns where it can be had (as root, PID namespaces; as another user, a
+#: user namespace of the spawner's own, `runners/userns.py`), else keeper.
 SPAWN_MODE_ENV: Final = "MCPX_HOOKS_SPAWN"
 SPAWN_MODES: Final = ("pidns", "keeper")
 _CLONE_NEWPID: Final = 0x20000000
@@ -109,7 +113,9 @@ SPAWNER_REPORT_BOUND: Final = 10.0
 _MAX_REPORT: Final = 64 * 1024
 
 
-def _start_spawner(mode: str, request_fd: int, taken_fd: int) -> subprocess.Popen[bytes]:
+def _start_spawner(
+    mode: str, request_fd: int, taken_fd: int, why: str = ""
+) -> subprocess.Popen[bytes]:
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
     if os.environ.get(HIDE_ENV):
         env[HIDE_ENV] = os.environ[HIDE_ENV]
@@ -122,6 +128,7 @@ def _start_spawner(mode: str, request_fd: int, taken_fd: int) -> subprocess.Pope
             str(request_fd),
             mode,
             str(taken_fd),
+            *([why] if why else []),
         ],
         stdin=subprocess.PIPE,  # the lifeline: closed, the spawner exits
         stdout=subprocess.PIPE,  # one line: its mechanisms; then closed
@@ -131,18 +138,25 @@ def _start_spawner(mode: str, request_fd: int, taken_fd: int) -> subprocess.Pope
     )
 
 
-def _launch(request_fd: int, taken_fd: int) -> tuple[subprocess.Popen[bytes], str]:
+def _launch(request_fd: int, taken_fd: int) -> subprocess.Popen[bytes]:
+    """Starts the spawner: as root PID 1 of a new PID namespace (pidns mode); as another user
+    in mode `userns`, in which it makes a user namespace of its own and serves in pidns mode
+    inside it, or in keeper mode where user namespaces are refused (`runners/userns.py`); its
+    report says which."""
     asked = os.environ.get(SPAWN_MODE_ENV, "auto") or "auto"
     if asked not in (*SPAWN_MODES, "auto"):
         raise SpawnError(f"{SPAWN_MODE_ENV}={asked!r}: expected one of pidns, keeper, auto")
-    if asked != "keeper":
-        try:
-            with _pid_namespace_for_next_child():
-                return _start_spawner("pidns", request_fd, taken_fd), "pidns"
-        except _NoPidNamespace as exc:
-            if asked == "pidns":
-                raise SpawnError(f"{SPAWN_MODE_ENV}=pidns, but {exc}") from exc
-    return _start_spawner("keeper", request_fd, taken_fd), "keeper"
+    if asked == "keeper":
+        return _start_spawner("keeper", request_fd, taken_fd, f"{SPAWN_MODE_ENV}=keeper")
+    if os.geteuid() != 0:
+        return _start_spawner("userns", request_fd, taken_fd)
+    try:
+        with _pid_namespace_for_next_child():
+            return _start_spawner("pidns", request_fd, taken_fd)
+    except _NoPidNamespace as exc:
+        if asked == "pidns":
+            raise SpawnError(f"{SPAWN_MODE_ENV}=pidns, but {exc}") from exc
+        return _start_spawner("keeper", request_fd, taken_fd, f"as root, {exc}")
 
 
 def raise_open_files_limit() -> None:
@@ -172,7 +186,7 @@ async def start_spawner_process() -> SpawnerProcess:
     taken_fd = os.memfd_create("mcpx-hooks-taken", os.MFD_CLOEXEC)
     try:
         taken = TakenCount(taken_fd)
-        proc, mode = _launch(theirs.fileno(), taken_fd)
+        proc = _launch(theirs.fileno(), taken_fd)
     except BaseException:
         mine.close()
         raise
@@ -181,6 +195,13 @@ async def start_spawner_process() -> SpawnerProcess:
         os.close(taken_fd)
     try:
         report = await _read_report(proc)
+        mode = report.get("mode")
+        if mode not in SPAWN_MODES:
+            raise SpawnError(f"the spawner reported an unknown mode: {mode!r}")
+        asked = os.environ.get(SPAWN_MODE_ENV, "auto") or "auto"
+        if asked == "pidns" and mode != "pidns":
+            why = (report.get("mechanisms") or {}).get("pidns")
+            raise SpawnError(f"{SPAWN_MODE_ENV}=pidns, but {why}")
     except BaseException:
         mine.close()
         await close_spawner(proc)

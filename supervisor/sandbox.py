@@ -34,7 +34,14 @@ from .spawn import HIDE_ENV, SandboxPlan, Spawner, runner_path
 class Mechanism:
     name: str
     enforces: str
-    how_to_get: str
+    #: How to get it where the supervisor is root, and where it is an ordinary user.
+    as_root: str
+    as_user: str
+
+    @property
+    def how_to_get(self) -> str:
+        """How to get it, for this supervisor: root or an ordinary user."""
+        return self.as_root if os.geteuid() == 0 else self.as_user
 
 
 #: Every isolation mechanism, in the order `doctor` lists them.
@@ -42,22 +49,30 @@ MECHANISMS: Final[tuple[Mechanism, ...]] = (
     Mechanism(
         "pidns",
         "own PID namespace per child: its whole tree dies with it and with the supervisor",
-        "run the supervisor as root (the spawner makes PID namespaces)",
+        "CAP_SYS_ADMIN and unshare(CLONE_NEWPID), which a container may withhold from root",
+        # (`runners/userns.py`: the spawner of an ordinary user makes one of its own)
+        "user namespaces for this user (where kernel.unprivileged_userns_clone, user."
+        "max_user_namespaces or kernel.apparmor_restrict_unprivileged_userns refuses them, "
+        "the reason says which and how to allow them), or a supervisor run as root",
     ),
     Mechanism(
         "mountns",
-        "own mount namespace: read-only mount tree, size-limited tmpfs scratch, home covered",
-        "run as root on Linux >= 5.12 (mount_setattr)",
+        "own mount namespace: read-only mount tree, size-limited tmpfs scratch, directories "
+        "the hook's user cannot reach covered",
+        "Linux >= 5.12 (mount_setattr) and CAP_SYS_ADMIN, with pidns",
+        "Linux >= 5.12 (mount_setattr), with pidns",
     ),
     Mechanism(
         "netns",
         "an empty network namespace: no interface, no route (strict only)",
-        "run as root; a kernel with CONFIG_NET_NS",
+        "a kernel with CONFIG_NET_NS, with pidns",
+        "a kernel with CONFIG_NET_NS, with pidns",
     ),
     Mechanism(
         "landlock",
         "filesystem allowlist; no TCP bind/connect (strict, ABI 4+); scoped signals and "
         "abstract Unix sockets (ABI 6+)",
+        "Linux >= 5.13 with CONFIG_SECURITY_LANDLOCK and `landlock` in the lsm= boot list",
         "Linux >= 5.13 with CONFIG_SECURITY_LANDLOCK and `landlock` in the lsm= boot list",
     ),
     Mechanism(
@@ -65,11 +80,14 @@ MECHANISMS: Final[tuple[Mechanism, ...]] = (
         "deny list: ptrace, mounts, namespaces, keyrings, bpf, raising limits; sockets "
         "(strict, netlink only)",
         "a kernel with CONFIG_SECCOMP_FILTER, on x86_64 or aarch64",
+        "a kernel with CONFIG_SECCOMP_FILTER, on x86_64 or aarch64",
     ),
     Mechanism(
         "uid",
         "a per-child unprivileged uid and gid: RLIMIT_NPROC holds, the host's DAC applies",
-        "run the supervisor as root",
+        "it is root's to give: if missing, it is hidden (MCPX_HOOKS_HIDE)",
+        "nothing: only root has uids to give, and a profile does not ask an ordinary user "
+        "for one (hooks run as this user, each in a user namespace of its own)",
     ),
 )
 _BY_NAME: Final = {m.name: m for m in MECHANISMS}

@@ -6,9 +6,11 @@ the caller: cancel the scope around `open_child` and the child's tree gets SIGTE
 then SIGKILL, and is reaped before `open_child` exits (shielded, bounded).
 
 How the spawner owns a tree (`Spawner.mode`; the spawner's docstring has the details):
-`pidns` where PID namespaces can be made (root): the spawner is PID 1 of a namespace of its
-own and every child is PID 1 of a namespace nested in it, so the kernel kills whatever is left
-of a tree when its child ends, and everything when the spawner ends; no Python fork per child.
+`pidns` where PID namespaces can be made (root; for an ordinary user, in a user namespace of
+the spawner's own, `runners/userns.py`): the spawner is PID 1 of a namespace of its own and
+every child is PID 1 of a namespace nested in it, so the kernel kills whatever is left of a
+tree when its child ends, and everything when the spawner ends; no Python fork per child
+(rootless, one per sandboxed child, for its own user namespace).
 `keeper` elsewhere: one pre-forked subreaper process per child. `MCPX_HOOKS_SPAWN=pidns|keeper`
 forces one (`SPAWN_MODE_ENV`); pidns forced where it cannot be had is a `SpawnError`.
 
@@ -150,9 +152,18 @@ class Spawner:
         self._taken = started.taken
         #: Requests sent to this spawner, numbered as it takes them (`TakenCount`).
         self._sent = 0
-        #: The spawner's pid, and how it owns trees: "pidns" or "keeper" (`SPAWN_MODES`).
-        self.pid = proc.pid
+        #: The spawner's pid (the process that serves: rootless, a child of the one started
+        #: here, `runners/userns.py`), and how it owns trees: "pidns" or "keeper".
+        self.pid = int(report.get("pid") or proc.pid)
         self.mode = mode
+        #: Whether it runs in a user namespace of its own (an ordinary user's supervisor).
+        self.userns = report.get("userns") is True
+        #: The settings that can refuse user namespaces: name, value (None: not on this
+        #: kernel), whether it refuses them (reported to an ordinary user's supervisor).
+        self.userns_settings: list[tuple[str, str | None, bool]] = [
+            (str(n), None if v is None else str(v), bool(r))
+            for n, v, r in report.get("usernsSettings") or ()
+        ]
         #: Whether `module` hooks run warm, in a fork of the spawner (pidns mode; `WARM_ENV`).
         self.warm = mode == "pidns" and os.environ.get(WARM_ENV, "on") != "off"
         #: Isolation mechanisms the spawner found at its start: name -> True, or why it is

@@ -11,6 +11,7 @@ import base64
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import sys
@@ -468,12 +469,19 @@ def _handshake(port: int, path: str) -> tuple[bytes, socket.socket]:
     )
     head = b""
     sock.settimeout(20)
-    while b"\r\n\r\n" not in head:
+    while b"\r\n\r\n" not in head or len(head) < _answer_size(head):
         chunk = sock.recv(4096)
         if not chunk:
             break
         head += chunk
     return head, sock
+
+
+def _answer_size(head: bytes) -> int:
+    """How long an answer whose head is in `head` is, its body included (a refusal has one:
+    it may come in a segment of its own)."""
+    found = re.search(rb"\r\ncontent-length: *(\d+)\r\n", head, re.IGNORECASE)
+    return head.index(b"\r\n\r\n") + 4 + (int(found.group(1)) if found else 0)
 
 
 def _read_to_eof(sock: socket.socket) -> bytes:
