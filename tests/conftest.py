@@ -146,3 +146,40 @@ async def kill_supervisor_and_wait(
         finally:
             for pidfd in pidfds:
                 os.close(pidfd)
+
+
+# ---- Hypothesis profiles (tests/test_properties.py) ------------------------------------------
+# The default, for `make test` and CI: 40 examples per property (about a minute for the whole
+# file here), derandomized: the same examples on every machine and every run (chosen from each
+# test's own source), so a failure in CI is the one a developer sees locally, and no example
+# database, which a fresh clone would not have anyway. One failure per property is shrunk and
+# reported. Examples run real processes and sockets: no deadline. `--hypothesis-profile=long`:
+# 400 examples at random, every distinct failure, remembered (under the user's cache, not in
+# the work tree) and replayed first next time.
+from hypothesis import settings as _hypothesis_settings  # noqa: E402
+from hypothesis.database import DirectoryBasedExampleDatabase  # noqa: E402
+
+_hypothesis_settings.register_profile(
+    "default",
+    max_examples=40,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    print_blob=True,
+    report_multiple_bugs=False,
+)
+_hypothesis_settings.register_profile(
+    "long",
+    max_examples=400,
+    deadline=None,
+    derandomize=False,
+    database=DirectoryBasedExampleDatabase(
+        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        / "mcpx-hooks"
+        / "hypothesis"
+    ),
+    print_blob=True,
+)
+# Loaded here, before the plugin reads `--hypothesis-profile` (which then wins); explicitly,
+# so that CI (where Hypothesis would load its own "ci" profile) runs what `make test` runs.
+_hypothesis_settings.load_profile("default")

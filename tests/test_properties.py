@@ -1,0 +1,1717 @@
+"""Properties (Hypothesis): hostile inputs through every way in, and what must always hold.
+
+Each way in has one property, driving the real thing:
+
+- wire requests: `/v1/exec` messages and endpoint paths, over real sockets to a real service;
+- per-call hooks: the `hooks` of an exec request, run by that service;
+- frames-channel lines: a tiny script writing them on `MCPX_FRAMES_FD` (and a Python
+  `main()` returning or emitting hostile values), run by that service;
+- hook stdout: tiny hook processes printing it, under the `strict` sandbox;
+- config files: `load_config`, `validate_files`, `mcpx-hooks validate` and `hooks list`;
+- CLI arguments: `cli.main([...])` with its stdout and stderr captured.
+
+What must hold after each example (a batch of inputs, for the service's ways in):
+(a) the service still serves: `{"argv": ["true"]}` completes with `result` and `end`;
+(b) a run started before the hostile inputs (a script printing a line every few ms) finishes
+    with every line, its frames in order (`check_order`);
+(c) every stream that got a `start` ends with exactly one `result`/`error`, then `end`, and a
+    replay of the run gives the same frames; a refused request gets an error message
+    (`{"type": "error", "code": …}`) and a close code 4400-4499, 1003 or 1009, never an
+    abrupt close (1006);
+(d) memory: what each retained run's output frames cost in its journal (counted as they
+    really cost, `live_service.output_cost`) stays within the run's budget, and the
+    process's RSS stays within `RSS_GROWTH` of where the service started;
+(e) no traceback reaches a person: none in an error message, a close reason, a frame, or the
+    CLI's stdout/stderr, and no ERROR record from the `mcpx_hooks` loggers (the service logs
+    one when a connection handler or a run crashes: exactly what must never happen);
+(f) the service's default sandbox is `strict`: no run and no hook of any request runs
+    under `none`.
+
+How: one service per module, in a thread with its own `trio.run` (`live_service.py`). That
+is the simplest robust way to keep a service across examples: pytest-trio runs each example
+of an async test in a fresh `trio.run`, which would start the service (and its spawner)
+again for every example, and a module-scoped Trio fixture is not something it offers. Each
+property is a synchronous `@given` test whose example is a batch of inputs, sent from this
+thread with a synchronous client; before each example the service is checked and, if the
+last one left it not serving, started again, so that each example (and each shrinking step)
+starts from a service that serves, and a failure shrinks to the input that broke it.
+
+Every property first runs the cases of issue 11 for its way in, and the inputs it found
+failing before they were fixed, as explicit examples (`*_CASES`): the same in every profile,
+before anything generated. Generated text may be any string literal of the code under test
+(Hypothesis draws from them), so text that is executed (a program, Python source, a hook's
+command) is never drawn freely: programs come from a list that cannot run long or print
+without end, and hostile text reaches Python as a string literal or a comment.
+
+Profiles (tests/conftest.py): the default one (`make test`) runs 40 examples per property,
+derandomized, so CI and a developer see the same examples; `--hypothesis-profile=long` runs
+hundreds, at random, and remembers failures.
+"""
+
+from __future__ import annotations
+
+import binascii
+import contextlib
+import io
+import json
+import logging
+import math
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import psutil
+import pytest
+import trio
+from hypothesis import HealthCheck, assume, example, given, note, settings
+from hypothesis import strategies as st
+from live_service import (
+    Follower,
+    LiveService,
+    Seen,
+    StrictUnavailable,
+    exchange,
+    output_cost,
+    retained_journals,
+    run,
+    run_budget,
+    tracebacks,
+)
+
+from mcpx_hooks.supervisor import cli
+from mcpx_hooks.supervisor import server as server_module
+from mcpx_hooks.supervisor.config import load_config, validate_files
+from mcpx_hooks.supervisor.errors import ConfigError, Problem
+from mcpx_hooks.supervisor.frames import check_order
+
+PY = sys.executable
+#: The per-run budget of what the journal holds (`[runs] runBytes`), lowered from its default
+#: so that outputs of a few MB reach it.
+RUN_BYTES = 1024 * 1024
+#: How much the test process may grow past where the service started.
+RSS_GROWTH = 400 * 1024 * 1024
+#: The service's config: hooks and runs default to `strict`; few runs retained.
+SERVE_TOML = f"""
+[defaults]
+sandbox = "strict"
+timeoutMs = 5000
+
+[runs]
+retain = 32
+runBytes = {RUN_BYTES}
+"""
+#: Close codes a refused request may get (besides 1000 for a complete stream).
+REFUSED = frozenset(range(4400, 4500)) | {1003, 1009}
+#: The service's properties share function-scoped fixtures across examples on purpose
+#: (`caplog`, cleared at each example's start; `live` is module-scoped) and their examples
+#: are processes and sockets (slow) with inputs up to a few MB (large): no health check for
+#: either.
+SERVER_SETTINGS = settings(
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.large_base_example,
+    ],
+)
+
+
+# ---- hostile values ---------------------------------------------------------------------------
+
+
+class Raw(str):
+    """JSON text put into a document as it is (what `json.dumps` would refuse or change)."""
+
+
+def render(value: Any) -> str:
+    """A value as JSON text: `Raw` as is, lone surrogates as `\\ud800` escapes, NUL as
+    `\\u0000`, NaN and infinities as Python writes them."""
+    if isinstance(value, Raw):
+        return str(value)
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{json.dumps(str(k))}:{render(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(render(v) for v in value) + "]"
+    return json.dumps(value)
+
+
+def deep(levels: int, kind: str = "[") -> str:
+    if kind == "[":
+        return "[" * levels + "]" * levels
+    return '{"a":' * levels + "1" + "}" * levels
+
+
+SURROGATES = st.sampled_from(["\ud800", "\udfff", "a\udc80b", "\ud83d", "x\udcff"])
+WEIRD_TEXT = st.sampled_from(
+    [
+        "",
+        "\x00",
+        "a\x00b",
+        "A=B",
+        "=x",
+        "\ufeff",
+        "\u2028",
+        "\n",
+        "\r\n",
+        "\\",
+        '"',
+        "ünï",
+        "\U0001f600",
+        "\x7f",
+        "-",
+        "--",
+        "../..",
+        "/",
+        "$HOME",
+        "${X}",
+        " ",
+        "\t",
+    ]
+)
+ANY_CHAR = st.one_of(st.characters(), st.characters(categories=["Cs"]))
+hostile_text = st.one_of(st.text(ANY_CHAR, max_size=24), SURROGATES, WEIRD_TEXT)
+#: A 5,000-digit integer (or near): past what Python converts to or from text by default.
+huge_int = st.builds(
+    lambda n, sign: Raw(sign + "9" * n), st.integers(4290, 6000), st.sampled_from(["", "-"])
+)
+odd_number = st.sampled_from(
+    [
+        Raw("1e999"),
+        Raw("-1e999"),
+        Raw("NaN"),
+        Raw("Infinity"),
+        Raw("-0"),
+        Raw("1E400"),
+        Raw("0." + "0" * 400 + "1"),
+        Raw("18446744073709551616"),
+        Raw("-9223372036854775809"),
+    ]
+)
+#: JSON nested 129 levels (just past the documented limit) up to 10,000 and more.
+deep_json = st.builds(
+    lambda n, kind: Raw(deep(n, kind)),
+    st.one_of(st.just(129), st.just(10_000), st.integers(129, 12_000)),
+    st.sampled_from(["[", "{"]),
+)
+json_leaf = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.integers(-(2**80), 2**80),
+    st.floats(),
+    hostile_text,
+    huge_int,
+    odd_number,
+    deep_json,
+)
+hostile_json = st.recursive(
+    json_leaf,
+    lambda kids: st.one_of(
+        st.lists(kids, max_size=4), st.dictionaries(hostile_text, kids, max_size=4)
+    ),
+    max_leaves=10,
+)
+#: JSON values that survive every encoding unchanged (what a result must come back as).
+plain_text = st.text(st.characters(exclude_categories=["Cs"]), max_size=30)
+plain_json = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-(2**63), 2**64 - 1), plain_text),
+    lambda kids: st.one_of(
+        st.lists(kids, max_size=4), st.dictionaries(plain_text, kids, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+def mutate(text: str, at: int, how: str, junk: str) -> str:
+    """Near-JSON: valid JSON text, broken in one place."""
+    at = at % (len(text) + 1)
+    return {
+        "cut": text[:at],
+        "insert": text[:at] + junk + text[at:],
+        "drop": text[:at] + text[at + 1 :],
+        "quote": text.replace('"', "'"),
+        "trail": text + junk,
+        "comma": text[:-1] + ",}" if text.endswith("}") else text + ",",
+        "bom": "\ufeff" + text,
+        "comment": "// hi\n" + text,
+    }[how]
+
+
+def near_json(of: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+    return st.builds(
+        mutate,
+        of,
+        st.integers(0, 10_000),
+        st.sampled_from(["cut", "insert", "drop", "quote", "trail", "comma", "bom", "comment"]),
+        st.text(max_size=3),
+    )
+
+
+# ---- requests ---------------------------------------------------------------------------------
+
+#: Programs a hostile argv may start with: none that runs long or writes without end.
+SAFE_PROGRAMS = [
+    "true",
+    "false",
+    "echo",
+    "/bin/echo",
+    "no-such-program",
+    "",
+    "./",
+    "/",
+    "A=B",
+    "\x00",
+    "\ud800",
+    "true\x00x",
+    "cat",
+]
+
+
+def _runnable(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(x, str) for x in value)
+
+
+#: Generated text may be any string literal of the code under test (Hypothesis draws from
+#: them), "yes" or a test's "time.sleep(60)" among them: text that is run (a program, Python
+#: source) is therefore never drawn freely, only arguments, and Python as string literals or
+#: comments.
+hostile_argv = st.one_of(
+    st.builds(
+        lambda first, rest: [first, *rest],
+        st.sampled_from(SAFE_PROGRAMS),
+        st.lists(hostile_text, max_size=3),
+    ),
+    hostile_json.filter(lambda v: not _runnable(v)),
+)
+
+
+def as_comment(text: str) -> str:
+    """Hostile text as Python that does nothing (a NUL in it still makes it unparsable)."""
+    return "# " + text.replace("\r", "\\r").replace("\n", "\\n")
+
+
+env_name = st.one_of(
+    st.sampled_from(
+        [
+            "A=B",
+            "=",
+            "",
+            "A\x00",
+            "\x00",
+            "\ud800",
+            "PATH",
+            "LD_PRELOAD",
+            "HOME",
+            "MCPX_FRAMES_FD",
+            "MCPX_HOOK_NAME",
+            "A" * 300,
+        ]
+    ),
+    hostile_text,
+)
+hostile_env = st.one_of(st.dictionaries(env_name, hostile_text, max_size=3), hostile_json)
+profile_word = st.one_of(
+    st.sampled_from(["strict", "workspace", "net", "none", "", "STRICT", "bogus"]), hostile_json
+)
+effect_word = st.one_of(
+    st.sampled_from(["off", "advise", "ask", "propose", "apply", "run", "", "max"]), hostile_json
+)
+python_code = st.one_of(
+    st.sampled_from(
+        [
+            "print(1)",
+            "def main():\n    return 1",
+            "raise SystemExit(3)",
+            "1/0",
+            "x = (",
+            "import sys; sys.stdout.write('\\x00\\xff')",
+            "def main():\n    return '\\ud800'",
+        ]
+    ),
+    st.builds(lambda t: f"print({t!r})", hostile_text),
+    hostile_text.map(as_comment),
+)
+source_line = st.one_of(
+    st.none(),
+    st.sampled_from(
+        ["import os", "print('x')", "raise SystemExit(3)", "1/0", "x = (", "\x00", "  x", "\ud800"]
+    ),
+    hostile_text.map(repr),
+    hostile_text.map(as_comment),
+)
+
+
+@st.composite
+def hook_object(draw: st.DrawFn, run: st.SearchStrategy[Any] | None = None) -> Any:
+    """A per-call hook: mostly the keys a hook has, with hostile values; sometimes junk."""
+    if draw(st.integers(0, 9)) == 0:
+        return draw(hostile_json)
+    hook: dict[str, Any] = {
+        "on": draw(st.one_of(st.just("script"), st.just("script"), st.sampled_from(["call", "x"]))),
+        "phase": draw(
+            st.one_of(
+                st.sampled_from(["before", "onSuccess", "onError", "suffix"]),
+                st.sampled_from(["observe", "prefix", "Before"]),
+                hostile_json,
+            )
+        ),
+    }
+    action = draw(st.sampled_from(["run", "run", "run", "module", "source", "prompt", "two"]))
+    if action in ("run", "two"):
+        hook["run"] = draw(run if run is not None else hook_argv)
+    if action in ("module", "two"):
+        hook["module"] = draw(
+            st.one_of(
+                st.sampled_from(["hook.py", "os:system", "../x.py", ":x", "x\x00.py"]), hostile_json
+            )
+        )
+    if action == "source":
+        hook["source"] = draw(st.lists(source_line, max_size=2))
+    if action == "prompt":
+        hook["prompt"] = draw(hostile_text)
+    optional: dict[str, st.SearchStrategy[Any]] = {
+        "name": hostile_text,
+        "effect": effect_word,
+        "failure": st.one_of(st.sampled_from(["open", "closed", "x"]), hostile_json),
+        "timeoutMs": st.one_of(st.integers(-2, 3000), huge_int, hostile_json),
+        "killGraceMs": st.one_of(st.integers(-2, 500), huge_int),
+        "maxOutputBytes": st.one_of(st.integers(-1, 2048), huge_int),
+        "env": hostile_env,
+        "sandbox": profile_word,
+        "when": st.one_of(
+            st.fixed_dictionaries({"argv": st.lists(hostile_text, max_size=2)}), hostile_json
+        ),
+        "enabled": st.one_of(st.booleans(), hostile_json),
+        "cwd": st.one_of(st.sampled_from(["/", "/no/such", "rel", "/etc/passwd"]), hostile_text),
+        "passEnv": st.lists(hostile_text, max_size=2),
+        "locked": st.booleans(),
+    }
+    for key in draw(st.sets(st.sampled_from(sorted(optional)), max_size=4)):
+        hook[key] = draw(optional[key])
+    hook.update(draw(st.dictionaries(hostile_text, hostile_json, max_size=1)))
+    return hook
+
+
+#: A hook that answers with `advise`, reading its input first.
+ADVISE_HOOK = (
+    'import sys; sys.stdin.buffer.read(); sys.stdout.write(\'{"advise": "hook says hi"}\')'
+)
+hook_argv = st.one_of(
+    st.sampled_from(
+        [
+            ["true"],
+            ["false"],
+            ["cat"],
+            [PY, "-c", ADVISE_HOOK],
+            ["sh", "-c", "exit 3"],
+            [PY, "-c", "import time; time.sleep(0.5)"],
+            ["sh", "-c", "id -u"],
+            "ls -l",
+            [],
+        ]
+    ),
+    st.builds(lambda rest: ["echo", *rest], st.lists(hostile_text, max_size=3)),
+    hostile_argv,
+)
+
+
+#: Where a request names the service's own directory (known only once it runs): replaced in
+#: the text of each message as it is sent.
+CWD = "/@service-cwd@"
+
+
+def at_cwd(live: LiveService, message: str | bytes) -> str | bytes:
+    return message.replace(CWD, str(live.cwd)) if isinstance(message, str) else message
+
+
+def text_at_cwd(live: LiveService, text: str) -> str:
+    return text.replace(CWD, str(live.cwd))
+
+
+@st.composite
+def exec_request(draw: st.DrawFn) -> Any:
+    """An `/v1/exec` request object: the fields a request has, hostile values, unknown ones."""
+    obj: dict[str, Any] = {}
+    what = draw(st.sampled_from(["argv", "argv", "python", "file", "none", "two"]))
+    if what in ("argv", "two"):
+        obj["argv"] = draw(hostile_argv)
+    if what in ("python", "two"):
+        obj["python"] = draw(python_code)
+    if what == "file":
+        obj["file"] = draw(
+            st.one_of(
+                st.sampled_from(["job.py", "../../../etc/passwd", "/etc/passwd", "."]),
+                hostile_text,
+                hostile_json,
+            )
+        )
+    optional: dict[str, st.SearchStrategy[Any]] = {
+        "stdin": st.one_of(hostile_text, hostile_json),
+        "input": hostile_json,
+        "env": hostile_env,
+        "cwd": st.one_of(
+            st.sampled_from([CWD, "/", "rel", "/no/such", "/etc/passwd", "/proc/self"]),
+            hostile_text,
+        ),
+        "timeoutMs": st.one_of(st.integers(-2, 5000), huge_int, st.floats(), hostile_json),
+        "sandbox": profile_word,
+        "hooks": st.one_of(st.lists(hook_object(), max_size=2), hostile_json),
+        "script": st.one_of(
+            st.dictionaries(
+                st.sampled_from(["before", "prefix", "onSuccess", "onError", "suffix", "x"]),
+                st.lists(source_line, max_size=2),
+                max_size=2,
+            ),
+            hostile_json,
+        ),
+        "autonomy": effect_word,
+        "cancelOnDisconnect": st.one_of(st.booleans(), hostile_json),
+        "passEnv": st.lists(hostile_text, max_size=2),
+        "secrets": st.lists(hostile_text, max_size=2),
+        "placeholders": hostile_json,
+    }
+    for key in draw(st.sets(st.sampled_from(sorted(optional)), max_size=4)):
+        obj[key] = draw(optional[key])
+    obj.update(draw(st.dictionaries(hostile_text, hostile_json, max_size=1)))
+    return obj
+
+
+@st.composite
+def wire_input(draw: st.DrawFn) -> tuple[str, list[str | bytes], list[str | bytes]]:
+    """One socket's worth: a path, the messages sent at once, and those sent after `start`."""
+    kind = draw(st.sampled_from(["exec", "exec", "exec", "near", "raw", "path"]))
+    path = "/v1/exec"
+    if kind == "path":  # one message: an exec socket waits for its request
+        return draw(hostile_path), [draw(st.one_of(hostile_text, st.binary()))], []
+    if kind == "raw":
+        message: str | bytes = draw(
+            st.one_of(
+                deep_json.map(str),
+                st.binary(max_size=64),
+                st.sampled_from(["", "null", "[]", "{}", "1", '"x"', "\ufeff{}", "{}{}", "\x00"]),
+                st.integers(1024 * 1024 - 64, 1024 * 1024 + 64).map(lambda n: "x" * n),
+                st.builds(
+                    lambda n: '{"argv": ["true"], "stdin": "' + "y" * n + '"}',
+                    st.integers(1024 * 1024 - 64, 1024 * 1024 + 64),
+                ),
+                st.builds(lambda x: '{"argv":["true"],"argv":' + render(x) + "}", hostile_json),
+            )
+        )
+    else:
+        text = render(draw(exec_request()))
+        message = draw(near_json(st.just(text))) if kind == "near" else text
+    later = draw(
+        st.lists(
+            st.one_of(
+                st.just('{"type": "cancel"}'),
+                st.builds(
+                    lambda x: render({"type": "answer", "askId": x, "answer": x}), hostile_json
+                ),
+                st.builds(lambda x: render({"type": "cancel", "x": x}), hostile_json),
+                hostile_text,
+                st.binary(max_size=16),
+                deep_json.map(str),
+            ),
+            max_size=2,
+        )
+    )
+    return path, [message], later
+
+
+def _quoted(text: str) -> str:
+    return quote(text.encode("utf-8", "surrogatepass"), safe="")
+
+
+hostile_path = st.one_of(
+    st.builds(lambda q: "/v1/exec?" + q, st.text(max_size=8).map(_quoted)),
+    st.builds(
+        lambda run_id, start: f"/v1/runs/{_quoted(run_id)}?from={_quoted(start)}",
+        hostile_text,
+        st.one_of(hostile_text, huge_int.map(str), st.sampled_from(["-1", "0", "1e3", ""])),
+    ),
+    st.builds(
+        lambda kinds, since: f"/v1/events?kinds={_quoted(kinds)}&since={_quoted(since)}",
+        st.one_of(st.sampled_from(["hooks", "", ",", "x"]), hostile_text),
+        st.one_of(huge_int.map(str), st.sampled_from(["-1", "99999999", "x", ""])),
+    ),
+    st.sampled_from(["/v1/hooks?x=1", "/v1/nope", "/", "/v1/", "/v1/exec/x", "/%00", "/%ff"]),
+    st.builds(lambda t: "/" + _quoted(t), hostile_text),
+)
+
+
+# ---- the service and the invariants ---------------------------------------------------------
+
+#: The run in flight during each example: "ready", then 40 numbered lines, 3 ms apart.
+LONG_LINES = 40
+LONG_RUN = {
+    "argv": [
+        PY,
+        "-c",
+        "import time\nprint('ready', flush=True)\n"
+        f"for i in range({LONG_LINES}):\n    time.sleep(0.003)\n    print(i, flush=True)\n",
+    ],
+    "timeoutMs": 60_000,
+}
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveService]:
+    """One service for the module's properties, `strict` by default (which needs every
+    isolation mechanism; the properties are skipped where the spawner lacks one)."""
+    cwd = tmp_path_factory.mktemp("live")
+    cwd.chmod(0o755)  # a declaring directory: readable by a sandboxed hook's own user
+    (cwd / "hook.py").write_text("def hook(payload):\n    return {'advise': 'module hook'}\n")
+    (cwd / "job.py").write_text("def main():\n    return 'job'\n")
+    service = LiveService(cwd, SERVE_TOML)
+    try:
+        service.start()
+    except StrictUnavailable as exc:
+        pytest.skip(f"the strict sandbox cannot be enforced here: {exc}")
+    service.rss_start = psutil.Process().memory_info().rss
+    yield service
+    service.stop()
+    _, alive = psutil.wait_procs(psutil.Process().children(recursive=True), timeout=10)
+    assert alive == [], alive
+
+
+def serves(live: LiveService) -> Seen:
+    """(a) A plain run completes."""
+    seen = run(live.url, {"argv": ["true"]})
+    assert seen.code == 1000, str(seen)
+    check_order(seen.frames)
+    assert [f["type"] for f in seen.frames] == ["start", "result", "end"], seen.frames
+    return seen
+
+
+def ensure_serving(live: LiveService) -> None:
+    """Starts a fresh service if the last example left this one not serving."""
+    try:
+        serves(live)
+    except Exception as exc:  # whatever it was, the last example has failed on it already
+        note(f"the service had stopped serving ({exc!r}); started again")
+        live.restart()
+        serves(live)
+
+
+def check_seen(live: LiveService, seen: Seen) -> None:
+    """(c), (e), (f) for one socket; a stream that started is replayed and compared."""
+    found = tracebacks(seen.objects, seen.reason, seen.body.decode("utf-8", "replace"))
+    assert not found, f"{seen}: a traceback reaches the client: {found}"
+    if seen.status is not None:  # refused at the upgrade, with an HTTP status
+        assert 400 <= seen.status < 600, str(seen)
+        if seen.body:
+            try:
+                error = json.loads(seen.body)
+            except ValueError:
+                raise AssertionError(f"a refusal that is no error message: {seen}") from None
+            assert error.get("type") == "error" and error.get("code") == seen.status, error
+        return
+    assert seen.code not in (None, 1006), f"closed without a close frame: {seen}"
+    for frame in seen.frames:
+        if frame.get("type") in ("start", "hook"):
+            assert frame.get("sandbox") != "none", f"a request lowered the sandbox: {frame}"
+    if seen.code == 1000:
+        assert seen.errors == [], seen.errors
+        if seen.path.startswith("/v1/exec") or seen.path.startswith("/v1/runs/"):
+            check_order(seen.frames)
+    else:
+        assert seen.code in REFUSED, f"not a close code for a refusal: {seen}"
+        assert len(seen.errors) == 1, f"expected one error message: {seen}"
+        (error,) = seen.errors
+        assert error.get("code") == seen.code, error
+        assert isinstance(error.get("message"), str) and error["message"], error
+    if seen.run_id is not None and seen.path.startswith("/v1/exec"):
+        replay = exchange(live.url, f"/v1/runs/{seen.run_id}")
+        assert replay.code == 1000, f"the replay of run {seen.run_id}: {replay}"
+        check_order(replay.frames)
+        assert replay.frames[: len(seen.frames)] == seen.frames, "the replay differs"
+
+
+def check_memory(live: LiveService) -> None:
+    """(d) Every retained run's output is within its budget; the process within bounds."""
+
+    def measure() -> list[tuple[str, int, int]]:
+        assert live.runtime is not None
+        return [
+            (j.run_id, output_cost(j), run_budget(j, RUN_BYTES))
+            for j in retained_journals(live.runtime)
+        ]
+
+    over = [(run_id, cost, budget) for run_id, cost, budget in live.call(measure) if cost > budget]
+    assert not over, f"runs whose output frames cost more than their budget: {over}"
+    grown = psutil.Process().memory_info().rss - live.rss_start
+    assert grown < RSS_GROWTH, f"the process grew by {grown / 2**20:.0f} MiB"
+
+
+def _examples(name: str, cases: Sequence[Any]) -> Callable[[Any], Any]:
+    """`@example(name=case)` for each case: run first, in every profile, before any
+    generated example."""
+
+    def decorate(test: Any) -> Any:
+        for case in reversed(cases):
+            test = example(**{name: case})(test)
+        return test
+
+    return decorate
+
+
+#: Issue 11, case 1: a per-call hook that asks for no sandbox on a server whose default is
+#: strict, and would read what only root may.
+SANDBOX_ESCAPE = {
+    "on": "script",
+    "phase": "before",
+    "sandbox": "none",
+    "run": ["sh", "-c", "id -u"],
+}
+
+
+def server_errors(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        f"{r.name}: {r.getMessage()}\n{r.exc_text or ''}"[:3000]
+        for r in caplog.records
+        if r.name.startswith("mcpx_hooks") and r.levelno >= logging.ERROR
+    ]
+
+
+@contextlib.contextmanager
+def serving(live: LiveService, caplog: pytest.LogCaptureFixture) -> Iterator[None]:
+    """One example's frame: a serving service, a long run in flight; after the body, every
+    invariant."""
+    ensure_serving(live)
+    caplog.clear()
+    long_run = Follower(live.url, LONG_RUN)
+    try:
+        long_run.read_until(lambda o: o.get("text") == "ready")
+        yield
+        seen = long_run.finish()
+    finally:
+        long_run.close()
+    assert seen.code == 1000, f"the run in flight: {seen}"
+    check_order(seen.frames)
+    lines = [f["text"] for f in seen.frames if f["type"] == "stdout"]
+    assert lines == ["ready", *map(str, range(LONG_LINES))], lines
+    assert seen.frames[-2]["type"] == "result", seen.frames[-2:]
+    serves(live)
+    check_memory(live)
+    logged = server_errors(caplog)
+    assert not logged, "the service logged errors:\n" + "\n".join(logged)
+
+
+# ---- 1. wire requests -------------------------------------------------------------------------
+
+
+WireBatch = list[tuple[str, list[str | bytes], list[str | bytes]]]
+#: The cases of issue 11 that come in on the wire, and what the properties found (each one
+#: example, run first in every profile).
+WIRE_CASES: list[WireBatch] = [
+    [("/v1/exec", [json.dumps({"argv": ["true"], "cwd": CWD, "hooks": [SANDBOX_ESCAPE]})], [])],
+    [
+        ("/v1/exec", [render({"argv": ["true", "a\x00b"]})], []),
+        ("/v1/exec", [render({"argv": ["true"], "env": {"A=B": "x", "C\x00": "y"}})], []),
+    ],
+    [
+        ("/v1/exec", [render({"argv": ["echo", "\ud800"]})], []),
+        ("/v1/exec", ['{"argv": ["true"], "timeoutMs": ' + "9" * 5000 + "}"], []),
+    ],
+    [
+        ("/v1/exec", [deep(10_000)], []),
+        ("/v1/exec", ['{"argv": ["true"], "input": ' + deep(10_000, "{") + "}"], []),
+    ],
+    # Found by this property: a `from` or `since` of 5,000 digits ends the socket with 1006
+    # (the handler's `int()` raises past the digit limit, and the service logs the crash).
+    [("/v1/runs/x?from=" + "9" * 5000, [""], [])],
+    [("/v1/events?since=" + "9" * 5000, [""], [])],
+]
+
+
+@SERVER_SETTINGS
+@_examples("batch", WIRE_CASES)
+@given(batch=st.lists(wire_input(), min_size=1, max_size=3))
+def test_wire_requests(
+    live: LiveService, caplog: pytest.LogCaptureFixture, batch: WireBatch
+) -> None:
+    with serving(live, caplog):
+        for path, messages, later in batch:
+            sent = [at_cwd(live, m) for m in messages]
+            seen = exchange(live.url, path, sent, after_start=later, recv_s=20)
+            note(f"{path}: {seen.code} {seen.errors or seen.status}")
+            check_seen(live, seen)
+
+
+# ---- 2. per-call hooks ------------------------------------------------------------------------
+
+
+def per_call(**hook: Any) -> list[dict[str, Any]]:
+    """One request with one `before` hook (`run = ["true"]` unless given)."""
+    return [{"argv": ["true"], "cwd": CWD, "hooks": [{"on": "script", "phase": "before",
+                                                      "run": ["true"], **hook}]}]  # fmt: skip
+
+
+#: Issue 11, cases 1 and 2, as per-call hooks.
+HOOK_CASES: list[list[dict[str, Any]]] = [
+    [{"argv": ["true"], "cwd": CWD, "hooks": [SANDBOX_ESCAPE]}],
+    per_call(sandbox="net"),
+    per_call(run=["true", "a\x00b"]),
+    per_call(run=["true\ud800"]),
+    per_call(env={"A=B": "x"}),
+    per_call(env={"A\x00": "x", "B": "\x00"}),
+    per_call(env={"\ud800": "x"}),
+    per_call(timeoutMs=Raw("9" * 5000)),
+]
+
+
+@SERVER_SETTINGS
+@_examples("requests", HOOK_CASES)
+@given(
+    requests=st.lists(
+        st.fixed_dictionaries(
+            {
+                "argv": st.sampled_from([["true"], ["false"], ["echo", "x"]]),
+                "cwd": st.just(CWD),
+                "hooks": st.lists(hook_object(), min_size=1, max_size=3),
+            },
+            optional={"sandbox": profile_word, "input": hostile_json},
+        ),
+        min_size=1,
+        max_size=2,
+    )
+)
+def test_per_call_hooks(
+    live: LiveService, caplog: pytest.LogCaptureFixture, requests: list[dict[str, Any]]
+) -> None:
+    with serving(live, caplog):
+        for request in requests:
+            seen = run(live.url, text_at_cwd(live, render(request)), recv_s=30)
+            note(f"{seen.code} {seen.errors}")
+            check_seen(live, seen)
+
+
+# ---- 3. frames-channel lines ------------------------------------------------------------------
+
+#: A script that writes what its stdin says to the frames channel and to stdout, then exits.
+FRAMES_WRITER = """
+import binascii, json, os, sys
+plan = json.load(sys.stdin)
+def out(fd, pieces):
+    for hx, n in pieces:
+        view = memoryview(binascii.unhexlify(hx) * n)
+        while view:
+            view = view[os.write(fd, view):]
+out(int(os.environ["MCPX_FRAMES_FD"]), plan["frames"])
+out(1, plan["stdout"])
+sys.exit(plan["exit"])
+"""
+
+Pieces = list[tuple[bytes, int]]
+
+
+def line(text: str) -> Pieces:
+    return [(text.encode("utf-8", "surrogatepass") + b"\n", 1)]
+
+
+def frame_line(kind: str, **fields: Any) -> str:
+    return render({"type": kind, **fields})
+
+
+#: Pieces of the frames channel: (bytes, times). Long ones repeat a short piece.
+frames_piece: st.SearchStrategy[Pieces] = st.one_of(
+    st.builds(lambda v: line(frame_line("emit", value=v)), hostile_json),
+    st.builds(
+        lambda lvl, msg, a: line(frame_line("log", level=lvl, message=msg, attrs=a)),
+        st.one_of(st.sampled_from(["info", "warning", "error"]), hostile_json),
+        st.one_of(hostile_text, hostile_json),
+        hostile_json,
+    ),
+    st.builds(lambda v: line(frame_line("result", value=v)), hostile_json),
+    st.builds(lambda t, x: line(render({"type": t, "value": x})), hostile_text, hostile_json),
+    st.builds(line, near_json(st.builds(lambda v: frame_line("emit", value=v), plain_json))),
+    st.binary(max_size=64).map(lambda b: [(b + b"\n", 1)]),
+    st.just([(b'{"type":"emit","value":"\xff\xfe\x00\xed\xa0\x80"}\n', 1)]),
+    st.integers(1, 60_000).map(lambda n: [(b"\n", n)]),
+    st.integers(1, 20_000).map(lambda n: [(b'{"type":"emit","value":1}\n', n)]),
+    st.integers(1, 20_000).map(lambda n: [(b'{"type":"log","message":"m"}\n', n)]),
+    st.builds(
+        lambda kind, n: [(f'{{"type":"{kind}","value":"'.encode(), 1), (b"q", n), (b'"}\n', 1)],
+        st.sampled_from(["emit", "result"]),
+        st.integers(60_000, 300_000),
+    ),
+    st.integers(60_000, 300_000).map(lambda n: [(b"z", n), (b"\n", 1)]),
+    st.builds(
+        lambda n, kind: [
+            (b'{"type":"' + kind + b'","value":', 1),
+            (b"[", n),
+            (b"]", n),
+            (b"}\n", 1),
+        ],
+        st.sampled_from([129, 1000, 10_000, 100_000]),
+        st.sampled_from([b"emit", b"result"]),
+    ),
+    st.builds(
+        lambda n, kind: [(b'{"type":"' + kind + b'","value":', 1), (b"9", n), (b"}\n", 1)],
+        st.integers(4290, 6000),
+        st.sampled_from([b"emit", b"result"]),
+    ),
+    st.just(line('{"type":"emit","value":"\\ud800"}')),
+    st.just(line('{"type":"result","value":{"\\udfff":"\\ud83d"}}')),
+    st.just([(b'{"type":"emit","value":"no newline at the end"}', 1)]),
+)
+
+
+def hexed(pieces: Pieces) -> list[tuple[str, int]]:
+    return [(binascii.hexlify(b).decode(), n) for b, n in pieces]
+
+
+#: What a Python script's `main()` may return or emit, as code, and what the result must
+#: then be (`...`: no exact expectation, only the invariants).
+PY_VALUES: list[tuple[str, Any]] = [
+    ("'q' * 70_000", "q" * 70_000),
+    ("[1] * 200_000", [1] * 200_000),
+    ("'\\ud800'", ...),
+    ("{'k\\ud800': ['\\udfff']}", ...),
+    ("10 ** 5000", ...),
+    ("-(10 ** 5000)", ...),
+    ("functools.reduce(lambda a, _: [a], range(10_000), 0)", ...),
+    ("functools.reduce(lambda a, _: [a], range(100_000), 0)", ...),
+    ("functools.reduce(lambda a, _: {'a': a}, range(129), 0)", ...),
+    ("float('nan')", ...),
+    ("b'\\xff'", ...),
+    ("object()", ...),
+    ("{1: 2, None: 3}", ...),
+    ("'\\x00' * 10", "\x00" * 10),
+]
+py_value = st.one_of(
+    st.sampled_from(PY_VALUES),
+    plain_json.map(lambda v: (repr(v), v)),
+    hostile_text.map(lambda t: (repr(t), ...)),
+)
+
+
+@st.composite
+def frames_script(draw: st.DrawFn) -> tuple[dict[str, Any], Any]:
+    """A run whose frames channel carries hostile lines, and the result it must end with
+    (`...`: none in particular)."""
+    expected: Any
+    if draw(st.booleans()):
+        emitted = draw(st.lists(py_value, max_size=2))
+        value, expected = draw(py_value)
+        code = "import functools, mcpx\ndef main():\n"
+        for expr, _ in emitted:
+            code += f"    mcpx.emit({expr})\n    mcpx.log('x', v={expr})\n"
+        code += f"    return {value}\n"
+        return {"python": code, "timeoutMs": 60_000}, expected
+    pieces = [p for piece in draw(st.lists(frames_piece, min_size=1, max_size=4)) for p in piece]
+    assume(sum(len(b) * n for b, n in pieces) < 4 * 1024 * 1024)
+    expected = ...
+    if draw(st.booleans()):  # a last `result` line that must come back intact
+        expected = draw(st.one_of(plain_json, st.integers(0, 300_000).map(lambda n: "r" * n)))
+        # On a line of its own, whatever the pieces before it ended with.
+        pieces += [(b"\n", 1), *line(frame_line("result", value=expected))]
+    stdout = draw(st.one_of(st.just([]), frames_piece))
+    exit_code = draw(st.sampled_from([0, 0, 1]))
+    if exit_code != 0:
+        expected = ...
+    return writer(pieces, stdout, exit_code), expected
+
+
+def writer(frames: Pieces, stdout: Pieces | None = None, exit_code: int = 0) -> dict[str, Any]:
+    """The request that runs `FRAMES_WRITER` on these pieces."""
+    plan = {"frames": hexed(frames), "stdout": hexed(stdout or []), "exit": exit_code}
+    return {"argv": [PY, "-c", FRAMES_WRITER], "stdin": json.dumps(plan), "timeoutMs": 60_000}
+
+
+def main_returning(expr: str) -> dict[str, Any]:
+    return {"python": f"import functools\ndef main():\n    return {expr}\n", "timeoutMs": 60_000}
+
+
+ScriptCase = list[tuple[dict[str, Any], Any]]
+#: Issue 11, cases 3, 4, 5 and 7, as frames-channel lines and `main()` return values.
+FRAMES_CASES: list[ScriptCase] = [
+    [(main_returning("'q' * 70_000"), "q" * 70_000)],
+    [(writer([(b'{"type":"result","value":"', 1), (b"q", 70_000), (b'"}\n', 1)]), "q" * 70_000)],
+    [
+        (writer(line(frame_line("emit", value="\ud800"))), ...),
+        (writer(line(frame_line("result", value={"\udfff": "\ud800"}))), ...),
+        (main_returning("'\\ud800'"), ...),
+    ],
+    [
+        (
+            writer(
+                [(b'{"type":"emit","value":', 1), (b"[", 100_000), (b"]", 100_000), (b"}\n", 1)]
+            ),
+            ...,
+        )
+    ],
+    [(writer([(b'{"type":"emit","value":', 1), (b"9", 5000), (b"}\n", 1)]), ...)],
+    [(writer([(b"\n", 300_000), *line(frame_line("result", value="whole"))]), "whole")],
+    # Found: a value that takes the encoder's slow path (a lone surrogate, an integer past
+    # 64 bits) with an infinity in it went out as `-Infinity`, which is not JSON.
+    [(writer(line('{"type":"emit","value":[-1e999,"\\ud800",18446744073709551616]}')), ...)],
+]
+
+
+@SERVER_SETTINGS
+@_examples("scripts", FRAMES_CASES)
+@given(scripts=st.lists(frames_script(), min_size=1, max_size=2))
+def test_frames_channel_lines(
+    live: LiveService, caplog: pytest.LogCaptureFixture, scripts: ScriptCase
+) -> None:
+    with serving(live, caplog):
+        for request, expected in scripts:
+            seen = run(live.url, {**request, "cwd": str(live.cwd)}, recv_s=60)
+            check_seen(live, seen)
+            outcome = seen.frames[-2]
+            note(f"outcome: {json.dumps(outcome)[:300]}")
+            if expected is not ...:
+                assert outcome["type"] == "result", outcome
+                assert outcome.get("value") == expected, "the result did not come back intact"
+
+
+# ---- 4. hook stdout (strict) ------------------------------------------------------------------
+
+#: A hook that reads its input (or not), writes what its argv says to stdout and stderr,
+#: and exits with the status it says.
+HOOK_WRITER = """
+import binascii, json, os, sys
+plan = json.loads(sys.argv[1])
+if plan["read"]:
+    sys.stdin.buffer.read()
+for fd, pieces in ((1, plan["out"]), (2, plan["err"])):
+    for hx, n in pieces:
+        view = memoryview(binascii.unhexlify(hx) * n)
+        while view:
+            view = view[os.write(fd, view):]
+sys.exit(plan["exit"])
+"""
+
+answer_value = st.one_of(
+    st.fixed_dictionaries(
+        {"advise": st.one_of(hostile_text, st.lists(hostile_text, max_size=3), hostile_json)}
+    ),
+    st.fixed_dictionaries(
+        {"refuse": st.one_of(hostile_text, st.fixed_dictionaries({"reason": hostile_json}))}
+    ),
+    st.fixed_dictionaries(
+        {
+            "ask": st.fixed_dictionaries(
+                {"question": hostile_text},
+                optional={
+                    "default": st.one_of(st.sampled_from(["yes", "no"]), hostile_json),
+                    "deadlineMs": st.one_of(st.integers(-1, 300), huge_int, hostile_json),
+                },
+            )
+        }
+    ),
+    st.fixed_dictionaries(
+        {"propose": st.fixed_dictionaries({"value": hostile_json}, optional={"note": hostile_text})}
+    ),
+    st.fixed_dictionaries({"apply": st.fixed_dictionaries({"value": hostile_json})}),
+    st.fixed_dictionaries({"run": st.fixed_dictionaries({"argv": hostile_argv})}),
+    st.dictionaries(hostile_text, hostile_json, max_size=3),
+)
+
+
+def text_pieces(text: str) -> Pieces:
+    return [(text.encode("utf-8", "surrogatepass"), 1)]
+
+
+hook_stdout: st.SearchStrategy[Pieces] = st.one_of(
+    answer_value.map(lambda a: text_pieces(render(a))),
+    answer_value.map(lambda a: text_pieces("\ufeff \n" + render(a) + "\n\n")),
+    near_json(answer_value.map(render)).map(text_pieces),
+    hostile_text.map(text_pieces),
+    st.binary(max_size=64).map(lambda b: [(b, 1)]),
+    hostile_json.map(lambda v: text_pieces(render(v))),
+    st.integers(1024 * 1024 - 16, 1024 * 1024 + 16).map(lambda n: [(b"x", n)]),
+    st.integers(1, 900_000).map(lambda n: [(b'{"advise": "', 1), (b"a", n), (b'"}', 1)]),
+    st.sampled_from([10_000, 100_000]).map(
+        lambda n: [(b'{"apply": {"value": ', 1), (b"[", n), (b"]", n), (b"}}", 1)]
+    ),
+    st.integers(4290, 6000).map(lambda n: [(b'{"apply": {"value": ', 1), (b"9", n), (b"}}", 1)]),
+    st.just(text_pieces('{"advise": "\\ud800", "apply": {"value": "\\udfff"}}')),
+    st.just([(b"[1, 2]", 1)]),
+    st.just([(b"", 1)]),
+)
+
+
+@st.composite
+def stdout_hook(draw: st.DrawFn) -> tuple[dict[str, Any], str | None]:
+    """A hook printing hostile stdout; the advice it must give when its answer is clean."""
+    advice = None
+    if draw(st.integers(0, 4)) == 0:  # a clean answer, which must come through
+        advice = draw(plain_text.filter(lambda t: t.strip() != ""))
+        out = text_pieces(json.dumps({"advise": advice}))
+        exit_code = 0
+    else:
+        out = draw(hook_stdout)
+        exit_code = draw(st.sampled_from([0, 0, 0, 1, 2]))
+    plan = {
+        "read": draw(st.booleans()),
+        "out": hexed(out),
+        "err": hexed(draw(st.one_of(st.just([]), hook_stdout))),
+        "exit": exit_code,
+    }
+    hook = {
+        "on": "script",
+        "phase": draw(st.sampled_from(["before", "onSuccess", "onError", "suffix"])),
+        "run": [PY, "-c", HOOK_WRITER, json.dumps(plan)],
+        "effect": draw(st.sampled_from(["advise", "ask", "propose", "apply", "run"])),
+        "timeoutMs": 10_000,
+    }
+    if draw(st.booleans()):
+        hook["failure"] = "closed"
+    return hook, advice
+
+
+def printing(out: Pieces, *, phase: str = "before", effect: str = "apply") -> dict[str, Any]:
+    """A hook (as `stdout_hook` makes them) that reads its input and prints `out`."""
+    plan = {"read": True, "out": hexed(out), "err": [], "exit": 0}
+    run_ = [PY, "-c", HOOK_WRITER, json.dumps(plan)]
+    return {"on": "script", "phase": phase, "run": run_, "effect": effect, "timeoutMs": 10_000}
+
+
+HookCase = list[tuple[dict[str, Any], str | None]]
+#: Issue 11, case 3 (a lone surrogate in a hook's JSON output) and the JSON limits.
+STDOUT_CASES: list[HookCase] = [
+    [(printing(text_pieces('{"advise": "\\ud800", "apply": {"value": "\\udfff"}}')), None)],
+    [(printing(text_pieces('{"apply": {"value": ' + deep(100_000) + "}}")), None)],
+    [(printing(text_pieces('{"apply": {"value": ' + "9" * 5000 + "}}")), None)],
+    [(printing(text_pieces('{"advise": "fine"}'), effect="advise"), "fine")],
+]
+
+
+@SERVER_SETTINGS
+@_examples("hooks", STDOUT_CASES)
+@given(hooks=st.lists(stdout_hook(), min_size=1, max_size=3))
+def test_hook_stdout_strict(
+    live: LiveService, caplog: pytest.LogCaptureFixture, hooks: HookCase
+) -> None:
+    argv = ["false"] if any(h["phase"] == "onError" for h, _ in hooks) else ["true"]
+    request = {"argv": argv, "cwd": str(live.cwd), "hooks": [h for h, _ in hooks]}
+    with serving(live, caplog):
+        seen = run(live.url, request, recv_s=60)
+        check_seen(live, seen)
+        if seen.code == 1000:
+            frames = [f for f in seen.frames if f["type"] == "hook"]
+            for frame in frames:
+                assert frame.get("sandbox") == "strict", frame
+            for (_, advice), frame in _matched(hooks, frames):
+                if advice is not None:
+                    assert frame["status"] == "ok", frame
+                    assert advice in frame.get("advice", []), frame
+
+
+def _matched(
+    hooks: list[tuple[dict[str, Any], str | None]], frames: list[dict[str, Any]]
+) -> list[tuple[tuple[dict[str, Any], str | None], dict[str, Any]]]:
+    """Each hook with its frame, for the phases where every hook left one: the hooks of a
+    phase run one after another in declaration order."""
+    out: list[tuple[tuple[dict[str, Any], str | None], dict[str, Any]]] = []
+    for phase in {h["phase"] for h, _ in hooks}:
+        ours = [pair for pair in hooks if pair[0]["phase"] == phase]
+        theirs = [f for f in frames if f.get("phase") == phase]
+        if len(ours) == len(theirs):
+            out += zip(ours, theirs, strict=True)
+    return out
+
+
+# ---- 5. config files --------------------------------------------------------------------------
+
+
+def toml_value(value: Any) -> str:
+    """A value as TOML (inline), `Raw` as is: lone surrogates and NaN as TOML cannot
+    hold them, so such a document is one the parser must refuse clearly."""
+    if isinstance(value, Raw):
+        return str(value)
+    if value is None:
+        return "null"  # not TOML: a document to refuse
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return (
+            "nan"
+            if math.isnan(value)
+            else ("inf" if value > 0 else "-inf")
+            if math.isinf(value)
+            else repr(value)
+        )
+    if isinstance(value, str):
+        return json.dumps(value)  # a TOML basic string, escapes as JSON's (\ud800 is refused)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    return (
+        "{" + ", ".join(f"{json.dumps(str(k))} = {toml_value(v)}" for k, v in value.items()) + "}"
+    )
+
+
+def toml_document(doc: dict[str, Any]) -> str:
+    return "".join(f"{json.dumps(str(k))} = {toml_value(v)}\n" for k, v in doc.items())
+
+
+valid_hook = st.fixed_dictionaries(
+    {
+        "on": st.just("script"),
+        "phase": st.sampled_from(["before", "onSuccess", "suffix"]),
+        "run": st.just(["true"]),
+    },
+    optional={
+        "name": st.text("abcdef", min_size=1, max_size=5),
+        "effect": st.sampled_from(["advise", "ask"]),
+        "timeoutMs": st.integers(1, 10_000),
+    },
+)
+#: A hook that is valid but for one thing that can never be spawned: validation must say so.
+poisoned_hook = st.one_of(
+    st.builds(
+        lambda h, k: {**h, "env": {k: "x"}},
+        valid_hook,
+        st.sampled_from(["A=B", "=", "", "A\x00B", "\x00"]),
+    ),
+    st.builds(
+        lambda h, v: {**h, "env": {"OK": v}}, valid_hook, st.sampled_from(["\x00", "a\x00b"])
+    ),
+    st.builds(
+        lambda h, a: {**h, "run": ["true", a]}, valid_hook, st.sampled_from(["\x00", "a\x00b"])
+    ),
+    st.builds(lambda h: {**h, "run": ["true\x00"]}, valid_hook),
+)
+config_section: dict[str, st.SearchStrategy[Any]] = {
+    "autonomy": st.one_of(
+        st.fixed_dictionaries({}, optional={"max": effect_word, "hooks": effect_word}), hostile_json
+    ),
+    "defaults": st.one_of(
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "timeoutMs": st.one_of(st.integers(-1, 10**6), huge_int),
+                "killGraceMs": st.integers(-1, 10**4),
+                "maxOutputBytes": st.one_of(st.integers(-1, 10**7), huge_int),
+                "effect": effect_word,
+                "sandbox": profile_word,
+            },
+        ),
+        hostile_json,
+    ),
+    "limits": st.one_of(
+        st.dictionaries(
+            st.sampled_from(["memoryMb", "cpuSeconds", "processes", "openFiles", "x"]),
+            st.one_of(st.integers(-1, 10**6), huge_int, hostile_json),
+            max_size=3,
+        ),
+        hostile_json,
+    ),
+    "runs": st.one_of(
+        st.fixed_dictionaries({"retain": st.one_of(st.integers(-1, 10**4), huge_int)}), hostile_json
+    ),
+    "script": st.one_of(
+        st.dictionaries(
+            st.sampled_from(["before", "onSuccess", "x"]),
+            st.lists(source_line, max_size=2),
+            max_size=2,
+        ),
+        hostile_json,
+    ),
+    "hooks": st.one_of(st.lists(st.one_of(valid_hook, hook_object()), max_size=3), hostile_json),
+    "service": st.one_of(
+        st.fixed_dictionaries({"sandboxes": st.lists(profile_word, max_size=3)}), hostile_json
+    ),
+}
+
+
+@st.composite
+def config_document(draw: st.DrawFn) -> dict[str, Any]:
+    doc = {
+        key: draw(config_section[key])
+        for key in draw(st.sets(st.sampled_from(sorted(config_section)), max_size=4))
+    }
+    doc.update(draw(st.dictionaries(hostile_text, hostile_json, max_size=1)))
+    return doc
+
+
+@st.composite
+def config_file(draw: st.DrawFn) -> tuple[str, bytes | str | None, bool]:
+    """(file name, contents: bytes to write, or a special kind; must it be refused)."""
+    kind = draw(st.sampled_from(["doc", "doc", "doc", "poisoned", "raw", "special"]))
+    suffix = draw(st.sampled_from([".toml", ".json"]))
+    if kind == "special":
+        return (
+            draw(st.sampled_from(["c.toml", "c.json", "c.yaml", "c"])),
+            draw(st.sampled_from(["loop", "dangling", "directory", "self-loop"])),
+            True,
+        )
+    if kind == "raw":
+        contents = draw(
+            st.one_of(
+                st.binary(max_size=64),
+                st.sampled_from(
+                    [
+                        b"",
+                        b"null",
+                        b"[]",
+                        b"\xef\xbb\xbf{}",
+                        b"\xff\xfe",
+                        b"\x00",
+                        b'"hooks" = 1\x00',
+                        b"[[hooks]]\n" * 3,
+                    ]
+                ),
+                st.integers(129, 1_000).map(lambda n: f"a = {deep(n)}\n".encode()),
+                st.integers(129, 1_000).map(
+                    lambda n: ("a = " + "{b = " * n + "1" + "}" * n).encode()
+                ),
+                st.integers(129, 3_000).map(lambda n: ("a" + ".a" * n + " = 1\n").encode()),
+                st.integers(129, 3_000).map(lambda n: ("[a" + ".a" * n + "]\n").encode()),
+                st.sampled_from([1_000, 100_000]).map(lambda n: deep(n).encode()),
+                st.sampled_from([1_000, 100_000]).map(lambda n: deep(n, "{").encode()),
+                huge_int.map(lambda n: f"[runs]\nretain = {n}\n".encode()),
+                huge_int.map(lambda n: f'{{"runs": {{"retain": {n}}}}}'.encode()),
+            )
+        )
+        return f"c{suffix}", contents, False
+    if kind == "poisoned":
+        doc: dict[str, Any] = {"hooks": draw(st.lists(poisoned_hook, min_size=1, max_size=2))}
+        must_refuse = True
+    else:
+        doc = draw(config_document())
+        must_refuse = False
+    text = render(doc) if suffix == ".json" else toml_document(doc)
+    if kind == "doc" and draw(st.booleans()):
+        text = draw(near_json(st.just(text)))
+    return f"c{suffix}", text.encode("utf-8", "surrogatepass"), must_refuse
+
+
+class Captured:
+    """stdout and stderr as a person's terminal has them: stdout strict UTF-8 (so a lone
+    surrogate printed is an error, as it is there), stderr with backslash escapes."""
+
+    def __init__(self) -> None:
+        self._bytes = (io.BytesIO(), io.BytesIO())
+        self.out = io.TextIOWrapper(self._bytes[0], "utf-8", "strict", write_through=True)
+        self.err = io.TextIOWrapper(self._bytes[1], "utf-8", "backslashreplace", write_through=True)
+
+    def text(self) -> tuple[str, str]:
+        out, err = (b.getvalue().decode("utf-8", "replace") for b in self._bytes)
+        return out, err
+
+
+def run_cli(argv: Sequence[str]) -> tuple[int, str, str]:
+    """`cli.main(argv)` as a person runs it: the exit code, stdout, stderr. Anything but a
+    return or `SystemExit` would be a traceback on their terminal, and fails the test."""
+    captured = Captured()
+    with contextlib.redirect_stdout(captured.out), contextlib.redirect_stderr(captured.err):
+        try:
+            code: Any = cli.main(list(argv))
+        except SystemExit as exc:
+            code = exc.code
+        except BaseException as exc:
+            out, err = captured.text()
+            shown = f"stdout: {out[-1000:]}\nstderr: {err[-2000:]}"
+            raise AssertionError(f"a traceback reaches a person: {exc!r}\n{shown}") from exc
+    out, err = captured.text()
+    code = 0 if code is None else code
+    assert isinstance(code, int), code
+    for where, text in (("stdout", out), ("stderr", err)):
+        found = supervisor_tracebacks(text)
+        assert not found, f"a traceback reaches a person on {where}: {found}\n{text[-3000:]}"
+    return code, out, err
+
+
+def supervisor_tracebacks(text: str) -> list[str]:
+    """Lines of CLI output with a traceback, but for a child's own output, which the view
+    shows as such (`| ` stdout, `! ` stderr, an indented `| ` stderr tail) and NDJSON frames
+    hold under their own keys (`live_service.CHILD_TEXT_KEYS`)."""
+    found = []
+    for line in text.splitlines():
+        if line.lstrip().startswith(("| ", "! ")) or line.lstrip() in ("|", "!"):
+            continue
+        try:
+            frame = json.loads(line)
+        except ValueError:
+            frame = None
+        if isinstance(frame, dict):
+            found += tracebacks(frame)
+        elif "Traceback" in line or "Exceptions from Trio nursery" in line:
+            found.append(line)
+    return found
+
+
+@pytest.fixture
+def person(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A person's shell for the CLI: a working directory of its own, no discovery, user
+    config and state directories that are empty."""
+    home = tmp_path / "person"
+    home.mkdir()
+    for var in ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"):
+        monkeypatch.setenv(var, str(home / var.lower()))
+    monkeypatch.setenv("MCPX_HOOKS_NO_DISCOVERY", "1")
+    monkeypatch.delenv("MCPX_HOOKS_TOKEN", raising=False)
+    monkeypatch.delenv("MCPX_HOOKS_TRUST", raising=False)
+    monkeypatch.chdir(home)
+    return home
+
+
+def write_config(directory: Path, name: str, contents: bytes | str) -> Path:
+    path = directory / name
+    if contents == "loop":
+        (directory / "other.toml").symlink_to(path)
+        path.symlink_to(directory / "other.toml")
+    elif contents == "self-loop":
+        path.symlink_to(path)
+    elif contents == "dangling":
+        path.symlink_to(directory / "gone.toml")
+    elif contents == "directory":
+        path.mkdir()
+    else:
+        assert isinstance(contents, bytes)
+        path.write_bytes(contents)
+    return path
+
+
+ConfigCase = tuple[str, bytes | str, bool]
+#: Issue 11, cases 2 and 6, as config files.
+POISONED_TOML = b'[[hooks]]\non = "script"\nphase = "before"\nrun = ["true"]\nenv = {"A=B" = "x"}\n'
+CONFIG_CASES: list[ConfigCase] = [
+    ("c.toml", f"a = {deep(1000)}\n".encode(), True),
+    ("c.toml", ("a = " + "{b = " * 1000 + "1" + "}" * 1000).encode(), True),
+    ("c.json", deep(100_000).encode(), True),
+    ("c.toml", "loop", True),
+    ("c.toml", "self-loop", True),
+    ("c.toml", "dangling", True),
+    ("c.toml", "directory", True),
+    ("c.toml", POISONED_TOML, True),
+    ("c.json", b'{"hooks": [{"on": "script", "phase": "before", "run": ["true\\u0000"]}]}', True),
+    ("c.json", b'{"hooks": [{"on": "script", "phase": "before", "run": ["\\ud800"]}]}', True),
+    ("c.toml", f"[runs]\nretain = {'9' * 5000}\n".encode(), True),
+]
+
+
+# `person` is one directory for all examples (each writes its own file under it).
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@_examples("file", CONFIG_CASES)
+@given(file=config_file())
+def test_config_files(person: Path, file: ConfigCase) -> None:
+    name, contents, must_refuse = file
+    directory = person / f"c{len(list(person.iterdir()))}"
+    directory.mkdir()
+    path = write_config(directory, name, contents)
+    given_name = str(path.relative_to(person))
+    problems = validate_files([given_name])
+    for problem in problems:
+        assert isinstance(problem, Problem), problem
+        assert problem.file == given_name, problem
+        str(problem).encode("utf-8")  # a person can be shown it
+        assert not tracebacks(str(problem)), problem
+    if must_refuse:
+        assert problems, f"{given_name}: accepted, though nothing could run it"
+    try:
+        load_config([given_name], cwd=person, environ={}, discover=False)
+        loaded = True
+    except ConfigError as exc:
+        loaded = False
+        assert exc.problems
+    assert loaded == (not problems), (loaded, problems)
+    code, out, err = run_cli(["validate", given_name])
+    assert code == (2 if problems else 0), (code, out, err)
+    code, out, err = run_cli(["hooks", "list", "--config", given_name, "--json"])
+    assert code == (2 if problems else 0), (code, out, err)
+
+
+# ---- 6. CLI arguments -------------------------------------------------------------------------
+
+#: Text a person can put in an argument: no NUL (no shell passes one), but undecodable
+#: bytes, which Python gives as lone surrogates (`\udcff`).
+arg_text = st.one_of(
+    st.text(st.characters(exclude_characters="\x00", exclude_categories=["Cs"]), max_size=20),
+    st.sampled_from(["\udcff", "x\udc80y", "", "-", "--", "=", "A=B", " ", "\n", "-1", "0"]),
+)
+int_text = st.one_of(
+    st.integers(-3, 3).map(str),
+    st.integers(65_530, 70_000).map(str),
+    st.integers(-(10**30), 10**30).map(str),
+    st.sampled_from(["9" * 50, "-0", " 80", "0x50", "1e3", "", "nan", "1.5", "8765"]),
+    arg_text,
+)
+float_text = st.one_of(
+    st.floats().map(repr),
+    st.sampled_from(["-1", "0", "0.5", "nan", "inf", "-inf", "1e308", "x", ""]),
+    int_text,
+)
+json_text = st.one_of(
+    hostile_json.map(render),
+    near_json(hostile_json.map(render)),
+    st.sampled_from([deep(1000), deep(100_000), "9" * 5000, '{"x": ' + "9" * 5000 + "}"]),
+    arg_text,
+)
+SERVE_FLAGS: dict[str, st.SearchStrategy[str]] = {
+    "--port": int_text,
+    "--max-connections": int_text,
+    "--max-runs": int_text,
+    "--max-message-bytes": int_text,
+    "--grace": float_text,
+    # Only names that need no DNS (loopback, or refused before any lookup): a property
+    # test sends nothing past this machine.
+    "--host": st.sampled_from(
+        ["127.0.0.1", "localhost", "::1", "a" * 300, "\udcff", "127.0.0.1\udcff", "[::1]x\udcff"]
+    ),
+    "--allow-origin": arg_text,
+}
+#: For each numeric flag: the least it may be, the most it must take (past that, a server may
+#: take the value or refuse it as absurd), the most it may be (None: no such bound).
+NUMERIC: dict[str, tuple[float, float, float | None]] = {
+    "--port": (0, 65535, 65535),
+    "--max-connections": (1, 100_000, None),
+    "--max-runs": (1, 100_000, None),
+    "--max-message-bytes": (1, 64 * 1024 * 1024, None),
+    "--grace": (0, 3600, None),
+}
+
+
+def flag_valid(flag: str, value: str) -> bool | None:
+    """Whether `serve` must take the value (True), must refuse it (False), or either."""
+    if flag in NUMERIC:
+        try:
+            number = float(value) if flag == "--grace" else int(value)
+        except ValueError:
+            return False
+        low, must_take, most = NUMERIC[flag]
+        if math.isnan(number) or number < low or (most is not None and number > most):
+            return False
+        return True if number <= must_take else None
+    if flag == "--host":
+        return True if value in ("127.0.0.1", "localhost", "::1") else None
+    return None
+
+
+@st.composite
+def serve_argv(draw: st.DrawFn) -> tuple[list[str], dict[str, str]]:
+    chosen = draw(st.dictionaries(st.sampled_from(sorted(SERVE_FLAGS)), st.just(""), max_size=3))
+    flags = {flag: draw(SERVE_FLAGS[flag]) for flag in chosen}
+    flags.setdefault("--host", "127.0.0.1")
+    flags.setdefault("--port", "0")
+    argv = ["serve", "--no-auth"]
+    for flag, value in flags.items():
+        argv += [f"{flag}={value}"] if value.startswith("-") else [flag, value]
+    return argv, flags
+
+
+#: A frames-channel line whose value takes the encoder's slow path (a lone surrogate, an
+#: integer past 64 bits) with an infinity in it (`mcpx.emit` itself refuses infinities).
+SLOW_PATH_EMIT = (
+    "import os\nos.write(int(os.environ['MCPX_FRAMES_FD']),"
+    ' b\'{"type":"emit","value":[-1e999,"\\\\ud800",18446744073709551616]}\\n\')'
+)
+exec_tail = st.one_of(
+    st.builds(
+        lambda first, rest: ["--", first, *rest],
+        st.sampled_from(["true", "false", "echo", "no-such-program", "", "/", "\udcff"]),
+        st.lists(arg_text, max_size=3),
+    ),
+    st.builds(
+        lambda code: ["-c", code],
+        st.one_of(
+            st.sampled_from(
+                [
+                    "def main():\n    return 1",
+                    "raise SystemExit(4)",
+                    "1/0",
+                    "def main():\n    return '\\ud800'",
+                    "def main():\n    return 10 ** 400",
+                    "import mcpx\nmcpx.emit(10 ** 400)\nmcpx.emit('\\ud800')",
+                    SLOW_PATH_EMIT,
+                    "x = (",
+                ]
+            ),
+            arg_text.map(as_comment),
+        ),
+    ),
+    st.builds(
+        lambda f: ["--python", f], st.sampled_from(["job.py", "no-such.py", ".", "\udcff.py"])
+    ),
+    st.builds(lambda args: [*args, "--", "true"], st.lists(arg_text, max_size=2)),
+)
+EXEC_FLAGS: dict[str, st.SearchStrategy[str]] = {
+    "--hook": json_text,
+    "--input": json_text,
+    "--timeout": float_text,
+    "--autonomy": st.one_of(effect_word.filter(lambda x: isinstance(x, str)), arg_text),
+    "--before": arg_text,
+    "--env": st.builds(lambda k, v: f"{k}={v}", arg_text, arg_text),
+    "--sandbox": st.sampled_from(["strict", "none", "workspace", "x", ""]),
+    "--config": st.sampled_from(["c.toml", "no-such.toml", ".", "\udcff.toml"]),
+    "--remote": st.sampled_from(
+        [
+            "ws://127.0.0.1:1",
+            "ws://127.0.0.1:99999",
+            "ws://[::1",
+            "http://127.0.0.1:1",
+            "ws://localhost:0/x",
+            "x",
+        ]
+    ),
+    "--stdin": st.sampled_from(["no-such-file", ".", "c.toml"]),
+}
+
+
+@st.composite
+def exec_argv(draw: st.DrawFn) -> list[str]:
+    argv = ["exec"]
+    for flag in draw(st.lists(st.sampled_from(sorted(EXEC_FLAGS)), max_size=3, unique=True)):
+        value = draw(EXEC_FLAGS[flag])
+        argv += [f"{flag}={value}"] if value.startswith("-") else [flag, value]
+    if draw(st.booleans()):
+        argv.append("--json")
+    tail: list[str] = draw(exec_tail)
+    return argv + tail
+
+
+other_argv = st.one_of(
+    st.builds(
+        lambda f: ["validate", *f],
+        st.lists(st.sampled_from(["c.toml", "no-such.toml", ".", "\udcff"]), max_size=2),
+    ),
+    st.builds(lambda n: ["schema", n], arg_text),
+    st.builds(
+        lambda f: ["hooks", "list", "--config", f],
+        st.sampled_from(["c.toml", "no-such.toml", "\udcff"]),
+    ),
+    st.builds(
+        lambda j, p: ["hook", "test", "--hook", j, "--phase", p],
+        json_text,
+        st.sampled_from(["before", "onSuccess", "observe", "x"]),
+    ),
+    st.builds(
+        lambda k, s: ["events", "--remote", "ws://127.0.0.1:1", "--kinds", k, "--since", s],
+        arg_text,
+        int_text,
+    ),
+    # Free words, but not a command that would run what they say.
+    st.lists(arg_text, max_size=3).filter(
+        lambda a: not a or a[0] not in ("exec", "serve", "demo", "hook", "events")
+    ),
+    st.sampled_from([["--version"], ["--help"], ["exec", "--help"], [], ["serve", "--port"]]),
+)
+
+
+def serve_case(*flags: str) -> tuple[str, Any]:
+    """A `serve` case as `serve_argv` draws them: `--flag=value` pairs."""
+    pairs = dict(f.split("=", 1) for f in flags)
+    pairs.setdefault("--host", "127.0.0.1")
+    pairs.setdefault("--port", "0")
+    argv = ["serve", "--no-auth"]
+    for flag, value in pairs.items():
+        argv.append(f"{flag}={value}")
+    return "serve", (argv, pairs)
+
+
+CliCase = tuple[str, Any]
+#: Issue 11, case 8, and what the property found.
+CLI_CASES: list[CliCase] = [
+    serve_case("--port=70000"),
+    serve_case("--port=-1"),
+    serve_case("--port=" + "9" * 30),
+    serve_case("--max-runs=0"),
+    serve_case("--max-connections=0"),
+    serve_case("--grace=-1"),
+    serve_case("--max-message-bytes=0"),
+    serve_case("--host=" + "a" * 300),
+    # Found by this property: argparse gives `--flag=--` as a list, not a string; text from
+    # undecodable argument bytes (a lone surrogate) printed back to a UTF-8 stdout; a URL
+    # `urlsplit` refuses; a timeout trio refuses or `round` cannot take; a frame whose
+    # encoding took the slow path, read back by `exec`.
+    serve_case("--allow-origin=--"),
+    ("input", "--"),
+    ("input", "9" * 5000),
+    ("input", deep(100_000)),
+    ("other", ["validate", "\udcff"]),
+    ("exec", ["exec", "--remote", "ws://[::1", "--", "true"]),
+    ("exec", ["exec", "--timeout=-1", "--", "true"]),
+    ("exec", ["exec", "--timeout", "nan", "--", "true"]),
+    ("exec", ["exec", "--timeout", "1e308", "--", "true"]),
+    ("exec", ["exec", "--json", "-c", SLOW_PATH_EMIT]),
+]
+
+
+# `person` and `monkeypatch` are shared by the examples: each rewrites its files and makes
+# the same patch.
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@_examples("case", CLI_CASES)
+@given(
+    case=st.one_of(
+        st.tuples(st.just("serve"), serve_argv()),
+        st.tuples(st.just("exec"), exec_argv()),
+        st.tuples(st.just("input"), json_text),
+        st.tuples(st.just("other"), other_argv),
+    )
+)
+def test_cli_arguments(person: Path, monkeypatch: pytest.MonkeyPatch, case: CliCase) -> None:
+    (person / "c.toml").write_text('[defaults]\nsandbox = "strict"\n')
+    (person / "job.py").write_text("def main():\n    return 'job'\n")
+    served: list[Any] = []
+
+    async def listen_only(config: Any, options: Any, ready: Callable[[Any], Any]) -> None:
+        """`run_service` up to listening, then done: a `serve` that would serve has shown
+        it can listen, and the test goes on."""
+        served.append(options)
+        listeners = await trio.open_tcp_listeners(options.port, host=options.host)
+        for listener in listeners:
+            await listener.aclose()
+
+    monkeypatch.setattr(server_module, "run_service", listen_only)
+    kind, payload = case
+    if kind == "serve":
+        argv, flags = payload
+        code, out, err = run_cli(argv)
+        verdicts = {flag: flag_valid(flag, value) for flag, value in flags.items()}
+        refused = [flag for flag, ok in verdicts.items() if ok is False]
+        if refused:
+            assert code == 2, (code, err)
+            assert served == [], "serve listened with a flag it must refuse"
+            assert any(flag in err for flag in refused), err
+        elif all(ok is True for ok in verdicts.values()) and int(flags["--port"]) == 0:
+            assert code == 0 and served, (code, err)  # any port on loopback can be had
+        else:
+            assert code in (0, 1, 2), (code, err)
+    elif kind == "input":
+        text = payload
+        code, out, err = run_cli(["exec", f"--input={text}", "--", "true"])
+        verdict = json_verdict(text)
+        if verdict is False:
+            assert code == 2 and "--input" in err, (code, err)
+        elif verdict is True:
+            assert code == 0, (code, out, err)
+        else:
+            assert code in (0, 2), (code, out, err)
+    else:
+        code, out, err = run_cli(payload)
+        assert 0 <= code <= 255, code
+        if kind == "exec" and "--json" in payload and "--remote" not in payload:
+            for line in out.splitlines():  # NDJSON: each line one JSON object, strictly
+                frame = json.loads(line, parse_constant=_not_json)
+                assert isinstance(frame, dict), line
+
+
+def _not_json(name: str) -> Any:
+    raise AssertionError(f"exec --json printed {name}, which is not JSON")
+
+
+def json_verdict(text: str) -> bool | None:
+    """Whether `--input` must take the text (True), must refuse it (False), or either
+    (JSON nested deeper than the documented limit of 128)."""
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    return True if _depth(value) <= 128 else None
+
+
+def _depth(value: Any) -> int:
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        item, level = todo.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            todo.extend((v, level + 1) for v in (item.values() if isinstance(item, dict) else item))
+    return deepest
