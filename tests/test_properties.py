@@ -1626,6 +1626,7 @@ CLI_CASES: list[CliCase] = [
     ("input", "9" * 5000),
     ("input", deep(100_000)),
     ("other", ["validate", "\udcff"]),
+    ("other", ["events", "--remote", "ws://127.0.0.1:1", "--kinds", "x\udc80y"]),
     ("exec", ["exec", "--remote", "ws://[::1", "--", "true"]),
     ("exec", ["exec", "--timeout=-1", "--", "true"]),
     ("exec", ["exec", "--timeout", "nan", "--", "true"]),
