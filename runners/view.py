@@ -125,7 +125,8 @@ def _cover(
     the scratch's size limit)."""
     sources = {p: read[p] for p in needed if p in read and p != sandbox.scratch}
     has_scratch = sandbox.scratch in needed
-    options = _scratch_options(sandbox, (0, 0)) if has_scratch else _COVER_OPTIONS
+    owner = (os.getuid(), os.getgid())  # root's, or rootless the caller's (a mapped id)
+    options = _scratch_options(sandbox, owner) if has_scratch else _COVER_OPTIONS
     mount("tmpfs", top, "tmpfs", MS_NOSUID | MS_NODEV, options.replace("0700", "0755"))
     made = {top}
     for path in _outermost(list(sources)):
