@@ -10,7 +10,9 @@ out (frames, events, messages) is written by `dumps`, which never fails for a JS
   returned) is replaced by U+FFFD, so every frame is valid UTF-8;
 - an integer past 64 bits is written exactly (the slow path), one too long to print is
   written as a string saying how long it was;
-- a value nested deeper than `MAX_DEPTH` (only code of ours could build one) is cut there.
+- a value nested deeper than `MAX_DEPTH` (only code of ours could build one) is cut there;
+- a number that is not finite (`1e999` reads as infinity) is written as `null`, as JSON has
+  no infinity; `NaN` and `Infinity` are not JSON and `loads` refuses them.
 
 The fast path is orjson on the value as it is; the policy only costs when it applies.
 """
@@ -18,6 +20,7 @@ The fast path is orjson on the value as it is; the policy only costs when it app
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 from typing import Any, Final
@@ -42,7 +45,7 @@ def loads(text: str | bytes) -> Any:
     """The JSON value in `text`, or `JsonError` naming why not (malformed, nested deeper
     than `MAX_DEPTH`, an integer too long to convert). Never raises anything else."""
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_not_json)
     except json.JSONDecodeError as exc:
         raise JsonError(f"{exc.msg} (at line {exc.lineno}, column {exc.colno})") from None
     except RecursionError:
@@ -54,6 +57,10 @@ def loads(text: str | bytes) -> Any:
     if _could_be_deep(text) and depth(value) > MAX_DEPTH:
         raise JsonError(f"nested deeper than {MAX_DEPTH} levels")
     return value
+
+
+def _not_json(word: str) -> Any:
+    raise JsonError(f"{word} is not JSON")
 
 
 def _could_be_deep(text: str | bytes) -> bool:
@@ -123,7 +130,9 @@ def wire_safe(value: Any) -> Any:
             todo.extend((v, copy, i, level + 1) for i, v in enumerate(item))
         elif isinstance(item, str):
             parent[key] = _text(item)
-        elif isinstance(item, bool) or item is None or isinstance(item, float):
+        elif isinstance(item, float):
+            parent[key] = item if math.isfinite(item) else None  # as orjson writes them
+        elif isinstance(item, bool) or item is None:
             parent[key] = item
         elif isinstance(item, int):
             parent[key] = _integer(item)

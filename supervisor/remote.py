@@ -48,12 +48,31 @@ class Remote:
     token: str | None = None
 
     def endpoint(self, path: str, query: Mapping[str, Any] | None = None) -> str:
-        parts = urlsplit(self.url)
-        if parts.scheme not in ("ws", "wss"):
-            raise RemoteError(f"--remote: expected a ws:// or wss:// URL, got {self.url!r}")
+        try:
+            parts = urlsplit(self.url)
+            parts.port  # noqa: B018 - a bad port raises here, not later
+        except ValueError as exc:
+            raise RemoteError(f"--remote: {exc}: {self.url!r}", bad_input=True) from None
+        if parts.scheme not in ("ws", "wss") or not parts.hostname:
+            raise RemoteError(
+                f"--remote: expected a ws:// or wss:// URL, got {self.url!r}", bad_input=True
+            )
         base = parts.path.rstrip("/")
-        text = urlencode({k: v for k, v in (query or {}).items() if v is not None})
+        given = {k: v for k, v in (query or {}).items() if v is not None}
+        try:
+            text = urlencode(given)
+        except UnicodeEncodeError:
+            bad = ", ".join(f"--{k}" for k, v in given.items() if not _is_unicode(str(v)))
+            raise RemoteError(f"{bad}: not valid text (lone surrogates)", bad_input=True) from None
         return urlunsplit((parts.scheme, parts.netloc, base + path, text, ""))
+
+
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 @contextlib.asynccontextmanager

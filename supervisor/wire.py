@@ -377,9 +377,15 @@ def _seq(target: Target, name: str, default: int | None) -> int | None:
     text = _one(target, name)
     if text is None:
         return default
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit()):
         raise WireError(Close.BAD_REQUEST, f"{name}: expected a non-negative integer, got {text!r}")
+    if len(text) > _SEQ_DIGITS:  # no run or bus gets that far; int() of it could even fail
+        raise WireError(Close.OUT_OF_RANGE, f"{name}: {text[:20]}… is past anything retained")
     return int(text)
+
+
+#: Digits of the largest `from` or `since` read as a number (past 2**63).
+_SEQ_DIGITS: Final = 19
 
 
 def parse_from(target: Target) -> int:
