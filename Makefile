@@ -29,6 +29,11 @@ test-unprivileged: $(STAMP)
 	.ci/unprivileged
 
 bench: $(STAMP)
+	@# bench/rootless.py compares with bubblewrap: installed here when root and missing.
+	@if [ "$$(id -u)" = 0 ] && ! command -v bwrap >/dev/null; then \
+		apt-get install -y -qq bubblewrap >/dev/null 2>&1 || \
+		{ apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq bubblewrap >/dev/null; }; \
+	fi
 	$(BIN)/python bench/run_all.py
 
 docs: $(STAMP)
