@@ -9,11 +9,13 @@ directory (after `unshare(CLONE_FS)`), credentials changed by the raw system cal
 (both installed without their "all threads" flag).
 
 Mechanisms (what the spawner finds of them at its start is `mechanisms.py`):
-* `landlock`: the filesystem allowlist (read-only system, Python, declaring dir and cwd;
-  read-write scratch and a few devices), no TCP bind/connect (ABI 4+, strict), no abstract Unix
-  sockets or signals outside the hook's own domain (ABI 6+).
+* `landlock`: the filesystem allowlist (read-only system, Python, declaring dir, cwd and
+  `[sandbox] read`; read-write scratch, the write paths and a few devices), no TCP
+  bind/connect (ABI 4+, strict), no abstract Unix sockets or signals outside the hook's own
+  domain (ABI 6+).
 * `seccomp`: a small deny list (ptrace, mounts, namespaces, kernel keyrings, bpf, raising
-  resource limits, ...) and, under strict, `socket()` for anything but netlink.
+  resource limits, set-user-ID and set-group-ID modes, io_uring, ...) and, under strict,
+  `socket()` for anything but netlink.
 * `uid`: a per-hook unprivileged uid and gid (the supervisor is root), no supplementary groups,
   so `RLIMIT_NPROC` holds and the host's DAC applies.
 """
@@ -99,6 +101,8 @@ _TABLES: dict[str, tuple[int, dict[str, int]]] = {
             "prlimit64": 302, "name_to_handle_at": 303, "open_by_handle_at": 304,
             "setns": 308, "process_vm_readv": 310, "process_vm_writev": 311,
             "finit_module": 313, "kexec_file_load": 320, "bpf": 321, "userfaultfd": 323,
+            "open": 2, "creat": 85, "chmod": 90, "fchmod": 91, "mknod": 133, "openat": 257,
+            "mknodat": 259, "fchmodat": 268,
         },
     ),
     "aarch64": (
@@ -114,6 +118,7 @@ _TABLES: dict[str, tuple[int, dict[str, int]]] = {
             "name_to_handle_at": 264, "open_by_handle_at": 265, "setns": 268,
             "process_vm_readv": 270, "process_vm_writev": 271, "finit_module": 273,
             "kexec_file_load": 294, "bpf": 280, "userfaultfd": 282,
+            "mknodat": 33, "fchmod": 52, "fchmodat": 53, "openat": 56,
         },
     ),
 }
@@ -121,6 +126,8 @@ _COMMON = {
     "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432,
     "fspick": 433, "clone3": 435, "mount_setattr": 442,
     "landlock_create_ruleset": 444, "landlock_add_rule": 445, "landlock_restrict_self": 446,
+    "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "openat2": 437,
+    "fchmodat2": 452,
 }
 # fmt: on
 _LL_CREATE = _COMMON["landlock_create_ruleset"]
@@ -285,6 +292,28 @@ DENIED = (
     "mount_setattr",
 )
 # fmt: on
+#: Refused with ENOSYS, so that a program falls back on the calls the filter can judge:
+#: io_uring performs opens, sockets and the rest with no system call seccomp sees; the
+#: flags and mode of `openat2` are in a struct a filter cannot read.
+UNJUDGED = ("io_uring_setup", "io_uring_enter", "io_uring_register", "openat2")
+#: The mode bits no confined process may set on a file (EPERM): set-user-ID and set-group-ID.
+#: Through a writable idmapped grant (`idmap.py`) the hook's files are owned on disk by the
+#: grant's owner, root perhaps; such a bit would make a program that runs as that owner.
+SETID_BITS = 0o6000
+#: The calls that create a file or change its mode, and which argument holds the mode (for
+#: `open`/`openat`: the flags' argument first, the mode counts with O_CREAT or O_TMPFILE).
+MODE_ARGUMENT = {
+    "chmod": 1,
+    "fchmod": 1,
+    "creat": 1,
+    "mknod": 1,
+    "fchmodat": 2,
+    "fchmodat2": 2,
+    "mknodat": 2,
+}
+OPEN_ARGUMENTS = {"open": (1, 2), "openat": (2, 3)}
+#: O_CREAT and the bit of O_TMPFILE that is not O_DIRECTORY (the same on x86_64 and aarch64).
+_CREATES = 0o100 | 0o20000000
 
 
 #: A test of the syscall number is a leaf of the search tree below this many numbers.
@@ -337,14 +366,19 @@ def _search(prog: _Program, cases: list[tuple[int, str]], name: str = "t") -> No
 def seccomp_program(no_sockets: bool) -> bytes:
     """The filter, as `struct sock_filter` bytes: the deny list; `prlimit64` only to read;
     `clone` without namespace flags and `clone3` refused with ENOSYS (its flags cannot be
-    inspected; libc then falls back to `clone`); with `no_sockets`, `socket()` only for
-    netlink. Anything else is allowed. Another architecture than this machine's (and, on
-    x86_64, the x32 numbers) is refused."""
+    inspected; libc then falls back to `clone`), as are the `UNJUDGED` calls; a mode with a
+    `SETID_BITS` bit refused (EPERM) to the calls of `MODE_ARGUMENT` and, when they create,
+    `OPEN_ARGUMENTS`; with `no_sockets`, `socket()` only for netlink. Anything else is
+    allowed. Another architecture than this machine's (and, on x86_64, the x32 numbers) is
+    refused."""
     table = _table()
     if table is None:
         raise ConfineError(errno.ENOSYS, f"seccomp: no system call table for {platform.machine()}")
     arch, nrs = table
     cases = {nrs[name]: "eperm" for name in DENIED if name in nrs}
+    cases |= {nrs[name]: "enosys" for name in UNJUDGED}
+    cases |= {nrs[name]: f"mode{arg}" for name, arg in MODE_ARGUMENT.items() if name in nrs}
+    cases |= {nrs[name]: f"open{arg}" for name, (arg, _) in OPEN_ARGUMENTS.items() if name in nrs}
     cases |= {nrs["clone3"]: "enosys", nrs["clone"]: "clone", nrs["prlimit64"]: "prlimit"}
     if no_sockets:
         cases[nrs["socket"]] = "socket"
@@ -369,6 +403,16 @@ def seccomp_program(no_sockets: bool) -> bytes:
         prog.label("socket")
         prog.op(_LD_W_ABS, 16)
         prog.op(_JEQ_K, _AF_NETLINK, "allow", "eacces")
+    # open(path, flags, mode), openat(dirfd, path, flags, mode): the mode counts when creating.
+    for flags, mode in sorted(set(OPEN_ARGUMENTS.values())):
+        prog.label(f"open{flags}")
+        prog.op(_LD_W_ABS, _arg(flags))
+        prog.op(_JSET_K, _CREATES, f"mode{mode}", "allow")
+    # The mode's low half (the high one is not read by the kernel: a mode is 32 bits).
+    for arg in sorted({*MODE_ARGUMENT.values(), *(m for _, m in OPEN_ARGUMENTS.values())}):
+        prog.label(f"mode{arg}")
+        prog.op(_LD_W_ABS, _arg(arg))
+        prog.op(_JSET_K, SETID_BITS, "eperm", "allow")
     for label, action in (
         ("allow", _RET_ALLOW),
         ("eperm", _RET_ERRNO | errno.EPERM),
@@ -378,6 +422,11 @@ def seccomp_program(no_sockets: bool) -> bytes:
         prog.label(label)
         prog.op(_RET_K, action)
     return prog.assemble()
+
+
+def _arg(n: int) -> int:
+    """The offset of the low 32 bits of argument `n` in `struct seccomp_data`."""
+    return 16 + 8 * n
 
 
 def seccomp_available() -> bool:
@@ -426,23 +475,32 @@ def setns(fd: int, flags: int, what: str) -> None:
 
 
 def traversable(
-    path: str, uid: int, gid: int, seen: dict[str, bool | None] | None = None
+    path: str,
+    uid: int,
+    gid: int,
+    seen: dict[str, bool | None] | None = None,
+    *,
+    start: str = "",
+    owner: tuple[int, int] | None = None,
 ) -> str | None:
     """The first ancestor of `path` (or `path` itself) that `uid`/`gid` cannot search, or None.
 
     Approximates the kernel's check from the mode bits (ACLs are not read): owner, group (the
     hook's own gid only: it has no supplementary groups), others. `seen`: what was found for
-    each directory already looked at, shared between calls for the same ids (one `stat` per
-    directory rather than per path through it).
+    each directory already looked at, shared between calls for the same ids (and `owner`):
+    one `stat` per directory rather than per path through it. `start`: a directory above
+    `path` the walk starts below (it is not looked at). `owner`: below `start` the files
+    are seen through an idmapped mount (`idmap.py`) that makes this uid and gid the hook's:
+    a directory they own is searched with its owner's (group's) bits.
     """
     seen = {} if seen is None else seen
-    current = ""
-    for part in os.path.normpath(path).split("/"):
+    current = start.rstrip("/")
+    for part in os.path.normpath(path)[len(current) :].split("/"):
         if not part:
             continue
         current = f"{current}/{part}"
         if current not in seen:
-            seen[current] = _searchable(current, uid, gid)
+            seen[current] = _searchable(current, uid, gid, owner)
         found = seen[current]
         if found is None:  # not there, or not a directory
             return None
@@ -451,16 +509,16 @@ def traversable(
     return None
 
 
-def _searchable(path: str, uid: int, gid: int) -> bool | None:
+def _searchable(path: str, uid: int, gid: int, owner: tuple[int, int] | None = None) -> bool | None:
     try:
         info = os.stat(path)
     except OSError:
         return None
     if not stat.S_ISDIR(info.st_mode):
         return None
-    if info.st_uid == uid:
+    if info.st_uid == (uid if owner is None else owner[0]):
         bit = 0o100
-    elif info.st_gid == gid:
+    elif info.st_gid == (gid if owner is None else owner[1]):
         bit = 0o010
     else:
         bit = 0o001

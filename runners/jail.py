@@ -4,11 +4,13 @@ Standard library only. The pidns spawner keeps one `Jail` armed: a thread that h
 left the spawner's PID, mount, IPC and UTS namespaces (`unshare` of those acts on the calling
 thread only), made its mount tree private, read-only and nosuid, and waits. A request then
 costs only what depends on it, on the thread (`confine.py` says why all of it stays there):
-0. the paths Landlock will allow (read paths, devices) are opened, once (`Grants`): they are
-   the covers' bind sources and the Landlock rules alike;
+0. the paths Landlock will allow (read and write paths, devices) are opened, once
+   (`Grants`): they are the covers' bind sources, the grants' mount sources and the
+   Landlock rules alike;
 1. mounts in its namespace (`view.py`): the scratch directory becomes a size-limited tmpfs,
-   and where the hook's user could not reach a path it needs, a small tmpfs covers that
-   ancestor with only the needed paths bound into it;
+   each writable or mapped grant is attached as a copy of its tree (idmapped: its owner the
+   hook's user, `idmap.py`), and where the hook's user could not reach a path it needs, a
+   small tmpfs covers that ancestor with only the needed paths bound into it;
 2. its working directory; for strict, the spawner's empty network namespace (made once at
    start, shared: with no TCP, no UDP and no Unix socket allowed, there is nothing in it to
    reach, and nothing a hook can change);
@@ -145,7 +147,14 @@ class Jail:
         assert req.sandbox is not None
         sandbox = req.sandbox
         self._work = lambda later: _jailed(
-            req, sandbox, uid, self._empty_net, borrowed=borrowed, later=later, hold=hold_mounts
+            req,
+            sandbox,
+            uid,
+            self._empty_net,
+            borrowed=borrowed,
+            later=later,
+            hold=hold_mounts,
+            home=self._home_pid,
         )
         self._go.release()
         self._done.acquire()
@@ -159,29 +168,41 @@ class Jail:
 
 
 class Grants:
-    """What Landlock will grant a hook besides its scratch: its read paths and devices,
-    opened (`O_PATH`) and added to a ruleset of its own, not yet enforced.
+    """What Landlock will grant a hook besides its scratch: its read paths (read and
+    execute), its write paths (everything) and devices, opened (`O_PATH`) and added to a
+    ruleset of its own, not yet enforced.
 
     They are opened once, as this (root) thread sees them before the view changes anything:
-    the same inodes the hook's user reaches through the view, whose covers bind these very
-    fds (`read`).
+    the same inodes the hook's user reaches through the view, whose covers bind and whose
+    grants copy these very fds (`read`).
     """
 
-    def __init__(self, read: Iterable[str], devices: Iterable[str], *, net: bool) -> None:
-        #: The fds of the read paths that exist, by path (for the covers' binds).
+    def __init__(
+        self,
+        read: Iterable[str],
+        devices: Iterable[str],
+        *,
+        net: bool,
+        write: Iterable[str] = (),
+    ) -> None:
+        #: The fds of the read and write paths that exist, by path (the view's sources).
         self.read: dict[str, int] = {}
         self._fds: list[int] = []
         self.ruleset: confine.Ruleset | None = None
         try:
             rules = []
-            for paths, rights in ((read, confine.READ_BENEATH), (devices, confine.DEVICE)):
+            for paths, rights in (
+                (read, confine.READ_BENEATH),
+                (write, confine.ALL_BENEATH),
+                (devices, confine.DEVICE),
+            ):
                 for path in paths:
                     fd = _open_path(path)
                     if fd is None:
                         continue
                     self._fds.append(fd)
                     rules.append((fd, rights))
-                    if rights == confine.READ_BENEATH:
+                    if rights != confine.DEVICE:
                         self.read[path] = fd
             self.ruleset = confine.Ruleset(no_tcp=not net)
             self.ruleset.add(rules)
@@ -214,10 +235,11 @@ def _jailed(
     borrowed: bool,
     later: list[Grants],
     hold: bool,
+    home: int | None,
 ) -> Spawned:
     """Runs on the armed thread: steps 0 to 4 of the module docstring. `later`: what to
     close once the spawner has its answer (the grants' fds)."""
-    scratch_fd, seal = prepare(req, sandbox, uid, empty_net)
+    scratch_fd, seal = prepare(req, sandbox, uid, empty_net, home=home)
     later.append(seal.grants)
     mounts = None
     try:
@@ -244,11 +266,20 @@ class Seal:
     `grants` and the scratch), seccomp. Calling it applies all that and closes the grants'
     fds; `close` (idempotent) closes them where it is never called."""
 
-    def __init__(self, grants: Grants, uid: int | None, cwd: str, sandbox: Sandbox) -> None:
+    def __init__(
+        self,
+        grants: Grants,
+        uid: int | None,
+        cwd: str,
+        sandbox: Sandbox,
+        notes: dict[str, str] | None = None,
+    ) -> None:
         self.grants = grants
         self._uid = uid
         self._cwd = cwd
         self._net = sandbox.net
+        #: Why a grant is not mapped (`view.build`), for the message when it cannot be read.
+        self._notes = notes or {}
         #: Rootless: the processes limit, set in the child's own user namespace (`prepare`).
         self.nproc: list[tuple[int, int, int]] = []
 
@@ -263,7 +294,7 @@ class Seal:
         they are close-on-exec)."""
         if self._uid is not None:
             confine.become(self._uid, self._uid)
-            _check_reachable(self._cwd, "working directory")
+            _check_reachable(self._cwd, "working directory", self._notes)
         elif userns.entered:  # rootless: its own user namespace, and no capability in it
             userns.own_namespace(self.nproc)
             userns.drop_capabilities()
@@ -277,17 +308,25 @@ class Seal:
 
 
 def prepare(
-    req: Request, sandbox: Sandbox, uid: int | None, empty_net: int | None
+    req: Request,
+    sandbox: Sandbox,
+    uid: int | None,
+    empty_net: int | None,
+    *,
+    home: int | None = None,
 ) -> tuple[int | None, Seal]:
     """Steps 0 to 2 of the module docstring on an armed thread or process (`arm`): the
     grants, the view (`view.py`), the working directory, the network. Returns the scratch fd
     to copy back (or None) and step 3, `seal`, to call last, in the thread or process that
-    then runs the child.
+    then runs the child. `home`: an fd of the spawner's own PID namespace, for the helper
+    child of an idmapped grant (`idmap.userns`; None in a fork, whose children may be made
+    as it is).
     """
     ids = (uid, uid) if uid is not None else (os.getuid(), os.getgid())
-    grants = Grants(sandbox.read, sandbox.devices, net=sandbox.net)
+    grants = Grants(sandbox.read, sandbox.devices, net=sandbox.net, write=sandbox.write)
     try:
-        scratch_fd = view.build(sandbox, ids, grants.read)
+        # Only a per-child uid owns nothing: rootless, the hook's uid is the caller's own.
+        scratch_fd, notes = view.build(sandbox, ids, grants.read, mapped=uid is not None, home=home)
         try:
             scratch = _open_path(sandbox.scratch)
             if scratch is None:
@@ -309,7 +348,7 @@ def prepare(
     except BaseException:
         grants.close()
         raise
-    seal = Seal(grants, uid, req.cwd, sandbox)
+    seal = Seal(grants, uid, req.cwd, sandbox, notes)
     if userns.entered:  # rootless: RLIMIT_NPROC waits for the child's own user namespace
         seal.nproc = [lim for lim in req.limits if lim[0] == resource.RLIMIT_NPROC]
         req.limits = [lim for lim in req.limits if lim[0] != resource.RLIMIT_NPROC]
@@ -329,12 +368,15 @@ def arm(*, pid: bool) -> None:
         userns.writable_proc()
 
 
-def _check_reachable(path: str, what: str) -> None:
-    if not os.access(path, os.R_OK | os.X_OK):
-        raise StartError(
-            f"sandbox: the hook's user (uid {os.getuid()}) cannot read its {what} {path}: "
-            "make it readable by others (o+rx)"
-        )
+def _check_reachable(path: str, what: str, notes: dict[str, str]) -> None:
+    if os.access(path, os.R_OK | os.X_OK):
+        return
+    why = next((f" ({p}: {n})" for p, n in notes.items() if confine.under(path, [p])), "")
+    raise StartError(
+        f"sandbox: the hook's user (uid {os.getuid()}) cannot read its {what} {path}{why}: "
+        "its mode bits keep it out, and it is not a grant whose owner the hook stands for "
+        '(docs/sandbox.md, "Grants beat mode bits"): make it readable by others (o+rx)'
+    )
 
 
 def return_scratch(scratch_fd: int, host_path: str) -> None:

@@ -368,21 +368,29 @@ class Collect:
 
 class Sandbox:
     """A request's sandbox plan (`"sandbox"` in the request; the supervisor's `sandbox.py`
-    makes it): `net` (keep the host network), `read` (read-only paths), `devices`, `scratch`
-    (the one writable directory, a tmpfs of `scratchBytes`), `returnScratch` (copy it back to
-    the host directory once the tree is gone), `uid` (run as a per-child unprivileged user).
-    Every field has its exact type: a plan that says anything else is refused, never read
-    as a looser one."""
+    makes it): `net` (keep the host network), `read` (read-only paths), `write` (paths
+    readable and writable), `mapped` (those of `read` and `write` whose owner the hook's
+    user stands for: `view.py`), `devices`, `scratch` (a writable tmpfs of `scratchBytes`),
+    `returnScratch` (copy it back to the host directory once the tree is gone), `uid` (run
+    as a per-child unprivileged user). Every field has its exact type: a plan that says
+    anything else is refused, never read as a looser one; `mapped` names only paths of
+    `read` and `write`."""
 
     def __init__(self, plan: object) -> None:
         plan = _fields(
             plan,
             "sandbox",
             ("net", "read", "scratch", "scratchBytes"),
-            ("devices", "returnScratch", "uid"),
+            ("devices", "returnScratch", "uid", "write", "mapped"),
         )
         self.net = _bool(plan["net"], "sandbox.net")
         self.read = _paths(plan["read"], "sandbox.read")
+        self.write = _paths(plan.get("write", []), "sandbox.write")
+        self.mapped = _paths(plan.get("mapped", []), "sandbox.mapped")
+        granted = {*self.read, *self.write}
+        for i, path in enumerate(self.mapped):
+            if path not in granted:
+                raise _bad(f"sandbox.mapped[{i}]: {_show(path)} is neither read nor write")
         self.devices = _paths(plan.get("devices", []), "sandbox.devices")
         self.scratch = _path(plan["scratch"], "sandbox.scratch")
         self.scratch_bytes = _int(plan["scratchBytes"], "sandbox.scratchBytes", 0, _LARGEST)

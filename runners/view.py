@@ -4,26 +4,33 @@ namespace of an armed thread or process whose tree is already private, read-only
 Standard library only. Per request:
 * the scratch directory becomes a size-limited tmpfs (what the supervisor put there is copied
   in, owned by the hook's user);
+* each *grant* is attached as a copy of its mount tree (`idmap.py`): each writable path (the
+  workspace, `[sandbox] write`: the one place the read-only tree is writable), and each
+  `mapped` path, whose owner the hook's user then stands for (its mode bits do not stop the
+  hook; nothing outside it changes). Always nosuid, and a mapped one nodev;
 * where the hook's user could not reach a path it needs (an ancestor such as `/root` or
   `/tmp/pytest-of-root` is 0700), a small tmpfs *covers* that ancestor and only the needed
-  paths are bound into it, so the rest of it (a home, a token file) is not even there. A cover
-  that holds the scratch is the scratch's size limit.
+  paths are bound (or, grants, attached) into it, so the rest of it (a home, a token file) is
+  not even there. A cover that holds the scratch is the scratch's size limit.
 
 Which ancestors are covered is worked out per request, from the modes the directories have
-then (one `stat` per directory, `confine.traversable`); the paths bound are the fds the
-request opened for Landlock (`jail.Grants`), so a cover shows exactly the inodes the rules
-allow.
+then (one `stat` per directory, `confine.traversable`; below a mapped grant, as the hook sees
+them through it); the paths bound and attached are the fds the request opened for Landlock
+(`jail.Grants`), so a cover and a grant show exactly the inodes the rules allow. Mounts are
+made shortest path first, so each lands in what the ones above it show.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import os
 import stat
 import struct
+from collections.abc import Iterable
 
-from . import confine
+from . import confine, idmap
 from .spawnreq import Sandbox, StartError
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -61,40 +68,187 @@ def read_only_tree() -> None:
         raise confine.ConfineError(err, f"read-only mount tree: {os.strerror(err)}")
 
 
-def build(sandbox: Sandbox, ids: tuple[int, int], read: dict[str, int]) -> int | None:
-    """Builds the view; returns an fd on the new scratch when the plan returns it. `ids`: the
-    hook's uid and gid; `read`: fds of the read paths that exist (bound into covers)."""
-    uid, gid = ids
+class _Grant:
+    """A path attached as a copy of its mount tree (`idmap.clone`): writable, or mapped (its
+    `owner` the hook's, through `userns`), or both."""
+
+    def __init__(self, writable: bool, owner: tuple[int, int] | None) -> None:
+        self.writable = writable
+        self.owner = owner
+        self.userns: int | None = None
+
+    def covers(self, other: _Grant) -> bool:
+        """Whether this grant, above `other`, already gives everything `other` would."""
+        return (self.writable or not other.writable) and other.owner in (None, self.owner)
+
+
+def build(
+    sandbox: Sandbox,
+    ids: tuple[int, int],
+    opened: dict[str, int],
+    *,
+    mapped: bool,
+    home: int | None = None,
+) -> tuple[int | None, dict[str, str]]:
+    """Builds the view; returns an fd on the new scratch when the plan returns it, and why
+    a grant could not be mapped, by path. `ids`: the hook's uid and gid; `opened`: fds of
+    the read and write paths that exist (the binds' and grants' sources); `mapped`: the
+    hook has a uid of its own, so the plan's `mapped` grants get their owner mapped onto it
+    (`idmap.py`); `home`: an fd of the spawner's PID namespace (`idmap.userns`), None in a
+    fork that becomes the hook (the namespaces made for it are closed once it is built)."""
     try:
         host_scratch = os.open(sandbox.scratch, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:
         raise StartError(f"sandbox: scratch {sandbox.scratch}: {exc.strerror}") from exc
+    notes: dict[str, str] = {}
     try:
-        covers: dict[str, list[str]] = {}
-        seen: dict[str, bool | None] = {}
-        for path in (*sandbox.read, sandbox.scratch):
-            blocked = _blocked_ancestor(path, uid, gid, seen)
-            if blocked is not None:
-                covers.setdefault(blocked, []).append(path)
-        for top in _outermost(list(covers)):
-            needed = [p for c, ps in covers.items() if confine.under(c, [top]) for p in ps]
-            _cover(top, needed, sandbox, host_scratch, ids, read=read)
-        if not any(sandbox.scratch in ps for ps in covers.values()):
-            size = _scratch_options(sandbox, ids)
-            mount("tmpfs", sandbox.scratch, "tmpfs", MS_NOSUID | MS_NODEV, size)
-            copy_tree(host_scratch, sandbox.scratch, ids)
+        grants = _grants(sandbox, ids, opened, mapped=mapped)
+        covers = _covers(sandbox, ids, opened, grants)
+        binds = _binds(sandbox, opened, grants, covers)
+        ops = sorted({*grants, *covers, *binds, sandbox.scratch}, key=len)
+        made: set[str] = set()
+        for path in ops:
+            above = _nearest(path, ops)
+            if above in covers and path not in covers:  # a place to mount it, in the cover
+                _make_path(os.path.dirname(path), made)
+                _placeholder(path, opened.get(path))
+            if path in covers:
+                scratch_here = _nearest(sandbox.scratch, ops) == path
+                options = (
+                    _scratch_options(sandbox, (os.getuid(), os.getgid()))
+                    if scratch_here  # root's, or rootless the caller's (a mapped id)
+                    else _COVER_OPTIONS
+                )
+                mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, options.replace("0700", "0755"))
+                made.add(path)
+            elif path in grants:
+                _attach(path, grants[path], opened[path], ids=ids, home=home, notes=notes)
+            elif path in binds:
+                mount(f"/proc/thread-self/fd/{opened[path]}", path, None, MS_BIND, "")
+            elif above in covers:  # the scratch, in a cover: the cover is its size limit
+                os.chmod(path, 0o700)
+                os.chown(path, *ids)
+                copy_tree(host_scratch, path, ids)
+            else:
+                mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, _scratch_options(sandbox, ids))
+                copy_tree(host_scratch, path, ids)
         if not sandbox.return_scratch:
-            return None
-        return os.open(sandbox.scratch, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            return None, notes
+        return os.open(sandbox.scratch, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC), notes
     except OSError as exc:
         raise StartError(f"sandbox: cannot prepare the filesystem view: {exc}") from exc
     finally:
         os.close(host_scratch)
+        if home is None:  # a fork, which becomes the hook: it keeps no namespace
+            idmap.forget()
 
 
-def _blocked_ancestor(path: str, uid: int, gid: int, seen: dict[str, bool | None]) -> str | None:
-    parent = os.path.dirname(os.path.normpath(path))
-    return confine.traversable(parent, uid, gid, seen) if parent != path else None
+def _grants(
+    sandbox: Sandbox, ids: tuple[int, int], opened: dict[str, int], *, mapped: bool
+) -> dict[str, _Grant]:
+    """The paths attached as copies, by path, shortest first: each writable path, and each
+    mapped one whose owner is not the hook already; none that a grant above gives already."""
+    owned = set(sandbox.mapped) if mapped else set()
+    found: dict[str, _Grant] = {}
+    for path in sorted({*sandbox.write, *owned}, key=len):
+        if path not in opened:
+            continue
+        owner = None
+        if path in owned:
+            info = os.fstat(opened[path])
+            owner = None if (info.st_uid, info.st_gid) == ids else (info.st_uid, info.st_gid)
+        grant = _Grant(path in sandbox.write, owner)
+        if not grant.writable and owner is None:
+            continue  # read-only, and its owner is the hook: nothing to attach
+        above = _nearest(path, list(found))
+        if above is None or not found[above].covers(grant):
+            found[path] = grant
+    return found
+
+
+def _covers(
+    sandbox: Sandbox, ids: tuple[int, int], opened: dict[str, int], grants: dict[str, _Grant]
+) -> dict[str, list[str]]:
+    """The directories a cover goes on, each with the paths it holds: for each needed path,
+    the first directory the hook could not search on its way there, from the nearest grant
+    above it (seen through that grant: its owner is the hook's), else from `/`."""
+    uid, gid = ids
+    covers: dict[str, list[str]] = {}
+    seen: dict[tuple[int, int] | None, dict[str, bool | None]] = {}
+    needed = [p for p in (*sandbox.read, *sandbox.write) if p in opened]
+    for path in (*needed, sandbox.scratch):
+        parent = os.path.dirname(os.path.normpath(path))
+        if parent == path:
+            continue
+        above = _nearest(path, list(grants))
+        owner = grants[above].owner if above is not None else None
+        blocked = confine.traversable(
+            parent, uid, gid, seen.setdefault(owner, {}), start=above or "", owner=owner
+        )
+        if blocked is not None:
+            covers.setdefault(blocked, []).append(path)
+    return covers
+
+
+def _binds(
+    sandbox: Sandbox,
+    opened: dict[str, int],
+    grants: dict[str, _Grant],
+    covers: dict[str, list[str]],
+) -> list[str]:
+    """The read paths bound into a cover (nothing nearer above them), outermost only: what
+    lies below a bound path is there through it."""
+    inside = [
+        p
+        for p in sandbox.read
+        if p in opened and p not in grants and _nearest(p, [*grants, *covers]) in covers
+    ]
+    return [p for p in _outermost(inside) if p != sandbox.scratch]
+
+
+def _nearest(path: str, among: Iterable[str]) -> str | None:
+    """The deepest of `among` strictly above `path`, or None."""
+    above = [p for p in among if p != path and confine.under(path, [p])]
+    return max(above, key=len, default=None)
+
+
+def _placeholder(path: str, source: int | None) -> None:
+    """What a bind or a grant is mounted on in a cover: a directory, or a file for a file."""
+    if source is None or stat.S_ISDIR(os.fstat(source).st_mode):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(path, 0o755)
+    else:
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o644))
+
+
+def _attach(
+    path: str,
+    grant: _Grant,
+    source: int,
+    *,
+    ids: tuple[int, int],
+    home: int | None,
+    notes: dict[str, str],
+) -> None:
+    """Mounts a copy of `source`'s tree on `path`: writable or read-only, and mapped where
+    the grant has an owner; a filesystem that cannot be idmapped (EINVAL) gets a plain copy,
+    and the note says so."""
+    userns = None
+    if grant.owner is not None:
+        try:
+            userns = idmap.userns(grant.owner, ids, home)
+            tree = idmap.clone(source, writable=grant.writable, userns_fd=userns)
+        except confine.ConfineError as exc:
+            if exc.errno not in (errno.EINVAL, errno.EOPNOTSUPP, errno.EPERM):
+                raise
+            notes[path] = f"its filesystem cannot give the hook its owner's access ({exc})"
+            userns = None
+    if userns is None:
+        tree = idmap.clone(source, writable=grant.writable, userns_fd=None)
+    try:
+        idmap.attach(tree, path)
+    finally:
+        os.close(tree)
 
 
 def _outermost(paths: list[str]) -> list[str]:
@@ -109,39 +263,6 @@ def _outermost(paths: list[str]) -> list[str]:
 def _scratch_options(sandbox: Sandbox, ids: tuple[int, int]) -> str:
     inodes = max(1024, sandbox.scratch_bytes // (1 << 20) * _INODES_PER_MB)
     return f"mode=0700,uid={ids[0]},gid={ids[1]},size={sandbox.scratch_bytes},nr_inodes={inodes}"
-
-
-def _cover(
-    top: str,
-    needed: list[str],
-    sandbox: Sandbox,
-    host_scratch: int,
-    ids: tuple[int, int],
-    *,
-    read: dict[str, int],
-) -> None:
-    """Covers `top` with a tmpfs holding only `needed` (read paths bound from the original,
-    through their fds in `read`; the scratch itself as a fresh directory: then this tmpfs is
-    the scratch's size limit)."""
-    sources = {p: read[p] for p in needed if p in read and p != sandbox.scratch}
-    has_scratch = sandbox.scratch in needed
-    owner = (os.getuid(), os.getgid())  # root's, or rootless the caller's (a mapped id)
-    options = _scratch_options(sandbox, owner) if has_scratch else _COVER_OPTIONS
-    mount("tmpfs", top, "tmpfs", MS_NOSUID | MS_NODEV, options.replace("0700", "0755"))
-    made = {top}
-    for path in _outermost(list(sources)):
-        is_dir = stat.S_ISDIR(os.fstat(sources[path]).st_mode)
-        _make_path(os.path.dirname(path), made)
-        if is_dir:
-            os.mkdir(path, 0o755)
-        else:
-            os.close(os.open(path, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o644))
-        mount(f"/proc/thread-self/fd/{sources[path]}", path, None, MS_BIND, "")
-    if has_scratch:
-        _make_path(os.path.dirname(sandbox.scratch), made)
-        os.mkdir(sandbox.scratch, 0o700)
-        os.chown(sandbox.scratch, *ids)
-        copy_tree(host_scratch, sandbox.scratch, ids)
 
 
 def _make_path(path: str, made: set[str]) -> None:

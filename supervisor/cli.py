@@ -125,6 +125,7 @@ def _hook_arguments(hook: argparse.ArgumentParser) -> None:
 
 def _exec_arguments(x: argparse.ArgumentParser) -> None:
     from .effects import Effect
+    from .hooks import DEFAULT_RUN_SANDBOX, Profile
 
     _configured(x)
     x.add_argument(
@@ -148,6 +149,12 @@ def _exec_arguments(x: argparse.ArgumentParser) -> None:
         "--autonomy",
         choices=[e.word for e in Effect],
         help="the caller's hooks.autonomy (can only lower the config's)",
+    )
+    x.add_argument(
+        "--sandbox",
+        choices=[p.value for p in Profile],
+        help="the script's sandbox profile, never its hooks' (default: [script] sandbox,"
+        f" else {DEFAULT_RUN_SANDBOX.value})",
     )
     x.add_argument("--timeout", type=float, metavar="S", help="the script's timeout, seconds")
     x.add_argument("--input", metavar="JSON", help="the run's input, a JSON value")
@@ -460,6 +467,7 @@ def _stdin_bytes(args: argparse.Namespace) -> bytes:
 def _exec_request(args: argparse.Namespace) -> tuple[Config, RunRequest]:
     from .config import load_config
     from .effects import Effect
+    from .hooks import Profile
     from .points import Phase
     from .run import DEFAULT_SCRIPT_TIMEOUT_MS, RunRequest
     from .script import Script
@@ -481,6 +489,7 @@ def _exec_request(args: argparse.Namespace) -> tuple[Config, RunRequest]:
         input=(_json_flag("--input", args.input),) if args.input is not None else None,
         timeout_ms=round(args.timeout * 1000) if args.timeout else DEFAULT_SCRIPT_TIMEOUT_MS,
         autonomy=Effect.parse(args.autonomy) if args.autonomy else None,
+        sandbox=Profile(args.sandbox) if args.sandbox else None,
         sources={Phase(k): tuple(v) for k, v in config.script.items()},
     )
     return config, request
@@ -523,6 +532,8 @@ def _remote_exec_request(args: argparse.Namespace) -> dict[str, Any]:
         request["timeoutMs"] = round(args.timeout * 1000)
     if args.autonomy:
         request["autonomy"] = args.autonomy
+    if args.sandbox:
+        request["sandbox"] = args.sandbox
     # Like an in-process run, which ends with its `exec`: a vanished client stops its run.
     request["cancelOnDisconnect"] = True
     return request

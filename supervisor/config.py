@@ -10,6 +10,11 @@ down to the working directory, the `--config` files in order, the `--hook` hooks
 hooks and script lines. Command-line and per-call hooks are appended to the hooks in force (a
 layer `[null, hook]`).
 
+`[sandbox] read` and `write` hold paths: `~` and `~/…` are the supervisor's home (`$HOME`, else
+its passwd entry), `~user/…` that user's, and a relative path is resolved against the directory
+of the file that declares it, when the file is read; the lists of all layers are then appended
+(`layering.APPEND`), never replaced.
+
 TOML has no `null`: in a TOML file, a list item that is exactly the table `{inherit = true}`
 (or a `[[hooks]]` entry holding only `inherit = true`) stands for `null`.
 
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import errno
 import os
+import pwd
 import stat
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -38,6 +44,7 @@ from .errors import ConfigError, Problem
 from .hooks import (
     DEFAULT_RETAIN_BYTES,
     DEFAULT_RUN_BYTES,
+    DEFAULT_RUN_SANDBOX,
     DEFAULT_RUNS_RETAIN,
     DEFAULT_SERVICE_SANDBOXES,
     Action,
@@ -47,6 +54,7 @@ from .hooks import (
     Hook,
     Profile,
     Provenance,
+    SandboxPaths,
     SourceKind,
 )
 from .limits import Limits
@@ -117,6 +125,8 @@ class _Loader:
     layers: list[_Layer] = attrs.field(factory=list)
     problems: list[Problem] = attrs.field(factory=list)
     order: dict[str, int] = attrs.field(factory=dict)
+    #: Where `~` in `[sandbox]` paths is looked up (`HOME`).
+    environ: Mapping[str, str] = attrs.field(factory=lambda: os.environ)
 
     def note(self, file: str, problems: list[Problem]) -> None:
         self.order.setdefault(file, len(self.order))
@@ -130,11 +140,14 @@ class _Loader:
             for index, obj in enumerate(hooks if isinstance(hooks, list) else []):
                 if isinstance(obj, dict):
                     problems += _hook_rules(obj, file, f"/hooks/{index}", SourceKind.FILE)
+        absolute = os.path.abspath(path)
+        directory = os.path.dirname(absolute)
+        if doc is not None and not problems and isinstance(doc.get("sandbox"), dict):
+            doc, more = _sandbox_paths(doc, file, directory, self.environ)
+            problems += more
         self.note(file, problems)
         if doc is None or problems:
             return
-        absolute = os.path.abspath(path)
-        directory = os.path.dirname(absolute)
         decls = [
             None
             if obj is None
@@ -207,7 +220,7 @@ def load_config(
     last (null-splice: `[None, "x"]` appends). Discovery is skipped when `discover` is false or
     `MCPX_HOOKS_NO_DISCOVERY` is set. Raises `ConfigError` with every problem in every layer.
     """
-    loader = _Loader()
+    loader = _Loader(environ=environ)
     # `os.path.realpath`, not `Path.resolve()`: on a symlink loop it gives a path back where
     # resolve() raises RuntimeError; reading the file then reports the loop.
     applied: set[str] = set()
@@ -336,6 +349,45 @@ def _toml_nulls(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
+def _sandbox_paths(
+    doc: dict[str, Any], file: str, directory: str, environ: Mapping[str, str]
+) -> tuple[dict[str, Any], list[Problem]]:
+    """`doc` with its `[sandbox]` paths made absolute (see the module docstring)."""
+    table = dict(doc["sandbox"])
+    problems: list[Problem] = []
+    for key in ("read", "write"):
+        resolved = []
+        for index, given in enumerate(table.get(key, [])):
+            path, why = sandbox_path(given, directory, environ)
+            if why is not None:
+                problems.append(Problem(file, f"/sandbox/{key}/{index}", why))
+            resolved.append(path)
+        if key in table:
+            table[key] = resolved
+    return {**doc, "sandbox": table}, problems
+
+
+def sandbox_path(given: str, directory: str, environ: Mapping[str, str]) -> tuple[str, str | None]:
+    """A `[sandbox]` path made absolute and normal: `~` expanded, a relative path joined to
+    `directory`. The second item says why it cannot be, or is None."""
+    path = given
+    if given == "~" or given.startswith("~/"):
+        home = environ.get("HOME", "")
+        if not os.path.isabs(home):
+            try:
+                home = pwd.getpwuid(os.getuid()).pw_dir
+            except KeyError:
+                return given, f'expected a path, found "{given}": no home directory for "~"'
+        path = home + given[1:]
+    elif given.startswith("~"):
+        user, _, rest = given[1:].partition("/")
+        try:
+            path = os.path.join(pwd.getpwnam(user).pw_dir, rest)
+        except KeyError:
+            return given, f'expected a path, found "{given}": there is no user "{user}"'
+    return os.path.normpath(os.path.join(directory, path)), None
+
+
 def _hook_rules(obj: Mapping[str, Any], file: str, ptr: str, kind: SourceKind) -> list[Problem]:
     """The rules a schema cannot say well: a phase the point lacks, `prefix` hooks."""
     problems: list[Problem] = []
@@ -388,6 +440,8 @@ def _resolve(layers: Sequence[_Layer]) -> tuple[Config, list[Problem]]:
     merged = layering.merge_all(layer.doc for layer in layers)
     defaults = _defaults(merged.get("defaults", {}))
     limits = Limits.from_table(merged.get("limits", {}))
+    table = merged.get("sandbox", {})
+    paths = SandboxPaths(tuple(table.get("read", ())), tuple(table.get("write", ())))
     hooks: list[Hook] = []
     problems: list[Problem] = []
     seen: dict[str, tuple[int, _Decl]] = {}
@@ -397,7 +451,7 @@ def _resolve(layers: Sequence[_Layer]) -> tuple[Config, list[Problem]]:
         slot = (obj["on"], obj["phase"])
         index = counts[slot] = counts.get(slot, -1) + 1
         hook = _build_hook(decl, obj.get("name") or f"{slot[0]}.{slot[1]}.{index}", defaults)
-        hook = attrs.evolve(hook, limits=limits)
+        hook = attrs.evolve(hook, limits=limits, paths=paths)
         if hook.failure is Failure.CLOSED and hook.effect < REFUSING:
             origin = "" if "effect" in obj else " (the default)"
             problems.append(
@@ -443,6 +497,8 @@ def _resolve(layers: Sequence[_Layer]) -> tuple[Config, list[Problem]]:
             )
         ),
         limits=limits,
+        sandbox_paths=paths,
+        script_sandbox=Profile(merged.get("script", {}).get("sandbox", DEFAULT_RUN_SANDBOX.value)),
         files=tuple(layer.path for layer in layers if layer.path is not None),
     )
     return config, problems

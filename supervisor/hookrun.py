@@ -26,7 +26,7 @@ from .effects import REFUSING, Clamp, Effect, clamp
 from .errors import SandboxUnavailable, SpawnError
 from .frames import HookFrame, HookStatus, Ran, Resources, now_rfc3339
 from .hookenv import PROTOCOL, base_environment, hook_variables
-from .hooks import NOT_YET_RUNNABLE, STDERR_TAIL_BYTES, Action, Failure, Hook
+from .hooks import NOT_YET_RUNNABLE, STDERR_TAIL_BYTES, Action, Failure, Hook, SourceKind
 from .output import Answer, InvalidOutput, bound_answer, read_output
 from .points import Phase
 from .scratch import scratch_dir
@@ -67,6 +67,9 @@ class HookContext:
     #: `success` or `error`, for suffix hooks.
     outcome: str | None = None
     seq: int = 0
+    #: Whether the run's cwd is the operator's grant (a service client's own cwd is not):
+    #: per-call hooks, which declare there, then get its owner's access (docs/sandbox.md).
+    cwd_granted: bool = True
 
     def point(self, hook: Hook) -> str:
         """What the hook is told it is `on`: the point, or for observe the event's kind."""
@@ -207,12 +210,19 @@ async def run_hook(spawner: Spawner, hook: Hook, ctx: HookContext) -> HookReport
                 spawner,
                 scratch=scratch,
                 dirs=(hook.declaring_dir, hook.workdir),
+                workdir=hook.workdir,
+                granted=_granted(hook, ctx),
+                paths=hook.paths,
                 limits=hook.limits,
+            )
+            env = hook_environment(hook, clamped.effect, ctx, scratch, os.environ)
+            argv = hook_argv(hook)
+            sandbox.check_program(
+                argv[0], cwd=hook.workdir, env=env, plan=plan, profile=hook.sandbox
             )
         except SandboxUnavailable as exc:  # refused before the spawner is asked
             return frame.failed(HookStatus.FAILED, str(exc), started)
-        env = hook_environment(hook, clamped.effect, ctx, scratch, os.environ)
-        spec = ChildSpec(hook_argv(hook), hook.workdir, env, rlimits, plan, hook_module(hook))
+        spec = ChildSpec(argv, hook.workdir, env, rlimits, plan, hook_module(hook))
         stdin = json.dumps(hook_input(hook, clamped.effect, ctx)).encode()
         try:
             outcome, timed_out = await _run_child(spawner, spec, stdin, hook)
@@ -223,6 +233,20 @@ async def run_hook(spawner: Spawner, hook: Hook, ctx: HookContext) -> HookReport
             ran = await _run_command(spawner, report.answer.run, spec, hook)
             report = attrs.evolve(report, frame=attrs.evolve(report.frame, ran=ran))
         return report
+
+
+def _granted(hook: Hook, ctx: HookContext) -> tuple[str, ...]:
+    """The hook's directories that are the operator's grants: all of them, but for a per-call
+    hook (a service client's) only those within a run cwd the operator granted."""
+    dirs = (hook.declaring_dir, hook.workdir)
+    if hook.source.kind is not SourceKind.PER_CALL:
+        return dirs
+    if not ctx.cwd_granted or ctx.run is None:
+        return ()
+    root = os.path.realpath(ctx.run.cwd)
+    return tuple(
+        d for d in dirs if (real := os.path.realpath(d)) == root or real.startswith(root + "/")
+    )
 
 
 def cancelled_report(hook: Hook, ctx: HookContext, duration_ms: int) -> HookReport:

@@ -41,8 +41,24 @@ class Profile(enum.StrEnum):
     """Sandbox profiles (SPEC §5)."""
 
     STRICT = "strict"
+    WORKSPACE = "workspace"
     NET = "net"
     NONE = "none"
+
+
+#: What a script run gets unless `[script] sandbox`, the request or `exec --sandbox` says
+#: otherwise (hooks: `Defaults.sandbox`, strict).
+DEFAULT_RUN_SANDBOX: Final = Profile.WORKSPACE
+
+
+@attrs.frozen
+class SandboxPaths:
+    """`[sandbox] read` and `write`: absolute paths (`~` expanded, relative ones resolved
+    against the declaring file's directory) added, read-only or writable, to every profile
+    but `none`; the layers' lists appended, farthest first."""
+
+    read: tuple[str, ...] = ()
+    write: tuple[str, ...] = ()
 
 
 #: The profiles a service's requests may name, for the run and for per-call hooks, unless
@@ -118,6 +134,8 @@ class Hook:
     args: Mapping[str, Any] | None = None
     #: The config's `[limits]`.
     limits: Limits = DEFAULT_LIMITS
+    #: The config's `[sandbox] read` and `write`.
+    paths: SandboxPaths = SandboxPaths()
 
     @property
     def workdir(self) -> str:
@@ -170,6 +188,10 @@ class Config:
     service_sandboxes: tuple[Profile, ...] = DEFAULT_SERVICE_SANDBOXES
     #: `[limits]`: every hook's and script's resource limits.
     limits: Limits = DEFAULT_LIMITS
+    #: `[sandbox] read` and `write`: paths every profile but `none` adds.
+    sandbox_paths: SandboxPaths = SandboxPaths()
+    #: `[script] sandbox`: the runs' profile when a run does not name one.
+    script_sandbox: Profile = DEFAULT_RUN_SANDBOX
     #: The config files applied, farthest first.
     files: tuple[str, ...] = ()
 

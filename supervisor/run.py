@@ -36,7 +36,6 @@ from .frames import (
 from .hookrun import HookContext, HookReport, RunInfo, cancelled_report, new_run_id, run_hook
 from .hooks import Config, Hook, Profile
 from .journal import RunJournal
-from .limits import Limits
 from .points import Phase
 from .scratch import scratch_dir
 from .script import (
@@ -79,6 +78,9 @@ class RunRequest:
     sandbox: Profile | None = None
     sources: Mapping[Phase, tuple[str, ...]] = attrs.field(factory=dict)
     run_id: str = attrs.field(factory=new_run_id)
+    #: Whether `cwd` is the operator's grant (docs/sandbox.md): true for `exec`; for the
+    #: service, only within the directory it serves from.
+    cwd_granted: bool = True
 
 
 @attrs.define
@@ -120,10 +122,12 @@ async def execute(
     """Runs `run.request` to its `end` frame; see the module docstring for the guarantees."""
     req = run.request
     started = time.perf_counter()
-    profile = req.sandbox or config.defaults.sandbox
+    profile = req.sandbox or config.script_sandbox
     caller = min(req.autonomy, config.autonomy_hooks) if req.autonomy else config.autonomy_hooks
     info = RunInfo(req.run_id, req.script.shown_argv, req.cwd, now_rfc3339())
-    state = _State(HookContext(info, caller, config.autonomy_max, input=req.input))
+    state = _State(
+        HookContext(info, caller, config.autonomy_max, input=req.input, cwd_granted=req.cwd_granted)
+    )
     hooks = _Hooks(config, spawner, bus, run, asker)
     run.journal.append(blank(StartFrame, argv=info.argv, cwd=req.cwd, sandbox=profile.value))
     bus.publish(EventKind.RUN_STARTED, {"argv": list(info.argv)}, run_id=req.run_id)
@@ -153,7 +157,7 @@ async def execute(
 async def _body(run: Run, state: _State, hooks: _Hooks, profile: Profile) -> None:
     await hooks.phase(Phase.BEFORE, state)
     if state.refused_by is None:
-        await _run_script(run, state, hooks.spawner, profile, hooks.config.limits)
+        await _run_script(run, state, hooks.spawner, profile, hooks.config)
     landing = Phase.ON_SUCCESS if state.value is not None else Phase.ON_ERROR
     if state.value is not None:
         state.ctx = attrs.evolve(state.ctx, result={"value": state.value[0]})
@@ -163,7 +167,7 @@ async def _body(run: Run, state: _State, hooks: _Hooks, profile: Profile) -> Non
 
 
 async def _run_script(
-    run: Run, state: _State, spawner: Spawner, profile: Profile, limits: Limits
+    run: Run, state: _State, spawner: Spawner, profile: Profile, config: Config
 ) -> None:
     req = run.request
     with scratch_dir("run-") as scratch:
@@ -182,7 +186,10 @@ async def _run_script(
                 spawner,
                 scratch=scratch,
                 dirs=(req.cwd,),
-                limits=limits,
+                workdir=req.cwd,
+                granted=(req.cwd,) if req.cwd_granted else (),
+                paths=config.sandbox_paths,
+                limits=config.limits,
                 return_scratch=True,
             )
             spec = ChildSpec(
@@ -191,6 +198,9 @@ async def _run_script(
                 script_environment(scratch, artifacts, req.env, input_path),
                 rlimits,
                 confinement,
+            )
+            sandbox.check_program(
+                spec.argv[0], cwd=req.cwd, env=spec.env, plan=confinement, profile=profile
             )
             outcome = ScriptOutcome()
             with trio.move_on_after(req.timeout_ms / 1000) as deadline:

@@ -31,6 +31,7 @@ from .hookenv import PROTOCOL
 from .hooks import (
     DEFAULT_RETAIN_BYTES,
     DEFAULT_RUN_BYTES,
+    DEFAULT_RUN_SANDBOX,
     DEFAULT_RUNS_RETAIN,
     DEFAULT_SERVICE_SANDBOXES,
     PROCESS_ACTIONS,
@@ -350,18 +351,45 @@ def build_config_schema() -> dict[str, Any]:
                 },
                 "What the service's clients may ask for.",
             ),
+            "sandbox": _table(
+                {
+                    key: {
+                        "type": "array",
+                        "items": _text(
+                            "A path: absolute, `~` or `~/…` (the supervisor's home), or"
+                            " relative to this file's directory.",
+                            minLength=1,
+                        ),
+                        "description": f"Paths every profile but `none` {what}; the lists of"
+                        " all layers are appended, farthest first (never replaced).",
+                    }
+                    for key, what in (
+                        ("read", "can read (read-only)"),
+                        ("write", "can read and write"),
+                    )
+                },
+                "Paths added to the sandbox profiles (docs/sandbox.md).",
+            ),
             "script": _table(
                 {
-                    p: {
-                        "type": "array",
-                        # Python compiles no NUL and no lone surrogate either.
-                        "items": {"type": ["string", "null"], "pattern": TEXT_PATTERN},
-                        "description": f"Python lines spliced into the launcher at `{p}`"
-                        + null_splice,
-                    }
-                    for p in SCRIPT_PHASES
+                    **{
+                        p: {
+                            "type": "array",
+                            # Python compiles no NUL and no lone surrogate either.
+                            "items": {"type": ["string", "null"], "pattern": TEXT_PATTERN},
+                            "description": f"Python lines spliced into the launcher at `{p}`"
+                            + null_splice,
+                        }
+                        for p in SCRIPT_PHASES
+                    },
+                    "sandbox": {
+                        "$ref": "#/$defs/sandbox",
+                        "description": "The runs' sandbox profile when a run names none"
+                        f" (default `{DEFAULT_RUN_SANDBOX.value}`).",
+                    },
                 },
-                "Inline source phases of the script point (action `source`).",
+                "Inline source phases of the script point (action `source`), and the runs'"
+                " sandbox profile.",
             ),
             "hooks": {
                 "type": "array",

@@ -432,6 +432,9 @@ class Service:
                 autonomy=request.autonomy,
                 sandbox=profile,
                 sources=sources(config),
+                # A client's cwd is its choice, not the operator's grant, unless it lies
+                # where `serve` runs (docs/sandbox.md).
+                cwd_granted=_within(cwd, self.options.cwd),
             )
         )
         self._start_run(run, config)
@@ -517,6 +520,12 @@ class Service:
                 self._runs_changed = trio.Event()
 
 
+def _within(path: str, root: str) -> bool:
+    """Whether `path` is `root` or lies beneath it, symlinks resolved."""
+    path, root = os.path.realpath(path), os.path.realpath(root)
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
 def allowed_sandboxes(request: ExecRequest, config: Config) -> Profile:
     """The run's profile, once the run's and every per-call hook's profile is one the
     server's `[service] sandboxes` allows; else `WireError` (4400) naming the allowed ones,
@@ -526,9 +535,9 @@ def allowed_sandboxes(request: ExecRequest, config: Config) -> Profile:
     allowed = config.service_sandboxes
     words = ", ".join(p.value for p in allowed) or "none at all"
     problems: list[str] = []
-    profile = request.sandbox or config.defaults.sandbox
+    profile = request.sandbox or config.script_sandbox
     if profile not in allowed:
-        where = "the request's sandbox" if request.sandbox else "the server's [defaults] sandbox"
+        where = "the request's sandbox" if request.sandbox else "the server's [script] sandbox"
         problems.append(f'sandbox: the run\'s profile "{profile}" ({where}) is not allowed')
     cap = config.defaults.max_output_bytes
     for hook in config.hooks:

@@ -73,11 +73,14 @@ _log = logging.getLogger(__name__)
 class SandboxPlan:
     """How the spawner confines a child (profiles strict and net; `sandbox.py` makes these).
 
-    `read`: paths readable (and executable) beneath; `devices`: device files readable and
-    writable; `scratch`: the one writable directory, a tmpfs of `scratch_bytes` in the child's
-    view, seeded with what the directory holds; `return_scratch`: copied back to it once the
-    tree is gone (a script's artifacts); `net`: keep the host network; `switch_uid`: run as a
-    per-child unprivileged user (the supervisor is root).
+    `read`: paths readable (and executable) beneath; `write`: paths readable and writable
+    beneath (the workspace, `[sandbox] write`); `mapped`: those of `read` and `write` whose
+    owner's access the hook gets whatever their mode bits say (an idmapped mount, see
+    docs/sandbox.md); `devices`: device files readable and writable; `scratch`: a writable
+    directory, a tmpfs of `scratch_bytes` in the child's view, seeded with what the directory
+    holds; `return_scratch`: copied back to it once the tree is gone (a script's artifacts);
+    `net`: keep the host network; `switch_uid`: run as a per-child unprivileged user (the
+    supervisor is root).
     """
 
     read: tuple[str, ...]
@@ -87,6 +90,8 @@ class SandboxPlan:
     devices: tuple[str, ...] = ()
     return_scratch: bool = False
     switch_uid: bool = True
+    write: tuple[str, ...] = ()
+    mapped: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -97,6 +102,8 @@ class SandboxPlan:
             "scratchBytes": self.scratch_bytes,
             "returnScratch": self.return_scratch,
             "uid": self.switch_uid,
+            "write": list(self.write),
+            "mapped": list(self.mapped),
         }
 
 

@@ -255,6 +255,35 @@ def test_exec_json_frames_in_order_and_exit_code(project: Path) -> None:
     assert "refused by script.before.0" in refused.stdout
 
 
+def test_exec_sandbox_sets_the_runs_profile_only(tmp_path: Path) -> None:
+    hook = json.dumps({"on": "script", "phase": "before", "run": ["true"]})
+    frames = {}
+    for flags in ([], ["--sandbox", "strict"], ["--sandbox", "none"]):
+        out = mcpx("exec", "--json", *flags, "--hook", hook, "--", "true", cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        got = [json.loads(line) for line in out.stdout.splitlines()]
+        frames[tuple(flags)] = got
+        (h,) = [f for f in got if f["type"] == "hook"]
+        assert h["sandbox"] == "strict"  # the hook's profile is not the run's
+    starts = {k: [f["sandbox"] for f in v if f["type"] == "start"] for k, v in frames.items()}
+    assert starts == {
+        (): ["workspace"],
+        ("--sandbox", "strict"): ["strict"],
+        ("--sandbox", "none"): ["none"],
+    }
+    bad = mcpx("exec", "--sandbox", "loose", "--", "true", cwd=tmp_path)
+    assert bad.returncode == 2 and "invalid choice: 'loose'" in bad.stderr
+
+
+def test_exec_remote_sends_the_sandbox(tmp_path: Path) -> None:
+    from mcpx_hooks.supervisor import cli
+
+    args = cli._parser().parse_args(["exec", "--sandbox", "strict", "--", "true"])
+    assert cli._remote_exec_request(args)["sandbox"] == "strict"
+    args = cli._parser().parse_args(["exec", "--", "true"])
+    assert "sandbox" not in cli._remote_exec_request(args)
+
+
 def test_exec_source_flags(tmp_path: Path) -> None:
     (tmp_path / "c.toml").write_text('[defaults]\nsandbox = "none"\n[script]\nbefore = ["x = 1"]\n')
     out = mcpx(

@@ -697,7 +697,8 @@ def test_unknown_key_without_a_close_match_lists_the_keys(tmp_path: Path) -> Non
         (
             hook_toml(sandbox="strcit"),
             "/hooks/0/sandbox",
-            'expected a sandbox profile of "strict", "net", "none", found the string "strcit";'
+            'expected a sandbox profile of "strict", "workspace", "net", "none", found the string'
+            ' "strcit";'
             ' did you mean "strict"?',
         ),
         (
@@ -931,7 +932,7 @@ def test_toml_at_the_depth_limit_reaches_the_schema(tmp_path: Path) -> None:
     assert (problem.pointer, problem.message) == (
         "/a",
         'unknown key "a"; expected one of: '
-        "$schema, autonomy, defaults, limits, runs, service, script, hooks",
+        "$schema, autonomy, defaults, limits, runs, service, sandbox, script, hooks",
     )
 
 
@@ -1205,3 +1206,76 @@ def test_a_command_loading_a_hostile_config_exits_2(
         "  loop.toml:/: expected a config file, found a symlink loop (given with --config)",
         f"  deep.toml:/: {TOO_DEEP_TOML}",
     ]
+
+
+# --- [sandbox] read / write and [script] sandbox --------------------------------------------
+
+
+def test_sandbox_paths_append_across_layers_and_resolve_where_declared(tmp_path: Path) -> None:
+    far = write(
+        tmp_path / "etc" / "far.toml",
+        '[sandbox]\nread = ["~/.pyenv", "/opt/tools", "shared"]\nwrite = ["/srv/out"]\n',
+    )
+    near = write(
+        tmp_path / "project" / "near.toml",
+        '[sandbox]\nread = ["/opt/tools", "~root/x"]\nwrite = ["build", "../cache"]\n'
+        + hook_toml(),
+    )
+    cfg = load_config([far, near], cwd=tmp_path, environ={"HOME": "/home/op"}, discover=False)
+    root_home = os.path.expanduser("~root")
+    assert cfg.sandbox_paths.read == (
+        "/home/op/.pyenv",
+        "/opt/tools",
+        f"{tmp_path}/etc/shared",
+        f"{root_home}/x",
+    )  # a nearer layer adds, never replaces; "/opt/tools" is not added twice
+    assert cfg.sandbox_paths.write == (
+        "/srv/out",
+        f"{tmp_path}/project/build",
+        f"{tmp_path}/cache",
+    )
+    assert cfg.hooks[0].paths == cfg.sandbox_paths
+
+
+def test_sandbox_paths_a_nearer_empty_list_takes_nothing_away(tmp_path: Path) -> None:
+    far = write(tmp_path / "far.toml", '[sandbox]\nread = ["/opt/tools"]\n')
+    near = write(tmp_path / "near.toml", "[sandbox]\nread = []\nwrite = []\n")
+    assert load(tmp_path, far, near).sandbox_paths.read == ("/opt/tools",)
+
+
+def test_sandbox_path_problems(tmp_path: Path) -> None:
+    unknown = one_problem(tmp_path, '[sandbox]\nread = ["~nosuchuser-mcpx/x"]\n')
+    assert unknown.pointer == "/sandbox/read/0"
+    assert 'there is no user "nosuchuser-mcpx"' in unknown.message
+    nul = one_problem(tmp_path, '[sandbox]\nwrite = ["a\\u0000b"]\n', name="n.toml")
+    assert nul.pointer == "/sandbox/write/0"
+    empty = one_problem(tmp_path, '[sandbox]\nread = [""]\n', name="e.toml")
+    assert empty.pointer == "/sandbox/read/0"
+    typo = one_problem(tmp_path, '[sandbox]\nreads = ["/x"]\n', name="t.toml")
+    assert typo.pointer == "/sandbox/reads"
+
+
+def test_the_runs_default_profile_is_workspace_and_script_sandbox_sets_it(
+    tmp_path: Path,
+) -> None:
+    assert Config().script_sandbox is Profile.WORKSPACE
+    plain = load(tmp_path, write(tmp_path / "a.toml", hook_toml()))
+    assert plain.script_sandbox is Profile.WORKSPACE
+    assert plain.defaults.sandbox is Profile.STRICT and plain.hooks[0].sandbox is Profile.STRICT
+    text = '[defaults]\nsandbox = "net"\n[script]\nsandbox = "strict"\n' + hook_toml()
+    cfg = load(tmp_path, write(tmp_path / "b.toml", text))
+    assert cfg.script_sandbox is Profile.STRICT  # the runs'
+    assert cfg.hooks[0].sandbox is Profile.NET  # the hooks' stays [defaults]
+    assert cfg.script == {}  # `sandbox` is not a source phase
+
+
+def test_layering_appends_only_the_sandbox_lists() -> None:
+    from mcpx_hooks.supervisor import layering
+
+    far = {"sandbox": {"read": ["/a", "/b"]}, "hooks": ["x"], "script": {"before": ["1"]}}
+    near = {"sandbox": {"read": ["/b", "/c"], "write": ["/w"]}, "hooks": ["y"]}
+    assert layering.merge_all([far, near]) == {
+        "sandbox": {"read": ["/a", "/b", "/c"], "write": ["/w"]},
+        "hooks": ["y"],  # null-splice: replaced
+        "script": {"before": ["1"]},
+    }

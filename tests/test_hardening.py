@@ -78,7 +78,8 @@ class Live:
 def unconfined(tmp_path: Path, toml: str = "") -> Config:
     """A config whose hooks and runs are `none`, and whose requests may use it."""
     (tmp_path / "c.toml").write_text(
-        '[defaults]\nsandbox = "none"\n[service]\nsandboxes = ["none", "strict"]\n' + toml
+        '[defaults]\nsandbox = "none"\n[script]\nsandbox = "none"\n'
+        '[service]\nsandboxes = ["none", "strict"]\n' + toml
     )
     return load_config(["c.toml"], cwd=tmp_path, environ={}, discover=False)
 
@@ -151,13 +152,14 @@ async def beside(live: Live, check: Any) -> None:
 async def test_1_a_request_cannot_lower_the_sandbox(
     tmp_path: Path, request_: dict[str, Any], named: str, no_leaks: None
 ) -> None:
-    config = load_config([], cwd=tmp_path, environ={}, discover=False)  # strict, the default
-    assert config.service_sandboxes == (Profile.STRICT,)
+    config = load_config([], cwd=tmp_path, environ={}, discover=False)  # the default
+    assert config.service_sandboxes == (Profile.STRICT, Profile.WORKSPACE)
     async with live_service(config, tmp_path) as live:
         objects, close = await live.read("/v1/exec", request_)
     assert close == 4400 and not frames_of(objects), objects
     message = errors_of(objects)[0]["message"]
-    assert named in message and "may use the sandboxes: strict ([service] sandboxes)" in message
+    assert named in message
+    assert "may use the sandboxes: strict, workspace ([service] sandboxes)" in message
 
 
 async def test_1_a_server_default_of_none_is_not_a_clients_to_use(tmp_path: Path) -> None:

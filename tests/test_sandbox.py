@@ -129,13 +129,19 @@ async def test_module_hook_under_strict(strict_spawner: Spawner, readable_tmp: P
 
 
 @pytest.mark.skipif(not ROOT, reason="rootless, the hook's user owns the directory")
-async def test_unreadable_declaring_dir_is_a_clear_failure(
+async def test_unreadable_directory_not_granted_is_a_clear_failure(
     strict_spawner: Spawner, tmp_path: Path
 ) -> None:
+    # A 0700 declaring directory is a grant (tests/test_grants.py); a per-call hook's
+    # directory, where the run's cwd is a service client's own, is not.
     tmp_path.chmod(0o700)
-    frame = (await run(strict_spawner, hook(tmp_path, "print('{}')"))).frame
+    ctx = attrs.evolve(CTX, cwd_granted=False)
+    h = hook(tmp_path, "print('{}')", source=Provenance(SourceKind.PER_CALL, None, 0))
+    with trio.fail_after(30):
+        frame = (await run_hook(strict_spawner, h, ctx)).frame
     assert frame.status is HookStatus.FAILED
     assert "cannot read its working directory" in (frame.reason or ""), frame.reason
+    assert "make it readable by others (o+rx)" in (frame.reason or "")
 
 
 @pytest.mark.parametrize(
@@ -214,7 +220,7 @@ async def test_script_run_under_strict_returns_its_artifacts(
     (start,) = [f for f in frames if f["type"] == "start"]
     (result,) = [f for f in frames if f["type"] == "result"]
     (artifact,) = [f for f in frames if f["type"] == "artifact"]
-    assert start["sandbox"] == "strict"
+    assert start["sandbox"] == "workspace"  # the runs' default
     uid = result["value"]["uid"]
     assert result["value"]["pid"] == 1 and (uid >= 0x50000000 if ROOT else uid == os.getuid())
     assert artifact["name"] == "out.txt" and artifact["size"] == len("artifact")
@@ -381,17 +387,24 @@ async def test_sandboxed_spawns_leave_no_fd_in_the_spawner(
     closed = readable_tmp / "closed"
     closed.mkdir(mode=0o700)
     ok = hook(readable_tmp, "", target=("true",))
-    # Refused once sealed (the hook's user cannot read its directory), and while the view
-    # is made (its working directory is not there).
-    refused = [hook(where, "", target=("true",)) for where in (closed, readable_tmp / "gone")]
-    refused = refused if ROOT else refused[1:]  # (rootless, the hook's user owns `closed`)
+    mapped = hook(closed, "", target=("true",))  # a grant: its owner mapped onto the hook's
+    # Refused once sealed (the hook's user cannot read its directory: not a grant), and
+    # while the view is made (its working directory is not there).
+    per_call = Provenance(SourceKind.PER_CALL, None, 0)
+    refused = [
+        (hook(closed, "", target=("true",), source=per_call), attrs.evolve(CTX, cwd_granted=False)),
+        (hook(readable_tmp / "gone", "", target=("true",)), CTX),
+    ][0 if ROOT else 1 :]  # (rootless, the hook's user owns `closed`: it may read it)
     fds = f"/proc/{strict_spawner.pid}/fd"
     assert (await run(strict_spawner, ok)).frame.status is HookStatus.OK
+    assert (await run(strict_spawner, mapped)).frame.status is HookStatus.OK
     before = len(os.listdir(fds))
     for _ in range(30):
         assert (await run(strict_spawner, ok)).frame.status is HookStatus.OK
-        for h in refused:
-            assert (await run(strict_spawner, h)).frame.status is HookStatus.FAILED
+        assert (await run(strict_spawner, mapped)).frame.status is HookStatus.OK
+        for h, ctx in refused:
+            with trio.fail_after(30):
+                assert (await run_hook(strict_spawner, h, ctx)).frame.status is HookStatus.FAILED
     # The thread that served the last request closes its grants (read paths, devices, a
     # ruleset) after its answer: they may still be open. Not one fd more per spawn (60).
     paths = len(sandbox.SYSTEM_DIRS) + len(sandbox.python_dirs()) + 2 + len(sandbox.DEVICES)
@@ -435,6 +448,16 @@ def _decision(nr: int, arch: int, args: tuple[int, ...], no_sockets: bool) -> in
         return allow if args[2] == 0 else eperm
     if no_sockets and nr == nrs["socket"]:
         return allow if args[0] & 0xFFFFFFFF == 16 else 0x00050000 | errno.EACCES
+    if nr in {nrs[name] for name in confine.UNJUDGED}:
+        return 0x00050000 | errno.ENOSYS
+    setid = 0o6000
+    for name, arg in confine.MODE_ARGUMENT.items():
+        if nrs.get(name) == nr:
+            return eperm if args[arg] & setid else allow
+    for name, (flags, mode) in confine.OPEN_ARGUMENTS.items():
+        if nrs.get(name) == nr:
+            creates = args[flags] & (0o100 | 0o20000000)
+            return eperm if creates and args[mode] & setid else allow
     return allow
 
 
@@ -454,6 +477,13 @@ def test_the_seccomp_filter_decides_every_call_as_documented(no_sockets: bool) -
         (0, 7, 1 << 12, 0, 0, 0),
         (0, 7, 1 << 40, 0, 0, 0),
         (1 << 40 | 16, 0, 0, 5, 0, 0),
+        # Modes: set-id bits (refused), plain ones, with and without O_CREAT / O_TMPFILE.
+        (0, 0o4755, 0o2755, 0o4000, 0, 0),
+        (0, 0o755, 0o644, 0o700, 0, 0),
+        (0, 0o100, 0o4755, 0o4755, 0, 0),
+        (0, 0o20200000, 0o100, 0o2700, 0, 0),
+        (0, 1 << 40, 0o100 | 1 << 40, 1 << 40 | 0o600, 0, 0),
+        (-100 & (1 << 64) - 1, 0, 0o101, 0o6000, 0, 0),
     ]
     numbers = [*range(1024), *range(0x40000000, 0x40000000 + 600, 7), 0xFFFFFFFF]
     most = 0

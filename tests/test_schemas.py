@@ -72,7 +72,10 @@ def test_config_enums_come_from_the_tables() -> None:
         "onSuccess",
         "onError",
         "suffix",
+        "sandbox",
     ]
+    assert config["properties"]["script"]["properties"]["sandbox"]["$ref"] == "#/$defs/sandbox"
+    assert list(config["properties"]["sandbox"]["properties"]) == ["read", "write"]
 
 
 def test_validators_are_compiled_once() -> None:

@@ -34,7 +34,9 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from mcpx_hooks.supervisor.frames import check_order
 
 PY = sys.executable
-PLAIN = '[defaults]\nsandbox = "none"\n[service]\nsandboxes = ["none"]\n'
+PLAIN = (
+    '[defaults]\nsandbox = "none"\n[script]\nsandbox = "none"\n[service]\nsandboxes = ["none"]\n'
+)
 
 
 def slow_printer(lines: int, every_s: float, marker: str = "") -> list[str]:
@@ -68,6 +70,7 @@ sandboxes = ["none"]
 
 [script]
 before = ["import json"]
+sandbox = "none"
 
 [[hooks]]
 name = "check"

@@ -24,7 +24,9 @@ from mcpx_hooks.supervisor.runtime import open_runtime
 from mcpx_hooks.supervisor.server import Listening, Service, ServiceOptions
 
 #: Hooks and runs unconfined, and the service's requests allowed to get that.
-UNCONFINED = '[defaults]\nsandbox = "none"\n[service]\nsandboxes = ["none"]\n'
+UNCONFINED = (
+    '[defaults]\nsandbox = "none"\n[script]\nsandbox = "none"\n[service]\nsandboxes = ["none"]\n'
+)
 
 
 def read(url: str, request: dict[str, Any] | None = None) -> tuple[list[dict[str, Any]], int]:

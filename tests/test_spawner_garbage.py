@@ -29,6 +29,7 @@ import test_spawn
 import trio
 from test_spawn import CAP, GRACE, PATH, py, run, spec
 
+from mcpx_hooks.runners import idmap
 from mcpx_hooks.runners.spawnreq import MAX_FD, MAX_FDS, MAX_MESSAGE
 from mcpx_hooks.supervisor import sandbox
 from mcpx_hooks.supervisor.child import SpawnerLink
@@ -341,13 +342,17 @@ async def ask(spawner: Spawner, msg: bytes, *, attach: int = 3, extra: Sequence[
 
 def spawner_fds(spawner: Spawner) -> dict[int, str]:
     """The spawner's fds, but its sockets (a waiting fork's is made again when the spawner is
-    idle; a request's control socket, kept, `ask` would see) and what it reads of /proc for
-    a moment (its memory use, the children of a keeper)."""
+    idle; a request's control socket, kept, `ask` would see), what it reads of /proc for
+    a moment (its memory use, the children of a keeper), and the user namespaces of idmapped
+    grants it keeps for reuse (`runners/idmap.py`, at most `KEPT`)."""
     fds = {}
     for fd in os.listdir(f"/proc/{spawner.pid}/fd"):
         with contextlib.suppress(FileNotFoundError):
             fds[int(fd)] = os.readlink(f"/proc/{spawner.pid}/fd/{fd}")
-    return {fd: what for fd, what in fds.items() if not what.startswith(("socket:", "/proc/"))}
+    kept = [fd for fd, what in fds.items() if what.startswith("user:")]
+    assert len(kept) <= idmap.KEPT
+    skip = ("socket:", "/proc/", "user:")
+    return {fd: what for fd, what in fds.items() if not what.startswith(skip)}
 
 
 def hooks_left(spawner: Spawner) -> list[psutil.Process]:

@@ -1,0 +1,213 @@
+"""Grants beat mode bits: a granted directory seen through an idmapped mount (`view.py`).
+
+Standard library only. Where the spawner is root, a hook runs as a per-child uid that owns no
+file: a project under a 0700 directory, or files of mode 0600, would stay out of its reach
+although the operator granted them. The view therefore attaches each granted path (the plan's
+`mapped`) as a copy of its mount tree (`open_tree(OPEN_TREE_CLONE)`) made *idmapped*
+(`mount_setattr(MOUNT_ATTR_IDMAP)`) through a user namespace whose maps hold one line each:
+the grant's owner uid -> the hook's uid, its group -> the hook's gid. Through that mount, and
+only there, the owner's files are the hook's; files of any other owner are unmapped (they
+show as the overflow id, 65534) and the hook has the access "others" have; what the hook
+creates there is owned, on disk, by the grant's owner. The copy is read-only unless the grant
+is writable, always nosuid and nodev. Nothing else changes: the rest of the tree, and the
+same files reached by any other path, keep their owners and mode bits.
+
+A user namespace is only a carrier for the maps: no process runs in it once it is made. It is
+made by a short-lived forked child that unshares it and waits while the parent writes the maps
+and opens `/proc/PID/ns/user`. An armed jail thread first returns to the spawner's own PID
+namespace (`home`; its next child would otherwise be PID 1 of the namespace meant for the
+hook, and an armed thread cannot start threads) and arms a fresh one after. Namespaces are
+kept, by owner and hook ids, up to `KEPT`: the per-child uids are reused slot by slot, so a
+busy spawner needs a handful.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import ctypes
+import os
+import struct
+import threading
+from collections.abc import Iterator
+
+from . import confine
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_AT_FDCWD = -100
+_AT_EMPTY_PATH = 0x1000
+_AT_RECURSIVE = 0x8000
+_OPEN_TREE_CLONE = 1
+_OPEN_TREE_CLOEXEC = os.O_CLOEXEC
+_MOVE_MOUNT_F_EMPTY_PATH = 0x4
+MOUNT_ATTR_RDONLY = 0x1
+MOUNT_ATTR_NOSUID = 0x2
+MOUNT_ATTR_NODEV = 0x4
+MOUNT_ATTR_IDMAP = 0x100000
+#: User namespaces kept for reuse (one fd each), the least recently used closed first.
+KEPT = 64
+
+_kept: collections.OrderedDict[tuple[int, int, int, int], int] = collections.OrderedDict()
+_lock = threading.Lock()
+
+
+def forget() -> None:
+    """Closes every kept namespace: a warm fork becomes the hook without an exec, so no fd
+    of its own may stay open (close-on-exec does not close them)."""
+    with _lock:
+        while _kept:
+            os.close(_kept.popitem()[1])
+
+
+def _forget_in_child() -> None:
+    # A fork (a warm waiting fork) closes the fds it inherits: it must not reuse their numbers.
+    _kept.clear()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
+
+
+def userns(owner: tuple[int, int], hook: tuple[int, int], home: int | None) -> int:
+    """An fd of a user namespace mapping `owner` (uid, gid) to `hook` (uid, gid), kept here:
+    the caller must not close it. `home`: an fd of the spawner's own PID namespace, given
+    when this thread is armed for a PID 1 (a jail thread): the helper child is made there,
+    and the thread armed again after (None: its next child may be made as it is, a fork).
+    Raises `ConfineError`."""
+    key = (*owner, *hook)
+    with _lock:
+        fd = _kept.get(key)
+        if fd is not None:
+            _kept.move_to_end(key)
+            return fd
+        if home is None:
+            fd = _make(owner, hook)
+        else:
+            # Nothing was made in the namespace armed for the hook yet: leaving it costs
+            # nothing, and a fresh one is armed in its place.
+            confine.setns(home, confine.CLONE_NEWPID, "the spawner's PID namespace")
+            try:
+                fd = _make(owner, hook)
+            finally:
+                confine.unshare(confine.CLONE_NEWPID, "a PID namespace")
+        _kept[key] = fd
+        while len(_kept) > KEPT:
+            os.close(_kept.popitem(last=False)[1])
+        return fd
+
+
+def _make(owner: tuple[int, int], hook: tuple[int, int]) -> int:
+    """Forks a child that unshares a user namespace, writes its maps, returns an fd of it."""
+    ready_r, ready_w = os.pipe2(os.O_CLOEXEC)
+    done_r, done_w = os.pipe2(os.O_CLOEXEC)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child: unshare, say so, wait, exit
+        try:
+            os.close(ready_r)
+            os.close(done_w)
+            if _libc.unshare(confine.CLONE_NEWUSER) == 0:
+                # Its host pid: /proc is the host's (a PID namespace would renumber it).
+                os.write(ready_w, os.readlink("/proc/self").encode())
+            else:
+                os.write(ready_w, b"!" + os.strerror(ctypes.get_errno()).encode())
+            os.read(done_r, 1)  # end of file: the parent is done, or gone
+        finally:
+            os._exit(0)
+    os.close(ready_w)
+    os.close(done_r)
+    try:
+        said = os.read(ready_r, 256).decode()
+        if not said or said.startswith("!"):
+            raise confine.ConfineError(0, f"user namespace for an idmapped mount: {said[1:]}")
+        # os-level writes: a cover may hide the standard library from this thread by now
+        # (nothing may be imported here).
+        with _writable("/proc"):
+            _write(f"/proc/{said}/uid_map", f"{owner[0]} {hook[0]} 1\n")
+            _write(f"/proc/{said}/gid_map", f"{owner[1]} {hook[1]} 1\n")
+        return os.open(f"/proc/{said}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        if isinstance(exc, confine.ConfineError):
+            raise
+        raise confine.ConfineError(exc.errno or 0, f"idmapped mount: {exc}") from exc
+    finally:
+        os.close(done_w)
+        os.close(ready_r)
+        os.waitpid(pid, 0)
+
+
+def _write(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def _writable(path: str) -> Iterator[None]:
+    """The mount at `path` writable for a moment, in this thread's mount namespace: an armed
+    jail's tree is read-only, /proc included, and the maps are written through /proc. The
+    namespace is the jail's own; nothing runs in it yet."""
+    if not os.statvfs(path).f_flag & os.ST_RDONLY:
+        yield
+        return
+    _setattr(path, on=0, off=MOUNT_ATTR_RDONLY)
+    try:
+        yield
+    finally:
+        _setattr(path, on=MOUNT_ATTR_RDONLY, off=0)
+
+
+def _setattr(path: str, *, on: int, off: int) -> None:
+    attr = struct.pack("=QQQQ", on, off, 0, 0)
+    nr = confine._COMMON["mount_setattr"]
+    confine._check(
+        confine._syscall(nr, _AT_FDCWD, path.encode(), 0, attr, len(attr)), f"{path} mount"
+    )
+
+
+def clone(source: int, *, writable: bool, userns_fd: int | None) -> int:
+    """A detached copy of the mount tree at the fd `source` (its submounts too): read-only
+    unless `writable`, nosuid, and idmapped (and nodev: a device node of the owner's must not
+    become the hook's) through `userns_fd` when given. Returns its fd, to `attach` then
+    close. Raises `ConfineError` (the filesystem of the grant, or of a mount beneath it, may
+    not support idmapped mounts: EINVAL)."""
+    flags = _OPEN_TREE_CLONE | _OPEN_TREE_CLOEXEC | _AT_EMPTY_PATH | _AT_RECURSIVE
+    tree = confine._check(
+        confine._syscall(confine._COMMON["open_tree"], source, b"", flags), "open_tree"
+    )
+    try:
+        on = MOUNT_ATTR_NOSUID | (0 if writable else MOUNT_ATTR_RDONLY)
+        off = MOUNT_ATTR_RDONLY if writable else 0
+        if userns_fd is not None:
+            on |= MOUNT_ATTR_IDMAP | MOUNT_ATTR_NODEV
+        attr = struct.pack("=QQQQ", on, off, 0, userns_fd if userns_fd is not None else 0)
+        confine._check(
+            confine._syscall(
+                confine._COMMON["mount_setattr"],
+                tree,
+                b"",
+                _AT_EMPTY_PATH | _AT_RECURSIVE,
+                attr,
+                len(attr),
+            ),
+            "mount_setattr" + (" (idmap)" if userns_fd is not None else ""),
+        )
+    except BaseException:
+        os.close(tree)
+        raise
+    return tree
+
+
+def attach(tree: int, path: str) -> None:
+    """Mounts the detached tree `tree` (`clone`) on `path` of this thread's namespace."""
+    confine._check(
+        confine._syscall(
+            confine._COMMON["move_mount"],
+            tree,
+            b"",
+            _AT_FDCWD,
+            path.encode(),
+            _MOVE_MOUNT_F_EMPTY_PATH,
+        ),
+        f"move_mount to {path}",
+    )

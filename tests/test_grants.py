@@ -1,0 +1,485 @@
+"""What a profile grants, and nothing else (issue 12, items 2-5): grants beat mode bits as
+root (idmapped mounts), the `workspace` profile, `[sandbox] read` / `write`, and a program
+the profile cannot see refused before the spawn.
+
+The tests that run hooks are real: a strict (or workspace) hook or script on a pidns spawner,
+as root, against directories of mode 0700 and files of mode 0600 owned by root. Each hook
+reports what it could do as JSON, so a test asserts on what happened inside.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import sys
+import tempfile
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+import trio
+
+from mcpx_hooks.supervisor import sandbox
+from mcpx_hooks.supervisor.errors import SandboxUnavailable
+from mcpx_hooks.supervisor.frames import HookStatus, to_json
+from mcpx_hooks.supervisor.hookrun import HookContext, HookReport, RunInfo, run_hook
+from mcpx_hooks.supervisor.hooks import (
+    Action,
+    Config,
+    Hook,
+    Profile,
+    Provenance,
+    SandboxPaths,
+    SourceKind,
+)
+from mcpx_hooks.supervisor.points import Phase
+from mcpx_hooks.supervisor.run import RunRequest
+from mcpx_hooks.supervisor.runtime import open_runtime
+from mcpx_hooks.supervisor.script import Script
+from mcpx_hooks.supervisor.spawn import SandboxPlan, Spawner
+
+PY = sys.executable
+CTX = HookContext(run=RunInfo("run-1", ("job",), "/", "2026-01-01T00:00:00Z"), input=({},))
+ROOT = os.geteuid() == 0
+as_root = pytest.mark.skipif(not ROOT, reason="a per-child uid (and so a mapping) needs root")
+
+#: Reports what the hook could do with each path of argv[1:] as `op:path`: `read` (a file's
+#: first byte), `list`, `write` (create a file), `setuid` (chmod 4755 of a file it made),
+#: `mkset` (create a file of mode 2755), `owner` (the uid it sees on a path).
+PROBE = """
+import json, os, sys
+def attempt(op, path):
+    try:
+        if op == "read":
+            open(path).read(1)
+        elif op == "list":
+            os.listdir(path)
+        elif op == "write":
+            with open(path, "w") as f:
+                f.write("written")
+        elif op == "setuid":
+            with open(path, "w") as f:
+                f.write("#!/bin/sh\\n")
+            os.chmod(path, 0o4755)
+        elif op == "mkset":
+            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o2755))
+        elif op == "owner":
+            return os.stat(path).st_uid == os.getuid()
+        return True
+    except OSError as exc:
+        return exc.errno
+got = {arg: attempt(*arg.split(":", 1)) for arg in sys.argv[1:]}
+print(json.dumps({"advise": json.dumps(got)}))
+"""
+
+
+def private_dir(parent: str | None = None) -> Path:
+    """A fresh 0700 directory owned by root, as `mktemp -d` makes (under /tmp by default)."""
+    path = Path(tempfile.mkdtemp(prefix="mcpx-grant-", dir=parent))
+    path.chmod(0o700)
+    return path
+
+
+@pytest.fixture
+def project() -> Iterator[Path]:
+    """A 0700 project directory under /tmp holding a 0600 file, and a 0600 file beside it."""
+    path = private_dir()
+    (path / "data.txt").write_text("secret")
+    (path / "data.txt").chmod(0o600)
+    sibling = path.with_name(path.name + ".sibling")
+    sibling.write_text("not granted")
+    sibling.chmod(0o600)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path)
+        sibling.unlink()
+
+
+def sibling_of(path: Path) -> Path:
+    return path.with_name(path.name + ".sibling")
+
+
+def probe_hook(where: Path, *ops: str, **fields: Any) -> Hook:
+    base: dict[str, Any] = {
+        "name": "probe",
+        "on": "script",
+        "phase": Phase.BEFORE,
+        "action": Action.RUN,
+        "target": (PY, "-I", "-S", "-c", PROBE, *ops),
+        "declaring_dir": str(where),
+        "source": Provenance(SourceKind.COMMAND_LINE),
+        "sandbox": Profile.STRICT,
+        "timeout_ms": 10_000,
+    }
+    base.update(fields)
+    return Hook(**base)
+
+
+async def run(spawner: Spawner, h: Hook, ctx: HookContext = CTX) -> HookReport:
+    with trio.fail_after(30):
+        return await run_hook(spawner, h, ctx)
+
+
+def said(report: HookReport) -> dict[str, Any]:
+    assert report.frame.status is HookStatus.OK, to_json(report.frame)
+    found: dict[str, Any] = json.loads(report.frame.advice[0])
+    return found
+
+
+# ---- grants beat mode bits -------------------------------------------------------------------
+
+
+@as_root
+async def test_a_strict_hook_as_root_reads_its_0700_grant_and_nothing_beside_it(
+    strict_spawner: Spawner, project: Path
+) -> None:
+    h = probe_hook(
+        project,
+        f"read:{project}/data.txt",
+        f"list:{project}",
+        f"owner:{project}/data.txt",
+        f"read:{sibling_of(project)}",
+        f"write:{project}/new.txt",
+    )
+    got = said(await run(strict_spawner, h))
+    assert got[f"read:{project}/data.txt"] is True  # 0600, root's: the owner is the hook
+    assert got[f"list:{project}"] is True and got[f"owner:{project}/data.txt"] is True
+    assert got[f"read:{sibling_of(project)}"] == errno.EACCES  # beside the grant: mode bits
+    assert got[f"write:{project}/new.txt"] == errno.EROFS  # strict: read-only
+    assert not (project / "new.txt").exists()
+
+
+@as_root
+async def test_a_grant_under_a_0700_home_is_reached_through_a_cover(
+    strict_spawner: Spawner,
+) -> None:
+    # `/root/project`: /root is 0700 and not granted; only the project is there, in a cover.
+    home = Path(os.path.realpath(os.path.expanduser("~")))
+    if home.stat().st_mode & 0o001:
+        pytest.skip("the home directory is searchable by others here")
+    project = private_dir(str(home))
+    (project / "data.txt").write_text("secret")
+    (project / "data.txt").chmod(0o600)
+    try:
+        others = [p for p in home.iterdir() if p != project][:1]
+        h = probe_hook(project, f"read:{project}/data.txt", f"list:{home}")
+        got = said(await run(strict_spawner, h))
+        assert got[f"read:{project}/data.txt"] is True
+        assert got[f"list:{home}"] == errno.EACCES  # the cover: not granted (Landlock)
+        listed = probe_hook(project, *(f"owner:{p}" for p in others))
+        assert all(v == errno.ENOENT for v in said(await run(strict_spawner, listed)).values())
+    finally:
+        shutil.rmtree(project)
+
+
+@as_root
+async def test_a_file_of_another_owner_in_a_grant_keeps_its_mode_bits(
+    strict_spawner: Spawner, project: Path
+) -> None:
+    for name, mode in (("theirs-private", 0o600), ("theirs-shared", 0o604)):
+        (project / name).write_text("x")
+        (project / name).chmod(mode)
+        os.chown(project / name, 12345, 12345)
+    h = probe_hook(project, f"read:{project}/theirs-private", f"read:{project}/theirs-shared")
+    got = said(await run(strict_spawner, h))
+    assert got == {
+        f"read:{project}/theirs-private": errno.EACCES,
+        f"read:{project}/theirs-shared": True,
+    }
+
+
+@as_root
+async def test_a_service_clients_cwd_is_not_a_grant(project: Path, no_leaks: None) -> None:
+    config = Config()  # runs default to workspace
+    request = RunRequest(Script(argv=("true",)), str(project), cwd_granted=False)
+    frames = await run_to_end(config, request)
+    (error,) = [f for f in frames if f["type"] == "error"]
+    assert "cannot read its working directory" in error["message"], error
+
+
+# ---- workspace -------------------------------------------------------------------------------
+
+
+async def run_to_end(config: Config, request: RunRequest) -> list[dict[str, Any]]:
+    with trio.fail_after(60):
+        async with open_runtime(config) as runtime:
+            r = runtime.new_run(request)
+            await runtime.execute(r)
+            return list(r.journal.frames)
+
+
+@as_root
+async def test_a_script_run_writes_its_0700_cwd_under_workspace(
+    project: Path, no_leaks: None
+) -> None:
+    code = textwrap.dedent("""
+        import os
+        os.makedirs(".pytest_cache/v", exist_ok=True)
+        with open("report.xml", "w") as f:
+            f.write("<testsuite/>")
+        print(open("data.txt").read())
+    """)
+    frames = await run_to_end(Config(), RunRequest(Script(argv=(PY, "-c", code)), str(project)))
+    (start,) = [f for f in frames if f["type"] == "start"]
+    assert start["sandbox"] == "workspace"
+    assert [f for f in frames if f["type"] == "result"], frames
+    assert [f["text"] for f in frames if f["type"] == "stdout"] == ["secret"]
+    report = project / "report.xml"
+    assert report.read_text() == "<testsuite/>"
+    # Written as the hook's user, through the mapping: on disk, the directory's owner's.
+    assert (report.stat().st_uid, report.stat().st_gid) == (0, 0)
+    assert (project / ".pytest_cache" / "v").is_dir()
+
+
+@as_root
+async def test_workspace_refuses_setuid_and_setgid_bits(
+    strict_spawner: Spawner, project: Path
+) -> None:
+    h = probe_hook(
+        project,
+        f"setuid:{project}/tool",
+        f"mkset:{project}/tool2",
+        f"write:{project}/plain",
+        sandbox=Profile.WORKSPACE,
+    )
+    got = said(await run(strict_spawner, h))
+    assert got[f"setuid:{project}/tool"] == errno.EPERM
+    assert got[f"mkset:{project}/tool2"] == errno.EPERM
+    assert got[f"write:{project}/plain"] is True
+    assert not (project / "tool").stat().st_mode & 0o6000
+    assert not (project / "tool2").exists()
+
+
+@as_root
+async def test_a_workspace_hook_writes_its_own_cwd_not_its_declaring_dir(
+    strict_spawner: Spawner, project: Path
+) -> None:
+    (project / "build").mkdir(mode=0o700)
+    h = probe_hook(
+        project,
+        f"write:{project}/build/out",
+        f"write:{project}/top",
+        f"read:{project}/data.txt",
+        sandbox=Profile.WORKSPACE,
+        cwd=str(project / "build"),
+    )
+    got = said(await run(strict_spawner, h))
+    assert got[f"write:{project}/build/out"] is True
+    assert got[f"write:{project}/top"] == errno.EROFS
+    assert got[f"read:{project}/data.txt"] is True
+
+
+# ---- [sandbox] read and write ----------------------------------------------------------------
+
+
+@as_root
+async def test_sandbox_read_and_write_paths_are_grants(
+    strict_spawner: Spawner, project: Path
+) -> None:
+    tools, out = private_dir(), private_dir()
+    try:
+        (tools / "lib.txt").write_text("lib")
+        (tools / "lib.txt").chmod(0o600)
+        paths = SandboxPaths(read=(str(tools),), write=(str(out),))
+        h = probe_hook(
+            project,
+            f"read:{tools}/lib.txt",
+            f"write:{tools}/x",
+            f"write:{out}/result",
+            f"write:{project}/x",
+            paths=paths,
+        )
+        got = said(await run(strict_spawner, h))
+        assert got == {
+            f"read:{tools}/lib.txt": True,
+            f"write:{tools}/x": errno.EROFS,
+            f"write:{out}/result": True,
+            f"write:{project}/x": errno.EROFS,
+        }
+        assert (out / "result").read_text() == "written"
+    finally:
+        shutil.rmtree(tools)
+        shutil.rmtree(out)
+
+
+# ---- the plan --------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class _Mechanisms:
+    mechanisms: dict[str, bool | str] = attrs.field(
+        factory=lambda: dict.fromkeys(
+            ("pidns", "mountns", "netns", "landlock", "seccomp", "uid"), True
+        )
+    )
+
+
+def plan(profile: Profile, **kw: Any) -> SandboxPlan:
+    _, made = sandbox.plan(profile, _Mechanisms(), scratch="/dev/shm/x", **kw)  # type: ignore[arg-type]
+    assert made is not None
+    return made
+
+
+def test_workspace_plans_the_working_directory_writable(tmp_path: Path) -> None:
+    cwd = str(tmp_path.resolve())
+    strict, workspace = (
+        plan(p, dirs=(cwd,), workdir=cwd) for p in (Profile.STRICT, Profile.WORKSPACE)
+    )
+    assert cwd in strict.read and strict.write == ()
+    assert workspace.write == (cwd,) and cwd not in workspace.read
+    assert plan(Profile.NET, dirs=(cwd,), workdir=cwd).write == ()
+
+
+@as_root
+def test_the_plan_maps_grants_only(tmp_path: Path) -> None:
+    cwd, extra, out = (str((tmp_path / n).resolve()) for n in ("cwd", "extra", "out"))
+    paths = SandboxPaths(read=(extra, "/etc/ssl"), write=(out,))
+    made = plan(Profile.STRICT, dirs=(cwd,), workdir=cwd, paths=paths)
+    assert set(made.mapped) == {cwd, extra, out}  # not the system, the Python, /etc/ssl
+    assert {extra, "/etc/ssl"} <= set(made.read) and made.write == (out,)
+    # A directory the operator did not grant (a service client's cwd) is read, not mapped.
+    assert set(plan(Profile.STRICT, dirs=(cwd,), granted=()).mapped) == set()
+
+
+def test_what_is_never_mapped(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    assert sandbox.mappable("/") is not None
+    for path in ("/etc", "/usr/local/lib", "/var", "/run/user/0", "/proc/1"):
+        assert sandbox.mappable(path) is not None, path
+    assert "home" in (sandbox.mappable(str(home)) or "")
+    assert "home" in (sandbox.mappable(str(tmp_path)) or "")  # it holds the home
+    assert "state" in (sandbox.mappable(str(tmp_path / "state")) or "")
+    assert sandbox.mappable(str(home / "project")) is None
+    assert sandbox.mappable("/var/lib/project") is None
+    assert sandbox.mappable("/opt/tools") is None
+
+
+# ---- programs the profile cannot see ---------------------------------------------------------
+
+
+def executable(path: Path, text: str = "#!/bin/sh\n") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
+def seen_plan(*read: Path) -> SandboxPlan:
+    return SandboxPlan(
+        read=(*sandbox.SYSTEM_DIRS, *(str(p) for p in read)), scratch="/x", scratch_bytes=1
+    )
+
+
+def refusal(argv0: str, cwd: Path, path: str, visible: SandboxPlan) -> str:
+    with pytest.raises(sandbox.ProgramHidden) as caught:
+        sandbox.check_program(
+            argv0, cwd=str(cwd), env={"PATH": path}, plan=visible, profile=Profile.STRICT
+        )
+    assert isinstance(caught.value, SandboxUnavailable)  # refused before the spawn
+    return str(caught.value)
+
+
+def test_a_program_found_on_path_outside_the_profile_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    tool = executable(tmp_path / ".pyenv" / "versions" / "3.11.7" / "bin" / "pytest")
+    message = refusal("pytest", tmp_path, f"{tool.parent}:/usr/bin", seen_plan())
+    assert message == (
+        f'cannot run "pytest": it resolves to {tool}, which the strict sandbox cannot see;'
+        f' add [sandbox] read = ["{tmp_path}/.pyenv"] to admit it'
+    )
+
+
+def test_a_symlink_is_followed_to_the_file_it_names(tmp_path: Path) -> None:
+    real = executable(tmp_path / "hidden" / "opt" / "tool")
+    shown = tmp_path / "shown" / "bin"
+    shown.mkdir(parents=True)
+    (shown / "tool").symlink_to(real)
+    message = refusal("tool", tmp_path, str(shown), seen_plan(shown))
+    assert f"it resolves to {real}, which" in message
+
+
+def test_a_scripts_interpreter_must_be_visible_too(tmp_path: Path) -> None:
+    python = executable(tmp_path / "hidden" / "python3")
+    shim = executable(tmp_path / "bin" / "pytest", f"#!{python} -u\nimport pytest\n")
+    message = refusal("pytest", tmp_path, str(shim.parent), seen_plan(shim.parent))
+    assert f"it resolves to {shim}, a script run by {python}, which the strict" in message
+    # `#!/usr/bin/env NAME`: NAME as PATH finds it.
+    env_shim = executable(tmp_path / "bin" / "tool", "#!/usr/bin/env -S python3 -u\n")
+    hidden_path = f"{env_shim.parent}:{python.parent}:/usr/bin"
+    assert f"a script run by {python}," in refusal(
+        "tool", tmp_path, hidden_path, seen_plan(env_shim.parent)
+    )
+
+
+def test_a_visible_program_or_none_found_passes(tmp_path: Path) -> None:
+    shown = executable(tmp_path / "bin" / "tool", "#!/bin/sh\necho\n")
+    visible = seen_plan(shown.parent)
+    for argv0, path in (("tool", str(shown.parent)), ("sh", "/usr/bin:/bin"), ("nothere", "")):
+        sandbox.check_program(
+            argv0, cwd=str(tmp_path), env={"PATH": path}, plan=visible, profile=Profile.STRICT
+        )
+    sandbox.check_program(  # `none`: no plan, nothing to check
+        "anything", cwd="/", env={}, plan=None, profile=Profile.NONE
+    )
+
+
+def test_admitting_names_a_folder_of_the_home_or_two_levels(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert sandbox.admitting(f"{tmp_path}/.cargo/bin/rg") == f"{tmp_path}/.cargo"
+    assert sandbox.admitting("/opt/tools/bin/x") == "/opt/tools"
+    assert sandbox.admitting("/srv/x") == "/srv"
+
+
+async def test_a_hidden_program_fails_the_hook_before_the_spawn(
+    strict_spawner: Spawner, project: Path, tmp_path: Path
+) -> None:
+    tool = executable(tmp_path / "bin" / "tool", "#!/bin/sh\necho '{}'\n")
+    h = probe_hook(project, target=("tool",), env={"PATH": f"{tool.parent}:/usr/bin:/bin"})
+    frame = (await run(strict_spawner, h)).frame
+    assert frame.status is HookStatus.FAILED and frame.exit_code is None, to_json(frame)
+    assert f'cannot run "tool": it resolves to {tool}' in (frame.reason or "")
+    assert "[sandbox] read = [" in (frame.reason or "")
+
+
+# ---- who grants what -------------------------------------------------------------------------
+
+
+def test_a_service_grants_a_cwd_only_where_it_serves_from(tmp_path: Path) -> None:
+    from mcpx_hooks.supervisor.server import _within
+
+    (tmp_path / "served" / "sub").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(tmp_path / "served" / "sub")
+    served = str(tmp_path / "served")
+    assert _within(served, served) and _within(f"{served}/sub", served)
+    assert _within(str(tmp_path / "link"), served)  # symlinks resolved
+    assert not _within(str(tmp_path), served) and not _within(f"{served}-other", served)
+
+
+def test_per_call_hooks_are_granted_only_within_a_granted_run_cwd(tmp_path: Path) -> None:
+    from mcpx_hooks.supervisor.hookrun import _granted
+
+    run_cwd = str(tmp_path.resolve())
+    ctx = attrs.evolve(CTX, run=RunInfo("r", ("job",), run_cwd, "2026-01-01T00:00:00Z"))
+    per_call = Provenance(SourceKind.PER_CALL, None, 0)
+    inside = probe_hook(tmp_path, source=per_call, cwd=f"{run_cwd}/sub")
+    outside = probe_hook(tmp_path, source=per_call, cwd="/root/.ssh")
+    assert _granted(inside, ctx) == (run_cwd, f"{run_cwd}/sub")
+    assert _granted(outside, ctx) == (run_cwd,)  # a cwd of its own elsewhere is not
+    assert _granted(inside, attrs.evolve(ctx, cwd_granted=False)) == ()
+    from_a_file = probe_hook(tmp_path, cwd="/elsewhere")  # the operator's: all granted
+    assert _granted(from_a_file, attrs.evolve(ctx, cwd_granted=False)) == (
+        str(tmp_path),
+        "/elsewhere",
+    )
