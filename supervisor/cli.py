@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import io
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -252,7 +254,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The usual probe, answered as the parser would, without building it (~10 ms).
         print(f"mcpx-hooks {_version()}")
         return EXIT_OK
-    args = _parser().parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    # Text that is not UTF-8 (a file name, a surrogate from the command line) is printed
+    # escaped rather than raising on the way out.
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
+    if (empty := _empty_values(given)) is not None:
+        print(f"mcpx-hooks: {empty}", file=sys.stderr)
+        return EXIT_USAGE
+    args = _parser().parse_args(given)
     from .errors import ConfigError  # here: `--version` and `--help` have exited without attrs
 
     try:
@@ -288,6 +299,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     raise AssertionError(args.command)
+
+
+def _empty_values(given: Sequence[str]) -> str | None:
+    """`--flag=--` (before a lone `--`): argparse would give the flag an empty list, unchecked."""
+    for arg in given:
+        if arg == "--":
+            return None
+        flag, eq, value = arg.partition("=")
+        if arg.startswith("--") and eq and value == "--":
+            return f"{flag}: expected a value, got '--'"
+    return None
+
+
+def _timeout_ms(args: argparse.Namespace) -> int | None:
+    """`--timeout S` in ms: a finite number of seconds above 0, at most a year."""
+    if args.timeout is None:
+        return None
+    if not (math.isfinite(args.timeout) and 0 < args.timeout <= _MAX_TIMEOUT_S):
+        raise _Usage(
+            f"--timeout: expected seconds above 0 and at most {_MAX_TIMEOUT_S}, got {args.timeout}"
+        )
+    seconds: float = args.timeout
+    return max(1, round(seconds * 1000))
+
+
+_MAX_TIMEOUT_S = 365 * 24 * 3600
 
 
 def _load(args: argparse.Namespace, hooks: Sequence[str] = ()) -> Config:
@@ -487,7 +524,7 @@ def _exec_request(args: argparse.Namespace) -> tuple[Config, RunRequest]:
         cwd=str(Path.cwd()),
         stdin=stdin,
         input=(_json_flag("--input", args.input),) if args.input is not None else None,
-        timeout_ms=round(args.timeout * 1000) if args.timeout else DEFAULT_SCRIPT_TIMEOUT_MS,
+        timeout_ms=_timeout_ms(args) or DEFAULT_SCRIPT_TIMEOUT_MS,
         autonomy=Effect.parse(args.autonomy) if args.autonomy else None,
         sandbox=Profile(args.sandbox) if args.sandbox else None,
         sources={Phase(k): tuple(v) for k, v in config.script.items()},
@@ -528,8 +565,8 @@ def _remote_exec_request(args: argparse.Namespace) -> dict[str, Any]:
             ) from None
     if args.input is not None:
         request["input"] = _json_flag("--input", args.input)
-    if args.timeout:
-        request["timeoutMs"] = round(args.timeout * 1000)
+    if (timeout_ms := _timeout_ms(args)) is not None:
+        request["timeoutMs"] = timeout_ms
     if args.autonomy:
         request["autonomy"] = args.autonomy
     if args.sandbox:
