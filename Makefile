@@ -23,6 +23,9 @@ test: check
 	@# What enforces the sandbox profiles here (informational; the tests assert it).
 	-$(BIN)/mcpx-hooks doctor
 	$(BIN)/pytest -W error
+	@# As root, the sandbox tests again as an ordinary user (rootless); an ordinary user's
+	@# run above was rootless already.
+	@if [ "$$(id -u)" = 0 ]; then .ci/unprivileged; fi
 
 # The sandbox tests again as an ordinary user (UNPRIVILEGED_USER, default nobody): rootless.
 test-unprivileged: $(STAMP)
