@@ -164,6 +164,15 @@ def _integer(number: int) -> int | str:
 _MAX_BITS: Final = int((sys.get_int_max_str_digits() or 4300) * 3.32) - 8
 
 
+def is_unicode(text: str) -> bool:
+    """Whether `text` has a UTF-8 form (no lone surrogate)."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def encode(value: Any) -> str:
     """`dumps` as text."""
     return dumps(value).decode()

@@ -23,6 +23,7 @@ from trio_websocket import (
     open_websocket_url,
 )
 
+from .jsontext import is_unicode
 from .wire import DEFAULT_HOST, DEFAULT_PORT, Close
 
 DEFAULT_URL: Final = f"ws://{DEFAULT_HOST}:{DEFAULT_PORT}"
@@ -62,17 +63,9 @@ class Remote:
         try:
             text = urlencode(given)
         except UnicodeEncodeError:
-            bad = ", ".join(f"--{k}" for k, v in given.items() if not _is_unicode(str(v)))
+            bad = ", ".join(f"--{k}" for k, v in given.items() if not is_unicode(str(v)))
             raise RemoteError(f"{bad}: not valid text (lone surrogates)", bad_input=True) from None
         return urlunsplit((parts.scheme, parts.netloc, base + path, text, ""))
-
-
-def _is_unicode(text: str) -> bool:
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 @contextlib.asynccontextmanager

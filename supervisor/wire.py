@@ -175,7 +175,7 @@ EXEC_FIELDS: Final[dict[str, tuple[str, Callable[[Any], bool]]]] = {
     ),
     "python": ("a string of Python code", _is_text),
     "file": ("a string: a Python file, relative to cwd", lambda v: _is_text(v) and v != ""),
-    "stdin": ("a string (sent as UTF-8)", lambda v: isinstance(v, str) and _is_unicode(v)),
+    "stdin": ("a string (sent as UTF-8)", lambda v: isinstance(v, str) and jsontext.is_unicode(v)),
     "input": ("any JSON value", lambda v: True),
     "env": (
         "an object of strings, names without '=', NUL or lone surrogates, values without "
@@ -218,14 +218,6 @@ def describe(value: Any) -> str:
     if isinstance(value, list):
         return "an array"
     return "an object"
-
-
-def _is_unicode(text: str) -> bool:
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def parse_json_object(text: str | bytes, what: str) -> dict[str, Any]:
