@@ -39,6 +39,19 @@ class SandboxUnavailable(SpawnError):
     """The sandbox profile asked for cannot be enforced here; never silently downgraded."""
 
 
+class ProfileUnavailable(SandboxUnavailable):
+    """A profile this machine cannot enforce at all (a mechanism is missing): `profile`,
+    and `short`, the line to give once the run has said the whole message in a warning."""
+
+    def __init__(self, profile: str, message: str) -> None:
+        super().__init__(message)
+        self.profile = profile
+        self.short = (
+            f'sandbox "{profile}" cannot be enforced on this machine (the run\'s warning says'
+            " why; `mcpx-hooks doctor` says more)"
+        )
+
+
 #: Set to anything but "" or "0": the service logs a bug's traceback too (at DEBUG).
 DEBUG_ENV = "MCPX_HOOKS_DEBUG"
 

@@ -23,7 +23,7 @@ import trio
 
 from . import sandbox
 from .effects import REFUSING, Clamp, Effect, clamp
-from .errors import SandboxUnavailable, SpawnError
+from .errors import ProfileUnavailable, SandboxUnavailable, SpawnError
 from .frames import HookFrame, HookStatus, Ran, Resources, now_rfc3339
 from .hookenv import PROTOCOL, base_environment, hook_variables
 from .hooks import NOT_YET_RUNNABLE, STDERR_TAIL_BYTES, Action, Failure, Hook, SourceKind
@@ -70,6 +70,9 @@ class HookContext:
     #: Whether the run's cwd is the operator's grant (a service client's own cwd is not):
     #: per-call hooks, which declare there, then get its owner's access (docs/sandbox.md).
     cwd_granted: bool = True
+    #: Profiles the run has already said, in a `warning`, cannot be enforced here: a hook
+    #: that needs one fails with a line pointing there instead of the whole message again.
+    warned: frozenset[str] = frozenset()
 
     def point(self, hook: Hook) -> str:
         """What the hook is told it is `on`: the point, or for observe the event's kind."""
@@ -221,7 +224,7 @@ async def run_hook(spawner: Spawner, hook: Hook, ctx: HookContext) -> HookReport
                 argv[0], cwd=hook.workdir, env=env, plan=plan, profile=hook.sandbox
             )
         except SandboxUnavailable as exc:  # refused before the spawner is asked
-            return frame.failed(HookStatus.FAILED, str(exc), started)
+            return frame.failed(HookStatus.FAILED, _unavailable(exc, ctx), started)
         spec = ChildSpec(argv, hook.workdir, env, rlimits, plan, hook_module(hook))
         stdin = json.dumps(hook_input(hook, clamped.effect, ctx)).encode()
         try:
@@ -247,6 +250,12 @@ def _granted(hook: Hook, ctx: HookContext) -> tuple[str, ...]:
     return tuple(
         d for d in dirs if (real := os.path.realpath(d)) == root or real.startswith(root + "/")
     )
+
+
+def _unavailable(exc: SandboxUnavailable, ctx: HookContext) -> str:
+    if isinstance(exc, ProfileUnavailable) and exc.profile in ctx.warned:
+        return exc.short
+    return str(exc)
 
 
 def cancelled_report(hook: Hook, ctx: HookContext, duration_ms: int) -> HookReport:

@@ -21,7 +21,7 @@ import trio
 from . import sandbox
 from .bus import Bus, EventKind
 from .effects import Effect
-from .errors import SpawnError
+from .errors import ProfileUnavailable, SpawnError
 from .frames import (
     EndFrame,
     ErrorFrame,
@@ -34,7 +34,7 @@ from .frames import (
     now_rfc3339,
 )
 from .hookrun import HookContext, HookReport, RunInfo, cancelled_report, new_run_id, run_hook
-from .hooks import Config, Hook, Profile
+from .hooks import PROCESS_ACTIONS, Config, Hook, Profile
 from .journal import RunJournal
 from .points import Phase
 from .scratch import scratch_dir
@@ -131,6 +131,7 @@ async def execute(
     hooks = _Hooks(config, spawner, bus, run, asker)
     run.journal.append(blank(StartFrame, argv=info.argv, cwd=req.cwd, sandbox=profile.value))
     bus.publish(EventKind.RUN_STARTED, {"argv": list(info.argv)}, run_id=req.run_id)
+    state.ctx = attrs.evolve(state.ctx, warned=_warn_unavailable(run, config, spawner, profile))
     with run.cancel_scope:
         await _body(run, state, hooks, profile)
     if run.cancel_scope.cancelled_caught:
@@ -214,7 +215,9 @@ async def _run_script(
                 )
             outcome.timed_out = deadline.cancelled_caught
         except SpawnError as exc:
-            state.message = f"the script could not start: {exc}"
+            warned = isinstance(exc, ProfileUnavailable) and exc.profile in state.ctx.warned
+            said = exc.short if isinstance(exc, ProfileUnavailable) and warned else str(exc)
+            state.message = f"the script could not start: {said}"
             return
         if run.journal.dropped_frames:
             run.journal.append(_dropped_note(run.journal))
@@ -240,6 +243,26 @@ async def _run_script(
         state.stderr_tail = bytes(process.stderr_tail[-STDERR_TAIL_IN_ERROR:]).decode(
             errors="replace"
         )
+
+
+def _warn_unavailable(
+    run: Run, config: Config, spawner: Spawner, profile: Profile
+) -> frozenset[str]:
+    """One `warning` frame for each profile the run needs (its own, its hooks') that this
+    machine cannot enforce, with the whole message; the profiles warned of."""
+    needed = [profile] + [
+        h.sandbox
+        for h in config.hooks
+        if h.on == "script" and h.enabled and h.action in PROCESS_ACTIONS
+    ]
+    warned: set[str] = set()
+    for each in dict.fromkeys(needed):
+        try:
+            sandbox.require(each, spawner)
+        except ProfileUnavailable as exc:
+            run.journal.append(blank(WarningFrame, message=str(exc)))
+            warned.add(each.value)
+    return frozenset(warned)
 
 
 def _plan(req: RunRequest) -> dict[str, Any]:

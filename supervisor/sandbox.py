@@ -28,7 +28,7 @@ from typing import Final
 
 import attrs
 
-from .errors import SandboxUnavailable
+from .errors import ProfileUnavailable, SandboxUnavailable
 from .hooks import Profile, SandboxPaths
 from .limits import DEFAULT_LIMITS, MB, Limits
 from .scratch import scratch_root
@@ -148,10 +148,11 @@ def require(profile: Profile, spawner: Spawner) -> None:
             f"{name}: {why} (to get it: {_BY_NAME[name].how_to_get})"
             for name, why in lacking.items()
         )
-        raise SandboxUnavailable(
+        raise ProfileUnavailable(
+            profile.value,
             f'sandbox "{profile}" cannot be enforced on this machine: missing {parts}. '
             'Declare sandbox = "none" (in the hook, the run or [defaults]) to run without '
-            "isolation; `mcpx-hooks doctor` says more"
+            "isolation; `mcpx-hooks doctor` says more",
         )
 
 

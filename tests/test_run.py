@@ -379,3 +379,27 @@ async def test_each_effect_in_each_phase(tmp_path: Path, phase: str, key: str) -
         assert frame["ran"]["status"] == "ok"
     elif key == "advise" and phase != "suffix":
         assert result["advice"] == ["a"]
+
+
+async def test_a_profile_that_cannot_be_had_is_said_once_per_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Landlock hidden from the spawner: strict and workspace cannot be enforced. The run says
+    # why once per profile, in a warning; each hook and the script point to it.
+    monkeypatch.setenv("MCPX_HOOKS_HIDE", "landlock")
+    cfg = config(
+        tmp_path,
+        hook("a", "before", ["true"], sandbox="strict"),
+        hook("b", "before", ["true"], sandbox="strict"),
+        script={"sandbox": "workspace"},
+    )
+    frames = await run_to_end(cfg, argv_request(tmp_path, "true"))
+    warnings = [f["message"] for f in of(frames, "warning")]
+    assert len(warnings) == 2
+    assert warnings[0].startswith('sandbox "workspace" cannot be enforced on this machine: missing')
+    assert warnings[1].startswith('sandbox "strict" cannot be enforced on this machine: missing')
+    assert all("landlock: hidden by MCPX_HOOKS_HIDE" in w for w in warnings)
+    short = "cannot be enforced on this machine (the run's warning says why"
+    reasons = [f["reason"] for f in of(frames, "hook")]
+    assert len(reasons) == 2 and all(short in r and "missing" not in r for r in reasons)
+    assert short in outcome(frames)["message"] and "missing" not in outcome(frames)["message"]
