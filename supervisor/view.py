@@ -95,7 +95,11 @@ def frame_lines(frame: Mapping[str, Any]) -> list[str]:
         lines.extend(f"  advice: {a}" for a in frame.get("advice", ()))
         return lines
     if kind == "end":
-        return [f"end: exit code {frame['exitCode']}, {frame['durationMs']} ms"]
+        code = frame["exitCode"]
+        exited = "no exit code" if code is None else f"exit code {code}"
+        return [f"end: {exited}, {frame['durationMs']} ms"]
+    if kind == "warning":
+        return [f"warning: {frame['message']}"]
     return []
 
 
