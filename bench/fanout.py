@@ -8,8 +8,7 @@ One run prints `--frames` short lines as fast as it can (each becomes a `stdout`
 
 - `mcpx-hooks serve` (a real process): the run is started on `/v1/exec`, the clients follow
   it on `/v1/runs/{id}?from=0`; the run's broadcaster writes what is waiting as one message
-  to every client that keeps up, and a client that lags reads the journal at its own pace
-  (SPEC §8).
+  to every client that keeps up, and a client that lags reads the journal at its own pace.
 - the baseline: a plain `websockets` (asyncio) server that reads the same script's stdout and
   `broadcast()`s each line, wrapped as the same frame (orjson-encoded, like ours), one message
   per frame, no backpressure (websockets' documented broadcast behaviour).

@@ -1,4 +1,4 @@
-"""Runs one Python script with the inline `source` phases spliced around it (SPEC §1, §6).
+"""Runs one Python script with the inline `source` phases spliced around it.
 
 Standard library only; never imports the supervisor. Started as
 `python -I -S -B launcher.py PLAN`, with the working directory of the run, a scrubbed

@@ -1,6 +1,6 @@
-"""Runs one `module` hook: `python -I -S -B module_runner.py [--path DIR]… SPEC`, input on stdin.
+"""Runs one `module` hook: `python -I -S -B module_runner.py [--path DIR]… MODULE`, input on stdin.
 
-Standard library only; never imports the supervisor. SPEC is a Python file (`hooks/check.py`,
+Standard library only; never imports the supervisor. MODULE is a Python file (`hooks/check.py`,
 relative to the working directory, which is the hook's declaring directory) or a dotted
 `package.module`, either followed by `:function` (default `hook`). The function gets the
 input as a dict and returns a dict (printed as the hook's JSON answer) or None (no opinion).
@@ -62,7 +62,7 @@ def read_stdin(idle: float, total: float) -> bytes:
 
 
 def load(spec: str) -> Callable[[dict[str, Any]], Any]:
-    """The hook function named by SPEC."""
+    """The hook function named by MODULE."""
     target, _, func = spec.partition(":")
     func = func or "hook"
     if target.endswith(".py") or "/" in target:

@@ -400,7 +400,7 @@ class Sandbox:
 
 class ModuleCall:
     """A request's `"module"`: run a `module` hook in a fork of this warm process (`warm.py`)
-    instead of `argv`. `spec`: the hook (`module_runner.py` SPEC); `path`: directories to add
+    instead of `argv`. `spec`: the hook (`module_runner.py` MODULE); `path`: directories to add
     to `sys.path`; `envFd`: the child's fd (one of `"fds"`) holding its environment as JSON,
     which only the forked child reads (the request's `"env"` is then empty)."""
 

@@ -18,7 +18,7 @@ On hand-over (the request's bytes, its fds, the per-child uid) it does what a co
 on the same path: fds 0, 1, 2 in place, cwd, resource limits (hard ones too), for `jailed`
 the filesystem view, network namespace, uid, no_new_privs, Landlock and seccomp
 (`jail.prepare`), and replies "ok" or why not (the spawner then reports "started" or
-"error"). Then it makes itself look like a fresh `python -I -S -B module_runner.py SPEC`
+"error"). Then it makes itself look like a fresh `python -I -S -B module_runner.py MODULE`
 and runs the hook:
 
 * the environment is exactly the request's, read from `envFd` by the child itself: the
@@ -201,7 +201,7 @@ _HEADER = 32
 
 
 def _set_up(req: Request, uid: int | None, empty_net: int | None) -> tuple[dict[str, str], str]:
-    """What depends on the request; returns the hook's environment and SPEC."""
+    """What depends on the request; returns the hook's environment and MODULE."""
     call = req.module
     if call is None:
         raise StartError("not a module request")

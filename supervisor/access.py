@@ -1,4 +1,4 @@
-"""Who may use the service (SPEC §8): the bearer token, its file, and the Origin check.
+"""Who may use the service: the bearer token, its file, and the Origin check.
 
 Pure apart from the token file. The server decides before the WebSocket upgrade, so a refusal
 is an HTTP status (401, 403), never a half-open socket.

@@ -1,4 +1,4 @@
-"""The event bus (SPEC §7): numbered events, a bounded history, bounded subscribers.
+"""The event bus: numbered events, a bounded history, bounded subscribers.
 
 `Bus.publish` is synchronous and never blocks: it numbers the event, keeps it in the history
 (the last `history` events) and appends it to each matching subscriber's own buffer. A

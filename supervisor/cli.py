@@ -1,4 +1,4 @@
-"""`mcpx-hooks`: the command line (SPEC §9).
+"""`mcpx-hooks`: the command line.
 
 Exit codes: 0 success; 1 the thing run failed (`hook test`: the hook's status is not `ok`);
 2 bad input (a config error, a usage error, `validate` found problems).

@@ -1,4 +1,4 @@
-"""Config files: found, read, validated, layered, and built into the `Config` in force (SPEC §2).
+"""Config files: found, read, validated, layered, and built into the `Config` in force.
 
 Pure apart from reading files: no trio. Every layer is validated against
 `schemas/config.schema.json` before anything is merged, and every problem in every layer is

@@ -29,7 +29,7 @@ def _table(head: Iterable[str], rows: Iterable[Iterable[str]]) -> str:
 
 
 def render_environment() -> str:
-    """docs/environment.md: what a hook's environment holds (SPEC §3)."""
+    """docs/environment.md: what a hook's environment holds."""
     base = ", ".join(f"`{k}`" for k in BASE_ENV)
     return (
         _HEADER + "# A hook's environment\n\n"

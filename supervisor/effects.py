@@ -1,4 +1,4 @@
-"""The autonomy dial: effect levels, and the clamp that bounds a hook's effect (SPEC §1).
+"""The autonomy dial: effect levels, and the clamp that bounds a hook's effect.
 
 Pure: no I/O, no trio.
 """

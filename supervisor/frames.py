@@ -1,4 +1,4 @@
-"""Frames: the run's messages to its clients (SPEC §6). attrs in, one cattrs converter out.
+"""Frames: the run's messages to its clients. attrs in, one cattrs converter out.
 
 Field names are snake_case here and camelCase on the wire; fields that are None are left out.
 """
@@ -16,7 +16,7 @@ from cattrs.gen import make_dict_unstructure_fn, override
 
 
 class FrameType(enum.StrEnum):
-    """Frame types, in the order a run sends them (SPEC §6). An open set for consumers."""
+    """Frame types, in the order a run sends them. An open set for consumers."""
 
     START = "start"
     HOOK = "hook"
@@ -33,7 +33,7 @@ class FrameType(enum.StrEnum):
 
 
 class HookStatus(enum.StrEnum):
-    """How a hook's process went. Anything but `ok` and `skipped` is a failure (SPEC §1)."""
+    """How a hook's process went. Anything but `ok` and `skipped` is a failure."""
 
     OK = "ok"
     FAILED = "failed"
@@ -74,7 +74,7 @@ class Ran:
 
 @attrs.frozen
 class HookFrame:
-    """Everything that happened to one hook: the single description of it (SPEC §6)."""
+    """Everything that happened to one hook: the single description of it."""
 
     run_id: str
     seq: int
@@ -266,10 +266,10 @@ def to_json(frame: Any) -> dict[str, Any]:
 
 
 class OrderError(ValueError):
-    """A frame stream breaks the order of SPEC §6; says which frame and why."""
+    """A frame stream breaks the run's frame order; says which frame and why."""
 
 
-#: Where each frame may stand: a stream's ranks never go down (SPEC §6).
+#: Where each frame may stand: a stream's ranks never go down.
 _RANK: Final[dict[tuple[str, str | None], int]] = {
     ("start", None): 0,
     ("hook", "before"): 1,
@@ -288,7 +288,7 @@ _RANK: Final[dict[tuple[str, str | None], int]] = {
 
 
 def check_order(frames: Iterable[Mapping[str, Any]]) -> None:
-    """Checks one run's frames (wire form) against SPEC §6; raises `OrderError` if broken.
+    """Checks one run's frames (wire form) against the frame order; raises `OrderError`.
 
     `start` first; `before` hooks; output; artifacts; `onSuccess` or `onError` hooks (not
     both); exactly one `result` or `error`; `suffix` hooks; `end` last; `warning` anywhere

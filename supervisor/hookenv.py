@@ -1,4 +1,4 @@
-"""The flat `MCPX_HOOK_*` variables a hook receives (SPEC §3): one table.
+"""The flat `MCPX_HOOK_*` variables a hook receives: one table.
 
 `docs/environment.md` is generated from `VARIABLES`; a test holds the two together.
 """
@@ -47,7 +47,7 @@ VARIABLES: Final[tuple[Variable, ...]] = (
 
 NAMES: Final = frozenset(v.name for v in VARIABLES)
 
-#: What a script (not a hook) is given besides the scrubbed environment (SPEC §6).
+#: What a script (not a hook) is given besides the scrubbed environment.
 FRAMES_FD_VAR: Final = "MCPX_FRAMES_FD"
 ARTIFACTS_DIR_VAR: Final = "MCPX_ARTIFACTS_DIR"
 INPUT_VAR: Final = "MCPX_INPUT"

@@ -54,7 +54,7 @@ class RunInfo:
 
 @attrs.frozen
 class HookContext:
-    """What the point gives a hook: SPEC §3's input, and the ceilings for the clamp."""
+    """What the point gives a hook: the hook input, and the ceilings for the clamp."""
 
     run: RunInfo | None
     caller_autonomy: Effect = Effect.RUN

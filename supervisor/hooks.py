@@ -17,7 +17,7 @@ from .points import Phase
 
 
 class Action(enum.StrEnum):
-    """Exactly one per hook (SPEC §1)."""
+    """Exactly one per hook."""
 
     SOURCE = "source"
     RUN = "run"
@@ -38,7 +38,7 @@ class Failure(enum.StrEnum):
 
 
 class Profile(enum.StrEnum):
-    """Sandbox profiles (SPEC §5)."""
+    """Sandbox profiles."""
 
     STRICT = "strict"
     WORKSPACE = "workspace"
@@ -99,8 +99,8 @@ class Provenance:
 
 @attrs.frozen
 class Defaults:
-    """Per-hook defaults, from a config's `[defaults]` table (SPEC's `hooks.killGraceMs`,
-    `hooks.maxOutputBytes`: `hooks` itself is the list of hooks, so they live here)."""
+    """Per-hook defaults, from a config's `[defaults]` table (the kill grace and
+    the output cap: `hooks` itself is the list of hooks, so they live here)."""
 
     timeout_ms: int = DEFAULT_TIMEOUT_MS
     kill_grace_ms: int = DEFAULT_KILL_GRACE_MS

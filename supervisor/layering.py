@@ -1,4 +1,4 @@
-"""Config layering (SPEC §2): tables merge key by key, lists follow the null-splice rule.
+"""Config layering: tables merge key by key, lists follow the null-splice rule.
 
 Pure functions over plain data; `config.py` feeds them validated documents, farthest first.
 

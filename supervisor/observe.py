@@ -1,4 +1,4 @@
-"""Observe hooks: subscribers of the event bus that run hooks after the fact (SPEC §1, §7).
+"""Observe hooks: subscribers of the event bus that run hooks after the fact.
 
 They never hold anything up: a run publishes its events and carries on; `serve_observers`
 reads them from its own subscription and hands each (event, hook) pair to a fixed pool of

@@ -1,4 +1,4 @@
-"""What a hook answered, read against the effect in force (SPEC §4). Pure: no I/O, no trio.
+"""What a hook answered, read against the effect in force. Pure: no I/O, no trio.
 
 `read_output` turns the bytes a hook printed into an `Answer` or says exactly why they are
 not one; `bound_answer` keeps what the effect in force permits and names what it dropped.

@@ -12,7 +12,7 @@ import attrs
 
 
 class Phase(enum.StrEnum):
-    """When a hook runs relative to the script (SPEC §1)."""
+    """When a hook runs relative to the script."""
 
     BEFORE = "before"
     PREFIX = "prefix"
@@ -60,7 +60,7 @@ class PointInfo:
     output_schema: str = "hook-output.schema.json"
 
 
-#: Points that something fires. A point nothing fires is not declared (SPEC §1).
+#: Points that something fires. A point nothing fires is not declared.
 POINTS: dict[str, PointInfo] = {
     p.name: p
     for p in (

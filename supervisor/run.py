@@ -1,4 +1,4 @@
-"""One script run with the `script` point's hooks around it, as frames in SPEC §6's order.
+"""One script run with the `script` point's hooks around it, as frames in their fixed order.
 
 `execute` never raises for anything a script or hook does: every outcome ends in exactly one
 `result` or `error` frame, then the `suffix` hooks, then `end`. Cancellation (`Run.cancel`, or

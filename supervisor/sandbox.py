@@ -1,4 +1,4 @@
-"""Sandbox profiles (SPEC §5): what each one needs, which mechanism enforces it here, and the
+"""Sandbox profiles: what each one needs, which mechanism enforces it here, and the
 plan a child is started with.
 
 Pure apart from reading paths; the spawner (`runners/mechanisms.py`) probes the mechanisms at
@@ -107,7 +107,7 @@ NEEDS: Final[Mapping[Profile, tuple[str, ...]]] = {
     Profile.NONE: (),
 }
 
-#: Read-only under strict and net: the system (SPEC §5).
+#: Read-only under strict and net: the system.
 SYSTEM_DIRS: Final = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 #: Devices a confined child may open for reading and writing.
 DEVICES: Final = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")

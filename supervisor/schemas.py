@@ -254,7 +254,7 @@ def _hook_def() -> dict[str, Any]:
     hook["required"] = ["on", "phase"]
     hook["oneOf"] = [{"required": [a]} for a in (*HOOK_ACTIONS, Action.SOURCE.value)]
     hook["dependentRequired"] = {"args": [Action.PLUGIN.value]}
-    # Outside observe, `on` names a point something fires (SPEC §1).
+    # Outside observe, `on` names a point something fires.
     hook["if"] = {
         "required": ["phase"],
         "properties": {"phase": {"not": {"const": Phase.OBSERVE.value}}},
@@ -264,7 +264,7 @@ def _hook_def() -> dict[str, Any]:
 
 
 def build_config_schema() -> dict[str, Any]:
-    """The config schema (SPEC §2), enums taken from the tables."""
+    """The config schema, enums taken from the tables."""
     null_splice = "; `null` splices in what the farther layers resolved to"
     d = Defaults()
     return {
@@ -408,7 +408,7 @@ def build_config_schema() -> dict[str, Any]:
 
 
 def build_hook_input_schema() -> dict[str, Any]:
-    """What a `run`/`module` hook reads on stdin (SPEC §3)."""
+    """What a `run`/`module` hook reads on stdin."""
     any_value = {"description": "Any JSON value."}
     return {
         **_header(
@@ -483,7 +483,7 @@ def build_hook_input_schema() -> dict[str, Any]:
 
 
 def build_hook_output_schema() -> dict[str, Any]:
-    """What a hook may print on stdout (SPEC §4). Unknown keys are allowed by the schema and
+    """What a hook may print on stdout. Unknown keys are allowed by the schema and
     reported by the code (dropped, named in the hook frame)."""
 
     def needs(effect: Effect) -> str:

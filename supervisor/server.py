@@ -1,4 +1,4 @@
-"""The WebSocket service (SPEC §8): runs streamed to many clients, losing nothing.
+"""The WebSocket service: runs streamed to many clients, losing nothing.
 
 `Service.serve` listens, answers each connection in its own task and returns once a
 `Service.stop()` shutdown has finished: it stops accepting, lets the runs in progress finish

@@ -110,7 +110,7 @@ class SandboxPlan:
 @attrs.frozen
 class ModuleCall:
     """A `module` hook to run in a fork of the warm spawner (`runners/warm.py`) rather than
-    by starting `ChildSpec.argv`: `spec` is the module runner's SPEC, `path` what it adds to
+    by starting `ChildSpec.argv`: `spec` is the module runner's MODULE, `path` what it adds to
     `sys.path`."""
 
     spec: str

@@ -1,4 +1,4 @@
-"""The service's wire (SPEC §8): close codes, error messages, request parsing, encoding.
+"""The service's wire: close codes, error messages, request parsing, encoding.
 
 Pure: no trio, no sockets. Everything a client sends is checked here and either becomes an
 attrs object or a `WireError` that says what was wrong and which close code ends the socket.
@@ -111,7 +111,7 @@ def decode_lines(message: str) -> list[Any]:
 
 @attrs.frozen
 class ExecRequest:
-    """A checked `/v1/exec` request. `script_lines` and `hooks` are per call (SPEC §2)."""
+    """A checked `/v1/exec` request. `script_lines` and `hooks` are per call."""
 
     script: Script
     cwd: str | None = None
