@@ -47,7 +47,8 @@ import trio
 from _timing import TRUE, enforceable, result
 
 from mcpx_hooks.supervisor.frames import HookStatus
-from mcpx_hooks.supervisor.hookrun import HookContext, run_hook
+from mcpx_hooks.supervisor.hookcontext import HookContext
+from mcpx_hooks.supervisor.hookrun import run_hook
 from mcpx_hooks.supervisor.hooks import Action, Hook, Profile, Provenance, SourceKind
 from mcpx_hooks.supervisor.points import Phase
 from mcpx_hooks.supervisor.spawn import Spawner, open_spawner

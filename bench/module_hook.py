@@ -45,7 +45,8 @@ from _timing import enforceable, interleaved, percentile, result
 
 from mcpx_hooks.supervisor.effects import Effect
 from mcpx_hooks.supervisor.frames import HookStatus
-from mcpx_hooks.supervisor.hookrun import HookContext, hook_input, run_hook
+from mcpx_hooks.supervisor.hookcontext import HookContext, hook_input
+from mcpx_hooks.supervisor.hookrun import run_hook
 from mcpx_hooks.supervisor.hooks import Action, Hook, Profile, Provenance, SourceKind
 from mcpx_hooks.supervisor.points import Phase
 from mcpx_hooks.supervisor.spawn import Spawner, open_spawner

@@ -54,7 +54,8 @@ async def measure(rounds: int, per_round: int, where: str, peers: bool) -> dict[
     from _timing import interleaved
 
     from mcpx_hooks.supervisor import sandbox
-    from mcpx_hooks.supervisor.hookrun import HookContext, run_hook
+    from mcpx_hooks.supervisor.hookcontext import HookContext
+    from mcpx_hooks.supervisor.hookrun import run_hook
     from mcpx_hooks.supervisor.hooks import Action, Hook, Profile, Provenance, SourceKind
     from mcpx_hooks.supervisor.points import Phase
     from mcpx_hooks.supervisor.spawn import open_spawner

@@ -27,7 +27,8 @@ import trio
 from _timing import TRUE, interleaved, medians, report
 
 from mcpx_hooks.supervisor import sandbox
-from mcpx_hooks.supervisor.hookrun import HookContext, run_hook
+from mcpx_hooks.supervisor.hookcontext import HookContext
+from mcpx_hooks.supervisor.hookrun import run_hook
 from mcpx_hooks.supervisor.hooks import Action, Hook, Profile, Provenance, SourceKind
 from mcpx_hooks.supervisor.points import Phase
 from mcpx_hooks.supervisor.scratch import scratch_dir

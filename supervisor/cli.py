@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     import trio
 
     from .frames import HookFrame
-    from .hookrun import HookContext
+    from .hookcontext import HookContext
     from .hooks import Config, Hook
     from .points import Phase
     from .remote import Remote
@@ -957,7 +957,7 @@ def _events(args: argparse.Namespace) -> int:
 def mock_context(config: Config, phase: Phase, event: dict[str, Any]) -> HookContext:
     """The generated input of `hook test`, with the `--event` object merged over it."""
     from .frames import now_rfc3339
-    from .hookrun import HookContext, RunInfo, new_run_id
+    from .hookcontext import HookContext, RunInfo, new_run_id
     from .points import Phase
 
     run = RunInfo(f"test-{new_run_id()}", ("true",), str(Path.cwd()), now_rfc3339())

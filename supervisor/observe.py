@@ -17,7 +17,8 @@ import trio
 from .bus import Bus, Event, EventKind, Gap, Subscription, kind_matches
 from .effects import Effect
 from .frames import HookStatus, to_json
-from .hookrun import HookContext, HookReport, run_hook
+from .hookcontext import HookContext
+from .hookrun import HookReport, run_hook
 from .hooks import Hook
 from .points import Phase
 from .spawn import Spawner

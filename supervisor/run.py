@@ -12,7 +12,7 @@ import json
 import os
 import site
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Final
 
 import attrs
@@ -26,16 +26,16 @@ from .frames import (
     EndFrame,
     ErrorFrame,
     Frame,
-    HookFrame,
     ResultFrame,
     StartFrame,
     WarningFrame,
     blank,
     now_rfc3339,
 )
-from .hookrun import HookContext, HookReport, RunInfo, cancelled_report, new_run_id, run_hook
-from .hooks import PROCESS_ACTIONS, Config, Hook, Profile
+from .hookcontext import HookContext, RunInfo, new_run_id
+from .hooks import PROCESS_ACTIONS, Config, Profile
 from .journal import RunJournal
+from .phases import Asker, PhaseHooks, RunState, nobody_answers
 from .points import Phase
 from .scratch import scratch_dir
 from .script import (
@@ -53,15 +53,6 @@ DEFAULT_SCRIPT_TIMEOUT_MS: Final = 3_600_000
 SCRIPT_KILL_GRACE_MS: Final = 500
 #: How much of the script's stderr `onError` hooks get as `error.stderrTail`.
 STDERR_TAIL_IN_ERROR: Final = 4096
-
-#: Who answers an `ask`: returns "yes"/"no", or None when nobody answered in time.
-Asker = Callable[[str, HookFrame, float], Awaitable[str | None]]
-
-
-async def nobody_answers(question: str, frame: HookFrame, deadline: float) -> str | None:
-    """In-process runs have nobody to ask: the deadline passes, the default decides."""
-    await trio.sleep(deadline)
-    return None
 
 
 @attrs.frozen
@@ -81,22 +72,6 @@ class RunRequest:
     #: Whether `cwd` is the operator's grant (docs/sandbox.md): true for `exec`; for the
     #: service, only within the directory it serves from.
     cwd_granted: bool = True
-
-
-@attrs.define
-class _State:
-    """What the run has become so far, phase by phase."""
-
-    ctx: HookContext
-    advice: list[str] = attrs.field(factory=list)
-    proposals: list[dict[str, Any]] = attrs.field(factory=list)
-    refused_by: str | None = None
-    refusal: str | None = None
-    #: `(value,)` once the run is a success; otherwise the error message.
-    value: tuple[Any] | None = None
-    message: str = ""
-    exit_code: int | None = None
-    stderr_tail: str = ""
 
 
 class Run:
@@ -125,10 +100,10 @@ async def execute(
     profile = req.sandbox or config.script_sandbox
     caller = min(req.autonomy, config.autonomy_hooks) if req.autonomy else config.autonomy_hooks
     info = RunInfo(req.run_id, req.script.shown_argv, req.cwd, now_rfc3339())
-    state = _State(
+    state = RunState(
         HookContext(info, caller, config.autonomy_max, input=req.input, cwd_granted=req.cwd_granted)
     )
-    hooks = _Hooks(config, spawner, bus, run, asker)
+    hooks = PhaseHooks(config, spawner, bus, journal=run.journal, run_id=req.run_id, asker=asker)
     run.journal.append(blank(StartFrame, argv=info.argv, cwd=req.cwd, sandbox=profile.value))
     bus.publish(EventKind.RUN_STARTED, {"argv": list(info.argv)}, run_id=req.run_id)
     state.ctx = attrs.evolve(state.ctx, warned=_warn_unavailable(run, config, spawner, profile))
@@ -155,7 +130,7 @@ async def execute(
         )
 
 
-async def _body(run: Run, state: _State, hooks: _Hooks, profile: Profile) -> None:
+async def _body(run: Run, state: RunState, hooks: PhaseHooks, profile: Profile) -> None:
     await hooks.phase(Phase.BEFORE, state)
     if state.refused_by is None:
         await _run_script(run, state, hooks.spawner, profile, hooks.config)
@@ -168,7 +143,7 @@ async def _body(run: Run, state: _State, hooks: _Hooks, profile: Profile) -> Non
 
 
 async def _run_script(
-    run: Run, state: _State, spawner: Spawner, profile: Profile, config: Config
+    run: Run, state: RunState, spawner: Spawner, profile: Profile, config: Config
 ) -> None:
     req = run.request
     with scratch_dir("run-") as scratch:
@@ -279,103 +254,7 @@ def _write(path: str, text: str) -> None:
         f.write(text)
 
 
-class _Hooks:
-    """Runs the hooks of one phase, one after another in declaration order."""
-
-    def __init__(self, config: Config, spawner: Spawner, bus: Bus, run: Run, asker: Asker) -> None:
-        self.config = config
-        self.spawner = spawner
-        self.bus = bus
-        self.run = run
-        self.asker = asker
-
-    def of(self, phase: Phase) -> list[Hook]:
-        return [h for h in self.config.hooks if h.on == "script" and h.phase is phase and h.enabled]
-
-    async def phase(self, phase: Phase, state: _State) -> None:
-        for hook in self.of(phase):
-            report = await self._one(hook, state.ctx)
-            if self._take(phase, report, state):
-                return  # a refusal ends its phase: later hooks of it do not run
-
-    async def _one(self, hook: Hook, ctx: HookContext) -> HookReport:
-        run_id = self.run.request.run_id
-        self.bus.publish(EventKind.HOOK_STARTED, {"name": hook.name}, run_id=run_id)
-        started = time.perf_counter()
-        try:
-            report = await run_hook(self.spawner, hook, ctx)
-            frame = report.frame
-            if frame.ask is not None and frame.refused is None:
-                frame = await self._resolve_ask(frame)
-                report = attrs.evolve(report, frame=frame)
-        except trio.Cancelled:
-            # The run was cancelled while the hook ran (its tree is killed and reaped by now)
-            # or while it waited for an answer: the hook still has its frame, then the
-            # cancellation goes on.
-            ms = round((time.perf_counter() - started) * 1000)
-            self._record(cancelled_report(hook, ctx, ms).frame)
-            raise
-        self._record(frame)
-        return report
-
-    def _record(self, frame: HookFrame) -> None:
-        """The hook's frame in the journal, and its events on the bus."""
-        run_id = self.run.request.run_id
-        wire = self.run.journal.append(frame)
-        self.bus.publish(EventKind.HOOK_FINISHED, wire, run_id=run_id)
-        if frame.status.is_failure:
-            self.bus.publish(EventKind.HOOK_FAILED, wire, run_id=run_id)
-        if frame.dropped:
-            self.bus.publish(
-                EventKind.HOOK_DROPPED,
-                {"name": frame.name, "dropped": list(frame.dropped)},
-                run_id=run_id,
-            )
-
-    async def _resolve_ask(self, frame: HookFrame) -> HookFrame:
-        """Waits for an answer up to the deadline; unanswered or "no" refuses."""
-        assert frame.ask is not None
-        question, default = frame.ask["question"], frame.ask["default"]
-        deadline = frame.ask["deadlineMs"] / 1000
-        answer = None
-        with trio.move_on_after(deadline):
-            answer = await self.asker(question, frame, deadline)
-        ask = {**frame.ask, "answer": answer or default, "answered": answer is not None}
-        if (answer or default) == "yes":
-            return attrs.evolve(frame, ask=ask)
-        how = "answered no" if answer is not None else f"unanswered, default {default}"
-        return attrs.evolve(
-            frame, ask=ask, refused={"reason": f"{question} ({how})", "failClosed": False}
-        )
-
-    def _take(self, phase: Phase, report: HookReport, state: _State) -> bool:
-        """What a hook's frame does to the run: advice, proposals, apply, refusal.
-
-        Returns True when the hook refused the run."""
-        frame = report.frame
-        if phase is Phase.SUFFIX:
-            return False  # after the outcome: it cannot change it (its effect is at most advise)
-        state.advice.extend(frame.advice)
-        state.proposals.extend({"hook": frame.name, **p} for p in frame.proposals)
-        if frame.refused is not None:
-            state.refused_by = frame.name
-            state.refusal = str(frame.refused["reason"])
-            state.value = None
-            state.message = f"refused by {frame.name}: {state.refusal}"
-            return True
-        if not frame.changed:
-            return False
-        if phase is Phase.BEFORE:
-            state.ctx = attrs.evolve(state.ctx, input=(frame.value,))
-        elif phase is Phase.ON_SUCCESS:
-            state.value = (frame.value,)
-            state.ctx = attrs.evolve(state.ctx, result={"value": frame.value})
-        elif phase is Phase.ON_ERROR and state.refused_by is None:
-            state.value = (frame.value,)
-        return False
-
-
-def _outcome_frame(state: _State) -> Frame:
+def _outcome_frame(state: RunState) -> Frame:
     if state.value is not None:
         return blank(
             ResultFrame,
@@ -392,7 +271,7 @@ def _outcome_frame(state: _State) -> Frame:
     )
 
 
-def _error_input(state: _State) -> dict[str, Any]:
+def _error_input(state: RunState) -> dict[str, Any]:
     error: dict[str, Any] = {"message": state.message}
     if state.exit_code is not None:
         error["exitCode"] = state.exit_code

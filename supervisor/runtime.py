@@ -18,7 +18,8 @@ from .bus import Bus, EventKind
 from .hooks import Config
 from .journal import Journals
 from .observe import ObserverStats, serve_observers
-from .run import Asker, Run, RunRequest, execute, nobody_answers
+from .phases import Asker, nobody_answers
+from .run import Run, RunRequest, execute
 from .spawn import Spawner, open_spawner
 
 #: How long stopping waits for observers to finish what was already published.

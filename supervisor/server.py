@@ -40,22 +40,24 @@ from .journal import RunJournal, UnknownRun
 from .run import DEFAULT_SCRIPT_TIMEOUT_MS, Run, RunRequest, execute
 from .runtime import Runtime, open_runtime
 from .streams import Streams, Wake, complete
+from .targets import (
+    Endpoint,
+    Target,
+    check_from,
+    check_query,
+    parse_events,
+    parse_from,
+    parse_target,
+    query_token,
+)
 from .wire import (
     DEFAULT_HOST,
     DEFAULT_PORT,
     Close,
-    Endpoint,
     ExecRequest,
-    Target,
     WireError,
-    check_from,
-    check_query,
     encode,
-    parse_events,
     parse_exec,
-    parse_from,
-    parse_target,
-    query_token,
     sources,
 )
 from .wsconn import CLOSE_S, ServerConnection

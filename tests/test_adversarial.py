@@ -21,7 +21,8 @@ import pytest
 import trio
 
 from mcpx_hooks.supervisor.frames import HookStatus, to_json
-from mcpx_hooks.supervisor.hookrun import HookContext, HookReport, RunInfo, run_hook
+from mcpx_hooks.supervisor.hookcontext import HookContext, RunInfo
+from mcpx_hooks.supervisor.hookrun import HookReport, run_hook
 from mcpx_hooks.supervisor.hooks import Action, Hook, Profile, Provenance, SourceKind
 from mcpx_hooks.supervisor.limits import Limits
 from mcpx_hooks.supervisor.points import Phase

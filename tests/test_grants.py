@@ -27,7 +27,8 @@ import trio
 from mcpx_hooks.supervisor import sandbox
 from mcpx_hooks.supervisor.errors import SandboxUnavailable
 from mcpx_hooks.supervisor.frames import HookStatus, to_json
-from mcpx_hooks.supervisor.hookrun import HookContext, HookReport, RunInfo, run_hook
+from mcpx_hooks.supervisor.hookcontext import HookContext, RunInfo
+from mcpx_hooks.supervisor.hookrun import HookReport, run_hook
 from mcpx_hooks.supervisor.hooks import (
     Action,
     Config,

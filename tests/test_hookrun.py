@@ -18,8 +18,9 @@ import trio
 
 from mcpx_hooks.supervisor.effects import Effect
 from mcpx_hooks.supervisor.frames import HookStatus, to_json
+from mcpx_hooks.supervisor.hookcontext import HookContext, RunInfo
 from mcpx_hooks.supervisor.hookenv import NAMES
-from mcpx_hooks.supervisor.hookrun import HookContext, HookReport, RunInfo, run_hook
+from mcpx_hooks.supervisor.hookrun import HookReport, run_hook
 from mcpx_hooks.supervisor.hooks import Action, Failure, Hook, Profile, Provenance, SourceKind
 from mcpx_hooks.supervisor.points import Phase
 from mcpx_hooks.supervisor.spawn import Spawner, open_spawner

@@ -208,7 +208,8 @@ time.sleep(1000)
 PROBES = """
 import json, os, socket, sys, textwrap, psutil, trio
 from mcpx_hooks.supervisor import sandbox
-from mcpx_hooks.supervisor.hookrun import HookContext, RunInfo, run_hook
+from mcpx_hooks.supervisor.hookcontext import HookContext, RunInfo
+from mcpx_hooks.supervisor.hookrun import run_hook
 from mcpx_hooks.supervisor.hooks import Action, Hook, Profile, Provenance, SourceKind
 from mcpx_hooks.supervisor.limits import Limits
 from mcpx_hooks.supervisor.points import Phase

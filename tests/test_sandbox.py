@@ -23,7 +23,8 @@ from mcpx_hooks.runners import confine
 from mcpx_hooks.supervisor import doctor, sandbox
 from mcpx_hooks.supervisor.config import load_config
 from mcpx_hooks.supervisor.frames import HookStatus, to_json
-from mcpx_hooks.supervisor.hookrun import HookContext, HookReport, RunInfo, run_hook
+from mcpx_hooks.supervisor.hookcontext import HookContext, RunInfo
+from mcpx_hooks.supervisor.hookrun import HookReport, run_hook
 from mcpx_hooks.supervisor.hooks import Action, Hook, Profile, Provenance, SourceKind
 from mcpx_hooks.supervisor.limits import DEFAULT_LIMITS, LIMIT_KEYS, Limits
 from mcpx_hooks.supervisor.points import Phase

@@ -10,20 +10,22 @@ import pytest
 from mcpx_hooks.supervisor.effects import Effect
 from mcpx_hooks.supervisor.hooks import Profile
 from mcpx_hooks.supervisor.script import Script
+from mcpx_hooks.supervisor.targets import (
+    Endpoint,
+    check_from,
+    parse_events,
+    parse_from,
+    parse_target,
+    query_token,
+)
 from mcpx_hooks.supervisor.wire import (
     CLOSE_WORDS,
     EXEC_FIELDS,
     Close,
-    Endpoint,
     WireError,
-    check_from,
     encode,
     parse_control,
-    parse_events,
     parse_exec,
-    parse_from,
-    parse_target,
-    query_token,
 )
 
 
