@@ -103,10 +103,8 @@ def dumps(value: Any) -> bytes:
 
 
 def wire_safe(value: Any) -> Any:
-    """A copy of `value` that `dumps` can write exactly (see the module docstring); the value
-    itself when nothing needs changing. Iterative: any depth is safe to pass."""
-    if not _needs_care(value):
-        return value
+    """A copy of `value` that `dumps` can write exactly (see the module docstring), for a
+    value orjson refused. Iterative: any depth is safe to pass."""
     root: list[Any] = [None]
     todo: list[tuple[Any, Any, Any, int]] = [(value, root, 0, 1)]
     while todo:
@@ -139,14 +137,6 @@ def wire_safe(value: Any) -> Any:
         else:
             parent[key] = _text(str(item))
     return root[0]
-
-
-def _needs_care(value: Any) -> bool:
-    try:
-        orjson.dumps(value)
-    except orjson.JSONEncodeError:
-        return True
-    return False
 
 
 def _text(text: str) -> str:
