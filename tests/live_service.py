@@ -238,6 +238,18 @@ def _decode(line: str) -> Any:
     return json.loads(line, parse_constant=_no_constants)
 
 
+def _sendable(message: str | bytes) -> str | bytes:
+    """A text message with no UTF-8 form (a lone surrogate) cannot be sent as text by any
+    client (the client library fails on it, not the server): it goes as the bytes it would
+    be, in a binary message, which the server must refuse cleanly."""
+    if isinstance(message, str):
+        try:
+            message.encode()
+        except UnicodeEncodeError:
+            return message.encode("utf-8", "surrogatepass")
+    return message
+
+
 def exchange(
     url: str,
     path: str,
@@ -268,7 +280,7 @@ def exchange(
     with ws:
         for message in messages:
             with contextlib.suppress(ConnectionClosed):
-                ws.send(message)
+                ws.send(_sendable(message))
         try:
             while True:
                 message = ws.recv(timeout=recv_s)
@@ -284,7 +296,7 @@ def exchange(
                     if obj.get("type") == "start" and later:
                         for extra in later:
                             with contextlib.suppress(ConnectionClosed):
-                                ws.send(extra)
+                                ws.send(_sendable(extra))
                         later = []
         except ConnectionClosed as exc:
             seen.code = exc.rcvd.code if exc.rcvd else 1006

@@ -706,6 +706,8 @@ WireBatch = list[tuple[str, list[str | bytes], list[str | bytes]]]
 #: The cases of issue 11 that come in on the wire, and what the properties found (each one
 #: example, run first in every profile).
 WIRE_CASES: list[WireBatch] = [
+    # A message that is only a lone surrogate: found by this property (it goes as bytes).
+    [("/v1/exec?", ["\ud800"], [])],
     [("/v1/exec", [json.dumps({"argv": ["true"], "cwd": CWD, "hooks": [SANDBOX_ESCAPE]})], [])],
     [
         ("/v1/exec", [render({"argv": ["true", "a\x00b"]})], []),
