@@ -11,10 +11,10 @@ import statistics
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
-from mcpx_hooks.supervisor import sandbox
-from mcpx_hooks.supervisor.errors import SandboxUnavailable
-from mcpx_hooks.supervisor.hooks import Profile
-from mcpx_hooks.supervisor.spawn import Spawner
+from mcpx_hooks.supervisor.core.errors import SandboxUnavailable
+from mcpx_hooks.supervisor.core.hooks import Profile
+from mcpx_hooks.supervisor.process import sandbox
+from mcpx_hooks.supervisor.process.spawner import Spawner
 
 TRUE = "/bin/true"
 

@@ -30,7 +30,7 @@ import psutil
 import trio
 from _timing import percentile, result
 
-from mcpx_hooks.supervisor.spawn import ChildSpec, Spawner, open_spawner
+from mcpx_hooks.supervisor.process.spawner import ChildSpec, Spawner, open_spawner
 
 GOAL_P95_MS = 5.0
 TREE = ChildSpec(

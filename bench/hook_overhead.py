@@ -28,12 +28,12 @@ import psutil
 import trio
 from _timing import TRUE, interleaved, medians, percentile, report
 
-from mcpx_hooks.supervisor.frames import HookStatus
-from mcpx_hooks.supervisor.hookcontext import HookContext
-from mcpx_hooks.supervisor.hookrun import run_hook
-from mcpx_hooks.supervisor.hooks import Action, Hook, Profile, Provenance, SourceKind
-from mcpx_hooks.supervisor.points import Phase
-from mcpx_hooks.supervisor.spawn import Spawner, open_spawner
+from mcpx_hooks.supervisor.core.frames import HookStatus
+from mcpx_hooks.supervisor.core.hooks import Action, Hook, Profile, Provenance, SourceKind
+from mcpx_hooks.supervisor.core.points import Phase
+from mcpx_hooks.supervisor.process.spawner import Spawner, open_spawner
+from mcpx_hooks.supervisor.run.hookcontext import HookContext
+from mcpx_hooks.supervisor.run.hookrun import run_hook
 
 GOAL = 1.3
 HOOK = Hook(

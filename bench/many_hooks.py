@@ -46,12 +46,12 @@ import psutil
 import trio
 from _timing import TRUE, enforceable, result
 
-from mcpx_hooks.supervisor.frames import HookStatus
-from mcpx_hooks.supervisor.hookcontext import HookContext
-from mcpx_hooks.supervisor.hookrun import run_hook
-from mcpx_hooks.supervisor.hooks import Action, Hook, Profile, Provenance, SourceKind
-from mcpx_hooks.supervisor.points import Phase
-from mcpx_hooks.supervisor.spawn import Spawner, open_spawner
+from mcpx_hooks.supervisor.core.frames import HookStatus
+from mcpx_hooks.supervisor.core.hooks import Action, Hook, Profile, Provenance, SourceKind
+from mcpx_hooks.supervisor.core.points import Phase
+from mcpx_hooks.supervisor.process.spawner import Spawner, open_spawner
+from mcpx_hooks.supervisor.run.hookcontext import HookContext
+from mcpx_hooks.supervisor.run.hookrun import run_hook
 
 GOAL_RATIO = 1.5
 #: The supervisor's RSS growth at the peak of a 1,000-hook wave, over its idle size.

@@ -43,13 +43,13 @@ from pathlib import Path
 import trio
 from _timing import enforceable, interleaved, percentile, result
 
-from mcpx_hooks.supervisor.effects import Effect
-from mcpx_hooks.supervisor.frames import HookStatus
-from mcpx_hooks.supervisor.hookcontext import HookContext, hook_input
-from mcpx_hooks.supervisor.hookrun import run_hook
-from mcpx_hooks.supervisor.hooks import Action, Hook, Profile, Provenance, SourceKind
-from mcpx_hooks.supervisor.points import Phase
-from mcpx_hooks.supervisor.spawn import Spawner, open_spawner
+from mcpx_hooks.supervisor.core.effects import Effect
+from mcpx_hooks.supervisor.core.frames import HookStatus
+from mcpx_hooks.supervisor.core.hooks import Action, Hook, Profile, Provenance, SourceKind
+from mcpx_hooks.supervisor.core.points import Phase
+from mcpx_hooks.supervisor.process.spawner import Spawner, open_spawner
+from mcpx_hooks.supervisor.run.hookcontext import HookContext, hook_input
+from mcpx_hooks.supervisor.run.hookrun import run_hook
 
 GOAL_P50_MS = 3.0
 GOAL_SPEEDUP = 9.0

@@ -53,12 +53,12 @@ async def measure(rounds: int, per_round: int, where: str, peers: bool) -> dict[
     import trio
     from _timing import interleaved
 
-    from mcpx_hooks.supervisor import sandbox
-    from mcpx_hooks.supervisor.hookcontext import HookContext
-    from mcpx_hooks.supervisor.hookrun import run_hook
-    from mcpx_hooks.supervisor.hooks import Action, Hook, Profile, Provenance, SourceKind
-    from mcpx_hooks.supervisor.points import Phase
-    from mcpx_hooks.supervisor.spawn import open_spawner
+    from mcpx_hooks.supervisor.core.hooks import Action, Hook, Profile, Provenance, SourceKind
+    from mcpx_hooks.supervisor.core.points import Phase
+    from mcpx_hooks.supervisor.process import sandbox
+    from mcpx_hooks.supervisor.process.spawner import open_spawner
+    from mcpx_hooks.supervisor.run.hookcontext import HookContext
+    from mcpx_hooks.supervisor.run.hookrun import run_hook
 
     hook = Hook(
         "bench", "script", Phase.BEFORE, Action.RUN, (TRUE,), where,

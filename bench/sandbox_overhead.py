@@ -26,13 +26,13 @@ import time
 import trio
 from _timing import TRUE, interleaved, medians, report
 
-from mcpx_hooks.supervisor import sandbox
-from mcpx_hooks.supervisor.hookcontext import HookContext
-from mcpx_hooks.supervisor.hookrun import run_hook
-from mcpx_hooks.supervisor.hooks import Action, Hook, Profile, Provenance, SourceKind
-from mcpx_hooks.supervisor.points import Phase
-from mcpx_hooks.supervisor.scratch import scratch_dir
-from mcpx_hooks.supervisor.spawn import ChildSpec, Spawner, open_spawner
+from mcpx_hooks.supervisor.core.hooks import Action, Hook, Profile, Provenance, SourceKind
+from mcpx_hooks.supervisor.core.points import Phase
+from mcpx_hooks.supervisor.process import sandbox
+from mcpx_hooks.supervisor.process.scratch import scratch_dir
+from mcpx_hooks.supervisor.process.spawner import ChildSpec, Spawner, open_spawner
+from mcpx_hooks.supervisor.run.hookcontext import HookContext
+from mcpx_hooks.supervisor.run.hookrun import run_hook
 
 GOAL = 2.0
 

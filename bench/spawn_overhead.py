@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import trio
 from _timing import TRUE, interleaved, medians, report
 
-from mcpx_hooks.supervisor.spawn import (
+from mcpx_hooks.supervisor.process.spawner import (
     SPAWN_MODE_ENV,
     SPAWN_MODES,
     ChildSpec,

@@ -34,7 +34,7 @@ PR_SET_CHILD_SUBREAPER = 36
 CLONE_NEWPID = 0x20000000
 MAX_MESSAGE = 256 * 1024
 MAX_FDS = 16
-#: What the owner reads of one message about a child (`supervisor/child.py`): an error
+#: What the owner reads of one message about a child (`supervisor/process/child.py`): an error
 #: message longer than that is cut to fit.
 MAX_REPORT = 4096
 #: Past the highest fd a process here can have (`os.closerange` bound).

@@ -14,7 +14,7 @@ import pytest
 import trio
 
 from mcpx_hooks.runners import userns
-from mcpx_hooks.supervisor.spawn import Spawner, open_spawner
+from mcpx_hooks.supervisor.process.spawner import Spawner, open_spawner
 
 
 class Marker(str):

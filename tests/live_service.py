@@ -27,10 +27,10 @@ import trio
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
-from mcpx_hooks.supervisor import journal as journal_module
-from mcpx_hooks.supervisor.config import load_config
-from mcpx_hooks.supervisor.runtime import Runtime, open_runtime
-from mcpx_hooks.supervisor.server import Service, ServiceOptions
+from mcpx_hooks.supervisor.config.loading import load_config
+from mcpx_hooks.supervisor.run import journal as journal_module
+from mcpx_hooks.supervisor.run.runtime import Runtime, open_runtime
+from mcpx_hooks.supervisor.service.server import Service, ServiceOptions
 
 _T = TypeVar("_T")
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mcpx_hooks.supervisor.access import (
+from mcpx_hooks.supervisor.service.access import (
     TOKEN_ENV,
     TokenFileError,
     check_access,

@@ -9,10 +9,10 @@ from typing import Any, cast
 
 import trio
 
-from mcpx_hooks.supervisor.broadcast import Broadcaster, EncodedRun
-from mcpx_hooks.supervisor.frames import EndFrame, OutputFrame, blank
-from mcpx_hooks.supervisor.journal import Follower, RunJournal
-from mcpx_hooks.supervisor.wsconn import ServerConnection
+from mcpx_hooks.supervisor.core.frames import EndFrame, OutputFrame, blank
+from mcpx_hooks.supervisor.run.journal import Follower, RunJournal
+from mcpx_hooks.supervisor.service.broadcast import Broadcaster, EncodedRun
+from mcpx_hooks.supervisor.service.wsconn import ServerConnection
 
 
 class FakeSocket:

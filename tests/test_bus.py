@@ -6,7 +6,7 @@ import pytest
 import trio
 import trio.testing
 
-from mcpx_hooks.supervisor.bus import (
+from mcpx_hooks.supervisor.run.bus import (
     DEFAULT_BUFFER,
     DEFAULT_HISTORY,
     KINDS,

@@ -80,7 +80,7 @@ def test_version(tmp_path: Path) -> None:
 #: Runs the CLI in process, then writes the names of the modules it imported to argv[1].
 _IMPORTS_OF = """
 import json, sys
-from mcpx_hooks.supervisor.cli import main
+from mcpx_hooks.supervisor.cli.main import main
 try:
     main(sys.argv[2:])
 except SystemExit:
@@ -114,9 +114,10 @@ def test_version_and_help_import_no_heavy_dependency(tmp_path: Path, args: list[
 def test_hook_test_imports_no_server_or_websocket(tmp_path: Path) -> None:
     hook = json.dumps({"run": ["true"], "sandbox": "none"})
     modules = imported_by("hook", "test", "--hook", hook, "--phase", "before", cwd=tmp_path)
-    assert "mcpx_hooks.supervisor.hookrun" in modules  # it did run the hook
+    assert "mcpx_hooks.supervisor.run.hookrun" in modules  # it did run the hook
     unneeded = {"trio_websocket", "wsproto"} | {
-        f"mcpx_hooks.supervisor.{name}" for name in ("server", "remote", "runtime", "docgen")
+        f"mcpx_hooks.supervisor.{name}"
+        for name in ("service.server", "service.remote", "run.runtime", "config.docgen")
     }
     assert not modules & unneeded
 
@@ -223,7 +224,7 @@ def test_demo_runs_and_ends(tmp_path: Path) -> None:
 
 
 def test_exec_json_frames_in_order_and_exit_code(project: Path) -> None:
-    from mcpx_hooks.supervisor.frames import check_order
+    from mcpx_hooks.supervisor.core.frames import check_order
 
     out = mcpx(
         "exec", "--config", "hooks.toml", "--json", "--", "sh", "-c", "echo 5; exit 4", cwd=project
@@ -276,7 +277,7 @@ def test_exec_sandbox_sets_the_runs_profile_only(tmp_path: Path) -> None:
 
 
 def test_exec_remote_sends_the_sandbox(tmp_path: Path) -> None:
-    from mcpx_hooks.supervisor import cli
+    from mcpx_hooks.supervisor.cli import main as cli
 
     args = cli._parser().parse_args(["exec", "--sandbox", "strict", "--", "true"])
     assert cli._remote_exec_request(args)["sandbox"] == "strict"
@@ -307,7 +308,7 @@ def test_exec_ctrl_c_cancels_runs_suffix_and_leaves_nothing(tmp_path: Path) -> N
 
     import psutil
 
-    from mcpx_hooks.supervisor.frames import check_order
+    from mcpx_hooks.supervisor.core.frames import check_order
 
     marker = f"mcpx-ctrl-c-{os.getpid()}"
     (tmp_path / "c.toml").write_text(
@@ -368,7 +369,7 @@ def test_doctor_reports_each_profile(tmp_path: Path) -> None:
 def test_help_never_mentions_the_spec(
     command: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from mcpx_hooks.supervisor.cli import main
+    from mcpx_hooks.supervisor.cli.main import main
 
     with pytest.raises(SystemExit) as exit_:
         main([*command, "--help"])

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from mcpx_hooks.supervisor import config as config_mod
-from mcpx_hooks.supervisor.config import discover_files, load_config, validate_files
-from mcpx_hooks.supervisor.effects import Effect
-from mcpx_hooks.supervisor.errors import ConfigError, Problem
-from mcpx_hooks.supervisor.hooks import (
+from mcpx_hooks.supervisor.config import loading as config_mod
+from mcpx_hooks.supervisor.config.loading import discover_files, load_config, validate_files
+from mcpx_hooks.supervisor.core.effects import Effect
+from mcpx_hooks.supervisor.core.errors import ConfigError, Problem
+from mcpx_hooks.supervisor.core.hooks import (
     Action,
     Config,
     Defaults,
@@ -24,7 +24,7 @@ from mcpx_hooks.supervisor.hooks import (
     Provenance,
     SourceKind,
 )
-from mcpx_hooks.supervisor.points import POINTS, Phase, PointInfo
+from mcpx_hooks.supervisor.core.points import POINTS, Phase, PointInfo
 
 EXAMPLE_TOML = """\
 [autonomy]
@@ -1159,7 +1159,7 @@ def test_integers_past_what_a_process_takes_are_refused(
 def test_validate_prints_every_hostile_file_as_a_problem(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from mcpx_hooks.supervisor.cli import main
+    from mcpx_hooks.supervisor.cli.main import main
 
     deep_toml = write(tmp_path / "deep.toml", "a = " + "[" * 1000 + "]" * 1000 + "\n")
     deep_json = write(tmp_path / "deep.json", "[" * 100_000 + "]" * 100_000)
@@ -1192,7 +1192,7 @@ def test_a_command_loading_a_hostile_config_exits_2(
     monkeypatch: pytest.MonkeyPatch,
     command: list[str],
 ) -> None:
-    from mcpx_hooks.supervisor.cli import main
+    from mcpx_hooks.supervisor.cli.main import main
 
     monkeypatch.setenv("MCPX_HOOKS_NO_DISCOVERY", "1")
     monkeypatch.chdir(tmp_path)
@@ -1270,7 +1270,7 @@ def test_the_runs_default_profile_is_workspace_and_script_sandbox_sets_it(
 
 
 def test_layering_appends_only_the_sandbox_lists() -> None:
-    from mcpx_hooks.supervisor import layering
+    from mcpx_hooks.supervisor.config import layering
 
     far = {"sandbox": {"read": ["/a", "/b"]}, "hooks": ["x"], "script": {"before": ["1"]}}
     near = {"sandbox": {"read": ["/b", "/c"], "write": ["/w"]}, "hooks": ["y"]}

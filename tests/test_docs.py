@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from mcpx_hooks.supervisor.docgen import GENERATED
-from mcpx_hooks.supervisor.hookenv import NAMES, SCRIPT_VARIABLES
+from mcpx_hooks.supervisor.config.docgen import GENERATED
+from mcpx_hooks.supervisor.core.hookenv import NAMES, SCRIPT_VARIABLES
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from mcpx_hooks.supervisor.effects import ClampSource, Effect, clamp
-from mcpx_hooks.supervisor.points import Phase
+from mcpx_hooks.supervisor.core.effects import ClampSource, Effect, clamp
+from mcpx_hooks.supervisor.core.points import Phase
 
 
 def test_order_of_levels() -> None:

@@ -24,12 +24,9 @@ import attrs
 import pytest
 import trio
 
-from mcpx_hooks.supervisor import sandbox
-from mcpx_hooks.supervisor.errors import SandboxUnavailable
-from mcpx_hooks.supervisor.frames import HookStatus, to_json
-from mcpx_hooks.supervisor.hookcontext import HookContext, RunInfo
-from mcpx_hooks.supervisor.hookrun import HookReport, run_hook
-from mcpx_hooks.supervisor.hooks import (
+from mcpx_hooks.supervisor.core.errors import SandboxUnavailable
+from mcpx_hooks.supervisor.core.frames import HookStatus, to_json
+from mcpx_hooks.supervisor.core.hooks import (
     Action,
     Config,
     Hook,
@@ -38,11 +35,14 @@ from mcpx_hooks.supervisor.hooks import (
     SandboxPaths,
     SourceKind,
 )
-from mcpx_hooks.supervisor.points import Phase
-from mcpx_hooks.supervisor.run import RunRequest
-from mcpx_hooks.supervisor.runtime import open_runtime
-from mcpx_hooks.supervisor.script import Script
-from mcpx_hooks.supervisor.spawn import SandboxPlan, Spawner
+from mcpx_hooks.supervisor.core.points import Phase
+from mcpx_hooks.supervisor.process import sandbox
+from mcpx_hooks.supervisor.process.spawner import SandboxPlan, Spawner
+from mcpx_hooks.supervisor.run.execute import RunRequest
+from mcpx_hooks.supervisor.run.hookcontext import HookContext, RunInfo
+from mcpx_hooks.supervisor.run.hookrun import HookReport, run_hook
+from mcpx_hooks.supervisor.run.runtime import open_runtime
+from mcpx_hooks.supervisor.run.script import Script
 
 PY = sys.executable
 CTX = HookContext(run=RunInfo("run-1", ("job",), "/", "2026-01-01T00:00:00Z"), input=({},))
@@ -458,7 +458,7 @@ async def test_a_hidden_program_fails_the_hook_before_the_spawn(
 
 
 def test_a_service_grants_a_cwd_only_where_it_serves_from(tmp_path: Path) -> None:
-    from mcpx_hooks.supervisor.server import _within
+    from mcpx_hooks.supervisor.service.server import _within
 
     (tmp_path / "served" / "sub").mkdir(parents=True)
     (tmp_path / "link").symlink_to(tmp_path / "served" / "sub")
@@ -469,7 +469,7 @@ def test_a_service_grants_a_cwd_only_where_it_serves_from(tmp_path: Path) -> Non
 
 
 def test_per_call_hooks_are_granted_only_within_a_granted_run_cwd(tmp_path: Path) -> None:
-    from mcpx_hooks.supervisor.hookrun import _granted
+    from mcpx_hooks.supervisor.run.hookrun import _granted
 
     run_cwd = str(tmp_path.resolve())
     ctx = attrs.evolve(CTX, run=RunInfo("r", ("job",), run_cwd, "2026-01-01T00:00:00Z"))

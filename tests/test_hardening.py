@@ -26,16 +26,16 @@ import trio
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from mcpx_hooks.supervisor.access import check_access
-from mcpx_hooks.supervisor.bus import EventKind
-from mcpx_hooks.supervisor.config import load_config
-from mcpx_hooks.supervisor.frames import check_order
-from mcpx_hooks.supervisor.hooks import Config, Profile
-from mcpx_hooks.supervisor.journal import FRAME_OVERHEAD, Journals
-from mcpx_hooks.supervisor.run import RunRequest
-from mcpx_hooks.supervisor.runtime import Runtime, open_runtime
-from mcpx_hooks.supervisor.script import Script
-from mcpx_hooks.supervisor.server import Limits, Listening, Service, ServiceOptions
+from mcpx_hooks.supervisor.config.loading import load_config
+from mcpx_hooks.supervisor.core.frames import check_order
+from mcpx_hooks.supervisor.core.hooks import Config, Profile
+from mcpx_hooks.supervisor.run.bus import EventKind
+from mcpx_hooks.supervisor.run.execute import RunRequest
+from mcpx_hooks.supervisor.run.journal import FRAME_OVERHEAD, Journals
+from mcpx_hooks.supervisor.run.runtime import Runtime, open_runtime
+from mcpx_hooks.supervisor.run.script import Script
+from mcpx_hooks.supervisor.service.access import check_access
+from mcpx_hooks.supervisor.service.server import Limits, Listening, Service, ServiceOptions
 
 PY = sys.executable
 
@@ -325,7 +325,7 @@ async def test_4_a_flood_of_newlines_is_held_to_the_run_budget(tmp_path: Path) -
 
 
 def test_4_retained_runs_are_forgotten_past_the_total_budget() -> None:
-    from mcpx_hooks.supervisor.frames import EndFrame, OutputFrame, blank
+    from mcpx_hooks.supervisor.core.frames import EndFrame, OutputFrame, blank
 
     journals = Journals(100, run_bytes=10_000, retain_bytes=25_000)
     for n in range(5):
@@ -359,7 +359,7 @@ async def test_5_big_results_arrive_intact(tmp_path: Path) -> None:
 async def test_5_a_frames_line_over_the_cap_is_dropped_whole_with_a_warning(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from mcpx_hooks.supervisor import script
+    from mcpx_hooks.supervisor.run import script
 
     monkeypatch.setattr(script, "MAX_FRAME_LINE", 1000)
     code = (

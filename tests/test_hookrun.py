@@ -16,14 +16,14 @@ import psutil
 import pytest
 import trio
 
-from mcpx_hooks.supervisor.effects import Effect
-from mcpx_hooks.supervisor.frames import HookStatus, to_json
-from mcpx_hooks.supervisor.hookcontext import HookContext, RunInfo
-from mcpx_hooks.supervisor.hookenv import NAMES
-from mcpx_hooks.supervisor.hookrun import HookReport, run_hook
-from mcpx_hooks.supervisor.hooks import Action, Failure, Hook, Profile, Provenance, SourceKind
-from mcpx_hooks.supervisor.points import Phase
-from mcpx_hooks.supervisor.spawn import Spawner, open_spawner
+from mcpx_hooks.supervisor.core.effects import Effect
+from mcpx_hooks.supervisor.core.frames import HookStatus, to_json
+from mcpx_hooks.supervisor.core.hookenv import NAMES
+from mcpx_hooks.supervisor.core.hooks import Action, Failure, Hook, Profile, Provenance, SourceKind
+from mcpx_hooks.supervisor.core.points import Phase
+from mcpx_hooks.supervisor.process.spawner import Spawner, open_spawner
+from mcpx_hooks.supervisor.run.hookcontext import HookContext, RunInfo
+from mcpx_hooks.supervisor.run.hookrun import HookReport, run_hook
 
 PY = sys.executable
 
@@ -357,7 +357,7 @@ async def test_module_runner(
 
 async def test_module_runner_bounds_a_stalled_stdin(tmp_path: Path) -> None:
     """A writer that never closes stdin cannot hang the runner past its total bound."""
-    from mcpx_hooks.supervisor.spawn import runner_path
+    from mcpx_hooks.supervisor.process.spawner import runner_path
 
     (tmp_path / "m.py").write_text("def hook(p):\n    return None\n")
     proc = await trio.lowlevel.open_process(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mcpx_hooks.supervisor.layering import merge, merge_all, splice
+from mcpx_hooks.supervisor.config.layering import merge, merge_all, splice
 
 
 def test_splice_without_null_replaces() -> None:

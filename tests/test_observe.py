@@ -15,12 +15,12 @@ import psutil
 import pytest
 import trio
 
-from mcpx_hooks.supervisor.bus import Bus, Event, EventKind, Gap, Subscription
-from mcpx_hooks.supervisor.effects import Effect
-from mcpx_hooks.supervisor.hooks import Action, Hook, Profile, Provenance, SourceKind
-from mcpx_hooks.supervisor.observe import ObserverStats, observes, serve_observers
-from mcpx_hooks.supervisor.points import Phase
-from mcpx_hooks.supervisor.spawn import Spawner, open_spawner
+from mcpx_hooks.supervisor.core.effects import Effect
+from mcpx_hooks.supervisor.core.hooks import Action, Hook, Profile, Provenance, SourceKind
+from mcpx_hooks.supervisor.core.points import Phase
+from mcpx_hooks.supervisor.process.spawner import Spawner, open_spawner
+from mcpx_hooks.supervisor.run.bus import Bus, Event, EventKind, Gap, Subscription
+from mcpx_hooks.supervisor.run.observe import ObserverStats, observes, serve_observers
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 

@@ -80,11 +80,11 @@ from live_service import (
     tracebacks,
 )
 
-from mcpx_hooks.supervisor import cli
-from mcpx_hooks.supervisor import server as server_module
-from mcpx_hooks.supervisor.config import load_config, validate_files
-from mcpx_hooks.supervisor.errors import ConfigError, Problem
-from mcpx_hooks.supervisor.frames import check_order
+from mcpx_hooks.supervisor.cli import main as cli
+from mcpx_hooks.supervisor.config.loading import load_config, validate_files
+from mcpx_hooks.supervisor.core.errors import ConfigError, Problem
+from mcpx_hooks.supervisor.core.frames import check_order
+from mcpx_hooks.supervisor.service import server as server_module
 
 PY = sys.executable
 #: The per-run budget of what the journal holds (`[runs] runBytes`), lowered from its default

@@ -47,7 +47,7 @@ def _nobody() -> tuple[int, int]:
 
 def _runs_as_nobody(python: str) -> bool:
     uid, gid = _nobody()
-    probe = [*_setpriv(uid, gid), "env", python, "-c", "import mcpx_hooks.supervisor.cli"]
+    probe = [*_setpriv(uid, gid), "env", python, "-c", "import mcpx_hooks.supervisor.cli.main"]
     try:
         done = subprocess.run(probe, capture_output=True, timeout=60, cwd="/", check=False)
         return done.returncode == 0
@@ -207,14 +207,14 @@ time.sleep(1000)
 #: The caller's supervisor: a spawner, the hooks above, what they saw (as JSON).
 PROBES = """
 import json, os, socket, sys, textwrap, psutil, trio
-from mcpx_hooks.supervisor import sandbox
-from mcpx_hooks.supervisor.hookcontext import HookContext, RunInfo
-from mcpx_hooks.supervisor.hookrun import run_hook
-from mcpx_hooks.supervisor.hooks import Action, Hook, Profile, Provenance, SourceKind
-from mcpx_hooks.supervisor.limits import Limits
-from mcpx_hooks.supervisor.points import Phase
-from mcpx_hooks.supervisor.scratch import scratch_dir
-from mcpx_hooks.supervisor.spawn import ChildSpec, open_spawner
+from mcpx_hooks.supervisor.process import sandbox
+from mcpx_hooks.supervisor.run.hookcontext import HookContext, RunInfo
+from mcpx_hooks.supervisor.run.hookrun import run_hook
+from mcpx_hooks.supervisor.core.hooks import Action, Hook, Profile, Provenance, SourceKind
+from mcpx_hooks.supervisor.core.limits import Limits
+from mcpx_hooks.supervisor.core.points import Phase
+from mcpx_hooks.supervisor.process.scratch import scratch_dir
+from mcpx_hooks.supervisor.process.spawner import ChildSpec, open_spawner
 
 WORK, HOME, MARK, INSIDE, SETSID, DOUBLE_FORK, HOLDER = sys.argv[1:]
 PY = sys.executable
@@ -313,10 +313,10 @@ def test_strict_hooks_of_an_ordinary_user_are_confined(caller: Caller, marker: M
 #: The caller's supervisor with one strict hook whose tree is up; prints its spawner's pid.
 SUPERVISOR = """
 import sys, trio
-from mcpx_hooks.supervisor import sandbox
-from mcpx_hooks.supervisor.hooks import Profile
-from mcpx_hooks.supervisor.scratch import scratch_dir
-from mcpx_hooks.supervisor.spawn import ChildSpec, open_spawner
+from mcpx_hooks.supervisor.process import sandbox
+from mcpx_hooks.supervisor.core.hooks import Profile
+from mcpx_hooks.supervisor.process.scratch import scratch_dir
+from mcpx_hooks.supervisor.process.spawner import ChildSpec, open_spawner
 
 async def main():
     async with open_spawner() as spawner:

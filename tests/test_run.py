@@ -14,13 +14,13 @@ import psutil
 import pytest
 import trio
 
-from mcpx_hooks.supervisor.config import load_config
-from mcpx_hooks.supervisor.frames import check_order
-from mcpx_hooks.supervisor.hooks import Config
-from mcpx_hooks.supervisor.points import Phase
-from mcpx_hooks.supervisor.run import Run, RunRequest
-from mcpx_hooks.supervisor.runtime import Runtime, open_runtime
-from mcpx_hooks.supervisor.script import Script
+from mcpx_hooks.supervisor.config.loading import load_config
+from mcpx_hooks.supervisor.core.frames import check_order
+from mcpx_hooks.supervisor.core.hooks import Config
+from mcpx_hooks.supervisor.core.points import Phase
+from mcpx_hooks.supervisor.run.execute import Run, RunRequest
+from mcpx_hooks.supervisor.run.runtime import Runtime, open_runtime
+from mcpx_hooks.supervisor.run.script import Script
 
 PY = sys.executable
 
@@ -264,7 +264,7 @@ async def test_caller_autonomy_clamps_and_is_reported(tmp_path: Path) -> None:
 
 
 def _advise() -> Any:
-    from mcpx_hooks.supervisor.effects import Effect
+    from mcpx_hooks.supervisor.core.effects import Effect
 
     return Effect.ADVISE
 

@@ -20,19 +20,20 @@ import trio
 from conftest import ROOT, hook_user_processes, kill_supervisor_and_wait
 
 from mcpx_hooks.runners import confine
-from mcpx_hooks.supervisor import doctor, sandbox
-from mcpx_hooks.supervisor.config import load_config
-from mcpx_hooks.supervisor.frames import HookStatus, to_json
-from mcpx_hooks.supervisor.hookcontext import HookContext, RunInfo
-from mcpx_hooks.supervisor.hookrun import HookReport, run_hook
-from mcpx_hooks.supervisor.hooks import Action, Hook, Profile, Provenance, SourceKind
-from mcpx_hooks.supervisor.limits import DEFAULT_LIMITS, LIMIT_KEYS, Limits
-from mcpx_hooks.supervisor.points import Phase
-from mcpx_hooks.supervisor.run import RunRequest
-from mcpx_hooks.supervisor.runtime import open_runtime
-from mcpx_hooks.supervisor.scratch import scratch_dir
-from mcpx_hooks.supervisor.script import Script
-from mcpx_hooks.supervisor.spawn import ChildSpec, Spawner
+from mcpx_hooks.supervisor.cli import doctor
+from mcpx_hooks.supervisor.config.loading import load_config
+from mcpx_hooks.supervisor.core.frames import HookStatus, to_json
+from mcpx_hooks.supervisor.core.hooks import Action, Hook, Profile, Provenance, SourceKind
+from mcpx_hooks.supervisor.core.limits import DEFAULT_LIMITS, LIMIT_KEYS, Limits
+from mcpx_hooks.supervisor.core.points import Phase
+from mcpx_hooks.supervisor.process import sandbox
+from mcpx_hooks.supervisor.process.scratch import scratch_dir
+from mcpx_hooks.supervisor.process.spawner import ChildSpec, Spawner
+from mcpx_hooks.supervisor.run.execute import RunRequest
+from mcpx_hooks.supervisor.run.hookcontext import HookContext, RunInfo
+from mcpx_hooks.supervisor.run.hookrun import HookReport, run_hook
+from mcpx_hooks.supervisor.run.runtime import open_runtime
+from mcpx_hooks.supervisor.run.script import Script
 
 if TYPE_CHECKING:
     from conftest import Marker
@@ -248,10 +249,10 @@ async def test_doctor_names_what_is_hidden(
 
 SUPERVISOR = """
 import sys, trio
-from mcpx_hooks.supervisor import sandbox
-from mcpx_hooks.supervisor.hooks import Profile
-from mcpx_hooks.supervisor.scratch import scratch_dir
-from mcpx_hooks.supervisor.spawn import ChildSpec, open_spawner
+from mcpx_hooks.supervisor.process import sandbox
+from mcpx_hooks.supervisor.core.hooks import Profile
+from mcpx_hooks.supervisor.process.scratch import scratch_dir
+from mcpx_hooks.supervisor.process.spawner import ChildSpec, open_spawner
 
 async def main():
     async with open_spawner() as spawner:

@@ -9,11 +9,11 @@ from typing import Any
 import jsonschema
 import pytest
 
-from mcpx_hooks.supervisor import schemas
-from mcpx_hooks.supervisor.effects import Effect
-from mcpx_hooks.supervisor.hooks import Action, Failure, Profile
-from mcpx_hooks.supervisor.points import POINTS, Phase
-from mcpx_hooks.supervisor.spawntext import ENV_NAME_PATTERN, TEXT_PATTERN
+from mcpx_hooks.supervisor.config import schemas
+from mcpx_hooks.supervisor.core.effects import Effect
+from mcpx_hooks.supervisor.core.hooks import Action, Failure, Profile
+from mcpx_hooks.supervisor.core.points import POINTS, Phase
+from mcpx_hooks.supervisor.core.spawntext import ENV_NAME_PATTERN, TEXT_PATTERN
 
 
 @pytest.mark.parametrize("name", schemas.SCHEMA_NAMES)
@@ -27,7 +27,7 @@ def test_schema_files_are_valid_2020_12(name: str) -> None:
 
 @pytest.mark.parametrize("name", schemas.SCHEMA_NAMES)
 def test_committed_files_are_what_the_tables_build(name: str) -> None:
-    # Regenerate with: python -m mcpx_hooks.supervisor.schemas --write
+    # Regenerate with: python -m mcpx_hooks.supervisor.config.schemas --write
     assert schemas.schema_text(name) == schemas.render(name)
 
 

@@ -10,9 +10,9 @@ import attrs
 import pytest
 from service_client import CLI, ENV, start_server
 
-from mcpx_hooks.supervisor import cli
-from mcpx_hooks.supervisor.server import Limits
-from mcpx_hooks.supervisor.wire import DEFAULT_PORT
+from mcpx_hooks.supervisor.cli import main as cli
+from mcpx_hooks.supervisor.service.server import Limits
+from mcpx_hooks.supervisor.service.wire import DEFAULT_PORT
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "service.md"
 

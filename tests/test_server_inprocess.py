@@ -14,14 +14,14 @@ import trio
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from mcpx_hooks.supervisor import server
-from mcpx_hooks.supervisor.broadcast import Broadcaster
-from mcpx_hooks.supervisor.config import load_config
-from mcpx_hooks.supervisor.frames import StartFrame, blank, check_order
-from mcpx_hooks.supervisor.hooks import Config
-from mcpx_hooks.supervisor.run import Run
-from mcpx_hooks.supervisor.runtime import open_runtime
-from mcpx_hooks.supervisor.server import Listening, Service, ServiceOptions
+from mcpx_hooks.supervisor.config.loading import load_config
+from mcpx_hooks.supervisor.core.frames import StartFrame, blank, check_order
+from mcpx_hooks.supervisor.core.hooks import Config
+from mcpx_hooks.supervisor.run.execute import Run
+from mcpx_hooks.supervisor.run.runtime import open_runtime
+from mcpx_hooks.supervisor.service import server
+from mcpx_hooks.supervisor.service.broadcast import Broadcaster
+from mcpx_hooks.supervisor.service.server import Listening, Service, ServiceOptions
 
 #: Hooks and runs unconfined, and the service's requests allowed to get that.
 UNCONFINED = (

@@ -30,9 +30,9 @@ import pytest
 import trio
 from conftest import ROOT, kill_supervisor_and_wait, require_rootless
 
-from mcpx_hooks.supervisor import launch
-from mcpx_hooks.supervisor.errors import SpawnError
-from mcpx_hooks.supervisor.spawn import (
+from mcpx_hooks.supervisor.core.errors import SpawnError
+from mcpx_hooks.supervisor.process import launch
+from mcpx_hooks.supervisor.process.spawner import (
     SPAWN_MODE_ENV,
     SPAWN_MODES,
     Child,
@@ -556,7 +556,7 @@ async def test_a_child_whose_spawner_died_after_taking_it_is_lost_not_started_ag
 
 SUPERVISOR = """
 import sys, trio
-from mcpx_hooks.supervisor.spawn import ChildSpec, open_spawner
+from mcpx_hooks.supervisor.process.spawner import ChildSpec, open_spawner
 
 async def main():
     async with open_spawner() as spawner:

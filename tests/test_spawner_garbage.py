@@ -31,11 +31,11 @@ from test_spawn import CAP, GRACE, PATH, py, run, spec
 
 from mcpx_hooks.runners import idmap
 from mcpx_hooks.runners.spawnreq import MAX_FD, MAX_FDS, MAX_MESSAGE
-from mcpx_hooks.supervisor import sandbox
-from mcpx_hooks.supervisor.child import SpawnerLink
-from mcpx_hooks.supervisor.hooks import Profile
-from mcpx_hooks.supervisor.scratch import scratch_dir
-from mcpx_hooks.supervisor.spawn import SandboxPlan, Spawner, _fd_array
+from mcpx_hooks.supervisor.core.hooks import Profile
+from mcpx_hooks.supervisor.process import sandbox
+from mcpx_hooks.supervisor.process.child import SpawnerLink
+from mcpx_hooks.supervisor.process.scratch import scratch_dir
+from mcpx_hooks.supervisor.process.spawner import SandboxPlan, Spawner, _fd_array
 
 #: The fixtures of `test_spawn.py`: a spawner in each way of owning a tree (pidns, keeper).
 spawn_mode = test_spawn.spawn_mode

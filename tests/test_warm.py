@@ -24,12 +24,12 @@ import trio
 import trio.testing
 from conftest import HOOK_UID_BASE, Marker, hook_user_processes
 
-from mcpx_hooks.supervisor.frames import HookStatus, to_json
-from mcpx_hooks.supervisor.hookcontext import HookContext, RunInfo
-from mcpx_hooks.supervisor.hookrun import HookReport, run_hook
-from mcpx_hooks.supervisor.hooks import Action, Hook, Profile, Provenance, SourceKind
-from mcpx_hooks.supervisor.points import Phase
-from mcpx_hooks.supervisor.spawn import SPAWN_MODE_ENV, WARM_ENV, Spawner, open_spawner
+from mcpx_hooks.supervisor.core.frames import HookStatus, to_json
+from mcpx_hooks.supervisor.core.hooks import Action, Hook, Profile, Provenance, SourceKind
+from mcpx_hooks.supervisor.core.points import Phase
+from mcpx_hooks.supervisor.process.spawner import SPAWN_MODE_ENV, WARM_ENV, Spawner, open_spawner
+from mcpx_hooks.supervisor.run.hookcontext import HookContext, RunInfo
+from mcpx_hooks.supervisor.run.hookrun import HookReport, run_hook
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="warm runs need pidns mode (root)")
 

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from mcpx_hooks.supervisor.effects import Effect
-from mcpx_hooks.supervisor.hooks import Profile
-from mcpx_hooks.supervisor.script import Script
-from mcpx_hooks.supervisor.targets import (
+from mcpx_hooks.supervisor.core.effects import Effect
+from mcpx_hooks.supervisor.core.hooks import Profile
+from mcpx_hooks.supervisor.run.script import Script
+from mcpx_hooks.supervisor.service.targets import (
     Endpoint,
     check_from,
     parse_events,
@@ -18,7 +18,7 @@ from mcpx_hooks.supervisor.targets import (
     parse_target,
     query_token,
 )
-from mcpx_hooks.supervisor.wire import (
+from mcpx_hooks.supervisor.service.wire import (
     CLOSE_WORDS,
     EXEC_FIELDS,
     Close,

@@ -14,7 +14,7 @@ import wsproto.events
 from trio_websocket import ConnectionClosed
 from wsproto.frame_protocol import FrameProtocol
 
-from mcpx_hooks.supervisor.wsconn import ServerConnection, text_frame
+from mcpx_hooks.supervisor.service.wsconn import ServerConnection, text_frame
 
 SIZES = [0, 1, 125, 126, 65535, 65536, 300_000]
 

@@ -1,0 +1,132 @@
+"""`mcpx-hooks demo`: the main job in miniature, on a built-in example, ending by itself.
+
+Runs of `examples/job.py` with the hooks of `examples/demo.toml` around them: one that passes
+the check (a hook times out and fails open, one's answer is dropped, one transforms the result,
+an observer sees the run finish); one that the check refuses, so the script never starts; then
+the service on a free loopback port and the same run streamed to a WebSocket client. Every
+frame is shown as it happens. `run_demo()` returns 0 when each run went as the example means
+it to (`problems`), else 1, having said what did not (a sandbox that cannot be had here
+fails every hook, and the demo with them).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from ..config.loading import load_config
+from ..core.hooks import Config
+from ..run.bus import Event
+from ..run.execute import RunRequest
+from ..run.runtime import Runtime, open_runtime
+from ..run.script import Script
+from ..service.remote import Remote, exec_remote
+from ..service.server import Listening, Service, ServiceOptions
+from .view import frame_lines
+
+#: The hooks of the example that fail on purpose, and how.
+EXPECTED_FAILURES: dict[str, str] = {"slow-lint": "timeout"}
+
+
+def problems(frames: Sequence[Mapping[str, Any]], *, refused: bool) -> list[str]:
+    """What went otherwise than the example means: a run let through ends with exit code 0,
+    and a refused one is refused by check-input's answer (check-input itself ran); a hook
+    fails only as `EXPECTED_FAILURES` says."""
+    found = []
+    for frame in frames:
+        if frame.get("type") == "hook":
+            name, status = frame.get("name"), frame.get("status")
+            if status != EXPECTED_FAILURES.get(str(name), "ok"):
+                found.append(f"hook {name}: {status}: {frame.get('reason') or ''}".rstrip(": "))
+    end = [f for f in frames if f.get("type") == "end"]
+    refusal = [f for f in frames if f.get("type") == "error" and f.get("refusedBy")]
+    if not end:
+        found.append("the run did not end")
+    elif refused and [f.get("refusedBy") for f in refusal] != ["check-input"]:
+        found.append("the run was not refused by check-input")
+    elif not refused and end[-1].get("exitCode") != 0:
+        found.append(f"the run ended with exit code {end[-1].get('exitCode')}")
+    return found
+
+
+def example_dir() -> Path:
+    return Path(str(resources.files("mcpx_hooks.supervisor").joinpath("examples")))
+
+
+def example_config() -> Config:
+    path = example_dir() / "demo.toml"
+    return load_config([path], cwd=path.parent, environ=os.environ, discover=False)
+
+
+async def _show_run(runtime: Runtime, title: str, run_input: Any) -> list[dict[str, Any]]:
+    print(f"--- {title}")
+    request = RunRequest(Script(python_file="job.py"), str(example_dir()), input=(run_input,))
+    run = runtime.new_run(request)
+    frames: list[dict[str, Any]] = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(runtime.execute, run)
+        async for batch in run.journal.follow(0):
+            for frame in batch:
+                frames.append(frame)
+                print("\n".join(frame_lines(frame)))
+    print()
+    return frames
+
+
+async def _show_remote_run(runtime: Runtime) -> list[dict[str, Any]]:
+    """The service on a free loopback port, and the same run streamed to a WebSocket client."""
+    service = Service(runtime, ServiceOptions(host="127.0.0.1", port=0, token=None))
+    async with trio.open_nursery() as nursery:
+        listening: Listening = await nursery.start(service.serve)
+        print(f"--- the same run over WebSocket: {listening.url}/v1/exec (serving on loopback)")
+        request = {"file": "job.py", "cwd": str(example_dir()), "input": {"name": "websocket"}}
+        frames = await exec_remote(
+            Remote(listening.url),
+            request,
+            lambda frame: print("ws> " + "\nws> ".join(frame_lines(frame))),
+        )
+        service.stop()
+    print()
+    return frames
+
+
+async def _show_observers(runtime: Runtime, failed: list[str]) -> None:
+    async with runtime.bus.subscribe(kinds=("hook.finished",), since=0) as sub:
+        async for item in sub:
+            if isinstance(item, Event) and item.caused_by_observer:
+                data = item.data
+                print(
+                    f"observer {data['name']} saw {data['on']} (event of run "
+                    f"{item.run_id or '-'}): {data['status']}, effect {data['effect']}"
+                )
+                if data["status"] != "ok":
+                    failed.append(f"observer {data['name']}: {data['status']}")
+
+
+async def run_demo() -> int:
+    config = example_config()
+    print(f"mcpx-hooks demo: {example_dir() / 'job.py'} with the hooks of demo.toml\n")
+    found: list[str] = []
+    async with open_runtime(config) as runtime, trio.open_nursery() as nursery:
+        nursery.start_soon(_show_observers, runtime, found)
+        through = await _show_run(runtime, "a run the check lets through", {"name": "world"})
+        found += problems(through, refused=False)
+        refused = await _show_run(runtime, "a run the check refuses: the script never starts", {})
+        found += problems(refused, refused=True)
+        found += problems(await _show_remote_run(runtime), refused=False)
+        await runtime.wait_observers()
+        nursery.cancel_scope.cancel()
+    if found:
+        print("\nthe demo FAILED: its runs did not go as the example means:", file=sys.stderr)
+        for line in dict.fromkeys(found):
+            print(f"  {line}", file=sys.stderr)
+        print("`mcpx-hooks doctor` says what the sandbox here lacks", file=sys.stderr)
+        return 1
+    print("\nevery hook and script above ran as a real process, its tree reaped; none is left")
+    return 0

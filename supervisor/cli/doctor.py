@@ -1,0 +1,114 @@
+"""`mcpx-hooks doctor`: which isolation mechanisms this machine has, what each sandbox profile
+uses, and what is missing and how to get it.
+
+It starts the real spawner (the one that would run hooks) and prints what it found, so the
+answer is the one the supervisor acts on, `MCPX_HOOKS_HIDE` included. For an ordinary user it
+also says whether the spawner got a user namespace of its own (what the rootless sandbox is
+made of, `runners/userns.py`) and the value of each setting that can refuse one. `main()`
+returns 0 when every profile can be enforced here, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+
+import trio
+
+from ..core.hooks import Profile
+from ..core.limits import DEFAULT_LIMITS, LIMIT_DOCS, LIMIT_KEYS
+from ..process import sandbox
+from ..process.spawner import HIDE_ENV, Spawner, open_spawner
+
+#: What `none` does, whatever the machine.
+NONE_GIVES = "resource limits (soft), own session and process group, scrubbed environment"
+
+
+def report(spawner: Spawner) -> tuple[str, bool]:
+    """The report's text, and whether every profile is enforceable."""
+    uid = os.geteuid()
+    root = uid == 0
+    lines = [
+        "mcpx-hooks doctor: the sandbox on this machine",
+        f"  supervisor uid {uid} ({'root' if root else 'an ordinary user'}),"
+        f" Linux {platform.release()} {platform.machine()}, Python {platform.python_version()}",
+        f"  spawner: {_spawner_line(spawner, uid)}",
+    ]
+    if not root:
+        lines += ["", *_userns_lines(spawner)]
+    lines += ["", "mechanisms:"]
+    hide = sandbox.hidden()
+    for mech in sandbox.MECHANISMS:
+        state = spawner.mechanisms.get(mech.name, "not reported by the spawner")
+        if mech.name in hide:
+            state = f"hidden by {HIDE_ENV}"
+        if mech.name not in sandbox.needs(Profile.STRICT):  # uid, for an ordinary user
+            lines.append(f"  n/a      {mech.name:9} {mech.how_to_get}")
+        elif state is True:
+            extra = f" (ABI {spawner.landlock_abi})" if mech.name == "landlock" else ""
+            lines.append(f"  ok       {mech.name:9} {mech.enforces}{extra}")
+        else:
+            lines.append(f"  MISSING  {mech.name:9} {state}")
+            lines.append(f"           {'':9} to get it: {mech.how_to_get}")
+    lines.append("  ok       rlimits   per-process resource limits (always)")
+    lines += ["", "profiles:"]
+    every = True
+    for profile in Profile:
+        lacking = sandbox.missing(profile, spawner)
+        uses = NONE_GIVES if profile is Profile.NONE else ", ".join(sandbox.enforced_by(profile))
+        if lacking:
+            every = False
+            lines.append(f"  {profile.value:7} CANNOT be enforced: missing {', '.join(lacking)}")
+            lines.append(f"  {'':7} (a hook asking for it fails; it never runs with less)")
+        else:
+            lines.append(f"  {profile.value:7} enforceable: {uses}")
+    default = DEFAULT_LIMITS
+    lines += ["", "limits (defaults; the config's [limits] table changes them):"]
+    for key, attr, _, _ in LIMIT_KEYS:
+        lines.append(f"  {key:12} {getattr(default, attr):>6}  {LIMIT_DOCS[key]}")
+    return "\n".join(lines), every
+
+
+def _spawner_line(spawner: Spawner, uid: int) -> str:
+    if spawner.mode != "pidns":
+        return "keeper mode (a subreaper per child): only the profile none can be had"
+    if spawner.userns:
+        return (
+            "pidns mode, in a user namespace of its own (rootless): hooks run as uid "
+            f"{uid}, each sandboxed one in a user namespace of its own"
+        )
+    return "pidns mode, PID 1 of a PID namespace of its own: hooks run as per-child uids"
+
+
+def _userns_lines(spawner: Spawner) -> list[str]:
+    """What the rootless sandbox needs: a user namespace, and the settings that can refuse
+    one, with their values here."""
+    lines = ["user namespaces (what the sandbox of an ordinary user is made in):"]
+    if spawner.userns:
+        lines.append("  allowed  the spawner runs in one of its own")
+    else:
+        why = spawner.mechanisms.get("pidns")
+        lines.append(f"  REFUSED  {why if isinstance(why, str) else 'not reported'}")
+    for name, value, refuses in spawner.userns_settings:
+        if value is None:
+            lines.append(f"           {name}: not on this kernel")
+        else:
+            lines.append(f"           {name} = {value}{'  (refuses them)' if refuses else ''}")
+    return lines
+
+
+async def _collect() -> tuple[str, bool]:
+    async with open_spawner() as spawner:
+        return report(spawner)
+
+
+def main() -> int:
+    """Prints the report; 0 when every profile is enforceable here, else 1."""
+    text, every = trio.run(_collect)
+    print(text)
+    return 0 if every else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

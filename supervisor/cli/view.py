@@ -1,0 +1,134 @@
+"""The readable view: what a person sees of frames and hooks on a terminal. Pure text."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+#: How many trailing lines of stderr the readable view shows for a failed hook.
+STDERR_LINES: Final = 8
+
+
+def hook_frame_lines(frame: Mapping[str, Any]) -> list[str]:
+    """A hook frame (wire form) as a few lines: outcome, effect, changes and evidence."""
+    # Imported here: `hooks list` uses this module without frames (and so without cattrs).
+    from ..core.frames import HookStatus
+
+    status = HookStatus(frame["status"])
+    mark = {HookStatus.OK: "ok", HookStatus.SKIPPED: "skipped"}.get(status, "FAILED")
+    head = (
+        f"hook {frame['name']} ({frame['on']}.{frame['phase']}, {frame['action']}, "
+        f"sandbox {frame['sandbox']}): {mark}"
+    )
+    if status.is_failure:
+        head += f" [{status}]"
+    lines = [f"{head} in {frame['durationMs']} ms"]
+    effect = f"effect {frame['effect']}"
+    if frame["clampedBy"]:
+        effect += (
+            f" (requested {frame['requestedEffect']}; lowered by {', '.join(frame['clampedBy'])})"
+        )
+    lines.append(f"  {effect}")
+    if frame.get("reason"):
+        lines.append(f"  why: {frame['reason']}")
+    refused = frame.get("refused")
+    if refused:
+        how = "fail-closed" if refused.get("failClosed") else "the hook said no"
+        lines.append(f"  REFUSES the run ({how}): {refused['reason']}")
+    elif status.is_failure:
+        lines.append("  failure is open: the run carries on")
+    if frame.get("failureNote"):
+        lines.append(f"  note: {frame['failureNote']}")
+    lines.extend(f"  advice: {a}" for a in frame.get("advice", ()))
+    ask = frame.get("ask")
+    if ask:
+        answered = ask.get("answer")
+        told = f"; answer: {answered}" if answered else "; unanswered takes the default"
+        lines.append(
+            f"  asks: {ask['question']} (default {ask['default']}, "
+            f"deadline {ask['deadlineMs']} ms{told})"
+        )
+    lines.extend(f"  proposes: {_short(p.get('value'))}" for p in frame.get("proposals", ()))
+    if frame.get("changed"):
+        lines.append(f"  applies: {_short(frame.get('original'))} -> {_short(frame.get('value'))}")
+    lines.extend(f"  dropped: {d['key']} ({d['reason']})" for d in frame.get("dropped", ()))
+    ran = frame.get("ran")
+    if ran is not None:
+        lines.append(f"  ran {' '.join(ran['argv'])}: {ran['status']}")
+    if frame.get("exitCode") not in (None, 0) or frame.get("signal") is not None:
+        lines.append(f"  exit code {frame.get('exitCode')}, signal {frame.get('signal')}")
+    if status.is_failure and frame.get("stderrTail"):
+        tail = frame["stderrTail"].rstrip("\n").splitlines()[-STDERR_LINES:]
+        lines.append("  stderr (last lines):")
+        lines.extend(f"    | {line}" for line in tail)
+    return lines
+
+
+def frame_lines(frame: Mapping[str, Any]) -> list[str]:
+    """Any run frame (wire form) for a person, as it happens."""
+    kind = frame.get("type")
+    if kind == "hook":
+        return hook_frame_lines(frame)
+    if kind == "start":
+        return [f"run {frame['runId']}: {' '.join(frame['argv'])}  (sandbox {frame['sandbox']})"]
+    if kind in ("stdout", "stderr"):
+        return [f"{'|' if kind == 'stdout' else '!'} {frame['text']}"]
+    if kind == "log":
+        return [f"log {frame['level']}: {frame['message']}"]
+    if kind == "emit":
+        return [f"emit {_short(frame['value'])}"]
+    if kind == "artifact":
+        return [f"artifact {frame['name']} ({frame['mime']}, {frame['size']} bytes)"]
+    if kind == "result":
+        lines = [f"RESULT {_short(frame['value'], 200)}"]
+        lines.extend(f"  advice: {a}" for a in frame.get("advice", ()))
+        lines.extend(
+            f"  proposed by {p.get('hook')}: {_short(p.get('value'))}"
+            for p in frame.get("proposals", ())
+        )
+        return lines
+    if kind == "error":
+        lines = [f"ERROR {frame['message']}"]
+        if frame.get("refusedBy"):
+            lines.append(f"  refused by {frame['refusedBy']}")
+        lines.extend(f"  advice: {a}" for a in frame.get("advice", ()))
+        return lines
+    if kind == "end":
+        code = frame["exitCode"]
+        exited = "no exit code" if code is None else f"exit code {code}"
+        return [f"end: {exited}, {frame['durationMs']} ms"]
+    if kind == "warning":
+        return [f"warning: {frame['message']}"]
+    return []
+
+
+def hook_table(hooks: Iterable[Mapping[str, Any]]) -> list[str]:
+    """`hooks list` for a person, from the hooks' JSON (`Hook.to_json()`, or `/v1/hooks`):
+    one line a hook, with where it came from."""
+    rows = [("NAME", "POINT.PHASE", "ACTION", "EFFECT", "FAILURE", "TIMEOUT", "SOURCE")]
+    for h in hooks:
+        src = h["source"]
+        where = f"{src['file']}#{src['index']}" if isinstance(src, dict) else str(src)
+        name = h["name"] if h["enabled"] else f"{h['name']} (disabled)"
+        rows.append(
+            (
+                name,
+                f"{h['on']}.{h['phase']}",
+                h["action"],
+                h["effect"],
+                h["failure"],
+                f"{h['timeoutMs']} ms",
+                where,
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    return [
+        "  ".join(cell.ljust(w) for cell, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1]
+        for r in rows
+    ]
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,255 @@
+"""jsonschema errors translated into `Problem`s a person can act on.
+
+Each message says what was expected and what was found, at an RFC 6901 JSON pointer; an unknown
+key gets its own pointer and a "did you mean"; a hook's action rule gets one sentence, never a
+dump of `oneOf` branches; a failed `pattern` is said in words, never as the regex. Everything
+returned can be printed: a lone surrogate or a NUL taken from the input is written as its
+`\\uXXXX` escape.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import jsonschema
+from jsonschema.exceptions import ValidationError
+
+from ..core import spawntext
+from ..core.errors import Problem
+
+_TYPE_WORDS = {
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "a boolean (true or false)",
+    "array": "an array",
+    "object": "an object",
+    "null": "null",
+}
+#: What `_printable` escapes: NUL (invisible on a terminal), lone surrogates (no UTF-8).
+_UNPRINTABLE = re.compile(r"[\u0000\ud800-\udfff]")
+#: An integer with more digits than this is described by its length.
+_LONG_DIGITS = 24
+
+
+def _printable(text: str) -> str:
+    return _UNPRINTABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def pointer(path: Iterable[str | int]) -> str:
+    """The RFC 6901 pointer of `path` (`["hooks", 2, "run"]` → `/hooks/2/run`); a NUL or a
+    lone surrogate in a key is written as its `\\uXXXX` escape, so the pointer can be printed."""
+    return "".join("/" + _printable(str(p)).replace("~", "~0").replace("/", "~1") for p in path)
+
+
+def pointer_key(ptr: str) -> tuple[tuple[int, int | str], ...]:
+    """Sorts pointers in document order: `/hooks/2` before `/hooks/10`."""
+    tokens = ptr.split("/")[1:]
+    return tuple((0, int(t)) if t.isdigit() else (1, t) for t in tokens)
+
+
+def describe(value: Any) -> str:
+    """A found value in words: `the string "echo hi"`, `the integer 0`, `an empty array`."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"the boolean {json.dumps(value)}"
+    if isinstance(value, int):
+        if abs(value) >= 10**_LONG_DIGITS:
+            return _long_integer(value)
+        return f"the integer {value}"
+    if isinstance(value, float):
+        return f"the number {value!r}"
+    if isinstance(value, str):
+        text = value if len(value) <= 60 else value[:57] + "..."
+        return f"the string {_quote(text)}"
+    if isinstance(value, list):
+        return "an empty array" if not value else f"an array of {len(value)}"
+    if isinstance(value, dict):
+        return "an empty object" if not value else "an object"
+    return type(value).__name__
+
+
+def _long_integer(value: int) -> str:
+    try:
+        return f"an integer of {len(str(abs(value)))} digits"
+    except ValueError:  # past sys.get_int_max_str_digits(): only Python code makes these
+        return f"an integer of {value.bit_length()} bits"
+
+
+def _quote(text: str) -> str:
+    """`text` as a JSON string, printable (see `_printable`)."""
+    return _printable(json.dumps(text, ensure_ascii=False))
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """`; did you mean "x"?` for the closest choice, or nothing."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    if not close:
+        lowered = {c.lower(): c for c in choices}
+        close = [lowered[word.lower()]] if word.lower() in lowered else []
+    return f'; did you mean "{close[0]}"?' if close else ""
+
+
+def _quoted(values: Sequence[Any], sep: str = ", ") -> str:
+    return sep.join(json.dumps(v) for v in values)
+
+
+def problems(validator: jsonschema.Draft202012Validator, instance: Any, file: str) -> list[Problem]:
+    """Every schema error in `instance`, translated, once each, in document order."""
+    found: dict[tuple[str, str], Problem] = {}
+    for error in validator.iter_errors(instance):
+        for ptr, message in _translate(error):
+            found.setdefault((ptr, message), Problem(file, ptr, message))
+    return sorted(found.values(), key=lambda p: pointer_key(p.pointer))
+
+
+def _translate(error: ValidationError) -> Iterator[tuple[str, str]]:
+    path = list(error.absolute_path)
+    key = path[-1] if path and isinstance(path[-1], str) else None
+    where = pointer(path)
+    # jsonschema types these as unions with `Unset`; they are set on every yielded error.
+    kind: Any = error.validator
+    value: Any = error.validator_value
+    found: Any = error.instance
+    subschema: Any = error.schema
+
+    if kind == "additionalProperties" and isinstance(found, dict):
+        allowed = list(subschema.get("properties", {}))
+        for extra in (k for k in found if k not in allowed):
+            hint = did_you_mean(extra, allowed) or f"; expected one of: {', '.join(allowed)}"
+            yield pointer([*path, extra]), f"unknown key {_quote(extra)}{hint}"
+    elif kind == "type":
+        yield where, _type_message(key, value, found)
+    elif kind == "enum":
+        yield where, _enum_message(key, value, found)
+    elif kind == "oneOf":
+        # The only oneOf in the config is the action rule; on a non-object the type error
+        # already says what is wrong.
+        if isinstance(found, dict):
+            actions = [branch["required"][0] for branch in value]
+            yield where, _actions_message(actions, found)
+    elif kind == "not" and key == "source":
+        yield (
+            where,
+            (
+                "source is only legal as inline source lines under [script]: write"
+                " [script].<phase> = [...], not a [[hooks]] entry with source"
+            ),
+        )
+    elif kind == "dependentRequired" and isinstance(found, dict):
+        for present, needed in value.items():
+            absent = [k for k in needed if k not in found]
+            if present in found and absent:
+                yield (
+                    pointer([*path, present]),
+                    (
+                        f'expected "{present}" only with {_quoted(needed, " and ")}, found'
+                        f' "{present}" without {_quoted(absent, " or ")}'
+                    ),
+                )
+    elif kind == "required" and isinstance(found, dict):
+        for name in (k for k in value if k not in found):
+            yield where, f'missing the required key "{name}"'
+    elif kind in ("minimum", "maximum"):
+        unit = " ms" if key is not None and key.endswith("Ms") else ""
+        sign = "≥" if kind == "minimum" else "≤"
+        yield where, f"expected an integer {sign} {value}{unit}, found {describe(found)}"
+    elif kind == "minItems":
+        if key == "run":
+            yield (
+                where,
+                f"expected an argv array with at least the program, found {describe(found)}",
+            )
+        else:
+            yield where, f"expected at least {value} item(s), found {describe(found)}"
+    elif kind == "minLength":
+        if path[-2:] in (["run", 0], ["argv", 0]):
+            yield (
+                where,
+                f"expected the program to run (a non-empty string), found {describe(found)}",
+            )
+        else:
+            yield where, f"expected a non-empty string, found {describe(found)}"
+    elif kind == "pattern" and list(error.absolute_schema_path)[-2:-1] == ["propertyNames"]:
+        # A key refused by name: its pointer is the key's, as for an unknown key.
+        yield (
+            pointer([*path, found]),
+            f"expected {_pattern_words(key, value)}, found {describe(found)}",
+        )
+    elif kind == "pattern":
+        yield where, f"expected {_pattern_words(key, value, found)}, found {describe(found)}"
+    elif kind == "const":
+        yield where, f"expected {json.dumps(value)}, found {describe(found)}"
+    else:
+        yield where, error.message
+
+
+_ENUM_WORDS = {
+    "phase": "a phase",
+    "effect": "an effect",
+    "max": "an effect",
+    "hooks": "an effect",
+    "sandbox": "a sandbox profile",
+}
+_PATTERN_WORDS = {
+    "module": "a Python file (ending in .py) or package.module[:function]",
+    "plugin": 'an MCP tool named "namespace.tool"',
+}
+#: The patterns of `spawntext`, said in words: what a process can be given.
+_SPAWN_PATTERN_WORDS = {
+    spawntext.TEXT_PATTERN: "a string without NUL or lone surrogates (a process cannot take them)",
+    spawntext.ENV_NAME_PATTERN: "a variable name: not empty, without '=', NUL or lone surrogates",
+}
+
+
+def _pattern_words(key: str | None, pattern: str, found: Any = None) -> str:
+    """What a `pattern` expects, in words: the spawn rule when `found` breaks it (whatever
+    else the pattern says), else the key's own words."""
+    if pattern in _SPAWN_PATTERN_WORDS:
+        return _SPAWN_PATTERN_WORDS[pattern]
+    if isinstance(found, str) and spawntext.text_problem(found) is not None:
+        return _SPAWN_PATTERN_WORDS[spawntext.TEXT_PATTERN]
+    return _PATTERN_WORDS.get(key or "", f"a string matching {pattern}")
+
+
+def _type_message(key: str | None, expected: str | list[str], found: Any) -> str:
+    if key == "run" and isinstance(found, str):
+        shell = json.dumps(["sh", "-c", found], ensure_ascii=False)
+        return (
+            f"expected an argv array of strings, found {describe(found)}: run takes an argv"
+            f" array, never a shell string; to use a shell write {shell}"
+        )
+    names = [expected] if isinstance(expected, str) else expected
+    words = " or ".join(_TYPE_WORDS.get(n, n) for n in names)
+    if key == "run":
+        words = "an argv array of strings"
+    message = f"expected {words}, found {describe(found)}"
+    if key == "hooks" and isinstance(found, dict):
+        message += " (in TOML, write each hook as [[hooks]], with double brackets)"
+    return message
+
+
+def _enum_message(key: str | None, allowed: list[Any], found: Any) -> str:
+    hint = did_you_mean(found, [str(a) for a in allowed]) if isinstance(found, str) else ""
+    if key == "on":
+        return (
+            f"expected a point that something fires ({_quoted(allowed)}; an observe hook takes"
+            f' phase "observe" and an event kind), found {describe(found)}{hint}'
+        )
+    what = _ENUM_WORDS.get(key or "", "one")
+    return f"expected {what} of {_quoted(allowed)}, found {describe(found)}{hint}"
+
+
+def _actions_message(actions: list[str], found: dict[str, Any]) -> str:
+    present = [a for a in actions if a in found]
+    choices = ", ".join(a for a in actions if a != "source")
+    if not present:
+        return f"a hook takes exactly one action ({choices}), found none"
+    return (
+        f"a hook takes exactly one action ({choices}), found {len(present)}: {', '.join(present)}"
+    )

@@ -1,0 +1,338 @@
+"""A child process while it runs: what it did (`Outcome`), and its owner's handle (`Child`).
+
+`Spawner.open_child` makes them; a `Child` hears of its process and acts on it through its
+control socket to the spawner (`SpawnerLink`; `runners/spawner.py` has the protocol).
+"""
+
+from __future__ import annotations
+
+import array
+import contextlib
+import json
+import os
+import signal
+import socket
+from collections.abc import Callable, Sequence
+from typing import Any, Final
+
+import attrs
+import trio
+
+from ..core.errors import SpawnError
+
+#: How long the keeper may take to report after SIGKILL before we kill it and give up waiting.
+KILL_REPORT_BOUND: Final = 5.0
+_READ_CHUNK: Final = 65536
+#: The largest message about a child, and room for the memfds of collected output.
+_MAX_MESSAGE: Final = 4096
+_FD_SPACE: Final = socket.CMSG_SPACE(2 * array.array("i").itemsize)
+
+
+@attrs.define
+class Outcome:
+    """What happened to a child; filled in as it runs, so a timeout still has the tail."""
+
+    pid: int | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    cpu_ms: int = 0
+    max_rss_kb: int = 0
+    stdout: bytearray = attrs.field(factory=bytearray)
+    stdout_overflow: bool = False
+    stderr_tail: bytearray = attrs.field(factory=bytearray)
+    #: Set when the owner had to kill the tree (timeout, cancellation, overflow).
+    killed: bool = False
+    exited: bool = False
+    #: Set when the spawner died while the child ran: the tree died with it, unreported.
+    lost: bool = False
+
+
+class SpawnerGone(SpawnError):
+    """The spawner went away before it started the child: nothing of it ran."""
+
+
+class Child:
+    """A running child owned by `Spawner.open_child`, heard of and acted on through `link`.
+
+    Its stdout and stderr are streams here, or, when `collected`, read by the spawner and
+    sent with the exit report (`communicate` then only waits).
+    """
+
+    def __init__(
+        self,
+        link: SpawnerLink,
+        stdin: trio.lowlevel.FdStream | None,
+        outputs: tuple[trio.lowlevel.FdStream, trio.lowlevel.FdStream] | None,
+        extra: Sequence[trio.lowlevel.FdStream],
+    ) -> None:
+        self._link = link
+        self.stdin = stdin
+        self._outputs = outputs
+        self.collected = outputs is None
+        #: Extra channels the caller asked for (read ends), e.g. a frames fd.
+        self.extra = tuple(extra)
+        self.outcome = Outcome()
+        self.keeper: int | None = None
+        self._exit_seen = trio.Event()
+        #: Whether a keeper said it took the request (it may start the child from then on).
+        self._accepted = False
+        #: pidns: the child's pidfd, from "started" (`_kill_tree`).
+        self._pidfd: int | None = None
+        #: `communicate`'s caps, and which of its outputs it has not read to the end.
+        self._caps: tuple[int, int] | None = None
+        self._unread = set() if outputs is None else {"stdout", "stderr"}
+        #: What of `open_child`'s `stdin_data` the pipe did not take; `communicate` writes it.
+        self._unwritten = b""
+
+    @property
+    def stdout(self) -> trio.lowlevel.FdStream:
+        assert self._outputs is not None, "a collected child has no stdout stream"
+        return self._outputs[0]
+
+    @property
+    def stderr(self) -> trio.lowlevel.FdStream:
+        assert self._outputs is not None, "a collected child has no stderr stream"
+        return self._outputs[1]
+
+    async def _recv(self) -> dict[str, Any] | None:
+        return await self._link.recv()
+
+    def _taken(self) -> bool:
+        """Whether the spawner took the request: it said "accepted" (keeper mode), or its
+        count of requests taken reached this one's (pidns mode)."""
+        return self._accepted or self._link.taken()
+
+    def _note(self, msg: dict[str, Any] | None) -> None:
+        """Takes in a message; the tree is over at "exit", "error" or end of file."""
+        event = None if msg is None else msg.get("event")
+        if event == "accepted":
+            self._accepted = True
+            return
+        if msg is not None and event == "started":
+            self.outcome.pid = msg["pid"]
+            self.keeper = msg.get("keeper")
+            self._pidfd = msg.get("pidfd")
+            return
+        if msg is not None and event == "exit":
+            self.outcome.exit_code = msg["code"]
+            self.outcome.signal = msg["signal"]
+            self.outcome.cpu_ms = msg["cpuMs"]
+            self.outcome.max_rss_kb = msg["maxRssKb"]
+            self.outcome.exited = True
+            if "output" in msg:  # collected by the spawner
+                self.outcome.stdout[:], self.outcome.stderr_tail[:] = msg["output"]
+                if msg.get("overflow"):
+                    self.outcome.stdout_overflow = self.outcome.killed = True
+        elif msg is None and (self.outcome.pid is not None or self._taken()):
+            self.outcome.lost = True
+        self._exit_seen.set()
+
+    async def _wait_started(self) -> None:
+        """Returns once the child started, or once it is lost: the spawner went away after
+        it took the request, so the child may have run (`Outcome.lost`; never started again).
+        Raises `SpawnerGone` when the spawner went away before it took the request (nothing
+        ran: safe to send again), `SpawnError` when it could not start."""
+        while True:
+            msg = await self._recv()
+            self._note(msg)
+            if msg is None:
+                if self._taken():
+                    return
+                raise SpawnerGone("the spawner went away before the child started")
+            event = msg.get("event")
+            if event == "started":
+                return
+            if event != "accepted":
+                raise SpawnError(str(msg.get("message", msg)))
+
+    async def wait(self) -> Outcome:
+        """Waits until the whole tree is gone and reaped; returns the outcome.
+
+        Also returns if the spawner goes away (its control socket closes): then
+        `outcome.exited` stays false.
+        """
+        while not self._exit_seen.is_set():
+            self._note(await self._recv())
+        return self.outcome
+
+    async def send_command(self, cmd: str) -> None:
+        await self._link.send(cmd)
+
+    async def kill(self) -> None:
+        """SIGKILL the whole tree now (e.g. output over its cap); `wait` sees it reaped."""
+        self.outcome.killed = True
+        await self._kill_tree()
+
+    async def _kill_tree(self) -> None:
+        """SIGKILL to the tree: in pidns mode straight to its root, through the pidfd that
+        came with "started" (the root is PID 1 of the tree's namespace: that takes all of it;
+        the spawner sees it gone and reports as ever), which saves a round trip through the
+        spawner on every timeout; else, or before "started", through the spawner."""
+        if self._pidfd is None:
+            await self.send_command("kill")
+            return
+        with contextlib.suppress(ProcessLookupError):
+            signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+
+    async def communicate(self, stdin: bytes, max_stdout: int, stderr_tail: int) -> Outcome:
+        """Writes `stdin` and closes it, reads stdout (capped: over `max_stdout` the tree is
+        killed) and stderr (its last `stderr_tail` bytes kept), and waits for the exit.
+
+        Cancelled (the caller's timeout), it leaves what it read in `outcome`; once the tree
+        is gone `open_child` adds what the tree wrote while it was being terminated.
+        """
+        self._caps = (max_stdout, stderr_tail)
+        stdin = self._unwritten + stdin
+        if not stdin and self.stdin is not None:
+            self.stdin.close()  # nothing to write: no task for it
+        if self.collected and not stdin:
+            return await self.wait()
+        async with trio.open_nursery() as nursery:
+            if stdin:
+                nursery.start_soon(self._write_stdin, stdin)
+            if not self.collected:
+                nursery.start_soon(self._read_stdout, max_stdout)
+                nursery.start_soon(self._read_stderr, stderr_tail)
+            await self.wait()
+        return self.outcome
+
+    async def _write_stdin(self, data: bytes) -> None:
+        if self.stdin is None:
+            return
+        # A child that exits or closes stdin without reading all of it is not an error.
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            view = memoryview(data)
+            for i in range(0, len(view), _READ_CHUNK):
+                await self.stdin.send_all(view[i : i + _READ_CHUNK])
+        await self.stdin.aclose()
+
+    async def _read_stdout(self, cap: int) -> None:
+        out = self.outcome.stdout
+        while chunk := await self.stdout.receive_some(_READ_CHUNK):
+            if len(out) + len(chunk) > cap:
+                out.extend(chunk[: cap - len(out)])
+                self.outcome.stdout_overflow = True
+                self._unread.discard("stdout")
+                await self.kill()
+                return
+            out.extend(chunk)
+        self._unread.discard("stdout")
+
+    async def _read_stderr(self, keep: int) -> None:
+        tail = self.outcome.stderr_tail
+        while chunk := await self.stderr.receive_some(_READ_CHUNK):
+            tail.extend(chunk)
+            if len(tail) > keep:
+                del tail[: len(tail) - keep]
+        self._unread.discard("stderr")
+
+    async def _drain(self) -> None:
+        """Reads what a cancelled `communicate` left, within its caps. Only once the tree is
+        reaped: no writer is left then, so this ends at end of file (bounded all the same)."""
+        if self._caps is None or not self.outcome.exited or not self._unread:
+            return
+        with trio.move_on_after(KILL_REPORT_BOUND):
+            if "stdout" in self._unread:
+                await self._read_stdout(self._caps[0])
+            if "stderr" in self._unread:
+                await self._read_stderr(self._caps[1])
+
+    async def _terminate(self, grace: float) -> None:
+        """SIGTERM the tree, wait up to `grace`, SIGKILL (at once when `grace` is 0), wait
+        for the reap report; then
+        read what output the tree left (see `communicate`)."""
+        if not self._exit_seen.is_set():  # else reaped already, or never started
+            await self._stop(grace)
+        await self._drain()
+
+    async def _stop(self, grace: float) -> None:
+        # Also when cancelled before "started" arrived: the spawner obeys once it has started
+        # the child, and `wait` reads past "started".
+        self.outcome.killed = True
+        if grace > 0:
+            with trio.move_on_after(grace) as scope:
+                await self.send_command("term")
+                await self.wait()
+            if not scope.cancelled_caught:
+                return
+        await self._kill_tree()
+        with trio.move_on_after(KILL_REPORT_BOUND):
+            await self.wait()
+            return
+        # The spawner side is stuck. In keeper mode kill the keeper (alive: it still holds
+        # the control socket); the spawner kills its orphans. In pidns mode the child is the
+        # init of its namespace, and SIGKILL from here takes the whole namespace down.
+        target = self.keeper if self.keeper is not None else self.outcome.pid
+        if target is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(target, signal.SIGKILL)
+
+    async def aclose(self) -> None:
+        for stream in (self.stdin, *(self._outputs or ()), *self.extra):
+            if stream is not None:
+                stream.close()
+        self._link.close()
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
+        await trio.lowlevel.checkpoint()
+
+
+class SpawnerLink:
+    """A child's control socket to the spawner (`runners/spawner.py` has the protocol), and
+    `taken`: whether the spawner took the request (`spawn.TakenCount`)."""
+
+    def __init__(self, ctrl: trio.socket.SocketType, taken: Callable[[], bool]) -> None:
+        self._ctrl = ctrl
+        self.taken = taken
+
+    async def recv(self) -> dict[str, Any] | None:
+        """The spawner's next message about this child; None once it is gone. A collected
+        child's exit report brings its output in memfds: put in as `"output"`, (stdout,
+        stderr tail)."""
+        try:
+            data, ancdata, _, _ = await self._ctrl.recvmsg(_MAX_MESSAGE, _FD_SPACE)
+        except ConnectionResetError:  # it closed with a command of ours unread
+            return None
+        if not data:
+            return None
+        msg: dict[str, Any] = json.loads(data)
+        fds = received_fds(ancdata)
+        try:
+            if "memfds" in msg:
+                msg["output"] = _collected(msg, dict(zip(msg["memfds"], fds, strict=True)))
+            elif msg.get("event") == "started" and fds:  # pidns: the child's pidfd, kept
+                msg["pidfd"] = fds.pop(0)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        return msg
+
+    async def send(self, cmd: str) -> None:
+        with contextlib.suppress(OSError):
+            await self._ctrl.send(json.dumps({"cmd": cmd}).encode())
+
+    def close(self) -> None:
+        self._ctrl.close()
+
+
+def _collected(msg: dict[str, Any], memfds: dict[str, int]) -> tuple[bytes, bytes]:
+    """Stdout and the stderr tail from their memfds (`runners/spawnreq.py` `Output`)."""
+    out = os.pread(memfds["stdout"], msg["stdout"], 0) if "stdout" in memfds else b""
+    err = b""
+    if "stderr" in memfds:
+        count, ring = msg["stderr"], msg["stderrRing"]
+        err = os.pread(memfds["stderr"], min(count, ring), 0)
+        if count > ring:  # written round: the oldest byte is where the next would go
+            at = count % ring
+            err = err[at:] + err[:at]
+    return out, err
+
+
+def received_fds(ancdata: list[tuple[int, int, bytes]]) -> list[int]:
+    """The fds a message brought (SCM_RIGHTS)."""
+    fds = array.array("i")
+    for level, kind, data in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
+    return list(fds)

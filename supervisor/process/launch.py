@@ -1,0 +1,254 @@
+"""Starting, reading and closing the resident spawner process (`runners/spawner.py`).
+
+`start_spawner_process()` starts one and reads its report; `close_spawner()` ends it. The
+`Spawner` handle (`spawn.py`) uses them, at first and whenever the spawner has died. As
+root the process started here is the spawner, PID 1 of a new PID namespace; for an ordinary
+user it is the one that holds the spawner's user namespace and waits for the spawner, its
+child (rootless, `runners/userns.py`): closing or killing it ends the spawner just the same.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import json
+import mmap
+import os
+import resource
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from importlib import resources
+from typing import Any, Final
+
+import attrs
+import trio
+
+from ..core.errors import SpawnError
+
+#: How long a closing spawner may take to exit before it is killed.
+SPAWNER_EXIT_BOUND: Final = 2.0
+
+
+class TakenCount:
+    """The spawner's count of the requests it took off its socket, in 8 bytes of shared
+    memory it writes before anything can start the child (`runners/spawnreq.py`
+    `TakenCounter`). When the spawner dies before a child's "started", `reached(n)` says
+    whether it had taken request `n`: then the child may have run and is lost, else it can
+    be sent again. In keeper mode it stays 0 (keepers say "accepted" instead)."""
+
+    def __init__(self, fd: int) -> None:
+        os.ftruncate(fd, _TAKEN_BYTES)
+        self._map = mmap.mmap(fd, _TAKEN_BYTES)
+
+    def reached(self, number: int) -> bool:
+        if self._map.closed:  # its spawner was closed: assume the worst, never send again
+            return True
+        return int.from_bytes(self._map[:_TAKEN_BYTES], "little") >= number
+
+    def close(self) -> None:
+        self._map.close()
+
+
+_TAKEN_BYTES: Final = 8
+
+
+@functools.cache
+def runner_path(name: str) -> str:
+    """The file of a runner module, found without importing it (it runs in another process).
+    Cached: finding it through importlib.resources costs a quarter of a millisecond."""
+    return str(resources.files("mcpx_hooks.runners").joinpath(name))
+
+
+#: Interpreter flags for runner processes: isolated, no site-packages, no bytecode writes
+#: (a hook's imports must not leave `__pycache__` in the directories it imports from).
+RUNNER_FLAGS: Final = ("-I", "-S", "-B")
+#: The spawner's: the same, but its own bytecode is cached, as an installed package's is:
+#: compiling the runner modules was half of its start.
+SPAWNER_FLAGS: Final = ("-I", "-S")
+#: Forces how the spawner owns trees: "pidns" (fails if it cannot be had) or "keeper".
+#: Unset or "auto": pidns where it can be had (as root, PID namespaces; as another user, a
+#: user namespace of the spawner's own, `runners/userns.py`), else keeper.
+SPAWN_MODE_ENV: Final = "MCPX_HOOKS_SPAWN"
+SPAWN_MODES: Final = ("pidns", "keeper")
+_CLONE_NEWPID: Final = 0x20000000
+
+
+class _NoPidNamespace(Exception):
+    """PID namespaces cannot be made here (not root, not allowed, no /proc)."""
+
+
+@contextlib.contextmanager
+def _pid_namespace_for_next_child() -> Iterator[None]:
+    """Makes the next process this thread starts PID 1 of a new PID namespace.
+
+    `unshare(CLONE_NEWPID)` changes only this thread's `pid_for_children`; it is set back
+    before returning, so nothing else this thread starts later is affected. Raises
+    `_NoPidNamespace` where PID namespaces cannot be made.
+    """
+    libc = ctypes.CDLL(None, use_errno=True)
+    try:
+        home = os.open("/proc/thread-self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise _NoPidNamespace(f"/proc/thread-self/ns/pid: {exc.strerror}") from exc
+    try:
+        if libc.unshare(_CLONE_NEWPID) != 0:
+            raise _NoPidNamespace(f"unshare(CLONE_NEWPID): {os.strerror(ctypes.get_errno())}")
+        try:
+            yield
+        finally:
+            if libc.setns(home, _CLONE_NEWPID) != 0:  # pragma: no cover - cannot fail as root
+                err = ctypes.get_errno()
+                raise RuntimeError(f"cannot restore the PID namespace: {os.strerror(err)}")
+    finally:
+        os.close(home)
+
+
+#: Hides isolation mechanisms from detection (comma-separated names), as if missing; for tests.
+HIDE_ENV: Final = "MCPX_HOOKS_HIDE"
+#: How long a starting spawner may take to say which mechanisms it has.
+SPAWNER_REPORT_BOUND: Final = 10.0
+_MAX_REPORT: Final = 64 * 1024
+
+
+def _start_spawner(
+    mode: str, request_fd: int, taken_fd: int, why: str = ""
+) -> subprocess.Popen[bytes]:
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    if os.environ.get(HIDE_ENV):
+        env[HIDE_ENV] = os.environ[HIDE_ENV]
+    return subprocess.Popen(
+        [
+            sys.executable,
+            *SPAWNER_FLAGS,
+            runner_path("spawner.py"),
+            str(os.getpid()),
+            str(request_fd),
+            mode,
+            str(taken_fd),
+            *([why] if why else []),
+        ],
+        stdin=subprocess.PIPE,  # the lifeline: closed, the spawner exits
+        stdout=subprocess.PIPE,  # one line: its mechanisms; then closed
+        pass_fds=(request_fd, taken_fd),
+        start_new_session=True,
+        env=env,
+    )
+
+
+def _launch(request_fd: int, taken_fd: int) -> subprocess.Popen[bytes]:
+    """Starts the spawner: as root PID 1 of a new PID namespace (pidns mode); as another user
+    in mode `userns`, in which it makes a user namespace of its own and serves in pidns mode
+    inside it, or in keeper mode where user namespaces are refused (`runners/userns.py`); its
+    report says which."""
+    asked = os.environ.get(SPAWN_MODE_ENV, "auto") or "auto"
+    if asked not in (*SPAWN_MODES, "auto"):
+        raise SpawnError(f"{SPAWN_MODE_ENV}={asked!r}: expected one of pidns, keeper, auto")
+    if asked == "keeper":
+        return _start_spawner("keeper", request_fd, taken_fd, f"{SPAWN_MODE_ENV}=keeper")
+    if os.geteuid() != 0:
+        return _start_spawner("userns", request_fd, taken_fd)
+    try:
+        with _pid_namespace_for_next_child():
+            return _start_spawner("pidns", request_fd, taken_fd)
+    except _NoPidNamespace as exc:
+        if asked == "pidns":
+            raise SpawnError(f"{SPAWN_MODE_ENV}=pidns, but {exc}") from exc
+        return _start_spawner("keeper", request_fd, taken_fd, f"as root, {exc}")
+
+
+def raise_open_files_limit() -> None:
+    """Raises this process's soft open-files limit to its hard one (the spawner, started
+    after, inherits it): each running child holds a few fds here and in the spawner, and
+    a thousand hooks at once are a supported load. Children get their own limits."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+@attrs.frozen
+class SpawnerProcess:
+    """A started spawner: its process, request socket, mode, report (`mechanisms.py`), and
+    the memory where it counts the requests it takes (`TakenCount`)."""
+
+    proc: subprocess.Popen[bytes]
+    sock: socket.socket
+    mode: str
+    report: Mapping[str, Any]
+    taken: TakenCount
+
+
+async def start_spawner_process() -> SpawnerProcess:
+    """A new spawner; `SpawnError` if it does not start."""
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    taken_fd = os.memfd_create("mcpx-hooks-taken", os.MFD_CLOEXEC)
+    try:
+        taken = TakenCount(taken_fd)
+        proc = _launch(theirs.fileno(), taken_fd)
+    except BaseException:
+        mine.close()
+        raise
+    finally:
+        theirs.close()
+        os.close(taken_fd)
+    try:
+        report = await _read_report(proc)
+        mode = report.get("mode")
+        if mode not in SPAWN_MODES:
+            raise SpawnError(f"the spawner reported an unknown mode: {mode!r}")
+        asked = os.environ.get(SPAWN_MODE_ENV, "auto") or "auto"
+        if asked == "pidns" and mode != "pidns":
+            why = (report.get("mechanisms") or {}).get("pidns")
+            raise SpawnError(f"{SPAWN_MODE_ENV}=pidns, but {why}")
+    except BaseException:
+        mine.close()
+        await close_spawner(proc)
+        raise
+    return SpawnerProcess(proc, mine, mode, report, taken)
+
+
+async def _read_report(proc: subprocess.Popen[bytes]) -> dict[str, Any]:
+    """The spawner's first line (its mechanisms); a spawner that dies or says nothing in
+    time is a `SpawnError`."""
+    assert proc.stdout is not None
+    stream = trio.lowlevel.FdStream(os.dup(proc.stdout.fileno()))
+    proc.stdout.close()
+    data = bytearray()
+    try:
+        with trio.move_on_after(SPAWNER_REPORT_BOUND):
+            while b"\n" not in data and len(data) < _MAX_REPORT:
+                chunk = await stream.receive_some(4096)
+                if not chunk:
+                    break
+                data.extend(chunk)
+    finally:
+        await stream.aclose()
+    try:
+        report = json.loads(data.split(b"\n")[0])
+    except ValueError:
+        report = None
+    if not isinstance(report, dict):
+        raise SpawnError(f"the spawner did not start: {bytes(data[:200])!r}")
+    return report
+
+
+async def close_spawner(proc: subprocess.Popen[bytes]) -> None:
+    """End of file on its lifeline, then up to `SPAWNER_EXIT_BOUND` for it to kill and reap
+    what is left, then SIGKILL; shielded."""
+    assert proc.stdin is not None
+    proc.stdin.close()
+    if proc.poll() is not None:  # dead and now reaped
+        return
+    with trio.CancelScope(shield=True):
+        pidfd = os.pidfd_open(proc.pid)
+        try:
+            with trio.move_on_after(SPAWNER_EXIT_BOUND):
+                await trio.lowlevel.wait_readable(pidfd)
+            if proc.poll() is None:
+                proc.kill()
+                await trio.lowlevel.wait_readable(pidfd)
+            proc.wait()
+        finally:
+            os.close(pidfd)

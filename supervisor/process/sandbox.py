@@ -1,0 +1,369 @@
+"""Sandbox profiles: what each one needs, which mechanism enforces it here, and the
+plan a child is started with.
+
+Pure apart from reading paths; the spawner (`runners/mechanisms.py`) probes the mechanisms at
+its start and `Spawner.mechanisms` holds what it found. `plan()` turns a profile into a
+`ChildSpec`'s `rlimits` and `sandbox`, or raises `SandboxUnavailable` naming what is missing
+and how to get it: a profile is never run with less than it asks for. `check_program()` then
+refuses a program the plan cannot see (`ProgramHidden`), before the spawner is asked.
+
+| profile | mechanisms |
+| --- | --- |
+| `strict` | pidns, mountns, netns, landlock, seccomp, uid (root), rlimits |
+| `workspace` | as strict; the working directory writable |
+| `net` | the same without netns (and Landlock and seccomp let the network be) |
+| `none` | rlimits (soft), own session and process group, scrubbed environment |
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import pwd
+import site
+import sys
+from collections.abc import Iterable, Mapping
+from typing import Final
+
+import attrs
+
+from ..core.errors import ProfileUnavailable, SandboxUnavailable
+from ..core.hooks import Profile, SandboxPaths
+from ..core.limits import DEFAULT_LIMITS, MB, Limits
+from .scratch import scratch_root
+from .spawner import HIDE_ENV, SandboxPlan, Spawner, runner_path
+
+NO_PATHS: Final = SandboxPaths()
+
+
+@attrs.frozen
+class Mechanism:
+    name: str
+    enforces: str
+    #: How to get it where the supervisor is root, and where it is an ordinary user.
+    as_root: str
+    as_user: str
+
+    @property
+    def how_to_get(self) -> str:
+        """How to get it, for this supervisor: root or an ordinary user."""
+        return self.as_root if os.geteuid() == 0 else self.as_user
+
+
+#: Every isolation mechanism, in the order `doctor` lists them.
+MECHANISMS: Final[tuple[Mechanism, ...]] = (
+    Mechanism(
+        "pidns",
+        "own PID namespace per child: its whole tree dies with it and with the supervisor",
+        "CAP_SYS_ADMIN and unshare(CLONE_NEWPID), which a container may withhold from root",
+        # (`runners/userns.py`: the spawner of an ordinary user makes one of its own)
+        "user namespaces for this user (where kernel.unprivileged_userns_clone, user."
+        "max_user_namespaces or kernel.apparmor_restrict_unprivileged_userns refuses them, "
+        "the reason says which and how to allow them), or a supervisor run as root",
+    ),
+    Mechanism(
+        "mountns",
+        "own mount namespace: read-only mount tree, size-limited tmpfs scratch, directories "
+        "the hook's user cannot reach covered",
+        "Linux >= 5.12 (mount_setattr) and CAP_SYS_ADMIN, with pidns",
+        "Linux >= 5.12 (mount_setattr), with pidns",
+    ),
+    Mechanism(
+        "netns",
+        "an empty network namespace: no interface, no route (strict only)",
+        "a kernel with CONFIG_NET_NS, with pidns",
+        "a kernel with CONFIG_NET_NS, with pidns",
+    ),
+    Mechanism(
+        "landlock",
+        "filesystem allowlist; no TCP bind/connect (strict, ABI 4+); scoped signals and "
+        "abstract Unix sockets (ABI 6+)",
+        "Linux >= 5.13 with CONFIG_SECURITY_LANDLOCK and `landlock` in the lsm= boot list",
+        "Linux >= 5.13 with CONFIG_SECURITY_LANDLOCK and `landlock` in the lsm= boot list",
+    ),
+    Mechanism(
+        "seccomp",
+        "deny list: ptrace, mounts, namespaces, keyrings, bpf, raising limits; sockets "
+        "(strict, netlink only)",
+        "a kernel with CONFIG_SECCOMP_FILTER, on x86_64 or aarch64",
+        "a kernel with CONFIG_SECCOMP_FILTER, on x86_64 or aarch64",
+    ),
+    Mechanism(
+        "uid",
+        "a per-child unprivileged uid and gid: RLIMIT_NPROC holds, the host's DAC applies",
+        "it is root's to give: if missing, it is hidden (MCPX_HOOKS_HIDE)",
+        "nothing: only root has uids to give, and a profile does not ask an ordinary user "
+        "for one (hooks run as this user, each in a user namespace of its own)",
+    ),
+)
+_BY_NAME: Final = {m.name: m for m in MECHANISMS}
+
+#: What each profile needs besides resource limits.
+NEEDS: Final[Mapping[Profile, tuple[str, ...]]] = {
+    Profile.STRICT: ("pidns", "mountns", "netns", "landlock", "seccomp", "uid"),
+    Profile.WORKSPACE: ("pidns", "mountns", "netns", "landlock", "seccomp", "uid"),
+    Profile.NET: ("pidns", "mountns", "landlock", "seccomp", "uid"),
+    Profile.NONE: (),
+}
+
+#: Read-only under strict and net: the system.
+SYSTEM_DIRS: Final = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+#: Devices a confined child may open for reading and writing.
+DEVICES: Final = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+
+
+def hidden() -> frozenset[str]:
+    """Mechanisms hidden from detection by `MCPX_HOOKS_HIDE` (read at each call)."""
+    return frozenset(n.strip() for n in os.environ.get(HIDE_ENV, "").split(",") if n.strip())
+
+
+def needs(profile: Profile) -> tuple[str, ...]:
+    """What `profile` needs on this machine: `uid` only when the supervisor is root."""
+    return tuple(n for n in NEEDS[profile] if n != "uid" or os.geteuid() == 0)
+
+
+def missing(profile: Profile, spawner: Spawner) -> dict[str, str]:
+    """The mechanisms `profile` needs that are not there, with why."""
+    wanted = needs(profile)
+    if not wanted:  # `none`: not even the environment to read (about 30 us a hook)
+        return {}
+    hide = hidden()
+    found: dict[str, str] = {}
+    for name in wanted:
+        state = spawner.mechanisms.get(name, "not reported by the spawner")
+        if name in hide:
+            state = f"hidden by {HIDE_ENV}"
+        if state is not True:
+            found[name] = str(state)
+    return found
+
+
+def require(profile: Profile, spawner: Spawner) -> None:
+    """Returns if `profile` can be enforced here; raises `SandboxUnavailable` saying what is
+    missing and how to get it."""
+    lacking = missing(profile, spawner)
+    if lacking:
+        parts = "; ".join(
+            f"{name}: {why} (to get it: {_BY_NAME[name].how_to_get})"
+            for name, why in lacking.items()
+        )
+        raise ProfileUnavailable(
+            profile.value,
+            f'sandbox "{profile}" cannot be enforced on this machine: missing {parts}. '
+            'Declare sandbox = "none" (in the hook, the run or [defaults]) to run without '
+            "isolation; `mcpx-hooks doctor` says more",
+        )
+
+
+def plan(
+    profile: Profile,
+    spawner: Spawner,
+    *,
+    scratch: str,
+    dirs: Iterable[str],
+    workdir: str | None = None,
+    granted: Iterable[str] | None = None,
+    paths: SandboxPaths = NO_PATHS,
+    limits: Limits = DEFAULT_LIMITS,
+    return_scratch: bool = False,
+) -> tuple[tuple[tuple[str, int, int], ...], SandboxPlan | None]:
+    """The `rlimits` and `sandbox` of a `ChildSpec` under `profile`.
+
+    `dirs`: the declaring directory and working directory, readable under every profile but
+    none; `workdir`: the working directory, writable under workspace; `paths`: the config's
+    `[sandbox] read` and `write`. `granted`: those of `dirs` the operator granted (default:
+    all), which with `paths` are the grants: where the supervisor is root, each grant's owner
+    is mapped onto the hook's user (`mapped`, see `mappable`), so its mode bits do not stop
+    the hook; a directory named by someone else (a service client's `cwd`) is read with its
+    mode bits only. `return_scratch`: the child's scratch tmpfs is copied back to `scratch`
+    once its tree is gone (a run's artifacts). Raises `SandboxUnavailable` (see `require`).
+    """
+    require(profile, spawner)
+    if profile is Profile.NONE:
+        return limits.rlimits(hard=False), None
+    real = [os.path.realpath(d) for d in dirs]
+    write = [os.path.realpath(p) for p in paths.write]
+    if profile is Profile.WORKSPACE and workdir is not None:
+        write.insert(0, os.path.realpath(workdir))
+    write = list(dict.fromkeys(write))
+    extra = [os.path.realpath(p) for p in paths.read]
+    read = [
+        p for p in dict.fromkeys((*SYSTEM_DIRS, *python_dirs(), *real, *extra)) if p not in write
+    ]
+    switch_uid = os.geteuid() == 0
+    vouched = {
+        *(real if granted is None else (os.path.realpath(d) for d in granted)),
+        *extra,
+        *(os.path.realpath(p) for p in paths.write),
+    }
+    mapped: tuple[str, ...] = ()
+    if switch_uid:  # (rootless, the hook's uid is the caller's own: nothing to map)
+        mine = _supervisor_dirs()
+        mapped = tuple(p for p in (*write, *read) if p in vouched and mappable(p, mine) is None)
+    sandbox = SandboxPlan(
+        read=tuple(read),
+        write=tuple(write),
+        mapped=mapped,
+        scratch=scratch,
+        scratch_bytes=limits.scratch_mb * MB,
+        net=profile is Profile.NET,
+        devices=DEVICES,
+        return_scratch=return_scratch,
+        switch_uid=switch_uid,
+    )
+    return limits.rlimits(hard=True), sandbox
+
+
+#: Trees whose owner is never mapped onto a hook's user, and that no grant may hold: the
+#: system, the kernel's and the devices' pseudo-filesystems, the running system's state.
+UNMAPPED_TREES: Final = (*SYSTEM_DIRS, "/proc", "/sys", "/dev", "/run", "/var/run", "/boot")
+
+
+def mappable(path: str, mine: list[tuple[str, str]] | None = None) -> str | None:
+    """Why the owner of the grant `path` (absolute, real) is not mapped onto the hook's user,
+    or None when it is. Not mapped: `/`, a grant that is, holds or lies in one of
+    `UNMAPPED_TREES`, one that is or holds the supervisor's home, its state directory (the
+    service's token, the trust list) or the scratch root (other hooks' scratch directories).
+    Such a grant is still readable (writable), through its mode bits only. `mine`: the
+    supervisor's directories, when the caller has them already."""
+    if path == "/":
+        return "it is the root directory"
+    for tree in UNMAPPED_TREES:
+        if _under(path, [tree]) or _under(tree, [path]):
+            return f"it is, holds or lies in the system directory {tree}"
+    for what, own in _supervisor_dirs() if mine is None else mine:
+        if _under(own, [path]):
+            return f"it holds the supervisor's {what} {own}"
+    return None
+
+
+def _supervisor_dirs() -> list[tuple[str, str]]:
+    """The supervisor's own directories a grant may not hold, by what they are."""
+    found = [("scratch root", os.path.realpath(scratch_root()))]
+    homes = {os.path.expanduser("~")}
+    with contextlib.suppress(KeyError):
+        homes.add(pwd.getpwuid(os.getuid()).pw_dir)
+    found += [("home", os.path.realpath(h)) for h in homes if os.path.isabs(h)]
+    state = os.environ.get("XDG_STATE_HOME", "")
+    if not os.path.isabs(state):
+        state = os.path.join(os.path.expanduser("~"), ".local", "state")
+    found.append(("state directory", os.path.realpath(os.path.join(state, "mcpx-hooks"))))
+    return found
+
+
+def _under(path: str, roots: Iterable[str]) -> bool:
+    """Whether `path` is one of `roots` or lies beneath one (normal absolute paths)."""
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+class ProgramHidden(SandboxUnavailable):
+    """A hook's or script's program is a file its profile cannot see: refused before the
+    spawner is asked, naming the file and the `[sandbox] read` line that would admit it."""
+
+
+#: How many interpreters deep `#!` lines are followed (the kernel's own limit is 4).
+_MAX_INTERPRETERS: Final = 4
+#: How much of a file is read for its `#!` line (the kernel reads 256 bytes).
+_SHEBANG_BYTES: Final = 256
+
+
+def check_program(
+    argv0: str, *, cwd: str, env: Mapping[str, str], plan: SandboxPlan | None, profile: Profile
+) -> None:
+    """Returns if the program `argv0` names can be seen under `plan`; else raises
+    `ProgramHidden`. The program is found as the spawner finds it (a name with a slash
+    relative to `cwd`, else the first executable on the child's `PATH`), then followed
+    through symlinks and, for a script, its `#!` interpreter (and the program an
+    `env` line names), each of which must be visible. A program not found at all is left to
+    the spawner to report. Pure apart from reading the paths."""
+    if plan is None:
+        return
+    visible = (*plan.read, *plan.write)
+    path = env.get("PATH", os.defpath)
+    found = _find(argv0, cwd, path)
+    via = ""
+    for _ in range(_MAX_INTERPRETERS + 1):
+        if found is None:
+            return
+        for candidate in dict.fromkeys((found, os.path.realpath(found))):
+            if not _under(candidate, visible):
+                raise ProgramHidden(
+                    f'cannot run "{argv0}": it resolves to {via}{candidate}, which the'
+                    f" {profile} sandbox cannot see; add [sandbox] read ="
+                    f' ["{admitting(candidate)}"] to admit it'
+                )
+        real = os.path.realpath(found)
+        interpreter = _interpreter(real)
+        if interpreter is None:
+            return
+        via = f"{via}{real}, a script run by "
+        program, name = interpreter
+        found = _find(name, cwd, path) if name is not None else program
+    return
+
+
+def _find(argv0: str, cwd: str, path: str) -> str | None:
+    if "/" in argv0:
+        found = os.path.normpath(os.path.join(cwd, argv0))
+        return found if os.path.exists(found) else None
+    for d in path.split(":"):
+        candidate = os.path.normpath(os.path.join(cwd, d or ".", argv0))
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def _interpreter(real: str) -> tuple[str, str | None] | None:
+    """A script's `#!` interpreter, and for `#!/usr/bin/env [-S] NAME …`, NAME (looked up on
+    PATH); None for anything else (a binary, an unreadable file)."""
+    try:
+        with open(real, "rb") as f:
+            head = f.read(_SHEBANG_BYTES)
+    except OSError:
+        return None
+    if not head.startswith(b"#!"):
+        return None
+    words = head[2:].split(b"\n", 1)[0].decode(errors="replace").split()
+    if not words:
+        return None
+    program, rest = words[0], words[1:]
+    if os.path.basename(program) == "env":
+        names = [w for w in rest if not w.startswith("-") and "=" not in w]
+        return (program, names[0]) if names else (program, None)
+    return program, None
+
+
+def admitting(path: str) -> str:
+    """The directory a `[sandbox] read` line would name to admit `path`: the folder of the
+    supervisor's home it lies in (`~/.pyenv`, `~/.cargo`), else its first two levels
+    (`/opt/tools`), else its own directory."""
+    home = os.path.realpath(os.path.expanduser("~"))
+    if _under(path, [home]) and path != home:
+        return os.path.join(home, os.path.relpath(path, home).split("/")[0])
+    parts = path.strip("/").split("/")
+    if len(parts) > 2:
+        return "/" + "/".join(parts[:2])
+    parent = os.path.dirname(path)
+    return parent if parent != "/" else path
+
+
+@functools.cache
+def python_dirs() -> tuple[str, ...]:
+    """The Python in use: its prefixes, its site-packages, the runner files, and where the
+    interpreter's executable really is."""
+    found = [
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        sys.base_exec_prefix,
+        *site.getsitepackages(),
+        os.path.dirname(runner_path("spawner.py")),
+        os.path.dirname(os.path.realpath(sys.executable)),
+    ]
+    return tuple(dict.fromkeys(os.path.realpath(p) for p in found))
+
+
+def enforced_by(profile: Profile) -> tuple[str, ...]:
+    """The mechanisms that enforce `profile` (for `doctor` and docs)."""
+    return (*needs(profile), "rlimits")

@@ -1,0 +1,471 @@
+"""The one spawn path: every hook and script process starts here, through the resident spawner.
+
+`open_spawner()` starts `runners/spawner.py` (standard library only) and owns it; `Spawner.
+open_child()` starts one child and owns it until its whole tree is gone. Timeouts belong to
+the caller: cancel the scope around `open_child` and the child's tree gets SIGTERM, the grace,
+then SIGKILL, and is reaped before `open_child` exits (shielded, bounded).
+
+How the spawner owns a tree (`Spawner.mode`; the spawner's docstring has the details):
+`pidns` where PID namespaces can be made (root; for an ordinary user, in a user namespace of
+the spawner's own, `runners/userns.py`): the spawner is PID 1 of a namespace of its own and
+every child is PID 1 of a namespace nested in it, so the kernel kills whatever is left of a
+tree when its child ends, and everything when the spawner ends; no Python fork per child
+(rootless, one per sandboxed child, for its own user namespace).
+`keeper` elsewhere: one pre-forked subreaper process per child. `MCPX_HOOKS_SPAWN=pidns|keeper`
+forces one (`SPAWN_MODE_ENV`); pidns forced where it cannot be had is a `SpawnError`.
+
+A `ChildSpec` with a `SandboxPlan` is confined by the spawner (profiles strict and net,
+docs/sandbox.md); `Spawner.mechanisms` says what the spawner found at its start. A running
+child is a `child.Child`; starting and ending the spawner process itself is `launch.py`.
+"""
+
+from __future__ import annotations
+
+import array
+import contextlib
+import functools
+import json
+import logging
+import os
+import socket
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any, Final
+
+import attrs
+import trio
+
+from ..core.errors import SpawnError
+from .child import Child, Outcome, SpawnerGone, SpawnerLink
+from .launch import (
+    HIDE_ENV,
+    RUNNER_FLAGS,
+    SPAWN_MODE_ENV,
+    SPAWN_MODES,
+    SPAWNER_EXIT_BOUND,
+    SpawnerProcess,
+    TakenCount,
+    close_spawner,
+    raise_open_files_limit,
+    runner_path,
+    start_spawner_process,
+)
+
+#: `off`: `module` hooks start a new interpreter each (cold) instead of a fork of the warm
+#: spawner (`runners/warm.py`); for comparing the two. Anything else, or unset: warm.
+WARM_ENV: Final = "MCPX_HOOKS_WARM"
+#: For callers, with the rest of the spawn path.
+__all__ = [
+    "HIDE_ENV",
+    "RUNNER_FLAGS",
+    "SPAWN_MODES",
+    "SPAWN_MODE_ENV",
+    "Child",
+    "Outcome",
+    "SpawnerProcess",
+    "TakenCount",
+    "runner_path",
+]
+
+_log = logging.getLogger(__name__)
+
+
+@attrs.frozen
+class SandboxPlan:
+    """How the spawner confines a child (profiles strict and net; `sandbox.py` makes these).
+
+    `read`: paths readable (and executable) beneath; `write`: paths readable and writable
+    beneath (the workspace, `[sandbox] write`); `mapped`: those of `read` and `write` whose
+    owner's access the hook gets whatever their mode bits say (an idmapped mount, see
+    docs/sandbox.md); `devices`: device files readable and writable; `scratch`: a writable
+    directory, a tmpfs of `scratch_bytes` in the child's view, seeded with what the directory
+    holds; `return_scratch`: copied back to it once the tree is gone (a script's artifacts);
+    `net`: keep the host network; `switch_uid`: run as a per-child unprivileged user (the
+    supervisor is root).
+    """
+
+    read: tuple[str, ...]
+    scratch: str
+    scratch_bytes: int
+    net: bool = False
+    devices: tuple[str, ...] = ()
+    return_scratch: bool = False
+    switch_uid: bool = True
+    write: tuple[str, ...] = ()
+    mapped: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "net": self.net,
+            "read": list(self.read),
+            "devices": list(self.devices),
+            "scratch": self.scratch,
+            "scratchBytes": self.scratch_bytes,
+            "returnScratch": self.return_scratch,
+            "uid": self.switch_uid,
+            "write": list(self.write),
+            "mapped": list(self.mapped),
+        }
+
+
+@attrs.frozen
+class ModuleCall:
+    """A `module` hook to run in a fork of the warm spawner (`runners/warm.py`) rather than
+    by starting `ChildSpec.argv`: `spec` is the module runner's MODULE, `path` what it adds to
+    `sys.path`."""
+
+    spec: str
+    path: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class ChildSpec:
+    """What to start. `rlimits` are `(RLIMIT_NAME, soft, hard)` applied in the child;
+    `sandbox`, when given, confines it (else it runs as the supervisor's user, unconfined).
+    `module`, when given, runs warm (`Spawner.warm`); `argv` is then the same hook started
+    cold, used where warm runs are turned off."""
+
+    argv: tuple[str, ...]
+    cwd: str
+    env: Mapping[str, str]
+    rlimits: tuple[tuple[str, int, int], ...] = ()
+    sandbox: SandboxPlan | None = None
+    module: ModuleCall | None = None
+
+
+class Spawner:
+    """Handle to the resident spawner process. Use through `open_spawner()`.
+
+    If the spawner dies (any way: killed, out of memory), the next `open_child` starts a new
+    one (`restarts` counts them). A child whose request the dead spawner had not taken is
+    started once more on the new one; a child it had taken (it may have started: the spawner
+    counts a request as taken before anything can start it, `TakenCount`) dies with its
+    spawner's namespace and its `Outcome.lost` is set: never retried, as it may have done
+    part of its work.
+    """
+
+    def __init__(self, started: SpawnerProcess) -> None:
+        self._lock = trio.Lock()
+        self._restart_lock = trio.Lock()
+
+        #: How many times the spawner was started again after dying.
+        self.restarts = 0
+        self._adopt(started)
+
+    def _adopt(self, started: SpawnerProcess) -> None:
+        proc, mode, report = started.proc, started.mode, started.report
+        self._proc = proc
+        self._raw = started.sock
+        self._sock = trio.socket.from_stdlib_socket(started.sock)  # owns it; non-blocking
+        self._taken = started.taken
+        #: Requests sent to this spawner, numbered as it takes them (`TakenCount`).
+        self._sent = 0
+        #: The spawner's pid (the process that serves: rootless, a child of the one started
+        #: here, `runners/userns.py`), and how it owns trees: "pidns" or "keeper".
+        self.pid = int(report.get("pid") or proc.pid)
+        self.mode = mode
+        #: Whether it runs in a user namespace of its own (an ordinary user's supervisor).
+        self.userns = report.get("userns") is True
+        #: The settings that can refuse user namespaces: name, value (None: not on this
+        #: kernel), whether it refuses them (reported to an ordinary user's supervisor).
+        self.userns_settings: list[tuple[str, str | None, bool]] = [
+            (str(n), None if v is None else str(v), bool(r))
+            for n, v, r in report.get("usernsSettings") or ()
+        ]
+        #: Whether `module` hooks run warm, in a fork of the spawner (pidns mode; `WARM_ENV`).
+        self.warm = mode == "pidns" and os.environ.get(WARM_ENV, "on") != "off"
+        #: Isolation mechanisms the spawner found at its start: name -> True, or why it is
+        #: missing (`runners/mechanisms.py`).
+        self.mechanisms: dict[str, bool | str] = dict(report.get("mechanisms") or {})
+        self.landlock_abi = int(report.get("landlockAbi") or 0)
+
+    @contextlib.asynccontextmanager
+    async def open_child(
+        self,
+        spec: ChildSpec,
+        *,
+        kill_grace: float,
+        stdin: bool = True,
+        stdin_data: bytes = b"",
+        extra_fds: Sequence[int] = (),
+        collect: tuple[int, int] | None = None,
+    ) -> AsyncIterator[Child]:
+        """Starts a child; on exit its whole tree is gone and reaped, whatever happened.
+
+        Inside, the child runs in its own session with fds 0, 1, 2 as pipes to `Child.stdin`,
+        `stdout`, `stderr` (stdin is /dev/null when `stdin` is false), and one pipe per entry of
+        `extra_fds`, placed at that number in the child, whose read end is `Child.extra[i]`.
+        `stdin_data` is written to stdin before the child is even asked for, as far as the
+        pipe takes it (the child finds its input waiting), and closed when all of it fits;
+        `communicate` writes the rest. `collect` (stdout cap, stderr tail), for a child
+        that only `communicate`s: the spawner moves both into memfds itself and sends them
+        with the exit report, one socket to watch here instead of three (pidns mode; else
+        ignored). Its environment is exactly `spec.env`. When the block is left early
+        (timeout, cancellation, error), the tree gets SIGTERM, then SIGKILL after
+        `kill_grace` seconds, under a shielded scope; a block left normally does the same
+        to whatever still runs.
+        Raises `SpawnError` when the child cannot start (missing program, bad cwd, bad limit,
+        no spawner).
+        """
+        if self.mode != "pidns":
+            collect = None
+        child = await self._start(spec, stdin_data or stdin, extra_fds, kill_grace, collect)
+        try:
+            yield child
+        finally:
+            with trio.CancelScope(shield=True):
+                await child._terminate(kill_grace)
+                await child.aclose()
+
+    async def _start(
+        self,
+        spec: ChildSpec,
+        stdin: bool | bytes,
+        extra_fds: Sequence[int],
+        kill_grace: float,
+        collect: tuple[int, int] | None,
+    ) -> Child:
+        """A started child; once more on a new spawner if the spawner died before it."""
+        for attempt in (1, 2):
+            generation = self.restarts
+            if self._proc.poll() is not None:
+                await self._restart(generation)
+                generation = self.restarts
+            child: Child | None = None
+            try:
+                child = await self._request(spec, stdin, extra_fds, collect)
+                await child._wait_started()
+                return child
+            except SpawnerGone as exc:
+                if child is not None:
+                    await child.aclose()
+                if attempt == 2 or not await self._wait_dead():
+                    raise SpawnError(str(exc)) from None
+                await self._restart(generation)
+            except BaseException:
+                if child is not None:
+                    # Cancelled before "started" arrived: the spawner may start it anyway.
+                    with trio.CancelScope(shield=True):
+                        await child._terminate(kill_grace)
+                        await child.aclose()
+                raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _request(
+        self,
+        spec: ChildSpec,
+        stdin: bool | bytes,
+        extra_fds: Sequence[int],
+        collect: tuple[int, int] | None,
+    ) -> Child:
+        """Sends the spawn request; the child's pipes and control socket, not yet started.
+        `stdin`: False for /dev/null, True for a pipe, bytes for a pipe holding them."""
+        try:
+            mine, keeper_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        except OSError as exc:
+            raise SpawnError(f"cannot make the child's control socket: {exc.strerror}") from exc
+        try:
+            fds = _ChildFds.make(stdin, extra_fds, outputs=not collect)
+        except BaseException:
+            mine.close()
+            keeper_end.close()
+            raise
+        try:
+            request: dict[str, Any] = {
+                "argv": list(spec.argv),
+                "cwd": spec.cwd,
+                "env": dict(spec.env),
+                "rlimits": [list(r) for r in spec.rlimits],
+                "fds": fds.targets,
+                "sandbox": spec.sandbox.to_json() if spec.sandbox else None,
+            }
+            if collect:
+                request["collect"] = {"stdout": collect[0], "stderr": collect[1]}
+            if spec.module is not None and self.warm:
+                # The environment goes to the child only, never through the spawner.
+                env_fd = max(2, *fds.targets) + 1
+                fds.give(_env_memfd(spec.env), env_fd)
+                request["env"] = {}
+                request["module"] = {
+                    "spec": spec.module.spec,
+                    "path": list(spec.module.path),
+                    "envFd": env_fd,
+                }
+            rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, _fd_array([keeper_end, *fds.theirs]))]
+            try:
+                number = await self._send_request(json.dumps(request).encode(), rights)
+            except OSError as exc:
+                raise SpawnerGone(f"the spawner is not running: {exc.strerror}") from exc
+        except BaseException:
+            fds.close_ours()
+            mine.close()
+            raise
+        finally:
+            keeper_end.close()
+            fds.close_theirs()
+        taken = functools.partial(self._taken.reached, number)
+        return fds.child(SpawnerLink(trio.socket.from_stdlib_socket(mine), taken))
+
+    async def _send_request(self, request: bytes, rights: list[tuple[int, int, bytes]]) -> int:
+        """Sends one request; returns its number, counting from 1 for this spawner, in the
+        order the spawner will take them (`TakenCount`).
+
+        A request is one datagram, sent whole or not at all: tried at once (no scheduler pass
+        before the spawner can start work), queued behind the lock only when the socket is
+        full. Not a checkpoint by itself; `open_child` is one further on. Nothing else runs
+        between a send and its numbering."""
+        try:
+            self._raw.sendmsg([request], rights, socket.MSG_NOSIGNAL)
+        except BlockingIOError:
+            async with self._lock:
+                while True:
+                    await trio.lowlevel.wait_writable(self._raw)
+                    try:
+                        self._raw.sendmsg([request], rights, socket.MSG_NOSIGNAL)
+                        break
+                    except BlockingIOError:
+                        continue
+        self._sent += 1
+        return self._sent
+
+    async def _wait_dead(self) -> bool:
+        """Whether the spawner has exited, waiting up to `SPAWNER_EXIT_BOUND` for it."""
+        pidfd = os.pidfd_open(self._proc.pid)
+        try:
+            with trio.move_on_after(SPAWNER_EXIT_BOUND):
+                await trio.lowlevel.wait_readable(pidfd)
+        finally:
+            os.close(pidfd)
+        return self._proc.poll() is not None
+
+    async def _restart(self, generation: int) -> None:
+        """Replaces a dead spawner (once per death: `generation` is `restarts` when the
+        caller saw it dead). Raises `SpawnError` if the new one does not start."""
+        async with self._restart_lock:
+            if self.restarts != generation:
+                return  # another caller did it
+            dead = self._proc
+            self._sock.close()  # (its `TakenCount` lives on for its children's last word)
+            await close_spawner(dead)
+            _log.warning(
+                "the spawner (pid %d) died (exit status %s); starting a new one",
+                dead.pid,
+                dead.returncode,
+            )
+            self._adopt(await start_spawner_process())
+            self.restarts += 1
+
+    def _close(self) -> None:
+        self._sock.close()
+        self._taken.close()
+
+
+@attrs.define
+class _ChildFds:
+    """A child's fds while it is being started: `theirs` go to it, at `targets`; `ours` stay
+    here (the stdin writer, when something is left to write; the read ends)."""
+
+    theirs: list[int]
+    targets: list[int]
+    ours: list[int]
+    writer: bool
+    unwritten: bytes
+    outputs: bool
+
+    @classmethod
+    def make(cls, stdin: bool | bytes, extra_fds: Sequence[int], *, outputs: bool) -> _ChildFds:
+        """Pipes for stdin (`stdin`: False for /dev/null, True for a pipe, bytes for a pipe
+        holding as much of them as it takes), stdout and stderr when `outputs`, and each of
+        `extra_fds`. Raises `SpawnError` when they cannot be made (out of fds)."""
+        fds = cls([], [], [], bool(stdin), b"", outputs)
+        try:
+            if stdin:
+                r, w = os.pipe2(os.O_CLOEXEC)
+                fds.give(r, 0)
+                fds.ours.append(w)
+                if isinstance(stdin, bytes):
+                    fds.unwritten = _prefill(w, stdin)
+                    if not fds.unwritten:  # all of it waits in the pipe, then end of file
+                        os.close(fds.ours.pop())
+                        fds.writer = False
+            else:
+                fds.give(os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC), 0)
+            for target in (*((1, 2) if outputs else ()), *extra_fds):
+                r, w = os.pipe2(os.O_CLOEXEC)
+                fds.give(w, target)
+                fds.ours.append(r)
+        except OSError as exc:
+            fds.close_ours()
+            fds.close_theirs()
+            raise SpawnError(f"cannot make the child's pipes: {exc.strerror}") from exc
+        return fds
+
+    def give(self, fd: int, target: int) -> None:
+        self.theirs.append(fd)
+        self.targets.append(target)
+
+    def close_theirs(self) -> None:
+        for fd in self.theirs:
+            os.close(fd)
+        self.theirs = []
+
+    def close_ours(self) -> None:
+        for fd in self.ours:
+            os.close(fd)
+        self.ours = []
+
+    def child(self, link: SpawnerLink) -> Child:
+        streams = [trio.lowlevel.FdStream(fd) for fd in self.ours]
+        self.ours = []
+        stdin = streams.pop(0) if self.writer else None
+        out = (streams.pop(0), streams.pop(0)) if self.outputs else None
+        child = Child(link, stdin, out, streams)
+        child._unwritten = self.unwritten
+        return child
+
+
+def _prefill(fd: int, data: bytes) -> bytes:
+    """Writes what the empty pipe `fd` takes of `data` without blocking; returns the rest."""
+    os.set_blocking(fd, False)
+    try:
+        written = os.write(fd, data)
+    except BlockingIOError:
+        written = 0
+    return data[written:]
+
+
+def _env_memfd(env: Mapping[str, str]) -> int:
+    fd = os.memfd_create("mcpx-hook-env", os.MFD_CLOEXEC)
+    try:
+        data = json.dumps(dict(env)).encode()
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _fd_array(fds: Sequence[int | socket.socket]) -> bytes:
+    return array.array("i", [fd if isinstance(fd, int) else fd.fileno() for fd in fds]).tobytes()
+
+
+@contextlib.asynccontextmanager
+async def open_spawner() -> AsyncIterator[Spawner]:
+    """Starts the resident spawner and owns it; on exit it is closed and reaped.
+
+    In pidns mode the spawner is PID 1 of its own PID namespace, so if it dies, by any means,
+    the kernel kills every process it started. It is forked from this thread, so its
+    parent-death signal (SIGKILL) is tied to the thread that lives as long as the supervisor.
+    It runs in its own session, so a terminal's Ctrl-C reaches the supervisor, which then
+    cancels its runs, and not the spawner. Closing: end of file on its stdin, then up to
+    `SPAWNER_EXIT_BOUND` for it to kill and reap what is left, then SIGKILL; shielded.
+    A spawner that dies is started again by the next `open_child` (`Spawner`).
+    """
+    raise_open_files_limit()
+    spawner = Spawner(await start_spawner_process())
+    try:
+        yield spawner
+    finally:
+        spawner._close()
+        await close_spawner(spawner._proc)

@@ -1,0 +1,288 @@
+"""One script run with the `script` point's hooks around it, as frames in their fixed order.
+
+`execute` never raises for anything a script or hook does: every outcome ends in exactly one
+`result` or `error` frame, then the `suffix` hooks, then `end`. Cancellation (`Run.cancel`, or
+the caller's scope) ends the run in `error` ("cancelled"); the suffix hooks still run and
+`end` is still sent, under a shielded scope bounded by the hooks' own timeouts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import site
+import time
+from collections.abc import Mapping
+from typing import Any, Final
+
+import attrs
+import trio
+
+from ..core.effects import Effect
+from ..core.errors import ProfileUnavailable, SpawnError
+from ..core.frames import (
+    EndFrame,
+    ErrorFrame,
+    Frame,
+    ResultFrame,
+    StartFrame,
+    WarningFrame,
+    blank,
+    now_rfc3339,
+)
+from ..core.hooks import PROCESS_ACTIONS, Config, Profile
+from ..core.points import Phase
+from ..process import sandbox
+from ..process.scratch import scratch_dir
+from ..process.spawner import ChildSpec, Spawner
+from .bus import Bus, EventKind
+from .hookcontext import HookContext, RunInfo, new_run_id
+from .journal import RunJournal
+from .phases import Asker, PhaseHooks, RunState, nobody_answers
+from .script import (
+    Script,
+    ScriptOutcome,
+    artifact_frames,
+    run_script,
+    script_argv,
+    script_environment,
+)
+
+#: A script's timeout when the request names none.
+DEFAULT_SCRIPT_TIMEOUT_MS: Final = 3_600_000
+SCRIPT_KILL_GRACE_MS: Final = 500
+#: How much of the script's stderr `onError` hooks get as `error.stderrTail`.
+STDERR_TAIL_IN_ERROR: Final = 4096
+
+
+@attrs.frozen
+class RunRequest:
+    script: Script
+    cwd: str
+    stdin: bytes = b""
+    #: `(value,)` when the request has an input (so `null` is a value).
+    input: tuple[Any] | None = None
+    env: Mapping[str, str] = attrs.field(factory=dict)
+    timeout_ms: int = DEFAULT_SCRIPT_TIMEOUT_MS
+    #: The caller's `hooks.autonomy`; it can only lower the config's.
+    autonomy: Effect | None = None
+    sandbox: Profile | None = None
+    sources: Mapping[Phase, tuple[str, ...]] = attrs.field(factory=dict)
+    run_id: str = attrs.field(factory=new_run_id)
+    #: Whether `cwd` is the operator's grant (docs/sandbox.md): true for `exec`; for the
+    #: service, only within the directory it serves from.
+    cwd_granted: bool = True
+
+
+class Run:
+    """A run in progress: its journal, and a handle to cancel it."""
+
+    def __init__(self, request: RunRequest, journal: RunJournal) -> None:
+        self.request = request
+        self.journal = journal
+        self.cancel_scope = trio.CancelScope()
+
+    def cancel(self) -> None:
+        self.cancel_scope.cancel()
+
+
+async def execute(
+    run: Run,
+    *,
+    config: Config,
+    spawner: Spawner,
+    bus: Bus,
+    asker: Asker = nobody_answers,
+) -> None:
+    """Runs `run.request` to its `end` frame; see the module docstring for the guarantees."""
+    req = run.request
+    started = time.perf_counter()
+    profile = req.sandbox or config.script_sandbox
+    caller = min(req.autonomy, config.autonomy_hooks) if req.autonomy else config.autonomy_hooks
+    info = RunInfo(req.run_id, req.script.shown_argv, req.cwd, now_rfc3339())
+    state = RunState(
+        HookContext(info, caller, config.autonomy_max, input=req.input, cwd_granted=req.cwd_granted)
+    )
+    hooks = PhaseHooks(config, spawner, bus, journal=run.journal, run_id=req.run_id, asker=asker)
+    run.journal.append(blank(StartFrame, argv=info.argv, cwd=req.cwd, sandbox=profile.value))
+    bus.publish(EventKind.RUN_STARTED, {"argv": list(info.argv)}, run_id=req.run_id)
+    state.ctx = attrs.evolve(state.ctx, warned=_warn_unavailable(run, config, spawner, profile))
+    with run.cancel_scope:
+        await _body(run, state, hooks, profile)
+    if run.cancel_scope.cancelled_caught:
+        state.value, state.message = None, "cancelled"
+    with trio.CancelScope(shield=True):
+        outcome = _outcome_frame(state)
+        run.journal.append(outcome)
+        ctx = attrs.evolve(
+            state.ctx,
+            outcome="success" if state.value is not None else "error",
+            result={"value": state.value[0]} if state.value is not None else None,
+            error=None if state.value is not None else _error_input(state),
+        )
+        await hooks.phase(Phase.SUFFIX, attrs.evolve(state, ctx=ctx))
+        duration = round((time.perf_counter() - started) * 1000)
+        run.journal.append(blank(EndFrame, exit_code=state.exit_code, duration_ms=duration))
+        bus.publish(
+            EventKind.RUN_FINISHED,
+            {"outcome": outcome.type.value, "exitCode": state.exit_code, "durationMs": duration},
+            run_id=req.run_id,
+        )
+
+
+async def _body(run: Run, state: RunState, hooks: PhaseHooks, profile: Profile) -> None:
+    await hooks.phase(Phase.BEFORE, state)
+    if state.refused_by is None:
+        await _run_script(run, state, hooks.spawner, profile, hooks.config)
+    landing = Phase.ON_SUCCESS if state.value is not None else Phase.ON_ERROR
+    if state.value is not None:
+        state.ctx = attrs.evolve(state.ctx, result={"value": state.value[0]})
+    else:
+        state.ctx = attrs.evolve(state.ctx, error=_error_input(state))
+    await hooks.phase(landing, state)
+
+
+async def _run_script(
+    run: Run, state: RunState, spawner: Spawner, profile: Profile, config: Config
+) -> None:
+    req = run.request
+    with scratch_dir("run-") as scratch:
+        artifacts = os.path.join(scratch, "artifacts")
+        os.mkdir(artifacts)
+        input_path = None
+        if state.ctx.input is not None:
+            input_path = os.path.join(scratch, "input.json")
+            _write(input_path, json.dumps(state.ctx.input[0]))
+        plan_path = os.path.join(scratch, "plan.json")
+        if req.script.argv is None:
+            _write(plan_path, json.dumps(_plan(req)))
+        try:
+            rlimits, confinement = sandbox.plan(
+                profile,
+                spawner,
+                scratch=scratch,
+                dirs=(req.cwd,),
+                workdir=req.cwd,
+                granted=(req.cwd,) if req.cwd_granted else (),
+                paths=config.sandbox_paths,
+                limits=config.limits,
+                return_scratch=True,
+            )
+            spec = ChildSpec(
+                script_argv(req.script, plan_path),
+                req.cwd,
+                script_environment(scratch, artifacts, req.env, input_path),
+                rlimits,
+                confinement,
+            )
+            sandbox.check_program(
+                spec.argv[0], cwd=req.cwd, env=spec.env, plan=confinement, profile=profile
+            )
+            outcome = ScriptOutcome()
+            with trio.move_on_after(req.timeout_ms / 1000) as deadline:
+                await run_script(
+                    spawner,
+                    spec,
+                    outcome,
+                    stdin=req.stdin,
+                    kill_grace=SCRIPT_KILL_GRACE_MS / 1000,
+                    journal=run.journal,
+                )
+            outcome.timed_out = deadline.cancelled_caught
+        except SpawnError as exc:
+            warned = isinstance(exc, ProfileUnavailable) and exc.profile in state.ctx.warned
+            said = exc.short if isinstance(exc, ProfileUnavailable) and warned else str(exc)
+            state.message = f"the script could not start: {said}"
+            return
+        if run.journal.dropped_frames:
+            run.journal.append(_dropped_note(run.journal))
+        for frame in await trio.to_thread.run_sync(artifact_frames, artifacts):
+            run.journal.append(frame)
+        process = outcome.process
+        state.exit_code = process.exit_code
+        if outcome.succeeded:
+            state.value = (outcome.result_value(python=req.script.argv is None),)
+        elif outcome.timed_out:
+            state.message = f"the script timed out after {req.timeout_ms} ms; its tree was killed"
+        elif outcome.exception:
+            state.message = outcome.exception
+        elif process.lost:
+            state.message = (
+                "the spawner died while the script ran, and the script's tree with it; a new "
+                "spawner serves the next run (this one is not retried)"
+            )
+        elif process.signal is not None:
+            state.message = f"the script was killed by signal {process.signal}"
+        else:
+            state.message = f"the script exited with status {process.exit_code}"
+        state.stderr_tail = bytes(process.stderr_tail[-STDERR_TAIL_IN_ERROR:]).decode(
+            errors="replace"
+        )
+
+
+def _warn_unavailable(
+    run: Run, config: Config, spawner: Spawner, profile: Profile
+) -> frozenset[str]:
+    """One `warning` frame for each profile the run needs (its own, its hooks') that this
+    machine cannot enforce, with the whole message; the profiles warned of."""
+    needed = [profile] + [
+        h.sandbox
+        for h in config.hooks
+        if h.on == "script" and h.enabled and h.action in PROCESS_ACTIONS
+    ]
+    warned: set[str] = set()
+    for each in dict.fromkeys(needed):
+        try:
+            sandbox.require(each, spawner)
+        except ProfileUnavailable as exc:
+            run.journal.append(blank(WarningFrame, message=str(exc)))
+            warned.add(each.value)
+    return frozenset(warned)
+
+
+def _plan(req: RunRequest) -> dict[str, Any]:
+    return {
+        "file": os.path.join(req.cwd, req.script.python_file) if req.script.python_file else None,
+        "code": req.script.python_code,
+        "sources": {phase.value: list(lines) for phase, lines in req.sources.items()},
+        "paths": site.getsitepackages(),
+    }
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def _outcome_frame(state: RunState) -> Frame:
+    if state.value is not None:
+        return blank(
+            ResultFrame,
+            value=state.value[0],
+            advice=tuple(state.advice),
+            proposals=tuple(state.proposals),
+        )
+    return blank(
+        ErrorFrame,
+        message=state.message,
+        exit_code=state.exit_code,
+        advice=tuple(state.advice),
+        refused_by=state.refused_by,
+    )
+
+
+def _error_input(state: RunState) -> dict[str, Any]:
+    error: dict[str, Any] = {"message": state.message}
+    if state.exit_code is not None:
+        error["exitCode"] = state.exit_code
+    if state.stderr_tail:
+        error["stderrTail"] = state.stderr_tail
+    return error
+
+
+def _dropped_note(journal: RunJournal) -> Frame:
+    return blank(
+        WarningFrame,
+        message=f"output over the run's budget: {journal.dropped_frames} frames "
+        f"({journal.dropped_bytes} bytes) dropped",
+    )

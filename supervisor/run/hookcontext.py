@@ -1,0 +1,170 @@
+"""What a point gives a hook: the run it belongs to, the context of its phase, and from them
+its stdin (the hook input), its environment and what a cold or warm start runs.
+
+Pure apart from this interpreter's paths (the module runner's site-packages).
+"""
+
+from __future__ import annotations
+
+import functools
+import secrets
+import site
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from ..core.effects import Effect
+from ..core.hookenv import PROTOCOL, base_environment, hook_variables
+from ..core.hooks import Action, Hook
+from ..core.points import Phase
+from ..process.spawner import RUNNER_FLAGS, ModuleCall, runner_path
+
+
+@attrs.frozen
+class RunInfo:
+    run_id: str
+    argv: tuple[str, ...]
+    cwd: str
+    started_at: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "runId": self.run_id,
+            "argv": list(self.argv),
+            "cwd": self.cwd,
+            "startedAt": self.started_at,
+        }
+
+
+@attrs.frozen
+class HookContext:
+    """What the point gives a hook: the hook input, and the ceilings for the clamp."""
+
+    run: RunInfo | None
+    caller_autonomy: Effect = Effect.RUN
+    supervisor_max: Effect = Effect.RUN
+    #: `(value,)` when the point has an input (before), so `null` is a value.
+    input: tuple[Any] | None = None
+    result: Mapping[str, Any] | None = None
+    error: Mapping[str, Any] | None = None
+    event: Mapping[str, Any] | None = None
+    #: `success` or `error`, for suffix hooks.
+    outcome: str | None = None
+    seq: int = 0
+    #: Whether the run's cwd is the operator's grant (a service client's own cwd is not):
+    #: per-call hooks, which declare there, then get its owner's access (docs/sandbox.md).
+    cwd_granted: bool = True
+    #: Profiles the run has already said, in a `warning`, cannot be enforced here: a hook
+    #: that needs one fails with a line pointing there instead of the whole message again.
+    warned: frozenset[str] = frozenset()
+
+    def point(self, hook: Hook) -> str:
+        """What the hook is told it is `on`: the point, or for observe the event's kind."""
+        if hook.phase is Phase.OBSERVE and self.event is not None:
+            return str(self.event.get("kind", hook.on))
+        return hook.on
+
+    @property
+    def run_id(self) -> str:
+        """The run's id; for an observe hook, the id of the run its event belongs to."""
+        if self.run is not None:
+            return self.run.run_id
+        return str(self.event.get("runId") or "") if self.event is not None else ""
+
+    def subject(self, phase: Phase) -> tuple[Any] | None:
+        """The value an `apply` in `phase` replaces, as `(value,)`, or None if none."""
+        if phase is Phase.BEFORE:
+            return self.input
+        if phase is Phase.ON_SUCCESS and self.result is not None:
+            return (self.result.get("value"),)
+        if phase is Phase.ON_ERROR and self.error is not None:
+            return (dict(self.error),)
+        return None
+
+
+def hook_input(hook: Hook, effect: Effect, ctx: HookContext) -> dict[str, Any]:
+    """The JSON object written to the hook's stdin (schema `hook-input`)."""
+    payload: dict[str, Any] = {
+        "protocol": PROTOCOL,
+        "hook": {
+            "name": hook.name,
+            "on": ctx.point(hook),
+            "phase": hook.phase.value,
+            "action": hook.action.value,
+            "effect": effect.word,
+            "timeoutMs": hook.timeout_ms,
+        },
+        "run": ctx.run.to_json() if ctx.run else None,
+    }
+    if hook.phase is Phase.BEFORE and ctx.input is not None:
+        payload["input"] = ctx.input[0]
+    if ctx.result is not None:
+        payload["result"] = dict(ctx.result)
+    if ctx.error is not None:
+        payload["error"] = dict(ctx.error)
+    if ctx.event is not None:
+        payload["event"] = dict(ctx.event)
+    return payload
+
+
+def hook_environment(
+    hook: Hook, effect: Effect, ctx: HookContext, scratch: str, parent: Mapping[str, str]
+) -> dict[str, str]:
+    """The scrubbed environment: base, the hook's `env`, then the `MCPX_HOOK_*` table."""
+    env = base_environment(parent, scratch)
+    env.update(hook.env)
+    values = {
+        "MCPX_HOOK_PROTOCOL": str(PROTOCOL),
+        "MCPX_HOOK_NAME": hook.name,
+        "MCPX_HOOK_ON": ctx.point(hook),
+        "MCPX_HOOK_PHASE": hook.phase.value,
+        "MCPX_HOOK_ACTION": hook.action.value,
+        "MCPX_HOOK_EFFECT": effect.word,
+        "MCPX_HOOK_RUN_ID": ctx.run_id,
+        "MCPX_HOOK_TIMEOUT_MS": str(hook.timeout_ms),
+        "MCPX_HOOK_SCRATCH": scratch,
+        "MCPX_HOOK_DIR": hook.declaring_dir,
+    }
+    if hook.phase is Phase.SUFFIX and ctx.outcome:
+        values["MCPX_HOOK_OUTCOME"] = ctx.outcome
+    if hook.phase is Phase.OBSERVE and ctx.event is not None:
+        values["MCPX_HOOK_EVENT_KIND"] = str(ctx.event.get("kind", ""))
+        values["MCPX_HOOK_EVENT_SEQ"] = str(ctx.event.get("seq", ""))
+    env.update(hook_variables(values))
+    return env
+
+
+def hook_argv(hook: Hook) -> tuple[str, ...]:
+    """What a cold start runs: the `run` argv, or the module runner for a `module` hook."""
+    if hook.action is Action.MODULE:
+        assert isinstance(hook.target, str)
+        return (
+            sys.executable,
+            *RUNNER_FLAGS,
+            runner_path("module_runner.py"),
+            *(arg for d in _site_paths() for arg in ("--path", d)),
+            hook.target,
+        )
+    assert isinstance(hook.target, tuple)
+    return hook.target
+
+
+def hook_module(hook: Hook) -> ModuleCall | None:
+    """A `module` hook's warm run (`runners/warm.py`); None for other actions."""
+    if hook.action is not Action.MODULE:
+        return None
+    assert isinstance(hook.target, str)
+    return ModuleCall(hook.target, _site_paths())
+
+
+@functools.cache
+def _site_paths() -> tuple[str, ...]:
+    """This interpreter's site-packages dirs: the module runner starts without `site`
+    (fast), and a hook may still import what is installed."""
+    return tuple(site.getsitepackages())
+
+
+def new_run_id() -> str:
+    return secrets.token_hex(8)

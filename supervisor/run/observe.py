@@ -1,0 +1,192 @@
+"""Observe hooks: subscribers of the event bus that run hooks after the fact.
+
+They never hold anything up: a run publishes its events and carries on; `serve_observers`
+reads them from its own subscription and hands each (event, hook) pair to a fixed pool of
+workers. Their results go back on the bus as `hook.*` events marked `caused_by_observer`,
+which never trigger observe hooks again (no loops).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+import attrs
+import trio
+
+from ..core.effects import Effect
+from ..core.frames import HookStatus, to_json
+from ..core.hooks import Hook
+from ..core.points import Phase
+from ..process.spawner import Spawner
+from .bus import Bus, Event, EventKind, Gap, Subscription, kind_matches
+from .hookcontext import HookContext
+from .hookrun import HookReport, run_hook
+
+#: How many observe hooks run at once.
+DEFAULT_CONCURRENCY: Final = 8
+
+#: `when` keys compared with the event's `data` keys of the same name.
+DATA_FILTERS: Final = ("server", "session", "uri", "tool")
+
+
+@attrs.define
+class ObserverStats:
+    """What `serve_observers` did; given to the caller by `nursery.start`."""
+
+    #: Events read from the subscription.
+    events: int = 0
+    #: Hook runs finished (whatever their status).
+    runs: int = 0
+    #: Gaps reported to the subscription, and how many seqs they covered (an upper bound on
+    #: the events the observers missed because they fell behind).
+    gaps: int = 0
+    missed: int = 0
+    _sub: Subscription | None = None
+    _busy: int = 0
+    _changed: trio.lowlevel.ParkingLot = attrs.field(factory=trio.lowlevel.ParkingLot)
+
+    @property
+    def idle(self) -> bool:
+        """Nothing waiting in the subscription, nothing being handed over or run."""
+        return self._busy == 0 and (self._sub is None or self._sub.pending == 0)
+
+    async def wait_idle(self) -> None:
+        """Waits until every event published so far that the observers took is handled.
+
+        Callers bound it (`move_on_after`): a busy bus may never leave the observers idle.
+        """
+        while not self.idle:
+            await self._changed.park()
+
+    def _settle(self, delta: int) -> None:
+        self._busy += delta
+        if self.idle:
+            self._changed.unpark_all()
+
+
+def observes(hook: Hook, event: Event) -> bool:
+    """Whether `hook` runs for `event`: an enabled observe hook whose `on` is the event's
+    kind or a dot-boundary prefix of it, whose `when` filters all match, on an event not
+    caused by an observe hook.
+
+    `when.kinds` lists kind prefixes, one of which must match (an empty list filters
+    nothing); `server`, `session`, `uri` and `tool` must equal the event's `data` key of the
+    same name, and an event without that key does not match.
+    """
+    if not hook.enabled or hook.phase is not Phase.OBSERVE or event.caused_by_observer:
+        return False
+    if not kind_matches(event.kind, (hook.on,)):
+        return False
+    when = hook.when
+    if not kind_matches(event.kind, when.get("kinds", ())):
+        return False
+    return all(
+        key in event.data and event.data[key] == when[key] for key in DATA_FILTERS if key in when
+    )
+
+
+async def serve_observers(
+    bus: Bus,
+    spawner: Spawner,
+    hooks: Sequence[Hook],
+    *,
+    caller_autonomy: Effect,
+    supervisor_max: Effect,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    task_status: trio.TaskStatus[ObserverStats] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Runs the observe hooks among `hooks` on the bus's events, until cancelled.
+
+    Started (`task_status.started(stats)`) once subscribed: every event published after that
+    is seen, unless the observers fall behind. Under load: at most `concurrency` hooks run at
+    once; while all are busy no further event is taken, so the subscription's buffer (the
+    bus's `buffer`, 256 by default) fills and then drops; the observers skip what was
+    dropped, and `stats.gaps`/`stats.missed` count it. Events are never queued without bound.
+    The observers' own `hook.*` events are not even buffered for them, so they cannot crowd
+    out the events they follow.
+
+    On cancellation the running hooks are cancelled: their process trees are killed and
+    reaped before this returns, and they publish nothing more.
+    """
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be at least 1, not {concurrency}")
+    observers = tuple(h for h in hooks if h.enabled and h.phase is Phase.OBSERVE)
+    stats = ObserverStats()
+    if not observers:
+        task_status.started(stats)
+        await trio.sleep_forever()
+    kinds = tuple(dict.fromkeys(h.on for h in observers))
+    ctx = HookContext(run=None, caller_autonomy=caller_autonomy, supervisor_max=supervisor_max)
+    # Unbuffered: a pair is handed over only when a worker is free to run it.
+    send, receive = trio.open_memory_channel[tuple[Hook, Event]](0)
+    async with trio.open_nursery() as nursery, send, receive:
+        for _ in range(concurrency):
+            nursery.start_soon(_work, bus, spawner, ctx, receive.clone(), stats)
+        async with bus.subscribe(kinds=kinds, skip_observer_caused=True) as sub:
+            stats._sub = sub
+            task_status.started(stats)
+            async for item in sub:
+                stats._settle(+1)  # handing over: not idle until every match is taken
+                if isinstance(item, Gap):
+                    stats.gaps += 1
+                    stats.missed += item.to_seq - item.from_seq + 1
+                else:
+                    stats.events += 1
+                    for hook in observers:
+                        if observes(hook, item):
+                            stats._settle(+1)
+                            await send.send((hook, item))
+                stats._settle(-1)
+
+
+async def _work(
+    bus: Bus,
+    spawner: Spawner,
+    ctx: HookContext,
+    jobs: trio.MemoryReceiveChannel[tuple[Hook, Event]],
+    stats: ObserverStats,
+) -> None:
+    async with jobs:
+        async for hook, event in jobs:
+            try:
+                await _observe(bus, spawner, hook, event, ctx)
+            finally:
+                stats.runs += 1
+                stats._settle(-1)
+
+
+async def _observe(bus: Bus, spawner: Spawner, hook: Hook, event: Event, ctx: HookContext) -> None:
+    """Runs one observe hook on one event and publishes what happened."""
+    trigger = {"seq": event.seq, "kind": event.kind}
+
+    def publish(kind: EventKind, data: Mapping[str, Any]) -> None:
+        bus.publish(
+            kind, {**data, "trigger": trigger}, run_id=event.run_id, caused_by_observer=True
+        )
+
+    publish(
+        EventKind.HOOK_STARTED,
+        {"name": hook.name, "on": hook.on, "phase": hook.phase.value, "action": hook.action.value},
+    )
+    try:
+        report = await run_hook(spawner, hook, attrs.evolve(ctx, event=event.to_json()))
+    except OSError as exc:
+        # run_hook describes a broken hook in its frame; what is left is the host failing
+        # around it (no scratch directory, no file descriptors). Report it and carry on.
+        publish(
+            EventKind.HOOK_FAILED,
+            {"name": hook.name, "status": HookStatus.FAILED.value, "reason": str(exc)},
+        )
+        return
+    frame = _frame_json(report, event)
+    if report.frame.status.is_failure:
+        publish(EventKind.HOOK_FAILED, frame)
+    if report.frame.dropped:
+        publish(EventKind.HOOK_DROPPED, frame)
+    publish(EventKind.HOOK_FINISHED, frame)
+
+
+def _frame_json(report: HookReport, event: Event) -> dict[str, Any]:
+    # The hook ran outside any run; its frame names the run of the event it observed.
+    return to_json(attrs.evolve(report.frame, run_id=event.run_id or ""))

@@ -1,0 +1,82 @@
+"""The supervisor in one process: its spawner, event bus, observers and run journal.
+
+`open_runtime(config)` starts them under one nursery and stops them on exit: observers get a
+bounded moment to finish the events already published (so a `run.finished` observer of a
+one-shot `exec` still runs), then everything is cancelled and every process reaped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Final
+
+import attrs
+import trio
+
+from ..core.hooks import Config
+from ..process.spawner import Spawner, open_spawner
+from .bus import Bus, EventKind
+from .execute import Run, RunRequest, execute
+from .journal import Journals
+from .observe import ObserverStats, serve_observers
+from .phases import Asker, nobody_answers
+
+#: How long stopping waits for observers to finish what was already published.
+OBSERVER_DRAIN_S: Final = 15.0
+
+
+@attrs.define
+class Runtime:
+    config: Config
+    spawner: Spawner
+    bus: Bus
+    journals: Journals
+    observers: ObserverStats
+
+    def new_run(self, request: RunRequest) -> Run:
+        return Run(request, self.journals.open(request.run_id))
+
+    async def wait_observers(self) -> None:
+        """Waits (bounded) until the observers have handled what was published so far."""
+        with trio.move_on_after(OBSERVER_DRAIN_S):
+            await self.observers.wait_idle()
+
+    async def execute(self, run: Run, asker: Asker = nobody_answers) -> None:
+        await execute(run, config=self.config, spawner=self.spawner, bus=self.bus, asker=asker)
+
+
+@contextlib.asynccontextmanager
+async def open_runtime(config: Config) -> AsyncIterator[Runtime]:
+    async with open_spawner() as spawner, trio.open_nursery() as nursery:
+        bus = Bus()
+        stats = await nursery.start(_serve_observers, bus, spawner, config)
+        journals = Journals(
+            config.runs_retain,
+            run_bytes=config.runs_run_bytes,
+            retain_bytes=config.runs_retain_bytes,
+        )
+        runtime = Runtime(config, spawner, bus, journals, stats)
+        bus.publish(EventKind.SUPERVISOR_STARTED, {})
+        try:
+            yield runtime
+        finally:
+            bus.publish(EventKind.SUPERVISOR_STOPPING, {})
+            await runtime.wait_observers()
+            nursery.cancel_scope.cancel()
+
+
+async def _serve_observers(
+    bus: Bus,
+    spawner: Spawner,
+    config: Config,
+    task_status: trio.TaskStatus[ObserverStats] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    await serve_observers(
+        bus,
+        spawner,
+        config.hooks,
+        caller_autonomy=config.autonomy_hooks,
+        supervisor_max=config.autonomy_max,
+        task_status=task_status,
+    )

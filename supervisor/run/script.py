@@ -1,0 +1,278 @@
+"""Running the script of a run: through the one spawn path, its output turned into frames.
+
+The script's stdout and stderr become `stdout`/`stderr` frames line by line as they happen
+(a line longer than `MAX_LINE` is cut into pieces of that size); the frames channel
+(`MCPX_FRAMES_FD`, fd 3 in the script) gives `log`, `emit` and `result`, one JSON line each,
+kept whole up to `MAX_FRAME_LINE` (a longer line is dropped with a warning, never cut); files
+left under `MCPX_ARTIFACTS_DIR` become `artifact` frames once it has exited. Output frames are
+offered to the run's journal, which holds them within the run's budget and counts the rest;
+everything the script writes is read, so a script is never blocked by its own output.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import mimetypes
+import os
+import sys
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+import trio
+
+from ..core.frames import (
+    ArtifactFrame,
+    EmitFrame,
+    FrameType,
+    LogFrame,
+    OutputFrame,
+    WarningFrame,
+    blank,
+)
+from ..core.hookenv import ARTIFACTS_DIR_VAR, FRAMES_FD_VAR, INPUT_VAR, base_environment
+from ..core.hooks import STDERR_TAIL_BYTES
+from ..core.jsontext import JsonError, loads
+from ..process.spawner import RUNNER_FLAGS, ChildSpec, Outcome, Spawner, runner_path
+from .journal import RunJournal
+
+FRAMES_FD: Final = 3
+#: Longest stdout or stderr line kept whole; a longer one is cut into pieces of this size.
+MAX_LINE: Final = 64 * 1024
+#: Longest frames-channel line: a `result` or `emit` value up to this is delivered intact.
+MAX_FRAME_LINE: Final = 16 * 1024 * 1024
+#: stdout kept for an argv script's "stdout parsed as JSON" result.
+MAX_RESULT_STDOUT: Final = MAX_FRAME_LINE
+#: Artifacts reported at the most, per run.
+MAX_ARTIFACTS: Final = 1000
+
+
+@attrs.frozen
+class Script:
+    """What to run: exactly one of `argv`, `python_file`, `python_code`."""
+
+    argv: tuple[str, ...] | None = None
+    python_file: str | None = None
+    python_code: str | None = None
+
+    @property
+    def shown_argv(self) -> tuple[str, ...]:
+        """The argv as the `start` frame shows it."""
+        if self.argv is not None:
+            return self.argv
+        if self.python_file is not None:
+            return ("python", self.python_file)
+        return ("python", "-c", self.python_code or "")
+
+
+@attrs.define
+class ScriptOutcome:
+    process: Outcome = attrs.field(factory=Outcome)
+    #: Set by the caller when its deadline cancelled the script.
+    timed_out: bool = False
+    #: `(value,)` from the last `result` line on the frames channel.
+    result_line: tuple[Any] | None = None
+    #: From the Python launcher: the exception that failed the script.
+    exception: str | None = None
+    stdout: bytearray = attrs.field(factory=bytearray)
+    #: stdout past `MAX_RESULT_STDOUT`: the "stdout as JSON" result is then not read.
+    stdout_cut: bool = False
+
+    @property
+    def succeeded(self) -> bool:
+        p = self.process
+        return not self.timed_out and p.exited and p.exit_code == 0 and p.signal is None
+
+    def result_value(self, python: bool) -> Any:
+        """The script's result: the last `result` line; for argv scripts, else stdout as
+        JSON; else None."""
+        if self.result_line is not None:
+            return self.result_line[0]
+        if python or self.stdout_cut or not self.stdout.strip():
+            return None
+        try:
+            return loads(bytes(self.stdout))
+        except JsonError:
+            return None
+
+
+#: Lines handed on from one read before yielding to the scheduler: a 64 KiB read can hold
+#: thousands of short lines, and their frames should reach readers while later ones are cut.
+_LINES_PER_YIELD: Final = 256
+
+
+async def _lines(stream: trio.abc.ReceiveStream, longest: int) -> AsyncIterator[bytes]:
+    """Lines (newline removed) of at most `longest` bytes, a longer one cut into pieces of
+    that size; the last one may lack a newline."""
+    buf = bytearray()
+    while chunk := await stream.receive_some(65536):
+        buf.extend(chunk)
+        given = 0
+        searched = 0
+        while True:
+            given += 1
+            if given % _LINES_PER_YIELD == 0:
+                await trio.lowlevel.checkpoint()
+            cut = buf.find(b"\n", searched)
+            if cut < 0 and len(buf) < longest:
+                break
+            end = cut if 0 <= cut < longest else longest
+            yield bytes(buf[:end])
+            del buf[: end + 1 if end == cut else end]
+            searched = 0
+        searched = len(buf)  # a long line's start is never searched again
+    if buf:
+        yield bytes(buf)
+
+
+def script_argv(script: Script, plan_path: str) -> tuple[str, ...]:
+    if script.argv is not None:
+        return script.argv
+    return (sys.executable, *RUNNER_FLAGS, runner_path("launcher.py"), plan_path)
+
+
+def script_environment(
+    scratch: str, artifacts: str, extra: Mapping[str, str], input_path: str | None
+) -> dict[str, str]:
+    env = base_environment(os.environ, scratch)
+    env.update(extra)
+    env[FRAMES_FD_VAR] = str(FRAMES_FD)
+    env[ARTIFACTS_DIR_VAR] = artifacts
+    if input_path is not None:
+        env[INPUT_VAR] = input_path
+    return env
+
+
+async def run_script(
+    spawner: Spawner,
+    spec: ChildSpec,
+    outcome: ScriptOutcome,
+    *,
+    stdin: bytes,
+    kill_grace: float,
+    journal: RunJournal,
+) -> None:
+    """Runs the script to its end, putting its output frames in `journal` as they come;
+    fills `outcome`.
+
+    The caller owns the timeout: cancelling kills the tree (SIGTERM, `kill_grace`, SIGKILL),
+    and `outcome` still holds what was seen until then.
+    """
+    async with spawner.open_child(spec, kill_grace=kill_grace, extra_fds=(FRAMES_FD,)) as child:
+        outcome.process = child.outcome
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(child._write_stdin, stdin)
+            nursery.start_soon(_pump_stdout, child.stdout, journal, outcome)
+            nursery.start_soon(_pump_stderr, child.stderr, journal, outcome)
+            nursery.start_soon(_pump_frames, child.extra[0], journal, outcome)
+            await child.wait()
+
+
+async def _pump_stdout(
+    stream: trio.abc.ReceiveStream, journal: RunJournal, outcome: ScriptOutcome
+) -> None:
+    kept = outcome.stdout
+    async for line in _lines(stream, MAX_LINE):
+        if len(kept) + len(line) < MAX_RESULT_STDOUT:
+            kept.extend(line + b"\n")
+        else:
+            outcome.stdout_cut = True
+        journal.offer(blank(OutputFrame, text=_text(line), type=FrameType.STDOUT))
+
+
+async def _pump_stderr(
+    stream: trio.abc.ReceiveStream, journal: RunJournal, outcome: ScriptOutcome
+) -> None:
+    tail = outcome.process.stderr_tail
+    async for line in _lines(stream, MAX_LINE):
+        tail.extend(line + b"\n")
+        if len(tail) > STDERR_TAIL_BYTES:
+            del tail[: len(tail) - STDERR_TAIL_BYTES]
+        journal.offer(blank(OutputFrame, text=_text(line), type=FrameType.STDERR))
+
+
+def _text(line: bytes) -> str:
+    """A line of output as text: bytes that are not UTF-8 become U+FFFD."""
+    return line.decode(errors="replace")
+
+
+async def _pump_frames(
+    stream: trio.abc.ReceiveStream, journal: RunJournal, outcome: ScriptOutcome
+) -> None:
+    """The frames channel: JSON lines `log`, `emit`, `result` (and the launcher's
+    `exception`). A line that is not one of them becomes a warning `log` frame; a line over
+    `MAX_FRAME_LINE` is dropped whole, with a warning."""
+    too_long = False
+    async for line in _lines(stream, MAX_FRAME_LINE):
+        if len(line) == MAX_FRAME_LINE or too_long:
+            # A piece of a line past the cap: what is left of that line is not a frame either.
+            if not too_long:
+                journal.append(
+                    blank(
+                        WarningFrame,
+                        message=f"frames channel: a line over {MAX_FRAME_LINE} bytes was "
+                        "dropped (a result or emit value must fit in it)",
+                    )
+                )
+            too_long = len(line) == MAX_FRAME_LINE
+            continue
+        _frame_line(line, journal, outcome)
+
+
+def _frame_line(line: bytes, journal: RunJournal, outcome: ScriptOutcome) -> None:
+    try:
+        msg = loads(line)
+    except JsonError as exc:
+        msg, why = None, str(exc)
+    else:
+        why = "not a frame object"
+    kind = msg.get("type") if isinstance(msg, dict) else None
+    if kind == "result" and isinstance(msg, dict):
+        outcome.result_line = (msg.get("value"),)
+    elif kind == "exception" and isinstance(msg, dict):
+        outcome.exception = f"{msg.get('exceptionType')}: {msg.get('message')}"
+    elif kind == "emit" and isinstance(msg, dict):
+        journal.offer(blank(EmitFrame, value=msg.get("value")))
+    elif kind == "log" and isinstance(msg, dict):
+        attrs_ = msg.get("attrs")
+        journal.offer(
+            blank(
+                LogFrame,
+                level=str(msg.get("level", "info")),
+                message=str(msg.get("message", "")),
+                attributes=attrs_ if isinstance(attrs_, dict) else {},
+            )
+        )
+    else:
+        text = _text(line[:200])
+        journal.offer(blank(LogFrame, level="warning", message=f"frames channel: {why}: {text}"))
+
+
+def artifact_frames(directory: str) -> list[ArtifactFrame]:
+    """An `artifact` frame for each regular file under `directory` (sorted, bounded).
+
+    Blocking file I/O: call it through `trio.to_thread.run_sync`.
+    """
+    root = Path(directory)
+    frames: list[ArtifactFrame] = []
+    files = sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink())
+    for index, path in enumerate(files[:MAX_ARTIFACTS]):
+        digest = hashlib.sha256()
+        size = 0
+        with path.open("rb") as f:
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+                size += len(chunk)
+        name = str(path.relative_to(root))
+        frames.append(
+            blank(
+                ArtifactFrame,
+                id=f"a{index}",
+                name=name,
+                mime=mimetypes.guess_type(name)[0] or "application/octet-stream",
+                size=size,
+                sha256=digest.hexdigest(),
+            )
+        )
+    return frames

@@ -1,0 +1,218 @@
+"""The client side of the service, for `exec --remote`, `events` and `hooks list --remote`.
+
+Each call opens one socket, reads the server's messages (JSON lines) to the close, and turns
+a refusal or an error message into a `RemoteError` that says what the server said.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any, Final
+from urllib.parse import urlencode, urlsplit, urlunsplit
+
+import attrs
+import trio
+from trio_websocket import (
+    ConnectionClosed,
+    ConnectionRejected,
+    HandshakeError,
+    WebSocketConnection,
+    open_websocket_url,
+)
+
+from ..core.jsontext import is_unicode
+from .wire import DEFAULT_HOST, DEFAULT_PORT, Close
+
+DEFAULT_URL: Final = f"ws://{DEFAULT_HOST}:{DEFAULT_PORT}"
+#: The largest message a client takes: the server coalesces to ~256 KiB, but one frame may
+#: be larger (a hook's applied value).
+MAX_INCOMING: Final = 64 * 1024 * 1024
+CONNECT_TIMEOUT_S: Final = 10.0
+CLOSE_TIMEOUT_S: Final = 2.0
+
+
+class RemoteError(Exception):
+    """The server could not be reached, refused, or ended the socket with an error.
+    `bad_input` when the server said the request itself was wrong (exit 2, not 1)."""
+
+    def __init__(self, message: str, *, bad_input: bool = False) -> None:
+        super().__init__(message)
+        self.bad_input = bad_input
+
+
+@attrs.frozen
+class Remote:
+    url: str
+    token: str | None = None
+
+    def endpoint(self, path: str, query: Mapping[str, Any] | None = None) -> str:
+        try:
+            parts = urlsplit(self.url)
+            parts.port  # noqa: B018 - a bad port raises here, not later
+        except ValueError as exc:
+            raise RemoteError(f"--remote: {exc}: {self.url!r}", bad_input=True) from None
+        if parts.scheme not in ("ws", "wss") or not parts.hostname:
+            raise RemoteError(
+                f"--remote: expected a ws:// or wss:// URL, got {self.url!r}", bad_input=True
+            )
+        base = parts.path.rstrip("/")
+        given = {k: v for k, v in (query or {}).items() if v is not None}
+        try:
+            text = urlencode(given)
+        except UnicodeEncodeError:
+            bad = ", ".join(f"--{k}" for k, v in given.items() if not is_unicode(str(v)))
+            raise RemoteError(f"{bad}: not valid text (lone surrogates)", bad_input=True) from None
+        return urlunsplit((parts.scheme, parts.netloc, base + path, text, ""))
+
+
+@contextlib.asynccontextmanager
+async def open_remote(
+    remote: Remote, path: str, query: Mapping[str, Any] | None = None
+) -> AsyncIterator[WebSocketConnection]:
+    url = remote.endpoint(path, query)
+    headers = (
+        [] if remote.token is None else [(b"authorization", f"Bearer {remote.token}".encode())]
+    )
+    try:
+        async with open_websocket_url(
+            url,
+            extra_headers=headers,
+            max_message_size=MAX_INCOMING,
+            connect_timeout=CONNECT_TIMEOUT_S,
+            disconnect_timeout=CLOSE_TIMEOUT_S,
+        ) as ws:
+            yield ws
+    except ConnectionRejected as exc:
+        raise RemoteError(_refusal(url, exc)) from None
+    except HandshakeError as exc:
+        cause = exc.__cause__ or exc
+        raise RemoteError(f"cannot connect to {remote.url}: {cause}") from None
+
+
+def _refusal(url: str, exc: ConnectionRejected) -> str:
+    said = ""
+    with contextlib.suppress(ValueError, AttributeError):
+        said = json.loads(exc.body or b"{}").get("message", "")
+    hint = ""
+    if exc.status_code == 401:
+        hint = " (pass --token-file F or set MCPX_HOOKS_TOKEN)"
+    return f"{urlsplit(url).netloc} refused the connection: HTTP {exc.status_code} {said}{hint}"
+
+
+async def messages(
+    ws: WebSocketConnection, ends: tuple[Close, ...] = (Close.NORMAL,)
+) -> AsyncIterator[dict[str, Any]]:
+    """Every JSON object the server sends, in order, until it closes with one of `ends`.
+    An error message (one without `seq`) then another close code raises `RemoteError`."""
+    error: dict[str, Any] | None = None
+    while True:
+        try:
+            message = await ws.get_message()
+        except ConnectionClosed as exc:
+            reason = exc.reason
+            code = reason.code if reason is not None else None
+            if code in ends:
+                return
+            if error is not None:
+                raise RemoteError(
+                    f"the server said: {error.get('message')}",
+                    bad_input=error.get("code") == Close.BAD_REQUEST,
+                ) from None
+            said = f" ({reason.reason})" if reason is not None and reason.reason else ""
+            raise RemoteError(f"the server closed the socket: {code}{said}") from None
+        text = message.decode() if isinstance(message, bytes) else message
+        for line in text.split("\n"):
+            if not line:
+                continue
+            obj = json.loads(line)
+            if obj.get("type") == "error" and "seq" not in obj:
+                error = obj
+                continue
+            yield obj
+
+
+async def exec_remote(
+    remote: Remote, request: Mapping[str, Any], on_frame: Callable[[dict[str, Any]], Any]
+) -> list[dict[str, Any]]:
+    """Runs `request` on the server, handing each frame to `on_frame` as it comes. The first
+    Ctrl-C (or SIGTERM) asks the server to cancel the run (its suffix hooks and `end` still
+    come); a second one leaves at once."""
+    frames: list[dict[str, Any]] = []
+    failed: RemoteError | None = None  # raised outside the nursery, not in a group
+    async with open_remote(remote, "/v1/exec") as ws, trio.open_nursery() as nursery:
+        await ws.send_message(json.dumps(request))
+        nursery.start_soon(_cancel_on_interrupt, ws, nursery.cancel_scope)
+        try:
+            async for frame in messages(ws):
+                frames.append(frame)
+                on_frame(frame)
+        except RemoteError as exc:
+            failed = exc
+        nursery.cancel_scope.cancel()
+    if failed is not None:
+        raise failed
+    return frames
+
+
+async def _cancel_on_interrupt(ws: WebSocketConnection, everything: trio.CancelScope) -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        asked = False
+        async for _ in signals:
+            if asked:
+                everything.cancel()
+                return
+            asked = True
+            with contextlib.suppress(ConnectionClosed):
+                await ws.send_message(json.dumps({"type": "cancel"}))
+
+
+async def follow_events(
+    remote: Remote,
+    kinds: str | None,
+    since: int | None,
+    on_event: Callable[[dict[str, Any]], Any],
+) -> None:
+    """Prints the bus until the server closes (1001 at its shutdown) or Ctrl-C."""
+    query = {"kinds": kinds, "since": since}
+    failed: RemoteError | None = None
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with open_remote(remote, "/v1/events", query) as ws, trio.open_nursery() as nursery:
+
+            async def stop_on_signal() -> None:
+                async for _ in signals:
+                    nursery.cancel_scope.cancel()
+                    return
+
+            nursery.start_soon(stop_on_signal)
+            try:
+                async for event in messages(ws, ends=(Close.NORMAL, Close.GOING_AWAY)):
+                    on_event(event)
+            except RemoteError as exc:
+                failed = exc
+            nursery.cancel_scope.cancel()
+    if failed is not None:
+        raise failed
+
+
+async def list_hooks(remote: Remote) -> list[dict[str, Any]]:
+    """The hooks in force on the server, with provenance."""
+    async with open_remote(remote, "/v1/hooks") as ws:
+        async for message in messages(ws):
+            if message.get("type") == "hooks":
+                hooks: list[dict[str, Any]] = message["hooks"]
+                return hooks
+    raise RemoteError("the server sent no hooks message")
+
+
+# ---- the readable view of what comes back ----------------------------------------------------
+
+
+def event_line(event: Mapping[str, Any]) -> str:
+    """One bus event (or gap) for a person."""
+    if event.get("kind") == "gap":
+        return f"gap: events {event['from']}..{event['to']} were missed (resume with --since)"
+    run = f" run {event['runId']}" if event.get("runId") else ""
+    return f"{event['seq']} {event['at']} {event['kind']}{run} {json.dumps(event.get('data', {}))}"

@@ -1,0 +1,265 @@
+"""What the service streams to clients: a run's journal, the bus, one message at a time.
+
+Every stream goes at its client's pace. While a run is running, its streams are carried by
+its `Broadcaster`, which writes to every socket what it takes at once, and hands a stream
+back to its own task only to wait for a slow client to take the rest of a message. A
+finished run is replayed by each stream's own task. Either way a message holds what is
+waiting for that client, so a slow client never slows the run or another client, catches up
+in large messages, and holds no more than one message in memory. Frames are encoded once
+per run, whatever the number of readers.
+
+Meanwhile each stream listens to its client (`listen`): `cancel` on an exec socket, anything
+else ends the socket with an error. A `Wake` tells a stream to stop waiting (the client left,
+a bad message, shutdown); it never cuts a send short, which would leave a broken frame on the
+wire.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import weakref
+from collections.abc import Iterator
+
+import trio
+from trio_websocket import ConnectionClosed
+
+from ..core.errors import bug_summary
+from ..run.bus import Subscription
+from ..run.execute import Run
+from ..run.journal import Follower, RunJournal
+from .broadcast import Broadcaster, EncodedRun
+from .wire import Close, WireError, encode, parse_control
+from .wsconn import ServerConnection
+
+logger = logging.getLogger("mcpx_hooks.server")
+
+
+class Wake:
+    """Ends a stream's wait for its next item, never a send in progress: a cancelled send
+    would leave a broken frame on the wire. The stream looks at `reason` and `gone` after
+    each wait."""
+
+    def __init__(self, idle: bool) -> None:
+        #: Idle sockets (events, an exec socket before its request) close first at shutdown.
+        self.idle = idle
+        self.reason: WireError | None = None
+        self.gone = False
+        self._scope: trio.CancelScope | None = None
+
+    @property
+    def ended(self) -> bool:
+        return self.reason is not None or self.gone
+
+    def set(self, reason: WireError) -> None:
+        if self.reason is None:
+            self.reason = reason
+        self._cancel()
+
+    def client_gone(self) -> None:
+        self.gone = True
+        self._cancel()
+
+    def _cancel(self) -> None:
+        if self._scope is not None:
+            self._scope.cancel()
+
+    @contextlib.contextmanager
+    def waiting(self) -> Iterator[None]:
+        with trio.CancelScope() as scope:
+            self._scope = scope
+            if self.ended:
+                scope.cancel()
+            try:
+                yield
+            finally:
+                self._scope = None
+
+
+def complete() -> WireError:
+    """How a stream that sent everything closes."""
+    return WireError(Close.NORMAL, "complete")
+
+
+class Streams:
+    """The service's streams: how many are open, each run's encoded frames and broadcaster.
+
+    `send_rate` is the messages a second the streams of the whole service aim to stay
+    under: a stream gets its next message no sooner than `streams / send_rate` seconds after
+    its last one began (at 12,500: 1 stream waits 0.08 ms, 500 wait 40 ms), so what arrives
+    meanwhile goes out together, and a frame that finds its stream idle goes out at once.
+    `send_stall_s` bounds one message's write: a client slower than that is gone.
+    """
+
+    def __init__(self, *, send_rate: float, send_stall_s: float, message_bytes: int) -> None:
+        self.send_rate = send_rate
+        self.send_stall_s = send_stall_s
+        self.message_bytes = message_bytes
+        self.count = 0
+        self._encoded: weakref.WeakKeyDictionary[RunJournal, EncodedRun] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._broadcasters: dict[RunJournal, Broadcaster] = {}
+
+    def pace(self) -> float:
+        """Seconds between the starts of two messages to one stream."""
+        return self.count / self.send_rate
+
+    @contextlib.contextmanager
+    def _encoding(self, journal: RunJournal) -> Iterator[EncodedRun]:
+        """The run's encoded frames, kept while anyone reads them."""
+        encoded = self._encoded.get(journal)
+        if encoded is None:
+            encoded = self._encoded[journal] = EncodedRun(journal)
+        encoded.readers += 1
+        try:
+            yield encoded
+        finally:
+            encoded.readers -= 1
+            if not encoded.readers:
+                self._encoded.pop(journal, None)
+
+    async def serve_broadcaster(self, journal: RunJournal) -> None:
+        """The run's broadcaster, until the journal has ended and its last frames are
+        given. A bug in it is logged and ends it alone: its streams carry on by themselves."""
+        with self._encoding(journal) as encoded:
+            broadcaster = Broadcaster(encoded, pace=self.pace, message_bytes=self.message_bytes)
+            self._broadcasters[journal] = broadcaster
+            try:
+                await broadcaster.serve()
+            except* Exception as group:
+                logger.error(
+                    "the broadcaster of run %s failed: %s", journal.run_id, bug_summary(group)
+                )
+                logger.debug("the broadcaster of run %s failed", journal.run_id, exc_info=group)
+            finally:
+                del self._broadcasters[journal]
+
+    # ---- a run -------------------------------------------------------------------------------
+
+    async def stream_run(
+        self,
+        conn: ServerConnection,
+        journal: RunJournal,
+        start: int,
+        wake: Wake,
+        *,
+        run: Run | None = None,
+    ) -> WireError | None:
+        """Sends the journal from `start` to `end` at the client's pace, in messages of what
+        is waiting; meanwhile listens for `cancel` (exec) or a message out of turn. Returns
+        how to close the socket, None when it must be aborted (the client is gone)."""
+        follower = journal.follow(start)
+        self.count += 1
+        try:
+            with self._encoding(journal) as encoded:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self.listen, conn, wake, run)
+                    try:
+                        return await self._pump(conn, follower, encoded, wake)
+                    finally:
+                        nursery.cancel_scope.cancel()
+        finally:
+            self.count -= 1
+
+    async def _pump(
+        self, conn: ServerConnection, follower: Follower, encoded: EncodedRun, wake: Wake
+    ) -> WireError | None:
+        journal = encoded.journal
+        # One scope for the whole loop, armed only while a message is being written: a
+        # client that takes a message for longer than `send_stall_s` is gone.
+        with trio.CancelScope() as stall:
+            while not wake.ended:
+                if conn.unsent:  # the broadcaster handed the stream back mid-message
+                    stall.deadline = trio.current_time() + self.send_stall_s
+                    try:
+                        await conn.flush()
+                    except ConnectionClosed:
+                        wake.client_gone()
+                        return None
+                    stall.deadline = math.inf
+                at = follower.at
+                if at == len(journal) and journal.finished:
+                    return complete()
+                broadcaster = self._broadcasters.get(journal)
+                if broadcaster is not None and broadcaster.open:
+                    with wake.waiting():
+                        await broadcaster.carry(conn, follower)
+                    continue
+                # No broadcaster (the run has ended, has not started it yet, or it failed):
+                # the stream sends for itself, paced like the broadcaster, so 500 replays
+                # cost what `send_rate` messages a second cost.
+                if at == len(journal):
+                    with wake.waiting():
+                        await journal.wait_past(at)
+                    continue
+                began = trio.current_time()
+                for cut, frame in encoded.messages(at, len(journal), self.message_bytes):
+                    stall.deadline = trio.current_time() + self.send_stall_s
+                    try:
+                        await conn.send_frame(frame)
+                    except ConnectionClosed:
+                        wake.client_gone()
+                        return None
+                    stall.deadline = math.inf
+                    follower.at = cut
+                await trio.sleep_until(began + self.pace())
+            return wake.reason
+        return None  # stalled: `conn.broken` is set, the socket is aborted
+
+    # ---- the bus ---------------------------------------------------------------------------
+
+    async def stream_events(
+        self, conn: ServerConnection, sub: Subscription, wake: Wake, most: int
+    ) -> WireError | None:
+        """Sends the subscription's events (at most `most` a message) until the wake ends
+        it; meanwhile any message from the client ends the socket with an error."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self.listen, conn, wake, None)
+            try:
+                while True:
+                    with wake.waiting():
+                        first = await sub.__anext__()
+                    if wake.ended:
+                        return wake.reason
+                    items = [first]
+                    while sub.pending and len(items) < most:
+                        items.append(await sub.__anext__())
+                    text = "\n".join(encode(item.to_json()) for item in items)
+                    if not await self.send(conn, text, wake):
+                        return None
+            finally:
+                nursery.cancel_scope.cancel()
+
+    # ---- one message either way --------------------------------------------------------------
+
+    async def send(self, conn: ServerConnection, text: str, wake: Wake | None = None) -> bool:
+        """Sends one message; False when the client is gone or stalled past the bound."""
+        try:
+            with trio.move_on_after(self.send_stall_s):
+                await conn.send_text(text)
+        except ConnectionClosed:
+            if wake is not None:
+                wake.client_gone()
+            return False
+        return not conn.broken
+
+    async def listen(self, conn: ServerConnection, wake: Wake, run: Run | None) -> None:
+        """Reads what the client sends while a stream runs: `cancel` on an exec socket;
+        anything else ends the socket with an error. Tells the stream when the client left."""
+        while True:
+            try:
+                text = await conn.get_message()
+            except ConnectionClosed:
+                wake.client_gone()
+                return
+            if run is None:
+                wake.set(WireError(Close.BAD_REQUEST, "this endpoint takes no messages"))
+                return
+            try:
+                parse_control(text)
+            except WireError as exc:
+                wake.set(exc)
+                return
+            run.cancel()

@@ -1,0 +1,289 @@
+"""The service's wire: close codes, error messages, request parsing, encoding.
+
+Pure: no trio, no sockets. Everything a client sends is checked here and either becomes an
+attrs object or a `WireError` that says what was wrong and which close code ends the socket.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final
+
+import attrs
+
+from ..config.schemas import SCRIPT_PHASES
+from ..core import jsontext
+from ..core.effects import Effect
+from ..core.hooks import Config, Profile
+from ..core.points import Phase
+from ..core.spawntext import env_problems, text_problem
+from ..run.script import Script
+
+#: Where `mcpx-hooks serve` listens and the remote commands connect, unless told otherwise.
+DEFAULT_HOST: Final = "127.0.0.1"
+DEFAULT_PORT: Final = 8765
+
+
+class Close(enum.IntEnum):
+    """Close codes the server ends a socket with, and why (RFC 6455 §7.4 and 4000-4999)."""
+
+    NORMAL = 1000  # the stream is complete (`end` sent, hooks listed)
+    GOING_AWAY = 1001  # the server is shutting down
+    UNSUPPORTED = 1003  # a binary message: the protocol is JSON text
+    TOO_BIG = 1009  # a message over the size cap
+    TRY_AGAIN = 1013  # a cap on concurrent runs is reached
+    BAD_REQUEST = 4400  # malformed JSON, unknown field, wrong type, a message out of turn
+    NOT_FOUND = 4404  # no retained run with that id
+    TIMEOUT = 4408  # no request within the request timeout
+    OUT_OF_RANGE = 4416  # `from` or `since` outside what exists
+
+
+#: The word each close code is reported with in an error message (`error` key).
+CLOSE_WORDS: Final[dict[Close, str]] = {
+    Close.NORMAL: "normal",
+    Close.GOING_AWAY: "going-away",
+    Close.UNSUPPORTED: "unsupported-data",
+    Close.TOO_BIG: "message-too-big",
+    Close.TRY_AGAIN: "try-again-later",
+    Close.BAD_REQUEST: "bad-request",
+    Close.NOT_FOUND: "not-found",
+    Close.TIMEOUT: "request-timeout",
+    Close.OUT_OF_RANGE: "out-of-range",
+}
+
+
+class WireError(Exception):
+    """What the server answers a bad message or query with, then closes with `code`."""
+
+    def __init__(self, code: Close, message: str, problems: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.problems = tuple(problems)
+
+    def to_json(self) -> dict[str, Any]:
+        """The error message. It has no `seq` and no `runId`: that is how a client tells it
+        from a run's own `error` frame."""
+        out: dict[str, Any] = {
+            "type": "error",
+            "code": int(self.code),
+            "error": CLOSE_WORDS[self.code],
+            "message": self.message,
+        }
+        if self.problems:
+            out["problems"] = list(self.problems)
+        return out
+
+    @property
+    def reason(self) -> str:
+        """The close frame's reason: at most 123 bytes of UTF-8 (RFC 6455 §5.5)."""
+        return _clip(self.message, 123)
+
+
+def _clip(text: str, limit: int) -> str:
+    data = text.encode()
+    if len(data) <= limit:
+        return text
+    return data[: limit - 3].decode(errors="ignore") + "..."
+
+
+# ---- encoding ------------------------------------------------------------------------------
+
+
+def encode(obj: Any) -> str:
+    """One JSON object on one line, under the one encoding policy (`jsontext`): any value a
+    script or hook produced goes out, as valid UTF-8."""
+    return jsontext.encode(obj)
+
+
+def decode_lines(message: str) -> list[Any]:
+    """A server message back into its JSON objects (one per line), for clients."""
+    return [json.loads(line) for line in message.split("\n") if line]
+
+
+# ---- the exec request ----------------------------------------------------------------------
+
+
+@attrs.frozen
+class ExecRequest:
+    """A checked `/v1/exec` request. `script_lines` and `hooks` are per call."""
+
+    script: Script
+    cwd: str | None = None
+    #: The run's sandbox profile, when the request names one.
+    sandbox: Profile | None = None
+    stdin: bytes = b""
+    input: tuple[Any] | None = None
+    env: Mapping[str, str] = attrs.field(factory=dict)
+    timeout_ms: int | None = None
+    hooks: tuple[Mapping[str, Any], ...] = ()
+    script_lines: Mapping[str, Sequence[str | None]] | None = None
+    autonomy: Effect | None = None
+    cancel_on_disconnect: bool = False
+
+    @property
+    def per_call(self) -> bool:
+        """Whether the request layers anything on the server's config."""
+        return bool(self.hooks) or self.script_lines is not None
+
+
+def _is_script(value: Any) -> bool:
+    return isinstance(value, dict) and all(
+        k in SCRIPT_PHASES
+        and isinstance(v, list)
+        and all(x is None or isinstance(x, str) for x in v)
+        for k, v in value.items()
+    )
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_text(value: Any) -> bool:
+    return isinstance(value, str) and text_problem(value) is None
+
+
+def _is_argv(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and len(value) > 0
+        and all(_is_text(x) for x in value)
+        and value[0] != ""
+    )
+
+
+def _is_env(value: Any) -> bool:
+    return (
+        isinstance(value, dict)
+        and all(isinstance(x, str) for x in value.values())
+        and not env_problems(value, "env")
+    )
+
+
+#: Every field of an exec request: what it must be, in words, and the check. Text that
+#: reaches a process (argv, env, cwd, code, stdin) holds no NUL and no lone surrogate.
+EXEC_FIELDS: Final[dict[str, tuple[str, Callable[[Any], bool]]]] = {
+    "argv": (
+        "a non-empty array of strings (no NUL or lone surrogate; the first not empty)",
+        _is_argv,
+    ),
+    "python": ("a string of Python code", _is_text),
+    "file": ("a string: a Python file, relative to cwd", lambda v: _is_text(v) and v != ""),
+    "stdin": ("a string (sent as UTF-8)", lambda v: isinstance(v, str) and jsontext.is_unicode(v)),
+    "input": ("any JSON value", lambda v: True),
+    "env": (
+        "an object of strings, names without '=', NUL or lone surrogates, values without "
+        "NUL or lone surrogates",
+        _is_env,
+    ),
+    "cwd": ("an absolute path", lambda v: _is_text(v) and os.path.isabs(v)),
+    "sandbox": (
+        f"a sandbox profile ({', '.join(p.value for p in Profile)})",
+        lambda v: isinstance(v, str) and v in {p.value for p in Profile},
+    ),
+    "timeoutMs": ("a positive integer", lambda v: _is_int(v) and v > 0),
+    "hooks": (
+        "an array of hook objects",
+        lambda v: isinstance(v, list) and all(isinstance(x, dict) for x in v),
+    ),
+    "script": (
+        f"an object of source phases ({', '.join(SCRIPT_PHASES)}) to arrays of strings or null",
+        _is_script,
+    ),
+    "autonomy": (
+        f"an effect level ({', '.join(e.word for e in Effect)})",
+        lambda v: isinstance(v, str) and v in {e.word for e in Effect},
+    ),
+    "cancelOnDisconnect": ("true or false", lambda v: isinstance(v, bool)),
+}
+_WHAT: Final = ("argv", "python", "file")
+
+
+def describe(value: Any) -> str:
+    """A JSON value's type in words, for error messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+def parse_json_object(text: str | bytes, what: str) -> dict[str, Any]:
+    """One JSON object from a client message, or `WireError` (4400 / 1003)."""
+    if isinstance(text, bytes):
+        raise WireError(Close.UNSUPPORTED, f"expected {what} as a text message, got binary")
+    try:
+        obj = jsontext.loads(text)
+    except jsontext.JsonError as exc:
+        raise WireError(Close.BAD_REQUEST, f"malformed JSON in {what}: {exc}") from None
+    if not isinstance(obj, dict):
+        raise WireError(Close.BAD_REQUEST, f"expected {what} as a JSON object, got {describe(obj)}")
+    return obj
+
+
+def parse_exec(text: str | bytes) -> ExecRequest:
+    """The first message on `/v1/exec`, checked field by field; every problem is listed."""
+    obj = parse_json_object(text, "the exec request")
+    problems = [
+        f"unknown field {key!r} (fields: {', '.join(EXEC_FIELDS)})"
+        for key in obj
+        if key not in EXEC_FIELDS
+    ]
+    problems += [
+        f"{key}: expected {want}, got {describe(obj[key])}"
+        for key, (want, ok) in EXEC_FIELDS.items()
+        if key in obj and not ok(obj[key])
+    ]
+    given = [key for key in _WHAT if key in obj]
+    if len(given) != 1:
+        found = ", ".join(given) if given else "none"
+        problems.append(f"expected exactly one of argv, python, file; found {found}")
+    if problems:
+        raise WireError(Close.BAD_REQUEST, "; ".join(problems), problems)
+    return ExecRequest(
+        script=Script(
+            argv=tuple(obj["argv"]) if "argv" in obj else None,
+            python_file=obj.get("file"),
+            python_code=obj.get("python"),
+        ),
+        cwd=obj.get("cwd"),
+        sandbox=Profile(obj["sandbox"]) if "sandbox" in obj else None,
+        stdin=obj.get("stdin", "").encode(),
+        input=(obj["input"],) if "input" in obj else None,
+        env=dict(obj.get("env", {})),
+        timeout_ms=obj.get("timeoutMs"),
+        hooks=tuple(obj.get("hooks", ())),
+        script_lines=obj.get("script"),
+        autonomy=Effect.parse(obj["autonomy"]) if "autonomy" in obj else None,
+        cancel_on_disconnect=obj.get("cancelOnDisconnect", False),
+    )
+
+
+def parse_control(text: str | bytes) -> str:
+    """A message after the request on `/v1/exec`: only `{"type": "cancel"}` is one."""
+    obj = parse_json_object(text, "a message after the request")
+    if obj == {"type": "cancel"}:
+        return "cancel"
+    if obj.get("type") == "cancel":
+        extra = ", ".join(sorted(k for k in obj if k != "type"))
+        raise WireError(Close.BAD_REQUEST, f"cancel takes no other field (found {extra})")
+    raise WireError(
+        Close.BAD_REQUEST,
+        'a second request on an exec socket: after the request, only {"type": "cancel"} '
+        "may be sent; open a new socket for another run",
+    )
+
+
+def sources(config: Config) -> dict[Phase, tuple[str, ...]]:
+    """The run's inline source phases, from the config in force (as `exec` does)."""
+    return {Phase(k): tuple(v) for k, v in config.script.items()}
