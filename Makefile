@@ -18,6 +18,7 @@ check: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy --strict supervisor runners
+	$(BIN)/python .ci/lint-imports
 
 test: check
 	@# What enforces the sandbox profiles here (informational; the tests assert it).
