@@ -33,7 +33,8 @@ async def serve_stop_signals(
     The first signal calls `on_first(signal)`, in this task: it must not block (start a task
     from it for anything that waits), so that a second signal is always heard. The second
     calls `on_second(signal)`, then cancels `stop` and returns; everything under `stop` ends
-    at once, its shielded cleanup (a process's reap) still bounded by its own scope. Without
+    at once but for shielded cleanup (a run's suffix hooks, a reap), which keeps its own
+    bound. Without
     `on_first`, the first signal is the second: it cancels `stop`. The same signal arriving
     twice before this task reads it counts once (trio coalesces them).
 
