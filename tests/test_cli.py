@@ -277,12 +277,29 @@ def test_exec_sandbox_sets_the_runs_profile_only(tmp_path: Path) -> None:
 
 
 def test_exec_remote_sends_the_sandbox(tmp_path: Path) -> None:
-    from mcpx_hooks.supervisor.cli import main as cli
+    from mcpx_hooks.supervisor.cli import exec as cli_exec
+    from mcpx_hooks.supervisor.cli.parser import parser
 
-    args = cli._parser().parse_args(["exec", "--sandbox", "strict", "--", "true"])
-    assert cli._remote_exec_request(args)["sandbox"] == "strict"
-    args = cli._parser().parse_args(["exec", "--", "true"])
-    assert "sandbox" not in cli._remote_exec_request(args)
+    args = parser().parse_args(["exec", "--sandbox", "strict", "--", "true"])
+    assert cli_exec.remote_request(args)["sandbox"] == "strict"
+    args = parser().parse_args(["exec", "--", "true"])
+    assert "sandbox" not in cli_exec.remote_request(args)
+
+
+def test_exec_has_a_source_flag_per_source_phase() -> None:
+    from mcpx_hooks.supervisor.cli import exec as cli_exec
+    from mcpx_hooks.supervisor.cli.parser import parser
+
+    flags = ["--before", "--prefix", "--on-success", "--on-error", "--suffix"]
+    given = [arg for i, flag in enumerate(flags) for arg in (flag, f"x = {i}")]
+    args = parser().parse_args(["exec", *given, "--", "true"])
+    assert cli_exec.remote_request(args)["script"] == {
+        "before": [None, "x = 0"],
+        "prefix": [None, "x = 1"],
+        "onSuccess": [None, "x = 2"],
+        "onError": [None, "x = 3"],
+        "suffix": [None, "x = 4"],
+    }
 
 
 def test_exec_source_flags(tmp_path: Path) -> None:

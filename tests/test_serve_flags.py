@@ -10,7 +10,9 @@ import attrs
 import pytest
 from service_client import CLI, ENV, start_server
 
-from mcpx_hooks.supervisor.cli import main as cli
+from mcpx_hooks.supervisor.cli import serveflags
+from mcpx_hooks.supervisor.cli.main import main
+from mcpx_hooks.supervisor.cli.parser import parser
 from mcpx_hooks.supervisor.service.server import Limits
 from mcpx_hooks.supervisor.service.wire import DEFAULT_PORT
 
@@ -20,7 +22,7 @@ DOCS = Path(__file__).resolve().parent.parent / "docs" / "service.md"
 def _out_of_range() -> list[tuple[str, str]]:
     """For every numeric flag of the table: just below its range, just above, not a number."""
     cases = []
-    for bound in cli._SERVE_NUMBERS:
+    for bound in serveflags.SERVE_NUMBERS:
         below = bound.low if bound.above else bound.low - 1
         cases += [(bound.flag, str(below)), (bound.flag, str(bound.high + 1))]
         cases += [(bound.flag, "x"), (bound.flag, "")]
@@ -61,7 +63,7 @@ def test_a_bad_flag_exits_2_naming_it_and_touches_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, value: str
 ) -> None:
     token = tmp_path / "state" / "token"
-    code = cli.main(["serve", "--token-file", str(token), f"{flag}={value}"])
+    code = main(["serve", "--token-file", str(token), f"{flag}={value}"])
     err = capsys.readouterr().err
     assert code == 2
     assert err.startswith(f"mcpx-hooks serve: {flag}: ") and err.count("\n") == 1, err
@@ -73,7 +75,7 @@ def test_the_message_says_what_was_expected_and_what_was_given(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv = ["--port", "70000", "--max-runs", "0", "--grace", "-1", "--ping-interval", "0"]
-    assert cli.main(["serve", "--no-auth", *argv]) == 2
+    assert main(["serve", "--no-auth", *argv]) == 2
     assert capsys.readouterr().err.splitlines() == [
         "mcpx-hooks serve: --port: expected an integer from 0 to 65535, got 70000",
         "mcpx-hooks serve: --max-runs: expected an integer from 1 to 2147483647, got 0",
@@ -88,13 +90,13 @@ def test_argparse_errors_name_the_flag_too(
     argv: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(SystemExit) as exit_:
-        cli.main(["serve", *argv])
+        main(["serve", *argv])
     assert exit_.value.code == 2
     assert f"argument {argv[0]}: expected one argument" in capsys.readouterr().err
 
 
 def test_good_flags_reach_the_limits() -> None:
-    args = cli._parser().parse_args(
+    args = parser().parse_args(
         [
             "serve",
             "--host=localhost",
@@ -109,9 +111,9 @@ def test_good_flags_reach_the_limits() -> None:
             "--allow-origin=http://127.0.0.1",
         ]
     )
-    assert cli._serve_problems(args) == []
+    assert serveflags.serve_problems(args) == []
     assert args.port == 65535
-    given = {b.field: getattr(args, b.field) for b in cli._LIMIT_FLAGS}
+    given = {b.field: getattr(args, b.field) for b in serveflags.LIMIT_FLAGS}
     assert given == {
         "max_connections": None,
         "max_pending": 2,
@@ -126,14 +128,14 @@ def test_good_flags_reach_the_limits() -> None:
 def test_every_row_sets_a_limits_field_of_its_type() -> None:
     fields = attrs.fields_dict(Limits)
     defaults = Limits()
-    assert len({b.flag for b in cli._SERVE_NUMBERS}) == len(cli._SERVE_NUMBERS)
-    for bound in cli._LIMIT_FLAGS:
+    assert len({b.flag for b in serveflags.SERVE_NUMBERS}) == len(serveflags.SERVE_NUMBERS)
+    for bound in serveflags.LIMIT_FLAGS:
         assert bound.field in fields, bound.flag
         assert type(getattr(defaults, bound.field)) is bound.kind, bound.flag
-        assert bound.parse(cli._number(getattr(defaults, bound.field))) == getattr(
+        assert bound.parse(serveflags.number(getattr(defaults, bound.field))) == getattr(
             defaults, bound.field
         )
-    assert cli._PORT.parse(str(DEFAULT_PORT)) == DEFAULT_PORT
+    assert serveflags.PORT.parse(str(DEFAULT_PORT)) == DEFAULT_PORT
 
 
 def test_docs_list_every_numeric_flag_with_its_default_and_range() -> None:
@@ -143,10 +145,10 @@ def test_docs_list_every_numeric_flag_with_its_default_and_range() -> None:
         if line.startswith("| `--")
     }
     defaults = Limits()
-    for bound in cli._SERVE_NUMBERS:
-        default = DEFAULT_PORT if bound is cli._PORT else getattr(defaults, bound.field)
+    for bound in serveflags.SERVE_NUMBERS:
+        default = DEFAULT_PORT if bound is serveflags.PORT else getattr(defaults, bound.field)
         row = rows[bound.flag]
-        assert row.startswith(f"| `{bound.flag} {bound.metavar}` | {cli._number(default)} |")
+        assert row.startswith(f"| `{bound.flag} {bound.metavar}` | {serveflags.number(default)} |")
         assert f"| {bound.range} |" in row, row
     for flag in ("--config", "--host", "--token-file", "--no-auth", "--allow-origin"):
         assert flag in rows

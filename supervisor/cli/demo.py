@@ -11,6 +11,7 @@ fails every hook, and the demo with them).
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -21,8 +22,9 @@ from typing import Any
 import trio
 
 from ..config.loading import load_config
+from ..core.frames import FrameType, HookStatus
 from ..core.hooks import Config
-from ..run.bus import Event
+from ..run.bus import Event, EventKind
 from ..run.execute import RunRequest
 from ..run.runtime import Runtime, open_runtime
 from ..run.script import Script
@@ -31,7 +33,7 @@ from ..service.server import Listening, Service, ServiceOptions
 from .view import frame_lines
 
 #: The hooks of the example that fail on purpose, and how.
-EXPECTED_FAILURES: dict[str, str] = {"slow-lint": "timeout"}
+EXPECTED_FAILURES: dict[str, HookStatus] = {"slow-lint": HookStatus.TIMEOUT}
 
 
 def problems(frames: Sequence[Mapping[str, Any]], *, refused: bool) -> list[str]:
@@ -40,12 +42,12 @@ def problems(frames: Sequence[Mapping[str, Any]], *, refused: bool) -> list[str]
     fails only as `EXPECTED_FAILURES` says."""
     found = []
     for frame in frames:
-        if frame.get("type") == "hook":
+        if frame.get("type") == FrameType.HOOK:
             name, status = frame.get("name"), frame.get("status")
-            if status != EXPECTED_FAILURES.get(str(name), "ok"):
+            if status != EXPECTED_FAILURES.get(str(name), HookStatus.OK):
                 found.append(f"hook {name}: {status}: {frame.get('reason') or ''}".rstrip(": "))
-    end = [f for f in frames if f.get("type") == "end"]
-    refusal = [f for f in frames if f.get("type") == "error" and f.get("refusedBy")]
+    end = [f for f in frames if f.get("type") == FrameType.END]
+    refusal = [f for f in frames if f.get("type") == FrameType.ERROR and f.get("refusedBy")]
     if not end:
         found.append("the run did not end")
     elif refused and [f.get("refusedBy") for f in refusal] != ["check-input"]:
@@ -97,7 +99,7 @@ async def _show_remote_run(runtime: Runtime) -> list[dict[str, Any]]:
 
 
 async def _show_observers(runtime: Runtime, failed: list[str]) -> None:
-    async with runtime.bus.subscribe(kinds=("hook.finished",), since=0) as sub:
+    async with runtime.bus.subscribe(kinds=(EventKind.HOOK_FINISHED,), since=0) as sub:
         async for item in sub:
             if isinstance(item, Event) and item.caused_by_observer:
                 data = item.data
@@ -105,8 +107,13 @@ async def _show_observers(runtime: Runtime, failed: list[str]) -> None:
                     f"observer {data['name']} saw {data['on']} (event of run "
                     f"{item.run_id or '-'}): {data['status']}, effect {data['effect']}"
                 )
-                if data["status"] != "ok":
+                if data["status"] != HookStatus.OK:
                     failed.append(f"observer {data['name']}: {data['status']}")
+
+
+def run(args: argparse.Namespace) -> int:
+    """`demo`: `run_demo` in its own trio run."""
+    return trio.run(run_demo)
 
 
 async def run_demo() -> int:

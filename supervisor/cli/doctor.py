@@ -10,6 +10,7 @@ returns 0 when every profile can be enforced here, 1 otherwise.
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
 import sys
@@ -103,12 +104,12 @@ async def _collect() -> tuple[str, bool]:
         return report(spawner)
 
 
-def main() -> int:
-    """Prints the report; 0 when every profile is enforceable here, else 1."""
+def run(args: argparse.Namespace) -> int:
+    """`doctor`: prints the report; 0 when every profile is enforceable here, else 1."""
     text, every = trio.run(_collect)
     print(text)
     return 0 if every else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(argparse.Namespace()))

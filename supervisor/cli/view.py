@@ -66,40 +66,46 @@ def hook_frame_lines(frame: Mapping[str, Any]) -> list[str]:
 
 
 def frame_lines(frame: Mapping[str, Any]) -> list[str]:
-    """Any run frame (wire form) for a person, as it happens."""
-    kind = frame.get("type")
-    if kind == "hook":
-        return hook_frame_lines(frame)
-    if kind == "start":
-        return [f"run {frame['runId']}: {' '.join(frame['argv'])}  (sandbox {frame['sandbox']})"]
-    if kind in ("stdout", "stderr"):
-        return [f"{'|' if kind == 'stdout' else '!'} {frame['text']}"]
-    if kind == "log":
-        return [f"log {frame['level']}: {frame['message']}"]
-    if kind == "emit":
-        return [f"emit {_short(frame['value'])}"]
-    if kind == "artifact":
-        return [f"artifact {frame['name']} ({frame['mime']}, {frame['size']} bytes)"]
-    if kind == "result":
-        lines = [f"RESULT {_short(frame['value'], 200)}"]
-        lines.extend(f"  advice: {a}" for a in frame.get("advice", ()))
-        lines.extend(
-            f"  proposed by {p.get('hook')}: {_short(p.get('value'))}"
-            for p in frame.get("proposals", ())
-        )
-        return lines
-    if kind == "error":
-        lines = [f"ERROR {frame['message']}"]
-        if frame.get("refusedBy"):
-            lines.append(f"  refused by {frame['refusedBy']}")
-        lines.extend(f"  advice: {a}" for a in frame.get("advice", ()))
-        return lines
-    if kind == "end":
-        code = frame["exitCode"]
-        exited = "no exit code" if code is None else f"exit code {code}"
-        return [f"end: {exited}, {frame['durationMs']} ms"]
-    if kind == "warning":
-        return [f"warning: {frame['message']}"]
+    """Any run frame (wire form) for a person, as it happens; nothing for a type it does not
+    know (the set is open)."""
+    from ..core.frames import FrameType
+
+    match frame.get("type"):
+        case FrameType.HOOK:
+            return hook_frame_lines(frame)
+        case FrameType.START:
+            argv = " ".join(frame["argv"])
+            return [f"run {frame['runId']}: {argv}  (sandbox {frame['sandbox']})"]
+        case FrameType.STDOUT:
+            return [f"| {frame['text']}"]
+        case FrameType.STDERR:
+            return [f"! {frame['text']}"]
+        case FrameType.LOG:
+            return [f"log {frame['level']}: {frame['message']}"]
+        case FrameType.EMIT:
+            return [f"emit {_short(frame['value'])}"]
+        case FrameType.ARTIFACT:
+            return [f"artifact {frame['name']} ({frame['mime']}, {frame['size']} bytes)"]
+        case FrameType.RESULT:
+            lines = [f"RESULT {_short(frame['value'], 200)}"]
+            lines.extend(f"  advice: {a}" for a in frame.get("advice", ()))
+            lines.extend(
+                f"  proposed by {p.get('hook')}: {_short(p.get('value'))}"
+                for p in frame.get("proposals", ())
+            )
+            return lines
+        case FrameType.ERROR:
+            lines = [f"ERROR {frame['message']}"]
+            if frame.get("refusedBy"):
+                lines.append(f"  refused by {frame['refusedBy']}")
+            lines.extend(f"  advice: {a}" for a in frame.get("advice", ()))
+            return lines
+        case FrameType.END:
+            code = frame["exitCode"]
+            exited = "no exit code" if code is None else f"exit code {code}"
+            return [f"end: {exited}, {frame['durationMs']} ms"]
+        case FrameType.WARNING:
+            return [f"warning: {frame['message']}"]
     return []
 
 

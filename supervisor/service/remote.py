@@ -24,6 +24,7 @@ from trio_websocket import (
 )
 
 from ..core.jsontext import is_unicode
+from ..process.signals import serve_stop_signals
 from .wire import DEFAULT_HOST, DEFAULT_PORT, Close
 
 DEFAULT_URL: Final = f"ws://{DEFAULT_HOST}:{DEFAULT_PORT}"
@@ -139,12 +140,16 @@ async def exec_remote(
 ) -> list[dict[str, Any]]:
     """Runs `request` on the server, handing each frame to `on_frame` as it comes. The first
     Ctrl-C (or SIGTERM) asks the server to cancel the run (its suffix hooks and `end` still
-    come); a second one leaves at once."""
+    come); a second one leaves at once (`serve_stop_signals`)."""
     frames: list[dict[str, Any]] = []
     failed: RemoteError | None = None  # raised outside the nursery, not in a group
     async with open_remote(remote, "/v1/exec") as ws, trio.open_nursery() as nursery:
         await ws.send_message(json.dumps(request))
-        nursery.start_soon(_cancel_on_interrupt, ws, nursery.cancel_scope)
+
+        def ask_cancel(_: signal.Signals) -> None:
+            nursery.start_soon(_send_cancel, ws)
+
+        await nursery.start(serve_stop_signals, nursery.cancel_scope, ask_cancel)
         try:
             async for frame in messages(ws):
                 frames.append(frame)
@@ -157,16 +162,9 @@ async def exec_remote(
     return frames
 
 
-async def _cancel_on_interrupt(ws: WebSocketConnection, everything: trio.CancelScope) -> None:
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        asked = False
-        async for _ in signals:
-            if asked:
-                everything.cancel()
-                return
-            asked = True
-            with contextlib.suppress(ConnectionClosed):
-                await ws.send_message(json.dumps({"type": "cancel"}))
+async def _send_cancel(ws: WebSocketConnection) -> None:
+    with contextlib.suppress(ConnectionClosed):
+        await ws.send_message(json.dumps({"type": "cancel"}))
 
 
 async def follow_events(
@@ -178,21 +176,16 @@ async def follow_events(
     """Prints the bus until the server closes (1001 at its shutdown) or Ctrl-C."""
     query = {"kinds": kinds, "since": since}
     failed: RemoteError | None = None
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async with open_remote(remote, "/v1/events", query) as ws, trio.open_nursery() as nursery:
-
-            async def stop_on_signal() -> None:
-                async for _ in signals:
-                    nursery.cancel_scope.cancel()
-                    return
-
-            nursery.start_soon(stop_on_signal)
-            try:
+    async with trio.open_nursery() as nursery:
+        # Taken before connecting: a Ctrl-C while connecting stops too, and exits 0.
+        await nursery.start(serve_stop_signals, nursery.cancel_scope)
+        try:  # refused, unreachable, or what the server said on the socket
+            async with open_remote(remote, "/v1/events", query) as ws:
                 async for event in messages(ws, ends=(Close.NORMAL, Close.GOING_AWAY)):
                     on_event(event)
-            except RemoteError as exc:
-                failed = exc
-            nursery.cancel_scope.cancel()
+        except RemoteError as exc:
+            failed = exc
+        nursery.cancel_scope.cancel()
     if failed is not None:
         raise failed
 

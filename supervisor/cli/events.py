@@ -1,0 +1,42 @@
+"""`events`: a server's event bus followed until it closes or Ctrl-C, one event a line."""
+
+from __future__ import annotations
+
+import json
+
+from .common import EXIT_OK, remote, remote_failed
+from .parser import add_token_file_argument
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
+if TYPE_CHECKING:
+    import argparse
+    from typing import Any
+
+
+def add_arguments(ev: argparse.ArgumentParser) -> None:
+    from ..service.remote import DEFAULT_URL
+
+    ev.add_argument("--remote", metavar="URL", default=DEFAULT_URL, help=f"default {DEFAULT_URL}")
+    ev.add_argument("--kinds", metavar="K", help="kind prefixes, comma-separated (hook,run)")
+    ev.add_argument("--since", type=int, metavar="N", help="replay the retained events from seq N")
+    ev.add_argument("--json", action="store_true", help="one event per line (NDJSON)")
+    add_token_file_argument(ev)
+
+
+def run(args: argparse.Namespace) -> int:
+    import trio
+
+    from ..service import remote as client
+    from ..service.access import TokenFileError
+
+    def show(event: dict[str, Any]) -> None:
+        if args.json:
+            print(json.dumps(event), flush=True)
+        else:
+            print(client.event_line(event), flush=True)
+
+    try:
+        trio.run(client.follow_events, remote(args), args.kinds, args.since, show)
+    except (client.RemoteError, TokenFileError) as exc:
+        return remote_failed("events", exc)
+    return EXIT_OK

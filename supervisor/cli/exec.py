@@ -1,0 +1,283 @@
+"""`exec`: one script run with its hooks, in process or on a server (`--remote`), its frames
+printed as they happen; the exit code says how it ended (`exit_code`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from pathlib import Path
+
+from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Usage, json_flag, remote, remote_failed
+from .parser import add_config_arguments, add_token_file_argument
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from typing import Any, Final
+
+    from ..core.hooks import Config
+    from ..core.points import Phase
+    from ..run.execute import RunRequest
+
+#: The longest `--timeout`, in seconds: a year.
+_MAX_TIMEOUT_S: Final = 365 * 24 * 3600
+
+
+def add_arguments(x: argparse.ArgumentParser) -> None:
+    from ..core.effects import Effect
+    from ..core.hooks import DEFAULT_RUN_SANDBOX, Profile
+
+    add_config_arguments(x)
+    x.add_argument(
+        "--hook",
+        dest="hooks",
+        action="append",
+        default=[],
+        metavar="JSON",
+        help="a hook for this run (repeatable)",
+    )
+    for flag, phase in _source_flags().items():
+        x.add_argument(
+            flag,
+            dest=f"src_{phase}",
+            action="append",
+            default=[],
+            metavar="SRC",
+            help=f"a Python line for the {phase} source phase (repeatable)",
+        )
+    x.add_argument(
+        "--autonomy",
+        choices=[e.word for e in Effect],
+        help="the caller's hooks.autonomy (can only lower the config's)",
+    )
+    x.add_argument(
+        "--sandbox",
+        choices=[p.value for p in Profile],
+        help="the script's sandbox profile, never its hooks' (default: [script] sandbox,"
+        f" else {DEFAULT_RUN_SANDBOX.value})",
+    )
+    x.add_argument("--timeout", type=float, metavar="S", help="the script's timeout, seconds")
+    x.add_argument("--input", metavar="JSON", help="the run's input, a JSON value")
+    x.add_argument("--stdin", metavar="FILE", help="the script's stdin (- for this one's)")
+    x.add_argument("--remote", metavar="URL", help="run on a server (ws://…)")
+    add_token_file_argument(x)
+    what = x.add_mutually_exclusive_group()
+    what.add_argument("--python", metavar="FILE", help="a Python script")
+    what.add_argument("-c", dest="code", metavar="CODE", help="Python code")
+    x.add_argument("argv", nargs=argparse.REMAINDER, help="-- ARGV…")
+
+
+def _source_flags() -> dict[str, Phase]:
+    """A flag per source phase of the script point: `--before`, …, `--on-success`, …"""
+    from ..core.points import POINTS
+
+    return {"--" + _kebab(phase.value): phase for phase in POINTS["script"].phases}
+
+
+def _kebab(name: str) -> str:
+    return "".join(f"-{c.lower()}" if c.isupper() else c for c in name)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.remote:
+        return _run_remote(args)
+    try:
+        config, request = _request(args)
+    except (Usage, OSError, json.JSONDecodeError) as exc:
+        print(f"mcpx-hooks exec: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    import trio
+
+    frames = trio.run(_run_here, config, request, args.json)
+    return exit_code(frames)
+
+
+def exit_code(frames: Sequence[Mapping[str, Any]]) -> int:
+    """`exec`'s exit code: 0 for a result; the script's own non-zero exit code for an error
+    it caused; 1 for an error for any other reason (refused, timed out, cancelled…)."""
+    from ..core.frames import FrameType
+
+    outcome = _outcome(frames)
+    if outcome is not None and outcome["type"] == FrameType.RESULT:
+        return EXIT_OK
+    code = None if outcome is None else outcome.get("exitCode")
+    return code if isinstance(code, int) and 0 < code < 256 else EXIT_FAILED
+
+
+def _outcome(frames: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The frame that says how the run ended (its `result` or `error`), if it came."""
+    from ..core.frames import FrameType
+
+    return next((f for f in frames if f.get("type") in (FrameType.RESULT, FrameType.ERROR)), None)
+
+
+async def _run_here(config: Config, request: RunRequest, as_json: bool) -> list[dict[str, Any]]:
+    """Runs in process, printing each frame as it happens. The first Ctrl-C (or SIGTERM)
+    cancels the run (its suffix hooks and `end` still come); a second one stops at once."""
+    import trio
+
+    from ..process.signals import serve_stop_signals
+    from ..run.runtime import open_runtime
+    from .view import frame_lines
+
+    async with open_runtime(config) as runtime, trio.open_nursery() as nursery:
+        run = runtime.new_run(request)
+        await nursery.start(serve_stop_signals, nursery.cancel_scope, lambda _: run.cancel())
+        async with trio.open_nursery() as running:
+            running.start_soon(runtime.execute, run)
+            async for batch in run.journal.follow(0):
+                for frame in batch:
+                    line = json.dumps(frame) if as_json else "\n".join(frame_lines(frame))
+                    print(line, flush=True)
+        nursery.cancel_scope.cancel()
+    return run.journal.frames
+
+
+def _run_remote(args: argparse.Namespace) -> int:
+    import trio
+
+    from ..service import remote as client
+    from ..service.access import TokenFileError
+    from .view import frame_lines
+
+    try:
+        request = remote_request(args)
+        target = remote(args)
+    except (Usage, OSError, json.JSONDecodeError, TokenFileError) as exc:
+        print(f"mcpx-hooks exec: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+    def show(frame: dict[str, Any]) -> None:
+        line = json.dumps(frame) if args.json else "\n".join(frame_lines(frame))
+        print(line, flush=True)
+
+    try:
+        frames = trio.run(client.exec_remote, target, request, show)
+    except client.RemoteError as exc:
+        return remote_failed("exec", exc)
+    if _outcome(frames) is None:
+        print("mcpx-hooks exec: the stream ended before the run's outcome", file=sys.stderr)
+        return EXIT_FAILED
+    return exit_code(frames)
+
+
+def _timeout_ms(args: argparse.Namespace) -> int | None:
+    """`--timeout S` in ms: a finite number of seconds above 0, at most a year."""
+    if args.timeout is None:
+        return None
+    if not (math.isfinite(args.timeout) and 0 < args.timeout <= _MAX_TIMEOUT_S):
+        raise Usage(
+            f"--timeout: expected seconds above 0 and at most {_MAX_TIMEOUT_S}, got {args.timeout}"
+        )
+    seconds: float = args.timeout
+    return max(1, round(seconds * 1000))
+
+
+def _argv(args: argparse.Namespace) -> list[str]:
+    argv: list[str] = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    if sum(x is not None and x != [] for x in (args.python, args.code, argv or None)) != 1:
+        raise Usage("exec needs exactly one of -- ARGV…, --python FILE, -c CODE")
+    from ..core.spawntext import argv_problems
+
+    # An argument that is not UTF-8 arrives as lone surrogates: said here, not by the spawner.
+    problems = argv_problems(argv, "argv") + argv_problems(
+        [x for x in (args.python, args.code) if x is not None], "--python/-c"
+    )
+    if argv[:1] == [""]:
+        problems.append("argv[0]: the program is empty")
+    if problems:
+        raise Usage("; ".join(problems))
+    return argv
+
+
+def _script_lines(args: argparse.Namespace) -> dict[str, list[str | None]]:
+    """The source flags as a per-call `script` layer: appended to the config's lines."""
+    return {
+        phase.value: [None, *getattr(args, f"src_{phase}")]
+        for phase in _source_flags().values()
+        if getattr(args, f"src_{phase}")
+    }
+
+
+def _stdin_bytes(args: argparse.Namespace) -> bytes:
+    if args.stdin == "-":
+        return sys.stdin.buffer.read()
+    if args.stdin:
+        return Path(args.stdin).read_bytes()
+    return b""
+
+
+def _request(args: argparse.Namespace) -> tuple[Config, RunRequest]:
+    from ..config.loading import load_config
+    from ..core.effects import Effect
+    from ..core.hooks import Profile
+    from ..core.points import Phase
+    from ..run.execute import DEFAULT_SCRIPT_TIMEOUT_MS, RunRequest
+    from ..run.script import Script
+
+    argv = _argv(args)
+    script_lines = _script_lines(args)
+    config = load_config(
+        args.config,
+        cwd=Path.cwd(),
+        environ=os.environ,
+        command_line_hooks=args.hooks,
+        script=script_lines or None,
+    )
+    stdin = _stdin_bytes(args)
+    request = RunRequest(
+        script=Script(tuple(argv) or None, args.python, args.code),
+        cwd=str(Path.cwd()),
+        stdin=stdin,
+        input=(json_flag("--input", args.input),) if args.input is not None else None,
+        timeout_ms=_timeout_ms(args) or DEFAULT_SCRIPT_TIMEOUT_MS,
+        autonomy=Effect.parse(args.autonomy) if args.autonomy else None,
+        sandbox=Profile(args.sandbox) if args.sandbox else None,
+        sources={Phase(k): tuple(v) for k, v in config.script.items()},
+    )
+    return config, request
+
+
+def remote_request(args: argparse.Namespace) -> dict[str, Any]:
+    """The `/v1/exec` request for the same run `exec` would make in process."""
+    argv = _argv(args)
+    if args.config:
+        raise Usage(
+            "--config names the server's files (serve --config); with --remote, give this"
+            " run's hooks with --hook"
+        )
+    request: dict[str, Any]
+    if argv:
+        request = {"argv": argv}
+    elif args.python is not None:
+        request = {"file": args.python}
+    else:
+        request = {"python": args.code}
+    request["cwd"] = str(Path.cwd())
+    hooks = []
+    for number, text in enumerate(args.hooks, start=1):
+        hooks.append(json_flag(f"--hook #{number}", text))
+    if hooks:
+        request["hooks"] = hooks
+    if lines := _script_lines(args):
+        request["script"] = lines
+    stdin = _stdin_bytes(args)
+    if stdin:
+        try:
+            request["stdin"] = stdin.decode()
+        except UnicodeDecodeError:
+            raise Usage("--stdin: with --remote, stdin is sent as text and must be UTF-8") from None
+    if args.input is not None:
+        request["input"] = json_flag("--input", args.input)
+    if (timeout_ms := _timeout_ms(args)) is not None:
+        request["timeoutMs"] = timeout_ms
+    if args.autonomy:
+        request["autonomy"] = args.autonomy
+    if args.sandbox:
+        request["sandbox"] = args.sandbox
+    # Like an in-process run, which ends with its `exec`: a vanished client stops its run.
+    request["cancelOnDisconnect"] = True
+    return request

@@ -1,0 +1,192 @@
+"""`hook test` (one hook against a mock payload) and `hooks list` (the hooks in force, here or
+on a server)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from .common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    Usage,
+    json_flag,
+    load,
+    remote,
+    remote_failed,
+    usage,
+)
+from .parser import add_config_arguments, add_token_file_argument
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
+if TYPE_CHECKING:
+    import argparse
+    from typing import Any
+
+    from ..core.frames import HookFrame
+    from ..core.hooks import Config, Hook
+    from ..core.points import Phase
+    from ..run.hookcontext import HookContext
+
+
+def add_hook_arguments(hook: argparse.ArgumentParser) -> None:
+    from ..core.points import Phase
+
+    test = add_config_arguments(hook).add_subparsers(
+        dest="hook_command", required=True, metavar="test"
+    )
+    t = add_config_arguments(test.add_parser("test", help="run one hook against a mock payload"))
+    t.add_argument("name", nargs="?", help="a hook in force, by name")
+    t.add_argument("--hook", dest="hook_json", metavar="JSON", help="a hook given inline")
+    t.add_argument("--phase", required=True, choices=[p.value for p in Phase])
+    t.add_argument(
+        "--event",
+        metavar="FILE",
+        help="a JSON object merged over the generated input (result, error, input or event)",
+    )
+
+
+def add_hooks_arguments(hooks: argparse.ArgumentParser) -> None:
+    h = add_config_arguments(
+        hooks.add_subparsers(dest="hooks_command", required=True, metavar="list").add_parser(
+            "list", help="list the hooks in force and where they came from"
+        )
+    )
+    h.add_argument("--remote", metavar="URL", help="the hooks in force on a server (ws://…)")
+    add_token_file_argument(h)
+
+
+def hooks_list(args: argparse.Namespace) -> int:
+    from .view import hook_table
+
+    if args.remote:
+        if args.config:
+            return usage("hooks list", "--config is the server's; --remote lists what it has")
+        import trio
+
+        from ..service import remote as client
+        from ..service.access import TokenFileError
+
+        try:
+            found = trio.run(client.list_hooks, remote(args))
+        except (client.RemoteError, TokenFileError) as exc:
+            return remote_failed("hooks list", exc)
+        if args.json:
+            print(json.dumps(found, indent=2))
+        elif not found:
+            print("no hooks in force")
+        else:
+            print("\n".join(hook_table(found)))
+        return EXIT_OK
+    config = load(args)
+    if args.json:
+        print(json.dumps([h.to_json() for h in config.hooks], indent=2))
+    elif not config.hooks:
+        print("no hooks in force")
+    else:
+        print("\n".join(hook_table(h.to_json() for h in config.hooks)))
+    return EXIT_OK
+
+
+def hook_test(args: argparse.Namespace) -> int:
+    """`hook test`: runs the hook once, as a run would at `--phase`, against the generated
+    input (`mock_context`); 0 when its status is `ok`, else 1."""
+    import attrs
+    import trio
+
+    from ..core.frames import HookStatus, to_json
+    from ..core.points import Phase
+    from .view import hook_frame_lines
+
+    try:
+        config, hook = _pick_hook(args)
+        event: dict[str, Any] = {}
+        if args.event:
+            event = json_flag(args.event, Path(args.event).read_text())
+            if not isinstance(event, dict):
+                raise Usage(f"{args.event}: expected a JSON object")
+    except (Usage, OSError, json.JSONDecodeError) as exc:
+        print(f"mcpx-hooks hook test: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    phase = Phase(args.phase)
+    hook = attrs.evolve(hook, phase=phase)
+    frame = trio.run(_run_one, hook, mock_context(config, phase, event))
+    if args.json:
+        print(json.dumps(to_json(frame)))
+    else:
+        print("\n".join(hook_frame_lines(to_json(frame))))
+    return EXIT_OK if frame.status is HookStatus.OK else EXIT_FAILED
+
+
+def _pick_hook(args: argparse.Namespace) -> tuple[Config, Hook]:
+    from ..core.hooks import SourceKind
+
+    if args.hook_json is not None:
+        from ..core.jsontext import JsonError, loads
+
+        try:
+            decl = loads(args.hook_json)
+        except JsonError:
+            decl = None  # load_config reports it with file and position
+        if isinstance(decl, dict):
+            decl.setdefault("on", "script")
+            decl.setdefault("phase", args.phase)
+            args.hook_json = json.dumps(decl)
+        config = load(args, [args.hook_json])
+        hook = next(h for h in config.hooks if h.source.kind is SourceKind.COMMAND_LINE)
+        return config, hook
+    config = load(args)
+    if args.name is None:
+        raise Usage("hook test needs a hook NAME or --hook JSON")
+    found = config.find(args.name)
+    if found is None:
+        names = ", ".join(h.name for h in config.hooks) or "none"
+        raise Usage(f"no hook named {args.name!r} is in force (hooks in force: {names})")
+    return config, found
+
+
+def mock_context(config: Config, phase: Phase, event: dict[str, Any]) -> HookContext:
+    """The generated input of `hook test`, with the `--event` object merged over it."""
+    from ..core.frames import now_rfc3339
+    from ..core.points import Phase
+    from ..run.bus import EventKind
+    from ..run.hookcontext import HookContext, RunInfo, new_run_id
+
+    run = RunInfo(f"test-{new_run_id()}", ("true",), str(Path.cwd()), now_rfc3339())
+    error = event.get("error")
+    if error is None and phase is Phase.ON_ERROR:
+        error = {"message": "mock failure", "exitCode": 1}
+    result = event.get("result")
+    if result is None and phase is Phase.ON_SUCCESS:
+        result = {"value": None}
+    outcome = None
+    if phase is Phase.SUFFIX:
+        outcome = "error" if error is not None else "success"
+    mock_event = event.get("event")
+    if mock_event is None and phase is Phase.OBSERVE:
+        mock_event = {
+            "seq": 0,
+            "kind": EventKind.RUN_FINISHED.value,
+            "at": now_rfc3339(),
+            "data": {},
+        }
+    return HookContext(
+        run=run,
+        caller_autonomy=config.autonomy_hooks,
+        supervisor_max=config.autonomy_max,
+        input=(event.get("input", {}),) if phase is Phase.BEFORE else None,
+        result=result,
+        error=error,
+        event=mock_event,
+        outcome=outcome,
+    )
+
+
+async def _run_one(hook: Hook, ctx: HookContext) -> HookFrame:
+    from ..process.spawner import open_spawner
+    from ..run.hookrun import run_hook
+
+    async with open_spawner() as spawner:
+        return (await run_hook(spawner, hook, ctx)).frame

@@ -1,0 +1,123 @@
+"""The command line's parser: one table of commands, each one's arguments added only when it
+is the command given.
+
+Start-up is part of every command's cost, so this module imports nothing but argparse and
+importlib: a command's module is imported when it is the command parsed (`_Command`) or run
+(`command_runner`), never for `--help` or another command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any, Final
+
+#: The commands, in the order `--help` lists them: its name, its help line, where its
+#: arguments are added (`module:function` in this package, called with its parser; None: it
+#: takes none) and where it runs (called with the parsed arguments, returns the exit code).
+COMMANDS: Final = (
+    ("hook", "work with one hook", "hooks:add_hook_arguments", "hooks:hook_test"),
+    (
+        "exec",
+        "run a script with its hooks; stream its frames",
+        "exec:add_arguments",
+        "exec:run",
+    ),
+    ("hooks", "the hooks in force", "hooks:add_hooks_arguments", "hooks:hooks_list"),
+    (
+        "serve",
+        "serve runs, events and hooks over WebSocket",
+        "serveflags:add_arguments",
+        "serve:run",
+    ),
+    ("events", "follow a server's event bus", "events:add_arguments", "events:run"),
+    (
+        "validate",
+        "validate config files; every problem, with pointers",
+        "validate:add_validate_arguments",
+        "validate:validate",
+    ),
+    (
+        "schema",
+        "print a JSON Schema (or list them)",
+        "validate:add_schema_arguments",
+        "validate:schema",
+    ),
+    ("demo", "the main job in miniature, on a built-in example", None, "demo:run"),
+    ("doctor", "what enforces each sandbox profile on this machine", None, "doctor:run"),
+)
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
+        prog="mcpx-hooks", description="Run scripts with the hooks declared around them."
+    )
+    top.add_argument("--version", action="version", version=f"mcpx-hooks {version()}")
+    sub = top.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=_Command
+    )
+    for name, summary, arguments, _ in COMMANDS:
+        sub.add_parser(name, help=summary, arguments=arguments)
+    return top
+
+
+def command_runner(command: str) -> Callable[[argparse.Namespace], int]:
+    """The function that runs `command` (a name of `COMMANDS`), its module imported now."""
+    run: Callable[[argparse.Namespace], int] = next(
+        _entry(entry) for name, _, _, entry in COMMANDS if name == command
+    )
+    return run
+
+
+def _entry(spec: str) -> Any:
+    module, _, function = spec.partition(":")
+    return getattr(importlib.import_module(f".{module}", __package__), function)
+
+
+class _Command(argparse.ArgumentParser):
+    """A command's parser that adds its arguments (its `COMMANDS` entry) only when it parses,
+    that is, when it is the command given: the others' choices and defaults are never
+    imported."""
+
+    def __init__(self, *args: Any, arguments: str | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._arguments = arguments
+
+    def parse_known_args(self, *args: Any, **kwargs: Any) -> Any:
+        if self._arguments is not None:
+            arguments, self._arguments = self._arguments, None
+            _entry(arguments)(self)
+        return super().parse_known_args(*args, **kwargs)
+
+
+def version() -> str:
+    # The package root's `__version__` (a test holds it equal to the installed metadata):
+    # `importlib.metadata.version` would scan every installed distribution, ~100 ms. By name,
+    # because mypy checks this folder as `supervisor`, not as part of `mcpx_hooks`.
+    return str(importlib.import_module("mcpx_hooks").__version__)
+
+
+def add_config_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """`--config F` (repeatable) and `--json`: the flags of a command that reads the config."""
+    p.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="F",
+        help="a config file, applied after the discovered ones (repeatable)",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    return p
+
+
+def add_token_file_argument(p: argparse.ArgumentParser) -> None:
+    """`--token-file F`: a client's way to the server's token."""
+    p.add_argument(
+        "--token-file",
+        metavar="F",
+        help="the server's token (else $MCPX_HOOKS_TOKEN, else the file serve writes)",
+    )

@@ -1,0 +1,90 @@
+"""The one signal policy (`process/signals.py`), with real signals sent to this process: the
+first asks, the second stops, and the previous handlers are back afterwards."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+
+import pytest
+import trio
+
+from mcpx_hooks.supervisor.process.signals import STOP_SIGNALS, serve_stop_signals
+
+#: Only a guard against a policy that never stops: every wait below ends on a signal.
+GUARD_S = 10
+
+
+@pytest.fixture(autouse=True)
+def handlers_restored() -> Iterator[None]:
+    before = {s: signal.getsignal(s) for s in STOP_SIGNALS}
+    yield
+    assert {s: signal.getsignal(s) for s in STOP_SIGNALS} == before
+
+
+def send(signum: signal.Signals) -> None:
+    # Once `nursery.start` has returned the signal is taken: never this process's death.
+    assert signal.getsignal(signum) is not signal.SIG_DFL
+    os.kill(os.getpid(), signum)
+
+
+@pytest.mark.parametrize("first", STOP_SIGNALS)
+async def test_the_first_signal_asks_and_the_second_stops(first: signal.Signals) -> None:
+    second = next(s for s in STOP_SIGNALS if s is not first)
+    asked: list[signal.Signals] = []
+    stopping: list[signal.Signals] = []
+    heard = trio.Event()
+
+    def ask(signum: signal.Signals) -> None:
+        asked.append(signum)
+        heard.set()
+
+    with trio.fail_after(GUARD_S), trio.CancelScope() as stop:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(serve_stop_signals, stop, ask, stopping.append)
+            send(first)
+            await heard.wait()
+            assert (asked, stopping, stop.cancel_called) == ([first], [], False)
+            send(second)
+            await trio.sleep_forever()
+    assert stop.cancelled_caught
+    assert (asked, stopping) == ([first], [second])
+
+
+async def test_without_a_graceful_end_the_first_signal_stops() -> None:
+    with trio.fail_after(GUARD_S), trio.CancelScope() as stop:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(serve_stop_signals, stop)
+            send(signal.SIGINT)
+            await trio.sleep_forever()
+    assert stop.cancelled_caught
+
+
+async def test_it_returns_after_stopping_a_scope_outside_it() -> None:
+    """The scope to stop need not hold the watcher: it returns, and its nursery can close."""
+    asked: list[signal.Signals] = []
+    heard = trio.Event()
+
+    def ask(signum: signal.Signals) -> None:
+        asked.append(signum)
+        heard.set()
+
+    with trio.fail_after(GUARD_S):
+        async with trio.open_nursery() as nursery:
+            with trio.CancelScope() as stop:
+                await nursery.start(serve_stop_signals, stop, ask)
+                send(signal.SIGTERM)
+                await heard.wait()  # one signal read before the next: trio coalesces them
+                send(signal.SIGTERM)
+                await trio.sleep_forever()
+    assert stop.cancelled_caught and asked == [signal.SIGTERM]
+
+
+async def test_cancelled_before_any_signal_it_gives_them_back() -> None:
+    calls: list[signal.Signals] = []
+    async with trio.open_nursery() as nursery:
+        await nursery.start(serve_stop_signals, nursery.cancel_scope, calls.append, calls.append)
+        nursery.cancel_scope.cancel()
+    assert calls == []
+    # and the autouse fixture finds the previous handlers back
