@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from mcpx_hooks.supervisor.config import loading as config_mod
-from mcpx_hooks.supervisor.config.loading import discover_files, load_config, validate_files
+from mcpx_hooks.supervisor.config import files as config_files
+from mcpx_hooks.supervisor.config.files import discover_files
+from mcpx_hooks.supervisor.config.loading import load_config, validate_files
 from mcpx_hooks.supervisor.core.effects import Effect
 from mcpx_hooks.supervisor.core.errors import ConfigError, Problem
 from mcpx_hooks.supervisor.core.hooks import (
@@ -900,9 +901,9 @@ def test_no_problem_when_a_file_is_valid(tmp_path: Path) -> None:
 
 
 def test_discovery_names_are_the_documented_ones() -> None:
-    assert config_mod.LOCAL_NAMES == (".mcpx-hooks.toml", ".mcpx-hooks.json")
-    assert str(config_mod.ETC_DIR) == "/etc/mcpx-hooks"
-    assert config_mod.NO_DISCOVERY_ENV == "MCPX_HOOKS_NO_DISCOVERY"
+    assert config_files.LOCAL_NAMES == (".mcpx-hooks.toml", ".mcpx-hooks.json")
+    assert str(config_files.ETC_DIR) == "/etc/mcpx-hooks"
+    assert config_files.NO_DISCOVERY_ENV == "MCPX_HOOKS_NO_DISCOVERY"
 
 
 # --- hostile files (issue 11, case 6): every one a Problem, never a traceback ---------------

@@ -6,12 +6,22 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import attrs
 import jsonschema
 import pytest
 
 from mcpx_hooks.supervisor.config import schemas
+from mcpx_hooks.supervisor.config.schemaparts import MAX_INTEGER
 from mcpx_hooks.supervisor.core.effects import Effect
-from mcpx_hooks.supervisor.core.hooks import Action, Failure, Profile
+from mcpx_hooks.supervisor.core.hooks import (
+    DEFAULTS,
+    HOOK_SETTINGS,
+    Action,
+    Defaults,
+    Failure,
+    Hook,
+    Profile,
+)
 from mcpx_hooks.supervisor.core.points import POINTS, Phase
 from mcpx_hooks.supervisor.core.spawntext import ENV_NAME_PATTERN, TEXT_PATTERN
 
@@ -311,7 +321,38 @@ def test_every_integer_read_from_outside_has_a_maximum() -> None:
         if sub.get("type") == "integer"
     ]
     assert integers
-    assert [w for w, sub in integers if not 0 < sub.get("maximum", 0) <= schemas.MAX_INTEGER] == []
+    assert [w for w, sub in integers if not 0 < sub.get("maximum", 0) <= MAX_INTEGER] == []
     limits = schemas.schema("config")["properties"]["limits"]["properties"]
     assert limits["memoryMb"]["maximum"] * (1 << 20) <= 2**63 - 1
-    assert limits["cpuSeconds"]["maximum"] == schemas.MAX_INTEGER
+    assert limits["cpuSeconds"]["maximum"] == MAX_INTEGER
+
+
+def test_the_hook_defaults_table_is_the_schema_s() -> None:
+    # One row per `Defaults` attribute, in its order; `Hook` takes the same built-in values.
+    assert [s.attr for s in HOOK_SETTINGS] == [a.name for a in attrs.fields(Defaults)]
+    hook_fields = {a.name: a for a in attrs.fields(Hook)}
+    for setting in HOOK_SETTINGS:
+        assert (
+            hook_fields[setting.attr].default == setting.default == getattr(DEFAULTS, setting.attr)
+        )
+    config = schemas.schema("config")
+    defaults = config["properties"]["defaults"]["properties"]
+    hook = config["$defs"]["hook"]["properties"]
+    assert list(defaults) == [s.key for s in HOOK_SETTINGS]
+    for setting in HOOK_SETTINGS:
+        for node in (defaults[setting.key], hook[setting.key]):
+            assert node["description"].startswith(setting.meaning)
+            if setting.minimum is None:
+                words = config["$defs"][node["$ref"].rsplit("/", 1)[1]]["enum"]
+                assert setting.written in words
+            else:
+                assert (node["type"], node["minimum"]) == ("integer", setting.minimum)
+                assert node["minimum"] <= setting.default
+        shown = f"`{setting.written}`" if isinstance(setting.written, str) else setting.written
+        assert defaults[setting.key]["description"].endswith(f"(default {shown}).")
+        # What a config writes is what the loader reads back.
+        assert setting.parse(setting.written) == setting.default
+    assert DEFAULTS.overridden({}) == DEFAULTS
+    assert DEFAULTS.overridden({"timeoutMs": 7, "effect": "ask", "name": "x"}) == attrs.evolve(
+        DEFAULTS, timeout_ms=7, effect=Effect.ASK
+    )

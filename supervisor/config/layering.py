@@ -1,6 +1,6 @@
 """Config layering: tables merge key by key, lists follow the null-splice rule.
 
-Pure functions over plain data; `config.py` feeds them validated documents, farthest first.
+Pure functions over plain data; `build.py` feeds them validated documents, farthest first.
 
 The null-splice rule: a nearer list replaces the farther one unless it holds `null`; each `null`
 is replaced by the farther layers' resolved list (so `[null, x]` appends, `[x, null]` prepends,

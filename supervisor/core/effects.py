@@ -42,7 +42,6 @@ EFFECT_MEANING: Final[dict[Effect, str]] = {
     Effect.RUN: "execute a command the caller did not send, inside the same sandbox and limits",
 }
 
-DEFAULT_EFFECT: Final = Effect.ADVISE
 DEFAULT_MAX: Final = Effect.RUN
 
 #: The most an effect may be in a phase; phases not named here allow `run`.

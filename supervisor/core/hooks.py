@@ -1,17 +1,17 @@
 """A hook as it is in force: declared, defaulted, validated, with where it came from.
 
-Pure data; `config.py` builds these, `hookrun.py` runs them.
+Pure data; `config/build.py` builds these, `run/hookrun.py` runs them.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import attrs
 
-from .effects import DEFAULT_EFFECT, Effect
+from .effects import Effect
 from .limits import DEFAULT_LIMITS, Limits
 from .points import Phase
 
@@ -47,7 +47,7 @@ class Profile(enum.StrEnum):
 
 
 #: What a script run gets unless `[script] sandbox`, the request or `exec --sandbox` says
-#: otherwise (hooks: `Defaults.sandbox`, strict).
+#: otherwise (hooks: `Defaults.sandbox`).
 DEFAULT_RUN_SANDBOX: Final = Profile.WORKSPACE
 
 
@@ -66,9 +66,6 @@ class SandboxPaths:
 DEFAULT_SERVICE_SANDBOXES: Final = tuple(p for p in Profile if p.value in ("strict", "workspace"))
 
 
-DEFAULT_TIMEOUT_MS: Final = 10_000
-DEFAULT_KILL_GRACE_MS: Final = 500
-DEFAULT_MAX_OUTPUT_BYTES: Final = 1024 * 1024
 STDERR_TAIL_BYTES: Final = 64 * 1024
 DEFAULT_RUNS_RETAIN: Final = 256
 #: A run's frames held, in bytes as they cost (`[runs] runBytes`); past it output is dropped.
@@ -99,14 +96,66 @@ class Provenance:
 
 @attrs.frozen
 class Defaults:
-    """Per-hook defaults, from a config's `[defaults]` table (the kill grace and
-    the output cap: `hooks` itself is the list of hooks, so they live here)."""
+    """Per-hook defaults, from a config's `[defaults]` table (the kill grace and the output
+    cap: `hooks` itself is the list of hooks, so they live here). The built-in values are
+    declared here and nowhere else: `Hook`, the loader, the schema and the docs take them from
+    `DEFAULTS` and `HOOK_SETTINGS`."""
 
-    timeout_ms: int = DEFAULT_TIMEOUT_MS
-    kill_grace_ms: int = DEFAULT_KILL_GRACE_MS
-    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
-    effect: Effect = DEFAULT_EFFECT
+    timeout_ms: int = 10_000
+    kill_grace_ms: int = 500
+    max_output_bytes: int = 1024 * 1024
+    effect: Effect = Effect.ADVISE
     sandbox: Profile = Profile.STRICT
+
+    def overridden(self, table: Mapping[str, Any]) -> Defaults:
+        """These defaults with the settings `table` (a `[defaults]` table or a hook) names."""
+        given = {s.attr: s.parse(table[s.key]) for s in HOOK_SETTINGS if s.key in table}
+        return attrs.evolve(self, **given)
+
+
+#: The built-in defaults (a config without `[defaults]`).
+DEFAULTS: Final = Defaults()
+
+
+@attrs.frozen
+class HookSetting:
+    """One row of the hook defaults table: a setting that `[defaults]` gives every hook and a
+    hook may set for itself. `minimum` is an integer's least value (None for a word)."""
+
+    key: str
+    attr: str
+    parse: Callable[[Any], Any]
+    #: What it is, for the schema and the docs.
+    meaning: str
+    minimum: int | None = None
+
+    @property
+    def default(self) -> Any:
+        return getattr(DEFAULTS, self.attr)
+
+    @property
+    def written(self) -> int | str:
+        """The built-in value as a config writes it."""
+        value = self.default
+        if isinstance(value, Effect):
+            return value.word
+        return value.value if isinstance(value, enum.Enum) else int(value)
+
+
+#: The `[defaults]` keys (a hook's own keys too), in `Defaults` order.
+HOOK_SETTINGS: Final = (
+    HookSetting("timeoutMs", "timeout_ms", int, "The whole life of a hook, in ms", 1),
+    HookSetting("killGraceMs", "kill_grace_ms", int, "The grace from SIGTERM to SIGKILL, in ms", 0),
+    HookSetting(
+        "maxOutputBytes",
+        "max_output_bytes",
+        int,
+        "The cap on a hook's stdout, in bytes: above it the hook is killed and failed",
+        1,
+    ),
+    HookSetting("effect", "effect", Effect.parse, "What a hook's output may do"),
+    HookSetting("sandbox", "sandbox", Profile, "A hook's sandbox profile"),
+)
 
 
 @attrs.frozen
@@ -121,16 +170,16 @@ class Hook:
     target: str | tuple[str, ...]
     declaring_dir: str
     source: Provenance
-    effect: Effect = DEFAULT_EFFECT
+    effect: Effect = DEFAULTS.effect
     failure: Failure = Failure.OPEN
-    timeout_ms: int = DEFAULT_TIMEOUT_MS
-    kill_grace_ms: int = DEFAULT_KILL_GRACE_MS
-    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
+    timeout_ms: int = DEFAULTS.timeout_ms
+    kill_grace_ms: int = DEFAULTS.kill_grace_ms
+    max_output_bytes: int = DEFAULTS.max_output_bytes
     env: Mapping[str, str] = attrs.field(factory=dict)
     enabled: bool = True
     when: Mapping[str, Any] = attrs.field(factory=dict)
     cwd: str | None = None
-    sandbox: Profile = Profile.STRICT
+    sandbox: Profile = DEFAULTS.sandbox
     args: Mapping[str, Any] | None = None
     #: The config's `[limits]`.
     limits: Limits = DEFAULT_LIMITS
@@ -180,7 +229,7 @@ class Config:
     autonomy_max: Effect = Effect.RUN
     #: The caller's level (`hooks.autonomy`), clamped by `autonomy_max` where it is used.
     autonomy_hooks: Effect = Effect.RUN
-    defaults: Defaults = Defaults()
+    defaults: Defaults = DEFAULTS
     runs_retain: int = DEFAULT_RUNS_RETAIN
     runs_run_bytes: int = DEFAULT_RUN_BYTES
     runs_retain_bytes: int = DEFAULT_RETAIN_BYTES

@@ -1,13 +1,12 @@
 """Resource limits of hook and script processes: one table, the config's `[limits]`.
 
-Pure data. `sandbox.py` turns them into resource limits and a scratch size; the schema and
-`docs/sandbox.md` list the keys from `LIMIT_KEYS`.
+Pure data: `process/rlimits.py` turns them into resource limits (bounded by the supervisor's
+own) and `process/sandbox.py` into a scratch size; the schema and `docs/sandbox.md` list the
+keys from `LIMIT_KEYS`.
 """
 
 from __future__ import annotations
 
-import functools
-import resource
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -18,7 +17,7 @@ MB: Final = 1 << 20
 
 @attrs.frozen
 class Limits:
-    """Per-child limits under every profile (`none`: soft limits only, see `rlimits`)."""
+    """Per-child limits under every profile (`none`: soft ones only, `process/rlimits.py`)."""
 
     memory_mb: int = 1024
     cpu_seconds: int = 300
@@ -30,27 +29,6 @@ class Limits:
     @classmethod
     def from_table(cls, table: Mapping[str, Any]) -> Limits:
         return cls(**{attr: int(table[key]) for key, attr, _, _ in LIMIT_KEYS if key in table})
-
-    def rlimits(self, *, hard: bool) -> tuple[tuple[str, int, int], ...]:
-        """`(RLIMIT_NAME, soft, hard)`; `hard=False` keeps this process's hard limits (the
-        `none` profile: nothing then stops the hook from raising them back)."""
-        out = []
-        for _key, attr, name, unit in LIMIT_KEYS:
-            if name is None:
-                continue
-            value = getattr(self, attr) * unit
-            own = _own_hard_limit(name)
-            soft = value if own == resource.RLIM_INFINITY else min(value, own)
-            out.append((name, soft, soft if hard else own))
-        out.append(("RLIMIT_CORE", 0, 0 if hard else _own_hard_limit("RLIMIT_CORE")))
-        return tuple(out)
-
-
-@functools.cache
-def _own_hard_limit(name: str) -> int:
-    """This process's hard limit `name`, read once: the supervisor never changes its hard
-    limits (`spawn.raise_open_files_limit` raises a soft one), so each hook need not ask."""
-    return resource.getrlimit(getattr(resource, name))[1]
 
 
 #: `[limits]` key, attribute, the resource limit it sets (None: not one), unit.

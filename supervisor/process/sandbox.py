@@ -31,6 +31,7 @@ import attrs
 from ..core.errors import ProfileUnavailable, SandboxUnavailable
 from ..core.hooks import Profile, SandboxPaths
 from ..core.limits import DEFAULT_LIMITS, MB, Limits
+from .rlimits import rlimits
 from .scratch import scratch_root
 from .spawner import HIDE_ENV, SandboxPlan, Spawner, runner_path
 
@@ -181,7 +182,7 @@ def plan(
     """
     require(profile, spawner)
     if profile is Profile.NONE:
-        return limits.rlimits(hard=False), None
+        return rlimits(limits, hard=False), None
     real = [os.path.realpath(d) for d in dirs]
     write = [os.path.realpath(p) for p in paths.write]
     if profile is Profile.WORKSPACE and workdir is not None:
@@ -212,7 +213,7 @@ def plan(
         return_scratch=return_scratch,
         switch_uid=switch_uid,
     )
-    return limits.rlimits(hard=True), sandbox
+    return rlimits(limits, hard=True), sandbox
 
 
 #: Trees whose owner is never mapped onto a hook's user, and that no grant may hold: the

@@ -1,0 +1,154 @@
+"""The `Config` in force, built from validated layers.
+
+The layers are merged farthest first (`layering.py`: tables key by key, lists by the
+null-splice rule, `[sandbox]` paths appended), then each hook declaration gets its name, the
+defaults it does not override (`Defaults.overridden`), the config's limits and sandbox paths.
+The rules that need every layer are checked here: names unique after defaulting, and
+`failure = "closed"` only with an effect that may refuse.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from ..core.effects import DEFAULT_MAX, REFUSING, Effect
+from ..core.errors import Problem
+from ..core.hooks import (
+    DEFAULT_RETAIN_BYTES,
+    DEFAULT_RUN_BYTES,
+    DEFAULT_RUN_SANDBOX,
+    DEFAULT_RUNS_RETAIN,
+    DEFAULT_SERVICE_SANDBOXES,
+    DEFAULTS,
+    Action,
+    Config,
+    Defaults,
+    Failure,
+    Hook,
+    Profile,
+    Provenance,
+    SandboxPaths,
+)
+from ..core.limits import Limits
+from ..core.points import Phase
+from . import layering
+from .schemaparts import HOOK_ACTIONS, SCRIPT_PHASES
+
+
+@attrs.frozen
+class Decl:
+    """A hook object as declared, and where: the problem file, its pointer, its provenance."""
+
+    obj: Mapping[str, Any]
+    file: str
+    pointer: str
+    source: Provenance
+    declaring_dir: str
+
+
+@attrs.frozen
+class Layer:
+    """A validated layer; its `hooks` items are `Decl`s (or `None` to splice)."""
+
+    file: str
+    doc: Mapping[str, Any]
+    path: str | None = None
+
+
+def resolve(layers: Sequence[Layer]) -> tuple[Config, list[Problem]]:
+    """Merges validated layers and builds the hooks in force, with the rules that need them
+    all: names unique after defaulting, `failure = "closed"` only with a refusing effect."""
+    merged = layering.merge_all(layer.doc for layer in layers)
+    defaults = DEFAULTS.overridden(merged.get("defaults", {}))
+    limits = Limits.from_table(merged.get("limits", {}))
+    table = merged.get("sandbox", {})
+    paths = SandboxPaths(tuple(table.get("read", ())), tuple(table.get("write", ())))
+    hooks: list[Hook] = []
+    problems: list[Problem] = []
+    seen: dict[str, tuple[int, Decl]] = {}
+    counts: dict[tuple[str, str], int] = {}
+    for position, decl in enumerate(merged.get("hooks", [])):
+        obj = decl.obj
+        slot = (obj["on"], obj["phase"])
+        index = counts[slot] = counts.get(slot, -1) + 1
+        hook = _build_hook(decl, obj.get("name") or f"{slot[0]}.{slot[1]}.{index}", defaults)
+        hook = attrs.evolve(hook, limits=limits, paths=paths)
+        if hook.failure is Failure.CLOSED and hook.effect < REFUSING:
+            origin = "" if "effect" in obj else " (the default)"
+            problems.append(
+                Problem(
+                    decl.file,
+                    f"{decl.pointer}/failure",
+                    f'failure "closed" needs an effect that may refuse the run ("{REFUSING.word}"'
+                    f' or above), found effect "{hook.effect.word}"{origin}',
+                )
+            )
+        first_position, first = seen.setdefault(hook.name, (position, decl))
+        if first_position != position:
+            # `first is decl`: one declaration spliced in at two nulls.
+            again = "spliced in twice" if first is decl else "again"
+            problems.append(
+                Problem(
+                    decl.file,
+                    f"{decl.pointer}/name" if "name" in obj else decl.pointer,
+                    f'expected a unique hook name, found "{hook.name}" {again} (first declared'
+                    f" at {first.file}:{first.pointer or '/'})",
+                )
+            )
+        hooks.append(hook)
+    autonomy = merged.get("autonomy", {})
+    runs = merged.get("runs", {})
+    config = Config(
+        hooks=tuple(hooks),
+        script={
+            Phase(phase): tuple(merged["script"][phase])
+            for phase in SCRIPT_PHASES
+            if merged.get("script", {}).get(phase)
+        },
+        autonomy_max=Effect.parse(autonomy["max"]) if "max" in autonomy else DEFAULT_MAX,
+        autonomy_hooks=Effect.parse(autonomy["hooks"]) if "hooks" in autonomy else Effect.RUN,
+        defaults=defaults,
+        runs_retain=int(runs.get("retain", DEFAULT_RUNS_RETAIN)),
+        runs_run_bytes=int(runs.get("runBytes", DEFAULT_RUN_BYTES)),
+        runs_retain_bytes=int(runs.get("retainBytes", DEFAULT_RETAIN_BYTES)),
+        service_sandboxes=tuple(
+            Profile(p)
+            for p in merged.get("service", {}).get(
+                "sandboxes", [p.value for p in DEFAULT_SERVICE_SANDBOXES]
+            )
+        ),
+        limits=limits,
+        sandbox_paths=paths,
+        script_sandbox=Profile(merged.get("script", {}).get("sandbox", DEFAULT_RUN_SANDBOX.value)),
+        files=tuple(layer.path for layer in layers if layer.path is not None),
+    )
+    return config, problems
+
+
+def _build_hook(decl: Decl, name: str, defaults: Defaults) -> Hook:
+    """The hook `decl` declares, named `name`, with `defaults` for what it does not set."""
+    obj = decl.obj
+    action = next(Action(a) for a in HOOK_ACTIONS if a in obj)
+    target = obj[action.value]
+    cwd = obj.get("cwd")
+    return Hook(
+        name=name,
+        on=obj["on"],
+        phase=Phase(obj["phase"]),
+        action=action,
+        target=tuple(target) if isinstance(target, list) else target,
+        declaring_dir=decl.declaring_dir,
+        source=decl.source,
+        failure=Failure(obj.get("failure", Failure.OPEN.value)),
+        env=dict(obj.get("env", {})),
+        enabled=bool(obj.get("enabled", True)),
+        when=dict(obj.get("when", {})),
+        cwd=None if cwd is None else os.path.normpath(os.path.join(decl.declaring_dir, cwd)),
+        args=dict(obj["args"]) if "args" in obj else None,
+        # timeout, kill grace, output cap, effect, sandbox: the hook's own, else `[defaults]`
+        **attrs.asdict(defaults.overridden(obj), recurse=False),
+    )

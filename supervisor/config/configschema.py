@@ -1,0 +1,247 @@
+"""The config schema: a config layer, and one `[[hooks]]` entry, built from the tables.
+
+Enums come from `points.py`, `effects.py` and `hooks.py`; the hook settings and their defaults
+from `hooks.HOOK_SETTINGS`; the `[limits]` keys from `limits.LIMIT_KEYS`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from ..core.effects import REFUSING, Effect
+from ..core.hooks import (
+    DEFAULT_RETAIN_BYTES,
+    DEFAULT_RUN_BYTES,
+    DEFAULT_RUN_SANDBOX,
+    DEFAULT_RUNS_RETAIN,
+    DEFAULT_SERVICE_SANDBOXES,
+    HOOK_SETTINGS,
+    Action,
+    Failure,
+    HookSetting,
+    Profile,
+)
+from ..core.limits import DEFAULT_LIMITS, LIMIT_DOCS, LIMIT_KEYS
+from ..core.points import POINTS, Phase
+from ..core.spawntext import ENV_NAME_PATTERN, TEXT_PATTERN
+from .schemaparts import (
+    EFFECT_REF,
+    HOOK_ACTIONS,
+    MAX_INTEGER,
+    MAX_RLIMIT,
+    MODULE_PATTERN,
+    PLUGIN_PATTERN,
+    SCRIPT_PHASES,
+    argv,
+    enum_of,
+    header,
+    integer,
+    string,
+    strings,
+    table,
+    text,
+)
+
+#: Where a word-valued hook setting's enum is, by the type of its value.
+_SETTING_REFS: Final[dict[type, str]] = {Effect: "#/$defs/effect", Profile: "#/$defs/sandbox"}
+
+
+def _setting(setting: HookSetting, description: str) -> dict[str, Any]:
+    """A hook setting's schema, in `[defaults]` or on a hook."""
+    if setting.minimum is not None:
+        return integer(setting.minimum, description)
+    return {"$ref": _SETTING_REFS[type(setting.default)], "description": description}
+
+
+def _shown(setting: HookSetting) -> str:
+    written = setting.written
+    return f"`{written}`" if isinstance(written, str) else str(written)
+
+
+def _hook_def() -> dict[str, Any]:
+    points = list(POINTS)
+    hook = table(
+        {
+            "name": text("Unique; default `<on>.<phase>.<index>`.", minLength=1),
+            "on": text(
+                "The point (one of " + ", ".join(points) + "), or for observe hooks the event"
+                " kind (or kind prefix) it follows.",
+                minLength=1,
+            ),
+            "phase": {"$ref": "#/$defs/phase", "description": "When the hook runs."},
+            "run": argv('An argv array, never a shell string (a shell is ["sh", "-c", "…"]).'),
+            "module": string(
+                "A Python file (`*.py`) or `package.module[:function]`, run by the module runner.",
+                pattern=MODULE_PATTERN,
+            ),
+            "prompt": string("Text with `@placeholders` sent to a configured model.", minLength=1),
+            "plugin": string("An MCP tool, `namespace.tool`.", pattern=PLUGIN_PATTERN),
+            "source": {
+                "description": "Not legal here: inline source is declared as `script.<phase>`.",
+                "not": {},
+            },
+            "args": {"type": "object", "description": "The arguments of a `plugin` call."},
+            "failure": enum_of(
+                tuple(f.value for f in Failure),
+                "What a failed hook does: `open` lets the run carry on, `closed` refuses it"
+                f" (needs an effect of `{REFUSING.word}` or above). Default `open`.",
+            ),
+            **{s.key: _setting(s, f"{s.meaning}; default `[defaults]`.") for s in HOOK_SETTINGS},
+            "env": {
+                "type": "object",
+                "propertyNames": {"pattern": ENV_NAME_PATTERN},
+                "additionalProperties": text("The variable's value, a literal string."),
+                "description": "Variables added to the hook's scrubbed environment.",
+            },
+            "enabled": {"type": "boolean", "description": "false: listed, never run."},
+            "when": table(
+                {
+                    "kinds": strings("Event kinds (or prefixes) an observe hook follows."),
+                    "server": string("Only for this server."),
+                    "session": string("Only for this session."),
+                    "uri": string("Only for this URI."),
+                    "tool": string("Only for this tool."),
+                },
+                "Filters, as the point provides them.",
+            ),
+            "cwd": text("Working directory, relative to the declaring directory."),
+        },
+        "One hook: a point, a phase and exactly one action.",
+    )
+    hook["required"] = ["on", "phase"]
+    hook["oneOf"] = [{"required": [a]} for a in (*HOOK_ACTIONS, Action.SOURCE.value)]
+    hook["dependentRequired"] = {"args": [Action.PLUGIN.value]}
+    # Outside observe, `on` names a point something fires.
+    hook["if"] = {
+        "required": ["phase"],
+        "properties": {"phase": {"not": {"const": Phase.OBSERVE.value}}},
+    }
+    hook["then"] = {"properties": {"on": {"$ref": "#/$defs/point"}}}
+    return hook
+
+
+def build_config_schema() -> dict[str, Any]:
+    """The config schema, enums taken from the tables."""
+    null_splice = "; `null` splices in what the farther layers resolved to"
+    return {
+        **header(
+            "config",
+            "mcpx-hooks config",
+            "A config layer (TOML or JSON). Tables merge key by key, nearer wins; lists follow"
+            " the null-splice rule.",
+        ),
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "$schema": string("The schema this file follows (for editors); ignored."),
+            "autonomy": table(
+                {
+                    "max": {**EFFECT_REF, "description": "The supervisor's ceiling."},
+                    "hooks": {**EFFECT_REF, "description": "The caller's level."},
+                },
+                "The autonomy dial's ceilings (default `run`).",
+            ),
+            "defaults": table(
+                {s.key: _setting(s, f"{s.meaning} (default {_shown(s)}).") for s in HOOK_SETTINGS},
+                "Per-hook defaults (a hook may set each for itself).",
+            ),
+            "limits": table(
+                {
+                    # At least 1 each: a tmpfs of size 0 has no limit at all.
+                    key: integer(
+                        1,
+                        f"{LIMIT_DOCS[key]} (default {getattr(DEFAULT_LIMITS, attr)}).",
+                        min(MAX_INTEGER, MAX_RLIMIT // unit),
+                    )
+                    for key, attr, _, unit in LIMIT_KEYS
+                },
+                "Resource limits of every hook and script process (docs/sandbox.md).",
+            ),
+            "runs": table(
+                {
+                    "retain": integer(
+                        1, f"Runs the service keeps for replay (default {DEFAULT_RUNS_RETAIN})."
+                    ),
+                    "runBytes": integer(
+                        4096,
+                        "What one run's frames may hold, in bytes as they cost in memory"
+                        f" (default {DEFAULT_RUN_BYTES}); past it its output frames are"
+                        " dropped and counted.",
+                    ),
+                    "retainBytes": integer(
+                        4096,
+                        "What the retained runs' frames may hold together (default"
+                        f" {DEFAULT_RETAIN_BYTES}); past it the oldest finished runs are"
+                        " forgotten.",
+                    ),
+                },
+                "The service's run history.",
+            ),
+            "service": table(
+                {
+                    "sandboxes": {
+                        "type": "array",
+                        "items": {"$ref": "#/$defs/sandbox"},
+                        "uniqueItems": True,
+                        "description": "The sandbox profiles a request may name or get, for"
+                        " its run and its per-call hooks (default"
+                        f" {[p.value for p in DEFAULT_SERVICE_SANDBOXES]}); any other is"
+                        " refused before anything runs.",
+                    },
+                },
+                "What the service's clients may ask for.",
+            ),
+            "sandbox": table(
+                {
+                    key: {
+                        "type": "array",
+                        "items": text(
+                            "A path: absolute, `~` or `~/…` (the supervisor's home), or"
+                            " relative to this file's directory.",
+                            minLength=1,
+                        ),
+                        "description": f"Paths every profile but `none` {what}; the lists of"
+                        " all layers are appended, farthest first (never replaced).",
+                    }
+                    for key, what in (
+                        ("read", "can read (read-only)"),
+                        ("write", "can read and write"),
+                    )
+                },
+                "Paths added to the sandbox profiles (docs/sandbox.md).",
+            ),
+            "script": table(
+                {
+                    **{
+                        p: {
+                            "type": "array",
+                            # Python compiles no NUL and no lone surrogate either.
+                            "items": {"type": ["string", "null"], "pattern": TEXT_PATTERN},
+                            "description": f"Python lines spliced into the launcher at `{p}`"
+                            + null_splice,
+                        }
+                        for p in SCRIPT_PHASES
+                    },
+                    "sandbox": {
+                        "$ref": "#/$defs/sandbox",
+                        "description": "The runs' sandbox profile when a run names none"
+                        f" (default `{DEFAULT_RUN_SANDBOX.value}`).",
+                    },
+                },
+                "Inline source phases of the script point (action `source`), and the runs'"
+                " sandbox profile.",
+            ),
+            "hooks": {
+                "type": "array",
+                "description": "The hooks, in declaration order" + null_splice,
+                "items": {"if": {"type": "null"}, "else": {"$ref": "#/$defs/hook"}},
+            },
+        },
+        "$defs": {
+            "effect": enum_of(tuple(e.word for e in Effect), "An effect level, least to most."),
+            "phase": enum_of(tuple(p.value for p in Phase), "When the hook runs."),
+            "point": enum_of(tuple(POINTS), "A point that something fires."),
+            "sandbox": enum_of(tuple(p.value for p in Profile), "A sandbox profile."),
+            "hook": _hook_def(),
+        },
+    }

@@ -1,0 +1,195 @@
+"""Config files: where they are found, and how one is read into a document.
+
+Layers apply farthest first: `/etc/mcpx-hooks/config.toml`, the user's
+`$XDG_CONFIG_HOME/mcpx-hooks/config.toml`, each `.mcpx-hooks.toml` / `.mcpx-hooks.json` from `/`
+down to the working directory, then the `--config` files in order (`loading.py` layers them).
+
+TOML has no `null`: in a TOML file, a list item that is exactly the table `{inherit = true}`
+(or a `[[hooks]]` entry holding only `inherit = true`) stands for `null`.
+
+`[sandbox] read` and `write` hold paths: `~` and `~/…` are the supervisor's home (`$HOME`, else
+its passwd entry), `~user/…` that user's, and a relative path is resolved against the directory
+of the file that declares it, when the file is read.
+
+Nothing wrong with a file raises: a file that is not a regular file (a directory, a dangling
+symlink, a symlink loop, a FIFO), one that cannot be read or decoded, one that does not parse,
+and one nested deeper than `jsontext.MAX_DEPTH` are each a `Problem` naming the file. So is a
+discovered name that exists as anything but a readable regular file: it is reported, never
+skipped.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import pwd
+import stat
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final
+
+from ..core import jsontext
+from ..core.errors import Problem
+
+ETC_DIR: Final = Path("/etc/mcpx-hooks")
+USER_FILE: Final = Path("mcpx-hooks") / "config.toml"
+LOCAL_NAMES: Final = (".mcpx-hooks.toml", ".mcpx-hooks.json")
+#: Set to anything but "" or "0" to skip discovery (tests and the demo do).
+NO_DISCOVERY_ENV: Final = "MCPX_HOOKS_NO_DISCOVERY"
+#: TOML's stand-in for a `null` list item.
+TOML_NULL: Final[Mapping[str, Any]] = {"inherit": True}
+
+
+def discover_files(cwd: Path, environ: Mapping[str, str], *, etc_dir: Path = ETC_DIR) -> list[Path]:
+    """The config names that exist, farthest first; none when `MCPX_HOOKS_NO_DISCOVERY` is set.
+
+    The user file is `$XDG_CONFIG_HOME/mcpx-hooks/config.toml` when that variable is an
+    absolute path, else `$HOME/.config/mcpx-hooks/config.toml` (nothing without `HOME`).
+    A name counts when anything is there (`os.path.lexists`): a directory, a dangling
+    symlink or a symlink loop is returned too, and loading it is a `Problem`, so a config
+    that was meant to apply never vanishes without a word.
+    """
+    if environ.get(NO_DISCOVERY_ENV, "") not in ("", "0"):
+        return []
+    candidates = [etc_dir / "config.toml"]
+    xdg, home = environ.get("XDG_CONFIG_HOME", ""), environ.get("HOME", "")
+    if os.path.isabs(xdg):
+        candidates.append(Path(xdg) / USER_FILE)
+    elif home:
+        candidates.append(Path(home) / ".config" / USER_FILE)
+    here = Path(os.path.abspath(cwd))
+    for directory in (*reversed(here.parents), here):
+        candidates.extend(directory / name for name in LOCAL_NAMES)
+    found: list[Path] = []
+    for path in candidates:
+        if os.path.lexists(path) and path not in found:
+            found.append(path)
+    return found
+
+
+def read_file(path: Path, file: str, *, origin: str = "") -> tuple[Any, list[Problem]]:
+    """The parsed document, or `None` and the problem that stopped it."""
+    suffix = path.suffix.lower()
+    if suffix not in (".toml", ".json"):
+        found = f'"{suffix}"' if suffix else "no extension"
+        return None, [Problem(file, "", f"expected a .toml or .json config file, found {found}")]
+    if (why := _not_a_regular_file(path, origin)) is not None:
+        return None, [Problem(file, "", why)]
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, [Problem(file, "", f"cannot read the file: {exc}")]
+    if suffix == ".json":
+        try:
+            return jsontext.loads(text), []
+        except jsontext.JsonError as exc:
+            return None, [Problem(file, "", f"invalid JSON: {exc}")]
+    try:
+        doc = tomllib.loads(text)
+    except RecursionError:  # tomllib parses nested arrays and inline tables recursively
+        return None, [Problem(file, "", _TOO_DEEP)]
+    except ValueError as exc:  # TOMLDecodeError, or an integer past the digit limit
+        return None, [Problem(file, "", f"invalid TOML: {str(exc).split(';')[0]}")]
+    # Dotted keys and table headers nest without recursing: the depth is checked after, so
+    # nothing downstream (the schema, layering, the views) ever walks a deeper document.
+    if jsontext.depth(doc) > jsontext.MAX_DEPTH:
+        return None, [Problem(file, "", _TOO_DEEP)]
+    return _toml_nulls(doc), []
+
+
+_TOO_DEEP: Final = f"invalid TOML: nested deeper than {jsontext.MAX_DEPTH} levels"
+
+
+def _not_a_regular_file(path: Path, origin: str) -> str | None:
+    """Why `path` is not a config file to read (it follows symlinks), or None when it is a
+    regular file. A FIFO or a device is refused before it is opened: reading one could
+    block or never end."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        if os.path.islink(path):
+            return f"expected a config file, found a dangling symlink (to {_link(path)}){origin}"
+        return f"no such file: {os.path.abspath(path)}{origin}"
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return f"expected a config file, found a symlink loop{origin}"
+        return f"cannot read the file: {exc}"
+    if stat.S_ISDIR(mode):
+        return f"expected a config file, found a directory{origin}"
+    if not stat.S_ISREG(mode):
+        return f"expected a config file, found {_kind(mode)}{origin}"
+    return None
+
+
+def _link(path: Path) -> str:
+    try:
+        return repr(os.readlink(path))
+    except OSError:  # gone or replaced since the stat
+        return "a path that does not exist"
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "something that is not a regular file"
+
+
+def _toml_nulls(doc: dict[str, Any]) -> dict[str, Any]:
+    """Turns TOML's `{inherit = true}` list items into `None`, where lists may splice."""
+
+    def nulls(items: Any) -> Any:
+        if not isinstance(items, list):
+            return items
+        return [None if item == TOML_NULL else item for item in items]
+
+    if "hooks" in doc:
+        doc["hooks"] = nulls(doc["hooks"])
+    script = doc.get("script")
+    if isinstance(script, dict):
+        doc["script"] = {phase: nulls(lines) for phase, lines in script.items()}
+    return doc
+
+
+def resolve_sandbox_paths(
+    doc: dict[str, Any], file: str, directory: str, environ: Mapping[str, str]
+) -> tuple[dict[str, Any], list[Problem]]:
+    """`doc` with its `[sandbox]` paths made absolute (see the module docstring), and the
+    problems of those that cannot be."""
+    table = dict(doc["sandbox"])
+    problems: list[Problem] = []
+    for key in ("read", "write"):
+        resolved = []
+        for index, given in enumerate(table.get(key, [])):
+            path, why = sandbox_path(given, directory, environ)
+            if why is not None:
+                problems.append(Problem(file, f"/sandbox/{key}/{index}", why))
+            resolved.append(path)
+        if key in table:
+            table[key] = resolved
+    return {**doc, "sandbox": table}, problems
+
+
+def sandbox_path(given: str, directory: str, environ: Mapping[str, str]) -> tuple[str, str | None]:
+    """A `[sandbox]` path made absolute and normal: `~` expanded, a relative path joined to
+    `directory`. The second item says why it cannot be, or is None."""
+    path = given
+    if given == "~" or given.startswith("~/"):
+        home = environ.get("HOME", "")
+        if not os.path.isabs(home):
+            try:
+                home = pwd.getpwuid(os.getuid()).pw_dir
+            except KeyError:
+                return given, f'expected a path, found "{given}": no home directory for "~"'
+        path = home + given[1:]
+    elif given.startswith("~"):
+        user, _, rest = given[1:].partition("/")
+        try:
+            path = os.path.join(pwd.getpwnam(user).pw_dir, rest)
+        except KeyError:
+            return given, f'expected a path, found "{given}": there is no user "{user}"'
+    return os.path.normpath(os.path.join(directory, path)), None
