@@ -22,10 +22,10 @@ import trio
 
 from ..config.loading import load_config
 from ..core.hooks import Config
+from ..core.scripts import Script
 from ..run.bus import Event
 from ..run.execute import RunRequest
 from ..run.runtime import Runtime, open_runtime
-from ..run.script import Script
 from ..service.remote import Remote, exec_remote
 from ..service.server import Listening, Service, ServiceOptions
 from .view import frame_lines

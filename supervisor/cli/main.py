@@ -508,8 +508,8 @@ def _exec_request(args: argparse.Namespace) -> tuple[Config, RunRequest]:
     from ..core.effects import Effect
     from ..core.hooks import Profile
     from ..core.points import Phase
+    from ..core.scripts import Script
     from ..run.execute import DEFAULT_SCRIPT_TIMEOUT_MS, RunRequest
-    from ..run.script import Script
 
     argv = _exec_argv(args)
     script_lines = _script_lines(args)
@@ -991,7 +991,8 @@ def _hook_test(args: argparse.Namespace) -> int:
     import attrs
     import trio
 
-    from ..core.frames import HookStatus, to_json
+    from ..core.convert import to_json
+    from ..core.frames import HookStatus
     from ..core.points import Phase
     from .view import hook_frame_lines
 
@@ -1016,8 +1017,9 @@ def _hook_test(args: argparse.Namespace) -> int:
 
 
 async def _run_one(hook: Hook, ctx: HookContext) -> HookFrame:
+    from ..core.frames import stamp
     from ..process.spawner import open_spawner
     from ..run.hookrun import run_hook
 
     async with open_spawner() as spawner:
-        return (await run_hook(spawner, hook, ctx)).frame
+        return stamp((await run_hook(spawner, hook, ctx)).frame, ctx.run_id, 0)
