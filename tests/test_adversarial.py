@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import trio
 
-from mcpx_hooks.supervisor.core.frames import HookStatus, to_json
+from mcpx_hooks.supervisor.core.convert import to_json
+from mcpx_hooks.supervisor.core.frames import HookStatus
 from mcpx_hooks.supervisor.core.hooks import Action, Hook, Profile, Provenance, SourceKind
 from mcpx_hooks.supervisor.core.limits import Limits
 from mcpx_hooks.supervisor.core.points import Phase

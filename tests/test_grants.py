@@ -24,8 +24,9 @@ import attrs
 import pytest
 import trio
 
+from mcpx_hooks.supervisor.core.convert import to_json
 from mcpx_hooks.supervisor.core.errors import SandboxUnavailable
-from mcpx_hooks.supervisor.core.frames import HookStatus, to_json
+from mcpx_hooks.supervisor.core.frames import HookStatus
 from mcpx_hooks.supervisor.core.hooks import (
     Action,
     Config,
@@ -36,13 +37,13 @@ from mcpx_hooks.supervisor.core.hooks import (
     SourceKind,
 )
 from mcpx_hooks.supervisor.core.points import Phase
+from mcpx_hooks.supervisor.core.scripts import Script
 from mcpx_hooks.supervisor.process import sandbox
 from mcpx_hooks.supervisor.process.spawner import SandboxPlan, Spawner
 from mcpx_hooks.supervisor.run.execute import RunRequest
 from mcpx_hooks.supervisor.run.hookcontext import HookContext, RunInfo
 from mcpx_hooks.supervisor.run.hookrun import HookReport, run_hook
 from mcpx_hooks.supervisor.run.runtime import open_runtime
-from mcpx_hooks.supervisor.run.script import Script
 
 PY = sys.executable
 CTX = HookContext(run=RunInfo("run-1", ("job",), "/", "2026-01-01T00:00:00Z"), input=({},))

@@ -16,9 +16,17 @@ import psutil
 import pytest
 import trio
 
+from mcpx_hooks.supervisor.core.convert import to_json
 from mcpx_hooks.supervisor.core.effects import Effect
-from mcpx_hooks.supervisor.core.frames import HookStatus, to_json
-from mcpx_hooks.supervisor.core.hookenv import NAMES
+from mcpx_hooks.supervisor.core.frames import HookStatus
+from mcpx_hooks.supervisor.core.hookenv import (
+    NAMES,
+    VARIABLES,
+    HookFacts,
+    When,
+    fact_of,
+    hook_variables,
+)
 from mcpx_hooks.supervisor.core.hooks import Action, Failure, Hook, Profile, Provenance, SourceKind
 from mcpx_hooks.supervisor.core.points import Phase
 from mcpx_hooks.supervisor.process.spawner import Spawner, open_spawner
@@ -182,9 +190,9 @@ async def test_apply_under_advise_is_dropped_and_reported(spawner: Spawner, tmp_
     report = await run(spawner, hook)
     assert report.answer.apply is None
     assert not report.frame.changed
-    assert report.frame.dropped == (
+    assert to_json(report.frame)["dropped"] == [
         {"key": "apply", "reason": "needs effect apply; in force: advise"},
-    )
+    ]
 
 
 async def test_apply_records_original(spawner: Spawner, tmp_path: Path) -> None:
@@ -206,7 +214,7 @@ async def test_fail_closed_timeout_refuses(spawner: Spawner, tmp_path: Path) -> 
     frame = (await run(spawner, hook)).frame
     assert time.monotonic() - started < 2
     assert frame.status is HookStatus.TIMEOUT
-    assert frame.refused is not None and frame.refused["failClosed"] is True
+    assert frame.refused is not None and to_json(frame)["refused"]["failClosed"] is True
 
 
 async def test_fail_closed_clamped_below_ask_cannot_refuse(
@@ -224,7 +232,7 @@ async def test_refusal_is_not_a_failure(spawner: Spawner, tmp_path: Path) -> Non
     hook = py_hook(tmp_path, 'print(\'{"refuse": {"reason": "nope"}}\')', effect=Effect.ASK)
     frame = (await run(spawner, hook)).frame
     assert frame.status is HookStatus.OK
-    assert frame.refused == {"reason": "nope", "failClosed": False}
+    assert to_json(frame)["refused"] == {"reason": "nope", "failClosed": False}
 
 
 async def test_timeout_kills_setsid_grandchild_within_grace(
@@ -381,3 +389,31 @@ async def test_module_runner_bounds_a_stalled_stdin(tmp_path: Path) -> None:
                 await stream.aclose()
     assert code == 1
     assert b"stdin not finished within 0.3 s" in err
+
+
+def test_the_variables_come_from_the_table_and_its_when() -> None:
+    assert {fact_of(v) for v in VARIABLES} == {f.name for f in attrs.fields(HookFacts)}
+    common = {
+        "name": "h",
+        "on": "script",
+        "action": "run",
+        "effect": "advise",
+        "run_id": "r1",
+        "timeout_ms": "5000",
+        "scratch": "/s",
+        "dir": "/d",
+        "outcome": "error",
+        "event_kind": "run.finished",
+        "event_seq": "4",
+    }
+    always = [v.name for v in VARIABLES if v.when is When.ALWAYS]
+    before = hook_variables(HookFacts(phase=Phase.BEFORE, **common))
+    assert list(before) == always  # no outcome, no event: those are for other phases
+    assert before["MCPX_HOOK_PROTOCOL"] == "1" and before["MCPX_HOOK_PHASE"] == "before"
+    suffix = hook_variables(HookFacts(phase=Phase.SUFFIX, **common))
+    assert set(suffix) - set(always) == {"MCPX_HOOK_OUTCOME"}
+    observe = hook_variables(HookFacts(phase=Phase.OBSERVE, **common))
+    assert set(observe) - set(always) == {"MCPX_HOOK_EVENT_KIND", "MCPX_HOOK_EVENT_SEQ"}
+    assert observe["MCPX_HOOK_EVENT_SEQ"] == "4"
+    unknown = hook_variables(HookFacts(phase=Phase.SUFFIX, **{**common, "outcome": None}))
+    assert "MCPX_HOOK_OUTCOME" not in unknown

@@ -4,8 +4,9 @@ import json
 
 import pytest
 
+from mcpx_hooks.supervisor.core.answers import bound_answer
 from mcpx_hooks.supervisor.core.effects import Effect
-from mcpx_hooks.supervisor.run.output import InvalidOutput, bound_answer, read_output
+from mcpx_hooks.supervisor.run.output import InvalidOutput, read_output
 
 
 def test_nothing_is_no_opinion() -> None:

@@ -22,10 +22,12 @@ from conftest import ROOT, hook_user_processes, kill_supervisor_and_wait
 from mcpx_hooks.runners import confine
 from mcpx_hooks.supervisor.cli import doctor
 from mcpx_hooks.supervisor.config.loading import load_config
-from mcpx_hooks.supervisor.core.frames import HookStatus, to_json
+from mcpx_hooks.supervisor.core.convert import to_json
+from mcpx_hooks.supervisor.core.frames import HookStatus
 from mcpx_hooks.supervisor.core.hooks import Action, Hook, Profile, Provenance, SourceKind
 from mcpx_hooks.supervisor.core.limits import DEFAULT_LIMITS, LIMIT_KEYS, Limits
 from mcpx_hooks.supervisor.core.points import Phase
+from mcpx_hooks.supervisor.core.scripts import Script
 from mcpx_hooks.supervisor.process import sandbox
 from mcpx_hooks.supervisor.process.scratch import scratch_dir
 from mcpx_hooks.supervisor.process.spawner import ChildSpec, Spawner
@@ -33,7 +35,6 @@ from mcpx_hooks.supervisor.run.execute import RunRequest
 from mcpx_hooks.supervisor.run.hookcontext import HookContext, RunInfo
 from mcpx_hooks.supervisor.run.hookrun import HookReport, run_hook
 from mcpx_hooks.supervisor.run.runtime import open_runtime
-from mcpx_hooks.supervisor.run.script import Script
 
 if TYPE_CHECKING:
     from conftest import Marker

@@ -24,7 +24,8 @@ import trio
 import trio.testing
 from conftest import HOOK_UID_BASE, Marker, hook_user_processes
 
-from mcpx_hooks.supervisor.core.frames import HookStatus, to_json
+from mcpx_hooks.supervisor.core.convert import to_json
+from mcpx_hooks.supervisor.core.frames import HookStatus
 from mcpx_hooks.supervisor.core.hooks import Action, Hook, Profile, Provenance, SourceKind
 from mcpx_hooks.supervisor.core.points import Phase
 from mcpx_hooks.supervisor.process.spawner import SPAWN_MODE_ENV, WARM_ENV, Spawner, open_spawner

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from typing import Any
 
 import pytest
 
 from mcpx_hooks.supervisor.core.effects import Effect
 from mcpx_hooks.supervisor.core.hooks import Profile
-from mcpx_hooks.supervisor.run.script import Script
+from mcpx_hooks.supervisor.core.scripts import Script
 from mcpx_hooks.supervisor.service.targets import (
     Endpoint,
     check_from,
@@ -188,3 +190,11 @@ def test_encode_is_one_line_and_takes_what_orjson_refuses() -> None:
     assert encode({"a": "x\ny", "b": [1, 2]}) == '{"a":"x\\ny","b":[1,2]}'
     assert json.loads(encode({"big": 2**70})) == {"big": 2**70}
     assert "\n" not in encode({"big": 2**70, "s": "é\n"})
+
+
+def test_the_wire_loads_no_trio() -> None:
+    # The protocol module is pure: the remote client and the tests can use it without the
+    # supervisor's trio side (the spawner, the running of scripts) coming along.
+    code = "import sys, mcpx_hooks.supervisor.service.wire; assert 'trio' not in sys.modules"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr

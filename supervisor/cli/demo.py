@@ -24,10 +24,10 @@ import trio
 from ..config.loading import load_config
 from ..core.frames import FrameType, HookStatus
 from ..core.hooks import Config
+from ..core.scripts import Script
 from ..run.bus import Event, EventKind
 from ..run.execute import RunRequest
 from ..run.runtime import Runtime, open_runtime
-from ..run.script import Script
 from ..service.remote import Remote, exec_remote
 from ..service.server import Listening, Service, ServiceOptions
 from .view import frame_lines

@@ -215,8 +215,8 @@ def _request(args: argparse.Namespace) -> tuple[Config, RunRequest]:
     from ..core.effects import Effect
     from ..core.hooks import Profile
     from ..core.points import Phase
+    from ..core.scripts import Script
     from ..run.execute import DEFAULT_SCRIPT_TIMEOUT_MS, RunRequest
-    from ..run.script import Script
 
     argv = _argv(args)
     script_lines = _script_lines(args)

@@ -96,7 +96,8 @@ def hook_test(args: argparse.Namespace) -> int:
     import attrs
     import trio
 
-    from ..core.frames import HookStatus, to_json
+    from ..core.convert import to_json
+    from ..core.frames import HookStatus
     from ..core.points import Phase
     from .view import hook_frame_lines
 
@@ -185,8 +186,9 @@ def mock_context(config: Config, phase: Phase, event: dict[str, Any]) -> HookCon
 
 
 async def _run_one(hook: Hook, ctx: HookContext) -> HookFrame:
+    from ..core.frames import stamp
     from ..process.spawner import open_spawner
     from ..run.hookrun import run_hook
 
     async with open_spawner() as spawner:
-        return (await run_hook(spawner, hook, ctx)).frame
+        return stamp((await run_hook(spawner, hook, ctx)).frame, ctx.run_id, 0)

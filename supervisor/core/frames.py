@@ -1,6 +1,8 @@
-"""Frames: the run's messages to its clients. attrs in, one cattrs converter out.
+"""Frames: the run's messages to its clients, their envelope and their order.
 
-Field names are snake_case here and camelCase on the wire; fields that are None are left out.
+A frame is made without its envelope (`blank`); the run's journal stamps it (`stamp`) as it
+takes it in, so the run's frames are numbered in the one order readers see them. Their wire
+form is the one converter's (`core/convert.py`): camelCase, defaults left out.
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final, TypeVar
 
 import attrs
-import cattrs
-from cattrs.gen import make_dict_unstructure_fn, override
+
+from .answers import Ask, Dropped, Refusal
+from .convert import KEEP, SHOWN_WITH, WIRE
+from .points import Phase
 
 
 class FrameType(enum.StrEnum):
@@ -45,9 +49,6 @@ class HookStatus(enum.StrEnum):
     @property
     def is_failure(self) -> bool:
         return self not in (HookStatus.OK, HookStatus.SKIPPED)
-
-
-_F = TypeVar("_F")
 
 
 def now_rfc3339() -> str:
@@ -89,16 +90,16 @@ class HookFrame:
     status: HookStatus
     duration_ms: int
     sandbox: str
-    changed: bool = False
+    changed: bool = attrs.field(default=False, metadata=KEEP)
     #: The value before an `apply` replaced it (present only then), and the value after.
-    original: Any = None
-    value: Any = None
+    original: Any = attrs.field(default=None, metadata={SHOWN_WITH: "changed"})
+    value: Any = attrs.field(default=None, metadata={SHOWN_WITH: "changed"})
     advice: tuple[str, ...] = ()
     proposals: tuple[dict[str, Any], ...] = ()
-    #: `{"reason": …, "failClosed": bool}` when this hook stops the run.
-    refused: dict[str, Any] | None = None
-    ask: dict[str, Any] | None = None
-    dropped: tuple[dict[str, str], ...] = ()
+    #: Set when this hook stops the run.
+    refused: Refusal | None = attrs.field(default=None, metadata=KEEP)
+    ask: Ask | None = None
+    dropped: tuple[Dropped, ...] = attrs.field(default=(), metadata=KEEP)
     #: Why the hook failed or was skipped, in words.
     reason: str | None = None
     #: Said when `failure = "closed"` can no longer refuse because clamping lowered the effect.
@@ -108,7 +109,7 @@ class HookFrame:
     stderr_tail: str | None = None
     resources: Resources | None = None
     ran: Ran | None = None
-    type: FrameType = FrameType.HOOK
+    type: FrameType = attrs.field(default=FrameType.HOOK, metadata=KEEP)
 
 
 @attrs.frozen
@@ -119,7 +120,7 @@ class StartFrame:
     argv: tuple[str, ...]
     cwd: str
     sandbox: str
-    type: FrameType = FrameType.START
+    type: FrameType = attrs.field(default=FrameType.START, metadata=KEEP)
 
 
 @attrs.frozen
@@ -130,8 +131,8 @@ class LogFrame:
     level: str
     message: str
     #: `attrs` on the wire (a name attrs and cattrs keep for themselves here).
-    attributes: dict[str, Any] = attrs.field(factory=dict, metadata={"wire": "attrs"})
-    type: FrameType = FrameType.LOG
+    attributes: dict[str, Any] = attrs.field(factory=dict, metadata={WIRE: "attrs"})
+    type: FrameType = attrs.field(default=FrameType.LOG, metadata=KEEP)
 
 
 @attrs.frozen
@@ -140,7 +141,7 @@ class EmitFrame:
     seq: int
     at: str
     value: Any
-    type: FrameType = FrameType.EMIT
+    type: FrameType = attrs.field(default=FrameType.EMIT, metadata=KEEP)
 
 
 @attrs.frozen
@@ -151,7 +152,7 @@ class OutputFrame:
     seq: int
     at: str
     text: str
-    type: FrameType = FrameType.STDOUT
+    type: FrameType = attrs.field(default=FrameType.STDOUT, metadata=KEEP)
 
 
 @attrs.frozen
@@ -164,7 +165,7 @@ class ArtifactFrame:
     mime: str
     size: int
     sha256: str
-    type: FrameType = FrameType.ARTIFACT
+    type: FrameType = attrs.field(default=FrameType.ARTIFACT, metadata=KEEP)
 
 
 @attrs.frozen
@@ -175,7 +176,7 @@ class ResultFrame:
     value: Any
     advice: tuple[str, ...] = ()
     proposals: tuple[dict[str, Any], ...] = ()
-    type: FrameType = FrameType.RESULT
+    type: FrameType = attrs.field(default=FrameType.RESULT, metadata=KEEP)
 
 
 @attrs.frozen
@@ -187,7 +188,7 @@ class ErrorFrame:
     exit_code: int | None = None
     advice: tuple[str, ...] = ()
     refused_by: str | None = None
-    type: FrameType = FrameType.ERROR
+    type: FrameType = attrs.field(default=FrameType.ERROR, metadata=KEEP)
 
 
 @attrs.frozen
@@ -197,7 +198,7 @@ class EndFrame:
     at: str
     exit_code: int | None
     duration_ms: int
-    type: FrameType = FrameType.END
+    type: FrameType = attrs.field(default=FrameType.END, metadata=KEEP)
 
 
 @attrs.frozen
@@ -206,7 +207,7 @@ class WarningFrame:
     seq: int
     at: str
     message: str
-    type: FrameType = FrameType.WARNING
+    type: FrameType = attrs.field(default=FrameType.WARNING, metadata=KEEP)
 
 
 Frame = (
@@ -223,46 +224,23 @@ Frame = (
 )
 
 
-def blank(frame_type: type[_F], **fields: Any) -> _F:
+_Framed = TypeVar("_Framed", bound=Frame)
+
+
+def blank(frame_type: type[_Framed], **fields: Any) -> _Framed:
     """A frame without its envelope yet: the journal stamps `runId`, `seq` and `at`."""
     make: Any = frame_type
-    frame: _F = make(run_id="", seq=-1, at="", **fields)
+    frame: _Framed = make(run_id="", seq=-1, at="", **fields)
     return frame
 
 
-#: Fields that stay on the wire even when empty: consumers rely on them being there.
-_ALWAYS: Final = frozenset({"type", "changed", "dropped", "clamped_by", "refused", "status"})
+def stamp(frame: _Framed, run_id: str, seq: int) -> _Framed:
+    """`frame` in its envelope: its run, its place in the run, and the time now.
 
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part.title() for part in rest)
-
-
-converter = cattrs.Converter()
-
-
-def _unstructure_factory(cls: type) -> Any:
-    overrides: dict[str, Any] = {
-        a.name: override(
-            rename=a.metadata.get("wire", _camel(a.name)),
-            omit_if_default=a.default is not attrs.NOTHING and a.name not in _ALWAYS,
-        )
-        for a in attrs.fields(cls)
-    }
-    return make_dict_unstructure_fn(cls, converter, **overrides)
-
-
-converter.register_unstructure_hook_factory(attrs.has, _unstructure_factory)
-
-
-def to_json(frame: Any) -> dict[str, Any]:
-    """The wire form of a frame (or any attrs object of this module)."""
-    out: dict[str, Any] = converter.unstructure(frame)
-    if out.get("changed"):  # a replaced `null` is still worth showing
-        out.setdefault("original", None)
-        out.setdefault("value", None)
-    return out
+    The journal stamps every frame of a run as it appends it; a hook frame that belongs to
+    no journal (an observe hook's, `hook test`'s) is stamped where it is sent, with seq 0.
+    """
+    return attrs.evolve(frame, run_id=run_id, seq=seq, at=now_rfc3339())
 
 
 class OrderError(ValueError):
@@ -271,19 +249,19 @@ class OrderError(ValueError):
 
 #: Where each frame may stand: a stream's ranks never go down.
 _RANK: Final[dict[tuple[str, str | None], int]] = {
-    ("start", None): 0,
-    ("hook", "before"): 1,
-    ("log", None): 2,
-    ("emit", None): 2,
-    ("stdout", None): 2,
-    ("stderr", None): 2,
-    ("artifact", None): 3,
-    ("hook", "onSuccess"): 4,
-    ("hook", "onError"): 4,
-    ("result", None): 5,
-    ("error", None): 5,
-    ("hook", "suffix"): 6,
-    ("end", None): 7,
+    (FrameType.START, None): 0,
+    (FrameType.HOOK, Phase.BEFORE): 1,
+    (FrameType.LOG, None): 2,
+    (FrameType.EMIT, None): 2,
+    (FrameType.STDOUT, None): 2,
+    (FrameType.STDERR, None): 2,
+    (FrameType.ARTIFACT, None): 3,
+    (FrameType.HOOK, Phase.ON_SUCCESS): 4,
+    (FrameType.HOOK, Phase.ON_ERROR): 4,
+    (FrameType.RESULT, None): 5,
+    (FrameType.ERROR, None): 5,
+    (FrameType.HOOK, Phase.SUFFIX): 6,
+    (FrameType.END, None): 7,
 }
 
 
@@ -311,17 +289,17 @@ def check_order(frames: Iterable[Mapping[str, Any]]) -> None:
             raise OrderError(f"{where}: runId {frame.get('runId')!r} is not {run_id!r}")
         if ended:
             raise OrderError(f"{where}: after end")
-        phase = frame.get("phase") if kind == "hook" else None
+        phase = frame.get("phase") if kind == FrameType.HOOK else None
         if kind == FrameType.WARNING and i == 0:
             raise OrderError(f"{where}: a run starts with start")
         if (str(kind), phase) not in _RANK:
-            if kind == "hook":
+            if kind == FrameType.HOOK:
                 raise OrderError(f"{where}: a {phase!r} hook has no place in a run")
             continue
         new = _RANK[(str(kind), phase)]
-        if i == 0 and kind != "start":
+        if i == 0 and kind != FrameType.START:
             raise OrderError(f"{where}: a run starts with start")
-        if new < rank or (kind == "start" and i != 0):
+        if new < rank or (kind == FrameType.START and i != 0):
             raise OrderError(f"{where}: out of order")
         if new == 4:
             if landing not in (None, phase):
@@ -331,7 +309,7 @@ def check_order(frames: Iterable[Mapping[str, Any]]) -> None:
             outcomes += 1
             if outcomes > 1:
                 raise OrderError(f"{where}: a second result or error")
-        ended = kind == "end"
+        ended = kind == FrameType.END
         rank = new
     if not ended:
         raise OrderError("the run has no end frame")

@@ -1,6 +1,7 @@
 """The flat `MCPX_HOOK_*` variables a hook receives: one table.
 
-`docs/environment.md` is generated from `VARIABLES`; a test holds the two together.
+`docs/environment.md` is generated from `VARIABLES`; a test holds the two together. A hook's
+values come from `HookFacts`, one field per variable: `MCPX_HOOK_RUN_ID` is `run_id`.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from collections.abc import Mapping
 from typing import Final
 
 import attrs
+
+from .points import Phase
 
 
 class When(enum.StrEnum):
@@ -47,6 +50,9 @@ VARIABLES: Final[tuple[Variable, ...]] = (
 
 NAMES: Final = frozenset(v.name for v in VARIABLES)
 
+#: The phase a variable's `when` limits it to.
+_WHEN_PHASE: Final[dict[When, Phase]] = {When.SUFFIX: Phase.SUFFIX, When.OBSERVE: Phase.OBSERVE}
+
 #: What a script (not a hook) is given besides the scrubbed environment.
 FRAMES_FD_VAR: Final = "MCPX_FRAMES_FD"
 ARTIFACTS_DIR_VAR: Final = "MCPX_ARTIFACTS_DIR"
@@ -67,12 +73,42 @@ BASE_ENV: Final[Mapping[str, str]] = {
 }
 
 
-def hook_variables(values: Mapping[str, str]) -> dict[str, str]:
-    """Checks that `values` names only variables of the table; returns them as a dict."""
-    unknown = set(values) - NAMES
-    if unknown:
-        raise KeyError(f"not in the MCPX_HOOK_* table: {sorted(unknown)}")
-    return dict(values)
+@attrs.frozen(kw_only=True)
+class HookFacts:
+    """What one hook is told in its variables, each as the text it is given (`phase` is a
+    `Phase`, whose value is that text; the table's `when` reads it). A fact that is None is
+    not given (an outcome a suffix hook does not have, an observe hook's missing event)."""
+
+    name: str
+    on: str
+    phase: Phase
+    action: str
+    effect: str
+    run_id: str
+    timeout_ms: str
+    scratch: str
+    dir: str
+    outcome: str | None = None
+    event_kind: str | None = None
+    event_seq: str | None = None
+    protocol: str = str(PROTOCOL)
+
+
+def fact_of(variable: Variable) -> str:
+    """The `HookFacts` field that gives a variable its value."""
+    return variable.name.removeprefix("MCPX_HOOK_").lower()
+
+
+def hook_variables(facts: HookFacts) -> dict[str, str]:
+    """The table's variables for one hook, in the table's order: those its phase gets
+    (`when`) and that it has a value for."""
+    out: dict[str, str] = {}
+    for variable in VARIABLES:
+        limited_to = _WHEN_PHASE.get(variable.when)
+        value = getattr(facts, fact_of(variable))
+        if value is not None and limited_to in (None, facts.phase):
+            out[variable.name] = str(value)
+    return out
 
 
 def base_environment(parent: Mapping[str, str], scratch: str) -> dict[str, str]:

@@ -32,6 +32,7 @@ from ..core.frames import (
 )
 from ..core.hooks import PROCESS_ACTIONS, Config, Profile
 from ..core.points import Phase
+from ..core.scripts import Script
 from ..process import sandbox
 from ..process.scratch import scratch_dir
 from ..process.spawner import ChildSpec, Spawner
@@ -39,14 +40,7 @@ from .bus import Bus, EventKind
 from .hookcontext import HookContext, RunInfo, new_run_id
 from .journal import RunJournal
 from .phases import Asker, PhaseHooks, RunState, nobody_answers
-from .script import (
-    Script,
-    ScriptOutcome,
-    artifact_frames,
-    run_script,
-    script_argv,
-    script_environment,
-)
+from .script import ScriptOutcome, artifact_frames, run_script, script_argv, script_environment
 
 #: A script's timeout when the request names none.
 DEFAULT_SCRIPT_TIMEOUT_MS: Final = 3_600_000

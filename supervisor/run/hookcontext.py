@@ -15,8 +15,9 @@ from typing import Any
 
 import attrs
 
+from ..core.convert import to_json
 from ..core.effects import Effect
-from ..core.hookenv import PROTOCOL, base_environment, hook_variables
+from ..core.hookenv import PROTOCOL, HookFacts, base_environment, hook_variables
 from ..core.hooks import Action, Hook
 from ..core.points import Phase
 from ..process.spawner import RUNNER_FLAGS, ModuleCall, runner_path
@@ -28,14 +29,6 @@ class RunInfo:
     argv: tuple[str, ...]
     cwd: str
     started_at: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "runId": self.run_id,
-            "argv": list(self.argv),
-            "cwd": self.cwd,
-            "startedAt": self.started_at,
-        }
 
 
 @attrs.frozen
@@ -52,7 +45,6 @@ class HookContext:
     event: Mapping[str, Any] | None = None
     #: `success` or `error`, for suffix hooks.
     outcome: str | None = None
-    seq: int = 0
     #: Whether the run's cwd is the operator's grant (a service client's own cwd is not):
     #: per-call hooks, which declare there, then get its owner's access (docs/sandbox.md).
     cwd_granted: bool = True
@@ -96,7 +88,7 @@ def hook_input(hook: Hook, effect: Effect, ctx: HookContext) -> dict[str, Any]:
             "effect": effect.word,
             "timeoutMs": hook.timeout_ms,
         },
-        "run": ctx.run.to_json() if ctx.run else None,
+        "run": to_json(ctx.run) if ctx.run else None,
     }
     if hook.phase is Phase.BEFORE and ctx.input is not None:
         payload["input"] = ctx.input[0]
@@ -112,27 +104,26 @@ def hook_input(hook: Hook, effect: Effect, ctx: HookContext) -> dict[str, Any]:
 def hook_environment(
     hook: Hook, effect: Effect, ctx: HookContext, scratch: str, parent: Mapping[str, str]
 ) -> dict[str, str]:
-    """The scrubbed environment: base, the hook's `env`, then the `MCPX_HOOK_*` table."""
+    """The scrubbed environment: base, the hook's `env`, then the `MCPX_HOOK_*` table's
+    variables (which of them a hook gets is the table's `when`)."""
     env = base_environment(parent, scratch)
     env.update(hook.env)
-    values = {
-        "MCPX_HOOK_PROTOCOL": str(PROTOCOL),
-        "MCPX_HOOK_NAME": hook.name,
-        "MCPX_HOOK_ON": ctx.point(hook),
-        "MCPX_HOOK_PHASE": hook.phase.value,
-        "MCPX_HOOK_ACTION": hook.action.value,
-        "MCPX_HOOK_EFFECT": effect.word,
-        "MCPX_HOOK_RUN_ID": ctx.run_id,
-        "MCPX_HOOK_TIMEOUT_MS": str(hook.timeout_ms),
-        "MCPX_HOOK_SCRATCH": scratch,
-        "MCPX_HOOK_DIR": hook.declaring_dir,
-    }
-    if hook.phase is Phase.SUFFIX and ctx.outcome:
-        values["MCPX_HOOK_OUTCOME"] = ctx.outcome
-    if hook.phase is Phase.OBSERVE and ctx.event is not None:
-        values["MCPX_HOOK_EVENT_KIND"] = str(ctx.event.get("kind", ""))
-        values["MCPX_HOOK_EVENT_SEQ"] = str(ctx.event.get("seq", ""))
-    env.update(hook_variables(values))
+    event = ctx.event  # given to observe hooks only: the table's `when` says so
+    facts = HookFacts(
+        name=hook.name,
+        on=ctx.point(hook),
+        phase=hook.phase,
+        action=hook.action.value,
+        effect=effect.word,
+        run_id=ctx.run_id,
+        timeout_ms=str(hook.timeout_ms),
+        scratch=scratch,
+        dir=hook.declaring_dir,
+        outcome=ctx.outcome or None,
+        event_kind=str(event.get("kind", "")) if event is not None else None,
+        event_seq=str(event.get("seq", "")) if event is not None else None,
+    )
+    env.update(hook_variables(facts))
     return env
 
 

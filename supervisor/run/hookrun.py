@@ -16,15 +16,16 @@ from typing import Any, Final
 import attrs
 import trio
 
+from ..core.answers import Answer, Refusal, bound_answer
 from ..core.effects import REFUSING, Clamp, clamp
 from ..core.errors import ProfileUnavailable, SandboxUnavailable, SpawnError
-from ..core.frames import HookFrame, HookStatus, Ran, Resources, now_rfc3339
+from ..core.frames import HookFrame, HookStatus, Ran, Resources, blank
 from ..core.hooks import NOT_YET_RUNNABLE, STDERR_TAIL_BYTES, Action, Failure, Hook, SourceKind
 from ..process import sandbox
 from ..process.scratch import scratch_dir
 from ..process.spawner import ChildSpec, Outcome, Spawner
 from .hookcontext import HookContext, hook_argv, hook_environment, hook_input, hook_module
-from .output import Answer, InvalidOutput, bound_answer, read_output
+from .output import InvalidOutput, read_output
 
 #: How much of a `run`-effect command's stdout is kept on the hook frame.
 RAN_OUTPUT_BYTES: Final = 64 * 1024
@@ -32,14 +33,11 @@ RAN_OUTPUT_BYTES: Final = 64 * 1024
 
 @attrs.frozen
 class HookReport:
-    """The frame, and the answer as the effect in force bounds it (for the run to act on)."""
+    """The frame, unstamped (where it is sent stamps it: the run's journal, for a run's
+    hooks), and the answer as the effect in force bounds it (for the run to act on)."""
 
     frame: HookFrame
     answer: Answer
-
-    @property
-    def refuses(self) -> bool:
-        return self.frame.refused is not None
 
 
 async def run_hook(spawner: Spawner, hook: Hook, ctx: HookContext) -> HookReport:
@@ -175,10 +173,8 @@ class _FrameBuilder:
 
     def _frame(self, status: HookStatus, duration_ms: int, **fields: Any) -> HookFrame:
         hook = self.hook
-        return HookFrame(
-            run_id=self.ctx.run.run_id if self.ctx.run else "",
-            seq=self.ctx.seq,
-            at=now_rfc3339(),
+        return blank(
+            HookFrame,
             name=hook.name,
             on=hook.on,
             phase=hook.phase.value,
@@ -205,12 +201,8 @@ class _FrameBuilder:
         if self.hook.failure is not Failure.CLOSED:
             return {}
         if self.clamped.effect >= REFUSING:
-            return {
-                "refused": {
-                    "reason": f"{self.hook.name} failed ({status}): {reason}",
-                    "failClosed": True,
-                }
-            }
+            why = f"{self.hook.name} failed ({status}): {reason}"
+            return {"refused": Refusal(why, fail_closed=True)}
         by = ", ".join(s.value for s in self.clamped.clamped_by)
         return {
             "failure_note": f'failure = "closed" cannot refuse: the effect in force is '
@@ -253,20 +245,13 @@ class _FrameBuilder:
         return f"exited with status {outcome.exit_code}"
 
     def _effects(self, answer: Answer) -> dict[str, Any]:
-        fields: dict[str, Any] = {
-            "advice": answer.advice,
-            "dropped": tuple(d.to_json() for d in answer.dropped),
-        }
+        fields: dict[str, Any] = {"advice": answer.advice, "dropped": answer.dropped}
         if answer.propose is not None:
             fields["proposals"] = (answer.propose,)
         if answer.refuse is not None:
-            fields["refused"] = {"reason": answer.refuse, "failClosed": False}
+            fields["refused"] = Refusal(answer.refuse, fail_closed=False)
         if answer.ask is not None:
-            fields["ask"] = {
-                "question": answer.ask.question,
-                "default": answer.ask.default,
-                "deadlineMs": answer.ask.deadline_ms,
-            }
+            fields["ask"] = answer.ask
         subject = self.ctx.subject(self.hook.phase)
         if answer.apply is not None:
             fields.update(

@@ -21,11 +21,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any, Final
 
-import attrs
 import orjson
 import trio
 
-from ..core.frames import Frame, FrameType, WarningFrame, blank, now_rfc3339, to_json
+from ..core.convert import to_json
+from ..core.frames import Frame, FrameType, WarningFrame, blank, stamp
 from ..core.hooks import DEFAULT_RETAIN_BYTES, DEFAULT_RUN_BYTES
 from ..core.jsontext import dumps, wire_safe
 
@@ -42,7 +42,8 @@ class UnknownRun(LookupError):
 
 
 class RunJournal:
-    """The frames of one run as encoded lines, `seq` stamped on append (0, 1, 2, …)."""
+    """The frames of one run as encoded lines, stamped on append (`seq` 0, 1, 2, …): every
+    frame of a run is made blank and gets its envelope here, and nowhere else."""
 
     def __init__(
         self,
@@ -107,8 +108,7 @@ class RunJournal:
     def _stamp(self, frame: Frame) -> tuple[dict[str, Any], bytes]:
         if self.finished:
             raise RuntimeError(f"run {self.run_id} has ended; no frame may follow end")
-        stamped = attrs.evolve(frame, run_id=self.run_id, seq=len(self.lines), at=now_rfc3339())
-        return _encoded(to_json(stamped))
+        return _encoded(to_json(stamp(frame, self.run_id, len(self.lines))))
 
     def _keep(self, item: tuple[bytes, int, FrameType, dict[str, Any]]) -> None:
         line, cost, kind, wire = item

@@ -14,8 +14,9 @@ from typing import Any, Final
 import attrs
 import trio
 
+from ..core.convert import to_json
 from ..core.effects import Effect
-from ..core.frames import HookStatus, to_json
+from ..core.frames import HookStatus, stamp
 from ..core.hooks import Hook
 from ..core.points import Phase
 from ..process.spawner import Spawner
@@ -188,5 +189,6 @@ async def _observe(bus: Bus, spawner: Spawner, hook: Hook, event: Event, ctx: Ho
 
 
 def _frame_json(report: HookReport, event: Event) -> dict[str, Any]:
-    # The hook ran outside any run; its frame names the run of the event it observed.
-    return to_json(attrs.evolve(report.frame, run_id=event.run_id or ""))
+    # The hook ran outside any run's journal: its frame is stamped here, with the run of the
+    # event it observed.
+    return to_json(stamp(report.frame, event.run_id or "", 0))

@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 import trio
 
+from ..core.answers import Refusal
 from ..core.frames import HookFrame
 from ..core.hooks import Config, Hook
 from ..core.points import Phase
@@ -99,7 +100,7 @@ class PhaseHooks:
         return report
 
     def _record(self, frame: HookFrame) -> None:
-        """The hook's frame in the journal, and its events on the bus."""
+        """The hook's frame in the journal (which stamps it), and its events on the bus."""
         run_id = self.run_id
         wire = self.journal.append(frame)
         self.bus.publish(EventKind.HOOK_FINISHED, wire, run_id=run_id)
@@ -108,25 +109,25 @@ class PhaseHooks:
         if frame.dropped:
             self.bus.publish(
                 EventKind.HOOK_DROPPED,
-                {"name": frame.name, "dropped": list(frame.dropped)},
+                {"name": frame.name, "dropped": wire["dropped"]},
                 run_id=run_id,
             )
 
     async def _resolve_ask(self, frame: HookFrame) -> HookFrame:
         """Waits for an answer up to the deadline; unanswered or "no" refuses."""
-        assert frame.ask is not None
-        question, default = frame.ask["question"], frame.ask["default"]
-        deadline = frame.ask["deadlineMs"] / 1000
+        asked = frame.ask
+        assert asked is not None
+        deadline = asked.deadline_ms / 1000
         answer = None
         with trio.move_on_after(deadline):
-            answer = await self.asker(question, frame, deadline)
-        ask = {**frame.ask, "answer": answer or default, "answered": answer is not None}
-        if (answer or default) == "yes":
+            answer = await self.asker(asked.question, frame, deadline)
+        decided = answer or asked.default
+        ask = attrs.evolve(asked, answer=decided, answered=answer is not None)
+        if decided == "yes":
             return attrs.evolve(frame, ask=ask)
-        how = "answered no" if answer is not None else f"unanswered, default {default}"
-        return attrs.evolve(
-            frame, ask=ask, refused={"reason": f"{question} ({how})", "failClosed": False}
-        )
+        how = "answered no" if answer is not None else f"unanswered, default {asked.default}"
+        refusal = Refusal(f"{asked.question} ({how})", fail_closed=False)
+        return attrs.evolve(frame, ask=ask, refused=refusal)
 
     def _take(self, phase: Phase, report: HookReport, state: RunState) -> bool:
         """What a hook's frame does to the run: advice, proposals, apply, refusal.
@@ -139,7 +140,7 @@ class PhaseHooks:
         state.proposals.extend({"hook": frame.name, **p} for p in frame.proposals)
         if frame.refused is not None:
             state.refused_by = frame.name
-            state.refusal = str(frame.refused["reason"])
+            state.refusal = frame.refused.reason
             state.value = None
             state.message = f"refused by {frame.name}: {state.refusal}"
             return True

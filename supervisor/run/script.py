@@ -34,6 +34,7 @@ from ..core.frames import (
 from ..core.hookenv import ARTIFACTS_DIR_VAR, FRAMES_FD_VAR, INPUT_VAR, base_environment
 from ..core.hooks import STDERR_TAIL_BYTES
 from ..core.jsontext import JsonError, loads
+from ..core.scripts import Script
 from ..process.spawner import RUNNER_FLAGS, ChildSpec, Outcome, Spawner, runner_path
 from .journal import RunJournal
 
@@ -46,24 +47,6 @@ MAX_FRAME_LINE: Final = 16 * 1024 * 1024
 MAX_RESULT_STDOUT: Final = MAX_FRAME_LINE
 #: Artifacts reported at the most, per run.
 MAX_ARTIFACTS: Final = 1000
-
-
-@attrs.frozen
-class Script:
-    """What to run: exactly one of `argv`, `python_file`, `python_code`."""
-
-    argv: tuple[str, ...] | None = None
-    python_file: str | None = None
-    python_code: str | None = None
-
-    @property
-    def shown_argv(self) -> tuple[str, ...]:
-        """The argv as the `start` frame shows it."""
-        if self.argv is not None:
-            return self.argv
-        if self.python_file is not None:
-            return ("python", self.python_file)
-        return ("python", "-c", self.python_code or "")
 
 
 @attrs.define

@@ -7,7 +7,6 @@ attrs object or a `WireError` that says what was wrong and which close code ends
 from __future__ import annotations
 
 import enum
-import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
@@ -16,11 +15,12 @@ import attrs
 
 from ..config.schemas import SCRIPT_PHASES
 from ..core import jsontext
+from ..core.convert import KEEP, to_json
 from ..core.effects import Effect
 from ..core.hooks import Config, Profile
 from ..core.points import Phase
+from ..core.scripts import Script
 from ..core.spawntext import env_problems, text_problem
-from ..run.script import Script
 
 #: Where `mcpx-hooks serve` listens and the remote commands connect, unless told otherwise.
 DEFAULT_HOST: Final = "127.0.0.1"
@@ -55,6 +55,19 @@ CLOSE_WORDS: Final[dict[Close, str]] = {
 }
 
 
+@attrs.frozen(kw_only=True)
+class ErrorMessage:
+    """The error message a `WireError` is sent as. It has no `seq` and no `runId`: that is
+    how a client tells it from a run's own `error` frame."""
+
+    type: str = attrs.field(default="error", metadata=KEEP)
+    code: int
+    #: The close code's word (`CLOSE_WORDS`).
+    error: str
+    message: str
+    problems: tuple[str, ...] = ()
+
+
 class WireError(Exception):
     """What the server answers a bad message or query with, then closes with `code`."""
 
@@ -64,18 +77,19 @@ class WireError(Exception):
         self.message = message
         self.problems = tuple(problems)
 
+    @property
+    def payload(self) -> ErrorMessage:
+        """The error message this is sent as."""
+        return ErrorMessage(
+            code=int(self.code),
+            error=CLOSE_WORDS[self.code],
+            message=self.message,
+            problems=self.problems,
+        )
+
     def to_json(self) -> dict[str, Any]:
-        """The error message. It has no `seq` and no `runId`: that is how a client tells it
-        from a run's own `error` frame."""
-        out: dict[str, Any] = {
-            "type": "error",
-            "code": int(self.code),
-            "error": CLOSE_WORDS[self.code],
-            "message": self.message,
-        }
-        if self.problems:
-            out["problems"] = list(self.problems)
-        return out
+        """The error message's wire form (through the one converter)."""
+        return to_json(self.payload)
 
     @property
     def reason(self) -> str:
@@ -97,11 +111,6 @@ def encode(obj: Any) -> str:
     """One JSON object on one line, under the one encoding policy (`jsontext`): any value a
     script or hook produced goes out, as valid UTF-8."""
     return jsontext.encode(obj)
-
-
-def decode_lines(message: str) -> list[Any]:
-    """A server message back into its JSON objects (one per line), for clients."""
-    return [json.loads(line) for line in message.split("\n") if line]
 
 
 # ---- the exec request ----------------------------------------------------------------------

@@ -1,0 +1,110 @@
+"""What a hook answered, as the effect in force bounds it: typed from the hook's output to the
+frame that shows it (`HookFrame.ask`, `.refused`, `.dropped` are these classes). Pure.
+
+`bound_answer` keeps what the effect in force permits and names what it dropped; reading the
+hook's stdout into the object it takes is `run/output.py`'s (it needs the schema).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import attrs
+
+from .convert import KEEP
+from .effects import Effect
+
+#: Each key a hook may answer with, and the least effect that honours it.
+KEY_EFFECT: Final[dict[str, Effect]] = {
+    "advise": Effect.ADVISE,
+    "refuse": Effect.ASK,
+    "ask": Effect.ASK,
+    "propose": Effect.PROPOSE,
+    "apply": Effect.APPLY,
+    "run": Effect.RUN,
+}
+
+
+@attrs.frozen
+class Dropped:
+    """A key of the answer that was not honoured, and why."""
+
+    key: str
+    reason: str
+
+
+@attrs.frozen
+class Ask:
+    """A question put to the caller; once waited on, what decided and whether anyone did."""
+
+    question: str
+    default: str = attrs.field(default="no", metadata=KEEP)
+    deadline_ms: int = attrs.field(default=0, metadata=KEEP)
+    #: `yes` or `no`: the caller's answer, or the default when nobody answered in time.
+    answer: str | None = None
+    answered: bool | None = None
+
+
+@attrs.frozen
+class Refusal:
+    """Why a hook stops the run; `fail_closed` when its failure, not its answer, refused."""
+
+    reason: str
+    fail_closed: bool
+
+
+@attrs.frozen
+class Answer:
+    """The parts of a hook's answer that the effect in force lets through."""
+
+    advice: tuple[str, ...] = ()
+    refuse: str | None = None
+    ask: Ask | None = None
+    #: `{"value": …, "note": …}` as answered.
+    propose: dict[str, Any] | None = None
+    #: `(value,)`: a tuple so that `null` can be applied.
+    apply: tuple[Any] | None = None
+    run: tuple[str, ...] | None = None
+    dropped: tuple[Dropped, ...] = ()
+
+
+def bound_answer(obj: dict[str, Any] | None, effect: Effect) -> Answer:
+    """Keeps the keys `effect` permits; drops (and names) keys above it and unknown keys.
+
+    `obj` is a hook's output as `read_output` gave it (schema-valid, or None for no opinion).
+    """
+    if obj is None:
+        return Answer()
+    dropped: list[Dropped] = []
+    allowed: dict[str, Any] = {}
+    for key, value in obj.items():
+        needs = KEY_EFFECT.get(key)
+        if needs is None:
+            dropped.append(Dropped(key, "unknown key"))
+        elif needs > effect:
+            dropped.append(Dropped(key, f"needs effect {needs.word}; in force: {effect.word}"))
+        else:
+            allowed[key] = value
+    return Answer(
+        advice=_advice(allowed.get("advise")),
+        refuse=_reason(allowed["refuse"]) if "refuse" in allowed else None,
+        ask=_ask(allowed["ask"]) if "ask" in allowed else None,
+        propose=dict(allowed["propose"]) if "propose" in allowed else None,
+        apply=(allowed["apply"]["value"],) if "apply" in allowed else None,
+        run=tuple(allowed["run"]["argv"]) if "run" in allowed else None,
+        dropped=tuple(dropped),
+    )
+
+
+def _advice(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+def _reason(value: Any) -> str:
+    return value if isinstance(value, str) else str(value.get("reason", ""))
+
+
+def _ask(value: dict[str, Any]) -> Ask:
+    return Ask(value["question"], value.get("default", "no"), value.get("deadlineMs", 0))

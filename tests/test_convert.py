@@ -1,0 +1,236 @@
+"""The one converter: each wire shape comes out exactly as its hand-written `to_json` did.
+
+Each expected value is the literal the old code gave (keys in its order: the journal sends
+`orjson.dumps` of these dicts, so the order is part of the bytes).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from mcpx_hooks.supervisor.core.answers import Ask, Dropped, Refusal
+from mcpx_hooks.supervisor.core.convert import to_json
+from mcpx_hooks.supervisor.core.frames import (
+    ArtifactFrame,
+    EmitFrame,
+    EndFrame,
+    ErrorFrame,
+    FrameType,
+    HookFrame,
+    HookStatus,
+    LogFrame,
+    OutputFrame,
+    Ran,
+    ResultFrame,
+    StartFrame,
+    WarningFrame,
+    blank,
+    stamp,
+)
+from mcpx_hooks.supervisor.run.hookcontext import RunInfo
+from mcpx_hooks.supervisor.service.wire import Close, WireError
+
+ENV: dict[str, Any] = {"run_id": "r1", "seq": 3, "at": "2024-01-01T00:00:00.000Z"}
+WIRE_ENV: dict[str, Any] = {"runId": "r1", "seq": 3, "at": "2024-01-01T00:00:00.000Z"}
+HOOK: dict[str, Any] = {
+    **ENV,
+    "name": "h",
+    "on": "script",
+    "phase": "before",
+    "action": "run",
+    "effect": "apply",
+    "requested_effect": "run",
+    "clamped_by": ("phase",),
+    "status": HookStatus.OK,
+    "duration_ms": 5,
+    "sandbox": "strict",
+}
+WIRE_HOOK: dict[str, Any] = {
+    **WIRE_ENV,
+    "name": "h",
+    "on": "script",
+    "phase": "before",
+    "action": "run",
+    "effect": "apply",
+    "requestedEffect": "run",
+    "clampedBy": ["phase"],
+    "status": "ok",
+    "durationMs": 5,
+    "sandbox": "strict",
+}
+
+SHAPES: list[tuple[Any, dict[str, Any]]] = [
+    (
+        HookFrame(**HOOK),
+        {**WIRE_HOOK, "changed": False, "refused": None, "dropped": [], "type": "hook"},
+    ),
+    (
+        HookFrame(
+            **HOOK,
+            changed=True,
+            original=None,
+            value=None,
+            advice=("a",),
+            proposals=({"value": 1},),
+            refused=Refusal("go? (answered no)", fail_closed=False),
+            ask=Ask("go?", "no", 0, answer="no", answered=True),
+            dropped=(Dropped("run", "needs effect run; in force: apply"),),
+            reason="r",
+            failure_note="n",
+            exit_code=0,
+            stderr_tail="t",
+            ran=Ran(("a",), HookStatus.OK, 0, None, "out"),
+        ),
+        {
+            **WIRE_HOOK,
+            "changed": True,
+            "refused": {"reason": "go? (answered no)", "failClosed": False},
+            "dropped": [{"key": "run", "reason": "needs effect run; in force: apply"}],
+            "type": "hook",
+            "advice": ["a"],
+            "proposals": [{"value": 1}],
+            "ask": {
+                "question": "go?",
+                "default": "no",
+                "deadlineMs": 0,
+                "answer": "no",
+                "answered": True,
+            },
+            "reason": "r",
+            "failureNote": "n",
+            "exitCode": 0,
+            "stderrTail": "t",
+            "ran": {"argv": ["a"], "status": "ok", "exitCode": 0, "stdout": "out"},
+            "original": None,
+            "value": None,
+        },
+    ),
+    (
+        HookFrame(**HOOK, ask=Ask("q"), refused=Refusal("h failed (timeout): x", fail_closed=True)),
+        {
+            **WIRE_HOOK,
+            "changed": False,
+            "refused": {"reason": "h failed (timeout): x", "failClosed": True},
+            "dropped": [],
+            "type": "hook",
+            "ask": {"question": "q", "default": "no", "deadlineMs": 0},
+        },
+    ),
+    (
+        HookFrame(**HOOK, changed=True, value=5),
+        {
+            **WIRE_HOOK,
+            "changed": True,
+            "refused": None,
+            "dropped": [],
+            "type": "hook",
+            "value": 5,
+            "original": None,
+        },
+    ),
+    (
+        StartFrame(**ENV, argv=("a",), cwd="/", sandbox="strict"),
+        {**WIRE_ENV, "argv": ["a"], "cwd": "/", "sandbox": "strict", "type": "start"},
+    ),
+    (
+        LogFrame(**ENV, level="info", message="m"),
+        {**WIRE_ENV, "level": "info", "message": "m", "type": "log"},
+    ),
+    (
+        LogFrame(**ENV, level="info", message="m", attributes={"k": 1}),
+        {**WIRE_ENV, "level": "info", "message": "m", "type": "log", "attrs": {"k": 1}},
+    ),
+    (EmitFrame(**ENV, value=None), {**WIRE_ENV, "value": None, "type": "emit"}),
+    (OutputFrame(**ENV, text="t"), {**WIRE_ENV, "text": "t", "type": "stdout"}),
+    (
+        OutputFrame(**ENV, text="t", type=FrameType.STDERR),
+        {**WIRE_ENV, "text": "t", "type": "stderr"},
+    ),
+    (
+        ArtifactFrame(**ENV, id="a0", name="n", mime="m", size=1, sha256="s"),
+        {
+            **WIRE_ENV,
+            "id": "a0",
+            "name": "n",
+            "mime": "m",
+            "size": 1,
+            "sha256": "s",
+            "type": "artifact",
+        },
+    ),
+    (ResultFrame(**ENV, value={"x": 1}), {**WIRE_ENV, "value": {"x": 1}, "type": "result"}),
+    (
+        ResultFrame(**ENV, value=1, advice=("a",), proposals=({"hook": "h", "value": 2},)),
+        {
+            **WIRE_ENV,
+            "value": 1,
+            "type": "result",
+            "advice": ["a"],
+            "proposals": [{"hook": "h", "value": 2}],
+        },
+    ),
+    (ErrorFrame(**ENV, message="m"), {**WIRE_ENV, "message": "m", "type": "error"}),
+    (
+        ErrorFrame(**ENV, message="m", exit_code=1, advice=("a",), refused_by="h"),
+        {
+            **WIRE_ENV,
+            "message": "m",
+            "type": "error",
+            "exitCode": 1,
+            "advice": ["a"],
+            "refusedBy": "h",
+        },
+    ),
+    (
+        EndFrame(**ENV, exit_code=None, duration_ms=3),
+        {**WIRE_ENV, "exitCode": None, "durationMs": 3, "type": "end"},
+    ),
+    (WarningFrame(**ENV, message="w"), {**WIRE_ENV, "message": "w", "type": "warning"}),
+    (Dropped("apply", "unknown key"), {"key": "apply", "reason": "unknown key"}),
+    (
+        RunInfo("r1", ("python", "job.py"), "/w", "2024-01-01T00:00:00.000Z"),
+        {
+            "runId": "r1",
+            "argv": ["python", "job.py"],
+            "cwd": "/w",
+            "startedAt": "2024-01-01T00:00:00.000Z",
+        },
+    ),
+    (
+        WireError(Close.NOT_FOUND, "no run r9").payload,
+        {"type": "error", "code": 4404, "error": "not-found", "message": "no run r9"},
+    ),
+    (
+        WireError(Close.BAD_REQUEST, "a; b", ["a", "b"]).payload,
+        {
+            "type": "error",
+            "code": 4400,
+            "error": "bad-request",
+            "message": "a; b",
+            "problems": ["a", "b"],
+        },
+    ),
+]
+
+
+@pytest.mark.parametrize(("shape", "expected"), SHAPES, ids=lambda v: type(v).__name__)
+def test_each_shape_converts_as_it_did(shape: Any, expected: dict[str, Any]) -> None:
+    out = to_json(shape)
+    assert out == expected
+    assert orjson.dumps(out) == orjson.dumps(expected)  # the same bytes: key order too
+
+
+def test_wire_error_json_is_its_message() -> None:
+    error = WireError(Close.TOO_BIG, "too big")
+    assert error.to_json() == to_json(error.payload)
+
+
+def test_stamp_is_the_envelope_and_blank_has_none() -> None:
+    frame = blank(WarningFrame, message="w")
+    assert (frame.run_id, frame.seq, frame.at) == ("", -1, "")
+    stamped = stamp(frame, "r1", 7)
+    assert (stamped.run_id, stamped.seq, stamped.message) == ("r1", 7, "w")
+    assert stamped.at.endswith("Z") and len(stamped.at) == len("2024-01-01T00:00:00.000Z")
