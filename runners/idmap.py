@@ -31,19 +31,24 @@ import struct
 import threading
 from collections.abc import Iterator
 
-from . import confine
+from . import libc
+from .libc import (
+    AT_EMPTY_PATH,
+    AT_FDCWD,
+    AT_RECURSIVE,
+    EVERYWHERE,
+    MOUNT_ATTR_IDMAP,
+    MOUNT_ATTR_NODEV,
+    MOUNT_ATTR_NOSUID,
+    MOUNT_ATTR_RDONLY,
+    ConfineError,
+    check,
+    syscall,
+)
 
-_libc = ctypes.CDLL(None, use_errno=True)
-_AT_FDCWD = -100
-_AT_EMPTY_PATH = 0x1000
-_AT_RECURSIVE = 0x8000
 _OPEN_TREE_CLONE = 1
 _OPEN_TREE_CLOEXEC = os.O_CLOEXEC
 _MOVE_MOUNT_F_EMPTY_PATH = 0x4
-MOUNT_ATTR_RDONLY = 0x1
-MOUNT_ATTR_NOSUID = 0x2
-MOUNT_ATTR_NODEV = 0x4
-MOUNT_ATTR_IDMAP = 0x100000
 #: User namespaces kept for reuse (one fd each), the least recently used closed first.
 KEPT = 64
 
@@ -84,11 +89,11 @@ def userns(owner: tuple[int, int], hook: tuple[int, int], home: int | None) -> i
         else:
             # Nothing was made in the namespace armed for the hook yet: leaving it costs
             # nothing, and a fresh one is armed in its place.
-            confine.setns(home, confine.CLONE_NEWPID, "the spawner's PID namespace")
+            libc.setns(home, libc.CLONE_NEWPID, "the spawner's PID namespace")
             try:
                 fd = _make(owner, hook)
             finally:
-                confine.unshare(confine.CLONE_NEWPID, "a PID namespace")
+                libc.unshare(libc.CLONE_NEWPID, "a PID namespace")
         _kept[key] = fd
         while len(_kept) > KEPT:
             os.close(_kept.popitem(last=False)[1])
@@ -104,7 +109,7 @@ def _make(owner: tuple[int, int], hook: tuple[int, int]) -> int:
         try:
             os.close(ready_r)
             os.close(done_w)
-            if _libc.unshare(confine.CLONE_NEWUSER) == 0:
+            if libc.libc.unshare(libc.CLONE_NEWUSER) == 0:
                 # Its host pid: /proc is the host's (a PID namespace would renumber it).
                 os.write(ready_w, os.readlink("/proc/self").encode())
             else:
@@ -117,7 +122,7 @@ def _make(owner: tuple[int, int], hook: tuple[int, int]) -> int:
     try:
         said = os.read(ready_r, 256).decode()
         if not said or said.startswith("!"):
-            raise confine.ConfineError(0, f"user namespace for an idmapped mount: {said[1:]}")
+            raise ConfineError(0, f"user namespace for an idmapped mount: {said[1:]}")
         # os-level writes: a cover may hide the standard library from this thread by now
         # (nothing may be imported here).
         with _writable("/proc"):
@@ -125,9 +130,9 @@ def _make(owner: tuple[int, int], hook: tuple[int, int]) -> int:
             _write(f"/proc/{said}/gid_map", f"{owner[1]} {hook[1]} 1\n")
         return os.open(f"/proc/{said}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
     except OSError as exc:
-        if isinstance(exc, confine.ConfineError):
+        if isinstance(exc, ConfineError):
             raise
-        raise confine.ConfineError(exc.errno or 0, f"idmapped mount: {exc}") from exc
+        raise ConfineError(exc.errno or 0, f"idmapped mount: {exc}") from exc
     finally:
         os.close(done_w)
         os.close(ready_r)
@@ -159,10 +164,8 @@ def _writable(path: str) -> Iterator[None]:
 
 def _setattr(path: str, *, on: int, off: int) -> None:
     attr = struct.pack("=QQQQ", on, off, 0, 0)
-    nr = confine._COMMON["mount_setattr"]
-    confine._check(
-        confine._syscall(nr, _AT_FDCWD, path.encode(), 0, attr, len(attr)), f"{path} mount"
-    )
+    nr = EVERYWHERE["mount_setattr"]
+    check(syscall(nr, AT_FDCWD, path.encode(), 0, attr, len(attr)), f"{path} mount")
 
 
 def clone(source: int, *, writable: bool, userns_fd: int | None) -> int:
@@ -171,22 +174,20 @@ def clone(source: int, *, writable: bool, userns_fd: int | None) -> int:
     become the hook's) through `userns_fd` when given. Returns its fd, to `attach` then
     close. Raises `ConfineError` (the filesystem of the grant, or of a mount beneath it, may
     not support idmapped mounts: EINVAL)."""
-    flags = _OPEN_TREE_CLONE | _OPEN_TREE_CLOEXEC | _AT_EMPTY_PATH | _AT_RECURSIVE
-    tree = confine._check(
-        confine._syscall(confine._COMMON["open_tree"], source, b"", flags), "open_tree"
-    )
+    flags = _OPEN_TREE_CLONE | _OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE
+    tree = check(syscall(EVERYWHERE["open_tree"], source, b"", flags), "open_tree")
     try:
         on = MOUNT_ATTR_NOSUID | (0 if writable else MOUNT_ATTR_RDONLY)
         off = MOUNT_ATTR_RDONLY if writable else 0
         if userns_fd is not None:
             on |= MOUNT_ATTR_IDMAP | MOUNT_ATTR_NODEV
         attr = struct.pack("=QQQQ", on, off, 0, userns_fd if userns_fd is not None else 0)
-        confine._check(
-            confine._syscall(
-                confine._COMMON["mount_setattr"],
+        check(
+            syscall(
+                EVERYWHERE["mount_setattr"],
                 tree,
                 b"",
-                _AT_EMPTY_PATH | _AT_RECURSIVE,
+                AT_EMPTY_PATH | AT_RECURSIVE,
                 attr,
                 len(attr),
             ),
@@ -200,12 +201,12 @@ def clone(source: int, *, writable: bool, userns_fd: int | None) -> int:
 
 def attach(tree: int, path: str) -> None:
     """Mounts the detached tree `tree` (`clone`) on `path` of this thread's namespace."""
-    confine._check(
-        confine._syscall(
-            confine._COMMON["move_mount"],
+    check(
+        syscall(
+            EVERYWHERE["move_mount"],
             tree,
             b"",
-            _AT_FDCWD,
+            AT_FDCWD,
             path.encode(),
             _MOVE_MOUNT_F_EMPTY_PATH,
         ),

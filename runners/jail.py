@@ -20,8 +20,8 @@ costs only what depends on it, on the thread (`confine.py` says why all of it st
    a fork of the thread, which does step 3 itself: a thread cannot make a user namespace).
 The thread answers, closes the fds of step 0 and ends; the spawner arms the next one while
 the child runs. Resource limits are per process, so the spawner lends its soft limits for the
-spawn (`pidns.py`) and sets the hard ones on the child right after (`seal_limits`); where
-they cannot be lent, the thread forks and the fork sets them itself.
+spawn (`pidns.py`) and sets the hard ones on the child right after (`borrowing.seal_limits`);
+where they cannot be lent, the thread forks and the fork sets them itself.
 """
 
 from __future__ import annotations
@@ -33,12 +33,11 @@ import resource
 import threading
 from collections.abc import Callable, Iterable
 
-from . import confine, userns, view
-from .spawnreq import Request, Sandbox, StartError, fork_exec, resolve, start_failed
+from . import confine, landlock, libc, seccomp, userns, view
+from .spawnreq import Request, Sandbox
+from .start import StartError, fork_exec, resolve, start_failed
 
-_ARM_FLAGS = (
-    confine.CLONE_NEWPID | confine.CLONE_NEWNS | confine.CLONE_NEWIPC | confine.CLONE_NEWUTS
-)
+_ARM_FLAGS = libc.CLONE_NEWPID | libc.CLONE_NEWNS | libc.CLONE_NEWIPC | libc.CLONE_NEWUTS
 
 
 def make_empty_net() -> int:
@@ -48,7 +47,7 @@ def make_empty_net() -> int:
 
     def make() -> None:
         try:
-            confine.unshare(confine.CLONE_NEWNET, "network namespace")
+            libc.unshare(libc.CLONE_NEWNET, "network namespace")
             found.append(os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC))
         except OSError as exc:
             found.append(exc)
@@ -108,7 +107,7 @@ class Jail:
     def _run(self) -> None:
         try:
             if self._home_pid is not None:  # the creating thread may be armed for a PID 1
-                confine.setns(self._home_pid, confine.CLONE_NEWPID, "own PID namespace")
+                libc.setns(self._home_pid, libc.CLONE_NEWPID, "own PID namespace")
             arm(pid=True)
         except (OSError, StartError) as exc:
             self.broken = str(exc)
@@ -188,13 +187,13 @@ class Grants:
         #: The fds of the read and write paths that exist, by path (the view's sources).
         self.read: dict[str, int] = {}
         self._fds: list[int] = []
-        self.ruleset: confine.Ruleset | None = None
+        self.ruleset: landlock.Ruleset | None = None
         try:
             rules = []
             for paths, rights in (
-                (read, confine.READ_BENEATH),
-                (write, confine.ALL_BENEATH),
-                (devices, confine.DEVICE),
+                (read, landlock.READ_BENEATH),
+                (write, landlock.ALL_BENEATH),
+                (devices, landlock.DEVICE),
             ):
                 for path in paths:
                     fd = _open_path(path)
@@ -202,9 +201,9 @@ class Grants:
                         continue
                     self._fds.append(fd)
                     rules.append((fd, rights))
-                    if rights != confine.DEVICE:
+                    if rights != landlock.DEVICE:
                         self.read[path] = fd
-            self.ruleset = confine.Ruleset(no_tcp=not net)
+            self.ruleset = landlock.Ruleset(no_tcp=not net)
             self.ruleset.add(rules)
         except BaseException:
             self.close()
@@ -221,7 +220,7 @@ class Grants:
 
 def _open_path(path: str) -> int | None:
     try:
-        return confine.open_path(path)
+        return landlock.open_path(path)
     except OSError as exc:
         raise StartError(f"sandbox: cannot open {path}: {exc.strerror}") from exc
 
@@ -301,7 +300,7 @@ class Seal:
         confine.no_new_privs()
         assert self.grants.ruleset is not None
         self.grants.ruleset.restrict()
-        confine.seccomp(no_sockets=not self._net)
+        seccomp.install(no_sockets=not self._net)
 
     def close(self) -> None:
         self.grants.close()
@@ -333,14 +332,14 @@ def prepare(
                 raise StartError(f"sandbox: scratch {sandbox.scratch} is gone")
             try:
                 assert grants.ruleset is not None
-                grants.ruleset.add([(scratch, confine.ALL_BENEATH)])
+                grants.ruleset.add([(scratch, landlock.ALL_BENEATH)])
             finally:
                 os.close(scratch)
             req.chdir()
             if not sandbox.net:
                 if empty_net is None:
                     raise StartError("sandbox: no network namespace")
-                confine.setns(empty_net, confine.CLONE_NEWNET, "network namespace")
+                libc.setns(empty_net, libc.CLONE_NEWNET, "network namespace")
         except BaseException:
             if scratch_fd is not None:
                 os.close(scratch_fd)
@@ -360,8 +359,8 @@ def arm(*, pid: bool) -> None:
     of a new PID namespace) and makes the mount tree private, read-only and nosuid: what a
     thread or a single-threaded process does before a request needs it. Raises `OSError` or
     `StartError`."""
-    flags = _ARM_FLAGS if pid else _ARM_FLAGS & ~confine.CLONE_NEWPID
-    confine.unshare(flags, "namespaces (pid, mount, ipc, uts)" if pid else "namespaces")
+    flags = _ARM_FLAGS if pid else _ARM_FLAGS & ~libc.CLONE_NEWPID
+    libc.unshare(flags, "namespaces (pid, mount, ipc, uts)" if pid else "namespaces")
     view.mount(None, "/", None, view.MS_REC | view.MS_PRIVATE, "")
     view.read_only_tree()
     if userns.entered:  # rootless: a child writes the maps of its own user namespace there
@@ -387,35 +386,3 @@ def return_scratch(scratch_fd: int, host_path: str) -> None:
             view.copy_tree(scratch_fd, host_path, None)
     finally:
         os.close(scratch_fd)
-
-
-def seal_limits(
-    pid: int, uid: int | None, limits: list[tuple[int, int, int]], names: dict[int, str]
-) -> None:
-    """Sets the child's limits, hard ones included, right after its spawn (the spawner lent
-    only soft ones). A child of another uid is reached as that uid (`prlimit` needs it without
-    CAP_SYS_RESOURCE): this thread's real and effective ids switch for the call and back.
-    Raises `StartError` naming (`names`) the limit it could not set."""
-    if not limits:
-        return
-    if uid is None:
-        _set_limits(pid, limits, names)
-        return
-    setresuid, setresgid = confine._nr("setresuid"), confine._nr("setresgid")
-    confine._syscall(setresgid, uid, uid, 0)
-    confine._syscall(setresuid, uid, uid, 0)
-    try:
-        _set_limits(pid, limits, names)
-    finally:
-        if (
-            confine._syscall(setresuid, 0, 0, 0) != 0 or confine._syscall(setresgid, 0, 0, 0) != 0
-        ):  # pragma: no cover - the saved uid is 0
-            raise RuntimeError("cannot return to uid 0")
-
-
-def _set_limits(pid: int, limits: list[tuple[int, int, int]], names: dict[int, str]) -> None:
-    for number, soft, hard in limits:
-        try:
-            resource.prlimit(pid, number, (soft, hard))
-        except (OSError, ValueError) as exc:  # ValueError: soft above hard
-            raise StartError(f"cannot set {names[number]}: {exc}") from exc

@@ -12,24 +12,11 @@ import select
 import signal
 import socket
 
-from .spawnreq import (
-    BAD_INPUT,
-    LIFELINE_FD,
-    PR_SET_CHILD_SUBREAPER,
-    Request,
-    StartError,
-    accept,
-    command,
-    control,
-    descendants,
-    exit_report,
-    fail,
-    prctl,
-    recv_request,
-    resolve,
-    send,
-    start_failed,
-)
+from . import protocol
+from .libc import PR_SET_CHILD_SUBREAPER, prctl
+from .spawnreq import Request
+from .start import BAD_INPUT, StartError, resolve, start_failed
+from .trees import descendants
 
 #: Keepers forked ahead of requests (keeper mode). Two cores here: more would only queue.
 IDLE_KEEPERS = 2
@@ -86,7 +73,7 @@ def _keeper(msg: bytes, ctrl: socket.socket, fds: list[int]) -> None:
     Never returns; exits once the tree is gone and the exit is reported, or once it said why
     the child could not start.
     """
-    accept(ctrl)
+    protocol.accept(ctrl)
     try:
         req = Request(msg, fds)
         try:
@@ -97,13 +84,14 @@ def _keeper(msg: bytes, ctrl: socket.socket, fds: list[int]) -> None:
         finally:
             req.close()
     except (StartError, *BAD_INPUT) as exc:
-        fail(ctrl, str(exc) if isinstance(exc, StartError) else f"cannot start: {exc}")
+        protocol.fail(ctrl, str(exc) if isinstance(exc, StartError) else f"cannot start: {exc}")
         os._exit(0)
-    send(ctrl, {"event": "started", "pid": pid, "keeper": os.getpid()})
+    protocol.send_started(ctrl, pid, keeper=os.getpid())
     status = _watch(pid, ctrl)
     kill_tree()
     if status is not None:
-        send(ctrl, exit_report(status, resource.getrusage(resource.RUSAGE_CHILDREN)))
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        protocol.send(ctrl, protocol.exit_report(status, usage))
     os._exit(0)
 
 
@@ -118,13 +106,13 @@ def _idle_keeper(requests: socket.socket, took: int) -> None:
         prctl(PR_SET_CHILD_SUBREAPER, 1)
         while True:
             try:
-                got = recv_request(requests)
+                got = protocol.recv_request(requests)
             except InterruptedError:
                 continue
             if got is None:  # the supervisor closed its end
                 os._exit(0)
             msg, fds = got
-            if fds and (ctrl := control(fds)) is not None:
+            if fds and (ctrl := protocol.control(fds)) is not None:
                 break
         requests.close()
         os.write(took, b"k")
@@ -149,9 +137,9 @@ def _watch(pid: int, ctrl: socket.socket) -> int | None:
                 msg = b""
             if not msg:  # the owner is gone
                 return None
-            cmd = command(msg)
-            if cmd in ("term", "kill"):
-                sig = signal.SIGTERM if cmd == "term" else signal.SIGKILL
+            cmd = protocol.command(msg)
+            if cmd in (protocol.TERM, protocol.KILL):
+                sig = signal.SIGTERM if cmd == protocol.TERM else signal.SIGKILL
                 _signal_all(descendants(os.getpid()), sig)
     finally:
         os.close(pidfd)
@@ -199,7 +187,7 @@ def serve_keepers(requests: socket.socket) -> None:
                 keepers.add(pid)
                 idle += 1
             try:
-                ready, _, _ = select.select([took_r, wake_r, LIFELINE_FD], [], [])
+                ready, _, _ = select.select([took_r, wake_r, protocol.LIFELINE_FD], [], [])
             except InterruptedError:
                 continue
             if wake_r in ready:
@@ -208,7 +196,7 @@ def serve_keepers(requests: socket.socket) -> None:
                 _reap(keepers)
             if took_r in ready:
                 idle -= len(os.read(took_r, 64))
-            if LIFELINE_FD in ready and not os.read(LIFELINE_FD, 64):
+            if protocol.LIFELINE_FD in ready and not os.read(protocol.LIFELINE_FD, 64):
                 return
     finally:
         kill_tree()

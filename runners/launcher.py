@@ -26,9 +26,9 @@ by `before` lines are seen by every later phase::
         <suffix>
 
 The program is compiled as `<mcpx-hooks launcher>`; a traceback through a spliced line shows
-that line's text. Every phase sees `mcpx` (the helper below) already imported. A phase's lines
-are dedented as a block, then indented into the `try`: a triple-quoted string spanning lines in
-`onSuccess`, `onError` or `suffix` gets that indentation in its text.
+that line's text. Every phase sees `mcpx` (the helper, `mcpx_channel.py`) already imported. A
+phase's lines are dedented as a block, then indented into the `try`: a triple-quoted string
+spanning lines in `onSuccess`, `onError` or `suffix` gets that indentation in its text.
 
 Rules:
 
@@ -82,23 +82,43 @@ import json
 import os
 import sys
 import textwrap
-import threading
 import types
 
 TYPE_CHECKING = False  # typing costs ~7 ms of start-up; annotations are strings at run time
 if TYPE_CHECKING:
     from typing import Any, Final
 
-#: The phases that take inline source lines, in the order they are spliced.
+    from . import mcpx_channel
+    from .mcpx_channel import Frames
+
+
+def _sibling(name: str) -> types.ModuleType:
+    """The module `name` of this folder. The launcher runs as a script, outside the package,
+    and `python -I` puts no folder of ours on `sys.path`: it is there for this import only,
+    and the module is taken out of `sys.modules` after, so that a script's own module of that
+    name (or a package of ours) is never found in its place. (`importlib.util` would cost
+    3 ms of start-up.)"""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    try:
+        __import__(name)
+    finally:
+        del sys.path[0]
+    return sys.modules.pop(name)
+
+
+if not TYPE_CHECKING:
+    mcpx_channel = _sibling("mcpx_channel")
+    Frames = mcpx_channel.Frames
+FRAMES_FD_VAR: Final = mcpx_channel.FRAMES_FD_VAR
+safe_str = mcpx_channel.safe_str
+
+#: The phases that take inline source lines, in the order they are spliced: the script point's
+#: phases (`supervisor/core/points.py`, held equal by a test).
 PHASES: Final = ("before", "prefix", "onSuccess", "onError", "suffix")
-#: `mcpx.log` levels.
-LEVELS: Final = ("debug", "info", "warning", "error", "critical")
 #: The name the script's module runs under; not `__main__` (see the module docstring).
 SCRIPT_MODULE: Final = "__mcpx_script__"
 PROGRAM_FILENAME: Final = "<mcpx-hooks launcher>"
 CODE_FILENAME: Final = "<mcpx-hooks -c>"
-FRAMES_FD_VAR: Final = "MCPX_FRAMES_FD"
-ARTIFACTS_VAR: Final = "MCPX_ARTIFACTS_DIR"
 #: Exit status when the launcher itself cannot start the script.
 LAUNCHER_FAILED: Final = 2
 
@@ -107,54 +127,6 @@ _UNSET: Final = object()
 
 class LauncherError(Exception):
     """The launcher cannot start the script; reported in one line, exit 2."""
-
-
-class Frames:
-    """The frames channel: JSON lines to an fd, or to stderr prefixed `mcpx: ` without one."""
-
-    def __init__(self, fd: int | None) -> None:
-        self._fd = fd
-        self._lock = threading.Lock()
-
-    def send_value(self, kind: str, value: Any) -> None:
-        """A `{"type": kind, "value": value}` line; a value that is not JSON goes as its repr."""
-        try:
-            line = _dumps({"type": kind, "value": value})
-        except _NOT_JSON as exc:
-            self.log(
-                f"the {kind} value is not JSON-serialisable ({type(exc).__name__}: {exc}); "
-                "sent its repr instead",
-                "warning",
-                {"valueType": type(value).__qualname__},
-            )
-            line = _dumps({"type": kind, "value": _safe_repr(value)})
-        self._write(line)
-
-    def log(self, message: str, level: str, attrs: dict[str, Any]) -> None:
-        """A `log` line; an attribute that is not JSON goes as its repr."""
-        frame = {"type": "log", "level": level, "message": message, "attrs": attrs}
-        try:
-            line = _dumps(frame)
-        except _NOT_JSON:
-            frame["attrs"] = {k: v if _is_json(v) else _safe_repr(v) for k, v in attrs.items()}
-            line = _dumps(frame)
-        self._write(line)
-
-    def send_exception(self, exc: BaseException) -> None:
-        exc_type = type(exc).__qualname__
-        self._write(
-            _dumps({"type": "exception", "exceptionType": exc_type, "message": _safe_str(exc)})
-        )
-
-    def _write(self, line: str) -> None:
-        with self._lock:
-            if self._fd is None:
-                sys.stderr.write(f"mcpx: {line}\n")
-                sys.stderr.flush()
-                return
-            view = memoryview((line + "\n").encode())
-            while view:
-                view = view[os.write(self._fd, view) :]
 
 
 class Launcher:
@@ -206,7 +178,7 @@ class Launcher:
     def phase_failed(self, phase: str, exc: Exception) -> None:
         """An `onError` or `suffix` line raised: report it, leave the outcome as it was."""
         self.frames.log(
-            f"script.{phase} lines raised {type(exc).__qualname__}: {_safe_str(exc)}; "
+            f"script.{phase} lines raised {type(exc).__qualname__}: {safe_str(exc)}; "
             "the outcome is unchanged",
             "error",
             {"phase": phase, "exceptionType": type(exc).__qualname__},
@@ -242,46 +214,6 @@ class Launcher:
         self, _type: type[BaseException], exc: BaseException, _tb: types.TracebackType | None
     ) -> None:
         self.print_exception(exc)
-
-
-def make_mcpx_module(launcher: Launcher) -> types.ModuleType:
-    """The `mcpx` helper, as scripts and source lines import it."""
-    module = types.ModuleType(
-        "mcpx",
-        "Talks to mcpx-hooks on the frames channel (the fd named by MCPX_FRAMES_FD).\n\n"
-        "Each call writes one JSON line. Without MCPX_FRAMES_FD (a script run by hand), the\n"
-        "lines go to stderr instead, prefixed `mcpx: `.",
-    )
-    frames = launcher.frames
-
-    def log(message: object, level: str = "info", **attrs: Any) -> None:
-        """A `log` frame; `attrs` values that are not JSON are sent as their repr."""
-        if level not in LEVELS:
-            raise ValueError(f"mcpx.log level must be one of {', '.join(LEVELS)}, not {level!r}")
-        frames.log(str(message), level, attrs)
-
-    def emit(value: Any) -> None:
-        """An `emit` frame carrying `value`."""
-        frames.send_value("emit", value)
-
-    def result(value: Any) -> None:
-        """Sets the run's result when the script has no `main` (or `main` returns None).
-
-        The last call wins; the launcher sends the result once, when the run succeeds.
-        """
-        launcher.result = value
-
-    def artifacts_dir() -> str:
-        """The directory whose files become the run's artifacts."""
-        try:
-            return os.environ[ARTIFACTS_VAR]
-        except KeyError:
-            raise KeyError(f"{ARTIFACTS_VAR} is not set (not run by mcpx-hooks?)") from None
-
-    for fn in (log, emit, result, artifacts_dir):
-        fn.__module__ = "mcpx"
-        setattr(module, fn.__name__, fn)
-    return module
 
 
 def build_program(sources: dict[str, list[str]]) -> str:
@@ -406,7 +338,7 @@ def main(argv: list[str]) -> int:
     sys.path.extend(paths)
     if isinstance(sys.stdout, io.TextIOWrapper):
         sys.stdout.reconfigure(line_buffering=True)
-    mcpx = make_mcpx_module(launcher)
+    mcpx = mcpx_channel.make_mcpx_module(launcher)
     sys.modules["mcpx"] = mcpx
     namespace: dict[str, Any] = {
         "__name__": "__mcpx_launcher__",
@@ -440,12 +372,16 @@ def _run_awaitable(value: Any) -> Any:
     return asyncio.run(coroutine)
 
 
+#: The launcher's files, whose frames lead into the script.
+_OURS: Final = frozenset((__file__, mcpx_channel.__file__))
+
+
 def _without_launcher_frames(tb: types.TracebackType | None) -> types.TracebackType | None:
     entries: list[types.TracebackType] = []
     while tb is not None:
         entries.append(tb)
         tb = tb.tb_next
-    ours = [entry.tb_frame.f_code.co_filename == __file__ for entry in entries]
+    ours = [entry.tb_frame.f_code.co_filename in _OURS for entry in entries]
     last_theirs = max((i for i, mine in enumerate(ours) if not mine), default=-1)
     kept = [e for i, e in enumerate(entries) if not ours[i] or i > last_theirs]
     trimmed: types.TracebackType | None = None
@@ -454,38 +390,8 @@ def _without_launcher_frames(tb: types.TracebackType | None) -> types.TracebackT
     return trimmed
 
 
-#: What json.dumps raises for a value it cannot encode: a type, NaN, a cycle, deep nesting.
-_NOT_JSON: Final = (TypeError, ValueError, RecursionError)
-
-
-def _dumps(frame: dict[str, Any]) -> str:
-    return json.dumps(frame, separators=(",", ":"), allow_nan=False)
-
-
-def _is_json(value: object) -> bool:
-    try:
-        json.dumps(value, allow_nan=False)
-    except _NOT_JSON:
-        return False
-    return True
-
-
 def _is_str_list(value: object) -> bool:
     return isinstance(value, list) and all(isinstance(item, str) for item in value)
-
-
-def _safe_str(exc: BaseException) -> str:
-    try:
-        return str(exc)
-    except Exception as str_failed:  # a broken __str__ must not hide the real error
-        return f"<str() failed: {type(str_failed).__qualname__}>"
-
-
-def _safe_repr(value: object) -> str:
-    try:
-        return repr(value)
-    except Exception as repr_failed:  # a broken __repr__ must not lose the frame
-        return f"<{type(value).__qualname__} object; repr() failed: {repr_failed!r}>"
 
 
 if __name__ == "__main__":

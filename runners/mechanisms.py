@@ -3,8 +3,8 @@
 Standard library only. Each is really tried where trying is cheap and harmless (a namespace
 made on a throwaway thread, the mount tree armed on the first jail thread), else asked of the
 kernel (Landlock's ABI version, seccomp in /proc). `MCPX_HOOKS_HIDE=landlock,seccomp,...`
-(`HIDE_ENV`) hides mechanisms from detection, as if the kernel lacked them: a test proves with it
-that a profile needing one fails rather than running with less.
+(`isolation.HIDE_ENV`) hides mechanisms from detection, as if the kernel lacked them: a test
+proves with it that a profile needing one fails rather than running with less.
 
 The report is one JSON line on the spawner's stdout, then stdout is closed:
 `{"mode": "pidns"|"keeper", "userns": bool, "pid": P, "mechanisms": {NAME: true | "why it is
@@ -19,12 +19,11 @@ import json
 import os
 import sys
 
-from . import confine, jail
+from . import jail
+from .isolation import HIDE_ENV, NAMES, hidden
+from .landlock import landlock_abi
+from .seccomp import seccomp_available
 from .spawnreq import Sandbox
-
-HIDE_ENV = "MCPX_HOOKS_HIDE"
-#: Every mechanism, in the order the report lists them.
-NAMES = ("pidns", "mountns", "netns", "landlock", "seccomp", "uid")
 
 
 class Mechanisms:
@@ -46,18 +45,18 @@ class Mechanisms:
         #: For an ordinary user: the settings that can refuse user namespaces, as read before
         #: entering one (`userns.settings`; inside, they are the namespace's own).
         self.settings = settings
-        self.hidden = {n.strip() for n in os.environ.get(HIDE_ENV, "").split(",") if n.strip()}
+        self.hidden = set(hidden())
         self.missing: dict[str, str] = {}
         self.empty_net: int | None = None
         self.probed = False
-        self.landlock_abi = confine.landlock_abi()
+        self.landlock_abi = landlock_abi()
         if mode != "pidns":
             self._lack("pidns", f"the spawner runs in keeper mode: {keeper_why or 'why unsaid'}")
             for name in ("mountns", "netns"):  # made only in pidns mode
                 self._lack(name, "not in keeper mode (see pidns)")
         if self.landlock_abi < 1:
             self._lack("landlock", "the kernel has no Landlock (CONFIG_SECURITY_LANDLOCK, lsm=)")
-        if not confine.seccomp_available():
+        if not seccomp_available():
             self._lack("seccomp", "no seccomp filters on this kernel or machine")
         if os.geteuid() != 0 or userns:  # (uid 0 in a user namespace is the caller's uid)
             self._lack("uid", "the supervisor is not root: hooks run as its own user")

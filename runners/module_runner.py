@@ -33,6 +33,9 @@ IDLE_BOUND_S = 5.0
 #: Longest the whole of stdin may take, unless the hook's own timeout is shorter.
 TOTAL_BOUND_S = 30.0
 MAX_INPUT = 64 * 1024 * 1024
+#: The hook's timeout in milliseconds, which bounds the whole of stdin when it is shorter (a
+#: copy of the supervisor's name: `supervisor/core/hookenv.py`, held equal by a test).
+TIMEOUT_VAR = "MCPX_HOOK_TIMEOUT_MS"
 
 
 class RunnerError(Exception):
@@ -107,7 +110,7 @@ def run(spec: str) -> int:
     Shared by a cold start (`main`) and the warm runner's forked child (`warm.py`), which
     has set up the same process state first.
     """
-    timeout_ms = os.environ.get("MCPX_HOOK_TIMEOUT_MS", "")
+    timeout_ms = os.environ.get(TIMEOUT_VAR, "")
     total = min(TOTAL_BOUND_S, int(timeout_ms) / 1000) if timeout_ms.isdigit() else TOTAL_BOUND_S
     try:
         raw = read_stdin(IDLE_BOUND_S, total)

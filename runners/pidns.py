@@ -5,270 +5,44 @@ Standard library only.
 
 from __future__ import annotations
 
-import array
-import contextlib
 import ctypes
-import errno
 import os
 import resource
 import select
 import signal
 import socket
-import time
-from collections.abc import Iterator
 
 from . import jail, warm
+from .borrowing import (
+    CAP_SYS_RESOURCE,
+    Broken,
+    borrowable,
+    borrowed,
+    full_uid_map,
+    has_capability,
+    open_files_after,
+    seal_limits,
+    soft_only,
+)
+from .collect import Output, send_collected
+from .libc import CLONE_NEWPID, libc
 from .mechanisms import Mechanisms
-from .spawnreq import (
-    BAD_INPUT,
-    CLONE_NEWPID,
+from .protocol import (
+    KILL,
     LIFELINE_FD,
-    Collect,
-    Output,
-    Request,
-    StartError,
+    TERM,
     TakenCounter,
     command,
     control,
     exit_report,
     fail,
-    fork_exec,
     recv_request,
-    resolve,
     send,
-    send_collected,
-    start_failed,
-    terminate_init,
+    send_started,
 )
-
-_libc = ctypes.CDLL(None, use_errno=True)
-#: Per-child uids: `UID_BASE + (host pid of this spawner mod 2**16) * UID_SLOTS + slot`, so
-#: spawners running side by side use disjoint ranges, and a slot is reused only after its
-#: tree is gone.
-UID_BASE = 0x50000000
-UID_SLOTS = 1024
-
-
-class _UidPool:
-    def __init__(self) -> None:
-        host = int(os.readlink("/proc/self"))  # /proc is the host's: its pid for this process
-        self.base = UID_BASE + (host % (1 << 16)) * UID_SLOTS
-        self.free = list(range(UID_SLOTS - 1, -1, -1))
-
-    def take(self) -> int:
-        if not self.free:
-            raise StartError(f"sandbox: more than {UID_SLOTS} sandboxed children at once")
-        return self.base + self.free.pop()
-
-    def give(self, uid: int) -> None:
-        self.free.append(uid - self.base)
-
-
-class _Broken(Exception):
-    """This process could not restore its own state; it must not spawn again."""
-
-
-def _host_pid(pidfd: int) -> int:
-    """The host pid of the process behind `pidfd` (/proc, the host's, says it in fdinfo)."""
-    fd = os.open(f"/proc/self/fdinfo/{pidfd}", os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        info = os.read(fd, 4096)
-    finally:
-        os.close(fd)
-    for line in info.splitlines():
-        if line.startswith(b"Pid:"):
-            return int(line[4:])
-    raise OSError(errno.ESRCH, "no Pid in pidfd fdinfo")
-
-
-#: Margins that keep a borrowed limit from biting this process while it is in force.
-_CPU_MARGIN_S = 1
-_MEMORY_MARGIN = 64 << 20
-_STACK_MARGIN = 1 << 20
-#: Open files: lent only above this many fds over the highest one in use (a spawn opens a
-#: few, and posix_spawn refuses to place an fd at or above the soft limit); else set on the
-#: child right after its exec (`_open_files_after`).
-_FD_MARGIN = 64
-#: Limits this process can carry for the few hundred microseconds of a spawn whatever
-#: their value: it writes no regular file, takes no lock, mlocks nothing then (and open
-#: files are lent only when high enough, `_open_files_after`).
-_HARMLESS = frozenset(
-    getattr(resource, n)
-    for n in (
-        "RLIMIT_FSIZE",
-        "RLIMIT_NOFILE",
-        "RLIMIT_CORE",
-        "RLIMIT_LOCKS",
-        "RLIMIT_MEMLOCK",
-        "RLIMIT_MSGQUEUE",
-        "RLIMIT_NICE",
-        "RLIMIT_RTPRIO",
-        "RLIMIT_RTTIME",
-        "RLIMIT_SIGPENDING",
-        "RLIMIT_RSS",
-    )
-    if hasattr(resource, n)
-)
-
-
-#: How old a reading of this process's memory use (`_own_usage`) may be when a limit is
-#: checked against it. It is read on a request's way otherwise (/proc/self/status: 60-150 us
-#: here); what this process maps in a quarter of a second is a few trees' worth of fds and
-#: buffers, far inside `_MEMORY_MARGIN` (64 MiB), which is what the reading is compared with.
-_USAGE_MAX_AGE_S = 0.25
-#: The last reading: when (monotonic) and what.
-_last_usage: list[tuple[float, dict[bytes, int]]] = []
-
-
-def _own_usage() -> dict[bytes, int]:
-    """VmSize, VmData and VmStk of this process in bytes, read at most `_USAGE_MAX_AGE_S`
-    ago."""
-    now = time.monotonic()
-    if _last_usage and now - _last_usage[0][0] < _USAGE_MAX_AGE_S:
-        return _last_usage[0][1]
-    found: dict[bytes, int] = {}
-    with open("/proc/self/status", "rb") as f:
-        for line in f:
-            if line.startswith((b"VmSize:", b"VmData:", b"VmStk:")):
-                found[line.split(b":")[0]] = int(line.split()[1]) * 1024
-    _last_usage[:] = [(now, found)]
-    return found
-
-
-_CAP_SYS_RESOURCE = 24
-
-
-def _has_capability(cap: int) -> bool:
-    with open("/proc/self/status", "rb") as f:
-        for line in f:
-            if line.startswith(b"CapEff:"):
-                return bool(int(line.split()[1], 16) >> cap & 1)
-    return False
-
-
-def _full_uid_map() -> bool:
-    """Whether this process's uids are the host's (no user namespace): root is then exempt."""
-    try:
-        with open("/proc/self/uid_map", "rb") as f:
-            return f.read().split() == [b"0", b"0", b"4294967295"]
-    except OSError:
-        return False
-
-
-def _open_files_after(
-    limits: list[tuple[int, int, int]], highest_fd: int
-) -> tuple[list[tuple[int, int, int]], list[tuple[int, int, int]]]:
-    """`limits` split in those to lend for a spawn and the open-files limit when it is too
-    low to lend (this process holds fds above it: two per running child). That one is set
-    on the child with `prlimit` right after its exec: for the few microseconds between, the
-    child has this process's limit instead."""
-    lend: list[tuple[int, int, int]] = []
-    after: list[tuple[int, int, int]] = []
-    for limit in limits:
-        too_low = limit[0] == resource.RLIMIT_NOFILE and limit[1] <= highest_fd + _FD_MARGIN
-        (after if too_low else lend).append(limit)
-    return lend, after
-
-
-def _borrowable(limits: list[tuple[int, int, int]], root: bool, raise_hard: bool) -> bool:
-    """Whether every limit can be set on this process for a spawn, without hurting it, and
-    put back after (a lowered hard limit comes back only with CAP_SYS_RESOURCE)."""
-    usage: dict[bytes, int] | None = None
-    for number, soft, hard in limits:
-        if not raise_hard and hard != resource.getrlimit(number)[1]:
-            return False
-        if number in _HARMLESS or soft == resource.RLIM_INFINITY:
-            continue
-        if number == resource.RLIMIT_NPROC:
-            if root:  # never enforced on the real root user's forks
-                continue
-            return False
-        if number == resource.RLIMIT_CPU:
-            own = resource.getrusage(resource.RUSAGE_SELF)
-            if soft >= own.ru_utime + own.ru_stime + _CPU_MARGIN_S:
-                continue
-            return False
-        usage = usage or _own_usage()
-        floor = {
-            resource.RLIMIT_AS: usage.get(b"VmSize", 0) + _MEMORY_MARGIN,
-            resource.RLIMIT_DATA: usage.get(b"VmData", 0) + _MEMORY_MARGIN,
-            resource.RLIMIT_STACK: usage.get(b"VmStk", 0) + _STACK_MARGIN,
-        }.get(number)
-        if floor is None or soft < floor:
-            return False
-    return True
-
-
-def _soft_only(limits: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
-    """The soft limits of `limits` under this process's own hard ones (a jailed child gets its
-    hard limits after the spawn, `jail.seal_limits`)."""
-    out = []
-    for number, wanted, _ in limits:
-        hard = resource.getrlimit(number)[1]
-        soft = wanted
-        if hard != resource.RLIM_INFINITY:  # (an infinite soft limit is the largest)
-            soft = hard if wanted == resource.RLIM_INFINITY else min(wanted, hard)
-        out.append((number, soft, hard))
-    return out
-
-
-@contextlib.contextmanager
-def _borrowed(req: Request, limits: list[tuple[int, int, int]] | None = None) -> Iterator[None]:
-    """Sets the request's limits (or `limits`) on this process for the block, then puts its
-    own back."""
-    chosen = req.limits if limits is None else limits
-    saved = [(number, resource.getrlimit(number)) for number, _, _ in chosen]
-    try:
-        for number, soft, hard in chosen:
-            try:
-                resource.setrlimit(number, (soft, hard))
-            except (OSError, ValueError) as exc:
-                raise StartError(f"cannot set {req.limit_names[number]}: {exc}") from exc
-        yield
-    finally:
-        for number, old in reversed(saved):
-            try:
-                resource.setrlimit(number, old)
-            except (OSError, ValueError) as exc:
-                raise _Broken(f"cannot restore resource limit {number}") from exc
-
-
-class _Tree:
-    """One child in pidns mode: PID 1 of its own namespace, so its tree is that namespace."""
-
-    __slots__ = (
-        "collect",
-        "ctrl",
-        "host",
-        "outputs",
-        "overflow",
-        "pid",
-        "pidfd",
-        "scratch",
-        "uid",
-    )
-
-    def __init__(self, pid: int, pidfd: int, host: int, ctrl: socket.socket) -> None:
-        self.pid = pid
-        self.pidfd = pidfd
-        self.host = host
-        self.ctrl: socket.socket | None = ctrl
-        #: A jailed child's uid slot, and its scratch tmpfs to copy back (fd, host path).
-        self.uid: int | None = None
-        self.scratch: tuple[int, str] | None = None
-        #: A `"collect"` request's caps, its stdout and stderr (`Output`), and whether
-        #: stdout went over its cap.
-        self.collect: Collect | None = None
-        self.outputs: list[Output] = []
-        self.overflow = False
-
-    def signal(self, sig: int) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            signal.pidfd_send_signal(self.pidfd, sig)
-
-    def terminate(self) -> None:
-        """SIGTERM as if this init were an ordinary process (see the module docstring)."""
-        terminate_init(self.host, self.pidfd)
+from .spawnreq import Request
+from .start import BAD_INPUT, StartError, fork_exec, resolve, start_failed
+from .trees import Tree, UidPool, host_pid
 
 
 class PidNsSpawner:
@@ -278,15 +52,15 @@ class PidNsSpawner:
         self.requests = requests
         self.taken = taken
         self.sandbox = sandbox
-        self.uids = _UidPool()
+        self.uids = UidPool()
         self.jail = sandbox.new_jail()
         self.home = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
-        self.root = os.getuid() == 0 and _full_uid_map()
+        self.root = os.getuid() == 0 and full_uid_map()
         # Raising a hard limit takes CAP_SYS_RESOURCE in the host's user namespace: the one
         # a rootless spawner holds in its own (`userns.py`) does not count.
-        self.raise_hard = _full_uid_map() and _has_capability(_CAP_SYS_RESOURCE)
+        self.raise_hard = full_uid_map() and has_capability(CAP_SYS_RESOURCE)
         self.epoll = select.epoll()
-        self.trees: dict[int, _Tree] = {}  # by pidfd and by control socket fd
+        self.trees: dict[int, Tree] = {}  # by pidfd and by control socket fd
         requests.setblocking(False)
         self.epoll.register(requests.fileno(), select.EPOLLIN)
         self.epoll.register(LIFELINE_FD, select.EPOLLIN)
@@ -341,7 +115,7 @@ class PidNsSpawner:
             if got is None:  # the supervisor closed its end; the lifeline says when to go
                 self.epoll.unregister(self.requests.fileno())
                 return
-            # Counted before anything can start the child (`spawnreq.TakenCounter`); every
+            # Counted before anything can start the child (`protocol.TakenCounter`); every
             # message is, even one dropped: its owner numbers every one it sends.
             self.taken.count()
             msg, fds = got
@@ -381,7 +155,7 @@ class PidNsSpawner:
         try:
             pidfd = os.pidfd_open(pid)
             try:
-                host = _host_pid(pidfd)
+                host = host_pid(pidfd)
             except OSError:
                 os.close(pidfd)
                 raise
@@ -394,7 +168,7 @@ class PidNsSpawner:
             fail(ctrl, f"cannot watch the child: {exc.strerror}")
             ctrl.close()
             return
-        tree = _Tree(pid, pidfd, host, ctrl)
+        tree = Tree(pid, pidfd, host, ctrl)
         tree.uid = uid
         if req.outputs is not None:
             assert req.collect is not None
@@ -407,11 +181,7 @@ class PidNsSpawner:
         if spawned is not None and spawned.scratch_fd is not None:
             assert req.sandbox is not None
             tree.scratch = (spawned.scratch_fd, req.sandbox.scratch)
-        # With the child's pidfd: its owner can SIGKILL the tree without a word to this loop.
-        rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [pidfd]).tobytes())]
-        with contextlib.suppress(OSError):
-            started = b'{"event": "started", "pid": %d, "keeper": null}' % tree.host
-            ctrl.sendmsg([started], rights, socket.MSG_DONTWAIT)
+        send_started(ctrl, tree.host, pidfd=pidfd)
         self.trees[pidfd] = self.trees[ctrl.fileno()] = tree
         self.epoll.register(pidfd, select.EPOLLIN)
         self.epoll.register(ctrl.fileno(), select.EPOLLIN)
@@ -425,10 +195,10 @@ class PidNsSpawner:
             try:
                 if not req.limits:
                     return req.posix_spawn(program)
-                lend, after = _open_files_after(req.limits, self._highest_fd(req))
-                if not _borrowable(lend, self.root, self.raise_hard):
+                lend, after = open_files_after(req.limits, self._highest_fd(req))
+                if not borrowable(lend, self.root, self.raise_hard):
                     return fork_exec(req, program)
-                with _borrowed(req, lend):
+                with borrowed(req, lend):
                     pid = req.posix_spawn(program)
                 for number, soft, hard in after:
                     try:
@@ -458,13 +228,13 @@ class PidNsSpawner:
             if self.sandbox.userns:  # rootless: by fork, for the child's own user namespace
                 return current.spawn(req, uid, borrowed=False)
             # (`seal_limits` sets every limit, open files included, right after.)
-            soft, _ = _open_files_after(_soft_only(req.limits), self._highest_fd(req))
-            if not _borrowable(soft, self.root, self.raise_hard):
+            soft, _ = open_files_after(soft_only(req.limits), self._highest_fd(req))
+            if not borrowable(soft, self.root, self.raise_hard):
                 return current.spawn(req, uid, borrowed=False)
-            with _borrowed(req, soft):
+            with borrowed(req, soft):
                 spawned = current.spawn(req, uid, borrowed=True)
             try:
-                jail.seal_limits(spawned.pid, uid, req.limits, req.limit_names)
+                seal_limits(spawned.pid, uid, req.limits, req.limit_names)
             except StartError:
                 os.kill(spawned.pid, signal.SIGKILL)
                 os.waitpid(spawned.pid, 0)
@@ -531,7 +301,7 @@ class PidNsSpawner:
         the request that needs it, so that `unshare` is not on its way."""
         if self.armed:
             return
-        if _libc.unshare(CLONE_NEWPID) == 0:
+        if libc.unshare(CLONE_NEWPID) == 0:
             self.armed = True
         elif not quietly:
             err = ctypes.get_errno()
@@ -539,11 +309,11 @@ class PidNsSpawner:
 
     def _disarm(self) -> None:
         if self.armed:
-            if _libc.setns(self.home, CLONE_NEWPID) != 0:
-                raise _Broken("cannot return to the spawner's PID namespace")
+            if libc.setns(self.home, CLONE_NEWPID) != 0:
+                raise Broken("cannot return to the spawner's PID namespace")
             self.armed = False
 
-    def _obey(self, tree: _Tree) -> None:
+    def _obey(self, tree: Tree) -> None:
         assert tree.ctrl is not None
         try:
             msg = tree.ctrl.recv(4096, socket.MSG_DONTWAIT)
@@ -556,12 +326,12 @@ class PidNsSpawner:
             self._forget_ctrl(tree)
             return
         cmd = command(msg)
-        if cmd == "term":
+        if cmd == TERM:
             tree.terminate()
-        elif cmd == "kill":
+        elif cmd == KILL:
             tree.signal(signal.SIGKILL)
 
-    def _reap(self, tree: _Tree) -> None:
+    def _reap(self, tree: Tree) -> None:
         pid, status, usage = os.wait4(tree.pid, os.WNOHANG)
         if pid == 0:
             return
@@ -588,7 +358,7 @@ class PidNsSpawner:
         for output in tree.outputs:
             output.close()
 
-    def _read_output(self, tree: _Tree, fd: int, *, drain: bool = False) -> None:
+    def _read_output(self, tree: Tree, fd: int, *, drain: bool = False) -> None:
         """Moves what stdout or stderr `fd` holds to its memfd (all of it, `drain`: the
         tree is gone); stops at end of file, and at stdout past its cap, killing the tree."""
         assert tree.collect is not None
@@ -617,7 +387,7 @@ class PidNsSpawner:
             output.pipe = -1
             return
 
-    def _forget_ctrl(self, tree: _Tree) -> None:
+    def _forget_ctrl(self, tree: Tree) -> None:
         assert tree.ctrl is not None
         fd = tree.ctrl.fileno()
         self.epoll.unregister(fd)

@@ -2,7 +2,7 @@
 
 Standard library only; started by the supervisor as `python -I -S spawner.py PARENT_PID FD
 MODE TAKEN_FD [WHY]`, FD being its request socket, TAKEN_FD a memfd of 8 bytes shared with the
-supervisor (`spawnreq.TakenCounter`), WHY why the supervisor chose keeper mode, and its stdin
+supervisor (`protocol.TakenCounter`), WHY why the supervisor chose keeper mode, and its stdin
 the lifeline (end of file: the supervisor is done). Never imports the supervisor or trio. It
 owns each child's whole tree in one of two ways:
 
@@ -88,10 +88,13 @@ started from an armed jail thread (`jail.py`, mechanisms in `confine.py`); keepe
 it. Before serving, the spawner writes one line on its stdout, the isolation mechanisms it
 found (`mechanisms.py`), and closes it.
 
-Modules: `spawnreq.py` (the request, shared helpers), `pidns.py`, `keepers.py`, `jail.py`,
-`view.py` (a jailed child's filesystem), `confine.py`, `mechanisms.py`, `warm.py` (module
-hooks run in waiting forks of this process), `userns.py` (rootless); this file only starts
-the chosen mode.
+Modules: `spawnreq.py` (the request) and `checks.py` (its checks), `protocol.py` (the
+messages above), `collect.py` (`"collect"`), `start.py` (the program, fork and exec),
+`trees.py` (a child's tree through /proc), `borrowing.py` (limits lent to a spawn),
+`pidns.py`, `keepers.py`, `jail.py`, `view.py` and `idmap.py` (a jailed child's filesystem),
+`confine.py`, `landlock.py`, `seccomp.py`, `libc.py` (the calls into libc), `mechanisms.py`
+and `isolation.py` (their names), `warm.py` (module hooks run in waiting forks of this
+process), `userns.py` (rootless); this file only starts the chosen mode.
 """
 
 from __future__ import annotations
@@ -105,9 +108,10 @@ import sys
 def main() -> None:
     from runners import userns
     from runners.keepers import serve_keepers
+    from runners.libc import PR_SET_PDEATHSIG, prctl
     from runners.mechanisms import Mechanisms
     from runners.pidns import PidNsSpawner
-    from runners.spawnreq import PR_SET_PDEATHSIG, TakenCounter, prctl
+    from runners.protocol import TakenCounter
 
     parent, request_fd = int(sys.argv[1]), int(sys.argv[2])
     mode = sys.argv[3] if len(sys.argv) > 3 else "keeper"

@@ -53,12 +53,21 @@ import socket
 import struct
 import sys
 
-from .spawnreq import PR_SET_PDEATHSIG, prctl
-
-CLONE_NEWUSER = 0x10000000
-CLONE_NEWPID = 0x20000000
-HIDE_ENV = "MCPX_HOOKS_HIDE"
-_libc = ctypes.CDLL(None, use_errno=True)
+from .isolation import HIDE_ENV, hidden
+from .libc import (
+    AT_FDCWD,
+    CLONE_NEWPID,
+    CLONE_NEWUSER,
+    EVERYWHERE,
+    MOUNT_ATTR_RDONLY,
+    PR_CAPBSET_DROP,
+    PR_SET_PDEATHSIG,
+    PR_SET_SECUREBITS,
+    failure,
+    libc,
+    prctl,
+    syscall,
+)
 
 #: The settings that can refuse unprivileged user namespaces: name, the value that refuses,
 #: how to allow them (as root). Those this kernel has are in /proc/sys.
@@ -116,15 +125,10 @@ def refusal(error: str) -> str:
 #: Set in S once it serves in its user namespace (and so in every fork of it).
 entered = False
 
-_PR_CAPBSET_DROP = 24
-_PR_SET_SECUREBITS = 28
 #: SECBIT_NOROOT (uid 0 gets no capabilities at exec), SECBIT_NO_SETUID_FIXUP,
 #: SECBIT_NO_CAP_AMBIENT_RAISE, each locked, and SECBIT_KEEP_CAPS locked off.
 _SECUREBITS = 0x01 | 0x02 | 0x04 | 0x08 | 0x20 | 0x40 | 0x80
 _CAPSET_V3 = 0x20080522
-_MOUNT_SETATTR = 442
-_AT_FDCWD = -100
-_MOUNT_ATTR_RDONLY = 0x1
 
 
 def drop_capabilities() -> None:
@@ -133,17 +137,17 @@ def drop_capabilities() -> None:
     exec. (Its uid is the caller's, never 0, the only uid mapped there; and under
     `no_new_privs` no file's capabilities count: an exec would give none back anyway.)
     Raises `OSError`."""
-    if _libc.prctl(_PR_SET_SECUREBITS, _SECUREBITS, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), _fail("securebits"))
+    if libc.prctl(PR_SET_SECUREBITS, _SECUREBITS, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), failure("securebits"))
     cap = 0
-    while _libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) == 0:
+    while libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0:
         cap += 1
     if ctypes.get_errno() != errno.EINVAL or cap == 0:  # EINVAL: past the last capability
-        raise OSError(ctypes.get_errno(), _fail(f"dropping capability {cap}"))
+        raise OSError(ctypes.get_errno(), failure(f"dropping capability {cap}"))
     header = ctypes.create_string_buffer(struct.pack("=Ii", _CAPSET_V3, 0), 8)
     data = ctypes.create_string_buffer(24)  # two zeroed `__user_cap_data_struct`s
-    if _libc.capset(header, data) != 0:
-        raise OSError(ctypes.get_errno(), _fail("capset"))
+    if libc.capset(header, data) != 0:
+        raise OSError(ctypes.get_errno(), failure("capset"))
 
 
 def own_namespace(nproc: list[tuple[int, int, int]]) -> None:
@@ -151,8 +155,8 @@ def own_namespace(nproc: list[tuple[int, int, int]]) -> None:
     limit `nproc`: counted there, over its own tree only. For a single-threaded process (a
     fork of S); raises `OSError`."""
     uid, gid = os.getuid(), os.getgid()
-    if _libc.unshare(CLONE_NEWUSER) != 0:
-        raise OSError(ctypes.get_errno(), _fail("the hook's own user namespace"))
+    if libc.unshare(CLONE_NEWUSER) != 0:
+        raise OSError(ctypes.get_errno(), failure("the hook's own user namespace"))
     _write("setgroups", "deny")
     _write("uid_map", f"{uid} {uid} 1")
     _write("gid_map", f"{gid} {gid} 1")
@@ -164,9 +168,9 @@ def writable_proc() -> None:
     """Makes /proc writable again in this (armed, read-only) mount namespace: a child writes
     the maps of its own user namespace there (`own_namespace`). No child reaches /proc
     itself: Landlock grants it no path there. Raises `OSError`."""
-    attr = ctypes.create_string_buffer(struct.pack("=QQQQ", 0, _MOUNT_ATTR_RDONLY, 0, 0), 32)
-    if _libc.syscall(_MOUNT_SETATTR, _AT_FDCWD, b"/proc", 0, attr, 32) != 0:
-        raise OSError(ctypes.get_errno(), _fail("a writable /proc"))
+    attr = ctypes.create_string_buffer(struct.pack("=QQQQ", 0, MOUNT_ATTR_RDONLY, 0, 0), 32)
+    if syscall(EVERYWHERE["mount_setattr"], AT_FDCWD, b"/proc", 0, attr, 32) != 0:
+        raise OSError(ctypes.get_errno(), failure("a writable /proc"))
 
 
 def _write(name: str, text: str) -> None:
@@ -177,21 +181,12 @@ def _write(name: str, text: str) -> None:
         os.close(fd)
 
 
-def _hidden() -> bool:
-    return "userns" in {n.strip() for n in os.environ.get(HIDE_ENV, "").split(",")}
-
-
-def _fail(what: str) -> str:
-    err = ctypes.get_errno()
-    return f"{what}: {os.strerror(err)}"
-
-
 def _probe(sock: socket.socket) -> None:
     """C: makes the namespace and sends P an fd of it, or why not. Never returns."""
     try:
         uid, gid = os.getuid(), os.getgid()
-        if _libc.unshare(CLONE_NEWUSER) != 0:
-            why = _fail("unshare(CLONE_NEWUSER)")
+        if libc.unshare(CLONE_NEWUSER) != 0:
+            why = failure("unshare(CLONE_NEWUSER)")
         else:
             why = ""
             for name, text in (
@@ -204,8 +199,8 @@ def _probe(sock: socket.socket) -> None:
                 except OSError as exc:
                     why = f"writing /proc/self/{name}: {exc.strerror}"
                     break
-            if not why and _libc.unshare(CLONE_NEWPID) != 0:
-                why = _fail("unshare(CLONE_NEWPID) in a new user namespace")
+            if not why and libc.unshare(CLONE_NEWPID) != 0:
+                why = failure("unshare(CLONE_NEWPID) in a new user namespace")
         if why:
             sock.send(why.encode())
         else:
@@ -217,7 +212,7 @@ def _probe(sock: socket.socket) -> None:
 
 def _made() -> tuple[int | None, str]:
     """P: the probe's namespace (an fd), or None and why it cannot be had (`refusal`)."""
-    if _hidden():
+    if "userns" in hidden():
         return None, f"hidden by {HIDE_ENV}"
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
@@ -264,16 +259,16 @@ def enter(parent: int, keep: tuple[int, ...]) -> str | None:
     if fd is None:
         return why
     try:
-        if _libc.setns(fd, CLONE_NEWUSER) != 0:
-            return refusal(_fail("setns(user namespace)"))
+        if libc.setns(fd, CLONE_NEWUSER) != 0:
+            return refusal(failure("setns(user namespace)"))
     finally:
         os.close(fd)
     # (From here P is in the namespace: a failure is fatal, not a fallback to keepers.)
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent:  # the supervisor died before that took hold
         os._exit(1)
-    if _libc.unshare(CLONE_NEWPID) != 0:
-        sys.exit(_fail("unshare(CLONE_NEWPID)"))
+    if libc.unshare(CLONE_NEWPID) != 0:
+        sys.exit(failure("unshare(CLONE_NEWPID)"))
     alive_r, alive_w = os.pipe2(os.O_CLOEXEC)
     pid = os.fork()
     if pid == 0:

@@ -31,18 +31,24 @@ import struct
 from collections.abc import Iterable
 
 from . import confine, idmap
-from .spawnreq import Sandbox, StartError
+from .libc import (
+    AT_FDCWD,
+    AT_RECURSIVE,
+    EVERYWHERE,
+    MOUNT_ATTR_NOSUID,
+    MOUNT_ATTR_RDONLY,
+    ConfineError,
+    libc,
+    syscall,
+)
+from .spawnreq import Sandbox
+from .start import StartError
 
-_libc = ctypes.CDLL(None, use_errno=True)
 MS_NOSUID = 0x2
 MS_NODEV = 0x4
 MS_BIND = 0x1000
 MS_REC = 0x4000
 MS_PRIVATE = 1 << 18
-_AT_FDCWD = -100
-_AT_RECURSIVE = 0x8000
-_MOUNT_ATTR_RDONLY = 0x1
-_MOUNT_ATTR_NOSUID = 0x2
 #: Inodes and bytes of a tmpfs that only holds the directories leading to bound paths.
 _COVER_OPTIONS = "mode=0755,size=1m,nr_inodes=4096"
 #: Files and directories a scratch tmpfs may hold, per MiB of its size (min 1024).
@@ -52,7 +58,7 @@ _COPY_CHUNK = 1 << 20
 
 def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str) -> None:
     enc = [None if v is None else v.encode() for v in (source, target, fstype, data)]
-    if _libc.mount(enc[0], enc[1], enc[2], flags, enc[3] or None) != 0:
+    if libc.mount(enc[0], enc[1], enc[2], flags, enc[3] or None) != 0:
         err = ctypes.get_errno()
         raise StartError(f"sandbox: cannot mount {target}: {os.strerror(err)}")
 
@@ -60,12 +66,12 @@ def mount(source: str | None, target: str, fstype: str | None, flags: int, data:
 def read_only_tree() -> None:
     """Makes every mount of this namespace read-only and nosuid."""
     attr = ctypes.create_string_buffer(
-        struct.pack("=QQQQ", _MOUNT_ATTR_RDONLY | _MOUNT_ATTR_NOSUID, 0, 0, 0), 32
+        struct.pack("=QQQQ", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID, 0, 0, 0), 32
     )
-    nr = confine._COMMON["mount_setattr"]
-    if confine._syscall(nr, _AT_FDCWD, b"/", _AT_RECURSIVE, attr, 32) != 0:
+    nr = EVERYWHERE["mount_setattr"]
+    if syscall(nr, AT_FDCWD, b"/", AT_RECURSIVE, attr, 32) != 0:
         err = ctypes.get_errno()
-        raise confine.ConfineError(err, f"read-only mount tree: {os.strerror(err)}")
+        raise ConfineError(err, f"read-only mount tree: {os.strerror(err)}")
 
 
 class _Grant:
@@ -238,7 +244,7 @@ def _attach(
         try:
             userns = idmap.userns(grant.owner, ids, home)
             tree = idmap.clone(source, writable=grant.writable, userns_fd=userns)
-        except confine.ConfineError as exc:
+        except ConfineError as exc:
             if exc.errno not in (errno.EINVAL, errno.EOPNOTSUPP, errno.EPERM):
                 raise
             notes[path] = f"its filesystem cannot give the hook its owner's access ({exc})"

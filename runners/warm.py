@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import array
 import contextlib
-import ctypes
 import gc
 import json
 import os
@@ -49,15 +48,11 @@ import sys
 import traceback
 
 from . import jail, module_runner
-from .spawnreq import (
-    BAD_INPUT,
-    DEFAULT_SIGNALS,
-    MAX_FDS,
-    MAX_MESSAGE,
-    Request,
-    StartError,
-    environment,
-)
+from .checks import environment
+from .libc import PR_SET_DUMPABLE, libc
+from .protocol import MAX_FDS, MAX_MESSAGE
+from .spawnreq import Request
+from .start import BAD_INPUT, DEFAULT_SIGNALS, StartError
 
 #: The kinds of waiting fork: for requests without a sandbox, and for sandboxed ones.
 PLAIN = "plain"
@@ -70,8 +65,9 @@ BASE_PATH = tuple(p for p in sys.path if p != _HOME)
 _RUNNER_FILE = os.path.abspath(module_runner.__file__ or "module_runner.py")
 #: A hook the waiting fork runs once, to touch what a real one will (`_ready_interpreter`).
 _REHEARSAL = os.path.join(os.path.dirname(_RUNNER_FILE), "rehearsal.py")
+#: The input it gets: a hook's, of the supervisor's protocol version (`hookenv.PROTOCOL`).
+REHEARSAL_INPUT = '{"protocol": 1, "hook": {"name": "rehearsal"}}'
 _MAX_ENV = 1 << 20
-_PR_SET_DUMPABLE = 4
 
 
 class Lost(Exception):
@@ -216,7 +212,7 @@ def _set_up(req: Request, uid: int | None, empty_net: int | None) -> tuple[dict[
     else:
         try:
             scratch_fd, seal = jail.prepare(req, req.sandbox, uid, empty_net)
-        except OSError as exc:  # a namespace or mount step (`confine.ConfineError`)
+        except OSError as exc:  # a namespace or mount step (`libc.ConfineError`)
             raise StartError(f"sandbox: {exc}") from exc
         if scratch_fd is not None:
             os.close(scratch_fd)
@@ -246,7 +242,7 @@ def _read_env(fd: int) -> dict[str, str]:
 
 
 def _prctl_dumpable() -> None:
-    ctypes.CDLL(None).prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)
+    libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
 
 
 def _close_fds_except(keep: list[int]) -> None:
@@ -288,7 +284,7 @@ def _rehearse() -> None:
     path = list(sys.path)
     try:
         fn = module_runner.load(f"{_REHEARSAL}:hook")
-        json.dumps(fn(json.loads('{"protocol": 1, "hook": {"name": "rehearsal"}}')))
+        json.dumps(fn(json.loads(REHEARSAL_INPUT)))
     finally:
         sys.path[:] = path
         for name in [n for n in sys.modules if n.startswith("_mcpx_hook_")]:

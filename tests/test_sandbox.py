@@ -19,7 +19,7 @@ import pytest
 import trio
 from conftest import ROOT, hook_user_processes, kill_supervisor_and_wait
 
-from mcpx_hooks.runners import confine
+from mcpx_hooks.runners import confine, libc, seccomp
 from mcpx_hooks.supervisor.cli import doctor
 from mcpx_hooks.supervisor.config.loading import load_config
 from mcpx_hooks.supervisor.core.convert import to_json
@@ -434,46 +434,46 @@ def _run_filter(prog: bytes, nr: int, arch: int, args: tuple[int, ...]) -> tuple
 
 
 def _decision(nr: int, arch: int, args: tuple[int, ...], no_sockets: bool) -> int:
-    """The filter as `confine.seccomp_program` documents it."""
-    table = confine._table()
+    """The filter as `seccomp.seccomp_program` documents it."""
+    table = libc.table()
     assert table is not None
     native, nrs = table
     allow, eperm = 0x7FFF0000, 0x00050000 | errno.EPERM
     if arch != native or (native == 0xC000003E and nr & 0xFFFFFFFF >= 0x40000000):
         return eperm
-    if nr in {nrs[name] for name in confine.DENIED if name in nrs}:
+    if nr in {nrs[name] for name in seccomp.DENIED if name in nrs}:
         return eperm
     if nr == nrs["clone3"]:
         return 0x00050000 | errno.ENOSYS
     if nr == nrs["clone"]:
-        return eperm if args[0] & 0xFFFFFFFF & confine._NAMESPACE_FLAGS else allow
+        return eperm if args[0] & 0xFFFFFFFF & libc.NAMESPACE_FLAGS else allow
     if nr == nrs["prlimit64"]:
         return allow if args[2] == 0 else eperm
     if no_sockets and nr == nrs["socket"]:
         return allow if args[0] & 0xFFFFFFFF == 16 else 0x00050000 | errno.EACCES
-    if nr in {nrs[name] for name in confine.UNJUDGED}:
+    if nr in {nrs[name] for name in seccomp.UNJUDGED}:
         return 0x00050000 | errno.ENOSYS
     setid = 0o6000
-    for name, arg in confine.MODE_ARGUMENT.items():
+    for name, arg in seccomp.MODE_ARGUMENT.items():
         if nrs.get(name) == nr:
             return eperm if args[arg] & setid else allow
-    for name, (flags, mode) in confine.OPEN_ARGUMENTS.items():
+    for name, (flags, mode) in seccomp.OPEN_ARGUMENTS.items():
         if nrs.get(name) == nr:
             creates = args[flags] & (0o100 | 0o20000000)
             return eperm if creates and args[mode] & setid else allow
     return allow
 
 
-@pytest.mark.skipif(confine._table() is None, reason="no system call table for this machine")
+@pytest.mark.skipif(libc.table() is None, reason="no system call table for this machine")
 @pytest.mark.parametrize("no_sockets", [True, False])
 def test_the_seccomp_filter_decides_every_call_as_documented(no_sockets: bool) -> None:
-    table = confine._table()
+    table = libc.table()
     assert table is not None
-    prog = confine.seccomp_program(no_sockets)
+    prog = seccomp.seccomp_program(no_sockets)
     argsets = [
         (0,) * 6,
-        (confine.CLONE_NEWPID, 0, 0, 0, 0, 0),
-        (confine.CLONE_NEWUSER | 17, 0, 0, 0, 0, 0),
+        (libc.CLONE_NEWPID, 0, 0, 0, 0, 0),
+        (libc.CLONE_NEWUSER | 17, 0, 0, 0, 0, 0),
         (0x1200011, 0, 0, 0, 0, 0),  # what fork() passes to clone
         (16, 0, 0, 0, 0, 0),
         (2, 1, 0, 0, 0, 0),

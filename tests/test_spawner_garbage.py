@@ -30,7 +30,8 @@ import trio
 from test_spawn import CAP, GRACE, PATH, py, run, spec
 
 from mcpx_hooks.runners import idmap
-from mcpx_hooks.runners.spawnreq import MAX_FD, MAX_FDS, MAX_MESSAGE
+from mcpx_hooks.runners.protocol import MAX_FDS, MAX_MESSAGE
+from mcpx_hooks.runners.start import MAX_FD
 from mcpx_hooks.supervisor.core.hooks import Profile
 from mcpx_hooks.supervisor.process import sandbox
 from mcpx_hooks.supervisor.process.child import SpawnerLink

@@ -19,12 +19,13 @@ import attrs
 import trio
 
 from ..core.errors import SpawnError
+from .runnerside import protocol
 
 #: How long the keeper may take to report after SIGKILL before we kill it and give up waiting.
 KILL_REPORT_BOUND: Final = 5.0
 _READ_CHUNK: Final = 65536
 #: The largest message about a child, and room for the memfds of collected output.
-_MAX_MESSAGE: Final = 4096
+_MAX_MESSAGE: Final = protocol.MAX_REPORT
 _FD_SPACE: Final = socket.CMSG_SPACE(2 * array.array("i").itemsize)
 
 
@@ -169,7 +170,7 @@ class Child:
         the spawner sees it gone and reports as ever), which saves a round trip through the
         spawner on every timeout; else, or before "started", through the spawner."""
         if self._pidfd is None:
-            await self.send_command("kill")
+            await self.send_command(protocol.KILL)
             return
         with contextlib.suppress(ProcessLookupError):
             signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
@@ -251,7 +252,7 @@ class Child:
         self.outcome.killed = True
         if grace > 0:
             with trio.move_on_after(grace) as scope:
-                await self.send_command("term")
+                await self.send_command(protocol.TERM)
                 await self.wait()
             if not scope.cancelled_caught:
                 return
@@ -280,7 +281,7 @@ class Child:
 
 class SpawnerLink:
     """A child's control socket to the spawner (`runners/spawner.py` has the protocol), and
-    `taken`: whether the spawner took the request (`spawn.TakenCount`)."""
+    `taken`: whether the spawner took the request (`launch.TakenCount`)."""
 
     def __init__(self, ctrl: trio.socket.SocketType, taken: Callable[[], bool]) -> None:
         self._ctrl = ctrl
@@ -317,7 +318,7 @@ class SpawnerLink:
 
 
 def _collected(msg: dict[str, Any], memfds: dict[str, int]) -> tuple[bytes, bytes]:
-    """Stdout and the stderr tail from their memfds (`runners/spawnreq.py` `Output`)."""
+    """Stdout and the stderr tail from their memfds (`runners/collect.py` `Output`)."""
     out = os.pread(memfds["stdout"], msg["stdout"], 0) if "stdout" in memfds else b""
     err = b""
     if "stderr" in memfds:

@@ -1,7 +1,7 @@
 """Starting, reading and closing the resident spawner process (`runners/spawner.py`).
 
 `start_spawner_process()` starts one and reads its report; `close_spawner()` ends it. The
-`Spawner` handle (`spawn.py`) uses them, at first and whenever the spawner has died. As
+`Spawner` handle (`spawner.py`) uses them, at first and whenever the spawner has died. As
 root the process started here is the spawner, PID 1 of a new PID namespace; for an ordinary
 user it is the one that holds the spawner's user namespace and waits for the spawner, its
 child (rootless, `runners/userns.py`): closing or killing it ends the spawner just the same.
@@ -10,8 +10,6 @@ child (rootless, `runners/userns.py`): closing or killing it ends the spawner ju
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import functools
 import json
 import mmap
 import os
@@ -20,13 +18,13 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping
-from importlib import resources
 from typing import Any, Final
 
 import attrs
 import trio
 
 from ..core.errors import SpawnError
+from .runnerside import isolation, libc, protocol, runner_path
 
 #: How long a closing spawner may take to exit before it is killed.
 SPAWNER_EXIT_BOUND: Final = 2.0
@@ -34,7 +32,7 @@ SPAWNER_EXIT_BOUND: Final = 2.0
 
 class TakenCount:
     """The spawner's count of the requests it took off its socket, in 8 bytes of shared
-    memory it writes before anything can start the child (`runners/spawnreq.py`
+    memory it writes before anything can start the child (`runners/protocol.py`
     `TakenCounter`). When the spawner dies before a child's "started", `reached(n)` says
     whether it had taken request `n`: then the child may have run and is lost, else it can
     be sent again. In keeper mode it stays 0 (keepers say "accepted" instead)."""
@@ -52,14 +50,7 @@ class TakenCount:
         self._map.close()
 
 
-_TAKEN_BYTES: Final = 8
-
-
-@functools.cache
-def runner_path(name: str) -> str:
-    """The file of a runner module, found without importing it (it runs in another process).
-    Cached: finding it through importlib.resources costs a quarter of a millisecond."""
-    return str(resources.files("mcpx_hooks.runners").joinpath(name))
+_TAKEN_BYTES: Final = protocol.TAKEN_BYTES
 
 
 #: Interpreter flags for runner processes: isolated, no site-packages, no bytecode writes
@@ -73,7 +64,6 @@ SPAWNER_FLAGS: Final = ("-I", "-S")
 #: user namespace of the spawner's own, `runners/userns.py`), else keeper.
 SPAWN_MODE_ENV: Final = "MCPX_HOOKS_SPAWN"
 SPAWN_MODES: Final = ("pidns", "keeper")
-_CLONE_NEWPID: Final = 0x20000000
 
 
 class _NoPidNamespace(Exception):
@@ -88,26 +78,25 @@ def _pid_namespace_for_next_child() -> Iterator[None]:
     before returning, so nothing else this thread starts later is affected. Raises
     `_NoPidNamespace` where PID namespaces cannot be made.
     """
-    libc = ctypes.CDLL(None, use_errno=True)
     try:
         home = os.open("/proc/thread-self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
     except OSError as exc:
         raise _NoPidNamespace(f"/proc/thread-self/ns/pid: {exc.strerror}") from exc
     try:
-        if libc.unshare(_CLONE_NEWPID) != 0:
-            raise _NoPidNamespace(f"unshare(CLONE_NEWPID): {os.strerror(ctypes.get_errno())}")
+        if libc.libc.unshare(libc.CLONE_NEWPID) != 0:
+            raise _NoPidNamespace(libc.failure("unshare(CLONE_NEWPID)"))
         try:
             yield
         finally:
-            if libc.setns(home, _CLONE_NEWPID) != 0:  # pragma: no cover - cannot fail as root
-                err = ctypes.get_errno()
-                raise RuntimeError(f"cannot restore the PID namespace: {os.strerror(err)}")
+            restored = libc.libc.setns(home, libc.CLONE_NEWPID) == 0
+            if not restored:  # pragma: no cover - cannot fail as root
+                raise RuntimeError(libc.failure("cannot restore the PID namespace"))
     finally:
         os.close(home)
 
 
 #: Hides isolation mechanisms from detection (comma-separated names), as if missing; for tests.
-HIDE_ENV: Final = "MCPX_HOOKS_HIDE"
+HIDE_ENV: Final = isolation.HIDE_ENV
 #: How long a starting spawner may take to say which mechanisms it has.
 SPAWNER_REPORT_BOUND: Final = 10.0
 _MAX_REPORT: Final = 64 * 1024

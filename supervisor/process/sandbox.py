@@ -24,7 +24,7 @@ import pwd
 import site
 import sys
 from collections.abc import Iterable, Mapping
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import attrs
 
@@ -32,8 +32,12 @@ from ..core.errors import ProfileUnavailable, SandboxUnavailable
 from ..core.hooks import Profile, SandboxPaths
 from ..core.limits import DEFAULT_LIMITS, MB, Limits
 from .rlimits import rlimits
+from .runnerside import isolation, runner_path
 from .scratch import scratch_root
-from .spawner import HIDE_ENV, SandboxPlan, Spawner, runner_path
+from .spawnspec import SandboxPlan
+
+if TYPE_CHECKING:
+    from .spawner import Spawner
 
 NO_PATHS: Final = SandboxPaths()
 
@@ -52,10 +56,10 @@ class Mechanism:
         return self.as_root if os.geteuid() == 0 else self.as_user
 
 
-#: Every isolation mechanism, in the order `doctor` lists them.
-MECHANISMS: Final[tuple[Mechanism, ...]] = (
-    Mechanism(
-        "pidns",
+#: What each isolation mechanism enforces, and how to get it as root and as an ordinary user,
+#: by name (`runners/isolation.py` names them, in the order `doctor` lists them).
+_ABOUT: Final[Mapping[str, tuple[str, str, str]]] = {
+    "pidns": (
         "own PID namespace per child: its whole tree dies with it and with the supervisor",
         "CAP_SYS_ADMIN and unshare(CLONE_NEWPID), which a container may withhold from root",
         # (`runners/userns.py`: the spawner of an ordinary user makes one of its own)
@@ -63,41 +67,38 @@ MECHANISMS: Final[tuple[Mechanism, ...]] = (
         "max_user_namespaces or kernel.apparmor_restrict_unprivileged_userns refuses them, "
         "the reason says which and how to allow them), or a supervisor run as root",
     ),
-    Mechanism(
-        "mountns",
+    "mountns": (
         "own mount namespace: read-only mount tree, size-limited tmpfs scratch, directories "
         "the hook's user cannot reach covered",
         "Linux >= 5.12 (mount_setattr) and CAP_SYS_ADMIN, with pidns",
         "Linux >= 5.12 (mount_setattr), with pidns",
     ),
-    Mechanism(
-        "netns",
+    "netns": (
         "an empty network namespace: no interface, no route (strict only)",
         "a kernel with CONFIG_NET_NS, with pidns",
         "a kernel with CONFIG_NET_NS, with pidns",
     ),
-    Mechanism(
-        "landlock",
+    "landlock": (
         "filesystem allowlist; no TCP bind/connect (strict, ABI 4+); scoped signals and "
         "abstract Unix sockets (ABI 6+)",
         "Linux >= 5.13 with CONFIG_SECURITY_LANDLOCK and `landlock` in the lsm= boot list",
         "Linux >= 5.13 with CONFIG_SECURITY_LANDLOCK and `landlock` in the lsm= boot list",
     ),
-    Mechanism(
-        "seccomp",
+    "seccomp": (
         "deny list: ptrace, mounts, namespaces, keyrings, bpf, raising limits; sockets "
         "(strict, netlink only)",
         "a kernel with CONFIG_SECCOMP_FILTER, on x86_64 or aarch64",
         "a kernel with CONFIG_SECCOMP_FILTER, on x86_64 or aarch64",
     ),
-    Mechanism(
-        "uid",
+    "uid": (
         "a per-child unprivileged uid and gid: RLIMIT_NPROC holds, the host's DAC applies",
         "it is root's to give: if missing, it is hidden (MCPX_HOOKS_HIDE)",
         "nothing: only root has uids to give, and a profile does not ask an ordinary user "
         "for one (hooks run as this user, each in a user namespace of its own)",
     ),
-)
+}
+#: Every isolation mechanism, in the order `doctor` lists them.
+MECHANISMS: Final = tuple(Mechanism(name, *_ABOUT[name]) for name in isolation.NAMES)
 _BY_NAME: Final = {m.name: m for m in MECHANISMS}
 
 #: What each profile needs besides resource limits.
@@ -116,7 +117,7 @@ DEVICES: Final = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/ur
 
 def hidden() -> frozenset[str]:
     """Mechanisms hidden from detection by `MCPX_HOOKS_HIDE` (read at each call)."""
-    return frozenset(n.strip() for n in os.environ.get(HIDE_ENV, "").split(",") if n.strip())
+    return isolation.hidden()
 
 
 def needs(profile: Profile) -> tuple[str, ...]:
@@ -134,7 +135,7 @@ def missing(profile: Profile, spawner: Spawner) -> dict[str, str]:
     for name in wanted:
         state = spawner.mechanisms.get(name, "not reported by the spawner")
         if name in hide:
-            state = f"hidden by {HIDE_ENV}"
+            state = f"hidden by {isolation.HIDE_ENV}"
         if state is not True:
             found[name] = str(state)
     return found

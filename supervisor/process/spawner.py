@@ -14,9 +14,10 @@ tree when its child ends, and everything when the spawner ends; no Python fork p
 `keeper` elsewhere: one pre-forked subreaper process per child. `MCPX_HOOKS_SPAWN=pidns|keeper`
 forces one (`SPAWN_MODE_ENV`); pidns forced where it cannot be had is a `SpawnError`.
 
-A `ChildSpec` with a `SandboxPlan` is confined by the spawner (profiles strict and net,
-docs/sandbox.md); `Spawner.mechanisms` says what the spawner found at its start. A running
-child is a `child.Child`; starting and ending the spawner process itself is `launch.py`.
+A `ChildSpec` with a `SandboxPlan` (`spawnspec.py`) is confined by the spawner (profiles
+strict and net, docs/sandbox.md); `Spawner.mechanisms` says what the spawner found at its
+start. A running child is a `child.Child`; starting and ending the spawner process itself is
+`launch.py`.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import logging
 import os
 import socket
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any, Final
+from typing import Final
 
 import attrs
 import trio
@@ -46,9 +47,10 @@ from .launch import (
     TakenCount,
     close_spawner,
     raise_open_files_limit,
-    runner_path,
     start_spawner_process,
 )
+from .runnerside import runner_path
+from .spawnspec import ChildSpec, ModuleCall, SandboxPlan, spawn_request
 
 #: `off`: `module` hooks start a new interpreter each (cold) instead of a fork of the warm
 #: spawner (`runners/warm.py`); for comparing the two. Anything else, or unset: warm.
@@ -60,76 +62,16 @@ __all__ = [
     "SPAWN_MODES",
     "SPAWN_MODE_ENV",
     "Child",
+    "ChildSpec",
+    "ModuleCall",
     "Outcome",
+    "SandboxPlan",
     "SpawnerProcess",
     "TakenCount",
     "runner_path",
 ]
 
 _log = logging.getLogger(__name__)
-
-
-@attrs.frozen
-class SandboxPlan:
-    """How the spawner confines a child (profiles strict and net; `sandbox.py` makes these).
-
-    `read`: paths readable (and executable) beneath; `write`: paths readable and writable
-    beneath (the workspace, `[sandbox] write`); `mapped`: those of `read` and `write` whose
-    owner's access the hook gets whatever their mode bits say (an idmapped mount, see
-    docs/sandbox.md); `devices`: device files readable and writable; `scratch`: a writable
-    directory, a tmpfs of `scratch_bytes` in the child's view, seeded with what the directory
-    holds; `return_scratch`: copied back to it once the tree is gone (a script's artifacts);
-    `net`: keep the host network; `switch_uid`: run as a per-child unprivileged user (the
-    supervisor is root).
-    """
-
-    read: tuple[str, ...]
-    scratch: str
-    scratch_bytes: int
-    net: bool = False
-    devices: tuple[str, ...] = ()
-    return_scratch: bool = False
-    switch_uid: bool = True
-    write: tuple[str, ...] = ()
-    mapped: tuple[str, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "net": self.net,
-            "read": list(self.read),
-            "devices": list(self.devices),
-            "scratch": self.scratch,
-            "scratchBytes": self.scratch_bytes,
-            "returnScratch": self.return_scratch,
-            "uid": self.switch_uid,
-            "write": list(self.write),
-            "mapped": list(self.mapped),
-        }
-
-
-@attrs.frozen
-class ModuleCall:
-    """A `module` hook to run in a fork of the warm spawner (`runners/warm.py`) rather than
-    by starting `ChildSpec.argv`: `spec` is the module runner's MODULE, `path` what it adds to
-    `sys.path`."""
-
-    spec: str
-    path: tuple[str, ...] = ()
-
-
-@attrs.frozen
-class ChildSpec:
-    """What to start. `rlimits` are `(RLIMIT_NAME, soft, hard)` applied in the child;
-    `sandbox`, when given, confines it (else it runs as the supervisor's user, unconfined).
-    `module`, when given, runs warm (`Spawner.warm`); `argv` is then the same hook started
-    cold, used where warm runs are turned off."""
-
-    argv: tuple[str, ...]
-    cwd: str
-    env: Mapping[str, str]
-    rlimits: tuple[tuple[str, int, int], ...] = ()
-    sandbox: SandboxPlan | None = None
-    module: ModuleCall | None = None
 
 
 class Spawner:
@@ -270,26 +212,12 @@ class Spawner:
             keeper_end.close()
             raise
         try:
-            request: dict[str, Any] = {
-                "argv": list(spec.argv),
-                "cwd": spec.cwd,
-                "env": dict(spec.env),
-                "rlimits": [list(r) for r in spec.rlimits],
-                "fds": fds.targets,
-                "sandbox": spec.sandbox.to_json() if spec.sandbox else None,
-            }
-            if collect:
-                request["collect"] = {"stdout": collect[0], "stderr": collect[1]}
+            env_fd = None
             if spec.module is not None and self.warm:
                 # The environment goes to the child only, never through the spawner.
                 env_fd = max(2, *fds.targets) + 1
                 fds.give(_env_memfd(spec.env), env_fd)
-                request["env"] = {}
-                request["module"] = {
-                    "spec": spec.module.spec,
-                    "path": list(spec.module.path),
-                    "envFd": env_fd,
-                }
+            request = spawn_request(spec, fds.targets, collect=collect, env_fd=env_fd)
             rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, _fd_array([keeper_end, *fds.theirs]))]
             try:
                 number = await self._send_request(json.dumps(request).encode(), rights)

@@ -1,0 +1,145 @@
+"""The frames channel of a script run, and `mcpx`, the helper a script imports to write to it
+(the launcher, `launcher.py`, makes both; its docstring has the lines they write).
+
+Standard library only; never imports the supervisor. Loaded by the launcher from this folder
+under its own name (the launcher runs as a script, outside the package).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import types
+
+TYPE_CHECKING = False  # typing costs ~7 ms of start-up; annotations are strings at run time
+if TYPE_CHECKING:
+    from typing import Any, Final
+
+    from .launcher import Launcher
+
+#: `mcpx.log` levels.
+LEVELS: Final = ("debug", "info", "warning", "error", "critical")
+#: What a script is given (copies of the supervisor's names, `supervisor/core/hookenv.py`, held
+#: equal by a test): the frames channel's fd, the directory for artifacts.
+FRAMES_FD_VAR: Final = "MCPX_FRAMES_FD"
+ARTIFACTS_VAR: Final = "MCPX_ARTIFACTS_DIR"
+
+
+class Frames:
+    """The frames channel: JSON lines to an fd, or to stderr prefixed `mcpx: ` without one."""
+
+    def __init__(self, fd: int | None) -> None:
+        self._fd = fd
+        self._lock = threading.Lock()
+
+    def send_value(self, kind: str, value: Any) -> None:
+        """A `{"type": kind, "value": value}` line; a value that is not JSON goes as its repr."""
+        try:
+            line = _dumps({"type": kind, "value": value})
+        except _NOT_JSON as exc:
+            self.log(
+                f"the {kind} value is not JSON-serialisable ({type(exc).__name__}: {exc}); "
+                "sent its repr instead",
+                "warning",
+                {"valueType": type(value).__qualname__},
+            )
+            line = _dumps({"type": kind, "value": _safe_repr(value)})
+        self._write(line)
+
+    def log(self, message: str, level: str, attrs: dict[str, Any]) -> None:
+        """A `log` line; an attribute that is not JSON goes as its repr."""
+        frame = {"type": "log", "level": level, "message": message, "attrs": attrs}
+        try:
+            line = _dumps(frame)
+        except _NOT_JSON:
+            frame["attrs"] = {k: v if _is_json(v) else _safe_repr(v) for k, v in attrs.items()}
+            line = _dumps(frame)
+        self._write(line)
+
+    def send_exception(self, exc: BaseException) -> None:
+        exc_type = type(exc).__qualname__
+        self._write(
+            _dumps({"type": "exception", "exceptionType": exc_type, "message": safe_str(exc)})
+        )
+
+    def _write(self, line: str) -> None:
+        with self._lock:
+            if self._fd is None:
+                sys.stderr.write(f"mcpx: {line}\n")
+                sys.stderr.flush()
+                return
+            view = memoryview((line + "\n").encode())
+            while view:
+                view = view[os.write(self._fd, view) :]
+
+
+def make_mcpx_module(launcher: Launcher) -> types.ModuleType:
+    """The `mcpx` helper, as scripts and source lines import it."""
+    module = types.ModuleType(
+        "mcpx",
+        "Talks to mcpx-hooks on the frames channel (the fd named by MCPX_FRAMES_FD).\n\n"
+        "Each call writes one JSON line. Without MCPX_FRAMES_FD (a script run by hand), the\n"
+        "lines go to stderr instead, prefixed `mcpx: `.",
+    )
+    frames = launcher.frames
+
+    def log(message: object, level: str = "info", **attrs: Any) -> None:
+        """A `log` frame; `attrs` values that are not JSON are sent as their repr."""
+        if level not in LEVELS:
+            raise ValueError(f"mcpx.log level must be one of {', '.join(LEVELS)}, not {level!r}")
+        frames.log(str(message), level, attrs)
+
+    def emit(value: Any) -> None:
+        """An `emit` frame carrying `value`."""
+        frames.send_value("emit", value)
+
+    def result(value: Any) -> None:
+        """Sets the run's result when the script has no `main` (or `main` returns None).
+
+        The last call wins; the launcher sends the result once, when the run succeeds.
+        """
+        launcher.result = value
+
+    def artifacts_dir() -> str:
+        """The directory whose files become the run's artifacts."""
+        try:
+            return os.environ[ARTIFACTS_VAR]
+        except KeyError:
+            raise KeyError(f"{ARTIFACTS_VAR} is not set (not run by mcpx-hooks?)") from None
+
+    for fn in (log, emit, result, artifacts_dir):
+        fn.__module__ = "mcpx"
+        setattr(module, fn.__name__, fn)
+    return module
+
+
+#: What json.dumps raises for a value it cannot encode: a type, NaN, a cycle, deep nesting.
+_NOT_JSON: Final = (TypeError, ValueError, RecursionError)
+
+
+def _dumps(frame: dict[str, Any]) -> str:
+    return json.dumps(frame, separators=(",", ":"), allow_nan=False)
+
+
+def _is_json(value: object) -> bool:
+    try:
+        json.dumps(value, allow_nan=False)
+    except _NOT_JSON:
+        return False
+    return True
+
+
+def safe_str(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception as str_failed:  # a broken __str__ must not hide the real error
+        return f"<str() failed: {type(str_failed).__qualname__}>"
+
+
+def _safe_repr(value: object) -> str:
+    try:
+        return repr(value)
+    except Exception as repr_failed:  # a broken __repr__ must not lose the frame
+        return f"<{type(value).__qualname__} object; repr() failed: {repr_failed!r}>"

@@ -1,0 +1,107 @@
+"""Starting the child's program: finding it, the signals it starts with, and the fork and
+exec used where `posix_spawn` cannot do what a request asks.
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .spawnreq import Request
+
+#: Past the highest fd a process here can have (`os.closerange` bound).
+MAX_FD = 1 << 20
+
+
+class StartError(Exception):
+    """The child could not be started; the message says why, for the owner."""
+
+
+def resolve(argv0: str, path: str) -> str:
+    """The program to exec: a name with a slash as given (relative to cwd), else from PATH."""
+    if "/" in argv0:
+        return argv0
+    for d in path.split(":"):
+        cand = os.path.join(d or ".", argv0)
+        if os.path.isfile(cand) and os.access(cand, os.X_OK):
+            return cand
+    raise StartError(f"cannot start {argv0!r}: not found on PATH")
+
+
+#: Signals the spawned program starts with at their default action (Python ignores some).
+DEFAULT_SIGNALS = (
+    signal.SIGPIPE,
+    signal.SIGXFSZ,
+    signal.SIGINT,
+    signal.SIGTERM,
+    signal.SIGHUP,
+    signal.SIGQUIT,
+    signal.SIGCHLD,
+)
+
+
+#: What the standard library may still raise on bad input past `Request` (a string it cannot
+#: encode, a number it cannot convert): caught around each start, it fails that request only.
+#: `Request` checks what it can see, so this should never be needed.
+BAD_INPUT = (ValueError, TypeError, OverflowError)
+
+
+def start_failed(program: str, exc: OSError) -> StartError:
+    return StartError(f"cannot start {program!r}: {exc.strerror}")
+
+
+def fork_exec(req: Request, program: str, confine: Callable[[], None] | None = None) -> int:
+    """Starts the child by fork: for limits that cannot be borrowed, set in the fork, then
+    `confine` (the sandbox's last steps, in the forked child only), then `execve`.
+
+    The forked child says why it could not exec on a close-on-exec pipe; end of file on it
+    means the exec happened.
+    """
+    err_r, err_w = os.pipe2(os.O_CLOEXEC)
+    pid = os.fork()
+    if pid == 0:
+        why = f"cannot start {program!r}"
+        try:
+            os.setsid()
+            for sig in DEFAULT_SIGNALS:
+                signal.signal(sig, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_SETMASK, ())
+            for moved, target in req.pairs:
+                os.dup2(moved, target)
+            req.setrlimits()
+            if confine is not None:  # (it uses fds of the spawner's: its Landlock ruleset)
+                confine()
+            # Only the child's own fds from here: the spawner's (close-on-exec, but open
+            # until the exec) would fill an open-files limit set below their numbers.
+            top = max((target for _, target in req.pairs), default=-1) + 1
+            os.closerange(top, err_w)
+            os.closerange(err_w + 1, MAX_FD)
+            os.execve(program, req.argv, req.env)
+        except StartError as exc:
+            why = str(exc)
+        except OSError as exc:
+            why = str(start_failed(program, exc))
+        finally:
+            os.write(err_w, why.encode())
+            os._exit(127)
+    os.close(err_w)
+    try:
+        failed = read_all(err_r)
+    finally:
+        os.close(err_r)
+    if failed:
+        os.waitpid(pid, 0)
+        raise StartError(failed.decode(errors="replace"))
+    return pid
+
+
+def read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 4096):
+        chunks.append(chunk)
+    return b"".join(chunks)

@@ -1,0 +1,163 @@
+"""A child's process tree, found and signalled through /proc, and what pidns mode keeps of it.
+
+Standard library only. Pids here are host pids (/proc is the host's, whatever PID namespace
+this process is in); signals go through `/proc/PID` directory fds and pidfds, which need no
+translation between namespaces.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import signal
+import socket
+from typing import TYPE_CHECKING
+
+from .start import StartError
+
+if TYPE_CHECKING:
+    from .collect import Output
+    from .spawnreq import Collect
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live descendant of `pid` (a host pid), parents before children, from /proc.
+
+    Reads only the subtree (`/proc/P/task/T/children`), never the whole process table.
+    """
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            tids = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{parent}/task/{tid}/children", "rb") as f:
+                    kids = [int(x) for x in f.read().split()]
+            except OSError:
+                continue
+            found.extend(kids)
+            todo.extend(kids)
+    return found
+
+
+def signal_host(pid: int, sig: int) -> None:
+    """Signals host pid `pid` from any PID namespace, through its /proc directory."""
+    try:
+        fd = os.open(f"/proc/{pid}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            signal.pidfd_send_signal(fd, sig)
+    finally:
+        os.close(fd)
+
+
+def sigterm_disposition(pid: int) -> str:
+    """`caught`, `ignored` or `default`: what SIGTERM does to host pid `pid`."""
+    bit = 1 << (signal.SIGTERM - 1)
+    masks: dict[bytes, int] = {}
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith((b"SigCgt:", b"SigIgn:")):
+                    masks[line[:6]] = int(line.split()[1], 16)
+    except OSError:
+        return "default"
+    if masks.get(b"SigCgt", 0) & bit:
+        return "caught"
+    return "ignored" if masks.get(b"SigIgn", 0) & bit else "default"
+
+
+def terminate_init(host: int, pidfd: int) -> None:
+    """SIGTERM to a tree whose root `host` (a host pid, `pidfd` its pidfd) is PID 1 of its
+    own namespace, as if it were an ordinary process: an init gets, from outside its
+    namespace, only the signals it handles (and SIGKILL). SIGTERM to every other process of
+    the tree; to the root if it catches SIGTERM, SIGKILL if it keeps the default action
+    (which would have killed it), nothing if it ignores it."""
+    for pid in descendants(host):
+        signal_host(pid, signal.SIGTERM)
+    how = sigterm_disposition(host)
+    if how != "ignored":
+        with contextlib.suppress(ProcessLookupError):
+            signal.pidfd_send_signal(pidfd, signal.SIGTERM if how == "caught" else signal.SIGKILL)
+
+
+#: Per-child uids: `UID_BASE + (host pid of this spawner mod 2**16) * UID_SLOTS + slot`, so
+#: spawners running side by side use disjoint ranges, and a slot is reused only after its
+#: tree is gone.
+UID_BASE = 0x50000000
+UID_SLOTS = 1024
+
+
+class UidPool:
+    """The per-child uids of this spawner's sandboxed trees, a slot each (see `UID_BASE`)."""
+
+    def __init__(self) -> None:
+        host = int(os.readlink("/proc/self"))  # /proc is the host's: its pid for this process
+        self.base = UID_BASE + (host % (1 << 16)) * UID_SLOTS
+        self.free = list(range(UID_SLOTS - 1, -1, -1))
+
+    def take(self) -> int:
+        if not self.free:
+            raise StartError(f"sandbox: more than {UID_SLOTS} sandboxed children at once")
+        return self.base + self.free.pop()
+
+    def give(self, uid: int) -> None:
+        self.free.append(uid - self.base)
+
+
+def host_pid(pidfd: int) -> int:
+    """The host pid of the process behind `pidfd` (/proc, the host's, says it in fdinfo)."""
+    fd = os.open(f"/proc/self/fdinfo/{pidfd}", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        info = os.read(fd, 4096)
+    finally:
+        os.close(fd)
+    for line in info.splitlines():
+        if line.startswith(b"Pid:"):
+            return int(line[4:])
+    raise OSError(errno.ESRCH, "no Pid in pidfd fdinfo")
+
+
+class Tree:
+    """One child in pidns mode: PID 1 of its own namespace, so its tree is that namespace."""
+
+    __slots__ = (
+        "collect",
+        "ctrl",
+        "host",
+        "outputs",
+        "overflow",
+        "pid",
+        "pidfd",
+        "scratch",
+        "uid",
+    )
+
+    def __init__(self, pid: int, pidfd: int, host: int, ctrl: socket.socket) -> None:
+        self.pid = pid
+        self.pidfd = pidfd
+        self.host = host
+        self.ctrl: socket.socket | None = ctrl
+        #: A jailed child's uid slot, and its scratch tmpfs to copy back (fd, host path).
+        self.uid: int | None = None
+        self.scratch: tuple[int, str] | None = None
+        #: A `"collect"` request's caps, its stdout and stderr (`collect.Output`), and whether
+        #: stdout went over its cap.
+        self.collect: Collect | None = None
+        self.outputs: list[Output] = []
+        self.overflow = False
+
+    def signal(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            signal.pidfd_send_signal(self.pidfd, sig)
+
+    def terminate(self) -> None:
+        """SIGTERM as if this init were an ordinary process (`terminate_init`)."""
+        terminate_init(self.host, self.pidfd)

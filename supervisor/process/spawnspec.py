@@ -1,0 +1,107 @@
+"""What a child is started with (`ChildSpec`, its `SandboxPlan` and `ModuleCall`), and the
+spawn request the spawner gets for one (`spawn_request`).
+
+Pure data: no trio, no I/O. The spawner's side of the request is `runners/spawnreq.py`, which
+checks every field of it; `runners/spawner.py` has the protocol.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+
+@attrs.frozen
+class SandboxPlan:
+    """How the spawner confines a child (profiles strict and net; `sandbox.py` makes these).
+
+    `read`: paths readable (and executable) beneath; `write`: paths readable and writable
+    beneath (the workspace, `[sandbox] write`); `mapped`: those of `read` and `write` whose
+    owner's access the hook gets whatever their mode bits say (an idmapped mount, see
+    docs/sandbox.md); `devices`: device files readable and writable; `scratch`: a writable
+    directory, a tmpfs of `scratch_bytes` in the child's view, seeded with what the directory
+    holds; `return_scratch`: copied back to it once the tree is gone (a script's artifacts);
+    `net`: keep the host network; `switch_uid`: run as a per-child unprivileged user (the
+    supervisor is root).
+    """
+
+    read: tuple[str, ...]
+    scratch: str
+    scratch_bytes: int
+    net: bool = False
+    devices: tuple[str, ...] = ()
+    return_scratch: bool = False
+    switch_uid: bool = True
+    write: tuple[str, ...] = ()
+    mapped: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "net": self.net,
+            "read": list(self.read),
+            "devices": list(self.devices),
+            "scratch": self.scratch,
+            "scratchBytes": self.scratch_bytes,
+            "returnScratch": self.return_scratch,
+            "uid": self.switch_uid,
+            "write": list(self.write),
+            "mapped": list(self.mapped),
+        }
+
+
+@attrs.frozen
+class ModuleCall:
+    """A `module` hook to run in a fork of the warm spawner (`runners/warm.py`) rather than
+    by starting `ChildSpec.argv`: `spec` is the module runner's MODULE, `path` what it adds to
+    `sys.path`."""
+
+    spec: str
+    path: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class ChildSpec:
+    """What to start. `rlimits` are `(RLIMIT_NAME, soft, hard)` applied in the child;
+    `sandbox`, when given, confines it (else it runs as the supervisor's user, unconfined).
+    `module`, when given, runs warm (`Spawner.warm`); `argv` is then the same hook started
+    cold, used where warm runs are turned off."""
+
+    argv: tuple[str, ...]
+    cwd: str
+    env: Mapping[str, str]
+    rlimits: tuple[tuple[str, int, int], ...] = ()
+    sandbox: SandboxPlan | None = None
+    module: ModuleCall | None = None
+
+
+def spawn_request(
+    spec: ChildSpec,
+    targets: Sequence[int],
+    *,
+    collect: tuple[int, int] | None = None,
+    env_fd: int | None = None,
+) -> dict[str, Any]:
+    """The JSON request for `spec`: the child's fds go to `targets`, in the order they are
+    attached; `collect` (stdout cap, stderr tail) has the spawner collect its output; `env_fd`
+    (one of `targets`, the memfd holding `spec.env`) runs its `module` warm, the environment
+    going to the child only, never through the spawner."""
+    request: dict[str, Any] = {
+        "argv": list(spec.argv),
+        "cwd": spec.cwd,
+        "env": dict(spec.env),
+        "rlimits": [list(r) for r in spec.rlimits],
+        "fds": list(targets),
+        "sandbox": spec.sandbox.to_json() if spec.sandbox else None,
+    }
+    if collect:
+        request["collect"] = {"stdout": collect[0], "stderr": collect[1]}
+    if spec.module is not None and env_fd is not None:
+        request["env"] = {}
+        request["module"] = {
+            "spec": spec.module.spec,
+            "path": list(spec.module.path),
+            "envFd": env_fd,
+        }
+    return request
