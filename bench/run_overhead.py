@@ -24,8 +24,8 @@ from _timing import TRUE, bare_spawn
 from mcpx_hooks.supervisor.config.loading import load_config
 from mcpx_hooks.supervisor.core.hooks import Config
 from mcpx_hooks.supervisor.core.scripts import Script
-from mcpx_hooks.supervisor.run.execute import RunRequest
 from mcpx_hooks.supervisor.run.runtime import Runtime, open_runtime
+from mcpx_hooks.supervisor.run.scriptrun import RunRequest
 
 GOAL = 1.2
 PROCESSES = 5

@@ -40,10 +40,10 @@ from mcpx_hooks.supervisor.core.points import Phase
 from mcpx_hooks.supervisor.core.scripts import Script
 from mcpx_hooks.supervisor.process import sandbox
 from mcpx_hooks.supervisor.process.spawner import SandboxPlan, Spawner
-from mcpx_hooks.supervisor.run.execute import RunRequest
 from mcpx_hooks.supervisor.run.hookcontext import HookContext, RunInfo
 from mcpx_hooks.supervisor.run.hookrun import HookReport, run_hook
 from mcpx_hooks.supervisor.run.runtime import open_runtime
+from mcpx_hooks.supervisor.run.scriptrun import RunRequest
 
 PY = sys.executable
 CTX = HookContext(run=RunInfo("run-1", ("job",), "/", "2026-01-01T00:00:00Z"), input=({},))

@@ -27,13 +27,13 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from mcpx_hooks.supervisor.config.loading import load_config
+from mcpx_hooks.supervisor.core.events import EventKind
 from mcpx_hooks.supervisor.core.frames import check_order
 from mcpx_hooks.supervisor.core.hooks import Config, Profile
 from mcpx_hooks.supervisor.core.scripts import Script
-from mcpx_hooks.supervisor.run.bus import EventKind
-from mcpx_hooks.supervisor.run.execute import RunRequest
 from mcpx_hooks.supervisor.run.journal import FRAME_OVERHEAD, Journals
 from mcpx_hooks.supervisor.run.runtime import Runtime, open_runtime
+from mcpx_hooks.supervisor.run.scriptrun import RunRequest
 from mcpx_hooks.supervisor.service.access import check_access
 from mcpx_hooks.supervisor.service.server import Limits, Listening, Service, ServiceOptions
 

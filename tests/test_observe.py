@@ -16,10 +16,11 @@ import pytest
 import trio
 
 from mcpx_hooks.supervisor.core.effects import Effect
+from mcpx_hooks.supervisor.core.events import Event, EventKind, Gap
 from mcpx_hooks.supervisor.core.hooks import Action, Hook, Profile, Provenance, SourceKind
 from mcpx_hooks.supervisor.core.points import Phase
 from mcpx_hooks.supervisor.process.spawner import Spawner, open_spawner
-from mcpx_hooks.supervisor.run.bus import Bus, Event, EventKind, Gap, Subscription
+from mcpx_hooks.supervisor.run.bus import Bus, Subscription
 from mcpx_hooks.supervisor.run.observe import ObserverStats, observes, serve_observers
 
 pytestmark = pytest.mark.usefixtures("no_leaks")

@@ -19,8 +19,8 @@ from mcpx_hooks.supervisor.core.frames import check_order
 from mcpx_hooks.supervisor.core.hooks import Config
 from mcpx_hooks.supervisor.core.points import Phase
 from mcpx_hooks.supervisor.core.scripts import Script
-from mcpx_hooks.supervisor.run.execute import Run, RunRequest
 from mcpx_hooks.supervisor.run.runtime import Runtime, open_runtime
+from mcpx_hooks.supervisor.run.scriptrun import Run, RunRequest
 
 PY = sys.executable
 

@@ -17,8 +17,8 @@ from websockets.sync.client import connect
 from mcpx_hooks.supervisor.config.loading import load_config
 from mcpx_hooks.supervisor.core.frames import StartFrame, blank, check_order
 from mcpx_hooks.supervisor.core.hooks import Config
-from mcpx_hooks.supervisor.run.execute import Run
 from mcpx_hooks.supervisor.run.runtime import open_runtime
+from mcpx_hooks.supervisor.run.scriptrun import Run
 from mcpx_hooks.supervisor.service import server
 from mcpx_hooks.supervisor.service.broadcast import Broadcaster
 from mcpx_hooks.supervisor.service.server import Listening, Service, ServiceOptions

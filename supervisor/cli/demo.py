@@ -22,12 +22,12 @@ from typing import Any
 import trio
 
 from ..config.loading import load_config
+from ..core.events import Event, EventKind
 from ..core.frames import FrameType, HookStatus
 from ..core.hooks import Config
 from ..core.scripts import Script
-from ..run.bus import Event, EventKind
-from ..run.execute import RunRequest
 from ..run.runtime import Runtime, open_runtime
+from ..run.scriptrun import RunRequest
 from ..service.remote import Remote, exec_remote
 from ..service.server import Listening, Service, ServiceOptions
 from .view import frame_lines

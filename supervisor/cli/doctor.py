@@ -20,7 +20,8 @@ import trio
 from ..core.hooks import Profile
 from ..core.limits import DEFAULT_LIMITS, LIMIT_DOCS, LIMIT_KEYS
 from ..process import sandbox
-from ..process.spawner import HIDE_ENV, Spawner, open_spawner
+from ..process.launch import HIDE_ENV
+from ..process.spawner import Spawner, open_spawner
 
 #: What `none` does, whatever the machine.
 NONE_GIVES = "resource limits (soft), own session and process group, scrubbed environment"

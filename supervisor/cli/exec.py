@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from ..core.hooks import Config
     from ..core.points import Phase
-    from ..run.execute import RunRequest
+    from ..run.scriptrun import RunRequest
 
 #: The longest `--timeout`, in seconds: a year.
 _MAX_TIMEOUT_S: Final = 365 * 24 * 3600
@@ -216,7 +216,7 @@ def _request(args: argparse.Namespace) -> tuple[Config, RunRequest]:
     from ..core.hooks import Profile
     from ..core.points import Phase
     from ..core.scripts import Script
-    from ..run.execute import DEFAULT_SCRIPT_TIMEOUT_MS, RunRequest
+    from ..run.scriptrun import DEFAULT_SCRIPT_TIMEOUT_MS, RunRequest
 
     argv = _argv(args)
     script_lines = _script_lines(args)

@@ -150,9 +150,9 @@ def _pick_hook(args: argparse.Namespace) -> tuple[Config, Hook]:
 
 def mock_context(config: Config, phase: Phase, event: dict[str, Any]) -> HookContext:
     """The generated input of `hook test`, with the `--event` object merged over it."""
+    from ..core.events import EventKind
     from ..core.frames import now_rfc3339
     from ..core.points import Phase
-    from ..run.bus import EventKind
     from ..run.hookcontext import HookContext, RunInfo, new_run_id
 
     run = RunInfo(f"test-{new_run_id()}", ("true",), str(Path.cwd()), now_rfc3339())

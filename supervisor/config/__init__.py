@@ -1,0 +1,18 @@
+"""The config: files found, read, validated and layered into the `Config` in force; the JSON
+Schemas and the docs generated from the tables. Pure: no trio, no processes.
+
+The names below are loaded on first use (`core/exports.py`).
+"""
+
+from ..core.exports import exports
+
+__all__, __getattr__, __dir__ = exports(
+    __name__,
+    {
+        "files": ("discover_files",),
+        "layering": ("merge", "merge_all", "splice"),
+        "loading": ("load_config", "validate_files"),
+        "schemaparts": ("SCRIPT_PHASES",),
+        "schemas": ("SCHEMA_NAMES", "quick_check", "schema_text", "validator"),
+    },
+)

@@ -1,0 +1,23 @@
+"""Processes: the one spawn path (the resident spawner and its client), a child while it runs,
+sandbox profiles and the mechanisms that enforce them here, scratch directories, resource
+limits, and the signal policy of a command in the foreground.
+
+The names below are loaded on first use (`core/exports.py`).
+"""
+
+from ..core.exports import exports
+
+__all__, __getattr__, __dir__ = exports(
+    __name__,
+    {
+        "child": ("Child", "Outcome"),
+        "launch": ("HIDE_ENV", "RUNNER_FLAGS"),
+        "rlimits": ("child_rlimits",),
+        "runnerside": ("runner_path",),
+        "sandbox": ("check_program", "plan", "require"),
+        "scratch": ("scratch_dir",),
+        "signals": ("STOP_SIGNALS", "serve_stop_signals"),
+        "spawner": ("Spawner", "open_spawner"),
+        "spawnspec": ("ChildSpec", "ModuleCall", "SandboxPlan"),
+    },
+)

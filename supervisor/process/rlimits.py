@@ -15,7 +15,7 @@ from ..core.limits import LIMIT_KEYS, Limits
 Rlimits = tuple[tuple[str, int, int], ...]
 
 
-def rlimits(limits: Limits, *, hard: bool) -> Rlimits:
+def child_rlimits(limits: Limits, *, hard: bool) -> Rlimits:
     """`(RLIMIT_NAME, soft, hard)` for each limit that is a resource limit, and no core dumps.
 
     A value above this process's own hard limit is lowered to it (a child cannot be given

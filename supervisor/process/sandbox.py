@@ -31,7 +31,7 @@ import attrs
 from ..core.errors import ProfileUnavailable, SandboxUnavailable
 from ..core.hooks import Profile, SandboxPaths
 from ..core.limits import DEFAULT_LIMITS, MB, Limits
-from .rlimits import rlimits
+from .rlimits import child_rlimits
 from .runnerside import isolation, runner_path
 from .scratch import scratch_root
 from .spawnspec import SandboxPlan
@@ -183,7 +183,7 @@ def plan(
     """
     require(profile, spawner)
     if profile is Profile.NONE:
-        return rlimits(limits, hard=False), None
+        return child_rlimits(limits, hard=False), None
     real = [os.path.realpath(d) for d in dirs]
     write = [os.path.realpath(p) for p in paths.write]
     if profile is Profile.WORKSPACE and workdir is not None:
@@ -214,7 +214,7 @@ def plan(
         return_scratch=return_scratch,
         switch_uid=switch_uid,
     )
-    return rlimits(limits, hard=True), sandbox
+    return child_rlimits(limits, hard=True), sandbox
 
 
 #: Trees whose owner is never mapped onto a hook's user, and that no grant may hold: the

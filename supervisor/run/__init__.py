@@ -1,0 +1,22 @@
+"""Runs: one hook run and its frame, a script run with its phases in their fixed order, the
+journal that keeps a run's frames, the event bus, observe hooks, and the runtime that holds
+them in one process.
+
+The names below are loaded on first use (`core/exports.py`).
+"""
+
+from ..core.exports import exports
+
+__all__, __getattr__, __dir__ = exports(
+    __name__,
+    {
+        "bus": ("Bus", "Subscription"),
+        "hookcontext": ("HookContext", "RunInfo", "new_run_id"),
+        "hookrun": ("HookReport", "run_hook"),
+        "journal": ("Follower", "Journals", "RunJournal", "UnknownRun"),
+        "observe": ("serve_observers",),
+        "output": ("InvalidOutput", "read_output"),
+        "runtime": ("Runtime", "open_runtime"),
+        "scriptrun": ("DEFAULT_SCRIPT_TIMEOUT_MS", "Run", "RunRequest", "execute"),
+    },
+)

@@ -18,22 +18,8 @@ from typing import Any, Final
 
 import trio
 
-# Re-exported: the bus's users import the event shapes from here.
-from ..core.events import KINDS, Event, EventKind, Gap, kind_matches
+from ..core.events import Event, EventKind, Gap, kind_matches
 from ..core.frames import now_rfc3339
-
-__all__ = [
-    "DEFAULT_BUFFER",
-    "DEFAULT_HISTORY",
-    "KINDS",
-    "Bus",
-    "Event",
-    "EventKind",
-    "Gap",
-    "Subscription",
-    "kind_matches",
-]
-
 
 DEFAULT_HISTORY: Final = 1024
 DEFAULT_BUFFER: Final = 256

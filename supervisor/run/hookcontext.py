@@ -20,7 +20,9 @@ from ..core.effects import Effect
 from ..core.hookenv import PROTOCOL, HookFacts, base_environment, hook_variables
 from ..core.hooks import Action, Hook
 from ..core.points import Phase
-from ..process.spawner import RUNNER_FLAGS, ModuleCall, runner_path
+from ..process.launch import RUNNER_FLAGS
+from ..process.runnerside import runner_path
+from ..process.spawnspec import ModuleCall
 
 
 @attrs.frozen

@@ -22,8 +22,10 @@ from ..core.errors import ProfileUnavailable, SandboxUnavailable, SpawnError
 from ..core.frames import HookFrame, HookStatus, Ran, Resources, blank
 from ..core.hooks import NOT_YET_RUNNABLE, STDERR_TAIL_BYTES, Action, Failure, Hook, SourceKind
 from ..process import sandbox
+from ..process.child import Outcome
 from ..process.scratch import scratch_dir
-from ..process.spawner import ChildSpec, Outcome, Spawner
+from ..process.spawner import Spawner
+from ..process.spawnspec import ChildSpec
 from .hookcontext import HookContext, hook_argv, hook_environment, hook_input, hook_module
 from .output import InvalidOutput, read_output
 

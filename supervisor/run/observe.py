@@ -16,11 +16,12 @@ import trio
 
 from ..core.convert import to_json
 from ..core.effects import Effect
+from ..core.events import Event, EventKind, Gap, kind_matches
 from ..core.frames import HookStatus, stamp
 from ..core.hooks import Hook
 from ..core.points import Phase
 from ..process.spawner import Spawner
-from .bus import Bus, Event, EventKind, Gap, Subscription, kind_matches
+from .bus import Bus, Subscription
 from .hookcontext import HookContext
 from .hookrun import HookReport, run_hook
 

@@ -15,11 +15,12 @@ import attrs
 import trio
 
 from ..core.answers import Refusal
+from ..core.events import EventKind
 from ..core.frames import HookFrame
 from ..core.hooks import Config, Hook
 from ..core.points import Phase
 from ..process.spawner import Spawner
-from .bus import Bus, EventKind
+from .bus import Bus
 from .hookcontext import HookContext
 from .hookrun import HookReport, cancelled_report, run_hook
 from .journal import RunJournal

@@ -14,13 +14,14 @@ from typing import Final
 import attrs
 import trio
 
+from ..core.events import EventKind
 from ..core.hooks import Config
 from ..process.spawner import Spawner, open_spawner
-from .bus import Bus, EventKind
-from .execute import Run, RunRequest, execute
+from .bus import Bus
 from .journal import Journals
 from .observe import ObserverStats, serve_observers
 from .phases import Asker, nobody_answers
+from .scriptrun import Run, RunRequest, execute
 
 #: How long stopping waits for observers to finish what was already published.
 OBSERVER_DRAIN_S: Final = 15.0

@@ -35,7 +35,11 @@ from ..core.hookenv import ARTIFACTS_DIR_VAR, FRAMES_FD_VAR, INPUT_VAR, base_env
 from ..core.hooks import STDERR_TAIL_BYTES
 from ..core.jsontext import JsonError, loads
 from ..core.scripts import Script
-from ..process.spawner import RUNNER_FLAGS, ChildSpec, Outcome, Spawner, runner_path
+from ..process.child import Outcome
+from ..process.launch import RUNNER_FLAGS
+from ..process.runnerside import runner_path
+from ..process.spawner import Spawner
+from ..process.spawnspec import ChildSpec
 from .journal import RunJournal
 
 FRAMES_FD: Final = 3

@@ -32,12 +32,12 @@ from trio_websocket import ConnectionClosed, WebSocketRequest
 
 from ..config.loading import load_config
 from ..core.errors import ConfigError, bug_summary
+from ..core.events import EventKind
 from ..core.frames import EndFrame, ErrorFrame, blank
 from ..core.hooks import Config, Profile, SourceKind
-from ..run.bus import EventKind
-from ..run.execute import DEFAULT_SCRIPT_TIMEOUT_MS, Run, RunRequest, execute
 from ..run.journal import RunJournal, UnknownRun
 from ..run.runtime import Runtime, open_runtime
+from ..run.scriptrun import DEFAULT_SCRIPT_TIMEOUT_MS, Run, RunRequest, execute
 from .access import Refusal, check_access, normal_origin, own_origins
 from .streams import Streams, Wake, complete
 from .targets import (

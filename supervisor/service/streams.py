@@ -27,8 +27,8 @@ from trio_websocket import ConnectionClosed
 
 from ..core.errors import bug_summary
 from ..run.bus import Subscription
-from ..run.execute import Run
 from ..run.journal import Follower, RunJournal
+from ..run.scriptrun import Run
 from .broadcast import Broadcaster, EncodedRun
 from .wire import Close, WireError, encode, parse_control
 from .wsconn import ServerConnection

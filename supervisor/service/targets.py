@@ -12,7 +12,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import attrs
 
-from ..run.bus import EventKind, kind_matches
+from ..core.events import EventKind, kind_matches
 from .wire import Close, WireError
 
 

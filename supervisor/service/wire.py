@@ -13,7 +13,7 @@ from typing import Any, Final
 
 import attrs
 
-from ..config.schemas import SCRIPT_PHASES
+from ..config.schemaparts import SCRIPT_PHASES
 from ..core import jsontext
 from ..core.convert import KEEP, to_json
 from ..core.effects import Effect

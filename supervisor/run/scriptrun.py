@@ -20,6 +20,7 @@ import trio
 
 from ..core.effects import Effect
 from ..core.errors import ProfileUnavailable, SpawnError
+from ..core.events import EventKind
 from ..core.frames import (
     EndFrame,
     ErrorFrame,
@@ -35,8 +36,9 @@ from ..core.points import Phase
 from ..core.scripts import Script
 from ..process import sandbox
 from ..process.scratch import scratch_dir
-from ..process.spawner import ChildSpec, Spawner
-from .bus import Bus, EventKind
+from ..process.spawner import Spawner
+from ..process.spawnspec import ChildSpec
+from .bus import Bus
 from .hookcontext import HookContext, RunInfo, new_run_id
 from .journal import RunJournal
 from .phases import Asker, PhaseHooks, RunState, nobody_answers
