@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 import trio
+import trio.testing
 import wsproto
 import wsproto.events
 from wsproto.frame_protocol import FrameProtocol
@@ -69,13 +70,15 @@ class _Client:
 
 
 @contextlib.asynccontextmanager
-async def _pair() -> AsyncIterator[tuple[ServerConnection, _Client]]:
+async def _pair(max_message_size: int = 1 << 20) -> AsyncIterator[tuple[ServerConnection, _Client]]:
     """A server connection after its handshake, and its client; both closed on the way out."""
     server_sock, client_sock = trio.socket.socketpair()
     # Small buffers, so a few messages fill the socket.
     server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16 * 1024)
     client_sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
-    conn = ServerConnection(trio.SocketStream(server_sock), max_message_size=1 << 20, too_big="")
+    conn = ServerConnection(
+        trio.SocketStream(server_sock), max_message_size=max_message_size, too_big=""
+    )
     with client_sock:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(conn.serve_reader)
@@ -206,3 +209,19 @@ async def test_a_plain_request_is_answered_on_the_socket_and_ends_it(
                     got += chunk
         assert got.startswith(f"HTTP/1.1 {status} ".encode()), got
         assert b"connection: close" in got.lower()
+
+
+async def test_a_send_once_an_oversized_message_came_raises_connection_closed() -> None:
+    """The reader still holds a message for the handler when the one over the cap ends the
+    connection: a send meanwhile must not write after the 1009 close frame."""
+    async with _pair(max_message_size=10) as (conn, client):
+        await client.sock.send(
+            b"".join(
+                client.ws.send(wsproto.events.TextMessage(data=text))
+                for text in ("a", "b", "x" * 20)
+            )
+        )
+        await trio.testing.wait_all_tasks_blocked()  # the reader waits to hand "b" over
+        with pytest.raises(ConnectionClosed):
+            await conn.send_text("now")
+        assert not conn.offer(text_frame(b"now"))

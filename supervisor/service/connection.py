@@ -228,7 +228,7 @@ class ServerConnection:
         message may be pending: offer nothing more until it is flushed."""
         assert self._unsent is None, "offer() with a message still unsent"
         written = 0
-        if not self._lock.locked() and self._closed is None:
+        if not self._lock.locked() and self._writable:
             with contextlib.suppress(OSError):  # full (EAGAIN) or gone: `flush` meets it
                 written = os.write(self._stream.socket.fileno(), frame)
         if written == len(frame):
@@ -256,9 +256,17 @@ class ServerConnection:
         else:
             await self.flush()
 
+    @property
+    def _writable(self) -> bool:
+        """Open for messages: not closed, and no close frame queued by the protocol (after
+        a message over the cap, before the reader has handed that end over)."""
+        return self._closed is None and self._protocol.phase is Phase.OPEN
+
     def _check_open(self) -> None:
         if self._closed is not None:
             raise self._closed.again()
+        if not self._writable:
+            raise ConnectionClosed(1006, "the connection is ending")
 
     async def _write(self, data: bytes) -> None:
         """The one write path: under the lock, the rest of an offered message first."""
