@@ -12,7 +12,7 @@ import trio
 from mcpx_hooks.supervisor.core.frames import EndFrame, OutputFrame, blank
 from mcpx_hooks.supervisor.run.journal import Follower, RunJournal
 from mcpx_hooks.supervisor.service.broadcast import Broadcaster, EncodedRun
-from mcpx_hooks.supervisor.service.wsconn import ServerConnection
+from mcpx_hooks.supervisor.service.connection import ServerConnection
 
 
 class FakeSocket:

@@ -459,7 +459,7 @@ async def test_a_hidden_program_fails_the_hook_before_the_spawn(
 
 
 def test_a_service_grants_a_cwd_only_where_it_serves_from(tmp_path: Path) -> None:
-    from mcpx_hooks.supervisor.service.server import _within
+    from mcpx_hooks.supervisor.service.endpoints import _within
 
     (tmp_path / "served" / "sub").mkdir(parents=True)
     (tmp_path / "link").symlink_to(tmp_path / "served" / "sub")

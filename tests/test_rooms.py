@@ -81,3 +81,15 @@ def test_a_name_means_one_thing_in_a_room() -> None:
         exports("mcpx_hooks.supervisor.core", {"a": ("X",), "b": ("X",)})
     with pytest.raises(ValueError, match="frames is also a module of the room"):
         exports("mcpx_hooks.supervisor.core", {"a": ("frames",)})
+
+
+def test_the_remote_client_loads_the_wire_not_the_server() -> None:
+    code = (
+        f"import sys, {PACKAGE}.service.remote\n"
+        f"print(sorted(m for m in sys.modules if m.startswith('{PACKAGE}.')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(ast.literal_eval(done.stdout))
+    assert f"{PACKAGE}.service.wire" in loaded
+    heavy = {f"{PACKAGE}.{m}" for m in ("service.server", "run", "process.spawner", "cli")}
+    assert not loaded & heavy

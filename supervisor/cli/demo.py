@@ -28,8 +28,9 @@ from ..core.hooks import Config
 from ..core.scripts import Script
 from ..run.runtime import Runtime, open_runtime
 from ..run.scriptrun import RunRequest
+from ..service.options import Listening, ServiceOptions
 from ..service.remote import Remote, exec_remote
-from ..service.server import Listening, Service, ServiceOptions
+from ..service.server import Service
 from .view import frame_lines
 
 #: The hooks of the example that fail on purpose, and how.

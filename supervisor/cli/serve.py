@@ -36,7 +36,8 @@ def run(args: argparse.Namespace) -> int:
     import trio
 
     from ..service.access import create_token_file, default_token_path, remove_token_file
-    from ..service.server import Limits, Listening, ServiceOptions, run_service
+    from ..service.options import Limits, Listening, ServiceOptions
+    from ..service.server import run_service
     from ..service.wire import DEFAULT_PORT
 
     problems = serve_problems(args)

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
 
 
 def add_arguments(srv: argparse.ArgumentParser) -> None:
-    from ..service.server import Limits
+    from ..service.options import Limits
     from ..service.wire import DEFAULT_HOST, DEFAULT_PORT
 
     srv.add_argument(

@@ -1,0 +1,26 @@
+"""The service: HTTP and WebSocket on one port (a sans-IO protocol under a thin trio layer),
+who may use it, the wire's messages, a run's frames streamed to every client at its own
+pace, and the client side for `exec --remote`, `events` and `hooks list --remote`.
+
+The names below are loaded on first use (`core/exports.py`), so the remote client loads
+the wire, not the server.
+"""
+
+from ..core.exports import exports
+
+__all__, __getattr__, __dir__ = exports(
+    __name__,
+    {
+        "access": (
+            "TokenFileError",
+            "client_token",
+            "create_token_file",
+            "default_token_path",
+            "remove_token_file",
+        ),
+        "options": ("Limits", "Listening", "ServiceOptions"),
+        "remote": ("DEFAULT_URL", "Remote", "exec_remote"),
+        "server": ("Service", "run_service"),
+        "wire": ("DEFAULT_HOST", "DEFAULT_PORT", "WireError", "encode"),
+    },
+)

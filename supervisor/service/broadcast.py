@@ -26,7 +26,7 @@ from typing import Final
 import trio
 
 from ..run.journal import Follower, RunJournal
-from .wsconn import ServerConnection, text_frame
+from .connection import ServerConnection, text_frame
 
 #: Writes in a round between two yields to the other tasks (the run, lagging streams).
 YIELD_EVERY: Final = 128

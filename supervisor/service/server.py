@@ -1,4 +1,5 @@
-"""The WebSocket service: runs streamed to many clients, losing nothing.
+"""The service: runs streamed to many WebSocket clients, losing nothing, and plain HTTP on
+the same port.
 
 `Service.serve` listens, answers each connection in its own task and returns once a
 `Service.stop()` shutdown has finished: it stops accepting, lets the runs in progress finish
@@ -11,6 +12,10 @@ Every connection reads at its own pace (`streams.py`): a run's stream sends what
 in its journal as one message, and while it keeps up, the run's broadcaster writes each new
 message once for all such clients (`broadcast.py`). An exception in one connection's handler
 is logged and ends that connection only.
+
+Each accepted socket is a `ServerConnection` (h11 and wsproto under a thin trio layer): its
+request within `Limits.handshake_s`, then a plain HTTP answer (`routes.py`), a refused
+upgrade, or the upgrade and its endpoint (`endpoints.py`).
 """
 
 from __future__ import annotations
@@ -18,124 +23,46 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
-import os
 import signal
 import weakref
-from collections.abc import Callable, Mapping
-from functools import partial
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any, Final
 
-import attrs
 import trio
-from trio_websocket import ConnectionClosed, WebSocketRequest
 
-from ..config.loading import load_config
-from ..core.errors import ConfigError, bug_summary
+from ..core.errors import bug_summary
 from ..core.events import EventKind
 from ..core.frames import EndFrame, ErrorFrame, blank
-from ..core.hooks import Config, Profile, SourceKind
-from ..run.journal import RunJournal, UnknownRun
+from ..core.hooks import Config
+from ..run.journal import RunJournal
 from ..run.runtime import Runtime, open_runtime
-from ..run.scriptrun import DEFAULT_SCRIPT_TIMEOUT_MS, Run, RunRequest, execute
+from ..run.scriptrun import Run, execute
+from . import routes
 from .access import Refusal, check_access, normal_origin, own_origins
-from .streams import Streams, Wake, complete
-from .targets import (
-    Endpoint,
-    Target,
-    check_from,
-    check_query,
-    parse_events,
-    parse_from,
-    parse_target,
-    query_token,
-)
-from .wire import (
-    DEFAULT_HOST,
-    DEFAULT_PORT,
-    Close,
-    ExecRequest,
-    WireError,
-    encode,
-    parse_exec,
-    sources,
-)
-from .wsconn import CLOSE_S, ServerConnection
+from .connection import CLOSE_S, ConnectionClosed, ServerConnection
+from .endpoints import SHUTTING_DOWN, Endpoints
+from .options import Limits, Listening, ServiceOptions
+from .protocol import Request
+from .streams import Streams, Wake
+from .targets import Endpoint, Target, parse_target, query_token
+from .wire import Close, WireError, encode
+
+__all__ = [
+    "Limits",
+    "Listening",
+    "Service",
+    "ServiceOptions",
+    "run_service",
+]
 
 logger = logging.getLogger("mcpx_hooks.server")
 
-
-@attrs.frozen
-class Limits:
-    """Every bound the service keeps; each is a `serve` flag or a named default."""
-
-    #: A client message larger than this is refused (1009).
-    max_message_bytes: int = 1024 * 1024
-    #: Admitted sockets (handshake done, token checked); past it the upgrade is refused (503).
-    max_connections: int = 1024
-    #: Sockets still in their handshake, not yet admitted. A new one past it drops the oldest,
-    #: so stalled handshakes can never keep a client that completes its own out.
-    max_pending: int = 512
-    #: Admitted sockets that carry no run: `/v1/events`, `/v1/hooks`. Past it such an upgrade
-    #: is refused (503): runs and their followers always have room.
-    max_idle: int = 256
-    #: An idle socket is pinged this often; one that has not answered by the next ping is
-    #: gone, and is closed.
-    ping_s: float = 30.0
-    #: Runs in progress; past it a request is refused (1013, try again later).
-    max_runs: int = 64
-    #: A stream must complete its WebSocket handshake within this.
-    handshake_s: float = 5.0
-    #: An exec socket must send its request within this (4408).
-    request_s: float = 30.0
-    #: One message taking longer than this to send: the client is gone (aborted).
-    send_stall_s: float = 60.0
-    #: Shutdown: runs in progress may finish within this before they are cancelled.
-    grace_s: float = 10.0
-    #: Shutdown: once runs have ended, streams may send their last frames within this.
-    drain_s: float = 5.0
-    #: A message from the server holds frames up to about this many bytes (at least one).
-    coalesce_bytes: int = 256 * 1024
-    #: Events sent in one message at most.
-    coalesce_events: int = 256
-    #: Messages a second the streams of the whole service aim to stay under. A stream gets
-    #: its next message no sooner than `streams / send_rate` seconds after its last one
-    #: began, so what arrives meanwhile goes out together (see `Streams`). A message costs
-    #: the server ~15 µs of write(2) here and a local client several times that to read.
-    send_rate: float = 12_500.0
-
-
-@attrs.frozen
-class ServiceOptions:
-    host: str = DEFAULT_HOST
-    port: int = DEFAULT_PORT
-    #: None: no token is asked for (`--no-auth`).
-    token: str | None = None
-    allow_origins: tuple[str, ...] = ()
-    limits: Limits = Limits()
-    #: The working directory of `serve`: the default `cwd` of a run.
-    cwd: str = attrs.field(factory=os.getcwd)
-    environ: Mapping[str, str] = attrs.field(factory=lambda: dict(os.environ))
-
-
-@attrs.frozen
-class Listening:
-    host: str
-    port: int
-
-    @property
-    def url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"ws://{host}:{self.port}"
-
-
-_SHUTTING_DOWN: Final = "the server is shutting down"
 #: Endpoints whose sockets carry no run: `max_idle`. (An exec socket waits at most
 #: `request_s` for its request, then carries its run.)
 _IDLE: Final = frozenset({Endpoint.EVENTS, Endpoint.HOOKS})
 
 
-class Service:
+class Service(Endpoints):
     """One listening service over a runtime. See the module docstring for the lifecycle."""
 
     def __init__(self, runtime: Runtime, options: ServiceOptions) -> None:
@@ -214,7 +141,7 @@ class Service:
 
     async def _shut_down(self) -> None:
         self.stopping = True
-        going = WireError(Close.GOING_AWAY, _SHUTTING_DOWN)
+        going = WireError(Close.GOING_AWAY, SHUTTING_DOWN)
         for wake in list(self._wakes):
             if wake.idle:
                 wake.set(going)
@@ -269,7 +196,7 @@ class Service:
         if len(self._pending) >= self.limits.max_pending:
             oldest = next(iter(self._pending))
             self._pending.pop(oldest).cancel()
-        request: WebSocketRequest | None = None
+        request: Request | None = None
         with trio.CancelScope() as pending:
             self._pending[number] = pending
             try:
@@ -278,14 +205,24 @@ class Service:
             finally:
                 self._pending.pop(number, None)
         if pending.cancelled_caught or request is None:
-            return  # dropped, no handshake in time, or not a WebSocket request (answered 400)
-        target = parse_target(request.path)
+            return  # dropped, no request in time, or a malformed one (answered 400)
+        if not request.websocket:
+            answer = routes.answer(
+                request, token=self.options.token, origins=self._origins, stopping=self.stopping
+            )
+            await conn.respond(answer.status, answer.body, answer.headers)
+            return
+        target = parse_target(request.target)
         refusal = self._admit(request, target)
         if refusal is not None or target is None:
-            refusal = refusal or Refusal(404, f"no such endpoint: {request.path.split('?')[0]}")
-            await _reject(request, refusal)
+            refusal = refusal or Refusal(404, f"no such endpoint: {request.target.split('?')[0]}")
+            answer = routes.refused(refusal)
+            await conn.respond(answer.status, answer.body, answer.headers)
             return
-        await request.accept()
+        try:
+            await conn.accept()
+        except ConnectionClosed:
+            return  # gone before its 101 was written
         self._admitted += 1
         try:
             await self._admitted_connection(conn, number, target)
@@ -298,7 +235,7 @@ class Service:
         bus = self.runtime.bus
         bus.publish(
             EventKind.CLIENT_CONNECTED,
-            {"connection": number, "endpoint": target.endpoint.value, "remote": _peer(conn)},
+            {"connection": number, "endpoint": target.endpoint.value, "remote": conn.remote},
         )
         code: int | None = None
         try:
@@ -306,12 +243,12 @@ class Service:
         finally:
             bus.publish(EventKind.CLIENT_CLOSED, {"connection": number, "code": code})
 
-    def _admit(self, request: WebSocketRequest, target: Target | None) -> Refusal | None:
+    def _admit(self, request: Request, target: Target | None) -> Refusal | None:
         if self.stopping:
-            return Refusal(503, _SHUTTING_DOWN)
+            return Refusal(503, SHUTTING_DOWN)
         refusal = check_access(
             request.headers,
-            query_token(request.path),
+            query_token(request.target),
             token=self.options.token,
             origins=self._origins,
         )
@@ -388,114 +325,7 @@ class Service:
         with contextlib.suppress(ConnectionClosed), trio.move_on_after(self.limits.send_stall_s):
             await conn.send_text(encode(error.to_json()))
 
-    # ---- endpoints: each returns how to close (a WireError; NORMAL for a complete one) ----
-
-    async def _hooks(self, conn: ServerConnection, target: Target) -> WireError | None:
-        check_query(target)
-        config = self.runtime.config
-        message = {
-            "type": "hooks",
-            "hooks": [h.to_json() for h in config.hooks],
-            "files": list(config.files),
-        }
-        return complete() if await self.streams.send(conn, encode(message)) else None
-
-    async def _exec(self, conn: ServerConnection, target: Target, wake: Wake) -> WireError | None:
-        check_query(target)
-        with wake.waiting(), trio.move_on_after(self.limits.request_s) as timer:
-            text = await conn.get_message()
-        if wake.reason is not None:
-            return wake.reason
-        if timer.cancelled_caught:
-            return WireError(
-                Close.TIMEOUT, f"no request within {self.limits.request_s:g} s of the upgrade"
-            )
-        request = parse_exec(text)
-        if self.stopping:
-            return WireError(Close.GOING_AWAY, f"{_SHUTTING_DOWN}; no new runs")
-        cwd = request.cwd or self.options.cwd
-        if not await trio.Path(cwd).is_dir():
-            return WireError(Close.BAD_REQUEST, f"cwd: no such directory: {cwd}")
-        config = await self._config_for(request, cwd)
-        profile = allowed_sandboxes(request, config)
-        if len(self._active) >= self.limits.max_runs:
-            return WireError(
-                Close.TRY_AGAIN,
-                f"too many runs in progress (the cap is {self.limits.max_runs}); try again later",
-            )
-        run = self.runtime.new_run(
-            RunRequest(
-                script=request.script,
-                cwd=cwd,
-                stdin=request.stdin,
-                input=request.input,
-                env=request.env,
-                timeout_ms=request.timeout_ms or DEFAULT_SCRIPT_TIMEOUT_MS,
-                autonomy=request.autonomy,
-                sandbox=profile,
-                sources=sources(config),
-                # A client's cwd is its choice, not the operator's grant, unless it lies
-                # where `serve` runs (docs/sandbox.md).
-                cwd_granted=_within(cwd, self.options.cwd),
-            )
-        )
-        self._start_run(run, config)
-        wake.idle = False
-        ending = await self.streams.stream_run(conn, run.journal, 0, wake, run=run)
-        if request.cancel_on_disconnect and not run.journal.finished:
-            run.cancel()
-        return ending
-
-    async def _follow(self, conn: ServerConnection, target: Target, wake: Wake) -> WireError | None:
-        start = parse_from(target)
-        assert target.run_id is not None
-        try:
-            journal = self.runtime.journals.get(target.run_id)
-        except UnknownRun:
-            raise WireError(
-                Close.NOT_FOUND,
-                f"no run {target.run_id!r} is retained (the server keeps the last "
-                f"{self.runtime.journals.retain} runs)",
-            ) from None
-        check_from(start, len(journal))
-        return await self.streams.stream_run(conn, journal, start, wake)
-
-    async def _events(self, conn: ServerConnection, target: Target, wake: Wake) -> WireError | None:
-        kinds, since = parse_events(target)
-        bus = self.runtime.bus
-        if since is not None and since > bus.next_seq:
-            raise WireError(
-                Close.OUT_OF_RANGE,
-                f"since={since} was never published here (the next seq is {bus.next_seq})",
-            )
-        async with bus.subscribe(kinds=kinds, since=since) as sub:
-            return await self.streams.stream_events(conn, sub, wake, self.limits.coalesce_events)
-
     # ---- runs ------------------------------------------------------------------------------
-
-    async def _config_for(self, request: ExecRequest, cwd: str) -> Config:
-        """The server's config, or for a request with per-call hooks or script lines, the
-        server's files layered again under them (per-call hooks declare in the run's cwd)."""
-        config = self.runtime.config
-        if not request.per_call:
-            return config
-        load = partial(
-            load_config,
-            config.files,
-            cwd=Path(cwd),
-            environ=self.options.environ,
-            per_call_hooks=request.hooks,
-            script=request.script_lines,
-            discover=False,
-        )
-        try:
-            return await trio.to_thread.run_sync(load)
-        except ConfigError as exc:
-            raise WireError(
-                Close.BAD_REQUEST,
-                f"the per-call hooks or script are invalid: {exc.problems[0]}",
-                [str(p) for p in exc.problems],
-            ) from None
 
     def _start_run(self, run: Run, config: Config) -> None:
         assert self._runs is not None
@@ -522,46 +352,6 @@ class Service:
                 self._runs_changed = trio.Event()
 
 
-def _within(path: str, root: str) -> bool:
-    """Whether `path` is `root` or lies beneath it, symlinks resolved."""
-    path, root = os.path.realpath(path), os.path.realpath(root)
-    return path == root or path.startswith(root.rstrip("/") + "/")
-
-
-def allowed_sandboxes(request: ExecRequest, config: Config) -> Profile:
-    """The run's profile, once the run's and every per-call hook's profile is one the
-    server's `[service] sandboxes` allows; else `WireError` (4400) naming the allowed ones,
-    and where each refused profile came from, before anything runs. A per-call hook may
-    not raise `maxOutputBytes` past the server's own default either (its stdout is held in
-    memory)."""
-    allowed = config.service_sandboxes
-    words = ", ".join(p.value for p in allowed) or "none at all"
-    problems: list[str] = []
-    profile = request.sandbox or config.script_sandbox
-    if profile not in allowed:
-        where = "the request's sandbox" if request.sandbox else "the server's [script] sandbox"
-        problems.append(f'sandbox: the run\'s profile "{profile}" ({where}) is not allowed')
-    cap = config.defaults.max_output_bytes
-    for hook in config.hooks:
-        if hook.source.kind is not SourceKind.PER_CALL:
-            continue
-        label = f"hooks[{hook.source.index}] ({hook.name})"
-        if hook.sandbox not in allowed:
-            declared = request.hooks[hook.source.index or 0].get("sandbox") is not None
-            where = "declared" if declared else "the server's [defaults] sandbox"
-            problems.append(f'{label}: the profile "{hook.sandbox}" ({where}) is not allowed')
-        if hook.max_output_bytes > cap:
-            problems.append(
-                f"{label}: maxOutputBytes {hook.max_output_bytes} is over the server's {cap}"
-            )
-    if problems:
-        problems.append(
-            f"this server's requests may use the sandboxes: {words} ([service] sandboxes)"
-        )
-        raise WireError(Close.BAD_REQUEST, "; ".join(problems), problems)
-    return profile
-
-
 def _seal(journal: RunJournal, message: str) -> None:
     """Ends a journal a run left open, keeping the order: an `error` if no outcome yet."""
     if journal.finished:
@@ -569,18 +359,6 @@ def _seal(journal: RunJournal, message: str) -> None:
     if journal.outcome is None:
         journal.append(blank(ErrorFrame, message=message))
     journal.append(blank(EndFrame, exit_code=None, duration_ms=0))
-
-
-def _peer(conn: ServerConnection) -> str:
-    remote = conn.remote
-    return str(remote) if isinstance(remote, str) else f"{remote.address}:{remote.port}"
-
-
-async def _reject(request: WebSocketRequest, refusal: Refusal) -> None:
-    body = encode({"type": "error", "code": refusal.status, "message": refusal.message})
-    headers = [(b"Content-Type", b"application/json"), *refusal.headers]
-    with contextlib.suppress(ConnectionClosed):
-        await request.reject(refusal.status, extra_headers=headers, body=body.encode())
 
 
 # ---- `mcpx-hooks serve` --------------------------------------------------------------------

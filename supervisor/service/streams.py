@@ -23,15 +23,14 @@ import weakref
 from collections.abc import Iterator
 
 import trio
-from trio_websocket import ConnectionClosed
 
 from ..core.errors import bug_summary
 from ..run.bus import Subscription
 from ..run.journal import Follower, RunJournal
 from ..run.scriptrun import Run
 from .broadcast import Broadcaster, EncodedRun
+from .connection import ConnectionClosed, ServerConnection
 from .wire import Close, WireError, encode, parse_control
-from .wsconn import ServerConnection
 
 logger = logging.getLogger("mcpx_hooks.server")
 

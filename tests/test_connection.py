@@ -1,5 +1,6 @@
 """The prebuilt fan-out frame is byte for byte what wsproto would send; a message `offer`
-cannot write whole goes out before anything else, so the wire stays a valid frame stream."""
+cannot write whole goes out before anything else, so the wire stays a valid frame stream.
+(`tests/test_protocol.py` holds the protocol under it, without a socket.)"""
 
 from __future__ import annotations
 
@@ -9,12 +10,16 @@ from collections.abc import AsyncIterator
 
 import pytest
 import trio
+import trio.testing
 import wsproto
 import wsproto.events
-from trio_websocket import ConnectionClosed
 from wsproto.frame_protocol import FrameProtocol
 
-from mcpx_hooks.supervisor.service.wsconn import ServerConnection, text_frame
+from mcpx_hooks.supervisor.service.connection import (
+    ConnectionClosed,
+    ServerConnection,
+    text_frame,
+)
 
 SIZES = [0, 1, 125, 126, 65535, 65536, 300_000]
 
@@ -26,7 +31,7 @@ def test_text_frame_equals_wsproto(text: str) -> None:
 
 
 class _Client:
-    """The other end of a socket pair, speaking WebSocket with wsproto (no trio-websocket)."""
+    """The other end of a socket pair, speaking WebSocket with wsproto."""
 
     def __init__(self, sock: trio.socket.SocketType) -> None:
         self.sock = sock
@@ -38,8 +43,8 @@ class _Client:
     async def handshake(self, conn: ServerConnection) -> None:
         await self.sock.send(self.ws.send(wsproto.events.Request(host="test", target="/")))
         request = await conn.wait_request()
-        assert request is not None
-        await request.accept()
+        assert request is not None and request.websocket
+        await conn.accept()
         while not isinstance(await self.next(), wsproto.events.AcceptConnection):
             pass
 
@@ -65,13 +70,15 @@ class _Client:
 
 
 @contextlib.asynccontextmanager
-async def _pair() -> AsyncIterator[tuple[ServerConnection, _Client]]:
+async def _pair(max_message_size: int = 1 << 20) -> AsyncIterator[tuple[ServerConnection, _Client]]:
     """A server connection after its handshake, and its client; both closed on the way out."""
     server_sock, client_sock = trio.socket.socketpair()
     # Small buffers, so a few messages fill the socket.
     server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16 * 1024)
     client_sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
-    conn = ServerConnection(trio.SocketStream(server_sock), max_message_size=1 << 20, too_big="")
+    conn = ServerConnection(
+        trio.SocketStream(server_sock), max_message_size=max_message_size, too_big=""
+    )
     with client_sock:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(conn.serve_reader)
@@ -135,3 +142,86 @@ async def test_flush_to_a_client_gone_raises_connection_closed() -> None:
         client.sock.close()
         with pytest.raises(ConnectionClosed), trio.fail_after(10):
             await conn.flush()
+
+
+# ---- the rest of a connection's life, over a socket pair --------------------------------------
+
+
+async def test_a_close_waits_for_the_clients_reply_then_the_socket_ends() -> None:
+    async with _pair() as (conn, client):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(conn.close, 1001, "going")
+            with trio.fail_after(10):
+                while not isinstance(close := await client.next(), wsproto.events.CloseConnection):
+                    pass
+            assert (close.code, close.reason) == (1001, "going")
+            await client.sock.send(client.ws.send(close.response()))
+        assert await client.sock.recv(10) == b""  # the server closed TCP after the reply
+        with pytest.raises(ConnectionClosed):
+            await conn.send_text("late")
+
+
+async def test_the_clients_close_is_answered_after_its_messages_are_taken() -> None:
+    async with _pair() as (conn, client):
+        await client.sock.send(
+            client.ws.send(wsproto.events.TextMessage(data="last"))
+            + client.ws.send(wsproto.events.CloseConnection(code=1000, reason="bye"))
+        )
+        with trio.fail_after(10):
+            assert await conn.get_message() == "last"
+            with pytest.raises(ConnectionClosed) as closed:
+                await conn.get_message()
+            assert (closed.value.code, closed.value.reason) == (1000, "bye")
+            reply = await client.next()
+        assert isinstance(reply, wsproto.events.CloseConnection) and reply.code == 1000
+
+
+async def test_a_ping_returns_when_its_pong_comes() -> None:
+    async with _pair() as (conn, client), trio.open_nursery() as nursery:
+        nursery.start_soon(conn.ping)
+        with trio.fail_after(10):
+            while not isinstance(ping := await client.next(), wsproto.events.Ping):
+                pass
+            await client.sock.send(client.ws.send(ping.response()))
+
+
+@pytest.mark.parametrize(
+    ("head", "status"),
+    [(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 200), (b"GET / HTTP/1.1\r\n\r\n", 400)],
+)
+async def test_a_plain_request_is_answered_on_the_socket_and_ends_it(
+    head: bytes, status: int
+) -> None:
+    server_sock, client_sock = trio.socket.socketpair()
+    conn = ServerConnection(trio.SocketStream(server_sock), max_message_size=1, too_big="")
+    with client_sock:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(conn.serve_reader)
+            await client_sock.send(head)
+            with trio.fail_after(10):
+                request = await conn.wait_request()
+                if request is not None:  # a malformed one is answered by the reader
+                    assert not request.websocket and request.target == "/healthz"
+                    await conn.respond(200, b"{}")
+                    await conn.abort()  # as the service does: one request per connection
+                got = b""
+                while chunk := await client_sock.recv(1 << 16):  # to the end: the server closed
+                    got += chunk
+        assert got.startswith(f"HTTP/1.1 {status} ".encode()), got
+        assert b"connection: close" in got.lower()
+
+
+async def test_a_send_once_an_oversized_message_came_raises_connection_closed() -> None:
+    """The reader still holds a message for the handler when the one over the cap ends the
+    connection: a send meanwhile must not write after the 1009 close frame."""
+    async with _pair(max_message_size=10) as (conn, client):
+        await client.sock.send(
+            b"".join(
+                client.ws.send(wsproto.events.TextMessage(data=text))
+                for text in ("a", "b", "x" * 20)
+            )
+        )
+        await trio.testing.wait_all_tasks_blocked()  # the reader waits to hand "b" over
+        with pytest.raises(ConnectionClosed):
+            await conn.send_text("now")
+        assert not conn.offer(text_frame(b"now"))

@@ -1,0 +1,324 @@
+"""One accepted socket, from its request to its end: the trio layer over `protocol.py`.
+
+`serve_reader` reads the socket for the whole connection and feeds the protocol; the
+connection's handler (the service) waits for the request (`wait_request`), answers it
+(`respond`, or `accept` for an upgrade), then sends and receives messages. The rules that
+make it safe for many clients and one broadcaster:
+
+- every write goes through one lock, and what `offer` left of a message goes out before
+  anything else (the protocol's own answers too: pongs, the reply to a close), so no other
+  bytes ever land inside a message;
+- a send cancelled mid-write leaves a broken frame on the wire, so such a connection is never
+  written to again: it is aborted (its TCP stream closed), never closed with a close frame
+  (`broken`, `close`);
+- fan-out sends one message to many sockets: a server's frames are not masked, so the frame's
+  bytes are the same for every client and are built once (`text_frame`) and written as they
+  are (`send_frame`, `offer`), as `websockets`' `broadcast()` does. This skips wsproto for
+  those writes, which is sound because the service never fragments a message and negotiates
+  no extension (a data frame then changes no wsproto state);
+- a broadcaster writes to many sockets from one task, so it cannot wait for any of them:
+  `offer` writes what the socket takes at once and keeps the rest of the message for the
+  socket's own task to `flush`.
+
+Between the request and its answer nothing more is read, so a client cannot pile bytes up
+before it is admitted; the caller bounds the wait for the request (the handshake timeout).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Final
+
+import trio
+
+from .protocol import Ended, Message, Phase, Pong, Request, ServerProtocol
+
+#: Bytes read from the socket at a time.
+RECEIVE_BYTES: Final = 64 * 1024
+#: Messages from the client queued before the reader waits (backpressure on the client).
+CLIENT_QUEUE: Final = 1
+#: How long a close waits for the client's close frame before aborting the socket.
+CLOSE_S: Final = 2.0
+#: The phases in which the socket is read (not while a request waits for its answer).
+_READING: Final = frozenset({Phase.HEAD, Phase.OPEN, Phase.CLOSING})
+
+
+class ConnectionClosed(Exception):
+    """The WebSocket is closed or closing: nothing more can be sent or received."""
+
+    def __init__(self, code: int, reason: str | None = None) -> None:
+        super().__init__(f"{code} {reason or ''}".strip())
+        self.code = code
+        self.reason = reason
+
+    def again(self) -> ConnectionClosed:
+        """The same, to raise anew (an exception raised twice grows its traceback)."""
+        return ConnectionClosed(self.code, self.reason)
+
+
+def text_frame(payload: bytes) -> bytes:
+    """One complete text message as a server sends it: FIN, opcode 1, no mask (RFC 6455 §5.2).
+
+    `payload` is the message's UTF-8."""
+    size = len(payload)
+    if size < 126:
+        head = bytes((0x81, size))
+    elif size < 1 << 16:
+        head = bytes((0x81, 126)) + size.to_bytes(2, "big")
+    else:
+        head = bytes((0x81, 127)) + size.to_bytes(8, "big")
+    return head + payload
+
+
+class ServerConnection:
+    """One accepted stream, before and after the upgrade."""
+
+    def __init__(self, stream: trio.SocketStream, *, max_message_size: int, too_big: str) -> None:
+        self._stream = stream
+        self._protocol = ServerProtocol(max_message_bytes=max_message_size, too_big=too_big)
+        self._lock = trio.Lock()
+        self._messages_in, self._messages = trio.open_memory_channel[str | bytes](CLIENT_QUEUE)
+        self._asked = trio.Event()  # the request is in, or the reader has ended without one
+        self._answered = trio.Event()
+        self._reader_done = trio.Event()
+        #: In-flight pings by payload, oldest first: a pong answers its ping and older ones.
+        self._pings: dict[bytes, trio.Event] = {}
+        #: Why the WebSocket is closed or closing; None while it is open (or not yet).
+        self._closed: ConnectionClosed | None = None
+        #: The rest of a message `offer` began: written before anything else.
+        self._unsent: memoryview | None = None
+        #: A send was cancelled mid-write: the wire holds a broken frame.
+        self.broken = False
+
+    @property
+    def remote(self) -> str:
+        """The client's address: `host:port` for TCP ("?" once the socket has no peer)."""
+        try:
+            peer = self._stream.socket.getpeername()
+        except OSError:
+            return "?"
+        return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+
+    # ---- reading ---------------------------------------------------------------------------
+
+    async def serve_reader(self) -> None:
+        """Reads the socket until the connection ends: the client closed, the socket broke,
+        a plain HTTP request was answered. Cancelled, it just stops reading."""
+        try:
+            async with self._messages_in:
+                await self._read()
+        finally:
+            self._asked.set()
+            self._reader_done.set()
+
+    async def _read(self) -> None:
+        protocol = self._protocol
+        while True:
+            for event in protocol.events():
+                if not await self._handle(event):
+                    return
+            try:
+                await self._write(protocol.data_to_send())
+            except ConnectionClosed:
+                return
+            if protocol.phase is Phase.ASKED:
+                await self._answered.wait()
+                continue
+            if protocol.phase not in _READING:
+                return
+            try:
+                data = await self._stream.receive_some(RECEIVE_BYTES)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                data = b""
+            protocol.receive_data(data)
+
+    async def _handle(self, event: Request | Message | Pong | Ended) -> bool:
+        """One event from the protocol; False once the connection has ended."""
+        if isinstance(event, Request):
+            self._asked.set()
+        elif isinstance(event, Message):
+            # Dropped when nobody will read it any more (the server is closing).
+            with contextlib.suppress(trio.BrokenResourceError):
+                await self._messages_in.send(event.data)
+        elif isinstance(event, Pong):
+            if event.payload in self._pings:
+                while self._pings:
+                    payload = next(iter(self._pings))
+                    self._pings.pop(payload).set()
+                    if payload == event.payload:
+                        break
+        else:
+            if self._closed is None:
+                self._closed = ConnectionClosed(event.code, event.reason)
+            # What the protocol answered by itself (the reply to a close, a 400, the 1009
+            # close) goes out, then the stream closes: a server closes TCP first.
+            with contextlib.suppress(ConnectionClosed):
+                await self._write(self._protocol.data_to_send())
+            await trio.aclose_forcefully(self._stream)
+            return False
+        return True
+
+    async def wait_request(self) -> Request | None:
+        """The client's request head, or None when the stream ended without one (a
+        malformed request has been answered 400 already). The caller bounds the wait."""
+        await self._asked.wait()
+        return self._protocol.request if self._protocol.phase is Phase.ASKED else None
+
+    async def get_message(self) -> str | bytes:
+        """The client's next message. Raises `ConnectionClosed` once the client has closed
+        and every message before its close is taken, or at once when the server closes."""
+        try:
+            return await self._messages.receive()
+        except (trio.EndOfChannel, trio.ClosedResourceError):
+            raise (self._closed or ConnectionClosed(1006)).again() from None
+
+    # ---- answering the request ------------------------------------------------------------
+
+    async def respond(
+        self,
+        status: int,
+        body: bytes,
+        headers: tuple[tuple[bytes, bytes], ...] = (),
+        content_type: bytes = b"application/json",
+    ) -> None:
+        """Answers the request over HTTP (a refused upgrade too); the connection then ends
+        (the caller aborts it). A client that has gone is not an error here."""
+        data = self._protocol.respond(status, body, headers, content_type)
+        self._answered.set()
+        with contextlib.suppress(ConnectionClosed):
+            await self._write(data)
+
+    async def accept(self) -> None:
+        """Upgrades to WebSocket (101); the reader then reads the client's frames."""
+        data = self._protocol.accept()
+        self._answered.set()
+        await self._write(data)
+
+    # ---- writing ---------------------------------------------------------------------------
+
+    async def send_text(self, text: str) -> None:
+        """One text message. Cancelled mid-write, the connection is marked broken."""
+        self._check_open()
+        self.broken = True
+        await self._write(self._protocol.text(text))
+        self.broken = False
+
+    async def ping(self) -> None:
+        """Pings the client and waits for its pong (or a pong to a later ping)."""
+        self._check_open()
+        payload = os.urandom(4)
+        while payload in self._pings:
+            payload = os.urandom(4)
+        answered = self._pings[payload] = trio.Event()
+        await self._write(self._protocol.ping(payload))
+        await answered.wait()
+
+    @property
+    def unsent(self) -> bool:
+        """A message `offer` began is not all written yet: `flush` before anything else."""
+        return self._unsent is not None
+
+    def offer(self, frame: bytes) -> bool:
+        """Writes a message built by `text_frame` now, without waiting: one write(2), no
+        trio machinery, for a task that writes to many sockets in turn. True when the socket
+        took all of it. False otherwise (its buffer is full, another write is in progress,
+        the client has gone): the rest, all of the message if nothing went, is kept, the
+        message counts as given, and the owner of the socket must `flush` it. Only one
+        message may be pending: offer nothing more until it is flushed."""
+        assert self._unsent is None, "offer() with a message still unsent"
+        written = 0
+        if not self._lock.locked() and self._writable:
+            with contextlib.suppress(OSError):  # full (EAGAIN) or gone: `flush` meets it
+                written = os.write(self._stream.socket.fileno(), frame)
+        if written == len(frame):
+            return True
+        self._unsent = memoryview(frame)[written:]
+        return False
+
+    async def flush(self) -> None:
+        """Writes what `offer` left, if anything. Raises `ConnectionClosed` when the client
+        is gone; cancelled mid-write, the connection is marked broken."""
+        if self._unsent is None:
+            return
+        self._check_open()
+        async with self._lock:
+            await self._write_unsent()
+
+    async def send_frame(self, frame: bytes) -> None:
+        """One message built by `text_frame`, written as it is (see the module docstring),
+        after anything `offer` left. Cancelled mid-write, the connection is marked broken."""
+        self._check_open()
+        await self.flush()
+        if self.offer(frame):
+            # The common case: the kernel took the whole frame at once.
+            await trio.lowlevel.cancel_shielded_checkpoint()
+        else:
+            await self.flush()
+
+    @property
+    def _writable(self) -> bool:
+        """Open for messages: not closed, and no close frame queued by the protocol (after
+        a message over the cap, before the reader has handed that end over)."""
+        return self._closed is None and self._protocol.phase is Phase.OPEN
+
+    def _check_open(self) -> None:
+        if self._closed is not None:
+            raise self._closed.again()
+        if not self._writable:
+            raise ConnectionClosed(1006, "the connection is ending")
+
+    async def _write(self, data: bytes) -> None:
+        """The one write path: under the lock, the rest of an offered message first."""
+        if not data:
+            return
+        async with self._lock:
+            await self._write_unsent()
+            await self._send_all(data)
+
+    async def _write_unsent(self) -> None:
+        """With the lock held: the rest of an offered message."""
+        unsent, self._unsent = self._unsent, None
+        if unsent is None:
+            return
+        broken, self.broken = self.broken, True
+        await self._send_all(unsent)
+        self.broken = broken
+
+    async def _send_all(self, data: bytes | memoryview) -> None:
+        try:
+            await self._stream.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            if self._closed is None:
+                self._closed = ConnectionClosed(1006, "the client is gone")
+            raise self._closed.again() from None
+
+    # ---- ending ----------------------------------------------------------------------------
+
+    async def abort(self) -> None:
+        """Closes the TCP stream without a close frame (for a broken or stalled socket)."""
+        if self._closed is None:
+            self._closed = ConnectionClosed(1006, "aborted")
+        await trio.aclose_forcefully(self._stream)
+
+    async def close(self, code: int, reason: str | None) -> None:
+        """Closes with `code`, waiting at most `CLOSE_S` for the client's reply; a broken
+        connection, or one that does not answer in time, is aborted instead. Runs shielded,
+        so a handler being cancelled still closes its socket properly and in bounded time."""
+        with trio.CancelScope(shield=True):
+            if self.broken:
+                await self.abort()
+                return
+            with trio.move_on_after(CLOSE_S) as bound:
+                await self._close(code, reason)
+            if bound.cancelled_caught:
+                await self.abort()
+
+    async def _close(self, code: int, reason: str | None) -> None:
+        if self._closed is None and self._protocol.phase is Phase.OPEN:
+            self._closed = ConnectionClosed(code, reason)
+            self._messages.close()  # what the client sends from now on is dropped
+            with contextlib.suppress(ConnectionClosed):
+                await self._write(self._protocol.close(code, reason))
+                await self._reader_done.wait()  # the client's close frame ends it
+        await trio.aclose_forcefully(self._stream)

@@ -1,0 +1,305 @@
+"""The front door's protocol state: HTTP/1.1, and WebSocket after an upgrade, as bytes in and
+bytes out. Sans-IO: no trio, no socket, no clock; `connection.py` owns the socket and every
+timeout, and feeds this what it reads.
+
+Every request is parsed by `h11`, so a plain HTTP request and an upgrade share one listener.
+An upgrade is then handed, already parsed, to `wsproto.WSConnection(SERVER)` through its
+`initiate_upgrade_connection` (the entry wsproto offers to servers that parse HTTP
+themselves): wsproto checks the WebSocket headers, builds the 101 and its accept key, and
+from then on frames the messages. Giving the raw bytes to `WSConnection` instead would let
+it parse the request itself, and it answers anything that is not an upgrade with a bare
+400 of its own; hypercorn's `protocol/h11.py` and `ws_stream.py` split the work the same
+way (h11 first, a WebSocket stream after the switch).
+
+What the protocol answers by itself (a pong, the reply to a client's close, a 400 for a
+request h11 cannot parse, the error message and 1009 close for a message over the cap)
+waits in `data_to_send()`; what the owner asks for (`respond`, `accept`, `text`, `ping`,
+`close`) is returned as bytes to write. Frames from the client are checked by wsproto
+(masking, UTF-8, control frames); a message is handed over whole (`Message`).
+"""
+
+from __future__ import annotations
+
+import collections
+import enum
+import http
+import json
+from collections.abc import Iterable, Iterator
+from typing import Final, cast
+
+import attrs
+import h11
+import wsproto
+import wsproto.connection
+import wsproto.events
+import wsproto.utilities
+
+#: The close code of a connection that ended without a close frame (RFC 6455 §7.1.5).
+ABNORMAL: Final = 1006
+#: The close code for a message over the cap.
+TOO_BIG: Final = 1009
+#: Headers every HTTP answer has: the service answers one request per connection.
+_CLOSE: Final = ((b"Connection", b"close"),)
+
+
+class Phase(enum.Enum):
+    """Where a connection is. HEAD -> ASKED -> OPEN -> CLOSING -> ENDED, or HEAD -> ASKED ->
+    ANSWERED (a plain HTTP answer or a refused upgrade), or ENDED from anywhere."""
+
+    HEAD = "head"  # reading the request head
+    ASKED = "asked"  # a request is in, not answered yet: nothing more is read
+    ANSWERED = "answered"  # an HTTP answer is given: nothing more is read
+    OPEN = "open"  # upgraded: WebSocket frames both ways
+    CLOSING = "closing"  # the server sent its close frame, the client's is awaited
+    ENDED = "ended"  # nothing more comes from the client
+
+
+@attrs.frozen
+class Request:
+    """A request head. `websocket`: a GET that asks for a WebSocket, with a handshake that
+    wsproto found valid (one it refused never becomes a `Request`: it is answered)."""
+
+    method: str
+    target: str
+    headers: tuple[tuple[bytes, bytes], ...]
+    websocket: bool
+
+
+@attrs.frozen
+class Message:
+    """One whole message from the client: text as `str`, binary as `bytes`."""
+
+    data: str | bytes
+
+
+@attrs.frozen
+class Pong:
+    payload: bytes
+
+
+@attrs.frozen
+class Ended:
+    """Nothing more comes from the client: its close frame (`code`, `reason`), or 1006 when
+    the stream ended without one, the request was malformed, or a frame broke the protocol."""
+
+    code: int
+    reason: str | None = None
+
+
+Event = Request | Message | Pong | Ended
+
+
+def error_body(status: int, message: str) -> bytes:
+    """The JSON body of every HTTP refusal or error the service answers."""
+    error = {"type": "error", "code": status, "message": message}
+    return json.dumps(error, separators=(",", ":")).encode()
+
+
+class ServerProtocol:
+    """One accepted connection's protocol state, from the request head to the end.
+
+    `max_message_bytes` caps a client's message (counted as wsproto hands it over: characters
+    for text, bytes for binary); past it, `too_big` (a text message) and a 1009 close are sent
+    and nothing more is read."""
+
+    def __init__(self, *, max_message_bytes: int, too_big: str) -> None:
+        self.max_message_bytes = max_message_bytes
+        self.too_big = too_big
+        self.phase = Phase.HEAD
+        self.request: Request | None = None
+        self._h11 = h11.Connection(h11.SERVER)
+        self._ws = wsproto.WSConnection(wsproto.ConnectionType.SERVER)
+        self._events: collections.deque[Event] = collections.deque()
+        self._outbox = bytearray()
+        self._parts: list[str | bytes | bytearray] = []
+        self._size = 0
+
+    # ---- bytes in --------------------------------------------------------------------------
+
+    def receive_data(self, data: bytes) -> None:
+        """What the client sent; b"" when it closed its side. Ignored once nothing more is
+        read (ASKED, ANSWERED, ENDED): the owner stops reading then."""
+        if self.phase is Phase.HEAD:
+            if not data:
+                self._end(ABNORMAL)  # gone before its request was all in
+                return
+            self._h11.receive_data(data)
+            self._read_head()
+        elif self.phase in (Phase.OPEN, Phase.CLOSING):
+            if not data:
+                self._end(ABNORMAL)
+                return
+            self._ws.receive_data(data)
+            self._read_frames()
+
+    def events(self) -> Iterator[Event]:
+        """What the bytes received so far made, in order; each is given once."""
+        while self._events:
+            yield self._events.popleft()
+
+    def data_to_send(self) -> bytes:
+        """The answers the protocol made by itself since the last call, in order."""
+        data = bytes(self._outbox)
+        self._outbox.clear()
+        return data
+
+    def _read_head(self) -> None:
+        try:
+            event = self._h11.next_event()
+        except h11.RemoteProtocolError as exc:
+            self._refuse(exc.error_status_hint, f"malformed HTTP request: {exc}")
+            return
+        if not isinstance(event, h11.Request):
+            return  # NEED_DATA: the head is not all here yet
+        method = event.method.decode("ascii")  # h11 takes only a token
+        try:
+            target = event.target.decode("ascii")
+        except UnicodeDecodeError:
+            self._refuse(400, "the request target is not ASCII")
+            return
+        headers = tuple((bytes(k), bytes(v)) for k, v in event.headers)
+        self.phase = Phase.ASKED
+        if method != "GET" or not _asks_websocket(headers):
+            self.request = Request(method, target, headers, websocket=False)
+            self._emit(self.request)
+            return
+        # An upgrade has no body: h11 then stops at the switch (PAUSED) with what follows
+        # the head, which is the client's first frames, kept for `accept`.
+        if not isinstance(self._h11.next_event(), h11.EndOfMessage) or (
+            self._h11.next_event() is not h11.PAUSED
+        ):
+            self._refuse(400, "a WebSocket upgrade request has no body")
+            return
+        try:
+            self._ws.initiate_upgrade_connection(list(headers), event.target)
+        except wsproto.utilities.RemoteProtocolError as exc:
+            hint = exc.event_hint
+            status: int = 400
+            extra: tuple[tuple[bytes, bytes], ...] = ()
+            if isinstance(hint, wsproto.events.RejectConnection):
+                status, extra = hint.status_code, tuple(hint.headers)
+            self._refuse(status, f"bad WebSocket handshake: {exc}", extra)
+            return
+        except UnicodeError:  # wsproto reads `Host` as IDNA
+            self._refuse(400, "bad WebSocket handshake: the Host header is not a host name")
+            return
+        for _ in self._ws.events():  # the Request event: its contents are `headers` already
+            pass
+        self.request = Request(method, target, headers, websocket=True)
+        self._emit(self.request)
+
+    def _read_frames(self) -> None:
+        for event in self._ws.events():
+            if self.phase is Phase.ENDED:
+                return
+            if isinstance(event, (wsproto.events.TextMessage, wsproto.events.BytesMessage)):
+                self._message(event)
+            elif isinstance(event, wsproto.events.Ping):
+                self._outbox += self._ws.send(event.response())
+            elif isinstance(event, wsproto.events.Pong):
+                self._emit(Pong(bytes(event.payload)))
+            elif isinstance(event, wsproto.events.CloseConnection):
+                if self._ws.state is wsproto.connection.ConnectionState.REMOTE_CLOSING:
+                    self._outbox += self._ws.send(event.response())
+                # A frame that broke the protocol (bad UTF-8, an unmasked frame) comes as a
+                # close event too, with the state still OPEN: the socket just ends, unanswered.
+                self._end(event.code, event.reason or None)
+
+    def _message(self, event: wsproto.events.TextMessage | wsproto.events.BytesMessage) -> None:
+        if self.phase is Phase.CLOSING:
+            return  # the server is closing: what the client still sends is dropped
+        self._size += len(event.data)
+        if self._size > self.max_message_bytes:
+            reason = f"Exceeded maximum message size: {self.max_message_bytes} bytes"
+            self._outbox += self.text(self.too_big)
+            self._outbox += self._ws.send(wsproto.events.CloseConnection(TOO_BIG, reason))
+            self._end(TOO_BIG, reason)
+            return
+        self._parts.append(event.data)
+        if event.message_finished:
+            parts, self._parts, self._size = self._parts, [], 0
+            if isinstance(event.data, str):
+                self._emit(Message("".join(cast("list[str]", parts))))
+            else:
+                self._emit(Message(b"".join(cast("list[bytes | bytearray]", parts))))
+
+    def _emit(self, event: Event) -> None:
+        self._events.append(event)
+
+    def _end(self, code: int, reason: str | None = None) -> None:
+        self.phase = Phase.ENDED
+        self._parts, self._size = [], 0
+        self._emit(Ended(code, reason))
+
+    def _refuse(
+        self, status: int, message: str, headers: Iterable[tuple[bytes, bytes]] = ()
+    ) -> None:
+        """Answers a request the protocol cannot take (when h11 can still answer), and ends."""
+        if self._h11.our_state in (h11.IDLE, h11.SEND_RESPONSE):
+            self.phase = Phase.ASKED
+            self._outbox += self.respond(status, error_body(status, message), headers)
+        self._end(ABNORMAL, message)
+
+    # ---- bytes out ---------------------------------------------------------------------------
+
+    def respond(
+        self,
+        status: int,
+        body: bytes,
+        headers: Iterable[tuple[bytes, bytes]] = (),
+        content_type: bytes = b"application/json",
+    ) -> bytes:
+        """The whole HTTP answer to the request (a refused upgrade included), with
+        `Connection: close`: nothing more is read. No body for a HEAD request."""
+        assert self.phase is Phase.ASKED, f"respond() in {self.phase}"
+        self.phase = Phase.ANSWERED
+        head = [
+            (b"Content-Type", content_type),
+            (b"Content-Length", str(len(body)).encode()),
+            *_CLOSE,
+            *headers,
+        ]
+        reason = http.HTTPStatus(status).phrase.encode()
+        data = self._h11.send(h11.Response(status_code=status, headers=head, reason=reason))
+        if self.request is None or self.request.method != "HEAD":
+            data += self._h11.send(h11.Data(data=body))
+        data += self._h11.send(h11.EndOfMessage())
+        return data
+
+    def accept(self) -> bytes:
+        """The 101 for a valid upgrade request; from here on the connection is WebSocket,
+        and the bytes that followed the request head are read as its first frames."""
+        assert self.phase is Phase.ASKED and self.request is not None and self.request.websocket
+        data = self._ws.send(wsproto.events.AcceptConnection())
+        self.phase = Phase.OPEN
+        trailing, closed = self._h11.trailing_data
+        if trailing:
+            self._ws.receive_data(trailing)
+            self._read_frames()
+        if closed and self.phase is Phase.OPEN:
+            self._end(ABNORMAL)
+        return data
+
+    def text(self, text: str) -> bytes:
+        """One text message (what wsproto frames: FIN, opcode 1, no mask)."""
+        return self._ws.send(wsproto.events.TextMessage(data=text))
+
+    def ping(self, payload: bytes) -> bytes:
+        return self._ws.send(wsproto.events.Ping(payload=payload))
+
+    def close(self, code: int, reason: str | None) -> bytes:
+        """The server's close frame; the client's reply ends the connection (`Ended`)."""
+        assert self.phase is Phase.OPEN, f"close() in {self.phase}"
+        self.phase = Phase.CLOSING
+        return self._ws.send(wsproto.events.CloseConnection(code=code, reason=reason))
+
+
+def _asks_websocket(headers: Iterable[tuple[bytes, bytes]]) -> bool:
+    """Whether an `Upgrade` header names websocket (the rest of the handshake is wsproto's
+    to check)."""
+    for name, value in headers:
+        if name.lower() == b"upgrade":
+            tokens = wsproto.utilities.split_comma_header(value)
+            if any(token.lower() == "websocket" for token in tokens):
+                return True
+    return False

@@ -1,0 +1,298 @@
+"""The front door's protocol without a loop or a socket: bytes in, events and bytes out.
+The client's side is spoken by h11 and wsproto, so every answer is checked by a parser."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import h11
+import pytest
+import wsproto
+import wsproto.events
+from wsproto.frame_protocol import FrameProtocol
+
+from mcpx_hooks.supervisor.service.connection import text_frame
+from mcpx_hooks.supervisor.service.protocol import (
+    Ended,
+    Message,
+    Phase,
+    Pong,
+    Request,
+    ServerProtocol,
+    error_body,
+)
+
+KEY = base64.b64encode(b"0123456789abcdef").decode()
+UPGRADE = (
+    "GET /v1/events?since=1 HTTP/1.1\r\nHost: 127.0.0.1:8765\r\nUpgrade: websocket\r\n"
+    f"Connection: Upgrade\r\nSec-WebSocket-Key: {KEY}\r\nSec-WebSocket-Version: 13\r\n"
+)
+
+
+def _protocol(max_message_bytes: int = 100) -> ServerProtocol:
+    return ServerProtocol(max_message_bytes=max_message_bytes, too_big='{"too": "big"}')
+
+
+def _events(p: ServerProtocol) -> list[object]:
+    return list(p.events())
+
+
+def _response(data: bytes, method: bytes = b"GET") -> tuple[h11.Response, bytes]:
+    """An HTTP answer, parsed as a client would."""
+    client = h11.Connection(h11.CLIENT)
+    client.send(h11.Request(method=method, target="/", headers=[("Host", "x")]))
+    client.send(h11.EndOfMessage())
+    client.receive_data(data)
+    response = client.next_event()
+    assert isinstance(response, h11.Response)
+    body = b""
+    while not isinstance(event := client.next_event(), h11.EndOfMessage):
+        assert isinstance(event, h11.Data)
+        body += event.data
+    return response, body
+
+
+def _upgraded(extra: bytes = b"") -> tuple[ServerProtocol, wsproto.WSConnection]:
+    """A protocol after its 101, and a wsproto client that has read the 101."""
+    client = wsproto.WSConnection(wsproto.ConnectionType.CLIENT)
+    head = client.send(wsproto.events.Request(host="127.0.0.1:8765", target="/v1/events"))
+    p = _protocol()
+    p.receive_data(head + extra)
+    (request,) = _events(p)
+    assert isinstance(request, Request) and request.websocket
+    client.receive_data(p.accept())
+    assert isinstance(next(client.events()), wsproto.events.AcceptConnection)
+    return p, client
+
+
+def _client_events(client: wsproto.WSConnection, data: bytes) -> list[wsproto.events.Event]:
+    client.receive_data(data)
+    return list(client.events())
+
+
+# ---- plain HTTP ------------------------------------------------------------------------------
+
+
+def test_a_plain_request_is_a_request_and_nothing_more_is_read() -> None:
+    p = _protocol()
+    p.receive_data(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: 1\r\n\r\nGET /again")
+    (request,) = _events(p)
+    assert request == Request("GET", "/healthz", ((b"host", b"x"), (b"x-a", b"1")), False)
+    assert p.phase is Phase.ASKED and p.data_to_send() == b""
+    response, body = _response(p.respond(200, b'{"ok": true}', ((b"X-B", b"2"),)))
+    assert response.status_code == 200 and response.reason == b"OK"
+    headers = dict(response.headers)
+    assert headers[b"content-type"] == b"application/json"
+    assert headers[b"connection"] == b"close" and headers[b"x-b"] == b"2"
+    assert body == b'{"ok": true}'
+    assert p.phase is Phase.ANSWERED
+    p.receive_data(b"more")  # ignored: one request per connection
+    assert _events(p) == []
+
+
+def test_a_head_request_gets_the_headers_without_the_body() -> None:
+    p = _protocol()
+    p.receive_data(b"HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    (request,) = _events(p)
+    assert isinstance(request, Request) and request.method == "HEAD"
+    response, body = _response(p.respond(200, b"12345"), method=b"HEAD")
+    assert dict(response.headers)[b"content-length"] == b"5" and body == b""
+
+
+def test_a_head_that_comes_in_pieces_waits_for_the_rest() -> None:
+    p = _protocol()
+    for piece in (b"GET /v1/hooks HT", b"TP/1.1\r\nHost: x\r\n", b"\r\n"):
+        assert p.phase is Phase.HEAD and _events(p) == []
+        p.receive_data(piece)
+    (request,) = _events(p)
+    assert isinstance(request, Request) and request.target == "/v1/hooks"
+
+
+@pytest.mark.parametrize(
+    ("head", "status"),
+    [
+        (b"GET / HTTP/1.1\r\n\r\n", 400),  # no Host
+        (b"NOT HTTP\r\n\r\n", 400),
+        # A head still incomplete past h11's 16 KiB:
+        (b"GET / HTTP/1.1\r\nHost: x\r\nX: " + b"y" * 20_000, 431),
+    ],
+)
+def test_a_malformed_request_is_answered_and_ends(head: bytes, status: int) -> None:
+    p = _protocol()
+    p.receive_data(head)
+    (ended,) = _events(p)
+    assert isinstance(ended, Ended) and ended.code == 1006
+    assert p.phase is Phase.ENDED and p.request is None
+    response, body = _response(p.data_to_send())
+    assert response.status_code == status
+    assert json.loads(body)["code"] == status
+
+
+def test_a_client_gone_before_its_head_ends_it() -> None:
+    p = _protocol()
+    p.receive_data(b"GET / HTTP/1.1\r\n")
+    p.receive_data(b"")
+    assert _events(p) == [Ended(1006)]
+    assert p.data_to_send() == b""
+
+
+def test_error_body() -> None:
+    assert json.loads(error_body(404, "no such endpoint")) == {
+        "type": "error",
+        "code": 404,
+        "message": "no such endpoint",
+    }
+
+
+# ---- the upgrade -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("drop", "status"),
+    [
+        ("Sec-WebSocket-Key", 400),
+        ("Connection", 400),
+    ],
+)
+def test_a_bad_handshake_is_refused_by_wsproto_rules(drop: str, status: int) -> None:
+    head = "".join(line + "\r\n" for line in UPGRADE.split("\r\n")[:-1] if drop not in line)
+    p = _protocol()
+    p.receive_data((head + "\r\n").encode())
+    (ended,) = _events(p)
+    assert isinstance(ended, Ended) and p.request is None
+    response, body = _response(p.data_to_send())
+    assert response.status_code == status and b"bad WebSocket handshake" in body
+
+
+def test_an_unknown_websocket_version_gets_426_with_the_version() -> None:
+    p = _protocol()
+    p.receive_data((UPGRADE.replace("Version: 13", "Version: 8") + "\r\n").encode())
+    assert isinstance(_events(p)[0], Ended)
+    response, _ = _response(p.data_to_send())
+    assert response.status_code == 426
+    assert dict(response.headers)[b"sec-websocket-version"] == b"13"
+
+
+def test_a_post_that_asks_to_upgrade_is_a_plain_request() -> None:
+    p = _protocol()
+    p.receive_data((UPGRADE.replace("GET", "POST") + "\r\n").encode())
+    (request,) = _events(p)
+    assert isinstance(request, Request) and not request.websocket and request.method == "POST"
+
+
+def test_an_upgrade_can_be_refused_with_an_http_answer() -> None:
+    p = _protocol()
+    p.receive_data((UPGRADE + "Authorization: Bearer x\r\n\r\n").encode())
+    (request,) = _events(p)
+    assert isinstance(request, Request) and request.websocket
+    assert (b"authorization", b"Bearer x") in request.headers
+    response, body = _response(p.respond(401, error_body(401, "no")))
+    assert response.status_code == 401 and json.loads(body)["message"] == "no"
+
+
+def test_accept_answers_101_and_reads_the_frames_that_followed_the_head() -> None:
+    # A client frame sent right behind the head, before the 101 (masked, as a client's).
+    frame = FrameProtocol(client=True, extensions=[]).send_data("early", fin=True)
+    p, _ = _upgraded(frame)
+    assert p.phase is Phase.OPEN
+    assert _events(p) == [Message("early")]
+
+
+# ---- WebSocket -------------------------------------------------------------------------------
+
+
+def _send(client: wsproto.WSConnection, *events: wsproto.events.Event) -> bytes:
+    return b"".join(client.send(e) for e in events)
+
+
+def test_messages_in_pieces_come_whole_text_and_binary() -> None:
+    p, client = _upgraded()
+    data = _send(
+        client,
+        wsproto.events.TextMessage(data="ab", message_finished=False),
+        wsproto.events.TextMessage(data="cd"),
+        wsproto.events.BytesMessage(data=b"\x00\x01"),
+    )
+    for i in range(len(data)):  # a byte at a time
+        p.receive_data(data[i : i + 1])
+    assert _events(p) == [Message("abcd"), Message(b"\x00\x01")]
+
+
+def test_a_ping_is_answered_by_the_protocol_and_a_pong_is_an_event() -> None:
+    p, client = _upgraded()
+    p.receive_data(_send(client, wsproto.events.Ping(b"p1"), wsproto.events.Pong(b"p2")))
+    assert _events(p) == [Pong(b"p2")]
+    (pong,) = _client_events(client, p.data_to_send())
+    assert isinstance(pong, wsproto.events.Pong) and pong.payload == b"p1"
+    (ping,) = _client_events(client, p.ping(b"p3"))
+    assert isinstance(ping, wsproto.events.Ping) and ping.payload == b"p3"
+
+
+def test_a_client_close_is_answered_and_ends() -> None:
+    p, client = _upgraded()
+    p.receive_data(_send(client, wsproto.events.CloseConnection(1000, "bye")))
+    assert _events(p) == [Ended(1000, "bye")]
+    (close,) = _client_events(client, p.data_to_send())
+    assert isinstance(close, wsproto.events.CloseConnection) and close.code == 1000
+    assert p.phase is Phase.ENDED
+
+
+def test_a_server_close_ends_at_the_clients_reply_and_drops_what_came_between() -> None:
+    p, client = _upgraded()
+    (close,) = _client_events(client, p.close(1001, "going"))
+    assert isinstance(close, wsproto.events.CloseConnection) and close.code == 1001
+    assert p.phase is Phase.CLOSING
+    late = FrameProtocol(client=True, extensions=[]).send_data("late", fin=True)
+    p.receive_data(late + client.send(close.response()))
+    assert _events(p) == [Ended(1001, "going")]
+    assert p.data_to_send() == b""  # a reply to a reply is not sent
+
+
+def test_a_message_over_the_cap_gets_the_error_message_then_1009() -> None:
+    p, client = _upgraded()
+    p.receive_data(_send(client, wsproto.events.TextMessage(data="x" * 60, message_finished=False)))
+    assert _events(p) == []
+    p.receive_data(_send(client, wsproto.events.TextMessage(data="y" * 41)))
+    assert _events(p) == [Ended(1009, "Exceeded maximum message size: 100 bytes")]
+    text, close = _client_events(client, p.data_to_send())
+    assert isinstance(text, wsproto.events.TextMessage) and text.data == '{"too": "big"}'
+    assert isinstance(close, wsproto.events.CloseConnection) and close.code == 1009
+    p.receive_data(b"anything")  # nothing more is read
+    assert _events(p) == []
+
+
+def test_a_message_at_the_cap_is_taken() -> None:
+    p, client = _upgraded()
+    p.receive_data(_send(client, wsproto.events.TextMessage(data="x" * 100)))
+    assert _events(p) == [Message("x" * 100)]
+
+
+def _bad_utf8() -> bytes:
+    """A client's text frame whose payload is not UTF-8 (a binary frame, its opcode made 1)."""
+    frame = FrameProtocol(client=True, extensions=[]).send_data(b"\xff", fin=True)
+    return bytes([0x81]) + frame[1:]
+
+
+@pytest.mark.parametrize(("frame", "code"), [(b"\x81\x02ab", 1002), (_bad_utf8(), 1007)])
+def test_a_frame_that_breaks_the_protocol_ends_the_socket_unanswered(
+    frame: bytes, code: int
+) -> None:
+    p, _ = _upgraded()
+    p.receive_data(frame)
+    (ended,) = _events(p)
+    assert isinstance(ended, Ended) and ended.code == code
+    assert p.data_to_send() == b""
+
+
+def test_the_stream_ending_without_a_close_frame_is_1006() -> None:
+    p, _ = _upgraded()
+    p.receive_data(b"")
+    assert _events(p) == [Ended(1006)]
+
+
+def test_text_is_what_the_prebuilt_frame_is() -> None:
+    p, _ = _upgraded()
+    for text in ("", "x" * 200, "é" * 40_000):
+        assert p.text(text) == text_frame(text.encode())
+        assert p.text(text) == FrameProtocol(client=False, extensions=[]).send_data(text, True)

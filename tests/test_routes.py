@@ -1,0 +1,81 @@
+"""What a plain HTTP request gets, without a socket: health without a token, the rest behind
+the token and Origin checks of an upgrade, a WebSocket endpoint 400, another method 405."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import mcpx_hooks
+from mcpx_hooks.supervisor.service.protocol import Request
+from mcpx_hooks.supervisor.service.routes import ROUTES, Answer, answer
+
+OWN = frozenset({"http://127.0.0.1:8765"})
+
+
+def _answer(
+    target: str,
+    headers: tuple[tuple[bytes, bytes], ...] = (),
+    *,
+    method: str = "GET",
+    stopping: bool = False,
+) -> Answer:
+    request = Request(method, target, ((b"host", b"x"), *headers), websocket=False)
+    return answer(request, token="t0k", origins=OWN, stopping=stopping)
+
+
+def _message(got: Answer) -> str:
+    body = json.loads(got.body)
+    assert body["type"] == "error" and body["code"] == got.status
+    return str(body["message"])
+
+
+def test_health_needs_no_token_and_says_the_version() -> None:
+    for method in ("GET", "HEAD"):
+        got = _answer("/healthz", method=method)
+        assert got.status == 200
+        assert json.loads(got.body) == {"ok": True, "version": mcpx_hooks.__version__}
+    assert _answer("/healthz?x=1", ((b"origin", b"http://127.0.0.1:8765"),)).status == 200
+
+
+def test_health_keeps_the_origin_rules() -> None:
+    assert _answer("/healthz", ((b"origin", b"http://evil.example"),)).status == 403
+    twice = ((b"origin", b"http://127.0.0.1:8765"), (b"origin", b"http://127.0.0.1:8765"))
+    assert _answer("/healthz", twice).status == 400
+
+
+@pytest.mark.parametrize("target", ["/v1/exec", "/v1/hooks", "/v1/events?since=1", "/v1/runs/r1"])
+def test_a_websocket_endpoint_without_an_upgrade_is_400_before_the_token(target: str) -> None:
+    got = _answer(target)
+    assert got.status == 400 and "WebSocket endpoint" in _message(got)
+
+
+def test_another_path_is_404_once_the_token_is_checked() -> None:
+    assert _answer("/v1/runs").status == 401
+    assert _answer("/v1/runs", ((b"authorization", b"Bearer nope"),)).status == 401
+    got = _answer("/v1/runs", ((b"authorization", b"Bearer t0k"),))
+    assert got.status == 404 and _message(got) == "no such endpoint: /v1/runs"
+    assert _answer("/?token=t0k").status == 404
+    foreign = ((b"authorization", b"Bearer t0k"), (b"origin", b"http://evil.example"))
+    assert _answer("/x", foreign).status == 403
+
+
+def test_a_401_says_how_to_authenticate() -> None:
+    got = _answer("/nope")
+    assert got.status == 401 and (b"WWW-Authenticate", b'Bearer realm="mcpx-hooks"') in got.headers
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "OPTIONS"])
+def test_a_method_other_than_get_is_405_with_allow(method: str) -> None:
+    for target in ("/healthz", "/v1/exec", "/nope"):
+        got = _answer(target, method=method)
+        assert got.status == 405 and got.headers == ((b"Allow", b"GET, HEAD"),)
+
+
+def test_a_server_shutting_down_answers_503() -> None:
+    assert _answer("/healthz", stopping=True).status == 503
+
+
+def test_every_route_that_needs_no_token_is_named_here() -> None:
+    assert {path for path, route in ROUTES.items() if not route.token} == {"/healthz"}
