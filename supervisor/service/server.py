@@ -34,6 +34,7 @@ from ..core.errors import bug_summary
 from ..core.events import EventKind
 from ..core.frames import EndFrame, ErrorFrame, blank
 from ..core.hooks import Config
+from ..process.signals import serve_stop_signals
 from ..run.journal import RunJournal
 from ..run.runtime import Runtime, open_runtime
 from ..run.scriptrun import Run, execute
@@ -372,27 +373,24 @@ async def run_service(
     the socket is listening, and only then."""
     async with open_runtime(config) as runtime:
         service = Service(runtime, options)
-        # Taken before listening and kept to the end: a signal is never the default action.
-        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            async with trio.open_nursery() as nursery:
+        async with trio.open_nursery() as nursery:
 
-                async def serving(task_status: trio.TaskStatus[Listening]) -> None:
-                    await service.serve(task_status=task_status)
-                    nursery.cancel_scope.cancel()
+            def first(sig: signal.Signals) -> None:
+                logger.warning(
+                    "%s: no new connections; %d run(s) may finish within %g s",
+                    sig.name,
+                    service.runs_in_progress,
+                    options.limits.grace_s,
+                )
+                service.stop()
 
-                async def on_signals() -> None:
-                    async for signum in signals:
-                        if service.stop_requested:
-                            logger.warning("second signal: stopping at once")
-                            nursery.cancel_scope.cancel()
-                            return
-                        logger.warning(
-                            "%s: no new connections; %d run(s) may finish within %g s",
-                            signal.Signals(signum).name,
-                            service.runs_in_progress,
-                            options.limits.grace_s,
-                        )
-                        service.stop()
+            def second(_: signal.Signals) -> None:
+                logger.warning("second signal: stopping at once")
 
-                nursery.start_soon(on_signals)
-                ready(await nursery.start(serving))
+            async def serving(task_status: trio.TaskStatus[Listening]) -> None:
+                await service.serve(task_status=task_status)
+                nursery.cancel_scope.cancel()
+
+            # Taken before listening: from then on a signal is never the default action.
+            await nursery.start(serve_stop_signals, nursery.cancel_scope, first, second)
+            ready(await nursery.start(serving))
