@@ -6,6 +6,7 @@ import pytest
 import trio
 import trio.testing
 
+from mcpx_hooks.supervisor.core.convert import to_json
 from mcpx_hooks.supervisor.core.events import KINDS, Event, EventKind, Gap, kind_matches
 from mcpx_hooks.supervisor.run.bus import DEFAULT_BUFFER, DEFAULT_HISTORY, Bus, Subscription
 
@@ -226,13 +227,13 @@ def test_wire_forms() -> None:
     tied = bus.publish(
         EventKind.RUN_FINISHED, {"exitCode": 0}, run_id="r1", caused_by_observer=True
     )
-    assert plain.to_json() == {
+    assert to_json(plain) == {
         "seq": 0,
         "kind": "supervisor.started",
         "at": plain.at,
         "data": {"pid": 1},
     }
-    assert tied.to_json() == {
+    assert to_json(tied) == {
         "seq": 1,
         "kind": "run.finished",
         "at": tied.at,
@@ -240,7 +241,7 @@ def test_wire_forms() -> None:
         "data": {"exitCode": 0},
     }
     assert plain.at.endswith("Z") and "T" in plain.at
-    assert Gap(3, 7).to_json() == {"kind": "gap", "from": 3, "to": 7}
+    assert to_json(Gap(3, 7)) == {"kind": "gap", "from": 3, "to": 7}
 
 
 def test_published_data_is_copied() -> None:

@@ -14,6 +14,7 @@ import pytest
 from mcpx_hooks.supervisor.config import files as config_files
 from mcpx_hooks.supervisor.config.files import discover_files
 from mcpx_hooks.supervisor.config.loading import load_config, validate_files
+from mcpx_hooks.supervisor.core.convert import to_json
 from mcpx_hooks.supervisor.core.effects import Effect
 from mcpx_hooks.supervisor.core.errors import ConfigError, Problem
 from mcpx_hooks.supervisor.core.hooks import (
@@ -154,8 +155,8 @@ def test_json_config_is_loaded_like_toml(tmp_path: Path) -> None:
     doc["$schema"] = "urn:mcpx-hooks:schema:config"
     toml_config = load(tmp_path, write(tmp_path / "a" / "c.toml", EXAMPLE_TOML))
     json_config = load(tmp_path, write_json(tmp_path / "a" / "c.json", doc))
-    assert [h.to_json() | {"source": None} for h in json_config.hooks] == [
-        h.to_json() | {"source": None} for h in toml_config.hooks
+    assert [to_json(h) | {"source": None} for h in json_config.hooks] == [
+        to_json(h) | {"source": None} for h in toml_config.hooks
     ]
     assert json_config.script == toml_config.script
     assert json_config.defaults == toml_config.defaults
@@ -441,8 +442,8 @@ def test_command_line_and_per_call_hooks_append(tmp_path: Path) -> None:
         ("cli", Provenance(SourceKind.COMMAND_LINE, None, 0), str(tmp_path / "d")),
         ("call", Provenance(SourceKind.PER_CALL, None, 0), str(tmp_path / "d")),
     ]
-    assert config.hooks[1].source.to_json() == "command-line"
-    assert config.hooks[2].source.to_json() == "per-call"
+    assert to_json(config.hooks[1].source) == "command-line"
+    assert to_json(config.hooks[2].source) == "per-call"
 
 
 def test_per_call_script_is_layered_last(tmp_path: Path) -> None:

@@ -6,13 +6,16 @@ Each expected value is the literal the old code gave (keys in its order: the jou
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
+from mcpx_hooks.supervisor.config.loading import load_config
 from mcpx_hooks.supervisor.core.answers import Ask, Dropped, Refusal
 from mcpx_hooks.supervisor.core.convert import to_json
+from mcpx_hooks.supervisor.core.events import Event, Gap
 from mcpx_hooks.supervisor.core.frames import (
     ArtifactFrame,
     EmitFrame,
@@ -30,6 +33,7 @@ from mcpx_hooks.supervisor.core.frames import (
     blank,
     stamp,
 )
+from mcpx_hooks.supervisor.core.hooks import hook_json
 from mcpx_hooks.supervisor.run.hookcontext import RunInfo
 from mcpx_hooks.supervisor.service.wire import Close, WireError
 
@@ -223,9 +227,18 @@ def test_each_shape_converts_as_it_did(shape: Any, expected: dict[str, Any]) -> 
     assert orjson.dumps(out) == orjson.dumps(expected)  # the same bytes: key order too
 
 
-def test_wire_error_json_is_its_message() -> None:
-    error = WireError(Close.TOO_BIG, "too big")
-    assert error.to_json() == to_json(error.payload)
+def test_events_and_gaps_convert_too_and_the_observer_mark_stays_home() -> None:
+    event = Event(seq=3, kind="run.started", at="t", data={"a": 1}, caused_by_observer=True)
+    assert to_json(event) == {"seq": 3, "kind": "run.started", "at": "t", "data": {"a": 1}}
+    assert to_json(Gap(3, 7)) == {"from": 3, "to": 7, "kind": "gap"}
+
+
+def test_a_hook_converts_by_its_own_shape() -> None:
+    hook_text = '{"name": "h", "on": "script", "phase": "before", "run": ["true"]}'
+    config = load_config(cwd=Path("/"), environ={}, command_line_hooks=[hook_text], discover=False)
+    (hook,) = config.hooks
+    assert to_json(hook) == hook_json(hook)
+    assert to_json(hook)["run"] == ["true"] and to_json(hook)["source"] == "command-line"
 
 
 def test_stamp_is_the_envelope_and_blank_has_none() -> None:

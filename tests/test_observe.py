@@ -15,6 +15,7 @@ import psutil
 import pytest
 import trio
 
+from mcpx_hooks.supervisor.core.convert import to_json
 from mcpx_hooks.supervisor.core.effects import Effect
 from mcpx_hooks.supervisor.core.events import Event, EventKind, Gap
 from mcpx_hooks.supervisor.core.hooks import Action, Hook, Profile, Provenance, SourceKind
@@ -144,7 +145,7 @@ async def test_observer_runs_once_per_matching_event(spawner: Spawner, tmp_path:
     assert got[1].data == frame
 
     [run] = seen(tmp_path)
-    assert run["stdin"]["event"] == finished.to_json()
+    assert run["stdin"]["event"] == to_json(finished)
     assert run["stdin"]["run"] is None
     assert run["stdin"]["hook"]["phase"] == "observe"
     assert run["env"]["MCPX_HOOK_EVENT_KIND"] == "run.finished"

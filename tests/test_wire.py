@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from mcpx_hooks.supervisor.core.convert import to_json
 from mcpx_hooks.supervisor.core.effects import Effect
 from mcpx_hooks.supervisor.core.hooks import Profile
 from mcpx_hooks.supervisor.core.scripts import Script
@@ -107,13 +108,13 @@ def test_each_bad_request_says_what_is_wrong(text: str, says: str) -> None:
 def test_every_problem_is_listed_and_binary_is_unsupported() -> None:
     error = refused('{"argv": 1, "x": 2, "timeoutMs": -1}')
     assert len(error.problems) == 3
-    assert error.to_json()["problems"] == list(error.problems)
+    assert to_json(error.payload)["problems"] == list(error.problems)
     assert refused(b"{}").code is Close.UNSUPPORTED
 
 
 def test_error_message_is_not_a_frame_and_reason_fits_a_close_frame() -> None:
     error = WireError(Close.NOT_FOUND, "é" * 200)
-    message = error.to_json()
+    message = to_json(error.payload)
     assert message["type"] == "error" and "seq" not in message and "runId" not in message
     assert (message["code"], message["error"]) == (4404, "not-found")
     assert len(error.reason.encode()) <= 123

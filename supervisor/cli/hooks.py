@@ -80,13 +80,15 @@ def hooks_list(args: argparse.Namespace) -> int:
         else:
             print("\n".join(hook_table(found)))
         return EXIT_OK
+    from ..core.hooks import hook_json  # the converter's own shape, without loading cattrs
+
     config = load(args)
     if args.json:
-        print(json.dumps([h.to_json() for h in config.hooks], indent=2))
+        print(json.dumps([hook_json(h) for h in config.hooks], indent=2))
     elif not config.hooks:
         print("no hooks in force")
     else:
-        print("\n".join(hook_table(h.to_json() for h in config.hooks)))
+        print("\n".join(hook_table(hook_json(h) for h in config.hooks)))
     return EXIT_OK
 
 

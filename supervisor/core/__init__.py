@@ -70,6 +70,7 @@ __all__, __getattr__, __dir__ = exports(
             "hook_variables",
         ),
         "hooks": (
+            "hook_json",
             "Action",
             "Config",
             "DEFAULTS",

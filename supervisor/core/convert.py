@@ -1,5 +1,5 @@
 """The one converter from the domain's attrs shapes to their JSON form: frames, answers, the
-run a hook is told of, the service's error message.
+run a hook is told of, events, hooks in force, the service's error message.
 
 Field names are snake_case in the classes and camelCase on the wire, unless a field's `WIRE`
 metadata names it otherwise. A field still at its default is left out, so a frame says only
@@ -18,12 +18,17 @@ import attrs
 import cattrs
 from cattrs.gen import make_dict_unstructure_fn, override
 
+from .hooks import Hook, Provenance, hook_json, provenance_json
+
 #: Field metadata: `{WIRE: "name"}` names a field on the wire; `KEEP` keeps it there even at
-#: its default; `{SHOWN_WITH: "other"}` keeps it there whenever the field `other` is true.
+#: its default; `{SHOWN_WITH: "other"}` keeps it there whenever the field `other` is true;
+#: `OMIT` keeps it off the wire (it stays in the process).
 WIRE: Final = "wire"
 _KEPT: Final = "mcpx.keep"
 KEEP: Final = MappingProxyType({_KEPT: True})
 SHOWN_WITH: Final = "mcpx.shown_with"
+_OMITTED: Final = "mcpx.omit"
+OMIT: Final = MappingProxyType({_OMITTED: True})
 
 
 def _camel(name: str) -> str:
@@ -45,6 +50,7 @@ def _unstructure_factory(cls: type) -> Callable[[Any], dict[str, Any]]:
         a.name: override(
             rename=_wire_name(a),
             omit_if_default=a.default is not attrs.NOTHING and not a.metadata.get(_KEPT, False),
+            omit=a.metadata.get(_OMITTED, False),
         )
         for a in fields
     }
@@ -66,6 +72,9 @@ def _unstructure_factory(cls: type) -> Callable[[Any], dict[str, Any]]:
 
 
 converter.register_unstructure_hook_factory(attrs.has, _unstructure_factory)
+# Shaped by hand: a hook's target goes under its action's name.
+converter.register_unstructure_hook(Hook, hook_json)
+converter.register_unstructure_hook(Provenance, provenance_json)
 
 
 def to_json(obj: Any) -> dict[str, Any]:

@@ -12,6 +12,8 @@ from typing import Any, Final
 
 import attrs
 
+from .convert import KEEP, OMIT, WIRE
+
 
 class EventKind(enum.StrEnum):
     """The kinds something publishes today. A kind nothing publishes is not declared."""
@@ -53,14 +55,7 @@ class Event:
     at: str
     data: Mapping[str, Any]
     run_id: str | None = None
-    caused_by_observer: bool = False
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"seq": self.seq, "kind": self.kind, "at": self.at}
-        if self.run_id is not None:
-            out["runId"] = self.run_id
-        out["data"] = dict(self.data)
-        return out
+    caused_by_observer: bool = attrs.field(default=False, metadata=OMIT)
 
 
 @attrs.frozen
@@ -68,11 +63,10 @@ class Gap:
     """The seqs `from_seq..to_seq` (inclusive) that a subscriber may have missed: those in
     the range its `kinds` match were dropped from its buffer or are no longer retained."""
 
-    from_seq: int
-    to_seq: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {"kind": "gap", "from": self.from_seq, "to": self.to_seq}
+    from_seq: int = attrs.field(metadata={WIRE: "from"})
+    to_seq: int = attrs.field(metadata={WIRE: "to"})
+    #: What a subscriber reads it as, beside the events.
+    kind: str = attrs.field(default="gap", init=False, metadata=KEEP)
 
 
 def kind_matches(kind: str, prefixes: Iterable[str]) -> bool:

@@ -88,11 +88,6 @@ class Provenance:
     file: str | None = None
     index: int | None = None
 
-    def to_json(self) -> dict[str, Any] | str:
-        if self.kind is SourceKind.FILE:
-            return {"file": self.file, "index": self.index}
-        return self.kind.value
-
 
 @attrs.frozen
 class Defaults:
@@ -191,32 +186,43 @@ class Hook:
         """The declared `cwd` (resolved against the declaring directory) or that directory."""
         return self.cwd or self.declaring_dir
 
-    def to_json(self) -> dict[str, Any]:
-        """The resolved fields, as `hooks list --json` prints them."""
-        out: dict[str, Any] = {
-            "name": self.name,
-            "on": self.on,
-            "phase": self.phase.value,
-            "action": self.action.value,
-            self.action.value: list(self.target) if isinstance(self.target, tuple) else self.target,
-            "effect": self.effect.word,
-            "failure": self.failure.value,
-            "timeoutMs": self.timeout_ms,
-            "killGraceMs": self.kill_grace_ms,
-            "maxOutputBytes": self.max_output_bytes,
-            "env": dict(self.env),
-            "enabled": self.enabled,
-            "sandbox": self.sandbox.value,
-            "dir": self.declaring_dir,
-            "source": self.source.to_json(),
-        }
-        if self.when:
-            out["when"] = dict(self.when)
-        if self.cwd is not None:
-            out["cwd"] = self.cwd
-        if self.args is not None:
-            out["args"] = dict(self.args)
-        return out
+
+def provenance_json(source: Provenance) -> dict[str, Any] | str:
+    if source.kind is SourceKind.FILE:
+        return {"file": source.file, "index": source.index}
+    return source.kind.value
+
+
+def hook_json(hook: Hook) -> dict[str, Any]:
+    """A hook's resolved fields, as `hooks list --json` and `/v1/hooks` give them: the target
+    under its action's name, the effect as its word. Shaped by hand, and registered with the
+    one converter (`convert.py`), which this module does not import (no cattrs to load
+    a config)."""
+    target = hook.target
+    out: dict[str, Any] = {
+        "name": hook.name,
+        "on": hook.on,
+        "phase": hook.phase.value,
+        "action": hook.action.value,
+        hook.action.value: list(target) if isinstance(target, tuple) else target,
+        "effect": hook.effect.word,
+        "failure": hook.failure.value,
+        "timeoutMs": hook.timeout_ms,
+        "killGraceMs": hook.kill_grace_ms,
+        "maxOutputBytes": hook.max_output_bytes,
+        "env": dict(hook.env),
+        "enabled": hook.enabled,
+        "sandbox": hook.sandbox.value,
+        "dir": hook.declaring_dir,
+        "source": provenance_json(hook.source),
+    }
+    if hook.when:
+        out["when"] = dict(hook.when)
+    if hook.cwd is not None:
+        out["cwd"] = hook.cwd
+    if hook.args is not None:
+        out["args"] = dict(hook.args)
+    return out
 
 
 @attrs.frozen

@@ -172,7 +172,7 @@ async def _observe(bus: Bus, spawner: Spawner, hook: Hook, event: Event, ctx: Ho
         {"name": hook.name, "on": hook.on, "phase": hook.phase.value, "action": hook.action.value},
     )
     try:
-        report = await run_hook(spawner, hook, attrs.evolve(ctx, event=event.to_json()))
+        report = await run_hook(spawner, hook, attrs.evolve(ctx, event=to_json(event)))
     except OSError as exc:
         # run_hook describes a broken hook in its frame; what is left is the host failing
         # around it (no scratch directory, no file descriptors). Report it and carry on.

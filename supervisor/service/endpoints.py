@@ -17,6 +17,7 @@ from typing import Final
 import trio
 
 from ..config.loading import load_config
+from ..core.convert import to_json
 from ..core.errors import ConfigError
 from ..core.hooks import Config, Profile, SourceKind
 from ..run.journal import UnknownRun
@@ -50,7 +51,7 @@ class Endpoints:
         config = self.runtime.config
         message = {
             "type": "hooks",
-            "hooks": [h.to_json() for h in config.hooks],
+            "hooks": [to_json(h) for h in config.hooks],
             "files": list(config.files),
         }
         return complete() if await self.streams.send(conn, encode(message)) else None

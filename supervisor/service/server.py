@@ -30,6 +30,7 @@ from typing import Any, Final
 
 import trio
 
+from ..core.convert import to_json
 from ..core.errors import bug_summary
 from ..core.events import EventKind
 from ..core.frames import EndFrame, ErrorFrame, blank
@@ -90,10 +91,12 @@ class Service(Endpoints):
         )
         self._runs: trio.Nursery | None = None
         self._too_big = encode(
-            WireError(
-                Close.TOO_BIG,
-                f"message over {self.limits.max_message_bytes} bytes; the socket is closed",
-            ).to_json()
+            to_json(
+                WireError(
+                    Close.TOO_BIG,
+                    f"message over {self.limits.max_message_bytes} bytes; the socket is closed",
+                ).payload
+            )
         )
 
     @property
@@ -324,7 +327,7 @@ class Service(Endpoints):
 
     async def _send_error(self, conn: ServerConnection, error: WireError) -> None:
         with contextlib.suppress(ConnectionClosed), trio.move_on_after(self.limits.send_stall_s):
-            await conn.send_text(encode(error.to_json()))
+            await conn.send_text(encode(to_json(error.payload)))
 
     # ---- runs ------------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from collections.abc import Iterator
 
 import trio
 
+from ..core.convert import to_json
 from ..core.errors import bug_summary
 from ..run.bus import Subscription
 from ..run.journal import Follower, RunJournal
@@ -225,7 +226,7 @@ class Streams:
                     items = [first]
                     while sub.pending and len(items) < most:
                         items.append(await sub.__anext__())
-                    text = "\n".join(encode(item.to_json()) for item in items)
+                    text = "\n".join(encode(to_json(item)) for item in items)
                     if not await self.send(conn, text, wake):
                         return None
             finally:

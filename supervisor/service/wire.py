@@ -15,7 +15,7 @@ import attrs
 
 from ..config.schemaparts import SCRIPT_PHASES
 from ..core import jsontext
-from ..core.convert import KEEP, to_json
+from ..core.convert import KEEP
 from ..core.effects import Effect
 from ..core.hooks import Config, Profile
 from ..core.points import Phase
@@ -86,10 +86,6 @@ class WireError(Exception):
             message=self.message,
             problems=self.problems,
         )
-
-    def to_json(self) -> dict[str, Any]:
-        """The error message's wire form (through the one converter)."""
-        return to_json(self.payload)
 
     @property
     def reason(self) -> str:
