@@ -37,6 +37,7 @@ from mcpx_hooks.supervisor.process import sandbox
 from mcpx_hooks.supervisor.process.child import SpawnerLink
 from mcpx_hooks.supervisor.process.scratch import scratch_dir
 from mcpx_hooks.supervisor.process.spawner import SandboxPlan, Spawner, _fd_array
+from mcpx_hooks.supervisor.process.spawnspec import sandbox_fields
 
 #: The fixtures of `test_spawn.py`: a spawner in each way of owning a tree (pidns, keeper).
 spawn_mode = test_spawn.spawn_mode
@@ -503,7 +504,11 @@ class Strict:
 
     def __init__(self, cwd: str, rlimits: tuple[tuple[str, int, int], ...], plan: SandboxPlan):
         self.run = {"cwd": cwd, "rlimits": rlimits, "sandbox": plan}
-        self.fields = {"cwd": cwd, "rlimits": [list(r) for r in rlimits], "sandbox": plan.to_json()}
+        self.fields = {
+            "cwd": cwd,
+            "rlimits": [list(r) for r in rlimits],
+            "sandbox": sandbox_fields(plan),
+        }
 
     def request(self, **changes: Any) -> bytes:
         return req(**{**self.fields, **changes})

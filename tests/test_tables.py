@@ -42,6 +42,7 @@ from mcpx_hooks.supervisor.process.spawnspec import (
     ChildSpec,
     ModuleCall,
     SandboxPlan,
+    sandbox_fields,
     spawn_request,
 )
 from mcpx_hooks.supervisor.run.journal import RunJournal
@@ -132,7 +133,10 @@ def test_the_supervisor_sends_only_keys_the_spawner_knows() -> None:
         required, optional = spawnreq.FIELDS[where]
         assert set(required) <= set(part) <= {*required, *optional}, where
     # Every field the spawner knows of a plan and a module call, the supervisor can say.
-    assert set(PLAN.to_json()) == {*spawnreq.FIELDS["sandbox"][0], *spawnreq.FIELDS["sandbox"][1]}
+    assert set(sandbox_fields(PLAN)) == {
+        *spawnreq.FIELDS["sandbox"][0],
+        *spawnreq.FIELDS["sandbox"][1],
+    }
     assert set(request["module"]) == set(
         spawnreq.FIELDS["module"][0] + spawnreq.FIELDS["module"][1]
     )

@@ -110,7 +110,7 @@ def frame_lines(frame: Mapping[str, Any]) -> list[str]:
 
 
 def hook_table(hooks: Iterable[Mapping[str, Any]]) -> list[str]:
-    """`hooks list` for a person, from the hooks' JSON (`Hook.to_json()`, or `/v1/hooks`):
+    """`hooks list` for a person, from the hooks' JSON (`hook_json`, or `/v1/hooks`):
     one line a hook, with where it came from."""
     rows = [("NAME", "POINT.PHASE", "ACTION", "EFFECT", "FAILURE", "TIMEOUT", "SOURCE")]
     for h in hooks:

@@ -37,18 +37,23 @@ class SandboxPlan:
     write: tuple[str, ...] = ()
     mapped: tuple[str, ...] = ()
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "net": self.net,
-            "read": list(self.read),
-            "devices": list(self.devices),
-            "scratch": self.scratch,
-            "scratchBytes": self.scratch_bytes,
-            "returnScratch": self.return_scratch,
-            "uid": self.switch_uid,
-            "write": list(self.write),
-            "mapped": list(self.mapped),
-        }
+
+def sandbox_fields(plan: SandboxPlan) -> dict[str, Any]:
+    """A plan as the spawn request carries it: every key, always (the runner's request
+    checks them against its own table, `runners/spawnreq.py`'s `FIELDS`). The spawn
+    protocol is the runners' and stays out of the service's converter: the runner side
+    reads it with the standard library."""
+    return {
+        "net": plan.net,
+        "read": list(plan.read),
+        "devices": list(plan.devices),
+        "scratch": plan.scratch,
+        "scratchBytes": plan.scratch_bytes,
+        "returnScratch": plan.return_scratch,
+        "uid": plan.switch_uid,
+        "write": list(plan.write),
+        "mapped": list(plan.mapped),
+    }
 
 
 @attrs.frozen
@@ -93,7 +98,7 @@ def spawn_request(
         "env": dict(spec.env),
         "rlimits": [list(r) for r in spec.rlimits],
         "fds": list(targets),
-        "sandbox": spec.sandbox.to_json() if spec.sandbox else None,
+        "sandbox": sandbox_fields(spec.sandbox) if spec.sandbox else None,
     }
     if collect:
         request["collect"] = {"stdout": collect[0], "stderr": collect[1]}
