@@ -544,7 +544,9 @@ async def _main(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="fanout-") as tmp:
         _write(
             os.path.join(tmp, "bench.toml"),
-            '[defaults]\nsandbox = "none"\n[service]\nsandboxes = ["none"]\n',
+            # Unconfined hooks and script: what is measured is the fan-out, not the sandbox.
+            '[defaults]\nsandbox = "none"\n[script]\nsandbox = "none"\n'
+            '[service]\nsandboxes = ["none"]\n',
         )
         cap = str(max(c for c, _, _ in plan) + 64)
         serve = [*CLI, "serve", "--no-auth", "--port", "0", "--config", "bench.toml"]
