@@ -23,7 +23,7 @@ import attrs
 from ..core import jsontext
 from ..core.errors import ConfigError, Problem
 from ..core.hooks import Config, Provenance, SourceKind
-from ..core.points import POINTS, Phase
+from ..core.points import PHASES, POINTS, Phase
 from .build import Decl, Layer, resolve
 from .files import ETC_DIR, discover_files, read_file, resolve_sandbox_paths
 from .problems import describe, pointer_key
@@ -179,13 +179,15 @@ def _hook_rules(obj: Mapping[str, Any], file: str, ptr: str, kind: SourceKind) -
     """The rules a schema cannot say well: a phase the point lacks, `prefix` hooks."""
     problems: list[Problem] = []
     on, phase = obj.get("on"), obj.get("phase")
-    if phase == Phase.PREFIX.value and "source" not in obj:
+    known = isinstance(phase, str) and phase in {p.value for p in Phase}
+    info = PHASES[Phase(phase)] if known else None
+    if info is not None and info.source_only and "source" not in obj:
         problems.append(
             Problem(
                 file,
                 f"{ptr}/phase",
-                'expected an inline source phase: phase "prefix" takes source lines only;'
-                " write them as [script].prefix = [...]",
+                f'expected an inline source phase: phase "{phase}" takes source lines only;'
+                f" write them as [script].{phase} = [...]",
             )
         )
     elif isinstance(on, str) and on in POINTS and phase != Phase.OBSERVE.value:
