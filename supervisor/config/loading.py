@@ -180,7 +180,7 @@ def _hook_rules(obj: Mapping[str, Any], file: str, ptr: str, kind: SourceKind) -
     problems: list[Problem] = []
     on, phase = obj.get("on"), obj.get("phase")
     known = isinstance(phase, str) and phase in {p.value for p in Phase}
-    info = PHASES[Phase(phase)] if known else None
+    info = PHASES[Phase(str(phase))] if known else None
     if info is not None and info.source_only and "source" not in obj:
         problems.append(
             Problem(
