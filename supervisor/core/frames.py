@@ -74,12 +74,19 @@ class Ran:
 
 
 @attrs.frozen
-class HookFrame:
-    """Everything that happened to one hook: the single description of it."""
+class Envelope:
+    """What every frame begins with: its run, its place in the run's stream, when it was
+    stamped. `blank` leaves them empty and the journal fills them (`stamp`)."""
 
     run_id: str
     seq: int
     at: str
+
+
+@attrs.frozen
+class HookFrame(Envelope):
+    """Everything that happened to one hook: the single description of it."""
+
     name: str
     on: str
     phase: str
@@ -113,10 +120,7 @@ class HookFrame:
 
 
 @attrs.frozen
-class StartFrame:
-    run_id: str
-    seq: int
-    at: str
+class StartFrame(Envelope):
     argv: tuple[str, ...]
     cwd: str
     sandbox: str
@@ -124,10 +128,7 @@ class StartFrame:
 
 
 @attrs.frozen
-class LogFrame:
-    run_id: str
-    seq: int
-    at: str
+class LogFrame(Envelope):
     level: str
     message: str
     #: `attrs` on the wire (a name attrs and cattrs keep for themselves here).
@@ -136,30 +137,21 @@ class LogFrame:
 
 
 @attrs.frozen
-class EmitFrame:
-    run_id: str
-    seq: int
-    at: str
+class EmitFrame(Envelope):
     value: Any
     type: FrameType = attrs.field(default=FrameType.EMIT, metadata=KEEP)
 
 
 @attrs.frozen
-class OutputFrame:
+class OutputFrame(Envelope):
     """One line the script wrote on stdout or stderr (`type` says which), newline removed."""
 
-    run_id: str
-    seq: int
-    at: str
     text: str
     type: FrameType = attrs.field(default=FrameType.STDOUT, metadata=KEEP)
 
 
 @attrs.frozen
-class ArtifactFrame:
-    run_id: str
-    seq: int
-    at: str
+class ArtifactFrame(Envelope):
     id: str
     name: str
     mime: str
@@ -169,10 +161,7 @@ class ArtifactFrame:
 
 
 @attrs.frozen
-class ResultFrame:
-    run_id: str
-    seq: int
-    at: str
+class ResultFrame(Envelope):
     value: Any
     advice: tuple[str, ...] = ()
     proposals: tuple[dict[str, Any], ...] = ()
@@ -180,10 +169,7 @@ class ResultFrame:
 
 
 @attrs.frozen
-class ErrorFrame:
-    run_id: str
-    seq: int
-    at: str
+class ErrorFrame(Envelope):
     message: str
     exit_code: int | None = None
     advice: tuple[str, ...] = ()
@@ -192,20 +178,14 @@ class ErrorFrame:
 
 
 @attrs.frozen
-class EndFrame:
-    run_id: str
-    seq: int
-    at: str
+class EndFrame(Envelope):
     exit_code: int | None
     duration_ms: int
     type: FrameType = attrs.field(default=FrameType.END, metadata=KEEP)
 
 
 @attrs.frozen
-class WarningFrame:
-    run_id: str
-    seq: int
-    at: str
+class WarningFrame(Envelope):
     message: str
     type: FrameType = attrs.field(default=FrameType.WARNING, metadata=KEEP)
 
