@@ -506,7 +506,8 @@ def test_load_config_layers_discovered_then_given_files(tmp_path: Path) -> None:
             {"hooks": [None, {"name": "given", "on": "script", "phase": "before", "run": ["g"]}]}
         ),
     )
-    config = load_config([given], cwd=tmp_path / "w", environ={}, etc_dir=tmp_path / "etc")
+    trusted = {"MCPX_HOOKS_TRUST": "all"}  # the project file applies only once trusted
+    config = load_config([given], cwd=tmp_path / "w", environ=trusted, etc_dir=tmp_path / "etc")
     assert [h.name for h in config.hooks] == ["etc", "local", "given"]
     assert config.files == (str(etc), str(local), str(given))
     local_hook = config.find("local")
@@ -1024,9 +1025,16 @@ def test_a_discovered_name_that_is_not_a_file_is_a_problem(
     make(local)
     etc_dir = tmp_path / "etc"
     assert discover_files(tmp_path / "w", {}, etc_dir=etc_dir) == [etc_dir / "config.toml", local]
+    trusted = {"MCPX_HOOKS_TRUST": "all"}  # a project file trusted: it was meant to apply
     with pytest.raises(ConfigError) as info:
-        load_config(cwd=tmp_path / "w", environ={}, etc_dir=etc_dir)
+        load_config(cwd=tmp_path / "w", environ=trusted, etc_dir=etc_dir)
     assert info.value.problems == [Problem(str(local), "", message)]
+    # Not trusted, it cannot be pinned by a hash: skipped, and said.
+    config = load_config(cwd=tmp_path / "w", environ={}, etc_dir=etc_dir)
+    assert [h.name for h in config.hooks] == ["etc"]
+    assert config.warnings == (
+        f"skipped {local}: {message}, so it cannot be trusted; remove it, or make it a file",
+    )
 
 
 def test_command_line_hooks_are_read_with_the_depth_limit(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ Each way in has one property, driving the real thing:
   `main()` returning or emitting hostile values), run by that service;
 - hook stdout: tiny hook processes printing it, under the `strict` sandbox;
 - config files: `load_config`, `validate_files`, `mcpx-hooks validate` and `hooks list`;
+- the trust state file: `load_config`, `hooks list`, `trust`, `trust --list` and `untrust`;
 - CLI arguments: `cli.main([...])` with its stdout and stderr captured.
 
 What must hold after each example (a batch of inputs, for the service's ways in):
@@ -56,6 +57,7 @@ import io
 import json
 import logging
 import math
+import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -1419,6 +1421,77 @@ def test_config_files(person: Path, file: ConfigCase) -> None:
     assert code == (2 if problems else 0), (code, out, err)
     code, out, err = run_cli(["hooks", "list", "--config", given_name, "--json"])
     assert code == (2 if problems else 0), (code, out, err)
+
+
+@st.composite
+def trust_state_file(draw: st.DrawFn) -> tuple[str, bytes]:
+    """A trust state file as a hostile hand left it: junk bytes, JSON of any shape, a
+    near-valid document broken in one place, or something that is not a file at all."""
+    sha = draw(st.sampled_from(["a" * 64, "A" * 64, "", "a" * 63, "\u0000"]))
+    entry = draw(
+        st.one_of(
+            st.fixed_dictionaries({"sha256": st.just(sha), "trustedAt": hostile_json}),
+            hostile_json,
+        )
+    )
+    key = draw(st.one_of(st.just("@local"), hostile_text))
+    doc = {"version": draw(st.one_of(st.just(1), hostile_json)), "files": {key: entry}}
+    text = render(doc).replace("@local", "LOCAL")
+    kind = draw(st.sampled_from(["json", "bytes", "mutated", "fifo", "dir", "loop", "0666"]))
+    if kind == "bytes":
+        return kind, draw(st.binary(max_size=200))
+    if kind == "mutated":
+        how = draw(st.sampled_from(["cut", "insert", "drop", "quote", "trail"]))
+        text = mutate(text, draw(st.integers(0, 400)), how, draw(hostile_text))
+    return kind, text.encode("utf-8", "surrogatepass")
+
+
+# `person` is one directory for all examples (each a project of its own under it).
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(state=trust_state_file())
+def test_a_hostile_trust_state_never_crashes_a_command(
+    person: Path, monkeypatch: pytest.MonkeyPatch, state: tuple[str, bytes]
+) -> None:
+    kind, data = state
+    project = person / f"p{len(list(person.iterdir()))}"
+    project.mkdir()
+    local = project / ".mcpx-hooks.toml"
+    local.write_text('[[hooks]]\nname = "local"\non = "script"\nphase = "before"\nrun = ["x"]\n')
+    path = person / "xdg_state_home" / "mcpx-hooks" / "trust.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for old in (path, path.with_name("other")):
+        if old.is_dir() and not old.is_symlink():
+            old.rmdir()
+        elif old.exists() or old.is_symlink():
+            old.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "dir":
+        path.mkdir()
+    elif kind == "loop":
+        path.symlink_to(path.with_name("other"))
+        path.with_name("other").symlink_to(path)
+    else:
+        path.write_bytes(data.replace(b"LOCAL", str(local).encode()))
+        path.chmod(0o666 if kind == "0666" else 0o600)
+    monkeypatch.delenv("MCPX_HOOKS_NO_DISCOVERY", raising=False)
+    monkeypatch.chdir(project)
+    config = load_config(cwd=project, environ=os.environ)
+    applied = [h.name for h in config.hooks] == ["local"]
+    assert applied or config.skipped, "a project file neither applied nor said to be skipped"
+    for warning in config.warnings:
+        assert not tracebacks(warning), warning
+    code, out, err = run_cli(["hooks", "list", "--json"])
+    assert code == 0, (code, out, err)
+    assert applied or "mcpx-hooks trust" in out
+    code, out, err = run_cli(["trust", "--list"])
+    assert code in (0, 2), (code, out, err)
+    code, out, err = run_cli(["trust"])
+    assert code in (0, 2), (code, out, err)
+    if code == 0:  # it could read the state, so it wrote it: now the file applies
+        config = load_config(cwd=project, environ=os.environ)
+        assert [h.name for h in config.hooks] == ["local"], config.warnings
+        assert run_cli(["untrust", str(local)])[0] == 0
 
 
 # ---- 6. CLI arguments -------------------------------------------------------------------------

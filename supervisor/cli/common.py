@@ -10,7 +10,7 @@ from pathlib import Path
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
     from typing import Any, Final
 
     from ..core.hooks import Config
@@ -44,16 +44,31 @@ def json_flag(flag: str, text: str) -> Any:
         raise Usage(f"{flag}: invalid JSON: {exc}") from None
 
 
-def load(args: argparse.Namespace, hooks: Sequence[str] = ()) -> Config:
-    """The config in force: the discovered files, then `--config`, then `hooks` (JSON)."""
+def load(
+    args: argparse.Namespace,
+    hooks: Sequence[str] = (),
+    script: Mapping[str, Sequence[str | None]] | None = None,
+) -> Config:
+    """The config in force: the discovered files, then `--config`, then `hooks` (JSON) and
+    `script` lines. What loading says (a project file skipped as not trusted, a ceiling a
+    nearer file tried to raise) is printed on stderr, each line once."""
     from ..config.loading import load_config
 
-    return load_config(
+    config = load_config(
         args.config,
         cwd=Path.cwd(),
         environ=os.environ,
         command_line_hooks=hooks,
+        script=script,
+        trust_project=getattr(args, "trust_project", False),
     )
+    say_warnings(config)
+    return config
+
+
+def say_warnings(config: Config) -> None:
+    for warning in config.warnings:
+        print(f"mcpx-hooks: warning: {warning}", file=sys.stderr)
 
 
 def remote(args: argparse.Namespace) -> Remote:

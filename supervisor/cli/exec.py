@@ -6,11 +6,19 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 from pathlib import Path
 
-from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Usage, json_flag, remote, remote_failed
+from .common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    Usage,
+    json_flag,
+    load,
+    remote,
+    remote_failed,
+)
 from .parser import add_config_arguments, add_token_file_argument
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
@@ -211,7 +219,6 @@ def _stdin_bytes(args: argparse.Namespace) -> bytes:
 
 
 def _request(args: argparse.Namespace) -> tuple[Config, RunRequest]:
-    from ..config.loading import load_config
     from ..core.effects import Effect
     from ..core.hooks import Profile
     from ..core.points import Phase
@@ -220,13 +227,7 @@ def _request(args: argparse.Namespace) -> tuple[Config, RunRequest]:
 
     argv = _argv(args)
     script_lines = _script_lines(args)
-    config = load_config(
-        args.config,
-        cwd=Path.cwd(),
-        environ=os.environ,
-        command_line_hooks=args.hooks,
-        script=script_lines or None,
-    )
+    config = load(args, args.hooks, script_lines or None)
     stdin = _stdin_bytes(args)
     request = RunRequest(
         script=Script(tuple(argv) or None, args.python, args.code),

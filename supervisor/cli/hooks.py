@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ..core.frames import HookFrame
-    from ..core.hooks import Config, Hook
+    from ..core.hooks import Config, Hook, SkippedFile
     from ..core.points import Phase
     from ..run.hookcontext import HookContext
 
@@ -84,12 +84,26 @@ def hooks_list(args: argparse.Namespace) -> int:
 
     config = load(args)
     if args.json:
-        print(json.dumps([hook_json(h) for h in config.hooks], indent=2))
-    elif not config.hooks:
+        skipped = [skipped_json(f) for f in config.skipped]
+        print(json.dumps([*(hook_json(h) for h in config.hooks), *skipped], indent=2))
+        return EXIT_OK
+    if not config.hooks:
         print("no hooks in force")
     else:
         print("\n".join(hook_table(hook_json(h) for h in config.hooks)))
+    for f in config.skipped:
+        then = f"; to apply it: {f.trust_command}" if f.trust_command else ""
+        print(f"not applied: {f.file} ({f.reason}){then}")
     return EXIT_OK
+
+
+def skipped_json(skipped: SkippedFile) -> dict[str, str]:
+    """A project file not applied, as `hooks list --json` lists it after the hooks in force:
+    `skipped` (the file), `reason`, and `trust`, the command that trusts it (when one can)."""
+    out = {"skipped": skipped.file, "reason": skipped.reason}
+    if skipped.trust_command:
+        out["trust"] = skipped.trust_command
+    return out
 
 
 def hook_test(args: argparse.Namespace) -> int:

@@ -47,6 +47,18 @@ COMMANDS: Final = (
         "validate:add_schema_arguments",
         "validate:schema",
     ),
+    (
+        "trust",
+        "trust project config files by SHA-256 (or list those trusted)",
+        "trust:add_trust_arguments",
+        "trust:trust",
+    ),
+    (
+        "untrust",
+        "forget a project config file's trust",
+        "trust:add_untrust_arguments",
+        "trust:untrust",
+    ),
     ("demo", "the main job in miniature, on a built-in example", None, "demo:run"),
     ("doctor", "what enforces each sandbox profile on this machine", None, "doctor:run"),
 )
@@ -111,7 +123,19 @@ def add_config_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         help="a config file, applied after the discovered ones (repeatable)",
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_trust_project_argument(p)
     return p
+
+
+def add_trust_project_argument(p: argparse.ArgumentParser) -> None:
+    """`--trust-project`: this command applies the project files of the directory chain
+    without their trust being recorded (as `MCPX_HOOKS_TRUST=all` does)."""
+    p.add_argument(
+        "--trust-project",
+        action="store_true",
+        help="apply the project config files found here for this command, trusted or not"
+        " (as MCPX_HOOKS_TRUST=all)",
+    )
 
 
 def add_token_file_argument(p: argparse.ArgumentParser) -> None:

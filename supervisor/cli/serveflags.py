@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 def add_arguments(srv: argparse.ArgumentParser) -> None:
     from ..service.options import Limits
     from ..service.wire import DEFAULT_HOST, DEFAULT_PORT
+    from .parser import add_trust_project_argument
 
     srv.add_argument(
         "--config",
@@ -21,6 +22,7 @@ def add_arguments(srv: argparse.ArgumentParser) -> None:
         metavar="F",
         help="a config file, applied after the discovered ones (repeatable)",
     )
+    add_trust_project_argument(srv)
     srv.add_argument(
         "--host",
         default=DEFAULT_HOST,

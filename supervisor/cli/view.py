@@ -117,6 +117,7 @@ def hook_table(hooks: Iterable[Mapping[str, Any]]) -> list[str]:
         src = h["source"]
         where = f"{src['file']}#{src['index']}" if isinstance(src, dict) else str(src)
         name = h["name"] if h["enabled"] else f"{h['name']} (disabled)"
+        name = f"{name} (locked)" if h.get("locked") else name
         rows.append(
             (
                 name,

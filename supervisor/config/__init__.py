@@ -9,10 +9,33 @@ from ..core.exports import exports
 __all__, __getattr__, __dir__ = exports(
     __name__,
     {
-        "files": ("discover_files",),
+        "files": (
+            "LOCAL_NAMES",
+            "NO_DISCOVERY_ENV",
+            "Found",
+            "discover",
+            "discover_files",
+            "read_bytes",
+        ),
         "layering": ("merge", "merge_all", "splice"),
         "loading": ("load_config", "validate_files"),
         "schemaparts": ("SCRIPT_PHASES",),
         "schemas": ("SCHEMA_NAMES", "quick_check", "schema_text", "validator"),
+        "trust": (
+            "TRUST_ENV",
+            "TrustEntry",
+            "TrustState",
+            "Verdict",
+            "decide",
+            "digest",
+        ),
+        "truststore": (
+            "StateError",
+            "load_state",
+            "locked_state",
+            "save_state",
+            "state_path",
+            "trust_key",
+        ),
     },
 )

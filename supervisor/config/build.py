@@ -1,7 +1,8 @@
 """The `Config` in force, built from validated layers.
 
 The layers are merged farthest first (`layering.py`: tables key by key, lists by the
-null-splice rule, `[sandbox]` paths appended), then each hook declaration gets its name, the
+null-splice rule, `[sandbox]` paths appended; `policy.py`: ceilings only fall, locked hooks
+stay), then each hook declaration gets its name, the
 defaults it does not override (`Defaults.overridden`), the config's limits and sandbox paths.
 The rules that need every layer are checked here: names unique after defaulting, and
 `failure = "closed"` only with an effect that may refuse.
@@ -35,7 +36,7 @@ from ..core.hooks import (
 )
 from ..core.limits import Limits
 from ..core.points import Phase
-from . import layering
+from .policy import merge_layers
 from .schemaparts import HOOK_ACTIONS, SCRIPT_PHASES
 
 
@@ -48,6 +49,8 @@ class Decl:
     pointer: str
     source: Provenance
     declaring_dir: str
+    #: A locked hook's: the `[defaults]` table in force where it was declared (`policy.py`).
+    defaults: Mapping[str, Any] | None = None
 
 
 @attrs.frozen
@@ -62,20 +65,22 @@ class Layer:
 def resolve(layers: Sequence[Layer]) -> tuple[Config, list[Problem]]:
     """Merges validated layers and builds the hooks in force, with the rules that need them
     all: names unique after defaulting, `failure = "closed"` only with a refusing effect."""
-    merged = layering.merge_all(layer.doc for layer in layers)
+    policy = merge_layers(layers)
+    merged = policy.doc
     defaults = DEFAULTS.overridden(merged.get("defaults", {}))
     limits = Limits.from_table(merged.get("limits", {}))
     table = merged.get("sandbox", {})
     paths = SandboxPaths(tuple(table.get("read", ())), tuple(table.get("write", ())))
     hooks: list[Hook] = []
-    problems: list[Problem] = []
+    problems: list[Problem] = list(policy.problems)
     seen: dict[str, tuple[int, Decl]] = {}
     counts: dict[tuple[str, str], int] = {}
     for position, decl in enumerate(merged.get("hooks", [])):
         obj = decl.obj
         slot = (obj["on"], obj["phase"])
         index = counts[slot] = counts.get(slot, -1) + 1
-        hook = _build_hook(decl, obj.get("name") or f"{slot[0]}.{slot[1]}.{index}", defaults)
+        own = defaults if decl.defaults is None else DEFAULTS.overridden(decl.defaults)
+        hook = _build_hook(decl, obj.get("name") or f"{slot[0]}.{slot[1]}.{index}", own)
         hook = attrs.evolve(hook, limits=limits, paths=paths)
         if hook.failure is Failure.CLOSED and hook.effect < REFUSING:
             origin = "" if "effect" in obj else " (the default)"
@@ -125,6 +130,7 @@ def resolve(layers: Sequence[Layer]) -> tuple[Config, list[Problem]]:
         sandbox_paths=paths,
         script_sandbox=Profile(merged.get("script", {}).get("sandbox", DEFAULT_RUN_SANDBOX.value)),
         files=tuple(layer.path for layer in layers if layer.path is not None),
+        warnings=tuple(policy.warnings),
     )
     return config, problems
 
@@ -146,6 +152,7 @@ def _build_hook(decl: Decl, name: str, defaults: Defaults) -> Hook:
         failure=Failure(obj.get("failure", Failure.OPEN.value)),
         env=dict(obj.get("env", {})),
         enabled=bool(obj.get("enabled", True)),
+        locked=bool(obj.get("locked", False)),
         when=dict(obj.get("when", {})),
         cwd=None if cwd is None else os.path.normpath(os.path.join(decl.declaring_dir, cwd)),
         args=dict(obj["args"]) if "args" in obj else None,

@@ -94,6 +94,11 @@ def _hook_def() -> dict[str, Any]:
                 "description": "Variables added to the hook's scrubbed environment.",
             },
             "enabled": {"type": "boolean", "description": "false: listed, never run."},
+            "locked": {
+                "type": "boolean",
+                "description": "true: nearer layers can neither drop, disable nor redefine it"
+                " (needs a `name`).",
+            },
             "when": table(
                 {
                     "kinds": strings("Event kinds (or prefixes) an observe hook follows."),

@@ -29,6 +29,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
+import attrs
+
 from ..core import jsontext
 from ..core.errors import Problem
 
@@ -41,14 +43,29 @@ NO_DISCOVERY_ENV: Final = "MCPX_HOOKS_NO_DISCOVERY"
 TOML_NULL: Final[Mapping[str, Any]] = {"inherit": True}
 
 
+@attrs.frozen
+class Found:
+    """A config name discovery found, and whether it is a project file (one of the directory
+    chain's, applied only once trusted) or in a trusted place."""
+
+    path: Path
+    project: bool
+
+
 def discover_files(cwd: Path, environ: Mapping[str, str], *, etc_dir: Path = ETC_DIR) -> list[Path]:
+    """The paths of `discover`."""
+    return [found.path for found in discover(cwd, environ, etc_dir=etc_dir)]
+
+
+def discover(cwd: Path, environ: Mapping[str, str], *, etc_dir: Path = ETC_DIR) -> list[Found]:
     """The config names that exist, farthest first; none when `MCPX_HOOKS_NO_DISCOVERY` is set.
 
     The user file is `$XDG_CONFIG_HOME/mcpx-hooks/config.toml` when that variable is an
     absolute path, else `$HOME/.config/mcpx-hooks/config.toml` (nothing without `HOME`).
     A name counts when anything is there (`os.path.lexists`): a directory, a dangling
     symlink or a symlink loop is returned too, and loading it is a `Problem`, so a config
-    that was meant to apply never vanishes without a word.
+    that was meant to apply never vanishes without a word. A project file that lies under
+    `etc_dir` or the user's config directory is in a trusted place, not a project file.
     """
     if environ.get(NO_DISCOVERY_ENV, "") not in ("", "0"):
         return []
@@ -58,18 +75,33 @@ def discover_files(cwd: Path, environ: Mapping[str, str], *, etc_dir: Path = ETC
         candidates.append(Path(xdg) / USER_FILE)
     elif home:
         candidates.append(Path(home) / ".config" / USER_FILE)
+    trusted_dirs = [os.path.realpath(p.parent) for p in candidates]
+    places = len(candidates)
     here = Path(os.path.abspath(cwd))
     for directory in (*reversed(here.parents), here):
         candidates.extend(directory / name for name in LOCAL_NAMES)
-    found: list[Path] = []
-    for path in candidates:
-        if os.path.lexists(path) and path not in found:
-            found.append(path)
+    found: list[Found] = []
+    for number, path in enumerate(candidates):
+        if os.path.lexists(path) and path not in (f.path for f in found):
+            real_dir = os.path.realpath(path.parent)
+            project = number >= places and not any(
+                real_dir == d or real_dir.startswith(d.rstrip("/") + "/") for d in trusted_dirs
+            )
+            found.append(Found(path, project))
     return found
 
 
 def read_file(path: Path, file: str, *, origin: str = "") -> tuple[Any, list[Problem]]:
     """The parsed document, or `None` and the problem that stopped it."""
+    data, problems = read_bytes(path, file, origin=origin)
+    if data is None:
+        return None, problems
+    return parse_bytes(data, path, file)
+
+
+def read_bytes(path: Path, file: str, *, origin: str = "") -> tuple[bytes | None, list[Problem]]:
+    """The bytes of a config file (to hash, then parse the same bytes), or `None` and the
+    problem that stopped it: a name that is not `.toml` or `.json`, not a regular file."""
     suffix = path.suffix.lower()
     if suffix not in (".toml", ".json"):
         found = f'"{suffix}"' if suffix else "no extension"
@@ -77,10 +109,18 @@ def read_file(path: Path, file: str, *, origin: str = "") -> tuple[Any, list[Pro
     if (why := _not_a_regular_file(path, origin)) is not None:
         return None, [Problem(file, "", why)]
     try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
+        return path.read_bytes(), []
+    except OSError as exc:
         return None, [Problem(file, "", f"cannot read the file: {exc}")]
-    if suffix == ".json":
+
+
+def parse_bytes(data: bytes, path: Path, file: str) -> tuple[Any, list[Problem]]:
+    """The document in `data` (the bytes of `path`, named `file` in problems)."""
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        return None, [Problem(file, "", f"cannot read the file: {exc}")]
+    if path.suffix.lower() == ".json":
         try:
             return jsontext.loads(text), []
         except jsontext.JsonError as exc:

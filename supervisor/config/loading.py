@@ -22,13 +22,16 @@ import attrs
 
 from ..core import jsontext
 from ..core.errors import ConfigError, Problem
-from ..core.hooks import Config, Provenance, SourceKind
+from ..core.hooks import Config, Provenance, SkippedFile, SourceKind
 from ..core.points import PHASES, POINTS, Phase
+from . import files
 from .build import Decl, Layer, resolve
-from .files import ETC_DIR, discover_files, read_file, resolve_sandbox_paths
+from .files import ETC_DIR
 from .problems import describe, pointer_key
 from .problems import problems as schema_problems
 from .schemas import hook_validator, validator
+from .trust import TrustState, Verdict, decide, digest, skip_message, trust_all, trust_command
+from .truststore import load_state, state_path, trust_key
 
 _PHASE_WORDS: Final = frozenset(p.value for p in Phase)
 
@@ -42,13 +45,23 @@ class _Loader:
     order: dict[str, int] = attrs.field(factory=dict)
     #: Where `~` in `[sandbox]` paths is looked up (`HOME`).
     environ: Mapping[str, str] = attrs.field(factory=lambda: os.environ)
+    warnings: list[str] = attrs.field(factory=list)
+    skipped: list[SkippedFile] = attrs.field(factory=list)
+    pinned: dict[str, str] = attrs.field(factory=dict)
 
     def note(self, file: str, problems: list[Problem]) -> None:
         self.order.setdefault(file, len(self.order))
         self.problems.extend(problems)
 
-    def add_file(self, path: Path, file: str, *, origin: str = "") -> None:
-        doc, problems = read_file(path, file, origin=origin)
+    def add_file(
+        self, path: Path, file: str, *, origin: str = "", data: bytes | None = None
+    ) -> None:
+        """Reads (or, given `data`, the bytes already read and trusted), validates and adds
+        one file's layer."""
+        if data is None:
+            doc, problems = files.read_file(path, file, origin=origin)
+        else:
+            doc, problems = files.parse_bytes(data, path, file)
         if doc is not None:
             problems += schema_problems(validator("config"), doc, file)
             hooks = doc.get("hooks") if isinstance(doc, dict) else None
@@ -58,7 +71,7 @@ class _Loader:
         absolute = os.path.abspath(path)
         directory = os.path.dirname(absolute)
         if doc is not None and not problems and isinstance(doc.get("sandbox"), dict):
-            doc, more = resolve_sandbox_paths(doc, file, directory, self.environ)
+            doc, more = files.resolve_sandbox_paths(doc, file, directory, self.environ)
             problems += more
         self.note(file, problems)
         if doc is None or problems:
@@ -105,7 +118,12 @@ class _Loader:
         config, problems = resolve(self.layers)
         if problems:
             raise ConfigError(self._sorted(problems))
-        return config
+        return attrs.evolve(
+            config,
+            pinned=dict(self.pinned),
+            skipped=tuple(self.skipped),
+            warnings=(*self.warnings, *config.warnings),
+        )
 
     def _sorted(self, problems: list[Problem]) -> list[Problem]:
         return sorted(
@@ -124,6 +142,8 @@ def load_config(
     script: Mapping[str, Sequence[str | None]] | None = None,
     discover: bool = True,
     etc_dir: Path = ETC_DIR,
+    trust_project: bool = False,
+    pinned: Mapping[str, str] | None = None,
 ) -> Config:
     """Finds, validates and layers every config, then builds the `Config` in force.
 
@@ -131,22 +151,59 @@ def load_config(
     skipped); `command_line_hooks` the `--hook` JSON texts; `per_call_hooks` hook objects from
     one request (on the `script` point only); `script` per-call inline source phases, layered
     last (null-splice: `[None, "x"]` appends). Discovery is skipped when `discover` is false or
-    `MCPX_HOOKS_NO_DISCOVERY` is set. Raises `ConfigError` with every problem in every layer.
+    `MCPX_HOOKS_NO_DISCOVERY` is set.
+
+    A discovered project file is applied only when trusted (`_TrustGate`; `trust_project` or
+    `MCPX_HOOKS_TRUST=all` trusts them all, and a project file also given in `config_files`
+    is trusted, at its discovered place); one skipped is in the `Config`'s `skipped` and
+    `warnings`. A file of `config_files` that `pinned` holds (a `Config`'s own, layered
+    again) is applied only while its SHA-256 is the one pinned. Raises `ConfigError` with
+    every problem in every layer.
     """
     loader = _Loader(environ=environ)
+    pinned = pinned or {}
     # `os.path.realpath`, not `Path.resolve()`: on a symlink loop it gives a path back where
     # resolve() raises RuntimeError; reading the file then reports the loop.
+    given = [(str(name), Path(cwd) / name) for name in config_files]
     applied: set[str] = set()
     if discover:
-        for path in discover_files(cwd, environ, etc_dir=etc_dir):
-            applied.add(os.path.realpath(path))
-            loader.add_file(path, str(path))
-    for given in config_files:
-        path = Path(cwd) / given
-        # A file applied twice would declare its hooks twice; it is in force once, where first.
-        if (real := os.path.realpath(path)) not in applied:
+        named = {os.path.realpath(path) for _, path in given}
+        gate = _TrustGate(environ, trust_project)
+        for found in files.discover(cwd, environ, etc_dir=etc_dir):
+            real = os.path.realpath(found.path)
+            if found.project and real not in named:
+                data, problems = gate.admit(found.path)
+                if problems:
+                    loader.note(str(found.path), problems)
+                elif data is not None:
+                    applied.add(real)
+                    loader.pinned[os.path.abspath(found.path)] = digest(data)
+                    loader.add_file(found.path, str(found.path), data=data)
+                continue
             applied.add(real)
-            loader.add_file(path, str(given), origin=" (given with --config)")
+            loader.add_file(found.path, str(found.path))
+        loader.warnings.extend(gate.warnings)
+        loader.skipped.extend(gate.skipped)
+    for name, path in given:
+        # A file applied twice would declare its hooks twice; it is in force once, where first.
+        if (real := os.path.realpath(path)) in applied:
+            continue
+        applied.add(real)
+        if (pin := pinned.get(os.path.abspath(path))) is None:
+            loader.add_file(path, name, origin=" (given with --config)")
+            continue
+        data, problems = files.read_bytes(path, name)
+        if data is not None and digest(data) != pin:
+            loader.warnings.append(
+                f"skipped {name}: it changed since it was trusted and applied; review it, then"
+                f" run: {trust_command(name)}, and start again to apply what it says now"
+            )
+            loader.skipped.append(SkippedFile(name, Verdict.CHANGED.value, trust_command(name)))
+        elif data is not None:
+            loader.pinned[os.path.abspath(path)] = pin
+            loader.add_file(path, name, data=data)
+        else:
+            loader.note(name, problems)
     for number, text in enumerate(command_line_hooks, start=1):
         file = f"--hook #{number}"
         try:
@@ -160,6 +217,49 @@ def load_config(
     if script is not None:
         loader.add_script(script, "per-call script")
     return loader.config()
+
+
+class _TrustGate:
+    """Decides, for each discovered project file, whether it is applied: its bytes, read once,
+    hashed and then parsed (so what is trusted is what is applied), or None and a warning."""
+
+    def __init__(self, environ: Mapping[str, str], trust_project: bool) -> None:
+        self.environ = environ
+        self.everything, note = trust_all(environ, trust_project)
+        self.warnings: list[str] = [note] if note else []
+        self.skipped: list[SkippedFile] = []
+        self._state: TrustState | None = None
+
+    def admit(self, path: Path) -> tuple[bytes | None, list[Problem]]:
+        """The bytes to apply, or None; and the problems of a file trusted that cannot be
+        read (one not trusted that cannot be read is skipped: it cannot be pinned)."""
+        file = str(path)
+        data, problems = files.read_bytes(path, file)
+        if data is None:
+            if self.everything:
+                return None, problems
+            self._skip(file, f"{problems[0].message}, so it cannot be trusted", "")
+            return None, []
+        if self.everything:
+            return data, []
+        verdict = decide(self.state(), trust_key(path), digest(data))
+        if verdict is Verdict.TRUSTED:
+            return data, []
+        self._skip(file, verdict.value, trust_command(file))
+        self.warnings.append(skip_message(file, verdict))
+        return None, []
+
+    def _skip(self, file: str, reason: str, command: str) -> None:
+        self.skipped.append(SkippedFile(file, reason, command))
+        if not command:
+            self.warnings.append(f"skipped {file}: {reason}; remove it, or make it a file")
+
+    def state(self) -> TrustState:
+        if self._state is None:
+            self._state, why = load_state(state_path(self.environ))
+            if why is not None:
+                self.warnings.append(why)
+        return self._state
 
 
 def validate_files(paths: Sequence[str | Path]) -> list[Problem]:
@@ -200,6 +300,15 @@ def _hook_rules(obj: Mapping[str, Any], file: str, ptr: str, kind: SourceKind) -
                     f'expected a phase of the point "{on}" ({", ".join(phases)}), found "{phase}"',
                 )
             )
+    if obj.get("locked") is True and "name" not in obj:
+        problems.append(
+            Problem(
+                file,
+                f"{ptr}/locked",
+                "expected a name beside locked = true: nearer files name a locked hook to"
+                " keep it, and may not redefine that name",
+            )
+        )
     if kind is SourceKind.PER_CALL and on != "script":
         problems.append(
             Problem(

@@ -70,6 +70,7 @@ __all__, __getattr__, __dir__ = exports(
             "hook_variables",
         ),
         "hooks": (
+            "at_least_as_strict",
             "hook_json",
             "Action",
             "Config",
@@ -90,6 +91,7 @@ __all__, __getattr__, __dir__ = exports(
             "Provenance",
             "STDERR_TAIL_BYTES",
             "SandboxPaths",
+            "SkippedFile",
             "SourceKind",
         ),
         "jsontext": ("JsonError", "dumps", "is_unicode", "loads", "wire_safe"),

@@ -46,6 +46,25 @@ class Profile(enum.StrEnum):
     NONE = "none"
 
 
+#: What each profile lets a child do beyond `strict`'s confinement: a profile is at least as
+#: strict as another when it grants a subset of what the other grants. `workspace` and `net`
+#: are not comparable (each grants what the other does not). A nearer config layer may make a
+#: sandbox default stricter, never laxer (`config/policy.py`).
+PROFILE_GRANTS: Final[Mapping[Profile, frozenset[str]]] = {
+    Profile.STRICT: frozenset(),
+    Profile.WORKSPACE: frozenset({"write the working directory"}),
+    Profile.NET: frozenset({"the host network"}),
+    Profile.NONE: frozenset(
+        {"write the working directory", "the host network", "everything the user may"}
+    ),
+}
+
+
+def at_least_as_strict(profile: Profile, than: Profile) -> bool:
+    """Whether `profile` grants nothing that `than` does not."""
+    return PROFILE_GRANTS[profile] <= PROFILE_GRANTS[than]
+
+
 #: What a script run gets unless `[script] sandbox`, the request or `exec --sandbox` says
 #: otherwise (hooks: `Defaults.sandbox`).
 DEFAULT_RUN_SANDBOX: Final = Profile.WORKSPACE
@@ -172,6 +191,8 @@ class Hook:
     max_output_bytes: int = DEFAULTS.max_output_bytes
     env: Mapping[str, str] = attrs.field(factory=dict)
     enabled: bool = True
+    #: `locked = true`: nearer layers can neither drop, disable nor redefine it.
+    locked: bool = False
     when: Mapping[str, Any] = attrs.field(factory=dict)
     cwd: str | None = None
     sandbox: Profile = DEFAULTS.sandbox
@@ -212,6 +233,7 @@ def hook_json(hook: Hook) -> dict[str, Any]:
         "maxOutputBytes": hook.max_output_bytes,
         "env": dict(hook.env),
         "enabled": hook.enabled,
+        "locked": hook.locked,
         "sandbox": hook.sandbox.value,
         "dir": hook.declaring_dir,
         "source": provenance_json(hook.source),
@@ -223,6 +245,15 @@ def hook_json(hook: Hook) -> dict[str, Any]:
     if hook.args is not None:
         out["args"] = dict(hook.args)
     return out
+
+
+@attrs.frozen
+class SkippedFile:
+    """A project file discovery found and did not apply: why, and the command that trusts it."""
+
+    file: str
+    reason: str
+    trust_command: str
 
 
 @attrs.frozen
@@ -249,6 +280,14 @@ class Config:
     script_sandbox: Profile = DEFAULT_RUN_SANDBOX
     #: The config files applied, farthest first.
     files: tuple[str, ...] = ()
+    #: The project files applied (trusted), by path: the SHA-256 of the bytes applied. A
+    #: service that layers its files again for a request applies them only while unchanged.
+    pinned: Mapping[str, str] = attrs.field(factory=dict)
+    #: Project files found by discovery and not applied (not trusted, or changed since).
+    skipped: tuple[SkippedFile, ...] = ()
+    #: What loading had to say: each skipped file, each ceiling a nearer file tried to raise.
+    #: Every command that loads the config says them (stderr; a run's `warning` frames).
+    warnings: tuple[str, ...] = ()
 
     def find(self, name: str) -> Hook | None:
         return next((h for h in self.hooks if h.name == name), None)

@@ -102,6 +102,8 @@ async def execute(
     hooks = PhaseHooks(config, spawner, bus, journal=run.journal, run_id=req.run_id, asker=asker)
     run.journal.append(blank(StartFrame, argv=info.argv, cwd=req.cwd, sandbox=profile.value))
     bus.publish(EventKind.RUN_STARTED, {"argv": list(info.argv)}, run_id=req.run_id)
+    for warning in config.warnings:  # a project file skipped, a ceiling a file tried to raise
+        run.journal.append(blank(WarningFrame, message=warning))
     state.ctx = attrs.evolve(state.ctx, warned=_warn_unavailable(run, config, spawner, profile))
     with run.cancel_scope:
         await _body(run, state, hooks, profile)

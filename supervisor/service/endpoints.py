@@ -14,6 +14,7 @@ from functools import partial
 from pathlib import Path
 from typing import Final
 
+import attrs
 import trio
 
 from ..config.loading import load_config
@@ -141,15 +142,20 @@ class Endpoints:
             per_call_hooks=request.hooks,
             script=request.script_lines,
             discover=False,
+            pinned=config.pinned,
         )
         try:
-            return await trio.to_thread.run_sync(load)
+            layered = await trio.to_thread.run_sync(load)
         except ConfigError as exc:
             raise WireError(
                 Close.BAD_REQUEST,
                 f"the per-call hooks or script are invalid: {exc.problems[0]}",
                 [str(p) for p in exc.problems],
             ) from None
+        # What the server's own discovery said (files skipped as not trusted) stays said.
+        warnings = tuple(dict.fromkeys((*config.warnings, *layered.warnings)))
+        skipped = tuple(dict.fromkeys((*config.skipped, *layered.skipped)))
+        return attrs.evolve(layered, warnings=warnings, skipped=skipped)
 
 
 def _within(path: str, root: str) -> bool:

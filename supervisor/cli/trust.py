@@ -1,0 +1,160 @@
+"""`trust [FILE…]`, `trust --list` and `untrust FILE…`: which project config files apply.
+
+A project file (`.mcpx-hooks.toml` / `.json` found in the directory chain) is applied only
+once its place and SHA-256 are in the trust state (`config/truststore.py`). `trust` with no
+FILE trusts the project files of the working directory's chain (discovery's, even with
+`MCPX_HOOKS_NO_DISCOVERY` set: trusting is not applying). Exit codes: 0 done; 1 the state
+could not be written; 2 bad input (a name that is not a project file, a file that is not a
+regular file, no state directory, a state file that cannot be believed, `untrust` of a file
+not trusted).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, usage
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Mapping
+
+    from ..config.trust import TrustState
+
+
+def add_trust_arguments(t: argparse.ArgumentParser) -> None:
+    t.add_argument(
+        "files",
+        nargs="*",
+        metavar="FILE",
+        help="project config files (default: those found from / down to here)",
+    )
+    t.add_argument("--list", action="store_true", help="list the files trusted, and their state")
+    t.add_argument("--json", action="store_true", help="--list as a JSON array")
+
+
+def add_untrust_arguments(u: argparse.ArgumentParser) -> None:
+    u.add_argument("files", nargs="+", metavar="FILE", help="project config files")
+
+
+def trust(args: argparse.Namespace) -> int:
+    if args.list:
+        if args.files:
+            return usage("trust", "--list takes no FILE")
+        return _list(args.json)
+    if args.json:
+        return usage("trust", "--json goes with --list")
+    from ..config.files import LOCAL_NAMES, NO_DISCOVERY_ENV, discover
+
+    if args.files:
+        paths = [Path(f) for f in args.files]
+    else:
+        environ = {k: v for k, v in os.environ.items() if k != NO_DISCOVERY_ENV}
+        paths = [f.path for f in discover(Path.cwd(), environ) if f.project]
+        if not paths:
+            names = " or ".join(LOCAL_NAMES)
+            return usage("trust", f"no {names} from / down to {Path.cwd()}: nothing to trust")
+    return _change(paths, untrusting=False)
+
+
+def untrust(args: argparse.Namespace) -> int:
+    return _change([Path(f) for f in args.files], untrusting=True)
+
+
+def _change(paths: list[Path], *, untrusting: bool) -> int:
+    """Trusts (or untrusts) `paths` in one locked read-modify-write of the state."""
+    from ..config.loading import validate_files
+    from ..config.trust import TrustEntry, digest
+    from ..config.truststore import StateError, locked_state, save_state, state_path, trust_key
+    from ..core.frames import now_rfc3339
+
+    command = "untrust" if untrusting else "trust"
+    where = state_path(os.environ)
+    if where is None:
+        return usage(command, "no state directory: set XDG_STATE_HOME or HOME")
+    code = EXIT_OK
+    said: list[str] = []
+    try:
+        with locked_state(where) as before:
+            after = before
+            for path in paths:
+                key = trust_key(path)
+                if untrusting:
+                    if key not in after.files:
+                        why = f"{key} is not trusted (trust --list shows those that are)"
+                        code = usage(command, why)
+                    else:
+                        after = after.without(key)
+                        said.append(f"untrusted {key}")
+                    continue
+                data, why = _project_bytes(path)
+                if data is None:
+                    code = usage(command, why)
+                    continue
+                sha = digest(data)
+                old = after.files.get(key)
+                if old is not None and old.sha256 == sha:
+                    said.append(f"already trusted: {key} (sha256 {sha})")
+                    continue
+                after = after.with_file(key, TrustEntry(sha, now_rfc3339()))
+                said.append(f"trusted {key} (sha256 {sha})")
+                problems = validate_files([path])
+                said.extend(f"  note: {p} (it will not load until fixed)" for p in problems)
+            if after != before:
+                save_state(where, after)
+    except StateError as exc:
+        print(f"mcpx-hooks {command}: {exc}", file=sys.stderr)
+        return EXIT_USAGE if exc.bad_input else EXIT_FAILED
+    for line in said:
+        print(line)
+    return code
+
+
+def _project_bytes(path: Path) -> tuple[bytes | None, str]:
+    """The bytes of a project config file to pin, or None and why it cannot be trusted."""
+    from ..config.files import LOCAL_NAMES, read_bytes
+
+    if path.name not in LOCAL_NAMES:
+        return None, (
+            f"{path}: expected a project config file ({' or '.join(LOCAL_NAMES)}); other files"
+            " are not found by discovery, and a file given with --config is trusted already"
+        )
+    data, problems = read_bytes(path, str(path))
+    return data, "; ".join(str(p) for p in problems)
+
+
+def _list(as_json: bool) -> int:
+    from ..config.truststore import load_state, state_path
+
+    where = state_path(os.environ)
+    state, why = load_state(where)
+    if why is not None:
+        return usage("trust", why)
+    rows = [_row(key, state) for key in sorted(state.files)]
+    if as_json:
+        print(json.dumps(rows, indent=2))
+    elif not rows:
+        print(f"no project config files are trusted ({where or 'no state directory'})")
+    else:
+        for row in rows:
+            sha = row["sha256"][:16]
+            print(f"{row['status']:<8}  {row['file']}  sha256 {sha}…  {row['trustedAt']}")
+    return EXIT_OK
+
+
+def _row(key: str, state: TrustState) -> Mapping[str, str]:
+    """One trusted file: `ok` (its bytes are the ones trusted), `changed`, or `missing`."""
+    from ..config.files import read_bytes
+    from ..config.trust import Verdict, decide, digest
+
+    data, _ = read_bytes(Path(key), key)
+    file = state.files[key]
+    if data is None:
+        status = "missing"
+    else:
+        status = "ok" if decide(state, key, digest(data)) is Verdict.TRUSTED else "changed"
+    return {"file": key, "status": status, "sha256": file.sha256, "trustedAt": file.trusted_at}

@@ -1,0 +1,175 @@
+"""Trust of project config files: pinned by SHA-256, decided from the bytes read.
+
+Pure: no trio, no I/O (`truststore.py` finds, reads and writes the state file). A project
+file (`.mcpx-hooks.toml` / `.json` found by discovery in the directory chain) is applied only
+when the state holds its place and the SHA-256 of the very bytes that are parsed; any other
+file (`/etc/mcpx-hooks/`, the user's config directory, `--config`) is trusted by where it is.
+
+The state document, `trust.json`:
+
+    {"version": 1, "files": {"/abs/dir/.mcpx-hooks.toml": {"sha256": "<64 hex>",
+                                                          "trustedAt": "<RFC 3339>"}}}
+
+Anything else (not JSON, another version, a key missing or of the wrong type, a digest that
+is not 64 lowercase hex digits, an unknown key) is `TrustStateError`: the whole state is
+refused, and nothing in it is trusted, since a state file that was tampered with in one
+place cannot be believed in another.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+import re
+import shlex
+from collections.abc import Mapping
+from typing import Any, Final
+
+import attrs
+
+from ..core import jsontext
+
+#: `MCPX_HOOKS_TRUST=all`: trust the discovered project files for one command (a CI job whose
+#: checkout is its own). Any other non-empty value is said, and trusts nothing.
+TRUST_ENV: Final = "MCPX_HOOKS_TRUST"
+TRUST_ALL: Final = "all"
+#: The command-line flag that does the same for one command.
+TRUST_FLAG: Final = "--trust-project"
+STATE_VERSION: Final = 1
+#: A state file larger than this is refused unread (a real one holds a line per file).
+MAX_STATE_BYTES: Final = 4 * 1024 * 1024
+
+_DIGEST: Final = re.compile(r"[0-9a-f]{64}")
+_ENTRY_KEYS: Final = frozenset({"sha256", "trustedAt"})
+
+
+class TrustStateError(ValueError):
+    """The state file cannot be believed; the message says why, in words."""
+
+
+class Verdict(enum.StrEnum):
+    TRUSTED = "trusted"
+    #: Trusted once, with other bytes: it changed since.
+    CHANGED = "changed since it was trusted"
+    UNTRUSTED = "not trusted"
+
+
+@attrs.frozen
+class TrustEntry:
+    sha256: str
+    trusted_at: str
+
+
+@attrs.frozen
+class TrustState:
+    """The files trusted, by their place (`truststore.trust_key`)."""
+
+    files: Mapping[str, TrustEntry] = attrs.field(factory=dict)
+
+    def with_file(self, key: str, entry: TrustEntry) -> TrustState:
+        return TrustState({**self.files, key: entry})
+
+    def without(self, key: str) -> TrustState:
+        return TrustState({k: v for k, v in self.files.items() if k != key})
+
+
+def digest(data: bytes) -> str:
+    """The SHA-256 of `data`, as lowercase hex."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def decide(state: TrustState, key: str, sha256: str) -> Verdict:
+    entry = state.files.get(key)
+    if entry is None:
+        return Verdict.UNTRUSTED
+    return Verdict.TRUSTED if entry.sha256 == sha256 else Verdict.CHANGED
+
+
+def trust_command(file: str) -> str:
+    """The command that trusts `file`, as a person would paste it."""
+    return f"mcpx-hooks trust {shlex.quote(file)}"
+
+
+def skip_message(file: str, verdict: Verdict) -> str:
+    """What every command that would have applied `file` says instead."""
+    changed = verdict is Verdict.CHANGED
+    review = "review what changed, then" if changed else "to apply it, review it, then"
+    return (
+        f"skipped {file}: a project config file is applied only once trusted, and this one is"
+        f" {verdict.value}; {review} run: {trust_command(file)}"
+        f" (or {TRUST_ENV}={TRUST_ALL} / {TRUST_FLAG} for one command)"
+    )
+
+
+def trust_all(environ: Mapping[str, str], flag: bool) -> tuple[bool, str | None]:
+    """Whether this command trusts every project file (`--trust-project`, or
+    `MCPX_HOOKS_TRUST=all`), and a warning for a value of the variable that means nothing."""
+    value = environ.get(TRUST_ENV, "")
+    if flag or value == TRUST_ALL:
+        return True, None
+    if value:
+        return False, (
+            f"{TRUST_ENV}={value!r} means nothing: the only value is {TRUST_ALL!r};"
+            " project files are trusted one by one"
+        )
+    return False, None
+
+
+def parse_state(data: bytes) -> TrustState:
+    """The state in `data`, or `TrustStateError` naming what is wrong (see the module
+    docstring). Never raises anything else."""
+    if len(data) > MAX_STATE_BYTES:
+        raise TrustStateError(f"larger than {MAX_STATE_BYTES} bytes")
+    try:
+        doc = jsontext.loads(data)
+    except jsontext.JsonError as exc:
+        raise TrustStateError(f"invalid JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise TrustStateError(f"expected a JSON object, found {_kind(doc)}")
+    version = doc.get("version")
+    if version != STATE_VERSION or isinstance(version, bool):
+        raise TrustStateError(f"expected version {STATE_VERSION}, found {_shown(version)}")
+    if set(doc) - {"version", "files"}:
+        raise TrustStateError(f"unknown key {sorted(set(doc) - {'version', 'files'})[0]!r}")
+    files = doc.get("files", {})
+    if not isinstance(files, dict):
+        raise TrustStateError(f"/files: expected an object, found {_kind(files)}")
+    out: dict[str, TrustEntry] = {}
+    for key, entry in files.items():
+        where = f"/files/{jsontext.encode(key)[1:-1]}"
+        if not key.startswith("/"):
+            raise TrustStateError(f"{where}: expected an absolute path")
+        if not isinstance(entry, dict) or set(entry) != _ENTRY_KEYS:
+            raise TrustStateError(f"{where}: expected an object with sha256 and trustedAt")
+        sha, at = entry["sha256"], entry["trustedAt"]
+        if not isinstance(sha, str) or not _DIGEST.fullmatch(sha):
+            raise TrustStateError(f"{where}/sha256: expected 64 lowercase hex digits")
+        if not isinstance(at, str):
+            raise TrustStateError(f"{where}/trustedAt: expected a string")
+        out[key] = TrustEntry(sha, at)
+    return TrustState(out)
+
+
+def state_text(state: TrustState) -> str:
+    """The state as the file holds it: sorted, one entry per line-group, ending in a newline."""
+    doc = {
+        "version": STATE_VERSION,
+        "files": {
+            key: {"sha256": e.sha256, "trustedAt": e.trusted_at}
+            for key, e in sorted(state.files.items())
+        },
+    }
+    return json.dumps(doc, indent=2, ensure_ascii=True) + "\n"
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "an array"
+    return "a string" if isinstance(value, str) else "a number, a boolean or null"
+
+
+def _shown(value: Any) -> str:
+    return "nothing" if value is None else jsontext.encode(value)[:40]

@@ -1,0 +1,165 @@
+"""The trust state file: where it is, read without trusting it, written atomically.
+
+`$XDG_STATE_HOME/mcpx-hooks/trust.json` (an absolute `XDG_STATE_HOME`), else
+`$HOME/.local/state/mcpx-hooks/trust.json`; without either there is no state, and nothing is
+trusted. The file is 0600 in a 0700 directory; a write goes to a temporary file in the same
+directory, synced, then renamed over the old one, so a reader sees the old state or the new,
+never part of one. Writers take an exclusive lock (`trust.json.lock` beside it) around
+read-modify-write, so two `mcpx-hooks trust` at once lose neither's file.
+
+A state file that cannot be believed is never a traceback: `load_state` returns an empty
+state and the reason (not a regular file, not the user's own, writable by others, too large,
+unreadable, not the document `trust.py` describes). No trio: `loading.py` reads it on its way
+to a `Config`, and the `trust` command reads and writes it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import stat
+import tempfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Final
+
+from .trust import MAX_STATE_BYTES, TrustState, TrustStateError, parse_state, state_text
+
+STATE_FILE: Final = Path("mcpx-hooks") / "trust.json"
+
+
+class StateError(Exception):
+    """The state cannot be read or written; the message names the file and why.
+    `bad_input`: the file is there and cannot be believed (not a failure to write)."""
+
+    def __init__(self, message: str, *, bad_input: bool = True) -> None:
+        super().__init__(message)
+        self.bad_input = bad_input
+
+
+def state_path(environ: Mapping[str, str]) -> Path | None:
+    xdg, home = environ.get("XDG_STATE_HOME", ""), environ.get("HOME", "")
+    if os.path.isabs(xdg):
+        return Path(xdg) / STATE_FILE
+    if os.path.isabs(home):
+        return Path(home) / ".local" / "state" / STATE_FILE
+    return None
+
+
+def trust_key(path: str | Path) -> str:
+    """Where a project file is, as the state names it: its directory with symlinks resolved,
+    and its own name (a symlinked file is pinned by its content, at its own place, since
+    relative paths in it resolve against the directory it is found in)."""
+    absolute = os.path.abspath(path)
+    return os.path.join(os.path.realpath(os.path.dirname(absolute)), os.path.basename(absolute))
+
+
+def load_state(path: Path | None) -> tuple[TrustState, str | None]:
+    """The state, or an empty one and why the file cannot be believed (None: it is fine, or
+    there is none yet)."""
+    if path is None:
+        return TrustState(), None
+    try:
+        data = read_private(path)
+    except FileNotFoundError:
+        return TrustState(), None
+    except StateError as exc:
+        return TrustState(), f"{exc}: nothing is trusted until it is fixed or removed"
+    try:
+        return parse_state(data), None
+    except TrustStateError as exc:
+        return TrustState(), (
+            f"the trust state file {path} is not valid ({exc}): nothing is trusted until it"
+            " is fixed or removed"
+        )
+
+
+def read_private(path: Path) -> bytes:
+    """The bytes of the state file; `FileNotFoundError` when there is none, `StateError` when
+    it is not a regular file of this user's that only this user may write, or is too large.
+    A FIFO or a device is refused before a read could block."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise StateError(f"the trust state file {path} is a dangling symlink") from None
+        raise
+    except OSError as exc:
+        said = "a symlink loop" if exc.errno == errno.ELOOP else exc.strerror or str(exc)
+        raise StateError(f"the trust state file {path} cannot be read: {said}") from None
+    st = os.fstat(fd)
+    why: str | None = None
+    if not stat.S_ISREG(st.st_mode):
+        why = "is not a regular file"
+    elif st.st_uid != os.getuid():
+        why = f"belongs to uid {st.st_uid}, not to you"
+    elif st.st_mode & 0o022:
+        why = f"is writable by others (mode {stat.S_IMODE(st.st_mode):04o})"
+    if why is not None:
+        os.close(fd)
+        raise StateError(f"the trust state file {path} {why}")
+    with os.fdopen(fd, "rb") as f:
+        try:
+            data = f.read(MAX_STATE_BYTES + 1)
+        except OSError as exc:
+            raise StateError(f"the trust state file {path} cannot be read: {exc}") from None
+    if len(data) > MAX_STATE_BYTES:
+        raise StateError(f"the trust state file {path} is larger than {MAX_STATE_BYTES} bytes")
+    return data
+
+
+@contextlib.contextmanager
+def locked_state(path: Path) -> Iterator[TrustState]:
+    """The state under an exclusive lock, for a read-modify-write (`save_state` inside).
+    A file that cannot be believed is `StateError`: a command that writes never overwrites
+    what it could not read (the person decides what to do with it)."""
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        lock_fd = os.open(
+            path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600
+        )
+    except OSError as exc:
+        raise StateError(
+            f"cannot open the trust state in {path.parent}: {exc}", bad_input=False
+        ) from None
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_EX)
+        try:
+            data = read_private(path)
+        except FileNotFoundError:
+            yield TrustState()
+            return
+        try:
+            state = parse_state(data)
+        except TrustStateError as exc:
+            raise StateError(
+                f"the trust state file {path} is not valid ({exc}); move it away to start again"
+            ) from None
+        yield state
+    finally:
+        os.close(lock_fd)
+
+
+def save_state(path: Path, state: TrustState) -> None:
+    """Writes `state` to `path` atomically, 0600 (see the module docstring)."""
+    try:
+        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise StateError(
+            f"cannot write the trust state file {path}: {exc}", bad_input=False
+        ) from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            os.fchmod(f.fileno(), 0o600)
+            f.write(state_text(state))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise StateError(
+            f"cannot write the trust state file {path}: {exc}", bad_input=False
+        ) from None
