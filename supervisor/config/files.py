@@ -3,6 +3,8 @@
 Layers apply farthest first: `/etc/mcpx-hooks/config.toml`, the user's
 `$XDG_CONFIG_HOME/mcpx-hooks/config.toml`, each `.mcpx-hooks.toml` / `.mcpx-hooks.json` from `/`
 down to the working directory, then the `--config` files in order (`loading.py` layers them).
+The files of the directory chain are project files (`Found.project`): they apply only once
+trusted (`trust.py`).
 
 TOML has no `null`: in a TOML file, a list item that is exactly the table `{inherit = true}`
 (or a `[[hooks]]` entry holding only `inherit = true`) stands for `null`.
