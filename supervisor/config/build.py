@@ -34,6 +34,7 @@ from ..core.hooks import (
     SandboxPaths,
 )
 from ..core.limits import Limits
+from ..core.passenv import PASS_ENV_KEY, SECRETS_KEY
 from ..core.points import Phase
 from . import layering
 from .schemaparts import HOOK_ACTIONS, SCRIPT_PHASES
@@ -124,6 +125,8 @@ def resolve(layers: Sequence[Layer]) -> tuple[Config, list[Problem]]:
         limits=limits,
         sandbox_paths=paths,
         script_sandbox=Profile(merged.get("script", {}).get("sandbox", DEFAULT_RUN_SANDBOX.value)),
+        script_pass_env=tuple(merged.get("script", {}).get(PASS_ENV_KEY, ())),
+        script_secrets=tuple(merged.get("script", {}).get(SECRETS_KEY, ())),
         files=tuple(layer.path for layer in layers if layer.path is not None),
     )
     return config, problems
@@ -145,6 +148,8 @@ def _build_hook(decl: Decl, name: str, defaults: Defaults) -> Hook:
         source=decl.source,
         failure=Failure(obj.get("failure", Failure.OPEN.value)),
         env=dict(obj.get("env", {})),
+        pass_env=tuple(obj.get(PASS_ENV_KEY, ())),
+        secrets=tuple(obj.get(SECRETS_KEY, ())),
         enabled=bool(obj.get("enabled", True)),
         when=dict(obj.get("when", {})),
         cwd=None if cwd is None else os.path.normpath(os.path.join(decl.declaring_dir, cwd)),

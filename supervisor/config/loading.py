@@ -23,10 +23,11 @@ import attrs
 from ..core import jsontext
 from ..core.errors import ConfigError, Problem
 from ..core.hooks import Config, Provenance, SourceKind
+from ..core.passenv import reference_problem
 from ..core.points import PHASES, POINTS, Phase
 from .build import Decl, Layer, resolve
 from .files import ETC_DIR, discover_files, read_file, resolve_sandbox_paths
-from .problems import describe, pointer_key
+from .problems import describe, pointer, pointer_key
 from .problems import problems as schema_problems
 from .schemas import hook_validator, validator
 
@@ -176,7 +177,8 @@ def validate_files(paths: Sequence[str | Path]) -> list[Problem]:
 
 
 def _hook_rules(obj: Mapping[str, Any], file: str, ptr: str, kind: SourceKind) -> list[Problem]:
-    """The rules a schema cannot say well: a phase the point lacks, `prefix` hooks."""
+    """The rules a schema cannot say well: a phase the point lacks, `prefix` hooks, an
+    `env` value that looks like `${NAME}`."""
     problems: list[Problem] = []
     on, phase = obj.get("on"), obj.get("phase")
     known = isinstance(phase, str) and phase in {p.value for p in Phase}
@@ -200,6 +202,11 @@ def _hook_rules(obj: Mapping[str, Any], file: str, ptr: str, kind: SourceKind) -
                     f'expected a phase of the point "{on}" ({", ".join(phases)}), found "{phase}"',
                 )
             )
+    env = obj.get("env")
+    for name, value in env.items() if isinstance(env, Mapping) else ():
+        why = reference_problem(value) if isinstance(value, str) else None
+        if why is not None:
+            problems.append(Problem(file, ptr + pointer(["env", name]), why))
     if kind is SourceKind.PER_CALL and on != "script":
         problems.append(
             Problem(
