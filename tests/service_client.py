@@ -63,8 +63,11 @@ class Server:
         return self.stderr.read_text()
 
 
-def start_server(cwd: Path, *args: str, auth: bool = True) -> Server:
-    """`serve --port 0` in `cwd`; returns once it printed that it listens (no sleeps)."""
+def start_server(
+    cwd: Path, *args: str, auth: bool = True, env: Mapping[str, str] | None = None
+) -> Server:
+    """`serve --port 0` in `cwd` (with `env` added to its environment); returns once it
+    printed that it listens (no sleeps)."""
     token_file = cwd / "token"
     access = ["--token-file", str(token_file)] if auth else ["--no-auth"]
     stderr = cwd / f"serve-{len(list(cwd.glob('serve-*.log')))}.log"
@@ -72,7 +75,7 @@ def start_server(cwd: Path, *args: str, auth: bool = True) -> Server:
         proc = subprocess.Popen(
             [*CLI, "serve", "--port", "0", *access, *args],
             cwd=cwd,
-            env=ENV,
+            env={**ENV, **(env or {})},
             stdout=subprocess.PIPE,
             stderr=err,
             text=True,

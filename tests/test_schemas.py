@@ -83,6 +83,8 @@ def test_config_enums_come_from_the_tables() -> None:
         "onError",
         "suffix",
         "sandbox",
+        "passEnv",
+        "secrets",
     ]
     assert config["properties"]["script"]["properties"]["sandbox"]["$ref"] == "#/$defs/sandbox"
     assert list(config["properties"]["sandbox"]["properties"]) == ["read", "write"]

@@ -53,10 +53,15 @@ def test_every_field_maps_onto_the_request() -> None:
                 "autonomy": "advise",
                 "cancelOnDisconnect": True,
                 "sandbox": "strict",
+                "passEnv": ["CI", "GITHUB_*"],
+                "secrets": ["TOKEN"],
+                "callerEnv": {"CI": "1", "TOKEN": "t0ken"},
             }
         )
     )
     assert request.script == Script(argv=("echo", "x"))
+    assert (request.pass_env, request.secrets) == (("CI", "GITHUB_*"), ("TOKEN",))
+    assert request.caller_env == {"CI": "1", "TOKEN": "t0ken"}
     assert request.sandbox is Profile.STRICT
     assert request.stdin == b"in"
     assert request.input == (None,)  # `null` is an input, absent is none
@@ -65,7 +70,8 @@ def test_every_field_maps_onto_the_request() -> None:
     assert request.per_call
     assert set(EXEC_FIELDS) == {
         "argv", "python", "file", "stdin", "input", "env", "cwd", "timeoutMs",
-        "hooks", "script", "autonomy", "cancelOnDisconnect", "sandbox",
+        "hooks", "script", "autonomy", "cancelOnDisconnect", "sandbox", "passEnv",
+        "secrets", "callerEnv",
     }  # fmt: skip
     code = parse_exec('{"python": "print(1)"}')
     assert code.script == Script(python_code="print(1)") and code.input is None

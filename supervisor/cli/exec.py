@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -66,6 +67,31 @@ def add_arguments(x: argparse.ArgumentParser) -> None:
         choices=[p.value for p in Profile],
         help="the script's sandbox profile, never its hooks' (default: [script] sandbox,"
         f" else {DEFAULT_RUN_SANDBOX.value})",
+    )
+    x.add_argument(
+        "--env",
+        dest="env",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="a variable for the script, a literal value (repeatable)",
+    )
+    x.add_argument(
+        "--pass-env",
+        dest="pass_env",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="copy variables (a name or a glob) from this environment to the script (repeatable)",
+    )
+    x.add_argument(
+        "--secret",
+        dest="secrets",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="copy a variable to the script as a secret: its value is redacted as"
+        " [secret NAME] in every frame and event; unset, the run fails (repeatable)",
     )
     x.add_argument("--timeout", type=float, metavar="S", help="the script's timeout, seconds")
     x.add_argument("--input", metavar="JSON", help="the run's input, a JSON value")
@@ -210,6 +236,29 @@ def _script_lines(args: argparse.Namespace) -> dict[str, list[str | None]]:
     }
 
 
+def _env(args: argparse.Namespace) -> dict[str, str]:
+    """`--env K=V`, each a literal value; `--pass-env`/`--secret` names checked too."""
+    from ..core.passenv import reference_problem
+    from ..core.spawntext import env_problems
+
+    env: dict[str, str] = {}
+    problems: list[str] = []
+    for item in args.env:
+        name, eq, value = item.partition("=")
+        if not eq or not name:
+            problems.append(f"--env: expected NAME=VALUE, found {item!r}")
+            continue
+        env[name] = value
+        if (why := reference_problem(value, flags=True)) is not None:
+            problems.append(f"--env {name}: {why}")
+    problems += env_problems(env, "--env")
+    names = dict.fromkeys([*args.pass_env, *args.secrets], "")
+    problems += env_problems(names, "--pass-env/--secret")
+    if problems:
+        raise Usage("; ".join(problems))
+    return env
+
+
 def _stdin_bytes(args: argparse.Namespace) -> bytes:
     if args.stdin == "-":
         return sys.stdin.buffer.read()
@@ -228,11 +277,17 @@ def _request(args: argparse.Namespace) -> tuple[Config, RunRequest]:
     argv = _argv(args)
     script_lines = _script_lines(args)
     config = load(args, args.hooks, script_lines or None)
+    env = _env(args)
     stdin = _stdin_bytes(args)
     request = RunRequest(
         script=Script(tuple(argv) or None, args.python, args.code),
         cwd=str(Path.cwd()),
         stdin=stdin,
+        env=env,
+        pass_env=tuple(args.pass_env),
+        secrets=tuple(args.secrets),
+        # In process, the caller's environment is this one.
+        caller_env=os.environ,
         input=(json_flag("--input", args.input),) if args.input is not None else None,
         timeout_ms=_timeout_ms(args) or DEFAULT_SCRIPT_TIMEOUT_MS,
         autonomy=Effect.parse(args.autonomy) if args.autonomy else None,
@@ -240,6 +295,34 @@ def _request(args: argparse.Namespace) -> tuple[Config, RunRequest]:
         sources={Phase(k): tuple(v) for k, v in config.script.items()},
     )
     return config, request
+
+
+def _remote_env(args: argparse.Namespace, hooks: list[Any]) -> dict[str, Any]:
+    """The run's `env`, `passEnv` and `secrets`, and `callerEnv`: this environment's values
+    for the names the run and its per-call hooks pass, and none other of it."""
+    from ..core.passenv import PASS_ENV_KEY, SECRETS_KEY, wanted
+
+    fields: dict[str, Any] = {}
+    if env := _env(args):
+        fields["env"] = env
+    if args.pass_env:
+        fields["passEnv"] = list(args.pass_env)
+    if args.secrets:
+        fields["secrets"] = list(args.secrets)
+    globs = [*args.pass_env, *_listed(hooks, PASS_ENV_KEY)]
+    names = [*args.secrets, *_listed(hooks, SECRETS_KEY)]
+    if caller := wanted(globs, names, os.environ):
+        fields["callerEnv"] = caller
+    return fields
+
+
+def _listed(hooks: list[Any], key: str) -> list[str]:
+    """The strings of each hook's list `key` (what the server validates, taken as given)."""
+    found: list[str] = []
+    for hook in hooks:
+        listed = hook.get(key) if isinstance(hook, dict) else None
+        found += [x for x in listed if isinstance(x, str)] if isinstance(listed, list) else []
+    return found
 
 
 def remote_request(args: argparse.Namespace) -> dict[str, Any]:
@@ -265,6 +348,7 @@ def remote_request(args: argparse.Namespace) -> dict[str, Any]:
         request["hooks"] = hooks
     if lines := _script_lines(args):
         request["script"] = lines
+    request.update(_remote_env(args, hooks))
     stdin = _stdin_bytes(args)
     if stdin:
         try:

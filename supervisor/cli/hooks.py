@@ -109,12 +109,16 @@ def skipped_json(skipped: SkippedFile) -> dict[str, str]:
 def hook_test(args: argparse.Namespace) -> int:
     """`hook test`: runs the hook once, as a run would at `--phase`, against the generated
     input (`mock_context`); 0 when its status is `ok`, else 1."""
+    import os
+
     import attrs
     import trio
 
     from ..core.convert import to_json
     from ..core.frames import HookStatus
     from ..core.points import Phase
+    from ..core.redact import Redactor
+    from ..run.hookcontext import hook_secrets
     from .view import hook_frame_lines
 
     try:
@@ -130,10 +134,12 @@ def hook_test(args: argparse.Namespace) -> int:
     phase = Phase(args.phase)
     hook = attrs.evolve(hook, phase=phase)
     frame = trio.run(_run_one, hook, mock_context(config, phase, event))
+    # The hook's own secrets are redacted here as a run's journal would.
+    wire = Redactor(hook_secrets((hook,), None, os.environ)).fields(to_json(frame))
     if args.json:
-        print(json.dumps(to_json(frame)))
+        print(json.dumps(wire))
     else:
-        print("\n".join(hook_frame_lines(to_json(frame))))
+        print("\n".join(hook_frame_lines(wire)))
     return EXIT_OK if frame.status is HookStatus.OK else EXIT_FAILED
 
 

@@ -35,6 +35,7 @@ from ..core.hooks import (
     SandboxPaths,
 )
 from ..core.limits import Limits
+from ..core.passenv import PASS_ENV_KEY, SECRETS_KEY
 from ..core.points import Phase
 from .policy import merge_layers
 from .schemaparts import HOOK_ACTIONS, SCRIPT_PHASES
@@ -129,6 +130,8 @@ def resolve(layers: Sequence[Layer]) -> tuple[Config, list[Problem]]:
         limits=limits,
         sandbox_paths=paths,
         script_sandbox=Profile(merged.get("script", {}).get("sandbox", DEFAULT_RUN_SANDBOX.value)),
+        script_pass_env=tuple(merged.get("script", {}).get(PASS_ENV_KEY, ())),
+        script_secrets=tuple(merged.get("script", {}).get(SECRETS_KEY, ())),
         files=tuple(layer.path for layer in layers if layer.path is not None),
         warnings=tuple(policy.warnings),
     )
@@ -151,6 +154,8 @@ def _build_hook(decl: Decl, name: str, defaults: Defaults) -> Hook:
         source=decl.source,
         failure=Failure(obj.get("failure", Failure.OPEN.value)),
         env=dict(obj.get("env", {})),
+        pass_env=tuple(obj.get(PASS_ENV_KEY, ())),
+        secrets=tuple(obj.get(SECRETS_KEY, ())),
         enabled=bool(obj.get("enabled", True)),
         locked=bool(obj.get("locked", False)),
         when=dict(obj.get("when", {})),

@@ -22,6 +22,7 @@ from ..core.hooks import (
     Profile,
 )
 from ..core.limits import DEFAULT_LIMITS, LIMIT_DOCS, LIMIT_KEYS
+from ..core.passenv import MIN_SECRET_CHARS, PASS_ENV_KEY, SECRETS_KEY
 from ..core.points import POINTS, Phase
 from ..core.spawntext import ENV_NAME_PATTERN, TEXT_PATTERN
 from .schemaparts import (
@@ -58,6 +59,27 @@ def _shown(setting: HookSetting) -> str:
     return f"`{written}`" if isinstance(written, str) else str(written)
 
 
+def _pass_keys(who: str) -> dict[str, Any]:
+    """`passEnv` and `secrets`, on a hook or under `[script]`."""
+    name = {"type": "string", "pattern": ENV_NAME_PATTERN}
+    return {
+        PASS_ENV_KEY: {
+            "type": "array",
+            "items": {**name, "description": "A variable name or a glob (`GITHUB_*`)."},
+            "description": f"Variables {who} copies, unchanged, from the environment it is"
+            " given (the supervisor's; for a run or a per-call hook, the caller's).",
+        },
+        SECRETS_KEY: {
+            "type": "array",
+            "items": {**name, "description": "A variable name (no glob)."},
+            "description": f"Variables {who} copies the same way, as secrets: their values"
+            " are redacted as `[secret NAME]` wherever the supervisor writes or sends text,"
+            " and one that is not set (or has fewer than"
+            f" {MIN_SECRET_CHARS} characters) fails {who} instead of running without it.",
+        },
+    }
+
+
 def _hook_def() -> dict[str, Any]:
     points = list(POINTS)
     hook = table(
@@ -90,9 +112,13 @@ def _hook_def() -> dict[str, Any]:
             "env": {
                 "type": "object",
                 "propertyNames": {"pattern": ENV_NAME_PATTERN},
-                "additionalProperties": text("The variable's value, a literal string."),
+                "additionalProperties": text(
+                    "The variable's value, a literal string: `${NAME}` is refused (write"
+                    " `passEnv` or `secrets`)."
+                ),
                 "description": "Variables added to the hook's scrubbed environment.",
             },
+            **_pass_keys("the hook"),
             "enabled": {"type": "boolean", "description": "false: listed, never run."},
             "locked": {
                 "type": "boolean",
@@ -232,9 +258,10 @@ def build_config_schema() -> dict[str, Any]:
                         "description": "The runs' sandbox profile when a run names none"
                         f" (default `{DEFAULT_RUN_SANDBOX.value}`).",
                     },
+                    **_pass_keys("every run"),
                 },
-                "Inline source phases of the script point (action `source`), and the runs'"
-                " sandbox profile.",
+                "Inline source phases of the script point (action `source`), the runs'"
+                " sandbox profile, and what runs take from their caller's environment.",
             ),
             "hooks": {
                 "type": "array",

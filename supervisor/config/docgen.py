@@ -35,15 +35,19 @@ def render_environment() -> str:
         _HEADER + "# A hook's environment\n\n"
         "The environment is scrubbed, not inherited. A `run` or `module` hook gets "
         f"{base} (copied from the supervisor when it has them, else a fixed default), `HOME` "
-        "and `TMPDIR` (both its scratch directory), its declared `env`, and the variables "
-        "below; nothing else from the supervisor.\n\n"
+        "and `TMPDIR` (both its scratch directory), the variables its `passEnv` and "
+        "`secrets` name (copied from the supervisor's environment; a per-call hook's from the "
+        "caller's), its declared `env` (literal values), and the variables below; nothing else "
+        "from the supervisor ([security-secrets.md](security-secrets.md)).\n\n"
         + _table(
             ("variable", "value", "given to"),
             ((f"`{v.name}`", v.value, v.when.value) for v in VARIABLES),
         )
         + "\n## A script's variables\n\n"
         "A script gets the same scrubbed environment (its scratch directory as `HOME` and "
-        "`TMPDIR`), the request's `env`, and:\n\n"
+        "`TMPDIR`), what `[script] passEnv`/`secrets` and the run's own (`exec --pass-env`, "
+        "`--secret`) copy from the caller's environment, the run's `env` (`exec --env K=V`), "
+        "and:\n\n"
         + _table(("variable", "value"), ((f"`{v.name}`", v.value) for v in SCRIPT_VARIABLES))
     )
 

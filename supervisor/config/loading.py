@@ -23,11 +23,12 @@ import attrs
 from ..core import jsontext
 from ..core.errors import ConfigError, Problem
 from ..core.hooks import Config, Provenance, SkippedFile, SourceKind
+from ..core.passenv import reference_problem
 from ..core.points import PHASES, POINTS, Phase
 from . import files
 from .build import Decl, Layer, resolve
 from .files import ETC_DIR
-from .problems import describe, pointer_key
+from .problems import describe, pointer, pointer_key
 from .problems import problems as schema_problems
 from .schemas import hook_validator, validator
 from .trust import TrustState, Verdict, decide, digest, skip_message, trust_all, trust_command
@@ -276,7 +277,8 @@ def validate_files(paths: Sequence[str | Path]) -> list[Problem]:
 
 
 def _hook_rules(obj: Mapping[str, Any], file: str, ptr: str, kind: SourceKind) -> list[Problem]:
-    """The rules a schema cannot say well: a phase the point lacks, `prefix` hooks."""
+    """The rules a schema cannot say well: a phase the point lacks, `prefix` hooks, an
+    `env` value that looks like `${NAME}`."""
     problems: list[Problem] = []
     on, phase = obj.get("on"), obj.get("phase")
     known = isinstance(phase, str) and phase in {p.value for p in Phase}
@@ -309,6 +311,11 @@ def _hook_rules(obj: Mapping[str, Any], file: str, ptr: str, kind: SourceKind) -
                 " keep it, and may not redefine that name",
             )
         )
+    env = obj.get("env")
+    for name, value in env.items() if isinstance(env, Mapping) else ():
+        why = reference_problem(value) if isinstance(value, str) else None
+        if why is not None:
+            problems.append(Problem(file, ptr + pointer(["env", name]), why))
     if kind is SourceKind.PER_CALL and on != "script":
         problems.append(
             Problem(

@@ -2,7 +2,8 @@
 
 Points and phases (`points`), effects and their clamp (`effects`), hooks as they are in force
 (`hooks`), frames and their order (`frames`), hook answers (`answers`), bus events
-(`events`), the hook variables (`hookenv`), resource limits as data (`limits`), a run's
+(`events`), the hook variables (`hookenv`), variables passed by name (`passenv`) and
+secrets' redaction (`redact`), resource limits as data (`limits`), a run's
 script (`scripts`), the JSON policy (`jsontext`), what `execve` can take (`spawntext`), the
 one converter to JSON (`convert`), the exception tree (`errors`).
 
@@ -96,7 +97,18 @@ __all__, __getattr__, __dir__ = exports(
         ),
         "jsontext": ("JsonError", "dumps", "is_unicode", "loads", "wire_safe"),
         "limits": ("DEFAULT_LIMITS", "LIMIT_DOCS", "LIMIT_KEYS", "Limits", "MB"),
+        "passenv": (
+            "MIN_SECRET_CHARS",
+            "NOTHING_PASSED",
+            "PASS_ENV_KEY",
+            "SECRETS_KEY",
+            "Passed",
+            "pass_environment",
+            "reference_problem",
+            "wanted",
+        ),
         "points": ("PHASES", "POINTS", "Phase", "PointInfo"),
+        "redact": ("NO_SECRETS", "Redactor"),
         "scripts": ("Script",),
         "spawntext": (
             "ENV_NAME_PATTERN",

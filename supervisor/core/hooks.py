@@ -190,6 +190,11 @@ class Hook:
     kill_grace_ms: int = DEFAULTS.kill_grace_ms
     max_output_bytes: int = DEFAULTS.max_output_bytes
     env: Mapping[str, str] = attrs.field(factory=dict)
+    #: `passEnv`: globs of variables copied from where the hook's environment comes from
+    #: (the supervisor's, or for a per-call hook the caller's); `secrets`: names copied the
+    #: same way and redacted wherever the supervisor writes (`core/passenv.py`).
+    pass_env: tuple[str, ...] = ()
+    secrets: tuple[str, ...] = ()
     enabled: bool = True
     #: `locked = true`: nearer layers can neither drop, disable nor redefine it.
     locked: bool = False
@@ -238,6 +243,10 @@ def hook_json(hook: Hook) -> dict[str, Any]:
         "dir": hook.declaring_dir,
         "source": provenance_json(hook.source),
     }
+    if hook.pass_env:
+        out["passEnv"] = list(hook.pass_env)
+    if hook.secrets:
+        out["secrets"] = list(hook.secrets)
     if hook.when:
         out["when"] = dict(hook.when)
     if hook.cwd is not None:
@@ -278,6 +287,10 @@ class Config:
     sandbox_paths: SandboxPaths = SandboxPaths()
     #: `[script] sandbox`: the runs' profile when a run does not name one.
     script_sandbox: Profile = DEFAULT_RUN_SANDBOX
+    #: `[script] passEnv` and `[script] secrets`: what every run takes from its caller's
+    #: environment, besides what the run itself asks for.
+    script_pass_env: tuple[str, ...] = ()
+    script_secrets: tuple[str, ...] = ()
     #: The config files applied, farthest first.
     files: tuple[str, ...] = ()
     #: The project files applied (trusted), by path: the SHA-256 of the bytes applied. A

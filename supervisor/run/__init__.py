@@ -11,7 +11,7 @@ __all__, __getattr__, __dir__ = exports(
     __name__,
     {
         "bus": ("Bus", "Subscription"),
-        "hookcontext": ("HookContext", "RunInfo", "new_run_id"),
+        "hookcontext": ("HookContext", "RunInfo", "hook_secrets", "new_run_id"),
         "hookrun": ("HookReport", "run_hook"),
         "journal": ("Follower", "Journals", "RunJournal", "UnknownRun"),
         "observe": ("serve_observers",),

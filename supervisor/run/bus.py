@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import collections
 import contextlib
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
 import trio
 
 from ..core.events import Event, EventKind, Gap, kind_matches
 from ..core.frames import now_rfc3339
+from ..core.redact import NO_SECRETS, Redactor
 
 DEFAULT_HISTORY: Final = 1024
 DEFAULT_BUFFER: Final = 256
@@ -118,9 +119,18 @@ class Subscription:
 class Bus:
     """Numbers and fans out events. Not thread-safe: publish from the Trio thread."""
 
-    def __init__(self, history: int = DEFAULT_HISTORY, buffer: int = DEFAULT_BUFFER) -> None:
+    def __init__(
+        self,
+        history: int = DEFAULT_HISTORY,
+        buffer: int = DEFAULT_BUFFER,
+        redactor: Redactor = NO_SECRETS,
+    ) -> None:
         if history < 1 or buffer < 1:
             raise ValueError("history and buffer must be at least 1")
+        #: The supervisor's own secrets (its hooks'): redacted in every event.
+        self.redactor = redactor
+        #: A running run's secrets, by run id: redacted in the events of that run too.
+        self._runs: dict[str, Redactor] = {}
         self._history: collections.deque[Event] = collections.deque(maxlen=history)
         self._buffer = buffer
         self._next_seq = 0
@@ -147,13 +157,15 @@ class Bus:
         """Publishes one event now; never blocks, never waits for a subscriber.
 
         `kind` must be a declared `EventKind` (ValueError otherwise). `data` is copied one
-        level deep and must be JSON-compatible.
+        level deep and must be JSON-compatible; every secret in it (the supervisor's, and
+        the run's while it is `redacting`) is replaced by `[secret NAME]`.
         """
+        redactor = self._runs.get(run_id, self.redactor) if run_id else self.redactor
         event = Event(
             self._next_seq,
             EventKind(kind).value,
             now_rfc3339(),
-            dict(data),
+            redactor.value(dict(data)),
             run_id,
             caused_by_observer,
         )
@@ -163,6 +175,23 @@ class Bus:
             if sub._wants(event) and not sub._offer(event):
                 self.dropped += 1
         return event
+
+    @contextlib.contextmanager
+    def redacting(self, run_id: str, redactor: Redactor) -> Iterator[Redactor]:
+        """While the block runs, the events of `run_id` are redacted with `redactor` as
+        well as the supervisor's; yields the two together."""
+        both = self.redactor | redactor
+        self._runs[run_id] = both
+        try:
+            yield both
+        finally:
+            del self._runs[run_id]
+
+    def redact_text(self, text: str) -> str:
+        """`text` without any secret the bus knows now (for log lines)."""
+        for redactor in (self.redactor, *self._runs.values()):
+            text = redactor.text(text)
+        return text
 
     @contextlib.asynccontextmanager
     async def subscribe(

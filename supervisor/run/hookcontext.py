@@ -10,7 +10,7 @@ import functools
 import secrets
 import site
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -18,8 +18,10 @@ import attrs
 from ..core.convert import to_json
 from ..core.effects import Effect
 from ..core.hookenv import PROTOCOL, HookFacts, base_environment, hook_variables
-from ..core.hooks import Action, Hook
+from ..core.hooks import Action, Hook, SourceKind
+from ..core.passenv import NOTHING_PASSED, Passed, pass_environment
 from ..core.points import Phase
+from ..core.redact import NO_SECRETS, Redactor
 from ..process.launch import RUNNER_FLAGS
 from ..process.runnerside import runner_path
 from ..process.spawnspec import ModuleCall
@@ -53,6 +55,11 @@ class HookContext:
     #: Profiles the run has already said, in a `warning`, cannot be enforced here: a hook
     #: that needs one fails with a line pointing there instead of the whole message again.
     warned: frozenset[str] = frozenset()
+    #: The caller's environment given with the run, where its per-call hooks' `passEnv` and
+    #: `secrets` are looked up; None where there is no caller (observe hooks, `hook test`).
+    caller_env: Mapping[str, str] | None = None
+    #: The run's redaction: the hook input a hook is given is what a client would see.
+    redactor: Redactor = NO_SECRETS
 
     def point(self, hook: Hook) -> str:
         """What the hook is told it is `on`: the point, or for observe the event's kind."""
@@ -100,15 +107,53 @@ def hook_input(hook: Hook, effect: Effect, ctx: HookContext) -> dict[str, Any]:
         payload["error"] = dict(ctx.error)
     if ctx.event is not None:
         payload["event"] = dict(ctx.event)
-    return payload
+    redacted: dict[str, Any] = ctx.redactor.value(payload)
+    return redacted
+
+
+def source_environment(
+    hook: Hook, caller_env: Mapping[str, str] | None, supervisor_env: Mapping[str, str]
+) -> Mapping[str, str]:
+    """Where a hook's `passEnv` and `secrets` are looked up: the caller's environment for a
+    per-call hook (a request's, or `exec`'s own for a local run), the supervisor's for the
+    hooks its config declares."""
+    if hook.source.kind is SourceKind.PER_CALL and caller_env is not None:
+        return caller_env
+    return supervisor_env
+
+
+def hook_passed(hook: Hook, ctx: HookContext, supervisor_env: Mapping[str, str]) -> Passed:
+    """What the hook's `passEnv` and `secrets` find (`problem`: why it must not run)."""
+    source = source_environment(hook, ctx.caller_env, supervisor_env)
+    return pass_environment(hook.pass_env, hook.secrets, source)
+
+
+def hook_secrets(
+    hooks: Iterable[Hook], caller_env: Mapping[str, str] | None, supervisor_env: Mapping[str, str]
+) -> dict[str, str]:
+    """The secret values the hooks would be given: what their run's redaction hides."""
+    found: dict[str, str] = {}
+    for hook in hooks:
+        if hook.secrets:
+            source = source_environment(hook, caller_env, supervisor_env)
+            found.update(pass_environment((), hook.secrets, source).secrets)
+    return found
 
 
 def hook_environment(
-    hook: Hook, effect: Effect, ctx: HookContext, scratch: str, parent: Mapping[str, str]
+    hook: Hook,
+    effect: Effect,
+    ctx: HookContext,
+    scratch: str,
+    parent: Mapping[str, str],
+    *,
+    passed: Passed = NOTHING_PASSED,
 ) -> dict[str, str]:
-    """The scrubbed environment: base, the hook's `env`, then the `MCPX_HOOK_*` table's
-    variables (which of them a hook gets is the table's `when`)."""
+    """The scrubbed environment: base, what `passEnv` and `secrets` passed, the hook's `env`,
+    then the `MCPX_HOOK_*` table's variables (which of them a hook gets is the table's
+    `when`)."""
     env = base_environment(parent, scratch)
+    env.update(passed.values)
     env.update(hook.env)
     event = ctx.event  # given to observe hooks only: the table's `when` says so
     facts = HookFacts(

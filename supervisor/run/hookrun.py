@@ -26,7 +26,14 @@ from ..process.child import Outcome
 from ..process.scratch import scratch_dir
 from ..process.spawner import Spawner
 from ..process.spawnspec import ChildSpec
-from .hookcontext import HookContext, hook_argv, hook_environment, hook_input, hook_module
+from .hookcontext import (
+    HookContext,
+    hook_argv,
+    hook_environment,
+    hook_input,
+    hook_module,
+    hook_passed,
+)
 from .output import InvalidOutput, read_output
 
 #: How much of a `run`-effect command's stdout is kept on the hook frame.
@@ -56,6 +63,9 @@ async def run_hook(spawner: Spawner, hook: Hook, ctx: HookContext) -> HookReport
     if hook.action is Action.SOURCE:
         return frame.skipped("source hooks run inside the Python launcher, not as a process")
     started = time.perf_counter()
+    passed = hook_passed(hook, ctx, os.environ)
+    if passed.problem is not None:  # never run without a secret it was declared with
+        return frame.failed(HookStatus.FAILED, passed.problem, started)
     with scratch_dir("hook-") as scratch:
         try:
             rlimits, plan = sandbox.plan(
@@ -68,7 +78,7 @@ async def run_hook(spawner: Spawner, hook: Hook, ctx: HookContext) -> HookReport
                 paths=hook.paths,
                 limits=hook.limits,
             )
-            env = hook_environment(hook, clamped.effect, ctx, scratch, os.environ)
+            env = hook_environment(hook, clamped.effect, ctx, scratch, os.environ, passed=passed)
             argv = hook_argv(hook)
             sandbox.check_program(
                 argv[0], cwd=hook.workdir, env=env, plan=plan, profile=hook.sandbox

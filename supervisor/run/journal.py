@@ -4,6 +4,8 @@ A run appends frames; readers follow it at their own pace from the frames retain
 reader never slows the run and never loses a frame. Each frame is encoded once, when it is
 appended (under `jsontext`'s policy: whatever a script or hook produced, the frame can be
 sent), and kept as that line of UTF-8 JSON: what the journal holds is what goes on the wire.
+Every frame is redacted as it is stamped (`redactor`, the run's secrets as `[secret NAME]`),
+so no frame type can reach a reader, the bus or a file with a secret in it.
 
 Memory is bounded twice, counting what a frame really costs (its line plus `FRAME_OVERHEAD`):
 - per run, `run_bytes`: past it, the run's output frames (`stdout`, `stderr`, `log`, `emit`)
@@ -28,6 +30,7 @@ from ..core.convert import to_json
 from ..core.frames import Frame, FrameType, WarningFrame, blank, stamp
 from ..core.hooks import DEFAULT_RETAIN_BYTES, DEFAULT_RUN_BYTES
 from ..core.jsontext import dumps, wire_safe
+from ..core.redact import NO_SECRETS
 
 #: Bytes a retained frame costs besides its line: the `bytes` object's header (33), its slot
 #: in the list (8), its end offset (8), and the allocator's rounding (measured: 2,000,000
@@ -67,6 +70,9 @@ class RunJournal:
         #: The run's `result` or `error` frame, once there is one.
         self.outcome: dict[str, Any] | None = None
         self.finished = False
+        #: The run's redaction, applied to every frame as it is stamped (set by the run
+        #: before its first frame).
+        self.redactor = NO_SECRETS
         self._grew = trio.Event()
 
     def __len__(self) -> int:
@@ -108,7 +114,11 @@ class RunJournal:
     def _stamp(self, frame: Frame) -> tuple[dict[str, Any], bytes]:
         if self.finished:
             raise RuntimeError(f"run {self.run_id} has ended; no frame may follow end")
-        return _encoded(to_json(stamp(frame, self.run_id, len(self.lines))))
+        wire, line, walk = _encoded(to_json(stamp(frame, self.run_id, len(self.lines))))
+        search = self.redactor.line_search
+        if search is not None and (walk or search(line)):
+            wire, line, _ = _encoded(self.redactor.fields(wire))
+        return wire, line
 
     def _keep(self, item: tuple[bytes, int, FrameType, dict[str, Any]]) -> None:
         line, cost, kind, wire = item
@@ -148,18 +158,21 @@ class RunJournal:
         return Follower(self, start)
 
 
-def _encoded(wire: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
-    """The frame and its line. Where the encoding policy had to change the frame (a lone
-    surrogate, a huge integer), the frame kept and returned is the changed one: what readers
-    of the journal and of the bus see is what is sent."""
+def _encoded(wire: dict[str, Any]) -> tuple[dict[str, Any], bytes, bool]:
+    """The frame, its line, and whether the encoding policy had to change the frame (a lone
+    surrogate, a huge integer): then the frame kept and returned is the changed one (what
+    readers of the journal and of the bus see is what is sent), and its line is not
+    orjson's, so redaction walks it rather than search it."""
+    changed = False
     try:
         line = orjson.dumps(wire)
     except orjson.JSONEncodeError:
         wire = wire_safe(wire)
         line = dumps(wire)
+        changed = True
     # orjson's bytes keep the 4 KiB buffer they were written into: a frame kept as it came
     # would cost 4 KiB, whatever its size. A copy is exact.
-    return wire, bytes(memoryview(line))
+    return wire, bytes(memoryview(line)), changed
 
 
 class Follower:

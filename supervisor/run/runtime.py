@@ -8,6 +8,7 @@ one-shot `exec` still runs), then everything is cancelled and every process reap
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import AsyncIterator
 from typing import Final
 
@@ -16,8 +17,10 @@ import trio
 
 from ..core.events import EventKind
 from ..core.hooks import Config
+from ..core.redact import Redactor
 from ..process.spawner import Spawner, open_spawner
 from .bus import Bus
+from .hookcontext import hook_secrets
 from .journal import Journals
 from .observe import ObserverStats, serve_observers
 from .phases import Asker, nobody_answers
@@ -50,7 +53,8 @@ class Runtime:
 @contextlib.asynccontextmanager
 async def open_runtime(config: Config) -> AsyncIterator[Runtime]:
     async with open_spawner() as spawner, trio.open_nursery() as nursery:
-        bus = Bus()
+        # The supervisor's own hooks' secrets, redacted in every event it publishes.
+        bus = Bus(redactor=Redactor(hook_secrets(config.hooks, None, os.environ)))
         stats = await nursery.start(_serve_observers, bus, spawner, config)
         journals = Journals(
             config.runs_retain,

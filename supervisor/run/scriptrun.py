@@ -32,14 +32,16 @@ from ..core.frames import (
     now_rfc3339,
 )
 from ..core.hooks import PROCESS_ACTIONS, Config, Profile
+from ..core.passenv import Passed, pass_environment
 from ..core.points import Phase
+from ..core.redact import Redactor
 from ..core.scripts import Script
 from ..process import sandbox
 from ..process.scratch import scratch_dir
 from ..process.spawner import Spawner
 from ..process.spawnspec import ChildSpec
 from .bus import Bus
-from .hookcontext import HookContext, RunInfo, new_run_id
+from .hookcontext import HookContext, RunInfo, hook_secrets, new_run_id
 from .journal import RunJournal
 from .phases import Asker, PhaseHooks, RunState, nobody_answers
 from .script import ScriptOutcome, artifact_frames, run_script, script_argv, script_environment
@@ -59,6 +61,13 @@ class RunRequest:
     #: `(value,)` when the request has an input (so `null` is a value).
     input: tuple[Any] | None = None
     env: Mapping[str, str] = attrs.field(factory=dict)
+    #: Globs and names the run copies from `caller_env` (besides `[script] passEnv` and
+    #: `secrets`); the secrets are redacted in every frame and event of the run.
+    pass_env: tuple[str, ...] = ()
+    secrets: tuple[str, ...] = ()
+    #: The caller's environment, as far as it was given: `exec`'s own, or the values a
+    #: request sent. The run's and its per-call hooks' `passEnv` and `secrets` read it.
+    caller_env: Mapping[str, str] = attrs.field(factory=dict)
     timeout_ms: int = DEFAULT_SCRIPT_TIMEOUT_MS
     #: The caller's `hooks.autonomy`; it can only lower the config's.
     autonomy: Effect | None = None
@@ -93,12 +102,59 @@ async def execute(
     """Runs `run.request` to its `end` frame; see the module docstring for the guarantees."""
     req = run.request
     started = time.perf_counter()
-    profile = req.sandbox or config.script_sandbox
     caller = min(req.autonomy, config.autonomy_hooks) if req.autonomy else config.autonomy_hooks
-    info = RunInfo(req.run_id, req.script.shown_argv, req.cwd, now_rfc3339())
-    state = RunState(
-        HookContext(info, caller, config.autonomy_max, input=req.input, cwd_granted=req.cwd_granted)
+    passed = run_passed(req, config)
+    secrets = {**hook_secrets(config.hooks, req.caller_env, os.environ), **passed.secrets}
+    with bus.redacting(req.run_id, Redactor(secrets)) as redactor:
+        # Before the first frame: every frame and event of the run is redacted.
+        run.journal.redactor = redactor
+        info = RunInfo(req.run_id, req.script.shown_argv, req.cwd, now_rfc3339())
+        ctx = HookContext(
+            info,
+            caller,
+            config.autonomy_max,
+            input=req.input,
+            cwd_granted=req.cwd_granted,
+            caller_env=req.caller_env,
+            redactor=redactor,
+        )
+        await _execute(
+            run,
+            RunState(ctx),
+            config=config,
+            spawner=spawner,
+            bus=bus,
+            asker=asker,
+            passed=passed,
+            started=started,
+        )
+
+
+def run_passed(req: RunRequest, config: Config) -> Passed:
+    """What the run takes from its caller's environment: `[script] passEnv` and `secrets`,
+    then the request's own."""
+    return pass_environment(
+        config.script_pass_env + req.pass_env,
+        config.script_secrets + req.secrets,
+        req.caller_env,
     )
+
+
+async def _execute(
+    run: Run,
+    state: RunState,
+    *,
+    config: Config,
+    spawner: Spawner,
+    bus: Bus,
+    asker: Asker,
+    passed: Passed,
+    started: float,
+) -> None:
+    req = run.request
+    profile = req.sandbox or config.script_sandbox
+    info = state.ctx.run
+    assert info is not None
     hooks = PhaseHooks(config, spawner, bus, journal=run.journal, run_id=req.run_id, asker=asker)
     run.journal.append(blank(StartFrame, argv=info.argv, cwd=req.cwd, sandbox=profile.value))
     bus.publish(EventKind.RUN_STARTED, {"argv": list(info.argv)}, run_id=req.run_id)
@@ -106,7 +162,7 @@ async def execute(
         run.journal.append(blank(WarningFrame, message=warning))
     state.ctx = attrs.evolve(state.ctx, warned=_warn_unavailable(run, config, spawner, profile))
     with run.cancel_scope:
-        await _body(run, state, hooks, profile)
+        await _body(run, state, hooks, profile, passed)
     if run.cancel_scope.cancelled_caught:
         state.value, state.message = None, "cancelled"
     with trio.CancelScope(shield=True):
@@ -128,10 +184,14 @@ async def execute(
         )
 
 
-async def _body(run: Run, state: RunState, hooks: PhaseHooks, profile: Profile) -> None:
+async def _body(
+    run: Run, state: RunState, hooks: PhaseHooks, profile: Profile, passed: Passed
+) -> None:
     await hooks.phase(Phase.BEFORE, state)
-    if state.refused_by is None:
-        await _run_script(run, state, hooks.spawner, profile, hooks.config)
+    if state.refused_by is None and passed.problem is not None:
+        state.message = passed.problem  # never runs without a secret it was declared with
+    elif state.refused_by is None:
+        await _run_script(run, state, hooks.spawner, profile, hooks.config, passed=passed)
     landing = Phase.ON_SUCCESS if state.value is not None else Phase.ON_ERROR
     if state.value is not None:
         state.ctx = attrs.evolve(state.ctx, result={"value": state.value[0]})
@@ -141,7 +201,7 @@ async def _body(run: Run, state: RunState, hooks: PhaseHooks, profile: Profile) 
 
 
 async def _run_script(
-    run: Run, state: RunState, spawner: Spawner, profile: Profile, config: Config
+    run: Run, state: RunState, spawner: Spawner, profile: Profile, config: Config, *, passed: Passed
 ) -> None:
     req = run.request
     with scratch_dir("run-") as scratch:
@@ -169,7 +229,7 @@ async def _run_script(
             spec = ChildSpec(
                 script_argv(req.script, plan_path),
                 req.cwd,
-                script_environment(scratch, artifacts, req.env, input_path),
+                script_environment(scratch, artifacts, {**passed.values, **req.env}, input_path),
                 rlimits,
                 confinement,
             )

@@ -37,25 +37,20 @@ from ..core.frames import EndFrame, ErrorFrame, blank
 from ..core.hooks import Config
 from ..process.signals import serve_stop_signals
 from ..run.journal import RunJournal
-from ..run.runtime import Runtime, open_runtime
+from ..run.runtime import Runtime
 from ..run.scriptrun import Run, execute
 from . import routes
 from .access import Refusal, check_access, normal_origin, own_origins
 from .connection import CLOSE_S, ConnectionClosed, ServerConnection
 from .endpoints import SHUTTING_DOWN, Endpoints
+from .logredact import open_logged_runtime
 from .options import Limits, Listening, ServiceOptions
 from .protocol import Request
 from .streams import Streams, Wake
 from .targets import Endpoint, Target, parse_target, query_token
 from .wire import Close, WireError, encode
 
-__all__ = [
-    "Limits",
-    "Listening",
-    "Service",
-    "ServiceOptions",
-    "run_service",
-]
+__all__ = ["Limits", "Listening", "Service", "ServiceOptions", "run_service"]
 
 logger = logging.getLogger("mcpx_hooks.server")
 
@@ -374,7 +369,7 @@ async def run_service(
     """`serve`: the runtime and the service until SIGINT or SIGTERM. The first signal shuts
     down in two phases (see `Service`); a second one stops at once. `ready` is called once
     the socket is listening, and only then."""
-    async with open_runtime(config) as runtime:
+    async with open_logged_runtime(config) as runtime:
         service = Service(runtime, options)
         async with trio.open_nursery() as nursery:
 

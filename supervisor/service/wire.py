@@ -18,6 +18,7 @@ from ..core import jsontext
 from ..core.convert import KEEP
 from ..core.effects import Effect
 from ..core.hooks import Config, Profile
+from ..core.passenv import reference_problem
 from ..core.points import Phase
 from ..core.scripts import Script
 from ..core.spawntext import env_problems, text_problem
@@ -123,6 +124,10 @@ class ExecRequest:
     stdin: bytes = b""
     input: tuple[Any] | None = None
     env: Mapping[str, str] = attrs.field(factory=dict)
+    pass_env: tuple[str, ...] = ()
+    secrets: tuple[str, ...] = ()
+    #: The caller's environment values for the names the run and its per-call hooks pass.
+    caller_env: Mapping[str, str] = attrs.field(factory=dict)
     timeout_ms: int | None = None
     hooks: tuple[Mapping[str, Any], ...] = ()
     script_lines: Mapping[str, Sequence[str | None]] | None = None
@@ -169,6 +174,30 @@ def _is_env(value: Any) -> bool:
     )
 
 
+def _is_names(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and all(isinstance(x, str) for x in value)
+        and not env_problems(dict.fromkeys(value, ""), "names")
+    )
+
+
+def _env_problems(obj: Mapping[str, Any]) -> list[str]:
+    """An `env` value that looks like `${NAME}`: said with what to send instead. Only
+    names are quoted, never a value (a caller's value may be a secret)."""
+    env = obj.get("env")
+    if not isinstance(env, dict):
+        return []
+    found = []
+    for name, value in env.items():
+        if isinstance(value, str) and reference_problem(value) is not None:
+            found.append(
+                f"env.{name}: values are literal strings, never expanded; to pass a variable,"
+                " name it in passEnv or secrets and send its value in callerEnv"
+            )
+    return found
+
+
 #: Every field of an exec request: what it must be, in words, and the check. Text that
 #: reaches a process (argv, env, cwd, code, stdin) holds no NUL and no lone surrogate.
 EXEC_FIELDS: Final[dict[str, tuple[str, Callable[[Any], bool]]]] = {
@@ -183,6 +212,19 @@ EXEC_FIELDS: Final[dict[str, tuple[str, Callable[[Any], bool]]]] = {
     "env": (
         "an object of strings, names without '=', NUL or lone surrogates, values without "
         "NUL or lone surrogates",
+        _is_env,
+    ),
+    "passEnv": (
+        "an array of variable names or globs the run copies from callerEnv",
+        _is_names,
+    ),
+    "secrets": (
+        "an array of variable names the run copies from callerEnv, as secrets",
+        _is_names,
+    ),
+    "callerEnv": (
+        "an object of strings: the caller's values for the names the run and its per-call"
+        " hooks pass (passEnv, secrets)",
         _is_env,
     ),
     "cwd": ("an absolute path", lambda v: _is_text(v) and os.path.isabs(v)),
@@ -249,6 +291,7 @@ def parse_exec(text: str | bytes) -> ExecRequest:
         for key, (want, ok) in EXEC_FIELDS.items()
         if key in obj and not ok(obj[key])
     ]
+    problems += _env_problems(obj)
     given = [key for key in _WHAT if key in obj]
     if len(given) != 1:
         found = ", ".join(given) if given else "none"
@@ -266,6 +309,9 @@ def parse_exec(text: str | bytes) -> ExecRequest:
         stdin=obj.get("stdin", "").encode(),
         input=(obj["input"],) if "input" in obj else None,
         env=dict(obj.get("env", {})),
+        pass_env=tuple(obj.get("passEnv", ())),
+        secrets=tuple(obj.get("secrets", ())),
+        caller_env=dict(obj.get("callerEnv", {})),
         timeout_ms=obj.get("timeoutMs"),
         hooks=tuple(obj.get("hooks", ())),
         script_lines=obj.get("script"),

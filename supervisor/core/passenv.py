@@ -1,0 +1,111 @@
+"""Variables passed by name: `passEnv` globs and `secrets` names, looked up in the
+environment they come from, and the rule that an `env` value is literal.
+
+Pure: no trio, no I/O. Where a hook's or a run's variables come from is the caller's choice
+(`run/`): the supervisor's environment for hooks its config declares, the caller's for a
+run and its per-call hooks. What is found here is what the hook or run gets; the secrets
+among it are what the run's redaction hides (`redact.py`).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Iterable, Mapping
+from typing import Final
+
+import attrs
+
+#: The fewest characters a secret's value may have: a shorter one would be rewritten
+#: wherever those few characters happen to stand (every "abc" in every frame), so it is
+#: refused instead, like an unset one.
+MIN_SECRET_CHARS: Final = 4
+
+#: The config keys (on a hook, under `[script]`) and the exec request's fields.
+PASS_ENV_KEY: Final = "passEnv"
+SECRETS_KEY: Final = "secrets"
+
+#: What looks like a variable reference in an `env` value: it is never expanded.
+_REFERENCE: Final = re.compile(r"\$\{([^}\s]*)\}")
+
+
+def secret_unset(name: str) -> str:
+    """Why a hook or run with an unset secret did not run."""
+    return f"secret {name} is not set"
+
+
+def secret_too_short(name: str, length: int) -> str:
+    return (
+        f"secret {name} is too short to redact ({length} characters; a secret has at least"
+        f" {MIN_SECRET_CHARS})"
+    )
+
+
+def reference_problem(value: str, *, flags: bool = False) -> str | None:
+    """Why an `env` value that looks like `${NAME}` is refused, with what to write instead
+    (`flags`: as `exec` options rather than config keys); None for a literal value."""
+    found = _REFERENCE.search(value)
+    if found is None:
+        return None
+    name = found.group(1) or "NAME"
+    if flags:
+        instead = f"--pass-env {name} (or --secret {name} for a secret)"
+    else:
+        instead = f'{PASS_ENV_KEY} = ["{name}"] (or {SECRETS_KEY} = ["{name}"] for a secret)'
+    return (
+        f"env values are literal strings and {found.group(0)} is never expanded; to pass the"
+        f" variable, write {instead}"
+    )
+
+
+@attrs.frozen
+class Passed:
+    """What `passEnv` and `secrets` found: every variable passed (secrets too), the secrets
+    among them, and why the hook or run must not run (`problem`), if it must not."""
+
+    values: Mapping[str, str] = attrs.field(factory=dict)
+    secrets: Mapping[str, str] = attrs.field(factory=dict)
+    problem: str | None = None
+
+
+NOTHING_PASSED: Final = Passed()
+
+
+def pass_environment(
+    globs: Iterable[str], secret_names: Iterable[str], source: Mapping[str, str]
+) -> Passed:
+    """The variables of `source` that `globs` match (case-sensitive `fnmatch`) and that
+    `secret_names` name exactly. A secret that `source` lacks, or whose value is shorter
+    than `MIN_SECRET_CHARS`, is the `problem` (the first one, in declared order)."""
+    globs, names = tuple(globs), tuple(secret_names)
+    if not globs and not names:
+        return NOTHING_PASSED
+    values = {
+        name: source[name]
+        for name in sorted(source)
+        if any(fnmatch.fnmatchcase(name, glob) for glob in globs)
+    }
+    secrets: dict[str, str] = {}
+    problem = None
+    for name in names:
+        value = source.get(name)
+        if value is None:
+            problem = problem or secret_unset(name)
+        elif len(value) < MIN_SECRET_CHARS:
+            problem = problem or secret_too_short(name, len(value))
+        else:
+            secrets[name] = value
+    return Passed({**values, **secrets}, secrets, problem)
+
+
+def wanted(
+    globs: Iterable[str], secret_names: Iterable[str], source: Mapping[str, str]
+) -> dict[str, str]:
+    """The part of `source` that `globs` and `secret_names` would take: what a remote caller
+    sends of its environment (and nothing else of it)."""
+    globs, names = tuple(globs), frozenset(secret_names)
+    return {
+        name: value
+        for name, value in source.items()
+        if name in names or any(fnmatch.fnmatchcase(name, glob) for glob in globs)
+    }

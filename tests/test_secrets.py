@@ -1,0 +1,304 @@
+"""Secrets as a user passes them: real `mcpx-hooks exec` and `serve` processes, a hook and a
+script that print the secret they were given everywhere they can (stdout, stderr, advice, an
+applied value, a log line, the script's argv), and every byte of what the supervisor wrote
+or sent searched for it: `exec --json` output, `/v1/exec`, `/v1/runs/{id}` replays,
+`/v1/events`, the server's log."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from service_client import arun, open_ws, start_server
+from websockets.exceptions import ConnectionClosed
+
+CLI = [sys.executable, "-m", "mcpx_hooks.supervisor"]
+PY = sys.executable
+HOOK_TOKEN = "hook-secret-Zq81xW"
+RUN_TOKEN = "run-secret-Kp27vB"
+CALL_TOKEN = "call-secret-Jm93tC"
+SECRETS = (HOOK_TOKEN, RUN_TOKEN, CALL_TOKEN)
+
+
+def digest(value: str) -> str:
+    """What a process prints to show it had the secret, without printing it."""
+    return hashlib.sha256(value.encode()).hexdigest()
+
+
+#: A script that prints its secret everywhere: stdout, stderr, a log line, its result.
+SCRIPT = """
+import hashlib, json, os, sys
+t = os.environ["RUN_TOKEN"]
+assert sys.argv[1] == t and os.environ["PLAIN"] == "literal"
+print("digest", hashlib.sha256(t.encode()).hexdigest())
+print("stdout", t)
+print("stderr", t, file=sys.stderr)
+fd = int(os.environ["MCPX_FRAMES_FD"])
+os.write(fd, (json.dumps({"type": "log", "level": "info", "message": t}) + "\\n").encode())
+os.write(fd, (json.dumps({"type": "result", "value": {"token": t}}) + "\\n").encode())
+"""
+
+
+#: `exec`'s flags for the script: its secret, a literal variable, and the secret in argv.
+RUN_ARGS = (
+    *("--secret", "RUN_TOKEN", "--env", "PLAIN=literal", "--sandbox", "none"),
+    *("--", PY, "-c", SCRIPT, RUN_TOKEN),
+)
+
+
+def hook_code(var: str, answer: str) -> str:
+    """A hook that prints its secret on stderr and answers `answer` (a JSON text with `T`
+    standing for the secret and `D` for its digest)."""
+    return (
+        f"import hashlib, json, os, sys; sys.stdin.read(); t = os.environ[{var!r}];"
+        " print('stderr', t, file=sys.stderr);"
+        " d = hashlib.sha256(t.encode()).hexdigest();"
+        f" print({answer!r}.replace('T', t).replace('D', d))"
+    )
+
+
+CONFIG = f"""
+[defaults]
+sandbox = "none"
+
+[service]
+sandboxes = ["none"]
+
+[[hooks]]
+name = "leaky"
+on = "script"
+phase = "before"
+run = [{json.dumps(PY)}, "-c", {json.dumps(hook_code("HOOK_TOKEN", '{"advise": "saw T D"}'))}]
+secrets = ["HOOK_TOKEN"]
+
+[[hooks]]
+name = "replace"
+on = "script"
+phase = "onSuccess"
+effect = "apply"
+run = [{json.dumps(PY)}, "-c", {json.dumps(hook_code("HOOK_TOKEN", '{"apply": {"value": "T"}}'))}]
+secrets = ["HOOK_TOKEN"]
+
+[[hooks]]
+name = "watcher"
+on = "run.finished"
+phase = "observe"
+run = [{json.dumps(PY)}, "-c", {json.dumps(hook_code("HOOK_TOKEN", "{}") + "; sys.exit(1)")}]
+secrets = ["HOOK_TOKEN"]
+"""
+
+CALL_HOOK = {
+    "on": "script",
+    "phase": "suffix",
+    "run": [PY, "-c", hook_code("CALL_TOKEN", '{"advise": "call saw T D"}')],
+    "secrets": ["CALL_TOKEN"],
+    "sandbox": "none",
+}
+
+
+def env(**extra: str) -> dict[str, str]:
+    return {**os.environ, "MCPX_HOOKS_NO_DISCOVERY": "1", **extra}
+
+
+def assert_clean(where: str, data: str | bytes) -> None:
+    text = data.decode(errors="replace") if isinstance(data, bytes) else data
+    for secret in SECRETS:
+        assert secret not in text, f"{secret} in {where}"
+
+
+def check_run(frames: list[dict[str, Any]], *, call: bool = False) -> None:
+    """The run went as it would with the secrets, and says where each was."""
+    start = frames[0]
+    assert start["type"] == "start" and start["argv"][-1] == "[secret RUN_TOKEN]"
+    texts = [f.get("text") for f in frames if f["type"] in ("stdout", "stderr")]
+    assert f"digest {digest(RUN_TOKEN)}" in texts
+    assert "stdout [secret RUN_TOKEN]" in texts and "stderr [secret RUN_TOKEN]" in texts
+    logs = [f["message"] for f in frames if f["type"] == "log"]
+    assert logs == ["[secret RUN_TOKEN]"]
+    hooks = {f["name"]: f for f in frames if f["type"] == "hook"}
+    assert hooks["leaky"]["status"] == "ok", hooks["leaky"]
+    assert hooks["leaky"]["advice"] == [f"saw [secret HOOK_TOKEN] {digest(HOOK_TOKEN)}"]
+    assert hooks["leaky"]["stderrTail"] == "stderr [secret HOOK_TOKEN]\n"
+    assert hooks["replace"]["original"] == {"token": "[secret RUN_TOKEN]"}
+    assert hooks["replace"]["value"] == "[secret HOOK_TOKEN]"
+    result = next(f for f in frames if f["type"] == "result")
+    assert result["value"] == "[secret HOOK_TOKEN]"
+    if call:
+        suffix = next(f for f in frames if f["type"] == "hook" and f["phase"] == "suffix")
+        assert suffix["advice"] == [f"call saw [secret CALL_TOKEN] {digest(CALL_TOKEN)}"]
+
+
+def test_exec_json_output_holds_no_secret(tmp_path: Path) -> None:
+    (tmp_path / "c.toml").write_text(CONFIG)
+    done = subprocess.run(
+        [*CLI, "exec", "--config", "c.toml", "--json", *RUN_ARGS],
+        cwd=tmp_path,
+        env=env(HOOK_TOKEN=HOOK_TOKEN, RUN_TOKEN=RUN_TOKEN),
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert_clean("exec stdout", done.stdout)
+    assert_clean("exec stderr", done.stderr)
+    assert done.returncode == 0, done.stderr
+    check_run([json.loads(line) for line in done.stdout.splitlines()])
+    # the readable view too (and the observe hook's failure it reports on stderr)
+    view = subprocess.run(
+        [*CLI, "exec", "--config", "c.toml", *RUN_ARGS],
+        cwd=tmp_path,
+        env=env(HOOK_TOKEN=HOOK_TOKEN, RUN_TOKEN=RUN_TOKEN),
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert view.returncode == 0, view.stderr
+    assert_clean("exec view", view.stdout + view.stderr)
+    assert b"[secret RUN_TOKEN]" in view.stdout
+
+
+async def _raw(ws: Any) -> str:
+    """Every message of a socket to its close, as text."""
+    out = []
+    try:
+        while True:
+            out.append(await ws.recv())
+    except ConnectionClosed:
+        return "\n".join(out)
+
+
+async def _service(srv: Any) -> tuple[str, str, str]:
+    request = {
+        "argv": [PY, "-c", SCRIPT, RUN_TOKEN],
+        "env": {"PLAIN": "literal"},
+        "secrets": ["RUN_TOKEN"],
+        "callerEnv": {"RUN_TOKEN": RUN_TOKEN, "CALL_TOKEN": CALL_TOKEN},
+        "sandbox": "none",
+        "hooks": [CALL_HOOK],
+    }
+    async with open_ws(srv, "/v1/exec") as ws:
+        await ws.send(json.dumps(request))
+        streamed = await _raw(ws)
+    run_id = json.loads(streamed.split("\n")[0])["runId"]
+    async with open_ws(srv, f"/v1/runs/{run_id}?from=0") as ws:
+        replayed = await _raw(ws)
+    events: list[str] = []
+    async with open_ws(srv, "/v1/events?since=0") as ws:
+        # until the observe hook on this run's `run.finished` has been reported
+        while not any(
+            e["kind"] == "hook.finished" and e["data"].get("name") == "watcher"
+            for m in events
+            for e in map(json.loads, m.split("\n"))
+        ):
+            events.append(await ws.recv())
+    return streamed, replayed, "\n".join(events)
+
+
+def test_the_service_streams_replays_events_and_log_hold_no_secret(tmp_path: Path) -> None:
+    (tmp_path / "c.toml").write_text(CONFIG)
+    srv = start_server(
+        tmp_path,
+        "--config",
+        "c.toml",
+        env={"HOOK_TOKEN": HOOK_TOKEN, "MCPX_HOOKS_DEBUG": "1"},  # every log line
+    )
+    try:
+        streamed, replayed, events = arun(_service(srv), timeout=120)
+        hook = ("--hook", json.dumps(CALL_HOOK), *RUN_ARGS)
+        remote = subprocess.run(
+            [*CLI, "exec", "--remote", srv.url, "--token-file", "token", "--json", *hook],
+            cwd=tmp_path,
+            env=env(RUN_TOKEN=RUN_TOKEN, CALL_TOKEN=CALL_TOKEN),
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        srv.stop()
+    for where, data in (("/v1/exec", streamed), ("/v1/runs", replayed), ("/v1/events", events)):
+        assert_clean(where, data)
+    assert_clean("exec --remote", remote.stdout + remote.stderr)
+    assert_clean("the server's log", srv.log())
+    frames = [json.loads(line) for line in streamed.split("\n")]
+    check_run(frames, call=True)
+    assert replayed == streamed
+    assert remote.returncode == 0, remote.stderr
+    check_run([json.loads(line) for line in remote.stdout.splitlines()], call=True)
+    parsed = [json.loads(line) for line in events.split("\n")]
+    started = next(e for e in parsed if e["kind"] == "run.started")
+    assert started["data"]["argv"][-1] == "[secret RUN_TOKEN]"
+    watcher = next((e for e in parsed if e["kind"] == "hook.failed"), None)
+    assert watcher is not None, [e for e in parsed if e["kind"].startswith("hook")]
+    assert watcher["data"]["stderrTail"] == "stderr [secret HOOK_TOKEN]\n"
+
+
+def _exec(tmp_path: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, "exec", "--json", "--sandbox", "none", *args],
+        cwd=tmp_path,
+        env=env(**extra),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_an_unset_secret_fails_its_hook_or_run_and_never_runs_without_it(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    hook = {
+        "on": "script",
+        "phase": "before",
+        "run": [PY, "-c", f"open({str(marker)!r}, 'w')"],
+        "secrets": ["UNSET_ONE"],
+        "sandbox": "none",
+    }
+    done = _exec(tmp_path, "--hook", json.dumps(hook), "--", "true")
+    frames = [json.loads(line) for line in done.stdout.splitlines()]
+    (frame,) = (f for f in frames if f["type"] == "hook")
+    assert (frame["status"], frame["reason"]) == ("failed", "secret UNSET_ONE is not set")
+    assert not marker.exists() and done.returncode == 0  # fail-open: the run carried on
+    closed = {**hook, "effect": "ask", "failure": "closed"}
+    done = _exec(tmp_path, "--hook", json.dumps(closed), "--", "true")
+    frames = [json.loads(line) for line in done.stdout.splitlines()]
+    (error,) = (f for f in frames if f["type"] == "error")
+    assert "secret UNSET_ONE is not set" in error["message"] and error["refusedBy"]
+    assert done.returncode != 0 and not marker.exists()
+    script = f"open({str(marker)!r}, 'w'); print('ran')"
+    done = _exec(tmp_path, "--secret", "UNSET_TWO", "--", PY, "-c", script)
+    frames = [json.loads(line) for line in done.stdout.splitlines()]
+    (error,) = (f for f in frames if f["type"] == "error")
+    assert error["message"] == "secret UNSET_TWO is not set"
+    assert [f for f in frames if f["type"] == "stdout"] == [] and not marker.exists()
+    assert done.returncode == 1
+    done = _exec(tmp_path, "--secret", "SHORT", "--", "true", SHORT="abc")
+    assert "secret SHORT is too short to redact" in done.stdout and "abc" not in done.stdout
+
+
+def test_an_env_reference_is_refused_with_what_to_write(tmp_path: Path) -> None:
+    done = _exec(tmp_path, "--env", "TOKEN=${GITHUB_TOKEN}", "--", "true")
+    assert done.returncode == 2 and done.stdout == ""
+    assert "--pass-env GITHUB_TOKEN" in done.stderr and "--secret GITHUB_TOKEN" in done.stderr
+    (tmp_path / "c.toml").write_text(
+        '[[hooks]]\non = "script"\nphase = "before"\nrun = ["true"]\n'
+        'env = { GITHUB_TOKEN = "${GITHUB_TOKEN}" }\n'
+    )
+    done = subprocess.run(
+        [*CLI, "validate", "c.toml"], cwd=tmp_path, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 2
+    assert "c.toml:/hooks/0/env/GITHUB_TOKEN:" in done.stdout + done.stderr
+    assert 'passEnv = ["GITHUB_TOKEN"]' in done.stdout + done.stderr
+
+
+def test_pass_env_copies_globs_from_the_callers_environment(tmp_path: Path) -> None:
+    script = "import os; e = os.environ; print(e.get('CI_A'), e.get('CI_B'), 'HOME_X' in e)"
+    done = _exec(
+        tmp_path, "--pass-env", "CI_*", "--", PY, "-c", script, CI_A="1", CI_B="2", HOME_X="3"
+    )
+    texts = [json.loads(line).get("text") for line in done.stdout.splitlines()]
+    assert "1 2 False" in texts, done.stdout
