@@ -67,6 +67,7 @@ class PidNsSpawner:
         os.chdir("/")  # keep no directory busy
         self.armed = False
         self._arm(quietly=True)
+        warm.ready_spawner()
         #: Waiting forks for module requests (`warm.py`), by kind; and the kinds asked for.
         self.waiting: dict[str, warm.WaitingFork] = {}
         self.warm_kinds: set[str] = set()

@@ -121,6 +121,16 @@ class WaitingFork:
         self.sock.close()
 
 
+def ready_spawner() -> None:
+    """Makes once, in the spawner, what every waiting fork would otherwise make for itself:
+    the interpreter's AST node types, which the first `compile` in a process creates (about
+    120 classes, 650 objects the collector tracks, ~1 ms). The spawner imports its own
+    modules from bytecode and so compiles nothing (unless that bytecode is stale); a fork
+    compiles at once (the rehearsal's source, then a hook's), and those 650 allocations
+    started collections in it too: back-to-back requests waited for both."""
+    compile("", _REHEARSAL, "exec", dont_inherit=True)
+
+
 def fork_waiting(kind: str, empty_net: int | None) -> WaitingFork:
     """Forks a waiting fork of `kind`; the caller has armed this thread for a PID namespace."""
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -134,6 +144,11 @@ def fork_waiting(kind: str, empty_net: int | None) -> WaitingFork:
 def _waiting_child(sock: socket.socket, kind: str, empty_net: int | None) -> None:
     """The fork: set up, wait, take one request, run the hook; never returns."""
     code = 127
+    # Everything here is the spawner's and lives as long as this fork: out of the collector's
+    # reach at once, and its count from zero. A collection walks every young object, writing
+    # to each (so copying the pages they share with the spawner), and it comes when the count
+    # the fork inherited reaches the threshold, wherever the spawner's own happened to be.
+    gc.freeze()
     try:
         os.setsid()
         keep = sorted({sock.fileno(), *([empty_net] if empty_net is not None else [])})
@@ -275,8 +290,7 @@ def _ready_interpreter() -> None:
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     _rehearse()
-    # What the spawner made lives as long as this fork: keep the collector off it (a
-    # collection would write to every object it holds, copying most of the heap).
+    # And what this fork made since, for the hook's run likewise (see `_waiting_child`).
     gc.freeze()
 
 
