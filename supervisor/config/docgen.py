@@ -38,7 +38,7 @@ def render_environment() -> str:
         "and `TMPDIR` (both its scratch directory), the variables its `passEnv` and "
         "`secrets` name (copied from the supervisor's environment; a per-call hook's from the "
         "caller's), its declared `env` (literal values), and the variables below; nothing else "
-        "from the supervisor ([security-secrets.md](security-secrets.md)).\n\n"
+        "from the supervisor ([security.md](security.md#secrets)).\n\n"
         + _table(
             ("variable", "value", "given to"),
             ((f"`{v.name}`", v.value, v.when.value) for v in VARIABLES),
