@@ -238,6 +238,16 @@ def _made() -> tuple[int | None, str]:
     return None, refusal(msg.decode(errors="replace") or "the probe said nothing")
 
 
+def probe() -> str | None:
+    """Why user namespaces cannot be had by this process (`refusal`), or None where they can:
+    the probe of step 1 alone (a fork), for a process that is single-threaded."""
+    fd, why = _made()
+    if fd is None:
+        return why
+    os.close(fd)
+    return None
+
+
 def enter(parent: int, keep: tuple[int, ...]) -> str | None:
     """Steps 1 to 3 of the module docstring. Returns None in S, the spawner to serve (in pidns
     mode); returns why not in P where user namespaces cannot be had (P is then as it was,
