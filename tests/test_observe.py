@@ -112,10 +112,11 @@ def test_observes_matches_kind_prefix_and_when(tmp_path: Path) -> None:
     kinds = observer(tmp_path, "run", when={"kinds": ["hook", "run.finished"]})
     assert observes(kinds, event("run.finished"))
     assert not observes(kinds, event("run.started"))
-    tool = observer(tmp_path, "hook", when={"tool": "fs.read", "server": "s1"})
-    assert observes(tool, event("hook.failed", {"tool": "fs.read", "server": "s1"}))
-    assert not observes(tool, event("hook.failed", {"tool": "fs.write", "server": "s1"}))
-    assert not observes(tool, event("hook.failed", {"tool": "fs.read"}))  # no `server` key
+    of_runs = observer(tmp_path, "run", when={"runArgv": ["pytest", "make test*"]})
+    assert observes(of_runs, event("run.finished"), ("/usr/bin/pytest", "-q"))  # basename
+    assert observes(of_runs, event("run.finished"), ("make", "test", "-j4"))  # command line
+    assert not observes(of_runs, event("run.finished"), ("make", "lint"))
+    assert not observes(of_runs, event("run.finished"), None)  # of no run it knows
     assert not observes(on_run, event("run.finished", by_observer=True))
     assert not observes(observer(tmp_path, "run", enabled=False), event("run.finished"))
     assert not observes(observer(tmp_path, "run", phase=Phase.SUFFIX), event("run.finished"))
@@ -194,6 +195,24 @@ async def test_when_kinds_filters(spawner: Spawner, tmp_path: Path) -> None:
         nursery.cancel_scope.cancel()
     assert [e.data["trigger"]["seq"] for e in got] == [1, 3]
     assert [r["env"]["MCPX_HOOK_EVENT_SEQ"] for r in seen(tmp_path)] == ["1", "3"]
+
+
+async def test_when_run_argv_follows_the_runs_command_line(
+    spawner: Spawner, tmp_path: Path
+) -> None:
+    bus = Bus()
+    hook = observer(tmp_path, "run.finished", when={"runArgv": ["pytest*"]})
+    async with trio.open_nursery() as nursery, bus.subscribe(kinds=["hook.finished"]) as results:
+        await start(nursery, bus, spawner, [hook])
+        bus.publish(EventKind.RUN_STARTED, {"argv": ["make", "test"]}, run_id="r1")
+        bus.publish(EventKind.RUN_STARTED, {"argv": ["pytest", "-q"]}, run_id="r2")
+        bus.publish(EventKind.RUN_FINISHED, {}, run_id="r1")
+        bus.publish(EventKind.RUN_FINISHED, {}, run_id="r3")  # its start was never seen
+        bus.publish(EventKind.RUN_FINISHED, {}, run_id="r2")
+        got = await collect(results, 1)
+        nursery.cancel_scope.cancel()
+    assert [e.run_id for e in got] == ["r2"]
+    assert [r["env"]["MCPX_HOOK_RUN_ID"] for r in seen(tmp_path)] == ["r2"]
 
 
 async def test_failing_observer_on_hook_does_not_trigger_itself(

@@ -97,6 +97,11 @@ def add_arguments(x: argparse.ArgumentParser) -> None:
     x.add_argument("--input", metavar="JSON", help="the run's input, a JSON value")
     x.add_argument("--stdin", metavar="FILE", help="the script's stdin (- for this one's)")
     x.add_argument("--remote", metavar="URL", help="run on a server (ws://…)")
+    x.add_argument(
+        "--explain",
+        action="store_true",
+        help="print which hooks would run, in order, and why each other will not; run nothing",
+    )
     add_token_file_argument(x)
     what = x.add_mutually_exclusive_group()
     what.add_argument("--python", metavar="FILE", help="a Python script")
@@ -116,6 +121,8 @@ def _kebab(name: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.explain:
+        return _explain(args)
     if args.remote:
         return _run_remote(args)
     try:
@@ -127,6 +134,18 @@ def run(args: argparse.Namespace) -> int:
 
     frames = trio.run(_run_here, config, request, args.json)
     return exit_code(frames)
+
+
+def _explain(args: argparse.Namespace) -> int:
+    from . import explain
+
+    try:
+        if args.remote:
+            raise Usage("--explain shows what a run here would fire; it takes no --remote")
+        return explain.run(args, _argv(args), _script_lines(args))
+    except Usage as exc:
+        print(f"mcpx-hooks exec: {exc}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 def exit_code(frames: Sequence[Mapping[str, Any]]) -> int:

@@ -23,7 +23,7 @@ from ..core.hooks import (
 )
 from ..core.limits import DEFAULT_LIMITS, LIMIT_DOCS, LIMIT_KEYS
 from ..core.passenv import MIN_SECRET_CHARS, PASS_ENV_KEY, SECRETS_KEY
-from ..core.points import POINTS, Phase
+from ..core.points import OBSERVE_WHEN, POINTS, WHEN_KEYS, Phase
 from ..core.spawntext import ENV_NAME_PATTERN, TEXT_PATTERN
 from .schemaparts import (
     EFFECT_REF,
@@ -80,6 +80,33 @@ def _pass_keys(who: str) -> dict[str, Any]:
     }
 
 
+def _patterns(description: str) -> dict[str, Any]:
+    return strings(description, minItems=1)
+
+
+def _when_def() -> dict[str, Any]:
+    """`when`: every key some point provides. Which keys a hook's point provides is the
+    loader's rule (`loading.py`), said with the point's name; a key no point provides passes
+    the schema to meet that rule too, so every refused key gets the same sentence."""
+    by_point = "; ".join(
+        f"`{p.name}`: {', '.join(f'`{k}`' for k in p.when)}" for p in POINTS.values()
+    )
+    observe = ", ".join(f"`{k}`" for k in OBSERVE_WHEN)
+    return {
+        "type": "object",
+        "properties": {
+            k.key: _patterns(k.against[:1].upper() + k.against[1:] + ".")
+            for k in WHEN_KEYS.values()
+        },
+        # Any other key is the loader's to refuse, in one sentence that names the point.
+        "additionalProperties": {"description": "Not a key this hook's point provides."},
+        "description": "Where the hook fires: each key a list of patterns, any one of which"
+        " may match; every key given must match. The keys a point provides: "
+        + by_point
+        + f"; observe hooks: {observe}. Any other key is refused.",
+    }
+
+
 def _hook_def() -> dict[str, Any]:
     points = list(POINTS)
     hook = table(
@@ -125,16 +152,7 @@ def _hook_def() -> dict[str, Any]:
                 "description": "true: nearer layers can neither drop, disable nor redefine it"
                 " (needs a `name`).",
             },
-            "when": table(
-                {
-                    "kinds": strings("Event kinds (or prefixes) an observe hook follows."),
-                    "server": string("Only for this server."),
-                    "session": string("Only for this session."),
-                    "uri": string("Only for this URI."),
-                    "tool": string("Only for this tool."),
-                },
-                "Filters, as the point provides them.",
-            ),
+            "when": _when_def(),
             "cwd": text("Working directory, relative to the declaring directory."),
         },
         "One hook: a point, a phase and exactly one action.",

@@ -24,11 +24,11 @@ from ..core import jsontext
 from ..core.errors import ConfigError, Problem
 from ..core.hooks import Config, Provenance, SkippedFile, SourceKind
 from ..core.passenv import reference_problem
-from ..core.points import PHASES, POINTS, Phase
+from ..core.points import PHASES, POINTS, Phase, when_keys
 from . import files
 from .build import Decl, Layer, resolve
 from .files import ETC_DIR
-from .problems import describe, pointer, pointer_key
+from .problems import describe, did_you_mean, pointer, pointer_key, quote
 from .problems import problems as schema_problems
 from .schemas import hook_validator, validator
 from .trust import TrustState, Verdict, decide, digest, skip_message, trust_all, trust_command
@@ -277,8 +277,8 @@ def validate_files(paths: Sequence[str | Path]) -> list[Problem]:
 
 
 def _hook_rules(obj: Mapping[str, Any], file: str, ptr: str, kind: SourceKind) -> list[Problem]:
-    """The rules a schema cannot say well: a phase the point lacks, `prefix` hooks, an
-    `env` value that looks like `${NAME}`."""
+    """The rules a schema cannot say well: a phase the point lacks, `prefix` hooks, a
+    `when` key the point does not provide, an `env` value that looks like `${NAME}`."""
     problems: list[Problem] = []
     on, phase = obj.get("on"), obj.get("phase")
     known = isinstance(phase, str) and phase in {p.value for p in Phase}
@@ -302,6 +302,7 @@ def _hook_rules(obj: Mapping[str, Any], file: str, ptr: str, kind: SourceKind) -
                     f'expected a phase of the point "{on}" ({", ".join(phases)}), found "{phase}"',
                 )
             )
+    problems += _when_rules(obj, file, ptr)
     if obj.get("locked") is True and "name" not in obj:
         problems.append(
             Problem(
@@ -326,3 +327,25 @@ def _hook_rules(obj: Mapping[str, Any], file: str, ptr: str, kind: SourceKind) -
             )
         )
     return problems
+
+
+def _when_rules(obj: Mapping[str, Any], file: str, ptr: str) -> list[Problem]:
+    """Each `when` key the hook's point (for an observe hook, the bus) does not provide: a
+    filter that would never be looked at is refused, never ignored."""
+    when, on, phase = obj.get("when"), obj.get("on"), obj.get("phase")
+    if not isinstance(when, Mapping) or not isinstance(on, str) or phase not in _PHASE_WORDS:
+        return []  # the schema says what is wrong with them
+    keys = when_keys(on, Phase(str(phase)))
+    if keys is None:
+        return []  # a point nothing fires: the schema says so
+    where = "observe hooks" if phase == Phase.OBSERVE.value else f'the point "{on}"'
+    return [
+        Problem(
+            file,
+            ptr + pointer(["when", key]),
+            f"{quote(key)} is not a when key of {where} (its keys: {', '.join(keys)})"
+            + did_you_mean(key, keys),
+        )
+        for key in when
+        if key not in keys
+    ]

@@ -66,7 +66,7 @@ def describe(value: Any) -> str:
         return f"the number {value!r}"
     if isinstance(value, str):
         text = value if len(value) <= 60 else value[:57] + "..."
-        return f"the string {_quote(text)}"
+        return f"the string {quote(text)}"
     if isinstance(value, list):
         return "an empty array" if not value else f"an array of {len(value)}"
     if isinstance(value, dict):
@@ -81,7 +81,7 @@ def _long_integer(value: int) -> str:
         return f"an integer of {value.bit_length()} bits"
 
 
-def _quote(text: str) -> str:
+def quote(text: str) -> str:
     """`text` as a JSON string, printable (see `_printable`)."""
     return _printable(json.dumps(text, ensure_ascii=False))
 
@@ -122,7 +122,7 @@ def _translate(error: ValidationError) -> Iterator[tuple[str, str]]:
         allowed = list(subschema.get("properties", {}))
         for extra in (k for k in found if k not in allowed):
             hint = did_you_mean(extra, allowed) or f"; expected one of: {', '.join(allowed)}"
-            yield pointer([*path, extra]), f"unknown key {_quote(extra)}{hint}"
+            yield pointer([*path, extra]), f"unknown key {quote(extra)}{hint}"
     elif kind == "type":
         yield where, _type_message(key, value, found)
     elif kind == "enum":

@@ -5,7 +5,8 @@ Points and phases (`points`), effects and their clamp (`effects`), hooks as they
 (`events`), the hook variables (`hookenv`), variables passed by name (`passenv`) and
 secrets' redaction (`redact`), resource limits as data (`limits`), a run's
 script (`scripts`), the JSON policy (`jsontext`), what `execve` can take (`spawntext`), the
-one converter to JSON (`convert`), the exception tree (`errors`).
+one converter to JSON (`convert`), the exception tree (`errors`), where a hook's `when`
+matches (`when`).
 
 The names below are loaded on first use (`core/exports.py`).
 """
@@ -73,6 +74,7 @@ __all__, __getattr__, __dir__ = exports(
         "hooks": (
             "at_least_as_strict",
             "hook_json",
+            "provenance_json",
             "Action",
             "Config",
             "DEFAULTS",
@@ -107,7 +109,17 @@ __all__, __getattr__, __dir__ = exports(
             "reference_problem",
             "wanted",
         ),
-        "points": ("PHASES", "POINTS", "Phase", "PointInfo"),
+        "points": (
+            "OBSERVE_WHEN",
+            "PHASES",
+            "POINTS",
+            "Phase",
+            "PointInfo",
+            "WHEN_KEYS",
+            "When",
+            "WhenKey",
+            "when_keys",
+        ),
         "redact": ("NO_SECRETS", "Redactor"),
         "scripts": ("Script",),
         "spawntext": (
@@ -117,5 +129,6 @@ __all__, __getattr__, __dir__ = exports(
             "env_problems",
             "text_problem",
         ),
+        "when": ("RunFacts", "argv_matches", "command_line", "event_mismatch", "run_mismatch"),
     },
 )

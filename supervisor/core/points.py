@@ -56,8 +56,54 @@ class PointInfo:
     name: str
     description: str
     phases: tuple[Phase, ...]
+    #: The `when` keys it provides (`WHEN_KEYS`); any other is refused, never ignored.
+    when: tuple[When, ...] = ()
     input_schema: str = "hook-input.schema.json"
     output_schema: str = "hook-output.schema.json"
+
+
+class When(enum.StrEnum):
+    """The `when` keys some point provides."""
+
+    ARGV = "argv"
+    CWD = "cwd"
+    KINDS = "kinds"
+    RUN_ARGV = "runArgv"
+
+
+@attrs.frozen
+class WhenKey:
+    """A `when` key: a list of patterns, any one of which may match `against`."""
+
+    key: When
+    against: str
+
+
+#: Every `when` key some point provides. Each takes a non-empty list of patterns.
+WHEN_KEYS: dict[When, WhenKey] = {
+    k.key: k
+    for k in (
+        WhenKey(
+            When.ARGV,
+            "glob patterns (`fnmatch`) matched against the script's command line as one string"
+            " (`shlex.join(argv)`; for `--python FILE`, `python FILE ARGS…`) and against the"
+            " basename of `argv[0]`",
+        ),
+        WhenKey(When.CWD, "glob patterns matched against the run's working directory"),
+        WhenKey(
+            When.KINDS,
+            "event kinds or kind prefixes (on dot boundaries), narrowing what `on` follows",
+        ),
+        WhenKey(
+            When.RUN_ARGV,
+            "glob patterns matched, as `argv` is, against the command line of the run an event"
+            " belongs to; an event of no run does not match",
+        ),
+    )
+}
+
+#: The `when` keys of an observe hook (whose `on` is an event kind, not a point).
+OBSERVE_WHEN: tuple[When, ...] = (When.KINDS, When.RUN_ARGV)
 
 
 #: Points that something fires. A point nothing fires is not declared.
@@ -74,6 +120,16 @@ POINTS: dict[str, PointInfo] = {
                 Phase.ON_ERROR,
                 Phase.SUFFIX,
             ),
+            when=(When.ARGV, When.CWD),
         ),
     )
 }
+
+
+def when_keys(on: str, phase: Phase) -> tuple[When, ...] | None:
+    """The `when` keys a hook `on` a point (or, observing, an event kind) may use; None for
+    a point nothing fires."""
+    if phase is Phase.OBSERVE:
+        return OBSERVE_WHEN
+    info = POINTS.get(on)
+    return None if info is None else info.when

@@ -19,7 +19,8 @@ from ..core.effects import Effect
 from ..core.events import Event, EventKind, Gap, kind_matches
 from ..core.frames import HookStatus, stamp
 from ..core.hooks import Hook
-from ..core.points import Phase
+from ..core.points import Phase, When
+from ..core.when import event_mismatch
 from ..process.spawner import Spawner
 from .bus import Bus, Subscription
 from .hookcontext import HookContext
@@ -28,8 +29,10 @@ from .hookrun import HookReport, run_hook
 #: How many observe hooks run at once.
 DEFAULT_CONCURRENCY: Final = 8
 
-#: `when` keys compared with the event's `data` keys of the same name.
-DATA_FILTERS: Final = ("server", "session", "uri", "tool")
+#: How many runs' command lines the observers remember, for `when.runArgv` (the oldest
+#: forgotten first: an event of a run forgotten, or whose start they missed, matches no
+#: `runArgv`).
+RUN_ARGV_MEMORY: Final = 1024
 
 
 @attrs.define
@@ -67,25 +70,35 @@ class ObserverStats:
             self._changed.unpark_all()
 
 
-def observes(hook: Hook, event: Event) -> bool:
+def observes(hook: Hook, event: Event, run_argv: Sequence[str] | None = None) -> bool:
     """Whether `hook` runs for `event`: an enabled observe hook whose `on` is the event's
-    kind or a dot-boundary prefix of it, whose `when` filters all match, on an event not
-    caused by an observe hook.
-
-    `when.kinds` lists kind prefixes, one of which must match (an empty list filters
-    nothing); `server`, `session`, `uri` and `tool` must equal the event's `data` key of the
-    same name, and an event without that key does not match.
+    kind or a dot-boundary prefix of it, whose `when` matches (`core/when.py`: `kinds`, one
+    of the kind prefixes; `runArgv`, the command line `run_argv` of the event's run), on an
+    event not caused by an observe hook.
     """
     if not hook.enabled or hook.phase is not Phase.OBSERVE or event.caused_by_observer:
         return False
     if not kind_matches(event.kind, (hook.on,)):
         return False
-    when = hook.when
-    if not kind_matches(event.kind, when.get("kinds", ())):
-        return False
-    return all(
-        key in event.data and event.data[key] == when[key] for key in DATA_FILTERS if key in when
-    )
+    return event_mismatch(hook.when, event.kind, run_argv) is None
+
+
+@attrs.define
+class _RunArgvs:
+    """The command lines of the runs started lately, from their `run.started` events."""
+
+    argvs: dict[str, tuple[str, ...]] = attrs.field(factory=dict)
+
+    def note(self, event: Event) -> None:
+        argv = event.data.get("argv")
+        if event.kind != EventKind.RUN_STARTED or not event.run_id or not isinstance(argv, list):
+            return
+        self.argvs[event.run_id] = tuple(str(a) for a in argv)
+        if len(self.argvs) > RUN_ARGV_MEMORY:
+            del self.argvs[next(iter(self.argvs))]
+
+    def of(self, event: Event) -> tuple[str, ...] | None:
+        return self.argvs.get(event.run_id) if event.run_id else None
 
 
 async def serve_observers(
@@ -119,6 +132,9 @@ async def serve_observers(
         task_status.started(stats)
         await trio.sleep_forever()
     kinds = tuple(dict.fromkeys(h.on for h in observers))
+    if any(When.RUN_ARGV in h.when for h in observers):
+        kinds += (EventKind.RUN_STARTED.value,)  # to know each run's command line
+    argvs = _RunArgvs()
     ctx = HookContext(run=None, caller_autonomy=caller_autonomy, supervisor_max=supervisor_max)
     # Unbuffered: a pair is handed over only when a worker is free to run it.
     send, receive = trio.open_memory_channel[tuple[Hook, Event]](0)
@@ -135,8 +151,9 @@ async def serve_observers(
                     stats.missed += item.to_seq - item.from_seq + 1
                 else:
                     stats.events += 1
+                    argvs.note(item)
                     for hook in observers:
-                        if observes(hook, item):
+                        if observes(hook, item, argvs.of(item)):
                             stats._settle(+1)
                             await send.send((hook, item))
                 stats._settle(-1)

@@ -19,9 +19,10 @@ from ..core.events import EventKind
 from ..core.frames import HookFrame
 from ..core.hooks import Config, Hook
 from ..core.points import Phase
+from ..core.when import RunFacts, run_mismatch
 from ..process.spawner import Spawner
 from .bus import Bus
-from .hookcontext import HookContext
+from .hookcontext import HookContext, RunInfo
 from .hookrun import HookReport, cancelled_report, run_hook
 from .journal import RunJournal
 
@@ -51,6 +52,10 @@ class RunState:
     stderr_tail: str = ""
 
 
+def _facts(run: RunInfo) -> RunFacts:
+    return RunFacts(run.argv, run.cwd)
+
+
 class PhaseHooks:
     """Runs the hooks of one phase, one after another in declaration order."""
 
@@ -71,11 +76,20 @@ class PhaseHooks:
         self.run_id = run_id
         self.asker = asker
 
-    def of(self, phase: Phase) -> list[Hook]:
-        return [h for h in self.config.hooks if h.on == "script" and h.phase is phase and h.enabled]
+    def of(self, phase: Phase, run: RunInfo | None = None) -> list[Hook]:
+        """The hooks of `phase` that fire: enabled, and their `when` matching `run`'s (a
+        hook whose `when` does not match is not run and leaves no frame)."""
+        return [
+            h
+            for h in self.config.hooks
+            if h.on == "script"
+            and h.phase is phase
+            and h.enabled
+            and (not h.when or (run is not None and run_mismatch(h.when, _facts(run)) is None))
+        ]
 
     async def phase(self, phase: Phase, state: RunState) -> None:
-        for hook in self.of(phase):
+        for hook in self.of(phase, state.ctx.run):
             report = await self._one(hook, state.ctx)
             if self._take(phase, report, state):
                 return  # a refusal ends its phase: later hooks of it do not run

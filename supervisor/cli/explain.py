@@ -1,0 +1,159 @@
+"""`exec --explain`: which hooks a run would fire, in the order they would run, and why each
+other hook will not (`enabled = false`, its `when`, a project file not trusted), without
+running anything. `explain` is pure; `run` loads the config as `exec` does and prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from typing import Any
+
+    from ..core.effects import Effect
+    from ..core.hooks import Config, Hook
+    from ..core.when import RunFacts
+
+
+def _phase_order() -> dict[str, int]:
+    """The phases in the order a run reaches them (`onSuccess` and `onError`: one of them)."""
+    from ..core.points import Phase
+
+    return {p.value: i for i, p in enumerate(Phase)}
+
+
+def _why_not(hook: Hook, facts: RunFacts) -> str | None:
+    """Why `hook` will not run for the run `facts` describes, or None when it will."""
+    from ..core.hooks import NOT_YET_RUNNABLE
+    from ..core.points import Phase, When
+    from ..core.when import event_mismatch, run_mismatch
+
+    if not hook.enabled:
+        return "enabled = false"
+    if hook.action in NOT_YET_RUNNABLE:
+        return f"{hook.action} hooks are not supported yet (its frame says skipped)"
+    if hook.phase is Phase.OBSERVE:
+        # What an observe hook sees of this run is its command line; the kinds are `on`'s.
+        when = {k: v for k, v in hook.when.items() if k != When.KINDS}
+        return event_mismatch(when, "", facts.argv)
+    return run_mismatch(hook.when, facts)
+
+
+def _when_runs(hook: Hook) -> str:
+    from ..core.points import Phase
+
+    return {
+        Phase.BEFORE: "before the script",
+        Phase.ON_SUCCESS: "if the script succeeds",
+        Phase.ON_ERROR: "if the script fails",
+        Phase.SUFFIX: "after the outcome, on both paths",
+        Phase.OBSERVE: f"after the fact, on the events {hook.on}",
+    }.get(hook.phase, hook.phase.value)
+
+
+def explain(config: Config, facts: RunFacts, autonomy: Effect | None = None) -> dict[str, Any]:
+    """What `exec --explain --json` prints: the run, its hooks in run order (those that run
+    first, each phase in declaration order; then those that will not, with why), each with
+    its effect in force (clamped by its phase, `autonomy` or the config's `hooks.autonomy`,
+    and `autonomy.max`), the inline source lines, and the project files not applied (their
+    hooks are not in force)."""
+    from ..core.effects import clamp
+    from ..core.hooks import provenance_json
+
+    caller = min(autonomy, config.autonomy_hooks) if autonomy else config.autonomy_hooks
+
+    order = _phase_order()
+    rows = []
+    for index, hook in enumerate(config.hooks):
+        why = _why_not(hook, facts)
+        effect = clamp(hook.effect, hook.phase, caller, config.autonomy_max)
+        rows.append(
+            (
+                why is not None,
+                order[hook.phase.value],
+                index,
+                {
+                    "name": hook.name,
+                    "on": hook.on,
+                    "phase": hook.phase.value,
+                    "action": hook.action.value,
+                    "effect": effect.effect.word,
+                    "requestedEffect": hook.effect.word,
+                    "source": provenance_json(hook.source),
+                    "runs": why is None,
+                    **({"when": dict(hook.when)} if hook.when else {}),
+                    **({"why": why} if why is not None else {"at": _when_runs(hook)}),
+                },
+            )
+        )
+    rows.sort(key=lambda r: r[:3])
+    return {
+        "argv": list(facts.argv),
+        "cwd": facts.cwd,
+        "hooks": [row[3] for row in rows],
+        "script": {phase.value: len(lines) for phase, lines in config.script.items() if lines},
+        "skippedFiles": [
+            {"file": s.file, "reason": s.reason, "trustCommand": s.trust_command}
+            for s in config.skipped
+        ],
+    }
+
+
+def _where(source: Any) -> str:
+    if isinstance(source, dict):
+        return f"{source['file']} #{source['index']}"
+    return str(source)
+
+
+def explain_lines(plan: dict[str, Any]) -> list[str]:
+    """`exec --explain` for a person."""
+    from ..core.when import command_line
+
+    lines = [f"a run of {command_line(plan['argv'])} in {plan['cwd']}"]
+    hooks: Sequence[dict[str, Any]] = plan["hooks"]
+    running = [h for h in hooks if h["runs"]]
+    lines.append("would run, in order:" if running else "would run no hooks")
+    lines.extend(
+        f"  {n}. {h['phase']} {h['name']} ({h['action']}, {h['effect']}): {h['at']}"
+        f"  [{_where(h['source'])}]"
+        for n, h in enumerate(running, start=1)
+    )
+    for phase, count in plan["script"].items():
+        lines.append(f"  [script] {phase}: {count} inline source line(s), in a Python script")
+    idle = [h for h in hooks if not h["runs"]]
+    if idle:
+        lines.append("will not run:")
+        lines.extend(
+            f"  {h['phase']} {h['name']}: {h['why']}  [{_where(h['source'])}]" for h in idle
+        )
+    if plan["skippedFiles"]:
+        lines.append("not applied (their hooks are not in force):")
+    for skipped in plan["skippedFiles"]:
+        trust = f"; trust it with: {skipped['trustCommand']}" if skipped["trustCommand"] else ""
+        lines.append(f"  {skipped['file']}: {skipped['reason']}{trust}")
+    return lines
+
+
+def run(
+    args: argparse.Namespace, argv: Sequence[str], lines: Mapping[str, Sequence[str | None]]
+) -> int:
+    """Loads the config as `exec` would (its warnings on stderr), prints the plan, exits 0.
+    Nothing runs and stdin is not read."""
+    from ..core.effects import Effect
+    from ..core.scripts import Script
+    from ..core.when import RunFacts
+    from .common import EXIT_OK, load
+
+    config = load(args, args.hooks, lines or None)
+    script = Script(tuple(argv) or None, args.python, args.code)
+    autonomy = Effect.parse(args.autonomy) if args.autonomy else None
+    plan = explain(config, RunFacts(script.shown_argv, str(Path.cwd())), autonomy)
+    if args.json:
+        print(json.dumps(plan), flush=True)
+    else:
+        print("\n".join(explain_lines(plan)), flush=True)
+    return EXIT_OK
