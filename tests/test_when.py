@@ -322,3 +322,27 @@ def test_explain_refuses_remote_and_a_bad_config(project: Path) -> None:
     bad = mcpx("exec", "--config", "bad.toml", "--explain", "--", "true", cwd=project)
     assert bad.returncode == 2
     assert "bad.toml:/hooks/0/when/tool" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_python_run_is_matched_as_python_file(tmp_path: Path) -> None:
+    hook = {"on": "script", "phase": "before", "run": ["true"], "when": {"argv": ["python job*"]}}
+    (tmp_path / "job.py").write_text("def main():\n    return 1\n")
+    out = mcpx(
+        "exec",
+        "--hook",
+        json.dumps(hook),
+        "--explain",
+        "--json",
+        "--python",
+        "job.py",
+        cwd=tmp_path,
+    )
+    assert out.returncode == 0, out.stderr
+    plan = json.loads(out.stdout)
+    assert plan["argv"] == ["python", "job.py"]
+    [entry] = plan["hooks"]
+    assert (entry["runs"], entry["source"]) == (True, "command-line")
+    other = mcpx(
+        "exec", "--hook", json.dumps(hook), "--explain", "--json", "--", "job", cwd=tmp_path
+    )
+    assert json.loads(other.stdout)["hooks"][0]["runs"] is False
