@@ -161,3 +161,26 @@ async def test_an_ask_below_its_effect_is_dropped_and_asks_nothing(tmp_path: Pat
     assert of(frames, "ask") == []
     (gate,) = of(frames, "hook")
     assert "asked" not in gate and [d["key"] for d in gate["dropped"]] == ["ask"]
+
+
+async def test_a_run_cancelled_while_it_waits_for_an_answer(tmp_path: Path) -> None:
+    cfg = config(tmp_path, hook("gate", "before", answer(ASK), effect="ask"))
+    runs: list[Run] = []
+
+    async def cancel_at_the_ask(runtime: Runtime, run: Run) -> None:
+        runs.append(run)
+        async for batch in run.journal.follow(0):
+            if any(f["type"] == "ask" for f in batch):
+                run.cancel()
+                return
+
+    with trio.fail_after(30):
+        frames = await run_to_end(
+            cfg, argv_request(tmp_path, "true"), while_running=cancel_at_the_ask
+        )
+    (gate,) = of(frames, "hook")
+    assert gate["status"] == "ok" and gate["asked"] == {"question": "deploy?"}
+    assert gate["reason"] == "the run was cancelled while the question waited for an answer"
+    assert outcome(frames)["message"] == "cancelled"
+    said = runs[0].asks.answer("ask-1", "yes", AnsweredBy.CLIENT)
+    assert said == "ask-1 is closed: the run was cancelled while it waited"

@@ -75,6 +75,7 @@ class PhaseHooks:
         run_id = self.run_id
         self.bus.publish(EventKind.HOOK_STARTED, {"name": hook.name}, run_id=run_id)
         started = time.perf_counter()
+        report: HookReport | None = None
         try:
             report = await run_hook(self.spawner, hook, ctx)
             frame = report.frame
@@ -83,10 +84,14 @@ class PhaseHooks:
                 report = attrs.evolve(report, frame=frame)
         except trio.Cancelled:
             # The run was cancelled while the hook ran (its tree is killed and reaped by now)
-            # or while it waited for an answer: the hook still has its frame, then the
-            # cancellation goes on.
-            ms = round((time.perf_counter() - started) * 1000)
-            self._record(cancelled_report(hook, ctx, ms).frame)
+            # or while its question waited for an answer: the hook still has its frame, then
+            # the cancellation goes on.
+            if report is not None:
+                why = "the run was cancelled while the question waited for an answer"
+                self._record(attrs.evolve(report.frame, reason=why))
+            else:
+                ms = round((time.perf_counter() - started) * 1000)
+                self._record(cancelled_report(hook, ctx, ms).frame)
             raise
         self._record(frame)
         return report
