@@ -125,6 +125,29 @@ def test_on_a_terminal_the_person_is_asked(tmp_path: Path, typed: bytes, word: s
     assert (proc.returncode == 0) is (word == "yes")
 
 
+def test_a_prompt_nobody_answers_goes_away_at_the_deadline(tmp_path: Path) -> None:
+    master, slave = pty.openpty()
+    hook = json.dumps(asking_hook(deadline_ms=300, default="yes"))
+    with subprocess.Popen(
+        [*CLI, "exec", "--hook", hook, "--", "echo", "1"],
+        cwd=tmp_path,
+        env=ENV,
+        stdin=slave,
+        stderr=slave,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        os.close(slave)
+        seen = bytearray()
+        _read_until(master, b"(settled without this answer; see the hook's line)", seen)
+        stdout, _ = proc.communicate(timeout=60)
+    os.close(master)
+    assert proc.returncode == 0
+    # The readable view: the question as it is put, then what settled it.
+    assert "ask from gate: ship it? (default yes in 0.3 s; waiting for an answer)" in stdout
+    assert "  asked: ship it? -> yes (by deadline)" in stdout
+
+
 # ---- the service ---------------------------------------------------------------------------------
 
 
