@@ -13,11 +13,12 @@ import orjson
 import pytest
 
 from mcpx_hooks.supervisor.config.loading import load_config
-from mcpx_hooks.supervisor.core.answers import Ask, Dropped, Refusal
+from mcpx_hooks.supervisor.core.answers import AnsweredBy, Asked, Dropped, Refusal
 from mcpx_hooks.supervisor.core.convert import to_json
 from mcpx_hooks.supervisor.core.events import Event, Gap
 from mcpx_hooks.supervisor.core.frames import (
     ArtifactFrame,
+    AskFrame,
     EmitFrame,
     EndFrame,
     ErrorFrame,
@@ -80,7 +81,7 @@ SHAPES: list[tuple[Any, dict[str, Any]]] = [
             advice=("a",),
             proposals=({"value": 1},),
             refused=Refusal("go? (answered no)", fail_closed=False),
-            ask=Ask("go?", "no", 0, answer="no", answered=True),
+            asked=Asked("go?", "no", AnsweredBy.CLIENT),
             dropped=(Dropped("run", "needs effect run; in force: apply"),),
             reason="r",
             failure_note="n",
@@ -96,13 +97,7 @@ SHAPES: list[tuple[Any, dict[str, Any]]] = [
             "type": "hook",
             "advice": ["a"],
             "proposals": [{"value": 1}],
-            "ask": {
-                "question": "go?",
-                "default": "no",
-                "deadlineMs": 0,
-                "answer": "no",
-                "answered": True,
-            },
+            "asked": {"question": "go?", "answer": "no", "by": "client"},
             "reason": "r",
             "failureNote": "n",
             "exitCode": 0,
@@ -113,14 +108,16 @@ SHAPES: list[tuple[Any, dict[str, Any]]] = [
         },
     ),
     (
-        HookFrame(**HOOK, ask=Ask("q"), refused=Refusal("h failed (timeout): x", fail_closed=True)),
+        HookFrame(
+            **HOOK, asked=Asked("q"), refused=Refusal("h failed (timeout): x", fail_closed=True)
+        ),
         {
             **WIRE_HOOK,
             "changed": False,
             "refused": {"reason": "h failed (timeout): x", "failClosed": True},
             "dropped": [],
             "type": "hook",
-            "ask": {"question": "q", "default": "no", "deadlineMs": 0},
+            "asked": {"question": "q"},
         },
     ),
     (
@@ -193,6 +190,18 @@ SHAPES: list[tuple[Any, dict[str, Any]]] = [
         {**WIRE_ENV, "exitCode": None, "durationMs": 3, "type": "end"},
     ),
     (WarningFrame(**ENV, message="w"), {**WIRE_ENV, "message": "w", "type": "warning"}),
+    (
+        AskFrame(**ENV, ask_id="ask-1", hook="h", question="go?", default="no", deadline_ms=0),
+        {
+            **WIRE_ENV,
+            "askId": "ask-1",
+            "hook": "h",
+            "question": "go?",
+            "default": "no",
+            "deadlineMs": 0,
+            "type": "ask",
+        },
+    ),
     (Dropped("apply", "unknown key"), {"key": "apply", "reason": "unknown key"}),
     (
         RunInfo("r1", ("python", "job.py"), "/w", "2024-01-01T00:00:00.000Z"),

@@ -551,3 +551,97 @@ async def test_10_a_before_hook_cut_short_by_a_cancel_has_its_frame(
     assert "cancelled" in hook["reason"]
     assert [f["type"] for f in frames][-2:] == ["error", "end"]
     assert EventKind.HOOK_FAILED  # published like any failure (the frame is the event's data)
+
+
+# ---- 15. answers: a hostile answer is refused in words, the ask and the run go on ----------------
+
+ASKING_HOOK = {
+    "name": "gate",
+    "on": "script",
+    "phase": "before",
+    "effect": "ask",
+    "run": [
+        "sh",
+        "-c",
+        'cat >/dev/null; echo \'{"ask": {"question": "go?", "deadlineMs": 60000}}\'',
+    ],
+}
+HOSTILE_ANSWERS = [
+    ('{"type": "answer"', "malformed JSON"),
+    ('["answer"]', "expected a message after the request as a JSON object"),
+    ('{"type": "answer", "askId": "ask-1"}', "answer: expected yes or no, got nothing"),
+    ('{"type": "answer", "askId": "ask-1", "answer": "maybe"}', "answer: expected yes or no"),
+    ('{"type": "answer", "askId": "ask-1", "answer": true}', "answer: expected yes or no"),
+    ('{"type": "answer", "askId": 1, "answer": "yes"}', "askId: expected the askId"),
+    ('{"type": "answer", "askId": "' + "x" * 100_000 + '", "answer": "yes"}', "askId: expected"),
+    ('{"type": "answer", "askId": "a\\u0000", "answer": "yes"}', "askId: expected"),
+    ('{"type": "answer", "askId": "ask-1", "answer": "yes", "by": "x"}', "unknown field 'by'"),
+    ('{"type": "cancel"}', "cancel is taken on the exec socket"),
+]
+
+
+def _answering_scenario(url: str) -> dict[str, Any]:
+    """Starts a run whose hook asks; throws every hostile answer at it over follower
+    sockets; then answers it. What each socket saw."""
+    seen: dict[str, Any] = {"hostile": [], "stale": []}
+    with connect(url + "/v1/exec", proxy=None, open_timeout=10, max_size=None) as run:
+        run.send(json.dumps({"argv": ["true"], "hooks": [ASKING_HOOK]}))
+        objects: list[dict[str, Any]] = []
+        while not any(o.get("type") == "ask" for o in objects):
+            objects.extend(json.loads(x) for x in str(run.recv(timeout=60)).split("\n"))
+        ask = next(o for o in objects if o.get("type") == "ask")
+        follow = f"{url}/v1/runs/{ask['runId']}"
+        for text, _ in HOSTILE_ANSWERS:
+            with connect(follow, proxy=None, open_timeout=10, max_size=None) as bad:
+                bad.send(text)
+                got, code = [], 1006
+                try:
+                    while True:
+                        got.extend(json.loads(x) for x in str(bad.recv(timeout=60)).split("\n"))
+                except ConnectionClosed as exc:
+                    code = exc.rcvd.code if exc.rcvd else 1006
+                seen["hostile"].append((errors_of(got), code))
+        for text in ('{"type": "answer", "askId": "ask-7", "answer": "yes"}',):
+            with connect(follow, proxy=None, open_timeout=10, max_size=None) as stale:
+                stale.send(text)
+                got = []
+                while not errors_of(got):  # told why, and the socket stays open
+                    got.extend(json.loads(x) for x in str(stale.recv(timeout=60)).split("\n"))
+                seen["stale"].append(errors_of(got)[0])
+        run.send(json.dumps({"type": "answer", "askId": ask["askId"], "answer": "yes"}))
+        run.send(json.dumps({"type": "answer", "askId": ask["askId"], "answer": "no"}))
+        try:
+            while True:
+                objects.extend(json.loads(x) for x in str(run.recv(timeout=60)).split("\n"))
+        except ConnectionClosed as exc:
+            seen["close"] = exc.rcvd.code if exc.rcvd else 1006
+        seen["objects"] = objects
+    return seen
+
+
+async def test_15_hostile_answers_are_refused_and_the_ask_goes_on(
+    tmp_path: Path, no_leaks: None
+) -> None:
+    async with live_service(unconfined(tmp_path), tmp_path) as live:
+        seen = await trio.to_thread.run_sync(_answering_scenario, live.url)
+        objects, close = await live.read("/v1/exec", {"argv": ["true"]})  # still serving
+        assert close == 1000 and frames_of(objects)[-2]["type"] == "result"
+    for (errors, code), (_, says) in zip(seen["hostile"], HOSTILE_ANSWERS, strict=True):
+        assert code == 4400, (says, errors)
+        assert says in errors[0]["message"], errors
+    (stale,) = seen["stale"]
+    assert stale["askId"] == "ask-7" and stale["code"] == 4400
+    assert stale["message"].startswith(
+        "answer refused: no ask 'ask-7' in this run (open now: ask-1)"
+    )
+    assert seen["close"] == 1000
+    frames = frames_of(seen["objects"])
+    check_order(frames)
+    (gate,) = [f for f in frames if f["type"] == "hook"]
+    assert gate["asked"] == {"question": "go?", "answer": "yes", "by": "client"}
+    assert frames[-2]["type"] == "result"
+    (late,) = errors_of(seen["objects"])  # the socket stayed open: 1000 after `end`
+    assert late["askId"] == "ask-1" and late["message"] in (
+        "answer refused: ask-1 was already answered yes (by client); the first counts",
+        "answer refused: ask-1 is closed: the run has ended",  # when the run was that quick
+    )

@@ -511,6 +511,12 @@ def wire_input(draw: st.DrawFn) -> tuple[str, list[str | bytes], list[str | byte
                 st.builds(
                     lambda x: render({"type": "answer", "askId": x, "answer": x}), hostile_json
                 ),
+                # Well formed, or nearly: an ask that may not exist, a word that may not be one.
+                st.builds(
+                    lambda i, a: render({"type": "answer", "askId": i, "answer": a}),
+                    st.one_of(st.sampled_from(["ask-1", "ask-2", ""]), hostile_text),
+                    st.one_of(st.sampled_from(["yes", "no", "YES"]), hostile_text),
+                ),
                 st.builds(lambda x: render({"type": "cancel", "x": x}), hostile_json),
                 hostile_text,
                 st.binary(max_size=16),
@@ -614,14 +620,20 @@ def check_seen(live: LiveService, seen: Seen) -> None:
     for frame in seen.frames:
         if frame.get("type") in ("start", "hook"):
             assert frame.get("sandbox") != "none", f"a request lowered the sandbox: {frame}"
+    # An answer refused (its ask unknown, settled, or past) is told with its `askId`, and
+    # the socket stays open; every other error message ends its socket.
+    refused_answers = [e for e in seen.errors if "askId" in e]
+    closing = [e for e in seen.errors if "askId" not in e]
+    for error in refused_answers:
+        assert error.get("code") == 4400 and error["message"].startswith("answer refused: "), error
     if seen.code == 1000:
-        assert seen.errors == [], seen.errors
+        assert closing == [], seen.errors
         if seen.path.startswith("/v1/exec") or seen.path.startswith("/v1/runs/"):
             check_order(seen.frames)
     else:
         assert seen.code in REFUSED, f"not a close code for a refusal: {seen}"
-        assert len(seen.errors) == 1, f"expected one error message: {seen}"
-        (error,) = seen.errors
+        assert len(closing) == 1, f"expected one error message: {seen}"
+        (error,) = closing
         assert error.get("code") == seen.code, error
         assert isinstance(error.get("message"), str) and error["message"], error
     if seen.run_id is not None and seen.path.startswith("/v1/exec"):

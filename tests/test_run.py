@@ -205,8 +205,13 @@ async def test_ask_unanswered_takes_its_default(tmp_path: Path) -> None:
     )
     frames = await run_to_end(cfg, argv_request(tmp_path, "true"))
     yes, no = of(frames, "hook")
-    assert yes["ask"]["answer"] == "yes" and yes["refused"] is None
-    assert no["ask"]["answered"] is False and no["refused"]["reason"].startswith("go?")
+    assert yes["asked"] == {"question": "go?", "answer": "yes", "by": "deadline"}
+    assert yes["refused"] is None
+    assert no["asked"] == {"question": "go?", "answer": "no", "by": "deadline"}
+    assert no["refused"]["reason"] == "go? (unanswered by the deadline, default no)"
+    # Each hook's `ask` frame stands right before its hook frame.
+    kinds = [(f["type"], f.get("hook") or f.get("name")) for f in frames[1:5]]
+    assert kinds == [("ask", "yes"), ("hook", "yes"), ("ask", "no"), ("hook", "no")]
     assert outcome(frames)["refusedBy"] == "no"
 
 

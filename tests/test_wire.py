@@ -24,6 +24,7 @@ from mcpx_hooks.supervisor.service.targets import (
 from mcpx_hooks.supervisor.service.wire import (
     CLOSE_WORDS,
     EXEC_FIELDS,
+    AnswerMessage,
     Close,
     WireError,
     encode,
@@ -135,6 +136,21 @@ def test_control_messages() -> None:
         parse_control('{"type": "cancel", "now": true}')
     with pytest.raises(WireError, match="malformed"):
         parse_control("cancel")
+
+
+def test_answer_messages() -> None:
+    answer = parse_control('{"type": "answer", "askId": "ask-1", "answer": "no"}')
+    assert answer == AnswerMessage("ask-1", "no")
+    with pytest.raises(WireError) as caught:
+        parse_control('{"type": "answer", "answer": "perhaps", "why": 1}')
+    assert caught.value.problems == (
+        "unknown field 'why' (fields: type, askId, answer)",
+        "askId: expected the askId of an ask frame (a string of 1 to 64 characters), got nothing",
+        "answer: expected yes or no, got a string",
+    )
+    assert caught.value.code == Close.BAD_REQUEST and caught.value.ask_id is None
+    refused = WireError(Close.BAD_REQUEST, "answer refused: x", ask_id="ask-1").payload
+    assert to_json(refused)["askId"] == "ask-1"
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ import os
 import sys
 from pathlib import Path
 
+from . import answering
 from .common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from ..core.hooks import Config
     from ..core.points import Phase
     from ..run.scriptrun import RunRequest
+    from ..service.answering import Responder
 
 #: The longest `--timeout`, in seconds: a year.
 _MAX_TIMEOUT_S: Final = 365 * 24 * 3600
@@ -102,6 +104,7 @@ def add_arguments(x: argparse.ArgumentParser) -> None:
         action="store_true",
         help="print which hooks would run, in order, and why each other will not; run nothing",
     )
+    answering.add_arguments(x)
     add_token_file_argument(x)
     what = x.add_mutually_exclusive_group()
     what.add_argument("--python", metavar="FILE", help="a Python script")
@@ -132,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     import trio
 
-    frames = trio.run(_run_here, config, request, args.json)
+    frames = trio.run(_run_here, config, request, args.json, answering.responder(args))
     return exit_code(frames)
 
 
@@ -167,24 +170,31 @@ def _outcome(frames: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
     return next((f for f in frames if f.get("type") in (FrameType.RESULT, FrameType.ERROR)), None)
 
 
-async def _run_here(config: Config, request: RunRequest, as_json: bool) -> list[dict[str, Any]]:
-    """Runs in process, printing each frame as it happens. The first Ctrl-C (or SIGTERM)
-    cancels the run (its suffix hooks and `end` still come); a second one stops at once."""
+async def _run_here(
+    config: Config, request: RunRequest, as_json: bool, responder: Responder | None
+) -> list[dict[str, Any]]:
+    """Runs in process, printing each frame as it happens, `responder` answering its asks.
+    The first Ctrl-C (or SIGTERM) cancels the run (its suffix hooks and `end` still come); a
+    second one stops at once."""
     import trio
 
     from ..process.signals import serve_stop_signals
     from ..run.runtime import open_runtime
+    from ..service.answering import AskWatcher
     from .view import frame_lines
 
     async with open_runtime(config) as runtime, trio.open_nursery() as nursery:
         run = runtime.new_run(request)
         await nursery.start(serve_stop_signals, nursery.cancel_scope, lambda _: run.cancel())
-        async with trio.open_nursery() as running:
+        async with trio.open_nursery() as running, trio.open_nursery() as asking:
             running.start_soon(runtime.execute, run)
+            watcher = AskWatcher(asking, responder, answering.local(run))
             async for batch in run.journal.follow(0):
                 for frame in batch:
                     line = json.dumps(frame) if as_json else "\n".join(frame_lines(frame))
                     print(line, flush=True)
+                    watcher.see(frame)
+            asking.cancel_scope.cancel()  # nothing is left to answer once the run has ended
         nursery.cancel_scope.cancel()
     return run.journal.frames
 
@@ -208,7 +218,7 @@ def _run_remote(args: argparse.Namespace) -> int:
         print(line, flush=True)
 
     try:
-        frames = trio.run(client.exec_remote, target, request, show)
+        frames = trio.run(client.exec_remote, target, request, show, answering.responder(args))
     except client.RemoteError as exc:
         return remote_failed("exec", exc)
     if _outcome(frames) is None:

@@ -41,14 +41,10 @@ def hook_frame_lines(frame: Mapping[str, Any]) -> list[str]:
     if frame.get("failureNote"):
         lines.append(f"  note: {frame['failureNote']}")
     lines.extend(f"  advice: {a}" for a in frame.get("advice", ()))
-    ask = frame.get("ask")
-    if ask:
-        answered = ask.get("answer")
-        told = f"; answer: {answered}" if answered else "; unanswered takes the default"
-        lines.append(
-            f"  asks: {ask['question']} (default {ask['default']}, "
-            f"deadline {ask['deadlineMs']} ms{told})"
-        )
+    asked = frame.get("asked")
+    if asked:
+        told = f"{asked['answer']} (by {asked['by']})" if asked.get("answer") else "not answered"
+        lines.append(f"  asked: {asked['question']} -> {told}")
     lines.extend(f"  proposes: {_short(p.get('value'))}" for p in frame.get("proposals", ()))
     if frame.get("changed"):
         lines.append(f"  applies: {_short(frame.get('original'))} -> {_short(frame.get('value'))}")
@@ -106,6 +102,11 @@ def frame_lines(frame: Mapping[str, Any]) -> list[str]:
             return [f"end: {exited}, {frame['durationMs']} ms"]
         case FrameType.WARNING:
             return [f"warning: {frame['message']}"]
+        case FrameType.ASK:
+            return [
+                f"ask from {frame['hook']}: {frame['question']} (default {frame['default']} "
+                f"in {frame['deadlineMs'] / 1000:g} s; waiting for an answer)"
+            ]
     return []
 
 

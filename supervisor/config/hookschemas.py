@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..core.answers import ANSWERS
 from ..core.effects import Effect
 from ..core.hookenv import PROTOCOL
 from ..core.hooks import PROCESS_ACTIONS, Action
@@ -126,7 +127,7 @@ def build_hook_output_schema() -> dict[str, Any]:
                 "required": ["question"],
                 "properties": {
                     "question": string("The question put to the caller."),
-                    "default": enum_of(("yes", "no"), "The suggested answer."),
+                    "default": enum_of(ANSWERS, "The suggested answer."),
                     "deadlineMs": integer(0, "How long to wait for an answer, in ms."),
                 },
             },

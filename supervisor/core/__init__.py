@@ -16,7 +16,18 @@ from .exports import exports
 __all__, __getattr__, __dir__ = exports(
     __name__,
     {
-        "answers": ("Answer", "Ask", "Dropped", "Refusal", "bound_answer"),
+        "answers": (
+            "ANSWERS",
+            "Answer",
+            "AnsweredBy",
+            "Ask",
+            "Asked",
+            "Dropped",
+            "NO",
+            "Refusal",
+            "YES",
+            "bound_answer",
+        ),
         "convert": ("KEEP", "to_json"),
         "effects": (
             "Clamp",
@@ -40,6 +51,7 @@ __all__, __getattr__, __dir__ = exports(
         "events": ("Event", "EventKind", "Gap", "KINDS", "kind_matches"),
         "frames": (
             "ArtifactFrame",
+            "AskFrame",
             "EmitFrame",
             "EndFrame",
             "ErrorFrame",

@@ -1,5 +1,6 @@
 """What a hook answered, as the effect in force bounds it: typed from the hook's output to the
-frame that shows it (`HookFrame.ask`, `.refused`, `.dropped` are these classes). Pure.
+frame that shows it (`HookFrame.asked`, `.refused`, `.dropped` and the `ask` frame are these
+classes). Pure.
 
 `bound_answer` keeps what the effect in force permits and names what it dropped; reading the
 hook's stdout into the object it takes is `run/output.py`'s (it needs the schema).
@@ -7,6 +8,7 @@ hook's stdout into the object it takes is `run/output.py`'s (it needs the schema
 
 from __future__ import annotations
 
+import enum
 from typing import Any, Final
 
 import attrs
@@ -33,16 +35,38 @@ class Dropped:
     reason: str
 
 
+#: The answers an ask takes: "yes" lets the run go on, "no" refuses it.
+YES: Final = "yes"
+NO: Final = "no"
+ANSWERS: Final = (YES, NO)
+
+
+class AnsweredBy(enum.StrEnum):
+    """Who settled an ask (`asked.by` on the hook frame)."""
+
+    CLIENT = "client"  # a client of the run's WebSocket sent `{"type": "answer"}`
+    TERMINAL = "terminal"  # `exec` asked the person at the terminal
+    FLAG = "flag"  # `exec --yes` / `--no`
+    DEADLINE = "deadline"  # nobody answered in time: the ask's default
+
+
 @attrs.frozen
 class Ask:
-    """A question put to the caller; once waited on, what decided and whether anyone did."""
+    """A question a hook puts to the caller, as it answered it."""
 
     question: str
-    default: str = attrs.field(default="no", metadata=KEEP)
+    default: str = attrs.field(default=NO, metadata=KEEP)
     deadline_ms: int = attrs.field(default=0, metadata=KEEP)
-    #: `yes` or `no`: the caller's answer, or the default when nobody answered in time.
+
+
+@attrs.frozen
+class Asked:
+    """What a hook asked and how it was settled; `answer` and `by` are unset until the run
+    has waited for it (a hook run outside a run, as by `hook test`, is never answered)."""
+
+    question: str
     answer: str | None = None
-    answered: bool | None = None
+    by: AnsweredBy | None = None
 
 
 @attrs.frozen
@@ -107,4 +131,4 @@ def _reason(value: Any) -> str:
 
 
 def _ask(value: dict[str, Any]) -> Ask:
-    return Ask(value["question"], value.get("default", "no"), value.get("deadlineMs", 0))
+    return Ask(value["question"], value.get("default", NO), value.get("deadlineMs", 0))

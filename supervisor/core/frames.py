@@ -14,7 +14,7 @@ from typing import Any, Final, TypeVar
 
 import attrs
 
-from .answers import Ask, Dropped, Refusal
+from .answers import Asked, Dropped, Refusal
 from .convert import KEEP, SHOWN_WITH, WIRE
 from .points import Phase
 
@@ -34,6 +34,8 @@ class FrameType(enum.StrEnum):
     END = "end"
     #: Anywhere after `start`: something a reader should know (output dropped, …).
     WARNING = "warning"
+    #: A hook's question, right before its hook frame; the run waits for an answer.
+    ASK = "ask"
 
 
 class HookStatus(enum.StrEnum):
@@ -105,7 +107,8 @@ class HookFrame(Envelope):
     proposals: tuple[dict[str, Any], ...] = ()
     #: Set when this hook stops the run.
     refused: Refusal | None = attrs.field(default=None, metadata=KEEP)
-    ask: Ask | None = None
+    #: What the hook asked, the answer and who gave it (the `ask` frame came before).
+    asked: Asked | None = None
     dropped: tuple[Dropped, ...] = attrs.field(default=(), metadata=KEEP)
     #: Why the hook failed or was skipped, in words.
     reason: str | None = None
@@ -190,6 +193,20 @@ class WarningFrame(Envelope):
     type: FrameType = attrs.field(default=FrameType.WARNING, metadata=KEEP)
 
 
+@attrs.frozen
+class AskFrame(Envelope):
+    """A question a hook asks, put in the stream right after its process ended and before
+    its hook frame; the run waits for `{"type": "answer", "askId", "answer"}` until the
+    deadline, then `default` applies."""
+
+    ask_id: str
+    hook: str
+    question: str
+    default: str
+    deadline_ms: int
+    type: FrameType = attrs.field(default=FrameType.ASK, metadata=KEEP)
+
+
 Frame = (
     StartFrame
     | HookFrame
@@ -201,6 +218,7 @@ Frame = (
     | ErrorFrame
     | EndFrame
     | WarningFrame
+    | AskFrame
 )
 
 
@@ -243,6 +261,9 @@ _RANK: Final[dict[tuple[str, str | None], int]] = {
     (FrameType.HOOK, Phase.SUFFIX): 6,
     (FrameType.END, None): 7,
 }
+_OUTCOME: Final = 5
+#: Frames without a rank of their own: anywhere after `start` (`ask`: before the outcome).
+_AFTER_START: Final = frozenset({FrameType.WARNING, FrameType.ASK})
 
 
 def check_order(frames: Iterable[Mapping[str, Any]]) -> None:
@@ -250,7 +271,8 @@ def check_order(frames: Iterable[Mapping[str, Any]]) -> None:
 
     `start` first; `before` hooks; output; artifacts; `onSuccess` or `onError` hooks (not
     both); exactly one `result` or `error`; `suffix` hooks; `end` last; `warning` anywhere
-    after `start`. `seq` runs 0, 1, 2…
+    after `start`; an `ask` after `start`, followed by its hook's frame before the outcome.
+    `seq` runs 0, 1, 2…
     without gaps and every frame has the run's `runId`. Types it does not know are skipped
     (an open set), but still count for `seq`.
     """
@@ -259,6 +281,7 @@ def check_order(frames: Iterable[Mapping[str, Any]]) -> None:
     outcomes = 0
     landing: str | None = None
     ended = False
+    asking: list[str] = []  # hooks whose `ask` frame came and whose hook frame has not
     for i, frame in enumerate(frames):
         kind = frame.get("type")
         where = f"frame {i} ({kind})"
@@ -270,8 +293,14 @@ def check_order(frames: Iterable[Mapping[str, Any]]) -> None:
         if ended:
             raise OrderError(f"{where}: after end")
         phase = frame.get("phase") if kind == FrameType.HOOK else None
-        if kind == FrameType.WARNING and i == 0:
+        if kind in _AFTER_START and i == 0:
             raise OrderError(f"{where}: a run starts with start")
+        if kind == FrameType.ASK:
+            if rank >= _OUTCOME:
+                raise OrderError(f"{where}: an ask after the outcome")
+            asking.append(str(frame.get("hook")))
+        elif kind == FrameType.HOOK and frame.get("name") in asking:
+            asking.remove(str(frame.get("name")))
         if (str(kind), phase) not in _RANK:
             if kind == FrameType.HOOK:
                 raise OrderError(f"{where}: a {phase!r} hook has no place in a run")
@@ -285,7 +314,9 @@ def check_order(frames: Iterable[Mapping[str, Any]]) -> None:
             if landing not in (None, phase):
                 raise OrderError(f"{where}: onSuccess and onError hooks in one run")
             landing = phase
-        if new == 5:
+        if new == _OUTCOME:
+            if asking:
+                raise OrderError(f"{where}: the ask of {asking[0]} has no hook frame before it")
             outcomes += 1
             if outcomes > 1:
                 raise OrderError(f"{where}: a second result or error")

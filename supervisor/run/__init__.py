@@ -1,6 +1,6 @@
 """Runs: one hook run and its frame, a script run with its phases in their fixed order, the
-journal that keeps a run's frames, the event bus, observe hooks, and the runtime that holds
-them in one process.
+journal that keeps a run's frames, the asks it waits on, the event bus, observe hooks, and
+the runtime that holds them in one process.
 
 The names below are loaded on first use (`core/exports.py`).
 """
@@ -10,6 +10,7 @@ from ..core.exports import exports
 __all__, __getattr__, __dir__ = exports(
     __name__,
     {
+        "asking": ("Asks", "Settled"),
         "bus": ("Bus", "Subscription"),
         "hookcontext": ("HookContext", "RunInfo", "hook_secrets", "new_run_id"),
         "hookrun": ("HookReport", "run_hook"),

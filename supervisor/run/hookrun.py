@@ -16,7 +16,7 @@ from typing import Any, Final
 import attrs
 import trio
 
-from ..core.answers import Answer, Refusal, bound_answer
+from ..core.answers import Answer, Asked, Refusal, bound_answer
 from ..core.effects import REFUSING, Clamp, clamp
 from ..core.errors import ProfileUnavailable, SandboxUnavailable, SpawnError
 from ..core.frames import HookFrame, HookStatus, Ran, Resources, blank
@@ -262,8 +262,9 @@ class _FrameBuilder:
             fields["proposals"] = (answer.propose,)
         if answer.refuse is not None:
             fields["refused"] = Refusal(answer.refuse, fail_closed=False)
-        if answer.ask is not None:
-            fields["ask"] = answer.ask
+        if answer.ask is not None and answer.refuse is None:
+            # Settled by the run (`phases.py`); a refusal beside it needs no question.
+            fields["asked"] = Asked(answer.ask.question)
         subject = self.ctx.subject(self.hook.phase)
         if answer.apply is not None:
             fields.update(

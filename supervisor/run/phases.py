@@ -8,32 +8,23 @@ A hook cut short by the run's cancellation still gets its frame, then the cancel
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
 import trio
 
-from ..core.answers import Refusal
+from ..core.answers import YES, AnsweredBy, Ask, Asked, Refusal
 from ..core.events import EventKind
-from ..core.frames import HookFrame
+from ..core.frames import AskFrame, HookFrame, blank
 from ..core.hooks import Config, Hook
 from ..core.points import Phase
 from ..core.when import RunFacts, run_mismatch
 from ..process.spawner import Spawner
+from .asking import Asks
 from .bus import Bus
 from .hookcontext import HookContext, RunInfo
 from .hookrun import HookReport, cancelled_report, run_hook
 from .journal import RunJournal
-
-#: Who answers an `ask`: returns "yes"/"no", or None when nobody answered in time.
-Asker = Callable[[str, HookFrame, float], Awaitable[str | None]]
-
-
-async def nobody_answers(question: str, frame: HookFrame, deadline: float) -> str | None:
-    """In-process runs have nobody to ask: the deadline passes, the default decides."""
-    await trio.sleep(deadline)
-    return None
 
 
 @attrs.define
@@ -67,14 +58,14 @@ class PhaseHooks:
         *,
         journal: RunJournal,
         run_id: str,
-        asker: Asker,
+        asks: Asks,
     ) -> None:
         self.config = config
         self.spawner = spawner
         self.bus = bus
         self.journal = journal
         self.run_id = run_id
-        self.asker = asker
+        self.asks = asks
 
     def of(self, phase: Phase, run: RunInfo | None = None) -> list[Hook]:
         """The hooks of `phase` that fire: enabled, and their `when` matching `run`'s (a
@@ -98,18 +89,23 @@ class PhaseHooks:
         run_id = self.run_id
         self.bus.publish(EventKind.HOOK_STARTED, {"name": hook.name}, run_id=run_id)
         started = time.perf_counter()
+        report: HookReport | None = None
         try:
             report = await run_hook(self.spawner, hook, ctx)
             frame = report.frame
-            if frame.ask is not None and frame.refused is None:
-                frame = await self._resolve_ask(frame)
+            if frame.asked is not None and report.answer.ask is not None:
+                frame = await self._resolve_ask(frame, report.answer.ask)
                 report = attrs.evolve(report, frame=frame)
         except trio.Cancelled:
             # The run was cancelled while the hook ran (its tree is killed and reaped by now)
-            # or while it waited for an answer: the hook still has its frame, then the
-            # cancellation goes on.
-            ms = round((time.perf_counter() - started) * 1000)
-            self._record(cancelled_report(hook, ctx, ms).frame)
+            # or while its question waited for an answer: the hook still has its frame, then
+            # the cancellation goes on.
+            if report is not None:
+                why = "the run was cancelled while the question waited for an answer"
+                self._record(attrs.evolve(report.frame, reason=why))
+            else:
+                ms = round((time.perf_counter() - started) * 1000)
+                self._record(cancelled_report(hook, ctx, ms).frame)
             raise
         self._record(frame)
         return report
@@ -128,21 +124,31 @@ class PhaseHooks:
                 run_id=run_id,
             )
 
-    async def _resolve_ask(self, frame: HookFrame) -> HookFrame:
-        """Waits for an answer up to the deadline; unanswered or "no" refuses."""
-        asked = frame.ask
-        assert asked is not None
-        deadline = asked.deadline_ms / 1000
-        answer = None
-        with trio.move_on_after(deadline):
-            answer = await self.asker(asked.question, frame, deadline)
-        decided = answer or asked.default
-        ask = attrs.evolve(asked, answer=decided, answered=answer is not None)
-        if decided == "yes":
-            return attrs.evolve(frame, ask=ask)
-        how = "answered no" if answer is not None else f"unanswered, default {asked.default}"
-        refusal = Refusal(f"{asked.question} ({how})", fail_closed=False)
-        return attrs.evolve(frame, ask=ask, refused=refusal)
+    async def _resolve_ask(self, frame: HookFrame, ask: Ask) -> HookFrame:
+        """Puts the `ask` frame in the stream and waits for an answer up to the deadline;
+        unanswered, the default applies; "no" refuses."""
+        ask_id = self.asks.new_id()
+        self.journal.append(
+            blank(
+                AskFrame,
+                ask_id=ask_id,
+                hook=frame.name,
+                question=ask.question,
+                default=ask.default,
+                deadline_ms=ask.deadline_ms,
+            )
+        )
+        settled = await self.asks.wait(ask_id, ask.default, ask.deadline_ms / 1000)
+        asked = Asked(ask.question, settled.answer, settled.by)
+        if settled.answer == YES:
+            return attrs.evolve(frame, asked=asked)
+        how = (
+            f"unanswered by the deadline, default {settled.answer}"
+            if settled.by is AnsweredBy.DEADLINE
+            else f"answered {settled.answer} by the {settled.by}"
+        )
+        refusal = Refusal(f"{ask.question} ({how})", fail_closed=False)
+        return attrs.evolve(frame, asked=asked, refused=refusal)
 
     def _take(self, phase: Phase, report: HookReport, state: RunState) -> bool:
         """What a hook's frame does to the run: advice, proposals, apply, refusal.

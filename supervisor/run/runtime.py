@@ -23,7 +23,6 @@ from .bus import Bus
 from .hookcontext import hook_secrets
 from .journal import Journals
 from .observe import ObserverStats, serve_observers
-from .phases import Asker, nobody_answers
 from .scriptrun import Run, RunRequest, execute
 
 #: How long stopping waits for observers to finish what was already published.
@@ -46,8 +45,8 @@ class Runtime:
         with trio.move_on_after(OBSERVER_DRAIN_S):
             await self.observers.wait_idle()
 
-    async def execute(self, run: Run, asker: Asker = nobody_answers) -> None:
-        await execute(run, config=self.config, spawner=self.spawner, bus=self.bus, asker=asker)
+    async def execute(self, run: Run) -> None:
+        await execute(run, config=self.config, spawner=self.spawner, bus=self.bus)
 
 
 @contextlib.asynccontextmanager

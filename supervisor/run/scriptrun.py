@@ -40,10 +40,11 @@ from ..process import sandbox
 from ..process.scratch import scratch_dir
 from ..process.spawner import Spawner
 from ..process.spawnspec import ChildSpec
+from .asking import Asks
 from .bus import Bus
 from .hookcontext import HookContext, RunInfo, hook_secrets, new_run_id
 from .journal import RunJournal
-from .phases import Asker, PhaseHooks, RunState, nobody_answers
+from .phases import PhaseHooks, RunState
 from .script import ScriptOutcome, artifact_frames, run_script, script_argv, script_environment
 
 #: A script's timeout when the request names none.
@@ -86,6 +87,8 @@ class Run:
         self.request = request
         self.journal = journal
         self.cancel_scope = trio.CancelScope()
+        #: Its open questions: answers from clients, the terminal or flags settle them here.
+        self.asks = Asks()
 
     def cancel(self) -> None:
         self.cancel_scope.cancel()
@@ -97,7 +100,6 @@ async def execute(
     config: Config,
     spawner: Spawner,
     bus: Bus,
-    asker: Asker = nobody_answers,
 ) -> None:
     """Runs `run.request` to its `end` frame; see the module docstring for the guarantees."""
     req = run.request
@@ -124,7 +126,6 @@ async def execute(
             config=config,
             spawner=spawner,
             bus=bus,
-            asker=asker,
             passed=passed,
             started=started,
         )
@@ -147,7 +148,6 @@ async def _execute(
     config: Config,
     spawner: Spawner,
     bus: Bus,
-    asker: Asker,
     passed: Passed,
     started: float,
 ) -> None:
@@ -155,7 +155,7 @@ async def _execute(
     profile = req.sandbox or config.script_sandbox
     info = state.ctx.run
     assert info is not None
-    hooks = PhaseHooks(config, spawner, bus, journal=run.journal, run_id=req.run_id, asker=asker)
+    hooks = PhaseHooks(config, spawner, bus, journal=run.journal, run_id=req.run_id, asks=run.asks)
     run.journal.append(blank(StartFrame, argv=info.argv, cwd=req.cwd, sandbox=profile.value))
     bus.publish(EventKind.RUN_STARTED, {"argv": list(info.argv)}, run_id=req.run_id)
     for warning in config.warnings:  # a project file skipped, a ceiling a file tried to raise

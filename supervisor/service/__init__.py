@@ -1,6 +1,7 @@
 """The service: HTTP and WebSocket on one port (a sans-IO protocol under a thin trio layer),
 who may use it, the wire's messages, a run's frames streamed to every client at its own
-pace, and the client side for `exec --remote`, `events` and `hooks list --remote`.
+pace, the answering of asks, and the client side for `exec --remote`, `events` and
+`hooks list --remote`.
 
 The names below are loaded on first use (`core/exports.py`), so the remote client loads
 the wire, not the server.
@@ -18,6 +19,7 @@ __all__, __getattr__, __dir__ = exports(
             "default_token_path",
             "remove_token_file",
         ),
+        "answering": ("AskWatcher", "Deliver", "Responder"),
         "options": ("Limits", "Listening", "ServiceOptions"),
         "remote": ("DEFAULT_URL", "Remote", "exec_remote"),
         "server": ("Service", "run_service"),

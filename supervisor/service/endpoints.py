@@ -101,7 +101,7 @@ class Endpoints:
         )
         self._start_run(run, config)
         wake.idle = False
-        ending = await self.streams.stream_run(conn, run.journal, 0, wake, run=run)
+        ending = await self.streams.stream_run(conn, run.journal, 0, wake, run=run, cancels=True)
         if request.cancel_on_disconnect and not run.journal.finished:
             run.cancel()
         return ending
@@ -118,7 +118,9 @@ class Endpoints:
                 f"{self.runtime.journals.retain} runs)",
             ) from None
         check_from(start, len(journal))
-        return await self.streams.stream_run(conn, journal, start, wake)
+        # While the run runs, this socket may answer its asks too.
+        run = self._active.get(target.run_id)
+        return await self.streams.stream_run(conn, journal, start, wake, run=run)
 
     async def _events(self, conn: ServerConnection, target: Target, wake: Wake) -> WireError | None:
         kinds, since = parse_events(target)

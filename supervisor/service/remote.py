@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import signal
+import sys
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Final
 from urllib.parse import urlencode, urlsplit, urlunsplit
@@ -23,8 +24,10 @@ from trio_websocket import (
     open_websocket_url,
 )
 
+from ..core.answers import AnsweredBy
 from ..core.jsontext import is_unicode
 from ..process.signals import serve_stop_signals
+from .answering import AskWatcher, Responder
 from .wire import DEFAULT_HOST, DEFAULT_PORT, Close
 
 DEFAULT_URL: Final = f"ws://{DEFAULT_HOST}:{DEFAULT_PORT}"
@@ -107,7 +110,8 @@ async def messages(
     ws: WebSocketConnection, ends: tuple[Close, ...] = (Close.NORMAL,)
 ) -> AsyncIterator[dict[str, Any]]:
     """Every JSON object the server sends, in order, until it closes with one of `ends`.
-    An error message (one without `seq`) then another close code raises `RemoteError`."""
+    An error message (one without `seq`) then another close code raises `RemoteError`; one
+    with `askId` (an answer refused, the socket stays open) is handed on like a frame."""
     error: dict[str, Any] | None = None
     while True:
         try:
@@ -129,31 +133,44 @@ async def messages(
             if not line:
                 continue
             obj = json.loads(line)
-            if obj.get("type") == "error" and "seq" not in obj:
+            if obj.get("type") == "error" and "seq" not in obj and "askId" not in obj:
                 error = obj
                 continue
             yield obj
 
 
 async def exec_remote(
-    remote: Remote, request: Mapping[str, Any], on_frame: Callable[[dict[str, Any]], Any]
+    remote: Remote,
+    request: Mapping[str, Any],
+    on_frame: Callable[[dict[str, Any]], Any],
+    responder: Responder | None = None,
 ) -> list[dict[str, Any]]:
-    """Runs `request` on the server, handing each frame to `on_frame` as it comes. The first
-    Ctrl-C (or SIGTERM) asks the server to cancel the run (its suffix hooks and `end` still
-    come); a second one leaves at once (`serve_stop_signals`)."""
+    """Runs `request` on the server, handing each frame to `on_frame` as it comes, and each
+    `ask` frame to `responder`, whose answer goes to the server (which takes the first
+    answer; one it refuses is said on stderr). The first Ctrl-C (or SIGTERM) asks the server
+    to cancel the run (its suffix hooks and `end` still come); a second one leaves at once
+    (`serve_stop_signals`)."""
     frames: list[dict[str, Any]] = []
     failed: RemoteError | None = None  # raised outside the nursery, not in a group
     async with open_remote(remote, "/v1/exec") as ws, trio.open_nursery() as nursery:
         await ws.send_message(json.dumps(request))
 
         def ask_cancel(_: signal.Signals) -> None:
-            nursery.start_soon(_send_cancel, ws)
+            nursery.start_soon(_send, ws, {"type": "cancel"})
 
+        async def deliver(ask_id: str, word: str, by: AnsweredBy) -> None:
+            await _send(ws, {"type": "answer", "askId": ask_id, "answer": word})
+
+        watcher = AskWatcher(nursery, responder, deliver)
         await nursery.start(serve_stop_signals, nursery.cancel_scope, ask_cancel)
         try:
             async for frame in messages(ws):
+                if frame.get("askId") and "seq" not in frame:  # an answer the server refused
+                    print(f"mcpx-hooks: {frame.get('message')}", file=sys.stderr, flush=True)
+                    continue
                 frames.append(frame)
                 on_frame(frame)
+                watcher.see(frame)
         except RemoteError as exc:
             failed = exc
         nursery.cancel_scope.cancel()
@@ -162,9 +179,9 @@ async def exec_remote(
     return frames
 
 
-async def _send_cancel(ws: WebSocketConnection) -> None:
+async def _send(ws: WebSocketConnection, message: Mapping[str, Any]) -> None:
     with contextlib.suppress(ConnectionClosed):
-        await ws.send_message(json.dumps({"type": "cancel"}))
+        await ws.send_message(json.dumps(message))
 
 
 async def follow_events(

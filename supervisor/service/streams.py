@@ -8,7 +8,8 @@ waiting for that client, so a slow client never slows the run or another client,
 in large messages, and holds no more than one message in memory. Frames are encoded once
 per run, whatever the number of readers.
 
-Meanwhile each stream listens to its client (`listen`): `cancel` on an exec socket, anything
+Meanwhile each stream listens to its client (`listen`): `cancel` on an exec socket, an
+`answer` on a run's socket (a refused one is told why, and the socket stays open), anything
 else ends the socket with an error. A `Wake` tells a stream to stop waiting (the client left,
 a bad message, shutdown); it never cuts a send short, which would leave a broken frame on the
 wire.
@@ -22,8 +23,10 @@ import math
 import weakref
 from collections.abc import Iterator
 
+import attrs
 import trio
 
+from ..core.answers import AnsweredBy
 from ..core.convert import to_json
 from ..core.errors import bug_summary
 from ..run.bus import Subscription
@@ -31,7 +34,7 @@ from ..run.journal import Follower, RunJournal
 from ..run.scriptrun import Run
 from .broadcast import Broadcaster, EncodedRun
 from .connection import ConnectionClosed, ServerConnection
-from .wire import Close, WireError, encode, parse_control
+from .wire import AnswerMessage, Close, WireError, encode, parse_control
 
 logger = logging.getLogger("mcpx_hooks.server")
 
@@ -146,16 +149,18 @@ class Streams:
         wake: Wake,
         *,
         run: Run | None = None,
+        cancels: bool = False,
     ) -> WireError | None:
         """Sends the journal from `start` to `end` at the client's pace, in messages of what
-        is waiting; meanwhile listens for `cancel` (exec) or a message out of turn. Returns
+        is waiting; meanwhile listens for `answer`s to `run`'s asks (None: the run has
+        ended), `cancel` (with `cancels`: the exec socket) or a message out of turn. Returns
         how to close the socket, None when it must be aborted (the client is gone)."""
         follower = journal.follow(start)
         self.count += 1
         try:
             with self._encoding(journal) as encoded:
                 async with trio.open_nursery() as nursery:
-                    nursery.start_soon(self.listen, conn, wake, run)
+                    nursery.start_soon(self.listen, conn, wake, _Control(run, cancels))
                     try:
                         return await self._pump(conn, follower, encoded, wake)
                     finally:
@@ -245,21 +250,58 @@ class Streams:
             return False
         return not conn.broken
 
-    async def listen(self, conn: ServerConnection, wake: Wake, run: Run | None) -> None:
-        """Reads what the client sends while a stream runs: `cancel` on an exec socket;
-        anything else ends the socket with an error. Tells the stream when the client left."""
+    async def listen(self, conn: ServerConnection, wake: Wake, control: _Control | None) -> None:
+        """Reads what the client sends while a stream runs: on a run's socket, answers (a
+        refused one gets an error message, the socket stays open) and, on an exec socket,
+        `cancel`; anything else ends the socket with an error. Tells the stream when the
+        client left."""
         while True:
             try:
                 text = await conn.get_message()
             except ConnectionClosed:
                 wake.client_gone()
                 return
-            if run is None:
+            if control is None:
                 wake.set(WireError(Close.BAD_REQUEST, "this endpoint takes no messages"))
                 return
             try:
-                parse_control(text)
+                message = parse_control(text)
             except WireError as exc:
                 wake.set(exc)
                 return
-            run.cancel()
+            if isinstance(message, AnswerMessage):
+                refused = control.answer(message)
+                if refused is not None:
+                    # Shielded: a send cut short would leave a broken frame on the wire;
+                    # `send` bounds it.
+                    with trio.CancelScope(shield=True):
+                        await self.send(conn, encode(to_json(refused.payload)), wake)
+            elif control.cancels and control.run is not None:
+                control.run.cancel()
+            elif not control.cancels:
+                wake.set(
+                    WireError(
+                        Close.BAD_REQUEST,
+                        "cancel is taken on the exec socket that started the run, not here",
+                    )
+                )
+                return
+
+
+@attrs.frozen
+class _Control:
+    """What a run's socket may do to it: answer its asks, and (`cancels`) cancel it."""
+
+    run: Run | None
+    cancels: bool
+
+    def answer(self, message: AnswerMessage) -> WireError | None:
+        """None when the answer settled its ask; else the error message that says why not."""
+        if self.run is None or self.run.journal.finished:
+            why = f"{message.ask_id} is closed: the run has ended"
+        else:
+            said = self.run.asks.answer(message.ask_id, message.answer, AnsweredBy.CLIENT)
+            if said is None:
+                return None
+            why = said
+        return WireError(Close.BAD_REQUEST, f"answer refused: {why}", ask_id=message.ask_id)

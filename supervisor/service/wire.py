@@ -15,6 +15,7 @@ import attrs
 
 from ..config.schemaparts import SCRIPT_PHASES
 from ..core import jsontext
+from ..core.answers import ANSWERS
 from ..core.convert import KEEP
 from ..core.effects import Effect
 from ..core.hooks import Config, Profile
@@ -67,16 +68,23 @@ class ErrorMessage:
     error: str
     message: str
     problems: tuple[str, ...] = ()
+    #: Set on the one error message that does not close its socket: an answer refused
+    #: (its ask unknown, already answered or past its deadline).
+    ask_id: str | None = None
 
 
 class WireError(Exception):
-    """What the server answers a bad message or query with, then closes with `code`."""
+    """What the server answers a bad message or query with, then closes with `code`
+    (unless it refuses an answer: `ask_id`, and the socket stays open)."""
 
-    def __init__(self, code: Close, message: str, problems: Sequence[str] = ()) -> None:
+    def __init__(
+        self, code: Close, message: str, problems: Sequence[str] = (), ask_id: str | None = None
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.problems = tuple(problems)
+        self.ask_id = ask_id
 
     @property
     def payload(self) -> ErrorMessage:
@@ -86,6 +94,7 @@ class WireError(Exception):
             error=CLOSE_WORDS[self.code],
             message=self.message,
             problems=self.problems,
+            ask_id=self.ask_id,
         )
 
     @property
@@ -320,18 +329,54 @@ def parse_exec(text: str | bytes) -> ExecRequest:
     )
 
 
-def parse_control(text: str | bytes) -> str:
-    """A message after the request on `/v1/exec`: only `{"type": "cancel"}` is one."""
+@attrs.frozen
+class AnswerMessage:
+    """`{"type": "answer", "askId", "answer"}`: a client answers an `ask` frame of its run."""
+
+    ask_id: str
+    answer: str
+
+
+#: The longest askId a client may send (the server's are `ask-N`).
+ASK_ID_CHARS: Final = 64
+#: The fields of an answer message: what each must be, in words, and the check.
+ANSWER_FIELDS: Final[dict[str, tuple[str, Callable[[Any], bool]]]] = {
+    "type": ('"answer"', lambda v: v == "answer"),
+    "askId": (
+        f"the askId of an ask frame (a string of 1 to {ASK_ID_CHARS} characters)",
+        lambda v: _is_text(v) and 0 < len(v) <= ASK_ID_CHARS,
+    ),
+    "answer": (" or ".join(ANSWERS), lambda v: v in ANSWERS),
+}
+
+
+def parse_control(text: str | bytes) -> str | AnswerMessage:
+    """A message after the request: `{"type": "cancel"}` ("cancel") or an answer."""
     obj = parse_json_object(text, "a message after the request")
     if obj == {"type": "cancel"}:
         return "cancel"
     if obj.get("type") == "cancel":
         extra = ", ".join(sorted(k for k in obj if k != "type"))
         raise WireError(Close.BAD_REQUEST, f"cancel takes no other field (found {extra})")
+    if obj.get("type") == "answer":
+        problems = [
+            f"unknown field {key!r} (fields: {', '.join(ANSWER_FIELDS)})"
+            for key in obj
+            if key not in ANSWER_FIELDS
+        ]
+        problems += [
+            f"{key}: expected {want}, got {describe(obj[key]) if key in obj else 'nothing'}"
+            for key, (want, ok) in ANSWER_FIELDS.items()
+            if key not in obj or not ok(obj[key])
+        ]
+        if problems:
+            raise WireError(Close.BAD_REQUEST, "answer: " + "; ".join(problems), problems)
+        return AnswerMessage(obj["askId"], obj["answer"])
     raise WireError(
         Close.BAD_REQUEST,
         'a second request on an exec socket: after the request, only {"type": "cancel"} '
-        "may be sent; open a new socket for another run",
+        'and {"type": "answer", "askId": …, "answer": "yes" | "no"} may be sent; open a new '
+        "socket for another run",
     )
 
 

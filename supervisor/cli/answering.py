@@ -1,0 +1,113 @@
+"""How `exec` answers a hook's `ask`: `--yes` / `--no` answer every one; on a terminal (stdin
+and stderr both a TTY) the person is asked on stderr and types y or n; otherwise nobody
+answers and the ask's deadline brings its default.
+
+The prompt reads the terminal only when it is readable (a whole line, in the terminal's
+line mode), so a prompt whose ask was settled meanwhile (the deadline passed, a client of
+the service answered) is simply cancelled and leaves nothing half-read behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Final
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any, TextIO
+
+    from ..core.answers import AnsweredBy
+    from ..run.scriptrun import Run
+    from ..service.answering import Deliver, Responder
+
+#: What a person may type, and the answer it is. An empty line takes the ask's default.
+TYPED: Final = {"y": "yes", "yes": "yes", "n": "no", "no": "no"}
+
+
+def add_arguments(x: argparse.ArgumentParser) -> None:
+    answers = x.add_mutually_exclusive_group()
+    answers.add_argument(
+        "--yes", action="store_true", help="answer yes to every question a hook asks"
+    )
+    answers.add_argument(
+        "--no", action="store_true", help="answer no to every question a hook asks"
+    )
+
+
+def responder(args: argparse.Namespace) -> Responder | None:
+    """Who answers this `exec`'s asks: its flag, the person at the terminal, or nobody."""
+    from ..core.answers import NO, YES, AnsweredBy
+
+    if args.yes or args.no:
+        word = YES if args.yes else NO
+
+        async def flag(frame: Mapping[str, Any]) -> tuple[str, AnsweredBy]:
+            print(f"{_asks(frame)} -> {word} (--{word})", file=sys.stderr, flush=True)
+            return word, AnsweredBy.FLAG
+
+        return flag
+    # `--stdin -` gave the terminal's input to the script.
+    if args.stdin != "-" and sys.stdin.isatty() and sys.stderr.isatty():
+        return TerminalPrompt(sys.stdin.fileno(), sys.stderr)
+    return None
+
+
+def local(run: Run) -> Deliver:
+    """Where an in-process `exec`'s answers go: the run's own asks."""
+
+    async def deliver(ask_id: str, word: str, by: AnsweredBy) -> None:
+        refused = run.asks.answer(ask_id, word, by)
+        if refused is not None:
+            print(f"mcpx-hooks exec: the answer was not taken: {refused}", file=sys.stderr)
+
+    return deliver
+
+
+def _asks(frame: Mapping[str, Any]) -> str:
+    return f"{frame.get('hook')} asks: {frame.get('question')}"
+
+
+class TerminalPrompt:
+    """Asks one question at a time on `out` and reads the answer from the terminal `fd`."""
+
+    def __init__(self, fd: int, out: TextIO) -> None:
+        import trio
+
+        self._fd = fd
+        self._out = out
+        self._lock = trio.Lock()
+
+    async def __call__(self, frame: Mapping[str, Any]) -> tuple[str, AnsweredBy] | None:
+        import trio
+
+        from ..core.answers import AnsweredBy
+
+        default = str(frame.get("default"))
+        seconds = int(frame.get("deadlineMs") or 0) / 1000
+        async with self._lock:
+            self._say(f"{_asks(frame)} [y/n, default {default} in {seconds:g} s] ")
+            try:
+                while True:
+                    await trio.lowlevel.wait_readable(self._fd)
+                    try:
+                        data = os.read(self._fd, 4096)
+                    except OSError:  # the terminal went away (EIO): nobody can answer
+                        data = b""
+                    if not data:  # the terminal is closed: nobody is there to answer
+                        self._say("\n")
+                        return None
+                    typed = data.decode(errors="replace").strip().lower()
+                    word = TYPED.get(typed, default if typed == "" else None)
+                    if word is not None:
+                        return word, AnsweredBy.TERMINAL
+                    self._say("please type y or n: ")
+            except trio.Cancelled:
+                self._say("\n(settled without this answer; see the hook's line)\n")
+                raise
+
+    def _say(self, text: str) -> None:
+        self._out.write(text)
+        self._out.flush()

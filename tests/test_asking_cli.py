@@ -1,0 +1,232 @@
+"""Asking as people and clients meet it: `exec --yes` / `--no`, the prompt on a terminal, an
+unanswered ask; a real `serve` answered by a WebSocket client on `/v1/exec` and on
+`/v1/runs/{runId}`, and by `exec --remote --yes`. Real processes throughout."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import selectors
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from service_client import CLI, ENV, Server, Stream, arun, open_ws, read_all, read_until
+from service_client import start_server as serve
+
+from mcpx_hooks.supervisor.core.frames import check_order
+
+PLAIN = (
+    '[defaults]\nsandbox = "none"\n[script]\nsandbox = "none"\n[service]\nsandboxes = ["none"]\n'
+)
+
+
+def asking_hook(deadline_ms: int = 60_000, default: str = "no") -> dict[str, Any]:
+    ask = {"ask": {"question": "ship it?", "default": default, "deadlineMs": deadline_ms}}
+    return {
+        "name": "gate",
+        "on": "script",
+        "phase": "before",
+        "effect": "ask",
+        "sandbox": "none",
+        "run": ["sh", "-c", f"cat >/dev/null; echo '{json.dumps(ask)}'"],
+    }
+
+
+def mcpx(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, *args],
+        cwd=cwd,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def frames_of(stdout: str) -> list[dict[str, Any]]:
+    frames = [json.loads(line) for line in stdout.splitlines()]
+    check_order(frames)
+    return frames
+
+
+def gate_of(frames: list[dict[str, Any]]) -> dict[str, Any]:
+    (gate,) = [f for f in frames if f["type"] == "hook"]
+    return gate
+
+
+@pytest.mark.parametrize(("flag", "word"), [("--yes", "yes"), ("--no", "no")])
+def test_exec_yes_and_no_answer_every_ask(tmp_path: Path, flag: str, word: str) -> None:
+    hook = json.dumps(asking_hook())
+    out = mcpx("exec", "--json", flag, "--hook", hook, "--", "echo", "42", cwd=tmp_path)
+    frames = frames_of(out.stdout)
+    (ask,) = [f for f in frames if f["type"] == "ask"]
+    assert (ask["hook"], ask["question"], ask["deadlineMs"]) == ("gate", "ship it?", 60_000)
+    assert gate_of(frames)["asked"] == {"question": "ship it?", "answer": word, "by": "flag"}
+    assert f"gate asks: ship it? -> {word} ({flag})" in out.stderr
+    if word == "yes":
+        assert out.returncode == 0 and frames[-2]["value"] == 42
+    else:
+        assert out.returncode != 0 and frames[-2]["refusedBy"] == "gate"
+    both = mcpx("exec", "--yes", "--no", "--", "true", cwd=tmp_path)
+    assert both.returncode == 2 and "not allowed with argument" in both.stderr
+
+
+def test_an_unanswered_ask_takes_its_default_at_the_deadline(tmp_path: Path) -> None:
+    # Not a terminal (stdin is /dev/null) and no flag: nobody answers.
+    for default, refused in (("no", True), ("yes", False)):
+        hook = json.dumps(asking_hook(deadline_ms=100, default=default))
+        out = mcpx("exec", "--json", "--hook", hook, "--", "true", cwd=tmp_path)
+        gate = gate_of(frames_of(out.stdout))
+        assert gate["asked"] == {"question": "ship it?", "answer": default, "by": "deadline"}
+        assert (gate["refused"] is not None) is refused
+
+
+def _read_until(fd: int, want: bytes, seen: bytearray) -> None:
+    """Reads the terminal's output until `want` shows (bounded, no sleeps)."""
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while want not in seen:
+            assert sel.select(60), bytes(seen)
+            try:
+                seen += os.read(fd, 4096)
+            except OSError:  # EIO: the other side closed
+                raise AssertionError(bytes(seen)) from None
+
+
+@pytest.mark.parametrize(("typed", "word"), [(b"y\n", "yes"), (b"n\n", "no"), (b"\n", "no")])
+def test_on_a_terminal_the_person_is_asked(tmp_path: Path, typed: bytes, word: str) -> None:
+    master, slave = pty.openpty()
+    hook = json.dumps(asking_hook())
+    with subprocess.Popen(
+        [*CLI, "exec", "--json", "--hook", hook, "--", "true"],
+        cwd=tmp_path,
+        env=ENV,
+        stdin=slave,
+        stderr=slave,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        os.close(slave)
+        seen = bytearray()
+        _read_until(master, b"gate asks: ship it? [y/n, default no in 60 s] ", seen)
+        os.write(master, b"maybe\n")
+        _read_until(master, b"please type y or n: ", seen)
+        os.write(master, typed)
+        stdout, _ = proc.communicate(timeout=60)
+    os.close(master)
+    frames = frames_of(stdout)
+    assert gate_of(frames)["asked"] == {"question": "ship it?", "answer": word, "by": "terminal"}
+    assert (proc.returncode == 0) is (word == "yes")
+
+
+def test_a_prompt_nobody_answers_goes_away_at_the_deadline(tmp_path: Path) -> None:
+    master, slave = pty.openpty()
+    hook = json.dumps(asking_hook(deadline_ms=300, default="yes"))
+    with subprocess.Popen(
+        [*CLI, "exec", "--hook", hook, "--", "echo", "1"],
+        cwd=tmp_path,
+        env=ENV,
+        stdin=slave,
+        stderr=slave,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        os.close(slave)
+        seen = bytearray()
+        _read_until(master, b"(settled without this answer; see the hook's line)", seen)
+        stdout, _ = proc.communicate(timeout=60)
+    os.close(master)
+    assert proc.returncode == 0
+    # The readable view: the question as it is put, then what settled it.
+    assert "ask from gate: ship it? (default yes in 0.3 s; waiting for an answer)" in stdout
+    assert "  asked: ship it? -> yes (by deadline)" in stdout
+
+
+# ---- the service ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    cwd = tmp_path_factory.mktemp("serve")
+    (cwd / "c.toml").write_text(PLAIN)
+    srv = serve(cwd, "--config", "c.toml")
+    yield srv
+    assert srv.stop() == 0
+    assert "Traceback" not in srv.log(), srv.log()
+
+
+def test_a_client_of_exec_answers_and_only_its_first_answer_counts(server: Server) -> None:
+    async def main() -> Stream:
+        async with open_ws(server, "/v1/exec") as ws:
+            await ws.send(json.dumps({"argv": ["echo", "7"], "hooks": [asking_hook()]}))
+            stream = Stream()
+            ask = await read_until(ws, stream, lambda o: o.get("type") == "ask")
+            answer = {"type": "answer", "askId": ask["askId"], "answer": "yes"}
+            await ws.send(json.dumps(answer))
+            await read_until(ws, stream, lambda o: o.get("type") == "hook")
+            await ws.send(json.dumps({**answer, "answer": "no"}))  # too late: told, not closed
+            await read_until(ws, stream, lambda o: "askId" in o and "seq" not in o)
+            return await read_all(ws, stream)
+
+    stream = arun(main())
+    assert stream.code == 1000
+    check_order(stream.frames)
+    assert gate_of(stream.frames)["asked"] == {
+        "question": "ship it?",
+        "answer": "yes",
+        "by": "client",
+    }
+    assert stream.frames[-2]["type"] == "result" and stream.frames[-2]["value"] == 7
+    (late,) = stream.errors
+    assert late["message"] == (
+        "answer refused: ask-1 was already answered yes (by client); the first counts"
+    )
+
+
+def test_a_follower_of_the_run_may_answer_too(server: Server) -> None:
+    async def main() -> tuple[Stream, Stream]:
+        async with open_ws(server, "/v1/exec") as ws:
+            await ws.send(json.dumps({"argv": ["true"], "hooks": [asking_hook()]}))
+            started = Stream()
+            ask = await read_until(ws, started, lambda o: o.get("type") == "ask")
+            async with open_ws(server, f"/v1/runs/{ask['runId']}?from=0") as follower:
+                followed = Stream()
+                await read_until(follower, followed, lambda o: o.get("type") == "ask")
+                answer = {"type": "answer", "askId": ask["askId"], "answer": "no"}
+                await follower.send(json.dumps(answer))
+                await read_all(follower, followed)
+            return await read_all(ws, started), followed
+
+    started, followed = arun(main())
+    assert started.code == followed.code == 1000
+    assert started.frames == followed.frames
+    gate = gate_of(started.frames)
+    assert gate["asked"] == {"question": "ship it?", "answer": "no", "by": "client"}
+    assert started.frames[-2]["refusedBy"] == "gate"
+
+
+def test_exec_remote_yes_answers_over_the_socket(server: Server, tmp_path: Path) -> None:
+    hook = json.dumps(asking_hook())
+    remote = ["--remote", server.url, "--token-file", str(server.cwd / "token")]
+    out = subprocess.run(
+        [*CLI, "exec", *remote, "--json", "--yes", "--hook", hook, "--", "echo", "5"],
+        cwd=tmp_path,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    assert out.returncode == 0, out.stderr
+    frames = frames_of(out.stdout)
+    # Over the wire, the server knows the answer came from its client.
+    assert gate_of(frames)["asked"] == {"question": "ship it?", "answer": "yes", "by": "client"}
+    assert frames[-2]["value"] == 5
+    assert "gate asks: ship it? -> yes (--yes)" in out.stderr
