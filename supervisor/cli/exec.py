@@ -97,6 +97,11 @@ def add_arguments(x: argparse.ArgumentParser) -> None:
     x.add_argument("--input", metavar="JSON", help="the run's input, a JSON value")
     x.add_argument("--stdin", metavar="FILE", help="the script's stdin (- for this one's)")
     x.add_argument("--remote", metavar="URL", help="run on a server (ws://…)")
+    x.add_argument(
+        "--artifacts",
+        metavar="DIR",
+        help="copy the run's artifacts into DIR when it ends (made if missing)",
+    )
     add_token_file_argument(x)
     what = x.add_mutually_exclusive_group()
     what.add_argument("--python", metavar="FILE", help="a Python script")
@@ -116,6 +121,11 @@ def _kebab(name: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from .artifacts import directory_problem
+
+    if args.artifacts and (problem := directory_problem(args.artifacts)):
+        print(f"mcpx-hooks exec: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     if args.remote:
         return _run_remote(args)
     try:
@@ -125,8 +135,10 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     import trio
 
-    frames = trio.run(_run_here, config, request, args.json)
-    return exit_code(frames)
+    from .artifacts import with_artifacts
+
+    frames, copied = trio.run(_run_here, config, request, args.json, args.artifacts)
+    return with_artifacts(exit_code(frames), copied)
 
 
 def exit_code(frames: Sequence[Mapping[str, Any]]) -> int:
@@ -148,9 +160,12 @@ def _outcome(frames: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
     return next((f for f in frames if f.get("type") in (FrameType.RESULT, FrameType.ERROR)), None)
 
 
-async def _run_here(config: Config, request: RunRequest, as_json: bool) -> list[dict[str, Any]]:
+async def _run_here(
+    config: Config, request: RunRequest, as_json: bool, artifacts: str | None = None
+) -> tuple[list[dict[str, Any]], bool]:
     """Runs in process, printing each frame as it happens. The first Ctrl-C (or SIGTERM)
-    cancels the run (its suffix hooks and `end` still come); a second one stops at once."""
+    cancels the run (its suffix hooks and `end` still come); a second one stops at once.
+    With `artifacts`, the run's artifacts are copied there; whether all of them were."""
     import trio
 
     from ..process.signals import serve_stop_signals
@@ -166,8 +181,13 @@ async def _run_here(config: Config, request: RunRequest, as_json: bool) -> list[
                 for frame in batch:
                     line = json.dumps(frame) if as_json else "\n".join(frame_lines(frame))
                     print(line, flush=True)
+        copied = True
+        if artifacts is not None:
+            from .artifacts import copy_local
+
+            copied = await trio.to_thread.run_sync(copy_local, run.journal, artifacts)
         nursery.cancel_scope.cancel()
-    return run.journal.frames
+    return run.journal.frames, copied
 
 
 def _run_remote(args: argparse.Namespace) -> int:
@@ -195,6 +215,11 @@ def _run_remote(args: argparse.Namespace) -> int:
     if _outcome(frames) is None:
         print("mcpx-hooks exec: the stream ended before the run's outcome", file=sys.stderr)
         return EXIT_FAILED
+    if args.artifacts:
+        from .artifacts import copy_remote, with_artifacts
+
+        copied = trio.run(copy_remote, target, frames, args.artifacts)
+        return with_artifacts(exit_code(frames), copied)
     return exit_code(frames)
 
 
