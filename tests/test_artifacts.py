@@ -209,3 +209,31 @@ def test_exec_copies_through_no_symlink_in_its_directory(tmp_path: Path) -> None
     assert target(str(out), "sub/x") is None
     assert target(str(out), "new/deeper/x") == str(out / "new" / "deeper" / "x")
     assert (out / "new" / "deeper").is_dir()
+
+
+def test_a_store_left_by_a_killed_supervisor_is_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import subprocess
+    import sys
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          check=True, capture_output=True, text=True)  # fmt: skip
+    uid = os.getuid()
+    orphan = tmp_path / f"mcpx-hooks-artifacts-{uid}-{gone.stdout.strip()}-x"
+    alive = tmp_path / f"mcpx-hooks-artifacts-{uid}-1-x"  # pid 1 exists: kept
+    other = tmp_path / "mcpx-hooks-artifacts-nope"
+    for d in (orphan, alive, other):
+        d.mkdir()
+        (d / "0").write_text("left over")
+    store = ArtifactStore(100)
+    try:
+        store.keep("r", _dir(tmp_path / "src", {"f": b"x"}))
+        assert not orphan.exists() and alive.exists() and other.exists()
+        assert Path(store.find("r", "a0").path).parent.name.startswith(
+            f"mcpx-hooks-artifacts-{uid}-{os.getpid()}-"
+        )
+    finally:
+        store.close()

@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 from service_client import CLI, ENV, Server, arun, run_remote, start_server
 
+from mcpx_hooks.supervisor.core.frames import check_order
+
 WRITE = (
     'mkdir -p "$MCPX_ARTIFACTS_DIR/sub"; printf "<b>hi</b>" > "$MCPX_ARTIFACTS_DIR/page.html";'
     ' printf report > "$MCPX_ARTIFACTS_DIR/sub/report.txt"; echo done'
@@ -187,6 +189,7 @@ def test_the_budget_drops_the_oldest_runs_artifacts_and_says_so(tmp_path: Path) 
         write = 'head -c 60 /dev/zero > "$MCPX_ARTIFACTS_DIR/blob"'
         old = _run(srv, write)
         new = _run(srv, write)
+        check_order(new)  # a warning may stand anywhere after start
         (warning,) = [f for f in new if f["type"] == "warning"]
         assert old[0]["runId"] in warning["message"]
         assert "[runs] artifactBytes (100 bytes)" in warning["message"]
@@ -207,3 +210,16 @@ def test_the_budget_drops_the_oldest_runs_artifacts_and_says_so(tmp_path: Path) 
         assert srv.stop() == 0
     assert list(temp.iterdir()) == []  # removed when the server stops
     assert "Traceback" not in srv.log()
+
+
+def test_a_large_artifact_comes_whole_in_pieces(server: Server) -> None:
+    # Over ten of the server's read pieces: what arrives is the file, byte for byte.
+    frames = _run(server, 'head -c 3000000 /dev/urandom > "$MCPX_ARTIFACTS_DIR/blob.bin"')
+    (blob,) = [f for f in frames if f["type"] == "artifact"]
+    status, headers, body = get(server, f"/v1/runs/{blob['runId']}/artifacts/{blob['id']}")
+    assert (status, headers["Content-Type"], len(body)) == (
+        200,
+        "application/octet-stream",
+        blob["size"],
+    )
+    assert hashlib.sha256(body).hexdigest() == blob["sha256"]

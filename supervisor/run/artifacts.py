@@ -13,7 +13,8 @@ a reader finds one by run id and artifact id in a table (`find`). Symlinks under
 artifacts directory are never followed, and only regular files are read.
 
 The store's files are on disk (the temporary directory), not in the scratch's RAM: they may
-add up to the budget. `close` removes them all.
+add up to the budget. `close` removes them all; a store left by a supervisor that was killed
+is removed by the next one that keeps an artifact.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ from ..core.frames import ArtifactFrame, WarningFrame, blank
 MAX_ARTIFACTS: Final = 1000
 _CHUNK: Final = 1 << 20
 _NOFOLLOW: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+#: The store's directory under the temporary directory: `<prefix><uid>-<pid>-<random>`.
+STORE_PREFIX: Final = "mcpx-hooks-artifacts-"
 #: The config key of the budget, as messages name it.
 BUDGET_KEY: Final = "[runs] artifactBytes"
 
@@ -206,8 +209,28 @@ class ArtifactStore:
     def _store_root(self) -> str:
         with self._lock:
             if self._root is None:
-                self._root = tempfile.mkdtemp(prefix=f"mcpx-hooks-artifacts-{os.getuid()}-")
+                prefix = f"{STORE_PREFIX}{os.getuid()}-"
+                _remove_orphans(prefix)
+                self._root = tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-")
             return self._root
+
+
+def _remove_orphans(prefix: str) -> None:
+    """Removes the stores of this user's supervisors that are gone (killed by SIGKILL, say):
+    a store is named by its process id, and one whose process no longer exists is left over.
+    A process id in use by another program keeps its store (never a wrong removal)."""
+    base = tempfile.gettempdir()
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(base):
+            pid_text = entry.name[len(prefix) :].split("-", 1)[0]
+            if not entry.name.startswith(prefix) or not pid_text.isdigit():
+                continue
+            try:
+                os.kill(int(pid_text), 0)
+            except ProcessLookupError:
+                shutil.rmtree(entry.path, ignore_errors=True)
+            except OSError:
+                pass  # alive, someone else's
 
 
 def _files(directory: str) -> tuple[list[tuple[str, str]], list[str]]:
