@@ -223,3 +223,44 @@ def test_a_large_artifact_comes_whole_in_pieces(server: Server) -> None:
         blob["size"],
     )
     assert hashlib.sha256(body).hexdigest() == blob["sha256"]
+
+
+def test_exec_exits_1_when_a_result_s_artifacts_could_not_all_be_copied(tmp_path: Path) -> None:
+    (tmp_path / "c.toml").write_text("[runs]\nartifactBytes = 0\n")
+    out = tmp_path / "out"
+    done = mcpx("exec", "--config", "c.toml", "--json", "--artifacts", str(out), "--", "sh",
+                "-c", WRITE, cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 1
+    frames = [json.loads(line) for line in done.stdout.splitlines()]
+    assert frames[-2]["type"] == "result"  # the run itself succeeded
+    assert [f["type"] for f in frames].count("warning") == 2  # each artifact not kept, said
+    assert "--artifacts: page.html:" in done.stderr and "is not kept" in done.stderr
+    assert "copied" not in done.stderr and not (out / "page.html").exists()
+    failed = mcpx("exec", "--config", "c.toml", "--artifacts", str(out), "--", "sh", "-c",
+                  WRITE + "; exit 5", cwd=tmp_path)  # fmt: skip
+    assert failed.returncode == 5  # a failed run keeps its own code
+
+
+def test_what_a_server_says_of_an_artifact_is_checked_before_it_is_kept(
+    server: Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import trio
+
+    from mcpx_hooks.supervisor.cli.artifacts import copy_remote
+    from mcpx_hooks.supervisor.service.remote import Remote
+
+    frames = _run(server, WRITE)
+    page, report = [f for f in frames if f["type"] == "artifact"]
+    hostile = [
+        {**page, "sha256": "0" * 64},  # not the bytes it serves
+        {**report, "name": "../../escaped.txt"},  # a name out of the directory
+        {**report, "id": "a7"},  # one the server does not have
+    ]
+    out = tmp_path / "out"
+    assert trio.run(copy_remote, Remote(server.url, server.token), hostile, str(out)) is False
+    said = capsys.readouterr().err
+    assert "page.html: 9 bytes with sha256" in said and "not what its frame says" in said
+    assert "'../../escaped.txt': not a plain relative name" in said
+    assert "HTTP 404" in said and "no artifact 'a7'" in said
+    assert not (tmp_path / "escaped.txt").exists()
+    assert not (out / "page.html").exists()  # never kept unverified under its name

@@ -5,12 +5,14 @@ An artifact's name comes from the script (or from a server), so it is taken apar
 names a file: a relative path of plain segments (no `..`, `.`, empty or absolute parts, no
 NUL), whose directories under DIR are made here and are never symlinks, and whose file is
 opened without following a symlink. A file of that name is replaced. Each copy is checked
-against its frame's size and sha256. What could not be copied is said on stderr, and a run
-that ended in `result` then exits 1: a CI job that asked for the artifacts finds out.
+against its frame's size and sha256; one that fails the check (or is cut short) is removed.
+What could not be copied is said on stderr, and a run that ended in `result` then exits 1: a
+CI job that asked for the artifacts finds out.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import stat
@@ -89,6 +91,7 @@ def copy_local(journal: RunJournal, directory: str) -> bool:
     copied = 0
     for frame in _artifacts(journal.frames):
         name = frame.get("name")
+        path: str | None = None
         try:
             if journal.artifacts is None:
                 raise ArtifactGone("this run's artifacts are not kept")
@@ -97,21 +100,14 @@ def copy_local(journal: RunJournal, directory: str) -> bool:
             if path is None:
                 problems.append(f"{name!r}: not a plain relative name; not copied")
                 continue
-            with (
-                open(stored.path, "rb") as source,
-                os.fdopen(os.open(path, _WRITE, 0o644), "wb") as out,
-            ):
-                digest = hashlib.sha256()
-                size = 0
-                while chunk := source.read(_CHUNK):
-                    digest.update(chunk)
-                    size += len(chunk)
-                    out.write(chunk)
+            size, digest = _copy_file(stored.path, path)
+            bad = _check(frame, size, digest)
         except (ArtifactGone, OSError) as exc:
-            problems.append(f"{name}: {exc}")
-            continue
-        if (bad := _check(frame, size, digest.hexdigest())) is not None:
+            bad = str(exc)
+        if bad is not None:
             problems.append(f"{name}: {bad}")
+            if path is not None:
+                _discard(path)
             continue
         copied += 1
     return _say(problems, copied, directory)
@@ -159,14 +155,21 @@ async def copy_remote(remote: Remote, frames: Sequence[Mapping[str, Any]], direc
                         digest.update(piece)
                         size += len(piece)
                         await out.write(piece)
+            bad = _check(frame, size, digest.hexdigest())
         except (RemoteError, OSError) as exc:
-            problems.append(f"{name}: {exc}")
-            continue
-        if (bad := _check(frame, size, digest.hexdigest())) is not None:
+            bad = str(exc)
+        if bad is not None:
             problems.append(f"{name}: {bad}")
+            _discard(path)  # never a partial or unverified file under its name
             continue
         copied += 1
     return _say(problems, copied, directory)
+
+
+def _discard(path: str) -> None:
+    with contextlib.suppress(OSError):
+        if stat.S_ISREG(os.lstat(path).st_mode):
+            os.unlink(path)
 
 
 def _opener(path: str, flags: int) -> int:
