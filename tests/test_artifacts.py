@@ -191,6 +191,8 @@ def test_the_run_list_and_artifacts_ask_for_the_token() -> None:
         assert isinstance(got, Answer) and got.status == 401
     listed = _get("/v1/runs", journals)
     assert isinstance(listed, Answer) and (listed.status, json.loads(listed.body)) == (200, [])
+    browser = _get("/v1/runs?token=t0k", journals, headers=())  # a browser's way to the token
+    assert isinstance(browser, Answer) and browser.status == 200
     assert match("/v1/runs/a/artifacts/b%2Fc") is not None
     assert match("/v1/runs/a/artifacts/b/c") is None
 
