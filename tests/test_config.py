@@ -648,7 +648,10 @@ def test_unknown_keys_get_did_you_mean(
 
 def test_unknown_key_without_a_close_match_lists_the_keys(tmp_path: Path) -> None:
     problem = one_problem(tmp_path, "[runs]\nzzz = 1\n")
-    assert problem.message == 'unknown key "zzz"; expected one of: retain, runBytes, retainBytes'
+    assert (
+        problem.message
+        == 'unknown key "zzz"; expected one of: retain, runBytes, retainBytes, artifactBytes'
+    )
 
 
 @pytest.mark.parametrize(

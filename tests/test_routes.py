@@ -52,10 +52,10 @@ def test_a_websocket_endpoint_without_an_upgrade_is_400_before_the_token(target:
 
 
 def test_another_path_is_404_once_the_token_is_checked() -> None:
-    assert _answer("/v1/runs").status == 401
-    assert _answer("/v1/runs", ((b"authorization", b"Bearer nope"),)).status == 401
-    got = _answer("/v1/runs", ((b"authorization", b"Bearer t0k"),))
-    assert got.status == 404 and _message(got) == "no such endpoint: /v1/runs"
+    assert _answer("/v1/nope").status == 401
+    assert _answer("/v1/nope", ((b"authorization", b"Bearer nope"),)).status == 401
+    got = _answer("/v1/nope", ((b"authorization", b"Bearer t0k"),))
+    assert got.status == 404 and _message(got) == "no such endpoint: /v1/nope"
     assert _answer("/?token=t0k").status == 404
     foreign = ((b"authorization", b"Bearer t0k"), (b"origin", b"http://evil.example"))
     assert _answer("/x", foreign).status == 403

@@ -47,7 +47,7 @@ def test_plain_http_shares_the_port_with_the_upgrades(server: Server) -> None:
     status, health = get("/healthz")  # no token asked
     assert status == 200 and health["ok"] is True and isinstance(health["version"], str)
     assert get("/v1/runs")[0] == 401
-    status, error = get("/v1/runs", Authorization=f"Bearer {server.token}")
+    status, error = get("/v1/nope", Authorization=f"Bearer {server.token}")
     assert (status, error["type"], error["code"]) == (404, "error", 404)
     assert get("/healthz", "POST")[0] == 405
     assert get("/healthz", Origin="http://evil.example")[0] == 403

@@ -105,6 +105,11 @@ def add_arguments(x: argparse.ArgumentParser) -> None:
         help="print which hooks would run, in order, and why each other will not; run nothing",
     )
     answering.add_arguments(x)
+    x.add_argument(
+        "--artifacts",
+        metavar="DIR",
+        help="copy the run's artifacts into DIR when it ends (made if missing)",
+    )
     add_token_file_argument(x)
     what = x.add_mutually_exclusive_group()
     what.add_argument("--python", metavar="FILE", help="a Python script")
@@ -126,6 +131,11 @@ def _kebab(name: str) -> str:
 def run(args: argparse.Namespace) -> int:
     if args.explain:
         return _explain(args)
+    from .artifacts import directory_problem
+
+    if args.artifacts and (problem := directory_problem(args.artifacts)):
+        print(f"mcpx-hooks exec: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     if args.remote:
         return _run_remote(args)
     try:
@@ -135,8 +145,12 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     import trio
 
-    frames = trio.run(_run_here, config, request, args.json, answering.responder(args))
-    return exit_code(frames)
+    from .artifacts import with_artifacts
+
+    frames, copied = trio.run(
+        _run_here, config, request, args.json, answering.responder(args), args.artifacts
+    )
+    return with_artifacts(exit_code(frames), copied)
 
 
 def _explain(args: argparse.Namespace) -> int:
@@ -171,11 +185,16 @@ def _outcome(frames: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
 
 
 async def _run_here(
-    config: Config, request: RunRequest, as_json: bool, responder: Responder | None
-) -> list[dict[str, Any]]:
+    config: Config,
+    request: RunRequest,
+    as_json: bool,
+    responder: Responder | None,
+    artifacts: str | None = None,
+) -> tuple[list[dict[str, Any]], bool]:
     """Runs in process, printing each frame as it happens, `responder` answering its asks.
     The first Ctrl-C (or SIGTERM) cancels the run (its suffix hooks and `end` still come); a
-    second one stops at once."""
+    second one stops at once. With `artifacts`, the run's artifacts are copied there; whether
+    all of them were."""
     import trio
 
     from ..process.signals import serve_stop_signals
@@ -195,8 +214,13 @@ async def _run_here(
                     print(line, flush=True)
                     watcher.see(frame)
             asking.cancel_scope.cancel()  # nothing is left to answer once the run has ended
+        copied = True
+        if artifacts is not None:
+            from .artifacts import copy_local
+
+            copied = await trio.to_thread.run_sync(copy_local, run.journal, artifacts)
         nursery.cancel_scope.cancel()
-    return run.journal.frames
+    return run.journal.frames, copied
 
 
 def _run_remote(args: argparse.Namespace) -> int:
@@ -224,6 +248,11 @@ def _run_remote(args: argparse.Namespace) -> int:
     if _outcome(frames) is None:
         print("mcpx-hooks exec: the stream ended before the run's outcome", file=sys.stderr)
         return EXIT_FAILED
+    if args.artifacts:
+        from .artifacts import copy_remote, with_artifacts
+
+        copied = trio.run(copy_remote, target, frames, args.artifacts)
+        return with_artifacts(exit_code(frames), copied)
     return exit_code(frames)
 
 

@@ -35,6 +35,7 @@ COMMANDS: Final = (
         "serve:run",
     ),
     ("events", "follow a server's event bus", "events:add_arguments", "events:run"),
+    ("runs", "the runs a server retains; one run's frames", "runs:add_arguments", "runs:run"),
     (
         "validate",
         "validate config files; every problem, with pointers",

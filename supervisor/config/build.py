@@ -19,6 +19,7 @@ import attrs
 from ..core.effects import DEFAULT_MAX, REFUSING, Effect
 from ..core.errors import Problem
 from ..core.hooks import (
+    DEFAULT_ARTIFACT_BYTES,
     DEFAULT_RETAIN_BYTES,
     DEFAULT_RUN_BYTES,
     DEFAULT_RUN_SANDBOX,
@@ -121,6 +122,7 @@ def resolve(layers: Sequence[Layer]) -> tuple[Config, list[Problem]]:
         runs_retain=int(runs.get("retain", DEFAULT_RUNS_RETAIN)),
         runs_run_bytes=int(runs.get("runBytes", DEFAULT_RUN_BYTES)),
         runs_retain_bytes=int(runs.get("retainBytes", DEFAULT_RETAIN_BYTES)),
+        runs_artifact_bytes=int(runs.get("artifactBytes", DEFAULT_ARTIFACT_BYTES)),
         service_sandboxes=tuple(
             Profile(p)
             for p in merged.get("service", {}).get(

@@ -10,6 +10,7 @@ from typing import Any, Final
 
 from ..core.effects import REFUSING, Effect
 from ..core.hooks import (
+    DEFAULT_ARTIFACT_BYTES,
     DEFAULT_RETAIN_BYTES,
     DEFAULT_RUN_BYTES,
     DEFAULT_RUN_SANDBOX,
@@ -222,6 +223,12 @@ def build_config_schema() -> dict[str, Any]:
                         "What the retained runs' frames may hold together (default"
                         f" {DEFAULT_RETAIN_BYTES}); past it the oldest finished runs are"
                         " forgotten.",
+                    ),
+                    "artifactBytes": integer(
+                        0,
+                        "What the retained runs' artifacts may hold together on disk, in bytes"
+                        f" (default {DEFAULT_ARTIFACT_BYTES}); past it the oldest runs'"
+                        " artifacts are dropped first, and a warning frame says so.",
                     ),
                 },
                 "The service's run history.",

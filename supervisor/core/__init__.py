@@ -90,6 +90,7 @@ __all__, __getattr__, __dir__ = exports(
             "Action",
             "Config",
             "DEFAULTS",
+            "DEFAULT_ARTIFACT_BYTES",
             "DEFAULT_RETAIN_BYTES",
             "DEFAULT_RUNS_RETAIN",
             "DEFAULT_RUN_BYTES",

@@ -91,6 +91,8 @@ DEFAULT_RUNS_RETAIN: Final = 256
 DEFAULT_RUN_BYTES: Final = 64 * 1024 * 1024
 #: All retained runs' frames, in bytes as they cost (`[runs] retainBytes`).
 DEFAULT_RETAIN_BYTES: Final = 1024 * 1024 * 1024
+#: All retained runs' artifacts, in bytes (`[runs] artifactBytes`); past it the oldest go.
+DEFAULT_ARTIFACT_BYTES: Final = 256 * 1024 * 1024
 
 
 class SourceKind(enum.StrEnum):
@@ -279,6 +281,7 @@ class Config:
     runs_retain: int = DEFAULT_RUNS_RETAIN
     runs_run_bytes: int = DEFAULT_RUN_BYTES
     runs_retain_bytes: int = DEFAULT_RETAIN_BYTES
+    runs_artifact_bytes: int = DEFAULT_ARTIFACT_BYTES
     #: `[service] sandboxes`: the profiles a request may name or get (run, per-call hooks).
     service_sandboxes: tuple[Profile, ...] = DEFAULT_SERVICE_SANDBOXES
     #: `[limits]`: every hook's and script's resource limits.

@@ -10,6 +10,7 @@ from ..core.exports import exports
 __all__, __getattr__, __dir__ = exports(
     __name__,
     {
+        "artifacts": ("ArtifactGone", "ArtifactStore", "Stored"),
         "asking": ("Asks", "Settled"),
         "bus": ("Bus", "Subscription"),
         "hookcontext": ("HookContext", "RunInfo", "hook_secrets", "new_run_id"),

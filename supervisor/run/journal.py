@@ -13,7 +13,8 @@ Memory is bounded twice, counting what a frame really costs (its line plus `FRAM
   what happened (`start`, hooks, artifacts, `result`/`error`, `end`, warnings) are always
   kept, so a reader still sees the run's outcome, whole;
 - over all retained runs, `retain_bytes`, and at most `retain` runs: past either, `Journals`
-  forgets the oldest finished runs first (a running run is never forgotten).
+  forgets the oldest finished runs first (a running run is never forgotten), and their
+  artifacts with them (`artifacts.py`, which holds those to a budget of their own).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from ..core.frames import Frame, FrameType, WarningFrame, blank, stamp
 from ..core.hooks import DEFAULT_RETAIN_BYTES, DEFAULT_RUN_BYTES
 from ..core.jsontext import dumps, wire_safe
 from ..core.redact import NO_SECRETS
+from .artifacts import ArtifactGone, ArtifactStore, Stored
 
 #: Bytes a retained frame costs besides its line: the `bytes` object's header (33), its slot
 #: in the list (8), its end offset (8), and the allocator's rounding (measured: 2,000,000
@@ -53,8 +55,11 @@ class RunJournal:
         run_id: str,
         run_bytes: int = DEFAULT_RUN_BYTES,
         on_end: Callable[[], object] | None = None,
+        artifacts: ArtifactStore | None = None,
     ) -> None:
         self.run_id = run_id
+        #: Where the run's artifacts are kept (None: framed only, as in a bare journal).
+        self.artifacts = artifacts
         self.run_bytes = run_bytes
         #: Called once the `end` frame is in (the retained runs may then forget old ones).
         self._on_end = on_end
@@ -147,6 +152,24 @@ class RunJournal:
         while len(self.lines) <= seen and not self.finished:
             await self._grew.wait()
 
+    def summary(self) -> dict[str, Any]:
+        """The run as `GET /v1/runs` lists it: `running` until its `end` frame, then the
+        type of its outcome frame (`result` or `error`), with the end frame's figures."""
+        start = orjson.loads(self.lines[0]) if self.lines else {}
+        end = orjson.loads(self.lines[-1]) if self.finished else {}
+        status = "running"
+        if self.finished:
+            status = self.outcome["type"] if self.outcome is not None else FrameType.ERROR.value
+        return {
+            "runId": self.run_id,
+            "argv": start.get("argv", []),
+            "cwd": start.get("cwd"),
+            "startedAt": start.get("at"),
+            "status": status,
+            "exitCode": end.get("exitCode"),
+            "durationMs": end.get("durationMs"),
+        }
+
     def follow(self, start: int = 0) -> Follower:
         """Batches of frames from seq `start` (all that is waiting, in order), live, until
         the `end` frame has been given. A reader that lags gets larger batches.
@@ -205,14 +228,17 @@ class Journals:
         *,
         run_bytes: int = DEFAULT_RUN_BYTES,
         retain_bytes: int = DEFAULT_RETAIN_BYTES,
+        artifacts: ArtifactStore | None = None,
     ) -> None:
         self.retain = retain
+        #: The runs' artifacts, removed with the run that made them.
+        self.artifacts = artifacts
         self.run_bytes = run_bytes
         self.retain_bytes = retain_bytes
         self._runs: OrderedDict[str, RunJournal] = OrderedDict()
 
     def open(self, run_id: str) -> RunJournal:
-        journal = RunJournal(run_id, self.run_bytes, self._forget_old)
+        journal = RunJournal(run_id, self.run_bytes, self._forget_old, self.artifacts)
         self._runs[run_id] = journal
         self._forget_old()
         return journal
@@ -230,6 +256,21 @@ class Journals:
         """The retained runs, oldest first."""
         return iter(list(self._runs.values()))
 
+    def summaries(self) -> list[dict[str, Any]]:
+        """Each retained run's `summary`, newest first."""
+        return [j.summary() for j in reversed(self._runs.values())]
+
+    def find_artifact(self, run_id: str, artifact_id: str) -> Stored:
+        """A retained run's kept artifact, or `ArtifactGone` saying why there is none."""
+        if run_id not in self._runs:
+            raise ArtifactGone(
+                f"no run {run_id!r} is retained (the last {self.retain} runs are, with their"
+                " artifacts)"
+            )
+        if self.artifacts is None:
+            raise ArtifactGone(f"run {run_id}'s artifacts are not kept here")
+        return self.artifacts.find(run_id, artifact_id)
+
     @property
     def cost(self) -> int:
         """What the retained runs' frames cost, in bytes."""
@@ -246,3 +287,5 @@ class Journals:
                 count -= 1
                 cost -= journal.cost
                 del self._runs[run_id]
+                if self.artifacts is not None:
+                    self.artifacts.forget(run_id)

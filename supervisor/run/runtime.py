@@ -19,6 +19,7 @@ from ..core.events import EventKind
 from ..core.hooks import Config
 from ..core.redact import Redactor
 from ..process.spawner import Spawner, open_spawner
+from .artifacts import ArtifactStore
 from .bus import Bus
 from .hookcontext import hook_secrets
 from .journal import Journals
@@ -51,6 +52,15 @@ class Runtime:
 
 @contextlib.asynccontextmanager
 async def open_runtime(config: Config) -> AsyncIterator[Runtime]:
+    # The runs' artifacts go with the runtime, whatever ends it.
+    artifacts = ArtifactStore(config.runs_artifact_bytes)
+    with contextlib.closing(artifacts):
+        async with _open_runtime(config, artifacts) as runtime:
+            yield runtime
+
+
+@contextlib.asynccontextmanager
+async def _open_runtime(config: Config, artifacts: ArtifactStore) -> AsyncIterator[Runtime]:
     async with open_spawner() as spawner, trio.open_nursery() as nursery:
         # The supervisor's own hooks' secrets, redacted in every event it publishes.
         bus = Bus(redactor=Redactor(hook_secrets(config.hooks, None, os.environ)))
@@ -59,6 +69,7 @@ async def open_runtime(config: Config) -> AsyncIterator[Runtime]:
             config.runs_retain,
             run_bytes=config.runs_run_bytes,
             retain_bytes=config.runs_retain_bytes,
+            artifacts=artifacts,
         )
         runtime = Runtime(config, spawner, bus, journals, stats)
         bus.publish(EventKind.SUPERVISOR_STARTED, {})

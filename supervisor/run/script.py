@@ -4,26 +4,23 @@ The script's stdout and stderr become `stdout`/`stderr` frames line by line as t
 (a line longer than `MAX_LINE` is cut into pieces of that size); the frames channel
 (`MCPX_FRAMES_FD`, fd 3 in the script) gives `log`, `emit` and `result`, one JSON line each,
 kept whole up to `MAX_FRAME_LINE` (a longer line is dropped with a warning, never cut); files
-left under `MCPX_ARTIFACTS_DIR` become `artifact` frames once it has exited. Output frames are
+left under `MCPX_ARTIFACTS_DIR` become `artifact` frames once it has exited, their contents
+kept with the run (`artifacts.py`). Output frames are
 offered to the run's journal, which holds them within the run's budget and counts the rest;
 everything the script writes is read, so a script is never blocked by its own output.
 """
 
 from __future__ import annotations
 
-import hashlib
-import mimetypes
 import os
 import sys
 from collections.abc import AsyncIterator, Mapping
-from pathlib import Path
 from typing import Any, Final
 
 import attrs
 import trio
 
 from ..core.frames import (
-    ArtifactFrame,
     EmitFrame,
     FrameType,
     LogFrame,
@@ -49,8 +46,6 @@ MAX_LINE: Final = 64 * 1024
 MAX_FRAME_LINE: Final = 16 * 1024 * 1024
 #: stdout kept for an argv script's "stdout parsed as JSON" result.
 MAX_RESULT_STDOUT: Final = MAX_FRAME_LINE
-#: Artifacts reported at the most, per run.
-MAX_ARTIFACTS: Final = 1000
 
 
 @attrs.define
@@ -234,32 +229,3 @@ def _frame_line(line: bytes, journal: RunJournal, outcome: ScriptOutcome) -> Non
     else:
         text = _text(line[:200])
         journal.offer(blank(LogFrame, level="warning", message=f"frames channel: {why}: {text}"))
-
-
-def artifact_frames(directory: str) -> list[ArtifactFrame]:
-    """An `artifact` frame for each regular file under `directory` (sorted, bounded).
-
-    Blocking file I/O: call it through `trio.to_thread.run_sync`.
-    """
-    root = Path(directory)
-    frames: list[ArtifactFrame] = []
-    files = sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink())
-    for index, path in enumerate(files[:MAX_ARTIFACTS]):
-        digest = hashlib.sha256()
-        size = 0
-        with path.open("rb") as f:
-            while chunk := f.read(1 << 20):
-                digest.update(chunk)
-                size += len(chunk)
-        name = str(path.relative_to(root))
-        frames.append(
-            blank(
-                ArtifactFrame,
-                id=f"a{index}",
-                name=name,
-                mime=mimetypes.guess_type(name)[0] or "application/octet-stream",
-                size=size,
-                sha256=digest.hexdigest(),
-            )
-        )
-    return frames

@@ -40,12 +40,13 @@ from ..process import sandbox
 from ..process.scratch import scratch_dir
 from ..process.spawner import Spawner
 from ..process.spawnspec import ChildSpec
+from .artifacts import ArtifactStore
 from .asking import Asks
 from .bus import Bus
 from .hookcontext import HookContext, RunInfo, hook_secrets, new_run_id
 from .journal import RunJournal
 from .phases import PhaseHooks, RunState
-from .script import ScriptOutcome, artifact_frames, run_script, script_argv, script_environment
+from .script import ScriptOutcome, run_script, script_argv, script_environment
 
 #: A script's timeout when the request names none.
 DEFAULT_SCRIPT_TIMEOUT_MS: Final = 3_600_000
@@ -254,7 +255,8 @@ async def _run_script(
             return
         if run.journal.dropped_frames:
             run.journal.append(_dropped_note(run.journal))
-        for frame in await trio.to_thread.run_sync(artifact_frames, artifacts):
+        store = run.journal.artifacts or ArtifactStore(0, keeps=False)
+        for frame in await trio.to_thread.run_sync(store.keep, req.run_id, artifacts):
             run.journal.append(frame)
         process = outcome.process
         state.exit_code = process.exit_code

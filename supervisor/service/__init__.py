@@ -1,5 +1,6 @@
 """The service: HTTP and WebSocket on one port (a sans-IO protocol under a thin trio layer),
 who may use it, the wire's messages, a run's frames streamed to every client at its own
+pace, and the client side for `exec --remote`, `events`, `hooks list --remote` and `runs`.
 pace, the answering of asks, and the client side for `exec --remote`, `events` and
 `hooks list --remote`.
 
@@ -19,9 +20,17 @@ __all__, __getattr__, __dir__ = exports(
             "default_token_path",
             "remove_token_file",
         ),
+        "httpclient": ("artifact_path", "get_json", "open_get"),
         "answering": ("AskWatcher", "Deliver", "Responder"),
         "options": ("Limits", "Listening", "ServiceOptions"),
-        "remote": ("DEFAULT_URL", "Remote", "exec_remote"),
+        "remote": (
+            "DEFAULT_URL",
+            "Remote",
+            "RemoteError",
+            "exec_remote",
+            "messages",
+            "open_remote",
+        ),
         "server": ("Service", "run_service"),
         "wire": ("DEFAULT_HOST", "DEFAULT_PORT", "WireError", "encode"),
     },

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import AsyncIterator
 from typing import Final
 
 import trio
@@ -188,6 +189,35 @@ class ServerConnection:
         self._answered.set()
         with contextlib.suppress(ConnectionClosed):
             await self._write(data)
+
+    async def respond_stream(
+        self,
+        status: int,
+        length: int,
+        pieces: AsyncIterator[bytes],
+        headers: tuple[tuple[bytes, bytes], ...],
+        content_type: bytes,
+    ) -> None:
+        """Answers with a body of exactly `length` bytes taken from `pieces` as they come
+        (a file, never held whole). A HEAD request gets the head alone; a body that ends
+        short of `length` ends the connection without its end (the client sees it cut)."""
+        protocol = self._protocol
+        head = protocol.respond_head(status, length, headers, content_type)
+        self._answered.set()
+        with contextlib.suppress(ConnectionClosed):
+            await self._write(head)
+            if not protocol.wants_body:
+                await self._write(protocol.respond_end())
+                return
+            sent = 0
+            async for piece in pieces:
+                cut = piece[: length - sent]
+                sent += len(cut)
+                await self._write(protocol.respond_body(cut))
+                if sent >= length:
+                    break
+            if sent == length:
+                await self._write(protocol.respond_end())
 
     async def accept(self) -> None:
         """Upgrades to WebSocket (101); the reader then reads the client's frames."""

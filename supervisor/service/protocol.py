@@ -251,20 +251,40 @@ class ServerProtocol:
     ) -> bytes:
         """The whole HTTP answer to the request (a refused upgrade included), with
         `Connection: close`: nothing more is read. No body for a HEAD request."""
+        data = self.respond_head(status, len(body), headers, content_type)
+        return data + self.respond_body(body) + self.respond_end()
+
+    def respond_head(
+        self,
+        status: int,
+        length: int,
+        headers: Iterable[tuple[bytes, bytes]] = (),
+        content_type: bytes = b"application/json",
+    ) -> bytes:
+        """The head of an answer whose body of `length` bytes follows in `respond_body`
+        pieces, then `respond_end` (a file streamed, not read whole)."""
         assert self.phase is Phase.ASKED, f"respond() in {self.phase}"
         self.phase = Phase.ANSWERED
         head = [
             (b"Content-Type", content_type),
-            (b"Content-Length", str(len(body)).encode()),
+            (b"Content-Length", str(length).encode()),
             *_CLOSE,
             *headers,
         ]
         reason = http.HTTPStatus(status).phrase.encode()
-        data = self._h11.send(h11.Response(status_code=status, headers=head, reason=reason))
-        if self.request is None or self.request.method != "HEAD":
-            data += self._h11.send(h11.Data(data=body))
-        data += self._h11.send(h11.EndOfMessage())
-        return data
+        return self._h11.send(h11.Response(status_code=status, headers=head, reason=reason))
+
+    @property
+    def wants_body(self) -> bool:
+        """False for a HEAD request: its answer is the head alone."""
+        return self.request is None or self.request.method != "HEAD"
+
+    def respond_body(self, data: bytes) -> bytes:
+        """A piece of the answer's body (nothing for a HEAD request)."""
+        return self._h11.send(h11.Data(data=data)) if self.wants_body and data else b""
+
+    def respond_end(self) -> bytes:
+        return self._h11.send(h11.EndOfMessage())
 
     def accept(self) -> bytes:
         """The 101 for a valid upgrade request; from here on the connection is WebSocket,

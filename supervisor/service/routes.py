@@ -1,23 +1,28 @@
 """What a plain HTTP request (no WebSocket upgrade) gets on the service's port. Pure: no
 trio, no socket; `server.py` writes the answer.
 
-One table says which paths answer plain HTTP, each with whether it asks for the token. Today
-that is `/healthz` alone (`{"ok": true, "version": …}`, no token; the Origin rule still
-applies). A WebSocket endpoint asked without an upgrade gets 400 at once; any other path, 404
-once the token and Origin are checked as for an upgrade; a method other than GET or HEAD, 405.
-Every answer but the health one has the JSON error body of a refused upgrade.
+One table says which paths answer plain HTTP, each with whether it asks for the token:
+`/healthz` (`{"ok": true, "version": …}`, no token; the Origin rule still applies),
+`/v1/runs` (the retained runs, newest first) and `/v1/runs/{runId}/artifacts/{id}` (a kept
+artifact: a `FileAnswer` the server streams). What the runs hold comes from a `RouteState`
+(the service's `Journals`); a path's `{…}` segments are looked up in its tables, never used
+as a file name. A WebSocket endpoint asked without an upgrade gets 400 at once; any other
+path, 404 once the token and Origin are checked as for an upgrade; a method other than GET or
+HEAD, 405. Every answer but the health one and an artifact has the JSON error body of a
+refused upgrade.
 """
 
 from __future__ import annotations
 
 import importlib
 import json
-from collections.abc import Callable
-from typing import Final
-from urllib.parse import urlsplit
+from collections.abc import Callable, Mapping
+from typing import Any, Final, Protocol
+from urllib.parse import unquote, urlsplit
 
 import attrs
 
+from ..run.artifacts import ArtifactGone, Stored
 from .access import Refusal, check_access
 from .protocol import Request, error_body
 from .targets import parse_target, query_token
@@ -32,31 +37,104 @@ class Answer:
     headers: tuple[tuple[bytes, bytes], ...] = ()
 
 
-def _health() -> bytes:
+@attrs.frozen
+class FileAnswer:
+    """A 200 whose body is a kept artifact's file, streamed by the server."""
+
+    artifact: Stored
+    headers: tuple[tuple[bytes, bytes], ...] = ()
+
+
+class RouteState(Protocol):
+    """What the routes read of the service: its retained runs and their artifacts."""
+
+    def summaries(self) -> list[dict[str, Any]]: ...
+
+    def find_artifact(self, run_id: str, artifact_id: str) -> Stored: ...
+
+
+class _NoRuns:
+    def summaries(self) -> list[dict[str, Any]]:
+        return []
+
+    def find_artifact(self, run_id: str, artifact_id: str) -> Stored:
+        raise ArtifactGone(f"no run {run_id!r} is retained")
+
+
+NO_RUNS: Final[RouteState] = _NoRuns()
+#: An artifact is the script's bytes on the service's own origin: never sniffed as another
+#: type, and never run as a page of this origin (an HTML artifact cannot use the token).
+ARTIFACT_HEADERS: Final = (
+    (b"X-Content-Type-Options", b"nosniff"),
+    (b"Content-Security-Policy", b"sandbox"),
+)
+
+
+def _health(state: RouteState, params: Mapping[str, str]) -> Answer | FileAnswer:
     # The package root's version, as `--version` reads it (imported already: it is our root).
     version = str(importlib.import_module("mcpx_hooks").__version__)
-    return json.dumps({"ok": True, "version": version}).encode()
+    return Answer(200, json.dumps({"ok": True, "version": version}).encode())
+
+
+def _runs(state: RouteState, params: Mapping[str, str]) -> Answer | FileAnswer:
+    return Answer(200, json.dumps(state.summaries()).encode())
+
+
+def _artifact(state: RouteState, params: Mapping[str, str]) -> Answer | FileAnswer:
+    try:
+        stored = state.find_artifact(params["runId"], params["id"])
+    except ArtifactGone as exc:
+        return _error(404, str(exc))
+    return FileAnswer(stored, ARTIFACT_HEADERS)
 
 
 @attrs.frozen
 class Route:
-    """A plain HTTP path: its body, and whether it asks for the token."""
+    """A plain HTTP path: its answer, and whether it asks for the token."""
 
-    body: Callable[[], bytes]
+    answer: Callable[[RouteState, Mapping[str, str]], Answer | FileAnswer]
     token: bool
 
 
-#: The paths that answer plain HTTP. The run list, artifacts and the console join it later.
+#: The paths that answer plain HTTP; a `{name}` segment matches any one segment.
 ROUTES: Final[dict[str, Route]] = {
     "/healthz": Route(_health, token=False),
+    "/v1/runs": Route(_runs, token=True),
+    "/v1/runs/{runId}/artifacts/{id}": Route(_artifact, token=True),
 }
+
+
+def match(path: str) -> tuple[Route, dict[str, str]] | None:
+    """The route for `path` and its `{…}` segments (percent-decoded, each one segment:
+    an encoded `/` stays inside it), or None."""
+    segments = path.split("/")
+    for pattern, route in ROUTES.items():
+        parts = pattern.split("/")
+        if len(parts) != len(segments):
+            continue
+        params: dict[str, str] = {}
+        for part, segment in zip(parts, segments, strict=True):
+            if part.startswith("{") and segment:
+                params[part[1:-1]] = unquote(segment)
+            elif part != segment:
+                break
+        else:
+            return route, params
+    return None
+
+
 #: The methods a plain request may use.
 METHODS: Final = ("GET", "HEAD")
 
 
 def answer(
-    request: Request, *, token: str | None, origins: frozenset[str], stopping: bool
-) -> Answer:
+    request: Request,
+    *,
+    token: str | None,
+    origins: frozenset[str],
+    stopping: bool,
+    state: RouteState = NO_RUNS,
+) -> Answer | FileAnswer:
     """The answer to a plain request; the checks in the module docstring's order."""
     path = urlsplit(request.target).path
     if request.method not in METHODS:
@@ -66,7 +144,8 @@ def answer(
         return _error(400, f"{path} is a WebSocket endpoint: it answers an upgrade only")
     if stopping:
         return _error(503, "the server is shutting down")
-    route = ROUTES.get(path)
+    found = match(path)
+    route = found[0] if found is not None else None
     refusal = check_access(
         request.headers,
         query_token(request.target),
@@ -75,9 +154,9 @@ def answer(
     )
     if refusal is not None:
         return refused(refusal)
-    if route is None:
+    if found is None:
         return _error(404, f"no such endpoint: {path}")
-    return Answer(200, route.body())
+    return found[0].answer(state, found[1])
 
 
 def refused(refusal: Refusal) -> Answer:

@@ -45,6 +45,7 @@ from .connection import CLOSE_S, ConnectionClosed, ServerConnection
 from .endpoints import SHUTTING_DOWN, Endpoints
 from .logredact import open_logged_runtime
 from .options import Limits, Listening, ServiceOptions
+from .plain import serve_plain
 from .protocol import Request
 from .streams import Streams, Wake
 from .targets import Endpoint, Target, parse_target, query_token
@@ -206,10 +207,14 @@ class Service(Endpoints):
         if pending.cancelled_caught or request is None:
             return  # dropped, no request in time, or a malformed one (answered 400)
         if not request.websocket:
-            answer = routes.answer(
-                request, token=self.options.token, origins=self._origins, stopping=self.stopping
+            await serve_plain(
+                conn,
+                request,
+                token=self.options.token,
+                origins=self._origins,
+                stopping=self.stopping,
+                state=self.runtime.journals,
             )
-            await conn.respond(answer.status, answer.body, answer.headers)
             return
         target = parse_target(request.target)
         refusal = self._admit(request, target)

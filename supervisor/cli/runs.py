@@ -1,0 +1,113 @@
+"""`runs list` and `runs show RUN_ID`: the runs a server retains, and one run's frames.
+
+Runs are retained by a service (`serve`): an in-process `exec` keeps its run only while it
+runs. So both commands ask a server, by default the one on this machine's default address
+(`--remote` names another), with the token as every remote command finds it. `runs list`
+reads `GET /v1/runs`; `runs show` replays the run's frames from its first (the WebSocket
+`/v1/runs/{runId}`), following a run still in progress to its end.
+"""
+
+from __future__ import annotations
+
+import json
+
+from .common import EXIT_OK, remote, remote_failed
+from .parser import add_token_file_argument
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Mapping
+    from typing import Any
+
+
+def add_arguments(runs: argparse.ArgumentParser) -> None:
+    from ..service.remote import DEFAULT_URL
+
+    sub = runs.add_subparsers(dest="runs_command", required=True, metavar="list|show")
+    listing = sub.add_parser(
+        "list",
+        help="the runs a server retains, newest first",
+        epilog="example: mcpx-hooks runs list --remote ws://127.0.0.1:8765 --json",
+    )
+    show = sub.add_parser(
+        "show",
+        help="one retained run's frames, from its start",
+        epilog="example: mcpx-hooks runs show 9d81129207f7fb12",
+    )
+    show.add_argument("run_id", metavar="RUN_ID", help="the run's id (runs list shows them)")
+    for p in (listing, show):
+        p.add_argument(
+            "--remote",
+            metavar="URL",
+            default=DEFAULT_URL,
+            help=f"the server (default {DEFAULT_URL})",
+        )
+        p.add_argument("--json", action="store_true", help="machine-readable output")
+        add_token_file_argument(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    import trio
+
+    from ..service.access import TokenFileError
+    from ..service.remote import RemoteError
+
+    command = f"runs {args.runs_command}"
+    try:
+        target = remote(args)
+        if args.runs_command == "list":
+            runs = trio.run(_list, target)
+            print(json.dumps(runs) if args.json else "\n".join(table(runs, target.url)))
+        else:
+            trio.run(_show, target, args.run_id, args.json)
+    except (RemoteError, TokenFileError) as exc:
+        return remote_failed(command, exc)
+    return EXIT_OK
+
+
+async def _list(target: Any) -> list[dict[str, Any]]:
+    from ..service.httpclient import get_json
+    from ..service.remote import RemoteError
+
+    runs = await get_json(target, "/v1/runs")
+    if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
+        raise RemoteError("GET /v1/runs: the server's answer is not a list of runs")
+    return runs
+
+
+async def _show(target: Any, run_id: str, as_json: bool) -> None:
+    from urllib.parse import quote
+
+    from ..service.remote import messages, open_remote
+    from .view import frame_lines
+
+    async with open_remote(target, f"/v1/runs/{quote(run_id, safe='')}", {"from": 0}) as ws:
+        async for frame in messages(ws):
+            print(json.dumps(frame) if as_json else "\n".join(frame_lines(frame)), flush=True)
+
+
+def table(runs: list[dict[str, Any]], url: str) -> list[str]:
+    """The run list for a person: one line a run, newest first."""
+    if not runs:
+        return [f"no runs are retained on {url}"]
+    return [_line(r) for r in runs]
+
+
+def _line(run: Mapping[str, Any]) -> str:
+    import shlex
+
+    code = run.get("exitCode")
+    took = run.get("durationMs")
+    argv = run.get("argv")
+    shown = shlex.join(str(a) for a in argv) if isinstance(argv, list) else "?"
+    return "  ".join(
+        (
+            str(run.get("runId")),
+            str(run.get("startedAt") or "-"),
+            f"{run.get('status')}",
+            "exit -" if code is None else f"exit {code}",
+            "-" if took is None else f"{took} ms",
+            shown,
+        )
+    )

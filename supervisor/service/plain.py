@@ -1,0 +1,56 @@
+"""The trio side of a plain HTTP request: `routes.py` decides the answer, this writes it.
+
+An artifact is streamed from its file in pieces, never read whole: it is opened before the
+head is written (one dropped since it was found is a 404 like any other unknown one), and
+once open it is read to its end even if the store removes it meanwhile.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import AsyncGenerator
+from typing import BinaryIO, Final
+
+import trio
+
+from . import routes
+from .connection import ServerConnection
+from .protocol import Request, error_body
+
+#: Bytes read from an artifact's file at a time.
+PIECE_BYTES: Final = 256 * 1024
+
+
+async def serve_plain(
+    conn: ServerConnection,
+    request: Request,
+    *,
+    token: str | None,
+    origins: frozenset[str],
+    stopping: bool,
+    state: routes.RouteState,
+) -> None:
+    """Answers one plain request on `conn`; the caller ends the connection afterwards."""
+    answer = routes.answer(request, token=token, origins=origins, stopping=stopping, state=state)
+    if isinstance(answer, routes.Answer):
+        await conn.respond(answer.status, answer.body, answer.headers)
+        return
+    stored = answer.artifact
+    try:
+        fd = await trio.to_thread.run_sync(os.open, stored.path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        message = f"the artifact {stored.name} is no longer kept"
+        await conn.respond(404, error_body(404, message))
+        return
+    with os.fdopen(fd, "rb", buffering=0) as file:
+        async with contextlib.aclosing(_pieces(file)) as pieces:
+            await conn.respond_stream(
+                200, stored.size, pieces, answer.headers, stored.mime.encode()
+            )
+
+
+async def _pieces(file: BinaryIO) -> AsyncGenerator[bytes, None]:
+    """The file's bytes, a piece at a time, each read in a worker thread."""
+    while piece := await trio.to_thread.run_sync(file.read, PIECE_BYTES):
+        yield piece
