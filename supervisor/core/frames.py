@@ -116,6 +116,9 @@ class HookFrame(Envelope):
     stderr_tail: str | None = None
     resources: Resources | None = None
     ran: Ran | None = None
+    #: `invalid-output`: the start of what the hook printed (its first KiB), so a person
+    #: sees what was read.
+    stdout_head: str | None = None
     type: FrameType = attrs.field(default=FrameType.HOOK, metadata=KEEP)
 
 

@@ -49,6 +49,7 @@ class RunState:
     message: str = ""
     exit_code: int | None = None
     stderr_tail: str = ""
+    stdout_tail: str = ""
 
 
 class PhaseHooks:

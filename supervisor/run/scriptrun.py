@@ -51,6 +51,8 @@ DEFAULT_SCRIPT_TIMEOUT_MS: Final = 3_600_000
 SCRIPT_KILL_GRACE_MS: Final = 500
 #: How much of the script's stderr `onError` hooks get as `error.stderrTail`.
 STDERR_TAIL_IN_ERROR: Final = 4096
+#: How much of the script's stdout they get as `error.stdoutTail` (a test runner's failures).
+STDOUT_TAIL_IN_ERROR: Final = 8192
 
 
 @attrs.frozen
@@ -273,9 +275,13 @@ async def _run_script(
             state.message = f"the script was killed by signal {process.signal}"
         else:
             state.message = f"the script exited with status {process.exit_code}"
-        state.stderr_tail = bytes(process.stderr_tail[-STDERR_TAIL_IN_ERROR:]).decode(
-            errors="replace"
-        )
+        state.stderr_tail = _tail(process.stderr_tail, STDERR_TAIL_IN_ERROR)
+        state.stdout_tail = _tail(outcome.stdout_tail, STDOUT_TAIL_IN_ERROR)
+
+
+def _tail(data: bytearray, size: int) -> str:
+    """The last `size` bytes of `data` as text; a character cut at the start is left out."""
+    return bytes(data[-size:]).decode(errors="replace").lstrip("\ufffd")
 
 
 def _warn_unavailable(
@@ -335,6 +341,8 @@ def _error_input(state: RunState) -> dict[str, Any]:
         error["exitCode"] = state.exit_code
     if state.stderr_tail:
         error["stderrTail"] = state.stderr_tail
+    if state.stdout_tail:
+        error["stdoutTail"] = state.stdout_tail
     return error
 
 
