@@ -12,9 +12,11 @@ from pathlib import Path
 
 from .common import (
     EXIT_FAILED,
+    EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
     Usage,
+    cause_exit_codes,
     json_flag,
     load,
     remote,
@@ -130,14 +132,19 @@ def run(args: argparse.Namespace) -> int:
 
 
 def exit_code(frames: Sequence[Mapping[str, Any]]) -> int:
-    """`exec`'s exit code: 0 for a result; the script's own non-zero exit code for an error
-    it caused; 1 for an error for any other reason (refused, timed out, cancelled…)."""
+    """`exec`'s exit code, by the table `common.EXEC_EXIT_CODES`: 0 for a result; 3, 124 or
+    130 for an error the hooks, the timeout or a cancellation caused; the script's own
+    non-zero exit code for an error it caused; 1 for any other error or none at all."""
     from ..core.frames import FrameType
 
     outcome = _outcome(frames)
-    if outcome is not None and outcome["type"] == FrameType.RESULT:
+    if outcome is None:
+        return EXIT_FAILED
+    if outcome["type"] == FrameType.RESULT:
         return EXIT_OK
-    code = None if outcome is None else outcome.get("exitCode")
+    if (own := cause_exit_codes().get(outcome.get("cause", ""))) is not None:
+        return own
+    code = outcome.get("exitCode")
     return code if isinstance(code, int) and 0 < code < 256 else EXIT_FAILED
 
 
@@ -149,24 +156,31 @@ def _outcome(frames: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
 
 
 async def _run_here(config: Config, request: RunRequest, as_json: bool) -> list[dict[str, Any]]:
-    """Runs in process, printing each frame as it happens. The first Ctrl-C (or SIGTERM)
-    cancels the run (its suffix hooks and `end` still come); a second one stops at once."""
+    """Runs in process, printing each frame as it happens. The first Ctrl-C (or SIGTERM), or
+    stdout closing, cancels the run (its suffix hooks and `end` still come); a second Ctrl-C
+    stops at once. After `end`, observe hooks get `[observe] drainMs`; those that failed or
+    were cut short are said on stderr."""
     import trio
 
     from ..process.signals import serve_stop_signals
     from ..run.runtime import open_runtime
-    from .view import frame_lines
+    from .execview import Output, observer_lines, serve_still_running
 
-    async with open_runtime(config) as runtime, trio.open_nursery() as nursery:
+    async with open_runtime(config) as runtime:
         run = runtime.new_run(request)
-        await nursery.start(serve_stop_signals, nursery.cancel_scope, lambda _: run.cancel())
-        async with trio.open_nursery() as running:
-            running.start_soon(runtime.execute, run)
-            async for batch in run.journal.follow(0):
-                for frame in batch:
-                    line = json.dumps(frame) if as_json else "\n".join(frame_lines(frame))
-                    print(line, flush=True)
-        nursery.cancel_scope.cancel()
+        out = Output(on_closed=run.cancel)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(serve_stop_signals, nursery.cancel_scope, lambda _: run.cancel())
+            if not as_json:
+                await nursery.start(serve_still_running, runtime.bus, request.run_id, out.line)
+            async with trio.open_nursery() as running:
+                running.start_soon(runtime.execute, run)
+                async for batch in run.journal.follow(0):
+                    for frame in batch:
+                        out.frame(frame, as_json)
+            nursery.cancel_scope.cancel()
+    for line in observer_lines(runtime.observers, config.observe_drain_ms):
+        print(line, file=sys.stderr)
     return run.journal.frames
 
 
@@ -175,7 +189,7 @@ def _run_remote(args: argparse.Namespace) -> int:
 
     from ..service import remote as client
     from ..service.access import TokenFileError
-    from .view import frame_lines
+    from .execview import Output, OutputClosed, raise_closed
 
     try:
         request = remote_request(args)
@@ -183,15 +197,19 @@ def _run_remote(args: argparse.Namespace) -> int:
     except (Usage, OSError, json.JSONDecodeError, TokenFileError) as exc:
         print(f"mcpx-hooks exec: {exc}", file=sys.stderr)
         return EXIT_USAGE
-
-    def show(frame: dict[str, Any]) -> None:
-        line = json.dumps(frame) if args.json else "\n".join(frame_lines(frame))
-        print(line, flush=True)
-
+    out = Output(on_closed=raise_closed)
+    closed = False
     try:
-        frames = trio.run(client.exec_remote, target, request, show)
-    except client.RemoteError as exc:
-        return remote_failed("exec", exc)
+        try:
+            frames = trio.run(
+                client.exec_remote, target, request, lambda f: out.frame(f, args.json)
+            )
+        except client.RemoteError as exc:
+            return remote_failed("exec", exc)
+    except* OutputClosed:
+        closed = True  # the request asked cancelOnDisconnect: leaving cancels the run
+    if closed:
+        return EXIT_INTERRUPTED
     if _outcome(frames) is None:
         print("mcpx-hooks exec: the stream ended before the run's outcome", file=sys.stderr)
         return EXIT_FAILED

@@ -16,7 +16,7 @@ import trio
 
 from ..core.answers import Refusal
 from ..core.events import EventKind
-from ..core.frames import HookFrame
+from ..core.frames import ErrorCause, HookFrame
 from ..core.hooks import Config, Hook
 from ..core.points import Phase
 from ..process.spawner import Spawner
@@ -50,6 +50,8 @@ class RunState:
     exit_code: int | None = None
     stderr_tail: str = ""
     stdout_tail: str = ""
+    #: Set where the run learns it: a timeout, a cancellation (the rest follow from the state).
+    cause: ErrorCause | None = None
 
 
 class PhaseHooks:
@@ -83,7 +85,8 @@ class PhaseHooks:
 
     async def _one(self, hook: Hook, ctx: HookContext) -> HookReport:
         run_id = self.run_id
-        self.bus.publish(EventKind.HOOK_STARTED, {"name": hook.name}, run_id=run_id)
+        started_data = {"name": hook.name, "on": hook.on, "phase": hook.phase.value}
+        self.bus.publish(EventKind.HOOK_STARTED, started_data, run_id=run_id)
         started = time.perf_counter()
         try:
             report = await run_hook(self.spawner, hook, ctx)

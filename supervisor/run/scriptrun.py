@@ -23,6 +23,7 @@ from ..core.errors import ProfileUnavailable, SpawnError
 from ..core.events import EventKind
 from ..core.frames import (
     EndFrame,
+    ErrorCause,
     ErrorFrame,
     Frame,
     ResultFrame,
@@ -166,7 +167,7 @@ async def _execute(
     with run.cancel_scope:
         await _body(run, state, hooks, profile, passed)
     if run.cancel_scope.cancelled_caught:
-        state.value, state.message = None, "cancelled"
+        state.value, state.message, state.cause = None, "cancelled", ErrorCause.CANCELLED
     with trio.CancelScope(shield=True):
         outcome = _outcome_frame(state)
         run.journal.append(outcome)
@@ -264,6 +265,7 @@ async def _run_script(
             state.value = (outcome.result_value(python=req.script.argv is None),)
         elif outcome.timed_out:
             state.message = f"the script timed out after {req.timeout_ms} ms; its tree was killed"
+            state.cause = ErrorCause.TIMEOUT
         elif outcome.exception:
             state.message = outcome.exception
         elif process.lost:
@@ -332,7 +334,20 @@ def _outcome_frame(state: RunState) -> Frame:
         exit_code=state.exit_code,
         advice=tuple(state.advice),
         refused_by=state.refused_by,
+        cause=_cause(state),
     )
+
+
+def _cause(state: RunState) -> ErrorCause:
+    """Why the run is an error: what the run learnt (a timeout, a cancellation), else a
+    refusal, else the script's own exit status, else a failure around it."""
+    if state.cause is not None:
+        return state.cause
+    if state.refused_by is not None:
+        return ErrorCause.REFUSED
+    if state.exit_code not in (None, 0):
+        return ErrorCause.SCRIPT
+    return ErrorCause.FAILED
 
 
 def _error_input(state: RunState) -> dict[str, Any]:
