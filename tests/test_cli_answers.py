@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from test_cli import mcpx
 
 
@@ -65,3 +66,26 @@ def test_on_error_sees_the_end_of_the_scripts_stdout(tmp_path: Path) -> None:
     assert error["advice"][:2] == ["FAILED tests/test_x.py::test_y", "boom"]
     assert int(error["advice"][2]) == 8192
     assert out.returncode == 1  # the script's own
+
+
+def test_secrets_are_redacted_in_stdout_head_and_stdout_tail(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "s3cr3t-15a-value"
+    monkeypatch.setenv("TOKEN_15A", secret)
+    (tmp_path / "advice.py").write_text(
+        "def hook(p):\n    return {'advise': p['error']['stdoutTail'].strip()}\n"
+    )
+    leaks = hook(phase="before", secrets=["TOKEN_15A"], run=["sh", "-c", 'echo "{ $TOKEN_15A"'])
+    advise = hook(phase="onError", module="advice.py")
+    script = 'echo "token is $TOKEN_15A"; exit 1'
+    out = mcpx(
+        "exec", "--json", "--secret", "TOKEN_15A", "--hook", leaks, "--hook", advise,
+        "--", "sh", "-c", script, cwd=tmp_path,
+    )  # fmt: skip
+    assert secret not in out.stdout + out.stderr
+    frames = frames_of(out.stdout)
+    head = next(f for f in frames if f["type"] == "hook" and f["phase"] == "before")
+    assert head["stdoutHead"] == "{ [secret TOKEN_15A]\n"
+    (error,) = [f for f in frames if f["type"] == "error"]
+    assert error["advice"] == ["token is [secret TOKEN_15A]"]
