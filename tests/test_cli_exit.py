@@ -273,3 +273,28 @@ def test_remote_ctrl_c_is_130_and_a_closed_pipe_is_quiet(server: Server) -> None
                 proc.stdout.close()
             assert proc.wait(timeout=30) == 130, how
             assert proc.stderr.read() == b"", how
+
+
+def test_remote_view_says_which_hook_is_still_running(server: Server) -> None:
+    fifo = server.cwd / "go-remote"
+    os.mkfifo(fifo)
+    waits = hook(name="waits", phase="before", run=["sh", "-c", f"cat {fifo.name} >/dev/null"])
+    remote = ["--remote", server.url, "--token-file", "token"]
+    with subprocess.Popen(
+        [*CLI, "exec", *remote, "--hook", waits, "--", "true"],
+        cwd=server.cwd,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        assert proc.stdout is not None
+        seen = []
+        for line in proc.stdout:
+            seen.append(line)
+            if "still running" in line:
+                fifo.write_text("")
+                break
+        seen.extend(proc.stdout)
+        assert proc.wait(timeout=30) == 0
+    assert seen[1] == "hook waits (script.before): still running after 1 s...\n"
+    assert seen[2].startswith("hook waits (script.before, run, sandbox none): ok in ")

@@ -189,7 +189,7 @@ def _run_remote(args: argparse.Namespace) -> int:
 
     from ..service import remote as client
     from ..service.access import TokenFileError
-    from .execview import Output, OutputClosed, raise_closed
+    from .execview import Output, OutputClosed, exec_remote_viewed, raise_closed
 
     try:
         request = remote_request(args)
@@ -201,9 +201,7 @@ def _run_remote(args: argparse.Namespace) -> int:
     closed = False
     try:
         try:
-            frames = trio.run(
-                client.exec_remote, target, request, lambda f: out.frame(f, args.json)
-            )
+            frames = trio.run(exec_remote_viewed, target, request, out, args.json)
         except client.RemoteError as exc:
             return remote_failed("exec", exc)
     except* OutputClosed:

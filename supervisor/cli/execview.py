@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Mapping
-from typing import Any, Final
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
@@ -21,6 +21,9 @@ from ..core.events import Event, EventKind
 from ..run.bus import Bus
 from ..run.observe import ObserverStats
 from .view import frame_lines
+
+if TYPE_CHECKING:
+    from ..service.remote import Remote
 
 #: After how long a hook still running gets a line of its own in the readable view.
 STILL_RUNNING_S: Final = 1.0
@@ -66,10 +69,11 @@ def raise_closed() -> None:
     raise OutputClosed
 
 
-def still_running_line(event: Event) -> str:
-    """What a person reads of a hook that has not finished after `STILL_RUNNING_S`."""
-    where = f" ({event.data['on']}.{event.data['phase']})" if "phase" in event.data else ""
-    return f"hook {event.data.get('name')}{where}: still running after {STILL_RUNNING_S:g} s..."
+def still_running_line(data: Mapping[str, Any]) -> str:
+    """What a person reads of a hook (its `hook.started` data) that has not finished after
+    `STILL_RUNNING_S`."""
+    where = f" ({data['on']}.{data['phase']})" if "on" in data and "phase" in data else ""
+    return f"hook {data.get('name')}{where}: still running after {STILL_RUNNING_S:g} s..."
 
 
 async def serve_still_running(
@@ -81,30 +85,115 @@ async def serve_still_running(
 ) -> None:
     """Until cancelled: for each hook of run `run_id` that starts and has not finished
     `STILL_RUNNING_S` later, `say` a line naming it (once). Started once subscribed."""
-    async with bus.subscribe(kinds=("hook",)) as sub, trio.open_nursery() as nursery:
-        task_status.started()
-        waiting: dict[str, trio.CancelScope] = {}
+
+    async def own() -> AsyncIterator[tuple[str, Mapping[str, Any]]]:
         async for event in sub:
-            if not isinstance(event, Event) or event.run_id != run_id:
+            # An observe hook's events: it holds nothing up; `exec` reports it at the end.
+            if isinstance(event, Event) and event.run_id == run_id and not event.caused_by_observer:
+                yield event.kind, event.data
+
+    async with bus.subscribe(kinds=("hook",)) as sub:
+        task_status.started()
+        await _say_still_running(own(), say)
+
+
+class RunId:
+    """The id of a remote run, once its `start` frame told it."""
+
+    def __init__(self) -> None:
+        self.value = ""
+        self.known = trio.Event()
+
+    def frame(self, frame: Mapping[str, Any]) -> None:
+        if not self.known.is_set() and frame.get("runId"):
+            self.value = str(frame["runId"])
+            self.known.set()
+
+
+async def serve_remote_still_running(
+    remote: Remote,
+    run: RunId,
+    say: Callable[[str], object],
+    *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """`serve_still_running` for a remote run, from the server's `/v1/events` (subscribed
+    before the run is asked for). Events on the wire do not say they are an observe hook's:
+    those carry the event that triggered them (`trigger`). If the server will not give its
+    events, the view goes without the line."""
+    from ..service.remote import RemoteError, messages, open_remote
+
+    async def own() -> AsyncIterator[tuple[str, Mapping[str, Any]]]:
+        async for event in messages(ws):
+            data = event.get("data")
+            if not isinstance(data, Mapping) or "trigger" in data:
                 continue
-            if event.caused_by_observer:
-                continue  # an observe hook's: it holds nothing up, `exec` reports it at the end
-            name = str(event.data.get("name"))
-            if event.kind == EventKind.HOOK_STARTED:
-                waiting[name] = await nursery.start(_say_later, event, say)
-            elif event.kind == EventKind.HOOK_FINISHED and name in waiting:
+            await run.known.wait()
+            if event.get("runId") == run.value:
+                yield str(event.get("kind")), data
+
+    started = False
+    try:
+        async with open_remote(remote, "/v1/events", {"kinds": "hook"}) as ws:
+            task_status.started()
+            started = True
+            await _say_still_running(own(), say)
+    except RemoteError:
+        if not started:  # no line then, and nothing else lost: the frames come on their own
+            task_status.started()
+
+
+async def exec_remote_viewed(
+    remote: Remote, request: Mapping[str, Any], out: Output, as_json: bool
+) -> list[dict[str, Any]]:
+    """`service.remote.exec_remote` with its frames shown on `out`; the readable view also
+    follows the server's events for the still-running line. A `RemoteError` is raised
+    as is, not in a group."""
+    from ..service.remote import RemoteError, exec_remote
+
+    run = RunId()
+    frames: list[dict[str, Any]] = []
+    failed: RemoteError | None = None
+
+    def show(frame: dict[str, Any]) -> None:
+        run.frame(frame)
+        out.frame(frame, as_json)
+
+    async with trio.open_nursery() as nursery:
+        if not as_json:
+            await nursery.start(serve_remote_still_running, remote, run, out.line)
+        try:
+            frames = await exec_remote(remote, request, show)
+        except RemoteError as exc:
+            failed = exc
+        nursery.cancel_scope.cancel()
+    if failed is not None:
+        raise failed
+    return frames
+
+
+async def _say_still_running(
+    events: AsyncIterator[tuple[str, Mapping[str, Any]]], say: Callable[[str], object]
+) -> None:
+    async with trio.open_nursery() as nursery:
+        waiting: dict[str, trio.CancelScope] = {}
+        async for kind, data in events:
+            name = str(data.get("name"))
+            if kind == EventKind.HOOK_STARTED:
+                waiting[name] = await nursery.start(_say_later, data, say)
+            elif kind == EventKind.HOOK_FINISHED and name in waiting:
                 waiting.pop(name).cancel()
 
 
 async def _say_later(
-    event: Event,
+    data: Mapping[str, Any],
     say: Callable[[str], object],
     task_status: trio.TaskStatus[trio.CancelScope] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     with trio.CancelScope() as scope:
         task_status.started(scope)
         await trio.sleep(STILL_RUNNING_S)
-        say(still_running_line(event))
+        say(still_running_line(data))
 
 
 def observer_lines(stats: ObserverStats, drain_ms: int) -> list[str]:
