@@ -18,6 +18,7 @@ from mcpx_hooks.supervisor.core.convert import to_json
 from mcpx_hooks.supervisor.core.effects import Effect
 from mcpx_hooks.supervisor.core.errors import ConfigError, Problem
 from mcpx_hooks.supervisor.core.hooks import (
+    DEFAULT_OBSERVE_DRAIN_MS,
     Action,
     Config,
     Defaults,
@@ -937,7 +938,7 @@ def test_toml_at_the_depth_limit_reaches_the_schema(tmp_path: Path) -> None:
     assert (problem.pointer, problem.message) == (
         "/a",
         'unknown key "a"; expected one of: '
-        "$schema, autonomy, defaults, limits, runs, service, sandbox, script, hooks",
+        "$schema, autonomy, defaults, limits, runs, observe, service, sandbox, script, hooks",
     )
 
 
@@ -1291,3 +1292,11 @@ def test_layering_appends_only_the_sandbox_lists() -> None:
         "hooks": ["y"],  # null-splice: replaced
         "script": {"before": ["1"]},
     }
+
+
+def test_observe_drain_ms_defaults_and_is_validated(tmp_path: Path) -> None:
+    assert load(tmp_path).observe_drain_ms == DEFAULT_OBSERVE_DRAIN_MS == 2000
+    path = write(tmp_path / "c.toml", "[observe]\ndrainMs = 500\n")
+    assert load(tmp_path, path).observe_drain_ms == 500
+    problem = one_problem(tmp_path, "[observe]\ndrainMs = -1\n", "bad.toml")
+    assert problem.pointer == "/observe/drainMs"

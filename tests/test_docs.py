@@ -37,3 +37,16 @@ def test_the_config_page_shows_the_hook_defaults() -> None:
     page = (DOCS / "config.md").read_text()
     example = page.split("```toml\n", 1)[1].split("```", 1)[0]
     assert tomllib.loads(example)["defaults"] == {s.key: s.written for s in HOOK_SETTINGS}
+
+
+def test_the_exec_exit_codes_are_documented_from_the_table() -> None:
+    # One page (wherever the docs put it) shows `exec`'s exit codes as the table declares
+    # them, and the `cause` words the error frame carries.
+    from mcpx_hooks.supervisor.cli.common import exit_code_table
+    from mcpx_hooks.supervisor.core.frames import ErrorCause
+
+    table = exit_code_table()
+    pages = [p for p in DOCS.rglob("*.md") if table in p.read_text()]
+    assert len(pages) == 1, "the exit-code table of `exec` belongs on one page of docs/"
+    text = pages[0].read_text()
+    assert all(f"`{cause}`" in text for cause in ErrorCause)

@@ -154,7 +154,7 @@ async def test_bom_output_accepted(spawner: Spawner, tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("printed", "says"),
     [
-        ("not json", "not one JSON object"),
+        ("{not json", "not one JSON object"),
         ("[1]", "found array"),
         ('{"advise": 1}', "hook-output schema"),
     ],
@@ -167,6 +167,25 @@ async def test_invalid_output_is_a_failure(
     assert frame.status is HookStatus.INVALID_OUTPUT
     assert frame.reason is not None and says in frame.reason
     assert frame.refused is None  # fail-open by default
+    assert frame.stdout_head == printed + "\n"  # what caused it, for a person to see
+
+
+async def test_invalid_output_shows_only_the_first_kib(spawner: Spawner, tmp_path: Path) -> None:
+    hook = py_hook(tmp_path, "print('{' + 'x' * 5000)")
+    frame = (await run(spawner, hook)).frame
+    assert frame.status is HookStatus.INVALID_OUTPUT
+    assert frame.stdout_head == "{" + "x" * 1023
+
+
+async def test_plain_text_with_exit_0_is_advice(spawner: Spawner, tmp_path: Path) -> None:
+    hook = make_hook(tmp_path, target=("sh", "-c", "command -v sh || exit 1"))
+    frame = (await run(spawner, hook)).frame
+    assert frame.status is HookStatus.OK
+    assert len(frame.advice) == 1 and frame.advice[0].endswith("/sh")
+    assert frame.stdout_head is None
+    failing = make_hook(tmp_path, target=("sh", "-c", "command -v no-such-tool-x || exit 1"))
+    frame = (await run(spawner, failing)).frame
+    assert frame.status is HookStatus.FAILED and frame.exit_code == 1
 
 
 async def test_nonzero_exit_fails_whatever_stdout_says(spawner: Spawner, tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ import pytest
 
 from mcpx_hooks.supervisor.core.answers import bound_answer
 from mcpx_hooks.supervisor.core.effects import Effect
-from mcpx_hooks.supervisor.run.output import InvalidOutput, read_output
+from mcpx_hooks.supervisor.run.output import InvalidOutput, read_output, stdout_head
 
 
 def test_nothing_is_no_opinion() -> None:
@@ -22,9 +22,9 @@ def test_bom_and_whitespace_tolerated() -> None:
 @pytest.mark.parametrize(
     ("stdout", "says"),
     [
-        (b"hello", "not one JSON object"),
+        (b"{hello", "starts like JSON but is not one JSON object"),
         (b"[1, 2]", "not an object: found array"),
-        (b'"text"', "not an object: found string"),
+        (b"  [unclosed", "not one JSON object"),
         (b'{"a": 1} {"b": 2}', "not one JSON object"),
         (b'{"advise": 3}', "hook-output schema at /advise"),
         (b'{"ask": {"default": "yes"}}', "'question' is a required property"),
@@ -36,6 +36,35 @@ def test_invalid_output_says_why(stdout: bytes, says: str) -> None:
     with pytest.raises(InvalidOutput, match=None) as info:
         read_output(stdout)
     assert says in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("stdout", "advice"),
+    [
+        (b"/usr/bin/jq\n", "/usr/bin/jq"),
+        (b"\xef\xbb\xbf  all good\n  second line\n\n", "all good\n  second line"),
+        (b'"text"', '"text"'),
+        (b"3", "3"),
+        ("pr\u00fcfung ok".encode(), "pr\u00fcfung ok"),
+    ],
+)
+def test_plain_text_is_advice(stdout: bytes, advice: str) -> None:
+    assert read_output(stdout) == {"advise": advice}
+    assert bound_answer(read_output(stdout), Effect.ADVISE).advice == (advice,)
+
+
+def test_plain_text_under_off_is_dropped_and_named() -> None:
+    answer = bound_answer(read_output(b"hello"), Effect.OFF)
+    assert answer.advice == ()
+    assert [d.key for d in answer.dropped] == ["advise"]
+
+
+def test_stdout_head_is_the_first_kib_as_text() -> None:
+    assert stdout_head(b"{oops\n") == "{oops\n"
+    long = ("\u00e9" * 600).encode()  # 1200 bytes: the 1024th byte splits a character
+    head = stdout_head(long)
+    assert head == "\u00e9" * 512
+    assert stdout_head(b"\xff{x") == "\ufffd{x"
 
 
 def test_schema_errors_name_the_first_place_exactly() -> None:

@@ -346,3 +346,18 @@ def test_a_python_run_is_matched_as_python_file(tmp_path: Path) -> None:
         "exec", "--hook", json.dumps(hook), "--explain", "--json", "--", "job", cwd=tmp_path
     )
     assert json.loads(other.stdout)["hooks"][0]["runs"] is False
+
+
+@pytest.mark.parametrize(
+    "hook",
+    [
+        {"on": "script", "phase": [], "run": ["true"], "when": {"argv": []}},
+        {"on": [], "phase": "before", "run": ["true"], "when": {"argv": ["x"]}},
+        {"on": "script", "phase": {}, "run": ["true"], "when": {"argv": ["x"]}},
+        {"on": "script", "phase": "before", "run": ["true"], "when": {"argv": [[]]}},
+    ],
+)
+def test_a_hostile_hook_with_when_is_a_problem_not_a_crash(hook: dict[str, Any]) -> None:
+    # Found by the property suite: an unhashable phase beside `when` raised TypeError.
+    with pytest.raises(ConfigError):
+        load_config(cwd=Path("/"), environ={}, per_call_hooks=[hook], discover=False)

@@ -21,8 +21,59 @@ EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
 #: Bad input: a config error, a usage error, `validate` found problems.
 EXIT_USAGE: Final = 2
-#: Interrupted before a command took its signals (128 + SIGINT, as shells say).
+#: `exec`: a hook refused the run.
+EXIT_REFUSED: Final = 3
+#: `exec`: the script's own timeout passed (as `timeout(1)` says).
+EXIT_TIMEOUT: Final = 124
+#: Cancelled, or interrupted before a command took its signals (128 + SIGINT, as shells say).
 EXIT_INTERRUPTED: Final = 130
+
+#: `exec`'s exit codes, the one table: (code, when). The code None is the script's own.
+#: `exec.exit_code` reads the run's outcome by it; docs/runs.md shows it (tests/test_docs.py).
+EXEC_EXIT_CODES: Final = (
+    (EXIT_OK, "the run ended in `result`"),
+    (None, "the script ran, exited non-zero, and nothing turned that into a result"),
+    (
+        EXIT_FAILED,
+        "`error` for any other reason (the script could not start, was killed by a"
+        " signal, a secret was not set, the stream ended early)",
+    ),
+    (EXIT_USAGE, "usage or config error: nothing ran"),
+    (
+        EXIT_REFUSED,
+        'refused by a hook (a `before` refusal, an unanswered or "no" `ask`, a'
+        " fail-closed failure)",
+    ),
+    (EXIT_TIMEOUT, "the script's own timeout passed"),
+    (
+        EXIT_INTERRUPTED,
+        "cancelled (Ctrl-C or SIGTERM, `cancel` from the remote client, or the"
+        " output closed: a reader such as `head` stopped reading)",
+    ),
+)
+#: How the table says "the script's own exit code".
+SCRIPTS_OWN: Final = "the script's own"
+
+
+def cause_exit_codes() -> dict[str, int]:
+    """The error frame's causes (`core.frames.ErrorCause`) that have an exit code of their
+    own in `EXEC_EXIT_CODES`."""
+    from ..core.frames import ErrorCause
+
+    return {
+        ErrorCause.REFUSED: EXIT_REFUSED,
+        ErrorCause.TIMEOUT: EXIT_TIMEOUT,
+        ErrorCause.CANCELLED: EXIT_INTERRUPTED,
+    }
+
+
+def exit_code_table() -> str:
+    """`EXEC_EXIT_CODES` as the Markdown table the docs show."""
+    rows = ["| code | when |", "| --- | --- |"]
+    for code, when in EXEC_EXIT_CODES:
+        shown = SCRIPTS_OWN if code is None else str(code)
+        rows.append(f"| {shown} | {when} |")
+    return "\n".join(rows) + "\n"
 
 
 class Usage(Exception):

@@ -13,9 +13,11 @@ from pathlib import Path
 from . import answering
 from .common import (
     EXIT_FAILED,
+    EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
     Usage,
+    cause_exit_codes,
     json_flag,
     load,
     remote,
@@ -166,14 +168,19 @@ def _explain(args: argparse.Namespace) -> int:
 
 
 def exit_code(frames: Sequence[Mapping[str, Any]]) -> int:
-    """`exec`'s exit code: 0 for a result; the script's own non-zero exit code for an error
-    it caused; 1 for an error for any other reason (refused, timed out, cancelled…)."""
+    """`exec`'s exit code, by the table `common.EXEC_EXIT_CODES`: 0 for a result; 3, 124 or
+    130 for an error the hooks, the timeout or a cancellation caused; the script's own
+    non-zero exit code for an error it caused; 1 for any other error or none at all."""
     from ..core.frames import FrameType
 
     outcome = _outcome(frames)
-    if outcome is not None and outcome["type"] == FrameType.RESULT:
+    if outcome is None:
+        return EXIT_FAILED
+    if outcome["type"] == FrameType.RESULT:
         return EXIT_OK
-    code = None if outcome is None else outcome.get("exitCode")
+    if (own := cause_exit_codes().get(outcome.get("cause", ""))) is not None:
+        return own
+    code = outcome.get("exitCode")
     return code if isinstance(code, int) and 0 < code < 256 else EXIT_FAILED
 
 
@@ -192,34 +199,40 @@ async def _run_here(
     artifacts: str | None = None,
 ) -> tuple[list[dict[str, Any]], bool]:
     """Runs in process, printing each frame as it happens, `responder` answering its asks.
-    The first Ctrl-C (or SIGTERM) cancels the run (its suffix hooks and `end` still come); a
-    second one stops at once. With `artifacts`, the run's artifacts are copied there; whether
-    all of them were."""
+    The first Ctrl-C (or SIGTERM), or stdout closing, cancels the run (its suffix hooks and
+    `end` still come); a second Ctrl-C stops at once. After `end`, observe hooks get
+    `[observe] drainMs`; those that failed or were cut short are said on stderr. With
+    `artifacts`, the run's artifacts are copied there; whether all of them were."""
     import trio
 
     from ..process.signals import serve_stop_signals
     from ..run.runtime import open_runtime
     from ..service.answering import AskWatcher
-    from .view import frame_lines
+    from .execview import Output, observer_lines, serve_still_running
 
-    async with open_runtime(config) as runtime, trio.open_nursery() as nursery:
+    copied = True
+    async with open_runtime(config) as runtime:
         run = runtime.new_run(request)
-        await nursery.start(serve_stop_signals, nursery.cancel_scope, lambda _: run.cancel())
-        async with trio.open_nursery() as running, trio.open_nursery() as asking:
-            running.start_soon(runtime.execute, run)
-            watcher = AskWatcher(asking, responder, answering.local(run))
-            async for batch in run.journal.follow(0):
-                for frame in batch:
-                    line = json.dumps(frame) if as_json else "\n".join(frame_lines(frame))
-                    print(line, flush=True)
-                    watcher.see(frame)
-            asking.cancel_scope.cancel()  # nothing is left to answer once the run has ended
-        copied = True
-        if artifacts is not None:
-            from .artifacts import copy_local
+        out = Output(on_closed=run.cancel)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(serve_stop_signals, nursery.cancel_scope, lambda _: run.cancel())
+            if not as_json:
+                await nursery.start(serve_still_running, runtime.bus, request.run_id, out.line)
+            async with trio.open_nursery() as running, trio.open_nursery() as asking:
+                running.start_soon(runtime.execute, run)
+                watcher = AskWatcher(asking, responder, answering.local(run))
+                async for batch in run.journal.follow(0):
+                    for frame in batch:
+                        out.frame(frame, as_json)
+                        watcher.see(frame)
+                asking.cancel_scope.cancel()  # nothing is left to answer once the run has ended
+            if artifacts is not None:  # while the runtime, and so its artifact store, is up
+                from .artifacts import copy_local
 
-            copied = await trio.to_thread.run_sync(copy_local, run.journal, artifacts)
-        nursery.cancel_scope.cancel()
+                copied = await trio.to_thread.run_sync(copy_local, run.journal, artifacts)
+            nursery.cancel_scope.cancel()
+    for line in observer_lines(runtime.observers, config.observe_drain_ms):
+        print(line, file=sys.stderr)
     return run.journal.frames, copied
 
 
@@ -228,7 +241,7 @@ def _run_remote(args: argparse.Namespace) -> int:
 
     from ..service import remote as client
     from ..service.access import TokenFileError
-    from .view import frame_lines
+    from .execview import Output, OutputClosed, exec_remote_viewed, raise_closed
 
     try:
         request = remote_request(args)
@@ -236,15 +249,19 @@ def _run_remote(args: argparse.Namespace) -> int:
     except (Usage, OSError, json.JSONDecodeError, TokenFileError) as exc:
         print(f"mcpx-hooks exec: {exc}", file=sys.stderr)
         return EXIT_USAGE
-
-    def show(frame: dict[str, Any]) -> None:
-        line = json.dumps(frame) if args.json else "\n".join(frame_lines(frame))
-        print(line, flush=True)
-
+    out = Output(on_closed=raise_closed)
+    closed = False
     try:
-        frames = trio.run(client.exec_remote, target, request, show, answering.responder(args))
-    except client.RemoteError as exc:
-        return remote_failed("exec", exc)
+        try:
+            frames = trio.run(
+                exec_remote_viewed, target, request, out, args.json, answering.responder(args)
+            )
+        except client.RemoteError as exc:
+            return remote_failed("exec", exc)
+    except* OutputClosed:
+        closed = True  # the request asked cancelOnDisconnect: leaving cancels the run
+    if closed:
+        return EXIT_INTERRUPTED
     if _outcome(frames) is None:
         print("mcpx-hooks exec: the stream ended before the run's outcome", file=sys.stderr)
         return EXIT_FAILED

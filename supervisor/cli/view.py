@@ -8,6 +8,8 @@ from typing import Any, Final
 
 #: How many trailing lines of stderr the readable view shows for a failed hook.
 STDERR_LINES: Final = 8
+#: How many leading lines of stdout it shows for a hook whose output could not be read.
+STDOUT_LINES: Final = 8
 
 
 def hook_frame_lines(frame: Mapping[str, Any]) -> list[str]:
@@ -52,13 +54,26 @@ def hook_frame_lines(frame: Mapping[str, Any]) -> list[str]:
     ran = frame.get("ran")
     if ran is not None:
         lines.append(f"  ran {' '.join(ran['argv'])}: {ran['status']}")
-    if frame.get("exitCode") not in (None, 0) or frame.get("signal") is not None:
-        lines.append(f"  exit code {frame.get('exitCode')}, signal {frame.get('signal')}")
+    if (ended := _exit(frame.get("exitCode"), frame.get("signal"))) is not None:
+        lines.append(f"  {ended}")
+    if frame.get("stdoutHead"):
+        head = frame["stdoutHead"].rstrip("\n").splitlines()[:STDOUT_LINES]
+        lines.append("  stdout (first lines):")
+        lines.extend(f"    | {line}" for line in head)
     if status.is_failure and frame.get("stderrTail"):
         tail = frame["stderrTail"].rstrip("\n").splitlines()[-STDERR_LINES:]
         lines.append("  stderr (last lines):")
         lines.extend(f"    | {line}" for line in tail)
     return lines
+
+
+def _exit(code: Any, signal: Any) -> str | None:
+    """How a process ended, in words; None for a clean exit or when nothing is known."""
+    if signal is not None:
+        return f"killed by signal {signal}"
+    if code not in (None, 0):
+        return f"exited with status {code}"
+    return None
 
 
 def frame_lines(frame: Mapping[str, Any]) -> list[str]:

@@ -20,6 +20,7 @@ from ..core.effects import DEFAULT_MAX, REFUSING, Effect
 from ..core.errors import Problem
 from ..core.hooks import (
     DEFAULT_ARTIFACT_BYTES,
+    DEFAULT_OBSERVE_DRAIN_MS,
     DEFAULT_RETAIN_BYTES,
     DEFAULT_RUN_BYTES,
     DEFAULT_RUN_SANDBOX,
@@ -131,6 +132,7 @@ def resolve(layers: Sequence[Layer]) -> tuple[Config, list[Problem]]:
         ),
         limits=limits,
         sandbox_paths=paths,
+        observe_drain_ms=int(merged.get("observe", {}).get("drainMs", DEFAULT_OBSERVE_DRAIN_MS)),
         script_sandbox=Profile(merged.get("script", {}).get("sandbox", DEFAULT_RUN_SANDBOX.value)),
         script_pass_env=tuple(merged.get("script", {}).get(PASS_ENV_KEY, ())),
         script_secrets=tuple(merged.get("script", {}).get(SECRETS_KEY, ())),

@@ -11,6 +11,7 @@ from typing import Any, Final
 from ..core.effects import REFUSING, Effect
 from ..core.hooks import (
     DEFAULT_ARTIFACT_BYTES,
+    DEFAULT_OBSERVE_DRAIN_MS,
     DEFAULT_RETAIN_BYTES,
     DEFAULT_RUN_BYTES,
     DEFAULT_RUN_SANDBOX,
@@ -232,6 +233,18 @@ def build_config_schema() -> dict[str, Any]:
                     ),
                 },
                 "The service's run history.",
+            ),
+            "observe": table(
+                {
+                    "drainMs": integer(
+                        0,
+                        "How long a command, once its work is done (`exec`: after the run's"
+                        " `end`), waits for observe hooks still running, in ms (default"
+                        f" {DEFAULT_OBSERVE_DRAIN_MS}); past it they are killed and reported"
+                        " as cut short.",
+                    ),
+                },
+                "Observe hooks: how long they may hold a command's exit.",
             ),
             "service": table(
                 {

@@ -71,6 +71,9 @@ def build_hook_input_schema() -> dict[str, Any]:
                     "message": string("What went wrong."),
                     "exitCode": {"type": "integer", "description": "The script's exit code."},
                     "stderrTail": string("The end of the script's stderr."),
+                    "stdoutTail": string(
+                        "The end of the script's stdout (a test runner's failures, say)."
+                    ),
                 },
             },
             "event": {

@@ -333,7 +333,9 @@ def _when_rules(obj: Mapping[str, Any], file: str, ptr: str) -> list[Problem]:
     """Each `when` key the hook's point (for an observe hook, the bus) does not provide: a
     filter that would never be looked at is refused, never ignored."""
     when, on, phase = obj.get("when"), obj.get("on"), obj.get("phase")
-    if not isinstance(when, Mapping) or not isinstance(on, str) or phase not in _PHASE_WORDS:
+    if not (isinstance(when, Mapping) and isinstance(on, str) and isinstance(phase, str)):
+        return []
+    if phase not in _PHASE_WORDS:
         return []  # the schema says what is wrong with them
     keys = when_keys(on, Phase(str(phase)))
     if keys is None:

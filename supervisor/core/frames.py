@@ -53,6 +53,22 @@ class HookStatus(enum.StrEnum):
         return self not in (HookStatus.OK, HookStatus.SKIPPED)
 
 
+class ErrorCause(enum.StrEnum):
+    """Why a run ended in `error` (the error frame's `cause`): what `exec`'s exit code and a
+    client tell apart without reading the message."""
+
+    #: The script ran and exited non-zero (or raised), and nothing turned that into a result.
+    SCRIPT = "script"
+    #: A hook refused: a `before` refusal, an unanswered or "no" `ask`, a fail-closed failure.
+    REFUSED = "refused"
+    #: The script's own timeout passed; its tree was killed.
+    TIMEOUT = "timeout"
+    #: The run was cancelled (Ctrl-C, a client's `cancel`, a closed output).
+    CANCELLED = "cancelled"
+    #: Anything else: the script could not start, was killed by a signal, a secret was unset.
+    FAILED = "failed"
+
+
 def now_rfc3339() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
@@ -119,6 +135,9 @@ class HookFrame(Envelope):
     stderr_tail: str | None = None
     resources: Resources | None = None
     ran: Ran | None = None
+    #: `invalid-output`: the start of what the hook printed (its first KiB), so a person
+    #: sees what was read.
+    stdout_head: str | None = None
     type: FrameType = attrs.field(default=FrameType.HOOK, metadata=KEEP)
 
 
@@ -177,6 +196,7 @@ class ErrorFrame(Envelope):
     exit_code: int | None = None
     advice: tuple[str, ...] = ()
     refused_by: str | None = None
+    cause: ErrorCause | None = None
     type: FrameType = attrs.field(default=FrameType.ERROR, metadata=KEEP)
 
 

@@ -93,6 +93,9 @@ DEFAULT_RUN_BYTES: Final = 64 * 1024 * 1024
 DEFAULT_RETAIN_BYTES: Final = 1024 * 1024 * 1024
 #: All retained runs' artifacts, in bytes (`[runs] artifactBytes`); past it the oldest go.
 DEFAULT_ARTIFACT_BYTES: Final = 256 * 1024 * 1024
+#: How long `exec`, once its run's `end` is written, waits for observe hooks still running
+#: (`[observe] drainMs`); past it they are killed, and `exec` says which were cut short.
+DEFAULT_OBSERVE_DRAIN_MS: Final = 2000
 
 
 class SourceKind(enum.StrEnum):
@@ -288,6 +291,8 @@ class Config:
     limits: Limits = DEFAULT_LIMITS
     #: `[sandbox] read` and `write`: paths every profile but `none` adds.
     sandbox_paths: SandboxPaths = SandboxPaths()
+    #: `[observe] drainMs`: the wait for observe hooks when a command ends.
+    observe_drain_ms: int = DEFAULT_OBSERVE_DRAIN_MS
     #: `[script] sandbox`: the runs' profile when a run does not name one.
     script_sandbox: Profile = DEFAULT_RUN_SANDBOX
     #: `[script] passEnv` and `[script] secrets`: what every run takes from its caller's

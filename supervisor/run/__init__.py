@@ -16,7 +16,7 @@ __all__, __getattr__, __dir__ = exports(
         "hookcontext": ("HookContext", "RunInfo", "hook_secrets", "new_run_id"),
         "hookrun": ("HookReport", "run_hook"),
         "journal": ("Follower", "Journals", "RunJournal", "UnknownRun"),
-        "observe": ("serve_observers",),
+        "observe": ("ObserverStats", "Unwell", "serve_observers"),
         "output": ("InvalidOutput", "read_output"),
         "runtime": ("Runtime", "open_runtime"),
         "scriptrun": ("DEFAULT_SCRIPT_TIMEOUT_MS", "Run", "RunRequest", "execute"),

@@ -34,7 +34,7 @@ from .hookcontext import (
     hook_module,
     hook_passed,
 )
-from .output import InvalidOutput, read_output
+from .output import InvalidOutput, read_output, stdout_head
 
 #: How much of a `run`-effect command's stdout is kept on the hook frame.
 RAN_OUTPUT_BYTES: Final = 64 * 1024
@@ -234,7 +234,10 @@ class _FrameBuilder:
         try:
             answer = bound_answer(read_output(bytes(outcome.stdout)), self.clamped.effect)
         except InvalidOutput as exc:
-            return self.failed(HookStatus.INVALID_OUTPUT, str(exc), started, **process)
+            head = stdout_head(bytes(outcome.stdout))
+            return self.failed(
+                HookStatus.INVALID_OUTPUT, str(exc), started, **process, stdout_head=head
+            )
         return HookReport(
             self._frame(HookStatus.OK, _ms_since(started), **process, **self._effects(answer)),
             answer,

@@ -33,6 +33,18 @@ DEFAULT_CONCURRENCY: Final = 8
 #: forgotten first: an event of a run forgotten, or whose start they missed, matches no
 #: `runArgv`).
 RUN_ARGV_MEMORY: Final = 1024
+#: How many failed and cut-short observe hooks `ObserverStats` names; past it, it counts.
+NAMED_AT_MOST: Final = 32
+
+
+@attrs.frozen
+class Unwell:
+    """An observe hook that failed or was cut short: which, on what event, and why."""
+
+    name: str
+    kind: str
+    status: str
+    reason: str
 
 
 @attrs.define
@@ -47,6 +59,14 @@ class ObserverStats:
     #: the events the observers missed because they fell behind).
     gaps: int = 0
     missed: int = 0
+    #: Observe hooks that failed (status not `ok`), and that were cancelled while running or
+    #: before they started (the command ended: `[observe] drainMs` passed), the first
+    #: `NAMED_AT_MOST` of each; `unwell` counts them all.
+    failed: list[Unwell] = attrs.field(factory=list)
+    cut_short: list[Unwell] = attrs.field(factory=list)
+    unwell: int = 0
+    #: Events taken from the bus but not yet looked at when the observers were cancelled.
+    unread: int = 0
     _sub: Subscription | None = None
     _busy: int = 0
     _changed: trio.lowlevel.ParkingLot = attrs.field(factory=trio.lowlevel.ParkingLot)
@@ -63,6 +83,11 @@ class ObserverStats:
         """
         while not self.idle:
             await self._changed.park()
+
+    def _note(self, into: list[Unwell], unwell: Unwell) -> None:
+        self.unwell += 1
+        if len(into) < NAMED_AT_MOST:
+            into.append(unwell)
 
     def _settle(self, delta: int) -> None:
         self._busy += delta
@@ -144,19 +169,35 @@ async def serve_observers(
         async with bus.subscribe(kinds=kinds, skip_observer_caused=True) as sub:
             stats._sub = sub
             task_status.started(stats)
-            async for item in sub:
-                stats._settle(+1)  # handing over: not idle until every match is taken
-                if isinstance(item, Gap):
-                    stats.gaps += 1
-                    stats.missed += item.to_seq - item.from_seq + 1
-                else:
-                    stats.events += 1
-                    argvs.note(item)
-                    for hook in observers:
-                        if observes(hook, item, argvs.of(item)):
-                            stats._settle(+1)
-                            await send.send((hook, item))
-                stats._settle(-1)
+            try:
+                async for item in sub:
+                    stats._settle(+1)  # handing over: not idle until every match is taken
+                    if isinstance(item, Gap):
+                        stats.gaps += 1
+                        stats.missed += item.to_seq - item.from_seq + 1
+                    else:
+                        stats.events += 1
+                        argvs.note(item)
+                        for hook in observers:
+                            if observes(hook, item, argvs.of(item)):
+                                stats._settle(+1)
+                                await _hand_over(send, hook, item, stats)
+                    stats._settle(-1)
+            finally:
+                stats.unread = sub.pending
+
+
+async def _hand_over(
+    send: trio.MemorySendChannel[tuple[Hook, Event]], hook: Hook, event: Event, stats: ObserverStats
+) -> None:
+    try:
+        await send.send((hook, event))
+    except trio.Cancelled:
+        stats._note(
+            stats.cut_short,
+            Unwell(hook.name, event.kind, HookStatus.KILLED, "it had not started yet"),
+        )
+        raise
 
 
 async def _work(
@@ -169,14 +210,25 @@ async def _work(
     async with jobs:
         async for hook, event in jobs:
             try:
-                await _observe(bus, spawner, hook, event, ctx)
+                failure = await _observe(bus, spawner, hook, event, ctx)
+            except trio.Cancelled:
+                stats._note(
+                    stats.cut_short,
+                    Unwell(hook.name, event.kind, HookStatus.KILLED, "it was still running"),
+                )
+                raise
             finally:
                 stats.runs += 1
                 stats._settle(-1)
+            if failure is not None:
+                stats._note(stats.failed, Unwell(hook.name, event.kind, *failure))
 
 
-async def _observe(bus: Bus, spawner: Spawner, hook: Hook, event: Event, ctx: HookContext) -> None:
-    """Runs one observe hook on one event and publishes what happened."""
+async def _observe(
+    bus: Bus, spawner: Spawner, hook: Hook, event: Event, ctx: HookContext
+) -> tuple[str, str] | None:
+    """Runs one observe hook on one event and publishes what happened; returns its status
+    and why, when it failed."""
     trigger = {"seq": event.seq, "kind": event.kind}
 
     def publish(kind: EventKind, data: Mapping[str, Any]) -> None:
@@ -197,13 +249,16 @@ async def _observe(bus: Bus, spawner: Spawner, hook: Hook, event: Event, ctx: Ho
             EventKind.HOOK_FAILED,
             {"name": hook.name, "status": HookStatus.FAILED.value, "reason": str(exc)},
         )
-        return
+        return HookStatus.FAILED, str(exc)
     frame = _frame_json(report, event)
     if report.frame.status.is_failure:
         publish(EventKind.HOOK_FAILED, frame)
     if report.frame.dropped:
         publish(EventKind.HOOK_DROPPED, frame)
     publish(EventKind.HOOK_FINISHED, frame)
+    if report.frame.status.is_failure:
+        return report.frame.status, report.frame.reason or ""
+    return None
 
 
 def _frame_json(report: HookReport, event: Event) -> dict[str, Any]:

@@ -1,27 +1,38 @@
-"""A hook's stdout read as its answer: nothing (no opinion) or one JSON object valid against
-the `hook-output` schema, or exactly why not. Pure: no I/O, no trio.
+"""A hook's stdout read as its answer: nothing (no opinion), one JSON object valid against
+the `hook-output` schema, or plain text (advice), or exactly why not. Pure: no I/O, no trio.
 
 What the effect in force lets through of it is `core/answers.py`'s `bound_answer`.
 """
 
 from __future__ import annotations
 
+import codecs
 from typing import Any, Final
 
 from ..config.schemas import quick_check, validator
 from ..core.jsontext import JsonError, loads
 
 _BOM: Final = b"\xef\xbb\xbf"
+#: The first characters (after a BOM and whitespace) that make stdout a JSON answer; any
+#: other text is advice, the convention of git hook managers (text plus an exit status).
+JSON_STARTS: Final = ("{", "[")
+#: The answer key plain text counts as.
+TEXT_KEY: Final = "advise"
+#: How much of stdout an `invalid-output` hook frame shows (`stdoutHead`).
+STDOUT_HEAD_BYTES: Final = 1024
 
 
 class InvalidOutput(ValueError):
-    """The hook's stdout is not nothing and not one valid JSON object."""
+    """The hook's stdout is not nothing, not plain text and not one valid JSON object."""
 
 
 def read_output(stdout: bytes) -> dict[str, Any] | None:
-    """The hook's JSON object, or None when it printed nothing (no opinion).
+    """The hook's answer as a JSON object, or None when it printed nothing (no opinion).
 
-    A UTF-8 BOM and surrounding whitespace are tolerated. Raises `InvalidOutput` naming why.
+    A UTF-8 BOM and surrounding whitespace are tolerated. Text whose first character is
+    neither `{` nor `[` is advice: `{"advise": "<the text>"}`, stripped. Otherwise the whole
+    of stdout must be one JSON object valid against the schema. Raises `InvalidOutput`
+    naming why.
     """
     text = stdout.removeprefix(_BOM)
     if not text.strip():
@@ -30,10 +41,13 @@ def read_output(stdout: bytes) -> dict[str, Any] | None:
         decoded = text.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InvalidOutput(f"stdout is not UTF-8: {exc}") from exc
+    stripped = decoded.strip()
+    if not stripped.startswith(JSON_STARTS):
+        return {TEXT_KEY: stripped}
     try:
         obj = loads(decoded)
     except JsonError as exc:
-        raise InvalidOutput(f"stdout is not one JSON object: {exc}") from exc
+        raise InvalidOutput(f"stdout starts like JSON but is not one JSON object: {exc}") from exc
     if not isinstance(obj, dict):
         raise InvalidOutput(f"stdout is JSON but not an object: found {_json_type(obj)}")
     if quick_check("hook-output")(obj):  # the usual case; a no is judged and explained below
@@ -44,6 +58,13 @@ def read_output(stdout: bytes) -> dict[str, Any] | None:
         where = "/" + "/".join(str(p) for p in first.absolute_path)
         raise InvalidOutput(f"output does not match hook-output schema at {where}: {first.message}")
     return obj
+
+
+def stdout_head(stdout: bytes) -> str:
+    """The start of what a hook printed, for a person: its first `STDOUT_HEAD_BYTES` as
+    text (a character cut at the end is left out, bytes that are not UTF-8 become U+FFFD)."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    return decoder.decode(bytes(stdout[:STDOUT_HEAD_BYTES]), final=False)
 
 
 def _json_type(value: Any) -> str:

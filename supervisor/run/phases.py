@@ -15,7 +15,7 @@ import trio
 
 from ..core.answers import YES, AnsweredBy, Ask, Asked, Refusal
 from ..core.events import EventKind
-from ..core.frames import AskFrame, HookFrame, blank
+from ..core.frames import AskFrame, ErrorCause, HookFrame, blank
 from ..core.hooks import Config, Hook
 from ..core.points import Phase
 from ..core.when import RunFacts, run_mismatch
@@ -41,6 +41,9 @@ class RunState:
     message: str = ""
     exit_code: int | None = None
     stderr_tail: str = ""
+    stdout_tail: str = ""
+    #: Set where the run learns it: a timeout, a cancellation (the rest follow from the state).
+    cause: ErrorCause | None = None
 
 
 def _facts(run: RunInfo) -> RunFacts:
@@ -87,7 +90,8 @@ class PhaseHooks:
 
     async def _one(self, hook: Hook, ctx: HookContext) -> HookReport:
         run_id = self.run_id
-        self.bus.publish(EventKind.HOOK_STARTED, {"name": hook.name}, run_id=run_id)
+        started_data = {"name": hook.name, "on": hook.on, "phase": hook.phase.value}
+        self.bus.publish(EventKind.HOOK_STARTED, started_data, run_id=run_id)
         started = time.perf_counter()
         report: HookReport | None = None
         try:

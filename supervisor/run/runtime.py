@@ -1,8 +1,9 @@
 """The supervisor in one process: its spawner, event bus, observers and run journal.
 
-`open_runtime(config)` starts them under one nursery and stops them on exit: observers get a
-bounded moment to finish the events already published (so a `run.finished` observer of a
-one-shot `exec` still runs), then everything is cancelled and every process reaped.
+`open_runtime(config)` starts them under one nursery and stops them on exit: observers get
+`[observe] drainMs` to finish the events already published (so a `run.finished` observer of
+a one-shot `exec` still runs), then everything is cancelled and every process reaped; what
+was cut short is in `runtime.observers` (`ObserverStats.cut_short`).
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import AsyncIterator
-from typing import Final
 
 import attrs
 import trio
@@ -26,9 +26,6 @@ from .journal import Journals
 from .observe import ObserverStats, serve_observers
 from .scriptrun import Run, RunRequest, execute
 
-#: How long stopping waits for observers to finish what was already published.
-OBSERVER_DRAIN_S: Final = 15.0
-
 
 @attrs.define
 class Runtime:
@@ -42,8 +39,9 @@ class Runtime:
         return Run(request, self.journals.open(request.run_id))
 
     async def wait_observers(self) -> None:
-        """Waits (bounded) until the observers have handled what was published so far."""
-        with trio.move_on_after(OBSERVER_DRAIN_S):
+        """Waits, at most `[observe] drainMs`, until the observers have handled what was
+        published so far."""
+        with trio.move_on_after(self.config.observe_drain_ms / 1000):
             await self.observers.wait_idle()
 
     async def execute(self, run: Run) -> None:

@@ -46,6 +46,9 @@ MAX_LINE: Final = 64 * 1024
 MAX_FRAME_LINE: Final = 16 * 1024 * 1024
 #: stdout kept for an argv script's "stdout parsed as JSON" result.
 MAX_RESULT_STDOUT: Final = MAX_FRAME_LINE
+#: The end of stdout kept for `onError` hooks (`error.stdoutTail`): a test runner prints its
+#: failures there.
+STDOUT_TAIL_BYTES: Final = 64 * 1024
 
 
 @attrs.define
@@ -60,6 +63,8 @@ class ScriptOutcome:
     stdout: bytearray = attrs.field(factory=bytearray)
     #: stdout past `MAX_RESULT_STDOUT`: the "stdout as JSON" result is then not read.
     stdout_cut: bool = False
+    #: The last `STDOUT_TAIL_BYTES` (or up to twice that) of stdout, whatever its length.
+    stdout_tail: bytearray = attrs.field(factory=bytearray)
 
     @property
     def succeeded(self) -> bool:
@@ -154,12 +159,15 @@ async def run_script(
 async def _pump_stdout(
     stream: trio.abc.ReceiveStream, journal: RunJournal, outcome: ScriptOutcome
 ) -> None:
-    kept = outcome.stdout
+    kept, tail = outcome.stdout, outcome.stdout_tail
     async for line in _lines(stream, MAX_LINE):
         if len(kept) + len(line) < MAX_RESULT_STDOUT:
             kept.extend(line + b"\n")
         else:
             outcome.stdout_cut = True
+        tail.extend(line + b"\n")
+        if len(tail) > 2 * STDOUT_TAIL_BYTES:  # trimmed now and then, not at every line
+            del tail[: len(tail) - STDOUT_TAIL_BYTES]
         journal.offer(blank(OutputFrame, text=_text(line), type=FrameType.STDOUT))
 
 

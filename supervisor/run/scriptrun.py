@@ -23,6 +23,7 @@ from ..core.errors import ProfileUnavailable, SpawnError
 from ..core.events import EventKind
 from ..core.frames import (
     EndFrame,
+    ErrorCause,
     ErrorFrame,
     Frame,
     ResultFrame,
@@ -53,6 +54,8 @@ DEFAULT_SCRIPT_TIMEOUT_MS: Final = 3_600_000
 SCRIPT_KILL_GRACE_MS: Final = 500
 #: How much of the script's stderr `onError` hooks get as `error.stderrTail`.
 STDERR_TAIL_IN_ERROR: Final = 4096
+#: How much of the script's stdout they get as `error.stdoutTail` (a test runner's failures).
+STDOUT_TAIL_IN_ERROR: Final = 8192
 
 
 @attrs.frozen
@@ -165,7 +168,7 @@ async def _execute(
     with run.cancel_scope:
         await _body(run, state, hooks, profile, passed)
     if run.cancel_scope.cancelled_caught:
-        state.value, state.message = None, "cancelled"
+        state.value, state.message, state.cause = None, "cancelled", ErrorCause.CANCELLED
     with trio.CancelScope(shield=True):
         outcome = _outcome_frame(state)
         run.journal.append(outcome)
@@ -264,6 +267,7 @@ async def _run_script(
             state.value = (outcome.result_value(python=req.script.argv is None),)
         elif outcome.timed_out:
             state.message = f"the script timed out after {req.timeout_ms} ms; its tree was killed"
+            state.cause = ErrorCause.TIMEOUT
         elif outcome.exception:
             state.message = outcome.exception
         elif process.lost:
@@ -275,9 +279,13 @@ async def _run_script(
             state.message = f"the script was killed by signal {process.signal}"
         else:
             state.message = f"the script exited with status {process.exit_code}"
-        state.stderr_tail = bytes(process.stderr_tail[-STDERR_TAIL_IN_ERROR:]).decode(
-            errors="replace"
-        )
+        state.stderr_tail = _tail(process.stderr_tail, STDERR_TAIL_IN_ERROR)
+        state.stdout_tail = _tail(outcome.stdout_tail, STDOUT_TAIL_IN_ERROR)
+
+
+def _tail(data: bytearray, size: int) -> str:
+    """The last `size` bytes of `data` as text; a character cut at the start is left out."""
+    return bytes(data[-size:]).decode(errors="replace").lstrip("\ufffd")
 
 
 def _warn_unavailable(
@@ -328,7 +336,20 @@ def _outcome_frame(state: RunState) -> Frame:
         exit_code=state.exit_code,
         advice=tuple(state.advice),
         refused_by=state.refused_by,
+        cause=_cause(state),
     )
+
+
+def _cause(state: RunState) -> ErrorCause:
+    """Why the run is an error: what the run learnt (a timeout, a cancellation), else a
+    refusal, else the script's own exit status, else a failure around it."""
+    if state.cause is not None:
+        return state.cause
+    if state.refused_by is not None:
+        return ErrorCause.REFUSED
+    if state.exit_code not in (None, 0):
+        return ErrorCause.SCRIPT
+    return ErrorCause.FAILED
 
 
 def _error_input(state: RunState) -> dict[str, Any]:
@@ -337,6 +358,8 @@ def _error_input(state: RunState) -> dict[str, Any]:
         error["exitCode"] = state.exit_code
     if state.stderr_tail:
         error["stderrTail"] = state.stderr_tail
+    if state.stdout_tail:
+        error["stdoutTail"] = state.stdout_tail
     return error
 
 

@@ -1,0 +1,224 @@
+"""`exec`'s live output: frames printed as they come, a closed pipe taken quietly, a line for
+a hook still running after a second, and on stderr the observe hooks that failed or were cut
+short.
+
+A closed stdout (`exec … | head -1`) is not an error a person should read: the rest of the
+output goes nowhere, the caller is told once (`on_closed`, which cancels the run), and the
+command exits as its run ended.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+import trio
+
+from ..core.events import Event, EventKind
+from ..run.bus import Bus
+from ..run.observe import ObserverStats
+from .view import frame_lines
+
+if TYPE_CHECKING:
+    from ..service.answering import Responder
+    from ..service.remote import Remote
+
+#: After how long a hook still running gets a line of its own in the readable view.
+STILL_RUNNING_S: Final = 1.0
+
+
+class Output:
+    """Lines to stdout, flushed each; a closed pipe stops them quietly.
+
+    On the first `BrokenPipeError`, stdout is pointed at /dev/null (so that Python's own
+    flush at exit has nowhere to fail) and `on_closed` is called once.
+    """
+
+    def __init__(self, on_closed: Callable[[], object] = lambda: None) -> None:
+        self.closed = False
+        self._on_closed = on_closed
+
+    def line(self, text: str) -> None:
+        if self.closed:
+            return
+        try:
+            print(text, flush=True)
+        except BrokenPipeError:
+            self.closed = True
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+            self._on_closed()
+
+    def frame(self, frame: Mapping[str, Any], as_json: bool) -> None:
+        """One frame: a JSON line, or its lines for a person (none for a type not known)."""
+        if as_json:
+            self.line(json.dumps(frame))
+        elif lines := frame_lines(frame):
+            self.line("\n".join(lines))
+
+
+class OutputClosed(Exception):
+    """stdout closed under a remote run: `exec` leaves (`raise_closed`), and the server,
+    asked to cancel on disconnect, cancels the run."""
+
+
+def raise_closed() -> None:
+    raise OutputClosed
+
+
+def still_running_line(data: Mapping[str, Any]) -> str:
+    """What a person reads of a hook (its `hook.started` data) that has not finished after
+    `STILL_RUNNING_S`."""
+    where = f" ({data['on']}.{data['phase']})" if "on" in data and "phase" in data else ""
+    return f"hook {data.get('name')}{where}: still running after {STILL_RUNNING_S:g} s..."
+
+
+async def serve_still_running(
+    bus: Bus,
+    run_id: str,
+    say: Callable[[str], object],
+    *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Until cancelled: for each hook of run `run_id` that starts and has not finished
+    `STILL_RUNNING_S` later, `say` a line naming it (once). Started once subscribed."""
+
+    async def own() -> AsyncIterator[tuple[str, Mapping[str, Any]]]:
+        async for event in sub:
+            # An observe hook's events: it holds nothing up; `exec` reports it at the end.
+            if isinstance(event, Event) and event.run_id == run_id and not event.caused_by_observer:
+                yield event.kind, event.data
+
+    async with bus.subscribe(kinds=("hook",)) as sub:
+        task_status.started()
+        await _say_still_running(own(), say)
+
+
+class RunId:
+    """The id of a remote run, once its `start` frame told it."""
+
+    def __init__(self) -> None:
+        self.value = ""
+        self.known = trio.Event()
+
+    def frame(self, frame: Mapping[str, Any]) -> None:
+        if not self.known.is_set() and frame.get("runId"):
+            self.value = str(frame["runId"])
+            self.known.set()
+
+
+async def serve_remote_still_running(
+    remote: Remote,
+    run: RunId,
+    say: Callable[[str], object],
+    *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """`serve_still_running` for a remote run, from the server's `/v1/events` (subscribed
+    before the run is asked for). Events on the wire do not say they are an observe hook's:
+    those carry the event that triggered them (`trigger`). If the server will not give its
+    events, the view goes without the line."""
+    from ..service.remote import RemoteError, messages, open_remote
+
+    async def own() -> AsyncIterator[tuple[str, Mapping[str, Any]]]:
+        async for event in messages(ws):
+            data = event.get("data")
+            if not isinstance(data, Mapping) or "trigger" in data:
+                continue
+            await run.known.wait()
+            if event.get("runId") == run.value:
+                yield str(event.get("kind")), data
+
+    started = False
+    try:
+        async with open_remote(remote, "/v1/events", {"kinds": "hook"}) as ws:
+            task_status.started()
+            started = True
+            await _say_still_running(own(), say)
+    except RemoteError:
+        if not started:  # no line then, and nothing else lost: the frames come on their own
+            task_status.started()
+
+
+async def exec_remote_viewed(
+    remote: Remote,
+    request: Mapping[str, Any],
+    out: Output,
+    as_json: bool,
+    responder: Responder | None = None,
+) -> list[dict[str, Any]]:
+    """`service.remote.exec_remote` with its frames shown on `out` and its asks answered by
+    `responder`; the readable view also follows the server's events for the still-running
+    line. A `RemoteError` is raised as is, not in a group."""
+    from ..service.remote import RemoteError, exec_remote
+
+    run = RunId()
+    frames: list[dict[str, Any]] = []
+    failed: RemoteError | None = None
+
+    def show(frame: dict[str, Any]) -> None:
+        run.frame(frame)
+        out.frame(frame, as_json)
+
+    async with trio.open_nursery() as nursery:
+        if not as_json:
+            await nursery.start(serve_remote_still_running, remote, run, out.line)
+        try:
+            frames = await exec_remote(remote, request, show, responder)
+        except RemoteError as exc:
+            failed = exc
+        nursery.cancel_scope.cancel()
+    if failed is not None:
+        raise failed
+    return frames
+
+
+async def _say_still_running(
+    events: AsyncIterator[tuple[str, Mapping[str, Any]]], say: Callable[[str], object]
+) -> None:
+    async with trio.open_nursery() as nursery:
+        waiting: dict[str, trio.CancelScope] = {}
+        async for kind, data in events:
+            name = str(data.get("name"))
+            if kind == EventKind.HOOK_STARTED:
+                waiting[name] = await nursery.start(_say_later, data, say)
+            elif kind == EventKind.HOOK_FINISHED and name in waiting:
+                waiting.pop(name).cancel()
+
+
+async def _say_later(
+    data: Mapping[str, Any],
+    say: Callable[[str], object],
+    task_status: trio.TaskStatus[trio.CancelScope] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    with trio.CancelScope() as scope:
+        task_status.started(scope)
+        await trio.sleep(STILL_RUNNING_S)
+        say(still_running_line(data))
+
+
+def observer_lines(stats: ObserverStats, drain_ms: int) -> list[str]:
+    """What `exec` says on stderr of its observe hooks once it ends: each that failed, each
+    cut short by `[observe] drainMs`, and what was left unread."""
+    lines = [
+        f"mcpx-hooks exec: observe hook {u.name} (on {u.kind}) failed [{u.status}]: {u.reason}"
+        for u in stats.failed
+    ]
+    lines.extend(
+        f"mcpx-hooks exec: observe hook {u.name} (on {u.kind}) was cut short: {u.reason} when"
+        f" [observe] drainMs ({drain_ms} ms) passed after the run's end; it was killed"
+        for u in stats.cut_short
+    )
+    named = len(stats.failed) + len(stats.cut_short)
+    if stats.unwell > named:
+        lines.append(f"mcpx-hooks exec: and {stats.unwell - named} more observe hooks like these")
+    if stats.unread:
+        lines.append(
+            f"mcpx-hooks exec: {stats.unread} events were not yet observed when [observe]"
+            f" drainMs ({drain_ms} ms) passed"
+        )
+    return lines

@@ -1,0 +1,300 @@
+"""`mcpx-hooks exec` as a CI job meets it: each exit code of the table, one by one, through a
+real process (local and `--remote`); a closed pipe ends it quietly; the readable view says
+which hook is still running and never shows a Python `None`; observe hooks hold it up at most
+`[observe] drainMs`, and what they left undone is said on stderr."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from service_client import Server, start_server
+from test_cli import CLI, mcpx
+
+from mcpx_hooks.supervisor.cli.common import EXEC_EXIT_CODES
+from mcpx_hooks.supervisor.core.frames import check_order
+
+ENV = {**os.environ, "MCPX_HOOKS_NO_DISCOVERY": "1"}
+
+
+def hook(**fields: Any) -> str:
+    return json.dumps({"on": "script", "sandbox": "none", **fields})
+
+
+REFUSE = hook(phase="before", effect="ask", run=["sh", "-c", 'echo \'{"refuse": "not today"}\''])
+FAIL_CLOSED = hook(phase="before", effect="ask", failure="closed", run=["false"])
+
+#: (the table's code, or None for the script's own; exec's arguments; the code expected;
+#: the error frame's `cause`, None for a result or nothing run).
+CASES: list[tuple[int | None, list[str], int, str | None]] = [
+    (0, ["--", "true"], 0, None),
+    (None, ["--", "sh", "-c", "exit 7"], 7, "script"),
+    (1, ["--", "no-such-program-15a"], 1, "failed"),
+    (2, ["--timeout", "-1", "--", "true"], 2, None),
+    (3, ["--hook", REFUSE, "--", "true"], 3, "refused"),
+    (3, ["--hook", FAIL_CLOSED, "--", "true"], 3, "refused"),
+    (124, ["--timeout", "0.2", "--", "sleep", "30"], 124, "timeout"),
+]
+
+
+@pytest.mark.parametrize(
+    ("row", "argv", "expected", "cause"), CASES, ids=[" ".join(c[1][-3:]) for c in CASES]
+)
+def test_each_exit_code(
+    tmp_path: Path, row: int | None, argv: list[str], expected: int, cause: str | None
+) -> None:
+    out = mcpx("exec", "--sandbox", "none", "--json", *argv, cwd=tmp_path)
+    assert out.returncode == expected, out.stderr
+    assert "Traceback" not in out.stderr
+    frames = [json.loads(line) for line in out.stdout.splitlines()]
+    if expected == 2:
+        assert frames == [] and out.stderr.startswith("mcpx-hooks exec: --timeout")
+        return
+    check_order(frames)
+    errors = [f for f in frames if f["type"] == "error"]
+    assert [e["cause"] for e in errors] == ([cause] if cause else [])
+
+
+def test_a_config_error_is_2_and_nothing_runs(tmp_path: Path) -> None:
+    (tmp_path / "bad.toml").write_text('[[hooks]]\non = "script"\nphase = "before"\nrun = "ls"\n')
+    out = mcpx("exec", "--config", "bad.toml", "--json", "--", "touch", "ran", cwd=tmp_path)
+    assert out.returncode == 2 and out.stdout == ""
+    assert "bad.toml:/hooks/0/run" in out.stderr
+    assert not (tmp_path / "ran").exists()
+
+
+SLEEPER = "echo ready; exec sleep 60"
+
+
+def test_ctrl_c_is_130(tmp_path: Path) -> None:
+    with subprocess.Popen(
+        [*CLI, "exec", "--sandbox", "none", "--json", "--", "sh", "-c", SLEEPER],
+        cwd=tmp_path,
+        env=ENV,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        frames = []
+        for line in proc.stdout:
+            frames.append(json.loads(line))
+            if frames[-1].get("text") == "ready":
+                proc.send_signal(signal.SIGINT)
+                break
+        frames.extend(json.loads(line) for line in proc.stdout)
+        assert proc.wait(timeout=30) == 130
+        assert proc.stderr.read() == ""
+    check_order(frames)
+    (error,) = [f for f in frames if f["type"] == "error"]
+    assert (error["message"], error["cause"]) == ("cancelled", "cancelled")
+
+
+def test_the_cases_cover_the_table() -> None:
+    covered = {row for row, *_ in CASES} | {130}  # 130: test_ctrl_c_is_130, and remote below
+    assert covered == {code for code, _ in EXEC_EXIT_CODES}
+
+
+# ---- a closed pipe ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("view", [["--json"], []], ids=["json", "readable"])
+def test_a_closed_pipe_ends_exec_quietly(tmp_path: Path, view: list[str]) -> None:
+    marker = f"mcpx-pipe-{os.getpid()}-{len(view)}"
+    with subprocess.Popen(
+        [*CLI, "exec", "--sandbox", "none", *view, "--", "sh", "-c", "exec yes", marker],
+        cwd=tmp_path,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    ) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        first = proc.stdout.readline()  # what `| head -1` reads, then it leaves
+        proc.stdout.close()
+        code = proc.wait(timeout=30)
+        stderr = proc.stderr.read().decode()
+    assert first.startswith(b"{" if view else b"run ")
+    assert stderr == ""  # no BrokenPipeError, no traceback, no "Exception ignored"
+    assert code == 130  # the run was cancelled: nobody reads it any more
+    assert not [p for p in psutil.process_iter(["cmdline"]) if marker in (p.info["cmdline"] or [])]
+
+
+# ---- the readable view -------------------------------------------------------------------------
+
+
+def test_the_view_says_which_hook_is_still_running(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "go")
+    waits = hook(name="waits", phase="before", run=["sh", "-c", "cat go >/dev/null"])
+    with subprocess.Popen(
+        [*CLI, "exec", "--sandbox", "none", "--hook", waits, "--", "true"],
+        cwd=tmp_path,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        assert proc.stdout is not None
+        seen = []
+        for line in proc.stdout:
+            seen.append(line)
+            if "still running" in line:
+                (tmp_path / "go").write_text("")  # the hook ends only once the line came
+                break
+        seen.extend(proc.stdout)
+        assert proc.wait(timeout=30) == 0
+    assert seen[1] == "hook waits (script.before): still running after 1 s...\n"
+    assert seen[2].startswith("hook waits (script.before, run, sandbox none): ok in ")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--hook", hook(phase="before", run=["sleep", "30"], timeoutMs=200), "--", "true"],
+        ["--hook", REFUSE, "--", "true"],
+        ["--timeout", "0.2", "--", "sleep", "30"],
+        ["--", "no-such-program-15a"],
+        ["--hook", hook(phase="onError", run=["sh", "-c", "exit 5"]), "--", "false"],
+    ],
+    ids=["hook-timeout", "refused", "timeout", "not-found", "failing-onError"],
+)
+def test_the_view_has_no_python_none(tmp_path: Path, argv: list[str]) -> None:
+    out = mcpx("exec", "--sandbox", "none", *argv, cwd=tmp_path)
+    assert "None" not in out.stdout + out.stderr
+    assert "Traceback" not in out.stdout + out.stderr
+    if "sleep" in argv[1]:
+        assert "  killed by signal " in out.stdout  # its timeout killed it
+
+
+# ---- observe drain -----------------------------------------------------------------------------
+
+OBSERVERS = """
+[defaults]
+sandbox = "none"
+
+[observe]
+drainMs = 300
+
+[[hooks]]
+name = "slow"
+on = "run.finished"
+phase = "observe"
+run = ["sh", "-c", "exec cat go {marker}"]
+
+[[hooks]]
+name = "three"
+on = "run.finished"
+phase = "observe"
+run = ["sh", "-c", "echo broken >&2; exit 3"]
+"""
+
+
+def test_observe_hooks_are_drained_and_what_they_left_is_said(tmp_path: Path) -> None:
+    marker = f"mcpx-drain-{os.getpid()}"
+    os.mkfifo(tmp_path / "go")  # nobody writes: `slow` waits until it is killed
+    (tmp_path / "c.toml").write_text(OBSERVERS.format(marker=marker))
+    out = mcpx("exec", "--config", "c.toml", "--", "true", cwd=tmp_path, timeout=10)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[-1].startswith("end: exit code 0")
+    assert out.stderr.splitlines() == [
+        "mcpx-hooks exec: observe hook three (on run.finished) failed [failed]: exited with"
+        " status 3",
+        "mcpx-hooks exec: observe hook slow (on run.finished) was cut short: it was still"
+        " running when [observe] drainMs (300 ms) passed after the run's end; it was killed",
+    ]
+    assert not [p for p in psutil.process_iter(["cmdline"]) if marker in (p.info["cmdline"] or [])]
+
+
+def test_observe_hooks_that_finish_in_time_say_nothing(tmp_path: Path) -> None:
+    (tmp_path / "c.toml").write_text(
+        '[defaults]\nsandbox = "none"\n[[hooks]]\nname = "quick"\non = "run.finished"\n'
+        'phase = "observe"\nrun = ["sh", "-c", "cat > seen.json"]\n'
+    )
+    out = mcpx("exec", "--config", "c.toml", "--", "true", cwd=tmp_path)
+    assert out.returncode == 0 and out.stderr == ""
+    assert json.loads((tmp_path / "seen.json").read_text())["event"]["kind"] == "run.finished"
+
+
+# ---- the same through --remote -----------------------------------------------------------------
+
+SERVED = (
+    '[defaults]\nsandbox = "none"\n[script]\nsandbox = "none"\n[service]\nsandboxes = ["none"]\n'
+)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    cwd = tmp_path_factory.mktemp("serve15a")
+    (cwd / "c.toml").write_text(SERVED)
+    srv = start_server(cwd, "--config", "c.toml")
+    yield srv
+    assert srv.stop() == 0
+    assert "Traceback" not in srv.log(), srv.log()
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["--", "true"], 0),
+        (["--", "sh", "-c", "exit 7"], 7),
+        (["--hook", REFUSE, "--", "true"], 3),
+        (["--timeout", "0.2", "--", "sleep", "30"], 124),
+    ],
+    ids=["result", "script", "refused", "timeout"],
+)
+def test_remote_exit_codes_are_the_same(server: Server, argv: list[str], expected: int) -> None:
+    remote = ["--remote", server.url, "--token-file", "token"]
+    out = mcpx("exec", *remote, *argv, cwd=server.cwd)
+    assert out.returncode == expected, out.stderr
+    assert "None" not in out.stdout
+
+
+def test_remote_ctrl_c_is_130_and_a_closed_pipe_is_quiet(server: Server) -> None:
+    remote = ["--remote", server.url, "--token-file", "token"]
+    argv = [*CLI, "exec", *remote, "--json", "--", "sh", "-c", "echo ready; exec yes"]
+    for how in ("signal", "pipe"):
+        with subprocess.Popen(
+            argv, cwd=server.cwd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        ) as proc:
+            assert proc.stdout is not None and proc.stderr is not None
+            while json.loads(proc.stdout.readline()).get("text") != "ready":
+                pass
+            if how == "signal":
+                proc.send_signal(signal.SIGINT)
+                rest = [json.loads(line) for line in proc.stdout]
+                assert [f["cause"] for f in rest if f["type"] == "error"] == ["cancelled"]
+            else:
+                proc.stdout.close()
+            assert proc.wait(timeout=30) == 130, how
+            assert proc.stderr.read() == b"", how
+
+
+def test_remote_view_says_which_hook_is_still_running(server: Server) -> None:
+    fifo = server.cwd / "go-remote"
+    os.mkfifo(fifo)
+    waits = hook(name="waits", phase="before", run=["sh", "-c", f"cat {fifo.name} >/dev/null"])
+    remote = ["--remote", server.url, "--token-file", "token"]
+    with subprocess.Popen(
+        [*CLI, "exec", *remote, "--hook", waits, "--", "true"],
+        cwd=server.cwd,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        assert proc.stdout is not None
+        seen = []
+        for line in proc.stdout:
+            seen.append(line)
+            if "still running" in line:
+                fifo.write_text("")
+                break
+        seen.extend(proc.stdout)
+        assert proc.wait(timeout=30) == 0
+    assert seen[1] == "hook waits (script.before): still running after 1 s...\n"
+    assert seen[2].startswith("hook waits (script.before, run, sandbox none): ok in ")

@@ -1,0 +1,64 @@
+"""`exec`'s live view in virtual time: the line for a hook still running after a second, and
+what it says of observe hooks at the end."""
+
+from __future__ import annotations
+
+import trio
+
+from mcpx_hooks.supervisor.cli.execview import (
+    STILL_RUNNING_S,
+    Output,
+    observer_lines,
+    serve_still_running,
+)
+from mcpx_hooks.supervisor.core.events import EventKind
+from mcpx_hooks.supervisor.run.bus import Bus
+from mcpx_hooks.supervisor.run.observe import ObserverStats, Unwell
+
+STARTED = {"name": "deps", "on": "script", "phase": "before"}
+
+
+async def test_a_hook_running_past_a_second_gets_one_line(autojump_clock: trio.abc.Clock) -> None:
+    bus, said = Bus(), []
+    async with trio.open_nursery() as nursery:
+        await nursery.start(serve_still_running, bus, "r1", said.append)
+        bus.publish(EventKind.HOOK_STARTED, {"name": "quick"}, run_id="r1")
+        await trio.sleep(STILL_RUNNING_S / 2)
+        bus.publish(EventKind.HOOK_FINISHED, {"name": "quick"}, run_id="r1")
+        bus.publish(EventKind.HOOK_STARTED, STARTED, run_id="other")  # not this run's
+        bus.publish(EventKind.HOOK_STARTED, STARTED, run_id="r1", caused_by_observer=True)
+        bus.publish(EventKind.HOOK_STARTED, STARTED, run_id="r1")
+        await trio.sleep(STILL_RUNNING_S * 0.99)
+        assert said == []
+        await trio.sleep(STILL_RUNNING_S * 5)
+        assert said == ["hook deps (script.before): still running after 1 s..."]
+        nursery.cancel_scope.cancel()
+
+
+def test_observer_lines_name_each_and_count_the_rest() -> None:
+    stats = ObserverStats()
+    stats.failed.append(Unwell("a", "run.finished", "timeout", "timed out after 5 ms"))
+    stats.cut_short.append(Unwell("b", "run.finished", "killed", "it had not started yet"))
+    stats.unwell, stats.unread = 5, 2
+    assert observer_lines(stats, 2000) == [
+        "mcpx-hooks exec: observe hook a (on run.finished) failed [timeout]: timed out after 5 ms",
+        "mcpx-hooks exec: observe hook b (on run.finished) was cut short: it had not started yet"
+        " when [observe] drainMs (2000 ms) passed after the run's end; it was killed",
+        "mcpx-hooks exec: and 3 more observe hooks like these",
+        "mcpx-hooks exec: 2 events were not yet observed when [observe] drainMs (2000 ms) passed",
+    ]
+    assert observer_lines(ObserverStats(), 2000) == []
+
+
+def test_output_after_a_closed_pipe_says_once_and_prints_nothing(monkeypatch) -> None:
+    closed = []
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise BrokenPipeError
+
+    out = Output(on_closed=lambda: closed.append(True))
+    monkeypatch.setattr("builtins.print", broken)
+    monkeypatch.setattr("os.dup2", lambda a, b: None)  # keep pytest's own stdout
+    out.line("a")
+    out.line("b")
+    assert out.closed and closed == [True]
