@@ -24,7 +24,7 @@ from .parser import add_config_arguments, add_token_file_argument
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Collection, Mapping, Sequence
     from typing import Any, Final
 
     from ..core.hooks import Config
@@ -178,11 +178,13 @@ def _run_remote(args: argparse.Namespace) -> int:
     from .view import frame_lines
 
     try:
-        request = remote_request(args)
         target = remote(args)
+        request = remote_request(args, lambda: trio.run(client.config_files, target))
     except (Usage, OSError, json.JSONDecodeError, TokenFileError) as exc:
         print(f"mcpx-hooks exec: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except client.RemoteError as exc:
+        return remote_failed("exec", exc)
 
     def show(frame: dict[str, Any]) -> None:
         line = json.dumps(frame) if args.json else "\n".join(frame_lines(frame))
@@ -325,14 +327,24 @@ def _listed(hooks: list[Any], key: str) -> list[str]:
     return found
 
 
-def remote_request(args: argparse.Namespace) -> dict[str, Any]:
-    """The `/v1/exec` request for the same run `exec` would make in process."""
+def remote_request(
+    args: argparse.Namespace, server_files: Callable[[], Collection[str]] | None = None
+) -> dict[str, Any]:
+    """The `/v1/exec` request for the same run `exec` would make in process: this working
+    directory, and the hooks and source lines this directory's config layers resolve to, as
+    per-call ones (`remotehooks.py`). When the caller applies files, `server_files` (asked
+    then) names the server's own, which are left out: the server applies them itself."""
+    from ..core.effects import Effect
+    from .common import say_warnings
+    from .remotehooks import caller_config, per_call_hooks, script_lines
+
     argv = _argv(args)
-    if args.config:
-        raise Usage(
-            "--config names the server's files (serve --config); with --remote, give this"
-            " run's hooks with --hook"
-        )
+    config = caller_config(args, _script_lines(args) or None)
+    if config.files and server_files is not None:
+        theirs = {os.path.realpath(f) for f in server_files()}
+        if theirs & {os.path.realpath(f) for f in config.files}:
+            config = caller_config(args, _script_lines(args) or None, theirs)
+    say_warnings(config)
     request: dict[str, Any]
     if argv:
         request = {"argv": argv}
@@ -341,12 +353,9 @@ def remote_request(args: argparse.Namespace) -> dict[str, Any]:
     else:
         request = {"python": args.code}
     request["cwd"] = str(Path.cwd())
-    hooks = []
-    for number, text in enumerate(args.hooks, start=1):
-        hooks.append(json_flag(f"--hook #{number}", text))
-    if hooks:
+    if hooks := per_call_hooks(config):
         request["hooks"] = hooks
-    if lines := _script_lines(args):
+    if lines := script_lines(config):
         request["script"] = lines
     request.update(_remote_env(args, hooks))
     stdin = _stdin_bytes(args)
@@ -359,8 +368,12 @@ def remote_request(args: argparse.Namespace) -> dict[str, Any]:
         request["input"] = json_flag("--input", args.input)
     if (timeout_ms := _timeout_ms(args)) is not None:
         request["timeoutMs"] = timeout_ms
+    # The caller's hooks.autonomy as a local run clamps it: --autonomy, the config's, its max.
+    autonomy = min(config.autonomy_hooks, config.autonomy_max)
     if args.autonomy:
-        request["autonomy"] = args.autonomy
+        autonomy = min(autonomy, Effect.parse(args.autonomy))
+    if args.autonomy or autonomy < Effect.RUN:
+        request["autonomy"] = autonomy.word
     if args.sandbox:
         request["sandbox"] = args.sandbox
     # Like an in-process run, which ends with its `exec`: a vanished client stops its run.

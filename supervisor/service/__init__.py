@@ -16,6 +16,7 @@ __all__, __getattr__, __dir__ = exports(
             "client_token",
             "create_token_file",
             "default_token_path",
+            "kept_token",
             "remove_token_file",
         ),
         "options": ("Limits", "Listening", "ServiceOptions"),
