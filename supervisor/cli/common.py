@@ -21,6 +21,9 @@ EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
 #: Bad input: a config error, a usage error, `validate` found problems.
 EXIT_USAGE: Final = 2
+#: Refused by a hook (`exec`: a `before` refusal, an ask unanswered or answered no, a
+#: fail-closed failure; `hook test`: the hook refused).
+EXIT_REFUSED: Final = 3
 #: Interrupted before a command took its signals (128 + SIGINT, as shells say).
 EXIT_INTERRUPTED: Final = 130
 
