@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from service_client import start_server
 
 from mcpx_hooks.supervisor.core.frames import check_order
@@ -406,3 +407,39 @@ def test_exec_remote_sees_what_a_local_run_here_would(tmp_path: Path) -> None:
         assert outcome(_frames(remote)) == expected
         # Not a script hook: said not to be sent, unless the server has the file itself.
         assert ('hook "audit" (run.finished.observe' in remote.stderr) == (server_args == ())
+
+
+def test_the_remote_request_carries_the_callers_resolved_layers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcpx_hooks.supervisor.cli import exec as cli_exec
+    from mcpx_hooks.supervisor.cli.parser import parser
+
+    project = tmp_path / "repo"
+    (project / "sub").mkdir(parents=True)
+    (project / "c.toml").write_text(
+        '[autonomy]\nmax = "advise"\n'
+        '[script]\npassEnv = ["CI"]\nsandbox = "strict"\n'
+        "[defaults]\ntimeoutMs = 777\n"
+        '[[hooks]]\non = "script"\nphase = "before"\nrun = ["python3", "gate.py"]\n'
+        '[[hooks]]\nname = "hint"\non = "script"\nphase = "onError"\nmodule = "hint.py"\n'
+        'cwd = "sub"\neffect = "off"\n'
+    )
+    monkeypatch.chdir(project / "sub")
+    monkeypatch.setenv("MCPX_HOOKS_NO_DISCOVERY", "1")
+    monkeypatch.setenv("CI", "yes")
+    args = parser().parse_args(["exec", "--config", "../c.toml", "--python", "job.py"])
+    request = cli_exec.remote_request(args, lambda: [])
+    assert request["hooks"] == [
+        # A defaulted name is left to the server; the directory is made explicit.
+        {"on": "script", "phase": "before", "run": ["python3", "gate.py"], "timeoutMs": 777,
+         "cwd": str(project)},
+        {"on": "script", "phase": "onError", "module": "hint.py", "name": "hint",
+         "timeoutMs": 777, "effect": "off", "cwd": str(project / "sub")},
+    ]  # fmt: skip
+    assert (request["file"], request["cwd"]) == ("job.py", str(project / "sub"))
+    assert (request["autonomy"], request["sandbox"]) == ("advise", "strict")
+    assert (request["passEnv"], request["callerEnv"]) == (["CI"], {"CI": "yes"})
+    # The server applies that file itself: nothing of it is sent again.
+    again = cli_exec.remote_request(args, lambda: [str(project / "c.toml")])
+    assert "hooks" not in again and "passEnv" not in again and "autonomy" not in again

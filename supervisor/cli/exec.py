@@ -299,20 +299,23 @@ def _request(args: argparse.Namespace) -> tuple[Config, RunRequest]:
     return config, request
 
 
-def _remote_env(args: argparse.Namespace, hooks: list[Any]) -> dict[str, Any]:
-    """The run's `env`, `passEnv` and `secrets`, and `callerEnv`: this environment's values
-    for the names the run and its per-call hooks pass, and none other of it."""
+def _remote_env(args: argparse.Namespace, config: Config, hooks: list[Any]) -> dict[str, Any]:
+    """The run's `env`, `passEnv` and `secrets` (the caller's `[script]` ones, then the
+    flags'), and `callerEnv`: this environment's values for the names the run and its
+    per-call hooks pass, and none other of it."""
     from ..core.passenv import PASS_ENV_KEY, SECRETS_KEY, wanted
 
     fields: dict[str, Any] = {}
     if env := _env(args):
         fields["env"] = env
-    if args.pass_env:
-        fields["passEnv"] = list(args.pass_env)
-    if args.secrets:
-        fields["secrets"] = list(args.secrets)
-    globs = [*args.pass_env, *_listed(hooks, PASS_ENV_KEY)]
-    names = [*args.secrets, *_listed(hooks, SECRETS_KEY)]
+    pass_env = list(dict.fromkeys([*config.script_pass_env, *args.pass_env]))
+    secrets = list(dict.fromkeys([*config.script_secrets, *args.secrets]))
+    if pass_env:
+        fields["passEnv"] = pass_env
+    if secrets:
+        fields["secrets"] = secrets
+    globs = [*pass_env, *_listed(hooks, PASS_ENV_KEY)]
+    names = [*secrets, *_listed(hooks, SECRETS_KEY)]
     if caller := wanted(globs, names, os.environ):
         fields["callerEnv"] = caller
     return fields
@@ -335,6 +338,7 @@ def remote_request(
     per-call ones (`remotehooks.py`). When the caller applies files, `server_files` (asked
     then) names the server's own, which are left out: the server applies them itself."""
     from ..core.effects import Effect
+    from ..core.hooks import DEFAULT_RUN_SANDBOX
     from .common import say_warnings
     from .remotehooks import caller_config, per_call_hooks, script_lines
 
@@ -357,7 +361,7 @@ def remote_request(
         request["hooks"] = hooks
     if lines := script_lines(config):
         request["script"] = lines
-    request.update(_remote_env(args, hooks))
+    request.update(_remote_env(args, config, hooks))
     stdin = _stdin_bytes(args)
     if stdin:
         try:
@@ -374,8 +378,8 @@ def remote_request(
         autonomy = min(autonomy, Effect.parse(args.autonomy))
     if args.autonomy or autonomy < Effect.RUN:
         request["autonomy"] = autonomy.word
-    if args.sandbox:
-        request["sandbox"] = args.sandbox
+    if args.sandbox or config.script_sandbox is not DEFAULT_RUN_SANDBOX:
+        request["sandbox"] = args.sandbox or config.script_sandbox.value
     # Like an in-process run, which ends with its `exec`: a vanished client stops its run.
     request["cancelOnDisconnect"] = True
     return request
