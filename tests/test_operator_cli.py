@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -282,6 +283,15 @@ def test_init_writes_a_starter_that_validates_and_never_overwrites(tmp_path: Pat
 
     checked = mcpx("validate", ".mcpx-hooks.toml", cwd=project, env=env)
     assert (checked.returncode, checked.stdout) == (0, "ok: 1 file(s) valid\n")
+    # Its commented-out examples are valid too, once uncommented.
+    examples = [
+        m.group(1) if (m := re.match(r"# (\[\[hooks\]\]|[a-zA-Z]+ = .*)$", line)) else line
+        for line in text.splitlines()
+    ]
+    (tmp_path / "all.toml").write_text("\n".join(examples))
+    assert sum(line == "[[hooks]]" for line in examples) == 3
+    every = mcpx("validate", "all.toml", cwd=tmp_path, env=env)
+    assert every.returncode == 0, every.stdout
     assert mcpx("trust", ".mcpx-hooks.toml", cwd=project, env=env).returncode == 0
     layered = mcpx("validate", cwd=project, env=env)
     assert (layered.returncode, layered.stdout, layered.stderr) == (0, "ok: 1 file(s) valid\n", "")
