@@ -380,7 +380,7 @@ def test_doctor_reports_each_profile(tmp_path: Path) -> None:
     "command",
     [
         *([], ["hook"], ["hook", "test"], ["exec"], ["hooks"], ["hooks", "list"], ["serve"]),
-        *(["events"], ["validate"], ["schema"], ["demo"], ["doctor"]),
+        *(["events"], ["validate"], ["schema"], ["init"], ["demo"], ["doctor"]),
     ],
 )
 def test_help_never_mentions_the_spec(

@@ -21,7 +21,8 @@ EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
 #: Bad input: a config error, a usage error, `validate` found problems.
 EXIT_USAGE: Final = 2
-#: `exec`: a hook refused the run.
+#: Refused by a hook (`exec`: a `before` refusal, an ask unanswered or answered no, a
+#: fail-closed failure; `hook test`: the hook refused).
 EXIT_REFUSED: Final = 3
 #: `exec`: the script's own timeout passed (as `timeout(1)` says).
 EXIT_TIMEOUT: Final = 124

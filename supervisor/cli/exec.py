@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import os
 import sys
-from pathlib import Path
 
 from . import answering
 from .common import (
@@ -18,25 +15,20 @@ from .common import (
     EXIT_USAGE,
     Usage,
     cause_exit_codes,
-    json_flag,
-    load,
     remote,
     remote_failed,
 )
+from .execrequest import local_request, remote_request, run_argv, source_flags, source_lines
 from .parser import add_config_arguments, add_token_file_argument
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
-    from typing import Any, Final
+    from typing import Any
 
     from ..core.hooks import Config
-    from ..core.points import Phase
     from ..run.scriptrun import RunRequest
     from ..service.answering import Responder
-
-#: The longest `--timeout`, in seconds: a year.
-_MAX_TIMEOUT_S: Final = 365 * 24 * 3600
 
 
 def add_arguments(x: argparse.ArgumentParser) -> None:
@@ -52,7 +44,7 @@ def add_arguments(x: argparse.ArgumentParser) -> None:
         metavar="JSON",
         help="a hook for this run (repeatable)",
     )
-    for flag, phase in _source_flags().items():
+    for flag, phase in source_flags().items():
         x.add_argument(
             flag,
             dest=f"src_{phase}",
@@ -119,17 +111,6 @@ def add_arguments(x: argparse.ArgumentParser) -> None:
     x.add_argument("argv", nargs=argparse.REMAINDER, help="-- ARGV…")
 
 
-def _source_flags() -> dict[str, Phase]:
-    """A flag per source phase of the script point: `--before`, …, `--on-success`, …"""
-    from ..core.points import POINTS
-
-    return {"--" + _kebab(phase.value): phase for phase in POINTS["script"].phases}
-
-
-def _kebab(name: str) -> str:
-    return "".join(f"-{c.lower()}" if c.isupper() else c for c in name)
-
-
 def run(args: argparse.Namespace) -> int:
     if args.explain:
         return _explain(args)
@@ -141,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     if args.remote:
         return _run_remote(args)
     try:
-        config, request = _request(args)
+        config, request = local_request(args)
     except (Usage, OSError, json.JSONDecodeError) as exc:
         print(f"mcpx-hooks exec: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -161,7 +142,7 @@ def _explain(args: argparse.Namespace) -> int:
     try:
         if args.remote:
             raise Usage("--explain shows what a run here would fire; it takes no --remote")
-        return explain.run(args, _argv(args), _script_lines(args))
+        return explain.run(args, run_argv(args), source_lines(args))
     except Usage as exc:
         print(f"mcpx-hooks exec: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -244,11 +225,13 @@ def _run_remote(args: argparse.Namespace) -> int:
     from .execview import Output, OutputClosed, exec_remote_viewed, raise_closed
 
     try:
-        request = remote_request(args)
         target = remote(args)
+        request = remote_request(args, lambda: trio.run(client.config_files, target))
     except (Usage, OSError, json.JSONDecodeError, TokenFileError) as exc:
         print(f"mcpx-hooks exec: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except client.RemoteError as exc:
+        return remote_failed("exec", exc)
     out = Output(on_closed=raise_closed)
     closed = False
     try:
@@ -271,173 +254,3 @@ def _run_remote(args: argparse.Namespace) -> int:
         copied = trio.run(copy_remote, target, frames, args.artifacts)
         return with_artifacts(exit_code(frames), copied)
     return exit_code(frames)
-
-
-def _timeout_ms(args: argparse.Namespace) -> int | None:
-    """`--timeout S` in ms: a finite number of seconds above 0, at most a year."""
-    if args.timeout is None:
-        return None
-    if not (math.isfinite(args.timeout) and 0 < args.timeout <= _MAX_TIMEOUT_S):
-        raise Usage(
-            f"--timeout: expected seconds above 0 and at most {_MAX_TIMEOUT_S}, got {args.timeout}"
-        )
-    seconds: float = args.timeout
-    return max(1, round(seconds * 1000))
-
-
-def _argv(args: argparse.Namespace) -> list[str]:
-    argv: list[str] = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
-    if sum(x is not None and x != [] for x in (args.python, args.code, argv or None)) != 1:
-        raise Usage("exec needs exactly one of -- ARGV…, --python FILE, -c CODE")
-    from ..core.spawntext import argv_problems
-
-    # An argument that is not UTF-8 arrives as lone surrogates: said here, not by the spawner.
-    problems = argv_problems(argv, "argv") + argv_problems(
-        [x for x in (args.python, args.code) if x is not None], "--python/-c"
-    )
-    if argv[:1] == [""]:
-        problems.append("argv[0]: the program is empty")
-    if problems:
-        raise Usage("; ".join(problems))
-    return argv
-
-
-def _script_lines(args: argparse.Namespace) -> dict[str, list[str | None]]:
-    """The source flags as a per-call `script` layer: appended to the config's lines."""
-    return {
-        phase.value: [None, *getattr(args, f"src_{phase}")]
-        for phase in _source_flags().values()
-        if getattr(args, f"src_{phase}")
-    }
-
-
-def _env(args: argparse.Namespace) -> dict[str, str]:
-    """`--env K=V`, each a literal value; `--pass-env`/`--secret` names checked too."""
-    from ..core.passenv import reference_problem
-    from ..core.spawntext import env_problems
-
-    env: dict[str, str] = {}
-    problems: list[str] = []
-    for item in args.env:
-        name, eq, value = item.partition("=")
-        if not eq or not name:
-            problems.append(f"--env: expected NAME=VALUE, found {item!r}")
-            continue
-        env[name] = value
-        if (why := reference_problem(value, flags=True)) is not None:
-            problems.append(f"--env {name}: {why}")
-    problems += env_problems(env, "--env")
-    names = dict.fromkeys([*args.pass_env, *args.secrets], "")
-    problems += env_problems(names, "--pass-env/--secret")
-    if problems:
-        raise Usage("; ".join(problems))
-    return env
-
-
-def _stdin_bytes(args: argparse.Namespace) -> bytes:
-    if args.stdin == "-":
-        return sys.stdin.buffer.read()
-    if args.stdin:
-        return Path(args.stdin).read_bytes()
-    return b""
-
-
-def _request(args: argparse.Namespace) -> tuple[Config, RunRequest]:
-    from ..core.effects import Effect
-    from ..core.hooks import Profile
-    from ..core.points import Phase
-    from ..core.scripts import Script
-    from ..run.scriptrun import DEFAULT_SCRIPT_TIMEOUT_MS, RunRequest
-
-    argv = _argv(args)
-    script_lines = _script_lines(args)
-    config = load(args, args.hooks, script_lines or None)
-    env = _env(args)
-    stdin = _stdin_bytes(args)
-    request = RunRequest(
-        script=Script(tuple(argv) or None, args.python, args.code),
-        cwd=str(Path.cwd()),
-        stdin=stdin,
-        env=env,
-        pass_env=tuple(args.pass_env),
-        secrets=tuple(args.secrets),
-        # In process, the caller's environment is this one.
-        caller_env=os.environ,
-        input=(json_flag("--input", args.input),) if args.input is not None else None,
-        timeout_ms=_timeout_ms(args) or DEFAULT_SCRIPT_TIMEOUT_MS,
-        autonomy=Effect.parse(args.autonomy) if args.autonomy else None,
-        sandbox=Profile(args.sandbox) if args.sandbox else None,
-        sources={Phase(k): tuple(v) for k, v in config.script.items()},
-    )
-    return config, request
-
-
-def _remote_env(args: argparse.Namespace, hooks: list[Any]) -> dict[str, Any]:
-    """The run's `env`, `passEnv` and `secrets`, and `callerEnv`: this environment's values
-    for the names the run and its per-call hooks pass, and none other of it."""
-    from ..core.passenv import PASS_ENV_KEY, SECRETS_KEY, wanted
-
-    fields: dict[str, Any] = {}
-    if env := _env(args):
-        fields["env"] = env
-    if args.pass_env:
-        fields["passEnv"] = list(args.pass_env)
-    if args.secrets:
-        fields["secrets"] = list(args.secrets)
-    globs = [*args.pass_env, *_listed(hooks, PASS_ENV_KEY)]
-    names = [*args.secrets, *_listed(hooks, SECRETS_KEY)]
-    if caller := wanted(globs, names, os.environ):
-        fields["callerEnv"] = caller
-    return fields
-
-
-def _listed(hooks: list[Any], key: str) -> list[str]:
-    """The strings of each hook's list `key` (what the server validates, taken as given)."""
-    found: list[str] = []
-    for hook in hooks:
-        listed = hook.get(key) if isinstance(hook, dict) else None
-        found += [x for x in listed if isinstance(x, str)] if isinstance(listed, list) else []
-    return found
-
-
-def remote_request(args: argparse.Namespace) -> dict[str, Any]:
-    """The `/v1/exec` request for the same run `exec` would make in process."""
-    argv = _argv(args)
-    if args.config:
-        raise Usage(
-            "--config names the server's files (serve --config); with --remote, give this"
-            " run's hooks with --hook"
-        )
-    request: dict[str, Any]
-    if argv:
-        request = {"argv": argv}
-    elif args.python is not None:
-        request = {"file": args.python}
-    else:
-        request = {"python": args.code}
-    request["cwd"] = str(Path.cwd())
-    hooks = []
-    for number, text in enumerate(args.hooks, start=1):
-        hooks.append(json_flag(f"--hook #{number}", text))
-    if hooks:
-        request["hooks"] = hooks
-    if lines := _script_lines(args):
-        request["script"] = lines
-    request.update(_remote_env(args, hooks))
-    stdin = _stdin_bytes(args)
-    if stdin:
-        try:
-            request["stdin"] = stdin.decode()
-        except UnicodeDecodeError:
-            raise Usage("--stdin: with --remote, stdin is sent as text and must be UTF-8") from None
-    if args.input is not None:
-        request["input"] = json_flag("--input", args.input)
-    if (timeout_ms := _timeout_ms(args)) is not None:
-        request["timeoutMs"] = timeout_ms
-    if args.autonomy:
-        request["autonomy"] = args.autonomy
-    if args.sandbox:
-        request["sandbox"] = args.sandbox
-    # Like an in-process run, which ends with its `exec`: a vanished client stops its run.
-    request["cancelOnDisconnect"] = True
-    return request

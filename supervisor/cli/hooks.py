@@ -10,6 +10,7 @@ from pathlib import Path
 from .common import (
     EXIT_FAILED,
     EXIT_OK,
+    EXIT_REFUSED,
     EXIT_USAGE,
     Usage,
     json_flag,
@@ -40,11 +41,16 @@ def add_hook_arguments(hook: argparse.ArgumentParser) -> None:
     t = add_config_arguments(test.add_parser("test", help="run one hook against a mock payload"))
     t.add_argument("name", nargs="?", help="a hook in force, by name")
     t.add_argument("--hook", dest="hook_json", metavar="JSON", help="a hook given inline")
-    t.add_argument("--phase", required=True, choices=[p.value for p in Phase])
+    t.add_argument(
+        "--phase",
+        choices=[p.value for p in Phase],
+        help="the phase to run it at (default: the named hook's own; another is an error)",
+    )
     t.add_argument(
         "--event",
         metavar="FILE",
-        help="a JSON object merged over the generated input (result, error, input or event)",
+        help="a JSON object merged over the generated input (result, error, input or event);"
+        " - reads it from stdin",
     )
 
 
@@ -107,8 +113,9 @@ def skipped_json(skipped: SkippedFile) -> dict[str, str]:
 
 
 def hook_test(args: argparse.Namespace) -> int:
-    """`hook test`: runs the hook once, as a run would at `--phase`, against the generated
-    input (`mock_context`); 0 when its status is `ok`, else 1."""
+    """`hook test`: runs the hook once, as a run would at its phase, against the generated
+    input (`mock_context`); 0 when its status is `ok` and it did not refuse, 3 when it
+    refused (a fail-closed failure refuses), 1 when it failed."""
     import os
 
     import attrs
@@ -125,13 +132,15 @@ def hook_test(args: argparse.Namespace) -> int:
         config, hook = _pick_hook(args)
         event: dict[str, Any] = {}
         if args.event:
-            event = json_flag(args.event, Path(args.event).read_text())
+            name = "stdin (--event -)" if args.event == "-" else args.event
+            text = sys.stdin.read() if args.event == "-" else Path(args.event).read_text()
+            event = json_flag(name, text)
             if not isinstance(event, dict):
-                raise Usage(f"{args.event}: expected a JSON object")
-    except (Usage, OSError, json.JSONDecodeError) as exc:
+                raise Usage(f"{name}: expected a JSON object")
+    except (Usage, OSError, UnicodeDecodeError) as exc:
         print(f"mcpx-hooks hook test: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    phase = Phase(args.phase)
+    phase = Phase(args.phase) if args.phase else hook.phase
     hook = attrs.evolve(hook, phase=phase)
     frame = trio.run(_run_one, hook, mock_context(config, phase, event))
     # The hook's own secrets are redacted here as a run's journal would.
@@ -140,6 +149,8 @@ def hook_test(args: argparse.Namespace) -> int:
         print(json.dumps(wire))
     else:
         print("\n".join(hook_frame_lines(wire)))
+    if frame.refused is not None:
+        return EXIT_REFUSED
     return EXIT_OK if frame.status is HookStatus.OK else EXIT_FAILED
 
 
@@ -155,19 +166,27 @@ def _pick_hook(args: argparse.Namespace) -> tuple[Config, Hook]:
             decl = None  # load_config reports it with file and position
         if isinstance(decl, dict):
             decl.setdefault("on", "script")
+            if args.phase is None and "phase" not in decl:
+                raise Usage('--hook: give its phase, as "phase" in the JSON or with --phase')
             decl.setdefault("phase", args.phase)
             args.hook_json = json.dumps(decl)
         config = load(args, [args.hook_json])
         hook = next(h for h in config.hooks if h.source.kind is SourceKind.COMMAND_LINE)
-        return config, hook
-    config = load(args)
-    if args.name is None:
-        raise Usage("hook test needs a hook NAME or --hook JSON")
-    found = config.find(args.name)
-    if found is None:
-        names = ", ".join(h.name for h in config.hooks) or "none"
-        raise Usage(f"no hook named {args.name!r} is in force (hooks in force: {names})")
-    return config, found
+    else:
+        if args.name is None:
+            raise Usage("hook test needs a hook NAME or --hook JSON")
+        config = load(args)
+        found = config.find(args.name)
+        if found is None:
+            names = ", ".join(h.name for h in config.hooks) or "none"
+            raise Usage(f"no hook named {args.name!r} is in force (hooks in force: {names})")
+        hook = found
+    if args.phase is not None and args.phase != hook.phase.value:
+        raise Usage(
+            f'--phase {args.phase}: the hook "{hook.name}" is declared at phase'
+            f' "{hook.phase.value}"; leave --phase out to run it there'
+        )
+    return config, hook
 
 
 def mock_context(config: Config, phase: Phase, event: dict[str, Any]) -> HookContext:

@@ -1,7 +1,7 @@
 """`mcpx-hooks`: the command line's entry point.
 
 Exit codes: 0 success; 1 the thing run failed (`hook test`: the hook's status is not `ok`);
-2 bad input (a config error, a usage error, `validate` found problems).
+2 bad input (a config error, a usage error, `validate` found problems); 3 refused by a hook.
 
 The commands are in `parser.COMMANDS`, each in its own module, imported only when it is the
 command given. `--version` and `--help` load neither trio, attrs, jsonschema nor the WebSocket

@@ -60,6 +60,12 @@ COMMANDS: Final = (
         "trust:add_untrust_arguments",
         "trust:untrust",
     ),
+    (
+        "init",
+        "write a commented starter .mcpx-hooks.toml here (never overwrites)",
+        None,
+        "init:run",
+    ),
     ("demo", "the main job in miniature, on a built-in example", None, "demo:run"),
     ("doctor", "what enforces each sandbox profile on this machine", None, "doctor:run"),
 )

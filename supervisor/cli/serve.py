@@ -1,5 +1,6 @@
-"""`serve`: the service in the foreground until SIGINT or SIGTERM, its token file written once
-it listens and removed when it stops."""
+"""`serve`: the service in the foreground until SIGINT or SIGTERM. A token file already there
+is kept (`--new-token` replaces it); a new one is written only once the socket is bound, and
+stays when the server stops, so clients keep working across a restart."""
 
 from __future__ import annotations
 
@@ -28,14 +29,21 @@ def _innermost(exc: BaseException) -> BaseException:
 def run(args: argparse.Namespace) -> int:
     """`serve`. Nothing is touched before the flags and the config are known good, and the
     token file only once the socket is bound: a `serve` that cannot listen (the port is
-    another server's) exits 2 and leaves that server's token file as it was."""
+    another server's) exits 2 and leaves that server's token file as it was. A token file
+    that cannot be kept (another user's, open to others) is refused: exit 2."""
     import gc
     import logging
 
     import attrs
     import trio
 
-    from ..service.access import create_token_file, default_token_path, remove_token_file
+    from ..service.access import (
+        TokenFileError,
+        create_token_file,
+        default_token_path,
+        kept_token,
+        remove_token_file,
+    )
     from ..service.options import Limits, Listening, ServiceOptions
     from ..service.server import run_service
     from ..service.wire import DEFAULT_PORT
@@ -55,6 +63,12 @@ def run(args: argparse.Namespace) -> int:
     pending: Path | None = None
     if not args.no_auth:
         token_path = Path(args.token_file) if args.token_file else default_token_path(os.environ)
+        try:
+            # One already there is kept: clients and open consoles go on working.
+            token = None if args.new_token else kept_token(token_path)
+        except TokenFileError as exc:
+            return usage("serve", str(exc))
+    if token_path is not None and token is None:
         pending = token_path.with_name(f".{token_path.name}.{os.getpid()}.pending")
         try:
             token = create_token_file(pending)
@@ -79,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
             except OSError as exc:
                 raise _TokenNotWritten(f"cannot write the token file {token_path}: {exc}") from exc
         listening.append(at)
-        access = f"token file {token_path}" if token_path else "no auth (--no-auth)"
+        kept = " (kept)" if pending is None else ""
+        access = f"token file {token_path}{kept}" if token_path else "no auth (--no-auth)"
         print(f"mcpx-hooks serve: listening on {at.url}; {access}", flush=True)
         # Everything allocated so far lives as long as the server: keep it out of the
         # collector's way (about 1.3x frames/s at 500 clients).
@@ -108,10 +123,10 @@ def run(args: argparse.Namespace) -> int:
         else:  # bind or resolve: the address in use, not this machine's, no permission
             failure, code = f"cannot listen on {address}: {reason}", EXIT_USAGE
     finally:
-        if token is not None:
-            for path in (pending, token_path):
-                if path is not None:
-                    remove_token_file(path, token)  # only where it still holds this token
+        # The token file stays for the next start; only a pending one (never renamed into
+        # place: the socket was not bound) goes, and only while it holds this token.
+        if token is not None and pending is not None:
+            remove_token_file(pending, token)
     if failure is not None:
         print(f"mcpx-hooks serve: {failure}", file=sys.stderr)
         return code

@@ -41,7 +41,13 @@ def add_arguments(srv: argparse.ArgumentParser) -> None:
     srv.add_argument(
         "--token-file",
         metavar="F",
-        help="where to write the token (default $XDG_STATE_HOME/mcpx-hooks/token)",
+        help="the token's file (default $XDG_STATE_HOME/mcpx-hooks/token); one already"
+        " there is kept",
+    )
+    srv.add_argument(
+        "--new-token",
+        action="store_true",
+        help="replace the token file's token with a fresh one (clients need the new one)",
     )
     srv.add_argument("--no-auth", action="store_true", help="ask no token (loopback use only)")
     srv.add_argument(

@@ -3,17 +3,33 @@ they are checked against)."""
 
 from __future__ import annotations
 
+import json
+import os
 import sys
+from pathlib import Path
 
-from .common import EXIT_OK, EXIT_USAGE
+from .common import EXIT_OK, EXIT_USAGE, say_warnings
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
 if TYPE_CHECKING:
     import argparse
 
+    from ..core.errors import Problem
+
 
 def add_validate_arguments(v: argparse.ArgumentParser) -> None:
-    v.add_argument("files", nargs="+", metavar="FILE")
+    from .parser import add_trust_project_argument
+
+    v.add_argument(
+        "files",
+        nargs="*",
+        metavar="FILE",
+        help="files to check, each on its own (default: the files found from here, layered)",
+    )
+    v.add_argument(
+        "--json", action="store_true", help="the problems as a JSON array (file, pointer, message)"
+    )
+    add_trust_project_argument(v)
 
 
 def add_schema_arguments(s: argparse.ArgumentParser) -> None:
@@ -23,16 +39,45 @@ def add_schema_arguments(s: argparse.ArgumentParser) -> None:
 
 
 def validate(args: argparse.Namespace) -> int:
+    """Exit 0, or every problem (schema and rules alike, in one pass) and exit 2. With no
+    FILE, the layers `exec` would apply here: a project file not trusted is skipped and said
+    to be, as every command says it."""
     from ..config.loading import validate_files
 
-    problems = validate_files(args.files)
-    for problem in problems:
-        print(problem)
+    skipped = ""
+    if args.files:
+        problems, checked = validate_files(args.files), len(args.files)
+    else:
+        problems, checked, count = _discovered(args)
+        skipped = f"; {count} skipped, not checked (said above)" if count else ""
+    if args.json:
+        fields = [{"file": p.file, "pointer": p.pointer, "message": p.message} for p in problems]
+        print(json.dumps(fields, indent=2))
+    else:
+        for problem in problems:
+            print(problem)
     if problems:
         print(f"{len(problems)} problem(s)", file=sys.stderr)
         return EXIT_USAGE
-    print(f"ok: {len(args.files)} file(s) valid")
+    if not args.json:
+        print(f"ok: {checked} file(s) valid{skipped}")
     return EXIT_OK
+
+
+def _discovered(args: argparse.Namespace) -> tuple[list[Problem], int, int]:
+    """The problems of the layers discovered from the working directory, how many files were
+    applied and how many skipped (not trusted)."""
+    from ..config.loading import load_config
+    from ..core.errors import ConfigError
+
+    try:
+        config = load_config(
+            cwd=Path.cwd(), environ=os.environ, trust_project=args.trust_project, salvage=True
+        )
+    except ConfigError as exc:
+        return exc.problems, 0, 0
+    say_warnings(config)
+    return [], len(config.files), len(config.skipped)
 
 
 def schema(args: argparse.Namespace) -> int:

@@ -14,7 +14,7 @@ lists of all layers are appended (`layering.APPEND`), never replaced.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -49,6 +49,9 @@ class _Loader:
     warnings: list[str] = attrs.field(factory=list)
     skipped: list[SkippedFile] = attrs.field(factory=list)
     pinned: dict[str, str] = attrs.field(factory=dict)
+    #: `validate`: a layer with problems still adds what is sound in it (`_salvage`), so
+    #: the rules that need the layers merged are checked in the same pass.
+    salvage: bool = False
 
     def note(self, file: str, problems: list[Problem]) -> None:
         self.order.setdefault(file, len(self.order))
@@ -71,17 +74,22 @@ class _Loader:
                     problems += _hook_rules(obj, file, f"/hooks/{index}", SourceKind.FILE)
         absolute = os.path.abspath(path)
         directory = os.path.dirname(absolute)
-        if doc is not None and not problems and isinstance(doc.get("sandbox"), dict):
-            doc, more = files.resolve_sandbox_paths(doc, file, directory, self.environ)
+        dropped: frozenset[int] = frozenset()
+        if doc is not None and problems:
+            doc, dropped = _salvage(doc, problems) if self.salvage else (None, dropped)
+        if doc is not None and isinstance(doc.get("sandbox"), dict):
+            resolved, more = files.resolve_sandbox_paths(doc, file, directory, self.environ)
             problems += more
+            doc = resolved if not more else None if not self.salvage else _without(doc, "sandbox")
         self.note(file, problems)
-        if doc is None or problems:
+        if doc is None:
             return
         decls = [
             None
             if obj is None
             else Decl(obj, file, f"/hooks/{i}", Provenance(SourceKind.FILE, absolute, i), directory)
             for i, obj in enumerate(doc.get("hooks", []))
+            if i not in dropped
         ]
         self.layers.append(
             Layer(file, {**doc, "hooks": decls} if "hooks" in doc else doc, absolute)
@@ -114,11 +122,11 @@ class _Loader:
 
     def config(self) -> Config:
         """The `Config` in force, or `ConfigError` with every problem found."""
-        if self.problems:
+        if self.problems and not self.salvage:
             raise ConfigError(self._sorted(self.problems))
         config, problems = resolve(self.layers)
-        if problems:
-            raise ConfigError(self._sorted(problems))
+        if problems := [*self.problems, *problems]:
+            raise ConfigError(self._sorted(list(dict.fromkeys(problems))))
         return attrs.evolve(
             config,
             pinned=dict(self.pinned),
@@ -145,6 +153,8 @@ def load_config(
     etc_dir: Path = ETC_DIR,
     trust_project: bool = False,
     pinned: Mapping[str, str] | None = None,
+    salvage: bool = False,
+    exclude: Collection[str] = (),
 ) -> Config:
     """Finds, validates and layers every config, then builds the `Config` in force.
 
@@ -159,19 +169,23 @@ def load_config(
     is trusted, at its discovered place); one skipped is in the `Config`'s `skipped` and
     `warnings`. A file of `config_files` that `pinned` holds (a `Config`'s own, layered
     again) is applied only while its SHA-256 is the one pinned. Raises `ConfigError` with
-    every problem in every layer.
+    every problem in every layer; with `salvage` (`validate`), the rules that need the layers
+    merged are checked over what is sound in them, in the same pass. A file whose real path
+    is in `exclude` is left out (`exec --remote`: a file the server applies itself).
     """
-    loader = _Loader(environ=environ)
+    loader = _Loader(environ=environ, salvage=salvage)
     pinned = pinned or {}
     # `os.path.realpath`, not `Path.resolve()`: on a symlink loop it gives a path back where
     # resolve() raises RuntimeError; reading the file then reports the loop.
     given = [(str(name), Path(cwd) / name) for name in config_files]
-    applied: set[str] = set()
+    applied: set[str] = {os.path.realpath(path) for path in exclude}
     if discover:
         named = {os.path.realpath(path) for _, path in given}
         gate = _TrustGate(environ, trust_project)
         for found in files.discover(cwd, environ, etc_dir=etc_dir):
             real = os.path.realpath(found.path)
+            if real in applied:
+                continue
             if found.project and real not in named:
                 data, problems = gate.admit(found.path)
                 if problems:
@@ -263,11 +277,35 @@ class _TrustGate:
         return self._state
 
 
+def _salvage(doc: Any, problems: Sequence[Problem]) -> tuple[Any, frozenset[int]]:
+    """What `validate` still layers of a document with `problems`: the document without each
+    top-level key a problem is under, and the indexes of the hooks to leave out (those a
+    problem is under). None when a problem is about the whole document."""
+    if not isinstance(doc, dict):
+        return None, frozenset()
+    keys: set[str] = set()
+    hooks: set[int] = set()
+    for problem in problems:
+        tokens = problem.pointer.split("/")[1:]
+        if not tokens:
+            return None, frozenset()
+        if tokens[0] == "hooks" and len(tokens) > 1 and tokens[1].isdigit():
+            hooks.add(int(tokens[1]))
+        else:
+            keys.add(tokens[0].replace("~1", "/").replace("~0", "~"))
+    return {k: v for k, v in doc.items() if k not in keys}, frozenset(hooks)
+
+
+def _without(doc: Mapping[str, Any], key: str) -> dict[str, Any]:
+    return {k: v for k, v in doc.items() if k != key}
+
+
 def validate_files(paths: Sequence[str | Path]) -> list[Problem]:
-    """Every problem in each file taken on its own (no layering), for `mcpx-hooks validate`."""
+    """Every problem in each file taken on its own (no layering), for `mcpx-hooks validate`:
+    the schema's and the rules' in one pass."""
     problems: list[Problem] = []
     for given in paths:
-        loader = _Loader()
+        loader = _Loader(salvage=True)
         loader.add_file(Path(given), str(given))
         try:
             loader.config()

@@ -18,6 +18,7 @@ __all__, __getattr__, __dir__ = exports(
             "client_token",
             "create_token_file",
             "default_token_path",
+            "kept_token",
             "remove_token_file",
         ),
         "httpclient": ("artifact_path", "get_json", "open_get"),

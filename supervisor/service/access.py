@@ -53,6 +53,38 @@ def create_token_file(path: Path) -> str:
     return token
 
 
+def kept_token(path: Path) -> str | None:
+    """The token of a token file already at `path`, which `serve` keeps (clients and open
+    consoles go on working across a restart); None when there is none. `TokenFileError`
+    when it cannot be kept: not a regular file, another user's, open to group or others,
+    or holding no token."""
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise TokenFileError(f"cannot read the token file {path}: {exc.strerror}") from exc
+    replace = "or serve --new-token to replace it"
+    if not stat.S_ISREG(info.st_mode):
+        raise TokenFileError(f"the token file {path} is not a regular file; remove it")
+    if info.st_uid != os.geteuid():
+        raise TokenFileError(
+            f"the token file {path} belongs to another user (uid {info.st_uid}); remove it"
+        )
+    if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise TokenFileError(
+            f"the token file {path} is open to others (mode {info.st_mode & 0o777:o}):"
+            f" chmod 600 {path} to keep it, {replace}"
+        )
+    try:
+        text = path.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TokenFileError(f"cannot read the token file {path}: {exc}") from exc
+    if not text or any(c.isspace() for c in text):
+        raise TokenFileError(f"the token file {path} holds no token: remove it, {replace}")
+    return text
+
+
 def remove_token_file(path: Path, token: str) -> None:
     """Removes the file on the way out, if it still holds this server's token (another
     server may have written its own since)."""

@@ -209,11 +209,21 @@ async def follow_events(
 
 async def list_hooks(remote: Remote) -> list[dict[str, Any]]:
     """The hooks in force on the server, with provenance."""
+    hooks: list[dict[str, Any]] = (await _hooks_message(remote))["hooks"]
+    return hooks
+
+
+async def config_files(remote: Remote) -> list[str]:
+    """The config files the server applies (its `/v1/hooks` message's `files`)."""
+    files = (await _hooks_message(remote)).get("files")
+    return [f for f in files if isinstance(f, str)] if isinstance(files, list) else []
+
+
+async def _hooks_message(remote: Remote) -> dict[str, Any]:
     async with open_remote(remote, "/v1/hooks") as ws:
         async for message in messages(ws):
             if message.get("type") == "hooks":
-                hooks: list[dict[str, Any]] = message["hooks"]
-                return hooks
+                return message
     raise RemoteError("the server sent no hooks message")
 
 

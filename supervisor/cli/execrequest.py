@@ -1,0 +1,221 @@
+"""What `exec` asks for: the run request its flags make, in process (`local_request`) and
+for a server (`remote_request`, the same run as the `/v1/exec` request), and the pieces both
+take (the argv, the source lines, the environment, stdin, the timeout)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from pathlib import Path
+
+from .common import Usage, json_flag, load
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
+if TYPE_CHECKING:
+    from collections.abc import Callable, Collection
+    from typing import Any, Final
+
+    from ..core.hooks import Config
+    from ..core.points import Phase
+    from ..run.scriptrun import RunRequest
+
+#: The longest `--timeout`, in seconds: a year.
+_MAX_TIMEOUT_S: Final = 365 * 24 * 3600
+
+
+def source_flags() -> dict[str, Phase]:
+    """A flag per source phase of the script point: `--before`, …, `--on-success`, …"""
+    from ..core.points import POINTS
+
+    return {"--" + _kebab(phase.value): phase for phase in POINTS["script"].phases}
+
+
+def _kebab(name: str) -> str:
+    return "".join(f"-{c.lower()}" if c.isupper() else c for c in name)
+
+
+def _timeout_ms(args: argparse.Namespace) -> int | None:
+    """`--timeout S` in ms: a finite number of seconds above 0, at most a year."""
+    if args.timeout is None:
+        return None
+    if not (math.isfinite(args.timeout) and 0 < args.timeout <= _MAX_TIMEOUT_S):
+        raise Usage(
+            f"--timeout: expected seconds above 0 and at most {_MAX_TIMEOUT_S}, got {args.timeout}"
+        )
+    seconds: float = args.timeout
+    return max(1, round(seconds * 1000))
+
+
+def run_argv(args: argparse.Namespace) -> list[str]:
+    argv: list[str] = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    if sum(x is not None and x != [] for x in (args.python, args.code, argv or None)) != 1:
+        raise Usage("exec needs exactly one of -- ARGV…, --python FILE, -c CODE")
+    from ..core.spawntext import argv_problems
+
+    # An argument that is not UTF-8 arrives as lone surrogates: said here, not by the spawner.
+    problems = argv_problems(argv, "argv") + argv_problems(
+        [x for x in (args.python, args.code) if x is not None], "--python/-c"
+    )
+    if argv[:1] == [""]:
+        problems.append("argv[0]: the program is empty")
+    if problems:
+        raise Usage("; ".join(problems))
+    return argv
+
+
+def source_lines(args: argparse.Namespace) -> dict[str, list[str | None]]:
+    """The source flags as a per-call `script` layer: appended to the config's lines."""
+    return {
+        phase.value: [None, *getattr(args, f"src_{phase}")]
+        for phase in source_flags().values()
+        if getattr(args, f"src_{phase}")
+    }
+
+
+def _env(args: argparse.Namespace) -> dict[str, str]:
+    """`--env K=V`, each a literal value; `--pass-env`/`--secret` names checked too."""
+    from ..core.passenv import reference_problem
+    from ..core.spawntext import env_problems
+
+    env: dict[str, str] = {}
+    problems: list[str] = []
+    for item in args.env:
+        name, eq, value = item.partition("=")
+        if not eq or not name:
+            problems.append(f"--env: expected NAME=VALUE, found {item!r}")
+            continue
+        env[name] = value
+        if (why := reference_problem(value, flags=True)) is not None:
+            problems.append(f"--env {name}: {why}")
+    problems += env_problems(env, "--env")
+    names = dict.fromkeys([*args.pass_env, *args.secrets], "")
+    problems += env_problems(names, "--pass-env/--secret")
+    if problems:
+        raise Usage("; ".join(problems))
+    return env
+
+
+def _stdin_bytes(args: argparse.Namespace) -> bytes:
+    if args.stdin == "-":
+        return sys.stdin.buffer.read()
+    if args.stdin:
+        return Path(args.stdin).read_bytes()
+    return b""
+
+
+def local_request(args: argparse.Namespace) -> tuple[Config, RunRequest]:
+    from ..core.effects import Effect
+    from ..core.hooks import Profile
+    from ..core.points import Phase
+    from ..core.scripts import Script
+    from ..run.scriptrun import DEFAULT_SCRIPT_TIMEOUT_MS, RunRequest
+
+    argv = run_argv(args)
+    script_lines = source_lines(args)
+    config = load(args, args.hooks, script_lines or None)
+    env = _env(args)
+    stdin = _stdin_bytes(args)
+    request = RunRequest(
+        script=Script(tuple(argv) or None, args.python, args.code),
+        cwd=str(Path.cwd()),
+        stdin=stdin,
+        env=env,
+        pass_env=tuple(args.pass_env),
+        secrets=tuple(args.secrets),
+        # In process, the caller's environment is this one.
+        caller_env=os.environ,
+        input=(json_flag("--input", args.input),) if args.input is not None else None,
+        timeout_ms=_timeout_ms(args) or DEFAULT_SCRIPT_TIMEOUT_MS,
+        autonomy=Effect.parse(args.autonomy) if args.autonomy else None,
+        sandbox=Profile(args.sandbox) if args.sandbox else None,
+        sources={Phase(k): tuple(v) for k, v in config.script.items()},
+    )
+    return config, request
+
+
+def _remote_env(args: argparse.Namespace, config: Config, hooks: list[Any]) -> dict[str, Any]:
+    """The run's `env`, `passEnv` and `secrets` (the caller's `[script]` ones, then the
+    flags'), and `callerEnv`: this environment's values for the names the run and its
+    per-call hooks pass, and none other of it."""
+    from ..core.passenv import PASS_ENV_KEY, SECRETS_KEY, wanted
+
+    fields: dict[str, Any] = {}
+    if env := _env(args):
+        fields["env"] = env
+    pass_env = list(dict.fromkeys([*config.script_pass_env, *args.pass_env]))
+    secrets = list(dict.fromkeys([*config.script_secrets, *args.secrets]))
+    if pass_env:
+        fields["passEnv"] = pass_env
+    if secrets:
+        fields["secrets"] = secrets
+    globs = [*pass_env, *_listed(hooks, PASS_ENV_KEY)]
+    names = [*secrets, *_listed(hooks, SECRETS_KEY)]
+    if caller := wanted(globs, names, os.environ):
+        fields["callerEnv"] = caller
+    return fields
+
+
+def _listed(hooks: list[Any], key: str) -> list[str]:
+    """The strings of each hook's list `key` (what the server validates, taken as given)."""
+    found: list[str] = []
+    for hook in hooks:
+        listed = hook.get(key) if isinstance(hook, dict) else None
+        found += [x for x in listed if isinstance(x, str)] if isinstance(listed, list) else []
+    return found
+
+
+def remote_request(
+    args: argparse.Namespace, server_files: Callable[[], Collection[str]] | None = None
+) -> dict[str, Any]:
+    """The `/v1/exec` request for the same run `exec` would make in process: this working
+    directory, and the hooks and source lines this directory's config layers resolve to, as
+    per-call ones (`remotehooks.py`). When the caller applies files, `server_files` (asked
+    then) names the server's own, which are left out: the server applies them itself."""
+    from ..core.effects import Effect
+    from ..core.hooks import DEFAULT_RUN_SANDBOX
+    from .common import say_warnings
+    from .remotehooks import caller_config, per_call_hooks, script_lines
+
+    argv = run_argv(args)
+    config = caller_config(args, source_lines(args) or None)
+    if config.files and server_files is not None:
+        theirs = {os.path.realpath(f) for f in server_files()}
+        if theirs & {os.path.realpath(f) for f in config.files}:
+            config = caller_config(args, source_lines(args) or None, theirs)
+    say_warnings(config)
+    request: dict[str, Any]
+    if argv:
+        request = {"argv": argv}
+    elif args.python is not None:
+        request = {"file": args.python}
+    else:
+        request = {"python": args.code}
+    request["cwd"] = str(Path.cwd())
+    if hooks := per_call_hooks(config):
+        request["hooks"] = hooks
+    if lines := script_lines(config):
+        request["script"] = lines
+    request.update(_remote_env(args, config, hooks))
+    stdin = _stdin_bytes(args)
+    if stdin:
+        try:
+            request["stdin"] = stdin.decode()
+        except UnicodeDecodeError:
+            raise Usage("--stdin: with --remote, stdin is sent as text and must be UTF-8") from None
+    if args.input is not None:
+        request["input"] = json_flag("--input", args.input)
+    if (timeout_ms := _timeout_ms(args)) is not None:
+        request["timeoutMs"] = timeout_ms
+    # The caller's hooks.autonomy as a local run clamps it: --autonomy, the config's, its max.
+    autonomy = min(config.autonomy_hooks, config.autonomy_max)
+    if args.autonomy:
+        autonomy = min(autonomy, Effect.parse(args.autonomy))
+    if args.autonomy or autonomy < Effect.RUN:
+        request["autonomy"] = autonomy.word
+    if args.sandbox or config.script_sandbox is not DEFAULT_RUN_SANDBOX:
+        request["sandbox"] = args.sandbox or config.script_sandbox.value
+    # Like an in-process run, which ends with its `exec`: a vanished client stops its run.
+    request["cancelOnDisconnect"] = True
+    return request

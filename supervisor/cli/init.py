@@ -1,0 +1,45 @@
+"""`init`: a commented starter `.mcpx-hooks.toml` in the working directory, never written
+over an existing project file."""
+
+from __future__ import annotations
+
+import os
+
+from .common import EXIT_OK, usage
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
+if TYPE_CHECKING:
+    import argparse
+    from typing import Final
+
+#: The starter, beside the demo's example in the package.
+STARTER: Final = "starter.toml"
+
+
+def starter_text() -> str:
+    """The starter config `init` writes (it validates as it is: a test holds it so)."""
+    from importlib import resources
+
+    return resources.files("mcpx_hooks.supervisor").joinpath("examples", STARTER).read_text()
+
+
+def run(args: argparse.Namespace) -> int:
+    """Writes the starter as the first of the project file names; exit 2, writing nothing,
+    when any project file is here already (two would both apply)."""
+    from ..config.files import LOCAL_NAMES
+
+    for name in LOCAL_NAMES:
+        if os.path.lexists(name):
+            return usage("init", f"{name} exists here already; not overwritten")
+    name = LOCAL_NAMES[0]
+    try:
+        # O_EXCL: a file that appeared since the check is not written over either.
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(starter_text())
+    except OSError as exc:
+        return usage("init", f"cannot write {name}: {exc.strerror or exc}")
+    print(f"wrote {name}: a starter, with its hooks switched off or commented out")
+    print(f"review it, check it with: mcpx-hooks validate {name}")
+    print(f"then apply it here by trusting it: mcpx-hooks trust {name}")
+    return EXIT_OK

@@ -1,0 +1,455 @@
+"""The operator's commands through real `mcpx-hooks` processes: `validate` in one pass (with
+no FILE: the layers found here, with trust; `--json`), `hook test` and its exit status,
+`init`, the token file across restarts and a busy port, and `exec --remote` carrying the
+caller's directory and hooks."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from service_client import start_server
+
+from mcpx_hooks.supervisor.core.frames import check_order
+
+CLI = [sys.executable, "-m", "mcpx_hooks.supervisor"]
+
+
+def environment(tmp_path: Path) -> dict[str, str]:
+    """Discovery on, with a home of the test's own (its user config, its trust store)."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("MCPX_HOOKS_NO_DISCOVERY", "MCPX_HOOKS_TRUST", "MCPX_HOOKS_TOKEN")
+    }
+    home = tmp_path / "home"
+    env.update(
+        HOME=str(home),
+        XDG_CONFIG_HOME=str(home / ".config"),
+        XDG_STATE_HOME=str(home / ".local" / "state"),
+    )
+    return env
+
+
+def mcpx(
+    *args: str, cwd: Path, env: dict[str, str], stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    out = subprocess.run(
+        [*CLI, *args],
+        check=False,
+        cwd=cwd,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "Traceback" not in out.stderr and "Exceptions from Trio" not in out.stderr
+    return out
+
+
+# ---- validate --------------------------------------------------------------------------------
+
+#: A schema problem (`/autonomy/max`), a shell string (`/hooks/1/run`), and two rule problems
+#: among the sound hooks: `failure = "closed"` below `ask`, a name declared twice.
+BROKEN = """
+[autonomy]
+max = "bogus"
+
+[[hooks]]
+name = "gate"
+on = "script"
+phase = "before"
+run = ["true"]
+failure = "closed"
+
+[[hooks]]
+name = "shell"
+on = "script"
+phase = "before"
+run = "echo hi"
+
+[[hooks]]
+name = "gate"
+on = "script"
+phase = "suffix"
+run = ["true"]
+"""
+
+
+def test_validate_reports_schema_and_rule_problems_in_one_pass(tmp_path: Path) -> None:
+    env = environment(tmp_path)
+    (tmp_path / "c.toml").write_text(BROKEN)
+    out = mcpx("validate", "c.toml", cwd=tmp_path, env=env)
+    assert out.returncode == 2
+    pointers = [line.split(": ")[0] for line in out.stdout.splitlines()]
+    assert pointers == [
+        "c.toml:/autonomy/max",
+        "c.toml:/hooks/0/failure",
+        "c.toml:/hooks/1/run",
+        "c.toml:/hooks/2/name",
+    ]
+    assert out.stderr == "4 problem(s)\n"
+    as_json = mcpx("validate", "--json", "c.toml", cwd=tmp_path, env=env)
+    assert as_json.returncode == 2
+    problems = json.loads(as_json.stdout)
+    assert [(p["file"], p["pointer"]) for p in problems] == [
+        tuple(p.split(":", 1)) for p in pointers
+    ]
+    assert all(set(p) == {"file", "pointer", "message"} for p in problems)
+    assert 'failure "closed" needs an effect that may refuse' in problems[1]["message"]
+    assert 'expected a unique hook name, found "gate" again' in problems[3]["message"]
+    (tmp_path / "ok.toml").write_text('[autonomy]\nmax = "ask"\n')
+    good = mcpx("validate", "--json", "ok.toml", cwd=tmp_path, env=env)
+    assert (good.returncode, json.loads(good.stdout)) == (0, [])
+
+
+#: The user's config locks a gate; the project disables it and has a schema problem too.
+USER = """
+[[hooks]]
+name = "org-gate"
+on = "script"
+phase = "before"
+run = ["true"]
+locked = true
+"""
+PROJECT = """
+[autonomy]
+max = "bogus"
+
+[[hooks]]
+name = "org-gate"
+on = "script"
+phase = "before"
+run = ["true"]
+locked = true
+enabled = false
+"""
+
+
+def test_validate_with_no_file_checks_the_layers_found_here_with_trust(tmp_path: Path) -> None:
+    env = environment(tmp_path)
+    user = tmp_path / "home" / ".config" / "mcpx-hooks" / "config.toml"
+    user.parent.mkdir(parents=True)
+    user.write_text(USER)
+    project = tmp_path / "repo"
+    project.mkdir()
+    local = project / ".mcpx-hooks.toml"
+    local.write_text(PROJECT)
+
+    # Not trusted: skipped and said to be, as every command says it; the user's file is fine.
+    out = mcpx("validate", cwd=project, env=env)
+    assert out.returncode == 0, out.stdout
+    assert out.stdout == "ok: 1 file(s) valid; 1 skipped, not checked (said above)\n"
+    assert f"skipped {local}: a project config file is applied only once trusted" in out.stderr
+    assert f"mcpx-hooks trust {local}" in out.stderr
+
+    # Trusted: its schema problem and the rule it breaks across the layers, in one pass.
+    assert mcpx("trust", str(local), cwd=project, env=env).returncode == 0
+    for args in (("validate",), ("validate", "--json")):
+        found = mcpx(*args, cwd=project, env=env)
+        assert found.returncode == 2, found.stdout
+        problems = (
+            json.loads(found.stdout)
+            if "--json" in args
+            else [
+                dict(zip(("file", "pointer", "message"), line.split(":", 2), strict=True))
+                for line in found.stdout.splitlines()
+            ]
+        )
+        assert [(p["file"], p["pointer"]) for p in problems] == [
+            (str(local), "/autonomy/max"),
+            (str(local), "/hooks/0/enabled"),
+        ], problems
+        assert str(user) in problems[1]["message"]  # the file that locked it
+
+
+# ---- hook test -------------------------------------------------------------------------------
+
+HOOKS = """
+[defaults]
+sandbox = "none"
+
+[[hooks]]
+name = "no"
+on = "script"
+phase = "before"
+effect = "ask"
+run = ["sh", "-c", "cat >/dev/null; echo '{\\"refuse\\": \\"not today\\"}'"]
+
+[[hooks]]
+name = "echo-error"
+on = "script"
+phase = "onError"
+run = ["python3", "hint.py"]
+
+[[hooks]]
+name = "broken"
+on = "script"
+phase = "before"
+run = ["sh", "-c", "cat >/dev/null; exit 4"]
+
+[[hooks]]
+name = "closed"
+on = "script"
+phase = "before"
+run = ["sh", "-c", "cat >/dev/null; exit 4"]
+effect = "ask"
+failure = "closed"
+"""
+
+
+def _frame(out: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    frame: dict[str, Any] = json.loads(out.stdout)
+    return frame
+
+
+def test_hook_test_exit_status_is_the_hooks_outcome(tmp_path: Path) -> None:
+    env = {**environment(tmp_path), "MCPX_HOOKS_NO_DISCOVERY": "1"}
+    (tmp_path / "h.toml").write_text(HOOKS)
+    (tmp_path / "hint.py").write_text(
+        "import json, sys\n"
+        "print(json.dumps({'advise': json.load(sys.stdin)['error']['message']}))\n"
+    )
+    cfg = ("--config", "h.toml")
+
+    refused = mcpx("hook", "test", "no", *cfg, "--json", cwd=tmp_path, env=env)
+    assert refused.returncode == 3, refused.stderr
+    frame = _frame(refused)
+    assert (frame["status"], frame["phase"], frame["refused"]["reason"]) == (
+        "ok",
+        "before",
+        "not today",
+    )
+    failed = mcpx("hook", "test", "broken", *cfg, "--json", cwd=tmp_path, env=env)
+    assert (failed.returncode, _frame(failed)["status"]) == (1, "failed")
+    closed = mcpx("hook", "test", "closed", *cfg, "--json", cwd=tmp_path, env=env)
+    assert closed.returncode == 3  # a fail-closed failure refuses
+    assert _frame(closed)["status"] == "failed" and _frame(closed)["refused"] is not None
+
+    # Its own phase without --phase; the event from stdin.
+    event = json.dumps({"error": {"message": "3 tests failed", "exitCode": 1}})
+    ok = mcpx(
+        "hook", "test", "echo-error", *cfg, "--event", "-", "--json",
+        cwd=tmp_path, env=env, stdin=event,
+    )  # fmt: skip
+    assert ok.returncode == 0, ok.stderr
+    frame = _frame(ok)
+    assert (frame["phase"], frame["status"], frame["advice"]) == (
+        "onError",
+        "ok",
+        ["3 tests failed"],
+    )
+    same = mcpx("hook", "test", "echo-error", *cfg, "--phase", "onError", cwd=tmp_path, env=env)
+    assert same.returncode == 0, same.stderr
+
+    wrong = mcpx("hook", "test", "echo-error", *cfg, "--phase", "before", cwd=tmp_path, env=env)
+    assert (wrong.returncode, wrong.stdout) == (2, "")
+    assert wrong.stderr == (
+        'mcpx-hooks hook test: --phase before: the hook "echo-error" is declared at phase'
+        ' "onError"; leave --phase out to run it there\n'
+    )
+    not_object = mcpx(
+        "hook", "test", "no", *cfg, "--event", "-", cwd=tmp_path, env=env, stdin="[1]"
+    )
+    assert not_object.returncode == 2
+    assert not_object.stderr == "mcpx-hooks hook test: stdin (--event -): expected a JSON object\n"
+    bad_json = mcpx("hook", "test", "no", *cfg, "--event", "-", cwd=tmp_path, env=env, stdin="{")
+    assert bad_json.returncode == 2 and "stdin (--event -): invalid JSON" in bad_json.stderr
+    inline = mcpx("hook", "test", "--hook", '{"run": ["true"]}', cwd=tmp_path, env=env)
+    assert inline.returncode == 2
+    assert '--hook: give its phase, as "phase" in the JSON or with --phase' in inline.stderr
+
+
+# ---- init ------------------------------------------------------------------------------------
+
+
+def test_init_writes_a_starter_that_validates_and_never_overwrites(tmp_path: Path) -> None:
+    env = environment(tmp_path)
+    project = tmp_path / "repo"
+    project.mkdir()
+    out = mcpx("init", cwd=project, env=env)
+    assert out.returncode == 0, out.stderr
+    written = project / ".mcpx-hooks.toml"
+    text = written.read_text()
+    assert text.startswith("# ") and "[[hooks]]" in text
+    assert "mcpx-hooks trust .mcpx-hooks.toml" in out.stdout  # how to apply it
+
+    checked = mcpx("validate", ".mcpx-hooks.toml", cwd=project, env=env)
+    assert (checked.returncode, checked.stdout) == (0, "ok: 1 file(s) valid\n")
+    # Its commented-out examples are valid too, once uncommented.
+    examples = [
+        m.group(1) if (m := re.match(r"# (\[\[hooks\]\]|[a-zA-Z]+ = .*)$", line)) else line
+        for line in text.splitlines()
+    ]
+    (tmp_path / "all.toml").write_text("\n".join(examples))
+    assert sum(line == "[[hooks]]" for line in examples) == 3
+    every = mcpx("validate", "all.toml", cwd=tmp_path, env=env)
+    assert every.returncode == 0, every.stdout
+    assert mcpx("trust", ".mcpx-hooks.toml", cwd=project, env=env).returncode == 0
+    layered = mcpx("validate", cwd=project, env=env)
+    assert (layered.returncode, layered.stdout, layered.stderr) == (0, "ok: 1 file(s) valid\n", "")
+    listed = json.loads(mcpx("hooks", "list", "--json", cwd=project, env=env).stdout)
+    assert [(h["name"], h["enabled"]) for h in listed] == [("needs-python", False)]
+
+    again = mcpx("init", cwd=project, env=env)
+    assert again.returncode == 2 and again.stdout == ""
+    assert (
+        again.stderr == "mcpx-hooks init: .mcpx-hooks.toml exists here already; not overwritten\n"
+    )
+    assert written.read_text() == text
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / ".mcpx-hooks.json").write_text("{}")
+    beside = mcpx("init", cwd=other, env=env)
+    assert beside.returncode == 2 and not (other / ".mcpx-hooks.toml").exists()
+
+
+# ---- serve: the token file -------------------------------------------------------------------
+
+
+def test_the_token_file_is_kept_across_restarts_and_a_busy_port(tmp_path: Path) -> None:
+    env = environment(tmp_path)
+    token_file = tmp_path / "token"
+    first = start_server(tmp_path)
+    try:
+        token = token_file.read_text()
+        for extra in ((), ("--new-token",)):
+            second = mcpx(
+                "serve", "--port", str(first.port), "--token-file", str(token_file), *extra,
+                cwd=tmp_path, env=env,
+            )  # fmt: skip
+            assert second.returncode == 2
+            assert f"cannot listen on 127.0.0.1:{first.port}" in second.stderr
+            assert token_file.read_text() == token
+            assert sorted(p.name for p in tmp_path.iterdir() if "token" in p.name) == ["token"]
+        assert first.proc.poll() is None
+    finally:
+        assert first.stop() == 0
+    restarted = start_server(tmp_path)
+    try:
+        assert restarted.token == token.strip()  # clients go on working
+    finally:
+        assert restarted.stop() == 0
+    renewed = start_server(tmp_path, "--new-token")
+    try:
+        assert renewed.token != token.strip()
+    finally:
+        assert renewed.stop() == 0
+    token_file.chmod(0o644)
+    loose = mcpx("serve", "--port", "0", "--token-file", str(token_file), cwd=tmp_path, env=env)
+    assert (loose.returncode, loose.stdout) == (2, "")
+    assert loose.stderr == (
+        f"mcpx-hooks serve: the token file {token_file} is open to others (mode 644):"
+        f" chmod 600 {token_file} to keep it, or serve --new-token to replace it\n"
+    )
+
+
+# ---- exec --remote ---------------------------------------------------------------------------
+
+CALLER = """
+[defaults]
+sandbox = "none"
+
+[script]
+onSuccess = ["print('from the caller', result)"]
+
+[[hooks]]
+name = "gate"
+on = "script"
+phase = "before"
+run = ["sh", "-c", "cat >/dev/null; test -f job.py"]
+effect = "ask"
+failure = "closed"
+
+[[hooks]]
+name = "audit"
+on = "run.finished"
+phase = "observe"
+run = ["true"]
+"""
+
+
+def _frames(out: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
+    frames = [json.loads(line) for line in out.stdout.splitlines()]
+    check_order(frames)
+    return frames
+
+
+def test_exec_remote_sees_what_a_local_run_here_would(tmp_path: Path) -> None:
+    env = environment(tmp_path)
+    served = tmp_path / "served"
+    caller = tmp_path / "caller"
+    for where, value in ((served, 41), (caller, 42)):
+        where.mkdir()
+        (where / "job.py").write_text(f"def main():\n    return {value}\n")
+    (caller / ".mcpx-hooks.toml").write_text(CALLER)
+    assert mcpx("trust", ".mcpx-hooks.toml", cwd=caller, env=env).returncode == 0
+    run = ("exec", "--json", "--sandbox", "none", "--python", "job.py")
+    local = mcpx(*run, cwd=caller, env=env)
+    assert local.returncode == 0, local.stderr
+
+    def outcome(frames: list[dict[str, Any]]) -> tuple[Any, list[str], list[str]]:
+        result = next(f["value"] for f in frames if f["type"] == "result")
+        hooks = [f["name"] for f in frames if f["type"] == "hook"]
+        said = [f["text"].strip() for f in frames if f["type"] == "stdout"]
+        return result, hooks, said
+
+    expected = (42, ["gate"], ["from the caller 42"])
+    assert outcome(_frames(local)) == expected
+    (served / "server.toml").write_text('[service]\nsandboxes = ["none", "strict"]\n')
+    for server_args in ((), ("--config", str(caller / ".mcpx-hooks.toml"))):
+        # A server elsewhere; then one that applies the caller's file itself: its hooks and
+        # lines are not sent again (they would run twice).
+        srv = start_server(served, "--config", "server.toml", *server_args, env=env)
+        try:
+            url = ("--remote", srv.url, "--token-file", str(served / "token"))
+            remote = mcpx(*run, *url, cwd=caller, env=env)
+            assert remote.returncode == 0, remote.stderr
+        finally:
+            assert srv.stop() == 0
+        assert outcome(_frames(remote)) == expected
+        # Not a script hook: said not to be sent, unless the server has the file itself.
+        assert ('hook "audit" (run.finished.observe' in remote.stderr) == (server_args == ())
+
+
+def test_the_remote_request_carries_the_callers_resolved_layers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcpx_hooks.supervisor.cli import exec as cli_exec
+    from mcpx_hooks.supervisor.cli.parser import parser
+
+    project = tmp_path / "repo"
+    (project / "sub").mkdir(parents=True)
+    (project / "c.toml").write_text(
+        '[autonomy]\nmax = "advise"\n'
+        '[script]\npassEnv = ["CI"]\nsandbox = "strict"\n'
+        "[defaults]\ntimeoutMs = 777\n"
+        '[[hooks]]\non = "script"\nphase = "before"\nrun = ["python3", "gate.py"]\n'
+        '[[hooks]]\nname = "hint"\non = "script"\nphase = "onError"\nmodule = "hint.py"\n'
+        'cwd = "sub"\neffect = "off"\n'
+    )
+    monkeypatch.chdir(project / "sub")
+    monkeypatch.setenv("MCPX_HOOKS_NO_DISCOVERY", "1")
+    monkeypatch.setenv("CI", "yes")
+    args = parser().parse_args(["exec", "--config", "../c.toml", "--python", "job.py"])
+    request = cli_exec.remote_request(args, lambda: [])
+    assert request["hooks"] == [
+        # A defaulted name is left to the server; the directory is made explicit.
+        {"on": "script", "phase": "before", "run": ["python3", "gate.py"], "timeoutMs": 777,
+         "cwd": str(project)},
+        {"on": "script", "phase": "onError", "module": "hint.py", "name": "hint",
+         "timeoutMs": 777, "effect": "off", "cwd": str(project / "sub")},
+    ]  # fmt: skip
+    assert (request["file"], request["cwd"]) == ("job.py", str(project / "sub"))
+    assert (request["autonomy"], request["sandbox"]) == ("advise", "strict")
+    assert (request["passEnv"], request["callerEnv"]) == (["CI"], {"CI": "yes"})
+    # The server applies that file itself: nothing of it is sent again.
+    again = cli_exec.remote_request(args, lambda: [str(project / "c.toml")])
+    assert "hooks" not in again and "passEnv" not in again and "autonomy" not in again
