@@ -154,27 +154,20 @@ async def exec_remote_viewed(
     """`service.remote.exec_remote` with its frames shown on `out` and its asks answered by
     `responder`; the readable view also follows the server's events for the still-running
     line. A `RemoteError` is raised as is, not in a group."""
-    from ..service.remote import RemoteError, exec_remote
+    from ..service.remote import beside, exec_remote
 
     run = RunId()
-    frames: list[dict[str, Any]] = []
-    failed: RemoteError | None = None
 
     def show(frame: dict[str, Any]) -> None:
         run.frame(frame)
         out.frame(frame, as_json)
 
-    async with trio.open_nursery() as nursery:
+    async def still_running(nursery: trio.Nursery) -> None:
         if not as_json:
             await nursery.start(serve_remote_still_running, remote, run, out.line)
-        try:
-            frames = await exec_remote(remote, request, show, responder)
-        except RemoteError as exc:
-            failed = exc
-        nursery.cancel_scope.cancel()
-    if failed is not None:
-        raise failed
-    return frames
+
+    frames = await beside(still_running, lambda: exec_remote(remote, request, show, responder))
+    return frames or []
 
 
 async def _say_still_running(

@@ -28,6 +28,7 @@ __all__, __getattr__, __dir__ = exports(
             "DEFAULT_URL",
             "Remote",
             "RemoteError",
+            "beside",
             "exec_remote",
             "messages",
             "open_remote",

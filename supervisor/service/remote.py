@@ -10,8 +10,8 @@ import contextlib
 import json
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any, Final
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any, Final, TypeVar
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import attrs
@@ -29,6 +29,8 @@ from ..core.jsontext import is_unicode
 from ..process.signals import serve_stop_signals
 from .answering import AskWatcher, Responder
 from .wire import DEFAULT_HOST, DEFAULT_PORT, Close
+
+_T = TypeVar("_T")
 
 DEFAULT_URL: Final = f"ws://{DEFAULT_HOST}:{DEFAULT_PORT}"
 #: The largest message a client takes: the server coalesces to ~256 KiB, but one frame may
@@ -192,19 +194,35 @@ async def follow_events(
 ) -> None:
     """Prints the bus until the server closes (1001 at its shutdown) or Ctrl-C."""
     query = {"kinds": kinds, "since": since}
+
+    async def follow() -> None:  # refused, unreachable, or what the server said on the socket
+        async with open_remote(remote, "/v1/events", query) as ws:
+            async for event in messages(ws, ends=(Close.NORMAL, Close.GOING_AWAY)):
+                on_event(event)
+
+    # The signals are taken before connecting: a Ctrl-C while connecting stops too (exit 0).
+    await beside(lambda n: n.start(serve_stop_signals, n.cancel_scope), follow)
+
+
+async def beside(
+    start: Callable[[trio.Nursery], Awaitable[object]], body: Callable[[], Awaitable[_T]]
+) -> _T | None:
+    """`await body()` with the tasks `start` starts in a nursery around it, cancelled once
+    it is done; None when one of them cancelled the nursery first (a Ctrl-C). A
+    `RemoteError` from `body` comes out as itself, not in an exception group, so a command
+    can report it by its message."""
+    done: list[_T] = []
     failed: RemoteError | None = None
     async with trio.open_nursery() as nursery:
-        # Taken before connecting: a Ctrl-C while connecting stops too, and exits 0.
-        await nursery.start(serve_stop_signals, nursery.cancel_scope)
-        try:  # refused, unreachable, or what the server said on the socket
-            async with open_remote(remote, "/v1/events", query) as ws:
-                async for event in messages(ws, ends=(Close.NORMAL, Close.GOING_AWAY)):
-                    on_event(event)
+        await start(nursery)
+        try:
+            done.append(await body())
         except RemoteError as exc:
             failed = exc
         nursery.cancel_scope.cancel()
     if failed is not None:
         raise failed
+    return done[0] if done else None
 
 
 async def list_hooks(remote: Remote) -> list[dict[str, Any]]:
