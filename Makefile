@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The distribution packages the tests use, as COMMAND=PACKAGE (see .ci/packages).
+TEST_PACKAGES :=
 
 .PHONY: demo test test-unprivileged check bench docs clean
 
@@ -21,6 +23,8 @@ check: $(STAMP)
 	$(BIN)/python .ci/lint-imports
 
 test: check
+	@# The distribution packages the tests need (TEST_PACKAGES), installed when root and missing.
+	@.ci/packages $(TEST_PACKAGES)
 	@# What enforces the sandbox profiles here (informational; the tests assert it).
 	-$(BIN)/mcpx-hooks doctor
 	$(BIN)/pytest -W error
@@ -34,10 +38,7 @@ test-unprivileged: $(STAMP)
 
 bench: $(STAMP)
 	@# bench/rootless.py compares with bubblewrap: installed here when root and missing.
-	@if [ "$$(id -u)" = 0 ] && ! command -v bwrap >/dev/null; then \
-		apt-get install -y -qq bubblewrap >/dev/null 2>&1 || \
-		{ apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq bubblewrap >/dev/null; }; \
-	fi
+	@.ci/packages bwrap=bubblewrap
 	$(BIN)/python bench/run_all.py
 
 docs: $(STAMP)
