@@ -42,7 +42,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/run_all.py
 
 docs: $(STAMP)
-	$(BIN)/python -m mcpx_hooks.supervisor.config.docgen --write docs
+	$(BIN)/python -m mcpx_hooks.supervisor.cli.reference --write docs
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache

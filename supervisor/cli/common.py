@@ -29,6 +29,15 @@ EXIT_TIMEOUT: Final = 124
 #: Cancelled, or interrupted before a command took its signals (128 + SIGINT, as shells say).
 EXIT_INTERRUPTED: Final = 130
 
+#: The exit codes every command shares: (code, when). `exec` has its own table, below.
+EXIT_CODES: Final = (
+    (EXIT_OK, "success"),
+    (EXIT_FAILED, "the thing run failed (`hook test`: the hook's status is not `ok`)"),
+    (EXIT_USAGE, "bad input: a usage error, a config error, `validate` found problems"),
+    (EXIT_REFUSED, "refused by a hook (`exec`, `hook test`)"),
+    (EXIT_INTERRUPTED, "interrupted (Ctrl-C or SIGTERM)"),
+)
+
 #: `exec`'s exit codes, the one table: (code, when). The code None is the script's own.
 #: `exec.exit_code` reads the run's outcome by it; docs/runs.md shows it (tests/test_docs.py).
 EXEC_EXIT_CODES: Final = (
@@ -75,6 +84,27 @@ def exit_code_table() -> str:
         shown = SCRIPTS_OWN if code is None else str(code)
         rows.append(f"| {shown} | {when} |")
     return "\n".join(rows) + "\n"
+
+
+def exit_code_help() -> str:
+    """`EXEC_EXIT_CODES` as the end of `exec --help` says them."""
+    import textwrap
+
+    width = max(len(SCRIPTS_OWN if c is None else str(c)) for c, _ in EXEC_EXIT_CODES)
+    lines = ["exit codes:"]
+    for code, when in EXEC_EXIT_CODES:
+        shown = (SCRIPTS_OWN if code is None else str(code)).ljust(width)
+        text = when.replace("`", "")
+        lines.extend(
+            textwrap.wrap(
+                text,
+                width=79,
+                break_on_hyphens=False,
+                initial_indent=f"  {shown}  ",
+                subsequent_indent=" " * (width + 4),
+            )
+        )
+    return "\n".join(lines)
 
 
 class Usage(Exception):

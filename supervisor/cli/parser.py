@@ -70,6 +70,32 @@ COMMANDS: Final = (
     ("doctor", "what enforces each sandbox profile on this machine", None, "doctor:run"),
 )
 
+#: One example command line per command, and per sub-command (`"hook test"`), shown at the
+#: end of its `--help` (tests/test_cli_help.py: every command has one, and it parses).
+EXAMPLES: Final[dict[str, str]] = {
+    "hook": "mcpx-hooks hook test deps --event payload.json",
+    "hook test": 'mcpx-hooks hook test --hook \'{"run": ["./check.sh"]}\' --phase before --json',
+    "exec": "mcpx-hooks exec --yes --artifacts out -- python3 -m pytest -q",
+    "hooks": "mcpx-hooks hooks list --json",
+    "hooks list": "mcpx-hooks hooks list --remote ws://127.0.0.1:8765",
+    "serve": "mcpx-hooks serve --port 0 --config ci.toml",
+    "events": "mcpx-hooks events --kinds run,hook --json",
+    "runs": "mcpx-hooks runs list",
+    "runs list": "mcpx-hooks runs list --remote ws://127.0.0.1:8765 --json",
+    "runs show": "mcpx-hooks runs show 9d81129207f7fb12 --json",
+    "validate": "mcpx-hooks validate --json",
+    "schema": "mcpx-hooks schema hook-output",
+    "trust": "mcpx-hooks trust .mcpx-hooks.toml",
+    "untrust": "mcpx-hooks untrust .mcpx-hooks.toml",
+    "init": "mcpx-hooks init",
+    "demo": "mcpx-hooks demo",
+    "doctor": "mcpx-hooks doctor",
+}
+
+#: What a command's `--help` says after its example (`module:function` in this package,
+#: returning the text), imported only when that command's help is shown.
+HELP_EPILOGS: Final[dict[str, str]] = {"exec": "common:exit_code_help"}
+
 
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
@@ -79,6 +105,7 @@ def parser() -> argparse.ArgumentParser:
     sub = top.add_subparsers(
         dest="command", required=True, metavar="COMMAND", parser_class=_Command
     )
+    # Each command's parser, and those its arguments add (`hook test`), is a `_Command`.
     for name, summary, arguments, _ in COMMANDS:
         sub.add_parser(name, help=summary, arguments=arguments)
     return top
@@ -103,14 +130,36 @@ class _Command(argparse.ArgumentParser):
     imported."""
 
     def __init__(self, *args: Any, arguments: str | None = None, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
         super().__init__(*args, **kwargs)
         self._arguments = arguments
+        self._complete = False
 
     def parse_known_args(self, *args: Any, **kwargs: Any) -> Any:
-        if self._arguments is not None:
-            arguments, self._arguments = self._arguments, None
-            _entry(arguments)(self)
+        self.complete()
         return super().parse_known_args(*args, **kwargs)
+
+    def complete(self) -> None:
+        """Add this command's arguments and the end of its help (its example, and for `exec`
+        its exit codes), once: when it parses, or when the reference page is rendered."""
+        if self._complete:
+            return
+        self._complete = True
+        if self._arguments is not None:
+            _entry(self._arguments)(self)
+        name = command_name(self.prog)
+        parts = []
+        if name in EXAMPLES:
+            parts.append(f"example:\n  {EXAMPLES[name]}")
+        if name in HELP_EPILOGS:
+            parts.append(_entry(HELP_EPILOGS[name])())
+        if parts:
+            self.epilog = "\n\n".join(parts)
+
+
+def command_name(prog: str) -> str:
+    """`mcpx-hooks hook test` (a parser's prog) → `hook test`, the key of `EXAMPLES`."""
+    return prog.partition(" ")[2]
 
 
 def version() -> str:

@@ -9,6 +9,7 @@ from ..core.exports import exports
 __all__, __getattr__, __dir__ = exports(
     __name__,
     {
+        "docgen": ("GENERATED", "write"),
         "files": (
             "LOCAL_NAMES",
             "NO_DISCOVERY_ENV",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ..core.effects import REFUSING, Effect
+from ..core.effects import DEFAULT_MAX, REFUSING, Effect
 from ..core.hooks import (
     DEFAULT_ARTIFACT_BYTES,
     DEFAULT_OBSERVE_DRAIN_MS,
@@ -148,11 +148,14 @@ def _hook_def() -> dict[str, Any]:
                 "description": "Variables added to the hook's scrubbed environment.",
             },
             **_pass_keys("the hook"),
-            "enabled": {"type": "boolean", "description": "false: listed, never run."},
+            "enabled": {
+                "type": "boolean",
+                "description": "false: listed, never run (default true).",
+            },
             "locked": {
                 "type": "boolean",
                 "description": "true: nearer layers can neither drop, disable nor redefine it"
-                " (needs a `name`).",
+                " (needs a `name`; default false).",
             },
             "when": _when_def(),
             "cwd": text("Working directory, relative to the declaring directory."),
@@ -187,8 +190,14 @@ def build_config_schema() -> dict[str, Any]:
             "$schema": string("The schema this file follows (for editors); ignored."),
             "autonomy": table(
                 {
-                    "max": {**EFFECT_REF, "description": "The supervisor's ceiling."},
-                    "hooks": {**EFFECT_REF, "description": "The caller's level."},
+                    "max": {
+                        **EFFECT_REF,
+                        "description": f"The supervisor's ceiling (default `{DEFAULT_MAX.word}`).",
+                    },
+                    "hooks": {
+                        **EFFECT_REF,
+                        "description": f"The caller's level (default `{DEFAULT_MAX.word}`).",
+                    },
                 },
                 "The autonomy dial's ceilings (default `run`).",
             ),

@@ -1,0 +1,64 @@
+"""Every command's `--help` ends with an example that argparse accepts; `exec --help` gives
+its exit codes from the table."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from mcpx_hooks.supervisor.cli.common import EXEC_EXIT_CODES, SCRIPTS_OWN
+from mcpx_hooks.supervisor.cli.parser import COMMANDS, EXAMPLES, parser
+from mcpx_hooks.supervisor.cli.reference import commands
+
+NAMES = [name for name, _ in commands()]
+
+
+def test_the_walk_sees_every_command_and_its_sub_commands() -> None:
+    assert [n for n in NAMES if " " not in n] == [name for name, *_ in COMMANDS]
+    assert {"hook test", "hooks list", "runs list", "runs show"} <= set(NAMES)
+
+
+def test_every_command_and_sub_command_has_an_example() -> None:
+    assert sorted(set(NAMES) - set(EXAMPLES)) == []
+    assert sorted(set(EXAMPLES) - set(NAMES)) == [], "an example of no command"
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_the_example_parses_as_that_command(name: str) -> None:
+    words = shlex.split(EXAMPLES[name])
+    assert words[0] == "mcpx-hooks"
+    assert words[1 : 1 + len(name.split())] == name.split()
+    try:
+        args = parser().parse_args(words[1:])
+    except SystemExit as exc:  # argparse refused it
+        pytest.fail(f"{EXAMPLES[name]!r} does not parse: exit {exc.code}")
+    assert args.command == name.split(maxsplit=1)[0]
+
+
+def _help(*words: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "mcpx_hooks.supervisor", *words, "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"COLUMNS": "100", "PATH": "/usr/bin:/bin"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    return done.stdout
+
+
+@pytest.mark.parametrize("name", ["exec", "hook test", "runs show", "init", "doctor"])
+def test_help_ends_with_the_example(name: str) -> None:
+    text = _help(*name.split())
+    assert f"example:\n  {EXAMPLES[name]}\n" in text
+
+
+def test_exec_help_gives_every_exit_code_from_the_table() -> None:
+    text = _help("exec")
+    section = text.split("exit codes:\n", 1)[1]
+    starts = [line.split("  ")[1] for line in section.splitlines() if line[2:3] != " "]
+    assert starts == [SCRIPTS_OWN if c is None else str(c) for c, _ in EXEC_EXIT_CODES]
