@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from mcpx_hooks.supervisor.config.docgen import GENERATED
+from mcpx_hooks.supervisor.cli.reference import GENERATED
 from mcpx_hooks.supervisor.core.hookenv import NAMES, SCRIPT_VARIABLES
 from mcpx_hooks.supervisor.core.hooks import HOOK_SETTINGS
 
@@ -40,13 +40,42 @@ def test_the_config_page_shows_the_hook_defaults() -> None:
 
 
 def test_the_exec_exit_codes_are_documented_from_the_table() -> None:
-    # One page (wherever the docs put it) shows `exec`'s exit codes as the table declares
-    # them, and the `cause` words the error frame carries.
+    # The generated command reference and the CI page (written by hand) show `exec`'s exit
+    # codes as the table declares them, and the `cause` words the error frame carries; no
+    # other page keeps a copy that could drift.
     from mcpx_hooks.supervisor.cli.common import exit_code_table
     from mcpx_hooks.supervisor.core.frames import ErrorCause
 
     table = exit_code_table()
-    pages = [p for p in DOCS.rglob("*.md") if table in p.read_text()]
-    assert len(pages) == 1, "the exit-code table of `exec` belongs on one page of docs/"
-    text = pages[0].read_text()
+    pages = sorted(str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md") if table in p.read_text())
+    assert pages == ["ci.md", "reference/commands.md"]
+    text = (DOCS / "ci.md").read_text()
     assert all(f"`{cause}`" in text for cause in ErrorCause)
+    stale = [p for p in DOCS.rglob("*.md") if "| code | when |" in p.read_text()]
+    assert sorted(str(p.relative_to(DOCS)) for p in stale) == pages
+
+
+def test_every_config_key_of_the_schema_is_in_the_reference() -> None:
+    from mcpx_hooks.supervisor.config.configschema import build_config_schema
+
+    schema = build_config_schema()
+    text = (DOCS / "reference" / "config.md").read_text()
+    for table, node in schema["properties"].items():
+        keys = node.get(
+            "properties", schema["$defs"]["hook"]["properties"] if table == "hooks" else {}
+        )
+        for key in keys:
+            assert f"| `{key}` |" in text, (table, key)
+
+
+def test_every_flag_is_in_the_command_reference() -> None:
+    import argparse
+
+    from mcpx_hooks.supervisor.cli.reference import commands
+
+    text = (DOCS / "reference" / "commands.md").read_text()
+    for name, parser in commands():
+        assert f"## `mcpx-hooks {name}`" in text
+        for action in parser._actions:
+            if not isinstance(action, argparse._HelpAction):
+                assert all(f"`{flag}" in text for flag in action.option_strings), action
