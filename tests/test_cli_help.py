@@ -62,3 +62,9 @@ def test_exec_help_gives_every_exit_code_from_the_table() -> None:
     section = text.split("exit codes:\n", 1)[1]
     starts = [line.split("  ")[1] for line in section.splitlines() if line[2:3] != " "]
     assert starts == [SCRIPTS_OWN if c is None else str(c) for c, _ in EXEC_EXIT_CODES]
+
+
+def test_every_command_exit_code_table_names_a_command() -> None:
+    from mcpx_hooks.supervisor.cli.common import COMMAND_EXIT_CODES
+
+    assert sorted(set(COMMAND_EXIT_CODES) - set(NAMES)) == []

@@ -38,6 +38,47 @@ EXIT_CODES: Final = (
     (EXIT_INTERRUPTED, "interrupted (Ctrl-C or SIGTERM)"),
 )
 
+#: The codes a command gives beyond "0: success", where they say more than `EXIT_CODES`:
+#: (code, when) by command name (`exec`'s are `EXEC_EXIT_CODES`). The reference shows them.
+COMMAND_EXIT_CODES: Final = {
+    "hook test": (
+        (EXIT_FAILED, "the hook failed (its status is not `ok`) and did not refuse"),
+        (EXIT_USAGE, "bad input: no such hook, a wrong `--phase`, an invalid `--event` or config"),
+        (EXIT_REFUSED, "the hook refused (a fail-closed failure refuses too)"),
+    ),
+    "validate": ((EXIT_USAGE, "any problem, schema or rule, in any file checked"),),
+    "serve": (
+        (EXIT_FAILED, "it failed once listening"),
+        (
+            EXIT_USAGE,
+            "a bad flag, an invalid config, an unusable token file, or an address it cannot"
+            " listen on (a server already there is left as it was)",
+        ),
+    ),
+    "runs list": (
+        (EXIT_FAILED, "the server refused or could not be reached"),
+        (EXIT_USAGE, "the token file cannot be read"),
+    ),
+    "runs show": (
+        (EXIT_FAILED, "the server does not retain the run, refused, or could not be reached"),
+        (EXIT_USAGE, "the token file cannot be read"),
+    ),
+    "trust": (
+        (EXIT_FAILED, "the trust state cannot be written"),
+        (
+            EXIT_USAGE,
+            "a name that is not a project config file, no project file in the chain, or a"
+            " state file that cannot be believed",
+        ),
+    ),
+    "untrust": (
+        (EXIT_FAILED, "the trust state cannot be written"),
+        (EXIT_USAGE, "a file that is not trusted, or a state file that cannot be believed"),
+    ),
+    "init": ((EXIT_USAGE, "a project config file is already there (it is never overwritten)"),),
+    "doctor": ((EXIT_FAILED, "a profile but `none` cannot be enforced on this machine"),),
+}
+
 #: `exec`'s exit codes, the one table: (code, when). The code None is the script's own.
 #: `exec.exit_code` reads the run's outcome by it; docs/runs.md shows it (tests/test_docs.py).
 EXEC_EXIT_CODES: Final = (
