@@ -77,3 +77,24 @@ def test_every_flag_is_in_the_command_reference() -> None:
         for action in parser._actions:
             if not isinstance(action, argparse._HelpAction):
                 assert all(f"`{flag}" in text for flag in action.option_strings), action
+
+
+def test_every_variable_the_supervisor_reads_is_in_the_reference() -> None:
+    # Each `MCPX_HOOKS_*` name is declared once, as a constant of the module that reads it;
+    # the reference lists them all.
+    import re
+
+    from mcpx_hooks.supervisor.cli.reference import SUPERVISOR_VARIABLES
+
+    root = DOCS.parent
+    declared = {
+        name
+        for path in [*(root / "supervisor").rglob("*.py"), *(root / "runners").rglob("*.py")]
+        for name in re.findall(
+            r'^\w+(?::\s*Final)?\s*=\s*"(MCPX_HOOKS_\w+)"', path.read_text(), re.M
+        )
+    }
+    assert len(declared) >= 8
+    assert sorted(declared) == sorted(name for name, _ in SUPERVISOR_VARIABLES)
+    text = (DOCS / "reference" / "commands.md").read_text()
+    assert all(f"| `{name}` |" in text for name in declared)

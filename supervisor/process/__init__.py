@@ -11,13 +11,13 @@ __all__, __getattr__, __dir__ = exports(
     __name__,
     {
         "child": ("Child", "Outcome"),
-        "launch": ("HIDE_ENV", "RUNNER_FLAGS"),
+        "launch": ("HIDE_ENV", "RUNNER_FLAGS", "SPAWN_MODE_ENV"),
         "rlimits": ("child_rlimits",),
         "runnerside": ("runner_path",),
         "sandbox": ("check_program", "plan", "require"),
-        "scratch": ("scratch_dir",),
+        "scratch": ("ROOT_ENV", "scratch_dir"),
         "signals": ("STOP_SIGNALS", "serve_stop_signals"),
-        "spawner": ("Spawner", "open_spawner"),
+        "spawner": ("Spawner", "WARM_ENV", "open_spawner"),
         "spawnspec": ("ChildSpec", "ModuleCall", "SandboxPlan"),
     },
 )

@@ -14,6 +14,7 @@ __all__, __getattr__, __dir__ = exports(
     __name__,
     {
         "access": (
+            "TOKEN_ENV",
             "TokenFileError",
             "client_token",
             "create_token_file",
