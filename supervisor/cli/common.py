@@ -80,7 +80,8 @@ COMMAND_EXIT_CODES: Final = {
 }
 
 #: `exec`'s exit codes, the one table: (code, when). The code None is the script's own.
-#: `exec.exit_code` reads the run's outcome by it; docs/runs.md shows it (tests/test_docs.py).
+#: `exec.exit_code` reads the run's outcome by it; docs/ci.md and the generated reference show
+#: it, and `exec --help` ends with it (tests/test_docs.py, tests/test_cli_help.py).
 EXEC_EXIT_CODES: Final = (
     (EXIT_OK, "the run ended in `result`"),
     (None, "the script ran, exited non-zero, and nothing turned that into a result"),

@@ -1,7 +1,8 @@
 """Docs generated from the tables, so the docs cannot drift from the code.
 
-`python -m mcpx_hooks.supervisor.config.docgen --write docs` rewrites them; `tests/test_docs.py`
-fails when a committed file differs from what this module renders.
+`python -m mcpx_hooks.supervisor.config.docgen --write docs` rewrites them (`make docs` runs
+`cli/reference.py`, which writes these and the command reference); `tests/test_docs.py` fails
+when a committed file differs from what this module renders.
 """
 
 from __future__ import annotations
