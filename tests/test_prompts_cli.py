@@ -8,6 +8,7 @@ import os
 import shlex
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -351,3 +352,34 @@ def test_the_installed_command_lists_and_promotes(cache: PromptCache, tmp_path: 
     )
     assert (done.returncode, done.stderr) == (0, ""), done.stderr
     assert list(hooks_of(path)["deps"].target) == ARGV
+
+
+def test_the_demo_skips_its_prompt_hook_without_a_model_and_says_how_to_add_one(
+    tmp_path: Path,
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MCPX_HOOKS_DEMO_")}
+    env["MCPX_HOOKS_NO_DISCOVERY"] = "1"
+    done = subprocess.run(
+        [*CLI, "demo"], cwd=tmp_path, env=env, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert "hook summarise (script.onSuccess, prompt" in done.stdout
+    assert "skipped" in done.stdout.split("hook summarise", 1)[1].splitlines()[0]
+    assert "the prompt hook summarise was skipped: no model configured" in done.stdout
+    assert "MCPX_HOOKS_DEMO_MODEL_URL=http://127.0.0.1:8080/v1 mcpx-hooks demo" in done.stdout
+
+
+def test_the_demo_model_layer_names_the_server_given() -> None:
+    from mcpx_hooks.supervisor.cli.demo import DEFAULT_MODEL, model_layer
+
+    assert model_layer({}) is None
+    assert model_layer({"MCPX_HOOKS_DEMO_MODEL_URL": "  "}) is None
+    url = 'http://127.0.0.1:8080/v1?q="x"'
+    layer = model_layer({"MCPX_HOOKS_DEMO_MODEL_URL": url})
+    assert layer is not None
+    assert tomllib.loads(layer) == {
+        "models": {"default": {"provider": "openai", "url": url, "model": DEFAULT_MODEL}}
+    }
+    layer = model_layer({"MCPX_HOOKS_DEMO_MODEL_URL": url, "MCPX_HOOKS_DEMO_MODEL": "llama3"})
+    assert layer is not None
+    assert tomllib.loads(layer)["models"]["default"]["model"] == "llama3"
