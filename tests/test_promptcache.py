@@ -113,6 +113,14 @@ def test_put_then_get_then_remove(cache: PromptCache) -> None:
     assert cache.get(key) is None
 
 
+def test_an_empty_argument_is_kept_but_not_an_empty_program(cache: PromptCache) -> None:
+    key = cache_key(**BASE)
+    cache.put(key, entry(run={"argv": ["grep", "", "file"]}))
+    assert cache.get(key).argv == ["grep", "", "file"]  # type: ignore[union-attr]
+    with pytest.raises(PromptCacheError):
+        cache.put(key, entry(run={"argv": ["", "x"]}))
+
+
 def test_a_propose_answer_is_kept_and_has_no_argv(cache: PromptCache) -> None:
     key = cache_key(**dict(BASE, effect="propose"))
     proposed = entry(propose={"value": {"clean": True}, "note": "tidied"})

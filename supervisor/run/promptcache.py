@@ -154,7 +154,8 @@ def _answer_ok(answer: dict[str, Any]) -> bool:
     return (
         isinstance(argv, list)
         and len(argv) > 0
-        and all(isinstance(a, str) and a and "\0" not in a for a in argv)
+        and all(isinstance(a, str) and "\0" not in a for a in argv)
+        and argv[0] != ""
     )
 
 
