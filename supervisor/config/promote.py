@@ -31,6 +31,7 @@ from tomlkit.container import Container
 from tomlkit.items import AoT, Array, InlineTable, Item, Table
 
 from ..core.errors import Problem
+from ..core.jsontext import is_unicode
 from .files import read_bytes
 from .loading import validate_files
 
@@ -265,7 +266,10 @@ def _json_text(old: str, doc: Mapping[str, Any]) -> str:
         if lead:
             indent = lead if "\t" in lead else len(lead)
             break
-    return json.dumps(doc, indent=indent, ensure_ascii=False) + "\n"
+    text = json.dumps(doc, indent=indent, ensure_ascii=False) + "\n"
+    if not is_unicode(text):  # a lone surrogate, written as `\ud800` in the old text too
+        text = json.dumps(doc, indent=indent, ensure_ascii=True) + "\n"
+    return text
 
 
 def _same_file(a: Path, b: Path) -> bool:
