@@ -4,7 +4,7 @@ A prompt hook's `run` or `propose` answer is kept (`run/promptcache.py`), so the
 instruction over the same data gives the same command on every run. `list` shows each entry
 (its key, hook, age, and the argv or value), `show` one, `clear` removes them all, and
 `promote` turns a cached command into a `run` hook in the file that declared the prompt hook
-(`config/promote.py`), so the generated script becomes a reviewed, deterministic hook.
+(`config/hookrewrite.py`), so the generated script becomes a reviewed, deterministic hook.
 
 A KEY may be shortened to any unique prefix of four or more characters. Exit codes: 0 done;
 1 a file or the cache could not be written; 2 bad input (no state directory, an unknown or
@@ -157,7 +157,7 @@ def _show(key: str, entry: CachedAnswer, *, as_json: bool) -> int:
 
 def _promote(key: str, entry: CachedAnswer, to: str | None) -> int:
     from ..config.files import LOCAL_NAMES
-    from ..config.promote import PromoteError, promote_answer
+    from ..config.hookrewrite import PromoteError, promote_answer
 
     command = "prompts promote"
     if entry.argv is None:

@@ -17,9 +17,9 @@ __all__, __getattr__, __dir__ = exports(
             "discover_files",
             "read_bytes",
         ),
+        "hookrewrite": ("PROMPT_KEYS", "PromoteError", "Promoted", "promote_answer"),
         "layering": ("merge", "merge_all", "splice"),
         "loading": ("load_config", "validate_files"),
-        "promote": ("PROMPT_KEYS", "PromoteError", "Promoted", "promote_answer"),
         "schemaparts": ("SCRIPT_PHASES",),
         "schemas": ("SCHEMA_NAMES", "quick_check", "schema_text", "validator"),
         "trust": (
