@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import stat
 import subprocess
 import sys
 import tomllib
@@ -288,9 +289,16 @@ def test_promote_to_another_file_appends_and_leaves_the_prompt_hook(
     fresh = tmp_path / "proj" / "new.json"
     assert cli(capsys, "promote", key, "--to", str(fresh))[0] == 0
     assert json.loads(fresh.read_text())["hooks"][0]["name"] == "deps"
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o666 & ~umask  # as an editor makes one
+    target.chmod(0o640)
     code, _, err = cli(capsys, "promote", key, "--to", str(target))
     assert code == 2 and "would not validate" in err and "deps" in err
-    assert target.read_text() == after
+    assert target.read_text() == after and stat.S_IMODE(target.stat().st_mode) == 0o640
+    path.chmod(0o640)
+    assert cli(capsys, "promote", key)[0] == 0
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640  # a file rewritten keeps its mode
 
 
 @pytest.mark.parametrize(

@@ -291,8 +291,7 @@ def _write_validated(path: Path, before: str | None, text: str) -> None:
         raise PromoteError(f"cannot write beside {path}: {exc.strerror}", bad_input=False) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            with contextlib.suppress(OSError):
-                os.fchmod(f.fileno(), os.stat(target).st_mode & 0o777)
+            os.fchmod(f.fileno(), _mode(target))
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
@@ -313,6 +312,16 @@ def _write_validated(path: Path, before: str | None, text: str) -> None:
     finally:
         with contextlib.suppress(OSError):
             os.unlink(temp)
+
+
+def _mode(path: Path) -> int:
+    """The file's own mode, kept; for a new file, what the umask gives (as an editor's)."""
+    try:
+        return os.stat(path).st_mode & 0o777
+    except OSError:
+        umask = os.umask(0o022)
+        os.umask(umask)
+        return 0o666 & ~umask
 
 
 def _current(path: Path) -> str | None:
