@@ -391,3 +391,20 @@ def test_the_demo_model_layer_names_the_server_given() -> None:
     layer = model_layer({"MCPX_HOOKS_DEMO_MODEL_URL": url, "MCPX_HOOKS_DEMO_MODEL": "llama3"})
     assert layer is not None
     assert tomllib.loads(layer)["models"]["default"]["model"] == "llama3"
+
+
+def test_promote_refuses_what_the_target_cannot_hold(
+    cache: PromptCache, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = {"hooks": [{"name": "deps", "on": "script", "phase": "before", "prompt": "check",
+                      "effect": "run", "cwd": None}]}  # fmt: skip
+    path = project(tmp_path, json.dumps(doc), name=".mcpx-hooks.json")
+    key = cached(cache, path, pointer="/hooks/0", prompt="check")
+    notes = tmp_path / "notes.txt"
+    code, _, err = cli(capsys, "promote", key, "--to", str(notes))
+    assert code == 2 and "expected a .toml or .json config file" in err and not notes.exists()
+    toml = tmp_path / "ci.toml"  # TOML has no null
+    code, _, err = cli(capsys, "promote", key, "--to", str(toml))
+    assert code == 2 and "cannot be written in this file's format" in err
+    assert not toml.exists() and json.loads(path.read_text()) == doc
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["proj", "state"]

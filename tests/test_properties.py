@@ -1624,7 +1624,8 @@ def promote_target(draw: st.DrawFn) -> tuple[str, str]:
     """A file that holds (or nearly holds) the prompt hook an entry names."""
     if draw(st.booleans()):
         doc = {"hooks": [{"name": "deps", "on": "script", "phase": "before", "prompt": "check",
-                          "effect": "run", "vars": draw(hostile_json)}]}  # fmt: skip
+                          "effect": "run", "vars": draw(hostile_json),
+                          draw(hostile_text): draw(hostile_json)}]}  # fmt: skip
         text = render(doc)
         suffix = ".json"
     else:
@@ -1637,9 +1638,12 @@ def promote_target(draw: st.DrawFn) -> tuple[str, str]:
 
 
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(target=promote_target(), to=st.booleans())
+@given(
+    target=promote_target(),
+    to=st.one_of(st.none(), promote_target(), st.just(("", "")), st.just((".json", ""))),
+)
 def test_promote_on_a_hostile_file_writes_a_valid_file_or_nothing(
-    person: Path, target: tuple[str, str], to: bool
+    person: Path, target: tuple[str, str], to: tuple[str, str] | None
 ) -> None:
     from mcpx_hooks.supervisor.run.promptcache import CachedAnswer, PromptCache, cache_key
 
@@ -1649,26 +1653,33 @@ def test_promote_on_a_hostile_file_writes_a_valid_file_or_nothing(
     path = directory / f".mcpx-hooks{suffix}"
     data = text.encode("utf-8", "surrogatepass")
     path.write_bytes(data)
-    other = directory / "other.toml"
+    # `--to`: none, a file of its own (hostile too), or one that is not there yet.
+    other = directory / f"other{to[0] if to is not None and to[0] else '.toml'}"
+    if to is not None and to[1]:
+        other.write_bytes(to[1].encode("utf-8", "surrogatepass"))
+    other_before = other.read_bytes() if other.exists() else None
     cache = PromptCache.open(os.environ)
     assert cache is not None
     key = cache_key("deps", "check", "run", "default", "m", {})
     answer = {"run": {"argv": ["sh", "-c", "echo '\"ok\"' \\\\ $HOME"]}}
     cache.put(key, CachedAnswer("deps", str(path), "/hooks/0", "check", "run", {}, answer, 1.0))
-    code, out, err = run_cli(["prompts", "promote", key, *(["--to", str(other)] if to else [])])
+    flags = [] if to is None else ["--to", str(other)]
+    code, out, err = run_cli(["prompts", "promote", key, *flags])
     assert code in (0, 2), (code, out, err)
     assert not tracebacks(out, err), (out, err)
-    written = other if to else path
+    written = path if to is None else other
     if code == 0:
         assert validate_files([written]) == [], written.read_text()
         config = load_config([written], cwd=directory, environ={}, discover=False)
-        assert [list(h.target) for h in config.hooks if h.name == "deps"] == [answer["run"]["argv"]]
+        commands = [list(h.target) for h in config.hooks if h.name == "deps"]
+        assert commands == [answer["run"]["argv"]]
     else:
-        assert not other.exists()
-    if to or code != 0:
+        assert (other.read_bytes() if other.exists() else None) == other_before
+    if to is not None or code != 0:
         assert path.read_bytes() == data
+    made = other_before is not None or (to is not None and code == 0)
     assert sorted(p.name for p in directory.iterdir()) == sorted(
-        {path.name} | ({other.name} if to and code == 0 else set())
+        {path.name} | ({other.name} if made else set())
     )
     cache.clear()
 

@@ -20,7 +20,7 @@ import json
 import os
 import tempfile
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -76,24 +76,39 @@ def promote_answer(
     text, doc = _read(source)
     index = _find(doc, source, hook, pointer, prompt)
     if to is None or _same_file(source, to):
-        if source.suffix.lower() == ".json":
-            new = _json_in_place(text, doc, index, argv)
-        else:
-            new = _toml_in_place(text, source, index, argv)
+        with _unwritable(source):
+            if source.suffix.lower() == ".json":
+                new = _json_in_place(text, doc, index, argv)
+            else:
+                new = _toml_in_place(text, source, index, argv)
         _write_validated(source, text, new)
         return Promoted(source, hook, f"/hooks/{index}", appended=False)
+    if to.suffix.lower() not in (".toml", ".json"):
+        raise PromoteError(f"{to}: expected a .toml or .json config file to append to")
     declared = _run_hook(doc["hooks"][index], argv, name=hook)
     exists = to.exists() or to.is_symlink()
     target_text, target_doc = _read(to) if exists else ("", {})
     hooks = target_doc.get("hooks", [])
     if not isinstance(hooks, list):
         raise PromoteError(f"{to}: /hooks is not a list of hooks")
-    if to.suffix.lower() == ".json":
-        new = _json_appended(target_text, target_doc, declared)
-    else:
-        new = _toml_appended(target_text, to, declared)
+    with _unwritable(to):
+        if to.suffix.lower() == ".json":
+            new = _json_appended(target_text, target_doc, declared)
+        else:
+            new = _toml_appended(target_text, to, declared)
     _write_validated(to, target_text if exists else None, new)
     return Promoted(to, hook, f"/hooks/{len(hooks)}", appended=True)
+
+
+@contextlib.contextmanager
+def _unwritable(path: Path) -> Iterator[None]:
+    """A value the file's format cannot hold (a TOML null, a JSON date) is `PromoteError`."""
+    try:
+        yield
+    except (tomlkit.exceptions.TOMLKitError, TypeError, ValueError, RecursionError) as exc:
+        raise PromoteError(
+            f"{path}: the run hook cannot be written in this file's format: {str(exc)[:200]}"
+        ) from None
 
 
 def _read(path: Path) -> tuple[str, dict[str, Any]]:
@@ -282,6 +297,8 @@ def _same_file(a: Path, b: Path) -> bool:
 def _write_validated(path: Path, before: str | None, text: str) -> None:
     """Writes `text` beside `path`, validates it there, and renames it over `path` when it
     validates and `path` still holds `before` (None: there was no file)."""
+    if not is_unicode(text):  # a lone surrogate from a JSON file's `\ud800`: TOML has none
+        raise PromoteError(f"{path}: the hook holds text with no UTF-8 form; nothing was written")
     target = Path(os.path.realpath(path))
     try:
         fd, temp = tempfile.mkstemp(
