@@ -2,11 +2,14 @@
 
 Runs of `examples/job.py` with the hooks of `examples/demo.toml` around them: one that passes
 the check (a hook times out and fails open, one's answer is dropped, one transforms the result,
-an observer sees the run finish); one that the check refuses, so the script never starts; then
+a prompt hook asks a model to say what the result means, an observer sees the run finish);
+one that the check refuses, so the script never starts; then
 the service on a free loopback port and the same run streamed to a WebSocket client. Every
 frame is shown as it happens. `run_demo()` returns 0 when each run went as the example means
 it to (`problems`), else 1, having said what did not (a sandbox that cannot be had here
-fails every hook, and the demo with them).
+fails every hook, and the demo with them). The prompt hook has no model unless
+`MCPX_HOOKS_DEMO_MODEL_URL` names an OpenAI-compatible server (`model_layer`): then it is
+expected to answer, else to be skipped, and the demo ends by saying how to give it one.
 """
 
 from __future__ import annotations
