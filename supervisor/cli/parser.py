@@ -96,6 +96,11 @@ EXAMPLES: Final[dict[str, str]] = {
     "init": "mcpx-hooks init",
     "demo": "mcpx-hooks demo",
     "doctor": "mcpx-hooks doctor",
+    "prompts": "mcpx-hooks prompts list",
+    "prompts list": "mcpx-hooks prompts list --json",
+    "prompts show": "mcpx-hooks prompts show 3f9a1c07",
+    "prompts promote": "mcpx-hooks prompts promote 3f9a1c07 --to ci.toml",
+    "prompts clear": "mcpx-hooks prompts clear",
 }
 
 #: What a command's `--help` says after its example (`module:function` in this package,
