@@ -4,9 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # The distribution packages the tests use, as COMMAND=PACKAGE (see .ci/packages).
-TEST_PACKAGES :=
+TEST_PACKAGES := chromium=chromium
 
-.PHONY: demo test test-unprivileged check bench docs clean
+.PHONY: demo test test-unprivileged check bench docs console-shots clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,11 @@ bench: $(STAMP)
 
 docs: $(STAMP)
 	$(BIN)/python -m mcpx_hooks.supervisor.config.docgen --write docs
+
+# The console's screenshots in docs/console/, taken by its browser tests in headless Chromium.
+console-shots: $(STAMP)
+	@.ci/packages chromium=chromium
+	MCPX_CONSOLE_SHOTS=docs/console $(BIN)/pytest -W error -q tests/test_console_browser.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache

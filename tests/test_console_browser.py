@@ -1,0 +1,467 @@
+"""The console in a real browser: the distribution's Chromium, headless, driven by Playwright's
+synchronous API (plain tests, no Trio loop) against a real `mcpx-hooks serve` subprocess.
+
+One browser and one server for the module, in the order a person meets them: the page
+without a token, the way in, runs appearing live, a question answered from the page, an
+`apply` shown as original → new, the hooks in force with an untrusted project file, the event
+stream with its gap, a phone-sized screen, a 50,000-line run (its figures recorded), and last
+a server restart the page recovers from by itself. Nothing sleeps: Playwright's `expect`
+waits for what the page shows.
+
+Screenshots go to `build/console/` (ignored by git); with `MCPX_CONSOLE_SHOTS=DIR` they go to
+DIR instead (`make console-shots` writes the committed ones, `docs/console/`). The 50,000-line
+run's figures are printed and written to `build/console/metrics.json`; no bound is asserted
+on them (`bench/console.py` prints them against a baseline).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from service_client import Server, start_server
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
+
+try:
+    from playwright.sync_api import Browser, Page, expect, sync_playwright
+except ImportError:  # pragma: no cover - the dev dependencies bring it
+    sync_playwright = None
+
+CHROMIUM = Path("/usr/bin/chromium")
+#: The network is closed here: nothing of Chromium's own may try to reach it.
+ARGS = [
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+    "--disable-default-apps",
+    "--disable-extensions",
+    *(["--no-sandbox"] if os.geteuid() == 0 else []),
+]
+ROOT = Path(__file__).resolve().parent.parent
+SHOTS = Path(os.environ.get("MCPX_CONSOLE_SHOTS") or ROOT / "build" / "console")
+METRICS = ROOT / "build" / "console" / "metrics.json"
+WAIT_MS = 20_000
+PY = sys.executable
+BIG_LINES = 50_000
+
+
+def _require_browser() -> None:
+    missing = []
+    if sync_playwright is None:
+        missing.append("the playwright package (pip install -e '.[dev]')")
+    if not CHROMIUM.exists():
+        missing.append(f"{CHROMIUM} (the distribution's chromium package)")
+    if missing:
+        reason = "the console's browser tests need " + " and ".join(missing)
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    _require_browser()
+    with sync_playwright() as playwright:  # type: ignore[misc]
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        # Playwright's driver and the browser's processes: none may outlive the module.
+        started = psutil.Process().children(recursive=True)
+        try:
+            yield launched
+        finally:
+            launched.close()
+    _, alive = psutil.wait_procs(started, timeout=10)
+    assert alive == [], alive
+
+
+SERVER_HOOKS = """
+[[hooks]]
+name = "tidy"
+on = "script"
+phase = "suffix"
+effect = "apply"
+run = ["sh", "-c", "echo '{\\"advise\\": \\"all tidy\\", \\"apply\\": {\\"value\\": 1}}'"]
+"""
+UNTRUSTED = """
+[[hooks]]
+name = "from-the-repo"
+on = "script"
+phase = "before"
+run = ["sh", "-c", "echo hello"]
+"""
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """A server in a project directory whose own (untrusted) config it skips; a home of its
+    own so that no user file applies."""
+    base = tmp_path_factory.mktemp("console")
+    home = base / "home"
+    project = base / "project"
+    for d in (home, project):
+        d.mkdir()
+    base.chmod(0o755)
+    project.chmod(0o755)
+    (project / "serve.toml").write_text(SERVER_HOOKS)
+    (project / ".mcpx-hooks.toml").write_text(UNTRUSTED)
+    env = {
+        "MCPX_HOOKS_NO_DISCOVERY": "0",
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / "config"),
+        "XDG_STATE_HOME": str(home / "state"),
+        "XDG_DATA_HOME": str(home / "data"),
+        "MCPX_HOOKS_TRUST": "",
+    }
+    state: dict[str, Any] = {"cwd": project, "env": env}
+    state["server"] = start_server(project, "--config", "serve.toml", env=env)
+    yield state
+    server: Server = state["server"]
+    if server.proc.poll() is None:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def page(browser: Browser, served: dict[str, Any]) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    opened = context.new_page()
+    state: dict[str, list[str]] = {"errors": [], "foreign": []}
+    origin = f"http://127.0.0.1:{served['server'].port}"
+    opened.on("pageerror", lambda exc: state["errors"].append(str(exc)))
+    opened.on(
+        "console",
+        lambda m: state["errors"].append(m.text) if m.type == "error" else None,
+    )
+    own = (origin, origin.replace("http:", "ws:"))
+    opened.on(
+        "request",
+        lambda r: None if r.url.startswith(own) else state["foreign"].append(r.url),
+    )
+    served["page_state"] = state
+    yield opened
+    context.close()
+    assert state["foreign"] == [], "the console asked another host"
+
+
+def origin(served: dict[str, Any]) -> str:
+    return f"http://127.0.0.1:{served['server'].port}"
+
+
+def shot(page: Page, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{name}.png"))
+
+
+def exec_run(served: dict[str, Any], request: dict[str, Any], *, wait: bool) -> str:
+    """Starts a run through `/v1/exec` (a real client); its id. `wait`: reads it to its end."""
+    server: Server = served["server"]
+    ws_url = server.url + "/v1/exec"
+    with connect(ws_url, additional_headers=server.headers(), max_size=None, proxy=None) as ws:
+        ws.send(json.dumps(request))
+        run_id = None
+        with contextlib.suppress(ConnectionClosed):
+            while True:
+                message = ws.recv(timeout=60)
+                for line in str(message).split("\n"):
+                    obj = json.loads(line)
+                    if obj.get("type") == "start":
+                        run_id = obj["runId"]
+                if run_id is not None and not wait:
+                    break
+        assert run_id is not None
+        return run_id
+
+
+def replay(served: dict[str, Any], run_id: str) -> list[dict[str, Any]]:
+    server: Server = served["server"]
+    frames: list[dict[str, Any]] = []
+    url = f"{server.url}/v1/runs/{run_id}?from=0"
+    ws = connect(url, additional_headers=server.headers(), max_size=None, proxy=None)
+    with ws, contextlib.suppress(ConnectionClosed):
+        while True:
+            frames.extend(json.loads(x) for x in str(ws.recv(timeout=60)).split("\n"))
+    return frames
+
+
+# ---- the tests, in the order a person meets the console -----------------------------------
+
+
+def test_without_the_token_the_page_says_how_to_get_in(page: Page, served: dict[str, Any]) -> None:
+    page.goto(origin(served) + "/")
+    expect(page.get_by_role("heading", name="How to get in")).to_be_visible(timeout=WAIT_MS)
+    expect(page.locator("#login")).to_contain_text("/?token=TOKEN")
+    shot(page, "login")
+    page.goto(origin(served) + "/?token=not-the-token")
+    expect(page.locator("#login-why")).to_contain_text("not this server's", timeout=WAIT_MS)
+
+
+def test_the_token_once_sets_a_strict_http_only_cookie(page: Page, served: dict[str, Any]) -> None:
+    token = served["server"].token
+    page.goto(f"{origin(served)}/?token={token}")
+    assert page.url == origin(served) + "/"  # the token left the address bar (303)
+    (cookie,) = page.context.cookies()
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["path"] == "/"
+    assert cookie["value"] == token
+    expect(page.locator("#link")).to_have_text("live", timeout=WAIT_MS)
+    assert page.evaluate("document.cookie") == ""  # no script of the page can read it
+
+
+ASK_RUN = {
+    "python": (
+        "def main():\n"
+        "    for i in range(3):\n"
+        "        print('working', i)\n"
+        "    return {'greeting': 'hello', 'n': 1}\n"
+    ),
+    "hooks": [
+        {
+            "name": "gate",
+            "on": "script",
+            "phase": "before",
+            "effect": "ask",
+            "run": [
+                "sh",
+                "-c",
+                'echo \'{"ask": {"question": "Deploy now?", "default": "no",'
+                ' "deadlineMs": 60000}}\'',
+            ],
+        },
+        {
+            "name": "upper",
+            "on": "script",
+            "phase": "onSuccess",
+            "effect": "apply",
+            "run": [
+                "sh",
+                "-c",
+                'echo \'{"apply": {"value": {"greeting": "HELLO", "n": 2}}}\'',
+            ],
+        },
+        {
+            "name": "lint",
+            "on": "script",
+            "phase": "onSuccess",
+            "run": ["sh", "-c", "echo oops >&2; exit 3"],
+        },
+    ],
+}
+
+
+def test_a_run_appears_live_its_question_is_answered_from_the_page_and_its_frames_keep_order(
+    page: Page, served: dict[str, Any]
+) -> None:
+    run_id = exec_run(served, ASK_RUN, wait=False)
+    item = page.locator(f'li[data-run="{run_id}"] a')
+    expect(item).to_be_visible(timeout=WAIT_MS)  # listed live, from the event stream
+    expect(item).to_contain_text("running")
+    # Keyboard only: to the run's link, Enter; then Tab to the question's Yes button.
+    item.focus()
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("heading", name=f"Run {run_id}")).to_be_focused(timeout=WAIT_MS)
+    yes = page.get_by_role("button", name="Yes")
+    expect(yes).to_be_visible(timeout=WAIT_MS)
+    expect(page.locator(".frame.ask")).to_contain_text("Deploy now?")
+    shot(page, "run-ask")
+    for _ in range(40):
+        if yes.evaluate("b => b === document.activeElement"):
+            break
+        page.keyboard.press("Tab")
+    expect(yes).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(page.locator(".frame.end")).to_be_visible(timeout=WAIT_MS)
+    expect(page.locator(".frame.hook .asked")).to_contain_text("yes (by client)")
+    frames = replay(served, run_id)
+    structural = [f for f in frames if f["type"] not in ("stdout", "stderr", "log", "emit")]
+    shown = page.locator(".timeline > li[data-seq]").evaluate_all(
+        "rows => rows.map(r => [Number(r.dataset.seq), r.dataset.type])"
+    )
+    assert shown == [[f["seq"], f["type"]] for f in structural]
+    assert [f["type"] for f in structural if f["type"] != "warning"][:3] == ["start", "ask", "hook"]
+    expect(page.locator("#output-count")).to_have_text("(3 lines)")
+    # What `apply` changed: original → new; the failed hook; the clamp and the dropped key.
+    diff = page.locator(".diff")
+    expect(diff.locator("figcaption")).to_have_text("original → new")
+    expect(diff.locator("pre.after")).to_contain_text('"HELLO"')
+    expect(diff.locator("pre.before")).to_contain_text('"hello"')
+    expect(diff.locator(".diff-lines .add")).to_contain_text(['"greeting": "HELLO",', '"n": 2'])
+    lint = page.locator(".frame.hook", has_text="lint")
+    expect(lint.locator(".badge.failed")).to_be_visible()
+    expect(lint).to_contain_text("exited with status 3")
+    tidy = page.locator(".frame.hook", has_text="tidy")
+    expect(tidy.locator(".clamp")).to_contain_text("asked apply, clamped by phase")
+    expect(tidy.locator(".dropped")).to_contain_text("apply")
+    expect(page.locator(".frame.result")).to_contain_text('"HELLO"')
+    expect(item).to_contain_text("failed: lint")
+    page.locator(".frame.hook", has_text="upper").scroll_into_view_if_needed()
+    shot(page, "run-apply")
+    # No script error, no policy violation (the 401s are the page asking before it was let in).
+    assert [e for e in served["page_state"]["errors"] if "status of 401" not in e] == []
+
+
+def test_a_refused_run_is_flagged_in_the_list(page: Page, served: dict[str, Any]) -> None:
+    request = {
+        "argv": ["true"],
+        "hooks": [
+            {
+                "name": "guard",
+                "on": "script",
+                "phase": "before",
+                "effect": "ask",
+                "run": ["sh", "-c", 'echo \'{"refuse": "not on Fridays"}\''],
+            }
+        ],
+    }
+    run_id = exec_run(served, request, wait=True)
+    item = page.locator(f'li[data-run="{run_id}"] a')
+    expect(item).to_contain_text("refused by guard", timeout=WAIT_MS)
+    expect(item.locator(".badge")).to_have_text("error")
+    page.goto(f"{origin(served)}/#/runs")
+    shot(page, "runs")
+
+
+def test_the_hooks_in_force_with_provenance_and_the_untrusted_file(
+    page: Page, served: dict[str, Any]
+) -> None:
+    page.get_by_role("link", name="Hooks").click()
+    table = page.locator("table.hooks")
+    expect(table).to_contain_text("tidy", timeout=WAIT_MS)
+    expect(table).to_contain_text(str(served["cwd"] / "serve.toml"))
+    skipped = page.locator(".skipped")
+    expect(skipped).to_contain_text(str(served["cwd"] / ".mcpx-hooks.toml"))
+    expect(skipped).to_contain_text("mcpx-hooks trust")
+    shot(page, "hooks")
+
+
+def test_the_event_stream_shows_its_gap(browser: Browser, served: dict[str, Any]) -> None:
+    server: Server = served["server"]
+    # Each admitted socket publishes two events: past the bus's 1024, the oldest are gone.
+    for _ in range(520):
+        ws = connect(server.url + "/v1/hooks", additional_headers=server.headers(), proxy=None)
+        with ws, contextlib.suppress(ConnectionClosed):
+            while True:
+                ws.recv(timeout=10)
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    try:
+        fresh = context.new_page()
+        fresh.goto(f"{origin(served)}/?token={server.token}")
+        fresh.get_by_role("link", name="Events").click()
+        expect(fresh.locator(".event.gap").first).to_contain_text(
+            "gap events 0\u2013", timeout=WAIT_MS
+        )
+        expect(fresh.locator(".event.client").first).to_be_visible()
+        run_id = exec_run(served, {"argv": ["true"]}, wait=True)
+        expect(fresh.locator(".event.run", has_text=run_id).first).to_be_visible(timeout=WAIT_MS)
+        shot(fresh, "events")
+    finally:
+        context.close()
+
+
+def test_a_phone_sized_screen_shows_one_column(browser: Browser, served: dict[str, Any]) -> None:
+    server: Server = served["server"]
+    context = browser.new_context(viewport={"width": 390, "height": 844}, is_mobile=True)
+    try:
+        phone = context.new_page()
+        phone.goto(f"{origin(served)}/?token={server.token}")
+        first = phone.locator("#runs li a").first
+        expect(first).to_be_visible(timeout=WAIT_MS)
+        assert phone.evaluate("document.documentElement.scrollWidth") <= 390
+        shot(phone, "phone-runs")
+        phone.locator("#runs li a", has_text="working").first.click()
+        expect(phone.locator(".frame.end")).to_be_visible(timeout=WAIT_MS)
+        expect(phone.locator("#runs")).to_be_hidden()
+        assert phone.evaluate("document.documentElement.scrollWidth") <= 390
+        shot(phone, "phone-run")
+        phone.get_by_role("link", name="← All runs").click()
+        expect(phone.locator("#runs")).to_be_visible()
+    finally:
+        context.close()
+
+
+#: Measured in the page: from the address naming the run to its first frame drawn, and to
+#: all of its output drawn; then 120 frames of scrolling the output, a big step per frame.
+MEASURE = """async ([runId, lines]) => {
+  const frame = () => new Promise((r) => requestAnimationFrame(() => r(performance.now())));
+  const t0 = performance.now();
+  location.hash = `#/runs/${runId}`;
+  let first = null;
+  for (;;) {
+    const now = await frame();
+    if (first === null && document.querySelector('.timeline li')) first = now - t0;
+    const count = document.getElementById('output-count');
+    if (count && count.textContent === `(${lines.toLocaleString()} lines)`) break;
+  }
+  await frame();
+  const whole = performance.now() - t0;
+  const out = document.querySelector('.output');
+  out.scrollTop = 0;
+  await frame();
+  const deltas = [];
+  let last = await frame();
+  for (let i = 0; i < 120; i++) {
+    out.scrollTop += out.scrollHeight / 130;
+    const now = await frame();
+    deltas.push(now - last);
+    last = now;
+  }
+  deltas.sort((a, b) => a - b);
+  const rows = out.querySelectorAll('.line').length;
+  return {firstPaintMs: first, wholeRunMs: whole,
+          scrollFrameMedianMs: deltas[60], scrollFrameP95Ms: deltas[113],
+          scrollFrameMaxMs: deltas[119], rowsInPage: rows};
+}"""
+
+
+def test_a_50000_line_run_stays_smooth(page: Page, served: dict[str, Any]) -> None:
+    code = f"import sys\nfor i in range({BIG_LINES}):\n    print('line', i, 'of the big run')\n"
+    run_id = exec_run(served, {"argv": [PY, "-c", code]}, wait=True)
+    page.goto(f"{origin(served)}/#/runs")
+    expect(page.locator(f'li[data-run="{run_id}"]')).to_be_visible(timeout=WAIT_MS)
+    figures = page.evaluate(MEASURE, [run_id, BIG_LINES])
+    # Virtualised: a few dozen rows in the page, not 50,000.
+    assert 0 < figures["rowsInPage"] < 200, figures
+    expect(page.locator(".output .line").last).to_contain_text("of the big run")
+    figures["lines"] = BIG_LINES
+    METRICS.parent.mkdir(parents=True, exist_ok=True)
+    METRICS.write_text(json.dumps(figures, indent=2) + "\n")
+    print(f"\nconsole, {BIG_LINES:,}-line run: {json.dumps(figures)}")
+    shot(page, "big-run")
+
+
+def test_after_a_server_restart_the_page_recovers_by_itself(
+    page: Page, served: dict[str, Any]
+) -> None:
+    old: Server = served["server"]
+    page.goto(f"{origin(served)}/#/runs")
+    expect(page.locator("#link")).to_have_text("live", timeout=WAIT_MS)
+    port = old.port
+    assert old.stop() == 0
+    expect(page.locator("#link")).to_contain_text("reconnecting", timeout=WAIT_MS)
+    # The same port and token file: the cookie still admits the page.
+    new = start_server(
+        served["cwd"], "--config", "serve.toml", "--port", str(port), env=served["env"]
+    )
+    served["server"] = new
+    assert new.token == old.token
+    expect(page.locator("#banner")).to_contain_text(
+        "the runs it held before are gone", timeout=WAIT_MS
+    )
+    expect(page.locator("#link")).to_have_text("live")
+    run_id = exec_run(served, {"argv": ["echo", "after the restart"]}, wait=True)
+    expect(page.locator(f'li[data-run="{run_id}"]')).to_be_visible(timeout=WAIT_MS)
+    expect(page.locator("#runs li")).to_have_count(1)
+    shot(page, "restarted")
+
+
+def test_screenshots_were_written() -> None:
+    if sync_playwright is None or not CHROMIUM.exists():
+        pytest.skip("no browser: no screenshots")
+    names = {p.stem for p in SHOTS.glob("*.png")}
+    assert {"login", "run-ask", "run-apply", "runs", "hooks", "events", "phone-run"} <= names
