@@ -125,18 +125,14 @@ export class RunView {
       el(
         "dl",
         { class: "facts" },
-        el("dt", {}, "status"),
-        el("dd", {}, el("span", { class: `badge ${status}` }, status)),
-        el("dt", {}, "started"),
-        el("dd", {}, when(s.at)),
-        el("dt", {}, "duration"),
-        el("dd", {}, end ? duration(end.durationMs) : "—"),
-        el("dt", {}, "exit code"),
-        el("dd", {}, end && end.exitCode !== null && end.exitCode !== undefined ? String(end.exitCode) : "—"),
-        el("dt", {}, "cwd"),
-        el("dd", {}, el("code", {}, s.cwd || "")),
-        el("dt", {}, "sandbox"),
-        el("dd", {}, s.sandbox || ""),
+        ...[
+          ["status", el("span", { class: `badge ${status}` }, status)],
+          ["started", when(s.at)],
+          ["duration", end ? duration(end.durationMs) : "—"],
+          ["exit code", end && end.exitCode !== null && end.exitCode !== undefined ? String(end.exitCode) : "—"],
+          ["cwd", el("code", {}, s.cwd || "")],
+          ["sandbox", s.sandbox || ""],
+        ].map(([term, value]) => el("div", {}, el("dt", {}, term), el("dd", {}, value))),
       ),
     );
   }
