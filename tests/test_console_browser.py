@@ -219,6 +219,7 @@ ASK_RUN = {
         "def main():\n"
         "    for i in range(3):\n"
         "        print('working', i)\n"
+        "    print('x' * 50_000)\n"
         "    return {'greeting': 'hello', 'n': 1}\n"
     ),
     "hooks": [
@@ -285,7 +286,9 @@ def test_a_run_appears_live_its_question_is_answered_from_the_page_and_its_frame
     )
     assert shown == [[f["seq"], f["type"]] for f in structural]
     assert [f["type"] for f in structural if f["type"] != "warning"][:3] == ["start", "ask", "hook"]
-    expect(page.locator("#output-count")).to_have_text("(3 lines)")
+    expect(page.locator("#output-count")).to_have_text("(4 lines)")
+    # A line of 50,000 characters is drawn cut, saying so.
+    expect(page.locator(".output .line").last).to_contain_text("… (48,000 more characters)")
     # What `apply` changed: original → new; the failed hook; the clamp and the dropped key.
     diff = page.locator(".diff")
     expect(diff.locator("figcaption")).to_have_text("original → new")

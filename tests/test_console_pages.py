@@ -189,6 +189,19 @@ def test_a_page_of_another_origin_is_refused_whatever_cookie_it_brings() -> None
         assert refusal is not None and refusal.status == 403
 
 
+def test_the_cookie_admits_only_what_the_browser_says_its_own_pages_or_the_person_sent() -> None:
+    for site in (b"same-origin", b"none", b"Same-Origin"):
+        assert _answer("/v1/runs", (b"cookie", COOKIE), (b"sec-fetch-site", site)).status == 200
+    # A page on another port of this host is the same site: the browser sends the cookie,
+    # without an Origin for an <img> or a <script>. Refused.
+    for site in (b"same-site", b"cross-site", b"x"):
+        got = _answer("/v1/runs", (b"cookie", COOKIE), (b"sec-fetch-site", site))
+        assert got.status == 403, site
+    # A token presented otherwise is not the cookie's to limit.
+    bearer = (b"authorization", f"Bearer {TOKEN}".encode())
+    assert _answer("/v1/runs", bearer, (b"sec-fetch-site", b"cross-site")).status == 200
+
+
 def test_cookie_names_follow_the_port_of_the_host() -> None:
     assert cookie_name([(b"host", b"127.0.0.1:8765")]) == "mcpx-hooks-token-8765"
     assert cookie_name([(b"host", b"[::1]:9000")]) == "mcpx-hooks-token-9000"

@@ -6,9 +6,11 @@ is an HTTP status (401, 403), never a half-open socket.
 
 The token is presented as `Authorization: Bearer …`, as `?token=`, or, from a browser that
 opened the console with `/?token=…` once, as the console's cookie (`console_cookie`). A
-cookie is sent by the browser whatever page makes the request, so it admits a request only
-where the Origin rule does: a page of another origin is refused (403) before its cookie is
-looked at. Cookies are not kept apart by port, so the cookie's name holds the port of the
+cookie is sent by the browser whatever page of the same site makes the request, so it admits
+a request only where the Origin rule does (a page of another origin is refused, 403, before
+its cookie is looked at), and only one that the browser says comes from the server's own
+pages or from the person (`Sec-Fetch-Site`), which also covers the requests a browser sends
+without `Origin`. Cookies are not kept apart by port, so the cookie's name holds the port of the
 server that set it (`cookie_name`): two servers on one host each keep their own.
 """
 
@@ -199,8 +201,15 @@ def check_access(
     if token is None:
         return None
     presented = query_token
-    if presented is None:
+    if presented is None and header(headers, b"authorization") is None:
         presented = cookie_token(headers)
+        site = header(headers, b"sec-fetch-site")
+        if presented is not None and site is not None and site.lower() not in _OWN_SITES:
+            # A page of another port of this host is the same *site*: its browser sends the
+            # cookie even with `SameSite=Strict`, on requests without `Origin` (an <img>).
+            return Refusal(
+                403, f"the console's cookie admits its own pages only (Sec-Fetch-Site: {site[:40]})"
+            )
     authorization = header(headers, b"authorization")
     if authorization is not None:
         scheme, _, value = authorization.partition(" ")
@@ -235,6 +244,11 @@ def cookie_name(headers: Iterable[tuple[bytes, bytes]]) -> str:
     if not colon or not port.isdigit() or "]" in port:
         port = "80"
     return f"{COOKIE_PREFIX}-{int(port)}"
+
+
+#: `Sec-Fetch-Site` values of a request the console's cookie may admit: its own pages, or
+#: the person (an address typed, a bookmark).
+_OWN_SITES: Final = frozenset({"same-origin", "none"})
 
 
 def cookie_token(headers: Sequence[tuple[bytes, bytes]]) -> str | None:

@@ -7,6 +7,8 @@ import { el } from "./dom.js";
 export const ROW = 20;
 /** Lines drawn above and below the visible ones. */
 const OVERSCAN = 30;
+/** Characters of one line drawn at most: a longer line says how much more it holds. */
+const LINE_CHARS = 2000;
 /** The tallest scrolling area used; taller outputs map the scroll position onto it. */
 const MAX_HEIGHT = 8_000_000;
 
@@ -73,7 +75,7 @@ export class OutputList {
           { class: `line ${stream}`, role: "listitem" },
           el("span", { class: "n", "aria-hidden": "true" }, String(i + 1)),
           el("span", { class: "s" }, stream === "stdout" ? "" : stream),
-          text,
+          text.length > LINE_CHARS ? `${text.slice(0, LINE_CHARS)} … (${(text.length - LINE_CHARS).toLocaleString("en")} more characters)` : text,
         ),
       );
     }
