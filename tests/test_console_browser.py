@@ -17,9 +17,12 @@ on them (`bench/console.py` prints them against a baseline).
 from __future__ import annotations
 
 import contextlib
+import http.server
 import json
 import os
+import re
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -212,6 +215,56 @@ def test_the_token_once_sets_a_strict_http_only_cookie(page: Page, served: dict[
     assert cookie["value"] == token
     expect(page.locator("#link")).to_have_text("live", timeout=WAIT_MS)
     assert page.evaluate("document.cookie") == ""  # no script of the page can read it
+
+
+#: A page of another origin on the same host (the same site): it tries the console's
+#: WebSocket and `/v1/runs` with the browser's cookie, and says how each went in its title.
+EVIL_PAGE = """<!doctype html><title>waiting</title><script>
+const results = [];
+const say = (r) => {
+  results.push(r);
+  if (results.length === 2) document.title = results.join(" ");
+};
+const ws = new WebSocket("ws://127.0.0.1:PORT/v1/events");
+ws.onopen = () => say("ws-open");
+ws.onclose = (e) => { if (!results.includes("ws-open")) say("ws-refused"); };
+fetch("http://127.0.0.1:PORT/v1/runs", {credentials: "include"})
+  .then((r) => say(`fetch-${r.status}`), () => say("fetch-blocked"));
+</script>"""
+
+
+def test_a_page_of_another_origin_gets_nothing_with_the_cookie(
+    page: Page, served: dict[str, Any]
+) -> None:
+    port = served["server"].port
+    body = EVIL_PAGE.replace("PORT", str(port)).encode()
+
+    class Evil(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+    evil = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Evil)
+    thread = threading.Thread(target=evil.serve_forever, daemon=True)
+    thread.start()
+    try:
+        other = page.context.new_page()  # the same browser: it holds the console's cookie
+        other.goto(f"http://127.0.0.1:{evil.server_address[1]}/")
+        expect(other).to_have_title(re.compile(r"^\S+ \S+$"), timeout=WAIT_MS)
+        # The socket is refused before its upgrade (403: not the server's origin), and the
+        # fetch gets nothing it may read.
+        assert set(other.title().split()) == {"ws-refused", "fetch-blocked"}
+        other.close()
+    finally:
+        evil.shutdown()
+        evil.server_close()
+        thread.join(10)
 
 
 ASK_RUN = {
