@@ -238,6 +238,37 @@ def test_a_refused_run_is_flagged_in_the_list(page: Page, served: dict[str, Any]
     shot(page, "runs")
 
 
+#: What a script or a hook may print, shown as text and never run as part of the page.
+HOSTILE = [
+    "<img src=x onerror=\"document.title='owned'\">",
+    "<script>document.title='owned'</script>",
+    "\u202etxt.exe\u202c \x1b[31mred\x1b[0m \x00 \ufffd",
+    "javascript:alert(1)",
+]
+
+
+def test_hostile_output_is_shown_as_text(page: Page, served: dict[str, Any]) -> None:
+    code = f"import json\nfor line in {HOSTILE!r}:\n    print(line)\n"
+    hook = {
+        "name": "<b>bold</b>",
+        "on": "script",
+        "phase": "onSuccess",
+        "run": ["sh", "-c", "printf '<img src=y onerror=alert(2)>'"],
+    }
+    run_id = exec_run(served, {"argv": [PY, "-c", code], "hooks": [hook]}, wait=True)
+    page.goto(f"{origin(served)}/#/runs/{run_id}")
+    expect(page.locator(".frame.end")).to_be_visible(timeout=WAIT_MS)
+    expect(page.locator("#output-count")).to_have_text(f"({len(HOSTILE)} lines)")
+    lines = page.locator(".output .line").all_inner_texts()
+    assert any("<img src=x onerror=" in line for line in lines), lines
+    advice = page.locator(".frame.hook .advice").first
+    expect(advice).to_contain_text("<img src=y onerror=alert(2)>")
+    expect(page.locator(".frame.hook .name").first).to_have_text("<b>bold</b>")
+    # Only the page's own image, no script run: the title is the page's.
+    assert page.evaluate("document.querySelectorAll('img, b, script:not([src])').length") == 1
+    assert page.title() == "mcpx-hooks console"
+
+
 def test_the_hooks_in_force_with_provenance_and_the_untrusted_file(
     page: Page, served: dict[str, Any]
 ) -> None:
