@@ -6,13 +6,19 @@ upgrades of a real `serve`, with the Origin rule still in force."""
 from __future__ import annotations
 
 import json
+import os
+import pty
+import re
+import select
+import signal
+import subprocess
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from service_client import Server, arun, open_ws, read_all, start_server
+from service_client import CLI, ENV, READY_S, Server, arun, open_ws, read_all, start_server
 from websockets.exceptions import InvalidStatus
 
 from mcpx_hooks.supervisor.service import pages
@@ -282,3 +288,32 @@ def test_serve_names_the_console_without_printing_the_token_off_a_terminal(
     assert line.startswith(f"mcpx-hooks serve: console http://127.0.0.1:{server.port}/ ")
     assert "?token=TOKEN once" in line
     assert server.token is not None and server.token not in line
+
+
+def test_on_a_terminal_serve_prints_the_console_address_with_its_token(tmp_path: Path) -> None:
+    main, side = pty.openpty()
+    token_file = tmp_path / "token"
+    proc = subprocess.Popen(
+        [*CLI, "serve", "--port", "0", "--token-file", str(token_file)],
+        cwd=tmp_path,
+        env=ENV,
+        stdin=subprocess.DEVNULL,
+        stdout=side,
+        stderr=subprocess.DEVNULL,
+    )
+    os.close(side)
+    try:
+        with os.fdopen(main, "rb", buffering=0) as terminal:
+            seen = b""
+            while seen.count(b"\n") < 2:
+                ready, _, _ = select.select([terminal], [], [], READY_S)
+                assert ready, f"serve printed only {seen!r}"
+                seen += terminal.read(4096)
+        listening, console = seen.decode().splitlines()[:2]
+        port = re.search(r"127\.0\.0\.1:(\d+)", listening)
+        assert port is not None
+        token = token_file.read_text().strip()
+        assert console == f"mcpx-hooks serve: console http://127.0.0.1:{port[1]}/?token={token}"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
