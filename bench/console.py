@@ -43,6 +43,7 @@ ARGS = [
     "--disable-sync",
     "--no-first-run",
     "--disable-quic",
+    "--disable-dev-shm-usage",
     *(["--no-sandbox"] if os.geteuid() == 0 else []),
 ]
 GOAL_FIRST_PAINT = 3.0

@@ -40,6 +40,7 @@ ARGS = [
     "--disable-sync",
     "--no-first-run",
     "--disable-quic",
+    "--disable-dev-shm-usage",
     "--disable-default-apps",
     "--disable-extensions",
     *(["--no-sandbox"] if os.geteuid() == 0 else []),

@@ -63,8 +63,10 @@ def test_without_the_token_the_page_says_how_to_get_in(page: Page, served: dict[
 
 def test_the_token_once_sets_a_strict_http_only_cookie(page: Page, served: dict[str, Any]) -> None:
     token = served["server"].token
-    page.goto(f"{origin(served)}/?token={token}")
+    response = page.goto(f"{origin(served)}/?token={token}")
     assert page.url == origin(served) + "/"  # the token left the address bar (303)
+    assert response is not None and response.status == 200
+    assert "default-src 'self'" in response.headers["content-security-policy"]
     (cookie,) = page.context.cookies()
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["path"] == "/"
     assert cookie["value"] == token
