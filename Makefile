@@ -37,8 +37,9 @@ test-unprivileged: $(STAMP)
 	.ci/unprivileged
 
 bench: $(STAMP)
-	@# bench/rootless.py compares with bubblewrap: installed here when root and missing.
-	@.ci/packages bwrap=bubblewrap
+	@# bench/rootless.py compares with bubblewrap, bench/console.py drives Chromium: installed
+	@# here when root and missing.
+	@.ci/packages bwrap=bubblewrap chromium=chromium
 	$(BIN)/python bench/run_all.py
 
 docs: $(STAMP)

@@ -98,6 +98,9 @@ def _run(url: str, lines: int) -> str:
 
 
 def main() -> int:
+    if not os.path.exists(CHROMIUM):
+        print(f"bench/console.py: needs {CHROMIUM} (the distribution's chromium package)")
+        return 1
     parser = argparse.ArgumentParser()
     parser.add_argument("--lines", type=int, default=50_000)
     parser.add_argument("--baseline-lines", type=int, default=500)
