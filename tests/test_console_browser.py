@@ -180,6 +180,7 @@ def test_a_run_appears_live_its_question_is_answered_from_the_page_and_its_frame
     yes = page.get_by_role("button", name="Yes")
     expect(yes).to_be_visible(timeout=WAIT_MS)
     expect(page.locator(".frame.ask")).to_contain_text("Deploy now?")
+    expect(page.locator(".frame.ask .ask-left")).to_have_text(re.compile(r'^"no" in about \d+ s$'))
     shot(page, "run-ask")
     for _ in range(40):
         if yes.evaluate("b => b === document.activeElement"):

@@ -46,6 +46,7 @@ export class RunView {
 
   close() {
     this.socket.close();
+    for (const ask of this.asks.values()) clearInterval(ask.timer);
   }
 
   state(state) {
@@ -185,14 +186,25 @@ export class RunView {
       el("button", { type: "button", class: "yes", onclick: () => answer("yes") }, "Yes"),
       el("button", { type: "button", class: "no", onclick: () => answer("no") }, "No"),
     ];
-    this.asks.set(frame.askId, { frame, buttons, state });
-    return el("div", { class: "ask-buttons", role: "group", "aria-label": `Answer: ${frame.question}` }, ...buttons, state);
+    // How long the run still waits, by this machine's clock against the frame's stamp.
+    const left = el("span", { class: "ask-left", "aria-live": "off" }, "");
+    const deadline = Date.parse(frame.at) + frame.deadlineMs;
+    const tick = () => {
+      const seconds = Math.max(0, Math.round((deadline - Date.now()) / 1000));
+      left.textContent = Number.isNaN(seconds) ? "" : `"${frame.default}" in about ${seconds} s`;
+    };
+    tick();
+    const timer = setInterval(tick, 1000);
+    this.asks.set(frame.askId, { frame, buttons, state, left, timer });
+    return el("div", { class: "ask-buttons", role: "group", "aria-label": `Answer: ${frame.question}` }, ...buttons, state, left);
   }
 
   settleAsk(hook) {
     for (const [id, ask] of this.asks) {
       if (ask.frame.hook !== hook.name) continue;
       for (const b of ask.buttons) b.remove();
+      clearInterval(ask.timer);
+      ask.left.remove();
       const asked = hook.asked || {};
       ask.state.textContent = asked.answer ? `answered ${asked.answer} (by ${asked.by})` : "settled";
       this.asks.delete(id);
@@ -201,6 +213,8 @@ export class RunView {
 
   closeAsks() {
     for (const ask of this.asks.values()) {
+      clearInterval(ask.timer);
+      ask.left.remove();
       for (const b of ask.buttons) b.disabled = true;
       ask.state.textContent = "the run has ended";
     }
