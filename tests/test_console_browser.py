@@ -237,6 +237,8 @@ def test_a_refused_run_is_flagged_in_the_list(page: Page, served: dict[str, Any]
     item = page.locator(f'li[data-run="{run_id}"] a')
     expect(item).to_contain_text("refused by guard", timeout=WAIT_MS)
     expect(item.locator(".badge")).to_have_text("error")
+    item.click()
+    expect(page.locator(".facts")).to_contain_text("refused by guard")
     page.goto(f"{origin(served)}/#/runs")
     shot(page, "runs")
 
@@ -279,6 +281,8 @@ def test_the_hooks_in_force_with_provenance_and_the_untrusted_file(
     table = page.locator("table.hooks")
     expect(table).to_contain_text("tidy", timeout=WAIT_MS)
     expect(table).to_contain_text(str(served["cwd"] / "serve.toml"))
+    table.locator("summary", has_text="tidy").click()  # what it runs, as the server resolved it
+    expect(table.locator(".hook-detail")).to_contain_text('"timeoutMs": 10000')
     skipped = page.locator(".skipped")
     expect(skipped).to_contain_text(str(served["cwd"] / ".mcpx-hooks.toml"))
     expect(skipped).to_contain_text("mcpx-hooks trust")

@@ -56,6 +56,8 @@ async function back() {
   }
   const kept = [...before].some((id) => page.runs.known.has(id));
   if (before.size > 0 && !kept) restarted();
+  // The hooks in force are the new server's: read them again if they are shown.
+  if (location.hash.startsWith("#/hooks")) route();
 }
 
 function openEvents() {

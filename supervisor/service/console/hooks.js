@@ -24,13 +24,20 @@ function source(hook) {
   return s.kind ? `${s.kind}${s.index !== undefined ? ` [${s.index}]` : ""}` : "—";
 }
 
+/** What a hook runs and with what settings, as the server resolved them. */
+function detail(hook) {
+  const skip = new Set(["name", "on", "phase", "action", "effect", "failure", "sandbox", "enabled", "source"]);
+  const rest = Object.fromEntries(Object.entries(hook).filter(([k]) => !skip.has(k)));
+  return JSON.stringify(rest, null, 2);
+}
+
 export function drawHooks(root, message) {
   const hooks = message.hooks || [];
   const rows = hooks.map((h) =>
     el(
       "tr",
       { class: h.enabled === false ? "disabled" : "" },
-      el("th", { scope: "row" }, h.name),
+      el("th", { scope: "row" }, el("details", {}, el("summary", {}, h.name), el("pre", { class: "hook-detail" }, detail(h)))),
       el("td", {}, `${h.on}.${h.phase}`),
       el("td", {}, h.action),
       el("td", {}, h.effect),

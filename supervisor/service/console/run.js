@@ -133,6 +133,7 @@ export class RunView {
           ["exit code", end && end.exitCode !== null && end.exitCode !== undefined ? String(end.exitCode) : "—"],
           ["cwd", el("code", {}, s.cwd || "")],
           ["sandbox", s.sandbox || ""],
+          ...(end && outcome && outcome.type === "error" ? [["error", outcome.message]] : []),
         ].map(([term, value]) => el("div", {}, el("dt", {}, term), el("dd", {}, value))),
       ),
     );
