@@ -12,7 +12,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import socket
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -221,3 +223,65 @@ MEASURE = """async ([runId, lines]) => {
           scrollFrameMedianMs: deltas[60], scrollFrameP95Ms: deltas[113],
           scrollFrameMaxMs: deltas[119], rowsInPage: rows};
 }"""
+
+
+class CuttableProxy:
+    """A TCP relay on loopback in front of a server, whose connections the test can cut all
+    at once (`cut`): a lost network for the page, with the server still up. Threads, one per
+    direction of each connection; `close` ends them all."""
+
+    def __init__(self, upstream: int = 0) -> None:
+        #: The server's port (set once it listens, before the first connection).
+        self.upstream = upstream
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.lock = threading.Lock()
+        self.open: list[socket.socket] = []
+        self.threads: list[threading.Thread] = []
+        self.closed = False
+        self._start(self._accept)
+
+    def _start(self, target: Any, *args: Any) -> None:
+        thread = threading.Thread(target=target, args=args, daemon=True)
+        self.threads.append(thread)
+        thread.start()
+
+    def _accept(self) -> None:
+        while not self.closed:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", self.upstream))
+            with self.lock:
+                self.open += [client, server]
+            self._start(self._relay, client, server)
+            self._start(self._relay, server, client)
+
+    @staticmethod
+    def _relay(source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                sink.sendall(data)
+        for end in (source, sink):
+            with contextlib.suppress(OSError):
+                end.shutdown(socket.SHUT_RDWR)
+
+    def cut(self) -> None:
+        """Ends every connection through the proxy (new ones are still let through)."""
+        with self.lock:
+            cut, self.open = self.open, []
+        for sock in cut:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+    def close(self) -> None:
+        self.closed = True
+        with contextlib.suppress(OSError):
+            self.listener.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread
+        self.listener.close()
+        self.cut()
+        for thread in self.threads:
+            thread.join(10)
+        assert not any(t.is_alive() for t in self.threads)

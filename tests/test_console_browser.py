@@ -19,9 +19,11 @@ from __future__ import annotations
 import contextlib
 import http.server
 import json
+import os
 import re
 import threading
-from typing import Any
+from pathlib import Path
+from typing import Any, BinaryIO
 
 from console_browser import (
     BIG_LINES,
@@ -31,6 +33,7 @@ from console_browser import (
     SHOTS,
     WAIT_MS,
     Browser,
+    CuttableProxy,
     Page,
     browser,
     exec_run,
@@ -264,8 +267,7 @@ def test_hostile_output_is_shown_as_text(page: Page, served: dict[str, Any]) -> 
     page.goto(f"{origin(served)}/#/runs/{run_id}")
     expect(page.locator(".frame.end")).to_be_visible(timeout=WAIT_MS)
     expect(page.locator("#output-count")).to_have_text(f"({len(HOSTILE)} lines)")
-    lines = page.locator(".output .line").all_inner_texts()
-    assert any("<img src=x onerror=" in line for line in lines), lines
+    expect(page.locator(".output .line").first).to_contain_text("<img src=x onerror=")
     advice = page.locator(".frame.hook .advice").first
     expect(advice).to_contain_text("<img src=y onerror=alert(2)>")
     expect(page.locator(".frame.hook .name").first).to_have_text("<b>bold</b>")
@@ -350,6 +352,60 @@ def test_a_50000_line_run_stays_smooth(page: Page, served: dict[str, Any]) -> No
     page.locator("#output-title").scroll_into_view_if_needed()
     page.evaluate("document.getElementById('output-title').scrollIntoView()")
     shot(page, "big-run")
+
+
+#: Prints a line, waits for the test (a FIFO: the test's end opened, then closed), prints
+#: another: a run that is still going while the page loses its connection.
+WAITING = """import sys
+with open(sys.argv[1]) as fifo:
+    print('before', flush=True)
+    fifo.read()
+print('after', flush=True)
+"""
+
+
+def test_a_lost_connection_resumes_a_live_run_where_it_was(
+    browser: Browser, tmp_path: Path
+) -> None:
+    proxy = CuttableProxy()
+    server = start_server(tmp_path, "--allow-origin", f"http://127.0.0.1:{proxy.port}")
+    proxy.upstream = server.port
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    fifo = tmp_path / "go"
+    os.mkfifo(fifo)
+    writer: list[BinaryIO] = []
+    opening = threading.Thread(target=lambda: writer.append(fifo.open("wb")), daemon=True)
+    try:
+        page = context.new_page()
+        page.goto(f"http://127.0.0.1:{proxy.port}/?token={server.token}")
+        expect(page.locator("#link")).to_have_text("live", timeout=WAIT_MS)
+        served = {"server": server}
+        run_id = exec_run(served, {"argv": [PY, "-c", WAITING, str(fifo)]}, wait=False)
+        opening.start()
+        opening.join(30)
+        assert writer, "the script did not open its FIFO"
+        page.locator(f'li[data-run="{run_id}"] a').click()
+        expect(page.locator(".output .line")).to_have_text([re.compile("before")])
+        proxy.cut()  # the page's sockets end; the server and the run go on
+        expect(page.locator("#link")).to_contain_text("reconnecting", timeout=WAIT_MS)
+        expect(page.locator("#link")).to_have_text("live", timeout=WAIT_MS)
+        writer.pop().close()  # the script goes on: its next line comes on the new socket
+        expect(page.locator(".frame.end")).to_be_visible(timeout=WAIT_MS)
+        expect(page.locator(".output .line")).to_have_text(
+            [re.compile("before"), re.compile("after")]
+        )
+        shown = page.locator(".timeline > li[data-seq]").evaluate_all(
+            "rows => rows.map(r => Number(r.dataset.seq))"
+        )
+        frames = replay(served, run_id)
+        assert shown == [f["seq"] for f in frames if f["type"] != "stdout"]
+        assert page.locator("#banner").is_hidden()  # the same server: no restart said
+    finally:
+        for end in writer:
+            end.close()
+        context.close()
+        server.stop()
+        proxy.close()
 
 
 def test_after_a_server_restart_the_page_recovers_by_itself(
