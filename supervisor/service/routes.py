@@ -7,9 +7,9 @@ One table says which paths answer plain HTTP, each with whether it asks for the 
 artifact: a `FileAnswer` the server streams), and the console (`/` and its files under
 `/console/`, answered by `pages.py` from the request itself). What the runs hold comes from a
 `RouteState` (the service's `Journals`); a path's `{…}` segments are looked up in its tables,
-never used as a file name. A WebSocket endpoint asked without an upgrade gets 400 at once; any other
-path, 404 once the token and Origin are checked as for an upgrade; a method other than GET or
-HEAD, 405. Every answer but the health one and an artifact has the JSON error body of a
+never used as a file name. A WebSocket endpoint asked without an upgrade gets 400 at once;
+any other path, 404 once the token and Origin are checked as for an upgrade; a method other
+than GET or HEAD, 405. Every answer but the health one and an artifact has the JSON error body of a
 refused upgrade.
 """
 
