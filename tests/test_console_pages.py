@@ -16,6 +16,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from service_client import CLI, ENV, READY_S, Server, arun, open_ws, read_all, start_server
@@ -286,7 +287,7 @@ def test_serve_names_the_console_without_printing_the_token_off_a_terminal(
     assert server.proc.stdout is not None
     line = server.proc.stdout.readline()
     assert line.startswith(f"mcpx-hooks serve: console http://127.0.0.1:{server.port}/ ")
-    assert "?token=TOKEN once" in line
+    assert "(mcpx-hooks console --open opens it with the token)" in line
     assert server.token is not None and server.token not in line
 
 
@@ -317,3 +318,63 @@ def test_on_a_terminal_serve_prints_the_console_address_with_its_token(tmp_path:
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
+
+
+# ---- `mcpx-hooks console` --------------------------------------------------------------------
+
+
+def _console(server: Server, *args: str, env: dict[str, str] | None = None) -> Any:
+    return subprocess.run(
+        [*CLI, "console", "--remote", server.url, *args],
+        cwd=server.cwd,
+        env={**ENV, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_console_prints_an_address_that_lets_a_browser_in(server: Server) -> None:
+    token_file = str(server.cwd / "token")
+    done = _console(server, "--token-file", token_file)
+    assert done.returncode == 0, done.stderr
+    address = done.stdout.strip()
+    assert address == f"http://127.0.0.1:{server.port}/?token={server.token}"
+    status, headers, _ = _get(server, address.split(str(server.port), 1)[1], {})
+    assert status == 303 and "Set-Cookie" in headers
+
+
+def test_console_checks_the_token_and_the_server_first(server: Server, tmp_path: Path) -> None:
+    done = _console(server, env={"MCPX_HOOKS_TOKEN": "not-the-token"})
+    assert done.returncode == 1 and done.stdout == ""
+    assert "mcpx-hooks console:" in done.stderr and "Traceback" not in done.stderr
+    gone = subprocess.run(
+        [
+            *CLI,
+            "console",
+            "--remote",
+            "ws://127.0.0.1:9",
+            "--token-file",
+            str(server.cwd / "token"),
+        ],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert gone.returncode == 1 and gone.stdout == "" and "Traceback" not in gone.stderr
+    bad = _console(server, "--remote", "http://x", "--token-file", str(server.cwd / "token"))
+    assert bad.returncode == 2 and "ws://" in bad.stderr
+
+
+def test_console_open_hands_the_address_to_the_browser(server: Server, tmp_path: Path) -> None:
+    seen = tmp_path / "opened"
+    browser = tmp_path / "browser.sh"
+    browser.write_text(f'#!/bin/sh\nprintf %s "$1" > {seen}\n')
+    browser.chmod(0o755)
+    token_file = str(server.cwd / "token")
+    done = _console(server, "--open", "--token-file", token_file, env={"BROWSER": str(browser)})
+    assert done.returncode == 0, done.stderr
+    assert seen.read_text() == done.stdout.strip()

@@ -30,13 +30,13 @@ def _innermost(exc: BaseException) -> BaseException:
 
 def _console_line(at: Listening, token: str | None) -> str:
     """Where the browser console is. The address with its token only on a terminal (a person
-    reading it): stdout sent to a file or a log says where the token is instead."""
+    reading it): stdout sent to a file or a log says how to open it instead."""
     page = "http" + at.url.removeprefix("ws") + "/"
     if token is None:
         return f"console {page}"
     if sys.stdout.isatty():
         return f"console {page}?token={token}"
-    return f"console {page} (open {page}?token=TOKEN once, TOKEN from the token file)"
+    return f"console {page} (mcpx-hooks console --open opens it with the token)"
 
 
 def run(args: argparse.Namespace) -> int:
