@@ -1674,9 +1674,14 @@ other_argv = st.one_of(
         arg_text,
         int_text,
     ),
+    # The console's address of a server nobody serves, or of a hostile --remote.
+    st.builds(
+        lambda r: ["console", "--remote", r],
+        st.one_of(st.just("ws://127.0.0.1:1"), arg_text),
+    ),
     # Free words, but not a command that would run what they say.
     st.lists(arg_text, max_size=3).filter(
-        lambda a: not a or a[0] not in ("exec", "serve", "demo", "hook", "events")
+        lambda a: not a or a[0] not in ("exec", "serve", "demo", "hook", "events", "console")
     ),
     st.sampled_from([["--version"], ["--help"], ["exec", "--help"], [], ["serve", "--port"]]),
 )
