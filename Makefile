@@ -4,9 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # The distribution packages the tests use, as COMMAND=PACKAGE (see .ci/packages).
-TEST_PACKAGES :=
+TEST_PACKAGES := chromium=chromium
 
-.PHONY: demo test test-unprivileged check bench docs clean
+.PHONY: demo test test-unprivileged check bench docs console-shots clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,12 +37,18 @@ test-unprivileged: $(STAMP)
 	.ci/unprivileged
 
 bench: $(STAMP)
-	@# bench/rootless.py compares with bubblewrap: installed here when root and missing.
-	@.ci/packages bwrap=bubblewrap
+	@# bench/rootless.py compares with bubblewrap, bench/console.py drives Chromium: installed
+	@# here when root and missing.
+	@.ci/packages bwrap=bubblewrap chromium=chromium
 	$(BIN)/python bench/run_all.py
 
 docs: $(STAMP)
 	$(BIN)/python -m mcpx_hooks.supervisor.cli.reference --write docs
+
+# The console's screenshots in docs/console/, taken by its browser tests in headless Chromium.
+console-shots: $(STAMP)
+	@.ci/packages chromium=chromium
+	MCPX_CONSOLE_SHOTS=docs/console $(BIN)/pytest -W error -q tests/test_console_browser.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache

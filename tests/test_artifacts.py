@@ -132,6 +132,8 @@ def test_a_forgotten_run_takes_its_artifacts_with_it(tmp_path: Path) -> None:
             "status": "error",
             "exitCode": 1,
             "durationMs": 5,
+            "refused": [],
+            "failed": [],
         }
     finally:
         store.close()

@@ -112,7 +112,10 @@ def test_the_run_list_is_the_retained_runs_newest_first(server: Server) -> None:
         "status",
         "exitCode",
         "durationMs",
+        "refused",
+        "failed",
     }
+    assert listed[first]["refused"] == [] and listed[first]["failed"] == []
     assert listed[first]["argv"] == ["sh", "-c", "exit 3"]
     assert listed[first]["cwd"] == str(server.cwd)
     assert isinstance(listed[first]["durationMs"], int)

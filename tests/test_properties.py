@@ -1852,9 +1852,14 @@ other_argv = st.one_of(
         arg_text,
         int_text,
     ),
+    # The console's address of a server nobody serves, or of a hostile --remote.
+    st.builds(
+        lambda r: ["console", "--remote", r],
+        st.one_of(st.just("ws://127.0.0.1:1"), arg_text),
+    ),
     # Free words, but not a command that would run what they say.
     st.lists(arg_text, max_size=3).filter(
-        lambda a: not a or a[0] not in ("exec", "serve", "demo", "hook", "events")
+        lambda a: not a or a[0] not in ("exec", "serve", "demo", "hook", "events", "console")
     ),
     st.sampled_from([["--version"], ["--help"], ["exec", "--help"], [], ["serve", "--port"]]),
 )
@@ -1981,3 +1986,45 @@ def _depth(value: Any) -> int:
             deepest = max(deepest, level)
             todo.extend((v, level + 1) for v in (item.values() if isinstance(item, dict) else item))
     return deepest
+
+
+# ---- the console's pages ---------------------------------------------------------------------
+
+#: Header values as a client may send them: any byte but CR, LF and NUL (h11 refuses those).
+header_value = st.binary(max_size=300).map(
+    lambda b: b.replace(b"\r", b"").replace(b"\n", b"").replace(b"\x00", b"").strip()
+)
+
+
+@given(
+    path=st.one_of(
+        st.builds(lambda t: "/console/" + _quoted(t), hostile_text),
+        st.builds(lambda t: "/?token=" + _quoted(t), hostile_text),
+        st.sampled_from(["/console/..%2F..%2Fetc%2Fpasswd", "/console/%00", "/console//", "/"]),
+    ),
+    host=header_value,
+    cookie=header_value,
+    tag=header_value,
+)
+def test_console_pages_take_any_request(path: str, host: bytes, cookie: bytes, tag: bytes) -> None:
+    """A hostile path, `Host`, `Cookie` or `If-None-Match` gets a clear answer: a shipped file,
+    the page, the way in, or a JSON error; never a file that is not shipped, never a crash,
+    and the cookie a `Cookie` header holds admits nothing without the token."""
+    from mcpx_hooks.supervisor.service import pages
+    from mcpx_hooks.supervisor.service.protocol import Request
+    from mcpx_hooks.supervisor.service.routes import Answer, answer
+
+    headers = ((b"host", host), (b"cookie", cookie), (b"if-none-match", tag))
+    request = Request("GET", path, headers, websocket=False)
+    got = answer(request, token="the-token", origins=frozenset(), stopping=False)
+    assert isinstance(got, Answer)
+    shipped = {f.body for f in pages.shipped().values()}
+    assert got.status in (200, 303, 304, 401, 404), got
+    if got.status == 200:
+        assert got.body in shipped
+    elif got.status in (401, 404):
+        assert got.body in shipped or json.loads(got.body)["code"] == got.status
+    for name, value in got.headers:
+        assert b"\r" not in value and b"\n" not in value, (name, value)
+    runs = Request("GET", "/v1/runs", headers, websocket=False)
+    assert answer(runs, token="the-token", origins=frozenset(), stopping=False).status == 401

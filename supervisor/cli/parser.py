@@ -37,6 +37,12 @@ COMMANDS: Final = (
     ("events", "follow a server's event bus", "events:add_arguments", "events:run"),
     ("runs", "the runs a server retains; one run's frames", "runs:add_arguments", "runs:run"),
     (
+        "console",
+        "the browser console's address for a server, with its token",
+        "console:add_arguments",
+        "console:run",
+    ),
+    (
         "validate",
         "validate config files; every problem, with pointers",
         "validate:add_validate_arguments",

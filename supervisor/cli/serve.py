@@ -15,6 +15,8 @@ TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), withou
 if TYPE_CHECKING:
     import argparse
 
+    from ..service.options import Listening
+
 
 class _TokenNotWritten(Exception):
     """The token file could not be put in place once listening: `serve` stops."""
@@ -24,6 +26,17 @@ def _innermost(exc: BaseException) -> BaseException:
     while isinstance(exc, BaseExceptionGroup):
         exc = exc.exceptions[0]
     return exc
+
+
+def _console_line(at: Listening, token: str | None) -> str:
+    """Where the browser console is. The address with its token only on a terminal (a person
+    reading it): stdout sent to a file or a log says how to open it instead."""
+    page = "http" + at.url.removeprefix("ws") + "/"
+    if token is None:
+        return f"console {page}"
+    if sys.stdout.isatty():
+        return f"console {page}?token={token}"
+    return f"console {page} (mcpx-hooks console --open opens it with the token)"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -44,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         kept_token,
         remove_token_file,
     )
-    from ..service.options import Limits, Listening, ServiceOptions
+    from ..service.options import Limits, ServiceOptions
     from ..service.server import run_service
     from ..service.wire import DEFAULT_PORT
 
@@ -96,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
         kept = " (kept)" if pending is None else ""
         access = f"token file {token_path}{kept}" if token_path else "no auth (--no-auth)"
         print(f"mcpx-hooks serve: listening on {at.url}; {access}", flush=True)
+        print(f"mcpx-hooks serve: {_console_line(at, token)}", flush=True)
         # Everything allocated so far lives as long as the server: keep it out of the
         # collector's way (about 1.3x frames/s at 500 clients).
         gc.collect()

@@ -28,7 +28,7 @@ import orjson
 import trio
 
 from ..core.convert import to_json
-from ..core.frames import Frame, FrameType, WarningFrame, blank, stamp
+from ..core.frames import Frame, FrameType, HookStatus, WarningFrame, blank, stamp
 from ..core.hooks import DEFAULT_RETAIN_BYTES, DEFAULT_RUN_BYTES
 from ..core.jsontext import dumps, wire_safe
 from ..core.redact import NO_SECRETS
@@ -40,6 +40,8 @@ from .artifacts import ArtifactGone, ArtifactStore, Stored
 FRAME_OVERHEAD: Final = 64
 #: Frames a run may lose to its budget: its output. The rest always stays.
 DROPPABLE: Final = frozenset({FrameType.STDOUT, FrameType.STDERR, FrameType.LOG, FrameType.EMIT})
+#: Hook statuses that are failures, as the wire says them.
+_FAILED: Final = frozenset(s.value for s in HookStatus if s.is_failure)
 
 
 class UnknownRun(LookupError):
@@ -74,6 +76,10 @@ class RunJournal:
         self.dropped_bytes = 0
         #: The run's `result` or `error` frame, once there is one.
         self.outcome: dict[str, Any] | None = None
+        #: The hooks that refused the run and those that failed, by name, in frame order
+        #: (what `GET /v1/runs` shows at a glance).
+        self.refused: list[str] = []
+        self.failed: list[str] = []
         self.finished = False
         #: The run's redaction, applied to every frame as it is stamped (set by the run
         #: before its first frame).
@@ -132,6 +138,11 @@ class RunJournal:
         self.cost += cost
         if kind in (FrameType.RESULT, FrameType.ERROR):
             self.outcome = wire
+        elif kind is FrameType.HOOK:
+            if wire.get("refused") is not None:
+                self.refused.append(str(wire.get("name")))
+            if wire.get("status") in _FAILED:
+                self.failed.append(str(wire.get("name")))
         self._grew.set()
         self._grew = trio.Event()
         if kind is FrameType.END:
@@ -168,6 +179,8 @@ class RunJournal:
             "status": status,
             "exitCode": end.get("exitCode"),
             "durationMs": end.get("durationMs"),
+            "refused": self.refused,
+            "failed": self.failed,
         }
 
     def follow(self, start: int = 0) -> Follower:

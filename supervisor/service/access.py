@@ -1,7 +1,17 @@
-"""Who may use the service: the bearer token, its file, and the Origin check.
+"""Who may use the service: the bearer token, its file, the console's cookie, and the Origin
+check.
 
 Pure apart from the token file. The server decides before the WebSocket upgrade, so a refusal
 is an HTTP status (401, 403), never a half-open socket.
+
+The token is presented as `Authorization: Bearer …`, as `?token=`, or, from a browser that
+opened the console with `/?token=…` once, as the console's cookie (`console_cookie`). A
+cookie is sent by the browser whatever page of the same site makes the request, so it admits
+a request only where the Origin rule does (a page of another origin is refused, 403, before
+its cookie is looked at), and only one that the browser says comes from the server's own
+pages or from the person (`Sec-Fetch-Site`), which also covers the requests a browser sends
+without `Origin`. Cookies are not kept apart by port, so the cookie's name holds the port of the
+server that set it (`cookie_name`): two servers on one host each keep their own.
 """
 
 from __future__ import annotations
@@ -191,6 +201,15 @@ def check_access(
     if token is None:
         return None
     presented = query_token
+    if presented is None and header(headers, b"authorization") is None:
+        presented = cookie_token(headers)
+        site = header(headers, b"sec-fetch-site")
+        if presented is not None and site is not None and site.lower() not in _OWN_SITES:
+            # A page of another port of this host is the same *site*: its browser sends the
+            # cookie even with `SameSite=Strict`, on requests without `Origin` (an <img>).
+            return Refusal(
+                403, f"the console's cookie admits its own pages only (Sec-Fetch-Site: {site[:40]})"
+            )
     authorization = header(headers, b"authorization")
     if authorization is not None:
         scheme, _, value = authorization.partition(" ")
@@ -199,8 +218,64 @@ def check_access(
     challenge = ((b"WWW-Authenticate", b'Bearer realm="mcpx-hooks"'),)
     if not presented:
         return Refusal(
-            401, "a token is required: Authorization: Bearer TOKEN, or ?token=", challenge
+            401,
+            "a token is required: Authorization: Bearer TOKEN, or ?token= (a browser: open the"
+            " console once at /?token=TOKEN)",
+            challenge,
         )
     if not hmac.compare_digest(presented.encode(), token.encode()):
         return Refusal(401, "the token is not this server's", challenge)
     return None
+
+
+# ---- the console's cookie --------------------------------------------------------------------
+
+#: The console's cookie is named this, then `-PORT` (the port of the server that set it).
+COOKIE_PREFIX: Final = "mcpx-hooks-token"
+#: Cookies looked at in a request at most (a request's headers are bounded by h11 already).
+_MAX_COOKIES: Final = 64
+
+
+def cookie_name(headers: Iterable[tuple[bytes, bytes]]) -> str:
+    """The console cookie's name for this request: the prefix and the port of its `Host`
+    (80 when the `Host` names none)."""
+    host = header(headers, b"host") or ""
+    _, colon, port = host.rpartition(":")
+    if not colon or not port.isdigit() or "]" in port:
+        port = "80"
+    return f"{COOKIE_PREFIX}-{int(port)}"
+
+
+#: `Sec-Fetch-Site` values of a request the console's cookie may admit: its own pages, or
+#: the person (an address typed, a bookmark).
+_OWN_SITES: Final = frozenset({"same-origin", "none"})
+
+
+def cookie_token(headers: Sequence[tuple[bytes, bytes]]) -> str | None:
+    """The token in the console's cookie, if the request carries it (the first one named so).
+
+    `Cookie` is `name=value; name=value`, possibly split over several headers; anything
+    else in it is ignored."""
+    name = cookie_name(headers)
+    seen = 0
+    for value in header_values(headers, b"cookie"):
+        for part in value.split(";"):
+            seen += 1
+            if seen > _MAX_COOKIES:
+                return None
+            key, equals, text = part.strip().partition("=")
+            if equals and key == name:
+                return text.strip().strip('"')
+    return None
+
+
+def console_cookie(headers: Sequence[tuple[bytes, bytes]], token: str) -> bytes:
+    """The `Set-Cookie` value that lets this browser present `token`: `HttpOnly` (no script
+    reads it), `SameSite=Strict` (no other site's page makes the browser send it), on the
+    whole origin (`Path=/`), for the browser's session."""
+    return f"{cookie_name(headers)}={token}; HttpOnly; SameSite=Strict; Path=/".encode()
+
+
+def token_matches(presented: str, token: str) -> bool:
+    """Whether `presented` is the token, compared in constant time."""
+    return hmac.compare_digest(presented.encode(), token.encode())

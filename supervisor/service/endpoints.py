@@ -54,6 +54,8 @@ class Endpoints:
             "type": "hooks",
             "hooks": [to_json(h) for h in config.hooks],
             "files": list(config.files),
+            # The project files found and not applied (not trusted, or changed since).
+            "skipped": [to_json(skipped) for skipped in config.skipped],
         }
         return complete() if await self.streams.send(conn, encode(message)) else None
 

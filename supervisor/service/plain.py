@@ -34,7 +34,7 @@ async def serve_plain(
     """Answers one plain request on `conn`; the caller ends the connection afterwards."""
     answer = routes.answer(request, token=token, origins=origins, stopping=stopping, state=state)
     if isinstance(answer, routes.Answer):
-        await conn.respond(answer.status, answer.body, answer.headers)
+        await conn.respond(answer.status, answer.body, answer.headers, answer.content_type)
         return
     stored = answer.artifact
     try:

@@ -4,11 +4,12 @@ trio, no socket; `server.py` writes the answer.
 One table says which paths answer plain HTTP, each with whether it asks for the token:
 `/healthz` (`{"ok": true, "version": …}`, no token; the Origin rule still applies),
 `/v1/runs` (the retained runs, newest first) and `/v1/runs/{runId}/artifacts/{id}` (a kept
-artifact: a `FileAnswer` the server streams). What the runs hold comes from a `RouteState`
-(the service's `Journals`); a path's `{…}` segments are looked up in its tables, never used
-as a file name. A WebSocket endpoint asked without an upgrade gets 400 at once; any other
-path, 404 once the token and Origin are checked as for an upgrade; a method other than GET or
-HEAD, 405. Every answer but the health one and an artifact has the JSON error body of a
+artifact: a `FileAnswer` the server streams), and the console (`/` and its files under
+`/console/`, answered by `pages.py` from the request itself). What the runs hold comes from a
+`RouteState` (the service's `Journals`); a path's `{…}` segments are looked up in its tables,
+never used as a file name. A WebSocket endpoint asked without an upgrade gets 400 at once;
+any other path, 404 once the token and Origin are checked as for an upgrade; a method other
+than GET or HEAD, 405. Every answer but the health one and an artifact has the JSON error body of a
 refused upgrade.
 """
 
@@ -23,6 +24,7 @@ from urllib.parse import unquote, urlsplit
 import attrs
 
 from ..run.artifacts import ArtifactGone, Stored
+from . import pages
 from .access import Refusal, check_access
 from .protocol import Request, error_body
 from .targets import parse_target, query_token
@@ -35,6 +37,7 @@ class Answer:
     status: int
     body: bytes
     headers: tuple[tuple[bytes, bytes], ...] = ()
+    content_type: bytes = b"application/json"
 
 
 @attrs.frozen
@@ -88,12 +91,18 @@ def _artifact(state: RouteState, params: Mapping[str, str]) -> Answer | FileAnsw
     return FileAnswer(stored, ARTIFACT_HEADERS)
 
 
+def _no_state(state: RouteState, params: Mapping[str, str]) -> Answer | FileAnswer:
+    raise AssertionError("a console page is answered by its `page`")
+
+
 @attrs.frozen
 class Route:
-    """A plain HTTP path: its answer, and whether it asks for the token."""
+    """A plain HTTP path: its answer, and whether it asks for the token. A console path is
+    answered by `page` instead, from the request and the server's token (`pages.py`)."""
 
     answer: Callable[[RouteState, Mapping[str, str]], Answer | FileAnswer]
     token: bool
+    page: Callable[[Request, Mapping[str, str], str | None], pages.Page] | None = None
 
 
 #: The paths that answer plain HTTP; a `{name}` segment matches any one segment.
@@ -101,6 +110,8 @@ ROUTES: Final[dict[str, Route]] = {
     "/healthz": Route(_health, token=False),
     "/v1/runs": Route(_runs, token=True),
     "/v1/runs/{runId}/artifacts/{id}": Route(_artifact, token=True),
+    "/": Route(_no_state, token=False, page=pages.page),
+    "/console/{file}": Route(_no_state, token=False, page=pages.asset),
 }
 
 
@@ -156,6 +167,9 @@ def answer(
         return refused(refusal)
     if found is None:
         return _error(404, f"no such endpoint: {path}")
+    if found[0].page is not None:
+        shown = found[0].page(request, found[1], token)
+        return Answer(shown.status, shown.body, shown.headers, shown.content_type)
     return found[0].answer(state, found[1])
 
 

@@ -1,0 +1,172 @@
+// The console: which view is shown (from the address's #fragment), the event stream that
+// keeps the runs list live, and what the page says when the server goes and comes back.
+
+import { announce, el } from "./dom.js";
+import { EventsView } from "./events.js";
+import { drawHooks, fetchHooks } from "./hooks.js";
+import { getJson, Socket } from "./net.js";
+import { RunView } from "./run.js";
+import { RunsList } from "./runs.js";
+
+const $ = (id) => document.getElementById(id);
+
+const page = {
+  runs: null,
+  events: null,
+  stream: null,
+  run: null,
+  lost: false,
+  restarted: false,
+};
+
+function banner(text) {
+  const b = $("banner");
+  b.hidden = !text;
+  b.textContent = text || "";
+}
+
+function link(text, state) {
+  const l = $("link");
+  l.textContent = text;
+  l.dataset.state = state;
+}
+
+function showLogin(why) {
+  for (const s of document.querySelectorAll("main > section")) s.hidden = s.id !== "login";
+  for (const o of document.querySelectorAll(".origin")) o.textContent = location.origin;
+  if (why) $("login-why").textContent = why;
+  link("not signed in", "out");
+}
+
+/** Says once per restart that the old runs are gone. */
+function restarted() {
+  if (page.restarted) return;
+  page.restarted = true;
+  banner("The server restarted: the runs it held before are gone. New runs show as they start.");
+  page.events.note("the server restarted");
+}
+
+/** The server is back after a lost connection: were its runs kept? */
+async function back() {
+  const before = new Set(page.runs.known);
+  const got = await page.runs.refresh();
+  if (got && got.status === 401) {
+    showLogin("The server no longer takes this browser's cookie: it has a new token (serve --new-token).");
+    return;
+  }
+  const kept = [...before].some((id) => page.runs.known.has(id));
+  if (before.size > 0 && !kept) restarted();
+  // The hooks in force are the new server's: read them again if they are shown.
+  if (location.hash.startsWith("#/hooks")) route();
+}
+
+function openEvents() {
+  page.stream = new Socket({
+    // From the oldest event the bus still holds (a gap first when it holds no longer all),
+    // then from the next one after each lost socket.
+    path: () => `/v1/events?since=${page.events.since}`,
+    done: () => false,
+    onObject: (obj) => {
+      if (obj.type === "error" && !("seq" in obj)) {
+        // `since` was never published here: another server (a restart) answers now.
+        if (obj.code === 4416) {
+          page.events.last = null;
+          restarted();
+        }
+        return;
+      }
+      page.events.take(obj);
+      if (typeof obj.kind === "string" && (obj.kind.startsWith("run.") || obj.kind.startsWith("hook."))) {
+        page.runs.refresh();
+      }
+    },
+    onState: (state) => {
+      if (state === "open") {
+        link("live", "live");
+        if (page.lost) {
+          page.lost = false;
+          back();
+        }
+      } else if (state === "lost") {
+        page.restarted = false;
+        if (!page.lost) announce("connection to the server lost; reconnecting");
+        page.lost = true;
+        link("server unreachable — reconnecting…", "lost");
+      }
+    },
+  });
+}
+
+function show(view) {
+  for (const s of document.querySelectorAll("main > section")) s.hidden = s.id !== `view-${view}`;
+  for (const a of document.querySelectorAll("nav a")) {
+    if (a.dataset.view === view) a.setAttribute("aria-current", "page");
+    else a.removeAttribute("aria-current");
+  }
+}
+
+function openRun(runId) {
+  if (page.run && page.run.runId === runId) return;
+  if (page.run) page.run.close();
+  const view = new RunView(runId, { onGone: () => page.runs.refresh() });
+  page.run = view;
+  page.runs.select(runId);
+  const back = el("a", { href: "#/runs", class: "back" }, "← All runs");
+  $("run").replaceChildren(back, view.root);
+  $("view-runs").classList.add("has-run");
+  const title = view.root.querySelector("h2");
+  title.tabIndex = -1;
+  title.focus({ preventScroll: true });
+}
+
+function closeRun() {
+  if (page.run) page.run.close();
+  page.run = null;
+  page.runs.select(null);
+  $("view-runs").classList.remove("has-run");
+  $("run").replaceChildren(el("p", { class: "hint" }, "Choose a run to see its frames."));
+}
+
+async function route() {
+  const hash = location.hash || "#/runs";
+  const parts = hash.slice(2).split("/");
+  if (parts[0] === "hooks") {
+    show("hooks");
+    $("hooks").replaceChildren(el("p", { class: "hint" }, "Loading…"));
+    try {
+      drawHooks($("hooks"), await fetchHooks());
+    } catch (error) {
+      $("hooks").replaceChildren(el("p", { class: "message" }, `The hooks could not be read: ${error.message}`));
+    }
+  } else if (parts[0] === "events") {
+    show("events");
+  } else {
+    show("runs");
+    if (parts[1]) openRun(decodeURIComponent(parts.slice(1).join("/")));
+    else closeRun();
+  }
+}
+
+async function main() {
+  page.runs = new RunsList({ list: $("runs"), count: $("runs-count"), empty: $("runs-empty") });
+  page.events = new EventsView($("events"));
+  let first;
+  try {
+    first = await page.runs.refresh();
+  } catch {
+    first = null;
+  }
+  if (first && first.status === 401) {
+    const wrong = new URLSearchParams(location.search).has("token");
+    showLogin(wrong ? "The token in the address is not this server's." : "This server asks for its token, and this browser has not presented it yet.");
+    return;
+  }
+  if (!first || first.status !== 200) {
+    link("server unreachable", "lost");
+  }
+  openEvents();
+  window.addEventListener("hashchange", route);
+  await route();
+}
+
+main();
