@@ -102,6 +102,7 @@ EXAMPLES: Final[dict[str, str]] = {
     "init": "mcpx-hooks init",
     "demo": "mcpx-hooks demo",
     "doctor": "mcpx-hooks doctor",
+    "console": "mcpx-hooks console --open",
     "prompts": "mcpx-hooks prompts list",
     "prompts list": "mcpx-hooks prompts list --json",
     "prompts show": "mcpx-hooks prompts show 3f9a1c07",
