@@ -1,0 +1,213 @@
+"""Sending a prompt hook's request to its model and reading the reply, for each provider.
+
+`openai`: `POST {url}/chat/completions` through httpx (its `AsyncClient` runs on anyio, so
+under Trio), with `model`, `messages`, `max_tokens`, `temperature` and `response_format`
+(a `json_schema`, the answer schema restricted to the effect, `strict`); the answer is
+`choices[0].message.content`, the tokens `usage.prompt_tokens` and `completion_tokens`.
+`command`: the model's argv through the spawner, in its sandbox (`net` unless declared),
+the same request body on stdin, the answer on stdout; its tokens are estimated (4 bytes
+each), as are an `openai` reply's without `usage`.
+
+Every way a model can fail (unreachable, HTTP >= 400, a reply that is not the protocol's,
+a reply over the cap) raises `ModelFailed` with a reason of our own words: never the API key,
+never the request or the reply body. The caller bounds the time (`trio.move_on_after`);
+cancellation closes the connection or kills the command's tree before it propagates.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+import ssl
+from collections.abc import Mapping
+from typing import Any, Final
+
+import attrs
+import httpx
+
+from ..core.errors import SandboxUnavailable, SpawnError
+from ..core.hookenv import base_environment
+from ..core.hooks import STDERR_TAIL_BYTES, Hook, Profile
+from ..core.jsontext import JsonError, loads
+from ..core.models import Model, Provider
+from ..core.promptbuild import PromptRequest
+from ..process import sandbox
+from ..process.scratch import scratch_dir
+from ..process.spawner import Spawner
+from ..process.spawnspec import ChildSpec
+
+#: The reply body past the answer's own cap (`maxOutputBytes`): the protocol's wrapping.
+ENVELOPE_BYTES: Final = 64 * 1024
+#: Bytes per token where a provider does not count them.
+BYTES_PER_TOKEN: Final = 4
+#: The command provider's profile when the model names none.
+COMMAND_PROFILE: Final = Profile.NET
+
+
+class ModelFailed(Exception):
+    """The model could not give an answer; `reason` says why, in our words."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@attrs.frozen
+class Reply:
+    """A model's answer text and what it cost."""
+
+    content: str
+    prompt_tokens: int
+    completion_tokens: int
+
+
+def request_body(model: Model, request: PromptRequest) -> dict[str, Any]:
+    """The chat-completions body: what `openai` POSTs and `command` reads on stdin."""
+    return {
+        "model": model.model_id,
+        "messages": request.messages(),
+        "max_tokens": model.max_tokens,
+        "temperature": model.temperature,
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "hook_answer", "schema": request.schema, "strict": True},
+        },
+    }
+
+
+def estimate(text: str | bytes) -> int:
+    return math.ceil(len(text.encode() if isinstance(text, str) else text) / BYTES_PER_TOKEN)
+
+
+async def ask_model(
+    spawner: Spawner,
+    hook: Hook,
+    model: Model,
+    body: Mapping[str, Any],
+    environ: Mapping[str, str],
+) -> Reply:
+    """Sends `body` to `model`; the reply's answer at most `hook.max_output_bytes`.
+    Raises `ModelFailed`."""
+    key = environ.get(model.api_key_env) if model.api_key_env else None
+    if model.api_key_env and not key:
+        raise ModelFailed(f"{model.api_key_env} (apiKeyEnv of model {model.name}) is not set")
+    encoded = json.dumps(body).encode()
+    if model.provider is Provider.COMMAND:
+        return await _ask_command(spawner, hook, model, encoded, key)
+    return await _ask_openai(model, encoded, key, hook.max_output_bytes)
+
+
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """One TLS context for every request (making one loads the CA store: milliseconds)."""
+    return ssl.create_default_context()
+
+
+async def _ask_openai(model: Model, body: bytes, key: str | None, cap: int) -> Reply:
+    url = f"{model.url}/chat/completions"
+    headers = {"content-type": "application/json", "accept": "application/json"}
+    if key:
+        headers["authorization"] = f"Bearer {key}"
+    where = f"model {model.name} at {model.url}"
+    # No proxy or netrc from the environment: the request goes where the config says.
+    async with httpx.AsyncClient(verify=_tls(), timeout=None, trust_env=False) as client:
+        try:
+            async with client.stream("POST", url, content=body, headers=headers) as resp:
+                if resp.status_code >= 400:
+                    phrase = f" {resp.reason_phrase}" if resp.reason_phrase else ""
+                    raise ModelFailed(f"{where} answered HTTP {resp.status_code}{phrase}")
+                data = bytearray()
+                async for chunk in resp.aiter_bytes():
+                    data += chunk
+                    if len(data) > cap + ENVELOPE_BYTES:
+                        raise ModelFailed(
+                            f"{where}: the reply is over {cap + ENVELOPE_BYTES} bytes"
+                            " (maxOutputBytes and the protocol's wrapping); not read further"
+                        )
+        except httpx.ConnectError:
+            raise ModelFailed(f"{where} is unreachable (the connection failed)") from None
+        except httpx.HTTPError as exc:
+            raise ModelFailed(f"{where}: the request failed ({type(exc).__name__})") from None
+    return _reply(bytes(data), body, where, cap)
+
+
+def _reply(data: bytes, body: bytes, where: str, cap: int) -> Reply:
+    """A chat-completions reply's answer and usage, or `ModelFailed` saying what is wrong
+    (never what the reply holds)."""
+    try:
+        obj = loads(data.decode())
+    except (JsonError, UnicodeDecodeError):
+        raise ModelFailed(f"{where}: the reply is not JSON") from None
+    message = _at(obj, "choices", 0, "message")
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, str):
+        raise ModelFailed(f"{where}: the reply has no choices[0].message.content string")
+    if len(content.encode(errors="replace")) > cap:
+        raise ModelFailed(f"{where}: the answer is over maxOutputBytes ({cap} bytes)")
+    usage = _at(obj, "usage")
+    counts = [
+        usage.get(k) if isinstance(usage, dict) else None
+        for k in ("prompt_tokens", "completion_tokens")
+    ]
+    if all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
+        return Reply(content, int(counts[0] or 0), int(counts[1] or 0))
+    return Reply(content, estimate(body), estimate(content))
+
+
+def _at(obj: Any, *path: str | int) -> Any:
+    for key in path:
+        if isinstance(key, int):
+            obj = obj[key] if isinstance(obj, list) and len(obj) > key else None
+        else:
+            obj = obj.get(key) if isinstance(obj, dict) else None
+    return obj
+
+
+async def _ask_command(
+    spawner: Spawner, hook: Hook, model: Model, body: bytes, key: str | None
+) -> Reply:
+    """Runs the model's argv once: `body` on stdin, the answer on stdout (at most
+    `hook.max_output_bytes`). Its tree is killed and reaped on any way out."""
+    profile = Profile(model.sandbox) if model.sandbox else COMMAND_PROFILE
+    where = f"model {model.name} ({model.command[0]})"
+    with scratch_dir("model-") as scratch:
+        env = base_environment(os.environ, scratch)
+        if key and model.api_key_env:
+            env[model.api_key_env] = key
+        try:
+            rlimits, plan = sandbox.plan(
+                profile,
+                spawner,
+                scratch=scratch,
+                dirs=(hook.declaring_dir, hook.workdir),
+                workdir=hook.workdir,
+                granted=(hook.declaring_dir, hook.workdir),
+                paths=hook.paths,
+                limits=hook.limits,
+            )
+            sandbox.check_program(
+                model.command[0], cwd=hook.workdir, env=env, plan=plan, profile=profile
+            )
+        except SandboxUnavailable as exc:
+            raise ModelFailed(f"{where} could not start: {exc}") from None
+        spec = ChildSpec(model.command, hook.workdir, env, rlimits, plan, None)
+        caps = (hook.max_output_bytes, STDERR_TAIL_BYTES)
+        try:
+            async with spawner.open_child(
+                spec, kill_grace=hook.kill_grace_ms / 1000, stdin_data=body, collect=caps
+            ) as child:
+                outcome = child.outcome
+                await child.communicate(b"", *caps)
+        except SpawnError as exc:
+            raise ModelFailed(f"{where} could not start: {exc}") from None
+    if outcome.stdout_overflow:
+        raise ModelFailed(f"{where}: the answer is over maxOutputBytes; killed")
+    if outcome.signal is not None:
+        raise ModelFailed(f"{where} was killed by signal {outcome.signal}")
+    if outcome.exit_code != 0:
+        raise ModelFailed(f"{where} exited with status {outcome.exit_code}")
+    stdout = bytes(outcome.stdout)
+    content = stdout.decode(errors="replace")
+    return Reply(content, estimate(body), estimate(stdout))
