@@ -18,7 +18,6 @@ import collections
 import http.server
 import json
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import attrs
@@ -137,9 +136,3 @@ class LoopModel:
                 "total_tokens": sum(reply.usage),
             }
         return json.dumps(out).encode()
-
-
-def serving() -> Iterator[LoopModel]:
-    """A pytest fixture body: the server for one test."""
-    with LoopModel() as model:
-        yield model
