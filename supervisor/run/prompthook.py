@@ -33,7 +33,7 @@ from ..core.errors import SandboxUnavailable
 from ..core.frames import HookStatus, Ran, Tokens
 from ..core.hooks import Hook
 from ..core.models import PromptSpec
-from ..core.placeholders import BUILTINS, PHASE_BUILTINS
+from ..core.placeholders import BUILTINS, PHASE_BUILTINS, find, lookup
 from ..core.promptbuild import PromptRequest, build_request
 from ..process import sandbox
 from ..process.scratch import scratch_dir
@@ -77,6 +77,15 @@ def placeholder_values(
     return redacted
 
 
+def used_values(prompt: str, values: dict[str, Any]) -> dict[str, Any]:
+    """The values the prompt's placeholders carry, by their spelling (`error.stderrTail`):
+    what the cache key is made of (the `context` block, which holds the run's id, is not)."""
+    return {
+        p.spelt: lookup(values.get(p.name), p.path) if p.path else values.get(p.name)
+        for p in find(prompt)
+    }
+
+
 def prompt_request(
     hook: Hook, effect: Effect, ctx: HookContext, values: dict[str, Any] | None = None
 ) -> PromptRequest:
@@ -112,7 +121,7 @@ async def run_prompt(
     effect = frame.clamped.effect
     started = time.perf_counter()
     values = placeholder_values(hook, spec, effect, ctx)
-    key = promptreuse.key_for(hook, effect, model, values)
+    key = promptreuse.key_for(hook, effect, model, used_values(str(hook.target), values))
     cached = promptreuse.lookup(key)
     if cached is not None:
         return await _answered(
