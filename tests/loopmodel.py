@@ -37,7 +37,17 @@ class Reply:
     raw: bytes | None = None
 
 
-@attrs.define
+class _Server(http.server.ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away mid-request (a timeout, a reply read no further than its
+        cap) is the client's business; anything else is a bug of this server's."""
+        import sys
+
+        if not isinstance(sys.exc_info()[1], OSError):
+            super().handle_error(request, client_address)
+
+
+@attrs.define(repr=False)
 class LoopModel:
     """The server; a context manager that starts and stops it."""
 
@@ -51,8 +61,11 @@ class LoopModel:
     most_in_flight: int = 0
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
     _closing: threading.Event = attrs.field(factory=threading.Event)
-    _server: http.server.ThreadingHTTPServer | None = None
+    _server: _Server | None = None
     _thread: threading.Thread | None = None
+
+    def __repr__(self) -> str:
+        return f"LoopModel({len(self.requests)} requests)"
 
     @property
     def url(self) -> str:
@@ -74,7 +87,7 @@ class LoopModel:
                 body = self.rfile.read(length)
                 model._answer(self, body)
 
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = _Server(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()

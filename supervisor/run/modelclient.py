@@ -78,7 +78,8 @@ def request_body(model: Model, request: PromptRequest) -> dict[str, Any]:
 
 
 def estimate(text: str | bytes) -> int:
-    return math.ceil(len(text.encode() if isinstance(text, str) else text) / BYTES_PER_TOKEN)
+    data = text.encode(errors="replace") if isinstance(text, str) else text
+    return math.ceil(len(data) / BYTES_PER_TOKEN)
 
 
 async def ask_model(
@@ -118,14 +119,19 @@ async def _ask_openai(model: Model, body: bytes, key: str | None, cap: int) -> R
                 if resp.status_code >= 400:
                     phrase = f" {resp.reason_phrase}" if resp.reason_phrase else ""
                     raise ModelFailed(f"{where} answered HTTP {resp.status_code}{phrase}")
+                limit = cap + ENVELOPE_BYTES
+                over = f"{where}: the reply is over {limit} bytes (maxOutputBytes and the"
+                declared = resp.headers.get("content-length", "")
+                if declared.isdigit() and int(declared) > limit:
+                    raise ModelFailed(f"{over} protocol's wrapping); not read")
                 data = bytearray()
+                # Read to its end, keeping at most `limit` bytes: leaving httpx's stream
+                # early would leave its generators to the garbage collector.
                 async for chunk in resp.aiter_bytes():
-                    data += chunk
-                    if len(data) > cap + ENVELOPE_BYTES:
-                        raise ModelFailed(
-                            f"{where}: the reply is over {cap + ENVELOPE_BYTES} bytes"
-                            " (maxOutputBytes and the protocol's wrapping); not read further"
-                        )
+                    if len(data) <= limit:
+                        data += chunk
+                if len(data) > limit:
+                    raise ModelFailed(f"{over} protocol's wrapping); the rest not kept")
         except httpx.ConnectError:
             raise ModelFailed(f"{where} is unreachable (the connection failed)") from None
         except httpx.HTTPError as exc:
