@@ -89,8 +89,11 @@ async def test_the_wait_for_max_concurrent_counts_in_the_timeout(
         for _ in range(3):
             nursery.start_soon(one)
     assert trio.current_time() - start == pytest.approx(1)
+    # All three within the one second, two of them still waiting for the cap: the wait is
+    # the hook's time too. (Virtual time jumps while a request is on its real socket, so
+    # whether the first reached the server is not the point here.)
     assert [f.status for f in frames] == ["timeout"] * 3
-    assert model.most_in_flight == 1
+    assert model.most_in_flight <= 1
 
 
 async def test_a_real_slow_server_times_out_on_its_socket(tmp_path: Path, model: LoopModel) -> None:

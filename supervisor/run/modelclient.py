@@ -101,9 +101,17 @@ async def ask_model(
 
 
 @functools.cache
-def _tls() -> ssl.SSLContext:
-    """One TLS context for every request (making one loads the CA store: milliseconds)."""
-    return ssl.create_default_context()
+def _client() -> httpx.AsyncClient:
+    """One client for every request (making one, with its TLS context, costs milliseconds).
+    It keeps no connection between requests: each opens its own and closes it when its reply
+    is read, so nothing it holds outlives a request or passes from one Trio run to another.
+    No proxy or netrc from the environment: a request goes where the config says."""
+    return httpx.AsyncClient(
+        verify=ssl.create_default_context(),
+        timeout=None,
+        trust_env=False,
+        limits=httpx.Limits(max_keepalive_connections=0),
+    )
 
 
 async def _ask_openai(model: Model, body: bytes, key: str | None, cap: int) -> Reply:
@@ -112,30 +120,29 @@ async def _ask_openai(model: Model, body: bytes, key: str | None, cap: int) -> R
     if key:
         headers["authorization"] = f"Bearer {key}"
     where = f"model {model.name} at {model.url}"
-    # No proxy or netrc from the environment: the request goes where the config says.
-    async with httpx.AsyncClient(verify=_tls(), timeout=None, trust_env=False) as client:
-        try:
-            async with client.stream("POST", url, content=body, headers=headers) as resp:
-                if resp.status_code >= 400:
-                    phrase = f" {resp.reason_phrase}" if resp.reason_phrase else ""
-                    raise ModelFailed(f"{where} answered HTTP {resp.status_code}{phrase}")
-                limit = cap + ENVELOPE_BYTES
-                over = f"{where}: the reply is over {limit} bytes (maxOutputBytes and the"
-                declared = resp.headers.get("content-length", "")
-                if declared.isdigit() and int(declared) > limit:
-                    raise ModelFailed(f"{over} protocol's wrapping); not read")
-                data = bytearray()
-                # Read to its end, keeping at most `limit` bytes: leaving httpx's stream
-                # early would leave its generators to the garbage collector.
-                async for chunk in resp.aiter_bytes():
-                    if len(data) <= limit:
-                        data += chunk
-                if len(data) > limit:
-                    raise ModelFailed(f"{over} protocol's wrapping); the rest not kept")
-        except httpx.ConnectError:
-            raise ModelFailed(f"{where} is unreachable (the connection failed)") from None
-        except httpx.HTTPError as exc:
-            raise ModelFailed(f"{where}: the request failed ({type(exc).__name__})") from None
+    client = _client()
+    try:
+        async with client.stream("POST", url, content=body, headers=headers) as resp:
+            if resp.status_code >= 400:
+                phrase = f" {resp.reason_phrase}" if resp.reason_phrase else ""
+                raise ModelFailed(f"{where} answered HTTP {resp.status_code}{phrase}")
+            limit = cap + ENVELOPE_BYTES
+            over = f"{where}: the reply is over {limit} bytes (maxOutputBytes and the"
+            declared = resp.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > limit:
+                raise ModelFailed(f"{over} protocol's wrapping); not read")
+            data = bytearray()
+            # Read to its end, keeping at most `limit` bytes: leaving httpx's stream
+            # early would leave its generators to the garbage collector.
+            async for chunk in resp.aiter_bytes():
+                if len(data) <= limit:
+                    data += chunk
+            if len(data) > limit:
+                raise ModelFailed(f"{over} protocol's wrapping); the rest not kept")
+    except httpx.ConnectError:
+        raise ModelFailed(f"{where} is unreachable (the connection failed)") from None
+    except httpx.HTTPError as exc:
+        raise ModelFailed(f"{where}: the request failed ({type(exc).__name__})") from None
     return _reply(bytes(data), body, where, cap)
 
 
