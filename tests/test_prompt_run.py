@@ -5,6 +5,7 @@ requests in flight, the command provider, the cache, the run's placeholders, `@s
 from __future__ import annotations
 
 import json
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -30,10 +31,12 @@ from prompting import (
     user_message,
 )
 
+from mcpx_hooks.supervisor.core.events import Event
 from mcpx_hooks.supervisor.core.scripts import Script
 from mcpx_hooks.supervisor.process.spawner import Spawner
 from mcpx_hooks.supervisor.run.hookcontext import HookContext, RunInfo
 from mcpx_hooks.supervisor.run.hookrun import run_hook
+from mcpx_hooks.supervisor.run.runtime import open_runtime
 from mcpx_hooks.supervisor.run.scriptrun import RunRequest
 
 model = pytest.fixture(serving)
@@ -275,3 +278,42 @@ async def test_the_api_key_is_a_secret(
     monkeypatch.delenv("LOOP_KEY")
     frame = hooks_of(await run_to_end(cfg, failing(tmp_path)))["p"]
     assert frame["status"] == "failed" and "LOOP_KEY" in frame["reason"]
+
+
+async def test_an_observe_prompt_hook_obeys_the_loop_rule(tmp_path: Path, model: LoopModel) -> None:
+    model.default = Reply('{"advise": "noted"}')
+    observer = prompt_hook("watch", "observe", "what does @event say?")
+    observer["on"] = "hook.finished"
+    runner = {"name": "r", "on": "script", "phase": "before", "run": ["true"]}
+    cfg = config(tmp_path, observer, runner, models={"default": openai_model(model.url)})
+    async with open_runtime(cfg) as runtime:
+        await runtime.execute(runtime.new_run(succeeding(tmp_path)))
+        await runtime.wait_observers()
+        async with runtime.bus.subscribe(kinds=("hook.finished",), since=0) as events:
+            seen = [await events.__anext__() for _ in range(events.pending)]
+    # The run's one hook triggered it once; its own hook.finished never triggers it again.
+    assert len(model.requests) == 1
+    (watched,) = [e for e in seen if isinstance(e, Event) and e.data.get("name") == "watch"]
+    assert watched.caused_by_observer and watched.data["model"]["name"] == "default"
+    assert "messages" not in json.dumps(watched.data)  # never the request in an event
+
+
+async def test_the_command_provider_under_net_by_default(readable_tmp: Path) -> None:
+    tmp_path = readable_tmp
+    from mcpx_hooks.supervisor.core.hooks import Profile
+    from mcpx_hooks.supervisor.process import sandbox
+    from mcpx_hooks.supervisor.process.spawner import open_spawner
+
+    async with open_spawner() as spawner:
+        try:
+            sandbox.require(Profile.NET, spawner)
+        except Exception as exc:
+            if os.environ.get("CI") == "true":
+                raise
+            pytest.skip(f"the net profile cannot be enforced here: {exc}")
+    models = {
+        "cli": {"provider": "command", "command": ["/bin/sh", "-c", "cat >/dev/null; echo ok"]}
+    }
+    cfg = config(tmp_path, prompt_hook("c", "onError", "@error", model="cli"), models=models)
+    frame = hooks_of(await run_to_end(cfg, failing(tmp_path)))["c"]
+    assert frame["status"] == "ok" and frame["advice"] == ["ok"], frame.get("reason")

@@ -88,15 +88,18 @@ async def ask_model(
     model: Model,
     body: Mapping[str, Any],
     environ: Mapping[str, str],
+    *,
+    granted: tuple[str, ...] = (),
 ) -> Reply:
     """Sends `body` to `model`; the reply's answer at most `hook.max_output_bytes`.
+    `granted`: the hook's directories that are the operator's grants (a `command` model's).
     Raises `ModelFailed`."""
     key = environ.get(model.api_key_env) if model.api_key_env else None
     if model.api_key_env and not key:
         raise ModelFailed(f"{model.api_key_env} (apiKeyEnv of model {model.name}) is not set")
     encoded = json.dumps(body).encode()
     if model.provider is Provider.COMMAND:
-        return await _ask_command(spawner, hook, model, encoded, key)
+        return await _ask_command(spawner, hook, model, encoded, key=key, granted=granted)
     return await _ask_openai(model, encoded, key, hook.max_output_bytes)
 
 
@@ -179,7 +182,13 @@ def _at(obj: Any, *path: str | int) -> Any:
 
 
 async def _ask_command(
-    spawner: Spawner, hook: Hook, model: Model, body: bytes, key: str | None
+    spawner: Spawner,
+    hook: Hook,
+    model: Model,
+    body: bytes,
+    *,
+    key: str | None,
+    granted: tuple[str, ...],
 ) -> Reply:
     """Runs the model's argv once: `body` on stdin, the answer on stdout (at most
     `hook.max_output_bytes`). Its tree is killed and reaped on any way out."""
@@ -196,7 +205,7 @@ async def _ask_command(
                 scratch=scratch,
                 dirs=(hook.declaring_dir, hook.workdir),
                 workdir=hook.workdir,
-                granted=(hook.declaring_dir, hook.workdir),
+                granted=granted,
                 paths=hook.paths,
                 limits=hook.limits,
             )

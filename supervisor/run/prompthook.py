@@ -40,7 +40,7 @@ from ..process.scratch import scratch_dir
 from ..process.spawner import Spawner
 from ..process.spawnspec import ChildSpec
 from . import promptreuse
-from .hookcontext import HookContext, hook_environment, hook_input
+from .hookcontext import HookContext, hook_environment, hook_input, hook_passed
 from .hookrun import HookReport, _FrameBuilder, _granted, _ms_since, _run_command
 from .modelclient import ModelFailed, Reply, ask_model, request_body
 from .output import InvalidOutput, read_output, stdout_head
@@ -135,7 +135,8 @@ async def run_prompt(
             async with limiter_for(model):
                 asked = time.perf_counter()
                 body = request_body(model, request)
-                reply = await ask_model(spawner, hook, model, body, os.environ)
+                granted = _granted(hook, ctx)
+                reply = await ask_model(spawner, hook, model, body, os.environ, granted=granted)
     except ModelFailed as exc:
         why = ctx.redactor.text(exc.reason)
         return frame.failed(HookStatus.FAILED, why, started, cached=False, **shown)
@@ -189,7 +190,11 @@ async def run_answer_command(
     spawner: Spawner, hook: Hook, effect: Effect, ctx: HookContext, argv: tuple[str, ...]
 ) -> Ran:
     """A `run` answer's argv, executed once as a `run` hook's would be: in the hook's
-    sandbox, working directory and environment, within its timeout."""
+    sandbox, working directory and environment (its `passEnv` and `secrets` too), within its
+    timeout."""
+    passed = hook_passed(hook, ctx, os.environ)
+    if passed.problem is not None:  # never run without a secret it was declared with
+        return Ran(argv, HookStatus.FAILED, stderr_tail=passed.problem)
     with scratch_dir("hook-") as scratch:
         try:
             rlimits, plan = sandbox.plan(
@@ -202,7 +207,7 @@ async def run_answer_command(
                 paths=hook.paths,
                 limits=hook.limits,
             )
-            env = hook_environment(hook, effect, ctx, scratch, os.environ)
+            env = hook_environment(hook, effect, ctx, scratch, os.environ, passed=passed)
             sandbox.check_program(
                 argv[0], cwd=hook.workdir, env=env, plan=plan, profile=hook.sandbox
             )
