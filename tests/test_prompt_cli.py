@@ -157,3 +157,31 @@ def test_the_wire_takes_placeholders() -> None:
     assert request.placeholders == {"team": {"a": 1}}
     with pytest.raises(WireError, match="placeholders: expected an object"):
         parse_exec(json.dumps({"argv": ["true"], "placeholders": {"a b": 1}}))
+
+
+def test_exec_remote_sends_placeholders_to_the_server_s_prompt_hook(
+    tmp_path: Path, model: LoopModel
+) -> None:
+    from service_client import start_server
+
+    model.default = Reply('{"advise": "check the lockfile"}')
+    path = write_config(tmp_path, model.url)
+    path.write_text(path.read_text() + '\n[service]\nsandboxes = ["none", "workspace"]\n')
+    server = start_server(tmp_path, "--config", str(path), env={"LOOP_KEY": KEY})
+    try:
+        client = tmp_path / "client"
+        client.mkdir()
+        done = mcpx(
+            "exec", "--remote", server.url, "--token-file", str(tmp_path / "token"), "--json",
+            "--placeholder", "team=infra", "--", sys.executable, "-c", "raise SystemExit(3)",
+            cwd=client,
+        )  # fmt: skip
+    finally:
+        server.stop()
+    assert done.returncode == 3, done.stderr
+    frames = [json.loads(line) for line in done.stdout.splitlines()]
+    (hook,) = [f for f in frames if f["type"] == "hook"]
+    assert hook["advice"] == ["check the lockfile"]
+    assert '"infra"' in model.requests[0]["messages"][1]["content"]
+    assert model.headers[0]["authorization"] == f"Bearer {KEY}"
+    assert KEY not in done.stdout + done.stderr + server.stderr.read_text()
