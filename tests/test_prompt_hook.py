@@ -196,7 +196,8 @@ async def test_a_model_down_fails_the_hook_under_its_failure(tmp_path: Path, fai
 @pytest.mark.parametrize(
     ("reply", "status", "said"),
     [
-        (Reply("the key is sk-secret-body", status=500), "failed", "answered HTTP 500"),
+        (Reply("the key is sk-secret-body", status=500), "failed", "answered HTTP 500 Internal"),
+        (Reply("moved", status=307), "failed", "answered HTTP 307 Temporary Redirect"),
         (Reply("nope", status=401), "failed", "answered HTTP 401"),
         (Reply(raw=b"<html>sk-secret-body</html>"), "failed", "the reply is not JSON"),
         (Reply(raw=b'{"choices": []}'), "failed", "no choices[0].message.content"),
@@ -204,7 +205,7 @@ async def test_a_model_down_fails_the_hook_under_its_failure(tmp_path: Path, fai
         (Reply('["advise"]'), "invalid-output", "not an object"),
         (Reply('{"advise": 5}'), "invalid-output", "hook-output schema"),
     ],
-    ids=["500", "401", "html", "no-choices", "broken-json", "array", "schema"],
+    ids=["500", "307", "401", "html", "no-choices", "broken-json", "array", "schema"],
 )
 async def test_what_a_broken_model_looks_like(
     tmp_path: Path, model: LoopModel, reply: Reply, status: str, said: str

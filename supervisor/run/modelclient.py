@@ -8,15 +8,17 @@ under Trio), with `model`, `messages`, `max_tokens`, `temperature` and `response
 the same request body on stdin, the answer on stdout; its tokens are estimated (4 bytes
 each), as are an `openai` reply's without `usage`.
 
-Every way a model can fail (unreachable, HTTP >= 400, a reply that is not the protocol's,
-a reply over the cap) raises `ModelFailed` with a reason of our own words: never the API key,
-never the request or the reply body. The caller bounds the time (`trio.move_on_after`);
+Every way a model can fail (unreachable, HTTP >= 400, a redirect, which is not followed, a
+reply that is not the protocol's, a reply over the cap) raises `ModelFailed` with a reason of
+our own words: never the API key, never the request or the reply body (nor the server's own
+reason phrase). The caller bounds the time (`trio.move_on_after`);
 cancellation closes the connection or kills the command's tree before it propagates.
 """
 
 from __future__ import annotations
 
 import functools
+import http
 import json
 import math
 import os
@@ -126,9 +128,8 @@ async def _ask_openai(model: Model, body: bytes, key: str | None, cap: int) -> R
     client = _client()
     try:
         async with client.stream("POST", url, content=body, headers=headers) as resp:
-            if resp.status_code >= 400:
-                phrase = f" {resp.reason_phrase}" if resp.reason_phrase else ""
-                raise ModelFailed(f"{where} answered HTTP {resp.status_code}{phrase}")
+            if resp.status_code >= 300:  # a redirect is not followed: the config says where
+                raise ModelFailed(f"{where} answered HTTP {_status(resp.status_code)}")
             limit = cap + ENVELOPE_BYTES
             over = f"{where}: the reply is over {limit} bytes (maxOutputBytes and the"
             declared = resp.headers.get("content-length", "")
@@ -147,6 +148,14 @@ async def _ask_openai(model: Model, body: bytes, key: str | None, cap: int) -> R
     except httpx.HTTPError as exc:
         raise ModelFailed(f"{where}: the request failed ({type(exc).__name__})") from None
     return _reply(bytes(data), body, where, cap)
+
+
+def _status(code: int) -> str:
+    """A status and its standard phrase (never the server's own words)."""
+    try:
+        return f"{code} {http.HTTPStatus(code).phrase}"
+    except ValueError:
+        return str(code)
 
 
 def _reply(data: bytes, body: bytes, where: str, cap: int) -> Reply:
