@@ -113,6 +113,14 @@ def test_put_then_get_then_remove(cache: PromptCache) -> None:
     assert cache.get(key) is None
 
 
+def test_an_empty_argument_is_kept_but_not_an_empty_program(cache: PromptCache) -> None:
+    key = cache_key(**BASE)
+    cache.put(key, entry(run={"argv": ["grep", "", "file"]}))
+    assert cache.get(key).argv == ["grep", "", "file"]  # type: ignore[union-attr]
+    with pytest.raises(PromptCacheError):
+        cache.put(key, entry(run={"argv": ["", "x"]}))
+
+
 def test_a_propose_answer_is_kept_and_has_no_argv(cache: PromptCache) -> None:
     key = cache_key(**dict(BASE, effect="propose"))
     proposed = entry(propose={"value": {"clean": True}, "note": "tidied"})
@@ -199,8 +207,15 @@ def _hostile(cache: PromptCache, key: str, make: str) -> None:
     elif make == "nul-in-argv":
         doc = {**entry_document(key, entry()), "answer": {"run": {"argv": ["a\u0000b"]}}}
         path.write_text(json.dumps(doc))
+    elif make == "surrogate":
+        doc = entry_document(key, entry())
+        path.write_text(json.dumps({**doc, "answer": {"run": {"argv": ["\ud800"]}}}))
     elif make == "created-string":
         path.write_text(json.dumps({**entry_document(key, entry()), "created": "yesterday"}))
+    elif make == "created-infinite":
+        path.write_text(json.dumps(entry_document(key, entry()))[:-1] + ', "created": 1e999}')
+    elif make == "created-negative":
+        path.write_text(json.dumps({**entry_document(key, entry()), "created": -1}))
     elif make == "world-writable":
         path.write_text(good)
         path.chmod(0o666)
@@ -226,6 +241,9 @@ HOSTILE = [
     "shell-string",
     "nul-in-argv",
     "created-string",
+    "created-infinite",
+    "created-negative",
+    "surrogate",
     "world-writable",
     "symlink",
     "fifo",
@@ -258,6 +276,15 @@ def test_clear_removes_everything_and_says_how_many(cache: PromptCache) -> None:
     assert cache.clear() == 4
     assert cache.entries() == []
     assert sorted(os.listdir(cache.directory)) == [".lock", "README"]
+
+
+def test_clear_removes_what_it_can_and_says_what_is_left(cache: PromptCache) -> None:
+    cache.put(cache_key(**BASE), entry())
+    in_the_way = cache.path("cd" * 32)
+    in_the_way.mkdir()
+    with pytest.raises(PromptCacheError, match=r"removed 1, but cannot remove .*Is a directory"):
+        cache.clear()
+    assert cache.entries() == [] and in_the_way.is_dir()
 
 
 def test_a_directory_that_is_not_private_is_not_believed(tmp_path: Path) -> None:

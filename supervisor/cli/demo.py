@@ -2,11 +2,14 @@
 
 Runs of `examples/job.py` with the hooks of `examples/demo.toml` around them: one that passes
 the check (a hook times out and fails open, one's answer is dropped, one transforms the result,
-an observer sees the run finish); one that the check refuses, so the script never starts; then
+a prompt hook asks a model to say what the result means, an observer sees the run finish);
+one that the check refuses, so the script never starts; then
 the service on a free loopback port and the same run streamed to a WebSocket client. Every
 frame is shown as it happens. `run_demo()` returns 0 when each run went as the example means
 it to (`problems`), else 1, having said what did not (a sandbox that cannot be had here
-fails every hook, and the demo with them).
+fails every hook, and the demo with them). The prompt hook has no model unless
+`MCPX_HOOKS_DEMO_MODEL_URL` names an OpenAI-compatible server (`model_layer`): then it is
+expected to answer, else to be skipped, and the demo ends by saying how to give it one.
 """
 
 from __future__ import annotations
@@ -14,10 +17,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import trio
 
@@ -35,17 +39,48 @@ from .view import frame_lines
 
 #: The hooks of the example that fail on purpose, and how.
 EXPECTED_FAILURES: dict[str, HookStatus] = {"slow-lint": HookStatus.TIMEOUT}
+#: The example's prompt hook: skipped ("no model configured") unless the demo is pointed at a
+#: model with `MODEL_URL_ENV` (an OpenAI-compatible server; `MODEL_ENV` names its model).
+PROMPT_HOOK: Final = "summarise"
+MODEL_URL_ENV: Final = "MCPX_HOOKS_DEMO_MODEL_URL"
+MODEL_ENV: Final = "MCPX_HOOKS_DEMO_MODEL"
+DEFAULT_MODEL: Final = "qwen2.5-coder:7b"
+MODEL_HINT: Final = f"""\
+the prompt hook {PROMPT_HOOK} was skipped: no model configured. To see it answer, point the
+demo at a local OpenAI-compatible model server:
+  llama.cpp:  llama-server -m MODEL.gguf --port 8080
+              {MODEL_URL_ENV}=http://127.0.0.1:8080/v1 mcpx-hooks demo
+  Ollama:     ollama pull {DEFAULT_MODEL}
+              {MODEL_URL_ENV}=http://127.0.0.1:11434/v1 \\
+              {MODEL_ENV}={DEFAULT_MODEL} mcpx-hooks demo"""
 
 
-def problems(frames: Sequence[Mapping[str, Any]], *, refused: bool) -> list[str]:
+def model_layer(environ: Mapping[str, str]) -> str | None:
+    """The config layer that gives the example a `[models.default]` (TOML), when
+    `MODEL_URL_ENV` names a server; None when it does not."""
+    url = environ.get(MODEL_URL_ENV, "").strip()
+    if not url:
+        return None
+    model = environ.get(MODEL_ENV, "").strip() or DEFAULT_MODEL
+    import tomlkit
+
+    return tomlkit.dumps(
+        {"models": {"default": {"provider": "openai", "url": url, "model": model}}}
+    )
+
+
+def problems(
+    frames: Sequence[Mapping[str, Any]], *, refused: bool, model: bool = False
+) -> list[str]:
     """What went otherwise than the example means: a run let through ends with exit code 0,
     and a refused one is refused by check-input's answer (check-input itself ran); a hook
-    fails only as `EXPECTED_FAILURES` says."""
+    fails only as `EXPECTED_FAILURES` says, and the prompt hook is skipped unless `model`."""
+    expected = {**EXPECTED_FAILURES, PROMPT_HOOK: HookStatus.OK if model else HookStatus.SKIPPED}
     found = []
     for frame in frames:
         if frame.get("type") == FrameType.HOOK:
             name, status = frame.get("name"), frame.get("status")
-            if status != EXPECTED_FAILURES.get(str(name), HookStatus.OK):
+            if status != expected.get(str(name), HookStatus.OK):
                 found.append(f"hook {name}: {status}: {frame.get('reason') or ''}".rstrip(": "))
     end = [f for f in frames if f.get("type") == FrameType.END]
     refusal = [f for f in frames if f.get("type") == FrameType.ERROR and f.get("refusedBy")]
@@ -64,7 +99,13 @@ def example_dir() -> Path:
 
 def example_config() -> Config:
     path = example_dir() / "demo.toml"
-    return load_config([path], cwd=path.parent, environ=os.environ, discover=False)
+    layer = model_layer(os.environ)
+    if layer is None:
+        return load_config([path], cwd=path.parent, environ=os.environ, discover=False)
+    with tempfile.TemporaryDirectory() as temp:  # named so a problem in it says where from
+        given = Path(temp) / f"{MODEL_URL_ENV}.toml"
+        given.write_text(layer)
+        return load_config([path, given], cwd=path.parent, environ=os.environ, discover=False)
 
 
 async def _show_run(runtime: Runtime, title: str, run_input: Any) -> list[dict[str, Any]]:
@@ -119,15 +160,16 @@ def run(args: argparse.Namespace) -> int:
 
 async def run_demo() -> int:
     config = example_config()
+    model = model_layer(os.environ) is not None
     print(f"mcpx-hooks demo: {example_dir() / 'job.py'} with the hooks of demo.toml\n")
     found: list[str] = []
     async with open_runtime(config) as runtime, trio.open_nursery() as nursery:
         nursery.start_soon(_show_observers, runtime, found)
         through = await _show_run(runtime, "a run the check lets through", {"name": "world"})
-        found += problems(through, refused=False)
+        found += problems(through, refused=False, model=model)
         refused = await _show_run(runtime, "a run the check refuses: the script never starts", {})
-        found += problems(refused, refused=True)
-        found += problems(await _show_remote_run(runtime), refused=False)
+        found += problems(refused, refused=True, model=model)
+        found += problems(await _show_remote_run(runtime), refused=False, model=model)
         await runtime.wait_observers()
         nursery.cancel_scope.cancel()
     if found:
@@ -137,4 +179,6 @@ async def run_demo() -> int:
         print("`mcpx-hooks doctor` says what the sandbox here lacks", file=sys.stderr)
         return 1
     print("\nevery hook and script above ran as a real process, its tree reaped; none is left")
+    if not model:
+        print("\n" + MODEL_HINT)
     return 0

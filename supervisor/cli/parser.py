@@ -66,6 +66,12 @@ COMMANDS: Final = (
         None,
         "init:run",
     ),
+    (
+        "prompts",
+        "cached prompt answers: list, show, promote to a run hook, clear",
+        "prompts:add_arguments",
+        "prompts:run",
+    ),
     ("demo", "the main job in miniature, on a built-in example", None, "demo:run"),
     ("doctor", "what enforces each sandbox profile on this machine", None, "doctor:run"),
 )

@@ -17,6 +17,7 @@ __all__, __getattr__, __dir__ = exports(
             "discover_files",
             "read_bytes",
         ),
+        "hookrewrite": ("PROMPT_KEYS", "PromoteError", "Promoted", "promote_answer"),
         "layering": ("merge", "merge_all", "splice"),
         "loading": ("load_config", "validate_files"),
         "modelschema": ("answer_schema", "models_schema", "prompt_rules"),

@@ -40,7 +40,7 @@ from typing import Any, Final
 import attrs
 
 from ..config.truststore import state_path
-from ..core.jsontext import JsonError, loads, wire_safe
+from ..core.jsontext import JsonError, is_unicode, loads, wire_safe
 
 #: Entries kept at most; a `put` past it evicts the oldest.
 MAX_ENTRIES: Final = 256
@@ -53,6 +53,8 @@ ENTRY_VERSION: Final = 1
 
 _KEY: Final = re.compile(r"[0-9a-f]{64}")
 _LOCK: Final = ".lock"
+#: The latest `created` believed (the year 5138): later is no time a clock shows.
+_LATEST: Final = 1e11
 
 
 class PromptCacheError(Exception):
@@ -139,6 +141,8 @@ def parse_entry(key: str, data: Any) -> CachedAnswer | None:
         return None
     if isinstance(created, bool) or not isinstance(created, int | float):
         return None
+    if not 0 <= created <= _LATEST:  # NaN and infinities too: no time a clock shows
+        return None
     if not _answer_ok(answer):
         return None
     return CachedAnswer(hook, file, pointer, prompt, effect, model, answer, float(created))
@@ -154,7 +158,8 @@ def _answer_ok(answer: dict[str, Any]) -> bool:
     return (
         isinstance(argv, list)
         and len(argv) > 0
-        and all(isinstance(a, str) and a and "\0" not in a for a in argv)
+        and all(isinstance(a, str) and "\0" not in a for a in argv)
+        and argv[0] != ""
     )
 
 
@@ -182,9 +187,12 @@ class PromptCache:
         if data is None:
             return None
         try:
-            return parse_entry(key, loads(data))
+            doc = loads(data)
         except JsonError:
             return None
+        if not is_unicode(json.dumps(doc, ensure_ascii=False)):
+            return None  # a lone surrogate (`\ud800` in the file): no file name or argv has one
+        return parse_entry(key, doc)
 
     def put(self, key: str, entry: CachedAnswer) -> None:
         """Stores `entry` under `key` atomically, then evicts the oldest past `MAX_ENTRIES`.
@@ -229,12 +237,20 @@ class PromptCache:
 
     def clear(self) -> int:
         """Removes every entry (readable or not) and stale temporary files; how many
-        entries there were."""
-        removed = sum(self.remove(key) for key in self._keys())
+        entries there were. What cannot be removed (a directory in an entry's place) is
+        left, and then `PromptCacheError` says how many went and what is left."""
+        removed, left = 0, []
+        for key in self._keys():
+            try:
+                removed += self.remove(key)
+            except PromptCacheError as exc:
+                left.append(str(exc))
         for name in self._names():
             if name.startswith(".") and name.endswith(".tmp"):
                 with contextlib.suppress(OSError):
                     (self.directory / name).unlink()
+        if left:
+            raise PromptCacheError(f"removed {removed}, but {'; '.join(left)}")
         return removed
 
     def _names(self) -> list[str]:
