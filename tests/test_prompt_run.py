@@ -278,6 +278,10 @@ async def test_the_api_key_is_a_secret(
     monkeypatch.delenv("LOOP_KEY")
     frame = hooks_of(await run_to_end(cfg, failing(tmp_path)))["p"]
     assert frame["status"] == "failed" and "LOOP_KEY" in frame["reason"]
+    monkeypatch.setenv("LOOP_KEY", "abc")  # too short to redact: never sent
+    frame = hooks_of(await run_to_end(cfg, failing(tmp_path)))["p"]
+    assert frame["status"] == "failed" and "too short to redact" in frame["reason"]
+    assert len(model.requests) == 1
 
 
 async def test_an_observe_prompt_hook_obeys_the_loop_rule(tmp_path: Path, model: LoopModel) -> None:

@@ -34,6 +34,7 @@ from ..core.hookenv import base_environment
 from ..core.hooks import STDERR_TAIL_BYTES, Hook, Profile
 from ..core.jsontext import JsonError, loads
 from ..core.models import Model, Provider
+from ..core.passenv import MIN_SECRET_CHARS, secret_too_short
 from ..core.promptbuild import PromptRequest
 from ..process import sandbox
 from ..process.scratch import scratch_dir
@@ -99,6 +100,9 @@ async def ask_model(
     key = environ.get(model.api_key_env) if model.api_key_env else None
     if model.api_key_env and not key:
         raise ModelFailed(f"{model.api_key_env} (apiKeyEnv of model {model.name}) is not set")
+    if model.api_key_env and key is not None and len(key) < MIN_SECRET_CHARS:
+        # A key too short to redact is never sent: it could not be kept out of what we write.
+        raise ModelFailed(f"{secret_too_short(model.api_key_env, len(key))} (apiKeyEnv)")
     encoded = json.dumps(body).encode()
     if model.provider is Provider.COMMAND:
         return await _ask_command(spawner, hook, model, encoded, key=key, granted=granted)
