@@ -185,3 +185,15 @@ def test_exec_remote_sends_placeholders_to_the_server_s_prompt_hook(
     assert '"infra"' in model.requests[0]["messages"][1]["content"]
     assert model.headers[0]["authorization"] == f"Bearer {KEY}"
     assert KEY not in done.stdout + done.stderr + server.stderr.read_text()
+
+
+def test_explain_says_a_prompt_hook_without_a_model_will_not_run(
+    tmp_path: Path, model: LoopModel
+) -> None:
+    write_config(tmp_path, model.url, model_name="elsewhere")
+    done = mcpx("exec", "--config", "c.toml", "--explain", "--", "true", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "explain: no model configured: no [models.elsewhere]" in done.stdout
+    write_config(tmp_path, model.url)
+    done = mcpx("exec", "--config", "c.toml", "--explain", "--", "true", cwd=tmp_path)
+    assert "no model configured" not in done.stdout and model.requests == []
