@@ -4,7 +4,8 @@ hook frame that says what happened.
 
 - No model configured under the hook's `model`: `skipped` ("no model configured"), one
   `warning` frame in the run, and the run carries on whatever `failure` says.
-- The run's token budget spent (`[models] runBudgetTokens`): `skipped` ("token budget").
+- The run's token budget spent (`[models] runBudgetTokens`, counted from each reply's usage
+  before the next request): `skipped` ("token budget"), unless the answer is cached.
 - The model unreachable, answering HTTP >= 400 or what is not the protocol, or the hook's
   own `timeoutMs` passing (the wait for the model's `maxConcurrent` cap included): `failed`
   or `timeout`, and `failure` applies (a closed gate stays closed).
@@ -33,7 +34,7 @@ from ..core.errors import SandboxUnavailable
 from ..core.frames import HookStatus, Ran, Tokens
 from ..core.hooks import Hook
 from ..core.models import PromptSpec
-from ..core.placeholders import BUILTINS, PHASE_BUILTINS, find, lookup
+from ..core.placeholders import BUILTINS, PHASE_BUILTINS, find, lookup, names
 from ..core.promptbuild import PromptRequest, build_request
 from ..process import sandbox
 from ..process.scratch import scratch_dir
@@ -55,15 +56,16 @@ _FENCE: Final = re.compile(r"\A\s*```[\w-]*[ \t]*\n(.*?)\n?```\s*\Z", re.DOTALL)
 def placeholder_values(
     hook: Hook, spec: PromptSpec, effect: Effect, ctx: HookContext
 ) -> dict[str, Any]:
-    """Each name the hook's prompt may use, with its value: the built-ins its phase has (as
-    the run's redaction shows them), then its `vars`, with the run's `placeholders` given for
-    the same names."""
+    """Each name the hook's prompt uses, with its value: the built-ins its phase has (as the
+    run's redaction shows them; only those the prompt names are read), then its `vars`, with
+    the run's `placeholders` given for the same names."""
     run = ctx.prompts or PromptRun()
     have = PHASE_BUILTINS.get(hook.phase, frozenset())
+    named = set(names(str(hook.target)))
     payload = hook_input(hook, effect, ctx)
     values: dict[str, Any] = {}
     for name in BUILTINS:
-        if name not in have:
+        if name not in have or name not in named:
             continue
         if name == "source":
             values[name] = run.source()
@@ -115,18 +117,18 @@ async def run_prompt(
         return frame.skipped(NO_MODEL)
     model = spec.model
     shown: dict[str, Any] = {"model": model.shown()}
-    if run.spent >= spec.run_budget_tokens:
-        skipped = frame.skipped(TOKEN_BUDGET)
-        return attrs.evolve(skipped, frame=attrs.evolve(skipped.frame, **shown))
     effect = frame.clamped.effect
     started = time.perf_counter()
     values = placeholder_values(hook, spec, effect, ctx)
     key = promptreuse.key_for(hook, effect, model, used_values(str(hook.target), values))
     cached = promptreuse.lookup(key)
-    if cached is not None:
+    if cached is not None:  # costs no token: used even past the budget
         return await _answered(
             spawner, hook, ctx, frame, cached, started=started, cached=True, **shown
         )
+    if run.spent >= spec.run_budget_tokens:
+        skipped = frame.skipped(TOKEN_BUDGET)
+        return attrs.evolve(skipped, frame=attrs.evolve(skipped.frame, **shown))
     request = prompt_request(hook, effect, ctx, values)
     reply: Reply | None = None
     asked = started
