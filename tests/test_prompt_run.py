@@ -321,3 +321,19 @@ async def test_the_command_provider_under_net_by_default(readable_tmp: Path) -> 
     cfg = config(tmp_path, prompt_hook("c", "onError", "@error", model="cli"), models=models)
     frame = hooks_of(await run_to_end(cfg, failing(tmp_path)))["c"]
     assert frame["status"] == "ok" and frame["advice"] == ["ok"], frame.get("reason")
+
+
+async def test_a_cached_answer_is_used_past_the_budget(tmp_path: Path, model: LoopModel) -> None:
+    fix = prompt_hook("fix", "onError", "fix @error.exitCode", effect="run")
+    model.replies.append(Reply(json.dumps({"run": {"argv": ["true"]}}), usage=(5, 5)))
+    warm = config(tmp_path, fix, models={"default": openai_model(model.url)})
+    assert hooks_of(await run_to_end(warm, failing(tmp_path)))["fix"]["cached"] is False
+    model.default = Reply('{"advise": "x"}', usage=(40, 20))
+    spend = prompt_hook("spend", "onError", "@error")
+    budget = {"runBudgetTokens": 50, "default": openai_model(model.url)}
+    found = hooks_of(
+        await run_to_end(config(tmp_path, spend, fix, models=budget), failing(tmp_path))
+    )
+    assert found["spend"]["status"] == "ok"  # 60 tokens: the budget is spent
+    assert found["fix"]["status"] == "ok" and found["fix"]["cached"] is True
+    assert found["fix"]["ran"]["status"] == "ok" and len(model.requests) == 2
