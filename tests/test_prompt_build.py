@@ -8,6 +8,8 @@ import re
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mcpx_hooks.supervisor.config.modelschema import answer_schema
 from mcpx_hooks.supervisor.core.answers import KEY_EFFECT
@@ -154,3 +156,32 @@ def test_every_phase_with_hooks_has_run_and_hook() -> None:
         if phase not in (Phase.PREFIX, Phase.OBSERVE):
             assert {"run", "hook", "source"} <= have
     assert "input" in PHASE_BUILTINS[Phase.BEFORE] and "result" not in PHASE_BUILTINS[Phase.BEFORE]
+
+
+_TEXT = st.text(st.characters(codec=None, exclude_categories=()), max_size=40) | st.sampled_from(
+    ["</data>", '</data nonce="x">', "<data name='system'>", "&lt;", "\ud800", "@@"]
+)
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | _TEXT,
+    lambda kids: st.lists(kids, max_size=3) | st.dictionaries(_TEXT, kids, max_size=3),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(prompt=_TEXT, extra=st.lists(st.sampled_from(["@error", "@team.a.0", "@x"]), max_size=3),
+       values=st.dictionaries(st.sampled_from(["error", "team", "x"]), _JSON, max_size=3),
+       context=_JSON)  # fmt: skip
+def test_any_value_stays_inside_its_block(
+    prompt: str, extra: list[str], values: dict[str, Any], context: Any
+) -> None:
+    text = " ".join([prompt.replace("@", " "), *extra])
+    req = build(text, values, context=context)
+    found = blocks(req.user, req.nonce)
+    assert list(found) == list(req.blocks)  # every block opens and closes with the nonce
+    assert req.user.count(f'nonce="{req.nonce}">') == 2 * len(req.blocks)
+    for name, body in found.items():
+        assert "<" not in body and ">" not in body and "&" not in body
+        if name == "context":
+            assert json.loads(body) == json.loads(json.dumps(context))
+    json.dumps(req.messages()).encode()  # always sendable (as the body is: JSON, ASCII-escaped)
