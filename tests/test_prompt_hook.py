@@ -202,7 +202,7 @@ async def test_a_model_down_fails_the_hook_under_its_failure(tmp_path: Path, fai
         (Reply(raw=b"<html>sk-secret-body</html>"), "failed", "the reply is not JSON"),
         (Reply(raw=b'{"choices": []}'), "failed", "no choices[0].message.content"),
         (Reply('{"advise": sk-secret-body'), "invalid-output", "not one JSON object"),
-        (Reply('["advise"]'), "invalid-output", "not an object"),
+        (Reply('["advise"]'), "invalid-output", "not a JSON object"),
         (Reply('{"advise": 5}'), "invalid-output", "hook-output schema"),
     ],
     ids=["500", "307", "401", "html", "no-choices", "broken-json", "array", "schema"],
@@ -222,19 +222,32 @@ async def test_what_a_broken_model_looks_like(
         assert frame["stdoutHead"] == reply.content
 
 
-async def test_plain_text_and_a_fenced_answer_are_read_like_stdout(
-    tmp_path: Path, model: LoopModel
+@pytest.mark.parametrize("failure", ["open", "closed"])
+async def test_plain_text_or_nothing_is_not_an_answer_a_fenced_object_is(
+    tmp_path: Path, model: LoopModel, failure: str
 ) -> None:
-    model.replies.extend([Reply("Check the lockfile."), Reply('```json\n{"advise": "x"}\n```')])
+    model.replies.extend(
+        [Reply("Sure, go ahead."), Reply("  "), Reply('```json\n{"advise": "x"}\n```')]
+    )
+    gate = {"effect": "ask", "failure": failure}
     cfg = config(
         tmp_path,
-        prompt_hook("a", "onError", "@error"),
-        prompt_hook("b", "onError", "@error"),
+        prompt_hook("a", "onError", "@error", **gate),
+        prompt_hook("b", "onError", "@error", **gate),
+        prompt_hook("c", "onError", "@error", **gate),
         models={"default": openai_model(model.url)},
     )
-    frames = await run_to_end(cfg, failing(tmp_path))
-    assert hooks_of(frames)["a"]["advice"] == ["Check the lockfile."]
-    assert hooks_of(frames)["b"]["advice"] == ["x"]
+    if failure == "closed":  # the first refuses: the others do not run
+        frame = hooks_of(await run_to_end(cfg, failing(tmp_path)))["a"]
+        assert frame["status"] == "invalid-output" and frame["refused"]["failClosed"]
+        return
+    found = hooks_of(await run_to_end(cfg, failing(tmp_path)))
+    assert (
+        found["a"]["status"] == "invalid-output" and found["a"]["stdoutHead"] == "Sure, go ahead."
+    )
+    assert "text that is not a JSON object" in found["a"]["reason"]
+    assert found["b"]["status"] == "invalid-output" and "answered nothing" in found["b"]["reason"]
+    assert found["c"]["status"] == "ok" and found["c"]["advice"] == ["x"]
 
 
 async def test_usage_left_out_is_estimated(tmp_path: Path, model: LoopModel) -> None:

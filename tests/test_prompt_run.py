@@ -316,7 +316,10 @@ async def test_the_command_provider_under_net_by_default(readable_tmp: Path) -> 
                 raise
             pytest.skip(f"the net profile cannot be enforced here: {exc}")
     models = {
-        "cli": {"provider": "command", "command": ["/bin/sh", "-c", "cat >/dev/null; echo ok"]}
+        "cli": {
+            "provider": "command",
+            "command": ["/bin/sh", "-c", 'cat >/dev/null; echo \'{"advise": "ok"}\''],
+        }
     }
     cfg = config(tmp_path, prompt_hook("c", "onError", "@error", model="cli"), models=models)
     frame = hooks_of(await run_to_end(cfg, failing(tmp_path)))["c"]

@@ -9,7 +9,8 @@ hook frame that says what happened.
 - The model unreachable, answering HTTP >= 400 or what is not the protocol, or the hook's
   own `timeoutMs` passing (the wait for the model's `maxConcurrent` cap included): `failed`
   or `timeout`, and `failure` applies (a closed gate stays closed).
-- An answer that starts like JSON and is not one valid object: `invalid-output`.
+- An answer that is not one valid JSON object (plain text and nothing included: the model
+  was asked for JSON, and such a reply must not open a gate): `invalid-output`.
 - An answer carrying `run` or `propose` is cached; a cached answer is used without asking the
   model (`cached: true`). A `run` answer's argv is executed as a `run` hook's answer is.
 
@@ -155,7 +156,7 @@ async def run_prompt(
     fenced = _FENCE.match(reply.content)
     text = (fenced.group(1) if fenced else reply.content).encode(errors="replace")
     try:
-        obj = read_output(text)
+        obj = read_answer(text)
     except InvalidOutput as exc:
         head = ctx.redactor.text(stdout_head(text))
         return frame.failed(
@@ -164,6 +165,19 @@ async def run_prompt(
     if obj is not None and promptreuse.worth_keeping(obj, effect):
         await promptreuse.store(key, hook, effect, model, obj, redactor=ctx.redactor, run=run)
     return await _answered(spawner, hook, ctx, frame, obj, started=started, **fields)
+
+
+def read_answer(text: bytes) -> dict[str, Any]:
+    """A model's answer: one JSON object valid against the hook-output schema, read as a
+    hook's stdout is. Unlike a process hook's, plain text or nothing is not taken as advice or
+    as no opinion: the model was asked for JSON, and a reply that is not (a refusal to follow
+    the protocol, a model talked round) must not open a gate. Raises `InvalidOutput`."""
+    if not text.removeprefix(b"\xef\xbb\xbf").strip().startswith(b"{"):
+        what = "nothing" if not text.strip() else "text that is not a JSON object"
+        raise InvalidOutput(f"the model answered {what}; it was asked for one JSON object")
+    obj = read_output(text)
+    assert obj is not None
+    return obj
 
 
 async def _answered(
