@@ -66,11 +66,11 @@ def _model_def() -> dict[str, Any]:
     by_provider = [
         {
             "if": {"properties": {"provider": {"const": p.value}}, "required": ["provider"]},
+            # The provider's own keys: another provider's is an unknown key here.
             "then": {
                 "required": [k.key for k in MODEL_KEYS if k.required and p in k.providers],
-                "not": {
-                    "anyOf": [{"required": [k.key]} for k in MODEL_KEYS if p not in k.providers]
-                },
+                "properties": {k.key: True for k in MODEL_KEYS if p in k.providers},
+                "additionalProperties": False,
             },
         }
         for p in Provider
