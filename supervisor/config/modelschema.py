@@ -69,7 +69,7 @@ def _model_def() -> dict[str, Any]:
             # The provider's own keys: another provider's is an unknown key here.
             "then": {
                 "required": [k.key for k in MODEL_KEYS if k.required and p in k.providers],
-                "properties": {k.key: True for k in MODEL_KEYS if p in k.providers},
+                "properties": {k.key: _key_schema(k) for k in MODEL_KEYS if p in k.providers},
                 "additionalProperties": False,
             },
         }
