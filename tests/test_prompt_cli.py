@@ -197,3 +197,24 @@ def test_explain_says_a_prompt_hook_without_a_model_will_not_run(
     write_config(tmp_path, model.url)
     done = mcpx("exec", "--config", "c.toml", "--explain", "--", "true", cwd=tmp_path)
     assert "no model configured" not in done.stdout and model.requests == []
+
+
+def test_show_request_of_a_command_model_and_of_no_model(tmp_path: Path) -> None:
+    (tmp_path / "c.toml").write_text(
+        '[models.cli]\nprovider = "command"\ncommand = ["llm", "-m", "x"]\n'
+        '[[hooks]]\nname = "a"\non = "script"\nphase = "before"\nprompt = "check @input"\n'
+        'model = "cli"\n'
+        '[[hooks]]\nname = "b"\non = "script"\nphase = "before"\nprompt = "check @input"\n'
+    )
+    done = mcpx("hook", "test", "a", "--config", "c.toml", "--show-request", cwd=tmp_path)
+    shown = json.loads(done.stdout)
+    assert shown["command"] == ["llm", "-m", "x"] and shown["body"]["model"] == "llm"
+    assert "url" not in shown
+    event = json.dumps({"input": {"token": KEY}})
+    done = mcpx(
+        "hook", "test", "b", "--config", "c.toml", "--show-request", "--event", "-",
+        cwd=tmp_path, stdin=event,
+    )  # fmt: skip
+    shown = json.loads(done.stdout)
+    assert shown["model"] is None and "declare [models.default]" in shown["note"]
+    assert KEY in shown["messages"][1]["content"]  # not a secret of this config: shown as is

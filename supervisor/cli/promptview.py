@@ -63,16 +63,15 @@ def request_shown(config: Config, hook: Hook, ctx: HookContext) -> dict[str, Any
         shown["model"] = None
         shown["note"] = f"no model configured: declare [models.{name}] to send this"
         shown["messages"] = request.messages()
-        return shown
-    body = request_body(model, request)
-    shown["model"] = model.shown()
-    if model.provider is Provider.OPENAI:
-        shown["url"] = f"{model.url}/chat/completions"
-        if model.api_key_env:
-            shown["headers"] = {"authorization": f"Bearer [secret {model.api_key_env}]"}
     else:
-        shown["command"] = list(model.command)
-    shown["body"] = body
+        shown["model"] = model.shown()
+        if model.provider is Provider.OPENAI:
+            shown["url"] = f"{model.url}/chat/completions"
+            if model.api_key_env:
+                shown["headers"] = {"authorization": f"Bearer [secret {model.api_key_env}]"}
+        else:
+            shown["command"] = list(model.command)
+        shown["body"] = request_body(model, request)
     redacted: dict[str, Any] = Redactor(hook_secrets((hook,), None, os.environ)).value(shown)
     return redacted
 
