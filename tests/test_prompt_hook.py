@@ -179,6 +179,16 @@ def down_model() -> dict[str, Any]:
     return openai_model(f"http://127.0.0.1:{port}/v1")
 
 
+async def test_credentials_in_a_url_are_never_said(tmp_path: Path) -> None:
+    url = down_model()["url"].replace("http://", "http://user:sk-in-url-123456@")
+    cfg = config(
+        tmp_path, prompt_hook("p", "onError", "@error"), models={"default": openai_model(url)}
+    )
+    frame = hooks_of(await run_to_end(cfg, failing(tmp_path)))["p"]
+    assert frame["status"] == "failed" and "//[credentials]@127.0.0.1" in frame["reason"]
+    assert "sk-in-url" not in json.dumps(frame)
+
+
 @pytest.mark.parametrize("failure", ["open", "closed"])
 async def test_a_model_down_fails_the_hook_under_its_failure(tmp_path: Path, failure: str) -> None:
     hook = prompt_hook("gate", "before", "may @input run?", effect="ask", failure=failure)

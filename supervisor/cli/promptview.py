@@ -51,7 +51,7 @@ def request_shown(config: Config, hook: Hook, ctx: HookContext) -> dict[str, Any
     from ..core.models import Provider
     from ..core.redact import Redactor
     from ..run.hookcontext import hook_secrets
-    from ..run.modelclient import request_body
+    from ..run.modelclient import request_body, shown_url
     from ..run.prompthook import prompt_request
 
     effect = clamp(hook.effect, hook.phase, ctx.caller_autonomy, ctx.supervisor_max).effect
@@ -66,7 +66,7 @@ def request_shown(config: Config, hook: Hook, ctx: HookContext) -> dict[str, Any
     else:
         shown["model"] = model.shown()
         if model.provider is Provider.OPENAI:
-            shown["url"] = f"{model.url}/chat/completions"
+            shown["url"] = shown_url(f"{model.url}/chat/completions")
             if model.api_key_env:
                 shown["headers"] = {"authorization": f"Bearer [secret {model.api_key_env}]"}
         else:

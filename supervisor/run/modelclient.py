@@ -22,6 +22,7 @@ import http
 import json
 import math
 import os
+import re
 import ssl
 from collections.abc import Mapping
 from typing import Any, Final
@@ -45,6 +46,8 @@ from ..process.spawnspec import ChildSpec
 ENVELOPE_BYTES: Final = 64 * 1024
 #: Bytes per token where a provider does not count them.
 BYTES_PER_TOKEN: Final = 4
+#: Credentials in a URL (`https://user:key@host`): never said in a reason.
+_USERINFO: Final = re.compile(r"//[^/@]*@")
 #: The command provider's profile when the model names none.
 COMMAND_PROFILE: Final = Profile.NET
 
@@ -64,6 +67,11 @@ class Reply:
     content: str
     prompt_tokens: int
     completion_tokens: int
+
+
+def shown_url(url: str) -> str:
+    """`url` as it may be said: without credentials written into it."""
+    return _USERINFO.sub("//[credentials]@", url, count=1)
 
 
 def request_body(model: Model, request: PromptRequest) -> dict[str, Any]:
@@ -128,7 +136,7 @@ async def _ask_openai(model: Model, body: bytes, key: str | None, cap: int) -> R
     headers = {"content-type": "application/json", "accept": "application/json"}
     if key:
         headers["authorization"] = f"Bearer {key}"
-    where = f"model {model.name} at {model.url}"
+    where = f"model {model.name} at {shown_url(model.url)}"
     client = _client()
     try:
         async with client.stream("POST", url, content=body, headers=headers) as resp:
