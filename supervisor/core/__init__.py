@@ -143,6 +143,7 @@ __all__, __getattr__, __dir__ = exports(
             "Passed",
             "pass_environment",
             "reference_problem",
+            "secret_too_short",
             "wanted",
         ),
         "points": (
@@ -163,6 +164,7 @@ __all__, __getattr__, __dir__ = exports(
             "check_placeholders",
             "find",
             "lookup",
+            "names_in",
         ),
         "promptbuild": ("PromptRequest", "build_request", "encode_value", "new_nonce"),
         "redact": ("NO_SECRETS", "Redactor"),

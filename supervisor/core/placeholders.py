@@ -74,7 +74,7 @@ def find(prompt: str) -> Iterator[Placeholder]:
         yield Placeholder(m.group(1), path, m.start(), m.end())
 
 
-def names(prompt: str) -> list[str]:
+def names_in(prompt: str) -> list[str]:
     """The distinct names the prompt uses, in order of first use."""
     return list(dict.fromkeys(p.name for p in find(prompt)))
 
@@ -95,7 +95,7 @@ def check_placeholders(
                     " it",
                 )
             )
-    for name in names(prompt):
+    for name in names_in(prompt):
         if name in BUILTINS and name not in have:
             has = ", ".join(f"@{b}" for b in BUILTINS if b in have) or "none"
             found.append(

@@ -35,7 +35,7 @@ from ..core.errors import SandboxUnavailable
 from ..core.frames import HookStatus, Ran, Tokens
 from ..core.hooks import Hook
 from ..core.models import PromptSpec
-from ..core.placeholders import BUILTINS, PHASE_BUILTINS, find, lookup, names
+from ..core.placeholders import BUILTINS, PHASE_BUILTINS, find, lookup, names_in
 from ..core.promptbuild import PromptRequest, build_request
 from ..process import sandbox
 from ..process.scratch import scratch_dir
@@ -62,7 +62,7 @@ def placeholder_values(
     the run's `placeholders` given for the same names."""
     run = ctx.prompts or PromptRun()
     have = PHASE_BUILTINS.get(hook.phase, frozenset())
-    named = set(names(str(hook.target)))
+    named = set(names_in(str(hook.target)))
     payload = hook_input(hook, effect, ctx)
     values: dict[str, Any] = {}
     for name in BUILTINS:
