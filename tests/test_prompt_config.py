@@ -116,3 +116,15 @@ def test_a_prompt_hook_naming_no_model_table_is_unresolved_not_refused(tmp_path:
     (hook,) = cfg.hooks
     assert hook.prompt is not None and hook.prompt.model is None
     assert hook_json(hook)["modelConfigured"] is False
+
+
+def test_the_docs_name_every_model_key_and_built_in_placeholder() -> None:
+    from mcpx_hooks.supervisor.core.models import BUDGET_KEY, MODEL_KEYS, PROVIDERS
+    from mcpx_hooks.supervisor.core.placeholders import BUILTINS
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "prompt-hooks.md").read_text()
+    missing = [k.key for k in MODEL_KEYS if f"{k.key} =" not in text and f"`{k.key}`" not in text]
+    missing += [f"@{b}" for b in BUILTINS if f"`{b}`" not in text]
+    missing += [p.value for p in PROVIDERS if f'"{p.value}"' not in text]
+    assert BUDGET_KEY in text
+    assert not missing, missing
