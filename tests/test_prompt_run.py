@@ -113,20 +113,36 @@ async def test_a_real_slow_server_times_out_on_its_socket(tmp_path: Path, model:
 
 
 async def test_past_the_run_budget_the_rest_are_skipped(tmp_path: Path, model: LoopModel) -> None:
-    model.default = Reply('{"advise": "x"}', usage=(20, 10))
+    model.default = Reply('{"advise": "x"}', usage=(1500, 400))
     cfg = config(
         tmp_path,
         *(prompt_hook(f"p{i}", "onError", "@error") for i in range(3)),
-        models={"runBudgetTokens": 50, "default": openai_model(model.url)},
+        models={"runBudgetTokens": 3000, "default": openai_model(model.url)},
     )
     frames = await run_to_end(cfg, failing(tmp_path))
     found = hooks_of(frames)
     assert [found[f"p{i}"]["status"] for i in range(3)] == ["ok", "ok", "skipped"]
     assert found["p2"]["reason"] == "token budget"
     assert len(model.requests) == 2
+    # The second may answer with at most what the budget has left after its messages.
+    assert model.requests[0]["max_tokens"] == 1024
+    assert 0 < model.requests[1]["max_tokens"] < 3000 - 1900
     # Another run has a budget of its own.
     again = hooks_of(await run_to_end(cfg, failing(tmp_path)))
     assert again["p0"]["status"] == "ok"
+
+
+async def test_a_request_that_alone_would_pass_the_budget_is_not_sent(
+    tmp_path: Path, model: LoopModel
+) -> None:
+    cfg = config(
+        tmp_path,
+        prompt_hook("p", "onError", "@error"),
+        models={"runBudgetTokens": 100, "default": openai_model(model.url)},
+    )
+    frame = hooks_of(await run_to_end(cfg, failing(tmp_path)))["p"]
+    assert (frame["status"], frame["reason"]) == ("skipped", "token budget")
+    assert model.requests == []
 
 
 async def test_a_nearer_file_cannot_raise_the_budget(tmp_path: Path) -> None:
@@ -337,6 +353,6 @@ async def test_a_cached_answer_is_used_past_the_budget(tmp_path: Path, model: Lo
     found = hooks_of(
         await run_to_end(config(tmp_path, spend, fix, models=budget), failing(tmp_path))
     )
-    assert found["spend"]["status"] == "ok"  # 60 tokens: the budget is spent
+    assert found["spend"]["reason"] == "token budget"  # its messages alone would pass it
     assert found["fix"]["status"] == "ok" and found["fix"]["cached"] is True
-    assert found["fix"]["ran"]["status"] == "ok" and len(model.requests) == 2
+    assert found["fix"]["ran"]["status"] == "ok" and len(model.requests) == 1

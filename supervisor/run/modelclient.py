@@ -74,12 +74,15 @@ def shown_url(url: str) -> str:
     return _USERINFO.sub("//[credentials]@", url, count=1)
 
 
-def request_body(model: Model, request: PromptRequest) -> dict[str, Any]:
-    """The chat-completions body: what `openai` POSTs and `command` reads on stdin."""
+def request_body(
+    model: Model, request: PromptRequest, max_tokens: int | None = None
+) -> dict[str, Any]:
+    """The chat-completions body: what `openai` POSTs and `command` reads on stdin.
+    `max_tokens`: fewer than the model's `maxTokens`, where the run's budget has less left."""
     return {
         "model": model.model_id,
         "messages": request.messages(),
-        "max_tokens": model.max_tokens,
+        "max_tokens": min(model.max_tokens, max_tokens or model.max_tokens),
         "temperature": model.temperature,
         "response_format": {
             "type": "json_schema",

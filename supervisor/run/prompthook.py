@@ -4,8 +4,11 @@ hook frame that says what happened.
 
 - No model configured under the hook's `model`: `skipped` ("no model configured"), one
   `warning` frame in the run, and the run carries on whatever `failure` says.
-- The run's token budget spent (`[models] runBudgetTokens`, counted from each reply's usage
-  before the next request): `skipped` ("token budget"), unless the answer is cached.
+- The run's token budget (`[models] runBudgetTokens`): what the replies' usage counted so
+  far, plus this request's messages (estimated at 4 bytes a token), must leave some; else
+  `skipped` ("token budget"), unless the answer is cached. The answer's `max_tokens` is at
+  most what is left, so a run does not spend past its budget by more than the estimate's
+  error.
 - The model unreachable, answering HTTP >= 400 or what is not the protocol, or the hook's
   own `timeoutMs` passing (the wait for the model's `maxConcurrent` cap included): `failed`
   or `timeout`, and `failure` applies (a closed gate stays closed).
@@ -44,7 +47,7 @@ from ..process.spawnspec import ChildSpec
 from . import promptreuse
 from .hookcontext import HookContext, hook_environment, hook_input, hook_passed
 from .hookrun import HookReport, _FrameBuilder, _granted, _ms_since, _run_command
-from .modelclient import ModelFailed, Reply, ask_model, request_body
+from .modelclient import ModelFailed, Reply, ask_model, estimate, request_body
 from .output import InvalidOutput, read_output, stdout_head
 from .promptrun import PromptRun, limiter_for
 
@@ -127,17 +130,20 @@ async def run_prompt(
         return await _answered(
             spawner, hook, ctx, frame, cached, started=started, cached=True, **shown
         )
-    if run.spent >= spec.run_budget_tokens:
+    request = prompt_request(hook, effect, ctx, values)
+    # What is left of the run's budget, less what this request's messages are estimated to
+    # cost: none left, and the hook is skipped; some, and the answer may take at most that.
+    left = spec.run_budget_tokens - run.spent - estimate(request.system + request.user)
+    if left <= 0:
         skipped = frame.skipped(TOKEN_BUDGET)
         return attrs.evolve(skipped, frame=attrs.evolve(skipped.frame, **shown))
-    request = prompt_request(hook, effect, ctx, values)
     reply: Reply | None = None
     asked = started
     try:
         with trio.move_on_after(hook.timeout_ms / 1000):
             async with limiter_for(model):
                 asked = time.perf_counter()
-                body = request_body(model, request)
+                body = request_body(model, request, max_tokens=left)
                 granted = _granted(hook, ctx)
                 reply = await ask_model(spawner, hook, model, body, os.environ, granted=granted)
     except ModelFailed as exc:
