@@ -10,11 +10,15 @@ its own (`http.server`), so a test's Trio loop talks to it over a real socket.
         model.replies.append(Reply('{"advise": "look at the lockfile"}'))
         ... [models.default] url = model.url ...
         model.requests[0]["messages"]
+
+By hand: `python tests/loopmodel.py [--answer JSON]` serves until Ctrl-C and prints its URL,
+for `[models.default] url`.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import http.server
 import json
 import threading
@@ -149,3 +153,24 @@ class LoopModel:
                 "total_tokens": sum(reply.usage),
             }
         return json.dumps(out).encode()
+
+
+def main(argv: list[str]) -> int:
+    """`python tests/loopmodel.py [--answer JSON]`: serves until Ctrl-C, answering every
+    request with the same content, and prints its URL (for trying prompt hooks by hand)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description="a loopback OpenAI-compatible model")
+    parser.add_argument("--answer", default='{"advise": "check the lockfile first"}')
+    args = parser.parse_args(argv)
+    with LoopModel(default=Reply(args.answer)) as model:
+        print(f"serving on {model.url} (Ctrl-C ends it)", flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            threading.Event().wait()
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))
