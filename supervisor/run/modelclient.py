@@ -24,6 +24,7 @@ import math
 import os
 import re
 import ssl
+import threading
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -121,11 +122,12 @@ async def ask_model(
 
 
 @functools.cache
-def _client() -> httpx.AsyncClient:
-    """One client for every request (making one, with its TLS context, costs milliseconds).
-    It keeps no connection between requests: each opens its own and closes it when its reply
-    is read, so nothing it holds outlives a request or passes from one Trio run to another.
-    No proxy or netrc from the environment: a request goes where the config says."""
+def _client(thread: int) -> httpx.AsyncClient:
+    """One client for every request of a thread (making one, with its TLS context, costs a
+    quarter of a millisecond; a client is not for two threads' loops at once). It keeps no
+    connection between requests: each opens its own and closes it when its reply is read,
+    so nothing it holds outlives a request or passes from one Trio run to another. No proxy
+    or netrc from the environment: a request goes where the config says."""
     return httpx.AsyncClient(
         verify=ssl.create_default_context(),
         timeout=None,
@@ -140,7 +142,7 @@ async def _ask_openai(model: Model, body: bytes, key: str | None, cap: int) -> R
     if key:
         headers["authorization"] = f"Bearer {key}"
     where = f"model {model.name} at {shown_url(model.url)}"
-    client = _client()
+    client = _client(threading.get_ident())
     try:
         async with client.stream("POST", url, content=body, headers=headers) as resp:
             if resp.status_code >= 300:  # a redirect is not followed: the config says where
