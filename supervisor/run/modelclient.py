@@ -93,6 +93,7 @@ def request_body(
 
 
 def estimate(text: str | bytes) -> int:
+    """Tokens at `BYTES_PER_TOKEN` bytes each, where no count is given (or none yet)."""
     data = text.encode(errors="replace") if isinstance(text, str) else text
     return math.ceil(len(data) / BYTES_PER_TOKEN)
 
