@@ -304,9 +304,12 @@ async def test_missing_program_is_a_failure_not_a_crash(spawner: Spawner, tmp_pa
 
 
 async def test_not_yet_runnable_and_disabled_are_skipped(spawner: Spawner, tmp_path: Path) -> None:
+    plugin = make_hook(tmp_path, action=Action.PLUGIN, target="ns.tool")
+    frame = (await run(spawner, plugin)).frame
+    assert frame.status is HookStatus.SKIPPED and "plugin" in (frame.reason or "")
     prompt = make_hook(tmp_path, action=Action.PROMPT, target="say @x")
     frame = (await run(spawner, prompt)).frame
-    assert frame.status is HookStatus.SKIPPED and "prompt" in (frame.reason or "")
+    assert frame.status is HookStatus.SKIPPED and frame.reason == "no model configured"
     off = make_hook(tmp_path, enabled=False)
     assert (await run(spawner, off)).frame.status is HookStatus.SKIPPED
 

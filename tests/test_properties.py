@@ -374,7 +374,18 @@ def hook_object(draw: st.DrawFn, run: st.SearchStrategy[Any] | None = None) -> A
     if action == "source":
         hook["source"] = draw(st.lists(source_line, max_size=2))
     if action == "prompt":
-        hook["prompt"] = draw(hostile_text)
+        hook["prompt"] = draw(
+            st.one_of(
+                hostile_text,
+                st.sampled_from(["@input", "@result", "@error.x.0", "@team @@ a@b.c", "@"]),
+            )
+        )
+        if draw(st.booleans()):
+            hook["vars"] = draw(
+                st.one_of(st.dictionaries(hostile_text, hostile_json, max_size=2), hostile_json)
+            )
+        if draw(st.booleans()):
+            hook["model"] = draw(st.one_of(st.sampled_from(["default", "a b", ""]), hostile_json))
     optional: dict[str, st.SearchStrategy[Any]] = {
         "name": hostile_text,
         "effect": effect_word,
@@ -1236,6 +1247,32 @@ config_section: dict[str, st.SearchStrategy[Any]] = {
     "service": st.one_of(
         st.fixed_dictionaries({"sandboxes": st.lists(profile_word, max_size=3)}), hostile_json
     ),
+    # `[models]`: runBudgetTokens beside model tables of every shape.
+    "models": st.one_of(
+        st.dictionaries(
+            st.one_of(st.sampled_from(["default", "runBudgetTokens", "cli", "a b"]), hostile_text),
+            st.one_of(
+                st.fixed_dictionaries(
+                    {"provider": st.sampled_from(["openai", "command", "x"])},
+                    optional={
+                        "url": st.one_of(st.just("http://127.0.0.1:1/v1"), hostile_text),
+                        "model": hostile_text,
+                        "apiKeyEnv": st.one_of(st.just("KEY"), hostile_text),
+                        "maxTokens": st.one_of(st.integers(-1, 10**6), huge_int),
+                        "maxConcurrent": st.one_of(st.integers(-1, 2000), huge_int),
+                        "temperature": st.one_of(st.floats(allow_nan=True), hostile_json),
+                        "command": st.lists(hostile_text, max_size=2),
+                        "sandbox": profile_word,
+                    },
+                ),
+                st.integers(-1, 10**6),
+                huge_int,
+                hostile_json,
+            ),
+            max_size=3,
+        ),
+        hostile_json,
+    ),
 }
 
 
@@ -2028,3 +2065,108 @@ def test_console_pages_take_any_request(path: str, host: bytes, cookie: bytes, t
         assert b"\r" not in value and b"\n" not in value, (name, value)
     runs = Request("GET", "/v1/runs", headers, websocket=False)
     assert answer(runs, token="the-token", origins=frozenset(), stopping=False).status == 401
+
+
+# ---- model replies: what a model server answers a prompt hook ----------------------------
+
+#: Replies no model should give, as (HTTP status, body or the name of one in `_BIG_REPLIES`):
+#: over the cap, nested past any parser's depth, not UTF-8, the protocol's shape with every
+#: part wrong.
+MODEL_REPLY_CASES: list[tuple[int, bytes | str]] = [
+    (200, "huge"),
+    (200, "deep-list"),
+    (200, "deep-object"),
+    (200, "huge-content"),
+    (200, "deep-content"),
+    (200, b"\xff\xfe{}"),
+    (200, json.dumps({"choices": [{"message": {"content": '{"run": 1}'}}]}).encode()),
+    (200, b'{"choices": [{"message": {"content": "{}"}}], "usage": {"prompt_tokens": true}}'),
+    (200, b'{"choices": [{"message": {"content": "{}"}}], "usage": {"prompt_tokens": -5}}'),
+    (200, b'{"choices": {"0": 1}}'),
+    (500, b'{"error": "sk-in-the-body"}'),
+    (204, b""),
+]
+_BIG_REPLIES: dict[str, Callable[[], bytes]] = {
+    "huge": lambda: b"x" * (3 * 1024 * 1024),
+    "deep-list": lambda: deep(100_000).encode(),
+    "deep-object": lambda: deep(100_000, "{").encode(),
+    "huge-content": lambda: (
+        b'{"choices": [{"message": {"content": "' + b"a" * (2 * 1024 * 1024) + b'"}}]}'
+    ),
+    "deep-content": lambda: json.dumps(
+        {"choices": [{"message": {"content": deep(10_000)}}]}
+    ).encode(),
+}
+
+
+@st.composite
+def model_reply(draw: st.DrawFn) -> tuple[int, bytes]:
+    status = draw(st.sampled_from([200, 200, 200, 201, 400, 429, 500, 503]))
+    kind = draw(st.sampled_from(["bytes", "json", "content", "content"]))
+    if kind == "bytes":
+        return status, draw(st.binary(max_size=256))
+    if kind == "json":
+        return status, render(draw(hostile_json)).encode("utf-8", "surrogatepass")
+    content = draw(
+        st.one_of(
+            hostile_text,
+            hostile_json.map(render),
+            st.sampled_from(['{"advise": 1}', '{"propose": {}}', '```json\n{"advise": "x"}\n```']),
+        )
+    )
+    usage = draw(st.one_of(st.just({"prompt_tokens": 1, "completion_tokens": 2}), hostile_json))
+    body = {"choices": [{"message": {"role": "assistant", "content": content}}], "usage": usage}
+    return status, render(body).encode("utf-8", "surrogatepass")
+
+
+@pytest.fixture(scope="module")
+def reply_server() -> Iterator[Any]:
+    from loopmodel import LoopModel
+
+    with LoopModel() as server:
+        yield server
+
+
+_REPLIES = iter(range(10**9))
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@_examples("reply", MODEL_REPLY_CASES)
+@given(reply=model_reply())
+def test_model_replies(person: Path, reply_server: Any, reply: tuple[int, bytes | str]) -> None:
+    """Whatever a model server answers, the prompt hook ends in a frame with a status (never
+    a raise), a failure says why in our words (never the body), and memory stays bounded
+    (the reply is read no further than its cap)."""
+    from typing import cast
+
+    from loopmodel import Reply
+
+    from mcpx_hooks.supervisor.core.frames import HookStatus
+    from mcpx_hooks.supervisor.process.spawner import Spawner
+    from mcpx_hooks.supervisor.run.hookcontext import HookContext, RunInfo
+    from mcpx_hooks.supervisor.run.hookrun import run_hook
+
+    status, given = reply
+    body = _BIG_REPLIES[given]() if isinstance(given, str) else given
+    reply_server.default = Reply(status=status, raw=body)
+    doc = {
+        "models": {"default": {"provider": "openai", "url": reply_server.url}},
+        "hooks": [{"name": "p", "on": "script", "phase": "onError", "prompt": "@error",
+                   "effect": "apply", "maxOutputBytes": 1024 * 1024}],
+    }  # fmt: skip
+    (person / "models.json").write_text(json.dumps(doc))
+    (hook,) = load_config(["models.json"], cwd=person, environ={}, discover=False).hooks
+    # A fresh error each example: a cached answer from an earlier one is never reused.
+    ctx = HookContext(
+        RunInfo("r", ("job",), str(person), "t"), error={"message": f"boom {next(_REPLIES)}"}
+    )
+    before = psutil.Process().memory_info().rss
+    frame = trio.run(run_hook, cast(Spawner, object()), hook, ctx).frame
+    assert isinstance(frame.status, HookStatus) and frame.status is not HookStatus.SKIPPED
+    if frame.status.is_failure:
+        assert frame.reason and not tracebacks(frame.reason)
+        assert "sk-in-the-body" not in frame.reason
+    if status >= 400:
+        assert frame.status is HookStatus.FAILED and f"HTTP {status}" in (frame.reason or "")
+    assert frame.ran is None  # apply: a `run` key is dropped, never executed
+    assert psutil.Process().memory_info().rss - before < 64 * 1024 * 1024

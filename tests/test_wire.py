@@ -72,7 +72,7 @@ def test_every_field_maps_onto_the_request() -> None:
     assert set(EXEC_FIELDS) == {
         "argv", "python", "file", "stdin", "input", "env", "cwd", "timeoutMs",
         "hooks", "script", "autonomy", "cancelOnDisconnect", "sandbox", "passEnv",
-        "secrets", "callerEnv",
+        "secrets", "callerEnv", "placeholders",
     }  # fmt: skip
     code = parse_exec('{"python": "print(1)"}')
     assert code.script == Script(python_code="print(1)") and code.input is None

@@ -89,6 +89,15 @@ def add_arguments(x: argparse.ArgumentParser) -> None:
         help="copy a variable to the script as a secret: its value is redacted as"
         " [secret NAME] in every frame and event; unset, the run fails (repeatable)",
     )
+    x.add_argument(
+        "--placeholder",
+        dest="placeholders",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="a value for the prompt hooks' placeholder @K (a name of their vars), sent to the"
+        " model as data (repeatable)",
+    )
     x.add_argument("--timeout", type=float, metavar="S", help="the script's timeout, seconds")
     x.add_argument("--input", metavar="JSON", help="the run's input, a JSON value")
     x.add_argument("--stdin", metavar="FILE", help="the script's stdin (- for this one's)")

@@ -97,6 +97,22 @@ def _env(args: argparse.Namespace) -> dict[str, str]:
     return env
 
 
+def _placeholders(args: argparse.Namespace) -> dict[str, str]:
+    """`--placeholder K=V`: each value a string, each name a placeholder's."""
+    from ..core.models import is_name
+
+    found: dict[str, str] = {}
+    for item in getattr(args, "placeholders", ()):
+        name, eq, value = item.partition("=")
+        if not eq or not is_name(name):
+            raise Usage(
+                f"--placeholder: expected NAME=VALUE with NAME a letter or _ then letters,"
+                f" digits, _ or -, found {item!r}"
+            )
+        found[name] = value
+    return found
+
+
 def _stdin_bytes(args: argparse.Namespace) -> bytes:
     if args.stdin == "-":
         return sys.stdin.buffer.read()
@@ -131,6 +147,7 @@ def local_request(args: argparse.Namespace) -> tuple[Config, RunRequest]:
         autonomy=Effect.parse(args.autonomy) if args.autonomy else None,
         sandbox=Profile(args.sandbox) if args.sandbox else None,
         sources={Phase(k): tuple(v) for k, v in config.script.items()},
+        placeholders=_placeholders(args),
     )
     return config, request
 
@@ -206,6 +223,8 @@ def remote_request(
             raise Usage("--stdin: with --remote, stdin is sent as text and must be UTF-8") from None
     if args.input is not None:
         request["input"] = json_flag("--input", args.input)
+    if placeholders := _placeholders(args):
+        request["placeholders"] = placeholders
     if (timeout_ms := _timeout_ms(args)) is not None:
         request["timeoutMs"] = timeout_ms
     # The caller's hooks.autonomy as a local run clamps it: --autonomy, the config's, its max.

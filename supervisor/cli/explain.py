@@ -36,6 +36,9 @@ def _why_not(hook: Hook, facts: RunFacts) -> str | None:
         return "enabled = false"
     if hook.action in NOT_YET_RUNNABLE:
         return f"{hook.action} hooks are not supported yet (its frame says skipped)"
+    if hook.prompt is not None and hook.prompt.model is None:
+        name = hook.prompt.model_name
+        return f"no model configured: no [models.{name}] (its frame says skipped, with a warning)"
     if hook.phase is Phase.OBSERVE:
         # What an observe hook sees of this run is its command line; the kinds are `on`'s.
         when = {k: v for k, v in hook.when.items() if k != When.KINDS}

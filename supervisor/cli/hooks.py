@@ -52,6 +52,12 @@ def add_hook_arguments(hook: argparse.ArgumentParser) -> None:
         help="a JSON object merged over the generated input (result, error, input or event);"
         " - reads it from stdin",
     )
+    t.add_argument(
+        "--show-request",
+        action="store_true",
+        help="a prompt hook: print the request it would send (its API key never shown) and"
+        " send nothing",
+    )
 
 
 def add_hooks_arguments(hooks: argparse.ArgumentParser) -> None:
@@ -87,8 +93,10 @@ def hooks_list(args: argparse.Namespace) -> int:
             print("\n".join(hook_table(found)))
         return EXIT_OK
     from ..core.hooks import hook_json  # the converter's own shape, without loading cattrs
+    from .promptview import say_model_warnings
 
     config = load(args)
+    say_model_warnings(config.hooks)
     if args.json:
         skipped = [skipped_json(f) for f in config.skipped]
         print(json.dumps([*(hook_json(h) for h in config.hooks), *skipped], indent=2))
@@ -142,6 +150,10 @@ def hook_test(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     phase = Phase(args.phase) if args.phase else hook.phase
     hook = attrs.evolve(hook, phase=phase)
+    if args.show_request:
+        from .promptview import show_request
+
+        return show_request(config, hook, mock_context(config, phase, event))
     frame = trio.run(_run_one, hook, mock_context(config, phase, event))
     # The hook's own secrets are redacted here as a run's journal would.
     wire = Redactor(hook_secrets((hook,), None, os.environ)).fields(to_json(frame))

@@ -59,6 +59,10 @@ def validate(args: argparse.Namespace) -> int:
     if problems:
         print(f"{len(problems)} problem(s)", file=sys.stderr)
         return EXIT_USAGE
+    if args.files:
+        from .promptview import files_model_warnings
+
+        files_model_warnings(args, args.files)
     if not args.json:
         print(f"ok: {checked} file(s) valid{skipped}")
     return EXIT_OK
@@ -77,6 +81,9 @@ def _discovered(args: argparse.Namespace) -> tuple[list[Problem], int, int]:
     except ConfigError as exc:
         return exc.problems, 0, 0
     say_warnings(config)
+    from .promptview import say_model_warnings
+
+    say_model_warnings(config.hooks)
     return [], len(config.files), len(config.skipped)
 
 

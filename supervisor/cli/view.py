@@ -32,6 +32,15 @@ def hook_frame_lines(frame: Mapping[str, Any]) -> list[str]:
             f" (requested {frame['requestedEffect']}; lowered by {', '.join(frame['clampedBy'])})"
         )
     lines.append(f"  {effect}")
+    if frame.get("model"):  # a prompt hook's model and what it cost
+        model, tokens = frame["model"], frame.get("tokens")
+        said = f"  model {model['name']} ({model['provider']} {model['model']})"
+        if frame.get("cached"):
+            said += ": the cached answer, the model not asked"
+        elif tokens:
+            said += f": {tokens['prompt']}+{tokens['completion']} tokens"
+            said += f" in {frame['latencyMs']} ms" if frame.get("latencyMs") is not None else ""
+        lines.append(said)
     if frame.get("reason"):
         lines.append(f"  why: {frame['reason']}")
     refused = frame.get("refused")

@@ -21,6 +21,7 @@ __all__, __getattr__, __dir__ = exports(
         "hookrewrite": ("PROMPT_KEYS", "PromoteError", "Promoted", "promote_answer"),
         "layering": ("merge", "merge_all", "splice"),
         "loading": ("load_config", "validate_files"),
+        "modelschema": ("answer_schema", "models_schema", "prompt_rules"),
         "schemaparts": ("SCRIPT_PHASES",),
         "schemas": ("SCHEMA_NAMES", "quick_check", "schema_text", "validator"),
         "trust": (

@@ -37,6 +37,7 @@ from ..core.hooks import (
     SandboxPaths,
 )
 from ..core.limits import Limits
+from ..core.models import PROMPT_TIMEOUT_MS, build_models, prompt_spec
 from ..core.passenv import PASS_ENV_KEY, SECRETS_KEY
 from ..core.points import Phase
 from .policy import merge_layers
@@ -74,6 +75,7 @@ def resolve(layers: Sequence[Layer]) -> tuple[Config, list[Problem]]:
     limits = Limits.from_table(merged.get("limits", {}))
     table = merged.get("sandbox", {})
     paths = SandboxPaths(tuple(table.get("read", ())), tuple(table.get("write", ())))
+    models = build_models(merged.get("models", {}))
     hooks: list[Hook] = []
     problems: list[Problem] = list(policy.problems)
     seen: dict[str, tuple[int, Decl]] = {}
@@ -85,6 +87,9 @@ def resolve(layers: Sequence[Layer]) -> tuple[Config, list[Problem]]:
         own = defaults if decl.defaults is None else DEFAULTS.overridden(decl.defaults)
         hook = _build_hook(decl, obj.get("name") or f"{slot[0]}.{slot[1]}.{index}", own)
         hook = attrs.evolve(hook, limits=limits, paths=paths)
+        if hook.action is Action.PROMPT:  # its model resolved; its own timeout, else 30 s
+            timeout = obj.get("timeoutMs", PROMPT_TIMEOUT_MS)
+            hook = attrs.evolve(hook, prompt=prompt_spec(obj, models), timeout_ms=timeout)
         if hook.failure is Failure.CLOSED and hook.effect < REFUSING:
             origin = "" if "effect" in obj else " (the default)"
             problems.append(
@@ -132,6 +137,7 @@ def resolve(layers: Sequence[Layer]) -> tuple[Config, list[Problem]]:
         ),
         limits=limits,
         sandbox_paths=paths,
+        models=models,
         observe_drain_ms=int(merged.get("observe", {}).get("drainMs", DEFAULT_OBSERVE_DRAIN_MS)),
         script_sandbox=Profile(merged.get("script", {}).get("sandbox", DEFAULT_RUN_SANDBOX.value)),
         script_pass_env=tuple(merged.get("script", {}).get(PASS_ENV_KEY, ())),

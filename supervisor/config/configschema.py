@@ -27,6 +27,7 @@ from ..core.limits import DEFAULT_LIMITS, LIMIT_DOCS, LIMIT_KEYS
 from ..core.passenv import MIN_SECRET_CHARS, PASS_ENV_KEY, SECRETS_KEY
 from ..core.points import OBSERVE_WHEN, POINTS, WHEN_KEYS, Phase
 from ..core.spawntext import ENV_NAME_PATTERN, TEXT_PATTERN
+from .modelschema import hook_prompt_keys, models_schema
 from .schemaparts import (
     EFFECT_REF,
     HOOK_ACTIONS,
@@ -126,6 +127,7 @@ def _hook_def() -> dict[str, Any]:
                 pattern=MODULE_PATTERN,
             ),
             "prompt": string("Text with `@placeholders` sent to a configured model.", minLength=1),
+            **hook_prompt_keys(),
             "plugin": string("An MCP tool, `namespace.tool`.", pattern=PLUGIN_PATTERN),
             "source": {
                 "description": "Not legal here: inline source is declared as `script.<phase>`.",
@@ -310,6 +312,7 @@ def build_config_schema() -> dict[str, Any]:
                 "Inline source phases of the script point (action `source`), the runs'"
                 " sandbox profile, and what runs take from their caller's environment.",
             ),
+            "models": models_schema(),
             "hooks": {
                 "type": "array",
                 "description": "The hooks, in declaration order" + null_splice,

@@ -28,6 +28,7 @@ from ..core.points import PHASES, POINTS, Phase, when_keys
 from . import files
 from .build import Decl, Layer, resolve
 from .files import ETC_DIR
+from .modelschema import prompt_rules
 from .problems import describe, did_you_mean, pointer, pointer_key, quote
 from .problems import problems as schema_problems
 from .schemas import hook_validator, validator
@@ -341,6 +342,7 @@ def _hook_rules(obj: Mapping[str, Any], file: str, ptr: str, kind: SourceKind) -
                 )
             )
     problems += _when_rules(obj, file, ptr)
+    problems += prompt_rules(obj, file, ptr)
     if obj.get("locked") is True and "name" not in obj:
         problems.append(
             Problem(

@@ -28,6 +28,7 @@ from ..core.effects import Effect
 from ..core.errors import Problem
 from ..core.hooks import Profile, at_least_as_strict
 from ..core.limits import LIMIT_KEYS
+from ..core.models import BUDGET_KEY
 from . import layering
 
 if TYPE_CHECKING:
@@ -67,6 +68,7 @@ CEILINGS: Final = (
     *(Ceiling(("limits", key), _int_at_most) for key, _, _, _ in LIMIT_KEYS),
     Ceiling(("defaults", "sandbox"), _profile_at_most, "loosen", "make it stricter"),
     Ceiling(("script", "sandbox"), _profile_at_most, "loosen", "make it stricter"),
+    Ceiling(("models", BUDGET_KEY), _int_at_most),
 )
 
 

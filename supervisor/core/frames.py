@@ -92,6 +92,15 @@ class Ran:
 
 
 @attrs.frozen
+class Tokens:
+    """What a prompt hook's request cost: the model's count (or, where it gives none, an
+    estimate at 4 bytes a token)."""
+
+    prompt: int
+    completion: int
+
+
+@attrs.frozen
 class Envelope:
     """What every frame begins with: its run, its place in the run's stream, when it was
     stamped. `blank` leaves them empty and the journal fills them (`stamp`)."""
@@ -138,6 +147,12 @@ class HookFrame(Envelope):
     #: `invalid-output`: the start of what the hook printed (its first KiB), so a person
     #: sees what was read.
     stdout_head: str | None = None
+    #: Prompt hooks: the model `{name, provider, model}`, what the request cost, how long
+    #: the model took, and whether the answer came from the cache (never the request or reply).
+    model: dict[str, str] | None = None
+    tokens: Tokens | None = None
+    latency_ms: int | None = None
+    cached: bool | None = None
     type: FrameType = attrs.field(default=FrameType.HOOK, metadata=KEEP)
 
 

@@ -13,6 +13,7 @@ import attrs
 
 from .effects import Effect
 from .limits import DEFAULT_LIMITS, Limits
+from .models import NO_MODELS, Models, PromptSpec
 from .points import Phase
 
 
@@ -29,7 +30,7 @@ class Action(enum.StrEnum):
 #: Actions that run as a child process with JSON on stdin.
 PROCESS_ACTIONS: Final = frozenset({Action.RUN, Action.MODULE})
 #: Actions declared in the schema whose runner has not landed: running one is `skipped`.
-NOT_YET_RUNNABLE: Final = frozenset({Action.PROMPT, Action.PLUGIN})
+NOT_YET_RUNNABLE: Final = frozenset({Action.PLUGIN})
 
 
 class Failure(enum.StrEnum):
@@ -211,6 +212,8 @@ class Hook:
     limits: Limits = DEFAULT_LIMITS
     #: The config's `[sandbox] read` and `write`.
     paths: SandboxPaths = SandboxPaths()
+    #: A `prompt` hook's `model` and `vars`, its model resolved (`core/models.py`).
+    prompt: PromptSpec | None = None
 
     @property
     def workdir(self) -> str:
@@ -258,6 +261,12 @@ def hook_json(hook: Hook) -> dict[str, Any]:
         out["cwd"] = hook.cwd
     if hook.args is not None:
         out["args"] = dict(hook.args)
+    if hook.prompt is not None:
+        out["model"] = hook.prompt.model_name
+        if hook.prompt.vars:
+            out["vars"] = dict(hook.prompt.vars)
+        if hook.prompt.model is None:
+            out["modelConfigured"] = False
     return out
 
 
@@ -291,6 +300,8 @@ class Config:
     limits: Limits = DEFAULT_LIMITS
     #: `[sandbox] read` and `write`: paths every profile but `none` adds.
     sandbox_paths: SandboxPaths = SandboxPaths()
+    #: `[models]`: the models prompt hooks name, and the run's token budget.
+    models: Models = NO_MODELS
     #: `[observe] drainMs`: the wait for observe hooks when a command ends.
     observe_drain_ms: int = DEFAULT_OBSERVE_DRAIN_MS
     #: `[script] sandbox`: the runs' profile when a run does not name one.

@@ -16,8 +16,10 @@ __all__, __getattr__, __dir__ = exports(
         "hookcontext": ("HookContext", "RunInfo", "hook_secrets", "new_run_id"),
         "hookrun": ("HookReport", "run_hook"),
         "journal": ("Follower", "Journals", "RunJournal", "UnknownRun"),
+        "modelclient": ("ModelFailed", "Reply", "ask_model", "request_body", "shown_url"),
         "observe": ("ObserverStats", "Unwell", "serve_observers"),
         "output": ("InvalidOutput", "read_output"),
+        "prompthook": ("placeholder_values", "prompt_request", "run_prompt"),
         "promptcache": (
             "CachedAnswer",
             "PromptCache",

@@ -26,6 +26,10 @@ from ..process.launch import RUNNER_FLAGS
 from ..process.runnerside import runner_path
 from ..process.spawnspec import ModuleCall
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .promptrun import PromptRun
+
 
 @attrs.frozen
 class RunInfo:
@@ -60,6 +64,9 @@ class HookContext:
     caller_env: Mapping[str, str] | None = None
     #: The run's redaction: the hook input a hook is given is what a client would see.
     redactor: Redactor = NO_SECRETS
+    #: What the run's prompt hooks share (placeholders, token budget, warnings); None
+    #: outside a run, where each prompt hook gets a fresh one.
+    prompts: PromptRun | None = None
 
     def point(self, hook: Hook) -> str:
         """What the hook is told it is `on`: the point, or for observe the event's kind."""
@@ -134,6 +141,9 @@ def hook_secrets(
     """The secret values the hooks would be given: what their run's redaction hides."""
     found: dict[str, str] = {}
     for hook in hooks:
+        model = hook.prompt.model if hook.prompt is not None else None
+        if model is not None and model.api_key_env:  # always the supervisor's own
+            found.update(pass_environment((), (model.api_key_env,), supervisor_env).secrets)
         if hook.secrets:
             source = source_environment(hook, caller_env, supervisor_env)
             found.update(pass_environment((), hook.secrets, source).secrets)

@@ -58,6 +58,10 @@ async def run_hook(spawner: Spawner, hook: Hook, ctx: HookContext) -> HookReport
     frame = _FrameBuilder(hook, clamped, ctx)
     if not hook.enabled:
         return frame.skipped("disabled (enabled = false)")
+    if hook.action is Action.PROMPT:
+        from .prompthook import run_prompt  # it builds on this module
+
+        return await run_prompt(spawner, hook, ctx, frame)
     if hook.action in NOT_YET_RUNNABLE:
         return frame.skipped(f"{hook.action} hooks are not supported yet; the hook did not run")
     if hook.action is Action.SOURCE:

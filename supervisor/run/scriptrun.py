@@ -47,6 +47,7 @@ from .bus import Bus
 from .hookcontext import HookContext, RunInfo, hook_secrets, new_run_id
 from .journal import RunJournal
 from .phases import PhaseHooks, RunState
+from .promptrun import PromptRun, artifact_frames
 from .script import ScriptOutcome, run_script, script_argv, script_environment
 
 #: A script's timeout when the request names none.
@@ -82,6 +83,8 @@ class RunRequest:
     #: Whether `cwd` is the operator's grant (docs/sandbox.md): true for `exec`; for the
     #: service, only within the directory it serves from.
     cwd_granted: bool = True
+    #: The run's `placeholders` for its prompt hooks (request field, `exec --placeholder`).
+    placeholders: Mapping[str, Any] = attrs.field(factory=dict)
 
 
 class Run:
@@ -123,6 +126,13 @@ async def execute(
             cwd_granted=req.cwd_granted,
             caller_env=req.caller_env,
             redactor=redactor,
+            prompts=PromptRun(
+                req.placeholders,
+                source_file=_in(req.cwd, req.script.python_file),
+                source_code=req.script.python_code,
+                warn=lambda message: run.journal.append(blank(WarningFrame, message=message)),
+                artifacts=lambda: artifact_frames(run.journal.lines),
+            ),
         )
         await _execute(
             run,
@@ -133,6 +143,10 @@ async def execute(
             passed=passed,
             started=started,
         )
+
+
+def _in(cwd: str, file: str | None) -> str | None:
+    return os.path.join(cwd, file) if file is not None else None
 
 
 def run_passed(req: RunRequest, config: Config) -> Passed:

@@ -99,6 +99,7 @@ class Endpoints:
                 # A client's cwd is its choice, not the operator's grant, unless it lies
                 # where `serve` runs (docs/sandbox.md).
                 cwd_granted=_within(cwd, self.options.cwd),
+                placeholders=request.placeholders,
             )
         )
         self._start_run(run, config)

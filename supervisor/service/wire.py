@@ -19,6 +19,7 @@ from ..core.answers import ANSWERS
 from ..core.convert import KEEP
 from ..core.effects import Effect
 from ..core.hooks import Config, Profile
+from ..core.models import is_name
 from ..core.passenv import reference_problem
 from ..core.points import Phase
 from ..core.scripts import Script
@@ -142,6 +143,8 @@ class ExecRequest:
     script_lines: Mapping[str, Sequence[str | None]] | None = None
     autonomy: Effect | None = None
     cancel_on_disconnect: bool = False
+    #: The run's values for its prompt hooks' placeholders (names of their `vars`).
+    placeholders: Mapping[str, Any] = attrs.field(factory=dict)
 
     @property
     def per_call(self) -> bool:
@@ -255,6 +258,11 @@ EXEC_FIELDS: Final[dict[str, tuple[str, Callable[[Any], bool]]]] = {
         lambda v: isinstance(v, str) and v in {e.word for e in Effect},
     ),
     "cancelOnDisconnect": ("true or false", lambda v: isinstance(v, bool)),
+    "placeholders": (
+        "an object of any JSON values, for prompt hooks' placeholders, each name a letter or _"
+        " then letters, digits, _ or -",
+        lambda v: isinstance(v, dict) and all(is_name(k) for k in v),
+    ),
 }
 _WHAT: Final = ("argv", "python", "file")
 
@@ -326,6 +334,7 @@ def parse_exec(text: str | bytes) -> ExecRequest:
         script_lines=obj.get("script"),
         autonomy=Effect.parse(obj["autonomy"]) if "autonomy" in obj else None,
         cancel_on_disconnect=obj.get("cancelOnDisconnect", False),
+        placeholders=dict(obj.get("placeholders", {})),
     )
 
 

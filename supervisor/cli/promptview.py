@@ -1,0 +1,92 @@
+"""Prompt hooks at the command line: `hook test --show-request` (the request a prompt hook
+would send, for review, sending nothing) and the warnings `validate` and `hooks list` give
+about prompt hooks whose model is not configured."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Iterable
+    from typing import Any
+
+    from ..core.hooks import Config, Hook
+    from ..run.hookcontext import HookContext
+
+
+def say_model_warnings(hooks: Iterable[Hook]) -> None:
+    """On stderr, one line for each prompt hook of `hooks` whose model is not configured."""
+    from ..core.models import unconfigured
+
+    for warning in unconfigured(hooks):
+        print(f"mcpx-hooks: warning: {warning}", file=sys.stderr)
+
+
+def files_model_warnings(args: argparse.Namespace, files: list[str]) -> None:
+    """`validate FILE…`: the prompt hooks of these files whose model neither they nor the
+    layers in force here declare (nothing said where the layers do not load: the problems
+    are printed instead)."""
+    from ..config.loading import load_config
+    from ..core.errors import ConfigError
+
+    try:
+        config = load_config(
+            files, cwd=Path.cwd(), environ=os.environ, trust_project=args.trust_project
+        )
+    except ConfigError:
+        return
+    given = {os.path.abspath(f) for f in files}
+    say_model_warnings(h for h in config.hooks if h.source.file in given)
+
+
+def request_shown(config: Config, hook: Hook, ctx: HookContext) -> dict[str, Any]:
+    """What the prompt hook would send in `ctx`: where, and the body; the API key as
+    `[secret NAME]`, never its value."""
+    from ..core.effects import clamp
+    from ..core.models import Provider
+    from ..core.redact import Redactor
+    from ..run.hookcontext import hook_secrets
+    from ..run.modelclient import request_body, shown_url
+    from ..run.prompthook import prompt_request
+
+    effect = clamp(hook.effect, hook.phase, ctx.caller_autonomy, ctx.supervisor_max).effect
+    request = prompt_request(hook, effect, ctx)
+    model = hook.prompt.model if hook.prompt is not None else None
+    shown: dict[str, Any] = {"hook": hook.name, "effect": effect.word}
+    if model is None:
+        name = hook.prompt.model_name if hook.prompt is not None else "default"
+        shown["model"] = None
+        shown["note"] = f"no model configured: declare [models.{name}] to send this"
+        shown["messages"] = request.messages()
+    else:
+        shown["model"] = model.shown()
+        if model.provider is Provider.OPENAI:
+            shown["url"] = shown_url(f"{model.url}/chat/completions")
+            if model.api_key_env:
+                shown["headers"] = {"authorization": f"Bearer [secret {model.api_key_env}]"}
+        else:
+            shown["command"] = list(model.command)
+        shown["body"] = request_body(model, request)
+    redacted: dict[str, Any] = Redactor(hook_secrets((hook,), None, os.environ)).value(shown)
+    return redacted
+
+
+def show_request(config: Config, hook: Hook, ctx: HookContext) -> int:
+    """Prints the request (JSON) and sends nothing; 2 when the hook is not a prompt hook."""
+    from ..core.hooks import Action
+    from .common import EXIT_OK, EXIT_USAGE
+
+    if hook.action is not Action.PROMPT:
+        print(
+            f'mcpx-hooks hook test: --show-request: "{hook.name}" is a {hook.action} hook;'
+            " only a prompt hook sends a request",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    print(json.dumps(request_shown(config, hook, ctx), indent=2, ensure_ascii=False))
+    return EXIT_OK

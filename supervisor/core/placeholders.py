@@ -1,0 +1,127 @@
+"""A prompt's `@placeholders`: how they are spelt, which built-ins each phase has, and the
+checks validation makes of a prompt hook. Pure.
+
+A placeholder is `@name` or `@name.path.to.key` (the spelling of mcpx recipes and
+launchers): a name (a letter or `_`, then letters, digits, `_`, `-`) and, after dots, keys
+of the value (a list's items by their index, `@result.value.0`). An `@` right after a letter
+or digit (an email address) is not one; `@@` is a literal `@`. A path that leads nowhere
+gives `null`.
+
+Names are the built-ins (`BUILTINS`, which a phase has by `PHASE_BUILTINS`), then the hook's
+`vars`; a run's `placeholders` give other values for the names of `vars`, never for a
+built-in.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any, Final
+
+import attrs
+
+from .points import Phase
+
+#: `@name(.key)*`, not after a word character or another `@` (`@@` is a literal `@`).
+PLACEHOLDER: Final = re.compile(r"@@|(?<![\w@])@([A-Za-z_][\w-]*)((?:\.[\w-]+)*)")
+
+#: The block that carries the hook input when a prompt names no built-in: not a var's name.
+RESERVED: Final = "context"
+#: Each built-in placeholder and what it holds.
+BUILTINS: Final[dict[str, str]] = {
+    "input": "the run's input (`before`)",
+    "result": "the result, `{value}` (`onSuccess`; `suffix` after a success, else null)",
+    "error": "the error, `{message, exitCode, stderrTail, stdoutTail}` (`onError`; `suffix`"
+    " after a failure, else null)",
+    "run": "the run: `{runId, argv, cwd, startedAt}`",
+    "hook": "the hook: `{name, on, phase, action, effect, timeoutMs}`",
+    "event": "the event an observe hook follows",
+    "artifacts": "the run's artifact frames so far: `[{id, name, mime, size, sha256}]`",
+    "source": "the text of a `--python` script (or `-c` code); null for an argv script",
+}
+
+#: The built-ins each phase has: naming another is a validation error.
+PHASE_BUILTINS: Final[dict[Phase, frozenset[str]]] = {
+    Phase.BEFORE: frozenset({"input", "run", "hook", "source"}),
+    Phase.ON_SUCCESS: frozenset({"result", "run", "hook", "artifacts", "source"}),
+    Phase.ON_ERROR: frozenset({"error", "run", "hook", "artifacts", "source"}),
+    Phase.SUFFIX: frozenset({"result", "error", "run", "hook", "artifacts", "source"}),
+    Phase.OBSERVE: frozenset({"event", "hook"}),
+    Phase.PREFIX: frozenset(),
+}
+
+
+@attrs.frozen
+class Placeholder:
+    """One placeholder as written: `spelt` is `name.path` without the `@`."""
+
+    name: str
+    path: tuple[str, ...]
+    start: int
+    end: int
+
+    @property
+    def spelt(self) -> str:
+        return ".".join((self.name, *self.path))
+
+
+def find(prompt: str) -> Iterator[Placeholder]:
+    """The placeholders of `prompt`, in order (`@@` is not one)."""
+    for m in PLACEHOLDER.finditer(prompt):
+        if m.group(0) == "@@":
+            continue
+        path = tuple(m.group(2).split(".")[1:]) if m.group(2) else ()
+        yield Placeholder(m.group(1), path, m.start(), m.end())
+
+
+def names_in(prompt: str) -> list[str]:
+    """The distinct names the prompt uses, in order of first use."""
+    return list(dict.fromkeys(p.name for p in find(prompt)))
+
+
+def check_placeholders(
+    prompt: str, phase: Phase, var_names: Mapping[str, Any]
+) -> list[tuple[str, str]]:
+    """What is wrong with the placeholders of a prompt hook at `phase` with `vars`
+    `var_names`: (where, message) pairs, `where` "prompt" or "vars/<name>"."""
+    found: list[tuple[str, str]] = []
+    have = PHASE_BUILTINS.get(phase, frozenset())
+    for name in var_names:
+        if name in BUILTINS or name == RESERVED:
+            found.append(
+                (
+                    f"vars/{name}",
+                    f'"{name}" is the name of a built-in placeholder or block; a var may not take'
+                    " it",
+                )
+            )
+    for name in names_in(prompt):
+        if name in BUILTINS and name not in have:
+            has = ", ".join(f"@{b}" for b in BUILTINS if b in have) or "none"
+            found.append(
+                ("prompt", f"@{name} is not available at phase {phase.value} (it has: {has})")
+            )
+        elif name not in BUILTINS and name not in var_names:
+            found.append(
+                (
+                    "prompt",
+                    f"@{name} is not a placeholder: not a built-in"
+                    f" ({', '.join('@' + b for b in BUILTINS)}) and not in this hook's vars"
+                    " (declare it there; a run's placeholders may then give it another"
+                    " value; write @@ for a literal @)",
+                )
+            )
+    return found
+
+
+def lookup(value: Any, path: tuple[str, ...]) -> Any:
+    """`value`'s item at `path` (keys of objects, indexes of lists); null where it leads
+    nowhere."""
+    for key in path:
+        if isinstance(value, Mapping):
+            value = value.get(key)
+        elif isinstance(value, list | tuple) and key.isdigit() and int(key) < len(value):
+            value = value[int(key)]
+        else:
+            return None
+    return value

@@ -1,0 +1,262 @@
+"""Sending a prompt hook's request to its model and reading the reply, for each provider.
+
+`openai`: `POST {url}/chat/completions` through httpx (its `AsyncClient` runs on anyio, so
+under Trio), with `model`, `messages`, `max_tokens`, `temperature` and `response_format`
+(a `json_schema`, the answer schema restricted to the effect, `strict`); the answer is
+`choices[0].message.content`, the tokens `usage.prompt_tokens` and `completion_tokens`.
+`command`: the model's argv through the spawner, in its sandbox (`net` unless declared),
+the same request body on stdin, the answer on stdout; its tokens are estimated (4 bytes
+each), as are an `openai` reply's without `usage`.
+
+Every way a model can fail (unreachable, HTTP >= 400, a redirect, which is not followed, a
+reply that is not the protocol's, a reply over the cap) raises `ModelFailed` with a reason of
+our own words: never the API key, never the request or the reply body (nor the server's own
+reason phrase). The caller bounds the time (`trio.move_on_after`);
+cancellation closes the connection or kills the command's tree before it propagates.
+"""
+
+from __future__ import annotations
+
+import functools
+import http
+import json
+import math
+import os
+import re
+import ssl
+import threading
+from collections.abc import Mapping
+from typing import Any, Final
+
+import attrs
+import httpx
+
+from ..core.errors import SandboxUnavailable, SpawnError
+from ..core.hookenv import base_environment
+from ..core.hooks import STDERR_TAIL_BYTES, Hook, Profile
+from ..core.jsontext import JsonError, loads
+from ..core.models import Model, Provider
+from ..core.passenv import MIN_SECRET_CHARS, secret_too_short
+from ..core.promptbuild import PromptRequest
+from ..process import sandbox
+from ..process.scratch import scratch_dir
+from ..process.spawner import Spawner
+from ..process.spawnspec import ChildSpec
+
+#: The reply body past the answer's own cap (`maxOutputBytes`): the protocol's wrapping.
+ENVELOPE_BYTES: Final = 64 * 1024
+#: Bytes per token where a provider does not count them.
+BYTES_PER_TOKEN: Final = 4
+#: Credentials in a URL (`https://user:key@host`): never said in a reason.
+_USERINFO: Final = re.compile(r"//[^/@]*@")
+#: The command provider's profile when the model names none.
+COMMAND_PROFILE: Final = Profile.NET
+
+
+class ModelFailed(Exception):
+    """The model could not give an answer; `reason` says why, in our words."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@attrs.frozen
+class Reply:
+    """A model's answer text and what it cost."""
+
+    content: str
+    prompt_tokens: int
+    completion_tokens: int
+
+
+def shown_url(url: str) -> str:
+    """`url` as it may be said: without credentials written into it."""
+    return _USERINFO.sub("//[credentials]@", url, count=1)
+
+
+def request_body(
+    model: Model, request: PromptRequest, max_tokens: int | None = None
+) -> dict[str, Any]:
+    """The chat-completions body: what `openai` POSTs and `command` reads on stdin.
+    `max_tokens`: fewer than the model's `maxTokens`, where the run's budget has less left."""
+    return {
+        "model": model.model_id,
+        "messages": request.messages(),
+        "max_tokens": min(model.max_tokens, max_tokens or model.max_tokens),
+        "temperature": model.temperature,
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "hook_answer", "schema": request.schema, "strict": True},
+        },
+    }
+
+
+def estimate(text: str | bytes) -> int:
+    """Tokens at `BYTES_PER_TOKEN` bytes each, where no count is given (or none yet)."""
+    data = text.encode(errors="replace") if isinstance(text, str) else text
+    return math.ceil(len(data) / BYTES_PER_TOKEN)
+
+
+async def ask_model(
+    spawner: Spawner,
+    hook: Hook,
+    model: Model,
+    body: Mapping[str, Any],
+    environ: Mapping[str, str],
+    *,
+    granted: tuple[str, ...] = (),
+) -> Reply:
+    """Sends `body` to `model`; the reply's answer at most `hook.max_output_bytes`.
+    `granted`: the hook's directories that are the operator's grants (a `command` model's).
+    Raises `ModelFailed`."""
+    key = environ.get(model.api_key_env) if model.api_key_env else None
+    if model.api_key_env and not key:
+        raise ModelFailed(f"{model.api_key_env} (apiKeyEnv of model {model.name}) is not set")
+    if model.api_key_env and key is not None and len(key) < MIN_SECRET_CHARS:
+        # A key too short to redact is never sent: it could not be kept out of what we write.
+        raise ModelFailed(f"{secret_too_short(model.api_key_env, len(key))} (apiKeyEnv)")
+    encoded = json.dumps(body).encode()
+    if model.provider is Provider.COMMAND:
+        return await _ask_command(spawner, hook, model, encoded, key=key, granted=granted)
+    return await _ask_openai(model, encoded, key, hook.max_output_bytes)
+
+
+@functools.cache
+def _client(thread: int) -> httpx.AsyncClient:
+    """One client for every request of a thread (making one, with its TLS context, costs a
+    quarter of a millisecond; a client is not for two threads' loops at once). It keeps no
+    connection between requests: each opens its own and closes it when its reply is read,
+    so nothing it holds outlives a request or passes from one Trio run to another. No proxy
+    or netrc from the environment: a request goes where the config says."""
+    return httpx.AsyncClient(
+        verify=ssl.create_default_context(),
+        timeout=None,
+        trust_env=False,
+        limits=httpx.Limits(max_keepalive_connections=0),
+    )
+
+
+async def _ask_openai(model: Model, body: bytes, key: str | None, cap: int) -> Reply:
+    url = f"{model.url}/chat/completions"
+    headers = {"content-type": "application/json", "accept": "application/json"}
+    if key:
+        headers["authorization"] = f"Bearer {key}"
+    where = f"model {model.name} at {shown_url(model.url)}"
+    client = _client(threading.get_ident())
+    try:
+        async with client.stream("POST", url, content=body, headers=headers) as resp:
+            if resp.status_code >= 300:  # a redirect is not followed: the config says where
+                raise ModelFailed(f"{where} answered HTTP {_status(resp.status_code)}")
+            limit = cap + ENVELOPE_BYTES
+            over = f"{where}: the reply is over {limit} bytes (maxOutputBytes and the"
+            declared = resp.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > limit:
+                raise ModelFailed(f"{over} protocol's wrapping); not read")
+            data = bytearray()
+            # Read to its end, keeping at most `limit` bytes: leaving httpx's stream
+            # early would leave its generators to the garbage collector.
+            async for chunk in resp.aiter_bytes():
+                if len(data) <= limit:
+                    data += chunk
+            if len(data) > limit:
+                raise ModelFailed(f"{over} protocol's wrapping); the rest not kept")
+    except httpx.ConnectError:
+        raise ModelFailed(f"{where} is unreachable (the connection failed)") from None
+    except httpx.HTTPError as exc:
+        raise ModelFailed(f"{where}: the request failed ({type(exc).__name__})") from None
+    return _reply(bytes(data), body, where, cap)
+
+
+def _status(code: int) -> str:
+    """A status and its standard phrase (never the server's own words)."""
+    try:
+        return f"{code} {http.HTTPStatus(code).phrase}"
+    except ValueError:
+        return str(code)
+
+
+def _reply(data: bytes, body: bytes, where: str, cap: int) -> Reply:
+    """A chat-completions reply's answer and usage, or `ModelFailed` saying what is wrong
+    (never what the reply holds)."""
+    try:
+        obj = loads(data.decode())
+    except (JsonError, UnicodeDecodeError):
+        raise ModelFailed(f"{where}: the reply is not JSON") from None
+    message = _at(obj, "choices", 0, "message")
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, str):
+        raise ModelFailed(f"{where}: the reply has no choices[0].message.content string")
+    if len(content.encode(errors="replace")) > cap:
+        raise ModelFailed(f"{where}: the answer is over maxOutputBytes ({cap} bytes)")
+    usage = _at(obj, "usage")
+    counts = [
+        usage.get(k) if isinstance(usage, dict) else None
+        for k in ("prompt_tokens", "completion_tokens")
+    ]
+    if all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
+        return Reply(content, int(counts[0] or 0), int(counts[1] or 0))
+    return Reply(content, estimate(body), estimate(content))
+
+
+def _at(obj: Any, *path: str | int) -> Any:
+    for key in path:
+        if isinstance(key, int):
+            obj = obj[key] if isinstance(obj, list) and len(obj) > key else None
+        else:
+            obj = obj.get(key) if isinstance(obj, dict) else None
+    return obj
+
+
+async def _ask_command(
+    spawner: Spawner,
+    hook: Hook,
+    model: Model,
+    body: bytes,
+    *,
+    key: str | None,
+    granted: tuple[str, ...],
+) -> Reply:
+    """Runs the model's argv once: `body` on stdin, the answer on stdout (at most
+    `hook.max_output_bytes`). Its tree is killed and reaped on any way out."""
+    profile = Profile(model.sandbox) if model.sandbox else COMMAND_PROFILE
+    where = f"model {model.name} ({model.command[0]})"
+    with scratch_dir("model-") as scratch:
+        env = base_environment(os.environ, scratch)
+        if key and model.api_key_env:
+            env[model.api_key_env] = key
+        try:
+            rlimits, plan = sandbox.plan(
+                profile,
+                spawner,
+                scratch=scratch,
+                dirs=(hook.declaring_dir, hook.workdir),
+                workdir=hook.workdir,
+                granted=granted,
+                paths=hook.paths,
+                limits=hook.limits,
+            )
+            sandbox.check_program(
+                model.command[0], cwd=hook.workdir, env=env, plan=plan, profile=profile
+            )
+        except SandboxUnavailable as exc:
+            raise ModelFailed(f"{where} could not start: {exc}") from None
+        spec = ChildSpec(model.command, hook.workdir, env, rlimits, plan, None)
+        caps = (hook.max_output_bytes, STDERR_TAIL_BYTES)
+        try:
+            async with spawner.open_child(
+                spec, kill_grace=hook.kill_grace_ms / 1000, stdin_data=body, collect=caps
+            ) as child:
+                outcome = child.outcome
+                await child.communicate(b"", *caps)
+        except SpawnError as exc:
+            raise ModelFailed(f"{where} could not start: {exc}") from None
+    if outcome.stdout_overflow:
+        raise ModelFailed(f"{where}: the answer is over maxOutputBytes; killed")
+    if outcome.signal is not None:
+        raise ModelFailed(f"{where} was killed by signal {outcome.signal}")
+    if outcome.exit_code != 0:
+        raise ModelFailed(f"{where} exited with status {outcome.exit_code}")
+    stdout = bytes(outcome.stdout)
+    content = stdout.decode(errors="replace")
+    return Reply(content, estimate(body), estimate(stdout))

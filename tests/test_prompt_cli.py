@@ -1,0 +1,220 @@
+"""Prompt hooks at the command line, as a user runs it (a real `python -m mcpx_hooks.supervisor`
+process) against the loopback model: `exec --placeholder`, `hook test --show-request` (the
+request printed, the key never, nothing sent), the warnings of `validate` and `hooks list`,
+the wire's `placeholders`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from loopmodel import LoopModel, Reply
+
+from mcpx_hooks.supervisor.service.wire import WireError, parse_exec
+
+CLI = [sys.executable, "-m", "mcpx_hooks.supervisor"]
+KEY = "sk-cli-secret-0123456789"
+
+
+@pytest.fixture
+def model() -> Iterator[LoopModel]:
+    with LoopModel() as server:
+        yield server
+
+
+def mcpx(*args: str, cwd: Path, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "MCPX_HOOKS_NO_DISCOVERY": "1",
+        "XDG_STATE_HOME": str(cwd / "state"),
+        "LOOP_KEY": KEY,
+    }
+    return subprocess.run(
+        [*CLI, *args],
+        check=False,
+        cwd=cwd,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def write_config(tmp_path: Path, url: str, model_name: str = "default") -> Path:
+    path = tmp_path / "c.toml"
+    path.write_text(
+        f"""
+[defaults]
+sandbox = "none"
+[script]
+sandbox = "none"
+
+[models.default]
+provider = "openai"
+url = "{url}"
+model = "loop-1"
+apiKeyEnv = "LOOP_KEY"
+
+[[hooks]]
+name = "explain"
+on = "script"
+phase = "onError"
+prompt = "The job failed: @error. What should @team check first?"
+model = "{model_name}"
+vars = {{ team = "the platform team" }}
+"""
+    )
+    return path
+
+
+def test_exec_placeholder_reaches_the_model_as_data(tmp_path: Path, model: LoopModel) -> None:
+    model.default = Reply('{"advise": "check the lockfile"}')
+    write_config(tmp_path, model.url)
+    done = mcpx(
+        "exec", "--config", "c.toml", "--json", "--placeholder", "team=infra",
+        "--", sys.executable, "-c", "raise SystemExit(3)",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 3, done.stderr
+    frames = [json.loads(line) for line in done.stdout.splitlines()]
+    (hook,) = [f for f in frames if f["type"] == "hook"]
+    assert hook["advice"] == ["check the lockfile"] and hook["tokens"]["prompt"] == 10
+    assert '"infra"' in model.requests[0]["messages"][1]["content"]
+    assert KEY not in done.stdout + done.stderr
+
+
+def test_the_readable_view_shows_the_model(tmp_path: Path, model: LoopModel) -> None:
+    model.default = Reply('{"advise": "check the lockfile"}', usage=(12, 3))
+    write_config(tmp_path, model.url)
+    done = mcpx("hook", "test", "explain", "--config", "c.toml", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "model default (openai loop-1): 12+3 tokens" in done.stdout
+    assert "advice: check the lockfile" in done.stdout
+
+
+def test_a_bad_placeholder_flag_is_a_usage_error(tmp_path: Path, model: LoopModel) -> None:
+    write_config(tmp_path, model.url)
+    done = mcpx(
+        "exec", "--config", "c.toml", "--placeholder", "no value", "--", "true", cwd=tmp_path
+    )
+    assert done.returncode == 2 and "--placeholder: expected NAME=VALUE" in done.stderr
+    assert "Traceback" not in done.stderr and model.requests == []
+
+
+def test_show_request_prints_it_and_sends_nothing(tmp_path: Path, model: LoopModel) -> None:
+    write_config(tmp_path, model.url)
+    done = mcpx("hook", "test", "explain", "--config", "c.toml", "--show-request", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)
+    assert shown["url"] == f"{model.url}/chat/completions"
+    assert shown["headers"] == {"authorization": "Bearer [secret LOOP_KEY]"}
+    body = shown["body"]
+    assert body["model"] == "loop-1" and body["response_format"]["json_schema"]["strict"]
+    user = body["messages"][1]["content"]
+    assert user.startswith("The job failed: [data: error]. What should [data: team] check first?")
+    assert KEY not in done.stdout + done.stderr
+    assert model.requests == []  # nothing was sent
+
+
+def test_show_request_of_a_hook_that_is_not_a_prompt(tmp_path: Path) -> None:
+    hook = json.dumps({"phase": "before", "run": ["true"]})
+    done = mcpx("hook", "test", "--hook", hook, "--show-request", cwd=tmp_path)
+    assert done.returncode == 2 and "only a prompt hook sends a request" in done.stderr
+
+
+def test_validate_and_hooks_list_warn_of_a_model_not_configured(
+    tmp_path: Path, model: LoopModel
+) -> None:
+    write_config(tmp_path, model.url, model_name="elsewhere")
+    said = 'prompt hook "explain" names model "elsewhere", which no [models.elsewhere]'
+    done = mcpx("validate", "c.toml", cwd=tmp_path)
+    assert done.returncode == 0 and said in done.stderr
+    done = mcpx("hooks", "list", "--config", "c.toml", "--json", cwd=tmp_path)
+    assert done.returncode == 0 and said in done.stderr
+    (listed,) = json.loads(done.stdout)
+    assert listed["model"] == "elsewhere" and listed["modelConfigured"] is False
+    assert listed["vars"] == {"team": "the platform team"}
+    write_config(tmp_path, model.url)
+    assert said not in mcpx("validate", "c.toml", cwd=tmp_path).stderr
+
+
+def test_a_placeholder_problem_names_file_and_pointer(tmp_path: Path, model: LoopModel) -> None:
+    path = write_config(tmp_path, model.url)
+    path.write_text(path.read_text().replace("@team", "@result"))
+    done = mcpx("validate", "c.toml", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "c.toml:/hooks/0/prompt: @result is not available at phase onError" in done.stdout
+
+
+def test_the_wire_takes_placeholders() -> None:
+    request = parse_exec(json.dumps({"argv": ["true"], "placeholders": {"team": {"a": 1}}}))
+    assert request.placeholders == {"team": {"a": 1}}
+    with pytest.raises(WireError, match="placeholders: expected an object"):
+        parse_exec(json.dumps({"argv": ["true"], "placeholders": {"a b": 1}}))
+
+
+def test_exec_remote_sends_placeholders_to_the_server_s_prompt_hook(
+    tmp_path: Path, model: LoopModel
+) -> None:
+    from service_client import start_server
+
+    model.default = Reply('{"advise": "check the lockfile"}')
+    path = write_config(tmp_path, model.url)
+    path.write_text(path.read_text() + '\n[service]\nsandboxes = ["none", "workspace"]\n')
+    server = start_server(tmp_path, "--config", str(path), env={"LOOP_KEY": KEY})
+    try:
+        client = tmp_path / "client"
+        client.mkdir()
+        done = mcpx(
+            "exec", "--remote", server.url, "--token-file", str(tmp_path / "token"), "--json",
+            "--placeholder", "team=infra", "--", sys.executable, "-c", "raise SystemExit(3)",
+            cwd=client,
+        )  # fmt: skip
+    finally:
+        server.stop()
+    assert done.returncode == 3, done.stderr
+    frames = [json.loads(line) for line in done.stdout.splitlines()]
+    (hook,) = [f for f in frames if f["type"] == "hook"]
+    assert hook["advice"] == ["check the lockfile"]
+    assert '"infra"' in model.requests[0]["messages"][1]["content"]
+    assert model.headers[0]["authorization"] == f"Bearer {KEY}"
+    assert KEY not in done.stdout + done.stderr + server.stderr.read_text()
+
+
+def test_explain_says_a_prompt_hook_without_a_model_will_not_run(
+    tmp_path: Path, model: LoopModel
+) -> None:
+    write_config(tmp_path, model.url, model_name="elsewhere")
+    done = mcpx("exec", "--config", "c.toml", "--explain", "--", "true", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "explain: no model configured: no [models.elsewhere]" in done.stdout
+    write_config(tmp_path, model.url)
+    done = mcpx("exec", "--config", "c.toml", "--explain", "--", "true", cwd=tmp_path)
+    assert "no model configured" not in done.stdout and model.requests == []
+
+
+def test_show_request_of_a_command_model_and_of_no_model(tmp_path: Path) -> None:
+    (tmp_path / "c.toml").write_text(
+        '[models.cli]\nprovider = "command"\ncommand = ["llm", "-m", "x"]\n'
+        '[[hooks]]\nname = "a"\non = "script"\nphase = "before"\nprompt = "check @input"\n'
+        'model = "cli"\n'
+        '[[hooks]]\nname = "b"\non = "script"\nphase = "before"\nprompt = "check @input"\n'
+    )
+    done = mcpx("hook", "test", "a", "--config", "c.toml", "--show-request", cwd=tmp_path)
+    shown = json.loads(done.stdout)
+    assert shown["command"] == ["llm", "-m", "x"] and shown["body"]["model"] == "llm"
+    assert "url" not in shown
+    event = json.dumps({"input": {"token": KEY}})
+    done = mcpx(
+        "hook", "test", "b", "--config", "c.toml", "--show-request", "--event", "-",
+        cwd=tmp_path, stdin=event,
+    )  # fmt: skip
+    shown = json.loads(done.stdout)
+    assert shown["model"] is None and "declare [models.default]" in shown["note"]
+    assert KEY in shown["messages"][1]["content"]  # not a secret of this config: shown as is
