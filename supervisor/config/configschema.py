@@ -44,6 +44,7 @@ from .schemaparts import (
     table,
     text,
 )
+from .serverschema import servers_schema
 
 #: Where a word-valued hook setting's enum is, by the type of its value.
 _SETTING_REFS: Final[dict[type, str]] = {Effect: "#/$defs/effect", Profile: "#/$defs/sandbox"}
@@ -301,6 +302,7 @@ def build_config_schema() -> dict[str, Any]:
                 "Inline source phases of the script point (action `source`), the runs'"
                 " sandbox profile, and what runs take from their caller's environment.",
             ),
+            "servers": servers_schema(_pass_keys("the server")),
             "hooks": {
                 "type": "array",
                 "description": "The hooks, in declaration order" + null_splice,

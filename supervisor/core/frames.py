@@ -36,6 +36,8 @@ class FrameType(enum.StrEnum):
     WARNING = "warning"
     #: A hook's question, right before its hook frame; the run waits for an answer.
     ASK = "ask"
+    #: One tool call the script made, among its output (never its arguments or answer).
+    CALL = "call"
 
 
 class HookStatus(enum.StrEnum):
@@ -138,6 +140,9 @@ class HookFrame(Envelope):
     #: `invalid-output`: the start of what the hook printed (its first KiB), so a person
     #: sees what was read.
     stdout_head: str | None = None
+    #: A plugin hook's tool server and tool.
+    server: str | None = None
+    tool: str | None = None
     type: FrameType = attrs.field(default=FrameType.HOOK, metadata=KEEP)
 
 
@@ -227,6 +232,23 @@ class AskFrame(Envelope):
     type: FrameType = attrs.field(default=FrameType.ASK, metadata=KEEP)
 
 
+@attrs.frozen
+class CallFrame(Envelope):
+    """A tool call the script made: the SHA-256 of its arguments as sent, never the
+    arguments or the answer (they may hold secrets)."""
+
+    id: Any
+    server: str
+    tool: str
+    args_sha256: str
+    duration_ms: int
+    ok: bool = attrs.field(metadata=KEEP)
+    error: str | None = None
+    destructive_hint: bool | None = None
+    refused_by: str | None = None
+    type: FrameType = attrs.field(default=FrameType.CALL, metadata=KEEP)
+
+
 Frame = (
     StartFrame
     | HookFrame
@@ -239,6 +261,7 @@ Frame = (
     | EndFrame
     | WarningFrame
     | AskFrame
+    | CallFrame
 )
 
 
@@ -292,6 +315,8 @@ def check_order(frames: Iterable[Mapping[str, Any]]) -> None:
     `start` first; `before` hooks; output; artifacts; `onSuccess` or `onError` hooks (not
     both); exactly one `result` or `error`; `suffix` hooks; `end` last; `warning` anywhere
     after `start`; an `ask` after `start`, followed by its hook's frame before the outcome.
+    A script's tool calls sit in the interleaved part, each as `call` hooks `before`, its
+    `call` frame, `onSuccess` (ok) or `onError` hooks, `suffix` hooks (`_call_step`).
     `seq` runs 0, 1, 2…
     without gaps and every frame has the run's `runId`. Types it does not know are skipped
     (an open set), but still count for `seq`.
@@ -302,6 +327,7 @@ def check_order(frames: Iterable[Mapping[str, Any]]) -> None:
     landing: str | None = None
     ended = False
     asking: list[str] = []  # hooks whose `ask` frame came and whose hook frame has not
+    call: tuple[str, bool | None] = ("", None)  # where the last call is (`_call_step`)
     for i, frame in enumerate(frames):
         kind = frame.get("type")
         where = f"frame {i} ({kind})"
@@ -321,6 +347,9 @@ def check_order(frames: Iterable[Mapping[str, Any]]) -> None:
             asking.append(str(frame.get("hook")))
         elif kind == FrameType.HOOK and frame.get("name") in asking:
             asking.remove(str(frame.get("name")))
+        if kind == FrameType.CALL or (kind == FrameType.HOOK and frame.get("on") == "call"):
+            call = _call_step(call, frame, where)
+            kind, phase = FrameType.LOG, None  # the interleaved part's rank
         if (str(kind), phase) not in _RANK:
             if kind == FrameType.HOOK:
                 raise OrderError(f"{where}: a {phase!r} hook has no place in a run")
@@ -346,3 +375,21 @@ def check_order(frames: Iterable[Mapping[str, Any]]) -> None:
         raise OrderError("the run has no end frame")
     if outcomes != 1:
         raise OrderError("the run has no result or error")
+
+
+def _call_step(at: tuple[str, bool | None], frame: Mapping[str, Any], where: str) -> Any:
+    """Where a call stands after `frame` (a `call` frame or a hook on `call`), from `at`
+    (the step reached, and the call frame's `ok`); raises `OrderError` for a step back."""
+    step, ok = at
+    phase = frame.get("phase")
+    if frame.get("type") == FrameType.CALL:
+        return "call", bool(frame.get("ok"))
+    if phase == Phase.BEFORE:
+        return phase, None
+    if phase in (Phase.ON_SUCCESS, Phase.ON_ERROR, Phase.SUFFIX):
+        if step not in ("call", "landing", Phase.SUFFIX)[: 3 if phase == Phase.SUFFIX else 2]:
+            raise OrderError(f"{where}: a call's {phase} hook out of order")
+        if phase != Phase.SUFFIX and (phase == Phase.ON_SUCCESS) is not ok:
+            raise OrderError(f"{where}: a {phase} hook after a call with ok {ok}")
+        return ("landing" if phase != Phase.SUFFIX else phase), ok
+    raise OrderError(f"{where}: a {phase!r} hook has no place in a call")

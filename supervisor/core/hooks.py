@@ -309,6 +309,9 @@ class Config:
     #: What loading had to say: each skipped file, each ceiling a nearer file tried to raise.
     #: Every command that loads the config says them (stderr; a run's `warning` frames).
     warnings: tuple[str, ...] = ()
+    #: `[servers.<name>]`: the tool servers plugin hooks and scripts' calls use
+    #: (`core/servers.py`'s `ServerSpec`; typed loosely here, which that module imports).
+    servers: Mapping[str, Any] = attrs.field(factory=dict)
 
     def find(self, name: str) -> Hook | None:
         return next((h for h in self.hooks if h.name == name), None)

@@ -1,0 +1,173 @@
+"""The tool servers of one supervisor: started on first use, shared by every run, stopped
+when idle, restarted with backoff after a failure.
+
+`open_servers` owns a nursery with one task per running server (`serverproc.py`); leaving
+it stops them all, each tree killed and reaped. A use (`ServerManager.call`) never hangs on
+a server: while it starts it is bounded by `startTimeoutMs`; a server that failed refuses
+its uses at once with the reason until its backoff (1, 2, 4 … 30 s) has passed, and the
+next use after that starts it again; a call is bounded by its caller's scope, and a call cut
+short is cancelled on the server (`notifications/cancelled`, sent by the MCP SDK).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, Final
+
+import attrs
+import trio
+from mcp import types
+from mcp.client.session import ClientSession
+from mcp.shared.exceptions import MCPError
+
+from ..core.hooks import Config
+from ..core.servers import BACKOFF_FIRST_S, BACKOFF_MAX_S, ServerSpec
+from ..process.spawner import Spawner
+from .bus import Bus
+
+#: How long a use whose connection closed under it waits for the server's own reason.
+_REASON_WAIT_S: Final = 5.0
+
+
+class ServerFailing(Exception):
+    """A server cannot serve a use: it failed to start, crashed, is in its backoff, or was
+    refused by a `server.start` hook. The message says why."""
+
+
+class ToolFailed(Exception):
+    """The server answered the call with a JSON-RPC error (an unknown tool, bad arguments)."""
+
+
+@attrs.define
+class ServerEntry:
+    """One server's state: `idle` (not running), `starting`, `running` (since `since`),
+    `failing` (`reason`, until `retry_at`)."""
+
+    spec: ServerSpec
+    state: str = "idle"
+    session: ClientSession | None = None
+    tools: tuple[types.Tool, ...] = ()
+    info: Mapping[str, Any] = attrs.field(factory=dict)
+    since: float | None = None
+    reason: str = ""
+    failures: int = 0
+    retry_at: float = 0.0
+    in_use: int = 0
+    last_used: float = 0.0
+    ready: trio.Event = attrs.field(factory=trio.Event)
+    ended: trio.Event = attrs.field(factory=trio.Event)
+    #: Set on every change the server's idle wait must see (a use began or ended).
+    changed: trio.Event = attrs.field(factory=trio.Event)
+
+    def poke(self) -> None:
+        self.changed.set()
+        self.changed = trio.Event()
+
+    def tool(self, name: str) -> types.Tool | None:
+        return next((t for t in self.tools if t.name == name), None)
+
+    def failed(self, reason: str) -> None:
+        """The server stopped or never started, for `reason`: uses fail until the backoff
+        has passed."""
+        self.failures += 1
+        self.state, self.reason, self.session = "failing", reason, None
+        self.retry_at = trio.current_time() + backoff_s(self.failures)
+
+
+def backoff_s(failures: int) -> float:
+    """The wait after `failures` failures in a row: 1, 2, 4 … 30 s."""
+    return min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2 ** (failures - 1)) if failures else 0.0
+
+
+class ServerManager:
+    """The servers of one supervisor, by spec (a changed declaration is another server)."""
+
+    def __init__(self, nursery: trio.Nursery, spawner: Spawner, bus: Bus, config: Config):
+        self._nursery = nursery
+        self.spawner = spawner
+        self.bus = bus
+        #: Whose `server.start` hooks run (the supervisor's config).
+        self.config = config
+        self.entries: dict[ServerSpec, ServerEntry] = {}
+
+    async def open(self, spec: ServerSpec, *, run_id: str | None = None) -> ServerEntry:
+        """The server, running: started now if it is not (bounded by `startTimeoutMs`).
+        Raises `ServerFailing` with the reason when it cannot be had."""
+        entry = self.entries.get(spec)
+        if entry is None:
+            entry = self.entries[spec] = ServerEntry(spec)
+        if entry.state == "failing" and trio.current_time() < entry.retry_at:
+            wait = entry.retry_at - trio.current_time()
+            raise ServerFailing(f"{entry.reason} (next start in {wait:.1f} s)")
+        if entry.state in ("idle", "failing"):
+            from .serverproc import serve_server  # the server's life; imports this module
+
+            entry.state, entry.ready, entry.ended = "starting", trio.Event(), trio.Event()
+            self._nursery.start_soon(serve_server, self, entry, run_id)
+        await entry.ready.wait()
+        if entry.session is None:
+            raise ServerFailing(entry.reason)
+        return entry
+
+    async def call(
+        self, spec: ServerSpec, tool: str, args: Mapping[str, Any], *, run_id: str | None = None
+    ) -> tuple[types.CallToolResult, ServerEntry]:
+        """Calls `tool` with `args` on the server (started if need be). The caller's scope
+        bounds it; cancelled, the SDK tells the server (`notifications/cancelled`).
+        Raises `ServerFailing` or `ToolFailed`."""
+        entry = await self.open(spec, run_id=run_id)
+        session = entry.session
+        assert session is not None
+        entry.in_use += 1
+        entry.poke()
+        try:
+            result = await session.call_tool(tool, dict(args))
+        except MCPError as exc:
+            if entry.session is session and entry.state == "running":
+                raise ToolFailed(exc.error.message) from None
+            with trio.move_on_after(_REASON_WAIT_S):
+                await entry.ended.wait()
+            raise ServerFailing(entry.reason or exc.error.message) from None
+        finally:
+            entry.in_use -= 1
+            entry.last_used = trio.current_time()
+            entry.poke()
+        return result, entry
+
+    def status(self) -> list[dict[str, Any]]:
+        """Each server's state, as `servers list --json` shows it."""
+        return [entry_json(e) for e in self.entries.values()]
+
+
+def entry_json(entry: ServerEntry) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": entry.spec.name, "state": entry.state}
+    if entry.state == "running" and entry.since is not None:
+        out["since"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(entry.since))
+    if entry.state == "failing":
+        out["reason"] = entry.reason
+    if entry.info:
+        out["server"] = dict(entry.info)
+    out["tools"] = [tool_json(t) for t in entry.tools]
+    return out
+
+
+def tool_json(tool: types.Tool) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": tool.name}
+    if tool.description:
+        out["description"] = tool.description
+    if tool.annotations is not None:
+        out["annotations"] = tool.annotations.model_dump(by_alias=True, exclude_none=True)
+    return out
+
+
+@contextlib.asynccontextmanager
+async def open_servers(spawner: Spawner, bus: Bus, config: Config) -> AsyncIterator[ServerManager]:
+    """A manager whose servers all stop (trees killed and reaped) when the block is left."""
+    async with trio.open_nursery() as nursery:
+        manager = ServerManager(nursery, spawner, bus, config)
+        try:
+            yield manager
+        finally:
+            nursery.cancel_scope.cancel()
