@@ -29,7 +29,7 @@ class Action(enum.StrEnum):
 #: Actions that run as a child process with JSON on stdin.
 PROCESS_ACTIONS: Final = frozenset({Action.RUN, Action.MODULE})
 #: Actions declared in the schema whose runner has not landed: running one is `skipped`.
-NOT_YET_RUNNABLE: Final = frozenset({Action.PROMPT, Action.PLUGIN})
+NOT_YET_RUNNABLE: Final = frozenset({Action.PROMPT})
 
 
 class Failure(enum.StrEnum):

@@ -56,6 +56,14 @@ SERVER_SETTINGS: Final = (
         1,
     ),
     ServerSetting(
+        "callTimeoutMs",
+        "call_timeout_ms",
+        60_000,
+        "How long one of a script's calls may take, in ms; past it the call is cancelled on"
+        " the server and the script gets an error",
+        1,
+    ),
+    ServerSetting(
         "killGraceMs", "kill_grace_ms", 500, "The grace from SIGTERM to SIGKILL when stopped", 0
     ),
 )
@@ -79,6 +87,7 @@ class ServerSpec:
     sandbox: Profile = _STRICT
     start_timeout_ms: int = int(_DEFAULT["start_timeout_ms"])
     idle_ms: int = int(_DEFAULT["idle_ms"])
+    call_timeout_ms: int = int(_DEFAULT["call_timeout_ms"])
     kill_grace_ms: int = int(_DEFAULT["kill_grace_ms"])
     limits: Limits = DEFAULT_LIMITS
     paths: SandboxPaths = _NO_PATHS

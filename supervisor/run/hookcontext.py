@@ -11,7 +11,7 @@ import secrets
 import site
 import sys
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -25,6 +25,9 @@ from ..core.redact import NO_SECRETS, Redactor
 from ..process.launch import RUNNER_FLAGS
 from ..process.runnerside import runner_path
 from ..process.spawnspec import ModuleCall
+
+if TYPE_CHECKING:
+    from .servers import ToolServers
 
 
 @attrs.frozen
@@ -60,6 +63,8 @@ class HookContext:
     caller_env: Mapping[str, str] | None = None
     #: The run's redaction: the hook input a hook is given is what a client would see.
     redactor: Redactor = NO_SECRETS
+    #: The tool servers plugin hooks call (`servers.py`); None where there are none.
+    servers: ToolServers | None = None
 
     def point(self, hook: Hook) -> str:
         """What the hook is told it is `on`: the point, or for observe the event's kind."""

@@ -62,6 +62,10 @@ async def run_hook(spawner: Spawner, hook: Hook, ctx: HookContext) -> HookReport
         return frame.skipped(f"{hook.action} hooks are not supported yet; the hook did not run")
     if hook.action is Action.SOURCE:
         return frame.skipped("source hooks run inside the Python launcher, not as a process")
+    if hook.action is Action.PLUGIN:
+        from .pluginhook import run_plugin  # it builds on this module's frame builder
+
+        return await run_plugin(hook, ctx, frame)
     started = time.perf_counter()
     passed = hook_passed(hook, ctx, os.environ)
     if passed.problem is not None:  # never run without a secret it was declared with

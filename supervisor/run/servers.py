@@ -141,6 +141,26 @@ class ServerManager:
         return [entry_json(e) for e in self.entries.values()]
 
 
+@attrs.frozen
+class ToolServers:
+    """What a run's hooks and calls reach servers through: the supervisor's manager, and
+    the servers the run's config declares by name."""
+
+    manager: ServerManager
+    specs: Mapping[str, ServerSpec]
+
+    def spec(self, server: str) -> ServerSpec:
+        """The server named `server`; raises `ServerFailing` when none is declared."""
+        spec = self.specs.get(server)
+        if spec is None:
+            known = ", ".join(sorted(self.specs)) or "none"
+            raise ServerFailing(
+                f"no tool server named {server!r} is declared ([servers.{server}];"
+                f" declared: {known})"
+            )
+        return spec
+
+
 def entry_json(entry: ServerEntry) -> dict[str, Any]:
     out: dict[str, Any] = {"name": entry.spec.name, "state": entry.state}
     if entry.state == "running" and entry.since is not None:
