@@ -51,6 +51,7 @@ __all__, __getattr__, __dir__ = exports(
         "events": ("Event", "EventKind", "Gap", "KINDS", "kind_matches"),
         "frames": (
             "ArtifactFrame",
+            "CallFrame",
             "AskFrame",
             "EmitFrame",
             "EndFrame",
@@ -75,6 +76,7 @@ __all__, __getattr__, __dir__ = exports(
         "hookenv": (
             "ARTIFACTS_DIR_VAR",
             "BASE_ENV",
+            "CALLS_FD_VAR",
             "FRAMES_FD_VAR",
             "HookFacts",
             "INPUT_VAR",
@@ -135,8 +137,21 @@ __all__, __getattr__, __dir__ = exports(
             "WhenKey",
             "when_keys",
         ),
+        "placeholders": ("BUILT_INS", "PlaceholderError", "names_in", "resolve"),
         "redact": ("NO_SECRETS", "Redactor"),
         "scripts": ("Script",),
+        "servers": (
+            "BACKOFF_FIRST_S",
+            "BACKOFF_MAX_S",
+            "MAX_BAD_LINES",
+            "MAX_MESSAGE_BYTES",
+            "SERVER_SETTINGS",
+            "SERVER_STDERR_TAIL",
+            "ServerSetting",
+            "ServerSpec",
+            "server_spec",
+            "split_tool",
+        ),
         "spawntext": (
             "ENV_NAME_PATTERN",
             "TEXT_PATTERN",
@@ -144,6 +159,13 @@ __all__, __getattr__, __dir__ = exports(
             "env_problems",
             "text_problem",
         ),
-        "when": ("RunFacts", "argv_matches", "command_line", "event_mismatch", "run_mismatch"),
+        "when": (
+            "RunFacts",
+            "argv_matches",
+            "command_line",
+            "event_mismatch",
+            "run_mismatch",
+            "tool_mismatch",
+        ),
     },
 )

@@ -91,8 +91,8 @@ async def _pump_lines(
     writer: MemoryObjectSendStream[SessionMessage | Exception],
     stats: LineStats,
 ) -> None:
-    async with writer:
-        async for line in _lines(receive, stats):
+    async with writer, contextlib.aclosing(_lines(receive, stats)) as lines:
+        async for line in lines:
             try:
                 message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
             except (pydantic.ValidationError, ValueError) as exc:

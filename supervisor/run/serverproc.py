@@ -18,6 +18,8 @@ import time
 from typing import Any, Final
 
 import trio
+from mcp import types
+from mcp.shared.exceptions import MCPError
 
 from ..core.answers import YES
 from ..core.convert import to_json
@@ -118,7 +120,9 @@ async def _life(manager: ServerManager, entry: ServerEntry) -> str | None:
             )
         if why is _EXITED and outcome is not None:
             how = (
-                f"was killed by signal {outcome.signal}"
+                "closed its stdout (its tree was killed)"
+                if not outcome.exited or outcome.killed
+                else f"was killed by signal {outcome.signal}"
                 if outcome.signal is not None
                 else f"exited with status {outcome.exit_code}"
             )
@@ -140,8 +144,13 @@ async def _serve(
         async with open_session(child.stdin, child.stdout, closed) as session:
             with trio.CancelScope() as life:
                 nursery.start_soon(_cancel_when_gone, child, closed, life, entry)
-                init = await session.initialize()
-                listed = await session.list_tools()
+                try:
+                    init = await session.initialize()
+                    listed = await session.list_tools()
+                except MCPError as exc:
+                    if exc.error.code != types.CONNECTION_CLOSED:
+                        raise
+                    await trio.sleep_forever()  # until `_cancel_when_gone` ends its life
                 start_scope.deadline = math.inf  # started: from now on idleMs rules
                 entry.tools = tuple(listed.tools)
                 info = init.server_info
@@ -155,7 +164,7 @@ async def _serve(
                     nursery.cancel_scope.cancel()
                     return f"server {spec.name} was stopped: its start was {refusal}"
                 entry.session, entry.state, entry.since = session, "running", time.time()
-                entry.failures, entry.reason = 0, ""
+                entry.reason = ""
                 entry.last_used = trio.current_time()
                 entry.ready.set()
                 await _until_idle(entry)
@@ -171,6 +180,8 @@ async def _cancel_when_gone(
     """Ends the server's life when its stdout closes (it exited, or closed it)."""
     await closed.wait()
     entry.session = None  # no new use may take it
+    with trio.move_on_after(entry.spec.kill_grace_ms / 1000):
+        await child.wait()  # its own exit status, if it is exiting
     life.cancel()
 
 

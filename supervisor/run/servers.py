@@ -120,12 +120,15 @@ class ServerManager:
         entry = await self.open(spec, run_id=run_id)
         session = entry.session
         assert session is not None
+        if entry.tool(tool) is None:
+            listed = ", ".join(t.name for t in entry.tools) or "none"
+            raise ToolFailed(f"server {spec.name} lists no tool {tool!r} (its tools: {listed})")
         entry.in_use += 1
         entry.poke()
         try:
             result = await session.call_tool(tool, dict(args))
         except MCPError as exc:
-            if entry.session is session and entry.state == "running":
+            if exc.error.code != types.CONNECTION_CLOSED:
                 raise ToolFailed(exc.error.message) from None
             with trio.move_on_after(_REASON_WAIT_S):
                 await entry.ended.wait()
@@ -134,6 +137,7 @@ class ServerManager:
             entry.in_use -= 1
             entry.last_used = trio.current_time()
             entry.poke()
+        entry.failures = 0  # it served: a later failure starts the backoff again
         return result, entry
 
     def status(self) -> list[dict[str, Any]]:
