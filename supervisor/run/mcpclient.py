@@ -13,7 +13,7 @@ than the session reads waits on its pipe.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Final
 
 import anyio
@@ -111,7 +111,7 @@ def _bad(stats: LineStats, problem: str) -> None:
     stats.last_problem = problem
 
 
-async def _lines(receive: trio.abc.ReceiveStream, stats: LineStats) -> AsyncIterator[bytes]:
+async def _lines(receive: trio.abc.ReceiveStream, stats: LineStats) -> AsyncGenerator[bytes]:
     """Non-empty lines of at most `MAX_MESSAGE_BYTES`; a longer one is skipped whole."""
     buf = bytearray()
     skipping = False
