@@ -189,13 +189,14 @@ HOSTILE_LINES = f"""
 import json, os, sys
 out = os.fdopen(3, "w", buffering=1)
 answers = os.fdopen(int(os.environ["MCPX_CALLS_FD"]), "r")
+big = "x" * {MAX_ARGS_BYTES}
 lines = [
     "not json at all",
     json.dumps({{"type": "call", "tool": "h.echo"}}),
     json.dumps({{"type": "call", "id": 1, "tool": "nodot"}}),
     json.dumps({{"type": "call", "id": 2, "tool": "nope.echo"}}),
     json.dumps({{"type": "call", "id": 3, "tool": "h.echo", "args": [1]}}),
-    json.dumps({{"type": "call", "id": 4, "tool": "h.echo", "args": {{"a": "x" * {MAX_ARGS_BYTES}}}}}),
+    json.dumps({{"type": "call", "id": 4, "tool": "h.echo", "args": {{"a": big}}}}),
     json.dumps({{"type": "call", "id": 5, "tool": "h.nosuch"}}),
     json.dumps({{"type": "call", "id": 6, "tool": "h.echo", "args": {{"fine": True}}}}),
 ]
