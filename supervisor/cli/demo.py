@@ -19,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import attrs
 import trio
 
 from ..config.loading import load_config
@@ -47,6 +48,9 @@ def problems(frames: Sequence[Mapping[str, Any]], *, refused: bool) -> list[str]
             name, status = frame.get("name"), frame.get("status")
             if status != EXPECTED_FAILURES.get(str(name), HookStatus.OK):
                 found.append(f"hook {name}: {status}: {frame.get('reason') or ''}".rstrip(": "))
+    calls = [f for f in frames if f.get("type") == FrameType.CALL]
+    if not refused and [c.get("refusedBy") for c in calls] != ["no-removing", None]:
+        found.append("the script's remove call was not refused by no-removing, or count failed")
     end = [f for f in frames if f.get("type") == FrameType.END]
     refusal = [f for f in frames if f.get("type") == FrameType.ERROR and f.get("refusedBy")]
     if not end:
@@ -64,7 +68,13 @@ def example_dir() -> Path:
 
 def example_config() -> Config:
     path = example_dir() / "demo.toml"
-    return load_config([path], cwd=path.parent, environ=os.environ, discover=False)
+    config = load_config([path], cwd=path.parent, environ=os.environ, discover=False)
+    # Its tool server is declared as `python3 …`: the demo runs it with the Python in use.
+    python = {
+        n: attrs.evolve(s, command=(sys.executable, *s.command[1:]))
+        for n, s in config.servers.items()
+    }
+    return attrs.evolve(config, servers=python)
 
 
 async def _show_run(runtime: Runtime, title: str, run_input: Any) -> list[dict[str, Any]]:

@@ -66,6 +66,12 @@ COMMANDS: Final = (
         None,
         "init:run",
     ),
+    (
+        "servers",
+        "the tool servers declared: start each, its state and tools",
+        "servers:add_arguments",
+        "servers:run",
+    ),
     ("demo", "the main job in miniature, on a built-in example", None, "demo:run"),
     ("doctor", "what enforces each sandbox profile on this machine", None, "doctor:run"),
 )
