@@ -1,0 +1,82 @@
+"""`mcpx-hooks servers list` and `doctor` on tool servers: the real command, real servers."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+CLI = [sys.executable, "-m", "mcpx_hooks.supervisor"]
+EXAMPLE = Path(__file__).parent.parent / "supervisor" / "examples" / "tools" / "wordtools.py"
+
+
+def project(tmp_path: Path) -> Path:
+    """A project declaring the example server (under strict, beside its config) and one
+    that cannot start."""
+    tmp_path.chmod(0o755)
+    shutil.copy(EXAMPLE, tmp_path / "wordtools.py")
+    (tmp_path / "tools.toml").write_text(
+        f'[servers.words]\ncommand = ["{sys.executable}", "wordtools.py"]\n\n'
+        f'[servers.broken]\ncommand = ["{sys.executable}", "-c", "raise SystemExit(\'no\')"]\n'
+        'sandbox = "none"\n'
+    )
+    return tmp_path / "tools.toml"
+
+
+def mcpx(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "MCPX_HOOKS_NO_DISCOVERY": "1"}
+    return subprocess.run(
+        [*CLI, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_servers_list_starts_each_server_and_shows_its_state_and_tools(tmp_path: Path) -> None:
+    config = project(tmp_path)
+    done = mcpx(tmp_path, "servers", "list", "--config", str(config), "--json")
+    assert done.returncode == 1, done.stderr  # one of them fails
+    words, broken = json.loads(done.stdout)
+    assert words["state"] == "running" and words["server"]["name"] == "wordtools"
+    tools = {t["name"]: t.get("annotations") for t in words["tools"]}
+    assert tools["remove"] == {"destructiveHint": True}
+    assert broken["state"] == "failing"
+    assert broken["reason"] == "server broken exited with status 1; its stderr ends: no"
+    text = mcpx(tmp_path, "servers", "list", "--config", str(config))
+    assert "words (wordtools 1.0): running since" in text.stdout
+    assert "  - remove  [destructiveHint=True]" in text.stdout
+    assert "broken: failing: server broken exited with status 1" in text.stdout
+    assert "Traceback" not in text.stdout + text.stderr
+
+
+def test_servers_list_without_starting_and_with_none_declared(tmp_path: Path) -> None:
+    config = project(tmp_path)
+    done = mcpx(tmp_path, "servers", "list", "--config", str(config), "--no-start", "--json")
+    assert done.returncode == 0
+    assert [(s["name"], s["state"]) for s in json.loads(done.stdout)] == [
+        ("words", "idle"),
+        ("broken", "idle"),
+    ]
+    none = mcpx(tmp_path, "servers", "list")
+    assert none.returncode == 0 and none.stdout.startswith("no tool servers declared")
+
+
+def test_doctor_names_the_servers_that_fail_to_start(tmp_path: Path) -> None:
+    project(tmp_path)
+    (tmp_path / "tools.toml").rename(tmp_path / ".mcpx-hooks.toml")
+    env = {**os.environ, "MCPX_HOOKS_TRUST": "all"}
+    done = subprocess.run(
+        [*CLI, "doctor"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert (
+        "tool servers that fail to start:\n  broken: failing: server broken exited" in done.stdout
+    )
+    assert "words:" not in done.stdout.split("tool servers that fail to start:")[1]
