@@ -80,3 +80,11 @@ def test_doctor_names_the_servers_that_fail_to_start(tmp_path: Path) -> None:
         "tool servers that fail to start:\n  broken: failing: server broken exited" in done.stdout
     )
     assert "words:" not in done.stdout.split("tool servers that fail to start:")[1]
+
+
+def test_the_server_settings_are_documented_from_the_table() -> None:
+    from mcpx_hooks.supervisor.core.servers import SERVER_SETTINGS
+
+    page = (Path(__file__).parent.parent / "docs" / "tool-servers.md").read_text()
+    for setting in SERVER_SETTINGS:
+        assert f"| `{setting.key}` | {setting.default} |" in page.replace("`strict`", "strict")
