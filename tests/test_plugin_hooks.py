@@ -191,3 +191,36 @@ async def test_without_tool_servers_a_plugin_hook_fails_not_hangs(tmp_path: Path
     report = await run_hook(spawner, plugin("h.echo", {}), HookContext(RUN))  # type: ignore[arg-type]
     assert report.frame.status == HookStatus.FAILED
     assert report.frame.reason == "no tool servers where this hook runs"
+
+
+def test_a_plugin_hook_on_an_undeclared_server_or_a_missing_placeholder_is_refused(
+    tmp_path: Path,
+) -> None:
+    from mcpx_hooks.supervisor.config.loading import validate_files
+    from mcpx_hooks.supervisor.core.errors import Problem
+
+    path = tmp_path / "c.toml"
+    path.write_text(
+        '[servers.words]\ncommand = ["srv"]\n'
+        '[[hooks]]\non = "script"\nphase = "before"\nplugin = "word.count"\n'
+        'args = { a = "@result.value", b = "@input", c = "for @run.argv" }\n'
+        '[[hooks]]\non = "server.start"\nphase = "before"\nplugin = "words.count"\n'
+        'args = { a = "@run" }\n'
+    )
+    assert validate_files([path]) == [
+        Problem(
+            str(path),
+            "/hooks/0/args",
+            '"@result" names nothing a plugin hook has in script.before (it has: hook, input, run)',
+        ),
+        Problem(
+            str(path),
+            "/hooks/0/plugin",
+            'expected a declared tool server: "word" has no [servers.word] (declared: words)',
+        ),
+        Problem(
+            str(path),
+            "/hooks/1/args",
+            '"@run" names nothing a plugin hook has in server.start.before (it has: hook, input)',
+        ),
+    ]

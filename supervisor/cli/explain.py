@@ -19,6 +19,13 @@ if TYPE_CHECKING:
     from ..core.when import RunFacts
 
 
+#: The points a run passes through only when its script calls tools.
+_TOOL_POINTS: dict[str, str] = {
+    "call": "tool call the script makes",
+    "server.start": "tool server start",
+}
+
+
 def _phase_order() -> dict[str, int]:
     """The phases in the order a run reaches them (`onSuccess` and `onError`: one of them)."""
     from ..core.points import Phase
@@ -46,6 +53,8 @@ def _why_not(hook: Hook, facts: RunFacts) -> str | None:
 def _when_runs(hook: Hook) -> str:
     from ..core.points import Phase
 
+    if hook.phase is not Phase.OBSERVE and hook.on in _TOOL_POINTS:
+        return f"{hook.phase.value} of each {_TOOL_POINTS[hook.on]}, if any"
     return {
         Phase.BEFORE: "before the script",
         Phase.ON_SUCCESS: "if the script succeeds",

@@ -40,6 +40,7 @@ from ..core.limits import Limits
 from ..core.passenv import PASS_ENV_KEY, SECRETS_KEY
 from ..core.points import Phase
 from ..core.servers import ServerSpec, server_spec
+from .pluginrules import plugin_problems
 from .policy import merge_layers
 from .schemaparts import HOOK_ACTIONS, SCRIPT_PHASES
 
@@ -108,6 +109,8 @@ def resolve(layers: Sequence[Layer]) -> tuple[Config, list[Problem]]:
                     f" at {first.file}:{first.pointer or '/'})",
                 )
             )
+        if hook.action is Action.PLUGIN:
+            problems += plugin_problems(hook, decl.file, decl.pointer, merged.get("servers", {}))
         hooks.append(hook)
     autonomy = merged.get("autonomy", {})
     runs = merged.get("runs", {})

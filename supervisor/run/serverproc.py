@@ -55,14 +55,14 @@ async def serve_server(manager: ServerManager, entry: ServerEntry, run_id: str |
             return
         reason = await _life(manager, entry)
         if reason is None:
-            entry.state, entry.reason = "idle", ""
+            entry.reason = ""
             return
         if entry.since is None:  # it never started: onError sees why
             await start_hooks(manager, Phase.ON_ERROR, spec.name, run_id, error={"message": reason})
         entry.failed(reason)
     finally:
         entry.session = None
-        if entry.state in ("running", "starting"):  # cancelled: the manager is closing
+        if entry.state in ("running", "starting", "stopping"):  # idle, or the manager closing
             entry.state = "idle"
         entry.since = None
         entry.ready.set()
@@ -168,6 +168,7 @@ async def _serve(
                 entry.last_used = trio.current_time()
                 entry.ready.set()
                 await _until_idle(entry)
+                entry.session, entry.state = None, "stopping"  # no new use may take it
             nursery.cancel_scope.cancel()
             if life.cancelled_caught:
                 return _EXITED

@@ -43,7 +43,7 @@ class ToolFailed(Exception):
 @attrs.define
 class ServerEntry:
     """One server's state: `idle` (not running), `starting`, `running` (since `since`),
-    `failing` (`reason`, until `retry_at`)."""
+    `stopping` (idle, on its way down), `failing` (`reason`, until `retry_at`)."""
 
     spec: ServerSpec
     state: str = "idle"
@@ -101,6 +101,8 @@ class ServerManager:
         if entry.state == "failing" and trio.current_time() < entry.retry_at:
             wait = entry.retry_at - trio.current_time()
             raise ServerFailing(f"{entry.reason} (next start in {wait:.1f} s)")
+        if entry.state == "stopping":  # idle, on its way down: the next life starts after
+            await entry.ended.wait()
         if entry.state in ("idle", "failing"):
             from .serverproc import serve_server  # the server's life; imports this module
 

@@ -1,0 +1,54 @@
+"""The rules of a `plugin` hook that need the whole config: its server is declared, and the
+placeholders of its `args` name what its phase has."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Final
+
+from ..core.errors import Problem
+from ..core.hooks import Hook
+from ..core.placeholders import names_in
+from ..core.points import Phase
+from ..core.servers import split_tool
+
+#: The built-in placeholder names each phase gives a plugin hook (`run/pluginhook.py`);
+#: `run` too, where the hook belongs to a run (not `server.start`).
+PHASE_NAMES: Final[dict[Phase, frozenset[str]]] = {
+    Phase.BEFORE: frozenset({"input", "hook"}),
+    Phase.ON_SUCCESS: frozenset({"result", "hook"}),
+    Phase.ON_ERROR: frozenset({"error", "hook"}),
+    Phase.SUFFIX: frozenset({"result", "error", "hook"}),
+    Phase.OBSERVE: frozenset({"event", "hook"}),
+}
+
+
+def plugin_problems(hook: Hook, file: str, pointer: str, servers: Collection[str]) -> list[Problem]:
+    """What is wrong with plugin hook `hook` (declared at `file`:`pointer`), given the names
+    of the servers declared."""
+    assert isinstance(hook.target, str)
+    server, _ = split_tool(hook.target)
+    problems = []
+    if server not in servers:
+        known = ", ".join(sorted(servers)) or "none"
+        problems.append(
+            Problem(
+                file,
+                f"{pointer}/plugin",
+                f'expected a declared tool server: "{server}" has no [servers.{server}]'
+                f" (declared: {known})",
+            )
+        )
+    given = PHASE_NAMES.get(hook.phase, frozenset()) | set(getattr(hook, "vars", None) or {})
+    if hook.on != "server.start":
+        given |= {"run"}
+    for name in sorted(names_in(dict(hook.args or {})) - given):
+        problems.append(
+            Problem(
+                file,
+                f"{pointer}/args",
+                f'"@{name}" names nothing a plugin hook has in {hook.on}.{hook.phase.value}'
+                f" (it has: {', '.join(sorted(given))})",
+            )
+        )
+    return problems
