@@ -42,6 +42,7 @@ async def run_job(
     marker: Marker,
     hooks: Sequence[dict[str, Any]],
     script: Script,
+    **server: Any,
 ) -> list[dict[str, Any]]:
     """Runs `script` in `tmp_path` with server `h` (hostile.py good) and `hooks`; returns
     the run's frames, checked against the frame order."""
@@ -51,6 +52,7 @@ async def run_job(
             "h": {
                 "command": [PY, HOSTILE, "good", str(tmp_path / "log"), marker],
                 "sandbox": "none",
+                **server,
             }
         },
         "hooks": list(hooks),
@@ -251,3 +253,30 @@ async def test_a_script_that_ends_with_a_call_in_flight_cancels_it(
     with trio.fail_after(30):
         frames = await run_job(tmp_path, marker, [], script)
     assert of(frames, "call") == [] and of(frames, "result")
+
+
+async def test_a_server_s_secret_it_echoes_is_redacted_in_frames_and_events(
+    tmp_path: Path, marker: Marker, no_leaks: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MCPX_TEST_TOKEN", "hunter2-is-the-password")
+    command = [PY, HOSTILE, "leak", str(tmp_path / "log"), marker]
+    script = python(
+        tmp_path,
+        """
+        import mcpx
+        def main():
+            try:
+                mcpx_call("h.echo", {})
+            except mcpx.CallError as exc:
+                return str(exc)  # the script's own: it may see what its tool said
+    """,
+    )
+    hooks = [hook("saw", "onError", answer({}))]
+    frames = await run_job(
+        tmp_path, marker, hooks, script, command=command, secrets=["MCPX_TEST_TOKEN"]
+    )
+    (call,) = of(frames, "call")
+    assert call["error"] == "no: [secret MCPX_TEST_TOKEN]"
+    outcome = of(frames, "result")[0]
+    assert outcome["value"] == "no: [secret MCPX_TEST_TOKEN]"  # redacted in the frame too
+    assert "hunter2" not in json.dumps(frames)

@@ -150,7 +150,7 @@ class ScriptCalls:
         args = facts["args"]
         if state.refused_by is not None:
             answer = _Answer(False, error=state.message, refused_by=state.refused_by)
-            destructive = None
+            destructive = self._known_hint(server, tool)
         else:
             answer, destructive = await self._call(server, tool, args)
         ms = round((time.perf_counter() - started) * 1000)
@@ -169,6 +169,15 @@ class ScriptCalls:
             )
         )
         return await self._land(state, answer)
+
+    def _known_hint(self, server: str, tool: str) -> bool | None:
+        """The tool's `destructiveHint` if its server has listed it already (a refused call
+        starts no server to learn it)."""
+        servers = self.ctx.servers
+        spec = servers.specs.get(server) if servers is not None else None
+        entry = servers.manager.entries.get(spec) if servers and spec else None
+        listed = entry.tool(tool) if entry is not None else None
+        return listed.annotations.destructive_hint if listed and listed.annotations else None
 
     async def _call(self, server: str, tool: str, args: Any) -> tuple[_Answer, bool | None]:
         servers = self.ctx.servers

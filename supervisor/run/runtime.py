@@ -25,7 +25,7 @@ from .hookcontext import hook_secrets
 from .journal import Journals
 from .observe import ObserverStats, serve_observers
 from .scriptrun import Run, RunRequest, execute
-from .servers import ServerManager, open_servers
+from .servers import ServerManager, open_servers, server_secrets
 
 
 @attrs.define
@@ -71,7 +71,8 @@ async def open_runtime(config: Config) -> AsyncIterator[Runtime]:
 async def _open_runtime(config: Config, artifacts: ArtifactStore) -> AsyncIterator[Runtime]:
     async with open_spawner() as spawner, trio.open_nursery() as nursery:
         # The supervisor's own hooks' secrets, redacted in every event it publishes.
-        bus = Bus(redactor=Redactor(hook_secrets(config.hooks, None, os.environ)))
+        secrets = {**hook_secrets(config.hooks, None, os.environ)}
+        bus = Bus(redactor=Redactor({**secrets, **server_secrets(config.servers.values())}))
         servers = await nursery.start(_serve_servers, spawner, bus, config)
         stats = await nursery.start(_serve_observers, bus, spawner, config)
         journals = Journals(

@@ -49,7 +49,7 @@ from .hookcontext import HookContext, RunInfo, hook_secrets, new_run_id
 from .journal import RunJournal
 from .phases import PhaseHooks, RunState
 from .script import ScriptOutcome, run_script, script_argv, script_environment
-from .servers import ServerManager, ToolServers
+from .servers import ServerManager, ToolServers, server_secrets
 
 #: A script's timeout when the request names none.
 DEFAULT_SCRIPT_TIMEOUT_MS: Final = 3_600_000
@@ -114,6 +114,7 @@ async def execute(
     caller = min(req.autonomy, config.autonomy_hooks) if req.autonomy else config.autonomy_hooks
     passed = run_passed(req, config)
     secrets = {**hook_secrets(config.hooks, req.caller_env, os.environ), **passed.secrets}
+    secrets.update(server_secrets(config.servers.values()))
     with bus.redacting(req.run_id, Redactor(secrets)) as redactor:
         # Before the first frame: every frame and event of the run is redacted.
         run.journal.redactor = redactor

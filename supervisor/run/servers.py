@@ -12,8 +12,9 @@ short is cancelled on the server (`notifications/cancelled`, sent by the MCP SDK
 from __future__ import annotations
 
 import contextlib
+import os
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any, Final
 
 import attrs
@@ -23,6 +24,7 @@ from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 
 from ..core.hooks import Config
+from ..core.passenv import pass_environment
 from ..core.servers import BACKOFF_FIRST_S, BACKOFF_MAX_S, ServerSpec
 from ..process.spawner import Spawner
 from .bus import Bus
@@ -165,6 +167,15 @@ class ToolServers:
                 f" declared: {known})"
             )
         return spec
+
+
+def server_secrets(specs: Iterable[ServerSpec]) -> dict[str, str]:
+    """The secret values the servers are given: what a run's (and the bus's) redaction hides,
+    so a tool that echoes one in an error never puts it in a frame or an event."""
+    found: dict[str, str] = {}
+    for spec in specs:
+        found.update(pass_environment((), spec.secrets, os.environ).secrets)
+    return found
 
 
 def entry_json(entry: ServerEntry) -> dict[str, Any]:

@@ -10,11 +10,14 @@
 - `crash-on-call`: answers the handshake, exits 7 on the first tool call.
 - `lying`: lists its tools, and answers every call to them with a JSON-RPC error.
 - `flood`: answers the handshake, then floods stdout with lines that are not JSON-RPC.
+- `leak`: answers every call with `isError` and the value of `$MCPX_TEST_TOKEN` (a secret
+  it was given), which it also writes on stderr.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any
 
@@ -65,6 +68,12 @@ def main() -> None:
         elif method == "tools/call":
             if mode == "crash-on-call":
                 sys.exit(7)
+            if mode == "leak":
+                token = os.environ.get("MCPX_TEST_TOKEN", "")
+                sys.stderr.write(f"token {token}\n")
+                result = {"content": [{"type": "text", "text": f"no: {token}"}], "isError": True}
+                send({"jsonrpc": "2.0", "id": rid, "result": result})
+                continue
             if mode == "lying":
                 error = {"code": -32602, "message": "I lied: there is no such tool"}
                 send({"jsonrpc": "2.0", "id": rid, "error": error})
