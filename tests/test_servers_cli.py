@@ -88,3 +88,33 @@ def test_the_server_settings_are_documented_from_the_table() -> None:
     page = (Path(__file__).parent.parent / "docs" / "tool-servers.md").read_text()
     for setting in SERVER_SETTINGS:
         assert f"| `{setting.key}` | {setting.default} |" in page.replace("`strict`", "strict")
+
+
+async def test_servers_list_remote_shows_a_running_service_s_servers_as_they_are(
+    tmp_path: Path, no_leaks: None
+) -> None:
+    import trio
+
+    from mcpx_hooks.supervisor.config.loading import load_config
+    from mcpx_hooks.supervisor.run.runtime import open_runtime
+    from mcpx_hooks.supervisor.service.options import Listening, ServiceOptions
+    from mcpx_hooks.supervisor.service.server import Service
+
+    config = load_config([project(tmp_path)], cwd=tmp_path, environ=os.environ, discover=False)
+    words = config.servers["words"]
+    async with open_runtime(config) as runtime, trio.open_nursery() as nursery:
+        service = Service(runtime, ServiceOptions(host="127.0.0.1", port=0, token=None))
+        listening: Listening = await nursery.start(service.serve)
+        argv = [*CLI, "servers", "list", "--remote", listening.url, "--json"]
+        before = await trio.run_process(argv, capture_stdout=True, check=False)
+        assert runtime.servers is not None
+        await runtime.servers.call(words, "count", {"text": "x"})
+        after = await trio.run_process(argv, capture_stdout=True, check=False)
+        service.stop()
+    assert before.returncode == 0
+    assert [(s["name"], s["state"]) for s in json.loads(before.stdout)] == [
+        ("words", "idle"),
+        ("broken", "idle"),
+    ]
+    running = json.loads(after.stdout)[0]
+    assert running["state"] == "running" and "since" in running and running["tools"]

@@ -1,17 +1,19 @@
 """`mcpx-hooks servers list`: the tool servers the config declares, each started here the
 way a run would start it (its sandbox, its `server.start` hooks, its `startTimeoutMs`), with
 its state (running since …, or failing: why) and its tools with their annotations; then
-stopped. `--no-start` lists them without starting any (state idle). Exit 0 when none
-failed, 1 otherwise.
+stopped. `--no-start` lists them without starting any (state idle); `--remote URL` shows a
+running service's servers as they are (idle, running since …, failing: why), starting none.
+Exit 0 when none is failing, 1 otherwise.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import TYPE_CHECKING, Any
 
 from .common import EXIT_OK, load
-from .parser import add_config_arguments
+from .parser import add_config_arguments, add_token_file_argument
 
 if TYPE_CHECKING:
     import argparse
@@ -34,6 +36,10 @@ def add_arguments(servers: argparse.ArgumentParser) -> None:
     listing.add_argument(
         "--no-start", action="store_true", help="list the servers without starting them"
     )
+    listing.add_argument(
+        "--remote", metavar="URL", help="the servers of a running service (ws://…), as they are"
+    )
+    add_token_file_argument(listing)
 
 
 async def server_states(config: Config, *, start: bool = True) -> list[dict[str, Any]]:
@@ -43,20 +49,14 @@ async def server_states(config: Config, *, start: bool = True) -> list[dict[str,
     from ..run.bus import Bus
     from ..run.servers import ServerEntry, ServerFailing, entry_json, open_servers
 
-    found: list[dict[str, Any]] = []
+    specs = list(config.servers.values())
     if not start:
-        return [
-            {**entry_json(ServerEntry(s)), "command": list(s.command)}
-            for s in config.servers.values()
-        ]
+        return [{**entry_json(ServerEntry(s)), "command": list(s.command)} for s in specs]
     async with open_spawner() as spawner, open_servers(spawner, Bus(), config) as manager:
-        for spec in config.servers.values():
-            try:
-                entry = await manager.open(spec)
-            except ServerFailing:
-                entry = manager.entries[spec]
-            found.append({**entry_json(entry), "command": list(spec.command)})
-    return found
+        for spec in specs:
+            with contextlib.suppress(ServerFailing):  # its state says why
+                await manager.open(spec)
+        return manager.states(specs)
 
 
 def state_line(server: dict[str, Any]) -> str:
@@ -84,8 +84,20 @@ def server_lines(servers: list[dict[str, Any]]) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     import trio
 
-    config = load(args)
-    servers = trio.run(lambda: server_states(config, start=not args.no_start))
+    if args.remote:
+        from ..service import remote as client
+        from ..service.access import TokenFileError
+        from .common import remote, remote_failed, usage
+
+        if args.config or args.no_start:
+            return usage("servers list", "--config and --no-start are local; --remote asks")
+        try:
+            servers = trio.run(client.list_servers, remote(args))
+        except (client.RemoteError, TokenFileError) as exc:
+            return remote_failed("servers list", exc)
+    else:
+        config = load(args)
+        servers = trio.run(lambda: server_states(config, start=not args.no_start))
     if args.json:
         print(json.dumps(servers, indent=2))
     elif not servers:

@@ -148,6 +148,13 @@ class ServerManager:
         """Each server's state, as `servers list --json` shows it."""
         return [entry_json(e) for e in self.entries.values()]
 
+    def states(self, specs: Iterable[ServerSpec]) -> list[dict[str, Any]]:
+        """The state of each of `specs` (idle when never started), with its command."""
+        return [
+            {**entry_json(self.entries.get(s) or ServerEntry(s)), "command": list(s.command)}
+            for s in specs
+        ]
+
 
 @attrs.frozen
 class ToolServers:

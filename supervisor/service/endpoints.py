@@ -54,6 +54,10 @@ class Endpoints:
             "type": "hooks",
             "hooks": [to_json(h) for h in config.hooks],
             "files": list(config.files),
+            # The tool servers declared, each as it is now (`servers list --remote`).
+            "servers": self.runtime.servers.states(config.servers.values())
+            if self.runtime.servers
+            else [],
         }
         return complete() if await self.streams.send(conn, encode(message)) else None
 
