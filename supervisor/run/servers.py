@@ -111,8 +111,10 @@ class ServerManager:
             entry.state, entry.ready, entry.ended = "starting", trio.Event(), trio.Event()
             self._nursery.start_soon(serve_server, self, entry, run_id)
         await entry.ready.wait()
-        if entry.session is None:
-            raise ServerFailing(entry.reason)
+        if entry.session is None:  # it failed to start, or is going down: its end says why
+            with trio.move_on_after(_REASON_WAIT_S):
+                await entry.ended.wait()
+            raise ServerFailing(entry.reason or f"server {spec.name} stopped")
         return entry
 
     async def call(
