@@ -230,3 +230,69 @@ async def test_a_sigkilled_supervisor_leaves_no_server_behind(
     # the spawner and the server
     await kill_supervisor_and_wait([*argv, marker], marker, at_least=2)
     assert marker.alive() == []
+
+
+def start_hook(name: str, phase: str, out: Path, answer: str = "", **fields: Any) -> Any:
+    """A `server.start` hook that keeps its stdin in `out` and prints `answer`."""
+    from mcpx_hooks.supervisor.core.effects import Effect
+    from mcpx_hooks.supervisor.core.hooks import Action, Hook, Provenance, SourceKind
+    from mcpx_hooks.supervisor.core.points import Phase
+
+    code = f"import sys; open({str(out)!r}, 'w').write(sys.stdin.read()); print({answer!r})"
+    return Hook(
+        name=name,
+        on="server.start",
+        phase=Phase(phase),
+        action=Action.RUN,
+        target=(sys.executable, "-c", code),
+        declaring_dir=str(HERE),
+        source=Provenance(SourceKind.COMMAND_LINE),
+        sandbox=Profile.NONE,
+        effect=fields.pop("effect", Effect.ADVISE),
+        **fields,
+    )
+
+
+async def test_server_start_hooks_see_the_start_and_may_refuse_it(
+    spawner: Spawner, tmp_path: Path, marker: Marker
+) -> None:
+    import json
+
+    from mcpx_hooks.supervisor.core.effects import Effect
+
+    hooks = (
+        start_hook(
+            "gate",
+            "before",
+            tmp_path / "before.json",
+            '{"refuse": "not this one"}',
+            effect=Effect.ASK,
+            when={"server": ["h-*"]},
+        ),
+        start_hook("seen", "onSuccess", tmp_path / "success.json"),
+        start_hook("why", "onError", tmp_path / "error.json"),
+    )
+    bus = Bus()
+    async with open_servers(spawner, bus, Config(hooks=hooks)) as manager:
+        refused = ServerSpec("h-no", (sys.executable, HOSTILE, "good", str(tmp_path / "n")), "/")
+        with pytest.raises(ServerFailing, match="was refused by gate: not this one"):
+            await manager.call(refused, "echo", {})
+        assert not (tmp_path / "n").exists()  # never started
+        seen = json.loads((tmp_path / "before.json").read_text())
+        assert seen["input"] == {"server": "h-no", "command": list(refused.command)}
+        await manager.call(hostile("good", tmp_path / "log", marker), "echo", {})
+        result = json.loads((tmp_path / "success.json").read_text())["result"]["value"]
+        assert (result["server"], result["name"], result["version"]) == ("h", "hostile", "good")
+        assert [t["name"] for t in result["tools"]] == ["echo", "wait", "fail", "rm"]
+        with pytest.raises(ServerFailing):
+            await manager.call(hostile("die-at-start", tmp_path / "d", marker), "echo", {})
+        error = json.loads((tmp_path / "error.json").read_text())["error"]
+        assert "exited with status 3" in error["message"]
+    async with bus.subscribe(kinds=("hook.finished",), since=0) as sub:
+        finished = [(await sub.__anext__()).data for _ in range(sub.pending)]  # type: ignore[union-attr]
+    assert [(d["name"], d["server"]) for d in finished] == [
+        ("gate", "h-no"),
+        ("seen", "h"),
+        ("why", "h"),
+    ]
+    assert finished[0]["refused"]["reason"] == "not this one"
