@@ -296,3 +296,18 @@ async def test_server_start_hooks_see_the_start_and_may_refuse_it(
         ("why", "h"),
     ]
     assert finished[0]["refused"]["reason"] == "not this one"
+
+
+def test_the_mcp_sdk_is_loaded_only_when_a_server_starts() -> None:
+    # It costs more to import than trio and attrs together: a run that calls no tool, and
+    # every command, must not pay for it.
+    import subprocess
+
+    code = (
+        "import sys\n"
+        "import mcpx_hooks.supervisor.run.runtime, mcpx_hooks.supervisor.service.server\n"
+        "import mcpx_hooks.supervisor.run.calls, mcpx_hooks.supervisor.run.pluginhook\n"
+        "print(sorted(m for m in sys.modules if m == 'mcp' or m.startswith('mcp.')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

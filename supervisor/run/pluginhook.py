@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 import trio
-from mcp import types
 
 from ..core.convert import to_json
 from ..core.frames import HookStatus
@@ -30,6 +29,8 @@ from .hookcontext import HookContext
 from .servers import ServerFailing, ToolFailed
 
 if TYPE_CHECKING:
+    from mcp import types
+
     from .hookrun import HookReport, _FrameBuilder
 
 #: How much of an `isError` answer's text the hook frame's reason quotes.
@@ -61,7 +62,8 @@ def answer_text(result: types.CallToolResult) -> str:
     """What a tool's answer is read as: its structured content as JSON, else its text."""
     if result.structured_content is not None:
         return json.dumps(result.structured_content)
-    return "".join(c.text for c in result.content if isinstance(c, types.TextContent))
+    # By its `type`, not its class: the SDK is not imported until a server starts.
+    return "".join(getattr(c, "text", "") for c in result.content if c.type == "text")
 
 
 async def run_plugin(hook: Hook, ctx: HookContext, frame: _FrameBuilder) -> HookReport:

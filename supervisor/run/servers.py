@@ -15,19 +15,20 @@ import contextlib
 import os
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 import trio
-from mcp import types
-from mcp.client.session import ClientSession
-from mcp.shared.exceptions import MCPError
 
 from ..core.hooks import Config
 from ..core.passenv import pass_environment
 from ..core.servers import BACKOFF_FIRST_S, BACKOFF_MAX_S, ServerSpec
 from ..process.spawner import Spawner
 from .bus import Bus
+
+if TYPE_CHECKING:  # the MCP SDK is imported when a server starts (`serverproc.py`), not before
+    from mcp import types
+    from mcp.client.session import ClientSession
 
 #: How long a use whose connection closed under it waits for the server's own reason.
 _REASON_WAIT_S: Final = 5.0
@@ -124,6 +125,9 @@ class ServerManager:
         bounds it; cancelled, the SDK tells the server (`notifications/cancelled`).
         Raises `ServerFailing` or `ToolFailed`."""
         entry = await self.open(spec, run_id=run_id)
+        from mcp.shared.exceptions import MCPError  # loaded by the server's start already
+        from mcp.types import CONNECTION_CLOSED
+
         session = entry.session
         assert session is not None
         if entry.tool(tool) is None:
@@ -134,7 +138,7 @@ class ServerManager:
         try:
             result = await session.call_tool(tool, dict(args))
         except MCPError as exc:
-            if exc.error.code != types.CONNECTION_CLOSED:
+            if exc.error.code != CONNECTION_CLOSED:
                 raise ToolFailed(exc.error.message) from None
             with trio.move_on_after(_REASON_WAIT_S):
                 await entry.ended.wait()
