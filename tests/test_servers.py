@@ -311,3 +311,12 @@ def test_the_mcp_sdk_is_loaded_only_when_a_server_starts() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+async def test_a_server_answering_what_is_not_a_tool_result_fails_the_call_only(
+    manager: ServerManager, tmp_path: Path, marker: Marker
+) -> None:
+    spec = hostile("garbled", tmp_path / "log", marker)
+    with pytest.raises(ToolFailed, match="answered echo with what is not a tool result: 2 valid"):
+        await manager.call(spec, "echo", {})
+    assert manager.entries[spec].state == "running"

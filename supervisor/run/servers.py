@@ -143,6 +143,10 @@ class ServerManager:
             with trio.move_on_after(_REASON_WAIT_S):
                 await entry.ended.wait()
             raise ServerFailing(entry.reason or exc.error.message) from None
+        except Exception as exc:  # the SDK's checks of the answer (its shape, outputSchema)
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            why = f"server {spec.name} answered {tool} with what is not a tool result: {first}"
+            raise ToolFailed(why) from None
         finally:
             entry.in_use -= 1
             entry.last_used = trio.current_time()

@@ -10,6 +10,7 @@
 - `crash-on-call`: answers the handshake, exits 7 on the first tool call.
 - `lying`: lists its tools, and answers every call to them with a JSON-RPC error.
 - `flood`: answers the handshake, then floods stdout with lines that are not JSON-RPC.
+- `garbled`: answers every call with a result that is not a tool result.
 - `leak`: answers every call with `isError` and the value of `$MCPX_TEST_TOKEN` (a secret
   it was given), which it also writes on stderr.
 """
@@ -68,6 +69,10 @@ def main() -> None:
         elif method == "tools/call":
             if mode == "crash-on-call":
                 sys.exit(7)
+            if mode == "garbled":
+                bad = {"content": "not a list", "isError": "maybe"}
+                send({"jsonrpc": "2.0", "id": rid, "result": bad})
+                continue
             if mode == "leak":
                 token = os.environ.get("MCPX_TEST_TOKEN", "")
                 sys.stderr.write(f"token {token}\n")
