@@ -320,3 +320,10 @@ async def test_a_server_answering_what_is_not_a_tool_result_fails_the_call_only(
     with pytest.raises(ToolFailed, match="answered echo with what is not a tool result: 2 valid"):
         await manager.call(spec, "echo", {})
     assert manager.entries[spec].state == "running"
+
+
+async def test_a_tool_answering_nan_fails_the_call_with_why(
+    manager: ServerManager, tmp_path: Path, marker: Marker
+) -> None:
+    with pytest.raises(ToolFailed, match="answered echo with NaN or Infinity"):
+        await manager.call(hostile("nan", tmp_path / "log", marker), "echo", {})

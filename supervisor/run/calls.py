@@ -98,7 +98,13 @@ class ScriptCalls:
         else:
             line["error"] = answer.error
         try:
-            self._answers.send_nowait(json.dumps(line).encode() + b"\n")
+            text = json.dumps(line, allow_nan=False)
+        except (TypeError, ValueError, RecursionError) as exc:  # NaN from a server, say
+            text = json.dumps(
+                {"id": call_id, "ok": False, "error": f"the answer is not JSON: {exc}"}
+            )
+        try:
+            self._answers.send_nowait(text.encode() + b"\n")
         except trio.WouldBlock:
             self.dropped_answers += 1
             if self.dropped_answers == 1:

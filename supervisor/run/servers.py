@@ -12,6 +12,7 @@ short is cancelled on the server (`notifications/cancelled`, sent by the MCP SDK
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -152,6 +153,10 @@ class ServerManager:
             entry.last_used = trio.current_time()
             entry.poke()
         entry.failures = 0  # it served: a later failure starts the backoff again
+        try:  # what goes on as a value is JSON, strictly (no NaN, no Infinity)
+            json.dumps(result.structured_content, allow_nan=False)
+        except ValueError:
+            raise ToolFailed(f"server {spec.name} answered {tool} with NaN or Infinity") from None
         return result, entry
 
     def status(self) -> list[dict[str, Any]]:

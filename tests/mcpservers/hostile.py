@@ -11,6 +11,7 @@
 - `lying`: lists its tools, and answers every call to them with a JSON-RPC error.
 - `flood`: answers the handshake, then floods stdout with lines that are not JSON-RPC.
 - `garbled`: answers every call with a result that is not a tool result.
+- `nan`: answers every call with structured content holding NaN (not JSON).
 - `leak`: answers every call with `isError` and the value of `$MCPX_TEST_TOKEN` (a secret
   it was given), which it also writes on stderr.
 """
@@ -69,6 +70,13 @@ def main() -> None:
         elif method == "tools/call":
             if mode == "crash-on-call":
                 sys.exit(7)
+            if mode == "nan":
+                sys.stdout.write(
+                    f'{{"jsonrpc": "2.0", "id": {json.dumps(rid)}, "result": {{"content": [],'
+                    ' "structuredContent": {"x": NaN}}}\n'
+                )
+                sys.stdout.flush()
+                continue
             if mode == "garbled":
                 bad = {"content": "not a list", "isError": "maybe"}
                 send({"jsonrpc": "2.0", "id": rid, "result": bad})
