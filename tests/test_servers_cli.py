@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 CLI = [sys.executable, "-m", "mcpx_hooks.supervisor"]
 EXAMPLE = Path(__file__).parent.parent / "supervisor" / "examples" / "tools" / "wordtools.py"
 
@@ -118,3 +120,31 @@ async def test_servers_list_remote_shows_a_running_service_s_servers_as_they_are
     ]
     running = json.loads(after.stdout)[0]
     assert running["state"] == "running" and "since" in running and running["tools"]
+
+
+@pytest.mark.parametrize(
+    ("table", "pointer", "words"),
+    [
+        ('[servers.s]\ncommand = "python3 srv.py"\n', "/servers/s/command", "array"),
+        ('[servers."a.b"]\ncommand = ["x"]\n', "/servers/a.b", '"a.b"'),
+        ('[servers.s]\ncommand = ["x"]\nidleMs = 0\n', "/servers/s/idleMs", "≥ 1"),
+        ('[servers.s]\ncommand = ["x"]\nsandbox = "loose"\n', "/servers/s/sandbox", "loose"),
+        ('[servers.s]\ncommand = ["x"]\nport = 1\n', "/servers/s/port", "one of: command"),
+        ("[servers.s]\nidleMs = 5\n", "/servers/s", "command"),
+        (
+            '[servers.s]\ncommand = ["x"]\nenv = { T = "${TOKEN}" }\n',
+            "/servers/s/env/T",
+            'passEnv = ["TOKEN"]',
+        ),
+    ],
+)
+def test_a_bad_server_table_is_refused_with_its_pointer(
+    tmp_path: Path, table: str, pointer: str, words: str
+) -> None:
+    from mcpx_hooks.supervisor.config.loading import validate_files
+
+    path = tmp_path / "c.toml"
+    path.write_text(table)
+    (problem,) = validate_files([path])
+    assert (problem.file, problem.pointer) == (str(path), pointer), problem
+    assert words in problem.message

@@ -40,7 +40,7 @@ from ..core.limits import Limits
 from ..core.passenv import PASS_ENV_KEY, SECRETS_KEY
 from ..core.points import Phase
 from ..core.servers import ServerSpec, server_spec
-from .pluginrules import plugin_problems
+from .pluginrules import plugin_problems, server_env_problems
 from .policy import merge_layers
 from .schemaparts import HOOK_ACTIONS, SCRIPT_PHASES
 
@@ -78,6 +78,8 @@ def resolve(layers: Sequence[Layer]) -> tuple[Config, list[Problem]]:
     paths = SandboxPaths(tuple(table.get("read", ())), tuple(table.get("write", ())))
     hooks: list[Hook] = []
     problems: list[Problem] = list(policy.problems)
+    for layer in layers:
+        problems += server_env_problems(layer.file, layer.doc.get("servers", {}))
     seen: dict[str, tuple[int, Decl]] = {}
     counts: dict[tuple[str, str], int] = {}
     for position, decl in enumerate(merged.get("hooks", [])):

@@ -1,16 +1,19 @@
-"""The rules of a `plugin` hook that need the whole config: its server is declared, and the
-placeholders of its `args` name what its phase has."""
+"""The rules of tool servers and `plugin` hooks the schema cannot say: a plugin hook's server
+is declared and the placeholders of its `args` name what its phase has; a server's `env`
+values are literal."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from typing import Final
+from collections.abc import Collection, Mapping
+from typing import Any, Final
 
 from ..core.errors import Problem
 from ..core.hooks import Hook
+from ..core.passenv import reference_problem
 from ..core.placeholders import names_in
 from ..core.points import Phase
 from ..core.servers import split_tool
+from .problems import pointer
 
 #: The built-in placeholder names each phase gives a plugin hook (`run/pluginhook.py`);
 #: `run` too, where the hook belongs to a run (not `server.start`).
@@ -51,4 +54,17 @@ def plugin_problems(hook: Hook, file: str, pointer: str, servers: Collection[str
                 f" (it has: {', '.join(sorted(given))})",
             )
         )
+    return problems
+
+
+def server_env_problems(file: str, servers: Mapping[str, Any]) -> list[Problem]:
+    """Each `[servers.<name>] env` value of one file that looks like `${NAME}`: refused as a
+    hook's is, saying how to pass the variable."""
+    problems = []
+    for name, table in servers.items() if isinstance(servers, Mapping) else ():
+        env = table.get("env") if isinstance(table, Mapping) else None
+        for key, value in env.items() if isinstance(env, Mapping) else ():
+            why = reference_problem(value) if isinstance(value, str) else None
+            if why is not None:
+                problems.append(Problem(file, pointer(["servers", name, "env", key]), why))
     return problems
