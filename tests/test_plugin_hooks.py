@@ -224,3 +224,28 @@ def test_a_plugin_hook_on_an_undeclared_server_or_a_missing_placeholder_is_refus
             '"@run" names nothing a plugin hook has in server.start.before (it has: hook, input)',
         ),
     ]
+
+
+def test_hook_test_runs_a_plugin_hook_on_its_server(tmp_path: Path) -> None:
+    import json
+    import os
+    import shutil
+    import subprocess
+
+    tmp_path.chmod(0o755)
+    shutil.copy(Path(EXAMPLES) / "wordtools.py", tmp_path)
+    (tmp_path / "c.toml").write_text(
+        f'[servers.words]\ncommand = ["{sys.executable}", "wordtools.py"]\n'
+        '[[hooks]]\nname = "loud"\non = "script"\nphase = "before"\nplugin = "words.shout"\n'
+        'args = { text = "input is @input" }\n'
+    )
+    (tmp_path / "event.json").write_text('{"input": {"a": 1}}')
+    done = subprocess.run(
+        [sys.executable, "-m", "mcpx_hooks.supervisor", "hook", "test", "loud",
+         "--config", "c.toml", "--event", "event.json", "--json"],
+        cwd=tmp_path, env={**os.environ, "MCPX_HOOKS_NO_DISCOVERY": "1"},
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    frame = json.loads(done.stdout)
+    assert (frame["status"], frame["server"], frame["tool"]) == ("ok", "words", "shout")
+    assert frame["advice"] == ['INPUT IS {"A":1}']
