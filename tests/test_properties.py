@@ -9,7 +9,9 @@ Each way in has one property, driving the real thing:
 - hook stdout: tiny hook processes printing it, under the `strict` sandbox;
 - config files: `load_config`, `validate_files`, `mcpx-hooks validate` and `hooks list`;
 - the trust state file: `load_config`, `hooks list`, `trust`, `trust --list` and `untrust`;
-- CLI arguments: `cli.main([...])` with its stdout and stderr captured.
+- CLI arguments: `cli.main([...])` with its stdout and stderr captured;
+- a plugin hook's `args` with hostile placeholders (`core/placeholders.resolve`), and floods of
+  hostile tool-call lines a script may write (`run/calls.ScriptCalls`, each answered once).
 
 What must hold after each example (a batch of inputs, for the service's ways in):
 (a) the service still serves: `{"argv": ["true"]}` completes with `result` and `end`;
