@@ -327,3 +327,21 @@ async def test_a_tool_answering_nan_fails_the_call_with_why(
 ) -> None:
     with pytest.raises(ToolFailed, match="answered echo with NaN or Infinity"):
         await manager.call(hostile("nan", tmp_path / "log", marker), "echo", {})
+
+
+async def test_concurrent_first_uses_share_one_start(
+    manager: ServerManager, tmp_path: Path, marker: Marker
+) -> None:
+    log = tmp_path / "log"
+    spec = hostile("good", log, marker)
+    answers: list[Any] = []
+
+    async def use(n: int) -> None:
+        result, _ = await manager.call(spec, "echo", {"n": n})
+        answers.append(result.structured_content)
+
+    async with trio.open_nursery() as nursery:
+        for n in range(5):
+            nursery.start_soon(use, n)
+    assert sorted(a["n"] for a in answers) == [0, 1, 2, 3, 4]
+    assert log_lines(log) == ["start"] and len(marker.alive()) == 1

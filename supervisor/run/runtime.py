@@ -70,8 +70,8 @@ async def open_runtime(config: Config) -> AsyncIterator[Runtime]:
 @contextlib.asynccontextmanager
 async def _open_runtime(config: Config, artifacts: ArtifactStore) -> AsyncIterator[Runtime]:
     async with open_spawner() as spawner, trio.open_nursery() as nursery:
-        # The supervisor's own hooks' secrets, redacted in every event it publishes.
-        secrets = {**hook_secrets(config.hooks, None, os.environ)}
+        # The supervisor's own hooks' and tool servers' secrets, redacted in every event.
+        secrets = hook_secrets(config.hooks, None, os.environ)
         bus = Bus(redactor=Redactor({**secrets, **server_secrets(config.servers.values())}))
         servers = await nursery.start(_serve_servers, spawner, bus, config)
         stats = await nursery.start(_serve_observers, bus, spawner, config)
