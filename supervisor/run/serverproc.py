@@ -45,8 +45,8 @@ _EXITED: Final = "exited"
 _REASON_STDERR: Final = 500
 
 
-async def serve_server(manager: ServerManager, entry: ServerEntry, run_id: str | None) -> None:
-    spec = entry.spec
+async def serve_server(manager: ServerManager, entry: ServerEntry) -> None:
+    spec, run_id = entry.spec, entry.started_by
     try:
         facts = {"server": spec.name, "command": list(spec.command)}
         refusal = await start_hooks(manager, Phase.BEFORE, spec.name, run_id, input=(facts,))
@@ -158,7 +158,7 @@ async def _serve(
                 result = {**entry.info, "server": spec.name}
                 result["tools"] = [tool_json(t) for t in entry.tools]
                 refusal = await start_hooks(
-                    manager, Phase.ON_SUCCESS, spec.name, None, result={"value": result}
+                    manager, Phase.ON_SUCCESS, spec.name, entry.started_by, result={"value": result}
                 )
                 if refusal is not None:
                     nursery.cancel_scope.cancel()

@@ -60,6 +60,8 @@ class ServerEntry:
     retry_at: float = 0.0
     in_use: int = 0
     last_used: float = 0.0
+    #: The run whose use started it (its `server.start` hook events carry that run's id).
+    started_by: str | None = None
     ready: trio.Event = attrs.field(factory=trio.Event)
     ended: trio.Event = attrs.field(factory=trio.Event)
     #: Set on every change the server's idle wait must see (a use began or ended).
@@ -111,7 +113,8 @@ class ServerManager:
             from .serverproc import serve_server  # the server's life; imports this module
 
             entry.state, entry.ready, entry.ended = "starting", trio.Event(), trio.Event()
-            self._nursery.start_soon(serve_server, self, entry, run_id)
+            entry.started_by = run_id
+            self._nursery.start_soon(serve_server, self, entry)
         await entry.ready.wait()
         if entry.session is None:  # it failed to start, or is going down: its end says why
             with trio.move_on_after(_REASON_WAIT_S):
