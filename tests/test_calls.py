@@ -201,10 +201,11 @@ lines = [
     json.dumps({{"type": "call", "id": 4, "tool": "h.echo", "args": {{"a": big}}}}),
     json.dumps({{"type": "call", "id": 5, "tool": "h.nosuch"}}),
     json.dumps({{"type": "call", "id": 6, "tool": "h.echo", "args": {{"fine": True}}}}),
+    json.dumps({{"type": "call", "id": 7, "tool": "h." + "x" * 300}}),
 ]
 for line in lines:
     out.write(line + "\\n")
-got = [json.loads(answers.readline()) for _ in range(7)]
+got = [json.loads(answers.readline()) for _ in range(8)]
 # A flood: more calls than may wait, none read until all are written.
 for n in range(100, 100 + 3 * {MAX_PENDING}):
     out.write(json.dumps({{"type": "call", "id": n, "tool": "h.echo"}}) + "\\n")
@@ -222,14 +223,15 @@ async def test_hostile_call_lines_get_clear_answers_and_crash_nothing(
     assert by_id[None] == {
         "id": None,
         "ok": False,
-        "error": "a call needs an `id` (integer or string)",
+        "error": "a call needs an `id` (an integer or a string of at most 256)",
     }
-    assert by_id[1]["error"] == '`tool` must be "server.tool"'
+    assert by_id[1]["error"] == '`tool` must be "server.tool", at most 256 characters'
     assert "no tool server named 'nope'" in by_id[2]["error"]
     assert by_id[3]["error"] == "`args` must be an object"
     assert by_id[4]["error"] == f"`args` over {MAX_ARGS_BYTES} bytes"
     assert "lists no tool 'nosuch'" in by_id[5]["error"]
     assert by_id[6] == {"id": 6, "ok": True, "value": {"fine": True}}
+    assert by_id[7]["error"] == '`tool` must be "server.tool"'
     (bad,) = [f for f in of(frames, "log") if "not json at all" in f["message"]]
     assert bad["level"] == "warning" and bad["message"].startswith("frames channel: ")
     served = [a for a in flood if a["ok"]]
@@ -280,3 +282,23 @@ async def test_a_server_s_secret_it_echoes_is_redacted_in_frames_and_events(
     outcome = of(frames, "result")[0]
     assert outcome["value"] == "no: [secret MCPX_TEST_TOKEN]"  # redacted in the frame too
     assert "hunter2" not in json.dumps(frames)
+
+
+async def test_args_applied_that_are_not_an_object_are_not_sent(
+    tmp_path: Path, marker: Marker, no_leaks: None
+) -> None:
+    hooks = [hook("odd", "before", answer({"apply": {"value": "not args"}}), effect="apply")]
+    script = python(
+        tmp_path,
+        """
+        import mcpx
+        def main():
+            try:
+                mcpx_call("h.echo", {"a": 1})
+            except mcpx.CallError as exc:
+                return str(exc)
+    """,
+    )
+    frames = await run_job(tmp_path, marker, hooks, script)
+    assert of(frames, "result")[0]["value"].startswith("a before hook applied arguments that")
+    assert not (tmp_path / "log").exists()

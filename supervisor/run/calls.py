@@ -40,8 +40,10 @@ from .servers import ServerFailing, ToolFailed
 MAX_PENDING: Final = 64
 #: Answers waiting for the script to read them.
 MAX_ANSWERS: Final = 256
-#: The largest `args` (as JSON) a call may send.
+#: The largest `args` (as JSON) a call may send: what waits is at most `MAX_PENDING` of them.
 MAX_ARGS_BYTES: Final = 1024 * 1024
+#: The longest `id` (as text) and `tool` a call may name.
+MAX_NAME_CHARS: Final = 256
 
 
 def args_sha256(args: Any) -> str:
@@ -76,10 +78,16 @@ class ScriptCalls:
         """Takes one `call` line (never blocks): queued, or answered at once with why not."""
         call_id = msg.get("id")
         tool, args = msg.get("tool"), msg.get("args", {})
-        if not isinstance(call_id, int | str) or isinstance(call_id, bool):
-            self._answer(call_id, _Answer(False, error="a call needs an `id` (integer or string)"))
-        elif not isinstance(tool, str) or not all(split_tool(tool)):
-            self._answer(call_id, _Answer(False, error='`tool` must be "server.tool"'))
+        if (
+            not isinstance(call_id, int | str)
+            or isinstance(call_id, bool)
+            or len(str(call_id)) > MAX_NAME_CHARS
+        ):
+            why = f"a call needs an `id` (an integer or a string of at most {MAX_NAME_CHARS})"
+            self._answer(None, _Answer(False, error=why))
+        elif not isinstance(tool, str) or len(tool) > MAX_NAME_CHARS or not all(split_tool(tool)):
+            why = f'`tool` must be "server.tool", at most {MAX_NAME_CHARS} characters'
+            self._answer(call_id, _Answer(False, error=why))
         elif not isinstance(args, dict):
             self._answer(call_id, _Answer(False, error="`args` must be an object"))
         elif len(json.dumps(args)) > MAX_ARGS_BYTES:
@@ -157,6 +165,9 @@ class ScriptCalls:
         if state.refused_by is not None:
             answer = _Answer(False, error=state.message, refused_by=state.refused_by)
             destructive = self._known_hint(server, tool)
+        elif not isinstance(args, dict):
+            why = "a before hook applied arguments that are not an object; the call was not sent"
+            answer, destructive = _Answer(False, error=why), None
         else:
             answer, destructive = await self._call(server, tool, args)
         ms = round((time.perf_counter() - started) * 1000)
