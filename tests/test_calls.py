@@ -231,7 +231,7 @@ async def test_hostile_call_lines_get_clear_answers_and_crash_nothing(
     assert by_id[4]["error"] == f"`args` over {MAX_ARGS_BYTES} bytes"
     assert "lists no tool 'nosuch'" in by_id[5]["error"]
     assert by_id[6] == {"id": 6, "ok": True, "value": {"fine": True}}
-    assert by_id[7]["error"] == '`tool` must be "server.tool"'
+    assert by_id[7]["error"] == by_id[1]["error"]
     (bad,) = [f for f in of(frames, "log") if "not json at all" in f["message"]]
     assert bad["level"] == "warning" and bad["message"].startswith("frames channel: ")
     served = [a for a in flood if a["ok"]]
