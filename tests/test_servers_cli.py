@@ -148,3 +148,14 @@ def test_a_bad_server_table_is_refused_with_its_pointer(
     (problem,) = validate_files([path])
     assert (problem.file, problem.pointer) == (str(path), pointer), problem
     assert words in problem.message
+
+
+def test_doctor_still_reports_the_sandbox_when_the_config_does_not_load(tmp_path: Path) -> None:
+    (tmp_path / ".mcpx-hooks.toml").write_text('[servers.s]\ncommand = "x"\n')
+    env = {**os.environ, "MCPX_HOOKS_TRUST": "all"}
+    done = subprocess.run(
+        [*CLI, "doctor"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+        check=False,
+    )  # fmt: skip
+    assert "profiles:" in done.stdout and "Traceback" not in done.stdout + done.stderr
+    assert "tool servers: the config does not load (1 problem(s);" in done.stdout

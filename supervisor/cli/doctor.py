@@ -17,6 +17,7 @@ import sys
 
 import trio
 
+from ..core.errors import ConfigError
 from ..core.hooks import Profile
 from ..core.limits import DEFAULT_LIMITS, LIMIT_DOCS, LIMIT_KEYS
 from ..process import sandbox
@@ -110,7 +111,11 @@ async def _servers() -> list[str]:
     from .common import load
     from .servers import server_states, state_line
 
-    config = load(argparse.Namespace(config=[]))
+    try:
+        config = load(argparse.Namespace(config=[]))
+    except ConfigError as exc:  # the sandbox report stands whatever the config says
+        return ["", f"tool servers: the config does not load ({len(exc.problems)} problem(s);"
+                " `mcpx-hooks validate` shows them)"]  # fmt: skip
     states = await server_states(config) if config.servers else []
     lines = [f"  {s['name']}: {state_line(s)}" for s in states if s["state"] == "failing"]
     return ["", "tool servers that fail to start:", *lines] if lines else []
