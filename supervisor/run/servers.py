@@ -143,7 +143,8 @@ class ServerManager:
             result = await session.call_tool(tool, dict(args))
         except MCPError as exc:
             if exc.error.code != CONNECTION_CLOSED:
-                raise ToolFailed(exc.error.message) from None
+                why = f"server {spec.name} answered {tool} with an error: {exc.error.message}"
+                raise ToolFailed(why) from None
             with trio.move_on_after(_REASON_WAIT_S):
                 await entry.ended.wait()
             raise ServerFailing(entry.reason or exc.error.message) from None
