@@ -151,6 +151,7 @@ class Launcher:
             module.__loader__ = module.__spec__.loader if module.__spec__ else None
         # Registered before it runs, as an import would: dataclasses and pickle look it up.
         sys.modules[SCRIPT_MODULE] = module
+        module.__dict__["mcpx_call"] = sys.modules["mcpx"].call
         try:
             if self.file is not None:
                 with open(self.file, "rb") as f:
@@ -345,6 +346,7 @@ def main(argv: list[str]) -> int:
         "__builtins__": builtins,
         "__mcpx__": launcher,
         "mcpx": mcpx,
+        "mcpx_call": mcpx.call,
     }
     try:
         exec(compiled, namespace)

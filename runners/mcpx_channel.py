@@ -1,5 +1,8 @@
 """The frames channel of a script run, and `mcpx`, the helper a script imports to write to it
-(the launcher, `launcher.py`, makes both; its docstring has the lines they write).
+(the launcher, `launcher.py`, makes both; its docstring has the lines they write), and the
+tool calls a script makes (`mcpx_call`, `mcpx.call`): `{"type": "call", "id": n, "tool":
+"server.tool", "args": {...}}` on the frames channel, the answer `{"id": n, "ok": true,
+"value": V}` or `{"id": n, "ok": false, "error": "..."}` one line on `MCPX_CALLS_FD`.
 
 Standard library only; never imports the supervisor. Loaded by the launcher from this folder
 under its own name (the launcher runs as a script, outside the package).
@@ -25,6 +28,49 @@ LEVELS: Final = ("debug", "info", "warning", "error", "critical")
 #: equal by a test): the frames channel's fd, the directory for artifacts.
 FRAMES_FD_VAR: Final = "MCPX_FRAMES_FD"
 ARTIFACTS_VAR: Final = "MCPX_ARTIFACTS_DIR"
+CALLS_FD_VAR: Final = "MCPX_CALLS_FD"
+
+
+class CallError(Exception):
+    """A tool call that was refused or failed; the message is the supervisor's reason."""
+
+
+class Calls:
+    """`mcpx_call`: a `call` line on the frames channel, then its answer read from the fd
+    `MCPX_CALLS_FD` names. One call at a time (a lock), so answers come in order."""
+
+    def __init__(self, frames: Frames) -> None:
+        self._frames = frames
+        self._lock = threading.Lock()
+        self._next = 0
+        self._answers: Any = None
+
+    def call(self, tool: str, args: dict[str, Any] | None = None) -> Any:
+        """Calls `tool` ("server.tool") with `args`; returns its value, or raises
+        `CallError` with the reason (refused by a hook, the server failing, the tool's
+        error)."""
+        with self._lock:
+            if self._answers is None:
+                fd = os.environ.get(CALLS_FD_VAR, "")
+                if not fd.isdigit():
+                    raise CallError(f"{CALLS_FD_VAR} is not set (not run by mcpx-hooks?)")
+                self._answers = open(int(fd), "rb", closefd=False)  # noqa: SIM115
+            self._next += 1
+            try:
+                line = _dumps({"type": "call", "id": self._next, "tool": tool, "args": args or {}})
+            except _NOT_JSON as exc:
+                raise CallError(f"the arguments are not JSON: {exc}") from None
+            self._frames._write(line)
+            while True:
+                raw = self._answers.readline()
+                if not raw:
+                    raise CallError("the supervisor closed the calls channel")
+                answer = json.loads(raw)
+                if answer.get("id") == self._next:
+                    break
+        if answer.get("ok"):
+            return answer.get("value")
+        raise CallError(str(answer.get("error")))
 
 
 class Frames:
@@ -109,7 +155,15 @@ def make_mcpx_module(launcher: Launcher) -> types.ModuleType:
         except KeyError:
             raise KeyError(f"{ARTIFACTS_VAR} is not set (not run by mcpx-hooks?)") from None
 
-    for fn in (log, emit, result, artifacts_dir):
+    calls = Calls(frames)
+
+    def call(tool: str, args: dict[str, Any] | None = None) -> Any:
+        """Calls `tool` ("server.tool") with `args` through mcpx-hooks (the `call` hooks
+        run around it); returns the tool's value, or raises `mcpx.CallError` saying why."""
+        return calls.call(tool, args)
+
+    module.CallError = CallError  # type: ignore[attr-defined]
+    for fn in (log, emit, result, artifacts_dir, call):
         fn.__module__ = "mcpx"
         setattr(module, fn.__name__, fn)
     return module

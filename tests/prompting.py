@@ -14,7 +14,7 @@ import trio
 from loopmodel import LoopModel
 
 from mcpx_hooks.supervisor.config.loading import load_config
-from mcpx_hooks.supervisor.core.frames import check_order
+from mcpx_hooks.supervisor.core.order import check_order
 from mcpx_hooks.supervisor.core.hooks import Config, Hook
 from mcpx_hooks.supervisor.core.scripts import Script
 from mcpx_hooks.supervisor.process.spawner import Spawner

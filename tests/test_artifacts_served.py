@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from service_client import CLI, ENV, Server, arun, run_remote, start_server
 
-from mcpx_hooks.supervisor.core.frames import check_order
+from mcpx_hooks.supervisor.core.order import check_order
 
 WRITE = (
     'mkdir -p "$MCPX_ARTIFACTS_DIR/sub"; printf "<b>hi</b>" > "$MCPX_ARTIFACTS_DIR/page.html";'

@@ -17,7 +17,7 @@ import pytest
 from service_client import CLI, ENV, Server, Stream, arun, open_ws, read_all, read_until
 from service_client import start_server as serve
 
-from mcpx_hooks.supervisor.core.frames import check_order
+from mcpx_hooks.supervisor.core.order import check_order
 
 PLAIN = (
     '[defaults]\nsandbox = "none"\n[script]\nsandbox = "none"\n[service]\nsandboxes = ["none"]\n'

@@ -224,7 +224,7 @@ def test_demo_runs_and_ends(tmp_path: Path) -> None:
 
 
 def test_exec_json_frames_in_order_and_exit_code(project: Path) -> None:
-    from mcpx_hooks.supervisor.core.frames import check_order
+    from mcpx_hooks.supervisor.core.order import check_order
 
     out = mcpx(
         "exec", "--config", "hooks.toml", "--json", "--", "sh", "-c", "echo 5; exit 4", cwd=project
@@ -325,7 +325,7 @@ def test_exec_ctrl_c_cancels_runs_suffix_and_leaves_nothing(tmp_path: Path) -> N
 
     import psutil
 
-    from mcpx_hooks.supervisor.core.frames import check_order
+    from mcpx_hooks.supervisor.core.order import check_order
 
     marker = f"mcpx-ctrl-c-{os.getpid()}"
     (tmp_path / "c.toml").write_text(

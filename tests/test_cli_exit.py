@@ -19,7 +19,7 @@ from service_client import Server, start_server
 from test_cli import CLI, mcpx
 
 from mcpx_hooks.supervisor.cli.common import EXEC_EXIT_CODES
-from mcpx_hooks.supervisor.core.frames import check_order
+from mcpx_hooks.supervisor.core.order import check_order
 
 ENV = {**os.environ, "MCPX_HOOKS_NO_DISCOVERY": "1"}
 

@@ -275,7 +275,8 @@ def test_cwd_resolves_against_the_declaring_dir(tmp_path: Path) -> None:
 def test_each_action_builds_its_target(tmp_path: Path) -> None:
     path = write(
         tmp_path / "c.toml",
-        hook_toml(name="r", run=["a", "b"])
+        '[servers.ns]\ncommand = ["srv"]\n'
+        + hook_toml(name="r", run=["a", "b"])
         + '[[hooks]]\nname = "m"\non = "script"\nphase = "before"\nmodule = "pkg.mod:main"\n'
         + '[[hooks]]\nname = "p"\non = "script"\nphase = "before"\nprompt = "check @input"\n'
         + '[[hooks]]\nname = "g"\non = "script"\nphase = "before"\nplugin = "ns.tool"\n'
@@ -939,7 +940,7 @@ def test_toml_at_the_depth_limit_reaches_the_schema(tmp_path: Path) -> None:
         "/a",
         'unknown key "a"; expected one of: '
         "$schema, autonomy, defaults, limits, runs, observe, service, sandbox, script, models,"
-        " hooks",
+        " servers, hooks",
     )
 
 

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from mcpx_hooks.supervisor.cli.common import EXEC_EXIT_CODES, EXIT_OK, cause_exit_codes
-from mcpx_hooks.supervisor.core.frames import ErrorCause, check_order
+from mcpx_hooks.supervisor.core.frames import ErrorCause
+from mcpx_hooks.supervisor.core.order import check_order
 
 CLI = [sys.executable, "-m", "mcpx_hooks.supervisor"]
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from service_client import start_server
 
-from mcpx_hooks.supervisor.core.frames import check_order
+from mcpx_hooks.supervisor.core.order import check_order
 
 CLI = [sys.executable, "-m", "mcpx_hooks.supervisor"]
 

@@ -15,7 +15,7 @@ import pytest
 import trio
 
 from mcpx_hooks.supervisor.config.loading import load_config
-from mcpx_hooks.supervisor.core.frames import check_order
+from mcpx_hooks.supervisor.core.order import check_order
 from mcpx_hooks.supervisor.core.hooks import Config
 from mcpx_hooks.supervisor.core.points import Phase
 from mcpx_hooks.supervisor.core.scripts import Script

@@ -31,7 +31,7 @@ from service_client import (
 )
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from mcpx_hooks.supervisor.core.frames import check_order
+from mcpx_hooks.supervisor.core.order import check_order
 
 PY = sys.executable
 PLAIN = (

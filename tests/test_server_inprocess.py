@@ -15,8 +15,10 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from mcpx_hooks.supervisor.config.loading import load_config
-from mcpx_hooks.supervisor.core.frames import StartFrame, blank, check_order
+from mcpx_hooks.supervisor.core.frames import StartFrame, blank
+from mcpx_hooks.supervisor.core.order import check_order
 from mcpx_hooks.supervisor.core.hooks import Config
+from mcpx_hooks.supervisor.run import runtime as runtime_module
 from mcpx_hooks.supervisor.run.runtime import open_runtime
 from mcpx_hooks.supervisor.run.scriptrun import Run
 from mcpx_hooks.supervisor.service import server
@@ -78,7 +80,7 @@ async def test_a_failing_handler_or_run_ends_alone(
         assert code == 1000
         check_order(frames)
         assert frames[-2]["type"] == "result"
-        monkeypatch.setattr(server, "execute", broken_execute)
+        monkeypatch.setattr(runtime_module, "execute", broken_execute)  # what a run executes
         frames, code = await trio.to_thread.run_sync(read, url + "/v1/exec", {"argv": ["true"]})
         assert code == 1000
         check_order(frames)

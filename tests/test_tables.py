@@ -58,6 +58,7 @@ def test_the_launcher_splices_the_phases_of_the_script_point() -> None:
 def test_runners_read_the_variables_the_supervisor_sets() -> None:
     assert mcpx_channel.FRAMES_FD_VAR == hookenv.FRAMES_FD_VAR
     assert mcpx_channel.ARTIFACTS_VAR == hookenv.ARTIFACTS_DIR_VAR
+    assert mcpx_channel.CALLS_FD_VAR == hookenv.CALLS_FD_VAR
     assert module_runner.TIMEOUT_VAR in hookenv.NAMES
     assert json.loads(warm.REHEARSAL_INPUT)["protocol"] == hookenv.PROTOCOL
 

@@ -15,7 +15,7 @@ import trio
 from test_server_inprocess import UNCONFINED, read
 
 from mcpx_hooks.supervisor.config.loading import load_config
-from mcpx_hooks.supervisor.core.frames import check_order
+from mcpx_hooks.supervisor.core.order import check_order
 from mcpx_hooks.supervisor.run.runtime import open_runtime
 from mcpx_hooks.supervisor.service.server import Listening, Service, ServiceOptions
 

@@ -15,7 +15,7 @@ import pytest
 
 from mcpx_hooks.supervisor.config.loading import load_config
 from mcpx_hooks.supervisor.core.errors import ConfigError, Problem
-from mcpx_hooks.supervisor.core.frames import check_order
+from mcpx_hooks.supervisor.core.order import check_order
 from mcpx_hooks.supervisor.core.points import OBSERVE_WHEN, POINTS, WHEN_KEYS, Phase, When
 from mcpx_hooks.supervisor.core.when import (
     RunFacts,
@@ -84,7 +84,7 @@ def test_a_when_key_is_taken_where_the_point_provides_it_and_refused_elsewhere(
 def test_the_newcomers_tool_filter_is_refused_not_ignored(tmp_path: Path) -> None:
     path = tmp_path / ".mcpx-hooks.toml"
     path.write_text(
-        '[[hooks]]\non = "script"\nphase = "before"\nrun = ["true"]\nwhen = { tool = "pytest" }\n'
+        '[[hooks]]\non = "script"\nphase = "before"\nrun = ["true"]\nwhen = { tool = ["pytest"] }\n'
     )
     out = subprocess.run(
         [*CLI, "validate", str(path)], capture_output=True, text=True, cwd=tmp_path, check=False

@@ -23,6 +23,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Final
 
+import attrs
 import trio
 
 from ..config.loading import load_config
@@ -82,6 +83,9 @@ def problems(
             name, status = frame.get("name"), frame.get("status")
             if status != expected.get(str(name), HookStatus.OK):
                 found.append(f"hook {name}: {status}: {frame.get('reason') or ''}".rstrip(": "))
+    calls = [f for f in frames if f.get("type") == FrameType.CALL]
+    if not refused and [c.get("refusedBy") for c in calls] != ["no-removing", None]:
+        found.append("the script's remove call was not refused by no-removing, or count failed")
     end = [f for f in frames if f.get("type") == FrameType.END]
     refusal = [f for f in frames if f.get("type") == FrameType.ERROR and f.get("refusedBy")]
     if not end:
@@ -99,13 +103,20 @@ def example_dir() -> Path:
 
 def example_config() -> Config:
     path = example_dir() / "demo.toml"
-    layer = model_layer(os.environ)
-    if layer is None:
-        return load_config([path], cwd=path.parent, environ=os.environ, discover=False)
+    layers = [path]
     with tempfile.TemporaryDirectory() as temp:  # named so a problem in it says where from
-        given = Path(temp) / f"{MODEL_URL_ENV}.toml"
-        given.write_text(layer)
-        return load_config([path, given], cwd=path.parent, environ=os.environ, discover=False)
+        layer = model_layer(os.environ)
+        if layer is not None:
+            given = Path(temp) / f"{MODEL_URL_ENV}.toml"
+            given.write_text(layer)
+            layers.append(given)
+        config = load_config(layers, cwd=path.parent, environ=os.environ, discover=False)
+    # Its tool server is declared as `python3 …`: the demo runs it with the Python in use.
+    python = {
+        n: attrs.evolve(s, command=(sys.executable, *s.command[1:]))
+        for n, s in config.servers.items()
+    }
+    return attrs.evolve(config, servers=python)
 
 
 async def _show_run(runtime: Runtime, title: str, run_input: Any) -> list[dict[str, Any]]:

@@ -17,6 +17,7 @@ import sys
 
 import trio
 
+from ..core.errors import ConfigError
 from ..core.hooks import Profile
 from ..core.limits import DEFAULT_LIMITS, LIMIT_DOCS, LIMIT_KEYS
 from ..process import sandbox
@@ -105,11 +106,28 @@ async def _collect() -> tuple[str, bool]:
         return report(spawner)
 
 
+async def _servers() -> list[str]:
+    """The tool servers the config declares that fail to start here, with why."""
+    from .common import load
+    from .servers import server_states, state_line
+
+    try:
+        config = load(argparse.Namespace(config=[]))
+    except ConfigError as exc:  # the sandbox report stands whatever the config says
+        return ["", f"tool servers: the config does not load ({len(exc.problems)} problem(s);"
+                " `mcpx-hooks validate` shows them)"]  # fmt: skip
+    states = await server_states(config) if config.servers else []
+    lines = [f"  {s['name']}: {state_line(s)}" for s in states if s["state"] == "failing"]
+    return ["", "tool servers that fail to start:", *lines] if lines else []
+
+
 def run(args: argparse.Namespace) -> int:
-    """`doctor`: prints the report; 0 when every profile is enforceable here, else 1."""
+    """`doctor`: prints the report (and the tool servers that fail to start); 0 when every
+    profile is enforceable here and every server starts, else 1."""
     text, every = trio.run(_collect)
-    print(text)
-    return 0 if every else 1
+    failing = trio.run(_servers)
+    print("\n".join([text, *failing]))
+    return 0 if every and not failing else 1
 
 
 if __name__ == "__main__":

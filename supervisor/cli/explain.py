@@ -19,6 +19,13 @@ if TYPE_CHECKING:
     from ..core.when import RunFacts
 
 
+#: The points a run passes through only when its script calls tools.
+_TOOL_POINTS: dict[str, str] = {
+    "call": "tool call the script makes",
+    "server.start": "tool server start",
+}
+
+
 def _phase_order() -> dict[str, int]:
     """The phases in the order a run reaches them (`onSuccess` and `onError`: one of them)."""
     from ..core.points import Phase
@@ -28,14 +35,11 @@ def _phase_order() -> dict[str, int]:
 
 def _why_not(hook: Hook, facts: RunFacts) -> str | None:
     """Why `hook` will not run for the run `facts` describes, or None when it will."""
-    from ..core.hooks import NOT_YET_RUNNABLE
     from ..core.points import Phase, When
     from ..core.when import event_mismatch, run_mismatch
 
     if not hook.enabled:
         return "enabled = false"
-    if hook.action in NOT_YET_RUNNABLE:
-        return f"{hook.action} hooks are not supported yet (its frame says skipped)"
     if hook.prompt is not None and hook.prompt.model is None:
         name = hook.prompt.model_name
         return f"no model configured: no [models.{name}] (its frame says skipped, with a warning)"
@@ -49,6 +53,8 @@ def _why_not(hook: Hook, facts: RunFacts) -> str | None:
 def _when_runs(hook: Hook) -> str:
     from ..core.points import Phase
 
+    if hook.phase is not Phase.OBSERVE and hook.on in _TOOL_POINTS:
+        return f"{hook.phase.value} of each {_TOOL_POINTS[hook.on]}, if any"
     return {
         Phase.BEFORE: "before the script",
         Phase.ON_SUCCESS: "if the script succeeds",

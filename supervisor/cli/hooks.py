@@ -154,7 +154,7 @@ def hook_test(args: argparse.Namespace) -> int:
         from .promptview import show_request
 
         return show_request(config, hook, mock_context(config, phase, event))
-    frame = trio.run(_run_one, hook, mock_context(config, phase, event))
+    frame = trio.run(_run_one, hook, mock_context(config, phase, event), config)
     # The hook's own secrets are redacted here as a run's journal would.
     wire = Redactor(hook_secrets((hook,), None, os.environ)).fields(to_json(frame))
     if args.json:
@@ -238,10 +238,16 @@ def mock_context(config: Config, phase: Phase, event: dict[str, Any]) -> HookCon
     )
 
 
-async def _run_one(hook: Hook, ctx: HookContext) -> HookFrame:
+async def _run_one(hook: Hook, ctx: HookContext, config: Config) -> HookFrame:
+    import attrs
+
     from ..core.frames import stamp
     from ..process.spawner import open_spawner
+    from ..run.bus import Bus
     from ..run.hookrun import run_hook
+    from ..run.servers import ToolServers, open_servers
 
-    async with open_spawner() as spawner:
+    # A plugin hook calls the config's tool servers, started here for it and stopped after.
+    async with open_spawner() as spawner, open_servers(spawner, Bus(), config) as servers:
+        ctx = attrs.evolve(ctx, servers=ToolServers(servers, config.servers))
         return stamp((await run_hook(spawner, hook, ctx)).frame, ctx.run_id, 0)

@@ -78,6 +78,12 @@ COMMANDS: Final = (
         "prompts:add_arguments",
         "prompts:run",
     ),
+    (
+        "servers",
+        "the tool servers declared: start each, its state and tools",
+        "servers:add_arguments",
+        "servers:run",
+    ),
     ("demo", "the main job in miniature, on a built-in example", None, "demo:run"),
     ("doctor", "what enforces each sandbox profile on this machine", None, "doctor:run"),
 )
@@ -108,6 +114,8 @@ EXAMPLES: Final[dict[str, str]] = {
     "prompts show": "mcpx-hooks prompts show 3f9a1c07",
     "prompts promote": "mcpx-hooks prompts promote 3f9a1c07 --to ci.toml",
     "prompts clear": "mcpx-hooks prompts clear",
+    "servers": "mcpx-hooks servers list --json",
+    "servers list": "mcpx-hooks servers list --remote ws://127.0.0.1:8765",
 }
 
 #: What a command's `--help` says after its example (`module:function` in this package,

@@ -46,7 +46,8 @@ def hook_frame_lines(frame: Mapping[str, Any]) -> list[str]:
     refused = frame.get("refused")
     if refused:
         how = "fail-closed" if refused.get("failClosed") else "the hook said no"
-        lines.append(f"  REFUSES the run ({how}): {refused['reason']}")
+        what = "call" if frame["on"] == "call" else "run"
+        lines.append(f"  REFUSES the {what} ({how}): {refused['reason']}")
     elif status.is_failure:
         lines.append("  failure is open: the run carries on")
     if frame.get("failureNote"):
@@ -126,6 +127,12 @@ def frame_lines(frame: Mapping[str, Any]) -> list[str]:
             return [f"end: {exited}, {frame['durationMs']} ms"]
         case FrameType.WARNING:
             return [f"warning: {frame['message']}"]
+        case FrameType.CALL:
+            ok = "ok" if frame["ok"] else f"FAILED: {frame.get('error', '')}"
+            hint = ", destructive" if frame.get("destructiveHint") else ""
+            return [
+                f"call {frame['server']}.{frame['tool']}{hint}: {ok} in {frame['durationMs']} ms"
+            ]
         case FrameType.ASK:
             return [
                 f"ask from {frame['hook']}: {frame['question']} (default {frame['default']} "

@@ -40,6 +40,8 @@ from ..core.limits import Limits
 from ..core.models import PROMPT_TIMEOUT_MS, build_models, prompt_spec
 from ..core.passenv import PASS_ENV_KEY, SECRETS_KEY
 from ..core.points import Phase
+from ..core.servers import ServerSpec, server_spec
+from .pluginrules import plugin_problems, server_env_problems
 from .policy import merge_layers
 from .schemaparts import HOOK_ACTIONS, SCRIPT_PHASES
 
@@ -78,6 +80,8 @@ def resolve(layers: Sequence[Layer]) -> tuple[Config, list[Problem]]:
     models = build_models(merged.get("models", {}))
     hooks: list[Hook] = []
     problems: list[Problem] = list(policy.problems)
+    for layer in layers:
+        problems += server_env_problems(layer.file, layer.doc.get("servers", {}))
     seen: dict[str, tuple[int, Decl]] = {}
     counts: dict[tuple[str, str], int] = {}
     for position, decl in enumerate(merged.get("hooks", [])):
@@ -112,6 +116,8 @@ def resolve(layers: Sequence[Layer]) -> tuple[Config, list[Problem]]:
                     f" at {first.file}:{first.pointer or '/'})",
                 )
             )
+        if hook.action is Action.PLUGIN:
+            problems += plugin_problems(hook, decl.file, decl.pointer, merged.get("servers", {}))
         hooks.append(hook)
     autonomy = merged.get("autonomy", {})
     runs = merged.get("runs", {})
@@ -144,8 +150,27 @@ def resolve(layers: Sequence[Layer]) -> tuple[Config, list[Problem]]:
         script_secrets=tuple(merged.get("script", {}).get(SECRETS_KEY, ())),
         files=tuple(layer.path for layer in layers if layer.path is not None),
         warnings=tuple(policy.warnings),
+        servers=_servers(layers, merged, limits, paths),
     )
     return config, problems
+
+
+def _servers(
+    layers: Sequence[Layer], merged: Mapping[str, Any], limits: Limits, paths: SandboxPaths
+) -> dict[str, ServerSpec]:
+    """`[servers]` merged; each server's declaring directory is that of the nearest layer
+    that gave its `command`."""
+    dirs: dict[str, str] = {}
+    for layer in layers:
+        for name, table in layer.doc.get("servers", {}).items():
+            if "command" in table:
+                dirs[name] = os.path.dirname(layer.path) if layer.path else os.getcwd()
+    return {
+        name: attrs.evolve(
+            server_spec(name, table, dirs.get(name, os.getcwd())), limits=limits, paths=paths
+        )
+        for name, table in merged.get("servers", {}).items()
+    }
 
 
 def _build_hook(decl: Decl, name: str, defaults: Defaults) -> Hook:

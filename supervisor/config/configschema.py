@@ -45,6 +45,7 @@ from .schemaparts import (
     table,
     text,
 )
+from .serverschema import servers_schema
 
 #: Where a word-valued hook setting's enum is, by the type of its value.
 _SETTING_REFS: Final[dict[type, str]] = {Effect: "#/$defs/effect", Profile: "#/$defs/sandbox"}
@@ -313,6 +314,7 @@ def build_config_schema() -> dict[str, Any]:
                 " sandbox profile, and what runs take from their caller's environment.",
             ),
             "models": models_schema(),
+            "servers": servers_schema(_pass_keys("the server")),
             "hooks": {
                 "type": "array",
                 "description": "The hooks, in declaration order" + null_splice,

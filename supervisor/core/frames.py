@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
-from collections.abc import Iterable, Mapping
-from typing import Any, Final, TypeVar
+from typing import Any, TypeVar
 
 import attrs
 
 from .answers import Asked, Dropped, Refusal
 from .convert import KEEP, SHOWN_WITH, WIRE
-from .points import Phase
 
 
 class FrameType(enum.StrEnum):
@@ -36,6 +34,8 @@ class FrameType(enum.StrEnum):
     WARNING = "warning"
     #: A hook's question, right before its hook frame; the run waits for an answer.
     ASK = "ask"
+    #: One tool call the script made, among its output (never its arguments or answer).
+    CALL = "call"
 
 
 class HookStatus(enum.StrEnum):
@@ -153,6 +153,9 @@ class HookFrame(Envelope):
     tokens: Tokens | None = None
     latency_ms: int | None = None
     cached: bool | None = None
+    #: A plugin hook's tool server and tool.
+    server: str | None = None
+    tool: str | None = None
     type: FrameType = attrs.field(default=FrameType.HOOK, metadata=KEEP)
 
 
@@ -242,6 +245,23 @@ class AskFrame(Envelope):
     type: FrameType = attrs.field(default=FrameType.ASK, metadata=KEEP)
 
 
+@attrs.frozen
+class CallFrame(Envelope):
+    """A tool call the script made: the SHA-256 of its arguments as sent, never the
+    arguments or the answer (they may hold secrets)."""
+
+    id: Any
+    server: str
+    tool: str
+    args_sha256: str
+    duration_ms: int
+    ok: bool = attrs.field(metadata=KEEP)
+    error: str | None = None
+    destructive_hint: bool | None = None
+    refused_by: str | None = None
+    type: FrameType = attrs.field(default=FrameType.CALL, metadata=KEEP)
+
+
 Frame = (
     StartFrame
     | HookFrame
@@ -254,6 +274,7 @@ Frame = (
     | EndFrame
     | WarningFrame
     | AskFrame
+    | CallFrame
 )
 
 
@@ -274,90 +295,3 @@ def stamp(frame: _Framed, run_id: str, seq: int) -> _Framed:
     no journal (an observe hook's, `hook test`'s) is stamped where it is sent, with seq 0.
     """
     return attrs.evolve(frame, run_id=run_id, seq=seq, at=now_rfc3339())
-
-
-class OrderError(ValueError):
-    """A frame stream breaks the run's frame order; says which frame and why."""
-
-
-#: Where each frame may stand: a stream's ranks never go down.
-_RANK: Final[dict[tuple[str, str | None], int]] = {
-    (FrameType.START, None): 0,
-    (FrameType.HOOK, Phase.BEFORE): 1,
-    (FrameType.LOG, None): 2,
-    (FrameType.EMIT, None): 2,
-    (FrameType.STDOUT, None): 2,
-    (FrameType.STDERR, None): 2,
-    (FrameType.ARTIFACT, None): 3,
-    (FrameType.HOOK, Phase.ON_SUCCESS): 4,
-    (FrameType.HOOK, Phase.ON_ERROR): 4,
-    (FrameType.RESULT, None): 5,
-    (FrameType.ERROR, None): 5,
-    (FrameType.HOOK, Phase.SUFFIX): 6,
-    (FrameType.END, None): 7,
-}
-_OUTCOME: Final = 5
-#: Frames without a rank of their own: anywhere after `start` (`ask`: before the outcome).
-_AFTER_START: Final = frozenset({FrameType.WARNING, FrameType.ASK})
-
-
-def check_order(frames: Iterable[Mapping[str, Any]]) -> None:
-    """Checks one run's frames (wire form) against the frame order; raises `OrderError`.
-
-    `start` first; `before` hooks; output; artifacts; `onSuccess` or `onError` hooks (not
-    both); exactly one `result` or `error`; `suffix` hooks; `end` last; `warning` anywhere
-    after `start`; an `ask` after `start`, followed by its hook's frame before the outcome.
-    `seq` runs 0, 1, 2…
-    without gaps and every frame has the run's `runId`. Types it does not know are skipped
-    (an open set), but still count for `seq`.
-    """
-    rank = -1
-    run_id: str | None = None
-    outcomes = 0
-    landing: str | None = None
-    ended = False
-    asking: list[str] = []  # hooks whose `ask` frame came and whose hook frame has not
-    for i, frame in enumerate(frames):
-        kind = frame.get("type")
-        where = f"frame {i} ({kind})"
-        if frame.get("seq") != i:
-            raise OrderError(f"{where}: seq is {frame.get('seq')!r}, expected {i}")
-        run_id = run_id if run_id is not None else frame.get("runId")
-        if frame.get("runId") != run_id:
-            raise OrderError(f"{where}: runId {frame.get('runId')!r} is not {run_id!r}")
-        if ended:
-            raise OrderError(f"{where}: after end")
-        phase = frame.get("phase") if kind == FrameType.HOOK else None
-        if kind in _AFTER_START and i == 0:
-            raise OrderError(f"{where}: a run starts with start")
-        if kind == FrameType.ASK:
-            if rank >= _OUTCOME:
-                raise OrderError(f"{where}: an ask after the outcome")
-            asking.append(str(frame.get("hook")))
-        elif kind == FrameType.HOOK and frame.get("name") in asking:
-            asking.remove(str(frame.get("name")))
-        if (str(kind), phase) not in _RANK:
-            if kind == FrameType.HOOK:
-                raise OrderError(f"{where}: a {phase!r} hook has no place in a run")
-            continue
-        new = _RANK[(str(kind), phase)]
-        if i == 0 and kind != FrameType.START:
-            raise OrderError(f"{where}: a run starts with start")
-        if new < rank or (kind == FrameType.START and i != 0):
-            raise OrderError(f"{where}: out of order")
-        if new == 4:
-            if landing not in (None, phase):
-                raise OrderError(f"{where}: onSuccess and onError hooks in one run")
-            landing = phase
-        if new == _OUTCOME:
-            if asking:
-                raise OrderError(f"{where}: the ask of {asking[0]} has no hook frame before it")
-            outcomes += 1
-            if outcomes > 1:
-                raise OrderError(f"{where}: a second result or error")
-        ended = kind == FrameType.END
-        rank = new
-    if not ended:
-        raise OrderError("the run has no end frame")
-    if outcomes != 1:
-        raise OrderError("the run has no result or error")

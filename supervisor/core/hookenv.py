@@ -57,10 +57,14 @@ _WHEN_PHASE: Final[dict[When, Phase]] = {When.SUFFIX: Phase.SUFFIX, When.OBSERVE
 FRAMES_FD_VAR: Final = "MCPX_FRAMES_FD"
 ARTIFACTS_DIR_VAR: Final = "MCPX_ARTIFACTS_DIR"
 INPUT_VAR: Final = "MCPX_INPUT"
+CALLS_FD_VAR: Final = "MCPX_CALLS_FD"
 SCRIPT_VARIABLES: Final[tuple[Variable, ...]] = (
     Variable(FRAMES_FD_VAR, "the frames channel's fd number: JSON lines `log`, `emit`, `result`"),
     Variable(ARTIFACTS_DIR_VAR, "a writable directory: files left there become `artifact` frames"),
     Variable(INPUT_VAR, "a file holding the run's `input` as JSON (only when the run has one)"),
+    Variable(
+        CALLS_FD_VAR, "the fd the script reads its tool calls' answers from, one JSON line each"
+    ),
 )
 
 #: What a hook inherits besides its declared `env` and the variables above. `HOME` and

@@ -29,8 +29,6 @@ class Action(enum.StrEnum):
 
 #: Actions that run as a child process with JSON on stdin.
 PROCESS_ACTIONS: Final = frozenset({Action.RUN, Action.MODULE})
-#: Actions declared in the schema whose runner has not landed: running one is `skipped`.
-NOT_YET_RUNNABLE: Final = frozenset({Action.PLUGIN})
 
 
 class Failure(enum.StrEnum):
@@ -320,6 +318,9 @@ class Config:
     #: What loading had to say: each skipped file, each ceiling a nearer file tried to raise.
     #: Every command that loads the config says them (stderr; a run's `warning` frames).
     warnings: tuple[str, ...] = ()
+    #: `[servers.<name>]`: the tool servers plugin hooks and scripts' calls use
+    #: (`core/servers.py`'s `ServerSpec`; typed loosely here, which that module imports).
+    servers: Mapping[str, Any] = attrs.field(factory=dict)
 
     def find(self, name: str) -> Hook | None:
         return next((h for h in self.hooks if h.name == name), None)

@@ -1,5 +1,6 @@
-"""A prompt's `@placeholders`: how they are spelt, which built-ins each phase has, and the
-checks validation makes of a prompt hook. Pure.
+"""`@placeholders`, in a prompt hook's text and a plugin hook's `args`: how they are spelt,
+which built-ins each phase has, the checks validation makes of a prompt hook, and how `args`
+take their values. Pure.
 
 A placeholder is `@name` or `@name.path.to.key` (the spelling of mcpx recipes and
 launchers): a name (a letter or `_`, then letters, digits, `_`, `-`) and, after dots, keys
@@ -14,6 +15,7 @@ built-in.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
@@ -124,4 +126,70 @@ def lookup(value: Any, path: tuple[str, ...]) -> Any:
             value = value[int(key)]
         else:
             return None
+    return value
+
+
+#: The built-in names, whatever a phase has of them.
+BUILT_INS: Final = tuple(BUILTINS)
+
+
+class PlaceholderError(ValueError):
+    """A placeholder in `args` that names nothing given, or a path into a value that is not
+    there."""
+
+
+def resolve(value: Any, names: Mapping[str, Any]) -> Any:
+    """`value` (a plugin hook's `args`, a JSON value) with every placeholder in its strings
+    replaced from `names`: a string that is exactly one placeholder takes the value with its
+    JSON type; a placeholder inside a longer string becomes its JSON text (a string with its
+    quotes); `@@` is a literal `@`. Keys are left as they are; lists and objects are walked to
+    any depth. A name not given, or a path that leads nowhere, is a `PlaceholderError`."""
+    if isinstance(value, str):
+        return _string(value, names)
+    if isinstance(value, Mapping):
+        return {k: resolve(v, names) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [resolve(v, names) for v in value]
+    return value
+
+
+def value_names(value: Any) -> set[str]:
+    """The placeholder names the strings of a JSON value use (for validation)."""
+    if isinstance(value, str):
+        return set(names_in(value))
+    if isinstance(value, Mapping):
+        return set().union(*(value_names(v) for v in value.values()))
+    if isinstance(value, list | tuple):
+        return set().union(*(value_names(v) for v in value))
+    return set()
+
+
+def _string(text: str, names: Mapping[str, Any]) -> Any:
+    whole = PLACEHOLDER.fullmatch(text)
+    if whole is not None and whole.group(0) != "@@":
+        return _strict_lookup(whole.group(1), whole.group(2), names, text)
+
+    def one(m: re.Match[str]) -> str:
+        if m.group(0) == "@@":
+            return "@"
+        found = _strict_lookup(m.group(1), m.group(2), names, m.group(0))
+        return json.dumps(found, ensure_ascii=False, separators=(",", ":"))
+
+    return PLACEHOLDER.sub(one, text)
+
+
+def _strict_lookup(name: str, path: str, names: Mapping[str, Any], shown: str) -> Any:
+    if name not in names:
+        given = ", ".join(sorted(names)) or "none"
+        raise PlaceholderError(f"{shown}: no placeholder named {name!r} here (given: {given})")
+    value = names[name]
+    walked = "@" + name
+    for key in path.split(".")[1:]:
+        if isinstance(value, Mapping) and key in value:
+            value = value[key]
+        elif isinstance(value, list) and key.isdigit() and int(key) < len(value):
+            value = value[int(key)]
+        else:
+            raise PlaceholderError(f"{shown}: {walked} has no {key!r}")
+        walked += "." + key
     return value

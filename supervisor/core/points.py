@@ -69,6 +69,8 @@ class When(enum.StrEnum):
     CWD = "cwd"
     KINDS = "kinds"
     RUN_ARGV = "runArgv"
+    SERVER = "server"
+    TOOL = "tool"
 
 
 @attrs.frozen
@@ -99,6 +101,12 @@ WHEN_KEYS: dict[When, WhenKey] = {
             "glob patterns matched, as `argv` is, against the command line of the run an event"
             " belongs to; an event of no run does not match",
         ),
+        WhenKey(When.SERVER, "glob patterns matched against the tool server's name"),
+        WhenKey(
+            When.TOOL,
+            "glob patterns matched against the tool as `server.tool` and against the tool's"
+            " own name",
+        ),
     )
 }
 
@@ -121,6 +129,18 @@ POINTS: dict[str, PointInfo] = {
                 Phase.SUFFIX,
             ),
             when=(When.ARGV, When.CWD),
+        ),
+        PointInfo(
+            "call",
+            "one tool call a script makes (its hooks see `{server, tool, args}`, then the answer)",
+            (Phase.BEFORE, Phase.ON_SUCCESS, Phase.ON_ERROR, Phase.SUFFIX),
+            when=(When.SERVER, When.TOOL),
+        ),
+        PointInfo(
+            "server.start",
+            "the supervisor starting a tool server (onSuccess/onError see MCP `initialize`)",
+            (Phase.BEFORE, Phase.ON_SUCCESS, Phase.ON_ERROR),
+            when=(When.SERVER,),
         ),
     )
 }

@@ -86,3 +86,15 @@ def event_mismatch(
             f' "{command_line(run_argv)}"'
         )
     return None
+
+
+def tool_mismatch(when: Mapping[str, Any], server: str, tool: str | None) -> str | None:
+    """None when a `call` or `server.start` hook's `when` matches the server (and the tool,
+    `server.tool` or its own name); else why not."""
+    servers = when.get(When.SERVER)
+    if servers is not None and not _globs(servers, server):
+        return f'when.server [{_shown(servers)}] does not match the server "{server}"'
+    tools = when.get(When.TOOL)
+    if tools is not None and tool is not None and not _globs(tools, f"{server}.{tool}", tool):
+        return f'when.tool [{_shown(tools)}] does not match the tool "{server}.{tool}"'
+    return None

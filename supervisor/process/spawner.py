@@ -135,19 +135,17 @@ class Spawner:
 
         Inside, the child runs in its own session with fds 0, 1, 2 as pipes to `Child.stdin`,
         `stdout`, `stderr` (stdin is /dev/null when `stdin` is false), and one pipe per entry of
-        `extra_fds`, placed at that number in the child, whose read end is `Child.extra[i]`.
-        `stdin_data` is written to stdin before the child is even asked for, as far as the
-        pipe takes it (the child finds its input waiting), and closed when all of it fits;
-        `communicate` writes the rest. `collect` (stdout cap, stderr tail), for a child
-        that only `communicate`s: the spawner moves both into memfds itself and sends them
-        with the exit report, one socket to watch here instead of three (pidns mode; else
-        ignored). Its environment is exactly `spec.env`. When the block is left early
-        (timeout, cancellation, error), the tree gets SIGTERM, then SIGKILL after
-        `kill_grace` seconds, under a shielded scope; a block left normally does the same
-        to whatever still runs.
-        Raises `SpawnError` when the child cannot start (missing program, bad cwd, bad limit,
-        no spawner).
-        """
+        `extra_fds`, placed at that number in the child, whose read end is `Child.extra[i]`
+        (then the write ends of `spec.input_fds`). `stdin_data` is written to stdin before
+        the child is even asked for, as far as the pipe takes it (the child finds its input
+        waiting), and closed when all of it fits; `communicate` writes the rest. `collect`
+        (stdout cap, stderr tail), for a child that only `communicate`s: the spawner moves
+        both into memfds itself and sends them with the exit report, one socket to watch
+        here instead of three (pidns mode; else ignored). Its environment is exactly
+        `spec.env`. When the block is left early (timeout, cancellation, error), the tree
+        gets SIGTERM, then SIGKILL after `kill_grace` seconds, under a shielded scope; a block
+        left normally does the same to whatever still runs. Raises `SpawnError` when the
+        child cannot start (missing program, bad cwd, bad limit, no spawner)."""
         if self.mode != "pidns":
             collect = None
         child = await self._start(spec, stdin_data or stdin, extra_fds, kill_grace, collect)
@@ -206,7 +204,7 @@ class Spawner:
         except OSError as exc:
             raise SpawnError(f"cannot make the child's control socket: {exc.strerror}") from exc
         try:
-            fds = _ChildFds.make(stdin, extra_fds, outputs=not collect)
+            fds = _ChildFds.make(stdin, extra_fds, outputs=not collect, inputs=spec.input_fds)
         except BaseException:
             mine.close()
             keeper_end.close()
@@ -300,10 +298,12 @@ class _ChildFds:
     outputs: bool
 
     @classmethod
-    def make(cls, stdin: bool | bytes, extra_fds: Sequence[int], *, outputs: bool) -> _ChildFds:
+    def make(
+        cls, stdin: bool | bytes, extra: Sequence[int], *, outputs: bool, inputs: Sequence[int]
+    ) -> _ChildFds:
         """Pipes for stdin (`stdin`: False for /dev/null, True for a pipe, bytes for a pipe
-        holding as much of them as it takes), stdout and stderr when `outputs`, and each of
-        `extra_fds`. Raises `SpawnError` when they cannot be made (out of fds)."""
+        holding as much of them as it takes), stdout and stderr when `outputs`, each of `extra`
+        and of `inputs` (read by the child). Raises `SpawnError` when out of fds."""
         fds = cls([], [], [], bool(stdin), b"", outputs)
         try:
             if stdin:
@@ -317,10 +317,11 @@ class _ChildFds:
                         fds.writer = False
             else:
                 fds.give(os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC), 0)
-            for target in (*((1, 2) if outputs else ()), *extra_fds):
+            for target in (*((1, 2) if outputs else ()), *extra, *inputs):
                 r, w = os.pipe2(os.O_CLOEXEC)
-                fds.give(w, target)
-                fds.ours.append(r)
+                theirs, ours = (r, w) if target in inputs else (w, r)
+                fds.give(theirs, target)
+                fds.ours.append(ours)
         except OSError as exc:
             fds.close_ours()
             fds.close_theirs()

@@ -79,6 +79,9 @@ class ChildSpec:
     rlimits: tuple[tuple[str, int, int], ...] = ()
     sandbox: SandboxPlan | None = None
     module: ModuleCall | None = None
+    #: Fds the child reads, each a pipe whose write end is one of `Child.extra`, after
+    #: those of `open_child`'s `extra_fds` (a script's calls channel).
+    input_fds: tuple[int, ...] = ()
 
 
 def spawn_request(

@@ -1,6 +1,6 @@
 """Runs: one hook run and its frame, a script run with its phases in their fixed order, the
-journal that keeps a run's frames, the asks it waits on, the event bus, observe hooks, and
-the runtime that holds them in one process.
+journal that keeps a run's frames, the asks it waits on, the event bus, observe hooks, the
+tool servers, and the runtime that holds them in one process.
 
 The names below are loaded on first use (`core/exports.py`).
 """
@@ -30,5 +30,14 @@ __all__, __getattr__, __dir__ = exports(
         ),
         "runtime": ("Runtime", "open_runtime"),
         "scriptrun": ("DEFAULT_SCRIPT_TIMEOUT_MS", "Run", "RunRequest", "execute"),
+        "servers": (
+            "ServerEntry",
+            "ServerFailing",
+            "ServerManager",
+            "ToolFailed",
+            "ToolServers",
+            "entry_json",
+            "open_servers",
+        ),
     },
 )

@@ -11,7 +11,7 @@ import secrets
 import site
 import sys
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -26,9 +26,9 @@ from ..process.launch import RUNNER_FLAGS
 from ..process.runnerside import runner_path
 from ..process.spawnspec import ModuleCall
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .promptrun import PromptRun
+    from .servers import ToolServers
 
 
 @attrs.frozen
@@ -67,6 +67,8 @@ class HookContext:
     #: What the run's prompt hooks share (placeholders, token budget, warnings); None
     #: outside a run, where each prompt hook gets a fresh one.
     prompts: PromptRun | None = None
+    #: The tool servers plugin hooks call (`servers.py`); None where there are none.
+    servers: ToolServers | None = None
 
     def point(self, hook: Hook) -> str:
         """What the hook is told it is `on`: the point, or for observe the event's kind."""

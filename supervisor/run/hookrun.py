@@ -20,7 +20,7 @@ from ..core.answers import Answer, Asked, Refusal, bound_answer
 from ..core.effects import REFUSING, Clamp, clamp
 from ..core.errors import ProfileUnavailable, SandboxUnavailable, SpawnError
 from ..core.frames import HookFrame, HookStatus, Ran, Resources, blank
-from ..core.hooks import NOT_YET_RUNNABLE, STDERR_TAIL_BYTES, Action, Failure, Hook, SourceKind
+from ..core.hooks import STDERR_TAIL_BYTES, Action, Failure, Hook, SourceKind
 from ..process import sandbox
 from ..process.child import Outcome
 from ..process.scratch import scratch_dir
@@ -62,10 +62,12 @@ async def run_hook(spawner: Spawner, hook: Hook, ctx: HookContext) -> HookReport
         from .prompthook import run_prompt  # it builds on this module
 
         return await run_prompt(spawner, hook, ctx, frame)
-    if hook.action in NOT_YET_RUNNABLE:
-        return frame.skipped(f"{hook.action} hooks are not supported yet; the hook did not run")
     if hook.action is Action.SOURCE:
         return frame.skipped("source hooks run inside the Python launcher, not as a process")
+    if hook.action is Action.PLUGIN:
+        from .pluginhook import run_plugin  # it builds on this module's frame builder
+
+        return await run_plugin(hook, ctx, frame)
     started = time.perf_counter()
     passed = hook_passed(hook, ctx, os.environ)
     if passed.problem is not None:  # never run without a secret it was declared with

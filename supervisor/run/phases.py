@@ -83,7 +83,11 @@ class PhaseHooks:
         ]
 
     async def phase(self, phase: Phase, state: RunState) -> None:
-        for hook in self.of(phase, state.ctx.run):
+        await self.run_hooks(self.of(phase, state.ctx.run), phase, state)
+
+    async def run_hooks(self, hooks: list[Hook], phase: Phase, state: RunState) -> None:
+        """Runs `hooks` (of `phase`, of any point) one after another into `state`."""
+        for hook in hooks:
             report = await self._one(hook, state.ctx)
             if self._take(phase, report, state):
                 return  # a refusal ends its phase: later hooks of it do not run

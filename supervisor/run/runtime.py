@@ -25,6 +25,7 @@ from .hookcontext import hook_secrets
 from .journal import Journals
 from .observe import ObserverStats, serve_observers
 from .scriptrun import Run, RunRequest, execute
+from .servers import ServerManager, open_servers, server_secrets
 
 
 @attrs.define
@@ -34,6 +35,8 @@ class Runtime:
     bus: Bus
     journals: Journals
     observers: ObserverStats
+    #: The tool servers, shared by every run (`servers.py`).
+    servers: ServerManager | None = None
 
     def new_run(self, request: RunRequest) -> Run:
         return Run(request, self.journals.open(request.run_id))
@@ -44,8 +47,15 @@ class Runtime:
         with trio.move_on_after(self.config.observe_drain_ms / 1000):
             await self.observers.wait_idle()
 
-    async def execute(self, run: Run) -> None:
-        await execute(run, config=self.config, spawner=self.spawner, bus=self.bus)
+    async def execute(self, run: Run, config: Config | None = None) -> None:
+        """Runs `run` with `config` (a request's layered config; default the runtime's)."""
+        await execute(
+            run,
+            config=config or self.config,
+            spawner=self.spawner,
+            bus=self.bus,
+            servers=self.servers,
+        )
 
 
 @contextlib.asynccontextmanager
@@ -60,8 +70,10 @@ async def open_runtime(config: Config) -> AsyncIterator[Runtime]:
 @contextlib.asynccontextmanager
 async def _open_runtime(config: Config, artifacts: ArtifactStore) -> AsyncIterator[Runtime]:
     async with open_spawner() as spawner, trio.open_nursery() as nursery:
-        # The supervisor's own hooks' secrets, redacted in every event it publishes.
-        bus = Bus(redactor=Redactor(hook_secrets(config.hooks, None, os.environ)))
+        # The supervisor's own hooks' and tool servers' secrets, redacted in every event.
+        secrets = hook_secrets(config.hooks, None, os.environ)
+        bus = Bus(redactor=Redactor({**secrets, **server_secrets(config.servers.values())}))
+        servers = await nursery.start(_serve_servers, spawner, bus, config)
         stats = await nursery.start(_serve_observers, bus, spawner, config)
         journals = Journals(
             config.runs_retain,
@@ -69,7 +81,7 @@ async def _open_runtime(config: Config, artifacts: ArtifactStore) -> AsyncIterat
             retain_bytes=config.runs_retain_bytes,
             artifacts=artifacts,
         )
-        runtime = Runtime(config, spawner, bus, journals, stats)
+        runtime = Runtime(config, spawner, bus, journals, stats, servers)
         bus.publish(EventKind.SUPERVISOR_STARTED, {})
         try:
             yield runtime
@@ -77,6 +89,19 @@ async def _open_runtime(config: Config, artifacts: ArtifactStore) -> AsyncIterat
             bus.publish(EventKind.SUPERVISOR_STOPPING, {})
             await runtime.wait_observers()
             nursery.cancel_scope.cancel()
+
+
+async def _serve_servers(
+    spawner: Spawner,
+    bus: Bus,
+    config: Config,
+    task_status: trio.TaskStatus[ServerManager] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """The tool servers, until cancelled (with the runtime): then every server's tree is
+    killed and reaped."""
+    async with open_servers(spawner, bus, config) as servers:
+        task_status.started(servers)
+        await trio.sleep_forever()
 
 
 async def _serve_observers(

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import AsyncIterator, Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 import trio
@@ -28,7 +28,13 @@ from ..core.frames import (
     WarningFrame,
     blank,
 )
-from ..core.hookenv import ARTIFACTS_DIR_VAR, FRAMES_FD_VAR, INPUT_VAR, base_environment
+from ..core.hookenv import (
+    ARTIFACTS_DIR_VAR,
+    CALLS_FD_VAR,
+    FRAMES_FD_VAR,
+    INPUT_VAR,
+    base_environment,
+)
 from ..core.hooks import STDERR_TAIL_BYTES
 from ..core.jsontext import JsonError, loads
 from ..core.scripts import Script
@@ -39,7 +45,12 @@ from ..process.spawner import Spawner
 from ..process.spawnspec import ChildSpec
 from .journal import RunJournal
 
+if TYPE_CHECKING:
+    from .calls import ScriptCalls
+
 FRAMES_FD: Final = 3
+#: Where the script reads the answers to its tool calls (`calls.py`).
+CALLS_FD: Final = 4
 #: Longest stdout or stderr line kept whole; a longer one is cut into pieces of this size.
 MAX_LINE: Final = 64 * 1024
 #: Longest frames-channel line: a `result` or `emit` value up to this is delivered intact.
@@ -125,6 +136,7 @@ def script_environment(
     env = base_environment(os.environ, scratch)
     env.update(extra)
     env[FRAMES_FD_VAR] = str(FRAMES_FD)
+    env[CALLS_FD_VAR] = str(CALLS_FD)
     env[ARTIFACTS_DIR_VAR] = artifacts
     if input_path is not None:
         env[INPUT_VAR] = input_path
@@ -139,21 +151,30 @@ async def run_script(
     stdin: bytes,
     kill_grace: float,
     journal: RunJournal,
+    calls: ScriptCalls | None = None,
 ) -> None:
     """Runs the script to its end, putting its output frames in `journal` as they come;
-    fills `outcome`.
+    fills `outcome`. Its tool calls are served by `calls` while it runs (none in flight
+    outlives it).
 
     The caller owns the timeout: cancelling kills the tree (SIGTERM, `kill_grace`, SIGKILL),
     and `outcome` still holds what was seen until then.
     """
-    async with spawner.open_child(spec, kill_grace=kill_grace, extra_fds=(FRAMES_FD,)) as child:
+    spec = attrs.evolve(spec, input_fds=(CALLS_FD,))
+    async with (
+        spawner.open_child(spec, kill_grace=kill_grace, extra_fds=(FRAMES_FD,)) as child,
+        trio.open_nursery() as serving,
+    ):
         outcome.process = child.outcome
+        if calls is not None:
+            serving.start_soon(calls.serve, child.extra[1])
         async with trio.open_nursery() as nursery:
             nursery.start_soon(child._write_stdin, stdin)
             nursery.start_soon(_pump_stdout, child.stdout, journal, outcome)
             nursery.start_soon(_pump_stderr, child.stderr, journal, outcome)
-            nursery.start_soon(_pump_frames, child.extra[0], journal, outcome)
+            nursery.start_soon(_pump_frames, child.extra[0], journal, outcome, calls)
             await child.wait()
+        serving.cancel_scope.cancel()
 
 
 async def _pump_stdout(
@@ -188,7 +209,10 @@ def _text(line: bytes) -> str:
 
 
 async def _pump_frames(
-    stream: trio.abc.ReceiveStream, journal: RunJournal, outcome: ScriptOutcome
+    stream: trio.abc.ReceiveStream,
+    journal: RunJournal,
+    outcome: ScriptOutcome,
+    calls: ScriptCalls | None = None,
 ) -> None:
     """The frames channel: JSON lines `log`, `emit`, `result` (and the launcher's
     `exception`). A line that is not one of them becomes a warning `log` frame; a line over
@@ -207,10 +231,12 @@ async def _pump_frames(
                 )
             too_long = len(line) == MAX_FRAME_LINE
             continue
-        _frame_line(line, journal, outcome)
+        _frame_line(line, journal, outcome, calls)
 
 
-def _frame_line(line: bytes, journal: RunJournal, outcome: ScriptOutcome) -> None:
+def _frame_line(
+    line: bytes, journal: RunJournal, outcome: ScriptOutcome, calls: ScriptCalls | None
+) -> None:
     try:
         msg = loads(line)
     except JsonError as exc:
@@ -222,6 +248,8 @@ def _frame_line(line: bytes, journal: RunJournal, outcome: ScriptOutcome) -> Non
         outcome.result_line = (msg.get("value"),)
     elif kind == "exception" and isinstance(msg, dict):
         outcome.exception = f"{msg.get('exceptionType')}: {msg.get('message')}"
+    elif kind == "call" and isinstance(msg, dict) and calls is not None:
+        calls.submit(msg)
     elif kind == "emit" and isinstance(msg, dict):
         journal.offer(blank(EmitFrame, value=msg.get("value")))
     elif kind == "log" and isinstance(msg, dict):

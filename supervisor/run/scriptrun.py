@@ -44,11 +44,13 @@ from ..process.spawnspec import ChildSpec
 from .artifacts import ArtifactStore
 from .asking import Asks
 from .bus import Bus
+from .calls import ScriptCalls
 from .hookcontext import HookContext, RunInfo, hook_secrets, new_run_id
 from .journal import RunJournal
 from .phases import PhaseHooks, RunState
 from .promptrun import PromptRun, artifact_frames
 from .script import ScriptOutcome, run_script, script_argv, script_environment
+from .servers import ServerManager, ToolServers, server_secrets
 
 #: A script's timeout when the request names none.
 DEFAULT_SCRIPT_TIMEOUT_MS: Final = 3_600_000
@@ -107,6 +109,7 @@ async def execute(
     config: Config,
     spawner: Spawner,
     bus: Bus,
+    servers: ServerManager | None = None,
 ) -> None:
     """Runs `run.request` to its `end` frame; see the module docstring for the guarantees."""
     req = run.request
@@ -114,6 +117,7 @@ async def execute(
     caller = min(req.autonomy, config.autonomy_hooks) if req.autonomy else config.autonomy_hooks
     passed = run_passed(req, config)
     secrets = {**hook_secrets(config.hooks, req.caller_env, os.environ), **passed.secrets}
+    secrets.update(server_secrets(config.servers.values()))
     with bus.redacting(req.run_id, Redactor(secrets)) as redactor:
         # Before the first frame: every frame and event of the run is redacted.
         run.journal.redactor = redactor
@@ -133,6 +137,7 @@ async def execute(
                 warn=lambda message: run.journal.append(blank(WarningFrame, message=message)),
                 artifacts=lambda: artifact_frames(run.journal.lines),
             ),
+            servers=None if servers is None else ToolServers(servers, config.servers),
         )
         await _execute(
             run,
@@ -209,7 +214,8 @@ async def _body(
     if state.refused_by is None and passed.problem is not None:
         state.message = passed.problem  # never runs without a secret it was declared with
     elif state.refused_by is None:
-        await _run_script(run, state, hooks.spawner, profile, hooks.config, passed=passed)
+        calls = ScriptCalls(config=hooks.config, hooks=hooks, ctx=state.ctx, journal=run.journal)
+        await _run_script(run, state, hooks.spawner, profile, hooks.config, passed, calls)
     landing = Phase.ON_SUCCESS if state.value is not None else Phase.ON_ERROR
     if state.value is not None:
         state.ctx = attrs.evolve(state.ctx, result={"value": state.value[0]})
@@ -218,8 +224,14 @@ async def _body(
     await hooks.phase(landing, state)
 
 
-async def _run_script(
-    run: Run, state: RunState, spawner: Spawner, profile: Profile, config: Config, *, passed: Passed
+async def _run_script(  # noqa: PLR0917
+    run: Run,
+    state: RunState,
+    spawner: Spawner,
+    profile: Profile,
+    config: Config,
+    passed: Passed,
+    calls: ScriptCalls,
 ) -> None:
     req = run.request
     with scratch_dir("run-") as scratch:
@@ -263,6 +275,7 @@ async def _run_script(
                     stdin=req.stdin,
                     kill_grace=SCRIPT_KILL_GRACE_MS / 1000,
                     journal=run.journal,
+                    calls=calls,
                 )
             outcome.timed_out = deadline.cancelled_caught
         except SpawnError as exc:

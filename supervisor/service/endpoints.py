@@ -56,6 +56,10 @@ class Endpoints:
             "files": list(config.files),
             # The project files found and not applied (not trusted, or changed since).
             "skipped": [to_json(skipped) for skipped in config.skipped],
+            # The tool servers declared, each as it is now (`servers list --remote`).
+            "servers": self.runtime.servers.states(config.servers.values())
+            if self.runtime.servers
+            else [],
         }
         return complete() if await self.streams.send(conn, encode(message)) else None
 

@@ -231,6 +231,13 @@ async def list_hooks(remote: Remote) -> list[dict[str, Any]]:
     return hooks
 
 
+async def list_servers(remote: Remote) -> list[dict[str, Any]]:
+    """The tool servers the server declares, each in its state now (its `/v1/hooks`
+    message's `servers`)."""
+    servers = (await _hooks_message(remote)).get("servers")
+    return [s for s in servers if isinstance(s, dict)] if isinstance(servers, list) else []
+
+
 async def config_files(remote: Remote) -> list[str]:
     """The config files the server applies (its `/v1/hooks` message's `files`)."""
     files = (await _hooks_message(remote)).get("files")

@@ -38,7 +38,7 @@ from ..core.hooks import Config
 from ..process.signals import serve_stop_signals
 from ..run.journal import RunJournal
 from ..run.runtime import Runtime
-from ..run.scriptrun import Run, execute
+from ..run.scriptrun import Run
 from . import routes
 from .access import Refusal, check_access, normal_origin, own_origins
 from .connection import CLOSE_S, ConnectionClosed, ServerConnection
@@ -344,7 +344,7 @@ class Service(Endpoints):
             nursery.start_soon(self.streams.serve_broadcaster, run.journal)
             try:
                 try:
-                    await execute(run, config=config, spawner=runtime.spawner, bus=runtime.bus)
+                    await runtime.execute(run, config)
                 except* Exception as group:
                     logger.error("run %s failed: %s", run.request.run_id, bug_summary(group))
                     logger.debug("run %s failed", run.request.run_id, exc_info=group)

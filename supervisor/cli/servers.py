@@ -1,0 +1,107 @@
+"""`mcpx-hooks servers list`: the tool servers the config declares, each started here the
+way a run would start it (its sandbox, its `server.start` hooks, its `startTimeoutMs`), with
+its state (running since …, or failing: why) and its tools with their annotations; then
+stopped. `--no-start` lists them without starting any (state idle); `--remote URL` shows a
+running service's servers as they are (idle, running since …, failing: why), starting none.
+Exit 0 when none is failing, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import TYPE_CHECKING, Any
+
+from .common import EXIT_OK, load
+from .parser import add_config_arguments, add_token_file_argument
+
+if TYPE_CHECKING:
+    import argparse
+
+    from ..core.hooks import Config
+
+#: What `servers list` exits with when a server failed to start.
+EXIT_FAILING = 1
+
+
+def add_arguments(servers: argparse.ArgumentParser) -> None:
+    sub = servers.add_subparsers(dest="servers_command", required=True, metavar="list")
+    listing = add_config_arguments(
+        sub.add_parser(
+            "list",
+            help="start each declared tool server; its state and tools",
+            epilog="example: mcpx-hooks servers list --json",
+        )
+    )
+    listing.add_argument(
+        "--no-start", action="store_true", help="list the servers without starting them"
+    )
+    listing.add_argument(
+        "--remote", metavar="URL", help="the servers of a running service (ws://…), as they are"
+    )
+    add_token_file_argument(listing)
+
+
+async def server_states(config: Config, *, start: bool = True) -> list[dict[str, Any]]:
+    """Each declared server's state (`entry_json`'s shape, with its `command`), after a
+    start here when `start`; every server stopped again before this returns."""
+    from ..process.spawner import open_spawner
+    from ..run.bus import Bus
+    from ..run.servers import ServerEntry, ServerFailing, entry_json, open_servers
+
+    specs = list(config.servers.values())
+    if not start:
+        return [{**entry_json(ServerEntry(s)), "command": list(s.command)} for s in specs]
+    async with open_spawner() as spawner, open_servers(spawner, Bus(), config) as manager:
+        for spec in specs:
+            with contextlib.suppress(ServerFailing):  # its state says why
+                await manager.open(spec)
+        return manager.states(specs)
+
+
+def state_line(server: dict[str, Any]) -> str:
+    if server["state"] == "running":
+        return f"running since {server.get('since', '?')}"
+    if server["state"] == "failing":
+        return f"failing: {server.get('reason', '')}"
+    return str(server["state"])
+
+
+def server_lines(servers: list[dict[str, Any]]) -> list[str]:
+    """The readable view: a server per block, its tools indented with their annotations."""
+    lines = []
+    for server in servers:
+        shown = server.get("server") or {}
+        about = f" ({shown['name']} {shown['version']})" if shown else ""
+        lines.append(f"{server['name']}{about}: {state_line(server)}")
+        lines.append(f"  command: {' '.join(server['command'])}")
+        for tool in server["tools"]:
+            hints = ", ".join(f"{k}={v}" for k, v in (tool.get("annotations") or {}).items())
+            lines.append(f"  - {tool['name']}" + (f"  [{hints}]" if hints else ""))
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    import trio
+
+    if args.remote:
+        from ..service import remote as client
+        from ..service.access import TokenFileError
+        from .common import remote, remote_failed, usage
+
+        if args.config or args.no_start:
+            return usage("servers list", "--config and --no-start are local; --remote asks")
+        try:
+            servers = trio.run(client.list_servers, remote(args))
+        except (client.RemoteError, TokenFileError) as exc:
+            return remote_failed("servers list", exc)
+    else:
+        config = load(args)
+        servers = trio.run(lambda: server_states(config, start=not args.no_start))
+    if args.json:
+        print(json.dumps(servers, indent=2))
+    elif not servers:
+        print("no tool servers declared ([servers.<name>] in a config file)")
+    else:
+        print("\n".join(server_lines(servers)))
+    return EXIT_FAILING if any(s["state"] == "failing" for s in servers) else EXIT_OK

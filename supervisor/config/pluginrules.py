@@ -1,0 +1,63 @@
+"""The rules of tool servers and `plugin` hooks the schema cannot say: a plugin hook's server
+is declared and the placeholders of its `args` name what its phase has; a server's `env`
+values are literal."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Any, Final
+
+from ..core.errors import Problem
+from ..core.hooks import Hook
+from ..core.passenv import reference_problem
+from ..core.placeholders import PHASE_BUILTINS, value_names
+from ..core.servers import split_tool
+from .problems import pointer
+
+#: The built-ins a phase has (`PHASE_BUILTINS`) that a plugin hook's `args` are not given
+#: (`run/pluginhook.plugin_names`).
+PLUGIN_LACKS: Final = frozenset({"source", "artifacts"})
+
+
+def plugin_problems(hook: Hook, file: str, pointer: str, servers: Collection[str]) -> list[Problem]:
+    """What is wrong with plugin hook `hook` (declared at `file`:`pointer`), given the names
+    of the servers declared."""
+    assert isinstance(hook.target, str)
+    server, _ = split_tool(hook.target)
+    problems = []
+    if server not in servers:
+        known = ", ".join(sorted(servers)) or "none"
+        problems.append(
+            Problem(
+                file,
+                f"{pointer}/plugin",
+                f'expected a declared tool server: "{server}" has no [servers.{server}]'
+                f" (declared: {known})",
+            )
+        )
+    given = PHASE_BUILTINS.get(hook.phase, frozenset()) - PLUGIN_LACKS
+    if hook.on == "server.start":
+        given -= {"run"}
+    for name in sorted(value_names(dict(hook.args or {})) - given):
+        problems.append(
+            Problem(
+                file,
+                f"{pointer}/args",
+                f'"@{name}" names nothing a plugin hook has in {hook.on}.{hook.phase.value}'
+                f" (it has: {', '.join(sorted(given))})",
+            )
+        )
+    return problems
+
+
+def server_env_problems(file: str, servers: Mapping[str, Any]) -> list[Problem]:
+    """Each `[servers.<name>] env` value of one file that looks like `${NAME}`: refused as a
+    hook's is, saying how to pass the variable."""
+    problems = []
+    for name, table in servers.items() if isinstance(servers, Mapping) else ():
+        env = table.get("env") if isinstance(table, Mapping) else None
+        for key, value in env.items() if isinstance(env, Mapping) else ():
+            why = reference_problem(value) if isinstance(value, str) else None
+            if why is not None:
+                problems.append(Problem(file, pointer(["servers", name, "env", key]), why))
+    return problems

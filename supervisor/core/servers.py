@@ -1,0 +1,122 @@
+"""Tool servers (`[servers.<name>]`): MCP servers over stdio that the supervisor runs, as
+they are in force, and the table of their settings.
+
+Pure data; `config/build.py` builds these, `run/servers.py` runs them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, Final
+
+import attrs
+
+from .hooks import Profile, SandboxPaths
+from .limits import DEFAULT_LIMITS, Limits
+
+#: The first wait before a failed server is started again; it doubles up to `BACKOFF_MAX_S`.
+BACKOFF_FIRST_S: Final = 1.0
+BACKOFF_MAX_S: Final = 30.0
+#: The longest JSON-RPC line a server may write; a longer one is dropped and counted as bad.
+MAX_MESSAGE_BYTES: Final = 16 * 1024 * 1024
+#: Lines that are not JSON-RPC a server may write before it is stopped as failing.
+MAX_BAD_LINES: Final = 100
+#: The end of a server's stderr kept, for the reason it failed.
+SERVER_STDERR_TAIL: Final = 4096
+
+
+@attrs.frozen
+class ServerSetting:
+    """One row of the server settings table: a key of `[servers.<name>]` with a default."""
+
+    key: str
+    attr: str
+    default: int | str
+    meaning: str
+    minimum: int | None = None
+
+
+#: The settings of a server that have defaults (`command`, `cwd`, `env`, `passEnv`,
+#: `secrets` have none).
+SERVER_SETTINGS: Final = (
+    ServerSetting("sandbox", "sandbox", Profile.STRICT.value, "The server's sandbox profile"),
+    ServerSetting(
+        "startTimeoutMs",
+        "start_timeout_ms",
+        10_000,
+        "How long the server may take to start and answer MCP `initialize`, in ms",
+        1,
+    ),
+    ServerSetting(
+        "idleMs",
+        "idle_ms",
+        300_000,
+        "How long the server is kept running unused before it is stopped, in ms",
+        1,
+    ),
+    ServerSetting(
+        "callTimeoutMs",
+        "call_timeout_ms",
+        60_000,
+        "How long one of a script's calls may take, in ms; past it the call is cancelled on"
+        " the server and the script gets an error",
+        1,
+    ),
+    ServerSetting(
+        "killGraceMs", "kill_grace_ms", 500, "The grace from SIGTERM to SIGKILL when stopped", 0
+    ),
+)
+_DEFAULT = {s.attr: s.default for s in SERVER_SETTINGS}
+_NO_PATHS: Final = SandboxPaths()
+_STRICT: Final = Profile(str(_DEFAULT["sandbox"]))
+
+
+@attrs.frozen
+class ServerSpec:
+    """A tool server in force. Hashable: the supervisor keeps one running server per spec,
+    so a changed declaration is another server."""
+
+    name: str
+    command: tuple[str, ...]
+    declaring_dir: str
+    cwd: str | None = None
+    env: Mapping[str, str] = attrs.field(factory=dict, hash=False)
+    pass_env: tuple[str, ...] = ()
+    secrets: tuple[str, ...] = ()
+    sandbox: Profile = _STRICT
+    start_timeout_ms: int = int(_DEFAULT["start_timeout_ms"])
+    idle_ms: int = int(_DEFAULT["idle_ms"])
+    call_timeout_ms: int = int(_DEFAULT["call_timeout_ms"])
+    kill_grace_ms: int = int(_DEFAULT["kill_grace_ms"])
+    limits: Limits = DEFAULT_LIMITS
+    paths: SandboxPaths = _NO_PATHS
+
+    @property
+    def workdir(self) -> str:
+        return self.cwd or self.declaring_dir
+
+
+def server_spec(name: str, table: Mapping[str, Any], declaring_dir: str) -> ServerSpec:
+    """The server a validated `[servers.<name>]` table declares (`cwd` resolved against the
+    declaring directory)."""
+    cwd = table.get("cwd")
+    given: dict[str, Any] = {s.attr: table[s.key] for s in SERVER_SETTINGS if s.key in table}
+    if "sandbox" in given:
+        given["sandbox"] = Profile(given["sandbox"])
+    return ServerSpec(
+        name=name,
+        command=tuple(table["command"]),
+        declaring_dir=declaring_dir,
+        cwd=None if cwd is None else os.path.normpath(os.path.join(declaring_dir, cwd)),
+        env=dict(table.get("env") or {}),
+        pass_env=tuple(table.get("passEnv", ())),
+        secrets=tuple(table.get("secrets", ())),
+        **given,
+    )
+
+
+def split_tool(target: str) -> tuple[str, str]:
+    """`server.tool` → (server, tool): the server is the part before the first dot."""
+    server, _, tool = target.partition(".")
+    return server, tool

@@ -1,0 +1,117 @@
+"""Running one `plugin` hook: a tool call on a server the supervisor runs.
+
+`plugin = "server.tool"` with `args` (placeholders resolved, `core/placeholders.py`). The
+whole call, the server's start included, is bounded by the hook's `timeoutMs`; a call cut
+short is cancelled on the server (`notifications/cancelled`) and the hook is `timeout`. The
+tool's `structuredContent` (else its text content, joined) is read as a hook's stdout: an
+answer object, plain text as advice, or nothing. `isError: true`, a server that cannot be
+had and a JSON-RPC error are `failed`, with the reason. Never raises for a broken server;
+the caller's cancellation propagates (the call is cancelled on the server first).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import TYPE_CHECKING, Any, Final
+
+import attrs
+import trio
+
+from ..core.convert import to_json
+from ..core.frames import HookStatus
+from ..core.hooks import Hook
+from ..core.placeholders import PlaceholderError, resolve
+from ..core.points import Phase
+from ..core.servers import split_tool
+from ..process.child import Outcome
+from .hookcontext import HookContext
+from .servers import ServerFailing, ToolFailed
+
+if TYPE_CHECKING:
+    from mcp import types
+
+    from .hookrun import HookReport, _FrameBuilder
+
+#: How much of an `isError` answer's text the hook frame's reason quotes.
+_ERROR_TEXT: Final = 1000
+
+
+def plugin_names(hook: Hook, effect: str, ctx: HookContext) -> dict[str, Any]:
+    """The placeholder names a plugin hook's `args` may use in `ctx`'s phase."""
+    names: dict[str, Any] = {}
+    names["hook"] = {
+        "name": hook.name,
+        "on": ctx.point(hook),
+        "phase": hook.phase.value,
+        "effect": effect,
+        "timeoutMs": hook.timeout_ms,
+    }
+    if ctx.run is not None:
+        names["run"] = to_json(ctx.run)
+    if hook.phase is Phase.BEFORE and ctx.input is not None:
+        names["input"] = ctx.input[0]
+    for key, value in (("result", ctx.result), ("error", ctx.error), ("event", ctx.event)):
+        if value is not None:
+            names[key] = dict(value)
+    redacted: dict[str, Any] = ctx.redactor.value(names)
+    return redacted
+
+
+def answer_text(result: types.CallToolResult) -> str:
+    """What a tool's answer is read as: its structured content as JSON, else its text."""
+    if result.structured_content is not None:
+        return json.dumps(result.structured_content)
+    # By its `type`, not its class: the SDK is not imported until a server starts.
+    return "".join(getattr(c, "text", "") for c in result.content if c.type == "text")
+
+
+async def run_plugin(hook: Hook, ctx: HookContext, frame: _FrameBuilder) -> HookReport:
+    started = time.perf_counter()
+    assert isinstance(hook.target, str)
+    server, tool = split_tool(hook.target)
+    report = await _call(hook, ctx, frame, (server, tool), started)
+    return attrs.evolve(report, frame=attrs.evolve(report.frame, server=server, tool=tool))
+
+
+async def _call(
+    hook: Hook, ctx: HookContext, frame: _FrameBuilder, target: tuple[str, str], started: float
+) -> HookReport:
+    server, tool = target
+    if ctx.servers is None:
+        return frame.failed(HookStatus.FAILED, "no tool servers where this hook runs", started)
+    try:
+        spec = ctx.servers.spec(server)
+        args = resolve(dict(hook.args or {}), plugin_names(hook, frame.clamped.effect.word, ctx))
+    except (ServerFailing, PlaceholderError) as exc:
+        return frame.failed(HookStatus.FAILED, str(exc), started)
+    frame_sandbox = spec.sandbox.value
+    with trio.move_on_after(hook.timeout_ms / 1000) as deadline:
+        try:
+            result, _ = await ctx.servers.manager.call(spec, tool, args, run_id=ctx.run_id)
+        except (ServerFailing, ToolFailed) as exc:
+            report = frame.failed(HookStatus.FAILED, ctx.redactor.text(str(exc)), started)
+            return _in(report, frame_sandbox)
+    if deadline.cancelled_caught:
+        why = (
+            f"the tool call timed out after {hook.timeout_ms} ms; it was cancelled on the"
+            " server (notifications/cancelled)"
+        )
+        return _in(frame.failed(HookStatus.TIMEOUT, why, started), frame_sandbox)
+    text = answer_text(result)
+    if result.is_error:
+        why = f"the tool answered isError: {ctx.redactor.text(text[:_ERROR_TEXT])}"
+        return _in(frame.failed(HookStatus.FAILED, why, started), frame_sandbox)
+    data = text.encode()
+    if len(data) > hook.max_output_bytes:
+        why = f"the tool's answer is over maxOutputBytes ({hook.max_output_bytes})"
+        return _in(frame.failed(HookStatus.KILLED, why, started), frame_sandbox)
+    outcome = Outcome(exit_code=0, exited=True, stdout=bytearray(data))
+    report = frame.finished(outcome, False, started)
+    return _in(report, frame_sandbox)
+
+
+def _in(report: HookReport, sandbox: str) -> HookReport:
+    """The report with the server's sandbox, and no process fields (no process of its own)."""
+    shown = attrs.evolve(report.frame, sandbox=sandbox, exit_code=None, resources=None)
+    return attrs.evolve(report, frame=shown)

@@ -1,0 +1,251 @@
+"""One tool server's life, from its `server.start` hooks to its tree's reap.
+
+`serve_server` runs in the manager's nursery (`servers.py`): the `before` hooks (a refusal
+stops the start), the spawn through the supervisor's spawner and sandbox (the server's `cwd`,
+`env`, `passEnv`, `secrets`, scrubbed environment and scratch directory as a hook has them),
+MCP `initialize` and `tools/list` within `startTimeoutMs`, the `onSuccess` or `onError`
+hooks, then serving until it has been unused for `idleMs`, its process ends, or it closes
+its stdout. Whatever ends it, its tree is killed and reaped (`Spawner.open_child`), and the
+entry says why (`failing` with the reason, or `idle`). Cancelled (the manager closing), it
+kills the tree and propagates.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from typing import Any, Final
+
+import trio
+from mcp import types
+from mcp.shared.exceptions import MCPError
+
+from ..core.answers import YES
+from ..core.convert import to_json
+from ..core.errors import SandboxUnavailable, SpawnError
+from ..core.events import EventKind
+from ..core.hookenv import base_environment
+from ..core.passenv import pass_environment
+from ..core.points import Phase
+from ..core.redact import Redactor
+from ..core.servers import SERVER_STDERR_TAIL
+from ..core.when import tool_mismatch
+from ..process import sandbox
+from ..process.scratch import scratch_dir
+from ..process.spawnspec import ChildSpec
+from .hookcontext import HookContext
+from .hookrun import run_hook
+from .mcpclient import ServerBroken, open_session
+from .servers import ServerEntry, ServerManager, tool_json
+
+#: What `_serve` returns when the server's stdout closed under it (it exited).
+_EXITED: Final = "exited"
+#: How much of the server's stderr a failure reason quotes.
+_REASON_STDERR: Final = 500
+
+
+async def serve_server(manager: ServerManager, entry: ServerEntry) -> None:
+    spec, run_id = entry.spec, entry.started_by
+    try:
+        facts = {"server": spec.name, "command": list(spec.command)}
+        refusal = await start_hooks(manager, Phase.BEFORE, spec.name, run_id, input=(facts,))
+        if refusal is not None:
+            entry.failed(f"the start of server {spec.name} was {refusal}")
+            return
+        reason = await _life(manager, entry)
+        if reason is None:
+            entry.reason = ""
+            return
+        if entry.since is None:  # it never started: onError sees why
+            await start_hooks(manager, Phase.ON_ERROR, spec.name, run_id, error={"message": reason})
+        entry.failed(reason)
+    finally:
+        entry.session = None
+        if entry.state in ("running", "starting", "stopping"):  # idle, or the manager closing
+            entry.state = "idle"
+        entry.since = None
+        entry.ready.set()
+        entry.ended.set()
+
+
+async def _life(manager: ServerManager, entry: ServerEntry) -> str | None:
+    """Runs the server until it is idle (None) or fails (the reason)."""
+    spec = entry.spec
+    passed = pass_environment(spec.pass_env, spec.secrets, os.environ)
+    if passed.problem is not None:
+        return f"server {spec.name}: {passed.problem}"
+    redactor = Redactor(passed.secrets)
+    stderr = bytearray()
+    with scratch_dir("server-") as scratch:
+        try:
+            rlimits, plan = sandbox.plan(
+                spec.sandbox,
+                manager.spawner,
+                scratch=scratch,
+                dirs=(spec.declaring_dir, spec.workdir),
+                workdir=spec.workdir,
+                granted=(spec.declaring_dir, spec.workdir),
+                paths=spec.paths,
+                limits=spec.limits,
+            )
+            env = base_environment(os.environ, scratch)
+            env.update(passed.values)
+            env.update(spec.env)
+            sandbox.check_program(
+                spec.command[0], cwd=spec.workdir, env=env, plan=plan, profile=spec.sandbox
+            )
+        except SandboxUnavailable as exc:
+            return f"server {spec.name} could not start: {exc}"
+        child_spec = ChildSpec(spec.command, spec.workdir, env, rlimits, plan)
+        timeout = spec.start_timeout_ms / 1000
+        outcome, why = None, None
+        try:
+            with trio.move_on_after(timeout) as start_scope:
+                async with manager.spawner.open_child(
+                    child_spec, kill_grace=spec.kill_grace_ms / 1000
+                ) as child:
+                    outcome = child.outcome
+                    why = await _serve(manager, entry, child, stderr, start_scope)
+                    if why is not None and why is not _EXITED:
+                        return redactor.text(why)
+        except SpawnError as exc:
+            return redactor.text(f"server {spec.name} could not start: {exc}")
+        except Exception as exc:  # the SDK's and the protocol's: the server's failure, in words
+            return redactor.text(f"server {spec.name} failed: {_words(exc)}{_tail(stderr)}")
+        if start_scope.cancelled_caught:
+            return redactor.text(
+                f"server {spec.name} did not answer MCP initialize within startTimeoutMs"
+                f" ({spec.start_timeout_ms} ms); its process tree was killed{_tail(stderr)}"
+            )
+        if why is _EXITED and outcome is not None:
+            how = (
+                "closed its stdout (its tree was killed)"
+                if not outcome.exited or outcome.killed
+                else f"was killed by signal {outcome.signal}"
+                if outcome.signal is not None
+                else f"exited with status {outcome.exit_code}"
+            )
+            return redactor.text(f"server {spec.name} {how}{_tail(stderr)}")
+    return None
+
+
+async def _serve(
+    manager: ServerManager,
+    entry: ServerEntry,
+    child: Any,
+    stderr: bytearray,
+    start_scope: trio.CancelScope,
+) -> str | None:
+    spec = entry.spec
+    closed = trio.Event()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_keep_tail, child.stderr, stderr)
+        async with open_session(child.stdin, child.stdout, closed) as session:
+            with trio.CancelScope() as life:
+                nursery.start_soon(_cancel_when_gone, child, closed, life, entry)
+                try:
+                    init = await session.initialize()
+                    listed = await session.list_tools()
+                except MCPError as exc:
+                    if exc.error.code != types.CONNECTION_CLOSED:
+                        raise
+                    await trio.sleep_forever()  # until `_cancel_when_gone` ends its life
+                start_scope.deadline = math.inf  # started: from now on idleMs rules
+                entry.tools = tuple(listed.tools)
+                info = init.server_info
+                entry.info = {"name": info.name, "version": info.version}
+                result = {**entry.info, "server": spec.name}
+                result["tools"] = [tool_json(t) for t in entry.tools]
+                refusal = await start_hooks(
+                    manager, Phase.ON_SUCCESS, spec.name, entry.started_by, result={"value": result}
+                )
+                if refusal is not None:
+                    nursery.cancel_scope.cancel()
+                    return f"server {spec.name} was stopped: its start was {refusal}"
+                entry.session, entry.state, entry.since = session, "running", time.time()
+                entry.reason = ""
+                entry.last_used = trio.current_time()
+                entry.ready.set()
+                await _until_idle(entry)
+                entry.session, entry.state = None, "stopping"  # no new use may take it
+            nursery.cancel_scope.cancel()
+            if life.cancelled_caught:
+                return _EXITED
+    return None
+
+
+async def _cancel_when_gone(
+    child: Any, closed: trio.Event, life: trio.CancelScope, entry: ServerEntry
+) -> None:
+    """Ends the server's life when its stdout closes (it exited, or closed it)."""
+    await closed.wait()
+    entry.session = None  # no new use may take it
+    with trio.move_on_after(entry.spec.kill_grace_ms / 1000):
+        await child.wait()  # its own exit status, if it is exiting
+    life.cancel()
+
+
+async def _keep_tail(stream: trio.abc.ReceiveStream, tail: bytearray) -> None:
+    while chunk := await stream.receive_some(65536):
+        tail.extend(chunk)
+        if len(tail) > SERVER_STDERR_TAIL:
+            del tail[: len(tail) - SERVER_STDERR_TAIL]
+
+
+async def _until_idle(entry: ServerEntry) -> None:
+    """Returns once the server has had no use for `idleMs`."""
+    idle = entry.spec.idle_ms / 1000
+    while entry.in_use or trio.current_time() < entry.last_used + idle:
+        changed = entry.changed
+        with trio.move_on_at(math.inf if entry.in_use else entry.last_used + idle):
+            await changed.wait()
+
+
+def _tail(stderr: bytearray) -> str:
+    text = bytes(stderr[-_REASON_STDERR:]).decode(errors="replace").strip()
+    return f"; its stderr ends: {text}" if text else ""
+
+
+def _words(exc: BaseException) -> str:
+    """The first real error inside `exc` (nurseries wrap them in groups), in words."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, ServerBroken):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+async def start_hooks(
+    manager: ServerManager,
+    phase: Phase,
+    server: str,
+    run_id: str | None,
+    **given: Any,
+) -> str | None:
+    """Runs the `server.start` hooks of `phase` for `server`, one after another; their
+    frames go on the bus (`hook.finished`). Returns "refused by NAME: why" when one refused
+    (an `ask` nobody can answer here takes its default)."""
+    config = manager.config
+    ctx = HookContext(
+        None, config.autonomy_hooks, config.autonomy_max, **given, redactor=manager.bus.redactor
+    )
+    for hook in config.hooks:
+        if hook.on != "server.start" or hook.phase is not phase or not hook.enabled:
+            continue
+        if hook.when and tool_mismatch(hook.when, server, None) is not None:
+            continue
+        data = {"name": hook.name, "on": hook.on, "phase": phase.value, "server": server}
+        manager.bus.publish(EventKind.HOOK_STARTED, data, run_id=run_id)
+        report = await run_hook(manager.spawner, hook, ctx)
+        wire = {**to_json(report.frame), "server": server}
+        manager.bus.publish(EventKind.HOOK_FINISHED, wire, run_id=run_id)
+        if report.frame.status.is_failure:
+            manager.bus.publish(EventKind.HOOK_FAILED, wire, run_id=run_id)
+        refused = report.frame.refused
+        ask = report.answer.ask
+        if refused is None and ask is not None and ask.default != YES:
+            return f"refused by {hook.name}: {ask.question} (nobody to ask)"
+        if refused is not None and phase is not Phase.ON_ERROR:
+            return f"refused by {hook.name}: {refused.reason}"
+    return None

@@ -1,0 +1,236 @@
+"""The tool servers of one supervisor: started on first use, shared by every run, stopped
+when idle, restarted with backoff after a failure.
+
+`open_servers` owns a nursery with one task per running server (`serverproc.py`); leaving
+it stops them all, each tree killed and reaped. A use (`ServerManager.call`) never hangs on
+a server: while it starts it is bounded by `startTimeoutMs`; a server that failed refuses
+its uses at once with the reason until its backoff (1, 2, 4 … 30 s) has passed, and the
+next use after that starts it again; a call is bounded by its caller's scope, and a call cut
+short is cancelled on the server (`notifications/cancelled`, sent by the MCP SDK).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import AsyncIterator, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+import attrs
+import trio
+
+from ..core.hooks import Config
+from ..core.passenv import pass_environment
+from ..core.servers import BACKOFF_FIRST_S, BACKOFF_MAX_S, ServerSpec
+from ..process.spawner import Spawner
+from .bus import Bus
+
+if TYPE_CHECKING:  # the MCP SDK is imported when a server starts (`serverproc.py`), not before
+    from mcp import types
+    from mcp.client.session import ClientSession
+
+#: How long a use whose connection closed under it waits for the server's own reason.
+_REASON_WAIT_S: Final = 5.0
+
+
+class ServerFailing(Exception):
+    """A server cannot serve a use: it failed to start, crashed, is in its backoff, or was
+    refused by a `server.start` hook. The message says why."""
+
+
+class ToolFailed(Exception):
+    """The server answered the call with a JSON-RPC error (an unknown tool, bad arguments)."""
+
+
+@attrs.define
+class ServerEntry:
+    """One server's state: `idle` (not running), `starting`, `running` (since `since`),
+    `stopping` (idle, on its way down), `failing` (`reason`, until `retry_at`)."""
+
+    spec: ServerSpec
+    state: str = "idle"
+    session: ClientSession | None = None
+    tools: tuple[types.Tool, ...] = ()
+    info: Mapping[str, Any] = attrs.field(factory=dict)
+    since: float | None = None
+    reason: str = ""
+    failures: int = 0
+    retry_at: float = 0.0
+    in_use: int = 0
+    last_used: float = 0.0
+    #: The run whose use started it (its `server.start` hook events carry that run's id).
+    started_by: str | None = None
+    ready: trio.Event = attrs.field(factory=trio.Event)
+    ended: trio.Event = attrs.field(factory=trio.Event)
+    #: Set on every change the server's idle wait must see (a use began or ended).
+    changed: trio.Event = attrs.field(factory=trio.Event)
+
+    def poke(self) -> None:
+        self.changed.set()
+        self.changed = trio.Event()
+
+    def tool(self, name: str) -> types.Tool | None:
+        return next((t for t in self.tools if t.name == name), None)
+
+    def failed(self, reason: str) -> None:
+        """The server stopped or never started, for `reason`: uses fail until the backoff
+        has passed."""
+        self.failures += 1
+        self.state, self.reason, self.session = "failing", reason, None
+        self.retry_at = trio.current_time() + backoff_s(self.failures)
+
+
+def backoff_s(failures: int) -> float:
+    """The wait after `failures` failures in a row: 1, 2, 4 … 30 s."""
+    return min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2 ** (failures - 1)) if failures else 0.0
+
+
+class ServerManager:
+    """The servers of one supervisor, by spec (a changed declaration is another server)."""
+
+    def __init__(self, nursery: trio.Nursery, spawner: Spawner, bus: Bus, config: Config):
+        self._nursery = nursery
+        self.spawner = spawner
+        self.bus = bus
+        #: Whose `server.start` hooks run (the supervisor's config).
+        self.config = config
+        self.entries: dict[ServerSpec, ServerEntry] = {}
+
+    async def open(self, spec: ServerSpec, *, run_id: str | None = None) -> ServerEntry:
+        """The server, running: started now if it is not (bounded by `startTimeoutMs`).
+        Raises `ServerFailing` with the reason when it cannot be had."""
+        entry = self.entries.get(spec)
+        if entry is None:
+            entry = self.entries[spec] = ServerEntry(spec)
+        if entry.state == "failing" and trio.current_time() < entry.retry_at:
+            wait = entry.retry_at - trio.current_time()
+            raise ServerFailing(f"{entry.reason} (next start in {wait:.1f} s)")
+        if entry.state == "stopping":  # idle, on its way down: the next life starts after
+            await entry.ended.wait()
+        if entry.state in ("idle", "failing"):
+            from .serverproc import serve_server  # the server's life; imports this module
+
+            entry.state, entry.ready, entry.ended = "starting", trio.Event(), trio.Event()
+            entry.started_by = run_id
+            self._nursery.start_soon(serve_server, self, entry)
+        await entry.ready.wait()
+        if entry.session is None:  # it failed to start, or is going down: its end says why
+            with trio.move_on_after(_REASON_WAIT_S):
+                await entry.ended.wait()
+            raise ServerFailing(entry.reason or f"server {spec.name} stopped")
+        return entry
+
+    async def call(
+        self, spec: ServerSpec, tool: str, args: Mapping[str, Any], *, run_id: str | None = None
+    ) -> tuple[types.CallToolResult, ServerEntry]:
+        """Calls `tool` with `args` on the server (started if need be). The caller's scope
+        bounds it; cancelled, the SDK tells the server (`notifications/cancelled`).
+        Raises `ServerFailing` or `ToolFailed`."""
+        entry = await self.open(spec, run_id=run_id)
+        from mcp.shared.exceptions import MCPError  # loaded by the server's start already
+        from mcp.types import CONNECTION_CLOSED
+
+        session = entry.session
+        assert session is not None
+        if entry.tool(tool) is None:
+            listed = ", ".join(t.name for t in entry.tools) or "none"
+            raise ToolFailed(f"server {spec.name} lists no tool {tool!r} (its tools: {listed})")
+        entry.in_use += 1
+        entry.poke()
+        try:
+            result = await session.call_tool(tool, dict(args))
+        except MCPError as exc:
+            if exc.error.code != CONNECTION_CLOSED:
+                why = f"server {spec.name} answered {tool} with an error: {exc.error.message}"
+                raise ToolFailed(why) from None
+            with trio.move_on_after(_REASON_WAIT_S):
+                await entry.ended.wait()
+            raise ServerFailing(entry.reason or exc.error.message) from None
+        except Exception as exc:  # the SDK's checks of the answer (its shape, outputSchema)
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            why = f"server {spec.name} answered {tool} with what is not a tool result: {first}"
+            raise ToolFailed(why) from None
+        finally:
+            entry.in_use -= 1
+            entry.last_used = trio.current_time()
+            entry.poke()
+        entry.failures = 0  # it served: a later failure starts the backoff again
+        try:  # what goes on as a value is JSON, strictly (no NaN, no Infinity)
+            json.dumps(result.structured_content, allow_nan=False)
+        except ValueError:
+            raise ToolFailed(f"server {spec.name} answered {tool} with NaN or Infinity") from None
+        return result, entry
+
+    def status(self) -> list[dict[str, Any]]:
+        """Each server's state, as `servers list --json` shows it."""
+        return [entry_json(e) for e in self.entries.values()]
+
+    def states(self, specs: Iterable[ServerSpec]) -> list[dict[str, Any]]:
+        """The state of each of `specs` (idle when never started), with its command."""
+        return [
+            {**entry_json(self.entries.get(s) or ServerEntry(s)), "command": list(s.command)}
+            for s in specs
+        ]
+
+
+@attrs.frozen
+class ToolServers:
+    """What a run's hooks and calls reach servers through: the supervisor's manager, and
+    the servers the run's config declares by name."""
+
+    manager: ServerManager
+    specs: Mapping[str, ServerSpec]
+
+    def spec(self, server: str) -> ServerSpec:
+        """The server named `server`; raises `ServerFailing` when none is declared."""
+        spec = self.specs.get(server)
+        if spec is None:
+            known = ", ".join(sorted(self.specs)) or "none"
+            raise ServerFailing(
+                f"no tool server named {server!r} is declared ([servers.{server}];"
+                f" declared: {known})"
+            )
+        return spec
+
+
+def server_secrets(specs: Iterable[ServerSpec]) -> dict[str, str]:
+    """The secret values the servers are given: what a run's (and the bus's) redaction hides,
+    so a tool that echoes one in an error never puts it in a frame or an event."""
+    found: dict[str, str] = {}
+    for spec in specs:
+        found.update(pass_environment((), spec.secrets, os.environ).secrets)
+    return found
+
+
+def entry_json(entry: ServerEntry) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": entry.spec.name, "state": entry.state}
+    if entry.state == "running" and entry.since is not None:
+        out["since"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(entry.since))
+    if entry.state == "failing":
+        out["reason"] = entry.reason
+    if entry.info:
+        out["server"] = dict(entry.info)
+    out["tools"] = [tool_json(t) for t in entry.tools]
+    return out
+
+
+def tool_json(tool: types.Tool) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": tool.name}
+    if tool.description:
+        out["description"] = tool.description
+    if tool.annotations is not None:
+        out["annotations"] = tool.annotations.model_dump(by_alias=True, exclude_none=True)
+    return out
+
+
+@contextlib.asynccontextmanager
+async def open_servers(spawner: Spawner, bus: Bus, config: Config) -> AsyncIterator[ServerManager]:
+    """A manager whose servers all stop (trees killed and reaped) when the block is left."""
+    async with trio.open_nursery() as nursery:
+        manager = ServerManager(nursery, spawner, bus, config)
+        try:
+            yield manager
+        finally:
+            nursery.cancel_scope.cancel()

@@ -1,0 +1,105 @@
+"""A hostile MCP tool server over stdio, standard library only, for the tests.
+
+`hostile.py MODE [LOG]`: LOG (a file) gets one line per start ("start") and per
+`notifications/cancelled` ("cancelled ID"). Modes:
+
+- `good`: answers like a well-behaved server; tool `echo` answers its arguments as
+  structured content, `wait` never answers (until cancelled), `fail` answers `isError`.
+- `mute`: reads, never answers `initialize` (a start that never ends).
+- `die-at-start`: exits 3 before answering, after writing to stderr.
+- `crash-on-call`: answers the handshake, exits 7 on the first tool call.
+- `lying`: lists its tools, and answers every call to them with a JSON-RPC error.
+- `flood`: answers the handshake, then floods stdout with lines that are not JSON-RPC.
+- `garbled`: answers every call with a result that is not a tool result.
+- `nan`: answers every call with structured content holding NaN (not JSON).
+- `leak`: answers every call with `isError` and the value of `$MCPX_TEST_TOKEN` (a secret
+  it was given), which it also writes on stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+TOOLS = [
+    {"name": "echo", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}},
+    {"name": "wait", "inputSchema": {"type": "object"}},
+    {"name": "fail", "inputSchema": {"type": "object"}},
+    {"name": "rm", "inputSchema": {"type": "object"}, "annotations": {"destructiveHint": True}},
+]
+
+
+def send(msg: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(msg) + "\n")
+    sys.stdout.flush()
+
+
+def log(line: str) -> None:
+    if len(sys.argv) > 2:
+        with open(sys.argv[2], "a") as f:
+            f.write(line + "\n")
+
+
+def main() -> None:
+    mode = sys.argv[1]
+    log("start")
+    if mode == "die-at-start":
+        sys.stderr.write("hostile: cannot start today\n")
+        sys.exit(3)
+    for line in sys.stdin:
+        msg = json.loads(line)
+        method, rid = msg.get("method"), msg.get("id")
+        params = msg.get("params") or {}
+        if mode == "mute":
+            continue
+        if method == "initialize":
+            info = {"name": "hostile", "version": mode}
+            version = params.get("protocolVersion")
+            result = {"protocolVersion": version, "capabilities": {"tools": {}}, "serverInfo": info}
+            send({"jsonrpc": "2.0", "id": rid, "result": result})
+        elif method == "tools/list":
+            send({"jsonrpc": "2.0", "id": rid, "result": {"tools": TOOLS}})
+            if mode == "flood":
+                for _ in range(100_000):
+                    sys.stdout.write("this is not JSON-RPC at all\n")
+                sys.stdout.flush()
+        elif method == "notifications/cancelled":
+            log(f"cancelled {params.get('requestId')}")
+        elif method == "tools/call":
+            if mode == "crash-on-call":
+                sys.exit(7)
+            if mode == "nan":
+                sys.stdout.write(
+                    f'{{"jsonrpc": "2.0", "id": {json.dumps(rid)}, "result": {{"content": [],'
+                    ' "structuredContent": {"x": NaN}}}\n'
+                )
+                sys.stdout.flush()
+                continue
+            if mode == "garbled":
+                bad = {"content": "not a list", "isError": "maybe"}
+                send({"jsonrpc": "2.0", "id": rid, "result": bad})
+                continue
+            if mode == "leak":
+                token = os.environ.get("MCPX_TEST_TOKEN", "")
+                sys.stderr.write(f"token {token}\n")
+                result = {"content": [{"type": "text", "text": f"no: {token}"}], "isError": True}
+                send({"jsonrpc": "2.0", "id": rid, "result": result})
+                continue
+            if mode == "lying":
+                error = {"code": -32602, "message": "I lied: there is no such tool"}
+                send({"jsonrpc": "2.0", "id": rid, "error": error})
+                continue
+            name, args = params.get("name"), params.get("arguments") or {}
+            if name == "wait":
+                continue  # never answered
+            content = [{"type": "text", "text": json.dumps(args)}]
+            result = {"content": content, "structuredContent": args, "isError": name == "fail"}
+            send({"jsonrpc": "2.0", "id": rid, "result": result})
+        elif rid is not None:
+            send({"jsonrpc": "2.0", "id": rid, "result": {}})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,251 @@
+"""Plugin hooks: a tool call on a server we run, its args with placeholders, its answer read
+as a hook's stdout, `isError` as a failure, `timeoutMs` enforced with a cancellation."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import psutil
+import pytest
+from conftest import Marker
+
+from mcpx_hooks.supervisor.core.effects import Effect
+from mcpx_hooks.supervisor.core.frames import HookStatus
+from mcpx_hooks.supervisor.core.hooks import (
+    Action,
+    Config,
+    Failure,
+    Hook,
+    Profile,
+    Provenance,
+    SourceKind,
+)
+from mcpx_hooks.supervisor.core.placeholders import PlaceholderError, resolve, value_names
+from mcpx_hooks.supervisor.core.points import Phase
+from mcpx_hooks.supervisor.core.servers import ServerSpec
+from mcpx_hooks.supervisor.process.spawner import Spawner, open_spawner
+from mcpx_hooks.supervisor.run.bus import Bus
+from mcpx_hooks.supervisor.run.hookcontext import HookContext, RunInfo
+from mcpx_hooks.supervisor.run.hookrun import HookReport, run_hook
+from mcpx_hooks.supervisor.run.servers import ServerManager, ToolServers, open_servers
+
+HERE = Path(__file__).parent
+HOSTILE = str(HERE / "mcpservers" / "hostile.py")
+EXAMPLES = str(HERE.parent / "supervisor" / "examples" / "tools")
+RUN = RunInfo("r1", ("python3", "job.py"), "/tmp", "2026-01-01T00:00:00Z")
+
+
+def test_a_whole_string_placeholder_keeps_its_json_type() -> None:
+    names = {"input": {"n": 3, "tags": ["a", "b"]}, "team": "ops"}
+    assert resolve({"n": "@input.n", "all": "@input", "t": "@input.tags.1"}, names) == {
+        "n": 3,
+        "all": {"n": 3, "tags": ["a", "b"]},
+        "t": "b",
+    }
+
+
+def test_a_placeholder_inside_a_string_becomes_its_json_text() -> None:
+    names = {"input": {"n": 3, "tags": ["a"]}, "team": "ops"}
+    got = resolve(["n=@input.n of @team: @input.tags, mail@@example.org", 7, None], names)
+    assert got == ['n=3 of "ops": ["a"], mail@example.org', 7, None]
+
+
+@pytest.mark.parametrize(
+    ("args", "why"),
+    [
+        ("@result", "no placeholder named 'result' here (given: input, team)"),
+        ("x @input.missing", "@input has no 'missing'"),
+        ("@input.tags.9", "@input.tags has no '9'"),
+    ],
+)
+def test_a_placeholder_that_names_nothing_is_an_error(args: str, why: str) -> None:
+    with pytest.raises(PlaceholderError, match=why.replace("(", r"\(").replace(")", r"\)")):
+        resolve({"a": args}, {"input": {"tags": []}, "team": "ops"})
+
+
+def test_value_names_lists_what_args_use() -> None:
+    assert value_names({"a": ["@input.x", "@@not", "@run and @team"]}) == {"input", "run", "team"}
+
+
+@pytest.fixture
+async def manager(no_leaks: None) -> AsyncIterator[ServerManager]:
+    async with open_spawner() as spawner, open_servers(spawner, Bus(), Config()) as m:
+        yield m
+    assert psutil.Process().children(recursive=True) == []
+
+
+def servers(manager: ServerManager, log: Path, marker: Marker) -> ToolServers:
+    return ToolServers(
+        manager,
+        {
+            "h": ServerSpec(
+                "h",
+                (sys.executable, HOSTILE, "good", str(log), marker),
+                str(HERE),
+                sandbox=Profile.NONE,
+            ),
+            "words": ServerSpec(
+                "words", (sys.executable, "wordtools.py"), EXAMPLES, sandbox=Profile.NONE
+            ),
+        },
+    )
+
+
+def plugin(target: str, args: dict[str, Any], **fields: Any) -> Hook:
+    base: dict[str, Any] = {
+        "name": "p",
+        "on": "script",
+        "phase": Phase.BEFORE,
+        "action": Action.PLUGIN,
+        "target": target,
+        "declaring_dir": str(HERE),
+        "source": Provenance(SourceKind.COMMAND_LINE),
+        "args": args,
+        "timeout_ms": 5000,
+    }
+    base.update(fields)
+    return Hook(**base)
+
+
+async def run_plugin(
+    manager: ServerManager, tmp_path: Path, marker: Marker, hook: Hook
+) -> HookReport:
+    ctx = HookContext(
+        RUN, input=({"name": "world", "n": 2},), servers=servers(manager, tmp_path / "l", marker)
+    )
+    return await run_hook(manager.spawner, hook, ctx)
+
+
+async def test_structured_content_is_the_answer_an_apply_with_typed_placeholders(
+    manager: ServerManager, tmp_path: Path, marker: Marker
+) -> None:
+    hook = plugin("h.echo", {"apply": {"value": {"n": "@input.n", "who": "@run.argv"}}})
+    report = await run_plugin(manager, tmp_path, marker, attrs.evolve(hook, effect=Effect.APPLY))
+    frame = report.frame
+    assert (frame.status, frame.server, frame.tool, frame.sandbox) == ("ok", "h", "echo", "none")
+    assert frame.changed and frame.value == {"n": 2, "who": ["python3", "job.py"]}
+    assert frame.original == {"name": "world", "n": 2}
+    assert frame.exit_code is None and frame.resources is None
+
+
+async def test_text_content_is_read_as_plain_text_advice(
+    manager: ServerManager, tmp_path: Path, marker: Marker
+) -> None:
+    report = await run_plugin(
+        manager, tmp_path, marker, plugin("words.shout", {"text": "check @input.name"})
+    )
+    assert report.frame.status == "ok" and report.frame.advice == ('CHECK "WORLD"',)
+
+
+async def test_a_key_above_the_effect_is_dropped_as_from_any_hook(
+    manager: ServerManager, tmp_path: Path, marker: Marker
+) -> None:
+    report = await run_plugin(
+        manager, tmp_path, marker, plugin("h.echo", {"refuse": "no", "advise": "careful"})
+    )
+    assert report.frame.refused is None and report.frame.advice == ("careful",)
+    assert [d.key for d in report.frame.dropped] == ["refuse"]
+
+
+async def test_is_error_fails_the_hook_and_a_closed_gate_refuses(
+    manager: ServerManager, tmp_path: Path, marker: Marker
+) -> None:
+    hook = plugin("h.fail", {"why": "broken"}, effect=Effect.ASK, failure=Failure.CLOSED)
+    report = await run_plugin(manager, tmp_path, marker, hook)
+    assert report.frame.status == HookStatus.FAILED
+    assert report.frame.reason == 'the tool answered isError: {"why": "broken"}'
+    assert report.frame.refused is not None and report.frame.refused.fail_closed
+
+
+async def test_timeout_ms_cuts_the_call_short_and_cancels_it_on_the_server(
+    manager: ServerManager, tmp_path: Path, marker: Marker
+) -> None:
+    report = await run_plugin(manager, tmp_path, marker, plugin("h.wait", {}, timeout_ms=400))
+    assert report.frame.status == HookStatus.TIMEOUT
+    assert "cancelled on the server (notifications/cancelled)" in (report.frame.reason or "")
+    await run_plugin(manager, tmp_path, marker, plugin("h.echo", {}))  # after the cancel line
+    assert (tmp_path / "l").read_text().splitlines()[1].startswith("cancelled ")
+
+
+@pytest.mark.parametrize(
+    ("target", "args", "why"),
+    [
+        ("nope.tool", {}, "no tool server named 'nope' is declared ([servers.nope]"),
+        ("h.echo", {"x": "@error.message"}, "no placeholder named 'error'"),
+        ("h.missing", {}, "server h lists no tool 'missing'"),
+    ],
+)
+async def test_what_cannot_be_called_fails_the_hook_with_why(
+    manager: ServerManager, tmp_path: Path, marker: Marker, target: str, args: Any, why: str
+) -> None:
+    report = await run_plugin(manager, tmp_path, marker, plugin(target, args))
+    assert report.frame.status == HookStatus.FAILED and why in (report.frame.reason or "")
+
+
+async def test_without_tool_servers_a_plugin_hook_fails_not_hangs(tmp_path: Path) -> None:
+    spawner: Spawner | None = None
+    report = await run_hook(spawner, plugin("h.echo", {}), HookContext(RUN))  # type: ignore[arg-type]
+    assert report.frame.status == HookStatus.FAILED
+    assert report.frame.reason == "no tool servers where this hook runs"
+
+
+def test_a_plugin_hook_on_an_undeclared_server_or_a_missing_placeholder_is_refused(
+    tmp_path: Path,
+) -> None:
+    from mcpx_hooks.supervisor.config.loading import validate_files
+    from mcpx_hooks.supervisor.core.errors import Problem
+
+    path = tmp_path / "c.toml"
+    path.write_text(
+        '[servers.words]\ncommand = ["srv"]\n'
+        '[[hooks]]\non = "script"\nphase = "before"\nplugin = "word.count"\n'
+        'args = { a = "@result.value", b = "@input", c = "for @run.argv" }\n'
+        '[[hooks]]\non = "server.start"\nphase = "before"\nplugin = "words.count"\n'
+        'args = { a = "@run" }\n'
+    )
+    assert validate_files([path]) == [
+        Problem(
+            str(path),
+            "/hooks/0/args",
+            '"@result" names nothing a plugin hook has in script.before (it has: hook, input, run)',
+        ),
+        Problem(
+            str(path),
+            "/hooks/0/plugin",
+            'expected a declared tool server: "word" has no [servers.word] (declared: words)',
+        ),
+        Problem(
+            str(path),
+            "/hooks/1/args",
+            '"@run" names nothing a plugin hook has in server.start.before (it has: hook, input)',
+        ),
+    ]
+
+
+def test_hook_test_runs_a_plugin_hook_on_its_server(tmp_path: Path) -> None:
+    import json
+    import os
+    import shutil
+    import subprocess
+
+    tmp_path.chmod(0o755)
+    shutil.copy(Path(EXAMPLES) / "wordtools.py", tmp_path)
+    (tmp_path / "c.toml").write_text(
+        f'[servers.words]\ncommand = ["{sys.executable}", "wordtools.py"]\n'
+        '[[hooks]]\nname = "loud"\non = "script"\nphase = "before"\nplugin = "words.shout"\n'
+        'args = { text = "input is @input" }\n'
+    )
+    (tmp_path / "event.json").write_text('{"input": {"a": 1}}')
+    done = subprocess.run(
+        [sys.executable, "-m", "mcpx_hooks.supervisor", "hook", "test", "loud",
+         "--config", "c.toml", "--event", "event.json", "--json"],
+        cwd=tmp_path, env={**os.environ, "MCPX_HOOKS_NO_DISCOVERY": "1"},
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    frame = json.loads(done.stdout)
+    assert (frame["status"], frame["server"], frame["tool"]) == ("ok", "words", "shout")
+    assert frame["advice"] == ['INPUT IS {"A":1}']
