@@ -4,7 +4,6 @@ and the run after that needs no model at all. Real processes, a real HTTP server
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -12,13 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-# Until the branch that runs prompt hooks (run/prompthook.py, tests/loopmodel.py) is merged
-# beside this one, there is nothing to run them with: said, not silent.
-if importlib.util.find_spec("mcpx_hooks.supervisor.run.prompthook") is None:
-    pytest.skip("prompt hooks do not run in this tree yet", allow_module_level=True)
-loopmodel = pytest.importorskip("loopmodel", reason="tests/loopmodel.py is not in this tree yet")
+import loopmodel
 
 CLI = [sys.executable, "-m", "mcpx_hooks.supervisor"]
 
