@@ -303,10 +303,14 @@ async def test_missing_program_is_a_failure_not_a_crash(spawner: Spawner, tmp_pa
     assert frame.reason is not None and "no-such-hook-xyz" in frame.reason
 
 
-async def test_not_yet_runnable_and_disabled_are_skipped(spawner: Spawner, tmp_path: Path) -> None:
+async def test_with_nothing_to_call_or_disabled_a_hook_says_so(
+    spawner: Spawner, tmp_path: Path
+) -> None:
+    # A plugin hook where no tool server is declared fails (under its `failure`), never hangs.
     plugin = make_hook(tmp_path, action=Action.PLUGIN, target="ns.tool")
     frame = (await run(spawner, plugin)).frame
-    assert frame.status is HookStatus.SKIPPED and "plugin" in (frame.reason or "")
+    assert frame.status is HookStatus.FAILED
+    assert frame.reason == "no tool servers where this hook runs"
     prompt = make_hook(tmp_path, action=Action.PROMPT, target="say @x")
     frame = (await run(spawner, prompt)).frame
     assert frame.status is HookStatus.SKIPPED and frame.reason == "no model configured"
