@@ -115,7 +115,7 @@ def test_show_request_prints_it_and_sends_nothing(tmp_path: Path, model: LoopMod
     assert shown["url"] == f"{model.url}/chat/completions"
     assert shown["headers"] == {"authorization": "Bearer [secret LOOP_KEY]"}
     body = shown["body"]
-    assert body["model"] == "loop-1" and body["response_format"]["json_schema"]["strict"]
+    assert body["model"] == "loop-1" and body["response_format"]["json_schema"]["strict"] is False
     user = body["messages"][1]["content"]
     assert user.startswith("The job failed: [data: error]. What should [data: team] check first?")
     assert KEY not in done.stdout + done.stderr

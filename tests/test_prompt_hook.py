@@ -60,7 +60,7 @@ async def test_the_request_body_is_the_protocol(
     assert (body["max_tokens"], body["temperature"]) == (77, 0.5)
     assert [m["role"] for m in body["messages"]] == ["system", "user"]
     fmt = body["response_format"]
-    assert fmt["type"] == "json_schema" and fmt["json_schema"]["strict"] is True
+    assert fmt["type"] == "json_schema" and fmt["json_schema"]["strict"] is False
     assert set(fmt["json_schema"]["schema"]["properties"]) == {"advise"}
     assert user_message(body).startswith("Explain [data: error] to [data: team].")
     assert model.headers[0]["authorization"] == "Bearer sk-loop-0123456789"

@@ -2,7 +2,9 @@
 
 `openai`: `POST {url}/chat/completions` through httpx (its `AsyncClient` runs on anyio, so
 under Trio), with `model`, `messages`, `max_tokens`, `temperature` and `response_format`
-(a `json_schema`, the answer schema restricted to the effect, `strict`); the answer is
+(a `json_schema`, the answer schema restricted to the effect, `strict: false`: OpenAI's
+strict mode refuses a schema with optional keys, and every key of an answer is optional; the
+reply is validated here either way); the answer is
 `choices[0].message.content`, the tokens `usage.prompt_tokens` and `completion_tokens`.
 `command`: the model's argv through the spawner, in its sandbox (`net` unless declared),
 the same request body on stdin, the answer on stdout; its tokens are estimated (4 bytes
@@ -87,7 +89,7 @@ def request_body(
         "temperature": model.temperature,
         "response_format": {
             "type": "json_schema",
-            "json_schema": {"name": "hook_answer", "schema": request.schema, "strict": True},
+            "json_schema": {"name": "hook_answer", "schema": request.schema, "strict": False},
         },
     }
 
