@@ -105,9 +105,23 @@ async def _collect() -> tuple[str, bool]:
         return report(spawner)
 
 
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--cluster",
+        metavar="URL",
+        help="also check a cluster's NATS server: reachable, JetStream on, the streams there",
+    )
+
+
 def run(args: argparse.Namespace) -> int:
-    """`doctor`: prints the report; 0 when every profile is enforceable here, else 1."""
+    """`doctor`: prints the report; 0 when every profile is enforceable here (and, with
+    `--cluster`, the cluster is well), else 1."""
     text, every = trio.run(_collect)
+    if getattr(args, "cluster", None):
+        from ..cluster.health import cluster_report
+
+        more, well = trio.run(cluster_report, args.cluster)
+        text, every = f"{text}\n\n{more}", every and well
     print(text)
     return 0 if every else 1
 

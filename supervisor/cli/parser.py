@@ -34,6 +34,12 @@ COMMANDS: Final = (
         "serveflags:add_arguments",
         "serve:run",
     ),
+    (
+        "worker",
+        "run a cluster's runs, taken from NATS JetStream",
+        "worker:add_arguments",
+        "worker:run",
+    ),
     ("events", "follow a server's event bus", "events:add_arguments", "events:run"),
     ("runs", "the runs a server retains; one run's frames", "runs:add_arguments", "runs:run"),
     (
@@ -67,7 +73,12 @@ COMMANDS: Final = (
         "init:run",
     ),
     ("demo", "the main job in miniature, on a built-in example", None, "demo:run"),
-    ("doctor", "what enforces each sandbox profile on this machine", None, "doctor:run"),
+    (
+        "doctor",
+        "what enforces each sandbox profile on this machine",
+        "doctor:add_arguments",
+        "doctor:run",
+    ),
 )
 
 
