@@ -141,8 +141,15 @@ def _settle(future: asyncio.Future[Any], value: Any) -> None:
         future.set_result(value)
 
 
+def _quiet(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """What asyncio would print with a traceback (a task of nats-py's that failed as the
+    connection closed) is a debug line: no traceback ever reaches a person."""
+    logger.debug("NATS: %s", context.get("exception") or context.get("message"))
+
+
 def _serve_loop(loop: asyncio.AbstractEventLoop) -> None:
     asyncio.set_event_loop(loop)
+    loop.set_exception_handler(_quiet)
     try:
         loop.run_forever()
         tasks = asyncio.all_tasks(loop)

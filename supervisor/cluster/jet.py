@@ -25,6 +25,8 @@ logger = logging.getLogger("mcpx_hooks.cluster")
 
 #: A JetStream call's own bound; the Trio caller may bound it further.
 API_TIMEOUT_S: Final = 5.0
+#: What is still buffered at exit gets this long to go out.
+FLUSH_S: Final = 2.0
 #: Between reconnect attempts (forever: a restarted server is found again).
 RECONNECT_WAIT_S: Final = 0.25
 #: JetStream's error code for a publish whose expected last subject sequence is not so.
@@ -80,6 +82,7 @@ class Jet:
         self.specs: tuple[StreamSpec, ...] = ()
         self._workers: Any = None
         self._js: Any = None
+        self.closing = False
 
     @property
     def js(self) -> Any:
@@ -96,12 +99,15 @@ class Jet:
         async def reconnected() -> None:
             self.reconnects += 1
             logger.warning("NATS: reconnected to %s", url)
-            # A restarted server may have lost the streams kept in memory: made again.
+            # A restarted server may have lost the streams kept in memory, and the workers'
+            # consumer with them: both are made again.
+            self._workers = None
             with contextlib.suppress(Exception):
                 await self.ensure_streams(self.specs)
 
         async def disconnected() -> None:
-            logger.warning("NATS: disconnected from %s; reconnecting", url)
+            if not self.closing:
+                logger.warning("NATS: disconnected from %s; reconnecting", url)
 
         try:
             self.nc = await nats.connect(
@@ -123,9 +129,11 @@ class Jet:
         return (self.nc is not None and self.nc.is_connected, self.reconnects)
 
     async def close(self) -> None:
+        """Sends what is still buffered (bounded), then closes."""
+        self.closing = True
         if self.nc is not None and not self.nc.is_closed:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.nc.drain(), API_TIMEOUT_S)
+                await asyncio.wait_for(self.nc.flush(), FLUSH_S)
             with contextlib.suppress(Exception):
                 await self.nc.close()
 

@@ -119,6 +119,7 @@ class Worker:
         self.options = options
         self.stopping = False
         self.active: dict[str, Run] = {}
+        self._taking = trio.CancelScope()
         self._checks = _Checks(
             runtime, ServiceOptions(cwd=options.cwd, environ=dict(options.environ))
         )
@@ -130,10 +131,13 @@ class Worker:
             task_status.started()
             while not self.stopping:
                 await slots.acquire()
+                taken = []
                 try:
-                    taken = await self.cluster.take(
-                        requests_subject(), self.options.lease_s, TAKE_WAIT_S
-                    )
+                    with self._taking:
+                        taken = await self.cluster.take(
+                            requests_subject(), self.options.lease_s, TAKE_WAIT_S
+                        )
+                    self._taking = trio.CancelScope()
                 except ClusterDown as exc:
                     logger.warning("cannot take requests: %s", exc)
                     taken = []
@@ -142,6 +146,11 @@ class Worker:
                     slots.release()
                     continue
                 runs.start_soon(self._take, taken[0], slots)
+
+    def stop(self) -> None:
+        """Takes no more requests (a take waiting now ends at once)."""
+        self.stopping = True
+        self._taking.cancel()
 
     def cancel_all(self) -> None:
         for run in list(self.active.values()):
@@ -157,14 +166,16 @@ class Worker:
             slots.release()
 
     async def _serve_request(self, msg: Any) -> None:
-        data, delivered = await self.cluster.delivered(msg)
+        data, _ = await self.cluster.delivered(msg)
         queued = _queued(data)
         if queued is None:
             logger.warning("a queued message that is no request, dropped")
             await self.cluster.settle(msg)
             return
         run_id, text = queued
-        if delivered > 1 and await self.cluster.last(Stream.FRAMES, frames_subject(run_id)):
+        # Begun already: a lost worker's run (delivered again), or one whose lease lapsed
+        # while this worker did not hear (a stale delivery): never run twice.
+        if await self.cluster.last(Stream.FRAMES, frames_subject(run_id)):
             await self.cluster.settle(msg)  # a lost worker's run: never run twice
             return
         async with trio.open_nursery() as lease:
@@ -328,7 +339,7 @@ async def run_worker(config: Config, options: WorkerOptions, ready: Callable[[],
 
             def first(sig: signal.Signals) -> None:
                 logger.warning("%s: taking no new requests", sig.name)
-                worker.stopping = True
+                worker.stop()
                 nursery.start_soon(grace)
 
             async def serving(task_status: trio.TaskStatus[None]) -> None:
