@@ -25,6 +25,8 @@ logger = logging.getLogger("mcpx_hooks.cluster")
 
 #: A JetStream call's own bound; the Trio caller may bound it further.
 API_TIMEOUT_S: Final = 5.0
+#: Attempts at the first connection before the server is called unreachable.
+FIRST_ATTEMPTS: Final = 3
 #: What is still buffered at exit gets this long to go out.
 FLUSH_S: Final = 2.0
 #: Between reconnect attempts (forever: a restarted server is found again).
@@ -94,7 +96,8 @@ class Jet:
 
     async def connect(self, url: str, name: str) -> None:
         async def error(exc: Exception) -> None:
-            logger.warning("NATS: %s", exc or type(exc).__name__)
+            if self.nc is not None:  # the first connection's failures are told once, below
+                logger.warning("NATS: %s", exc or type(exc).__name__)
 
         async def reconnected() -> None:
             self.reconnects += 1
@@ -116,13 +119,17 @@ class Jet:
                 error_cb=error,
                 reconnected_cb=reconnected,
                 disconnected_cb=disconnected,
-                max_reconnect_attempts=-1,
+                # A few tries at first (a wrong URL is told at once), then forever.
+                max_reconnect_attempts=FIRST_ATTEMPTS,
                 reconnect_time_wait=RECONNECT_WAIT_S,
                 connect_timeout=2,
                 allow_reconnect=True,
             )
         except (TimeoutError, OSError, nats.errors.Error) as exc:
             raise ClusterDown(f"cannot reach NATS at {url}: {exc or type(exc).__name__}") from None
+        # Connected: from now on a lost server is tried again without end (nats-py reads
+        # this option at each reconnection).
+        self.nc.options["max_reconnect_attempts"] = -1
 
     async def status(self) -> tuple[bool, int]:
         """Whether connected now, and how many reconnections so far."""

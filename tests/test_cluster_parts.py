@@ -1,0 +1,177 @@
+"""The cluster's parts on their own: the asyncio bridge under Trio (order, backpressure,
+errors, cancellation, nothing left running), the names table, the command line's flags,
+`doctor --cluster` against a real nats-server, and a single-machine `serve` that never
+imports nats."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from clusterparts import Nats, free_port
+from service_client import CLI, ENV
+
+from mcpx_hooks.supervisor.cluster.bridge import Deliver, open_bridge
+from mcpx_hooks.supervisor.cluster.names import RUN_ID, Stream, stream_specs
+from mcpx_hooks.supervisor.config.loading import load_config
+from mcpx_hooks.supervisor.run.hookcontext import new_run_id
+
+
+def _threads() -> set[str]:
+    return {t.name for t in threading.enumerate()}
+
+
+async def test_the_bridge_calls_asyncio_and_gives_back_results_and_errors() -> None:
+    async def double(x: int) -> int:
+        await asyncio.sleep(0)
+        return 2 * x
+
+    async def fail() -> None:
+        raise ValueError("from asyncio")
+
+    async with open_bridge() as bridge:
+        assert await bridge.call(double, 21) == 42
+        with pytest.raises(ValueError, match="from asyncio"):
+            await bridge.call(fail)
+    assert "mcpx-nats" not in _threads()
+
+
+async def test_a_stream_keeps_order_and_holds_the_producer_back_while_the_reader_lags() -> None:
+    produced: list[int] = []
+
+    async def producer(deliver: Deliver) -> None:
+        for i in range(200):
+            await deliver(i)
+            produced.append(i)
+
+    async with open_bridge() as bridge, bridge.stream(producer, bound=4) as items:
+        first = await items.receive()
+        # The reader took one: the producer can be at most the bound (and one in hand) ahead.
+        with trio.move_on_after(0.2):
+            while len(produced) < 200:
+                await trio.sleep(0.01)
+        assert len(produced) <= 4 + 2
+        rest = [item async for item in items]
+    assert [first, *rest] == list(range(200))
+
+
+async def test_leaving_a_stream_early_cancels_its_producer() -> None:
+    stopped = threading.Event()
+
+    async def forever(deliver: Deliver) -> None:
+        try:
+            i = 0
+            while True:
+                await deliver(i)
+                i += 1
+        finally:
+            stopped.set()
+
+    async with open_bridge() as bridge:
+        async with bridge.stream(forever, bound=2) as items:
+            assert await items.receive() == 0
+        assert stopped.is_set()
+    assert "mcpx-nats" not in _threads()
+
+
+async def test_a_cancelled_call_cancels_its_asyncio_task() -> None:
+    cancelled = threading.Event()
+
+    async def wait_long() -> None:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    async with open_bridge() as bridge:
+        with trio.move_on_after(0.1):
+            await bridge.call(wait_long)
+        with trio.fail_after(5):
+            while not cancelled.is_set():
+                await trio.sleep(0.01)
+
+
+def test_the_names_fit_subjects_and_the_retention_follows_the_config(tmp_path: Path) -> None:
+    assert RUN_ID.fullmatch(new_run_id())
+    for hostile in ("a.b", "*", ">", "", "x" * 65, "a b"):
+        assert not RUN_ID.fullmatch(hostile)
+    (tmp_path / "c.toml").write_text("[runs]\nretain = 7\n")
+    config = load_config([str(tmp_path / "c.toml")], cwd=tmp_path, environ={}, discover=False)
+    specs = {s.name: s for s in stream_specs(config)}
+    assert set(specs) == set(Stream)
+    assert specs[Stream.RUNS].max_msgs == 7 and specs[Stream.RUNS].max_msgs_per_subject == 1
+    assert specs[Stream.FRAMES].max_bytes == config.runs_retain_bytes
+    assert specs[Stream.REQUESTS].work_queue and specs[Stream.REQUESTS].storage == "memory"
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, *args], cwd=cwd, env=ENV, capture_output=True, text=True, timeout=60
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("serve", "--cluster", "http://x:1"), "--cluster: expected nats://HOST:PORT"),
+        (("serve", "--cluster", "nats://127.0.0.1"), "--cluster: expected nats://HOST:PORT"),
+        (("worker", "--cluster", "nats://a b:1"), "--cluster: expected nats://HOST:PORT"),
+        (("worker", "--cluster", "nats://h:1", "--concurrency", "0"), "--concurrency"),
+        (("worker", "--cluster", "nats://h:1", "--lease", "nan"), "--lease"),
+    ],
+)
+def test_wrong_cluster_flags_exit_2_naming_the_flag(
+    tmp_path: Path, args: tuple[str, ...], says: str
+) -> None:
+    done = cli(*args, cwd=tmp_path)
+    assert done.returncode == 2, done
+    assert says in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_worker_or_gateway_without_nats_says_so_and_exits_1(tmp_path: Path) -> None:
+    url = f"nats://127.0.0.1:{free_port()}"
+    for args in (
+        ("worker", "--cluster", url),
+        ("serve", "--no-auth", "--port", "0", "--cluster", url),
+    ):
+        done = cli(*args, cwd=tmp_path)
+        assert done.returncode == 1, done
+        assert f"cannot reach NATS at {url}" in done.stderr
+        assert "Traceback" not in done.stderr
+
+
+def test_doctor_checks_the_cluster(tmp_path: Path) -> None:
+    nats = Nats(tmp_path / "jetstream")
+    nats.start()
+    try:
+        done = cli("doctor", "--cluster", nats.url, cwd=tmp_path)
+        assert "ok       server    reachable" in done.stdout
+        assert "ok       jetstream on" in done.stdout
+        assert "MISSING  MCPX_FRAMES" in done.stdout  # no gateway or worker made them yet
+        assert done.returncode == 1
+    finally:
+        nats.stop()
+    down = cli("doctor", "--cluster", nats.url, cwd=tmp_path)
+    assert down.returncode == 1 and "DOWN     cannot reach NATS" in down.stdout
+
+
+def test_the_single_machine_serve_imports_no_nats() -> None:
+    code = (
+        "import sys, json\n"
+        "import mcpx_hooks.supervisor.cli.serve, mcpx_hooks.supervisor.service.server\n"
+        "import mcpx_hooks.supervisor.cli.doctor, mcpx_hooks.supervisor.cli.parser\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'nats')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    loaded: list[Any] = json.loads(done.stdout)
+    assert loaded == []

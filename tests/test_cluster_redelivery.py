@@ -1,0 +1,49 @@
+"""A request that a worker took and never started is run by another once its lease lapses.
+The worker that takes it here is a real NATS client on the workers' consumer that goes away
+without a word (as a worker killed between taking a request and starting it); the one that
+runs it is a real `worker`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from clusterparts import Cluster, open_cluster, start_worker
+from service_client import Stream, arun, open_ws, read_all
+
+from mcpx_hooks.supervisor.cluster.names import WORKERS_CONSUMER, Stream as Streams
+from mcpx_hooks.supervisor.core.frames import check_order
+
+
+def test_a_request_taken_but_never_started_is_run_by_another_worker(tmp_path: Path) -> None:
+    import nats
+    from nats.js import api
+
+    cluster: Cluster = open_cluster(tmp_path, gateways=1, workers=0)
+    try:
+
+        async def scenario() -> tuple[Stream, int]:
+            nc = await nats.connect(cluster.nats.url)
+            js = nc.jetstream()
+            config = api.ConsumerConfig(ack_policy=api.AckPolicy.EXPLICIT, ack_wait=1.0)
+            sub = await js.pull_subscribe(
+                "mcpx.requests", durable=WORKERS_CONSUMER, stream=Streams.REQUESTS, config=config
+            )
+            async with open_ws(cluster.gateways[0], "/v1/exec") as ws:
+                await ws.send(json.dumps({"argv": ["sh", "-c", "echo ran"]}))
+                taken = (await sub.fetch(1, timeout=10))[0]
+                delivered = taken.metadata.num_delivered
+                await nc.close()  # gone, its request neither started nor acknowledged
+                worker = await asyncio.to_thread(start_worker, tmp_path, cluster.nats.url)
+                cluster.workers.append(worker)
+                return await read_all(ws), delivered
+
+        seen, delivered = arun(scenario())
+        assert delivered == 1
+        assert seen.code == 1000
+        check_order(seen.frames)
+        assert [f["text"] for f in seen.frames if f["type"] == "stdout"] == ["ran"]
+        assert [f["type"] for f in seen.frames].count("start") == 1
+    finally:
+        cluster.stop()
