@@ -51,15 +51,16 @@ async def test_a_stream_keeps_order_and_holds_the_producer_back_while_the_reader
             await deliver(i)
             produced.append(i)
 
+    got: list[int] = []
     async with open_bridge() as bridge, bridge.stream(producer, bound=4) as items:
-        first = await items.receive()
-        # The reader took one: the producer can be at most the bound (and one in hand) ahead.
-        with trio.move_on_after(0.2):
-            while len(produced) < 200:
-                await trio.sleep(0.01)
-        assert len(produced) <= 4 + 2
-        rest = [item async for item in items]
-    assert [first, *rest] == list(range(200))
+        async for item in items:
+            # Never more ahead of the reader than the channel holds (and one in hand, one
+            # being handed over).
+            assert len(produced) - len(got) <= 4 + 2
+            got.append(item)
+            if item % 50 == 0:
+                await trio.sleep(0.01)  # a slow reader
+    assert got == list(range(200))
 
 
 async def test_leaving_a_stream_early_cancels_its_producer() -> None:
@@ -94,9 +95,7 @@ async def test_a_cancelled_call_cancels_its_asyncio_task() -> None:
     async with open_bridge() as bridge:
         with trio.move_on_after(0.1):
             await bridge.call(wait_long)
-        with trio.fail_after(5):
-            while not cancelled.is_set():
-                await trio.sleep(0.01)
+        assert await trio.to_thread.run_sync(cancelled.wait, 10)
 
 
 def test_the_names_fit_subjects_and_the_retention_follows_the_config(tmp_path: Path) -> None:
@@ -114,7 +113,7 @@ def test_the_names_fit_subjects_and_the_retention_follows_the_config(tmp_path: P
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*CLI, *args], cwd=cwd, env=ENV, capture_output=True, text=True, timeout=60
+        [*CLI, *args], check=False, cwd=cwd, env=ENV, capture_output=True, text=True, timeout=60
     )
 
 

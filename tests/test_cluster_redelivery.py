@@ -12,7 +12,8 @@ from pathlib import Path
 from clusterparts import Cluster, open_cluster, start_worker
 from service_client import Stream, arun, open_ws, read_all
 
-from mcpx_hooks.supervisor.cluster.names import WORKERS_CONSUMER, Stream as Streams
+from mcpx_hooks.supervisor.cluster.names import WORKERS_CONSUMER
+from mcpx_hooks.supervisor.cluster.names import Stream as Streams
 from mcpx_hooks.supervisor.core.frames import check_order
 
 
