@@ -59,11 +59,11 @@ class EventFeed:
 
     def __init__(
         self,
-        messages: trio.MemoryReceiveChannel[Stored],
+        batches: trio.MemoryReceiveChannel[list[Stored]],
         kinds: tuple[str, ...],
         gap: tuple[int, int] | None,
     ) -> None:
-        self._messages = messages
+        self._batches = batches
         self._kinds = kinds
         self._ready: collections.deque[dict[str, Any]] = collections.deque()
         if gap is not None:
@@ -84,9 +84,13 @@ class EventFeed:
         """Events ready to be read now."""
         while True:
             try:
-                message = self._messages.receive_nowait()
+                batch = self._batches.receive_nowait()
             except (trio.WouldBlock, trio.EndOfChannel):
                 return len(self._ready)
+            self._take(batch)
+
+    def _take(self, batch: list[Stored]) -> None:
+        for message in batch:
             event = self._event(message)
             if event is not None:
                 self._ready.append(event)
@@ -97,10 +101,8 @@ class EventFeed:
     async def __anext__(self) -> dict[str, Any]:
         while not self._ready:
             try:
-                message = await self._messages.receive()
+                batch = await self._batches.receive()
             except trio.EndOfChannel:
                 raise StopAsyncIteration from None
-            event = self._event(message)
-            if event is not None:
-                self._ready.append(event)
+            self._take(batch)
         return self._ready.popleft()

@@ -54,9 +54,10 @@ class Cluster:
 
     def follow(
         self, subject: str, start_seq: int | None = None, *, new_only: bool = False
-    ) -> contextlib.AbstractAsyncContextManager[trio.MemoryReceiveChannel[Stored]]:
-        """`async with cluster.follow(subject) as messages`: the subject's stream messages
-        in order, at the reader's pace (the channel is bounded)."""
+    ) -> contextlib.AbstractAsyncContextManager[trio.MemoryReceiveChannel[list[Stored]]]:
+        """`async with cluster.follow(subject) as batches`: the subject's stream messages
+        in order, in batches of what had arrived, at the reader's pace (the channel is
+        bounded)."""
 
         async def producer(deliver: Deliver) -> None:
             await self.jet.follow(subject, start_seq, deliver, new_only=new_only)

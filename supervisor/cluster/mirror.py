@@ -129,12 +129,13 @@ class Mirrors:
         if until == 0:
             journal.caught_up.set()
         try:
-            async with self.cluster.follow(subject) as messages:
+            async with self.cluster.follow(subject) as batches:
                 task_status.started()
-                async for message in messages:
-                    journal.take(message)
-                    if message.sequence >= until or not message.pending:
-                        journal.caught_up.set()
+                async for batch in batches:
+                    for message in batch:
+                        journal.take(message)
+                        if message.sequence >= until or not message.pending:
+                            journal.caught_up.set()
                     if journal.finished or journal.refusal is not None:
                         return
         finally:

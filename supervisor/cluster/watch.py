@@ -139,10 +139,11 @@ async def serve_index(
 async def _serve_summaries(
     cluster: Cluster, index: RunsIndex, task_status: trio.TaskStatus[None]
 ) -> None:
-    async with cluster.follow(f"{PREFIX}.runs.*") as messages:
+    async with cluster.follow(f"{PREFIX}.runs.*") as batches:
         task_status.started()
-        async for message in messages:
-            index.take_summary(message.subject, message.data, dict(message.headers))
+        async for batch in batches:
+            for message in batch:
+                index.take_summary(message.subject, message.data, dict(message.headers))
 
 
 async def _serve_heartbeats(
