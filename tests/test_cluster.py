@@ -276,3 +276,18 @@ def test_nats_restarted_runs_keep_their_order(cluster: Cluster) -> None:
     for part in [*cluster.workers, *cluster.gateways]:
         log = part.log if isinstance(part.log, Path) else part.stderr
         assert "Traceback" not in Path(str(log)).read_text()
+
+
+def test_a_frame_too_large_for_one_message_keeps_its_place(cluster: Cluster) -> None:
+    # One line on the frames channel: a 2 MB result, over NATS's 1 MiB message size.
+    big = (
+        'exec 3>&"$MCPX_FRAMES_FD"; printf \'{"type": "result", "value": "\' >&3;'
+        " head -c 2000000 /dev/zero | tr '\\0' x >&3; printf '\"}\\n' >&3"
+    )
+    ran = arun(run_remote(cluster.gateways[0], {"argv": argv(big)}))
+    assert ran.code == 1000
+    assert_whole(ran.frames)
+    result = ran.frames[-2]
+    assert result["type"] == "result" and result["value"] is None
+    assert "over the cluster's message size" in result["advice"][-1]
+    assert assert_raw_whole(cluster, ran.frames[0]["runId"]) == ran.frames

@@ -174,3 +174,17 @@ def test_the_single_machine_serve_imports_no_nats() -> None:
     )
     loaded: list[Any] = json.loads(done.stdout)
     assert loaded == []
+
+
+def test_fit_keeps_a_frame_s_place_and_type() -> None:
+    import orjson
+
+    from mcpx_hooks.supervisor.cluster.names import fit
+
+    small = orjson.dumps({"type": "stdout", "seq": 3, "text": "hi"})
+    assert fit(small, 1 << 20) is small
+    out = orjson.loads(fit(orjson.dumps({"type": "emit", "seq": 4, "value": "x" * 9000}), 8192))
+    assert out["type"] == "warning" and out["seq"] == 4
+    hook = {"type": "hook", "seq": 5, "phase": "before", "name": "h", "stderrTail": "y" * 9000}
+    kept = orjson.loads(fit(orjson.dumps(hook), 8192))
+    assert kept == {k: v for k, v in hook.items() if k != "stderrTail"}

@@ -133,6 +133,10 @@ class Jet:
         # this option at each reconnection).
         self.nc.options["max_reconnect_attempts"] = -1
 
+    async def max_payload(self) -> int:
+        assert self.nc is not None
+        return int(self.nc.max_payload)
+
     async def status(self) -> tuple[bool, int]:
         """Whether connected now, and how many reconnections so far."""
         return (self.nc is not None and self.nc.is_connected, self.reconnects)

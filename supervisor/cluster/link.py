@@ -35,6 +35,10 @@ class Cluster:
     async def stream_state(self, stream: Stream) -> tuple[int, int, int] | None:
         return await self.bridge.call(self.jet.stream_state, stream)
 
+    async def max_payload(self) -> int:
+        """The largest message the server takes, in bytes."""
+        return await self.bridge.call(self.jet.max_payload)
+
     async def status(self) -> tuple[bool, int]:
         return await self.bridge.call(self.jet.status)
 

@@ -11,6 +11,7 @@ import re
 from typing import Final
 
 import attrs
+import orjson
 
 from ..core.hooks import Config
 
@@ -28,6 +29,33 @@ REQUESTS_KEPT: Final = 4096
 DUPLICATE_WINDOW_S: Final = 120.0
 #: A run id as it may stand in a subject: what `new_run_id` makes, nothing with `.`, `*`, `>`.
 RUN_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+#: Bytes a message keeps for its headers and the protocol, below the server's max payload.
+HEADROOM: Final = 4096
+#: A field of a frame too large for one message is dropped if its encoding exceeds this.
+FIELD_KEPT: Final = 4096
+#: Frame types whose stand-in, when too large for one message, is a `warning`.
+OUTPUT_TYPES: Final = frozenset({"stdout", "stderr", "log", "emit"})
+
+
+def fit(line: bytes, limit: int) -> bytes:
+    """A frame's line as one NATS message can carry it (`limit`: the server's max payload).
+    One that is too large keeps its place (`seq`) and its type, so the run's order stands:
+    output becomes a `warning` saying what was not carried; any other frame keeps its
+    envelope and small fields (a `result` its `value` as null). Pure."""
+    if len(line) <= limit - HEADROOM:
+        return line
+    wire = orjson.loads(line)
+    note = f"a {wire.get('type')} frame of {len(line)} bytes is over the cluster's message size"
+    if wire.get("type") in OUTPUT_TYPES:
+        keep = {k: wire[k] for k in ("runId", "seq", "at") if k in wire}
+        return orjson.dumps({**keep, "message": f"{note}; not carried", "type": "warning"})
+    small = {k: v for k, v in wire.items() if len(orjson.dumps(v)) <= FIELD_KEPT}
+    if wire.get("type") == "result":
+        small.setdefault("value", None)
+        small["advice"] = [*small.get("advice", []), f"{note}; its value is not carried"]
+    return orjson.dumps(small)
 
 
 class Header(enum.StrEnum):

@@ -47,6 +47,7 @@ from .names import (
     Header,
     Stream,
     control_subject,
+    fit,
     frames_subject,
     lease_subject,
     requests_subject,
@@ -120,6 +121,8 @@ class Worker:
         self.stopping = False
         self.active: dict[str, Run] = {}
         self._taking = trio.CancelScope()
+        #: The server's largest message (`fit`), read once connected.
+        self.max_payload = 1024 * 1024
         self._checks = _Checks(
             runtime, ServiceOptions(cwd=options.cwd, environ=dict(options.environ))
         )
@@ -273,7 +276,7 @@ class Worker:
                 headers: dict[str, str] = {Header.SEQ: str(seq), Header.MSG_ID: f"{run_id}.{seq}"}
                 if seq == 0:
                     headers[Header.LAST_SUBJECT_SEQ] = "0"  # one worker starts a run
-                batch.append((subject, journal.lines[seq], headers))
+                batch.append((subject, fit(journal.lines[seq], self.max_payload), headers))
             if not await self._send(batch, run_id):
                 run.cancel()  # another worker began this run: this one publishes nothing
                 return
@@ -331,6 +334,7 @@ async def run_worker(config: Config, options: WorkerOptions, ready: Callable[[],
     ):
         await cluster.ensure_streams(stream_specs(config))
         worker = Worker(runtime, cluster, options)
+        worker.max_payload = await cluster.max_payload()
         async with trio.open_nursery() as nursery:
 
             async def grace() -> None:
