@@ -168,7 +168,18 @@ class Gateway(Service):
         start = max(since, first) if since is not None else None
         async with self.cluster.follow(events_subject(), start, new_only=since is None) as got:
             feed = EventFeed(got, kinds, gap)
-            return await self.streams.stream_events(conn, feed, wake, self.limits.coalesce_events)  # type: ignore[arg-type]
+            try:
+                return await self.streams.stream_events(
+                    conn,
+                    feed,  # type: ignore[arg-type]
+                    wake,
+                    self.limits.coalesce_events,
+                )
+            except StopAsyncIteration:
+                return WireError(
+                    Close.TRY_AGAIN,
+                    "the cluster's events stream was cut short; resume with since= the next seq",
+                )
 
 
 async def run_gateway(
@@ -181,7 +192,13 @@ async def run_gateway(
     ):
         await cluster.ensure_streams(stream_specs(config))
         async with trio.open_nursery() as nursery:
-            mirrors = Mirrors(cluster, nursery, config.runs_retain, config.runs_run_bytes)
+            mirrors = Mirrors(
+                cluster,
+                nursery,
+                config.runs_retain,
+                config.runs_run_bytes,
+                config.runs_retain_bytes,
+            )
             index = RunsIndex(config.runs_retain)
             await nursery.start(serve_index, cluster, index, mirrors)
             await nursery.start(forward_events, cluster, runtime.bus)

@@ -32,6 +32,8 @@ from .names import Header, Stream, control_subject, events_subject, frames_subje
 logger = logging.getLogger("mcpx_hooks.cluster")
 
 WORKER_LOST: Final = "worker lost"
+#: Between a follow cut short and the next.
+REFOLLOW_S: Final = 0.5
 #: A control message to a worker gets this long to go out.
 CONTROL_S: Final = 5.0
 
@@ -99,11 +101,19 @@ def _refusal(code: str, data: bytes) -> WireError:
 class Mirrors:
     """The runs this gateway serves, each filled by a task of `nursery`."""
 
-    def __init__(self, cluster: Cluster, nursery: trio.Nursery, retain: int, run_bytes: int):
+    def __init__(
+        self,
+        cluster: Cluster,
+        nursery: trio.Nursery,
+        retain: int,
+        run_bytes: int,
+        retain_bytes: int,
+    ) -> None:
         self.cluster = cluster
         self.nursery = nursery
         self.retain = retain
         self.run_bytes = run_bytes
+        self.retain_bytes = retain_bytes
         self._runs: OrderedDict[str, MirrorJournal] = OrderedDict()
 
     def __contains__(self, run_id: str) -> bool:
@@ -120,6 +130,8 @@ class Mirrors:
         return journal
 
     async def _fill(self, journal: MirrorJournal, task_status: trio.TaskStatus[None]) -> None:
+        """Follows the run's subject to its end; a follow cut short (NATS unreachable for
+        long) is taken up again from the next stream sequence, so no frame is missed."""
         subject = frames_subject(journal.run_id)
         try:
             last = await self.cluster.last(Stream.FRAMES, subject)
@@ -128,24 +140,31 @@ class Mirrors:
         until = 0 if last is None else last.sequence
         if until == 0:
             journal.caught_up.set()
+        task_status.started()
         try:
-            async with self.cluster.follow(subject) as batches:
-                task_status.started()
-                async for batch in batches:
-                    for message in batch:
-                        journal.take(message)
-                        if message.sequence >= until or not message.pending:
-                            journal.caught_up.set()
-                    if journal.finished or journal.refusal is not None:
-                        return
+            while not (journal.finished or journal.refusal is not None):
+                start = journal.last_stream_seq + 1 if journal.last_stream_seq else None
+                async with self.cluster.follow(subject, start) as batches:
+                    async for batch in batches:
+                        for message in batch:
+                            journal.take(message)
+                            if message.sequence >= until or not message.pending:
+                                journal.caught_up.set()
+                        if journal.finished or journal.refusal is not None:
+                            return
+                logger.warning("run %s: following its frames again", journal.run_id)
+                await trio.sleep(REFOLLOW_S)
         finally:
             journal.caught_up.set()
 
     def _forget_old(self) -> None:
+        """Forgets finished runs, oldest first, past `retain` runs or `retain_bytes`."""
+        cost = sum(j.cost for j in self._runs.values())
         for run_id, journal in list(self._runs.items()):
-            if len(self._runs) <= self.retain:
+            if len(self._runs) <= self.retain and cost <= self.retain_bytes:
                 return
             if journal.finished or journal.refusal is not None:
+                cost -= journal.cost
                 del self._runs[run_id]
 
 

@@ -139,20 +139,31 @@ async def serve_index(
 async def _serve_summaries(
     cluster: Cluster, index: RunsIndex, task_status: trio.TaskStatus[None]
 ) -> None:
-    async with cluster.follow(f"{PREFIX}.runs.*") as batches:
-        task_status.started()
-        async for batch in batches:
-            for message in batch:
-                index.take_summary(message.subject, message.data, dict(message.headers))
+    started = False
+    while True:  # a follow cut short (NATS unreachable for long) is taken up again
+        async with cluster.follow(f"{PREFIX}.runs.*") as batches:
+            if not started:
+                task_status.started()
+                started = True
+            async for batch in batches:
+                for message in batch:
+                    index.take_summary(message.subject, message.data, dict(message.headers))
+        await trio.sleep(TICK_S)
 
 
 async def _serve_heartbeats(
     cluster: Cluster, index: RunsIndex, task_status: trio.TaskStatus[None]
 ) -> None:
-    async with cluster.listen(f"{PREFIX}.lease.*") as messages:
-        task_status.started()
-        async for message in messages:
-            index.heard(message.subject)
+    started = False
+    while True:
+        async with cluster.listen(f"{PREFIX}.lease.*") as messages:
+            if not started:
+                task_status.started()
+                started = True
+            async for message in messages:
+                index.heard(message.subject)
+        index.hear_all_now()  # deaf meanwhile: no lease is judged on that
+        await trio.sleep(TICK_S)
 
 
 async def _serve_watch(
