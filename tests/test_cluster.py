@@ -291,3 +291,43 @@ def test_a_frame_too_large_for_one_message_keeps_its_place(cluster: Cluster) -> 
     assert result["type"] == "result" and result["value"] is None
     assert "over the cluster's message size" in result["advice"][-1]
     assert assert_raw_whole(cluster, ran.frames[0]["runId"]) == ran.frames
+
+
+def asking_hook() -> dict[str, Any]:
+    ask = {"ask": {"question": "ship it?", "default": "no", "deadlineMs": 60_000}}
+    return {
+        "name": "gate",
+        "on": "script",
+        "phase": "before",
+        "effect": "ask",
+        "sandbox": "workspace",
+        "run": ["sh", "-c", f"cat >/dev/null; echo '{json.dumps(ask)}'"],
+    }
+
+
+def test_an_ask_is_answered_by_a_follower_on_another_gateway(cluster: Cluster) -> None:
+    a, b = cluster.gateways[:2]
+
+    async def answer() -> tuple[Stream, Stream]:
+        async with open_ws(a, "/v1/exec") as ws:
+            await ws.send(json.dumps({"argv": ["echo", "7"], "hooks": [asking_hook()]}))
+            started = Stream()
+            ask = await read_until(ws, started, lambda o: o.get("type") == "ask")
+            async with open_ws(b, f"/v1/runs/{ask['runId']}?from=0") as follower:
+                followed = Stream()
+                await read_until(follower, followed, lambda o: o.get("type") == "ask")
+                reply = {"type": "answer", "askId": ask["askId"], "answer": "yes"}
+                await follower.send(json.dumps(reply))
+                await read_until(follower, followed, lambda o: o.get("type") == "hook")
+                await follower.send(json.dumps(reply))  # a second answer: told, not taken
+                await read_all(follower, followed)
+            return await read_all(ws, started), followed
+
+    started, followed = arun(answer())
+    assert started.code == followed.code == 1000
+    assert_whole(started.frames)
+    assert started.frames == followed.frames
+    (gate,) = [f for f in started.frames if f["type"] == "hook"]
+    assert gate["asked"] == {"question": "ship it?", "answer": "yes", "by": "client"}
+    assert started.frames[-2]["type"] == "result" and started.frames[-2]["value"] == 7
+    assert "the first counts" in followed.errors[0]["message"]
