@@ -188,3 +188,59 @@ def test_fit_keeps_a_frame_s_place_and_type() -> None:
     hook = {"type": "hook", "seq": 5, "phase": "before", "name": "h", "stderrTail": "y" * 9000}
     kept = orjson.loads(fit(orjson.dumps(hook), 8192))
     assert kept == {k: v for k, v in hook.items() if k != "stderrTail"}
+
+
+async def test_two_gateways_ending_one_lost_run_at_once_end_it_once(tmp_path: Path) -> None:
+    """The idempotence of `publish_lost`: two gateways' connections, each with its own
+    mirror of a run whose worker is gone, end it at the same moment; JetStream holds one
+    `error` "worker lost" and one `end`."""
+    from clusterparts import raw_frames
+
+    from mcpx_hooks.supervisor.cluster.link import open_cluster
+    from mcpx_hooks.supervisor.cluster.mirror import Mirrors, publish_lost
+    from mcpx_hooks.supervisor.cluster.names import Header, frames_subject
+    from mcpx_hooks.supervisor.core.frames import check_order
+
+    nats = Nats(tmp_path / "jetstream")
+    await trio.to_thread.run_sync(nats.start)
+    try:
+        config = load_config([], cwd=tmp_path, environ={}, discover=False)
+        run_id = new_run_id()
+        start = {
+            "type": "start",
+            "runId": run_id,
+            "seq": 0,
+            "at": "2026-01-01T00:00:00.000Z",
+            "argv": ["true"],
+            "cwd": "/",
+            "sandbox": "workspace",
+        }
+        async with (
+            open_cluster(nats.url, "one") as one,
+            open_cluster(nats.url, "two") as two,
+            trio.open_nursery() as nursery,
+        ):
+            await one.ensure_streams(stream_specs(config))
+            headers = {Header.SEQ: "0", Header.MSG_ID: f"{run_id}.0"}
+            await one.publish(frames_subject(run_id), json.dumps(start).encode(), headers)
+            mirrors = [Mirrors(c, nursery, 8, 1 << 20, 1 << 30) for c in (one, two)]
+            journals = [await m.open(run_id) for m in mirrors]
+            assert all(len(j) == 1 for j in journals)
+            ended: list[bool] = []
+
+            async def end(cluster: Any, journal: Any) -> None:
+                ended.append(await publish_lost(cluster, journal, 5))
+
+            async with trio.open_nursery() as both:
+                both.start_soon(end, one, journals[0])
+                both.start_soon(end, two, journals[1])
+            nursery.cancel_scope.cancel()
+        raw = await trio.to_thread.run_sync(lambda: asyncio.run(raw_frames(nats.url, run_id)))
+        assert [seq for seq, _ in raw] == [0, 1, 2]
+        frames = [f for _, f in raw]
+        check_order(frames)
+        assert [f["type"] for f in frames] == ["start", "error", "end"]
+        assert frames[1]["message"] == "worker lost"
+        assert True in ended
+    finally:
+        await trio.to_thread.run_sync(nats.stop)
