@@ -85,10 +85,12 @@ class Gateway(Service):
             payload = orjson.dumps({"runId": run_id, "request": text})
             await self.cluster.publish(requests_subject(), payload, {Header.MSG_ID: run_id})
         except ClusterDown as exc:
+            self.mirrors.drop(run_id)
             return self._down(exc)
         wake.idle = False
         cancelled = await self._wait_begun(conn, journal, wake)
         if wake.ended:
+            self.mirrors.drop(run_id)  # gone before a worker took it: not followed here
             return wake.reason
         if journal.refusal is not None:
             return journal.refusal

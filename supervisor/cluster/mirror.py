@@ -115,6 +115,7 @@ class Mirrors:
         self.run_bytes = run_bytes
         self.retain_bytes = retain_bytes
         self._runs: OrderedDict[str, MirrorJournal] = OrderedDict()
+        self._fills: dict[str, trio.CancelScope] = {}
 
     def __contains__(self, run_id: str) -> bool:
         return run_id in self._runs
@@ -129,7 +130,24 @@ class Mirrors:
         await journal.caught_up.wait()
         return journal
 
+    def drop(self, run_id: str) -> None:
+        """Forgets a run that has not begun (its request not queued, or its client gone
+        before a worker took it), and stops following it: a follower opens it anew."""
+        journal = self._runs.get(run_id)
+        if journal is not None and not journal.begun.is_set():
+            del self._runs[run_id]
+            self._fills.pop(run_id, trio.CancelScope()).cancel()
+
     async def _fill(self, journal: MirrorJournal, task_status: trio.TaskStatus[None]) -> None:
+        with trio.CancelScope() as scope:
+            self._fills[journal.run_id] = scope
+            try:
+                await self._follow(journal, task_status)
+            finally:
+                if self._fills.get(journal.run_id) is scope:
+                    del self._fills[journal.run_id]
+
+    async def _follow(self, journal: MirrorJournal, task_status: trio.TaskStatus[None]) -> None:
         """Follows the run's subject to its end; a follow cut short (NATS unreachable for
         long) is taken up again from the next stream sequence, so no frame is missed."""
         subject = frames_subject(journal.run_id)
