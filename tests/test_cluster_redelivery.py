@@ -48,3 +48,30 @@ def test_a_request_taken_but_never_started_is_run_by_another_worker(tmp_path: Pa
         assert [f["type"] for f in seen.frames].count("start") == 1
     finally:
         cluster.stop()
+
+
+def test_a_run_whose_client_left_before_any_worker_took_it_still_runs(tmp_path: Path) -> None:
+    """A client that disconnects does not stop its run, even one still queued: a worker that
+    starts later runs it, and a follower gets it whole."""
+    from service_client import read_until
+
+    cluster: Cluster = open_cluster(tmp_path, gateways=1, workers=0)
+    gateway = cluster.gateways[0]
+    try:
+
+        async def scenario() -> Stream:
+            async with open_ws(gateway, "/v1/exec") as ws:
+                await ws.send(json.dumps({"argv": ["sh", "-c", "echo unwatched"]}))
+            worker = await asyncio.to_thread(start_worker, tmp_path, cluster.nats.url)
+            cluster.workers.append(worker)
+            async with open_ws(gateway, "/v1/events?kinds=run.finished&since=0") as events:
+                finished = await read_until(events, Stream(), lambda e: "runId" in e)
+            async with open_ws(gateway, f"/v1/runs/{finished['runId']}?from=0") as follower:
+                return await read_all(follower)
+
+        seen = arun(scenario())
+        assert seen.code == 1000
+        check_order(seen.frames)
+        assert [f["text"] for f in seen.frames if f["type"] == "stdout"] == ["unwatched"]
+    finally:
+        cluster.stop()
