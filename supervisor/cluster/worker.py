@@ -163,10 +163,27 @@ class Worker:
         try:
             await self._serve_request(msg)
         except* Exception as group:
+            # A bug here must not come back with every delivery: the request is settled,
+            # and its client told, unless its run had begun (then it has its `end`).
             logger.error("a request failed: %s", bug_summary(group))
             logger.debug("a request failed", exc_info=group)
+            with trio.CancelScope(shield=True), trio.move_on_after(PUBLISH_S):
+                await self._give_up(msg, bug_summary(group))
         finally:
             slots.release()
+
+    async def _give_up(self, msg: Any, why: str) -> None:
+        try:
+            data, _ = await self.cluster.delivered(msg)
+            queued = _queued(data)
+            if queued is not None and not await self.cluster.last(
+                Stream.FRAMES, frames_subject(queued[0])
+            ):
+                error = WireError(Close.TRY_AGAIN, f"the worker could not run the request: {why}")
+                await self._refuse(queued[0], error)
+            await self.cluster.settle(msg)
+        except ClusterDown as exc:
+            logger.warning("a failed request is not settled: %s", exc)
 
     async def _serve_request(self, msg: Any) -> None:
         data, _ = await self.cluster.delivered(msg)
