@@ -25,6 +25,7 @@ import trio
 from ..core.hooks import Config
 from ..process.signals import serve_stop_signals
 from ..run.hookcontext import new_run_id
+from ..run.runtime import Runtime
 from ..run.scriptrun import Run
 from ..service.connection import ConnectionClosed, ServerConnection
 from ..service.logredact import open_logged_runtime
@@ -37,7 +38,15 @@ from .events import EventFeed, forward_events
 from .jet import ClusterDown
 from .link import Cluster, open_cluster
 from .mirror import MirrorJournal, Mirrors, RemoteRun
-from .names import RUN_ID, Header, Stream, events_subject, requests_subject, stream_specs
+from .names import (
+    RUN_ID,
+    Header,
+    Stream,
+    events_subject,
+    frames_subject,
+    requests_subject,
+    stream_specs,
+)
 from .watch import RunsIndex, serve_index
 
 logger = logging.getLogger("mcpx_hooks.server")
@@ -48,7 +57,7 @@ class Gateway(Service):
 
     def __init__(
         self,
-        runtime: Any,
+        runtime: Runtime,
         options: ServiceOptions,
         *,
         cluster: Cluster,
@@ -140,7 +149,7 @@ class Gateway(Service):
             raise missing
         try:
             if run_id not in self.mirrors and not self.index.known(run_id):
-                last = await self.cluster.last(Stream.FRAMES, f"mcpx.frames.{run_id}")
+                last = await self.cluster.last(Stream.FRAMES, frames_subject(run_id))
                 if last is None:
                     raise missing
             journal = await self.mirrors.open(run_id)

@@ -118,6 +118,11 @@ def lease_subject(run_id: str) -> str:
     return f"{PREFIX}.lease.{run_id}"
 
 
+def every(subject: str) -> str:
+    """The wildcard of every run's subject of the kind `subject` is (`mcpx.lease.*`)."""
+    return subject.rsplit(".", 1)[0] + ".*"
+
+
 def control_subject(run_id: str) -> str:
     """Core NATS: `cancel` and `answer` for a run, to the worker running it."""
     return f"{PREFIX}.control.{run_id}"
@@ -140,13 +145,13 @@ def stream_specs(config: Config) -> tuple[StreamSpec, ...]:
         ),
         StreamSpec(
             Stream.FRAMES,
-            (f"{PREFIX}.frames.*",),
+            (every(frames_subject("-")),),
             "every frame of every run, one subject a run",
             max_bytes=config.runs_retain_bytes,
         ),
         StreamSpec(
             Stream.RUNS,
-            (f"{PREFIX}.runs.*",),
+            (every(runs_subject("-")),),
             "each retained run's summary, the last one a run",
             max_msgs=config.runs_retain,
             max_msgs_per_subject=1,

@@ -23,7 +23,7 @@ from ..run.artifacts import ArtifactGone, Stored
 from .jet import ClusterDown
 from .link import Cluster
 from .mirror import Mirrors, publish_lost
-from .names import DEFAULT_LEASE_S, PREFIX, RUN_ID, Header
+from .names import DEFAULT_LEASE_S, RUN_ID, Header, every, lease_subject, runs_subject
 
 logger = logging.getLogger("mcpx_hooks.cluster")
 
@@ -141,7 +141,7 @@ async def _serve_summaries(
 ) -> None:
     started = False
     while True:  # a follow cut short (NATS unreachable for long) is taken up again
-        async with cluster.follow(f"{PREFIX}.runs.*") as batches:
+        async with cluster.follow(every(runs_subject("-"))) as batches:
             if not started:
                 task_status.started()
                 started = True
@@ -156,7 +156,7 @@ async def _serve_heartbeats(
 ) -> None:
     started = False
     while True:
-        async with cluster.listen(f"{PREFIX}.lease.*") as messages:
+        async with cluster.listen(every(lease_subject("-"))) as messages:
             if not started:
                 task_status.started()
                 started = True
