@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from clusterparts import Cluster, need_nats, open_cluster, raw_frames
 from service_client import Server, Stream, arun, open_ws, read_all, read_until, run_remote
@@ -140,11 +141,14 @@ def test_a_worker_lost_mid_run_ends_it_once_with_worker_lost(cluster: Cluster) -
             await read_until(ws, seen, lambda f: f.get("type") == "stdout")
             run_id = seen.frames[0]["runId"]
             worker = cluster.worker_running(marker)
-            family = worker.descendants()
-            worker.proc.send_signal(signal.SIGKILL)
-            worker.stop(None)  # reaped, and every process it had is gone
-            assert all(not p.is_running() for p in family)
             cluster.workers.remove(worker)
+            family = worker.descendants()
+            assert any(marker in " ".join(p.cmdline()) for p in family)
+            worker.proc.send_signal(signal.SIGKILL)
+            worker.stop(None)
+            # Every process it had, the script's included, goes with it.
+            _, alive = psutil.wait_procs(family, timeout=10)
+            assert alive == []
             await read_all(ws, seen)
         return seen, await follow(b, run_id)
 

@@ -122,18 +122,35 @@ class Bridge:
                 with contextlib.suppress(trio.RunFinishedError):
                     token.run_sync_soon(send.close)
 
-        future = asyncio.run_coroutine_threadsafe(run(), loop)
+        # The task's own end (run, or cancelled before it began) is what the exit waits
+        # for: the producer never outlives the block.
+        ended = trio.Event()
+        tasks: list[asyncio.Task[None]] = []
+
+        def finished(task: asyncio.Task[None]) -> None:
+            if not task.cancelled():
+                task.exception()  # retrieved: logged above, never printed by asyncio
+            with contextlib.suppress(trio.RunFinishedError):
+                token.run_sync_soon(ended.set)
+
+        def begin() -> None:
+            task = loop.create_task(run())
+            task.add_done_callback(finished)
+            tasks.append(task)
+
+        def cancel() -> None:
+            for task in tasks:
+                task.cancel()
+
+        loop.call_soon_threadsafe(begin)
         try:
             async with receive:
                 yield receive
         finally:
-            future.cancel()
-            with (
-                trio.CancelScope(shield=True),
-                trio.move_on_after(CLOSE_S),
-                contextlib.suppress(Exception, concurrent.futures.CancelledError),
-            ):
-                await self._wait(future)
+            with contextlib.suppress(RuntimeError):  # the loop has stopped: nothing runs
+                loop.call_soon_threadsafe(cancel)  # after `begin`: callbacks keep their order
+            with trio.CancelScope(shield=True), trio.move_on_after(CLOSE_S):
+                await ended.wait()
 
 
 def _settle(future: asyncio.Future[Any], value: Any) -> None:
