@@ -216,6 +216,36 @@ class Jet:
                 future.cancel()
         return last
 
+    async def send_many(self, items: list[tuple[str, bytes, dict[str, str]]]) -> list[Any]:
+        """Publishes in order without waiting: the acks' futures, for `acked` or `drop`."""
+        futures: list[asyncio.Future[Any]] = []
+        try:
+            for subject, data, headers in items:
+                futures.append(await self.js.publish_async(subject, data, headers=headers or None))
+        except (nats.errors.Error, OSError) as exc:
+            await self.drop(futures)
+            raise ClusterDown(f"publish: {exc or type(exc).__name__}") from None
+        return futures
+
+    async def acked(self, futures: list[Any]) -> None:
+        """Waits for every ack of a `send_many`; `ClusterDown` (with its code) if refused."""
+        try:
+            for future in futures:
+                await future
+        except nats.js.errors.APIError as exc:
+            down = ClusterDown(f"NATS refused a publish: {exc.description}")
+            down.code = exc.err_code  # type: ignore[attr-defined]
+            raise down from None
+        except (nats.errors.Error, OSError) as exc:
+            raise ClusterDown(f"publish: {exc or type(exc).__name__}") from None
+        finally:
+            await self.drop(futures)
+
+    async def drop(self, futures: list[Any]) -> None:
+        """Stops waiting for acks (those still pending free their place at once)."""
+        for future in futures:
+            future.cancel()
+
     async def core_publish(self, subject: str, data: bytes) -> None:
         assert self.nc is not None
         await self.nc.publish(subject, data)

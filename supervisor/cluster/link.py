@@ -50,6 +50,16 @@ class Cluster:
     async def publish_many(self, items: list[tuple[str, bytes, dict[str, str]]]) -> int:
         return await self.bridge.call(self.jet.publish_many, items)
 
+    async def send_many(self, items: list[tuple[str, bytes, dict[str, str]]]) -> list[Any]:
+        """Publishes in order, acks not awaited: their handles for `acked` or `drop`."""
+        return await self.bridge.call(self.jet.send_many, items)
+
+    async def acked(self, handles: list[Any]) -> None:
+        await self.bridge.call(self.jet.acked, handles)
+
+    async def drop(self, handles: list[Any]) -> None:
+        await self.bridge.call(self.jet.drop, handles)
+
     async def core_publish(self, subject: str, data: bytes) -> None:
         await self.bridge.call(self.jet.core_publish, subject, data)
 

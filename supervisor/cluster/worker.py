@@ -39,7 +39,7 @@ from ..service.logredact import open_logged_runtime
 from ..service.options import ServiceOptions
 from ..service.wire import Close, WireError, encode, parse_exec, sources
 from .events import forward_events
-from .jet import WRONG_LAST_SEQUENCE, ClusterDown
+from .jet import ClusterDown
 from .link import Cluster, open_cluster
 from .names import (
     DEFAULT_LEASE_S,
@@ -47,24 +47,17 @@ from .names import (
     Header,
     Stream,
     control_subject,
-    fit,
     frames_subject,
     lease_subject,
     requests_subject,
-    runs_subject,
     stream_specs,
 )
+from .publish import PUBLISH_S, RETRY_S, Publisher
 
 logger = logging.getLogger("mcpx_hooks.worker")
 
 #: A take waits this long for a request before it looks whether to stop.
 TAKE_WAIT_S: Final = 1.0
-#: A batch of frames not acknowledged within this is sent again (ids make it idempotent).
-PUBLISH_S: Final = 5.0
-#: Between two attempts at NATS after a failure.
-RETRY_S: Final = 0.5
-#: Frames in one batch at most.
-BATCH: Final = 256
 
 
 @attrs.frozen
@@ -121,8 +114,7 @@ class Worker:
         self.stopping = False
         self.active: dict[str, Run] = {}
         self._taking = trio.CancelScope()
-        #: The server's largest message (`fit`), read once connected.
-        self.max_payload = 1024 * 1024
+        self.publisher = Publisher(cluster, options.lease_s)
         self._checks = _Checks(
             runtime, ServiceOptions(cwd=options.cwd, environ=dict(options.environ))
         )
@@ -254,7 +246,7 @@ class Worker:
             Header.LAST_SUBJECT_SEQ: "0",
         }
         line = encode(to_json(error.payload)).encode()
-        await self._send([(frames_subject(run_id), line, headers)], run_id)
+        await self.publisher.send([(frames_subject(run_id), line, headers)], run_id)
 
     async def _run(self, run: Run, config: Config) -> None:
         run_id = run.request.run_id
@@ -263,7 +255,7 @@ class Worker:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._serve_control, run)
                 async with trio.open_nursery() as inner:
-                    inner.start_soon(self._publish, run)
+                    inner.start_soon(self.publisher.publish, run)
                     await self._execute(run, config)
                 nursery.cancel_scope.cancel()
         finally:
@@ -277,52 +269,6 @@ class Worker:
             logger.error("run %s failed: %s", run.request.run_id, bug_summary(group))
             _seal(run.journal, f"internal error: {group.exceptions[0]!r}")
         _seal(run.journal, "internal error: the run ended without an end frame")
-
-    async def _publish(self, run: Run) -> None:
-        """The run's frames to its subject in order, each batch until acknowledged; its
-        summary once it has begun and once it has ended."""
-        journal, run_id = run.journal, run.request.run_id
-        subject, at = frames_subject(run_id), 0
-        while True:
-            await journal.wait_past(at)
-            upto = min(len(journal), at + BATCH)
-            if at == upto:
-                break
-            batch: list[tuple[str, bytes, dict[str, str]]] = []
-            for seq in range(at, upto):
-                headers: dict[str, str] = {Header.SEQ: str(seq), Header.MSG_ID: f"{run_id}.{seq}"}
-                if seq == 0:
-                    headers[Header.LAST_SUBJECT_SEQ] = "0"  # one worker starts a run
-                batch.append((subject, fit(journal.lines[seq], self.max_payload), headers))
-            if not await self._send(batch, run_id):
-                run.cancel()  # another worker began this run: this one publishes nothing
-                return
-            if at == 0:
-                await self._summary(journal)
-            at = upto
-        await self._summary(journal)
-
-    async def _summary(self, journal: RunJournal) -> None:
-        summary = journal.summary()
-        headers: dict[str, str] = {
-            Header.LEASE: f"{self.options.lease_s:g}",
-            Header.MSG_ID: f"{journal.run_id}.summary.{summary['status']}",
-        }
-        await self._send([(runs_subject(journal.run_id), orjson.dumps(summary), headers)], "")
-
-    async def _send(self, batch: list[tuple[str, bytes, dict[str, str]]], run_id: str) -> bool:
-        """Publishes until acknowledged (ids make a second send a no-op); False when the
-        run's subject was not empty for its first frame."""
-        while True:
-            with trio.move_on_after(PUBLISH_S):
-                try:
-                    await self.cluster.publish_many(batch)
-                    return True
-                except ClusterDown as exc:
-                    if getattr(exc, "code", None) == WRONG_LAST_SEQUENCE:
-                        return False
-                    logger.warning("run %s: %s; sending again", run_id, exc)
-            await trio.sleep(RETRY_S)
 
     async def _serve_control(self, run: Run) -> None:
         async with self.cluster.listen(control_subject(run.request.run_id)) as messages:
@@ -351,7 +297,7 @@ async def run_worker(config: Config, options: WorkerOptions, ready: Callable[[],
     ):
         await cluster.ensure_streams(stream_specs(config))
         worker = Worker(runtime, cluster, options)
-        worker.max_payload = await cluster.max_payload()
+        worker.publisher.max_payload = await cluster.max_payload()
         async with trio.open_nursery() as nursery:
 
             async def grace() -> None:
