@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # The distribution packages the tests use, as COMMAND=PACKAGE (see .ci/packages).
-TEST_PACKAGES := chromium=chromium
+TEST_PACKAGES := chromium=chromium nats-server=nats-server
 
 .PHONY: demo test test-unprivileged check bench docs console-shots clean
 

@@ -14,8 +14,8 @@ import trio
 from loopmodel import LoopModel
 
 from mcpx_hooks.supervisor.config.loading import load_config
-from mcpx_hooks.supervisor.core.order import check_order
 from mcpx_hooks.supervisor.core.hooks import Config, Hook
+from mcpx_hooks.supervisor.core.order import check_order
 from mcpx_hooks.supervisor.core.scripts import Script
 from mcpx_hooks.supervisor.process.spawner import Spawner
 from mcpx_hooks.supervisor.run.hookcontext import HookContext

@@ -28,8 +28,8 @@ from websockets.sync.client import connect
 
 from mcpx_hooks.supervisor.config.loading import load_config
 from mcpx_hooks.supervisor.core.events import EventKind
-from mcpx_hooks.supervisor.core.order import check_order
 from mcpx_hooks.supervisor.core.hooks import Config, Profile
+from mcpx_hooks.supervisor.core.order import check_order
 from mcpx_hooks.supervisor.core.scripts import Script
 from mcpx_hooks.supervisor.run.journal import FRAME_OVERHEAD, Journals
 from mcpx_hooks.supervisor.run.runtime import Runtime, open_runtime

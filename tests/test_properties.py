@@ -2271,3 +2271,40 @@ def test_script_call_lines_each_get_one_answer_and_stay_bounded(
     answers = trio.run(main)
     assert len(answers) == len(lines)
     assert all(a["ok"] is False and isinstance(a["error"], str) for a in answers)
+
+
+# ---- the cluster: what comes off NATS (a queued request, a run's subject) ---------------------
+
+CLUSTER_MESSAGE_CASES = (
+    b"",
+    b"\xff\xfe",
+    b"[]",
+    b"{" * 5000,
+    b'{"runId": "a.b", "request": "{}"}',
+    b'{"runId": ">", "request": 1}',
+    b'{"runId": "ok", "request": "not json"}',
+    b'{"type": "end", "seq": 0}',
+)
+
+
+@example(data=CLUSTER_MESSAGE_CASES[0], seq="0")
+@given(
+    data=st.one_of(st.sampled_from(CLUSTER_MESSAGE_CASES), st.binary(max_size=2000)),
+    seq=st.one_of(st.just("0"), st.just("-1"), st.just("x"), st.text(max_size=8)),
+)
+def test_hostile_cluster_messages_are_dropped_never_taken(data: bytes, seq: str) -> None:
+    """A worker takes only a well-formed request with a subject-safe run id; a gateway's
+    mirror takes only a frame at the next seq, and never past its `end`."""
+    from mcpx_hooks.supervisor.cluster.jet import Stored
+    from mcpx_hooks.supervisor.cluster.mirror import MirrorJournal
+    from mcpx_hooks.supervisor.cluster.names import RUN_ID
+    from mcpx_hooks.supervisor.cluster.worker import _queued
+
+    queued = _queued(data)
+    assert queued is None or RUN_ID.fullmatch(queued[0])
+    journal = MirrorJournal("run", 1 << 20)
+    for _ in range(3):
+        journal.take(Stored(data, {"Mcpx-Seq": seq}, 1))
+    assert len(journal) <= 1
+    if len(journal):
+        assert int(seq) == 0 and journal.lines[0] == data

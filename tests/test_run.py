@@ -15,8 +15,8 @@ import pytest
 import trio
 
 from mcpx_hooks.supervisor.config.loading import load_config
-from mcpx_hooks.supervisor.core.order import check_order
 from mcpx_hooks.supervisor.core.hooks import Config
+from mcpx_hooks.supervisor.core.order import check_order
 from mcpx_hooks.supervisor.core.points import Phase
 from mcpx_hooks.supervisor.core.scripts import Script
 from mcpx_hooks.supervisor.run.runtime import Runtime, open_runtime

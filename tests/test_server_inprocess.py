@@ -16,8 +16,8 @@ from websockets.sync.client import connect
 
 from mcpx_hooks.supervisor.config.loading import load_config
 from mcpx_hooks.supervisor.core.frames import StartFrame, blank
-from mcpx_hooks.supervisor.core.order import check_order
 from mcpx_hooks.supervisor.core.hooks import Config
+from mcpx_hooks.supervisor.core.order import check_order
 from mcpx_hooks.supervisor.run import runtime as runtime_module
 from mcpx_hooks.supervisor.run.runtime import open_runtime
 from mcpx_hooks.supervisor.run.scriptrun import Run

@@ -121,12 +121,27 @@ async def _servers() -> list[str]:
     return ["", "tool servers that fail to start:", *lines] if lines else []
 
 
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--cluster",
+        metavar="URL",
+        help="also check a cluster's NATS server: reachable, JetStream on, the streams there",
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     """`doctor`: prints the report (and the tool servers that fail to start); 0 when every
-    profile is enforceable here and every server starts, else 1."""
+    profile is enforceable here, every server starts (and, with `--cluster`, the cluster is
+    well), else 1."""
     text, every = trio.run(_collect)
     failing = trio.run(_servers)
-    print("\n".join([text, *failing]))
+    text = "\n".join([text, *failing])
+    if getattr(args, "cluster", None):
+        from ..cluster.health import cluster_report
+
+        more, well = trio.run(cluster_report, args.cluster)
+        text, every = f"{text}\n\n{more}", every and well
+    print(text)
     return 0 if every and not failing else 1
 
 

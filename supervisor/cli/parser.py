@@ -34,6 +34,12 @@ COMMANDS: Final = (
         "serveflags:add_arguments",
         "serve:run",
     ),
+    (
+        "worker",
+        "run a cluster's runs, taken from NATS JetStream",
+        "worker:add_arguments",
+        "worker:run",
+    ),
     ("events", "follow a server's event bus", "events:add_arguments", "events:run"),
     ("runs", "the runs a server retains; one run's frames", "runs:add_arguments", "runs:run"),
     (
@@ -85,7 +91,12 @@ COMMANDS: Final = (
         "servers:run",
     ),
     ("demo", "the main job in miniature, on a built-in example", None, "demo:run"),
-    ("doctor", "what enforces each sandbox profile on this machine", None, "doctor:run"),
+    (
+        "doctor",
+        "what enforces each sandbox profile on this machine",
+        "doctor:add_arguments",
+        "doctor:run",
+    ),
 )
 
 #: One example command line per command, and per sub-command (`"hook test"`), shown at the
@@ -114,6 +125,7 @@ EXAMPLES: Final[dict[str, str]] = {
     "prompts show": "mcpx-hooks prompts show 3f9a1c07",
     "prompts promote": "mcpx-hooks prompts promote 3f9a1c07 --to ci.toml",
     "prompts clear": "mcpx-hooks prompts clear",
+    "worker": "mcpx-hooks worker --cluster nats://127.0.0.1:4222 --concurrency 8",
     "servers": "mcpx-hooks servers list --json",
     "servers list": "mcpx-hooks servers list --remote ws://127.0.0.1:8765",
 }

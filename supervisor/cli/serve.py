@@ -39,6 +39,12 @@ def _console_line(at: Listening, token: str | None) -> str:
     return f"console {page} (mcpx-hooks console --open opens it with the token)"
 
 
+def _cluster_down() -> type[Exception]:
+    """The cluster's refusal, when the cluster is loaded (else one nothing raises)."""
+    cluster = sys.modules.get("mcpx_hooks.supervisor.cluster.jet")
+    return cluster.ClusterDown if cluster is not None else _TokenNotWritten
+
+
 def run(args: argparse.Namespace) -> int:
     """`serve`. Nothing is touched before the flags and the config are known good, and the
     token file only once the socket is bound: a `serve` that cannot listen (the port is
@@ -126,9 +132,16 @@ def run(args: argparse.Namespace) -> int:
     failure: str | None = None
     code = EXIT_OK
     try:
-        trio.run(run_service, config, options, ready)
+        if args.cluster is not None:  # a gateway: nats-py is imported only then
+            from ..cluster.gateway import run_gateway
+
+            trio.run(run_gateway, config, options, args.cluster, ready)
+        else:
+            trio.run(run_service, config, options, ready)
     except* _TokenNotWritten as group:
         failure, code = str(_innermost(group)), EXIT_USAGE
+    except* _cluster_down() as group:
+        failure, code = str(_innermost(group)), EXIT_FAILED
     except* OSError as group:
         leaf = _innermost(group)
         reason = getattr(leaf, "strerror", None) or str(leaf)

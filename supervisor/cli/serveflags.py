@@ -51,6 +51,12 @@ def add_arguments(srv: argparse.ArgumentParser) -> None:
     )
     srv.add_argument("--no-auth", action="store_true", help="ask no token (loopback use only)")
     srv.add_argument(
+        "--cluster",
+        metavar="URL",
+        help="be a gateway of a cluster: runs go to workers over NATS JetStream at URL"
+        " (nats://HOST:PORT; docs/cluster.md)",
+    )
+    srv.add_argument(
         "--allow-origin",
         action="append",
         default=[],
@@ -224,4 +230,25 @@ def serve_problems(args: argparse.Namespace) -> list[str]:
     for origin in args.allow_origin:
         if (problem := _origin_problem(origin)) is not None:
             problems.append(f"--allow-origin: {problem}")
+    if args.cluster is not None and (problem := cluster_problem(args.cluster)) is not None:
+        problems.append(f"--cluster: {problem}")
     return problems
+
+
+def cluster_problem(url: str) -> str | None:
+    """Why a `--cluster` URL is not a NATS server's (`nats://HOST:PORT`, or `tls://`); None
+    if it may be one."""
+    from urllib.parse import urlsplit
+
+    wrong = f"expected nats://HOST:PORT, got {_shown(url)}"
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return wrong
+    host = parts.hostname or ""
+    if parts.scheme not in ("nats", "tls") or not (_is_ip(host) or _is_host_name(host)):
+        return wrong
+    if port is None or parts.path not in ("", "/") or parts.query or parts.fragment:
+        return wrong
+    return None

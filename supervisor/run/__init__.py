@@ -15,7 +15,7 @@ __all__, __getattr__, __dir__ = exports(
         "bus": ("Bus", "Subscription"),
         "hookcontext": ("HookContext", "RunInfo", "hook_secrets", "new_run_id"),
         "hookrun": ("HookReport", "run_hook"),
-        "journal": ("Follower", "Journals", "RunJournal", "UnknownRun"),
+        "journal": ("FRAME_OVERHEAD", "Follower", "Journals", "RunJournal", "UnknownRun"),
         "modelclient": ("ModelFailed", "Reply", "ask_model", "request_body", "shown_url"),
         "observe": ("ObserverStats", "Unwell", "serve_observers"),
         "output": ("InvalidOutput", "read_output"),

@@ -86,6 +86,7 @@ class Service(Endpoints):
             message_bytes=self.limits.coalesce_bytes,
         )
         self._runs: trio.Nursery | None = None
+        self.route_state: routes.RouteState = runtime.journals  # a gateway's: the cluster's
         self._too_big = encode(
             to_json(
                 WireError(
@@ -213,7 +214,7 @@ class Service(Endpoints):
                 token=self.options.token,
                 origins=self._origins,
                 stopping=self.stopping,
-                state=self.runtime.journals,
+                state=self.route_state,
             )
             return
         target = parse_target(request.target)

@@ -1,0 +1,229 @@
+"""`serve --cluster nats://…`: a gateway. The same WebSocket and HTTP API as a single
+`serve` (it is a `Service`), but an exec request goes onto the requests stream for a worker
+instead of running here, and every run and the events are read from the streams:
+
+- `/v1/exec`: the request, checked as a single `serve` checks it, is queued with a run id
+  made here; the socket then streams the run's mirror (`mirror.py`) from seq 0, and its
+  `cancel` and `answer` messages go to the worker running it;
+- `/v1/runs/{runId}?from=N`: any run the cluster retains, from seq N, then live;
+- `/v1/events?since=N`: the events stream, `seq` being the stream's sequence;
+- `GET /v1/runs`: the runs stream's summaries (`watch.RunsIndex`), newest first.
+
+A gateway also watches the workers' leases and ends the runs of a lost worker (`watch.py`).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from collections.abc import Callable
+from typing import Any, cast
+
+import orjson
+import trio
+
+from ..core.hooks import Config
+from ..process.signals import serve_stop_signals
+from ..run.hookcontext import new_run_id
+from ..run.runtime import Runtime
+from ..run.scriptrun import Run
+from ..service.connection import ConnectionClosed, ServerConnection
+from ..service.logredact import open_logged_runtime
+from ..service.options import Listening, ServiceOptions
+from ..service.server import Service
+from ..service.streams import Wake
+from ..service.targets import Target, check_from, check_query, parse_events, parse_from
+from ..service.wire import Close, WireError, parse_control, parse_exec
+from .events import EventFeed, forward_events
+from .jet import ClusterDown
+from .link import Cluster, open_cluster
+from .mirror import MirrorJournal, Mirrors, RemoteRun
+from .names import (
+    RUN_ID,
+    Header,
+    Stream,
+    events_subject,
+    frames_subject,
+    requests_subject,
+    stream_specs,
+)
+from .watch import RunsIndex, serve_index
+
+logger = logging.getLogger("mcpx_hooks.server")
+
+
+class Gateway(Service):
+    """A `Service` whose runs are the cluster's."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        options: ServiceOptions,
+        *,
+        cluster: Cluster,
+        mirrors: Mirrors,
+        index: RunsIndex,
+        nursery: trio.Nursery,
+    ) -> None:
+        super().__init__(runtime, options)
+        self.cluster = cluster
+        self.mirrors = mirrors
+        self.index = index
+        self.route_state = index
+        self._control = nursery
+
+    def _down(self, exc: ClusterDown) -> WireError:
+        return WireError(Close.TRY_AGAIN, f"the cluster cannot be reached: {exc}; try again later")
+
+    async def _exec(self, conn: ServerConnection, target: Target, wake: Wake) -> WireError | None:
+        check_query(target)
+        with wake.waiting(), trio.move_on_after(self.limits.request_s) as timer:
+            text = await conn.get_message()
+        if wake.reason is not None:
+            return wake.reason
+        if timer.cancelled_caught:
+            return WireError(
+                Close.TIMEOUT, f"no request within {self.limits.request_s:g} s of the upgrade"
+            )
+        request = parse_exec(text)  # refused here at once, as a single `serve` refuses it
+        if self.stopping:
+            return WireError(Close.GOING_AWAY, "the server is shutting down; no new runs")
+        run_id = new_run_id()
+        try:
+            journal = await self.mirrors.open(run_id)
+            payload = orjson.dumps({"runId": run_id, "request": text})
+            await self.cluster.publish(requests_subject(), payload, {Header.MSG_ID: run_id})
+        except ClusterDown as exc:
+            self.mirrors.drop(run_id)
+            return self._down(exc)
+        wake.idle = False
+        cancelled = await self._wait_begun(conn, journal, wake)
+        if wake.ended:
+            self.mirrors.drop(run_id)  # gone before a worker took it: not followed here
+            return wake.reason
+        if journal.refusal is not None:
+            return journal.refusal
+        remote = RemoteRun(journal, self.cluster, self._control)
+        if cancelled:
+            remote.cancel()
+        ending = await self.streams.stream_run(
+            conn, journal, 0, wake, run=cast(Run, remote), cancels=True
+        )
+        if request.cancel_on_disconnect and not journal.finished:
+            remote.cancel()
+        return ending
+
+    async def _wait_begun(self, conn: ServerConnection, journal: MirrorJournal, wake: Wake) -> bool:
+        """Waits for the run's first frame (or the worker's refusal) while listening to the
+        client: gone, it ends the wait; a `cancel` is kept for once the run has begun."""
+        cancelled = False
+
+        async def listen() -> None:
+            nonlocal cancelled
+            while True:
+                try:
+                    message = parse_control(await conn.get_message())
+                except ConnectionClosed:
+                    wake.client_gone()
+                    return
+                except WireError as exc:
+                    wake.set(exc)
+                    return
+                cancelled = cancelled or getattr(message, "type", "") == "cancel"
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(listen)
+            with wake.waiting():
+                await journal.begun.wait()
+            nursery.cancel_scope.cancel()
+        return cancelled
+
+    async def _follow(self, conn: ServerConnection, target: Target, wake: Wake) -> WireError | None:
+        start = parse_from(target)
+        run_id = target.run_id or ""
+        missing = WireError(
+            Close.NOT_FOUND,
+            f"no run {run_id!r} is retained (the cluster keeps the last {self.index.retain} runs)",
+        )
+        if not RUN_ID.fullmatch(run_id):
+            raise missing
+        try:
+            if run_id not in self.mirrors and not self.index.known(run_id):
+                last = await self.cluster.last(Stream.FRAMES, frames_subject(run_id))
+                if last is None:
+                    raise missing
+            journal = await self.mirrors.open(run_id)
+        except ClusterDown as exc:
+            return self._down(exc)
+        if journal.refusal is not None or not len(journal):
+            raise missing
+        check_from(start, len(journal))
+        remote = None if journal.finished else RemoteRun(journal, self.cluster, self._control)
+        return await self.streams.stream_run(conn, journal, start, wake, run=cast(Run, remote))
+
+    async def _events(self, conn: ServerConnection, target: Target, wake: Wake) -> WireError | None:
+        kinds, since = parse_events(target)
+        try:
+            state = await self.cluster.stream_state(Stream.EVENTS)
+        except ClusterDown as exc:
+            return self._down(exc)
+        _, first, last = state or (0, 0, 0)
+        if since is not None and since > last + 1:
+            raise WireError(
+                Close.OUT_OF_RANGE,
+                f"since={since} was never published here (the next seq is {last + 1})",
+            )
+        # The stream's sequences start at 1: a `since` before what it still holds is a gap.
+        lost_from = max(since or 0, 1)
+        gap = (lost_from, first - 1) if since is not None and first and lost_from < first else None
+        start = max(since, first) if since is not None else None
+        async with self.cluster.follow(events_subject(), start, new_only=since is None) as got:
+            feed = EventFeed(got, kinds, gap)
+            try:
+                return await self.streams.stream_events(
+                    conn,
+                    feed,  # type: ignore[arg-type]
+                    wake,
+                    self.limits.coalesce_events,
+                )
+            except StopAsyncIteration:
+                return WireError(
+                    Close.TRY_AGAIN,
+                    "the cluster's events stream was cut short; resume with since= the next seq",
+                )
+
+
+async def run_gateway(
+    config: Config, options: ServiceOptions, url: str, ready: Callable[[Listening], Any]
+) -> None:
+    """`serve --cluster URL`: as `run_service`, with the cluster under the service."""
+    async with (
+        open_logged_runtime(config) as runtime,
+        open_cluster(url, "mcpx-hooks gateway") as cluster,
+    ):
+        await cluster.ensure_streams(stream_specs(config))
+        async with trio.open_nursery() as nursery:
+            mirrors = Mirrors(
+                cluster,
+                nursery,
+                config.runs_retain,
+                config.runs_run_bytes,
+                config.runs_retain_bytes,
+            )
+            index = RunsIndex(config.runs_retain)
+            await nursery.start(serve_index, cluster, index, mirrors)
+            await nursery.start(forward_events, cluster, runtime.bus)
+            service = Gateway(
+                runtime, options, cluster=cluster, mirrors=mirrors, index=index, nursery=nursery
+            )
+
+            def first(sig: signal.Signals) -> None:
+                logger.warning("%s: no new connections", sig.name)
+                service.stop()
+
+            async def serving(task_status: trio.TaskStatus[Listening]) -> None:
+                await service.serve(task_status=task_status)
+                nursery.cancel_scope.cancel()
+
+            await nursery.start(serve_stop_signals, nursery.cancel_scope, first, None)
+            ready(await nursery.start(serving))

@@ -1,0 +1,49 @@
+"""`doctor --cluster URL`: whether the NATS server answers, has JetStream on, and holds the
+cluster's streams (each with what it keeps now)."""
+
+from __future__ import annotations
+
+from typing import Final
+
+import trio
+
+from .jet import ClusterDown
+from .link import open_cluster
+from .names import Stream
+
+#: The whole check gets this long.
+CHECK_S: Final = 10.0
+
+
+async def cluster_report(url: str) -> tuple[str, bool]:
+    """The report's text, and whether the cluster is ready for gateways and workers."""
+    lines = [f"cluster {url}:"]
+    ok = True
+    with trio.move_on_after(CHECK_S) as timer:
+        try:
+            async with open_cluster(url, "mcpx-hooks doctor") as cluster:
+                lines.append("  ok       server    reachable")
+                if not await cluster.jetstream_on():
+                    lines.append("  MISSING  jetstream not enabled: start nats-server with -js")
+                    return "\n".join(lines), False
+                lines.append("  ok       jetstream on")
+                for stream in Stream:
+                    state = await cluster.stream_state(stream)
+                    if state is None:
+                        ok = False
+                        lines.append(
+                            f"  MISSING  {stream.value:14} not created yet (the first gateway"
+                            " or worker creates it)"
+                        )
+                    else:
+                        count, first, last = state
+                        lines.append(
+                            f"  ok       {stream.value:14} {count} message(s), seq {first}..{last}"
+                        )
+        except ClusterDown as exc:
+            lines.append(f"  DOWN     {exc}")
+            ok = False
+    if timer.cancelled_caught:
+        lines.append(f"  DOWN     no answer within {CHECK_S:g} s")
+        ok = False
+    return "\n".join(lines), ok

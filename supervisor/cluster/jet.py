@@ -1,0 +1,360 @@
+"""The asyncio side of the cluster: every call into nats-py, run on the bridge's loop and
+nowhere else (`link.py` reaches each through `Bridge.call` or `Bridge.stream`). Each method
+is one JetStream or core NATS operation; what they mean to a run is `link.py`'s and above.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final
+
+import attrs
+import nats
+import nats.errors
+import nats.js.errors
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.js import api
+
+from .names import DUPLICATE_WINDOW_S, WORKERS_CONSUMER, Header, Storage, Stream, StreamSpec
+
+logger = logging.getLogger("mcpx_hooks.cluster")
+
+#: A JetStream call's own bound; the Trio caller may bound it further.
+API_TIMEOUT_S: Final = 5.0
+#: Attempts at the first connection before the server is called unreachable.
+FIRST_ATTEMPTS: Final = 3
+#: What is still buffered at exit gets this long to go out.
+FLUSH_S: Final = 2.0
+#: Between reconnect attempts (forever: a restarted server is found again).
+RECONNECT_WAIT_S: Final = 0.25
+#: JetStream's error code for a publish whose expected last subject sequence is not so.
+WRONG_LAST_SEQUENCE: Final = 10071
+STREAM_NOT_FOUND: Final = 10059
+#: Messages handed to Trio in one batch at most.
+FOLLOW_BATCH: Final = 512
+#: An ordered consumer's heartbeat: two missed and it is made anew (a restarted server).
+FOLLOW_HEARTBEAT_S: Final = 1.0
+
+
+class ClusterDown(Exception):
+    """NATS or JetStream cannot be reached or refused what was asked; says why, in words."""
+
+
+@attrs.frozen
+class Stored:
+    """One message of a stream: its bytes, headers and stream sequence; `pending` is what
+    the consumer had yet to deliver after it (0: caught up)."""
+
+    data: bytes
+    headers: Mapping[str, str]
+    sequence: int
+    pending: int = 0
+    subject: str = ""
+
+
+@attrs.frozen
+class Published:
+    sequence: int
+    duplicate: bool
+
+
+def _config(spec: StreamSpec) -> api.StreamConfig:
+    return api.StreamConfig(
+        name=spec.name,
+        description=spec.what,
+        subjects=list(spec.subjects),
+        retention=api.RetentionPolicy.WORK_QUEUE if spec.work_queue else api.RetentionPolicy.LIMITS,
+        storage=api.StorageType.MEMORY if spec.storage is Storage.MEMORY else api.StorageType.FILE,
+        max_msgs=spec.max_msgs,
+        max_bytes=spec.max_bytes,
+        max_msgs_per_subject=spec.max_msgs_per_subject,
+        discard=api.DiscardPolicy.NEW if spec.discard_new else api.DiscardPolicy.OLD,
+        duplicate_window=DUPLICATE_WINDOW_S,
+    )
+
+
+class Jet:
+    """One NATS connection and its JetStream context. Methods run on the bridge's loop."""
+
+    def __init__(self) -> None:
+        self.nc: Client | None = None
+        self.reconnects = 0
+        self.specs: tuple[StreamSpec, ...] = ()
+        self._workers: Any = None
+        self._js: Any = None
+        self.closing = False
+
+    @property
+    def js(self) -> Any:
+        """The one JetStream context (its reply inbox for pipelined publishes is made once)."""
+        if self._js is None:
+            assert self.nc is not None
+            self._js = self.nc.jetstream(timeout=API_TIMEOUT_S)
+        return self._js
+
+    async def connect(self, url: str, name: str) -> None:
+        async def error(exc: Exception) -> None:
+            if self.nc is not None:  # the first connection's failures are told once, below
+                logger.warning("NATS: %s", exc or type(exc).__name__)
+
+        async def reconnected() -> None:
+            self.reconnects += 1
+            logger.warning("NATS: reconnected to %s", url)
+            # A restarted server may have lost the streams kept in memory, and the workers'
+            # consumer with them: both are made again.
+            self._workers = None
+            with contextlib.suppress(Exception):
+                await self.ensure_streams(self.specs)
+
+        async def disconnected() -> None:
+            if not self.closing:
+                logger.warning("NATS: disconnected from %s; reconnecting", url)
+
+        try:
+            self.nc = await nats.connect(
+                url,
+                name=name,
+                error_cb=error,
+                reconnected_cb=reconnected,
+                disconnected_cb=disconnected,
+                # A few tries at first (a wrong URL is told at once), then forever.
+                max_reconnect_attempts=FIRST_ATTEMPTS,
+                reconnect_time_wait=RECONNECT_WAIT_S,
+                connect_timeout=2,
+                allow_reconnect=True,
+            )
+        except (TimeoutError, OSError, nats.errors.Error) as exc:
+            raise ClusterDown(f"cannot reach NATS at {url}: {exc or type(exc).__name__}") from None
+        # Connected: from now on a lost server is tried again without end (nats-py reads
+        # this option at each reconnection).
+        self.nc.options["max_reconnect_attempts"] = -1
+
+    async def max_payload(self) -> int:
+        assert self.nc is not None
+        return int(self.nc.max_payload)
+
+    async def status(self) -> tuple[bool, int]:
+        """Whether connected now, and how many reconnections so far."""
+        return (self.nc is not None and self.nc.is_connected, self.reconnects)
+
+    async def close(self) -> None:
+        """Sends what is still buffered (bounded), then closes."""
+        self.closing = True
+        if self.nc is not None and not self.nc.is_closed:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.nc.flush(), FLUSH_S)
+            with contextlib.suppress(Exception):
+                await self.nc.close()
+
+    # ---- streams ---------------------------------------------------------------------------
+
+    async def ensure_streams(self, specs: tuple[StreamSpec, ...]) -> None:
+        """Creates each stream, or updates one whose config differs (idempotent)."""
+        self.specs = specs
+        for spec in specs:
+            config = _config(spec)
+            try:
+                await self.js.add_stream(config)
+            except nats.js.errors.BadRequestError:
+                await self.js.update_stream(config)
+
+    async def jetstream_on(self) -> bool:
+        try:
+            await self.js.account_info()
+        except nats.js.errors.ServiceUnavailableError:
+            return False
+        except nats.errors.NoRespondersError:
+            return False
+        return True
+
+    async def stream_state(self, name: str) -> tuple[int, int, int] | None:
+        """(messages, first seq, last seq) of a stream; None when there is no such stream."""
+        try:
+            info = await self.js.stream_info(name)
+        except nats.js.errors.NotFoundError:
+            return None
+        return (info.state.messages, info.state.first_seq, info.state.last_seq)
+
+    # ---- publishing ------------------------------------------------------------------------
+
+    async def publish(
+        self, subject: str, data: bytes, headers: Mapping[str, str] | None = None
+    ) -> Published:
+        """One acknowledged publish to a stream. `ClusterDown` when it is refused (its code in
+        `.code`): an expected sequence not so, the stream full or absent."""
+        try:
+            ack = await self.js.publish(subject, data, headers=dict(headers or {}) or None)
+        except nats.js.errors.APIError as exc:
+            down = ClusterDown(f"NATS refused the publish to {subject}: {exc.description}")
+            down.code = exc.err_code  # type: ignore[attr-defined]
+            raise down from None
+        except (TimeoutError, nats.errors.Error) as exc:
+            raise ClusterDown(f"publish to {subject}: {exc or type(exc).__name__}") from None
+        return Published(ack.seq, bool(ack.duplicate))
+
+    async def publish_many(self, items: list[tuple[str, bytes, dict[str, str]]]) -> int:
+        """Publishes in order, pipelined, and waits for every ack; the last one's sequence."""
+        futures: list[asyncio.Future[Any]] = []
+        last = 0
+        try:
+            for subject, data, headers in items:
+                futures.append(await self.js.publish_async(subject, data, headers=headers or None))
+            for future in futures:
+                last = (await future).seq
+        except nats.js.errors.APIError as exc:
+            down = ClusterDown(f"NATS refused a publish: {exc.description}")
+            down.code = exc.err_code  # type: ignore[attr-defined]
+            raise down from None
+        except (nats.errors.Error, OSError) as exc:
+            raise ClusterDown(f"publish: {exc or type(exc).__name__}") from None
+        finally:
+            for future in futures:  # a cancelled batch leaves no future behind
+                future.cancel()
+        return last
+
+    async def send_many(self, items: list[tuple[str, bytes, dict[str, str]]]) -> list[Any]:
+        """Publishes in order without waiting: the acks' futures, for `acked` or `drop`."""
+        futures: list[asyncio.Future[Any]] = []
+        try:
+            for subject, data, headers in items:
+                futures.append(await self.js.publish_async(subject, data, headers=headers or None))
+        except (nats.errors.Error, OSError) as exc:
+            await self.drop(futures)
+            raise ClusterDown(f"publish: {exc or type(exc).__name__}") from None
+        return futures
+
+    async def acked(self, futures: list[Any]) -> None:
+        """Waits for every ack of a `send_many`; `ClusterDown` (with its code) if refused."""
+        try:
+            for future in futures:
+                await future
+        except nats.js.errors.APIError as exc:
+            down = ClusterDown(f"NATS refused a publish: {exc.description}")
+            down.code = exc.err_code  # type: ignore[attr-defined]
+            raise down from None
+        except (nats.errors.Error, OSError) as exc:
+            raise ClusterDown(f"publish: {exc or type(exc).__name__}") from None
+        finally:
+            await self.drop(futures)
+
+    async def drop(self, futures: list[Any]) -> None:
+        """Stops waiting for acks (those still pending free their place at once)."""
+        for future in futures:
+            future.cancel()
+
+    async def core_publish(self, subject: str, data: bytes) -> None:
+        assert self.nc is not None
+        await self.nc.publish(subject, data)
+
+    # ---- reading ---------------------------------------------------------------------------
+
+    async def last(self, stream: Stream, subject: str) -> Stored | None:
+        """The last message on `subject`, None when it has none."""
+        try:
+            raw = await self.js.get_last_msg(stream, subject)
+        except nats.js.errors.NotFoundError:
+            return None
+        return Stored(raw.data or b"", dict(raw.headers or {}), int(raw.seq or 0))
+
+    async def follow(
+        self,
+        subject: str,
+        start_seq: int | None,
+        deliver: Callable[[list[Stored]], Awaitable[None]],
+        *,
+        new_only: bool = False,
+    ) -> None:
+        """Every message on `subject` (from stream seq `start_seq`, or the first, or with
+        `new_only` those published from now), forever, through an ordered consumer: in order,
+        without a gap, made anew after a lost connection or a restarted server; delivered
+        in batches of what has arrived."""
+        if new_only:
+            config = api.ConsumerConfig(deliver_policy=api.DeliverPolicy.NEW)
+        elif start_seq:
+            config = api.ConsumerConfig(
+                deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start_seq
+            )
+        else:
+            config = api.ConsumerConfig(deliver_policy=api.DeliverPolicy.ALL)
+        sub = await self.js.subscribe(
+            subject, ordered_consumer=True, config=config, idle_heartbeat=FOLLOW_HEARTBEAT_S
+        )
+        try:
+            while True:
+                # What has arrived goes over as one batch: one hop to Trio for many messages.
+                batch = [_stored(await sub.next_msg(timeout=None))]
+                while sub.pending_msgs and len(batch) < FOLLOW_BATCH:
+                    batch.append(_stored(await sub.next_msg(timeout=None)))
+                await deliver(batch)
+        finally:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+
+    async def listen(self, subject: str, deliver: Callable[[Msg], Awaitable[None]]) -> None:
+        """Core NATS messages on `subject` (wildcards allowed), forever."""
+        assert self.nc is not None
+        sub = await self.nc.subscribe(subject)
+        try:
+            while True:
+                await deliver(await sub.next_msg(timeout=None))
+        finally:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+
+    async def reply(self, msg: Msg, data: bytes) -> None:
+        with contextlib.suppress(Exception):
+            await msg.respond(data)
+
+    # ---- the workers' requests -------------------------------------------------------------
+
+    async def take(self, subject: str, lease_s: float, wait_s: float) -> list[Msg]:
+        """Up to one request, waiting at most `wait_s` for it; none when none came."""
+        if self._workers is None:
+            config = api.ConsumerConfig(
+                ack_policy=api.AckPolicy.EXPLICIT, ack_wait=lease_s, max_ack_pending=-1
+            )
+            self._workers = await self.js.pull_subscribe(
+                subject, durable=WORKERS_CONSUMER, stream=Stream.REQUESTS, config=config
+            )
+        try:
+            msgs: list[Msg] = await self._workers.fetch(1, timeout=wait_s)
+        except (TimeoutError, nats.errors.TimeoutError):
+            return []
+        except nats.js.errors.NotFoundError:
+            self._workers = None  # the consumer went with a restarted server: made again
+            return []
+        return msgs
+
+    async def renew(self, msg: Msg) -> None:
+        with contextlib.suppress(Exception):
+            await msg.in_progress()
+
+    async def settle(self, msg: Msg) -> None:
+        """Acknowledges a request for good: done, or not to be run again."""
+        with contextlib.suppress(Exception):
+            await msg.ack()
+
+    async def delivered(self, msg: Msg) -> tuple[bytes, int]:
+        return bytes(msg.data), msg.metadata.num_delivered
+
+
+def _stored(msg: Msg) -> Stored:
+    meta = msg.metadata
+    return Stored(
+        bytes(msg.data),
+        dict(msg.headers or {}),
+        meta.sequence.stream,
+        meta.num_pending,
+        msg.subject,
+    )
+
+
+def refused_code(exc: ClusterDown) -> int | None:
+    return getattr(exc, "code", None)
+
+
+__all__ = ["WRONG_LAST_SEQUENCE", "ClusterDown", "Header", "Jet", "Published", "Stored"]

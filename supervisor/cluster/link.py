@@ -1,0 +1,118 @@
+"""The cluster as the Trio side sees it: `open_cluster(url)` connects (through the bridge's
+asyncio thread) and gives a `Cluster` whose methods are the operations gateways and workers
+need, each awaited without blocking Trio. Frames, summaries and events are bytes here,
+encoded once where they are made."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import trio
+
+from .bridge import Bridge, Deliver, open_bridge
+from .jet import ClusterDown, Jet, Published, Stored
+from .names import Stream, StreamSpec
+
+__all__ = ["Cluster", "ClusterDown", "Published", "Stored", "open_cluster"]
+
+
+class Cluster:
+    """One connection to NATS JetStream, for the Trio side."""
+
+    def __init__(self, bridge: Bridge, jet: Jet, url: str) -> None:
+        self.bridge = bridge
+        self.jet = jet
+        self.url = url
+
+    async def ensure_streams(self, specs: tuple[StreamSpec, ...]) -> None:
+        await self.bridge.call(self.jet.ensure_streams, specs)
+
+    async def jetstream_on(self) -> bool:
+        return await self.bridge.call(self.jet.jetstream_on)
+
+    async def stream_state(self, stream: Stream) -> tuple[int, int, int] | None:
+        return await self.bridge.call(self.jet.stream_state, stream)
+
+    async def max_payload(self) -> int:
+        """The largest message the server takes, in bytes."""
+        return await self.bridge.call(self.jet.max_payload)
+
+    async def status(self) -> tuple[bool, int]:
+        return await self.bridge.call(self.jet.status)
+
+    async def publish(
+        self, subject: str, data: bytes, headers: dict[str, str] | None = None
+    ) -> Published:
+        return await self.bridge.call(self.jet.publish, subject, data, headers)
+
+    async def publish_many(self, items: list[tuple[str, bytes, dict[str, str]]]) -> int:
+        return await self.bridge.call(self.jet.publish_many, items)
+
+    async def send_many(self, items: list[tuple[str, bytes, dict[str, str]]]) -> list[Any]:
+        """Publishes in order, acks not awaited: their handles for `acked` or `drop`."""
+        return await self.bridge.call(self.jet.send_many, items)
+
+    async def acked(self, handles: list[Any]) -> None:
+        await self.bridge.call(self.jet.acked, handles)
+
+    async def drop(self, handles: list[Any]) -> None:
+        await self.bridge.call(self.jet.drop, handles)
+
+    async def core_publish(self, subject: str, data: bytes) -> None:
+        await self.bridge.call(self.jet.core_publish, subject, data)
+
+    async def last(self, stream: Stream, subject: str) -> Stored | None:
+        return await self.bridge.call(self.jet.last, stream, subject)
+
+    def follow(
+        self, subject: str, start_seq: int | None = None, *, new_only: bool = False
+    ) -> contextlib.AbstractAsyncContextManager[trio.MemoryReceiveChannel[list[Stored]]]:
+        """`async with cluster.follow(subject) as batches`: the subject's stream messages
+        in order, in batches of what had arrived, at the reader's pace (the channel is
+        bounded)."""
+
+        async def producer(deliver: Deliver) -> None:
+            await self.jet.follow(subject, start_seq, deliver, new_only=new_only)
+
+        return self.bridge.stream(producer)
+
+    def listen(
+        self, subject: str
+    ) -> contextlib.AbstractAsyncContextManager[trio.MemoryReceiveChannel[Any]]:
+        """Core NATS messages on `subject` (`nats.aio.msg.Msg`; reply with `reply`)."""
+
+        async def producer(deliver: Deliver) -> None:
+            await self.jet.listen(subject, deliver)
+
+        return self.bridge.stream(producer)
+
+    async def reply(self, msg: Any, data: bytes) -> None:
+        await self.bridge.call(self.jet.reply, msg, data)
+
+    async def take(self, subject: str, lease_s: float, wait_s: float) -> list[Any]:
+        return await self.bridge.call(self.jet.take, subject, lease_s, wait_s)
+
+    async def delivered(self, msg: Any) -> tuple[bytes, int]:
+        return await self.bridge.call(self.jet.delivered, msg)
+
+    async def renew(self, msg: Any) -> None:
+        await self.bridge.call(self.jet.renew, msg)
+
+    async def settle(self, msg: Any) -> None:
+        await self.bridge.call(self.jet.settle, msg)
+
+
+@contextlib.asynccontextmanager
+async def open_cluster(url: str, name: str) -> AsyncIterator[Cluster]:
+    """Connected for the block (`ClusterDown` if NATS cannot be reached); drained and
+    closed, and the asyncio thread joined, at exit."""
+    async with open_bridge() as bridge:
+        jet = Jet()
+        await bridge.call(jet.connect, url, name)
+        try:
+            yield Cluster(bridge, jet, url)
+        finally:
+            with trio.CancelScope(shield=True), trio.move_on_after(6):
+                await bridge.call(jet.close)

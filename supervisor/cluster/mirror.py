@@ -1,0 +1,278 @@
+"""A gateway's copies of runs: each run it serves is a `MirrorJournal`, filled from the run's
+subject of the frames stream, in order, so the service's streams (`service/streams.py`) send
+it exactly as they send a local run's journal: replay from any seq, follow live, at each
+client's own pace, one broadcaster's worth of encoding per run.
+
+`Mirrors` holds them (at most `runs.retain`, the oldest finished forgotten first; a run still
+running is followed until its `end`). `publish_lost` ends a run whose worker was lost: one
+`error{message: "worker lost"}` (unless the run has its outcome already) and `end`, each a
+publish that JetStream takes only if the run's subject is still where this gateway saw it
+(`Nats-Expected-Last-Subject-Sequence`) and only once (`Nats-Msg-Id`): two gateways that see
+the same lapse publish them once between them, and nothing of the lost worker's can follow.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from typing import Any, Final
+
+import orjson
+import trio
+
+from ..core.answers import ANSWERS, AnsweredBy
+from ..core.convert import to_json
+from ..core.frames import EndFrame, ErrorFrame, FrameType, blank, stamp
+from ..run.journal import FRAME_OVERHEAD, RunJournal
+from ..service.wire import Close, WireError
+from .jet import WRONG_LAST_SEQUENCE, ClusterDown, Stored
+from .link import Cluster
+from .names import Header, Stream, control_subject, events_subject, frames_subject, runs_subject
+
+logger = logging.getLogger("mcpx_hooks.cluster")
+
+WORKER_LOST: Final = "worker lost"
+#: Between a follow cut short and the next.
+REFOLLOW_S: Final = 0.5
+#: A control message to a worker gets this long to go out.
+CONTROL_S: Final = 5.0
+
+
+def _kind(word: object) -> FrameType | str:
+    try:
+        return FrameType(str(word))
+    except ValueError:
+        return str(word)
+
+
+class MirrorJournal(RunJournal):
+    """A run's journal as the frames stream has it: lines taken as the worker encoded and
+    redacted them, never stamped here."""
+
+    def __init__(self, run_id: str, run_bytes: int) -> None:
+        super().__init__(run_id, run_bytes)
+        #: The stream sequence of the run's last message seen.
+        self.last_stream_seq = 0
+        #: The worker refused the request before running it (the exec socket closes so).
+        self.refusal: WireError | None = None
+        self.caught_up = trio.Event()
+        self.begun = trio.Event()
+
+    def take(self, message: Stored) -> None:
+        """One message of the run's subject; a duplicate or a stray one is skipped."""
+        self.last_stream_seq = max(self.last_stream_seq, message.sequence)
+        if self.finished or self.refusal is not None:
+            return
+        refused = message.headers.get(Header.REFUSED)
+        if refused is not None:
+            self.refusal = _refusal(refused, message.data)
+            self.begun.set()
+            return
+        try:
+            seq = int(message.headers.get(Header.SEQ, ""))
+            wire = orjson.loads(message.data)
+        except (ValueError, orjson.JSONDecodeError):
+            logger.warning("run %s: a message that is no frame, skipped", self.run_id)
+            return
+        if not isinstance(wire, dict) or seq != len(self.lines):
+            if seq > len(self.lines):
+                logger.warning("run %s: frame %d after %d, skipped", self.run_id, seq, len(self))
+            return
+        line = bytes(message.data)
+        self._keep((line, len(line) + FRAME_OVERHEAD, _kind(wire.get("type")), wire))  # type: ignore[arg-type]
+        self.begun.set()
+
+    def ask_ids(self) -> set[str]:
+        return {
+            str(f.get("askId")) for f in self.decoded(0) if f.get("type") == FrameType.ASK.value
+        }
+
+
+def _refusal(code: str, data: bytes) -> WireError:
+    try:
+        close = Close(int(code))
+        payload = orjson.loads(data)
+        message = str(payload.get("message", "the worker refused the request"))
+    except (ValueError, AttributeError, orjson.JSONDecodeError):
+        close, message = Close.BAD_REQUEST, "the worker refused the request"
+    return WireError(close, message)
+
+
+class Mirrors:
+    """The runs this gateway serves, each filled by a task of `nursery`."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        nursery: trio.Nursery,
+        retain: int,
+        run_bytes: int,
+        retain_bytes: int,
+    ) -> None:
+        self.cluster = cluster
+        self.nursery = nursery
+        self.retain = retain
+        self.run_bytes = run_bytes
+        self.retain_bytes = retain_bytes
+        self._runs: OrderedDict[str, MirrorJournal] = OrderedDict()
+        self._fills: dict[str, trio.CancelScope] = {}
+
+    def __contains__(self, run_id: str) -> bool:
+        return run_id in self._runs
+
+    async def open(self, run_id: str) -> MirrorJournal:
+        """The run's mirror once it holds what the stream held when asked."""
+        journal = self._runs.get(run_id)
+        if journal is None:
+            journal = self._runs[run_id] = MirrorJournal(run_id, self.run_bytes)
+            self._forget_old()
+            await self.nursery.start(self._fill, journal)
+        await journal.caught_up.wait()
+        return journal
+
+    def drop(self, run_id: str) -> None:
+        """Forgets a run that has not begun (its request not queued, or its client gone
+        before a worker took it), and stops following it: a follower opens it anew."""
+        journal = self._runs.get(run_id)
+        if journal is not None and not journal.begun.is_set():
+            del self._runs[run_id]
+            self._fills.pop(run_id, trio.CancelScope()).cancel()
+
+    async def _fill(self, journal: MirrorJournal, task_status: trio.TaskStatus[None]) -> None:
+        with trio.CancelScope() as scope:
+            self._fills[journal.run_id] = scope
+            try:
+                await self._follow(journal, task_status)
+            finally:
+                if self._fills.get(journal.run_id) is scope:
+                    del self._fills[journal.run_id]
+
+    async def _follow(self, journal: MirrorJournal, task_status: trio.TaskStatus[None]) -> None:
+        """Follows the run's subject to its end; a follow cut short (NATS unreachable for
+        long) is taken up again from the next stream sequence, so no frame is missed."""
+        subject = frames_subject(journal.run_id)
+        try:
+            last = await self.cluster.last(Stream.FRAMES, subject)
+        except ClusterDown:
+            last = None
+        until = 0 if last is None else last.sequence
+        if until == 0:
+            journal.caught_up.set()
+        task_status.started()
+        try:
+            while not (journal.finished or journal.refusal is not None):
+                start = journal.last_stream_seq + 1 if journal.last_stream_seq else None
+                async with self.cluster.follow(subject, start) as batches:
+                    async for batch in batches:
+                        for message in batch:
+                            journal.take(message)
+                            if message.sequence >= until or not message.pending:
+                                journal.caught_up.set()
+                        if journal.finished or journal.refusal is not None:
+                            return
+                logger.warning("run %s: following its frames again", journal.run_id)
+                await trio.sleep(REFOLLOW_S)
+        finally:
+            journal.caught_up.set()
+
+    def _forget_old(self) -> None:
+        """Forgets finished runs, oldest first, past `retain` runs or `retain_bytes`."""
+        cost = sum(j.cost for j in self._runs.values())
+        for run_id, journal in list(self._runs.items()):
+            if len(self._runs) <= self.retain and cost <= self.retain_bytes:
+                return
+            if journal.finished or journal.refusal is not None:
+                cost -= journal.cost
+                del self._runs[run_id]
+
+
+class RemoteAsks:
+    """A run's asks as a gateway answers them: to the worker running it, the first answer a
+    client of this gateway gives to each ask (the worker keeps the first it gets)."""
+
+    def __init__(self, run: RemoteRun) -> None:
+        self._run = run
+        self._answered: dict[str, str] = {}
+
+    def answer(self, ask_id: str, answer: str, by: AnsweredBy) -> str | None:
+        if answer not in ANSWERS:
+            return f"an answer is {' or '.join(ANSWERS)}, not {answer!r}"
+        if ask_id in self._answered:
+            given = self._answered[ask_id]
+            return f"{ask_id} was already answered {given} (by {by}); the first counts"
+        if ask_id not in self._run.journal.ask_ids():
+            return f"no ask {ask_id!r} in this run"
+        self._answered[ask_id] = answer
+        self._run.send({"type": "answer", "askId": ask_id, "answer": answer})
+        return None
+
+
+class RemoteRun:
+    """A run on a worker, as a stream's socket may act on it: answer its asks, cancel it."""
+
+    def __init__(self, journal: MirrorJournal, cluster: Cluster, nursery: trio.Nursery) -> None:
+        self.journal = journal
+        self.asks = RemoteAsks(self)
+        self._cluster = cluster
+        self._nursery = nursery
+
+    def cancel(self) -> None:
+        self.send({"type": "cancel"})
+
+    def send(self, message: dict[str, Any]) -> None:
+        self._nursery.start_soon(self._send, orjson.dumps(message))
+
+    async def _send(self, data: bytes) -> None:
+        with trio.move_on_after(CONTROL_S):
+            try:
+                await self._cluster.core_publish(control_subject(self.journal.run_id), data)
+            except ClusterDown as exc:
+                logger.warning("run %s: %s", self.journal.run_id, exc)
+
+
+async def publish_lost(cluster: Cluster, journal: MirrorJournal, started_ms: int) -> bool:
+    """Ends a run whose worker's lease lapsed (see the module docstring). False when the run's
+    subject moved meanwhile (its worker is back, or another gateway ended it)."""
+    run_id = journal.run_id
+    if journal.finished or journal.refusal is not None or not len(journal):
+        return True
+    subject = frames_subject(run_id)
+    seq, expected = len(journal), journal.last_stream_seq
+    frames: list[Any] = []
+    if journal.outcome is None:
+        frames.append(blank(ErrorFrame, message=WORKER_LOST))
+    frames.append(blank(EndFrame, exit_code=None, duration_ms=started_ms))
+    for frame in frames:
+        wire = to_json(stamp(frame, run_id, seq))
+        headers: dict[str, str] = {
+            Header.SEQ: str(seq),
+            Header.MSG_ID: f"{run_id}.lost.{seq}",
+            Header.LAST_SUBJECT_SEQ: str(expected),
+        }
+        try:
+            published = await cluster.publish(subject, orjson.dumps(wire), headers)
+        except ClusterDown as exc:
+            if getattr(exc, "code", None) == WRONG_LAST_SEQUENCE:
+                return False
+            raise
+        expected, seq = published.sequence, seq + 1
+    summary = {**journal.summary(), "status": "error", "exitCode": None, "durationMs": started_ms}
+    if journal.outcome is not None:
+        summary["status"] = journal.outcome.get("type", "error")
+    ids: dict[str, str] = {Header.MSG_ID: f"{run_id}.lost.summary"}
+    await cluster.publish(runs_subject(run_id), orjson.dumps(summary), ids)
+    event = {
+        "seq": 0,
+        "kind": "run.finished",
+        "at": wire["at"],
+        "runId": run_id,
+        "data": {
+            "outcome": summary["status"],
+            "exitCode": None,
+            "durationMs": started_ms,
+            "message": WORKER_LOST,
+        },
+    }
+    ids = {Header.MSG_ID: f"{run_id}.lost.event"}
+    await cluster.publish(events_subject(), orjson.dumps(event), ids)
+    return True

@@ -1,0 +1,165 @@
+"""The cluster's names, declared once: its streams, subjects, consumer and headers, and each
+stream's retention as it follows from the config (`runs.retain`, the journal's budgets, the
+bus's history). Pure: no NATS, no trio; `jet.py` turns a `StreamSpec` into JetStream's
+stream config, and `ensure_streams` creates or updates each one at start (idempotent).
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from typing import Final
+
+import attrs
+import orjson
+
+from ..core.hooks import Config
+
+#: Every subject starts with this.
+PREFIX: Final = "mcpx"
+#: The workers' durable pull consumer on the requests stream.
+WORKERS_CONSUMER: Final = "workers"
+#: A worker's lease on a request it took (JetStream's ack wait), renewed while the run lasts.
+DEFAULT_LEASE_S: Final = 30.0
+#: The bus's history, kept by the events stream as it is by one supervisor's bus.
+EVENTS_KEPT: Final = 1024
+#: Requests waiting for a worker at most; past it a gateway answers "try again later".
+REQUESTS_KEPT: Final = 4096
+#: How long JetStream remembers a `Nats-Msg-Id` to drop a duplicate publish.
+DUPLICATE_WINDOW_S: Final = 120.0
+#: A run id as it may stand in a subject: what `new_run_id` makes, nothing with `.`, `*`, `>`.
+RUN_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+#: Bytes a message keeps for its headers and the protocol, below the server's max payload.
+HEADROOM: Final = 4096
+#: A field of a frame too large for one message is dropped if its encoding exceeds this.
+FIELD_KEPT: Final = 4096
+#: Frame types whose stand-in, when too large for one message, is a `warning`.
+OUTPUT_TYPES: Final = frozenset({"stdout", "stderr", "log", "emit"})
+
+
+def fit(line: bytes, limit: int) -> bytes:
+    """A frame's line as one NATS message can carry it (`limit`: the server's max payload).
+    One that is too large keeps its place (`seq`) and its type, so the run's order stands:
+    output becomes a `warning` saying what was not carried; any other frame keeps its
+    envelope and small fields (a `result` its `value` as null). Pure."""
+    if len(line) <= limit - HEADROOM:
+        return line
+    wire = orjson.loads(line)
+    note = f"a {wire.get('type')} frame of {len(line)} bytes is over the cluster's message size"
+    if wire.get("type") in OUTPUT_TYPES:
+        keep = {k: wire[k] for k in ("runId", "seq", "at") if k in wire}
+        return orjson.dumps({**keep, "message": f"{note}; not carried", "type": "warning"})
+    small = {k: v for k, v in wire.items() if len(orjson.dumps(v)) <= FIELD_KEPT}
+    if wire.get("type") == "result":
+        small.setdefault("value", None)
+        small["advice"] = [*small.get("advice", []), f"{note}; its value is not carried"]
+    return orjson.dumps(small)
+
+
+class Header(enum.StrEnum):
+    """The message headers the cluster reads and writes."""
+
+    SEQ = "Mcpx-Seq"  # a frame's `seq` on the frames stream
+    LEASE = "Mcpx-Lease-S"  # the worker's lease, on a run's summary
+    REFUSED = "Mcpx-Refused"  # a request the worker refused before it ran: the close code
+    MSG_ID = "Nats-Msg-Id"  # JetStream drops a second publish with the same id
+    LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"  # refused unless it is so
+
+
+class Storage(enum.StrEnum):
+    FILE = "file"
+    MEMORY = "memory"
+
+
+@attrs.frozen
+class StreamSpec:
+    """One JetStream stream: its name, subjects, and what it keeps."""
+
+    name: str
+    subjects: tuple[str, ...]
+    what: str
+    work_queue: bool = False
+    storage: Storage = Storage.FILE
+    max_msgs: int = -1
+    max_bytes: int = -1
+    max_msgs_per_subject: int = -1
+    discard_new: bool = False
+
+
+class Stream(enum.StrEnum):
+    """The streams, by name."""
+
+    REQUESTS = "MCPX_REQUESTS"
+    FRAMES = "MCPX_FRAMES"
+    RUNS = "MCPX_RUNS"
+    EVENTS = "MCPX_EVENTS"
+
+
+def requests_subject() -> str:
+    return f"{PREFIX}.requests"
+
+
+def frames_subject(run_id: str) -> str:
+    return f"{PREFIX}.frames.{run_id}"
+
+
+def runs_subject(run_id: str) -> str:
+    return f"{PREFIX}.runs.{run_id}"
+
+
+def events_subject() -> str:
+    return f"{PREFIX}.events"
+
+
+def lease_subject(run_id: str) -> str:
+    """Core NATS (not a stream): a worker's heartbeat for a run, each time it renews."""
+    return f"{PREFIX}.lease.{run_id}"
+
+
+def every(subject: str) -> str:
+    """The wildcard of every run's subject of the kind `subject` is (`mcpx.lease.*`)."""
+    return subject.rsplit(".", 1)[0] + ".*"
+
+
+def control_subject(run_id: str) -> str:
+    """Core NATS: `cancel` and `answer` for a run, to the worker running it."""
+    return f"{PREFIX}.control.{run_id}"
+
+
+def stream_specs(config: Config) -> tuple[StreamSpec, ...]:
+    """The streams, their retention from `config`: the frames stream holds what the
+    retained runs may (`runs.retainBytes`), the runs stream one summary for each of the last
+    `runs.retain` runs, the events stream the bus's history. Requests live in memory only:
+    they may carry the caller's environment, which is never written to a disk."""
+    return (
+        StreamSpec(
+            Stream.REQUESTS,
+            (requests_subject(),),
+            "exec requests waiting for a worker (one worker each)",
+            work_queue=True,
+            storage=Storage.MEMORY,
+            max_msgs=REQUESTS_KEPT,
+            discard_new=True,
+        ),
+        StreamSpec(
+            Stream.FRAMES,
+            (every(frames_subject("-")),),
+            "every frame of every run, one subject a run",
+            max_bytes=config.runs_retain_bytes,
+        ),
+        StreamSpec(
+            Stream.RUNS,
+            (every(runs_subject("-")),),
+            "each retained run's summary, the last one a run",
+            max_msgs=config.runs_retain,
+            max_msgs_per_subject=1,
+        ),
+        StreamSpec(
+            Stream.EVENTS,
+            (events_subject(),),
+            "the event bus of every worker and gateway",
+            max_msgs=EVENTS_KEPT,
+        ),
+    )

@@ -1,0 +1,126 @@
+"""A worker's publishing of one run: its frames to the run's subject, in order, each batch
+until JetStream has it, and its summary to the runs stream (see `worker.py`)."""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import logging
+from typing import Any, Final
+
+import orjson
+import trio
+
+from ..run.journal import RunJournal
+from ..run.scriptrun import Run
+from .jet import WRONG_LAST_SEQUENCE, ClusterDown
+from .link import Cluster
+from .names import Header, fit, frames_subject, runs_subject
+
+logger = logging.getLogger("mcpx_hooks.worker")
+
+#: A batch of frames not acknowledged within this is sent again (ids make it idempotent).
+PUBLISH_S: Final = 5.0
+#: Between two attempts at NATS after a failure.
+RETRY_S: Final = 0.5
+#: Frames in one batch at most.
+BATCH: Final = 256
+#: Batches in flight (sent, their acks not yet in) at most.
+WINDOW: Final = 8
+
+
+class Publisher:
+    def __init__(self, cluster: Cluster, lease_s: float) -> None:
+        self.cluster = cluster
+        self.lease_s = lease_s
+        #: The server's largest message (`fit`), read once connected.
+        self.max_payload = 1024 * 1024
+
+    async def publish(self, run: Run) -> None:
+        """The run's frames to its subject in order; its summary once it has begun and once
+        it has ended. The first batch (the run's claim) is sent alone until acknowledged;
+        then up to `WINDOW` batches are in flight at once. A batch not acknowledged is sent
+        again from its first frame, with all after it (ids make a frame sent twice stored
+        once)."""
+        journal, run_id = run.journal, run.request.run_id
+        at = 0
+        inflight: collections.deque[tuple[int, list[Any]]] = collections.deque()
+        while True:
+            if at < len(journal) and len(inflight) < WINDOW:
+                upto = min(len(journal), at + BATCH)
+                batch = self._batch(journal, at, upto)
+                if at == 0:
+                    if not await self.send(batch, run_id):
+                        run.cancel()  # another worker began this run: this one publishes nothing
+                        return
+                    await self.summary(journal)
+                else:
+                    try:
+                        inflight.append((at, await self.cluster.send_many(batch)))
+                    except ClusterDown as exc:
+                        at = await self._rewind(inflight, at, run_id, exc)
+                        continue
+                at = upto
+            elif inflight:
+                first, handles = inflight[0]
+                try:
+                    with trio.fail_after(PUBLISH_S):
+                        await self.cluster.acked(handles)
+                    inflight.popleft()
+                except (ClusterDown, trio.TooSlowError) as exc:
+                    at = await self._rewind(inflight, first, run_id, exc)
+            elif journal.finished and at == len(journal):
+                break
+            else:
+                await journal.wait_past(at)
+        await self.summary(journal)
+
+    def _batch(
+        self, journal: RunJournal, at: int, upto: int
+    ) -> list[tuple[str, bytes, dict[str, str]]]:
+        run_id = journal.run_id
+        subject = frames_subject(run_id)
+        batch: list[tuple[str, bytes, dict[str, str]]] = []
+        for seq in range(at, upto):
+            headers: dict[str, str] = {Header.SEQ: str(seq), Header.MSG_ID: f"{run_id}.{seq}"}
+            if seq == 0:
+                headers[Header.LAST_SUBJECT_SEQ] = "0"  # one worker starts a run
+            batch.append((subject, fit(journal.lines[seq], self.max_payload), headers))
+        return batch
+
+    async def _rewind(
+        self, inflight: collections.deque[tuple[int, list[Any]]], at: int, run_id: str, why: object
+    ) -> int:
+        """Forgets what is in flight and says where to send from again: the first frame
+        not known to be stored."""
+        logger.warning("run %s: %s; sending again", run_id, why or "no ack in time")
+        start = inflight[0][0] if inflight else at
+        with trio.move_on_after(PUBLISH_S):
+            for _, handles in inflight:
+                with contextlib.suppress(ClusterDown):
+                    await self.cluster.drop(handles)
+        inflight.clear()
+        await trio.sleep(RETRY_S)
+        return min(start, at)
+
+    async def summary(self, journal: RunJournal) -> None:
+        summary = journal.summary()
+        headers: dict[str, str] = {
+            Header.LEASE: f"{self.lease_s:g}",
+            Header.MSG_ID: f"{journal.run_id}.summary.{summary['status']}",
+        }
+        await self.send([(runs_subject(journal.run_id), orjson.dumps(summary), headers)], "")
+
+    async def send(self, batch: list[tuple[str, bytes, dict[str, str]]], run_id: str) -> bool:
+        """Publishes until acknowledged (ids make a second send a no-op); False when the
+        run's subject was not empty for its first frame."""
+        while True:
+            with trio.move_on_after(PUBLISH_S):
+                try:
+                    await self.cluster.publish_many(batch)
+                    return True
+                except ClusterDown as exc:
+                    if getattr(exc, "code", None) == WRONG_LAST_SEQUENCE:
+                        return False
+                    logger.warning("run %s: %s; sending again", run_id, exc)
+            await trio.sleep(RETRY_S)

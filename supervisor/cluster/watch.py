@@ -1,0 +1,208 @@
+"""What a gateway knows of the cluster's runs: the runs stream (each run's last summary) for
+`GET /v1/runs`, and the workers' leases, watched so that a run whose worker was lost gets
+its ending (`mirror.publish_lost`).
+
+A worker renews its lease on a run every third of the lease and says so on the run's lease
+subject (core NATS). A run the runs stream calls running, not heard of for longer than its
+lease, has lost its worker. A gateway that has just started, or that was cut off from NATS
+(a restarted server), counts every lease from the moment it can hear again: it never takes
+its own deafness for a lost worker.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from collections import OrderedDict
+from typing import Any, Final
+
+import orjson
+import trio
+
+from ..run.artifacts import ArtifactGone, Stored
+from .jet import ClusterDown
+from .link import Cluster
+from .mirror import Mirrors, publish_lost
+from .names import DEFAULT_LEASE_S, RUN_ID, Header, every, lease_subject, runs_subject
+
+logger = logging.getLogger("mcpx_hooks.cluster")
+
+#: The watch looks at the leases this often at most (and at least 4 times a lease).
+TICK_S: Final = 1.0
+
+
+def _run_id(subject: str) -> str | None:
+    run_id = subject.rsplit(".", 1)[-1]
+    return run_id if RUN_ID.fullmatch(run_id) else None
+
+
+class RunsIndex:
+    """The retained runs' summaries, newest last; the leases of those still running."""
+
+    def __init__(self, retain: int) -> None:
+        self.retain = retain
+        self._summaries: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        #: Running runs: their lease, and when this gateway last heard it renewed.
+        self._leases: dict[str, float] = {}
+        self._heard: dict[str, float] = {}
+        self._ending: set[str] = set()
+
+    # ---- RouteState (`GET /v1/runs`) ---------------------------------------------------------
+
+    def summaries(self) -> list[dict[str, Any]]:
+        return list(reversed(self._summaries.values()))
+
+    def find_artifact(self, run_id: str, artifact_id: str) -> Stored:
+        raise ArtifactGone(
+            f"run {run_id}'s artifacts stay on the worker that ran it; a gateway does not"
+            " serve them"
+        )
+
+    # ---- the streams -----------------------------------------------------------------------
+
+    def known(self, run_id: str) -> bool:
+        return run_id in self._summaries
+
+    def take_summary(self, subject: str, data: bytes, headers: dict[str, str]) -> None:
+        run_id = _run_id(subject)
+        try:
+            summary = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return
+        if run_id is None or not isinstance(summary, dict):
+            return
+        self._summaries[run_id] = summary
+        self._summaries.move_to_end(run_id)
+        while len(self._summaries) > self.retain:
+            old, _ = self._summaries.popitem(last=False)
+            self._leases.pop(old, None)
+            self._heard.pop(old, None)
+        if summary.get("status") == "running":
+            try:
+                lease = float(headers.get(Header.LEASE, DEFAULT_LEASE_S))
+            except ValueError:
+                lease = DEFAULT_LEASE_S
+            self._leases[run_id] = lease
+            self._heard.setdefault(run_id, trio.current_time())
+        else:
+            self._leases.pop(run_id, None)
+            self._heard.pop(run_id, None)
+
+    def heard(self, subject: str) -> None:
+        run_id = _run_id(subject)
+        if run_id is not None and run_id in self._leases:
+            self._heard[run_id] = trio.current_time()
+
+    def lapsed(self) -> list[str]:
+        now = trio.current_time()
+        return [
+            run_id
+            for run_id, lease in self._leases.items()
+            if now - self._heard.get(run_id, now) > lease and run_id not in self._ending
+        ]
+
+    def ending(self, run_id: str, now: bool) -> None:
+        """Marks a lapsed run as being ended (`now`) or no longer (heard anew: retried
+        after another lease if its ending did not go through)."""
+        if now:
+            self._ending.add(run_id)
+        else:
+            self._ending.discard(run_id)
+            if run_id in self._leases:
+                self._heard[run_id] = trio.current_time()
+
+    def started_at(self, run_id: str) -> object:
+        return self._summaries.get(run_id, {}).get("startedAt")
+
+    def hear_all_now(self) -> None:
+        now = trio.current_time()
+        for run_id in self._leases:
+            self._heard[run_id] = now
+
+
+async def serve_index(
+    cluster: Cluster,
+    index: RunsIndex,
+    mirrors: Mirrors,
+    *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Keeps `index` from the runs stream and the lease subjects, and ends the runs whose
+    worker was lost, until cancelled."""
+    async with trio.open_nursery() as nursery:
+        await nursery.start(_serve_summaries, cluster, index)
+        await nursery.start(_serve_heartbeats, cluster, index)
+        task_status.started()
+        await _serve_watch(cluster, index, mirrors, nursery)
+
+
+async def _serve_summaries(
+    cluster: Cluster, index: RunsIndex, task_status: trio.TaskStatus[None]
+) -> None:
+    started = False
+    while True:  # a follow cut short (NATS unreachable for long) is taken up again
+        async with cluster.follow(every(runs_subject("-"))) as batches:
+            if not started:
+                task_status.started()
+                started = True
+            async for batch in batches:
+                for message in batch:
+                    index.take_summary(message.subject, message.data, dict(message.headers))
+        await trio.sleep(TICK_S)
+
+
+async def _serve_heartbeats(
+    cluster: Cluster, index: RunsIndex, task_status: trio.TaskStatus[None]
+) -> None:
+    started = False
+    while True:
+        async with cluster.listen(every(lease_subject("-"))) as messages:
+            if not started:
+                task_status.started()
+                started = True
+            async for message in messages:
+                index.heard(message.subject)
+        index.hear_all_now()  # deaf meanwhile: no lease is judged on that
+        await trio.sleep(TICK_S)
+
+
+async def _serve_watch(
+    cluster: Cluster, index: RunsIndex, mirrors: Mirrors, nursery: trio.Nursery
+) -> None:
+    reconnects = -1
+    while True:
+        await trio.sleep(TICK_S)
+        try:
+            connected, count = await cluster.status()
+        except ClusterDown:
+            connected, count = False, reconnects
+        if not connected or count != reconnects:
+            reconnects = count
+            index.hear_all_now()
+            continue
+        for run_id in index.lapsed():
+            index.ending(run_id, now=True)
+            nursery.start_soon(_end_lost, cluster, index, mirrors, run_id)
+
+
+async def _end_lost(cluster: Cluster, index: RunsIndex, mirrors: Mirrors, run_id: str) -> None:
+    try:
+        journal = await mirrors.open(run_id)
+        ended = await publish_lost(cluster, journal, _elapsed_ms(index.started_at(run_id)))
+        if ended:
+            logger.warning("run %s: its worker was lost; ended it", run_id)
+    except ClusterDown as exc:
+        logger.warning("run %s: its worker was lost; could not end it yet: %s", run_id, exc)
+    finally:
+        index.ending(run_id, now=False)
+
+
+def _elapsed_ms(started: object) -> int:
+    if not isinstance(started, str):
+        return 0
+    try:
+        then = datetime.datetime.fromisoformat(started.replace("Z", "+00:00"))
+    except ValueError:
+        return 0
+    now = datetime.datetime.now(datetime.UTC)
+    return max(0, int((now - then).total_seconds() * 1000))

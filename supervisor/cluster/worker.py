@@ -1,0 +1,319 @@
+"""`mcpx-hooks worker --cluster nats://…`: takes exec requests from the requests stream and
+runs them with its own config, as many at once as `--concurrency` allows.
+
+For each request it takes (its lease: JetStream's ack wait, renewed every third of it while
+the run lasts, and heard by the gateways on the run's lease subject), the worker checks the
+request as a single `serve` does (per-call hooks layered over its own files, the sandboxes
+its `[service] sandboxes` allows; a refusal goes back to the exec socket as its error), runs
+it, and publishes every frame, in order, to the run's subject with its `seq` in a header.
+Each publish has an id (`runId.seq`), so one that must be sent again after a lost
+connection is taken once; the first frame also requires the subject to be empty, so a run
+is started by one worker only. A request delivered again whose run has begun was a lost
+worker's: it is not run again (a gateway ends it). The run's summary goes to the runs
+stream when it starts and ends; the request is acknowledged once `end` is published.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+import attrs
+import orjson
+import trio
+
+from ..core.answers import AnsweredBy
+from ..core.convert import to_json
+from ..core.errors import bug_summary
+from ..core.frames import EndFrame, ErrorFrame, blank
+from ..core.hooks import Config
+from ..process.signals import serve_stop_signals
+from ..run.journal import RunJournal
+from ..run.runtime import Runtime
+from ..run.scriptrun import DEFAULT_SCRIPT_TIMEOUT_MS, Run, RunRequest, execute
+from ..service.endpoints import Endpoints, allowed_sandboxes
+from ..service.logredact import open_logged_runtime
+from ..service.options import ServiceOptions
+from ..service.wire import Close, WireError, encode, parse_exec, sources
+from .events import forward_events
+from .jet import ClusterDown
+from .link import Cluster, open_cluster
+from .names import (
+    DEFAULT_LEASE_S,
+    RUN_ID,
+    Header,
+    Stream,
+    control_subject,
+    frames_subject,
+    lease_subject,
+    requests_subject,
+    stream_specs,
+)
+from .publish import PUBLISH_S, RETRY_S, Publisher
+
+logger = logging.getLogger("mcpx_hooks.worker")
+
+#: A take waits this long for a request before it looks whether to stop.
+TAKE_WAIT_S: Final = 1.0
+
+
+@attrs.frozen
+class WorkerOptions:
+    url: str
+    concurrency: int = 4
+    lease_s: float = DEFAULT_LEASE_S
+    #: Runs in progress may finish within this after the first stop signal.
+    grace_s: float = 10.0
+    cwd: str = "."
+    environ: Mapping[str, str] = attrs.field(factory=dict)
+
+
+class _Checks(Endpoints):
+    """What a single `serve` does to a request before it runs, for a worker."""
+
+    def __init__(self, runtime: Runtime, options: ServiceOptions) -> None:
+        self.runtime = runtime
+        self.options = options
+
+
+def _seal(journal: RunJournal, message: str) -> None:
+    if journal.finished:
+        return
+    if journal.outcome is None:
+        journal.append(blank(ErrorFrame, message=message))
+    journal.append(blank(EndFrame, exit_code=None, duration_ms=0))
+
+
+def _within(path: str, root: str) -> bool:
+    path, root = os.path.realpath(path), os.path.realpath(root)
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _queued(data: bytes) -> tuple[str, str] | None:
+    """A queued request's run id and the client's request text; None if it is no such."""
+    try:
+        payload = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(payload, dict):
+        return None
+    run_id, text = payload.get("runId"), payload.get("request")
+    if not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id) or not isinstance(text, str):
+        return None
+    return run_id, text
+
+
+class Worker:
+    def __init__(self, runtime: Runtime, cluster: Cluster, options: WorkerOptions) -> None:
+        self.runtime = runtime
+        self.cluster = cluster
+        self.options = options
+        self.stopping = False
+        self.active: dict[str, Run] = {}
+        self._taking = trio.CancelScope()
+        self.publisher = Publisher(cluster, options.lease_s)
+        self._checks = _Checks(
+            runtime, ServiceOptions(cwd=options.cwd, environ=dict(options.environ))
+        )
+
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Takes and runs requests until `stopping`; then waits for the runs in progress."""
+        slots = trio.Semaphore(self.options.concurrency)
+        async with trio.open_nursery() as runs:
+            task_status.started()
+            while not self.stopping:
+                await slots.acquire()
+                taken = []
+                try:
+                    with self._taking:
+                        taken = await self.cluster.take(
+                            requests_subject(), self.options.lease_s, TAKE_WAIT_S
+                        )
+                    self._taking = trio.CancelScope()
+                except ClusterDown as exc:
+                    logger.warning("cannot take requests: %s", exc)
+                    taken = []
+                    await trio.sleep(RETRY_S)
+                if not taken:
+                    slots.release()
+                    continue
+                runs.start_soon(self._take, taken[0], slots)
+
+    def stop(self) -> None:
+        """Takes no more requests (a take waiting now ends at once)."""
+        self.stopping = True
+        self._taking.cancel()
+
+    def cancel_all(self) -> None:
+        for run in list(self.active.values()):
+            run.cancel()
+
+    async def _take(self, msg: Any, slots: trio.Semaphore) -> None:
+        try:
+            await self._serve_request(msg)
+        except* Exception as group:
+            # A bug here must not come back with every delivery: the request is settled,
+            # and its client told, unless its run had begun (then it has its `end`).
+            logger.error("a request failed: %s", bug_summary(group))
+            logger.debug("a request failed", exc_info=group)
+            with trio.CancelScope(shield=True), trio.move_on_after(PUBLISH_S):
+                await self._give_up(msg, bug_summary(group))
+        finally:
+            slots.release()
+
+    async def _give_up(self, msg: Any, why: str) -> None:
+        try:
+            data, _ = await self.cluster.delivered(msg)
+            queued = _queued(data)
+            if queued is not None and not await self.cluster.last(
+                Stream.FRAMES, frames_subject(queued[0])
+            ):
+                error = WireError(Close.TRY_AGAIN, f"the worker could not run the request: {why}")
+                await self._refuse(queued[0], error)
+            await self.cluster.settle(msg)
+        except ClusterDown as exc:
+            logger.warning("a failed request is not settled: %s", exc)
+
+    async def _serve_request(self, msg: Any) -> None:
+        data, _ = await self.cluster.delivered(msg)
+        queued = _queued(data)
+        if queued is None:
+            logger.warning("a queued message that is no request, dropped")
+            await self.cluster.settle(msg)
+            return
+        run_id, text = queued
+        # Begun already: a lost worker's run (delivered again), or one whose lease lapsed
+        # while this worker did not hear (a stale delivery): never run twice.
+        if await self.cluster.last(Stream.FRAMES, frames_subject(run_id)):
+            await self.cluster.settle(msg)  # a lost worker's run: never run twice
+            return
+        async with trio.open_nursery() as lease:
+            lease.start_soon(self._keep_lease, msg, run_id)
+            try:
+                run, config = await self._prepare(run_id, text)
+            except WireError as exc:
+                await self._refuse(run_id, exc)
+            else:
+                await self._run(run, config)
+            lease.cancel_scope.cancel()
+        await self.cluster.settle(msg)
+
+    async def _keep_lease(self, msg: Any, run_id: str) -> None:
+        while True:
+            try:
+                await self.cluster.renew(msg)
+                await self.cluster.core_publish(lease_subject(run_id), b"")
+            except ClusterDown as exc:
+                logger.warning("run %s: lease not renewed: %s", run_id, exc)
+            await trio.sleep(self.options.lease_s / 3)
+
+    async def _prepare(self, run_id: str, text: str) -> tuple[Run, Config]:
+        request = parse_exec(text)
+        cwd = request.cwd or self.options.cwd
+        if not await trio.Path(cwd).is_dir():
+            raise WireError(Close.BAD_REQUEST, f"cwd: no such directory on the worker: {cwd}")
+        config = await self._checks._config_for(request, cwd)
+        profile = allowed_sandboxes(request, config)
+        run = self.runtime.new_run(
+            RunRequest(
+                script=request.script,
+                cwd=cwd,
+                stdin=request.stdin,
+                input=request.input,
+                env=request.env,
+                pass_env=request.pass_env,
+                secrets=request.secrets,
+                caller_env=request.caller_env,
+                timeout_ms=request.timeout_ms or DEFAULT_SCRIPT_TIMEOUT_MS,
+                autonomy=request.autonomy,
+                sandbox=profile,
+                sources=sources(config),
+                run_id=run_id,
+                # As a single `serve`: the cwd is the operator's grant only within the
+                # directory the worker runs in.
+                cwd_granted=_within(cwd, self.options.cwd),
+            )
+        )
+        return run, config
+
+    async def _refuse(self, run_id: str, error: WireError) -> None:
+        headers: dict[str, str] = {
+            Header.REFUSED: str(int(error.code)),
+            Header.MSG_ID: f"{run_id}.refused",
+            Header.LAST_SUBJECT_SEQ: "0",
+        }
+        line = encode(to_json(error.payload)).encode()
+        await self.publisher.send([(frames_subject(run_id), line, headers)], run_id)
+
+    async def _run(self, run: Run, config: Config) -> None:
+        run_id = run.request.run_id
+        self.active[run_id] = run
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._serve_control, run)
+                async with trio.open_nursery() as inner:
+                    inner.start_soon(self.publisher.publish, run)
+                    await self._execute(run, config)
+                nursery.cancel_scope.cancel()
+        finally:
+            del self.active[run_id]
+
+    async def _execute(self, run: Run, config: Config) -> None:
+        runtime = self.runtime
+        try:
+            await execute(run, config=config, spawner=runtime.spawner, bus=runtime.bus)
+        except* Exception as group:
+            logger.error("run %s failed: %s", run.request.run_id, bug_summary(group))
+            _seal(run.journal, f"internal error: {group.exceptions[0]!r}")
+        _seal(run.journal, "internal error: the run ended without an end frame")
+
+    async def _serve_control(self, run: Run) -> None:
+        async with self.cluster.listen(control_subject(run.request.run_id)) as messages:
+            async for msg in messages:
+                try:
+                    message = orjson.loads(msg.data)
+                except orjson.JSONDecodeError:
+                    continue
+                if not isinstance(message, dict):
+                    continue
+                if message.get("type") == "cancel":
+                    run.cancel()
+                elif message.get("type") == "answer":
+                    run.asks.answer(
+                        str(message.get("askId")), str(message.get("answer")), AnsweredBy.CLIENT
+                    )
+
+
+async def run_worker(config: Config, options: WorkerOptions, ready: Callable[[], Any]) -> None:
+    """`worker`: until SIGINT or SIGTERM. The first signal stops taking requests and lets
+    the runs in progress finish within `grace_s`, then cancels them (each still ends with
+    its `error`, suffix hooks and `end`, published); a second stops at once."""
+    async with (
+        open_logged_runtime(config) as runtime,
+        open_cluster(options.url, "mcpx-hooks worker") as cluster,
+    ):
+        await cluster.ensure_streams(stream_specs(config))
+        worker = Worker(runtime, cluster, options)
+        worker.publisher.max_payload = await cluster.max_payload()
+        async with trio.open_nursery() as nursery:
+
+            async def grace() -> None:
+                await trio.sleep(options.grace_s)
+                worker.cancel_all()
+
+            def first(sig: signal.Signals) -> None:
+                logger.warning("%s: taking no new requests", sig.name)
+                worker.stop()
+                nursery.start_soon(grace)
+
+            async def serving(task_status: trio.TaskStatus[None]) -> None:
+                await worker.serve(task_status=task_status)
+                nursery.cancel_scope.cancel()
+
+            await nursery.start(forward_events, cluster, runtime.bus)
+            await nursery.start(serve_stop_signals, nursery.cancel_scope, first, None)
+            await nursery.start(serving)
+            ready()

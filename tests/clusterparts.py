@@ -1,0 +1,206 @@
+"""Test helpers for the cluster: a real `nats-server` with JetStream on loopback, real
+`serve --cluster` gateways and `worker --cluster` workers (subprocesses), and a raw reader of
+a run's subject that sees what JetStream holds, beneath any gateway."""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import attrs
+import psutil
+import pytest
+from service_client import CLI, ENV, READY_S, Server, start_server
+
+NATS_SERVER = shutil.which("nats-server")
+
+
+def need_nats() -> str:
+    """The nats-server binary; a test without one skips, saying why (fails under CI)."""
+    if NATS_SERVER is None:
+        why = "nats-server is not installed (Debian's nats-server; make test installs it as root)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(why)
+        pytest.skip(why)
+    return NATS_SERVER
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _wait_line(proc: subprocess.Popen[str], stream: Any, needle: str, log: Path) -> str:
+    """Reads `stream` until a line holding `needle`; the process failing first fails."""
+    with selectors.DefaultSelector() as sel:
+        sel.register(stream, selectors.EVENT_READ)
+        while True:
+            line = stream.readline() if sel.select(READY_S) else ""
+            if not line:
+                proc.kill()
+                proc.wait()
+                stream.close()
+                raise AssertionError(f"not ready: {log.read_text() if log.exists() else ''}")
+            if needle in line:
+                return str(line)
+
+
+@attrs.define
+class Nats:
+    store: Path
+    port: int = attrs.field(factory=free_port)
+    proc: subprocess.Popen[str] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        binary = need_nats()
+        log = self.store.parent / "nats-server.log"
+        with log.open("a") as err:
+            self.proc = subprocess.Popen(
+                [binary, "-js", "-sd", str(self.store), "-a", "127.0.0.1", "-p", str(self.port)],
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                text=True,
+            )
+        # Ready once it takes a connection (its log says so too, but a log is no signal).
+        deadline = time.monotonic() + READY_S
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    self.stop(signal.SIGKILL)
+                    raise AssertionError(f"nats-server did not start: {log.read_text()}") from None
+                time.sleep(0.02)
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(timeout=30)
+        self.proc = None
+
+
+@attrs.define
+class Worker:
+    proc: subprocess.Popen[str]
+    log: Path
+
+    def descendants(self) -> list[psutil.Process]:
+        try:
+            return psutil.Process(self.proc.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            return []
+
+    def stop(self, sig: int | None = signal.SIGTERM) -> int:
+        family = self.descendants() if self.proc.poll() is None else []
+        if sig is not None and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        code = self.proc.wait(timeout=30)
+        assert self.proc.stdout is not None
+        self.proc.stdout.close()
+        _, alive = psutil.wait_procs(family, timeout=10)
+        assert alive == [], alive
+        return code
+
+
+def start_worker(cwd: Path, url: str, *args: str) -> Worker:
+    log = cwd / f"worker-{len(list(cwd.glob('worker-*.log')))}.log"
+    with log.open("w") as err:
+        proc = subprocess.Popen(
+            [*CLI, "worker", "--cluster", url, "--lease", "1", *args],
+            cwd=cwd,
+            env=ENV,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+        )
+    _wait_line(proc, proc.stdout, "taking runs", log)
+    return Worker(proc, log)
+
+
+def start_gateway(cwd: Path, url: str) -> Server:
+    return start_server(cwd, "--cluster", url, auth=False)
+
+
+@attrs.define
+class Cluster:
+    """nats-server, gateways and workers, all in `cwd`."""
+
+    cwd: Path
+    nats: Nats
+    gateways: list[Server] = attrs.field(factory=list)
+    workers: list[Worker] = attrs.field(factory=list)
+
+    def add_worker(self) -> Worker:
+        worker = start_worker(self.cwd, self.nats.url)
+        self.workers.append(worker)
+        return worker
+
+    def add_gateway(self) -> Server:
+        gateway = start_gateway(self.cwd, self.nats.url)
+        self.gateways.append(gateway)
+        return gateway
+
+    def worker_running(self, marker: str) -> Worker:
+        """The worker whose process tree holds a process with `marker` in its argv."""
+        pids = {w.proc.pid: w for w in self.workers}
+        for proc in psutil.process_iter(["cmdline"]):
+            if marker in " ".join(proc.info["cmdline"] or ()):
+                for parent in proc.parents():
+                    if parent.pid in pids:
+                        return pids[parent.pid]
+        raise AssertionError(f"no worker runs {marker}")
+
+    def stop(self) -> None:
+        for worker in self.workers:
+            worker.stop(None if worker.proc.poll() is not None else signal.SIGTERM)
+        for gateway in self.gateways:
+            gateway.stop(None if gateway.proc.poll() is not None else signal.SIGTERM)
+        self.nats.stop()
+
+
+def open_cluster(cwd: Path, gateways: int, workers: int) -> Cluster:
+    nats = Nats(cwd / "jetstream")
+    nats.start()
+    cluster = Cluster(cwd, nats)
+    try:
+        for _ in range(gateways):
+            cluster.add_gateway()
+        for _ in range(workers):
+            cluster.add_worker()
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
+
+
+async def raw_frames(url: str, run_id: str) -> list[tuple[int, dict[str, Any]]]:
+    """Every message JetStream holds on the run's subject: (its seq header, the frame)."""
+    import nats
+
+    nc = await nats.connect(url)
+    try:
+        js = nc.jetstream()
+        sub = await js.subscribe(f"mcpx.frames.{run_id}", ordered_consumer=True)
+        found = []
+        while True:
+            msg = await sub.next_msg(timeout=5)
+            found.append((int((msg.headers or {})["Mcpx-Seq"]), json.loads(msg.data)))
+            if msg.metadata.num_pending == 0:
+                return found
+    finally:
+        await nc.close()

@@ -1,0 +1,337 @@
+"""The cluster with real parts: nats-server with JetStream on loopback, two gateways
+(`serve --cluster`), three workers (`worker --cluster --lease 1`), clients of another
+library. Every row of docs/cluster.md's failure table is a test here: a worker lost mid-run
+(SIGKILL), a gateway lost, NATS restarted, a slow consumer; and every stream keeps the order
+of a run's frames (`check_order`), as JetStream holds it and as each gateway serves it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from clusterparts import Cluster, need_nats, open_cluster, raw_frames
+from service_client import Server, Stream, arun, open_ws, read_all, read_until, run_remote
+
+from mcpx_hooks.supervisor.core.frames import check_order
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    need_nats()
+    cwd = tmp_path_factory.mktemp("cluster")
+    parts = open_cluster(cwd, gateways=2, workers=3)
+    try:
+        yield parts
+    finally:
+        parts.stop()
+
+
+def http_json(server: Server, path: str) -> Any:
+    with urllib.request.urlopen(f"http://127.0.0.1:{server.port}{path}", timeout=10) as r:
+        return json.loads(r.read())
+
+
+def argv(script: str, marker: str = "mcpx-cluster") -> list[str]:
+    return ["sh", "-c", script, marker]
+
+
+async def follow(server: Server, run_id: str, start: int = 0) -> Stream:
+    async with open_ws(server, f"/v1/runs/{run_id}?from={start}") as ws:
+        return await read_all(ws)
+
+
+def assert_whole(frames: list[dict[str, Any]]) -> None:
+    check_order(frames)
+    assert [f["seq"] for f in frames] == list(range(len(frames)))
+
+
+def assert_raw_whole(cluster: Cluster, run_id: str) -> list[dict[str, Any]]:
+    """What JetStream holds for the run: each seq once, in order, the order of a run."""
+    raw = arun(raw_frames(cluster.nats.url, run_id))
+    assert [seq for seq, _ in raw] == list(range(len(raw)))
+    frames = [frame for _, frame in raw]
+    assert_whole(frames)
+    return frames
+
+
+def test_a_run_through_one_gateway_is_followed_on_another(cluster: Cluster) -> None:
+    a, b = cluster.gateways[:2]
+    ran = arun(run_remote(a, {"argv": argv("echo one; echo two; echo '{\"n\": 3}'")}))
+    assert ran.code == 1000, ran
+    assert_whole(ran.frames)
+    assert [f["text"] for f in ran.frames if f["type"] == "stdout"] == ["one", "two", '{"n": 3}']
+    assert ran.frames[-2]["type"] == "result"
+    run_id = ran.frames[0]["runId"]
+    seen = arun(follow(b, run_id))
+    assert seen.frames == ran.frames and seen.code == 1000
+    later = arun(follow(b, run_id, 2))
+    assert later.frames == ran.frames[2:]
+    assert assert_raw_whole(cluster, run_id) == ran.frames
+    past = arun(follow(b, run_id, len(ran.frames) + 1))
+    assert past.code == 4416
+    runs = http_json(b, "/v1/runs")
+    mine = next(r for r in runs if r["runId"] == run_id)
+    assert mine["status"] == "result" and mine["exitCode"] == 0 and mine["argv"][0] == "sh"
+
+
+def test_the_events_of_every_part_come_from_one_stream(cluster: Cluster) -> None:
+    a, b = cluster.gateways[:2]
+    ran = arun(run_remote(a, {"argv": argv("echo hi")}))
+    run_id = ran.frames[0]["runId"]
+
+    async def events() -> list[dict[str, Any]]:
+        async with open_ws(b, "/v1/events?kinds=run&since=0") as ws:
+            stream = Stream()
+            await read_until(
+                ws, stream, lambda e: e.get("runId") == run_id and e["kind"] == "run.finished"
+            )
+            return stream.objects
+
+    got = arun(events())
+    assert all(e["kind"].startswith("run.") for e in got)
+    seqs = [e["seq"] for e in got]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+    mine = [e["kind"] for e in got if e.get("runId") == run_id]
+    assert mine == ["run.started", "run.finished"]
+    ahead = arun(run_remote_events(b, "/v1/events?since=99999999"))
+    assert ahead.code == 4416
+
+
+async def run_remote_events(server: Server, path: str) -> Stream:
+    async with open_ws(server, path) as ws:
+        return await read_all(ws)
+
+
+def test_runs_at_once_are_each_taken_by_one_worker(cluster: Cluster) -> None:
+    a, b = cluster.gateways[:2]
+    marker = f"mcpx-test-{uuid.uuid4().hex}"
+
+    async def many() -> list[Stream]:
+        return await asyncio.gather(
+            *(
+                run_remote(a if i % 2 else b, {"argv": argv(f"sleep 0.3; echo {i}", marker)})
+                for i in range(6)
+            )
+        )
+
+    runs = arun(many())
+    for i, ran in enumerate(runs):
+        assert ran.code == 1000
+        assert [f["text"] for f in ran.frames if f["type"] == "stdout"] == [str(i)]
+        frames = assert_raw_whole(cluster, ran.frames[0]["runId"])
+        assert [f["type"] for f in frames].count("start") == 1
+
+
+def test_a_worker_lost_mid_run_ends_it_once_with_worker_lost(cluster: Cluster) -> None:
+    a, b = cluster.gateways[:2]
+    marker = f"mcpx-test-{uuid.uuid4().hex}"
+
+    async def lose() -> tuple[Stream, Stream]:
+        async with open_ws(a, "/v1/exec") as ws:
+            await ws.send(json.dumps({"argv": argv("echo begun; sleep 60", marker)}))
+            seen = Stream()
+            await read_until(ws, seen, lambda f: f.get("type") == "stdout")
+            run_id = seen.frames[0]["runId"]
+            worker = cluster.worker_running(marker)
+            cluster.workers.remove(worker)
+            family = worker.descendants()
+            assert any(marker in " ".join(p.cmdline()) for p in family)
+            worker.proc.send_signal(signal.SIGKILL)
+            worker.stop(None)
+            # Every process it had, the script's included, goes with it.
+            _, alive = psutil.wait_procs(family, timeout=10)
+            assert alive == []
+            await read_all(ws, seen)
+        return seen, await follow(b, run_id)
+
+    seen, other = arun(lose())
+    assert_whole(seen.frames)
+    assert seen.frames[-2]["type"] == "error" and seen.frames[-2]["message"] == "worker lost"
+    assert seen.frames[-1]["type"] == "end" and seen.frames[-1]["exitCode"] is None
+    assert other.frames == seen.frames
+    # Both gateways saw the lapse; JetStream holds one error and one end.
+    raw = assert_raw_whole(cluster, seen.frames[0]["runId"])
+    assert [f["type"] for f in raw].count("error") == 1 and raw == seen.frames
+    summary = next(r for r in http_json(b, "/v1/runs") if r["runId"] == raw[0]["runId"])
+    assert summary["status"] == "error"
+    cluster.add_worker()
+
+
+def test_a_client_of_a_lost_gateway_resumes_on_another(cluster: Cluster) -> None:
+    doomed = cluster.add_gateway()
+    b = cluster.gateways[1]
+
+    async def resume() -> tuple[list[dict[str, Any]], Stream]:
+        async with open_ws(doomed, "/v1/exec") as ws:
+            await ws.send(json.dumps({"argv": argv("echo one; sleep 1; echo two")}))
+            seen = Stream()
+            await read_until(ws, seen, lambda f: f.get("text") == "one")
+            doomed.proc.send_signal(signal.SIGKILL)
+            doomed.stop(None)
+            cluster.gateways.remove(doomed)
+        first = seen.frames
+        return first, await follow(b, first[0]["runId"], len(first))
+
+    first, rest = arun(resume())
+    whole = first + rest.frames
+    assert_whole(whole)
+    assert [f["text"] for f in whole if f["type"] == "stdout"] == ["one", "two"]
+    assert whole[-2]["type"] == "result"
+
+
+def test_a_slow_consumer_loses_nothing_and_slows_nothing(cluster: Cluster) -> None:
+    a, b = cluster.gateways[:2]
+    lines = 20_000
+
+    async def slow() -> tuple[Stream, Stream]:
+        async with open_ws(a, "/v1/exec") as ws:
+            await ws.send(json.dumps({"argv": argv(f"seq 1 {lines}")}))
+            fast = Stream()
+            await read_until(ws, fast, lambda f: f.get("type") == "start")
+            run_id = fast.frames[0]["runId"]
+            # The follower on the other gateway reads nothing until the run has ended.
+            async with open_ws(b, f"/v1/runs/{run_id}?from=0", max_queue=1) as lagging:
+                await read_all(ws, fast)
+                return fast, await read_all(lagging)
+
+    fast, lagging = arun(slow())
+    assert fast.code == 1000 and lagging.code == 1000
+    assert_whole(lagging.frames)
+    assert lagging.frames == fast.frames
+    assert sum(f["type"] == "stdout" for f in fast.frames) == lines
+
+
+def test_cancel_and_refusals_go_through_a_gateway(cluster: Cluster) -> None:
+    a = cluster.gateways[0]
+
+    async def cancel() -> Stream:
+        async with open_ws(a, "/v1/exec") as ws:
+            await ws.send(json.dumps({"argv": argv("echo up; sleep 60")}))
+            seen = Stream()
+            await read_until(ws, seen, lambda f: f.get("type") == "stdout")
+            await ws.send(json.dumps({"type": "cancel"}))
+            return await read_all(ws, seen)
+
+    seen = arun(cancel())
+    assert_whole(seen.frames)
+    assert seen.frames[-2]["type"] == "error" and "cancel" in seen.frames[-2]["message"]
+    refused = arun(run_remote(a, {"argv": ["true"], "sandbox": "none"}))
+    assert refused.code == 4400 and refused.frames == []
+    assert "not allowed" in refused.errors[0]["message"]
+    bad = arun(run_remote(a, {"argv": ["true"], "nonsense": 1}))
+    assert bad.code == 4400
+    missing = arun(follow(a, "no.such*run"))
+    assert missing.code == 4404
+
+
+def test_hostile_queue_messages_are_dropped_and_the_workers_go_on(cluster: Cluster) -> None:
+    import nats
+
+    async def garbage() -> None:
+        nc = await nats.connect(cluster.nats.url)
+        js = nc.jetstream()
+        for data in (
+            b"",
+            b"\xff\xfe",
+            b"[]",
+            b'{"runId": "x.y", "request": "{}"}',
+            b'{"runId": "abc", "request": "not json"}',
+            b"{" * 10_000,
+        ):
+            await js.publish("mcpx.requests", data)
+        await nc.close()
+
+    arun(garbage())
+    ran = arun(run_remote(cluster.gateways[0], {"argv": argv("echo still")}))
+    assert ran.code == 1000 and ran.frames[-2]["type"] == "result"
+    assert all(w.proc.poll() is None for w in cluster.workers)
+    for worker in cluster.workers:
+        assert "Traceback" not in worker.log.read_text()
+
+
+def test_nats_restarted_runs_keep_their_order(cluster: Cluster) -> None:
+    a, b = cluster.gateways[:2]
+
+    async def through_restart() -> Stream:
+        async with open_ws(a, "/v1/exec") as ws:
+            await ws.send(json.dumps({"argv": argv("echo one; sleep 2; echo two")}))
+            seen = Stream()
+            await read_until(ws, seen, lambda f: f.get("text") == "one")
+            cluster.nats.stop()
+            cluster.nats.start()
+            return await read_all(ws, seen)
+
+    seen = arun(through_restart())
+    assert seen.code == 1000
+    assert_whole(seen.frames)
+    assert [f["text"] for f in seen.frames if f["type"] == "stdout"] == ["one", "two"]
+    assert arun(follow(b, seen.frames[0]["runId"])).frames == seen.frames
+    after = arun(run_remote(b, {"argv": argv("echo after")}))
+    assert after.code == 1000 and after.frames[-2]["type"] == "result"
+    assert_raw_whole(cluster, after.frames[0]["runId"])
+    for part in [*cluster.workers, *cluster.gateways]:
+        log = part.log if isinstance(part.log, Path) else part.stderr
+        assert "Traceback" not in Path(str(log)).read_text()
+
+
+def test_a_frame_too_large_for_one_message_keeps_its_place(cluster: Cluster) -> None:
+    # One line on the frames channel: a 2 MB result, over NATS's 1 MiB message size.
+    big = (
+        'exec 3>&"$MCPX_FRAMES_FD"; printf \'{"type": "result", "value": "\' >&3;'
+        " head -c 2000000 /dev/zero | tr '\\0' x >&3; printf '\"}\\n' >&3"
+    )
+    ran = arun(run_remote(cluster.gateways[0], {"argv": argv(big)}))
+    assert ran.code == 1000
+    assert_whole(ran.frames)
+    result = ran.frames[-2]
+    assert result["type"] == "result" and result["value"] is None
+    assert "over the cluster's message size" in result["advice"][-1]
+    assert assert_raw_whole(cluster, ran.frames[0]["runId"]) == ran.frames
+
+
+def asking_hook() -> dict[str, Any]:
+    ask = {"ask": {"question": "ship it?", "default": "no", "deadlineMs": 60_000}}
+    return {
+        "name": "gate",
+        "on": "script",
+        "phase": "before",
+        "effect": "ask",
+        "sandbox": "workspace",
+        "run": ["sh", "-c", f"cat >/dev/null; echo '{json.dumps(ask)}'"],
+    }
+
+
+def test_an_ask_is_answered_by_a_follower_on_another_gateway(cluster: Cluster) -> None:
+    a, b = cluster.gateways[:2]
+
+    async def answer() -> tuple[Stream, Stream]:
+        async with open_ws(a, "/v1/exec") as ws:
+            await ws.send(json.dumps({"argv": ["echo", "7"], "hooks": [asking_hook()]}))
+            started = Stream()
+            ask = await read_until(ws, started, lambda o: o.get("type") == "ask")
+            async with open_ws(b, f"/v1/runs/{ask['runId']}?from=0") as follower:
+                followed = Stream()
+                await read_until(follower, followed, lambda o: o.get("type") == "ask")
+                reply = {"type": "answer", "askId": ask["askId"], "answer": "yes"}
+                await follower.send(json.dumps(reply))
+                await read_until(follower, followed, lambda o: o.get("type") == "hook")
+                await follower.send(json.dumps(reply))  # a second answer: told, not taken
+                await read_all(follower, followed)
+            return await read_all(ws, started), followed
+
+    started, followed = arun(answer())
+    assert started.code == followed.code == 1000
+    assert_whole(started.frames)
+    assert started.frames == followed.frames
+    (gate,) = [f for f in started.frames if f["type"] == "hook"]
+    assert gate["asked"] == {"question": "ship it?", "answer": "yes", "by": "client"}
+    assert started.frames[-2]["type"] == "result" and started.frames[-2]["value"] == 7
+    assert "the first counts" in followed.errors[0]["message"]

@@ -1,0 +1,246 @@
+"""The cluster's parts on their own: the asyncio bridge under Trio (order, backpressure,
+errors, cancellation, nothing left running), the names table, the command line's flags,
+`doctor --cluster` against a real nats-server, and a single-machine `serve` that never
+imports nats."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from clusterparts import Nats, free_port
+from service_client import CLI, ENV
+
+from mcpx_hooks.supervisor.cluster.bridge import Deliver, open_bridge
+from mcpx_hooks.supervisor.cluster.names import RUN_ID, Stream, stream_specs
+from mcpx_hooks.supervisor.config.loading import load_config
+from mcpx_hooks.supervisor.run.hookcontext import new_run_id
+
+
+def _threads() -> set[str]:
+    return {t.name for t in threading.enumerate()}
+
+
+async def test_the_bridge_calls_asyncio_and_gives_back_results_and_errors() -> None:
+    async def double(x: int) -> int:
+        await asyncio.sleep(0)
+        return 2 * x
+
+    async def fail() -> None:
+        raise ValueError("from asyncio")
+
+    async with open_bridge() as bridge:
+        assert await bridge.call(double, 21) == 42
+        with pytest.raises(ValueError, match="from asyncio"):
+            await bridge.call(fail)
+    assert "mcpx-nats" not in _threads()
+
+
+async def test_a_stream_keeps_order_and_holds_the_producer_back_while_the_reader_lags() -> None:
+    produced: list[int] = []
+
+    async def producer(deliver: Deliver) -> None:
+        for i in range(200):
+            await deliver(i)
+            produced.append(i)
+
+    got: list[int] = []
+    async with open_bridge() as bridge, bridge.stream(producer, bound=4) as items:
+        async for item in items:
+            # Never more ahead of the reader than the channel holds (and one in hand, one
+            # being handed over).
+            assert len(produced) - len(got) <= 4 + 2
+            got.append(item)
+            if item % 50 == 0:
+                await trio.sleep(0.01)  # a slow reader
+    assert got == list(range(200))
+
+
+async def test_leaving_a_stream_early_cancels_its_producer() -> None:
+    stopped = threading.Event()
+
+    async def forever(deliver: Deliver) -> None:
+        try:
+            i = 0
+            while True:
+                await deliver(i)
+                i += 1
+        finally:
+            stopped.set()
+
+    async with open_bridge() as bridge:
+        async with bridge.stream(forever, bound=2) as items:
+            assert await items.receive() == 0
+        assert stopped.is_set()
+    assert "mcpx-nats" not in _threads()
+
+
+async def test_a_cancelled_call_cancels_its_asyncio_task() -> None:
+    cancelled = threading.Event()
+
+    async def wait_long() -> None:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    async with open_bridge() as bridge:
+        with trio.move_on_after(0.1):
+            await bridge.call(wait_long)
+        assert await trio.to_thread.run_sync(cancelled.wait, 10)
+
+
+def test_the_names_fit_subjects_and_the_retention_follows_the_config(tmp_path: Path) -> None:
+    assert RUN_ID.fullmatch(new_run_id())
+    for hostile in ("a.b", "*", ">", "", "x" * 65, "a b"):
+        assert not RUN_ID.fullmatch(hostile)
+    (tmp_path / "c.toml").write_text("[runs]\nretain = 7\n")
+    config = load_config([str(tmp_path / "c.toml")], cwd=tmp_path, environ={}, discover=False)
+    specs = {s.name: s for s in stream_specs(config)}
+    assert set(specs) == set(Stream)
+    assert specs[Stream.RUNS].max_msgs == 7 and specs[Stream.RUNS].max_msgs_per_subject == 1
+    assert specs[Stream.FRAMES].max_bytes == config.runs_retain_bytes
+    assert specs[Stream.REQUESTS].work_queue and specs[Stream.REQUESTS].storage == "memory"
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, *args], check=False, cwd=cwd, env=ENV, capture_output=True, text=True, timeout=60
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("serve", "--cluster", "http://x:1"), "--cluster: expected nats://HOST:PORT"),
+        (("serve", "--cluster", "nats://127.0.0.1"), "--cluster: expected nats://HOST:PORT"),
+        (("worker", "--cluster", "nats://a b:1"), "--cluster: expected nats://HOST:PORT"),
+        (("worker", "--cluster", "nats://h:1", "--concurrency", "0"), "--concurrency"),
+        (("worker", "--cluster", "nats://h:1", "--lease", "nan"), "--lease"),
+    ],
+)
+def test_wrong_cluster_flags_exit_2_naming_the_flag(
+    tmp_path: Path, args: tuple[str, ...], says: str
+) -> None:
+    done = cli(*args, cwd=tmp_path)
+    assert done.returncode == 2, done
+    assert says in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_worker_or_gateway_without_nats_says_so_and_exits_1(tmp_path: Path) -> None:
+    url = f"nats://127.0.0.1:{free_port()}"
+    for args in (
+        ("worker", "--cluster", url),
+        ("serve", "--no-auth", "--port", "0", "--cluster", url),
+    ):
+        done = cli(*args, cwd=tmp_path)
+        assert done.returncode == 1, done
+        assert f"cannot reach NATS at {url}" in done.stderr
+        assert "Traceback" not in done.stderr
+
+
+def test_doctor_checks_the_cluster(tmp_path: Path) -> None:
+    nats = Nats(tmp_path / "jetstream")
+    nats.start()
+    try:
+        done = cli("doctor", "--cluster", nats.url, cwd=tmp_path)
+        assert "ok       server    reachable" in done.stdout
+        assert "ok       jetstream on" in done.stdout
+        assert "MISSING  MCPX_FRAMES" in done.stdout  # no gateway or worker made them yet
+        assert done.returncode == 1
+    finally:
+        nats.stop()
+    down = cli("doctor", "--cluster", nats.url, cwd=tmp_path)
+    assert down.returncode == 1 and "DOWN     cannot reach NATS" in down.stdout
+
+
+def test_the_single_machine_serve_imports_no_nats() -> None:
+    code = (
+        "import sys, json\n"
+        "import mcpx_hooks.supervisor.cli.serve, mcpx_hooks.supervisor.service.server\n"
+        "import mcpx_hooks.supervisor.cli.doctor, mcpx_hooks.supervisor.cli.parser\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'nats')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    loaded: list[Any] = json.loads(done.stdout)
+    assert loaded == []
+
+
+def test_fit_keeps_a_frame_s_place_and_type() -> None:
+    import orjson
+
+    from mcpx_hooks.supervisor.cluster.names import fit
+
+    small = orjson.dumps({"type": "stdout", "seq": 3, "text": "hi"})
+    assert fit(small, 1 << 20) is small
+    out = orjson.loads(fit(orjson.dumps({"type": "emit", "seq": 4, "value": "x" * 9000}), 8192))
+    assert out["type"] == "warning" and out["seq"] == 4
+    hook = {"type": "hook", "seq": 5, "phase": "before", "name": "h", "stderrTail": "y" * 9000}
+    kept = orjson.loads(fit(orjson.dumps(hook), 8192))
+    assert kept == {k: v for k, v in hook.items() if k != "stderrTail"}
+
+
+async def test_two_gateways_ending_one_lost_run_at_once_end_it_once(tmp_path: Path) -> None:
+    """The idempotence of `publish_lost`: two gateways' connections, each with its own
+    mirror of a run whose worker is gone, end it at the same moment; JetStream holds one
+    `error` "worker lost" and one `end`."""
+    from clusterparts import raw_frames
+
+    from mcpx_hooks.supervisor.cluster.link import open_cluster
+    from mcpx_hooks.supervisor.cluster.mirror import Mirrors, publish_lost
+    from mcpx_hooks.supervisor.cluster.names import Header, frames_subject
+    from mcpx_hooks.supervisor.core.frames import check_order
+
+    nats = Nats(tmp_path / "jetstream")
+    await trio.to_thread.run_sync(nats.start)
+    try:
+        config = load_config([], cwd=tmp_path, environ={}, discover=False)
+        run_id = new_run_id()
+        start = {
+            "type": "start",
+            "runId": run_id,
+            "seq": 0,
+            "at": "2026-01-01T00:00:00.000Z",
+            "argv": ["true"],
+            "cwd": "/",
+            "sandbox": "workspace",
+        }
+        async with (
+            open_cluster(nats.url, "one") as one,
+            open_cluster(nats.url, "two") as two,
+            trio.open_nursery() as nursery,
+        ):
+            await one.ensure_streams(stream_specs(config))
+            headers = {Header.SEQ: "0", Header.MSG_ID: f"{run_id}.0"}
+            await one.publish(frames_subject(run_id), json.dumps(start).encode(), headers)
+            mirrors = [Mirrors(c, nursery, 8, 1 << 20, 1 << 30) for c in (one, two)]
+            journals = [await m.open(run_id) for m in mirrors]
+            assert all(len(j) == 1 for j in journals)
+            ended: list[bool] = []
+
+            async def end(cluster: Any, journal: Any) -> None:
+                ended.append(await publish_lost(cluster, journal, 5))
+
+            async with trio.open_nursery() as both:
+                both.start_soon(end, one, journals[0])
+                both.start_soon(end, two, journals[1])
+            nursery.cancel_scope.cancel()
+        raw = await trio.to_thread.run_sync(lambda: asyncio.run(raw_frames(nats.url, run_id)))
+        assert [seq for seq, _ in raw] == [0, 1, 2]
+        frames = [f for _, f in raw]
+        check_order(frames)
+        assert [f["type"] for f in frames] == ["start", "error", "end"]
+        assert frames[1]["message"] == "worker lost"
+        assert True in ended
+    finally:
+        await trio.to_thread.run_sync(nats.stop)
