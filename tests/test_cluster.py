@@ -20,7 +20,7 @@ import pytest
 from clusterparts import Cluster, need_nats, open_cluster, raw_frames
 from service_client import Server, Stream, arun, open_ws, read_all, read_until, run_remote
 
-from mcpx_hooks.supervisor.core.frames import check_order
+from mcpx_hooks.supervisor.core.order import check_order
 
 
 @pytest.fixture(scope="module")

@@ -199,7 +199,7 @@ async def test_two_gateways_ending_one_lost_run_at_once_end_it_once(tmp_path: Pa
     from mcpx_hooks.supervisor.cluster.link import open_cluster
     from mcpx_hooks.supervisor.cluster.mirror import Mirrors, publish_lost
     from mcpx_hooks.supervisor.cluster.names import Header, frames_subject
-    from mcpx_hooks.supervisor.core.frames import check_order
+    from mcpx_hooks.supervisor.core.order import check_order
 
     nats = Nats(tmp_path / "jetstream")
     await trio.to_thread.run_sync(nats.start)

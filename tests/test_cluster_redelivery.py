@@ -14,7 +14,7 @@ from service_client import Stream, arun, open_ws, read_all
 
 from mcpx_hooks.supervisor.cluster.names import WORKERS_CONSUMER
 from mcpx_hooks.supervisor.cluster.names import Stream as Streams
-from mcpx_hooks.supervisor.core.frames import check_order
+from mcpx_hooks.supervisor.core.order import check_order
 
 
 def test_a_request_taken_but_never_started_is_run_by_another_worker(tmp_path: Path) -> None:
