@@ -16,7 +16,6 @@ stream when it starts and ends; the request is acknowledged once `end` is publis
 from __future__ import annotations
 
 import logging
-import os
 import signal
 from collections.abc import Callable, Mapping
 from typing import Any, Final
@@ -33,11 +32,11 @@ from ..core.hooks import Config
 from ..process.signals import serve_stop_signals
 from ..run.journal import RunJournal
 from ..run.runtime import Runtime
-from ..run.scriptrun import DEFAULT_SCRIPT_TIMEOUT_MS, Run, RunRequest, execute
-from ..service.endpoints import Endpoints, allowed_sandboxes
+from ..run.scriptrun import Run, execute
+from ..service.endpoints import Endpoints, allowed_sandboxes, run_request
 from ..service.logredact import open_logged_runtime
 from ..service.options import ServiceOptions
-from ..service.wire import Close, WireError, encode, parse_exec, sources
+from ..service.wire import Close, WireError, encode, parse_exec
 from .events import forward_events
 from .jet import ClusterDown
 from .link import Cluster, open_cluster
@@ -85,11 +84,6 @@ def _seal(journal: RunJournal, message: str) -> None:
     if journal.outcome is None:
         journal.append(blank(ErrorFrame, message=message))
     journal.append(blank(EndFrame, exit_code=None, duration_ms=0))
-
-
-def _within(path: str, root: str) -> bool:
-    path, root = os.path.realpath(path), os.path.realpath(root)
-    return path == root or path.startswith(root.rstrip("/") + "/")
 
 
 def _queued(data: bytes) -> tuple[str, str] | None:
@@ -217,25 +211,10 @@ class Worker:
             raise WireError(Close.BAD_REQUEST, f"cwd: no such directory on the worker: {cwd}")
         config = await self._checks._config_for(request, cwd)
         profile = allowed_sandboxes(request, config)
+        # As a single `serve`: the cwd is the operator's grant only within the directory the
+        # worker runs in.
         run = self.runtime.new_run(
-            RunRequest(
-                script=request.script,
-                cwd=cwd,
-                stdin=request.stdin,
-                input=request.input,
-                env=request.env,
-                pass_env=request.pass_env,
-                secrets=request.secrets,
-                caller_env=request.caller_env,
-                timeout_ms=request.timeout_ms or DEFAULT_SCRIPT_TIMEOUT_MS,
-                autonomy=request.autonomy,
-                sandbox=profile,
-                sources=sources(config),
-                run_id=run_id,
-                # As a single `serve`: the cwd is the operator's grant only within the
-                # directory the worker runs in.
-                cwd_granted=_within(cwd, self.options.cwd),
-            )
+            run_request(request, cwd, config, profile, self.options.cwd, run_id=run_id)
         )
         return run, config
 

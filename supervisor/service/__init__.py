@@ -23,7 +23,7 @@ __all__, __getattr__, __dir__ = exports(
             "remove_token_file",
         ),
         "connection": ("ConnectionClosed", "ServerConnection"),
-        "endpoints": ("Endpoints", "allowed_sandboxes"),
+        "endpoints": ("Endpoints", "allowed_sandboxes", "run_request"),
         "httpclient": ("artifact_path", "get_json", "open_get"),
         "logredact": ("open_logged_runtime",),
         "answering": ("AskWatcher", "Deliver", "Responder"),

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from functools import partial
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import attrs
 import trio
@@ -86,26 +86,7 @@ class Endpoints:
                 Close.TRY_AGAIN,
                 f"too many runs in progress (the cap is {self.limits.max_runs}); try again later",
             )
-        run = self.runtime.new_run(
-            RunRequest(
-                script=request.script,
-                cwd=cwd,
-                stdin=request.stdin,
-                input=request.input,
-                env=request.env,
-                pass_env=request.pass_env,
-                secrets=request.secrets,
-                caller_env=request.caller_env,
-                timeout_ms=request.timeout_ms or DEFAULT_SCRIPT_TIMEOUT_MS,
-                autonomy=request.autonomy,
-                sandbox=profile,
-                sources=sources(config),
-                # A client's cwd is its choice, not the operator's grant, unless it lies
-                # where `serve` runs (docs/sandbox.md).
-                cwd_granted=_within(cwd, self.options.cwd),
-                placeholders=request.placeholders,
-            )
-        )
+        run = self.runtime.new_run(run_request(request, cwd, config, profile, self.options.cwd))
         self._start_run(run, config)
         wake.idle = False
         ending = await self.streams.stream_run(conn, run.journal, 0, wake, run=run, cancels=True)
@@ -168,6 +149,32 @@ class Endpoints:
         warnings = tuple(dict.fromkeys((*config.warnings, *layered.warnings)))
         skipped = tuple(dict.fromkeys((*config.skipped, *layered.skipped)))
         return attrs.evolve(layered, warnings=warnings, skipped=skipped)
+
+
+def run_request(
+    request: ExecRequest, cwd: str, config: Config, profile: Profile, served_from: str, **more: Any
+) -> RunRequest:
+    """The run an admitted exec request asks for, in `cwd` with the server's `config` and the
+    sandbox `profile` it allows, as `serve` (and a cluster's worker, `more` giving its run id)
+    starts it. A client's cwd is its choice, not the operator's grant, unless it lies where
+    the server runs, `served_from` (docs/sandbox.md)."""
+    return RunRequest(
+        script=request.script,
+        cwd=cwd,
+        stdin=request.stdin,
+        input=request.input,
+        env=request.env,
+        pass_env=request.pass_env,
+        secrets=request.secrets,
+        caller_env=request.caller_env,
+        timeout_ms=request.timeout_ms or DEFAULT_SCRIPT_TIMEOUT_MS,
+        autonomy=request.autonomy,
+        sandbox=profile,
+        sources=sources(config),
+        cwd_granted=_within(cwd, served_from),
+        placeholders=request.placeholders,
+        **more,
+    )
 
 
 def _within(path: str, root: str) -> bool:
