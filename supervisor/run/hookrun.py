@@ -17,15 +17,16 @@ import attrs
 import trio
 
 from ..core.answers import Answer, Asked, Refusal, bound_answer
-from ..core.effects import REFUSING, Clamp, clamp
+from ..core.effects import REFUSING, Clamp, Effect, clamp
 from ..core.errors import ProfileUnavailable, SandboxUnavailable, SpawnError
 from ..core.frames import HookFrame, HookStatus, Ran, Resources, blank
 from ..core.hooks import STDERR_TAIL_BYTES, Action, Failure, Hook, SourceKind
+from ..core.passenv import Passed
 from ..process import sandbox
 from ..process.child import Outcome
 from ..process.scratch import scratch_dir
 from ..process.spawner import Spawner
-from ..process.spawnspec import ChildSpec
+from ..process.spawnspec import ChildSpec, ModuleCall
 from .hookcontext import (
     HookContext,
     hook_argv,
@@ -74,24 +75,19 @@ async def run_hook(spawner: Spawner, hook: Hook, ctx: HookContext) -> HookReport
         return frame.failed(HookStatus.FAILED, passed.problem, started)
     with scratch_dir("hook-") as scratch:
         try:
-            rlimits, plan = sandbox.plan(
-                hook.sandbox,
+            argv, module = hook_argv(hook), hook_module(hook)
+            spec = child_spec(
                 spawner,
+                hook,
+                clamped.effect,
+                ctx,
                 scratch=scratch,
-                dirs=(hook.declaring_dir, hook.workdir),
-                workdir=hook.workdir,
-                granted=_granted(hook, ctx),
-                paths=hook.paths,
-                limits=hook.limits,
-            )
-            env = hook_environment(hook, clamped.effect, ctx, scratch, os.environ, passed=passed)
-            argv = hook_argv(hook)
-            sandbox.check_program(
-                argv[0], cwd=hook.workdir, env=env, plan=plan, profile=hook.sandbox
+                passed=passed,
+                argv=argv,
+                module=module,
             )
         except SandboxUnavailable as exc:  # refused before the spawner is asked
             return frame.failed(HookStatus.FAILED, _unavailable(exc, ctx), started)
-        spec = ChildSpec(argv, hook.workdir, env, rlimits, plan, hook_module(hook))
         stdin = json.dumps(hook_input(hook, clamped.effect, ctx)).encode()
         try:
             outcome, timed_out = await _run_child(spawner, spec, stdin, hook)
@@ -102,6 +98,35 @@ async def run_hook(spawner: Spawner, hook: Hook, ctx: HookContext) -> HookReport
             ran = await _run_command(spawner, report.answer.run, spec, hook)
             report = attrs.evolve(report, frame=attrs.evolve(report.frame, ran=ran))
         return report
+
+
+def child_spec(
+    spawner: Spawner,
+    hook: Hook,
+    effect: Effect,
+    ctx: HookContext,
+    *,
+    scratch: str,
+    passed: Passed,
+    argv: tuple[str, ...],
+    module: ModuleCall | None = None,
+) -> ChildSpec:
+    """The child that runs `argv` (or `module`) as `hook` in `ctx`: its sandbox planned for
+    the hook's directories and grants, its environment built under `effect`, its program
+    checked visible in that sandbox. Raises `SandboxUnavailable` before any spawn."""
+    rlimits, plan = sandbox.plan(
+        hook.sandbox,
+        spawner,
+        scratch=scratch,
+        dirs=(hook.declaring_dir, hook.workdir),
+        workdir=hook.workdir,
+        granted=_granted(hook, ctx),
+        paths=hook.paths,
+        limits=hook.limits,
+    )
+    env = hook_environment(hook, effect, ctx, scratch, os.environ, passed=passed)
+    sandbox.check_program(argv[0], cwd=hook.workdir, env=env, plan=plan, profile=hook.sandbox)
+    return ChildSpec(argv, hook.workdir, env, rlimits, plan, module)
 
 
 def _granted(hook: Hook, ctx: HookContext) -> tuple[str, ...]:

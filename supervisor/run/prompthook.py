@@ -40,13 +40,11 @@ from ..core.hooks import Hook
 from ..core.models import PromptSpec
 from ..core.placeholders import BUILTINS, PHASE_BUILTINS, find, lookup, names_in
 from ..core.promptbuild import PromptRequest, build_request
-from ..process import sandbox
 from ..process.scratch import scratch_dir
 from ..process.spawner import Spawner
-from ..process.spawnspec import ChildSpec
 from . import promptreuse
-from .hookcontext import HookContext, hook_environment, hook_input, hook_passed
-from .hookrun import HookReport, _FrameBuilder, _granted, _ms_since, _run_command
+from .hookcontext import HookContext, hook_input, hook_passed
+from .hookrun import HookReport, _FrameBuilder, _granted, _ms_since, _run_command, child_spec
 from .modelclient import ModelFailed, Reply, ask_model, estimate, request_body
 from .output import InvalidOutput, read_output, stdout_head
 from .promptrun import PromptRun, limiter_for
@@ -219,21 +217,7 @@ async def run_answer_command(
         return Ran(argv, HookStatus.FAILED, stderr_tail=passed.problem)
     with scratch_dir("hook-") as scratch:
         try:
-            rlimits, plan = sandbox.plan(
-                hook.sandbox,
-                spawner,
-                scratch=scratch,
-                dirs=(hook.declaring_dir, hook.workdir),
-                workdir=hook.workdir,
-                granted=_granted(hook, ctx),
-                paths=hook.paths,
-                limits=hook.limits,
-            )
-            env = hook_environment(hook, effect, ctx, scratch, os.environ, passed=passed)
-            sandbox.check_program(
-                argv[0], cwd=hook.workdir, env=env, plan=plan, profile=hook.sandbox
-            )
+            spec = child_spec(spawner, hook, effect, ctx, scratch=scratch, passed=passed, argv=argv)
         except SandboxUnavailable as exc:
             return Ran(argv, HookStatus.FAILED, stderr_tail=str(exc))
-        spec = ChildSpec(argv, hook.workdir, env, rlimits, plan, None)
         return await _run_command(spawner, argv, spec, hook)
