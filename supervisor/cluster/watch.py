@@ -19,7 +19,6 @@ from typing import Any, Final
 import orjson
 import trio
 
-from ..run.artifacts import ArtifactGone, Stored
 from .jet import ClusterDown
 from .link import Cluster
 from .mirror import Mirrors, publish_lost
@@ -47,16 +46,9 @@ class RunsIndex:
         self._heard: dict[str, float] = {}
         self._ending: set[str] = set()
 
-    # ---- RouteState (`GET /v1/runs`) ---------------------------------------------------------
-
     def summaries(self) -> list[dict[str, Any]]:
+        """`GET /v1/runs`, newest first."""
         return list(reversed(self._summaries.values()))
-
-    def find_artifact(self, run_id: str, artifact_id: str) -> Stored:
-        raise ArtifactGone(
-            f"run {run_id}'s artifacts stay on the worker that ran it; a gateway does not"
-            " serve them"
-        )
 
     # ---- the streams -----------------------------------------------------------------------
 
