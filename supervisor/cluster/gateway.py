@@ -180,7 +180,7 @@ class Gateway(Service):
         gap = (lost_from, first - 1) if since is not None and first and lost_from < first else None
         start = max(since, first) if since is not None else None
         async with self.cluster.follow(events_subject(), start, new_only=since is None) as got:
-            feed = EventFeed(got, kinds, gap)
+            feed = EventFeed(got, kinds, gap, self.index.caught_up)
             try:
                 return await self.streams.stream_events(
                     conn,
