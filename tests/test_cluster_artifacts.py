@@ -163,5 +163,9 @@ def test_the_bucket_keeps_the_budget_and_the_retained_runs_only(tmp_path: Path) 
         small = run(gateway, 'printf x > "$MCPX_ARTIFACTS_DIR/x"')[0]["runId"]
         # The next run with artifacts removed those of the run no longer retained.
         assert arun(objects(parts.nats.url)) == [f"{small}.a0"]
+        parts.nats.stop()
+        # NATS gone: the gateway says so, as it would of any run (503, try again later).
+        status, _, body = get(gateway, f"/v1/runs/{small}/artifacts/a0")
+        assert status == 503 and b"the cluster cannot be reached" in body
     finally:
         parts.stop()

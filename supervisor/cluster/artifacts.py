@@ -27,7 +27,7 @@ import orjson
 
 from ..run.artifacts import ArtifactGone, Stored
 from ..run.journal import RunJournal
-from ..service.routes import ArtifactSource
+from ..service.routes import ArtifactSource, SourceDown
 from .jet import ClusterDown
 from .link import Cluster
 from .names import RUN_ID, Stream, artifact_key, runs_subject
@@ -103,7 +103,7 @@ class ClusterArtifact:
                 artifact_key(self.run_id, self.artifact_id)
             )
         except ClusterDown as exc:
-            raise ArtifactGone(f"the cluster cannot be reached: {exc}; try again later") from None
+            raise SourceDown(f"the cluster cannot be reached: {exc}; try again later") from None
         if not retained:
             raise ArtifactGone(_not_retained(self.run_id, self.index.retain))
         if not found:

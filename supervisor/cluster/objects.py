@@ -33,6 +33,22 @@ class ObjectFound:
     chunks_subject: str
 
 
+def described(description: object, key: str) -> tuple[str, str]:
+    """An object's artifact name and type from its description (what `put` wrote, or
+    anything another client of the bucket did): never an error, a type always one line."""
+    said: object = {}
+    if isinstance(description, str):
+        with contextlib.suppress(orjson.JSONDecodeError):
+            said = orjson.loads(description)
+    said = said if isinstance(said, dict) else {}
+    name, mime = said.get("name"), said.get("mime")
+    mime = mime if isinstance(mime, str) and mime.isprintable() and mime else ""
+    return (
+        name if isinstance(name, str) and name else key,
+        mime or "application/octet-stream",
+    )
+
+
 def _bucket(jet: Jet) -> ObjectStore:
     return ObjectStore(name=ARTIFACTS_BUCKET, stream=Stream.ARTIFACTS, js=jet.js)
 
@@ -59,15 +75,11 @@ async def find(jet: Jet, key: str) -> ObjectFound | None:
         return None
     except _FAILED as exc:
         raise ClusterDown(f"artifact {key}: {exc or type(exc).__name__}") from None
-    try:
-        said = orjson.loads(info.description or "{}")
-    except orjson.JSONDecodeError:
-        said = {}
-    said = said if isinstance(said, dict) else {}
+    name, mime = described(info.description, key)
     return ObjectFound(
-        str(said.get("name") or key),
-        str(said.get("mime") or "application/octet-stream"),
-        int(info.size or 0),
+        name,
+        mime,
+        max(0, int(info.size or 0)),
         f"$O.{ARTIFACTS_BUCKET}.C.{info.nuid}" if info.size else "",  # empty: no chunks
     )
 

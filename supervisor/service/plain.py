@@ -63,6 +63,9 @@ async def _serve_source(
     except ArtifactGone as exc:
         await conn.respond(404, error_body(404, str(exc)))
         return
+    except routes.SourceDown as exc:
+        await conn.respond(503, error_body(503, str(exc)))
+        return
     async with source.pieces() as pieces:
         await conn.respond_stream(200, found.size, pieces, headers, found.mime.encode())
 

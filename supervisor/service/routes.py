@@ -41,9 +41,14 @@ class Answer:
     content_type: bytes = b"application/json"
 
 
+class SourceDown(Exception):
+    """Where an `ArtifactSource` keeps its artifacts cannot be reached now (503)."""
+
+
 class ArtifactSource(Protocol):
     """An artifact kept elsewhere (a cluster's object store): `find` looks it up (what its
-    frame said and its size, or `ArtifactGone`), `pieces` reads its bytes as they are sent."""
+    frame said and its size; `ArtifactGone` for 404, `SourceDown` for 503), `pieces` reads
+    its bytes as they are sent."""
 
     async def find(self) -> Stored: ...
 
