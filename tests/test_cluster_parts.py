@@ -15,11 +15,13 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 from clusterparts import Nats, free_port
 from service_client import CLI, ENV
 
 from mcpx_hooks.supervisor.cluster.bridge import Deliver, open_bridge
 from mcpx_hooks.supervisor.cluster.names import RUN_ID, Stream, stream_specs
+from mcpx_hooks.supervisor.cluster.watch import SUMMARY_WAIT_S, RunsIndex
 from mcpx_hooks.supervisor.config.loading import load_config
 from mcpx_hooks.supervisor.run.hookcontext import new_run_id
 
@@ -244,3 +246,36 @@ async def test_two_gateways_ending_one_lost_run_at_once_end_it_once(tmp_path: Pa
         assert True in ended
     finally:
         await trio.to_thread.run_sync(nats.stop)
+
+
+async def test_a_fresh_run_event_waits_for_the_list_to_say_so(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """`GET /v1/runs` on a gateway shows what a run event its client was told says: the
+    event waits for the run's summary (bounded), the list and the events coming apart."""
+    index = RunsIndex(retain=4)
+    subject = "mcpx.runs.r1"
+    finished = {"kind": "run.finished", "runId": "r1"}
+    order: list[str] = []
+
+    async def told() -> None:
+        await index.caught_up(finished)
+        order.append(index.summaries()[0]["status"])
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(told)
+        await trio.sleep(1)
+        index.take_summary(subject, b'{"runId": "r1", "status": "running"}', {})
+        await trio.sleep(1)
+        assert order == []  # still running: not yet
+        index.take_summary(subject, b'{"runId": "r1", "status": "result"}', {})
+    assert order == ["result"]
+    # A run that never gets its summary (no longer retained, say) waits no longer than
+    # the bound; other events do not wait at all.
+    start = trio.current_time()
+    await index.caught_up({"kind": "run.started", "runId": "gone"})
+    assert trio.current_time() - start == SUMMARY_WAIT_S
+    start = trio.current_time()
+    await index.caught_up({"kind": "hook.finished", "runId": "gone"})
+    await index.caught_up({"kind": "run.finished"})
+    assert trio.current_time() == start

@@ -2308,3 +2308,36 @@ def test_hostile_cluster_messages_are_dropped_never_taken(data: bytes, seq: str)
     assert len(journal) <= 1
     if len(journal):
         assert int(seq) == 0 and journal.lines[0] == data
+
+
+# ---- the cluster's artifacts: what a gateway reads of the bucket and of a request ------------
+
+
+@given(description=st.one_of(st.none(), st.text(), st.binary().map(repr), st.integers()))
+@example(description='{"name": "a.txt", "mime": "text/plain\\r\\nX-Evil: 1"}')
+@example(description='{"name": 3, "mime": ["x"]}')
+def test_a_hostile_object_description_gives_a_name_and_one_line_type(description: Any) -> None:
+    from mcpx_hooks.supervisor.cluster.objects import described
+
+    name, mime = described(description, "r.a0")
+    assert isinstance(name, str) and name
+    assert isinstance(mime, str) and mime.isprintable() and mime
+
+
+@given(run_id=st.text(max_size=80), artifact_id=st.text(max_size=80))
+def test_hostile_artifact_ids_on_a_gateway_are_404_or_looked_up(
+    run_id: str, artifact_id: str
+) -> None:
+    from mcpx_hooks.supervisor.cluster.artifacts import ClusterArtifact, ClusterRoutes
+    from mcpx_hooks.supervisor.cluster.names import RUN_ID
+    from mcpx_hooks.supervisor.cluster.watch import RunsIndex
+    from mcpx_hooks.supervisor.run.artifacts import ArtifactGone
+
+    routes = ClusterRoutes(RunsIndex(4), None)  # type: ignore[arg-type]
+    try:
+        found = routes.find_artifact(run_id, artifact_id)
+    except ArtifactGone as exc:
+        assert str(exc)
+        return
+    assert isinstance(found, ClusterArtifact)
+    assert RUN_ID.fullmatch(run_id) and RUN_ID.fullmatch(artifact_id)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 import orjson
@@ -55,19 +56,23 @@ async def forward_events(
 class EventFeed:
     """The events stream from a seq, as `Streams.stream_events` reads a bus subscription:
     events whose kind matches `kinds`, each with its stream sequence as `seq`, after a gap
-    first when `since` is older than what the stream still holds."""
+    first when `since` is older than what the stream still holds. An event read as the
+    stream's newest (nothing pending after it) is handed on once `settle` returns for it."""
 
     def __init__(
         self,
         batches: trio.MemoryReceiveChannel[list[Stored]],
         kinds: tuple[str, ...],
         gap: tuple[int, int] | None,
+        settle: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
     ) -> None:
         self._batches = batches
         self._kinds = kinds
-        self._ready: collections.deque[dict[str, Any]] = collections.deque()
+        self._settle = settle
+        #: Each ready event, and whether it was the stream's newest when it came.
+        self._ready: collections.deque[tuple[dict[str, Any], bool]] = collections.deque()
         if gap is not None:
-            self._ready.append({"kind": "gap", "from": gap[0], "to": gap[1]})
+            self._ready.append(({"kind": "gap", "from": gap[0], "to": gap[1]}, False))
 
     def _event(self, message: Stored) -> dict[str, Any] | None:
         try:
@@ -93,7 +98,7 @@ class EventFeed:
         for message in batch:
             event = self._event(message)
             if event is not None:
-                self._ready.append(event)
+                self._ready.append((event, message.pending == 0))
 
     def __aiter__(self) -> EventFeed:
         return self
@@ -105,4 +110,7 @@ class EventFeed:
             except trio.EndOfChannel:
                 raise StopAsyncIteration from None
             self._take(batch)
-        return self._ready.popleft()
+        event, fresh = self._ready.popleft()
+        if fresh and self._settle is not None:
+            await self._settle(event)
+        return event

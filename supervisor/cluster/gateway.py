@@ -7,7 +7,8 @@ instead of running here, and every run and the events are read from the streams:
   `cancel` and `answer` messages go to the worker running it;
 - `/v1/runs/{runId}?from=N`: any run the cluster retains, from seq N, then live;
 - `/v1/events?since=N`: the events stream, `seq` being the stream's sequence;
-- `GET /v1/runs`: the runs stream's summaries (`watch.RunsIndex`), newest first.
+- `GET /v1/runs`: the runs stream's summaries (`watch.RunsIndex`), newest first;
+- `GET /v1/runs/{runId}/artifacts/{id}`: from the artifacts bucket (`artifacts.py`).
 
 A gateway also watches the workers' leases and ends the runs of a lost worker (`watch.py`).
 """
@@ -34,6 +35,7 @@ from ..service.server import Service
 from ..service.streams import Wake
 from ..service.targets import Target, check_from, check_query, parse_events, parse_from
 from ..service.wire import Close, WireError, parse_control, parse_exec
+from .artifacts import ClusterRoutes
 from .events import EventFeed, forward_events
 from .jet import ClusterDown
 from .link import Cluster, open_cluster
@@ -69,7 +71,7 @@ class Gateway(Service):
         self.cluster = cluster
         self.mirrors = mirrors
         self.index = index
-        self.route_state = index
+        self.route_state = ClusterRoutes(index, cluster)
         self._control = nursery
 
     def _down(self, exc: ClusterDown) -> WireError:
@@ -178,7 +180,7 @@ class Gateway(Service):
         gap = (lost_from, first - 1) if since is not None and first and lost_from < first else None
         start = max(since, first) if since is not None else None
         async with self.cluster.follow(events_subject(), start, new_only=since is None) as got:
-            feed = EventFeed(got, kinds, gap)
+            feed = EventFeed(got, kinds, gap, self.index.caught_up)
             try:
                 return await self.streams.stream_events(
                     conn,

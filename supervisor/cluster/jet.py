@@ -74,6 +74,9 @@ def _config(spec: StreamSpec) -> api.StreamConfig:
         max_msgs_per_subject=spec.max_msgs_per_subject,
         discard=api.DiscardPolicy.NEW if spec.discard_new else api.DiscardPolicy.OLD,
         duplicate_window=DUPLICATE_WINDOW_S,
+        # An object store's, as nats-py's `create_object_store` makes it.
+        allow_rollup_hdrs=spec.objects,
+        allow_direct=True if spec.objects else None,
     )
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import trio
 
+from . import objects
 from .bridge import Bridge, Deliver, open_bridge
 from .jet import ClusterDown, Jet, Published, Stored
 from .names import Stream, StreamSpec
@@ -102,6 +103,27 @@ class Cluster:
 
     async def settle(self, msg: Any) -> None:
         await self.bridge.call(self.jet.settle, msg)
+
+    # ---- the artifacts bucket (`objects.py`) -------------------------------------------------
+
+    async def put_artifact(self, key: str, path: str, name: str, mime: str) -> None:
+        await self.bridge.call(objects.put, self.jet, key, path, name, mime)
+
+    async def find_artifact(self, key: str) -> objects.ObjectFound | None:
+        return await self.bridge.call(objects.find, self.jet, key)
+
+    async def prune_artifacts(self, run_id: str, need: int, budget: int) -> bool:
+        return await self.bridge.call(objects.prune, self.jet, run_id, need, budget)
+
+    def artifact_chunks(
+        self, subject: str
+    ) -> contextlib.AbstractAsyncContextManager[trio.MemoryReceiveChannel[bytes]]:
+        """An object's chunks in order, a few at a time (the channel holds 4 at most)."""
+
+        async def producer(deliver: Deliver) -> None:
+            await objects.chunks(self.jet, subject, deliver)
+
+        return self.bridge.stream(producer, bound=4)
 
 
 @contextlib.asynccontextmanager

@@ -86,6 +86,8 @@ class StreamSpec:
     max_bytes: int = -1
     max_msgs_per_subject: int = -1
     discard_new: bool = False
+    #: An object store's stream: a rollup header replaces an object's meta, read direct.
+    objects: bool = False
 
 
 class Stream(enum.StrEnum):
@@ -95,6 +97,24 @@ class Stream(enum.StrEnum):
     FRAMES = "MCPX_FRAMES"
     RUNS = "MCPX_RUNS"
     EVENTS = "MCPX_EVENTS"
+    ARTIFACTS = "OBJ_MCPX_ARTIFACTS"  # the object store bucket `ARTIFACTS_BUCKET`'s stream
+
+
+#: The object store bucket of the runs' artifacts, each named `artifact_key(runId, id)`.
+ARTIFACTS_BUCKET: Final = "MCPX_ARTIFACTS"
+#: The bucket's stream holds the budget's bytes and this much more for chunks' and objects'
+#: envelopes (the budget itself is kept by the workers, counting the artifacts' bytes).
+ARTIFACTS_HEADROOM: Final = 1 << 20
+
+
+def artifact_key(run_id: str, artifact_id: str) -> str:
+    """An artifact's object name: its run id and its id (neither has a `.`)."""
+    return f"{run_id}.{artifact_id}"
+
+
+def artifact_run(key: str) -> str:
+    """The run id of an object named by `artifact_key`."""
+    return key.split(".", 1)[0]
 
 
 def requests_subject() -> str:
@@ -131,8 +151,10 @@ def control_subject(run_id: str) -> str:
 def stream_specs(config: Config) -> tuple[StreamSpec, ...]:
     """The streams, their retention from `config`: the frames stream holds what the
     retained runs may (`runs.retainBytes`), the runs stream one summary for each of the last
-    `runs.retain` runs, the events stream the bus's history. Requests live in memory only:
-    they may carry the caller's environment, which is never written to a disk."""
+    `runs.retain` runs, the events stream the bus's history, the artifacts bucket the
+    artifacts within `[runs] artifactBytes` (kept so by the workers, `artifacts.py`).
+    Requests live in memory only: they may carry the caller's environment, which is never
+    written to a disk."""
     return (
         StreamSpec(
             Stream.REQUESTS,
@@ -161,5 +183,15 @@ def stream_specs(config: Config) -> tuple[StreamSpec, ...]:
             (events_subject(),),
             "the event bus of every worker and gateway",
             max_msgs=EVENTS_KEPT,
+        ),
+        StreamSpec(
+            Stream.ARTIFACTS,
+            (f"$O.{ARTIFACTS_BUCKET}.C.>", f"$O.{ARTIFACTS_BUCKET}.M.>"),
+            "the retained runs' artifacts (an object store bucket)",
+            max_bytes=config.runs_artifact_bytes
+            + config.runs_artifact_bytes // 100
+            + ARTIFACTS_HEADROOM,
+            discard_new=True,
+            objects=True,
         ),
     )

@@ -13,6 +13,7 @@ import trio
 
 from ..run.journal import RunJournal
 from ..run.scriptrun import Run
+from .artifacts import store_artifacts
 from .jet import WRONG_LAST_SEQUENCE, ClusterDown
 from .link import Cluster
 from .names import Header, fit, frames_subject, runs_subject
@@ -35,19 +36,24 @@ class Publisher:
         self.lease_s = lease_s
         #: The server's largest message (`fit`), read once connected.
         self.max_payload = 1024 * 1024
+        #: `[runs] artifactBytes`: the artifacts bucket's budget (`artifacts.py`).
+        self.artifact_bytes = 0
 
     async def publish(self, run: Run) -> None:
         """The run's frames to its subject in order; its summary once it has begun and once
         it has ended. The first batch (the run's claim) is sent alone until acknowledged;
         then up to `WINDOW` batches are in flight at once. A batch not acknowledged is sent
         again from its first frame, with all after it (ids make a frame sent twice stored
-        once)."""
+        once). A batch's artifacts are stored in the bucket before it is sent."""
         journal, run_id = run.journal, run.request.run_id
+        stored: set[str] = set()
         at = 0
         inflight: collections.deque[tuple[int, list[Any]]] = collections.deque()
         while True:
             if at < len(journal) and len(inflight) < WINDOW:
                 upto = min(len(journal), at + BATCH)
+                lines = journal.lines[at:upto]
+                await store_artifacts(self.cluster, journal, lines, self.artifact_bytes, stored)
                 batch = self._batch(journal, at, upto)
                 if at == 0:
                     if not await self.send(batch, run_id):

@@ -19,7 +19,7 @@ from typing import Any, Final
 import orjson
 import trio
 
-from ..run.artifacts import ArtifactGone, Stored
+from ..core.events import EventKind
 from .jet import ClusterDown
 from .link import Cluster
 from .mirror import Mirrors, publish_lost
@@ -29,6 +29,9 @@ logger = logging.getLogger("mcpx_hooks.cluster")
 
 #: The watch looks at the leases this often at most (and at least 4 times a lease).
 TICK_S: Final = 1.0
+#: A fresh `run.started` or `run.finished` event waits at most this long for the run's
+#: summary to say so (`RunsIndex.caught_up`).
+SUMMARY_WAIT_S: Final = 10.0
 
 
 def _run_id(subject: str) -> str | None:
@@ -46,17 +49,31 @@ class RunsIndex:
         self._leases: dict[str, float] = {}
         self._heard: dict[str, float] = {}
         self._ending: set[str] = set()
-
-    # ---- RouteState (`GET /v1/runs`) ---------------------------------------------------------
+        #: Set (and made anew) each time a summary is taken.
+        self._changed = trio.Event()
 
     def summaries(self) -> list[dict[str, Any]]:
+        """`GET /v1/runs`, newest first."""
         return list(reversed(self._summaries.values()))
 
-    def find_artifact(self, run_id: str, artifact_id: str) -> Stored:
-        raise ArtifactGone(
-            f"run {run_id}'s artifacts stay on the worker that ran it; a gateway does not"
-            " serve them"
-        )
+    async def caught_up(self, event: dict[str, Any]) -> None:
+        """Waits (at most `SUMMARY_WAIT_S`) until `GET /v1/runs` shows what a fresh run event
+        says: the run listed once it started, not running once it finished. A worker
+        publishes its events and a run's summary on their own streams, so a client told of
+        an ending could otherwise ask for the list before it has the ending too."""
+        run_id, kind = event.get("runId"), event.get("kind")
+        if not isinstance(run_id, str) or kind not in (
+            EventKind.RUN_STARTED,
+            EventKind.RUN_FINISHED,
+        ):
+            return
+        with trio.move_on_after(SUMMARY_WAIT_S):
+            while not self._shows(run_id, kind == EventKind.RUN_FINISHED):
+                await self._changed.wait()
+
+    def _shows(self, run_id: str, finished: bool) -> bool:
+        summary = self._summaries.get(run_id)
+        return summary is not None and (not finished or summary.get("status") != "running")
 
     # ---- the streams -----------------------------------------------------------------------
 
@@ -73,6 +90,8 @@ class RunsIndex:
             return
         self._summaries[run_id] = summary
         self._summaries.move_to_end(run_id)
+        self._changed.set()
+        self._changed = trio.Event()
         while len(self._summaries) > self.retain:
             old, _ = self._summaries.popitem(last=False)
             self._leases.pop(old, None)

@@ -277,6 +277,7 @@ async def run_worker(config: Config, options: WorkerOptions, ready: Callable[[],
         await cluster.ensure_streams(stream_specs(config))
         worker = Worker(runtime, cluster, options)
         worker.publisher.max_payload = await cluster.max_payload()
+        worker.publisher.artifact_bytes = config.runs_artifact_bytes
         async with trio.open_nursery() as nursery:
 
             async def grace() -> None:

@@ -37,6 +37,7 @@ __all__, __getattr__, __dir__ = exports(
             "messages",
             "open_remote",
         ),
+        "routes": ("ArtifactSource", "SourceDown"),
         "server": ("Service", "run_service"),
         "streams": ("Wake",),
         "targets": ("Target", "check_from", "check_query", "parse_events", "parse_from"),

@@ -14,6 +14,7 @@ from typing import BinaryIO, Final
 
 import trio
 
+from ..run.artifacts import ArtifactGone, Stored
 from . import routes
 from .connection import ServerConnection
 from .protocol import Request, error_body
@@ -37,6 +38,9 @@ async def serve_plain(
         await conn.respond(answer.status, answer.body, answer.headers, answer.content_type)
         return
     stored = answer.artifact
+    if not isinstance(stored, Stored):
+        await _serve_source(conn, stored, answer.headers)
+        return
     try:
         fd = await trio.to_thread.run_sync(os.open, stored.path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
@@ -48,6 +52,22 @@ async def serve_plain(
             await conn.respond_stream(
                 200, stored.size, pieces, answer.headers, stored.mime.encode()
             )
+
+
+async def _serve_source(
+    conn: ServerConnection, source: routes.ArtifactSource, headers: tuple[tuple[bytes, bytes], ...]
+) -> None:
+    """An artifact kept elsewhere: found before the head is written (404 if it is not)."""
+    try:
+        found = await source.find()
+    except ArtifactGone as exc:
+        await conn.respond(404, error_body(404, str(exc)))
+        return
+    except routes.SourceDown as exc:
+        await conn.respond(503, error_body(503, str(exc)))
+        return
+    async with source.pieces() as pieces:
+        await conn.respond_stream(200, found.size, pieces, headers, found.mime.encode())
 
 
 async def _pieces(file: BinaryIO) -> AsyncGenerator[bytes, None]:

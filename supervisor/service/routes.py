@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import importlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from typing import Any, Final, Protocol
 from urllib.parse import unquote, urlsplit
 
@@ -40,11 +41,26 @@ class Answer:
     content_type: bytes = b"application/json"
 
 
+class SourceDown(Exception):
+    """Where an `ArtifactSource` keeps its artifacts cannot be reached now (503)."""
+
+
+class ArtifactSource(Protocol):
+    """An artifact kept elsewhere (a cluster's object store): `find` looks it up (what its
+    frame said and its size; `ArtifactGone` for 404, `SourceDown` for 503), `pieces` reads
+    its bytes as they are sent."""
+
+    async def find(self) -> Stored: ...
+
+    def pieces(self) -> AbstractAsyncContextManager[AsyncIterator[bytes]]: ...
+
+
 @attrs.frozen
 class FileAnswer:
-    """A 200 whose body is a kept artifact's file, streamed by the server."""
+    """A 200 whose body is a kept artifact's file (or a source's bytes), streamed by the
+    server."""
 
-    artifact: Stored
+    artifact: Stored | ArtifactSource
     headers: tuple[tuple[bytes, bytes], ...] = ()
 
 
@@ -53,7 +69,7 @@ class RouteState(Protocol):
 
     def summaries(self) -> list[dict[str, Any]]: ...
 
-    def find_artifact(self, run_id: str, artifact_id: str) -> Stored: ...
+    def find_artifact(self, run_id: str, artifact_id: str) -> Stored | ArtifactSource: ...
 
 
 class _NoRuns:

@@ -1,0 +1,151 @@
+"""A run's artifacts through the cluster: a worker keeps them in the artifacts bucket (an
+object store) and any gateway serves `GET /v1/runs/{runId}/artifacts/{id}` from it.
+
+- The worker runs a script as a single `serve` does: its artifacts are kept in the worker's
+  own store first (`run/artifacts.py`, within `[runs] artifactBytes`). Before a batch of
+  frames holding `artifact` frames is published, each kept one is put in the bucket as the
+  object `runId.id`; the `end` frame comes after them, so a client that sees `end` can
+  fetch every one.
+- The bucket holds `[runs] artifactBytes` too: before a run's artifacts go in, the worker
+  deletes the objects of runs the runs stream no longer retains (it holds the last
+  `runs.retain` runs), then, while they still would not fit, the oldest runs' objects. That
+  ties the artifacts to the runs' own retention, which a TTL would not: a run is retained
+  by count, not by age. A gateway also serves a run's artifact only while the run is
+  retained, so an object not yet pruned is never served past its run.
+- A gateway finds the object (404 as a single `serve` says it: no such run, no such
+  artifact) and streams its chunks as they come, a few at a time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+
+from ..run.artifacts import ArtifactGone, Stored
+from ..run.journal import RunJournal
+from ..service.routes import ArtifactSource, SourceDown
+from .jet import ClusterDown
+from .link import Cluster
+from .names import RUN_ID, Stream, artifact_key, runs_subject
+from .watch import RunsIndex
+
+logger = logging.getLogger("mcpx_hooks.cluster")
+
+#: A line is looked at as a possible `artifact` frame only if it holds this.
+_MARK = b'"artifact"'
+
+
+def artifact_ids(lines: list[bytes]) -> list[str]:
+    """The ids of the `artifact` frames among `lines`, in order."""
+    found = []
+    for line in lines:
+        if _MARK not in line:
+            continue
+        with contextlib.suppress(orjson.JSONDecodeError):
+            frame = orjson.loads(line)
+            if isinstance(frame, dict) and frame.get("type") == "artifact":
+                found.append(str(frame.get("id")))
+    return found
+
+
+async def store_artifacts(
+    cluster: Cluster, journal: RunJournal, lines: list[bytes], budget: int, done: set[str]
+) -> None:
+    """Puts the kept artifacts framed in `lines` (those not in `done`) in the bucket, after
+    making room for them. One that cannot be stored is logged; its frame still goes out
+    (a gateway then answers 404 for it)."""
+    run_id = journal.run_id
+    kept: list[tuple[str, Stored]] = []
+    for artifact_id in artifact_ids(lines):
+        if artifact_id in done or journal.artifacts is None:
+            continue
+        done.add(artifact_id)
+        with contextlib.suppress(ArtifactGone):  # not kept on the worker either (its warning)
+            kept.append((artifact_id, journal.artifacts.find(run_id, artifact_id)))
+    if not kept:
+        return
+    try:
+        if not await cluster.prune_artifacts(run_id, sum(s.size for _, s in kept), budget):
+            logger.warning(
+                "run %s: its artifacts do not fit in [runs] artifactBytes (%d bytes) in the"
+                " cluster; not stored",
+                run_id,
+                budget,
+            )
+            return
+        for artifact_id, stored in kept:
+            key = artifact_key(run_id, artifact_id)
+            await cluster.put_artifact(key, stored.path, stored.name, stored.mime)
+    except ClusterDown as exc:
+        logger.warning("run %s: artifacts not stored in the cluster: %s", run_id, exc)
+
+
+class ClusterArtifact:
+    """One artifact as a gateway serves it: looked up in the bucket when asked."""
+
+    def __init__(self, cluster: Cluster, index: RunsIndex, run_id: str, artifact_id: str) -> None:
+        self.cluster = cluster
+        self.index = index
+        self.run_id = run_id
+        self.artifact_id = artifact_id
+        self._chunks = ""
+
+    async def find(self) -> Stored:
+        try:
+            retained = self.index.known(self.run_id) or await self.cluster.last(
+                Stream.RUNS, runs_subject(self.run_id)
+            )
+            found = retained and await self.cluster.find_artifact(
+                artifact_key(self.run_id, self.artifact_id)
+            )
+        except ClusterDown as exc:
+            raise SourceDown(f"the cluster cannot be reached: {exc}; try again later") from None
+        if not retained:
+            raise ArtifactGone(_not_retained(self.run_id, self.index.retain))
+        if not found:
+            raise ArtifactGone(f"run {self.run_id} has no artifact {self.artifact_id!r}")
+        self._chunks = found.chunks_subject
+        return Stored("", found.name, found.mime, found.size)
+
+    @contextlib.asynccontextmanager
+    async def pieces(self) -> AsyncIterator[AsyncIterator[bytes]]:
+        if not self._chunks:  # empty: no chunks to read
+            yield _nothing()
+            return
+        async with self.cluster.artifact_chunks(self._chunks) as chunks:
+            yield chunks
+
+
+async def _nothing() -> AsyncIterator[bytes]:
+    return
+    yield b""
+
+
+def _not_retained(run_id: str, retain: int) -> str:
+    return (
+        f"no run {run_id!r} is retained (the cluster keeps the last {retain} runs and their"
+        " artifacts)"
+    )
+
+
+class ClusterRoutes:
+    """What a gateway's plain HTTP routes read: the runs stream's summaries (`RunsIndex`)
+    and the artifacts bucket."""
+
+    def __init__(self, index: RunsIndex, cluster: Cluster) -> None:
+        self.index = index
+        self.cluster = cluster
+
+    def summaries(self) -> list[dict[str, Any]]:
+        return self.index.summaries()
+
+    def find_artifact(self, run_id: str, artifact_id: str) -> Stored | ArtifactSource:
+        if not RUN_ID.fullmatch(run_id):
+            raise ArtifactGone(_not_retained(run_id, self.index.retain))
+        if not RUN_ID.fullmatch(artifact_id):
+            raise ArtifactGone(f"run {run_id} has no artifact {artifact_id!r}")
+        return ClusterArtifact(self.cluster, self.index, run_id, artifact_id)
