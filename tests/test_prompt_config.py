@@ -128,3 +128,12 @@ def test_the_docs_name_every_model_key_and_built_in_placeholder() -> None:
     missing += [p.value for p in PROVIDERS if f'"{p.value}"' not in text]
     assert BUDGET_KEY in text
     assert not missing, missing
+
+
+@pytest.mark.parametrize("phase", [[], ["before"], {"a": 1}, 3, None])
+def test_a_prompt_hook_whose_phase_is_no_string_is_a_problem_not_a_crash(phase: Any) -> None:
+    # Schema and rule problems come in one pass, so the rules see what the schema refuses.
+    hook = {"on": "script", "phase": phase, "prompt": "@input"}
+    with pytest.raises(ConfigError) as caught:
+        load_config([], cwd=Path("/tmp"), environ={}, per_call_hooks=[hook], discover=False)
+    assert any(p.pointer == "/phase" for p in caught.value.problems)

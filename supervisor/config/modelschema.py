@@ -152,8 +152,8 @@ def prompt_rules(obj: Mapping[str, Any], file: str, ptr: str) -> list[Problem]:
             if key in obj
         ]
         return found
-    if phase not in {p.value for p in Phase}:
-        return found  # the schema says what is wrong with it
+    if not isinstance(phase, str) or phase not in {p.value for p in Phase}:
+        return found  # the schema says what is wrong with it (a list is no phase either)
     given = obj.get("vars")
     var_names = given if isinstance(given, Mapping) else {}
     for where, message in check_placeholders(prompt, Phase(str(phase)), var_names):
