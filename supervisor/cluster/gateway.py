@@ -33,7 +33,7 @@ from ..service.logredact import open_logged_runtime
 from ..service.options import Listening, ServiceOptions
 from ..service.server import Service
 from ..service.streams import Wake
-from ..service.targets import Target, check_from, check_query, parse_events, parse_from
+from ..service.targets import Target, check_from, parse_events, parse_from
 from ..service.wire import Close, WireError, parse_control, parse_exec
 from .artifacts import ClusterRoutes
 from .events import EventFeed, forward_events
@@ -78,15 +78,9 @@ class Gateway(Service):
         return WireError(Close.TRY_AGAIN, f"the cluster cannot be reached: {exc}; try again later")
 
     async def _exec(self, conn: ServerConnection, target: Target, wake: Wake) -> WireError | None:
-        check_query(target)
-        with wake.waiting(), trio.move_on_after(self.limits.request_s) as timer:
-            text = await conn.get_message()
-        if wake.reason is not None:
-            return wake.reason
-        if timer.cancelled_caught:
-            return WireError(
-                Close.TIMEOUT, f"no request within {self.limits.request_s:g} s of the upgrade"
-            )
+        text = await self._request_message(conn, target, wake)
+        if isinstance(text, WireError):
+            return text
         request = parse_exec(text)  # refused here at once, as a single `serve` refuses it
         if self.stopping:
             return WireError(Close.GOING_AWAY, "the server is shutting down; no new runs")

@@ -63,7 +63,11 @@ class Endpoints:
         }
         return complete() if await self.streams.send(conn, encode(message)) else None
 
-    async def _exec(self, conn: ServerConnection, target: Target, wake: Wake) -> WireError | None:
+    async def _request_message(
+        self, conn: ServerConnection, target: Target, wake: Wake
+    ) -> str | bytes | WireError:
+        """An exec socket's one request message, within `request_s` of the upgrade (or why
+        there is none)."""
         check_query(target)
         with wake.waiting(), trio.move_on_after(self.limits.request_s) as timer:
             text = await conn.get_message()
@@ -73,6 +77,12 @@ class Endpoints:
             return WireError(
                 Close.TIMEOUT, f"no request within {self.limits.request_s:g} s of the upgrade"
             )
+        return text
+
+    async def _exec(self, conn: ServerConnection, target: Target, wake: Wake) -> WireError | None:
+        text = await self._request_message(conn, target, wake)
+        if isinstance(text, WireError):
+            return text
         request = parse_exec(text)
         if self.stopping:
             return WireError(Close.GOING_AWAY, f"{SHUTTING_DOWN}; no new runs")
