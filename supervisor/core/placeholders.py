@@ -5,8 +5,9 @@ take their values. Pure.
 A placeholder is `@name` or `@name.path.to.key` (the spelling of mcpx recipes and
 launchers): a name (a letter or `_`, then letters, digits, `_`, `-`) and, after dots, keys
 of the value (a list's items by their index, `@result.value.0`). An `@` right after a letter
-or digit (an email address) is not one; `@@` is a literal `@`. A path that leads nowhere
-gives `null`.
+or digit (an email address) is not one; `@@` is a literal `@`. In a prompt, a path that
+leads nowhere gives `null` (`lookup`); in a plugin hook's `args` it fails the hook, naming
+the placeholder (`resolve`), since a tool call must not go out with an argument gone.
 
 Names are the built-ins (`BUILTINS`, which a phase has by `PHASE_BUILTINS`), then the hook's
 `vars`; a run's `placeholders` give other values for the names of `vars`, never for a
