@@ -10,7 +10,8 @@ instead of running here, and every run and the events are read from the streams:
 - `GET /v1/runs`: the runs stream's summaries (`watch.RunsIndex`), newest first;
 - `GET /v1/runs/{runId}/artifacts/{id}`: from the artifacts bucket (`artifacts.py`).
 
-A gateway also watches the workers' leases and ends the runs of a lost worker (`watch.py`).
+A gateway also watches the workers' leases and ends the runs of a lost worker (`watch.py`),
+and ends a run whose request a restarted NATS lost before any worker took it (`queued.py`).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from .names import (
     requests_subject,
     stream_specs,
 )
+from .queued import Queued, serve_queued
 from .watch import RunsIndex, serve_index
 
 logger = logging.getLogger("mcpx_hooks.server")
@@ -66,11 +68,13 @@ class Gateway(Service):
         mirrors: Mirrors,
         index: RunsIndex,
         nursery: trio.Nursery,
+        queued: Queued | None = None,
     ) -> None:
         super().__init__(runtime, options)
         self.cluster = cluster
         self.mirrors = mirrors
         self.index = index
+        self.queued = queued or Queued()
         self.route_state = ClusterRoutes(index, cluster)
         self._control = nursery
 
@@ -88,12 +92,20 @@ class Gateway(Service):
         try:
             journal = await self.mirrors.open(run_id)
             payload = orjson.dumps({"runId": run_id, "request": text})
-            await self.cluster.publish(requests_subject(), payload, {Header.MSG_ID: run_id})
+            published = await self.cluster.publish(
+                requests_subject(), payload, {Header.MSG_ID: run_id}
+            )
         except ClusterDown as exc:
             self.mirrors.drop(run_id)
             return self._down(exc)
         wake.idle = False
-        cancelled = await self._wait_begun(conn, journal, wake)
+        # Ended if a restarted NATS loses it before a worker takes it (`queued.py`).
+        sandbox = request.sandbox or self.runtime.config.script_sandbox
+        self.queued.add(run_id, published.sequence, request, self.options.cwd, sandbox)
+        try:
+            cancelled = await self._wait_begun(conn, journal, wake)
+        finally:
+            self.queued.discard(run_id)
         if wake.ended:
             self.mirrors.drop(run_id)  # gone before a worker took it: not followed here
             return wake.reason
@@ -209,8 +221,16 @@ async def run_gateway(
             index = RunsIndex(config.runs_retain)
             await nursery.start(serve_index, cluster, index, mirrors)
             await nursery.start(forward_events, cluster, runtime.bus)
+            queued = Queued()
+            await nursery.start(serve_queued, cluster, queued, mirrors)
             service = Gateway(
-                runtime, options, cluster=cluster, mirrors=mirrors, index=index, nursery=nursery
+                runtime,
+                options,
+                cluster=cluster,
+                mirrors=mirrors,
+                index=index,
+                nursery=nursery,
+                queued=queued,
             )
 
             def first(sig: signal.Signals) -> None:

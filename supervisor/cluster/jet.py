@@ -341,6 +341,17 @@ class Jet:
         with contextlib.suppress(Exception):
             await msg.ack()
 
+    async def request_held(self, seq: int, run_id: str) -> bool:
+        """Whether the requests stream still holds run `run_id`'s request at `seq` (a
+        restarted server's stream, made anew, may hold another request there)."""
+        try:
+            raw = await self.js.get_msg(Stream.REQUESTS, seq)
+        except nats.js.errors.NotFoundError:
+            return False
+        except (TimeoutError, nats.errors.Error) as exc:
+            raise ClusterDown(f"the requests stream: {exc or type(exc).__name__}") from None
+        return dict(raw.headers or {}).get(Header.MSG_ID) == run_id
+
     async def delivered(self, msg: Msg) -> tuple[bytes, int]:
         return bytes(msg.data), msg.metadata.num_delivered
 

@@ -95,6 +95,9 @@ class Cluster:
     async def take(self, subject: str, lease_s: float, wait_s: float) -> list[Any]:
         return await self.bridge.call(self.jet.take, subject, lease_s, wait_s)
 
+    async def request_held(self, seq: int, run_id: str) -> bool:
+        return await self.bridge.call(self.jet.request_held, seq, run_id)
+
     async def delivered(self, msg: Any) -> tuple[bytes, int]:
         return await self.bridge.call(self.jet.delivered, msg)
 

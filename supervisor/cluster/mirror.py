@@ -22,7 +22,15 @@ import trio
 
 from ..core.answers import ANSWERS, AnsweredBy
 from ..core.convert import to_json
-from ..core.frames import EndFrame, ErrorFrame, FrameType, blank, stamp
+from ..core.frames import (
+    EndFrame,
+    ErrorCause,
+    ErrorFrame,
+    FrameType,
+    StartFrame,
+    blank,
+    stamp,
+)
 from ..run.journal import FRAME_OVERHEAD, RunJournal
 from ..service.wire import Close, WireError
 from .jet import WRONG_LAST_SEQUENCE, ClusterDown, Stored
@@ -233,17 +241,34 @@ class RemoteRun:
 async def publish_lost(cluster: Cluster, journal: MirrorJournal, started_ms: int) -> bool:
     """Ends a run whose worker's lease lapsed (see the module docstring). False when the run's
     subject moved meanwhile (its worker is back, or another gateway ended it)."""
-    run_id = journal.run_id
     if journal.finished or journal.refusal is not None or not len(journal):
         return True
+    return await publish_ending(cluster, journal, started_ms, WORKER_LOST)
+
+
+async def publish_ending(
+    cluster: Cluster,
+    journal: MirrorJournal,
+    started_ms: int,
+    message: str,
+    *,
+    cause: ErrorCause | None = None,
+    start: StartFrame | None = None,
+) -> bool:
+    """Publishes `error{message, cause}` (unless the run has its outcome) and `end` after
+    what `journal` holds (after `start` when it holds nothing), as `publish_lost` says;
+    False when the subject moved meanwhile."""
+    run_id = journal.run_id
     subject = frames_subject(run_id)
     seq, expected = len(journal), journal.last_stream_seq
-    frames: list[Any] = []
+    frames: list[Any] = [start] if start is not None and not seq else []
     if journal.outcome is None:
-        frames.append(blank(ErrorFrame, message=WORKER_LOST))
+        frames.append(blank(ErrorFrame, message=message, cause=cause))
     frames.append(blank(EndFrame, exit_code=None, duration_ms=started_ms))
+    first: dict[str, Any] = {}
     for frame in frames:
         wire = to_json(stamp(frame, run_id, seq))
+        first = first or wire
         headers: dict[str, str] = {
             Header.SEQ: str(seq),
             Header.MSG_ID: f"{run_id}.lost.{seq}",
@@ -257,6 +282,8 @@ async def publish_lost(cluster: Cluster, journal: MirrorJournal, started_ms: int
             raise
         expected, seq = published.sequence, seq + 1
     summary = {**journal.summary(), "status": "error", "exitCode": None, "durationMs": started_ms}
+    if frames[0] is start:
+        summary.update(argv=first["argv"], cwd=first["cwd"], startedAt=first["at"])
     if journal.outcome is not None:
         summary["status"] = journal.outcome.get("type", "error")
     ids: dict[str, str] = {Header.MSG_ID: f"{run_id}.lost.summary"}
@@ -270,7 +297,7 @@ async def publish_lost(cluster: Cluster, journal: MirrorJournal, started_ms: int
             "outcome": summary["status"],
             "exitCode": None,
             "durationMs": started_ms,
-            "message": WORKER_LOST,
+            "message": message,
         },
     }
     ids = {Header.MSG_ID: f"{run_id}.lost.event"}

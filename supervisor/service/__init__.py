@@ -45,6 +45,7 @@ __all__, __getattr__, __dir__ = exports(
             "DEFAULT_HOST",
             "DEFAULT_PORT",
             "Close",
+            "ExecRequest",
             "WireError",
             "encode",
             "parse_control",
