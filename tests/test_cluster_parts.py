@@ -279,3 +279,59 @@ async def test_a_fresh_run_event_waits_for_the_list_to_say_so(
     await index.caught_up({"kind": "hook.finished", "runId": "gone"})
     await index.caught_up({"kind": "run.finished"})
     assert trio.current_time() == start
+
+
+async def test_two_gateways_ending_one_lost_request_at_once_end_it_once(tmp_path: Path) -> None:
+    """The idempotence of a lost request's ending (`queued.py`): two gateways end the same
+    never-begun run at once; JetStream holds one `start`, `error` and `end`, and a worker's
+    first frame for it afterwards is refused (its subject is not empty)."""
+    from clusterparts import raw_frames
+
+    from mcpx_hooks.supervisor.cluster.jet import WRONG_LAST_SEQUENCE, ClusterDown
+    from mcpx_hooks.supervisor.cluster.link import open_cluster
+    from mcpx_hooks.supervisor.cluster.mirror import Mirrors, publish_ending
+    from mcpx_hooks.supervisor.cluster.names import Header, frames_subject
+    from mcpx_hooks.supervisor.cluster.queued import REQUEST_LOST
+    from mcpx_hooks.supervisor.core.frames import ErrorCause, StartFrame, blank
+    from mcpx_hooks.supervisor.core.order import check_order
+
+    nats = Nats(tmp_path / "jetstream")
+    await trio.to_thread.run_sync(nats.start)
+    try:
+        config = load_config([], cwd=tmp_path, environ={}, discover=False)
+        run_id = new_run_id()
+        start = blank(StartFrame, argv=("true",), cwd="/", sandbox="workspace")
+        async with (
+            open_cluster(nats.url, "one") as one,
+            open_cluster(nats.url, "two") as two,
+            trio.open_nursery() as nursery,
+        ):
+            await one.ensure_streams(stream_specs(config))
+            mirrors = [Mirrors(c, nursery, 8, 1 << 20, 1 << 30) for c in (one, two)]
+            journals = [await m.open(run_id) for m in mirrors]
+            ended: list[bool] = []
+
+            async def end(cluster: Any, journal: Any) -> None:
+                ended.append(
+                    await publish_ending(
+                        cluster, journal, 0, REQUEST_LOST, cause=ErrorCause.FAILED, start=start
+                    )
+                )
+
+            async with trio.open_nursery() as both:
+                both.start_soon(end, one, journals[0])
+                both.start_soon(end, two, journals[1])
+            claim = {Header.SEQ: "0", Header.MSG_ID: f"{run_id}.0", Header.LAST_SUBJECT_SEQ: "0"}
+            with pytest.raises(ClusterDown) as refused:
+                await one.publish(frames_subject(run_id), b'{"type": "start"}', claim)
+            assert getattr(refused.value, "code", None) == WRONG_LAST_SEQUENCE
+            nursery.cancel_scope.cancel()
+        raw = await trio.to_thread.run_sync(lambda: asyncio.run(raw_frames(nats.url, run_id)))
+        assert [seq for seq, _ in raw] == [0, 1, 2]
+        frames = [f for _, f in raw]
+        check_order(frames)
+        assert [f["type"] for f in frames] == ["start", "error", "end"]
+        assert frames[1]["message"] == REQUEST_LOST and frames[1]["cause"] == "failed"
+        assert True in ended
+    finally:
+        await trio.to_thread.run_sync(nats.stop)
