@@ -302,3 +302,32 @@ async def test_args_applied_that_are_not_an_object_are_not_sent(
     frames = await run_job(tmp_path, marker, hooks, script)
     assert of(frames, "result")[0]["value"].startswith("a before hook applied arguments that")
     assert not (tmp_path / "log").exists()
+
+
+async def test_landing_and_suffix_hooks_are_told_which_call_they_follow(
+    tmp_path: Path, marker: Marker, no_leaks: None
+) -> None:
+    # Each hook advises what its stdin said of the call: `result`/`error` carry
+    # `server` and `tool` beside the answer.
+    tell = [
+        PY,
+        "-c",
+        "import json,sys; d=json.load(sys.stdin); c=d.get('result') or d.get('error');"
+        " print(json.dumps({'advise': d['hook']['phase'] + ' ' + c['server'] + '.' + c['tool']}))",
+    ]
+    hooks = [hook(name, name, tell) for name in ("onSuccess", "onError", "suffix")]
+    script = python(
+        tmp_path,
+        """
+        import mcpx
+        def main():
+            mcpx_call("h.echo", {"x": 1})
+            try:
+                mcpx_call("h.fail", {"x": 1})
+            except mcpx.CallError:
+                pass
+    """,
+    )
+    frames = await run_job(tmp_path, marker, hooks, script)
+    said = [a for f in of(frames, "hook") for a in f.get("advice", [])]
+    assert said == ["onSuccess h.echo", "suffix h.echo", "onError h.fail", "suffix h.fail"]

@@ -226,10 +226,12 @@ class ScriptCalls:
         server, tool = facts.get("server", ""), facts.get("tool", "")
         if answer.ok:
             state.value = (answer.value,)
-            state.ctx = attrs.evolve(state.ctx, result={"value": answer.value})
+            called = {"server": server, "tool": tool}  # which call, beside its answer
+            state.ctx = attrs.evolve(state.ctx, result={"value": answer.value, **called})
         else:
             state.value, state.message = None, answer.error
-            state.ctx = attrs.evolve(state.ctx, error={"message": answer.error})
+            called = {"server": server, "tool": tool}
+            state.ctx = attrs.evolve(state.ctx, error={"message": answer.error, **called})
         landing = Phase.ON_SUCCESS if answer.ok else Phase.ON_ERROR
         await self.hooks.run_hooks(self._hooks(landing, server, tool), landing, state)
         if state.value is not None:
