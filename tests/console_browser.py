@@ -53,6 +53,18 @@ METRICS = ROOT / "build" / "console" / "metrics.json"
 WAIT_MS = 20_000
 PY = sys.executable
 BIG_LINES = 50_000
+#: A `before` hook that asks "Deploy now?" (default no, a minute to answer).
+GATE = {
+    "name": "gate",
+    "on": "script",
+    "phase": "before",
+    "effect": "ask",
+    "run": [
+        "sh",
+        "-c",
+        'echo \'{"ask": {"question": "Deploy now?", "default": "no", "deadlineMs": 60000}}\'',
+    ],
+}
 
 
 def require_browser() -> None:

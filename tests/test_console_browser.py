@@ -27,6 +27,7 @@ from typing import Any, BinaryIO
 
 from console_browser import (
     BIG_LINES,
+    GATE,
     MEASURE,
     METRICS,
     PY,
@@ -136,18 +137,7 @@ ASK_RUN = {
         "    return {'greeting': 'hello', 'n': 1}\n"
     ),
     "hooks": [
-        {
-            "name": "gate",
-            "on": "script",
-            "phase": "before",
-            "effect": "ask",
-            "run": [
-                "sh",
-                "-c",
-                'echo \'{"ask": {"question": "Deploy now?", "default": "no",'
-                ' "deadlineMs": 60000}}\'',
-            ],
-        },
+        GATE,
         {
             "name": "upper",
             "on": "script",

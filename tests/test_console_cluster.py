@@ -20,6 +20,7 @@ from typing import BinaryIO
 import pytest
 from clusterparts import Cluster, Nats, need_nats, start_worker
 from console_browser import (
+    GATE,
     PY,
     WAIT_MS,
     Browser,
@@ -172,20 +173,7 @@ def test_a_run_through_one_gateway_shows_live_in_the_other_s_console(
 #: A run whose `before` hook asks; the answer decides whether the script runs.
 ASK_RUN = {
     "argv": ["sh", "-c", "echo deployed"],
-    "hooks": [
-        {
-            "name": "gate",
-            "on": "script",
-            "phase": "before",
-            "effect": "ask",
-            "run": [
-                "sh",
-                "-c",
-                'echo \'{"ask": {"question": "Deploy now?", "default": "no",'
-                ' "deadlineMs": 60000}}\'',
-            ],
-        }
-    ],
+    "hooks": [GATE],
 }
 
 
