@@ -17,7 +17,8 @@ costs only what depends on it, on the thread (`confine.py` says why all of it st
 3. the hook's uid and gid (rootless instead: a user namespace of its own, no capability in
    it, `userns.py`), `no_new_privs`, Landlock (a ruleset of its own), seccomp;
 4. `posix_spawn`: the child is PID 1 of a fresh PID namespace with all of the above (rootless
-   a fork of the thread, which does step 3 itself: a thread cannot make a user namespace).
+   a `clone` with a user namespace of its own, which does step 3 itself, `chained.py`: a
+   thread cannot make a user namespace; where that cannot run, a fork of the spawner).
 The thread answers, closes the fds of step 0 and ends; the spawner arms the next one while
 the child runs. Resource limits are per process, so the spawner lends its soft limits for the
 spawn (`pidns.py`) and sets the hard ones on the child right after (`borrowing.seal_limits`);
@@ -33,7 +34,7 @@ import resource
 import threading
 from collections.abc import Callable, Iterable
 
-from . import confine, landlock, libc, seccomp, userns, view
+from . import chain, chained, confine, landlock, libc, seccomp, userns, view
 from .spawnreq import Request, Sandbox
 from .start import StartError, fork_exec, resolve, start_failed
 
@@ -245,6 +246,8 @@ def _jailed(
         if hold:  # before the seal: Landlock then keeps /proc out of reach
             mounts = os.open("/proc/thread-self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
         program = resolve(req.argv[0], req.env.get("PATH", os.defpath))
+        if not borrowed and userns.entered and chain.available():
+            return Spawned(seal.chained(req, program), scratch_fd, mounts)
         if not borrowed:
             return Spawned(fork_exec(req, program, seal), scratch_fd, mounts)
         seal.apply()
@@ -301,6 +304,18 @@ class Seal:
         assert self.grants.ruleset is not None
         self.grants.ruleset.restrict()
         seccomp.install(no_sockets=not self._net)
+
+    def chained(self, req: Request, program: str) -> int:
+        """Rootless: starts `req` with this seal carried out by the child itself, without a
+        fork of the spawner (`chained.py`); the grants' fds stay open until `close`."""
+        assert self.grants.ruleset is not None and self.grants.ruleset.fd is not None
+        return chained.start(
+            req,
+            program,
+            limits=[*req.limits, *self.nproc],
+            ruleset_fd=self.grants.ruleset.fd,
+            net=self._net,
+        )
 
     def close(self) -> None:
         self.grants.close()

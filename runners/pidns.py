@@ -151,7 +151,7 @@ class PidNsSpawner:
                 req.drop_outputs()
             fail(ctrl, str(exc) if isinstance(exc, StartError) else f"cannot start: {exc}")
             ctrl.close()
-            self._arm(quietly=True)
+            self._rearm()
             return
         try:
             pidfd = os.pidfd_open(pid)
@@ -168,6 +168,7 @@ class PidNsSpawner:
             req.drop_outputs()
             fail(ctrl, f"cannot watch the child: {exc.strerror}")
             ctrl.close()
+            self._rearm()
             return
         tree = Tree(pid, pidfd, host, ctrl)
         tree.uid = uid
@@ -186,7 +187,7 @@ class PidNsSpawner:
         self.trees[pidfd] = self.trees[ctrl.fileno()] = tree
         self.epoll.register(pidfd, select.EPOLLIN)
         self.epoll.register(ctrl.fileno(), select.EPOLLIN)
-        self._arm(quietly=True)  # for the next request, while this child runs
+        self._rearm()
 
     def _spawn(self, req: Request) -> int:
         req.chdir()
@@ -243,10 +244,7 @@ class PidNsSpawner:
                 raise
             return spawned
         finally:
-            # The next thread arms while this child runs. A thread can only be made where its
-            # own children would be: not while this thread is armed for a PID 1.
-            self._disarm()
-            self.jail = self.sandbox.new_jail()
+            self._disarm()  # (`_rearm` makes the next jail thread)
 
     def _spawn_warm(self, req: Request, raw: bytes, uid: int | None) -> int:
         """Hands a module request to a waiting fork (`warm.py`), made now if none waits."""
@@ -307,6 +305,15 @@ class PidNsSpawner:
         elif not quietly:
             err = ctypes.get_errno()
             raise StartError(f"cannot create a PID namespace: {os.strerror(err)}")
+
+    def _rearm(self) -> None:
+        """Gets ready for the next request while this child runs, once its owner has heard
+        that it started: the next jail thread (its arming, Python on another thread, would
+        otherwise hold this one up), then this thread armed for a PID 1. A thread can only
+        be made where its own children would be: not while this one is armed."""
+        if self.jail is None:
+            self.jail = self.sandbox.new_jail()
+        self._arm(quietly=True)
 
     def _disarm(self) -> None:
         if self.armed:

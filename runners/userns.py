@@ -127,8 +127,8 @@ entered = False
 
 #: SECBIT_NOROOT (uid 0 gets no capabilities at exec), SECBIT_NO_SETUID_FIXUP,
 #: SECBIT_NO_CAP_AMBIENT_RAISE, each locked, and SECBIT_KEEP_CAPS locked off.
-_SECUREBITS = 0x01 | 0x02 | 0x04 | 0x08 | 0x20 | 0x40 | 0x80
-_CAPSET_V3 = 0x20080522
+SECUREBITS = 0x01 | 0x02 | 0x04 | 0x08 | 0x20 | 0x40 | 0x80
+CAPSET_V3 = 0x20080522
 
 
 def drop_capabilities() -> None:
@@ -137,14 +137,14 @@ def drop_capabilities() -> None:
     exec. (Its uid is the caller's, never 0, the only uid mapped there; and under
     `no_new_privs` no file's capabilities count: an exec would give none back anyway.)
     Raises `OSError`."""
-    if libc.prctl(PR_SET_SECUREBITS, _SECUREBITS, 0, 0, 0) != 0:
+    if libc.prctl(PR_SET_SECUREBITS, SECUREBITS, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), failure("securebits"))
     cap = 0
     while libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0:
         cap += 1
     if ctypes.get_errno() != errno.EINVAL or cap == 0:  # EINVAL: past the last capability
         raise OSError(ctypes.get_errno(), failure(f"dropping capability {cap}"))
-    header = ctypes.create_string_buffer(struct.pack("=Ii", _CAPSET_V3, 0), 8)
+    header = ctypes.create_string_buffer(struct.pack("=Ii", CAPSET_V3, 0), 8)
     data = ctypes.create_string_buffer(24)  # two zeroed `__user_cap_data_struct`s
     if libc.capset(header, data) != 0:
         raise OSError(ctypes.get_errno(), failure("capset"))

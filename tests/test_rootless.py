@@ -94,14 +94,16 @@ class Caller:
         for path in (self.work, self.home, self.home / "secret", self.work / "m.py"):
             os.chown(path, self.uid, self.gid)
 
-    def argv(self, *args: str) -> list[str]:
+    def argv(self, *args: str, extra: dict[str, str] | None = None) -> list[str]:
         """`args` (a Python program and its arguments) run by the caller, with the scrubbed
-        environment of a login: its home, a PATH, no discovery of config files."""
+        environment of a login: its home, a PATH, no discovery of config files (and
+        `extra`)."""
         env = {
             "PATH": f"{os.path.dirname(self.python)}:/usr/local/bin:/usr/bin:/bin",
             "HOME": str(self.home),
             "MCPX_HOOKS_NO_DISCOVERY": "1",
             "PYTHONDONTWRITEBYTECODE": "1",
+            **(extra or {}),
         }
         switch = _setpriv(self.uid, self.gid) if ROOT else []
         return [*switch, "env", "-i", *(f"{k}={v}" for k, v in env.items()), self.python, *args]
@@ -112,10 +114,16 @@ class Caller:
         path.chmod(0o644)
         return str(path)
 
-    def run(self, *args: str, wrap: str | None = None) -> subprocess.CompletedProcess[str]:
-        """Runs `args` as the caller in `work`; `wrap`: through that program first (it execs
-        the rest)."""
-        argv = self.argv(wrap, self.python, *args) if wrap else self.argv(*args)
+    def run(
+        self, *args: str, wrap: str | None = None, extra: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """Runs `args` as the caller in `work` (with `extra` in its environment); `wrap`:
+        through that program first (it execs the rest)."""
+        argv = (
+            self.argv(wrap, self.python, *args, extra=extra)
+            if wrap
+            else self.argv(*args, extra=extra)
+        )
         return subprocess.run(
             argv, capture_output=True, text=True, timeout=BOUND_S, cwd=self.work, check=False
         )
@@ -280,10 +288,16 @@ trio.run(main)
 """
 
 
-def test_strict_hooks_of_an_ordinary_user_are_confined(caller: Caller, marker: Marker) -> None:
+@pytest.mark.parametrize("start", ["chain", "fork"])
+def test_strict_hooks_of_an_ordinary_user_are_confined(
+    caller: Caller, marker: Marker, start: str
+) -> None:
+    """Alike whether the spawner starts each child by a chain of system calls (what it does
+    on x86_64) or, where it cannot, by a fork of itself (`MCPX_HOOKS_HIDE=chain`)."""
     program = caller.program("probes.py", PROBES)
     codes = [textwrap.dedent(c) for c in (INSIDE, SETSID, DOUBLE_FORK, HOLDER)]
-    done = caller.run(program, str(caller.work), str(caller.home), marker, *codes)
+    extra = {"MCPX_HOOKS_HIDE": "chain"} if start == "fork" else None
+    done = caller.run(program, str(caller.work), str(caller.home), marker, *codes, extra=extra)
     assert done.returncode == 0, done.stderr
     out: dict[str, Any] = json.loads(done.stdout)
     assert out["spawner"] == {"mode": "pidns", "userns": True}
