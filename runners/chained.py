@@ -1,4 +1,4 @@
-"""A rootless sandboxed child started without a fork of the spawner: its seal as a `Chain`.
+"""A child started without a fork of the spawner: a rootless sandboxed child's seal as a `Chain`.
 
 Standard library only. Rootless, a sandboxed child needs a user namespace of its own (so
 that its processes limit counts its own tree: `userns.py`), which a thread cannot make; the
@@ -16,6 +16,10 @@ and makes, as raw system calls, what the fork made in Python, in the same order:
    Landlock ruleset, the seccomp filter;
 6. an empty signal mask, then `execve`.
 The isolation is the fork's, step for step; only who carries it out differs.
+
+An unsandboxed child whose limits the spawner cannot lend it (`borrowing.py`: rootless, a
+hard limit cannot be lent back) takes steps 2, 3, 4 and 6 the same way, from the spawner's
+own thread.
 """
 
 from __future__ import annotations
@@ -63,13 +67,22 @@ LAST_CAPABILITY = _last_capability()
 
 
 def start(
-    req: Request, program: str, *, limits: list[tuple[int, int, int]], ruleset_fd: int, net: bool
+    req: Request,
+    program: str,
+    *,
+    limits: list[tuple[int, int, int]],
+    ruleset_fd: int | None = None,
+    net: bool = False,
 ) -> int:
-    """Starts `program` for `req` as a rootless sandboxed child, with `limits` (the request's
-    and its processes limit), Landlock ruleset `ruleset_fd` and the seccomp filter of `net`
-    or not; its pid. Raises `StartError`."""
+    """Starts `program` for `req` with `limits` (soft and hard); its pid. With `ruleset_fd`
+    a rootless sandboxed child (its own user namespace, its Landlock ruleset `ruleset_fd`,
+    the seccomp filter of `net` or not); without, steps 2, 3, 4 and 6 only: an unsandboxed
+    child whose limits this process cannot lend it (`borrowing.py`), without a fork either.
+    Raises `StartError`."""
     chain = Chain()
-    chain.extend(_first(os.getuid(), os.getgid()))
+    if ruleset_fd is not None:
+        chain.extend(_own_namespace(os.getuid(), os.getgid()))
+    chain.extend(_session())
     for source, target in req.pairs:
         if source == target:
             chain.call(nr("fcntl"), target, _F_SETFD, 0, what=f"fd {target}")
@@ -78,9 +91,11 @@ def start(
     for number, soft, hard in limits:
         limit = struct.pack("=QQ", soft & _WORD, hard & _WORD)
         chain.call(nr("prlimit64"), 0, number, limit, None, what=f"set {req.limit_names[number]}")
-    chain.extend(_powerless())
-    chain.call(nr("landlock_restrict_self"), ruleset_fd, 0, what="landlock restrict")
-    chain.extend(_last(net))
+    if ruleset_fd is not None:
+        chain.extend(_powerless())
+        chain.call(nr("landlock_restrict_self"), ruleset_fd, 0, what="landlock restrict")
+        chain.extend(_filtered(net))
+    chain.extend(_unmasked())
     chain.call(
         nr("execve"),
         chain.pointer(os.fsencode(program)),
@@ -89,7 +104,7 @@ def start(
         what="exec",
     )
     try:
-        return chain.spawn(CLONE_NEWUSER)
+        return chain.spawn(CLONE_NEWUSER if ruleset_fd is not None else 0)
     except ChainError as exc:
         if exc.what == "exec":
             raise start_failed(program, exc) from exc
@@ -104,9 +119,8 @@ _WORD = (1 << 64) - 1
 
 
 @functools.cache
-def _first(uid: int, gid: int) -> Chain:
-    """Steps 1 and 2, alike for every child of this process (built once: the spawner's
-    signal handlers are set before it serves)."""
+def _own_namespace(uid: int, gid: int) -> Chain:
+    """Step 1 (the steps built once are alike for every child of this process)."""
     chain = Chain()
     own = "the hook's own user namespace"
     for name, text in (
@@ -118,6 +132,13 @@ def _first(uid: int, gid: int) -> Chain:
         chain.call(nr("openat"), AT_FDCWD, path, os.O_WRONLY | os.O_CLOEXEC, what=own, flags=SAVE)
         chain.call(nr("write"), None, text, len(text), what=own, flags=ARG0_SAVED)
         chain.call(nr("close"), None, what=own, flags=ARG0_SAVED)
+    return chain
+
+
+@functools.cache
+def _session() -> Chain:
+    """Step 2 (built once: the spawner's signal handlers are set before it serves)."""
+    chain = Chain()
     chain.call(nr("setsid"), what="setsid")
     handled = {s for s in signal.valid_signals() if callable(signal.getsignal(s))}
     for sig in sorted(handled.union(DEFAULT_SIGNALS)):
@@ -144,11 +165,18 @@ def _powerless() -> Chain:
 
 
 @functools.cache
-def _last(net: bool) -> Chain:
-    """The seccomp filter of `net` or not, then the empty signal mask."""
+def _filtered(net: bool) -> Chain:
+    """The seccomp filter of `net` or not."""
     chain = Chain()
     filt = seccomp.seccomp_program(not net)
     fprog = struct.pack("=HxxxxxxQ", len(filt) // 8, chain.pointer(filt))
     chain.call(nr("prctl"), PR_SET_SECCOMP, seccomp.SECCOMP_MODE_FILTER, fprog, what="seccomp")
+    return chain
+
+
+@functools.cache
+def _unmasked() -> Chain:
+    """The empty signal mask the program starts with."""
+    chain = Chain()
     chain.call(nr("rt_sigprocmask"), _SIG_SETMASK, bytes(8), None, _SIGSET_BYTES, what="signals")
     return chain

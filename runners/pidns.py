@@ -12,7 +12,7 @@ import select
 import signal
 import socket
 
-from . import jail, warm
+from . import chain, chained, jail, warm
 from .borrowing import (
     CAP_SYS_RESOURCE,
     Broken,
@@ -199,6 +199,8 @@ class PidNsSpawner:
                     return req.posix_spawn(program)
                 lend, after = open_files_after(req.limits, self._highest_fd(req))
                 if not borrowable(lend, self.root, self.raise_hard):
+                    if chain.available():  # (raises StartError itself)
+                        return chained.start(req, program, limits=req.limits)
                     return fork_exec(req, program)
                 with borrowed(req, lend):
                     pid = req.posix_spawn(program)

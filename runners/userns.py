@@ -27,8 +27,8 @@ one uid, the caller's), so:
 * a sandboxed child gets a user namespace of its own (`own_namespace`, the same map), made
   before its RLIMIT_NPROC is set: the kernel counts processes per user per namespace, so its
   processes limit counts its own tree, as the per-child uid does for root, not every process
-  of the caller's hooks together. That takes a fork of the spawner per sandboxed child (a
-  thread cannot make a user namespace) instead of `posix_spawn`.
+  of the caller's hooks together. A thread cannot make a user namespace: the jail thread
+  `clone`s the child into one (`chained.py`), or where that cannot run, forks.
 The caller's supplementary groups stay (with `setgroups` denied they cannot be dropped): the
 child has what the caller has, within the profile's Landlock rules.
 

@@ -8,6 +8,7 @@ import os
 import signal
 
 import pytest
+from conftest import require_rootless
 
 from runners import chain
 from runners.chain import ARG0_SAVED, MAY_FAIL, SAVE, Chain, ChainError
@@ -119,8 +120,8 @@ def test_the_signal_mask_is_the_callers_again_and_the_childs_is_what_the_chain_s
     assert signal.pthread_sigmask(signal.SIG_BLOCK, ()) == before
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="a user namespace of its own is root's to test here")
 def test_a_user_namespace_of_its_own() -> None:
+    require_rootless()  # (an ordinary user where user namespaces are refused cannot)
     c = Piped()
     _exec(c, "/bin/readlink", "/proc/self/ns/user")
     code, printed = _ran(c, CLONE_NEWUSER)

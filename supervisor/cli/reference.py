@@ -49,7 +49,8 @@ SUPERVISOR_VARIABLES: Final = (
     (
         HIDE_ENV,
         "mechanisms to treat as missing (`landlock,seccomp,netns,mountns,uid,pidns`, and"
-        " `userns` for an ordinary user): to see what a machine without them does",
+        " `userns` for an ordinary user): to see what a machine without them does; `chain`:"
+        " an ordinary user's spawner forks for each child, as it does off x86_64",
     ),
     (
         SPAWN_MODE_ENV,
