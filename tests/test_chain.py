@@ -10,9 +10,9 @@ import signal
 import pytest
 from conftest import require_rootless
 
-from runners import chain
-from runners.chain import ARG0_SAVED, MAY_FAIL, SAVE, Chain, ChainError
-from runners.libc import AT_FDCWD, CLONE_NEWUSER, nr
+from mcpx_hooks.runners import chain
+from mcpx_hooks.runners.chain import ARG0_SAVED, MAY_FAIL, SAVE, Chain, ChainError
+from mcpx_hooks.runners.libc import AT_FDCWD, CLONE_NEWUSER, nr
 
 pytestmark = pytest.mark.skipif(not chain.available(), reason="no chain routine on this machine")
 
