@@ -11,8 +11,9 @@ it costs here (the copy-on-write of each page its Python touches); this costs ab
 `posix_spawn` does (which uses the same clone).
 
 It is for a child that needs what a thread cannot do for it and `posix_spawn` will not: a
-rootless hook's own user namespace (`CLONE_NEWUSER` in `flags`: `unshare` of one refuses a
-process with threads, `clone` does not), then its maps, limits and the rest of its seal.
+rootless hook's own user namespace (`unshare` of one refuses a thread of a process with
+others; the child, a process of its own that only shares memory, may), then its maps,
+limits and the rest of its seal (`chained.py`).
 
 A step that fails stops the chain: the routine stores the step's index and the error where
 this process reads them (its memory is shared) and exits 127; `spawn` reaps it and raises
@@ -77,8 +78,8 @@ from __future__ import annotations
 import ctypes
 import os
 import platform
-import signal
 import struct
+import threading
 
 from .isolation import hidden
 
@@ -206,7 +207,7 @@ class Chain:
             return self.pointer(arg)
         return arg & _WORD
 
-    def spawn(self, flags: int) -> int:
+    def spawn(self, flags: int = 0) -> int:
         """Starts the child (`clone` with `CLONE_VM | CLONE_VFORK | flags`), which makes the
         calls in order; returns its pid once it has exec'd. Raises `ChainError` for the step
         that failed (the child reaped), `OSError` if `clone` itself failed."""
@@ -214,16 +215,17 @@ class Chain:
         assert self._last == EXECVE, "a chain ends with its exec"
         laid = b"".join((_HEADER, *self._packed, _END))
         mem = (ctypes.c_uint64 * (len(laid) // 8)).from_buffer_copy(laid)
-        stack = ctypes.create_string_buffer(_STACK)
-        top = (ctypes.addressof(stack) + _STACK - 64) & ~15
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, _EVERY_SIGNAL)
-        try:
-            pid: int = _libc.clone(
-                _routine, top, CLONE_VM | CLONE_VFORK | flags | _SIGCHLD, ctypes.addressof(mem)
-            )
-            err = ctypes.get_errno()
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        old = ctypes.create_string_buffer(_SIGSET_BYTES)
+        with _stack_lock:  # (one child at a time on the stack; its clone returns after exec)
+            _pthread_sigmask(_SIG_BLOCK, _EVERY_SIGNAL, old)
+            try:
+                pid: int = _libc.clone(
+                    _routine, _STACK_TOP, CLONE_VM | CLONE_VFORK | flags | _SIGCHLD,
+                    ctypes.addressof(mem),
+                )  # fmt: skip
+                err = ctypes.get_errno()
+            finally:
+                _pthread_sigmask(_SIG_SETMASK, old, None)
         if pid < 0:
             raise OSError(err, f"clone: {os.strerror(err)}")
         if mem[0] == _NONE:
@@ -236,4 +238,14 @@ class Chain:
 #: The chain's header (no step failed yet) and its end.
 _HEADER = struct.pack("=QQ", _NONE, 0)
 _END = _ENTRY.pack(_WORD, 0, 0, 0, 0, 0, 0, 0)
-_EVERY_SIGNAL = signal.valid_signals()
+
+#: The children's stack, one at a time (`_stack_lock`).
+_STACK_MEMORY = ctypes.create_string_buffer(_STACK)
+_STACK_TOP = (ctypes.addressof(_STACK_MEMORY) + _STACK - 64) & ~15
+_stack_lock = threading.Lock()
+#: The calling thread's signal mask, through libc (a `sigset_t` as bytes, every bit set for
+#: "all"): what `signal.pthread_sigmask` does without building a set of the old mask.
+_SIG_BLOCK, _SIG_SETMASK, _SIGSET_BYTES = 0, 2, 128
+_EVERY_SIGNAL = ctypes.create_string_buffer(b"\xff" * _SIGSET_BYTES, _SIGSET_BYTES)
+_pthread_sigmask = _libc.pthread_sigmask
+_pthread_sigmask.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]

@@ -1,12 +1,14 @@
 """A child started without a fork of the spawner: a rootless sandboxed child's seal as a `Chain`.
 
 Standard library only. Rootless, a sandboxed child needs a user namespace of its own (so
-that its processes limit counts its own tree: `userns.py`), which a thread cannot make; the
-jail thread used to fork the spawner for it. Here the thread `clone`s it with
-`CLONE_NEWUSER` instead (`chain.py`): the child shares the spawner's memory until its exec
-and makes, as raw system calls, what the fork made in Python, in the same order:
+that its processes limit counts its own tree: `userns.py`), which a thread of a process with
+others cannot make (`unshare` refuses it); the spawner used to fork itself for it. Here the
+child is `clone`d sharing the spawner's memory (`chain.py`), a process of its own that may
+make one, and makes, as raw system calls, what the fork made in Python, in the same order:
 
-1. the maps of its own user namespace (`setgroups` denied, the caller's uid and gid to
+0. where asked, the empty network namespace (`enter_net`: it can while it still has the
+   spawner's capabilities, which its own user namespace then leaves behind);
+1. its own user namespace and its maps (`setgroups` denied, the caller's uid and gid to
    themselves), through the writable /proc of the jail's mount namespace;
 2. its own session; the signals of `DEFAULT_SIGNALS` and every one this process handles
    back to the default;
@@ -34,6 +36,7 @@ from . import seccomp
 from .chain import ARG0_SAVED, MAY_FAIL, SAVE, Chain, ChainError
 from .libc import (
     AT_FDCWD,
+    CLONE_NEWNET,
     CLONE_NEWUSER,
     PR_CAPBSET_DROP,
     PR_SET_NO_NEW_PRIVS,
@@ -73,13 +76,17 @@ def start(
     limits: list[tuple[int, int, int]],
     ruleset_fd: int | None = None,
     net: bool = False,
+    enter_net: int | None = None,
 ) -> int:
     """Starts `program` for `req` with `limits` (soft and hard); its pid. With `ruleset_fd`
     a rootless sandboxed child (its own user namespace, its Landlock ruleset `ruleset_fd`,
-    the seccomp filter of `net` or not); without, steps 2, 3, 4 and 6 only: an unsandboxed
-    child whose limits this process cannot lend it (`borrowing.py`), without a fork either.
-    Raises `StartError`."""
+    the seccomp filter of `net` or not; first, `enter_net`, a network namespace the child
+    enters, which it can only while it has this process's capabilities); without, steps 2,
+    3, 4 and 6 only: an unsandboxed child whose limits this process cannot lend it
+    (`borrowing.py`), without a fork either. Raises `StartError`."""
     chain = Chain()
+    if enter_net is not None:
+        chain.call(nr("setns"), enter_net, CLONE_NEWNET, what="network namespace")
     if ruleset_fd is not None:
         chain.extend(_own_namespace(os.getuid(), os.getgid()))
     chain.extend(_session())
@@ -104,7 +111,7 @@ def start(
         what="exec",
     )
     try:
-        return chain.spawn(CLONE_NEWUSER if ruleset_fd is not None else 0)
+        return chain.spawn()
     except ChainError as exc:
         if exc.what == "exec":
             raise start_failed(program, exc) from exc
@@ -123,6 +130,9 @@ def _own_namespace(uid: int, gid: int) -> Chain:
     """Step 1 (the steps built once are alike for every child of this process)."""
     chain = Chain()
     own = "the hook's own user namespace"
+    # (`unshare` of a user namespace refuses a thread of a process with others; the child is
+    # a process of its own, sharing only memory, so it may.)
+    chain.call(nr("unshare"), CLONE_NEWUSER, what=own)
     for name, text in (
         ("setgroups", b"deny"),
         ("uid_map", b"%d %d 1" % (uid, uid)),

@@ -17,12 +17,11 @@ costs only what depends on it, on the thread (`confine.py` says why all of it st
 3. the hook's uid and gid (rootless instead: a user namespace of its own, no capability in
    it, `userns.py`), `no_new_privs`, Landlock (a ruleset of its own), seccomp;
 4. `posix_spawn`: the child is PID 1 of a fresh PID namespace with all of the above (rootless
-   a `clone` with a user namespace of its own, which does step 3 itself, `chained.py`: a
-   thread cannot make a user namespace; where that cannot run, a fork of the spawner).
-The thread answers, closes the fds of step 0 and ends; the spawner arms the next one while
-the child runs. Resource limits are per process, so the spawner lends its soft limits for the
-spawn (`pidns.py`) and sets the hard ones on the child right after (`borrowing.seal_limits`);
-where they cannot be lent, the thread forks and the fork sets them itself.
+   the child does step 3 itself, `chained.py`; the spawner's own thread then does all this,
+   `inline.py`). The thread answers, closes the fds of step 0 and ends; the spawner arms
+   the next one while the child runs. Resource limits are per process: the spawner lends
+   its soft limits for the spawn and sets the hard ones right after (`borrowing.py`);
+   where they cannot be lent, the thread forks and the fork sets them itself.
 """
 
 from __future__ import annotations
@@ -305,17 +304,14 @@ class Seal:
         self.grants.ruleset.restrict()
         seccomp.install(no_sockets=not self._net)
 
-    def chained(self, req: Request, program: str) -> int:
-        """Rootless: starts `req` with this seal carried out by the child itself, without a
-        fork of the spawner (`chained.py`); the grants' fds stay open until `close`."""
+    def chained(self, req: Request, program: str, enter_net: int | None = None) -> int:
+        """Rootless: starts `req` with this seal carried out by the child itself (first
+        entering `enter_net`), without a fork of the spawner (`chained.py`)."""
         assert self.grants.ruleset is not None and self.grants.ruleset.fd is not None
         return chained.start(
-            req,
-            program,
-            limits=[*req.limits, *self.nproc],
-            ruleset_fd=self.grants.ruleset.fd,
-            net=self._net,
-        )
+            req, program, limits=[*req.limits, *self.nproc], ruleset_fd=self.grants.ruleset.fd,
+            net=self._net, enter_net=enter_net,
+        )  # fmt: skip
 
     def close(self) -> None:
         self.grants.close()
@@ -328,13 +324,14 @@ def prepare(
     empty_net: int | None,
     *,
     home: int | None = None,
+    enter_net: bool = True,
 ) -> tuple[int | None, Seal]:
     """Steps 0 to 2 of the module docstring on an armed thread or process (`arm`): the
     grants, the view (`view.py`), the working directory, the network. Returns the scratch fd
     to copy back (or None) and step 3, `seal`, to call last, in the thread or process that
     then runs the child. `home`: an fd of the spawner's own PID namespace, for the helper
     child of an idmapped grant (`idmap.userns`; None in a fork, whose children may be made
-    as it is).
+    as it is); not `enter_net`: the child enters `empty_net` itself (`inline.py`).
     """
     ids = (uid, uid) if uid is not None else (os.getuid(), os.getgid())
     grants = Grants(sandbox.read, sandbox.devices, net=sandbox.net, write=sandbox.write)
@@ -351,7 +348,7 @@ def prepare(
             finally:
                 os.close(scratch)
             req.chdir()
-            if not sandbox.net:
+            if not sandbox.net and enter_net:
                 if empty_net is None:
                     raise StartError("sandbox: no network namespace")
                 libc.setns(empty_net, libc.CLONE_NEWNET, "network namespace")

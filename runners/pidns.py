@@ -12,7 +12,7 @@ import select
 import signal
 import socket
 
-from . import chain, chained, jail, warm
+from . import chain, chained, inline, jail, warm
 from .borrowing import (
     CAP_SYS_RESOURCE,
     Broken,
@@ -66,6 +66,13 @@ class PidNsSpawner:
         self.epoll.register(LIFELINE_FD, select.EPOLLIN)
         os.chdir("/")  # keep no directory busy
         self.armed = False
+        #: Rootless where the chain runs: sandboxed children start from this thread.
+        self.inline: inline.InlineJail | None = None
+        if sandbox.userns and chain.available() and self.jail is not None:
+            self.inline = inline.made(sandbox)
+            if self.inline is not None:
+                self.jail.release()
+                self.jail = None
         self._arm(quietly=True)
         warm.ready_spawner()
         #: Waiting forks for module requests (`warm.py`), by kind; and the kinds asked for.
@@ -226,6 +233,12 @@ class PidNsSpawner:
         missing = self.sandbox.missing_for(req.sandbox)
         if missing:
             raise StartError(f"sandbox: cannot be enforced here: missing {', '.join(missing)}")
+        if self.inline is not None:
+            self._arm()
+            try:
+                return self.inline.spawn(req, self.home)
+            finally:
+                self._disarm()
         current, self.jail = self.jail, None
         assert current is not None
         try:
@@ -309,11 +322,9 @@ class PidNsSpawner:
             raise StartError(f"cannot create a PID namespace: {os.strerror(err)}")
 
     def _rearm(self) -> None:
-        """Gets ready for the next request while this child runs, once its owner has heard
-        that it started: the next jail thread (its arming, Python on another thread, would
-        otherwise hold this one up), then this thread armed for a PID 1. A thread can only
-        be made where its own children would be: not while this one is armed."""
-        if self.jail is None:
+        """Ready for the next request, once this child's owner heard it started: the next jail
+        thread (made only while this thread is not armed), then this thread armed."""
+        if self.jail is None and self.inline is None:
             self.jail = self.sandbox.new_jail()
         self._arm(quietly=True)
 
@@ -369,33 +380,12 @@ class PidNsSpawner:
             output.close()
 
     def _read_output(self, tree: Tree, fd: int, *, drain: bool = False) -> None:
-        """Moves what stdout or stderr `fd` holds to its memfd (all of it, `drain`: the
-        tree is gone); stops at end of file, and at stdout past its cap, killing the tree."""
-        assert tree.collect is not None
-        output = next(o for o in tree.outputs if o.pipe == fd)
-        cap = tree.collect.stdout
-        while True:
-            try:
-                moved = output.splice()
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError:
-                moved = 0
-            over = output is tree.outputs[0] and output.count > cap
-            if moved and not over:
-                if drain:
-                    continue
-                return
-            if over:
-                tree.overflow = True
-                tree.signal(signal.SIGKILL)
-                output.count = cap
-                os.ftruncate(output.memfd, cap)
+        """Moves what stdout or stderr `fd` holds to its memfd (`Tree.pump`); forgets the
+        pipe once it is done."""
+        if tree.pump(fd, drain=drain):
             self.epoll.unregister(fd)
             del self.trees[fd]
             os.close(fd)
-            output.pipe = -1
-            return
 
     def _forget_ctrl(self, tree: Tree) -> None:
         assert tree.ctrl is not None

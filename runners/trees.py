@@ -154,6 +154,33 @@ class Tree:
         self.outputs: list[Output] = []
         self.overflow = False
 
+    def pump(self, fd: int, *, drain: bool = False) -> bool:
+        """Moves what stdout or stderr `fd` holds to its memfd (all of it, `drain`: the tree
+        is gone); at end of file, and at stdout past its cap (the tree killed), marks the
+        pipe done and returns True: the caller forgets and closes `fd`."""
+        assert self.collect is not None
+        output = next(o for o in self.outputs if o.pipe == fd)
+        cap = self.collect.stdout
+        while True:
+            try:
+                moved = output.splice()
+            except (BlockingIOError, InterruptedError):
+                return False
+            except OSError:
+                moved = 0
+            over = output is self.outputs[0] and output.count > cap
+            if moved and not over:
+                if drain:
+                    continue
+                return False
+            if over:
+                self.overflow = True
+                self.signal(signal.SIGKILL)
+                output.count = cap
+                os.ftruncate(output.memfd, cap)
+            output.pipe = -1
+            return True
+
     def signal(self, sig: int) -> None:
         with contextlib.suppress(ProcessLookupError):
             signal.pidfd_send_signal(self.pidfd, sig)

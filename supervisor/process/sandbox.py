@@ -184,20 +184,21 @@ def plan(
     require(profile, spawner)
     if profile is Profile.NONE:
         return child_rlimits(limits, hard=False), None
-    real = [os.path.realpath(d) for d in dirs]
-    write = [os.path.realpath(p) for p in paths.write]
+    realpath = functools.cache(os.path.realpath)  # (each path resolved once per plan)
+    real = [realpath(d) for d in dirs]
+    write = [realpath(p) for p in paths.write]
     if profile is Profile.WORKSPACE and workdir is not None:
-        write.insert(0, os.path.realpath(workdir))
+        write.insert(0, realpath(workdir))
     write = list(dict.fromkeys(write))
-    extra = [os.path.realpath(p) for p in paths.read]
+    extra = [realpath(p) for p in paths.read]
     read = [
         p for p in dict.fromkeys((*SYSTEM_DIRS, *python_dirs(), *real, *extra)) if p not in write
     ]
     switch_uid = os.geteuid() == 0
     vouched = {
-        *(real if granted is None else (os.path.realpath(d) for d in granted)),
+        *(real if granted is None else (realpath(d) for d in granted)),
         *extra,
-        *(os.path.realpath(p) for p in paths.write),
+        *(realpath(p) for p in paths.write),
     }
     mapped: tuple[str, ...] = ()
     if switch_uid:  # (rootless, the hook's uid is the caller's own: nothing to map)
@@ -288,14 +289,14 @@ def check_program(
     for _ in range(_MAX_INTERPRETERS + 1):
         if found is None:
             return
-        for candidate in dict.fromkeys((found, os.path.realpath(found))):
+        real = os.path.realpath(found)
+        for candidate in dict.fromkeys((found, real)):
             if not _under(candidate, visible):
                 raise ProgramHidden(
                     f'cannot run "{argv0}": it resolves to {via}{candidate}, which the'
                     f" {profile} sandbox cannot see; add [sandbox] read ="
                     f' ["{admitting(candidate)}"] to admit it'
                 )
-        real = os.path.realpath(found)
         interpreter = _interpreter(real)
         if interpreter is None:
             return

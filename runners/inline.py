@@ -1,0 +1,127 @@
+"""Rootless, where the chain runs: a sandboxed child started from the spawner's own thread.
+
+Standard library only. A jail thread (`jail.py`) exists because what seals a child (its uid,
+`no_new_privs`, Landlock, seccomp) acts on the calling thread for good: root's thread is
+sealed, then spawns, then ends. Rootless with the chain (`chained.py`), the child seals
+itself and the thread is never sealed: what it holds for the child is only namespaces (the
+mount view, the empty network, IPC, UTS, the next PID namespace) and its working directory,
+all of which a thread can enter and leave. So the spawner's own thread takes the steps
+itself, and comes back:
+
+1. enters `template` (a mount namespace made once: the tree private, read-only and nosuid,
+   /proc writable, as `jail.arm` makes it) and unshares a copy of it for this child, with an
+   IPC and a UTS namespace of its own (the thread is armed for a PID 1 already, `pidns.py`);
+2. `jail.prepare`: the grants, the view, the working directory, the empty network;
+3. the chain, which starts the child in all of that;
+4. back to its own mount, network, IPC and UTS namespaces and `/`, whatever happened (a
+   thread that cannot come back raises `Broken`: the spawner must not spawn again).
+No thread is made, armed or woken for a child, and no message passes between threads on its
+way: measured here about 0.1 ms of each hook's start.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+
+from . import jail, libc, view
+from .borrowing import Broken
+from .jail import Spawned
+from .mechanisms import Mechanisms
+from .spawnreq import Request
+from .start import StartError, resolve
+from .userns import writable_proc
+
+_CLONE_FS = 0x00000200
+#: The namespaces the thread leaves for a child, and comes back to, by their /proc name.
+_HOME = (("mnt", libc.CLONE_NEWNS), ("ipc", libc.CLONE_NEWIPC), ("uts", libc.CLONE_NEWUTS))
+_HOME_FLAGS = libc.CLONE_NEWNS | libc.CLONE_NEWIPC | libc.CLONE_NEWUTS
+
+
+def _template() -> int:
+    """An fd of a mount namespace as an armed jail thread has it, made on a throwaway thread
+    (this one stays where it is). Raises `OSError`."""
+    found: list[int | BaseException] = []
+
+    def make() -> None:
+        try:
+            libc.unshare(libc.CLONE_NEWNS, "mount namespace")
+            view.mount(None, "/", None, view.MS_REC | view.MS_PRIVATE, "")
+            view.read_only_tree()
+            writable_proc()
+            found.append(os.open("/proc/thread-self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC))
+        except OSError as exc:
+            found.append(exc)
+
+    thread = threading.Thread(target=make, name="mcpx-template")
+    thread.start()
+    thread.join()
+    if isinstance(found[0], BaseException):
+        raise found[0]
+    return found[0]
+
+
+def made(sandbox: Mechanisms) -> InlineJail | None:
+    """An `InlineJail` on this thread where the mechanisms it needs are here, else None (the
+    spawner then keeps its jail threads)."""
+    if "pidns" in sandbox.missing or "mountns" in sandbox.missing:
+        return None
+    try:
+        return InlineJail(sandbox.empty_net)
+    except OSError:
+        return None
+
+
+class InlineJail:
+    """Steps 1 to 4 of the module docstring, on the thread that makes it (the spawner's
+    main thread, which must stay the one that calls `spawn`)."""
+
+    def __init__(self, empty_net: int | None) -> None:
+        # A thread may enter a mount namespace only with a filesystem context of its own, and
+        # come back only to namespaces this process owns: copies of the host's, made now.
+        libc.unshare(_CLONE_FS | _HOME_FLAGS, "namespaces of its own (mount, ipc, uts)")
+        self._empty_net = empty_net
+        self._home = [
+            (os.open(f"/proc/thread-self/ns/{name}", os.O_RDONLY | os.O_CLOEXEC), flag)
+            for name, flag in _HOME
+        ]
+        self._template = _template()
+
+    def spawn(self, req: Request, home_pid: int) -> Spawned:
+        """Starts `req` confined by `req.sandbox`, its uid the caller's; raises
+        `StartError`, or `Broken` if this thread could not come back."""
+        assert req.sandbox is not None
+        try:
+            libc.setns(self._template, libc.CLONE_NEWNS, "the armed mount namespace")
+            libc.unshare(_HOME_FLAGS, "namespaces (mount, ipc, uts)")
+            scratch_fd, seal = jail.prepare(
+                req, req.sandbox, None, self._empty_net, home=home_pid, enter_net=False
+            )
+            try:
+                program = resolve(req.argv[0], req.env.get("PATH", os.defpath))
+                net = None if req.sandbox.net else self._empty_net
+                if net is None and not req.sandbox.net:
+                    raise StartError("sandbox: no network namespace")
+                return Spawned(seal.chained(req, program, net), scratch_fd)
+            except BaseException:
+                if scratch_fd is not None:
+                    os.close(scratch_fd)
+                raise
+            finally:
+                seal.close()  # (the child has its own copies, or exec'd and closed them)
+        except libc.ConfineError as exc:
+            raise StartError(f"sandbox: {exc}") from exc
+        finally:
+            self._come_back()
+
+    def _come_back(self) -> None:
+        for fd, flag in self._home:
+            if libc.libc.setns(fd, flag) != 0:
+                err = ctypes.get_errno()
+                raise Broken(f"cannot return to the spawner's namespaces: {os.strerror(err)}")
+        os.chdir("/")
+
+    def close(self) -> None:
+        for fd in (self._template, *(fd for fd, _ in self._home)):
+            os.close(fd)
