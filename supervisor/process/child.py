@@ -268,7 +268,18 @@ class Child:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(target, signal.SIGKILL)
 
+    @property
+    def done(self) -> bool:
+        """Whether the tree is gone and reaped and nothing of its output is left to read:
+        `close` then does all that ending it takes."""
+        return self._exit_seen.is_set() and not (self.outcome.exited and self._unread)
+
     async def aclose(self) -> None:
+        self.close()
+        await trio.lowlevel.checkpoint()
+
+    def close(self) -> None:
+        """Closes what this side holds of the child (its streams, control socket, pidfd)."""
         for stream in (self.stdin, *(self._outputs or ()), *self.extra):
             if stream is not None:
                 stream.close()
@@ -276,7 +287,6 @@ class Child:
         if self._pidfd is not None:
             os.close(self._pidfd)
             self._pidfd = None
-        await trio.lowlevel.checkpoint()
 
 
 class SpawnerLink:

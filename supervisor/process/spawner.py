@@ -134,27 +134,27 @@ class Spawner:
         """Starts a child; on exit its whole tree is gone and reaped, whatever happened.
 
         Inside, the child runs in its own session with fds 0, 1, 2 as pipes to `Child.stdin`,
-        `stdout`, `stderr` (stdin is /dev/null when `stdin` is false), and one pipe per entry of
-        `extra_fds`, placed at that number in the child, whose read end is `Child.extra[i]`
-        (then the write ends of `spec.input_fds`). `stdin_data` is written to stdin before
-        the child is even asked for, as far as the pipe takes it (the child finds its input
-        waiting), and closed when all of it fits; `communicate` writes the rest. `collect`
+        `stdout`, `stderr` (stdin /dev/null when `stdin` is false), one pipe per `extra_fds`
+        at that number in the child (read end `Child.extra[i]`; then `spec.input_fds`).
+        `stdin_data` is written to stdin before the child is even asked for, as far as the
+        pipe takes it, and closed when all of it fits; `communicate` writes the rest. `collect`
         (stdout cap, stderr tail), for a child that only `communicate`s: the spawner moves
-        both into memfds itself and sends them with the exit report, one socket to watch
-        here instead of three (pidns mode; else ignored). Its environment is exactly
-        `spec.env`. When the block is left early (timeout, cancellation, error), the tree
-        gets SIGTERM, then SIGKILL after `kill_grace` seconds, under a shielded scope; a block
-        left normally does the same to whatever still runs. Raises `SpawnError` when the
-        child cannot start (missing program, bad cwd, bad limit, no spawner)."""
+        both into memfds and sends them with the exit report (pidns mode; else ignored). Its
+        environment is exactly `spec.env`. A block left early (timeout, cancellation, error)
+        gives the tree SIGTERM, then SIGKILL after `kill_grace` seconds, shielded; one left
+        normally, whatever still runs. Raises `SpawnError` when the child cannot start."""
         if self.mode != "pidns":
             collect = None
         child = await self._start(spec, stdin_data or stdin, extra_fds, kill_grace, collect)
         try:
             yield child
         finally:
-            with trio.CancelScope(shield=True):
-                await child._terminate(kill_grace)
-                await child.aclose()
+            if child.done:  # (the common end: nothing to wait for, no scope needed)
+                child.close()
+            else:
+                with trio.CancelScope(shield=True):
+                    await child._terminate(kill_grace)
+                    await child.aclose()
 
     async def _start(
         self,
