@@ -485,3 +485,21 @@ def test_per_call_hooks_are_granted_only_within_a_granted_run_cwd(tmp_path: Path
         str(tmp_path),
         "/elsewhere",
     )
+
+
+def test_real_path_is_realpath(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plan's resolution asks the kernel where a path exists; it must say what
+    `os.path.realpath` says, for links, relative paths, `..` after a link, and paths that
+    are not there (where it is `os.path.realpath` itself)."""
+    (tmp_path / "real" / "deep").mkdir(parents=True)
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "link").symlink_to(tmp_path / "real" / "deep")
+    (tmp_path / "chain").symlink_to("link")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    monkeypatch.chdir(tmp_path)
+    for path in (
+        str(tmp_path / "real"), str(tmp_path / "file"), str(tmp_path / "link"),
+        str(tmp_path / "chain"), str(tmp_path / "chain" / ".."), "chain/../deep/..", "file",
+        str(tmp_path / "dangling"), str(tmp_path / "missing" / "below"), "/", "/bin/true",
+    ):  # fmt: skip
+        assert sandbox.real_path(path) == os.path.realpath(path), path
