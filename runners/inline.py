@@ -87,14 +87,34 @@ class InlineJail:
             for name, flag in _HOME
         ]
         self._template = _template()
+        #: In a copy of `template` made ahead (`arm`), rather than at home.
+        self.armed = False
+
+    def arm(self) -> None:
+        """Step 1 ahead of the next request (while the last child runs): this thread stays
+        in the copy until `spawn` uses it or `disarm` (before anything this thread starts
+        or writes by path must see the spawner's own tree). Raises `OSError`."""
+        if self.armed:
+            return
+        try:
+            libc.setns(self._template, libc.CLONE_NEWNS, "the armed mount namespace")
+            libc.unshare(_HOME_FLAGS, "namespaces (mount, ipc, uts)")
+        except BaseException:
+            self._come_back()
+            raise
+        self.armed = True
+
+    def disarm(self) -> None:
+        """Back home (`Broken` if it cannot), having left a copy unused, if armed."""
+        if self.armed:
+            self._come_back()
 
     def spawn(self, req: Request, home_pid: int) -> Spawned:
         """Starts `req` confined by `req.sandbox`, its uid the caller's; raises
         `StartError`, or `Broken` if this thread could not come back."""
         assert req.sandbox is not None
         try:
-            libc.setns(self._template, libc.CLONE_NEWNS, "the armed mount namespace")
-            libc.unshare(_HOME_FLAGS, "namespaces (mount, ipc, uts)")
+            self.arm()
             scratch_fd, seal = jail.prepare(
                 req, req.sandbox, None, self._empty_net, home=home_pid, enter_net=False
             )
@@ -121,6 +141,7 @@ class InlineJail:
                 err = ctypes.get_errno()
                 raise Broken(f"cannot return to the spawner's namespaces: {os.strerror(err)}")
         os.chdir("/")
+        self.armed = False
 
     def close(self) -> None:
         for fd in (self._template, *(fd for fd, _ in self._home)):

@@ -5,6 +5,7 @@ Standard library only.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import resource
@@ -28,11 +29,8 @@ from .collect import Output, send_collected
 from .libc import CLONE_NEWPID, libc
 from .mechanisms import Mechanisms
 from .protocol import (
-    KILL,
     LIFELINE_FD,
-    TERM,
     TakenCounter,
-    command,
     control,
     exit_report,
     fail,
@@ -197,6 +195,7 @@ class PidNsSpawner:
         self._rearm()
 
     def _spawn(self, req: Request) -> int:
+        self._at_home()
         req.chdir()
         try:
             program = resolve(req.argv[0], req.env.get("PATH", os.defpath))
@@ -299,6 +298,7 @@ class PidNsSpawner:
 
     def _fork_waiting(self, kind: str) -> warm.WaitingFork:
         """A waiting fork, PID 1 of a fresh PID namespace; this thread is armed again after."""
+        self._at_home()
         self._arm()
         try:
             return warm.fork_waiting(kind, self.sandbox.empty_net if kind == warm.JAILED else None)
@@ -327,6 +327,13 @@ class PidNsSpawner:
         if self.jail is None and self.inline is None:
             self.jail = self.sandbox.new_jail()
         self._arm(quietly=True)
+        if self.inline is not None:  # (if it cannot, the request that needs it says why)
+            with contextlib.suppress(OSError):
+                self.inline.arm()
+
+    def _at_home(self) -> None:
+        if self.inline is not None:
+            self.inline.disarm()
 
     def _disarm(self) -> None:
         if self.armed:
@@ -335,22 +342,8 @@ class PidNsSpawner:
             self.armed = False
 
     def _obey(self, tree: Tree) -> None:
-        assert tree.ctrl is not None
-        try:
-            msg = tree.ctrl.recv(4096, socket.MSG_DONTWAIT)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            msg = b""
-        if not msg:  # the owner is gone: kill, reap without a report
-            tree.signal(signal.SIGKILL)
+        if tree.obey():  # the owner is gone: killed, reaped without a report
             self._forget_ctrl(tree)
-            return
-        cmd = command(msg)
-        if cmd == TERM:
-            tree.terminate()
-        elif cmd == KILL:
-            tree.signal(signal.SIGKILL)
 
     def _reap(self, tree: Tree) -> None:
         pid, status, usage = os.wait4(tree.pid, os.WNOHANG)
@@ -364,6 +357,7 @@ class PidNsSpawner:
         if tree.uid is not None:
             self.uids.give(tree.uid)
         if tree.scratch is not None:
+            self._at_home()  # (the scratch goes back by its path in the spawner's tree)
             jail.return_scratch(*tree.scratch)
             tree.scratch = None
         for output in tree.outputs:

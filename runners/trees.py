@@ -14,6 +14,7 @@ import signal
 import socket
 from typing import TYPE_CHECKING
 
+from .protocol import KILL, TERM, command
 from .start import StartError
 
 if TYPE_CHECKING:
@@ -180,6 +181,26 @@ class Tree:
                 os.ftruncate(output.memfd, cap)
             output.pipe = -1
             return True
+
+    def obey(self) -> bool:
+        """Carries out what the owner sent on the control socket; True when the owner is
+        gone (the tree is then killed, to be reaped without a report)."""
+        assert self.ctrl is not None
+        try:
+            msg = self.ctrl.recv(4096, socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError:
+            msg = b""
+        if not msg:
+            self.signal(signal.SIGKILL)
+            return True
+        cmd = command(msg)
+        if cmd == TERM:
+            self.terminate()
+        elif cmd == KILL:
+            self.signal(signal.SIGKILL)
+        return False
 
     def signal(self, sig: int) -> None:
         with contextlib.suppress(ProcessLookupError):

@@ -372,7 +372,9 @@ def admitting(path: str) -> str:
 @functools.cache
 def python_dirs() -> tuple[str, ...]:
     """The Python in use: its prefixes, its site-packages, the runner files, and where the
-    interpreter's executable really is."""
+    interpreter's executable really is; but those in a system directory (which every
+    sandboxed child reads already) or in another of them: a rule of their own, or a bind in
+    a cover, would add nothing."""
     found = [
         sys.prefix,
         sys.base_prefix,
@@ -382,7 +384,12 @@ def python_dirs() -> tuple[str, ...]:
         os.path.dirname(runner_path("spawner.py")),
         os.path.dirname(os.path.realpath(sys.executable)),
     ]
-    return tuple(dict.fromkeys(os.path.realpath(p) for p in found))
+    real = list(dict.fromkeys(os.path.realpath(p) for p in found))
+    return tuple(
+        p
+        for p in real
+        if not _under(p, SYSTEM_DIRS) and not any(p != q and _under(p, [q]) for q in real)
+    )
 
 
 def enforced_by(profile: Profile) -> tuple[str, ...]:
