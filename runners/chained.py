@@ -6,8 +6,9 @@ others cannot make (`unshare` refuses it); the spawner used to fork itself for i
 child is `clone`d sharing the spawner's memory (`chain.py`), a process of its own that may
 make one, and makes, as raw system calls, what the fork made in Python, in the same order:
 
-0. where asked, the empty network namespace (`enter_net`: it can while it still has the
-   spawner's capabilities, which its own user namespace then leaves behind);
+0. where asked, the empty network namespace and IPC and UTS namespaces of its own
+   (`enter_net`, `unshare`: it can while it still has the spawner's capabilities, which its
+   own user namespace then leaves behind);
 1. its own user namespace and its maps (`setgroups` denied, the caller's uid and gid to
    themselves), through the writable /proc of the jail's mount namespace;
 2. its own session; the signals of `DEFAULT_SIGNALS` and every one this process handles
@@ -77,16 +78,20 @@ def start(
     ruleset_fd: int | None = None,
     net: bool = False,
     enter_net: int | None = None,
+    unshare: int = 0,
 ) -> int:
     """Starts `program` for `req` with `limits` (soft and hard); its pid. With `ruleset_fd`
     a rootless sandboxed child (its own user namespace, its Landlock ruleset `ruleset_fd`,
     the seccomp filter of `net` or not; first, `enter_net`, a network namespace the child
-    enters, which it can only while it has this process's capabilities); without, steps 2,
+    enters, and `unshare`, namespaces it makes, which it can only while it has this
+    process's capabilities); without, steps 2,
     3, 4 and 6 only: an unsandboxed child whose limits this process cannot lend it
     (`borrowing.py`), without a fork either. Raises `StartError`."""
     chain = Chain()
     if enter_net is not None:
         chain.call(nr("setns"), enter_net, CLONE_NEWNET, what="network namespace")
+    if unshare:
+        chain.call(nr("unshare"), unshare, what="namespaces (ipc, uts)")
     if ruleset_fd is not None:
         chain.extend(_own_namespace(os.getuid(), os.getgid()))
     chain.extend(_session())

@@ -61,8 +61,7 @@ def make_empty_net() -> int:
 
 
 class Spawned:
-    """What a jailed spawn gives back: the pid, the scratch tmpfs when it is returned, and
-    when asked for (`Jail.spawn`), an fd holding the child's mount namespace."""
+    """A jailed spawn's pid, scratch tmpfs (if returned), mount namespace fd (if asked)."""
 
     def __init__(self, pid: int, scratch_fd: int | None, mounts: int | None = None) -> None:
         self.pid = pid
@@ -304,14 +303,14 @@ class Seal:
         self.grants.ruleset.restrict()
         seccomp.install(no_sockets=not self._net)
 
-    def chained(self, req: Request, program: str, enter_net: int | None = None) -> int:
-        """Rootless: starts `req` with this seal carried out by the child itself (first
-        entering `enter_net`), without a fork of the spawner (`chained.py`)."""
+    def chained(self, req: Request, program: str, net: int | None = None, new: int = 0) -> int:
+        """Rootless: starts `req`, the child carrying out this seal itself (entering `net`,
+        unsharing `new` first), without a fork of the spawner (`chained.py`)."""
         assert self.grants.ruleset is not None and self.grants.ruleset.fd is not None
+        limits, fd = [*req.limits, *self.nproc], self.grants.ruleset.fd
         return chained.start(
-            req, program, limits=[*req.limits, *self.nproc], ruleset_fd=self.grants.ruleset.fd,
-            net=self._net, enter_net=enter_net,
-        )  # fmt: skip
+            req, program, limits=limits, ruleset_fd=fd, net=self._net, enter_net=net, unshare=new
+        )
 
     def close(self) -> None:
         self.grants.close()

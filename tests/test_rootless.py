@@ -164,10 +164,11 @@ def attempt(fn):
 def write(path):
     with open(path, "w") as f:
         f.write("planted")
-libc = ctypes.CDLL(None)
+libc = ctypes.CDLL(None, use_errno=True)
 data = ctypes.create_string_buffer(24)
 libc.capget(struct.pack("=II", 0x20080522, 0), data)
 scratch = os.environ["MCPX_HOOK_SCRATCH"]
+shm = libc.shmget(int(sys.argv[3]), 0, 0)
 print(json.dumps({"advise": json.dumps({
     "uid": os.getuid(), "gid": os.getgid(), "pid": os.getpid(),
     "caps": list(struct.unpack("=6I", data.raw)), "bounding": libc.prctl(23, 21, 0, 0, 0),
@@ -179,6 +180,7 @@ print(json.dumps({"advise": json.dumps({
     "write_scratch": attempt(lambda: write(os.path.join(scratch, "mine"))),
     "connect": attempt(lambda: socket.create_connection(("127.0.0.1", port), timeout=2).close()),
     "proc": attempt(lambda: open("/proc/self/status").read(1)),
+    "host_shm": "found" if shm >= 0 else os.strerror(ctypes.get_errno()),
 })}))
 """
 SETSID = """
@@ -214,7 +216,7 @@ time.sleep(1000)
 """
 #: The caller's supervisor: a spawner, the hooks above, what they saw (as JSON).
 PROBES = """
-import json, os, socket, sys, textwrap, psutil, trio
+import ctypes, json, os, socket, sys, textwrap, psutil, trio
 from mcpx_hooks.supervisor.process import sandbox
 from mcpx_hooks.supervisor.run.hookcontext import HookContext, RunInfo
 from mcpx_hooks.supervisor.run.hookrun import run_hook
@@ -253,6 +255,18 @@ async def holding(spawner, n, task_status):
 
 async def main():
     out = {}
+    # A SysV segment of the caller's: a hook in IPC namespace of its own cannot find it.
+    libc = ctypes.CDLL(None, use_errno=True)
+    key = 0x4D435800 + os.getpid() % 256
+    segment = libc.shmget(key, 4096, 0o1600)  # IPC_CREAT | 0600
+    assert segment >= 0, os.strerror(ctypes.get_errno())
+    try:
+        await probe(out, str(key))
+    finally:
+        libc.shmctl(segment, 0, None)  # IPC_RMID
+    print(json.dumps(out))
+
+async def probe(out, key):
     with socket.socket() as listener, trio.fail_after(100):
         listener.bind(("127.0.0.1", 0))
         listener.listen()
@@ -260,7 +274,8 @@ async def main():
         port = str(listener.getsockname()[1])
         async with open_spawner() as spawner:
             out["spawner"] = {"mode": spawner.mode, "userns": spawner.userns}
-            out["inside"] = await said(spawner, hook((PY, "-I", "-S", "-c", INSIDE, HOME, port)))
+            inside = (PY, "-I", "-S", "-c", INSIDE, HOME, port, key)
+            out["inside"] = await said(spawner, hook(inside))
             out["module"] = await said(spawner, hook("m.py", action=Action.MODULE))
             out["escapes"] = [
                 (await said(spawner, hook((PY, "-I", "-S", "-c", code, MARK))))["status"]
@@ -282,7 +297,6 @@ async def main():
             out["knocked"] = False
     out["planted"] = [p for p in (os.path.join(WORK, "planted"), os.path.join(HOME, "planted"),
                                   "/tmp/mcpx-rootless-planted") if os.path.exists(p)]
-    print(json.dumps(out))
 
 trio.run(main)
 """
@@ -315,6 +329,7 @@ def test_strict_hooks_of_an_ordinary_user_are_confined(
     assert seen["write_scratch"] == "done"
     assert seen["connect"] == "Permission denied" and out["knocked"] is False
     assert seen["proc"] == "Permission denied"
+    assert seen["host_shm"] == "No such file or directory"  # an IPC namespace of its own
     assert out["planted"] == []
     module = out["module"]
     assert module["status"] == "ok", module
