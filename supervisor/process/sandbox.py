@@ -192,7 +192,7 @@ def plan(
     write = list(dict.fromkeys(write))
     extra = [realpath(p) for p in paths.read]
     read = [
-        p for p in dict.fromkeys((*SYSTEM_DIRS, *python_dirs(), *real, *extra)) if p not in write
+        p for p in dict.fromkeys((*system_dirs(), *python_dirs(), *real, *extra)) if p not in write
     ]
     switch_uid = os.geteuid() == 0
     vouched = {
@@ -282,7 +282,7 @@ def check_program(
     the spawner to report. Pure apart from reading the paths."""
     if plan is None:
         return
-    visible = (*plan.read, *plan.write)
+    visible = (*SYSTEM_DIRS, *plan.read, *plan.write)  # (a system directory is always read)
     path = env.get("PATH", os.defpath)
     found = _find(argv0, cwd, path)
     via = ""
@@ -367,6 +367,21 @@ def admitting(path: str) -> str:
         return "/" + "/".join(parts[:2])
     parent = os.path.dirname(path)
     return parent if parent != "/" else path
+
+
+@functools.cache
+def system_dirs() -> tuple[str, ...]:
+    """`SYSTEM_DIRS` as a sandboxed child's rules need them: those that exist, but a link
+    into another (`/bin` -> `usr/bin` on a merged `/usr`): what a link leads to is read
+    already, and Landlock checks the file a path leads to, not the links on the way. Looked
+    at once per process: how the system's directories are laid out does not change under
+    a running supervisor."""
+    kept = [d for d in SYSTEM_DIRS if os.path.isdir(d)]
+    return tuple(
+        d
+        for d in kept
+        if not (os.path.islink(d) and _under(os.path.realpath(d), [k for k in kept if k != d]))
+    )
 
 
 @functools.cache
