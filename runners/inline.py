@@ -27,44 +27,28 @@ from __future__ import annotations
 
 import ctypes
 import os
-import threading
 
 from . import jail, libc, view
 from .borrowing import Broken
 from .jail import Spawned
-from .mechanisms import Mechanisms
+from .mechanisms import Mechanisms, made_on_a_thread
 from .spawnreq import Request
 from .start import StartError, resolve
 from .userns import writable_proc
 
 _CLONE_FS = 0x00000200
-#: The namespaces the thread leaves for a child, and comes back to, by their /proc name.
 #: What the child makes itself, before its user namespace: IPC and UTS namespaces of its own.
 #: (The thread's own stay the host's, for what the spawner starts unsandboxed.)
 CHILD_NAMESPACES = libc.CLONE_NEWIPC | libc.CLONE_NEWUTS
 
 
-def _template() -> int:
-    """An fd of a mount namespace as an armed jail thread has it, made on a throwaway thread
-    (this one stays where it is). Raises `OSError`."""
-    found: list[int | BaseException] = []
-
-    def make() -> None:
-        try:
-            libc.unshare(libc.CLONE_NEWNS, "mount namespace")
-            view.mount(None, "/", None, view.MS_REC | view.MS_PRIVATE, "")
-            view.read_only_tree()
-            writable_proc()
-            found.append(os.open("/proc/thread-self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC))
-        except OSError as exc:
-            found.append(exc)
-
-    thread = threading.Thread(target=make, name="mcpx-template")
-    thread.start()
-    thread.join()
-    if isinstance(found[0], BaseException):
-        raise found[0]
-    return found[0]
+def _arm_mounts() -> None:
+    """A mount namespace as an armed jail thread has it (`jail.arm`, but the other
+    namespaces: the child makes its own)."""
+    libc.unshare(libc.CLONE_NEWNS, "mount namespace")
+    view.mount(None, "/", None, view.MS_REC | view.MS_PRIVATE, "")
+    view.read_only_tree()
+    writable_proc()
 
 
 def made(sandbox: Mechanisms) -> InlineJail | None:
@@ -88,7 +72,7 @@ class InlineJail:
         libc.unshare(_CLONE_FS | libc.CLONE_NEWNS, "a mount namespace of its own")
         self._empty_net = empty_net
         self._home = os.open("/proc/thread-self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
-        self._template = _template()
+        self._template = made_on_a_thread(_arm_mounts, "mnt")
         #: In a copy of `template` made ahead (`arm`), rather than at home.
         self.armed = False
 

@@ -30,7 +30,6 @@ import _thread
 import contextlib
 import os
 import resource
-import threading
 from collections.abc import Callable, Iterable
 
 from . import chain, chained, confine, landlock, libc, seccomp, userns, view
@@ -38,26 +37,6 @@ from .spawnreq import Request, Sandbox
 from .start import StartError, fork_exec, resolve, start_failed
 
 _ARM_FLAGS = libc.CLONE_NEWPID | libc.CLONE_NEWNS | libc.CLONE_NEWIPC | libc.CLONE_NEWUTS
-
-
-def make_empty_net() -> int:
-    """An fd of a new network namespace with nothing in it (loopback down), made on a
-    throwaway thread; raises `ConfineError` where network namespaces cannot be made."""
-    found: list[int | BaseException] = []
-
-    def make() -> None:
-        try:
-            libc.unshare(libc.CLONE_NEWNET, "network namespace")
-            found.append(os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC))
-        except OSError as exc:
-            found.append(exc)
-
-    thread = threading.Thread(target=make, name="mcpx-net")
-    thread.start()
-    thread.join()
-    if isinstance(found[0], BaseException):
-        raise found[0]
-    return found[0]
 
 
 class Spawned:

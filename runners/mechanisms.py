@@ -18,12 +18,40 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
+from collections.abc import Callable
 
-from . import jail
+from . import jail, libc
 from .isolation import HIDE_ENV, NAMES, hidden
 from .landlock import landlock_abi
 from .seccomp import seccomp_available
 from .spawnreq import Sandbox
+
+
+def made_on_a_thread(make: Callable[[], None], ns: str) -> int:
+    """An fd of namespace `ns` (its /proc name) of a throwaway thread once `make` has run on
+    it (this thread stays where it is); raises what `make` raised (`OSError`)."""
+    found: list[int | BaseException] = []
+
+    def run() -> None:
+        try:
+            make()
+            found.append(os.open(f"/proc/thread-self/ns/{ns}", os.O_RDONLY | os.O_CLOEXEC))
+        except OSError as exc:
+            found.append(exc)
+
+    thread = threading.Thread(target=run, name=f"mcpx-{ns}")
+    thread.start()
+    thread.join()
+    if isinstance(found[0], BaseException):
+        raise found[0]
+    return found[0]
+
+
+def make_empty_net() -> int:
+    """An fd of a new network namespace with nothing in it (loopback down); raises
+    `ConfineError` where network namespaces cannot be made."""
+    return made_on_a_thread(lambda: libc.unshare(libc.CLONE_NEWNET, "network namespace"), "net")
 
 
 class Mechanisms:
@@ -62,7 +90,7 @@ class Mechanisms:
             self._lack("uid", "the supervisor is not root: hooks run as its own user")
         if mode == "pidns" and "netns" not in self.hidden:
             try:
-                self.empty_net = jail.make_empty_net()
+                self.empty_net = make_empty_net()
             except OSError as exc:
                 self._lack("netns", str(exc))
         for name in self.hidden:
