@@ -117,7 +117,7 @@ class InlineJail:
                 raise
             finally:
                 seal.close()  # (the child has its own copies, or exec'd and closed them)
-        except libc.ConfineError as exc:
+        except OSError as exc:  # (a namespace refused; what else could fail says it itself)
             raise StartError(f"sandbox: {exc}") from exc
         finally:
             self._come_back()
@@ -128,7 +128,3 @@ class InlineJail:
             raise Broken(f"cannot return to the spawner's mount namespace: {os.strerror(err)}")
         os.chdir("/")
         self.armed = False
-
-    def close(self) -> None:
-        for fd in (self._template, self._home):
-            os.close(fd)
