@@ -38,7 +38,7 @@ from mcpx_hooks.supervisor.core.hooks import (
 )
 from mcpx_hooks.supervisor.core.points import Phase
 from mcpx_hooks.supervisor.core.scripts import Script
-from mcpx_hooks.supervisor.process import sandbox
+from mcpx_hooks.supervisor.process import programs, sandbox
 from mcpx_hooks.supervisor.process.spawner import SandboxPlan, Spawner
 from mcpx_hooks.supervisor.run.hookcontext import HookContext, RunInfo
 from mcpx_hooks.supervisor.run.hookrun import HookReport, run_hook
@@ -381,8 +381,8 @@ def seen_plan(*read: Path) -> SandboxPlan:
 
 
 def refusal(argv0: str, cwd: Path, path: str, visible: SandboxPlan) -> str:
-    with pytest.raises(sandbox.ProgramHidden) as caught:
-        sandbox.check_program(
+    with pytest.raises(programs.ProgramHidden) as caught:
+        programs.check_program(
             argv0, cwd=str(cwd), env={"PATH": path}, plan=visible, profile=Profile.STRICT
         )
     assert isinstance(caught.value, SandboxUnavailable)  # refused before the spawn
@@ -427,10 +427,10 @@ def test_a_visible_program_or_none_found_passes(tmp_path: Path) -> None:
     shown = executable(tmp_path / "bin" / "tool", "#!/bin/sh\necho\n")
     visible = seen_plan(shown.parent)
     for argv0, path in (("tool", str(shown.parent)), ("sh", "/usr/bin:/bin"), ("nothere", "")):
-        sandbox.check_program(
+        programs.check_program(
             argv0, cwd=str(tmp_path), env={"PATH": path}, plan=visible, profile=Profile.STRICT
         )
-    sandbox.check_program(  # `none`: no plan, nothing to check
+    programs.check_program(  # `none`: no plan, nothing to check
         "anything", cwd="/", env={}, plan=None, profile=Profile.NONE
     )
 
@@ -439,9 +439,9 @@ def test_admitting_names_a_folder_of_the_home_or_two_levels(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
-    assert sandbox.admitting(f"{tmp_path}/.cargo/bin/rg") == f"{tmp_path}/.cargo"
-    assert sandbox.admitting("/opt/tools/bin/x") == "/opt/tools"
-    assert sandbox.admitting("/srv/x") == "/srv"
+    assert programs.admitting(f"{tmp_path}/.cargo/bin/rg") == f"{tmp_path}/.cargo"
+    assert programs.admitting("/opt/tools/bin/x") == "/opt/tools"
+    assert programs.admitting("/srv/x") == "/srv"
 
 
 async def test_a_hidden_program_fails_the_hook_before_the_spawn(

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Final
 
 import attrs
 
-from ..core.errors import ProfileUnavailable, SandboxUnavailable
+from ..core.errors import ProfileUnavailable
 from ..core.hooks import Profile, SandboxPaths
 from ..core.limits import DEFAULT_LIMITS, MB, Limits
 from .rlimits import child_rlimits
@@ -233,10 +233,10 @@ def mappable(path: str, mine: list[tuple[str, str]] | None = None) -> str | None
     if path == "/":
         return "it is the root directory"
     for tree in UNMAPPED_TREES:
-        if _under(path, [tree]) or _under(tree, [path]):
+        if under(path, [tree]) or under(tree, [path]):
             return f"it is, holds or lies in the system directory {tree}"
     for what, own in _supervisor_dirs() if mine is None else mine:
-        if _under(own, [path]):
+        if under(own, [path]):
             return f"it holds the supervisor's {what} {own}"
     return None
 
@@ -255,55 +255,9 @@ def _supervisor_dirs() -> list[tuple[str, str]]:
     return found
 
 
-def _under(path: str, roots: Iterable[str]) -> bool:
+def under(path: str, roots: Iterable[str]) -> bool:
     """Whether `path` is one of `roots` or lies beneath one (normal absolute paths)."""
     return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
-
-
-class ProgramHidden(SandboxUnavailable):
-    """A hook's or script's program is a file its profile cannot see: refused before the
-    spawner is asked, naming the file and the `[sandbox] read` line that would admit it."""
-
-
-#: How many interpreters deep `#!` lines are followed (the kernel's own limit is 4).
-_MAX_INTERPRETERS: Final = 4
-#: How much of a file is read for its `#!` line (the kernel reads 256 bytes).
-_SHEBANG_BYTES: Final = 256
-
-
-def check_program(
-    argv0: str, *, cwd: str, env: Mapping[str, str], plan: SandboxPlan | None, profile: Profile
-) -> None:
-    """Returns if the program `argv0` names can be seen under `plan`; else raises
-    `ProgramHidden`. The program is found as the spawner finds it (a name with a slash
-    relative to `cwd`, else the first executable on the child's `PATH`), then followed
-    through symlinks and, for a script, its `#!` interpreter (and the program an
-    `env` line names), each of which must be visible. A program not found at all is left to
-    the spawner to report. Pure apart from reading the paths."""
-    if plan is None:
-        return
-    visible = (*SYSTEM_DIRS, *plan.read, *plan.write)  # (a system directory is always read)
-    path = env.get("PATH", os.defpath)
-    found = _find(argv0, cwd, path)
-    via = ""
-    for _ in range(_MAX_INTERPRETERS + 1):
-        if found is None:
-            return
-        real = real_path(found)
-        for candidate in dict.fromkeys((found, real)):
-            if not _under(candidate, visible):
-                raise ProgramHidden(
-                    f'cannot run "{argv0}": it resolves to {via}{candidate}, which the'
-                    f" {profile} sandbox cannot see; add [sandbox] read ="
-                    f' ["{admitting(candidate)}"] to admit it'
-                )
-        interpreter = _interpreter(real)
-        if interpreter is None:
-            return
-        via = f"{via}{real}, a script run by "
-        program, name = interpreter
-        found = _find(name, cwd, path) if name is not None else program
-    return
 
 
 def real_path(path: str) -> str:
@@ -324,51 +278,6 @@ def real_path(path: str) -> str:
     return os.path.realpath(path)
 
 
-def _find(argv0: str, cwd: str, path: str) -> str | None:
-    if "/" in argv0:
-        found = os.path.normpath(os.path.join(cwd, argv0))
-        return found if os.path.exists(found) else None
-    for d in path.split(":"):
-        candidate = os.path.normpath(os.path.join(cwd, d or ".", argv0))
-        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            return candidate
-    return None
-
-
-def _interpreter(real: str) -> tuple[str, str | None] | None:
-    """A script's `#!` interpreter, and for `#!/usr/bin/env [-S] NAME …`, NAME (looked up on
-    PATH); None for anything else (a binary, an unreadable file)."""
-    try:
-        with open(real, "rb") as f:
-            head = f.read(_SHEBANG_BYTES)
-    except OSError:
-        return None
-    if not head.startswith(b"#!"):
-        return None
-    words = head[2:].split(b"\n", 1)[0].decode(errors="replace").split()
-    if not words:
-        return None
-    program, rest = words[0], words[1:]
-    if os.path.basename(program) == "env":
-        names = [w for w in rest if not w.startswith("-") and "=" not in w]
-        return (program, names[0]) if names else (program, None)
-    return program, None
-
-
-def admitting(path: str) -> str:
-    """The directory a `[sandbox] read` line would name to admit `path`: the folder of the
-    supervisor's home it lies in (`~/.pyenv`, `~/.cargo`), else its first two levels
-    (`/opt/tools`), else its own directory."""
-    home = os.path.realpath(os.path.expanduser("~"))
-    if _under(path, [home]) and path != home:
-        return os.path.join(home, os.path.relpath(path, home).split("/")[0])
-    parts = path.strip("/").split("/")
-    if len(parts) > 2:
-        return "/" + "/".join(parts[:2])
-    parent = os.path.dirname(path)
-    return parent if parent != "/" else path
-
-
 @functools.cache
 def system_dirs() -> tuple[str, ...]:
     """`SYSTEM_DIRS` as a sandboxed child's rules need them: those that exist, but a link
@@ -380,7 +289,7 @@ def system_dirs() -> tuple[str, ...]:
     return tuple(
         d
         for d in kept
-        if not (os.path.islink(d) and _under(os.path.realpath(d), [k for k in kept if k != d]))
+        if not (os.path.islink(d) and under(os.path.realpath(d), [k for k in kept if k != d]))
     )
 
 
@@ -403,7 +312,7 @@ def python_dirs() -> tuple[str, ...]:
     return tuple(
         p
         for p in real
-        if not _under(p, SYSTEM_DIRS) and not any(p != q and _under(p, [q]) for q in real)
+        if not under(p, SYSTEM_DIRS) and not any(p != q and under(p, [q]) for q in real)
     )
 
 

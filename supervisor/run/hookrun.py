@@ -22,7 +22,7 @@ from ..core.errors import ProfileUnavailable, SandboxUnavailable, SpawnError
 from ..core.frames import HookFrame, HookStatus, Ran, Resources, blank
 from ..core.hooks import STDERR_TAIL_BYTES, Action, Failure, Hook, SourceKind
 from ..core.passenv import Passed
-from ..process import sandbox
+from ..process import programs, sandbox
 from ..process.child import Outcome
 from ..process.scratch import scratch_dir
 from ..process.spawner import Spawner
@@ -125,7 +125,7 @@ def child_spec(
         limits=hook.limits,
     )
     env = hook_environment(hook, effect, ctx, scratch, os.environ, passed=passed)
-    sandbox.check_program(argv[0], cwd=hook.workdir, env=env, plan=plan, profile=hook.sandbox)
+    programs.check_program(argv[0], cwd=hook.workdir, env=env, plan=plan, profile=hook.sandbox)
     return ChildSpec(argv, hook.workdir, env, rlimits, plan, module)
 
 

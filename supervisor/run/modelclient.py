@@ -40,7 +40,7 @@ from ..core.jsontext import JsonError, loads
 from ..core.models import Model, Provider
 from ..core.passenv import MIN_SECRET_CHARS, secret_too_short
 from ..core.promptbuild import PromptRequest
-from ..process import sandbox
+from ..process import programs, sandbox
 from ..process.scratch import scratch_dir
 from ..process.spawner import Spawner
 from ..process.spawnspec import ChildSpec
@@ -238,7 +238,7 @@ async def _ask_command(
                 paths=hook.paths,
                 limits=hook.limits,
             )
-            sandbox.check_program(
+            programs.check_program(
                 model.command[0], cwd=hook.workdir, env=env, plan=plan, profile=profile
             )
         except SandboxUnavailable as exc:

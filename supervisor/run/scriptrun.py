@@ -37,7 +37,7 @@ from ..core.passenv import Passed, pass_environment
 from ..core.points import Phase
 from ..core.redact import Redactor
 from ..core.scripts import Script
-from ..process import sandbox
+from ..process import programs, sandbox
 from ..process.scratch import scratch_dir
 from ..process.spawner import Spawner
 from ..process.spawnspec import ChildSpec
@@ -263,7 +263,7 @@ async def _run_script(  # noqa: PLR0917
                 rlimits,
                 confinement,
             )
-            sandbox.check_program(
+            programs.check_program(
                 spec.argv[0], cwd=req.cwd, env=spec.env, plan=confinement, profile=profile
             )
             outcome = ScriptOutcome()

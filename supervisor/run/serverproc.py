@@ -31,7 +31,7 @@ from ..core.points import Phase
 from ..core.redact import Redactor
 from ..core.servers import SERVER_STDERR_TAIL
 from ..core.when import tool_mismatch
-from ..process import sandbox
+from ..process import programs, sandbox
 from ..process.scratch import scratch_dir
 from ..process.spawnspec import ChildSpec
 from .hookcontext import HookContext
@@ -92,7 +92,7 @@ async def _life(manager: ServerManager, entry: ServerEntry) -> str | None:
             env = base_environment(os.environ, scratch)
             env.update(passed.values)
             env.update(spec.env)
-            sandbox.check_program(
+            programs.check_program(
                 spec.command[0], cwd=spec.workdir, env=env, plan=plan, profile=spec.sandbox
             )
         except SandboxUnavailable as exc:

@@ -1,0 +1,107 @@
+"""Whether a child's program can be seen in its sandbox, checked before the spawner is asked:
+found as the spawner finds it, then followed through links and `#!` lines, each of which
+must lie in what the plan reads or writes; else `ProgramHidden`, naming the file and the
+`[sandbox] read` line that would admit it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Final
+
+from ..core.errors import SandboxUnavailable
+from ..core.hooks import Profile
+from .sandbox import SYSTEM_DIRS, real_path, under
+from .spawnspec import SandboxPlan
+
+
+class ProgramHidden(SandboxUnavailable):
+    """A hook's or script's program is a file its profile cannot see: refused before the
+    spawner is asked, naming the file and the `[sandbox] read` line that would admit it."""
+
+
+#: How many interpreters deep `#!` lines are followed (the kernel's own limit is 4).
+_MAX_INTERPRETERS: Final = 4
+#: How much of a file is read for its `#!` line (the kernel reads 256 bytes).
+_SHEBANG_BYTES: Final = 256
+
+
+def check_program(
+    argv0: str, *, cwd: str, env: Mapping[str, str], plan: SandboxPlan | None, profile: Profile
+) -> None:
+    """Returns if the program `argv0` names can be seen under `plan`; else raises
+    `ProgramHidden`. The program is found as the spawner finds it (a name with a slash
+    relative to `cwd`, else the first executable on the child's `PATH`), then followed
+    through symlinks and, for a script, its `#!` interpreter (and the program an
+    `env` line names), each of which must be visible. A program not found at all is left to
+    the spawner to report. Pure apart from reading the paths."""
+    if plan is None:
+        return
+    visible = (*SYSTEM_DIRS, *plan.read, *plan.write)  # (a system directory is always read)
+    path = env.get("PATH", os.defpath)
+    found = _find(argv0, cwd, path)
+    via = ""
+    for _ in range(_MAX_INTERPRETERS + 1):
+        if found is None:
+            return
+        real = real_path(found)
+        for candidate in dict.fromkeys((found, real)):
+            if not under(candidate, visible):
+                raise ProgramHidden(
+                    f'cannot run "{argv0}": it resolves to {via}{candidate}, which the'
+                    f" {profile} sandbox cannot see; add [sandbox] read ="
+                    f' ["{admitting(candidate)}"] to admit it'
+                )
+        interpreter = _interpreter(real)
+        if interpreter is None:
+            return
+        via = f"{via}{real}, a script run by "
+        program, name = interpreter
+        found = _find(name, cwd, path) if name is not None else program
+    return
+
+
+def _find(argv0: str, cwd: str, path: str) -> str | None:
+    if "/" in argv0:
+        found = os.path.normpath(os.path.join(cwd, argv0))
+        return found if os.path.exists(found) else None
+    for d in path.split(":"):
+        candidate = os.path.normpath(os.path.join(cwd, d or ".", argv0))
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def _interpreter(real: str) -> tuple[str, str | None] | None:
+    """A script's `#!` interpreter, and for `#!/usr/bin/env [-S] NAME …`, NAME (looked up on
+    PATH); None for anything else (a binary, an unreadable file)."""
+    try:
+        with open(real, "rb") as f:
+            head = f.read(_SHEBANG_BYTES)
+    except OSError:
+        return None
+    if not head.startswith(b"#!"):
+        return None
+    words = head[2:].split(b"\n", 1)[0].decode(errors="replace").split()
+    if not words:
+        return None
+    program, rest = words[0], words[1:]
+    if os.path.basename(program) == "env":
+        names = [w for w in rest if not w.startswith("-") and "=" not in w]
+        return (program, names[0]) if names else (program, None)
+    return program, None
+
+
+def admitting(path: str) -> str:
+    """The directory a `[sandbox] read` line would name to admit `path`: the folder of the
+    supervisor's home it lies in (`~/.pyenv`, `~/.cargo`), else its first two levels
+    (`/opt/tools`), else its own directory."""
+    home = os.path.realpath(os.path.expanduser("~"))
+    if under(path, [home]) and path != home:
+        return os.path.join(home, os.path.relpath(path, home).split("/")[0])
+    parts = path.strip("/").split("/")
+    if len(parts) > 2:
+        return "/" + "/".join(parts[:2])
+    parent = os.path.dirname(path)
+    return parent if parent != "/" else path
