@@ -3,8 +3,8 @@
 
 Tools: `count` (words and lines of a text, as structured content), `shout` (the text in
 capitals, as text content), `sleep` (waits `ms`; a call cancelled with
-`notifications/cancelled` is dropped unanswered) and `remove` (pretends to delete a path:
-annotated `destructiveHint`, so a `call` hook can gate it).
+`notifications/cancelled` stops waiting at once and is dropped unanswered) and `remove`
+(pretends to delete a path: annotated `destructiveHint`, so a `call` hook can gate it).
 
 One JSON-RPC message per line on stdin and stdout, as MCP's stdio transport has them.
 """
@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import sys
 import threading
-import time
 from typing import Any
 
 TOOLS = [
@@ -48,7 +47,8 @@ TOOLS = [
 ]
 
 _out = threading.Lock()
-_cancelled: set[object] = set()
+#: The calls running, by request id: each one's event is set when it is cancelled.
+_running: dict[object, threading.Event] = {}
 
 
 def send(message: dict[str, Any]) -> None:
@@ -61,7 +61,7 @@ def text(value: str, error: bool = False) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": value}], "isError": error}
 
 
-def call(name: str, args: dict[str, Any]) -> dict[str, Any]:
+def call(name: str, args: dict[str, Any], cancelled: threading.Event) -> dict[str, Any]:
     if name == "count":
         body = str(args.get("text", ""))
         counts = {"words": len(body.split()), "lines": len(body.splitlines())}
@@ -71,22 +71,22 @@ def call(name: str, args: dict[str, Any]) -> dict[str, Any]:
         }
     if name == "shout":
         return text(str(args.get("text", "")).upper())
-    if name == "sleep":
-        time.sleep(int(args.get("ms", 0)) / 1000)
-        return text("slept")
+    if name == "sleep":  # (waits on its call's cancellation, which ends the wait at once)
+        return text("cancelled" if cancelled.wait(int(args.get("ms", 0)) / 1000) else "slept")
     if name == "remove":
         return text(f"would remove {args.get('path')}")
     return text(f"no tool {name!r}", error=True)
 
 
-def answer(msg: dict[str, Any]) -> None:
+def answer(msg: dict[str, Any], cancelled: threading.Event) -> None:
     rid = msg["id"]
     params = msg.get("params") or {}
     try:
-        result = call(str(params.get("name")), dict(params.get("arguments") or {}))
+        result = call(str(params.get("name")), dict(params.get("arguments") or {}), cancelled)
     except Exception as exc:  # a tool's failure is the tool's answer, never the server's end
         result = text(f"{type(exc).__name__}: {exc}", error=True)
-    if rid not in _cancelled:
+    _running.pop(rid, None)
+    if not cancelled.is_set():
         send({"jsonrpc": "2.0", "id": rid, "result": result})
 
 
@@ -113,11 +113,14 @@ def main() -> None:
         elif method == "tools/list":
             send({"jsonrpc": "2.0", "id": rid, "result": {"tools": TOOLS}})
         elif method == "tools/call":
-            threading.Thread(target=answer, args=(msg,), daemon=True).start()
+            cancelled = _running[rid] = threading.Event()
+            threading.Thread(target=answer, args=(msg, cancelled), daemon=True).start()
         elif method == "ping":
             send({"jsonrpc": "2.0", "id": rid, "result": {}})
         elif method == "notifications/cancelled":
-            _cancelled.add((msg.get("params") or {}).get("requestId"))
+            running = _running.get((msg.get("params") or {}).get("requestId"))
+            if running is not None:
+                running.set()
             sys.stderr.write(f"cancelled {(msg.get('params') or {}).get('requestId')}\n")
             sys.stderr.flush()
         elif rid is not None:
