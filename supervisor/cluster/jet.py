@@ -201,11 +201,26 @@ class Jet:
 
     async def publish_many(self, items: list[tuple[str, bytes, dict[str, str]]]) -> int:
         """Publishes in order, pipelined, and waits for every ack; the last one's sequence."""
+        return await self.acked(await self.send_many(items))
+
+    async def send_many(self, items: list[tuple[str, bytes, dict[str, str]]]) -> list[Any]:
+        """Publishes in order without waiting: the acks' futures, for `acked` or `drop`."""
         futures: list[asyncio.Future[Any]] = []
-        last = 0
         try:
             for subject, data, headers in items:
                 futures.append(await self.js.publish_async(subject, data, headers=headers or None))
+        except BaseException as exc:  # (cancelled too: no future is left behind)
+            await self.drop(futures)
+            if isinstance(exc, nats.errors.Error | OSError):
+                raise ClusterDown(f"publish: {exc or type(exc).__name__}") from None
+            raise
+        return futures
+
+    async def acked(self, futures: list[Any]) -> int:
+        """Waits for every ack of a `send_many`; the last one's sequence. `ClusterDown` (with
+        its code) if one is refused."""
+        last = 0
+        try:
             for future in futures:
                 last = (await future).seq
         except nats.js.errors.APIError as exc:
@@ -215,34 +230,8 @@ class Jet:
         except (nats.errors.Error, OSError) as exc:
             raise ClusterDown(f"publish: {exc or type(exc).__name__}") from None
         finally:
-            for future in futures:  # a cancelled batch leaves no future behind
-                future.cancel()
+            await self.drop(futures)
         return last
-
-    async def send_many(self, items: list[tuple[str, bytes, dict[str, str]]]) -> list[Any]:
-        """Publishes in order without waiting: the acks' futures, for `acked` or `drop`."""
-        futures: list[asyncio.Future[Any]] = []
-        try:
-            for subject, data, headers in items:
-                futures.append(await self.js.publish_async(subject, data, headers=headers or None))
-        except (nats.errors.Error, OSError) as exc:
-            await self.drop(futures)
-            raise ClusterDown(f"publish: {exc or type(exc).__name__}") from None
-        return futures
-
-    async def acked(self, futures: list[Any]) -> None:
-        """Waits for every ack of a `send_many`; `ClusterDown` (with its code) if refused."""
-        try:
-            for future in futures:
-                await future
-        except nats.js.errors.APIError as exc:
-            down = ClusterDown(f"NATS refused a publish: {exc.description}")
-            down.code = exc.err_code  # type: ignore[attr-defined]
-            raise down from None
-        except (nats.errors.Error, OSError) as exc:
-            raise ClusterDown(f"publish: {exc or type(exc).__name__}") from None
-        finally:
-            await self.drop(futures)
 
     async def drop(self, futures: list[Any]) -> None:
         """Stops waiting for acks (those still pending free their place at once)."""
