@@ -27,10 +27,8 @@ import trio
 from ..core.answers import AnsweredBy
 from ..core.convert import to_json
 from ..core.errors import bug_summary
-from ..core.frames import EndFrame, ErrorFrame, blank
 from ..core.hooks import Config
 from ..process.signals import serve_stop_signals
-from ..run.journal import RunJournal
 from ..run.runtime import Runtime
 from ..run.scriptrun import Run, execute
 from ..service.endpoints import Endpoints, allowed_sandboxes, run_request
@@ -76,14 +74,6 @@ class _Checks(Endpoints):
     def __init__(self, runtime: Runtime, options: ServiceOptions) -> None:
         self.runtime = runtime
         self.options = options
-
-
-def _seal(journal: RunJournal, message: str) -> None:
-    if journal.finished:
-        return
-    if journal.outcome is None:
-        journal.append(blank(ErrorFrame, message=message))
-    journal.append(blank(EndFrame, exit_code=None, duration_ms=0))
 
 
 def _queued(data: bytes) -> tuple[str, str] | None:
@@ -246,8 +236,8 @@ class Worker:
             await execute(run, config=config, spawner=runtime.spawner, bus=runtime.bus)
         except* Exception as group:
             logger.error("run %s failed: %s", run.request.run_id, bug_summary(group))
-            _seal(run.journal, f"internal error: {group.exceptions[0]!r}")
-        _seal(run.journal, "internal error: the run ended without an end frame")
+            run.journal.seal(f"internal error: {group.exceptions[0]!r}")
+        run.journal.seal("internal error: the run ended without an end frame")
 
     async def _serve_control(self, run: Run) -> None:
         async with self.cluster.listen(control_subject(run.request.run_id)) as messages:

@@ -28,7 +28,16 @@ import orjson
 import trio
 
 from ..core.convert import to_json
-from ..core.frames import Frame, FrameType, HookStatus, WarningFrame, blank, stamp
+from ..core.frames import (
+    EndFrame,
+    ErrorFrame,
+    Frame,
+    FrameType,
+    HookStatus,
+    WarningFrame,
+    blank,
+    stamp,
+)
 from ..core.hooks import DEFAULT_RETAIN_BYTES, DEFAULT_RUN_BYTES
 from ..core.jsontext import dumps, wire_safe
 from ..core.redact import NO_SECRETS
@@ -121,6 +130,15 @@ class RunJournal:
             return False
         self._keep((line, cost, frame.type, wire))
         return True
+
+    def seal(self, message: str) -> None:
+        """Ends a journal its run left open, keeping the order: an `error` with `message` if
+        there is no outcome yet, then `end`. A journal that has ended is left as it is."""
+        if self.finished:
+            return
+        if self.outcome is None:
+            self.append(blank(ErrorFrame, message=message))
+        self.append(blank(EndFrame, exit_code=None, duration_ms=0))
 
     def _stamp(self, frame: Frame) -> tuple[dict[str, Any], bytes]:
         if self.finished:

@@ -33,10 +33,8 @@ import trio
 from ..core.convert import to_json
 from ..core.errors import bug_summary
 from ..core.events import EventKind
-from ..core.frames import EndFrame, ErrorFrame, blank
 from ..core.hooks import Config
 from ..process.signals import serve_stop_signals
-from ..run.journal import RunJournal
 from ..run.runtime import Runtime
 from ..run.scriptrun import Run
 from . import routes
@@ -349,21 +347,12 @@ class Service(Endpoints):
                 except* Exception as group:
                     logger.error("run %s failed: %s", run.request.run_id, bug_summary(group))
                     logger.debug("run %s failed", run.request.run_id, exc_info=group)
-                    _seal(run.journal, f"internal error: {group.exceptions[0]!r}")
-                _seal(run.journal, "internal error: the run ended without an end frame")
+                    run.journal.seal(f"internal error: {group.exceptions[0]!r}")
+                run.journal.seal("internal error: the run ended without an end frame")
             finally:
                 del self._active[run.request.run_id]
                 self._runs_changed.set()
                 self._runs_changed = trio.Event()
-
-
-def _seal(journal: RunJournal, message: str) -> None:
-    """Ends a journal a run left open, keeping the order: an `error` if no outcome yet."""
-    if journal.finished:
-        return
-    if journal.outcome is None:
-        journal.append(blank(ErrorFrame, message=message))
-    journal.append(blank(EndFrame, exit_code=None, duration_ms=0))
 
 
 # ---- `mcpx-hooks serve` --------------------------------------------------------------------
