@@ -20,11 +20,11 @@ import errno
 import fcntl
 import os
 import stat
-import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Final
 
+from .privatefile import write_private
 from .trust import MAX_STATE_BYTES, TrustState, TrustStateError, parse_state, state_text
 
 STATE_FILE: Final = Path("mcpx-hooks") / "trust.json"
@@ -145,21 +145,8 @@ def locked_state(path: Path) -> Iterator[TrustState]:
 def save_state(path: Path, state: TrustState) -> None:
     """Writes `state` to `path` atomically, 0600 (see the module docstring)."""
     try:
-        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        write_private(path, state_text(state).encode())
     except OSError as exc:
-        raise StateError(
-            f"cannot write the trust state file {path}: {exc}", bad_input=False
-        ) from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            os.fchmod(f.fileno(), 0o600)
-            f.write(state_text(state))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temp, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
         raise StateError(
             f"cannot write the trust state file {path}: {exc}", bad_input=False
         ) from None

@@ -32,13 +32,13 @@ import json
 import os
 import re
 import stat
-import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
 
 import attrs
 
+from ..config.privatefile import write_private
 from ..config.truststore import state_path
 from ..core.jsontext import JsonError, is_unicode, loads, wire_safe
 
@@ -331,17 +331,6 @@ def _read_private(path: Path) -> bytes | None:
 
 def _write_atomic(path: Path, data: bytes) -> None:
     try:
-        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        write_private(path, data)
     except OSError as exc:
-        raise PromptCacheError(f"cannot write {path}: {exc.strerror}") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            os.fchmod(f.fileno(), 0o600)
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temp, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
         raise PromptCacheError(f"cannot write {path}: {exc.strerror}") from None
