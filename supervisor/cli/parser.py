@@ -209,6 +209,13 @@ def version() -> str:
 
 def add_config_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """`--config F` (repeatable) and `--json`: the flags of a command that reads the config."""
+    add_config_file_arguments(p, json=True)
+    return p
+
+
+def add_config_file_arguments(p: argparse.ArgumentParser, *, json: bool = False) -> None:
+    """`--config F` (repeatable), with `json` `--json`, and `--trust-project`: how a command
+    is told which config files to read."""
     p.add_argument(
         "--config",
         action="append",
@@ -216,9 +223,9 @@ def add_config_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         metavar="F",
         help="a config file, applied after the discovered ones (repeatable)",
     )
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    if json:
+        p.add_argument("--json", action="store_true", help="machine-readable output")
     add_trust_project_argument(p)
-    return p
 
 
 def add_trust_project_argument(p: argparse.ArgumentParser) -> None:

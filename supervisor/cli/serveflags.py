@@ -13,16 +13,9 @@ if TYPE_CHECKING:
 def add_arguments(srv: argparse.ArgumentParser) -> None:
     from ..service.options import Limits
     from ..service.wire import DEFAULT_HOST, DEFAULT_PORT
-    from .parser import add_trust_project_argument
+    from .parser import add_config_file_arguments
 
-    srv.add_argument(
-        "--config",
-        action="append",
-        default=[],
-        metavar="F",
-        help="a config file, applied after the discovered ones (repeatable)",
-    )
-    add_trust_project_argument(srv)
+    add_config_file_arguments(srv)
     srv.add_argument(
         "--host",
         default=DEFAULT_HOST,

@@ -18,7 +18,7 @@ MAX_CONCURRENCY = 1024
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from .parser import add_trust_project_argument
+    from .parser import add_config_file_arguments
 
     p.add_argument(
         "--cluster", required=True, metavar="URL", help="the NATS server: nats://HOST:PORT"
@@ -33,14 +33,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="seconds a run's lease lasts unrenewed: a worker silent that long is lost"
         " (1 to 3600; default 30)",
     )
-    p.add_argument(
-        "--config",
-        action="append",
-        default=[],
-        metavar="F",
-        help="a config file, applied after the discovered ones (repeatable)",
-    )
-    add_trust_project_argument(p)
+    add_config_file_arguments(p)
 
 
 def _number(flag: str, text: str, kind: type[int] | type[float], high: int) -> int | float:
