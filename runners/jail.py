@@ -40,20 +40,17 @@ _ARM_FLAGS = libc.CLONE_NEWPID | libc.CLONE_NEWNS | libc.CLONE_NEWIPC | libc.CLO
 
 
 class Spawned:
-    """A jailed spawn's pid, scratch tmpfs (if returned), mount namespace fd (if asked)."""
+    """A jailed spawn's pid, and its scratch tmpfs when it is returned."""
 
-    def __init__(self, pid: int, scratch_fd: int | None, mounts: int | None = None) -> None:
+    def __init__(self, pid: int, scratch_fd: int | None) -> None:
         self.pid = pid
         self.scratch_fd = scratch_fd
-        #: Closed by the caller once the child is reaped (see `Jail.spawn`).
-        self.mounts = mounts
 
     def close(self) -> None:
-        """Closes the fds held for a child that was killed and reaped before it was kept."""
-        for fd in (self.scratch_fd, self.mounts):
-            if fd is not None:
-                os.close(fd)
-        self.scratch_fd = self.mounts = None
+        """Closes the fd held for a child that was killed and reaped before it was kept."""
+        if self.scratch_fd is not None:
+            os.close(self.scratch_fd)
+        self.scratch_fd = None
 
 
 class Jail:
@@ -109,17 +106,11 @@ class Jail:
         self.broken = self.broken or "closed"
         self._go.release()
 
-    def spawn(
-        self, req: Request, uid: int | None, borrowed: bool, *, hold_mounts: bool = False
-    ) -> Spawned:
+    def spawn(self, req: Request, uid: int | None, borrowed: bool) -> Spawned:
         """Starts `req` from the thread, confined by `req.sandbox`; raises `StartError`.
 
         `borrowed`: this process carries the child's soft limits for the spawn; else the
-        thread forks and the fork sets the limits. `hold_mounts`: `Spawned.mounts` is an fd
-        on the child's mount namespace, for the caller to close after the child is reaped
-        and reported: the namespace (its copy of the mount tree, the covers, the scratch
-        tmpfs) is then torn down there rather than in the child's exit, before its parent
-        hears of it.
+        thread forks and the fork sets the limits.
         """
         assert req.sandbox is not None
         sandbox = req.sandbox
@@ -130,7 +121,6 @@ class Jail:
             self._empty_net,
             borrowed=borrowed,
             later=later,
-            hold=hold_mounts,
             home=self._home_pid,
         )
         self._go.release()
@@ -211,31 +201,26 @@ def _jailed(
     *,
     borrowed: bool,
     later: list[Grants],
-    hold: bool,
     home: int | None,
 ) -> Spawned:
     """Runs on the armed thread: steps 0 to 4 of the module docstring. `later`: what to
     close once the spawner has its answer (the grants' fds)."""
     scratch_fd, seal = prepare(req, sandbox, uid, empty_net, home=home)
     later.append(seal.grants)
-    mounts = None
     try:
-        if hold:  # before the seal: Landlock then keeps /proc out of reach
-            mounts = os.open("/proc/thread-self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
         program = resolve(req.argv[0], req.env.get("PATH", os.defpath))
         if not borrowed and userns.entered and chain.available():
-            return Spawned(seal.chained(req, program), scratch_fd, mounts)
+            return Spawned(seal.chained(req, program), scratch_fd)
         if not borrowed:
-            return Spawned(fork_exec(req, program, seal), scratch_fd, mounts)
+            return Spawned(fork_exec(req, program, seal), scratch_fd)
         seal.apply()
         try:
-            return Spawned(req.posix_spawn(program), scratch_fd, mounts)
+            return Spawned(req.posix_spawn(program), scratch_fd)
         except OSError as exc:
             raise start_failed(program, exc) from exc
     except BaseException:
-        for fd in (scratch_fd, mounts):
-            if fd is not None:
-                os.close(fd)
+        if scratch_fd is not None:
+            os.close(scratch_fd)
         raise
 
 
