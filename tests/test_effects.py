@@ -41,3 +41,36 @@ def test_supervisor_max_alone_is_named_as_the_supervisor() -> None:
 def test_a_caller_above_max_does_not_raise_anything() -> None:
     c = clamp(Effect.ADVISE, Phase.BEFORE, Effect.RUN, Effect.OFF)
     assert (c.effect, c.clamped_by) == (Effect.OFF, (ClampSource.SUPERVISOR,))
+
+
+def test_off_is_a_level_never_a_missing_one() -> None:
+    assert all(bool(e) for e in Effect)
+    c = clamp(Effect.RUN, Phase.BEFORE, Effect.OFF, Effect.RUN)
+    assert (c.effect, c.clamped_by) == (Effect.OFF, (ClampSource.CALLER,))
+
+
+def test_the_floor_skips_the_caller_only() -> None:
+    c = clamp(Effect.RUN, Phase.BEFORE, Effect.OFF, Effect.APPLY, floor=True)
+    assert (c.effect, c.clamped_by, c.caller_ignored) == (
+        Effect.APPLY,
+        (ClampSource.SUPERVISOR,),
+        True,
+    )
+    suffix = clamp(Effect.ASK, Phase.SUFFIX, Effect.OFF, Effect.RUN, floor=True)
+    assert (suffix.effect, suffix.clamped_by) == (Effect.ADVISE, (ClampSource.PHASE,))
+
+
+@pytest.mark.parametrize(
+    ("caller", "supervisor", "ignored"),
+    [
+        (Effect.RUN, Effect.RUN, False),  # the caller would not have lowered it
+        (Effect.ASK, Effect.RUN, False),  # nor here: equal to the effect
+        (Effect.ADVISE, Effect.RUN, True),
+        (Effect.ADVISE, Effect.ADVISE, False),  # max lowered it as far as the caller would
+    ],
+)
+def test_caller_ignored_only_where_the_floor_made_a_difference(
+    caller: Effect, supervisor: Effect, ignored: bool
+) -> None:
+    c = clamp(Effect.ASK, Phase.BEFORE, caller, supervisor, floor=True)
+    assert c.caller_ignored is ignored

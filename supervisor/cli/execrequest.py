@@ -144,7 +144,7 @@ def local_request(args: argparse.Namespace) -> tuple[Config, RunRequest]:
         caller_env=os.environ,
         input=(json_flag("--input", args.input),) if args.input is not None else None,
         timeout_ms=_timeout_ms(args) or DEFAULT_SCRIPT_TIMEOUT_MS,
-        autonomy=Effect.parse(args.autonomy) if args.autonomy else None,
+        autonomy=Effect.parse(args.autonomy) if args.autonomy is not None else None,
         sandbox=Profile(args.sandbox) if args.sandbox else None,
         sources={Phase(k): tuple(v) for k, v in config.script.items()},
         placeholders=_placeholders(args),
@@ -229,9 +229,9 @@ def remote_request(
         request["timeoutMs"] = timeout_ms
     # The caller's hooks.autonomy as a local run clamps it: --autonomy, the config's, its max.
     autonomy = min(config.autonomy_hooks, config.autonomy_max)
-    if args.autonomy:
+    if args.autonomy is not None:
         autonomy = min(autonomy, Effect.parse(args.autonomy))
-    if args.autonomy or autonomy < Effect.RUN:
+    if args.autonomy is not None or autonomy < Effect.RUN:
         request["autonomy"] = autonomy.word
     if args.sandbox or config.script_sandbox is not DEFAULT_RUN_SANDBOX:
         request["sandbox"] = args.sandbox or config.script_sandbox.value

@@ -70,16 +70,15 @@ def explain(config: Config, facts: RunFacts, autonomy: Effect | None = None) -> 
     its effect in force (clamped by its phase, `autonomy` or the config's `hooks.autonomy`,
     and `autonomy.max`), the inline source lines, and the project files not applied (their
     hooks are not in force)."""
-    from ..core.effects import clamp
-    from ..core.hooks import provenance_json
+    from ..core.hooks import caller_autonomy, effect_in_force, provenance_json
 
-    caller = min(autonomy, config.autonomy_hooks) if autonomy else config.autonomy_hooks
+    caller = caller_autonomy(config, autonomy)
 
     order = _phase_order()
     rows = []
     for index, hook in enumerate(config.hooks):
         why = _why_not(hook, facts)
-        effect = clamp(hook.effect, hook.phase, caller, config.autonomy_max)
+        effect = effect_in_force(hook, caller, config.autonomy_max)
         rows.append(
             (
                 why is not None,
@@ -92,6 +91,7 @@ def explain(config: Config, facts: RunFacts, autonomy: Effect | None = None) -> 
                     "action": hook.action.value,
                     "effect": effect.effect.word,
                     "requestedEffect": hook.effect.word,
+                    **({"callerAutonomyIgnored": True} if effect.caller_ignored else {}),
                     "source": provenance_json(hook.source),
                     "runs": why is None,
                     **({"when": dict(hook.when)} if hook.when else {}),
@@ -159,7 +159,7 @@ def run(
 
     config = load(args, args.hooks, lines or None)
     script = Script(tuple(argv) or None, args.python, args.code)
-    autonomy = Effect.parse(args.autonomy) if args.autonomy else None
+    autonomy = Effect.parse(args.autonomy) if args.autonomy is not None else None
     plan = explain(config, RunFacts(script.shown_argv, str(Path.cwd())), autonomy)
     if args.json:
         print(json.dumps(plan), flush=True)

@@ -47,14 +47,14 @@ def files_model_warnings(args: argparse.Namespace, files: list[str]) -> None:
 def request_shown(config: Config, hook: Hook, ctx: HookContext) -> dict[str, Any]:
     """What the prompt hook would send in `ctx`: where, and the body; the API key as
     `[secret NAME]`, never its value."""
-    from ..core.effects import clamp
+    from ..core.hooks import effect_in_force
     from ..core.models import Provider
     from ..core.redact import Redactor
     from ..run.hookcontext import hook_secrets
     from ..run.modelclient import request_body, shown_url
     from ..run.prompthook import prompt_request
 
-    effect = clamp(hook.effect, hook.phase, ctx.caller_autonomy, ctx.supervisor_max).effect
+    effect = effect_in_force(hook, ctx.caller_autonomy, ctx.supervisor_max).effect
     request = prompt_request(hook, effect, ctx)
     model = hook.prompt.model if hook.prompt is not None else None
     shown: dict[str, Any] = {"hook": hook.name, "effect": effect.word}

@@ -31,6 +31,8 @@ def hook_frame_lines(frame: Mapping[str, Any]) -> list[str]:
         effect += (
             f" (requested {frame['requestedEffect']}; lowered by {', '.join(frame['clampedBy'])})"
         )
+    if frame.get("callerAutonomyIgnored"):
+        effect += "; locked: the caller's hooks.autonomy does not lower it"
     lines.append(f"  {effect}")
     if frame.get("model"):  # a prompt hook's model and what it cost
         model, tokens = frame["model"], frame.get("tokens")

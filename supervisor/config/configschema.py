@@ -157,7 +157,8 @@ def _hook_def() -> dict[str, Any]:
             },
             "locked": {
                 "type": "boolean",
-                "description": "true: nearer layers can neither drop, disable nor redefine it"
+                "description": "true: nearer layers can neither drop, disable nor redefine it,"
+                " and in a config file the caller's `hooks.autonomy` does not lower its effect"
                 " (needs a `name`; default false).",
             },
             "when": _when_def(),

@@ -90,6 +90,8 @@ __all__, __getattr__, __dir__ = exports(
         ),
         "hooks": (
             "at_least_as_strict",
+            "caller_autonomy",
+            "effect_in_force",
             "hook_json",
             "provenance_json",
             "Action",

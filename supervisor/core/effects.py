@@ -23,6 +23,11 @@ class Effect(enum.IntEnum):
     APPLY = 4
     RUN = 5
 
+    def __bool__(self) -> bool:
+        # `off` is a level like the others: no level reads as "none given" in a test of
+        # truth (an IntEnum would make `OFF`, which is 0, falsy).
+        return True
+
     @property
     def word(self) -> str:
         return self.name.lower()
@@ -67,12 +72,19 @@ class Clamp:
     requested: Effect
     effect: Effect
     clamped_by: tuple[ClampSource, ...]
+    #: The floor held: the hook is locked, and the caller's level would have lowered it.
+    caller_ignored: bool = False
 
 
-def clamp(requested: Effect, phase: Phase, caller: Effect, supervisor: Effect) -> Clamp:
+def clamp(
+    requested: Effect, phase: Phase, caller: Effect, supervisor: Effect, *, floor: bool = False
+) -> Clamp:
     """The effect in force: the request lowered by phase, caller and supervisor, in that order.
 
-    Clamping lowers, never refuses; every ceiling that lowered it is named.
+    Clamping lowers, never refuses; every ceiling that lowered it is named. With `floor` (a
+    locked hook of the operator's config) the caller's level is no ceiling: only the phase and
+    the supervisor lower it, and `caller_ignored` says when that made a difference (the
+    effect in force is above the caller's level).
     """
     effect = requested
     by: list[ClampSource] = []
@@ -81,7 +93,9 @@ def clamp(requested: Effect, phase: Phase, caller: Effect, supervisor: Effect) -
         (ClampSource.CALLER, caller),
         (ClampSource.SUPERVISOR, supervisor),
     ):
+        if floor and source is ClampSource.CALLER:
+            continue
         if effect > ceiling:
             effect = ceiling
             by.append(source)
-    return Clamp(requested, effect, tuple(by))
+    return Clamp(requested, effect, tuple(by), caller_ignored=floor and effect > caller)

@@ -125,6 +125,9 @@ class HookFrame(Envelope):
     duration_ms: int
     sandbox: str
     changed: bool = attrs.field(default=False, metadata=KEEP)
+    #: The floor held: a locked hook of the operator's config kept an effect above the
+    #: caller's level (`hooks.autonomy`), which does not clamp it. Present only then.
+    caller_autonomy_ignored: bool = False
     #: The value before an `apply` replaced it (present only then), and the value after.
     original: Any = attrs.field(default=None, metadata={SHOWN_WITH: "changed"})
     value: Any = attrs.field(default=None, metadata={SHOWN_WITH: "changed"})

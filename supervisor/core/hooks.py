@@ -11,7 +11,7 @@ from typing import Any, Final
 
 import attrs
 
-from .effects import Effect
+from .effects import Clamp, Effect, clamp
 from .limits import DEFAULT_LIMITS, Limits
 from .models import NO_MODELS, Models, PromptSpec
 from .points import Phase
@@ -218,6 +218,19 @@ class Hook:
         """The declared `cwd` (resolved against the declaring directory) or that directory."""
         return self.cwd or self.declaring_dir
 
+    @property
+    def floored(self) -> bool:
+        """Whether the caller's level (`hooks.autonomy`: config, flag or request) leaves this
+        hook alone: it is locked, and a config file declared it (the operator's policy; a
+        hook given with the run, on the command line or in a request, is the caller's own)."""
+        return self.locked and self.source.kind is SourceKind.FILE
+
+
+def effect_in_force(hook: Hook, caller: Effect, supervisor: Effect) -> Clamp:
+    """`hook`'s effect clamped by its phase, the caller's level (unless the hook is
+    `floored`) and the supervisor's `autonomy.max`."""
+    return clamp(hook.effect, hook.phase, caller, supervisor, floor=hook.floored)
+
 
 def provenance_json(source: Provenance) -> dict[str, Any] | str:
     if source.kind is SourceKind.FILE:
@@ -324,3 +337,10 @@ class Config:
 
     def find(self, name: str) -> Hook | None:
         return next((h for h in self.hooks if h.name == name), None)
+
+
+def caller_autonomy(config: Config, asked: Effect | None) -> Effect:
+    """The caller's level in force: the config's `[autonomy] hooks`, lowered by the level the
+    caller asked for (`exec --autonomy`, a request's `autonomy`; `off` is one like the
+    others). It clamps every hook but those the floor keeps (`Hook.floored`)."""
+    return config.autonomy_hooks if asked is None else min(asked, config.autonomy_hooks)

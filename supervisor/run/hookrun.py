@@ -17,10 +17,17 @@ import attrs
 import trio
 
 from ..core.answers import Answer, Asked, Refusal, bound_answer
-from ..core.effects import REFUSING, Clamp, Effect, clamp
+from ..core.effects import REFUSING, Clamp, Effect
 from ..core.errors import ProfileUnavailable, SandboxUnavailable, SpawnError
 from ..core.frames import HookFrame, HookStatus, Ran, Resources, blank
-from ..core.hooks import STDERR_TAIL_BYTES, Action, Failure, Hook, SourceKind
+from ..core.hooks import (
+    STDERR_TAIL_BYTES,
+    Action,
+    Failure,
+    Hook,
+    SourceKind,
+    effect_in_force,
+)
 from ..core.passenv import Passed
 from ..process import programs, sandbox
 from ..process.child import Outcome
@@ -55,7 +62,7 @@ async def run_hook(spawner: Spawner, hook: Hook, ctx: HookContext) -> HookReport
 
     Cancellation (the run being cancelled) kills the hook's tree and propagates.
     """
-    clamped = clamp(hook.effect, hook.phase, ctx.caller_autonomy, ctx.supervisor_max)
+    clamped = effect_in_force(hook, ctx.caller_autonomy, ctx.supervisor_max)
     frame = _FrameBuilder(hook, clamped, ctx)
     if not hook.enabled:
         return frame.skipped("disabled (enabled = false)")
@@ -151,7 +158,7 @@ def _unavailable(exc: SandboxUnavailable, ctx: HookContext) -> str:
 
 def cancelled_report(hook: Hook, ctx: HookContext, duration_ms: int) -> HookReport:
     """The report of a hook its run's cancellation cut short: `killed`, and no answer."""
-    clamped = clamp(hook.effect, hook.phase, ctx.caller_autonomy, ctx.supervisor_max)
+    clamped = effect_in_force(hook, ctx.caller_autonomy, ctx.supervisor_max)
     frame = _FrameBuilder(hook, clamped, ctx)._frame(
         HookStatus.KILLED,
         duration_ms,
@@ -225,6 +232,7 @@ class _FrameBuilder:
             effect=self.clamped.effect.word,
             requested_effect=self.clamped.requested.word,
             clamped_by=tuple(s.value for s in self.clamped.clamped_by),
+            caller_autonomy_ignored=self.clamped.caller_ignored,
             status=status,
             duration_ms=duration_ms,
             sandbox=hook.sandbox.value,

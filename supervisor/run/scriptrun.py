@@ -32,7 +32,7 @@ from ..core.frames import (
     blank,
     now_rfc3339,
 )
-from ..core.hooks import PROCESS_ACTIONS, Config, Profile
+from ..core.hooks import PROCESS_ACTIONS, Config, Profile, caller_autonomy
 from ..core.passenv import Passed, pass_environment
 from ..core.points import Phase
 from ..core.redact import Redactor
@@ -114,7 +114,7 @@ async def execute(
     """Runs `run.request` to its `end` frame; see the module docstring for the guarantees."""
     req = run.request
     started = time.perf_counter()
-    caller = min(req.autonomy, config.autonomy_hooks) if req.autonomy else config.autonomy_hooks
+    caller = caller_autonomy(config, req.autonomy)
     passed = run_passed(req, config)
     secrets = {**hook_secrets(config.hooks, req.caller_env, os.environ), **passed.secrets}
     secrets.update(server_secrets(config.servers.values()))
