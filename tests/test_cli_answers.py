@@ -89,3 +89,49 @@ def test_secrets_are_redacted_in_stdout_head_and_stdout_tail(
     assert head["stdoutHead"] == "{ [secret TOKEN_15A]\n"
     (error,) = [f for f in frames if f["type"] == "error"]
     assert error["advice"] == ["token is [secret TOKEN_15A]"]
+
+
+#: The tutorial's gate (docs/hooks.md), for a tool no machine has: it says why on stdout.
+GATE = (
+    'command -v no-such-tool-25 >/dev/null || { echo "jq is missing: apt-get install jq"; exit 1; }'
+)
+
+
+def test_a_failed_hook_keeps_what_it_said_on_stdout_and_stderr(tmp_path: Path) -> None:
+    gate = hook(phase="before", run=["sh", "-c", GATE + "; echo never"])
+    out = mcpx("exec", "--json", "--hook", gate, "--", "true", cwd=tmp_path)
+    (frame,) = [f for f in frames_of(out.stdout) if f["type"] == "hook"]
+    assert (frame["status"], frame["exitCode"]) == ("failed", 1)
+    assert frame["stdoutTail"] == "jq is missing: apt-get install jq\n"
+    assert "stderrTail" not in frame  # it wrote nothing there
+    view = mcpx("exec", "--hook", gate, "--", "true", cwd=tmp_path)
+    assert (
+        "  exited with status 1\n  stdout (last lines):\n    | jq is missing: apt-get install jq\n"
+    ) in view.stdout
+
+
+def test_the_tails_of_a_failed_hook_are_its_last_4_kib_redacted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "s3cr3t-25-tail-Q7Z9X"
+    monkeypatch.setenv("TOKEN_25", secret)
+    # On stdout the secret straddles the 4 KiB cut (4091 bytes follow it): cut before it is
+    # redacted, its last 5 characters would be left. On stderr it ends the stream.
+    said = (
+        'seq 1 3000; printf "%s%4090s\\n" "$TOKEN_25" ""; '
+        'seq 1 3000 >&2; echo "err $TOKEN_25" >&2; exit 3'
+    )
+    loud = hook(phase="before", secrets=["TOKEN_25"], run=["sh", "-c", said])
+    quiet = hook(phase="onSuccess", secrets=["TOKEN_25"], run=["sh", "-c", "seq 1 3000 >&2"])
+    out = mcpx("exec", "--json", "--hook", loud, "--hook", quiet, "--", "true", cwd=tmp_path)
+    assert "Q7Z9X" not in out.stdout + out.stderr
+    frames = [f for f in frames_of(out.stdout) if f["type"] == "hook"]
+    failed = next(f for f in frames if f["phase"] == "before")
+    assert (failed["status"], failed["exitCode"]) == ("failed", 3)
+    assert failed["stdoutTail"].endswith("]" + " " * 4090 + "\n")  # the mark's end, then the rest
+    assert failed["stderrTail"].endswith("\n2999\n3000\nerr [secret TOKEN_25]\n")
+    for tail in (failed["stdoutTail"], failed["stderrTail"]):
+        assert 4000 < len(tail.encode()) <= 4096
+    ok = next(f for f in frames if f["phase"] == "onSuccess")
+    assert ok["status"] == "ok" and "stdoutTail" not in ok
+    assert len(ok["stderrTail"].encode()) > 4096  # a hook that did not fail keeps more of it

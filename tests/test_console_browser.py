@@ -236,6 +236,25 @@ def test_a_refused_run_is_flagged_in_the_list(page: Page, served: dict[str, Any]
     shot(page, "runs")
 
 
+def test_a_failed_hook_shows_what_it_said_under_its_failure(
+    page: Page, served: dict[str, Any]
+) -> None:
+    # The tutorial's gate (docs/hooks.md): it says why on stdout, and a word on stderr.
+    said = 'echo "jq is missing: apt-get install jq"; echo "see docs" >&2; exit 1'
+    hook = {"name": "gate", "on": "script", "phase": "before", "run": ["sh", "-c", said]}
+    run_id = exec_run(served, {"argv": ["true"], "hooks": [hook]}, wait=True)
+    page.goto(f"{origin(served)}/#/runs/{run_id}")
+    frame = page.locator(".frame.hook", has_text="gate")
+    expect(frame.locator(".badge.failed")).to_be_visible(timeout=WAIT_MS)
+    # Open, not folded away: the reason and what it said are read together.
+    stdout = frame.locator("details.said", has_text="stdout (its tail)")
+    expect(stdout.locator("pre")).to_have_text("jq is missing: apt-get install jq\n")
+    expect(stdout.locator("pre")).to_be_visible()
+    stderr = frame.locator("details.said", has_text="stderr (its tail)")
+    expect(stderr.locator("pre")).to_have_text("see docs\n")
+    expect(stderr.locator("pre")).to_be_visible()
+
+
 #: What a script or a hook may print, shown as text and never run as part of the page.
 HOSTILE = [
     "<img src=x onerror=\"document.title='owned'\">",

@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-#: How many trailing lines of stderr the readable view shows for a failed hook.
+#: How many trailing lines of stdout and of stderr the readable view shows for a failed hook.
 STDERR_LINES: Final = 8
 #: How many leading lines of stdout it shows for a hook whose output could not be read.
 STDOUT_LINES: Final = 8
@@ -72,10 +72,14 @@ def hook_frame_lines(frame: Mapping[str, Any]) -> list[str]:
         head = frame["stdoutHead"].rstrip("\n").splitlines()[:STDOUT_LINES]
         lines.append("  stdout (first lines):")
         lines.extend(f"    | {line}" for line in head)
-    if status.is_failure and frame.get("stderrTail"):
-        tail = frame["stderrTail"].rstrip("\n").splitlines()[-STDERR_LINES:]
-        lines.append("  stderr (last lines):")
-        lines.extend(f"    | {line}" for line in tail)
+    if status.is_failure:
+        # What a failed hook said, under its failure: where "jq is missing: …" is written.
+        for stream in ("stdout", "stderr"):
+            kept = frame.get(f"{stream}Tail")
+            if kept and kept != frame.get("stdoutHead"):
+                tail = kept.rstrip("\n").splitlines()[-STDERR_LINES:]
+                lines.append(f"  {stream} (last lines):")
+                lines.extend(f"    | {line}" for line in tail)
     return lines
 
 

@@ -144,7 +144,11 @@ class HookFrame(Envelope):
     failure_note: str | None = None
     exit_code: int | None = None
     signal: int | None = None
+    #: The end of what the process wrote on stderr; for a hook that failed, its last 4 KiB,
+    #: with its last 4 KiB of stdout beside it (`stdoutTail`): what a hook author writes
+    #: there ("jq is missing: …") is seen under the failure.
     stderr_tail: str | None = None
+    stdout_tail: str | None = None
     resources: Resources | None = None
     ran: Ran | None = None
     #: `invalid-output`: the start of what the hook printed (its first KiB), so a person

@@ -29,6 +29,7 @@ from ..core.hooks import (
     effect_in_force,
 )
 from ..core.passenv import Passed
+from ..core.redact import Redactor
 from ..process import programs, sandbox
 from ..process.child import Outcome
 from ..process.scratch import scratch_dir
@@ -46,6 +47,8 @@ from .output import InvalidOutput, read_output, stdout_head
 
 #: How much of a `run`-effect command's stdout is kept on the hook frame.
 RAN_OUTPUT_BYTES: Final = 64 * 1024
+#: How much of its stdout and of its stderr a failed hook's frame keeps (the last bytes).
+FAILURE_TAIL_BYTES: Final = 4 * 1024
 
 
 @attrs.frozen
@@ -100,7 +103,8 @@ async def run_hook(spawner: Spawner, hook: Hook, ctx: HookContext) -> HookReport
             outcome, timed_out = await _run_child(spawner, spec, stdin, hook)
         except SpawnError as exc:
             return frame.failed(HookStatus.FAILED, f"could not start: {exc}", started)
-        report = frame.finished(outcome, timed_out, started)
+        redactor = ctx.redactor | Redactor(passed.secrets)
+        report = frame.finished(outcome, timed_out, started, redactor)
         if report.answer.run is not None and not report.frame.status.is_failure:
             ran = await _run_command(spawner, report.answer.run, spec, hook)
             report = attrs.evolve(report, frame=attrs.evolve(report.frame, ran=ran))
@@ -213,6 +217,14 @@ def _text(data: bytes | bytearray) -> str | None:
     return bytes(data).decode(errors="replace") if data else None
 
 
+def failure_tail(data: bytes | bytearray, redactor: Redactor) -> str | None:
+    """The last `FAILURE_TAIL_BYTES` of what a failed process wrote, redacted before it is
+    cut (a cut could otherwise leave half a secret that no redaction then recognises)."""
+    text = redactor.text(bytes(data).decode(errors="replace")) if data else ""
+    tail = text.encode()[-FAILURE_TAIL_BYTES:].decode(errors="ignore")
+    return tail or None
+
+
 class _FrameBuilder:
     """Builds the one hook frame for a hook run from its pieces."""
 
@@ -260,7 +272,9 @@ class _FrameBuilder:
             f"{self.clamped.effect.word} (lowered by {by})"
         }
 
-    def finished(self, outcome: Outcome, timed_out: bool, started: float) -> HookReport:
+    def finished(
+        self, outcome: Outcome, timed_out: bool, started: float, redactor: Redactor
+    ) -> HookReport:
         process = {
             "exit_code": outcome.exit_code,
             "signal": outcome.signal,
@@ -269,6 +283,10 @@ class _FrameBuilder:
         }
         status = _process_status(outcome, timed_out)
         if status is not HookStatus.OK:
+            process.update(
+                stderr_tail=failure_tail(outcome.stderr_tail, redactor),
+                stdout_tail=failure_tail(outcome.stdout, redactor),
+            )
             return self.failed(status, self._why(status, outcome), started, **process)
         try:
             answer = bound_answer(read_output(bytes(outcome.stdout)), self.clamped.effect)

@@ -107,7 +107,7 @@ async def _call(
         why = f"the tool's answer is over maxOutputBytes ({hook.max_output_bytes})"
         return _in(frame.failed(HookStatus.KILLED, why, started), frame_sandbox)
     outcome = Outcome(exit_code=0, exited=True, stdout=bytearray(data))
-    report = frame.finished(outcome, False, started)
+    report = frame.finished(outcome, False, started, ctx.redactor)
     return _in(report, frame_sandbox)
 
 

@@ -330,8 +330,13 @@ function hookBody(h) {
   const exit = fields(h, ["exitCode", "signal", "model", "tokens", "cached", "server", "tool"]);
   if (exit) parts.push(exit);
   if (h.ran) parts.push(el("details", {}, el("summary", {}, `ran ${commandLine(h.ran.argv)}: ${h.ran.status}`), pre(shown(h.ran))));
-  if (h.stderrTail) parts.push(el("details", {}, el("summary", {}, "stderr (its tail)"), pre(h.stderrTail)));
-  if (h.stdoutHead) parts.push(el("details", {}, el("summary", {}, "stdout (its head)"), pre(h.stdoutHead)));
+  // What a failed hook said stands open under its failure ("jq is missing: …").
+  const failed = h.status !== "ok" && h.status !== "skipped";
+  if (h.stdoutHead) parts.push(el("details", { open: failed }, el("summary", {}, "stdout (its head)"), pre(h.stdoutHead)));
+  if (h.stdoutTail && h.stdoutTail !== h.stdoutHead) {
+    parts.push(el("details", { class: "said", open: failed }, el("summary", {}, "stdout (its tail)"), pre(h.stdoutTail)));
+  }
+  if (h.stderrTail) parts.push(el("details", { class: "said", open: failed }, el("summary", {}, "stderr (its tail)"), pre(h.stderrTail)));
   return el("div", { class: "hook" }, ...parts);
 }
 
