@@ -105,6 +105,32 @@ async def test_argv_result_line_and_stdout_json(tmp_path: Path) -> None:
     assert outcome(frames)["value"] == 7
 
 
+#: One JSON value on one line of stdout, ~150 KB: longer than a line is kept whole as a frame.
+BIG = "import json; print(json.dumps({'k': ['s' * 1000] * 150}))"
+
+
+async def test_one_big_json_value_on_stdout_is_the_result(tmp_path: Path) -> None:
+    frames = await run_to_end(config(tmp_path), argv_request(tmp_path, PY, "-c", BIG))
+    assert outcome(frames)["value"] == {"k": ["s" * 1000] * 150}
+    assert of(frames, "warning") == []
+    # The output frames still cut the line in pieces of 64 KiB; the result is read whole.
+    pieces = [f["text"] for f in of(frames, "stdout")]
+    assert [len(p) for p in pieces[:-1]] == [64 * 1024] * (len(pieces) - 1)
+    assert json.loads("".join(pieces)) == outcome(frames)["value"]
+
+
+async def test_stdout_over_16_mib_is_not_the_result_and_a_warning_says_why(
+    tmp_path: Path,
+) -> None:
+    over = "import json; print(json.dumps(['x' * 1024] * (17 * 1024)))"  # 17 MiB and a bit
+    frames = await run_to_end(config(tmp_path), argv_request(tmp_path, PY, "-c", over))
+    ended = outcome(frames)
+    assert (ended["type"], ended["value"]) == ("result", None)
+    (warning,) = of(frames, "warning")
+    assert "stdout is over 16 MiB" in warning["message"]
+    assert "its result is null" in warning["message"]
+
+
 async def test_failure_goes_to_on_error_with_exit_code(tmp_path: Path) -> None:
     seen = tmp_path / "seen.json"
     cfg = config(

@@ -94,15 +94,27 @@ class ScriptOutcome:
         except JsonError:
             return None
 
+    def result_warning(self, python: bool) -> str | None:
+        """Why an argv script's result is null though it printed: its stdout was longer than
+        is kept for it (None when that is not why)."""
+        if python or self.result_line is not None or not self.stdout_cut:
+            return None
+        return (
+            f"the script's stdout is over {MAX_RESULT_STDOUT // (1024 * 1024)} MiB, more than"
+            " is read as its result, so its result is null; a larger value can be left as a"
+            f" file under ${ARTIFACTS_DIR_VAR} (an artifact)"
+        )
+
 
 #: Lines handed on from one read before yielding to the scheduler: a 64 KiB read can hold
 #: thousands of short lines, and their frames should reach readers while later ones are cut.
 _LINES_PER_YIELD: Final = 256
 
 
-async def _lines(stream: trio.abc.ReceiveStream, longest: int) -> AsyncIterator[bytes]:
+async def _lines(stream: trio.abc.ReceiveStream, longest: int) -> AsyncIterator[tuple[bytes, bool]]:
     """Lines (newline removed) of at most `longest` bytes, a longer one cut into pieces of
-    that size; the last one may lack a newline."""
+    that size; each with whether a newline ended it (False for a piece of a longer line, and
+    for a last line without one)."""
     buf = bytearray()
     while chunk := await stream.receive_some(65536):
         buf.extend(chunk)
@@ -116,12 +128,12 @@ async def _lines(stream: trio.abc.ReceiveStream, longest: int) -> AsyncIterator[
             if cut < 0 and len(buf) < longest:
                 break
             end = cut if 0 <= cut < longest else longest
-            yield bytes(buf[:end])
+            yield bytes(buf[:end]), end == cut
             del buf[: end + 1 if end == cut else end]
             searched = 0
         searched = len(buf)  # a long line's start is never searched again
     if buf:
-        yield bytes(buf)
+        yield bytes(buf), False
 
 
 def script_argv(script: Script, plan_path: str) -> tuple[str, ...]:
@@ -181,12 +193,15 @@ async def _pump_stdout(
     stream: trio.abc.ReceiveStream, journal: RunJournal, outcome: ScriptOutcome
 ) -> None:
     kept, tail = outcome.stdout, outcome.stdout_tail
-    async for line in _lines(stream, MAX_LINE):
-        if len(kept) + len(line) < MAX_RESULT_STDOUT:
-            kept.extend(line + b"\n")
+    async for line, whole in _lines(stream, MAX_LINE):
+        # Kept as written: a piece of a long line gets no newline of its own, so one JSON
+        # value over `MAX_LINE` on one line still reads as one.
+        said = line + b"\n" if whole else line
+        if len(kept) + len(said) <= MAX_RESULT_STDOUT:
+            kept.extend(said)
         else:
             outcome.stdout_cut = True
-        tail.extend(line + b"\n")
+        tail.extend(said)
         if len(tail) > 2 * STDOUT_TAIL_BYTES:  # trimmed now and then, not at every line
             del tail[: len(tail) - STDOUT_TAIL_BYTES]
         journal.offer(blank(OutputFrame, text=_text(line), type=FrameType.STDOUT))
@@ -196,8 +211,8 @@ async def _pump_stderr(
     stream: trio.abc.ReceiveStream, journal: RunJournal, outcome: ScriptOutcome
 ) -> None:
     tail = outcome.process.stderr_tail
-    async for line in _lines(stream, MAX_LINE):
-        tail.extend(line + b"\n")
+    async for line, whole in _lines(stream, MAX_LINE):
+        tail.extend(line + b"\n" if whole else line)
         if len(tail) > STDERR_TAIL_BYTES:
             del tail[: len(tail) - STDERR_TAIL_BYTES]
         journal.offer(blank(OutputFrame, text=_text(line), type=FrameType.STDERR))
@@ -218,8 +233,9 @@ async def _pump_frames(
     `exception`). A line that is not one of them becomes a warning `log` frame; a line over
     `MAX_FRAME_LINE` is dropped whole, with a warning."""
     too_long = False
-    async for line in _lines(stream, MAX_FRAME_LINE):
-        if len(line) == MAX_FRAME_LINE or too_long:
+    async for line, whole in _lines(stream, MAX_FRAME_LINE):
+        cut = not whole and len(line) == MAX_FRAME_LINE
+        if cut or too_long:
             # A piece of a line past the cap: what is left of that line is not a frame either.
             if not too_long:
                 journal.append(
@@ -229,7 +245,7 @@ async def _pump_frames(
                         "dropped (a result or emit value must fit in it)",
                     )
                 )
-            too_long = len(line) == MAX_FRAME_LINE
+            too_long = cut
             continue
         _frame_line(line, journal, outcome, calls)
 

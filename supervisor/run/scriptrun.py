@@ -291,7 +291,10 @@ async def _run_script(  # noqa: PLR0917
         process = outcome.process
         state.exit_code = process.exit_code
         if outcome.succeeded:
-            state.value = (outcome.result_value(python=req.script.argv is None),)
+            python = req.script.argv is None
+            state.value = (outcome.result_value(python=python),)
+            if (note := outcome.result_warning(python)) is not None:
+                run.journal.append(blank(WarningFrame, message=note))
         elif outcome.timed_out:
             state.message = f"the script timed out after {req.timeout_ms} ms; its tree was killed"
             state.cause = ErrorCause.TIMEOUT
