@@ -70,7 +70,7 @@ ORIGINS = own_origins("127.0.0.1", 8765) | {"https://app.example"}
 def access(headers: dict[str, str], query: str | None = None, token: str | None = "t") -> int:
     refusal = check_access(
         [(k.encode(), v.encode()) for k, v in headers.items()],
-        query,
+        () if query is None else (query,),
         token=token,
         origins=ORIGINS,
     )
@@ -85,6 +85,16 @@ def test_bearer_or_query_token() -> None:
     assert access({"Authorization": "Bearer x"}) == 401
     assert access({"Authorization": "Bearer x"}, "t") == 401  # the header wins
     assert access({}, None, token=None) == 101  # --no-auth
+
+
+def test_a_token_query_parameter_given_twice_is_refused() -> None:
+    headers = [(b"host", b"127.0.0.1:8765")]
+    for tokens in (("bad", "t"), ("t", "t"), ("t", "")):
+        refusal = check_access(headers, tokens, token="t", origins=ORIGINS)
+        assert refusal is not None and refusal.status == 400, tokens
+        # Even where no token is asked for (the console's page, --no-auth).
+        refusal = check_access(headers, tokens, token=None, origins=ORIGINS)
+        assert refusal is not None and refusal.status == 400, tokens
 
 
 def test_origin_must_be_the_servers_own_or_allowed() -> None:

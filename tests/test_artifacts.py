@@ -181,7 +181,7 @@ def test_no_artifact_path_reaches_a_file_by_its_name(tmp_path: Path, target: str
         assert isinstance(got, Answer) and got.status == 404, got
         found = _get("/v1/runs/r/artifacts/a0", journals)
         assert isinstance(found, FileAnswer) and found.artifact.name == "a.txt"
-        assert (b"Content-Security-Policy", b"sandbox") in found.headers
+        assert (b"Content-Security-Policy", b"sandbox; frame-ancestors 'none'") in found.headers
     finally:
         store.close()
 

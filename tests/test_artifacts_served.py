@@ -73,7 +73,7 @@ def test_an_artifact_is_served_with_its_mime_by_id(server: Server) -> None:
     assert hashlib.sha256(body).hexdigest() == page["sha256"]
     assert headers["Content-Type"] == "text/html" == page["mime"]
     # Its own origin's page, but never run as one: no script of it can use the token.
-    assert headers["Content-Security-Policy"] == "sandbox"
+    assert headers["Content-Security-Policy"] == "sandbox; frame-ancestors 'none'"
     assert headers["X-Content-Type-Options"] == "nosniff"
     report = artifacts["sub/report.txt"]
     status, headers, body = get(server, f"/v1/runs/{run_id}/artifacts/{report['id']}", "HEAD")

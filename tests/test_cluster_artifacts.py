@@ -71,7 +71,7 @@ def test_an_artifact_made_on_a_worker_comes_whole_through_the_other_gateway(
         assert status == 200, (name, body)
         assert len(body) == frame["size"] and hashlib.sha256(body).hexdigest() == frame["sha256"]
         assert headers["Content-Type"] == frame["mime"]
-        assert headers["Content-Security-Policy"] == "sandbox"
+        assert headers["Content-Security-Policy"] == "sandbox; frame-ancestors 'none'"
         assert headers["X-Content-Type-Options"] == "nosniff"
     assert artifacts["blob.bin"]["size"] == 307200
     page = artifacts["page.html"]

@@ -191,7 +191,7 @@ def test_the_cookie_is_a_way_to_present_the_token() -> None:
 def test_a_page_of_another_origin_is_refused_whatever_cookie_it_brings() -> None:
     for origin in (b"http://localhost:9999", b"http://evil.example", b"null"):
         refusal = check_access(
-            (HOST, (b"cookie", COOKIE), (b"origin", origin)), None, token=TOKEN, origins=OWN
+            (HOST, (b"cookie", COOKIE), (b"origin", origin)), (), token=TOKEN, origins=OWN
         )
         assert refusal is not None and refusal.status == 403
 

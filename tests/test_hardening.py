@@ -514,10 +514,10 @@ async def test_9_an_idle_socket_that_does_not_answer_pings_is_closed(tmp_path: P
 def test_10_two_origin_headers_are_refused() -> None:
     own = frozenset({"http://127.0.0.1:8765"})
     headers = [(b"Origin", b"http://127.0.0.1:8765"), (b"Origin", b"http://evil.example")]
-    refusal = check_access(headers, None, token=None, origins=own)
+    refusal = check_access(headers, (), token=None, origins=own)
     assert refusal is not None and refusal.status == 400
     twice = [(b"Authorization", b"Bearer a"), (b"authorization", b"Bearer b")]
-    refusal = check_access(twice, None, token="a", origins=own)
+    refusal = check_access(twice, (), token="a", origins=own)
     assert refusal is not None and refusal.status == 400
 
 

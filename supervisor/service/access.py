@@ -176,14 +176,15 @@ def header(headers: Iterable[tuple[bytes, bytes]], name: bytes) -> str | None:
 
 def check_access(
     headers: Sequence[tuple[bytes, bytes]],
-    query_token: str | None,
+    query_tokens: Sequence[str],
     *,
     token: str | None,
     origins: frozenset[str],
 ) -> Refusal | None:
     """None when the request may be upgraded; else why not.
 
-    A request with two `Origin` or two `Authorization` headers is refused (400). A request
+    `query_tokens` are the request target's `?token=` values. A request with two `Origin` or
+    two `Authorization` headers, or two `token` query parameters, is refused (400). A request
     without `Origin` is a program, not a page in a browser, and is let through to the token
     check; one with an `Origin` must name one of `origins` (403). The token
     is compared in constant time; missing or wrong is 401.
@@ -192,6 +193,8 @@ def check_access(
         if len(header_values(headers, name)) > 1:
             # Which one counts would depend on who reads the request: none does.
             return Refusal(400, f"more than one {name.decode().title()} header")
+    if len(query_tokens) > 1:
+        return Refusal(400, "more than one token query parameter")
     origin = header(headers, b"origin")
     if origin is not None and normal_origin(origin) not in origins:
         return Refusal(
@@ -200,7 +203,7 @@ def check_access(
         )
     if token is None:
         return None
-    presented = query_token
+    presented = query_tokens[0] if query_tokens else None
     if presented is None and header(headers, b"authorization") is None:
         presented = cookie_token(headers)
         site = header(headers, b"sec-fetch-site")

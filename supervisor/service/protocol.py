@@ -40,6 +40,16 @@ ABNORMAL: Final = 1006
 TOO_BIG: Final = 1009
 #: Headers every HTTP answer has: the service answers one request per connection.
 _CLOSE: Final = ((b"Connection", b"close"),)
+#: Headers every HTTP answer has unless it gives its own of the name: no answer of this port
+#: may be framed by another page (a framed console could be clicked through), and none is
+#: kept by a cache (run data, artifacts, errors); the console's files say `no-cache`
+#: themselves (revalidated by their tag) and its page gives a fuller policy, which forbids
+#: framing too (`tests/test_headers.py` holds every route to it).
+DEFAULT_HEADERS: Final = (
+    (b"X-Frame-Options", b"DENY"),
+    (b"Content-Security-Policy", b"frame-ancestors 'none'"),
+    (b"Cache-Control", b"no-store"),
+)
 
 
 class Phase(enum.Enum):
@@ -265,11 +275,14 @@ class ServerProtocol:
         pieces, then `respond_end` (a file streamed, not read whole)."""
         assert self.phase is Phase.ASKED, f"respond() in {self.phase}"
         self.phase = Phase.ANSWERED
+        given = list(headers)
+        names = {name.lower() for name, _ in given}
         head = [
             (b"Content-Type", content_type),
             (b"Content-Length", str(length).encode()),
             *_CLOSE,
-            *headers,
+            *given,
+            *((name, value) for name, value in DEFAULT_HEADERS if name.lower() not in names),
         ]
         reason = http.HTTPStatus(status).phrase.encode()
         return self._h11.send(h11.Response(status_code=status, headers=head, reason=reason))

@@ -28,7 +28,7 @@ from ..run.artifacts import ArtifactGone, Stored
 from . import pages
 from .access import Refusal, check_access
 from .protocol import Request, error_body
-from .targets import parse_target, query_token
+from .targets import parse_target, query_tokens
 
 
 @attrs.frozen
@@ -82,10 +82,12 @@ class _NoRuns:
 
 NO_RUNS: Final[RouteState] = _NoRuns()
 #: An artifact is the script's bytes on the service's own origin: never sniffed as another
-#: type, and never run as a page of this origin (an HTML artifact cannot use the token).
+#: type, never run as a page of this origin (an HTML artifact cannot use the token), never
+#: framed, never cached.
 ARTIFACT_HEADERS: Final = (
     (b"X-Content-Type-Options", b"nosniff"),
-    (b"Content-Security-Policy", b"sandbox"),
+    (b"Content-Security-Policy", b"sandbox; frame-ancestors 'none'"),
+    (b"Cache-Control", b"no-store"),
 )
 
 
@@ -175,7 +177,7 @@ def answer(
     route = found[0] if found is not None else None
     refusal = check_access(
         request.headers,
-        query_token(request.target),
+        query_tokens(request.target),
         token=token if route is None or route.token else None,
         origins=origins,
     )

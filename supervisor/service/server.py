@@ -46,7 +46,7 @@ from .options import Limits, Listening, ServiceOptions
 from .plain import serve_plain
 from .protocol import Request
 from .streams import Streams, Wake
-from .targets import Endpoint, Target, parse_target, query_token
+from .targets import Endpoint, Target, parse_target, query_tokens
 from .wire import Close, WireError, encode
 
 __all__ = ["Limits", "Listening", "Service", "ServiceOptions", "run_service"]
@@ -251,7 +251,7 @@ class Service(Endpoints):
             return Refusal(503, SHUTTING_DOWN)
         refusal = check_access(
             request.headers,
-            query_token(request.target),
+            query_tokens(request.target),
             token=self.options.token,
             origins=self._origins,
         )

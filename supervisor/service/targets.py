@@ -59,9 +59,15 @@ def parse_target(target: str) -> Target | None:
     return None
 
 
+def query_tokens(target: str) -> list[str]:
+    """Every `?token=` of any request target, in order, known endpoint or not (the access
+    check refuses more than one)."""
+    return parse_qs(urlsplit(target).query, keep_blank_values=True).get("token", [])
+
+
 def query_token(target: str) -> str | None:
     """The `?token=` of any request target (the last one given), known endpoint or not."""
-    values = parse_qs(urlsplit(target).query, keep_blank_values=True).get("token")
+    values = query_tokens(target)
     return values[-1] if values else None
 
 
