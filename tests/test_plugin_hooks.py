@@ -171,6 +171,56 @@ async def test_timeout_ms_cuts_the_call_short_and_cancels_it_on_the_server(
     assert (tmp_path / "l").read_text().splitlines()[1].startswith("cancelled ")
 
 
+#: Long enough that a hook ended "at the timeout" cannot pass for one ended at once.
+LONG_TIMEOUT_MS = 120_000
+
+
+@pytest.mark.parametrize("id_last", [False, True])
+async def test_an_answer_of_100_mb_ends_the_hook_at_once_as_too_large(
+    manager: ServerManager, tmp_path: Path, marker: Marker, id_last: bool
+) -> None:
+    # 100 MB on one line, its id first (as Python servers write it) or last (TypeScript's).
+    args = {"bytes": 100_000_000, "idLast": id_last}
+    hook = plugin("h.big", args, timeout_ms=LONG_TIMEOUT_MS)
+    frame = (await run_plugin(manager, tmp_path, marker, hook)).frame
+    assert frame.status == HookStatus.KILLED
+    assert frame.reason == (
+        "the tool's answer is too large (server h: the answer is too large:"
+        " a message over 16777216 bytes)"
+    )
+    assert frame.duration_ms < LONG_TIMEOUT_MS / 2  # not the timeout: a generous margin
+    # The rest of the line was read and dropped: the server goes on serving.
+    after = await run_plugin(manager, tmp_path, marker, plugin("h.echo", {"n": 1}))
+    assert (after.frame.status, after.answer.advice) == ("ok", ())
+    assert (tmp_path / "l").read_text().splitlines() == ["start"]  # never restarted
+
+
+@pytest.mark.parametrize(
+    ("head", "rid"),
+    [
+        (b'{"jsonrpc": "2.0", "id": 3, "result": {"content": [{"text": "xx', 3),
+        (b'{ "id" : "a\\"b" , "result": {', 'a"b'),
+        # An `id` inside the result, or in a string, is not the message's.
+        (b'{"result": {"id": 9, "t": "\\"id\\": 1, xx', None),
+        (b'{"result": {"id": 9}, "id": -4, "jsonrpc": "2.0"}', -4),
+        (b'{"result": {"content": [{"type": "text", "text": "xxxx', None),
+    ],
+)
+def test_the_id_of_a_line_too_long_is_read_at_its_top_level(head: bytes, rid: Any) -> None:
+    from mcpx_hooks.supervisor.run.mcpclient import top_level_id  # it loads the MCP SDK
+
+    assert top_level_id(head) == rid
+
+
+async def test_an_answer_over_max_output_bytes_is_too_large(
+    manager: ServerManager, tmp_path: Path, marker: Marker
+) -> None:
+    hook = plugin("h.big", {"bytes": 2_000_000}, timeout_ms=LONG_TIMEOUT_MS)
+    frame = (await run_plugin(manager, tmp_path, marker, hook)).frame
+    assert frame.status == HookStatus.KILLED
+    assert frame.reason == "the tool's answer is too large: over maxOutputBytes (1048576)"
+
+
 @pytest.mark.parametrize(
     ("target", "args", "why"),
     [

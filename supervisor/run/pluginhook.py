@@ -5,7 +5,9 @@ whole call, the server's start included, is bounded by the hook's `timeoutMs`; a
 short is cancelled on the server (`notifications/cancelled`) and the hook is `timeout`. The
 tool's `structuredContent` (else its text content, joined) is read as a hook's stdout: an
 answer object, plain text as advice, or nothing. `isError: true`, a server that cannot be
-had and a JSON-RPC error are `failed`, with the reason. Never raises for a broken server;
+had and a JSON-RPC error are `failed`, with the reason; an answer over `maxOutputBytes` (or
+over the longest message read from a server, `MAX_MESSAGE_BYTES`, which ends the call as
+soon as it passes it) is `killed`, "too large". Never raises for a broken server;
 the caller's cancellation propagates (the call is cancelled on the server first).
 """
 
@@ -26,7 +28,7 @@ from ..core.points import Phase
 from ..core.servers import split_tool
 from ..process.child import Outcome
 from .hookcontext import HookContext
-from .servers import ServerFailing, ToolFailed
+from .servers import AnswerTooLarge, ServerFailing, ToolFailed
 
 if TYPE_CHECKING:
     from mcp import types
@@ -89,6 +91,9 @@ async def _call(
     with trio.move_on_after(hook.timeout_ms / 1000) as deadline:
         try:
             result, _ = await ctx.servers.manager.call(spec, tool, args, run_id=ctx.run_id)
+        except AnswerTooLarge as exc:  # ended as soon as it passed the bound, not at timeoutMs
+            why = f"the tool's answer is too large ({exc})"
+            return _in(frame.failed(HookStatus.KILLED, why, started), frame_sandbox)
         except (ServerFailing, ToolFailed) as exc:
             report = frame.failed(HookStatus.FAILED, ctx.redactor.text(str(exc)), started)
             return _in(report, frame_sandbox)
@@ -104,7 +109,7 @@ async def _call(
         return _in(frame.failed(HookStatus.FAILED, why, started), frame_sandbox)
     data = text.encode()
     if len(data) > hook.max_output_bytes:
-        why = f"the tool's answer is over maxOutputBytes ({hook.max_output_bytes})"
+        why = f"the tool's answer is too large: over maxOutputBytes ({hook.max_output_bytes})"
         return _in(frame.failed(HookStatus.KILLED, why, started), frame_sandbox)
     outcome = Outcome(exit_code=0, exited=True, stdout=bytearray(data))
     report = frame.finished(outcome, False, started, ctx.redactor)

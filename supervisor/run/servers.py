@@ -44,6 +44,11 @@ class ToolFailed(Exception):
     """The server answered the call with a JSON-RPC error (an unknown tool, bad arguments)."""
 
 
+class AnswerTooLarge(ToolFailed):
+    """The server's answer to the call is over the longest message read from a server
+    (`MAX_MESSAGE_BYTES`): the call failed as soon as it passed that bound."""
+
+
 @attrs.define
 class ServerEntry:
     """One server's state: `idle` (not running), `starting`, `running` (since `since`),
@@ -132,6 +137,8 @@ class ServerManager:
         from mcp.shared.exceptions import MCPError  # loaded by the server's start already
         from mcp.types import CONNECTION_CLOSED
 
+        from .mcpclient import ANSWER_TOO_LARGE
+
         session = entry.session
         assert session is not None
         if entry.tool(tool) is None:
@@ -142,6 +149,8 @@ class ServerManager:
         try:
             result = await session.call_tool(tool, dict(args))
         except MCPError as exc:
+            if exc.error.code == ANSWER_TOO_LARGE:
+                raise AnswerTooLarge(f"server {spec.name}: {exc.error.message}") from None
             if exc.error.code != CONNECTION_CLOSED:
                 why = f"server {spec.name} answered {tool} with an error: {exc.error.message}"
                 raise ToolFailed(why) from None

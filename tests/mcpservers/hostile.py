@@ -4,7 +4,9 @@
 `notifications/cancelled` ("cancelled ID"). Modes:
 
 - `good`: answers like a well-behaved server; tool `echo` answers its arguments as
-  structured content, `wait` never answers (until cancelled), `fail` answers `isError`.
+  structured content, `wait` never answers (until cancelled), `fail` answers `isError`,
+  `big` answers `{"bytes": N}` with a text of N bytes, written as it goes (with `"idLast":
+  true` its `id` ends the line, as the TypeScript SDK writes it).
 - `mute`: reads, never answers `initialize` (a start that never ends).
 - `die-at-start`: exits 3 before answering, after writing to stderr.
 - `crash-on-call`: answers the handshake, exits 7 on the first tool call.
@@ -28,11 +30,29 @@ TOOLS = [
     {"name": "wait", "inputSchema": {"type": "object"}},
     {"name": "fail", "inputSchema": {"type": "object"}},
     {"name": "rm", "inputSchema": {"type": "object"}, "annotations": {"destructiveHint": True}},
+    {"name": "big", "inputSchema": {"type": "object"}},
 ]
 
 
 def send(msg: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(msg) + "\n")
+    sys.stdout.flush()
+
+
+def send_big(rid: Any, size: int, id_last: bool) -> None:
+    """An answer whose text is `size` bytes, never held whole."""
+    rid_json = json.dumps(rid)
+    start = '{"result": {"content": [{"type": "text", "text": "'
+    if not id_last:
+        start = f'{{"jsonrpc": "2.0", "id": {rid_json}, ' + start[1:]
+    sys.stdout.write(start)
+    piece = "x" * (1024 * 1024)
+    while size > 0:
+        sys.stdout.write(piece[:size])
+        size -= len(piece)
+    sys.stdout.write(
+        '"}]}' + (f', "jsonrpc": "2.0", "id": {rid_json}}}' if id_last else "}") + "\n"
+    )
     sys.stdout.flush()
 
 
@@ -94,6 +114,9 @@ def main() -> None:
             name, args = params.get("name"), params.get("arguments") or {}
             if name == "wait":
                 continue  # never answered
+            if name == "big":
+                send_big(rid, int(args.get("bytes", 0)), bool(args.get("idLast")))
+                continue
             content = [{"type": "text", "text": json.dumps(args)}]
             result = {"content": content, "structuredContent": args, "isError": name == "fail"}
             send({"jsonrpc": "2.0", "id": rid, "result": result})
