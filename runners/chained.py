@@ -79,12 +79,15 @@ def start(
     net: bool = False,
     enter_net: int | None = None,
     unshare: int = 0,
+    no_memfd: bool = False,
 ) -> int:
     """Starts `program` for `req` with `limits` (soft and hard); its pid. With `ruleset_fd`
     a rootless sandboxed child (its own user namespace, its Landlock ruleset `ruleset_fd`,
     the seccomp filter of `net` or not; first, `enter_net`, a network namespace the child
     enters, and `unshare`, namespaces it makes, which it can only while it has this
-    process's capabilities); without, steps 2,
+    process's capabilities; `no_memfd`, memory bounded without a cgroup: the filter refuses
+    `memfd_create` and `shmget`, `memcg.py`);
+    without, steps 2,
     3, 4 and 6 only: an unsandboxed child whose limits this process cannot lend it
     (`borrowing.py`), without a fork either. Raises `StartError`."""
     chain = Chain()
@@ -106,7 +109,7 @@ def start(
     if ruleset_fd is not None:
         chain.extend(_powerless())
         chain.call(nr("landlock_restrict_self"), ruleset_fd, 0, what="landlock restrict")
-        chain.extend(_filtered(net))
+        chain.extend(_filtered(net, no_memfd))
     chain.extend(_unmasked())
     chain.call(
         nr("execve"),
@@ -180,10 +183,10 @@ def _powerless() -> Chain:
 
 
 @functools.cache
-def _filtered(net: bool) -> Chain:
-    """The seccomp filter of `net` or not."""
+def _filtered(net: bool, no_memfd: bool = False) -> Chain:
+    """The seccomp filter of `net` or not (and refusing `memfd_create` or not)."""
     chain = Chain()
-    filt = seccomp.seccomp_program(not net)
+    filt = seccomp.seccomp_program(not net, no_memfd, no_shm=no_memfd)
     fprog = struct.pack("=HxxxxxxQ", len(filt) // 8, chain.pointer(filt))
     chain.call(nr("prctl"), PR_SET_SECCOMP, seccomp.SECCOMP_MODE_FILTER, fprog, what="seccomp")
     return chain

@@ -102,7 +102,13 @@ class InlineJail:
         try:
             self.arm()
             scratch_fd, seal = jail.prepare(
-                req, req.sandbox, None, self._empty_net, home=home_pid, enter_net=False
+                req,
+                req.sandbox,
+                None,
+                self._empty_net,
+                home=home_pid,
+                enter_net=False,
+                own_ipc=False,
             )
             try:
                 program = resolve(req.argv[0], req.env.get("PATH", os.defpath))

@@ -32,7 +32,7 @@ import os
 import resource
 from collections.abc import Callable, Iterable
 
-from . import chain, chained, confine, landlock, libc, seccomp, userns, view
+from . import chain, chained, confine, landlock, libc, memcg, seccomp, userns, view
 from .spawnreq import Request, Sandbox
 from .start import StartError, fork_exec, resolve, start_failed
 
@@ -40,11 +40,13 @@ _ARM_FLAGS = libc.CLONE_NEWPID | libc.CLONE_NEWNS | libc.CLONE_NEWIPC | libc.CLO
 
 
 class Spawned:
-    """A jailed spawn's pid, and its scratch tmpfs when it is returned."""
+    """A jailed spawn's pid, and its scratch tmpfs when it is returned; `cgroup`: the memory
+    cgroup it started in (`memcg.py`), set by the jail that started it."""
 
     def __init__(self, pid: int, scratch_fd: int | None) -> None:
         self.pid = pid
         self.scratch_fd = scratch_fd
+        self.cgroup: memcg.Cgroup | None = None
 
     def close(self) -> None:
         """Closes the fd held for a child that was killed and reaped before it was kept."""
@@ -61,9 +63,19 @@ class Jail:
     child holds what it needs of it).
     """
 
-    def __init__(self, empty_net: int | None, home_pid: int | None) -> None:
+    def __init__(
+        self,
+        empty_net: int | None,
+        home_pid: int | None,
+        cgroup: memcg.Cgroup | None = None,
+        no_cgroup: str | None = None,
+    ) -> None:
         self._empty_net = empty_net
         self._home_pid = home_pid
+        #: The memory cgroup the thread joins before it arms, so that its child starts there
+        #: (`no_cgroup`: why the one it needed could not be made; it then serves no request).
+        self.cgroup = cgroup
+        self._no_cgroup = no_cgroup
         self._armed = _thread.allocate_lock()
         self._go = _thread.allocate_lock()
         self._done = _thread.allocate_lock()
@@ -83,6 +95,10 @@ class Jail:
         try:
             if self._home_pid is not None:  # the creating thread may be armed for a PID 1
                 libc.setns(self._home_pid, libc.CLONE_NEWPID, "own PID namespace")
+            if self._no_cgroup is not None:
+                raise StartError(self._no_cgroup)
+            if self.cgroup is not None:  # (before the mount tree is read-only)
+                self.cgroup.join()
             arm(pid=True)
         except (OSError, StartError) as exc:
             self.broken = str(exc)
@@ -114,6 +130,11 @@ class Jail:
         """
         assert req.sandbox is not None
         sandbox = req.sandbox
+        if self.cgroup is not None and sandbox.memory_bytes:
+            try:
+                self.cgroup.limit(sandbox.memory_bytes)
+            except OSError as exc:
+                raise StartError(f"sandbox: cannot bound memory: {exc.strerror}") from exc
         self._work = lambda later: _jailed(
             req,
             sandbox,
@@ -131,6 +152,7 @@ class Jail:
                 raise result
             raise StartError(f"sandbox: {result}") from result
         assert result is not None
+        result.cgroup = self.cgroup
         return result
 
 
@@ -246,6 +268,9 @@ class Seal:
         self._notes = notes or {}
         #: Rootless: the processes limit, set in the child's own user namespace (`prepare`).
         self.nproc: list[tuple[int, int, int]] = []
+        #: Memory bounded without a cgroup (`memcg.py`): `memfd_create` refused, and
+        #: rootless, `shmget` (the IPC namespace's shm limits are its root's to write).
+        self.no_memfd = bool(sandbox.memory_bytes) and memcg.STATE.hierarchy is None
 
     def __call__(self) -> None:
         try:
@@ -265,7 +290,8 @@ class Seal:
         confine.no_new_privs()
         assert self.grants.ruleset is not None
         self.grants.ruleset.restrict()
-        seccomp.install(no_sockets=not self._net)
+        no_shm = self.no_memfd and userns.entered
+        seccomp.install(no_sockets=not self._net, no_memfd=self.no_memfd, no_shm=no_shm)
 
     def chained(self, req: Request, program: str, net: int | None = None, new: int = 0) -> int:
         """Rootless: starts `req`, the child carrying out this seal itself (entering `net`,
@@ -273,7 +299,14 @@ class Seal:
         assert self.grants.ruleset is not None and self.grants.ruleset.fd is not None
         limits, fd = [*req.limits, *self.nproc], self.grants.ruleset.fd
         return chained.start(
-            req, program, limits=limits, ruleset_fd=fd, net=self._net, enter_net=net, unshare=new
+            req,
+            program,
+            limits=limits,
+            ruleset_fd=fd,
+            net=self._net,
+            enter_net=net,
+            unshare=new,
+            no_memfd=self.no_memfd,
         )
 
     def close(self) -> None:
@@ -288,15 +321,24 @@ def prepare(
     *,
     home: int | None = None,
     enter_net: bool = True,
+    own_ipc: bool = True,
 ) -> tuple[int | None, Seal]:
     """Steps 0 to 2 of the module docstring on an armed thread or process (`arm`): the
     grants, the view (`view.py`), the working directory, the network. Returns the scratch fd
     to copy back (or None) and step 3, `seal`, to call last, in the thread or process that
     then runs the child. `home`: an fd of the spawner's own PID namespace, for the helper
     child of an idmapped grant (`idmap.userns`; None in a fork, whose children may be made
-    as it is); not `enter_net`: the child enters `empty_net` itself (`inline.py`).
+    as it is); not `enter_net`: the child enters `empty_net` itself (`inline.py`); not
+    `own_ipc`: this thread is in the spawner's IPC namespace, and the child makes its own
+    (`inline.py`; else, without a memory cgroup, the thread's gets the shm limits here).
     """
     ids = (uid, uid) if uid is not None else (os.getuid(), os.getgid())
+    no_cgroup = sandbox.memory_bytes and memcg.STATE.hierarchy is None
+    if own_ipc and no_cgroup and not userns.entered:
+        try:  # (the IPC namespace `arm` made: no memory cgroup, so its shm is bounded)
+            memcg.write_shm_limits(sandbox.memory_bytes)
+        except OSError as exc:
+            raise StartError(f"sandbox: cannot bound shared memory: {exc.strerror}") from exc
     grants = Grants(sandbox.read, sandbox.devices, net=sandbox.net, write=sandbox.write)
     try:
         # Only a per-child uid owns nothing: rootless, the hook's uid is the caller's own.
@@ -338,7 +380,10 @@ def arm(*, pid: bool) -> None:
     libc.unshare(flags, "namespaces (pid, mount, ipc, uts)" if pid else "namespaces")
     view.mount(None, "/", None, view.MS_REC | view.MS_PRIVATE, "")
     view.read_only_tree()
-    if userns.entered:  # rootless: a child writes the maps of its own user namespace there
+    # Rootless: a child writes the maps of its own user namespace there; root without a
+    # memory cgroup: `prepare` writes the new IPC namespace's shm limits there (rootless
+    # they are the namespace's root's to write, which no hook maps: `shmget` is refused).
+    if userns.entered or memcg.STATE.hierarchy is None:
         userns.writable_proc()
 
 

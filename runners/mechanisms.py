@@ -21,7 +21,7 @@ import sys
 import threading
 from collections.abc import Callable
 
-from . import jail, libc
+from . import jail, libc, memcg
 from .isolation import HIDE_ENV, NAMES, hidden
 from .landlock import landlock_abi
 from .seccomp import seccomp_available
@@ -96,6 +96,8 @@ class Mechanisms:
         for name in self.hidden:
             if name in NAMES:
                 self.missing[name] = f"hidden by {HIDE_ENV}"
+        # What bounds a sandboxed tree's memory: a cgroup of its own, or the fallback.
+        memcg.detect(hidden=memcg.HIDE_NAME in self.hidden, rootless=userns)
 
     def _lack(self, name: str, why: str) -> None:
         self.missing.setdefault(name, why)
@@ -104,7 +106,13 @@ class Mechanisms:
         """An armed jail thread (pidns mode), or None where jails cannot be had."""
         if "pidns" in self.missing or "mountns" in self.hidden:
             return None
-        armed = jail.Jail(self.empty_net, self.home_pid)
+        cgroup, why = None, None
+        if memcg.STATE.hierarchy is not None:
+            try:
+                cgroup = memcg.STATE.hierarchy.make()
+            except OSError as exc:
+                why = f"cannot make the child's memory cgroup: {exc.strerror}"
+        armed = jail.Jail(self.empty_net, self.home_pid, cgroup, why)
         if not self.probed:  # the first one tells whether jails can be had at all
             self.probed = True
             if armed.wait_armed() is not None:
@@ -128,6 +136,7 @@ class Mechanisms:
             "pid": int(os.readlink("/proc/self")),
             "mechanisms": {n: self.missing.get(n, True) for n in NAMES},
             "landlockAbi": self.landlock_abi,
+            "memory": memcg.report(),
         }
         if self.settings is not None:
             line["usernsSettings"] = self.settings

@@ -13,7 +13,7 @@ import select
 import signal
 import socket
 
-from . import chain, chained, inline, jail, warm
+from . import chain, chained, inline, jail, memcg, warm
 from .borrowing import (
     CAP_SYS_RESOURCE,
     Broken,
@@ -81,11 +81,16 @@ class PidNsSpawner:
         """Returns at end of file on the lifeline, having killed and reaped every tree."""
         try:
             while True:
+                cgroups = memcg.STATE.hierarchy
                 try:
-                    # Idle (nothing ready at once): fork what waits for module requests.
-                    events = self.epoll.poll(0 if self._wanted() else -1)
+                    # Idle (nothing ready at once): fork what waits for module requests;
+                    # finished trees' cgroups still busy are tried again soon.
+                    wait = 0 if self._wanted() else 0.01 if cgroups and cgroups.pending else -1
+                    events = self.epoll.poll(wait)
                 except InterruptedError:
                     continue
+                if cgroups is not None and cgroups.pending:
+                    cgroups.sweep()
                 if not events:
                     self._fork_wanted()
                     continue
@@ -100,17 +105,24 @@ class PidNsSpawner:
                             self._reap(tree)
                         elif tree.ctrl is not None and fd == tree.ctrl.fileno():
                             self._obey(tree)
+                        elif tree.cgroup is not None and fd == tree.cgroup.event:
+                            self._over_memory(tree)
                         else:
                             self._read_output(tree, fd)
         finally:
             if self.jail is not None:
                 self.jail.release()
+                self._drop_cgroup(self.jail.cgroup)
             for waiting in self.waiting.values():
                 waiting.discard()
+                self._drop_cgroup(waiting.cgroup)
             for tree in set(self.trees.values()):
                 tree.signal(signal.SIGKILL)
             for tree in set(self.trees.values()):
                 os.waitpid(tree.pid, 0)
+                self._drop_cgroup(tree.cgroup)
+            if memcg.STATE.hierarchy is not None:
+                memcg.STATE.hierarchy.finish()
 
     def _accept(self) -> None:
         while True:
@@ -140,7 +152,8 @@ class PidNsSpawner:
                 if req.module is not None:
                     if req.sandbox is not None and req.sandbox.switch_uid:
                         uid = self.uids.take()
-                    pid = self._spawn_warm(req, msg, uid)
+                    spawned = self._spawn_warm(req, msg, uid)
+                    pid = spawned.pid
                 elif req.sandbox is None:
                     pid = self._spawn(req)
                 else:
@@ -188,6 +201,10 @@ class PidNsSpawner:
         if spawned is not None and spawned.scratch_fd is not None:
             assert req.sandbox is not None
             tree.scratch = (spawned.scratch_fd, req.sandbox.scratch)
+        if spawned is not None and spawned.cgroup is not None:
+            tree.cgroup = spawned.cgroup  # (its OOM notifications kill the tree)
+            self.trees[tree.cgroup.event] = tree
+            self.epoll.register(tree.cgroup.event, select.EPOLLIN)
         send_started(ctrl, tree.host, pidfd=pidfd)
         self.trees[pidfd] = self.trees[ctrl.fileno()] = tree
         self.epoll.register(pidfd, select.EPOLLIN)
@@ -241,6 +258,13 @@ class PidNsSpawner:
         current, self.jail = self.jail, None
         assert current is not None
         try:
+            return self._spawn_in(current, req, uid)
+        except BaseException:
+            self._drop_cgroup(current.cgroup)  # (nothing started in it)
+            raise
+
+    def _spawn_in(self, current: jail.Jail, req: Request, uid: int | None) -> jail.Spawned:
+        try:
             if self.sandbox.userns:  # rootless: by fork, for the child's own user namespace
                 return current.spawn(req, uid, borrowed=False)
             # (`seal_limits` sets every limit, open files included, right after.)
@@ -260,7 +284,7 @@ class PidNsSpawner:
         finally:
             self._disarm()  # (`_rearm` makes the next jail thread)
 
-    def _spawn_warm(self, req: Request, raw: bytes, uid: int | None) -> int:
+    def _spawn_warm(self, req: Request, raw: bytes, uid: int | None) -> jail.Spawned:
         """Hands a module request to a waiting fork (`warm.py`), made now if none waits."""
         kind = warm.PLAIN if req.sandbox is None else warm.JAILED
         if req.sandbox is not None:
@@ -277,10 +301,17 @@ class PidNsSpawner:
                 raise StartError(f"cannot fork the warm runner: {exc.strerror}") from exc
             try:
                 waiting.hand_over(raw, req.fds, uid)
-                return waiting.pid
             except warm.Lost as exc:
+                self._drop_cgroup(waiting.cgroup)
                 if attempt == 2:
                     raise StartError(f"the warm runner's fork went away: {exc}") from exc
+                continue
+            except BaseException:
+                self._drop_cgroup(waiting.cgroup)
+                raise
+            spawned = jail.Spawned(waiting.pid, None)
+            spawned.cgroup = waiting.cgroup
+            return spawned
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _wanted(self) -> bool:
@@ -298,10 +329,21 @@ class PidNsSpawner:
 
     def _fork_waiting(self, kind: str) -> warm.WaitingFork:
         """A waiting fork, PID 1 of a fresh PID namespace; this thread is armed again after."""
+        cgroup = None
+        if kind == warm.JAILED and memcg.STATE.hierarchy is not None:
+            try:
+                cgroup = memcg.STATE.hierarchy.make()
+            except OSError as exc:
+                raise StartError(f"cannot make a memory cgroup: {exc.strerror}") from exc
         self._at_home()
         self._arm()
         try:
-            return warm.fork_waiting(kind, self.sandbox.empty_net if kind == warm.JAILED else None)
+            return warm.fork_waiting(
+                kind, self.sandbox.empty_net if kind == warm.JAILED else None, cgroup
+            )
+        except BaseException:
+            self._drop_cgroup(cgroup)
+            raise
         finally:
             self._disarm()
             self._arm(quietly=True)
@@ -360,11 +402,20 @@ class PidNsSpawner:
             self._at_home()  # (the scratch goes back by its path in the spawner's tree)
             jail.return_scratch(*tree.scratch)
             tree.scratch = None
+        over_memory = False
+        if tree.cgroup is not None:
+            over_memory = tree.cgroup.over()
+            self.epoll.unregister(tree.cgroup.event)
+            del self.trees[tree.cgroup.event]
+            self._drop_cgroup(tree.cgroup)
+            tree.cgroup = None
         for output in tree.outputs:
             if output.pipe >= 0:
                 self._read_output(tree, output.pipe, drain=True)
         if tree.ctrl is not None:
             report = exit_report(status, usage)
+            if over_memory:
+                report["overMemory"] = True
             if tree.collect is None:
                 send(tree.ctrl, report)
             else:
@@ -372,6 +423,21 @@ class PidNsSpawner:
             self._forget_ctrl(tree)
         for output in tree.outputs:
             output.close()
+
+    def _over_memory(self, tree: Tree) -> None:
+        """Its cgroup ran out of memory (an OOM notification): the whole tree is killed, and
+        its exit report will say so."""
+        assert tree.cgroup is not None
+        with contextlib.suppress(OSError):
+            os.eventfd_read(tree.cgroup.event)
+        tree.cgroup.notified = True
+        tree.signal(signal.SIGKILL)
+
+    def _drop_cgroup(self, cgroup: memcg.Cgroup | None) -> None:
+        """Removes a cgroup whose tree is gone (later, if a thread is still leaving it)."""
+        if cgroup is not None and memcg.STATE.hierarchy is not None:
+            cgroup.close()
+            memcg.STATE.hierarchy.remove(cgroup.path)
 
     def _read_output(self, tree: Tree, fd: int, *, drain: bool = False) -> None:
         """Moves what stdout or stderr `fd` holds to its memfd (`Tree.pump`); forgets the

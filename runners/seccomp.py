@@ -117,12 +117,16 @@ def _search(prog: _Program, cases: list[tuple[int, str]], name: str = "t") -> No
 
 
 @functools.cache
-def seccomp_program(no_sockets: bool) -> bytes:
+def seccomp_program(no_sockets: bool, no_memfd: bool = False, no_shm: bool = False) -> bytes:
     """The filter, as `struct sock_filter` bytes: the deny list; `prlimit64` only to read;
     `clone` without namespace flags and `clone3` refused with ENOSYS (its flags cannot be
     inspected; libc then falls back to `clone`), as are the `UNJUDGED` calls; a mode with a
     `SETID_BITS` bit refused (EPERM) to the calls of `MODE_ARGUMENT` and, when they create,
-    `OPEN_ARGUMENTS`; with `no_sockets`, `socket()` only for netlink. Anything else is
+    `OPEN_ARGUMENTS`; with `no_sockets`, `socket()` only for netlink; with `no_memfd`,
+    `memfd_create` refused with ENOMEM (memory bounded without a cgroup, `memcg.py`: a memfd
+    filled with `write()` is counted by nothing else, so any is over the bound); with
+    `no_shm`, `shmget` refused with ENOSPC (as an IPC namespace's `shmall` of 0 would: where
+    its limits cannot be written, rootless). Anything else is
     allowed. Another architecture than this machine's (and, on x86_64, the x32 numbers) is
     refused."""
     found = table()
@@ -136,6 +140,10 @@ def seccomp_program(no_sockets: bool) -> bytes:
     cases |= {nrs["clone3"]: "enosys", nrs["clone"]: "clone", nrs["prlimit64"]: "prlimit"}
     if no_sockets:
         cases[nrs["socket"]] = "socket"
+    if no_memfd:
+        cases[nrs["memfd_create"]] = "enomem"
+    if no_shm:
+        cases[nrs["shmget"]] = "enospc"
     prog = _Program()
     prog.op(_LD_W_ABS, 4)  # arch
     prog.op(_JEQ_K, arch, None, "eperm")
@@ -172,6 +180,8 @@ def seccomp_program(no_sockets: bool) -> bytes:
         ("eperm", _RET_ERRNO | errno.EPERM),
         ("enosys", _RET_ERRNO | errno.ENOSYS),
         ("eacces", _RET_ERRNO | errno.EACCES),
+        ("enomem", _RET_ERRNO | errno.ENOMEM),
+        ("enospc", _RET_ERRNO | errno.ENOSPC),
     ):
         prog.label(label)
         prog.op(_RET_K, action)
@@ -198,8 +208,8 @@ class _SockFprog(ctypes.Structure):
     _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_char_p))
 
 
-def install(no_sockets: bool) -> None:
+def install(no_sockets: bool, no_memfd: bool = False, no_shm: bool = False) -> None:
     """Installs the filter on the calling thread. Needs `no_new_privs` first."""
-    prog = seccomp_program(no_sockets)
+    prog = seccomp_program(no_sockets, no_memfd, no_shm)
     fprog = _SockFprog(len(prog) // 8, prog)
     check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "seccomp")

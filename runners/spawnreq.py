@@ -41,7 +41,7 @@ FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "": (("argv", "cwd", "env", "fds"), ("rlimits", "sandbox", "module", "collect")),
     "sandbox": (
         ("net", "read", "scratch", "scratchBytes"),
-        ("devices", "returnScratch", "uid", "write", "mapped"),
+        ("devices", "returnScratch", "uid", "write", "mapped", "memoryBytes"),
     ),
     "module": (("spec", "envFd"), ("path",)),
     "collect": (("stdout", "stderr"), ()),
@@ -85,6 +85,8 @@ class Sandbox:
         self.scratch_bytes = integer(plan["scratchBytes"], "sandbox.scratchBytes", 0, LARGEST)
         self.return_scratch = boolean(plan.get("returnScratch", False), "sandbox.returnScratch")
         self.switch_uid = boolean(plan.get("uid", True), "sandbox.uid")
+        #: The bound on the memory the whole tree may pin (0: none; `memcg.py`).
+        self.memory_bytes = integer(plan.get("memoryBytes", 0), "sandbox.memoryBytes", 0, LARGEST)
 
 
 class ModuleCall:

@@ -19,6 +19,7 @@ from .start import StartError
 
 if TYPE_CHECKING:
     from .collect import Output
+    from .memcg import Cgroup
     from .spawnreq import Collect
 
 
@@ -130,6 +131,7 @@ class Tree:
     """One child in pidns mode: PID 1 of its own namespace, so its tree is that namespace."""
 
     __slots__ = (
+        "cgroup",
         "collect",
         "ctrl",
         "host",
@@ -154,6 +156,8 @@ class Tree:
         self.collect: Collect | None = None
         self.outputs: list[Output] = []
         self.overflow = False
+        #: The memory cgroup it runs in (`memcg.py`), or None.
+        self.cgroup: Cgroup | None = None
 
     def pump(self, fd: int, *, drain: bool = False) -> bool:
         """Moves what stdout or stderr `fd` holds to its memfd (all of it, `drain`: the tree

@@ -47,7 +47,7 @@ import socket
 import sys
 import traceback
 
-from . import jail, module_runner
+from . import jail, memcg, module_runner
 from .checks import environment
 from .libc import PR_SET_DUMPABLE, libc
 from .protocol import MAX_FDS, MAX_MESSAGE
@@ -80,10 +80,14 @@ class WaitingFork:
     Made with `fork_waiting` while the spawner is armed for a new PID namespace.
     """
 
-    def __init__(self, pid: int, sock: socket.socket, kind: str) -> None:
+    def __init__(
+        self, pid: int, sock: socket.socket, kind: str, cgroup: memcg.Cgroup | None = None
+    ) -> None:
         self.pid = pid
         self.sock = sock
         self.kind = kind
+        #: The memory cgroup it joined (`memcg.py`), which its hook's tree then runs in.
+        self.cgroup = cgroup
 
     def hand_over(self, raw: bytes, fds: list[int], uid: int | None) -> None:
         """Gives it the request (its bytes and fds, the child's fds first); returns once it
@@ -131,17 +135,22 @@ def ready_spawner() -> None:
     compile("", _REHEARSAL, "exec", dont_inherit=True)
 
 
-def fork_waiting(kind: str, empty_net: int | None) -> WaitingFork:
-    """Forks a waiting fork of `kind`; the caller has armed this thread for a PID namespace."""
+def fork_waiting(
+    kind: str, empty_net: int | None, cgroup: memcg.Cgroup | None = None
+) -> WaitingFork:
+    """Forks a waiting fork of `kind`; the caller has armed this thread for a PID namespace.
+    `cgroup`: the memory cgroup the fork joins at once (its hook's tree runs there)."""
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the fork, which never returns
-        _waiting_child(theirs, kind, empty_net)
+        _waiting_child(theirs, kind, empty_net, cgroup)
     theirs.close()
-    return WaitingFork(pid, mine, kind)
+    return WaitingFork(pid, mine, kind, cgroup)
 
 
-def _waiting_child(sock: socket.socket, kind: str, empty_net: int | None) -> None:
+def _waiting_child(
+    sock: socket.socket, kind: str, empty_net: int | None, cgroup: memcg.Cgroup | None = None
+) -> None:
     """The fork: set up, wait, take one request, run the hook; never returns."""
     code = 127
     # Everything here is the spawner's and lives as long as this fork: out of the collector's
@@ -151,13 +160,19 @@ def _waiting_child(sock: socket.socket, kind: str, empty_net: int | None) -> Non
     gc.freeze()
     try:
         os.setsid()
-        keep = sorted({sock.fileno(), *([empty_net] if empty_net is not None else [])})
+        cgroup_fds = cgroup.fds() if cgroup is not None else []
+        keep = sorted({sock.fileno(), *([empty_net] if empty_net is not None else []), *cgroup_fds})
         _close_fds_except(keep)
         for sig in DEFAULT_SIGNALS:
             signal.signal(sig, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, ())
         broken = None
-        if kind == JAILED:
+        if cgroup is not None:
+            try:
+                cgroup.join()
+            except OSError as exc:
+                broken = f"sandbox: cannot join the memory cgroup: {exc.strerror}"
+        if kind == JAILED and broken is None:
             try:
                 jail.arm(pid=False)
             except (OSError, StartError) as exc:
@@ -172,6 +187,7 @@ def _waiting_child(sock: socket.socket, kind: str, empty_net: int | None) -> Non
             if broken is not None:
                 raise StartError(broken)
             req = Request(raw, fds, attached=True)
+            _bound(req, cgroup)
             env, spec = _set_up(req, uid, empty_net)
         except (StartError, *BAD_INPUT) as exc:  # the spawner passes it on as the error
             sock.send(str(exc).encode(errors="backslashreplace"))
@@ -209,6 +225,20 @@ def _take_request(sock: socket.socket) -> tuple[bytes, list[int], int | None] | 
 
 #: Room for the uid line before a handed-over request.
 _HEADER = 32
+
+
+def _bound(req: Request, cgroup: memcg.Cgroup | None) -> None:
+    """The request's memory bound on this fork's cgroup; then no fd of the cgroup stays open
+    (the hook must not reach its limit)."""
+    if cgroup is None:
+        return
+    try:
+        if req.sandbox is not None and req.sandbox.memory_bytes:
+            cgroup.limit(req.sandbox.memory_bytes)
+    except OSError as exc:
+        raise StartError(f"sandbox: cannot bound memory: {exc.strerror}") from exc
+    finally:
+        cgroup.close()
 
 
 def _set_up(req: Request, uid: int | None, empty_net: int | None) -> tuple[dict[str, str], str]:

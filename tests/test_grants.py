@@ -320,6 +320,8 @@ class _Mechanisms:
             ("pidns", "mountns", "netns", "landlock", "seccomp", "uid"), True
         )
     )
+    #: What bounds memory (`Spawner.memory`): here, no cgroup.
+    memory: dict[str, object] = attrs.field(factory=lambda: {"by": "rlimit", "why": "a test"})
 
 
 def plan(profile: Profile, **kw: Any) -> SandboxPlan:

@@ -15,7 +15,7 @@ __all__, __getattr__, __dir__ = exports(
         "rlimits": ("child_rlimits",),
         "runnerside": ("runner_path",),
         "programs": ("ProgramHidden", "check_program"),
-        "sandbox": ("plan", "require"),
+        "sandbox": ("plan", "require", "memory_bound"),
         "scratch": ("ROOT_ENV", "scratch_dir"),
         "signals": ("STOP_SIGNALS", "serve_stop_signals"),
         "spawner": ("Spawner", "WARM_ENV", "open_spawner"),

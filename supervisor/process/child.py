@@ -29,6 +29,19 @@ _MAX_MESSAGE: Final = protocol.MAX_REPORT
 _FD_SPACE: Final = socket.CMSG_SPACE(2 * array.array("i").itemsize)
 
 
+#: What a process prints when an allocation was refused or a tmpfs was full (Python, libc's
+#: strerror, glibc and the usual runtimes): without a cgroup, how a tree over its memory
+#: bound is told from one that failed otherwise (`Outcome.over_memory`).
+MEMORY_FAILURES: Final = (
+    b"MemoryError",
+    b"Cannot allocate memory",
+    b"No space left on device",
+    b"out of memory",
+    b"Out of memory",
+)
+_MEMORY_TAIL: Final = 4096
+
+
 @attrs.define
 class Outcome:
     """What happened to a child; filled in as it runs, so a timeout still has the tail."""
@@ -46,6 +59,27 @@ class Outcome:
     exited: bool = False
     #: Set when the spawner died while the child ran: the tree died with it, unreported.
     lost: bool = False
+    #: The tree's memory bound in MiB (a sandboxed child's `memoryMb`), whether a cgroup
+    #: enforced it, and whether the spawner saw the tree go over it (its cgroup's OOM).
+    memory_mb: int | None = None
+    memory_cgroup: bool = False
+    memory_exceeded: bool = False
+
+    @property
+    def over_memory(self) -> int | None:
+        """The `memoryMb` the tree went over, when it failed for it; else None. With a cgroup
+        the spawner says so; without one (`RLIMIT_AS`, a bounded scratch, no memfd) the
+        failure is what the tree could see: an allocation refused, or a full tmpfs, in
+        what it printed last on stderr."""
+        if self.memory_mb is None:
+            return None
+        if self.memory_exceeded:
+            return self.memory_mb
+        failed = self.exited and (self.signal is not None or self.exit_code != 0)
+        if self.memory_cgroup or not failed:
+            return None
+        tail = bytes(self.stderr_tail[-_MEMORY_TAIL:])
+        return self.memory_mb if any(m in tail for m in MEMORY_FAILURES) else None
 
 
 class SpawnerGone(SpawnError):
@@ -119,6 +153,7 @@ class Child:
             self.outcome.signal = msg["signal"]
             self.outcome.cpu_ms = msg["cpuMs"]
             self.outcome.max_rss_kb = msg["maxRssKb"]
+            self.outcome.memory_exceeded = msg.get("overMemory") is True
             self.outcome.exited = True
             if "output" in msg:  # collected by the spawner
                 self.outcome.stdout[:], self.outcome.stderr_tail[:] = msg["output"]

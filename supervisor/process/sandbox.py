@@ -31,7 +31,7 @@ import attrs
 from ..core.errors import ProfileUnavailable
 from ..core.hooks import Profile, SandboxPaths
 from ..core.limits import DEFAULT_LIMITS, MB, Limits
-from .rlimits import child_rlimits
+from .rlimits import Rlimits, child_rlimits
 from .runnerside import isolation, runner_path
 from .scratch import scratch_root
 from .spawnspec import SandboxPlan
@@ -204,18 +204,49 @@ def plan(
     if switch_uid:  # (rootless, the hook's uid is the caller's own: nothing to map)
         mine = _supervisor_dirs()
         mapped = tuple(p for p in (*write, *read) if p in vouched and mappable(p, mine) is None)
+    memory = limits.memory_mb * MB
+    rlimits = child_rlimits(limits, hard=True)
+    scratch_bytes = limits.scratch_mb * MB
+    if not memory_cgroup(spawner):  # each process, and the scratch tmpfs, within the bound
+        rlimits = as_address_space(rlimits)
+        scratch_bytes = min(scratch_bytes, memory)
     sandbox = SandboxPlan(
         read=tuple(read),
         write=tuple(write),
         mapped=mapped,
         scratch=scratch,
-        scratch_bytes=limits.scratch_mb * MB,
+        scratch_bytes=scratch_bytes,
         net=profile is Profile.NET,
         devices=DEVICES,
         return_scratch=return_scratch,
         switch_uid=switch_uid,
+        memory_bytes=memory,
     )
-    return child_rlimits(limits, hard=True), sandbox
+    return rlimits, sandbox
+
+def memory_cgroup(spawner: Spawner) -> bool:
+    """Whether the spawner bounds a sandboxed tree's memory with a cgroup of its own (else
+    the fallback: `RLIMIT_AS`, a scratch no larger than the bound, shm limits, no memfd;
+    `runners/memcg.py`)."""
+    return spawner.memory.get("by") == "cgroup"
+
+
+def memory_bound(spawner: Spawner) -> str:
+    """What bounds a sandboxed tree's memory here, and why, for `doctor`."""
+    found = spawner.memory
+    if found.get("by") == "cgroup":
+        return f"a memory cgroup per tree (cgroup v{found.get('version')} at {found.get('path')})"
+    why = found.get("why") or "the spawner did not say"
+    return (
+        "no cgroup (" + str(why) + "): RLIMIT_AS per process, the scratch tmpfs no larger than "
+        "memoryMb, the IPC namespace's shmmax/shmall at memoryMb, memfd_create refused"
+    )
+
+
+def as_address_space(rlimits: Rlimits) -> Rlimits:
+    """`rlimits` with the memory limit on the address space (`RLIMIT_AS`: shared mappings
+    count) rather than the data segment."""
+    return tuple(("RLIMIT_AS" if n == "RLIMIT_DATA" else n, s, h) for n, s, h in rlimits)
 
 
 #: Trees whose owner is never mapped onto a hook's user, and that no grant may hold: the

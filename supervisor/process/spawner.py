@@ -36,6 +36,7 @@ import attrs
 import trio
 
 from ..core.errors import SpawnError
+from ..core.limits import MB
 from .child import Child, Outcome, SpawnerGone, SpawnerLink
 from .launch import (
     HIDE_ENV,
@@ -119,6 +120,9 @@ class Spawner:
         #: missing (`runners/mechanisms.py`).
         self.mechanisms: dict[str, bool | str] = dict(report.get("mechanisms") or {})
         self.landlock_abi = int(report.get("landlockAbi") or 0)
+        #: What bounds a sandboxed tree's memory (`runners/memcg.py`): {"by": "cgroup",
+        #: "version", "path"} or {"by": "rlimit", "why"}.
+        self.memory: dict[str, object] = dict(report.get("memory") or {})
 
     @contextlib.asynccontextmanager
     async def open_child(
@@ -146,6 +150,9 @@ class Spawner:
         if self.mode != "pidns":
             collect = None
         child = await self._start(spec, stdin_data or stdin, extra_fds, kill_grace, collect)
+        if spec.sandbox is not None and spec.sandbox.memory_bytes:
+            child.outcome.memory_mb = spec.sandbox.memory_bytes // MB
+            child.outcome.memory_cgroup = self.memory.get("by") == "cgroup"
         try:
             yield child
         finally:

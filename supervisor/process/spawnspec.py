@@ -24,7 +24,8 @@ class SandboxPlan:
     directory, a tmpfs of `scratch_bytes` in the child's view, seeded with what the directory
     holds; `return_scratch`: copied back to it once the tree is gone (a script's artifacts);
     `net`: keep the host network; `switch_uid`: run as a per-child unprivileged user (the
-    supervisor is root).
+    supervisor is root); `memory_bytes`: the bound on all the memory the child's tree may
+    pin (`runners/memcg.py`; 0: none).
     """
 
     read: tuple[str, ...]
@@ -36,6 +37,7 @@ class SandboxPlan:
     switch_uid: bool = True
     write: tuple[str, ...] = ()
     mapped: tuple[str, ...] = ()
+    memory_bytes: int = 0
 
 
 def sandbox_fields(plan: SandboxPlan) -> dict[str, Any]:
@@ -53,6 +55,7 @@ def sandbox_fields(plan: SandboxPlan) -> dict[str, Any]:
         "uid": plan.switch_uid,
         "write": list(plan.write),
         "mapped": list(plan.mapped),
+        "memoryBytes": plan.memory_bytes,
     }
 
 

@@ -304,6 +304,8 @@ class _FrameBuilder:
         hook = self.hook
         if status is HookStatus.TIMEOUT:
             return f"timed out after {hook.timeout_ms} ms; its process tree was killed"
+        if (over := outcome.over_memory) is not None:
+            return f"over memoryMb {over}"
         if outcome.stdout_overflow:
             return f"stdout over maxOutputBytes ({hook.max_output_bytes}); killed"
         if outcome.lost:

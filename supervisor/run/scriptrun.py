@@ -305,6 +305,8 @@ async def _run_script(  # noqa: PLR0917
                 "the spawner died while the script ran, and the script's tree with it; a new "
                 "spawner serves the next run (this one is not retried)"
             )
+        elif (over := process.over_memory) is not None:
+            state.message = f"over memoryMb {over}: the script's tree went over its memory bound"
         elif process.signal is not None:
             state.message = f"the script was killed by signal {process.signal}"
         else:

@@ -1,0 +1,264 @@
+"""A sandboxed child tree's memory bound: a memory cgroup of its own where one can be made,
+else what bounds it without one (`STATE.why` says why).
+
+Standard library only. `memoryBytes` of a request's plan bounds everything the tree can pin:
+private memory, shared anonymous mappings, memfds, SysV and POSIX shared memory, tmpfs.
+
+**cgroup v1** (the memory controller mounted on its own, as on hosts that still boot with
+v1): the spawner makes, ahead of each sandboxed child, a cgroup `mcpx-<spawner pid>-<n>`
+beside itself in the memory hierarchy (it must be root, or own the directory it lives in),
+and the thread (or waiting fork) that will start the child joins it before the request comes;
+the request then writes `memory.limit_in_bytes` and `memory.memsw.limit_in_bytes` (no swap
+beyond it), and the child starts in it: nothing it runs was ever outside. In v1 the memory of
+a process is charged to the cgroup of the process that owns it (the thread group's leader),
+so the spawner's own memory stays the spawner's while one of its threads sits in a child's
+cgroup. Its OOM notifications (`cgroup.event_control` on `memory.oom_control`) wake the
+spawner, which kills the whole tree; the exit report says it went over (`oom_kill` counted,
+or a notification seen). The cgroup is removed once the tree is reaped (and the thread that
+started it gone). A spawner that died leaves its cgroups; the next one to start removes those
+of spawners no longer running.
+
+**Elsewhere** (no v1 memory controller this process may make cgroups in: an ordinary user,
+a container): each process gets `RLIMIT_AS` (the supervisor plans it), the scratch tmpfs is
+no larger than the bound, the child's own IPC namespace has `shmmax`/`shmall` at the bound,
+and `memfd_create` fails with ENOMEM (seccomp): a memfd filled with `write()` is counted by
+nothing else. cgroup v2 (`memory.max`) is not used yet: where only v2 is mounted the fallback
+applies, and `doctor` says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import time
+
+#: Name prefix of the cgroups made here.
+PREFIX = "mcpx-"
+_V1_MOUNT_TYPE = "cgroup"
+
+
+def _own_v1() -> tuple[str | None, str]:
+    """The directory of this process's v1 memory cgroup, or None and why not."""
+    try:
+        with open("/proc/self/cgroup", encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError as exc:
+        return None, f"cannot read /proc/self/cgroup: {exc.strerror}"
+    rel = next(
+        (
+            line.split(":", 2)[2]
+            for line in lines
+            if line.count(":") >= 2 and "memory" in line.split(":", 2)[1].split(",")
+        ),
+        None,
+    )
+    if rel is None:
+        v2 = any(line.startswith("0::") for line in lines)
+        return None, (
+            "no cgroup v1 memory controller (cgroup v2 memory.max is not used yet)"
+            if v2
+            else "no memory cgroup controller on this system"
+        )
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8") as f:
+            mounts = f.read().splitlines()
+    except OSError as exc:
+        return None, f"cannot read /proc/self/mountinfo: {exc.strerror}"
+    for line in mounts:
+        left, _, right = line.partition(" - ")
+        fields, tail = left.split(), right.split()
+        if len(fields) < 5 or len(tail) < 3 or tail[0] != _V1_MOUNT_TYPE:
+            continue
+        if "memory" not in tail[2].split(","):
+            continue
+        root, point = fields[3], fields[4].replace("\\040", " ")
+        if rel != root and not rel.startswith(root.rstrip("/") + "/"):
+            continue
+        return os.path.join(point, rel[len(root.rstrip("/")) :].lstrip("/")).rstrip("/"), ""
+    return None, "the cgroup v1 memory controller is not mounted where this process sees it"
+
+
+class Hierarchy:
+    """Where this spawner makes its children's cgroups (v1): beside itself."""
+
+    version = 1
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+        self._tag = f"{PREFIX}{int(os.readlink('/proc/self'))}-"
+        self._made = 0
+        #: Cgroups whose tree is gone but that could not be removed yet (a thread that
+        #: started the child still leaving); tried again (`sweep`).
+        self.pending: list[str] = []
+
+    def make(self) -> Cgroup:
+        """A new, empty cgroup (no limit yet); raises `OSError`."""
+        self._made += 1
+        return Cgroup(f"{self.base}/{self._tag}{self._made}")
+
+    def remove(self, path: str) -> None:
+        """Removes a finished tree's cgroup now, or later if it is still busy."""
+        if not _rmdir(path):
+            self.pending.append(path)
+
+    def sweep(self) -> None:
+        self.pending = [p for p in self.pending if not _rmdir(p)]
+
+    def finish(self, bound_s: float = 1.0) -> None:
+        """At the spawner's end: removes what is pending, waiting (bounded) for the threads
+        that started its trees to be gone."""
+        deadline = time.monotonic() + bound_s
+        self.sweep()
+        while self.pending and time.monotonic() < deadline:
+            time.sleep(0.002)
+            self.sweep()
+
+    def remove_stale(self) -> None:
+        """Removes the cgroups of spawners that are no longer running (killed before they
+        could remove theirs); an empty one only (one that holds a task stays)."""
+        with contextlib.suppress(OSError):
+            for name in os.listdir(self.base):
+                owner = name[len(PREFIX) :].split("-")[0]
+                dead = owner.isdigit() and not os.path.exists(f"/proc/{owner}")
+                if name.startswith(PREFIX) and dead:
+                    _rmdir(f"{self.base}/{name}")
+
+
+def _rmdir(path: str) -> bool:
+    try:
+        os.rmdir(path)
+    except FileNotFoundError:
+        return True
+    except OSError as exc:  # busy: later; anything else: nothing this process can do
+        return exc.errno not in (errno.EBUSY, errno.EAGAIN)
+    return True
+
+
+class Cgroup:
+    """One child tree's cgroup (v1), made ahead of its request: its files opened while the
+    maker still sees the host's mounts (a jail thread's tree is read-only after `arm`), its
+    OOM notification registered (`event`, an eventfd the spawner polls)."""
+
+    def __init__(self, path: str) -> None:
+        os.mkdir(path, 0o755)
+        self.path = path
+        self._fds: list[int] = []
+        try:
+            self._tasks = self._open("tasks", os.O_WRONLY)
+            self._limit = self._open("memory.limit_in_bytes", os.O_WRONLY)
+            self._memsw: int | None = None
+            with contextlib.suppress(FileNotFoundError):  # (no swap accounting)
+                self._memsw = self._open("memory.memsw.limit_in_bytes", os.O_WRONLY)
+            self._oom = self._open("memory.oom_control", os.O_RDONLY)
+            self.event = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
+            self._fds.append(self.event)
+            control = self._open("cgroup.event_control", os.O_WRONLY)
+            os.write(control, b"%d %d" % (self.event, self._oom))
+        except BaseException:
+            self.close()
+            _rmdir(path)
+            raise
+        #: An OOM notification was seen (the spawner then killed the tree).
+        self.notified = False
+
+    def _open(self, name: str, flags: int) -> int:
+        fd = os.open(f"{self.path}/{name}", flags | os.O_CLOEXEC)
+        self._fds.append(fd)
+        return fd
+
+    def fds(self) -> list[int]:
+        return list(self._fds)
+
+    def join(self) -> None:
+        """Moves the calling thread into it (what it starts from now on starts there)."""
+        os.write(self._tasks, b"0")
+
+    def limit(self, nbytes: int) -> None:
+        """Bounds it to `nbytes` of memory, and as much of memory and swap together."""
+        os.write(self._limit, b"%d" % nbytes)
+        if self._memsw is not None:
+            os.write(self._memsw, b"%d" % nbytes)
+
+    def over(self) -> bool:
+        """Whether the tree went over its bound: an OOM kill in it, or a notification."""
+        if self.notified:
+            return True
+        try:
+            text = os.pread(self._oom, 4096, 0).decode()
+        except OSError:
+            return False
+        counts = dict(line.split() for line in text.splitlines() if len(line.split()) == 2)
+        return counts.get("oom_kill", "0") != "0" or counts.get("under_oom", "0") != "0"
+
+    def close(self) -> None:
+        fds, self._fds = self._fds, []
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+class _State:
+    """This spawner's hierarchy, once found (`detect`); None: the fallback, and `why`."""
+
+    def __init__(self) -> None:
+        self.hierarchy: Hierarchy | None = None
+        self.why = "not probed"
+
+
+STATE = _State()
+#: `MCPX_HOOKS_HIDE` name that hides memory cgroups (the fallback is then used).
+HIDE_NAME = "memcg"
+
+
+def detect(hidden: bool, rootless: bool = False) -> None:
+    """Finds where this spawner can make memory cgroups (root, or a directory it owns), and
+    removes those dead spawners left. Sets `STATE`. `rootless`: a
+    spawner in a user namespace of its own starts its sandboxed children from its own thread
+    (`inline.py`), which joins no cgroup: it says whether it could, and uses the fallback."""
+    STATE.hierarchy = None
+    if hidden:
+        STATE.why = f"memory cgroups hidden by MCPX_HOOKS_HIDE={HIDE_NAME}"
+        return
+    base, why = _own_v1()
+    if base is None:
+        STATE.why = why
+        return
+    found = Hierarchy(base)
+    try:
+        probe = found.make()
+    except OSError as exc:
+        STATE.why = f"cannot make a cgroup in {base}: {exc.strerror}"
+        return
+    probe.close()
+    _rmdir(probe.path)
+    if rootless:
+        STATE.why = f"{base} is writable, but a rootless spawner does not use cgroups yet"
+        return
+    found.remove_stale()
+    STATE.hierarchy = found
+    STATE.why = ""
+
+
+def report() -> dict[str, object]:
+    """What bounds memory here, for the spawner's report line."""
+    if STATE.hierarchy is not None:
+        found = STATE.hierarchy
+        return {"by": "cgroup", "version": found.version, "path": found.base}
+    return {"by": "rlimit", "why": STATE.why}
+
+
+#: `/proc/sys/kernel` files of the IPC namespace a child is started in, and how each is
+#: counted: bytes, or pages.
+SHM_LIMITS = (("shmmax", 1), ("shmall", os.sysconf("SC_PAGE_SIZE")))
+
+
+def write_shm_limits(nbytes: int) -> None:
+    """Bounds SysV shared memory to `nbytes` in the calling thread's IPC namespace (through a
+    writable /proc; raises `OSError`)."""
+    for name, unit in SHM_LIMITS:
+        fd = os.open(f"/proc/sys/kernel/{name}", os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            os.write(fd, b"%d" % max(1, nbytes // unit))
+        finally:
+            os.close(fd)
