@@ -41,7 +41,7 @@ FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "": (("argv", "cwd", "env", "fds"), ("rlimits", "sandbox", "module", "collect")),
     "sandbox": (
         ("net", "read", "scratch", "scratchBytes"),
-        ("devices", "returnScratch", "uid", "write", "mapped", "memoryBytes"),
+        ("devices", "returnScratch", "uid", "write", "mapped", "memoryBytes", "deny", "readOnly"),
     ),
     "module": (("spec", "envFd"), ("path",)),
     "collect": (("stdout", "stderr"), ()),
@@ -85,6 +85,9 @@ class Sandbox:
         self.scratch_bytes = integer(plan["scratchBytes"], "sandbox.scratchBytes", 0, LARGEST)
         self.return_scratch = boolean(plan.get("returnScratch", False), "sandbox.returnScratch")
         self.switch_uid = boolean(plan.get("uid", True), "sandbox.uid")
+        #: Paths covered (never granted), and paths bound read-only over themselves (`deny.py`).
+        self.deny = abs_paths(plan.get("deny", []), "sandbox.deny")
+        self.read_only = abs_paths(plan.get("readOnly", []), "sandbox.readOnly")
         #: The bound on the memory the whole tree may pin (0: none; `memcg.py`).
         self.memory_bytes = integer(plan.get("memoryBytes", 0), "sandbox.memoryBytes", 0, LARGEST)
 

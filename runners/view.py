@@ -30,7 +30,7 @@ import stat
 import struct
 from collections.abc import Iterable
 
-from . import confine, idmap
+from . import confine, deny, idmap
 from .libc import (
     AT_FDCWD,
     AT_RECURSIVE,
@@ -138,6 +138,7 @@ def build(
             else:
                 mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, _scratch_options(sandbox, ids))
                 copy_tree(host_scratch, path, ids)
+        deny.take_back(sandbox)  # last: over what the grants, covers and binds show
         if not sandbox.return_scratch:
             return None, notes
         return os.open(sandbox.scratch, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC), notes

@@ -64,17 +64,22 @@ class Server:
 
 
 def start_server(
-    cwd: Path, *args: str, auth: bool = True, env: Mapping[str, str] | None = None
+    cwd: Path,
+    *args: str,
+    auth: bool = True,
+    env: Mapping[str, str] | None = None,
+    run_in: Path | None = None,
 ) -> Server:
-    """`serve --port 0` in `cwd` (with `env` added to its environment); returns once it
-    printed that it listens (no sleeps)."""
+    """`serve --port 0` in `cwd` (with `env` added to its environment; `run_in`: started
+    there instead, its token and log still in `cwd`); returns once it printed that it
+    listens (no sleeps)."""
     token_file = cwd / "token"
     access = ["--token-file", str(token_file)] if auth else ["--no-auth"]
     stderr = cwd / f"serve-{len(list(cwd.glob('serve-*.log')))}.log"
     with stderr.open("w") as err:
         proc = subprocess.Popen(
             [*CLI, "serve", "--port", "0", *access, *args],
-            cwd=cwd,
+            cwd=run_in or cwd,
             env={**ENV, **(env or {})},
             stdout=subprocess.PIPE,
             stderr=err,

@@ -460,17 +460,6 @@ async def test_a_hidden_program_fails_the_hook_before_the_spawn(
 # ---- who grants what -------------------------------------------------------------------------
 
 
-def test_a_service_grants_a_cwd_only_where_it_serves_from(tmp_path: Path) -> None:
-    from mcpx_hooks.supervisor.service.endpoints import _within
-
-    (tmp_path / "served" / "sub").mkdir(parents=True)
-    (tmp_path / "link").symlink_to(tmp_path / "served" / "sub")
-    served = str(tmp_path / "served")
-    assert _within(served, served) and _within(f"{served}/sub", served)
-    assert _within(str(tmp_path / "link"), served)  # symlinks resolved
-    assert not _within(str(tmp_path), served) and not _within(f"{served}-other", served)
-
-
 def test_per_call_hooks_are_granted_only_within_a_granted_run_cwd(tmp_path: Path) -> None:
     from mcpx_hooks.supervisor.run.hookrun import _granted
 

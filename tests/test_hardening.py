@@ -131,7 +131,6 @@ async def beside(live: Live, check: Any) -> None:
         (
             {
                 "argv": ["true"],
-                "cwd": "/tmp",
                 "hooks": [
                     {"on": "script", "phase": "before", "sandbox": "none", "run": ["id", "-u"]}
                 ],

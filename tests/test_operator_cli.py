@@ -403,7 +403,10 @@ def test_exec_remote_sees_what_a_local_run_here_would(tmp_path: Path) -> None:
 
     expected = (42, ["gate"], ["from the caller 42"])
     assert outcome(_frames(local)) == expected
-    (served / "server.toml").write_text('[service]\nsandboxes = ["none", "strict"]\n')
+    # (the caller's directory is one of the server's roots: a request's cwd must lie in one)
+    (served / "server.toml").write_text(
+        f'[service]\nsandboxes = ["none", "strict"]\nroots = ["{caller}"]\n'
+    )
     for server_args in ((), ("--config", str(caller / ".mcpx-hooks.toml"))):
         # A server elsewhere; then one that applies the caller's file itself: its hooks and
         # lines are not sent again (they would run twice).

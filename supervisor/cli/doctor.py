@@ -23,6 +23,7 @@ from ..core.limits import DEFAULT_LIMITS, LIMIT_DOCS, LIMIT_KEYS
 from ..process import sandbox
 from ..process.launch import HIDE_ENV
 from ..process.spawner import Spawner, open_spawner
+from .doctorgrants import grant_lines
 
 #: What `none` does, whatever the machine.
 NONE_GIVES = "resource limits (soft), own session and process group, scrubbed environment"
@@ -135,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
     well), else 1."""
     text, every = trio.run(_collect)
     failing = trio.run(_servers)
-    text = "\n".join([text, *failing])
+    text = "\n".join([text, *failing, *grant_lines()])
     if getattr(args, "cluster", None):
         from ..cluster.health import cluster_report
 

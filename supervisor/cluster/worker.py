@@ -31,9 +31,10 @@ from ..core.hooks import Config
 from ..process.signals import serve_stop_signals
 from ..run.runtime import Runtime
 from ..run.scriptrun import Run, execute
-from ..service.endpoints import Endpoints, allowed_sandboxes, run_request
+from ..service.endpoints import Endpoints, admitted_cwd, allowed_sandboxes, run_request
 from ..service.logredact import open_logged_runtime
 from ..service.options import ServiceOptions
+from ..service.roots import release_cwd, remove_made
 from ..service.wire import Close, WireError, encode, parse_exec
 from .events import forward_events
 from .jet import ClusterDown
@@ -196,16 +197,19 @@ class Worker:
 
     async def _prepare(self, run_id: str, text: str) -> tuple[Run, Config]:
         request = parse_exec(text)
-        cwd = request.cwd or self.options.cwd
-        if not await trio.Path(cwd).is_dir():
-            raise WireError(Close.BAD_REQUEST, f"cwd: no such directory on the worker: {cwd}")
-        config = await self._checks._config_for(request, cwd)
-        profile = allowed_sandboxes(request, config)
-        # As a single `serve`: the cwd is the operator's grant only within the directory the
-        # worker runs in.
-        run = self.runtime.new_run(
-            run_request(request, cwd, config, profile, self.options.cwd, run_id=run_id)
-        )
+        # As a single `serve`: the cwd must lie inside the worker's roots (`[service] roots`,
+        # else where it started).
+        cwd, made = await admitted_cwd(request, self.runtime.config, self.options.cwd)
+        try:
+            config = await self._checks._config_for(request, cwd)
+            profile = allowed_sandboxes(request, config)
+            run = self.runtime.new_run(
+                run_request(request, cwd, config, profile, cwd_made=made, run_id=run_id)
+            )
+        except BaseException:
+            if made:
+                await remove_made(cwd)
+            raise
         return run, config
 
     async def _refuse(self, run_id: str, error: WireError) -> None:
@@ -229,6 +233,7 @@ class Worker:
                 nursery.cancel_scope.cancel()
         finally:
             del self.active[run_id]
+            await release_cwd(run.request)
 
     async def _execute(self, run: Run, config: Config) -> None:
         runtime = self.runtime

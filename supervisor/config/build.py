@@ -76,7 +76,10 @@ def resolve(layers: Sequence[Layer]) -> tuple[Config, list[Problem]]:
     defaults = DEFAULTS.overridden(merged.get("defaults", {}))
     limits = Limits.from_table(merged.get("limits", {}))
     table = merged.get("sandbox", {})
-    paths = SandboxPaths(tuple(table.get("read", ())), tuple(table.get("write", ())))
+    paths = SandboxPaths(
+        tuple(table.get("read", ())), tuple(table.get("write", ())), tuple(table.get("deny", ()))
+    )
+    roots = merged.get("service", {}).get("roots")
     models = build_models(merged.get("models", {}))
     hooks: list[Hook] = []
     problems: list[Problem] = list(policy.problems)
@@ -141,6 +144,7 @@ def resolve(layers: Sequence[Layer]) -> tuple[Config, list[Problem]]:
                 "sandboxes", [p.value for p in DEFAULT_SERVICE_SANDBOXES]
             )
         ),
+        service_roots=None if roots is None else tuple(dict.fromkeys(roots)),
         limits=limits,
         sandbox_paths=paths,
         models=models,

@@ -270,27 +270,56 @@ def build_config_schema() -> dict[str, Any]:
                         f" {[p.value for p in DEFAULT_SERVICE_SANDBOXES]}); any other is"
                         " refused before anything runs.",
                     },
-                },
-                "What the service's clients may ask for.",
-            ),
-            "sandbox": table(
-                {
-                    key: {
+                    "roots": {
                         "type": "array",
                         "items": text(
-                            "A path: absolute, `~` or `~/…` (the supervisor's home), or"
+                            "A directory: absolute, `~` or `~/…` (the supervisor's home), or"
                             " relative to this file's directory.",
                             minLength=1,
                         ),
-                        "description": f"Paths every profile but `none` {what}; the lists of"
-                        " all layers are appended, farthest first (never replaced).",
-                    }
-                    for key, what in (
-                        ("read", "can read (read-only)"),
-                        ("write", "can read and write"),
-                    )
+                        "description": "The directories a request's `cwd` must lie in"
+                        " (symlinks resolved); any other `cwd` is refused. A request without"
+                        " `cwd` runs in the first, or with none, in an empty directory made"
+                        " for it. Default: the directory `serve` starts in, unless that is"
+                        " `/`, the home or one of its ancestors (then none).",
+                    },
                 },
-                "Paths added to the sandbox profiles (docs/sandbox.md).",
+                "What the service's clients may ask for, and where their runs may work.",
+            ),
+            "sandbox": table(
+                {
+                    **{
+                        key: {
+                            "type": "array",
+                            "items": text(
+                                "A path: absolute, `~` or `~/…` (the supervisor's home), or"
+                                " relative to this file's directory.",
+                                minLength=1,
+                            ),
+                            "description": f"Paths every profile but `none` {what}; the lists of"
+                            " all layers are appended, farthest first (never replaced).",
+                        }
+                        for key, what in (
+                            ("read", "can read (read-only)"),
+                            ("write", "can read and write"),
+                        )
+                    },
+                    "deny": {
+                        "type": "array",
+                        "items": text(
+                            "A path: absolute, `~` or `~/…` (the supervisor's home), or relative"
+                            " to this file's directory.",
+                            minLength=1,
+                        ),
+                        "description": "Paths no profile but `none` can read or write, whatever"
+                        " the grants say, besides the credential stores always denied (`~/.ssh`,"
+                        " `~/.gnupg`, `~/.aws`, `~/.azure`, `~/.config/gcloud`, `~/.kube`,"
+                        " `~/.docker`, `~/.netrc`, `~/.pypirc`, `~/.git-credentials`) and the"
+                        " supervisor's own files; the lists of all layers are appended (a nearer"
+                        " file adds paths, never removes one).",
+                    },
+                },
+                "Paths added to and denied from the sandbox profiles (docs/sandbox.md).",
             ),
             "script": table(
                 {

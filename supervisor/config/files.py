@@ -197,23 +197,37 @@ def _toml_nulls(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
+#: The keys holding lists of paths, by table: made absolute where a file is read.
+PATH_KEYS: Final[Mapping[str, tuple[str, ...]]] = {
+    "sandbox": ("read", "write", "deny"),
+    "service": ("roots",),
+}
+
+
 def resolve_sandbox_paths(
-    doc: dict[str, Any], file: str, directory: str, environ: Mapping[str, str]
+    doc: dict[str, Any],
+    file: str,
+    directory: str,
+    environ: Mapping[str, str],
+    name: str = "sandbox",
 ) -> tuple[dict[str, Any], list[Problem]]:
-    """`doc` with its `[sandbox]` paths made absolute (see the module docstring), and the
-    problems of those that cannot be."""
-    table = dict(doc["sandbox"])
+    """`doc` with the paths of its table `name` (`PATH_KEYS`) made absolute (see the module
+    docstring), and the problems of those that cannot be. `[service] roots` must each be a
+    directory."""
+    table = dict(doc[name])
     problems: list[Problem] = []
-    for key in ("read", "write"):
+    for key in PATH_KEYS[name]:
         resolved = []
         for index, given in enumerate(table.get(key, [])):
             path, why = sandbox_path(given, directory, environ)
+            if why is None and name == "service" and not os.path.isdir(path):
+                why = f'expected a directory, found "{given}": no directory at {path}'
             if why is not None:
-                problems.append(Problem(file, f"/sandbox/{key}/{index}", why))
+                problems.append(Problem(file, f"/{name}/{key}/{index}", why))
             resolved.append(path)
         if key in table:
             table[key] = resolved
-    return {**doc, "sandbox": table}, problems
+    return {**doc, name: table}, problems
 
 
 def sandbox_path(given: str, directory: str, environ: Mapping[str, str]) -> tuple[str, str | None]:

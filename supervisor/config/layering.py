@@ -8,7 +8,7 @@ is replaced by the farther layers' resolved list (so `[null, x]` appends, `[x, n
 in nothing. Items other than `null` are kept as they are (objects included), so callers can
 wrap list items to carry where they came from.
 
-Some lists append instead (`APPEND`: `[sandbox] read` and `write`): a nearer layer adds its
+Some lists append instead (`APPEND`: `[sandbox] read`, `write` and `deny`): a nearer layer adds its
 items after the farther layers', and cannot take any away. A path a farther (for example a
 system-wide) layer lets every sandbox see stays, whatever a project's file says; an item
 already there is not added twice.
@@ -22,7 +22,7 @@ from typing import Any, Final, TypeVar
 T = TypeVar("T")
 
 #: The lists that append across layers, by their keys from the document's root.
-APPEND: Final = frozenset({("sandbox", "read"), ("sandbox", "write")})
+APPEND: Final = frozenset({("sandbox", "read"), ("sandbox", "write"), ("sandbox", "deny")})
 
 
 def splice(farther: Sequence[T], nearer: Sequence[T | None]) -> list[T]:

@@ -78,10 +78,13 @@ class _Loader:
         dropped: frozenset[int] = frozenset()
         if doc is not None and problems:
             doc, dropped = _salvage(doc, problems) if self.salvage else (None, dropped)
-        if doc is not None and isinstance(doc.get("sandbox"), dict):
-            resolved, more = files.resolve_sandbox_paths(doc, file, directory, self.environ)
-            problems += more
-            doc = resolved if not more else None if not self.salvage else _without(doc, "sandbox")
+        for name in files.PATH_KEYS:
+            if doc is not None and isinstance(doc.get(name), dict):
+                resolved, more = files.resolve_sandbox_paths(
+                    doc, file, directory, self.environ, name
+                )
+                problems += more
+                doc = resolved if not more else None if not self.salvage else _without(doc, name)
         self.note(file, problems)
         if doc is None:
             return

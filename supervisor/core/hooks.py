@@ -77,6 +77,9 @@ class SandboxPaths:
 
     read: tuple[str, ...] = ()
     write: tuple[str, ...] = ()
+    #: `[sandbox] deny`: paths no profile but `none` reads or writes, whatever the grants
+    #: say, besides the defaults (`process/sandbox.py`'s `DEFAULT_DENY`).
+    deny: tuple[str, ...] = ()
 
 
 #: The profiles a service's requests may name, for the run and for per-call hooks, unless
@@ -307,6 +310,9 @@ class Config:
     runs_artifact_bytes: int = DEFAULT_ARTIFACT_BYTES
     #: `[service] sandboxes`: the profiles a request may name or get (run, per-call hooks).
     service_sandboxes: tuple[Profile, ...] = DEFAULT_SERVICE_SANDBOXES
+    #: `[service] roots`: the directories a request's `cwd` must lie in (absolute); None
+    #: when no layer sets it, and `serve` derives it from where it starts.
+    service_roots: tuple[str, ...] | None = None
     #: `[limits]`: every hook's and script's resource limits.
     limits: Limits = DEFAULT_LIMITS
     #: `[sandbox] read` and `write`: paths every profile but `none` adds.

@@ -31,6 +31,7 @@ import attrs
 from ..core.errors import ProfileUnavailable
 from ..core.hooks import Profile, SandboxPaths
 from ..core.limits import DEFAULT_LIMITS, MB, Limits
+from .denied import deny_and_protect
 from .rlimits import Rlimits, child_rlimits
 from .runnerside import isolation, runner_path
 from .scratch import scratch_root
@@ -194,6 +195,8 @@ def plan(
     read = [
         p for p in dict.fromkeys((*system_dirs(), *python_dirs(), *real, *extra)) if p not in write
     ]
+    # What is never granted, whatever the grants say (`denied.py`).
+    read, write, deny, read_only = deny_and_protect(read, write, paths.deny, realpath)
     switch_uid = os.geteuid() == 0
     vouched = {
         *(real if granted is None else (realpath(d) for d in granted)),
@@ -214,6 +217,8 @@ def plan(
         read=tuple(read),
         write=tuple(write),
         mapped=mapped,
+        deny=deny,
+        read_only=read_only,
         scratch=scratch,
         scratch_bytes=scratch_bytes,
         net=profile is Profile.NET,

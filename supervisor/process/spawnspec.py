@@ -37,6 +37,10 @@ class SandboxPlan:
     switch_uid: bool = True
     write: tuple[str, ...] = ()
     mapped: tuple[str, ...] = ()
+    #: Paths covered in the view (never granted: `denied.py`), and paths in a writable grant
+    #: bound read-only over themselves.
+    deny: tuple[str, ...] = ()
+    read_only: tuple[str, ...] = ()
     memory_bytes: int = 0
 
 
@@ -55,6 +59,8 @@ def sandbox_fields(plan: SandboxPlan) -> dict[str, Any]:
         "uid": plan.switch_uid,
         "write": list(plan.write),
         "mapped": list(plan.mapped),
+        "deny": list(plan.deny),
+        "readOnly": list(plan.read_only),
         "memoryBytes": plan.memory_bytes,
     }
 

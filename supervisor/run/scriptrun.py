@@ -85,6 +85,9 @@ class RunRequest:
     #: Whether `cwd` is the operator's grant (docs/sandbox.md): true for `exec`; for the
     #: service, only within the directory it serves from.
     cwd_granted: bool = True
+    #: Whether `cwd` was made for this run alone (a service request with no `cwd` and a
+    #: server with no roots): removed, with what the run left there, when the run ends.
+    cwd_made: bool = False
     #: The run's `placeholders` for its prompt hooks (request field, `exec --placeholder`).
     placeholders: Mapping[str, Any] = attrs.field(factory=dict)
 

@@ -9,7 +9,6 @@ themselves are the `Service`'s (`server.py`), which is an `Endpoints`.
 
 from __future__ import annotations
 
-import os
 from functools import partial
 from pathlib import Path
 from typing import Any, Final
@@ -26,6 +25,7 @@ from ..run.runtime import Runtime
 from ..run.scriptrun import DEFAULT_SCRIPT_TIMEOUT_MS, Run, RunRequest
 from .connection import ServerConnection
 from .options import Limits, ServiceOptions
+from .roots import admit_cwd, remove_made, roots_in_force
 from .streams import Streams, Wake, complete
 from .targets import Target, check_from, check_query, parse_events, parse_from
 from .wire import Close, ExecRequest, WireError, encode, parse_exec, sources
@@ -86,17 +86,21 @@ class Endpoints:
         request = parse_exec(text)
         if self.stopping:
             return WireError(Close.GOING_AWAY, f"{SHUTTING_DOWN}; no new runs")
-        cwd = request.cwd or self.options.cwd
-        if not await trio.Path(cwd).is_dir():
-            return WireError(Close.BAD_REQUEST, f"cwd: no such directory: {cwd}")
-        config = await self._config_for(request, cwd)
-        profile = allowed_sandboxes(request, config)
-        if len(self._active) >= self.limits.max_runs:
-            return WireError(
-                Close.TRY_AGAIN,
-                f"too many runs in progress (the cap is {self.limits.max_runs}); try again later",
-            )
-        run = self.runtime.new_run(run_request(request, cwd, config, profile, self.options.cwd))
+        cwd, made = await admitted_cwd(request, self.runtime.config, self.options.cwd)
+        try:
+            config = await self._config_for(request, cwd)
+            profile = allowed_sandboxes(request, config)
+            if len(self._active) >= self.limits.max_runs:
+                raise WireError(
+                    Close.TRY_AGAIN,
+                    f"too many runs in progress (the cap is {self.limits.max_runs});"
+                    " try again later",
+                )
+            run = self.runtime.new_run(run_request(request, cwd, config, profile, cwd_made=made))
+        except BaseException:
+            if made:  # the run that was to remove it will not start
+                await remove_made(cwd)
+            raise
         self._start_run(run, config)
         wake.idle = False
         ending = await self.streams.stream_run(conn, run.journal, 0, wake, run=run, cancels=True)
@@ -161,13 +165,30 @@ class Endpoints:
         return attrs.evolve(layered, warnings=warnings, skipped=skipped)
 
 
+async def admitted_cwd(request: ExecRequest, server: Config, served_from: str) -> tuple[str, bool]:
+    """The run's working directory, inside the `server` config's roots (`roots.py`; when it
+    sets none, derived from `served_from`, where the server started), and whether it was
+    made for the run; else `WireError` (4400) naming the roots."""
+
+    def admit() -> tuple[str, bool]:
+        return admit_cwd(request.cwd, roots_in_force(server, served_from))
+
+    return await trio.to_thread.run_sync(admit)
+
+
 def run_request(
-    request: ExecRequest, cwd: str, config: Config, profile: Profile, served_from: str, **more: Any
+    request: ExecRequest,
+    cwd: str,
+    config: Config,
+    profile: Profile,
+    *,
+    cwd_made: bool = False,
+    **more: Any,
 ) -> RunRequest:
-    """The run an admitted exec request asks for, in `cwd` with the server's `config` and the
-    sandbox `profile` it allows, as `serve` (and a cluster's worker, `more` giving its run id)
-    starts it. A client's cwd is its choice, not the operator's grant, unless it lies where
-    the server runs, `served_from` (docs/sandbox.md)."""
+    """The run an admitted exec request asks for, in `cwd` (admitted: inside a root, so the
+    operator's grant; `cwd_made`: made for the run, removed when it ends) with the server's
+    `config` and the sandbox `profile` it allows, as `serve` (and a cluster's worker, `more`
+    giving its run id) starts it."""
     return RunRequest(
         script=request.script,
         cwd=cwd,
@@ -181,16 +202,10 @@ def run_request(
         autonomy=request.autonomy,
         sandbox=profile,
         sources=sources(config),
-        cwd_granted=_within(cwd, served_from),
+        cwd_made=cwd_made,
         placeholders=request.placeholders,
         **more,
     )
-
-
-def _within(path: str, root: str) -> bool:
-    """Whether `path` is `root` or lies beneath it, symlinks resolved."""
-    path, root = os.path.realpath(path), os.path.realpath(root)
-    return path == root or path.startswith(root.rstrip("/") + "/")
 
 
 def allowed_sandboxes(request: ExecRequest, config: Config) -> Profile:

@@ -45,6 +45,7 @@ from .logredact import open_logged_runtime
 from .options import Limits, Listening, ServiceOptions
 from .plain import serve_plain
 from .protocol import Request
+from .roots import release_cwd
 from .streams import Streams, Wake
 from .targets import Endpoint, Target, parse_target, query_tokens
 from .wire import Close, WireError, encode
@@ -353,6 +354,7 @@ class Service(Endpoints):
                 del self._active[run.request.run_id]
                 self._runs_changed.set()
                 self._runs_changed = trio.Event()
+                await release_cwd(run.request)
 
 
 # ---- `mcpx-hooks serve` --------------------------------------------------------------------

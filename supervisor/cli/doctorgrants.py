@@ -1,0 +1,50 @@
+"""`doctor`'s lines on what a sandbox may never be granted: the service's roots (of the
+config in force here) and the paths no profile but `none` reaches."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from ..core.errors import ConfigError
+from ..core.hooks import Config
+from ..process.denied import READ_ONLY_NAMES, never_granted
+from ..service.roots import roots_in_force
+
+
+def grant_lines() -> list[str]:
+    """The roots a `serve` started here would have, and the never-granted paths (each
+    marked when absent here), as `doctor` prints them."""
+    from .common import load
+
+    try:
+        config: Config | None = load(argparse.Namespace(config=[]))
+    except ConfigError:  # the sandbox report says so already (tool servers)
+        config = None
+    lines = ["", "service roots (a request's cwd must lie in one; [service] roots):"]
+    if config is None:
+        lines.append("  unknown: the config does not load")
+    else:
+        roots = roots_in_force(config, os.getcwd())
+        where = (
+            "[service] roots"
+            if config.service_roots is not None
+            else "not set: the directory `serve` would start in, here"
+        )
+        lines += [f"  {root}" for root in roots]
+        if not roots:
+            lines.append(
+                "  none: a request without cwd runs in an empty directory of its own, one"
+                " naming a cwd is refused (/, the home and its ancestors are never a root"
+                " by default)"
+            )
+        lines.append(f"  ({where})")
+    extra = config.sandbox_paths.deny if config is not None else ()
+    lines.append(
+        "never granted (no profile but none reads or writes them, whatever the grants say;"
+        " [sandbox] deny adds):"
+    )
+    for path in never_granted(extra):
+        lines.append(f"  {path}{'' if os.path.lexists(path) else '  (not here)'}")
+    lines.append(f"read-only in a writable grant: {', '.join(READ_ONLY_NAMES)}")
+    return lines

@@ -1,0 +1,124 @@
+"""What no profile but `none` reaches, whatever the grants say, and what stays read-only
+inside a writable grant.
+
+Landlock only ever allows, so a path beneath a grant cannot be taken out of it there: the
+child's mount view is where it is denied (`runners/deny.py`). The plan (`sandbox.plan`)
+names, real (symlinks resolved, so a link to a denied path leads to the cover) and existing:
+- `deny`: the supervisor's own files (`/etc/mcpx-hooks`, the user's `mcpx-hooks` config,
+  state and cache directories: the token, the trust store, the prompt cache, the history)
+  and the credential stores of the home (`DEFAULT_DENY`, and `[sandbox] deny`) that lie
+  beneath a grant: each is covered, a directory by an empty read-only tmpfs, a file by a
+  device node no one may open. A grant that lies in one of them is dropped altogether;
+- `read_only`: in each writable grant, the files a person or the supervisor runs later
+  (`.git/hooks`, `.git/config`, `.git` when it is a file or lacks either, the project's
+  `.mcpx-hooks.toml` / `.mcpx-hooks.json`): each is bound read-only over itself.
+
+Pure apart from reading paths (`os.path.lexists`, `realpath`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+from collections.abc import Callable, Iterable, Mapping
+from typing import Final
+
+#: The credential stores of a home that no sandbox reaches (`[sandbox] deny` adds to them).
+DEFAULT_DENY: Final = (
+    "~/.ssh",
+    "~/.gnupg",
+    "~/.aws",
+    "~/.azure",
+    "~/.config/gcloud",
+    "~/.kube",
+    "~/.docker",
+    "~/.netrc",
+    "~/.pypirc",
+    "~/.git-credentials",
+)
+#: The system-wide config directory of the supervisor.
+ETC_DIR: Final = "/etc/mcpx-hooks"
+#: In a writable grant, what stays read-only (relative to the grant): a script must not plant
+#: code that a person or the supervisor runs later.
+READ_ONLY_NAMES: Final = (".git/hooks", ".git/config", ".mcpx-hooks.toml", ".mcpx-hooks.json")
+
+
+def _homes(environ: Mapping[str, str]) -> list[str]:
+    found = [environ.get("HOME", "")]
+    with contextlib.suppress(KeyError):
+        found.append(pwd.getpwuid(os.getuid()).pw_dir)
+    return list(dict.fromkeys(h for h in found if os.path.isabs(h) and h != "/"))
+
+
+def _xdg(environ: Mapping[str, str], name: str, fallback: str, home: str) -> str:
+    given = environ.get(name, "")
+    return given if os.path.isabs(given) else os.path.join(home, fallback)
+
+
+def own_paths(environ: Mapping[str, str] | None = None) -> list[str]:
+    """The supervisor's own directories, as named (not resolved): `/etc/mcpx-hooks`, and for
+    each home, the `mcpx-hooks` config, state and cache directories."""
+    env = os.environ if environ is None else environ
+    found = [ETC_DIR]
+    for home in _homes(env):
+        for name, fallback in (
+            ("XDG_CONFIG_HOME", ".config"),
+            ("XDG_STATE_HOME", ".local/state"),
+            ("XDG_CACHE_HOME", ".cache"),
+        ):
+            found.append(os.path.join(_xdg(env, name, fallback, home), "mcpx-hooks"))
+    return list(dict.fromkeys(found))
+
+
+def never_granted(extra: Iterable[str] = (), environ: Mapping[str, str] | None = None) -> list[str]:
+    """Every path no profile but `none` reads or writes, as named: the supervisor's own,
+    the credential stores of each home (`DEFAULT_DENY`) and `extra` (`[sandbox] deny`,
+    absolute already)."""
+    env = os.environ if environ is None else environ
+    stores = [os.path.join(home, p[2:]) for home in _homes(env) for p in DEFAULT_DENY]
+    return list(dict.fromkeys((*own_paths(env), *stores, *extra)))
+
+
+def deny_and_protect(
+    read: list[str],
+    write: list[str],
+    extra: Iterable[str],
+    realpath: Callable[[str], str] = os.path.realpath,
+) -> tuple[list[str], list[str], tuple[str, ...], tuple[str, ...]]:
+    """`read` and `write` (real) without what lies in a denied path, the denied paths to
+    cover in the view (real, existing, beneath a grant), and the paths to keep read-only in
+    the writable grants (real, existing)."""
+    real = realpath
+    denied = list(dict.fromkeys(real(p) for p in never_granted(extra) if os.path.lexists(p)))
+    read = [p for p in read if not _under(p, denied)]
+    write = [p for p in write if not _under(p, denied)]
+    grants = [*read, *write]
+    cover = tuple(d for d in denied if any(d != g and _under(d, [g]) for g in grants))
+    protect: list[str] = []
+    for grant in write:
+        for name in _read_only_names(grant):
+            path = os.path.join(grant, name)
+            if not os.path.lexists(path):
+                continue
+            found = real(path)
+            if _under(found, write) and not _under(found, denied):
+                protect.append(found)
+    return read, write, cover, tuple(dict.fromkeys(protect))
+
+
+def _read_only_names(grant: str) -> tuple[str, ...]:
+    """What stays read-only in the writable grant `grant`: `READ_ONLY_NAMES`, but `.git`
+    itself when it is a file (a worktree's pointer to its repository) or when it lacks its
+    hooks or its config (a script must not make them)."""
+    git = os.path.join(grant, ".git")
+    if os.path.lexists(git) and (
+        not os.path.isdir(git)
+        or not all(os.path.lexists(os.path.join(git, n)) for n in ("hooks", "config"))
+    ):
+        return (".git", ".mcpx-hooks.toml", ".mcpx-hooks.json")
+    return READ_ONLY_NAMES
+
+
+def _under(path: str, roots: Iterable[str]) -> bool:
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)

@@ -1,0 +1,106 @@
+"""Where a service request's run may work: the server's roots, and the `cwd` each run gets.
+
+A client's `cwd` is a grant (the run reads it, and under `workspace` writes it), so it is
+the operator's to give, not the client's to take: it must lie inside one of `[service]
+roots`. When no layer sets them, the root is the directory `serve` (or a cluster worker)
+started in, unless that is `/`, the operator's home or one of its ancestors, where a
+default would grant the whole home or the whole machine: then there is none. A request
+without `cwd` runs in the first root, or with none, in an empty directory made for it alone
+and removed when the run ends (`RunRequest.cwd_made`, `release_cwd`). `admit_cwd` blocks
+(it reads the filesystem): call it from a thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import shutil
+import tempfile
+from functools import partial
+from typing import Final
+
+import trio
+
+from ..core.hooks import Config
+from ..run.scriptrun import RunRequest
+from .wire import Close, WireError
+
+#: What a refusal says about adding a root.
+HOW_TO_ADD: Final = (
+    'add its directory to the server\'s config, e.g. [service] roots = ["/srv/project"], '
+    "and restart it"
+)
+
+
+def homes() -> list[str]:
+    """The supervisor's home directories, real: `$HOME` and the password file's."""
+    found = {os.path.expanduser("~")}
+    with contextlib.suppress(KeyError):
+        found.add(pwd.getpwuid(os.getuid()).pw_dir)
+    return [os.path.realpath(h) for h in found if os.path.isabs(h)]
+
+
+def default_roots(served_from: str) -> tuple[str, ...]:
+    """The roots when no layer sets them: `served_from`, unless it is `/`, a home or an
+    ancestor of one."""
+    real = os.path.realpath(served_from)
+    if real == "/" or any(_within(home, real) for home in homes()):
+        return ()
+    return (real,)
+
+
+def roots_in_force(config: Config, served_from: str) -> tuple[str, ...]:
+    """The server's roots, real and absolute: `[service] roots`, else the default."""
+    if config.service_roots is None:
+        return default_roots(served_from)
+    return tuple(dict.fromkeys(os.path.realpath(r) for r in config.service_roots))
+
+
+def admit_cwd(given: str | None, roots: tuple[str, ...]) -> tuple[str, bool]:
+    """The run's working directory, and whether it was made for the run (the caller's to
+    remove: `RunRequest.cwd_made`). Raises `WireError` (4400) for a `cwd` that is not a
+    directory or lies outside every root, naming the roots and how to add one."""
+    if given is None:
+        if roots:
+            return roots[0], False
+        # In the temporary directory, not the scratch root: that is on /dev/shm, whose
+        # owner a grant never stands for (`sandbox.mappable`), and a workspace writes here.
+        return tempfile.mkdtemp(prefix="mcpx-hooks-run-"), True
+    real = os.path.realpath(given)
+    if not os.path.isdir(real):
+        raise WireError(Close.BAD_REQUEST, f"cwd: no such directory: {given}")
+    if any(_within(real, root) for root in roots):
+        return real, False
+    shown = f" ({real})" if real != given else ""
+    if not roots:
+        raise WireError(
+            Close.BAD_REQUEST,
+            f"cwd: {given}{shown} is not inside a root of this server: it has none ([service]"
+            " roots is not set, and it was started in /, the home or an ancestor of the home,"
+            " which are never a root by default), so a request may not name a cwd; to allow"
+            f" one, {HOW_TO_ADD}",
+        )
+    raise WireError(
+        Close.BAD_REQUEST,
+        f"cwd: {given}{shown} is not inside a root of this server ({', '.join(roots)}); to"
+        f" allow it, {HOW_TO_ADD}",
+    )
+
+
+async def release_cwd(request: RunRequest) -> None:
+    """Removes the run's working directory if it was made for it (`remove_made`)."""
+    if request.cwd_made:
+        await remove_made(request.cwd)
+
+
+async def remove_made(cwd: str) -> None:
+    """Removes a working directory `admit_cwd` made, with what a run left there; shielded:
+    it runs where a run ends or a request is refused, cancelled or not."""
+    with trio.CancelScope(shield=True):
+        await trio.to_thread.run_sync(partial(shutil.rmtree, cwd, ignore_errors=True))
+
+
+def _within(path: str, root: str) -> bool:
+    """Whether `path` is `root` or lies beneath it (both real)."""
+    return path == root or path.startswith(root.rstrip("/") + "/")

@@ -1,0 +1,380 @@
+"""Grants by the operator's word only: a service request's `cwd` must lie inside the
+server's roots, and what is never granted stays out of every sandbox.
+
+Each test runs a real `mcpx-hooks serve` (tests/service_client.py) with a home of its own
+(`HOME` a temporary directory holding the operator's config and credentials), as root and,
+under `.ci/unprivileged`, as `nobody`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import require_rootless
+from service_client import Server, Stream, arun, run_remote, start_server
+
+from mcpx_hooks.supervisor.config.loading import load_config
+from mcpx_hooks.supervisor.core.errors import ConfigError
+from mcpx_hooks.supervisor.service import roots
+from mcpx_hooks.supervisor.service.wire import WireError
+
+BAD_REQUEST = 4400
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    """The operator's home: their mcpx-hooks config (a hook of their own) and an SSH key."""
+    home = tmp_path / "home"
+    config = home / ".config" / "mcpx-hooks"
+    config.mkdir(parents=True)
+    (config / "config.toml").write_text('[service]\nsandboxes = ["strict", "workspace"]\n')
+    ssh = home / ".ssh"
+    ssh.mkdir(mode=0o700)
+    (ssh / "id_rsa").write_text("PRIVATE KEY\n")
+    (ssh / "id_rsa").chmod(0o600)
+    return home
+
+
+def _env(home: Path) -> dict[str, str]:
+    return {
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_STATE_HOME": str(home / ".local" / "state"),
+        # The operator's own config is read, as a real `serve` reads it.
+        "MCPX_HOOKS_NO_DISCOVERY": "0",
+    }
+
+
+@pytest.fixture
+def serve_in(tmp_path: Path, home: Path) -> Iterator[Any]:
+    """Starts `serve` in a directory (`/`, the home, a project) with `home` as its HOME; every
+    server started is stopped (and its processes gone) after the test."""
+    started: list[Server] = []
+    logs = tmp_path / "logs"
+    logs.mkdir()
+
+    def start(where: Path, *args: str) -> Server:
+        server = start_server(logs, *args, env=_env(home), run_in=where)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        if server.proc.poll() is None:
+            assert server.stop() == 0, server.log()
+
+
+def _refused(stream: Stream) -> str:
+    """The refusal's message, once it is a 4400 with no run started."""
+    assert stream.code == BAD_REQUEST, (stream.code, stream.objects)
+    assert stream.frames == [], stream.frames
+    return " ".join(e["message"] for e in stream.errors)
+
+
+def _output(stream: Stream) -> str:
+    """The run's stdout, one line per frame."""
+    return "\n".join(f["text"] for f in stream.frames if f["type"] == "stdout")
+
+
+# ---- the roots -------------------------------------------------------------------------------
+
+
+def test_a_cwd_in_the_operators_config_dir_is_refused_naming_the_roots(
+    tmp_path: Path, home: Path, serve_in: Any
+) -> None:
+    """The repro: `serve` in a project of the home; a workspace run asking for
+    `cwd = ~/.config/mcpx-hooks` to rewrite the operator's config is refused (4400), the
+    message naming the roots and how to add one, and nothing is written."""
+    project = home / "project"
+    project.mkdir()
+    server = serve_in(project)
+    config = home / ".config" / "mcpx-hooks"
+    before = (config / "config.toml").read_text()
+    plant = 'printf \'[[hooks]]\\non="script"\\nsandbox="none"\\n\' >> config.toml'
+    for cwd in (config, home / ".ssh", home, tmp_path):
+        stream = arun(run_remote(server, {"argv": ["sh", "-c", plant], "cwd": str(cwd)}))
+        message = _refused(stream)
+        assert f"{cwd} is not inside a root of this server ({project})" in message, message
+        assert "[service] roots" in message, message
+    assert (config / "config.toml").read_text() == before
+    assert not (home / ".ssh" / "config.toml").exists()
+
+
+def test_a_cwd_reached_through_a_symlink_is_judged_where_it_leads(
+    home: Path, serve_in: Any
+) -> None:
+    project = home / "project"
+    project.mkdir()
+    (project / "keys").symlink_to(home / ".ssh")
+    server = serve_in(project)
+    stream = arun(run_remote(server, {"argv": ["true"], "cwd": str(project / "keys")}))
+    assert f"({home / '.ssh'}) is not inside a root" in _refused(stream)
+
+
+@pytest.mark.parametrize("where", ["root", "home"])
+def test_served_from_the_root_or_the_home_there_is_no_default_root(
+    home: Path, serve_in: Any, where: str
+) -> None:
+    """Started in `/` or in the home with no roots configured: a request naming no `cwd`
+    runs in an empty directory of its own (removed afterwards), one naming a `cwd` is
+    refused, even the directory `serve` runs in."""
+    require_rootless()
+    started_in = Path("/") if where == "root" else home
+    server = serve_in(started_in)
+    script = "pwd; ls -A; echo made > here.txt; cat here.txt"
+    stream = arun(run_remote(server, {"argv": ["sh", "-c", script]}))
+    assert stream.code == 1000, stream.objects
+    assert stream.frames[-2]["type"] == "result", stream.frames
+    cwd, *rest = _output(stream).splitlines()
+    assert rest == ["made"], rest  # empty before the run wrote its file
+    assert cwd not in (str(started_in), str(home)), cwd
+    again = arun(run_remote(server, {"argv": ["pwd"]}))
+    assert _output(again).strip() != cwd  # one of its own per run
+    for cwd_asked in (started_in, home / "project-not-there", home / ".ssh"):
+        refused = arun(run_remote(server, {"argv": ["true"], "cwd": str(cwd_asked)}))
+        message = _refused(refused)
+        if cwd_asked.is_dir():
+            assert "it has none ([service] roots is not set" in message, message
+            assert "[service] roots = [" in message, message
+        else:
+            assert "no such directory" in message, message
+    assert server.stop() == 0
+    assert not Path(cwd).exists(), "the run's own directory outlived it"
+
+
+def test_configured_roots_admit_a_cwd_inside_them(
+    tmp_path: Path, home: Path, serve_in: Any
+) -> None:
+    """`[service] roots` (a `~` path, resolved): a cwd inside one runs there; a request
+    without cwd runs in the first; the default (where serve started) is then no root."""
+    require_rootless()
+    (home / "work" / "sub").mkdir(parents=True)
+    (home / "other").mkdir()
+    user_config = home / ".config" / "mcpx-hooks" / "config.toml"
+    user_config.write_text('[service]\nroots = ["~/work", "~/other"]\n')
+    server = serve_in(home)
+    inside = arun(run_remote(server, {"argv": ["pwd"], "cwd": str(home / "work" / "sub")}))
+    assert _output(inside).strip() == str((home / "work" / "sub").resolve()), inside.objects
+    default = arun(run_remote(server, {"argv": ["pwd"]}))
+    assert _output(default).strip() == str((home / "work").resolve()), default.objects
+    outside = arun(run_remote(server, {"argv": ["pwd"], "cwd": str(tmp_path)}))
+    shown = f"{(home / 'work').resolve()}, {(home / 'other').resolve()}"
+    assert f"not inside a root of this server ({shown})" in _refused(outside)
+
+
+# ---- the pure parts --------------------------------------------------------------------------
+
+
+def test_the_default_root_is_never_the_root_the_home_or_its_ancestors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "a" / "home"
+    (home / "project").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    for where in ("/", str(home), str(home.parent), str(tmp_path)):
+        assert roots.default_roots(where) == (), where
+    assert roots.default_roots(str(home / "project")) == (str(home / "project"),)
+    elsewhere = tmp_path / "b"
+    elsewhere.mkdir()
+    (tmp_path / "link").symlink_to(home)
+    assert roots.default_roots(str(elsewhere)) == (str(elsewhere),)
+    assert roots.default_roots(str(tmp_path / "link")) == ()  # symlinks resolved
+
+
+def test_a_cwd_is_admitted_only_inside_a_root(tmp_path: Path) -> None:
+    (tmp_path / "root" / "sub").mkdir(parents=True)
+    (tmp_path / "root-other").mkdir()
+    root = str(tmp_path / "root")
+    assert roots.admit_cwd(f"{root}/sub", (root,)) == (f"{root}/sub", False)
+    assert roots.admit_cwd(None, (root,)) == (root, False)
+    for outside in (str(tmp_path), str(tmp_path / "root-other"), f"{root}/sub/.."):
+        if os.path.realpath(outside) == root:
+            continue
+        with pytest.raises(WireError) as refused:
+            roots.admit_cwd(outside, (root,))
+        assert refused.value.code == BAD_REQUEST
+    made, is_made = roots.admit_cwd(None, ())
+    try:
+        assert is_made and os.listdir(made) == []
+    finally:
+        os.rmdir(made)
+
+
+def test_roots_are_validated_with_file_and_pointer(tmp_path: Path) -> None:
+    (tmp_path / "there").mkdir()
+    config = tmp_path / "c.toml"
+    config.write_text('[service]\nroots = ["there", "missing"]\n')
+    with pytest.raises(ConfigError) as bad:
+        load_config([config], cwd=tmp_path, environ=os.environ, discover=False)
+    shown = [str(p) for p in bad.value.problems]
+    assert any(str(config) in p and "/service/roots/1" in p for p in shown), shown
+    config.write_text('[service]\nroots = ["there"]\n')
+    loaded = load_config([config], cwd=tmp_path, environ=os.environ, discover=False)
+    assert loaded.service_roots == (str(tmp_path / "there"),)
+    assert json.dumps(loaded.service_roots)
+
+
+# ---- what is never granted -------------------------------------------------------------------
+
+#: A script that tries each path: a line per read or write that got through.
+PROBE = r"""
+for p in "$@"; do
+  if [ -d "$p" ]; then
+    [ -n "$(ls -A "$p" 2>/dev/null)" ] && echo "LISTED $p"
+    (echo planted > "$p/planted") 2>/dev/null && echo "WROTE $p/planted"
+  else
+    cat "$p" 2>/dev/null | grep -q . && echo "READ $p"
+    (echo planted >> "$p") 2>/dev/null && echo "WROTE $p"
+  fi
+done
+echo done
+"""
+
+
+def _open_up(home: Path) -> None:
+    """Mode bits that let anyone in: what keeps a run out is the sandbox, not them."""
+    for path in (home, *home.rglob("*")):
+        if not path.is_symlink():
+            path.chmod(0o777 if path.is_dir() else 0o666)
+
+
+@pytest.fixture
+def denied_home(home: Path) -> dict[str, Path]:
+    """A home with the operator's files a run must not reach, and a project (a git
+    repository with its own config) in it; every mode bit open."""
+    state = home / ".local" / "state" / "mcpx-hooks"
+    state.mkdir(parents=True)
+    (state / "token").write_text("TOKEN\n")
+    (state / "trust.json").write_text("{}\n")
+    (home / ".netrc").write_text("machine x password SECRET\n")
+    (home / "secrets").mkdir()
+    (home / "secrets" / "key").write_text("SECRET\n")
+    project = home / "project"
+    (project / ".git" / "hooks").mkdir(parents=True)
+    (project / ".git" / "config").write_text("[core]\n")
+    (project / ".mcpx-hooks.toml").write_text("")
+    (project / "keys").symlink_to(home / ".ssh")  # a way round by a link
+    config = home / ".config" / "mcpx-hooks" / "config.toml"
+    config.write_text('[service]\nroots = ["~"]\n[sandbox]\ndeny = ["~/secrets"]\n')
+    _open_up(home)
+    return {"home": home, "project": project, "state": state, "config": config}
+
+
+def _denied_paths(home: Path) -> list[str]:
+    return [
+        str(home / ".ssh" / "id_rsa"),
+        str(home / ".ssh"),
+        str(home / ".netrc"),
+        str(home / "secrets" / "key"),
+        str(home / ".config" / "mcpx-hooks" / "config.toml"),
+        str(home / ".config" / "mcpx-hooks"),
+        str(home / ".local" / "state" / "mcpx-hooks" / "token"),
+        str(home / ".local" / "state" / "mcpx-hooks"),
+        str(home / "project" / "keys" / "id_rsa"),
+    ]
+
+
+def _contents(home: Path) -> dict[str, str]:
+    return {
+        str(p): p.read_text()
+        for p in sorted(home.rglob("*"))
+        if p.is_file() and not p.is_symlink() and "project" not in p.parts
+    }
+
+
+def test_inside_a_root_a_run_reaches_nothing_never_granted(
+    denied_home: dict[str, Path], serve_in: Any
+) -> None:
+    """The home is a root (the operator said so); a workspace run in it, and one in the
+    project, still cannot read or write the credential stores, `[sandbox] deny`, the
+    supervisor's config and state (its token), directly or through a link."""
+    require_rootless()
+    home = denied_home["home"]
+    before = _contents(home)
+    server = serve_in(home)
+    for cwd in (home, denied_home["project"]):
+        request = {"argv": ["sh", "-c", PROBE, "probe", *_denied_paths(home)], "cwd": str(cwd)}
+        stream = arun(run_remote(server, request))
+        assert stream.code == 1000, stream.objects
+        assert _output(stream).splitlines() == ["done"], (cwd, _output(stream))
+    assert _contents(home) == before
+    assert not list(home.rglob("planted"))
+
+
+def test_a_strict_hook_reaches_nothing_never_granted(
+    denied_home: dict[str, Path], serve_in: Any
+) -> None:
+    """A per-call strict hook declaring in the home (a root) cannot read what is never
+    granted either: it exits 0 only if nothing got through."""
+    require_rootless()
+    home = denied_home["home"]
+    server = serve_in(home)
+    probe = PROBE.replace("echo done", "") + " exit 0"
+    hook = {
+        "on": "script",
+        "phase": "before",
+        "sandbox": "strict",
+        "run": ["sh", "-c", f'out=$( ( {probe} ) ); [ -z "$out" ] || exit 3', "probe",
+                *_denied_paths(home)],
+    }  # fmt: skip
+    stream = arun(run_remote(server, {"argv": ["true"], "cwd": str(home), "hooks": [hook]}))
+    hooks = [f for f in stream.frames if f["type"] == "hook"]
+    assert [(f["status"], f.get("exitCode")) for f in hooks] == [("ok", 0)], hooks
+    # The same hook where nothing is denied reads (the probe can fail).
+    open_file = home / "open.txt"
+    open_file.write_text("readable\n")
+    hook["run"] = [*hook["run"][:3], "probe", str(open_file)]
+    seen = arun(run_remote(server, {"argv": ["true"], "cwd": str(home), "hooks": [hook]}))
+    hooks = [f for f in seen.frames if f["type"] == "hook"]
+    assert [f.get("exitCode") for f in hooks] == [3], hooks
+
+
+def test_in_a_writable_project_its_git_hooks_and_config_stay_read_only(
+    denied_home: dict[str, Path], serve_in: Any
+) -> None:
+    """A workspace run writes its project, but not `.git/hooks`, `.git/config` or the
+    project's `.mcpx-hooks.toml`: nothing a person or the supervisor runs later."""
+    require_rootless()
+    project = denied_home["project"]
+    server = serve_in(denied_home["home"])
+    script = (
+        "echo built > out.txt && echo WROTE-OUT;"
+        " (echo 'rm -rf ~' > .git/hooks/pre-commit) 2>/dev/null && echo WROTE-HOOK;"
+        " (printf '[core]\\nhooksPath=/tmp\\n' >> .git/config) 2>/dev/null && echo WROTE-CONFIG;"
+        " (echo '[[hooks]]' >> .mcpx-hooks.toml) 2>/dev/null && echo WROTE-PROJECT;"
+        " (mv .git/hooks .git/old-hooks) 2>/dev/null && echo MOVED-HOOKS;"
+        " (rm -f .mcpx-hooks.toml) 2>/dev/null && echo REMOVED-PROJECT;"
+        " echo done"
+    )
+    stream = arun(run_remote(server, {"argv": ["sh", "-c", script], "cwd": str(project)}))
+    assert _output(stream).splitlines() == ["WROTE-OUT", "done"], _output(stream)
+    assert (project / "out.txt").read_text() == "built\n"
+    assert list((project / ".git" / "hooks").iterdir()) == []
+    assert (project / ".git" / "config").read_text() == "[core]\n"
+    assert (project / ".mcpx-hooks.toml").read_text() == ""
+
+
+def test_doctor_shows_the_roots_and_what_is_never_granted(tmp_path: Path, home: Path) -> None:
+    import subprocess
+    import sys
+
+    (home / "work").mkdir()
+    user_config = home / ".config" / "mcpx-hooks" / "config.toml"
+    user_config.write_text('[service]\nroots = ["~/work"]\n[sandbox]\ndeny = ["~/vault"]\n')
+    env = {**os.environ, **_env(home)}
+    doctor = subprocess.run(
+        [sys.executable, "-m", "mcpx_hooks.supervisor", "doctor"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    lines = doctor.stdout.splitlines()
+    at = lines.index("service roots (a request's cwd must lie in one; [service] roots):")
+    assert lines[at + 1 : at + 3] == [f"  {(home / 'work').resolve()}", "  ([service] roots)"]
+    assert f"  {home / '.ssh'}" in lines, doctor.stdout
+    assert f"  {home / 'vault'}  (not here)" in lines, doctor.stdout
+    assert f"  {home / '.config' / 'mcpx-hooks'}" in lines, doctor.stdout
+    assert "Traceback" not in doctor.stderr
