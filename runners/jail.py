@@ -28,8 +28,11 @@ from __future__ import annotations
 
 import _thread
 import contextlib
+import errno
+import functools
 import os
 import resource
+import stat
 from collections.abc import Callable, Iterable
 
 from . import chain, chained, confine, landlock, libc, memcg, seccomp, userns, view
@@ -333,6 +336,8 @@ def prepare(
     (`inline.py`; else, without a memory cgroup, the thread's gets the shm limits here).
     """
     ids = (uid, uid) if uid is not None else (os.getuid(), os.getgid())
+    if uid is not None:
+        give_pipes(req, uid)
     no_cgroup = sandbox.memory_bytes and memcg.STATE.hierarchy is None
     if own_ipc and no_cgroup and not userns.entered:
         try:  # (the IPC namespace `arm` made: no memory cgroup, so its shm is bounded)
@@ -369,6 +374,44 @@ def prepare(
         seal.nproc = [lim for lim in req.limits if lim[0] == resource.RLIMIT_NPROC]
         req.limits = [lim for lim in req.limits if lim[0] != resource.RLIMIT_NPROC]
     return scratch_fd, seal
+
+
+def give_pipes(req: Request, uid: int) -> None:
+    """The child's pipes (its stdin, stdout, stderr, frames channel) become its uid's.
+
+    A hook reopens them by `/dev/stderr`, `/dev/stdout`, `/dev/fd/N` (`/proc/self/fd/N`), as
+    `echo x >/dev/stderr` does, and reopening a pipe checks its mode: one made by root (the
+    spawner's, the supervisor's) is root's, 0600, and a per-child uid was refused. Nothing else
+    becomes reachable: Landlock still grants no path under `/proc` (it lets a magic link to a
+    pipe through, whoever made the pipe), and reaching another process's `/proc/PID/fd` takes
+    ptrace access to it, which another uid and Landlock's domains refuse. Only anonymous pipes
+    (pipefs) change owner: a device (`/dev/null`), a named FIFO or a file keeps its own."""
+    pipefs = _pipefs_dev()
+    # Placed (`place_fds`, a warm fork), the fds are at their numbers; else at their sources.
+    fds = [source for source, _ in req.pairs] if req.fds else [t for _, t in req.pairs]
+    for fd in fds:
+        try:
+            st = os.fstat(fd)
+        except OSError as exc:
+            if exc.errno == errno.EBADF:  # read and closed already (a warm fork's environment)
+                continue
+            raise StartError(f"sandbox: cannot give the child its pipes: {exc.strerror}") from exc
+        try:
+            if stat.S_ISFIFO(st.st_mode) and st.st_dev == pipefs:
+                os.fchown(fd, uid, uid)
+        except OSError as exc:
+            raise StartError(f"sandbox: cannot give the child its pipes: {exc.strerror}") from exc
+
+
+@functools.cache
+def _pipefs_dev() -> int:
+    """The device of anonymous pipes (one pipefs for the whole system)."""
+    r, w = os.pipe()
+    try:
+        return os.fstat(r).st_dev
+    finally:
+        os.close(r)
+        os.close(w)
 
 
 def arm(*, pid: bool) -> None:

@@ -131,6 +131,85 @@ async def test_module_hook_under_strict(strict_spawner: Spawner, readable_tmp: P
     assert frame.status is HookStatus.OK and frame.advice == ("mod",), to_json(frame)
 
 
+#: What hook authors write: the streams reopened by name, as a shell's `>/dev/stderr` does.
+BY_NAME = "echo out >/dev/stdout; echo err >/dev/stderr; echo fd1 >/dev/fd/1; echo fd2 >/dev/fd/2"
+
+
+@pytest.mark.parametrize("profile", [Profile.STRICT, Profile.WORKSPACE, Profile.NET])
+async def test_dev_stderr_dev_stdout_and_dev_fd_are_the_hook_s_own_streams(
+    strict_spawner: Spawner, readable_tmp: Path, profile: Profile
+) -> None:
+    h = hook(readable_tmp, "", target=("sh", "-c", BY_NAME), sandbox=profile)
+    frame = (await run(strict_spawner, h)).frame
+    assert frame.status is HookStatus.OK, to_json(frame)
+    assert (frame.advice, frame.stderr_tail) == (("out\nfd1",), "err\nfd2\n")
+    if ROOT:  # the child's pipes became its uid's; a device it was given did not
+        assert os.stat("/dev/null").st_uid == 0
+
+
+async def test_a_module_hook_and_a_script_reopen_their_streams_too(
+    strict_spawner: Spawner, readable_tmp: Path
+) -> None:
+    (readable_tmp / "m.py").write_text(
+        "def hook(p):\n"
+        "    with open('/dev/stderr', 'w') as f:\n"
+        "        f.write('module err')\n"
+        "    return {'advise': 'mod'}\n"
+    )
+    (readable_tmp / "m.py").chmod(0o644)
+    frame = (
+        await run(strict_spawner, hook(readable_tmp, "", action=Action.MODULE, target="m.py"))
+    ).frame
+    assert (frame.status, frame.advice, frame.stderr_tail) == ("ok", ("mod",), "module err")
+    (readable_tmp / "c.json").write_text(json.dumps({"script": {"sandbox": "strict"}}))
+    cfg = load_config(["c.json"], cwd=readable_tmp, environ={}, discover=False)
+    request = RunRequest(Script(argv=("sh", "-c", BY_NAME)), str(readable_tmp))
+    with trio.fail_after(60):
+        async with open_runtime(cfg) as runtime:
+            r = runtime.new_run(request)
+            await runtime.execute(r)
+            frames = r.journal.frames
+    assert [f["sandbox"] for f in frames if f["type"] == "start"] == ["strict"]
+    assert [f["text"] for f in frames if f["type"] == "stdout"] == ["out", "fd1"]
+    assert [f["text"] for f in frames if f["type"] == "stderr"] == ["err", "fd2"]
+    assert frames[-1]["exitCode"] == 0
+
+
+#: Through `/proc`, only the hook's own fds: no other process's, nothing else of its own.
+REOPEN = """
+    import errno, json, os, sys
+    def opens(path, flags=os.O_RDONLY):
+        try:
+            os.close(os.open(path, flags))
+            return "opened"
+        except OSError as exc:
+            return errno.errorcode[exc.errno]
+    supervisor = int(sys.argv[1])
+    print(json.dumps({"advise": json.dumps({
+        "own": [opens("/proc/self/fd/2", os.O_WRONLY), opens("/dev/fd/1", os.O_WRONLY)],
+        "supervisor": [opens(f"/proc/{supervisor}/fd/{n}") for n in range(3)],
+        "init": [opens(f"/proc/1/fd/{n}") for n in range(3)],
+        "self": [opens(f"/proc/self/{name}") for name in ("status", "environ", "mem")],
+        "list": opens("/proc", os.O_DIRECTORY),
+    })}))
+"""
+
+
+async def test_reopening_its_streams_exposes_no_other_process(
+    strict_spawner: Spawner, readable_tmp: Path
+) -> None:
+    target = (PY, "-I", "-S", "-c", textwrap.dedent(REOPEN), str(os.getpid()))
+    got = seen(await run(strict_spawner, hook(readable_tmp, "", target=target)))
+    # The supervisor holds the other end of every hook's pipes: its fds are there, refused.
+    assert got == {
+        "own": ["opened"] * 2,
+        "supervisor": ["EACCES"] * 3,
+        "init": ["EACCES"] * 3,
+        "self": ["EACCES"] * 3,
+        "list": "EACCES",
+    }
+
+
 @pytest.mark.skipif(not ROOT, reason="rootless, the hook's user owns the directory")
 async def test_unreadable_directory_not_granted_is_a_clear_failure(
     strict_spawner: Spawner, tmp_path: Path
