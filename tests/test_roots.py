@@ -231,6 +231,7 @@ for p in "$@"; do
     cat "$p" 2>/dev/null | grep -q . && echo "READ $p"
     (echo planted >> "$p") 2>/dev/null && echo "WROTE $p"
   fi
+  (mv "$p" "$p.moved") 2>/dev/null && echo "MOVED $p"
 done
 echo done
 """
@@ -275,7 +276,8 @@ def _denied_paths(home: Path) -> list[str]:
         str(home / ".config" / "mcpx-hooks"),
         str(home / ".local" / "state" / "mcpx-hooks" / "token"),
         str(home / ".local" / "state" / "mcpx-hooks"),
-        str(home / "project" / "keys" / "id_rsa"),
+        str(home / "project" / "keys" / "id_rsa"),  # through a link
+        str(home / "project" / ".." / ".ssh" / "id_rsa"),  # another way there
     ]
 
 
