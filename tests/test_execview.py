@@ -62,3 +62,28 @@ def test_output_after_a_closed_pipe_says_once_and_prints_nothing(monkeypatch) ->
     out.line("a")
     out.line("b")
     assert out.closed and closed == [True]
+
+
+def _failed(**fields: object) -> dict[str, object]:
+    frame = {
+        "name": "gate", "on": "script", "phase": "before", "action": "run", "sandbox": "strict",
+        "status": "failed", "durationMs": 4, "effect": "advise", "requestedEffect": "advise",
+        "clampedBy": [], "reason": "exited with status 1", "exitCode": 1,
+    }  # fmt: skip
+    return {**frame, **fields}
+
+
+def test_a_failed_hook_s_view_ends_with_what_it_said() -> None:
+    from mcpx_hooks.supervisor.cli.view import STDERR_LINES, hook_frame_lines
+
+    said = "".join(f"line {n}\n" for n in range(1, 11))
+    lines = hook_frame_lines(_failed(stdoutTail=said, stderrTail="oops\n"))
+    shown = [f"    | line {n}" for n in range(11 - STDERR_LINES, 11)]
+    assert lines[-(len(shown) + 3) :] == [
+        "  stdout (last lines):", *shown, "  stderr (last lines):", "    | oops",
+    ]  # fmt: skip
+    # What the head shows already is not shown twice; a hook that did not fail shows none.
+    head = _failed(status="invalid-output", stdoutHead="{oops\n", stdoutTail="{oops\n")
+    assert sum("{oops" in line for line in hook_frame_lines(head)) == 1
+    ok = _failed(status="ok", reason=None, exitCode=0, stderrTail="chatter\n")
+    assert not any("chatter" in line for line in hook_frame_lines(ok))
