@@ -35,6 +35,10 @@ import time
 
 #: Name prefix of the cgroups made here.
 PREFIX = "mcpx-"
+#: How long the spawner waits, idle, before it removes finished trees' cgroups; how many may
+#: wait while it is busy.
+SWEEP_AFTER_S = 0.002
+MAX_PENDING = 32
 _V1_MOUNT_TYPE = "cgroup"
 
 
@@ -98,12 +102,19 @@ class Hierarchy:
         return Cgroup(f"{self.base}/{self._tag}{self._made}")
 
     def remove(self, path: str) -> None:
-        """Removes a finished tree's cgroup now, or later if it is still busy."""
-        if not _rmdir(path):
-            self.pending.append(path)
+        """Removes a finished tree's cgroup, once the spawner is idle (`sweep`): a removal
+        takes a fraction of a millisecond the next request need not wait for."""
+        self.pending.append(path)
 
     def sweep(self) -> None:
-        self.pending = [p for p in self.pending if not _rmdir(p)]
+        """Removes the pending cgroups that can be (a thread that started a tree may still be
+        leaving its cgroup)."""
+        if self.pending:
+            self.pending = [p for p in self.pending if not _rmdir(p)]
+
+    def overdue(self) -> bool:
+        """Whether so many wait that they are removed even while busy."""
+        return len(self.pending) > MAX_PENDING
 
     def finish(self, bound_s: float = 1.0) -> None:
         """At the spawner's end: removes what is pending, waiting (bounded) for the threads

@@ -82,14 +82,15 @@ class PidNsSpawner:
         try:
             while True:
                 cgroups = memcg.STATE.hierarchy
+                pending = cgroups is not None and cgroups.pending
                 try:
-                    # Idle (nothing ready at once): fork what waits for module requests;
-                    # finished trees' cgroups still busy are tried again soon.
-                    wait = 0 if self._wanted() else 0.01 if cgroups and cgroups.pending else -1
+                    # Idle (nothing ready at once): fork what waits for module requests, and
+                    # remove finished trees' cgroups (not on a request's way; soon, idle).
+                    wait = 0 if self._wanted() else memcg.SWEEP_AFTER_S if pending else -1
                     events = self.epoll.poll(wait)
                 except InterruptedError:
                     continue
-                if cgroups is not None and cgroups.pending:
+                if cgroups is not None and (not events or cgroups.overdue()):
                     cgroups.sweep()
                 if not events:
                     self._fork_wanted()
@@ -402,12 +403,11 @@ class PidNsSpawner:
             self._at_home()  # (the scratch goes back by its path in the spawner's tree)
             jail.return_scratch(*tree.scratch)
             tree.scratch = None
-        over_memory = False
-        if tree.cgroup is not None:
-            over_memory = tree.cgroup.over()
-            self.epoll.unregister(tree.cgroup.event)
-            del self.trees[tree.cgroup.event]
-            self._drop_cgroup(tree.cgroup)
+        over_memory, cgroup = False, tree.cgroup
+        if cgroup is not None:  # (removed after the report: not on the owner's way)
+            over_memory = cgroup.notified or (status != 0 and cgroup.over())
+            self.epoll.unregister(cgroup.event)
+            del self.trees[cgroup.event]
             tree.cgroup = None
         for output in tree.outputs:
             if output.pipe >= 0:
@@ -423,6 +423,7 @@ class PidNsSpawner:
             self._forget_ctrl(tree)
         for output in tree.outputs:
             output.close()
+        self._drop_cgroup(cgroup)
 
     def _over_memory(self, tree: Tree) -> None:
         """Its cgroup ran out of memory (an OOM notification): the whole tree is killed, and

@@ -14,6 +14,8 @@ user gets): `RLIMIT_AS`, a scratch no larger than the bound, shm limits, no memf
 
 from __future__ import annotations
 
+import errno
+import json
 import os
 import sys
 import textwrap
@@ -24,16 +26,22 @@ from typing import Any
 import pytest
 import trio
 from conftest import ROOT, hook_user_processes, require_rootless
+from test_sandbox import _decision, _run_filter
 
+from mcpx_hooks.runners import libc, seccomp
+from mcpx_hooks.supervisor.config.loading import load_config
 from mcpx_hooks.supervisor.core.convert import to_json
 from mcpx_hooks.supervisor.core.frames import HookStatus
 from mcpx_hooks.supervisor.core.hooks import Action, Hook, Profile, Provenance, SourceKind
 from mcpx_hooks.supervisor.core.limits import Limits
 from mcpx_hooks.supervisor.core.points import Phase
+from mcpx_hooks.supervisor.core.scripts import Script
 from mcpx_hooks.supervisor.process.launch import HIDE_ENV
 from mcpx_hooks.supervisor.process.spawner import Spawner, open_spawner
 from mcpx_hooks.supervisor.run.hookcontext import HookContext, RunInfo
 from mcpx_hooks.supervisor.run.hookrun import HookReport, run_hook
+from mcpx_hooks.supervisor.run.runtime import open_runtime
+from mcpx_hooks.supervisor.run.scriptrun import RunRequest
 
 PY = sys.executable
 CTX = HookContext(run=RunInfo("run-1", ("job",), "/", "2026-01-01T00:00:00Z"), input=({},))
@@ -239,3 +247,91 @@ async def test_the_spawner_says_what_bounds_memory(no_leaks: None) -> None:
         assert ROOT and os.path.isdir(str(found["path"]))
     else:
         assert found.get("by") == "rlimit" and found.get("why"), found
+
+
+async def test_a_warm_module_hook_is_bounded_too(
+    bounded_spawner: Spawner, readable_tmp: Path
+) -> None:
+    """A `module` hook runs in a fork of the spawner (root: warm), in its own cgroup too."""
+    (readable_tmp / "bomb.py").write_text(
+        textwrap.dedent(f"""
+            import mmap
+            def hook(event):
+                size = {BOMB_MB} << 20
+                m = mmap.mmap(-1, size, mmap.MAP_SHARED | mmap.MAP_ANONYMOUS)
+                for at in range(0, size, 4096):
+                    m[at] = 1
+                return {{"advise": "got it all"}}
+        """)
+    )
+    (readable_tmp / "bomb.py").chmod(0o644)
+    hook = bomb_hook(readable_tmp, "", action=Action.MODULE, target="bomb.py:hook")
+    report, drop_mb = await run_sampled(bounded_spawner, hook)
+    assert report.frame.status is HookStatus.FAILED, to_json(report.frame)
+    assert report.frame.reason == f"over memoryMb {MEMORY_MB}", to_json(report.frame)
+    assert drop_mb < ALLOWED_DROP_MB
+
+
+async def test_the_spawner_keeps_no_cgroup_of_a_finished_tree(
+    bounded_spawner: Spawner, readable_tmp: Path
+) -> None:
+    """Hooks one after another, bombs and not: what the spawner holds of cgroups stays that
+    of the next child and of a waiting fork (a finished tree's cgroup goes once it is idle)."""
+    bomb = bomb_hook(readable_tmp, BOMBS["memfd"])
+    fine = bomb_hook(readable_tmp, 'print(\'{"advise": "fine"}\')')
+    for hook in (bomb, fine) * 3:
+        await run_hook(bounded_spawner, hook, CTX)
+    held = [
+        os.readlink(f"/proc/{bounded_spawner.pid}/fd/{fd}")
+        for fd in os.listdir(f"/proc/{bounded_spawner.pid}/fd")
+    ]
+    cgroup_files = [f for f in held if "/mcpx-" in f]
+    by_cgroup = {f.rsplit("/", 1)[0] for f in cgroup_files}
+    if bounded_spawner.memory.get("by") == "cgroup":
+        assert 1 <= len(by_cgroup) <= 2, cgroup_files  # the next child's (and a waiting fork's)
+    else:
+        assert by_cgroup == set()
+
+
+async def test_a_script_over_its_bound_fails_saying_so(
+    readable_tmp: Path, monkeypatch: pytest.MonkeyPatch, no_leaks: None
+) -> None:
+    """A script run (workspace, the runs' default) with `[limits] memoryMb`: its error says
+    it went over."""
+    require_rootless()
+    doc = {"limits": {"memoryMb": MEMORY_MB, "scratchMb": 2 * BOMB_MB}, "hooks": []}
+    (readable_tmp / "c.json").write_text(json.dumps(doc))
+    cfg = load_config(["c.json"], cwd=readable_tmp, environ={}, discover=False)
+    code = _PRELUDE + textwrap.dedent(BOMBS["shared_anonymous"])
+    request = RunRequest(Script(argv=(PY, "-I", "-S", "-c", code, str(BOMB_MB))), str(readable_tmp))
+    with trio.fail_after(90):
+        async with open_runtime(cfg) as runtime:
+            run = runtime.new_run(request)
+            await runtime.execute(run)
+            frames = run.journal.frames
+    (error,) = [f for f in frames if f["type"] in ("result", "error")]
+    assert error["type"] == "error", error
+    assert error["message"].startswith(f"over memoryMb {MEMORY_MB}"), error
+
+
+@pytest.mark.skipif(libc.table() is None, reason="no system call table for this machine")
+@pytest.mark.parametrize("no_shm", [False, True])
+@pytest.mark.parametrize("no_sockets", [True, False])
+def test_the_fallback_filter_refuses_memfds_and_shm_and_nothing_else(
+    no_sockets: bool, no_shm: bool
+) -> None:
+    """Without a cgroup, `memfd_create` fails with ENOMEM (and rootless `shmget` with
+    ENOSPC); every other call is decided as without them."""
+    table = libc.table()
+    assert table is not None
+    arch, nrs = table
+    prog = seccomp.seccomp_program(no_sockets, True, no_shm)
+    args = (0,) * 6
+    for nr in range(512):
+        got, _ = _run_filter(prog, nr, arch, args)
+        if nr == nrs["memfd_create"]:
+            assert got == 0x00050000 | errno.ENOMEM
+        elif no_shm and nr == nrs["shmget"]:
+            assert got == 0x00050000 | errno.ENOSPC
+        else:
+            assert got == _decision(nr, arch, args, no_sockets), nr

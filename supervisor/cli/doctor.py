@@ -56,6 +56,7 @@ def report(spawner: Spawner) -> tuple[str, bool]:
             lines.append(f"  MISSING  {mech.name:9} {state}")
             lines.append(f"           {'':9} to get it: {mech.how_to_get}")
     lines.append("  ok       rlimits   per-process resource limits (always)")
+    lines += ["", f"memory (memoryMb, strict/workspace/net): {sandbox.memory_bound(spawner)}"]
     lines += ["", "profiles:"]
     every = True
     for profile in Profile:

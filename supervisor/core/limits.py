@@ -31,7 +31,8 @@ class Limits:
         return cls(**{attr: int(table[key]) for key, attr, _, _ in LIMIT_KEYS if key in table})
 
 
-#: `[limits]` key, attribute, the resource limit it sets (None: not one), unit.
+#: `[limits]` key, attribute, the resource limit it sets (None: not one), unit. (memoryMb's
+#: RLIMIT_DATA is RLIMIT_AS where no memory cgroup bounds the tree: `process/sandbox.py`.)
 LIMIT_KEYS: Final[tuple[tuple[str, str, str | None, int], ...]] = (
     ("memoryMb", "memory_mb", "RLIMIT_DATA", MB),
     ("cpuSeconds", "cpu_seconds", "RLIMIT_CPU", 1),
@@ -42,7 +43,10 @@ LIMIT_KEYS: Final[tuple[tuple[str, str, str | None, int], ...]] = (
 )
 #: What each key bounds, for the schema and the docs.
 LIMIT_DOCS: Final[Mapping[str, str]] = {
-    "memoryMb": "Data segment of each process (RLIMIT_DATA), in MiB",
+    "memoryMb": "All the memory the tree of a sandboxed hook or script can pin (private, "
+    "shared, memfds, shared memory, tmpfs): a memory cgroup per tree, or where none can be "
+    "made RLIMIT_AS per process, tmpfs sizes, shm limits and no memfd_create (`doctor` "
+    "says which); under none, RLIMIT_DATA (soft) only; in MiB",
     "cpuSeconds": "CPU time of each process (RLIMIT_CPU), in seconds",
     "processes": "Processes and threads of the hook's own user (RLIMIT_NPROC; strict and net)",
     "openFiles": "Open files of each process (RLIMIT_NOFILE)",

@@ -229,6 +229,7 @@ def plan(
     )
     return rlimits, sandbox
 
+
 def memory_cgroup(spawner: Spawner) -> bool:
     """Whether the spawner bounds a sandboxed tree's memory with a cgroup of its own (else
     the fallback: `RLIMIT_AS`, a scratch no larger than the bound, shm limits, no memfd;
