@@ -17,6 +17,7 @@ from mcpx_hooks.supervisor.config.loading import load_config, validate_files
 from mcpx_hooks.supervisor.core.convert import to_json
 from mcpx_hooks.supervisor.core.effects import Effect
 from mcpx_hooks.supervisor.core.errors import ConfigError, Problem
+from mcpx_hooks.supervisor.core.events import kind_prefixes
 from mcpx_hooks.supervisor.core.hooks import (
     DEFAULT_OBSERVE_DRAIN_MS,
     Action,
@@ -290,16 +291,18 @@ def test_each_action_builds_its_target(tmp_path: Path) -> None:
     assert hooks["g"].args == {"level": 2}
 
 
-def test_observe_hooks_take_any_event_kind(tmp_path: Path) -> None:
+def test_observe_hooks_take_event_kinds_and_prefixes(tmp_path: Path) -> None:
     path = write(
         tmp_path / "c.toml",
         hook_toml(on="hook.failed", phase="observe", when={"kinds": ["hook.failed"]})
-        + hook_toml(on="script", phase="observe"),
+        + hook_toml(on="hook", phase="observe")
+        + hook_toml(on="*", phase="observe"),
     )
     hooks = load(tmp_path, path).hooks
     assert [(h.on, h.phase) for h in hooks] == [
         ("hook.failed", Phase.OBSERVE),
-        ("script", Phase.OBSERVE),
+        ("hook", Phase.OBSERVE),
+        ("*", Phase.OBSERVE),
     ]
 
 
@@ -729,7 +732,15 @@ def test_unknown_key_without_a_close_match_lists_the_keys(tmp_path: Path) -> Non
             "/script/before/0",
             "expected a string or null, found the integer 1",
         ),
-        ('[[hooks]]\non = "script"\nrun = ["x"]\n', "/hooks/0", 'missing the required key "phase"'),
+        (
+            '[[hooks]]\non = "script"\nrun = ["x"]\n',
+            "/hooks/0/on",
+            "expected an event kind the bus publishes, or a prefix of one ("
+            + ", ".join(json.dumps(p) for p in kind_prefixes())
+            + "): this hook observes (its phase is observe, the default when none is given),"
+            ' and the string "script" would never fire; a hook on the point "script" names its'
+            " phase (before, prefix, onSuccess, onError, suffix)",
+        ),
         (
             hook_toml(run=None, module="not a module"),
             "/hooks/0/module",
@@ -886,7 +897,7 @@ def test_per_call_hooks_attach_to_the_script_point(tmp_path: Path) -> None:
     assert [(p.file, p.pointer) for p in found] == [
         ("per-call hook #1", "/on"),
         ("per-call hook #2", ""),
-        ("per-call hook #2", ""),
+        ("per-call hook #2", "/on"),
         ("per-call hook #3", ""),
     ]
     assert found[0].message.startswith('expected "script": per-call hooks')
@@ -1194,10 +1205,9 @@ def test_validate_prints_every_hostile_file_as_a_problem(
         f'{env}:/hooks/0/env/A=B: {NAME_WORDS}, found the string "A=B"',
         f'{env}:/hooks/0/run/1: {TEXT_WORDS}, found the string "\\u0000"',
         f'{surrogate}:/hooks/0: missing the required key "on"',
-        f'{surrogate}:/hooks/0: missing the required key "phase"',
         f'{surrogate}:/hooks/0/run/0: {TEXT_WORDS}, found the string "\\ud800"',
     ]
-    assert err == "9 problem(s)\n"
+    assert err == "8 problem(s)\n"
 
 
 @pytest.mark.parametrize("command", [["hooks", "list"], ["serve"]])

@@ -2009,9 +2009,10 @@ def _not_json(name: str) -> Any:
 
 def json_verdict(text: str) -> bool | None:
     """Whether `--input` must take the text (True), must refuse it (False), or either
-    (JSON nested deeper than the documented limit of 128)."""
+    (JSON nested deeper than the documented limit of 128). A leading byte order mark is
+    taken, as by every input."""
     try:
-        value = json.loads(text)
+        value = json.loads(text.removeprefix("\ufeff"))
     except (ValueError, RecursionError):
         return False
     return True if _depth(value) <= 128 else None

@@ -13,6 +13,7 @@ import pytest
 from mcpx_hooks.supervisor.config import schemas
 from mcpx_hooks.supervisor.config.schemaparts import MAX_INTEGER
 from mcpx_hooks.supervisor.core.effects import Effect
+from mcpx_hooks.supervisor.core.events import kind_prefixes
 from mcpx_hooks.supervisor.core.hooks import (
     DEFAULTS,
     HOOK_SETTINGS,
@@ -58,7 +59,7 @@ def test_every_key_is_described(name: str) -> None:
         where for where, sub in _properties(schemas.schema(name)) if "description" not in sub
     ]
     # `oneOf` branches and `if`/`then` restate keys already described.
-    restated = ("/oneOf/", "/if/", "/then/")
+    restated = ("/oneOf/", "/if/", "/then/", "/else/")
     assert [w for w in undescribed if not any(r in w for r in restated)] == []
 
 
@@ -70,6 +71,7 @@ def test_config_enums_come_from_the_tables() -> None:
     assert defs["effect"]["enum"] == ["off", "advise", "ask", "propose", "apply", "run"]
     assert defs["effect"]["enum"] == [e.word for e in Effect]
     assert defs["point"]["enum"] == list(POINTS)
+    assert defs["eventKind"]["enum"] == list(kind_prefixes())
     assert defs["sandbox"]["enum"] == [p.value for p in Profile]
     hook = defs["hook"]
     assert hook["properties"]["failure"]["enum"] == [f.value for f in Failure]

@@ -158,8 +158,9 @@ def usage(command: str, message: str) -> int:
     return EXIT_USAGE
 
 
-def json_flag(flag: str, text: str) -> Any:
-    """The JSON value a flag or file gives, or `Usage` naming it and why not."""
+def json_flag(flag: str, text: str | bytes) -> Any:
+    """The JSON value a flag or file gives (text, or a file's bytes: UTF-8, a byte order mark
+    ignored as everywhere), or `Usage` naming it and why not."""
     from ..core.jsontext import JsonError, loads
 
     try:

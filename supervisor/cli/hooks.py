@@ -141,8 +141,8 @@ def hook_test(args: argparse.Namespace) -> int:
         event: dict[str, Any] = {}
         if args.event:
             name = "stdin (--event -)" if args.event == "-" else args.event
-            text = sys.stdin.read() if args.event == "-" else Path(args.event).read_text()
-            event = json_flag(name, text)
+            data = sys.stdin.buffer.read() if args.event == "-" else Path(args.event).read_bytes()
+            event = json_flag(name, data)
             if not isinstance(event, dict):
                 raise Usage(f"{name}: expected a JSON object")
     except (Usage, OSError, UnicodeDecodeError) as exc:
@@ -177,10 +177,17 @@ def _pick_hook(args: argparse.Namespace) -> tuple[Config, Hook]:
         except JsonError:
             decl = None  # load_config reports it with file and position
         if isinstance(decl, dict):
-            decl.setdefault("on", "script")
-            if args.phase is None and "phase" not in decl:
-                raise Usage('--hook: give its phase, as "phase" in the JSON or with --phase')
-            decl.setdefault("phase", args.phase)
+            if args.phase is not None:
+                decl.setdefault("phase", args.phase)
+            if "on" not in decl:
+                # Without "on", the hook is one of the script point's, which has no default
+                # phase (a hook declared without one observes the events its "on" names).
+                if "phase" not in decl:
+                    raise Usage(
+                        '--hook: give its phase, as "phase" in the JSON or with --phase (or,'
+                        ' for an observe hook, the event kinds it follows as "on")'
+                    )
+                decl["on"] = "script"
             args.hook_json = json.dumps(decl)
         config = load(args, [args.hook_json])
         hook = next(h for h in config.hooks if h.source.kind is SourceKind.COMMAND_LINE)

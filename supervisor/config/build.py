@@ -39,7 +39,7 @@ from ..core.hooks import (
 from ..core.limits import Limits
 from ..core.models import PROMPT_TIMEOUT_MS, build_models, prompt_spec
 from ..core.passenv import PASS_ENV_KEY, SECRETS_KEY
-from ..core.points import Phase
+from ..core.points import DEFAULT_PHASE, Phase
 from ..core.servers import ServerSpec, server_spec
 from .pluginrules import plugin_problems, server_env_problems
 from .policy import merge_layers
@@ -89,7 +89,7 @@ def resolve(layers: Sequence[Layer]) -> tuple[Config, list[Problem]]:
     counts: dict[tuple[str, str], int] = {}
     for position, decl in enumerate(merged.get("hooks", [])):
         obj = decl.obj
-        slot = (obj["on"], obj["phase"])
+        slot = (obj["on"], obj.get("phase", DEFAULT_PHASE.value))
         index = counts[slot] = counts.get(slot, -1) + 1
         own = defaults if decl.defaults is None else DEFAULTS.overridden(decl.defaults)
         hook = _build_hook(decl, obj.get("name") or f"{slot[0]}.{slot[1]}.{index}", own)
@@ -186,7 +186,7 @@ def _build_hook(decl: Decl, name: str, defaults: Defaults) -> Hook:
     return Hook(
         name=name,
         on=obj["on"],
-        phase=Phase(obj["phase"]),
+        phase=Phase(obj.get("phase", DEFAULT_PHASE.value)),
         action=action,
         target=tuple(target) if isinstance(target, list) else target,
         declaring_dir=decl.declaring_dir,

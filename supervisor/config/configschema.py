@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from ..core.effects import DEFAULT_MAX, REFUSING, Effect
+from ..core.events import ANY_KIND, kind_prefixes
 from ..core.hooks import (
     DEFAULT_ARTIFACT_BYTES,
     DEFAULT_OBSERVE_DRAIN_MS,
@@ -25,7 +26,7 @@ from ..core.hooks import (
 )
 from ..core.limits import DEFAULT_LIMITS, LIMIT_DOCS, LIMIT_KEYS
 from ..core.passenv import MIN_SECRET_CHARS, PASS_ENV_KEY, SECRETS_KEY
-from ..core.points import OBSERVE_WHEN, POINTS, WHEN_KEYS, Phase
+from ..core.points import DEFAULT_PHASE, OBSERVE_WHEN, POINTS, WHEN_KEYS, Phase
 from ..core.spawntext import ENV_NAME_PATTERN, TEXT_PATTERN
 from .modelschema import hook_prompt_keys, models_schema
 from .schemaparts import (
@@ -118,10 +119,13 @@ def _hook_def() -> dict[str, Any]:
             "name": text("Unique; default `<on>.<phase>.<index>`.", minLength=1),
             "on": text(
                 "The point (one of " + ", ".join(points) + "), or for observe hooks the event"
-                " kind (or kind prefix) it follows.",
+                f" kind (or kind prefix; `{ANY_KIND}` for every kind) it follows.",
                 minLength=1,
             ),
-            "phase": {"$ref": "#/$defs/phase", "description": "When the hook runs."},
+            "phase": {
+                "$ref": "#/$defs/phase",
+                "description": f"When the hook runs (default `{DEFAULT_PHASE.value}`).",
+            },
             "run": argv('An argv array, never a shell string (a shell is ["sh", "-c", "…"]).'),
             "module": string(
                 "A Python file (`*.py`) or `package.module[:function]`, run by the module runner.",
@@ -166,7 +170,7 @@ def _hook_def() -> dict[str, Any]:
         },
         "One hook: a point, a phase and exactly one action.",
     )
-    hook["required"] = ["on", "phase"]
+    hook["required"] = ["on"]
     hook["oneOf"] = [{"required": [a]} for a in (*HOOK_ACTIONS, Action.SOURCE.value)]
     hook["dependentRequired"] = {"args": [Action.PLUGIN.value]}
     # Outside observe, `on` names a point something fires.
@@ -175,6 +179,8 @@ def _hook_def() -> dict[str, Any]:
         "properties": {"phase": {"not": {"const": Phase.OBSERVE.value}}},
     }
     hook["then"] = {"properties": {"on": {"$ref": "#/$defs/point"}}}
+    # Observing (the default phase), `on` is a kind the bus publishes, or a prefix of one.
+    hook["else"] = {"properties": {"on": {"$ref": "#/$defs/eventKind"}}}
     return hook
 
 
@@ -355,6 +361,11 @@ def build_config_schema() -> dict[str, Any]:
             "effect": enum_of(tuple(e.word for e in Effect), "An effect level, least to most."),
             "phase": enum_of(tuple(p.value for p in Phase), "When the hook runs."),
             "point": enum_of(tuple(POINTS), "A point that something fires."),
+            "eventKind": enum_of(
+                kind_prefixes(),
+                "An event kind the bus publishes, a dot-boundary prefix of one, or"
+                f" `{ANY_KIND}` for every kind.",
+            ),
             "sandbox": enum_of(tuple(p.value for p in Profile), "A sandbox profile."),
             "hook": _hook_def(),
         },

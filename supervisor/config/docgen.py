@@ -91,7 +91,9 @@ def render_tables() -> str:
         _HEADER
         + "# Tables\n\n## Points\n\n"
         + points
-        + '\nObserve hooks use `phase = "observe"` with `on` naming an event kind (prefix).\n'
+        + '\nObserve hooks use `phase = "observe"` (the default: a hook declared without'
+        " `phase` observes) with `on` naming an event kind, a prefix of one on a dot boundary,"
+        ' or `"*"` for every kind; an `on` that matches none of the kinds below is refused.\n'
         + "\n## `when` keys\n\n"
         + "Each key is a non-empty list of patterns, any one of which may match; every key given"
         " must match. A hook whose `when` does not match is not run and leaves no frame. A key"

@@ -24,7 +24,7 @@ from ..core import jsontext
 from ..core.errors import ConfigError, Problem
 from ..core.hooks import Config, Provenance, SkippedFile, SourceKind
 from ..core.passenv import reference_problem
-from ..core.points import PHASES, POINTS, Phase, when_keys
+from ..core.points import DEFAULT_PHASE, PHASES, POINTS, Phase, when_keys
 from . import files
 from .build import Decl, Layer, resolve
 from .files import ETC_DIR
@@ -322,7 +322,7 @@ def _hook_rules(obj: Mapping[str, Any], file: str, ptr: str, kind: SourceKind) -
     """The rules a schema cannot say well: a phase the point lacks, `prefix` hooks, a
     `when` key the point does not provide, an `env` value that looks like `${NAME}`."""
     problems: list[Problem] = []
-    on, phase = obj.get("on"), obj.get("phase")
+    on, phase = obj.get("on"), obj.get("phase", DEFAULT_PHASE.value)
     known = isinstance(phase, str) and phase in {p.value for p in Phase}
     info = PHASES[Phase(str(phase))] if known else None
     if info is not None and info.source_only and "source" not in obj:
@@ -375,7 +375,7 @@ def _hook_rules(obj: Mapping[str, Any], file: str, ptr: str, kind: SourceKind) -
 def _when_rules(obj: Mapping[str, Any], file: str, ptr: str) -> list[Problem]:
     """Each `when` key the hook's point (for an observe hook, the bus) does not provide: a
     filter that would never be looked at is refused, never ignored."""
-    when, on, phase = obj.get("when"), obj.get("on"), obj.get("phase")
+    when, on, phase = obj.get("when"), obj.get("on"), obj.get("phase", DEFAULT_PHASE.value)
     if not (isinstance(when, Mapping) and isinstance(on, str) and isinstance(phase, str)):
         return []
     if phase not in _PHASE_WORDS:

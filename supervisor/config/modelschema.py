@@ -26,7 +26,7 @@ from ..core.models import (
     Provider,
 )
 from ..core.placeholders import check_placeholders
-from ..core.points import Phase
+from ..core.points import DEFAULT_PHASE, Phase
 from ..core.spawntext import ENV_NAME_PATTERN
 from .problems import pointer
 from .schemaparts import MAX_INTEGER, argv, enum_of, integer, string, text
@@ -144,7 +144,7 @@ def prompt_rules(obj: Mapping[str, Any], file: str, ptr: str) -> list[Problem]:
     """A prompt hook's placeholders checked: each names a built-in its phase has or one of its
     `vars`; `model` and `vars` only on a prompt hook."""
     found: list[Problem] = []
-    prompt, phase = obj.get("prompt"), obj.get("phase")
+    prompt, phase = obj.get("prompt"), obj.get("phase", DEFAULT_PHASE.value)
     if not isinstance(prompt, str):
         found += [
             Problem(file, f"{ptr}/{key}", f"{key} is a prompt hook's key; this hook has no prompt")

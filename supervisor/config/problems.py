@@ -20,6 +20,8 @@ from jsonschema.exceptions import ValidationError
 
 from ..core import spawntext
 from ..core.errors import Problem
+from ..core.events import ANY_KIND
+from ..core.points import DEFAULT_PHASE, POINTS
 
 _TYPE_WORDS = {
     "string": "a string",
@@ -236,6 +238,12 @@ def _type_message(key: str | None, expected: str | list[str], found: Any) -> str
 
 def _enum_message(key: str | None, allowed: list[Any], found: Any) -> str:
     hint = did_you_mean(found, [str(a) for a in allowed]) if isinstance(found, str) else ""
+    if key == "on" and ANY_KIND in allowed:
+        return (
+            f"expected an event kind the bus publishes, or a prefix of one ({_quoted(allowed)}):"
+            f" this hook observes (its phase is observe, the default when none is given), and"
+            f" {describe(found)} would never fire{hint}{_point_hint(found)}"
+        )
     if key == "on":
         return (
             f"expected a point that something fires ({_quoted(allowed)}; an observe hook takes"
@@ -243,6 +251,14 @@ def _enum_message(key: str | None, allowed: list[Any], found: Any) -> str:
         )
     what = _ENUM_WORDS.get(key or "", "one")
     return f"expected {what} of {_quoted(allowed)}, found {describe(found)}{hint}"
+
+
+def _point_hint(found: Any) -> str:
+    """For a point written without its phase (which makes the hook observe): say so."""
+    if not (isinstance(found, str) and found in POINTS):
+        return ""
+    phases = ", ".join(p.value for p in POINTS[found].phases if p is not DEFAULT_PHASE)
+    return f'; a hook on the point "{found}" names its phase ({phases})'
 
 
 def _actions_message(actions: list[str], found: dict[str, Any]) -> str:

@@ -49,7 +49,15 @@ __all__, __getattr__, __dir__ = exports(
             "SpawnError",
             "bug_summary",
         ),
-        "events": ("Event", "EventKind", "Gap", "KINDS", "kind_matches"),
+        "events": (
+            "ANY_KIND",
+            "Event",
+            "EventKind",
+            "Gap",
+            "KINDS",
+            "kind_matches",
+            "kind_prefixes",
+        ),
         "order": ("OrderError", "check_order"),
         "frames": (
             "ArtifactFrame",
@@ -150,6 +158,7 @@ __all__, __getattr__, __dir__ = exports(
             "wanted",
         ),
         "points": (
+            "DEFAULT_PHASE",
             "OBSERVE_WHEN",
             "PHASES",
             "POINTS",

@@ -69,12 +69,27 @@ class Gap:
     kind: str = attrs.field(default="gap", init=False, metadata=KEEP)
 
 
+#: The prefix that matches every kind (`/v1/events?kinds=*`, an observe hook's `on = "*"`).
+ANY_KIND: Final = "*"
+
+
 def kind_matches(kind: str, prefixes: Iterable[str]) -> bool:
     """Whether `kind` is one of `prefixes` or below one on a dot boundary (`hook` matches
-    `hook.failed`, not `hooks.x`). No prefixes match every kind."""
+    `hook.failed`, not `hooks.x`); `*` matches every kind, and so do no prefixes at all."""
     found = False
     for prefix in prefixes:
-        if kind == prefix or kind.startswith(prefix + "."):
+        if prefix in (ANY_KIND, kind) or kind.startswith(prefix + "."):
             return True
         found = True
     return not found
+
+
+def kind_prefixes() -> tuple[str, ...]:
+    """Every prefix that matches a kind of `EventKind` (what the bus publishes): `*`, each
+    kind, and each of its dot-boundary prefixes (`hook` for `hook.failed`). An observe hook's
+    `on` and a `/v1/events?kinds=` prefix must be one of them."""
+    found = [ANY_KIND]
+    for kind in EventKind:
+        parts = kind.value.split(".")
+        found += [".".join(parts[:n]) for n in range(1, len(parts) + 1)]
+    return tuple(dict.fromkeys(found))

@@ -1,10 +1,12 @@
 """JSON in and out of the supervisor: one depth limit in, one encoding policy out.
 
 Pure: no trio, no I/O. Everything that comes from outside as JSON text (a client's request, a
-hook's stdout, a script's frames channel, a config file) is read by `loads`, which refuses
-what would hurt later: nesting deeper than `MAX_DEPTH`, integers longer than Python converts,
-anything that makes the parser raise something other than a clear error. Everything that goes
-out (frames, events, messages) is written by `dumps`, which never fails for a JSON value:
+hook's stdout, a script's frames channel, a config file, a flag or a file a command reads) is
+read by `loads`, which refuses what would hurt later: nesting deeper than `MAX_DEPTH`, integers
+longer than Python converts, anything that makes the parser raise something other than a clear
+error. A leading UTF-8 byte order mark (what some editors save) is ignored, as JSON allows.
+Everything that goes out (frames, events, messages) is written by `dumps`, which never fails
+for a JSON value:
 
 - a lone surrogate (`"\\ud800"` in a request or a hook's output, or a Python string a script
   returned) is replaced by U+FFFD, so every frame is valid UTF-8;
@@ -32,6 +34,9 @@ import orjson
 MAX_DEPTH: Final = 128
 #: What a lone surrogate becomes on the wire.
 REPLACEMENT: Final = "\ufffd"
+#: A UTF-8 byte order mark, as text and as bytes: ignored at the start of any JSON read.
+BOM: Final = "\ufeff"
+BOM_BYTES: Final = BOM.encode()
 
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 _CUT: Final = "[nested too deeply]"
@@ -43,7 +48,9 @@ class JsonError(ValueError):
 
 def loads(text: str | bytes) -> Any:
     """The JSON value in `text`, or `JsonError` naming why not (malformed, nested deeper
-    than `MAX_DEPTH`, an integer too long to convert). Never raises anything else."""
+    than `MAX_DEPTH`, an integer too long to convert). Never raises anything else. One
+    leading byte order mark is ignored."""
+    text = text.removeprefix(BOM) if isinstance(text, str) else text.removeprefix(BOM_BYTES)
     try:
         value = json.loads(text, parse_constant=_not_json)
     except json.JSONDecodeError as exc:

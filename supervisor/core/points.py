@@ -7,6 +7,7 @@ so a point or phase is declared here and nowhere else.
 from __future__ import annotations
 
 import enum
+from typing import Final
 
 import attrs
 
@@ -144,6 +145,11 @@ POINTS: dict[str, PointInfo] = {
         ),
     )
 }
+
+
+#: The phase of a hook declared without one: observing is the one phase that can neither
+#: slow nor change anything.
+DEFAULT_PHASE: Final = Phase.OBSERVE
 
 
 def when_keys(on: str, phase: Phase) -> tuple[When, ...] | None:

@@ -12,7 +12,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import attrs
 
-from ..core.events import EventKind, kind_matches
+from ..core.events import ANY_KIND, EventKind, kind_prefixes
 from .wire import Close, WireError
 
 
@@ -135,9 +135,10 @@ def parse_events(target: Target) -> tuple[tuple[str, ...], int | None]:
     kinds = tuple(k for k in (kinds_text or "").split(",") if k)
     declared = [k.value for k in EventKind]
     for prefix in kinds:
-        if not any(kind_matches(kind, (prefix,)) for kind in declared):
+        if prefix not in kind_prefixes():
             raise WireError(
                 Close.BAD_REQUEST,
-                f"kinds: {prefix!r} matches no event kind (kinds: {', '.join(declared)})",
+                f"kinds: {prefix!r} matches no event kind (kinds: {', '.join(declared)};"
+                f" {ANY_KIND} for every kind)",
             )
     return kinds, _seq(target, "since", None)
