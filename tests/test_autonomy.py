@@ -333,3 +333,40 @@ def test_a_gate_that_is_not_locked_is_lowered_and_says_nothing_of_a_floor(person
     assert (gate["effect"], gate["clampedBy"]) == ("advise", ["hooks.autonomy"])
     assert "callerAutonomyIgnored" not in gate
     assert any("SCRIPT-RAN" in f.get("text", "") for f in frames)
+
+
+def test_exec_explain_says_the_floor(person: Path) -> None:
+    """`exec --explain` shows the effect in force as a run would have it, the floor included."""
+    (person / "gate.toml").write_text(GATE_TOML.format(run=json.dumps(ASKING)))
+    argv = ["exec", "--explain", "--json", "--config", "gate.toml", "--autonomy", "off"]
+    code, out, err = run_exec([*argv, "--", "true"])
+    assert code == 0, err
+    (gate,) = json.loads(out)["hooks"]
+    assert (gate["effect"], gate["callerAutonomyIgnored"]) == ("ask", True), gate
+
+
+def test_exec_remote_autonomy_off_reaches_the_server(person: Path) -> None:
+    """`exec --remote --autonomy off`: the request says `off`, and the server's run keeps it."""
+    from service_client import start_server
+
+    server = start_server(person)
+    try:
+        hook = hook_object("before", "run", False, "strict")
+        argv = ["exec", "--json", "--remote", server.url, "--autonomy", "off"]
+        argv += ["--token-file", str(person / "token"), "--hook", json.dumps(hook), "--", "true"]
+        done = subprocess.run(
+            [*CLI, *argv], cwd=person, capture_output=True, text=True, timeout=60, check=False
+        )
+    finally:
+        assert server.stop() == 0
+    assert done.returncode == 0, done.stderr
+    frames = [json.loads(line) for line in done.stdout.splitlines()]
+    check_frame(
+        the_hook_frame(frames),
+        {
+            "effect": "off",
+            "requestedEffect": "run",
+            "clampedBy": ["hooks.autonomy"],
+            "callerAutonomyIgnored": False,
+        },
+    )
