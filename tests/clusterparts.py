@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import secrets
 import selectors
 import shutil
 import signal
@@ -21,6 +23,23 @@ import pytest
 from service_client import CLI, ENV, READY_S, Server, start_server
 
 NATS_SERVER = shutil.which("nats-server")
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "cluster.md"
+#: The parts' NATS users, as docs/cluster.md's config names them.
+USERS = {"gateway": "mcpx-gateway", "worker": "mcpx-worker"}
+
+
+def documented_authorization() -> str:
+    """The `authorization` block of the nats-server config docs/cluster.md gives: the
+    tests run against exactly what the docs tell operators to deploy."""
+    found = re.search(r"^authorization \{\n.*?^\}\n", DOCS.read_text(), re.M | re.S)
+    assert found, "docs/cluster.md lost its nats-server authorization block"
+    return found.group(0)
+
+
+def write_private(path: Path, text: str, mode: int = 0o600) -> Path:
+    path.write_text(text)
+    path.chmod(mode)
+    return path
 
 
 def need_nats() -> str:
@@ -57,23 +76,73 @@ def _wait_line(proc: subprocess.Popen[str], stream: Any, needle: str, log: Path)
 
 @attrs.define
 class Nats:
+    """A nats-server on loopback with docs/cluster.md's users and permissions (`open`: none,
+    anyone may connect), the parts' auth files and a cluster key beside its store."""
+
     store: Path
     port: int = attrs.field(factory=free_port)
     proc: subprocess.Popen[str] | None = None
+    open: bool = False
+    passwords: dict[str, str] = attrs.field(
+        factory=lambda: {role: secrets.token_hex(16) for role in USERS}
+    )
 
     @property
     def url(self) -> str:
         return f"nats://127.0.0.1:{self.port}"
 
+    def client_url(self, role: str = "gateway") -> str:
+        """The URL a test's own nats-py client connects with, as the `role`'s user."""
+        return f"nats://{USERS[role]}:{self.passwords[role]}@127.0.0.1:{self.port}"
+
+    def access(self, role: str = "gateway") -> Any:
+        """A `NatsAccess` as the `role`'s user, for the supervisor's own code in a test."""
+        from mcpx_hooks.supervisor.cluster.access import NatsAccess
+
+        return NatsAccess(user=USERS[role], password=self.passwords[role])
+
+    def auth_file(self, role: str) -> Path:
+        path = self.store.parent / f"nats-{role}.toml"
+        if not path.exists():
+            text = f'user = "{USERS[role]}"\npassword = "{self.passwords[role]}"\n'
+            write_private(path, text)
+        return path
+
+    @property
+    def key_file(self) -> Path:
+        path = self.store.parent / "cluster.key"
+        if not path.exists():
+            write_private(path, secrets.token_hex(32) + "\n")
+        return path
+
+    def flags(self, role: str) -> list[str]:
+        """What a gateway or worker is given to take part."""
+        access = (
+            ["--nats-insecure"] if self.open else ["--nats-auth-file", str(self.auth_file(role))]
+        )
+        return ["--cluster", self.url, *access, "--cluster-key-file", str(self.key_file)]
+
     def start(self) -> None:
         binary = need_nats()
         log = self.store.parent / "nats-server.log"
+        config = self.store.parent / "nats-server.conf"
+        config.write_text(
+            f"listen: 127.0.0.1:{self.port}\n"
+            f"jetstream {{ store_dir: {json.dumps(str(self.store))} }}\n"
+            + ("" if self.open else documented_authorization())
+        )
+        env = {
+            **os.environ,
+            "MCPX_GATEWAY_PASSWORD": self.passwords["gateway"],
+            "MCPX_WORKER_PASSWORD": self.passwords["worker"],
+        }
         with log.open("a") as err:
             self.proc = subprocess.Popen(
-                [binary, "-js", "-sd", str(self.store), "-a", "127.0.0.1", "-p", str(self.port)],
+                [binary, "-c", str(config)],
                 stdout=subprocess.DEVNULL,
                 stderr=err,
                 text=True,
+                env=env,
             )
         # Ready once it takes a connection (its log says so too, but a log is no signal).
         deadline = time.monotonic() + READY_S
@@ -117,11 +186,11 @@ class Worker:
         return code
 
 
-def start_worker(cwd: Path, url: str, *args: str) -> Worker:
+def start_worker(cwd: Path, nats: Nats, *args: str) -> Worker:
     log = cwd / f"worker-{len(list(cwd.glob('worker-*.log')))}.log"
     with log.open("w") as err:
         proc = subprocess.Popen(
-            [*CLI, "worker", "--cluster", url, "--lease", "1", *args],
+            [*CLI, "worker", *nats.flags("worker"), "--lease", "1", *args],
             cwd=cwd,
             env=ENV,
             stdout=subprocess.PIPE,
@@ -132,8 +201,8 @@ def start_worker(cwd: Path, url: str, *args: str) -> Worker:
     return Worker(proc, log)
 
 
-def start_gateway(cwd: Path, url: str) -> Server:
-    return start_server(cwd, "--cluster", url, auth=False)
+def start_gateway(cwd: Path, nats: Nats, *args: str) -> Server:
+    return start_server(cwd, *nats.flags("gateway"), *args, auth=False)
 
 
 @attrs.define
@@ -146,12 +215,12 @@ class Cluster:
     workers: list[Worker] = attrs.field(factory=list)
 
     def add_worker(self) -> Worker:
-        worker = start_worker(self.cwd, self.nats.url)
+        worker = start_worker(self.cwd, self.nats)
         self.workers.append(worker)
         return worker
 
     def add_gateway(self) -> Server:
-        gateway = start_gateway(self.cwd, self.nats.url)
+        gateway = start_gateway(self.cwd, self.nats)
         self.gateways.append(gateway)
         return gateway
 
@@ -189,7 +258,8 @@ def open_cluster(cwd: Path, gateways: int, workers: int) -> Cluster:
 
 
 async def raw_frames(url: str, run_id: str) -> list[tuple[int, dict[str, Any]]]:
-    """Every message JetStream holds on the run's subject: (its seq header, the frame)."""
+    """Every message JetStream holds on the run's subject: (its seq header, the frame);
+    `url`: a `Nats.client_url`."""
     import nats
 
     nc = await nats.connect(url)

@@ -55,7 +55,7 @@ def assert_whole(frames: list[dict[str, Any]]) -> None:
 
 def assert_raw_whole(cluster: Cluster, run_id: str) -> list[dict[str, Any]]:
     """What JetStream holds for the run: each seq once, in order, the order of a run."""
-    raw = arun(raw_frames(cluster.nats.url, run_id))
+    raw = arun(raw_frames(cluster.nats.client_url(), run_id))
     assert [seq for seq, _ in raw] == list(range(len(raw)))
     frames = [frame for _, frame in raw]
     assert_whole(frames)
@@ -236,7 +236,7 @@ def test_hostile_queue_messages_are_dropped_and_the_workers_go_on(cluster: Clust
     import nats
 
     async def garbage() -> None:
-        nc = await nats.connect(cluster.nats.url)
+        nc = await nats.connect(cluster.nats.client_url())
         js = nc.jetstream()
         for data in (
             b"",

@@ -144,15 +144,15 @@ def test_the_bucket_keeps_the_budget_and_the_retained_runs_only(tmp_path: Path) 
     parts = Cluster(tmp_path, Nats(tmp_path / "jetstream"))
     parts.nats.start()
     try:
-        gateway = start_server(tmp_path, "--cluster", parts.nats.url, "--config", str(config))
+        gateway = start_server(tmp_path, *parts.nats.flags("gateway"), "--config", str(config))
         parts.gateways.append(gateway)
-        parts.workers.append(start_worker(tmp_path, parts.nats.url, "--config", str(config)))
+        parts.workers.append(start_worker(tmp_path, parts.nats, "--config", str(config)))
         sixty = 'head -c 60 /dev/zero > "$MCPX_ARTIFACTS_DIR/sixty"'
         first = run(gateway, sixty)[0]["runId"]
-        assert arun(objects(parts.nats.url)) == [f"{first}.a0"]
+        assert arun(objects(parts.nats.client_url())) == [f"{first}.a0"]
         second = run(gateway, sixty)[0]["runId"]
         # 120 bytes would not fit in 100: the older run's artifact went.
-        assert arun(objects(parts.nats.url)) == [f"{second}.a0"]
+        assert arun(objects(parts.nats.client_url())) == [f"{second}.a0"]
         status, _, body = get(gateway, f"/v1/runs/{first}/artifacts/a0")
         assert status == 404 and b"has no artifact" in body
         assert get(gateway, f"/v1/runs/{second}/artifacts/a0")[0] == 200
@@ -162,7 +162,7 @@ def test_the_bucket_keeps_the_budget_and_the_retained_runs_only(tmp_path: Path) 
         assert status == 404 and b"is retained" in body
         small = run(gateway, 'printf x > "$MCPX_ARTIFACTS_DIR/x"')[0]["runId"]
         # The next run with artifacts removed those of the run no longer retained.
-        assert arun(objects(parts.nats.url)) == [f"{small}.a0"]
+        assert arun(objects(parts.nats.client_url())) == [f"{small}.a0"]
         parts.nats.stop()
         # NATS gone: the gateway says so, as it would of any run (503, try again later).
         status, _, body = get(gateway, f"/v1/runs/{small}/artifacts/a0")

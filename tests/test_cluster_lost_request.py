@@ -55,7 +55,7 @@ def test_a_request_lost_with_a_restarted_nats_ends_its_run(tmp_path: Path) -> No
     try:
 
         async def scenario() -> Stream:
-            acked, nc = await queued(cluster.nats.url)
+            acked, nc = await queued(cluster.nats.client_url())
             try:
                 async with open_ws(gateway, "/v1/exec") as ws:
                     await ws.send(json.dumps(REQUEST))
@@ -78,10 +78,10 @@ def test_a_request_lost_with_a_restarted_nats_ends_its_run(tmp_path: Path) -> No
         run_id = error["runId"]
 
         # A worker started now runs nothing of it: the next request is its first run.
-        cluster.workers.append(start_worker(tmp_path, cluster.nats.url))
+        cluster.workers.append(start_worker(tmp_path, cluster.nats))
         after = arun(run_remote(gateway, {"argv": ["sh", "-c", "echo after"]}))
         assert after.code == 1000 and after.frames[-2]["type"] == "result"
-        raw = [f for _, f in arun(raw_frames(cluster.nats.url, run_id))]
+        raw = [f for _, f in arun(raw_frames(cluster.nats.client_url(), run_id))]
         assert raw == seen.frames and SECRET not in json.dumps(raw)
         assert not (tmp_path / "ran").exists()
         assert "Traceback" not in Path(str(gateway.stderr)).read_text()
@@ -95,7 +95,7 @@ def test_exec_remote_exits_failed_when_its_request_is_lost(tmp_path: Path) -> No
     try:
 
         async def scenario() -> subprocess.CompletedProcess[str]:
-            acked, nc = await queued(cluster.nats.url)
+            acked, nc = await queued(cluster.nats.client_url())
             proc = await asyncio.create_subprocess_exec(
                 *CLI,
                 "exec",

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
-from clusterparts import Nats, free_port
+from clusterparts import Nats
 from service_client import CLI, ENV
 
 from mcpx_hooks.supervisor.cluster.bridge import Deliver, open_bridge
@@ -138,10 +138,11 @@ def test_wrong_cluster_flags_exit_2_naming_the_flag(
 
 
 def test_a_worker_or_gateway_without_nats_says_so_and_exits_1(tmp_path: Path) -> None:
-    url = f"nats://127.0.0.1:{free_port()}"
+    nats = Nats(tmp_path / "jetstream")  # never started
+    url = nats.url
     for args in (
-        ("worker", "--cluster", url),
-        ("serve", "--no-auth", "--port", "0", "--cluster", url),
+        ("worker", *nats.flags("worker")),
+        ("serve", "--no-auth", "--port", "0", *nats.flags("gateway")),
     ):
         done = cli(*args, cwd=tmp_path)
         assert done.returncode == 1, done
@@ -153,14 +154,16 @@ def test_doctor_checks_the_cluster(tmp_path: Path) -> None:
     nats = Nats(tmp_path / "jetstream")
     nats.start()
     try:
-        done = cli("doctor", "--cluster", nats.url, cwd=tmp_path)
+        access = ("--nats-auth-file", str(nats.auth_file("worker")))
+        done = cli("doctor", "--cluster", nats.url, *access, cwd=tmp_path)
+        assert "ok       access    credentials required" in done.stdout
         assert "ok       server    reachable" in done.stdout
         assert "ok       jetstream on" in done.stdout
         assert "MISSING  MCPX_FRAMES" in done.stdout  # no gateway or worker made them yet
         assert done.returncode == 1
     finally:
         nats.stop()
-    down = cli("doctor", "--cluster", nats.url, cwd=tmp_path)
+    down = cli("doctor", "--cluster", nats.url, *access, cwd=tmp_path)
     assert down.returncode == 1 and "DOWN     cannot reach NATS" in down.stdout
 
 
@@ -218,8 +221,8 @@ async def test_two_gateways_ending_one_lost_run_at_once_end_it_once(tmp_path: Pa
             "sandbox": "workspace",
         }
         async with (
-            open_cluster(nats.url, "one") as one,
-            open_cluster(nats.url, "two") as two,
+            open_cluster(nats.url, "one", nats.access()) as one,
+            open_cluster(nats.url, "two", nats.access()) as two,
             trio.open_nursery() as nursery,
         ):
             await one.ensure_streams(stream_specs(config))
@@ -237,7 +240,9 @@ async def test_two_gateways_ending_one_lost_run_at_once_end_it_once(tmp_path: Pa
                 both.start_soon(end, one, journals[0])
                 both.start_soon(end, two, journals[1])
             nursery.cancel_scope.cancel()
-        raw = await trio.to_thread.run_sync(lambda: asyncio.run(raw_frames(nats.url, run_id)))
+        raw = await trio.to_thread.run_sync(
+            lambda: asyncio.run(raw_frames(nats.client_url(), run_id))
+        )
         assert [seq for seq, _ in raw] == [0, 1, 2]
         frames = [f for _, f in raw]
         check_order(frames)
@@ -302,8 +307,8 @@ async def test_two_gateways_ending_one_lost_request_at_once_end_it_once(tmp_path
         run_id = new_run_id()
         start = blank(StartFrame, argv=("true",), cwd="/", sandbox="workspace")
         async with (
-            open_cluster(nats.url, "one") as one,
-            open_cluster(nats.url, "two") as two,
+            open_cluster(nats.url, "one", nats.access()) as one,
+            open_cluster(nats.url, "two", nats.access()) as two,
             trio.open_nursery() as nursery,
         ):
             await one.ensure_streams(stream_specs(config))
@@ -326,7 +331,9 @@ async def test_two_gateways_ending_one_lost_request_at_once_end_it_once(tmp_path
                 await one.publish(frames_subject(run_id), b'{"type": "start"}', claim)
             assert getattr(refused.value, "code", None) == WRONG_LAST_SEQUENCE
             nursery.cancel_scope.cancel()
-        raw = await trio.to_thread.run_sync(lambda: asyncio.run(raw_frames(nats.url, run_id)))
+        raw = await trio.to_thread.run_sync(
+            lambda: asyncio.run(raw_frames(nats.client_url(), run_id))
+        )
         assert [seq for seq, _ in raw] == [0, 1, 2]
         frames = [f for _, f in raw]
         check_order(frames)

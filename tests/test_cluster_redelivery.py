@@ -25,7 +25,7 @@ def test_a_request_taken_but_never_started_is_run_by_another_worker(tmp_path: Pa
     try:
 
         async def scenario() -> tuple[Stream, int]:
-            nc = await nats.connect(cluster.nats.url)
+            nc = await nats.connect(cluster.nats.client_url("worker"))
             js = nc.jetstream()
             config = api.ConsumerConfig(ack_policy=api.AckPolicy.EXPLICIT, ack_wait=1.0)
             sub = await js.pull_subscribe(
@@ -36,7 +36,7 @@ def test_a_request_taken_but_never_started_is_run_by_another_worker(tmp_path: Pa
                 taken = (await sub.fetch(1, timeout=10))[0]
                 delivered = taken.metadata.num_delivered
                 await nc.close()  # gone, its request neither started nor acknowledged
-                worker = await asyncio.to_thread(start_worker, tmp_path, cluster.nats.url)
+                worker = await asyncio.to_thread(start_worker, tmp_path, cluster.nats)
                 cluster.workers.append(worker)
                 return await read_all(ws), delivered
 
@@ -62,7 +62,7 @@ def test_a_run_whose_client_left_before_any_worker_took_it_still_runs(tmp_path: 
         async def scenario() -> Stream:
             async with open_ws(gateway, "/v1/exec") as ws:
                 await ws.send(json.dumps({"argv": ["sh", "-c", "echo unwatched"]}))
-            worker = await asyncio.to_thread(start_worker, tmp_path, cluster.nats.url)
+            worker = await asyncio.to_thread(start_worker, tmp_path, cluster.nats)
             cluster.workers.append(worker)
             async with open_ws(gateway, "/v1/events?kinds=run.finished&since=0") as events:
                 finished = await read_until(events, Stream(), lambda e: "runId" in e)

@@ -2294,15 +2294,20 @@ CLUSTER_MESSAGE_CASES = (
     seq=st.one_of(st.just("0"), st.just("-1"), st.just("x"), st.text(max_size=8)),
 )
 def test_hostile_cluster_messages_are_dropped_never_taken(data: bytes, seq: str) -> None:
-    """A worker takes only a well-formed request with a subject-safe run id; a gateway's
-    mirror takes only a frame at the next seq, and never past its `end`."""
+    """A worker takes only a request a gateway signed, naming a subject-safe run id (an
+    unsigned message, whatever it holds, is never a request to run); a gateway's mirror
+    takes only a frame at the next seq, and never past its `end`."""
     from mcpx_hooks.supervisor.cluster.jet import Stored
     from mcpx_hooks.supervisor.cluster.mirror import MirrorJournal
     from mcpx_hooks.supervisor.cluster.names import RUN_ID
-    from mcpx_hooks.supervisor.cluster.worker import _queued
+    from mcpx_hooks.supervisor.cluster.sealing import ClusterKey, unpack_request
 
-    queued = _queued(data)
-    assert queued is None or RUN_ID.fullmatch(queued[0])
+    key = ClusterKey(bytes(32))
+    for headers in ({}, {"Mcpx-Signature": seq}, {"Mcpx-Signature": key.sign(data)}):
+        unpacked = unpack_request(key, data, headers)
+        assert unpacked.run_id is None or RUN_ID.fullmatch(unpacked.run_id)
+        if not headers:
+            assert unpacked.text is None
     journal = MirrorJournal("run", 1 << 20)
     for _ in range(3):
         journal.take(Stored(data, {"Mcpx-Seq": seq}, 1))

@@ -127,8 +127,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--cluster",
         metavar="URL",
-        help="also check a cluster's NATS server: reachable, JetStream on, the streams there",
+        help="also check a cluster's NATS server: reachable, asking for credentials,"
+        " JetStream on, the streams there",
     )
+    from .clusterflags import add_access_arguments
+
+    add_access_arguments(p, key=False)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -139,9 +143,16 @@ def run(args: argparse.Namespace) -> int:
     failing = trio.run(_servers)
     text = "\n".join([text, *failing, *grant_lines()])
     if getattr(args, "cluster", None):
+        from ..cluster.access import AccessError
         from ..cluster.health import cluster_report
+        from .clusterflags import nats_access_of
 
-        more, well = trio.run(cluster_report, args.cluster)
+        try:
+            access = nats_access_of(args)
+        except AccessError as exc:
+            print(f"mcpx-hooks doctor: {exc}", file=sys.stderr)
+            return 2
+        more, well = trio.run(cluster_report, args.cluster, access)
         text, every = f"{text}\n\n{more}", every and well
     print(text)
     return 0 if every and not failing else 1

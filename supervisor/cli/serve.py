@@ -135,13 +135,15 @@ def run(args: argparse.Namespace) -> int:
         if args.cluster is not None:  # a gateway: nats-py is imported only then
             from ..cluster.gateway import run_gateway
 
-            trio.run(run_gateway, config, options, args.cluster, ready)
+            trio.run(run_gateway, config, options, args.cluster_settings, ready)
         else:
             trio.run(run_service, config, options, ready)
     except* _TokenNotWritten as group:
         failure, code = str(_innermost(group)), EXIT_USAGE
     except* _cluster_down() as group:
-        failure, code = str(_innermost(group)), EXIT_FAILED
+        # 1: NATS cannot be reached now; 2: it refused who we are, or lets anyone in.
+        leaf = _innermost(group)
+        failure, code = str(leaf), getattr(leaf, "exit_code", EXIT_FAILED)
     except* OSError as group:
         leaf = _innermost(group)
         reason = getattr(leaf, "strerror", None) or str(leaf)

@@ -49,6 +49,9 @@ def add_arguments(srv: argparse.ArgumentParser) -> None:
         help="be a gateway of a cluster: runs go to workers over NATS JetStream at URL"
         " (nats://HOST:PORT; docs/cluster.md)",
     )
+    from .clusterflags import add_access_arguments
+
+    add_access_arguments(srv)
     srv.add_argument(
         "--allow-origin",
         action="append",
@@ -225,12 +228,23 @@ def serve_problems(args: argparse.Namespace) -> list[str]:
             problems.append(f"--allow-origin: {problem}")
     if args.cluster is not None and (problem := cluster_problem(args.cluster)) is not None:
         problems.append(f"--cluster: {problem}")
+    args.cluster_settings = None
+    if args.cluster is None:
+        from .clusterflags import stray_access_flags
+
+        problems += stray_access_flags(args)
+    else:
+        from .clusterflags import cluster_settings
+
+        args.cluster_settings, found = cluster_settings(args)
+        problems += found
     return problems
 
 
 def cluster_problem(url: str) -> str | None:
     """Why a `--cluster` URL is not a NATS server's (`nats://HOST:PORT`, or `tls://`); None
-    if it may be one."""
+    if it may be one. Credentials in it are refused: every process listing would show them
+    (`--nats-auth-file` holds them)."""
     from urllib.parse import urlsplit
 
     wrong = f"expected nats://HOST:PORT, got {_shown(url)}"
@@ -244,4 +258,9 @@ def cluster_problem(url: str) -> str | None:
         return wrong
     if port is None or parts.path not in ("", "/") or parts.query or parts.fragment:
         return wrong
+    if parts.username is not None or parts.password is not None:
+        return (
+            "expected no credentials in the URL (any process listing shows it):"
+            " put them in --nats-auth-file"
+        )
     return None

@@ -34,6 +34,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         " (1 to 3600; default 30)",
     )
     add_config_file_arguments(p)
+    from .clusterflags import add_access_arguments
+
+    add_access_arguments(p)
 
 
 def _number(flag: str, text: str, kind: type[int] | type[float], high: int) -> int | float:
@@ -50,7 +53,8 @@ def _number(flag: str, text: str, kind: type[int] | type[float], high: int) -> i
 
 def run(args: argparse.Namespace) -> int:
     """`worker`: 0 once stopped by a signal; 1 if NATS cannot be reached or goes away for
-    good; 2 for a wrong flag or config."""
+    good; 2 for a wrong flag, config or key file, or a NATS server that refuses the
+    credentials or lets anyone in (without `--nats-insecure`)."""
     import logging
 
     import trio
@@ -65,9 +69,13 @@ def run(args: argparse.Namespace) -> int:
         lease = float(_number("--lease", args.lease, float, 3600))
     except ValueError as exc:
         problems.append(str(exc))
+    from .clusterflags import cluster_settings
+
+    settings, found = cluster_settings(args)
+    problems += found
     for problem in problems:
         usage("worker", problem)
-    if problems:
+    if problems or settings is None:
         return EXIT_USAGE
     config = load(args)
 
@@ -83,6 +91,8 @@ def run(args: argparse.Namespace) -> int:
     )
     options = WorkerOptions(
         url=args.cluster,
+        key=settings.key,
+        access=settings.access,
         concurrency=concurrency,
         lease_s=lease,
         cwd=str(Path.cwd()),
@@ -104,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
             failure = failure.exceptions[0]
     if failure is not None:
         print(f"mcpx-hooks worker: {failure}", file=sys.stderr)
-        return EXIT_FAILED
+        # 1: NATS cannot be reached now; 2: it refused who we are, or lets anyone in.
+        return int(getattr(failure, "exit_code", EXIT_FAILED))
     print("mcpx-hooks worker: stopped", file=sys.stderr)
     return EXIT_OK

@@ -21,7 +21,6 @@ import signal
 from collections.abc import Callable
 from typing import Any, cast
 
-import orjson
 import trio
 
 from ..core.hooks import Config
@@ -36,6 +35,7 @@ from ..service.server import Service
 from ..service.streams import Wake
 from ..service.targets import Target, check_from, parse_events, parse_from
 from ..service.wire import Close, WireError, parse_control, parse_exec
+from .access import INSECURE_WARNING, ClusterSettings
 from .artifacts import ClusterRoutes
 from .events import EventFeed, forward_events
 from .jet import ClusterDown
@@ -43,7 +43,6 @@ from .link import Cluster, open_cluster
 from .mirror import MirrorJournal, Mirrors, RemoteRun
 from .names import (
     RUN_ID,
-    Header,
     Stream,
     events_subject,
     frames_subject,
@@ -51,6 +50,7 @@ from .names import (
     stream_specs,
 )
 from .queued import Queued, serve_queued
+from .sealing import ClusterKey, pack_request
 from .watch import RunsIndex, serve_index
 
 logger = logging.getLogger("mcpx_hooks.server")
@@ -68,10 +68,12 @@ class Gateway(Service):
         mirrors: Mirrors,
         index: RunsIndex,
         nursery: trio.Nursery,
+        key: ClusterKey,
         queued: Queued | None = None,
     ) -> None:
         super().__init__(runtime, options)
         self.cluster = cluster
+        self.key = key
         self.mirrors = mirrors
         self.index = index
         self.queued = queued or Queued()
@@ -91,10 +93,10 @@ class Gateway(Service):
         run_id = new_run_id()
         try:
             journal = await self.mirrors.open(run_id)
-            payload = orjson.dumps({"runId": run_id, "request": text})
-            published = await self.cluster.publish(
-                requests_subject(), payload, {Header.MSG_ID: run_id}
-            )
+            # Signed, its caller's environment sealed: a worker runs only what a gateway
+            # admitted, and JetStream never holds a secret in the clear (`sealing.py`).
+            payload, headers = pack_request(self.key, run_id, text)
+            published = await self.cluster.publish(requests_subject(), payload, headers)
         except ClusterDown as exc:
             self.mirrors.drop(run_id)
             return self._down(exc)
@@ -202,13 +204,21 @@ class Gateway(Service):
 
 
 async def run_gateway(
-    config: Config, options: ServiceOptions, url: str, ready: Callable[[Listening], Any]
+    config: Config,
+    options: ServiceOptions,
+    settings: ClusterSettings,
+    ready: Callable[[Listening], Any],
 ) -> None:
-    """`serve --cluster URL`: as `run_service`, with the cluster under the service."""
+    """`serve --cluster URL`: as `run_service`, with the cluster under the service.
+    `ClusterRefused` before anything listens when NATS refuses `settings.access`, or lets
+    anyone in without `--nats-insecure`."""
+    key = ClusterKey(settings.key)
     async with (
         open_logged_runtime(config) as runtime,
-        open_cluster(url, "mcpx-hooks gateway") as cluster,
+        open_cluster(settings.url, "mcpx-hooks gateway", settings.access) as cluster,
     ):
+        if settings.access.insecure:
+            logger.warning("%s", INSECURE_WARNING)
         await cluster.ensure_streams(stream_specs(config))
         async with trio.open_nursery() as nursery:
             mirrors = Mirrors(
@@ -230,6 +240,7 @@ async def run_gateway(
                 mirrors=mirrors,
                 index=index,
                 nursery=nursery,
+                key=key,
                 queued=queued,
             )
 

@@ -1,28 +1,42 @@
-"""`doctor --cluster URL`: whether the NATS server answers, has JetStream on, and holds the
-cluster's streams (each with what it keeps now)."""
+"""`doctor --cluster URL`: whether the NATS server answers (with the `--nats-*` credentials),
+lets anyone in without credentials (which gateways and workers refuse unless
+`--nats-insecure`), has JetStream on, and holds the cluster's streams (each with what it
+keeps now)."""
 
 from __future__ import annotations
 
 from typing import Final
 
+import attrs
 import trio
 
+from .access import INSECURE_WARNING, NatsAccess
 from .jet import ClusterDown
-from .link import open_cluster
+from .link import open_cluster, open_refusal
 from .names import Stream
 
 #: The whole check gets this long.
 CHECK_S: Final = 10.0
 
 
-async def cluster_report(url: str) -> tuple[str, bool]:
-    """The report's text, and whether the cluster is ready for gateways and workers."""
+async def cluster_report(url: str, access: NatsAccess) -> tuple[str, bool]:
+    """The report's text, and whether the cluster is ready for gateways and workers (a
+    server that lets anyone in is not, unless `access.insecure`: then a warning)."""
     lines = [f"cluster {url}:"]
     ok = True
     with trio.move_on_after(CHECK_S) as timer:
         try:
-            async with open_cluster(url, "mcpx-hooks doctor") as cluster:
+            # Connected even to an open server, to say so and what else is wrong.
+            looking = attrs.evolve(access, insecure=True)
+            async with open_cluster(url, "mcpx-hooks doctor", looking) as cluster:
                 lines.append("  ok       server    reachable")
+                if not cluster.open_to_anyone:
+                    lines.append("  ok       access    credentials required")
+                elif access.insecure:
+                    lines.append(f"  WARNING  access    {INSECURE_WARNING}")
+                else:
+                    ok = False
+                    lines.append(f"  OPEN     access    {open_refusal(url)}")
                 if not await cluster.jetstream_on():
                     lines.append("  MISSING  jetstream not enabled: start nats-server with -js")
                     return "\n".join(lines), False

@@ -19,6 +19,8 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import api
 
+from ..core.errors import HooksError
+from .access import NatsAccess
 from .names import DUPLICATE_WINDOW_S, WORKERS_CONSUMER, Header, Storage, Stream, StreamSpec
 
 logger = logging.getLogger("mcpx_hooks.cluster")
@@ -40,8 +42,39 @@ FOLLOW_BATCH: Final = 512
 FOLLOW_HEARTBEAT_S: Final = 1.0
 
 
-class ClusterDown(Exception):
+class ClusterDown(HooksError):
     """NATS or JetStream cannot be reached or refused what was asked; says why, in words."""
+
+    #: `serve` and `worker` exit so (1: try again later; 2: the operator must fix something).
+    exit_code = 1
+
+
+class ClusterRefused(ClusterDown):
+    """NATS refused who we are, or would let anyone in: a part does not start."""
+
+    exit_code = 2
+
+
+def _options(access: NatsAccess, *, anonymous: bool = False) -> dict[str, Any]:
+    """nats-py's connect options for `access` (`anonymous`: its TLS only, no credentials)."""
+    import ssl
+
+    options: dict[str, Any] = {}
+    if access.tls_ca:
+        options["tls"] = ssl.create_default_context(cafile=access.tls_ca)
+    if anonymous:
+        return options
+    if access.creds:
+        options["user_credentials"] = access.creds
+    elif access.user:
+        options.update(user=access.user, password=access.password)
+    elif access.token:
+        options["token"] = access.token
+    return options
+
+
+def _refused_us(exc: BaseException) -> bool:
+    return "authorization violation" in str(exc).lower() or "authentication" in str(exc).lower()
 
 
 @attrs.frozen
@@ -99,7 +132,32 @@ class Jet:
             self._js = self.nc.jetstream(timeout=API_TIMEOUT_S)
         return self._js
 
-    async def connect(self, url: str, name: str) -> None:
+    async def lets_anyone_in(self, url: str, access: NatsAccess) -> bool:
+        """Whether the server at `url` takes a connection that gives no credentials at all
+        (found by trying, with `access`'s TLS only); False when it refuses one, or cannot be
+        reached (the real connection says why)."""
+        nc = Client()
+        try:
+            await nc.connect(
+                url,
+                name="mcpx-hooks probe",
+                # One attempt (nats-py reads 0 as "without end").
+                allow_reconnect=False,
+                max_reconnect_attempts=1,
+                reconnect_time_wait=_seconds(RECONNECT_WAIT_S),
+                connect_timeout=2,
+                error_cb=_quiet,
+                **_options(access, anonymous=True),
+            )
+        except (TimeoutError, OSError, nats.errors.Error):
+            return False
+        finally:  # a refused connection's socket too (nats-py leaves it open)
+            with contextlib.suppress(Exception):
+                await nc.close()
+            _close_transport(nc)
+        return True
+
+    async def connect(self, url: str, name: str, access: NatsAccess) -> None:
         async def error(exc: Exception) -> None:
             if self.nc is not None:  # the first connection's failures are told once, below
                 logger.warning("NATS: %s", exc or type(exc).__name__)
@@ -117,8 +175,9 @@ class Jet:
             if not self.closing:
                 logger.warning("NATS: disconnected from %s; reconnecting", url)
 
+        nc = Client()
         try:
-            self.nc = await nats.connect(
+            await nc.connect(
                 url,
                 name=name,
                 error_cb=error,
@@ -126,12 +185,25 @@ class Jet:
                 disconnected_cb=disconnected,
                 # A few tries at first (a wrong URL is told at once), then forever.
                 max_reconnect_attempts=FIRST_ATTEMPTS,
-                reconnect_time_wait=RECONNECT_WAIT_S,
+                reconnect_time_wait=_seconds(RECONNECT_WAIT_S),
                 connect_timeout=2,
                 allow_reconnect=True,
+                **_options(access),
             )
         except (TimeoutError, OSError, nats.errors.Error) as exc:
+            _close_transport(nc)
+            if _refused_us(exc):
+                given = (
+                    "the credentials given"
+                    if access.has_credentials
+                    else "a connection without credentials"
+                )
+                raise ClusterRefused(
+                    f"NATS at {url} refused {given} ({exc}): check --nats-creds or"
+                    " --nats-auth-file against the server's users"
+                ) from None
             raise ClusterDown(f"cannot reach NATS at {url}: {exc or type(exc).__name__}") from None
+        self.nc = nc
         # Connected: from now on a lost server is tried again without end (nats-py reads
         # this option at each reconnection).
         self.nc.options["max_reconnect_attempts"] = -1
@@ -341,8 +413,24 @@ class Jet:
             raise ClusterDown(f"the requests stream: {exc or type(exc).__name__}") from None
         return dict(raw.headers or {}).get(Header.MSG_ID) == run_id
 
-    async def delivered(self, msg: Msg) -> tuple[bytes, int]:
-        return bytes(msg.data), msg.metadata.num_delivered
+    async def delivered(self, msg: Msg) -> tuple[bytes, int, dict[str, str]]:
+        return bytes(msg.data), msg.metadata.num_delivered, dict(msg.headers or {})
+
+
+def _seconds(seconds: float) -> int:
+    """nats-py's annotation says int; it takes (and sleeps) a float of seconds."""
+    return seconds  # type: ignore[return-value]
+
+
+def _close_transport(nc: Client) -> None:
+    transport = getattr(nc, "_transport", None)
+    if transport is not None:
+        with contextlib.suppress(Exception):
+            transport.close()
+
+
+async def _quiet(exc: Exception) -> None:
+    """A probe's errors are its answer, not news."""
 
 
 def _stored(msg: Msg) -> Stored:
@@ -360,4 +448,12 @@ def refused_code(exc: ClusterDown) -> int | None:
     return getattr(exc, "code", None)
 
 
-__all__ = ["WRONG_LAST_SEQUENCE", "ClusterDown", "Header", "Jet", "Published", "Stored"]
+__all__ = [
+    "WRONG_LAST_SEQUENCE",
+    "ClusterDown",
+    "ClusterRefused",
+    "Header",
+    "Jet",
+    "Published",
+    "Stored",
+]

@@ -12,20 +12,23 @@ from typing import Any
 import trio
 
 from . import objects
+from .access import NatsAccess
 from .bridge import Bridge, Deliver, open_bridge
-from .jet import ClusterDown, Jet, Published, Stored
+from .jet import ClusterDown, ClusterRefused, Jet, Published, Stored
 from .names import Stream, StreamSpec
 
-__all__ = ["Cluster", "ClusterDown", "Published", "Stored", "open_cluster"]
+__all__ = ["Cluster", "ClusterDown", "ClusterRefused", "Published", "Stored", "open_cluster"]
 
 
 class Cluster:
     """One connection to NATS JetStream, for the Trio side."""
 
-    def __init__(self, bridge: Bridge, jet: Jet, url: str) -> None:
+    def __init__(self, bridge: Bridge, jet: Jet, url: str, *, open_to_anyone: bool = False) -> None:
         self.bridge = bridge
         self.jet = jet
         self.url = url
+        #: The server let a connection without credentials in (accepted with `--nats-insecure`).
+        self.open_to_anyone = open_to_anyone
 
     async def ensure_streams(self, specs: tuple[StreamSpec, ...]) -> None:
         await self.bridge.call(self.jet.ensure_streams, specs)
@@ -98,7 +101,8 @@ class Cluster:
     async def request_held(self, seq: int, run_id: str) -> bool:
         return await self.bridge.call(self.jet.request_held, seq, run_id)
 
-    async def delivered(self, msg: Any) -> tuple[bytes, int]:
+    async def delivered(self, msg: Any) -> tuple[bytes, int, dict[str, str]]:
+        """A taken request's bytes, how often it was delivered, and its headers."""
         return await self.bridge.call(self.jet.delivered, msg)
 
     async def renew(self, msg: Any) -> None:
@@ -129,15 +133,28 @@ class Cluster:
         return self.bridge.stream(producer, bound=4)
 
 
+def open_refusal(url: str) -> str:
+    return (
+        f"the NATS server at {url} lets anyone in without credentials: whoever reaches it"
+        " could read every run and queue requests. Give it users and permissions"
+        " (docs/cluster.md), or start with --nats-insecure to accept it anyway"
+    )
+
+
 @contextlib.asynccontextmanager
-async def open_cluster(url: str, name: str) -> AsyncIterator[Cluster]:
-    """Connected for the block (`ClusterDown` if NATS cannot be reached); drained and
-    closed, and the asyncio thread joined, at exit."""
+async def open_cluster(url: str, name: str, access: NatsAccess) -> AsyncIterator[Cluster]:
+    """Connected for the block with `access`'s credentials; drained and closed, and the
+    asyncio thread joined, at exit. `ClusterDown` if NATS cannot be reached;
+    `ClusterRefused` if it refuses the credentials, or lets a connection without any in
+    and `access` is not `insecure` (found by trying one first)."""
     async with open_bridge() as bridge:
         jet = Jet()
-        await bridge.call(jet.connect, url, name)
+        anyone = await bridge.call(jet.lets_anyone_in, url, access)
+        if anyone and not access.insecure:
+            raise ClusterRefused(open_refusal(url))
+        await bridge.call(jet.connect, url, name, access)
         try:
-            yield Cluster(bridge, jet, url)
+            yield Cluster(bridge, jet, url, open_to_anyone=anyone)
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(6):
                 await bridge.call(jet.close)

@@ -66,6 +66,7 @@ class Header(enum.StrEnum):
     REFUSED = "Mcpx-Refused"  # a request the worker refused before it ran: the close code
     MSG_ID = "Nats-Msg-Id"  # JetStream drops a second publish with the same id
     LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"  # refused unless it is so
+    SIGNATURE = "Mcpx-Signature"  # a request's HMAC-SHA256 by its gateway (`sealing.py`)
 
 
 class Storage(enum.StrEnum):

@@ -11,6 +11,11 @@ connection is taken once; the first frame also requires the subject to be empty,
 is started by one worker only. A request delivered again whose run has begun was a lost
 worker's: it is not run again (a gateway ends it). The run's summary goes to the runs
 stream when it starts and ends; the request is acknowledged once `end` is published.
+
+A request runs only if a gateway signed it with the cluster key (`sealing.py`): one
+unsigned, or signed with another key, is never run; the run it names gets `start`,
+`error{message: "unsigned request"}` and `end` (only onto an empty subject: a run that has
+begun is not touched), and a message that names no run is acknowledged, dropped and logged.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import trio
 from ..core.answers import AnsweredBy
 from ..core.convert import to_json
 from ..core.errors import bug_summary
+from ..core.frames import ErrorCause, StartFrame, blank
 from ..core.hooks import Config
 from ..process.signals import serve_stop_signals
 from ..run.runtime import Runtime
@@ -36,12 +42,13 @@ from ..service.logredact import open_logged_runtime
 from ..service.options import ServiceOptions
 from ..service.roots import release_cwd, remove_made
 from ..service.wire import Close, WireError, encode, parse_exec
+from .access import INSECURE_WARNING, NatsAccess
 from .events import forward_events
 from .jet import ClusterDown
 from .link import Cluster, open_cluster
+from .mirror import MirrorJournal, publish_ending
 from .names import (
     DEFAULT_LEASE_S,
-    RUN_ID,
     Header,
     Stream,
     control_subject,
@@ -51,6 +58,7 @@ from .names import (
     stream_specs,
 )
 from .publish import PUBLISH_S, RETRY_S, Publisher
+from .sealing import UNSIGNED, ClusterKey, named_run, unpack_request
 
 logger = logging.getLogger("mcpx_hooks.worker")
 
@@ -61,6 +69,9 @@ TAKE_WAIT_S: Final = 1.0
 @attrs.frozen
 class WorkerOptions:
     url: str
+    #: The cluster key (`--cluster-key-file`): requests are signed with it, secrets sealed.
+    key: bytes = attrs.field(repr=False)
+    access: NatsAccess = attrs.field(factory=NatsAccess)
     concurrency: int = 4
     lease_s: float = DEFAULT_LEASE_S
     #: Runs in progress may finish within this after the first stop signal.
@@ -77,25 +88,12 @@ class _Checks(Endpoints):
         self.options = options
 
 
-def _queued(data: bytes) -> tuple[str, str] | None:
-    """A queued request's run id and the client's request text; None if it is no such."""
-    try:
-        payload = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(payload, dict):
-        return None
-    run_id, text = payload.get("runId"), payload.get("request")
-    if not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id) or not isinstance(text, str):
-        return None
-    return run_id, text
-
-
 class Worker:
     def __init__(self, runtime: Runtime, cluster: Cluster, options: WorkerOptions) -> None:
         self.runtime = runtime
         self.cluster = cluster
         self.options = options
+        self.key = ClusterKey(options.key)
         self.stopping = False
         self.active: dict[str, Run] = {}
         self._taking = trio.CancelScope()
@@ -151,25 +149,36 @@ class Worker:
 
     async def _give_up(self, msg: Any, why: str) -> None:
         try:
-            data, _ = await self.cluster.delivered(msg)
-            queued = _queued(data)
-            if queued is not None and not await self.cluster.last(
-                Stream.FRAMES, frames_subject(queued[0])
+            data, _, _ = await self.cluster.delivered(msg)
+            run_id = named_run(data)
+            if run_id is not None and not await self.cluster.last(
+                Stream.FRAMES, frames_subject(run_id)
             ):
                 error = WireError(Close.TRY_AGAIN, f"the worker could not run the request: {why}")
-                await self._refuse(queued[0], error)
+                await self._refuse(run_id, error)
             await self.cluster.settle(msg)
         except ClusterDown as exc:
             logger.warning("a failed request is not settled: %s", exc)
 
     async def _serve_request(self, msg: Any) -> None:
-        data, _ = await self.cluster.delivered(msg)
-        queued = _queued(data)
-        if queued is None:
+        data, _, headers = await self.cluster.delivered(msg)
+        unpacked = unpack_request(self.key, data, headers)
+        run_id, text = unpacked.run_id, unpacked.text
+        if run_id is None:
             logger.warning("a queued message that is no request, dropped")
             await self.cluster.settle(msg)
             return
-        run_id, text = queued
+        if text is None:
+            logger.warning("run %s: %s, not run", run_id, unpacked.problem)
+            if unpacked.problem == UNSIGNED:
+                logger.warning(
+                    "run %s: a request no gateway of this cluster signed (a publisher without"
+                    " the cluster key, or a gateway with another --cluster-key-file)",
+                    run_id,
+                )
+            await self._end_unsigned(run_id, unpacked.problem)
+            await self.cluster.settle(msg)
+            return
         # Begun already: a lost worker's run (delivered again), or one whose lease lapsed
         # while this worker did not hear (a stale delivery): never run twice.
         if await self.cluster.last(Stream.FRAMES, frames_subject(run_id)):
@@ -185,6 +194,17 @@ class Worker:
                 await self._run(run, config)
             lease.cancel_scope.cancel()
         await self.cluster.settle(msg)
+
+    async def _end_unsigned(self, run_id: str, problem: str) -> None:
+        """Ends a run whose request is not to be run (`start`, `error`, `end`), onto its
+        subject only while it is empty: a run that has begun, another's, is left alone."""
+        start = blank(StartFrame, argv=(), cwd="", sandbox="")
+        journal = MirrorJournal(run_id, 1 << 16)
+        ended = await publish_ending(
+            self.cluster, journal, 0, problem, cause=ErrorCause.REFUSED, start=start
+        )
+        if not ended:
+            logger.warning("run %s had begun already: left as it is", run_id)
 
     async def _keep_lease(self, msg: Any, run_id: str) -> None:
         while True:
@@ -267,8 +287,10 @@ async def run_worker(config: Config, options: WorkerOptions, ready: Callable[[],
     its `error`, suffix hooks and `end`, published); a second stops at once."""
     async with (
         open_logged_runtime(config) as runtime,
-        open_cluster(options.url, "mcpx-hooks worker") as cluster,
+        open_cluster(options.url, "mcpx-hooks worker", options.access) as cluster,
     ):
+        if options.access.insecure:
+            logger.warning("%s", INSECURE_WARNING)
         await cluster.ensure_streams(stream_specs(config))
         worker = Worker(runtime, cluster, options)
         worker.publisher.max_payload = await cluster.max_payload()

@@ -1,0 +1,145 @@
+"""A request as it waits on the requests stream: signed by the gateway that admitted it, its
+secret values sealed. Pure: no NATS, no trio.
+
+- The signature is HMAC-SHA256 with the cluster key over the exact bytes of the message,
+  in the `Mcpx-Signature` header (hex). A worker runs nothing whose signature does not
+  check: a NATS account that may publish to `mcpx.requests` is not a way to run scripts.
+- The caller's environment values (`callerEnv`: the values of `secrets` and `passEnv`; the
+  gateway cannot tell which per-call hook takes which as a secret) leave the request text
+  and travel sealed with AES-256-GCM under a key derived from the cluster key (HKDF-SHA256),
+  the run id as associated data, so a sealed value is bound to its run. JetStream never
+  holds them in the clear.
+
+The crypto is `cryptography`'s (a well-kept library); only the layout is ours.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+from typing import Any, Final
+
+import attrs
+
+from ..core import jsontext
+from .access import KEY_BYTES
+from .names import RUN_ID, Header
+
+#: HKDF's `info` for the key that seals secrets (the signing key is the cluster key itself).
+SEAL_INFO: Final = b"mcpx-hooks cluster: secrets at rest (AES-256-GCM)"
+NONCE_BYTES: Final = 12
+#: The request field the caller's environment travels in.
+CALLER_ENV: Final = "callerEnv"
+#: The message's field the sealed environment travels in.
+SEALED: Final = "sealedEnv"
+
+
+class SealError(ValueError):
+    """A sealed value that does not open with this key (another cluster's, or altered)."""
+
+
+class ClusterKey:
+    """The key gateways and workers share (`--cluster-key-file`)."""
+
+    def __init__(self, key: bytes) -> None:
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+        from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+        if len(key) < KEY_BYTES:  # `access.read_key_file` says so to a person first
+            raise ValueError(f"a cluster key has at least {KEY_BYTES} bytes")
+        self._signing = key
+        sealing = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=SEAL_INFO)
+        self._aead = AESGCM(sealing.derive(key))
+
+    def __repr__(self) -> str:
+        return "ClusterKey(…)"
+
+    def sign(self, data: bytes) -> str:
+        return hmac.new(self._signing, data, hashlib.sha256).hexdigest()
+
+    def signed(self, data: bytes, signature: str | None) -> bool:
+        """Whether `signature` is this key's over `data` (compared in constant time)."""
+        if not signature:
+            return False
+        return hmac.compare_digest(self.sign(data), signature.strip().lower())
+
+    def seal(self, plain: bytes, bound_to: bytes) -> str:
+        """AES-GCM with a fresh random nonce: base64 of nonce + ciphertext + tag."""
+        nonce = os.urandom(NONCE_BYTES)
+        return base64.b64encode(nonce + self._aead.encrypt(nonce, plain, bound_to)).decode()
+
+    def unseal(self, sealed: str, bound_to: bytes) -> bytes:
+        from cryptography.exceptions import InvalidTag
+
+        try:
+            raw = base64.b64decode(sealed, validate=True)
+            return self._aead.decrypt(raw[:NONCE_BYTES], raw[NONCE_BYTES:], bound_to)
+        except (ValueError, InvalidTag):
+            raise SealError("the request's sealed environment does not open") from None
+
+
+def pack_request(key: ClusterKey, run_id: str, text: str | bytes) -> tuple[bytes, dict[str, str]]:
+    """The message for the requests stream and its headers: the client's request (already
+    checked, a JSON object) with `callerEnv` sealed, signed."""
+    request = jsontext.loads(text)
+    payload: dict[str, Any] = {"runId": run_id}
+    env = request.pop(CALLER_ENV, None)
+    if env:
+        payload[SEALED] = key.seal(jsontext.dumps(env), run_id.encode())
+    payload["request"] = jsontext.dumps(request).decode()
+    data = jsontext.dumps(payload)
+    return data, {Header.MSG_ID: run_id, Header.SIGNATURE: key.sign(data)}
+
+
+@attrs.frozen
+class Unpacked:
+    """What a worker makes of a message on the requests stream: the run it names (None: it
+    names none) and, when it is signed and whole, the client's request text to check and run;
+    `problem` says why there is none."""
+
+    run_id: str | None
+    text: str | None = None
+    problem: str = ""
+
+
+UNSIGNED: Final = "unsigned request"
+
+
+def named_run(data: bytes) -> str | None:
+    """The run a message names, signed or not; None for a message that is no request."""
+    try:
+        payload = jsontext.loads(data)
+    except jsontext.JsonError:
+        return None
+    run_id = payload.get("runId") if isinstance(payload, dict) else None
+    if not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id):
+        return None
+    return run_id
+
+
+def unpack_request(key: ClusterKey, data: bytes, headers: dict[str, str]) -> Unpacked:
+    """A message of the requests stream as a worker takes it: signed by this key over its
+    exact bytes, or refused (`UNSIGNED`); its sealed environment put back into the request."""
+    run_id = named_run(data)
+    if run_id is None:
+        return Unpacked(None, problem="a message that is no request")
+    if not key.signed(data, headers.get(Header.SIGNATURE)):
+        return Unpacked(run_id, problem=UNSIGNED)
+    payload = jsontext.loads(data)
+    text = payload.get("request")
+    if not isinstance(text, str):
+        return Unpacked(run_id, problem="a signed message without a request")
+    sealed = payload.get(SEALED)
+    if sealed is None:
+        return Unpacked(run_id, text)
+    try:
+        request = jsontext.loads(text)
+        if not isinstance(request, dict) or not isinstance(sealed, str):
+            raise SealError("a signed message whose request is no object")
+        request[CALLER_ENV] = jsontext.loads(key.unseal(sealed, run_id.encode()))
+    except (SealError, jsontext.JsonError) as exc:
+        return Unpacked(run_id, problem=str(exc))
+    return Unpacked(run_id, jsontext.dumps(request).decode())
