@@ -86,7 +86,7 @@ def start(
     the seccomp filter of `net` or not; first, `enter_net`, a network namespace the child
     enters, and `unshare`, namespaces it makes, which it can only while it has this
     process's capabilities; `no_memfd`, memory bounded without a cgroup: the filter refuses
-    `memfd_create` and `shmget`, `memcg.py`);
+    `memfd_create` and creating SysV shared memory, `memcg.py`);
     without, steps 2,
     3, 4 and 6 only: an unsandboxed child whose limits this process cannot lend it
     (`borrowing.py`), without a fork either. Raises `StartError`."""

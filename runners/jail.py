@@ -272,7 +272,7 @@ class Seal:
         #: Rootless: the processes limit, set in the child's own user namespace (`prepare`).
         self.nproc: list[tuple[int, int, int]] = []
         #: Memory bounded without a cgroup (`memcg.py`): `memfd_create` refused, and
-        #: rootless, `shmget` (the IPC namespace's shm limits are its root's to write).
+        #: rootless, creating SysV shm (the IPC namespace's limits are its root's to write).
         self.no_memfd = bool(sandbox.memory_bytes) and memcg.STATE.hierarchy is None
 
     def __call__(self) -> None:

@@ -34,6 +34,7 @@ _JGE_K = 0x35
 _RET_K = 0x06
 _X32_BIT = 0x40000000
 _AF_NETLINK = 16
+_IPC_CREAT = 0o1000
 #: Denied with EPERM under every confined profile.
 # fmt: off
 DENIED = (
@@ -125,8 +126,8 @@ def seccomp_program(no_sockets: bool, no_memfd: bool = False, no_shm: bool = Fal
     `OPEN_ARGUMENTS`; with `no_sockets`, `socket()` only for netlink; with `no_memfd`,
     `memfd_create` refused with ENOMEM (memory bounded without a cgroup, `memcg.py`: a memfd
     filled with `write()` is counted by nothing else, so any is over the bound); with
-    `no_shm`, `shmget` refused with ENOSPC (as an IPC namespace's `shmall` of 0 would: where
-    its limits cannot be written, rootless). Anything else is
+    `no_shm`, `shmget` creating a segment refused with ENOSPC (as an IPC namespace's
+    `shmall` of 0 would: where its limits cannot be written, rootless). Anything else is
     allowed. Another architecture than this machine's (and, on x86_64, the x32 numbers) is
     refused."""
     found = table()
@@ -143,7 +144,7 @@ def seccomp_program(no_sockets: bool, no_memfd: bool = False, no_shm: bool = Fal
     if no_memfd:
         cases[nrs["memfd_create"]] = "enomem"
     if no_shm:
-        cases[nrs["shmget"]] = "enospc"
+        cases[nrs["shmget"]] = "shmget"
     prog = _Program()
     prog.op(_LD_W_ABS, 4)  # arch
     prog.op(_JEQ_K, arch, None, "eperm")
@@ -161,6 +162,10 @@ def seccomp_program(no_sockets: bool, no_memfd: bool = False, no_shm: bool = Fal
     prog.op(_JEQ_K, 0, None, "eperm")
     prog.op(_LD_W_ABS, 36)
     prog.op(_JEQ_K, 0, "allow", "eperm")
+    if no_shm:  # shmget(key, size, flags): creating (IPC_CREAT in args[2]) refused.
+        prog.label("shmget")
+        prog.op(_LD_W_ABS, _arg(2))
+        prog.op(_JSET_K, _IPC_CREAT, "enospc", "allow")
     if no_sockets:  # socket(domain, ...): netlink only (args[0]).
         prog.label("socket")
         prog.op(_LD_W_ABS, 16)

@@ -320,18 +320,19 @@ async def test_a_script_over_its_bound_fails_saying_so(
 def test_the_fallback_filter_refuses_memfds_and_shm_and_nothing_else(
     no_sockets: bool, no_shm: bool
 ) -> None:
-    """Without a cgroup, `memfd_create` fails with ENOMEM (and rootless `shmget` with
-    ENOSPC); every other call is decided as without them."""
+    """Without a cgroup, `memfd_create` fails with ENOMEM (and rootless, `shmget` creating
+    a segment with ENOSPC); every other call is decided as without them."""
     table = libc.table()
     assert table is not None
     arch, nrs = table
     prog = seccomp.seccomp_program(no_sockets, True, no_shm)
-    args = (0,) * 6
-    for nr in range(512):
-        got, _ = _run_filter(prog, nr, arch, args)
-        if nr == nrs["memfd_create"]:
-            assert got == 0x00050000 | errno.ENOMEM
-        elif no_shm and nr == nrs["shmget"]:
-            assert got == 0x00050000 | errno.ENOSPC
-        else:
-            assert got == _decision(nr, arch, args, no_sockets), nr
+    ipc_creat = 0o1000
+    for args in ((0,) * 6, (0, 4096, ipc_creat | 0o600, 0, 0, 0), (5, 0, 0o600, 0, 0, 0)):
+        for nr in range(512):
+            got, _ = _run_filter(prog, nr, arch, args)
+            if nr == nrs["memfd_create"]:
+                assert got == 0x00050000 | errno.ENOMEM
+            elif no_shm and nr == nrs["shmget"] and args[2] & ipc_creat:
+                assert got == 0x00050000 | errno.ENOSPC  # creating; finding one is allowed
+            else:
+                assert got == _decision(nr, arch, args, no_sockets), (nr, args)
