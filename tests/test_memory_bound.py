@@ -92,10 +92,9 @@ BOMBS = {
         error = None
         try:
             chunk = b"x" * STEP
-            with open(os.path.join(os.environ["MCPX_HOOK_SCRATCH"], "flood"), "wb") as f:
-                for _ in range(SIZE // STEP):
+            for n in range(SIZE // STEP):  # (32 MiB files: fileSizeMb is not what stops it)
+                with open(os.path.join(os.environ["MCPX_HOOK_SCRATCH"], f"f{n // 4}"), "ab") as f:
                     f.write(chunk)
-                    f.flush()
         except BaseException as exc:
             error = exc
         held(error)
