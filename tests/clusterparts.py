@@ -133,8 +133,9 @@ class Nats:
         )
         env = {
             **os.environ,
-            "MCPX_GATEWAY_PASSWORD": self.passwords["gateway"],
-            "MCPX_WORKER_PASSWORD": self.passwords["worker"],
+            # Quoted, as docs/cluster.md says (nats-server reads each as a config value).
+            "MCPX_GATEWAY_PASSWORD": f'"{self.passwords["gateway"]}"',
+            "MCPX_WORKER_PASSWORD": f'"{self.passwords["worker"]}"',
         }
         with log.open("a") as err:
             self.proc = subprocess.Popen(

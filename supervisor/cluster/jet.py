@@ -158,9 +158,13 @@ class Jet:
         return True
 
     async def connect(self, url: str, name: str, access: NatsAccess) -> None:
+        refused: list[Exception] = []
+
         async def error(exc: Exception) -> None:
             if self.nc is not None:  # the first connection's failures are told once, below
                 logger.warning("NATS: %s", exc or type(exc).__name__)
+            elif _refused_us(exc):  # nats-py tries again, then says only "no servers"
+                refused.append(exc)
 
         async def reconnected() -> None:
             self.reconnects += 1
@@ -192,14 +196,15 @@ class Jet:
             )
         except (TimeoutError, OSError, nats.errors.Error) as exc:
             _close_transport(nc)
-            if _refused_us(exc):
+            if _refused_us(exc) or refused:
+                why = refused[-1] if refused else exc
                 given = (
                     "the credentials given"
                     if access.has_credentials
                     else "a connection without credentials"
                 )
                 raise ClusterRefused(
-                    f"NATS at {url} refused {given} ({exc}): check --nats-creds or"
+                    f"NATS at {url} refused {given} ({why}): check --nats-creds or"
                     " --nats-auth-file against the server's users"
                 ) from None
             raise ClusterDown(f"cannot reach NATS at {url}: {exc or type(exc).__name__}") from None
