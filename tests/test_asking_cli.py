@@ -211,12 +211,12 @@ def test_a_follower_of_the_run_may_answer_too(server: Server) -> None:
     assert started.frames[-2]["refusedBy"] == "gate"
 
 
-def test_exec_remote_yes_answers_over_the_socket(server: Server, tmp_path: Path) -> None:
+def test_exec_remote_yes_answers_over_the_socket(server: Server) -> None:
     hook = json.dumps(asking_hook())
     remote = ["--remote", server.url, "--token-file", str(server.cwd / "token")]
     out = subprocess.run(
         [*CLI, "exec", *remote, "--json", "--yes", "--hook", hook, "--", "echo", "5"],
-        cwd=tmp_path,
+        cwd=server.cwd,  # (a request's cwd lies in the server's root)
         env=ENV,
         capture_output=True,
         text=True,

@@ -380,3 +380,63 @@ def test_doctor_shows_the_roots_and_what_is_never_granted(tmp_path: Path, home: 
     assert f"  {home / 'vault'}  (not here)" in lines, doctor.stdout
     assert f"  {home / '.config' / 'mcpx-hooks'}" in lines, doctor.stdout
     assert "Traceback" not in doctor.stderr
+
+
+def test_a_local_exec_run_reaches_nothing_never_granted(denied_home: dict[str, Path]) -> None:
+    """Not only the service: `exec` in the project (its cwd granted and writable) cannot
+    read the home's credentials or the supervisor's state, nor write the project's git
+    hooks; a hook given with `--hook` (strict, declaring in the project) cannot either."""
+    import subprocess
+    import sys
+
+    require_rootless()
+    home, project = denied_home["home"], denied_home["project"]
+    env = {**os.environ, **_env(home)}
+    probe = [
+        *_denied_paths(home),
+        str(project / ".git" / "hooks"),
+        str(project / ".git" / "config"),
+    ]
+    hook = json.dumps({
+        "on": "script", "phase": "before", "sandbox": "strict",
+        "run": ["sh", "-c", f'out=$( ( {PROBE} ) ); [ "$out" = done ] || exit 3', "probe",
+                *_denied_paths(home)],
+    })  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "mcpx_hooks.supervisor", "exec", "--json", "--hook", hook,
+         "--sandbox", "workspace", "--", "sh", "-c", PROBE, "probe", *probe],
+        cwd=project, env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    frames = [json.loads(line) for line in done.stdout.splitlines()]
+    said = [f["text"] for f in frames if f["type"] == "stdout"]
+    readable = f"READ {project / '.git' / 'config'}"  # read-only, not hidden
+    assert [line for line in said if line != readable] == ["done"], (said, done.stderr)
+    hooks = [(f["status"], f.get("exitCode")) for f in frames if f["type"] == "hook"]
+    assert hooks == [("ok", 0)], frames
+    assert not list(home.rglob("planted"))
+
+
+def test_the_servers_config_file_and_token_file_in_a_root_stay_out_of_reach(
+    tmp_path: Path, home: Path
+) -> None:
+    """A `--config` file and a `--token-file` that lie in the server's own root: a run can
+    read the config file but not change it (the server loads it again for per-call hooks),
+    and cannot read the token at all."""
+    require_rootless()
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "server.toml").write_text('[service]\nsandboxes = ["strict", "workspace"]\n')
+    _open_up(project)
+    server = start_server(project, "--config", "server.toml", env=_env(home))
+    try:
+        token = project / "token"
+        script = (
+            f"cat {token} 2>/dev/null | grep -q . && echo READ-TOKEN;"
+            " (echo '[[hooks]]' >> server.toml) 2>/dev/null && echo WROTE-CONFIG;"
+            " grep -q sandboxes server.toml && echo READ-CONFIG; echo done"
+        )
+        stream = arun(run_remote(server, {"argv": ["sh", "-c", script]}))
+        assert _output(stream).splitlines() == ["READ-CONFIG", "done"], stream.objects
+    finally:
+        assert server.stop() == 0
+    assert "[[hooks]]" not in (project / "server.toml").read_text()

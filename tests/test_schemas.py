@@ -89,7 +89,7 @@ def test_config_enums_come_from_the_tables() -> None:
         "secrets",
     ]
     assert config["properties"]["script"]["properties"]["sandbox"]["$ref"] == "#/$defs/sandbox"
-    assert list(config["properties"]["sandbox"]["properties"]) == ["read", "write"]
+    assert list(config["properties"]["sandbox"]["properties"]) == ["read", "write", "deny"]
 
 
 def test_validators_are_compiled_once() -> None:

@@ -136,7 +136,9 @@ async def _show_run(runtime: Runtime, title: str, run_input: Any) -> list[dict[s
 
 async def _show_remote_run(runtime: Runtime) -> list[dict[str, Any]]:
     """The service on a free loopback port, and the same run streamed to a WebSocket client."""
-    service = Service(runtime, ServiceOptions(host="127.0.0.1", port=0, token=None))
+    # Served from the examples' directory: the request's cwd lies in its one root.
+    options = ServiceOptions(host="127.0.0.1", port=0, token=None, cwd=str(example_dir()))
+    service = Service(runtime, options)
     async with trio.open_nursery() as nursery:
         listening: Listening = await nursery.start(service.serve)
         print(f"--- the same run over WebSocket: {listening.url}/v1/exec (serving on loopback)")

@@ -56,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
     import attrs
     import trio
 
+    from ..process.denied import deny_own_files
     from ..service.access import (
         TokenFileError,
         create_token_file,
@@ -129,6 +130,8 @@ def run(args: argparse.Namespace) -> int:
         format="mcpx-hooks serve: %(message)s",
         stream=sys.stderr,
     )
+    if token_path is not None:  # the server's own: no sandbox reads it, wherever it lies
+        deny_own_files([str(token_path), str(pending or token_path)])
     failure: str | None = None
     code = EXIT_OK
     try:

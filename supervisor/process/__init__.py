@@ -11,6 +11,7 @@ __all__, __getattr__, __dir__ = exports(
     __name__,
     {
         "child": ("Child", "Outcome"),
+        "denied": ("READ_ONLY_NAMES", "deny_own_files", "never_granted", "own_files"),
         "launch": ("HIDE_ENV", "RUNNER_FLAGS", "SPAWN_MODE_ENV"),
         "rlimits": ("child_rlimits",),
         "runnerside": ("runner_path",),

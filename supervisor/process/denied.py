@@ -11,7 +11,8 @@ names, real (symlinks resolved, so a link to a denied path leads to the cover) a
   device node no one may open. A grant that lies in one of them is dropped altogether;
 - `read_only`: in each writable grant, the files a person or the supervisor runs later
   (`.git/hooks`, `.git/config`, `.git` when it is a file or lacks either, the project's
-  `.mcpx-hooks.toml` / `.mcpx-hooks.json`): each is bound read-only over itself.
+  `.mcpx-hooks.toml` / `.mcpx-hooks.json`, and the config files in force wherever they
+  are): each is bound read-only over itself.
 
 Pure apart from reading paths (`os.path.lexists`, `realpath`).
 """
@@ -21,7 +22,8 @@ from __future__ import annotations
 import contextlib
 import os
 import pwd
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextvars import ContextVar
 from typing import Final
 
 #: The credential stores of a home that no sandbox reaches (`[sandbox] deny` adds to them).
@@ -42,6 +44,33 @@ ETC_DIR: Final = "/etc/mcpx-hooks"
 #: In a writable grant, what stays read-only (relative to the grant): a script must not plant
 #: code that a person or the supervisor runs later.
 READ_ONLY_NAMES: Final = (".git/hooks", ".git/config", ".mcpx-hooks.toml", ".mcpx-hooks.json")
+
+
+#: The running supervisor's own files besides its directories, wherever they lie: the config
+#: files in force (kept read-only in every view: a script must not plant a hook the server
+#: loads again) and a service's token file (denied). Set by `open_runtime` and `serve` for
+#: what runs under them (`own_files`, `deny_own_files`).
+_OWN: ContextVar[tuple[tuple[str, ...], tuple[str, ...]]] = ContextVar(
+    "mcpx_hooks_own_files", default=((), ())
+)
+
+
+@contextlib.contextmanager
+def own_files(read_only: Iterable[str]) -> Iterator[None]:
+    """Within it, `read_only` (the config files in force) stay read-only in every view."""
+    kept, hidden = _OWN.get()
+    token = _OWN.set(((*kept, *read_only), hidden))
+    try:
+        yield
+    finally:
+        _OWN.reset(token)
+
+
+def deny_own_files(paths: Iterable[str]) -> None:
+    """From now on in this context (and the tasks it starts), `paths` (a service's token
+    file) are denied to every sandbox, as the supervisor's own files are."""
+    kept, hidden = _OWN.get()
+    _OWN.set((kept, (*hidden, *(os.path.abspath(p) for p in paths))))
 
 
 def _homes(environ: Mapping[str, str]) -> list[str]:
@@ -77,7 +106,7 @@ def never_granted(extra: Iterable[str] = (), environ: Mapping[str, str] | None =
     absolute already)."""
     env = os.environ if environ is None else environ
     stores = [os.path.join(home, p[2:]) for home in _homes(env) for p in DEFAULT_DENY]
-    return list(dict.fromkeys((*own_paths(env), *stores, *extra)))
+    return list(dict.fromkeys((*own_paths(env), *_OWN.get()[1], *stores, *extra)))
 
 
 def deny_and_protect(
@@ -96,14 +125,13 @@ def deny_and_protect(
     grants = [*read, *write]
     cover = tuple(d for d in denied if any(d != g and _under(d, [g]) for g in grants))
     protect: list[str] = []
-    for grant in write:
-        for name in _read_only_names(grant):
-            path = os.path.join(grant, name)
-            if not os.path.lexists(path):
-                continue
-            found = real(path)
-            if _under(found, write) and not _under(found, denied):
-                protect.append(found)
+    candidates = [os.path.join(g, name) for g in write for name in _read_only_names(g)]
+    for path in (*candidates, *_OWN.get()[0]):
+        if not os.path.lexists(path):
+            continue
+        found = real(path)
+        if _under(found, write) and not _under(found, denied):
+            protect.append(found)
     return read, write, cover, tuple(dict.fromkeys(protect))
 
 

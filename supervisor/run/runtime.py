@@ -18,6 +18,7 @@ import trio
 from ..core.events import EventKind
 from ..core.hooks import Config
 from ..core.redact import Redactor
+from ..process.denied import own_files
 from ..process.spawner import Spawner, open_spawner
 from .artifacts import ArtifactStore
 from .bus import Bus
@@ -62,7 +63,8 @@ class Runtime:
 async def open_runtime(config: Config) -> AsyncIterator[Runtime]:
     # The runs' artifacts go with the runtime, whatever ends it.
     artifacts = ArtifactStore(config.runs_artifact_bytes)
-    with contextlib.closing(artifacts):
+    # The config files in force stay read-only in every sandbox (`denied.py`).
+    with contextlib.closing(artifacts), own_files(config.files):
         async with _open_runtime(config, artifacts) as runtime:
             yield runtime
 
