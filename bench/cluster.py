@@ -80,6 +80,16 @@ def start_nats(cwd: Path) -> tuple[subprocess.Popen[bytes], str]:
     sys.exit("bench/cluster.py: nats-server did not start")
 
 
+def key_file(cwd: Path) -> str:
+    """The cluster key every part shares: 32 random bytes as hex, mode 600."""
+    import secrets
+
+    path = cwd / "cluster.key"
+    path.write_text(secrets.token_hex(32))
+    path.chmod(0o600)
+    return str(path)
+
+
 def serve(cwd: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
     proc, line = start(["serve", "--port", "0", "--no-auth", *extra], cwd, "listening on")
     found = re.search(r"listening on (ws://\S+?);", line)
@@ -147,16 +157,18 @@ def main() -> int:
             nats, url = start_nats(cwd)
             procs.append(nats)
             plain, plain_url = serve(cwd)
-            gw_a, a_url = serve(cwd, "--cluster", url)
-            gw_b, b_url = serve(cwd, "--cluster", url)
+            # NATS on loopback without users (--nats-insecure), the requests signed as ever.
+            part = ["--cluster", url, "--nats-insecure", "--cluster-key-file", key_file(cwd)]
+            gw_a, a_url = serve(cwd, *part)
+            gw_b, b_url = serve(cwd, *part)
             procs += [plain, gw_a, gw_b]
-            worker, _ = start(["worker", "--cluster", url], cwd, "taking runs")
+            worker, _ = start(["worker", *part], cwd, "taking runs")
             procs.append(worker)
 
             async def measure() -> dict[str, float]:
                 got = {"plain": await runs_per_s(plain_url, args.runs, args.clients)}
                 got["one"] = await runs_per_s(a_url, args.runs, args.clients)
-                second, _ = start(["worker", "--cluster", url], cwd, "taking runs")
+                second, _ = start(["worker", *part], cwd, "taking runs")
                 procs.append(second)
                 got["two"] = await runs_per_s(a_url, args.runs, args.clients)
                 got["plain_follow"] = await follower_frames_per_s(plain_url, plain_url, args.lines)

@@ -54,9 +54,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     parts.nats.start()
     try:
         for _ in range(2):
-            parts.gateways.append(start_server(cwd, "--cluster", parts.nats.url))
+            parts.gateways.append(start_server(cwd, *parts.nats.flags("gateway")))
         for _ in range(2):
-            parts.workers.append(start_worker(cwd, parts.nats.url))
+            parts.workers.append(start_worker(cwd, parts.nats))
         yield parts
     finally:
         parts.stop()

@@ -125,7 +125,8 @@ EXAMPLES: Final[dict[str, str]] = {
     "prompts show": "mcpx-hooks prompts show 3f9a1c07",
     "prompts promote": "mcpx-hooks prompts promote 3f9a1c07 --to ci.toml",
     "prompts clear": "mcpx-hooks prompts clear",
-    "worker": "mcpx-hooks worker --cluster nats://127.0.0.1:4222 --concurrency 8",
+    "worker": "mcpx-hooks worker --cluster nats://127.0.0.1:4222 --concurrency 8"
+    " --nats-auth-file nats-worker.toml --cluster-key-file cluster.key",
     "servers": "mcpx-hooks servers list --json",
     "servers list": "mcpx-hooks servers list --remote ws://127.0.0.1:8765",
 }
