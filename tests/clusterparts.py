@@ -275,3 +275,36 @@ async def raw_frames(url: str, run_id: str) -> list[tuple[int, dict[str, Any]]]:
                 return found
     finally:
         await nc.close()
+
+
+async def frames_until_end(url: str, run_id: str) -> list[dict[str, Any]]:
+    """The run's frames as JetStream holds them, read until its `end` (bounded by `arun`)."""
+    import nats
+
+    nc = await nats.connect(url)
+    try:
+        sub = await nc.jetstream().subscribe(f"mcpx.frames.{run_id}", ordered_consumer=True)
+        frames: list[dict[str, Any]] = []
+        while not frames or frames[-1].get("type") != "end":
+            msg = await sub.next_msg(timeout=30)
+            frames.append(json.loads(msg.data))
+        return frames
+    finally:
+        await nc.close()
+
+
+async def publish_request(url: str, data: bytes, headers: dict[str, str] | None = None) -> None:
+    """As an outsider who may publish: a message on the requests subject."""
+    import nats
+
+    nc = await nats.connect(url)
+    try:
+        await nc.jetstream().publish("mcpx.requests", data, headers=headers)
+    finally:
+        await nc.close()
+
+
+def forged(run_id: str, marker: Path) -> bytes:
+    """A request as a gateway queued one before requests were signed: it writes `marker`."""
+    request = {"argv": ["sh", "-c", f"echo ran > {marker}"], "cwd": str(marker.parent)}
+    return json.dumps({"runId": run_id, "request": json.dumps(request)}).encode()

@@ -303,3 +303,43 @@ async def test_raising_its_own_limits_fails(strict_spawner: Spawner, readable_tm
     assert got["before"] == got["after"] == [64, 64]
     assert "raised" not in got.values(), got
     await still_serving(strict_spawner, readable_tmp)
+
+
+# ---- issue 25, case 6: NATS is no way around the token --------------------------------------
+
+
+def _anonymous_nats(port: int) -> str:
+    """What a NATS server answers a client that gives no credentials (the protocol by hand:
+    its INFO, then CONNECT without any and a PING)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+        reader = conn.makefile("rb")
+        assert reader.readline().startswith(b"INFO ")
+        conn.sendall(b'CONNECT {"verbose":false,"pedantic":false}\r\nPING\r\n')
+        return reader.readline().decode().strip()
+
+
+def test_a_nats_publisher_can_neither_run_a_script_nor_read_the_streams(tmp_path: Path) -> None:
+    """As found: with nats-py, `{"runId", "request"}` published to `mcpx.requests` ran a
+    script on a worker, and every stored frame and queued request was readable. Against the
+    nats-server docs/cluster.md deploys, a client without credentials is refused, and a
+    request from an account that may publish (a gateway's) but without the cluster key's
+    signature is never run: its run gets "unsigned request"."""
+    import uuid
+
+    from clusterparts import forged, frames_until_end, need_nats, open_cluster, publish_request
+    from service_client import arun
+
+    need_nats()
+    parts = open_cluster(tmp_path, gateways=1, workers=1)
+    try:
+        assert "Authorization Violation" in _anonymous_nats(parts.nats.port)
+        run_id = uuid.uuid4().hex
+        marker = tmp_path / "ran"
+        url = parts.nats.client_url("gateway")
+        arun(publish_request(url, forged(run_id, marker)))
+        frames = arun(frames_until_end(url, run_id))
+        assert [f["type"] for f in frames] == ["start", "error", "end"]
+        assert frames[1]["message"] == "unsigned request"
+        assert not marker.exists()
+    finally:
+        parts.stop()

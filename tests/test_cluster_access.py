@@ -19,7 +19,17 @@ from typing import Any
 
 import nats
 import pytest
-from clusterparts import Cluster, Nats, need_nats, open_cluster, start_worker, write_private
+from clusterparts import (
+    Cluster,
+    Nats,
+    forged,
+    frames_until_end,
+    need_nats,
+    open_cluster,
+    publish_request,
+    start_worker,
+    write_private,
+)
 from service_client import CLI, ENV, arun, open_ws, read_all, run_remote
 
 from mcpx_hooks.supervisor.cluster.names import Stream as Streams
@@ -39,34 +49,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         yield parts
     finally:
         parts.stop()
-
-
-async def frames_until_end(url: str, run_id: str) -> list[dict[str, Any]]:
-    """The run's frames as JetStream holds them, read until its `end` (bounded by `arun`)."""
-    nc = await nats.connect(url)
-    try:
-        sub = await nc.jetstream().subscribe(f"mcpx.frames.{run_id}", ordered_consumer=True)
-        frames: list[dict[str, Any]] = []
-        while not frames or frames[-1].get("type") != "end":
-            msg = await sub.next_msg(timeout=30)
-            frames.append(json.loads(msg.data))
-        return frames
-    finally:
-        await nc.close()
-
-
-async def publish_request(url: str, data: bytes, headers: dict[str, str] | None = None) -> None:
-    """As an outsider who may publish: a message on the requests subject."""
-    nc = await nats.connect(url)
-    try:
-        await nc.jetstream().publish("mcpx.requests", data, headers=headers)
-    finally:
-        await nc.close()
-
-
-def forged(run_id: str, marker: Path) -> bytes:
-    request = {"argv": ["sh", "-c", f"echo ran > {marker}"], "cwd": str(marker.parent)}
-    return json.dumps({"runId": run_id, "request": json.dumps(request)}).encode()
 
 
 @pytest.mark.parametrize(
