@@ -184,6 +184,7 @@ class PidNsSpawner:
             os.waitpid(pid, 0)
             if spawned is not None:
                 spawned.close()
+                self._drop_cgroup(spawned.cgroup)
             req.drop_outputs()
             fail(ctrl, f"cannot watch the child: {exc.strerror}")
             ctrl.close()

@@ -29,6 +29,7 @@ from conftest import ROOT, hook_user_processes, require_rootless
 from test_sandbox import _decision, _run_filter
 
 from mcpx_hooks.runners import libc, seccomp
+from mcpx_hooks.supervisor.cli import doctor
 from mcpx_hooks.supervisor.config.loading import load_config
 from mcpx_hooks.supervisor.core.convert import to_json
 from mcpx_hooks.supervisor.core.frames import HookStatus
@@ -239,13 +240,17 @@ async def test_the_bomb_holds_unbounded(readable_tmp: Path, no_leaks: None) -> N
     assert drop_mb > ALLOWED_DROP_MB, drop_mb
 
 
-async def test_the_spawner_says_what_bounds_memory(no_leaks: None) -> None:
+async def test_the_spawner_and_doctor_say_what_bounds_memory(no_leaks: None) -> None:
     async with open_spawner() as sp:
         found = sp.memory
+        text, _ = doctor.report(sp)
+    (line,) = [line for line in text.splitlines() if line.startswith("memory (memoryMb")]
     if found.get("by") == "cgroup":
         assert ROOT and os.path.isdir(str(found["path"]))
+        assert f"cgroup v1 at {found['path']}" in line
     else:
         assert found.get("by") == "rlimit" and found.get("why"), found
+        assert f"no cgroup ({found['why']})" in line and "RLIMIT_AS" in line
 
 
 async def test_a_warm_module_hook_is_bounded_too(
