@@ -440,3 +440,62 @@ def test_the_servers_config_file_and_token_file_in_a_root_stay_out_of_reach(
     finally:
         assert server.stop() == 0
     assert "[[hooks]]" not in (project / "server.toml").read_text()
+
+
+def test_the_plan_drops_grants_inside_a_denied_path_and_protects_what_runs_later(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcpx_hooks.supervisor.process import denied
+
+    home = tmp_path / "home"
+    (home / ".ssh" / "sub").mkdir(parents=True)
+    (home / "vault").mkdir()
+    work = home / "work"
+    (work / ".git" / "hooks").mkdir(parents=True)
+    (work / ".git" / "config").write_text("")
+    (work / ".mcpx-hooks.json").write_text("{}")
+    worktree = home / "worktree"
+    worktree.mkdir()
+    (worktree / ".git").write_text("gitdir: ../work/.git\n")  # a file: all of it read-only
+    served = work / "server.toml"
+    served.write_text("")
+    monkeypatch.setenv("HOME", str(home))
+    read = [str(home), str(home / ".ssh" / "sub")]
+    write = [str(work), str(worktree), str(home / "vault")]
+    with denied.own_files([str(served)]):
+        kept_read, kept_write, cover, read_only = denied.deny_and_protect(
+            read, write, [str(home / "vault")]
+        )
+    assert kept_read == [str(home)]  # a grant inside ~/.ssh is dropped
+    assert kept_write == [str(work), str(worktree)]  # and one that is denied
+    assert str(home / ".ssh") in cover and str(home / "vault") in cover  # beneath ~, read
+    assert str(home / ".gnupg") not in cover  # not there: nothing to cover
+    assert read_only == (
+        str(work / ".git" / "hooks"),
+        str(work / ".git" / "config"),
+        str(work / ".mcpx-hooks.json"),
+        str(worktree / ".git"),
+        str(served),
+    )
+    # Outside `own_files`, the config file is the project's like any other file.
+    assert str(served) not in denied.deny_and_protect(read, write, [])[3]
+
+
+def test_a_per_call_hooks_cwd_outside_the_roots_is_refused(
+    tmp_path: Path, home: Path, serve_in: Any
+) -> None:
+    """A per-call hook's own `cwd` is read (and under workspace written) like the run's:
+    outside the roots and the run's cwd it is refused, naming the hook, before anything runs."""
+    project = home / "project"
+    (project / "sub").mkdir(parents=True)
+    (home / "private").mkdir()
+    server = serve_in(project)
+
+    def hook(cwd: str) -> dict[str, Any]:
+        return {"on": "script", "phase": "before", "run": ["true"], "cwd": cwd}
+
+    bad = hook(str(home / "private"))
+    stream = arun(run_remote(server, {"argv": ["true"], "hooks": [hook("sub"), bad]}))
+    message = _refused(stream)
+    assert f"hooks[1] (script.before.1): cwd {home / 'private'} is not inside" in message
+    assert "hooks[0]" not in message, message

@@ -25,7 +25,7 @@ from ..run.runtime import Runtime
 from ..run.scriptrun import DEFAULT_SCRIPT_TIMEOUT_MS, Run, RunRequest
 from .connection import ServerConnection
 from .options import Limits, ServiceOptions
-from .roots import admit_cwd, remove_made, roots_in_force
+from .roots import admit_cwd, check_hook_dirs, remove_made, roots_in_force
 from .streams import Streams, Wake, complete
 from .targets import Target, check_from, check_query, parse_events, parse_from
 from .wire import Close, ExecRequest, WireError, encode, parse_exec, sources
@@ -159,6 +159,9 @@ class Endpoints:
                 f"the per-call hooks or script are invalid: {exc.problems[0]}",
                 [str(p) for p in exc.problems],
             ) from None
+        # A per-call hook's own cwd is a grant like the run's: inside a root, or the run's.
+        roots = partial(roots_in_force, config, self.options.cwd)
+        await trio.to_thread.run_sync(lambda: check_hook_dirs(layered, roots(), cwd))
         # What the server's own discovery said (files skipped as not trusted) stays said.
         warnings = tuple(dict.fromkeys((*config.warnings, *layered.warnings)))
         skipped = tuple(dict.fromkeys((*config.skipped, *layered.skipped)))

@@ -22,7 +22,7 @@ from typing import Final
 
 import trio
 
-from ..core.hooks import Config
+from ..core.hooks import Config, SourceKind
 from ..run.scriptrun import RunRequest
 from .wire import Close, WireError
 
@@ -86,6 +86,24 @@ def admit_cwd(given: str | None, roots: tuple[str, ...]) -> tuple[str, bool]:
         f"cwd: {given}{shown} is not inside a root of this server ({', '.join(roots)}); to"
         f" allow it, {HOW_TO_ADD}",
     )
+
+
+def check_hook_dirs(config: Config, roots: tuple[str, ...], cwd: str) -> None:
+    """Refuses (`WireError`, 4400) a request whose per-call hook names a `cwd` outside the
+    roots and the run's own `cwd`: its working directory is read (and under `workspace`
+    written) like the run's, so it is the operator's to give too."""
+    allowed = (*roots, os.path.realpath(cwd))
+    problems = [
+        f"hooks[{hook.source.index}] ({hook.name}): cwd {hook.cwd} is not inside the run's"
+        f" cwd or a root of this server ({', '.join(roots) or 'it has none'})"
+        for hook in config.hooks
+        if hook.source.kind is SourceKind.PER_CALL
+        and hook.cwd is not None
+        and not any(_within(os.path.realpath(hook.cwd), root) for root in allowed)
+    ]
+    if problems:
+        message = "; ".join(problems)
+        raise WireError(Close.BAD_REQUEST, f"{message}; to allow one, {HOW_TO_ADD}", problems)
 
 
 async def release_cwd(request: RunRequest) -> None:
