@@ -74,6 +74,56 @@ def _wait_line(proc: subprocess.Popen[str], stream: Any, needle: str, log: Path)
                 return str(line)
 
 
+def tls_files(where: Path, ca_file: Path) -> tuple[Path, Path]:
+    """A CA (its certificate to `ca_file`) and a server certificate for 127.0.0.1 it
+    signed, with its key: made once in `where`."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    cert_file, key_file = where / "nats-cert.pem", where / "nats-key.pem"
+    if cert_file.exists():
+        return cert_file, key_file
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "mcpx-hooks test CA")])
+
+    def certificate(subject: x509.Name, public: Any) -> x509.CertificateBuilder:
+        return (
+            x509.CertificateBuilder()
+            .subject_name(subject)
+            .issuer_name(ca_name)
+            .public_key(public)
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+        )
+
+    ca = (
+        certificate(ca_name, ca_key.public_key())
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    loopback = x509.IPAddress(ipaddress.ip_address("127.0.0.1"))
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    cert = (
+        certificate(subject, key.public_key())
+        .add_extension(x509.SubjectAlternativeName([loopback]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    ca_file.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    write_private(key_file, pem.decode())
+    return cert_file, key_file
+
+
 @attrs.define
 class Nats:
     """A nats-server on loopback with docs/cluster.md's users and permissions (`open`: none,
@@ -83,13 +133,19 @@ class Nats:
     port: int = attrs.field(factory=free_port)
     proc: subprocess.Popen[str] | None = None
     open: bool = False
+    #: Speak TLS only, with a certificate for 127.0.0.1 signed by a CA of the test's own.
+    tls: bool = False
     passwords: dict[str, str] = attrs.field(
         factory=lambda: {role: secrets.token_hex(16) for role in USERS}
     )
 
     @property
     def url(self) -> str:
-        return f"nats://127.0.0.1:{self.port}"
+        return f"{'tls' if self.tls else 'nats'}://127.0.0.1:{self.port}"
+
+    @property
+    def ca_file(self) -> Path:
+        return self.store.parent / "nats-ca.pem"
 
     def client_url(self, role: str = "gateway") -> str:
         """The URL a test's own nats-py client connects with, as the `role`'s user."""
@@ -120,15 +176,23 @@ class Nats:
         access = (
             ["--nats-insecure"] if self.open else ["--nats-auth-file", str(self.auth_file(role))]
         )
-        return ["--cluster", self.url, *access, "--cluster-key-file", str(self.key_file)]
+        tls = ["--nats-tls-ca", str(self.ca_file)] if self.tls else []
+        return ["--cluster", self.url, *access, *tls, "--cluster-key-file", str(self.key_file)]
 
     def start(self) -> None:
         binary = need_nats()
         log = self.store.parent / "nats-server.log"
         config = self.store.parent / "nats-server.conf"
+        tls = ""
+        if self.tls:
+            cert, key = tls_files(self.store.parent, self.ca_file)
+            tls = (
+                f"tls {{ cert_file: {json.dumps(str(cert))}, key_file: {json.dumps(str(key))} }}\n"
+            )
         config.write_text(
             f"listen: 127.0.0.1:{self.port}\n"
             f"jetstream {{ store_dir: {json.dumps(str(self.store))} }}\n"
+            + tls
             + ("" if self.open else documented_authorization())
         )
         env = {

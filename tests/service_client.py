@@ -155,14 +155,15 @@ async def run_remote(server: Server, request: Mapping[str, Any], **kw: Any) -> S
 
 
 async def read_until(ws: ClientConnection, stream: Stream, want: Any) -> dict[str, Any]:
-    """Reads messages until an object for which `want(obj)` holds; returns it."""
+    """Reads messages until an object for which `want(obj)` holds; returns it. The rest of
+    the message that holds it is kept in `stream` too (a batch may carry more frames)."""
     while True:
         message = await ws.recv()
         stream.messages += 1
         assert isinstance(message, str)
-        for line in message.split("\n"):
-            obj = json.loads(line)
-            stream.objects.append(obj)
+        objects = [json.loads(line) for line in message.split("\n")]
+        stream.objects.extend(objects)
+        for obj in objects:
             if want(obj):
                 return obj
 

@@ -265,3 +265,23 @@ def test_a_loose_auth_file_is_refused(tmp_path: Path) -> None:
     assert done.returncode == 2 and 'expected user = "NAME" and password' in done.stderr
     inline = cli("worker", "--cluster", "nats://u:p@127.0.0.1:1", cwd=tmp_path)
     assert inline.returncode == 2 and "no credentials in the URL" in inline.stderr
+
+
+def test_a_tls_nats_server_is_reached_with_its_ca_and_refused_without(tmp_path: Path) -> None:
+    need_nats()
+    parts = Cluster(tmp_path, Nats(tmp_path / "jetstream", tls=True))
+    parts.nats.start()
+    try:
+        flags = parts.nats.flags("worker")
+        at = flags.index("--nats-tls-ca")
+        untrusted = cli("worker", *flags[:at], *flags[at + 2 :], cwd=tmp_path)
+        assert untrusted.returncode == 2, untrusted
+        assert "certificate" in untrusted.stderr and "--nats-tls-ca" in untrusted.stderr
+        assert "Traceback" not in untrusted.stderr
+        parts.add_worker()
+        gateway = parts.add_gateway()
+        ran = arun(run_remote(gateway, {"argv": ["sh", "-c", "echo over tls"]}))
+        assert ran.code == 1000
+        assert [f["text"] for f in ran.frames if f["type"] == "stdout"] == ["over tls"]
+    finally:
+        parts.stop()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
@@ -57,8 +58,6 @@ class ClusterRefused(ClusterDown):
 
 def _options(access: NatsAccess, *, anonymous: bool = False) -> dict[str, Any]:
     """nats-py's connect options for `access` (`anonymous`: its TLS only, no credentials)."""
-    import ssl
-
     options: dict[str, Any] = {}
     if access.tls_ca:
         options["tls"] = ssl.create_default_context(cafile=access.tls_ca)
@@ -135,7 +134,8 @@ class Jet:
     async def lets_anyone_in(self, url: str, access: NatsAccess) -> bool:
         """Whether the server at `url` takes a connection that gives no credentials at all
         (found by trying, with `access`'s TLS only); False when it refuses one, or cannot be
-        reached (the real connection says why)."""
+        reached (the real connection says why). `ClusterRefused` when TLS fails (a
+        certificate this side does not trust)."""
         nc = Client()
         try:
             await nc.connect(
@@ -149,11 +149,20 @@ class Jet:
                 error_cb=_quiet,
                 **_options(access, anonymous=True),
             )
+        except ssl.SSLError as exc:
+            # Told here: nats-py's connection that may reconnect would try it without end.
+            raise ClusterRefused(
+                f"TLS with NATS at {url} failed: {exc.reason or exc}; give --nats-tls-ca FILE,"
+                " the CA that signed the server's certificate"
+            ) from None
         except (TimeoutError, OSError, nats.errors.Error):
             return False
-        finally:  # a refused connection's socket too (nats-py leaves it open)
-            with contextlib.suppress(Exception):
-                await nc.close()
+        finally:
+            if nc.is_connected:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(nc.close(), FLUSH_S)
+            # A refused connection's socket too (nats-py leaves it open, and its `close`
+            # after a failed TLS handshake waits for ever).
             _close_transport(nc)
         return True
 
