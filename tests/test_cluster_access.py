@@ -101,6 +101,21 @@ def test_a_message_naming_no_run_is_dropped_and_acknowledged(cluster: Cluster) -
     assert arun(waiting()) == 0  # acknowledged: gone from the work queue
 
 
+def test_a_run_cannot_read_the_workers_key_or_credentials(cluster: Cluster) -> None:
+    """The worker's cluster key and NATS auth file lie in its working directory (its root):
+    a run there, under the default workspace profile, reads neither; its other files it does."""
+    key, auth = cluster.nats.key_file, cluster.nats.auth_file("worker")
+    (cluster.cwd / "plain.txt").write_text("readable\n")
+    for path in (key, auth):
+        ran = arun(run_remote(cluster.gateways[0], {"argv": ["cat", str(path)]}))
+        assert ran.code == 1000
+        text = "".join(f.get("text", "") for f in ran.frames)
+        assert ran.frames[-2]["type"] == "error", ran.frames
+        assert path.read_text().strip() not in text
+    ran = arun(run_remote(cluster.gateways[0], {"argv": ["cat", "plain.txt"]}))
+    assert [f["text"] for f in ran.frames if f["type"] == "stdout"] == ["readable"]
+
+
 def test_the_stored_request_holds_no_secret_value(tmp_path: Path) -> None:
     """A request queued with a secret: what JetStream holds of it has no trace of the value
     (sealed); a worker started afterwards opens it and the run gets the value. The stored

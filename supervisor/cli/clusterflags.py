@@ -90,6 +90,13 @@ def cluster_settings(args: argparse.Namespace) -> tuple[ClusterSettings | None, 
     return ClusterSettings(args.cluster, access, key), []
 
 
+def own_secret_files(args: argparse.Namespace) -> list[str]:
+    """The cluster's key and NATS credentials files given: a gateway's or worker's own, so
+    no sandbox of a run it starts may read them (`process.deny_own_files`)."""
+    names = ("cluster_key_file", "nats_auth_file", "nats_creds")
+    return [str(getattr(args, name)) for name in names if getattr(args, name, None)]
+
+
 def stray_access_flags(args: argparse.Namespace) -> list[str]:
     """The cluster's flags given to a `serve` without `--cluster`: each a problem."""
     given = [name for name in (*ACCESS_FLAGS, "cluster_key_file") if getattr(args, name, None)]

@@ -132,6 +132,10 @@ def run(args: argparse.Namespace) -> int:
     )
     if token_path is not None:  # the server's own: no sandbox reads it, wherever it lies
         deny_own_files([str(token_path), str(pending or token_path)])
+    if args.cluster is not None:  # the cluster's key and credentials: the gateway's own
+        from .clusterflags import own_secret_files
+
+        deny_own_files(own_secret_files(args))
     failure: str | None = None
     code = EXIT_OK
     try:

@@ -78,6 +78,10 @@ def run(args: argparse.Namespace) -> int:
     if problems or settings is None:
         return EXIT_USAGE
     config = load(args)
+    from ..process.denied import deny_own_files
+    from .clusterflags import own_secret_files
+
+    deny_own_files(own_secret_files(args))  # (the key and credentials: never a run's)
 
     from ..cluster.jet import ClusterDown
     from ..cluster.worker import WorkerOptions, run_worker
