@@ -11,6 +11,7 @@ from ..core.exports import exports
 __all__, __getattr__, __dir__ = exports(
     __name__,
     {
+        "access": ("AccessError", "ClusterSettings", "NatsAccess", "nats_access", "read_key_file"),
         "gateway": ("Gateway", "run_gateway"),
         "health": ("cluster_report",),
         "jet": ("ClusterDown",),

@@ -43,6 +43,7 @@ __all__, __getattr__, __dir__ = exports(
         "errors": (
             "ConfigError",
             "DEBUG_ENV",
+            "HooksError",
             "Problem",
             "ProfileUnavailable",
             "SandboxUnavailable",
