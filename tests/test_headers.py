@@ -65,6 +65,8 @@ def check(status: int, got: http.client.HTTPMessage, what: str, *, file: bool = 
         policies,
     )
     cache = got.get_all("Cache-Control") or []
+    if file and status == 200:  # the console page by its file name is the page: its policy
+        assert any("default-src 'self'" in p for p in policies), (what, policies)
     if file and status in (200, 304):
         assert cache == ["no-cache"], (what, status, cache)
     else:

@@ -122,7 +122,14 @@ def asset(request: Request, params: Mapping[str, str], token: str | None) -> Pag
     if found is None:
         message = f"no such file in the console: {params['file'][:200]!r}"
         return Page(404, error_body(404, message), b"application/json", _ALWAYS)
-    headers = ((b"Cache-Control", b"no-cache"), (b"ETag", found.etag), *_ALWAYS)
+    # (The page's own policy on each file: `/console/index.html` opened by its name is the
+    # page too, and must load and connect to nothing else.)
+    headers = (
+        (b"Cache-Control", b"no-cache"),
+        (b"ETag", found.etag),
+        (b"Content-Security-Policy", policy(request.headers)),
+        *_ALWAYS,
+    )
     tags = [t.strip() for t in (header(request.headers, b"if-none-match") or "").split(",")]
     if found.etag.decode() in tags:
         return Page(304, b"", found.content_type, headers)
