@@ -29,15 +29,15 @@ import json
 import logging
 import os
 import socket
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Final
 
-import attrs
 import trio
 
 from ..core.errors import SpawnError
 from ..core.limits import MB
 from .child import Child, Outcome, SpawnerGone, SpawnerLink
+from .childfds import ChildFds, env_memfd
 from .launch import (
     HIDE_ENV,
     RUNNER_FLAGS,
@@ -211,7 +211,7 @@ class Spawner:
         except OSError as exc:
             raise SpawnError(f"cannot make the child's control socket: {exc.strerror}") from exc
         try:
-            fds = _ChildFds.make(stdin, extra_fds, outputs=not collect, inputs=spec.input_fds)
+            fds = ChildFds.make(stdin, extra_fds, outputs=not collect, inputs=spec.input_fds)
         except BaseException:
             mine.close()
             keeper_end.close()
@@ -221,7 +221,7 @@ class Spawner:
             if spec.module is not None and self.warm:
                 # The environment goes to the child only, never through the spawner.
                 env_fd = max(2, *fds.targets) + 1
-                fds.give(_env_memfd(spec.env), env_fd)
+                fds.give(env_memfd(spec.env), env_fd)
             request = spawn_request(spec, fds.targets, collect=collect, env_fd=env_fd)
             rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, _fd_array([keeper_end, *fds.theirs]))]
             try:
@@ -290,96 +290,6 @@ class Spawner:
     def _close(self) -> None:
         self._sock.close()
         self._taken.close()
-
-
-@attrs.define
-class _ChildFds:
-    """A child's fds while it is being started: `theirs` go to it, at `targets`; `ours` stay
-    here (the stdin writer, when something is left to write; the read ends)."""
-
-    theirs: list[int]
-    targets: list[int]
-    ours: list[int]
-    writer: bool
-    unwritten: bytes
-    outputs: bool
-
-    @classmethod
-    def make(
-        cls, stdin: bool | bytes, extra: Sequence[int], *, outputs: bool, inputs: Sequence[int]
-    ) -> _ChildFds:
-        """Pipes for stdin (`stdin`: False for /dev/null, True for a pipe, bytes for a pipe
-        holding as much of them as it takes), stdout and stderr when `outputs`, each of `extra`
-        and of `inputs` (read by the child). Raises `SpawnError` when out of fds."""
-        fds = cls([], [], [], bool(stdin), b"", outputs)
-        try:
-            if stdin:
-                r, w = os.pipe2(os.O_CLOEXEC)
-                fds.give(r, 0)
-                fds.ours.append(w)
-                if isinstance(stdin, bytes):
-                    fds.unwritten = _prefill(w, stdin)
-                    if not fds.unwritten:  # all of it waits in the pipe, then end of file
-                        os.close(fds.ours.pop())
-                        fds.writer = False
-            else:
-                fds.give(os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC), 0)
-            for target in (*((1, 2) if outputs else ()), *extra, *inputs):
-                r, w = os.pipe2(os.O_CLOEXEC)
-                theirs, ours = (r, w) if target in inputs else (w, r)
-                fds.give(theirs, target)
-                fds.ours.append(ours)
-        except OSError as exc:
-            fds.close_ours()
-            fds.close_theirs()
-            raise SpawnError(f"cannot make the child's pipes: {exc.strerror}") from exc
-        return fds
-
-    def give(self, fd: int, target: int) -> None:
-        self.theirs.append(fd)
-        self.targets.append(target)
-
-    def close_theirs(self) -> None:
-        for fd in self.theirs:
-            os.close(fd)
-        self.theirs = []
-
-    def close_ours(self) -> None:
-        for fd in self.ours:
-            os.close(fd)
-        self.ours = []
-
-    def child(self, link: SpawnerLink) -> Child:
-        streams = [trio.lowlevel.FdStream(fd) for fd in self.ours]
-        self.ours = []
-        stdin = streams.pop(0) if self.writer else None
-        out = (streams.pop(0), streams.pop(0)) if self.outputs else None
-        child = Child(link, stdin, out, streams)
-        child._unwritten = self.unwritten
-        return child
-
-
-def _prefill(fd: int, data: bytes) -> bytes:
-    """Writes what the empty pipe `fd` takes of `data` without blocking; returns the rest."""
-    os.set_blocking(fd, False)
-    try:
-        written = os.write(fd, data)
-    except BlockingIOError:
-        written = 0
-    return data[written:]
-
-
-def _env_memfd(env: Mapping[str, str]) -> int:
-    fd = os.memfd_create("mcpx-hook-env", os.MFD_CLOEXEC)
-    try:
-        data = json.dumps(dict(env)).encode()
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
 
 
 def _fd_array(fds: Sequence[int | socket.socket]) -> bytes:
