@@ -24,9 +24,7 @@ from ..core.events import EventKind
 from ..core.frames import (
     EndFrame,
     ErrorCause,
-    ErrorFrame,
     Frame,
-    ResultFrame,
     StartFrame,
     WarningFrame,
     blank,
@@ -47,6 +45,7 @@ from .bus import Bus
 from .calls import ScriptCalls
 from .hookcontext import HookContext, RunInfo, hook_secrets, new_run_id
 from .journal import RunJournal
+from .outcomeframe import error_input, outcome_frame
 from .phases import PhaseHooks, RunState
 from .promptrun import PromptRun, artifact_frames
 from .script import ScriptOutcome, run_script, script_argv, script_environment
@@ -192,13 +191,13 @@ async def _execute(
     if run.cancel_scope.cancelled_caught:
         state.value, state.message, state.cause = None, "cancelled", ErrorCause.CANCELLED
     with trio.CancelScope(shield=True):
-        outcome = _outcome_frame(state)
+        outcome = outcome_frame(state)
         run.journal.append(outcome)
         ctx = attrs.evolve(
             state.ctx,
             outcome="success" if state.value is not None else "error",
             result={"value": state.value[0]} if state.value is not None else None,
-            error=None if state.value is not None else _error_input(state),
+            error=None if state.value is not None else error_input(state),
         )
         await hooks.phase(Phase.SUFFIX, attrs.evolve(state, ctx=ctx))
         duration = round((time.perf_counter() - started) * 1000)
@@ -223,7 +222,7 @@ async def _body(
     if state.value is not None:
         state.ctx = attrs.evolve(state.ctx, result={"value": state.value[0]})
     else:
-        state.ctx = attrs.evolve(state.ctx, error=_error_input(state))
+        state.ctx = attrs.evolve(state.ctx, error=error_input(state))
     await hooks.phase(landing, state)
 
 
@@ -355,47 +354,6 @@ def _plan(req: RunRequest) -> dict[str, Any]:
 def _write(path: str, text: str) -> None:
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
-
-
-def _outcome_frame(state: RunState) -> Frame:
-    if state.value is not None:
-        return blank(
-            ResultFrame,
-            value=state.value[0],
-            advice=tuple(state.advice),
-            proposals=tuple(state.proposals),
-        )
-    return blank(
-        ErrorFrame,
-        message=state.message,
-        exit_code=state.exit_code,
-        advice=tuple(state.advice),
-        refused_by=state.refused_by,
-        cause=_cause(state),
-    )
-
-
-def _cause(state: RunState) -> ErrorCause:
-    """Why the run is an error: what the run learnt (a timeout, a cancellation), else a
-    refusal, else the script's own exit status, else a failure around it."""
-    if state.cause is not None:
-        return state.cause
-    if state.refused_by is not None:
-        return ErrorCause.REFUSED
-    if state.exit_code not in (None, 0):
-        return ErrorCause.SCRIPT
-    return ErrorCause.FAILED
-
-
-def _error_input(state: RunState) -> dict[str, Any]:
-    error: dict[str, Any] = {"message": state.message}
-    if state.exit_code is not None:
-        error["exitCode"] = state.exit_code
-    if state.stderr_tail:
-        error["stderrTail"] = state.stderr_tail
-    if state.stdout_tail:
-        error["stdoutTail"] = state.stdout_tail
-    return error
 
 
 def _dropped_note(journal: RunJournal) -> Frame:
