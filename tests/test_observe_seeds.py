@@ -149,9 +149,10 @@ async def _watch_a_run_and_a_stop(server: Server) -> list[dict[str, Any]]:
         await read_until(events, seen, lambda e: e.get("kind") == EventKind.SUPERVISOR_STARTED)
         stream = await run_remote(server, REQUEST)
         assert stream.code == 1000, stream
-        await read_until(events, seen, lambda e: e.get("kind") == EventKind.RUN_FINISHED)
-        await read_until(events, seen, lambda e: e.get("kind") == EventKind.HOOK_FINISHED)
-        await read_until(events, seen, lambda e: e.get("kind") == EventKind.CLIENT_CLOSED)
+        # (Each looked for in what came already too: one message may carry several.)
+        for kind in (EventKind.RUN_FINISHED, EventKind.HOOK_FINISHED, EventKind.CLIENT_CLOSED):
+            if not any(e.get("kind") == kind for e in seen.objects):
+                await read_until(events, seen, lambda e, kind=kind: e.get("kind") == kind)
         server.proc.send_signal(signal.SIGTERM)
         await read_all(events, seen)
     return seen.objects
