@@ -5,7 +5,7 @@ left the spawner's PID, mount, IPC and UTS namespaces (`unshare` of those acts o
 thread only), made its mount tree private, read-only and nosuid, and waits. A request then
 costs only what depends on it, on the thread (`confine.py` says why all of it stays there):
 0. the paths Landlock will allow (read and write paths, devices) are opened, once
-   (`Grants`): they are the covers' bind sources, the grants' mount sources and the
+   (`grants.py`): they are the covers' bind sources, the grants' mount sources and the
    Landlock rules alike;
 1. mounts in its namespace (`view.py`): the scratch directory becomes a size-limited tmpfs,
    each writable or mapped grant is attached as a copy of its tree (idmapped: its owner the
@@ -33,9 +33,10 @@ import functools
 import os
 import resource
 import stat
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from . import chain, chained, confine, landlock, libc, memcg, seccomp, userns, view
+from .grants import Grants, open_path
 from .spawnreq import Request, Sandbox
 from .start import StartError, fork_exec, resolve, start_failed
 
@@ -157,65 +158,6 @@ class Jail:
         assert result is not None
         result.cgroup = self.cgroup
         return result
-
-
-class Grants:
-    """What Landlock will grant a hook besides its scratch: its read paths (read and
-    execute), its write paths (everything) and devices, opened (`O_PATH`) and added to a
-    ruleset of its own, not yet enforced.
-
-    They are opened once, as this (root) thread sees them before the view changes anything:
-    the same inodes the hook's user reaches through the view, whose covers bind and whose
-    grants copy these very fds (`read`).
-    """
-
-    def __init__(
-        self,
-        read: Iterable[str],
-        devices: Iterable[str],
-        *,
-        net: bool,
-        write: Iterable[str] = (),
-    ) -> None:
-        #: The fds of the read and write paths that exist, by path (the view's sources).
-        self.read: dict[str, int] = {}
-        self._fds: list[int] = []
-        self.ruleset: landlock.Ruleset | None = None
-        try:
-            rules = []
-            for paths, rights in (
-                (read, landlock.READ_BENEATH),
-                (write, landlock.ALL_BENEATH),
-                (devices, landlock.DEVICE),
-            ):
-                for path in paths:
-                    fd = _open_path(path)
-                    if fd is None:
-                        continue
-                    self._fds.append(fd)
-                    rules.append((fd, rights))
-                    if rights != landlock.DEVICE:
-                        self.read[path] = fd
-            self.ruleset = landlock.Ruleset(no_tcp=not net)
-            self.ruleset.add(rules)
-        except BaseException:
-            self.close()
-            raise
-
-    def close(self) -> None:
-        if self.ruleset is not None:
-            self.ruleset.close()
-        fds, self._fds = self._fds, []
-        for fd in fds:
-            os.close(fd)
-        self.read = {}
-
-
-def _open_path(path: str) -> int | None:
-    try:
-        return landlock.open_path(path)
-    except OSError as exc:
-        raise StartError(f"sandbox: cannot open {path}: {exc.strerror}") from exc
 
 
 def _jailed(
@@ -349,7 +291,7 @@ def prepare(
         # Only a per-child uid owns nothing: rootless, the hook's uid is the caller's own.
         scratch_fd, notes = view.build(sandbox, ids, grants.read, mapped=uid is not None, home=home)
         try:
-            scratch = _open_path(sandbox.scratch)
+            scratch = open_path(sandbox.scratch)
             if scratch is None:
                 raise StartError(f"sandbox: scratch {sandbox.scratch} is gone")
             try:

@@ -16,7 +16,7 @@ Standard library only. Per request:
 Which ancestors are covered is worked out per request, from the modes the directories have
 then (one `stat` per directory, `confine.traversable`; below a mapped grant, as the hook sees
 them through it); the paths bound and attached are the fds the request opened for Landlock
-(`jail.Grants`), so a cover and a grant show exactly the inodes the rules allow. Mounts are
+(`grants.Grants`), so a cover and a grant show exactly the inodes the rules allow. Mounts are
 made shortest path first, so each lands in what the ones above it show.
 """
 
