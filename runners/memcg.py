@@ -222,6 +222,13 @@ STATE = _State()
 HIDE_NAME = "memcg"
 
 
+def drop(cgroup: Cgroup | None) -> None:
+    """Removes a cgroup whose tree is gone (later, if a thread is still leaving it)."""
+    if cgroup is not None and STATE.hierarchy is not None:
+        cgroup.close()
+        STATE.hierarchy.remove(cgroup.path)
+
+
 def detect(hidden: bool, rootless: bool = False) -> None:
     """Finds where this spawner can make memory cgroups (root, or a directory it owns), and
     removes those dead spawners left. Sets `STATE`. `rootless`: a

@@ -12,6 +12,7 @@ import resource
 import select
 import signal
 import socket
+from collections.abc import Iterator
 
 from . import chain, chained, inline, jail, memcg, warm
 from .borrowing import (
@@ -41,6 +42,7 @@ from .protocol import (
 from .spawnreq import Request
 from .start import BAD_INPUT, StartError, fork_exec, resolve, start_failed
 from .trees import Tree, UidPool, host_pid
+from .warmpool import WarmPool
 
 
 class PidNsSpawner:
@@ -73,9 +75,7 @@ class PidNsSpawner:
                 self.jail = None
         self._arm(quietly=True)
         warm.ready_spawner()
-        #: Waiting forks for module requests (`warm.py`), by kind; and the kinds asked for.
-        self.waiting: dict[str, warm.WaitingFork] = {}
-        self.warm_kinds: set[str] = set()
+        self.warm = WarmPool(sandbox, self._fresh_pid_ns)
 
     def serve(self) -> None:
         """Returns at end of file on the lifeline, having killed and reaped every tree."""
@@ -86,14 +86,14 @@ class PidNsSpawner:
                 try:
                     # Idle (nothing ready at once): fork what waits for module requests, and
                     # remove finished trees' cgroups (not on a request's way; soon, idle).
-                    wait = 0 if self._wanted() else memcg.SWEEP_AFTER_S if pending else -1
+                    wait = 0 if self.warm.wanted() else memcg.SWEEP_AFTER_S if pending else -1
                     events = self.epoll.poll(wait)
                 except InterruptedError:
                     continue
                 if cgroups is not None and (not events or cgroups.overdue()):
                     cgroups.sweep()
                 if not events:
-                    self._fork_wanted()
+                    self.warm.fork_wanted()
                     continue
                 for fd, _ in events:
                     if fd == self.requests.fileno():
@@ -113,15 +113,13 @@ class PidNsSpawner:
         finally:
             if self.jail is not None:
                 self.jail.release()
-                self._drop_cgroup(self.jail.cgroup)
-            for waiting in self.waiting.values():
-                waiting.discard()
-                self._drop_cgroup(waiting.cgroup)
+                memcg.drop(self.jail.cgroup)
+            self.warm.discard()
             for tree in set(self.trees.values()):
                 tree.signal(signal.SIGKILL)
             for tree in set(self.trees.values()):
                 os.waitpid(tree.pid, 0)
-                self._drop_cgroup(tree.cgroup)
+                memcg.drop(tree.cgroup)
             if memcg.STATE.hierarchy is not None:
                 memcg.STATE.hierarchy.finish()
 
@@ -153,7 +151,7 @@ class PidNsSpawner:
                 if req.module is not None:
                     if req.sandbox is not None and req.sandbox.switch_uid:
                         uid = self.uids.take()
-                    spawned = self._spawn_warm(req, msg, uid)
+                    spawned = self.warm.spawn(req, msg, uid)
                     pid = spawned.pid
                 elif req.sandbox is None:
                     pid = self._spawn(req)
@@ -184,7 +182,7 @@ class PidNsSpawner:
             os.waitpid(pid, 0)
             if spawned is not None:
                 spawned.close()
-                self._drop_cgroup(spawned.cgroup)
+                memcg.drop(spawned.cgroup)
             req.drop_outputs()
             fail(ctrl, f"cannot watch the child: {exc.strerror}")
             ctrl.close()
@@ -262,7 +260,7 @@ class PidNsSpawner:
         try:
             return self._spawn_in(current, req, uid)
         except BaseException:
-            self._drop_cgroup(current.cgroup)  # (nothing started in it)
+            memcg.drop(current.cgroup)  # (nothing started in it)
             raise
 
     def _spawn_in(self, current: jail.Jail, req: Request, uid: int | None) -> jail.Spawned:
@@ -286,66 +284,14 @@ class PidNsSpawner:
         finally:
             self._disarm()  # (`_rearm` makes the next jail thread)
 
-    def _spawn_warm(self, req: Request, raw: bytes, uid: int | None) -> jail.Spawned:
-        """Hands a module request to a waiting fork (`warm.py`), made now if none waits."""
-        kind = warm.PLAIN if req.sandbox is None else warm.JAILED
-        if req.sandbox is not None:
-            missing = self.sandbox.missing_for(req.sandbox)
-            if missing:
-                raise StartError(f"sandbox: cannot be enforced here: missing {', '.join(missing)}")
-            if req.sandbox.return_scratch:
-                raise StartError("a warm module run cannot return its scratch directory")
-        self.warm_kinds.add(kind)
-        for attempt in (1, 2):
-            try:
-                waiting = self.waiting.pop(kind, None) or self._fork_waiting(kind)
-            except OSError as exc:
-                raise StartError(f"cannot fork the warm runner: {exc.strerror}") from exc
-            try:
-                waiting.hand_over(raw, req.fds, uid)
-            except warm.Lost as exc:
-                self._drop_cgroup(waiting.cgroup)
-                if attempt == 2:
-                    raise StartError(f"the warm runner's fork went away: {exc}") from exc
-                continue
-            except BaseException:
-                self._drop_cgroup(waiting.cgroup)
-                raise
-            spawned = jail.Spawned(waiting.pid, None)
-            spawned.cgroup = waiting.cgroup
-            return spawned
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _wanted(self) -> bool:
-        return len(self.waiting) < len(self.warm_kinds)
-
-    def _fork_wanted(self) -> None:
-        for kind in self.warm_kinds - set(self.waiting):
-            try:
-                self.waiting[kind] = self._fork_waiting(kind)
-            except (OSError, StartError):
-                # Out of processes or namespaces for now: the next request of this kind
-                # forks on demand and reports why, if it still cannot.
-                self.warm_kinds.discard(kind)
-            return
-
-    def _fork_waiting(self, kind: str) -> warm.WaitingFork:
-        """A waiting fork, PID 1 of a fresh PID namespace; this thread is armed again after."""
-        cgroup = None
-        if kind == warm.JAILED and memcg.STATE.hierarchy is not None:
-            try:
-                cgroup = memcg.STATE.hierarchy.make()
-            except OSError as exc:
-                raise StartError(f"cannot make a memory cgroup: {exc.strerror}") from exc
+    @contextlib.contextmanager
+    def _fresh_pid_ns(self) -> Iterator[None]:
+        """The next process this thread creates is PID 1 of a fresh PID namespace (a waiting
+        fork, `warmpool.py`); this thread is armed again after."""
         self._at_home()
         self._arm()
         try:
-            return warm.fork_waiting(
-                kind, self.sandbox.empty_net if kind == warm.JAILED else None, cgroup
-            )
-        except BaseException:
-            self._drop_cgroup(cgroup)
-            raise
+            yield
         finally:
             self._disarm()
             self._arm(quietly=True)
@@ -424,7 +370,7 @@ class PidNsSpawner:
             self._forget_ctrl(tree)
         for output in tree.outputs:
             output.close()
-        self._drop_cgroup(cgroup)
+        memcg.drop(cgroup)
 
     def _over_memory(self, tree: Tree) -> None:
         """Its cgroup ran out of memory (an OOM notification): the whole tree is killed, and
@@ -434,12 +380,6 @@ class PidNsSpawner:
             os.eventfd_read(tree.cgroup.event)
         tree.cgroup.notified = True
         tree.signal(signal.SIGKILL)
-
-    def _drop_cgroup(self, cgroup: memcg.Cgroup | None) -> None:
-        """Removes a cgroup whose tree is gone (later, if a thread is still leaving it)."""
-        if cgroup is not None and memcg.STATE.hierarchy is not None:
-            cgroup.close()
-            memcg.STATE.hierarchy.remove(cgroup.path)
 
     def _read_output(self, tree: Tree, fd: int, *, drain: bool = False) -> None:
         """Moves what stdout or stderr `fd` holds to its memfd (`Tree.pump`); forgets the

@@ -91,10 +91,11 @@ found (`mechanisms.py`), and closes it.
 Modules: `spawnreq.py` (the request) and `checks.py` (its checks), `protocol.py` (the
 messages above), `collect.py` (`"collect"`), `start.py` (the program, fork and exec),
 `trees.py` (a child's tree through /proc), `borrowing.py` (limits lent to a spawn),
-`pidns.py`, `keepers.py`, `jail.py`, `view.py` and `idmap.py` (a jailed child's filesystem),
-`confine.py`, `landlock.py`, `seccomp.py`, `libc.py` (the calls into libc), `mechanisms.py`
-and `isolation.py` (their names), `warm.py` (module hooks run in waiting forks of this
-process), `userns.py` (rootless); this file only starts the chosen mode.
+`pidns.py`, `keepers.py`, `jail.py`, `grants.py` (what Landlock grants), `view.py` and
+`idmap.py` (a jailed child's filesystem), `confine.py`, `landlock.py`, `seccomp.py`, `libc.py`
+(the calls into libc), `mechanisms.py` and `isolation.py` (their names), `warm.py` and
+`warmpool.py` (module hooks run in waiting forks of this process), `userns.py` (rootless);
+this file only starts the chosen mode.
 """
 
 from __future__ import annotations
