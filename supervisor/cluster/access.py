@@ -4,8 +4,8 @@ each checked before anything starts. NATS is part of the trust boundary (whoever
 a request could run scripts), so a file holding a secret must be the operator's alone:
 a regular file of this user, mode 0600 or tighter; a looser one is refused, never used.
 
-No NATS and no trio here: `jet.py` turns a `NatsAccess` into nats-py's connect options, and
-`sealing.py` uses the key.
+No NATS and no trio here: `natsconnect.py` turns a `NatsAccess` into nats-py's connect
+options, and `sealing.py` uses the key.
 """
 
 from __future__ import annotations

@@ -1,14 +1,13 @@
 """The asyncio side of the cluster: every call into nats-py, run on the bridge's loop and
 nowhere else (`link.py` reaches each through `Bridge.call` or `Bridge.stream`). Each method
 is one JetStream or core NATS operation; what they mean to a run is `link.py`'s and above.
+Connecting, as who we are, is `natsconnect.py`'s.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
-import ssl
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
@@ -21,19 +20,12 @@ from nats.aio.msg import Msg
 from nats.js import api
 
 from ..core.errors import HooksError
-from .access import NatsAccess
 from .names import DUPLICATE_WINDOW_S, WORKERS_CONSUMER, Header, Storage, Stream, StreamSpec
-
-logger = logging.getLogger("mcpx_hooks.cluster")
 
 #: A JetStream call's own bound; the Trio caller may bound it further.
 API_TIMEOUT_S: Final = 5.0
-#: Attempts at the first connection before the server is called unreachable.
-FIRST_ATTEMPTS: Final = 3
 #: What is still buffered at exit gets this long to go out.
 FLUSH_S: Final = 2.0
-#: Between reconnect attempts (forever: a restarted server is found again).
-RECONNECT_WAIT_S: Final = 0.25
 #: JetStream's error code for a publish whose expected last subject sequence is not so.
 WRONG_LAST_SEQUENCE: Final = 10071
 STREAM_NOT_FOUND: Final = 10059
@@ -54,26 +46,6 @@ class ClusterRefused(ClusterDown):
     """NATS refused who we are, or would let anyone in: a part does not start."""
 
     exit_code = 2
-
-
-def _options(access: NatsAccess, *, anonymous: bool = False) -> dict[str, Any]:
-    """nats-py's connect options for `access` (`anonymous`: its TLS only, no credentials)."""
-    options: dict[str, Any] = {}
-    if access.tls_ca:
-        options["tls"] = ssl.create_default_context(cafile=access.tls_ca)
-    if anonymous:
-        return options
-    if access.creds:
-        options["user_credentials"] = access.creds
-    elif access.user:
-        options.update(user=access.user, password=access.password)
-    elif access.token:
-        options["token"] = access.token
-    return options
-
-
-def _refused_us(exc: BaseException) -> bool:
-    return "authorization violation" in str(exc).lower() or "authentication" in str(exc).lower()
 
 
 @attrs.frozen
@@ -131,97 +103,6 @@ class Jet:
             self._js = self.nc.jetstream(timeout=API_TIMEOUT_S)
         return self._js
 
-    async def lets_anyone_in(self, url: str, access: NatsAccess) -> bool:
-        """Whether the server at `url` takes a connection that gives no credentials at all
-        (found by trying, with `access`'s TLS only); False when it refuses one, or cannot be
-        reached (the real connection says why). `ClusterRefused` when TLS fails (a
-        certificate this side does not trust)."""
-        nc = Client()
-        try:
-            await nc.connect(
-                url,
-                name="mcpx-hooks probe",
-                # One attempt (nats-py reads 0 as "without end").
-                allow_reconnect=False,
-                max_reconnect_attempts=1,
-                reconnect_time_wait=_seconds(RECONNECT_WAIT_S),
-                connect_timeout=2,
-                error_cb=_quiet,
-                **_options(access, anonymous=True),
-            )
-        except ssl.SSLError as exc:
-            # Told here: nats-py's connection that may reconnect would try it without end.
-            raise ClusterRefused(
-                f"TLS with NATS at {url} failed: {exc.reason or exc}; give --nats-tls-ca FILE,"
-                " the CA that signed the server's certificate"
-            ) from None
-        except (TimeoutError, OSError, nats.errors.Error):
-            return False
-        finally:
-            if nc.is_connected:
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(nc.close(), FLUSH_S)
-            # A refused connection's socket too (nats-py leaves it open, and its `close`
-            # after a failed TLS handshake waits for ever).
-            _close_transport(nc)
-        return True
-
-    async def connect(self, url: str, name: str, access: NatsAccess) -> None:
-        refused: list[Exception] = []
-
-        async def error(exc: Exception) -> None:
-            if self.nc is not None:  # the first connection's failures are told once, below
-                logger.warning("NATS: %s", exc or type(exc).__name__)
-            elif _refused_us(exc):  # nats-py tries again, then says only "no servers"
-                refused.append(exc)
-
-        async def reconnected() -> None:
-            self.reconnects += 1
-            logger.warning("NATS: reconnected to %s", url)
-            # A restarted server may have lost the streams kept in memory, and the workers'
-            # consumer with them: both are made again.
-            self._workers = None
-            with contextlib.suppress(Exception):
-                await self.ensure_streams(self.specs)
-
-        async def disconnected() -> None:
-            if not self.closing:
-                logger.warning("NATS: disconnected from %s; reconnecting", url)
-
-        nc = Client()
-        try:
-            await nc.connect(
-                url,
-                name=name,
-                error_cb=error,
-                reconnected_cb=reconnected,
-                disconnected_cb=disconnected,
-                # A few tries at first (a wrong URL is told at once), then forever.
-                max_reconnect_attempts=FIRST_ATTEMPTS,
-                reconnect_time_wait=_seconds(RECONNECT_WAIT_S),
-                connect_timeout=2,
-                allow_reconnect=True,
-                **_options(access),
-            )
-        except (TimeoutError, OSError, nats.errors.Error) as exc:
-            _close_transport(nc)
-            if _refused_us(exc) or refused:
-                why = refused[-1] if refused else exc
-                given = (
-                    "the credentials given"
-                    if access.has_credentials
-                    else "a connection without credentials"
-                )
-                raise ClusterRefused(
-                    f"NATS at {url} refused {given} ({why}): check --nats-creds or"
-                    " --nats-auth-file against the server's users"
-                ) from None
-            raise ClusterDown(f"cannot reach NATS at {url}: {exc or type(exc).__name__}") from None
-        self.nc = nc
-        # Connected: from now on a lost server is tried again without end (nats-py reads
-        # this option at each reconnection).
-        self.nc.options["max_reconnect_attempts"] = -1
-
     async def max_payload(self) -> int:
         assert self.nc is not None
         return int(self.nc.max_payload)
@@ -240,6 +121,13 @@ class Jet:
                 await self.nc.close()
 
     # ---- streams ---------------------------------------------------------------------------
+
+    async def streams_again(self) -> None:
+        """After a reconnection: a restarted server may have lost the streams kept in memory,
+        and the workers' consumer with them: both are made again."""
+        self._workers = None
+        with contextlib.suppress(Exception):
+            await self.ensure_streams(self.specs)
 
     async def ensure_streams(self, specs: tuple[StreamSpec, ...]) -> None:
         """Creates each stream, or updates one whose config differs (idempotent)."""
@@ -429,22 +317,6 @@ class Jet:
 
     async def delivered(self, msg: Msg) -> tuple[bytes, int, dict[str, str]]:
         return bytes(msg.data), msg.metadata.num_delivered, dict(msg.headers or {})
-
-
-def _seconds(seconds: float) -> int:
-    """nats-py's annotation says int; it takes (and sleeps) a float of seconds."""
-    return seconds  # type: ignore[return-value]
-
-
-def _close_transport(nc: Client) -> None:
-    transport = getattr(nc, "_transport", None)
-    if transport is not None:
-        with contextlib.suppress(Exception):
-            transport.close()
-
-
-async def _quiet(exc: Exception) -> None:
-    """A probe's errors are its answer, not news."""
 
 
 def _stored(msg: Msg) -> Stored:

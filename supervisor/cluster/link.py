@@ -11,7 +11,7 @@ from typing import Any
 
 import trio
 
-from . import objects
+from . import natsconnect, objects
 from .access import NatsAccess
 from .bridge import Bridge, Deliver, open_bridge
 from .jet import ClusterDown, ClusterRefused, Jet, Published, Stored
@@ -149,10 +149,10 @@ async def open_cluster(url: str, name: str, access: NatsAccess) -> AsyncIterator
     and `access` is not `insecure` (found by trying one first)."""
     async with open_bridge() as bridge:
         jet = Jet()
-        anyone = await bridge.call(jet.lets_anyone_in, url, access)
+        anyone = await bridge.call(natsconnect.lets_anyone_in, url, access)
         if anyone and not access.insecure:
             raise ClusterRefused(open_refusal(url))
-        await bridge.call(jet.connect, url, name, access)
+        await bridge.call(natsconnect.connect, jet, url, name, access)
         try:
             yield Cluster(bridge, jet, url, open_to_anyone=anyone)
         finally:

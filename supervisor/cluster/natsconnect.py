@@ -1,0 +1,155 @@
+"""Connecting to NATS as who we are (`access.py`): nats-py's connect options for a
+`NatsAccess`, a refusal of them recognised, the probe that finds a server letting anyone in,
+and the connection a `Jet` keeps. Run on the bridge's loop (`link.py`), like `jet.py`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import ssl
+from typing import Any, Final
+
+import nats
+import nats.errors
+from nats.aio.client import Client
+
+from .access import NatsAccess
+from .jet import FLUSH_S, ClusterDown, ClusterRefused, Jet
+
+logger = logging.getLogger("mcpx_hooks.cluster")
+
+#: Attempts at the first connection before the server is called unreachable.
+FIRST_ATTEMPTS: Final = 3
+#: Between reconnect attempts (forever: a restarted server is found again).
+RECONNECT_WAIT_S: Final = 0.25
+
+
+def _options(access: NatsAccess, *, anonymous: bool = False) -> dict[str, Any]:
+    """nats-py's connect options for `access` (`anonymous`: its TLS only, no credentials)."""
+    options: dict[str, Any] = {}
+    if access.tls_ca:
+        options["tls"] = ssl.create_default_context(cafile=access.tls_ca)
+    if anonymous:
+        return options
+    if access.creds:
+        options["user_credentials"] = access.creds
+    elif access.user:
+        options.update(user=access.user, password=access.password)
+    elif access.token:
+        options["token"] = access.token
+    return options
+
+
+def _refused_us(exc: BaseException) -> bool:
+    """Whether nats-py's `exc` says the server refused who we are."""
+    return "authorization violation" in str(exc).lower() or "authentication" in str(exc).lower()
+
+
+async def lets_anyone_in(url: str, access: NatsAccess) -> bool:
+    """Whether the server at `url` takes a connection that gives no credentials at all
+    (found by trying, with `access`'s TLS only); False when it refuses one, or cannot be
+    reached (the real connection says why). `ClusterRefused` when TLS fails (a
+    certificate this side does not trust)."""
+    nc = Client()
+    try:
+        await nc.connect(
+            url,
+            name="mcpx-hooks probe",
+            # One attempt (nats-py reads 0 as "without end").
+            allow_reconnect=False,
+            max_reconnect_attempts=1,
+            reconnect_time_wait=_seconds(RECONNECT_WAIT_S),
+            connect_timeout=2,
+            error_cb=_quiet,
+            **_options(access, anonymous=True),
+        )
+    except ssl.SSLError as exc:
+        # Told here: nats-py's connection that may reconnect would try it without end.
+        raise ClusterRefused(
+            f"TLS with NATS at {url} failed: {exc.reason or exc}; give --nats-tls-ca FILE,"
+            " the CA that signed the server's certificate"
+        ) from None
+    except (TimeoutError, OSError, nats.errors.Error):
+        return False
+    finally:
+        if nc.is_connected:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(nc.close(), FLUSH_S)
+        # A refused connection's socket too (nats-py leaves it open, and its `close`
+        # after a failed TLS handshake waits for ever).
+        _close_transport(nc)
+    return True
+
+
+async def connect(jet: Jet, url: str, name: str, access: NatsAccess) -> None:
+    """Connects `jet` to the server at `url` as `access` says, then keeps it connected:
+    a lost server is tried again without end. `ClusterRefused` if it refuses who we are,
+    `ClusterDown` if it cannot be reached."""
+    refused: list[Exception] = []
+
+    async def error(exc: Exception) -> None:
+        if jet.nc is not None:  # the first connection's failures are told once, below
+            logger.warning("NATS: %s", exc or type(exc).__name__)
+        elif _refused_us(exc):  # nats-py tries again, then says only "no servers"
+            refused.append(exc)
+
+    async def reconnected() -> None:
+        jet.reconnects += 1
+        logger.warning("NATS: reconnected to %s", url)
+        await jet.streams_again()
+
+    async def disconnected() -> None:
+        if not jet.closing:
+            logger.warning("NATS: disconnected from %s; reconnecting", url)
+
+    nc = Client()
+    try:
+        await nc.connect(
+            url,
+            name=name,
+            error_cb=error,
+            reconnected_cb=reconnected,
+            disconnected_cb=disconnected,
+            # A few tries at first (a wrong URL is told at once), then forever.
+            max_reconnect_attempts=FIRST_ATTEMPTS,
+            reconnect_time_wait=_seconds(RECONNECT_WAIT_S),
+            connect_timeout=2,
+            allow_reconnect=True,
+            **_options(access),
+        )
+    except (TimeoutError, OSError, nats.errors.Error) as exc:
+        _close_transport(nc)
+        if _refused_us(exc) or refused:
+            why = refused[-1] if refused else exc
+            given = (
+                "the credentials given"
+                if access.has_credentials
+                else "a connection without credentials"
+            )
+            raise ClusterRefused(
+                f"NATS at {url} refused {given} ({why}): check --nats-creds or"
+                " --nats-auth-file against the server's users"
+            ) from None
+        raise ClusterDown(f"cannot reach NATS at {url}: {exc or type(exc).__name__}") from None
+    jet.nc = nc
+    # Connected: from now on a lost server is tried again without end (nats-py reads
+    # this option at each reconnection).
+    jet.nc.options["max_reconnect_attempts"] = -1
+
+
+def _seconds(seconds: float) -> int:
+    """nats-py's annotation says int; it takes (and sleeps) a float of seconds."""
+    return seconds  # type: ignore[return-value]
+
+
+def _close_transport(nc: Client) -> None:
+    transport = getattr(nc, "_transport", None)
+    if transport is not None:
+        with contextlib.suppress(Exception):
+            transport.close()
+
+
+async def _quiet(exc: Exception) -> None:
+    """A probe's errors are its answer, not news."""
