@@ -298,3 +298,38 @@ def test_remote_view_says_which_hook_is_still_running(server: Server) -> None:
         assert proc.wait(timeout=30) == 0
     assert seen[1] == "hook waits (script.before): still running after 1 s...\n"
     assert seen[2].startswith("hook waits (script.before, run, sandbox none): ok in ")
+
+
+def test_remote_view_of_a_server_that_dies_mid_run_ends_without_a_traceback(
+    tmp_path: Path,
+) -> None:
+    """The server is killed while a hook runs: the run's stream and the events the view
+    follows (for its "still running" line) both break. `exec` says so and exits 1; no
+    traceback reaches the person."""
+    server = start_server(tmp_path)
+    try:
+        fifo = tmp_path / "never"
+        os.mkfifo(fifo)
+        waits = hook(
+            name="waits", phase="before", sandbox="strict", run=["sh", "-c", f"cat {fifo.name}"]
+        )
+        remote = ["--remote", server.url, "--token-file", "token"]
+        with subprocess.Popen(
+            [*CLI, "exec", *remote, "--hook", waits, "--", "true"],
+            cwd=tmp_path,
+            env=ENV,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        ) as proc:
+            assert proc.stdout is not None and proc.stderr is not None
+            for line in proc.stdout:
+                if "still running" in line:  # both streams are open now
+                    server.proc.send_signal(signal.SIGKILL)
+                    break
+            rest, err = proc.communicate(timeout=30)
+    finally:
+        server.stop(signal=None if server.proc.poll() is not None else signal.SIGTERM)
+    assert proc.returncode == 1, (rest, err)
+    assert "Traceback" not in err and "Exception Group" not in err, err
+    assert err.startswith("mcpx-hooks exec: "), err

@@ -123,7 +123,8 @@ def test_exec_remote_exits_failed_when_its_request_is_lost(tmp_path: Path) -> No
 
         done = arun(scenario(), timeout=30)
         assert done.returncode == EXIT_FAILED, done.stderr
-        assert REQUEST_LOST in done.stdout + done.stderr
+        gateway_log = Path(str(gateway.stderr)).read_text()
+        assert REQUEST_LOST in done.stdout + done.stderr, (done.stderr, gateway_log)
         assert "Traceback" not in done.stderr
     finally:
         cluster.stop()

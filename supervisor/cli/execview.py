@@ -139,7 +139,7 @@ async def serve_remote_still_running(
             task_status.started()
             started = True
             await _say_still_running(own(), say)
-    except RemoteError:
+    except* RemoteError:  # (in a group when the events stop inside `_say_still_running`)
         if not started:  # no line then, and nothing else lost: the frames come on their own
             task_status.started()
 
