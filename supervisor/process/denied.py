@@ -20,6 +20,7 @@ Pure apart from reading paths (`os.path.lexists`, `realpath`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import pwd
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -74,10 +75,8 @@ def deny_own_files(paths: Iterable[str]) -> None:
 
 
 def _homes(environ: Mapping[str, str]) -> list[str]:
-    found = [environ.get("HOME", "")]
-    with contextlib.suppress(KeyError):
-        found.append(pwd.getpwuid(os.getuid()).pw_dir)
-    return list(dict.fromkeys(h for h in found if os.path.isabs(h) and h != "/"))
+    found = (environ.get("HOME", ""), _password_home(os.getuid()))
+    return [h for h in dict.fromkeys(found) if _a_home(h)]
 
 
 def _xdg(environ: Mapping[str, str], name: str, fallback: str, home: str) -> str:
@@ -89,8 +88,12 @@ def own_paths(environ: Mapping[str, str] | None = None) -> list[str]:
     """The supervisor's own directories, as named (not resolved): `/etc/mcpx-hooks`, and for
     each home, the `mcpx-hooks` config, state and cache directories."""
     env = os.environ if environ is None else environ
+    return _own_paths(env, _homes(env))
+
+
+def _own_paths(env: Mapping[str, str], homes: Iterable[str]) -> list[str]:
     found = [ETC_DIR]
-    for home in _homes(env):
+    for home in homes:
         for name, fallback in (
             ("XDG_CONFIG_HOME", ".config"),
             ("XDG_STATE_HOME", ".local/state"),
@@ -100,13 +103,41 @@ def own_paths(environ: Mapping[str, str] | None = None) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+#: The environment variables the names of `never_granted` depend on.
+_NAMING_ENV: Final = ("HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME")
+
+
 def never_granted(extra: Iterable[str] = (), environ: Mapping[str, str] | None = None) -> list[str]:
     """Every path no profile but `none` reads or writes, as named: the supervisor's own,
     the credential stores of each home (`DEFAULT_DENY`) and `extra` (`[sandbox] deny`,
-    absolute already)."""
+    absolute already). Named once per set of inputs (about 20 us each time otherwise, on
+    every sandboxed child's way); whether each exists is the caller's to ask each time."""
     env = os.environ if environ is None else environ
-    stores = [os.path.join(home, p[2:]) for home in _homes(env) for p in DEFAULT_DENY]
-    return list(dict.fromkeys((*own_paths(env), *_OWN.get()[1], *stores, *extra)))
+    given = tuple(env.get(name, "") for name in _NAMING_ENV)
+    return list(_named(given, _password_home(os.getuid()), _OWN.get()[1], tuple(extra)))
+
+
+@functools.lru_cache(maxsize=64)
+def _named(
+    given: tuple[str, ...], pw_home: str, hidden: tuple[str, ...], extra: tuple[str, ...]
+) -> tuple[str, ...]:
+    env = {name: value for name, value in zip(_NAMING_ENV, given, strict=True) if value}
+    homes = [h for h in dict.fromkeys((env.get("HOME", ""), pw_home)) if _a_home(h)]
+    stores = [os.path.join(home, p[2:]) for home in homes for p in DEFAULT_DENY]
+    return tuple(dict.fromkeys((*_own_paths(env, homes), *hidden, *stores, *extra)))
+
+
+@functools.lru_cache(maxsize=8)
+def _password_home(uid: int) -> str:
+    """The password file's home of `uid` ("" when it has none): looked up once."""
+    try:
+        return pwd.getpwuid(uid).pw_dir
+    except KeyError:
+        return ""
+
+
+def _a_home(path: str) -> bool:
+    return os.path.isabs(path) and path != "/"
 
 
 def deny_and_protect(
