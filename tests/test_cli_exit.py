@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -333,3 +334,26 @@ def test_remote_view_of_a_server_that_dies_mid_run_ends_without_a_traceback(
     assert proc.returncode == 1, (rest, err)
     assert "Traceback" not in err and "Exception Group" not in err, err
     assert err.startswith("mcpx-hooks exec: "), err
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["exec", "--", "true"],
+        ["exec", "--json", "--", "true"],
+        ["hooks", "list"],
+        ["runs", "list"],
+    ],
+    ids=["exec", "exec-json", "hooks-list", "runs-list"],
+)
+def test_a_remote_command_closes_its_sockets(server: Server, command: list[str]) -> None:
+    """Under `-X dev` every socket and generator left to the garbage collector is said on
+    stderr (ResourceWarning): a remote command closes what it opened, whoever closed first."""
+    where = ["--remote", server.url, "--token-file", "token"]
+    split = 1 if command[0] == "exec" else 2  # (exec's argv after --)
+    argv = [sys.executable, "-X", "dev", *CLI[1:], *command[:split], *where, *command[split:]]
+    done = subprocess.run(
+        argv, cwd=server.cwd, env=ENV, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert "ResourceWarning" not in done.stderr, done.stderr

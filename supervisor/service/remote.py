@@ -10,7 +10,7 @@ import contextlib
 import json
 import signal
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Final, TypeVar
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
@@ -82,6 +82,7 @@ async def open_remote(
     headers = (
         [] if remote.token is None else [(b"authorization", f"Bearer {remote.token}".encode())]
     )
+    opened: list[WebSocketConnection] = []
     try:
         async with open_websocket_url(
             url,
@@ -90,12 +91,28 @@ async def open_remote(
             connect_timeout=CONNECT_TIMEOUT_S,
             disconnect_timeout=CLOSE_TIMEOUT_S,
         ) as ws:
+            opened.append(ws)
             yield ws
     except ConnectionRejected as exc:
         raise RemoteError(_refusal(url, exc)) from None
     except HandshakeError as exc:
         cause = exc.__cause__ or exc
         raise RemoteError(f"cannot connect to {remote.url}: {cause}") from None
+    finally:
+        for ws in opened:
+            await _close_tcp(ws)
+
+
+async def _close_tcp(ws: WebSocketConnection) -> None:
+    """Closes the connection's TCP stream, once the WebSocket is closed. trio-websocket's
+    client (0.12) leaves it open when the server closes first (it waits for the server's
+    TCP close, reads it, and returns without closing its own socket): each remote command
+    would leave a socket to the garbage collector (a ResourceWarning under `-X dev`)."""
+    stream = getattr(ws, "_stream", None)
+    if stream is not None:
+        with trio.CancelScope(shield=True), contextlib.suppress(trio.TooSlowError, OSError):
+            with trio.fail_after(CLOSE_TIMEOUT_S):
+                await stream.aclose()
 
 
 def _refusal(url: str, exc: ConnectionRejected) -> str:
@@ -110,7 +127,7 @@ def _refusal(url: str, exc: ConnectionRejected) -> str:
 
 async def messages(
     ws: WebSocketConnection, ends: tuple[Close, ...] = (Close.NORMAL,)
-) -> AsyncIterator[dict[str, Any]]:
+) -> AsyncGenerator[dict[str, Any], None]:
     """Every JSON object the server sends, in order, until it closes with one of `ends`.
     An error message (one without `seq`) then another close code raises `RemoteError`; one
     with `askId` (an answer refused, the socket stays open) is handed on like a frame."""
@@ -245,8 +262,8 @@ async def config_files(remote: Remote) -> list[str]:
 
 
 async def _hooks_message(remote: Remote) -> dict[str, Any]:
-    async with open_remote(remote, "/v1/hooks") as ws:
-        async for message in messages(ws):
+    async with open_remote(remote, "/v1/hooks") as ws, contextlib.aclosing(messages(ws)) as each:
+        async for message in each:
             if message.get("type") == "hooks":
                 return message
     raise RemoteError("the server sent no hooks message")
