@@ -1,16 +1,21 @@
-"""The pure rooms stay pure: importing `core` and `config` loads no trio and no room above them.
+"""The pure rooms stay pure: importing `core` and `config` loads no trio and no room above them;
+`runners/` imports the standard library and itself only.
 
-Checked in a fresh interpreter, since this one has imported everything already.
+The imports are checked in a fresh interpreter, since this one has imported everything already;
+the runners' rule is read from their source (ast), every import at any depth.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import pkgutil
 import subprocess
 import sys
+from pathlib import Path
 from types import ModuleType
 
+import mcpx_hooks.runners
 import mcpx_hooks.supervisor.config
 import mcpx_hooks.supervisor.core
 
@@ -54,3 +59,60 @@ def test_core_imports_nothing_that_makes_system_calls() -> None:
         [sys.executable, "-c", PROBE, *core], capture_output=True, text=True, check=True
     ).stdout
     assert [m for m in json.loads(out) if m in SYSCALL_MODULES] == []
+
+
+#: What a runner may import besides the standard library: its own package, under either name
+#: (`mcpx_hooks.runners` installed, `runners` when the spawner runs from its directory).
+RUNNERS_OWN = ("runners", "mcpx_hooks.runners")
+RUNNERS = Path(mcpx_hooks.runners.__file__).parent
+
+
+def imports_outside_stdlib(source: str, own: tuple[str, ...] = RUNNERS_OWN) -> list[str]:
+    """Every import in `source`, at any depth, that is neither the standard library nor `own`.
+
+    An allowlist: a name is let through only if it is in `sys.stdlib_module_names` or is one of
+    `own` (or below it); a relative import is let through only within the package (one dot).
+    """
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 1:
+                continue
+            names = ["." * node.level + (node.module or "")]
+        else:
+            continue
+        for name in names:
+            top = name.split(".")[0]
+            if top in sys.stdlib_module_names:
+                continue
+            if any(name == pkg or name.startswith(pkg + ".") for pkg in own):
+                continue
+            found.append(name)
+    return found
+
+
+def test_runners_import_only_the_standard_library_and_themselves() -> None:
+    files = sorted(RUNNERS.glob("*.py"))
+    assert RUNNERS / "spawner.py" in files
+    outside = {f.name: imports_outside_stdlib(f.read_text()) for f in files}
+    assert {name: found for name, found in outside.items() if found} == {}
+
+
+def test_the_runners_rule_refuses_what_is_not_the_standard_library() -> None:
+    planted = (
+        "import os, json\nfrom . import libc\nfrom runners.libc import nr\n"
+        "import mcpx_hooks.runners.protocol\n"
+        "def f():\n    import httpx\n"
+        "if True:\n    from trio import sleep\n"
+        "from .. import supervisor\nfrom mcpx_hooks.supervisor.core import frames\n"
+        "import mcpx_hooks\n"
+    )
+    assert sorted(imports_outside_stdlib(planted)) == [
+        "..",
+        "httpx",
+        "mcpx_hooks",
+        "mcpx_hooks.supervisor.core",
+        "trio",
+    ]
