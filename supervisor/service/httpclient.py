@@ -1,10 +1,12 @@
 """Plain HTTP from the client side, for `runs list` and `exec --artifacts` against a server:
 `GET /v1/runs` and `GET /v1/runs/{runId}/artifacts/{id}` on the port of its WebSocket URL
-(`ws://` is `http://`, `wss://` is `https://`), with the same token.
+(`ws://` is `http://`, `wss://` is `https://`), with the same token; httpx speaks it.
 
 A body is read in pieces as it comes (an artifact goes to its file, never held whole), each
 read bounded by `STALL_S`; a JSON answer is capped at `MAX_JSON_BYTES`. A refusal or an error
-answer is a `RemoteError` saying what the server said.
+answer (a redirect too: none is followed) is a `RemoteError` saying what the server said. The
+environment is not consulted (no proxy, no netrc, no other CA file): the server is the one
+`--remote` names, its certificate checked against the system's CAs.
 """
 
 from __future__ import annotations
@@ -12,11 +14,11 @@ from __future__ import annotations
 import contextlib
 import json
 import ssl
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncIterator
 from typing import Any, Final
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
-import h11
+import httpx
 import trio
 
 from .remote import CONNECT_TIMEOUT_S, Remote, RemoteError
@@ -27,7 +29,6 @@ STALL_S: Final = 30.0
 MAX_JSON_BYTES: Final = 64 * 1024 * 1024
 #: What of an error answer's body is read.
 _ERROR_BYTES: Final = 64 * 1024
-_RECEIVE: Final = 64 * 1024
 
 
 def artifact_path(run_id: str, artifact_id: str) -> str:
@@ -51,75 +52,72 @@ async def get_json(remote: Remote, path: str) -> Any:
 
 @contextlib.asynccontextmanager
 async def open_get(remote: Remote, path: str) -> AsyncIterator[AsyncIterator[bytes]]:
-    """GETs `path`; gives the pieces of a 200's body as they come. Any other status raises
-    `RemoteError` with the server's message."""
+    """GETs `path`; gives the pieces of a 200's body as they come (as sent: no content
+    decoding). Any other status raises `RemoteError` with the server's message. The client
+    and its connection are closed on every way out."""
     url = urlsplit(remote.endpoint(path))
-    host, secure = url.hostname or "", url.scheme == "wss"
-    port = url.port or (443 if secure else 80)
-    target = path if not url.query else f"{path}?{url.query}"
-    headers = [("Host", url.netloc), ("Connection", "close"), ("Accept", "*/*")]
+    secure = url.scheme == "wss"
+    target = urlunsplit(("https" if secure else "http", url.netloc, path, url.query, ""))
+    headers = {"Connection": "close", "Accept": "*/*"}
     if remote.token is not None:
-        headers.append(("Authorization", f"Bearer {remote.token}"))
-    conn = h11.Connection(h11.CLIENT)
-    try:
-        with trio.fail_after(CONNECT_TIMEOUT_S):
-            stream: trio.abc.Stream
-            if secure:
-                context = ssl.create_default_context()
-                stream = await trio.open_ssl_over_tcp_stream(host, port, ssl_context=context)
-            else:
-                stream = await trio.open_tcp_stream(host, port)
-    except (OSError, trio.TooSlowError) as exc:
-        raise RemoteError(f"cannot connect to {remote.url}: {exc or 'timed out'}") from None
-    async with stream:
+        headers["Authorization"] = f"Bearer {remote.token}"
+    timeout = httpx.Timeout(STALL_S, connect=CONNECT_TIMEOUT_S)
+    verify: ssl.SSLContext | bool = ssl.create_default_context() if secure else False
+    async with httpx.AsyncClient(timeout=timeout, verify=verify, trust_env=False) as client:
+        request = client.build_request("GET", target, headers=headers)
+        # What this client sent before httpx: no User-Agent, no Accept-Encoding.
+        del request.headers["User-Agent"], request.headers["Accept-Encoding"]
         try:
-            request = h11.Request(method="GET", target=target, headers=headers)
-            await stream.send_all(conn.send(request) + conn.send(h11.EndOfMessage()))
-            response = await _next(stream, conn)
-            if not isinstance(response, h11.Response):
-                raise RemoteError(f"{remote.url}: no answer to GET {path}")
-            if response.status_code != 200:
-                raise RemoteError(await _refusal(stream, conn, path, response.status_code))
-            async with contextlib.aclosing(_body(stream, conn)) as body:
-                yield body
-        except (OSError, trio.BrokenResourceError, h11.ProtocolError) as exc:
+            try:
+                response = await client.send(request, stream=True)
+            except httpx.ConnectTimeout:
+                raise RemoteError(f"cannot connect to {remote.url}: timed out") from None
+            except httpx.ConnectError as exc:
+                raise RemoteError(f"cannot connect to {remote.url}: {exc}") from None
+            async with contextlib.aclosing(response):
+                if response.status_code != 200:
+                    raise RemoteError(await _refusal(response, path))
+                async with _open_body(response) as pieces:
+                    yield pieces
+        except httpx.TimeoutException:
+            raise RemoteError(f"the server sent nothing for {STALL_S:g} s") from None
+        except httpx.TransportError as exc:
             raise RemoteError(f"GET {path}: the connection failed: {exc}") from None
 
 
-async def _next(stream: trio.abc.Stream, conn: h11.Connection) -> Any:
-    """The next h11 event, reading as it needs (each read within `STALL_S`)."""
-    while True:
-        event = conn.next_event()
-        if event is not h11.NEED_DATA:
-            return event
-        try:
-            with trio.fail_after(STALL_S):
-                data = await stream.receive_some(_RECEIVE)
-        except trio.TooSlowError:
-            raise RemoteError(f"the server sent nothing for {STALL_S:g} s") from None
-        conn.receive_data(bytes(data))
+@contextlib.asynccontextmanager
+async def _open_body(response: httpx.Response) -> AsyncIterator[AsyncIterator[bytes]]:
+    """The pieces of `response`'s body as they come, as sent (no content decoding).
+
+    httpx reads a body through a chain of async generators, and closing the outermost leaves
+    the inner ones suspended (trio warns when they are collected). So a body left before its
+    end is ended from below: the connection is closed, and the chain read to the error that
+    gives, which ends each of them (a body never read ends at once: `StreamClosed`). Closing
+    and reading a closed connection do not block; they are shielded so that a cancellation
+    does not leave the chain half-ended.
+    """
+    pieces = response.aiter_raw()
+    try:
+        yield pieces
+    finally:
+        with trio.CancelScope(shield=True):
+            await response.aclose()
+            with contextlib.suppress(httpx.HTTPError, httpx.StreamError):
+                async for _ in pieces:
+                    pass
 
 
-async def _body(stream: trio.abc.Stream, conn: h11.Connection) -> AsyncGenerator[bytes, None]:
-    while True:
-        event = await _next(stream, conn)
-        if isinstance(event, h11.Data):
-            yield bytes(event.data)
-        elif isinstance(event, h11.EndOfMessage):
-            return
-        else:
-            raise RemoteError("the server's answer ended early")
-
-
-async def _refusal(stream: trio.abc.Stream, conn: h11.Connection, path: str, status: int) -> str:
+async def _refusal(response: httpx.Response, path: str) -> str:
     body = bytearray()
-    with contextlib.suppress(RemoteError, h11.ProtocolError):
-        async for piece in _body(stream, conn):
-            body += piece
-            if len(body) > _ERROR_BYTES:
-                break
+    with contextlib.suppress(httpx.HTTPError):
+        async with _open_body(response) as pieces:
+            async for piece in pieces:
+                body += piece
+                if len(body) > _ERROR_BYTES:
+                    break
     said = ""
     with contextlib.suppress(ValueError, AttributeError):
         said = str(json.loads(body).get("message", ""))
+    status = response.status_code
     hint = " (pass --token-file F or set MCPX_HOOKS_TOKEN)" if status == 401 else ""
     return f"GET {path}: HTTP {status} {said}{hint}".rstrip()
