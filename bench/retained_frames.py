@@ -40,7 +40,12 @@ from websockets.asyncio.client import connect
 
 GOAL_MB = 400.0
 CLI = [sys.executable, "-m", "mcpx_hooks.supervisor"]
-CONFIG = '[defaults]\nsandbox = "none"\n\n[service]\nsandboxes = ["none"]\n'
+#: Runs and hooks unsandboxed (the figure is the server's memory, not the sandbox's cost),
+#: and the server allows it.
+CONFIG = (
+    '[defaults]\nsandbox = "none"\n\n[script]\nsandbox = "none"\n\n'
+    '[service]\nsandboxes = ["none"]\n'
+)
 
 
 def start(cwd: Path, config: str) -> tuple[subprocess.Popen[str], str]:
