@@ -403,7 +403,12 @@ async def test_7_a_dead_spawner_is_said_in_words(tmp_path: Path, no_leaks: None)
     async with live_service(unconfined(tmp_path), tmp_path) as live:
         runtime = live.runtime
         run = runtime.new_run(
-            RunRequest(Script(argv=(PY, "-c", "print('up', flush=True); input()")), str(tmp_path))
+            # (It waits on nothing the spawner's death could end first: `input()` read the
+            # end of its stdin and exited 1 before the kill, now and then under load.)
+            RunRequest(
+                Script(argv=(PY, "-c", "import time; print('up', flush=True); time.sleep(120)")),
+                str(tmp_path),
+            )
         )
         async with trio.open_nursery() as nursery:
             nursery.start_soon(runtime.execute, run)
