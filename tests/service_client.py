@@ -14,7 +14,7 @@ import selectors
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -193,3 +193,12 @@ def stable(frames: list[dict[str, Any]]) -> Any:
         for kind in CHANNELS
     }
     return others, channels
+
+
+def served(cwd: Path) -> Iterator[Server]:
+    """A module's server (a fixture's body): `serve` in `cwd`, stopped cleanly afterwards,
+    with no traceback in its log."""
+    srv = start_server(cwd)
+    yield srv
+    assert srv.stop() == 0
+    assert "Traceback" not in srv.log(), srv.log()

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from service_client import CLI, ENV, Server, arun, run_remote, start_server
+from service_client import CLI, ENV, Server, arun, run_remote, served, start_server
 
 from mcpx_hooks.supervisor.core.order import check_order
 
@@ -50,10 +50,7 @@ def get(
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    srv = start_server(tmp_path_factory.mktemp("serve"))
-    yield srv
-    assert srv.stop() == 0
-    assert "Traceback" not in srv.log(), srv.log()
+    yield from served(tmp_path_factory.mktemp("serve"))
 
 
 def _run(server: Server, script: str) -> list[dict[str, Any]]:

@@ -16,7 +16,7 @@ import http.client
 from collections.abc import Iterator
 
 import pytest
-from service_client import Server, arun, run_remote, start_server
+from service_client import Server, arun, run_remote, served
 
 from mcpx_hooks.supervisor.service import pages, routes
 from mcpx_hooks.supervisor.service.targets import Endpoint
@@ -28,10 +28,7 @@ CONSOLE_FILE = "/console/{file}"
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    srv = start_server(tmp_path_factory.mktemp("serve"))
-    yield srv
-    assert srv.stop() == 0
-    assert "Traceback" not in srv.log(), srv.log()
+    yield from served(tmp_path_factory.mktemp("serve"))
 
 
 def ask(

@@ -11,15 +11,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from service_client import Server, arun, open_ws, read_all, start_server
+from service_client import Server, arun, open_ws, read_all, served
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    srv = start_server(tmp_path_factory.mktemp("serve"))
-    yield srv
-    assert srv.stop() == 0
-    assert "Traceback" not in srv.log(), srv.log()
+    yield from served(tmp_path_factory.mktemp("serve"))
 
 
 def test_plain_http_gets_400_at_once(server: Server) -> None:

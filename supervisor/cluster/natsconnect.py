@@ -75,7 +75,7 @@ async def lets_anyone_in(url: str, access: NatsAccess) -> bool:
         return False
     finally:
         if nc.is_connected:
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(TimeoutError, OSError, nats.errors.Error):
                 await asyncio.wait_for(nc.close(), FLUSH_S)
         # A refused connection's socket too (nats-py leaves it open, and its `close`
         # after a failed TLS handshake waits for ever).
@@ -147,7 +147,7 @@ def _seconds(seconds: float) -> int:
 def _close_transport(nc: Client) -> None:
     transport = getattr(nc, "_transport", None)
     if transport is not None:
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(OSError, RuntimeError):  # (a closed loop's transport)
             transport.close()
 
 
