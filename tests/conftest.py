@@ -148,9 +148,9 @@ async def kill_supervisor_and_wait(
                 os.close(pidfd)
 
 
-# ---- Hypothesis profiles (tests/test_properties.py) ------------------------------------------
+# ---- Hypothesis profiles (the property suite, tests/test_properties_*.py) ----------------------
 # The default, for `make test` and CI: 40 examples per property (about a minute for the whole
-# file here), derandomized: the same examples on every machine and every run (chosen from each
+# suite here), derandomized: the same examples on every machine and every run (chosen from each
 # test's own source), so a failure in CI is the one a developer sees locally, and no example
 # database, which a fresh clone would not have anyway. One failure per property is shrunk and
 # reported. Examples run real processes and sockets: no deadline. `--hypothesis-profile=long`:

@@ -1,0 +1,369 @@
+"""Properties (Hypothesis) of what a person's files hold: hostile config files through
+`load_config`, `validate_files`, `mcpx-hooks validate` and `hooks list`; a hostile trust state
+file through `load_config`, `hooks list`, `trust`, `trust --list` and `untrust`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from live_service import tracebacks
+from props import (
+    Raw,
+    deep,
+    effect_word,
+    examples,
+    hook_object,
+    hostile_json,
+    hostile_text,
+    huge_int,
+    mutate,
+    near_json,
+    person_shell,
+    profile_word,
+    render,
+    run_cli,
+    source_line,
+)
+
+from mcpx_hooks.supervisor.config.loading import load_config, validate_files
+from mcpx_hooks.supervisor.core.errors import ConfigError, Problem
+
+person = pytest.fixture(person_shell)
+
+
+# ---- config files -------------------------------------------------------------------------------
+
+
+def toml_value(value: Any) -> str:
+    """A value as TOML (inline), `Raw` as is: lone surrogates and NaN as TOML cannot
+    hold them, so such a document is one the parser must refuse clearly."""
+    if isinstance(value, Raw):
+        return str(value)
+    if value is None:
+        return "null"  # not TOML: a document to refuse
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return (
+            "nan"
+            if math.isnan(value)
+            else ("inf" if value > 0 else "-inf")
+            if math.isinf(value)
+            else repr(value)
+        )
+    if isinstance(value, str):
+        return json.dumps(value)  # a TOML basic string, escapes as JSON's (\ud800 is refused)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    return (
+        "{" + ", ".join(f"{json.dumps(str(k))} = {toml_value(v)}" for k, v in value.items()) + "}"
+    )
+
+
+def toml_document(doc: dict[str, Any]) -> str:
+    return "".join(f"{json.dumps(str(k))} = {toml_value(v)}\n" for k, v in doc.items())
+
+
+valid_hook = st.fixed_dictionaries(
+    {
+        "on": st.just("script"),
+        "phase": st.sampled_from(["before", "onSuccess", "suffix"]),
+        "run": st.just(["true"]),
+    },
+    optional={
+        "name": st.text("abcdef", min_size=1, max_size=5),
+        "effect": st.sampled_from(["advise", "ask"]),
+        "timeoutMs": st.integers(1, 10_000),
+    },
+)
+#: A hook that is valid but for one thing that can never be spawned: validation must say so.
+poisoned_hook = st.one_of(
+    st.builds(
+        lambda h, k: {**h, "env": {k: "x"}},
+        valid_hook,
+        st.sampled_from(["A=B", "=", "", "A\x00B", "\x00"]),
+    ),
+    st.builds(
+        lambda h, v: {**h, "env": {"OK": v}}, valid_hook, st.sampled_from(["\x00", "a\x00b"])
+    ),
+    st.builds(
+        lambda h, a: {**h, "run": ["true", a]}, valid_hook, st.sampled_from(["\x00", "a\x00b"])
+    ),
+    st.builds(lambda h: {**h, "run": ["true\x00"]}, valid_hook),
+)
+config_section: dict[str, st.SearchStrategy[Any]] = {
+    "autonomy": st.one_of(
+        st.fixed_dictionaries({}, optional={"max": effect_word, "hooks": effect_word}), hostile_json
+    ),
+    "defaults": st.one_of(
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "timeoutMs": st.one_of(st.integers(-1, 10**6), huge_int),
+                "killGraceMs": st.integers(-1, 10**4),
+                "maxOutputBytes": st.one_of(st.integers(-1, 10**7), huge_int),
+                "effect": effect_word,
+                "sandbox": profile_word,
+            },
+        ),
+        hostile_json,
+    ),
+    "limits": st.one_of(
+        st.dictionaries(
+            st.sampled_from(["memoryMb", "cpuSeconds", "processes", "openFiles", "x"]),
+            st.one_of(st.integers(-1, 10**6), huge_int, hostile_json),
+            max_size=3,
+        ),
+        hostile_json,
+    ),
+    "runs": st.one_of(
+        st.fixed_dictionaries({"retain": st.one_of(st.integers(-1, 10**4), huge_int)}), hostile_json
+    ),
+    "script": st.one_of(
+        st.dictionaries(
+            st.sampled_from(["before", "onSuccess", "x"]),
+            st.lists(source_line, max_size=2),
+            max_size=2,
+        ),
+        hostile_json,
+    ),
+    "hooks": st.one_of(st.lists(st.one_of(valid_hook, hook_object()), max_size=3), hostile_json),
+    "service": st.one_of(
+        st.fixed_dictionaries({"sandboxes": st.lists(profile_word, max_size=3)}), hostile_json
+    ),
+    # `[models]`: runBudgetTokens beside model tables of every shape.
+    "models": st.one_of(
+        st.dictionaries(
+            st.one_of(st.sampled_from(["default", "runBudgetTokens", "cli", "a b"]), hostile_text),
+            st.one_of(
+                st.fixed_dictionaries(
+                    {"provider": st.sampled_from(["openai", "command", "x"])},
+                    optional={
+                        "url": st.one_of(st.just("http://127.0.0.1:1/v1"), hostile_text),
+                        "model": hostile_text,
+                        "apiKeyEnv": st.one_of(st.just("KEY"), hostile_text),
+                        "maxTokens": st.one_of(st.integers(-1, 10**6), huge_int),
+                        "maxConcurrent": st.one_of(st.integers(-1, 2000), huge_int),
+                        "temperature": st.one_of(st.floats(allow_nan=True), hostile_json),
+                        "command": st.lists(hostile_text, max_size=2),
+                        "sandbox": profile_word,
+                    },
+                ),
+                st.integers(-1, 10**6),
+                huge_int,
+                hostile_json,
+            ),
+            max_size=3,
+        ),
+        hostile_json,
+    ),
+}
+
+
+@st.composite
+def config_document(draw: st.DrawFn) -> dict[str, Any]:
+    doc = {
+        key: draw(config_section[key])
+        for key in draw(st.sets(st.sampled_from(sorted(config_section)), max_size=4))
+    }
+    doc.update(draw(st.dictionaries(hostile_text, hostile_json, max_size=1)))
+    return doc
+
+
+@st.composite
+def config_file(draw: st.DrawFn) -> tuple[str, bytes | str | None, bool]:
+    """(file name, contents: bytes to write, or a special kind; must it be refused)."""
+    kind = draw(st.sampled_from(["doc", "doc", "doc", "poisoned", "raw", "special"]))
+    suffix = draw(st.sampled_from([".toml", ".json"]))
+    if kind == "special":
+        return (
+            draw(st.sampled_from(["c.toml", "c.json", "c.yaml", "c"])),
+            draw(st.sampled_from(["loop", "dangling", "directory", "self-loop"])),
+            True,
+        )
+    if kind == "raw":
+        contents = draw(
+            st.one_of(
+                st.binary(max_size=64),
+                st.sampled_from(
+                    [
+                        b"",
+                        b"null",
+                        b"[]",
+                        b"\xef\xbb\xbf{}",
+                        b"\xff\xfe",
+                        b"\x00",
+                        b'"hooks" = 1\x00',
+                        b"[[hooks]]\n" * 3,
+                    ]
+                ),
+                st.integers(129, 1_000).map(lambda n: f"a = {deep(n)}\n".encode()),
+                st.integers(129, 1_000).map(
+                    lambda n: ("a = " + "{b = " * n + "1" + "}" * n).encode()
+                ),
+                st.integers(129, 3_000).map(lambda n: ("a" + ".a" * n + " = 1\n").encode()),
+                st.integers(129, 3_000).map(lambda n: ("[a" + ".a" * n + "]\n").encode()),
+                st.sampled_from([1_000, 100_000]).map(lambda n: deep(n).encode()),
+                st.sampled_from([1_000, 100_000]).map(lambda n: deep(n, "{").encode()),
+                huge_int.map(lambda n: f"[runs]\nretain = {n}\n".encode()),
+                huge_int.map(lambda n: f'{{"runs": {{"retain": {n}}}}}'.encode()),
+            )
+        )
+        return f"c{suffix}", contents, False
+    if kind == "poisoned":
+        doc: dict[str, Any] = {"hooks": draw(st.lists(poisoned_hook, min_size=1, max_size=2))}
+        must_refuse = True
+    else:
+        doc = draw(config_document())
+        must_refuse = False
+    text = render(doc) if suffix == ".json" else toml_document(doc)
+    if kind == "doc" and draw(st.booleans()):
+        text = draw(near_json(st.just(text)))
+    return f"c{suffix}", text.encode("utf-8", "surrogatepass"), must_refuse
+
+
+def write_config(directory: Path, name: str, contents: bytes | str) -> Path:
+    path = directory / name
+    if contents == "loop":
+        (directory / "other.toml").symlink_to(path)
+        path.symlink_to(directory / "other.toml")
+    elif contents == "self-loop":
+        path.symlink_to(path)
+    elif contents == "dangling":
+        path.symlink_to(directory / "gone.toml")
+    elif contents == "directory":
+        path.mkdir()
+    else:
+        assert isinstance(contents, bytes)
+        path.write_bytes(contents)
+    return path
+
+
+ConfigCase = tuple[str, bytes | str, bool]
+#: Issue 11, cases 2 and 6, as config files.
+POISONED_TOML = b'[[hooks]]\non = "script"\nphase = "before"\nrun = ["true"]\nenv = {"A=B" = "x"}\n'
+CONFIG_CASES: list[ConfigCase] = [
+    ("c.toml", f"a = {deep(1000)}\n".encode(), True),
+    ("c.toml", ("a = " + "{b = " * 1000 + "1" + "}" * 1000).encode(), True),
+    ("c.json", deep(100_000).encode(), True),
+    ("c.toml", "loop", True),
+    ("c.toml", "self-loop", True),
+    ("c.toml", "dangling", True),
+    ("c.toml", "directory", True),
+    ("c.toml", POISONED_TOML, True),
+    ("c.json", b'{"hooks": [{"on": "script", "phase": "before", "run": ["true\\u0000"]}]}', True),
+    ("c.json", b'{"hooks": [{"on": "script", "phase": "before", "run": ["\\ud800"]}]}', True),
+    ("c.toml", f"[runs]\nretain = {'9' * 5000}\n".encode(), True),
+]
+
+
+# `person` is one directory for all examples (each writes its own file under it).
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@examples("file", CONFIG_CASES)
+@given(file=config_file())
+def test_config_files(person: Path, file: ConfigCase) -> None:
+    name, contents, must_refuse = file
+    directory = person / f"c{len(list(person.iterdir()))}"
+    directory.mkdir()
+    path = write_config(directory, name, contents)
+    given_name = str(path.relative_to(person))
+    problems = validate_files([given_name])
+    for problem in problems:
+        assert isinstance(problem, Problem), problem
+        assert problem.file == given_name, problem
+        str(problem).encode("utf-8")  # a person can be shown it
+        assert not tracebacks(str(problem)), problem
+    if must_refuse:
+        assert problems, f"{given_name}: accepted, though nothing could run it"
+    try:
+        load_config([given_name], cwd=person, environ={}, discover=False)
+        loaded = True
+    except ConfigError as exc:
+        loaded = False
+        assert exc.problems
+    assert loaded == (not problems), (loaded, problems)
+    code, out, err = run_cli(["validate", given_name])
+    assert code == (2 if problems else 0), (code, out, err)
+    code, out, err = run_cli(["hooks", "list", "--config", given_name, "--json"])
+    assert code == (2 if problems else 0), (code, out, err)
+
+
+@st.composite
+def trust_state_file(draw: st.DrawFn) -> tuple[str, bytes]:
+    """A trust state file as a hostile hand left it: junk bytes, JSON of any shape, a
+    near-valid document broken in one place, or something that is not a file at all."""
+    sha = draw(st.sampled_from(["a" * 64, "A" * 64, "", "a" * 63, "\u0000"]))
+    entry = draw(
+        st.one_of(
+            st.fixed_dictionaries({"sha256": st.just(sha), "trustedAt": hostile_json}),
+            hostile_json,
+        )
+    )
+    key = draw(st.one_of(st.just("@local"), hostile_text))
+    doc = {"version": draw(st.one_of(st.just(1), hostile_json)), "files": {key: entry}}
+    text = render(doc).replace("@local", "LOCAL")
+    kind = draw(st.sampled_from(["json", "bytes", "mutated", "fifo", "dir", "loop", "0666"]))
+    if kind == "bytes":
+        return kind, draw(st.binary(max_size=200))
+    if kind == "mutated":
+        how = draw(st.sampled_from(["cut", "insert", "drop", "quote", "trail"]))
+        text = mutate(text, draw(st.integers(0, 400)), how, draw(hostile_text))
+    return kind, text.encode("utf-8", "surrogatepass")
+
+
+# `person` is one directory for all examples (each a project of its own under it).
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(state=trust_state_file())
+def test_a_hostile_trust_state_never_crashes_a_command(
+    person: Path, monkeypatch: pytest.MonkeyPatch, state: tuple[str, bytes]
+) -> None:
+    kind, data = state
+    project = person / f"p{len(list(person.iterdir()))}"
+    project.mkdir()
+    local = project / ".mcpx-hooks.toml"
+    local.write_text('[[hooks]]\nname = "local"\non = "script"\nphase = "before"\nrun = ["x"]\n')
+    path = person / "xdg_state_home" / "mcpx-hooks" / "trust.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for old in (path, path.with_name("other")):
+        if old.is_dir() and not old.is_symlink():
+            old.rmdir()
+        elif old.exists() or old.is_symlink():
+            old.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "dir":
+        path.mkdir()
+    elif kind == "loop":
+        path.symlink_to(path.with_name("other"))
+        path.with_name("other").symlink_to(path)
+    else:
+        path.write_bytes(data.replace(b"LOCAL", str(local).encode()))
+        path.chmod(0o666 if kind == "0666" else 0o600)
+    monkeypatch.delenv("MCPX_HOOKS_NO_DISCOVERY", raising=False)
+    monkeypatch.chdir(project)
+    config = load_config(cwd=project, environ=os.environ)
+    applied = [h.name for h in config.hooks] == ["local"]
+    assert applied or config.skipped, "a project file neither applied nor said to be skipped"
+    for warning in config.warnings:
+        assert not tracebacks(warning), warning
+    code, out, err = run_cli(["hooks", "list", "--json"])
+    assert code == 0, (code, out, err)
+    assert applied or "mcpx-hooks trust" in out
+    code, out, err = run_cli(["trust", "--list"])
+    assert code in (0, 2), (code, out, err)
+    code, out, err = run_cli(["trust"])
+    assert code in (0, 2), (code, out, err)
+    if code == 0:  # it could read the state, so it wrote it: now the file applies
+        config = load_config(cwd=project, environ=os.environ)
+        assert [h.name for h in config.hooks] == ["local"], config.warnings
+        assert run_cli(["untrust", str(local)])[0] == 0
