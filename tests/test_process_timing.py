@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 
+import psutil
 import pytest
 import trio
 import trio.testing
@@ -40,17 +41,18 @@ def dead_spawner() -> subprocess.Popen[bytes]:
 
 
 async def test_a_spawner_that_does_not_exit_at_end_of_file_is_killed_at_the_bound_exactly(
-    no_leaks: None, autojump_clock: trio.testing.MockClock
+    autojump_clock: trio.testing.MockClock,
 ) -> None:
     proc = stuck_spawner()
     start = trio.current_time()
     await close_spawner(proc)
     assert trio.current_time() - start == pytest.approx(SPAWNER_EXIT_BOUND)
     assert proc.returncode == -signal.SIGKILL  # killed, and reaped by then
+    assert psutil.Process().children() == []
 
 
 async def test_closing_is_shielded_a_cancelled_caller_still_waits_out_the_bound(
-    no_leaks: None, autojump_clock: trio.testing.MockClock
+    autojump_clock: trio.testing.MockClock,
 ) -> None:
     proc = stuck_spawner()
     start = trio.current_time()
@@ -58,12 +60,14 @@ async def test_closing_is_shielded_a_cancelled_caller_still_waits_out_the_bound(
         await close_spawner(proc)
     assert trio.current_time() - start == pytest.approx(SPAWNER_EXIT_BOUND)
     assert proc.returncode == -signal.SIGKILL
+    assert psutil.Process().children() == []
 
 
 async def test_a_spawner_already_dead_is_reaped_at_once(
-    no_leaks: None, autojump_clock: trio.testing.MockClock
+    autojump_clock: trio.testing.MockClock,
 ) -> None:
     proc = dead_spawner()
     start = trio.current_time()
     await close_spawner(proc)
     assert trio.current_time() == start and proc.returncode == 0
+    assert psutil.Process().children() == []

@@ -24,9 +24,8 @@ import attrs
 import pytest
 import trio
 import trio.testing
-from loopmodel import LoopModel, Reply
 from mcp import types
-from prompting import config, openai_model, private_state, prompt_hook, serving
+from prompting import config, openai_model, private_state, prompt_hook
 
 from mcpx_hooks.supervisor.core.answers import AnsweredBy
 from mcpx_hooks.supervisor.core.effects import Effect
@@ -47,7 +46,6 @@ from mcpx_hooks.supervisor.run.phases import PhaseHooks, RunState
 from mcpx_hooks.supervisor.run.runtime import Runtime
 from mcpx_hooks.supervisor.run.servers import ServerEntry, ServerManager, ToolServers
 
-model = pytest.fixture(serving)
 state = pytest.fixture(autouse=True)(private_state)
 
 RUN = RunInfo("r1", ("python3", "job.py"), "/tmp", "2026-01-01T00:00:00Z")
@@ -267,15 +265,17 @@ async def test_an_ask_answered_before_its_deadline_is_settled_when_answered(
 
 
 async def test_the_observers_are_waited_for_at_most_drain_ms(
-    tmp_path: Path, model: LoopModel, autojump_clock: trio.testing.MockClock
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
-    model.default = Reply('{"advise": "late"}', delay=3600)  # answers when the server closes
+    # A model that takes the request and never answers: a socket of this test's own that
+    # listens and never accepts (no server thread outlives the test).
+    (listener,) = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    port = listener.socket.getsockname()[1]
     observer = prompt_hook("watch", "observe", "what does @event say?", on="run.finished")
-    cfg = config(
-        tmp_path, observer, models={"default": openai_model(model.url)}, observe={"drainMs": 750}
-    )
+    models = {"default": openai_model(f"http://127.0.0.1:{port}/v1")}
+    cfg = config(tmp_path, observer, models=models, observe={"drainMs": 750})
     bus = Bus()
-    async with trio.open_nursery() as nursery:
+    async with listener, trio.open_nursery() as nursery:
         stats = await nursery.start(
             lambda task_status: serve_observers(
                 bus,
