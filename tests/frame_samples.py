@@ -1,4 +1,4 @@
-"""One valid frame of each type, made from the frames' table (`core/frames.py` `CLASSES`):
+"""One valid frame of each type, made from the frames' table (`core/frames.py` `FRAME_CLASSES`):
 each required field gets a value of its declared type. The tests that walk every `FrameType`
 through a renderer (the CLI view, the cluster's messages, the console) take their frames
 from here, so a type added to the table is walked by them with no change to them.
@@ -18,7 +18,7 @@ import attrs
 import orjson
 
 from mcpx_hooks.supervisor.core.convert import to_json
-from mcpx_hooks.supervisor.core.frames import CLASSES, Envelope, FrameType, blank, stamp
+from mcpx_hooks.supervisor.core.frames import FRAME_CLASSES, Envelope, FrameType, blank, stamp
 
 RUN_ID = "sample-run"
 #: A frame of a type no release has: what a newer server may send an older client.
@@ -54,7 +54,7 @@ def _value(hint: Any) -> Any:
 
 def sample(frame_type: FrameType, seq: int = 0) -> dict[str, Any]:
     """A frame of `frame_type` in its wire form, stamped as frame `seq` of `RUN_ID`."""
-    cls = CLASSES[frame_type]
+    cls = FRAME_CLASSES[frame_type]
     hints = typing.get_type_hints(cls)
     envelope = {f.name for f in attrs.fields(Envelope)}
     required = {

@@ -20,7 +20,7 @@ from mcpx_hooks.supervisor.cluster.names import (
     frames_subject,
     stream_specs,
 )
-from mcpx_hooks.supervisor.core.frames import ENVELOPE, OUTPUT, FrameType
+from mcpx_hooks.supervisor.core.frames import ENVELOPE_KEYS, OUTPUT_TYPES, FrameType
 from mcpx_hooks.supervisor.core.hooks import Config
 
 #: A server's max payload a frame fits in; and one no frame fits in.
@@ -62,9 +62,9 @@ def test_a_frame_too_large_keeps_its_place_and_says_what_it_was(frame: dict[str,
     assert subject == frames_subject(RUN_ID)
     assert headers[Header.SEQ] == str(frame["seq"])
     carried = orjson.loads(payload)
-    assert {k: carried[k] for k in ENVELOPE} == {k: frame[k] for k in ENVELOPE}
+    assert {k: carried[k] for k in ENVELOPE_KEYS} == {k: frame[k] for k in ENVELOPE_KEYS}
     assert "bulk" not in carried
-    if frame["type"] in OUTPUT:
+    if frame["type"] in OUTPUT_TYPES:
         assert carried["type"] == FrameType.WARNING
         assert f"a {frame['type']} frame of" in carried["message"]
     else:

@@ -17,8 +17,8 @@ from console_browser import WAIT_MS, Page, browser, expect, origin, page, served
 from frame_samples import RUN_ID, UNKNOWN, every_frame
 
 from mcpx_hooks.supervisor.core.frames import (
-    ENVELOPE,
-    OUTPUT,
+    ENVELOPE_KEYS,
+    OUTPUT_TYPES,
     Control,
     FrameType,
     ServiceMessage,
@@ -48,8 +48,8 @@ def test_the_server_makes_the_consoles_tables_from_its_own() -> None:
     assert pages.TABLES not in {p.name for p in CONSOLE.iterdir()}  # made, never shipped
     assert _exported(pages.shipped()[pages.TABLES].body) == {
         "FrameType": {t.name: t.value for t in FrameType},
-        "OUTPUT_TYPES": [t.value for t in FrameType if t in OUTPUT],
-        "ENVELOPE": list(ENVELOPE),
+        "OUTPUT_TYPES": [t.value for t in FrameType if t in OUTPUT_TYPES],
+        "ENVELOPE_KEYS": list(ENVELOPE_KEYS),
         "Control": {"CANCEL": "cancel", "ANSWER": "answer"},
         "ServiceMessage": {"ERROR": "error", "HOOKS": "hooks"},
     }
@@ -83,7 +83,7 @@ def test_every_frame_type_shows_on_a_runs_page(page: Page, served: dict[str, Any
     assert given == {t.name: t.value for t in FrameType}
     for frame in frames:
         kind = frame["type"]
-        if kind in OUTPUT:  # drawn in the output list, its type beside it (stdout: blank)
+        if kind in OUTPUT_TYPES:  # drawn in the output list, its type beside it (stdout: blank)
             line = page.locator(f".output .line.{kind}")
             expect(line).to_have_count(1)
             assert line.inner_text().strip(), f"the console shows nothing of a {kind} frame"

@@ -18,9 +18,9 @@ from mcpx_hooks.supervisor.core.answers import AnsweredBy, Asked, Dropped, Refus
 from mcpx_hooks.supervisor.core.convert import to_json
 from mcpx_hooks.supervisor.core.events import Event, Gap
 from mcpx_hooks.supervisor.core.frames import (
-    CLASSES,
-    ENVELOPE,
-    OUTPUT,
+    ENVELOPE_KEYS,
+    FRAME_CLASSES,
+    OUTPUT_TYPES,
     ArtifactFrame,
     AskFrame,
     EmitFrame,
@@ -264,14 +264,14 @@ def test_stamp_is_the_envelope_and_blank_has_none() -> None:
 
 
 def test_the_table_of_frame_classes_covers_every_type() -> None:
-    assert set(CLASSES) == set(FrameType)
-    for frame_type, cls in CLASSES.items():
+    assert set(FRAME_CLASSES) == set(FrameType)
+    for frame_type, cls in FRAME_CLASSES.items():
         # The class makes frames of that type: by its default, or (output) by its field.
         default = attrs.fields_dict(cls)["type"].default
         assert default == frame_type or cls is OutputFrame, (frame_type, cls)
-    assert OUTPUT.issubset(FrameType)
+    assert OUTPUT_TYPES.issubset(FrameType)
 
 
 def test_the_envelope_is_the_wire_names_of_its_fields() -> None:
     envelope = to_json(Envelope(run_id="r", seq=0, at="now"))
-    assert tuple(envelope) == ENVELOPE
+    assert tuple(envelope) == ENVELOPE_KEYS

@@ -150,9 +150,9 @@ def frame_lines(frame: Mapping[str, Any]) -> list[str]:
 def other_frame_line(frame: Mapping[str, Any]) -> str:
     """A frame of a type this view does not know: its type, then its fields (envelope and
     type left out) as JSON, shortened."""
-    from ..core.frames import ENVELOPE
+    from ..core.frames import ENVELOPE_KEYS
 
-    fields = {k: v for k, v in frame.items() if k not in ENVELOPE and k != "type"}
+    fields = {k: v for k, v in frame.items() if k not in ENVELOPE_KEYS and k != "type"}
     return f"{frame.get('type', '(no type)')} {_short(fields, 200)}"
 
 

@@ -13,7 +13,7 @@ from typing import Final
 import attrs
 import orjson
 
-from ..core.frames import ENVELOPE, OUTPUT, FrameType
+from ..core.frames import ENVELOPE_KEYS, OUTPUT_TYPES, FrameType
 from ..core.hooks import Config
 
 #: Every subject starts with this.
@@ -41,15 +41,15 @@ FIELD_KEPT: Final = 4096
 def fit(line: bytes, limit: int) -> bytes:
     """A frame's line as one NATS message can carry it (`limit`: the server's max payload).
     One that is too large keeps its place (`seq`) and its type, so the run's order stands:
-    output (`frames.OUTPUT`) becomes a `warning` saying what was not carried; any other frame,
+    output (`frames.OUTPUT_TYPES`) becomes a `warning` saying what was not carried; any other frame,
     of a type known or not, keeps its envelope and small fields (a `result` its `value` as
     null). Pure."""
     if len(line) <= limit - HEADROOM:
         return line
     wire = orjson.loads(line)
     note = f"a {wire.get('type')} frame of {len(line)} bytes is over the cluster's message size"
-    if wire.get("type") in OUTPUT:
-        keep = {k: wire[k] for k in ENVELOPE if k in wire}
+    if wire.get("type") in OUTPUT_TYPES:
+        keep = {k: wire[k] for k in ENVELOPE_KEYS if k in wire}
         warning = {**keep, "message": f"{note}; not carried", "type": FrameType.WARNING}
         return orjson.dumps(warning)
     small = {k: v for k, v in wire.items() if len(orjson.dumps(v)) <= FIELD_KEPT}

@@ -42,7 +42,7 @@ class FrameType(enum.StrEnum):
 #: The frame types that are the script's output: what a run's journal may drop past its
 #: budget, what the console draws in its output list, what the cluster replaces by a
 #: `warning` when one is too large to carry.
-OUTPUT: Final = frozenset({FrameType.STDOUT, FrameType.STDERR, FrameType.LOG, FrameType.EMIT})
+OUTPUT_TYPES: Final = frozenset({FrameType.STDOUT, FrameType.STDERR, FrameType.LOG, FrameType.EMIT})
 
 
 class Control(enum.StrEnum):
@@ -127,7 +127,7 @@ class Tokens:
 
 
 #: The wire names of the envelope's fields (`Envelope`), which every frame begins with.
-ENVELOPE: Final = ("runId", "seq", "at")
+ENVELOPE_KEYS: Final = ("runId", "seq", "at")
 
 
 @attrs.frozen
@@ -316,7 +316,7 @@ Frame = (
 
 
 #: The class of each frame type (an output frame's class is one for both streams).
-CLASSES: Final[Mapping[FrameType, type[Frame]]] = {
+FRAME_CLASSES: Final[Mapping[FrameType, type[Frame]]] = {
     FrameType.START: StartFrame,
     FrameType.HOOK: HookFrame,
     FrameType.LOG: LogFrame,

@@ -13,7 +13,7 @@ import attrs
 import orjson
 import trio
 
-from ..core.frames import ENVELOPE, FrameType
+from ..core.frames import ENVELOPE_KEYS, FrameType
 from ..core.models import Model
 
 #: A line is looked at as a possible `artifact` frame only if it holds this.
@@ -66,7 +66,7 @@ def artifact_frames(lines: list[bytes]) -> list[dict[str, Any]]:
         if _ARTIFACT in line:
             frame = orjson.loads(line)
             if frame.get("type") == FrameType.ARTIFACT:
-                found.append({k: v for k, v in frame.items() if k not in ENVELOPE})
+                found.append({k: v for k, v in frame.items() if k not in ENVELOPE_KEYS})
     return found
 
 

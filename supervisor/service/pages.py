@@ -29,7 +29,7 @@ from typing import Final
 
 import attrs
 
-from ..core.frames import ENVELOPE, OUTPUT, Control, FrameType, ServiceMessage
+from ..core.frames import ENVELOPE_KEYS, OUTPUT_TYPES, Control, FrameType, ServiceMessage
 from .access import console_cookie, header, token_matches
 from .protocol import Request, error_body
 from .targets import query_token
@@ -102,8 +102,8 @@ def tables_module() -> bytes:
     sends a run (`Control`) and the service's own messages (`ServiceMessage`)."""
     tables: dict[str, object] = {
         "FrameType": {t.name: t.value for t in FrameType},
-        "OUTPUT_TYPES": [t.value for t in FrameType if t in OUTPUT],
-        "ENVELOPE": list(ENVELOPE),
+        "OUTPUT_TYPES": [t.value for t in FrameType if t in OUTPUT_TYPES],
+        "ENVELOPE_KEYS": list(ENVELOPE_KEYS),
         "Control": {c.name: c.value for c in Control},
         "ServiceMessage": {m.name: m.value for m in ServiceMessage},
     }

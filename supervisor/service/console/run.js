@@ -6,7 +6,7 @@
 import { announce, commandLine, duration, el, lineDiff, shown, when } from "./dom.js";
 import { Socket } from "./net.js";
 import { OutputList } from "./output.js";
-import { Control, ENVELOPE, FrameType, OUTPUT_TYPES, ServiceMessage } from "./tables.js";
+import { Control, ENVELOPE_KEYS, FrameType, OUTPUT_TYPES, ServiceMessage } from "./tables.js";
 
 /** Frames that are the script's output: drawn in the output list, one group in the timeline. */
 const OUTPUT = new Set(OUTPUT_TYPES);
@@ -277,7 +277,7 @@ function frameBody(frame, view) {
     case FrameType.WARNING:
       return el("p", { class: "message" }, frame.message);
     default: {
-      const rest = Object.fromEntries(Object.entries(frame).filter(([k]) => k !== "type" && !ENVELOPE.includes(k)));
+      const rest = Object.fromEntries(Object.entries(frame).filter(([k]) => k !== "type" && !ENVELOPE_KEYS.includes(k)));
       return pre(shown(rest));
     }
   }
