@@ -41,7 +41,7 @@ FIELD_KEPT: Final = 4096
 def fit(line: bytes, limit: int) -> bytes:
     """A frame's line as one NATS message can carry it (`limit`: the server's max payload).
     One that is too large keeps its place (`seq`) and its type, so the run's order stands:
-    output (`frames.OUTPUT_TYPES`) becomes a `warning` saying what was not carried; any other frame,
+    output (`OUTPUT_TYPES`) becomes a `warning` saying what was not carried; any other frame,
     of a type known or not, keeps its envelope and small fields (a `result` its `value` as
     null). Pure."""
     if len(line) <= limit - HEADROOM:

@@ -3,6 +3,11 @@
 A frame is made without its envelope (`blank`); the run's journal stamps it (`stamp`) as it
 takes it in, so the run's frames are numbered in the one order readers see them. Their wire
 form is the one converter's (`core/convert.py`): camelCase, defaults left out.
+
+The types are a table (`FrameType`, with `FRAME_CLASSES`, `OUTPUT_TYPES`, `ENVELOPE_KEYS`),
+and so are the messages beside the frames on a run's socket: what a client sends a run
+(`Control`) and the service's own (`ServiceMessage`). Whatever shows or carries frames (the
+CLI's view, the console, the cluster) takes their names from here.
 """
 
 from __future__ import annotations
