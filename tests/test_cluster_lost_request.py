@@ -1,7 +1,8 @@
 """A request queued while no worker runs is lost when nats-server restarts (the requests
 stream is kept in memory): its client is told so with `error` + `end`, not left waiting, and
-a worker started afterwards runs nothing of it. Real parts: nats-server, a gateway and a
-worker (subprocesses), clients of another library."""
+a worker started afterwards runs nothing of it. A `cancel` sent while the request waits is
+kept by the gateway, and cancels the run once a worker has begun it. Real parts: nats-server,
+a gateway and a worker (subprocesses), clients of another library."""
 
 from __future__ import annotations
 
@@ -126,5 +127,35 @@ def test_exec_remote_exits_failed_when_its_request_is_lost(tmp_path: Path) -> No
         gateway_log = Path(str(gateway.stderr)).read_text()
         assert REQUEST_LOST in done.stdout + done.stderr, (done.stderr, gateway_log)
         assert "Traceback" not in done.stderr
+    finally:
+        cluster.stop()
+
+
+def test_a_cancel_sent_while_the_request_waits_for_a_worker_cancels_the_run(
+    tmp_path: Path,
+) -> None:
+    cluster: Cluster = open_cluster(tmp_path, gateways=1, workers=0)
+    gateway = cluster.gateways[0]
+    try:
+
+        async def scenario() -> Stream:
+            acked, nc = await queued(cluster.nats.client_url())
+            try:
+                async with open_ws(gateway, "/v1/exec") as ws:
+                    await ws.send(json.dumps({"argv": ["sh", "-c", "sleep 60"]}))
+                    await acked.wait()
+                    await ws.send(json.dumps({"type": "cancel"}))
+                    # The gateway keeps it for once a worker has begun the run.
+                    worker = await asyncio.to_thread(start_worker, tmp_path, cluster.nats)
+                    cluster.workers.append(worker)
+                    return await read_all(ws)
+            finally:
+                await nc.close()
+
+        seen = arun(scenario(), timeout=30)
+        assert seen.code == 1000
+        check_order(seen.frames)
+        assert [f["type"] for f in seen.frames] == ["start", "error", "end"]
+        assert seen.frames[1]["cause"] == "cancelled"
     finally:
         cluster.stop()

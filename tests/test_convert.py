@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import attrs
 import orjson
 import pytest
 
@@ -17,10 +18,14 @@ from mcpx_hooks.supervisor.core.answers import AnsweredBy, Asked, Dropped, Refus
 from mcpx_hooks.supervisor.core.convert import to_json
 from mcpx_hooks.supervisor.core.events import Event, Gap
 from mcpx_hooks.supervisor.core.frames import (
+    ENVELOPE_KEYS,
+    FRAME_CLASSES,
+    OUTPUT_TYPES,
     ArtifactFrame,
     AskFrame,
     EmitFrame,
     EndFrame,
+    Envelope,
     ErrorFrame,
     FrameType,
     HookFrame,
@@ -256,3 +261,17 @@ def test_stamp_is_the_envelope_and_blank_has_none() -> None:
     stamped = stamp(frame, "r1", 7)
     assert (stamped.run_id, stamped.seq, stamped.message) == ("r1", 7, "w")
     assert stamped.at.endswith("Z") and len(stamped.at) == len("2024-01-01T00:00:00.000Z")
+
+
+def test_the_table_of_frame_classes_covers_every_type() -> None:
+    assert set(FRAME_CLASSES) == set(FrameType)
+    for frame_type, cls in FRAME_CLASSES.items():
+        # The class makes frames of that type: by its default, or (output) by its field.
+        default = attrs.fields_dict(cls)["type"].default
+        assert default == frame_type or cls is OutputFrame, (frame_type, cls)
+    assert OUTPUT_TYPES.issubset(FrameType)
+
+
+def test_the_envelope_is_the_wire_names_of_its_fields() -> None:
+    envelope = to_json(Envelope(run_id="r", seq=0, at="now"))
+    assert tuple(envelope) == ENVELOPE_KEYS

@@ -46,7 +46,9 @@ def with_artifacts(code: int, copied: bool) -> int:
 
 
 def _artifacts(frames: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    return [f for f in frames if f.get("type") == "artifact"]
+    from ..core.frames import FrameType
+
+    return [f for f in frames if f.get("type") == FrameType.ARTIFACT]
 
 
 def target(directory: str, name: object) -> str | None:

@@ -54,7 +54,7 @@ class Output:
             self._on_closed()
 
     def frame(self, frame: Mapping[str, Any], as_json: bool) -> None:
-        """One frame: a JSON line, or its lines for a person (none for a type not known)."""
+        """One frame: a JSON line, or its lines for a person."""
         if as_json:
             self.line(json.dumps(frame))
         elif lines := frame_lines(frame):

@@ -93,8 +93,8 @@ def _exit(code: Any, signal: Any) -> str | None:
 
 
 def frame_lines(frame: Mapping[str, Any]) -> list[str]:
-    """Any run frame (wire form) for a person, as it happens; nothing for a type it does not
-    know (the set is open)."""
+    """Any run frame (wire form) for a person, as it happens. The set of types is open: one
+    this view does not know is one line, its type and its fields (`other_frame_line`)."""
     from ..core.frames import FrameType
 
     match frame.get("type"):
@@ -144,7 +144,16 @@ def frame_lines(frame: Mapping[str, Any]) -> list[str]:
                 f"ask from {frame['hook']}: {frame['question']} (default {frame['default']} "
                 f"in {frame['deadlineMs'] / 1000:g} s; waiting for an answer)"
             ]
-    return []
+    return [other_frame_line(frame)]
+
+
+def other_frame_line(frame: Mapping[str, Any]) -> str:
+    """A frame of a type this view does not know: its type, then its fields (envelope and
+    type left out) as JSON, shortened."""
+    from ..core.frames import ENVELOPE_KEYS
+
+    fields = {k: v for k, v in frame.items() if k not in ENVELOPE_KEYS and k != "type"}
+    return f"{frame.get('type', '(no type)')} {_short(fields, 200)}"
 
 
 def hook_table(hooks: Iterable[Mapping[str, Any]]) -> list[str]:

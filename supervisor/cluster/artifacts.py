@@ -25,6 +25,7 @@ from typing import Any
 
 import orjson
 
+from ..core.frames import FrameType
 from ..run.artifacts import ArtifactGone, Stored
 from ..run.journal import RunJournal
 from ..service.routes import ArtifactSource, SourceDown
@@ -36,7 +37,7 @@ from .watch import RunsIndex
 logger = logging.getLogger("mcpx_hooks.cluster")
 
 #: A line is looked at as a possible `artifact` frame only if it holds this.
-_MARK = b'"artifact"'
+_MARK = f'"{FrameType.ARTIFACT}"'.encode()
 
 
 def artifact_ids(lines: list[bytes]) -> list[str]:
@@ -47,7 +48,7 @@ def artifact_ids(lines: list[bytes]) -> list[str]:
             continue
         with contextlib.suppress(orjson.JSONDecodeError):
             frame = orjson.loads(line)
-            if isinstance(frame, dict) and frame.get("type") == "artifact":
+            if isinstance(frame, dict) and frame.get("type") == FrameType.ARTIFACT:
                 found.append(str(frame.get("id")))
     return found
 

@@ -23,6 +23,7 @@ from typing import Any, cast
 
 import trio
 
+from ..core.frames import Control
 from ..core.hooks import Config
 from ..process.signals import serve_stop_signals
 from ..run.hookcontext import new_run_id
@@ -139,7 +140,7 @@ class Gateway(Service):
                 except WireError as exc:
                     wake.set(exc)
                     return
-                cancelled = cancelled or getattr(message, "type", "") == "cancel"
+                cancelled = cancelled or message is Control.CANCEL
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(listen)

@@ -23,6 +23,7 @@ import trio
 from ..core.answers import ANSWERS, AnsweredBy
 from ..core.convert import to_json
 from ..core.frames import (
+    Control,
     EndFrame,
     ErrorCause,
     ErrorFrame,
@@ -211,7 +212,7 @@ class RemoteAsks:
         if ask_id not in self._run.journal.ask_ids():
             return f"no ask {ask_id!r} in this run"
         self._answered[ask_id] = answer
-        self._run.send({"type": "answer", "askId": ask_id, "answer": answer})
+        self._run.send({"type": Control.ANSWER, "askId": ask_id, "answer": answer})
         return None
 
 
@@ -225,7 +226,7 @@ class RemoteRun:
         self._nursery = nursery
 
     def cancel(self) -> None:
-        self.send({"type": "cancel"})
+        self.send({"type": Control.CANCEL})
 
     def send(self, message: dict[str, Any]) -> None:
         self._nursery.start_soon(self._send, orjson.dumps(message))
@@ -281,11 +282,16 @@ async def publish_ending(
                 return False
             raise
         expected, seq = published.sequence, seq + 1
-    summary = {**journal.summary(), "status": "error", "exitCode": None, "durationMs": started_ms}
+    summary = {
+        **journal.summary(),
+        "status": FrameType.ERROR.value,  # unless it had its outcome (below)
+        "exitCode": None,
+        "durationMs": started_ms,
+    }
     if frames[0] is start:
         summary.update(argv=first["argv"], cwd=first["cwd"], startedAt=first["at"])
     if journal.outcome is not None:
-        summary["status"] = journal.outcome.get("type", "error")
+        summary["status"] = journal.outcome.get("type", FrameType.ERROR.value)
     ids: dict[str, str] = {Header.MSG_ID: f"{run_id}.lost.summary"}
     await cluster.publish(runs_subject(run_id), orjson.dumps(summary), ids)
     event = {

@@ -13,6 +13,7 @@ from typing import Final
 import attrs
 import orjson
 
+from ..core.frames import ENVELOPE_KEYS, OUTPUT_TYPES, FrameType
 from ..core.hooks import Config
 
 #: Every subject starts with this.
@@ -35,24 +36,24 @@ RUN_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 HEADROOM: Final = 4096
 #: A field of a frame too large for one message is dropped if its encoding exceeds this.
 FIELD_KEPT: Final = 4096
-#: Frame types whose stand-in, when too large for one message, is a `warning`.
-OUTPUT_TYPES: Final = frozenset({"stdout", "stderr", "log", "emit"})
 
 
 def fit(line: bytes, limit: int) -> bytes:
     """A frame's line as one NATS message can carry it (`limit`: the server's max payload).
     One that is too large keeps its place (`seq`) and its type, so the run's order stands:
-    output becomes a `warning` saying what was not carried; any other frame keeps its
-    envelope and small fields (a `result` its `value` as null). Pure."""
+    output (`OUTPUT_TYPES`) becomes a `warning` saying what was not carried; any other frame,
+    of a type known or not, keeps its envelope and small fields (a `result` its `value` as
+    null). Pure."""
     if len(line) <= limit - HEADROOM:
         return line
     wire = orjson.loads(line)
     note = f"a {wire.get('type')} frame of {len(line)} bytes is over the cluster's message size"
     if wire.get("type") in OUTPUT_TYPES:
-        keep = {k: wire[k] for k in ("runId", "seq", "at") if k in wire}
-        return orjson.dumps({**keep, "message": f"{note}; not carried", "type": "warning"})
+        keep = {k: wire[k] for k in ENVELOPE_KEYS if k in wire}
+        warning = {**keep, "message": f"{note}; not carried", "type": FrameType.WARNING}
+        return orjson.dumps(warning)
     small = {k: v for k, v in wire.items() if len(orjson.dumps(v)) <= FIELD_KEPT}
-    if wire.get("type") == "result":
+    if wire.get("type") == FrameType.RESULT:
         small.setdefault("value", None)
         small["advice"] = [*small.get("advice", []), f"{note}; its value is not carried"]
     return orjson.dumps(small)
@@ -124,6 +125,20 @@ def requests_subject() -> str:
 
 def frames_subject(run_id: str) -> str:
     return f"{PREFIX}.frames.{run_id}"
+
+
+def frame_message(
+    run_id: str, seq: int, line: bytes, limit: int
+) -> tuple[str, bytes, dict[str, str]]:
+    """How a worker publishes frame `seq` of a run (`line`, its wire form): to the run's one
+    subject whatever the frame's type, so the stream keeps the run's order; as one message
+    can carry it (`fit`, `limit` the server's max payload); with its seq, an id that makes a
+    second publish of it a no-op, and, on the first frame, the condition that the run's
+    subject be empty (one worker starts a run). Pure."""
+    headers: dict[str, str] = {Header.SEQ: str(seq), Header.MSG_ID: f"{run_id}.{seq}"}
+    if seq == 0:
+        headers[Header.LAST_SUBJECT_SEQ] = "0"
+    return frames_subject(run_id), fit(line, limit), headers
 
 
 def runs_subject(run_id: str) -> str:

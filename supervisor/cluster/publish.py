@@ -16,7 +16,7 @@ from ..run.scriptrun import Run
 from .artifacts import store_artifacts
 from .jet import WRONG_LAST_SEQUENCE, ClusterDown
 from .link import Cluster
-from .names import Header, fit, frames_subject, runs_subject
+from .names import Header, frame_message, runs_subject
 
 logger = logging.getLogger("mcpx_hooks.worker")
 
@@ -84,15 +84,10 @@ class Publisher:
     def _batch(
         self, journal: RunJournal, at: int, upto: int
     ) -> list[tuple[str, bytes, dict[str, str]]]:
-        run_id = journal.run_id
-        subject = frames_subject(run_id)
-        batch: list[tuple[str, bytes, dict[str, str]]] = []
-        for seq in range(at, upto):
-            headers: dict[str, str] = {Header.SEQ: str(seq), Header.MSG_ID: f"{run_id}.{seq}"}
-            if seq == 0:
-                headers[Header.LAST_SUBJECT_SEQ] = "0"  # one worker starts a run
-            batch.append((subject, fit(journal.lines[seq], self.max_payload), headers))
-        return batch
+        return [
+            frame_message(journal.run_id, seq, journal.lines[seq], self.max_payload)
+            for seq in range(at, upto)
+        ]
 
     async def _rewind(
         self, inflight: collections.deque[tuple[int, list[Any]]], at: int, run_id: str, why: object

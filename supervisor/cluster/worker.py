@@ -32,7 +32,7 @@ import trio
 from ..core.answers import AnsweredBy
 from ..core.convert import to_json
 from ..core.errors import bug_summary
-from ..core.frames import ErrorCause, StartFrame, blank
+from ..core.frames import Control, ErrorCause, StartFrame, blank
 from ..core.hooks import Config
 from ..process.signals import serve_stop_signals
 from ..run.runtime import Runtime
@@ -273,9 +273,9 @@ class Worker:
                     continue
                 if not isinstance(message, dict):
                     continue
-                if message.get("type") == "cancel":
+                if message.get("type") == Control.CANCEL:
                     run.cancel()
-                elif message.get("type") == "answer":
+                elif message.get("type") == Control.ANSWER:
                     run.asks.answer(
                         str(message.get("askId")), str(message.get("answer")), AnsweredBy.CLIENT
                     )

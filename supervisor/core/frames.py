@@ -3,13 +3,19 @@
 A frame is made without its envelope (`blank`); the run's journal stamps it (`stamp`) as it
 takes it in, so the run's frames are numbered in the one order readers see them. Their wire
 form is the one converter's (`core/convert.py`): camelCase, defaults left out.
+
+The types are a table (`FrameType`, with `FRAME_CLASSES`, `OUTPUT_TYPES`, `ENVELOPE_KEYS`),
+and so are the messages beside the frames on a run's socket: what a client sends a run
+(`Control`) and the service's own (`ServiceMessage`). Whatever shows or carries frames (the
+CLI's view, the console, the cluster) takes their names from here.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import enum
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from typing import Any, Final, TypeVar
 
 import attrs
 
@@ -36,6 +42,31 @@ class FrameType(enum.StrEnum):
     ASK = "ask"
     #: One tool call the script made, among its output (never its arguments or answer).
     CALL = "call"
+
+
+#: The frame types that are the script's output: what a run's journal may drop past its
+#: budget, what the console draws in its output list, what the cluster replaces by a
+#: `warning` when one is too large to carry.
+OUTPUT_TYPES: Final = frozenset({FrameType.STDOUT, FrameType.STDERR, FrameType.LOG, FrameType.EMIT})
+
+
+class Control(enum.StrEnum):
+    """What a client may send a run after its request (`{"type": …}` on the run's socket),
+    and what a gateway passes on to the run's worker."""
+
+    #: `{"type": "cancel"}`: the run stops; its suffix hooks and `end` still come.
+    CANCEL = "cancel"
+    #: `{"type": "answer", "askId", "answer"}`: the answer to an `ask` frame.
+    ANSWER = "answer"
+
+
+class ServiceMessage(enum.StrEnum):
+    """The service's own messages beside a run's frames. They carry no `seq`: that is how a
+    client tells the error message from a run's `error` frame, whose type it shares."""
+
+    ERROR = FrameType.ERROR.value
+    #: `/v1/hooks`' one message: the hooks in force, the files, the tool servers.
+    HOOKS = "hooks"
 
 
 class HookStatus(enum.StrEnum):
@@ -98,6 +129,10 @@ class Tokens:
 
     prompt: int
     completion: int
+
+
+#: The wire names of the envelope's fields (`Envelope`), which every frame begins with.
+ENVELOPE_KEYS: Final = ("runId", "seq", "at")
 
 
 @attrs.frozen
@@ -284,6 +319,23 @@ Frame = (
     | CallFrame
 )
 
+
+#: The class of each frame type (an output frame's class is one for both streams).
+FRAME_CLASSES: Final[Mapping[FrameType, type[Frame]]] = {
+    FrameType.START: StartFrame,
+    FrameType.HOOK: HookFrame,
+    FrameType.LOG: LogFrame,
+    FrameType.EMIT: EmitFrame,
+    FrameType.STDOUT: OutputFrame,
+    FrameType.STDERR: OutputFrame,
+    FrameType.ARTIFACT: ArtifactFrame,
+    FrameType.RESULT: ResultFrame,
+    FrameType.ERROR: ErrorFrame,
+    FrameType.END: EndFrame,
+    FrameType.WARNING: WarningFrame,
+    FrameType.ASK: AskFrame,
+    FrameType.CALL: CallFrame,
+}
 
 _Framed = TypeVar("_Framed", bound=Frame)
 

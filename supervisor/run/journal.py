@@ -29,6 +29,7 @@ import trio
 
 from ..core.convert import to_json
 from ..core.frames import (
+    OUTPUT_TYPES,
     EndFrame,
     ErrorFrame,
     Frame,
@@ -48,7 +49,7 @@ from .artifacts import ArtifactGone, ArtifactStore, Stored
 #: empty stdout frames of 99 bytes grow a process by 163 bytes each).
 FRAME_OVERHEAD: Final = 64
 #: Frames a run may lose to its budget: its output. The rest always stays.
-DROPPABLE: Final = frozenset({FrameType.STDOUT, FrameType.STDERR, FrameType.LOG, FrameType.EMIT})
+DROPPABLE: Final = OUTPUT_TYPES
 #: Hook statuses that are failures, as the wire says them.
 _FAILED: Final = frozenset(s.value for s in HookStatus if s.is_failure)
 

@@ -13,8 +13,11 @@ import attrs
 import orjson
 import trio
 
+from ..core.frames import ENVELOPE_KEYS, FrameType
 from ..core.models import Model
 
+#: A line is looked at as a possible `artifact` frame only if it holds this.
+_ARTIFACT: Final = f'"{FrameType.ARTIFACT}"'.encode()
 #: The most of a `--python` script's text `@source` holds.
 SOURCE_BYTES: Final = 256 * 1024
 
@@ -60,10 +63,10 @@ def artifact_frames(lines: list[bytes]) -> list[dict[str, Any]]:
     """The artifact frames among a journal's lines, as wire dicts (without their envelope)."""
     found = []
     for line in lines:
-        if b'"artifact"' in line:
+        if _ARTIFACT in line:
             frame = orjson.loads(line)
-            if frame.get("type") == "artifact":
-                found.append({k: v for k, v in frame.items() if k not in ("runId", "seq", "at")})
+            if frame.get("type") == FrameType.ARTIFACT:
+                found.append({k: v for k, v in frame.items() if k not in ENVELOPE_KEYS})
     return found
 
 

@@ -259,16 +259,18 @@ def _frame_line(
         msg, why = None, str(exc)
     else:
         why = "not a frame object"
+    # The channel speaks the frames' words (`runners/launcher.py`), and one of its own:
+    # `exception`, which the run turns into its `error` frame.
     kind = msg.get("type") if isinstance(msg, dict) else None
-    if kind == "result" and isinstance(msg, dict):
+    if kind == FrameType.RESULT and isinstance(msg, dict):
         outcome.result_line = (msg.get("value"),)
     elif kind == "exception" and isinstance(msg, dict):
         outcome.exception = f"{msg.get('exceptionType')}: {msg.get('message')}"
-    elif kind == "call" and isinstance(msg, dict) and calls is not None:
+    elif kind == FrameType.CALL and isinstance(msg, dict) and calls is not None:
         calls.submit(msg)
-    elif kind == "emit" and isinstance(msg, dict):
+    elif kind == FrameType.EMIT and isinstance(msg, dict):
         journal.offer(blank(EmitFrame, value=msg.get("value")))
-    elif kind == "log" and isinstance(msg, dict):
+    elif kind == FrameType.LOG and isinstance(msg, dict):
         attrs_ = msg.get("attrs")
         journal.offer(
             blank(

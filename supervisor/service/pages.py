@@ -8,7 +8,9 @@ data, and what it then asks for (`/v1/runs`, the WebSocket endpoints) asks for t
 `access.console_cookie`), so the token leaves the address bar and the history at once; a
 wrong one gets the page with `401`, which then says how to get in. `GET /console/NAME` is one
 of the shipped files, looked up by name in the table of files shipped: a path is never used
-as a file name, so `..`, `%2F` and the like find nothing (404).
+as a file name, so `..`, `%2F` and the like find nothing (404). One of them is made here, not
+shipped: `tables.js`, the server's tables the console's scripts take their words from (the
+frame types, the messages beside them), so that the page never spells them itself.
 
 Every answer says what it is (`Content-Type`, `nosniff`) and where it may be cached. The
 page carries a `Content-Security-Policy` that lets it load and connect to its own origin only
@@ -20,12 +22,14 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.resources
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Final
 
 import attrs
 
+from ..core.frames import ENVELOPE_KEYS, OUTPUT_TYPES, Control, FrameType, ServiceMessage
 from .access import console_cookie, header, token_matches
 from .protocol import Request, error_body
 from .targets import query_token
@@ -34,6 +38,8 @@ from .targets import query_token
 FOLDER: Final = "console"
 #: The page `GET /` answers.
 PAGE: Final = "index.html"
+#: The module made from the server's tables (`tables_module`), served beside the files.
+TABLES: Final = "tables.js"
 #: What each shipped file's suffix is served as; a file of another suffix is not served.
 TYPES: Final[Mapping[str, bytes]] = {
     ".html": b"text/html; charset=utf-8",
@@ -69,19 +75,41 @@ class Page:
     headers: tuple[tuple[bytes, bytes], ...] = ()
 
 
+def _shipped(body: bytes, suffix: str) -> Shipped:
+    tag = hashlib.sha256(body).hexdigest()[:20]
+    return Shipped(body, TYPES[suffix], f'"{tag}"'.encode())
+
+
 @functools.cache
 def shipped() -> Mapping[str, Shipped]:
-    """The console's files by name (the folder holds no subfolders), read once."""
+    """The console's files by name (the folder holds no subfolders), read once, and the
+    module of the server's tables (`TABLES`), made once."""
     root = importlib.resources.files(__package__ or "").joinpath(FOLDER)
     files: dict[str, Shipped] = {}
     for entry in root.iterdir():
         suffix = "." + entry.name.rpartition(".")[2]
         if not entry.is_file() or suffix not in TYPES or entry.name.startswith("."):
             continue
-        body = entry.read_bytes()
-        tag = hashlib.sha256(body).hexdigest()[:20]
-        files[entry.name] = Shipped(body, TYPES[suffix], f'"{tag}"'.encode())
+        files[entry.name] = _shipped(entry.read_bytes(), suffix)
+    files[TABLES] = _shipped(tables_module(), ".js")
     return files
+
+
+def tables_module() -> bytes:
+    """`/console/tables.js`: the tables the console's scripts need, as this server has them
+    (`core/frames.py`), each an exported frozen object: the frame types by member name, the
+    output types in the order of the frame types, the envelope's fields, the messages a page
+    sends a run (`Control`) and the service's own messages (`ServiceMessage`)."""
+    tables: dict[str, object] = {
+        "FrameType": {t.name: t.value for t in FrameType},
+        "OUTPUT_TYPES": [t.value for t in FrameType if t in OUTPUT_TYPES],
+        "ENVELOPE_KEYS": list(ENVELOPE_KEYS),
+        "Control": {c.name: c.value for c in Control},
+        "ServiceMessage": {m.name: m.value for m in ServiceMessage},
+    }
+    lines = ["// Made by the server from its tables (service/pages.py, tables_module)."]
+    lines += [f"export const {k} = Object.freeze({json.dumps(v)});" for k, v in tables.items()]
+    return ("\n".join(lines) + "\n").encode()
 
 
 def policy(headers: Sequence[tuple[bytes, bytes]]) -> bytes:

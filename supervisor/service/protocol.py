@@ -34,6 +34,8 @@ import wsproto.connection
 import wsproto.events
 import wsproto.utilities
 
+from ..core.frames import ServiceMessage
+
 #: The close code of a connection that ended without a close frame (RFC 6455 §7.1.5).
 ABNORMAL: Final = 1006
 #: The close code for a message over the cap.
@@ -101,7 +103,7 @@ Event = Request | Message | Pong | Ended
 
 def error_body(status: int, message: str) -> bytes:
     """The JSON body of every HTTP refusal or error the service answers."""
-    error = {"type": "error", "code": status, "message": message}
+    error = {"type": ServiceMessage.ERROR, "code": status, "message": message}
     return json.dumps(error, separators=(",", ":")).encode()
 
 

@@ -25,6 +25,7 @@ from trio_websocket import (
 )
 
 from ..core.answers import AnsweredBy
+from ..core.frames import Control, ServiceMessage
 from ..core.jsontext import is_unicode
 from ..process.signals import serve_stop_signals
 from .answering import AskWatcher, Responder
@@ -152,7 +153,7 @@ async def messages(
             if not line:
                 continue
             obj = json.loads(line)
-            if obj.get("type") == "error" and "seq" not in obj and "askId" not in obj:
+            if obj.get("type") == ServiceMessage.ERROR and "seq" not in obj and "askId" not in obj:
                 error = obj
                 continue
             yield obj
@@ -175,10 +176,10 @@ async def exec_remote(
         await ws.send_message(json.dumps(request))
 
         def ask_cancel(_: signal.Signals) -> None:
-            nursery.start_soon(_send, ws, {"type": "cancel"})
+            nursery.start_soon(_send, ws, {"type": Control.CANCEL})
 
         async def deliver(ask_id: str, word: str, by: AnsweredBy) -> None:
-            await _send(ws, {"type": "answer", "askId": ask_id, "answer": word})
+            await _send(ws, {"type": Control.ANSWER, "askId": ask_id, "answer": word})
 
         watcher = AskWatcher(nursery, responder, deliver)
         await nursery.start(serve_stop_signals, nursery.cancel_scope, ask_cancel)
@@ -264,7 +265,7 @@ async def config_files(remote: Remote) -> list[str]:
 async def _hooks_message(remote: Remote) -> dict[str, Any]:
     async with open_remote(remote, "/v1/hooks") as ws, contextlib.aclosing(messages(ws)) as each:
         async for message in each:
-            if message.get("type") == "hooks":
+            if message.get("type") == ServiceMessage.HOOKS:
                 return message
     raise RemoteError("the server sent no hooks message")
 

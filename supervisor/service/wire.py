@@ -18,6 +18,7 @@ from ..core import jsontext
 from ..core.answers import ANSWERS
 from ..core.convert import KEEP
 from ..core.effects import Effect
+from ..core.frames import Control, ServiceMessage
 from ..core.hooks import Config, Profile
 from ..core.models import is_name
 from ..core.passenv import reference_problem
@@ -63,7 +64,7 @@ class ErrorMessage:
     """The error message a `WireError` is sent as. It has no `seq` and no `runId`: that is
     how a client tells it from a run's own `error` frame."""
 
-    type: str = attrs.field(default="error", metadata=KEEP)
+    type: str = attrs.field(default=ServiceMessage.ERROR, metadata=KEEP)
     code: int
     #: The close code's word (`CLOSE_WORDS`).
     error: str
@@ -350,7 +351,7 @@ class AnswerMessage:
 ASK_ID_CHARS: Final = 64
 #: The fields of an answer message: what each must be, in words, and the check.
 ANSWER_FIELDS: Final[dict[str, tuple[str, Callable[[Any], bool]]]] = {
-    "type": ('"answer"', lambda v: v == "answer"),
+    "type": (f'"{Control.ANSWER}"', lambda v: v == Control.ANSWER),
     "askId": (
         f"the askId of an ask frame (a string of 1 to {ASK_ID_CHARS} characters)",
         lambda v: _is_text(v) and 0 < len(v) <= ASK_ID_CHARS,
@@ -359,15 +360,15 @@ ANSWER_FIELDS: Final[dict[str, tuple[str, Callable[[Any], bool]]]] = {
 }
 
 
-def parse_control(text: str | bytes) -> str | AnswerMessage:
-    """A message after the request: `{"type": "cancel"}` ("cancel") or an answer."""
+def parse_control(text: str | bytes) -> Control | AnswerMessage:
+    """A message after the request: `{"type": "cancel"}` (`Control.CANCEL`) or an answer."""
     obj = parse_json_object(text, "a message after the request")
-    if obj == {"type": "cancel"}:
-        return "cancel"
-    if obj.get("type") == "cancel":
+    if obj == {"type": Control.CANCEL}:
+        return Control.CANCEL
+    if obj.get("type") == Control.CANCEL:
         extra = ", ".join(sorted(k for k in obj if k != "type"))
         raise WireError(Close.BAD_REQUEST, f"cancel takes no other field (found {extra})")
-    if obj.get("type") == "answer":
+    if obj.get("type") == Control.ANSWER:
         problems = [
             f"unknown field {key!r} (fields: {', '.join(ANSWER_FIELDS)})"
             for key in obj

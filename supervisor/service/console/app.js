@@ -7,6 +7,7 @@ import { drawHooks, fetchHooks } from "./hooks.js";
 import { getJson, Socket } from "./net.js";
 import { RunView } from "./run.js";
 import { RunsList } from "./runs.js";
+import { ServiceMessage } from "./tables.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -67,7 +68,7 @@ function openEvents() {
     path: () => `/v1/events?since=${page.events.since}`,
     done: () => false,
     onObject: (obj) => {
-      if (obj.type === "error" && !("seq" in obj)) {
+      if (obj.type === ServiceMessage.ERROR && !("seq" in obj)) {
         // `since` was never published here: another server (a restart) answers now.
         if (obj.code === 4416) {
           page.events.last = null;

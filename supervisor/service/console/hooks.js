@@ -3,6 +3,7 @@
 
 import { el } from "./dom.js";
 import { objects, socketUrl } from "./net.js";
+import { ServiceMessage } from "./tables.js";
 
 /** Asks `/v1/hooks` once; resolves with its message, or rejects saying why. */
 export function fetchHooks() {
@@ -10,8 +11,8 @@ export function fetchHooks() {
     const ws = new WebSocket(socketUrl("/v1/hooks"));
     let message = null;
     ws.onmessage = (event) => {
-      for (const obj of objects(event.data)) if (obj.type === "hooks") message = obj;
-        else if (obj.type === "error") reject(new Error(obj.message));
+      for (const obj of objects(event.data)) if (obj.type === ServiceMessage.HOOKS) message = obj;
+        else if (obj.type === ServiceMessage.ERROR) reject(new Error(obj.message));
     };
     ws.onclose = () => (message ? resolve(message) : reject(new Error("the server closed the socket")));
     ws.onerror = () => {};

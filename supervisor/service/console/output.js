@@ -2,6 +2,7 @@
 // are in the page, so a run of millions of lines scrolls as smoothly as one of ten.
 
 import { el } from "./dom.js";
+import { FrameType } from "./tables.js";
 
 /** Pixels per line: fixed, so any line's place is its index times this (see console.css). */
 export const ROW = 20;
@@ -74,7 +75,7 @@ export class OutputList {
           "div",
           { class: `line ${stream}`, role: "listitem" },
           el("span", { class: "n", "aria-hidden": "true" }, String(i + 1)),
-          el("span", { class: "s" }, stream === "stdout" ? "" : stream),
+          el("span", { class: "s" }, stream === FrameType.STDOUT ? "" : stream),
           text.length > LINE_CHARS ? `${text.slice(0, LINE_CHARS)} … (${(text.length - LINE_CHARS).toLocaleString("en")} more characters)` : text,
         ),
       );

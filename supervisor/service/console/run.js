@@ -6,9 +6,10 @@
 import { announce, commandLine, duration, el, lineDiff, shown, when } from "./dom.js";
 import { Socket } from "./net.js";
 import { OutputList } from "./output.js";
+import { Control, ENVELOPE_KEYS, FrameType, OUTPUT_TYPES, ServiceMessage } from "./tables.js";
 
 /** Frames that are the script's output: drawn in the output list, one group in the timeline. */
-const OUTPUT = new Set(["stdout", "stderr", "log", "emit"]);
+const OUTPUT = new Set(OUTPUT_TYPES);
 
 export class RunView {
   constructor(runId, { onGone }) {
@@ -61,10 +62,10 @@ export class RunView {
 
   take(obj) {
     if (!("seq" in obj)) {
-      if (obj.type === "error" && obj.askId) {
+      if (obj.type === ServiceMessage.ERROR && obj.askId) {
         const ask = this.asks.get(obj.askId);
         if (ask) ask.state.textContent = obj.message;
-      } else if (obj.type === "error") {
+      } else if (obj.type === ServiceMessage.ERROR) {
         this.ended = true;
         const gone = obj.code === 4404;
         this.say(gone ? `This run is gone: ${obj.message}. ${this.frames ? "The server restarted or let it go." : ""}` : obj.message);
@@ -101,18 +102,18 @@ export class RunView {
     this.group = null;
     const row = this.row(frame);
     this.timeline.append(row);
-    if (frame.type === "start") this.header(frame, null);
-    if (frame.type === "hook") {
+    if (frame.type === FrameType.START) this.header(frame, null);
+    if (frame.type === FrameType.HOOK) {
       this.settleAsk(frame);
       announce(`hook ${frame.name}: ${frame.status}${frame.refused ? ", refused" : ""}`);
     }
-    if (frame.type === "ask") announce(`${frame.hook} asks: ${frame.question}`);
-    if (frame.type === "result" || frame.type === "error") this.outcome = frame;
-    if (frame.type === "end") {
+    if (frame.type === FrameType.ASK) announce(`${frame.hook} asks: ${frame.question}`);
+    if (frame.type === FrameType.RESULT || frame.type === FrameType.ERROR) this.outcome = frame;
+    if (frame.type === FrameType.END) {
       this.ended = true;
       this.header(this.start, frame);
       this.closeAsks();
-      announce(`run ended: ${this.outcome ? this.outcome.type : "end"}`);
+      announce(`run ended: ${this.outcome ? this.outcome.type : FrameType.END}`);
     }
   }
 
@@ -120,7 +121,7 @@ export class RunView {
     if (start) this.start = start;
     const s = this.start || {};
     const outcome = this.outcome;
-    const status = end ? (outcome ? outcome.type : "error") : "running";
+    const status = end ? (outcome ? outcome.type : FrameType.ERROR) : "running";
     this.head.replaceChildren(
       el("p", { class: "argv" }, el("code", {}, commandLine(s.argv))),
       el(
@@ -133,7 +134,7 @@ export class RunView {
           ["exit code", end && end.exitCode !== null && end.exitCode !== undefined ? String(end.exitCode) : "—"],
           ["cwd", el("code", {}, s.cwd || "")],
           ["sandbox", s.sandbox || ""],
-          ...(end && outcome && outcome.type === "error" ? [["error", outcome.message]] : []),
+          ...(end && outcome && outcome.type === FrameType.ERROR ? [["error", outcome.message]] : []),
         ].map(([term, value]) => el("div", {}, el("dt", {}, term), el("dd", {}, value))),
       ),
     );
@@ -176,7 +177,7 @@ export class RunView {
   askButtons(frame) {
     const state = el("span", { class: "ask-state", role: "status" }, "");
     const answer = (word) => {
-      if (this.socket.send({ type: "answer", askId: frame.askId, answer: word })) {
+      if (this.socket.send({ type: Control.ANSWER, askId: frame.askId, answer: word })) {
         for (const b of buttons) b.disabled = true;
         state.textContent = `answered ${word}; waiting for the hook…`;
       } else {
@@ -224,8 +225,8 @@ export class RunView {
 }
 
 function outputText(frame) {
-  if (frame.type === "log") return `[${frame.level}] ${frame.message}${frame.attrs && Object.keys(frame.attrs).length ? ` ${JSON.stringify(frame.attrs)}` : ""}`;
-  if (frame.type === "emit") return JSON.stringify(frame.value);
+  if (frame.type === FrameType.LOG) return `[${frame.level}] ${frame.message}${frame.attrs && Object.keys(frame.attrs).length ? ` ${JSON.stringify(frame.attrs)}` : ""}`;
+  if (frame.type === FrameType.EMIT) return JSON.stringify(frame.value);
   return frame.text ?? "";
 }
 
@@ -236,11 +237,11 @@ function pre(text, cls = "") {
 /** What one frame shows, by type; a type this page does not know shows its fields. */
 function frameBody(frame, view) {
   switch (frame.type) {
-    case "start":
+    case FrameType.START:
       return el("div", {}, el("code", {}, commandLine(frame.argv)));
-    case "hook":
+    case FrameType.HOOK:
       return hookBody(frame);
-    case "ask":
+    case FrameType.ASK:
       return el(
         "div",
         { class: "ask" },
@@ -248,14 +249,14 @@ function frameBody(frame, view) {
         el("p", { class: "hint" }, `Unanswered within ${duration(frame.deadlineMs)}, the answer is "${frame.default}"${frame.default === "no" ? " (the run is refused)" : ""}.`),
         view.ended ? null : view.askButtons(frame),
       );
-    case "artifact":
+    case FrameType.ARTIFACT:
       return el(
         "div",
         {},
         el("a", { href: `/v1/runs/${encodeURIComponent(frame.runId)}/artifacts/${encodeURIComponent(frame.id)}`, download: frame.name }, frame.name),
         ` ${frame.mime}, ${frame.size.toLocaleString()} bytes`,
       );
-    case "result":
+    case FrameType.RESULT:
       return el(
         "div",
         {},
@@ -263,7 +264,7 @@ function frameBody(frame, view) {
         list("advice", frame.advice),
         frame.proposals && frame.proposals.length ? el("details", {}, el("summary", {}, `${frame.proposals.length} proposal(s)`), pre(shown(frame.proposals))) : null,
       );
-    case "error":
+    case FrameType.ERROR:
       return el(
         "div",
         {},
@@ -271,12 +272,12 @@ function frameBody(frame, view) {
         fields(frame, ["exitCode", "cause", "refusedBy"]),
         list("advice", frame.advice),
       );
-    case "end":
+    case FrameType.END:
       return el("div", {}, `exit code ${frame.exitCode ?? "none"}, ${duration(frame.durationMs)}`);
-    case "warning":
+    case FrameType.WARNING:
       return el("p", { class: "message" }, frame.message);
     default: {
-      const rest = Object.fromEntries(Object.entries(frame).filter(([k]) => !["type", "seq", "runId", "at"].includes(k)));
+      const rest = Object.fromEntries(Object.entries(frame).filter(([k]) => k !== "type" && !ENVELOPE_KEYS.includes(k)));
       return pre(shown(rest));
     }
   }

@@ -1,0 +1,38 @@
+"""Every frame type through the CLI's readable view: one frame of each type of the table
+(`frame_samples`) shows as lines a person reads, and a type the view does not know shows as
+its type and its fields instead of nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from frame_samples import UNKNOWN, every_frame
+
+from mcpx_hooks.supervisor.cli.execview import Output
+from mcpx_hooks.supervisor.cli.view import frame_lines, other_frame_line
+
+
+@pytest.mark.parametrize("frame", every_frame(), ids=lambda f: f["type"])
+def test_every_frame_type_shows_in_the_view(frame: dict[str, Any]) -> None:
+    lines = frame_lines(frame)
+    assert lines, f"the view shows nothing of a {frame['type']} frame"
+    assert all(line.strip() for line in lines), lines
+    # Each type of the table has a view of its own: none falls to the one for other types.
+    assert lines != [other_frame_line(frame)], f"the view does not know {frame['type']}"
+
+
+def test_a_type_the_view_does_not_know_shows_its_type_and_fields() -> None:
+    assert frame_lines(UNKNOWN) == ['future-kind {"shape": "round", "size": 3}']
+    long = {**UNKNOWN, "text": "x" * 500}
+    (line,) = frame_lines(long)
+    assert line.startswith("future-kind {") and line.endswith("...") and len(line) < 250
+    assert frame_lines({"seq": 4}) == ["(no type) {}"]
+
+
+def test_exec_prints_a_line_for_every_frame(capsys: pytest.CaptureFixture[str]) -> None:
+    out = Output()
+    for frame in [*every_frame(), UNKNOWN]:
+        out.frame(frame, as_json=False)
+        printed = capsys.readouterr().out
+        assert printed.strip(), f"exec printed nothing for a {frame['type']} frame"
