@@ -30,6 +30,8 @@ from typing import Any, Final, TypeVar
 
 import trio
 
+from ..core.errors import HooksError
+
 T = TypeVar("T")
 Deliver = Callable[[Any], Awaitable[None]]
 
@@ -41,7 +43,7 @@ CHANNEL_BOUND: Final = 256
 CLOSE_S: Final = 5.0
 
 
-class ChannelClosed(Exception):
+class ChannelClosed(HooksError):
     """The Trio reader of a stream has gone: the producer stops."""
 
 

@@ -1,5 +1,12 @@
-"""One small exception tree. A refusal is not an exception: it is a field of the hook frame
-(`refused`), kept apart from a failure (`status`)."""
+"""One small exception tree: every exception class the supervisor defines derives from
+`HooksError` (tests/test_errors.py imports every module to hold it so), keeping a standard
+base too where callers catch it by that (`class JsonError(HooksError, ValueError)`). A refusal
+is not an exception: it is a field of the hook frame (`refused`), kept apart from a failure
+(`status`).
+
+`runners/` has exceptions of its own, outside the tree: it is standard library only and never
+imports the supervisor, and what it raises never leaves the hook or script process it runs in
+(it becomes an exit status or a report the supervisor reads)."""
 
 from __future__ import annotations
 
