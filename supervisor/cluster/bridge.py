@@ -30,7 +30,8 @@ from typing import Any, Final, TypeVar
 
 import trio
 
-from ..core.errors import HooksError
+from ..core.errors import HooksError, bug_summary
+from .jet import NATS_FAILED
 
 T = TypeVar("T")
 Deliver = Callable[[Any], Awaitable[None]]
@@ -117,8 +118,12 @@ class Bridge:
                 await producer(deliver)
             except ChannelClosed:
                 pass
-            except Exception as exc:
+            except NATS_FAILED as exc:  # the reader sees its channel end (and follows again)
                 logger.warning("NATS: %s", exc or type(exc).__name__)
+                raise
+            except Exception as exc:  # a bug: the reader sees only the end, so it is told here
+                logger.error("NATS: %s", bug_summary(exc))
+                logger.debug("NATS: a producer failed", exc_info=exc)
                 raise
             finally:
                 with contextlib.suppress(trio.RunFinishedError):

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Mapping
+import logging
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, Final
 
 import attrs
@@ -19,9 +20,14 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import api
 
-from ..core.errors import HooksError
+from ..core.errors import HooksError, bug_summary
 from .names import DUPLICATE_WINDOW_S, WORKERS_CONSUMER, Header, Storage, Stream, StreamSpec
 
+logger = logging.getLogger("mcpx_hooks.cluster")
+
+#: What a call into nats-py raises when NATS fails it: its own errors (JetStream's refusals
+#: among them), a bound passed (`asyncio.wait_for`, nats-py's timeouts), the socket's.
+NATS_FAILED: Final = (TimeoutError, OSError, nats.errors.Error)
 #: A JetStream call's own bound; the Trio caller may bound it further.
 API_TIMEOUT_S: Final = 5.0
 #: What is still buffered at exit gets this long to go out.
@@ -64,6 +70,22 @@ class Stored:
 class Published:
     sequence: int
     duplicate: bool
+
+
+@contextlib.contextmanager
+def tolerating(what: str, *, level: int = logging.DEBUG) -> Iterator[None]:
+    """Around a call whose failure the caller goes on without (a close, an unsubscribe, an
+    ack that JetStream delivers again if lost): NATS failing it is logged at `level`, and
+    anything else is a bug, logged as one with its traceback at DEBUG. Neither is raised:
+    these run in a `finally`, at exit, or in nats-py's own callbacks, where an exception
+    would hide the one on its way out or end nats-py's reconnecting."""
+    try:
+        yield
+    except NATS_FAILED as exc:
+        logger.log(level, "NATS: %s: %s", what, exc or type(exc).__name__)
+    except Exception as exc:  # a bug, told as one (see above for why it goes no further)
+        logger.error("NATS: %s: %s", what, bug_summary(exc))
+        logger.debug("NATS: %s", what, exc_info=exc)
 
 
 def _config(spec: StreamSpec) -> api.StreamConfig:
@@ -115,9 +137,9 @@ class Jet:
         """Sends what is still buffered (bounded), then closes."""
         self.closing = True
         if self.nc is not None and not self.nc.is_closed:
-            with contextlib.suppress(Exception):
+            with tolerating("flush at exit"):
                 await asyncio.wait_for(self.nc.flush(), FLUSH_S)
-            with contextlib.suppress(Exception):
+            with tolerating("close"):
                 await self.nc.close()
 
     # ---- streams ---------------------------------------------------------------------------
@@ -126,7 +148,7 @@ class Jet:
         """After a reconnection: a restarted server may have lost the streams kept in memory,
         and the workers' consumer with them: both are made again."""
         self._workers = None
-        with contextlib.suppress(Exception):
+        with tolerating("the streams not made again", level=logging.WARNING):
             await self.ensure_streams(self.specs)
 
     async def ensure_streams(self, specs: tuple[StreamSpec, ...]) -> None:
@@ -257,7 +279,7 @@ class Jet:
                     batch.append(_stored(await sub.next_msg(timeout=None)))
                 await deliver(batch)
         finally:
-            with contextlib.suppress(Exception):
+            with tolerating(f"unsubscribe from {subject}"):
                 await sub.unsubscribe()
 
     async def listen(self, subject: str, deliver: Callable[[Msg], Awaitable[None]]) -> None:
@@ -268,24 +290,28 @@ class Jet:
             while True:
                 await deliver(await sub.next_msg(timeout=None))
         finally:
-            with contextlib.suppress(Exception):
+            with tolerating(f"unsubscribe from {subject}"):
                 await sub.unsubscribe()
 
     async def reply(self, msg: Msg, data: bytes) -> None:
-        with contextlib.suppress(Exception):
+        with tolerating("a reply not sent"):
             await msg.respond(data)
 
     # ---- the workers' requests -------------------------------------------------------------
 
     async def take(self, subject: str, lease_s: float, wait_s: float) -> list[Msg]:
-        """Up to one request, waiting at most `wait_s` for it; none when none came."""
+        """Up to one request, waiting at most `wait_s` for it; none when none came.
+        `ClusterDown` when NATS fails the take."""
         if self._workers is None:
             config = api.ConsumerConfig(
                 ack_policy=api.AckPolicy.EXPLICIT, ack_wait=lease_s, max_ack_pending=-1
             )
-            self._workers = await self.js.pull_subscribe(
-                subject, durable=WORKERS_CONSUMER, stream=Stream.REQUESTS, config=config
-            )
+            try:
+                self._workers = await self.js.pull_subscribe(
+                    subject, durable=WORKERS_CONSUMER, stream=Stream.REQUESTS, config=config
+                )
+            except NATS_FAILED as exc:
+                raise ClusterDown(f"the workers' consumer: {exc or type(exc).__name__}") from None
         try:
             msgs: list[Msg] = await self._workers.fetch(1, timeout=wait_s)
         except (TimeoutError, nats.errors.TimeoutError):
@@ -293,15 +319,17 @@ class Jet:
         except nats.js.errors.NotFoundError:
             self._workers = None  # the consumer went with a restarted server: made again
             return []
+        except NATS_FAILED as exc:
+            raise ClusterDown(f"taking a request: {exc or type(exc).__name__}") from None
         return msgs
 
     async def renew(self, msg: Msg) -> None:
-        with contextlib.suppress(Exception):
+        with tolerating("a lease not renewed"):
             await msg.in_progress()
 
     async def settle(self, msg: Msg) -> None:
         """Acknowledges a request for good: done, or not to be run again."""
-        with contextlib.suppress(Exception):
+        with tolerating("an ack not sent"):
             await msg.ack()
 
     async def request_held(self, seq: int, run_id: str) -> bool:
@@ -335,6 +363,7 @@ def refused_code(exc: ClusterDown) -> int | None:
 
 
 __all__ = [
+    "NATS_FAILED",
     "WRONG_LAST_SEQUENCE",
     "ClusterDown",
     "ClusterRefused",
@@ -342,4 +371,5 @@ __all__ = [
     "Jet",
     "Published",
     "Stored",
+    "tolerating",
 ]

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 import trio
 
+from ..core.backoff import retry_wait_s
 from ..core.errors import HooksError
 from ..core.hooks import Config
 from ..core.passenv import pass_environment
@@ -90,7 +91,7 @@ class ServerEntry:
 
 def backoff_s(failures: int) -> float:
     """The wait after `failures` failures in a row: 1, 2, 4 … 30 s."""
-    return min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2 ** (failures - 1)) if failures else 0.0
+    return retry_wait_s(failures, BACKOFF_FIRST_S, BACKOFF_MAX_S)
 
 
 class ServerManager:
