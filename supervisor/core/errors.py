@@ -10,14 +10,16 @@ imports the supervisor, and what it raises never leaves the hook or script proce
 
 from __future__ import annotations
 
-import attrs
+import dataclasses
 
 
 class HooksError(Exception):
     """The root of everything mcpx-hooks raises on purpose."""
 
 
-@attrs.frozen
+# A standard library data class, not attrs: the CLI's `--version` and `--help` load this
+# module (`cli/common.py`'s `Usage` is in the tree) and none of the heavier packages.
+@dataclasses.dataclass(frozen=True, slots=True)
 class Problem:
     """One thing wrong with an input: where (file, JSON pointer), what was expected, found."""
 
