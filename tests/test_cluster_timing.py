@@ -339,3 +339,26 @@ async def test_queued_requests_are_looked_at_on_the_tick_after_a_reconnection(
     # Looked at on the next tick (4), cut off, looked at again on the tick after (5): held.
     assert cluster.calls["request_held"] == [4 * TICK_S, 5 * TICK_S]
     assert _gaps(cluster.calls["status"])[:4] == [TICK_S] * 4
+
+
+async def test_a_worker_renews_its_lease_every_third_of_it_through_failures(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    cluster = FakeCluster()
+    published: list[tuple[float, str]] = []
+
+    async def renew(msg: Any) -> None:
+        cluster._called("renew")
+
+    async def core_publish(subject: str, data: bytes) -> None:
+        published.append((trio.current_time(), subject))
+
+    cluster.renew, cluster.core_publish = renew, core_publish  # type: ignore[method-assign]
+    cluster.failing["renew"] = [_down(), _down()]  # NATS away for a moment: renewed on
+    options = WorkerOptions(url="nats://x", key=b"k" * 32, lease_s=3)
+    worker = Worker(None, cluster, options)  # type: ignore[arg-type]
+    with trio.move_on_after(9.5):
+        await worker._keep_lease(object(), "r1")
+    assert cluster.calls["renew"] == [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]
+    # Heard by the gateways each time it was renewed (not while NATS failed it).
+    assert published == [(t, lease_subject("r1")) for t in (2, 3, 4, 5, 6, 7, 8, 9)]

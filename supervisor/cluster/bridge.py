@@ -31,7 +31,7 @@ from typing import Any, Final, TypeVar
 import trio
 
 from ..core.errors import HooksError, bug_summary
-from .jet import NATS_FAILED
+from .jet import NATS_FAILED, said
 
 T = TypeVar("T")
 Deliver = Callable[[Any], Awaitable[None]]
@@ -119,7 +119,7 @@ class Bridge:
             except ChannelClosed:
                 pass
             except NATS_FAILED as exc:  # the reader sees its channel end (and follows again)
-                logger.warning("NATS: %s", exc or type(exc).__name__)
+                logger.warning("NATS: %s", said(exc))
                 raise
             except Exception as exc:  # a bug: the reader sees only the end, so it is told here
                 logger.error("NATS: %s", bug_summary(exc))

@@ -28,6 +28,13 @@ logger = logging.getLogger("mcpx_hooks.cluster")
 #: What a call into nats-py raises when NATS fails it: its own errors (JetStream's refusals
 #: among them), a bound passed (`asyncio.wait_for`, nats-py's timeouts), the socket's.
 NATS_FAILED: Final = (TimeoutError, OSError, nats.errors.Error)
+
+
+def said(exc: BaseException) -> str:
+    """What `exc` says, or its type's name when it says nothing (nats-py's timeouts)."""
+    return str(exc) or type(exc).__name__
+
+
 #: A JetStream call's own bound; the Trio caller may bound it further.
 API_TIMEOUT_S: Final = 5.0
 #: What is still buffered at exit gets this long to go out.
@@ -82,7 +89,7 @@ def tolerating(what: str, *, level: int = logging.DEBUG) -> Iterator[None]:
     try:
         yield
     except NATS_FAILED as exc:
-        logger.log(level, "NATS: %s: %s", what, exc or type(exc).__name__)
+        logger.log(level, "NATS: %s: %s", what, said(exc))
     except Exception as exc:  # a bug, told as one (see above for why it goes no further)
         logger.error("NATS: %s: %s", what, bug_summary(exc))
         logger.debug("NATS: %s", what, exc_info=exc)
@@ -192,7 +199,7 @@ class Jet:
             down.code = exc.err_code  # type: ignore[attr-defined]
             raise down from None
         except (TimeoutError, nats.errors.Error) as exc:
-            raise ClusterDown(f"publish to {subject}: {exc or type(exc).__name__}") from None
+            raise ClusterDown(f"publish to {subject}: {said(exc)}") from None
         return Published(ack.seq, bool(ack.duplicate))
 
     async def publish_many(self, items: list[tuple[str, bytes, dict[str, str]]]) -> int:
@@ -208,7 +215,7 @@ class Jet:
         except BaseException as exc:  # (cancelled too: no future is left behind)
             await self.drop(futures)
             if isinstance(exc, nats.errors.Error | OSError):
-                raise ClusterDown(f"publish: {exc or type(exc).__name__}") from None
+                raise ClusterDown(f"publish: {said(exc)}") from None
             raise
         return futures
 
@@ -224,7 +231,7 @@ class Jet:
             down.code = exc.err_code  # type: ignore[attr-defined]
             raise down from None
         except (nats.errors.Error, OSError) as exc:
-            raise ClusterDown(f"publish: {exc or type(exc).__name__}") from None
+            raise ClusterDown(f"publish: {said(exc)}") from None
         finally:
             await self.drop(futures)
         return last
@@ -311,7 +318,7 @@ class Jet:
                     subject, durable=WORKERS_CONSUMER, stream=Stream.REQUESTS, config=config
                 )
             except NATS_FAILED as exc:
-                raise ClusterDown(f"the workers' consumer: {exc or type(exc).__name__}") from None
+                raise ClusterDown(f"the workers' consumer: {said(exc)}") from None
         try:
             msgs: list[Msg] = await self._workers.fetch(1, timeout=wait_s)
         except (TimeoutError, nats.errors.TimeoutError):
@@ -320,7 +327,7 @@ class Jet:
             self._workers = None  # the consumer went with a restarted server: made again
             return []
         except NATS_FAILED as exc:
-            raise ClusterDown(f"taking a request: {exc or type(exc).__name__}") from None
+            raise ClusterDown(f"taking a request: {said(exc)}") from None
         return msgs
 
     async def renew(self, msg: Msg) -> None:
@@ -340,7 +347,7 @@ class Jet:
         except nats.js.errors.NotFoundError:
             return False
         except (TimeoutError, nats.errors.Error) as exc:
-            raise ClusterDown(f"the requests stream: {exc or type(exc).__name__}") from None
+            raise ClusterDown(f"the requests stream: {said(exc)}") from None
         return dict(raw.headers or {}).get(Header.MSG_ID) == run_id
 
     async def delivered(self, msg: Msg) -> tuple[bytes, int, dict[str, str]]:
@@ -371,5 +378,6 @@ __all__ = [
     "Jet",
     "Published",
     "Stored",
+    "said",
     "tolerating",
 ]

@@ -16,7 +16,7 @@ import orjson
 from nats.js import api
 from nats.js.object_store import ObjectStore
 
-from .jet import API_TIMEOUT_S, NATS_FAILED, ClusterDown, Jet, tolerating
+from .jet import API_TIMEOUT_S, NATS_FAILED, ClusterDown, Jet, said, tolerating
 from .names import ARTIFACTS_BUCKET, Stream, artifact_run, every, runs_subject
 
 
@@ -59,7 +59,7 @@ async def put(jet: Jet, key: str, path: str, name: str, mime: str) -> None:
     except nats.js.errors.APIError as exc:
         raise ClusterDown(f"NATS refused artifact {key}: {exc.description}") from None
     except NATS_FAILED as exc:
-        raise ClusterDown(f"artifact {key}: {exc or type(exc).__name__}") from None
+        raise ClusterDown(f"artifact {key}: {said(exc)}") from None
 
 
 async def find(jet: Jet, key: str) -> ObjectFound | None:
@@ -71,7 +71,7 @@ async def find(jet: Jet, key: str) -> ObjectFound | None:
     except nats.js.errors.BadObjectMetaError:
         return None
     except NATS_FAILED as exc:
-        raise ClusterDown(f"artifact {key}: {exc or type(exc).__name__}") from None
+        raise ClusterDown(f"artifact {key}: {said(exc)}") from None
     name, mime = described(info.description, key)
     return ObjectFound(
         name,
@@ -107,7 +107,7 @@ async def prune(jet: Jet, run_id: str, need: int, budget: int) -> bool:
             objects = []
         info = await jet.js.stream_info(Stream.RUNS, subjects_filter=every(runs_subject("-")))
     except NATS_FAILED as exc:
-        raise ClusterDown(f"the artifacts bucket: {exc or type(exc).__name__}") from None
+        raise ClusterDown(f"the artifacts bucket: {said(exc)}") from None
     retained = {s.rsplit(".", 1)[-1] for s in (info.state.subjects or {})}
     runs: dict[str, list[Any]] = {}
     for obj in sorted(objects, key=lambda o: o.mtime or ""):
