@@ -362,3 +362,21 @@ async def test_a_worker_renews_its_lease_every_third_of_it_through_failures(
     assert cluster.calls["renew"] == [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]
     # Heard by the gateways each time it was renewed (not while NATS failed it).
     assert published == [(t, lease_subject("r1")) for t in (2, 3, 4, 5, 6, 7, 8, 9)]
+
+
+async def test_the_leases_are_listened_to_again_after_a_backoff(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    cluster, index = FakeCluster(), RunsIndex(retain=8)
+    leases = every(lease_subject("-"))
+    cut: list[float] = []
+    with trio.move_on_after(HORIZON_S):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(serve_index, cluster, index, _Mirrors())
+            for _ in range(3):  # cut off three times in a row, hearing nothing between
+                cut.append(trio.current_time())
+                cluster.listening[leases].close()
+                await trio.sleep(4.25)
+            nursery.cancel_scope.cancel()
+    again = cluster.calls[f"listen {leases}"][1:]
+    assert [b - a for a, b in zip(cut, again, strict=True)] == [0.5, 1, 2]
