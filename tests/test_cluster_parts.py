@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import subprocess
 import sys
 import threading
 from pathlib import Path
 from typing import Any
 
+import nats.errors
 import pytest
 import trio
 import trio.testing
@@ -20,6 +22,7 @@ from clusterparts import Nats
 from service_client import CLI, ENV
 
 from mcpx_hooks.supervisor.cluster.bridge import Deliver, open_bridge
+from mcpx_hooks.supervisor.cluster.jet import tolerating
 from mcpx_hooks.supervisor.cluster.names import RUN_ID, Stream, stream_specs
 from mcpx_hooks.supervisor.cluster.watch import SUMMARY_WAIT_S, RunsIndex
 from mcpx_hooks.supervisor.config.loading import load_config
@@ -98,6 +101,26 @@ async def test_a_cancelled_call_cancels_its_asyncio_task() -> None:
         with trio.move_on_after(0.1):
             await bridge.call(wait_long)
         assert await trio.to_thread.run_sync(cancelled.wait, 10)
+
+
+def test_a_failure_gone_on_without_is_logged_and_a_bug_is_told_as_one(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.DEBUG, logger="mcpx_hooks.cluster"):
+        with tolerating("close"):
+            raise nats.errors.ConnectionClosedError
+        with tolerating("an ack not sent"):
+            raise TimeoutError
+        with tolerating("unsubscribe"):
+            raise ValueError("not NATS's")
+    said = [(r.levelno, r.getMessage()) for r in caplog.records if r.levelno > logging.DEBUG]
+    assert len(said) == 1 and said[0][0] == logging.ERROR
+    assert "unsubscribe: ValueError: not NATS's (a bug" in said[0][1]
+    debug = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG]
+    assert "NATS: close: nats: connection closed" in debug
+    assert "NATS: an ack not sent: TimeoutError" in debug
+    with pytest.raises(KeyboardInterrupt), tolerating("close"):  # never a BaseException
+        raise KeyboardInterrupt
 
 
 def test_the_names_fit_subjects_and_the_retention_follows_the_config(tmp_path: Path) -> None:

@@ -7,6 +7,8 @@ import os
 import sys
 from pathlib import Path
 
+from ..core.errors import HooksError
+
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
 if TYPE_CHECKING:
     import argparse
@@ -149,7 +151,7 @@ def exit_code_help() -> str:
     return "\n".join(lines)
 
 
-class Usage(Exception):
+class Usage(HooksError):
     """The command line asks for something that cannot be: said, and exit 2."""
 
 

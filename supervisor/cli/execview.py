@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
+from ..core.errors import HooksError
 from ..core.events import Event, EventKind
 from ..run.bus import Bus
 from ..run.observe import ObserverStats
@@ -61,7 +62,7 @@ class Output:
             self.line("\n".join(lines))
 
 
-class OutputClosed(Exception):
+class OutputClosed(HooksError):
     """stdout closed under a remote run: `exec` leaves (`raise_closed`), and the server,
     asked to cancel on disconnect, cancels the run."""
 

@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+from ..core.errors import HooksError
 from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, load, usage
 from .serveflags import LIMIT_FLAGS, serve_problems
 
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from ..service.options import Listening
 
 
-class _TokenNotWritten(Exception):
+class _TokenNotWritten(HooksError):
     """The token file could not be put in place once listening: `serve` stops."""
 
 

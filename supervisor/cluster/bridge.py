@@ -30,6 +30,9 @@ from typing import Any, Final, TypeVar
 
 import trio
 
+from ..core.errors import HooksError, bug_summary
+from .jet import NATS_FAILED, said
+
 T = TypeVar("T")
 Deliver = Callable[[Any], Awaitable[None]]
 
@@ -41,7 +44,7 @@ CHANNEL_BOUND: Final = 256
 CLOSE_S: Final = 5.0
 
 
-class ChannelClosed(Exception):
+class ChannelClosed(HooksError):
     """The Trio reader of a stream has gone: the producer stops."""
 
 
@@ -115,8 +118,12 @@ class Bridge:
                 await producer(deliver)
             except ChannelClosed:
                 pass
-            except Exception as exc:
-                logger.warning("NATS: %s", exc or type(exc).__name__)
+            except NATS_FAILED as exc:  # the reader sees its channel end (and follows again)
+                logger.warning("NATS: %s", said(exc))
+                raise
+            except Exception as exc:  # a bug: the reader sees only the end, so it is told here
+                logger.error("NATS: %s", bug_summary(exc))
+                logger.debug("NATS: a producer failed", exc_info=exc)
                 raise
             finally:
                 with contextlib.suppress(trio.RunFinishedError):

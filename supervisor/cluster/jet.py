@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Mapping
+import logging
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, Final
 
 import attrs
@@ -19,8 +20,20 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.js import api
 
-from ..core.errors import HooksError
+from ..core.errors import HooksError, bug_summary
 from .names import DUPLICATE_WINDOW_S, WORKERS_CONSUMER, Header, Storage, Stream, StreamSpec
+
+logger = logging.getLogger("mcpx_hooks.cluster")
+
+#: What a call into nats-py raises when NATS fails it: its own errors (JetStream's refusals
+#: among them), a bound passed (`asyncio.wait_for`, nats-py's timeouts), the socket's.
+NATS_FAILED: Final = (TimeoutError, OSError, nats.errors.Error)
+
+
+def said(exc: BaseException) -> str:
+    """What `exc` says, or its type's name when it says nothing (nats-py's timeouts)."""
+    return str(exc) or type(exc).__name__
+
 
 #: A JetStream call's own bound; the Trio caller may bound it further.
 API_TIMEOUT_S: Final = 5.0
@@ -64,6 +77,22 @@ class Stored:
 class Published:
     sequence: int
     duplicate: bool
+
+
+@contextlib.contextmanager
+def tolerating(what: str, *, level: int = logging.DEBUG) -> Iterator[None]:
+    """Around a call whose failure the caller goes on without (a close, an unsubscribe, an
+    ack that JetStream delivers again if lost): NATS failing it is logged at `level`, and
+    anything else is a bug, logged as one with its traceback at DEBUG. Neither is raised:
+    these run in a `finally`, at exit, or in nats-py's own callbacks, where an exception
+    would hide the one on its way out or end nats-py's reconnecting."""
+    try:
+        yield
+    except NATS_FAILED as exc:
+        logger.log(level, "NATS: %s: %s", what, said(exc))
+    except Exception as exc:  # a bug, told as one (see above for why it goes no further)
+        logger.error("NATS: %s: %s", what, bug_summary(exc))
+        logger.debug("NATS: %s", what, exc_info=exc)
 
 
 def _config(spec: StreamSpec) -> api.StreamConfig:
@@ -115,9 +144,9 @@ class Jet:
         """Sends what is still buffered (bounded), then closes."""
         self.closing = True
         if self.nc is not None and not self.nc.is_closed:
-            with contextlib.suppress(Exception):
+            with tolerating("flush at exit"):
                 await asyncio.wait_for(self.nc.flush(), FLUSH_S)
-            with contextlib.suppress(Exception):
+            with tolerating("close"):
                 await self.nc.close()
 
     # ---- streams ---------------------------------------------------------------------------
@@ -126,7 +155,7 @@ class Jet:
         """After a reconnection: a restarted server may have lost the streams kept in memory,
         and the workers' consumer with them: both are made again."""
         self._workers = None
-        with contextlib.suppress(Exception):
+        with tolerating("the streams not made again", level=logging.WARNING):
             await self.ensure_streams(self.specs)
 
     async def ensure_streams(self, specs: tuple[StreamSpec, ...]) -> None:
@@ -170,7 +199,7 @@ class Jet:
             down.code = exc.err_code  # type: ignore[attr-defined]
             raise down from None
         except (TimeoutError, nats.errors.Error) as exc:
-            raise ClusterDown(f"publish to {subject}: {exc or type(exc).__name__}") from None
+            raise ClusterDown(f"publish to {subject}: {said(exc)}") from None
         return Published(ack.seq, bool(ack.duplicate))
 
     async def publish_many(self, items: list[tuple[str, bytes, dict[str, str]]]) -> int:
@@ -186,7 +215,7 @@ class Jet:
         except BaseException as exc:  # (cancelled too: no future is left behind)
             await self.drop(futures)
             if isinstance(exc, nats.errors.Error | OSError):
-                raise ClusterDown(f"publish: {exc or type(exc).__name__}") from None
+                raise ClusterDown(f"publish: {said(exc)}") from None
             raise
         return futures
 
@@ -202,7 +231,7 @@ class Jet:
             down.code = exc.err_code  # type: ignore[attr-defined]
             raise down from None
         except (nats.errors.Error, OSError) as exc:
-            raise ClusterDown(f"publish: {exc or type(exc).__name__}") from None
+            raise ClusterDown(f"publish: {said(exc)}") from None
         finally:
             await self.drop(futures)
         return last
@@ -257,7 +286,7 @@ class Jet:
                     batch.append(_stored(await sub.next_msg(timeout=None)))
                 await deliver(batch)
         finally:
-            with contextlib.suppress(Exception):
+            with tolerating(f"unsubscribe from {subject}"):
                 await sub.unsubscribe()
 
     async def listen(self, subject: str, deliver: Callable[[Msg], Awaitable[None]]) -> None:
@@ -268,24 +297,28 @@ class Jet:
             while True:
                 await deliver(await sub.next_msg(timeout=None))
         finally:
-            with contextlib.suppress(Exception):
+            with tolerating(f"unsubscribe from {subject}"):
                 await sub.unsubscribe()
 
     async def reply(self, msg: Msg, data: bytes) -> None:
-        with contextlib.suppress(Exception):
+        with tolerating("a reply not sent"):
             await msg.respond(data)
 
     # ---- the workers' requests -------------------------------------------------------------
 
     async def take(self, subject: str, lease_s: float, wait_s: float) -> list[Msg]:
-        """Up to one request, waiting at most `wait_s` for it; none when none came."""
+        """Up to one request, waiting at most `wait_s` for it; none when none came.
+        `ClusterDown` when NATS fails the take."""
         if self._workers is None:
             config = api.ConsumerConfig(
                 ack_policy=api.AckPolicy.EXPLICIT, ack_wait=lease_s, max_ack_pending=-1
             )
-            self._workers = await self.js.pull_subscribe(
-                subject, durable=WORKERS_CONSUMER, stream=Stream.REQUESTS, config=config
-            )
+            try:
+                self._workers = await self.js.pull_subscribe(
+                    subject, durable=WORKERS_CONSUMER, stream=Stream.REQUESTS, config=config
+                )
+            except NATS_FAILED as exc:
+                raise ClusterDown(f"the workers' consumer: {said(exc)}") from None
         try:
             msgs: list[Msg] = await self._workers.fetch(1, timeout=wait_s)
         except (TimeoutError, nats.errors.TimeoutError):
@@ -293,15 +326,17 @@ class Jet:
         except nats.js.errors.NotFoundError:
             self._workers = None  # the consumer went with a restarted server: made again
             return []
+        except NATS_FAILED as exc:
+            raise ClusterDown(f"taking a request: {said(exc)}") from None
         return msgs
 
     async def renew(self, msg: Msg) -> None:
-        with contextlib.suppress(Exception):
+        with tolerating("a lease not renewed"):
             await msg.in_progress()
 
     async def settle(self, msg: Msg) -> None:
         """Acknowledges a request for good: done, or not to be run again."""
-        with contextlib.suppress(Exception):
+        with tolerating("an ack not sent"):
             await msg.ack()
 
     async def request_held(self, seq: int, run_id: str) -> bool:
@@ -312,7 +347,7 @@ class Jet:
         except nats.js.errors.NotFoundError:
             return False
         except (TimeoutError, nats.errors.Error) as exc:
-            raise ClusterDown(f"the requests stream: {exc or type(exc).__name__}") from None
+            raise ClusterDown(f"the requests stream: {said(exc)}") from None
         return dict(raw.headers or {}).get(Header.MSG_ID) == run_id
 
     async def delivered(self, msg: Msg) -> tuple[bytes, int, dict[str, str]]:
@@ -335,6 +370,7 @@ def refused_code(exc: ClusterDown) -> int | None:
 
 
 __all__ = [
+    "NATS_FAILED",
     "WRONG_LAST_SEQUENCE",
     "ClusterDown",
     "ClusterRefused",
@@ -342,4 +378,6 @@ __all__ = [
     "Jet",
     "Published",
     "Stored",
+    "said",
+    "tolerating",
 ]

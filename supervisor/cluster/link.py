@@ -7,17 +7,36 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Final
 
 import trio
 
+from ..core.backoff import retry_wait_s
 from . import natsconnect, objects
 from .access import NatsAccess
 from .bridge import Bridge, Deliver, open_bridge
 from .jet import ClusterDown, ClusterRefused, Jet, Published, Stored
 from .names import Stream, StreamSpec
 
-__all__ = ["Cluster", "ClusterDown", "ClusterRefused", "Published", "Stored", "open_cluster"]
+__all__ = [
+    "Cluster",
+    "ClusterDown",
+    "ClusterRefused",
+    "Published",
+    "Stored",
+    "open_cluster",
+    "retry_s",
+]
+
+#: After a failure NATS is tried again this soon; each failure in a row doubles the wait, up
+#: to `RETRY_MAX_S` (a server down for long is not asked ever more often).
+RETRY_FIRST_S: Final = 0.5
+RETRY_MAX_S: Final = 5.0
+
+
+def retry_s(failures: int) -> float:
+    """The wait before trying NATS again after `failures` failures in a row."""
+    return retry_wait_s(failures, RETRY_FIRST_S, RETRY_MAX_S)
 
 
 class Cluster:

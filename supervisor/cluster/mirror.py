@@ -35,14 +35,12 @@ from ..core.frames import (
 from ..run.journal import FRAME_OVERHEAD, RunJournal
 from ..service.wire import Close, WireError
 from .jet import WRONG_LAST_SEQUENCE, ClusterDown, Stored
-from .link import Cluster
+from .link import Cluster, retry_s
 from .names import Header, Stream, control_subject, events_subject, frames_subject, runs_subject
 
 logger = logging.getLogger("mcpx_hooks.cluster")
 
 WORKER_LOST: Final = "worker lost"
-#: Between a follow cut short and the next.
-REFOLLOW_S: Final = 0.5
 #: A control message to a worker gets this long to go out.
 CONTROL_S: Final = 5.0
 
@@ -168,11 +166,13 @@ class Mirrors:
         if until == 0:
             journal.caught_up.set()
         task_status.started()
+        failures = 0  # follows cut short in a row, none having brought a frame
         try:
             while not (journal.finished or journal.refusal is not None):
                 start = journal.last_stream_seq + 1 if journal.last_stream_seq else None
                 async with self.cluster.follow(subject, start) as batches:
                     async for batch in batches:
+                        failures = 0
                         for message in batch:
                             journal.take(message)
                             if message.sequence >= until or not message.pending:
@@ -180,7 +180,8 @@ class Mirrors:
                         if journal.finished or journal.refusal is not None:
                             return
                 logger.warning("run %s: following its frames again", journal.run_id)
-                await trio.sleep(REFOLLOW_S)
+                failures += 1
+                await trio.sleep(retry_s(failures))
         finally:
             journal.caught_up.set()
 

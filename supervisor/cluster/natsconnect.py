@@ -16,7 +16,7 @@ import nats.errors
 from nats.aio.client import Client
 
 from .access import NatsAccess
-from .jet import FLUSH_S, ClusterDown, ClusterRefused, Jet
+from .jet import FLUSH_S, ClusterDown, ClusterRefused, Jet, said
 
 logger = logging.getLogger("mcpx_hooks.cluster")
 
@@ -91,7 +91,7 @@ async def connect(jet: Jet, url: str, name: str, access: NatsAccess) -> None:
 
     async def error(exc: Exception) -> None:
         if jet.nc is not None:  # the first connection's failures are told once, below
-            logger.warning("NATS: %s", exc or type(exc).__name__)
+            logger.warning("NATS: %s", said(exc))
         elif _refused_us(exc):  # nats-py tries again, then says only "no servers"
             refused.append(exc)
 
@@ -132,7 +132,7 @@ async def connect(jet: Jet, url: str, name: str, access: NatsAccess) -> None:
                 f"NATS at {url} refused {given} ({why}): check --nats-creds or"
                 " --nats-auth-file against the server's users"
             ) from None
-        raise ClusterDown(f"cannot reach NATS at {url}: {exc or type(exc).__name__}") from None
+        raise ClusterDown(f"cannot reach NATS at {url}: {said(exc)}") from None
     jet.nc = nc
     # Connected: from now on a lost server is tried again without end (nats-py reads
     # this option at each reconnection).

@@ -11,16 +11,13 @@ import contextlib
 from typing import Any
 
 import attrs
-import nats.errors
 import nats.js.errors
 import orjson
 from nats.js import api
 from nats.js.object_store import ObjectStore
 
-from .jet import API_TIMEOUT_S, ClusterDown, Jet
+from .jet import API_TIMEOUT_S, NATS_FAILED, ClusterDown, Jet, said, tolerating
 from .names import ARTIFACTS_BUCKET, Stream, artifact_run, every, runs_subject
-
-_FAILED = (TimeoutError, OSError, nats.errors.Error)
 
 
 @attrs.frozen
@@ -61,8 +58,8 @@ async def put(jet: Jet, key: str, path: str, name: str, mime: str) -> None:
             await _bucket(jet).put(key, file, meta=meta)
     except nats.js.errors.APIError as exc:
         raise ClusterDown(f"NATS refused artifact {key}: {exc.description}") from None
-    except _FAILED as exc:
-        raise ClusterDown(f"artifact {key}: {exc or type(exc).__name__}") from None
+    except NATS_FAILED as exc:
+        raise ClusterDown(f"artifact {key}: {said(exc)}") from None
 
 
 async def find(jet: Jet, key: str) -> ObjectFound | None:
@@ -73,8 +70,8 @@ async def find(jet: Jet, key: str) -> ObjectFound | None:
         return None
     except nats.js.errors.BadObjectMetaError:
         return None
-    except _FAILED as exc:
-        raise ClusterDown(f"artifact {key}: {exc or type(exc).__name__}") from None
+    except NATS_FAILED as exc:
+        raise ClusterDown(f"artifact {key}: {said(exc)}") from None
     name, mime = described(info.description, key)
     return ObjectFound(
         name,
@@ -94,7 +91,7 @@ async def chunks(jet: Jet, subject: str, deliver: Any) -> None:
             if msg.metadata.num_pending == 0:
                 return
     finally:
-        with contextlib.suppress(Exception):
+        with tolerating(f"unsubscribe from {subject}"):
             await sub.unsubscribe()
 
 
@@ -109,8 +106,8 @@ async def prune(jet: Jet, run_id: str, need: int, budget: int) -> bool:
         except nats.js.errors.NotFoundError:
             objects = []
         info = await jet.js.stream_info(Stream.RUNS, subjects_filter=every(runs_subject("-")))
-    except _FAILED as exc:
-        raise ClusterDown(f"the artifacts bucket: {exc or type(exc).__name__}") from None
+    except NATS_FAILED as exc:
+        raise ClusterDown(f"the artifacts bucket: {said(exc)}") from None
     retained = {s.rsplit(".", 1)[-1] for s in (info.state.subjects or {})}
     runs: dict[str, list[Any]] = {}
     for obj in sorted(objects, key=lambda o: o.mtime or ""):
@@ -122,7 +119,7 @@ async def prune(jet: Jet, run_id: str, need: int, budget: int) -> bool:
         if other in retained and held + need <= budget:
             break
         for obj in runs[other]:
-            with contextlib.suppress(nats.js.errors.NotFoundError, *_FAILED):
+            with contextlib.suppress(nats.js.errors.NotFoundError, *NATS_FAILED):
                 await bucket.delete(obj.name)
                 held -= int(obj.size or 0)
     return held + need <= budget

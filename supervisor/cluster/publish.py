@@ -15,15 +15,13 @@ from ..run.journal import RunJournal
 from ..run.scriptrun import Run
 from .artifacts import store_artifacts
 from .jet import WRONG_LAST_SEQUENCE, ClusterDown
-from .link import Cluster
+from .link import Cluster, retry_s
 from .names import Header, frame_message, runs_subject
 
 logger = logging.getLogger("mcpx_hooks.worker")
 
 #: A batch of frames not acknowledged within this is sent again (ids make it idempotent).
 PUBLISH_S: Final = 5.0
-#: Between two attempts at NATS after a failure.
-RETRY_S: Final = 0.5
 #: Frames in one batch at most.
 BATCH: Final = 256
 #: Batches in flight (sent, their acks not yet in) at most.
@@ -49,6 +47,7 @@ class Publisher:
         stored: set[str] = set()
         at = 0
         inflight: collections.deque[tuple[int, list[Any]]] = collections.deque()
+        failures = 0  # in a row: an ack starts them again
         while True:
             if at < len(journal) and len(inflight) < WINDOW:
                 upto = min(len(journal), at + BATCH)
@@ -64,7 +63,8 @@ class Publisher:
                     try:
                         inflight.append((at, await self.cluster.send_many(batch)))
                     except ClusterDown as exc:
-                        at = await self._rewind(inflight, at, run_id, exc)
+                        failures += 1
+                        at = await self._rewind(inflight, at, run_id, exc, failures)
                         continue
                 at = upto
             elif inflight:
@@ -73,8 +73,10 @@ class Publisher:
                     with trio.fail_after(PUBLISH_S):
                         await self.cluster.acked(handles)
                     inflight.popleft()
+                    failures = 0
                 except (ClusterDown, trio.TooSlowError) as exc:
-                    at = await self._rewind(inflight, first, run_id, exc)
+                    failures += 1
+                    at = await self._rewind(inflight, first, run_id, exc, failures)
             elif journal.finished and at == len(journal):
                 break
             else:
@@ -90,10 +92,15 @@ class Publisher:
         ]
 
     async def _rewind(
-        self, inflight: collections.deque[tuple[int, list[Any]]], at: int, run_id: str, why: object
+        self,
+        inflight: collections.deque[tuple[int, list[Any]]],
+        at: int,
+        run_id: str,
+        why: object,
+        failures: int,
     ) -> int:
         """Forgets what is in flight and says where to send from again: the first frame
-        not known to be stored."""
+        not known to be stored; first waits out the backoff of `failures` in a row."""
         logger.warning("run %s: %s; sending again", run_id, why or "no ack in time")
         start = inflight[0][0] if inflight else at
         with trio.move_on_after(PUBLISH_S):
@@ -101,7 +108,7 @@ class Publisher:
                 with contextlib.suppress(ClusterDown):
                     await self.cluster.drop(handles)
         inflight.clear()
-        await trio.sleep(RETRY_S)
+        await trio.sleep(retry_s(failures))
         return min(start, at)
 
     async def summary(self, journal: RunJournal) -> None:
@@ -114,7 +121,8 @@ class Publisher:
 
     async def send(self, batch: list[tuple[str, bytes, dict[str, str]]], run_id: str) -> bool:
         """Publishes until acknowledged (ids make a second send a no-op); False when the
-        run's subject was not empty for its first frame."""
+        run's subject was not empty for its first frame. Tries again after a backoff."""
+        failures = 0
         while True:
             with trio.move_on_after(PUBLISH_S):
                 try:
@@ -124,4 +132,5 @@ class Publisher:
                     if getattr(exc, "code", None) == WRONG_LAST_SEQUENCE:
                         return False
                     logger.warning("run %s: %s; sending again", run_id, exc)
-            await trio.sleep(RETRY_S)
+            failures += 1
+            await trio.sleep(retry_s(failures))

@@ -24,6 +24,7 @@ from typing import Any, Final
 import attrs
 
 from ..core import jsontext
+from ..core.errors import HooksError
 from .access import KEY_BYTES
 from .names import RUN_ID, Header
 
@@ -36,7 +37,7 @@ CALLER_ENV: Final = "callerEnv"
 SEALED: Final = "sealedEnv"
 
 
-class SealError(ValueError):
+class SealError(HooksError, ValueError):
     """A sealed value that does not open with this key (another cluster's, or altered)."""
 
 

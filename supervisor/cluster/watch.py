@@ -21,7 +21,7 @@ import trio
 
 from ..core.events import EventKind
 from .jet import ClusterDown
-from .link import Cluster
+from .link import Cluster, retry_s
 from .mirror import Mirrors, publish_lost
 from .names import DEFAULT_LEASE_S, RUN_ID, Header, every, lease_subject, runs_subject
 
@@ -158,31 +158,36 @@ async def serve_index(
 async def _serve_summaries(
     cluster: Cluster, index: RunsIndex, task_status: trio.TaskStatus[None]
 ) -> None:
-    started = False
+    started, failures = False, 0
     while True:  # a follow cut short (NATS unreachable for long) is taken up again
         async with cluster.follow(every(runs_subject("-"))) as batches:
             if not started:
                 task_status.started()
                 started = True
             async for batch in batches:
+                failures = 0
                 for message in batch:
                     index.take_summary(message.subject, message.data, dict(message.headers))
-        await trio.sleep(TICK_S)
+        failures += 1
+        await trio.sleep(retry_s(failures))
 
 
 async def _serve_heartbeats(
     cluster: Cluster, index: RunsIndex, task_status: trio.TaskStatus[None]
 ) -> None:
-    started = False
+    started, failures = False, 0
     while True:
         async with cluster.listen(every(lease_subject("-"))) as messages:
             if not started:
                 task_status.started()
                 started = True
             async for message in messages:
+                failures = 0
                 index.heard(message.subject)
         index.hear_all_now()  # deaf meanwhile: no lease is judged on that
-        await trio.sleep(TICK_S)
+        failures += 1
+        await trio.sleep(retry_s(failures))
+        index.hear_all_now()
 
 
 async def _serve_watch(

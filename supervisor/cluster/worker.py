@@ -45,7 +45,7 @@ from ..service.wire import Close, WireError, encode, parse_exec
 from .access import INSECURE_WARNING, NatsAccess
 from .events import forward_events
 from .jet import ClusterDown
-from .link import Cluster, open_cluster
+from .link import Cluster, open_cluster, retry_s
 from .mirror import MirrorJournal, publish_ending
 from .names import (
     DEFAULT_LEASE_S,
@@ -57,7 +57,7 @@ from .names import (
     requests_subject,
     stream_specs,
 )
-from .publish import PUBLISH_S, RETRY_S, Publisher
+from .publish import PUBLISH_S, Publisher
 from .sealing import UNSIGNED, ClusterKey, named_run, unpack_request
 
 logger = logging.getLogger("mcpx_hooks.worker")
@@ -105,21 +105,23 @@ class Worker:
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Takes and runs requests until `stopping`; then waits for the runs in progress."""
         slots = trio.Semaphore(self.options.concurrency)
+        failures = 0  # takes failed in a row
         async with trio.open_nursery() as runs:
             task_status.started()
             while not self.stopping:
                 await slots.acquire()
                 taken = []
-                try:
-                    with self._taking:
+                with self._taking:  # a stop ends the take, or the wait after a failed one
+                    try:
                         taken = await self.cluster.take(
                             requests_subject(), self.options.lease_s, TAKE_WAIT_S
                         )
-                    self._taking = trio.CancelScope()
-                except ClusterDown as exc:
-                    logger.warning("cannot take requests: %s", exc)
-                    taken = []
-                    await trio.sleep(RETRY_S)
+                        failures = 0
+                    except ClusterDown as exc:
+                        logger.warning("cannot take requests: %s", exc)
+                        failures += 1
+                        await trio.sleep(retry_s(failures))
+                self._taking = trio.CancelScope()  # (a scope is entered once)
                 if not taken:
                     slots.release()
                     continue

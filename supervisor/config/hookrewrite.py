@@ -30,7 +30,7 @@ import tomlkit.exceptions
 from tomlkit.container import Container
 from tomlkit.items import AoT, Array, InlineTable, Item, Table
 
-from ..core.errors import Problem
+from ..core.errors import HooksError, Problem
 from ..core.jsontext import is_unicode
 from .files import read_bytes
 from .loading import validate_files
@@ -40,7 +40,7 @@ PROMPT_KEYS: Final = frozenset({"prompt", "model", "vars"})
 _BOM: Final = "\ufeff"
 
 
-class PromoteError(Exception):
+class PromoteError(HooksError):
     """Nothing was written; the message says why. `problems`: what the validator found in
     the file as it would have been written."""
 

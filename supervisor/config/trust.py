@@ -29,6 +29,7 @@ from typing import Any, Final
 import attrs
 
 from ..core import jsontext
+from ..core.errors import HooksError
 
 #: `MCPX_HOOKS_TRUST=all`: trust the discovered project files for one command (a CI job whose
 #: checkout is its own). Any other non-empty value is said, and trusts nothing.
@@ -44,7 +45,7 @@ _DIGEST: Final = re.compile(r"[0-9a-f]{64}")
 _ENTRY_KEYS: Final = frozenset({"sha256", "trustedAt"})
 
 
-class TrustStateError(ValueError):
+class TrustStateError(HooksError, ValueError):
     """The state file cannot be believed; the message says why, in words."""
 
 

@@ -24,13 +24,14 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Final
 
+from ..core.errors import HooksError
 from .privatefile import write_private
 from .trust import MAX_STATE_BYTES, TrustState, TrustStateError, parse_state, state_text
 
 STATE_FILE: Final = Path("mcpx-hooks") / "trust.json"
 
 
-class StateError(Exception):
+class StateError(HooksError):
     """The state cannot be read or written; the message names the file and why.
     `bad_input`: the file is there and cannot be believed (not a failure to write)."""
 

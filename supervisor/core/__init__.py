@@ -3,10 +3,10 @@
 Points and phases (`points`), effects and their clamp (`effects`), hooks as they are in force
 (`hooks`), frames and their order (`frames`), hook answers (`answers`), bus events
 (`events`), the hook variables (`hookenv`), variables passed by name (`passenv`) and
-secrets' redaction (`redact`), resource limits as data (`limits`), a run's
-script (`scripts`), the JSON policy (`jsontext`), what `execve` can take (`spawntext`), the
-one converter to JSON (`convert`), the exception tree (`errors`), where a hook's `when`
-matches (`when`).
+secrets' redaction (`redact`), resource limits as data (`limits`), waits between tries
+(`backoff`), a run's script (`scripts`), the JSON policy (`jsontext`), what `execve` can
+take (`spawntext`), the one converter to JSON (`convert`), the exception tree (`errors`),
+where a hook's `when` matches (`when`).
 
 The names below are loaded on first use (`core/exports.py`).
 """
@@ -29,6 +29,7 @@ __all__, __getattr__, __dir__ = exports(
             "YES",
             "bound_answer",
         ),
+        "backoff": ("retry_wait_s",),
         "convert": ("KEEP", "to_json"),
         "effects": (
             "Clamp",

@@ -1,16 +1,25 @@
-"""One small exception tree. A refusal is not an exception: it is a field of the hook frame
-(`refused`), kept apart from a failure (`status`)."""
+"""One small exception tree: every exception class the supervisor defines derives from
+`HooksError` (tests/test_errors.py imports every module to hold it so), keeping a standard
+base too where callers catch it by that (`class JsonError(HooksError, ValueError)`). A refusal
+is not an exception: it is a field of the hook frame (`refused`), kept apart from a failure
+(`status`).
+
+`runners/` has exceptions of its own, outside the tree: it is standard library only and never
+imports the supervisor, and what it raises never leaves the hook or script process it runs in
+(it becomes an exit status or a report the supervisor reads)."""
 
 from __future__ import annotations
 
-import attrs
+import dataclasses
 
 
 class HooksError(Exception):
     """The root of everything mcpx-hooks raises on purpose."""
 
 
-@attrs.frozen
+# A standard library data class, not attrs: the CLI's `--version` and `--help` load this
+# module (`cli/common.py`'s `Usage` is in the tree) and none of the heavier packages.
+@dataclasses.dataclass(frozen=True, slots=True)
 class Problem:
     """One thing wrong with an input: where (file, JSON pointer), what was expected, found."""
 

@@ -29,6 +29,8 @@ from typing import Any, Final
 
 import orjson
 
+from .errors import HooksError
+
 #: Containers inside containers, at most. Deep enough for any real document; shallow enough
 #: that every recursive thing downstream (schemas, encoders, views) stays far from a limit.
 MAX_DEPTH: Final = 128
@@ -42,7 +44,7 @@ _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 _CUT: Final = "[nested too deeply]"
 
 
-class JsonError(ValueError):
+class JsonError(HooksError, ValueError):
     """Text that is not JSON we accept; the message says why, in words."""
 
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+from .errors import HooksError
 from .frames import FrameType
 from .points import Phase
 
 
-class OrderError(ValueError):
+class OrderError(HooksError, ValueError):
     """A frame stream breaks the run's frame order; says which frame and why."""
 
 

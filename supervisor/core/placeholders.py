@@ -23,6 +23,7 @@ from typing import Any, Final
 
 import attrs
 
+from .errors import HooksError
 from .points import Phase
 
 #: `@name(.key)*`, not after a word character or another `@` (`@@` is a literal `@`).
@@ -134,7 +135,7 @@ def lookup(value: Any, path: tuple[str, ...]) -> Any:
 BUILT_INS: Final = tuple(BUILTINS)
 
 
-class PlaceholderError(ValueError):
+class PlaceholderError(HooksError, ValueError):
     """A placeholder in `args` that names nothing given, or a path into a value that is not
     there."""
 

@@ -23,7 +23,7 @@ from typing import Any, Final
 import attrs
 import trio
 
-from ..core.errors import SpawnError
+from ..core.errors import HooksError, SpawnError
 from .runnerside import isolation, libc, protocol, runner_path
 
 #: How long a closing spawner may take to exit before it is killed.
@@ -66,7 +66,7 @@ SPAWN_MODE_ENV: Final = "MCPX_HOOKS_SPAWN"
 SPAWN_MODES: Final = ("pidns", "keeper")
 
 
-class _NoPidNamespace(Exception):
+class _NoPidNamespace(HooksError):
     """PID namespaces cannot be made here (not root, not allowed, no /proc)."""
 
 

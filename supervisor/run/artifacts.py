@@ -33,6 +33,7 @@ from typing import BinaryIO, Final
 
 import attrs
 
+from ..core.errors import HooksError
 from ..core.frames import ArtifactFrame, WarningFrame, blank
 
 #: Artifacts reported at the most, per run.
@@ -55,7 +56,7 @@ class Stored:
     size: int
 
 
-class ArtifactGone(LookupError):
+class ArtifactGone(HooksError, LookupError):
     """No such artifact, or it is no longer kept: the message says which, and why."""
 
 

@@ -28,6 +28,7 @@ import orjson
 import trio
 
 from ..core.convert import to_json
+from ..core.errors import HooksError
 from ..core.frames import (
     OUTPUT_TYPES,
     EndFrame,
@@ -54,7 +55,7 @@ DROPPABLE: Final = OUTPUT_TYPES
 _FAILED: Final = frozenset(s.value for s in HookStatus if s.is_failure)
 
 
-class UnknownRun(LookupError):
+class UnknownRun(HooksError, LookupError):
     """No run with that id is retained."""
 
 

@@ -32,6 +32,7 @@ from mcp import types
 from mcp.client.session import ClientSession
 from mcp.shared.message import SessionMessage
 
+from ..core.errors import HooksError
 from ..core.servers import MAX_BAD_LINES, MAX_MESSAGE_BYTES
 
 CLIENT_INFO: Final = types.Implementation(name="mcpx-hooks", version="0.1.0")
@@ -43,7 +44,7 @@ ANSWER_TOO_LARGE: Final = -32090
 _ID_SEARCHED: Final = 4096
 
 
-class ServerBroken(Exception):
+class ServerBroken(HooksError):
     """The server broke the protocol past bearing (too many bad lines)."""
 
 

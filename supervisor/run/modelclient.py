@@ -33,7 +33,7 @@ from typing import Any, Final
 import attrs
 import httpx
 
-from ..core.errors import SandboxUnavailable, SpawnError
+from ..core.errors import HooksError, SandboxUnavailable, SpawnError
 from ..core.hookenv import base_environment
 from ..core.hooks import STDERR_TAIL_BYTES, Hook, Profile
 from ..core.jsontext import JsonError, loads
@@ -55,7 +55,7 @@ _USERINFO: Final = re.compile(r"//[^/@]*@")
 COMMAND_PROFILE: Final = Profile.NET
 
 
-class ModelFailed(Exception):
+class ModelFailed(HooksError):
     """The model could not give an answer; `reason` says why, in our words."""
 
     def __init__(self, reason: str) -> None:

@@ -10,6 +10,7 @@ import codecs
 from typing import Any, Final
 
 from ..config.schemas import quick_check, validator
+from ..core.errors import HooksError
 from ..core.jsontext import JsonError, loads
 
 _BOM: Final = b"\xef\xbb\xbf"
@@ -22,7 +23,7 @@ TEXT_KEY: Final = "advise"
 STDOUT_HEAD_BYTES: Final = 1024
 
 
-class InvalidOutput(ValueError):
+class InvalidOutput(HooksError, ValueError):
     """The hook's stdout is not nothing, not plain text and not one valid JSON object."""
 
 

@@ -40,6 +40,7 @@ import attrs
 
 from ..config.privatefile import write_private
 from ..config.truststore import state_path
+from ..core.errors import HooksError
 from ..core.jsontext import JsonError, is_unicode, loads, wire_safe
 
 #: Entries kept at most; a `put` past it evicts the oldest.
@@ -57,7 +58,7 @@ _LOCK: Final = ".lock"
 _LATEST: Final = 1e11
 
 
-class PromptCacheError(Exception):
+class PromptCacheError(HooksError):
     """An entry could not be stored; the message names the file and why."""
 
 

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 import trio
 
+from ..core.backoff import retry_wait_s
+from ..core.errors import HooksError
 from ..core.hooks import Config
 from ..core.passenv import pass_environment
 from ..core.servers import BACKOFF_FIRST_S, BACKOFF_MAX_S, ServerSpec
@@ -35,12 +37,12 @@ if TYPE_CHECKING:  # the MCP SDK is imported when a server starts (`serverproc.p
 _REASON_WAIT_S: Final = 5.0
 
 
-class ServerFailing(Exception):
+class ServerFailing(HooksError):
     """A server cannot serve a use: it failed to start, crashed, is in its backoff, or was
     refused by a `server.start` hook. The message says why."""
 
 
-class ToolFailed(Exception):
+class ToolFailed(HooksError):
     """The server answered the call with a JSON-RPC error (an unknown tool, bad arguments)."""
 
 
@@ -89,7 +91,7 @@ class ServerEntry:
 
 def backoff_s(failures: int) -> float:
     """The wait after `failures` failures in a row: 1, 2, 4 … 30 s."""
-    return min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2 ** (failures - 1)) if failures else 0.0
+    return retry_wait_s(failures, BACKOFF_FIRST_S, BACKOFF_MAX_S)
 
 
 class ServerManager:

@@ -27,6 +27,8 @@ from urllib.parse import urlsplit
 
 import attrs
 
+from ..core.errors import HooksError
+
 #: The variable remote commands take the token from when `--token-file` is not given.
 TOKEN_ENV: Final = "MCPX_HOOKS_TOKEN"
 TOKEN_FILE_NAME: Final = Path("mcpx-hooks") / "token"
@@ -105,7 +107,7 @@ def remove_token_file(path: Path, token: str) -> None:
         return
 
 
-class TokenFileError(Exception):
+class TokenFileError(HooksError):
     """The token file cannot be used: missing, unreadable, or readable by others."""
 
 

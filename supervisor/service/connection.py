@@ -33,6 +33,7 @@ from typing import Final
 
 import trio
 
+from ..core.errors import HooksError
 from .protocol import Ended, Message, Phase, Pong, Request, ServerProtocol
 
 #: Bytes read from the socket at a time.
@@ -45,7 +46,7 @@ CLOSE_S: Final = 2.0
 _READING: Final = frozenset({Phase.HEAD, Phase.OPEN, Phase.CLOSING})
 
 
-class ConnectionClosed(Exception):
+class ConnectionClosed(HooksError):
     """The WebSocket is closed or closing: nothing more can be sent or received."""
 
     def __init__(self, code: int, reason: str | None = None) -> None:

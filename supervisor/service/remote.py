@@ -25,6 +25,7 @@ from trio_websocket import (
 )
 
 from ..core.answers import AnsweredBy
+from ..core.errors import HooksError
 from ..core.frames import Control, ServiceMessage
 from ..core.jsontext import is_unicode
 from ..process.signals import serve_stop_signals
@@ -41,7 +42,7 @@ CONNECT_TIMEOUT_S: Final = 10.0
 CLOSE_TIMEOUT_S: Final = 2.0
 
 
-class RemoteError(Exception):
+class RemoteError(HooksError):
     """The server could not be reached, refused, or ended the socket with an error.
     `bad_input` when the server said the request itself was wrong (exit 2, not 1)."""
 

@@ -24,6 +24,7 @@ from urllib.parse import unquote, urlsplit
 
 import attrs
 
+from ..core.errors import HooksError
 from ..run.artifacts import ArtifactGone, Stored
 from . import pages
 from .access import Refusal, check_access
@@ -41,7 +42,7 @@ class Answer:
     content_type: bytes = b"application/json"
 
 
-class SourceDown(Exception):
+class SourceDown(HooksError):
     """Where an `ArtifactSource` keeps its artifacts cannot be reached now (503)."""
 
 

@@ -18,6 +18,7 @@ from ..core import jsontext
 from ..core.answers import ANSWERS
 from ..core.convert import KEEP
 from ..core.effects import Effect
+from ..core.errors import HooksError
 from ..core.frames import Control, ServiceMessage
 from ..core.hooks import Config, Profile
 from ..core.models import is_name
@@ -75,7 +76,7 @@ class ErrorMessage:
     ask_id: str | None = None
 
 
-class WireError(Exception):
+class WireError(HooksError):
     """What the server answers a bad message or query with, then closes with `code`
     (unless it refuses an answer: `ask_id`, and the socket stays open)."""
 

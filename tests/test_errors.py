@@ -1,0 +1,54 @@
+"""The one exception tree: every exception class the supervisor defines derives from
+`HooksError`, found by importing every module of `mcpx_hooks.supervisor`.
+
+`runners/` is outside it on purpose: runners are standard library only and never import the
+supervisor (an import contract), and their exceptions never leave the hook or script process
+that raises them (they become exit statuses and reports the supervisor reads)."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+
+import mcpx_hooks.supervisor
+from mcpx_hooks.supervisor.core.errors import HooksError
+
+#: Running it is the CLI's `main` (it exits): its names are `cli/main.py`'s.
+_NOT_IMPORTED = {"mcpx_hooks.supervisor.__main__"}
+
+
+def _exception_classes() -> list[type[BaseException]]:
+    found: list[type[BaseException]] = []
+    package = mcpx_hooks.supervisor
+    for info in pkgutil.walk_packages(package.__path__, f"{package.__name__}."):
+        if info.name in _NOT_IMPORTED:
+            continue
+        module = importlib.import_module(info.name)
+        found += [
+            value
+            for value in vars(module).values()
+            if inspect.isclass(value)
+            and issubclass(value, BaseException)
+            and value.__module__ == module.__name__
+        ]
+    return found
+
+
+def test_every_exception_the_supervisor_defines_is_a_hooks_error() -> None:
+    classes = _exception_classes()
+    # Every room is walked (a walk that imported nothing would pass).
+    rooms = {c.__module__.split(".")[2] for c in classes}
+    assert {"cli", "cluster", "config", "core", "process", "run", "service"} <= rooms
+    outside = sorted(
+        f"{c.__module__}.{c.__qualname__}" for c in classes if not issubclass(c, HooksError)
+    )
+    assert outside == []
+
+
+def test_an_error_callers_catch_by_its_standard_base_keeps_it() -> None:
+    from mcpx_hooks.supervisor.core.jsontext import JsonError
+    from mcpx_hooks.supervisor.run.journal import UnknownRun
+
+    assert issubclass(JsonError, ValueError) and issubclass(JsonError, HooksError)
+    assert issubclass(UnknownRun, LookupError) and issubclass(UnknownRun, HooksError)
