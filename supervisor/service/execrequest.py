@@ -51,7 +51,7 @@ class ExecRequest:
     caller_env: Mapping[str, str] = attrs.field(factory=dict)
     cwd: str | None = None
     #: The run's sandbox profile, when the request names one.
-    sandbox: Profile | None = None
+    sandbox: Profile | None = attrs.field(default=None, metadata={TO_WIRE: lambda p: p.value})
     timeout_ms: int | None = None
     hooks: tuple[Mapping[str, Any], ...] = attrs.field(default=(), metadata={TO_WIRE: list})
     script_lines: Mapping[str, Sequence[str | None]] | None = attrs.field(
