@@ -210,3 +210,53 @@ def test_an_exec_request_is_frozen_and_keyword_only() -> None:
         ExecRequest("true")  # type: ignore[misc]
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         request().cwd = "/"  # type: ignore[misc]
+
+
+GOOD: list[dict[str, Any]] = [
+    {"argv": ["true"]},
+    {"python": "print(1)", "input": None, "autonomy": "off", "sandbox": "strict"},
+    {"file": "job.py", "cwd": "/srv", "timeoutMs": 1, "script": {"before": [None, "x"]}},
+    {"argv": ["x"], "env": {"A": "1"}, "passEnv": ["CI", "GH_*"], "callerEnv": {"CI": "1"}},
+    {"argv": ["x"], "hooks": [{}], "placeholders": {"team": [1]}, "cancelOnDisconnect": False},
+]
+BAD: list[dict[str, Any]] = [
+    {},
+    {"argv": []},
+    {"argv": [""]},
+    {"argv": [1]},
+    {"argv": ["x"], "file": "f"},
+    {"file": ""},
+    {"argv": ["x"], "Argv": 1},
+    {"argv": ["x"], "timeoutMs": 0},
+    {"argv": ["x"], "timeoutMs": True},
+    {"argv": ["x"], "env": {"A": 1}},
+    {"argv": ["x"], "env": {"A=B": "1"}},
+    {"argv": ["x"], "secrets": ["A=B"]},
+    {"argv": ["x"], "cwd": "relative"},
+    {"argv": ["x"], "sandbox": "loose"},
+    {"argv": ["x"], "autonomy": "max"},
+    {"argv": ["x"], "script": {"during": []}},
+    {"argv": ["x"], "script": {"before": [1]}},
+    {"argv": ["x"], "hooks": [1]},
+    {"argv": ["x"], "cancelOnDisconnect": 1},
+    {"argv": ["x"], "placeholders": {"a b": 1}},
+    {"argv": ["x"], "stdin": 5},
+]
+
+
+@pytest.mark.parametrize("sent", GOOD + BAD)
+def test_the_requests_json_schema_says_what_its_checks_say(sent: dict[str, Any]) -> None:
+    import jsonschema
+
+    from mcpx_hooks.supervisor.service.execrequest import EXEC_FIELDS, request_schema
+
+    schema = request_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert list(schema["properties"]) == list(EXEC_FIELDS)
+    valid = jsonschema.Draft202012Validator(schema).is_valid(sent)
+    try:
+        parse_exec(json.dumps(sent))
+    except WireError:
+        assert not valid
+    else:
+        assert valid

@@ -129,9 +129,9 @@ def admit(request: ExecRequest, caller: Caller) -> Admitted:
     else:
         cwd, made = request.cwd or caller.served_from, False
     try:
-        config = config_for(request, caller, cwd, roots)
+        config = _config_for(request, caller, cwd, roots)
         if rules.sandboxes:
-            profile = allowed_sandboxes(request, config)
+            profile = _allowed_sandboxes(request, config)
         else:
             profile = run_profile(request, config)
     except BaseException:
@@ -164,7 +164,7 @@ def run_profile(request: ExecRequest, config: Config) -> Profile:
     return request.sandbox or config.script_sandbox
 
 
-def config_for(request: ExecRequest, caller: Caller, cwd: str, roots: tuple[str, ...]) -> Config:
+def _config_for(request: ExecRequest, caller: Caller, cwd: str, roots: tuple[str, ...]) -> Config:
     """The caller's config, or for a request with per-call hooks or script lines, its files
     layered again under them (per-call hooks declare in the run's `cwd`; with `roots`, each
     one's own `cwd` must lie inside them or the run's)."""
@@ -195,7 +195,7 @@ def config_for(request: ExecRequest, caller: Caller, cwd: str, roots: tuple[str,
     return attrs.evolve(layered, warnings=warnings, skipped=skipped)
 
 
-def allowed_sandboxes(request: ExecRequest, config: Config) -> Profile:
+def _allowed_sandboxes(request: ExecRequest, config: Config) -> Profile:
     """The run's profile, once the run's and every per-call hook's profile is one the
     server's `[service] sandboxes` allows; else `WireError` (4400) naming the allowed ones,
     and where each refused profile came from, before anything runs. A per-call hook may

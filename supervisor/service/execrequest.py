@@ -1,8 +1,9 @@
 """The exec request: one table of its fields, from which it is checked, parsed and documented.
 
 Each row of `EXEC_FIELDS` says what its field must be (the words a refusal uses), the check,
-and its type and meaning as docs/service.md shows them (`field_table`; `tests/test_docs.py`
-holds the page equal to the table). `parse_exec` checks a request field by field, listing
+its type and meaning as docs/service.md shows them (`field_table`; `tests/test_docs.py` holds
+the page equal to the table), and its JSON Schema (`request_schema`, for a client or a tool
+that declares what it takes). `parse_exec` checks a request field by field, listing
 every problem (`WireError`, 4400), then makes it an `ExecRequest` with the one converter
 (`core/convert.py`), which also writes one for a client to send (`wire_request`). Nothing
 here fills a default that depends on the server: that is
@@ -17,12 +18,12 @@ from typing import Any, Final
 
 import attrs
 
-from ..config.schemaparts import SCRIPT_PHASES
+from ..config.schemaparts import DIALECT, SCRIPT_PHASES
 from ..core import jsontext
 from ..core.convert import FROM_WIRE, TO_WIRE, WIRE, from_json, to_json
 from ..core.effects import Effect
 from ..core.hooks import Profile
-from ..core.models import is_name
+from ..core.models import NAME_PATTERN, is_name
 from ..core.passenv import reference_problem
 from ..core.scripts import Script
 from ..core.spawntext import env_problems, text_problem
@@ -80,12 +81,22 @@ class ExecRequest:
 @attrs.frozen
 class RequestField:
     """One field of the exec request: what it must be, in a refusal's words, and its check;
-    its type and what it maps to, as the docs show them."""
+    its type and what it maps to, as the docs show them; its JSON Schema."""
 
     want: str
     check: Callable[[Any], bool]
     type: str
     maps_to: str
+    schema: Mapping[str, Any]
+
+
+_STRING: Final = {"type": "string"}
+_NAMES: Final = {"type": "array", "items": {"type": "string", "pattern": "^[^=]+$"}}
+_ENV: Final = {
+    "type": "object",
+    "propertyNames": {"pattern": "^[^=]+$"},
+    "additionalProperties": _STRING,
+}
 
 
 def _is_script(value: Any) -> bool:
@@ -155,27 +166,40 @@ EXEC_FIELDS: Final[dict[str, RequestField]] = {
         _is_argv,
         "non-empty array of strings",
         "the script, as `exec -- ARGV…`",
+        {
+            "type": "array",
+            "prefixItems": [{"type": "string", "minLength": 1}],
+            "items": _STRING,
+            "minItems": 1,
+        },
     ),
     "python": RequestField(
-        "a string of Python code", _is_text, "string", "Python code, as `exec -c CODE`"
+        "a string of Python code",
+        _is_text,
+        "string",
+        "Python code, as `exec -c CODE`",
+        _STRING,
     ),
     "file": RequestField(
         "a string: a Python file, relative to cwd",
         lambda v: _is_text(v) and v != "",
         "string",
         "a Python file, relative to `cwd`, as `exec --python FILE`",
+        {"type": "string", "minLength": 1},
     ),
     "stdin": RequestField(
         "a string (sent as UTF-8)",
         lambda v: isinstance(v, str) and jsontext.is_unicode(v),
         "string",
         "the script's stdin, sent as UTF-8",
+        _STRING,
     ),
     "input": RequestField(
         "any JSON value",
         lambda v: True,
         "any JSON",
         "the run's `input` (`null` is an input; absent is none)",
+        {},
     ),
     "env": RequestField(
         "an object of strings, names without '=', NUL or lone surrogates, values without "
@@ -183,18 +207,21 @@ EXEC_FIELDS: Final[dict[str, RequestField]] = {
         _is_env,
         "object of strings",
         "added to the script's scrubbed environment, literal (`${NAME}` is refused)",
+        _ENV,
     ),
     "passEnv": RequestField(
         "an array of variable names or globs the run copies from callerEnv",
         _is_names,
         "array of names or globs",
         "copied from `callerEnv` to the script, as `exec --pass-env`",
+        _NAMES,
     ),
     "secrets": RequestField(
         "an array of variable names the run copies from callerEnv, as secrets",
         _is_names,
         "array of names",
         "copied from `callerEnv` as secrets (redacted as `[secret NAME]`), as `exec --secret`",
+        _NAMES,
     ),
     "callerEnv": RequestField(
         "an object of strings: the caller's values for the names the run and its per-call"
@@ -203,6 +230,7 @@ EXEC_FIELDS: Final[dict[str, RequestField]] = {
         "object of strings",
         "the caller's values for the names the run and its per-call hooks pass; nothing else"
         " is read of it",
+        _ENV,
     ),
     "cwd": RequestField(
         "an absolute path",
@@ -210,42 +238,53 @@ EXEC_FIELDS: Final[dict[str, RequestField]] = {
         "absolute path",
         "the run's working directory, inside one of the server's roots (below); default: the"
         " first root, else an empty directory of its own",
+        {"type": "string", "pattern": "^/"},
     ),
     "sandbox": RequestField(
         f"a sandbox profile ({', '.join(p.value for p in Profile)})",
         lambda v: isinstance(v, str) and v in {p.value for p in Profile},
         "profile name",
         "the run's sandbox profile, one the server allows (below)",
+        {"enum": [p.value for p in Profile]},
     ),
     "timeoutMs": RequestField(
         "a positive integer",
         lambda v: _is_int(v) and v > 0,
         "positive integer",
         "the script's timeout (default 3600 s)",
+        {"type": "integer", "minimum": 1},
     ),
     "hooks": RequestField(
         "an array of hook objects",
         lambda v: isinstance(v, list) and all(isinstance(x, dict) for x in v),
         "array of hook objects",
         'per-call hooks (`on = "script"` only)',
+        {"type": "array", "items": {"type": "object"}},
     ),
     "script": RequestField(
         f"an object of source phases ({', '.join(SCRIPT_PHASES)}) to arrays of strings or null",
         _is_script,
         "object: phase → array of strings or `null`",
         'per-call source phases, null-splice layered (`[null, "x"]` appends)',
+        {
+            "type": "object",
+            "propertyNames": {"enum": list(SCRIPT_PHASES)},
+            "additionalProperties": {"type": "array", "items": {"type": ["string", "null"]}},
+        },
     ),
     "autonomy": RequestField(
         f"an effect level ({', '.join(e.word for e in Effect)})",
         lambda v: isinstance(v, str) and v in {e.word for e in Effect},
         "effect word",
         "the caller's `hooks.autonomy` (can only lower the config's)",
+        {"enum": [e.word for e in Effect]},
     ),
     "cancelOnDisconnect": RequestField(
         "true or false",
         lambda v: isinstance(v, bool),
         "boolean",
         "cancel the run if this socket ends before `end`",
+        {"type": "boolean"},
     ),
     "placeholders": RequestField(
         "an object of any JSON values, for prompt hooks' placeholders, each name a letter or _"
@@ -254,6 +293,7 @@ EXEC_FIELDS: Final[dict[str, RequestField]] = {
         "object of JSON values",
         "the values of the prompt hooks' placeholders (names of their `vars`), as"
         " `exec --placeholder`",
+        {"type": "object", "propertyNames": {"pattern": NAME_PATTERN}},
     ),
 }
 #: The fields that say what runs: a request has exactly one.
@@ -297,3 +337,21 @@ def field_table() -> str:
     """The request's fields as docs/service.md shows them: a Markdown table."""
     rows = [f"| `{key}` | {field.type} | {field.maps_to} |" for key, field in EXEC_FIELDS.items()]
     return "\n".join(["| field | type | maps to |", "| --- | --- | --- |", *rows]) + "\n"
+
+
+def request_schema() -> dict[str, Any]:
+    """The request's JSON Schema (2020-12), from the same table: for a client to check a
+    request before it sends one, or to declare what a tool takes. The checks above are
+    stricter where a schema cannot say it (no NUL or lone surrogate in text a process
+    gets, no `${NAME}` in `env`)."""
+    return {
+        "$schema": DIALECT,
+        "title": "mcpx-hooks exec request",
+        "type": "object",
+        "properties": {
+            key: {**field.schema, "description": field.maps_to}
+            for key, field in EXEC_FIELDS.items()
+        },
+        "additionalProperties": False,
+        "oneOf": [{"required": [key]} for key in WHAT],
+    }
