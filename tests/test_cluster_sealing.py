@@ -15,7 +15,7 @@ from mcpx_hooks.supervisor.cluster.sealing import (
     pack_request,
     unpack_request,
 )
-from mcpx_hooks.supervisor.service.wire import parse_exec
+from mcpx_hooks.supervisor.service.execrequest import parse_exec
 
 SECRET = "ghp_0123456789abcdefSECRET"
 REQUEST = json.dumps(

@@ -98,3 +98,18 @@ def test_every_variable_the_supervisor_reads_is_in_the_reference() -> None:
     assert sorted(declared) == sorted(name for name, _ in SUPERVISOR_VARIABLES)
     text = (DOCS / "reference" / "commands.md").read_text()
     assert all(f"| `{name}` |" in text for name in declared)
+
+
+def test_the_exec_request_is_documented_from_its_table() -> None:
+    # docs/service.md is written by hand; its table of the `/v1/exec` request's fields is
+    # the one the request is checked and parsed by (`service/execrequest.py`), and no other
+    # page keeps a copy that could drift.
+    from mcpx_hooks.supervisor.run.scriptrun import DEFAULT_SCRIPT_TIMEOUT_MS
+    from mcpx_hooks.supervisor.service.execrequest import EXEC_FIELDS, field_table
+
+    table = field_table()
+    pages = sorted(str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md") if table in p.read_text())
+    assert pages == ["service.md"]
+    rows = [line.split("`")[1] for line in table.splitlines() if line.startswith("| `")]
+    assert rows == list(EXEC_FIELDS)
+    assert f"(default {DEFAULT_SCRIPT_TIMEOUT_MS // 1000} s)" in EXEC_FIELDS["timeoutMs"].maps_to

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from loopmodel import LoopModel, Reply
 
-from mcpx_hooks.supervisor.service.wire import WireError, parse_exec
+from mcpx_hooks.supervisor.service.execrequest import parse_exec
+from mcpx_hooks.supervisor.service.wire import WireError
 
 CLI = [sys.executable, "-m", "mcpx_hooks.supervisor"]
 KEY = "sk-cli-secret-0123456789"

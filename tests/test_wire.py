@@ -13,6 +13,7 @@ from mcpx_hooks.supervisor.core.convert import to_json
 from mcpx_hooks.supervisor.core.effects import Effect
 from mcpx_hooks.supervisor.core.hooks import Profile
 from mcpx_hooks.supervisor.core.scripts import Script
+from mcpx_hooks.supervisor.service.execrequest import EXEC_FIELDS, parse_exec
 from mcpx_hooks.supervisor.service.targets import (
     Endpoint,
     check_from,
@@ -23,13 +24,11 @@ from mcpx_hooks.supervisor.service.targets import (
 )
 from mcpx_hooks.supervisor.service.wire import (
     CLOSE_WORDS,
-    EXEC_FIELDS,
     AnswerMessage,
     Close,
     WireError,
     encode,
     parse_control,
-    parse_exec,
 )
 
 

@@ -30,9 +30,9 @@ from ..config.loading import load_config
 from ..core.events import Event, EventKind
 from ..core.frames import FrameType, HookStatus
 from ..core.hooks import Config
-from ..core.scripts import Script
 from ..run.runtime import Runtime, open_runtime
-from ..run.scriptrun import RunRequest
+from ..service.admission import Caller, admit
+from ..service.execrequest import ExecRequest
 from ..service.options import Listening, ServiceOptions
 from ..service.remote import Remote, exec_remote
 from ..service.server import Service
@@ -121,8 +121,11 @@ def example_config() -> Config:
 
 async def _show_run(runtime: Runtime, title: str, run_input: Any) -> list[dict[str, Any]]:
     print(f"--- {title}")
-    request = RunRequest(Script(python_file="job.py"), str(example_dir()), input=(run_input,))
-    run = runtime.new_run(request)
+    cwd = str(example_dir())
+    request = ExecRequest(file="job.py", cwd=cwd, input=(run_input,))
+    caller = Caller.local(runtime.config, cwd, os.environ)
+    admitted = await trio.to_thread.run_sync(admit, request, caller)
+    run = runtime.new_run(admitted.request)
     frames: list[dict[str, Any]] = []
     async with trio.open_nursery() as nursery:
         nursery.start_soon(runtime.execute, run)

@@ -122,56 +122,56 @@ def _stdin_bytes(args: argparse.Namespace) -> bytes:
 
 
 def local_request(args: argparse.Namespace) -> tuple[Config, RunRequest]:
+    """The run `exec` makes in process, admitted as every run is (`service/admission.py`):
+    its request from the flags, its caller the operator here, with the config this
+    directory's layers, `--hook`s and source flags resolve to."""
     from ..core.effects import Effect
     from ..core.hooks import Profile
-    from ..core.points import Phase
-    from ..core.scripts import Script
-    from ..run.scriptrun import DEFAULT_SCRIPT_TIMEOUT_MS, RunRequest
+    from ..service.admission import Caller, admit
+    from ..service.execrequest import ExecRequest
 
     argv = run_argv(args)
     script_lines = source_lines(args)
     config = load(args, args.hooks, script_lines or None)
     env = _env(args)
     stdin = _stdin_bytes(args)
-    request = RunRequest(
-        script=Script(tuple(argv) or None, args.python, args.code),
-        cwd=str(Path.cwd()),
+    cwd = str(Path.cwd())
+    request = ExecRequest(
+        argv=tuple(argv) or None,
+        file=args.python,
+        python=args.code,
+        cwd=cwd,
         stdin=stdin,
         env=env,
         pass_env=tuple(args.pass_env),
         secrets=tuple(args.secrets),
-        # In process, the caller's environment is this one.
-        caller_env=os.environ,
         input=(json_flag("--input", args.input),) if args.input is not None else None,
-        timeout_ms=_timeout_ms(args) or DEFAULT_SCRIPT_TIMEOUT_MS,
+        timeout_ms=_timeout_ms(args),
         autonomy=Effect.parse(args.autonomy) if args.autonomy is not None else None,
         sandbox=Profile(args.sandbox) if args.sandbox else None,
-        sources={Phase(k): tuple(v) for k, v in config.script.items()},
         placeholders=_placeholders(args),
     )
-    return config, request
+    # In process, the caller's environment is this one.
+    admitted = admit(request, Caller.local(config, cwd, os.environ))
+    return admitted.config, admitted.request
 
 
 def _remote_env(args: argparse.Namespace, config: Config, hooks: list[Any]) -> dict[str, Any]:
-    """The run's `env`, `passEnv` and `secrets` (the caller's `[script]` ones, then the
-    flags'), and `callerEnv`: this environment's values for the names the run and its
+    """The run's `env`, `pass_env` and `secrets` (the caller's `[script]` ones, then the
+    flags'), and `caller_env`: this environment's values for the names the run and its
     per-call hooks pass, and none other of it."""
     from ..core.passenv import PASS_ENV_KEY, SECRETS_KEY, wanted
 
-    fields: dict[str, Any] = {}
-    if env := _env(args):
-        fields["env"] = env
-    pass_env = list(dict.fromkeys([*config.script_pass_env, *args.pass_env]))
-    secrets = list(dict.fromkeys([*config.script_secrets, *args.secrets]))
-    if pass_env:
-        fields["passEnv"] = pass_env
-    if secrets:
-        fields["secrets"] = secrets
+    pass_env = tuple(dict.fromkeys([*config.script_pass_env, *args.pass_env]))
+    secrets = tuple(dict.fromkeys([*config.script_secrets, *args.secrets]))
     globs = [*pass_env, *_listed(hooks, PASS_ENV_KEY)]
     names = [*secrets, *_listed(hooks, SECRETS_KEY)]
-    if caller := wanted(globs, names, os.environ):
-        fields["callerEnv"] = caller
-    return fields
+    return {
+        "env": _env(args),
+        "pass_env": pass_env,
+        "secrets": secrets,
+        "caller_env": wanted(globs, names, os.environ),
+    }
 
 
 def _listed(hooks: list[Any], key: str) -> list[str]:
@@ -189,9 +189,11 @@ def remote_request(
     """The `/v1/exec` request for the same run `exec` would make in process: this working
     directory, and the hooks and source lines this directory's config layers resolve to, as
     per-call ones (`remotehooks.py`). When the caller applies files, `server_files` (asked
-    then) names the server's own, which are left out: the server applies them itself."""
+    then) names the server's own, which are left out: the server applies them itself. The
+    server admits it (`service/admission.py`)."""
     from ..core.effects import Effect
-    from ..core.hooks import DEFAULT_RUN_SANDBOX
+    from ..core.hooks import DEFAULT_RUN_SANDBOX, Profile
+    from ..service.execrequest import ExecRequest, wire_request
     from .common import say_warnings
     from .remotehooks import caller_config, per_call_hooks, script_lines
 
@@ -202,39 +204,35 @@ def remote_request(
         if theirs & {os.path.realpath(f) for f in config.files}:
             config = caller_config(args, source_lines(args) or None, theirs)
     say_warnings(config)
-    request: dict[str, Any]
-    if argv:
-        request = {"argv": argv}
-    elif args.python is not None:
-        request = {"file": args.python}
-    else:
-        request = {"python": args.code}
-    request["cwd"] = str(Path.cwd())
-    if hooks := per_call_hooks(config):
-        request["hooks"] = hooks
-    if lines := script_lines(config):
-        request["script"] = lines
-    request.update(_remote_env(args, config, hooks))
+    hooks = per_call_hooks(config)
+    environment = _remote_env(args, config, hooks)
     stdin = _stdin_bytes(args)
-    if stdin:
-        try:
-            request["stdin"] = stdin.decode()
-        except UnicodeDecodeError:
-            raise Usage("--stdin: with --remote, stdin is sent as text and must be UTF-8") from None
-    if args.input is not None:
-        request["input"] = json_flag("--input", args.input)
-    if placeholders := _placeholders(args):
-        request["placeholders"] = placeholders
-    if (timeout_ms := _timeout_ms(args)) is not None:
-        request["timeoutMs"] = timeout_ms
+    try:
+        stdin.decode()
+    except UnicodeDecodeError:
+        raise Usage("--stdin: with --remote, stdin is sent as text and must be UTF-8") from None
     # The caller's hooks.autonomy as a local run clamps it: --autonomy, the config's, its max.
     autonomy = min(config.autonomy_hooks, config.autonomy_max)
     if args.autonomy is not None:
         autonomy = min(autonomy, Effect.parse(args.autonomy))
-    if args.autonomy is not None or autonomy < Effect.RUN:
-        request["autonomy"] = autonomy.word
+    sandbox = None  # the server's own default, unless this side's differs
     if args.sandbox or config.script_sandbox is not DEFAULT_RUN_SANDBOX:
-        request["sandbox"] = args.sandbox or config.script_sandbox.value
-    # Like an in-process run, which ends with its `exec`: a vanished client stops its run.
-    request["cancelOnDisconnect"] = True
-    return request
+        sandbox = Profile(args.sandbox or config.script_sandbox)
+    request = ExecRequest(
+        argv=tuple(argv) or None,
+        file=args.python,
+        python=args.code,
+        cwd=str(Path.cwd()),
+        hooks=tuple(hooks),
+        script_lines=script_lines(config) or None,
+        stdin=stdin,
+        input=(json_flag("--input", args.input),) if args.input is not None else None,
+        placeholders=_placeholders(args),
+        timeout_ms=_timeout_ms(args),
+        autonomy=autonomy if args.autonomy is not None or autonomy < Effect.RUN else None,
+        sandbox=sandbox,
+        # Like an in-process run, which ends with its `exec`: a vanished client stops its run.
+        cancel_on_disconnect=True,
+        **environment,
+    )
+    return wire_request(request)

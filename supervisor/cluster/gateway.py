@@ -29,13 +29,15 @@ from ..process.signals import serve_stop_signals
 from ..run.hookcontext import new_run_id
 from ..run.runtime import Runtime
 from ..run.scriptrun import Run
+from ..service.admission import run_profile
 from ..service.connection import ConnectionClosed, ServerConnection
+from ..service.execrequest import parse_exec
 from ..service.logredact import open_logged_runtime
 from ..service.options import Listening, ServiceOptions
 from ..service.server import Service
 from ..service.streams import Wake
 from ..service.targets import Target, check_from, parse_events, parse_from
-from ..service.wire import Close, WireError, parse_control, parse_exec
+from ..service.wire import Close, WireError, parse_control, parse_json_object
 from .access import INSECURE_WARNING, ClusterSettings
 from .artifacts import ClusterRoutes
 from .events import EventFeed, forward_events
@@ -88,7 +90,9 @@ class Gateway(Service):
         text = await self._request_message(conn, target, wake)
         if isinstance(text, WireError):
             return text
-        request = parse_exec(text)  # refused here at once, as a single `serve` refuses it
+        # Refused here at once, as a single `serve` refuses it; admitted by the worker.
+        message = parse_json_object(text, "the exec request")
+        request = parse_exec(message)
         if self.stopping:
             return WireError(Close.GOING_AWAY, "the server is shutting down; no new runs")
         run_id = new_run_id()
@@ -96,14 +100,14 @@ class Gateway(Service):
             journal = await self.mirrors.open(run_id)
             # Signed, its caller's environment sealed: a worker runs only what a gateway
             # admitted, and JetStream never holds a secret in the clear (`sealing.py`).
-            payload, headers = pack_request(self.key, run_id, text)
+            payload, headers = pack_request(self.key, run_id, message)
             published = await self.cluster.publish(requests_subject(), payload, headers)
         except ClusterDown as exc:
             self.mirrors.drop(run_id)
             return self._down(exc)
         wake.idle = False
         # Ended if a restarted NATS loses it before a worker takes it (`queued.py`).
-        sandbox = request.sandbox or self.runtime.config.script_sandbox
+        sandbox = run_profile(request, self.runtime.config)
         self.queued.add(run_id, published.sequence, request, self.options.cwd, sandbox)
         try:
             cancelled = await self._wait_begun(conn, journal, wake)

@@ -21,7 +21,7 @@ import trio
 from ..core.frames import ErrorCause, StartFrame, blank
 from ..core.hooks import Profile
 from ..core.redact import Redactor
-from ..service.wire import ExecRequest
+from ..service.execrequest import ExecRequest
 from .jet import ClusterDown
 from .link import Cluster
 from .mirror import Mirrors, publish_ending

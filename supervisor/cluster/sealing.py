@@ -19,6 +19,7 @@ import base64
 import hashlib
 import hmac
 import os
+from collections.abc import Mapping
 from typing import Any, Final
 
 import attrs
@@ -82,10 +83,12 @@ class ClusterKey:
             raise SealError("the request's sealed environment does not open") from None
 
 
-def pack_request(key: ClusterKey, run_id: str, text: str | bytes) -> tuple[bytes, dict[str, str]]:
+def pack_request(
+    key: ClusterKey, run_id: str, message: str | bytes | Mapping[str, Any]
+) -> tuple[bytes, dict[str, str]]:
     """The message for the requests stream and its headers: the client's request (already
-    checked, a JSON object) with `callerEnv` sealed, signed."""
-    request = jsontext.loads(text)
+    checked, a JSON object, or its text) with `callerEnv` sealed, signed."""
+    request = dict(message) if isinstance(message, Mapping) else jsontext.loads(message)
     payload: dict[str, Any] = {"runId": run_id}
     env = request.pop(CALLER_ENV, None)
     if env:
@@ -99,11 +102,13 @@ def pack_request(key: ClusterKey, run_id: str, text: str | bytes) -> tuple[bytes
 class Unpacked:
     """What a worker makes of a message on the requests stream: the run it names (None: it
     names none) and, when it is signed and whole, the client's request text to check and run;
-    `problem` says why there is none."""
+    `problem` says why there is none. `request` is that text already read (the one time it
+    is), when it is a JSON object: its sealed environment is back in it."""
 
     run_id: str | None
     text: str | None = None
     problem: str = ""
+    request: dict[str, Any] | None = None
 
 
 UNSIGNED: Final = "unsigned request"
@@ -111,11 +116,19 @@ UNSIGNED: Final = "unsigned request"
 
 def named_run(data: bytes) -> str | None:
     """The run a message names, signed or not; None for a message that is no request."""
+    return _named_run(_envelope(data))
+
+
+def _envelope(data: bytes) -> dict[str, Any] | None:
     try:
         payload = jsontext.loads(data)
     except jsontext.JsonError:
         return None
-    run_id = payload.get("runId") if isinstance(payload, dict) else None
+    return payload if isinstance(payload, dict) else None
+
+
+def _named_run(payload: dict[str, Any] | None) -> str | None:
+    run_id = payload.get("runId") if payload is not None else None
     if not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id):
         return None
     return run_id
@@ -123,24 +136,30 @@ def named_run(data: bytes) -> str | None:
 
 def unpack_request(key: ClusterKey, data: bytes, headers: dict[str, str]) -> Unpacked:
     """A message of the requests stream as a worker takes it: signed by this key over its
-    exact bytes, or refused (`UNSIGNED`); its sealed environment put back into the request."""
-    run_id = named_run(data)
-    if run_id is None:
+    exact bytes, or refused (`UNSIGNED`); its sealed environment put back into the request.
+    The message and the request in it are each read once."""
+    payload = _envelope(data)
+    run_id = _named_run(payload)
+    if payload is None or run_id is None:
         return Unpacked(None, problem="a message that is no request")
     if not key.signed(data, headers.get(Header.SIGNATURE)):
         return Unpacked(run_id, problem=UNSIGNED)
-    payload = jsontext.loads(data)
     text = payload.get("request")
     if not isinstance(text, str):
         return Unpacked(run_id, problem="a signed message without a request")
     sealed = payload.get(SEALED)
-    if sealed is None:
-        return Unpacked(run_id, text)
     try:
         request = jsontext.loads(text)
+    except jsontext.JsonError as exc:
+        if sealed is not None:
+            return Unpacked(run_id, problem=str(exc))
+        return Unpacked(run_id, text)  # the worker refuses it as `parse_exec` says
+    if sealed is None:
+        return Unpacked(run_id, text, request=request if isinstance(request, dict) else None)
+    try:
         if not isinstance(request, dict) or not isinstance(sealed, str):
             raise SealError("a signed message whose request is no object")
         request[CALLER_ENV] = jsontext.loads(key.unseal(sealed, run_id.encode()))
     except (SealError, jsontext.JsonError) as exc:
         return Unpacked(run_id, problem=str(exc))
-    return Unpacked(run_id, jsontext.dumps(request).decode())
+    return Unpacked(run_id, jsontext.dumps(request).decode(), request=request)

@@ -37,11 +37,11 @@ from ..core.hooks import Config
 from ..process.signals import serve_stop_signals
 from ..run.runtime import Runtime
 from ..run.scriptrun import Run, execute
-from ..service.endpoints import Endpoints, admitted_cwd, allowed_sandboxes, run_request
+from ..service.admission import Caller, admit
+from ..service.execrequest import parse_exec
 from ..service.logredact import open_logged_runtime
-from ..service.options import ServiceOptions
-from ..service.roots import release_cwd, remove_made
-from ..service.wire import Close, WireError, encode, parse_exec
+from ..service.roots import release_cwd
+from ..service.wire import Close, WireError, encode
 from .access import INSECURE_WARNING, NatsAccess
 from .events import forward_events
 from .jet import ClusterDown
@@ -80,14 +80,6 @@ class WorkerOptions:
     environ: Mapping[str, str] = attrs.field(factory=dict)
 
 
-class _Checks(Endpoints):
-    """What a single `serve` does to a request before it runs, for a worker."""
-
-    def __init__(self, runtime: Runtime, options: ServiceOptions) -> None:
-        self.runtime = runtime
-        self.options = options
-
-
 class Worker:
     def __init__(self, runtime: Runtime, cluster: Cluster, options: WorkerOptions) -> None:
         self.runtime = runtime
@@ -98,9 +90,6 @@ class Worker:
         self.active: dict[str, Run] = {}
         self._taking = trio.CancelScope()
         self.publisher = Publisher(cluster, options.lease_s)
-        self._checks = _Checks(
-            runtime, ServiceOptions(cwd=options.cwd, environ=dict(options.environ))
-        )
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Takes and runs requests until `stopping`; then waits for the runs in progress."""
@@ -189,7 +178,9 @@ class Worker:
         async with trio.open_nursery() as lease:
             lease.start_soon(self._keep_lease, msg, run_id)
             try:
-                run, config = await self._prepare(run_id, text)
+                # Read once, in `unpack_request`, when it is an object at all.
+                request = text if unpacked.request is None else unpacked.request
+                run, config = await self._prepare(run_id, request)
             except WireError as exc:
                 await self._refuse(run_id, exc)
             else:
@@ -217,22 +208,20 @@ class Worker:
                 logger.warning("run %s: lease not renewed: %s", run_id, exc)
             await trio.sleep(self.options.lease_s / 3)
 
-    async def _prepare(self, run_id: str, text: str) -> tuple[Run, Config]:
+    async def _prepare(self, run_id: str, text: str | dict[str, Any]) -> tuple[Run, Config]:
+        """The run of an exec request, admitted as a single `serve` admits it
+        (`admission.admit`): its cwd inside the worker's roots (`[service] roots`, else where
+        it started), its per-call layers over the worker's own files, its sandboxes allowed."""
         request = parse_exec(text)
-        # As a single `serve`: the cwd must lie inside the worker's roots (`[service] roots`,
-        # else where it started).
-        cwd, made = await admitted_cwd(request, self.runtime.config, self.options.cwd)
+        options = self.options
+        caller = Caller.worker(self.runtime.config, options.cwd, options.environ, run_id)
+        admitted = await trio.to_thread.run_sync(admit, request, caller)
         try:
-            config = await self._checks._config_for(request, cwd)
-            profile = allowed_sandboxes(request, config)
-            run = self.runtime.new_run(
-                run_request(request, cwd, config, profile, cwd_made=made, run_id=run_id)
-            )
+            run = self.runtime.new_run(admitted.request)
         except BaseException:
-            if made:
-                await remove_made(cwd)
+            await release_cwd(admitted.request)
             raise
-        return run, config
+        return run, admitted.config
 
     async def _refuse(self, run_id: str, error: WireError) -> None:
         headers: dict[str, str] = {

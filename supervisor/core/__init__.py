@@ -5,7 +5,7 @@ Points and phases (`points`), effects and their clamp (`effects`), hooks as they
 (`events`), the hook variables (`hookenv`), variables passed by name (`passenv`) and
 secrets' redaction (`redact`), resource limits as data (`limits`), waits between tries
 (`backoff`), a run's script (`scripts`), the JSON policy (`jsontext`), what `execve` can
-take (`spawntext`), the one converter to JSON (`convert`), the exception tree (`errors`),
+take (`spawntext`), the one converter to and from JSON (`convert`), the exception tree (`errors`),
 where a hook's `when` matches (`when`).
 
 The names below are loaded on first use (`core/exports.py`).
@@ -30,7 +30,7 @@ __all__, __getattr__, __dir__ = exports(
             "bound_answer",
         ),
         "backoff": ("retry_wait_s",),
-        "convert": ("KEEP", "to_json"),
+        "convert": ("FROM_WIRE", "KEEP", "TO_WIRE", "WIRE", "from_json", "to_json"),
         "effects": (
             "Clamp",
             "ClampSource",

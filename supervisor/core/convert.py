@@ -1,5 +1,6 @@
-"""The one converter from the domain's attrs shapes to their JSON form: frames, answers, the
-run a hook is told of, events, hooks in force, the service's error message.
+"""The one converter between the domain's attrs shapes and their JSON form: frames, answers,
+the run a hook is told of, events, hooks in force, the service's error message to JSON; a
+request already checked (`service/execrequest.py`) from it.
 
 Field names are snake_case in the classes and camelCase on the wire, unless a field's `WIRE`
 metadata names it otherwise. A field still at its default is left out, so a frame says only
@@ -10,13 +11,13 @@ what happened; `KEEP` marks the fields consumers rely on being there even when e
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import attrs
 import cattrs
-from cattrs.gen import make_dict_unstructure_fn, override
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from .hooks import Hook, Provenance, hook_json, provenance_json
 
@@ -29,6 +30,12 @@ KEEP: Final = MappingProxyType({_KEPT: True})
 SHOWN_WITH: Final = "mcpx.shown_with"
 _OMITTED: Final = "mcpx.omit"
 OMIT: Final = MappingProxyType({_OMITTED: True})
+#: Field metadata: `{FROM_WIRE: f}` makes the field's value from its JSON value, `f(value)`
+#: (a field the JSON leaves out keeps its default); `{TO_WIRE: g}` its JSON value, `g(value)`.
+FROM_WIRE: Final = "mcpx.from_wire"
+TO_WIRE: Final = "mcpx.to_wire"
+
+_T = TypeVar("_T")
 
 
 def _camel(name: str) -> str:
@@ -51,6 +58,7 @@ def _unstructure_factory(cls: type) -> Callable[[Any], dict[str, Any]]:
             rename=_wire_name(a),
             omit_if_default=a.default is not attrs.NOTHING and not a.metadata.get(_KEPT, False),
             omit=a.metadata.get(_OMITTED, False),
+            unstruct_hook=a.metadata.get(TO_WIRE),
         )
         for a in fields
     }
@@ -71,7 +79,25 @@ def _unstructure_factory(cls: type) -> Callable[[Any], dict[str, Any]]:
     return unstructure
 
 
+def _structure_factory(cls: type) -> Callable[[Mapping[str, Any], Any], Any]:
+    def hook(make: Callable[[Any], Any]) -> Callable[[Any, Any], Any]:
+        return lambda value, _type: make(value)
+
+    overrides: dict[str, Any] = {
+        a.name: override(
+            rename=_wire_name(a),
+            struct_hook=hook(a.metadata[FROM_WIRE]) if FROM_WIRE in a.metadata else None,
+        )
+        for a in attrs.fields(cls)
+    }
+    made: Callable[[Mapping[str, Any], Any], Any] = make_dict_structure_fn(
+        cls, converter, **overrides
+    )
+    return made
+
+
 converter.register_unstructure_hook_factory(attrs.has, _unstructure_factory)
+converter.register_structure_hook_factory(attrs.has, _structure_factory)
 # Shaped by hand: a hook's target goes under its action's name.
 converter.register_unstructure_hook(Hook, hook_json)
 converter.register_unstructure_hook(Provenance, provenance_json)
@@ -82,3 +108,10 @@ def to_json(obj: Any) -> dict[str, Any]:
     subclasses), ready for the one encoding policy (`jsontext`)."""
     out: dict[str, Any] = converter.unstructure(obj)
     return out
+
+
+def from_json(data: Mapping[str, Any], cls: type[_T]) -> _T:
+    """An attrs shape from its wire form, already checked (the caller's table says what is
+    wrong with a bad one): the inverse of `to_json` for the fields given."""
+    made: _T = converter.structure(data, cls)
+    return made

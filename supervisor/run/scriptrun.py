@@ -78,6 +78,8 @@ class RunRequest:
     timeout_ms: int = DEFAULT_SCRIPT_TIMEOUT_MS
     #: The caller's `hooks.autonomy`; it can only lower the config's.
     autonomy: Effect | None = None
+    #: Filled by `service/admission.py` for every run it admits; None (a request built by
+    #: hand, as the tests do) is the config's `[script] sandbox`.
     sandbox: Profile | None = None
     sources: Mapping[Phase, tuple[str, ...]] = attrs.field(factory=dict)
     run_id: str = attrs.field(factory=new_run_id)
