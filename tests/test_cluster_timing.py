@@ -322,7 +322,7 @@ async def test_queued_requests_are_looked_at_on_the_tick_after_a_reconnection(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     from mcpx_hooks.supervisor.core.hooks import Profile
-    from mcpx_hooks.supervisor.service.wire import parse_exec
+    from mcpx_hooks.supervisor.service.execrequest import parse_exec
 
     cluster, mirrors, queued = FakeCluster(), _Mirrors(), Queued()
     request = parse_exec(orjson.dumps({"argv": ["true"]}).decode())
