@@ -50,8 +50,8 @@ def request_shown(config: Config, hook: Hook, ctx: HookContext) -> dict[str, Any
     from ..core.hooks import effect_in_force
     from ..core.models import Provider
     from ..core.redact import Redactor
+    from ..models.modelclient import request_body, shown_url
     from ..run.hookcontext import hook_secrets
-    from ..run.modelclient import request_body, shown_url
     from ..run.prompthook import prompt_request
 
     effect = effect_in_force(hook, ctx.caller_autonomy, ctx.supervisor_max).effect

@@ -24,7 +24,8 @@ from ..core.when import event_mismatch
 from ..process.spawner import Spawner
 from .bus import Bus, Subscription
 from .hookcontext import HookContext
-from .hookrun import HookReport, run_hook
+from .hookframe import HookReport
+from .hookrun import run_hook
 
 #: How many observe hooks run at once.
 DEFAULT_CONCURRENCY: Final = 8
