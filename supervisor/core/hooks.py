@@ -1,6 +1,6 @@
 """A hook as it is in force: declared, defaulted, validated, with where it came from.
 
-Pure data; `config/build.py` builds these, `run/hookrun.py` runs them.
+Pure data; `config/build.py` builds these, `run/hookrun.py` runs them by kind.
 """
 
 from __future__ import annotations
