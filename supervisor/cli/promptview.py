@@ -81,7 +81,7 @@ def show_request(config: Config, hook: Hook, ctx: HookContext) -> int:
     from ..core.hooks import Action
     from .common import EXIT_OK, EXIT_USAGE
 
-    if hook.action is not Action.PROMPT:
+    if hook.action != Action.PROMPT:
         print(
             f'mcpx-hooks hook test: --show-request: "{hook.name}" is a {hook.action} hook;'
             " only a prompt hook sends a request",

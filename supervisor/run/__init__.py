@@ -16,7 +16,7 @@ __all__, __getattr__, __dir__ = exports(
         "bus": ("Bus", "Subscription"),
         "hookcontext": ("HookContext", "RunInfo", "hook_secrets", "new_run_id"),
         "hookframe": ("FrameBuilder", "HookReport", "child_spec", "granted", "run_process"),
-        "hookrun": ("KINDS", "HookKind", "run_hook"),
+        "hookrun": ("HookKind", "kind_of", "run_hook"),
         "journal": ("FRAME_OVERHEAD", "Follower", "Journals", "RunJournal", "UnknownRun"),
         "observe": ("ObserverStats", "Unwell", "serve_observers"),
         "output": ("InvalidOutput", "read_output"),

@@ -207,7 +207,7 @@ class FrameBuilder:
             name=hook.name,
             on=hook.on,
             phase=hook.phase.value,
-            action=hook.action.value,
+            action=hook.action,
             effect=self.clamped.effect.word,
             requested_effect=self.clamped.requested.word,
             clamped_by=tuple(s.value for s in self.clamped.clamped_by),

@@ -1,27 +1,29 @@
-"""Running one hook of any kind: the kinds' table, the one place a hook's `action` chooses
-how it runs.
+"""Running one hook of any kind: the `HookKind` protocol every kind implements, and the hook
+run that chooses the kind by the kinds' table (`core/kinds.py`'s `HOOK_KINDS`, the one place
+an action is mapped to what runs it).
 
-Each kind is a module of its own that implements `HookKind` (`runhook.py`, `modulehook.py`,
-`prompthook.py`, `pluginhook.py`, `sourcehook.py`) on the shared frame builder and child
-code of `hookframe.py`; `KINDS` maps each `Action` to it. A kind never raises for a broken
+Each kind is a module of its own (`runhook.py`, `modulehook.py`, `prompthook.py`,
+`pluginhook.py`, `sourcehook.py`) on the shared frame builder and child code of
+`hookframe.py`, imported the first time a hook of it runs. A kind never raises for a broken
 hook: it comes back as a frame with a failure status. Cancellation (the run being
 cancelled) kills what the hook started and propagates.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Final, Protocol
+import importlib
+from typing import Protocol, cast, runtime_checkable
 
 from ..core.answers import Answer
 from ..core.frames import HookStatus
-from ..core.hooks import Action, Hook, effect_in_force
+from ..core.hooks import Hook, effect_in_force
+from ..core.kinds import HOOK_KINDS
 from ..process.spawner import Spawner
-from . import modulehook, pluginhook, prompthook, runhook, sourcehook
 from .hookcontext import HookContext
 from .hookframe import FrameBuilder, HookReport
 
 
+@runtime_checkable
 class HookKind(Protocol):
     """One kind of hook: how a hook of its `action` runs once.
 
@@ -37,14 +39,12 @@ class HookKind(Protocol):
     ) -> HookReport: ...
 
 
-#: The kinds, by the action that chooses them.
-KINDS: Final[Mapping[Action, HookKind]] = {
-    Action.SOURCE: sourcehook,
-    Action.RUN: runhook,
-    Action.MODULE: modulehook,
-    Action.PROMPT: prompthook,
-    Action.PLUGIN: pluginhook,
-}
+def kind_of(action: str) -> HookKind:
+    """The module that runs hooks of `action` (its row's `runner`), imported on first use."""
+    runner = importlib.import_module(HOOK_KINDS[action].runner)
+    if not isinstance(runner, HookKind):
+        raise TypeError(f"{runner.__name__} runs no hook kind: it has no run()")
+    return cast(HookKind, runner)
 
 
 async def run_hook(spawner: Spawner, hook: Hook, ctx: HookContext) -> HookReport:
@@ -56,7 +56,7 @@ async def run_hook(spawner: Spawner, hook: Hook, ctx: HookContext) -> HookReport
     frame = FrameBuilder(hook, clamped, ctx)
     if not hook.enabled:
         return frame.skipped("disabled (enabled = false)")
-    return await KINDS[hook.action].run(spawner, hook, ctx, frame)
+    return await kind_of(hook.action).run(spawner, hook, ctx, frame)
 
 
 def cancelled_report(hook: Hook, ctx: HookContext, duration_ms: int) -> HookReport:

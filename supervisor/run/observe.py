@@ -239,7 +239,7 @@ async def _observe(
 
     publish(
         EventKind.HOOK_STARTED,
-        {"name": hook.name, "on": hook.on, "phase": hook.phase.value, "action": hook.action.value},
+        {"name": hook.name, "on": hook.on, "phase": hook.phase.value, "action": hook.action},
     )
     try:
         report = await run_hook(spawner, hook, attrs.evolve(ctx, event=to_json(event)))

@@ -30,7 +30,8 @@ from ..core.frames import (
     blank,
     now_rfc3339,
 )
-from ..core.hooks import PROCESS_ACTIONS, Config, Profile, caller_autonomy
+from ..core.hooks import Config, Profile, caller_autonomy
+from ..core.kinds import HOOK_KINDS
 from ..core.passenv import Passed, pass_environment
 from ..core.points import Phase
 from ..core.redact import Redactor
@@ -330,7 +331,7 @@ def _warn_unavailable(
     needed = [profile] + [
         h.sandbox
         for h in config.hooks
-        if h.on == "script" and h.enabled and h.action in PROCESS_ACTIONS
+        if h.on == "script" and h.enabled and HOOK_KINDS[h.action].process
     ]
     warned: set[str] = set()
     for each in dict.fromkeys(needed):
