@@ -1,10 +1,11 @@
 """The JSON Schemas (2020-12) of the config, the hook input and the hook output: the files,
 their validators, and the command that writes them.
 
-The files under `schemas/` are generated from the tables (`points.py`, `effects.py`, `hooks.py`,
-`kinds.py`, `limits.py`) by `configschema.py` and `hookschemas.py`, so an enum or a default is declared
-once; `tests/test_schemas.py` holds the committed files equal to what they build. After changing
-a table, regenerate with `python -m mcpx_hooks.supervisor.config.schemas --write`.
+The files under `schemas/` are generated from the tables (`points.py`, `effects.py`,
+`hooks.py`, `kinds.py`, `limits.py`) by `configschema.py` and `hookschemas.py`, so an enum or a
+default is declared once; `tests/test_schemas.py` holds the committed files equal to what they
+build. After changing a table, regenerate with
+`python -m mcpx_hooks.supervisor.config.schemas --write`.
 
 A validator is compiled once, from the schema the tables build when it is first used (the same
 document as the file, which is there for editors and the docs): a hook kind added to the kinds'
