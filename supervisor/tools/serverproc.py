@@ -1,7 +1,7 @@
 """One tool server's life, from its `server.start` hooks to its tree's reap.
 
-`serve_server` runs in the manager's nursery (`servers.py`): the `before` hooks (a refusal
-stops the start), the spawn through the supervisor's spawner and sandbox (the server's `cwd`,
+`serve_server` runs in the manager's nursery (`servers.py`): the `before` hooks, run by the
+`StartHooks` it is given (a refusal stops the start), the spawn through the supervisor's spawner and sandbox (the server's `cwd`,
 `env`, `passEnv`, `secrets`, scrubbed environment and scratch directory as a hook has them),
 MCP `initialize` and `tools/list` within `startTimeoutMs`, the `onSuccess` or `onError`
 hooks, then serving until it has been unused for `idleMs`, its process ends, or it closes
