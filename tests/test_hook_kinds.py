@@ -24,7 +24,8 @@ import pytest
 from console_browser import WAIT_MS, Browser, browser, exec_run, expect
 from service_client import start_server
 
-from mcpx_hooks.supervisor.core.kinds import HOOK_KINDS
+from mcpx_hooks.supervisor.core.hooks import Action
+from mcpx_hooks.supervisor.core.kinds import HOOK_KINDS, declared_actions, process_actions
 from mcpx_hooks.supervisor.run.hookrun import HookKind, kind_of
 
 #: The browser fixture comes from `console_browser`; named here so that pytest finds it.
@@ -67,6 +68,14 @@ def test_every_kind_in_the_table_is_a_module_that_runs_hooks(action: str) -> Non
     assert inspect.iscoroutinefunction(kind.run)
     assert list(inspect.signature(kind.run).parameters) == ["spawner", "hook", "ctx", "frame"]
     assert HOOK_KINDS[action].word == action
+
+
+def test_the_words_the_code_names_are_rows_of_the_table() -> None:
+    # A kind needs no word in `Action` unless other code names it; every word there is a row.
+    assert {str(a) for a in Action} <= set(HOOK_KINDS)
+    assert {"run", "module", "prompt", "plugin"} <= set(declared_actions())
+    assert "source" not in declared_actions()  # declared in [script] only
+    assert {"run", "module"} == set(process_actions())
 
 
 def kind_dir(base: Path) -> Path:
