@@ -1,13 +1,13 @@
 """One tool server's life, from its `server.start` hooks to its tree's reap.
 
 `serve_server` runs in the manager's nursery (`servers.py`): the `before` hooks, run by the
-`StartHooks` it is given (a refusal stops the start), the spawn through the supervisor's spawner and sandbox (the server's `cwd`,
-`env`, `passEnv`, `secrets`, scrubbed environment and scratch directory as a hook has them),
-MCP `initialize` and `tools/list` within `startTimeoutMs`, the `onSuccess` or `onError`
-hooks, then serving until it has been unused for `idleMs`, its process ends, or it closes
-its stdout. Whatever ends it, its tree is killed and reaped (`Spawner.open_child`), and the
-entry says why (`failing` with the reason, or `idle`). Cancelled (the manager closing), it
-kills the tree and propagates.
+`StartHooks` it is given (a refusal stops the start), the spawn through the supervisor's
+spawner and sandbox (the server's `cwd`, `env`, `passEnv`, `secrets`, scrubbed environment
+and scratch directory as a hook has them), MCP `initialize` and `tools/list` within
+`startTimeoutMs`, the `onSuccess` or `onError` hooks, then serving until it has been unused
+for `idleMs`, its process ends, or it closes its stdout. Whatever ends it, its tree is
+killed and reaped (`Spawner.open_child`), and the entry says why (`failing` with the reason,
+or `idle`). Cancelled (the manager closing), it kills the tree and propagates.
 """
 
 from __future__ import annotations
