@@ -4,7 +4,7 @@
 
 The tree: `/bin/sh -c 'sleep 100 & sleep 100 & echo ready; wait'`, started with
 `Spawner.open_child(kill_grace=0)` inside `trio.move_on_after`, exactly as `run_hook` runs a
-hook with `killGraceMs = 0` (`hookrun._run_child`). Once the shell says `ready` its tree (the
+hook with `killGraceMs = 0` (`hookframe.run_child`). Once the shell says `ready` its tree (the
 shell and both sleeps) is read from /proc, then the block waits for the deadline. The figure:
 from the deadline to the moment `open_child` has returned, i.e. the tree killed, reaped and
 reported; afterwards every process of the tree is checked gone.

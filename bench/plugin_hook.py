@@ -59,7 +59,8 @@ from mcpx_hooks.supervisor.run.hookcontext import HookContext
 from mcpx_hooks.supervisor.run.hookrun import run_hook
 from mcpx_hooks.supervisor.run.runtime import open_runtime
 from mcpx_hooks.supervisor.run.scriptrun import RunRequest
-from mcpx_hooks.supervisor.run.servers import ServerManager, ToolServers, open_servers
+from mcpx_hooks.supervisor.run.serverhooks import open_servers
+from mcpx_hooks.supervisor.tools.servers import ServerManager, ToolServers
 
 GOAL_OVERHEAD_MS = 1.0
 GOAL_CALL_MS = 2.0

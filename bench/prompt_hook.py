@@ -152,7 +152,7 @@ async def measure(rounds: int, per_round: int) -> dict[str, list[float]]:
 def request_body(hook: Hook, url: str) -> dict[str, Any]:
     """The body the hook sends (the baseline POSTs the same bytes' worth)."""
     from mcpx_hooks.supervisor.core.effects import Effect
-    from mcpx_hooks.supervisor.run.modelclient import request_body as body_of
+    from mcpx_hooks.supervisor.models.modelclient import request_body as body_of
     from mcpx_hooks.supervisor.run.prompthook import prompt_request
 
     assert hook.prompt is not None and hook.prompt.model is not None

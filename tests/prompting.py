@@ -19,7 +19,8 @@ from mcpx_hooks.supervisor.core.order import check_order
 from mcpx_hooks.supervisor.core.scripts import Script
 from mcpx_hooks.supervisor.process.spawner import Spawner
 from mcpx_hooks.supervisor.run.hookcontext import HookContext
-from mcpx_hooks.supervisor.run.hookrun import HookReport, run_hook
+from mcpx_hooks.supervisor.run.hookframe import HookReport
+from mcpx_hooks.supervisor.run.hookrun import run_hook
 from mcpx_hooks.supervisor.run.runtime import open_runtime
 from mcpx_hooks.supervisor.run.scriptrun import RunRequest
 

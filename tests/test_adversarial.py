@@ -27,7 +27,8 @@ from mcpx_hooks.supervisor.core.limits import Limits
 from mcpx_hooks.supervisor.core.points import Phase
 from mcpx_hooks.supervisor.process.spawner import Spawner
 from mcpx_hooks.supervisor.run.hookcontext import HookContext, RunInfo
-from mcpx_hooks.supervisor.run.hookrun import HookReport, run_hook
+from mcpx_hooks.supervisor.run.hookframe import HookReport
+from mcpx_hooks.supervisor.run.hookrun import run_hook
 
 if TYPE_CHECKING:
     from conftest import Marker

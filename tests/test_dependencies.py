@@ -102,8 +102,8 @@ def _installed() -> dict[str, str]:
 
 def test_what_the_supervisor_imports_is_a_runtime_dependency() -> None:
     imports = _imports_under("supervisor")
-    assert "mcp" in imports["supervisor/run/mcpclient.py"]
-    assert "anyio" in imports["supervisor/run/mcpclient.py"]
+    assert "mcp" in imports["supervisor/tools/mcpclient.py"]
+    assert "anyio" in imports["supervisor/tools/mcpclient.py"]
     assert undeclared(imports, RUNTIME, importlib.metadata.packages_distributions()) == []
 
 

@@ -41,7 +41,8 @@ from mcpx_hooks.supervisor.core.scripts import Script
 from mcpx_hooks.supervisor.process import programs, sandbox
 from mcpx_hooks.supervisor.process.spawner import SandboxPlan, Spawner
 from mcpx_hooks.supervisor.run.hookcontext import HookContext, RunInfo
-from mcpx_hooks.supervisor.run.hookrun import HookReport, run_hook
+from mcpx_hooks.supervisor.run.hookframe import HookReport
+from mcpx_hooks.supervisor.run.hookrun import run_hook
 from mcpx_hooks.supervisor.run.runtime import open_runtime
 from mcpx_hooks.supervisor.run.scriptrun import RunRequest
 
@@ -461,18 +462,18 @@ async def test_a_hidden_program_fails_the_hook_before_the_spawn(
 
 
 def test_per_call_hooks_are_granted_only_within_a_granted_run_cwd(tmp_path: Path) -> None:
-    from mcpx_hooks.supervisor.run.hookrun import _granted
+    from mcpx_hooks.supervisor.run.hookframe import granted
 
     run_cwd = str(tmp_path.resolve())
     ctx = attrs.evolve(CTX, run=RunInfo("r", ("job",), run_cwd, "2026-01-01T00:00:00Z"))
     per_call = Provenance(SourceKind.PER_CALL, None, 0)
     inside = probe_hook(tmp_path, source=per_call, cwd=f"{run_cwd}/sub")
     outside = probe_hook(tmp_path, source=per_call, cwd="/root/.ssh")
-    assert _granted(inside, ctx) == (run_cwd, f"{run_cwd}/sub")
-    assert _granted(outside, ctx) == (run_cwd,)  # a cwd of its own elsewhere is not
-    assert _granted(inside, attrs.evolve(ctx, cwd_granted=False)) == ()
+    assert granted(inside, ctx) == (run_cwd, f"{run_cwd}/sub")
+    assert granted(outside, ctx) == (run_cwd,)  # a cwd of its own elsewhere is not
+    assert granted(inside, attrs.evolve(ctx, cwd_granted=False)) == ()
     from_a_file = probe_hook(tmp_path, cwd="/elsewhere")  # the operator's: all granted
-    assert _granted(from_a_file, attrs.evolve(ctx, cwd_granted=False)) == (
+    assert granted(from_a_file, attrs.evolve(ctx, cwd_granted=False)) == (
         str(tmp_path),
         "/elsewhere",
     )

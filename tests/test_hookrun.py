@@ -31,7 +31,8 @@ from mcpx_hooks.supervisor.core.hooks import Action, Failure, Hook, Profile, Pro
 from mcpx_hooks.supervisor.core.points import Phase
 from mcpx_hooks.supervisor.process.spawner import Spawner, open_spawner
 from mcpx_hooks.supervisor.run.hookcontext import HookContext, RunInfo
-from mcpx_hooks.supervisor.run.hookrun import HookReport, run_hook
+from mcpx_hooks.supervisor.run.hookframe import HookReport
+from mcpx_hooks.supervisor.run.hookrun import run_hook
 
 PY = sys.executable
 

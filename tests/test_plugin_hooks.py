@@ -30,8 +30,10 @@ from mcpx_hooks.supervisor.core.servers import ServerSpec
 from mcpx_hooks.supervisor.process.spawner import Spawner, open_spawner
 from mcpx_hooks.supervisor.run.bus import Bus
 from mcpx_hooks.supervisor.run.hookcontext import HookContext, RunInfo
-from mcpx_hooks.supervisor.run.hookrun import HookReport, run_hook
-from mcpx_hooks.supervisor.run.servers import ServerManager, ToolServers, open_servers
+from mcpx_hooks.supervisor.run.hookframe import HookReport
+from mcpx_hooks.supervisor.run.hookrun import run_hook
+from mcpx_hooks.supervisor.run.serverhooks import open_servers
+from mcpx_hooks.supervisor.tools.servers import ServerManager, ToolServers
 
 HERE = Path(__file__).parent
 HOSTILE = str(HERE / "mcpservers" / "hostile.py")
@@ -207,7 +209,7 @@ async def test_an_answer_of_100_mb_ends_the_hook_at_once_as_too_large(
     ],
 )
 def test_the_id_of_a_line_too_long_is_read_at_its_top_level(head: bytes, rid: Any) -> None:
-    from mcpx_hooks.supervisor.run.mcpclient import top_level_id  # it loads the MCP SDK
+    from mcpx_hooks.supervisor.tools.mcpclient import top_level_id  # it loads the MCP SDK
 
     assert top_level_id(head) == rid
 

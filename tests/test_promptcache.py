@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from mcpx_hooks.supervisor.run.promptcache import (
+from mcpx_hooks.supervisor.models.promptcache import (
     MAX_ENTRY_BYTES,
     CachedAnswer,
     PromptCache,

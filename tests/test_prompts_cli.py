@@ -17,7 +17,7 @@ import pytest
 
 from mcpx_hooks.supervisor.cli.main import main
 from mcpx_hooks.supervisor.config.loading import load_config, validate_files
-from mcpx_hooks.supervisor.run.promptcache import CachedAnswer, PromptCache, cache_key
+from mcpx_hooks.supervisor.models.promptcache import CachedAnswer, PromptCache, cache_key
 
 CLI = [sys.executable, "-m", "mcpx_hooks.supervisor"]
 ARGV = ["sh", "-c", "command -v jq >/dev/null || echo 'jq is missing'"]

@@ -86,7 +86,7 @@ def prompt_cache_file(draw: st.DrawFn) -> tuple[str, bytes]:
 def test_a_hostile_prompt_cache_entry_never_crashes_a_command(
     person: Path, entry: tuple[str, bytes]
 ) -> None:
-    from mcpx_hooks.supervisor.run.promptcache import CachedAnswer, PromptCache
+    from mcpx_hooks.supervisor.models.promptcache import CachedAnswer, PromptCache
 
     kind, data = entry
     project = person / f"p{len(list(person.iterdir()))}" / ".mcpx-hooks.toml"
@@ -172,7 +172,7 @@ def promote_target(draw: st.DrawFn) -> tuple[str, str]:
 def test_promote_on_a_hostile_file_writes_a_valid_file_or_nothing(
     person: Path, target: tuple[str, str], to: tuple[str, str] | None
 ) -> None:
-    from mcpx_hooks.supervisor.run.promptcache import CachedAnswer, PromptCache, cache_key
+    from mcpx_hooks.supervisor.models.promptcache import CachedAnswer, PromptCache, cache_key
 
     suffix, text = target
     directory = person / f"q{len(list(person.iterdir()))}"

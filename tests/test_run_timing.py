@@ -44,7 +44,8 @@ from mcpx_hooks.supervisor.run.journal import RunJournal
 from mcpx_hooks.supervisor.run.observe import serve_observers
 from mcpx_hooks.supervisor.run.phases import PhaseHooks, RunState
 from mcpx_hooks.supervisor.run.runtime import Runtime
-from mcpx_hooks.supervisor.run.servers import ServerEntry, ServerManager, ToolServers
+from mcpx_hooks.supervisor.tools.serverentry import ServerEntry
+from mcpx_hooks.supervisor.tools.servers import ServerManager, ToolServers
 
 state = pytest.fixture(autouse=True)(private_state)
 

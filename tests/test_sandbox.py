@@ -32,7 +32,8 @@ from mcpx_hooks.supervisor.process import sandbox
 from mcpx_hooks.supervisor.process.scratch import scratch_dir
 from mcpx_hooks.supervisor.process.spawner import ChildSpec, Spawner
 from mcpx_hooks.supervisor.run.hookcontext import HookContext, RunInfo
-from mcpx_hooks.supervisor.run.hookrun import HookReport, run_hook
+from mcpx_hooks.supervisor.run.hookframe import HookReport
+from mcpx_hooks.supervisor.run.hookrun import run_hook
 from mcpx_hooks.supervisor.run.runtime import open_runtime
 from mcpx_hooks.supervisor.run.scriptrun import RunRequest
 

@@ -18,13 +18,9 @@ from mcpx_hooks.supervisor.core.hooks import Config, Profile
 from mcpx_hooks.supervisor.core.servers import ServerSpec
 from mcpx_hooks.supervisor.process.spawner import Spawner, open_spawner
 from mcpx_hooks.supervisor.run.bus import Bus
-from mcpx_hooks.supervisor.run.servers import (
-    ServerFailing,
-    ServerManager,
-    ToolFailed,
-    backoff_s,
-    open_servers,
-)
+from mcpx_hooks.supervisor.run.serverhooks import open_servers
+from mcpx_hooks.supervisor.tools.serverentry import ServerFailing, ToolFailed, backoff_s
+from mcpx_hooks.supervisor.tools.servers import ServerManager
 
 HERE = Path(__file__).parent
 HOSTILE = str(HERE / "mcpservers" / "hostile.py")
@@ -210,7 +206,7 @@ from mcpx_hooks.supervisor.core.hooks import Config, Profile
 from mcpx_hooks.supervisor.core.servers import ServerSpec
 from mcpx_hooks.supervisor.process.spawner import open_spawner
 from mcpx_hooks.supervisor.run.bus import Bus
-from mcpx_hooks.supervisor.run.servers import open_servers
+from mcpx_hooks.supervisor.run.serverhooks import open_servers
 
 async def main():
     async with open_spawner() as spawner, open_servers(spawner, Bus(), Config()) as manager:

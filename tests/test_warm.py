@@ -30,7 +30,8 @@ from mcpx_hooks.supervisor.core.hooks import Action, Hook, Profile, Provenance, 
 from mcpx_hooks.supervisor.core.points import Phase
 from mcpx_hooks.supervisor.process.spawner import SPAWN_MODE_ENV, WARM_ENV, Spawner, open_spawner
 from mcpx_hooks.supervisor.run.hookcontext import HookContext, RunInfo
-from mcpx_hooks.supervisor.run.hookrun import HookReport, run_hook
+from mcpx_hooks.supervisor.run.hookframe import HookReport
+from mcpx_hooks.supervisor.run.hookrun import run_hook
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="warm runs need pidns mode (root)")
 

@@ -88,7 +88,7 @@ def explain(config: Config, facts: RunFacts, autonomy: Effect | None = None) -> 
                     "name": hook.name,
                     "on": hook.on,
                     "phase": hook.phase.value,
-                    "action": hook.action.value,
+                    "action": hook.action,
                     "effect": effect.effect.word,
                     "requestedEffect": hook.effect.word,
                     **({"callerAutonomyIgnored": True} if effect.caller_ignored else {}),

@@ -252,7 +252,8 @@ async def _run_one(hook: Hook, ctx: HookContext, config: Config) -> HookFrame:
     from ..process.spawner import open_spawner
     from ..run.bus import Bus
     from ..run.hookrun import run_hook
-    from ..run.servers import ToolServers, open_servers
+    from ..run.serverhooks import open_servers
+    from ..tools.servers import ToolServers
 
     # A plugin hook calls the config's tool servers, started here for it and stopped after.
     async with open_spawner() as spawner, open_servers(spawner, Bus(), config) as servers:

@@ -1,6 +1,6 @@
 """`prompts list|show KEY|promote KEY [--to FILE]|clear`: the cache of prompt hooks' answers.
 
-A prompt hook's `run` or `propose` answer is kept (`run/promptcache.py`), so the same
+A prompt hook's `run` or `propose` answer is kept (`models/promptcache.py`), so the same
 instruction over the same data gives the same command on every run. `list` shows each entry
 (its key, hook, age, and the argv or value), `show` one, `clear` removes them all, and
 `promote` turns a cached command into a `run` hook in the file that declared the prompt hook
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     import argparse
     from typing import Any, Final
 
-    from ..run.promptcache import CachedAnswer, PromptCache
+    from ..models.promptcache import CachedAnswer, PromptCache
 
 #: The shortest key prefix accepted for KEY.
 MIN_PREFIX: Final = 4
@@ -59,7 +59,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..run.promptcache import PromptCache
+    from ..models.promptcache import PromptCache
 
     cache = PromptCache.open(os.environ)
     command = f"prompts {args.action}"
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
 def _lookup(cache: PromptCache, given: str, command: str) -> tuple[str, CachedAnswer] | int:
     """The entry KEY names (the whole key or a unique prefix), or the exit code of saying
     why there is none."""
-    from ..run.promptcache import is_key
+    from ..models.promptcache import is_key
 
     wanted = given.strip().lower()
     if is_key(wanted):
@@ -107,7 +107,7 @@ def _lookup(cache: PromptCache, given: str, command: str) -> tuple[str, CachedAn
 
 
 def _list(cache: PromptCache, *, as_json: bool) -> int:
-    from ..run.promptcache import entry_document
+    from ..models.promptcache import entry_document
 
     entries = cache.entries()
     if as_json:
@@ -126,7 +126,7 @@ def _list(cache: PromptCache, *, as_json: bool) -> int:
 
 
 def _show(key: str, entry: CachedAnswer, *, as_json: bool) -> int:
-    from ..run.promptcache import entry_document
+    from ..models.promptcache import entry_document
 
     if as_json:
         print(json.dumps(entry_document(key, entry), indent=2))
@@ -211,7 +211,7 @@ def _promote(key: str, entry: CachedAnswer, to: str | None) -> int:
 
 
 def _clear(cache: PromptCache) -> int:
-    from ..run.promptcache import PromptCacheError
+    from ..models.promptcache import PromptCacheError
 
     try:
         removed = cache.clear()

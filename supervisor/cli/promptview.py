@@ -50,8 +50,8 @@ def request_shown(config: Config, hook: Hook, ctx: HookContext) -> dict[str, Any
     from ..core.hooks import effect_in_force
     from ..core.models import Provider
     from ..core.redact import Redactor
+    from ..models.modelclient import request_body, shown_url
     from ..run.hookcontext import hook_secrets
-    from ..run.modelclient import request_body, shown_url
     from ..run.prompthook import prompt_request
 
     effect = effect_in_force(hook, ctx.caller_autonomy, ctx.supervisor_max).effect
@@ -81,7 +81,7 @@ def show_request(config: Config, hook: Hook, ctx: HookContext) -> int:
     from ..core.hooks import Action
     from .common import EXIT_OK, EXIT_USAGE
 
-    if hook.action is not Action.PROMPT:
+    if hook.action != Action.PROMPT:
         print(
             f'mcpx-hooks hook test: --show-request: "{hook.name}" is a {hook.action} hook;'
             " only a prompt hook sends a request",

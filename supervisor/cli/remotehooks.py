@@ -73,7 +73,7 @@ def per_call_hook(hook: Hook) -> dict[str, Any]:
     obj: dict[str, Any] = {
         "on": hook.on,
         "phase": hook.phase.value,
-        hook.action.value: list(target) if isinstance(target, tuple) else target,
+        hook.action: list(target) if isinstance(target, tuple) else target,
     }
     if not re.fullmatch(rf"{re.escape(hook.on)}\.{hook.phase.value}\.\d+", hook.name):
         obj["name"] = hook.name

@@ -47,7 +47,8 @@ async def server_states(config: Config, *, start: bool = True) -> list[dict[str,
     start here when `start`; every server stopped again before this returns."""
     from ..process.spawner import open_spawner
     from ..run.bus import Bus
-    from ..run.servers import ServerEntry, ServerFailing, entry_json, open_servers
+    from ..run.serverhooks import open_servers
+    from ..tools.serverentry import ServerEntry, ServerFailing, entry_json
 
     specs = list(config.servers.values())
     if not start:

@@ -36,6 +36,7 @@ from ..core.hooks import (
     Provenance,
     SandboxPaths,
 )
+from ..core.kinds import declared_actions
 from ..core.limits import Limits
 from ..core.models import PROMPT_TIMEOUT_MS, build_models, prompt_spec
 from ..core.passenv import PASS_ENV_KEY, SECRETS_KEY
@@ -43,7 +44,7 @@ from ..core.points import DEFAULT_PHASE, Phase
 from ..core.servers import ServerSpec, server_spec
 from .pluginrules import plugin_problems, server_env_problems
 from .policy import merge_layers
-from .schemaparts import HOOK_ACTIONS, SCRIPT_PHASES
+from .schemaparts import SCRIPT_PHASES
 
 
 @attrs.frozen
@@ -94,7 +95,7 @@ def resolve(layers: Sequence[Layer]) -> tuple[Config, list[Problem]]:
         own = defaults if decl.defaults is None else DEFAULTS.overridden(decl.defaults)
         hook = _build_hook(decl, obj.get("name") or f"{slot[0]}.{slot[1]}.{index}", own)
         hook = attrs.evolve(hook, limits=limits, paths=paths)
-        if hook.action is Action.PROMPT:  # its model resolved; its own timeout, else 30 s
+        if hook.action == Action.PROMPT:  # its model resolved; its own timeout, else 30 s
             timeout = obj.get("timeoutMs", PROMPT_TIMEOUT_MS)
             hook = attrs.evolve(hook, prompt=prompt_spec(obj, models), timeout_ms=timeout)
         if hook.failure is Failure.CLOSED and hook.effect < REFUSING:
@@ -119,7 +120,7 @@ def resolve(layers: Sequence[Layer]) -> tuple[Config, list[Problem]]:
                     f" at {first.file}:{first.pointer or '/'})",
                 )
             )
-        if hook.action is Action.PLUGIN:
+        if hook.action == Action.PLUGIN:
             problems += plugin_problems(hook, decl.file, decl.pointer, merged.get("servers", {}))
         hooks.append(hook)
     autonomy = merged.get("autonomy", {})
@@ -180,8 +181,8 @@ def _servers(
 def _build_hook(decl: Decl, name: str, defaults: Defaults) -> Hook:
     """The hook `decl` declares, named `name`, with `defaults` for what it does not set."""
     obj = decl.obj
-    action = next(Action(a) for a in HOOK_ACTIONS if a in obj)
-    target = obj[action.value]
+    action = next(a for a in declared_actions() if a in obj)
+    target = obj[action]
     cwd = obj.get("cwd")
     return Hook(
         name=name,

@@ -24,6 +24,7 @@ from ..core.hooks import (
     HookSetting,
     Profile,
 )
+from ..core.kinds import HOOK_KINDS, declared_actions
 from ..core.limits import DEFAULT_LIMITS, LIMIT_DOCS, LIMIT_KEYS
 from ..core.passenv import MIN_SECRET_CHARS, PASS_ENV_KEY, SECRETS_KEY
 from ..core.points import DEFAULT_PHASE, OBSERVE_WHEN, POINTS, WHEN_KEYS, Phase
@@ -31,19 +32,16 @@ from ..core.spawntext import ENV_NAME_PATTERN, TEXT_PATTERN
 from .modelschema import hook_prompt_keys, models_schema
 from .schemaparts import (
     EFFECT_REF,
-    HOOK_ACTIONS,
     MAX_INTEGER,
     MAX_RLIMIT,
-    MODULE_PATTERN,
-    PLUGIN_PATTERN,
     SCRIPT_PHASES,
-    argv,
     enum_of,
     header,
     integer,
     string,
     strings,
     table,
+    target,
     text,
 )
 from .serverschema import servers_schema
@@ -126,18 +124,9 @@ def _hook_def() -> dict[str, Any]:
                 "$ref": "#/$defs/phase",
                 "description": f"When the hook runs (default `{DEFAULT_PHASE.value}`).",
             },
-            "run": argv('An argv array, never a shell string (a shell is ["sh", "-c", "…"]).'),
-            "module": string(
-                "A Python file (`*.py`) or `package.module[:function]`, run by the module runner.",
-                pattern=MODULE_PATTERN,
-            ),
-            "prompt": string("Text with `@placeholders` sent to a configured model.", minLength=1),
+            # The action: one key, its kind's word, from the kinds' table.
+            **{word: target(kind.target) for word, kind in HOOK_KINDS.items()},
             **hook_prompt_keys(),
-            "plugin": string("An MCP tool, `namespace.tool`.", pattern=PLUGIN_PATTERN),
-            "source": {
-                "description": "Not legal here: inline source is declared as `script.<phase>`.",
-                "not": {},
-            },
             "args": {"type": "object", "description": "The arguments of a `plugin` call."},
             "failure": enum_of(
                 tuple(f.value for f in Failure),
@@ -171,7 +160,7 @@ def _hook_def() -> dict[str, Any]:
         "One hook: a point, a phase and exactly one action.",
     )
     hook["required"] = ["on"]
-    hook["oneOf"] = [{"required": [a]} for a in (*HOOK_ACTIONS, Action.SOURCE.value)]
+    hook["oneOf"] = [{"required": [a]} for a in (*declared_actions(), Action.SOURCE.value)]
     hook["dependentRequired"] = {"args": [Action.PLUGIN.value]}
     # Outside observe, `on` names a point something fires.
     hook["if"] = {

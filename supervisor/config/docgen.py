@@ -17,7 +17,8 @@ from ..core.effects import EFFECT_MEANING, PHASE_CEILING, Effect
 from ..core.events import KINDS
 from ..core.frames import FrameType, HookStatus
 from ..core.hookenv import BASE_ENV, SCRIPT_VARIABLES, VARIABLES
-from ..core.hooks import HOOK_SETTINGS, Action
+from ..core.hooks import HOOK_SETTINGS
+from ..core.kinds import HOOK_KINDS
 from ..core.points import OBSERVE_WHEN, PHASES, POINTS, WHEN_KEYS
 from .configschema import build_config_schema
 
@@ -117,7 +118,7 @@ def render_tables() -> str:
         + "\n## Effect levels (least to most)\n\n"
         + effects
         + "\n## Actions\n\n"
-        + "".join(f"- `{a}`\n" for a in Action)
+        + "".join(f"- `{a}`\n" for a in HOOK_KINDS)
         + "\n## Hook defaults\n\n"
         + "A config's `[defaults]` sets these for every hook; a hook may set each for itself.\n\n"
         + _table(

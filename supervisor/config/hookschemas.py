@@ -9,7 +9,7 @@ from typing import Any
 from ..core.answers import ANSWERS
 from ..core.effects import Effect
 from ..core.hookenv import PROTOCOL
-from ..core.hooks import PROCESS_ACTIONS, Action
+from ..core.kinds import process_actions
 from ..core.points import Phase
 from .schemaparts import argv, enum_of, header, integer, string, strings
 
@@ -36,9 +36,7 @@ def build_hook_input_schema() -> dict[str, Any]:
                     "name": string("The hook's name."),
                     "on": string("The point, or the event kind for observe hooks."),
                     "phase": enum_of(tuple(p.value for p in Phase), "The phase."),
-                    "action": enum_of(
-                        tuple(a.value for a in Action if a in PROCESS_ACTIONS), "The action."
-                    ),
+                    "action": enum_of(process_actions(), "The action."),
                     "effect": enum_of(
                         tuple(e.word for e in Effect), "The effect in force, after clamping."
                     ),

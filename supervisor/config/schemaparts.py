@@ -10,24 +10,13 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ..core.hooks import Action
+from ..core.kinds import Target
 from ..core.points import POINTS, Phase
 from ..core.spawntext import TEXT_PATTERN
 
 DIALECT: Final = "https://json-schema.org/draft/2020-12/schema"
 #: The script point's inline source phases: the keys of `[script]`.
 SCRIPT_PHASES: Final = tuple(p.value for p in POINTS["script"].phases if p is not Phase.OBSERVE)
-#: The action keys a `[[hooks]]` entry may carry (`source` lives in `[script]` only).
-HOOK_ACTIONS: Final = tuple(a.value for a in Action if a is not Action.SOURCE)
-#: A `module` action: a Python file, or `package.module` with an optional `:function`. It
-#: becomes an argv item of the module runner, so the file's name holds no NUL and no lone
-#: surrogate (`\w` matches neither).
-MODULE_PATTERN: Final = (
-    r"^([^\n\u0000\ud800-\udfff]+\.py(:[A-Za-z_]\w*)?"  # a file
-    r"|[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(:[A-Za-z_]\w*)?)$"  # package.module
-)
-#: A `plugin` action: `namespace.tool`.
-PLUGIN_PATTERN: Final = r"^[^.\s]+\.\S+$"
 #: The largest integer where no other bound is named: JSON's safe integers, exact as a float,
 #: so a duration in ms is always a number a clock can add (10**400 ms is not).
 MAX_INTEGER: Final = 2**53 - 1
@@ -77,6 +66,20 @@ def argv(description: str) -> dict[str, Any]:
         "prefixItems": [text("The program: a name looked up in PATH, or a path.", minLength=1)],
         "items": text("An argument."),
     }
+
+
+def target(value: Target) -> dict[str, Any]:
+    """The schema of a kind's value in a `[[hooks]]` entry (`core/kinds.py`)."""
+    if value.shape == "argv":
+        return argv(value.description)
+    if value.shape == "refused":
+        return {"description": value.description, "not": {}}
+    extra: dict[str, Any] = {}
+    if value.pattern is not None:
+        extra["pattern"] = value.pattern
+    if value.min_length is not None:
+        extra["minLength"] = value.min_length
+    return string(value.description, **extra)
 
 
 def table(properties: dict[str, Any], description: str) -> dict[str, Any]:

@@ -2,13 +2,16 @@
 their validators, and the command that writes them.
 
 The files under `schemas/` are generated from the tables (`points.py`, `effects.py`,
-`hooks.py`, `limits.py`) by `configschema.py` and `hookschemas.py`, so an enum or a default is
-declared once; `tests/test_schemas.py` holds the committed files equal to what they build.
-After changing a table, regenerate with `python -m mcpx_hooks.supervisor.config.schemas --write`.
+`hooks.py`, `kinds.py`, `limits.py`) by `configschema.py` and `hookschemas.py`, so an enum or a
+default is declared once; `tests/test_schemas.py` holds the committed files equal to what they
+build. After changing a table, regenerate with
+`python -m mcpx_hooks.supervisor.config.schemas --write`.
 
-At run time the files are read with `importlib.resources`, never imported, and each validator is
-compiled once. jsonschema is the reference, and says what is wrong; `quick_check` answers only
-"valid or not", about ten times faster, for the path every hook's output takes.
+A validator is compiled once, from the schema the tables build when it is first used (the same
+document as the file, which is there for editors and the docs): a hook kind added to the kinds'
+table (`core/kinds.py`) before a config is loaded is validated as the others are. jsonschema is
+the reference, and says what is wrong; `quick_check` answers only "valid or not", about ten
+times faster, for the path every hook's output takes.
 """
 
 from __future__ import annotations
@@ -25,11 +28,10 @@ import jsonschema
 
 from .configschema import build_config_schema
 from .hookschemas import build_hook_input_schema, build_hook_output_schema
-from .schemaparts import DIALECT, HOOK_ACTIONS, SCRIPT_PHASES
+from .schemaparts import DIALECT, SCRIPT_PHASES
 
 __all__ = [
     "BUILDERS",
-    "HOOK_ACTIONS",
     "SCHEMA_NAMES",
     "SCRIPT_PHASES",
     "file_name",
@@ -66,8 +68,8 @@ def schema(name: str) -> dict[str, Any]:
 
 @functools.cache
 def validator(name: str) -> jsonschema.Draft202012Validator:
-    """The compiled validator for `name`, built once per process."""
-    return jsonschema.Draft202012Validator(schema(name))
+    """The compiled validator for `name`, built once per process from the tables."""
+    return jsonschema.Draft202012Validator(BUILDERS[name]())
 
 
 @functools.cache
@@ -80,7 +82,7 @@ def quick_check(name: str) -> Callable[[Any], bool]:
     """
     import fastjsonschema  # only where hook output is read
 
-    check = fastjsonschema.compile(_draft7(schema(name)), use_default=False, use_formats=False)
+    check = fastjsonschema.compile(_draft7(BUILDERS[name]()), use_default=False, use_formats=False)
 
     def valid(instance: Any) -> bool:
         try:
@@ -110,7 +112,7 @@ def _draft7(node: Any) -> Any:
 @functools.cache
 def hook_validator() -> jsonschema.Draft202012Validator:
     """One `[[hooks]]` entry on its own (command-line and per-call hooks), built once."""
-    defs = schema("config")["$defs"]
+    defs = BUILDERS["config"]()["$defs"]
     return jsonschema.Draft202012Validator(
         {"$schema": DIALECT, "$defs": defs, "$ref": "#/$defs/hook"}
     )

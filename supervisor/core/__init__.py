@@ -1,12 +1,12 @@
 """The core: the tables and models everything else is built on. Pure: no trio, no I/O.
 
 Points and phases (`points`), effects and their clamp (`effects`), hooks as they are in force
-(`hooks`), frames and their order (`frames`), hook answers (`answers`), bus events
-(`events`), the hook variables (`hookenv`), variables passed by name (`passenv`) and
-secrets' redaction (`redact`), resource limits as data (`limits`), waits between tries
-(`backoff`), a run's script (`scripts`), the JSON policy (`jsontext`), what `execve` can
-take (`spawntext`), the one converter to and from JSON (`convert`), the exception tree (`errors`),
-where a hook's `when` matches (`when`).
+(`hooks`), the hook kinds' table (`kinds`), frames and their order (`frames`), hook answers
+(`answers`), bus events (`events`), the hook variables (`hookenv`), variables passed by name
+(`passenv`) and secrets' redaction (`redact`), resource limits as data (`limits`), waits
+between tries (`backoff`), a run's script (`scripts`), the JSON policy (`jsontext`), what
+`execve` can take (`spawntext`), the one converter to and from JSON (`convert`), the exception
+tree (`errors`), where a hook's `when` matches (`when`).
 
 The names below are loaded on first use (`core/exports.py`).
 """
@@ -103,6 +103,15 @@ __all__, __getattr__, __dir__ = exports(
             "base_environment",
             "hook_variables",
         ),
+        "kinds": (
+            "HOOK_KINDS",
+            "Kind",
+            "MODULE_PATTERN",
+            "PLUGIN_PATTERN",
+            "Target",
+            "declared_actions",
+            "process_actions",
+        ),
         "hooks": (
             "at_least_as_strict",
             "caller_autonomy",
@@ -124,7 +133,6 @@ __all__, __getattr__, __dir__ = exports(
             "HOOK_SETTINGS",
             "Hook",
             "HookSetting",
-            "PROCESS_ACTIONS",
             "Profile",
             "Provenance",
             "STDERR_TAIL_BYTES",

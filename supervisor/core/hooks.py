@@ -1,6 +1,6 @@
 """A hook as it is in force: declared, defaulted, validated, with where it came from.
 
-Pure data; `config/build.py` builds these, `run/hookrun.py` runs them.
+Pure data; `config/build.py` builds these, `run/hookrun.py` runs them by kind.
 """
 
 from __future__ import annotations
@@ -18,17 +18,14 @@ from .points import Phase
 
 
 class Action(enum.StrEnum):
-    """Exactly one per hook."""
+    """The words of the kinds the supervisor's own code names. Which kinds there are is
+    `core/kinds.py`'s table: a hook's `action` is one of its words."""
 
     SOURCE = "source"
     RUN = "run"
     MODULE = "module"
     PROMPT = "prompt"
     PLUGIN = "plugin"
-
-
-#: Actions that run as a child process with JSON on stdin.
-PROCESS_ACTIONS: Final = frozenset({Action.RUN, Action.MODULE})
 
 
 class Failure(enum.StrEnum):
@@ -187,7 +184,8 @@ class Hook:
     name: str
     on: str
     phase: Phase
-    action: Action
+    #: The word of its kind (`core/kinds.py`'s `KINDS`).
+    action: str = attrs.field(converter=str)
     target: str | tuple[str, ...]
     declaring_dir: str
     source: Provenance
@@ -251,8 +249,8 @@ def hook_json(hook: Hook) -> dict[str, Any]:
         "name": hook.name,
         "on": hook.on,
         "phase": hook.phase.value,
-        "action": hook.action.value,
-        hook.action.value: list(target) if isinstance(target, tuple) else target,
+        "action": hook.action,
+        hook.action: list(target) if isinstance(target, tuple) else target,
         "effect": hook.effect.word,
         "failure": hook.failure.value,
         "timeoutMs": hook.timeout_ms,

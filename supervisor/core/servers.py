@@ -1,7 +1,7 @@
 """Tool servers (`[servers.<name>]`): MCP servers over stdio that the supervisor runs, as
 they are in force, and the table of their settings.
 
-Pure data; `config/build.py` builds these, `run/servers.py` runs them.
+Pure data; `config/build.py` builds these, `tools/servers.py` runs them.
 """
 
 from __future__ import annotations

@@ -30,11 +30,10 @@ from ..core.hooks import Config
 from ..core.points import Phase
 from ..core.servers import split_tool
 from ..core.when import tool_mismatch
+from ..tools.serverentry import ServerFailing, ToolFailed, answer_text
 from .hookcontext import HookContext
 from .journal import RunJournal
 from .phases import PhaseHooks, RunState
-from .pluginhook import answer_text
-from .servers import ServerFailing, ToolFailed
 
 #: Calls waiting to be served; past it a call is answered at once with an error.
 MAX_PENDING: Final = 64

@@ -1,15 +1,12 @@
 """What a point gives a hook: the run it belongs to, the context of its phase, and from them
-its stdin (the hook input), its environment and what a cold or warm start runs.
+its stdin (the hook input) and its environment.
 
-Pure apart from this interpreter's paths (the module runner's site-packages).
+Pure: no I/O.
 """
 
 from __future__ import annotations
 
-import functools
 import secrets
-import site
-import sys
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -18,17 +15,14 @@ import attrs
 from ..core.convert import to_json
 from ..core.effects import Effect
 from ..core.hookenv import PROTOCOL, HookFacts, base_environment, hook_variables
-from ..core.hooks import Action, Hook, SourceKind
+from ..core.hooks import Hook, SourceKind
 from ..core.passenv import NOTHING_PASSED, Passed, pass_environment
 from ..core.points import Phase
 from ..core.redact import NO_SECRETS, Redactor
-from ..process.launch import RUNNER_FLAGS
-from ..process.runnerside import runner_path
-from ..process.spawnspec import ModuleCall
 
 if TYPE_CHECKING:
-    from .promptrun import PromptRun
-    from .servers import ToolServers
+    from ..models.promptrun import PromptRun
+    from ..tools.servers import ToolServers
 
 
 @attrs.frozen
@@ -102,7 +96,7 @@ def hook_input(hook: Hook, effect: Effect, ctx: HookContext) -> dict[str, Any]:
             "name": hook.name,
             "on": ctx.point(hook),
             "phase": hook.phase.value,
-            "action": hook.action.value,
+            "action": hook.action,
             "effect": effect.word,
             "timeoutMs": hook.timeout_ms,
         },
@@ -172,7 +166,7 @@ def hook_environment(
         name=hook.name,
         on=ctx.point(hook),
         phase=hook.phase,
-        action=hook.action.value,
+        action=hook.action,
         effect=effect.word,
         run_id=ctx.run_id,
         timeout_ms=str(hook.timeout_ms),
@@ -184,36 +178,6 @@ def hook_environment(
     )
     env.update(hook_variables(facts))
     return env
-
-
-def hook_argv(hook: Hook) -> tuple[str, ...]:
-    """What a cold start runs: the `run` argv, or the module runner for a `module` hook."""
-    if hook.action is Action.MODULE:
-        assert isinstance(hook.target, str)
-        return (
-            sys.executable,
-            *RUNNER_FLAGS,
-            runner_path("module_runner.py"),
-            *(arg for d in _site_paths() for arg in ("--path", d)),
-            hook.target,
-        )
-    assert isinstance(hook.target, tuple)
-    return hook.target
-
-
-def hook_module(hook: Hook) -> ModuleCall | None:
-    """A `module` hook's warm run (`runners/warm.py`); None for other actions."""
-    if hook.action is not Action.MODULE:
-        return None
-    assert isinstance(hook.target, str)
-    return ModuleCall(hook.target, _site_paths())
-
-
-@functools.cache
-def _site_paths() -> tuple[str, ...]:
-    """This interpreter's site-packages dirs: the module runner starts without `site`
-    (fast), and a hook may still import what is installed."""
-    return tuple(site.getsitepackages())
 
 
 def new_run_id() -> str:

@@ -24,7 +24,8 @@ from ..core.when import event_mismatch
 from ..process.spawner import Spawner
 from .bus import Bus, Subscription
 from .hookcontext import HookContext
-from .hookrun import HookReport, run_hook
+from .hookframe import HookReport
+from .hookrun import run_hook
 
 #: How many observe hooks run at once.
 DEFAULT_CONCURRENCY: Final = 8
@@ -238,7 +239,7 @@ async def _observe(
 
     publish(
         EventKind.HOOK_STARTED,
-        {"name": hook.name, "on": hook.on, "phase": hook.phase.value, "action": hook.action.value},
+        {"name": hook.name, "on": hook.on, "phase": hook.phase.value, "action": hook.action},
     )
     try:
         report = await run_hook(spawner, hook, attrs.evolve(ctx, event=to_json(event)))

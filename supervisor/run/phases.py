@@ -23,7 +23,8 @@ from ..process.spawner import Spawner
 from .asking import Asks
 from .bus import Bus
 from .hookcontext import HookContext, RunInfo
-from .hookrun import HookReport, cancelled_report, run_hook
+from .hookframe import HookReport
+from .hookrun import cancelled_report, run_hook
 from .journal import RunJournal
 
 

@@ -1,4 +1,5 @@
-"""Running one `plugin` hook: a tool call on a server the supervisor runs.
+"""The `plugin` kind: one plugin hook, a tool call on a server the supervisor runs
+(`tools/servers.py`).
 
 `plugin = "server.tool"` with `args` (placeholders resolved, `core/placeholders.py`). The
 whole call, the server's start included, is bounded by the hook's `timeoutMs`; a call cut
@@ -13,9 +14,8 @@ the caller's cancellation propagates (the call is cancelled on the server first)
 
 from __future__ import annotations
 
-import json
 import time
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import attrs
 import trio
@@ -27,13 +27,10 @@ from ..core.placeholders import PlaceholderError, resolve
 from ..core.points import Phase
 from ..core.servers import split_tool
 from ..process.child import Outcome
+from ..process.spawner import Spawner
+from ..tools.serverentry import AnswerTooLarge, ServerFailing, ToolFailed, answer_text
 from .hookcontext import HookContext
-from .servers import AnswerTooLarge, ServerFailing, ToolFailed
-
-if TYPE_CHECKING:
-    from mcp import types
-
-    from .hookrun import HookReport, _FrameBuilder
+from .hookframe import FrameBuilder, HookReport
 
 #: How much of an `isError` answer's text the hook frame's reason quotes.
 _ERROR_TEXT: Final = 1000
@@ -60,15 +57,9 @@ def plugin_names(hook: Hook, effect: str, ctx: HookContext) -> dict[str, Any]:
     return redacted
 
 
-def answer_text(result: types.CallToolResult) -> str:
-    """What a tool's answer is read as: its structured content as JSON, else its text."""
-    if result.structured_content is not None:
-        return json.dumps(result.structured_content)
-    # By its `type`, not its class: the SDK is not imported until a server starts.
-    return "".join(getattr(c, "text", "") for c in result.content if c.type == "text")
-
-
-async def run_plugin(hook: Hook, ctx: HookContext, frame: _FrameBuilder) -> HookReport:
+async def run(spawner: Spawner, hook: Hook, ctx: HookContext, frame: FrameBuilder) -> HookReport:
+    """Calls the hook's tool once; see the module docstring. The spawner is the server's
+    manager's, not this call's: a server is started by its manager."""
     started = time.perf_counter()
     assert isinstance(hook.target, str)
     server, tool = split_tool(hook.target)
@@ -77,7 +68,7 @@ async def run_plugin(hook: Hook, ctx: HookContext, frame: _FrameBuilder) -> Hook
 
 
 async def _call(
-    hook: Hook, ctx: HookContext, frame: _FrameBuilder, target: tuple[str, str], started: float
+    hook: Hook, ctx: HookContext, frame: FrameBuilder, target: tuple[str, str], started: float
 ) -> HookReport:
     server, tool = target
     if ctx.servers is None:

@@ -1,6 +1,6 @@
-"""Running one `prompt` hook: its request built (`core/promptbuild.py`), sent to its model
-(`modelclient.py`) or its answer taken from the cache, read like a hook's stdout, and the
-hook frame that says what happened.
+"""The `prompt` kind: one prompt hook's request built (`core/promptbuild.py`), sent to its
+model (`models/modelclient.py`) or its answer taken from the cache (`models/promptreuse.py`),
+read like a hook's stdout, and the hook frame that says what happened.
 
 - No model configured under the hook's `model`: `skipped` ("no model configured"), one
   `warning` frame in the run, and the run carries on whatever `failure` says.
@@ -40,14 +40,14 @@ from ..core.hooks import Hook
 from ..core.models import PromptSpec
 from ..core.placeholders import BUILTINS, PHASE_BUILTINS, find, lookup, names_in
 from ..core.promptbuild import PromptRequest, build_request
+from ..models import promptreuse
+from ..models.modelclient import ModelFailed, Reply, ask_model, estimate, request_body
+from ..models.promptrun import PromptRun, limiter_for
 from ..process.scratch import scratch_dir
 from ..process.spawner import Spawner
-from . import promptreuse
 from .hookcontext import HookContext, hook_input, hook_passed
-from .hookrun import HookReport, _FrameBuilder, _granted, _ms_since, _run_command, child_spec
-from .modelclient import ModelFailed, Reply, ask_model, estimate, request_body
+from .hookframe import FrameBuilder, HookReport, child_spec, granted, ms_since, run_command
 from .output import InvalidOutput, read_output, stdout_head
-from .promptrun import PromptRun, limiter_for
 
 NO_MODEL: Final = "no model configured"
 TOKEN_BUDGET: Final = "token budget"
@@ -105,9 +105,7 @@ def prompt_request(
     )
 
 
-async def run_prompt(
-    spawner: Spawner, hook: Hook, ctx: HookContext, frame: _FrameBuilder
-) -> HookReport:
+async def run(spawner: Spawner, hook: Hook, ctx: HookContext, frame: FrameBuilder) -> HookReport:
     """Runs the prompt hook once; see the module docstring. Never raises for a broken model."""
     spec = hook.prompt or PromptSpec()  # a hook built by hand: the default model, unresolved
     run = ctx.prompts or PromptRun()
@@ -142,8 +140,8 @@ async def run_prompt(
             async with limiter_for(model):
                 asked = time.perf_counter()
                 body = request_body(model, request, max_tokens=left)
-                granted = _granted(hook, ctx)
-                reply = await ask_model(spawner, hook, model, body, os.environ, granted=granted)
+                grants = granted(hook, ctx)
+                reply = await ask_model(spawner, hook, model, body, os.environ, granted=grants)
     except ModelFailed as exc:
         why = ctx.redactor.text(exc.reason)
         return frame.failed(HookStatus.FAILED, why, started, cached=False, **shown)
@@ -153,7 +151,7 @@ async def run_prompt(
     run.spent += reply.prompt_tokens + reply.completion_tokens
     fields = {
         "tokens": Tokens(reply.prompt_tokens, reply.completion_tokens),
-        "latency_ms": _ms_since(asked),
+        "latency_ms": ms_since(asked),
         "cached": False,
         **shown,
     }
@@ -188,7 +186,7 @@ async def _answered(
     spawner: Spawner,
     hook: Hook,
     ctx: HookContext,
-    frame: _FrameBuilder,
+    frame: FrameBuilder,
     obj: dict[str, Any] | None,
     *,
     started: float,
@@ -197,7 +195,7 @@ async def _answered(
     """The report of an answer (the model's, or the cache's), its `run` executed."""
     answer = bound_answer(obj, frame.clamped.effect)
     report = HookReport(
-        frame._frame(HookStatus.OK, _ms_since(started), **fields, **frame._effects(answer)),
+        frame.frame(HookStatus.OK, ms_since(started), **fields, **frame.effects(answer)),
         answer,
     )
     if answer.run is not None:
@@ -220,4 +218,4 @@ async def run_answer_command(
             spec = child_spec(spawner, hook, effect, ctx, scratch=scratch, passed=passed, argv=argv)
         except SandboxUnavailable as exc:
             return Ran(argv, HookStatus.FAILED, stderr_tail=str(exc))
-        return await _run_command(spawner, argv, spec, hook)
+        return await run_command(spawner, argv, spec, hook)

@@ -20,13 +20,14 @@ from ..core.hooks import Config
 from ..core.redact import Redactor
 from ..process.denied import own_files
 from ..process.spawner import Spawner, open_spawner
+from ..tools.servers import ServerManager, server_secrets
 from .artifacts import ArtifactStore
 from .bus import Bus
 from .hookcontext import hook_secrets
 from .journal import Journals
 from .observe import ObserverStats, serve_observers
 from .scriptrun import Run, RunRequest, execute
-from .servers import ServerManager, open_servers, server_secrets
+from .serverhooks import open_servers
 
 
 @attrs.define

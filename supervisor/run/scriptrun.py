@@ -30,15 +30,18 @@ from ..core.frames import (
     blank,
     now_rfc3339,
 )
-from ..core.hooks import PROCESS_ACTIONS, Config, Profile, caller_autonomy
+from ..core.hooks import Config, Profile, caller_autonomy
+from ..core.kinds import HOOK_KINDS
 from ..core.passenv import Passed, pass_environment
 from ..core.points import Phase
 from ..core.redact import Redactor
 from ..core.scripts import Script
+from ..models.promptrun import PromptRun, artifact_frames
 from ..process import programs, sandbox
 from ..process.scratch import scratch_dir
 from ..process.spawner import Spawner
 from ..process.spawnspec import ChildSpec
+from ..tools.servers import ServerManager, ToolServers, server_secrets
 from .artifacts import ArtifactStore
 from .asking import Asks
 from .bus import Bus
@@ -47,9 +50,7 @@ from .hookcontext import HookContext, RunInfo, hook_secrets, new_run_id
 from .journal import RunJournal
 from .outcomeframe import error_input, outcome_frame
 from .phases import PhaseHooks, RunState
-from .promptrun import PromptRun, artifact_frames
 from .script import ScriptOutcome, run_script, script_argv, script_environment
-from .servers import ServerManager, ToolServers, server_secrets
 
 #: A script's timeout when the request names none.
 DEFAULT_SCRIPT_TIMEOUT_MS: Final = 3_600_000
@@ -332,7 +333,7 @@ def _warn_unavailable(
     needed = [profile] + [
         h.sandbox
         for h in config.hooks
-        if h.on == "script" and h.enabled and h.action in PROCESS_ACTIONS
+        if h.on == "script" and h.enabled and HOOK_KINDS[h.action].process
     ]
     warned: set[str] = set()
     for each in dict.fromkeys(needed):

@@ -1,12 +1,15 @@
 """The tool servers of one supervisor: started on first use, shared by every run, stopped
 when idle, restarted with backoff after a failure.
 
-`open_servers` owns a nursery with one task per running server (`serverproc.py`); leaving
+`open_manager` owns a nursery with one task per running server (`serverproc.py`); leaving
 it stops them all, each tree killed and reaped. A use (`ServerManager.call`) never hangs on
 a server: while it starts it is bounded by `startTimeoutMs`; a server that failed refuses
 its uses at once with the reason until its backoff (1, 2, 4 … 30 s) has passed, and the
 next use after that starts it again; a call is bounded by its caller's scope, and a call cut
 short is cancelled on the server (`notifications/cancelled`, sent by the MCP SDK).
+
+The `server.start` hooks are not run here: the manager is given them (`StartHooks`), so this
+room never imports the one that runs hooks (`run/serverhooks.py` gives them).
 """
 
 from __future__ import annotations
@@ -14,95 +17,39 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import time
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 import trio
 
-from ..core.backoff import retry_wait_s
-from ..core.errors import HooksError
-from ..core.hooks import Config
 from ..core.passenv import pass_environment
-from ..core.servers import BACKOFF_FIRST_S, BACKOFF_MAX_S, ServerSpec
+from ..core.servers import ServerSpec
 from ..process.spawner import Spawner
-from .bus import Bus
+from .serverentry import (
+    AnswerTooLarge,
+    ServerEntry,
+    ServerFailing,
+    StartHooks,
+    ToolFailed,
+    entry_json,
+)
 
 if TYPE_CHECKING:  # the MCP SDK is imported when a server starts (`serverproc.py`), not before
     from mcp import types
-    from mcp.client.session import ClientSession
 
 #: How long a use whose connection closed under it waits for the server's own reason.
 _REASON_WAIT_S: Final = 5.0
 
 
-class ServerFailing(HooksError):
-    """A server cannot serve a use: it failed to start, crashed, is in its backoff, or was
-    refused by a `server.start` hook. The message says why."""
-
-
-class ToolFailed(HooksError):
-    """The server answered the call with a JSON-RPC error (an unknown tool, bad arguments)."""
-
-
-class AnswerTooLarge(ToolFailed):
-    """The server's answer to the call is over the longest message read from a server
-    (`MAX_MESSAGE_BYTES`): the call failed as soon as it passed that bound."""
-
-
-@attrs.define
-class ServerEntry:
-    """One server's state: `idle` (not running), `starting`, `running` (since `since`),
-    `stopping` (idle, on its way down), `failing` (`reason`, until `retry_at`)."""
-
-    spec: ServerSpec
-    state: str = "idle"
-    session: ClientSession | None = None
-    tools: tuple[types.Tool, ...] = ()
-    info: Mapping[str, Any] = attrs.field(factory=dict)
-    since: float | None = None
-    reason: str = ""
-    failures: int = 0
-    retry_at: float = 0.0
-    in_use: int = 0
-    last_used: float = 0.0
-    #: The run whose use started it (its `server.start` hook events carry that run's id).
-    started_by: str | None = None
-    ready: trio.Event = attrs.field(factory=trio.Event)
-    ended: trio.Event = attrs.field(factory=trio.Event)
-    #: Set on every change the server's idle wait must see (a use began or ended).
-    changed: trio.Event = attrs.field(factory=trio.Event)
-
-    def poke(self) -> None:
-        self.changed.set()
-        self.changed = trio.Event()
-
-    def tool(self, name: str) -> types.Tool | None:
-        return next((t for t in self.tools if t.name == name), None)
-
-    def failed(self, reason: str) -> None:
-        """The server stopped or never started, for `reason`: uses fail until the backoff
-        has passed."""
-        self.failures += 1
-        self.state, self.reason, self.session = "failing", reason, None
-        self.retry_at = trio.current_time() + backoff_s(self.failures)
-
-
-def backoff_s(failures: int) -> float:
-    """The wait after `failures` failures in a row: 1, 2, 4 … 30 s."""
-    return retry_wait_s(failures, BACKOFF_FIRST_S, BACKOFF_MAX_S)
-
-
 class ServerManager:
     """The servers of one supervisor, by spec (a changed declaration is another server)."""
 
-    def __init__(self, nursery: trio.Nursery, spawner: Spawner, bus: Bus, config: Config):
+    def __init__(self, nursery: trio.Nursery, spawner: Spawner, start_hooks: StartHooks):
         self._nursery = nursery
         self.spawner = spawner
-        self.bus = bus
-        #: Whose `server.start` hooks run (the supervisor's config).
-        self.config = config
+        #: The `server.start` hooks each start runs (the supervisor's config's).
+        self.start_hooks = start_hooks
         self.entries: dict[ServerSpec, ServerEntry] = {}
 
     async def open(self, spec: ServerSpec, *, run_id: str | None = None) -> ServerEntry:
@@ -117,11 +64,11 @@ class ServerManager:
         if entry.state == "stopping":  # idle, on its way down: the next life starts after
             await entry.ended.wait()
         if entry.state in ("idle", "failing"):
-            from .serverproc import serve_server  # the server's life; imports this module
+            from .serverproc import serve_server  # it loads the MCP SDK: at the first start
 
             entry.state, entry.ready, entry.ended = "starting", trio.Event(), trio.Event()
             entry.started_by = run_id
-            self._nursery.start_soon(serve_server, self, entry)
+            self._nursery.start_soon(serve_server, self.spawner, self.start_hooks, entry)
         await entry.ready.wait()
         if entry.session is None:  # it failed to start, or is going down: its end says why
             with trio.move_on_after(_REASON_WAIT_S):
@@ -215,32 +162,11 @@ def server_secrets(specs: Iterable[ServerSpec]) -> dict[str, str]:
     return found
 
 
-def entry_json(entry: ServerEntry) -> dict[str, Any]:
-    out: dict[str, Any] = {"name": entry.spec.name, "state": entry.state}
-    if entry.state == "running" and entry.since is not None:
-        out["since"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(entry.since))
-    if entry.state == "failing":
-        out["reason"] = entry.reason
-    if entry.info:
-        out["server"] = dict(entry.info)
-    out["tools"] = [tool_json(t) for t in entry.tools]
-    return out
-
-
-def tool_json(tool: types.Tool) -> dict[str, Any]:
-    out: dict[str, Any] = {"name": tool.name}
-    if tool.description:
-        out["description"] = tool.description
-    if tool.annotations is not None:
-        out["annotations"] = tool.annotations.model_dump(by_alias=True, exclude_none=True)
-    return out
-
-
 @contextlib.asynccontextmanager
-async def open_servers(spawner: Spawner, bus: Bus, config: Config) -> AsyncIterator[ServerManager]:
+async def open_manager(spawner: Spawner, start_hooks: StartHooks) -> AsyncIterator[ServerManager]:
     """A manager whose servers all stop (trees killed and reaped) when the block is left."""
     async with trio.open_nursery() as nursery:
-        manager = ServerManager(nursery, spawner, bus, config)
+        manager = ServerManager(nursery, spawner, start_hooks)
         try:
             yield manager
         finally:

@@ -1,13 +1,13 @@
 """One tool server's life, from its `server.start` hooks to its tree's reap.
 
-`serve_server` runs in the manager's nursery (`servers.py`): the `before` hooks (a refusal
-stops the start), the spawn through the supervisor's spawner and sandbox (the server's `cwd`,
-`env`, `passEnv`, `secrets`, scrubbed environment and scratch directory as a hook has them),
-MCP `initialize` and `tools/list` within `startTimeoutMs`, the `onSuccess` or `onError`
-hooks, then serving until it has been unused for `idleMs`, its process ends, or it closes
-its stdout. Whatever ends it, its tree is killed and reaped (`Spawner.open_child`), and the
-entry says why (`failing` with the reason, or `idle`). Cancelled (the manager closing), it
-kills the tree and propagates.
+`serve_server` runs in the manager's nursery (`servers.py`): the `before` hooks, run by the
+`StartHooks` it is given (a refusal stops the start), the spawn through the supervisor's
+spawner and sandbox (the server's `cwd`, `env`, `passEnv`, `secrets`, scrubbed environment
+and scratch directory as a hook has them), MCP `initialize` and `tools/list` within
+`startTimeoutMs`, the `onSuccess` or `onError` hooks, then serving until it has been unused
+for `idleMs`, its process ends, or it closes its stdout. Whatever ends it, its tree is
+killed and reaped (`Spawner.open_child`), and the entry says why (`failing` with the reason,
+or `idle`). Cancelled (the manager closing), it kills the tree and propagates.
 """
 
 from __future__ import annotations
@@ -21,23 +21,18 @@ import trio
 from mcp import types
 from mcp.shared.exceptions import MCPError
 
-from ..core.answers import YES
-from ..core.convert import to_json
 from ..core.errors import SandboxUnavailable, SpawnError
-from ..core.events import EventKind
 from ..core.hookenv import base_environment
 from ..core.passenv import pass_environment
 from ..core.points import Phase
 from ..core.redact import Redactor
 from ..core.servers import SERVER_STDERR_TAIL
-from ..core.when import tool_mismatch
 from ..process import programs, sandbox
 from ..process.scratch import scratch_dir
+from ..process.spawner import Spawner
 from ..process.spawnspec import ChildSpec
-from .hookcontext import HookContext
-from .hookrun import run_hook
 from .mcpclient import ServerBroken, open_session
-from .servers import ServerEntry, ServerManager, tool_json
+from .serverentry import ServerEntry, StartHooks, tool_json
 
 #: What `_serve` returns when the server's stdout closed under it (it exited).
 _EXITED: Final = "exited"
@@ -45,20 +40,20 @@ _EXITED: Final = "exited"
 _REASON_STDERR: Final = 500
 
 
-async def serve_server(manager: ServerManager, entry: ServerEntry) -> None:
+async def serve_server(spawner: Spawner, start_hooks: StartHooks, entry: ServerEntry) -> None:
     spec, run_id = entry.spec, entry.started_by
     try:
         facts = {"server": spec.name, "command": list(spec.command)}
-        refusal = await start_hooks(manager, Phase.BEFORE, spec.name, run_id, input=(facts,))
+        refusal = await start_hooks(Phase.BEFORE, spec.name, run_id, input=(facts,))
         if refusal is not None:
             entry.failed(f"the start of server {spec.name} was {refusal}")
             return
-        reason = await _life(manager, entry)
+        reason = await _life(spawner, start_hooks, entry)
         if reason is None:
             entry.reason = ""
             return
         if entry.since is None:  # it never started: onError sees why
-            await start_hooks(manager, Phase.ON_ERROR, spec.name, run_id, error={"message": reason})
+            await start_hooks(Phase.ON_ERROR, spec.name, run_id, error={"message": reason})
         entry.failed(reason)
     finally:
         entry.session = None
@@ -69,7 +64,7 @@ async def serve_server(manager: ServerManager, entry: ServerEntry) -> None:
         entry.ended.set()
 
 
-async def _life(manager: ServerManager, entry: ServerEntry) -> str | None:
+async def _life(spawner: Spawner, start_hooks: StartHooks, entry: ServerEntry) -> str | None:
     """Runs the server until it is idle (None) or fails (the reason)."""
     spec = entry.spec
     passed = pass_environment(spec.pass_env, spec.secrets, os.environ)
@@ -81,7 +76,7 @@ async def _life(manager: ServerManager, entry: ServerEntry) -> str | None:
         try:
             rlimits, plan = sandbox.plan(
                 spec.sandbox,
-                manager.spawner,
+                spawner,
                 scratch=scratch,
                 dirs=(spec.declaring_dir, spec.workdir),
                 workdir=spec.workdir,
@@ -102,11 +97,11 @@ async def _life(manager: ServerManager, entry: ServerEntry) -> str | None:
         outcome, why = None, None
         try:
             with trio.move_on_after(timeout) as start_scope:
-                async with manager.spawner.open_child(
+                async with spawner.open_child(
                     child_spec, kill_grace=spec.kill_grace_ms / 1000
                 ) as child:
                     outcome = child.outcome
-                    why = await _serve(manager, entry, child, stderr, start_scope)
+                    why = await _serve(start_hooks, entry, child, stderr, start_scope)
                     if why is not None and why is not _EXITED:
                         return redactor.text(why)
         except SpawnError as exc:
@@ -131,7 +126,7 @@ async def _life(manager: ServerManager, entry: ServerEntry) -> str | None:
 
 
 async def _serve(
-    manager: ServerManager,
+    start_hooks: StartHooks,
     entry: ServerEntry,
     child: Any,
     stderr: bytearray,
@@ -158,7 +153,7 @@ async def _serve(
                 result = {**entry.info, "server": spec.name}
                 result["tools"] = [tool_json(t) for t in entry.tools]
                 refusal = await start_hooks(
-                    manager, Phase.ON_SUCCESS, spec.name, entry.started_by, result={"value": result}
+                    Phase.ON_SUCCESS, spec.name, entry.started_by, result={"value": result}
                 )
                 if refusal is not None:
                     nursery.cancel_scope.cancel()
@@ -214,38 +209,3 @@ def _words(exc: BaseException) -> str:
     if isinstance(exc, ServerBroken):
         return str(exc)
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-
-
-async def start_hooks(
-    manager: ServerManager,
-    phase: Phase,
-    server: str,
-    run_id: str | None,
-    **given: Any,
-) -> str | None:
-    """Runs the `server.start` hooks of `phase` for `server`, one after another; their
-    frames go on the bus (`hook.finished`). Returns "refused by NAME: why" when one refused
-    (an `ask` nobody can answer here takes its default)."""
-    config = manager.config
-    ctx = HookContext(
-        None, config.autonomy_hooks, config.autonomy_max, **given, redactor=manager.bus.redactor
-    )
-    for hook in config.hooks:
-        if hook.on != "server.start" or hook.phase is not phase or not hook.enabled:
-            continue
-        if hook.when and tool_mismatch(hook.when, server, None) is not None:
-            continue
-        data = {"name": hook.name, "on": hook.on, "phase": phase.value, "server": server}
-        manager.bus.publish(EventKind.HOOK_STARTED, data, run_id=run_id)
-        report = await run_hook(manager.spawner, hook, ctx)
-        wire = {**to_json(report.frame), "server": server}
-        manager.bus.publish(EventKind.HOOK_FINISHED, wire, run_id=run_id)
-        if report.frame.status.is_failure:
-            manager.bus.publish(EventKind.HOOK_FAILED, wire, run_id=run_id)
-        refused = report.frame.refused
-        ask = report.answer.ask
-        if refused is None and ask is not None and ask.default != YES:
-            return f"refused by {hook.name}: {ask.question} (nobody to ask)"
-        if refused is not None and phase is not Phase.ON_ERROR:
-            return f"refused by {hook.name}: {refused.reason}"
-    return None

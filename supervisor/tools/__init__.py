@@ -1,0 +1,27 @@
+"""Tools: the MCP tool servers of one supervisor, behind plugin hooks and scripts' calls.
+Their manager (started on first use, shared, stopped when idle, restarted with backoff), one
+server's life in its sandbox, and the MCP client over its pipes. A server's `server.start`
+hooks are given to the manager (`StartHooks`); they run in `run/serverhooks.py`.
+
+The names below are loaded on first use (`core/exports.py`).
+"""
+
+from ..core.exports import exports
+
+__all__, __getattr__, __dir__ = exports(
+    __name__,
+    {
+        "serverentry": (
+            "AnswerTooLarge",
+            "ServerEntry",
+            "ServerFailing",
+            "StartHooks",
+            "ToolFailed",
+            "answer_text",
+            "backoff_s",
+            "entry_json",
+            "tool_json",
+        ),
+        "servers": ("ServerManager", "ToolServers", "open_manager", "server_secrets"),
+    },
+)

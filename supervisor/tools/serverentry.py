@@ -1,0 +1,123 @@
+"""One tool server as the manager keeps it (`ServerEntry`: its state, its session, its
+tools, its backoff), the errors a use of a server ends in, and the JSON shapes of a server's
+state and of a tool's answer.
+
+No MCP SDK at import: its types are named for the type checker only, and an answer is read by
+its fields (the SDK is imported when a server starts, `serverproc.py`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+import attrs
+import trio
+
+from ..core.backoff import retry_wait_s
+from ..core.errors import HooksError
+from ..core.points import Phase
+from ..core.servers import BACKOFF_FIRST_S, BACKOFF_MAX_S, ServerSpec
+
+if TYPE_CHECKING:
+    from mcp import types
+    from mcp.client.session import ClientSession
+
+
+class StartHooks(Protocol):
+    """The `server.start` hooks a server's start runs, given to the manager by what runs hooks
+    (`run/serverhooks.py`): those of `phase` for `server`, with what the phase gives them
+    (`input`, `result` or `error`). Returns "refused by NAME: why" when one refused, else
+    None. Never raises for a broken hook; cancellation propagates."""
+
+    async def __call__(
+        self, phase: Phase, server: str, run_id: str | None, **given: Any
+    ) -> str | None: ...
+
+
+class ServerFailing(HooksError):
+    """A server cannot serve a use: it failed to start, crashed, is in its backoff, or was
+    refused by a `server.start` hook. The message says why."""
+
+
+class ToolFailed(HooksError):
+    """The server answered the call with a JSON-RPC error (an unknown tool, bad arguments)."""
+
+
+class AnswerTooLarge(ToolFailed):
+    """The server's answer to the call is over the longest message read from a server
+    (`MAX_MESSAGE_BYTES`): the call failed as soon as it passed that bound."""
+
+
+@attrs.define
+class ServerEntry:
+    """One server's state: `idle` (not running), `starting`, `running` (since `since`),
+    `stopping` (idle, on its way down), `failing` (`reason`, until `retry_at`)."""
+
+    spec: ServerSpec
+    state: str = "idle"
+    session: ClientSession | None = None
+    tools: tuple[types.Tool, ...] = ()
+    info: Mapping[str, Any] = attrs.field(factory=dict)
+    since: float | None = None
+    reason: str = ""
+    failures: int = 0
+    retry_at: float = 0.0
+    in_use: int = 0
+    last_used: float = 0.0
+    #: The run whose use started it (its `server.start` hook events carry that run's id).
+    started_by: str | None = None
+    ready: trio.Event = attrs.field(factory=trio.Event)
+    ended: trio.Event = attrs.field(factory=trio.Event)
+    #: Set on every change the server's idle wait must see (a use began or ended).
+    changed: trio.Event = attrs.field(factory=trio.Event)
+
+    def poke(self) -> None:
+        self.changed.set()
+        self.changed = trio.Event()
+
+    def tool(self, name: str) -> types.Tool | None:
+        return next((t for t in self.tools if t.name == name), None)
+
+    def failed(self, reason: str) -> None:
+        """The server stopped or never started, for `reason`: uses fail until the backoff
+        has passed."""
+        self.failures += 1
+        self.state, self.reason, self.session = "failing", reason, None
+        self.retry_at = trio.current_time() + backoff_s(self.failures)
+
+
+def backoff_s(failures: int) -> float:
+    """The wait after `failures` failures in a row: 1, 2, 4 … 30 s."""
+    return retry_wait_s(failures, BACKOFF_FIRST_S, BACKOFF_MAX_S)
+
+
+def entry_json(entry: ServerEntry) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": entry.spec.name, "state": entry.state}
+    if entry.state == "running" and entry.since is not None:
+        out["since"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(entry.since))
+    if entry.state == "failing":
+        out["reason"] = entry.reason
+    if entry.info:
+        out["server"] = dict(entry.info)
+    out["tools"] = [tool_json(t) for t in entry.tools]
+    return out
+
+
+def tool_json(tool: types.Tool) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": tool.name}
+    if tool.description:
+        out["description"] = tool.description
+    if tool.annotations is not None:
+        out["annotations"] = tool.annotations.model_dump(by_alias=True, exclude_none=True)
+    return out
+
+
+def answer_text(result: types.CallToolResult) -> str:
+    """What a tool's answer is read as: its structured content as JSON, else its text."""
+    if result.structured_content is not None:
+        return json.dumps(result.structured_content)
+    # By its `type`, not its class: the SDK is not imported until a server starts.
+    return "".join(getattr(c, "text", "") for c in result.content if c.type == "text")
