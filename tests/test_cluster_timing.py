@@ -104,7 +104,7 @@ class FakeCluster:
 
     @contextlib.asynccontextmanager
     async def follow(
-        self, subject: str, start_seq: int | None = None, *, new_only: bool = False
+        self, subject: str, start_seq: int | None = None
     ) -> AsyncIterator[trio.MemoryReceiveChannel[list[Stored]]]:
         self._called(f"follow {subject}")
         send, receive = trio.open_memory_channel[list[Stored]](math.inf)

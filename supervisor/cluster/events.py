@@ -56,8 +56,11 @@ async def forward_events(
 class EventFeed:
     """The events stream from a seq, as `Streams.stream_events` reads a bus subscription:
     events whose kind matches `kinds`, each with its stream sequence as `seq`, after a gap
-    first when `since` is older than what the stream still holds. An event read as the
-    stream's newest (nothing pending after it) is handed on once `settle` returns for it."""
+    first when `since` is older than what the stream still holds. An event published after
+    the client asked (its seq at or past `live_from`), or read as the stream's newest
+    (nothing pending after it), is handed on once `settle` returns for it: a run's start
+    followed at once by its first hook's is not told before the run is listed, and old
+    events replayed from `since` do not each wait for runs long gone from the list."""
 
     def __init__(
         self,
@@ -65,11 +68,13 @@ class EventFeed:
         kinds: tuple[str, ...],
         gap: tuple[int, int] | None,
         settle: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
+        live_from: int | None = None,
     ) -> None:
         self._batches = batches
+        self._live_from = live_from
         self._kinds = kinds
         self._settle = settle
-        #: Each ready event, and whether it was the stream's newest when it came.
+        #: Each ready event, and whether it is settled first (see above).
         self._ready: collections.deque[tuple[dict[str, Any], bool]] = collections.deque()
         if gap is not None:
             self._ready.append(({"kind": "gap", "from": gap[0], "to": gap[1]}, False))
@@ -98,7 +103,8 @@ class EventFeed:
         for message in batch:
             event = self._event(message)
             if event is not None:
-                self._ready.append((event, message.pending == 0))
+                live = self._live_from is not None and message.sequence >= self._live_from
+                self._ready.append((event, live or message.pending == 0))
 
     def __aiter__(self) -> EventFeed:
         return self

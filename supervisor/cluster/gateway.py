@@ -191,9 +191,12 @@ class Gateway(Service):
         # The stream's sequences start at 1: a `since` before what it still holds is a gap.
         lost_from = max(since or 0, 1)
         gap = (lost_from, first - 1) if since is not None and first and lost_from < first else None
-        start = max(since, first) if since is not None else None
-        async with self.cluster.follow(events_subject(), start, new_only=since is None) as got:
-            feed = EventFeed(got, kinds, gap, self.index.caught_up)
+        # Without `since`, the events from the stream's state just read: a client whose
+        # socket is open hears every event published after that, however long the
+        # consumer then takes to be made (under load, long enough to miss a run's start).
+        start = max(since, first) if since is not None else last + 1
+        async with self.cluster.follow(events_subject(), start) as got:
+            feed = EventFeed(got, kinds, gap, self.index.caught_up, live_from=last + 1)
             try:
                 return await self.streams.stream_events(
                     conn,

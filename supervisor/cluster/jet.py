@@ -260,16 +260,11 @@ class Jet:
         subject: str,
         start_seq: int | None,
         deliver: Callable[[list[Stored]], Awaitable[None]],
-        *,
-        new_only: bool = False,
     ) -> None:
-        """Every message on `subject` (from stream seq `start_seq`, or the first, or with
-        `new_only` those published from now), forever, through an ordered consumer: in order,
-        without a gap, made anew after a lost connection or a restarted server; delivered
-        in batches of what has arrived."""
-        if new_only:
-            config = api.ConsumerConfig(deliver_policy=api.DeliverPolicy.NEW)
-        elif start_seq:
+        """Every message on `subject` (from stream seq `start_seq`, or the first), forever,
+        through an ordered consumer: in order, without a gap, made anew after a lost
+        connection or a restarted server; delivered in batches of what has arrived."""
+        if start_seq:
             config = api.ConsumerConfig(
                 deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start_seq
             )

@@ -90,14 +90,14 @@ class Cluster:
         return await self.bridge.call(self.jet.last, stream, subject)
 
     def follow(
-        self, subject: str, start_seq: int | None = None, *, new_only: bool = False
+        self, subject: str, start_seq: int | None = None
     ) -> contextlib.AbstractAsyncContextManager[trio.MemoryReceiveChannel[list[Stored]]]:
         """`async with cluster.follow(subject) as batches`: the subject's stream messages
         in order, in batches of what had arrived, at the reader's pace (the channel is
         bounded)."""
 
         async def producer(deliver: Deliver) -> None:
-            await self.jet.follow(subject, start_seq, deliver, new_only=new_only)
+            await self.jet.follow(subject, start_seq, deliver)
 
         return self.bridge.stream(producer)
 
