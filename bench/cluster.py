@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _quick import missing, parse_args
 from websockets.asyncio.client import connect
 
 CLI = [sys.executable, "-m", "mcpx_hooks.supervisor"]
@@ -62,7 +63,7 @@ def start(args: list[str], cwd: Path, needle: str) -> tuple[subprocess.Popen[str
 def start_nats(cwd: Path) -> tuple[subprocess.Popen[bytes], str]:
     binary = shutil.which("nats-server")
     if binary is None:
-        sys.exit("bench/cluster.py: nats-server is not installed (apt-get install nats-server)")
+        missing("bench/cluster.py: nats-server is not installed (apt-get install nats-server)")
     port = free_port()
     proc = subprocess.Popen(
         [binary, "-js", "-sd", str(cwd / "js"), "-a", "127.0.0.1", "-p", str(port)],
@@ -149,7 +150,7 @@ def main() -> int:
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--lines", type=int, default=20_000)
     ap.add_argument("--bound", type=float, default=300)
-    args = ap.parse_args()
+    args = parse_args(ap, runs=4, clients=2, lines=200)
     procs: list[subprocess.Popen[Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         cwd = Path(tmp)

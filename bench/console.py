@@ -32,6 +32,7 @@ import sys
 import tempfile
 from typing import Any
 
+from _quick import missing, parse_args
 from playwright.sync_api import sync_playwright
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
@@ -99,13 +100,12 @@ def _run(url: str, lines: int) -> str:
 
 def main() -> int:
     if not os.path.exists(CHROMIUM):
-        print(f"bench/console.py: needs {CHROMIUM} (the distribution's chromium package)")
-        return 1
+        missing(f"bench/console.py: needs {CHROMIUM} (the distribution's chromium package)")
     parser = argparse.ArgumentParser()
     parser.add_argument("--lines", type=int, default=50_000)
     parser.add_argument("--baseline-lines", type=int, default=500)
     parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
+    args = parse_args(parser, lines=1000, baseline_lines=100, rounds=1)
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "MCPX_HOOKS_NO_DISCOVERY": "1"}
         serve = [sys.executable, "-m", "mcpx_hooks.supervisor", "serve", "--port", "0", "--no-auth"]

@@ -28,6 +28,7 @@ import time
 
 import psutil
 import trio
+from _quick import parse_args
 from _timing import percentile, result
 
 from mcpx_hooks.supervisor.process.spawner import ChildSpec, Spawner, open_spawner
@@ -116,7 +117,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--samples", type=int, default=80)
     parser.add_argument("--deadline", type=float, default=0.15, help="seconds")
-    args = parser.parse_args()
+    args = parse_args(parser, samples=5)
     started = time.perf_counter()
     try:
         tree, base, mode = trio.run(measure, args.samples, args.deadline)

@@ -66,6 +66,7 @@ from typing import Any
 
 import orjson
 import psutil
+from _quick import parse_args
 from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, broadcast, serve
 from websockets.client import ClientProtocol
@@ -630,7 +631,7 @@ def main() -> int:
     parser.add_argument("--no-baseline", action="store_true", help="mcpx only (profiling)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--baseline-server", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parse_args(parser, frames=200, clients="100", paced_s=0.2)
     if args.worker:
         asyncio.run(_worker(json.loads(args.worker)))
         return 0

@@ -26,6 +26,7 @@ import time
 
 import psutil
 import trio
+from _quick import parse_args
 from _timing import TRUE, interleaved, medians, percentile, report
 
 from mcpx_hooks.supervisor.core.frames import HookStatus
@@ -128,5 +129,5 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--per-round", type=int, default=40)
     parser.add_argument("--breakdown", type=int, default=300, help="hooks for the CPU figures")
-    args = parser.parse_args(sys.argv[1:])
+    args = parse_args(parser, rounds=1, per_round=2, breakdown=5)
     trio.run(main, args.rounds, args.per_round, args.breakdown)

@@ -44,6 +44,7 @@ import traceback
 
 import psutil
 import trio
+from _quick import parse_args
 from _timing import TRUE, enforceable, result
 
 from mcpx_hooks.supervisor.core.frames import HookStatus
@@ -227,7 +228,7 @@ def main() -> int:
     parser.add_argument("--waves", type=int, default=3)
     parser.add_argument("--profiles", default="none,strict")
     parser.add_argument("--nofile", type=int, default=None, help="RLIMIT_NOFILE soft limit")
-    args = parser.parse_args()
+    args = parse_args(parser, hooks=20, waves=1)
     profiles = [Profile(p) for p in args.profiles.split(",") if p]
     started = time.perf_counter()
     soft, hard = set_nofile(args.nofile)

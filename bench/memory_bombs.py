@@ -39,6 +39,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _quick import parse_args
+
 HERE = Path(__file__).resolve().parent
 TESTS = HERE.parent / "tests" / "test_memory_bound.py"
 #: How far above memoryMb the host's available memory may drop (as the tests allow).
@@ -239,7 +241,7 @@ def main() -> None:
     parser.add_argument("--user", default="nobody", help="the ordinary user of `rootless`")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parse_args(parser, memory_mb=64)
     if args.probe:  # can this user's Python import the tree and read the bombs?
         import mcpx_hooks.supervisor.process.spawner  # noqa: F401
 

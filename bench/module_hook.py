@@ -41,6 +41,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import trio
+from _quick import parse_args
 from _timing import enforceable, interleaved, percentile, result
 
 from mcpx_hooks.supervisor.core.effects import Effect
@@ -196,7 +197,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--per-round", type=int, default=20)
     parser.add_argument("--profiles", default="none,strict")
-    args = parser.parse_args()
+    args = parse_args(parser, rounds=1, per_round=2)
     profiles = [Profile(p) for p in args.profiles.split(",") if p]
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="mcpx-bench-") as tmp:

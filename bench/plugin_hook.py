@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import trio
+from _quick import parse_args
 from _timing import interleaved, percentile, result
 
 from mcpx_hooks.supervisor.config.loading import load_config
@@ -180,7 +181,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--per-round", type=int, default=30)
     parser.add_argument("--calls", type=int, default=200)
-    args = parser.parse_args()
+    args = parse_args(parser, rounds=1, per_round=2, calls=5)
     started = time.perf_counter()
     try:
         with tempfile.TemporaryDirectory(prefix="mcpx-bench-") as tmp:

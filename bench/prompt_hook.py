@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import trio
+from _quick import parse_args
 from _timing import percentile, result
 
 from mcpx_hooks.supervisor.config.loading import load_config
@@ -163,7 +164,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--per-round", type=int, default=30)
-    args = parser.parse_args(argv)
+    args = parse_args(parser, argv, rounds=1, per_round=2)
     try:
         samples: dict[str, Any] = trio.run(measure, args.rounds, args.per_round)
     except Broken as exc:

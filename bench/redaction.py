@@ -23,6 +23,7 @@ import statistics
 import time
 
 import trio
+from _quick import parse_args
 
 from mcpx_hooks.supervisor.core.frames import FrameType, OutputFrame, blank
 from mcpx_hooks.supervisor.core.redact import NO_SECRETS, Redactor
@@ -70,7 +71,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--frames", type=int, default=50_000)
     parser.add_argument("--rounds", type=int, default=21)
-    args = parser.parse_args()
+    args = parse_args(parser, frames=1000, rounds=2)
     bare, redacted = trio.run(measure, args.frames, args.rounds)
     base, value = statistics.median(bare), statistics.median(redacted)
     ratio = statistics.median(r / b for r, b in zip(redacted, bare, strict=True))

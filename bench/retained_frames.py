@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from _quick import parse_args
 from websockets.asyncio.client import connect
 
 GOAL_MB = 400.0
@@ -105,7 +106,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--lines", type=int, default=2_000_000)
     parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
+    args = parse_args(parser, lines=20_000, repeat=1)
     newlines = f"import sys\nsys.stdout.write('\\n' * {args.lines})\n"
     kib = "import sys\nsys.stdout.write(('x' * 1023 + '\\n') * 20000)\n"
     unbounded = CONFIG + "\n[runs]\nrunBytes = 4294967296\n"

@@ -35,6 +35,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _quick import missing, parse_args
+
 GOAL = 2.0
 HERE = Path(__file__).resolve().parent
 TRUE = "/bin/true"
@@ -95,19 +97,29 @@ _BOOT = (
 
 def _as_user(args: argparse.Namespace) -> dict[str, list[float]]:
     """Runs this script's `--child` part as `args.user`; its samples."""
-    who = pwd.getpwnam(args.user)
+    try:
+        who = pwd.getpwnam(args.user)
+    except KeyError:
+        missing(f"bench/rootless.py: no user {args.user} here (--user)")
     site = sysconfig.get_paths()["purelib"]
     home = tempfile.mkdtemp(prefix="mcpx-bench-home-")
     os.chown(home, who.pw_uid, who.pw_gid)
     try:
-        command = [
+        boot = [
             "setpriv", f"--reuid={who.pw_uid}", f"--regid={who.pw_gid}", "--clear-groups",
             "env", "-i", f"PATH={os.environ.get('PATH', '/usr/bin:/bin')}", f"HOME={home}",
-            "/usr/bin/python3", "-c",
-            _BOOT,
-            site, str(HERE), __file__,
-            "--child", "--rounds", str(args.rounds), "--per-round", str(args.per_round),
+            "/usr/bin/python3", "-c", _BOOT, site, str(HERE), __file__,
         ]  # fmt: skip
+        probe = subprocess.run(
+            [*boot, "--probe"], capture_output=True, text=True, timeout=60, check=False
+        )
+        if probe.returncode != 0:
+            why = (probe.stderr.strip().splitlines() or [f"exit {probe.returncode}"])[-1]
+            missing(
+                f"bench/rootless.py: {args.user}'s /usr/bin/python3 cannot read this tree: {why}"
+            )
+        sizes = ["--rounds", str(args.rounds), "--per-round", str(args.per_round)]
+        command = [*boot, "--child", *sizes]
         done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
     finally:
         shutil.rmtree(home, ignore_errors=True)
@@ -123,8 +135,14 @@ def main() -> None:
     parser.add_argument("--per-round", type=int, default=20)
     parser.add_argument("--user", default="nobody")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    parser.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)
+    args = parse_args(parser, rounds=1, per_round=2)
     import trio
+
+    if args.probe:  # can this user's Python import the tree?
+        import mcpx_hooks.supervisor.process.spawner  # noqa: F401
+
+        return
 
     where = tempfile.mkdtemp(prefix="mcpx-bench-")
     os.chmod(where, 0o755)
@@ -133,9 +151,9 @@ def main() -> None:
             print(json.dumps(trio.run(measure, args.rounds, args.per_round, where, True)))
             return
         if os.geteuid() != 0:
-            sys.exit("run as root: it measures root's strict hook and, as --user, the rest")
+            missing("bench/rootless.py: run as root (root's strict hook, and the rest as --user)")
         if shutil.which("bwrap") is None:
-            sys.exit("bubblewrap is not installed (apt-get install bubblewrap)")
+            missing("bench/rootless.py: bubblewrap is not installed (apt-get install bubblewrap)")
         started = time.perf_counter()
         root = trio.run(measure, args.rounds, args.per_round, where, False)
         user = _as_user(args)

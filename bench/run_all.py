@@ -1,6 +1,7 @@
 """`make bench`: runs every benchmark under bench/ and prints one table.
 
-    .venv/bin/python bench/run_all.py [NAME ...]    (default: every bench/*.py not starting with _)
+    .venv/bin/python bench/run_all.py [--quick] [NAME ...]
+        (default: every bench/*.py not starting with _)
 
 Each benchmark prints, besides its own report, lines of the form
 
@@ -15,21 +16,37 @@ value and baseline in the same unit, measured in the same run. The direction say
 `unit`, when given, is printed after the value, the baseline and an `abs` goal. This script
 collects the lines. A benchmark that exits non-zero, prints no RESULT line, or runs past `BOUND`
 gets a FAILED row (its RESULT lines, if any, are kept), and this script exits 1.
+
+`--quick` (what `make test` runs, through tests/test_bench_quick.py): each script once with
+`MCPX_BENCH_QUICK=1` in its environment, bounded to `QUICK_BOUND`, at the smallest size that
+still takes every code path and prints every RESULT line (bench/_quick.py says how a script
+honours it: `parse_args(parser, dest=value, ...)` for its quick sizes, `missing(why)` for a
+part it needs that is not there). The table has no verdict: a quick run's figures mean
+nothing. It exits 1 only when a script fails, prints neither a RESULT nor a `SKIP` line, or
+runs past the bound; a script that printed `SKIP <why>` (a part missing: a program, root)
+gets a skipped row.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from _quick import QUICK_ENV
+
 HERE = Path(__file__).resolve().parent
 #: Per-benchmark wall-clock bound, seconds.
 BOUND = 600
+#: The same in quick mode.
+QUICK_BOUND = 60
 DIRECTIONS = ("le", "ge", "abs")
 
 Row = tuple[str, str, str, str, str, str]
+Completed = subprocess.CompletedProcess[str]
 
 
 def result_row(fields: list[str]) -> Row:
@@ -57,7 +74,34 @@ def result_row(fields: list[str]) -> Row:
     )
 
 
-def main(names: list[str]) -> int:
+def run(script: Path, bound: float, env: dict[str, str] | None) -> Completed | None:
+    """Runs `script` in a session of its own; None if it ran past `bound` seconds (then it and
+    whatever it started in its session are killed)."""
+    with subprocess.Popen(
+        [sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    ) as proc:
+        try:
+            out, err = proc.communicate(timeout=bound)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            return None
+        except KeyboardInterrupt:
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def main(args: list[str]) -> int:
+    quick = "--quick" in args
+    names = [name for name in args if name != "--quick"]
+    bound = QUICK_BOUND if quick else BOUND
+    env = {**os.environ, QUICK_ENV: "1"} if quick else None
     rows: list[Row] = []
     failed = False
     for script in sorted(HERE.glob("*.py")):
@@ -67,16 +111,9 @@ def main(names: list[str]) -> int:
             continue
         print(f"== {script.name}", flush=True)
         started = time.monotonic()
-        try:
-            proc = subprocess.run(
-                [sys.executable, str(script)],
-                check=False,
-                capture_output=True,
-                text=True,
-                timeout=BOUND,
-            )
-        except subprocess.TimeoutExpired:
-            rows.append((script.stem, "-", "-", "-", "-", f"TIMEOUT after {BOUND} s"))
+        proc = run(script, bound, env)
+        if proc is None:
+            rows.append((script.stem, "-", "-", "-", "-", f"TIMEOUT after {bound} s"))
             failed = True
             continue
         print(proc.stdout, end="")
@@ -87,8 +124,11 @@ def main(names: list[str]) -> int:
             except (ValueError, IndexError):
                 row = (fields[1] if len(fields) > 1 else script.stem, "-", "-", "-", "-", "BAD")
                 failed = True
-            rows.append(row)
-        if proc.returncode != 0 or not results:
+            rows.append((*row[:5], "") if quick and row[5] != "BAD" else row)
+        skips = [line[5:] for line in proc.stdout.splitlines() if line.startswith("SKIP ")]
+        if quick and proc.returncode == 0 and skips and not results:
+            rows.append((script.stem, "-", "-", "-", "-", f"skipped: {skips[0]}"))
+        elif proc.returncode != 0 or not results:
             print(proc.stderr[-2000:], file=sys.stderr)
             rows.append((script.stem, "-", "-", "-", "-", f"FAILED (exit {proc.returncode})"))
             failed = True
@@ -97,6 +137,8 @@ def main(names: list[str]) -> int:
     widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
     for row in [head, *rows]:
         print("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    if quick:
+        print("(quick mode: a few samples each, no verdict)")
     return 1 if failed else 0
 
 

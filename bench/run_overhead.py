@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import trio
+from _quick import parse_args
 from _timing import TRUE, bare_spawn
 
 from mcpx_hooks.supervisor.config.loading import load_config
@@ -82,5 +83,5 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--per-round", type=int, default=10)
-    args = parser.parse_args()
+    args = parse_args(parser, rounds=1, per_round=2)
     trio.run(main, args.rounds, args.per_round)

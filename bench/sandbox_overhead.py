@@ -19,11 +19,11 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import sys
 import tempfile
 import time
 
 import trio
+from _quick import missing, parse_args
 from _timing import TRUE, interleaved, medians, report
 
 from mcpx_hooks.supervisor.core.hooks import Action, Hook, Profile, Provenance, SourceKind
@@ -78,9 +78,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--per-round", type=int, default=25)
-    args = parser.parse_args()
+    args = parse_args(parser, rounds=1, per_round=2)
     if os.geteuid() != 0:
-        sys.exit("the strict profile needs root here: run as root")
+        missing("bench/sandbox_overhead.py: the strict profile needs root here: run as root")
     started = time.perf_counter()
     where = tempfile.mkdtemp(prefix="mcpx-bench-")
     os.chmod(where, 0o755)

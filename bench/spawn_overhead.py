@@ -19,6 +19,7 @@ import time
 from collections.abc import Sequence
 
 import trio
+from _quick import parse_args
 from _timing import TRUE, interleaved, medians, report
 
 from mcpx_hooks.supervisor.process.spawner import (
@@ -60,7 +61,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--per-round", type=int, default=40)
     parser.add_argument("--modes", default=",".join(m for m in SPAWN_MODES if _possible(m)))
-    args = parser.parse_args()
+    args = parse_args(parser, rounds=1, per_round=2)
     modes = [m for m in args.modes.split(",") if m]
     started = time.perf_counter()
     samples = trio.run(measure, modes, args.rounds, args.per_round)
