@@ -3,8 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-# The distribution packages the tests use, as COMMAND=PACKAGE (see .ci/packages).
-TEST_PACKAGES := chromium=chromium nats-server=nats-server
+# The distribution packages the tests use, as COMMAND=PACKAGE (see .ci/packages); bubblewrap
+# for bench/rootless.py, which tests/test_bench_quick.py runs once, small, with every benchmark.
+TEST_PACKAGES := chromium=chromium nats-server=nats-server bwrap=bubblewrap
 
 .PHONY: demo test test-unprivileged check bench docs console-shots clean
 

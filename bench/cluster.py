@@ -16,6 +16,10 @@ gateways (`serve --cluster`) and workers (`worker --cluster`), all subprocesses 
 The goals are what a second process hop and NATS cost on a 2-core machine shared by every
 part: >= 0.25x the plain runs/s with one worker and with two, >= 0.2x the plain follower's
 frames/s. RESULT lines for `make bench` (`ge`: bigger is better).
+
+Quick mode (`MCPX_BENCH_QUICK=1`, `run_all.py --quick`): `--runs 4 --clients 2 --lines 200`:
+every part started, each figure taken once. Without nats-server it prints `SKIP`
+(bench/_quick.py).
 """
 
 from __future__ import annotations

@@ -18,6 +18,10 @@ against the short run (goals 3x and 1.5x: a long run must paint its first frame 
 about as well as a short one, which the output box's virtualisation is for), and
 `console_scroll_p95_abs` (abs, <= 50 ms: never below 20 frames a second). Whole-run times
 are printed for context. Takes about 30 s.
+
+Quick mode (`MCPX_BENCH_QUICK=1`, `run_all.py --quick`): `--lines 1000 --baseline-lines 100
+--rounds 1`: Chromium started, each run opened once. Without Chromium it prints `SKIP`
+(bench/_quick.py).
 """
 
 from __future__ import annotations

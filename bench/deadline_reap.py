@@ -18,6 +18,8 @@ Goal (issue 6): p95 <= 5 ms (absolute; RESULT `deadline_reap_p95`, abs, baseline
 baseline's p95). At the end no process may be left: none under the spawner while it runs, and
 no child of this process once it is closed. A sample whose tree was not up before the deadline,
 a wrong outcome or a leftover process makes the script exit 1. Takes about 30 s.
+
+Quick mode (`MCPX_BENCH_QUICK=1`, `run_all.py --quick`): `--samples 5`.
 """
 
 from __future__ import annotations

@@ -42,6 +42,9 @@ default is 5000 so the whole bench stays within `make bench`'s 10 minutes on a 2
 (the baseline alone needs minutes for large runs to 500 clients: one message per frame per
 client, 50M messages for 100k frames). Loopback only; each measurement is bounded by
 `--bound` seconds.
+
+Quick mode (`MCPX_BENCH_QUICK=1`, `run_all.py --quick`): `--frames 200 --clients 100 --paced-s
+0.2`: the burst to 100 clients and the paced run to 500, each server once (both RESULT lines).
 """
 
 from __future__ import annotations

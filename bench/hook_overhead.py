@@ -5,13 +5,17 @@
 The whole per-hook path: `run_hook` (clamp, scratch directory, environment, JSON input on
 stdin, spawn, output read and parsed, hook frame), profile `none`, against the bare spawn in
 the same process, interleaved in rounds; medians over every sample. Goal: ratio <= 1.3
-(issues 2 and 6).
+(issues 2 and 6). Printed beside it, for context, from the same rounds: the peer a user would
+write instead, `trio.run_process` of /bin/true, and the hook as a ratio to it.
 
 Then, for context, where a hook's time goes (`--breakdown N` more hooks, one after another):
 CPU per hook of the supervisor (this process), of the spawner, and of the hooks themselves
 (the spawner's reaped children), from the kernel's accounting; and the round trip of one
 byte between two processes that were idle (what each hop between processes costs here, on
 top of the work: the spawner is one hop away, and back).
+
+Quick mode (`MCPX_BENCH_QUICK=1`, `run_all.py --quick`): `--rounds 1 --per-round 2 --breakdown
+5`.
 """
 
 from __future__ import annotations
@@ -78,6 +82,13 @@ async def breakdown(spawner: Spawner, count: int) -> None:
     print(f"    supervisor {supervisor:.3f} ms, spawner {spawner_cpu:.3f} ms, hook {hooks:.3f} ms")
 
 
+async def run_process() -> float:
+    """The peer a user would write instead: `trio.run_process` of /bin/true."""
+    start = time.perf_counter()
+    await trio.run_process((TRUE,))
+    return time.perf_counter() - start
+
+
 #: Echoes each byte back: the other end of `idle_round_trip`.
 _ECHO = "import os\nwhile b := os.read(0, 1):\n    os.write(1, b)\n"
 
@@ -108,7 +119,8 @@ def idle_round_trip(count: int = 200) -> tuple[float, float]:
 async def main(rounds: int, per_round: int, count: int) -> None:
     async with open_spawner() as spawner:
         await hook(spawner)
-        samples = await interleaved({"hook": functools.partial(hook, spawner)}, rounds, per_round)
+        samplers = {"hook": functools.partial(hook, spawner), "run_process": run_process}
+        samples = await interleaved(samplers, rounds, per_round)
         if count:
             await breakdown(spawner, count)
     if count:
@@ -120,6 +132,11 @@ async def main(rounds: int, per_round: int, count: int) -> None:
     figures = medians(samples)
     print(f"{len(samples['hook'])} hooks (spawner mode {spawner.mode}), medians:")
     print(f"  baseline  posix_spawn+waitpid {TRUE}: {figures['bare'] * 1e3:7.3f} ms")
+    peer = figures["run_process"]
+    print(
+        f"  peer      trio.run_process({TRUE}):   {peer * 1e3:7.3f} ms  ratio"
+        f" {peer / figures['bare']:5.2f}x  (context: the hook is {figures['hook'] / peer:.2f}x it)"
+    )
     label = f"run hook of {TRUE}, profile none"
     print(report("run_hook_none", label, figures["hook"], figures["bare"], GOAL))
 

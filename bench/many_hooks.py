@@ -29,6 +29,9 @@ output it collects): the script raises its RLIMIT_NOFILE soft limit to the
 hard one before the spawner starts (which inherits it; `open_spawner` does too); `--nofile N`
 sets both to N instead, to see what a smaller limit does. Exits 1 when a hook is not `ok`, a
 wave cannot be run, or a process is left once the spawner is closed. Takes 20-60 s.
+
+Quick mode (`MCPX_BENCH_QUICK=1`, `run_all.py --quick`): `--hooks 20 --waves 1`: one wave per
+profile.
 """
 
 from __future__ import annotations

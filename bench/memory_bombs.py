@@ -19,6 +19,9 @@ largest drop of the host's MemAvailable (/proc/meminfo, sampled every 2 ms by a 
 where it was before the hook, while it ran. RESULT `mem_drop_<way>_<bomb>`: the drop in MiB,
 baseline `memoryMb`, goal `abs` <= memoryMb + 64 MiB. The drop is the whole host's: anything
 else that takes memory meanwhile counts too. About 10 s.
+
+Quick mode (`MCPX_BENCH_QUICK=1`, `run_all.py --quick`): `--memory-mb 64`: every bomb of every
+way, at 96 MiB each.
 """
 
 from __future__ import annotations

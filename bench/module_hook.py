@@ -26,6 +26,8 @@ RESULT rows: `module_hook_<profile>_p50` (abs: the hook's p50 against 3 ms; base
 the warm fork's p50) and `module_hook_<profile>_speedup` (ge: ratio = cold p50 / hook p50,
 against 9). Exits 1 if a hook or a baseline gives a wrong answer or cannot run. Takes about
 30 s while a module hook costs ~50 ms, less once it is faster.
+
+Quick mode (`MCPX_BENCH_QUICK=1`, `run_all.py --quick`): `--rounds 1 --per-round 2`.
 """
 
 from __future__ import annotations

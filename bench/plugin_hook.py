@@ -22,6 +22,8 @@ measured is ours, not the sandbox's) and kept running.
   tool's p50) and `script_call_before_hook_p50` (abs: goal <= the bare call's p50 plus the
   module hook's own p50 plus 1 ms, printed: what the `call` point adds around its hook;
   baseline: the bare call's p50, ratio with / without).
+
+Quick mode (`MCPX_BENCH_QUICK=1`, `run_all.py --quick`): `--rounds 1 --per-round 2 --calls 5`.
 """
 
 from __future__ import annotations

@@ -20,6 +20,8 @@ Goal (issue 16): the hook's p50 at most 2 ms above the bare request's p50. RESUL
 of the two p50s, so load that comes and goes falls on both; baseline column: the bare p50),
 and `prompt_hook_p50` (le: hook p50 / bare p50, for context, goal 10x). Takes a few
 seconds.
+
+Quick mode (`MCPX_BENCH_QUICK=1`, `run_all.py --quick`): `--rounds 1 --per-round 2`.
 """
 
 from __future__ import annotations

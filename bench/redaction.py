@@ -14,6 +14,9 @@ burst of load from elsewhere falls on both sides of one ratio).
 RESULT `redaction_frames`: time per frame with three secrets over time per frame without
 (`le`, the median of the rounds' ratios; the values are the median times); the goal is
 within 10% (ratio <= 1.1). Both frame rates are printed too.
+
+Quick mode (`MCPX_BENCH_QUICK=1`, `run_all.py --quick`): `--frames 1000 --rounds 2` (both
+orders of a round).
 """
 
 from __future__ import annotations

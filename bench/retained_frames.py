@@ -19,6 +19,9 @@ on the wire). The ratio, growth per retained frame over its line's bytes, says w
 frame costs beyond its text. Goal (issue 11): growth under 400 MB for 2,000,000 newlines
 while retained (RESULT `retained_rss_newlines`, an absolute bound in MB). Each case runs
 `--repeat` times on a fresh server; the median is reported.
+
+Quick mode (`MCPX_BENCH_QUICK=1`, `run_all.py --quick`): `--lines 20000 --repeat 1`: every case
+once.
 """
 
 from __future__ import annotations

@@ -19,6 +19,10 @@ The user's part runs in a child process as that user with the distribution's
 its venv must be readable by that user (they are under /work here; a clone under /root is
 not). Goal (issue 12): rootless strict at least 2x faster than bubblewrap (RESULT
 `rootless_strict_vs_bwrap`, `ge`: bwrap's median over ours).
+
+Quick mode (`MCPX_BENCH_QUICK=1`, `run_all.py --quick`): `--rounds 1 --per-round 2`, both
+parts. Not root, without bubblewrap, or where the user's Python cannot read this tree, it
+prints `SKIP` (bench/_quick.py).
 """
 
 from __future__ import annotations

@@ -130,7 +130,8 @@ def main(args: list[str]) -> int:
             rows.append((script.stem, "-", "-", "-", "-", f"skipped: {skips[0]}"))
         elif proc.returncode != 0 or not results:
             print(proc.stderr[-2000:], file=sys.stderr)
-            rows.append((script.stem, "-", "-", "-", "-", f"FAILED (exit {proc.returncode})"))
+            why = f"FAILED (exit {proc.returncode})" + (f": SKIP {skips[0]}" if skips else "")
+            rows.append((script.stem, "-", "-", "-", "-", why))
             failed = True
         print(f"   ({time.monotonic() - started:.0f} s)\n", flush=True)
     head = ("figure", "value", "baseline", "ratio", "goal", "")

@@ -7,6 +7,8 @@ suffix, and an observe hook on `run.finished` — through the in-process runtime
 request to the `end` frame plus the observer's completion. The baseline, in the same rounds:
 five bare `os.posix_spawn` + `waitpid` of `/bin/true` in a row (the same five processes with
 no supervisor). Medians over every sample. Goal: ratio <= 1.2 (issue 3).
+
+Quick mode (`MCPX_BENCH_QUICK=1`, `run_all.py --quick`): `--rounds 1 --per-round 2`.
 """
 
 from __future__ import annotations

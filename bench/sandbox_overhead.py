@@ -12,6 +12,9 @@ machine's noise falls on all alike), medians over every single spawn:
 * `none_spawn`, for context: the same spawn with the limits of profile `none` and no sandbox,
   so that `strict_spawn - none_spawn` is what the sandbox itself adds to the spawn path;
 * the baseline. Goal: <= 2x. Needs root (strict needs it here). Takes well under 60 s.
+
+Quick mode (`MCPX_BENCH_QUICK=1`, `run_all.py --quick`): `--rounds 1 --per-round 2`. Not root,
+it prints `SKIP` (bench/_quick.py).
 """
 
 from __future__ import annotations
