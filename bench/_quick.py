@@ -38,7 +38,12 @@ def quick() -> bool:
 def parse_args(
     parser: argparse.ArgumentParser, argv: Sequence[str] | None = None, /, **smallest: object
 ) -> argparse.Namespace:
-    """`parser.parse_args(argv)`, with `smallest` as the defaults in quick mode."""
+    """`parser.parse_args(argv)`, with `smallest` as the defaults in quick mode. Each name
+    must be the dest of an option that has a default (a misspelt one would leave its size
+    at full length)."""
+    unknown = [name for name in smallest if parser.get_default(name) is None]
+    if unknown:
+        raise ValueError(f"no option with a default for {', '.join(unknown)}")
     if quick():
         parser.set_defaults(**smallest)
     return parser.parse_args(argv)
