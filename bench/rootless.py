@@ -21,8 +21,8 @@ not). Goal (issue 12): rootless strict at least 2x faster than bubblewrap (RESUL
 `rootless_strict_vs_bwrap`, `ge`: bwrap's median over ours).
 
 Quick mode (`MCPX_BENCH_QUICK=1`, `run_all.py --quick`): `--rounds 1 --per-round 2`, both
-parts. Not root, without bubblewrap, or where the user's Python cannot read this tree, it
-prints `SKIP` (bench/_quick.py).
+parts. Not root, without bubblewrap, or where the user's part cannot run (its Python cannot
+read this tree, or strict cannot be enforced for it), it prints `SKIP` (bench/_quick.py).
 """
 
 from __future__ import annotations
@@ -92,6 +92,15 @@ async def measure(rounds: int, per_round: int, where: str, peers: bool) -> dict[
         return await interleaved(samplers, rounds, per_round)
 
 
+async def _probe() -> None:
+    from mcpx_hooks.supervisor.core.hooks import Profile
+    from mcpx_hooks.supervisor.process import sandbox
+    from mcpx_hooks.supervisor.process.spawner import open_spawner
+
+    async with open_spawner() as spawner:
+        sandbox.require(Profile.STRICT, spawner)
+
+
 #: The user's interpreter: the venv's site-packages (its .pth files too), then this script.
 _BOOT = (
     "import site, sys, runpy; site.addsitedir(sys.argv[1]); sys.path.insert(0, sys.argv[2]);"
@@ -119,9 +128,7 @@ def _as_user(args: argparse.Namespace) -> dict[str, list[float]]:
         )
         if probe.returncode != 0:
             why = (probe.stderr.strip().splitlines() or [f"exit {probe.returncode}"])[-1]
-            missing(
-                f"bench/rootless.py: {args.user}'s /usr/bin/python3 cannot read this tree: {why}"
-            )
+            missing(f"bench/rootless.py: the part as {args.user} cannot run here: {why}")
         sizes = ["--rounds", str(args.rounds), "--per-round", str(args.per_round)]
         command = [*boot, "--child", *sizes]
         done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
@@ -143,9 +150,8 @@ def main() -> None:
     args = parse_args(parser, rounds=1, per_round=2)
     import trio
 
-    if args.probe:  # can this user's Python import the tree?
-        import mcpx_hooks.supervisor.process.spawner  # noqa: F401
-
+    if args.probe:  # can this user's Python import the tree, and strict be enforced?
+        trio.run(_probe)
         return
 
     where = tempfile.mkdtemp(prefix="mcpx-bench-")
