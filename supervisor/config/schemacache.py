@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
+from ..core.errors import HooksError
 from .privatefile import write_private
 from .truststore import StateError, read_private, state_path
 
@@ -40,7 +41,7 @@ MAGIC: Final = b"mcpx-hooks schema cache 1"
 MAX_CACHE_BYTES: Final = 16 * 1024 * 1024
 
 
-class Invalid(ValueError):
+class Invalid(HooksError):
     """What the compiled check raises for an invalid instance (fastjsonschema's own exception
     classes, without importing fastjsonschema)."""
 

@@ -26,8 +26,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from ..core.errors import Problem
 from .configschema import build_config_schema
 from .hookschemas import build_hook_input_schema, build_hook_output_schema
+from .problems import problems
 from .schemacache import compiled_check
 from .schemaparts import DIALECT, SCRIPT_PHASES
 
@@ -38,6 +40,7 @@ __all__ = [
     "BUILDERS",
     "SCHEMA_NAMES",
     "SCRIPT_PHASES",
+    "document_problems",
     "file_name",
     "hook_validator",
     "quick_check",
@@ -129,6 +132,15 @@ def hook_validator() -> jsonschema.Draft202012Validator:
 
 def _hook_schema() -> dict[str, Any]:
     return {"$schema": DIALECT, "$defs": BUILDERS["config"]()["$defs"], "$ref": "#/$defs/hook"}
+
+
+def document_problems(doc: Any, file: str, *, hook: bool = False) -> list[Problem]:
+    """What the config's schema (or, with `hook`, one `[[hooks]]` entry's) finds wrong with
+    `doc`: nothing when its quick check (compiled, kept on disk) says it is valid, else
+    jsonschema's errors, translated (`problems`)."""
+    if hook:
+        return [] if quick_hook_check()(doc) else problems(hook_validator(), doc, file)
+    return [] if quick_check("config")(doc) else problems(validator("config"), doc, file)
 
 
 BUILDERS: Final[dict[str, Callable[[], dict[str, Any]]]] = {
