@@ -1,19 +1,25 @@
-"""The supervisor's own start-up, wall time, against `python -I -S -c pass` in the same run.
+"""The supervisor's own start-up, wall time, against its peers in the same run.
 
-    .venv/bin/python bench/startup.py [--rounds 8] [--per-round 2] [--env-as-is]
+    .venv/bin/python bench/startup.py [--rounds 10] [--per-round 2] [--env-as-is]
 
-Two commands, each started with `os.posix_spawn` (stdout and stderr to /dev/null, in a fresh
+The peers: `python -I -S -c pass` (the interpreter alone) for `--version` and `hook test`, and
+`python -c "import trio"` (the venv's interpreter importing the one library every run needs:
+what a user's own trio program pays before its first line) for `exec -- /bin/true`.
+
+Three commands, each started with `os.posix_spawn` (stdout and stderr to /dev/null, in a fresh
 temporary directory, `MCPX_HOOKS_NO_DISCOVERY=1`) and timed to its `waitpid`; exit status 0
 required:
 * `mcpx-hooks --version` (the console script next to `sys.executable`);
 * `mcpx-hooks hook test --phase before --hook '<a run hook of /bin/true, sandbox none>'`: parse,
-  validate the inline hook, start the spawner, run the hook, print its frame, close.
+  validate the inline hook, start the spawner, run the hook, print its frame, close;
+* `mcpx-hooks exec -- /bin/true`: parse, load the (absent) config, admit the run, start the
+  spawner, run `/bin/true` under the default profile, print its frames, close.
 The baseline: `sys.executable -I -S -c pass`. For context, also timed: `sys.executable -c pass`
 (the venv's interpreter with `site` and the editable install's finder, which a console script
 cannot skip: the floor under `--version`) and `sys.executable -c "import attrs, jsonschema,
 trio"` (what `hook test` has to import whatever else is made lazy: the floor under it, with
 one more `-I -S` interpreter for the spawner). Interleaved in rounds (each round times every
-command, in a rotating order; round 0 warms up and is dropped); medians.
+command, in a rotating order; round 0 warms up and is dropped); medians (of 20 by default).
 
 By default the commands run with a bytecode cache in a temporary PYTHONPYCACHEPREFIX (and
 PYTHONDONTWRITEBYTECODE unset for them), written in the warm-up round: as an installed copy runs
@@ -28,8 +34,10 @@ machine under other benchmarks' load (baseline 15-17 ms):
 * `hook test` <= 40x (`GOAL_HOOK_TEST`): `import attrs, jsonschema, trio` measured 25-36x, the
   spawner's start (a second interpreter, its runner modules, the mechanism probes) ~6x; what is
   left for the CLI's own modules, validation, the run and the frame is small.
-RESULT rows `startup_version` and `startup_hook_test` (le). Exits 1 if a command fails. Takes
-about 30 s while `hook test` costs ~0.7 s, less once it is faster.
+* `exec -- /bin/true` <= 1.5x `python -c "import trio"` (`GOAL_EXEC`, the issue's): a run
+  needs trio; everything else it loads, the spawner and the child must fit in half as much again.
+RESULT rows `startup_version`, `startup_hook_test` and `startup_exec_true` (le). Exits 1 if a
+command fails. Takes about 40 s while `hook test` and `exec` cost ~0.3 s, less once faster.
 """
 
 from __future__ import annotations
@@ -51,6 +59,8 @@ from _timing import interleaved, medians, report
 GOAL_VERSION = 4.0
 #: `hook test` against the same: its import floor (25-36x), the spawner (~6x), the hook.
 GOAL_HOOK_TEST = 40.0
+#: `exec -- /bin/true` against `python -c "import trio"`: the issue's goal.
+GOAL_EXEC = 1.5
 CLI = str(Path(sys.executable).with_name("mcpx-hooks"))
 HOOK = {
     "name": "true",
@@ -63,8 +73,10 @@ COMMANDS = {
     "baseline": [sys.executable, "-I", "-S", "-c", "pass"],
     "site": [sys.executable, "-c", "pass"],
     "imports": [sys.executable, "-c", "import attrs, jsonschema, trio"],
+    "trio": [sys.executable, "-c", "import trio"],
     "version": [CLI, "--version"],
     "hook_test": [CLI, "hook", "test", "--phase", "before", "--hook", json.dumps(HOOK)],
+    "exec_true": [CLI, "exec", "--", "/bin/true"],
 }
 
 
@@ -107,7 +119,7 @@ def check_once(cwd: str, env: dict[str, str]) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--per-round", type=int, default=2)
     parser.add_argument(
         "--env-as-is",
@@ -170,6 +182,17 @@ def main() -> int:
             unit="ms",
         ),
     ]
+    print(f"  peer      python -c 'import trio': {figures['trio'] * 1e3:7.3f} ms")
+    results.append(
+        report(
+            "startup_exec_true",
+            "mcpx-hooks exec -- /bin/true (against import trio)",
+            figures["exec_true"],
+            figures["trio"],
+            GOAL_EXEC,
+            unit="ms",
+        )
+    )
     print(f"({time.perf_counter() - started:.1f} s)")
     print("\n".join(results))
     return 0

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -281,9 +283,9 @@ def _denied_paths(home: Path) -> list[str]:
     ]
 
 
-def _contents(home: Path) -> dict[str, str]:
+def _contents(home: Path) -> dict[str, bytes]:
     return {
-        str(p): p.read_text()
+        str(p): p.read_bytes()
         for p in sorted(home.rglob("*"))
         if p.is_file() and not p.is_symlink() and "project" not in p.parts
     }
@@ -297,6 +299,14 @@ def test_inside_a_root_a_run_reaches_nothing_never_granted(
     supervisor's config and state (its token), directly or through a link."""
     require_rootless()
     home = denied_home["home"]
+    # The supervisor's own start keeps the config's compiled schema check in its state
+    # directory (`config/schemacache.py`): made here first, so it is in the snapshot too.
+    subprocess.run(
+        [sys.executable, "-m", "mcpx_hooks.supervisor", "validate", str(denied_home["config"])],
+        env={**os.environ, **_env(home)},
+        check=True,
+        capture_output=True,
+    )
     before = _contents(home)
     server = serve_in(home)
     for cwd in (home, denied_home["project"]):

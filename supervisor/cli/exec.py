@@ -130,6 +130,16 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if args.remote:
         return _run_remote(args)
+    from ..process import discard_prestarted, prestart
+
+    prestart()  # its start overlaps the config's loading and the run's imports
+    try:
+        return _run_local(args)
+    finally:
+        discard_prestarted()
+
+
+def _run_local(args: argparse.Namespace) -> int:
     try:
         config, request = local_request(args)
     except (Usage, OSError, json.JSONDecodeError) as exc:

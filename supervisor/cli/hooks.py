@@ -124,6 +124,18 @@ def hook_test(args: argparse.Namespace) -> int:
     """`hook test`: runs the hook once, as a run would at its phase, against the generated
     input (`mock_context`); 0 when its status is `ok` and it did not refuse, 3 when it
     refused (a fail-closed failure refuses), 1 when it failed."""
+    if args.show_request:
+        return _hook_test(args)
+    from ..process import discard_prestarted, prestart
+
+    prestart()  # its start overlaps the config's loading and the run's imports
+    try:
+        return _hook_test(args)
+    finally:
+        discard_prestarted()
+
+
+def _hook_test(args: argparse.Namespace) -> int:
     import os
 
     import attrs

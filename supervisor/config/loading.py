@@ -30,8 +30,6 @@ from .build import Decl, Layer, resolve
 from .files import ETC_DIR
 from .modelschema import prompt_rules
 from .problems import describe, did_you_mean, pointer, pointer_key, quote
-from .problems import problems as schema_problems
-from .schemas import hook_validator, validator
 from .trust import TrustState, Verdict, decide, digest, skip_message, trust_all, trust_command
 from .truststore import load_state, state_path, trust_key
 
@@ -68,7 +66,7 @@ class _Loader:
         else:
             doc, problems = files.parse_bytes(data, path, file)
         if doc is not None:
-            problems += schema_problems(validator("config"), doc, file)
+            problems += _problems(doc, file)
             hooks = doc.get("hooks") if isinstance(doc, dict) else None
             for index, obj in enumerate(hooks if isinstance(hooks, list) else []):
                 if isinstance(obj, dict):
@@ -110,7 +108,7 @@ class _Loader:
             self.note(file, [Problem(file, "", f"nested deeper than {jsontext.MAX_DEPTH} levels")])
             return
         obj = dict(obj)  # jsonschema's "object" is a dict
-        problems = schema_problems(hook_validator(), obj, file)
+        problems = _problems(obj, file, hook=True)
         problems += _hook_rules(obj, file, "", kind)
         self.note(file, problems)
         if not problems:
@@ -119,7 +117,7 @@ class _Loader:
 
     def add_script(self, script: Mapping[str, Any], file: str) -> None:
         script = {k: list(v) if isinstance(v, tuple) else v for k, v in script.items()}
-        problems = schema_problems(validator("config"), {"script": script}, file)
+        problems = _problems({"script": script}, file)
         self.note(file, problems)
         if not problems:
             self.layers.append(Layer(file, {"script": script}))
@@ -143,6 +141,12 @@ class _Loader:
             problems,
             key=lambda p: (self.order.get(p.file, 0), pointer_key(p.pointer)),
         )
+
+
+def _problems(doc: Any, file: str, *, hook: bool = False) -> list[Problem]:
+    from .schemas import document_problems  # built at the first document checked
+
+    return document_problems(doc, file, hook=hook)
 
 
 def load_config(

@@ -10,8 +10,10 @@ build. After changing a table, regenerate with
 A validator is compiled once, from the schema the tables build when it is first used (the same
 document as the file, which is there for editors and the docs): a hook kind added to the kinds'
 table (`core/kinds.py`) before a config is loaded is validated as the others are. jsonschema is
-the reference, and says what is wrong; `quick_check` answers only "valid or not", about ten
-times faster, for the path every hook's output takes.
+the reference, and says what is wrong; `quick_check` (and `quick_hook_check`) answers only
+"valid or not", about ten times faster, for the usual case: a valid config, a valid hook's
+output. Its compiled code is kept on disk (`schemacache.py`), so a command that reads a valid
+config imports neither jsonschema nor fastjsonschema.
 """
 
 from __future__ import annotations
@@ -22,21 +24,27 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import jsonschema
-
+from ..core.errors import Problem
 from .configschema import build_config_schema
 from .hookschemas import build_hook_input_schema, build_hook_output_schema
+from .problems import problems
+from .schemacache import compiled_check
 from .schemaparts import DIALECT, SCRIPT_PHASES
+
+if TYPE_CHECKING:
+    import jsonschema
 
 __all__ = [
     "BUILDERS",
     "SCHEMA_NAMES",
     "SCRIPT_PHASES",
+    "document_problems",
     "file_name",
     "hook_validator",
     "quick_check",
+    "quick_hook_check",
     "render",
     "schema",
     "schema_text",
@@ -69,35 +77,38 @@ def schema(name: str) -> dict[str, Any]:
 @functools.cache
 def validator(name: str) -> jsonschema.Draft202012Validator:
     """The compiled validator for `name`, built once per process from the tables."""
+    import jsonschema  # only to say what is wrong (`quick_check` says whether anything is)
+
     return jsonschema.Draft202012Validator(BUILDERS[name]())
 
 
 @functools.cache
 def quick_check(name: str) -> Callable[[Any], bool]:
-    """`name` compiled to Python by fastjsonschema, once: True when an instance is valid.
+    """`name` compiled to Python by fastjsonschema, once (and kept on disk: `schemacache.py`):
+    True when an instance is valid.
 
     Only a fast yes: when it says no, ask `validator(name)` what is wrong (and it decides).
-    Defaults are not filled in and formats are not asserted, as with `validator`. Imported
-    and compiled at the first use (about 12 ms), by the first hook whose output is read.
+    Defaults are not filled in and formats are not asserted, as with `validator`.
     """
-    import fastjsonschema  # only where hook output is read
+    return compiled_check(name, _draft7(_plain(BUILDERS[name]())))
 
-    check = fastjsonschema.compile(_draft7(BUILDERS[name]()), use_default=False, use_formats=False)
 
-    def valid(instance: Any) -> bool:
-        try:
-            check(instance)
-        except fastjsonschema.JsonSchemaException:
-            return False
-        return True
+@functools.cache
+def quick_hook_check() -> Callable[[Any], bool]:
+    """`quick_check` of one `[[hooks]]` entry on its own (`hook_validator`'s schema)."""
+    return compiled_check("hook", _draft7(_plain(_hook_schema())))
 
-    return valid
+
+def _plain(schema: dict[str, Any]) -> Any:
+    """`schema` as JSON has it: the tables' enum members (keys among them) as plain strings."""
+    return json.loads(json.dumps(schema))
 
 
 def _draft7(node: Any) -> Any:
     """`node` with 2020-12's `prefixItems` + `items` written as draft 7's `items` (an array)
-    + `additionalItems`: fastjsonschema knows drafts up to 7 and would skip `prefixItems`,
-    saying yes to an argv whose program is ""."""
+        + `additionalItems`: fastjsonschema knows drafts up to 7 and would skip `prefixItems`,
+        saying yes to an argv whose program is ""; and 2019-09's `dependentRequired` as draft 7's
+    `dependencies` (the same rule under its old name), which fastjsonschema would skip as well."""
     if isinstance(node, list):
         return [_draft7(item) for item in node]
     if not isinstance(node, dict):
@@ -106,16 +117,30 @@ def _draft7(node: Any) -> Any:
     if "prefixItems" in out:
         out["additionalItems"] = out.pop("items", True)
         out["items"] = out.pop("prefixItems")
+    if isinstance(out.get("dependentRequired"), dict) and "dependencies" not in out:
+        out["dependencies"] = out.pop("dependentRequired")
     return out
 
 
 @functools.cache
 def hook_validator() -> jsonschema.Draft202012Validator:
     """One `[[hooks]]` entry on its own (command-line and per-call hooks), built once."""
-    defs = BUILDERS["config"]()["$defs"]
-    return jsonschema.Draft202012Validator(
-        {"$schema": DIALECT, "$defs": defs, "$ref": "#/$defs/hook"}
-    )
+    import jsonschema  # only to say what is wrong (`quick_hook_check` says whether anything is)
+
+    return jsonschema.Draft202012Validator(_hook_schema())
+
+
+def _hook_schema() -> dict[str, Any]:
+    return {"$schema": DIALECT, "$defs": BUILDERS["config"]()["$defs"], "$ref": "#/$defs/hook"}
+
+
+def document_problems(doc: Any, file: str, *, hook: bool = False) -> list[Problem]:
+    """What the config's schema (or, with `hook`, one `[[hooks]]` entry's) finds wrong with
+    `doc`: nothing when its quick check (compiled, kept on disk) says it is valid, else
+    jsonschema's errors, translated (`problems`)."""
+    if hook:
+        return [] if quick_hook_check()(doc) else problems(hook_validator(), doc, file)
+    return [] if quick_check("config")(doc) else problems(validator("config"), doc, file)
 
 
 BUILDERS: Final[dict[str, Callable[[], dict[str, Any]]]] = {

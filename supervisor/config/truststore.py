@@ -77,10 +77,11 @@ def load_state(path: Path | None) -> tuple[TrustState, str | None]:
         )
 
 
-def read_private(path: Path) -> bytes:
-    """The bytes of the state file; `FileNotFoundError` when there is none, `StateError` when
-    it is not a regular file of this user's that only this user may write, or is too large.
-    A FIFO or a device is refused before a read could block."""
+def read_private(path: Path, *, limit: int = MAX_STATE_BYTES) -> bytes:
+    """The bytes of the state file (or another kept beside it: `schemacache.py`);
+    `FileNotFoundError` when there is none, `StateError` when it is not a regular file of this
+    user's that only this user may write, or is larger than `limit`. A FIFO or a device is
+    refused before a read could block."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     except FileNotFoundError:
@@ -103,11 +104,11 @@ def read_private(path: Path) -> bytes:
         raise StateError(f"the trust state file {path} {why}")
     with os.fdopen(fd, "rb") as f:
         try:
-            data = f.read(MAX_STATE_BYTES + 1)
+            data = f.read(limit + 1)
         except OSError as exc:
             raise StateError(f"the trust state file {path} cannot be read: {exc}") from None
-    if len(data) > MAX_STATE_BYTES:
-        raise StateError(f"the trust state file {path} is larger than {MAX_STATE_BYTES} bytes")
+    if len(data) > limit:
+        raise StateError(f"the trust state file {path} is larger than {limit} bytes")
     return data
 
 

@@ -12,7 +12,13 @@ __all__, __getattr__, __dir__ = exports(
     {
         "child": ("Child", "Outcome"),
         "denied": ("READ_ONLY_NAMES", "deny_own_files", "never_granted", "own_files"),
-        "launch": ("HIDE_ENV", "RUNNER_FLAGS", "SPAWN_MODE_ENV"),
+        "launch": (
+            "HIDE_ENV",
+            "RUNNER_FLAGS",
+            "SPAWN_MODE_ENV",
+            "discard_prestarted",
+            "prestart",
+        ),
         "rlimits": ("child_rlimits",),
         "runnerside": ("runner_path",),
         "programs": ("ProgramHidden", "check_program"),

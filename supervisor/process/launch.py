@@ -169,8 +169,45 @@ class SpawnerProcess:
     taken: TakenCount
 
 
-async def start_spawner_process() -> SpawnerProcess:
-    """A new spawner; `SpawnError` if it does not start."""
+#: A spawner started ahead of the event loop by `prestart`, for the next start to take.
+_early: list[tuple[socket.socket, TakenCount, subprocess.Popen[bytes]]] = []
+
+
+def prestart() -> None:
+    """Starts a spawner now, from this thread, for the next `start_spawner_process` to take.
+
+    A command that will run something (`exec`, `hook test`) calls it before it reads its
+    config and imports what its run needs, so the spawner's start (another interpreter, its
+    runner modules, the mechanism probes: ~35 ms) overlaps the command's own on another core.
+    The spawner is tied to this thread as `open_spawner`'s would be (the command's event loop
+    runs in it too). A spawner that cannot be started here is left for `start_spawner_process`
+    to say why; `discard_prestarted` ends one that nothing took."""
+    if _early:
+        return
+    raise_open_files_limit()
+    with contextlib.suppress(SpawnError, OSError):
+        _early.append(_begin())
+
+
+def discard_prestarted() -> None:
+    """Ends a `prestart`ed spawner that nothing took (the command stopped before its run):
+    end of file on its lifeline, then up to `SPAWNER_EXIT_BOUND` before SIGKILL; reaped."""
+    while _early:
+        mine, taken, proc = _early.pop()
+        mine.close()
+        taken.close()
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                pipe.close()
+        try:
+            proc.wait(SPAWNER_EXIT_BOUND)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _begin() -> tuple[socket.socket, TakenCount, subprocess.Popen[bytes]]:
+    """A spawner's process, started; its report not yet read."""
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     taken_fd = os.memfd_create("mcpx-hooks-taken", os.MFD_CLOEXEC)
     try:
@@ -182,6 +219,13 @@ async def start_spawner_process() -> SpawnerProcess:
     finally:
         theirs.close()
         os.close(taken_fd)
+    return mine, taken, proc
+
+
+async def start_spawner_process() -> SpawnerProcess:
+    """A new spawner (the one `prestart` started, if it is there); `SpawnError` if it does
+    not start."""
+    mine, taken, proc = _early.pop() if _early else _begin()
     try:
         report = await _read_report(proc)
         mode = report.get("mode")

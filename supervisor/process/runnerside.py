@@ -11,7 +11,7 @@ protocol's commands and message bound), so each is declared once. No trio here.
 from __future__ import annotations
 
 import functools
-from importlib import resources
+import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -26,6 +26,7 @@ __all__ = ["isolation", "libc", "protocol", "runner_path"]
 
 @functools.cache
 def runner_path(name: str) -> str:
-    """The file of a runner module, found without importing it (it runs in another process).
-    Cached: finding it through importlib.resources costs a quarter of a millisecond."""
-    return str(resources.files("mcpx_hooks.runners").joinpath(name))
+    """The file of a runner module, found without importing it (it runs in another process):
+    beside the runner modules imported here (a regular package, on disk; importlib.resources
+    would say the same, and costs ~3 ms to import)."""
+    return os.path.join(os.path.dirname(os.path.abspath(isolation.__file__)), name)

@@ -1,0 +1,136 @@
+"""Each command imports only what it uses: `exec` (in process), `hook test`, `validate` and
+`hooks list`, run in a fresh interpreter on a valid config, with the schemas' quick checks
+already kept on disk (`config/schemacache.py`), as every start after the first finds them.
+
+A command's weight is mostly its imports (`bench/startup.py` times them); a heavy module that
+creeps into a command that never uses it fails here, named. `--version` and `--help` are held
+in `test_cli.py`, the remote client in `test_rooms.py`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+P = "mcpx_hooks.supervisor"
+
+#: Runs the CLI in process, then writes the names of the modules it imported to argv[1].
+_IMPORTS_OF = """
+import json, sys
+from mcpx_hooks.supervisor.cli.main import main
+try:
+    code = main(sys.argv[2:])
+except SystemExit as exc:
+    code = exc.code
+with open(sys.argv[1], "w") as f:
+    json.dump({"code": code, "modules": sorted(sys.modules)}, f)
+"""
+
+CONFIG = """\
+[defaults]
+timeoutMs = 5000
+
+[[hooks]]
+name = "check"
+on = "script"
+phase = "before"
+run = ["true"]
+sandbox = "none"
+"""
+HOOK = json.dumps({"run": ["true"], "sandbox": "none"})
+
+#: What none of the four commands uses: the service's server and client, the cluster, the
+#: MCP and model clients, the docs generator, and the schema libraries (a valid config is
+#: checked by the compiled check kept on disk; jsonschema only says what is wrong).
+NEVER = {
+    "mcp",
+    "httpx",
+    "nats",
+    "cryptography",
+    "trio_websocket",
+    "wsproto",
+    "jsonschema",
+    "fastjsonschema",
+    f"{P}.cluster",
+    f"{P}.service.server",
+    f"{P}.service.remote",
+    f"{P}.service.httpclient",
+    f"{P}.service.console",
+    f"{P}.service.streams",
+    f"{P}.tools.mcpclient",
+    f"{P}.tools.serverproc",
+    f"{P}.models.modelclient",
+    f"{P}.models.promptcache",
+    f"{P}.models.promptreuse",
+    f"{P}.run.prompthook",
+    f"{P}.run.modulehook",
+    f"{P}.run.pluginhook",
+    f"{P}.run.sourcehook",
+    f"{P}.config.docgen",
+}
+#: What reading and showing a config needs none of: no run, no process, no event loop.
+NO_RUN = NEVER | {
+    "trio",
+    "cattrs",
+    f"{P}.run",
+    f"{P}.process",
+    f"{P}.service",
+    f"{P}.models",
+    f"{P}.tools",
+    f"{P}.core.frames",
+}
+
+COMMANDS = {
+    "exec": (["exec", "--config", "hooks.toml", "--sandbox", "none", "--", "true"], NEVER),
+    "hook test": (
+        ["hook", "test", "--phase", "before", "--hook", HOOK],
+        NEVER | {f"{P}.service", f"{P}.run.runtime", f"{P}.run.scriptrun", f"{P}.models"},
+    ),
+    "validate": (["validate", "hooks.toml"], NO_RUN),
+    "hooks list": (["hooks", "list", "--config", "hooks.toml"], NO_RUN),
+    "hooks list --json": (["hooks", "list", "--config", "hooks.toml", "--json"], NO_RUN),
+}
+
+
+def imported_by(args: list[str], cwd: Path) -> set[str]:
+    """The modules (and their packages) a command imported, run once to warm the cache."""
+    out = cwd / "modules.json"
+    env = {
+        **os.environ,
+        "MCPX_HOOKS_NO_DISCOVERY": "1",
+        "XDG_STATE_HOME": str(cwd / "state"),
+    }
+    for _ in range(2):  # the first start compiles and keeps the schemas' checks
+        done = subprocess.run(
+            [sys.executable, "-c", _IMPORTS_OF, str(out), *args],
+            check=True,
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            timeout=60,
+        )
+    got = json.loads(out.read_text())
+    assert got["code"] == 0, done.stdout + done.stderr
+    modules: list[str] = got["modules"]
+    packages = {".".join(m.split(".")[:n]) for m in modules for n in range(1, m.count(".") + 1)}
+    return {*modules, *packages}
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_a_command_imports_only_what_it_uses(tmp_path: Path, command: str) -> None:
+    (tmp_path / "hooks.toml").write_text(CONFIG)
+    args, heavy = COMMANDS[command]
+    modules = imported_by(args, tmp_path)
+    assert f"{P}.config.loading" in modules  # it did read the config
+    assert sorted(modules & heavy) == []
+
+
+def test_the_probe_sees_what_a_run_loads(tmp_path: Path) -> None:
+    (tmp_path / "hooks.toml").write_text(CONFIG)
+    modules = imported_by(COMMANDS["exec"][0], tmp_path)
+    assert {"trio", f"{P}.run.scriptrun", f"{P}.process.spawner"} <= modules
