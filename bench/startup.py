@@ -38,6 +38,9 @@ machine under other benchmarks' load (baseline 15-17 ms):
   needs trio; everything else it loads, the spawner and the child must fit in half as much again.
 RESULT rows `startup_version`, `startup_hook_test` and `startup_exec_true` (le). Exits 1 if a
 command fails. Takes about 40 s while `hook test` and `exec` cost ~0.3 s, less once faster.
+
+Quick mode (`MCPX_BENCH_QUICK=1`, `run_all.py --quick`): `--rounds 2 --per-round 1`: the
+warm-up round and one measured round, every command once.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ import time
 from pathlib import Path
 
 import trio
+from _quick import parse_args
 from _timing import interleaved, medians, report
 
 #: `--version` against `python -I -S -c pass`: the `site` floor (2.4-3.3x) plus argparse.
@@ -126,7 +130,7 @@ def main() -> int:
         action="store_true",
         help="keep PYTHONDONTWRITEBYTECODE and PYTHONPYCACHEPREFIX as they are",
     )
-    args = parser.parse_args()
+    args = parse_args(parser, rounds=2, per_round=1)
     if not os.access(CLI, os.X_OK):
         print(f"startup: no console script at {CLI} (install the project)", file=sys.stderr)
         return 1
