@@ -9,7 +9,6 @@ command exits as its run ended.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -19,6 +18,7 @@ import trio
 
 from ..core.errors import HooksError
 from ..core.events import Event, EventKind
+from ..core.jsontext import dumps
 from ..run.bus import Bus
 from ..run.observe import ObserverStats
 from .view import frame_lines
@@ -48,16 +48,32 @@ class Output:
         try:
             print(text, flush=True)
         except BrokenPipeError:
-            self.closed = True
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            os.close(devnull)
-            self._on_closed()
+            self._close()
+
+    def encoded(self, lines: list[bytes]) -> None:
+        """Lines of UTF-8 (frames as the journal keeps them), written and flushed at once."""
+        if self.closed or not lines:
+            return
+        try:
+            sys.stdout.flush()  # what `line` printed comes first
+            out = sys.stdout.buffer
+            out.write(b"\n".join(lines))
+            out.write(b"\n")
+            out.flush()
+        except BrokenPipeError:
+            self._close()
+
+    def _close(self) -> None:
+        self.closed = True
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        self._on_closed()
 
     def frame(self, frame: Mapping[str, Any], as_json: bool) -> None:
-        """One frame: a JSON line, or its lines for a person."""
+        """One frame: a JSON line (as the journal writes it), or its lines for a person."""
         if as_json:
-            self.line(json.dumps(frame))
+            self.encoded([dumps(frame)])
         elif lines := frame_lines(frame):
             self.line("\n".join(lines))
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import array
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any, Final
 
 import orjson
@@ -36,8 +36,10 @@ from ..core.frames import (
     Frame,
     FrameType,
     HookStatus,
+    OutputFrame,
     WarningFrame,
     blank,
+    now_rfc3339,
     stamp,
 )
 from ..core.hooks import DEFAULT_RETAIN_BYTES, DEFAULT_RUN_BYTES
@@ -132,6 +134,42 @@ class RunJournal:
             return False
         self._keep((line, cost, frame.type, wire))
         return True
+
+    def offer_output(self, kind: FrameType, texts: Sequence[str]) -> None:
+        """`offer` of an `OutputFrame` for each of `texts`, in order, stamped together: the
+        frames of one batch share their `at`, and readers are woken once for all of them."""
+        if self.finished:
+            raise RuntimeError(f"run {self.run_id} has ended; no frame may follow end")
+        # The line `_stamp` would give each frame, written out (orjson's form, same keys in
+        # the same order), with the text the one part encoded per frame.
+        head = orjson.dumps(self.run_id).replace(b"%", b"%%")
+        at = now_rfc3339().encode()
+        form = b'{"runId":%b,"seq":%%d,"at":"%b","text":%%b,"type":"%b"}' % (
+            head,
+            at,
+            kind.encode(),
+        )
+        search, lines, ends = self.redactor.line_search, self.lines, self.ends
+        for text in texts:
+            try:
+                line = form % (len(lines), orjson.dumps(text))
+            except orjson.JSONEncodeError:  # a lone surrogate: the policy's way, one frame
+                self.offer(blank(OutputFrame, text=text, type=kind))
+                continue
+            if search is not None and search(line):
+                line = self._stamp(blank(OutputFrame, text=text, type=kind))[1]
+            cost = len(line) + FRAME_OVERHEAD
+            if self.dropped_frames or self.cost + cost > self.run_bytes:
+                if not self.dropped_frames:
+                    self.append(self._over_budget())
+                self.dropped_frames += 1
+                self.dropped_bytes += len(line)
+                continue
+            lines.append(line)
+            ends.append(ends[-1] + len(line) + 1)
+            self.cost += cost
+        self._grew.set()
+        self._grew = trio.Event()
 
     def seal(self, message: str) -> None:
         """Ends a journal its run left open, keeping the order: an `error` with `message` if
@@ -249,6 +287,18 @@ class Follower:
         batch = journal.decoded(self.at)
         self.at += len(batch)
         return batch
+
+    async def encoded(self) -> AsyncIterator[list[bytes]]:
+        """The same batches as the frames' lines, as kept (no newline): for a reader that
+        sends them on as they are."""
+        journal = self._journal
+        while True:
+            await journal.wait_past(self.at)
+            if self.at >= len(journal):
+                return
+            batch = journal.lines[self.at :]
+            self.at += len(batch)
+            yield batch
 
 
 class Journals:
