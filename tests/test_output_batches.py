@@ -17,6 +17,7 @@ import trio
 
 from mcpx_hooks.supervisor.core.frames import FrameType, OutputFrame, blank
 from mcpx_hooks.supervisor.core.redact import Redactor
+from mcpx_hooks.supervisor.run import script
 from mcpx_hooks.supervisor.run.journal import RunJournal
 from mcpx_hooks.supervisor.run.script import (
     MAX_LINE,
@@ -25,6 +26,8 @@ from mcpx_hooks.supervisor.run.script import (
     _pump_stderr,
     _pump_stdout,
     _split,
+    _text,
+    _texts,
 )
 
 LONG = 16
@@ -133,7 +136,7 @@ async def test_output_frames_are_the_frames_offered_one_by_one() -> None:
         return [orjson.dumps({**f, "at": ""}) for f in j.frames]
 
     assert unstamped(batched_journal) == unstamped(single)
-    assert bytes(outcome.stdout) == data
+    assert data.startswith(bytes(outcome.stdout))  # kept no further than its start: not JSON
     assert batched_journal.ends == single.ends
     assert batched_journal.cost == single.cost
     assert len({f["at"] for f in batched_journal.frames}) <= 2  # one `at` per batch
@@ -216,3 +219,36 @@ def test_stdout_as_json_is_read_as_before(stdout: bytes, value: object) -> None:
     outcome = ScriptOutcome()
     outcome.stdout.extend(stdout)
     assert outcome.result_value(python=False) == value
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_batch_decoded_at_once_is_each_line_decoded(seed: int) -> None:
+    rng = random.Random(seed)
+    pieces = [b"\xff", b"\xe2\x82", b"\xf0\x9f\x98", b"\xc3\xa9", b"\xed\xa0\x80", b"a", b"\n"]
+    said = b"".join(rng.choice(pieces) for _ in range(rng.randrange(60))) + b"\n"
+    lines = said[:-1].split(b"\n")
+    assert _texts(lines, [True] * len(lines), said) == [_text(line) for line in lines]
+
+
+async def test_json_stdout_over_many_reads_is_kept_whole_and_read() -> None:
+    data = b"[\n" + b"1,\n" * 5000 + b"2]\n"
+    outcome = ScriptOutcome()
+    chunks = [data[i : i + 1000] for i in range(0, len(data), 1000)]
+    await _pump_stdout(Chunks(chunks), RunJournal("r"), outcome)
+    assert bytes(outcome.stdout) == data
+    assert outcome.result_value(python=False) == [1] * 5000 + [2]
+
+
+@pytest.mark.parametrize("start", [b"not json ", b"[1, "])
+async def test_stdout_past_what_is_read_as_a_result_is_cut_as_before(
+    start: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(script, "MAX_RESULT_STDOUT", 100)
+    data = start + b"x" * 40 + b"\n" + b"y" * 70 + b"\nz\n"
+    outcome = ScriptOutcome()
+    await _pump_stdout(Chunks([data[:30], data[30:]]), RunJournal("r"), outcome)
+    assert outcome.stdout_cut
+    assert outcome.result_value(python=False) is None
+    assert outcome.result_warning(python=False) is not None
+    if start.startswith(b"["):  # a line that did not fit is left out, a later one that does kept
+        assert bytes(outcome.stdout) == data[: len(start) + 41] + b"z\n"

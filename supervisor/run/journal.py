@@ -22,6 +22,7 @@ from __future__ import annotations
 import array
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from itertools import accumulate
 from typing import Any, Final
 
 import orjson
@@ -142,18 +143,39 @@ class RunJournal:
             raise RuntimeError(f"run {self.run_id} has ended; no frame may follow end")
         # The line `_stamp` would give each frame, written out (orjson's form, same keys in
         # the same order), with the text the one part encoded per frame.
-        head = orjson.dumps(self.run_id).replace(b"%", b"%%")
-        at = now_rfc3339().encode()
-        form = b'{"runId":%b,"seq":%%d,"at":"%b","text":%%b,"type":"%b"}' % (
-            head,
-            at,
-            kind.encode(),
-        )
+        form = b'{"runId":%b,"seq":%%d,"at":"%b","text":%%b,"type":"%b"}'
+        run = orjson.dumps(self.run_id).replace(b"%", b"%%")
+        form %= (run, now_rfc3339().encode(), kind.encode())
+        search = self.redactor.line_search
+        try:
+            made = [form % (n, orjson.dumps(t)) for n, t in enumerate(texts, len(self.lines))]
+        except orjson.JSONEncodeError:  # a lone surrogate: see `_offer_each`
+            made = []
+        sizes = [len(line) + 1 for line in made]  # with its newline, as `ends` counts
+        cost = sum(sizes) + (FRAME_OVERHEAD - 1) * len(made)
+        if (
+            made
+            and not self.dropped_frames
+            and self.cost + cost <= self.run_bytes
+            and (search is None or not any(map(search, made)))
+        ):  # the whole batch kept as it is: the way of almost every batch
+            self.lines += made
+            sizes[0] += self.ends[-1]
+            self.ends.extend(accumulate(sizes))
+            self.cost += cost
+        else:
+            self._offer_each(kind, texts, form)
+        self._grew.set()
+        self._grew = trio.Event()
+
+    def _offer_each(self, kind: FrameType, texts: Sequence[str], form: bytes) -> None:
+        """`offer_output` frame by frame: the budget met inside the batch, a secret in it, or
+        a text the fast encoding refuses (a lone surrogate: then the encoding policy's)."""
         search, lines, ends = self.redactor.line_search, self.lines, self.ends
         for text in texts:
             try:
                 line = form % (len(lines), orjson.dumps(text))
-            except orjson.JSONEncodeError:  # a lone surrogate: the policy's way, one frame
+            except orjson.JSONEncodeError:
                 self.offer(blank(OutputFrame, text=text, type=kind))
                 continue
             if search is not None and search(line):
@@ -168,8 +190,6 @@ class RunJournal:
             lines.append(line)
             ends.append(ends[-1] + len(line) + 1)
             self.cost += cost
-        self._grew.set()
-        self._grew = trio.Event()
 
     def seal(self, message: str) -> None:
         """Ends a journal its run left open, keeping the order: an `error` with `message` if

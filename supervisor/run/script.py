@@ -70,6 +70,8 @@ class ScriptOutcome:
     result_line: tuple[Any] | None = None
     #: From the Python launcher: the exception that failed the script.
     exception: str | None = None
+    #: stdout, for an argv script's result; once its start shows it is not JSON (`_not_json`),
+    #: the rest is not kept (it would never be read), only counted for `stdout_cut`.
     stdout: bytearray = attrs.field(factory=bytearray)
     #: stdout past `MAX_RESULT_STDOUT`: the "stdout as JSON" result is then not read.
     stdout_cut: bool = False
@@ -225,40 +227,57 @@ async def _pump_stdout(
     stream: trio.abc.ReceiveStream, journal: RunJournal, outcome: ScriptOutcome
 ) -> None:
     kept, tail = outcome.stdout, outcome.stdout_tail
+    held = 0  # what `kept` would hold if all of stdout were kept (see `ScriptOutcome.stdout`)
     async for lines, wholes, said in _batches(stream, MAX_LINE):
         # Kept as written: a piece of a long line gets no newline of its own, so one JSON
         # value over `MAX_LINE` on one line still reads as one.
-        if len(kept) + len(said) <= MAX_RESULT_STDOUT:
-            kept.extend(said)
+        if held + len(said) <= MAX_RESULT_STDOUT:
+            held += len(said)
+            if not _not_json(kept):
+                kept.extend(said)
         else:
-            _keep_each(kept, lines, wholes, outcome)
+            held = _keep_each(kept, held, (lines, wholes, said), outcome)
         tail.extend(said)
         if len(tail) > 2 * STDOUT_TAIL_BYTES:  # trimmed now and then, not at every line
             del tail[: len(tail) - STDOUT_TAIL_BYTES]
-        journal.offer_output(FrameType.STDOUT, [_text(line) for line in lines])
+        journal.offer_output(FrameType.STDOUT, _texts(lines, wholes, said))
 
 
-def _keep_each(
-    kept: bytearray, lines: list[bytes], wholes: list[bool], outcome: ScriptOutcome
-) -> None:
-    """Keeps each line of a batch that still fits in `MAX_RESULT_STDOUT`."""
+def _keep_each(kept: bytearray, held: int, batch: Batch, outcome: ScriptOutcome) -> int:
+    """Keeps each line of a batch that still fits in `MAX_RESULT_STDOUT`; what `held` is then."""
+    keep = not _not_json(kept)
+    lines, wholes, _ = batch
     for line, whole in zip(lines, wholes, strict=True):
         said = line + b"\n" if whole else line
-        if len(kept) + len(said) <= MAX_RESULT_STDOUT:
-            kept.extend(said)
+        if held + len(said) <= MAX_RESULT_STDOUT:
+            held += len(said)
+            if keep:
+                kept.extend(said)
         else:
             outcome.stdout_cut = True
+    return held
 
 
 async def _pump_stderr(
     stream: trio.abc.ReceiveStream, journal: RunJournal, outcome: ScriptOutcome
 ) -> None:
     tail = outcome.process.stderr_tail
-    async for lines, _, said in _batches(stream, MAX_LINE):
+    async for lines, wholes, said in _batches(stream, MAX_LINE):
         tail.extend(said)
         if len(tail) > STDERR_TAIL_BYTES:
             del tail[: len(tail) - STDERR_TAIL_BYTES]
-        journal.offer_output(FrameType.STDERR, [_text(line) for line in lines])
+        journal.offer_output(FrameType.STDERR, _texts(lines, wholes, said))
+
+
+def _texts(lines: list[bytes], wholes: list[bool], said: bytes) -> list[str]:
+    """`_text` of each line of a batch. Lines that each had their newline are decoded at
+    once: a newline is never part of a UTF-8 sequence, so a bad sequence ends before it and
+    becomes the same U+FFFD either way."""
+    if not all(wholes):
+        return [_text(line) for line in lines]
+    texts = _text(said).split("\n")
+    texts.pop()  # after the last newline
+    return texts
 
 
 def _text(line: bytes) -> str:
