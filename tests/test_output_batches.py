@@ -149,17 +149,21 @@ async def test_stderr_in_batches_keeps_its_tail() -> None:
     assert bytes(outcome.process.stderr_tail) == b"e1\ne2\n"
 
 
-def test_a_batch_is_held_to_the_run_budget_as_single_frames_are() -> None:
-    texts = [f"line {i}" for i in range(50)]
-    batched_journal, single = RunJournal("r", run_bytes=2000), RunJournal("r", run_bytes=2000)
+@pytest.mark.parametrize(("count", "budget"), [(50, 2000), (10_000, 600_000), (9000, 10**9)])
+def test_a_batch_is_held_to_the_run_budget_as_single_frames_are(count: int, budget: int) -> None:
+    texts = [f"line {i}" for i in range(count)]
+    batched_journal, single = RunJournal("r", run_bytes=budget), RunJournal("r", run_bytes=budget)
     batched_journal.offer_output(FrameType.STDOUT, texts)
     for text in texts:
         single.offer(blank(OutputFrame, text=text, type=FrameType.STDOUT))
     assert len(batched_journal) == len(single)
-    assert batched_journal.dropped_frames == single.dropped_frames > 0
+    assert batched_journal.dropped_frames == single.dropped_frames
     assert batched_journal.dropped_bytes == single.dropped_bytes
-    assert batched_journal.frames[-1]["type"] == "warning"
+    assert (batched_journal.cost, batched_journal.ends) == (single.cost, single.ends)
     assert [f["type"] for f in batched_journal.frames] == [f["type"] for f in single.frames]
+    if budget < 10**9:
+        assert batched_journal.dropped_frames > 0
+        assert batched_journal.frames[-1]["type"] == "warning"
 
 
 def test_a_batch_is_redacted() -> None:

@@ -217,8 +217,8 @@ async def _run_here(
                     await _print_encoded(run.journal, out, watcher)
                 else:
                     async for batch in run.journal.follow(0):
+                        out.frames(batch)
                         for frame in batch:
-                            out.frame(frame, as_json)
                             watcher.see(frame)
                 asking.cancel_scope.cancel()  # nothing is left to answer once the run has ended
             if artifacts is not None:  # while the runtime, and so its artifact store, is up

@@ -70,6 +70,12 @@ class Output:
         os.close(devnull)
         self._on_closed()
 
+    def frames(self, frames: list[dict[str, Any]]) -> None:
+        """A batch of frames for a person, printed at once."""
+        shown = ["\n".join(lines) for frame in frames if (lines := frame_lines(frame))]
+        if shown:
+            self.line("\n".join(shown))
+
     def frame(self, frame: Mapping[str, Any], as_json: bool) -> None:
         """One frame: a JSON line (as the journal writes it), or its lines for a person."""
         if as_json:

@@ -54,6 +54,8 @@ from .artifacts import ArtifactGone, ArtifactStore, Stored
 FRAME_OVERHEAD: Final = 64
 #: Frames a run may lose to its budget: its output. The rest always stays.
 DROPPABLE: Final = OUTPUT_TYPES
+#: Output frames encoded in one step (what that step holds at once is bounded).
+_SLICE: Final = 4096
 #: Hook statuses that are failures, as the wire says them.
 _FAILED: Final = frozenset(s.value for s in HookStatus if s.is_failure)
 
@@ -141,24 +143,30 @@ class RunJournal:
         frames of one batch share their `at`, and readers are woken once for all of them."""
         if self.finished:
             raise RuntimeError(f"run {self.run_id} has ended; no frame may follow end")
-        # The line `_stamp` would give each frame, written out (orjson's form, same keys in
-        # the same order), with the text the one part encoded per frame.
+        # `_stamp`'s line for each frame, written out (orjson's form, keys in the same order).
         form = b'{"runId":%b,"seq":%%d,"at":"%b","text":%%b,"type":"%b"}'
         run = orjson.dumps(self.run_id).replace(b"%", b"%%")
         form %= (run, now_rfc3339().encode(), kind.encode())
+        for first in range(0, len(texts), _SLICE):
+            self._offer_slice(kind, texts[first : first + _SLICE], form)
+        self._grew.set()
+        self._grew = trio.Event()
+
+    def _offer_slice(self, kind: FrameType, texts: Sequence[str], form: bytes) -> None:
         search = self.redactor.line_search
+        made: list[bytes] = []  # none past the budget (each is then only counted)
         try:
-            made = [form % (n, orjson.dumps(t)) for n, t in enumerate(texts, len(self.lines))]
-        except orjson.JSONEncodeError:  # a lone surrogate: see `_offer_each`
-            made = []
+            if not self.dropped_frames:
+                made = [form % (n, orjson.dumps(t)) for n, t in enumerate(texts, len(self.lines))]
+        except orjson.JSONEncodeError:  # a lone surrogate: `_offer_each` takes the slice
+            made.clear()
         sizes = [len(line) + 1 for line in made]  # with its newline, as `ends` counts
         cost = sum(sizes) + (FRAME_OVERHEAD - 1) * len(made)
         if (
             made
-            and not self.dropped_frames
             and self.cost + cost <= self.run_bytes
             and (search is None or not any(map(search, made)))
-        ):  # the whole batch kept as it is: the way of almost every batch
+        ):  # the whole slice kept as it is: the way of almost every one
             self.lines += made
             sizes[0] += self.ends[-1]
             self.ends.extend(accumulate(sizes))
@@ -169,8 +177,7 @@ class RunJournal:
         self._grew = trio.Event()
 
     def _offer_each(self, kind: FrameType, texts: Sequence[str], form: bytes) -> None:
-        """`offer_output` frame by frame: the budget met inside the batch, a secret in it, or
-        a text the fast encoding refuses (a lone surrogate: then the encoding policy's)."""
+        """`_offer_slice` frame by frame: past the budget, with a secret or a lone surrogate."""
         search, lines, ends = self.redactor.line_search, self.lines, self.ends
         for text in texts:
             try:
@@ -309,8 +316,7 @@ class Follower:
         return batch
 
     async def encoded(self) -> AsyncIterator[list[bytes]]:
-        """The same batches as the frames' lines, as kept (no newline): for a reader that
-        sends them on as they are."""
+        """The same batches as the frames' lines as kept (no newline), to send as they are."""
         journal = self._journal
         while True:
             await journal.wait_past(self.at)
