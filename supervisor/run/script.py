@@ -119,8 +119,8 @@ def _not_json(stdout: bytearray) -> bool:
     return bool(head) and 0x21 <= head[0] <= 0x7E and head[0] not in _JSON_STARTS
 
 
-#: Most bytes taken from a pipe at one read: its lines become one batch of frames.
-_READ_BYTES: Final = 1024 * 1024
+#: Most bytes taken from a pipe at one read (what a pipe holds): its lines become one batch.
+_READ_BYTES: Final = 64 * 1024
 
 #: A batch of lines from one read: the lines (newline removed) of at most `longest` bytes, a
 #: longer one cut into pieces of that size; for each, whether a newline ended it (False for a
