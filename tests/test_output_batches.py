@@ -8,13 +8,16 @@ batch it falls, the same frames in the journal (their budget, their redaction), 
 
 from __future__ import annotations
 
+import io
 import random
+import sys
 from collections.abc import AsyncIterator
 
 import orjson
 import pytest
 import trio
 
+from mcpx_hooks.supervisor.cli.execview import Output
 from mcpx_hooks.supervisor.core.frames import FrameType, OutputFrame, blank
 from mcpx_hooks.supervisor.core.redact import Redactor
 from mcpx_hooks.supervisor.run import script
@@ -256,3 +259,49 @@ async def test_stdout_past_what_is_read_as_a_result_is_cut_as_before(
     assert outcome.result_warning(python=False) is not None
     if start.startswith(b"["):  # a line that did not fit is left out, a later one that does kept
         assert bytes(outcome.stdout) == data[: len(start) + 41] + b"z\n"
+
+
+class _Binary(io.BytesIO):
+    def __init__(self, broken: bool) -> None:
+        super().__init__()
+        self.broken = broken
+
+    def write(self, data: bytes) -> int:  # type: ignore[override]
+        if self.broken:
+            raise BrokenPipeError
+        return super().write(data)
+
+
+class _Text(io.StringIO):
+    def __init__(self, broken: bool = False) -> None:
+        super().__init__()
+        self.buffer = _Binary(broken)
+
+    def fileno(self) -> int:
+        return 1  # (`os.dup2` is not called in these tests)
+
+
+def test_exec_json_prints_a_batch_of_lines_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    stdout = _Text()
+    monkeypatch.setattr(sys, "stdout", stdout)
+    out = Output()
+    out.encoded([b'{"a":"\xc3\xa9"}', b"{}"])
+    out.frame({"type": "end", "x": "é"}, as_json=True)
+    assert stdout.buffer.getvalue() == '{"a":"é"}\n{}\n{"type":"end","x":"é"}\n'.encode()
+
+
+def test_exec_json_to_a_text_only_stdout(monkeypatch: pytest.MonkeyPatch) -> None:
+    stdout = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", stdout)
+    Output().encoded([b'{"a":"\xc3\xa9"}'])
+    assert stdout.getvalue() == '{"a":"é"}\n'
+
+
+def test_exec_json_after_a_closed_pipe_says_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    closed: list[bool] = []
+    monkeypatch.setattr(sys, "stdout", _Text(broken=True))
+    monkeypatch.setattr("os.dup2", lambda a, b: None)  # keep pytest's own stdout
+    out = Output(on_closed=lambda: closed.append(True))
+    out.encoded([b"{}"])
+    out.encoded([b"{}"])
+    assert out.closed and closed == [True]

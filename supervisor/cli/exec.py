@@ -214,7 +214,7 @@ async def _run_here(
                 running.start_soon(runtime.execute, run)
                 watcher = AskWatcher(asking, responder, answering.local(run))
                 if as_json:
-                    await _print_encoded(run.journal, out, watcher)
+                    await _print_encoded(run.journal, out, watcher if responder else None)
                 else:
                     async for batch in run.journal.follow(0):
                         out.frames(batch)
@@ -232,14 +232,16 @@ async def _run_here(
     return ([] if outcome is None else [outcome]), copied
 
 
-async def _print_encoded(journal: RunJournal, out: Output, watcher: AskWatcher) -> None:
+async def _print_encoded(journal: RunJournal, out: Output, watcher: AskWatcher | None) -> None:
     """`exec --json`: the journal's lines as they are, a batch at a time; the frames an ask
-    watcher looks at (all but output) decoded for it."""
+    watcher looks at (all but output) decoded for it, if there is one (a responder)."""
     import orjson
 
     output_ends = (b',"type":"stdout"}', b',"type":"stderr"}')
     async for batch in journal.follow(0).encoded():
         out.encoded(batch)
+        if watcher is None:
+            continue
         for line in batch:
             # An output frame's line ends with its type (`RunJournal.offer_output`): only the
             # outermost object can close right after it.

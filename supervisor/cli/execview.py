@@ -54,12 +54,16 @@ class Output:
         """Lines of UTF-8 (frames as the journal keeps them), written and flushed at once."""
         if self.closed or not lines:
             return
+        text = b"\n".join(lines) + b"\n"
         try:
             sys.stdout.flush()  # what `line` printed comes first
-            out = sys.stdout.buffer
-            out.write(b"\n".join(lines))
-            out.write(b"\n")
-            out.flush()
+            binary = getattr(sys.stdout, "buffer", None)  # none when stdout is made text only
+            if binary is None:
+                sys.stdout.write(text.decode())
+                sys.stdout.flush()
+            else:
+                binary.write(text)
+                binary.flush()
         except BrokenPipeError:
             self._close()
 
