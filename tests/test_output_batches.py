@@ -8,16 +8,19 @@ batch it falls, the same frames in the journal (their budget, their redaction), 
 
 from __future__ import annotations
 
+import fcntl
 import io
+import os
 import random
 import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import orjson
 import pytest
 import trio
 
-from mcpx_hooks.supervisor.cli.execview import Output
+from mcpx_hooks.supervisor.cli.execview import PIPE_BYTES, Output, widen_pipe
 from mcpx_hooks.supervisor.core.frames import FrameType, OutputFrame, blank
 from mcpx_hooks.supervisor.core.redact import Redactor
 from mcpx_hooks.supervisor.run import script
@@ -305,3 +308,28 @@ def test_exec_json_after_a_closed_pipe_says_once(monkeypatch: pytest.MonkeyPatch
     out.encoded([b"{}"])
     out.encoded([b"{}"])
     assert out.closed and closed == [True]
+
+
+def test_a_pipe_on_stdout_is_widened_and_anything_else_left_alone(tmp_path: Path) -> None:
+    read, write = os.pipe()
+    try:
+        with os.fdopen(write, "wb", closefd=False) as stream:
+            widen_pipe(stream)
+        if hasattr(fcntl, "F_GETPIPE_SZ"):
+            assert fcntl.fcntl(write, fcntl.F_GETPIPE_SZ) >= min(PIPE_BYTES, _pipe_max())
+    finally:
+        os.close(read)
+        os.close(write)
+    with (tmp_path / "f").open("wb") as file:
+        widen_pipe(file)
+    widen_pipe(io.StringIO())  # no file descriptor
+    closed = (tmp_path / "g").open("wb")
+    closed.close()
+    widen_pipe(closed)
+
+
+def _pipe_max() -> int:
+    try:
+        return int(Path("/proc/sys/fs/pipe-max-size").read_text())
+    except OSError:
+        return 65536

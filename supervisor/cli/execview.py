@@ -9,7 +9,9 @@ command exits as its run ended.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
@@ -29,6 +31,8 @@ if TYPE_CHECKING:
 
 #: After how long a hook still running gets a line of its own in the readable view.
 STILL_RUNNING_S: Final = 1.0
+#: What a pipe on `exec --json`'s stdout is asked to hold (`widen_pipe`).
+PIPE_BYTES: Final = 1024 * 1024
 
 
 class Output:
@@ -41,6 +45,7 @@ class Output:
     def __init__(self, on_closed: Callable[[], object] = lambda: None) -> None:
         self.closed = False
         self._on_closed = on_closed
+        self._widened = False
 
     def line(self, text: str) -> None:
         if self.closed:
@@ -55,6 +60,9 @@ class Output:
         if self.closed or not lines:
             return
         text = b"\n".join(lines) + b"\n"
+        if not self._widened:
+            self._widened = True
+            widen_pipe(sys.stdout)
         try:
             sys.stdout.flush()  # what `line` printed comes first
             binary = getattr(sys.stdout, "buffer", None)  # none when stdout is made text only
@@ -86,6 +94,19 @@ class Output:
             self.encoded([dumps(frame)])
         elif lines := frame_lines(frame):
             self.line("\n".join(lines))
+
+
+def widen_pipe(stream: object) -> None:
+    """A pipe behind `stream` gets room for `PIPE_BYTES` (Linux; as much as an unprivileged
+    process may ask): frames then reach their reader in fewer, larger writes, each waking it
+    once. Anything else (a file, a terminal, a pipe that cannot grow) is left as it is."""
+    import fcntl
+
+    fileno = getattr(stream, "fileno", None)
+    grow = getattr(fcntl, "F_SETPIPE_SZ", None)
+    with contextlib.suppress(OSError, ValueError):  # (io.UnsupportedOperation is both)
+        if fileno is not None and grow is not None and stat.S_ISFIFO(os.fstat(fileno()).st_mode):
+            fcntl.fcntl(fileno(), grow, PIPE_BYTES)
 
 
 class OutputClosed(HooksError):
