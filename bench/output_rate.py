@@ -8,8 +8,9 @@ pipe (the consumer), `--repeat` times in alternating order, medians reported:
 
 - the peer, a naive streamer written here (`NAIVE`): `subprocess.Popen`, one `json.dumps`
   per line with a timestamp, written to stdout; what a user could write in fifteen lines;
-- `mcpx-hooks exec --json -- <script>` (sandbox `none`, no config found but ours), whose
-  resident size at its peak is read too (`os.wait4`, `ru_maxrss`);
+- `mcpx-hooks exec --json -- <script>` (sandbox `none`, no config found but ours, its
+  `[runs] runBytes` raised so that every line is kept and printed), whose resident size at
+  its peak is read too (`os.wait4`, `ru_maxrss`);
 - with `--serve` (the default), a WebSocket follower of the same script run by a `serve`d
   supervisor (`/v1/exec`), timed from its request to the `end` frame.
 
