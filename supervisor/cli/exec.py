@@ -27,8 +27,10 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ..core.hooks import Config
+    from ..run.journal import RunJournal
     from ..run.scriptrun import RunRequest
-    from ..service.answering import Responder
+    from ..service.answering import AskWatcher, Responder
+    from .execview import Output
 
 
 def add_arguments(x: argparse.ArgumentParser) -> None:
@@ -221,10 +223,13 @@ async def _run_here(
             async with trio.open_nursery() as running, trio.open_nursery() as asking:
                 running.start_soon(runtime.execute, run)
                 watcher = AskWatcher(asking, responder, answering.local(run))
-                async for batch in run.journal.follow(0):
-                    for frame in batch:
-                        out.frame(frame, as_json)
-                        watcher.see(frame)
+                if as_json:
+                    await _print_encoded(run.journal, out, watcher if responder else None)
+                else:
+                    async for batch in run.journal.follow(0):
+                        out.frames(batch)
+                        for frame in batch:
+                            watcher.see(frame)
                 asking.cancel_scope.cancel()  # nothing is left to answer once the run has ended
             if artifacts is not None:  # while the runtime, and so its artifact store, is up
                 from .artifacts import copy_local
@@ -233,7 +238,25 @@ async def _run_here(
             nursery.cancel_scope.cancel()
     for line in observer_lines(runtime.observers, config.observe_drain_ms):
         print(line, file=sys.stderr)
-    return run.journal.frames, copied
+    outcome = run.journal.outcome
+    return ([] if outcome is None else [outcome]), copied
+
+
+async def _print_encoded(journal: RunJournal, out: Output, watcher: AskWatcher | None) -> None:
+    """`exec --json`: the journal's lines as they are, a batch at a time; the frames an ask
+    watcher looks at (all but output) decoded for it, if there is one (a responder)."""
+    import orjson
+
+    output_ends = (b',"type":"stdout"}', b',"type":"stderr"}')
+    async for batch in journal.follow(0).encoded():
+        out.encoded(batch)
+        if watcher is None:
+            continue
+        for line in batch:
+            # An output frame's line ends with its type (`RunJournal.offer_output`): only the
+            # outermost object can close right after it.
+            if not line.endswith(output_ends):
+                watcher.see(orjson.loads(line))
 
 
 def _run_remote(args: argparse.Namespace) -> int:

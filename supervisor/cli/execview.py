@@ -9,8 +9,9 @@ command exits as its run ended.
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
+import stat
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
@@ -19,6 +20,7 @@ import trio
 
 from ..core.errors import HooksError
 from ..core.events import Event, EventKind
+from ..core.jsontext import dumps
 from ..run.bus import Bus
 from ..run.observe import ObserverStats
 from .view import frame_lines
@@ -29,6 +31,8 @@ if TYPE_CHECKING:
 
 #: After how long a hook still running gets a line of its own in the readable view.
 STILL_RUNNING_S: Final = 1.0
+#: What a pipe on `exec --json`'s stdout is asked to hold (`widen_pipe`).
+PIPE_BYTES: Final = 1024 * 1024
 
 
 class Output:
@@ -41,6 +45,7 @@ class Output:
     def __init__(self, on_closed: Callable[[], object] = lambda: None) -> None:
         self.closed = False
         self._on_closed = on_closed
+        self._widened = False
 
     def line(self, text: str) -> None:
         if self.closed:
@@ -48,18 +53,60 @@ class Output:
         try:
             print(text, flush=True)
         except BrokenPipeError:
-            self.closed = True
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            os.close(devnull)
-            self._on_closed()
+            self._close()
+
+    def encoded(self, lines: list[bytes]) -> None:
+        """Lines of UTF-8 (frames as the journal keeps them), written and flushed at once."""
+        if self.closed or not lines:
+            return
+        text = b"\n".join(lines) + b"\n"
+        if not self._widened:
+            self._widened = True
+            widen_pipe(sys.stdout)
+        try:
+            sys.stdout.flush()  # what `line` printed comes first
+            binary = getattr(sys.stdout, "buffer", None)  # none when stdout is made text only
+            if binary is None:
+                sys.stdout.write(text.decode())
+                sys.stdout.flush()
+            else:
+                binary.write(text)
+                binary.flush()
+        except BrokenPipeError:
+            self._close()
+
+    def _close(self) -> None:
+        self.closed = True
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        self._on_closed()
+
+    def frames(self, frames: list[dict[str, Any]]) -> None:
+        """A batch of frames for a person, printed at once."""
+        shown = ["\n".join(lines) for frame in frames if (lines := frame_lines(frame))]
+        if shown:
+            self.line("\n".join(shown))
 
     def frame(self, frame: Mapping[str, Any], as_json: bool) -> None:
-        """One frame: a JSON line, or its lines for a person."""
+        """One frame: a JSON line (as the journal writes it), or its lines for a person."""
         if as_json:
-            self.line(json.dumps(frame))
+            self.encoded([dumps(frame)])
         elif lines := frame_lines(frame):
             self.line("\n".join(lines))
+
+
+def widen_pipe(stream: object) -> None:
+    """A pipe behind `stream` gets room for `PIPE_BYTES` (Linux; as much as an unprivileged
+    process may ask): frames then reach their reader in fewer, larger writes, each waking it
+    once. Anything else (a file, a terminal, a pipe that cannot grow) is left as it is."""
+    import fcntl
+
+    fileno = getattr(stream, "fileno", None)
+    grow = getattr(fcntl, "F_SETPIPE_SZ", None)
+    with contextlib.suppress(OSError, ValueError):  # (io.UnsupportedOperation is both)
+        if fileno is not None and grow is not None and stat.S_ISFIFO(os.fstat(fileno()).st_mode):
+            fcntl.fcntl(fileno(), grow, PIPE_BYTES)
 
 
 class OutputClosed(HooksError):

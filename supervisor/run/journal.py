@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import array
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from itertools import accumulate
 from typing import Any, Final
 
 import orjson
@@ -36,8 +37,10 @@ from ..core.frames import (
     Frame,
     FrameType,
     HookStatus,
+    OutputFrame,
     WarningFrame,
     blank,
+    now_rfc3339,
     stamp,
 )
 from ..core.hooks import DEFAULT_RETAIN_BYTES, DEFAULT_RUN_BYTES
@@ -51,6 +54,8 @@ from .artifacts import ArtifactGone, ArtifactStore, Stored
 FRAME_OVERHEAD: Final = 64
 #: Frames a run may lose to its budget: its output. The rest always stays.
 DROPPABLE: Final = OUTPUT_TYPES
+#: Output frames encoded in one step (what that step holds at once is bounded).
+_SLICE: Final = 4096
 #: Hook statuses that are failures, as the wire says them.
 _FAILED: Final = frozenset(s.value for s in HookStatus if s.is_failure)
 
@@ -132,6 +137,66 @@ class RunJournal:
             return False
         self._keep((line, cost, frame.type, wire))
         return True
+
+    def offer_output(self, kind: FrameType, texts: Sequence[str]) -> None:
+        """`offer` of an `OutputFrame` for each of `texts`, in order, stamped together: the
+        frames of one batch share their `at`, and readers are woken once for all of them."""
+        if self.finished:
+            raise RuntimeError(f"run {self.run_id} has ended; no frame may follow end")
+        # `_stamp`'s line for each frame, written out (orjson's form, keys in the same order).
+        form = b'{"runId":%b,"seq":%%d,"at":"%b","text":%%b,"type":"%b"}'
+        run = orjson.dumps(self.run_id).replace(b"%", b"%%")
+        form %= (run, now_rfc3339().encode(), kind.encode())
+        for first in range(0, len(texts), _SLICE):
+            self._offer_slice(kind, texts[first : first + _SLICE], form)
+        self._grew.set()
+        self._grew = trio.Event()
+
+    def _offer_slice(self, kind: FrameType, texts: Sequence[str], form: bytes) -> None:
+        search = self.redactor.line_search
+        made: list[bytes] = []  # none past the budget (each is then only counted)
+        try:
+            if not self.dropped_frames:
+                made = [form % (n, orjson.dumps(t)) for n, t in enumerate(texts, len(self.lines))]
+        except orjson.JSONEncodeError:  # a lone surrogate: `_offer_each` takes the slice
+            made.clear()
+        sizes = [len(line) + 1 for line in made]  # with its newline, as `ends` counts
+        cost = sum(sizes) + (FRAME_OVERHEAD - 1) * len(made)
+        if (
+            made
+            and self.cost + cost <= self.run_bytes
+            and (search is None or not any(map(search, made)))
+        ):  # the whole slice kept as it is: the way of almost every one
+            self.lines += made
+            sizes[0] += self.ends[-1]
+            self.ends.extend(accumulate(sizes))
+            self.cost += cost
+        else:
+            self._offer_each(kind, texts, form)
+        self._grew.set()
+        self._grew = trio.Event()
+
+    def _offer_each(self, kind: FrameType, texts: Sequence[str], form: bytes) -> None:
+        """`_offer_slice` frame by frame: past the budget, with a secret or a lone surrogate."""
+        search, lines, ends = self.redactor.line_search, self.lines, self.ends
+        for text in texts:
+            try:
+                line = form % (len(lines), orjson.dumps(text))
+            except orjson.JSONEncodeError:
+                self.offer(blank(OutputFrame, text=text, type=kind))
+                continue
+            if search is not None and search(line):
+                line = self._stamp(blank(OutputFrame, text=text, type=kind))[1]
+            cost = len(line) + FRAME_OVERHEAD
+            if self.dropped_frames or self.cost + cost > self.run_bytes:
+                if not self.dropped_frames:
+                    self.append(self._over_budget())
+                self.dropped_frames += 1
+                self.dropped_bytes += len(line)
+                continue
+            lines.append(line)
+            ends.append(ends[-1] + len(line) + 1)
+            self.cost += cost
 
     def seal(self, message: str) -> None:
         """Ends a journal its run left open, keeping the order: an `error` with `message` if
@@ -249,6 +314,17 @@ class Follower:
         batch = journal.decoded(self.at)
         self.at += len(batch)
         return batch
+
+    async def encoded(self) -> AsyncIterator[list[bytes]]:
+        """The same batches as the frames' lines as kept (no newline), to send as they are."""
+        journal = self._journal
+        while True:
+            await journal.wait_past(self.at)
+            if self.at >= len(journal):
+                return
+            batch = journal.lines[self.at :]
+            self.at += len(batch)
+            yield batch
 
 
 class Journals:

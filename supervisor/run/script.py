@@ -24,7 +24,6 @@ from ..core.frames import (
     EmitFrame,
     FrameType,
     LogFrame,
-    OutputFrame,
     WarningFrame,
     blank,
 )
@@ -71,6 +70,8 @@ class ScriptOutcome:
     result_line: tuple[Any] | None = None
     #: From the Python launcher: the exception that failed the script.
     exception: str | None = None
+    #: stdout, for an argv script's result; once its start shows it is not JSON (`_not_json`),
+    #: the rest is not kept (it would never be read), only counted for `stdout_cut`.
     stdout: bytearray = attrs.field(factory=bytearray)
     #: stdout past `MAX_RESULT_STDOUT`: the "stdout as JSON" result is then not read.
     stdout_cut: bool = False
@@ -87,10 +88,11 @@ class ScriptOutcome:
         JSON; else None."""
         if self.result_line is not None:
             return self.result_line[0]
-        if python or self.stdout_cut or not self.stdout.strip():
+        stdout = self.stdout
+        if python or self.stdout_cut or not stdout or stdout.isspace() or _not_json(stdout):
             return None
         try:
-            return loads(bytes(self.stdout))
+            return loads(bytes(stdout))
         except JsonError:
             return None
 
@@ -106,34 +108,66 @@ class ScriptOutcome:
         )
 
 
-#: Lines handed on from one read before yielding to the scheduler: a 64 KiB read can hold
-#: thousands of short lines, and their frames should reach readers while later ones are cut.
-_LINES_PER_YIELD: Final = 256
+#: What a JSON document can begin with (after white space), as `loads` reads it.
+_JSON_STARTS: Final = frozenset(b'{["-0123456789tfnNI')
 
 
-async def _lines(stream: trio.abc.ReceiveStream, longest: int) -> AsyncIterator[tuple[bytes, bool]]:
-    """Lines (newline removed) of at most `longest` bytes, a longer one cut into pieces of
-    that size; each with whether a newline ended it (False for a piece of a longer line, and
-    for a last line without one)."""
-    buf = bytearray()
-    while chunk := await stream.receive_some(65536):
-        buf.extend(chunk)
-        given = 0
-        searched = 0
-        while True:
-            given += 1
-            if given % _LINES_PER_YIELD == 0:
-                await trio.lowlevel.checkpoint()
-            cut = buf.find(b"\n", searched)
-            if cut < 0 and len(buf) < longest:
-                break
-            end = cut if 0 <= cut < longest else longest
-            yield bytes(buf[:end]), end == cut
-            del buf[: end + 1 if end == cut else end]
-            searched = 0
-        searched = len(buf)  # a long line's start is never searched again
-    if buf:
-        yield bytes(buf), False
+def _not_json(stdout: bytearray) -> bool:
+    """Whether `stdout` is surely not a JSON document, seen from its first bytes (a long
+    output that is not one is then not copied twice to be parsed and refused)."""
+    head = bytes(stdout[:64]).lstrip()
+    return bool(head) and 0x21 <= head[0] <= 0x7E and head[0] not in _JSON_STARTS
+
+
+#: Most bytes taken from a pipe at one read (what a pipe holds): its lines become one batch.
+_READ_BYTES: Final = 64 * 1024
+
+#: A batch of lines from one read: the lines (newline removed) of at most `longest` bytes, a
+#: longer one cut into pieces of that size; for each, whether a newline ended it (False for a
+#: piece of a longer line, and for a last line without one); and the bytes they were read as
+#: (each line followed by its newline, if it had one).
+Batch = tuple[list[bytes], list[bool], bytes]
+
+
+async def _batches(stream: trio.abc.ReceiveStream, longest: int) -> AsyncIterator[Batch]:
+    """The lines of `stream`, a batch for each read that ends one or more (`Batch`)."""
+    pending = bytearray()  # the start of a line not yet ended, shorter than `longest`
+    while chunk := await stream.receive_some(_READ_BYTES):
+        if pending:
+            pending += chunk
+            if b"\n" not in chunk and len(pending) < longest:
+                continue  # a long line's start is copied once, when it ends or is cut
+            data = bytes(pending)
+            pending.clear()
+        else:
+            data = chunk if isinstance(chunk, bytes) else bytes(chunk)
+        lines, wholes, used = _split(data, longest)
+        pending += memoryview(data)[used:]
+        if lines:
+            yield lines, wholes, data if used == len(data) else data[:used]
+    if pending:
+        rest = bytes(pending)
+        yield [rest], [False], rest
+
+
+def _split(data: bytes, longest: int) -> tuple[list[bytes], list[bool], int]:
+    """The lines of `data` as `_batches` gives them, and how many of its bytes they took
+    (the rest is the start of a line that is shorter than `longest` and not yet ended)."""
+    last = data.rfind(b"\n")
+    lines = data[:last].split(b"\n") if last >= 0 else []
+    if lines and max(map(len, lines)) <= longest:  # no line to cut: all of them whole
+        wholes, at = [True] * len(lines), last + 1
+    else:
+        lines, wholes, at = [], [], 0
+    while True:  # what is left: lines over `longest` are cut
+        cut = data.find(b"\n", at, at + longest + 1)
+        if cut < 0 and len(data) - at < longest:
+            return lines, wholes, at
+        whole = cut >= 0
+        end = cut if whole else at + longest
+        lines.append(data[at:end])
+        wholes.append(whole)
+        at = end + 1 if whole else end
 
 
 def script_argv(script: Script, plan_path: str) -> tuple[str, ...]:
@@ -193,29 +227,57 @@ async def _pump_stdout(
     stream: trio.abc.ReceiveStream, journal: RunJournal, outcome: ScriptOutcome
 ) -> None:
     kept, tail = outcome.stdout, outcome.stdout_tail
-    async for line, whole in _lines(stream, MAX_LINE):
+    held = 0  # what `kept` would hold if all of stdout were kept (see `ScriptOutcome.stdout`)
+    async for lines, wholes, said in _batches(stream, MAX_LINE):
         # Kept as written: a piece of a long line gets no newline of its own, so one JSON
         # value over `MAX_LINE` on one line still reads as one.
-        said = line + b"\n" if whole else line
-        if len(kept) + len(said) <= MAX_RESULT_STDOUT:
-            kept.extend(said)
+        if held + len(said) <= MAX_RESULT_STDOUT:
+            held += len(said)
+            if not _not_json(kept):
+                kept.extend(said)
         else:
-            outcome.stdout_cut = True
+            held = _keep_each(kept, held, (lines, wholes, said), outcome)
         tail.extend(said)
         if len(tail) > 2 * STDOUT_TAIL_BYTES:  # trimmed now and then, not at every line
             del tail[: len(tail) - STDOUT_TAIL_BYTES]
-        journal.offer(blank(OutputFrame, text=_text(line), type=FrameType.STDOUT))
+        journal.offer_output(FrameType.STDOUT, _texts(lines, wholes, said))
+
+
+def _keep_each(kept: bytearray, held: int, batch: Batch, outcome: ScriptOutcome) -> int:
+    """Keeps each line of a batch that still fits in `MAX_RESULT_STDOUT`; what `held` is then."""
+    keep = not _not_json(kept)
+    lines, wholes, _ = batch
+    for line, whole in zip(lines, wholes, strict=True):
+        said = line + b"\n" if whole else line
+        if held + len(said) <= MAX_RESULT_STDOUT:
+            held += len(said)
+            if keep:
+                kept.extend(said)
+        else:
+            outcome.stdout_cut = True
+    return held
 
 
 async def _pump_stderr(
     stream: trio.abc.ReceiveStream, journal: RunJournal, outcome: ScriptOutcome
 ) -> None:
     tail = outcome.process.stderr_tail
-    async for line, whole in _lines(stream, MAX_LINE):
-        tail.extend(line + b"\n" if whole else line)
+    async for lines, wholes, said in _batches(stream, MAX_LINE):
+        tail.extend(said)
         if len(tail) > STDERR_TAIL_BYTES:
             del tail[: len(tail) - STDERR_TAIL_BYTES]
-        journal.offer(blank(OutputFrame, text=_text(line), type=FrameType.STDERR))
+        journal.offer_output(FrameType.STDERR, _texts(lines, wholes, said))
+
+
+def _texts(lines: list[bytes], wholes: list[bool], said: bytes) -> list[str]:
+    """`_text` of each line of a batch. Lines that each had their newline are decoded at
+    once: a newline is never part of a UTF-8 sequence, so a bad sequence ends before it and
+    becomes the same U+FFFD either way."""
+    if not all(wholes):
+        return [_text(line) for line in lines]
+    texts = _text(said).split("\n")
+    texts.pop()  # after the last newline
+    return texts
 
 
 def _text(line: bytes) -> str:
@@ -233,9 +295,12 @@ async def _pump_frames(
     `exception`). A line that is not one of them becomes a warning `log` frame; a line over
     `MAX_FRAME_LINE` is dropped whole, with a warning."""
     too_long = False
-    async for line, whole in _lines(stream, MAX_FRAME_LINE):
-        cut = not whole and len(line) == MAX_FRAME_LINE
-        if cut or too_long:
+    async for lines, wholes, _ in _batches(stream, MAX_FRAME_LINE):
+        for line, whole in zip(lines, wholes, strict=True):
+            cut = not whole and len(line) == MAX_FRAME_LINE
+            if not (cut or too_long):
+                _frame_line(line, journal, outcome, calls)
+                continue
             # A piece of a line past the cap: what is left of that line is not a frame either.
             if not too_long:
                 journal.append(
@@ -246,8 +311,6 @@ async def _pump_frames(
                     )
                 )
             too_long = cut
-            continue
-        _frame_line(line, journal, outcome, calls)
 
 
 def _frame_line(
