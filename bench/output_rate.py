@@ -18,6 +18,9 @@ RESULT `output_exec_json`: lines/s of `exec --json` over the naive streamer's (`
 values are lines/s); goal 3. RESULT `output_exec_json_rss`: the peak RSS of `exec --json`
 (`abs`, MB; the baseline is the naive streamer's); goal 120. RESULT `output_serve_follower`:
 lines/s of the WebSocket follower over the naive streamer's (`ge`); goal 2.
+
+Quick mode (`MCPX_BENCH_QUICK=1`, `run_all.py --quick`): `--lines 2000 --repeat 1`: every
+reader once, on few lines.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _quick import parse_args
 
 GOAL_EXEC = 3.0
 GOAL_RSS_MB = 120.0
@@ -124,7 +129,7 @@ def main() -> int:
     parser.add_argument("--lines", type=int, default=400_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-serve", dest="serve", action="store_false")
-    args = parser.parse_args()
+    args = parse_args(parser, lines=2000, repeat=1)
     child = script(args.lines)
     env = {**os.environ, "MCPX_HOOKS_NO_DISCOVERY": "1"}
     naive: list[float] = []
