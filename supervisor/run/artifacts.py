@@ -90,6 +90,21 @@ class ArtifactStore:
             return entry
         raise ArtifactGone(entry or f"run {run_id} has no artifact {artifact_id!r}")
 
+    def nothing_to_keep(self, run_id: str, directory: str) -> bool:
+        """True when `directory` holds no entry at all, the run then noted as `keep` notes
+        it: `keep` would return no frame, and the caller needs no worker thread for it. One
+        entry is read, whatever the directory holds; False when it cannot be read (`keep`
+        says what it finds)."""
+        try:
+            with os.scandir(directory) as entries:
+                if next(entries, None) is not None:
+                    return False
+        except OSError:
+            return False
+        with self._lock:
+            self._runs.setdefault(run_id, {})
+        return True
+
     def keep(self, run_id: str, directory: str) -> list[ArtifactFrame | WarningFrame]:
         """The frames for the files under `directory` (artifacts, then warnings), each
         file's contents kept as it is framed. Blocking: run it in a worker thread."""

@@ -11,7 +11,9 @@ cancelled) kills what the hook started and propagates.
 
 from __future__ import annotations
 
+import functools
 import importlib
+from types import ModuleType
 from typing import Protocol, cast, runtime_checkable
 
 from ..core.answers import Answer
@@ -41,7 +43,13 @@ class HookKind(Protocol):
 
 def kind_of(action: str) -> HookKind:
     """The module that runs hooks of `action` (its row's `runner`), imported on first use."""
-    runner = importlib.import_module(HOOK_KINDS[action].runner)
+    return _checked(importlib.import_module(HOOK_KINDS[action].runner))
+
+
+@functools.cache
+def _checked(runner: ModuleType) -> HookKind:
+    """`runner` as a hook kind, checked once per module (the protocol check costs more than
+    the rest of choosing a kind; a module does not change which functions it has)."""
     if not isinstance(runner, HookKind):
         raise TypeError(f"{runner.__name__} runs no hook kind: it has no run()")
     return cast(HookKind, runner)

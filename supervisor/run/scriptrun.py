@@ -291,8 +291,11 @@ async def _run_script(  # noqa: PLR0917
         if run.journal.dropped_frames:
             run.journal.append(_dropped_note(run.journal))
         store = run.journal.artifacts or ArtifactStore(0, keeps=False)
-        for frame in await trio.to_thread.run_sync(store.keep, req.run_id, artifacts):
-            run.journal.append(frame)
+        if store.nothing_to_keep(req.run_id, artifacts):  # (most runs: no thread hop)
+            await trio.lowlevel.checkpoint()
+        else:
+            for frame in await trio.to_thread.run_sync(store.keep, req.run_id, artifacts):
+                run.journal.append(frame)
         process = outcome.process
         state.exit_code = process.exit_code
         if outcome.succeeded:
