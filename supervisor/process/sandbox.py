@@ -258,6 +258,8 @@ def as_address_space(rlimits: Rlimits) -> Rlimits:
 #: Trees whose owner is never mapped onto a hook's user, and that no grant may hold: the
 #: system, the kernel's and the devices' pseudo-filesystems, the running system's state.
 UNMAPPED_TREES: Final = (*SYSTEM_DIRS, "/proc", "/sys", "/dev", "/run", "/var/run", "/boot")
+#: The same as prefixes (`mappable` asks them all in one call: it runs for every plan).
+_UNMAPPED_PREFIXES: Final = tuple(t.rstrip("/") + "/" for t in UNMAPPED_TREES)
 
 
 def mappable(path: str, mine: list[tuple[str, str]] | None = None) -> str | None:
@@ -269,9 +271,12 @@ def mappable(path: str, mine: list[tuple[str, str]] | None = None) -> str | None
     supervisor's directories, when the caller has them already."""
     if path == "/":
         return "it is the root directory"
-    for tree in UNMAPPED_TREES:
-        if under(path, [tree]) or under(tree, [path]):
-            return f"it is, holds or lies in the system directory {tree}"
+    inside = path.rstrip("/") + "/"
+    if (path + "/").startswith(_UNMAPPED_PREFIXES) or any(
+        t.startswith(inside) for t in UNMAPPED_TREES
+    ):
+        tree = next(t for t in UNMAPPED_TREES if under(path, [t]) or under(t, [path]))
+        return f"it is, holds or lies in the system directory {tree}"
     for what, own in _supervisor_dirs() if mine is None else mine:
         if under(own, [path]):
             return f"it holds the supervisor's {what} {own}"
@@ -280,15 +285,15 @@ def mappable(path: str, mine: list[tuple[str, str]] | None = None) -> str | None
 
 def _supervisor_dirs() -> list[tuple[str, str]]:
     """The supervisor's own directories a grant may not hold, by what they are."""
-    found = [("scratch root", os.path.realpath(scratch_root()))]
+    found = [("scratch root", real_path(scratch_root()))]
     homes = {os.path.expanduser("~")}
     with contextlib.suppress(KeyError):
         homes.add(pwd.getpwuid(os.getuid()).pw_dir)
-    found += [("home", os.path.realpath(h)) for h in homes if os.path.isabs(h)]
+    found += [("home", real_path(h)) for h in homes if os.path.isabs(h)]
     state = os.environ.get("XDG_STATE_HOME", "")
     if not os.path.isabs(state):
         state = os.path.join(os.path.expanduser("~"), ".local", "state")
-    found.append(("state directory", os.path.realpath(os.path.join(state, "mcpx-hooks"))))
+    found.append(("state directory", real_path(os.path.join(state, "mcpx-hooks"))))
     return found
 
 
