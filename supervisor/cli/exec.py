@@ -132,13 +132,10 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if args.remote:
         return _run_remote(args)
-    from ..process import discard_prestarted, prestart
+    from ..process import prestarted
 
-    prestart()  # its start overlaps the config's loading and the run's imports
-    try:
+    with prestarted():  # the spawner's start overlaps the config's loading and the imports
         return _run_local(args)
-    finally:
-        discard_prestarted()
 
 
 def _run_local(args: argparse.Namespace) -> int:

@@ -126,13 +126,10 @@ def hook_test(args: argparse.Namespace) -> int:
     refused (a fail-closed failure refuses), 1 when it failed."""
     if args.show_request:
         return _hook_test(args)
-    from ..process import discard_prestarted, prestart
+    from ..process import prestarted
 
-    prestart()  # its start overlaps the config's loading and the run's imports
-    try:
+    with prestarted():  # the spawner's start overlaps the config's loading and the imports
         return _hook_test(args)
-    finally:
-        discard_prestarted()
 
 
 def _hook_test(args: argparse.Namespace) -> int:

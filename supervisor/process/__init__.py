@@ -18,6 +18,7 @@ __all__, __getattr__, __dir__ = exports(
             "SPAWN_MODE_ENV",
             "discard_prestarted",
             "prestart",
+            "prestarted",
         ),
         "rlimits": ("child_rlimits",),
         "runnerside": ("runner_path",),

@@ -189,6 +189,17 @@ def prestart() -> None:
         _early.append(_begin())
 
 
+@contextlib.contextmanager
+def prestarted() -> Iterator[None]:
+    """`prestart` on entry, `discard_prestarted` on exit: around a command that will run
+    something, whose run takes the spawner (or which stops before it)."""
+    prestart()
+    try:
+        yield
+    finally:
+        discard_prestarted()
+
+
 def discard_prestarted() -> None:
     """Ends a `prestart`ed spawner that nothing took (the command stopped before its run):
     end of file on its lifeline, then up to `SPAWNER_EXIT_BOUND` before SIGKILL; reaped."""
