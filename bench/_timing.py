@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 
 from mcpx_hooks.supervisor.core.errors import SandboxUnavailable
 from mcpx_hooks.supervisor.core.hooks import Profile
@@ -104,3 +108,27 @@ def enforceable(
             continue
         runnable.append(profile)
     return runnable, skipped
+
+
+#: `mcpx-hooks serve` as this interpreter runs it.
+SERVE = [sys.executable, "-m", "mcpx_hooks.supervisor", "serve"]
+
+
+def start_serve(cwd: Path, env: Mapping[str, str]) -> tuple[subprocess.Popen[str], str]:
+    """`mcpx-hooks serve` on a free port, with no token, on `cwd`'s `c.toml`; its URL once it
+    says it listens. The caller ends it (`kill`, `wait`)."""
+    proc = subprocess.Popen(
+        [*SERVE, "--port", "0", "--no-auth", "--config", "c.toml"],
+        cwd=cwd,
+        env=dict(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    found = re.search(r"listening on (ws://\S+?);", line)
+    if not found:
+        proc.kill()
+        raise SystemExit(f"serve did not start: {line!r}")
+    return proc, found.group(1)

@@ -29,7 +29,6 @@ import argparse
 import asyncio
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -38,6 +37,7 @@ import time
 from pathlib import Path
 
 from _quick import parse_args
+from _timing import start_serve
 
 GOAL_EXEC = 3.0
 GOAL_RSS_MB = 120.0
@@ -90,24 +90,6 @@ def consume(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, int
     if proc.returncode != 0:
         raise SystemExit(f"{argv[:4]} exited {proc.returncode}")
     return elapsed, count, usage.ru_maxrss * 1024
-
-
-def start_serve(cwd: Path, env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [*CLI, "serve", "--port", "0", "--no-auth", "--config", "c.toml"],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    found = re.search(r"listening on (ws://\S+?);", line)
-    if not found:
-        proc.kill()
-        raise SystemExit(f"serve did not start: {line!r}")
-    return proc, found.group(1)
 
 
 async def follow(url: str, argv: list[str]) -> tuple[float, int]:

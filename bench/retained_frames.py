@@ -40,6 +40,7 @@ from typing import Any
 
 import psutil
 from _quick import parse_args
+from _timing import start_serve
 from websockets.asyncio.client import connect
 
 GOAL_MB = 400.0
@@ -55,21 +56,7 @@ CONFIG = (
 def start(cwd: Path, config: str) -> tuple[subprocess.Popen[str], str]:
     (cwd / "c.toml").write_text(config)
     env = {**os.environ, "MCPX_HOOKS_NO_DISCOVERY": "1"}
-    proc = subprocess.Popen(
-        [*CLI, "serve", "--port", "0", "--no-auth", "--config", "c.toml"],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    found = re.search(r"listening on (ws://\S+?);", line)
-    if not found:
-        proc.kill()
-        raise SystemExit(f"serve did not start: {line!r}")
-    return proc, found.group(1)
+    return start_serve(cwd, env)
 
 
 async def one_run(url: str, code: str) -> tuple[int, int, int]:
