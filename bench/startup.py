@@ -18,7 +18,11 @@ The baseline: `sys.executable -I -S -c pass`. For context, also timed: `sys.exec
 (the venv's interpreter with `site` and the editable install's finder, which a console script
 cannot skip: the floor under `--version`) and `sys.executable -c "import attrs, jsonschema,
 trio"` (what `hook test` has to import whatever else is made lazy: the floor under it, with
-one more `-I -S` interpreter for the spawner). Interleaved in rounds (each round times every
+one more `-I -S` interpreter for the spawner); and against `import trio`, where `exec` has its
+floors: `sys.executable -c "import trio, attrs, cattrs, orjson"` (the libraries a run loads)
+and every module that `exec -- /bin/true` imports (listed by running it once in process),
+imported alone: `exec` less that is the run itself (config, admission, the spawner's own
+interpreter, the child, the close). Interleaved in rounds (each round times every
 command, in a rotating order; round 0 warms up and is dropped); medians (of 20 by default).
 
 By default the commands run with a bytecode cache in a temporary PYTHONPYCACHEPREFIX (and
@@ -78,6 +82,7 @@ COMMANDS = {
     "site": [sys.executable, "-c", "pass"],
     "imports": [sys.executable, "-c", "import attrs, jsonschema, trio"],
     "trio": [sys.executable, "-c", "import trio"],
+    "stack": [sys.executable, "-c", "import trio, attrs, cattrs, orjson"],
     "version": [CLI, "--version"],
     "hook_test": [CLI, "hook", "test", "--phase", "before", "--hook", json.dumps(HOOK)],
     "exec_true": [CLI, "exec", "--", "/bin/true"],
@@ -113,9 +118,38 @@ async def _sample(argv: list[str], env: dict[str, str], devnull: int) -> float:
     return timed(argv, env, devnull)
 
 
-def check_once(cwd: str, env: dict[str, str]) -> None:
+#: Runs `exec -- /bin/true` in process and prints the names of the modules it imported.
+_MODULES_OF_EXEC = """
+import sys
+from mcpx_hooks.supervisor.cli.main import main
+try:
+    main(["exec", "--", "/bin/true"])
+except SystemExit:
+    pass
+sys.__stderr__.write(" ".join(sorted(n for n in sys.modules if n != "__main__")))
+"""
+
+
+def exec_modules(cwd: str, env: dict[str, str]) -> list[str]:
+    """The command that imports every module `exec -- /bin/true` imports, and nothing else:
+    what its imports cost, without the run."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _MODULES_OF_EXEC],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    names = proc.stderr.split()
+    if proc.returncode != 0 or not names:
+        raise Failed(f"exec in process: exit {proc.returncode}\n{proc.stderr[-2000:]}")
+    return [sys.executable, "-c", f"import {', '.join(names)}"]
+
+
+def check_once(commands: dict[str, list[str]], cwd: str, env: dict[str, str]) -> None:
     """Each command once, output kept: it must exit 0 (and `hook test` must say ok)."""
-    for name, argv in COMMANDS.items():
+    for name, argv in commands.items():
         proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, check=False)
         if proc.returncode != 0 or (name == "hook_test" and ": ok" not in proc.stdout):
             raise Failed(f"{name}: exit {proc.returncode}\n{proc.stdout}{proc.stderr[-2000:]}")
@@ -143,10 +177,11 @@ def main() -> int:
             if not args.env_as_is:
                 env.pop("PYTHONDONTWRITEBYTECODE", None)
                 env["PYTHONPYCACHEPREFIX"] = os.path.join(tmp, "pycache")
-            check_once(tmp, env)
+            commands = {**COMMANDS, "exec_imports": exec_modules(tmp, env)}
+            check_once(commands, tmp, env)
             samplers = {
                 name: functools.partial(_sample, argv, env, devnull)
-                for name, argv in COMMANDS.items()
+                for name, argv in commands.items()
             }
             os.chdir(tmp)  # where every command runs: an empty directory
             try:
@@ -186,7 +221,13 @@ def main() -> int:
             unit="ms",
         ),
     ]
-    print(f"  peer      python -c 'import trio': {figures['trio'] * 1e3:7.3f} ms")
+    trio_s = figures["trio"]
+    print(f"  peer      python -c 'import trio': {trio_s * 1e3:7.3f} ms")
+    for name, label in (
+        ("stack", "context   python -c 'import trio, attrs, cattrs, orjson'"),
+        ("exec_imports", "context   every module exec imports, imported alone"),
+    ):
+        print(f"  {label}: {figures[name] * 1e3:7.3f} ms  ratio {figures[name] / trio_s:5.2f}x")
     results.append(
         report(
             "startup_exec_true",
