@@ -1,7 +1,5 @@
 """`python -m mcpx_hooks.supervisor` is `mcpx-hooks`."""
 
-import sys
+from .cli.main import entry
 
-from .cli.main import main
-
-sys.exit(main())
+entry()
