@@ -322,9 +322,21 @@ def open_cluster(cwd: Path, gateways: int, workers: int) -> Cluster:
     return cluster
 
 
-async def raw_frames(url: str, run_id: str) -> list[tuple[int, dict[str, Any]]]:
-    """Every message JetStream holds on the run's subject: (its seq header, the frame);
-    `url`: a `Nats.client_url`."""
+def _carried(msg: Any) -> list[tuple[int, dict[str, Any]]]:
+    """The frames one message of a run's subject carries, each with its seq: one, or a
+    batch (its first seq in `Mcpx-Seq`, its last in `Mcpx-Seq-Last`, one line a frame)."""
+    headers = msg.headers or {}
+    first = int(headers["Mcpx-Seq"])
+    if "Mcpx-Seq-Last" not in headers:
+        return [(first, json.loads(msg.data))]
+    lines = msg.data.split(b"\n")
+    assert len(lines) == int(headers["Mcpx-Seq-Last"]) - first + 1, headers
+    return [(seq, json.loads(line)) for seq, line in enumerate(lines, first)]
+
+
+async def raw_messages(url: str, run_id: str) -> list[list[tuple[int, dict[str, Any]]]]:
+    """Every message JetStream holds on the run's subject, each as the frames it carries
+    with their seqs; `url`: a `Nats.client_url`."""
     import nats
 
     nc = await nats.connect(url)
@@ -334,11 +346,17 @@ async def raw_frames(url: str, run_id: str) -> list[tuple[int, dict[str, Any]]]:
         found = []
         while True:
             msg = await sub.next_msg(timeout=5)
-            found.append((int((msg.headers or {})["Mcpx-Seq"]), json.loads(msg.data)))
+            found.append(_carried(msg))
             if msg.metadata.num_pending == 0:
                 return found
     finally:
         await nc.close()
+
+
+async def raw_frames(url: str, run_id: str) -> list[tuple[int, dict[str, Any]]]:
+    """Every frame JetStream holds on the run's subject: (its seq as the headers say, the
+    frame), in the stream's order; `url`: a `Nats.client_url`."""
+    return [frame for message in await raw_messages(url, run_id) for frame in message]
 
 
 async def frames_until_end(url: str, run_id: str) -> list[dict[str, Any]]:
@@ -351,7 +369,7 @@ async def frames_until_end(url: str, run_id: str) -> list[dict[str, Any]]:
         frames: list[dict[str, Any]] = []
         while not frames or frames[-1].get("type") != "end":
             msg = await sub.next_msg(timeout=30)
-            frames.append(json.loads(msg.data))
+            frames += [frame for _, frame in _carried(msg)]
         return frames
     finally:
         await nc.close()

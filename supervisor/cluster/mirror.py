@@ -36,7 +36,15 @@ from ..run.journal import FRAME_OVERHEAD, RunJournal
 from ..service.wire import Close, WireError
 from .jet import WRONG_LAST_SEQUENCE, ClusterDown, Stored
 from .link import Cluster, retry_s
-from .names import Header, Stream, control_subject, events_subject, frames_subject, runs_subject
+from .names import (
+    Header,
+    Stream,
+    batch_frames,
+    control_subject,
+    events_subject,
+    frames_subject,
+    runs_subject,
+)
 
 logger = logging.getLogger("mcpx_hooks.cluster")
 
@@ -66,7 +74,9 @@ class MirrorJournal(RunJournal):
         self.begun = trio.Event()
 
     def take(self, message: Stored) -> None:
-        """One message of the run's subject; a duplicate or a stray one is skipped."""
+        """One message of the run's subject: its frames (one, or a batch) kept from the next
+        seq on, in order; a frame already held (a batch sent again) or a stray message is
+        skipped, and nothing is kept after a gap or past `end`."""
         self.last_stream_seq = max(self.last_stream_seq, message.sequence)
         if self.finished or self.refusal is not None:
             return
@@ -75,19 +85,30 @@ class MirrorJournal(RunJournal):
             self.refusal = _refusal(refused, message.data)
             self.begun.set()
             return
-        try:
-            seq = int(message.headers.get(Header.SEQ, ""))
-            wire = orjson.loads(message.data)
-        except (ValueError, orjson.JSONDecodeError):
+        carried = batch_frames(message.headers, message.data)
+        if carried is None:
             logger.warning("run %s: a message that is no frame, skipped", self.run_id)
             return
-        if not isinstance(wire, dict) or seq != len(self.lines):
+        first, lines = carried
+        held = len(self.lines)
+        for seq, line in enumerate(lines, first):
+            if seq < len(self.lines):
+                continue
             if seq > len(self.lines):
                 logger.warning("run %s: frame %d after %d, skipped", self.run_id, seq, len(self))
-            return
-        line = bytes(message.data)
-        self._keep((line, len(line) + FRAME_OVERHEAD, _kind(wire.get("type")), wire))  # type: ignore[arg-type]
-        self.begun.set()
+                break
+            try:
+                wire = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                logger.warning("run %s: a message that is no frame, skipped", self.run_id)
+                break
+            if not isinstance(wire, dict):
+                break
+            self._keep((line, len(line) + FRAME_OVERHEAD, _kind(wire.get("type")), wire))  # type: ignore[arg-type]
+            if self.finished:
+                break
+        if len(self.lines) > held:
+            self.begun.set()
 
     def ask_ids(self) -> set[str]:
         return {
