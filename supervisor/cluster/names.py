@@ -6,6 +6,7 @@ stream config, and `ensure_streams` creates or updates each one at start (idempo
 
 from __future__ import annotations
 
+import bisect
 import enum
 import re
 from collections.abc import Mapping, Sequence
@@ -138,26 +139,24 @@ def frame_message(
 
 
 def batch_message(
-    run_id: str, lines: Sequence[bytes], at: int, limit: int, most: int
+    run_id: str, lines: Sequence[bytes], ends: Sequence[int], at: int, *, limit: int, most: int
 ) -> tuple[tuple[str, bytes, dict[str, str]], int]:
     """How a worker publishes a run's frames from seq `at` on (`lines`, their wire forms by
-    seq): as one message of at most `most` frames, one line each, to the run's one subject
-    whatever their types, so the stream keeps the run's order. Each frame as one message
-    could carry it alone (`fit`), and the batch within what one message carries (`limit`,
-    the server's max payload): a longer run of frames takes several messages. Returns the
-    message and the seq after its last frame. Pure."""
-    room = limit - HEADROOM
-    carried: list[bytes] = []
-    size = -1  # no newline before the first line
-    for line in lines[at : at + most]:
-        fitted = fit(line, limit)
-        size += len(fitted) + 1
-        if carried and size > room:
-            break
-        carried.append(fitted)
-    upto = at + len(carried)
+    seq; `ends[k]`, the bytes of lines 0..k-1 with a newline after each, as the journal
+    counts them): as one message of at most `most` frames, one line each, to the run's one
+    subject whatever their types, so the stream keeps the run's order. The batch is as long
+    as one message carries (`limit`, the server's max payload): a longer run of frames takes
+    several messages, and a frame too large for one message on its own goes alone, as it
+    can be carried (`fit`). Returns the message and the seq after its last frame. Pure."""
+    hi = min(len(lines), at + most)
+    # The last k with lines at..k-1 within the message: ends[k] - ends[at] - 1 <= room.
+    upto = bisect.bisect_right(ends, ends[at] + limit - HEADROOM + 1, at + 1, hi + 1) - 1
+    if upto == at:
+        upto, carried = at + 1, fit(lines[at], limit)
+    else:
+        carried = b"\n".join(lines[at:upto])
     headers = _frame_headers(run_id, at, upto - 1)
-    return (frames_subject(run_id), b"\n".join(carried), headers), upto
+    return (frames_subject(run_id), carried, headers), upto
 
 
 def _frame_headers(run_id: str, first: int, last: int) -> dict[str, str]:

@@ -56,10 +56,12 @@ class Publisher:
         while True:
             if at < len(journal) and len(inflight) < WINDOW:
                 most = cuts.get(at, at + BATCH) - at
-                message, upto = batch_message(run_id, journal.lines, at, self.max_payload, most)
+                message, upto = batch_message(
+                    run_id, journal.lines, journal.ends, at, limit=self.max_payload, most=most
+                )
                 cuts[at] = upto
-                lines = journal.lines[at:upto]
-                await store_artifacts(self.cluster, journal, lines, self.artifact_bytes, stored)
+                framed = message[1]
+                await store_artifacts(self.cluster, journal, framed, self.artifact_bytes, stored)
                 if at == 0:
                     if not await self.send([message], run_id):
                         run.cancel()  # another worker began this run: this one publishes nothing
