@@ -90,7 +90,7 @@ class FakeCluster:
     async def drop(self, handles: list[Any]) -> None:
         pass
 
-    async def take(self, subject: str, lease_s: float, wait_s: float, most: int = 1) -> list[Any]:
+    async def take(self, subject: str, lease_s: float, wait_s: float) -> list[Any]:
         self._called("take")
         await trio.sleep(wait_s)  # no request came
         return []

@@ -301,9 +301,9 @@ class Jet:
 
     # ---- the workers' requests -------------------------------------------------------------
 
-    async def take(self, subject: str, lease_s: float, wait_s: float, most: int = 1) -> list[Msg]:
-        """Up to `most` requests, those waiting now, or the first to come within `wait_s`;
-        none when none came. `ClusterDown` when NATS fails the take."""
+    async def take(self, subject: str, lease_s: float, wait_s: float) -> list[Msg]:
+        """Up to one request, waiting at most `wait_s` for it; none when none came.
+        `ClusterDown` when NATS fails the take."""
         if self._workers is None:
             config = api.ConsumerConfig(
                 ack_policy=api.AckPolicy.EXPLICIT, ack_wait=lease_s, max_ack_pending=-1
@@ -315,7 +315,7 @@ class Jet:
             except NATS_FAILED as exc:
                 raise ClusterDown(f"the workers' consumer: {said(exc)}") from None
         try:
-            msgs: list[Msg] = await self._workers.fetch(most, timeout=wait_s)
+            msgs: list[Msg] = await self._workers.fetch(1, timeout=wait_s)
         except (TimeoutError, nats.errors.TimeoutError):
             return []
         except nats.js.errors.NotFoundError:

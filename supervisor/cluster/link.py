@@ -114,8 +114,8 @@ class Cluster:
     async def reply(self, msg: Any, data: bytes) -> None:
         await self.bridge.call(self.jet.reply, msg, data)
 
-    async def take(self, subject: str, lease_s: float, wait_s: float, most: int = 1) -> list[Any]:
-        return await self.bridge.call(self.jet.take, subject, lease_s, wait_s, most)
+    async def take(self, subject: str, lease_s: float, wait_s: float) -> list[Any]:
+        return await self.bridge.call(self.jet.take, subject, lease_s, wait_s)
 
     async def request_held(self, seq: int, run_id: str) -> bool:
         return await self.bridge.call(self.jet.request_held, seq, run_id)

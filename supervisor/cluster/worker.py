@@ -99,14 +99,11 @@ class Worker:
             task_status.started()
             while not self.stopping:
                 await slots.acquire()
-                # As many requests as there are free slots, in one round trip: a wave of
-                # requests is taken at once, not one after the other.
-                most = 1 + slots.value
                 taken = []
                 with self._taking:  # a stop ends the take, or the wait after a failed one
                     try:
                         taken = await self.cluster.take(
-                            requests_subject(), self.options.lease_s, TAKE_WAIT_S, most
+                            requests_subject(), self.options.lease_s, TAKE_WAIT_S
                         )
                         failures = 0
                     except ClusterDown as exc:
@@ -117,10 +114,7 @@ class Worker:
                 if not taken:
                     slots.release()
                     continue
-                for _ in taken[1:]:  # free still: only this loop takes a slot
-                    slots.acquire_nowait()
-                for msg in taken:
-                    runs.start_soon(self._take, msg, slots)
+                runs.start_soon(self._take, taken[0], slots)
 
     def stop(self) -> None:
         """Takes no more requests (a take waiting now ends at once)."""
