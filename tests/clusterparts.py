@@ -135,6 +135,8 @@ class Nats:
     open: bool = False
     #: Speak TLS only, with a certificate for 127.0.0.1 signed by a CA of the test's own.
     tls: bool = False
+    #: The largest message the server takes, when not its own default (1 MiB).
+    max_payload: int | None = None
     passwords: dict[str, str] = attrs.field(
         factory=lambda: {role: secrets.token_hex(16) for role in USERS}
     )
@@ -192,6 +194,7 @@ class Nats:
         config.write_text(
             f"listen: 127.0.0.1:{self.port}\n"
             f"jetstream {{ store_dir: {json.dumps(str(self.store))} }}\n"
+            + (f"max_payload: {self.max_payload}\n" if self.max_payload else "")
             + tls
             + ("" if self.open else documented_authorization())
         )
@@ -307,8 +310,10 @@ class Cluster:
         self.nats.stop()
 
 
-def open_cluster(cwd: Path, gateways: int, workers: int) -> Cluster:
-    nats = Nats(cwd / "jetstream")
+def open_cluster(
+    cwd: Path, gateways: int, workers: int, *, max_payload: int | None = None
+) -> Cluster:
+    nats = Nats(cwd / "jetstream", max_payload=max_payload)
     nats.start()
     cluster = Cluster(cwd, nats)
     try:
@@ -334,9 +339,9 @@ def _carried(msg: Any) -> list[tuple[int, dict[str, Any]]]:
     return [(seq, json.loads(line)) for seq, line in enumerate(lines, first)]
 
 
-async def raw_messages(url: str, run_id: str) -> list[list[tuple[int, dict[str, Any]]]]:
-    """Every message JetStream holds on the run's subject, each as the frames it carries
-    with their seqs; `url`: a `Nats.client_url`."""
+async def raw_messages(url: str, run_id: str) -> list[tuple[int, list[tuple[int, dict[str, Any]]]]]:
+    """Every message JetStream holds on the run's subject: its payload's size in bytes, and
+    the frames it carries with their seqs; `url`: a `Nats.client_url`."""
     import nats
 
     nc = await nats.connect(url)
@@ -346,7 +351,7 @@ async def raw_messages(url: str, run_id: str) -> list[list[tuple[int, dict[str, 
         found = []
         while True:
             msg = await sub.next_msg(timeout=5)
-            found.append(_carried(msg))
+            found.append((len(msg.data), _carried(msg)))
             if msg.metadata.num_pending == 0:
                 return found
     finally:
@@ -356,7 +361,7 @@ async def raw_messages(url: str, run_id: str) -> list[list[tuple[int, dict[str, 
 async def raw_frames(url: str, run_id: str) -> list[tuple[int, dict[str, Any]]]:
     """Every frame JetStream holds on the run's subject: (its seq as the headers say, the
     frame), in the stream's order; `url`: a `Nats.client_url`."""
-    return [frame for message in await raw_messages(url, run_id) for frame in message]
+    return [frame for _, frames in await raw_messages(url, run_id) for frame in frames]
 
 
 async def frames_until_end(url: str, run_id: str) -> list[dict[str, Any]]:
