@@ -134,6 +134,7 @@ class MirrorJournal(RunJournal):
             self.lines += bulk
             sizes[0] += self.ends[-1]
             self.ends.extend(accumulate(sizes))
+        # (`_keep` looks at a frame's type and fields only for outcomes, hooks and `end`.)
         self._keep((last, len(last) + FRAME_OVERHEAD, FrameType.STDOUT, {}))
         lines.clear()
 
