@@ -135,6 +135,8 @@ class Nats:
     open: bool = False
     #: Speak TLS only, with a certificate for 127.0.0.1 signed by a CA of the test's own.
     tls: bool = False
+    #: The largest message the server takes, when not its own default (1 MiB).
+    max_payload: int | None = None
     passwords: dict[str, str] = attrs.field(
         factory=lambda: {role: secrets.token_hex(16) for role in USERS}
     )
@@ -192,6 +194,7 @@ class Nats:
         config.write_text(
             f"listen: 127.0.0.1:{self.port}\n"
             f"jetstream {{ store_dir: {json.dumps(str(self.store))} }}\n"
+            + (f"max_payload: {self.max_payload}\n" if self.max_payload else "")
             + tls
             + ("" if self.open else documented_authorization())
         )
@@ -307,8 +310,10 @@ class Cluster:
         self.nats.stop()
 
 
-def open_cluster(cwd: Path, gateways: int, workers: int) -> Cluster:
-    nats = Nats(cwd / "jetstream")
+def open_cluster(
+    cwd: Path, gateways: int, workers: int, *, max_payload: int | None = None
+) -> Cluster:
+    nats = Nats(cwd / "jetstream", max_payload=max_payload)
     nats.start()
     cluster = Cluster(cwd, nats)
     try:
@@ -322,9 +327,21 @@ def open_cluster(cwd: Path, gateways: int, workers: int) -> Cluster:
     return cluster
 
 
-async def raw_frames(url: str, run_id: str) -> list[tuple[int, dict[str, Any]]]:
-    """Every message JetStream holds on the run's subject: (its seq header, the frame);
-    `url`: a `Nats.client_url`."""
+def _carried(msg: Any) -> list[tuple[int, dict[str, Any]]]:
+    """The frames one message of a run's subject carries, each with its seq: one, or a
+    batch (its first seq in `Mcpx-Seq`, its last in `Mcpx-Seq-Last`, one line a frame)."""
+    headers = msg.headers or {}
+    first = int(headers["Mcpx-Seq"])
+    if "Mcpx-Seq-Last" not in headers:
+        return [(first, json.loads(msg.data))]
+    lines = msg.data.split(b"\n")
+    assert len(lines) == int(headers["Mcpx-Seq-Last"]) - first + 1, headers
+    return [(seq, json.loads(line)) for seq, line in enumerate(lines, first)]
+
+
+async def raw_messages(url: str, run_id: str) -> list[tuple[int, list[tuple[int, dict[str, Any]]]]]:
+    """Every message JetStream holds on the run's subject: its payload's size in bytes, and
+    the frames it carries with their seqs; `url`: a `Nats.client_url`."""
     import nats
 
     nc = await nats.connect(url)
@@ -334,11 +351,17 @@ async def raw_frames(url: str, run_id: str) -> list[tuple[int, dict[str, Any]]]:
         found = []
         while True:
             msg = await sub.next_msg(timeout=5)
-            found.append((int((msg.headers or {})["Mcpx-Seq"]), json.loads(msg.data)))
+            found.append((len(msg.data), _carried(msg)))
             if msg.metadata.num_pending == 0:
                 return found
     finally:
         await nc.close()
+
+
+async def raw_frames(url: str, run_id: str) -> list[tuple[int, dict[str, Any]]]:
+    """Every frame JetStream holds on the run's subject: (its seq as the headers say, the
+    frame), in the stream's order; `url`: a `Nats.client_url`."""
+    return [frame for _, frames in await raw_messages(url, run_id) for frame in frames]
 
 
 async def frames_until_end(url: str, run_id: str) -> list[dict[str, Any]]:
@@ -351,7 +374,7 @@ async def frames_until_end(url: str, run_id: str) -> list[dict[str, Any]]:
         frames: list[dict[str, Any]] = []
         while not frames or frames[-1].get("type") != "end":
             msg = await sub.next_msg(timeout=30)
-            frames.append(json.loads(msg.data))
+            frames += [frame for _, frame in _carried(msg)]
         return frames
     finally:
         await nc.close()

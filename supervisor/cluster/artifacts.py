@@ -54,14 +54,16 @@ def artifact_ids(lines: list[bytes]) -> list[str]:
 
 
 async def store_artifacts(
-    cluster: Cluster, journal: RunJournal, lines: list[bytes], budget: int, done: set[str]
+    cluster: Cluster, journal: RunJournal, framed: bytes, budget: int, done: set[str]
 ) -> None:
-    """Puts the kept artifacts framed in `lines` (those not in `done`) in the bucket, after
-    making room for them. One that cannot be stored is logged; its frame still goes out
-    (a gateway then answers 404 for it)."""
+    """Puts the kept artifacts framed in `framed` (a batch's frames, a line each; those not
+    in `done`) in the bucket, after making room for them. One that cannot be stored is
+    logged; its frame still goes out (a gateway then answers 404 for it)."""
+    if _MARK not in framed:
+        return
     run_id = journal.run_id
     kept: list[tuple[str, Stored]] = []
-    for artifact_id in artifact_ids(lines):
+    for artifact_id in artifact_ids(framed.split(b"\n")):
         if artifact_id in done or journal.artifacts is None:
             continue
         done.add(artifact_id)

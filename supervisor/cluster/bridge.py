@@ -24,6 +24,7 @@ import concurrent.futures
 import contextlib
 import functools
 import logging
+import sys
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, Final, TypeVar
@@ -42,6 +43,11 @@ logger = logging.getLogger("mcpx_hooks.cluster")
 CHANNEL_BOUND: Final = 256
 #: How long closing the client and stopping the loop may take at exit.
 CLOSE_S: Final = 5.0
+#: While the bridge is open, a thread waiting for the GIL gets it within this (Python's
+#: default is 5 ms). Every hop between Trio and the loop is a thread waking the other; with
+#: a few runs at once, both threads busy, each hop waited up to the default, and a run makes
+#: a dozen hops. Measured: 200 ms runs, 16 at once through a gateway, ~7% more runs/s.
+SWITCH_S: Final = 0.0005
 
 
 class ChannelClosed(HooksError):
@@ -190,6 +196,8 @@ def _serve_loop(loop: asyncio.AbstractEventLoop) -> None:
 async def open_bridge() -> AsyncIterator[Bridge]:
     """An asyncio loop in its own thread for the block; stopped and joined at exit."""
     loop = asyncio.new_event_loop()
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(min(switch, SWITCH_S))
     thread = threading.Thread(target=_serve_loop, args=(loop,), name="mcpx-nats", daemon=True)
     thread.start()
     try:
@@ -198,3 +206,4 @@ async def open_bridge() -> AsyncIterator[Bridge]:
         loop.call_soon_threadsafe(loop.stop)
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(thread.join, CLOSE_S)
+        sys.setswitchinterval(switch)

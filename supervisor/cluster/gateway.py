@@ -97,7 +97,7 @@ class Gateway(Service):
             return WireError(Close.GOING_AWAY, "the server is shutting down; no new runs")
         run_id = new_run_id()
         try:
-            journal = await self.mirrors.open(run_id)
+            journal = await self.mirrors.open(run_id, fresh=True)
             # Signed, its caller's environment sealed: a worker runs only what a gateway
             # admitted, and JetStream never holds a secret in the clear (`sealing.py`).
             payload, headers = pack_request(self.key, run_id, message)

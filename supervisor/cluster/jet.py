@@ -67,10 +67,21 @@ class Stored:
     the consumer had yet to deliver after it (0: caught up)."""
 
     data: bytes
-    headers: Mapping[str, str]
+    headers: dict[str, str]
     sequence: int
     pending: int = 0
     subject: str = ""
+
+
+@attrs.frozen
+class Taken:
+    """A request a worker took: the message (to renew or settle), its bytes, how often it
+    was delivered (1: never to another worker), and its headers; read where it arrived."""
+
+    msg: Any
+    data: bytes
+    delivered: int
+    headers: dict[str, str]
 
 
 @attrs.frozen
@@ -301,7 +312,7 @@ class Jet:
 
     # ---- the workers' requests -------------------------------------------------------------
 
-    async def take(self, subject: str, lease_s: float, wait_s: float) -> list[Msg]:
+    async def take(self, subject: str, lease_s: float, wait_s: float) -> list[Taken]:
         """Up to one request, waiting at most `wait_s` for it; none when none came.
         `ClusterDown` when NATS fails the take."""
         if self._workers is None:
@@ -323,7 +334,10 @@ class Jet:
             return []
         except NATS_FAILED as exc:
             raise ClusterDown(f"taking a request: {said(exc)}") from None
-        return msgs
+        return [
+            Taken(msg, bytes(msg.data), msg.metadata.num_delivered, dict(msg.headers or {}))
+            for msg in msgs
+        ]
 
     async def renew(self, msg: Msg) -> None:
         with tolerating("a lease not renewed"):
@@ -344,9 +358,6 @@ class Jet:
         except (TimeoutError, nats.errors.Error) as exc:
             raise ClusterDown(f"the requests stream: {said(exc)}") from None
         return dict(raw.headers or {}).get(Header.MSG_ID) == run_id
-
-    async def delivered(self, msg: Msg) -> tuple[bytes, int, dict[str, str]]:
-        return bytes(msg.data), msg.metadata.num_delivered, dict(msg.headers or {})
 
 
 def _stored(msg: Msg) -> Stored:
@@ -373,6 +384,7 @@ __all__ = [
     "Jet",
     "Published",
     "Stored",
+    "Taken",
     "said",
     "tolerating",
 ]

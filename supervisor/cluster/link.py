@@ -15,7 +15,7 @@ from ..core.backoff import retry_wait_s
 from . import natsconnect, objects
 from .access import NatsAccess
 from .bridge import Bridge, Deliver, open_bridge
-from .jet import ClusterDown, ClusterRefused, Jet, Published, Stored
+from .jet import ClusterDown, ClusterRefused, Jet, Published, Stored, Taken
 from .names import Stream, StreamSpec
 
 __all__ = [
@@ -114,15 +114,12 @@ class Cluster:
     async def reply(self, msg: Any, data: bytes) -> None:
         await self.bridge.call(self.jet.reply, msg, data)
 
-    async def take(self, subject: str, lease_s: float, wait_s: float) -> list[Any]:
+    async def take(self, subject: str, lease_s: float, wait_s: float) -> list[Taken]:
+        """Up to one request (`Taken`: its message, bytes, deliveries and headers)."""
         return await self.bridge.call(self.jet.take, subject, lease_s, wait_s)
 
     async def request_held(self, seq: int, run_id: str) -> bool:
         return await self.bridge.call(self.jet.request_held, seq, run_id)
-
-    async def delivered(self, msg: Any) -> tuple[bytes, int, dict[str, str]]:
-        """A taken request's bytes, how often it was delivered, and its headers."""
-        return await self.bridge.call(self.jet.delivered, msg)
 
     async def renew(self, msg: Any) -> None:
         await self.bridge.call(self.jet.renew, msg)

@@ -13,8 +13,10 @@ the same lapse publish them once between them, and nothing of the lost worker's 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import OrderedDict
+from itertools import accumulate
 from typing import Any, Final
 
 import orjson
@@ -23,6 +25,7 @@ import trio
 from ..core.answers import ANSWERS, AnsweredBy
 from ..core.convert import to_json
 from ..core.frames import (
+    OUTPUT_TYPES,
     Control,
     EndFrame,
     ErrorCause,
@@ -36,13 +39,25 @@ from ..run.journal import FRAME_OVERHEAD, RunJournal
 from ..service.wire import Close, WireError
 from .jet import WRONG_LAST_SEQUENCE, ClusterDown, Stored
 from .link import Cluster, retry_s
-from .names import Header, Stream, control_subject, events_subject, frames_subject, runs_subject
+from .names import (
+    Header,
+    Stream,
+    batch_frames,
+    control_subject,
+    events_subject,
+    frames_subject,
+    runs_subject,
+)
 
 logger = logging.getLogger("mcpx_hooks.cluster")
 
 WORKER_LOST: Final = "worker lost"
 #: A control message to a worker gets this long to go out.
 CONTROL_S: Final = 5.0
+
+
+#: The output types, as the wire says them: the frames a mirror keeps without a look inside.
+_OUTPUT: Final = frozenset(kind.value for kind in OUTPUT_TYPES)
 
 
 def _kind(word: object) -> FrameType | str:
@@ -66,7 +81,9 @@ class MirrorJournal(RunJournal):
         self.begun = trio.Event()
 
     def take(self, message: Stored) -> None:
-        """One message of the run's subject; a duplicate or a stray one is skipped."""
+        """One message of the run's subject: its frames (one, or a batch) kept from the next
+        seq on, in order; a frame already held (a batch sent again) or a stray message is
+        skipped, and nothing is kept after a gap or past `end`."""
         self.last_stream_seq = max(self.last_stream_seq, message.sequence)
         if self.finished or self.refusal is not None:
             return
@@ -75,19 +92,51 @@ class MirrorJournal(RunJournal):
             self.refusal = _refusal(refused, message.data)
             self.begun.set()
             return
-        try:
-            seq = int(message.headers.get(Header.SEQ, ""))
-            wire = orjson.loads(message.data)
-        except (ValueError, orjson.JSONDecodeError):
+        carried = batch_frames(message.headers, message.data)
+        if carried is None:
             logger.warning("run %s: a message that is no frame, skipped", self.run_id)
             return
-        if not isinstance(wire, dict) or seq != len(self.lines):
-            if seq > len(self.lines):
-                logger.warning("run %s: frame %d after %d, skipped", self.run_id, seq, len(self))
+        first, lines = carried
+        held = len(self.lines)
+        if first > held:
+            logger.warning("run %s: frame %d after %d, skipped", self.run_id, first, held)
             return
-        line = bytes(message.data)
-        self._keep((line, len(line) + FRAME_OVERHEAD, _kind(wire.get("type")), wire))  # type: ignore[arg-type]
-        self.begun.set()
+        output: list[bytes] = []  # output frames waiting to be kept at once
+        for line in lines[held - first :]:
+            try:
+                wire = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                logger.warning("run %s: a message that is no frame, skipped", self.run_id)
+                break
+            if not isinstance(wire, dict):
+                break
+            kind = wire.get("type")
+            if kind in _OUTPUT:
+                output.append(line)
+                continue
+            self._keep_output(output)
+            self._keep((line, len(line) + FRAME_OVERHEAD, _kind(kind), wire))  # type: ignore[arg-type]
+            if self.finished:
+                break
+        self._keep_output(output)
+        if len(self.lines) > held:
+            self.begun.set()
+
+    def _keep_output(self, lines: list[bytes]) -> None:
+        """Keeps output frames' lines (emptying `lines`): all but the last at once, the last
+        as any frame is kept, which wakes the readers once for all of them."""
+        if not lines:
+            return
+        *bulk, last = lines
+        if bulk:
+            sizes = [len(line) + 1 for line in bulk]  # with its newline, as `ends` counts
+            self.cost += sum(sizes) + (FRAME_OVERHEAD - 1) * len(bulk)
+            self.lines += bulk
+            sizes[0] += self.ends[-1]
+            self.ends.extend(accumulate(sizes))
+        # (`_keep` looks at a frame's type and fields only for outcomes, hooks and `end`.)
+        self._keep((last, len(last) + FRAME_OVERHEAD, FrameType.STDOUT, {}))
+        lines.clear()
 
     def ask_ids(self) -> set[str]:
         return {
@@ -127,13 +176,14 @@ class Mirrors:
     def __contains__(self, run_id: str) -> bool:
         return run_id in self._runs
 
-    async def open(self, run_id: str) -> MirrorJournal:
-        """The run's mirror once it holds what the stream held when asked."""
+    async def open(self, run_id: str, *, fresh: bool = False) -> MirrorJournal:
+        """The run's mirror once it holds what the stream held when asked. A `fresh` run
+        (its id just made here) has nothing on its subject yet: the stream is not asked."""
         journal = self._runs.get(run_id)
         if journal is None:
             journal = self._runs[run_id] = MirrorJournal(run_id, self.run_bytes)
             self._forget_old()
-            await self.nursery.start(self._fill, journal)
+            await self.nursery.start(self._fill, journal, fresh)
         await journal.caught_up.wait()
         return journal
 
@@ -145,23 +195,27 @@ class Mirrors:
             del self._runs[run_id]
             self._fills.pop(run_id, trio.CancelScope()).cancel()
 
-    async def _fill(self, journal: MirrorJournal, task_status: trio.TaskStatus[None]) -> None:
+    async def _fill(
+        self, journal: MirrorJournal, fresh: bool, task_status: trio.TaskStatus[None]
+    ) -> None:
         with trio.CancelScope() as scope:
             self._fills[journal.run_id] = scope
             try:
-                await self._follow(journal, task_status)
+                await self._follow(journal, fresh, task_status)
             finally:
                 if self._fills.get(journal.run_id) is scope:
                     del self._fills[journal.run_id]
 
-    async def _follow(self, journal: MirrorJournal, task_status: trio.TaskStatus[None]) -> None:
+    async def _follow(
+        self, journal: MirrorJournal, fresh: bool, task_status: trio.TaskStatus[None]
+    ) -> None:
         """Follows the run's subject to its end; a follow cut short (NATS unreachable for
         long) is taken up again from the next stream sequence, so no frame is missed."""
         subject = frames_subject(journal.run_id)
-        try:
-            last = await self.cluster.last(Stream.FRAMES, subject)
-        except ClusterDown:
-            last = None
+        last = None
+        if not fresh:
+            with contextlib.suppress(ClusterDown):
+                last = await self.cluster.last(Stream.FRAMES, subject)
         until = 0 if last is None else last.sequence
         if until == 0:
             journal.caught_up.set()

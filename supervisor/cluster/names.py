@@ -6,8 +6,10 @@ stream config, and `ensure_streams` creates or updates each one at start (idempo
 
 from __future__ import annotations
 
+import bisect
 import enum
 import re
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 import attrs
@@ -62,7 +64,8 @@ def fit(line: bytes, limit: int) -> bytes:
 class Header(enum.StrEnum):
     """The message headers the cluster reads and writes."""
 
-    SEQ = "Mcpx-Seq"  # a frame's `seq` on the frames stream
+    SEQ = "Mcpx-Seq"  # a frame's `seq` on the frames stream (a batch's first frame's)
+    LAST_SEQ = "Mcpx-Seq-Last"  # a batch's last frame's `seq` (`batch_message`)
     LEASE = "Mcpx-Lease-S"  # the worker's lease, on a run's summary
     REFUSED = "Mcpx-Refused"  # a request the worker refused before it ran: the close code
     MSG_ID = "Nats-Msg-Id"  # JetStream drops a second publish with the same id
@@ -130,15 +133,61 @@ def frames_subject(run_id: str) -> str:
 def frame_message(
     run_id: str, seq: int, line: bytes, limit: int
 ) -> tuple[str, bytes, dict[str, str]]:
-    """How a worker publishes frame `seq` of a run (`line`, its wire form): to the run's one
-    subject whatever the frame's type, so the stream keeps the run's order; as one message
-    can carry it (`fit`, `limit` the server's max payload); with its seq, an id that makes a
-    second publish of it a no-op, and, on the first frame, the condition that the run's
-    subject be empty (one worker starts a run). Pure."""
-    headers: dict[str, str] = {Header.SEQ: str(seq), Header.MSG_ID: f"{run_id}.{seq}"}
-    if seq == 0:
+    """Frame `seq` of a run (`line`, its wire form) as a message of its own, as one message
+    can carry it (`fit`): a batch of one (see `batch_message`). Pure."""
+    return frames_subject(run_id), fit(line, limit), _frame_headers(run_id, seq, seq)
+
+
+def batch_message(
+    run_id: str, lines: Sequence[bytes], ends: Sequence[int], at: int, *, limit: int, most: int
+) -> tuple[tuple[str, bytes, dict[str, str]], int]:
+    """How a worker publishes a run's frames from seq `at` on (`lines`, their wire forms by
+    seq; `ends[k]`, the bytes of lines 0..k-1 with a newline after each, as the journal
+    counts them): as one message of at most `most` frames, one line each, to the run's one
+    subject whatever their types, so the stream keeps the run's order. The batch is as long
+    as one message carries (`limit`, the server's max payload): a longer run of frames takes
+    several messages, and a frame too large for one message on its own goes alone, as it
+    can be carried (`fit`). Returns the message and the seq after its last frame. Pure."""
+    hi = min(len(lines), at + most)
+    # The last k with lines at..k-1 within the message: ends[k] - ends[at] - 1 <= room.
+    upto = bisect.bisect_right(ends, ends[at] + limit - HEADROOM + 1, at + 1, hi + 1) - 1
+    if upto == at:
+        upto, carried = at + 1, fit(lines[at], limit)
+    else:
+        carried = b"\n".join(lines[at:upto])
+    headers = _frame_headers(run_id, at, upto - 1)
+    return (frames_subject(run_id), carried, headers), upto
+
+
+def _frame_headers(run_id: str, first: int, last: int) -> dict[str, str]:
+    """A message of frames `first` to `last`: their seqs, an id that makes a second publish
+    of it a no-op, and, on the run's first frame, the condition that the run's subject be
+    empty (one worker starts a run)."""
+    headers: dict[str, str] = {
+        Header.SEQ: str(first),
+        Header.LAST_SEQ: str(last),
+        Header.MSG_ID: f"{run_id}.{first}" if first == last else f"{run_id}.{first}-{last}",
+    }
+    if first == 0:
         headers[Header.LAST_SUBJECT_SEQ] = "0"
-    return frames_subject(run_id), fit(line, limit), headers
+    return headers
+
+
+def batch_frames(headers: Mapping[str, str], data: bytes) -> tuple[int, list[bytes]] | None:
+    """The frames one message of a run's subject carries: its first frame's seq and their
+    lines, in order; None when its headers do not say which (a stray message). A message
+    without `Mcpx-Seq-Last` carries one frame, whatever its bytes. Pure."""
+    try:
+        first = int(headers.get(Header.SEQ, ""))
+        last = int(headers.get(Header.LAST_SEQ, first))
+    except ValueError:
+        return None
+    if Header.LAST_SEQ not in headers:
+        return first, [bytes(data)]
+    lines = bytes(data).split(b"\n")
+    if last - first + 1 != len(lines):
+        return None
+    return first, lines
 
 
 def runs_subject(run_id: str) -> str:

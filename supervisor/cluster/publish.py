@@ -1,5 +1,6 @@
-"""A worker's publishing of one run: its frames to the run's subject, in order, each batch
-until JetStream has it, and its summary to the runs stream (see `worker.py`)."""
+"""A worker's publishing of one run: its frames to the run's subject, in order, many frames
+to a message (`names.batch_message`), each batch until JetStream has it, and its summary to
+the runs stream (see `worker.py`)."""
 
 from __future__ import annotations
 
@@ -16,14 +17,14 @@ from ..run.scriptrun import Run
 from .artifacts import store_artifacts
 from .jet import WRONG_LAST_SEQUENCE, ClusterDown
 from .link import Cluster, retry_s
-from .names import Header, frame_message, runs_subject
+from .names import Header, batch_message, runs_subject
 
 logger = logging.getLogger("mcpx_hooks.worker")
 
 #: A batch of frames not acknowledged within this is sent again (ids make it idempotent).
 PUBLISH_S: Final = 5.0
-#: Frames in one batch at most.
-BATCH: Final = 256
+#: Frames in one message at most (and within the server's max payload, `batch_message`).
+BATCH: Final = 4096
 #: Batches in flight (sent, their acks not yet in) at most.
 WINDOW: Final = 8
 
@@ -38,30 +39,38 @@ class Publisher:
         self.artifact_bytes = 0
 
     async def publish(self, run: Run) -> None:
-        """The run's frames to its subject in order; its summary once it has begun and once
-        it has ended. The first batch (the run's claim) is sent alone until acknowledged;
-        then up to `WINDOW` batches are in flight at once. A batch not acknowledged is sent
-        again from its first frame, with all after it (ids make a frame sent twice stored
-        once). A batch's artifacts are stored in the bucket before it is sent."""
+        """The run's frames to its subject in order, as many to a message as there are
+        waiting (up to `BATCH`, within the server's max payload); its summary once it has
+        begun and once it has ended. The first batch (the run's claim) is sent alone until
+        acknowledged; then up to `WINDOW` batches are in flight at once. A batch not
+        acknowledged is sent again, with all after it, cut where it was cut before (the
+        same ids: a batch sent twice is stored once). A batch's artifacts are stored in the
+        bucket before it is sent."""
         journal, run_id = run.journal, run.request.run_id
         stored: set[str] = set()
         at = 0
         inflight: collections.deque[tuple[int, list[Any]]] = collections.deque()
+        #: Where each batch not known to be stored ends, by its first seq.
+        cuts: dict[int, int] = {}
         failures = 0  # in a row: an ack starts them again
         while True:
             if at < len(journal) and len(inflight) < WINDOW:
-                upto = min(len(journal), at + BATCH)
-                lines = journal.lines[at:upto]
-                await store_artifacts(self.cluster, journal, lines, self.artifact_bytes, stored)
-                batch = self._batch(journal, at, upto)
+                most = cuts.get(at, at + BATCH) - at
+                message, upto = batch_message(
+                    run_id, journal.lines, journal.ends, at, limit=self.max_payload, most=most
+                )
+                cuts[at] = upto
+                framed = message[1]
+                await store_artifacts(self.cluster, journal, framed, self.artifact_bytes, stored)
                 if at == 0:
-                    if not await self.send(batch, run_id):
+                    if not await self.send([message], run_id):
                         run.cancel()  # another worker began this run: this one publishes nothing
                         return
+                    del cuts[at]
                     await self.summary(journal)
                 else:
                     try:
-                        inflight.append((at, await self.cluster.send_many(batch)))
+                        inflight.append((at, await self.cluster.send_many([message])))
                     except ClusterDown as exc:
                         failures += 1
                         at = await self._rewind(inflight, at, run_id, exc, failures)
@@ -73,6 +82,7 @@ class Publisher:
                     with trio.fail_after(PUBLISH_S):
                         await self.cluster.acked(handles)
                     inflight.popleft()
+                    del cuts[first]
                     failures = 0
                 except (ClusterDown, trio.TooSlowError) as exc:
                     failures += 1
@@ -82,14 +92,6 @@ class Publisher:
             else:
                 await journal.wait_past(at)
         await self.summary(journal)
-
-    def _batch(
-        self, journal: RunJournal, at: int, upto: int
-    ) -> list[tuple[str, bytes, dict[str, str]]]:
-        return [
-            frame_message(journal.run_id, seq, journal.lines[seq], self.max_payload)
-            for seq in range(at, upto)
-        ]
 
     async def _rewind(
         self,

@@ -44,7 +44,7 @@ from ..service.roots import release_cwd
 from ..service.wire import Close, WireError, encode
 from .access import INSECURE_WARNING, NatsAccess
 from .events import forward_events
-from .jet import ClusterDown
+from .jet import ClusterDown, Taken
 from .link import Cluster, open_cluster, retry_s
 from .mirror import MirrorJournal, publish_ending
 from .names import (
@@ -125,35 +125,34 @@ class Worker:
         for run in list(self.active.values()):
             run.cancel()
 
-    async def _take(self, msg: Any, slots: trio.Semaphore) -> None:
+    async def _take(self, taken: Taken, slots: trio.Semaphore) -> None:
         try:
-            await self._serve_request(msg)
+            await self._serve_request(taken)
         except* Exception as group:
             # A bug here must not come back with every delivery: the request is settled,
             # and its client told, unless its run had begun (then it has its `end`).
             logger.error("a request failed: %s", bug_summary(group))
             logger.debug("a request failed", exc_info=group)
             with trio.CancelScope(shield=True), trio.move_on_after(PUBLISH_S):
-                await self._give_up(msg, bug_summary(group))
+                await self._give_up(taken, bug_summary(group))
         finally:
             slots.release()
 
-    async def _give_up(self, msg: Any, why: str) -> None:
+    async def _give_up(self, taken: Taken, why: str) -> None:
         try:
-            data, _, _ = await self.cluster.delivered(msg)
-            run_id = named_run(data)
+            run_id = named_run(taken.data)
             if run_id is not None and not await self.cluster.last(
                 Stream.FRAMES, frames_subject(run_id)
             ):
                 error = WireError(Close.TRY_AGAIN, f"the worker could not run the request: {why}")
                 await self._refuse(run_id, error)
-            await self.cluster.settle(msg)
+            await self.cluster.settle(taken.msg)
         except ClusterDown as exc:
             logger.warning("a failed request is not settled: %s", exc)
 
-    async def _serve_request(self, msg: Any) -> None:
-        data, _, headers = await self.cluster.delivered(msg)
-        unpacked = unpack_request(self.key, data, headers)
+    async def _serve_request(self, taken: Taken) -> None:
+        msg = taken.msg
+        unpacked = unpack_request(self.key, taken.data, taken.headers)
         run_id, text = unpacked.run_id, unpacked.text
         if run_id is None:
             logger.warning("a queued message that is no request, dropped")
@@ -171,8 +170,10 @@ class Worker:
             await self.cluster.settle(msg)
             return
         # Begun already: a lost worker's run (delivered again), or one whose lease lapsed
-        # while this worker did not hear (a stale delivery): never run twice.
-        if await self.cluster.last(Stream.FRAMES, frames_subject(run_id)):
+        # while this worker did not hear (a stale delivery): never run twice. A request
+        # delivered for the first time has begun nowhere (and its first frame is published
+        # only onto an empty subject, whatever happens).
+        if taken.delivered > 1 and await self.cluster.last(Stream.FRAMES, frames_subject(run_id)):
             await self.cluster.settle(msg)  # a lost worker's run: never run twice
             return
         async with trio.open_nursery() as lease:
