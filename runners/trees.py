@@ -7,14 +7,16 @@ translation between namespaces.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import errno
 import os
 import signal
 import socket
+import time
 from typing import TYPE_CHECKING
 
-from .protocol import KILL, TERM, command
+from .protocol import KILL, TERM, command, send_started
 from .start import StartError
 
 if TYPE_CHECKING:
@@ -131,6 +133,7 @@ class Tree:
     """One child in pidns mode: PID 1 of its own namespace, so its tree is that namespace."""
 
     __slots__ = (
+        "announce_at",
         "cgroup",
         "collect",
         "ctrl",
@@ -158,6 +161,8 @@ class Tree:
         self.overflow = False
         #: The memory cgroup it runs in (`memcg.py`), or None.
         self.cgroup: Cgroup | None = None
+        #: When its held "started" is due (`Held`); 0: said, or never held.
+        self.announce_at = 0.0
 
     def pump(self, fd: int, *, drain: bool = False) -> bool:
         """Moves what stdout or stderr `fd` holds to its memfd (all of it, `drain`: the tree
@@ -190,6 +195,7 @@ class Tree:
         """Carries out what the owner sent on the control socket; True when the owner is
         gone (the tree is then killed, to be reaped without a report)."""
         assert self.ctrl is not None
+        announce(self)  # (held: the owner acting on it gets its pidfd first)
         try:
             msg = self.ctrl.recv(4096, socket.MSG_DONTWAIT)
         except (BlockingIOError, InterruptedError):
@@ -213,3 +219,46 @@ class Tree:
     def terminate(self) -> None:
         """SIGTERM as if this init were an ordinary process (`terminate_init`)."""
         terminate_init(self.host, self.pidfd)
+
+
+#: How long a collected child runs before its owner hears "started" (`Held`).
+ANNOUNCE_AFTER_S = 1.0
+
+
+class Held:
+    """The "started" reports held back: a `"collect"` request's owner only waits for the exit
+    report, so a child that ends within `ANNOUNCE_AFTER_S` never has one (its exit report
+    says its pid): one message and one wake-up of its owner, not two. One that runs longer
+    is announced then, with its pidfd, as any other; at once when its owner sends a command
+    first (it is acting on the child: a timeout)."""
+
+    def __init__(self) -> None:
+        self.trees: collections.deque[Tree] = collections.deque()
+
+    def started(self, tree: Tree, *, held: bool) -> None:
+        """Says "started" for `tree` now, or, `held`, when it is due."""
+        if not held:
+            assert tree.ctrl is not None
+            send_started(tree.ctrl, tree.host, pidfd=tree.pidfd)
+            return
+        tree.announce_at = time.monotonic() + ANNOUNCE_AFTER_S
+        self.trees.append(tree)
+
+    def wait(self, wait: float) -> float:
+        """An epoll timeout (seconds, -1: none) that is not past the next one due."""
+        if not self.trees:
+            return wait
+        due = max(0.0, self.trees[0].announce_at - time.monotonic())
+        return due if wait < 0 else min(wait, due)
+
+    def announce_due(self) -> None:
+        now = time.monotonic()
+        while self.trees and self.trees[0].announce_at <= now:
+            announce(self.trees.popleft())
+
+
+def announce(tree: Tree) -> None:
+    """Says "started" for `tree` if it was held and its owner is still there."""
+    if tree.announce_at and tree.ctrl is not None:
+        send_started(tree.ctrl, tree.host, pidfd=tree.pidfd)
+    tree.announce_at = 0.0
