@@ -340,6 +340,7 @@ class PidNsSpawner:
         pid, status, usage = os.wait4(tree.pid, os.WNOHANG)
         if pid == 0:
             return
+        self.held.forget(tree)
         # The init is reaped only after everything else in its namespace is gone. What this
         # loop held of the tree goes before the report (only what the report carries after).
         self.epoll.unregister(tree.pidfd)

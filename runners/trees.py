@@ -233,7 +233,8 @@ class Held:
     first (it is acting on the child: a timeout)."""
 
     def __init__(self) -> None:
-        self.trees: collections.deque[Tree] = collections.deque()
+        #: In the order they are due (each is held as long); taken from either end at once.
+        self.trees: collections.OrderedDict[Tree, None] = collections.OrderedDict()
 
     def started(self, tree: Tree, *, held: bool) -> None:
         """Says "started" for `tree` now, or, `held`, when it is due."""
@@ -242,19 +243,23 @@ class Held:
             send_started(tree.ctrl, tree.host, pidfd=tree.pidfd)
             return
         tree.announce_at = time.monotonic() + ANNOUNCE_AFTER_S
-        self.trees.append(tree)
+        self.trees[tree] = None
+
+    def forget(self, tree: Tree) -> None:
+        """`tree` is reaped: nothing to announce."""
+        self.trees.pop(tree, None)
 
     def wait(self, wait: float) -> float:
         """An epoll timeout (seconds, -1: none) that is not past the next one due."""
         if not self.trees:
             return wait
-        due = max(0.0, self.trees[0].announce_at - time.monotonic())
+        due = max(0.0, next(iter(self.trees)).announce_at - time.monotonic())
         return due if wait < 0 else min(wait, due)
 
     def announce_due(self) -> None:
         now = time.monotonic()
-        while self.trees and self.trees[0].announce_at <= now:
-            announce(self.trees.popleft())
+        while self.trees and next(iter(self.trees)).announce_at <= now:
+            announce(self.trees.popitem(last=False)[0])
 
 
 def announce(tree: Tree) -> None:
