@@ -8,7 +8,10 @@ starts with `_`): a tool to read before cutting anything.
 Each stage is wrapped in a `perf_counter` pair (a few microseconds each, counted in the
 stage); the hooks run one after another after 50 unmeasured ones, and each stage prints its
 mean per hook (or per run). The spawner is another process: what it does shows here as the
-supervisor's wait for its `started` report and then for the exit report.
+supervisor's wait for its first report and then for the exit report. A hook's child is
+collected (`Spawner.open_child(collect=)`): its "started" is held back while it is short, so
+its first report is the exit report, and the second wait is empty; a script's first report
+is "started".
 """
 
 from __future__ import annotations
@@ -82,8 +85,9 @@ def instrument() -> None:
     hookframe.hook_input = timed("supervisor: hook input", hookframe.hook_input)
     sp, ch = spawner.Spawner, child.Child
     sp._request = atimed("supervisor: request built, sent", sp._request)  # type: ignore[method-assign]
-    ch._wait_started = atimed("spawner: until 'started' came", ch._wait_started)  # type: ignore[method-assign]
-    ch.wait = atimed("child runs, until its exit report", ch.wait)  # type: ignore[method-assign]
+    first = atimed("spawner, child: until the first report", ch._wait_started)
+    ch._wait_started = first  # type: ignore[method-assign]
+    ch.wait = atimed("then until the exit report", ch.wait)  # type: ignore[method-assign]
     finished = timed("supervisor: output read, frame built", hookframe.FrameBuilder.finished)
     hookframe.FrameBuilder.finished = finished  # type: ignore[method-assign]
 

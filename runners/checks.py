@@ -184,6 +184,19 @@ def rlimits(value: object) -> tuple[list[tuple[int, int, int]], dict[int, str]]:
     limits: list[tuple[int, int, int]] = []
     names: dict[int, str] = {}
     for i, item in enumerate(value):
+        if type(item) is list and len(item) == 3:  # what the supervisor sends: no messages
+            name, soft, hard = item
+            number = _LIMIT_NUMBERS.get(name) if type(name) is str else None
+            if (
+                number is not None
+                and type(soft) is int  # (not a bool: what `integer` takes)
+                and type(hard) is int
+                and -1 <= soft <= LARGEST
+                and -1 <= hard <= LARGEST
+            ):
+                limits.append((number, soft, hard))
+                names[number] = name
+                continue
         where = f"rlimits[{i}]"
         if not (isinstance(item, list) and len(item) == 3):
             raise bad(f"{where}: not [name, soft, hard]")

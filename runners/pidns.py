@@ -37,11 +37,10 @@ from .protocol import (
     fail,
     recv_request,
     send,
-    send_started,
 )
 from .spawnreq import Request
 from .start import BAD_INPUT, StartError, fork_exec, resolve, start_failed
-from .trees import Tree, UidPool, host_pid
+from .trees import Held, Tree, UidPool, host_pid
 from .warmpool import WarmPool
 
 
@@ -61,6 +60,7 @@ class PidNsSpawner:
         self.raise_hard = full_uid_map() and has_capability(CAP_SYS_RESOURCE)
         self.epoll = select.epoll()
         self.trees: dict[int, Tree] = {}  # by pidfd and by control socket fd
+        self.held = Held()
         requests.setblocking(False)
         self.epoll.register(requests.fileno(), select.EPOLLIN)
         self.epoll.register(LIFELINE_FD, select.EPOLLIN)
@@ -81,13 +81,14 @@ class PidNsSpawner:
         """Returns at end of file on the lifeline, having killed and reaped every tree."""
         try:
             while True:
+                self.held.announce_due()
                 cgroups = memcg.STATE.hierarchy
                 pending = cgroups is not None and cgroups.pending
                 try:
                     # Idle (nothing ready at once): fork what waits for module requests, and
                     # remove finished trees' cgroups (not on a request's way; soon, idle).
                     wait = 0 if self.warm.wanted() else memcg.SWEEP_AFTER_S if pending else -1
-                    events = self.epoll.poll(wait)
+                    events = self.epoll.poll(self.held.wait(wait))
                 except InterruptedError:
                     continue
                 if cgroups is not None and (not events or cgroups.overdue()):
@@ -205,7 +206,7 @@ class PidNsSpawner:
             tree.cgroup = spawned.cgroup  # (its OOM notifications kill the tree)
             self.trees[tree.cgroup.event] = tree
             self.epoll.register(tree.cgroup.event, select.EPOLLIN)
-        send_started(ctrl, tree.host, pidfd=pidfd)
+        self.held.started(tree, held=req.collect is not None)
         self.trees[pidfd] = self.trees[ctrl.fileno()] = tree
         self.epoll.register(pidfd, select.EPOLLIN)
         self.epoll.register(ctrl.fileno(), select.EPOLLIN)
@@ -339,6 +340,7 @@ class PidNsSpawner:
         pid, status, usage = os.wait4(tree.pid, os.WNOHANG)
         if pid == 0:
             return
+        self.held.forget(tree)
         # The init is reaped only after everything else in its namespace is gone. What this
         # loop held of the tree goes before the report (only what the report carries after).
         self.epoll.unregister(tree.pidfd)
@@ -360,7 +362,7 @@ class PidNsSpawner:
             if output.pipe >= 0:
                 self._read_output(tree, output.pipe, drain=True)
         if tree.ctrl is not None:
-            report = exit_report(status, usage)
+            report = exit_report(status, usage, tree.host)
             if over_memory:
                 report["overMemory"] = True
             if tree.collect is None:

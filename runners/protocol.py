@@ -163,15 +163,22 @@ def _send_bytes(ctrl: socket.socket, data: bytes) -> None:
         ctrl.send(data, socket.MSG_DONTWAIT)
 
 
-def exit_report(status: int, usage: resource.struct_rusage) -> dict[str, Any]:
+def exit_report(
+    status: int, usage: resource.struct_rusage, pid: int | None = None
+) -> dict[str, Any]:
+    """The "exit" report; with the child's host `pid` where its "started" may have been held
+    (`trees.Held`)."""
     code = os.waitstatus_to_exitcode(status)
-    return {
+    report = {
         "event": "exit",
         "code": code if code >= 0 else None,
         "signal": -code if code < 0 else None,
         "cpuMs": round((usage.ru_utime + usage.ru_stime) * 1000),
         "maxRssKb": usage.ru_maxrss,
     }
+    if pid is not None:
+        report["pid"] = pid
+    return report
 
 
 #: What the owner may say on a control socket (`command`): SIGTERM the tree (pidns mode: as

@@ -56,7 +56,8 @@ socket (SOCK_SEQPACKET), the rest are the child's fds, placed at the numbers lis
                                          pidns: the child's pidfd attached, to SIGKILL it)
                        {"event": "error", "message": "..."}           (could not start)
                        {"event": "exit", "code": C|null, "signal": S|null,
-                        "cpuMs": n, "maxRssKb": n}                    (tree gone, all reaped)
+                        "cpuMs": n, "maxRssKb": n, "pid": P}          (tree gone, all reaped;
+                                         "pid" in pidns mode)
   supervisor → spawner {"cmd": "term"}   SIGTERM to the tree (see above for pidns)
                        {"cmd": "kill"}   SIGKILL to the tree
                        end of file       the owner is gone: SIGKILL the tree, no report
@@ -78,7 +79,10 @@ no message, so no wake-up of the owner on the way.
 2; the spawner makes those pipes, splices what the child writes into memfds (stdout up to CAP,
 past it the tree is killed; the last TAIL bytes of stderr), and sends them with the exit report:
 `"stdout"`/`"stderr"` (bytes read), `"stderrRing"`, `"overflow"`, `"memfds"` (which are
-attached, in order). The owner then watches one socket per child instead of three fds.
+attached, in order). The owner then watches one socket per child instead of three fds, and
+only waits for the exit: such a child's "started" is held back (`trees.Held`) until it has run
+for `trees.ANNOUNCE_AFTER_S`, or its owner sends a command; one that ends before is heard of
+once, its exit report saying its pid.
 
 `maxRssKb` includes the spawner's own resident size at exec time (the kernel carries the
 high-water mark of the vfork'd or forked memory over exec).

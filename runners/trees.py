@@ -7,14 +7,16 @@ translation between namespaces.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import errno
 import os
 import signal
 import socket
+import time
 from typing import TYPE_CHECKING
 
-from .protocol import KILL, TERM, command
+from .protocol import KILL, TERM, command, send_started
 from .start import StartError
 
 if TYPE_CHECKING:
@@ -131,6 +133,7 @@ class Tree:
     """One child in pidns mode: PID 1 of its own namespace, so its tree is that namespace."""
 
     __slots__ = (
+        "announce_at",
         "cgroup",
         "collect",
         "ctrl",
@@ -158,6 +161,8 @@ class Tree:
         self.overflow = False
         #: The memory cgroup it runs in (`memcg.py`), or None.
         self.cgroup: Cgroup | None = None
+        #: When its held "started" is due (`Held`); 0: said, or never held.
+        self.announce_at = 0.0
 
     def pump(self, fd: int, *, drain: bool = False) -> bool:
         """Moves what stdout or stderr `fd` holds to its memfd (all of it, `drain`: the tree
@@ -190,6 +195,7 @@ class Tree:
         """Carries out what the owner sent on the control socket; True when the owner is
         gone (the tree is then killed, to be reaped without a report)."""
         assert self.ctrl is not None
+        announce(self)  # (held: the owner acting on it gets its pidfd first)
         try:
             msg = self.ctrl.recv(4096, socket.MSG_DONTWAIT)
         except (BlockingIOError, InterruptedError):
@@ -213,3 +219,51 @@ class Tree:
     def terminate(self) -> None:
         """SIGTERM as if this init were an ordinary process (`terminate_init`)."""
         terminate_init(self.host, self.pidfd)
+
+
+#: How long a collected child runs before its owner hears "started" (`Held`).
+ANNOUNCE_AFTER_S = 1.0
+
+
+class Held:
+    """The "started" reports held back: a `"collect"` request's owner only waits for the exit
+    report, so a child that ends within `ANNOUNCE_AFTER_S` never has one (its exit report
+    says its pid): one message and one wake-up of its owner, not two. One that runs longer
+    is announced then, with its pidfd, as any other; at once when its owner sends a command
+    first (it is acting on the child: a timeout)."""
+
+    def __init__(self) -> None:
+        #: In the order they are due (each is held as long); taken from either end at once.
+        self.trees: collections.OrderedDict[Tree, None] = collections.OrderedDict()
+
+    def started(self, tree: Tree, *, held: bool) -> None:
+        """Says "started" for `tree` now, or, `held`, when it is due."""
+        if not held:
+            assert tree.ctrl is not None
+            send_started(tree.ctrl, tree.host, pidfd=tree.pidfd)
+            return
+        tree.announce_at = time.monotonic() + ANNOUNCE_AFTER_S
+        self.trees[tree] = None
+
+    def forget(self, tree: Tree) -> None:
+        """`tree` is reaped: nothing to announce."""
+        self.trees.pop(tree, None)
+
+    def wait(self, wait: float) -> float:
+        """An epoll timeout (seconds, -1: none) that is not past the next one due."""
+        if not self.trees:
+            return wait
+        due = max(0.0, next(iter(self.trees)).announce_at - time.monotonic())
+        return due if wait < 0 else min(wait, due)
+
+    def announce_due(self) -> None:
+        now = time.monotonic()
+        while self.trees and next(iter(self.trees)).announce_at <= now:
+            announce(self.trees.popitem(last=False)[0])
+
+
+def announce(tree: Tree) -> None:
+    """Says "started" for `tree` if it was held and its owner is still there."""
+    if tree.announce_at and tree.ctrl is not None:
+        send_started(tree.ctrl, tree.host, pidfd=tree.pidfd)
+    tree.announce_at = 0.0

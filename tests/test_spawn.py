@@ -234,6 +234,60 @@ async def test_stderr_keeps_only_the_tail(spawner: Spawner, collect: bool, lines
     assert out.exit_code == 0
 
 
+def pidns_only(spawner: Spawner) -> None:
+    if spawner.mode != "pidns":
+        pytest.skip("the spawner collects output in pidns mode only")
+
+
+async def test_collected_short_child_is_heard_of_once_at_its_exit(spawner: Spawner) -> None:
+    pidns_only(spawner)
+    messages: list[str] = []
+    with trio.fail_after(30):
+        async with spawner.open_child(spec(("true",)), kill_grace=GRACE, collect=(CAP, 4096)) as c:
+            recv = c._link.recv
+
+            async def spy() -> dict[str, object] | None:
+                msg = await recv()
+                messages.append(str(msg and msg["event"]))
+                return msg
+
+            c._link.recv = spy  # type: ignore[method-assign]
+            # Held back: the exit report came first, and brought the pid.
+            assert c.outcome.exited and c.outcome.pid is not None and c._pidfd is None
+            out = await c.communicate(b"", CAP, 4096)
+    assert (out.exit_code, out.killed, messages) == (0, False, [])
+
+
+async def test_collected_child_running_on_is_announced_with_its_pidfd(spawner: Spawner) -> None:
+    pidns_only(spawner)
+    code = "import time; time.sleep(1.5)"
+    with trio.fail_after(30):
+        async with spawner.open_child(spec(py(code)), kill_grace=GRACE, collect=(CAP, 4096)) as c:
+            assert not c.outcome.exited  # "started" came, after `ANNOUNCE_AFTER_S`
+            assert c.outcome.pid is not None and c._pidfd is not None
+            out = await c.communicate(b"", CAP, 4096)
+    assert (out.exit_code, out.exited) == (0, True)
+
+
+async def test_collected_child_cut_short_before_it_was_heard_of_keeps_its_tail(
+    spawner: Spawner, marker: Marker
+) -> None:
+    """A timeout while `open_child` still waits (no "started": held back) still kills and
+    reaps the tree, and the `outcome` given to it has what the tree wrote."""
+    pidns_only(spawner)
+    code = SETSID_TREE.replace('"ready"', '"last words", file=sys.stderr')
+    outcome = Outcome()
+    with trio.move_on_after(0.5) as scope:
+        async with spawner.open_child(
+            spec(py(code, marker)), kill_grace=GRACE, collect=(CAP, 4096), outcome=outcome
+        ):
+            raise AssertionError("not reached: the child runs past the deadline")
+    assert scope.cancelled_caught
+    assert outcome.killed and outcome.exited and outcome.pid is not None
+    assert b"last words" in outcome.stderr_tail
+    assert marker.alive() == []
+
+
 async def test_extra_fd_and_nothing_else_is_inherited(spawner: Spawner) -> None:
     code = """
         import os

@@ -107,12 +107,16 @@ def hook_variables(facts: HookFacts) -> dict[str, str]:
     """The table's variables for one hook, in the table's order: those its phase gets
     (`when`) and that it has a value for."""
     out: dict[str, str] = {}
-    for variable in VARIABLES:
-        limited_to = _WHEN_PHASE.get(variable.when)
-        value = getattr(facts, fact_of(variable))
+    for name, fact, limited_to in _FACTS:
+        value = getattr(facts, fact)
         if value is not None and limited_to in (None, facts.phase):
-            out[variable.name] = str(value)
+            out[name] = str(value)
     return out
+
+
+#: Each variable's name, `HookFacts` field and the phase it is limited to (None: any), worked
+#: out once: this is on every hook's way.
+_FACTS: Final = tuple((v.name, fact_of(v), _WHEN_PHASE.get(v.when)) for v in VARIABLES)
 
 
 def base_environment(parent: Mapping[str, str], scratch: str) -> dict[str, str]:

@@ -99,6 +99,7 @@ class Child:
         stdin: trio.lowlevel.FdStream | None,
         outputs: tuple[trio.lowlevel.FdStream, trio.lowlevel.FdStream] | None,
         extra: Sequence[trio.lowlevel.FdStream],
+        outcome: Outcome | None = None,
     ) -> None:
         self._link = link
         self.stdin = stdin
@@ -106,7 +107,7 @@ class Child:
         self.collected = outputs is None
         #: Extra channels the caller asked for (read ends), e.g. a frames fd.
         self.extra = tuple(extra)
-        self.outcome = Outcome()
+        self.outcome = Outcome() if outcome is None else outcome
         self.keeper: int | None = None
         self._exit_seen = trio.Event()
         #: Whether a keeper said it took the request (it may start the child from then on).
@@ -149,6 +150,8 @@ class Child:
             self._pidfd = msg.get("pidfd")
             return
         if msg is not None and event == "exit":
+            if "pid" in msg:  # (a collected child's "started" may never have come)
+                self.outcome.pid = msg["pid"]
             self.outcome.exit_code = msg["code"]
             self.outcome.signal = msg["signal"]
             self.outcome.cpu_ms = msg["cpuMs"]
@@ -164,8 +167,9 @@ class Child:
         self._exit_seen.set()
 
     async def _wait_started(self) -> None:
-        """Returns once the child started, or once it is lost: the spawner went away after
-        it took the request, so the child may have run (`Outcome.lost`; never started again).
+        """Returns once the child started, or ended (a collected child whose "started" the
+        spawner held back), or once it is lost: the spawner went away after it took the
+        request, so the child may have run (`Outcome.lost`; never started again).
         Raises `SpawnerGone` when the spawner went away before it took the request (nothing
         ran: safe to send again), `SpawnError` when it could not start."""
         while True:
@@ -176,7 +180,7 @@ class Child:
                     return
                 raise SpawnerGone("the spawner went away before the child started")
             event = msg.get("event")
-            if event == "started":
+            if event in ("started", "exit"):
                 return
             if event != "accepted":
                 raise SpawnError(str(msg.get("message", msg)))

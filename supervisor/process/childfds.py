@@ -13,7 +13,7 @@ import attrs
 import trio
 
 from ..core.errors import SpawnError
-from .child import Child, SpawnerLink
+from .child import Child, Outcome, SpawnerLink
 
 
 @attrs.define
@@ -73,12 +73,12 @@ class ChildFds:
             os.close(fd)
         self.ours = []
 
-    def child(self, link: SpawnerLink) -> Child:
+    def child(self, link: SpawnerLink, outcome: Outcome) -> Child:
         streams = [trio.lowlevel.FdStream(fd) for fd in self.ours]
         self.ours = []
         stdin = streams.pop(0) if self.writer else None
         out = (streams.pop(0), streams.pop(0)) if self.outputs else None
-        child = Child(link, stdin, out, streams)
+        child = Child(link, stdin, out, streams, outcome)
         child._unwritten = self.unwritten
         return child
 

@@ -134,6 +134,7 @@ class Spawner:
         stdin_data: bytes = b"",
         extra_fds: Sequence[int] = (),
         collect: tuple[int, int] | None = None,
+        outcome: Outcome | None = None,
     ) -> AsyncIterator[Child]:
         """Starts a child; on exit its whole tree is gone and reaped, whatever happened.
 
@@ -146,13 +147,22 @@ class Spawner:
         both into memfds and sends them with the exit report (pidns mode; else ignored). Its
         environment is exactly `spec.env`. A block left early (timeout, cancellation, error)
         gives the tree SIGTERM, then SIGKILL after `kill_grace` seconds, shielded; one left
-        normally, whatever still runs. Raises `SpawnError` when the child cannot start."""
+        normally, whatever still runs. Raises `SpawnError` when the child cannot start.
+
+        A collected child that ends soon is heard of once, at its exit (the spawner holds its
+        "started" back, `runners/trees.py` `Held`): it may have run to its end before this
+        block is entered, or been cut short by a timeout before it is; `outcome`, when given,
+        is the `Child.outcome` that says what it did either way."""
         if self.mode != "pidns":
             collect = None
-        child = await self._start(spec, stdin_data or stdin, extra_fds, kill_grace, collect)
+        outcome = Outcome() if outcome is None else outcome
         if spec.sandbox is not None and spec.sandbox.memory_bytes:
-            child.outcome.memory_mb = spec.sandbox.memory_bytes // MB
-            child.outcome.memory_cgroup = self.memory.get("by") == "cgroup"
+            outcome.memory_mb = spec.sandbox.memory_bytes // MB
+            outcome.memory_cgroup = self.memory.get("by") == "cgroup"
+        stdin_arg = stdin_data or stdin
+        child = await self._start(
+            spec, stdin_arg, extra_fds, kill_grace, collect=collect, outcome=outcome
+        )
         try:
             yield child
         finally:
@@ -169,9 +179,12 @@ class Spawner:
         stdin: bool | bytes,
         extra_fds: Sequence[int],
         kill_grace: float,
+        *,
         collect: tuple[int, int] | None,
+        outcome: Outcome,
     ) -> Child:
-        """A started child; once more on a new spawner if the spawner died before it."""
+        """A started child (or, collected, one that ended); once more on a new spawner if the
+        spawner died before it."""
         for attempt in (1, 2):
             generation = self.restarts
             if self._proc.poll() is not None:
@@ -179,7 +192,7 @@ class Spawner:
                 generation = self.restarts
             child: Child | None = None
             try:
-                child = await self._request(spec, stdin, extra_fds, collect)
+                child = await self._request(spec, stdin, extra_fds, collect, outcome)
                 await child._wait_started()
                 return child
             except SpawnerGone as exc:
@@ -203,6 +216,7 @@ class Spawner:
         stdin: bool | bytes,
         extra_fds: Sequence[int],
         collect: tuple[int, int] | None,
+        outcome: Outcome,
     ) -> Child:
         """Sends the spawn request; the child's pipes and control socket, not yet started.
         `stdin`: False for /dev/null, True for a pipe, bytes for a pipe holding them."""
@@ -236,7 +250,7 @@ class Spawner:
             keeper_end.close()
             fds.close_theirs()
         taken = functools.partial(self._taken.reached, number)
-        return fds.child(SpawnerLink(trio.socket.from_stdlib_socket(mine), taken))
+        return fds.child(SpawnerLink(trio.socket.from_stdlib_socket(mine), taken), outcome)
 
     async def _send_request(self, request: bytes, rights: list[tuple[int, int, bytes]]) -> int:
         """Sends one request; returns its number, counting from 1 for this spawner, in the

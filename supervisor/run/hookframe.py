@@ -141,10 +141,10 @@ async def run_child(
     outcome = Outcome()
     with trio.move_on_after(hook.timeout_ms / 1000) as deadline:
         caps = (hook.max_output_bytes, STDERR_TAIL_BYTES)
+        kill_grace = hook.kill_grace_ms / 1000
         async with spawner.open_child(
-            spec, kill_grace=hook.kill_grace_ms / 1000, stdin_data=stdin, collect=caps
+            spec, kill_grace=kill_grace, stdin_data=stdin, collect=caps, outcome=outcome
         ) as child:
-            outcome = child.outcome
             await child.communicate(b"", *caps)
     return outcome, deadline.cancelled_caught
 
