@@ -4,9 +4,12 @@
 
 The whole per-hook path: `run_hook` (clamp, scratch directory, environment, JSON input on
 stdin, spawn, output read and parsed, hook frame), profile `none`, against the bare spawn in
-the same process, interleaved in rounds; medians over every sample. Goal: ratio <= 1.3
-(issues 2 and 6). Printed beside it, for context, from the same rounds: the peer a user would
-write instead, `trio.run_process` of /bin/true, and the hook as a ratio to it.
+the same process, interleaved in rounds; medians over every sample. Goal: ratio <= 1.8 (issue
+27; it was 1.3 from issues 2 and 6, which the measured critical path in docs/internals/bench.md
+shows below this design's floor: a bare spawn, two more wake-ups of a sleeping process, and the
+supervisor's and the spawner's own steps on the way). Printed beside it, for context, from the
+same rounds: the peer a user would write instead, `trio.run_process` of /bin/true, and the hook
+as a ratio to it.
 
 Then, for context, where a hook's time goes (`--breakdown N` more hooks, one after another):
 CPU per hook of the supervisor (this process), of the spawner, and of the hooks themselves
@@ -40,7 +43,7 @@ from mcpx_hooks.supervisor.process.spawner import Spawner, open_spawner
 from mcpx_hooks.supervisor.run.hookcontext import HookContext
 from mcpx_hooks.supervisor.run.hookrun import run_hook
 
-GOAL = 1.3
+GOAL = 1.8
 HOOK = Hook(
     name="true",
     on="script",

@@ -16,12 +16,12 @@ Memory and fds, sampled every 0.25 s during each wave: this process's RSS (the s
 trio, the hooks' tasks, pipes; and its lifetime peak from `getrusage`), the spawner's RSS
 (`Spawner.pid`), and both processes' open fds.
 
-Goal (issue 6): wall <= 1.5 s, i.e. ratio <= 1.5 against 1 s (RESULT `many_hooks_<profile>`,
-median over the waves), supervisor RSS printed and bounded: RESULT
-`many_hooks_<profile>_rss_growth`, the supervisor's RSS growth over its idle size (baseline
-column) at the peak of the waves, against 64 MiB at 1,000 hooks (abs): 64 KiB a hook, where a
-task, its hook frame and two fds need a few KiB. `strict` runs as its own rows where this
-machine can enforce it (root here), else it is skipped with the reason.
+Goals (issue 27): wall <= 1.5 s under `none` and <= 2 s under `strict`, i.e. ratios against 1 s
+(RESULT `many_hooks_<profile>`, median over the waves; issue 6 asked 1.5 s of both), supervisor
+RSS printed and bounded: RESULT `many_hooks_<profile>_rss_growth`, the supervisor's RSS growth
+over its idle size (baseline column) at the peak of the waves, against 64 MiB at 1,000 hooks
+(abs): 64 KiB a hook, where a task, its hook frame and two fds need a few KiB. `strict` runs as
+its own rows where this machine can enforce it (root here), else it is skipped with the reason.
 
 1,000 hooks need about 2 fds each here (a control socket and, while its input is written, a
 pipe end) and 4 in the spawner (a pidfd, the control socket, the stdout and stderr pipes whose
@@ -57,7 +57,8 @@ from mcpx_hooks.supervisor.process.spawner import Spawner, open_spawner
 from mcpx_hooks.supervisor.run.hookcontext import HookContext
 from mcpx_hooks.supervisor.run.hookrun import run_hook
 
-GOAL_RATIO = 1.5
+#: The wall of a wave against 1 s, by profile.
+GOAL_RATIOS = {"none": 1.5, "strict": 2.0}
 #: The supervisor's RSS growth at the peak of a 1,000-hook wave, over its idle size.
 GOAL_RSS_GROWTH_MB = 64
 SLEEP = ("/bin/sleep", "1")
@@ -259,10 +260,11 @@ def main() -> int:
         p = peaks[profile]
         growth_kb = max(0, p.rss_kb - idle_kb)
         per_hook_kb = growth_kb / n
-        verdict = "meets" if wall / BASELINE_S <= GOAL_RATIO else "misses"
+        goal = GOAL_RATIOS[profile]
+        verdict = "meets" if wall / BASELINE_S <= goal else "misses"
         print(
             f"  profile {profile}: wall {wall:6.3f} s  ratio {wall / BASELINE_S:5.2f}x "
-            f"({verdict} the goal <= {GOAL_RATIO:g}x); waves {_seconds(walls[profile])}"
+            f"({verdict} the goal <= {goal:g}x); waves {_seconds(walls[profile])}"
         )
         print(
             f"    supervisor RSS peak {p.rss_kb / 1024:.1f} MiB "
@@ -275,7 +277,7 @@ def main() -> int:
                 wall * 1e3,
                 BASELINE_S * 1e3,
                 wall / BASELINE_S,
-                GOAL_RATIO,
+                goal,
                 unit="ms",
             )
         )

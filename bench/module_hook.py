@@ -20,12 +20,15 @@ machine's noise falls on all alike; round 0 warms up and is dropped):
   `waitpid`s. What a fork server's bare work costs, without isolation;
 * `bare`: posix_spawn + waitpid of /bin/true (`_timing.bare_spawn`), for context.
 
-Goal (issue 6): p50 <= 3 ms, i.e. >= 9x faster than cold. For each profile run (`none`;
-`strict` where this machine can enforce it — root here — else skipped with the reason), two
-RESULT rows: `module_hook_<profile>_p50` (abs: the hook's p50 against 3 ms; baseline column:
-the warm fork's p50) and `module_hook_<profile>_speedup` (ge: ratio = cold p50 / hook p50,
-against 9). Exits 1 if a hook or a baseline gives a wrong answer or cannot run. Takes about
-30 s while a module hook costs ~50 ms, less once it is faster.
+Goal (issues 6 and 27): p50 <= 3 ms. For each profile run (`none`; `strict` where this machine
+can enforce it — root here — else skipped with the reason), one RESULT row,
+`module_hook_<profile>_p50` (abs: the hook's p50 against 3 ms; baseline column: the warm fork's
+p50); how many times faster than cold it is, and its ratio to the warm fork, are printed for
+context. (A second row once held the speed-up against cold to >= 9x: issue 6's 3 ms was 9x the
+cold start measured then. The cold start is 12-13 ms on this machine now, where 9x is the bare
+warm fork's own time, 1.4 ms: a goal of no cost at all beyond the fork, which the 3 ms goal
+never was.) Exits 1 if a hook or a baseline gives a wrong answer or cannot run. Takes about 30
+s while a module hook costs ~50 ms, less once it is faster.
 
 Quick mode (`MCPX_BENCH_QUICK=1`, `run_all.py --quick`): `--rounds 1 --per-round 2`.
 """
@@ -55,7 +58,6 @@ from mcpx_hooks.supervisor.run.hookcontext import HookContext, hook_input
 from mcpx_hooks.supervisor.run.hookrun import run_hook
 
 GOAL_P50_MS = 3.0
-GOAL_SPEEDUP = 9.0
 HOOK_FILE = "bench_hook.py"
 HOOK_SOURCE = """\
 def hook(data):
@@ -227,7 +229,7 @@ def main() -> int:
         speedup = p50["cold"] / p50[name]
         _line(f"module hook round trip, profile {profile}", name, p50, p95)
         print(
-            f"    {speedup:5.2f}x faster than cold (goal >= {GOAL_SPEEDUP:g}x), "
+            f"    {speedup:5.2f}x faster than cold, "
             f"{p50[name] / p50['fork']:5.2f}x the warm fork; p50 goal <= {GOAL_P50_MS:g} ms"
         )
         results.append(
@@ -238,17 +240,6 @@ def main() -> int:
                 p50[name] / p50["fork"],
                 GOAL_P50_MS,
                 direction="abs",
-                unit="ms",
-            )
-        )
-        results.append(
-            result(
-                f"module_hook_{profile}_speedup",
-                p50[name],
-                p50["cold"],
-                speedup,
-                GOAL_SPEEDUP,
-                direction="ge",
                 unit="ms",
             )
         )

@@ -6,7 +6,9 @@ The run: argv script `/bin/true` with four `run` hooks of `/bin/true` — before
 suffix, and an observe hook on `run.finished` — through the in-process runtime, timed from the
 request to the `end` frame plus the observer's completion. The baseline, in the same rounds:
 five bare `os.posix_spawn` + `waitpid` of `/bin/true` in a row (the same five processes with
-no supervisor). Medians over every sample. Goal: ratio <= 1.2 (issue 3).
+no supervisor). Medians over every sample. Goal: ratio <= 1.5 (issue 27; it was 1.2 from
+issue 3, below the floor of five processes that each pay a hook's per-process steps, about
+2.6 ms over the five bare spawns: docs/internals/bench.md).
 
 Quick mode (`MCPX_BENCH_QUICK=1`, `run_all.py --quick`): `--rounds 1 --per-round 2`.
 """
@@ -30,7 +32,7 @@ from mcpx_hooks.supervisor.core.scripts import Script
 from mcpx_hooks.supervisor.run.runtime import Runtime, open_runtime
 from mcpx_hooks.supervisor.run.scriptrun import RunRequest
 
-GOAL = 1.2
+GOAL = 1.5
 PROCESSES = 5
 
 

@@ -11,7 +11,10 @@ machine's noise falls on all alike), medians over every single spawn:
   directory, environment, JSON stdin, the hook frame) — what a hook costs;
 * `none_spawn`, for context: the same spawn with the limits of profile `none` and no sandbox,
   so that `strict_spawn - none_spawn` is what the sandbox itself adds to the spawn path;
-* the baseline. Goal: <= 2x. Needs root (strict needs it here). Takes well under 60 s.
+* the baseline. Goals: the spawn path <= 2x; the whole hook <= 3x (issue 27, which names a
+  strict hook's goal; it was 2x like the spawn's, which left a strict hook less room over
+  its spawn than a hook under none has over a bare spawn). Needs root (strict needs it
+  here). Takes well under 60 s.
 
 Quick mode (`MCPX_BENCH_QUICK=1`, `run_all.py --quick`): `--rounds 1 --per-round 2`. Not root,
 it prints `SKIP` (bench/_quick.py).
@@ -37,7 +40,8 @@ from mcpx_hooks.supervisor.process.spawner import ChildSpec, Spawner, open_spawn
 from mcpx_hooks.supervisor.run.hookcontext import HookContext
 from mcpx_hooks.supervisor.run.hookrun import run_hook
 
-GOAL = 2.0
+#: Each figure's goal, as a ratio to the bare spawn.
+GOALS = {"strict_spawn": 2.0, "strict_hook": 3.0}
 
 
 async def timed_spawn(spawner: Spawner, spec: ChildSpec) -> float:
@@ -100,8 +104,7 @@ def main() -> None:
         " uid, no_new_privs, landlock, seccomp, rlimits"
     )
     results = [
-        report(name, f"{name:13}", figures[name], bare, GOAL)
-        for name in ("strict_spawn", "strict_hook")
+        report(name, f"{name:13}", figures[name], bare, goal) for name, goal in GOALS.items()
     ]
     none, strict = figures["none_spawn"], figures["strict_spawn"]
     print(
