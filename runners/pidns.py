@@ -66,12 +66,14 @@ class PidNsSpawner:
         self.epoll.register(LIFELINE_FD, select.EPOLLIN)
         os.chdir("/")  # keep no directory busy
         self.armed = False
-        #: Rootless where the chain runs: sandboxed children start from this thread.
+        #: Where the chain runs: sandboxed children start from this thread (the first jail
+        #: thread only told whether jails can be had).
         self.inline: inline.InlineJail | None = None
-        if sandbox.userns and chain.available() and self.jail is not None:
+        if chain.available() and self.jail is not None:
             self.inline = inline.made(sandbox)
             if self.inline is not None:
                 self.jail.release()
+                memcg.drop(self.jail.cgroup)
                 self.jail = None
         self._arm(quietly=True)
         warm.ready_spawner()
@@ -114,6 +116,9 @@ class PidNsSpawner:
             if self.jail is not None:
                 self.jail.release()
                 memcg.drop(self.jail.cgroup)
+            if self.inline is not None:
+                self._at_home()
+                self.inline.discard()
             self.warm.discard()
             for tree in set(self.trees.values()):
                 tree.signal(signal.SIGKILL)
@@ -252,7 +257,7 @@ class PidNsSpawner:
         if self.inline is not None:
             self._arm()
             try:
-                return self.inline.spawn(req, self.home)
+                return self.inline.spawn(req, self.home, uid)
             finally:
                 self._disarm()
         current, self.jail = self.jail, None
