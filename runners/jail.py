@@ -16,10 +16,11 @@ costs only what depends on it, on the thread (`confine.py` says why all of it st
    reach, and nothing a hook can change);
 3. the hook's uid and gid (rootless instead: a user namespace of its own, no capability in
    it, `userns.py`), `no_new_privs`, Landlock (a ruleset of its own), seccomp;
-4. `posix_spawn`: the child is PID 1 of a fresh PID namespace with all of the above (rootless
-   the child does step 3 itself, `chained.py`; the spawner's own thread then does all this,
-   `inline.py`). The thread answers, closes the fds of step 0 and ends; the spawner arms
-   the next one while the child runs. Resource limits are per process: the spawner lends
+4. `posix_spawn`: the child is PID 1 of a fresh PID namespace with all of the above (where
+   the chain runs, root's child or a rootless one does step 3 itself, `chained.py`, and the
+   spawner's own thread does the rest, `inline.py`: this thread is for where it does not).
+   The thread answers, closes the fds of step 0 and ends; the spawner arms the next one
+   while the child runs. Resource limits are per process: the spawner lends
    its soft limits for the spawn and sets the hard ones right after (`borrowing.py`);
    where they cannot be lent, the thread forks and the fork sets them itself.
 """

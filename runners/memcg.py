@@ -6,13 +6,14 @@ private memory, shared anonymous mappings, memfds, SysV and POSIX shared memory,
 
 **cgroup v1** (the memory controller mounted on its own, as on hosts that still boot with
 v1): the spawner makes, ahead of each sandboxed child, a cgroup `mcpx-<spawner pid>-<n>`
-beside itself in the memory hierarchy (it must be root, or own the directory it lives in),
-and the thread (or waiting fork) that will start the child joins it before the request comes;
-the request then writes `memory.limit_in_bytes` and `memory.memsw.limit_in_bytes` (no swap
-beyond it), and the child starts in it: nothing it runs was ever outside. In v1 the memory of
-a process is charged to the cgroup of the process that owns it (the thread group's leader),
-so the spawner's own memory stays the spawner's while one of its threads sits in a child's
-cgroup. Its OOM notifications (`cgroup.event_control` on `memory.oom_control`) wake the
+beside itself in the memory hierarchy (it must be root, or own the directory it lives in);
+the request writes `memory.limit_in_bytes` and `memory.memsw.limit_in_bytes` (no swap beyond
+it), and the child joins it in its chain before its exec (`chained.Root`), or, where jail
+threads are used, the thread (or waiting fork) that starts the child joins it before the
+request comes and the child starts in it: nothing the hook runs was ever outside. In v1 the
+memory of a process is charged to the cgroup of the process that owns it (the thread group's
+leader), so the spawner's own memory stays the spawner's while one of its threads sits in a
+child's cgroup. Its OOM notifications (`cgroup.event_control` on `memory.oom_control`) wake the
 spawner, which kills the whole tree; the exit report says it went over (`oom_kill` counted,
 or a notification seen). The cgroup is removed once the tree is reaped (and the thread that
 started it gone). A spawner that died leaves its cgroups; the next one to start removes those
@@ -150,9 +151,9 @@ def _rmdir(path: str, dir_fd: int | None = None) -> bool:
 
 
 class Cgroup:
-    """One child tree's cgroup (v1), made ahead of its request: its files opened while the
-    maker still sees the host's mounts (a jail thread's tree is read-only after `arm`), its
-    OOM notification registered (`event`, an eventfd the spawner polls)."""
+    """One child tree's cgroup (v1), made ahead of its request: its files opened relative to
+    the hierarchy's fd (an armed thread's tree is read-only after `arm`), its OOM
+    notification registered (`event`, an eventfd the spawner polls)."""
 
     def __init__(self, hierarchy: Hierarchy, name: str) -> None:
         os.mkdir(name, 0o755, dir_fd=hierarchy.dir)

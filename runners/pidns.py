@@ -248,8 +248,9 @@ class PidNsSpawner:
             os.chdir("/")
 
     def _spawn_jailed(self, req: Request, uid: int | None) -> jail.Spawned:
-        """Starts a sandboxed child from the armed jail thread (`jail.py`), then arms the
-        next one. Soft limits are lent for the spawn and the hard ones set right after."""
+        """Starts a sandboxed child from this thread, the child sealing itself (`inline.py`),
+        or from the armed jail thread (`jail.py`), then arms the next one; there, soft limits
+        are lent for the spawn and the hard ones set right after."""
         assert req.sandbox is not None
         missing = self.sandbox.missing_for(req.sandbox)
         if missing:
