@@ -116,8 +116,7 @@ class PidNsSpawner:
             if self.jail is not None:
                 self.jail.release()
                 memcg.drop(self.jail.cgroup)
-            if self.inline is not None:
-                self._at_home()
+            if self.inline is not None:  # (removed by its name: from wherever this thread is)
                 self.inline.discard()
             self.warm.discard()
             for tree in set(self.trees.values()):
