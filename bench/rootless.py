@@ -17,7 +17,9 @@ round times all of them in a rotating order, so the machine's noise falls on all
   with a read-only /usr, fresh /proc, /dev and /tmp, running /bin/true, started with
   `trio.run_process` — what a user would pick instead to confine a command (it has no
   Landlock, seccomp, rlimits or output handling: it does less); `trio.run_process`: a bare
-  /bin/true through trio, no sandbox; and the bare `posix_spawn` + `waitpid` baseline.
+  /bin/true through trio, no sandbox; and the bare `posix_spawn` + `waitpid` baseline;
+- the spawner's CPU time per strict hook, each part's (`/proc/PID/stat` around the rounds:
+  only strict hooks use it), with no goal.
 
 The user's part runs in a child process as that user with the distribution's
 `/usr/bin/python3` (`--python`) and this tree's `.venv` site-packages (`site.addsitedir`): the
@@ -39,6 +41,7 @@ import json
 import os
 import pwd
 import shutil
+import statistics
 import subprocess
 import sys
 import sysconfig
@@ -98,7 +101,18 @@ async def measure(rounds: int, per_round: int, where: str, peers: bool) -> dict[
         if peers:
             samplers["bwrap"] = functools.partial(process, BWRAP)
             samplers["run_process"] = functools.partial(process, (TRUE,))
-        return await interleaved(samplers, rounds, per_round)
+        before = _cpu_s(spawner.pid)
+        samples = await interleaved(samplers, rounds, per_round)
+        # (only strict hooks use the spawner; the warm-up round counts too)
+        samples["spawner_cpu"] = [(_cpu_s(spawner.pid) - before) / ((rounds + 1) * per_round)]
+        return samples
+
+
+def _cpu_s(pid: int) -> float:
+    """The CPU time (user and system) process `pid` has used, in seconds."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def _probe() -> None:
@@ -220,6 +234,12 @@ def _report(
     print(f"{len(user['bare'])} spawns each, {args.rounds} interleaved rounds, medians:")
     for label, value, base in rows:
         print(f"  {label:<36} {value * 1e3:7.3f} ms  {value / base:5.2f}x bare")
+    cpu = {name: statistics.mean(part["spawner_cpu"]) for name, part in (("root", root),
+           (args.user, user), ("root, this python", here))}  # fmt: skip
+    print(
+        "  spawner CPU per strict hook: "
+        + ", ".join(f"{n} {v * 1e6:.0f} us" for n, v in cpu.items())
+    )
     speedup = theirs["bwrap"] / theirs["strict_hook"]
     print(
         f"  rootless strict is {speedup:.2f}x faster than bwrap (goal >= {GOAL}x); ({took:.0f} s)"
