@@ -1,24 +1,32 @@
-"""A child started without a fork of the spawner: a rootless sandboxed child's seal as a `Chain`.
+"""A child started without a fork of the spawner: a sandboxed child's seal as a `Chain`.
 
-Standard library only. Rootless, a sandboxed child needs a user namespace of its own (so
-that its processes limit counts its own tree: `userns.py`), which a thread of a process with
-others cannot make (`unshare` refuses it); the spawner used to fork itself for it. Here the
-child is `clone`d sharing the spawner's memory (`chain.py`), a process of its own that may
-make one, and makes, as raw system calls, what the fork made in Python, in the same order:
+Standard library only. A sandboxed child's seal (its uid or its own user namespace,
+`no_new_privs`, Landlock, seccomp) acts on the calling thread for good, so the spawner either
+gives each child a thread of its own (`jail.py`) or lets the child seal itself. Here the
+child is `clone`d sharing the spawner's memory (`chain.py`), a process of its own, and makes,
+as raw system calls, what a fork or a jail thread made in Python, in the same order:
 
 0. where asked, the empty network namespace and IPC and UTS namespaces of its own
    (`enter_net`, `unshare`: it can while it still has the spawner's capabilities, which its
-   own user namespace then leaves behind);
-1. its own user namespace and its maps (`setgroups` denied, the caller's uid and gid to
-   themselves), through the writable /proc of the jail's mount namespace;
+   own user namespace or its uid then leaves behind);
+1. rootless: its own user namespace and its maps (`setgroups` denied, the caller's uid and
+   gid to themselves), through the writable /proc of the jail's mount namespace (a thread
+   of a process with others cannot make one: `unshare` refuses it; so that its processes
+   limit counts its own tree, `userns.py`). Root (`Root`): SysV shared memory bounded in
+   its IPC namespace where no memory cgroup does it (`memcg.SHM_LIMITS`, through that
+   writable /proc), then its memory cgroup joined (one write of "0" to its `tasks`);
 2. its own session; the signals of `DEFAULT_SIGNALS` and every one this process handles
    back to the default;
 3. its fds at their numbers;
-4. every resource limit, soft and hard (`RLIMIT_NPROC` counted in its own namespace);
-5. no capability left in its namespace (`userns.drop_capabilities`), `no_new_privs`, its
+4. every resource limit, soft and hard (rootless, `RLIMIT_NPROC` counted in its own
+   namespace);
+5. rootless: no capability left in its namespace (`userns.drop_capabilities`); root: the
+   per-child uid and gid, no supplementary groups (every capability goes with uid 0), and
+   the check that this uid can read its working directory; then `no_new_privs`, its
    Landlock ruleset, the seccomp filter;
 6. an empty signal mask, then `execve`.
-The isolation is the fork's, step for step; only who carries it out differs.
+The isolation is the fork's or the jail thread's, step for step; only who carries it out
+differs.
 
 An unsandboxed child whose limits the spawner cannot lend it (`borrowing.py`: rootless, a
 hard limit cannot be lent back) takes steps 2, 3, 4 and 6 the same way, from the spawner's
@@ -31,9 +39,9 @@ import functools
 import os
 import signal
 import struct
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
-from . import seccomp
+from . import memcg, seccomp
 from .chain import ARG0_SAVED, MAY_FAIL, SAVE, Chain, ChainError
 from .libc import (
     AT_FDCWD,
@@ -68,6 +76,19 @@ def _last_capability() -> int | None:
 
 #: The highest capability this kernel has (None: unknown, every one up to 63 is tried).
 LAST_CAPABILITY = _last_capability()
+#: The `what` of step 5's check that the hook's uid can read its working directory.
+CWD_CHECK = "working directory"
+
+
+class Root(NamedTuple):
+    """Root's part of a child's seal (steps 1 and 5): `uid` (its gid too), `cwd` (the working
+    directory it must be able to read), `tasks` (an fd of its memory cgroup's `tasks`, or
+    None), `shm_bytes` (SysV shared memory bound of its IPC namespace, 0 for none)."""
+
+    uid: int
+    cwd: str
+    tasks: int | None = None
+    shm_bytes: int = 0
 
 
 def start(
@@ -80,22 +101,26 @@ def start(
     enter_net: int | None = None,
     unshare: int = 0,
     no_memfd: bool = False,
+    root: Root | None = None,
 ) -> int:
     """Starts `program` for `req` with `limits` (soft and hard); its pid. With `ruleset_fd`
-    a rootless sandboxed child (its own user namespace, its Landlock ruleset `ruleset_fd`,
-    the seccomp filter of `net` or not; first, `enter_net`, a network namespace the child
-    enters, and `unshare`, namespaces it makes, which it can only while it has this
-    process's capabilities; `no_memfd`, memory bounded without a cgroup: the filter refuses
-    `memfd_create` and creating SysV shared memory, `memcg.py`);
-    without, steps 2,
-    3, 4 and 6 only: an unsandboxed child whose limits this process cannot lend it
-    (`borrowing.py`), without a fork either. Raises `StartError`."""
+    a sandboxed child: its Landlock ruleset `ruleset_fd`, the seccomp filter of `net` or not;
+    first, `enter_net`, a network namespace the child enters, and `unshare`, namespaces it
+    makes, which it can only while it has this process's capabilities; `no_memfd`, memory
+    bounded without a cgroup: the filter refuses `memfd_create` (and rootless, creating
+    SysV shared memory), `memcg.py`; `root`: root's per-child uid and the rest of `Root`,
+    else (rootless) its own user namespace. Without `ruleset_fd`, steps 2, 3, 4 and 6 only:
+    an unsandboxed child whose limits this process cannot lend it (`borrowing.py`), without
+    a fork either. Raises `StartError`; a working directory the hook's uid cannot read
+    raises `ChainError` (`what` `CWD_CHECK`), for the caller to say why."""
     chain = Chain()
     if enter_net is not None:
         chain.call(nr("setns"), enter_net, CLONE_NEWNET, what="network namespace")
     if unshare:
         chain.call(nr("unshare"), unshare, what="namespaces (ipc, uts)")
-    if ruleset_fd is not None:
+    if root is not None:
+        _bound_and_join(chain, root)
+    elif ruleset_fd is not None:
         chain.extend(_own_namespace(os.getuid(), os.getgid()))
     chain.extend(_session())
     for source, target in req.pairs:
@@ -106,10 +131,13 @@ def start(
     for number, soft, hard in limits:
         limit = struct.pack("=QQ", soft & _WORD, hard & _WORD)
         chain.call(nr("prlimit64"), 0, number, limit, None, what=f"set {req.limit_names[number]}")
-    if ruleset_fd is not None:
+    if root is not None:
+        _become(chain, root)
+    elif ruleset_fd is not None:
         chain.extend(_powerless())
+    if ruleset_fd is not None:
         chain.call(nr("landlock_restrict_self"), ruleset_fd, 0, what="landlock restrict")
-        chain.extend(_filtered(net, no_memfd))
+        chain.extend(_filtered(net, no_memfd, no_shm=no_memfd and root is None))
     chain.extend(_unmasked())
     chain.call(
         nr("execve"),
@@ -121,6 +149,8 @@ def start(
     try:
         return chain.spawn()
     except ChainError as exc:
+        if exc.what == CWD_CHECK:
+            raise
         if exc.what == "exec":
             raise start_failed(program, exc) from exc
         if exc.what.startswith("set "):
@@ -153,6 +183,32 @@ def _own_namespace(uid: int, gid: int) -> Chain:
     return chain
 
 
+def _bound_and_join(chain: Chain, root: Root) -> None:
+    """Root's step 1: the shm bound of its own IPC namespace, then its memory cgroup."""
+    if root.shm_bytes:
+        what, flags = "bounding shared memory", os.O_WRONLY | os.O_CLOEXEC
+        for name, unit in memcg.SHM_LIMITS:
+            path = b"/proc/sys/kernel/" + name.encode()
+            text = b"%d" % max(1, root.shm_bytes // unit)
+            chain.call(nr("openat"), AT_FDCWD, path, flags, what=what, flags=SAVE)
+            chain.call(nr("write"), None, text, len(text), what=what, flags=ARG0_SAVED)
+            chain.call(nr("close"), None, what=what, flags=ARG0_SAVED)
+    if root.tasks is not None:  # ("0": the writer itself; it starts nothing before it is in)
+        chain.call(nr("write"), root.tasks, b"0", 1, what="joining its memory cgroup")
+
+
+def _become(chain: Chain, root: Root) -> None:
+    """Root's step 5 up to its Landlock ruleset: `confine.become`, then the check, then
+    `no_new_privs`."""
+    uid = root.uid
+    chain.call(nr("setgroups"), 0, None, what="the hook's uid (setgroups)")
+    chain.call(nr("setresgid"), uid, uid, uid, what="the hook's uid (setresgid)")
+    chain.call(nr("setresuid"), uid, uid, uid, what="the hook's uid (setresuid)")
+    cwd = os.fsencode(root.cwd)
+    chain.call(nr("faccessat"), AT_FDCWD, cwd, os.R_OK | os.X_OK, 0, what=CWD_CHECK)
+    chain.call(nr("prctl"), PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0, what="no_new_privs")
+
+
 @functools.cache
 def _session() -> Chain:
     """Step 2 (built once: the spawner's signal handlers are set before it serves)."""
@@ -183,10 +239,11 @@ def _powerless() -> Chain:
 
 
 @functools.cache
-def _filtered(net: bool, no_memfd: bool = False) -> Chain:
-    """The seccomp filter of `net` or not (and refusing `memfd_create` or not)."""
+def _filtered(net: bool, no_memfd: bool = False, *, no_shm: bool = False) -> Chain:
+    """The seccomp filter of `net` or not (and refusing `memfd_create`, creating SysV shared
+    memory, or not)."""
     chain = Chain()
-    filt = seccomp.seccomp_program(not net, no_memfd, no_shm=no_memfd)
+    filt = seccomp.seccomp_program(not net, no_memfd, no_shm=no_shm)
     fprog = struct.pack("=HxxxxxxQ", len(filt) // 8, chain.pointer(filt))
     chain.call(nr("prctl"), PR_SET_SECCOMP, seccomp.SECCOMP_MODE_FILTER, fprog, what="seccomp")
     return chain

@@ -23,11 +23,18 @@ of its own over libc (`libc.py`); this one holds the credentials and the path ch
 
 from __future__ import annotations
 
+import errno
+import functools
 import os
 import stat
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from .libc import PR_SET_NO_NEW_PRIVS, check, libc, nr, syscall
+from .start import StartError
+
+if TYPE_CHECKING:
+    from .spawnreq import Request
 
 
 def no_new_privs() -> None:
@@ -100,3 +107,41 @@ def _searchable(path: str, uid: int, gid: int, owner: tuple[int, int] | None = N
 
 def under(path: str, roots: Sequence[str]) -> bool:
     return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+def give_pipes(req: Request, uid: int) -> None:
+    """The child's pipes (its stdin, stdout, stderr, frames channel) become its uid's.
+
+    A hook reopens them by `/dev/stderr`, `/dev/stdout`, `/dev/fd/N` (`/proc/self/fd/N`), as
+    `echo x >/dev/stderr` does, and reopening a pipe checks its mode: one made by root (the
+    spawner's, the supervisor's) is root's, 0600, and a per-child uid was refused. Nothing else
+    becomes reachable: Landlock still grants no path under `/proc` (it lets a magic link to a
+    pipe through, whoever made the pipe), and reaching another process's `/proc/PID/fd` takes
+    ptrace access to it, which another uid and Landlock's domains refuse. Only anonymous pipes
+    (pipefs) change owner: a device (`/dev/null`), a named FIFO or a file keeps its own."""
+    pipefs = _pipefs_dev()
+    # Placed (`place_fds`, a warm fork), the fds are at their numbers; else at their sources.
+    fds = [source for source, _ in req.pairs] if req.fds else [t for _, t in req.pairs]
+    for fd in fds:
+        try:
+            st = os.fstat(fd)
+        except OSError as exc:
+            if exc.errno == errno.EBADF:  # read and closed already (a warm fork's environment)
+                continue
+            raise StartError(f"sandbox: cannot give the child its pipes: {exc.strerror}") from exc
+        try:
+            if stat.S_ISFIFO(st.st_mode) and st.st_dev == pipefs:
+                os.fchown(fd, uid, uid)
+        except OSError as exc:
+            raise StartError(f"sandbox: cannot give the child its pipes: {exc.strerror}") from exc
+
+
+@functools.cache
+def _pipefs_dev() -> int:
+    """The device of anonymous pipes (one pipefs for the whole system)."""
+    r, w = os.pipe()
+    try:
+        return os.fstat(r).st_dev
+    finally:
+        os.close(r)
+        os.close(w)

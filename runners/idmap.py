@@ -14,7 +14,8 @@ same files reached by any other path, keep their owners and mode bits.
 
 A user namespace is only a carrier for the maps: no process runs in it once it is made. It is
 made by a short-lived forked child that unshares it and waits while the parent writes the maps
-and opens `/proc/PID/ns/user`. An armed jail thread first returns to the spawner's own PID
+and opens `/proc/PID/ns/user`. An armed thread (a jail thread, or the spawner's own armed
+for a PID 1, `inline.py`) first returns to the spawner's own PID
 namespace (`home`; its next child would otherwise be PID 1 of the namespace meant for the
 hook, and an armed thread cannot start threads) and arms a fresh one after. Namespaces are
 kept, by owner and hook ids, up to `KEPT`: the per-child uids are reused slot by slot, so a
@@ -75,7 +76,8 @@ os.register_at_fork(after_in_child=_forget_in_child)
 def userns(owner: tuple[int, int], hook: tuple[int, int], home: int | None) -> int:
     """An fd of a user namespace mapping `owner` (uid, gid) to `hook` (uid, gid), kept here:
     the caller must not close it. `home`: an fd of the spawner's own PID namespace, given
-    when this thread is armed for a PID 1 (a jail thread): the helper child is made there,
+    when this thread is armed for a PID 1 (a jail thread, or the spawner's own armed by
+    `pidns.py`): the helper child is made there,
     and the thread armed again after (None: its next child may be made as it is, a fork).
     Raises `ConfineError`."""
     key = (*owner, *hook)

@@ -1,26 +1,32 @@
-"""Rootless, where the chain runs: a sandboxed child started from the spawner's own thread.
+"""Where the chain runs: a sandboxed child started from the spawner's own thread.
 
 Standard library only. A jail thread (`jail.py`) exists because what seals a child (its uid,
-`no_new_privs`, Landlock, seccomp) acts on the calling thread for good: root's thread is
-sealed, then spawns, then ends. Rootless with the chain (`chained.py`), the child seals
-itself and the thread is never sealed: what it holds for the child is only namespaces (the
-mount view, the next PID namespace) and its working directory, which a thread can enter and
-leave, and the rest the child can make itself. So the spawner's own thread takes the steps
-itself, and comes back:
+`no_new_privs`, Landlock, seccomp) acts on the calling thread for good: the thread is sealed,
+then spawns, then ends. With the chain (`chained.py`), the child seals itself and the thread
+is never sealed: what it holds for the child is only namespaces (the mount view, the next
+PID namespace) and its working directory, which a thread can enter and leave, and the rest
+the child can make itself. So the spawner's own thread takes the steps itself, and comes
+back:
 
 1. enters `template` (a mount namespace made once: the tree private, read-only and nosuid,
-   /proc writable, as `jail.arm` makes it) and unshares a copy of it for this child (ahead,
-   while the last child runs: `arm`; the thread is armed for a PID 1 already, `pidns.py`);
-2. `jail.prepare`: the grants, the view, the working directory;
+   /proc writable where a child writes there, as `jail.arm` makes it) and unshares a copy of
+   it for this child (ahead, while the last child runs: `arm`, which as root also makes the
+   next child's memory cgroup; the thread is armed for a PID 1 already, `pidns.py`);
+2. `jail.prepare`: as root the pipes given to the per-child uid; the grants, the view (as
+   root with its covers and idmapped grants), the working directory;
 3. the chain, which starts the child in all of that, and in which the child enters the
-   empty network and makes IPC and UTS namespaces of its own before its user namespace;
+   empty network and makes IPC and UTS namespaces of its own, then (rootless) its user
+   namespace, or (root) bounds its shared memory or joins its memory cgroup, and later
+   becomes the per-child uid;
 4. back to its own mount namespace and `/`, whatever happened (a thread that cannot come
    back raises `Broken`: the spawner must not spawn again).
-Its own mount namespace is a copy of the host's, made when the spawner starts (a thread can
-only come back to a namespace the spawner's user namespace owns): what the spawner starts
-unsandboxed sees the mounts it saw then, and those that propagate from the host.
+Rootless, its own mount namespace is a copy of the host's, made when the spawner starts (a
+thread can only come back to a namespace the spawner's user namespace owns): what the
+spawner starts unsandboxed sees the mounts it saw then, and those that propagate from the
+host. Root comes back to the host's own.
 No thread is made, armed or woken for a child, and no message passes between threads on its
-way: measured here about 0.1 ms of each hook's start.
+way: measured here about 0.1 ms of each hook's start rootless, and 0.3 ms as root (whose
+child also sets its own limits and joins its cgroup, `docs/internals/bench.md`).
 """
 
 from __future__ import annotations
@@ -28,13 +34,12 @@ from __future__ import annotations
 import ctypes
 import os
 
-from . import jail, libc, view
+from . import jail, libc, memcg, userns, view
 from .borrowing import Broken
 from .jail import Spawned
 from .mechanisms import Mechanisms, made_on_a_thread
 from .spawnreq import Request
 from .start import StartError, resolve
-from .userns import writable_proc
 
 _CLONE_FS = 0x00000200
 #: What the child makes itself, before its user namespace: IPC and UTS namespaces of its own.
@@ -48,7 +53,8 @@ def _arm_mounts() -> None:
     libc.unshare(libc.CLONE_NEWNS, "mount namespace")
     view.mount(None, "/", None, view.MS_REC | view.MS_PRIVATE, "")
     view.read_only_tree()
-    writable_proc()
+    if userns.entered or memcg.STATE.hierarchy is None:  # (maps, or the shm bound: `arm`)
+        userns.writable_proc()
 
 
 def made(sandbox: Mechanisms) -> InlineJail | None:
@@ -68,13 +74,17 @@ class InlineJail:
 
     def __init__(self, empty_net: int | None) -> None:
         # A thread may enter a mount namespace only with a filesystem context of its own, and
-        # come back only to one this process owns: a copy of the host's, made now.
-        libc.unshare(_CLONE_FS | libc.CLONE_NEWNS, "a mount namespace of its own")
+        # come back only to one this process owns: rootless, a copy of the host's, made now.
+        copy = libc.CLONE_NEWNS if userns.entered else 0
+        libc.unshare(_CLONE_FS | copy, "a filesystem context of its own")
         self._empty_net = empty_net
         self._home = os.open("/proc/thread-self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
         self._template = made_on_a_thread(_arm_mounts, "mnt")
         #: In a copy of `template` made ahead (`arm`), rather than at home.
         self.armed = False
+        #: Root with memory cgroups: the next child's, made ahead (`arm`), or why it is not.
+        self.cgroup: memcg.Cgroup | None = None
+        self._no_cgroup = ""
 
     def arm(self) -> None:
         """Step 1 ahead of the next request (while the last child runs): this thread stays
@@ -82,6 +92,11 @@ class InlineJail:
         or writes by path must see the spawner's own tree). Raises `OSError`."""
         if self.armed:
             return
+        if memcg.STATE.hierarchy is not None and self.cgroup is None:
+            try:  # (at home: its files are opened by path, writable)
+                self.cgroup, self._no_cgroup = memcg.STATE.hierarchy.make(), ""
+            except OSError as exc:
+                self._no_cgroup = f"cannot make the child's memory cgroup: {exc.strerror}"
         try:
             libc.setns(self._template, libc.CLONE_NEWNS, "the armed mount namespace")
             libc.unshare(libc.CLONE_NEWNS, "a mount namespace")
@@ -95,16 +110,30 @@ class InlineJail:
         if self.armed:
             self._come_back()
 
-    def spawn(self, req: Request, home_pid: int) -> Spawned:
-        """Starts `req` confined by `req.sandbox`, its uid the caller's; raises
-        `StartError`, or `Broken` if this thread could not come back."""
+    def discard(self) -> None:
+        """Removes the cgroup made ahead for a child that never came (the spawner closes)."""
+        memcg.drop(self.cgroup)
+        self.cgroup = None
+
+    def spawn(self, req: Request, home_pid: int, uid: int | None) -> Spawned:
+        """Starts `req` confined by `req.sandbox` (`uid`: root's per-child uid, else the
+        caller's); raises `StartError`, or `Broken` if this thread could not come back."""
         assert req.sandbox is not None
+        cgroup = None
         try:
             self.arm()
+            cgroup, self.cgroup = self.cgroup, None
+            if memcg.STATE.hierarchy is not None and cgroup is None:
+                raise StartError(f"sandbox: {self._no_cgroup or 'no memory cgroup'}")
+            if cgroup is not None and req.sandbox.memory_bytes:
+                try:
+                    cgroup.limit(req.sandbox.memory_bytes)
+                except OSError as exc:
+                    raise StartError(f"sandbox: cannot bound memory: {exc.strerror}") from exc
             scratch_fd, seal = jail.prepare(
                 req,
                 req.sandbox,
-                None,
+                uid,
                 self._empty_net,
                 home=home_pid,
                 enter_net=False,
@@ -115,8 +144,10 @@ class InlineJail:
                 net = None if req.sandbox.net else self._empty_net
                 if net is None and not req.sandbox.net:
                     raise StartError("sandbox: no network namespace")
-                pid = seal.chained(req, program, net, CHILD_NAMESPACES)
-                return Spawned(pid, scratch_fd)
+                pid = seal.chained(req, program, net, CHILD_NAMESPACES, cgroup)
+                spawned = Spawned(pid, scratch_fd)
+                spawned.cgroup, cgroup = cgroup, None  # (the tree's now)
+                return spawned
             except BaseException:
                 if scratch_fd is not None:
                     os.close(scratch_fd)
@@ -126,7 +157,10 @@ class InlineJail:
         except OSError as exc:  # (a namespace refused; what else could fail says it itself)
             raise StartError(f"sandbox: {exc}") from exc
         finally:
-            self._come_back()
+            try:
+                self._come_back()
+            finally:  # (at home: it is removed by its path)
+                memcg.drop(cgroup)  # (nothing started in it)
 
     def _come_back(self) -> None:
         if libc.libc.setns(self._home, libc.CLONE_NEWNS) != 0:

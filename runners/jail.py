@@ -16,10 +16,11 @@ costs only what depends on it, on the thread (`confine.py` says why all of it st
    reach, and nothing a hook can change);
 3. the hook's uid and gid (rootless instead: a user namespace of its own, no capability in
    it, `userns.py`), `no_new_privs`, Landlock (a ruleset of its own), seccomp;
-4. `posix_spawn`: the child is PID 1 of a fresh PID namespace with all of the above (rootless
-   the child does step 3 itself, `chained.py`; the spawner's own thread then does all this,
-   `inline.py`). The thread answers, closes the fds of step 0 and ends; the spawner arms
-   the next one while the child runs. Resource limits are per process: the spawner lends
+4. `posix_spawn`: the child is PID 1 of a fresh PID namespace with all of the above (where
+   the chain runs, root's child or a rootless one does step 3 itself, `chained.py`, and the
+   spawner's own thread does the rest, `inline.py`: this thread is for where it does not).
+   The thread answers, closes the fds of step 0 and ends; the spawner arms the next one
+   while the child runs. Resource limits are per process: the spawner lends
    its soft limits for the spawn and sets the hard ones right after (`borrowing.py`);
    where they cannot be lent, the thread forks and the fork sets them itself.
 """
@@ -28,11 +29,8 @@ from __future__ import annotations
 
 import _thread
 import contextlib
-import errno
-import functools
 import os
 import resource
-import stat
 from collections.abc import Callable
 
 from . import chain, chained, confine, landlock, libc, memcg, seccomp, userns, view
@@ -216,6 +214,9 @@ class Seal:
         #: Memory bounded without a cgroup (`memcg.py`): `memfd_create` refused, and
         #: rootless, creating SysV shm (the IPC namespace's limits are its root's to write).
         self.no_memfd = bool(sandbox.memory_bytes) and memcg.STATE.hierarchy is None
+        #: Root, where the child makes its own IPC namespace (`chained`): the SysV shared
+        #: memory bound it writes there without a cgroup (0: none, or written already).
+        self.shm_bytes = 0
 
     def __call__(self) -> None:
         try:
@@ -238,21 +239,38 @@ class Seal:
         no_shm = self.no_memfd and userns.entered
         seccomp.install(no_sockets=not self._net, no_memfd=self.no_memfd, no_shm=no_shm)
 
-    def chained(self, req: Request, program: str, net: int | None = None, new: int = 0) -> int:
-        """Rootless: starts `req`, the child carrying out this seal itself (entering `net`,
-        unsharing `new` first), without a fork of the spawner (`chained.py`)."""
+    def chained(
+        self,
+        req: Request,
+        program: str,
+        net: int | None = None,
+        new: int = 0,
+        cgroup: memcg.Cgroup | None = None,
+    ) -> int:
+        """Starts `req`, the child carrying out this seal itself (entering `net`, unsharing
+        `new` first; root: joining `cgroup`, then its uid), without a fork of the spawner
+        (`chained.py`)."""
         assert self.grants.ruleset is not None and self.grants.ruleset.fd is not None
         limits, fd = [*req.limits, *self.nproc], self.grants.ruleset.fd
-        return chained.start(
-            req,
-            program,
-            limits=limits,
-            ruleset_fd=fd,
-            net=self._net,
-            enter_net=net,
-            unshare=new,
-            no_memfd=self.no_memfd,
-        )
+        root = None
+        if self._uid is not None:
+            tasks = cgroup.tasks if cgroup is not None else None
+            root = chained.Root(self._uid, self._cwd, tasks, self.shm_bytes)
+        try:
+            return chained.start(
+                req,
+                program,
+                limits=limits,
+                ruleset_fd=fd,
+                net=self._net,
+                enter_net=net,
+                unshare=new,
+                no_memfd=self.no_memfd,
+                root=root,
+            )
+        except chain.ChainError as exc:  # (only its working directory's check comes here)
+            assert self._uid is not None
+            raise _unreachable(self._cwd, "working directory", self._notes, self._uid) from exc
 
     def close(self) -> None:
         self.grants.close()
@@ -279,7 +297,7 @@ def prepare(
     """
     ids = (uid, uid) if uid is not None else (os.getuid(), os.getgid())
     if uid is not None:
-        give_pipes(req, uid)
+        confine.give_pipes(req, uid)
     no_cgroup = sandbox.memory_bytes and memcg.STATE.hierarchy is None
     if own_ipc and no_cgroup and not userns.entered:
         try:  # (the IPC namespace `arm` made: no memory cgroup, so its shm is bounded)
@@ -312,48 +330,12 @@ def prepare(
         grants.close()
         raise
     seal = Seal(grants, uid, req.cwd, sandbox, notes)
+    if uid is not None and not own_ipc and no_cgroup:
+        seal.shm_bytes = sandbox.memory_bytes
     if userns.entered:  # rootless: RLIMIT_NPROC waits for the child's own user namespace
         seal.nproc = [lim for lim in req.limits if lim[0] == resource.RLIMIT_NPROC]
         req.limits = [lim for lim in req.limits if lim[0] != resource.RLIMIT_NPROC]
     return scratch_fd, seal
-
-
-def give_pipes(req: Request, uid: int) -> None:
-    """The child's pipes (its stdin, stdout, stderr, frames channel) become its uid's.
-
-    A hook reopens them by `/dev/stderr`, `/dev/stdout`, `/dev/fd/N` (`/proc/self/fd/N`), as
-    `echo x >/dev/stderr` does, and reopening a pipe checks its mode: one made by root (the
-    spawner's, the supervisor's) is root's, 0600, and a per-child uid was refused. Nothing else
-    becomes reachable: Landlock still grants no path under `/proc` (it lets a magic link to a
-    pipe through, whoever made the pipe), and reaching another process's `/proc/PID/fd` takes
-    ptrace access to it, which another uid and Landlock's domains refuse. Only anonymous pipes
-    (pipefs) change owner: a device (`/dev/null`), a named FIFO or a file keeps its own."""
-    pipefs = _pipefs_dev()
-    # Placed (`place_fds`, a warm fork), the fds are at their numbers; else at their sources.
-    fds = [source for source, _ in req.pairs] if req.fds else [t for _, t in req.pairs]
-    for fd in fds:
-        try:
-            st = os.fstat(fd)
-        except OSError as exc:
-            if exc.errno == errno.EBADF:  # read and closed already (a warm fork's environment)
-                continue
-            raise StartError(f"sandbox: cannot give the child its pipes: {exc.strerror}") from exc
-        try:
-            if stat.S_ISFIFO(st.st_mode) and st.st_dev == pipefs:
-                os.fchown(fd, uid, uid)
-        except OSError as exc:
-            raise StartError(f"sandbox: cannot give the child its pipes: {exc.strerror}") from exc
-
-
-@functools.cache
-def _pipefs_dev() -> int:
-    """The device of anonymous pipes (one pipefs for the whole system)."""
-    r, w = os.pipe()
-    try:
-        return os.fstat(r).st_dev
-    finally:
-        os.close(r)
-        os.close(w)
 
 
 def arm(*, pid: bool) -> None:
@@ -373,11 +355,14 @@ def arm(*, pid: bool) -> None:
 
 
 def _check_reachable(path: str, what: str, notes: dict[str, str]) -> None:
-    if os.access(path, os.R_OK | os.X_OK):
-        return
+    if not os.access(path, os.R_OK | os.X_OK):
+        raise _unreachable(path, what, notes, os.getuid())
+
+
+def _unreachable(path: str, what: str, notes: dict[str, str], uid: int) -> StartError:
     why = next((f" ({p}: {n})" for p, n in notes.items() if confine.under(path, [p])), "")
-    raise StartError(
-        f"sandbox: the hook's user (uid {os.getuid()}) cannot read its {what} {path}{why}: "
+    return StartError(
+        f"sandbox: the hook's user (uid {uid}) cannot read its {what} {path}{why}: "
         "its mode bits keep it out, and it is not a grant whose owner the hook stands for "
         '(docs/sandbox.md, "Grants beat mode bits"): make it readable by others (o+rx)'
     )

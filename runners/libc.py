@@ -127,7 +127,7 @@ _NUMBERS: dict[str, tuple[int, int | None]] = {
     "fchmodat": (268, 53), "write": (1, 64), "close": (3, 57), "prctl": (157, 167),
     "capset": (126, 91), "setsid": (112, 157), "rt_sigaction": (13, 134),
     "rt_sigprocmask": (14, 135), "dup3": (292, 24), "fcntl": (72, 25), "execve": (59, 221),
-    "memfd_create": (319, 279), "shmget": (29, 194),
+    "memfd_create": (319, 279), "shmget": (29, 194), "faccessat": (269, 48),
 }
 #: Calls numbered alike on every machine: Landlock, io_uring, the new mount API and later ones.
 EVERYWHERE: dict[str, int] = {

@@ -6,13 +6,14 @@ private memory, shared anonymous mappings, memfds, SysV and POSIX shared memory,
 
 **cgroup v1** (the memory controller mounted on its own, as on hosts that still boot with
 v1): the spawner makes, ahead of each sandboxed child, a cgroup `mcpx-<spawner pid>-<n>`
-beside itself in the memory hierarchy (it must be root, or own the directory it lives in),
-and the thread (or waiting fork) that will start the child joins it before the request comes;
-the request then writes `memory.limit_in_bytes` and `memory.memsw.limit_in_bytes` (no swap
-beyond it), and the child starts in it: nothing it runs was ever outside. In v1 the memory of
-a process is charged to the cgroup of the process that owns it (the thread group's leader),
-so the spawner's own memory stays the spawner's while one of its threads sits in a child's
-cgroup. Its OOM notifications (`cgroup.event_control` on `memory.oom_control`) wake the
+beside itself in the memory hierarchy (it must be root, or own the directory it lives in);
+the request writes `memory.limit_in_bytes` and `memory.memsw.limit_in_bytes` (no swap beyond
+it), and the child joins it in its chain before its exec (`chained.Root`), or, where jail
+threads are used, the thread (or waiting fork) that starts the child joins it before the
+request comes and the child starts in it: nothing the hook runs was ever outside. In v1 the
+memory of a process is charged to the cgroup of the process that owns it (the thread group's
+leader), so the spawner's own memory stays the spawner's while one of its threads sits in a
+child's cgroup. Its OOM notifications (`cgroup.event_control` on `memory.oom_control`) wake the
 spawner, which kills the whole tree; the exit report says it went over (`oom_kill` counted,
 or a notification seen). The cgroup is removed once the tree is reaped (and the thread that
 started it gone). A spawner that died leaves its cgroups; the next one to start removes those
@@ -90,27 +91,30 @@ class Hierarchy:
 
     def __init__(self, base: str) -> None:
         self.base = base
+        #: Cgroups are made and removed relative to this fd of `base`, opened here: a thread
+        #: that sits in a read-only mount namespace (an armed `inline.py`) still can.
+        self.dir = os.open(base, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         self._tag = f"{PREFIX}{int(os.readlink('/proc/self'))}-"
         self._made = 0
-        #: Cgroups whose tree is gone but that could not be removed yet (a thread that
-        #: started the child still leaving); tried again (`sweep`).
+        #: Cgroups (names in `base`) whose tree is gone but that could not be removed yet (a
+        #: thread that started the child still leaving); tried again (`sweep`).
         self.pending: list[str] = []
 
     def make(self) -> Cgroup:
         """A new, empty cgroup (no limit yet); raises `OSError`."""
         self._made += 1
-        return Cgroup(f"{self.base}/{self._tag}{self._made}")
+        return Cgroup(self, f"{self._tag}{self._made}")
 
     def remove(self, path: str) -> None:
         """Removes a finished tree's cgroup, once the spawner is idle (`sweep`): a removal
         takes a fraction of a millisecond the next request need not wait for."""
-        self.pending.append(path)
+        self.pending.append(os.path.basename(path))
 
     def sweep(self) -> None:
         """Removes the pending cgroups that can be (a thread that started a tree may still be
         leaving its cgroup)."""
         if self.pending:
-            self.pending = [p for p in self.pending if not _rmdir(p)]
+            self.pending = [p for p in self.pending if not _rmdir(p, self.dir)]
 
     def overdue(self) -> bool:
         """Whether so many wait that they are removed even while busy."""
@@ -136,9 +140,9 @@ class Hierarchy:
                     _rmdir(f"{self.base}/{name}")
 
 
-def _rmdir(path: str) -> bool:
+def _rmdir(path: str, dir_fd: int | None = None) -> bool:
     try:
-        os.rmdir(path)
+        os.rmdir(path, dir_fd=dir_fd)
     except FileNotFoundError:
         return True
     except OSError as exc:  # busy: later; anything else: nothing this process can do
@@ -147,16 +151,20 @@ def _rmdir(path: str) -> bool:
 
 
 class Cgroup:
-    """One child tree's cgroup (v1), made ahead of its request: its files opened while the
-    maker still sees the host's mounts (a jail thread's tree is read-only after `arm`), its
-    OOM notification registered (`event`, an eventfd the spawner polls)."""
+    """One child tree's cgroup (v1), made ahead of its request: its files opened relative to
+    the hierarchy's fd (an armed thread's tree is read-only after `arm`), its OOM
+    notification registered (`event`, an eventfd the spawner polls)."""
 
-    def __init__(self, path: str) -> None:
-        os.mkdir(path, 0o755)
-        self.path = path
+    def __init__(self, hierarchy: Hierarchy, name: str) -> None:
+        os.mkdir(name, 0o755, dir_fd=hierarchy.dir)
+        self.path = f"{hierarchy.base}/{name}"
         self._fds: list[int] = []
+        self._dir = -1
         try:
-            self._tasks = self._open("tasks", os.O_WRONLY)
+            flags = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
+            self._dir = os.open(name, flags, dir_fd=hierarchy.dir)
+            #: Its `tasks` (write "0" to join it: `join`, or a child's chain).
+            self.tasks = self._open("tasks", os.O_WRONLY)
             self._limit = self._open("memory.limit_in_bytes", os.O_WRONLY)
             self._memsw: int | None = None
             with contextlib.suppress(FileNotFoundError):  # (no swap accounting)
@@ -168,13 +176,16 @@ class Cgroup:
             os.write(control, b"%d %d" % (self.event, self._oom))
         except BaseException:
             self.close()
-            _rmdir(path)
+            _rmdir(name, hierarchy.dir)
             raise
+        finally:
+            if self._dir >= 0:
+                os.close(self._dir)
         #: An OOM notification was seen (the spawner then killed the tree).
         self.notified = False
 
     def _open(self, name: str, flags: int) -> int:
-        fd = os.open(f"{self.path}/{name}", flags | os.O_CLOEXEC)
+        fd = os.open(name, flags | os.O_CLOEXEC, dir_fd=self._dir)
         self._fds.append(fd)
         return fd
 
@@ -183,7 +194,7 @@ class Cgroup:
 
     def join(self) -> None:
         """Moves the calling thread into it (what it starts from now on starts there)."""
-        os.write(self._tasks, b"0")
+        os.write(self.tasks, b"0")
 
     def limit(self, nbytes: int) -> None:
         """Bounds it to `nbytes` of memory, and as much of memory and swap together."""
@@ -242,15 +253,21 @@ def detect(hidden: bool, rootless: bool = False) -> None:
     if base is None:
         STATE.why = why
         return
-    found = Hierarchy(base)
+    try:
+        found = Hierarchy(base)
+    except OSError as exc:
+        STATE.why = f"cannot open {base}: {exc.strerror}"
+        return
     try:
         probe = found.make()
     except OSError as exc:
+        os.close(found.dir)
         STATE.why = f"cannot make a cgroup in {base}: {exc.strerror}"
         return
     probe.close()
     _rmdir(probe.path)
     if rootless:
+        os.close(found.dir)
         STATE.why = f"{base} is writable, but a rootless spawner does not use cgroups yet"
         return
     found.remove_stale()

@@ -66,12 +66,14 @@ class PidNsSpawner:
         self.epoll.register(LIFELINE_FD, select.EPOLLIN)
         os.chdir("/")  # keep no directory busy
         self.armed = False
-        #: Rootless where the chain runs: sandboxed children start from this thread.
+        #: Where the chain runs: sandboxed children start from this thread (the first jail
+        #: thread only told whether jails can be had).
         self.inline: inline.InlineJail | None = None
-        if sandbox.userns and chain.available() and self.jail is not None:
+        if chain.available() and self.jail is not None:
             self.inline = inline.made(sandbox)
             if self.inline is not None:
                 self.jail.release()
+                memcg.drop(self.jail.cgroup)
                 self.jail = None
         self._arm(quietly=True)
         warm.ready_spawner()
@@ -115,6 +117,8 @@ class PidNsSpawner:
             if self.jail is not None:
                 self.jail.release()
                 memcg.drop(self.jail.cgroup)
+            if self.inline is not None:  # (removed by its name: from wherever this thread is)
+                self.inline.discard()
             self.warm.discard()
             for tree in set(self.trees.values()):
                 tree.signal(signal.SIGKILL)
@@ -244,8 +248,9 @@ class PidNsSpawner:
             os.chdir("/")
 
     def _spawn_jailed(self, req: Request, uid: int | None) -> jail.Spawned:
-        """Starts a sandboxed child from the armed jail thread (`jail.py`), then arms the
-        next one. Soft limits are lent for the spawn and the hard ones set right after."""
+        """Starts a sandboxed child from this thread, the child sealing itself (`inline.py`),
+        or from the armed jail thread (`jail.py`), then arms the next one; there, soft limits
+        are lent for the spawn and the hard ones set right after."""
         assert req.sandbox is not None
         missing = self.sandbox.missing_for(req.sandbox)
         if missing:
@@ -253,7 +258,7 @@ class PidNsSpawner:
         if self.inline is not None:
             self._arm()
             try:
-                return self.inline.spawn(req, self.home)
+                return self.inline.spawn(req, self.home, uid)
             finally:
                 self._disarm()
         current, self.jail = self.jail, None

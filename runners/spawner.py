@@ -88,9 +88,10 @@ once, its exit report saying its pid.
 high-water mark of the vfork'd or forked memory over exec).
 
 A request with `"sandbox"` (a plan: `spawnreq.Sandbox`) is confined: in pidns mode it is
-started from an armed jail thread (`jail.py`, mechanisms in `confine.py`); keeper mode refuses
-it. Before serving, the spawner writes one line on its stdout, the isolation mechanisms it
-found (`mechanisms.py`), and closes it.
+started from this process's own thread, the child sealing itself (`inline.py`, `chained.py`),
+or where the chain cannot run from an armed jail thread (`jail.py`; mechanisms in
+`confine.py`); keeper mode refuses it. Before serving, the spawner writes one line on its
+stdout, the isolation mechanisms it found (`mechanisms.py`), and closes it.
 
 Modules: `spawnreq.py` (the request) and `checks.py` (its checks), `protocol.py` (the
 messages above), `collect.py` (`"collect"`), `start.py` (the program, fork and exec),
