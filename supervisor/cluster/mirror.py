@@ -16,7 +16,8 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections import OrderedDict
-from itertools import accumulate
+from itertools import accumulate, count, repeat
+from operator import add
 from typing import Any, Final
 
 import orjson
@@ -58,6 +59,9 @@ CONTROL_S: Final = 5.0
 
 #: The output types, as the wire says them: the frames a mirror keeps without a look inside.
 _OUTPUT: Final = frozenset(kind.value for kind in OUTPUT_TYPES)
+#: How an output frame's line ends as the journal writes it (its type last): the top-level
+#: object's last member, since a raw newline or an unescaped quote never stands in a string.
+_OUTPUT_ENDS: Final = tuple(b',"type":"%b"}' % kind.value.encode() for kind in OUTPUT_TYPES)
 
 
 def _kind(word: object) -> FrameType | str:
@@ -101,8 +105,20 @@ class MirrorJournal(RunJournal):
         if first > held:
             logger.warning("run %s: frame %d after %d, skipped", self.run_id, first, held)
             return
-        output: list[bytes] = []  # output frames waiting to be kept at once
-        for line in lines[held - first :]:
+        fresh = lines[held - first :]
+        # Output frames (nearly all of a run) are known by how their lines end, in one pass
+        # at C speed; only the others are decoded, each kept as it comes.
+        plain = list(map(bytes.endswith, fresh, repeat(_OUTPUT_ENDS)))
+        at = 0
+        while at < len(fresh) and not self.finished:
+            try:
+                other = plain.index(False, at)
+            except ValueError:
+                other = len(fresh)
+            self._keep_output(fresh[at:other])
+            if other == len(fresh):
+                break
+            line = fresh[other]
             try:
                 wire = orjson.loads(line)
             except orjson.JSONDecodeError:
@@ -111,32 +127,30 @@ class MirrorJournal(RunJournal):
             if not isinstance(wire, dict):
                 break
             kind = wire.get("type")
-            if kind in _OUTPUT:
-                output.append(line)
-                continue
-            self._keep_output(output)
-            self._keep((line, len(line) + FRAME_OVERHEAD, _kind(kind), wire))  # type: ignore[arg-type]
-            if self.finished:
-                break
-        self._keep_output(output)
+            if kind in _OUTPUT:  # an output frame in another form than the journal's
+                self._keep_output([line])
+            else:
+                self._keep((line, len(line) + FRAME_OVERHEAD, _kind(kind), wire))  # type: ignore[arg-type]
+            at = other + 1
         if len(self.lines) > held:
             self.begun.set()
 
     def _keep_output(self, lines: list[bytes]) -> None:
-        """Keeps output frames' lines (emptying `lines`): all but the last at once, the last
-        as any frame is kept, which wakes the readers once for all of them."""
+        """Keeps output frames' lines: all but the last at once, the last as any frame is
+        kept, which wakes the readers once for all of them."""
         if not lines:
             return
-        *bulk, last = lines
-        if bulk:
-            sizes = [len(line) + 1 for line in bulk]  # with its newline, as `ends` counts
-            self.cost += sum(sizes) + (FRAME_OVERHEAD - 1) * len(bulk)
+        if len(lines) > 1:
+            bulk = lines[:-1]
+            before = self.ends[-1]
+            # `ends` grows by each line's bytes and its newline: the running sum of the
+            # lines' lengths, plus one for each line so far.
+            self.ends.extend(map(add, accumulate(map(len, bulk)), count(before + 1)))
+            self.cost += self.ends[-1] - before + (FRAME_OVERHEAD - 1) * len(bulk)
             self.lines += bulk
-            sizes[0] += self.ends[-1]
-            self.ends.extend(accumulate(sizes))
+        last = lines[-1]
         # (`_keep` looks at a frame's type and fields only for outcomes, hooks and `end`.)
         self._keep((last, len(last) + FRAME_OVERHEAD, FrameType.STDOUT, {}))
-        lines.clear()
 
     def ask_ids(self) -> set[str]:
         return {
