@@ -58,17 +58,19 @@ async def store_artifacts(
 ) -> None:
     """Puts the kept artifacts framed in `framed` (a batch's frames, a line each; those not
     in `done`) in the bucket, after making room for them. One that cannot be stored is
-    logged; its frame still goes out (a gateway then answers 404 for it)."""
-    if _MARK not in framed:
+    logged; its frame still goes out (a gateway then answers 404 for it). A run whose
+    artifacts are all done (most runs have none) is not looked for in `framed`."""
+    store = journal.artifacts
+    if store is None or store.framed(journal.run_id) <= done or _MARK not in framed:
         return
     run_id = journal.run_id
     kept: list[tuple[str, Stored]] = []
     for artifact_id in artifact_ids(framed.split(b"\n")):
-        if artifact_id in done or journal.artifacts is None:
+        if artifact_id in done:
             continue
         done.add(artifact_id)
         with contextlib.suppress(ArtifactGone):  # not kept on the worker either (its warning)
-            kept.append((artifact_id, journal.artifacts.find(run_id, artifact_id)))
+            kept.append((artifact_id, store.find(run_id, artifact_id)))
     if not kept:
         return
     try:

@@ -82,6 +82,12 @@ class ArtifactStore:
         """The bytes kept, over all runs."""
         return self._held
 
+    def framed(self, run_id: str) -> set[str]:
+        """The ids of the run's artifacts framed so far, kept or not (its `artifact` frames
+        name no other)."""
+        with self._lock:
+            return set(self._runs.get(run_id, ()))
+
     def find(self, run_id: str, artifact_id: str) -> Stored:
         """The kept artifact, or `ArtifactGone` saying why there is none."""
         with self._lock:
