@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from array import array
 from collections import OrderedDict
-from itertools import accumulate, count, repeat
+from itertools import accumulate, repeat
 from operator import add
 from typing import Any, Final
 
@@ -143,10 +144,11 @@ class MirrorJournal(RunJournal):
         if len(lines) > 1:
             bulk = lines[:-1]
             before = self.ends[-1]
-            # `ends` grows by each line's bytes and its newline: the running sum of the
-            # lines' lengths, plus one for each line so far.
-            self.ends.extend(map(add, accumulate(map(len, bulk)), count(before + 1)))
-            self.cost += self.ends[-1] - before + (FRAME_OVERHEAD - 1) * len(bulk)
+            # `ends` grows by each line's bytes and its newline (built as an array, then
+            # added at once: its first item is `before`).
+            grown = array("q", accumulate(map(add, map(len, bulk), repeat(1)), initial=before))
+            self.ends += grown[1:]
+            self.cost += grown[-1] - before + (FRAME_OVERHEAD - 1) * len(bulk)
             self.lines += bulk
         last = lines[-1]
         # (`_keep` looks at a frame's type and fields only for outcomes, hooks and `end`.)
