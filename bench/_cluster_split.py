@@ -1,0 +1,107 @@
+"""Where the CPU of a follower through NATS goes: `cluster.py`'s follower figure, with the CPU
+seconds each part spent on each run, for `docs/internals/bench.md`. Not a figure of `make
+bench` (its name starts with `_`): a tool to read before cutting anything.
+
+    .venv/bin/python bench/_cluster_split.py [-n 5] [--lines 200000]
+
+Parts as in `cluster.py`: nats-server, a plain `serve`, gateways A and B and one worker. Each
+round follows a run of `--lines` lines live on the plain `serve`, then one started on
+gateway A and followed on gateway B; around each, every part's CPU time (user + system,
+psutil) and, in the gateways and the worker, each thread's: the Trio thread and the thread
+of the NATS client. "client" is this process (both sockets' reading). Prints each round, then
+the medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import statistics
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import psutil
+from cluster import follower_frames_per_s, key_file, serve, start, start_nats
+
+#: The parts whose threads are told apart.
+THREADED = ("gwA", "gwB", "worker")
+
+
+def _cpu(proc: psutil.Process) -> float:
+    times = proc.cpu_times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
+def _threads(proc: psutil.Process) -> dict[int, float]:
+    return {t.id: t.user_time + t.system_time for t in proc.threads()}
+
+
+def _measure(parts: dict[str, psutil.Process], follow: Any) -> tuple[float, dict[str, float]]:
+    me = psutil.Process()
+    before = {name: _cpu(proc) for name, proc in parts.items()}
+    mine = _cpu(me)
+    threads = {name: _threads(parts[name]) for name in THREADED}
+    rate = asyncio.run(follow)
+    spent = {name: _cpu(proc) - before[name] for name, proc in parts.items()}
+    spent["client"] = _cpu(me) - mine
+    for name in THREADED:
+        # The main thread (its id is the process's) runs Trio; the others, the NATS client.
+        now = _threads(parts[name])
+        main = parts[name].pid
+        spent[f"{name}:trio"] = now[main] - threads[name].get(main, 0.0)
+        spent[f"{name}:nats"] = (
+            sum(v - threads[name].get(t, 0.0) for t, v in now.items()) - (spent[f"{name}:trio"])
+        )
+    return rate, spent
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("-n", type=int, default=5)
+    ap.add_argument("--lines", type=int, default=200_000)
+    args = ap.parse_args()
+    procs: list[subprocess.Popen[Any]] = []
+    rows: dict[str, list[tuple[float, dict[str, float]]]] = {"plain": [], "nats": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        cwd = Path(tmp)
+        try:
+            nats, url = start_nats(cwd)
+            procs.append(nats)
+            plain, plain_url = serve(cwd)
+            part = ["--cluster", url, "--nats-insecure", "--cluster-key-file", key_file(cwd)]
+            gw_a, a_url = serve(cwd, *part)
+            gw_b, b_url = serve(cwd, *part)
+            worker, _ = start(["worker", *part], cwd, "taking runs")
+            procs += [plain, gw_a, gw_b, worker]
+            named = {"nats": nats, "plain": plain, "gwA": gw_a, "gwB": gw_b, "worker": worker}
+            parts = {name: psutil.Process(proc.pid) for name, proc in named.items()}
+            for _ in range(args.n):
+                for kind, urls in (("plain", (plain_url, plain_url)), ("nats", (a_url, b_url))):
+                    got = _measure(parts, follower_frames_per_s(*urls, args.lines))
+                    rows[kind].append(got)
+                    print(kind, _line(*got), flush=True)
+        finally:
+            for proc in reversed(procs):
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGTERM)
+            for proc in procs:
+                proc.wait(timeout=60)
+                if proc.stdout is not None:
+                    proc.stdout.close()
+    print(f"medians of {args.n}, CPU seconds a run of {args.lines} lines:")
+    for kind, got in rows.items():
+        rate = statistics.median(r for r, _ in got)
+        spent = {k: statistics.median(s[k] for _, s in got) for k in got[0][1]}
+        print(f"  {kind:<6}", _line(rate, spent))
+
+
+def _line(rate: float, spent: dict[str, float]) -> str:
+    shown = " ".join(f"{k}={v:.3f}" for k, v in spent.items() if v >= 0.005 or ":" not in k)
+    return f"{rate:10.0f} frames/s  {shown}"
+
+
+if __name__ == "__main__":
+    main()
