@@ -16,15 +16,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 import statistics
-import subprocess
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import psutil
-from cluster import follower_frames_per_s, key_file, serve, start, start_nats
+from cluster import follower_frames_per_s, started_parts
 
 #: The parts whose threads are told apart.
 THREADED = ("gwA", "gwB", "worker")
@@ -63,34 +59,18 @@ def main() -> None:
     ap.add_argument("-n", type=int, default=5)
     ap.add_argument("--lines", type=int, default=200_000)
     args = ap.parse_args()
-    procs: list[subprocess.Popen[Any]] = []
     rows: dict[str, list[tuple[float, dict[str, float]]]] = {"plain": [], "nats": []}
-    with tempfile.TemporaryDirectory() as tmp:
-        cwd = Path(tmp)
-        try:
-            nats, url = start_nats(cwd)
-            procs.append(nats)
-            plain, plain_url = serve(cwd)
-            part = ["--cluster", url, "--nats-insecure", "--cluster-key-file", key_file(cwd)]
-            gw_a, a_url = serve(cwd, *part)
-            gw_b, b_url = serve(cwd, *part)
-            worker, _ = start(["worker", *part], cwd, "taking runs")
-            procs += [plain, gw_a, gw_b, worker]
-            named = {"nats": nats, "plain": plain, "gwA": gw_a, "gwB": gw_b, "worker": worker}
-            parts = {name: psutil.Process(proc.pid) for name, proc in named.items()}
-            for _ in range(args.n):
-                for kind, urls in (("plain", (plain_url, plain_url)), ("nats", (a_url, b_url))):
-                    got = _measure(parts, follower_frames_per_s(*urls, args.lines))
-                    rows[kind].append(got)
-                    print(kind, _line(*got), flush=True)
-        finally:
-            for proc in reversed(procs):
-                if proc.poll() is None:
-                    proc.send_signal(signal.SIGTERM)
-            for proc in procs:
-                proc.wait(timeout=60)
-                if proc.stdout is not None:
-                    proc.stdout.close()
+    with started_parts() as started:
+        worker = started.start(["worker", *started.flags], "taking runs")
+        nats, plain, gw_a, gw_b = started.procs[:4]
+        named = {"nats": nats, "plain": plain, "gwA": gw_a, "gwB": gw_b, "worker": worker}
+        parts = {name: psutil.Process(proc.pid) for name, proc in named.items()}
+        plain_url, a_url, b_url = started.plain_url, started.a_url, started.b_url
+        for _ in range(args.n):
+            for kind, urls in (("plain", (plain_url, plain_url)), ("nats", (a_url, b_url))):
+                got = _measure(parts, follower_frames_per_s(*urls, args.lines))
+                rows[kind].append(got)
+                print(kind, _line(*got), flush=True)
     print(f"medians of {args.n}, CPU seconds a run of {args.lines} lines:")
     for kind, got in rows.items():
         rate = statistics.median(r for r, _ in got)

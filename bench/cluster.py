@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -42,8 +43,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from _quick import missing, parse_args
 from websockets.asyncio.client import connect
@@ -170,6 +172,52 @@ def stop(proc: subprocess.Popen[Any]) -> None:
         proc.stdout.close()
 
 
+class Parts(NamedTuple):
+    """A nats-server, a plain `serve` and two gateways on it, started in `cwd`; `procs` holds
+    each process `started_parts` ends, the workers `start` adds too."""
+
+    cwd: Path
+    procs: list[subprocess.Popen[Any]]
+    flags: list[str]
+    plain_url: str
+    a_url: str
+    b_url: str
+
+    def start(self, args: list[str], needle: str) -> subprocess.Popen[str]:
+        proc, _ = start(args, self.cwd, needle)
+        self.procs.append(proc)
+        return proc
+
+
+@contextlib.contextmanager
+def started_parts() -> Iterator[Parts]:
+    """`Parts` in a temporary directory; each process stopped (SIGTERM) and waited for at the
+    end, however the block ends."""
+    procs: list[subprocess.Popen[Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        cwd = Path(tmp)
+        try:
+            nats, url = start_nats(cwd)
+            procs.append(nats)
+            plain, plain_url = serve(cwd)
+            procs.append(plain)
+            # NATS on loopback without users (--nats-insecure), the requests signed as ever.
+            flags = ["--cluster", url, "--nats-insecure", "--cluster-key-file", key_file(cwd)]
+            gw_a, a_url = serve(cwd, *flags)
+            procs.append(gw_a)
+            gw_b, b_url = serve(cwd, *flags)
+            procs.append(gw_b)
+            yield Parts(cwd, procs, flags, plain_url, a_url, b_url)
+        finally:
+            for proc in reversed(procs):
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGTERM)
+            for proc in procs:
+                proc.wait(timeout=60)
+                if proc.stdout is not None and not proc.stdout.closed:
+                    proc.stdout.close()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=96)
@@ -182,51 +230,31 @@ def main() -> int:
     args = parse_args(ap, runs=4, clients=2, true_runs=4, true_clients=2, lines=200)
     sleeper = ["sh", "-c", f"sleep {args.sleep}"]
     half = str(max(1, args.clients // 2))
-    procs: list[subprocess.Popen[Any]] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        cwd = Path(tmp)
-        try:
-            nats, url = start_nats(cwd)
-            procs.append(nats)
-            plain, plain_url = serve(cwd)
-            # NATS on loopback without users (--nats-insecure), the requests signed as ever.
-            part = ["--cluster", url, "--nats-insecure", "--cluster-key-file", key_file(cwd)]
-            gw_a, a_url = serve(cwd, *part)
-            gw_b, b_url = serve(cwd, *part)
-            procs += [plain, gw_a, gw_b]
+    with started_parts() as parts:
+        plain_url, a_url, b_url = parts.plain_url, parts.a_url, parts.b_url
 
-            def worker(slots: str) -> subprocess.Popen[str]:
-                proc, _ = start(["worker", *part, "--concurrency", slots], cwd, "taking runs")
-                procs.append(proc)
-                return proc
+        def worker(slots: str) -> subprocess.Popen[str]:
+            return parts.start(["worker", *parts.flags, "--concurrency", slots], "taking runs")
 
-            async def measure() -> dict[str, float]:
-                got = {"plain": await runs_per_s(plain_url, sleeper, args.runs, args.clients)}
-                wide = worker(str(args.clients))
-                got["wide"] = await runs_per_s(a_url, sleeper, args.runs, args.clients)
-                stop(wide)
-                first = worker(half)
-                got["one"] = await runs_per_s(a_url, sleeper, args.runs, args.clients)
-                tiny = (args.true_runs, args.true_clients)
-                got["true_plain"] = await runs_per_s(plain_url, ["true"], *tiny)
-                got["true_one"] = await runs_per_s(a_url, ["true"], *tiny)
-                worker(half)
-                got["two"] = await runs_per_s(a_url, sleeper, args.runs, args.clients)
-                got["true_two"] = await runs_per_s(a_url, ["true"], *tiny)
-                stop(first)
-                got["plain_follow"] = await follower_frames_per_s(plain_url, plain_url, args.lines)
-                got["follow"] = await follower_frames_per_s(a_url, b_url, args.lines)
-                return got
+        async def measure() -> dict[str, float]:
+            got = {"plain": await runs_per_s(plain_url, sleeper, args.runs, args.clients)}
+            wide = worker(str(args.clients))
+            got["wide"] = await runs_per_s(a_url, sleeper, args.runs, args.clients)
+            stop(wide)
+            first = worker(half)
+            got["one"] = await runs_per_s(a_url, sleeper, args.runs, args.clients)
+            tiny = (args.true_runs, args.true_clients)
+            got["true_plain"] = await runs_per_s(plain_url, ["true"], *tiny)
+            got["true_one"] = await runs_per_s(a_url, ["true"], *tiny)
+            worker(half)
+            got["two"] = await runs_per_s(a_url, sleeper, args.runs, args.clients)
+            got["true_two"] = await runs_per_s(a_url, ["true"], *tiny)
+            stop(first)
+            got["plain_follow"] = await follower_frames_per_s(plain_url, plain_url, args.lines)
+            got["follow"] = await follower_frames_per_s(a_url, b_url, args.lines)
+            return got
 
-            got = asyncio.run(asyncio.wait_for(measure(), args.bound))
-        finally:
-            for proc in reversed(procs):
-                if proc.poll() is None:
-                    proc.send_signal(signal.SIGTERM)
-            for proc in procs:
-                proc.wait(timeout=60)
-                if proc.stdout is not None and not proc.stdout.closed:
-                    proc.stdout.close()
+        got = asyncio.run(asyncio.wait_for(measure(), args.bound))
     report(args, got)
     return 0
 
