@@ -15,12 +15,15 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import psutil
 import pytest
 from service_client import CLI, ENV, READY_S, Server, start_server
+
+if TYPE_CHECKING:
+    from mcpx_hooks.supervisor.run.journal import RunJournal
 
 NATS_SERVER = shutil.which("nats-server")
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "cluster.md"
@@ -395,3 +398,16 @@ def forged(run_id: str, marker: Path) -> bytes:
     """A request as a gateway queued one before requests were signed: it writes `marker`."""
     request = {"argv": ["sh", "-c", f"echo ran > {marker}"], "cwd": str(marker.parent)}
     return json.dumps({"runId": run_id, "request": json.dumps(request)}).encode()
+
+
+class PublishedRun:
+    """What `Publisher.publish` uses of a run: its journal and its request's run id; a
+    publisher that finds the run's subject not empty would cancel it, which a test here
+    never expects."""
+
+    def __init__(self, journal: RunJournal) -> None:
+        self.journal = journal
+        self.request = type("Request", (), {"run_id": journal.run_id})()
+
+    def cancel(self) -> None:
+        raise AssertionError("the run's subject was empty")

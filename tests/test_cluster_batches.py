@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 import pytest
 import trio
-from clusterparts import Cluster, need_nats, open_cluster, raw_messages
+from clusterparts import Cluster, PublishedRun, need_nats, open_cluster, raw_messages
 from service_client import Server, Stream, arun, open_ws, read_all, run_remote
 
 from mcpx_hooks.supervisor.cluster import publish
@@ -182,15 +182,6 @@ class _Cluster:
         pass
 
 
-class _Run:
-    def __init__(self, journal: RunJournal) -> None:
-        self.journal = journal
-        self.request = type("Request", (), {"run_id": journal.run_id})()
-
-    def cancel(self) -> None:
-        raise AssertionError("the run's subject was empty")
-
-
 async def test_a_batch_sent_again_is_cut_where_it_was_and_keeps_its_id(
     autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -207,7 +198,7 @@ async def test_a_batch_sent_again_is_cut_where_it_was_and_keeps_its_id(
         journal.append(blank(EndFrame, exit_code=0, duration_ms=1))
 
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(publisher.publish, _Run(journal))
+        nursery.start_soon(publisher.publish, PublishedRun(journal))
         nursery.start_soon(write)
     frames = [(payload, h) for subject, payload, h in cluster.sent if subject == "mcpx.frames.r1"]
     assert len(frames) < len(journal) / 10

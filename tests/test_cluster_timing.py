@@ -17,6 +17,7 @@ import orjson
 import pytest
 import trio
 import trio.testing
+from clusterparts import PublishedRun
 
 from mcpx_hooks.supervisor.cluster import publish
 from mcpx_hooks.supervisor.cluster.jet import WRONG_LAST_SEQUENCE, ClusterDown, Stored
@@ -169,17 +170,6 @@ async def test_a_first_frame_onto_a_subject_not_empty_is_not_tried_again(
     assert cluster.calls["publish_many"] == [0]
 
 
-class _Run:
-    """What `Publisher.publish` uses of a run."""
-
-    def __init__(self, journal: RunJournal) -> None:
-        self.journal = journal
-        self.request = type("Request", (), {"run_id": journal.run_id})()
-
-    def cancel(self) -> None:
-        raise AssertionError("the run's subject was empty")
-
-
 async def test_an_unacknowledged_batch_is_sent_again_after_a_backoff_reset_by_an_ack(
     autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -201,7 +191,7 @@ async def test_an_unacknowledged_batch_is_sent_again_after_a_backoff_reset_by_an
             raise error
 
     cluster.acked = acked  # type: ignore[method-assign]
-    await Publisher(cluster, 30).publish(_Run(journal))  # type: ignore[arg-type]
+    await Publisher(cluster, 30).publish(PublishedRun(journal))  # type: ignore[arg-type]
     sent = cluster.calls["send_many"]
     # Each send again waits out the backoff of the failures in a row: 0.5, 1, 2; the ack of
     # frame 1 starts it again, so frame 2's one failure waits 0.5.
