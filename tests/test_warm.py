@@ -256,6 +256,30 @@ async def test_nothing_of_one_hook_reaches_the_next(
     }
 
 
+def user_namespaces_held(pid: int) -> list[str]:
+    """The user namespaces `pid` holds an fd of (root reads any process's fds)."""
+    held = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(FileNotFoundError):
+            if (link := os.readlink(f"/proc/{pid}/fd/{fd}")).startswith("user:"):
+                held.append(link)
+    return held
+
+
+async def test_a_strict_hooks_idmap_namespace_is_kept_by_the_spawner_not_the_hook(
+    warm_spawner: Spawner, readable_tmp: Path
+) -> None:
+    """The user namespace a warm fork makes for an idmapped grant (its hook's folder, root's
+    here) goes back to the spawner for the forks after it, and no hook holds one."""
+    hook = module_hook(
+        readable_tmp, write_hook(readable_tmp, "state.py", STATE), sandbox=Profile.STRICT
+    )
+    assert user_namespaces_held(warm_spawner.pid) == []
+    seen = [advice(await run_hook(warm_spawner, hook, CTX)) for _ in range(3)]
+    assert [state["fds"] for state in seen] == [[0, 1, 2]] * 3
+    assert len(user_namespaces_held(warm_spawner.pid)) == 1
+
+
 def process_memory(pid: int) -> bytes:
     """Everything readable and private in `pid`'s memory (root reads any process's)."""
     chunks = []
