@@ -42,6 +42,7 @@ import contextlib
 import gc
 import json
 import os
+import select
 import signal
 import socket
 import sys
@@ -183,7 +184,7 @@ def _waiting_child(
                 jail.arm(pid=False)
             except (OSError, StartError) as exc:
                 broken = f"sandbox: {exc}"
-        _ready_interpreter()
+        _ready_interpreter(sock)
         taken = _take_request(sock)
         if taken is None:
             code = 0  # the spawner is closing
@@ -336,11 +337,14 @@ def _close_fds_except(keep: list[int]) -> None:
     os.closerange(low, os.sysconf("SC_OPEN_MAX"))
 
 
-def _ready_interpreter() -> None:
+def _ready_interpreter(sock: socket.socket) -> None:
     """What a fresh interpreter has that does not depend on the request, done while waiting:
     streams on fds 0, 1, 2 (they stay on those numbers when the request's fds are put
-    there), signal dispositions, no bytecode written; then a rehearsal of a hook's run, so
-    the pages it writes are copied from the spawner now rather than while a hook runs."""
+    there), signal dispositions, no bytecode written; then, unless a request (or the
+    spawner's end) is there already, a rehearsal of a hook's run, so the pages it writes are
+    copied from the spawner now rather than while a hook runs. (Back to back, the request
+    often comes while this fork readies itself: a rehearsal then costs it more than it
+    saves, ~0.7 ms of CPU against ~0.15 ms of its hook's run.)"""
     sys.dont_write_bytecode = True  # as -B has it: a hook's imports leave no __pycache__
     # The spawner started with the same scrubbed locale a cold hook gets: same UTF-8 mode.
     errors = "surrogateescape" if sys.flags.utf8_mode else "strict"
@@ -357,7 +361,8 @@ def _ready_interpreter() -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    _rehearse()
+    if not select.select([sock], [], [], 0)[0]:
+        _rehearse()
     # And what this fork made since, for the hook's run likewise (see `_waiting_child`).
     gc.freeze()
 
