@@ -100,7 +100,7 @@ class WaitingFork:
                 [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds).tobytes())],
             )
             self.sock.settimeout(HAND_OVER_BOUND_S)
-            reply, made = _receive(self.sock, 4096)
+            reply, made = _receive(self.sock, 4096, socket.MSG_CMSG_CLOEXEC)
         except TimeoutError:
             self.discard()
             raise StartError("the warm runner's fork did not set itself up in time") from None
@@ -242,10 +242,11 @@ def _bound(req: Request, cgroup: memcg.Cgroup | None) -> None:
         cgroup.close()
 
 
-def _receive(sock: socket.socket, size: int) -> tuple[bytes, list[int]]:
-    """A message and the fds that came with it."""
+def _receive(sock: socket.socket, size: int, flags: int = 0) -> tuple[bytes, list[int]]:
+    """A message and the fds that came with it (`flags`: the spawner's are close-on-exec,
+    its children must not inherit them)."""
     fds = array.array("i")
-    msg, ancdata, _, _ = sock.recvmsg(size, socket.CMSG_SPACE(MAX_FDS * fds.itemsize))
+    msg, ancdata, _, _ = sock.recvmsg(size, socket.CMSG_SPACE(MAX_FDS * fds.itemsize), flags)
     for level, kind, data in ancdata:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
