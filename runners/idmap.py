@@ -19,7 +19,8 @@ for a PID 1, `inline.py`) first returns to the spawner's own PID
 namespace (`home`; its next child would otherwise be PID 1 of the namespace meant for the
 hook, and an armed thread cannot start threads) and arms a fresh one after. Namespaces are
 kept, by owner and hook ids, up to `KEPT`: the per-child uids are reused slot by slot, so a
-busy spawner needs a handful.
+busy spawner needs a handful. A warm fork (`warm.py`) uses those it inherits and hands those
+it makes back to the spawner, for the forks after it.
 """
 
 from __future__ import annotations
@@ -53,21 +54,59 @@ _MOVE_MOUNT_F_EMPTY_PATH = 0x4
 #: User namespaces kept for reuse (one fd each), the least recently used closed first.
 KEPT = 64
 
-_kept: collections.OrderedDict[tuple[int, int, int, int], int] = collections.OrderedDict()
+Key = tuple[int, int, int, int]
+_kept: collections.OrderedDict[Key, int] = collections.OrderedDict()
+#: The namespaces of `_kept` made in this process since it was forked (a warm fork hands
+#: those back to the spawner, `forget`).
+_made: set[Key] = set()
 _lock = threading.Lock()
 
 
-def forget() -> None:
-    """Closes every kept namespace: a warm fork becomes the hook without an exec, so no fd
-    of its own may stay open (close-on-exec does not close them)."""
+def kept_fds() -> list[int]:
+    """The kept namespaces' fds: a jailed warm fork keeps those it inherits open, for its
+    request to use (`warm.py`)."""
+    return list(_kept.values())
+
+
+def forget() -> list[tuple[Key, int]]:
+    """Closes every kept namespace but those made here since the fork, which it returns, for
+    the caller to pass on (a warm fork, to the spawner: the next fork then inherits them)
+    and close: a warm fork becomes the hook without an exec, so no fd of its own may stay
+    open (close-on-exec does not close them)."""
+    made = []
     with _lock:
         while _kept:
-            os.close(_kept.popitem()[1])
+            key, fd = _kept.popitem()
+            if key in _made:
+                made.append((key, fd))
+            else:
+                os.close(fd)
+        _made.clear()
+    return made
+
+
+def adopt(made: list[tuple[Key, int]]) -> None:
+    """Keeps namespaces a warm fork made (`forget`), as if made here."""
+    with _lock:
+        for key, fd in made:
+            old = _kept.pop(key, None)
+            if old is not None:
+                os.close(old)
+            _kept[key] = fd
+        _evict()
+
+
+def _evict() -> None:
+    while len(_kept) > KEPT:
+        key, fd = _kept.popitem(last=False)
+        _made.discard(key)
+        os.close(fd)
 
 
 def _forget_in_child() -> None:
-    # A fork (a warm waiting fork) closes the fds it inherits: it must not reuse their numbers.
-    _kept.clear()
+    # What a fork inherits was made by its parent; a fork that closes the fds it inherits (a
+    # plain warm fork) forgets them too (`forget`), before it could reuse their numbers.
+    _made.clear()
 
 
 os.register_at_fork(after_in_child=_forget_in_child)
@@ -97,8 +136,8 @@ def userns(owner: tuple[int, int], hook: tuple[int, int], home: int | None) -> i
             finally:
                 libc.unshare(libc.CLONE_NEWPID, "a PID namespace")
         _kept[key] = fd
-        while len(_kept) > KEPT:
-            os.close(_kept.popitem(last=False)[1])
+        _made.add(key)
+        _evict()
         return fd
 
 

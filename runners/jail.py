@@ -276,6 +276,15 @@ class Seal:
         self.grants.close()
 
 
+def ready_filters() -> None:
+    """Builds (cached) every seccomp filter a `Seal` may install here, for the forks made
+    after: a warm fork builds none on its request's way (`warmpool.py`). Arguments by
+    position, as `seccomp.install` passes them (the cache's key)."""
+    for no_memfd in {False, memcg.STATE.hierarchy is None}:
+        for net in (False, True):
+            seccomp.seccomp_program(not net, no_memfd, no_memfd and userns.entered)
+
+
 def prepare(
     req: Request,
     sandbox: Sandbox,

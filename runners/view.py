@@ -101,7 +101,7 @@ def build(
     the read and write paths that exist (the binds' and grants' sources); `mapped`: the
     hook has a uid of its own, so the plan's `mapped` grants get their owner mapped onto it
     (`idmap.py`); `home`: an fd of the spawner's PID namespace (`idmap.userns`), None in a
-    fork that becomes the hook (the namespaces made for it are closed once it is built)."""
+    fork that becomes the hook (which closes the namespaces once it is built, `warm.py`)."""
     try:
         host_scratch = os.open(sandbox.scratch, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:
@@ -146,8 +146,6 @@ def build(
         raise StartError(f"sandbox: cannot prepare the filesystem view: {exc}") from exc
     finally:
         os.close(host_scratch)
-        if home is None:  # a fork, which becomes the hook: it keeps no namespace
-            idmap.forget()
 
 
 def _grants(

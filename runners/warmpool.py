@@ -81,6 +81,8 @@ class WarmPool:
     def _fork(self, kind: str) -> warm.WaitingFork:
         """A waiting fork, PID 1 of a fresh PID namespace; this thread is armed again after."""
         cgroup = None
+        if kind == warm.JAILED:
+            jail.ready_filters()
         if kind == warm.JAILED and memcg.STATE.hierarchy is not None:
             try:
                 cgroup = memcg.STATE.hierarchy.make()

@@ -256,6 +256,36 @@ async def test_nothing_of_one_hook_reaches_the_next(
     }
 
 
+def user_namespaces_held(pid: int) -> list[tuple[str, bool]]:
+    """The user namespaces `pid` holds an fd of, each with whether that fd is close-on-exec
+    (root reads any process's fds)."""
+    held = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(FileNotFoundError):
+            if (link := os.readlink(f"/proc/{pid}/fd/{fd}")).startswith("user:"):
+                info = Path(f"/proc/{pid}/fdinfo/{fd}").read_text()
+                flags = int(info.split("flags:")[1].split()[0], 8)
+                held.append((link, bool(flags & os.O_CLOEXEC)))
+    return held
+
+
+async def test_a_strict_hooks_idmap_namespace_is_kept_by_the_spawner_not_the_hook(
+    warm_spawner: Spawner, readable_tmp: Path
+) -> None:
+    """The user namespace a warm fork makes for an idmapped grant (its hook's folder, root's
+    here) goes back to the spawner for the forks after it (close-on-exec there), and no
+    hook holds one."""
+    hook = module_hook(
+        readable_tmp, write_hook(readable_tmp, "state.py", STATE), sandbox=Profile.STRICT
+    )
+    assert user_namespaces_held(warm_spawner.pid) == []
+    seen = [advice(await run_hook(warm_spawner, hook, CTX)) for _ in range(3)]
+    assert [state["fds"] for state in seen] == [[0, 1, 2]] * 3
+    held = user_namespaces_held(warm_spawner.pid)
+    assert len(held) == 1
+    assert held[0][1], "its children (a run hook's) must not inherit it"
+
+
 def process_memory(pid: int) -> bytes:
     """Everything readable and private in `pid`'s memory (root reads any process's)."""
     chunks = []
