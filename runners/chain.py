@@ -77,7 +77,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import platform
 import struct
 import threading
 
@@ -122,7 +121,7 @@ _made = False
 def _make_routine() -> int | None:
     """The routine's address, on a page of its own made read+execute; None where it cannot
     be (another machine, or a policy refusing executable memory)."""
-    if platform.machine() != "x86_64":
+    if os.uname().machine != "x86_64":
         return None
     prot_rw, prot_rx, private_anon = 0x3, 0x5, 0x22
     page = _libc.mmap(None, 4096, prot_rw, private_anon, -1, 0)

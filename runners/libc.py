@@ -13,7 +13,6 @@ import ctypes
 import errno
 import functools
 import os
-import platform
 from collections.abc import Callable
 
 #: This process's C library; `ctypes.get_errno()` is the errno of its last call.
@@ -145,7 +144,7 @@ AUDIT_ARCH_X86_64 = _MACHINES["x86_64"][0]
 
 
 def _machine_table() -> tuple[int, dict[str, int]] | None:
-    found = _MACHINES.get(platform.machine())
+    found = _MACHINES.get(os.uname().machine)
     if found is None:
         return None
     arch, column = found
@@ -165,5 +164,5 @@ def table() -> tuple[int, dict[str, int]] | None:
 def nr(name: str) -> int:
     """The number of system call `name` here; `ConfineError` (ENOSYS) on another machine."""
     if _TABLE is None:
-        raise ConfineError(errno.ENOSYS, f"no system call table for {platform.machine()}")
+        raise ConfineError(errno.ENOSYS, f"no system call table for {os.uname().machine}")
     return _TABLE[1][name]

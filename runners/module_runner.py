@@ -24,7 +24,6 @@ import os
 import select
 import sys
 import time
-import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -127,6 +126,8 @@ def run(spec: str) -> int:
         print(f"mcpx-hooks module runner: {exc}", file=sys.stderr)
         return 1
     except BaseException:  # the hook's own failure: report it whole
+        import traceback  # here: the spawner, which imports this module, need not load it
+
         traceback.print_exc()
         return 1
     if answer is None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import functools
-import platform
+import os
 import struct
 
 from .libc import (
@@ -132,7 +132,7 @@ def seccomp_program(no_sockets: bool, no_memfd: bool = False, no_shm: bool = Fal
     refused."""
     found = table()
     if found is None:
-        raise ConfineError(errno.ENOSYS, f"seccomp: no system call table for {platform.machine()}")
+        raise ConfineError(errno.ENOSYS, f"seccomp: no system call table for {os.uname().machine}")
     arch, nrs = found
     cases = {nrs[name]: "eperm" for name in DENIED if name in nrs}
     cases |= {nrs[name]: "enosys" for name in UNJUDGED}

@@ -46,7 +46,6 @@ import select
 import signal
 import socket
 import sys
-import traceback
 
 from . import idmap, jail, memcg, module_runner
 from .checks import environment
@@ -205,6 +204,8 @@ def _waiting_child(
         code = module_runner.run(spec)
     except BaseException:
         with contextlib.suppress(BaseException):
+            import traceback  # here: the spawner's start need not load it (~2 ms)
+
             traceback.print_exc()
     finally:
         with contextlib.suppress(BaseException):

@@ -45,9 +45,13 @@ sandbox = "none"
 HOOK = json.dumps({"run": ["true"], "sandbox": "none"})
 
 #: What none of the four commands uses: the service's server and client, the cluster, the
-#: MCP and model clients, the docs generator, and the schema libraries (a valid config is
-#: checked by the compiled check kept on disk; jsonschema only says what is wrong).
+#: MCP and model clients, the docs generator, the schema libraries (a valid config is
+#: checked by the compiled check kept on disk; jsonschema only says what is wrong), and the
+#: standard modules only a problem's "did you mean" (difflib) or a `when` filter on a
+#: command line (shlex) needs.
 NEVER = {
+    "difflib",
+    "shlex",
     "mcp",
     "httpx",
     "nats",
@@ -86,10 +90,27 @@ NO_RUN = NEVER | {
 }
 
 COMMANDS = {
-    "exec": (["exec", "--config", "hooks.toml", "--sandbox", "none", "--", "true"], NEVER),
+    "exec": (
+        ["exec", "--config", "hooks.toml", "--sandbox", "none", "--", "true"],
+        NEVER | {"mimetypes", f"{P}.cli.artifacts"},
+    ),
     "hook test": (
         ["hook", "test", "--phase", "before", "--hook", HOOK],
         NEVER | {f"{P}.service", f"{P}.run.runtime", f"{P}.run.scriptrun", f"{P}.models"},
+    ),
+    # A run with no hook loads no hook runner and reads no schema; and none keeps an
+    # artifact, so none reads the MIME types table, or copies one out.
+    "exec, no hooks": (
+        ["exec", "--sandbox", "none", "--", "true"],
+        NEVER
+        | {
+            "mimetypes",
+            f"{P}.cli.artifacts",
+            f"{P}.config.schemas",
+            f"{P}.run.hookrun",
+            f"{P}.run.hookframe",
+            f"{P}.run.output",
+        },
     ),
     "validate": (["validate", "hooks.toml"], NO_RUN),
     "hooks list": (["hooks", "list", "--config", "hooks.toml"], NO_RUN),

@@ -125,11 +125,12 @@ def add_arguments(x: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.explain:
         return _explain(args)
-    from .artifacts import directory_problem
+    if args.artifacts:
+        from .artifacts import directory_problem
 
-    if args.artifacts and (problem := directory_problem(args.artifacts)):
-        print(f"mcpx-hooks exec: {problem}", file=sys.stderr)
-        return EXIT_USAGE
+        if problem := directory_problem(args.artifacts):
+            print(f"mcpx-hooks exec: {problem}", file=sys.stderr)
+            return EXIT_USAGE
     if args.remote:
         return _run_remote(args)
     from ..process import prestarted
@@ -146,11 +147,13 @@ def _run_local(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     import trio
 
-    from .artifacts import with_artifacts
-
     frames, copied = trio.run(
         _run_here, config, request, args.json, answering.responder(args), args.artifacts
     )
+    if args.artifacts is None:
+        return exit_code(frames)
+    from .artifacts import with_artifacts
+
     return with_artifacts(exit_code(frames), copied)
 
 

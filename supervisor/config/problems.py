@@ -9,7 +9,6 @@ returned can be printed: a lone surrogate or a NUL taken from the input is writt
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
@@ -91,6 +90,8 @@ def quote(text: str) -> str:
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """`; did you mean "x"?` for the closest choice, or nothing."""
+    import difflib  # here: only a config with a problem needs it
+
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     if not close:
         lowered = {c.lower(): c for c in choices}

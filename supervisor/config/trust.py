@@ -22,7 +22,6 @@ import enum
 import hashlib
 import json
 import re
-import shlex
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -89,6 +88,8 @@ def decide(state: TrustState, key: str, sha256: str) -> Verdict:
 
 def trust_command(file: str) -> str:
     """The command that trusts `file`, as a person would paste it."""
+    import shlex
+
     return f"mcpx-hooks trust {shlex.quote(file)}"
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -33,6 +32,8 @@ class RunFacts:
 
 def command_line(argv: Sequence[str]) -> str:
     """The command line `argv` and `runArgv` patterns are matched against."""
+    import shlex  # here: a run whose hooks filter on no command line never needs it
+
     return shlex.join(argv)
 
 

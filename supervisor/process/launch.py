@@ -21,7 +21,6 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 import attrs
-import trio
 
 from ..core.errors import HooksError, SpawnError
 from .runnerside import isolation, libc, protocol, runner_path
@@ -256,6 +255,8 @@ async def start_spawner_process() -> SpawnerProcess:
 async def _read_report(proc: subprocess.Popen[bytes]) -> dict[str, Any]:
     """The spawner's first line (its mechanisms); a spawner that dies or says nothing in
     time is a `SpawnError`."""
+    import trio  # here, not at the top: `prestart` runs before the command imports trio
+
     assert proc.stdout is not None
     stream = trio.lowlevel.FdStream(os.dup(proc.stdout.fileno()))
     proc.stdout.close()
@@ -281,6 +282,8 @@ async def _read_report(proc: subprocess.Popen[bytes]) -> dict[str, Any]:
 async def close_spawner(proc: subprocess.Popen[bytes]) -> None:
     """End of file on its lifeline, then up to `SPAWNER_EXIT_BOUND` for it to kill and reap
     what is left, then SIGKILL; shielded."""
+    import trio
+
     assert proc.stdin is not None
     proc.stdin.close()
     if proc.poll() is not None:  # dead and now reaped

@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import itertools
-import mimetypes
 import os
 import shutil
 import stat
@@ -166,6 +165,8 @@ class ArtifactStore:
             fits = self.keeps and self._make_room(run_id, info.st_size, dropped)
             target = os.path.join(self._store_root(), str(next(self._names))) if fits else None
             digest, size = _copy(source, target)
+        import mimetypes  # here: a run that keeps no artifact never reads the types table
+
         mime = mimetypes.guess_type(name)[0] or "application/octet-stream"
         frame = blank(ArtifactFrame, id=artifact_id, name=name, mime=mime, size=size, sha256=digest)
         with self._lock:

@@ -9,7 +9,7 @@ which never trigger observe hooks again (no loops).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 import trio
@@ -24,8 +24,9 @@ from ..core.when import event_mismatch
 from ..process.spawner import Spawner
 from .bus import Bus, Subscription
 from .hookcontext import HookContext
-from .hookframe import HookReport
-from .hookrun import run_hook
+
+if TYPE_CHECKING:
+    from .hookframe import HookReport
 
 #: How many observe hooks run at once.
 DEFAULT_CONCURRENCY: Final = 8
@@ -241,6 +242,8 @@ async def _observe(
         EventKind.HOOK_STARTED,
         {"name": hook.name, "on": hook.on, "phase": hook.phase.value, "action": hook.action},
     )
+    from .hookrun import run_hook  # with the first observe hook: a run with none never needs it
+
     try:
         report = await run_hook(spawner, hook, attrs.evolve(ctx, event=to_json(event)))
     except OSError as exc:

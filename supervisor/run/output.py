@@ -9,7 +9,6 @@ from __future__ import annotations
 import codecs
 from typing import Any, Final
 
-from ..config.schemas import quick_check, validator
 from ..core.errors import HooksError
 from ..core.jsontext import JsonError, loads
 
@@ -51,6 +50,9 @@ def read_output(stdout: bytes) -> dict[str, Any] | None:
         raise InvalidOutput(f"stdout starts like JSON but is not one JSON object: {exc}") from exc
     if not isinstance(obj, dict):
         raise InvalidOutput(f"stdout is JSON but not an object: found {_json_type(obj)}")
+    # Here, not at the top: a run with no hook printing JSON loads no schema.
+    from ..config.schemas import quick_check, validator
+
     if quick_check("hook-output")(obj):  # the usual case; a no is judged and explained below
         return obj
     errors = sorted(validator("hook-output").iter_errors(obj), key=lambda e: list(e.path))

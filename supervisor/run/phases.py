@@ -8,7 +8,7 @@ A hook cut short by the run's cancellation still gets its frame, then the cancel
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
@@ -23,9 +23,10 @@ from ..process.spawner import Spawner
 from .asking import Asks
 from .bus import Bus
 from .hookcontext import HookContext, RunInfo
-from .hookframe import HookReport
-from .hookrun import cancelled_report, run_hook
 from .journal import RunJournal
+
+if TYPE_CHECKING:
+    from .hookframe import HookReport
 
 
 @attrs.define
@@ -94,6 +95,9 @@ class PhaseHooks:
                 return  # a refusal ends its phase: later hooks of it do not run
 
     async def _one(self, hook: Hook, ctx: HookContext) -> HookReport:
+        # The hook runners load with the first hook: a run with none never needs them.
+        from .hookrun import cancelled_report, run_hook
+
         run_id = self.run_id
         started_data = {"name": hook.name, "on": hook.on, "phase": hook.phase.value}
         self.bus.publish(EventKind.HOOK_STARTED, started_data, run_id=run_id)

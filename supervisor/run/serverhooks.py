@@ -24,7 +24,6 @@ from ..process.spawner import Spawner
 from ..tools.servers import ServerManager, open_manager
 from .bus import Bus
 from .hookcontext import HookContext
-from .hookrun import run_hook
 
 
 @attrs.frozen
@@ -52,6 +51,8 @@ class ServerStartHooks:
                 continue
             data = {"name": hook.name, "on": hook.on, "phase": phase.value, "server": server}
             bus.publish(EventKind.HOOK_STARTED, data, run_id=run_id)
+            from .hookrun import run_hook  # with the first such hook: most runs have none
+
             report = await run_hook(self.spawner, hook, ctx)
             wire = {**to_json(report.frame), "server": server}
             bus.publish(EventKind.HOOK_FINISHED, wire, run_id=run_id)
