@@ -98,3 +98,18 @@ def test_the_remote_client_loads_the_wire_not_the_server() -> None:
     assert f"{PACKAGE}.service.wire" in loaded
     heavy = {f"{PACKAGE}.{m}" for m in ("service.server", "run", "process.spawner", "cli")}
     assert not loaded & heavy
+
+
+#: The most lines a module of the supervisor or the runners may have: past it, a module holds
+#: more than one idea and is split (the style guide's 100-400 lines a module).
+MODULE_LINES = 400
+
+
+def test_no_module_is_longer_than_its_ceiling() -> None:
+    long = {
+        str(path.relative_to(SUPERVISOR.parent)): n
+        for top in (SUPERVISOR, SUPERVISOR.parent / "runners")
+        for path in sorted(top.rglob("*.py"))
+        if (n := len(path.read_text().splitlines())) > MODULE_LINES
+    }
+    assert long == {}
