@@ -128,9 +128,8 @@ def start(
             chain.call(nr("fcntl"), target, _F_SETFD, 0, what=f"fd {target}")
         else:
             chain.call(nr("dup3"), source, target, 0, what=f"fd {target}")
-    for number, soft, hard in limits:
-        limit = struct.pack("=QQ", soft & _WORD, hard & _WORD)
-        chain.call(nr("prlimit64"), 0, number, limit, None, what=f"set {req.limit_names[number]}")
+    if limits:
+        chain.extend(_limits(tuple(limits), tuple(req.limit_names[n] for n, _, _ in limits)))
     if root is not None:
         _become(chain, root)
     elif ruleset_fd is not None:
@@ -180,6 +179,17 @@ def _own_namespace(uid: int, gid: int) -> Chain:
         chain.call(nr("openat"), AT_FDCWD, path, os.O_WRONLY | os.O_CLOEXEC, what=own, flags=SAVE)
         chain.call(nr("write"), None, text, len(text), what=own, flags=ARG0_SAVED)
         chain.call(nr("close"), None, what=own, flags=ARG0_SAVED)
+    return chain
+
+
+@functools.lru_cache(maxsize=64)
+def _limits(limits: tuple[tuple[int, int, int], ...], names: tuple[str, ...]) -> Chain:
+    """Step 4, built once per set of limits (and their names, for the message): the chain
+    holds only these values, nothing read from the system, so a copy is the same chain."""
+    chain = Chain()
+    for (number, soft, hard), name in zip(limits, names, strict=True):
+        limit = struct.pack("=QQ", soft & _WORD, hard & _WORD)
+        chain.call(nr("prlimit64"), 0, number, limit, None, what=f"set {name}")
     return chain
 
 

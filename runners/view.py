@@ -212,8 +212,9 @@ def _binds(
 
 
 def _nearest(path: str, among: Iterable[str]) -> str | None:
-    """The deepest of `among` strictly above `path`, or None."""
-    above = [p for p in among if p != path and confine.under(path, [p])]
+    """The deepest of `among` strictly above `path`, or None. (`confine.under` written out:
+    a view asks this about 20 times, and the call per pair was a third of its Python.)"""
+    above = [p for p in among if p != path and path.startswith(p.rstrip("/") + "/")]
     return max(above, key=len, default=None)
 
 
