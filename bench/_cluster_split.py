@@ -3,6 +3,7 @@ seconds each part spent on each run, for `docs/internals/bench.md`. Not a figure
 bench` (its name starts with `_`): a tool to read before cutting anything.
 
     .venv/bin/python bench/_cluster_split.py [-n 5] [--lines 200000]
+    .venv/bin/python bench/_cluster_split.py --sleep-runs 192 [-n 3]
 
 Parts as in `cluster.py`: nats-server, a plain `serve`, gateways A and B and one worker. Each
 round follows a run of `--lines` lines live on the plain `serve`, then one started on
@@ -10,6 +11,11 @@ gateway A and followed on gateway B; around each, every part's CPU time (user + 
 psutil) and, in the gateways and the worker, each thread's: the Trio thread and the thread
 of the NATS client. "client" is this process (both sockets' reading). Prints each round, then
 the medians.
+
+With `--sleep-runs N`: the two-workers figure instead, its CPU a run. Each round, N runs of
+`sh -c "sleep 0.2"` (and 16 to warm up), 16 clients at a time, through gateway A with two
+workers of 8 slots; each part's CPU milliseconds over the round, divided by its runs (the
+workers' added up: together they ran each run once).
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import statistics
 from typing import Any
 
 import psutil
-from cluster import follower_frames_per_s, started_parts
+from cluster import follower_frames_per_s, runs_per_s, started_parts
 
 #: The parts whose threads are told apart.
 THREADED = ("gwA", "gwB", "worker")
@@ -35,15 +41,17 @@ def _threads(proc: psutil.Process) -> dict[int, float]:
     return {t.id: t.user_time + t.system_time for t in proc.threads()}
 
 
-def _measure(parts: dict[str, psutil.Process], follow: Any) -> tuple[float, dict[str, float]]:
+def _measure(
+    parts: dict[str, psutil.Process], follow: Any, threaded: tuple[str, ...] = THREADED
+) -> tuple[float, dict[str, float]]:
     me = psutil.Process()
     before = {name: _cpu(proc) for name, proc in parts.items()}
     mine = _cpu(me)
-    threads = {name: _threads(parts[name]) for name in THREADED}
+    threads = {name: _threads(parts[name]) for name in threaded}
     rate = asyncio.run(follow)
     spent = {name: _cpu(proc) - before[name] for name, proc in parts.items()}
     spent["client"] = _cpu(me) - mine
-    for name in THREADED:
+    for name in threaded:
         # The main thread (its id is the process's) runs Trio; the others, the NATS client.
         now = _threads(parts[name])
         main = parts[name].pid
@@ -58,7 +66,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-n", type=int, default=5)
     ap.add_argument("--lines", type=int, default=200_000)
+    ap.add_argument("--sleep-runs", type=int, default=0)
     args = ap.parse_args()
+    if args.sleep_runs:
+        sleep_runs(args.n, args.sleep_runs)
+        return
     rows: dict[str, list[tuple[float, dict[str, float]]]] = {"plain": [], "nats": []}
     with started_parts() as started:
         worker = started.start(["worker", *started.flags], "taking runs")
@@ -78,9 +90,32 @@ def main() -> None:
         print(f"  {kind:<6}", _line(rate, spent))
 
 
-def _line(rate: float, spent: dict[str, float]) -> str:
+def sleep_runs(rounds: int, runs: int) -> None:
+    """CPU milliseconds a 200 ms run, each part, two workers of 8 slots (module docstring)."""
+    got: list[tuple[float, dict[str, float]]] = []
+    sleeper = ["sh", "-c", "sleep 0.2"]
+    with started_parts() as started:
+        w1, w2 = (
+            started.start(["worker", *started.flags, "--concurrency", "8"], "taking runs")
+            for _ in range(2)
+        )
+        named = {"nats": started.procs[0], "gwA": started.procs[2], "w1": w1, "w2": w2}
+        parts = {name: psutil.Process(proc.pid) for name, proc in named.items()}
+        for _ in range(rounds):
+            run = runs_per_s(started.a_url, sleeper, runs, 16)
+            rate, spent = _measure(parts, run, ("gwA", "w1", "w2"))
+            per_run = {k: v * 1000 / (runs + 16) for k, v in spent.items()}
+            per_run["workers"] = per_run["w1"] + per_run["w2"]
+            got.append((rate, per_run))
+            print(_line(rate, per_run, "runs/s"), flush=True)
+    rate = statistics.median(r for r, _ in got)
+    spent = {k: statistics.median(s[k] for _, s in got) for k in got[0][1]}
+    print(f"medians of {rounds}, CPU ms a run:\n  {_line(rate, spent, 'runs/s')}")
+
+
+def _line(rate: float, spent: dict[str, float], unit: str = "frames/s") -> str:
     shown = " ".join(f"{k}={v:.3f}" for k, v in spent.items() if v >= 0.005 or ":" not in k)
-    return f"{rate:10.0f} frames/s  {shown}"
+    return f"{rate:10.0f} {unit}  {shown}"
 
 
 if __name__ == "__main__":

@@ -92,32 +92,49 @@ class Bridge:
         the producer raises comes out of the channel's reader when it reaches the end."""
         send, receive = trio.open_memory_channel[Any](bound)
         token, loop = self.token, self.loop
+        # Items go over one way, each a callback on the Trio thread, run in order: the
+        # producer hands over as many as the channel had room for when it last asked (asked
+        # behind the items put before, so never more than fit), and asks again only then.
+        room = 0
+        gone = False  # the reader has gone (set on the Trio thread)
+
+        def put(item: Any) -> None:
+            nonlocal gone
+            try:
+                send.send_nowait(item)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                gone = True
+
+        def ask(settled: asyncio.Future[int | None]) -> None:
+            free = None if gone else bound - send.statistics().current_buffer_used
+            loop.call_soon_threadsafe(_settle, settled, free)
 
         async def deliver(item: Any) -> None:
-            settled: asyncio.Future[bool | None] = loop.create_future()
-
-            def attempt() -> None:
-                try:
-                    send.send_nowait(item)
-                    outcome: bool | None = True
-                except trio.WouldBlock:
-                    outcome = False
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    outcome = None
-                loop.call_soon_threadsafe(_settle, settled, outcome)
-
-            token.run_sync_soon(attempt)
-            outcome = await settled
-            if outcome is None:
+            nonlocal room
+            if not room:
+                settled: asyncio.Future[int | None] = loop.create_future()
+                token.run_sync_soon(ask, settled)
+                free = await settled
+                if free is None:
+                    raise ChannelClosed
+                if not free:  # full: wait for room in a thread, the loop runs on
+                    blocking = functools.partial(
+                        trio.from_thread.run, send.send, item, trio_token=token
+                    )
+                    try:
+                        await loop.run_in_executor(None, blocking)
+                    except (
+                        trio.BrokenResourceError,
+                        trio.ClosedResourceError,
+                        trio.RunFinishedError,
+                    ):
+                        raise ChannelClosed from None
+                    return
+                room = free
+            if gone:
                 raise ChannelClosed
-            if outcome is False:  # full: wait for room in a thread, the loop runs on
-                blocking = functools.partial(
-                    trio.from_thread.run, send.send, item, trio_token=token
-                )
-                try:
-                    await loop.run_in_executor(None, blocking)
-                except (trio.BrokenResourceError, trio.ClosedResourceError, trio.RunFinishedError):
-                    raise ChannelClosed from None
+            room -= 1
+            token.run_sync_soon(put, item)
 
         async def run() -> None:
             try:

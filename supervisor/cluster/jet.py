@@ -21,7 +21,15 @@ from nats.aio.msg import Msg
 from nats.js import api
 
 from ..core.errors import HooksError, bug_summary
-from .names import DUPLICATE_WINDOW_S, WORKERS_CONSUMER, Header, Storage, Stream, StreamSpec
+from .names import (
+    DUPLICATE_WINDOW_S,
+    WORKERS_CONSUMER,
+    Header,
+    Storage,
+    Stream,
+    StreamSpec,
+    stream_of,
+)
 
 logger = logging.getLogger("mcpx_hooks.cluster")
 
@@ -282,7 +290,11 @@ class Jet:
         else:
             config = api.ConsumerConfig(deliver_policy=api.DeliverPolicy.ALL)
         sub = await self.js.subscribe(
-            subject, ordered_consumer=True, config=config, idle_heartbeat=FOLLOW_HEARTBEAT_S
+            subject,
+            stream=stream_of(subject),  # (None: nats-py asks the server which)
+            ordered_consumer=True,
+            config=config,
+            idle_heartbeat=FOLLOW_HEARTBEAT_S,
         )
         try:
             while True:

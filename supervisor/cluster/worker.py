@@ -52,6 +52,7 @@ from .names import (
     Header,
     Stream,
     control_subject,
+    every,
     frames_subject,
     lease_subject,
     requests_subject,
@@ -95,26 +96,29 @@ class Worker:
         """Takes and runs requests until `stopping`; then waits for the runs in progress."""
         slots = trio.Semaphore(self.options.concurrency)
         failures = 0  # takes failed in a row
-        async with trio.open_nursery() as runs:
-            task_status.started()
-            while not self.stopping:
-                await slots.acquire()
-                taken = []
-                with self._taking:  # a stop ends the take, or the wait after a failed one
-                    try:
-                        taken = await self.cluster.take(
-                            requests_subject(), self.options.lease_s, TAKE_WAIT_S
-                        )
-                        failures = 0
-                    except ClusterDown as exc:
-                        logger.warning("cannot take requests: %s", exc)
-                        failures += 1
-                        await trio.sleep(retry_s(failures))
-                self._taking = trio.CancelScope()  # (a scope is entered once)
-                if not taken:
-                    slots.release()
-                    continue
-                runs.start_soon(self._take, taken[0], slots)
+        async with trio.open_nursery() as control:
+            await control.start(self._serve_control)
+            async with trio.open_nursery() as runs:
+                task_status.started()
+                while not self.stopping:
+                    await slots.acquire()
+                    taken = []
+                    with self._taking:  # a stop ends the take, or the wait after a failed one
+                        try:
+                            taken = await self.cluster.take(
+                                requests_subject(), self.options.lease_s, TAKE_WAIT_S
+                            )
+                            failures = 0
+                        except ClusterDown as exc:
+                            logger.warning("cannot take requests: %s", exc)
+                            failures += 1
+                            await trio.sleep(retry_s(failures))
+                    self._taking = trio.CancelScope()  # (a scope is entered once)
+                    if not taken:
+                        slots.release()
+                        continue
+                    runs.start_soon(self._take, taken[0], slots)
+            control.cancel_scope.cancel()
 
     def stop(self) -> None:
         """Takes no more requests (a take waiting now ends at once)."""
@@ -238,11 +242,8 @@ class Worker:
         self.active[run_id] = run
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._serve_control, run)
-                async with trio.open_nursery() as inner:
-                    inner.start_soon(self.publisher.publish, run)
-                    await self._execute(run, config)
-                nursery.cancel_scope.cancel()
+                nursery.start_soon(self.publisher.publish, run)
+                await self._execute(run, config)
         finally:
             del self.active[run_id]
             await release_cwd(run.request)
@@ -256,21 +257,37 @@ class Worker:
             run.journal.seal(f"internal error: {group.exceptions[0]!r}")
         run.journal.seal("internal error: the run ended without an end frame")
 
-    async def _serve_control(self, run: Run) -> None:
-        async with self.cluster.listen(control_subject(run.request.run_id)) as messages:
-            async for msg in messages:
-                try:
-                    message = orjson.loads(msg.data)
-                except orjson.JSONDecodeError:
-                    continue
-                if not isinstance(message, dict):
-                    continue
-                if message.get("type") == Control.CANCEL:
-                    run.cancel()
-                elif message.get("type") == Control.ANSWER:
-                    run.asks.answer(
-                        str(message.get("askId")), str(message.get("answer")), AnsweredBy.CLIENT
-                    )
+    async def _serve_control(self, task_status: trio.TaskStatus[None]) -> None:
+        """`cancel` and `answer` for the runs in progress here, on one subscription for every
+        run's control subject (none made and torn down a run); a message for a run not
+        running here is another worker's. A listen cut short is taken up again."""
+        started, failures = False, 0
+        while True:
+            async with self.cluster.listen(every(control_subject("-"))) as messages:
+                if not started:
+                    task_status.started()
+                    started = True
+                async for msg in messages:
+                    failures = 0
+                    run = self.active.get(str(msg.subject).rsplit(".", 1)[-1])
+                    if run is not None:
+                        _act(run, msg.data)
+            failures += 1
+            await trio.sleep(retry_s(failures))
+
+
+def _act(run: Run, data: bytes) -> None:
+    """A control message's `cancel` or `answer`, done on `run`; anything else is ignored."""
+    try:
+        message = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return
+    if not isinstance(message, dict):
+        return
+    if message.get("type") == Control.CANCEL:
+        run.cancel()
+    elif message.get("type") == Control.ANSWER:
+        run.asks.answer(str(message.get("askId")), str(message.get("answer")), AnsweredBy.CLIENT)
 
 
 async def run_worker(config: Config, options: WorkerOptions, ready: Callable[[], Any]) -> None:
