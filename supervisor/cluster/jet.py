@@ -283,12 +283,8 @@ class Jet:
         """Every message on `subject` (from stream seq `start_seq`, or the first), forever,
         through an ordered consumer: in order, without a gap, made anew after a lost
         connection or a restarted server; delivered in batches of what has arrived."""
-        if start_seq:
-            config = api.ConsumerConfig(
-                deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start_seq
-            )
-        else:
-            config = api.ConsumerConfig(deliver_policy=api.DeliverPolicy.ALL)
+        policy = api.DeliverPolicy.BY_START_SEQUENCE if start_seq else api.DeliverPolicy.ALL
+        config = api.ConsumerConfig(deliver_policy=policy, opt_start_seq=start_seq or None)
         sub = await self.js.subscribe(
             subject,
             stream=stream_of(subject),  # (None: nats-py asks the server which)
