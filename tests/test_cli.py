@@ -10,6 +10,7 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
+from importset import imported_by
 
 CLI = [sys.executable, "-m", "mcpx_hooks.supervisor"]
 
@@ -77,43 +78,15 @@ def test_version(tmp_path: Path) -> None:
     assert out.stdout == f"mcpx-hooks {metadata.version('mcpx-hooks')}\n"
 
 
-#: Runs the CLI in process, then writes the names of the modules it imported to argv[1].
-_IMPORTS_OF = """
-import json, sys
-from mcpx_hooks.supervisor.cli.main import main
-try:
-    main(sys.argv[2:])
-except SystemExit:
-    pass
-with open(sys.argv[1], "w") as f:
-    json.dump(sorted(sys.modules), f)
-"""
-
-
-def imported_by(*args: str, cwd: Path) -> set[str]:
-    out = cwd / "modules.json"
-    env = {**os.environ, "MCPX_HOOKS_NO_DISCOVERY": "1"}
-    subprocess.run(
-        [sys.executable, "-c", _IMPORTS_OF, str(out), *args],
-        check=True,
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        timeout=60,
-    )
-    modules: list[str] = json.loads(out.read_text())
-    return {*modules, *(m.partition(".")[0] for m in modules)}
-
-
 @pytest.mark.parametrize("args", [["--version"], ["--help"]])
 def test_version_and_help_import_no_heavy_dependency(tmp_path: Path, args: list[str]) -> None:
     heavy = {"trio", "attrs", "attr", "cattrs", "jsonschema", "trio_websocket", "wsproto"}
-    assert not imported_by(*args, cwd=tmp_path) & heavy
+    assert not imported_by(args, tmp_path) & heavy
 
 
 def test_hook_test_imports_no_server_or_websocket(tmp_path: Path) -> None:
     hook = json.dumps({"run": ["true"], "sandbox": "none"})
-    modules = imported_by("hook", "test", "--hook", hook, "--phase", "before", cwd=tmp_path)
+    modules = imported_by(["hook", "test", "--hook", hook, "--phase", "before"], tmp_path)
     assert "mcpx_hooks.supervisor.run.hookrun" in modules  # it did run the hook
     unneeded = {"trio_websocket", "wsproto"} | {
         f"mcpx_hooks.supervisor.{name}"
