@@ -126,17 +126,22 @@ class RunJournal:
         frame is dropped and counted (the first drop adds a `warning`). False when dropped."""
         assert frame.type in DROPPABLE, frame.type
         wire, line = self._stamp(frame)
+        if (cost := self._within_budget(line)) is None:
+            return False
+        self._keep((line, cost, frame.type, wire))
+        return True
+
+    def _within_budget(self, line: bytes) -> int | None:
+        """What keeping output `line` costs; None past the budget: dropped and counted (the
+        first drop adds a `warning`), and so is all later output (no gap filled again)."""
         cost = len(line) + FRAME_OVERHEAD
-        # Once output is dropped, all later output is: a reader never sees a gap that is
-        # filled again by a smaller frame.
         if self.dropped_frames or self.cost + cost > self.run_bytes:
             if not self.dropped_frames:
                 self.append(self._over_budget())
             self.dropped_frames += 1
             self.dropped_bytes += len(line)
-            return False
-        self._keep((line, cost, frame.type, wire))
-        return True
+            return None
+        return cost
 
     def offer_output(self, kind: FrameType, texts: Sequence[str]) -> None:
         """`offer` of an `OutputFrame` for each of `texts`, in order, stamped together: the
@@ -187,12 +192,7 @@ class RunJournal:
                 continue
             if search is not None and search(line):
                 line = self._stamp(blank(OutputFrame, text=text, type=kind))[1]
-            cost = len(line) + FRAME_OVERHEAD
-            if self.dropped_frames or self.cost + cost > self.run_bytes:
-                if not self.dropped_frames:
-                    self.append(self._over_budget())
-                self.dropped_frames += 1
-                self.dropped_bytes += len(line)
+            if (cost := self._within_budget(line)) is None:
                 continue
             lines.append(line)
             ends.append(ends[-1] + len(line) + 1)
