@@ -123,8 +123,12 @@ def model_process() -> Iterator[str]:
             raise Broken(f"the loopback model did not start: {line!r}")
         yield line.split()[2]
     finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=30)
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 async def measure(rounds: int, per_round: int) -> dict[str, list[float]]:

@@ -156,9 +156,19 @@ class LoopModel:
 
 
 def main(argv: list[str]) -> int:
-    """`python tests/loopmodel.py [--answer JSON]`: serves until Ctrl-C, answering every
-    request with the same content, and prints its URL (for trying prompt hooks by hand)."""
+    """`python tests/loopmodel.py [--answer JSON]`: serves until Ctrl-C or SIGTERM, answering
+    every request with the same content, and prints its URL (for trying prompt hooks by hand).
+
+    Both signals are handled here whatever this process inherited: a shell's background job
+    starts with SIGINT ignored, and a model that cannot be stopped outlives its bench."""
     import argparse
+    import signal
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
 
     parser = argparse.ArgumentParser(description="a loopback OpenAI-compatible model")
     parser.add_argument("--answer", default='{"advise": "check the lockfile first"}')
