@@ -11,13 +11,17 @@ pipe (the consumer), `--repeat` times in alternating order, medians reported:
 - `mcpx-hooks exec --json -- <script>` (sandbox `none`, no config found but ours, its
   `[runs] runBytes` raised so that every line is kept and printed), whose resident size at
   its peak is read too (`os.wait4`, `ru_maxrss`);
+- `mcpx-hooks exec -- <script>`, the readable view a person reads on a terminal (each line
+  of output `| text`), the same way;
 - with `--serve` (the default), a WebSocket follower of the same script run by a `serve`d
   supervisor (`/v1/exec`), timed from its request to the `end` frame.
 
 RESULT `output_exec_json`: lines/s of `exec --json` over the naive streamer's (`ge`, the
 values are lines/s); goal 3. RESULT `output_exec_json_rss`: the peak RSS of `exec --json`
 (`abs`, MB; the baseline is the naive streamer's); goal 120. RESULT `output_serve_follower`:
-lines/s of the WebSocket follower over the naive streamer's (`ge`); goal 2.
+lines/s of the WebSocket follower over the naive streamer's (`ge`); goal 2. RESULT
+`output_exec_readable`: lines/s of the readable `exec` over the naive streamer's (`ge`); goal
+2, as for the follower: what a person reads live.
 
 Quick mode (`MCPX_BENCH_QUICK=1`, `run_all.py --quick`): `--lines 2000 --repeat 1`: every
 reader once, on few lines.
@@ -42,6 +46,7 @@ from _timing import start_serve
 GOAL_EXEC = 3.0
 GOAL_RSS_MB = 120.0
 GOAL_SERVE = 2.0
+GOAL_READABLE = 2.0
 CLI = [sys.executable, "-m", "mcpx_hooks.supervisor"]
 CONFIG = (
     '[defaults]\nsandbox = "none"\n\n[script]\nsandbox = "none"\n\n'
@@ -119,6 +124,7 @@ def main() -> int:
     peaks: list[int] = []
     naive_peaks: list[int] = []
     served: list[float] = []
+    readable: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         cwd = Path(tmp)
         (cwd / "c.toml").write_text(CONFIG)
@@ -128,7 +134,7 @@ def main() -> int:
             if server is not None:
                 asyncio.run(follow(server[1], [sys.executable, "-c", "pass"]))  # warm
             for r in range(args.repeat):
-                sides = ["naive", "exec", "serve"] if server is not None else ["naive", "exec"]
+                sides = ["naive", "exec", "readable", "serve"][: 4 if server is not None else 3]
                 for side in sides if r % 2 == 0 else sides[::-1]:
                     if side == "naive":
                         took, count, peak = consume([sys.executable, "naive.py", *child], cwd, env)
@@ -141,6 +147,11 @@ def main() -> int:
                         assert count >= args.lines, count
                         ours.append(took)
                         peaks.append(peak)
+                    elif side == "readable":
+                        argv = [*CLI, "exec", "--config", "c.toml", "--", *child]
+                        took, count, _ = consume(argv, cwd, env)
+                        assert count >= args.lines, count
+                        readable.append(took)
                     else:
                         assert server is not None
                         took, count = asyncio.run(follow(server[1], child))
@@ -159,6 +170,9 @@ def main() -> int:
           f"peak RSS {naive_mb:6.1f} MB")  # fmt: skip
     print(f"  exec --json       {statistics.median(ours):7.2f} s  {exec_rate:>10,.0f} lines/s  "
           f"peak RSS {peak_mb:6.1f} MB  {exec_rate / rate:.2f}x")  # fmt: skip
+    readable_rate = args.lines / statistics.median(readable)
+    print(f"  exec (readable)   {statistics.median(readable):7.2f} s  {readable_rate:>10,.0f} "
+          f"lines/s  {readable_rate / rate:.2f}x")  # fmt: skip
     if served:
         serve_rate = args.lines / statistics.median(served)
         print(f"  serve follower    {statistics.median(served):7.2f} s  {serve_rate:>10,.0f} "
@@ -169,6 +183,10 @@ def main() -> int:
     )
     print(f"RESULT output_exec_json_rss {peak_mb:.1f} {naive_mb:.1f} {peak_mb / naive_mb:.2f} "
           f"{GOAL_RSS_MB:g} abs MB")  # fmt: skip
+    print(
+        f"RESULT output_exec_readable {readable_rate:.0f} {rate:.0f} {readable_rate / rate:.3f} "
+        f"{GOAL_READABLE:g} ge lines/s"
+    )
     if served:
         print(
             f"RESULT output_serve_follower {serve_rate:.0f} {rate:.0f} {serve_rate / rate:.3f} "

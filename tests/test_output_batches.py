@@ -19,6 +19,8 @@ from pathlib import Path
 import orjson
 import pytest
 import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mcpx_hooks.supervisor.cli.execview import PIPE_BYTES, Output, widen_pipe
 from mcpx_hooks.supervisor.core.frames import FrameType, OutputFrame, blank
@@ -333,3 +335,36 @@ def _pipe_max() -> int:
         return int(Path("/proc/sys/fs/pipe-max-size").read_text())
     except OSError:
         return 65536
+
+
+_TEXTS = st.lists(
+    st.one_of(
+        st.text(st.characters(exclude_categories=())),  # lone surrogates among them
+        st.sampled_from(['","text":"x', '"type":"stdout"}', "\\", "tok3n-value", "é\u2028\x00"]),
+    ),
+    max_size=8,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(out_texts=_TEXTS, err_texts=_TEXTS, run_id=st.text(max_size=8))
+def test_the_readable_view_reads_a_batch_as_its_frames_say(
+    out_texts: list[str], err_texts: list[str], run_id: str
+) -> None:
+    """`exec`'s readable view reads an output frame's text from its journal line alone: what
+    it prints is what each frame, decoded whole, shows (redacted, made safe, any text)."""
+    from mcpx_hooks.supervisor.cli.view import frame_lines
+    from mcpx_hooks.supervisor.core.frames import LogFrame
+
+    journal = RunJournal(run_id)
+    journal.redactor = Redactor({"TOKEN": "tok3n-value"})
+    journal.offer_output(FrameType.STDOUT, out_texts)
+    journal.append(blank(LogFrame, level="info", message='a "log", "type":"stdout"}'))
+    journal.offer_output(FrameType.STDERR, err_texts)
+    seen: list[object] = []
+    printed: list[str] = []
+    out = Output()
+    out.line = printed.append  # type: ignore[method-assign]
+    out.readable(journal.lines, seen.append)
+    assert printed == ["\n".join(line for f in journal.frames for line in frame_lines(f))]
+    assert [f["type"] for f in seen] == ["log"]

@@ -226,10 +226,9 @@ async def _run_here(
                 if as_json:
                     await _print_encoded(run.journal, out, watcher if responder else None)
                 else:
-                    async for batch in run.journal.follow(0):
-                        out.frames(batch)
-                        for frame in batch:
-                            watcher.see(frame)
+                    see = watcher.see if responder else None
+                    async for batch in run.journal.follow(0).encoded():
+                        out.readable(batch, see)
                 asking.cancel_scope.cancel()  # nothing is left to answer once the run has ended
             if artifacts is not None:  # while the runtime, and so its artifact store, is up
                 from .artifacts import copy_local
@@ -247,7 +246,9 @@ async def _print_encoded(journal: RunJournal, out: Output, watcher: AskWatcher |
     watcher looks at (all but output) decoded for it, if there is one (a responder)."""
     import orjson
 
-    output_ends = (b',"type":"stdout"}', b',"type":"stderr"}')
+    from .execview import OUTPUT_ENDS
+
+    output_ends = tuple(OUTPUT_ENDS)
     async for batch in journal.follow(0).encoded():
         out.encoded(batch)
         if watcher is None:

@@ -16,10 +16,12 @@ import sys
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+import orjson
 import trio
 
 from ..core.errors import HooksError
 from ..core.events import Event, EventKind
+from ..core.frames import FrameType
 from ..core.jsontext import dumps
 from ..run.bus import Bus
 from ..run.observe import ObserverStats
@@ -33,6 +35,15 @@ if TYPE_CHECKING:
 STILL_RUNNING_S: Final = 1.0
 #: What a pipe on `exec --json`'s stdout is asked to hold (`widen_pipe`).
 PIPE_BYTES: Final = 1024 * 1024
+#: How the journal's line of a script's output frame ends, its text just before
+#: (`RunJournal.offer_output` writes them so, in orjson's key order), with what the readable
+#: view puts before that text (its own rendering of such a frame with no text).
+OUTPUT_ENDS: Final = {
+    b',"type":"%s"}' % kind.encode(): frame_lines({"type": kind, "text": ""})[0]
+    for kind in (FrameType.STDOUT, FrameType.STDERR)
+}
+_END_SIZES: Final = sorted({len(end) for end in OUTPUT_ENDS})
+_TEXT_KEY: Final = b',"text":'
 
 
 class Output:
@@ -82,9 +93,24 @@ class Output:
         os.close(devnull)
         self._on_closed()
 
-    def frames(self, frames: list[dict[str, Any]]) -> None:
-        """A batch of frames for a person, printed at once."""
-        shown = ["\n".join(lines) for frame in frames if (lines := frame_lines(frame))]
+    def readable(
+        self, batch: list[bytes], see: Callable[[Mapping[str, Any]], object] | None = None
+    ) -> None:
+        """A batch of the journal's lines for a person, printed at once; `see` is given every
+        frame but the script's output. An output frame's text is read from its line alone:
+        nothing else of it is shown, and it is most of what a run prints."""
+        shown: list[str] = []
+        for line in batch:
+            for size in _END_SIZES:
+                if (mark := OUTPUT_ENDS.get(line[-size:])) is not None:
+                    text = line[line.index(_TEXT_KEY) + len(_TEXT_KEY) : -size]
+                    shown.append(mark + orjson.loads(text))
+                    break
+            else:
+                frame = orjson.loads(line)
+                if see is not None:
+                    see(frame)
+                shown.extend(frame_lines(frame))
         if shown:
             self.line("\n".join(shown))
 
