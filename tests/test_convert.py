@@ -14,8 +14,9 @@ import orjson
 import pytest
 
 from mcpx_hooks.supervisor.config.loading import load_config
-from mcpx_hooks.supervisor.core.answers import AnsweredBy, Asked, Dropped, Refusal
+from mcpx_hooks.supervisor.core.answers import Asked, Dropped, Refusal
 from mcpx_hooks.supervisor.core.convert import to_json
+from mcpx_hooks.supervisor.core.effects import AnsweredBy
 from mcpx_hooks.supervisor.core.events import Event, Gap
 from mcpx_hooks.supervisor.core.frames import (
     ENVELOPE_KEYS,

@@ -86,8 +86,8 @@ COMMANDS = {
         NEVER | {f"{P}.service", f"{P}.run.runtime", f"{P}.run.scriptrun", f"{P}.models"},
     ),
     # A run with no hook loads no hook runner, reads no schema and builds none of the hooks'
-    # frame classes; and none keeps an artifact, so none reads the MIME types table, or
-    # copies one out.
+    # frame or answer classes; and none keeps an artifact, so none reads the MIME types
+    # table, or copies one out.
     "exec, no hooks": (
         ["exec", "--sandbox", "none", "--", "true"],
         NEVER
@@ -95,6 +95,7 @@ COMMANDS = {
             "mimetypes",
             f"{P}.cli.artifacts",
             f"{P}.config.schemas",
+            f"{P}.core.answers",
             f"{P}.core.hookframes",
             f"{P}.run.hookrun",
             f"{P}.run.hookframe",

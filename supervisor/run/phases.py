@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from ..core.answers import YES, AnsweredBy
+from ..core.effects import YES, AnsweredBy
 from ..core.events import EventKind
 from ..core.frames import ErrorCause, blank
 from ..core.hooks import Config, Hook
