@@ -1,4 +1,4 @@
-"""One valid frame of each type, made from the frames' table (`core/frames.py` `FRAME_CLASSES`):
+"""One valid frame of each type, made from the frames' table (`core/hookframes.py` `FRAME_CLASSES`):
 each required field gets a value of its declared type. The tests that walk every `FrameType`
 through a renderer (the CLI view, the cluster's messages, the console) take their frames
 from here, so a type added to the table is walked by them with no change to them.
@@ -18,7 +18,8 @@ import attrs
 import orjson
 
 from mcpx_hooks.supervisor.core.convert import to_json
-from mcpx_hooks.supervisor.core.frames import FRAME_CLASSES, Envelope, FrameType, blank, stamp
+from mcpx_hooks.supervisor.core.frames import Envelope, FrameType, blank, stamp
+from mcpx_hooks.supervisor.core.hookframes import FRAME_CLASSES
 
 RUN_ID = "sample-run"
 #: A frame of a type no release has: what a newer server may send an older client.

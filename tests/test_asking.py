@@ -11,7 +11,7 @@ import pytest
 import trio
 from test_run import answer, argv_request, config, hook, of, outcome, run_to_end
 
-from mcpx_hooks.supervisor.core.answers import AnsweredBy
+from mcpx_hooks.supervisor.core.effects import AnsweredBy
 from mcpx_hooks.supervisor.core.order import OrderError, check_order
 from mcpx_hooks.supervisor.run.asking import Asks, Settled
 from mcpx_hooks.supervisor.run.runtime import Runtime

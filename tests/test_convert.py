@@ -14,31 +14,29 @@ import orjson
 import pytest
 
 from mcpx_hooks.supervisor.config.loading import load_config
-from mcpx_hooks.supervisor.core.answers import AnsweredBy, Asked, Dropped, Refusal
+from mcpx_hooks.supervisor.core.answers import Asked, Dropped, Refusal
 from mcpx_hooks.supervisor.core.convert import to_json
+from mcpx_hooks.supervisor.core.effects import AnsweredBy
 from mcpx_hooks.supervisor.core.events import Event, Gap
 from mcpx_hooks.supervisor.core.frames import (
     ENVELOPE_KEYS,
-    FRAME_CLASSES,
     OUTPUT_TYPES,
     ArtifactFrame,
-    AskFrame,
     EmitFrame,
     EndFrame,
     Envelope,
     ErrorFrame,
     FrameType,
-    HookFrame,
     HookStatus,
     LogFrame,
     OutputFrame,
-    Ran,
     ResultFrame,
     StartFrame,
     WarningFrame,
     blank,
     stamp,
 )
+from mcpx_hooks.supervisor.core.hookframes import FRAME_CLASSES, AskFrame, HookFrame, Ran
 from mcpx_hooks.supervisor.core.hooks import hook_json
 from mcpx_hooks.supervisor.run.hookcontext import RunInfo
 from mcpx_hooks.supervisor.service.wire import Close, WireError

@@ -85,8 +85,9 @@ COMMANDS = {
         ["hook", "test", "--phase", "before", "--hook", HOOK],
         NEVER | {f"{P}.service", f"{P}.run.runtime", f"{P}.run.scriptrun", f"{P}.models"},
     ),
-    # A run with no hook loads no hook runner and reads no schema; and none keeps an
-    # artifact, so none reads the MIME types table, or copies one out.
+    # A run with no hook loads no hook runner, reads no schema and builds none of the hooks'
+    # frame or answer classes; and none keeps an artifact, so none reads the MIME types
+    # table, or copies one out.
     "exec, no hooks": (
         ["exec", "--sandbox", "none", "--", "true"],
         NEVER
@@ -94,6 +95,8 @@ COMMANDS = {
             "mimetypes",
             f"{P}.cli.artifacts",
             f"{P}.config.schemas",
+            f"{P}.core.answers",
+            f"{P}.core.hookframes",
             f"{P}.run.hookrun",
             f"{P}.run.hookframe",
             f"{P}.run.output",

@@ -12,8 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mcpx_hooks.supervisor.config.modelschema import answer_schema
-from mcpx_hooks.supervisor.core.answers import KEY_EFFECT
-from mcpx_hooks.supervisor.core.effects import Effect
+from mcpx_hooks.supervisor.core.effects import KEY_EFFECT, Effect
 from mcpx_hooks.supervisor.core.placeholders import (
     PHASE_BUILTINS,
     check_placeholders,

@@ -24,8 +24,7 @@ from prompting import (
     user_message,
 )
 
-from mcpx_hooks.supervisor.core.answers import KEY_EFFECT
-from mcpx_hooks.supervisor.core.effects import PHASE_CEILING, Effect
+from mcpx_hooks.supervisor.core.effects import KEY_EFFECT, PHASE_CEILING, Effect
 from mcpx_hooks.supervisor.core.points import Phase
 from mcpx_hooks.supervisor.run.hookcontext import HookContext, RunInfo
 

@@ -17,13 +17,13 @@ from mcpx_hooks.supervisor.core.frames import (
     EmitFrame,
     ErrorFrame,
     FrameType,
-    HookFrame,
     HookStatus,
     OutputFrame,
     ResultFrame,
     StartFrame,
     blank,
 )
+from mcpx_hooks.supervisor.core.hookframes import HookFrame
 from mcpx_hooks.supervisor.core.passenv import (
     pass_environment,
     reference_problem,

@@ -27,8 +27,7 @@ import trio.testing
 from mcp import types
 from prompting import config, openai_model, private_state, prompt_hook
 
-from mcpx_hooks.supervisor.core.answers import AnsweredBy
-from mcpx_hooks.supervisor.core.effects import Effect
+from mcpx_hooks.supervisor.core.effects import AnsweredBy, Effect
 from mcpx_hooks.supervisor.core.events import EventKind
 from mcpx_hooks.supervisor.core.frames import HookStatus
 from mcpx_hooks.supervisor.core.hooks import Action, Config, Hook, Profile, Provenance, SourceKind

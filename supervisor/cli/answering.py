@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any, TextIO
 
-    from ..core.answers import AnsweredBy
+    from ..core.effects import AnsweredBy
     from ..run.scriptrun import Run
     from ..service.answering import Deliver, Responder
 
@@ -39,7 +39,7 @@ def add_arguments(x: argparse.ArgumentParser) -> None:
 
 def responder(args: argparse.Namespace) -> Responder | None:
     """Who answers this `exec`'s asks: its flag, the person at the terminal, or nobody."""
-    from ..core.answers import NO, YES, AnsweredBy
+    from ..core.effects import NO, YES, AnsweredBy
 
     if args.yes or args.no:
         word = YES if args.yes else NO
@@ -83,7 +83,7 @@ class TerminalPrompt:
     async def __call__(self, frame: Mapping[str, Any]) -> tuple[str, AnsweredBy] | None:
         import trio
 
-        from ..core.answers import AnsweredBy
+        from ..core.effects import AnsweredBy
 
         default = str(frame.get("default"))
         seconds = int(frame.get("deadlineMs") or 0) / 1000

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     import argparse
     from typing import Any
 
-    from ..core.frames import HookFrame
+    from ..core.hookframes import HookFrame
     from ..core.hooks import Config, Hook, SkippedFile
     from ..core.points import Phase
     from ..run.hookcontext import HookContext

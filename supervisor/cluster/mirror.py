@@ -24,8 +24,8 @@ from typing import Any, Final
 import orjson
 import trio
 
-from ..core.answers import ANSWERS, AnsweredBy
 from ..core.convert import to_json
+from ..core.effects import ANSWERS, AnsweredBy
 from ..core.frames import (
     OUTPUT_TYPES,
     Control,

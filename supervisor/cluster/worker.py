@@ -29,8 +29,8 @@ import attrs
 import orjson
 import trio
 
-from ..core.answers import AnsweredBy
 from ..core.convert import to_json
+from ..core.effects import AnsweredBy
 from ..core.errors import bug_summary
 from ..core.frames import Control, ErrorCause, StartFrame, blank
 from ..core.hooks import Config

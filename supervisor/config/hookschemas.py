@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.answers import ANSWERS
-from ..core.effects import Effect
+from ..core.effects import ANSWERS, Effect
 from ..core.hookenv import PROTOCOL
 from ..core.kinds import process_actions
 from ..core.points import Phase

@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from ..core.answers import KEY_EFFECT
-from ..core.effects import Effect
+from ..core.effects import KEY_EFFECT, Effect
 from ..core.errors import Problem
 from ..core.models import (
     BUDGET_KEY,

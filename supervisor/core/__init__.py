@@ -1,12 +1,13 @@
 """The core: the tables and models everything else is built on. Pure: no trio, no I/O.
 
-Points and phases (`points`), effects and their clamp (`effects`), hooks as they are in force
-(`hooks`), the hook kinds' table (`kinds`), frames and their order (`frames`), hook answers
+Points and phases (`points`), effects, their clamp and what settles an ask (`effects`), hooks
+as they are in force (`hooks`), the hook kinds' table (`kinds`), frames and their order
+(`frames`), the hooks' frames and every frame's class (`hookframes`), hook answers
 (`answers`), bus events (`events`), the hook variables (`hookenv`), variables passed by name
 (`passenv`) and secrets' redaction (`redact`), resource limits as data (`limits`), waits
 between tries (`backoff`), a run's script (`scripts`), the JSON policy (`jsontext`), what
-`execve` can take (`spawntext`), the one converter to and from JSON (`convert`), the exception
-tree (`errors`), where a hook's `when` matches (`when`).
+`execve` can take (`spawntext`), the one converter to and from JSON (`convert`), the
+exception tree (`errors`), where a hook's `when` matches (`when`).
 
 The names below are loaded on first use (`core/exports.py`).
 """
@@ -17,28 +18,28 @@ __all__, __getattr__, __dir__ = exports(
     __name__,
     {
         "answers": (
-            "ANSWERS",
             "Answer",
-            "AnsweredBy",
             "Ask",
             "Asked",
             "Dropped",
-            "KEY_EFFECT",
-            "NO",
             "Refusal",
-            "YES",
             "bound_answer",
         ),
         "backoff": ("retry_wait_s",),
         "convert": ("FROM_WIRE", "KEEP", "TO_WIRE", "WIRE", "from_json", "to_json"),
         "effects": (
+            "ANSWERS",
+            "AnsweredBy",
             "Clamp",
             "ClampSource",
             "DEFAULT_MAX",
             "EFFECT_MEANING",
             "Effect",
+            "KEY_EFFECT",
+            "NO",
             "PHASE_CEILING",
             "REFUSING",
+            "YES",
             "clamp",
         ),
         "errors": (
@@ -63,32 +64,34 @@ __all__, __getattr__, __dir__ = exports(
         "order": ("OrderError", "check_order"),
         "frames": (
             "ArtifactFrame",
-            "CallFrame",
-            "AskFrame",
             "Control",
             "ENVELOPE_KEYS",
             "EmitFrame",
             "EndFrame",
             "ErrorCause",
             "ErrorFrame",
-            "FRAME_CLASSES",
-            "Frame",
             "FrameType",
-            "HookFrame",
             "HookStatus",
             "LogFrame",
             "OUTPUT_TYPES",
             "OutputFrame",
-            "Ran",
-            "Resources",
             "ResultFrame",
             "ServiceMessage",
             "StartFrame",
-            "Tokens",
             "WarningFrame",
             "blank",
             "now_rfc3339",
             "stamp",
+        ),
+        "hookframes": (
+            "AskFrame",
+            "CallFrame",
+            "FRAME_CLASSES",
+            "Frame",
+            "HookFrame",
+            "Ran",
+            "Resources",
+            "Tokens",
         ),
         "hookenv": (
             "ARTIFACTS_DIR_VAR",

@@ -2,29 +2,20 @@
 frame that shows it (`HookFrame.asked`, `.refused`, `.dropped` and the `ask` frame are these
 classes). Pure.
 
-`bound_answer` keeps what the effect in force permits and names what it dropped; reading the
-hook's stdout into the object it takes is `run/output.py`'s (it needs the schema).
+`bound_answer` keeps what the effect in force permits (`core/effects.py`'s `KEY_EFFECT`) and
+names what it dropped; reading the hook's stdout into the object it takes is `run/output.py`'s
+(it needs the schema). The answers an ask takes and who gave one (`YES`, `NO`, `AnsweredBy`)
+are `core/effects.py`'s too, so that a run without hooks builds none of these classes.
 """
 
 from __future__ import annotations
 
-import enum
-from typing import Any, Final
+from typing import Any
 
 import attrs
 
 from .convert import KEEP
-from .effects import Effect
-
-#: Each key a hook may answer with, and the least effect that honours it.
-KEY_EFFECT: Final[dict[str, Effect]] = {
-    "advise": Effect.ADVISE,
-    "refuse": Effect.ASK,
-    "ask": Effect.ASK,
-    "propose": Effect.PROPOSE,
-    "apply": Effect.APPLY,
-    "run": Effect.RUN,
-}
+from .effects import KEY_EFFECT, NO, AnsweredBy, Effect
 
 
 @attrs.frozen
@@ -33,21 +24,6 @@ class Dropped:
 
     key: str
     reason: str
-
-
-#: The answers an ask takes: "yes" lets the run go on, "no" refuses it.
-YES: Final = "yes"
-NO: Final = "no"
-ANSWERS: Final = (YES, NO)
-
-
-class AnsweredBy(enum.StrEnum):
-    """Who settled an ask (`asked.by` on the hook frame)."""
-
-    CLIENT = "client"  # a client of the run's WebSocket sent `{"type": "answer"}`
-    TERMINAL = "terminal"  # `exec` asked the person at the terminal
-    FLAG = "flag"  # `exec --yes` / `--no`
-    DEADLINE = "deadline"  # nobody answered in time: the ask's default
 
 
 @attrs.frozen

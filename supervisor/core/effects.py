@@ -1,4 +1,6 @@
-"""The autonomy dial: effect levels, and the clamp that bounds a hook's effect.
+"""The autonomy dial: effect levels, the clamp that bounds a hook's effect, the least effect
+each key of a hook's answer needs (`KEY_EFFECT`), and what settles an `ask` (`YES`, `NO`,
+`AnsweredBy`).
 
 Pure: no I/O, no trio.
 """
@@ -99,3 +101,29 @@ def clamp(
             effect = ceiling
             by.append(source)
     return Clamp(requested, effect, tuple(by), caller_ignored=floor and effect > caller)
+
+
+#: Each key a hook may answer with, and the least effect that honours it.
+KEY_EFFECT: Final[dict[str, Effect]] = {
+    "advise": Effect.ADVISE,
+    "refuse": Effect.ASK,
+    "ask": Effect.ASK,
+    "propose": Effect.PROPOSE,
+    "apply": Effect.APPLY,
+    "run": Effect.RUN,
+}
+
+
+#: The answers an ask takes: "yes" lets the run go on, "no" refuses it.
+YES: Final = "yes"
+NO: Final = "no"
+ANSWERS: Final = (YES, NO)
+
+
+class AnsweredBy(enum.StrEnum):
+    """Who settled an ask (`asked.by` on the hook frame)."""
+
+    CLIENT = "client"  # a client of the run's WebSocket sent `{"type": "answer"}`
+    TERMINAL = "terminal"  # `exec` asked the person at the terminal
+    FLAG = "flag"  # `exec --yes` / `--no`
+    DEADLINE = "deadline"  # nobody answered in time: the ask's default

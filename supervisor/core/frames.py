@@ -4,9 +4,10 @@ A frame is made without its envelope (`blank`); the run's journal stamps it (`st
 takes it in, so the run's frames are numbered in the one order readers see them. Their wire
 form is the one converter's (`core/convert.py`): camelCase, defaults left out.
 
-The types are a table (`FrameType`, with `FRAME_CLASSES`, `OUTPUT_TYPES`, `ENVELOPE_KEYS`),
-and so are the messages beside the frames on a run's socket: what a client sends a run
-(`Control`) and the service's own (`ServiceMessage`). Whatever shows or carries frames (the
+The types are a table (`FrameType`, with `OUTPUT_TYPES`, `ENVELOPE_KEYS`; each type's class
+is in `core/hookframes.py`'s `FRAME_CLASSES`, beside the hook frames a run without hooks never
+builds), and so are the messages beside the frames on a run's socket: what a client sends a
+run (`Control`) and the service's own (`ServiceMessage`). Whatever shows or carries frames (the
 CLI's view, the console, the cluster) takes their names from here.
 """
 
@@ -14,13 +15,11 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
-from collections.abc import Mapping
 from typing import Any, Final, TypeVar
 
 import attrs
 
-from .answers import Asked, Dropped, Refusal
-from .convert import KEEP, SHOWN_WITH, WIRE
+from .convert import KEEP, WIRE
 
 
 class FrameType(enum.StrEnum):
@@ -104,33 +103,6 @@ def now_rfc3339() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-@attrs.frozen
-class Resources:
-    cpu_ms: int
-    max_rss_kb: int
-
-
-@attrs.frozen
-class Ran:
-    """The command a `run`-effect answer executed, and how it went."""
-
-    argv: tuple[str, ...]
-    status: HookStatus
-    exit_code: int | None = None
-    signal: int | None = None
-    stdout: str | None = None
-    stderr_tail: str | None = None
-
-
-@attrs.frozen
-class Tokens:
-    """What a prompt hook's request cost: the model's count (or, where it gives none, an
-    estimate at 4 bytes a token)."""
-
-    prompt: int
-    completion: int
-
-
 #: The wire names of the envelope's fields (`Envelope`), which every frame begins with.
 ENVELOPE_KEYS: Final = ("runId", "seq", "at")
 
@@ -143,62 +115,6 @@ class Envelope:
     run_id: str
     seq: int
     at: str
-
-
-@attrs.frozen
-class HookFrame(Envelope):
-    """Everything that happened to one hook: the single description of it."""
-
-    name: str
-    on: str
-    phase: str
-    action: str
-    effect: str
-    requested_effect: str
-    clamped_by: tuple[str, ...]
-    status: HookStatus
-    duration_ms: int
-    sandbox: str
-    changed: bool = attrs.field(default=False, metadata=KEEP)
-    #: The floor held: a locked hook of the operator's config kept an effect above the
-    #: caller's level (`hooks.autonomy`), which does not clamp it. Present only then.
-    caller_autonomy_ignored: bool = False
-    #: The value before an `apply` replaced it (present only then), and the value after.
-    original: Any = attrs.field(default=None, metadata={SHOWN_WITH: "changed"})
-    value: Any = attrs.field(default=None, metadata={SHOWN_WITH: "changed"})
-    advice: tuple[str, ...] = ()
-    proposals: tuple[dict[str, Any], ...] = ()
-    #: Set when this hook stops the run.
-    refused: Refusal | None = attrs.field(default=None, metadata=KEEP)
-    #: What the hook asked, the answer and who gave it (the `ask` frame came before).
-    asked: Asked | None = None
-    dropped: tuple[Dropped, ...] = attrs.field(default=(), metadata=KEEP)
-    #: Why the hook failed or was skipped, in words.
-    reason: str | None = None
-    #: Said when `failure = "closed"` can no longer refuse because clamping lowered the effect.
-    failure_note: str | None = None
-    exit_code: int | None = None
-    signal: int | None = None
-    #: The end of what the process wrote on stderr; for a hook that failed, its last 4 KiB,
-    #: with its last 4 KiB of stdout beside it (`stdoutTail`): what a hook author writes
-    #: there ("jq is missing: …") is seen under the failure.
-    stderr_tail: str | None = None
-    stdout_tail: str | None = None
-    resources: Resources | None = None
-    ran: Ran | None = None
-    #: `invalid-output`: the start of what the hook printed (its first KiB), so a person
-    #: sees what was read.
-    stdout_head: str | None = None
-    #: Prompt hooks: the model `{name, provider, model}`, what the request cost, how long
-    #: the model took, and whether the answer came from the cache (never the request or reply).
-    model: dict[str, str] | None = None
-    tokens: Tokens | None = None
-    latency_ms: int | None = None
-    cached: bool | None = None
-    #: A plugin hook's tool server and tool.
-    server: str | None = None
-    tool: str | None = None
-    type: FrameType = attrs.field(default=FrameType.HOOK, metadata=KEEP)
 
 
 @attrs.frozen
@@ -273,71 +189,7 @@ class WarningFrame(Envelope):
     type: FrameType = attrs.field(default=FrameType.WARNING, metadata=KEEP)
 
 
-@attrs.frozen
-class AskFrame(Envelope):
-    """A question a hook asks, put in the stream right after its process ended and before
-    its hook frame; the run waits for `{"type": "answer", "askId", "answer"}` until the
-    deadline, then `default` applies."""
-
-    ask_id: str
-    hook: str
-    question: str
-    default: str
-    deadline_ms: int
-    type: FrameType = attrs.field(default=FrameType.ASK, metadata=KEEP)
-
-
-@attrs.frozen
-class CallFrame(Envelope):
-    """A tool call the script made: the SHA-256 of its arguments as sent, never the
-    arguments or the answer (they may hold secrets)."""
-
-    id: Any
-    server: str
-    tool: str
-    args_sha256: str
-    duration_ms: int
-    ok: bool = attrs.field(metadata=KEEP)
-    error: str | None = None
-    destructive_hint: bool | None = None
-    refused_by: str | None = None
-    type: FrameType = attrs.field(default=FrameType.CALL, metadata=KEEP)
-
-
-Frame = (
-    StartFrame
-    | HookFrame
-    | LogFrame
-    | EmitFrame
-    | OutputFrame
-    | ArtifactFrame
-    | ResultFrame
-    | ErrorFrame
-    | EndFrame
-    | WarningFrame
-    | AskFrame
-    | CallFrame
-)
-
-
-#: The class of each frame type (an output frame's class is one for both streams).
-FRAME_CLASSES: Final[Mapping[FrameType, type[Frame]]] = {
-    FrameType.START: StartFrame,
-    FrameType.HOOK: HookFrame,
-    FrameType.LOG: LogFrame,
-    FrameType.EMIT: EmitFrame,
-    FrameType.STDOUT: OutputFrame,
-    FrameType.STDERR: OutputFrame,
-    FrameType.ARTIFACT: ArtifactFrame,
-    FrameType.RESULT: ResultFrame,
-    FrameType.ERROR: ErrorFrame,
-    FrameType.END: EndFrame,
-    FrameType.WARNING: WarningFrame,
-    FrameType.ASK: AskFrame,
-    FrameType.CALL: CallFrame,
-}
-
-_Framed = TypeVar("_Framed", bound=Frame)
+_Framed = TypeVar("_Framed", bound=Envelope)
 
 
 def blank(frame_type: type[_Framed], **fields: Any) -> _Framed:

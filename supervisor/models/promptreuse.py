@@ -17,8 +17,7 @@ from typing import Any
 
 import trio
 
-from ..core.answers import KEY_EFFECT
-from ..core.effects import Effect
+from ..core.effects import KEY_EFFECT, Effect
 from ..core.hooks import Hook, SourceKind
 from ..core.models import Model
 from ..core.redact import Redactor

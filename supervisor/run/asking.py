@@ -16,7 +16,7 @@ from typing import Final
 import attrs
 import trio
 
-from ..core.answers import ANSWERS, AnsweredBy
+from ..core.effects import ANSWERS, AnsweredBy
 
 #: Settled asks a run remembers to tell a late answer why it is refused.
 SETTLED_KEPT: Final = 1024

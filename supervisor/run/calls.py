@@ -25,7 +25,7 @@ from typing import Any, Final
 import attrs
 import trio
 
-from ..core.frames import CallFrame, WarningFrame, blank
+from ..core.frames import WarningFrame, blank
 from ..core.hooks import Config
 from ..core.points import Phase
 from ..core.servers import split_tool
@@ -170,6 +170,8 @@ class ScriptCalls:
         else:
             answer, destructive = await self._call(server, tool, args)
         ms = round((time.perf_counter() - started) * 1000)
+        from ..core.hookframes import CallFrame  # built with a run's first tool call
+
         self.journal.append(
             blank(
                 CallFrame,

@@ -20,7 +20,8 @@ import trio
 from ..core.answers import Answer, Asked, Refusal, bound_answer
 from ..core.effects import REFUSING, Clamp, Effect
 from ..core.errors import ProfileUnavailable, SandboxUnavailable, SpawnError
-from ..core.frames import HookFrame, HookStatus, Ran, Resources, blank
+from ..core.frames import HookStatus, blank
+from ..core.hookframes import HookFrame, Ran, Resources
 from ..core.hooks import STDERR_TAIL_BYTES, Failure, Hook, SourceKind
 from ..core.passenv import Passed
 from ..core.redact import Redactor

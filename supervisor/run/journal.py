@@ -23,7 +23,7 @@ import array
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from itertools import accumulate
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 import trio
@@ -34,7 +34,6 @@ from ..core.frames import (
     OUTPUT_TYPES,
     EndFrame,
     ErrorFrame,
-    Frame,
     FrameType,
     HookStatus,
     OutputFrame,
@@ -47,6 +46,9 @@ from ..core.hooks import DEFAULT_RETAIN_BYTES, DEFAULT_RUN_BYTES
 from ..core.jsontext import dumps, wire_safe
 from ..core.redact import NO_SECRETS
 from .artifacts import ArtifactGone, ArtifactStore, Stored
+
+if TYPE_CHECKING:
+    from ..core.hookframes import Frame
 
 #: Bytes a retained frame costs besides its line: the `bytes` object's header (33), its slot
 #: in the list (8), its end offset (8), and the allocator's rounding (measured: 2,000,000
@@ -92,13 +94,11 @@ class RunJournal:
         self.dropped_bytes = 0
         #: The run's `result` or `error` frame, once there is one.
         self.outcome: dict[str, Any] | None = None
-        #: The hooks that refused the run and those that failed, by name, in frame order
-        #: (what `GET /v1/runs` shows at a glance).
+        #: The hooks that refused the run and that failed, in frame order (`GET /v1/runs`).
         self.refused: list[str] = []
         self.failed: list[str] = []
         self.finished = False
-        #: The run's redaction, applied to every frame as it is stamped (set by the run
-        #: before its first frame).
+        #: The run's redaction of every frame as it is stamped (set before its first frame).
         self.redactor = NO_SECRETS
         self._grew = trio.Event()
 

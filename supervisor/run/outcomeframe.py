@@ -4,10 +4,13 @@ learnt (`RunState`), why it is an error, and the `error` its hooks see.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..core.frames import ErrorCause, ErrorFrame, Frame, ResultFrame, blank
+from ..core.frames import ErrorCause, ErrorFrame, ResultFrame, blank
 from .phases import RunState
+
+if TYPE_CHECKING:
+    from ..core.hookframes import Frame
 
 
 def outcome_frame(state: RunState) -> Frame:

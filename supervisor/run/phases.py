@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from ..core.answers import YES, AnsweredBy, Ask, Asked, Refusal
+from ..core.effects import YES, AnsweredBy
 from ..core.events import EventKind
-from ..core.frames import AskFrame, ErrorCause, HookFrame, blank
+from ..core.frames import ErrorCause, blank
 from ..core.hooks import Config, Hook
 from ..core.points import Phase
 from ..core.when import RunFacts, run_mismatch
@@ -26,6 +26,8 @@ from .hookcontext import HookContext, RunInfo
 from .journal import RunJournal
 
 if TYPE_CHECKING:
+    from ..core.answers import Ask
+    from ..core.hookframes import HookFrame
     from .hookframe import HookReport
 
 
@@ -140,6 +142,9 @@ class PhaseHooks:
     async def _resolve_ask(self, frame: HookFrame, ask: Ask) -> HookFrame:
         """Puts the `ask` frame in the stream and waits for an answer up to the deadline;
         unanswered, the default applies; "no" refuses."""
+        from ..core.answers import Asked, Refusal
+        from ..core.hookframes import AskFrame
+
         ask_id = self.asks.new_id()
         self.journal.append(
             blank(

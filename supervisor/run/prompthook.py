@@ -35,7 +35,8 @@ from ..config.modelschema import answer_schema
 from ..core.answers import bound_answer
 from ..core.effects import Effect
 from ..core.errors import SandboxUnavailable
-from ..core.frames import HookStatus, Ran, Tokens
+from ..core.frames import HookStatus
+from ..core.hookframes import Ran, Tokens
 from ..core.hooks import Hook
 from ..core.models import PromptSpec
 from ..core.placeholders import BUILTINS, PHASE_BUILTINS, find, lookup, names_in

@@ -13,7 +13,7 @@ import os
 import site
 import time
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 import trio
@@ -24,7 +24,6 @@ from ..core.events import EventKind
 from ..core.frames import (
     EndFrame,
     ErrorCause,
-    Frame,
     StartFrame,
     WarningFrame,
     blank,
@@ -51,6 +50,9 @@ from .journal import RunJournal
 from .outcomeframe import error_input, outcome_frame
 from .phases import PhaseHooks, RunState
 from .script import ScriptOutcome, run_script, script_argv, script_environment
+
+if TYPE_CHECKING:
+    from ..core.hookframes import Frame
 
 #: A script's timeout when the request names none.
 DEFAULT_SCRIPT_TIMEOUT_MS: Final = 3_600_000

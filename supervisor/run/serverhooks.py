@@ -14,8 +14,8 @@ from typing import Any
 
 import attrs
 
-from ..core.answers import YES
 from ..core.convert import to_json
+from ..core.effects import YES
 from ..core.events import EventKind
 from ..core.hooks import Config
 from ..core.points import Phase

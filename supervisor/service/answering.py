@@ -14,7 +14,7 @@ from typing import Any
 
 import trio
 
-from ..core.answers import AnsweredBy
+from ..core.effects import AnsweredBy
 from ..core.frames import FrameType
 
 #: What a responder answers an `ask` frame (wire form) with, or None to let it be.

@@ -24,7 +24,7 @@ from trio_websocket import (
     open_websocket_url,
 )
 
-from ..core.answers import AnsweredBy
+from ..core.effects import AnsweredBy
 from ..core.errors import HooksError
 from ..core.frames import Control, ServiceMessage
 from ..core.jsontext import is_unicode

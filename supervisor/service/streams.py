@@ -26,8 +26,8 @@ from collections.abc import Iterator
 import attrs
 import trio
 
-from ..core.answers import AnsweredBy
 from ..core.convert import to_json
+from ..core.effects import AnsweredBy
 from ..core.errors import bug_summary
 from ..run.bus import Subscription
 from ..run.journal import Follower, RunJournal

@@ -14,8 +14,8 @@ from typing import Any, Final
 import attrs
 
 from ..core import jsontext
-from ..core.answers import ANSWERS
 from ..core.convert import KEEP
+from ..core.effects import ANSWERS
 from ..core.errors import HooksError
 from ..core.frames import Control, ServiceMessage
 from ..core.spawntext import text_problem
