@@ -354,6 +354,18 @@ async def test_missing_program(spawner: Spawner) -> None:
         await run(spawner, ("/etc/passwd",))
 
 
+async def test_a_lone_surrogate_is_refused_by_name_and_text_of_any_script_passes(
+    spawner: Spawner,
+) -> None:
+    """A request travels as UTF-8 JSON, but one with a lone surrogate (which UTF-8 cannot
+    hold) still reaches the spawner, escaped, and is refused saying where."""
+    with pytest.raises(SpawnError, match=r"argv\[1\]: holds a lone surrogate"):
+        await run(spawner, ("echo", "a\udc80"))
+    assert (await run(spawner, ("echo", "é ✓ \u2028 \U0001f600"))).stdout == (
+        "é ✓ \u2028 \U0001f600\n".encode()
+    )
+
+
 async def test_bad_cwd(spawner: Spawner, tmp_path: Path) -> None:
     gone = re.escape(str(tmp_path / "gone"))
     with pytest.raises(SpawnError, match=f"cannot use cwd '{gone}': No such file or directory"):

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 import attrs
+import orjson
 import trio
 
 from ..core.errors import SpawnError
@@ -346,7 +347,10 @@ class SpawnerLink:
             return None
         if not data:
             return None
-        msg: dict[str, Any] = json.loads(data)
+        try:
+            msg: dict[str, Any] = orjson.loads(data)
+        except orjson.JSONDecodeError:  # an escaped lone surrogate (a refused argv, said back)
+            msg = json.loads(data)
         fds = received_fds(ancdata)
         try:
             if "memfds" in msg:

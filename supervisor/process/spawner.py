@@ -32,6 +32,7 @@ import socket
 from collections.abc import AsyncIterator, Sequence
 from typing import Final
 
+import orjson
 import trio
 
 from ..core.errors import SpawnError
@@ -237,9 +238,13 @@ class Spawner:
                 env_fd = max(2, *fds.targets) + 1
                 fds.give(env_memfd(spec.env), env_fd)
             request = spawn_request(spec, fds.targets, collect=collect, env_fd=env_fd)
+            try:
+                body = orjson.dumps(request)
+            except orjson.JSONEncodeError:  # a lone surrogate: the spawner refuses it by name
+                body = json.dumps(request).encode()
             rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, _fd_array([keeper_end, *fds.theirs]))]
             try:
-                number = await self._send_request(json.dumps(request).encode(), rights)
+                number = await self._send_request(body, rights)
             except OSError as exc:
                 raise SpawnerGone(f"the spawner is not running: {exc.strerror}") from exc
         except BaseException:
