@@ -5,6 +5,7 @@ Standard library only.
 
 from __future__ import annotations
 
+import array
 import contextlib
 import os
 import resource
@@ -41,6 +42,11 @@ def kill_tree(sig: int = signal.SIGKILL) -> None:
     """
     me = os.getpid()
     while True:
+        try:  # (no child left: no descendant either, and no /proc to read)
+            if os.waitpid(-1, os.WNOHANG)[0] != 0:
+                continue
+        except ChildProcessError:
+            return
         _signal_all(descendants(me)[::-1], sig)
         try:
             os.waitpid(-1, 0)
@@ -50,49 +56,58 @@ def kill_tree(sig: int = signal.SIGKILL) -> None:
             continue
 
 
-def _keeper_spawn(req: Request) -> int:
-    """Starts the child from this keeper: its own session, fds in place, limits, cwd.
-
-    What the child must inherit but `posix_spawn` cannot set (cwd, rlimits) is set on this
-    keeper first: the keeper is disposable and does nothing after this but wait and kill.
-    """
+def _prepare(req: Request) -> str:
+    """Sets on this keeper what the child must inherit but `posix_spawn` cannot set (cwd,
+    rlimits: the keeper is disposable and does nothing after the spawn but wait and kill);
+    returns the program to start."""
+    if req.outputs is not None:
+        req.drop_outputs()
+        raise StartError("keeper mode does not collect output (pidns mode only)")
     if req.sandbox is not None:
         raise StartError("sandbox: cannot be enforced here: missing pidns (keeper mode)")
     req.chdir()
     req.setrlimits()
-    program = resolve(req.argv[0], req.env.get("PATH", os.defpath))
-    try:
-        return req.posix_spawn(program)
-    except OSError as exc:
-        raise start_failed(program, exc) from exc
+    return resolve(req.argv[0], req.env.get("PATH", os.defpath))
 
 
-def _keeper(msg: bytes, ctrl: socket.socket, fds: list[int]) -> None:
+def _keeper(msg: bytes, ctrl: socket.socket, fds: list[int], took: int) -> None:
     """One child's keeper: a subreaper that starts it, watches it, and kills its whole tree.
 
-    Never returns; exits once the tree is gone and the exit is reported, or once it said why
-    the child could not start.
+    The request is checked and this keeper readied first; "accepted" goes out just before
+    the spawn (a keeper that dies before it never started the child: its request may be
+    sent again), and the spawner hears on `took` that this keeper is busy only once the
+    child runs, so that the next keeper is forked while the child runs rather than while
+    this one readies it. Never returns; exits once the tree is gone and the exit is
+    reported, or once it said why the child could not start.
     """
-    protocol.accept(ctrl)
     try:
         req = Request(msg, fds)
         try:
-            if req.outputs is not None:
-                req.drop_outputs()
-                raise StartError("keeper mode does not collect output (pidns mode only)")
-            pid = _keeper_spawn(req)
+            program = _prepare(req)
+            protocol.accept(ctrl)
+            try:
+                pid = req.posix_spawn(program)
+            except OSError as exc:
+                raise start_failed(program, exc) from exc
         finally:
             req.close()
     except (StartError, *BAD_INPUT) as exc:
+        _busy(took)
         protocol.fail(ctrl, str(exc) if isinstance(exc, StartError) else f"cannot start: {exc}")
         os._exit(0)
     protocol.send_started(ctrl, pid, keeper=os.getpid())
+    _busy(took)
     status = _watch(pid, ctrl)
     kill_tree()
     if status is not None:
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
         protocol.send(ctrl, protocol.exit_report(status, usage))
     os._exit(0)
+
+
+def _busy(took: int) -> None:
+    os.write(took, b"k")
+    os.close(took)
 
 
 def _idle_keeper(requests: socket.socket, took: int) -> None:
@@ -104,6 +119,8 @@ def _idle_keeper(requests: socket.socket, took: int) -> None:
     """
     try:
         prctl(PR_SET_CHILD_SUBREAPER, 1)
+        if not select.select([requests], [], [], 0)[0]:
+            _rehearse()
         while True:
             try:
                 got = protocol.recv_request(requests)
@@ -115,11 +132,41 @@ def _idle_keeper(requests: socket.socket, took: int) -> None:
             if fds and (ctrl := protocol.control(fds)) is not None:
                 break
         requests.close()
-        os.write(took, b"k")
-        os.close(took)
-        _keeper(msg, ctrl, fds[1:])
+        _keeper(msg, ctrl, fds[1:], took)
     finally:
         os._exit(1)
+
+
+#: A request like the supervisor's, for `_rehearse`: no fds, nothing to start.
+_REHEARSAL = (
+    b'{"argv": ["/bin/true"], "cwd": "/", "env": {"PATH": "/usr/bin:/bin"},'
+    b' "rlimits": [["RLIMIT_NOFILE", 1024, 1024]], "fds": [], "sandbox": null}'
+)
+
+
+def _rehearse() -> None:
+    """What a request makes this keeper do in Python, done while it waits: a fork writes
+    to every page its Python touches (reference counts), and each such write copies the page
+    from the spawner; done now, those copies are off the request's way. A request like the
+    supervisor's is taken off a socket pair of this keeper's own (with an fd, as a control
+    socket comes), checked, and answered on it."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        rights = array.array("i", [theirs.fileno()]).tobytes()
+        ours.sendmsg([_REHEARSAL], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, rights)])
+        got = protocol.recv_request(theirs)
+        assert got is not None
+        msg, fds = got
+        ctrl = protocol.control(fds)
+        assert ctrl is not None
+        with ctrl:
+            Request(msg, fds[1:]).close()
+            usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+            protocol.send(ctrl, {"event": "started", "pid": 0, "keeper": 0})
+            protocol.send(ctrl, protocol.exit_report(0, usage))
+    finally:
+        ours.close()
+        theirs.close()
 
 
 def _watch(pid: int, ctrl: socket.socket) -> int | None:
@@ -146,15 +193,23 @@ def _watch(pid: int, ctrl: socket.socket) -> int | None:
 
 
 def _reap(keepers: set[int]) -> None:
-    """Reaps finished keepers; any other child is an orphan of a dead keeper: kill its tree."""
+    """Reaps finished keepers; any other child is an orphan of a dead keeper: kill its tree.
+
+    A keeper that exits 0 has reaped its whole tree (`kill_tree`), so orphans are looked for
+    (in /proc) only after a keeper died otherwise, or an orphan itself was reaped here.
+    """
+    orphaned = False
     while True:
         try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
+            pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             return
         if pid == 0:
             break
+        orphaned = orphaned or status != 0 or pid not in keepers
         keepers.discard(pid)
+    if not orphaned:
+        return
     me = os.getpid()
     with open(f"/proc/{me}/task/{me}/children", "rb") as f:
         strays = [int(p) for p in f.read().split() if int(p) not in keepers]
