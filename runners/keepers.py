@@ -1,17 +1,19 @@
-"""Keeper mode: one pre-forked subreaper process per child (see `spawner.py`).
+"""Keeper mode: pre-forked subreaper processes, each keeping one child at a time (see
+`spawner.py`).
 
 Standard library only.
 """
 
 from __future__ import annotations
 
-import array
 import contextlib
+import fcntl
 import os
 import resource
 import select
 import signal
 import socket
+import termios
 
 from . import protocol
 from .libc import PR_SET_CHILD_SUBREAPER, prctl
@@ -19,8 +21,12 @@ from .spawnreq import Request
 from .start import BAD_INPUT, StartError, resolve, start_failed
 from .trees import descendants
 
-#: Keepers forked ahead of requests (keeper mode). Two cores here: more would only queue.
-IDLE_KEEPERS = 2
+#: Keepers waiting for requests, at most (keeper mode); more are forked when only one is left
+#: waiting. Two cores here: more would only queue.
+IDLE_KEEPERS = 3
+#: A keeper that has used this much CPU itself (seconds) exits once its child is done, rather
+#: than wait for another: the CPU limit a request sets applies to the keeper too until then.
+KEEPER_CPU = 0.5
 
 # --------------------------------------------------------------------------- keeper mode
 
@@ -31,8 +37,26 @@ def _signal_all(pids: list[int], sig: int) -> None:
             os.kill(p, sig)
 
 
-def kill_tree(sig: int = signal.SIGKILL) -> None:
+class Usage:
+    """What the processes a keeper reaped used, as `RUSAGE_CHILDREN` says for a process that
+    reaped nothing else (a keeper keeps one child after another): CPU summed, the largest
+    resident size (each reaped process's own figures include what it reaped)."""
+
+    def __init__(self) -> None:
+        self.cpu = 0.0
+        self.max_rss = 0
+
+    def add(self, usage: resource.struct_rusage) -> None:
+        self.cpu += usage.ru_utime + usage.ru_stime
+        self.max_rss = max(self.max_rss, usage.ru_maxrss)
+
+    def rusage(self) -> resource.struct_rusage:
+        return resource.struct_rusage((self.cpu, 0.0, self.max_rss, *[0] * 13))
+
+
+def kill_tree(sig: int = signal.SIGKILL, usage: Usage | None = None) -> None:
     """SIGKILL every descendant of this process and reap them all; returns when none is left.
+    What the reaped used is added to `usage`.
 
     Children before parents: if this process dies mid-sweep (the spawner gets SIGKILL when
     the supervisor dies, just after its lifeline said so), the keepers are still alive and
@@ -41,25 +65,24 @@ def kill_tree(sig: int = signal.SIGKILL) -> None:
     finds it.
     """
     me = os.getpid()
+    flags = os.WNOHANG  # (no child left: no descendant either, and no /proc to read)
     while True:
-        try:  # (no child left: no descendant either, and no /proc to read)
-            if os.waitpid(-1, os.WNOHANG)[0] != 0:
-                continue
-        except ChildProcessError:
-            return
-        _signal_all(descendants(me)[::-1], sig)
         try:
-            os.waitpid(-1, 0)
+            pid, _, used = os.wait4(-1, flags)
         except ChildProcessError:
             return
         except InterruptedError:
             continue
+        if usage is not None and pid != 0:
+            usage.add(used)
+        if pid == 0:
+            _signal_all(descendants(me)[::-1], sig)
+        flags = 0 if pid == 0 else os.WNOHANG
 
 
 def _prepare(req: Request) -> str:
     """Sets on this keeper what the child must inherit but `posix_spawn` cannot set (cwd,
-    rlimits: the keeper is disposable and does nothing after the spawn but wait and kill);
-    returns the program to start."""
+    rlimits; `_restored` undoes it once the tree is gone); returns the program to start."""
     if req.outputs is not None:
         req.drop_outputs()
         raise StartError("keeper mode does not collect output (pidns mode only)")
@@ -70,113 +93,133 @@ def _prepare(req: Request) -> str:
     return resolve(req.argv[0], req.env.get("PATH", os.defpath))
 
 
-def _keeper(msg: bytes, ctrl: socket.socket, fds: list[int], took: int) -> None:
-    """One child's keeper: a subreaper that starts it, watches it, and kills its whole tree.
+def _keep(msg: bytes, ctrl: socket.socket, fds: list[int], home: int) -> bool:
+    """Keeps one child: starts it, watches it, kills its whole tree and reports its exit (or
+    says why it could not start). Returns whether this keeper is as it was before, so it
+    may keep another (`_restored`).
 
     The request is checked and this keeper readied first; "accepted" goes out just before
-    the spawn (a keeper that dies before it never started the child: its request may be
-    sent again), and the spawner hears on `took` that this keeper is busy only once the
-    child runs, so that the next keeper is forked while the child runs rather than while
-    this one readies it. Never returns; exits once the tree is gone and the exit is
-    reported, or once it said why the child could not start.
+    the spawn: a keeper that dies before it never started the child, whose request may then
+    be sent again.
     """
+    saved: list[tuple[int, tuple[int, int]]] = []
     try:
-        req = Request(msg, fds)
         try:
-            program = _prepare(req)
-            protocol.accept(ctrl)
+            req = Request(msg, fds)
             try:
-                pid = req.posix_spawn(program)
-            except OSError as exc:
-                raise start_failed(program, exc) from exc
-        finally:
-            req.close()
-    except (StartError, *BAD_INPUT) as exc:
-        _busy(took)
-        protocol.fail(ctrl, str(exc) if isinstance(exc, StartError) else f"cannot start: {exc}")
-        os._exit(0)
-    protocol.send_started(ctrl, pid, keeper=os.getpid())
-    _busy(took)
-    status = _watch(pid, ctrl)
-    kill_tree()
-    if status is not None:
-        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-        protocol.send(ctrl, protocol.exit_report(status, usage))
-    os._exit(0)
+                saved = [(number, resource.getrlimit(number)) for number, _, _ in req.limits]
+                program = _prepare(req)
+                protocol.accept(ctrl)
+                try:
+                    pid = req.posix_spawn(program)
+                except OSError as exc:
+                    raise start_failed(program, exc) from exc
+            finally:
+                req.close()
+        except (StartError, *BAD_INPUT) as exc:
+            why = str(exc) if isinstance(exc, StartError) else f"cannot start: {exc}"
+            protocol.fail(ctrl, why)
+            return _restored(saved, home)
+        protocol.send_started(ctrl, pid, keeper=os.getpid())
+        usage = Usage()
+        status = _watch(pid, ctrl, usage)
+        kill_tree(usage=usage)
+        if status is not None:
+            protocol.send(ctrl, protocol.exit_report(status, usage.rusage()))
+    finally:
+        ctrl.close()
+    return _restored(saved, home)
 
 
-def _busy(took: int) -> None:
-    os.write(took, b"k")
-    os.close(took)
+def _restored(saved: list[tuple[int, tuple[int, int]]], home: int) -> bool:
+    """Puts back this keeper's working directory (`home`) and the limits it set (`saved`);
+    whether it could, and has used little enough CPU to keep another child (`KEEPER_CPU`).
+    (A hard limit lowered stays lowered for a keeper that is not root.)"""
+    os.fchdir(home)
+    try:
+        for number, limits in saved:
+            resource.setrlimit(number, limits)
+    except (OSError, ValueError):
+        return False
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return own.ru_utime + own.ru_stime < KEEPER_CPU
 
 
-def _idle_keeper(requests: socket.socket, took: int) -> None:
-    """A pre-forked keeper: waits for one request on the shared socket, then keeps it.
+class Places:
+    """How many keepers wait, known to the spawner and its keepers without a message: a pipe
+    holding a byte for each of the `IDLE_KEEPERS` places left by a keeper that took a
+    request. A keeper done with its child takes a place back and waits again if one is
+    there, else exits; the spawner fills them (forks) once only one keeper is left waiting,
+    woken by the keeper that left the last but one. Back to back, one keeper serves every
+    request and no fork is made."""
 
-    Forking is the slow part of a spawn in keeper mode, so it happens ahead of time; the
-    kernel hands each request to exactly one waiting keeper. A message that brings no
-    control socket is dropped (its fds closed) and the keeper waits on. Never returns.
+    def __init__(self) -> None:
+        self.read, self.write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+
+    def leave(self) -> bool:
+        """Leaves a place; whether the spawner should fill them now."""
+        os.write(self.write, b".")
+        return self.left() >= IDLE_KEEPERS - 1
+
+    def left(self) -> int:
+        count = fcntl.ioctl(self.read, termios.FIONREAD, bytes(4))
+        return int.from_bytes(count, "little")
+
+    def take(self, most: int) -> int:
+        """Takes up to `most` places; how many there were."""
+        try:
+            return len(os.read(self.read, most))
+        except BlockingIOError:
+            return 0
+
+
+def _take(requests: socket.socket) -> tuple[bytes, socket.socket, list[int]] | None:
+    """The next request off the shared socket: its message, control socket and the child's
+    fds; None at end of file. A message that brings no control socket is dropped (its fds
+    closed) and the wait goes on."""
+    while True:
+        try:
+            got = protocol.recv_request(requests)
+        except InterruptedError:
+            continue
+        if got is None:  # the supervisor closed its end
+            return None
+        msg, fds = got
+        if fds and (ctrl := protocol.control(fds)) is not None:
+            return msg, ctrl, fds[1:]
+
+
+def _idle_keeper(requests: socket.socket, took: int, places: Places) -> None:
+    """A pre-forked keeper: waits for a request on the shared socket, keeps its child, and
+    waits again while it may (`Places`, `_restored`). Never returns.
+
+    Forking is the slow part of a spawn in keeper mode, so it happens ahead of time, and is
+    skipped altogether where a keeper can keep another child; the kernel hands each request
+    to exactly one waiting keeper.
     """
     try:
         prctl(PR_SET_CHILD_SUBREAPER, 1)
-        if not select.select([requests], [], [], 0)[0]:
-            _rehearse()
-        while True:
-            try:
-                got = protocol.recv_request(requests)
-            except InterruptedError:
-                continue
-            if got is None:  # the supervisor closed its end
-                os._exit(0)
-            msg, fds = got
-            if fds and (ctrl := protocol.control(fds)) is not None:
+        home = os.open(".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        while (taken := _take(requests)) is not None:
+            if places.leave():
+                os.write(took, b"k")
+            if not (_keep(*taken, home) and places.take(1)):
                 break
-        requests.close()
-        _keeper(msg, ctrl, fds[1:], took)
+        os._exit(0)
     finally:
         os._exit(1)
 
 
-#: A request like the supervisor's, for `_rehearse`: no fds, nothing to start.
-_REHEARSAL = (
-    b'{"argv": ["/bin/true"], "cwd": "/", "env": {"PATH": "/usr/bin:/bin"},'
-    b' "rlimits": [["RLIMIT_NOFILE", 1024, 1024]], "fds": [], "sandbox": null}'
-)
-
-
-def _rehearse() -> None:
-    """What a request makes this keeper do in Python, done while it waits: a fork writes
-    to every page its Python touches (reference counts), and each such write copies the page
-    from the spawner; done now, those copies are off the request's way. A request like the
-    supervisor's is taken off a socket pair of this keeper's own (with an fd, as a control
-    socket comes), checked, and answered on it."""
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    try:
-        rights = array.array("i", [theirs.fileno()]).tobytes()
-        ours.sendmsg([_REHEARSAL], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, rights)])
-        got = protocol.recv_request(theirs)
-        assert got is not None
-        msg, fds = got
-        ctrl = protocol.control(fds)
-        assert ctrl is not None
-        with ctrl:
-            Request(msg, fds[1:]).close()
-            usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-            protocol.send(ctrl, {"event": "started", "pid": 0, "keeper": 0})
-            protocol.send(ctrl, protocol.exit_report(0, usage))
-    finally:
-        ours.close()
-        theirs.close()
-
-
-def _watch(pid: int, ctrl: socket.socket) -> int | None:
-    """Waits for the child to exit, obeying commands; returns its wait status (None: lost)."""
+def _watch(pid: int, ctrl: socket.socket, usage: Usage) -> int | None:
+    """Waits for the child to exit, obeying commands; returns its wait status (None: lost),
+    having added what it used to `usage`."""
     pidfd = os.pidfd_open(pid)
     try:
         while True:
             ready, _, _ = select.select([pidfd, ctrl.fileno()], [], [])
             if pidfd in ready:
-                _, status = os.waitpid(pid, 0)
+                _, status, used = os.wait4(pid, 0)
+                usage.add(used)
                 return status
             try:
                 msg = ctrl.recv(4096)
@@ -192,33 +235,36 @@ def _watch(pid: int, ctrl: socket.socket) -> int | None:
         os.close(pidfd)
 
 
-def _reap(keepers: set[int]) -> None:
+def _reap(keepers: set[int]) -> int:
     """Reaps finished keepers; any other child is an orphan of a dead keeper: kill its tree.
+    Returns how many keepers died otherwise than by exiting 0 (each may have been waiting).
 
     A keeper that exits 0 has reaped its whole tree (`kill_tree`), so orphans are looked for
     (in /proc) only after a keeper died otherwise, or an orphan itself was reaped here.
     """
-    orphaned = False
+    died, orphaned = 0, False
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return
+            return died
         if pid == 0:
             break
+        died += pid in keepers and status != 0
         orphaned = orphaned or status != 0 or pid not in keepers
         keepers.discard(pid)
-    if not orphaned:
-        return
-    me = os.getpid()
-    with open(f"/proc/{me}/task/{me}/children", "rb") as f:
-        strays = [int(p) for p in f.read().split() if int(p) not in keepers]
-    for stray in strays:
-        _signal_all([*descendants(stray)[::-1], stray], signal.SIGKILL)
+    if orphaned:
+        me = os.getpid()
+        with open(f"/proc/{me}/task/{me}/children", "rb") as f:
+            strays = [int(p) for p in f.read().split() if int(p) not in keepers]
+        for stray in strays:
+            _signal_all([*descendants(stray)[::-1], stray], signal.SIGKILL)
+    return died
 
 
 def serve_keepers(requests: socket.socket) -> None:
-    """Keeps `IDLE_KEEPERS` keepers waiting on `requests`; reaps them; kills strays.
+    """Keeps up to `IDLE_KEEPERS` keepers waiting on `requests` (`Places`); reaps them; kills
+    strays.
 
     Returns at end of file on the lifeline: the supervisor is done.
     """
@@ -226,21 +272,22 @@ def serve_keepers(requests: socket.socket) -> None:
     keepers: set[int] = set()
     wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     took_r, took_w = os.pipe2(os.O_CLOEXEC)
+    places = Places()
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
-    idle = 0
+    forks = IDLE_KEEPERS
     try:
         while True:
-            while idle < IDLE_KEEPERS:
+            for _ in range(forks):
                 pid = os.fork()
                 if pid == 0:
                     signal.set_wakeup_fd(-1)
                     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                     for fd in (wake_r, wake_w, took_r):
                         os.close(fd)
-                    _idle_keeper(requests, took_w)
+                    _idle_keeper(requests, took_w, places)
                 keepers.add(pid)
-                idle += 1
+            forks = 0
             try:
                 ready, _, _ = select.select([took_r, wake_r, protocol.LIFELINE_FD], [], [])
             except InterruptedError:
@@ -248,9 +295,12 @@ def serve_keepers(requests: socket.socket) -> None:
             if wake_r in ready:
                 with contextlib.suppress(BlockingIOError):
                     os.read(wake_r, 512)
-                _reap(keepers)
+                for _ in range(_reap(keepers)):  # (a place for one that was busy is one more)
+                    places.leave()
             if took_r in ready:
-                idle -= len(os.read(took_r, 64))
+                os.read(took_r, 512)
+            # Filled when one keeper is left waiting (or none).
+            forks = places.take(64) if places.left() >= IDLE_KEEPERS - 1 else 0
             if protocol.LIFELINE_FD in ready and not os.read(protocol.LIFELINE_FD, 64):
                 return
     finally:
