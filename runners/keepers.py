@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import mmap
 import os
 import resource
 import select
@@ -151,15 +152,28 @@ class Places:
     request. A keeper done with its child takes a place back and waits again if one is
     there, else exits; the spawner fills them (forks) once only one keeper is left waiting,
     woken by the keeper that left the last but one. Back to back, one keeper serves every
-    request and no fork is made."""
+    request and no fork is made.
+
+    And which keepers keep a child: a byte per keeper (its `slot`) in memory shared with the
+    spawner, so that a keeper that dies waiting has its place put back (`gone`), and one that
+    dies keeping a child (whose place is free already) does not."""
 
     def __init__(self) -> None:
         self.read, self.write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._busy = mmap.mmap(-1, _SLOTS)
+        self._slots: dict[int, int] = {}
+        self._free: list[int] = []
 
-    def leave(self) -> bool:
-        """Leaves a place; whether the spawner should fill them now."""
+    def leave(self, slot: int) -> bool:
+        """Leaves a place (keeper `slot`); whether the spawner should fill them now."""
         os.write(self.write, b".")
+        self._busy[slot] = 1
         return self.left() >= IDLE_KEEPERS - 1
+
+    def back(self, slot: int) -> bool:
+        """Takes a place back (keeper `slot`), if one is free."""
+        self._busy[slot] = 0
+        return self.take(1) == 1
 
     def left(self) -> int:
         count = fcntl.ioctl(self.read, termios.FIONREAD, bytes(4))
@@ -171,6 +185,28 @@ class Places:
             return len(os.read(self.read, most))
         except BlockingIOError:
             return 0
+
+    def slot(self) -> int:
+        """A slot for the keeper forked next (`forked` says whose it is)."""
+        slot = self._free.pop() if self._free else len(self._slots)
+        self._busy[slot] = 0
+        return slot
+
+    def forked(self, pid: int, slot: int) -> None:
+        self._slots[pid] = slot
+
+    def gone(self, pid: int, *, died: bool) -> None:
+        """Keeper `pid` was reaped (`died`: otherwise than by exiting 0): a place is put back
+        for one that died waiting."""
+        slot = self._slots.pop(pid)
+        if died and not self._busy[slot]:
+            os.write(self.write, b".")
+        self._free.append(slot)
+
+
+#: Keepers alive at once, at most: one byte each in `Places`' shared memory (untouched pages
+#: cost nothing).
+_SLOTS = 1 << 20
 
 
 def _take(requests: socket.socket) -> tuple[bytes, socket.socket, list[int]] | None:
@@ -189,7 +225,7 @@ def _take(requests: socket.socket) -> tuple[bytes, socket.socket, list[int]] | N
             return msg, ctrl, fds[1:]
 
 
-def _idle_keeper(requests: socket.socket, took: int, places: Places) -> None:
+def _idle_keeper(requests: socket.socket, took: int, places: Places, slot: int) -> None:
     """A pre-forked keeper: waits for a request on the shared socket, keeps its child, and
     waits again while it may (`Places`, `_restored`). Never returns.
 
@@ -201,9 +237,9 @@ def _idle_keeper(requests: socket.socket, took: int, places: Places) -> None:
         prctl(PR_SET_CHILD_SUBREAPER, 1)
         home = os.open(".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         while (taken := _take(requests)) is not None:
-            if places.leave():
+            if places.leave(slot):
                 os.write(took, b"k")
-            if not (_keep(*taken, home) and places.take(1)):
+            if not (_keep(*taken, home) and places.back(slot)):
                 break
         os._exit(0)
     finally:
@@ -235,31 +271,31 @@ def _watch(pid: int, ctrl: socket.socket, usage: Usage) -> int | None:
         os.close(pidfd)
 
 
-def _reap(keepers: set[int]) -> int:
-    """Reaps finished keepers; any other child is an orphan of a dead keeper: kill its tree.
-    Returns how many keepers died otherwise than by exiting 0 (each may have been waiting).
+def _reap(keepers: set[int], places: Places) -> None:
+    """Reaps finished keepers (`Places.gone`); any other child is an orphan of a dead keeper:
+    kill its tree.
 
     A keeper that exits 0 has reaped its whole tree (`kill_tree`), so orphans are looked for
     (in /proc) only after a keeper died otherwise, or an orphan itself was reaped here.
     """
-    died, orphaned = 0, False
+    orphaned = False
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return died
+            return
         if pid == 0:
             break
-        died += pid in keepers and status != 0
         orphaned = orphaned or status != 0 or pid not in keepers
-        keepers.discard(pid)
+        if pid in keepers:
+            keepers.discard(pid)
+            places.gone(pid, died=status != 0)
     if orphaned:
         me = os.getpid()
         with open(f"/proc/{me}/task/{me}/children", "rb") as f:
             strays = [int(p) for p in f.read().split() if int(p) not in keepers]
         for stray in strays:
             _signal_all([*descendants(stray)[::-1], stray], signal.SIGKILL)
-    return died
 
 
 def serve_keepers(requests: socket.socket) -> None:
@@ -279,14 +315,16 @@ def serve_keepers(requests: socket.socket) -> None:
     try:
         while True:
             for _ in range(forks):
+                slot = places.slot()
                 pid = os.fork()
                 if pid == 0:
                     signal.set_wakeup_fd(-1)
                     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                     for fd in (wake_r, wake_w, took_r):
                         os.close(fd)
-                    _idle_keeper(requests, took_w, places)
+                    _idle_keeper(requests, took_w, places, slot)
                 keepers.add(pid)
+                places.forked(pid, slot)
             forks = 0
             try:
                 ready, _, _ = select.select([took_r, wake_r, protocol.LIFELINE_FD], [], [])
@@ -295,8 +333,7 @@ def serve_keepers(requests: socket.socket) -> None:
             if wake_r in ready:
                 with contextlib.suppress(BlockingIOError):
                     os.read(wake_r, 512)
-                for _ in range(_reap(keepers)):  # (a place for one that was busy is one more)
-                    places.leave()
+                _reap(keepers, places)
             if took_r in ready:
                 os.read(took_r, 512)
             # Filled when one keeper is left waiting (or none).
