@@ -7,14 +7,13 @@ Standard library only.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import mmap
 import os
 import resource
 import select
 import signal
 import socket
-import termios
+from collections.abc import Callable
 
 from . import protocol
 from .libc import PR_SET_CHILD_SUBREAPER, prctl
@@ -94,14 +93,16 @@ def _prepare(req: Request) -> str:
     return resolve(req.argv[0], req.env.get("PATH", os.defpath))
 
 
-def _keep(msg: bytes, ctrl: socket.socket, fds: list[int], home: int) -> bool:
+def _keep(
+    msg: bytes, ctrl: socket.socket, fds: list[int], home: int, done: Callable[[], None]
+) -> bool:
     """Keeps one child: starts it, watches it, kills its whole tree and reports its exit (or
     says why it could not start). Returns whether this keeper is as it was before, so it
     may keep another (`_restored`).
 
     The request is checked and this keeper readied first; "accepted" goes out just before
     the spawn: a keeper that dies before it never started the child, whose request may then
-    be sent again.
+    be sent again. `done` is called once the tree is reaped, before the owner hears of it.
     """
     saved: list[tuple[int, tuple[int, int]]] = []
     try:
@@ -119,12 +120,14 @@ def _keep(msg: bytes, ctrl: socket.socket, fds: list[int], home: int) -> bool:
                 req.close()
         except (StartError, *BAD_INPUT) as exc:
             why = str(exc) if isinstance(exc, StartError) else f"cannot start: {exc}"
+            done()
             protocol.fail(ctrl, why)
             return _restored(saved, home)
         protocol.send_started(ctrl, pid, keeper=os.getpid())
         usage = Usage()
         status = _watch(pid, ctrl, usage)
         kill_tree(usage=usage)
+        done()
         if status is not None:
             protocol.send(ctrl, protocol.exit_report(status, usage.rusage()))
     finally:
@@ -147,66 +150,67 @@ def _restored(saved: list[tuple[int, tuple[int, int]]], home: int) -> bool:
 
 
 class Places:
-    """How many keepers wait, known to the spawner and its keepers without a message: a pipe
-    holding a byte for each of the `IDLE_KEEPERS` places left by a keeper that took a
-    request. A keeper done with its child takes a place back and waits again if one is
-    there, else exits; the spawner fills them (forks) once only one keeper is left waiting,
-    woken by the keeper that left the last but one. Back to back, one keeper serves every
-    request and no fork is made.
-
-    And which keepers keep a child: a byte per keeper (its `slot`) in memory shared with the
-    spawner, so that a keeper that dies waiting has its place put back (`gone`), and one that
-    dies keeping a child (whose place is free already) does not."""
+    """Which keepers wait, known to the spawner and its keepers without a message: a byte per
+    keeper (its slot) in memory they share, saying whether it waits, keeps a child, or is
+    done with one and about to wait again (counted as waiting: the owner sends its next
+    request as soon as it hears of the exit), or is no keeper (gone, reaped). A keeper that
+    takes a request wakes the spawner only when that leaves one keeper waiting (or none),
+    and the spawner then forks up to `IDLE_KEEPERS`; a keeper done with its child waits
+    again if fewer than `IDLE_KEEPERS` others do, else exits (two finishing at once may both
+    stay: one more waits, until it next finishes). Back to back, the waiting keepers take
+    the requests in turn and nothing is forked. A keeper that dies is no longer counted once
+    the spawner has reaped it."""
 
     def __init__(self) -> None:
-        self.read, self.write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        self._busy = mmap.mmap(-1, _SLOTS)
+        self._map = mmap.mmap(-1, _SLOTS + 4)
         self._slots: dict[int, int] = {}
         self._free: list[int] = []
 
-    def leave(self, slot: int) -> bool:
-        """Leaves a place (keeper `slot`); whether the spawner should fill them now."""
-        os.write(self.write, b".")
-        self._busy[slot] = 1
-        return self.left() >= IDLE_KEEPERS - 1
+    def waiting(self) -> int:
+        top = self._map[: int.from_bytes(self._map[_SLOTS:], "little")]
+        return top.count(_WAITING) + top.count(_DONE)
+
+    def busy(self, slot: int) -> bool:
+        """Keeper `slot` took a request; whether the spawner should fork more now."""
+        self._map[slot] = _BUSY
+        return self.waiting() <= 1
+
+    def done(self, slot: int) -> None:
+        """Keeper `slot` has reaped its child's tree."""
+        self._map[slot] = _DONE
 
     def back(self, slot: int) -> bool:
-        """Takes a place back (keeper `slot`), if one is free."""
-        self._busy[slot] = 0
-        return self.take(1) == 1
-
-    def left(self) -> int:
-        count = fcntl.ioctl(self.read, termios.FIONREAD, bytes(4))
-        return int.from_bytes(count, "little")
-
-    def take(self, most: int) -> int:
-        """Takes up to `most` places; how many there were."""
-        try:
-            return len(os.read(self.read, most))
-        except BlockingIOError:
-            return 0
+        """Keeper `slot`, done, may put itself back: whether it waits again."""
+        if self.waiting() - 1 >= IDLE_KEEPERS:
+            self._map[slot] = _BUSY  # (on its way out: no longer counted)
+            return False
+        self._map[slot] = _WAITING
+        return True
 
     def slot(self) -> int:
-        """A slot for the keeper forked next (`forked` says whose it is)."""
-        slot = self._free.pop() if self._free else len(self._slots)
-        self._busy[slot] = 0
+        """The spawner's: a slot for the keeper it forks next, counted as waiting."""
+        if self._free:
+            slot = self._free.pop()
+        else:
+            slot = len(self._slots)
+            self._map[_SLOTS:] = (slot + 1).to_bytes(4, "little")
+        self._map[slot] = _WAITING
         return slot
 
     def forked(self, pid: int, slot: int) -> None:
         self._slots[pid] = slot
 
-    def gone(self, pid: int, *, died: bool) -> None:
-        """Keeper `pid` was reaped (`died`: otherwise than by exiting 0): a place is put back
-        for one that died waiting."""
+    def gone(self, pid: int) -> None:
+        """Keeper `pid` was reaped."""
         slot = self._slots.pop(pid)
-        if died and not self._busy[slot]:
-            os.write(self.write, b".")
+        self._map[slot] = _GONE
         self._free.append(slot)
 
 
-#: Keepers alive at once, at most: one byte each in `Places`' shared memory (untouched pages
-#: cost nothing).
+#: Keepers alive at once, at most: one byte each in `Places`' shared memory (pages never
+#: touched cost nothing).
 _SLOTS = 1 << 20
+_GONE, _WAITING, _BUSY, _DONE = 0, 1, 2, 3
 
 
 def _take(requests: socket.socket) -> tuple[bytes, socket.socket, list[int]] | None:
@@ -237,9 +241,9 @@ def _idle_keeper(requests: socket.socket, took: int, places: Places, slot: int) 
         prctl(PR_SET_CHILD_SUBREAPER, 1)
         home = os.open(".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         while (taken := _take(requests)) is not None:
-            if places.leave(slot):
+            if places.busy(slot):
                 os.write(took, b"k")
-            if not (_keep(*taken, home) and places.back(slot)):
+            if not (_keep(*taken, home, lambda: places.done(slot)) and places.back(slot)):
                 break
         os._exit(0)
     finally:
@@ -289,7 +293,7 @@ def _reap(keepers: set[int], places: Places) -> None:
         orphaned = orphaned or status != 0 or pid not in keepers
         if pid in keepers:
             keepers.discard(pid)
-            places.gone(pid, died=status != 0)
+            places.gone(pid)
     if orphaned:
         me = os.getpid()
         with open(f"/proc/{me}/task/{me}/children", "rb") as f:
@@ -337,7 +341,8 @@ def serve_keepers(requests: socket.socket) -> None:
             if took_r in ready:
                 os.read(took_r, 512)
             # Filled when one keeper is left waiting (or none).
-            forks = places.take(64) if places.left() >= IDLE_KEEPERS - 1 else 0
+            waiting = places.waiting()
+            forks = IDLE_KEEPERS - waiting if waiting <= 1 else 0
             if protocol.LIFELINE_FD in ready and not os.read(protocol.LIFELINE_FD, 64):
                 return
     finally:
