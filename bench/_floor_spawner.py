@@ -74,6 +74,16 @@ def _fork_keeper(sock: socket.socket, said: int) -> None:
             os._exit(0)
 
 
+def _reap_done() -> None:
+    """Reaps the keepers that have exited (none may be left: at the end, the one just forked
+    finds the socket closed at once)."""
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0] != 0:
+            pass
+    except ChildProcessError:
+        return
+
+
 def serve_keeper(sock: socket.socket) -> None:
     said_r, said_w = os.pipe()
     idle = 2
@@ -82,8 +92,7 @@ def serve_keeper(sock: socket.socket) -> None:
     while idle:
         if os.read(said_r, 1) == b"k":
             _fork_keeper(sock, said_w)
-            while os.waitpid(-1, os.WNOHANG)[0] != 0:
-                pass
+            _reap_done()
         else:
             idle -= 1
     while True:

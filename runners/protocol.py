@@ -87,9 +87,10 @@ def close_all(fds: Iterable[int]) -> None:
         os.close(fd)
 
 
-#: Keeper mode: sent on a request's control socket as soon as it is taken, before anything can
-#: start the child: a keeper that dies after it leaves the owner unsure whether the child ran.
-#: (pidns mode counts requests in shared memory instead: `TakenCounter`.)
+#: Keeper mode: sent on a request's control socket just before the spawn (the request checked,
+#: the keeper readied): a keeper that dies before it never started the child; one that dies
+#: after it leaves the owner unsure whether the child ran. (pidns mode counts requests in
+#: shared memory instead: `TakenCounter`.)
 ACCEPTED = b'{"event": "accepted"}'
 
 

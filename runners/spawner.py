@@ -40,11 +40,13 @@ with any other limit is started by `fork` (limits set in the forked child, then 
 correct, one Python fork slower.
 
 `keeper` (the fallback; also `MCPX_HOOKS_SPAWN=keeper`). This process is a subreaper with
-pre-forked *keepers*: each takes one request, becomes a subreaper, sets cwd and limits on
+pre-forked *keepers*, subreapers themselves: one takes a request, sets cwd and limits on
 itself, `posix_spawn`s the child in its own session, and kills the whole remaining tree
 (reparented to it) when the child exits, on "term"/"kill", or at end of file on its control
-socket. If a keeper dies its orphans come here and are killed; if the supervisor dies this
-process gets SIGKILL (`PR_SET_PDEATHSIG`) and every keeper sees end of file.
+socket; with the tree reaped it puts its cwd and limits back and waits for the next request,
+while no more than three wait (`keepers.Places`; one that cannot put its limits back exits).
+If a keeper dies its orphans come here and are killed; if the supervisor dies this process
+gets SIGKILL (`PR_SET_PDEATHSIG`) and every keeper sees end of file.
 
 Protocol. Requests arrive on FD, a SOCK_SEQPACKET socket: one JSON object per message with
 file descriptors attached (SCM_RIGHTS). The first attached fd is the request's *control*
@@ -70,7 +72,8 @@ without a control socket (no fds, or a first fd that is no SOCK_SEQPACKET socket
 the same way. Either counts as taken, and the spawner serves on.
 
 A request the spawner had not taken when it died never ran: the owner may send it again (to a
-new spawner); one it had taken may have run, and is lost. Taken is "accepted" in keeper mode;
+new spawner); one it had taken may have run, and is lost. Taken is "accepted" in keeper mode
+(said just before the spawn: a keeper that died before it never started the child);
 in pidns mode the spawner counts the requests it takes in TAKEN_FD's shared memory, before
 anything can start the child, and the owner compares the request's number with the count:
 no message, so no wake-up of the owner on the way.

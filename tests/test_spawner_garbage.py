@@ -432,7 +432,7 @@ async def test_the_reported_requests_fail_alone_while_another_run_goes_on(
 
 async def test_a_message_without_fds_is_dropped(spawner: Spawner) -> None:
     async with serving_on(spawner):
-        for _ in range(3):  # more than there are idle keepers
+        for _ in range(4):  # more than there are idle keepers
             await send(spawner, req(), [])
 
 
