@@ -10,10 +10,9 @@ of the real spawner cannot do without:
 
 - `pidns`: /bin/true is PID 1 of a fresh PID namespace, made ahead of the request (after each
   child, back to its own namespace and a new one armed), as the real spawner arms its next.
-- `keeper`: /bin/true is started by a keeper, a child subreaper forked ahead of the request
-  (two wait, as in the real spawner) and waiting on the request socket itself; the keeper
-  that takes a request says so on a pipe, starts the child, waits, answers the requester
-  and exits, and this process forks the next keeper while the child runs.
+- `keeper`: /bin/true is started by a keeper, a child subreaper forked once and waiting on
+  the request socket itself, which keeps one child after another (as the real spawner's
+  keepers do back to back: one of them serves every request, and none is forked).
 
 Timing `send` + `recv` of one such request from Trio, against the bare spawn in the same
 rounds, is the floor a real request of that mode cannot go under; `spawn_overhead.py` states
@@ -59,47 +58,17 @@ def serve_pidns(sock: socket.socket) -> None:
         _arm()
 
 
-def _fork_keeper(sock: socket.socket, said: int) -> None:
-    """A keeper waiting on the request socket; it says on `said` when it took a request
-    ("k") or found the socket closed ("e")."""
-    if os.fork() == 0:
+def serve_keeper(sock: socket.socket) -> None:
+    """One keeper, forked once, keeping one child after another."""
+    pid = os.fork()
+    if pid == 0:
         try:
             _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-            if sock.recv(16):
-                os.write(said, b"k")
+            while sock.recv(16):
                 _answer(sock, _spawn_true())
-            else:
-                os.write(said, b"e")
         finally:
             os._exit(0)
-
-
-def _reap_done() -> None:
-    """Reaps the keepers that have exited (none may be left: at the end, the one just forked
-    finds the socket closed at once)."""
-    try:
-        while os.waitpid(-1, os.WNOHANG)[0] != 0:
-            pass
-    except ChildProcessError:
-        return
-
-
-def serve_keeper(sock: socket.socket) -> None:
-    said_r, said_w = os.pipe()
-    idle = 2
-    for _ in range(idle):
-        _fork_keeper(sock, said_w)
-    while idle:
-        if os.read(said_r, 1) == b"k":
-            _fork_keeper(sock, said_w)
-            _reap_done()
-        else:
-            idle -= 1
-    while True:
-        try:
-            os.wait()
-        except ChildProcessError:
-            return
+    os.waitpid(pid, 0)
 
 
 def main() -> None:
