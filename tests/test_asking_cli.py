@@ -230,3 +230,32 @@ def test_exec_remote_yes_answers_over_the_socket(server: Server) -> None:
     assert gate_of(frames)["asked"] == {"question": "ship it?", "answer": "yes", "by": "client"}
     assert frames[-2]["value"] == 5
     assert "gate asks: ship it? -> yes (--yes)" in out.stderr
+
+
+def test_exec_remote_hands_on_every_frame_and_keeps_none_of_the_output(server: Server) -> None:
+    """A client holds no more of a run than its frames but the output (which it hands on as
+    it comes, and which is most of a run), and is told once each message has been handed on:
+    what `exec --remote` flushes stdout on."""
+    from mcpx_hooks.supervisor.service.remote import Remote, exec_remote
+
+    seen: list[dict[str, Any]] = []
+    messages: list[int] = []
+    script = "import sys\nfor n in range(3000): print(n)\nprint('bye', file=sys.stderr)"
+    request = {"argv": ["python3", "-c", script], "cwd": str(server.cwd), "sandbox": "none"}
+    remote = Remote(server.url, token=server.token)
+    import trio
+
+    async def main() -> list[dict[str, Any]]:
+        with trio.fail_after(60):
+            told = lambda: messages.append(len(seen))  # noqa: E731
+            return await exec_remote(remote, request, seen.append, None, told)
+
+    kept = trio.run(main)
+    check_order(seen)
+    assert [f["text"] for f in seen if f["type"] == "stdout"] == list(map(str, range(3000)))
+    assert [f["text"] for f in seen if f["type"] == "stderr"] == ["bye"]
+    assert kept == [f for f in seen if f["type"] not in ("stdout", "stderr")]
+    assert [f["type"] for f in kept][-2:] == ["result", "end"]
+    # Told after each message, never in the middle of one's frames; the last after `end`.
+    assert messages == sorted(messages) and messages[-1] == len(seen)
+    assert 1 < len(messages) < len(seen)

@@ -38,12 +38,29 @@ PIPE_BYTES: Final = 1024 * 1024
 #: How the journal's line of a script's output frame ends, its text just before
 #: (`RunJournal.offer_output` writes them so, in orjson's key order), with what the readable
 #: view puts before that text (its own rendering of such a frame with no text).
+_SCRIPT_OUTPUT: Final = (FrameType.STDOUT, FrameType.STDERR)
 OUTPUT_ENDS: Final = {
     b',"type":"%s"}' % kind.encode(): frame_lines({"type": kind, "text": ""})[0]
-    for kind in (FrameType.STDOUT, FrameType.STDERR)
+    for kind in _SCRIPT_OUTPUT
 }
 _END_SIZES: Final = sorted({len(end) for end in OUTPUT_ENDS})
 _TEXT_KEY: Final = b',"text":'
+#: The same marks by frame type, for frames already decoded.
+_MARKS: Final = {str(kind): frame_lines({"type": kind, "text": ""})[0] for kind in _SCRIPT_OUTPUT}
+
+
+def _output_line(line: bytes) -> str | None:
+    """What the readable view shows of a journal line that is a script's output frame, read
+    from the line alone; None for any other line (and for one whose text cannot be read so,
+    which is then decoded whole)."""
+    for size in _END_SIZES:
+        if (mark := OUTPUT_ENDS.get(line[-size:])) is not None:
+            try:
+                said = orjson.loads(line[line.index(_TEXT_KEY) + len(_TEXT_KEY) : -size])
+            except (ValueError, orjson.JSONDecodeError):
+                return None
+            return mark + said if isinstance(said, str) else None
+    return None
 
 
 class Output:
@@ -101,25 +118,48 @@ class Output:
         nothing else of it is shown, and it is most of what a run prints."""
         shown: list[str] = []
         for line in batch:
-            for size in _END_SIZES:
-                if (mark := OUTPUT_ENDS.get(line[-size:])) is not None:
-                    text = line[line.index(_TEXT_KEY) + len(_TEXT_KEY) : -size]
-                    shown.append(mark + orjson.loads(text))
-                    break
-            else:
-                frame = orjson.loads(line)
-                if see is not None:
-                    see(frame)
-                shown.extend(frame_lines(frame))
+            if (text := _output_line(line)) is not None:
+                shown.append(text)
+                continue
+            frame = orjson.loads(line)
+            if see is not None:
+                see(frame)
+            shown.extend(frame_lines(frame))
         if shown:
             self.line("\n".join(shown))
 
-    def frame(self, frame: Mapping[str, Any], as_json: bool) -> None:
-        """One frame: a JSON line (as the journal writes it), or its lines for a person."""
-        if as_json:
-            self.encoded([dumps(frame)])
-        elif lines := frame_lines(frame):
-            self.line("\n".join(lines))
+    def frame(self, frame: Mapping[str, Any], as_json: bool, *, flush: bool = True) -> None:
+        """One frame: a JSON line (as the journal writes it), or its lines for a person;
+        `flush=False` leaves it in stdout's buffer, for `flush` after a batch."""
+        if self.closed:
+            return
+        try:
+            if as_json:
+                self._write(dumps(frame) + b"\n")
+            elif (mark := _MARKS.get(str(frame.get("type")))) is not None:
+                print(mark + str(frame.get("text")))
+            elif lines := frame_lines(frame):
+                print("\n".join(lines))
+            if flush:
+                sys.stdout.flush()
+        except BrokenPipeError:
+            self._close()
+
+    def flush(self) -> None:
+        """What `frame(flush=False)` left in stdout's buffer, written."""
+        if self.closed:
+            return
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            self._close()
+
+    def _write(self, data: bytes) -> None:
+        binary = getattr(sys.stdout, "buffer", None)  # none when stdout is made text only
+        if binary is None:
+            sys.stdout.write(data.decode())
+        else:  # (text is printed with `line`, which flushes it at once)
+            binary.write(data)
 
 
 def widen_pipe(stream: object) -> None:
@@ -234,13 +274,15 @@ async def exec_remote_viewed(
 
     def show(frame: dict[str, Any]) -> None:
         run.frame(frame)
-        out.frame(frame, as_json)
+        out.frame(frame, as_json, flush=False)
 
     async def still_running(nursery: trio.Nursery) -> None:
         if not as_json:
             await nursery.start(serve_remote_still_running, remote, run, out.line)
 
-    frames = await beside(still_running, lambda: exec_remote(remote, request, show, responder))
+    frames = await beside(
+        still_running, lambda: exec_remote(remote, request, show, responder, out.flush)
+    )
     return frames or []
 
 

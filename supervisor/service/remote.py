@@ -15,6 +15,7 @@ from typing import Any, Final, TypeVar
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import attrs
+import orjson
 import trio
 from trio_websocket import (
     ConnectionClosed,
@@ -26,13 +27,15 @@ from trio_websocket import (
 
 from ..core.effects import AnsweredBy
 from ..core.errors import HooksError
-from ..core.frames import Control, ServiceMessage
+from ..core.frames import Control, FrameType, ServiceMessage
 from ..core.jsontext import is_unicode
 from ..process.signals import serve_stop_signals
 from .answering import AskWatcher, Responder
 from .wire import DEFAULT_HOST, DEFAULT_PORT, Close
 
 _T = TypeVar("_T")
+#: The frames `exec_remote` hands on but does not keep.
+_OUTPUT: Final = frozenset({FrameType.STDOUT, FrameType.STDERR})
 
 DEFAULT_URL: Final = f"ws://{DEFAULT_HOST}:{DEFAULT_PORT}"
 #: The largest message a client takes: the server coalesces to ~256 KiB, but one frame may
@@ -128,11 +131,14 @@ def _refusal(url: str, exc: ConnectionRejected) -> str:
 
 
 async def messages(
-    ws: WebSocketConnection, ends: tuple[Close, ...] = (Close.NORMAL,)
+    ws: WebSocketConnection,
+    ends: tuple[Close, ...] = (Close.NORMAL,),
+    after: Callable[[], object] | None = None,
 ) -> AsyncGenerator[dict[str, Any], None]:
-    """Every JSON object the server sends, in order, until it closes with one of `ends`.
-    An error message (one without `seq`) then another close code raises `RemoteError`; one
-    with `askId` (an answer refused, the socket stays open) is handed on like a frame."""
+    """Every JSON object the server sends, in order, until it closes with one of `ends`;
+    `after` is called once those of each WebSocket message are handed on. An error message
+    (one without `seq`) then another close code raises `RemoteError`; one with `askId` (an
+    answer refused, the socket stays open) is handed on like a frame."""
     error: dict[str, Any] | None = None
     while True:
         try:
@@ -153,11 +159,16 @@ async def messages(
         for line in text.split("\n"):
             if not line:
                 continue
-            obj = json.loads(line)
+            try:
+                obj = orjson.loads(line)
+            except orjson.JSONDecodeError:  # (what orjson refuses, as an escaped lone surrogate)
+                obj = json.loads(line)
             if obj.get("type") == ServiceMessage.ERROR and "seq" not in obj and "askId" not in obj:
                 error = obj
                 continue
             yield obj
+        if after is not None:
+            after()
 
 
 async def exec_remote(
@@ -165,12 +176,16 @@ async def exec_remote(
     request: Mapping[str, Any],
     on_frame: Callable[[dict[str, Any]], Any],
     responder: Responder | None = None,
+    after_message: Callable[[], object] | None = None,
 ) -> list[dict[str, Any]]:
-    """Runs `request` on the server, handing each frame to `on_frame` as it comes, and each
+    """Runs `request` on the server, handing each frame to `on_frame` as it comes (and
+    calling `after_message` once those of each WebSocket message are handed on), and each
     `ask` frame to `responder`, whose answer goes to the server (which takes the first
     answer; one it refuses is said on stderr). The first Ctrl-C (or SIGTERM) asks the server
     to cancel the run (its suffix hooks and `end` still come); a second one leaves at once
-    (`serve_stop_signals`)."""
+    (`serve_stop_signals`). Returns the run's frames but its output (`stdout`, `stderr`),
+    which is most of a run and which no caller looks at again: the client holds no more of
+    a run than its other frames."""
     frames: list[dict[str, Any]] = []
     failed: RemoteError | None = None  # raised outside the nursery, not in a group
     async with open_remote(remote, "/v1/exec") as ws, trio.open_nursery() as nursery:
@@ -185,13 +200,14 @@ async def exec_remote(
         watcher = AskWatcher(nursery, responder, deliver)
         await nursery.start(serve_stop_signals, nursery.cancel_scope, ask_cancel)
         try:
-            async for frame in messages(ws):
+            async for frame in messages(ws, after=after_message):
                 if frame.get("askId") and "seq" not in frame:  # an answer the server refused
                     print(f"mcpx-hooks: {frame.get('message')}", file=sys.stderr, flush=True)
                     continue
-                frames.append(frame)
                 on_frame(frame)
-                watcher.see(frame)
+                if frame.get("type") not in _OUTPUT:
+                    frames.append(frame)
+                    watcher.see(frame)
         except RemoteError as exc:
             failed = exc
         nursery.cancel_scope.cancel()
