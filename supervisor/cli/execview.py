@@ -155,6 +155,9 @@ class Output:
             self._close()
 
     def _write(self, data: bytes) -> None:
+        if not self._widened:
+            self._widened = True
+            widen_pipe(sys.stdout)
         binary = getattr(sys.stdout, "buffer", None)  # none when stdout is made text only
         if binary is None:
             sys.stdout.write(data.decode())
