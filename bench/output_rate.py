@@ -13,6 +13,8 @@ pipe (the consumer), `--repeat` times in alternating order, medians reported:
   its peak is read too (`os.wait4`, `ru_maxrss`);
 - `mcpx-hooks exec -- <script>`, the readable view a person reads on a terminal (each line
   of output `| text`), the same way;
+- with `--serve`, `mcpx-hooks exec --remote URL -- <script>` against the served supervisor
+  below: the readable view of a run on a server, printed by our own WebSocket client;
 - with `--serve` (the default), a WebSocket follower of the same script run by a `serve`d
   supervisor (`/v1/exec`), timed from its request to the `end` frame.
 
@@ -21,7 +23,8 @@ values are lines/s); goal 3. RESULT `output_exec_json_rss`: the peak RSS of `exe
 (`abs`, MB; the baseline is the naive streamer's); goal 120. RESULT `output_serve_follower`:
 lines/s of the WebSocket follower over the naive streamer's (`ge`); goal 2. RESULT
 `output_exec_readable`: lines/s of the readable `exec` over the naive streamer's (`ge`); goal
-2, as for the follower: what a person reads live.
+2, as for the follower: what a person reads live. RESULT `output_exec_remote`: the same for
+`exec --remote` (`ge`); goal 2.
 
 Quick mode (`MCPX_BENCH_QUICK=1`, `run_all.py --quick`): `--lines 2000 --repeat 1`: every
 reader once, on few lines.
@@ -47,6 +50,7 @@ GOAL_EXEC = 3.0
 GOAL_RSS_MB = 120.0
 GOAL_SERVE = 2.0
 GOAL_READABLE = 2.0
+GOAL_REMOTE = 2.0
 CLI = [sys.executable, "-m", "mcpx_hooks.supervisor"]
 CONFIG = (
     '[defaults]\nsandbox = "none"\n\n[script]\nsandbox = "none"\n\n'
@@ -125,6 +129,7 @@ def main() -> int:
     naive_peaks: list[int] = []
     served: list[float] = []
     readable: list[float] = []
+    remote: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         cwd = Path(tmp)
         (cwd / "c.toml").write_text(CONFIG)
@@ -134,7 +139,8 @@ def main() -> int:
             if server is not None:
                 asyncio.run(follow(server[1], [sys.executable, "-c", "pass"]))  # warm
             for r in range(args.repeat):
-                sides = ["naive", "exec", "readable", "serve"][: 4 if server is not None else 3]
+                sides = ["naive", "exec", "readable", "serve", "remote"]
+                sides = sides if server is not None else sides[:3]
                 for side in sides if r % 2 == 0 else sides[::-1]:
                     if side == "naive":
                         took, count, peak = consume([sys.executable, "naive.py", *child], cwd, env)
@@ -152,6 +158,12 @@ def main() -> int:
                         took, count, _ = consume(argv, cwd, env)
                         assert count >= args.lines, count
                         readable.append(took)
+                    elif side == "remote":
+                        assert server is not None
+                        url = ["--remote", server[1], "--sandbox", "none"]
+                        took, count, _ = consume([*CLI, "exec", *url, "--", *child], cwd, env)
+                        assert count >= args.lines, count
+                        remote.append(took)
                     else:
                         assert server is not None
                         took, count = asyncio.run(follow(server[1], child))
@@ -173,6 +185,10 @@ def main() -> int:
     readable_rate = args.lines / statistics.median(readable)
     print(f"  exec (readable)   {statistics.median(readable):7.2f} s  {readable_rate:>10,.0f} "
           f"lines/s  {readable_rate / rate:.2f}x")  # fmt: skip
+    if remote:
+        remote_rate = args.lines / statistics.median(remote)
+        print(f"  exec --remote     {statistics.median(remote):7.2f} s  {remote_rate:>10,.0f} "
+              f"lines/s  {remote_rate / rate:.2f}x")  # fmt: skip
     if served:
         serve_rate = args.lines / statistics.median(served)
         print(f"  serve follower    {statistics.median(served):7.2f} s  {serve_rate:>10,.0f} "
@@ -187,6 +203,11 @@ def main() -> int:
         f"RESULT output_exec_readable {readable_rate:.0f} {rate:.0f} {readable_rate / rate:.3f} "
         f"{GOAL_READABLE:g} ge lines/s"
     )
+    if remote:
+        print(
+            f"RESULT output_exec_remote {remote_rate:.0f} {rate:.0f} {remote_rate / rate:.3f} "
+            f"{GOAL_REMOTE:g} ge lines/s"
+        )
     if served:
         print(
             f"RESULT output_serve_follower {serve_rate:.0f} {rate:.0f} {serve_rate / rate:.3f} "

@@ -74,10 +74,16 @@ class Output:
         self.closed = False
         self._on_closed = on_closed
         self._widened = False
+        #: The lines for a person that `frame(flush=False)` holds until `flush`.
+        self._lines: list[str] = []
 
     def line(self, text: str) -> None:
+        """`text` printed and flushed, after what `frame` holds."""
         if self.closed:
             return
+        if self._lines:
+            text = "\n".join([*self._lines, text])
+            self._lines.clear()
         try:
             print(text, flush=True)
         except BrokenPipeError:
@@ -87,21 +93,8 @@ class Output:
         """Lines of UTF-8 (frames as the journal keeps them), written and flushed at once."""
         if self.closed or not lines:
             return
-        text = b"\n".join(lines) + b"\n"
-        if not self._widened:
-            self._widened = True
-            widen_pipe(sys.stdout)
-        try:
-            sys.stdout.flush()  # what `line` printed comes first
-            binary = getattr(sys.stdout, "buffer", None)  # none when stdout is made text only
-            if binary is None:
-                sys.stdout.write(text.decode())
-                sys.stdout.flush()
-            else:
-                binary.write(text)
-                binary.flush()
-        except BrokenPipeError:
-            self._close()
+        self._write(b"\n".join(lines) + b"\n")
+        self.flush()
 
     def _close(self) -> None:
         self.closed = True
@@ -130,23 +123,25 @@ class Output:
 
     def frame(self, frame: Mapping[str, Any], as_json: bool, *, flush: bool = True) -> None:
         """One frame: a JSON line (as the journal writes it), or its lines for a person;
-        `flush=False` leaves it in stdout's buffer, for `flush` after a batch."""
+        `flush=False` leaves it to `flush`, to print a batch at once."""
         if self.closed:
             return
-        try:
-            if as_json:
-                self._write(dumps(frame) + b"\n")
-            elif (mark := _MARKS.get(str(frame.get("type")))) is not None:
-                print(mark + str(frame.get("text")))
-            elif lines := frame_lines(frame):
-                print("\n".join(lines))
-            if flush:
-                sys.stdout.flush()
-        except BrokenPipeError:
-            self._close()
+        if as_json:
+            self._write(dumps(frame) + b"\n")
+        elif (mark := _MARKS.get(str(frame.get("type")))) is not None:
+            self._lines.append(mark + str(frame.get("text")))
+        elif lines := frame_lines(frame):
+            self._lines.extend(lines)
+        if flush:
+            self.flush()
 
     def flush(self) -> None:
-        """What `frame(flush=False)` left in stdout's buffer, written."""
+        """What `frame(flush=False)` left, printed and flushed."""
+        if self._lines:
+            shown = "\n".join(self._lines)
+            self._lines.clear()
+            self.line(shown)
+            return
         if self.closed:
             return
         try:
@@ -155,14 +150,18 @@ class Output:
             self._close()
 
     def _write(self, data: bytes) -> None:
+        """`data` into stdout's buffer, as it is (the pipe widened first)."""
         if not self._widened:
             self._widened = True
             widen_pipe(sys.stdout)
         binary = getattr(sys.stdout, "buffer", None)  # none when stdout is made text only
-        if binary is None:
-            sys.stdout.write(data.decode())
-        else:  # (text is printed with `line`, which flushes it at once)
-            binary.write(data)
+        try:
+            if binary is None:
+                sys.stdout.write(data.decode())
+            else:  # (text is printed with `line`, which flushes it at once)
+                binary.write(data)
+        except BrokenPipeError:
+            self._close()
 
 
 def widen_pipe(stream: object) -> None:
