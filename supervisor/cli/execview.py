@@ -21,7 +21,7 @@ import trio
 
 from ..core.errors import HooksError
 from ..core.events import Event, EventKind
-from ..core.frames import FrameType
+from ..core.frames import STREAM_TYPES
 from ..core.jsontext import dumps
 from ..run.bus import Bus
 from ..run.observe import ObserverStats
@@ -38,15 +38,14 @@ PIPE_BYTES: Final = 1024 * 1024
 #: How the journal's line of a script's output frame ends, its text just before
 #: (`RunJournal.offer_output` writes them so, in orjson's key order), with what the readable
 #: view puts before that text (its own rendering of such a frame with no text).
-_SCRIPT_OUTPUT: Final = (FrameType.STDOUT, FrameType.STDERR)
 OUTPUT_ENDS: Final = {
     b',"type":"%s"}' % kind.encode(): frame_lines({"type": kind, "text": ""})[0]
-    for kind in _SCRIPT_OUTPUT
+    for kind in STREAM_TYPES
 }
 _END_SIZES: Final = sorted({len(end) for end in OUTPUT_ENDS})
 _TEXT_KEY: Final = b',"text":'
 #: The same marks by frame type, for frames already decoded.
-_MARKS: Final = {str(kind): frame_lines({"type": kind, "text": ""})[0] for kind in _SCRIPT_OUTPUT}
+_MARKS: Final = {str(kind): frame_lines({"type": kind, "text": ""})[0] for kind in STREAM_TYPES}
 
 
 def _output_line(line: bytes) -> str | None:

@@ -78,6 +78,7 @@ __all__, __getattr__, __dir__ = exports(
             "ResultFrame",
             "ServiceMessage",
             "StartFrame",
+            "STREAM_TYPES",
             "WarningFrame",
             "blank",
             "now_rfc3339",

@@ -47,6 +47,9 @@ class FrameType(enum.StrEnum):
 #: budget, what the console draws in its output list, what the cluster replaces by a
 #: `warning` when one is too large to carry.
 OUTPUT_TYPES: Final = frozenset({FrameType.STDOUT, FrameType.STDERR, FrameType.LOG, FrameType.EMIT})
+#: Of those, the lines the script's process wrote to its stdout and stderr: most of a run,
+#: which `exec` draws by their text alone and its remote client does not keep.
+STREAM_TYPES: Final = (FrameType.STDOUT, FrameType.STDERR)
 
 
 class Control(enum.StrEnum):

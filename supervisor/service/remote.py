@@ -27,15 +27,13 @@ from trio_websocket import (
 
 from ..core.effects import AnsweredBy
 from ..core.errors import HooksError
-from ..core.frames import Control, FrameType, ServiceMessage
+from ..core.frames import STREAM_TYPES, Control, ServiceMessage
 from ..core.jsontext import is_unicode
 from ..process.signals import serve_stop_signals
 from .answering import AskWatcher, Responder
 from .wire import DEFAULT_HOST, DEFAULT_PORT, Close
 
 _T = TypeVar("_T")
-#: The frames `exec_remote` hands on but does not keep.
-_OUTPUT: Final = frozenset({FrameType.STDOUT, FrameType.STDERR})
 
 DEFAULT_URL: Final = f"ws://{DEFAULT_HOST}:{DEFAULT_PORT}"
 #: The largest message a client takes: the server coalesces to ~256 KiB, but one frame may
@@ -205,7 +203,7 @@ async def exec_remote(
                     print(f"mcpx-hooks: {frame.get('message')}", file=sys.stderr, flush=True)
                     continue
                 on_frame(frame)
-                if frame.get("type") not in _OUTPUT:
+                if frame.get("type") not in STREAM_TYPES:
                     frames.append(frame)
                     watcher.see(frame)
         except RemoteError as exc:
