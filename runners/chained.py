@@ -45,6 +45,7 @@ from . import memcg, seccomp
 from .chain import ARG0_SAVED, MAY_FAIL, SAVE, Chain, ChainError
 from .libc import (
     AT_FDCWD,
+    CLONE_FILES,
     CLONE_NEWNET,
     CLONE_NEWUSER,
     PR_CAPBSET_DROP,
@@ -60,6 +61,9 @@ if TYPE_CHECKING:
     from .spawnreq import Request
 
 _F_SETFD = 2
+#: `close_range` to the last fd there can be, giving the child a table of its own first.
+_EVERY_FD = 0xFFFFFFFF
+_CLOSE_RANGE_UNSHARE = 0x2
 _SIG_SETMASK = 2
 _SIGSET_BYTES = 8
 #: `struct sigaction` as the kernel reads it, all zero: SIG_DFL, no flags, an empty mask.
@@ -102,6 +106,7 @@ def start(
     unshare: int = 0,
     no_memfd: bool = False,
     root: Root | None = None,
+    small: tuple[int, list[tuple[int, int]]] | None = None,
 ) -> int:
     """Starts `program` for `req` with `limits` (soft and hard); its pid. With `ruleset_fd`
     a sandboxed child: its Landlock ruleset `ruleset_fd`, the seccomp filter of `net` or not;
@@ -112,8 +117,15 @@ def start(
     else (rootless) its own user namespace. Without `ruleset_fd`, steps 2, 3, 4 and 6 only:
     an unsandboxed child whose limits this process cannot lend it (`borrowing.py`), without
     a fork either. Raises `StartError`; a working directory the hook's uid cannot read
-    raises `ChainError` (`what` `CWD_CHECK`), for the caller to say why."""
+    raises `ChainError` (`what` `CWD_CHECK`), for the caller to say why. `small`: the
+    child shares this process's fd table (`CLONE_FILES`), keeps of it only the fds below
+    the bound given (`fdslots.py`), and takes its fds from the pairs given, not `req.pairs`."""
     chain = Chain()
+    pairs, files = req.pairs, 0
+    if small is not None:
+        bound, pairs = small
+        files = CLONE_FILES
+        chain.call(nr("close_range"), bound, _EVERY_FD, _CLOSE_RANGE_UNSHARE, what="fd table")
     if enter_net is not None:
         chain.call(nr("setns"), enter_net, CLONE_NEWNET, what="network namespace")
     if unshare:
@@ -123,7 +135,7 @@ def start(
     elif ruleset_fd is not None:
         chain.extend(_own_namespace(os.getuid(), os.getgid()))
     chain.extend(_session())
-    for source, target in req.pairs:
+    for source, target in pairs:
         if source == target:
             chain.call(nr("fcntl"), target, _F_SETFD, 0, what=f"fd {target}")
         else:
@@ -146,7 +158,7 @@ def start(
         what="exec",
     )
     try:
-        return chain.spawn()
+        return chain.spawn(files)
     except ChainError as exc:
         if exc.what == CWD_CHECK:
             raise

@@ -30,6 +30,7 @@ PR_SET_NO_NEW_PRIVS = 38
 
 # Namespaces (`unshare`, `setns`, `clone`).
 CLONE_NEWTIME = 0x00000080
+CLONE_FILES = 0x00000400
 CLONE_NEWNS = 0x00020000
 CLONE_NEWCGROUP = 0x02000000
 CLONE_NEWUTS = 0x04000000
@@ -131,7 +132,7 @@ _NUMBERS: dict[str, tuple[int, int | None]] = {
 #: Calls numbered alike on every machine: Landlock, io_uring, the new mount API and later ones.
 EVERYWHERE: dict[str, int] = {
     "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432,
-    "fspick": 433, "clone3": 435, "mount_setattr": 442,
+    "fspick": 433, "clone3": 435, "close_range": 436, "mount_setattr": 442,
     "landlock_create_ruleset": 444, "landlock_add_rule": 445, "landlock_restrict_self": 446,
     "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "openat2": 437,
     "fchmodat2": 452,

@@ -1,7 +1,4 @@
-"""pidns mode: every child is PID 1 of its own PID namespace (see `spawner.py`).
-
-Standard library only.
-"""
+"""pidns mode: every child is PID 1 of its own PID namespace (see `spawner.py`). Stdlib only."""
 
 from __future__ import annotations
 
@@ -14,7 +11,7 @@ import signal
 import socket
 from collections.abc import Iterator
 
-from . import chain, chained, inline, jail, memcg, warm
+from . import chain, chained, fdslots, inline, jail, memcg, warm
 from .borrowing import (
     CAP_SYS_RESOURCE,
     Broken,
@@ -53,16 +50,16 @@ class PidNsSpawner:
         self.epoll = select.epoll()
         self.trees: dict[int, Tree] = {}  # by pidfd and by control socket fd
         self.held = Held()
+        self.slots = fdslots.made()
         requests.setblocking(False)
         self.epoll.register(requests.fileno(), select.EPOLLIN)
         self.epoll.register(LIFELINE_FD, select.EPOLLIN)
         os.chdir("/")  # keep no directory busy
         self.armed = False
-        #: Whether the last request was a sandboxed `run` child: only then is the inline jail
-        #: armed ahead (an unsandboxed child would pay ~0.07 ms to come back from it).
+        #: Whether the last request was a sandboxed `run` child (only then is the inline jail
+        #: armed ahead: an unsandboxed child would pay ~0.07 ms to come back from it).
         self.jailed_last = True
-        #: Where the chain runs: sandboxed children start from this thread (the first jail
-        #: thread only told whether jails can be had).
+        #: Where the chain runs, sandboxed children start from this thread (`inline.py`).
         self.inline: inline.InlineJail | None = None
         if chain.available() and self.jail is not None:
             self.inline = inline.made(sandbox)
@@ -132,8 +129,7 @@ class PidNsSpawner:
             if got is None:  # the supervisor closed its end; the lifeline says when to go
                 self.epoll.unregister(self.requests.fileno())
                 return
-            # Counted before anything can start the child (`protocol.TakenCounter`); every
-            # message is, even one dropped: its owner numbers every one it sends.
+            # Counted before anything can start it, even one dropped (`protocol.TakenCounter`).
             self.taken.count()
             msg, fds = got
             if fds and (ctrl := control(fds)) is not None:  # else dropped, fds closed
@@ -219,6 +215,8 @@ class PidNsSpawner:
             program = resolve(req.argv[0], req.env.get("PATH", os.defpath))
             self._arm()
             try:
+                if (pid := self.slots.start(req, program, self.trees)) is not None:
+                    return pid
                 if not req.limits:
                     return req.posix_spawn(program)
                 lend, after = open_files_after(req.limits, self._highest_fd(req))

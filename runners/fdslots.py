@@ -1,0 +1,84 @@
+"""A child that leaves this process's fd table behind: low fd numbers (`Slots`) its fds are
+copied to while it starts, for a spawner that holds thousands of fds.
+
+Standard library only. Every spawn copies the parent's fd table into the child (a reference
+taken on each open file) and the child's `execve` drops them all again, its fds being
+close-on-exec: a spawner holding four fds for each of 1,000 running children spawns at twice
+the cost of an idle one on a quiet machine, and at four times under load. Where its table is
+large (`LARGE`), the child is started by the chain (`chained.py`) with `CLONE_FILES`: it shares
+the table instead of copying it, and its first step, `close_range` with `CLOSE_RANGE_UNSHARE`
+from `Slots.bound` up, gives it a table of its own holding only the fds below that bound. So
+that its fds are among them, they are first copied here onto the slots, fds kept open on
+/dev/null (made when the spawner starts, while low numbers are free); once the child has
+exec'd (or failed), the slots hold /dev/null again, so that no pipe end stays open here.
+
+Where the chain cannot run (then no slots are made), the slots could not be made, or a
+child's fds are too many or reach them, `start` says no (None) and the caller spawns as
+before.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Sized
+from typing import TYPE_CHECKING
+
+from . import chain, chained
+
+if TYPE_CHECKING:
+    from .spawnreq import Request
+
+#: A spawner keeping fds for at most this many (its `trees`, by pidfd and control socket)
+#: copies its table as it is: the copy costs less than the chain's own steps.
+LARGE = 64
+#: The first slot's lowest number, above every fd a child is given (its targets), and how
+#: many slots there are (a child with more fds spawns as before).
+FIRST = 64
+COUNT = 16
+
+
+class Slots:
+    """`COUNT` fds on /dev/null, close-on-exec, from `FIRST` up (the lowest free there)."""
+
+    def __init__(self, fds: list[int]) -> None:
+        #: The first holds /dev/null for the others to go back to; none: no slots here.
+        self.fds = fds
+        #: Every fd below it is copied into the child's own table; the slots are.
+        self.bound = max(fds, default=-1) + 1
+
+    def start(self, req: Request, program: str, trees: Sized) -> int | None:
+        """The pid of `program` started for `req` from a table of its own, or None where
+        `trees` (the spawner's, two fds or more each) are few or the request does not fit."""
+        if len(trees) <= LARGE or len(req.pairs) >= len(self.fds):
+            return None
+        if max((t for _, t in req.pairs), default=0) >= FIRST:
+            return None
+        slots = self.fds[1 : 1 + len(req.pairs)]
+        try:
+            for (source, _), slot in zip(req.pairs, slots, strict=False):
+                os.dup2(source, slot, inheritable=False)
+            pairs = [(slot, target) for slot, (_, target) in zip(slots, req.pairs, strict=False)]
+            return chained.start(req, program, limits=req.limits, small=(self.bound, pairs))
+        finally:
+            for slot in slots:
+                os.dup2(self.fds[0], slot, inheritable=False)
+
+
+def made() -> Slots:
+    """The slots; none where they cannot be had (the chain not here, no fds left)."""
+    fds: list[int] = []
+    if not chain.available():
+        return Slots(fds)
+    try:
+        null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            for _ in range(COUNT):
+                fds.append(fcntl.fcntl(null, fcntl.F_DUPFD_CLOEXEC, FIRST))
+        finally:
+            os.close(null)
+    except OSError:
+        for fd in fds:
+            os.close(fd)
+        return Slots([])
+    return Slots(fds)
