@@ -119,13 +119,9 @@ def start(
     a fork either. Raises `StartError`; a working directory the hook's uid cannot read
     raises `ChainError` (`what` `CWD_CHECK`), for the caller to say why. `small`: the
     child shares this process's fd table (`CLONE_FILES`), keeps of it only the fds below
-    the bound given (`fdslots.py`), and takes its fds from the pairs given, not `req.pairs`."""
+    the bound given (`fdslots.py`) once its namespaces and cgroup are its own, and takes its
+    fds from the pairs given, not `req.pairs` (`ruleset_fd` must then be below the bound)."""
     chain = Chain()
-    pairs, files = req.pairs, 0
-    if small is not None:
-        bound, pairs = small
-        files = CLONE_FILES
-        chain.call(nr("close_range"), bound, _EVERY_FD, _CLOSE_RANGE_UNSHARE, what="fd table")
     if enter_net is not None:
         chain.call(nr("setns"), enter_net, CLONE_NEWNET, what="network namespace")
     if unshare:
@@ -135,6 +131,10 @@ def start(
     elif ruleset_fd is not None:
         chain.extend(_own_namespace(os.getuid(), os.getgid()))
     chain.extend(_session())
+    pairs, files = req.pairs, 0
+    if small is not None:  # (what came before touched no fd but to open and close it again)
+        (bound, pairs), files = small, CLONE_FILES
+        chain.call(nr("close_range"), bound, _EVERY_FD, _CLOSE_RANGE_UNSHARE, what="fd table")
     for source, target in pairs:
         if source == target:
             chain.call(nr("fcntl"), target, _F_SETFD, 0, what=f"fd {target}")

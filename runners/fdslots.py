@@ -19,10 +19,11 @@ before.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
-from collections.abc import Sized
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Sequence, Sized
+from typing import TYPE_CHECKING, NamedTuple
 
 from . import chain, chained
 
@@ -47,22 +48,45 @@ class Slots:
         #: Every fd below it is copied into the child's own table; the slots are.
         self.bound = max(fds, default=-1) + 1
 
-    def start(self, req: Request, program: str, trees: Sized) -> int | None:
-        """The pid of `program` started for `req` from a table of its own, or None where
-        `trees` (the spawner's, two fds or more each) are few or the request does not fit."""
-        if len(trees) <= LARGE or len(req.pairs) >= len(self.fds):
+    def ready(self, req: Request, trees: Sized, extra: int = 0) -> Slots | None:
+        """These slots, where `trees` (the spawner's, two fds or more each) are many and
+        `req`'s fds and `extra` more fit them; else None: spawn as before."""
+        if len(trees) <= LARGE or len(req.pairs) + extra >= len(self.fds):
             return None
         if max((t for _, t in req.pairs), default=0) >= FIRST:
             return None
-        slots = self.fds[1 : 1 + len(req.pairs)]
+        return self
+
+    @contextlib.contextmanager
+    def holding(self, req: Request, extra: Sequence[int] = ()) -> Iterator[Placed]:
+        """`req`'s fds and `extra` copied onto the slots for the block: what the chain
+        needs (`chained.start`'s `small`), and the slots holding `extra`."""
+        fds = [*(source for source, _ in req.pairs), *extra]
+        slots = self.fds[1 : 1 + len(fds)]
         try:
-            for (source, _), slot in zip(req.pairs, slots, strict=False):
-                os.dup2(source, slot, inheritable=False)
+            for fd, slot in zip(fds, slots, strict=True):
+                os.dup2(fd, slot, inheritable=False)
             pairs = [(slot, target) for slot, (_, target) in zip(slots, req.pairs, strict=False)]
-            return chained.start(req, program, limits=req.limits, small=(self.bound, pairs))
+            yield Placed((self.bound, pairs), slots[len(req.pairs) :])
         finally:
             for slot in slots:
                 os.dup2(self.fds[0], slot, inheritable=False)
+
+    def start(self, req: Request, program: str, trees: Sized) -> int | None:
+        """The pid of an unsandboxed `program` started for `req` from a table of its own, or
+        None where the slots are not `ready` for it."""
+        if self.ready(req, trees) is None:
+            return None
+        with self.holding(req) as placed:
+            return chained.start(req, program, limits=req.limits, small=placed.small)
+
+
+class Placed(NamedTuple):
+    """Where `Slots.holding` put the fds: `small` (the bound, the child's pairs from the
+    slots) and the slots of the `extra` fds, in order."""
+
+    small: tuple[int, list[tuple[int, int]]]
+    extra: list[int]
 
 
 def made() -> Slots:

@@ -34,7 +34,7 @@ from __future__ import annotations
 import ctypes
 import os
 
-from . import jail, libc, memcg, userns, view
+from . import fdslots, jail, libc, memcg, userns, view
 from .borrowing import Broken
 from .jail import Spawned
 from .mechanisms import Mechanisms, made_on_a_thread
@@ -115,9 +115,12 @@ class InlineJail:
         memcg.drop(self.cgroup)
         self.cgroup = None
 
-    def spawn(self, req: Request, home_pid: int, uid: int | None) -> Spawned:
+    def spawn(
+        self, req: Request, home_pid: int, uid: int | None, slots: fdslots.Slots | None = None
+    ) -> Spawned:
         """Starts `req` confined by `req.sandbox` (`uid`: root's per-child uid, else the
-        caller's); raises `StartError`, or `Broken` if this thread could not come back."""
+        caller's; `slots`: from an fd table of its own); raises `StartError`, or `Broken` if
+        this thread could not come back."""
         assert req.sandbox is not None
         cgroup = None
         try:
@@ -144,7 +147,7 @@ class InlineJail:
                 net = None if req.sandbox.net else self._empty_net
                 if net is None and not req.sandbox.net:
                     raise StartError("sandbox: no network namespace")
-                pid = seal.chained(req, program, net, CHILD_NAMESPACES, cgroup)
+                pid = seal.chained(req, program, net, CHILD_NAMESPACES, cgroup, slots=slots)
                 spawned = Spawned(pid, scratch_fd)
                 spawned.cgroup, cgroup = cgroup, None  # (the tree's now)
                 return spawned

@@ -33,7 +33,7 @@ import os
 import resource
 from collections.abc import Callable
 
-from . import chain, chained, confine, landlock, libc, memcg, seccomp, userns, view
+from . import chain, chained, confine, fdslots, landlock, libc, memcg, seccomp, userns, view
 from .grants import Grants, open_path
 from .spawnreq import Request, Sandbox
 from .start import StartError, fork_exec, resolve, start_failed
@@ -246,10 +246,12 @@ class Seal:
         net: int | None = None,
         new: int = 0,
         cgroup: memcg.Cgroup | None = None,
+        *,
+        slots: fdslots.Slots | None = None,
     ) -> int:
         """Starts `req`, the child carrying out this seal itself (entering `net`, unsharing
         `new` first; root: joining `cgroup`, then its uid), without a fork of the spawner
-        (`chained.py`)."""
+        (`chained.py`); with `slots`, from an fd table of its own (`fdslots.py`)."""
         assert self.grants.ruleset is not None and self.grants.ruleset.fd is not None
         limits, fd = [*req.limits, *self.nproc], self.grants.ruleset.fd
         root = None
@@ -257,17 +259,22 @@ class Seal:
             tasks = cgroup.tasks if cgroup is not None else None
             root = chained.Root(self._uid, self._cwd, tasks, self.shm_bytes)
         try:
-            return chained.start(
-                req,
-                program,
-                limits=limits,
-                ruleset_fd=fd,
-                net=self._net,
-                enter_net=net,
-                unshare=new,
-                no_memfd=self.no_memfd,
-                root=root,
-            )
+            with contextlib.ExitStack() as stack:
+                small = None
+                if slots is not None:
+                    small, (fd,) = stack.enter_context(slots.holding(req, [fd]))
+                return chained.start(
+                    req,
+                    program,
+                    limits=limits,
+                    ruleset_fd=fd,
+                    net=self._net,
+                    enter_net=net,
+                    unshare=new,
+                    no_memfd=self.no_memfd,
+                    root=root,
+                    small=small,
+                )
         except chain.ChainError as exc:  # (only its working directory's check comes here)
             assert self._uid is not None
             raise _unreachable(self._cwd, "working directory", self._notes, self._uid) from exc

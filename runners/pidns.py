@@ -252,7 +252,7 @@ class PidNsSpawner:
         if self.inline is not None:
             self._arm()
             try:
-                return self.inline.spawn(req, self.home, uid)
+                return self.inline.spawn(req, self.home, uid, self.slots.ready(req, self.trees, 1))
             finally:
                 self._disarm()
         current, self.jail = self.jail, None

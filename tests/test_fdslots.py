@@ -10,6 +10,7 @@ import os
 import sys
 import textwrap
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from pathlib import Path
 
 import pytest
 import trio
@@ -17,7 +18,13 @@ from conftest import require_rootless
 
 from mcpx_hooks.runners import chain, fdslots
 from mcpx_hooks.runners.spawnreq import Request
+from mcpx_hooks.supervisor.core.convert import to_json
+from mcpx_hooks.supervisor.core.frames import HookStatus
+from mcpx_hooks.supervisor.core.hooks import Action, Hook, Profile, Provenance, SourceKind
+from mcpx_hooks.supervisor.core.points import Phase
 from mcpx_hooks.supervisor.process.spawner import SPAWN_MODE_ENV, ChildSpec, Spawner, open_spawner
+from mcpx_hooks.supervisor.run.hookcontext import HookContext
+from mcpx_hooks.supervisor.run.hookrun import run_hook
 
 PY = sys.executable
 GRACE = 0.5
@@ -137,6 +144,28 @@ def slots_of(pid: int) -> dict[int, str]:
     }
 
 
+@contextlib.asynccontextmanager
+async def crowded(spawner: Spawner) -> AsyncIterator[None]:
+    """More children of `spawner` than `fdslots.LARGE`, each waiting on its stdin, for the
+    block; they end after it."""
+    sleeper = (PY, "-I", "-S", "-c", "import sys; sys.stdin.read()")
+    done = trio.Event()
+
+    async def wait_on_stdin(task_status: trio.TaskStatus[None]) -> None:
+        async with spawner.open_child(spec(sleeper), kill_grace=GRACE) as child:
+            task_status.started()
+            await done.wait()
+            await child.communicate(b"", CAP, 4096)
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(fdslots.LARGE):
+            await nursery.start(wait_on_stdin)
+        try:
+            yield
+        finally:
+            done.set()
+
+
 @needs_chain
 @pytest.mark.parametrize("collect", [False, True], ids=["streamed", "collected"])
 async def test_children_of_a_crowded_spawner_get_their_own_pipes_and_end(
@@ -145,35 +174,62 @@ async def test_children_of_a_crowded_spawner_get_their_own_pipes_and_end(
     """With more running children than `fdslots.LARGE` trees, each new child gets its stdin,
     stdout and stderr and nothing else, its output ends when it does, and the spawner's slots
     hold /dev/null again."""
-    sleeper = (PY, "-I", "-S", "-c", "import sys; sys.stdin.read()")
     double = (PY, "-I", "-S", "-c", "import sys; d = sys.stdin.read(); print(d * 2, end='')")
     results: dict[int, bytes] = {}
     listed: list[bytes] = []
     caps = (CAP, 4096) if collect else None
+
+    async def one(i: int) -> None:
+        async with spawner.open_child(spec(double), kill_grace=GRACE, collect=caps) as c:
+            results[i] = bytes((await c.communicate(b"%d-" % i, CAP, 4096)).stdout)
+
     with trio.fail_after(60):
-        async with trio.open_nursery() as nursery:
-            crowd_ready = trio.Event()
-
-            async def wait_on_stdin(task_status: trio.TaskStatus[None]) -> None:
-                async with spawner.open_child(spec(sleeper), kill_grace=GRACE) as child:
-                    task_status.started()
-                    await crowd_ready.wait()
-                    await child.communicate(b"", CAP, 4096)
-
-            for _ in range(fdslots.LARGE):
-                await nursery.start(wait_on_stdin)
-
-            async def one(i: int) -> None:
-                async with spawner.open_child(spec(double), kill_grace=GRACE, collect=caps) as c:
-                    results[i] = bytes((await c.communicate(b"%d-" % i, CAP, 4096)).stdout)
-
-            async with trio.open_nursery() as inner:
+        async with crowded(spawner):
+            async with trio.open_nursery() as nursery:
                 for i in range(8):
-                    inner.start_soon(one, i)
+                    nursery.start_soon(one, i)
             lister = spec((PY, "-I", "-S", "-c", LIST_FDS))
             async with spawner.open_child(lister, kill_grace=GRACE, collect=caps) as c:
                 listed.append(bytes((await c.communicate(b"", CAP, 4096)).stdout))
-            crowd_ready.set()
     assert results == {i: b"%d-%d-" % (i, i) for i in range(8)}
     assert listed == [b"[0, 1, 2]"]
     assert set(slots_of(spawner.pid).values()) == {os.devnull}
+
+
+#: A strict hook's report of its fds and its seal, as its advice.
+SEALED = LIST_FDS.replace(
+    "sys.stdout.write(repr([fd for fd in range(1024) if is_open(fd)]))",
+    textwrap.dedent(
+        """
+        import ctypes, json
+        libc = ctypes.CDLL(None)
+        seal = [libc.prctl(39, 0, 0, 0, 0), libc.prctl(21, 0, 0, 0, 0)]  # nnp, seccomp
+        fds = [fd for fd in range(1024) if is_open(fd)]
+        print(json.dumps({"advise": json.dumps({"fds": fds, "seal": seal})}))
+        """
+    ),
+)
+
+
+@needs_chain
+async def test_a_strict_hook_of_a_crowded_spawner_is_sealed_and_has_only_its_fds(
+    strict_spawner: Spawner, readable_tmp: Path
+) -> None:
+    hook = Hook(
+        name="h",
+        on="script",
+        phase=Phase.BEFORE,
+        action=Action.RUN,
+        target=(PY, "-I", "-S", "-c", SEALED),
+        declaring_dir=str(readable_tmp),
+        source=Provenance(SourceKind.COMMAND_LINE),
+        sandbox=Profile.STRICT,
+        timeout_ms=30_000,
+    )
+    with trio.fail_after(60):
+        async with crowded(strict_spawner):
+            reports = [await run_hook(strict_spawner, hook, HookContext(run=None)) for _ in "ab"]
+    for report in reports:
+        assert report.frame.status is HookStatus.OK, to_json(report.frame)
+        assert json.loads(report.frame.advice[0]) == {"fds": [0, 1, 2], "seal": [1, 2]}
+    assert set(slots_of(strict_spawner.pid).values()) == {os.devnull}
