@@ -12,9 +12,9 @@ that its fds are among them, they are first copied here onto the slots, fds kept
 /dev/null (made when the spawner starts, while low numbers are free); once the child has
 exec'd (or failed), the slots hold /dev/null again, so that no pipe end stays open here.
 
-Where the chain cannot run (then no slots are made), the slots could not be made, or a
-child's fds are too many or reach them, `start` says no (None) and the caller spawns as
-before.
+Where the chain cannot run or `close_range` is not there (then no slots are made), the slots
+could not be made, or a child's fds are too many or reach them, `start` says no (None) and
+the caller spawns as before.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from collections.abc import Iterator, Sequence, Sized
 from typing import TYPE_CHECKING, NamedTuple
 
 from . import chain, chained
+from .libc import nr, syscall
 
 if TYPE_CHECKING:
     from .spawnreq import Request
@@ -37,6 +38,7 @@ LARGE = 64
 #: many slots there are (a child with more fds spawns as before).
 FIRST = 64
 COUNT = 16
+_LAST = 0xFFFFFFFF
 
 
 class Slots:
@@ -92,7 +94,8 @@ class Placed(NamedTuple):
 def made() -> Slots:
     """The slots; none where they cannot be had (the chain not here, no fds left)."""
     fds: list[int] = []
-    if not chain.available():
+    # (`close_range` of fds nobody has: 0 where the call is there, not refused by a filter.)
+    if not chain.available() or syscall(nr("close_range"), _LAST - 1, _LAST, 0) != 0:
         return Slots(fds)
     try:
         null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
