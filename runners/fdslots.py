@@ -35,8 +35,9 @@ if TYPE_CHECKING:
 #: copies its table as it is: the copy costs less than the chain's own steps.
 LARGE = 64
 #: The first slot's lowest number, above every fd a child is given (its targets), and how
-#: many slots there are (a child with more fds spawns as before).
-FIRST = 64
+#: many slots there are (a child with more fds spawns as before): below 64, so that an idle
+#: spawner's table stays the kernel's smallest, which every spawn copies whole.
+FIRST = 40
 COUNT = 16
 _LAST = 0xFFFFFFFF
 
