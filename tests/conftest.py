@@ -87,6 +87,20 @@ def readable_tmp(tmp_path: Path) -> Path:
 #: Whether this suite runs as root (hooks then get per-child uids) or as an ordinary user
 #: (rootless: the spawner in a user namespace of its own, hooks as this user).
 ROOT = os.geteuid() == 0
+#: Python source of `open_fds()`: the fds open in the process that runs it, of the first 1,024
+#: (for a child to say what it was given).
+OPEN_FDS = """
+import os
+def open_fds():
+    found = []
+    for fd in range(1024):
+        try:
+            os.fstat(fd)
+        except OSError:
+            continue
+        found.append(fd)
+    return found
+"""
 #: Why an ordinary user gets no rootless sandbox here (user namespaces refused), or None.
 ROOTLESS_REFUSED = None if ROOT else userns.probe()
 #: Set by `make test-unprivileged`: as an ordinary user where user namespaces are refused,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import trio
-from conftest import require_rootless
+from conftest import OPEN_FDS, require_rootless
 
 from mcpx_hooks.runners import chain, fdslots
 from mcpx_hooks.runners.spawnreq import Request
@@ -30,18 +30,7 @@ PY = sys.executable
 GRACE = 0.5
 CAP = 1 << 20
 #: A child that lists the fds open in it (of the first 1,024) on its stdout.
-LIST_FDS = textwrap.dedent(
-    """
-    import os, sys
-    def is_open(fd):
-        try:
-            os.fstat(fd)
-        except OSError:
-            return False
-        return True
-    sys.stdout.write(repr([fd for fd in range(1024) if is_open(fd)]))
-    """
-)
+LIST_FDS = OPEN_FDS + "import sys; sys.stdout.write(repr(open_fds()))\n"
 
 needs_chain = pytest.mark.skipif(not chain.available(), reason="no chain on this machine")
 
@@ -197,17 +186,13 @@ async def test_children_of_a_crowded_spawner_get_their_own_pipes_and_end(
 
 
 #: A strict hook's report of its fds and its seal, as its advice.
-SEALED = LIST_FDS.replace(
-    "sys.stdout.write(repr([fd for fd in range(1024) if is_open(fd)]))",
-    textwrap.dedent(
-        """
-        import ctypes, json
-        libc = ctypes.CDLL(None)
-        seal = [libc.prctl(39, 0, 0, 0, 0), libc.prctl(21, 0, 0, 0, 0)]  # nnp, seccomp
-        fds = [fd for fd in range(1024) if is_open(fd)]
-        print(json.dumps({"advise": json.dumps({"fds": fds, "seal": seal})}))
-        """
-    ),
+SEALED = OPEN_FDS + textwrap.dedent(
+    """
+    import ctypes, json
+    libc = ctypes.CDLL(None)
+    seal = [libc.prctl(39, 0, 0, 0, 0), libc.prctl(21, 0, 0, 0, 0)]  # nnp, seccomp
+    print(json.dumps({"advise": json.dumps({"fds": open_fds(), "seal": seal})}))
+    """
 )
 
 

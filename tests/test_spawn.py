@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import psutil
 import pytest
 import trio
-from conftest import ROOT, kill_supervisor_and_wait, require_rootless
+from conftest import OPEN_FDS, ROOT, kill_supervisor_and_wait, require_rootless
 
 from mcpx_hooks.supervisor.core.errors import SpawnError
 from mcpx_hooks.supervisor.process import launch
@@ -289,17 +289,7 @@ async def test_collected_child_cut_short_before_it_was_heard_of_keeps_its_tail(
 
 
 async def test_extra_fd_and_nothing_else_is_inherited(spawner: Spawner) -> None:
-    code = """
-        import os
-        def is_open(fd):
-            try:
-                os.fstat(fd)
-            except OSError:
-                return False
-            return True
-        os.write(3, b"frames")
-        print([fd for fd in range(1024) if is_open(fd)])
-    """
+    code = OPEN_FDS + 'os.write(3, b"frames")\nprint(open_fds())\n'
     with trio.fail_after(30):
         async with spawner.open_child(spec(py(code)), kill_grace=GRACE, extra_fds=(3,)) as child:
             out = await child.communicate(b"", CAP, 4096)
