@@ -54,6 +54,8 @@ STREAM_NOT_FOUND: Final = 10059
 FOLLOW_BATCH: Final = 512
 #: An ordered consumer's heartbeat: two missed and it is made anew (a restarted server).
 FOLLOW_HEARTBEAT_S: Final = 1.0
+#: A follow's consumer is forgotten by the server this long after its subscriber went.
+FOLLOW_LINGER_S: Final = 0.5
 
 
 class ClusterDown(HooksError):
@@ -284,7 +286,13 @@ class Jet:
         through an ordered consumer: in order, without a gap, made anew after a lost
         connection or a restarted server; delivered in batches of what has arrived."""
         policy = api.DeliverPolicy.BY_START_SEQUENCE if start_seq else api.DeliverPolicy.ALL
-        config = api.ConsumerConfig(deliver_policy=policy, opt_start_seq=start_seq or None)
+        # Forgotten soon after the follow ends (the server's default keeps it 5 s: at 60 runs
+        # a second, 300 consumers the server still tells of each message on the stream).
+        config = api.ConsumerConfig(
+            deliver_policy=policy,
+            opt_start_seq=start_seq or None,
+            inactive_threshold=FOLLOW_LINGER_S,
+        )
         sub = await self.js.subscribe(
             subject,
             stream=stream_of(subject),  # (None: nats-py asks the server which)
