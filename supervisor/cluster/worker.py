@@ -205,13 +205,16 @@ class Worker:
             logger.warning("run %s had begun already: left as it is", run_id)
 
     async def _keep_lease(self, msg: Any, run_id: str) -> None:
+        """Renews the lease every third of it, the first a third after the take: the ack
+        wait began when the request was delivered, and the gateways count the lease from
+        the run's summary at its claim (a renewal at once was two messages a run for none)."""
         while True:
+            await trio.sleep(self.options.lease_s / 3)
             try:
                 await self.cluster.renew(msg)
                 await self.cluster.core_publish(lease_subject(run_id), b"")
             except ClusterDown as exc:
                 logger.warning("run %s: lease not renewed: %s", run_id, exc)
-            await trio.sleep(self.options.lease_s / 3)
 
     async def _prepare(self, run_id: str, text: str | dict[str, Any]) -> tuple[Run, Config]:
         """The run of an exec request, admitted as a single `serve` admits it
