@@ -26,7 +26,7 @@ __all__, __getattr__, __dir__ = exports(
             "bound_answer",
         ),
         "backoff": ("retry_wait_s",),
-        "convert": ("FROM_WIRE", "KEEP", "TO_WIRE", "WIRE", "from_json", "to_json"),
+        "convert": ("FROM_WIRE", "KEEP", "TO_WIRE", "WIRE", "frame_json", "from_json", "to_json"),
         "effects": (
             "ANSWERS",
             "AnsweredBy",
