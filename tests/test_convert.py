@@ -6,6 +6,10 @@ Each expected value is the literal the old code gave (keys in its order: the jou
 
 from __future__ import annotations
 
+import enum
+import sys
+import types
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +19,13 @@ import pytest
 
 from mcpx_hooks.supervisor.config.loading import load_config
 from mcpx_hooks.supervisor.core.answers import Asked, Dropped, Refusal
-from mcpx_hooks.supervisor.core.convert import to_json
+from mcpx_hooks.supervisor.core.convert import (
+    _declared,
+    _plain_form,
+    converter,
+    frame_json,
+    to_json,
+)
 from mcpx_hooks.supervisor.core.effects import AnsweredBy
 from mcpx_hooks.supervisor.core.events import Event, Gap
 from mcpx_hooks.supervisor.core.frames import (
@@ -273,3 +283,91 @@ def test_the_table_of_frame_classes_covers_every_type() -> None:
 def test_the_envelope_is_the_wire_names_of_its_fields() -> None:
     envelope = to_json(Envelope(run_id="r", seq=0, at="now"))
     assert tuple(envelope) == ENVELOPE_KEYS
+
+
+#: Values an `Any` field of a frame may carry: scalars (passed on as they are), and what the
+#: converter reshapes (tuples inside, enums, a frame).
+_ANY_VALUES: list[Any] = [
+    None,
+    "s",
+    0,
+    1.5,
+    True,
+    {"a": (1, [2, ("t",)]), "e": FrameType.LOG},
+    [HookStatus.OK, (1,)],
+    ("x",),
+    FrameType.LOG,
+    blank(EndFrame, exit_code=1, duration_ms=2),
+]
+
+
+def _full(hint: Any, any_value: Any) -> Any:
+    """A value of `hint` that is no field's default."""
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        return _full(next(a for a in typing.get_args(hint) if a is not type(None)), any_value)
+    if typing.get_origin(hint) is tuple:
+        return (_full(typing.get_args(hint)[0], any_value),) * 2
+    if typing.get_origin(hint) is dict or hint is dict:
+        return {"key": any_value}
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return list(hint)[-1]
+    if hint in (bool, int, str):
+        return {bool: True, int: 7, str: "text"}[hint]
+    return any_value
+
+
+def _as_bytes_and_types(wire: Any) -> tuple[bytes, Any]:
+    """A wire dict exactly: its bytes (so its keys' order) and the type of every value in it."""
+
+    def types_of(value: Any) -> Any:
+        if isinstance(value, dict):
+            return [(type(k), types_of(v)) for k, v in value.items()]
+        if isinstance(value, list | tuple):
+            return (type(value), [types_of(v) for v in value])
+        return type(value)
+
+    return orjson.dumps(wire, option=orjson.OPT_NON_STR_KEYS), types_of(wire)
+
+
+#: The frame classes `frame_json` makes from a table: all but the hook frame (its answers and
+#: tokens are classes of their own), which goes to the converter.
+_PLAIN_FRAMES = sorted(set(FRAME_CLASSES.values()) - {HookFrame}, key=lambda c: c.__name__)
+
+
+@pytest.mark.parametrize("cls", _PLAIN_FRAMES)
+def test_a_frame_converts_as_the_converter_does(cls: type[Envelope]) -> None:
+    """`frame_json` (the journal's: a table of the class's fields where it can) gives what the
+    converter does, for every frame class, at its defaults and with every field set."""
+    hints = typing.get_type_hints(cls)
+    fields = attrs.fields(cls)
+    envelope = {f.name for f in attrs.fields(Envelope)}
+    required = {
+        f.name: _full(hints[f.name], None)
+        for f in fields
+        if f.default is attrs.NOTHING and f.name not in envelope
+    }
+    made = [blank(cls, **required)]
+    for any_value in _ANY_VALUES:
+        every = {f.name: _full(hints[f.name], any_value) for f in fields}
+        made.append(cls(**every))
+    for frame in made:
+        assert _as_bytes_and_types(frame_json(frame)) == _as_bytes_and_types(
+            converter().unstructure(frame)
+        ), frame
+
+
+def test_a_frame_converts_by_its_table_before_and_after_cattrs_resolves_it() -> None:
+    """Every frame class but the hook frame is made from its table, its fields read the same
+    from their annotations as written (a run's first frames: `exec` with no hook loads no
+    cattrs, `test_import_weight.py`) and as cattrs resolves them in place."""
+    assert {c for c in FRAME_CLASSES.values() if _plain_form(c) is not None} == set(_PLAIN_FRAMES)
+    for cls in _PLAIN_FRAMES:
+        names = vars(sys.modules[cls.__module__])
+        written = {
+            k: v
+            for c in reversed(cls.__mro__)
+            for k, v in vars(c).get("__annotations__", {}).items()
+        }
+        for name, hint in typing.get_type_hints(cls).items():
+            assert isinstance(written[name], str)
+            assert _declared(written[name], names) == _declared(hint, names) is not None, name

@@ -86,12 +86,13 @@ COMMANDS = {
         NEVER | {f"{P}.service", f"{P}.run.runtime", f"{P}.run.scriptrun", f"{P}.models"},
     ),
     # A run with no hook loads no hook runner, reads no schema and builds none of the hooks'
-    # frame or answer classes; and none keeps an artifact, so none reads the MIME types
-    # table, or copies one out.
+    # frame or answer classes; its frames are made without cattrs (`convert.frame_json`);
+    # and none keeps an artifact, so none reads the MIME types table, or copies one out.
     "exec, no hooks": (
         ["exec", "--sandbox", "none", "--", "true"],
         NEVER
         | {
+            "cattrs",
             "mimetypes",
             f"{P}.cli.artifacts",
             f"{P}.config.schemas",

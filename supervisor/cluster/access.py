@@ -19,6 +19,7 @@ from typing import Final
 import attrs
 
 from ..core.errors import HooksError
+from ..core.records import Record
 
 #: The cluster key's least length, in bytes (written as twice as many hex digits).
 KEY_BYTES: Final = 32
@@ -30,8 +31,8 @@ class AccessError(HooksError):
     """A file `--nats-*` or `--cluster-key-file` names cannot be used: says which and why."""
 
 
-@attrs.frozen(repr=False)
-class NatsAccess:
+@attrs.frozen(repr=False, eq=False)
+class NatsAccess(Record):
     """How to connect: a creds file (JWT and nkey seed), or a user and password, or a
     token; a CA for TLS; `insecure`: a NATS server that lets anyone in is accepted (with a
     warning) instead of refused."""
@@ -161,8 +162,8 @@ INSECURE_WARNING: Final = (
 )
 
 
-@attrs.frozen
-class ClusterSettings:
+@attrs.frozen(repr=False, eq=False)
+class ClusterSettings(Record):
     """What a gateway or worker needs to take part: the server, how to connect, the key."""
 
     url: str

@@ -21,6 +21,7 @@ from nats.aio.msg import Msg
 from nats.js import api
 
 from ..core.errors import HooksError, bug_summary
+from ..core.records import Record
 from .names import (
     DUPLICATE_WINDOW_S,
     WORKERS_CONSUMER,
@@ -72,8 +73,8 @@ class ClusterRefused(ClusterDown):
     exit_code = 2
 
 
-@attrs.frozen
-class Stored:
+@attrs.frozen(repr=False, eq=False)
+class Stored(Record):
     """One message of a stream: its bytes, headers and stream sequence; `pending` is what
     the consumer had yet to deliver after it (0: caught up)."""
 
@@ -84,8 +85,8 @@ class Stored:
     subject: str = ""
 
 
-@attrs.frozen
-class Taken:
+@attrs.frozen(repr=False, eq=False)
+class Taken(Record):
     """A request a worker took: the message (to renew or settle), its bytes, how often it
     was delivered (1: never to another worker), and its headers; read where it arrived."""
 
@@ -95,8 +96,8 @@ class Taken:
     headers: dict[str, str]
 
 
-@attrs.frozen
-class Published:
+@attrs.frozen(repr=False, eq=False)
+class Published(Record):
     sequence: int
     duplicate: bool
 

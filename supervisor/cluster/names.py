@@ -17,6 +17,7 @@ import orjson
 
 from ..core.frames import ENVELOPE_KEYS, OUTPUT_TYPES, FrameType
 from ..core.hooks import Config
+from ..core.records import Record
 
 #: Every subject starts with this.
 PREFIX: Final = "mcpx"
@@ -78,8 +79,8 @@ class Storage(enum.StrEnum):
     MEMORY = "memory"
 
 
-@attrs.frozen
-class StreamSpec:
+@attrs.frozen(repr=False, eq=False)
+class StreamSpec(Record):
     """One JetStream stream: its name, subjects, and what it keeps."""
 
     name: str

@@ -16,12 +16,13 @@ import orjson
 from nats.js import api
 from nats.js.object_store import ObjectStore
 
+from ..core.records import Record
 from .jet import API_TIMEOUT_S, NATS_FAILED, ClusterDown, Jet, said, tolerating
 from .names import ARTIFACTS_BUCKET, Stream, artifact_run, every, runs_subject
 
 
-@attrs.frozen
-class ObjectFound:
+@attrs.frozen(repr=False, eq=False)
+class ObjectFound(Record):
     """A stored artifact: what its frame said, its size, and where its chunks are."""
 
     name: str

@@ -26,6 +26,7 @@ import attrs
 
 from ..core import jsontext
 from ..core.errors import HooksError
+from ..core.records import Record
 from .access import KEY_BYTES
 from .names import RUN_ID, Header
 
@@ -98,8 +99,8 @@ def pack_request(
     return data, {Header.MSG_ID: run_id, Header.SIGNATURE: key.sign(data)}
 
 
-@attrs.frozen
-class Unpacked:
+@attrs.frozen(repr=False, eq=False)
+class Unpacked(Record):
     """What a worker makes of a message on the requests stream: the run it names (None: it
     names none) and, when it is signed and whole, the client's request text to check and run;
     `problem` says why there is none. `request` is that text already read (the one time it

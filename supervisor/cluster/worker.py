@@ -34,6 +34,7 @@ from ..core.effects import AnsweredBy
 from ..core.errors import bug_summary
 from ..core.frames import Control, ErrorCause, StartFrame, blank
 from ..core.hooks import Config
+from ..core.records import Record
 from ..process.signals import serve_stop_signals
 from ..run.runtime import Runtime
 from ..run.scriptrun import Run, execute
@@ -67,8 +68,8 @@ logger = logging.getLogger("mcpx_hooks.worker")
 TAKE_WAIT_S: Final = 1.0
 
 
-@attrs.frozen
-class WorkerOptions:
+@attrs.frozen(repr=False, eq=False)
+class WorkerOptions(Record):
     url: str
     #: The cluster key (`--cluster-key-file`): requests are signed with it, secrets sealed.
     key: bytes = attrs.field(repr=False)

@@ -41,14 +41,15 @@ from ..core.limits import Limits
 from ..core.models import PROMPT_TIMEOUT_MS, build_models, prompt_spec
 from ..core.passenv import PASS_ENV_KEY, SECRETS_KEY
 from ..core.points import DEFAULT_PHASE, Phase
+from ..core.records import Record
 from ..core.servers import ServerSpec, server_spec
 from .pluginrules import plugin_problems, server_env_problems
 from .policy import merge_layers
 from .schemaparts import SCRIPT_PHASES
 
 
-@attrs.frozen
-class Decl:
+@attrs.frozen(repr=False, eq=False)
+class Decl(Record):
     """A hook object as declared, and where: the problem file, its pointer, its provenance."""
 
     obj: Mapping[str, Any]
@@ -60,8 +61,8 @@ class Decl:
     defaults: Mapping[str, Any] | None = None
 
 
-@attrs.frozen
-class Layer:
+@attrs.frozen(repr=False, eq=False)
+class Layer(Record):
     """A validated layer; its `hooks` items are `Decl`s (or `None` to splice)."""
 
     file: str

@@ -34,6 +34,7 @@ import attrs
 
 from ..core import jsontext
 from ..core.errors import Problem
+from ..core.records import Record
 
 ETC_DIR: Final = Path("/etc/mcpx-hooks")
 USER_FILE: Final = Path("mcpx-hooks") / "config.toml"
@@ -44,8 +45,8 @@ NO_DISCOVERY_ENV: Final = "MCPX_HOOKS_NO_DISCOVERY"
 TOML_NULL: Final[Mapping[str, Any]] = {"inherit": True}
 
 
-@attrs.frozen
-class Found:
+@attrs.frozen(repr=False, eq=False)
+class Found(Record):
     """A config name discovery found, and whether it is a project file (one of the directory
     chain's, applied only once trusted) or in a trusted place."""
 

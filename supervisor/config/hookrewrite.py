@@ -32,6 +32,7 @@ from tomlkit.items import AoT, Array, InlineTable, Item, Table
 
 from ..core.errors import HooksError, Problem
 from ..core.jsontext import is_unicode
+from ..core.records import Record
 from .files import read_bytes
 from .loading import validate_files
 
@@ -52,8 +53,8 @@ class PromoteError(HooksError):
         self.bad_input = bad_input
 
 
-@attrs.frozen
-class Promoted:
+@attrs.frozen(repr=False, eq=False)
+class Promoted(Record):
     """What was written: the file, the hook's name and its pointer there."""
 
     file: Path

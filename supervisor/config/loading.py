@@ -25,6 +25,7 @@ from ..core.errors import ConfigError, Problem
 from ..core.hooks import Config, Provenance, SkippedFile, SourceKind
 from ..core.passenv import reference_problem
 from ..core.points import DEFAULT_PHASE, PHASES, POINTS, Phase, when_keys
+from ..core.records import Record
 from . import files
 from .build import Decl, Layer, resolve
 from .files import ETC_DIR
@@ -36,8 +37,8 @@ from .truststore import load_state, state_path, trust_key
 _PHASE_WORDS: Final = frozenset(p.value for p in Phase)
 
 
-@attrs.define
-class _Loader:
+@attrs.define(repr=False)
+class _Loader(Record):
     """Collects layers and problems, in layer order."""
 
     layers: list[Layer] = attrs.field(factory=list)
@@ -183,8 +184,7 @@ def load_config(
     """
     loader = _Loader(environ=environ, salvage=salvage)
     pinned = pinned or {}
-    # `os.path.realpath`, not `Path.resolve()`: on a symlink loop it gives a path back where
-    # resolve() raises RuntimeError; reading the file then reports the loop.
+    # `os.path.realpath`, not `Path.resolve()` (which raises on a symlink loop): reading reports it.
     given = [(str(name), Path(cwd) / name) for name in config_files]
     applied: set[str] = {os.path.realpath(path) for path in exclude}
     if discover:

@@ -29,14 +29,15 @@ from ..core.errors import Problem
 from ..core.hooks import Profile, at_least_as_strict
 from ..core.limits import LIMIT_KEYS
 from ..core.models import BUDGET_KEY
+from ..core.records import Record
 from . import layering
 
 if TYPE_CHECKING:
     from .build import Decl, Layer
 
 
-@attrs.frozen
-class Ceiling:
+@attrs.frozen(repr=False, eq=False)
+class Ceiling(Record):
     """A value that only falls: where it is, and whether a nearer value is at most a farther."""
 
     path: tuple[str, str]
@@ -72,8 +73,8 @@ CEILINGS: Final = (
 )
 
 
-@attrs.frozen
-class Merged:
+@attrs.frozen(repr=False, eq=False)
+class Merged(Record):
     """The layers resolved (`layering.merge_all`, with the policy applied), and what it said."""
 
     doc: dict[str, Any]

@@ -29,6 +29,7 @@ import attrs
 
 from ..core import jsontext
 from ..core.errors import HooksError
+from ..core.records import Record
 
 #: `MCPX_HOOKS_TRUST=all`: trust the discovered project files for one command (a CI job whose
 #: checkout is its own). Any other non-empty value is said, and trusts nothing.
@@ -55,14 +56,14 @@ class Verdict(enum.StrEnum):
     UNTRUSTED = "not trusted"
 
 
-@attrs.frozen
-class TrustEntry:
+@attrs.frozen(repr=False, eq=False)
+class TrustEntry(Record):
     sha256: str
     trusted_at: str
 
 
-@attrs.frozen
-class TrustState:
+@attrs.frozen(repr=False, eq=False)
+class TrustState(Record):
     """The files trusted, by their place (`truststore.trust_key`)."""
 
     files: Mapping[str, TrustEntry] = attrs.field(factory=dict)

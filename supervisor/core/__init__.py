@@ -7,7 +7,8 @@ as they are in force (`hooks`), the hook kinds' table (`kinds`), frames and thei
 (`passenv`) and secrets' redaction (`redact`), resource limits as data (`limits`), waits
 between tries (`backoff`), a run's script (`scripts`), the JSON policy (`jsontext`), what
 `execve` can take (`spawntext`), the one converter to and from JSON (`convert`), the
-exception tree (`errors`), where a hook's `when` matches (`when`).
+exception tree (`errors`), where a hook's `when` matches (`when`), the base of every attrs class
+and its repr, equality and hash (`records`).
 
 The names below are loaded on first use (`core/exports.py`).
 """
@@ -26,7 +27,7 @@ __all__, __getattr__, __dir__ = exports(
             "bound_answer",
         ),
         "backoff": ("retry_wait_s",),
-        "convert": ("FROM_WIRE", "KEEP", "TO_WIRE", "WIRE", "from_json", "to_json"),
+        "convert": ("FROM_WIRE", "KEEP", "TO_WIRE", "WIRE", "frame_json", "from_json", "to_json"),
         "effects": (
             "ANSWERS",
             "AnsweredBy",
@@ -202,6 +203,7 @@ __all__, __getattr__, __dir__ = exports(
             "value_names",
         ),
         "promptbuild": ("PromptRequest", "build_request", "encode_value", "new_nonce"),
+        "records": ("Record",),
         "redact": ("NO_SECRETS", "Redactor"),
         "scripts": ("Script",),
         "servers": (

@@ -16,18 +16,19 @@ import attrs
 
 from .convert import KEEP
 from .effects import KEY_EFFECT, NO, AnsweredBy, Effect
+from .records import Record
 
 
-@attrs.frozen
-class Dropped:
+@attrs.frozen(repr=False, eq=False)
+class Dropped(Record):
     """A key of the answer that was not honoured, and why."""
 
     key: str
     reason: str
 
 
-@attrs.frozen
-class Ask:
+@attrs.frozen(repr=False, eq=False)
+class Ask(Record):
     """A question a hook puts to the caller, as it answered it."""
 
     question: str
@@ -35,8 +36,8 @@ class Ask:
     deadline_ms: int = attrs.field(default=0, metadata=KEEP)
 
 
-@attrs.frozen
-class Asked:
+@attrs.frozen(repr=False, eq=False)
+class Asked(Record):
     """What a hook asked and how it was settled; `answer` and `by` are unset until the run
     has waited for it (a hook run outside a run, as by `hook test`, is never answered)."""
 
@@ -45,16 +46,16 @@ class Asked:
     by: AnsweredBy | None = None
 
 
-@attrs.frozen
-class Refusal:
+@attrs.frozen(repr=False, eq=False)
+class Refusal(Record):
     """Why a hook stops the run; `fail_closed` when its failure, not its answer, refused."""
 
     reason: str
     fail_closed: bool
 
 
-@attrs.frozen
-class Answer:
+@attrs.frozen(repr=False, eq=False)
+class Answer(Record):
     """The parts of a hook's answer that the effect in force lets through."""
 
     advice: tuple[str, ...] = ()

@@ -10,12 +10,19 @@ what happened; `KEEP` marks the fields consumers rely on being there even when e
 
 The converter is made, and its hooks registered, at the first `to_json` or `from_json`: the
 classes that take this module's metadata (frames, answers, events) are built without cattrs
-(~9 ms to import), which `validate` and `hooks list` never need.
+(~9 ms to import), which `validate` and `hooks list` never need. A run's journal converts its
+frames with `frame_json`, which gives the same dicts from a table of each frame class's fields
+and asks the converter only for what it cannot pass on as it is (a hook frame, an emitted
+value that is not a scalar): a run with no hook loads no cattrs.
 """
 
 from __future__ import annotations
 
+import enum
 import functools
+import sys
+import types
+import typing
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, TypeVar
@@ -131,3 +138,114 @@ def from_json(data: Mapping[str, Any], cls: type[_T]) -> _T:
     wrong with a bad one): the inverse of `to_json` for the fields given."""
     made: _T = converter().structure(data, cls)
     return made
+
+
+def frame_json(frame: Any) -> dict[str, Any]:
+    """`to_json` of a frame: the same dict, keys in the same order, made from a table of the
+    class's fields where they allow it (`_plain_form`), so a run's first frames load no
+    cattrs (~9 ms to import, and each class's function built at its first use)."""
+    cls: type = type(frame)
+    form = _plain_form(cls)
+    return to_json(frame) if form is None else form(frame)
+
+
+#: What a frame's fields may be declared as, for `_plain_form`: the types whose value the
+#: converter passes on as it is (an enum that is a `str` too), the one it makes a list of, and
+#: those of values of any shape: passed on as they are when they are scalars (the converter's
+#: way with them too), any other value given to the converter as the declared type.
+_AS_IS: Final = (str, int, bool, str | None, int | None, bool | None)
+_LISTED: Final = tuple[str, ...]
+_DYNAMIC: Final = (Any, dict[str, Any], tuple[dict[str, Any], ...])
+#: The same, as written (the modules postpone their annotations; cattrs resolves them in
+#: place once it has made the class's function).
+_WRITTEN: Final[Mapping[str, Any]] = {
+    "str": str,
+    "int": int,
+    "bool": bool,
+    "str | None": str | None,
+    "int | None": int | None,
+    "bool | None": bool | None,
+    "tuple[str, ...]": _LISTED,
+    "Any": Any,
+    "dict[str, Any]": dict[str, Any],
+    "tuple[dict[str, Any], ...]": tuple[dict[str, Any], ...],
+}
+_SCALARS: Final = frozenset({str, int, float, bool, type(None)})
+#: A field in `_plain_form`'s table: its name, its key, what makes its value (None: as it is);
+#: one left out at its default also has that default, or the factory that makes it.
+_Field = tuple[str, str, Callable[[Any], Any] | None]
+_Optional = tuple[str, str, Callable[[Any], Any] | None, Any, Callable[[], Any] | None]
+
+
+@functools.cache
+def _plain_form(cls: type) -> Callable[[Any], dict[str, Any]] | None:
+    """The converter's function for `cls` (see `_unstructure_factory`), as a table of its
+    fields; None when a field's metadata, converter or type needs the converter itself.
+
+    The converter's order: the fields always there first, then those it leaves out at their
+    default, each in the class's order. `tests/test_convert.py` holds the two forms equal
+    for every frame class.
+    """
+    kept: list[_Field] = []
+    optional: list[_Optional] = []
+    for a in attrs.fields(cls):
+        if a.metadata.get(_OMITTED, False):
+            continue
+        if not a.init or a.converter is not None or {SHOWN_WITH, TO_WIRE} & a.metadata.keys():
+            return None
+        declared = _declared(a.type, vars(sys.modules[cls.__module__]))
+        make: Callable[[Any], Any] | None
+        if declared in _AS_IS or _is_str_enum(declared):
+            make = None
+        elif declared == _LISTED:
+            make = list
+        elif declared in _DYNAMIC:
+            make = functools.partial(_dynamic, declared)
+        else:
+            return None
+        default: Any = a.default
+        if default is attrs.NOTHING or a.metadata.get(_KEPT, False):
+            kept.append((a.name, _wire_name(a), make))
+        elif not isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+            optional.append((a.name, _wire_name(a), make, default, None))
+        elif not default.takes_self:
+            optional.append((a.name, _wire_name(a), make, None, default.factory))
+        else:
+            return None
+    return functools.partial(_plainly, tuple(kept), tuple(optional))
+
+
+def _declared(annotation: Any, names: Mapping[str, Any]) -> Any:
+    """A field's type, from its annotation as written or as resolved: an optional enum as the
+    enum (None passes as it is either way); a name the class's module does not have, None."""
+    if isinstance(annotation, str):
+        if annotation in _WRITTEN:
+            return _WRITTEN[annotation]
+        return names.get(annotation.removesuffix(" | None"))
+    if isinstance(annotation, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(args) == 1 and _is_str_enum(args[0]):
+            return args[0]
+    return annotation
+
+
+def _is_str_enum(declared: object) -> bool:
+    return (
+        isinstance(declared, type) and issubclass(declared, enum.Enum) and issubclass(declared, str)
+    )
+
+
+def _dynamic(declared: Any, value: Any) -> Any:
+    return value if type(value) in _SCALARS else converter().unstructure(value, declared)
+
+
+def _plainly(kept: tuple[_Field, ...], optional: tuple[_Optional, ...], obj: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, key, make in kept:
+        value = getattr(obj, name)
+        out[key] = value if make is None else make(value)
+    for name, key, make, default, factory in optional:
+        value = getattr(obj, name)
+        if value != (default if factory is None else factory()):
+            out[key] = value if make is None else make(value)
+    return out

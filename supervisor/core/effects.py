@@ -13,6 +13,7 @@ from typing import Final
 import attrs
 
 from .points import Phase
+from .records import Record
 
 
 class Effect(enum.IntEnum):
@@ -69,8 +70,8 @@ class ClampSource(enum.StrEnum):
     SUPERVISOR = "autonomy.max"
 
 
-@attrs.frozen
-class Clamp:
+@attrs.frozen(repr=False, eq=False)
+class Clamp(Record):
     requested: Effect
     effect: Effect
     clamped_by: tuple[ClampSource, ...]

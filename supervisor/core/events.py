@@ -13,6 +13,7 @@ from typing import Any, Final
 import attrs
 
 from .convert import KEEP, OMIT, WIRE
+from .records import Record
 
 
 class EventKind(enum.StrEnum):
@@ -45,8 +46,8 @@ KINDS: Final[dict[EventKind, str]] = {
 }
 
 
-@attrs.frozen
-class Event:
+@attrs.frozen(repr=False, eq=False)
+class Event(Record):
     """One published event. `caused_by_observer` stays in the process: it is never on the
     wire, and an event carrying it never triggers observe hooks (no loops)."""
 
@@ -58,8 +59,8 @@ class Event:
     caused_by_observer: bool = attrs.field(default=False, metadata=OMIT)
 
 
-@attrs.frozen
-class Gap:
+@attrs.frozen(repr=False, eq=False)
+class Gap(Record):
     """The seqs `from_seq..to_seq` (inclusive) that a subscriber may have missed: those in
     the range its `kinds` match were dropped from its buffer or are no longer retained."""
 

@@ -20,6 +20,7 @@ from typing import Any, Final, TypeVar
 import attrs
 
 from .convert import KEEP, WIRE
+from .records import Record
 
 
 class FrameType(enum.StrEnum):
@@ -110,8 +111,8 @@ def now_rfc3339() -> str:
 ENVELOPE_KEYS: Final = ("runId", "seq", "at")
 
 
-@attrs.frozen
-class Envelope:
+@attrs.frozen(repr=False, eq=False)
+class Envelope(Record):
     """What every frame begins with: its run, its place in the run's stream, when it was
     stamped. `blank` leaves them empty and the journal fills them (`stamp`)."""
 
@@ -120,7 +121,7 @@ class Envelope:
     at: str
 
 
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class StartFrame(Envelope):
     argv: tuple[str, ...]
     cwd: str
@@ -128,7 +129,7 @@ class StartFrame(Envelope):
     type: FrameType = attrs.field(default=FrameType.START, metadata=KEEP)
 
 
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class LogFrame(Envelope):
     level: str
     message: str
@@ -137,13 +138,13 @@ class LogFrame(Envelope):
     type: FrameType = attrs.field(default=FrameType.LOG, metadata=KEEP)
 
 
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class EmitFrame(Envelope):
     value: Any
     type: FrameType = attrs.field(default=FrameType.EMIT, metadata=KEEP)
 
 
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class OutputFrame(Envelope):
     """One line the script wrote on stdout or stderr (`type` says which), newline removed."""
 
@@ -151,7 +152,7 @@ class OutputFrame(Envelope):
     type: FrameType = attrs.field(default=FrameType.STDOUT, metadata=KEEP)
 
 
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class ArtifactFrame(Envelope):
     id: str
     name: str
@@ -161,7 +162,7 @@ class ArtifactFrame(Envelope):
     type: FrameType = attrs.field(default=FrameType.ARTIFACT, metadata=KEEP)
 
 
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class ResultFrame(Envelope):
     value: Any
     advice: tuple[str, ...] = ()
@@ -169,7 +170,7 @@ class ResultFrame(Envelope):
     type: FrameType = attrs.field(default=FrameType.RESULT, metadata=KEEP)
 
 
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class ErrorFrame(Envelope):
     message: str
     exit_code: int | None = None
@@ -179,14 +180,14 @@ class ErrorFrame(Envelope):
     type: FrameType = attrs.field(default=FrameType.ERROR, metadata=KEEP)
 
 
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class EndFrame(Envelope):
     exit_code: int | None
     duration_ms: int
     type: FrameType = attrs.field(default=FrameType.END, metadata=KEEP)
 
 
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class WarningFrame(Envelope):
     message: str
     type: FrameType = attrs.field(default=FrameType.WARNING, metadata=KEEP)

@@ -13,6 +13,7 @@ from typing import Final
 import attrs
 
 from .points import Phase
+from .records import Record
 
 
 class When(enum.StrEnum):
@@ -23,8 +24,8 @@ class When(enum.StrEnum):
     OBSERVE = "observe only"
 
 
-@attrs.frozen
-class Variable:
+@attrs.frozen(repr=False, eq=False)
+class Variable(Record):
     name: str
     value: str
     when: When = When.ALWAYS
@@ -77,8 +78,8 @@ BASE_ENV: Final[Mapping[str, str]] = {
 }
 
 
-@attrs.frozen(kw_only=True)
-class HookFacts:
+@attrs.frozen(kw_only=True, repr=False, eq=False)
+class HookFacts(Record):
     """What one hook is told in its variables, each as the text it is given (`phase` is a
     `Phase`, whose value is that text; the table's `when` reads it). A fact that is None is
     not given (an outcome a suffix hook does not have, an observe hook's missing event)."""

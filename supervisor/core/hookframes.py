@@ -31,16 +31,17 @@ from .frames import (
     StartFrame,
     WarningFrame,
 )
+from .records import Record
 
 
-@attrs.frozen
-class Resources:
+@attrs.frozen(repr=False, eq=False)
+class Resources(Record):
     cpu_ms: int
     max_rss_kb: int
 
 
-@attrs.frozen
-class Ran:
+@attrs.frozen(repr=False, eq=False)
+class Ran(Record):
     """The command a `run`-effect answer executed, and how it went."""
 
     argv: tuple[str, ...]
@@ -51,8 +52,8 @@ class Ran:
     stderr_tail: str | None = None
 
 
-@attrs.frozen
-class Tokens:
+@attrs.frozen(repr=False, eq=False)
+class Tokens(Record):
     """What a prompt hook's request cost: the model's count (or, where it gives none, an
     estimate at 4 bytes a token)."""
 
@@ -60,7 +61,7 @@ class Tokens:
     completion: int
 
 
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class HookFrame(Envelope):
     """Everything that happened to one hook: the single description of it."""
 
@@ -116,7 +117,7 @@ class HookFrame(Envelope):
     type: FrameType = attrs.field(default=FrameType.HOOK, metadata=KEEP)
 
 
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class AskFrame(Envelope):
     """A question a hook asks, put in the stream right after its process ended and before
     its hook frame; the run waits for `{"type": "answer", "askId", "answer"}` until the
@@ -130,7 +131,7 @@ class AskFrame(Envelope):
     type: FrameType = attrs.field(default=FrameType.ASK, metadata=KEEP)
 
 
-@attrs.frozen
+@attrs.frozen(repr=False, eq=False)
 class CallFrame(Envelope):
     """A tool call the script made: the SHA-256 of its arguments as sent, never the
     arguments or the answer (they may hold secrets)."""

@@ -15,6 +15,7 @@ from .effects import Clamp, Effect, clamp
 from .limits import DEFAULT_LIMITS, Limits
 from .models import NO_MODELS, Models, PromptSpec
 from .points import Phase
+from .records import Record
 
 
 class Action(enum.StrEnum):
@@ -66,8 +67,8 @@ def at_least_as_strict(profile: Profile, than: Profile) -> bool:
 DEFAULT_RUN_SANDBOX: Final = Profile.WORKSPACE
 
 
-@attrs.frozen
-class SandboxPaths:
+@attrs.frozen(repr=False, eq=False)
+class SandboxPaths(Record):
     """`[sandbox] read` and `write`: absolute paths (`~` expanded, relative ones resolved
     against the declaring file's directory) added, read-only or writable, to every profile
     but `none`; the layers' lists appended, farthest first."""
@@ -103,8 +104,8 @@ class SourceKind(enum.StrEnum):
     COMMAND_LINE = "command-line"
 
 
-@attrs.frozen
-class Provenance:
+@attrs.frozen(repr=False, eq=False)
+class Provenance(Record):
     """Where a hook in force was declared: a file and its index in that file's `hooks`."""
 
     kind: SourceKind
@@ -112,8 +113,8 @@ class Provenance:
     index: int | None = None
 
 
-@attrs.frozen
-class Defaults:
+@attrs.frozen(repr=False, eq=False)
+class Defaults(Record):
     """Per-hook defaults, from a config's `[defaults]` table (the kill grace and the output
     cap: `hooks` itself is the list of hooks, so they live here). The built-in values are
     declared here and nowhere else: `Hook`, the loader, the schema and the docs take them from
@@ -135,8 +136,8 @@ class Defaults:
 DEFAULTS: Final = Defaults()
 
 
-@attrs.frozen
-class HookSetting:
+@attrs.frozen(repr=False, eq=False)
+class HookSetting(Record):
     """One row of the hook defaults table: a setting that `[defaults]` gives every hook and a
     hook may set for itself. `minimum` is an integer's least value (None for a word)."""
 
@@ -176,8 +177,8 @@ HOOK_SETTINGS: Final = (
 )
 
 
-@attrs.frozen
-class Hook:
+@attrs.frozen(repr=False, eq=False)
+class Hook(Record):
     """One hook in force. `target` is the action's value: an argv tuple for `run`, a module
     spec for `module`, the text for `prompt`, `"namespace.tool"` for `plugin`."""
 
@@ -282,8 +283,8 @@ def hook_json(hook: Hook) -> dict[str, Any]:
     return out
 
 
-@attrs.frozen
-class SkippedFile:
+@attrs.frozen(repr=False, eq=False)
+class SkippedFile(Record):
     """A project file discovery found and did not apply: why, and the command that trusts it."""
 
     file: str
@@ -291,8 +292,8 @@ class SkippedFile:
     trust_command: str
 
 
-@attrs.frozen
-class Config:
+@attrs.frozen(repr=False, eq=False)
+class Config(Record):
     """Everything in force after layering, validated."""
 
     hooks: tuple[Hook, ...] = ()

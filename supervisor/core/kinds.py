@@ -20,6 +20,7 @@ from typing import Final, Literal
 import attrs
 
 from .hooks import Action
+from .records import Record
 
 #: A `module` action: a Python file, or `package.module` with an optional `:function`. It
 #: becomes an argv item of the module runner, so the file's name holds no NUL and no lone
@@ -32,8 +33,8 @@ MODULE_PATTERN: Final = (
 PLUGIN_PATTERN: Final = r"^[^.\s]+\.\S+$"
 
 
-@attrs.frozen
-class Target:
+@attrs.frozen(repr=False, eq=False)
+class Target(Record):
     """The value a `[[hooks]]` entry gives a kind, under the kind's word.
 
     `shape`: `argv` (a program, then arguments, each one a string a process can take),
@@ -46,8 +47,8 @@ class Target:
     min_length: int | None = None
 
 
-@attrs.frozen
-class Kind:
+@attrs.frozen(repr=False, eq=False)
+class Kind(Record):
     """One kind of hook: its word, what it needs, and the module that runs it."""
 
     word: str = attrs.field(converter=str)

@@ -12,11 +12,13 @@ from typing import Any, Final
 
 import attrs
 
+from .records import Record
+
 MB: Final = 1 << 20
 
 
-@attrs.frozen
-class Limits:
+@attrs.frozen(repr=False, eq=False)
+class Limits(Record):
     """Per-child limits under every profile (`none`: soft ones only, `process/rlimits.py`)."""
 
     memory_mb: int = 1024

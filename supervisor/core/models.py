@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
+from .records import Record
+
 if TYPE_CHECKING:
     from .hooks import Hook
 
@@ -57,8 +59,8 @@ def is_name(text: str) -> bool:
     return re.fullmatch(NAME_PATTERN[1:-1], text) is not None
 
 
-@attrs.frozen
-class ModelKey:
+@attrs.frozen(repr=False, eq=False)
+class ModelKey(Record):
     """One key of a `[models.<name>]` table: its kind (for the schema), its default, what it
     is, and the providers that take it."""
 
@@ -114,8 +116,8 @@ MODEL_KEYS: Final = (
 )
 
 
-@attrs.frozen
-class Model:
+@attrs.frozen(repr=False, eq=False)
+class Model(Record):
     """One `[models.<name>]` table as it is in force."""
 
     name: str
@@ -141,8 +143,8 @@ class Model:
         return {"name": self.name, "provider": self.provider.value, "model": self.model_id}
 
 
-@attrs.frozen
-class Models:
+@attrs.frozen(repr=False, eq=False)
+class Models(Record):
     """`[models]` in force: the named models and the run budget."""
 
     models: Mapping[str, Model] = attrs.field(factory=dict)
@@ -153,8 +155,8 @@ class Models:
 NO_MODELS: Final = Models()
 
 
-@attrs.frozen
-class PromptSpec:
+@attrs.frozen(repr=False, eq=False)
+class PromptSpec(Record):
     """What a `prompt` hook declares beside its text, resolved against `[models]`."""
 
     model_name: str = DEFAULT_MODEL_NAME

@@ -16,6 +16,8 @@ from typing import Final
 
 import attrs
 
+from .records import Record
+
 #: The fewest characters a secret's value may have: a shorter one would be rewritten
 #: wherever those few characters happen to stand (every "abc" in every frame), so it is
 #: refused instead, like an unset one.
@@ -58,8 +60,8 @@ def reference_problem(value: str, *, flags: bool = False) -> str | None:
     )
 
 
-@attrs.frozen
-class Passed:
+@attrs.frozen(repr=False, eq=False)
+class Passed(Record):
     """What `passEnv` and `secrets` found: every variable passed (secrets too), the secrets
     among them, and why the hook or run must not run (`problem`), if it must not."""
 

@@ -25,6 +25,7 @@ import attrs
 
 from .errors import HooksError
 from .points import Phase
+from .records import Record
 
 #: `@name(.key)*`, not after a word character or another `@` (`@@` is a literal `@`).
 PLACEHOLDER: Final = re.compile(r"@@|(?<![\w@])@([A-Za-z_][\w-]*)((?:\.[\w-]+)*)")
@@ -55,8 +56,8 @@ PHASE_BUILTINS: Final[dict[Phase, frozenset[str]]] = {
 }
 
 
-@attrs.frozen
-class Placeholder:
+@attrs.frozen(repr=False, eq=False)
+class Placeholder(Record):
     """One placeholder as written: `spelt` is `name.path` without the `@`."""
 
     name: str

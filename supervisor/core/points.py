@@ -11,6 +11,8 @@ from typing import Final
 
 import attrs
 
+from .records import Record
+
 
 class Phase(enum.StrEnum):
     """When a hook runs relative to the script."""
@@ -23,8 +25,8 @@ class Phase(enum.StrEnum):
     OBSERVE = "observe"
 
 
-@attrs.frozen
-class PhaseInfo:
+@attrs.frozen(repr=False, eq=False)
+class PhaseInfo(Record):
     phase: Phase
     when: str
     holds_run: bool
@@ -50,8 +52,8 @@ PHASES: dict[Phase, PhaseInfo] = {
 }
 
 
-@attrs.frozen
-class PointInfo:
+@attrs.frozen(repr=False, eq=False)
+class PointInfo(Record):
     """A point the supervisor fires, the phases it has and the schemas of its hook I/O."""
 
     name: str
@@ -74,8 +76,8 @@ class When(enum.StrEnum):
     TOOL = "tool"
 
 
-@attrs.frozen
-class WhenKey:
+@attrs.frozen(repr=False, eq=False)
+class WhenKey(Record):
     """A `when` key: a list of patterns, any one of which may match `against`."""
 
     key: When

@@ -28,6 +28,7 @@ import attrs
 from .effects import EFFECT_MEANING, Effect
 from .placeholders import BUILTINS, PLACEHOLDER, Placeholder, find, lookup
 from .placeholders import RESERVED as CONTEXT
+from .records import Record
 
 #: The most characters of one value's JSON in a block.
 MAX_BLOCK_CHARS: Final = 256 * 1024
@@ -38,8 +39,8 @@ def new_nonce() -> str:
     return secrets.token_hex(16)
 
 
-@attrs.frozen
-class PromptRequest:
+@attrs.frozen(repr=False, eq=False)
+class PromptRequest(Record):
     """What is sent, whatever the provider: the two messages and the answer schema."""
 
     system: str

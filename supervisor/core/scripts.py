@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import attrs
 
+from .records import Record
 
-@attrs.frozen
-class Script:
+
+@attrs.frozen(repr=False, eq=False)
+class Script(Record):
     """What to run: exactly one of `argv`, `python_file`, `python_code`."""
 
     argv: tuple[str, ...] | None = None

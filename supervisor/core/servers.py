@@ -14,6 +14,7 @@ import attrs
 
 from .hooks import Profile, SandboxPaths
 from .limits import DEFAULT_LIMITS, Limits
+from .records import Record
 
 #: The first wait before a failed server is started again; it doubles up to `BACKOFF_MAX_S`.
 BACKOFF_FIRST_S: Final = 1.0
@@ -26,8 +27,8 @@ MAX_BAD_LINES: Final = 100
 SERVER_STDERR_TAIL: Final = 4096
 
 
-@attrs.frozen
-class ServerSetting:
+@attrs.frozen(repr=False, eq=False)
+class ServerSetting(Record):
     """One row of the server settings table: a key of `[servers.<name>]` with a default."""
 
     key: str
@@ -72,8 +73,8 @@ _NO_PATHS: Final = SandboxPaths()
 _STRICT: Final = Profile(str(_DEFAULT["sandbox"]))
 
 
-@attrs.frozen
-class ServerSpec:
+@attrs.frozen(repr=False, eq=False)
+class ServerSpec(Record):
     """A tool server in force. Hashable: the supervisor keeps one running server per spec,
     so a changed declaration is another server."""
 

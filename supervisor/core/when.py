@@ -19,10 +19,11 @@ import attrs
 
 from .events import kind_matches
 from .points import When
+from .records import Record
 
 
-@attrs.frozen
-class RunFacts:
+@attrs.frozen(repr=False, eq=False)
+class RunFacts(Record):
     """What a script run gives `when`: its command line as the `start` frame shows it, and
     its working directory."""
 

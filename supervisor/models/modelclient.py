@@ -40,6 +40,7 @@ from ..core.jsontext import JsonError, loads
 from ..core.models import Model, Provider
 from ..core.passenv import MIN_SECRET_CHARS, secret_too_short
 from ..core.promptbuild import PromptRequest
+from ..core.records import Record
 from ..process import programs, sandbox
 from ..process.scratch import scratch_dir
 from ..process.spawner import Spawner
@@ -63,8 +64,8 @@ class ModelFailed(HooksError):
         self.reason = reason
 
 
-@attrs.frozen
-class Reply:
+@attrs.frozen(repr=False, eq=False)
+class Reply(Record):
     """A model's answer text and what it cost."""
 
     content: str

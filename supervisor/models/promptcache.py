@@ -42,6 +42,7 @@ from ..config.privatefile import write_private
 from ..config.truststore import state_path
 from ..core.errors import HooksError
 from ..core.jsontext import JsonError, is_unicode, loads, wire_safe
+from ..core.records import Record
 
 #: Entries kept at most; a `put` past it evicts the oldest.
 MAX_ENTRIES: Final = 256
@@ -95,8 +96,8 @@ def is_key(text: str) -> bool:
     return _KEY.fullmatch(text) is not None
 
 
-@attrs.frozen
-class CachedAnswer:
+@attrs.frozen(repr=False, eq=False)
+class CachedAnswer(Record):
     """One cached answer. `file`/`pointer`: where the prompt hook was declared (None for a
     hook given on the command line or per call); `model`: `{name, provider, model}`;
     `answer`: the bound answer object, with `run` (`{"argv": [...]}`) or `propose`;
@@ -164,8 +165,8 @@ def _answer_ok(answer: dict[str, Any]) -> bool:
     )
 
 
-@attrs.frozen
-class PromptCache:
+@attrs.frozen(repr=False, eq=False)
+class PromptCache(Record):
     """The cache in `directory` (created on the first `put`), keeping `max_entries`."""
 
     directory: Path

@@ -15,6 +15,7 @@ import trio
 
 from ..core.frames import ENVELOPE_KEYS, FrameType
 from ..core.models import Model
+from ..core.records import Record
 
 #: A line is looked at as a possible `artifact` frame only if it holds this.
 _ARTIFACT: Final = f'"{FrameType.ARTIFACT}"'.encode()
@@ -22,8 +23,8 @@ _ARTIFACT: Final = f'"{FrameType.ARTIFACT}"'.encode()
 SOURCE_BYTES: Final = 256 * 1024
 
 
-@attrs.define
-class PromptRun:
+@attrs.define(repr=False)
+class PromptRun(Record):
     """One run's prompt state. Made by the run (`scriptrun.py`); a hook run outside a run
     (`hook test`, an observe hook) gets a fresh one of its own."""
 

@@ -20,6 +20,7 @@ import orjson
 import trio
 
 from ..core.errors import SpawnError
+from ..core.records import Record
 from .runnerside import protocol
 
 #: How long the keeper may take to report after SIGKILL before we kill it and give up waiting.
@@ -43,8 +44,8 @@ MEMORY_FAILURES: Final = (
 _MEMORY_TAIL: Final = 4096
 
 
-@attrs.define
-class Outcome:
+@attrs.define(repr=False)
+class Outcome(Record):
     """What happened to a child; filled in as it runs, so a timeout still has the tail."""
 
     pid: int | None = None

@@ -13,11 +13,12 @@ import attrs
 import trio
 
 from ..core.errors import SpawnError
+from ..core.records import Record
 from .child import Child, Outcome, SpawnerLink
 
 
-@attrs.define
-class ChildFds:
+@attrs.define(repr=False)
+class ChildFds(Record):
     """A child's fds while it is being started: `theirs` go to it, at `targets`; `ours` stay
     here (the stdin writer, when something is left to write; the read ends)."""
 

@@ -23,6 +23,7 @@ from typing import Any, Final
 import attrs
 
 from ..core.errors import HooksError, SpawnError
+from ..core.records import Record
 from .runnerside import isolation, libc, protocol, runner_path
 
 #: How long a closing spawner may take to exit before it is killed.
@@ -156,8 +157,8 @@ def raise_open_files_limit() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
-@attrs.frozen
-class SpawnerProcess:
+@attrs.frozen(repr=False, eq=False)
+class SpawnerProcess(Record):
     """A started spawner: its process, request socket, mode, report (`mechanisms.py`), and
     the memory where it counts the requests it takes (`TakenCount`)."""
 

@@ -31,6 +31,7 @@ import attrs
 from ..core.errors import ProfileUnavailable
 from ..core.hooks import Profile, SandboxPaths
 from ..core.limits import DEFAULT_LIMITS, MB, Limits
+from ..core.records import Record
 from .denied import deny_and_protect
 from .rlimits import Rlimits, child_rlimits
 from .runnerside import isolation, runner_path
@@ -43,8 +44,8 @@ if TYPE_CHECKING:
 NO_PATHS: Final = SandboxPaths()
 
 
-@attrs.frozen
-class Mechanism:
+@attrs.frozen(repr=False, eq=False)
+class Mechanism(Record):
     name: str
     enforces: str
     #: How to get it where the supervisor is root, and where it is an ordinary user.

@@ -12,9 +12,11 @@ from typing import Any
 
 import attrs
 
+from ..core.records import Record
 
-@attrs.frozen
-class SandboxPlan:
+
+@attrs.frozen(repr=False, eq=False)
+class SandboxPlan(Record):
     """How the spawner confines a child (profiles strict and net; `sandbox.py` makes these).
 
     `read`: paths readable (and executable) beneath; `write`: paths readable and writable
@@ -65,8 +67,8 @@ def sandbox_fields(plan: SandboxPlan) -> dict[str, Any]:
     }
 
 
-@attrs.frozen
-class ModuleCall:
+@attrs.frozen(repr=False, eq=False)
+class ModuleCall(Record):
     """A `module` hook to run in a fork of the warm spawner (`runners/warm.py`) rather than
     by starting `ChildSpec.argv`: `spec` is the module runner's MODULE, `path` what it adds to
     `sys.path`."""
@@ -75,8 +77,8 @@ class ModuleCall:
     path: tuple[str, ...] = ()
 
 
-@attrs.frozen
-class ChildSpec:
+@attrs.frozen(repr=False, eq=False)
+class ChildSpec(Record):
     """What to start. `rlimits` are `(RLIMIT_NAME, soft, hard)` applied in the child;
     `sandbox`, when given, confines it (else it runs as the supervisor's user, unconfined).
     `module`, when given, runs warm (`Spawner.warm`); `argv` is then the same hook started

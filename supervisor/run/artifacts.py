@@ -34,6 +34,7 @@ import attrs
 
 from ..core.errors import HooksError
 from ..core.frames import ArtifactFrame, WarningFrame, blank
+from ..core.records import Record
 
 #: Artifacts reported at the most, per run.
 MAX_ARTIFACTS: Final = 1000
@@ -45,8 +46,8 @@ STORE_PREFIX: Final = "mcpx-hooks-artifacts-"
 BUDGET_KEY: Final = "[runs] artifactBytes"
 
 
-@attrs.frozen
-class Stored:
+@attrs.frozen(repr=False, eq=False)
+class Stored(Record):
     """One kept artifact: where its bytes are, and what its frame said."""
 
     path: str

@@ -17,13 +17,14 @@ import attrs
 import trio
 
 from ..core.effects import ANSWERS, AnsweredBy
+from ..core.records import Record
 
 #: Settled asks a run remembers to tell a late answer why it is refused.
 SETTLED_KEPT: Final = 1024
 
 
-@attrs.frozen
-class Settled:
+@attrs.frozen(repr=False, eq=False)
+class Settled(Record):
     """How an ask ended: the answer and who gave it (`DEADLINE`: nobody did)."""
 
     answer: str

@@ -28,6 +28,7 @@ import trio
 from ..core.frames import WarningFrame, blank
 from ..core.hooks import Config
 from ..core.points import Phase
+from ..core.records import Record
 from ..core.servers import split_tool
 from ..core.when import tool_mismatch
 from ..tools.serverentry import ServerFailing, ToolFailed, answer_text
@@ -51,8 +52,8 @@ def args_sha256(args: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-@attrs.define
-class _Answer:
+@attrs.define(repr=False)
+class _Answer(Record):
     ok: bool
     value: Any = None
     error: str = ""

@@ -18,6 +18,7 @@ from ..core.hookenv import PROTOCOL, HookFacts, base_environment, hook_variables
 from ..core.hooks import Hook, SourceKind
 from ..core.passenv import NOTHING_PASSED, Passed, pass_environment
 from ..core.points import Phase
+from ..core.records import Record
 from ..core.redact import NO_SECRETS, Redactor
 
 if TYPE_CHECKING:
@@ -25,16 +26,16 @@ if TYPE_CHECKING:
     from ..tools.servers import ToolServers
 
 
-@attrs.frozen
-class RunInfo:
+@attrs.frozen(repr=False, eq=False)
+class RunInfo(Record):
     run_id: str
     argv: tuple[str, ...]
     cwd: str
     started_at: str
 
 
-@attrs.frozen
-class HookContext:
+@attrs.frozen(repr=False, eq=False)
+class HookContext(Record):
     """What the point gives a hook: the hook input, and the ceilings for the clamp."""
 
     run: RunInfo | None

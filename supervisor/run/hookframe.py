@@ -24,6 +24,7 @@ from ..core.frames import HookStatus, blank
 from ..core.hookframes import HookFrame, Ran, Resources
 from ..core.hooks import STDERR_TAIL_BYTES, Failure, Hook, SourceKind
 from ..core.passenv import Passed
+from ..core.records import Record
 from ..core.redact import Redactor
 from ..process import programs, sandbox
 from ..process.child import Outcome
@@ -39,8 +40,8 @@ RAN_OUTPUT_BYTES: Final = 64 * 1024
 FAILURE_TAIL_BYTES: Final = 4 * 1024
 
 
-@attrs.frozen
-class HookReport:
+@attrs.frozen(repr=False, eq=False)
+class HookReport(Record):
     """The frame, unstamped (where it is sent stamps it: the run's journal, for a run's
     hooks), and the answer as the effect in force bounds it (for the run to act on)."""
 

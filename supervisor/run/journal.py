@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Final
 import orjson
 import trio
 
-from ..core.convert import to_json
+from ..core.convert import frame_json
 from ..core.errors import HooksError
 from ..core.frames import (
     OUTPUT_TYPES,
@@ -210,7 +210,7 @@ class RunJournal:
     def _stamp(self, frame: Frame) -> tuple[dict[str, Any], bytes]:
         if self.finished:
             raise RuntimeError(f"run {self.run_id} has ended; no frame may follow end")
-        wire, line, walk = _encoded(to_json(stamp(frame, self.run_id, len(self.lines))))
+        wire, line, walk = _encoded(frame_json(stamp(frame, self.run_id, len(self.lines))))
         search = self.redactor.line_search
         if search is not None and (walk or search(line)):
             wire, line, _ = _encoded(self.redactor.fields(wire))

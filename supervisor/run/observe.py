@@ -20,6 +20,7 @@ from ..core.events import Event, EventKind, Gap, kind_matches
 from ..core.frames import HookStatus, stamp
 from ..core.hooks import Hook
 from ..core.points import Phase, When
+from ..core.records import Record
 from ..core.when import event_mismatch
 from ..process.spawner import Spawner
 from .bus import Bus, Subscription
@@ -39,8 +40,8 @@ RUN_ARGV_MEMORY: Final = 1024
 NAMED_AT_MOST: Final = 32
 
 
-@attrs.frozen
-class Unwell:
+@attrs.frozen(repr=False, eq=False)
+class Unwell(Record):
     """An observe hook that failed or was cut short: which, on what event, and why."""
 
     name: str
@@ -49,8 +50,8 @@ class Unwell:
     reason: str
 
 
-@attrs.define
-class ObserverStats:
+@attrs.define(repr=False)
+class ObserverStats(Record):
     """What `serve_observers` did; given to the caller by `nursery.start`."""
 
     #: Events read from the subscription.
@@ -110,8 +111,8 @@ def observes(hook: Hook, event: Event, run_argv: Sequence[str] | None = None) ->
     return event_mismatch(hook.when, event.kind, run_argv) is None
 
 
-@attrs.define
-class _RunArgvs:
+@attrs.define(repr=False)
+class _RunArgvs(Record):
     """The command lines of the runs started lately, from their `run.started` events."""
 
     argvs: dict[str, tuple[str, ...]] = attrs.field(factory=dict)

@@ -18,6 +18,7 @@ from ..core.events import EventKind
 from ..core.frames import ErrorCause, blank
 from ..core.hooks import Config, Hook
 from ..core.points import Phase
+from ..core.records import Record
 from ..core.when import RunFacts, run_mismatch
 from ..process.spawner import Spawner
 from .asking import Asks
@@ -31,8 +32,8 @@ if TYPE_CHECKING:
     from .hookframe import HookReport
 
 
-@attrs.define
-class RunState:
+@attrs.define(repr=False)
+class RunState(Record):
     """What the run has become so far, phase by phase."""
 
     ctx: HookContext

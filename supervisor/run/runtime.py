@@ -17,6 +17,7 @@ import trio
 
 from ..core.events import EventKind
 from ..core.hooks import Config
+from ..core.records import Record
 from ..core.redact import Redactor
 from ..process.denied import own_files
 from ..process.spawner import Spawner, open_spawner
@@ -30,8 +31,8 @@ from .scriptrun import Run, RunRequest, execute
 from .serverhooks import open_servers
 
 
-@attrs.define
-class Runtime:
+@attrs.define(repr=False)
+class Runtime(Record):
     config: Config
     spawner: Spawner
     bus: Bus

@@ -36,6 +36,7 @@ from ..core.hookenv import (
 )
 from ..core.hooks import STDERR_TAIL_BYTES
 from ..core.jsontext import JsonError, loads
+from ..core.records import Record
 from ..core.scripts import Script
 from ..process.child import Outcome
 from ..process.launch import RUNNER_FLAGS
@@ -61,8 +62,8 @@ MAX_RESULT_STDOUT: Final = MAX_FRAME_LINE
 STDOUT_TAIL_BYTES: Final = 64 * 1024
 
 
-@attrs.define
-class ScriptOutcome:
+@attrs.define(repr=False)
+class ScriptOutcome(Record):
     process: Outcome = attrs.field(factory=Outcome)
     #: Set by the caller when its deadline cancelled the script.
     timed_out: bool = False

@@ -33,6 +33,7 @@ from ..core.hooks import Config, Profile, caller_autonomy
 from ..core.kinds import HOOK_KINDS
 from ..core.passenv import Passed, pass_environment
 from ..core.points import Phase
+from ..core.records import Record
 from ..core.redact import Redactor
 from ..core.scripts import Script
 from ..models.promptrun import PromptRun, artifact_frames
@@ -63,8 +64,8 @@ STDERR_TAIL_IN_ERROR: Final = 4096
 STDOUT_TAIL_IN_ERROR: Final = 8192
 
 
-@attrs.frozen
-class RunRequest:
+@attrs.frozen(repr=False, eq=False)
+class RunRequest(Record):
     script: Script
     cwd: str
     stdin: bytes = b""

@@ -19,6 +19,7 @@ from ..core.effects import YES
 from ..core.events import EventKind
 from ..core.hooks import Config
 from ..core.points import Phase
+from ..core.records import Record
 from ..core.when import tool_mismatch
 from ..process.spawner import Spawner
 from ..tools.servers import ServerManager, open_manager
@@ -26,8 +27,8 @@ from .bus import Bus
 from .hookcontext import HookContext
 
 
-@attrs.frozen
-class ServerStartHooks:
+@attrs.frozen(repr=False, eq=False)
+class ServerStartHooks(Record):
     """The `server.start` hooks `config` declares, run with `spawner`, their frames on `bus`."""
 
     spawner: Spawner

@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 import attrs
 
 from ..core.errors import HooksError
+from ..core.records import Record
 
 #: The variable remote commands take the token from when `--token-file` is not given.
 TOKEN_ENV: Final = "MCPX_HOOKS_TOKEN"
@@ -139,8 +140,8 @@ def client_token(token_file: str | None, environ: Mapping[str, str]) -> str | No
 # ---- the handshake -------------------------------------------------------------------------
 
 
-@attrs.frozen
-class Refusal:
+@attrs.frozen(repr=False, eq=False)
+class Refusal(Record):
     """An HTTP refusal before the upgrade: status, a line of text, extra headers."""
 
     status: int

@@ -39,6 +39,7 @@ from ..config.loading import load_config
 from ..core.errors import ConfigError
 from ..core.hooks import Config, Profile, SourceKind, caller_autonomy
 from ..core.points import Phase
+from ..core.records import Record
 from ..run.scriptrun import DEFAULT_SCRIPT_TIMEOUT_MS, RunRequest
 from .execrequest import ExecRequest
 from .roots import admit_cwd, check_hook_dirs, roots_in_force
@@ -56,8 +57,8 @@ class Way(enum.Enum):
     WORKER = "worker"
 
 
-@attrs.frozen
-class Rules:
+@attrs.frozen(repr=False, eq=False)
+class Rules(Record):
     """What admission holds the requests of one way in to (the module docstring says why)."""
 
     #: The run's `cwd` and its per-call hooks' lie inside the server's roots.
@@ -76,8 +77,8 @@ RULES: Final[dict[Way, Rules]] = {
 }
 
 
-@attrs.frozen
-class Caller:
+@attrs.frozen(repr=False, eq=False)
+class Caller(Record):
     """Who asks, and what of theirs admission reads."""
 
     way: Way
@@ -110,8 +111,8 @@ class Caller:
         return RULES[self.way]
 
 
-@attrs.frozen
-class Admitted:
+@attrs.frozen(repr=False, eq=False)
+class Admitted(Record):
     """An admitted request: the run to start, and the config it runs under (the caller's,
     or with per-call layers, that config's files read again under them)."""
 

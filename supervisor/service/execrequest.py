@@ -25,13 +25,14 @@ from ..core.effects import Effect
 from ..core.hooks import Profile
 from ..core.models import NAME_PATTERN, is_name
 from ..core.passenv import reference_problem
+from ..core.records import Record
 from ..core.scripts import Script
 from ..core.spawntext import env_problems, text_problem
 from .wire import Close, WireError, describe, parse_json_object
 
 
-@attrs.frozen(kw_only=True)
-class ExecRequest:
+@attrs.frozen(kw_only=True, repr=False, eq=False)
+class ExecRequest(Record):
     """A checked exec request, one field a row of `EXEC_FIELDS` (the wire's names, camelCase).
     A field the request leaves out keeps the default here; `hooks` and `script_lines` are
     layered per call."""
@@ -78,8 +79,8 @@ class ExecRequest:
         return bool(self.hooks) or self.script_lines is not None
 
 
-@attrs.frozen
-class RequestField:
+@attrs.frozen(repr=False, eq=False)
+class RequestField(Record):
     """One field of the exec request: what it must be, in a refusal's words, and its check;
     its type and what it maps to, as the docs show them; its JSON Schema."""
 

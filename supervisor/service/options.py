@@ -8,11 +8,12 @@ from collections.abc import Mapping
 
 import attrs
 
+from ..core.records import Record
 from .wire import DEFAULT_HOST, DEFAULT_PORT
 
 
-@attrs.frozen
-class Limits:
+@attrs.frozen(repr=False, eq=False)
+class Limits(Record):
     """Every bound the service keeps; each is a `serve` flag or a named default."""
 
     #: A client message larger than this is refused (1009).
@@ -51,8 +52,8 @@ class Limits:
     send_rate: float = 12_500.0
 
 
-@attrs.frozen
-class ServiceOptions:
+@attrs.frozen(repr=False, eq=False)
+class ServiceOptions(Record):
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
     #: None: no token is asked for (`--no-auth`).
@@ -64,8 +65,8 @@ class ServiceOptions:
     environ: Mapping[str, str] = attrs.field(factory=lambda: dict(os.environ))
 
 
-@attrs.frozen
-class Listening:
+@attrs.frozen(repr=False, eq=False)
+class Listening(Record):
     host: str
     port: int
 

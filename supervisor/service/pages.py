@@ -30,6 +30,7 @@ from typing import Final
 import attrs
 
 from ..core.frames import ENVELOPE_KEYS, OUTPUT_TYPES, Control, FrameType, ServiceMessage
+from ..core.records import Record
 from .access import console_cookie, header, token_matches
 from .protocol import Request, error_body
 from .targets import query_token
@@ -56,8 +57,8 @@ _ALWAYS: Final = (
 )
 
 
-@attrs.frozen
-class Shipped:
+@attrs.frozen(repr=False, eq=False)
+class Shipped(Record):
     """One of the console's files: its bytes, its type, and its tag for revalidation."""
 
     body: bytes
@@ -65,8 +66,8 @@ class Shipped:
     etag: bytes
 
 
-@attrs.frozen
-class Page:
+@attrs.frozen(repr=False, eq=False)
+class Page(Record):
     """A console answer: what `routes.Answer` takes, with its content type."""
 
     status: int

@@ -35,6 +35,7 @@ import wsproto.events
 import wsproto.utilities
 
 from ..core.frames import ServiceMessage
+from ..core.records import Record
 
 #: The close code of a connection that ended without a close frame (RFC 6455 §7.1.5).
 ABNORMAL: Final = 1006
@@ -66,8 +67,8 @@ class Phase(enum.Enum):
     ENDED = "ended"  # nothing more comes from the client
 
 
-@attrs.frozen
-class Request:
+@attrs.frozen(repr=False, eq=False)
+class Request(Record):
     """A request head. `websocket`: a GET that asks for a WebSocket, with a handshake that
     wsproto found valid (one it refused never becomes a `Request`: it is answered)."""
 
@@ -77,20 +78,20 @@ class Request:
     websocket: bool
 
 
-@attrs.frozen
-class Message:
+@attrs.frozen(repr=False, eq=False)
+class Message(Record):
     """One whole message from the client: text as `str`, binary as `bytes`."""
 
     data: str | bytes
 
 
-@attrs.frozen
-class Pong:
+@attrs.frozen(repr=False, eq=False)
+class Pong(Record):
     payload: bytes
 
 
-@attrs.frozen
-class Ended:
+@attrs.frozen(repr=False, eq=False)
+class Ended(Record):
     """Nothing more comes from the client: its close frame (`code`, `reason`), or 1006 when
     the stream ended without one, the request was malformed, or a frame broke the protocol."""
 

@@ -29,6 +29,7 @@ from ..core.effects import AnsweredBy
 from ..core.errors import HooksError
 from ..core.frames import STREAM_TYPES, Control, ServiceMessage
 from ..core.jsontext import is_unicode
+from ..core.records import Record
 from ..process.signals import serve_stop_signals
 from .answering import AskWatcher, Responder
 from .wire import DEFAULT_HOST, DEFAULT_PORT, Close
@@ -52,8 +53,8 @@ class RemoteError(HooksError):
         self.bad_input = bad_input
 
 
-@attrs.frozen
-class Remote:
+@attrs.frozen(repr=False, eq=False)
+class Remote(Record):
     url: str
     token: str | None = None
 

@@ -25,6 +25,7 @@ from urllib.parse import unquote, urlsplit
 import attrs
 
 from ..core.errors import HooksError
+from ..core.records import Record
 from ..run.artifacts import ArtifactGone, Stored
 from . import pages
 from .access import Refusal, check_access
@@ -32,8 +33,8 @@ from .protocol import Request, error_body
 from .targets import parse_target, query_tokens
 
 
-@attrs.frozen
-class Answer:
+@attrs.frozen(repr=False, eq=False)
+class Answer(Record):
     """An HTTP answer: status, body, extra headers."""
 
     status: int
@@ -56,8 +57,8 @@ class ArtifactSource(Protocol):
     def pieces(self) -> AbstractAsyncContextManager[AsyncIterator[bytes]]: ...
 
 
-@attrs.frozen
-class FileAnswer:
+@attrs.frozen(repr=False, eq=False)
+class FileAnswer(Record):
     """A 200 whose body is a kept artifact's file (or a source's bytes), streamed by the
     server."""
 
@@ -114,8 +115,8 @@ def _no_state(state: RouteState, params: Mapping[str, str]) -> Answer | FileAnsw
     raise AssertionError("a console page is answered by its `page`")
 
 
-@attrs.frozen
-class Route:
+@attrs.frozen(repr=False, eq=False)
+class Route(Record):
     """A plain HTTP path: its answer, and whether it asks for the token. A console path is
     answered by `page` instead, from the request and the server's token (`pages.py`)."""
 

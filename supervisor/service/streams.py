@@ -29,6 +29,7 @@ import trio
 from ..core.convert import to_json
 from ..core.effects import AnsweredBy
 from ..core.errors import bug_summary
+from ..core.records import Record
 from ..run.bus import Subscription
 from ..run.journal import Follower, RunJournal
 from ..run.scriptrun import Run
@@ -288,8 +289,8 @@ class Streams:
                 return
 
 
-@attrs.frozen
-class _Control:
+@attrs.frozen(repr=False, eq=False)
+class _Control(Record):
     """What a run's socket may do to it: answer its asks, and (`cancels`) cancel it."""
 
     run: Run | None

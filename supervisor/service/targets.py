@@ -13,6 +13,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import attrs
 
 from ..core.events import ANY_KIND, EventKind, kind_prefixes
+from ..core.records import Record
 from .wire import Close, WireError
 
 
@@ -32,8 +33,8 @@ QUERY: Final[dict[Endpoint, frozenset[str]]] = {
 }
 
 
-@attrs.frozen
-class Target:
+@attrs.frozen(repr=False, eq=False)
+class Target(Record):
     """A request target taken apart: which endpoint, the run id, the query (less `token`)."""
 
     endpoint: Endpoint

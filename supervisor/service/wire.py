@@ -18,6 +18,7 @@ from ..core.convert import KEEP
 from ..core.effects import ANSWERS
 from ..core.errors import HooksError
 from ..core.frames import Control, ServiceMessage
+from ..core.records import Record
 from ..core.spawntext import text_problem
 
 #: Where `mcpx-hooks serve` listens and the remote commands connect, unless told otherwise.
@@ -53,8 +54,8 @@ CLOSE_WORDS: Final[dict[Close, str]] = {
 }
 
 
-@attrs.frozen(kw_only=True)
-class ErrorMessage:
+@attrs.frozen(kw_only=True, repr=False, eq=False)
+class ErrorMessage(Record):
     """The error message a `WireError` is sent as. It has no `seq` and no `runId`: that is
     how a client tells it from a run's own `error` frame."""
 
@@ -150,8 +151,8 @@ def parse_json_object(text: str | bytes, what: str) -> dict[str, Any]:
     return obj
 
 
-@attrs.frozen
-class AnswerMessage:
+@attrs.frozen(repr=False, eq=False)
+class AnswerMessage(Record):
     """`{"type": "answer", "askId", "answer"}`: a client answers an `ask` frame of its run."""
 
     ask_id: str

@@ -33,6 +33,7 @@ from mcp.client.session import ClientSession
 from mcp.shared.message import SessionMessage
 
 from ..core.errors import HooksError
+from ..core.records import Record
 from ..core.servers import MAX_BAD_LINES, MAX_MESSAGE_BYTES
 
 CLIENT_INFO: Final = types.Implementation(name="mcpx-hooks", version="0.1.0")
@@ -48,8 +49,8 @@ class ServerBroken(HooksError):
     """The server broke the protocol past bearing (too many bad lines)."""
 
 
-@attrs.define
-class LineStats:
+@attrs.define(repr=False)
+class LineStats(Record):
     """What the server wrote that was not a message: counted, never kept. And the requests
     sent and not yet answered (their ids), for a line too long to read to fail."""
 
@@ -58,8 +59,8 @@ class LineStats:
     in_flight: set[types.RequestId] = attrs.field(factory=set)
 
 
-@attrs.frozen
-class _TooLong:
+@attrs.frozen(repr=False, eq=False)
+class _TooLong(Record):
     """A line over `MAX_MESSAGE_BYTES`: its start, where its `id` may be read."""
 
     head: bytes

@@ -19,6 +19,7 @@ import trio
 from ..core.backoff import retry_wait_s
 from ..core.errors import HooksError
 from ..core.points import Phase
+from ..core.records import Record
 from ..core.servers import BACKOFF_FIRST_S, BACKOFF_MAX_S, ServerSpec
 
 if TYPE_CHECKING:
@@ -51,8 +52,8 @@ class AnswerTooLarge(ToolFailed):
     (`MAX_MESSAGE_BYTES`): the call failed as soon as it passed that bound."""
 
 
-@attrs.define
-class ServerEntry:
+@attrs.define(repr=False)
+class ServerEntry(Record):
     """One server's state: `idle` (not running), `starting`, `running` (since `since`),
     `stopping` (idle, on its way down), `failing` (`reason`, until `retry_at`)."""
 

@@ -24,6 +24,7 @@ import attrs
 import trio
 
 from ..core.passenv import pass_environment
+from ..core.records import Record
 from ..core.servers import ServerSpec
 from ..process.spawner import Spawner
 from .serverentry import (
@@ -133,8 +134,8 @@ class ServerManager:
         ]
 
 
-@attrs.frozen
-class ToolServers:
+@attrs.frozen(repr=False, eq=False)
+class ToolServers(Record):
     """What a run's hooks and calls reach servers through: the supervisor's manager, and
     the servers the run's config declares by name."""
 
