@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ..core.hooks import Profile
-from ..core.servers import SERVER_SETTINGS
+from ..core.hooks import DEFAULT_SEPARATOR, Profile
+from ..core.servers import SEPARATOR_PATTERN, SERVER_SETTINGS
 from ..core.spawntext import ENV_NAME_PATTERN
-from .schemaparts import argv, enum_of, integer, table, text
+from .schemaparts import argv, enum_of, integer, string, strings, table, text
 
 #: A server's name: the part of `plugin = "server.tool"` before the dot.
 SERVER_NAME_PATTERN: Final = r"^[A-Za-z0-9_-]+$"
@@ -35,6 +35,14 @@ def servers_schema(pass_keys: dict[str, Any]) -> dict[str, Any]:
             },
             **pass_keys,
             **settings,
+            "expose": strings(
+                "The tools an MCP client of `mcpx-hooks mcp` sees: glob patterns matched"
+                " against the tool's own name and against `server.tool` (default all).",
+            ),
+            "hide": strings(
+                "Tools an MCP client of `mcpx-hooks mcp` never sees, even when `expose` matches"
+                " them (the same globs); a call to one is a call to an unknown tool.",
+            ),
         },
         "A tool server the supervisor starts on first use, sandboxed like a hook.",
     )
@@ -45,3 +53,18 @@ def servers_schema(pass_keys: dict[str, Any]) -> dict[str, Any]:
         "propertyNames": {"pattern": SERVER_NAME_PATTERN},
         "additionalProperties": server,
     }
+
+
+def mcp_schema() -> dict[str, Any]:
+    """`[mcp]`: how `mcpx-hooks mcp` shows the tool servers' tools to MCP clients."""
+    return table(
+        {
+            "separator": string(
+                "What joins a server's name and its tool's in the names MCP clients see"
+                f" (`<server>{DEFAULT_SEPARATOR}<tool>`; default `{DEFAULT_SEPARATOR}`): letters,"
+                " digits, `_`, `-` or `.`. Hooks always name a tool `server.tool`.",
+                pattern=SEPARATOR_PATTERN,
+            ),
+        },
+        "`mcpx-hooks mcp`: the tool servers' tools served to MCP clients.",
+    )

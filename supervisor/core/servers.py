@@ -6,8 +6,9 @@ Pure data; `config/build.py` builds these, `tools/servers.py` runs them.
 
 from __future__ import annotations
 
+import fnmatch
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 import attrs
@@ -24,6 +25,8 @@ MAX_MESSAGE_BYTES: Final = 16 * 1024 * 1024
 MAX_BAD_LINES: Final = 100
 #: The end of a server's stderr kept, for the reason it failed.
 SERVER_STDERR_TAIL: Final = 4096
+#: What `[mcp] separator` may be made of (its default is `hooks.DEFAULT_SEPARATOR`).
+SEPARATOR_PATTERN: Final = r"^[A-Za-z0-9_.-]+$"
 
 
 @attrs.frozen
@@ -91,10 +94,24 @@ class ServerSpec:
     kill_grace_ms: int = int(_DEFAULT["kill_grace_ms"])
     limits: Limits = DEFAULT_LIMITS
     paths: SandboxPaths = _NO_PATHS
+    #: `expose` and `hide`: which of its tools an MCP client of `mcpx-hooks mcp` sees. Not
+    #: part of the server's identity (changing them restarts nothing).
+    expose: tuple[str, ...] = attrs.field(default=("*",), eq=False)
+    hide: tuple[str, ...] = attrs.field(default=(), eq=False)
 
     @property
     def workdir(self) -> str:
         return self.cwd or self.declaring_dir
+
+    def shows(self, tool: str) -> bool:
+        """Whether an MCP client sees `tool`: one `expose` glob and no `hide` glob matches
+        it, as its own name or as `server.tool`."""
+        names = (tool, f"{self.name}.{tool}")
+        return _any_glob(self.expose, names) and not _any_glob(self.hide, names)
+
+
+def _any_glob(globs: Iterable[str], names: Iterable[str]) -> bool:
+    return any(fnmatch.fnmatchcase(n, g) for g in globs for n in names)
 
 
 def server_spec(name: str, table: Mapping[str, Any], declaring_dir: str) -> ServerSpec:
@@ -112,6 +129,8 @@ def server_spec(name: str, table: Mapping[str, Any], declaring_dir: str) -> Serv
         env=dict(table.get("env") or {}),
         pass_env=tuple(table.get("passEnv", ())),
         secrets=tuple(table.get("secrets", ())),
+        expose=tuple(table.get("expose", ("*",))),
+        hide=tuple(table.get("hide", ())),
         **given,
     )
 
@@ -120,3 +139,18 @@ def split_tool(target: str) -> tuple[str, str]:
     """`server.tool` → (server, tool): the server is the part before the first dot."""
     server, _, tool = target.partition(".")
     return server, tool
+
+
+def exposed_name(server: str, tool: str, separator: str) -> str:
+    """The name an MCP client of `mcpx-hooks mcp` sees a server's tool by."""
+    return f"{server}{separator}{tool}"
+
+
+def exposed_targets(name: str, servers: Iterable[str], separator: str) -> list[tuple[str, str]]:
+    """The (server, tool) pairs an exposed `name` may stand for, in the order of `servers`
+    (a separator that also appears in a server's or a tool's name can make more than one)."""
+    return [
+        (server, name[len(server) + len(separator) :])
+        for server in servers
+        if name.startswith(server + separator) and len(name) > len(server) + len(separator)
+    ]

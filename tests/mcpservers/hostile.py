@@ -31,7 +31,31 @@ TOOLS = [
     {"name": "fail", "inputSchema": {"type": "object"}},
     {"name": "rm", "inputSchema": {"type": "object"}, "annotations": {"destructiveHint": True}},
     {"name": "big", "inputSchema": {"type": "object"}},
+    {
+        "name": "mixed",
+        "title": "Every kind of content",
+        "description": "Answers a content item of every type.",
+        "inputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}},
+        "outputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}},
+        "annotations": {"readOnlyHint": True, "openWorldHint": False},
+        "_meta": {"example.org/kind": "test"},
+    },
 ]
+#: What `mixed` answers: a content item of every type, structured content and `_meta`.
+MIXED = {
+    "content": [
+        {"type": "text", "text": "plain", "annotations": {"audience": ["user"], "priority": 0.5}},
+        {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"},
+        {"type": "audio", "data": "UklGRg==", "mimeType": "audio/wav"},
+        {"type": "resource_link", "uri": "file:///tmp/a.txt", "name": "a.txt"},
+        {
+            "type": "resource",
+            "resource": {"uri": "file:///tmp/b.txt", "mimeType": "text/plain", "text": "bee"},
+        },
+    ],
+    "isError": False,
+    "_meta": {"example.org/trace": "abc"},
+}
 
 
 def send(msg: dict[str, Any]) -> None:
@@ -116,6 +140,10 @@ def main() -> None:
                 continue  # never answered
             if name == "big":
                 send_big(rid, int(args.get("bytes", 0)), bool(args.get("idLast")))
+                continue
+            if name == "mixed":
+                result = {**MIXED, "structuredContent": {"n": args.get("n", 0)}}
+                send({"jsonrpc": "2.0", "id": rid, "result": result})
                 continue
             content = [{"type": "text", "text": json.dumps(args)}]
             result = {"content": content, "structuredContent": args, "isError": name == "fail"}

@@ -1,0 +1,319 @@
+"""`mcpx-hooks mcp`: the MCP SDK's own stdio client starts it as a subprocess, with real tool
+servers (the docs' wordtools, the tests' hostile server) behind it; and one session served in
+this process, over the SDK's in-memory streams, to read its run's frames."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sys
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from conftest import Marker
+from mcp import types
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.shared.exceptions import MCPError
+from mcp.shared.memory import create_client_server_memory_streams
+
+from mcpx_hooks.supervisor.config.loading import load_config
+from mcpx_hooks.supervisor.core.order import check_order
+from mcpx_hooks.supervisor.run.runtime import open_runtime
+from mcpx_hooks.supervisor.service.mcpface import Gateway, applied_result
+
+HERE = Path(__file__).parent
+HOSTILE = str(HERE / "mcpservers" / "hostile.py")
+WORDTOOLS = HERE.parent / "supervisor" / "examples" / "tools" / "wordtools.py"
+PY = sys.executable
+MCPX = str(Path(sys.executable).with_name("mcpx-hooks"))
+AGENT = types.Implementation(name="test-agent", version="1.0")
+
+
+def answer(obj: Any) -> list[str]:
+    """A hook that prints `obj` as its answer."""
+    return [PY, "-c", f"print({json.dumps(json.dumps(obj))})"]
+
+
+def call_hook(name: str, phase: str, obj: Any, **fields: Any) -> dict[str, Any]:
+    return {"name": name, "on": "call", "phase": phase, "run": answer(obj), **fields}
+
+
+def write_config(
+    where: Path, marker: Marker, hooks: Sequence[dict[str, Any]] = (), **more: Any
+) -> Path:
+    """A config in `where` (a directory named by `marker`, so the `mcp` process's argv holds
+    it): `words` (wordtools, `remove` hidden) and `h` (hostile, only `echo`, `fail`, `mixed`)."""
+    where.mkdir(exist_ok=True)
+    shutil.copy(WORDTOOLS, where / "wordtools.py")
+    config = {
+        "defaults": {"sandbox": "none"},
+        "servers": {
+            "words": {
+                "command": [PY, "wordtools.py", marker],
+                "sandbox": "none",
+                "hide": ["remove"],
+            },
+            "h": {
+                "command": [PY, HOSTILE, "good", str(where / "h.log"), marker],
+                "sandbox": "none",
+                "expose": ["echo", "fail", "h.mix*"],
+            },
+        },
+        "hooks": list(hooks),
+        **more,
+    }
+    path = where / "config.json"
+    path.write_text(json.dumps(config))
+    return path
+
+
+@asynccontextmanager
+async def stdio_session(
+    params: StdioServerParameters, errlog: Path
+) -> AsyncIterator[ClientSession]:
+    with errlog.open("w") as err:
+        async with (
+            stdio_client(params, errlog=err) as (read, write),
+            ClientSession(read, write, client_info=AGENT) as session,
+        ):
+            await session.initialize()
+            yield session
+
+
+def through_mcpx(config: Path) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=MCPX,
+        args=["mcp", "--config", str(config)],
+        env={"MCPX_HOOKS_NO_DISCOVERY": "1"},
+        cwd=str(config.parent),
+    )
+
+
+def direct(argv: Sequence[str], cwd: Path) -> StdioServerParameters:
+    return StdioServerParameters(command=argv[0], args=list(argv[1:]), cwd=str(cwd))
+
+
+def dumped(result: types.CallToolResult | types.Tool) -> str:
+    return result.model_dump_json(by_alias=True)
+
+
+async def test_the_tools_are_listed_as_server__tool_as_their_servers_give_them(
+    tmp_path: Path, marker: Marker
+) -> None:
+    where = tmp_path / marker
+    config = write_config(where, marker)
+    async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
+        listed = (await session.list_tools()).tools
+    async with stdio_session(direct([PY, "wordtools.py"], where), tmp_path / "e1") as words:
+        words_tools = (await words.list_tools()).tools
+    hostile = [PY, HOSTILE, "good", str(tmp_path / "direct.log")]
+    async with stdio_session(direct(hostile, where), tmp_path / "e2") as h:
+        h_tools = (await h.list_tools()).tools
+    expected = [
+        t.model_copy(update={"name": f"words__{t.name}"})
+        for t in words_tools
+        if t.name != "remove"  # hidden
+    ] + [
+        t.model_copy(update={"name": f"h__{t.name}"})
+        for t in h_tools
+        if t.name in ("echo", "fail", "mixed")  # exposed
+    ]
+    assert [t.name for t in listed] == [
+        "words__count",
+        "words__shout",
+        "words__sleep",
+        "h__echo",
+        "h__fail",
+        "h__mixed",
+    ]
+    # Equal as JSON: the SDK's server writes a schema's keys in its own order.
+    assert [json.loads(dumped(t)) for t in listed] == [json.loads(dumped(t)) for t in expected]
+    assert marker.alive() == []  # the client closed: `mcp` and its servers are gone
+
+
+async def test_a_call_no_hook_changes_is_what_the_server_answered(
+    tmp_path: Path, marker: Marker
+) -> None:
+    where = tmp_path / marker
+    config = write_config(where, marker, [call_hook("note", "suffix", {"advise": "seen"})])
+    calls = [("words", "count", {"text": "one two\nthree"}), ("words", "shout", {"text": "hi"})]
+    calls += [("h", "mixed", {"n": 7}), ("h", "fail", {"why": "no"}), ("h", "echo", {})]
+    async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
+        through = [await session.call_tool(f"{s}__{t}", a) for s, t, a in calls]
+    direct_results = []
+    async with stdio_session(direct([PY, "wordtools.py"], where), tmp_path / "e1") as words:
+        direct_results += [await words.call_tool(t, a) for s, t, a in calls if s == "words"]
+    hostile = [PY, HOSTILE, "good", str(tmp_path / "direct.log")]
+    async with stdio_session(direct(hostile, where), tmp_path / "e2") as h:
+        await h.list_tools()  # (the client checks structured content against outputSchema)
+        direct_results += [await h.call_tool(t, a) for s, t, a in calls if s == "h"]
+    assert [dumped(r) for r in through] == [dumped(r) for r in direct_results]
+    mixed = through[2]
+    kinds = [c.type for c in mixed.content]
+    assert kinds == ["text", "image", "audio", "resource_link", "resource"]
+    assert mixed.meta == {"example.org/trace": "abc"} and mixed.structured_content == {"n": 7}
+    assert through[3].is_error is True  # an isError answer is passed on, not turned around
+    assert marker.alive() == []
+    assert (tmp_path / "err").read_text() == ""  # nothing went wrong, nothing to say
+
+
+async def test_a_stop_signal_ends_the_session_and_every_process(
+    tmp_path: Path, marker: Marker
+) -> None:
+    config = write_config(tmp_path / marker, marker)
+    async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
+        await session.list_tools()  # both servers running
+        (mcpx,) = [p for p in marker.alive() if "mcp" in p.cmdline()[1:3]]
+        assert len(marker.alive()) == 3
+        mcpx.send_signal(signal.SIGTERM)
+        assert await trio.to_thread.run_sync(mcpx.wait, 10) == 0
+        assert marker.alive() == []
+
+
+async def test_unknown_and_hidden_tools_are_json_rpc_errors(tmp_path: Path, marker: Marker) -> None:
+    config = write_config(tmp_path / marker, marker)
+    async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
+        for name in ("words__remove", "h__rm", "words__nothing", "nowhere__count", "count"):
+            with pytest.raises(MCPError) as caught:
+                await session.call_tool(name, {})
+            assert caught.value.error.code == types.INVALID_PARAMS, name
+            assert name in caught.value.error.message
+        # the session goes on after them
+        assert (await session.call_tool("words__shout", {"text": "a"})).is_error is False
+    assert marker.alive() == []
+
+
+async def test_a_before_hook_refuses_and_the_client_reads_why(
+    tmp_path: Path, marker: Marker
+) -> None:
+    hooks = [
+        call_hook(
+            "no-shouting",
+            "before",
+            {"refuse": "indoor voices"},
+            effect="ask",
+            when={"tool": ["words.shout"], "client": ["test-*"]},
+        ),
+        call_hook(
+            "other-clients",
+            "before",
+            {"refuse": "never seen"},
+            effect="ask",
+            when={"client": ["claude-*"]},
+        ),
+    ]
+    config = write_config(tmp_path / marker, marker, hooks)
+    async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
+        refused = await session.call_tool("words__shout", {"text": "hey"})
+        allowed = await session.call_tool("words__count", {"text": "hey"})
+    assert refused.is_error is True and refused.structured_content is None
+    assert [c.model_dump() for c in refused.content] == [
+        {
+            "type": "text",
+            "text": "refused by no-shouting: indoor voices",
+            "annotations": None,
+            "meta": None,
+        }
+    ]
+    assert allowed.is_error is False and allowed.structured_content == {"words": 1, "lines": 1}
+    assert marker.alive() == []
+
+
+async def test_hooks_apply_arguments_and_results(tmp_path: Path, marker: Marker) -> None:
+    hooks = [
+        call_hook(
+            "quieter",
+            "before",
+            {"apply": {"value": {"text": "rewritten"}}},
+            effect="apply",
+            when={"tool": ["shout"]},
+        ),
+        call_hook(
+            "summary",
+            "onSuccess",
+            {"apply": {"value": {"total": 2}}},
+            effect="apply",
+            when={"tool": ["words.count"]},
+        ),
+        call_hook(
+            "forgive",
+            "onError",
+            {"apply": {"value": {"content": [{"type": "text", "text": "fine"}]}}},
+            effect="apply",
+        ),
+    ]
+    config = write_config(tmp_path / marker, marker, hooks)
+    async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
+        shouted = await session.call_tool("words__shout", {"text": "hi"})
+        counted = await session.call_tool("words__count", {"text": "a b"})
+        forgiven = await session.call_tool("h__fail", {"x": 1})
+    assert [c.text for c in shouted.content if c.type == "text"] == ["REWRITTEN"]
+    assert counted.structured_content == {"total": 2} and counted.is_error is False
+    assert [c.text for c in counted.content if c.type == "text"] == ['{"total": 2}']
+    assert forgiven.is_error is False and forgiven.structured_content is None
+    assert [c.text for c in forgiven.content if c.type == "text"] == ["fine"]
+    assert marker.alive() == []
+
+
+def test_an_applied_value_becomes_a_tool_result() -> None:
+    assert dumped(applied_result("ok")) == dumped(
+        types.CallToolResult(content=[types.TextContent(type="text", text='"ok"')])
+    )
+    shaped = {"content": [{"type": "text", "text": "x"}], "isError": True, "extra": 1}
+    assert applied_result(shaped).structured_content == shaped  # not only a result's keys
+    bad = {"content": [{"type": "nothing"}]}
+    assert applied_result(bad).structured_content == bad  # not a tool result after all
+
+
+async def test_a_session_is_a_run_with_its_calls_and_their_counts(
+    tmp_path: Path, marker: Marker, no_leaks: None
+) -> None:
+    hooks = [
+        call_hook(
+            "no-sleep", "before", {"refuse": "not now"}, effect="ask", when={"tool": ["sleep"]}
+        ),
+        call_hook("seen", "onSuccess", {"advise": "fine"}),
+    ]
+    path = write_config(tmp_path / marker, marker, hooks, mcp={"separator": "."})
+    config = load_config([path], cwd=tmp_path, environ=os.environ, discover=False)
+    async with (
+        open_runtime(config) as runtime,
+        create_client_server_memory_streams() as (
+            (client_read, client_write),
+            (server_read, server_write),
+        ),
+    ):
+        gateway = Gateway(runtime)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(gateway.serve, server_read, server_write)
+            async with ClientSession(client_read, client_write, client_info=AGENT) as session:
+                await session.initialize()
+                names = [t.name for t in (await session.list_tools()).tools]
+                assert names[:3] == ["words.count", "words.shout", "words.sleep"]
+                await session.call_tool("words.count", {"text": "x"})
+                await session.call_tool("words.sleep", {"ms": 1})
+                await session.call_tool("h.fail", {})
+            await client_write.aclose()
+        assert gateway.session is not None
+        frames = runtime.journals.get(gateway.session.run_id).decoded(0)
+    check_order(frames)
+    assert frames[0]["type"] == "start" and frames[0]["argv"] == ["mcp", "test-agent"]
+    steps = [f.get("name") or f["type"] for f in frames if f["type"] in ("hook", "call")]
+    assert steps == ["call", "seen", "no-sleep", "call", "call"]
+    calls = [f for f in frames if f["type"] == "call"]
+    assert [(c["server"], c["tool"], c["ok"]) for c in calls] == [
+        ("words", "count", True),
+        ("words", "sleep", False),
+        ("h", "fail", False),
+    ]
+    assert calls[1]["refusedBy"] == "no-sleep"
+    assert [f["type"] for f in frames[-2:]] == ["result", "end"]
+    assert frames[-2]["value"] == {"calls": 3, "refused": 1, "failed": 1}
+    assert marker.alive() == []
