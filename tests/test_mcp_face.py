@@ -46,10 +46,14 @@ def call_hook(name: str, phase: str, obj: Any, **fields: Any) -> dict[str, Any]:
 
 
 def write_config(
-    where: Path, marker: Marker, hooks: Sequence[dict[str, Any]] = (), **more: Any
+    where: Path,
+    marker: Marker,
+    hooks: Sequence[dict[str, Any]] = (),
+    expose: Sequence[str] = ("echo", "fail", "h.mix*"),
+    **more: Any,
 ) -> Path:
     """A config in `where` (a directory named by `marker`, so the `mcp` process's argv holds
-    it): `words` (wordtools, `remove` hidden) and `h` (hostile, only `echo`, `fail`, `mixed`)."""
+    it): `words` (wordtools, `remove` hidden) and `h` (hostile, only `expose`d tools)."""
     where.mkdir(exist_ok=True)
     shutil.copy(WORDTOOLS, where / "wordtools.py")
     config = {
@@ -63,7 +67,7 @@ def write_config(
             "h": {
                 "command": [PY, HOSTILE, "good", str(where / "h.log"), marker],
                 "sandbox": "none",
-                "expose": ["echo", "fail", "h.mix*"],
+                "expose": list(expose),
             },
         },
         "hooks": list(hooks),
@@ -259,6 +263,33 @@ async def test_hooks_apply_arguments_and_results(tmp_path: Path, marker: Marker)
     assert [c.text for c in counted.content if c.type == "text"] == ['{"total": 2}']
     assert forgiven.is_error is False and forgiven.structured_content is None
     assert [c.text for c in forgiven.content if c.type == "text"] == ["fine"]
+    assert marker.alive() == []
+
+
+async def test_progress_is_relayed_and_a_cancelled_call_is_cancelled_on_the_server(
+    tmp_path: Path, marker: Marker
+) -> None:
+    where = tmp_path / marker
+    config = write_config(where, marker, expose=("progress", "wait", "echo"))
+    heard: list[tuple[float, float | None, str | None]] = []
+
+    async def hear(progress: float, total: float | None, message: str | None) -> None:
+        heard.append((progress, total, message))
+
+    async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
+        done = await session.call_tool("h__progress", {}, progress_callback=hear)
+        with trio.move_on_after(1) as waiting:
+            await session.call_tool("h__wait", {})
+        # The session's calls run one after another: once this one is answered, the server
+        # has been told the last one was cancelled.
+        await session.call_tool("h__echo", {})
+    assert [c.text for c in done.content if c.type == "text"] == ["done"]
+    assert heard == [(1, 2, "one"), (2, 2, "two")]
+    assert waiting.cancelled_caught
+    assert [line.split()[0] for line in (where / "h.log").read_text().splitlines()] == [
+        "start",
+        "cancelled",
+    ]
     assert marker.alive() == []
 
 

@@ -286,6 +286,7 @@ async def test_server_start_hooks_see_the_start_and_may_refuse_it(
             "rm",
             "big",
             "mixed",
+            "progress",
         ]
         with pytest.raises(ServerFailing):
             await manager.call(hostile("die-at-start", tmp_path / "d", marker), "echo", {})

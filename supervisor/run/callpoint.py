@@ -27,6 +27,7 @@ from ..core.hooks import Config, Hook
 from ..core.points import Phase
 from ..core.when import tool_mismatch
 from ..tools.serverentry import ServerFailing, ToolFailed, answer_text
+from ..tools.servers import Progress
 from .hookcontext import HookContext
 from .journal import RunJournal
 from .phases import PhaseHooks, RunState
@@ -44,13 +45,15 @@ def args_sha256(args: Any) -> str:
 @attrs.frozen
 class Call:
     """One tool call as it comes in: its id in the run's `call` frame, `server.tool`, its
-    arguments, and the MCP client making it (None for a script's call)."""
+    arguments, the MCP client making it (None for a script's call), and where the server's
+    progress on it goes (None: nowhere, and the server is not asked for any)."""
 
     id: Any
     server: str
     tool: str
     args: Mapping[str, Any]
     client: str | None = None
+    progress: Progress | None = None
 
 
 @attrs.frozen
@@ -107,7 +110,7 @@ class CallPoint:
             why = "a before hook applied arguments that are not an object; the call was not sent"
             answer, destructive = CallOutcome(False, error=why), None
         else:
-            answer, destructive = await self._call(call.server, call.tool, args)
+            answer, destructive = await self._call(call, args)
         ms = round((time.perf_counter() - started) * 1000)
         from ..core.hookframes import CallFrame  # built with a run's first tool call
 
@@ -136,14 +139,17 @@ class CallPoint:
         listed = entry.tool(tool) if entry is not None else None
         return listed.annotations.destructive_hint if listed and listed.annotations else None
 
-    async def _call(self, server: str, tool: str, args: Any) -> tuple[CallOutcome, bool | None]:
+    async def _call(self, call: Call, args: Any) -> tuple[CallOutcome, bool | None]:
+        server, tool = call.server, call.tool
         servers = self.ctx.servers
         if servers is None:
             return CallOutcome(False, error="no tool servers where this script runs"), None
         try:
             spec = servers.spec(server)
             with trio.fail_after(spec.call_timeout_ms / 1000):
-                result, entry = await servers.manager.call(spec, tool, args, run_id=self.ctx.run_id)
+                result, entry = await servers.manager.call(
+                    spec, tool, args, run_id=self.ctx.run_id, progress=call.progress
+                )
         except (ServerFailing, ToolFailed) as exc:
             return CallOutcome(False, error=str(exc)), None
         except trio.TooSlowError:

@@ -40,6 +40,7 @@ from ..process.signals import serve_stop_signals
 from ..run.callpoint import CallOutcome
 from ..run.runtime import Runtime
 from ..tools.serverentry import ServerFailing
+from ..tools.servers import Progress
 from .logredact import open_logged_runtime
 from .mcpsession import SessionRun
 from .mcpstdio import open_stdio
@@ -125,7 +126,8 @@ class Gateway:
         server, tool = await self._target(params.name, session.run_id)
         args = dict(params.arguments or {})
         call_id = ctx.request_id if ctx.request_id is not None else session.counts.calls + 1
-        return tool_result(await session.call(call_id, server, tool, args))
+        outcome = await session.call(call_id, server, tool, args, _progress_relay(ctx))
+        return tool_result(outcome)
 
     async def _target(self, name: str, run_id: str) -> tuple[str, str]:
         """The (server, tool) an exposed `name` stands for; raises `MCPError` (-32602) for
@@ -144,6 +146,21 @@ class Gateway:
             if entry.tool(tool) is not None:
                 return server, tool
         raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {name}")
+
+
+def _progress_relay(ctx: ServerRequestContext[Any, Any]) -> Progress | None:
+    """What passes the server's progress on a call to the client, with the client's progress
+    token; None when the client asked for none."""
+    meta: Mapping[str, Any] = ctx.meta or {}
+    token = meta.get("progress_token", meta.get("progressToken"))
+    if not isinstance(token, str | int):
+        return None
+    session = ctx.session
+
+    async def relay(progress: float, total: float | None, message: str | None) -> None:
+        await session.send_progress_notification(token, progress, total, message)
+
+    return relay
 
 
 def _client_name(ctx: ServerRequestContext[Any, Any]) -> str:

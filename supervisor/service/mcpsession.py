@@ -26,7 +26,7 @@ from ..run.callpoint import Call, CallOutcome, CallPoint
 from ..run.hookcontext import HookContext, RunInfo, hook_secrets, new_run_id
 from ..run.phases import PhaseHooks
 from ..run.runtime import Runtime
-from ..tools.servers import ToolServers, server_secrets
+from ..tools.servers import Progress, ToolServers, server_secrets
 
 #: The first word of a session run's argv; the client's name follows it.
 SESSION_ARGV0 = "mcp"
@@ -91,10 +91,19 @@ class SessionRun:
         self.journal.append(start)
         runtime.bus.publish(EventKind.RUN_STARTED, {"argv": list(argv)}, run_id=self.run_id)
 
-    async def call(self, call_id: Any, server: str, tool: str, args: dict[str, Any]) -> CallOutcome:
-        """One call of the client through the `call` point, after the calls before it."""
+    async def call(
+        self,
+        call_id: Any,
+        server: str,
+        tool: str,
+        args: dict[str, Any],
+        progress: Progress | None = None,
+    ) -> CallOutcome:
+        """One call of the client through the `call` point, after the calls before it; the
+        server's progress on it goes to `progress`."""
+        call = Call(call_id, server, tool, args, self.client, progress)
         async with self._lock:
-            outcome = await self._point.fire(Call(call_id, server, tool, args, self.client))
+            outcome = await self._point.fire(call)
             self.counts.take(outcome)
             return outcome
 

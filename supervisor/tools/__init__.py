@@ -22,6 +22,6 @@ __all__, __getattr__, __dir__ = exports(
             "entry_json",
             "tool_json",
         ),
-        "servers": ("ServerManager", "ToolServers", "open_manager", "server_secrets"),
+        "servers": ("Progress", "ServerManager", "ToolServers", "open_manager", "server_secrets"),
     },
 )

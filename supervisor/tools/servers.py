@@ -18,7 +18,7 @@ import contextlib
 import json
 import os
 from collections.abc import AsyncIterator, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import attrs
 import trio
@@ -40,6 +40,12 @@ if TYPE_CHECKING:  # the MCP SDK is imported when a server starts (`serverproc.p
 
 #: How long a use whose connection closed under it waits for the server's own reason.
 _REASON_WAIT_S: Final = 5.0
+
+
+class Progress(Protocol):
+    """What hears a call's progress as the server reports it."""
+
+    async def __call__(self, progress: float, total: float | None, message: str | None) -> None: ...
 
 
 class ServerManager:
@@ -77,11 +83,18 @@ class ServerManager:
         return entry
 
     async def call(
-        self, spec: ServerSpec, tool: str, args: Mapping[str, Any], *, run_id: str | None = None
+        self,
+        spec: ServerSpec,
+        tool: str,
+        args: Mapping[str, Any],
+        *,
+        run_id: str | None = None,
+        progress: Progress | None = None,
     ) -> tuple[types.CallToolResult, ServerEntry]:
         """Calls `tool` with `args` on the server (started if need be). The caller's scope
-        bounds it; cancelled, the SDK tells the server (`notifications/cancelled`).
-        Raises `ServerFailing` or `ToolFailed`."""
+        bounds it; cancelled, the SDK tells the server (`notifications/cancelled`). The
+        server's progress notifications for the call go to `progress` (then the call asks
+        for them). Raises `ServerFailing` or `ToolFailed`."""
         entry = await self.open(spec, run_id=run_id)
         from mcp.shared.exceptions import MCPError  # loaded by the server's start already
         from mcp.types import CONNECTION_CLOSED
@@ -96,7 +109,7 @@ class ServerManager:
         entry.in_use += 1
         entry.poke()
         try:
-            result = await session.call_tool(tool, dict(args))
+            result = await session.call_tool(tool, dict(args), progress_callback=progress)
         except MCPError as exc:
             if exc.error.code == ANSWER_TOO_LARGE:
                 raise AnswerTooLarge(f"server {spec.name}: {exc.error.message}") from None

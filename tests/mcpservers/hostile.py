@@ -41,6 +41,7 @@ TOOLS = [
         "_meta": {"example.org/kind": "test"},
     },
 ]
+TOOLS.append({"name": "progress", "inputSchema": {"type": "object"}})
 #: What `mixed` answers: a content item of every type, structured content and `_meta`.
 MIXED = {
     "content": [
@@ -140,6 +141,21 @@ def main() -> None:
                 continue  # never answered
             if name == "big":
                 send_big(rid, int(args.get("bytes", 0)), bool(args.get("idLast")))
+                continue
+            if name == "progress":
+                token = (params.get("_meta") or {}).get("progressToken")
+                for step, said in ((1, "one"), (2, "two")):
+                    if token is not None:
+                        progress = {"progressToken": token, "progress": step, "total": 2}
+                        send(
+                            {
+                                "jsonrpc": "2.0",
+                                "method": "notifications/progress",
+                                "params": {**progress, "message": said},
+                            }
+                        )
+                content = [{"type": "text", "text": "done"}]
+                send({"jsonrpc": "2.0", "id": rid, "result": {"content": content}})
                 continue
             if name == "mixed":
                 result = {**MIXED, "structuredContent": {"n": args.get("n", 0)}}
