@@ -80,12 +80,12 @@ def write_config(
 
 @asynccontextmanager
 async def stdio_session(
-    params: StdioServerParameters, errlog: Path
+    params: StdioServerParameters, errlog: Path, **client: Any
 ) -> AsyncIterator[ClientSession]:
     with errlog.open("w") as err:
         async with (
             stdio_client(params, errlog=err) as (read, write),
-            ClientSession(read, write, client_info=AGENT) as session,
+            ClientSession(read, write, client_info=AGENT, **client) as session,
         ):
             await session.initialize()
             yield session
@@ -290,6 +290,62 @@ async def test_progress_is_relayed_and_a_cancelled_call_is_cancelled_on_the_serv
         "start",
         "cancelled",
     ]
+    assert marker.alive() == []
+
+
+def ask_hook(deadline_ms: int) -> dict[str, Any]:
+    question = {"question": "Shout it?", "default": "no", "deadlineMs": deadline_ms}
+    return call_hook("confirm", "before", {"ask": question}, effect="ask", when={"tool": ["shout"]})
+
+
+def texts(result: types.CallToolResult) -> list[str]:
+    return [c.text for c in result.content if c.type == "text"]
+
+
+async def test_a_hook_s_question_is_put_to_the_person_at_the_client(
+    tmp_path: Path, marker: Marker
+) -> None:
+    config = write_config(tmp_path / marker, marker, [ask_hook(30_000)])
+    replies = iter(
+        [
+            types.ElicitResult(action="accept", content={"answer": "yes"}),
+            types.ElicitResult(action="accept", content={"answer": "no"}),
+            types.ElicitResult(action="decline"),
+        ]
+    )
+    asked: list[tuple[str, dict[str, Any]]] = []
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        assert isinstance(params, types.ElicitRequestFormParams)
+        asked.append((params.message, params.requested_schema))
+        return next(replies)
+
+    async with stdio_session(
+        through_mcpx(config), tmp_path / "err", elicitation_callback=elicit
+    ) as session:
+        results = [await session.call_tool("words__shout", {"text": "hi"}) for _ in range(3)]
+    assert texts(results[0]) == ["HI"] and results[0].is_error is False
+    refused = "refused by confirm: Shout it? (answered no by the client)"
+    assert [(texts(r), r.is_error) for r in results[1:]] == [([refused], True)] * 2
+    form = {
+        "type": "object",
+        "properties": {"answer": {"type": "string", "enum": ["yes", "no"]}},
+        "required": ["answer"],
+    }
+    assert asked == [("Shout it?", form)] * 3
+    assert marker.alive() == []
+
+
+async def test_a_client_that_cannot_be_asked_gets_the_default_at_the_deadline(
+    tmp_path: Path, marker: Marker
+) -> None:
+    config = write_config(tmp_path / marker, marker, [ask_hook(300)])
+    async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
+        result = await session.call_tool("words__shout", {"text": "hi"})
+    assert texts(result) == [
+        "refused by confirm: Shout it? (unanswered by the deadline, default no)"
+    ]
+    assert result.is_error is True
     assert marker.alive() == []
 
 

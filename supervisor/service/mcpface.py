@@ -33,6 +33,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
+from ..core.effects import NO, YES, AnsweredBy
 from ..core.frames import WarningFrame, blank
 from ..core.hooks import Config
 from ..core.servers import exposed_name, exposed_targets
@@ -41,6 +42,7 @@ from ..run.callpoint import CallOutcome
 from ..run.runtime import Runtime
 from ..tools.serverentry import ServerFailing
 from ..tools.servers import Progress
+from .answering import Responder
 from .logredact import open_logged_runtime
 from .mcpsession import SessionRun
 from .mcpstdio import open_stdio
@@ -49,6 +51,12 @@ logger = logging.getLogger("mcpx_hooks.mcp")
 
 #: The longest client name a session's run keeps (the rest is cut).
 MAX_CLIENT_CHARS: Final = 256
+#: The form an `ask` is put to the person at the client in: one answer, yes or no.
+ASK_FORM: Final = {
+    "type": "object",
+    "properties": {"answer": {"type": "string", "enum": [YES, NO]}},
+    "required": ["answer"],
+}
 #: The keys a value shaped as a tool result may have.
 _RESULT_KEYS: Final = frozenset({"content", "structuredContent", "isError", "_meta"})
 
@@ -126,7 +134,9 @@ class Gateway:
         server, tool = await self._target(params.name, session.run_id)
         args = dict(params.arguments or {})
         call_id = ctx.request_id if ctx.request_id is not None else session.counts.calls + 1
-        outcome = await session.call(call_id, server, tool, args, _progress_relay(ctx))
+        outcome = await session.call(
+            call_id, server, tool, args, progress=_progress_relay(ctx), responder=_asker(ctx)
+        )
         return tool_result(outcome)
 
     async def _target(self, name: str, run_id: str) -> tuple[str, str]:
@@ -161,6 +171,23 @@ def _progress_relay(ctx: ServerRequestContext[Any, Any]) -> Progress | None:
         await session.send_progress_notification(token, progress, total, message)
 
     return relay
+
+
+def _asker(ctx: ServerRequestContext[Any, Any]) -> Responder | None:
+    """What asks the person at the client a hook's question, as an elicitation in the call's
+    own request; None when the client cannot be asked (it declared no `elicitation`)."""
+    capabilities = ctx.session.client_capabilities
+    if capabilities is None or capabilities.elicitation is None:
+        return None
+    session, request_id = ctx.session, ctx.request_id
+
+    async def ask(frame: Mapping[str, Any]) -> tuple[str, AnsweredBy]:
+        said = await session.elicit_form(str(frame["question"]), ASK_FORM, request_id)
+        content = said.content or {}
+        answer = content.get("answer") if said.action == "accept" else None
+        return (YES if answer == YES else NO), AnsweredBy.CLIENT
+
+    return ask
 
 
 def _client_name(ctx: ServerRequestContext[Any, Any]) -> str:

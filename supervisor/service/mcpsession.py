@@ -4,8 +4,10 @@ frames and its `call` frame, as a script's call puts them), and when the session
 `result` `{"calls": n, "refused": n, "failed": n}` and `end`.
 
 The session's calls are served one at a time, in the order they came, so each call's frames
-stay together in the run's stream. Closing (the client went, or the command was stopped)
-writes `result` and `end` under a shielded scope; nothing is written after them.
+stay together in the run's stream. While a call is served, the `ask` frames its hooks put in
+the stream go to the call's `responder` (the client, asked in that call's own request), and
+its answer settles the ask, unless the deadline comes first. Closing (the client went, or
+the command was stopped) writes `result` and `end`; nothing is written after them.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 import attrs
 import trio
 
+from ..core.effects import AnsweredBy
 from ..core.events import EventKind
 from ..core.frames import EndFrame, ResultFrame, StartFrame, blank, now_rfc3339
 from ..core.hooks import caller_autonomy
@@ -24,9 +27,11 @@ from ..core.redact import Redactor
 from ..run.asking import Asks
 from ..run.callpoint import Call, CallOutcome, CallPoint
 from ..run.hookcontext import HookContext, RunInfo, hook_secrets, new_run_id
+from ..run.journal import RunJournal
 from ..run.phases import PhaseHooks
 from ..run.runtime import Runtime
 from ..tools.servers import Progress, ToolServers, server_secrets
+from .answering import AskWatcher, Responder
 
 #: The first word of a session run's argv; the client's name follows it.
 SESSION_ARGV0 = "mcp"
@@ -77,13 +82,14 @@ class SessionRun:
             redactor=redactor,
             servers=None if servers is None else ToolServers(servers, config.servers),
         )
+        self.asks = Asks()
         hooks = PhaseHooks(
             config,
             runtime.spawner,
             runtime.bus,
             journal=self.journal,
             run_id=self.run_id,
-            asks=Asks(),
+            asks=self.asks,
         )
         self._point = CallPoint(config, hooks, ctx, self.journal)
         # No script runs: `sandbox` is the one its hooks' and servers' own profiles sit under.
@@ -97,15 +103,27 @@ class SessionRun:
         server: str,
         tool: str,
         args: dict[str, Any],
+        *,
         progress: Progress | None = None,
+        responder: Responder | None = None,
     ) -> CallOutcome:
         """One call of the client through the `call` point, after the calls before it; the
-        server's progress on it goes to `progress`."""
+        server's progress on it goes to `progress`, its hooks' questions to `responder`."""
         call = Call(call_id, server, tool, args, self.client, progress)
         async with self._lock:
-            outcome = await self._point.fire(call)
+            if responder is None:
+                outcome = await self._point.fire(call)
+            else:
+                async with trio.open_nursery() as nursery:
+                    watcher = AskWatcher(nursery, responder, self._deliver)
+                    nursery.start_soon(_watch, self.journal, len(self.journal), watcher)
+                    outcome = await self._point.fire(call)
+                    nursery.cancel_scope.cancel()
             self.counts.take(outcome)
             return outcome
+
+    async def _deliver(self, ask_id: str, answer: str, by: AnsweredBy) -> None:
+        self.asks.answer(ask_id, answer, by)  # too late (the deadline came): nothing to do
 
     def close(self) -> None:
         """`result` with the counts, then `end`; once (later closes do nothing)."""
@@ -125,3 +143,10 @@ class SessionRun:
             )
         finally:
             self._redacting.__exit__(None, None, None)
+
+
+async def _watch(journal: RunJournal, start: int, watcher: AskWatcher) -> None:
+    """Shows `watcher` the run's frames from `start` on, until cancelled."""
+    async for batch in journal.follow(start):
+        for frame in batch:
+            watcher.see(frame)
