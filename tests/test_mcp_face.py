@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import pydantic
 import pytest
 import trio
 from conftest import Marker
@@ -104,7 +105,7 @@ def direct(argv: Sequence[str], cwd: Path) -> StdioServerParameters:
     return StdioServerParameters(command=argv[0], args=list(argv[1:]), cwd=str(cwd))
 
 
-def dumped(result: types.CallToolResult | types.Tool) -> str:
+def dumped(result: pydantic.BaseModel) -> str:
     return result.model_dump_json(by_alias=True)
 
 
@@ -346,6 +347,37 @@ async def test_a_client_that_cannot_be_asked_gets_the_default_at_the_deadline(
         "refused by confirm: Shout it? (unanswered by the deadline, default no)"
     ]
     assert result.is_error is True
+    assert marker.alive() == []
+
+
+async def test_prompts_and_resources_are_relayed_as_the_servers_give_them(
+    tmp_path: Path, marker: Marker
+) -> None:
+    where = tmp_path / marker
+    config = write_config(where, marker)
+    async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
+        prompts = (await session.list_prompts()).prompts
+        greeting = await session.get_prompt("h__greet", {"who": "Ada"})
+        resources = (await session.list_resources()).resources
+        notes = await session.read_resource("file:///h/notes.txt")
+        with pytest.raises(MCPError) as unknown:
+            await session.get_prompt("words__greet", {})
+        with pytest.raises(MCPError) as missing:
+            await session.read_resource("file:///h/none.txt")
+    hostile = [PY, HOSTILE, "good", str(tmp_path / "direct.log")]
+    async with stdio_session(direct(hostile, where), tmp_path / "e2") as h:
+        direct_prompts = (await h.list_prompts()).prompts
+        direct_greeting = await h.get_prompt("greet", {"who": "Ada"})
+        direct_resources = (await h.list_resources()).resources
+        direct_notes = await h.read_resource("file:///h/notes.txt")
+    # wordtools serves no prompts and no resources: only the hostile server's are listed.
+    assert [p.name for p in prompts] == ["h__greet"]
+    assert dumped(prompts[0]) == dumped(direct_prompts[0].model_copy(update={"name": "h__greet"}))
+    assert dumped(greeting) == dumped(direct_greeting)
+    assert [dumped(r) for r in resources] == [dumped(r) for r in direct_resources]
+    assert dumped(notes) == dumped(direct_notes)
+    assert unknown.value.error.code == types.INVALID_PARAMS
+    assert missing.value.error.code == -32002
     assert marker.alive() == []
 
 

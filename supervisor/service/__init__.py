@@ -36,6 +36,7 @@ __all__, __getattr__, __dir__ = exports(
         "httpclient": ("artifact_path", "get_json", "open_get"),
         "logredact": ("open_logged_runtime",),
         "mcpface": ("Gateway", "applied_result", "serve_stdio", "tool_result"),
+        "mcprelay": ("RESOURCE_NOT_FOUND", "Relay"),
         "mcpsession": ("SessionCounts", "SessionRun"),
         "mcpstdio": ("LineTooLong", "open_stdio"),
         "answering": ("AskWatcher", "Deliver", "Responder"),

@@ -15,7 +15,8 @@ point as a script's does (`run/callpoint.py`), `when.client` being the client's 
   optional `structuredContent`, `isError`) is the result as it is; any other is the
   result's `structuredContent` (when it is an object) with its JSON as the text.
 
-One `Gateway` serves one session (`serve`); its run is `mcpsession.SessionRun`.
+The servers' prompts and resources are relayed without hooks (`mcprelay.py`). One `Gateway`
+serves one session (`serve`); its run is `mcpsession.SessionRun`.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from ..tools.serverentry import ServerFailing
 from ..tools.servers import Progress
 from .answering import Responder
 from .logredact import open_logged_runtime
+from .mcprelay import Relay
 from .mcpsession import SessionRun
 from .mcpstdio import open_stdio
 
@@ -68,6 +70,7 @@ class Gateway:
         self.runtime = runtime
         self.config = runtime.config
         self.session: SessionRun | None = None
+        self.relay = Relay(runtime)
 
     def server(self) -> Server[Any]:
         version = str(importlib.import_module("mcpx_hooks").__version__)
@@ -76,6 +79,10 @@ class Gateway:
             version=version,
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
+            on_list_prompts=self._list_prompts,
+            on_get_prompt=self._get_prompt,
+            on_list_resources=self._list_resources,
+            on_read_resource=self._read_resource,
         )
         server.middleware.append(self._after_initialize)
         return server
@@ -126,6 +133,27 @@ class Gateway:
                 if spec.shows(tool.name) and name not in listed:
                     listed[name] = tool.model_copy(update={"name": name})
         return types.ListToolsResult(tools=list(listed.values()))
+
+    async def _list_prompts(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        return await self.relay.list_prompts(self._session(ctx).journal)
+
+    async def _get_prompt(
+        self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
+        self._session(ctx)
+        return await self.relay.get_prompt(params.name, params.arguments)
+
+    async def _list_resources(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        return await self.relay.list_resources(self._session(ctx).journal)
+
+    async def _read_resource(
+        self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        return await self.relay.read_resource(str(params.uri), self._session(ctx).journal)
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams

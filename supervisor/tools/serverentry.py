@@ -61,6 +61,8 @@ class ServerEntry:
     session: ClientSession | None = None
     tools: tuple[types.Tool, ...] = ()
     info: Mapping[str, Any] = attrs.field(factory=dict)
+    #: What the server said it serves at its `initialize` (tools, prompts, resources …).
+    capabilities: types.ServerCapabilities | None = None
     since: float | None = None
     reason: str = ""
     failures: int = 0

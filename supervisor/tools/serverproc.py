@@ -150,6 +150,7 @@ async def _serve(
                 entry.tools = tuple(listed.tools)
                 info = init.server_info
                 entry.info = {"name": info.name, "version": info.version}
+                entry.capabilities = init.capabilities
                 result = {**entry.info, "server": spec.name}
                 result["tools"] = [tool_json(t) for t in entry.tools]
                 refusal = await start_hooks(

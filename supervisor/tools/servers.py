@@ -37,6 +37,7 @@ from .serverentry import (
 
 if TYPE_CHECKING:  # the MCP SDK is imported when a server starts (`serverproc.py`), not before
     from mcp import types
+    from mcp.client.session import ClientSession
 
 #: How long a use whose connection closed under it waits for the server's own reason.
 _REASON_WAIT_S: Final = 5.0
@@ -133,6 +134,26 @@ class ServerManager:
         except ValueError:
             raise ToolFailed(f"server {spec.name} answered {tool} with NaN or Infinity") from None
         return result, entry
+
+    @contextlib.asynccontextmanager
+    async def open_session(
+        self, spec: ServerSpec, *, run_id: str | None = None
+    ) -> AsyncIterator[tuple[ClientSession, ServerEntry]]:
+        """The server's MCP session (started if need be), for a request other than a tool
+        call (its prompts, its resources): a use, so the server is not stopped as idle while
+        the block runs. The caller's scope bounds it; what the server answers with an error
+        raises the SDK's `MCPError`. Raises `ServerFailing`."""
+        entry = await self.open(spec, run_id=run_id)
+        session = entry.session
+        assert session is not None
+        entry.in_use += 1
+        entry.poke()
+        try:
+            yield session, entry
+        finally:
+            entry.in_use -= 1
+            entry.last_used = trio.current_time()
+            entry.poke()
 
     def status(self) -> list[dict[str, Any]]:
         """Each server's state, as `servers list --json` shows it."""

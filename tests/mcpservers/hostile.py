@@ -42,6 +42,9 @@ TOOLS = [
     },
 ]
 TOOLS.append({"name": "progress", "inputSchema": {"type": "object"}})
+#: What `good` serves besides its tools (its prompts, its resources).
+PROMPTS = [{"name": "greet", "description": "Greets", "arguments": [{"name": "who"}]}]
+RESOURCES = [{"uri": "file:///h/notes.txt", "name": "notes", "mimeType": "text/plain"}]
 #: What `mixed` answers: a content item of every type, structured content and `_meta`.
 MIXED = {
     "content": [
@@ -102,8 +105,28 @@ def main() -> None:
         if method == "initialize":
             info = {"name": "hostile", "version": mode}
             version = params.get("protocolVersion")
-            result = {"protocolVersion": version, "capabilities": {"tools": {}}, "serverInfo": info}
+            capabilities: dict[str, Any] = {"tools": {}}
+            if mode == "good":
+                capabilities.update(prompts={}, resources={})
+            result = {"protocolVersion": version, "capabilities": capabilities, "serverInfo": info}
             send({"jsonrpc": "2.0", "id": rid, "result": result})
+        elif method == "prompts/list":
+            send({"jsonrpc": "2.0", "id": rid, "result": {"prompts": PROMPTS}})
+        elif method == "prompts/get":
+            who = (params.get("arguments") or {}).get("who", "you")
+            text = {"type": "text", "text": f"Hello, {who}"}
+            messages = [{"role": "user", "content": text}]
+            send({"jsonrpc": "2.0", "id": rid, "result": {"messages": messages}})
+        elif method == "resources/list":
+            send({"jsonrpc": "2.0", "id": rid, "result": {"resources": RESOURCES}})
+        elif method == "resources/read":
+            uri = params.get("uri")
+            if uri == RESOURCES[0]["uri"]:
+                contents = [{"uri": uri, "mimeType": "text/plain", "text": "the notes"}]
+                send({"jsonrpc": "2.0", "id": rid, "result": {"contents": contents}})
+            else:
+                error = {"code": -32002, "message": f"no resource {uri}"}
+                send({"jsonrpc": "2.0", "id": rid, "error": error})
         elif method == "tools/list":
             send({"jsonrpc": "2.0", "id": rid, "result": {"tools": TOOLS}})
             if mode == "flood":
