@@ -131,6 +131,7 @@ async def test_the_tools_are_listed_as_server__tool_as_their_servers_give_them(
         if t.name in ("echo", "fail", "mixed")  # exposed
     ]
     assert [t.name for t in listed] == [
+        "mcpx_exec",  # its own, first
         "words__count",
         "words__shout",
         "words__sleep",
@@ -139,7 +140,7 @@ async def test_the_tools_are_listed_as_server__tool_as_their_servers_give_them(
         "h__mixed",
     ]
     # Equal as JSON: the SDK's server writes a schema's keys in its own order.
-    assert [json.loads(dumped(t)) for t in listed] == [json.loads(dumped(t)) for t in expected]
+    assert [json.loads(dumped(t)) for t in listed[1:]] == [json.loads(dumped(t)) for t in expected]
     assert marker.alive() == []  # the client closed: `mcp` and its servers are gone
 
 
@@ -381,6 +382,51 @@ async def test_prompts_and_resources_are_relayed_as_the_servers_give_them(
     assert marker.alive() == []
 
 
+RUNS_HERE = {"script": {"sandbox": "none"}, "service": {"sandboxes": ["none"]}}
+
+
+async def test_mcpx_exec_runs_a_script_with_its_hooks_and_reports_its_frames(
+    tmp_path: Path, marker: Marker
+) -> None:
+    advise = {"name": "tip", "on": "script", "phase": "before", "run": answer({"advise": "hi"})}
+    config = write_config(tmp_path / marker, marker, [advise], **RUNS_HERE)
+    logged: list[types.LoggingMessageNotificationParams] = []
+
+    async def log(params: types.LoggingMessageNotificationParams) -> None:
+        logged.append(params)
+
+    script = "import json, os; print(json.dumps({'cwd': os.getcwd()}))"
+    async with stdio_session(through_mcpx(config), tmp_path / "err", logging_callback=log) as s:
+        ran = await s.call_tool("mcpx_exec", {"argv": [PY, "-c", script]})
+        failed = await s.call_tool("mcpx_exec", {"argv": [PY, "-c", "raise SystemExit(3)"]})
+        refused = await s.call_tool("mcpx_exec", {"argv": ["true"], "cwd": "/"})
+    out = ran.structured_content
+    assert ran.is_error is False and out is not None
+    assert (out["status"], out["exitCode"], out["advice"]) == ("result", 0, ["hi"])
+    assert out["result"] == {"cwd": str(tmp_path / marker)}  # the first root: where mcp started
+    frames = [f for p in logged if p.data["runId"] == out["runId"] for f in p.data["frames"]]
+    check_order(frames)
+    assert [f["type"] for f in frames] == ["start", "hook", "stdout", "result", "end"]
+    assert {p.logger for p in logged} == {"mcpx-hooks"}
+    assert failed.is_error is True and failed.structured_content is not None
+    assert failed.structured_content["status"] == "error"
+    assert failed.structured_content["exitCode"] == 3
+    assert refused.is_error is True and refused.structured_content is None
+    assert texts(refused)[0].startswith("the request was not admitted: ")
+    assert marker.alive() == []
+
+
+async def test_mcpx_exec_can_be_left_out(tmp_path: Path, marker: Marker) -> None:
+    config = write_config(tmp_path / marker, marker, mcp={"exec": False})
+    async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
+        names = [t.name for t in (await session.list_tools()).tools]
+        with pytest.raises(MCPError) as unknown:
+            await session.call_tool("mcpx_exec", {"argv": ["true"]})
+    assert "mcpx_exec" not in names and names[0] == "words__count"
+    assert unknown.value.error.code == types.INVALID_PARAMS
+    assert marker.alive() == []
+
+
 def test_an_applied_value_becomes_a_tool_result() -> None:
     assert dumped(applied_result("ok")) == dumped(
         types.CallToolResult(content=[types.TextContent(type="text", text='"ok"')])
@@ -415,7 +461,7 @@ async def test_a_session_is_a_run_with_its_calls_and_their_counts(
             async with ClientSession(client_read, client_write, client_info=AGENT) as session:
                 await session.initialize()
                 names = [t.name for t in (await session.list_tools()).tools]
-                assert names[:3] == ["words.count", "words.shout", "words.sleep"]
+                assert names[:4] == ["mcpx_exec", "words.count", "words.shout", "words.sleep"]
                 await session.call_tool("words.count", {"text": "x"})
                 await session.call_tool("words.sleep", {"ms": 1})
                 await session.call_tool("h.fail", {})

@@ -158,6 +158,7 @@ def resolve(layers: Sequence[Layer]) -> tuple[Config, list[Problem]]:
         warnings=tuple(policy.warnings),
         servers=_servers(layers, merged, limits, paths),
         mcp_separator=str(merged.get("mcp", {}).get("separator", DEFAULT_SEPARATOR)),
+        mcp_exec=bool(merged.get("mcp", {}).get("exec", True)),
     )
     return config, problems
 

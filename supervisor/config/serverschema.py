@@ -65,6 +65,11 @@ def mcp_schema() -> dict[str, Any]:
                 " digits, `_`, `-` or `.`. Hooks always name a tool `server.tool`.",
                 pattern=SEPARATOR_PATTERN,
             ),
+            "exec": {
+                "type": "boolean",
+                "description": "Whether MCP clients get the `mcpx_exec` tool, which runs a"
+                " script with its hooks as the service's `/v1/exec` does (default true).",
+            },
         },
         "`mcpx-hooks mcp`: the tool servers' tools served to MCP clients.",
     )

@@ -343,6 +343,8 @@ class Config:
     servers: Mapping[str, Any] = attrs.field(factory=dict)
     #: `[mcp] separator`: between a server's name and its tool's, as MCP clients see them.
     mcp_separator: str = DEFAULT_SEPARATOR
+    #: `[mcp] exec`: whether `mcpx-hooks mcp` offers its own `mcpx_exec` tool.
+    mcp_exec: bool = True
 
     def find(self, name: str) -> Hook | None:
         return next((h for h in self.hooks if h.name == name), None)

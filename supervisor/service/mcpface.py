@@ -15,7 +15,8 @@ point as a script's does (`run/callpoint.py`), `when.client` being the client's 
   optional `structuredContent`, `isError`) is the result as it is; any other is the
   result's `structuredContent` (when it is an object) with its JSON as the text.
 
-The servers' prompts and resources are relayed without hooks (`mcprelay.py`). One `Gateway`
+Its own tool `mcpx_exec` runs a script as `/v1/exec` does (`mcpexec.py`). The servers'
+prompts and resources are relayed without hooks (`mcprelay.py`). One `Gateway`
 serves one session (`serve`); its run is `mcpsession.SessionRun`.
 """
 
@@ -24,6 +25,7 @@ from __future__ import annotations
 import importlib
 import json
 import logging
+import os
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -45,6 +47,7 @@ from ..tools.serverentry import ServerFailing
 from ..tools.servers import Progress
 from .answering import Responder
 from .logredact import open_logged_runtime
+from .mcpexec import EXEC_TOOL, exec_tool, run_exec
 from .mcprelay import Relay
 from .mcpsession import SessionRun
 from .mcpstdio import open_stdio
@@ -66,11 +69,15 @@ _RESULT_KEYS: Final = frozenset({"content", "structuredContent", "isError", "_me
 class Gateway:
     """One MCP session: the tools it lists, its calls through the `call` point, its run."""
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: Runtime, served_from: str | None = None) -> None:
         self.runtime = runtime
         self.config = runtime.config
+        #: Where `mcpx_exec` runs are admitted from (their default root, by `serve`'s rule).
+        self.served_from = served_from or os.getcwd()
         self.session: SessionRun | None = None
         self.relay = Relay(runtime)
+        #: Whether the client's log level (`logging/setLevel`) lets `info` messages through.
+        self.log_info = True
 
     def server(self) -> Server[Any]:
         version = str(importlib.import_module("mcpx_hooks").__version__)
@@ -85,7 +92,15 @@ class Gateway:
             on_read_resource=self._read_resource,
         )
         server.middleware.append(self._after_initialize)
+        # Frames of `mcpx_exec` runs go as log messages: the capability, and its level.
+        server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, self._level)
         return server
+
+    async def _level(
+        self, ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams
+    ) -> types.EmptyResult:
+        self.log_info = params.level in ("debug", "info")
+        return types.EmptyResult()
 
     async def serve(self, read: Any, write: Any) -> None:
         """Serves the session on `read` / `write` (streams of the SDK's `SessionMessage`)
@@ -118,6 +133,8 @@ class Gateway:
         session = self._session(ctx)
         manager = self.runtime.servers
         listed: dict[str, types.Tool] = {}
+        if self.config.mcp_exec:
+            listed[EXEC_TOOL] = exec_tool()
         for spec in self.config.servers.values():
             if manager is None:
                 break
@@ -159,6 +176,11 @@ class Gateway:
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         session = self._session(ctx)
+        if params.name == EXEC_TOOL and self.config.mcp_exec:
+            args = params.arguments or {}
+            return await run_exec(
+                self.runtime, self.served_from, ctx, args, log_frames=self.log_info
+            )
         server, tool = await self._target(params.name, session.run_id)
         args = dict(params.arguments or {})
         call_id = ctx.request_id if ctx.request_id is not None else session.counts.calls + 1
