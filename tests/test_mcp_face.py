@@ -26,8 +26,10 @@ from mcp.shared.memory import create_client_server_memory_streams
 
 from mcpx_hooks.supervisor.config.loading import load_config
 from mcpx_hooks.supervisor.core.order import check_order
+from mcpx_hooks.supervisor.core.servers import CallLimits, ServerSpec
 from mcpx_hooks.supervisor.run.runtime import open_runtime
 from mcpx_hooks.supervisor.service.mcpface import Gateway, applied_result
+from mcpx_hooks.supervisor.service.mcplimits import CallLimiter
 
 HERE = Path(__file__).parent
 HOSTILE = str(HERE / "mcpservers" / "hostile.py")
@@ -425,6 +427,48 @@ async def test_mcpx_exec_can_be_left_out(tmp_path: Path, marker: Marker) -> None
     assert "mcpx_exec" not in names and names[0] == "words__count"
     assert unknown.value.error.code == types.INVALID_PARAMS
     assert marker.alive() == []
+
+
+async def test_a_call_past_a_limit_is_answered_at_once_with_the_limit(
+    tmp_path: Path, marker: Marker
+) -> None:
+    config = write_config(tmp_path / marker, marker)
+    doc = json.loads(config.read_text())
+    doc["servers"]["words"].update(callsPerMinute=3, tools={"shout": {"callsPerMinute": 1}})
+    config.write_text(json.dumps(doc))
+    async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
+        shouts = [await session.call_tool("words__shout", {"text": "a"}) for _ in range(2)]
+        counts = [await session.call_tool("words__count", {"text": "a"}) for _ in range(3)]
+    assert [r.is_error for r in shouts] == [False, True]
+    assert texts(shouts[1]) == ["rate limit: 1 calls per minute for words__shout"]
+    assert [r.is_error for r in counts] == [False, False, True]  # the server's 3: 1 shout + 2
+    assert texts(counts[2]) == ["rate limit: 3 calls per minute for words__count"]
+    assert marker.alive() == []
+
+
+def test_the_limits_count_calls_by_server_and_by_tool_and_let_none_wait() -> None:
+    spec = ServerSpec(
+        "h",
+        ("unused",),
+        "/",
+        call_limits=CallLimits(max_concurrent=2),
+        tool_limits={"wait": CallLimits(calls_per_minute=2, max_concurrent=1)},
+    )
+    limiter = CallLimiter()
+    with limiter.take(spec, "wait", "h__wait", 0.0) as first:
+        assert first is None
+        with limiter.take(spec, "wait", "h__wait", 1.0) as second:
+            assert second == "concurrency limit: 1 calls at once for h__wait"
+        with limiter.take(spec, "echo", "h__echo", 1.0) as other:
+            assert other is None  # the server allows two at once
+            with limiter.take(spec, "echo", "h__echo", 1.0) as third:
+                assert third == "concurrency limit: 2 calls at once for h__echo"
+    with limiter.take(spec, "wait", "h__wait", 2.0) as again:
+        assert again is None
+    with limiter.take(spec, "wait", "h__wait", 3.0) as over:
+        assert over == "rate limit: 2 calls per minute for h__wait"
+    with limiter.take(spec, "wait", "h__wait", 60.5) as later:
+        assert later is None  # the call at 0.0 is out of the last minute
 
 
 def test_an_applied_value_becomes_a_tool_result() -> None:

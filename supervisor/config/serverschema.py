@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from ..core.hooks import DEFAULT_SEPARATOR, Profile
-from ..core.servers import SEPARATOR_PATTERN, SERVER_SETTINGS
+from ..core.servers import CALL_LIMIT_KEYS, SEPARATOR_PATTERN, SERVER_SETTINGS
 from ..core.spawntext import ENV_NAME_PATTERN
 from .schemaparts import argv, enum_of, integer, string, strings, table, text
 
@@ -23,6 +23,14 @@ def servers_schema(pass_keys: dict[str, Any]) -> dict[str, Any]:
             settings[s.key] = enum_of(tuple(p.value for p in Profile), meaning)
         else:
             settings[s.key] = integer(s.minimum or 0, meaning)
+    limits = {
+        key: integer(
+            1,
+            f"At most this many {what} from MCP clients of `mcpx-hooks mcp` (default no"
+            " limit); past it a call is answered at once with `isError` and the limit.",
+        )
+        for key, _, what in CALL_LIMIT_KEYS
+    }
     server = table(
         {
             "command": argv("The server's argv (MCP over stdio), never a shell string."),
@@ -43,6 +51,13 @@ def servers_schema(pass_keys: dict[str, Any]) -> dict[str, Any]:
                 "Tools an MCP client of `mcpx-hooks mcp` never sees, even when `expose` matches"
                 " them (the same globs); a call to one is a call to an unknown tool.",
             ),
+            **limits,
+            "tools": {
+                "type": "object",
+                "description": "Limits of single tools, by their own name, besides the"
+                " server's (which count all its tools together).",
+                "additionalProperties": table(dict(limits), "One tool's limits."),
+            },
         },
         "A tool server the supervisor starts on first use, sandboxed like a hook.",
     )

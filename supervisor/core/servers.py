@@ -76,6 +76,27 @@ _STRICT: Final = Profile(str(_DEFAULT["sandbox"]))
 
 
 @attrs.frozen
+class CallLimits:
+    """`callsPerMinute` and `maxConcurrent` of a server or of one of its tools (None: no
+    limit), for the calls MCP clients make through `mcpx-hooks mcp`."""
+
+    calls_per_minute: int | None = None
+    max_concurrent: int | None = None
+
+
+NO_CALL_LIMITS: Final = CallLimits()
+#: The keys of a `CallLimits` in a config file.
+CALL_LIMIT_KEYS: Final = (
+    ("callsPerMinute", "calls_per_minute", "calls in any 60 seconds"),
+    ("maxConcurrent", "max_concurrent", "calls at once"),
+)
+
+
+def call_limits(table: Mapping[str, Any]) -> CallLimits:
+    return CallLimits(**{attr: table[key] for key, attr, _ in CALL_LIMIT_KEYS if key in table})
+
+
+@attrs.frozen
 class ServerSpec:
     """A tool server in force. Hashable: the supervisor keeps one running server per spec,
     so a changed declaration is another server."""
@@ -98,6 +119,10 @@ class ServerSpec:
     #: part of the server's identity (changing them restarts nothing).
     expose: tuple[str, ...] = attrs.field(default=("*",), eq=False)
     hide: tuple[str, ...] = attrs.field(default=(), eq=False)
+    #: The limits on MCP clients' calls: the server's (all its tools together), and its
+    #: tools' own (`[servers.x.tools."name"]`). Not part of its identity either.
+    call_limits: CallLimits = attrs.field(default=NO_CALL_LIMITS, eq=False)
+    tool_limits: Mapping[str, CallLimits] = attrs.field(factory=dict, eq=False)
 
     @property
     def workdir(self) -> str:
@@ -131,6 +156,8 @@ def server_spec(name: str, table: Mapping[str, Any], declaring_dir: str) -> Serv
         secrets=tuple(table.get("secrets", ())),
         expose=tuple(table.get("expose", ("*",))),
         hide=tuple(table.get("hide", ())),
+        call_limits=call_limits(table),
+        tool_limits={k: call_limits(v) for k, v in (table.get("tools") or {}).items()},
         **given,
     )
 

@@ -37,6 +37,7 @@ __all__, __getattr__, __dir__ = exports(
         "logredact": ("open_logged_runtime",),
         "mcpexec": ("EXEC_TOOL", "exec_tool", "run_exec", "summary"),
         "mcpface": ("Gateway", "applied_result", "serve_stdio", "tool_result"),
+        "mcplimits": ("CallLimiter",),
         "mcprelay": ("RESOURCE_NOT_FOUND", "Relay"),
         "mcpsession": ("SessionCounts", "SessionRun"),
         "mcpstdio": ("LineTooLong", "open_stdio"),

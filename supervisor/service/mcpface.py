@@ -48,6 +48,7 @@ from ..tools.servers import Progress
 from .answering import Responder
 from .logredact import open_logged_runtime
 from .mcpexec import EXEC_TOOL, exec_tool, run_exec
+from .mcplimits import CallLimiter
 from .mcprelay import Relay
 from .mcpsession import SessionRun
 from .mcpstdio import open_stdio
@@ -76,6 +77,7 @@ class Gateway:
         self.served_from = served_from or os.getcwd()
         self.session: SessionRun | None = None
         self.relay = Relay(runtime)
+        self.limiter = CallLimiter()
         #: Whether the client's log level (`logging/setLevel`) lets `info` messages through.
         self.log_info = True
 
@@ -184,9 +186,13 @@ class Gateway:
         server, tool = await self._target(params.name, session.run_id)
         args = dict(params.arguments or {})
         call_id = ctx.request_id if ctx.request_id is not None else session.counts.calls + 1
-        outcome = await session.call(
-            call_id, server, tool, args, progress=_progress_relay(ctx), responder=_asker(ctx)
-        )
+        spec = self.config.servers[server]
+        with self.limiter.take(spec, tool, params.name, trio.current_time()) as past_limit:
+            if past_limit is not None:
+                return tool_result(session.not_made(past_limit))
+            outcome = await session.call(
+                call_id, server, tool, args, progress=_progress_relay(ctx), responder=_asker(ctx)
+            )
         return tool_result(outcome)
 
     async def _target(self, name: str, run_id: str) -> tuple[str, str]:

@@ -21,7 +21,7 @@ import trio
 
 from ..core.effects import AnsweredBy
 from ..core.events import EventKind
-from ..core.frames import EndFrame, ResultFrame, StartFrame, blank, now_rfc3339
+from ..core.frames import EndFrame, ResultFrame, StartFrame, WarningFrame, blank, now_rfc3339
 from ..core.hooks import caller_autonomy
 from ..core.redact import Redactor
 from ..run.asking import Asks
@@ -121,6 +121,14 @@ class SessionRun:
                     nursery.cancel_scope.cancel()
             self.counts.take(outcome)
             return outcome
+
+    def not_made(self, why: str) -> CallOutcome:
+        """A call past a limit, not made: a `warning` frame says why (a `call` frame would
+        have to wait for the calls before it), and it counts as failed."""
+        self.journal.append(blank(WarningFrame, message=f"a call was not made: {why}"))
+        outcome = CallOutcome(False, error=why)
+        self.counts.take(outcome)
+        return outcome
 
     async def _deliver(self, ask_id: str, answer: str, by: AnsweredBy) -> None:
         self.asks.answer(ask_id, answer, by)  # too late (the deadline came): nothing to do
