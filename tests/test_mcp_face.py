@@ -270,17 +270,23 @@ async def test_hooks_apply_arguments_and_results(tmp_path: Path, marker: Marker)
     assert marker.alive() == []
 
 
-async def test_progress_is_relayed_and_a_cancelled_call_is_cancelled_on_the_server(
+async def test_progress_and_logs_are_relayed_and_a_cancelled_call_is_cancelled_on_the_server(
     tmp_path: Path, marker: Marker
 ) -> None:
     where = tmp_path / marker
     config = write_config(where, marker, expose=("progress", "wait", "echo"))
     heard: list[tuple[float, float | None, str | None]] = []
+    logged: list[types.LoggingMessageNotificationParams] = []
 
     async def hear(progress: float, total: float | None, message: str | None) -> None:
         heard.append((progress, total, message))
 
-    async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
+    async def log(params: types.LoggingMessageNotificationParams) -> None:
+        logged.append(params)
+
+    async with stdio_session(
+        through_mcpx(config), tmp_path / "err", logging_callback=log
+    ) as session:
         done = await session.call_tool("h__progress", {}, progress_callback=hear)
         with trio.move_on_after(1) as waiting:
             await session.call_tool("h__wait", {})
@@ -289,6 +295,7 @@ async def test_progress_is_relayed_and_a_cancelled_call_is_cancelled_on_the_serv
         await session.call_tool("h__echo", {})
     assert [c.text for c in done.content if c.type == "text"] == ["done"]
     assert heard == [(1, 2, "one"), (2, 2, "two")]
+    assert [(p.level, p.logger, p.data) for p in logged] == [("warning", "hostile", {"step": 2})]
     assert waiting.cancelled_caught
     assert [line.split()[0] for line in (where / "h.log").read_text().splitlines()] == [
         "start",

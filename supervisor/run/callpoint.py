@@ -26,7 +26,7 @@ from ..core.frames import blank
 from ..core.hooks import Config, Hook
 from ..core.points import Phase
 from ..core.when import tool_mismatch
-from ..tools.serverentry import ServerFailing, ToolFailed, answer_text
+from ..tools.serverentry import LogHearer, ServerFailing, ToolFailed, answer_text
 from ..tools.servers import Progress
 from .hookcontext import HookContext
 from .journal import RunJournal
@@ -46,7 +46,8 @@ def args_sha256(args: Any) -> str:
 class Call:
     """One tool call as it comes in: its id in the run's `call` frame, `server.tool`, its
     arguments, the MCP client making it (None for a script's call), and where the server's
-    progress on it goes (None: nowhere, and the server is not asked for any)."""
+    progress on it goes (None: nowhere, and the server is not asked for any) and its log
+    messages while it is in flight (None: nowhere)."""
 
     id: Any
     server: str
@@ -54,6 +55,7 @@ class Call:
     args: Mapping[str, Any]
     client: str | None = None
     progress: Progress | None = None
+    log: LogHearer | None = None
 
 
 @attrs.frozen
@@ -148,7 +150,7 @@ class CallPoint:
             spec = servers.spec(server)
             with trio.fail_after(spec.call_timeout_ms / 1000):
                 result, entry = await servers.manager.call(
-                    spec, tool, args, run_id=self.ctx.run_id, progress=call.progress
+                    spec, tool, args, run_id=self.ctx.run_id, progress=call.progress, log=call.log
                 )
         except (ServerFailing, ToolFailed) as exc:
             return CallOutcome(False, error=str(exc)), None

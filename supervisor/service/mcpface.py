@@ -43,7 +43,7 @@ from ..core.servers import exposed_name, exposed_targets
 from ..process.signals import serve_stop_signals
 from ..run.callpoint import CallOutcome
 from ..run.runtime import Runtime
-from ..tools.serverentry import ServerFailing
+from ..tools.serverentry import LogHearer, ServerFailing
 from ..tools.servers import Progress
 from .answering import Responder
 from .logredact import open_logged_runtime
@@ -191,7 +191,13 @@ class Gateway:
             if past_limit is not None:
                 return tool_result(session.not_made(past_limit))
             outcome = await session.call(
-                call_id, server, tool, args, progress=_progress_relay(ctx), responder=_asker(ctx)
+                call_id,
+                server,
+                tool,
+                args,
+                progress=_progress_relay(ctx),
+                log=_log_relay(ctx),
+                responder=_asker(ctx),
             )
         return tool_result(outcome)
 
@@ -225,6 +231,16 @@ def _progress_relay(ctx: ServerRequestContext[Any, Any]) -> Progress | None:
 
     async def relay(progress: float, total: float | None, message: str | None) -> None:
         await session.send_progress_notification(token, progress, total, message)
+
+    return relay
+
+
+def _log_relay(ctx: ServerRequestContext[Any, Any]) -> LogHearer:
+    """What passes the server's log messages, while the call is in flight, to the client."""
+    session, request_id = ctx.session, ctx.request_id
+
+    async def relay(params: types.LoggingMessageNotificationParams) -> None:
+        await session.send_log_message(params.level, params.data, params.logger, request_id)
 
     return relay
 

@@ -30,6 +30,7 @@ from ..run.hookcontext import HookContext, RunInfo, hook_secrets, new_run_id
 from ..run.journal import RunJournal
 from ..run.phases import PhaseHooks
 from ..run.runtime import Runtime
+from ..tools.serverentry import LogHearer
 from ..tools.servers import Progress, ToolServers, server_secrets
 from .answering import AskWatcher, Responder
 
@@ -105,11 +106,13 @@ class SessionRun:
         args: dict[str, Any],
         *,
         progress: Progress | None = None,
+        log: LogHearer | None = None,
         responder: Responder | None = None,
     ) -> CallOutcome:
         """One call of the client through the `call` point, after the calls before it; the
-        server's progress on it goes to `progress`, its hooks' questions to `responder`."""
-        call = Call(call_id, server, tool, args, self.client, progress)
+        server's progress on it goes to `progress`, its log messages to `log`, its hooks'
+        questions to `responder`."""
+        call = Call(call_id, server, tool, args, self.client, progress, log)
         async with self._lock:
             if responder is None:
                 outcome = await self._point.fire(call)

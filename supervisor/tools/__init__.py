@@ -13,6 +13,7 @@ __all__, __getattr__, __dir__ = exports(
     {
         "serverentry": (
             "AnswerTooLarge",
+            "LogHearer",
             "ServerEntry",
             "ServerFailing",
             "StartHooks",

@@ -28,6 +28,7 @@ from ..core.servers import ServerSpec
 from ..process.spawner import Spawner
 from .serverentry import (
     AnswerTooLarge,
+    LogHearer,
     ServerEntry,
     ServerFailing,
     StartHooks,
@@ -91,11 +92,13 @@ class ServerManager:
         *,
         run_id: str | None = None,
         progress: Progress | None = None,
+        log: LogHearer | None = None,
     ) -> tuple[types.CallToolResult, ServerEntry]:
         """Calls `tool` with `args` on the server (started if need be). The caller's scope
         bounds it; cancelled, the SDK tells the server (`notifications/cancelled`). The
         server's progress notifications for the call go to `progress` (then the call asks
-        for them). Raises `ServerFailing` or `ToolFailed`."""
+        for them), and its log messages while the call is in flight to `log`. Raises
+        `ServerFailing` or `ToolFailed`."""
         entry = await self.open(spec, run_id=run_id)
         from mcp.shared.exceptions import MCPError  # loaded by the server's start already
         from mcp.types import CONNECTION_CLOSED
@@ -109,6 +112,8 @@ class ServerManager:
             raise ToolFailed(f"server {spec.name} lists no tool {tool!r} (its tools: {listed})")
         entry.in_use += 1
         entry.poke()
+        if log is not None:
+            entry.log_hearers.append(log)
         try:
             result = await session.call_tool(tool, dict(args), progress_callback=progress)
         except MCPError as exc:
@@ -125,6 +130,8 @@ class ServerManager:
             why = f"server {spec.name} answered {tool} with what is not a tool result: {first}"
             raise ToolFailed(why) from None
         finally:
+            if log is not None:
+                entry.log_hearers.remove(log)
             entry.in_use -= 1
             entry.last_used = trio.current_time()
             entry.poke()

@@ -177,6 +177,8 @@ def main() -> None:
                                 "params": {**progress, "message": said},
                             }
                         )
+                said = {"level": "warning", "logger": "hostile", "data": {"step": 2}}
+                send({"jsonrpc": "2.0", "method": "notifications/message", "params": said})
                 content = [{"type": "text", "text": "done"}]
                 send({"jsonrpc": "2.0", "id": rid, "result": {"content": content}})
                 continue
