@@ -95,10 +95,11 @@ async def stdio_session(
 
 
 def through_mcpx(config: Path) -> StdioServerParameters:
+    """`mcpx-hooks mcp` with `config`, its trust state (the servers' pins) beside it."""
     return StdioServerParameters(
         command=MCPX,
         args=["mcp", "--config", str(config)],
-        env={"MCPX_HOOKS_NO_DISCOVERY": "1"},
+        env={"MCPX_HOOKS_NO_DISCOVERY": "1", "XDG_STATE_HOME": str(config.parent / "state")},
         cwd=str(config.parent),
     )
 
@@ -169,7 +170,10 @@ async def test_a_call_no_hook_changes_is_what_the_server_answered(
     assert mixed.meta == {"example.org/trace": "abc"} and mixed.structured_content == {"n": 7}
     assert through[3].is_error is True  # an isError answer is passed on, not turned around
     assert marker.alive() == []
-    assert (tmp_path / "err").read_text() == ""  # nothing went wrong, nothing to say
+    # Nothing went wrong: on stderr, only that the servers were pinned at their first use.
+    said = (tmp_path / "err").read_text().splitlines()
+    assert [line.split(":")[0] for line in said] == ["server words", "server h"]
+    assert all("pinned at their first use" in line for line in said)
 
 
 async def test_a_stop_signal_ends_the_session_and_every_process(
@@ -489,8 +493,9 @@ def test_an_applied_value_becomes_a_tool_result() -> None:
 
 
 async def test_a_session_is_a_run_with_its_calls_and_their_counts(
-    tmp_path: Path, marker: Marker, no_leaks: None
+    tmp_path: Path, marker: Marker, no_leaks: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # the servers' pins
     hooks = [
         call_hook(
             "no-sleep", "before", {"refuse": "not now"}, effect="ask", when={"tool": ["sleep"]}

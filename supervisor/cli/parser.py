@@ -136,6 +136,7 @@ EXAMPLES: Final[dict[str, str]] = {
     "servers": "mcpx-hooks servers list --json",
     "servers list": "mcpx-hooks servers list --remote ws://127.0.0.1:8765",
     "mcp": "mcpx-hooks mcp --config ~/agent-hooks.toml",
+    "servers diff": "mcpx-hooks servers diff words --config ~/agent-hooks.toml",
 }
 
 #: What a command's `--help` says after its example (`module:function` in this package,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from ..core.hooks import DEFAULT_SEPARATOR, Profile
-from ..core.servers import CALL_LIMIT_KEYS, SEPARATOR_PATTERN, SERVER_SETTINGS
+from ..core.servers import CALL_LIMIT_KEYS, PIN_MODES, SEPARATOR_PATTERN, SERVER_SETTINGS
 from ..core.spawntext import ENV_NAME_PATTERN
 from .schemaparts import argv, enum_of, integer, string, strings, table, text
 
@@ -50,6 +50,13 @@ def servers_schema(pass_keys: dict[str, Any]) -> dict[str, Any]:
             "hide": strings(
                 "Tools an MCP client of `mcpx-hooks mcp` never sees, even when `expose` matches"
                 " them (the same globs); a call to one is a call to an unknown tool.",
+            ),
+            "pin": enum_of(
+                PIN_MODES,
+                "How its tool list is held to the one pinned in the trust state (`mcpx-hooks"
+                " trust --servers`): `first-use` (default) pins a server never pinned at its"
+                " first use by `mcpx-hooks mcp`, with a warning; `require` refuses it instead;"
+                " `off` pins nothing. A server whose tools differ from its pin is quarantined.",
             ),
             **limits,
             "tools": {

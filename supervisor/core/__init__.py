@@ -212,6 +212,7 @@ __all__, __getattr__, __dir__ = exports(
             "CallLimits",
             "MAX_BAD_LINES",
             "NO_CALL_LIMITS",
+            "PIN_MODES",
             "MAX_MESSAGE_BYTES",
             "SERVER_SETTINGS",
             "SEPARATOR_PATTERN",

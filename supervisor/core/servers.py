@@ -75,6 +75,11 @@ _NO_PATHS: Final = SandboxPaths()
 _STRICT: Final = Profile(str(_DEFAULT["sandbox"]))
 
 
+#: `[servers.x] pin`: how a server's tool list is held to its pin (`tools/pins.py`); the
+#: first is the default.
+PIN_MODES: Final = ("first-use", "require", "off")
+
+
 @attrs.frozen
 class CallLimits:
     """`callsPerMinute` and `maxConcurrent` of a server or of one of its tools (None: no
@@ -123,6 +128,8 @@ class ServerSpec:
     #: tools' own (`[servers.x.tools."name"]`). Not part of its identity either.
     call_limits: CallLimits = attrs.field(default=NO_CALL_LIMITS, eq=False)
     tool_limits: Mapping[str, CallLimits] = attrs.field(factory=dict, eq=False)
+    #: `pin`: how its tool list is held to the one pinned (`first-use`, `require`, `off`).
+    pin: str = attrs.field(default=PIN_MODES[0], eq=False)
 
     @property
     def workdir(self) -> str:
@@ -156,6 +163,7 @@ def server_spec(name: str, table: Mapping[str, Any], declaring_dir: str) -> Serv
         secrets=tuple(table.get("secrets", ())),
         expose=tuple(table.get("expose", ("*",))),
         hide=tuple(table.get("hide", ())),
+        pin=str(table.get("pin", PIN_MODES[0])),
         call_limits=call_limits(table),
         tool_limits={k: call_limits(v) for k, v in (table.get("tools") or {}).items()},
         **given,

@@ -36,14 +36,16 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
+from ..config.trust import tools_sha256
 from ..core.effects import NO, YES, AnsweredBy
 from ..core.frames import WarningFrame, blank
 from ..core.hooks import Config
-from ..core.servers import exposed_name, exposed_targets
+from ..core.servers import ServerSpec, exposed_name, exposed_targets
 from ..process.signals import serve_stop_signals
 from ..run.callpoint import CallOutcome
 from ..run.runtime import Runtime
-from ..tools.serverentry import LogHearer, ServerFailing
+from ..tools.pins import PinVerdict, key_of, listing, verdict
+from ..tools.serverentry import LogHearer, ServerEntry, ServerFailing
 from ..tools.servers import Progress
 from .answering import Responder
 from .logredact import open_logged_runtime
@@ -78,6 +80,8 @@ class Gateway:
         self.session: SessionRun | None = None
         self.relay = Relay(runtime)
         self.limiter = CallLimiter()
+        self._verdicts: dict[tuple[str, str], PinVerdict] = {}  # (pin key, tools' SHA-256)
+        self._said: set[str] = set()
         #: Whether the client's log level (`logging/setLevel`) lets `info` messages through.
         self.log_info = True
 
@@ -147,6 +151,8 @@ class Gateway:
                 session.journal.append(blank(WarningFrame, message=why))
                 logger.warning("%s", session.journal.redactor.text(why))
                 continue
+            if await self._quarantined(spec, entry, session) is not None:
+                continue  # its tools are hidden
             for tool in entry.tools:
                 name = exposed_name(spec.name, tool.name, self.config.mcp_separator)
                 if spec.shows(tool.name) and name not in listed:
@@ -187,6 +193,12 @@ class Gateway:
         args = dict(params.arguments or {})
         call_id = ctx.request_id if ctx.request_id is not None else session.counts.calls + 1
         spec = self.config.servers[server]
+        manager = self.runtime.servers
+        entry = manager.entries.get(spec) if manager is not None else None
+        if entry is not None and entry.session is not None:
+            quarantined = await self._quarantined(spec, entry, session)
+            if quarantined is not None:
+                return tool_result(session.not_made(quarantined))
         with self.limiter.take(spec, tool, params.name, trio.current_time()) as past_limit:
             if past_limit is not None:
                 return tool_result(session.not_made(past_limit))
@@ -200,6 +212,26 @@ class Gateway:
                 responder=_asker(ctx),
             )
         return tool_result(outcome)
+
+    async def _quarantined(
+        self, spec: ServerSpec, entry: ServerEntry, session: SessionRun
+    ) -> str | None:
+        """Why `spec`'s server is quarantined (its tools differ from their pin, or it has none
+        and must), else None; pinned now at its first use. What there is to say about it is
+        said once: a `warning` frame in the session's run, and a line on stderr."""
+        tools = listing(entry)
+        key = (key_of(spec), tools_sha256(tools))
+        decided = self._verdicts.get(key)
+        if decided is None:
+            decided = await trio.to_thread.run_sync(verdict, spec, tools, os.environ)
+            if decided.quarantined is None:  # a quarantine is decided again: a pin may come
+                self._verdicts[key] = decided
+        for said in (decided.warning, decided.quarantined):
+            if said is not None and said not in self._said:
+                self._said.add(said)
+                session.journal.append(blank(WarningFrame, message=said))
+                logger.warning("%s", session.journal.redactor.text(said))
+        return decided.quarantined
 
     async def _target(self, name: str, run_id: str) -> tuple[str, str]:
         """The (server, tool) an exposed `name` stands for; raises `MCPError` (-32602) for

@@ -23,6 +23,7 @@ __all__, __getattr__, __dir__ = exports(
             "entry_json",
             "tool_json",
         ),
+        "pins": ("OFF", "REQUIRE", "PinVerdict", "changes", "key_of", "listing", "pin", "verdict"),
         "servers": ("Progress", "ServerManager", "ToolServers", "open_manager", "server_secrets"),
     },
 )
