@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 from conftest import Marker
-from test_mcp_face import MCPX, stdio_session, texts, through_mcpx, write_config
+from mcpface_parts import MCPX, stdio_session, texts, through_mcpx, write_config
 
 
 def cli(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
