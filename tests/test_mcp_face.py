@@ -10,6 +10,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import trio
 from conftest import Marker
@@ -427,6 +428,8 @@ async def test_a_session_is_a_run_with_its_calls_and_their_counts(
     ]
     path = write_config(tmp_path / marker, marker, hooks, mcp={"separator": "."})
     config = load_config([path], cwd=tmp_path, environ=os.environ, discover=False)
+    # What loading had to say (a project file skipped, say) opens the run, as for a script.
+    config = attrs.evolve(config, warnings=("skipped /x/.mcpx-hooks.toml: not trusted",))
     async with (
         open_runtime(config) as runtime,
         create_client_server_memory_streams() as (
@@ -449,6 +452,10 @@ async def test_a_session_is_a_run_with_its_calls_and_their_counts(
         frames = runtime.journals.get(gateway.session.run_id).decoded(0)
     check_order(frames)
     assert frames[0]["type"] == "start" and frames[0]["argv"] == ["mcp", "test-agent"]
+    assert (frames[1]["type"], frames[1]["message"]) == (
+        "warning",
+        "skipped /x/.mcpx-hooks.toml: not trusted",
+    )
     steps = [f.get("name") or f["type"] for f in frames if f["type"] in ("hook", "call")]
     assert steps == ["call", "seen", "no-sleep", "call", "call"]
     calls = [f for f in frames if f["type"] == "call"]

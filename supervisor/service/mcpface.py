@@ -15,6 +15,11 @@ point as a script's does (`run/callpoint.py`), `when.client` being the client's 
   optional `structuredContent`, `isError`) is the result as it is; any other is the
   result's `structuredContent` (when it is an object) with its JSON as the text.
 
+Around the call: a server whose tools differ from their pin is quarantined (`tools/pins.py`:
+its tools hidden, its calls answered with why); a call past a server's or a tool's limits is
+answered at once (`mcplimits.py`); the server's progress and log messages on the call go to
+the client, and a hook's `ask` is put to the client as an elicitation when it can take one.
+
 Its own tool `mcpx_exec` runs a script as `/v1/exec` does (`mcpexec.py`). The servers'
 prompts and resources are relayed without hooks (`mcprelay.py`). One `Gateway`
 serves one session (`serve`); its run is `mcpsession.SessionRun`.
