@@ -33,6 +33,7 @@ def callers(config: Config, served_from: Path) -> dict[Way, Caller]:
         Way.LOCAL: Caller.local(config, where, ENVIRON),
         Way.CLIENT: Caller.client(config, where, ENVIRON),
         Way.WORKER: Caller.worker(config, where, ENVIRON, "run-from-the-gateway"),
+        Way.MCP: Caller.mcp(config, where, ENVIRON),
     }
 
 
@@ -83,8 +84,8 @@ def test_parsing_fills_no_default_and_admit_fills_each_once(tmp_path: Path) -> N
 def test_the_run_id_is_the_gateways_for_a_worker_and_new_otherwise(tmp_path: Path) -> None:
     ways = callers(Config(), tmp_path)
     assert admit(request(), ways[Way.WORKER]).request.run_id == "run-from-the-gateway"
-    ids = {admit(request(), ways[way]).request.run_id for way in (Way.LOCAL, Way.CLIENT)}
-    assert len(ids) == 2 and "run-from-the-gateway" not in ids
+    ids = {admit(request(), ways[way]).request.run_id for way in (Way.LOCAL, Way.CLIENT, Way.MCP)}
+    assert len(ids) == 3 and "run-from-the-gateway" not in ids
 
 
 def test_the_callers_environment_is_its_own_only_in_process(tmp_path: Path) -> None:
@@ -101,7 +102,7 @@ def test_a_served_cwd_must_lie_inside_a_root(tmp_path: Path) -> None:
     config = Config(service_roots=(str(root),))
     ways = callers(config, tmp_path)
     outside = request(cwd=str(other))
-    for way in (Way.CLIENT, Way.WORKER):
+    for way in (Way.CLIENT, Way.WORKER, Way.MCP):
         assert refusal(outside, ways[way]).message == (
             f"cwd: {other} is not inside a root of this server ({root}); to allow it, {HOW_TO_ADD}"
         )
@@ -120,7 +121,7 @@ def test_a_directory_made_for_a_refused_run_is_removed(
     monkeypatch.setattr(tempfile, "tempdir", str(temp))
     # Served from `/`: no root at all, so a run without cwd gets a directory of its own.
     ways = callers(Config(), Path("/"))
-    for way in (Way.CLIENT, Way.WORKER):
+    for way in (Way.CLIENT, Way.WORKER, Way.MCP):
         run = admit(request(), ways[way]).request
         assert run.cwd_made and Path(run.cwd).parent == temp and Path(run.cwd).is_dir()
         os.rmdir(run.cwd)
@@ -133,7 +134,7 @@ def test_a_served_run_uses_only_the_sandboxes_the_server_allows(tmp_path: Path) 
         "this server's requests may use the sandboxes: strict, workspace ([service] sandboxes)"
     )
     unconfined = Config(script_sandbox=Profile.NONE)
-    for way in (Way.CLIENT, Way.WORKER):
+    for way in (Way.CLIENT, Way.WORKER, Way.MCP):
         asked = refusal(request(sandbox="none"), callers(Config(), tmp_path)[way])
         assert asked.problems == (
             "sandbox: the run's profile \"none\" (the request's sandbox) is not allowed",
@@ -159,7 +160,7 @@ def test_per_call_hooks_are_layered_and_held_to_the_rules(tmp_path: Path) -> Non
     ways = callers(Config(), tmp_path / "served")
     (tmp_path / "served").mkdir()
     wider = request(cwd=str(tmp_path / "served"), hooks=[{**hook, "cwd": str(tmp_path)}])
-    for way in (Way.CLIENT, Way.WORKER):
+    for way in (Way.CLIENT, Way.WORKER, Way.MCP):
         said = refusal(wider, ways[way]).message
         assert re.match(r"hooks\[0\] \(gate\): cwd .* is not inside the run's cwd or a root", said)
         unconfined = refusal(request(hooks=[{**hook, "sandbox": "none"}]), ways[way])

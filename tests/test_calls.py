@@ -19,7 +19,8 @@ from conftest import Marker
 from mcpx_hooks.supervisor.config.loading import load_config
 from mcpx_hooks.supervisor.core.order import check_order
 from mcpx_hooks.supervisor.core.scripts import Script
-from mcpx_hooks.supervisor.run.calls import MAX_ARGS_BYTES, MAX_PENDING, args_sha256
+from mcpx_hooks.supervisor.run.callpoint import args_sha256
+from mcpx_hooks.supervisor.run.calls import MAX_ARGS_BYTES, MAX_PENDING
 from mcpx_hooks.supervisor.run.runtime import open_runtime
 from mcpx_hooks.supervisor.run.scriptrun import RunRequest
 

@@ -951,7 +951,7 @@ def test_toml_at_the_depth_limit_reaches_the_schema(tmp_path: Path) -> None:
         "/a",
         'unknown key "a"; expected one of: '
         "$schema, autonomy, defaults, limits, runs, observe, service, sandbox, script, models,"
-        " servers, hooks",
+        " servers, mcp, hooks",
     )
 
 

@@ -67,7 +67,14 @@ class SlowServer:
     entries: dict[ServerSpec, ServerEntry] = attrs.field(factory=dict)
 
     async def call(
-        self, spec: ServerSpec, tool: str, args: Mapping[str, Any], *, run_id: str | None = None
+        self,
+        spec: ServerSpec,
+        tool: str,
+        args: Mapping[str, Any],
+        *,
+        run_id: str | None = None,
+        progress: object = None,
+        log: object = None,
     ) -> tuple[types.CallToolResult, ServerEntry]:
         self.began.append(trio.current_time())
         try:

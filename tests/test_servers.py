@@ -279,7 +279,15 @@ async def test_server_start_hooks_see_the_start_and_may_refuse_it(
         await manager.call(hostile("good", tmp_path / "log", marker), "echo", {})
         result = json.loads((tmp_path / "success.json").read_text())["result"]["value"]
         assert (result["server"], result["name"], result["version"]) == ("h", "hostile", "good")
-        assert [t["name"] for t in result["tools"]] == ["echo", "wait", "fail", "rm", "big"]
+        assert [t["name"] for t in result["tools"]] == [
+            "echo",
+            "wait",
+            "fail",
+            "rm",
+            "big",
+            "mixed",
+            "progress",
+        ]
         with pytest.raises(ServerFailing):
             await manager.call(hostile("die-at-start", tmp_path / "d", marker), "echo", {})
         error = json.loads((tmp_path / "error.json").read_text())["error"]

@@ -90,6 +90,12 @@ COMMANDS: Final = (
         "servers:add_arguments",
         "servers:run",
     ),
+    (
+        "mcp",
+        "serve the tool servers' tools over MCP (stdio), each call through the hooks",
+        "mcp:add_arguments",
+        "mcp:run",
+    ),
     ("demo", "the main job in miniature, on a built-in example", None, "demo:run"),
     (
         "doctor",
@@ -129,6 +135,8 @@ EXAMPLES: Final[dict[str, str]] = {
     " --nats-auth-file nats-worker.toml --cluster-key-file cluster.key",
     "servers": "mcpx-hooks servers list --json",
     "servers list": "mcpx-hooks servers list --remote ws://127.0.0.1:8765",
+    "mcp": "mcpx-hooks mcp --config ~/agent-hooks.toml",
+    "servers diff": "mcpx-hooks servers diff words --config ~/agent-hooks.toml",
 }
 
 #: What a command's `--help` says after its example (`module:function` in this package,

@@ -25,7 +25,7 @@ EXIT_FAILING = 1
 
 
 def add_arguments(servers: argparse.ArgumentParser) -> None:
-    sub = servers.add_subparsers(dest="servers_command", required=True, metavar="list")
+    sub = servers.add_subparsers(dest="servers_command", required=True, metavar="list|diff")
     listing = add_config_arguments(
         sub.add_parser(
             "list",
@@ -40,6 +40,14 @@ def add_arguments(servers: argparse.ArgumentParser) -> None:
         "--remote", metavar="URL", help="the servers of a running service (ws://…), as they are"
     )
     add_token_file_argument(listing)
+    diff = add_config_arguments(
+        sub.add_parser(
+            "diff",
+            help="what changed in a server's tools since they were pinned",
+            epilog="example: mcpx-hooks servers diff words",
+        )
+    )
+    diff.add_argument("name", metavar="NAME", help="the tool server")
 
 
 async def server_states(config: Config, *, start: bool = True) -> list[dict[str, Any]]:
@@ -83,6 +91,10 @@ def server_lines(servers: list[dict[str, Any]]) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.servers_command == "diff":
+        from .pinning import servers_diff
+
+        return servers_diff(args)
     import trio
 
     if args.remote:

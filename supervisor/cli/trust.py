@@ -31,10 +31,23 @@ def add_trust_arguments(t: argparse.ArgumentParser) -> None:
         "files",
         nargs="*",
         metavar="FILE",
-        help="project config files (default: those found from / down to here)",
+        help="project config files (default: those found from / down to here); with"
+        " --servers, tool server names (default: every one declared)",
     )
     t.add_argument("--list", action="store_true", help="list the files trusted, and their state")
     t.add_argument("--json", action="store_true", help="--list as a JSON array")
+    t.add_argument(
+        "--servers",
+        action="store_true",
+        help="pin the tool lists of tool servers (started here) instead of trusting files",
+    )
+    t.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="F",
+        help="with --servers: a config file declaring them (repeatable)",
+    )
 
 
 def add_untrust_arguments(u: argparse.ArgumentParser) -> None:
@@ -42,6 +55,14 @@ def add_untrust_arguments(u: argparse.ArgumentParser) -> None:
 
 
 def trust(args: argparse.Namespace) -> int:
+    if args.servers:
+        if args.list or args.json:
+            return usage("trust", "--servers pins; --list and --json list the files")
+        from .pinning import pin_servers
+
+        return pin_servers(args)
+    if args.config:
+        return usage("trust", "--config goes with --servers")
     if args.list:
         if args.files:
             return usage("trust", "--list takes no FILE")

@@ -27,11 +27,14 @@ __all__, __getattr__, __dir__ = exports(
         "schemas": ("SCHEMA_NAMES", "quick_check", "schema_text", "validator"),
         "trust": (
             "TRUST_ENV",
+            "ServerPin",
             "TrustEntry",
             "TrustState",
             "Verdict",
             "decide",
             "digest",
+            "pin_key",
+            "tools_sha256",
         ),
         "truststore": (
             "StateError",

@@ -25,6 +25,7 @@ from ..core.hooks import (
     DEFAULT_RUN_BYTES,
     DEFAULT_RUN_SANDBOX,
     DEFAULT_RUNS_RETAIN,
+    DEFAULT_SEPARATOR,
     DEFAULT_SERVICE_SANDBOXES,
     DEFAULTS,
     Action,
@@ -157,6 +158,8 @@ def resolve(layers: Sequence[Layer]) -> tuple[Config, list[Problem]]:
         files=tuple(layer.path for layer in layers if layer.path is not None),
         warnings=tuple(policy.warnings),
         servers=_servers(layers, merged, limits, paths),
+        mcp_separator=str(merged.get("mcp", {}).get("separator", DEFAULT_SEPARATOR)),
+        mcp_exec=bool(merged.get("mcp", {}).get("exec", True)),
     )
     return config, problems
 

@@ -44,7 +44,7 @@ from .schemaparts import (
     target,
     text,
 )
-from .serverschema import servers_schema
+from .serverschema import mcp_schema, servers_schema
 
 #: Where a word-valued hook setting's enum is, by the type of its value.
 _SETTING_REFS: Final[dict[type, str]] = {Effect: "#/$defs/effect", Profile: "#/$defs/sandbox"}
@@ -340,6 +340,7 @@ def build_config_schema() -> dict[str, Any]:
             ),
             "models": models_schema(),
             "servers": servers_schema(_pass_keys("the server")),
+            "mcp": mcp_schema(),
             "hooks": {
                 "type": "array",
                 "description": "The hooks, in declaration order" + null_splice,

@@ -10,6 +10,12 @@ The state document, `trust.json`:
     {"version": 1, "files": {"/abs/dir/.mcpx-hooks.toml": {"sha256": "<64 hex>",
                                                           "trustedAt": "<RFC 3339>"}}}
 
+It may also hold `"servers"`: the tool lists of tool servers, pinned (`ServerPin`), by the
+server's name, command and working directory (`pin_key`):
+
+    {"servers": {"<pin key>": {"sha256": "<64 hex>", "pinnedAt": "<RFC 3339>",
+                               "tools": [<the tools as the server listed them>]}}}
+
 Anything else (not JSON, another version, a key missing or of the wrong type, a digest that
 is not 64 lowercase hex digits, an unknown key) is `TrustStateError`: the whole state is
 refused, and nothing in it is trusted, since a state file that was tampered with in one
@@ -63,16 +69,42 @@ class TrustEntry(Record):
 
 
 @attrs.frozen(repr=False, eq=False)
+class ServerPin(Record):
+    """A tool server's `tools/list` answer as pinned: its SHA-256 (`tools_sha256`), and the
+    tools themselves, for `servers diff` to say what changed."""
+
+    sha256: str
+    pinned_at: str
+    tools: tuple[Any, ...] = attrs.field(eq=False)
+
+
+@attrs.frozen(repr=False, eq=False)
 class TrustState(Record):
-    """The files trusted, by their place (`truststore.trust_key`)."""
+    """The files trusted, by their place (`truststore.trust_key`); the servers pinned."""
 
     files: Mapping[str, TrustEntry] = attrs.field(factory=dict)
+    servers: Mapping[str, ServerPin] = attrs.field(factory=dict)
 
     def with_file(self, key: str, entry: TrustEntry) -> TrustState:
-        return TrustState({**self.files, key: entry})
+        return TrustState({**self.files, key: entry}, self.servers)
 
     def without(self, key: str) -> TrustState:
-        return TrustState({k: v for k, v in self.files.items() if k != key})
+        return TrustState({k: v for k, v in self.files.items() if k != key}, self.servers)
+
+    def with_pin(self, key: str, pin: ServerPin) -> TrustState:
+        return TrustState(self.files, {**self.servers, key: pin})
+
+
+def pin_key(name: str, command: Any, workdir: str) -> str:
+    """The place of a server's pin: its name, command and working directory (another
+    command, or the same in another project, is another server)."""
+    return json.dumps([name, list(command), workdir], ensure_ascii=True)
+
+
+def tools_sha256(tools: Any) -> str:
+    """The SHA-256 of a tool list as canonical JSON (sorted keys, no spaces)."""
+    text = json.dumps(tools, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return digest(text.encode())
 
 
 def digest(data: bytes) -> str:
@@ -133,8 +165,9 @@ def parse_state(data: bytes) -> TrustState:
     version = doc.get("version")
     if version != STATE_VERSION or isinstance(version, bool):
         raise TrustStateError(f"expected version {STATE_VERSION}, found {_shown(version)}")
-    if set(doc) - {"version", "files"}:
-        raise TrustStateError(f"unknown key {sorted(set(doc) - {'version', 'files'})[0]!r}")
+    if set(doc) - {"version", "files", "servers"}:
+        unknown = sorted(set(doc) - {"version", "files", "servers"})[0]
+        raise TrustStateError(f"unknown key {unknown!r}")
     files = doc.get("files", {})
     if not isinstance(files, dict):
         raise TrustStateError(f"/files: expected an object, found {_kind(files)}")
@@ -151,7 +184,26 @@ def parse_state(data: bytes) -> TrustState:
         if not isinstance(at, str):
             raise TrustStateError(f"{where}/trustedAt: expected a string")
         out[key] = TrustEntry(sha, at)
-    return TrustState(out)
+    return TrustState(out, _pins(doc.get("servers", {})))
+
+
+def _pins(servers: Any) -> dict[str, ServerPin]:
+    if not isinstance(servers, dict):
+        raise TrustStateError(f"/servers: expected an object, found {_kind(servers)}")
+    pins: dict[str, ServerPin] = {}
+    for key, entry in servers.items():
+        where = f"/servers/{jsontext.encode(key)[1:-1]}"
+        if not isinstance(entry, dict) or set(entry) != {"sha256", "pinnedAt", "tools"}:
+            raise TrustStateError(f"{where}: expected an object with sha256, pinnedAt and tools")
+        sha, at, tools = entry["sha256"], entry["pinnedAt"], entry["tools"]
+        if not isinstance(sha, str) or not _DIGEST.fullmatch(sha):
+            raise TrustStateError(f"{where}/sha256: expected 64 lowercase hex digits")
+        if not isinstance(at, str) or not isinstance(tools, list):
+            raise TrustStateError(f"{where}: expected pinnedAt a string and tools a list")
+        if tools_sha256(tools) != sha:
+            raise TrustStateError(f"{where}/tools: not the tools its sha256 was taken of")
+        pins[key] = ServerPin(sha, at, tuple(tools))
+    return pins
 
 
 def state_text(state: TrustState) -> str:
@@ -163,6 +215,11 @@ def state_text(state: TrustState) -> str:
             for key, e in sorted(state.files.items())
         },
     }
+    if state.servers:
+        doc["servers"] = {
+            key: {"sha256": p.sha256, "pinnedAt": p.pinned_at, "tools": list(p.tools)}
+            for key, p in sorted(state.servers.items())
+        }
     return json.dumps(doc, indent=2, ensure_ascii=True) + "\n"
 
 

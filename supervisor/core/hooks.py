@@ -83,6 +83,9 @@ class SandboxPaths(Record):
 #: The profiles a service's requests may name, for the run and for per-call hooks, unless
 #: `[service] sandboxes` says otherwise: none that runs a client's code unconfined.
 DEFAULT_SERVICE_SANDBOXES: Final = tuple(p for p in Profile if p.value in ("strict", "workspace"))
+#: `[mcp] separator`: what joins a server's name and its tool's in the names `mcpx-hooks mcp`
+#: lists (`<server>__<tool>`).
+DEFAULT_SEPARATOR: Final = "__"
 
 
 STDERR_TAIL_BYTES: Final = 64 * 1024
@@ -339,6 +342,10 @@ class Config(Record):
     #: `[servers.<name>]`: the tool servers plugin hooks and scripts' calls use
     #: (`core/servers.py`'s `ServerSpec`; typed loosely here, which that module imports).
     servers: Mapping[str, Any] = attrs.field(factory=dict)
+    #: `[mcp] separator`: between a server's name and its tool's, as MCP clients see them.
+    mcp_separator: str = DEFAULT_SEPARATOR
+    #: `[mcp] exec`: whether `mcpx-hooks mcp` offers its own `mcpx_exec` tool.
+    mcp_exec: bool = True
 
     def find(self, name: str) -> Hook | None:
         return next((h for h in self.hooks if h.name == name), None)

@@ -74,6 +74,7 @@ class When(enum.StrEnum):
     RUN_ARGV = "runArgv"
     SERVER = "server"
     TOOL = "tool"
+    CLIENT = "client"
 
 
 @attrs.frozen(repr=False, eq=False)
@@ -110,6 +111,12 @@ WHEN_KEYS: dict[When, WhenKey] = {
             "glob patterns matched against the tool as `server.tool` and against the tool's"
             " own name",
         ),
+        WhenKey(
+            When.CLIENT,
+            "glob patterns matched against the name an MCP client gives itself (`clientInfo.name`)"
+            " for a call it makes through `mcpx-hooks mcp`; a script's own call has no client"
+            " and does not match",
+        ),
     )
 }
 
@@ -135,9 +142,10 @@ POINTS: dict[str, PointInfo] = {
         ),
         PointInfo(
             "call",
-            "one tool call a script makes (its hooks see `{server, tool, args}`, then the answer)",
+            "one tool call a script or an MCP client makes (its hooks see `{server, tool, args}`,"
+            " then the answer)",
             (Phase.BEFORE, Phase.ON_SUCCESS, Phase.ON_ERROR, Phase.SUFFIX),
-            when=(When.SERVER, When.TOOL),
+            when=(When.SERVER, When.TOOL, When.CLIENT),
         ),
         PointInfo(
             "server.start",

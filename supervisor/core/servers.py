@@ -6,8 +6,9 @@ Pure data; `config/build.py` builds these, `tools/servers.py` runs them.
 
 from __future__ import annotations
 
+import fnmatch
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 import attrs
@@ -25,6 +26,8 @@ MAX_MESSAGE_BYTES: Final = 16 * 1024 * 1024
 MAX_BAD_LINES: Final = 100
 #: The end of a server's stderr kept, for the reason it failed.
 SERVER_STDERR_TAIL: Final = 4096
+#: What `[mcp] separator` may be made of (its default is `hooks.DEFAULT_SEPARATOR`).
+SEPARATOR_PATTERN: Final = r"^[A-Za-z0-9_.-]+$"
 
 
 @attrs.frozen(repr=False, eq=False)
@@ -73,6 +76,32 @@ _NO_PATHS: Final = SandboxPaths()
 _STRICT: Final = Profile(str(_DEFAULT["sandbox"]))
 
 
+#: `[servers.x] pin`: how a server's tool list is held to its pin (`tools/pins.py`); the
+#: first is the default.
+PIN_MODES: Final = ("first-use", "require", "off")
+
+
+@attrs.frozen(repr=False, eq=False)
+class CallLimits(Record):
+    """`callsPerMinute` and `maxConcurrent` of a server or of one of its tools (None: no
+    limit), for the calls MCP clients make through `mcpx-hooks mcp`."""
+
+    calls_per_minute: int | None = None
+    max_concurrent: int | None = None
+
+
+NO_CALL_LIMITS: Final = CallLimits()
+#: The keys of a `CallLimits` in a config file.
+CALL_LIMIT_KEYS: Final = (
+    ("callsPerMinute", "calls_per_minute", "calls in any 60 seconds"),
+    ("maxConcurrent", "max_concurrent", "calls at once"),
+)
+
+
+def call_limits(table: Mapping[str, Any]) -> CallLimits:
+    return CallLimits(**{attr: table[key] for key, attr, _ in CALL_LIMIT_KEYS if key in table})
+
+
 @attrs.frozen(repr=False, eq=False)
 class ServerSpec(Record):
     """A tool server in force. Hashable: the supervisor keeps one running server per spec,
@@ -92,10 +121,30 @@ class ServerSpec(Record):
     kill_grace_ms: int = int(_DEFAULT["kill_grace_ms"])
     limits: Limits = DEFAULT_LIMITS
     paths: SandboxPaths = _NO_PATHS
+    #: `expose` and `hide`: which of its tools an MCP client of `mcpx-hooks mcp` sees. Not
+    #: part of the server's identity (changing them restarts nothing).
+    expose: tuple[str, ...] = attrs.field(default=("*",), eq=False)
+    hide: tuple[str, ...] = attrs.field(default=(), eq=False)
+    #: The limits on MCP clients' calls: the server's (all its tools together), and its
+    #: tools' own (`[servers.x.tools."name"]`). Not part of its identity either.
+    call_limits: CallLimits = attrs.field(default=NO_CALL_LIMITS, eq=False)
+    tool_limits: Mapping[str, CallLimits] = attrs.field(factory=dict, eq=False)
+    #: `pin`: how its tool list is held to the one pinned (`first-use`, `require`, `off`).
+    pin: str = attrs.field(default=PIN_MODES[0], eq=False)
 
     @property
     def workdir(self) -> str:
         return self.cwd or self.declaring_dir
+
+    def shows(self, tool: str) -> bool:
+        """Whether an MCP client sees `tool`: one `expose` glob and no `hide` glob matches
+        it, as its own name or as `server.tool`."""
+        names = (tool, f"{self.name}.{tool}")
+        return _any_glob(self.expose, names) and not _any_glob(self.hide, names)
+
+
+def _any_glob(globs: Iterable[str], names: Iterable[str]) -> bool:
+    return any(fnmatch.fnmatchcase(n, g) for g in globs for n in names)
 
 
 def server_spec(name: str, table: Mapping[str, Any], declaring_dir: str) -> ServerSpec:
@@ -113,6 +162,11 @@ def server_spec(name: str, table: Mapping[str, Any], declaring_dir: str) -> Serv
         env=dict(table.get("env") or {}),
         pass_env=tuple(table.get("passEnv", ())),
         secrets=tuple(table.get("secrets", ())),
+        expose=tuple(table.get("expose", ("*",))),
+        hide=tuple(table.get("hide", ())),
+        pin=str(table.get("pin", PIN_MODES[0])),
+        call_limits=call_limits(table),
+        tool_limits={k: call_limits(v) for k, v in (table.get("tools") or {}).items()},
         **given,
     )
 
@@ -121,3 +175,18 @@ def split_tool(target: str) -> tuple[str, str]:
     """`server.tool` → (server, tool): the server is the part before the first dot."""
     server, _, tool = target.partition(".")
     return server, tool
+
+
+def exposed_name(server: str, tool: str, separator: str) -> str:
+    """The name an MCP client of `mcpx-hooks mcp` sees a server's tool by."""
+    return f"{server}{separator}{tool}"
+
+
+def exposed_targets(name: str, servers: Iterable[str], separator: str) -> list[tuple[str, str]]:
+    """The (server, tool) pairs an exposed `name` may stand for, in the order of `servers`
+    (a separator that also appears in a server's or a tool's name can make more than one)."""
+    return [
+        (server, name[len(server) + len(separator) :])
+        for server in servers
+        if name.startswith(server + separator) and len(name) > len(server) + len(separator)
+    ]

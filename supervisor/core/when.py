@@ -90,13 +90,21 @@ def event_mismatch(
     return None
 
 
-def tool_mismatch(when: Mapping[str, Any], server: str, tool: str | None) -> str | None:
+def tool_mismatch(
+    when: Mapping[str, Any], server: str, tool: str | None, client: str | None = None
+) -> str | None:
     """None when a `call` or `server.start` hook's `when` matches the server (and the tool,
-    `server.tool` or its own name); else why not."""
+    `server.tool` or its own name, and the MCP client making the call: `client` is None for a
+    script's call, which `when.client` never matches); else why not."""
     servers = when.get(When.SERVER)
     if servers is not None and not _globs(servers, server):
         return f'when.server [{_shown(servers)}] does not match the server "{server}"'
     tools = when.get(When.TOOL)
     if tools is not None and tool is not None and not _globs(tools, f"{server}.{tool}", tool):
         return f'when.tool [{_shown(tools)}] does not match the tool "{server}.{tool}"'
+    clients = when.get(When.CLIENT)
+    if clients is not None and client is None:
+        return f"when.client [{_shown(clients)}]: a script's call has no MCP client"
+    if clients is not None and client is not None and not _globs(clients, client):
+        return f'when.client [{_shown(clients)}] does not match the client "{client}"'
     return None

@@ -1,7 +1,8 @@
 """Runs: one hook run by its kind (the kinds' table, `hookrun.py`, and the frame every kind
-ends in, `hookframe.py`), a script run with its phases in their fixed order, scripts' tool
-calls, the journal that keeps a run's frames, the asks it waits on, the event bus, observe
-hooks, the tool servers' start hooks, and the runtime that holds them in one process.
+ends in, `hookframe.py`), a script run with its phases in their fixed order, tool calls
+through the `call` point (a script's, an MCP client's), the journal that keeps a run's
+frames, the asks it waits on, the event bus, observe hooks, the tool servers' start hooks,
+and the runtime that holds them in one process.
 
 The names below are loaded on first use (`core/exports.py`).
 """
@@ -14,12 +15,14 @@ __all__, __getattr__, __dir__ = exports(
         "artifacts": ("ArtifactGone", "ArtifactStore", "Stored"),
         "asking": ("Asks", "Settled"),
         "bus": ("Bus", "Subscription"),
+        "callpoint": ("Call", "CallOutcome", "CallPoint", "args_sha256"),
         "hookcontext": ("HookContext", "RunInfo", "hook_secrets", "new_run_id"),
         "hookframe": ("FrameBuilder", "HookReport", "child_spec", "granted", "run_process"),
         "hookrun": ("HookKind", "kind_of", "run_hook"),
         "journal": ("FRAME_OVERHEAD", "Follower", "Journals", "RunJournal", "UnknownRun"),
         "observe": ("ObserverStats", "Unwell", "serve_observers"),
         "output": ("InvalidOutput", "read_output"),
+        "phases": ("PhaseHooks", "RunState"),
         "prompthook": ("placeholder_values", "prompt_request"),
         "runtime": ("Runtime", "open_runtime"),
         "scriptrun": ("DEFAULT_SCRIPT_TIMEOUT_MS", "Run", "RunRequest", "execute"),

@@ -35,6 +35,12 @@ __all__, __getattr__, __dir__ = exports(
         "roots": ("release_cwd", "remove_made", "roots_in_force"),
         "httpclient": ("artifact_path", "get_json", "open_get"),
         "logredact": ("open_logged_runtime",),
+        "mcpexec": ("EXEC_TOOL", "exec_tool", "run_exec", "summary"),
+        "mcpface": ("Gateway", "applied_result", "serve_stdio", "tool_result"),
+        "mcplimits": ("CallLimiter",),
+        "mcprelay": ("RESOURCE_NOT_FOUND", "Relay"),
+        "mcpsession": ("SessionCounts", "SessionRun"),
+        "mcpstdio": ("LineTooLong", "open_stdio"),
         "answering": ("AskWatcher", "Deliver", "Responder"),
         "options": ("Limits", "Listening", "ServiceOptions"),
         "remote": (

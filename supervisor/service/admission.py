@@ -1,6 +1,7 @@
 """One way in: every run anyone asks for is admitted here, by `admit(request, caller)`.
 
-`exec` in process, a `/v1/exec` client (`exec --remote` among them) and a cluster's worker each
+`exec` in process, a `/v1/exec` client (`exec --remote` among them), a cluster's worker and an
+MCP client's `mcpx_exec` call each
 make an `ExecRequest` (the CLI from its flags, the others with `execrequest.parse_exec`) and
 say who asks (a `Caller`); `admit` holds the request to the rules of that way in, fills every
 default once, and gives back the `RunRequest` to run with the config it runs under. What
@@ -55,6 +56,8 @@ class Way(enum.Enum):
     CLIENT = "client"
     #: A cluster's worker, for a client of a gateway (which signed the request).
     WORKER = "worker"
+    #: An MCP client of `mcpx-hooks mcp`, through its `mcpx_exec` tool.
+    MCP = "mcp"
 
 
 @attrs.frozen(repr=False, eq=False)
@@ -74,6 +77,7 @@ RULES: Final[dict[Way, Rules]] = {
     Way.LOCAL: Rules(roots=False, sandboxes=False, sent_env=False),
     Way.CLIENT: Rules(roots=True, sandboxes=True, sent_env=True),
     Way.WORKER: Rules(roots=True, sandboxes=True, sent_env=True),
+    Way.MCP: Rules(roots=True, sandboxes=True, sent_env=True),
 }
 
 
@@ -105,6 +109,10 @@ class Caller(Record):
         cls, config: Config, served_from: str, environ: Mapping[str, str], run_id: str
     ) -> Caller:
         return cls(Way.WORKER, config, served_from, environ, run_id)
+
+    @classmethod
+    def mcp(cls, config: Config, served_from: str, environ: Mapping[str, str]) -> Caller:
+        return cls(Way.MCP, config, served_from, environ)
 
     @property
     def rules(self) -> Rules:

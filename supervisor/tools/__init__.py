@@ -13,6 +13,7 @@ __all__, __getattr__, __dir__ = exports(
     {
         "serverentry": (
             "AnswerTooLarge",
+            "LogHearer",
             "ServerEntry",
             "ServerFailing",
             "StartHooks",
@@ -22,6 +23,7 @@ __all__, __getattr__, __dir__ = exports(
             "entry_json",
             "tool_json",
         ),
-        "servers": ("ServerManager", "ToolServers", "open_manager", "server_secrets"),
+        "pins": ("OFF", "REQUIRE", "PinVerdict", "changes", "key_of", "listing", "pin", "verdict"),
+        "servers": ("Progress", "ServerManager", "ToolServers", "open_manager", "server_secrets"),
     },
 )

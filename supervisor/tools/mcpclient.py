@@ -29,7 +29,7 @@ import pydantic
 import trio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp import types
-from mcp.client.session import ClientSession
+from mcp.client.session import ClientSession, LoggingFnT
 from mcp.shared.message import SessionMessage
 
 from ..core.errors import HooksError
@@ -68,13 +68,16 @@ class _TooLong(Record):
 
 @contextlib.asynccontextmanager
 async def open_session(
-    send: trio.abc.SendStream, receive: trio.abc.ReceiveStream, closed: trio.Event
+    send: trio.abc.SendStream,
+    receive: trio.abc.ReceiveStream,
+    closed: trio.Event,
+    logging_callback: LoggingFnT | None = None,
 ) -> AsyncIterator[ClientSession]:
     """A `ClientSession` (not yet initialized) over `send` (the server's stdin) and `receive`
     (its stdout). Leaving the block stops the pumps; the streams are the caller's to close.
     A server that ends its stdout ends the session: calls in flight fail ("Connection
-    closed"), and `closed` is set. Raises `ServerBroken` when the server wrote too many bad
-    lines."""
+    closed"), and `closed` is set. The server's log messages go to `logging_callback`.
+    Raises `ServerBroken` when the server wrote too many bad lines."""
     in_writer, in_reader = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     out_writer, out_reader = anyio.create_memory_object_stream[SessionMessage](0)
     stats = LineStats()
@@ -82,7 +85,9 @@ async def open_session(
         nursery.start_soon(_pump_in, receive, in_writer, stats, closed)
         nursery.start_soon(_pump_out, out_reader, send, stats)
         try:
-            async with ClientSession(in_reader, out_writer, client_info=CLIENT_INFO) as session:
+            async with ClientSession(
+                in_reader, out_writer, client_info=CLIENT_INFO, logging_callback=logging_callback
+            ) as session:
                 yield session
         finally:
             nursery.cancel_scope.cancel()

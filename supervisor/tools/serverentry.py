@@ -27,6 +27,12 @@ if TYPE_CHECKING:
     from mcp.client.session import ClientSession
 
 
+class LogHearer(Protocol):
+    """Who hears a server's log messages while its call is in flight."""
+
+    async def __call__(self, params: types.LoggingMessageNotificationParams) -> None: ...
+
+
 class StartHooks(Protocol):
     """The `server.start` hooks a server's start runs, given to the manager by what runs hooks
     (`run/serverhooks.py`): those of `phase` for `server`, with what the phase gives them
@@ -62,6 +68,17 @@ class ServerEntry(Record):
     session: ClientSession | None = None
     tools: tuple[types.Tool, ...] = ()
     info: Mapping[str, Any] = attrs.field(factory=dict)
+    #: What the server said it serves at its `initialize` (tools, prompts, resources …).
+    capabilities: types.ServerCapabilities | None = None
+    #: Who hears the server's log messages now: the callers of its calls in flight that
+    #: asked to (`ServerManager.call`'s `log`).
+    log_hearers: list[LogHearer] = attrs.field(factory=list)
+
+    async def heard(self, params: types.LoggingMessageNotificationParams) -> None:
+        """A log message of the server, passed to each hearer (none: it is dropped)."""
+        for hear in list(self.log_hearers):
+            await hear(params)
+
     since: float | None = None
     reason: str = ""
     failures: int = 0

@@ -136,7 +136,7 @@ async def _serve(
     closed = trio.Event()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_keep_tail, child.stderr, stderr)
-        async with open_session(child.stdin, child.stdout, closed) as session:
+        async with open_session(child.stdin, child.stdout, closed, entry.heard) as session:
             with trio.CancelScope() as life:
                 nursery.start_soon(_cancel_when_gone, child, closed, life, entry)
                 try:
@@ -150,6 +150,7 @@ async def _serve(
                 entry.tools = tuple(listed.tools)
                 info = init.server_info
                 entry.info = {"name": info.name, "version": info.version}
+                entry.capabilities = init.capabilities
                 result = {**entry.info, "server": spec.name}
                 result["tools"] = [tool_json(t) for t in entry.tools]
                 refusal = await start_hooks(

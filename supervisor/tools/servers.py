@@ -18,7 +18,7 @@ import contextlib
 import json
 import os
 from collections.abc import AsyncIterator, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import attrs
 import trio
@@ -29,6 +29,7 @@ from ..core.servers import ServerSpec
 from ..process.spawner import Spawner
 from .serverentry import (
     AnswerTooLarge,
+    LogHearer,
     ServerEntry,
     ServerFailing,
     StartHooks,
@@ -38,9 +39,16 @@ from .serverentry import (
 
 if TYPE_CHECKING:  # the MCP SDK is imported when a server starts (`serverproc.py`), not before
     from mcp import types
+    from mcp.client.session import ClientSession
 
 #: How long a use whose connection closed under it waits for the server's own reason.
 _REASON_WAIT_S: Final = 5.0
+
+
+class Progress(Protocol):
+    """What hears a call's progress as the server reports it."""
+
+    async def __call__(self, progress: float, total: float | None, message: str | None) -> None: ...
 
 
 class ServerManager:
@@ -78,11 +86,20 @@ class ServerManager:
         return entry
 
     async def call(
-        self, spec: ServerSpec, tool: str, args: Mapping[str, Any], *, run_id: str | None = None
+        self,
+        spec: ServerSpec,
+        tool: str,
+        args: Mapping[str, Any],
+        *,
+        run_id: str | None = None,
+        progress: Progress | None = None,
+        log: LogHearer | None = None,
     ) -> tuple[types.CallToolResult, ServerEntry]:
         """Calls `tool` with `args` on the server (started if need be). The caller's scope
-        bounds it; cancelled, the SDK tells the server (`notifications/cancelled`).
-        Raises `ServerFailing` or `ToolFailed`."""
+        bounds it; cancelled, the SDK tells the server (`notifications/cancelled`). The
+        server's progress notifications for the call go to `progress` (then the call asks
+        for them), and its log messages while the call is in flight to `log`. Raises
+        `ServerFailing` or `ToolFailed`."""
         entry = await self.open(spec, run_id=run_id)
         from mcp.shared.exceptions import MCPError  # loaded by the server's start already
         from mcp.types import CONNECTION_CLOSED
@@ -96,8 +113,10 @@ class ServerManager:
             raise ToolFailed(f"server {spec.name} lists no tool {tool!r} (its tools: {listed})")
         entry.in_use += 1
         entry.poke()
+        if log is not None:
+            entry.log_hearers.append(log)
         try:
-            result = await session.call_tool(tool, dict(args))
+            result = await session.call_tool(tool, dict(args), progress_callback=progress)
         except MCPError as exc:
             if exc.error.code == ANSWER_TOO_LARGE:
                 raise AnswerTooLarge(f"server {spec.name}: {exc.error.message}") from None
@@ -112,6 +131,8 @@ class ServerManager:
             why = f"server {spec.name} answered {tool} with what is not a tool result: {first}"
             raise ToolFailed(why) from None
         finally:
+            if log is not None:
+                entry.log_hearers.remove(log)
             entry.in_use -= 1
             entry.last_used = trio.current_time()
             entry.poke()
@@ -121,6 +142,26 @@ class ServerManager:
         except ValueError:
             raise ToolFailed(f"server {spec.name} answered {tool} with NaN or Infinity") from None
         return result, entry
+
+    @contextlib.asynccontextmanager
+    async def open_session(
+        self, spec: ServerSpec, *, run_id: str | None = None
+    ) -> AsyncIterator[tuple[ClientSession, ServerEntry]]:
+        """The server's MCP session (started if need be), for a request other than a tool
+        call (its prompts, its resources): a use, so the server is not stopped as idle while
+        the block runs. The caller's scope bounds it; what the server answers with an error
+        raises the SDK's `MCPError`. Raises `ServerFailing`."""
+        entry = await self.open(spec, run_id=run_id)
+        session = entry.session
+        assert session is not None
+        entry.in_use += 1
+        entry.poke()
+        try:
+            yield session, entry
+        finally:
+            entry.in_use -= 1
+            entry.last_used = trio.current_time()
+            entry.poke()
 
     def status(self) -> list[dict[str, Any]]:
         """Each server's state, as `servers list --json` shows it."""

@@ -31,7 +31,35 @@ TOOLS = [
     {"name": "fail", "inputSchema": {"type": "object"}},
     {"name": "rm", "inputSchema": {"type": "object"}, "annotations": {"destructiveHint": True}},
     {"name": "big", "inputSchema": {"type": "object"}},
+    {
+        "name": "mixed",
+        "title": "Every kind of content",
+        "description": "Answers a content item of every type.",
+        "inputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}},
+        "outputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}},
+        "annotations": {"readOnlyHint": True, "openWorldHint": False},
+        "_meta": {"example.org/kind": "test"},
+    },
 ]
+TOOLS.append({"name": "progress", "inputSchema": {"type": "object"}})
+#: What `good` serves besides its tools (its prompts, its resources).
+PROMPTS = [{"name": "greet", "description": "Greets", "arguments": [{"name": "who"}]}]
+RESOURCES = [{"uri": "file:///h/notes.txt", "name": "notes", "mimeType": "text/plain"}]
+#: What `mixed` answers: a content item of every type, structured content and `_meta`.
+MIXED = {
+    "content": [
+        {"type": "text", "text": "plain", "annotations": {"audience": ["user"], "priority": 0.5}},
+        {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"},
+        {"type": "audio", "data": "UklGRg==", "mimeType": "audio/wav"},
+        {"type": "resource_link", "uri": "file:///tmp/a.txt", "name": "a.txt"},
+        {
+            "type": "resource",
+            "resource": {"uri": "file:///tmp/b.txt", "mimeType": "text/plain", "text": "bee"},
+        },
+    ],
+    "isError": False,
+    "_meta": {"example.org/trace": "abc"},
+}
 
 
 def send(msg: dict[str, Any]) -> None:
@@ -77,8 +105,28 @@ def main() -> None:
         if method == "initialize":
             info = {"name": "hostile", "version": mode}
             version = params.get("protocolVersion")
-            result = {"protocolVersion": version, "capabilities": {"tools": {}}, "serverInfo": info}
+            capabilities: dict[str, Any] = {"tools": {}}
+            if mode == "good":
+                capabilities.update(prompts={}, resources={})
+            result = {"protocolVersion": version, "capabilities": capabilities, "serverInfo": info}
             send({"jsonrpc": "2.0", "id": rid, "result": result})
+        elif method == "prompts/list":
+            send({"jsonrpc": "2.0", "id": rid, "result": {"prompts": PROMPTS}})
+        elif method == "prompts/get":
+            who = (params.get("arguments") or {}).get("who", "you")
+            text = {"type": "text", "text": f"Hello, {who}"}
+            messages = [{"role": "user", "content": text}]
+            send({"jsonrpc": "2.0", "id": rid, "result": {"messages": messages}})
+        elif method == "resources/list":
+            send({"jsonrpc": "2.0", "id": rid, "result": {"resources": RESOURCES}})
+        elif method == "resources/read":
+            uri = params.get("uri")
+            if uri == RESOURCES[0]["uri"]:
+                contents = [{"uri": uri, "mimeType": "text/plain", "text": "the notes"}]
+                send({"jsonrpc": "2.0", "id": rid, "result": {"contents": contents}})
+            else:
+                error = {"code": -32002, "message": f"no resource {uri}"}
+                send({"jsonrpc": "2.0", "id": rid, "error": error})
         elif method == "tools/list":
             send({"jsonrpc": "2.0", "id": rid, "result": {"tools": TOOLS}})
             if mode == "flood":
@@ -116,6 +164,27 @@ def main() -> None:
                 continue  # never answered
             if name == "big":
                 send_big(rid, int(args.get("bytes", 0)), bool(args.get("idLast")))
+                continue
+            if name == "progress":
+                token = (params.get("_meta") or {}).get("progressToken")
+                for step, said in ((1, "one"), (2, "two")):
+                    if token is not None:
+                        progress = {"progressToken": token, "progress": step, "total": 2}
+                        send(
+                            {
+                                "jsonrpc": "2.0",
+                                "method": "notifications/progress",
+                                "params": {**progress, "message": said},
+                            }
+                        )
+                said = {"level": "warning", "logger": "hostile", "data": {"step": 2}}
+                send({"jsonrpc": "2.0", "method": "notifications/message", "params": said})
+                content = [{"type": "text", "text": "done"}]
+                send({"jsonrpc": "2.0", "id": rid, "result": {"content": content}})
+                continue
+            if name == "mixed":
+                result = {**MIXED, "structuredContent": {"n": args.get("n", 0)}}
+                send({"jsonrpc": "2.0", "id": rid, "result": result})
                 continue
             content = [{"type": "text", "text": json.dumps(args)}]
             result = {"content": content, "structuredContent": args, "isError": name == "fail"}

@@ -1,0 +1,196 @@
+"""The `call` point: one tool call with its hooks around it, the same for every way a call
+comes in (a script's calls channel, `calls.py`; an MCP client of `mcpx-hooks mcp`).
+
+`fire_call` puts in the run's stream `hook{on: call, phase: before}`…, one `call` frame (the
+SHA-256 of the arguments sent, never the arguments or the answer), the `onSuccess` or
+`onError` hooks, then the `suffix` hooks, and returns what the caller gets: the value (or
+the error), and the server's own answer when no hook replaced it. A `before` refusal sends
+nothing to the server. The call is bounded by its server's `callTimeoutMs`, and cancelled on
+the server past it or when the caller's scope is cancelled.
+
+No MCP SDK at import: a script's run that makes no call never loads it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+from ..core.frames import blank
+from ..core.hooks import Config, Hook
+from ..core.points import Phase
+from ..core.records import Record
+from ..core.when import tool_mismatch
+from ..tools.serverentry import LogHearer, ServerFailing, ToolFailed, answer_text
+from ..tools.servers import Progress
+from .hookcontext import HookContext
+from .journal import RunJournal
+from .phases import PhaseHooks, RunState
+
+if TYPE_CHECKING:
+    from mcp import types
+
+
+def args_sha256(args: Any) -> str:
+    """The SHA-256 of the arguments as JSON with sorted keys and no spaces."""
+    text = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@attrs.frozen(repr=False, eq=False)
+class Call(Record):
+    """One tool call as it comes in: its id in the run's `call` frame, `server.tool`, its
+    arguments, the MCP client making it (None for a script's call), and where the server's
+    progress on it goes (None: nowhere, and the server is not asked for any) and its log
+    messages while it is in flight (None: nowhere)."""
+
+    id: Any
+    server: str
+    tool: str
+    args: Mapping[str, Any]
+    client: str | None = None
+    progress: Progress | None = None
+    log: LogHearer | None = None
+
+
+@attrs.frozen(repr=False, eq=False)
+class CallOutcome(Record):
+    """What a call ends in: `value` (ok) or `error`, who refused it, and `result`, the
+    server's own answer, kept when it came and no hook replaced it."""
+
+    ok: bool
+    value: Any = None
+    error: str = ""
+    refused_by: str | None = None
+    result: types.CallToolResult | None = None
+
+
+@attrs.frozen(repr=False, eq=False)
+class CallPoint(Record):
+    """What firing the `call` point needs from the run it belongs to."""
+
+    config: Config
+    hooks: PhaseHooks
+    ctx: HookContext
+    journal: RunJournal
+
+    def hooks_of(self, phase: Phase, call: Call) -> list[Hook]:
+        """The `call` hooks of `phase` that fire for `call` (their `when` matching)."""
+        return [
+            h
+            for h in self.config.hooks
+            if h.on == "call"
+            and h.phase is phase
+            and h.enabled
+            and (not h.when or tool_mismatch(h.when, call.server, call.tool, call.client) is None)
+        ]
+
+    async def fire(self, call: Call) -> CallOutcome:
+        """The call with its hooks, frames in the run's stream; never raises for what a hook
+        or a server does (cancellation propagates)."""
+        started = time.perf_counter()
+        facts = {"server": call.server, "tool": call.tool, "args": call.args}
+        state = RunState(attrs.evolve(self.ctx, input=(facts,), result=None, error=None))
+        for hook in self.hooks_of(Phase.BEFORE, call):
+            await self.hooks.run_hooks([hook], Phase.BEFORE, state)
+            assert state.ctx.input is not None
+            if state.ctx.input[0] is not facts:  # an `apply`: its value is the new args
+                facts = {**facts, "args": state.ctx.input[0]}
+                state.ctx = attrs.evolve(state.ctx, input=(facts,))
+            if state.refused_by is not None:
+                break
+        args = facts["args"]
+        if state.refused_by is not None:
+            answer = CallOutcome(False, error=state.message, refused_by=state.refused_by)
+            destructive = self._known_hint(call.server, call.tool)
+        elif not isinstance(args, dict):
+            why = "a before hook applied arguments that are not an object; the call was not sent"
+            answer, destructive = CallOutcome(False, error=why), None
+        else:
+            answer, destructive = await self._call(call, args)
+        ms = round((time.perf_counter() - started) * 1000)
+        from ..core.hookframes import CallFrame  # built with a run's first tool call
+
+        self.journal.append(
+            blank(
+                CallFrame,
+                id=call.id,
+                server=call.server,
+                tool=call.tool,
+                args_sha256=args_sha256(args),
+                duration_ms=ms,
+                ok=answer.ok,
+                error=None if answer.ok else answer.error,
+                destructive_hint=destructive,
+                refused_by=answer.refused_by,
+            )
+        )
+        return await self._land(state, call, answer)
+
+    def _known_hint(self, server: str, tool: str) -> bool | None:
+        """The tool's `destructiveHint` if its server has listed it already (a refused call
+        starts no server to learn it)."""
+        servers = self.ctx.servers
+        spec = servers.specs.get(server) if servers is not None else None
+        entry = servers.manager.entries.get(spec) if servers and spec else None
+        listed = entry.tool(tool) if entry is not None else None
+        return listed.annotations.destructive_hint if listed and listed.annotations else None
+
+    async def _call(self, call: Call, args: Any) -> tuple[CallOutcome, bool | None]:
+        server, tool = call.server, call.tool
+        servers = self.ctx.servers
+        if servers is None:
+            return CallOutcome(False, error="no tool servers where this script runs"), None
+        try:
+            spec = servers.spec(server)
+            with trio.fail_after(spec.call_timeout_ms / 1000):
+                result, entry = await servers.manager.call(
+                    spec, tool, args, run_id=self.ctx.run_id, progress=call.progress, log=call.log
+                )
+        except (ServerFailing, ToolFailed) as exc:
+            return CallOutcome(False, error=str(exc)), None
+        except trio.TooSlowError:
+            why = (
+                f"the call took longer than callTimeoutMs ({spec.call_timeout_ms} ms); it was"
+                " cancelled on the server"
+            )
+            return CallOutcome(False, error=why), None
+        listed = entry.tool(tool)
+        hint = listed.annotations.destructive_hint if listed and listed.annotations else None
+        if result.is_error:
+            error = answer_text(result)[:4096] or "isError"
+            return CallOutcome(False, error=error, result=result), hint
+        value = result.structured_content
+        value = value if value is not None else answer_text(result)
+        return CallOutcome(True, value, result=result), hint
+
+    async def _land(self, state: RunState, call: Call, answer: CallOutcome) -> CallOutcome:
+        """The `onSuccess` or `onError` hooks (an `apply` replaces the answer, and the
+        server's own is no longer what the caller gets), then `suffix`."""
+        called = {"server": call.server, "tool": call.tool}  # which call, beside its answer
+        if answer.ok:
+            state.value = (answer.value,)
+            state.ctx = attrs.evolve(state.ctx, result={"value": answer.value, **called})
+        else:
+            state.value, state.message = None, answer.error
+            state.ctx = attrs.evolve(state.ctx, error={"message": answer.error, **called})
+        landed = state.value
+        landing = Phase.ON_SUCCESS if answer.ok else Phase.ON_ERROR
+        await self.hooks.run_hooks(self.hooks_of(landing, call), landing, state)
+        if state.value is not None:
+            kept = answer.result if state.value is landed else None
+            final = CallOutcome(True, state.value[0], result=kept)
+        elif state.refused_by is not None or answer.refused_by is not None:
+            final = CallOutcome(False, error=state.message, refused_by=state.refused_by)
+        else:
+            final = attrs.evolve(answer, error=state.message)
+        outcome = "success" if final.ok else "error"
+        state.ctx = attrs.evolve(state.ctx, outcome=outcome)
+        await self.hooks.run_hooks(self.hooks_of(Phase.SUFFIX, call), Phase.SUFFIX, state)
+        return final

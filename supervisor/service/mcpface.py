@@ -1,0 +1,347 @@
+"""The MCP face: the supervisor as an MCP server (the official SDK's low-level `Server`), so
+an MCP client's tool calls pass through the hooks, the sandbox and the run history.
+
+It lists every tool of every configured tool server as `<server><separator><tool>` (`[mcp]
+separator`, default `__`), description, schemas and annotations as the server gave them,
+those its `[servers.x] expose` globs match and its `hide` globs do not. A call to a tool
+not listed that way is an unknown tool (JSON-RPC error -32602). A call fires the `call`
+point as a script's does (`run/callpoint.py`), `when.client` being the client's name:
+
+- a refusal (or any failure before an answer) is a tool result with `isError: true` and
+  the reason as its text, so the agent reads why;
+- an answer no hook replaced is passed on as the server gave it (every content item,
+  `structuredContent`, `isError`, `_meta`);
+- a value an `onSuccess` / `onError` hook applied: one shaped as a tool result (`content`,
+  optional `structuredContent`, `isError`) is the result as it is; any other is the
+  result's `structuredContent` (when it is an object) with its JSON as the text.
+
+Around the call: a server whose tools differ from their pin is quarantined (`tools/pins.py`:
+its tools hidden, its calls answered with why); a call past a server's or a tool's limits is
+answered at once (`mcplimits.py`); the server's progress and log messages on the call go to
+the client, and a hook's `ask` is put to the client as an elicitation when it can take one.
+
+Its own tool `mcpx_exec` runs a script as `/v1/exec` does (`mcpexec.py`). The servers'
+prompts and resources are relayed without hooks (`mcprelay.py`). One `Gateway`
+serves one session (`serve`); its run is `mcpsession.SessionRun`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import os
+from collections.abc import Mapping
+from typing import Any, Final
+
+import pydantic
+import trio
+from mcp import types
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+
+from ..config.trust import tools_sha256
+from ..core.effects import NO, YES, AnsweredBy
+from ..core.frames import WarningFrame, blank
+from ..core.hooks import Config
+from ..core.servers import ServerSpec, exposed_name, exposed_targets
+from ..process.signals import serve_stop_signals
+from ..run.callpoint import CallOutcome
+from ..run.runtime import Runtime
+from ..tools.pins import PinVerdict, key_of, listing, verdict
+from ..tools.serverentry import LogHearer, ServerEntry, ServerFailing
+from ..tools.servers import Progress
+from .answering import Responder
+from .logredact import open_logged_runtime
+from .mcpexec import EXEC_TOOL, exec_tool, run_exec
+from .mcplimits import CallLimiter
+from .mcprelay import Relay
+from .mcpsession import SessionRun
+from .mcpstdio import open_stdio
+
+logger = logging.getLogger("mcpx_hooks.mcp")
+
+#: The longest client name a session's run keeps (the rest is cut).
+MAX_CLIENT_CHARS: Final = 256
+#: The form an `ask` is put to the person at the client in: one answer, yes or no.
+ASK_FORM: Final = {
+    "type": "object",
+    "properties": {"answer": {"type": "string", "enum": [YES, NO]}},
+    "required": ["answer"],
+}
+#: The keys a value shaped as a tool result may have.
+_RESULT_KEYS: Final = frozenset({"content", "structuredContent", "isError", "_meta"})
+
+
+class Gateway:
+    """One MCP session: the tools it lists, its calls through the `call` point, its run."""
+
+    def __init__(self, runtime: Runtime, served_from: str | None = None) -> None:
+        self.runtime = runtime
+        self.config = runtime.config
+        #: Where `mcpx_exec` runs are admitted from (their default root, by `serve`'s rule).
+        self.served_from = served_from or os.getcwd()
+        self.session: SessionRun | None = None
+        self.relay = Relay(runtime)
+        self.limiter = CallLimiter()
+        self._verdicts: dict[tuple[str, str], PinVerdict] = {}  # (pin key, tools' SHA-256)
+        self._said: set[str] = set()
+        #: Whether the client's log level (`logging/setLevel`) lets `info` messages through.
+        self.log_info = True
+
+    def server(self) -> Server[Any]:
+        version = str(importlib.import_module("mcpx_hooks").__version__)
+        server: Server[Any] = Server(
+            "mcpx-hooks",
+            version=version,
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+            on_list_prompts=self._list_prompts,
+            on_get_prompt=self._get_prompt,
+            on_list_resources=self._list_resources,
+            on_read_resource=self._read_resource,
+        )
+        server.middleware.append(self._after_initialize)
+        # Frames of `mcpx_exec` runs go as log messages: the capability, and its level.
+        server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, self._level)
+        return server
+
+    async def _level(
+        self, ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams
+    ) -> types.EmptyResult:
+        self.log_info = params.level in ("debug", "info")
+        return types.EmptyResult()
+
+    async def serve(self, read: Any, write: Any) -> None:
+        """Serves the session on `read` / `write` (streams of the SDK's `SessionMessage`)
+        until the client closes it or the caller's scope is cancelled; then its run gets
+        `result` and `end`."""
+        server = self.server()
+        try:
+            await server.run(read, write, server.create_initialization_options())
+        finally:
+            if self.session is not None:
+                self.session.close()
+
+    def _session(self, ctx: ServerRequestContext[Any, Any]) -> SessionRun:
+        """The session's run, started at the first request that names the client."""
+        if self.session is None:
+            self.session = SessionRun(self.runtime, _client_name(ctx))
+        return self.session
+
+    async def _after_initialize(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        result = await call_next(ctx)
+        if ctx.method == "initialize":  # the handshake was accepted: the session starts
+            self._session(ctx)
+        return result
+
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        session = self._session(ctx)
+        manager = self.runtime.servers
+        listed: dict[str, types.Tool] = {}
+        if self.config.mcp_exec:
+            listed[EXEC_TOOL] = exec_tool()
+        for spec in self.config.servers.values():
+            if manager is None:
+                break
+            try:
+                entry = await manager.open(spec, run_id=session.run_id)
+            except ServerFailing as exc:
+                why = f"the tools of server {spec.name} are not listed: {exc}"
+                session.journal.append(blank(WarningFrame, message=why))
+                logger.warning("%s", session.journal.redactor.text(why))
+                continue
+            if await self._quarantined(spec, entry, session) is not None:
+                continue  # its tools are hidden
+            for tool in entry.tools:
+                name = exposed_name(spec.name, tool.name, self.config.mcp_separator)
+                if spec.shows(tool.name) and name not in listed:
+                    listed[name] = tool.model_copy(update={"name": name})
+        return types.ListToolsResult(tools=list(listed.values()))
+
+    async def _list_prompts(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        return await self.relay.list_prompts(self._session(ctx).journal)
+
+    async def _get_prompt(
+        self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
+        self._session(ctx)
+        return await self.relay.get_prompt(params.name, params.arguments)
+
+    async def _list_resources(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        return await self.relay.list_resources(self._session(ctx).journal)
+
+    async def _read_resource(
+        self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        return await self.relay.read_resource(str(params.uri), self._session(ctx).journal)
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        session = self._session(ctx)
+        if params.name == EXEC_TOOL and self.config.mcp_exec:
+            args = params.arguments or {}
+            return await run_exec(
+                self.runtime, self.served_from, ctx, args, log_frames=self.log_info
+            )
+        server, tool = await self._target(params.name, session.run_id)
+        args = dict(params.arguments or {})
+        call_id = ctx.request_id if ctx.request_id is not None else session.counts.calls + 1
+        spec = self.config.servers[server]
+        manager = self.runtime.servers
+        entry = manager.entries.get(spec) if manager is not None else None
+        if entry is not None and entry.session is not None:
+            quarantined = await self._quarantined(spec, entry, session)
+            if quarantined is not None:
+                return tool_result(session.not_made(quarantined))
+        with self.limiter.take(spec, tool, params.name, trio.current_time()) as past_limit:
+            if past_limit is not None:
+                return tool_result(session.not_made(past_limit))
+            outcome = await session.call(
+                call_id,
+                server,
+                tool,
+                args,
+                progress=_progress_relay(ctx),
+                log=_log_relay(ctx),
+                responder=_asker(ctx),
+            )
+        return tool_result(outcome)
+
+    async def _quarantined(
+        self, spec: ServerSpec, entry: ServerEntry, session: SessionRun
+    ) -> str | None:
+        """Why `spec`'s server is quarantined (its tools differ from their pin, or it has none
+        and must), else None; pinned now at its first use. What there is to say about it is
+        said once: a `warning` frame in the session's run, and a line on stderr."""
+        tools = listing(entry)
+        key = (key_of(spec), tools_sha256(tools))
+        decided = self._verdicts.get(key)
+        if decided is None:
+            decided = await trio.to_thread.run_sync(verdict, spec, tools, os.environ)
+            if decided.quarantined is None:  # a quarantine is decided again: a pin may come
+                self._verdicts[key] = decided
+        for said in (decided.warning, decided.quarantined):
+            if said is not None and said not in self._said:
+                self._said.add(said)
+                session.journal.append(blank(WarningFrame, message=said))
+                logger.warning("%s", session.journal.redactor.text(said))
+        return decided.quarantined
+
+    async def _target(self, name: str, run_id: str) -> tuple[str, str]:
+        """The (server, tool) an exposed `name` stands for; raises `MCPError` (-32602) for
+        a tool not listed. A server that cannot start is not asked: the call fires and
+        fails with its reason."""
+        manager = self.runtime.servers
+        specs = self.config.servers
+        for server, tool in exposed_targets(name, specs, self.config.mcp_separator):
+            spec = specs[server]
+            if not spec.shows(tool) or manager is None:
+                continue
+            try:
+                entry = await manager.open(spec, run_id=run_id)
+            except ServerFailing:
+                return server, tool
+            if entry.tool(tool) is not None:
+                return server, tool
+        raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {name}")
+
+
+def _progress_relay(ctx: ServerRequestContext[Any, Any]) -> Progress | None:
+    """What passes the server's progress on a call to the client, with the client's progress
+    token; None when the client asked for none."""
+    meta: Mapping[str, Any] = ctx.meta or {}
+    token = meta.get("progress_token", meta.get("progressToken"))
+    if not isinstance(token, str | int):
+        return None
+    session = ctx.session
+
+    async def relay(progress: float, total: float | None, message: str | None) -> None:
+        await session.send_progress_notification(token, progress, total, message)
+
+    return relay
+
+
+def _log_relay(ctx: ServerRequestContext[Any, Any]) -> LogHearer:
+    """What passes the server's log messages, while the call is in flight, to the client."""
+    session, request_id = ctx.session, ctx.request_id
+
+    async def relay(params: types.LoggingMessageNotificationParams) -> None:
+        await session.send_log_message(params.level, params.data, params.logger, request_id)
+
+    return relay
+
+
+def _asker(ctx: ServerRequestContext[Any, Any]) -> Responder | None:
+    """What asks the person at the client a hook's question, as an elicitation in the call's
+    own request; None when the client cannot be asked (it declared no `elicitation`)."""
+    capabilities = ctx.session.client_capabilities
+    if capabilities is None or capabilities.elicitation is None:
+        return None
+    session, request_id = ctx.session, ctx.request_id
+
+    async def ask(frame: Mapping[str, Any]) -> tuple[str, AnsweredBy]:
+        said = await session.elicit_form(str(frame["question"]), ASK_FORM, request_id)
+        content = said.content or {}
+        answer = content.get("answer") if said.action == "accept" else None
+        return (YES if answer == YES else NO), AnsweredBy.CLIENT
+
+    return ask
+
+
+def _client_name(ctx: ServerRequestContext[Any, Any]) -> str:
+    """The client's `clientInfo.name`: from the handshake, or the request's own envelope."""
+    known = ctx.session.client_params
+    name: Any = known.client_info.name if known is not None else None
+    if name is None and ctx.method == "initialize" and isinstance(ctx.params, Mapping):
+        info = ctx.params.get("clientInfo")
+        name = info.get("name") if isinstance(info, Mapping) else None
+    return name[:MAX_CLIENT_CHARS] if isinstance(name, str) else ""
+
+
+def tool_result(outcome: CallOutcome) -> types.CallToolResult:
+    """What the client gets for a call that ended in `outcome`."""
+    if outcome.result is not None:  # the server's own answer, no hook replaced it
+        return outcome.result
+    if not outcome.ok:
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=outcome.error)], is_error=True
+        )
+    return applied_result(outcome.value)
+
+
+def applied_result(value: Any) -> types.CallToolResult:
+    """A value a hook applied, as a tool result: as it is when it is shaped as one, else its
+    JSON as text (and it as `structuredContent` when it is an object)."""
+    shaped = isinstance(value, dict) and isinstance(value.get("content"), list)
+    if shaped and set(value) <= _RESULT_KEYS:
+        try:
+            return types.CallToolResult.model_validate(value, by_name=False)
+        except pydantic.ValidationError:
+            pass  # not a tool result after all: a value like any other
+    text = json.dumps(value, ensure_ascii=False)
+    structured = value if isinstance(value, dict) else None
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)], structured_content=structured
+    )
+
+
+async def serve_stdio(config: Config, read_fd: int, write_fd: int) -> None:
+    """`mcpx-hooks mcp`: the runtime, and one session on `read_fd` / `write_fd` until the
+    client closes it or a stop signal (SIGINT, SIGTERM) comes; then the session's run ends,
+    and every tool server and hook is stopped and reaped."""
+    async with open_logged_runtime(config) as runtime, trio.open_nursery() as nursery:
+        await nursery.start(serve_stop_signals, nursery.cancel_scope)
+        async with open_stdio(read_fd, write_fd) as (read, write):
+            await Gateway(runtime).serve(read, write)
+        nursery.cancel_scope.cancel()

@@ -1,0 +1,107 @@
+"""The tool servers' prompts and resources, relayed to an MCP client of `mcpx-hooks mcp`
+as they are, without hooks: prompts named `<server><separator><prompt>` as tools are,
+resources by their own URIs, each listed by the servers that serve them (those whose
+`initialize` declared `prompts` or `resources`), in the order the servers are declared.
+
+A server that cannot start is left out of a listing (a `warning` frame in the session's run
+says why). What a server answers with an error goes to the client as that error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Final, TypeVar
+
+from mcp import types
+from mcp.client.session import ClientSession
+from mcp.shared.exceptions import MCPError
+
+from ..core.frames import WarningFrame, blank
+from ..core.servers import ServerSpec, exposed_name, exposed_targets
+from ..run.journal import RunJournal
+from ..run.runtime import Runtime
+from ..tools.serverentry import ServerFailing
+
+#: The JSON-RPC error of a resource no server lists.
+RESOURCE_NOT_FOUND: Final = -32002
+_T = TypeVar("_T")
+
+
+class Relay:
+    """One session's prompts and resources: where each resource URI was last listed."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.config = runtime.config
+        self._resources: dict[str, str] = {}  # uri -> server, from the last listing
+
+    async def _from_each(
+        self, what: str, journal: RunJournal, ask: Callable[[ClientSession], Awaitable[_T]]
+    ) -> list[tuple[ServerSpec, _T]]:
+        """`ask` of each server (started if need be) that declared `what` (`prompts`,
+        `resources`), in declaration order; one that cannot start is left out, said in a
+        `warning` frame in `journal`."""
+        manager = self.runtime.servers
+        answers: list[tuple[ServerSpec, _T]] = []
+        if manager is None:
+            return answers
+        for spec in self.config.servers.values():
+            try:
+                async with manager.open_session(spec) as (session, entry):
+                    if getattr(entry.capabilities, what, None) is not None:
+                        answers.append((spec, await ask(session)))
+            except ServerFailing as exc:
+                why = f"the {what} of server {spec.name} are not listed: {exc}"
+                journal.append(blank(WarningFrame, message=why))
+        return answers
+
+    async def list_prompts(self, journal: RunJournal) -> types.ListPromptsResult:
+        separator = self.config.mcp_separator
+        listed = await self._from_each("prompts", journal, lambda s: s.list_prompts())
+        return types.ListPromptsResult(
+            prompts=[
+                p.model_copy(update={"name": exposed_name(spec.name, p.name, separator)})
+                for spec, answer in listed
+                for p in answer.prompts
+            ]
+        )
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, str] | None
+    ) -> types.GetPromptResult:
+        manager = self.runtime.servers
+        targets = exposed_targets(name, self.config.servers, self.config.mcp_separator)
+        for server, prompt in targets:
+            if manager is None:
+                break
+            try:
+                async with manager.open_session(self.config.servers[server]) as (session, entry):
+                    if entry.capabilities is not None and entry.capabilities.prompts is not None:
+                        return await session.get_prompt(prompt, arguments)
+            except ServerFailing as exc:
+                raise MCPError(code=types.INTERNAL_ERROR, message=str(exc)) from None
+        raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown prompt: {name}")
+
+    async def list_resources(self, journal: RunJournal) -> types.ListResourcesResult:
+        listed = await self._from_each("resources", journal, lambda s: s.list_resources())
+        found: dict[str, str] = {}
+        for spec, answer in listed:
+            for resource in answer.resources:
+                found.setdefault(str(resource.uri), spec.name)
+        self._resources = found
+        return types.ListResourcesResult(
+            resources=[r for _, answer in listed for r in answer.resources]
+        )
+
+    async def read_resource(self, uri: str, journal: RunJournal) -> types.ReadResourceResult:
+        if uri not in self._resources:
+            await self.list_resources(journal)
+        server = self._resources.get(uri)
+        manager = self.runtime.servers
+        if server is None or manager is None:
+            raise MCPError(code=RESOURCE_NOT_FOUND, message=f"Resource not found: {uri}")
+        try:
+            async with manager.open_session(self.config.servers[server]) as (session, _):
+                return await session.read_resource(uri)
+        except ServerFailing as exc:
+            raise MCPError(code=types.INTERNAL_ERROR, message=str(exc)) from None

@@ -1,0 +1,166 @@
+"""One MCP client's session of `mcpx-hooks mcp` as a run: `start` with `argv = ["mcp",
+<the client's clientInfo.name>]`, then each tool call through the `call` point (its hook
+frames and its `call` frame, as a script's call puts them), and when the session closes one
+`result` `{"calls": n, "refused": n, "failed": n}` and `end`.
+
+The session's calls are served one at a time, in the order they came, so each call's frames
+stay together in the run's stream. While a call is served, the `ask` frames its hooks put in
+the stream go to the call's `responder` (the client, asked in that call's own request), and
+its answer settles the ask, unless the deadline comes first. Closing (the client went, or
+the command was stopped) writes `result` and `end`; nothing is written after them.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import attrs
+import trio
+
+from ..core.effects import AnsweredBy
+from ..core.events import EventKind
+from ..core.frames import EndFrame, ResultFrame, StartFrame, WarningFrame, blank, now_rfc3339
+from ..core.hooks import caller_autonomy
+from ..core.records import Record
+from ..core.redact import Redactor
+from ..run.asking import Asks
+from ..run.callpoint import Call, CallOutcome, CallPoint
+from ..run.hookcontext import HookContext, RunInfo, hook_secrets, new_run_id
+from ..run.journal import RunJournal
+from ..run.phases import PhaseHooks
+from ..run.runtime import Runtime
+from ..tools.serverentry import LogHearer
+from ..tools.servers import Progress, ToolServers, server_secrets
+from .answering import AskWatcher, Responder
+
+#: The first word of a session run's argv; the client's name follows it.
+SESSION_ARGV0 = "mcp"
+
+
+@attrs.define(repr=False)
+class SessionCounts(Record):
+    """The session's calls so far: all of them, those a hook refused, those that failed
+    otherwise (the client got `isError`)."""
+
+    calls: int = 0
+    refused: int = 0
+    failed: int = 0
+
+    def take(self, outcome: CallOutcome) -> None:
+        self.calls += 1
+        if outcome.refused_by is not None:
+            self.refused += 1
+        elif not outcome.ok or (outcome.result is not None and outcome.result.is_error):
+            self.failed += 1
+
+
+class SessionRun:
+    """The run of one MCP session: opened with the client's name, closed once."""
+
+    def __init__(self, runtime: Runtime, client: str, *, cwd: str | None = None) -> None:
+        self.runtime = runtime
+        self.client = client
+        self.counts = SessionCounts()
+        config = runtime.config
+        self.run_id = new_run_id()
+        self.journal = runtime.journals.open(self.run_id)
+        self._started = time.perf_counter()
+        self._lock = trio.Lock()
+        self._closed = False
+        secrets = {**hook_secrets(config.hooks, None, os.environ)}
+        secrets.update(server_secrets(config.servers.values()))
+        self._redacting = runtime.bus.redacting(self.run_id, Redactor(secrets))
+        redactor = self._redacting.__enter__()
+        self.journal.redactor = redactor
+        argv = (SESSION_ARGV0, client)
+        info = RunInfo(self.run_id, argv, cwd or os.getcwd(), now_rfc3339())
+        servers = runtime.servers
+        ctx = HookContext(
+            info,
+            caller_autonomy(config, None),
+            config.autonomy_max,
+            redactor=redactor,
+            servers=None if servers is None else ToolServers(servers, config.servers),
+        )
+        self.asks = Asks()
+        hooks = PhaseHooks(
+            config,
+            runtime.spawner,
+            runtime.bus,
+            journal=self.journal,
+            run_id=self.run_id,
+            asks=self.asks,
+        )
+        self._point = CallPoint(config, hooks, ctx, self.journal)
+        # No script runs: `sandbox` is the one its hooks' and servers' own profiles sit under.
+        start = blank(StartFrame, argv=argv, cwd=info.cwd, sandbox=config.script_sandbox.value)
+        self.journal.append(start)
+        runtime.bus.publish(EventKind.RUN_STARTED, {"argv": list(argv)}, run_id=self.run_id)
+        for warning in config.warnings:  # a project file skipped, a ceiling a file tried to raise
+            self.journal.append(blank(WarningFrame, message=warning))
+
+    async def call(
+        self,
+        call_id: Any,
+        server: str,
+        tool: str,
+        args: dict[str, Any],
+        *,
+        progress: Progress | None = None,
+        log: LogHearer | None = None,
+        responder: Responder | None = None,
+    ) -> CallOutcome:
+        """One call of the client through the `call` point, after the calls before it; the
+        server's progress on it goes to `progress`, its log messages to `log`, its hooks'
+        questions to `responder`."""
+        call = Call(call_id, server, tool, args, self.client, progress, log)
+        async with self._lock:
+            if responder is None:
+                outcome = await self._point.fire(call)
+            else:
+                async with trio.open_nursery() as nursery:
+                    watcher = AskWatcher(nursery, responder, self._deliver)
+                    nursery.start_soon(_watch, self.journal, len(self.journal), watcher)
+                    outcome = await self._point.fire(call)
+                    nursery.cancel_scope.cancel()
+            self.counts.take(outcome)
+            return outcome
+
+    def not_made(self, why: str) -> CallOutcome:
+        """A call past a limit, not made: a `warning` frame says why (a `call` frame would
+        have to wait for the calls before it), and it counts as failed."""
+        self.journal.append(blank(WarningFrame, message=f"a call was not made: {why}"))
+        outcome = CallOutcome(False, error=why)
+        self.counts.take(outcome)
+        return outcome
+
+    async def _deliver(self, ask_id: str, answer: str, by: AnsweredBy) -> None:
+        self.asks.answer(ask_id, answer, by)  # too late (the deadline came): nothing to do
+
+    def close(self) -> None:
+        """`result` with the counts, then `end`; once (later closes do nothing)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            counts = self.counts
+            value = {"calls": counts.calls, "refused": counts.refused, "failed": counts.failed}
+            self.journal.append(blank(ResultFrame, value=value))
+            duration = round((time.perf_counter() - self._started) * 1000)
+            self.journal.append(blank(EndFrame, exit_code=None, duration_ms=duration))
+            self.runtime.bus.publish(
+                EventKind.RUN_FINISHED,
+                {"outcome": "result", "exitCode": None, "durationMs": duration},
+                run_id=self.run_id,
+            )
+        finally:
+            self._redacting.__exit__(None, None, None)
+
+
+async def _watch(journal: RunJournal, start: int, watcher: AskWatcher) -> None:
+    """Shows `watcher` the run's frames from `start` on, until cancelled."""
+    async for batch in journal.follow(start):
+        for frame in batch:
+            watcher.see(frame)

@@ -1,0 +1,122 @@
+"""Contract pinning: a tool server's `tools/list` answer, pinned in the trust state by its
+SHA-256 (canonical JSON), so that a server whose tools change under the same name and
+command is noticed. `[servers.x] pin` (`PIN_MODES`): `first-use` (default: a server never
+pinned is pinned at its first use, with a warning), `require` (a server never pinned is
+refused), `off`.
+
+`verdict` decides a server's state against its pin (and pins it at its first use); `pin`
+pins it as it is now (`mcpx-hooks trust --servers`); `changes` says what differs from the pin
+(`mcpx-hooks servers diff`). These read and write the state file: call them from a thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+import attrs
+
+from ..config.trust import ServerPin, pin_key, tools_sha256
+from ..config.truststore import StateError, load_state, locked_state, save_state, state_path
+from ..core.frames import now_rfc3339
+from ..core.records import Record
+from ..core.servers import PIN_MODES, ServerSpec
+
+if TYPE_CHECKING:
+    from .serverentry import ServerEntry
+
+#: What `pin = "require"` is (`PIN_MODES`' other two: the default, and off).
+REQUIRE: Final = PIN_MODES[1]
+OFF: Final = PIN_MODES[2]
+
+
+@attrs.frozen(repr=False, eq=False)
+class PinVerdict(Record):
+    """A server against its pin: `quarantined` (why its tools are hidden and its calls
+    refused), else None; `warning`: something to say (it was pinned just now)."""
+
+    quarantined: str | None = None
+    warning: str | None = None
+
+
+def listing(entry: ServerEntry) -> list[dict[str, Any]]:
+    """The server's tools as they are pinned: as it listed them, in JSON."""
+    return [t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in entry.tools]
+
+
+def key_of(spec: ServerSpec) -> str:
+    return pin_key(spec.name, spec.command, spec.workdir)
+
+
+def _commands(name: str) -> str:
+    return (
+        f"`mcpx-hooks servers diff {name}` shows what changed, `mcpx-hooks trust --servers"
+        f" {name}` pins it as it is now"
+    )
+
+
+def verdict(spec: ServerSpec, tools: Sequence[Any], environ: Mapping[str, str]) -> PinVerdict:
+    """`spec`'s server, listing `tools`, against its pin; pinned now at its first use."""
+    if spec.pin == OFF:
+        return PinVerdict()
+    name, sha = spec.name, tools_sha256(list(tools))
+    path = state_path(environ)
+    state, unreadable = load_state(path)
+    if unreadable is not None:
+        why = f"server {name}: its tools cannot be checked against their pin: {unreadable}"
+        return PinVerdict(why)
+    pinned = state.servers.get(key_of(spec))
+    if pinned is not None:
+        if pinned.sha256 == sha:
+            return PinVerdict()
+        return PinVerdict(
+            f"server {name} is quarantined: its tools changed since they were pinned;"
+            f" {_commands(name)}"
+        )
+    if spec.pin == REQUIRE:
+        return PinVerdict(
+            f'server {name} has no pinned tool list and pin = "require": review it with'
+            f" `mcpx-hooks servers list {name}`, then pin it with `mcpx-hooks trust --servers"
+            f" {name}`"
+        )
+    try:
+        pin(spec, tools, environ)
+    except StateError as exc:
+        return PinVerdict(warning=f"server {name}: its tools could not be pinned: {exc}")
+    return PinVerdict(
+        warning=f"server {name}: its {len(tools)} tools were pinned at their first use (a"
+        f" later change quarantines it; {_commands(name)})"
+    )
+
+
+def pin(spec: ServerSpec, tools: Sequence[Any], environ: Mapping[str, str]) -> None:
+    """Pins `tools` as `spec`'s server's list; `StateError` when the state cannot be written."""
+    path = state_path(environ)
+    if path is None:
+        raise StateError("no state directory (XDG_STATE_HOME or HOME)", bad_input=False)
+    listed = list(tools)
+    with locked_state(path) as state:
+        entry = ServerPin(tools_sha256(listed), now_rfc3339(), tuple(listed))
+        save_state(path, state.with_pin(key_of(spec), entry))
+
+
+def changes(spec: ServerSpec, tools: Sequence[Any], environ: Mapping[str, str]) -> list[str]:
+    """What differs between `spec`'s pin and `tools`, a line each; empty when nothing does.
+    `StateError` when the state cannot be believed."""
+    state, unreadable = load_state(state_path(environ))
+    if unreadable is not None:
+        raise StateError(unreadable)
+    pinned = state.servers.get(key_of(spec))
+    if pinned is None:
+        return [f"server {spec.name} has no pinned tool list"]
+    before = {str(t.get("name")): t for t in pinned.tools if isinstance(t, dict)}
+    now = {str(t.get("name")): t for t in tools if isinstance(t, dict)}
+    lines = [f"tool added: {n}" for n in now if n not in before]
+    lines += [f"tool removed: {n}" for n in before if n not in now]
+    for name in (n for n in now if n in before and now[n] != before[n]):
+        was, new = before[name], now[name]
+        keys = sorted(k for k in {*new, *was} if new.get(k) != was.get(k))
+        lines.append(f"tool changed: {name} ({', '.join(keys)})")
+    if not lines and pinned.sha256 != tools_sha256(list(tools)):
+        lines.append("the tools are in another order")
+    return lines

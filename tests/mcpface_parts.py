@@ -1,0 +1,103 @@
+"""What the tests of `mcpx-hooks mcp` share: a config with real tool servers (the docs'
+wordtools, the tests' hostile server), the MCP SDK's own stdio client starting `mcpx-hooks
+mcp` or a server directly, and the shapes they compare."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pydantic
+from conftest import Marker
+from mcp import types
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+HERE = Path(__file__).parent
+HOSTILE = str(HERE / "mcpservers" / "hostile.py")
+WORDTOOLS = HERE.parent / "supervisor" / "examples" / "tools" / "wordtools.py"
+PY = sys.executable
+MCPX = str(Path(sys.executable).with_name("mcpx-hooks"))
+AGENT = types.Implementation(name="test-agent", version="1.0")
+
+
+def answer(obj: Any) -> list[str]:
+    """A hook that prints `obj` as its answer."""
+    return [PY, "-c", f"print({json.dumps(json.dumps(obj))})"]
+
+
+def call_hook(name: str, phase: str, obj: Any, **fields: Any) -> dict[str, Any]:
+    return {"name": name, "on": "call", "phase": phase, "run": answer(obj), **fields}
+
+
+def write_config(
+    where: Path,
+    marker: Marker,
+    hooks: Sequence[dict[str, Any]] = (),
+    expose: Sequence[str] = ("echo", "fail", "h.mix*"),
+    **more: Any,
+) -> Path:
+    """A config in `where` (a directory named by `marker`, so the `mcp` process's argv holds
+    it): `words` (wordtools, `remove` hidden) and `h` (hostile, only `expose`d tools)."""
+    where.mkdir(exist_ok=True)
+    shutil.copy(WORDTOOLS, where / "wordtools.py")
+    config = {
+        "defaults": {"sandbox": "none"},
+        "servers": {
+            "words": {
+                "command": [PY, "wordtools.py", marker],
+                "sandbox": "none",
+                "hide": ["remove"],
+            },
+            "h": {
+                "command": [PY, HOSTILE, "good", str(where / "h.log"), marker],
+                "sandbox": "none",
+                "expose": list(expose),
+            },
+        },
+        "hooks": list(hooks),
+        **more,
+    }
+    path = where / "config.json"
+    path.write_text(json.dumps(config))
+    return path
+
+
+@asynccontextmanager
+async def stdio_session(
+    params: StdioServerParameters, errlog: Path, **client: Any
+) -> AsyncIterator[ClientSession]:
+    with errlog.open("w") as err:
+        async with (
+            stdio_client(params, errlog=err) as (read, write),
+            ClientSession(read, write, client_info=AGENT, **client) as session,
+        ):
+            await session.initialize()
+            yield session
+
+
+def through_mcpx(config: Path) -> StdioServerParameters:
+    """`mcpx-hooks mcp` with `config`, its trust state (the servers' pins) beside it."""
+    return StdioServerParameters(
+        command=MCPX,
+        args=["mcp", "--config", str(config)],
+        env={"MCPX_HOOKS_NO_DISCOVERY": "1", "XDG_STATE_HOME": str(config.parent / "state")},
+        cwd=str(config.parent),
+    )
+
+
+def direct(argv: Sequence[str], cwd: Path) -> StdioServerParameters:
+    return StdioServerParameters(command=argv[0], args=list(argv[1:]), cwd=str(cwd))
+
+
+def dumped(result: pydantic.BaseModel) -> str:
+    return result.model_dump_json(by_alias=True)
+
+
+def texts(result: types.CallToolResult) -> list[str]:
+    return [c.text for c in result.content if c.type == "text"]

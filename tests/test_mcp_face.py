@@ -1,0 +1,470 @@
+"""`mcpx-hooks mcp`: the MCP SDK's own stdio client starts it as a subprocess, with real tool
+servers (the docs' wordtools, the tests' hostile server) behind it; and one session served in
+this process, over the SDK's in-memory streams, to read its run's frames."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+import trio
+from conftest import Marker
+from mcp import types
+from mcp.client.session import ClientSession
+from mcp.shared.exceptions import MCPError
+from mcp.shared.memory import create_client_server_memory_streams
+from mcpface_parts import (
+    AGENT,
+    HOSTILE,
+    PY,
+    answer,
+    call_hook,
+    direct,
+    dumped,
+    stdio_session,
+    texts,
+    through_mcpx,
+    write_config,
+)
+
+from mcpx_hooks.supervisor.config.loading import load_config
+from mcpx_hooks.supervisor.core.order import check_order
+from mcpx_hooks.supervisor.core.servers import CallLimits, ServerSpec
+from mcpx_hooks.supervisor.run.runtime import open_runtime
+from mcpx_hooks.supervisor.service.mcpface import Gateway, applied_result
+from mcpx_hooks.supervisor.service.mcplimits import CallLimiter
+
+
+async def test_the_tools_are_listed_as_server__tool_as_their_servers_give_them(
+    tmp_path: Path, marker: Marker
+) -> None:
+    where = tmp_path / marker
+    config = write_config(where, marker)
+    async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
+        listed = (await session.list_tools()).tools
+    async with stdio_session(direct([PY, "wordtools.py"], where), tmp_path / "e1") as words:
+        words_tools = (await words.list_tools()).tools
+    hostile = [PY, HOSTILE, "good", str(tmp_path / "direct.log")]
+    async with stdio_session(direct(hostile, where), tmp_path / "e2") as h:
+        h_tools = (await h.list_tools()).tools
+    expected = [
+        t.model_copy(update={"name": f"words__{t.name}"})
+        for t in words_tools
+        if t.name != "remove"  # hidden
+    ] + [
+        t.model_copy(update={"name": f"h__{t.name}"})
+        for t in h_tools
+        if t.name in ("echo", "fail", "mixed")  # exposed
+    ]
+    assert [t.name for t in listed] == [
+        "mcpx_exec",  # its own, first
+        "words__count",
+        "words__shout",
+        "words__sleep",
+        "h__echo",
+        "h__fail",
+        "h__mixed",
+    ]
+    # Equal as JSON: the SDK's server writes a schema's keys in its own order.
+    assert [json.loads(dumped(t)) for t in listed[1:]] == [json.loads(dumped(t)) for t in expected]
+    assert marker.alive() == []  # the client closed: `mcp` and its servers are gone
+
+
+async def test_a_call_no_hook_changes_is_what_the_server_answered(
+    tmp_path: Path, marker: Marker
+) -> None:
+    where = tmp_path / marker
+    config = write_config(where, marker, [call_hook("note", "suffix", {"advise": "seen"})])
+    calls = [("words", "count", {"text": "one two\nthree"}), ("words", "shout", {"text": "hi"})]
+    calls += [("h", "mixed", {"n": 7}), ("h", "fail", {"why": "no"}), ("h", "echo", {})]
+    async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
+        through = [await session.call_tool(f"{s}__{t}", a) for s, t, a in calls]
+    direct_results = []
+    async with stdio_session(direct([PY, "wordtools.py"], where), tmp_path / "e1") as words:
+        direct_results += [await words.call_tool(t, a) for s, t, a in calls if s == "words"]
+    hostile = [PY, HOSTILE, "good", str(tmp_path / "direct.log")]
+    async with stdio_session(direct(hostile, where), tmp_path / "e2") as h:
+        await h.list_tools()  # (the client checks structured content against outputSchema)
+        direct_results += [await h.call_tool(t, a) for s, t, a in calls if s == "h"]
+    assert [dumped(r) for r in through] == [dumped(r) for r in direct_results]
+    mixed = through[2]
+    kinds = [c.type for c in mixed.content]
+    assert kinds == ["text", "image", "audio", "resource_link", "resource"]
+    assert mixed.meta == {"example.org/trace": "abc"} and mixed.structured_content == {"n": 7}
+    assert through[3].is_error is True  # an isError answer is passed on, not turned around
+    assert marker.alive() == []
+    # Nothing went wrong: on stderr, only that the servers were pinned at their first use.
+    said = (tmp_path / "err").read_text().splitlines()
+    assert [line.split(":")[0] for line in said] == ["server words", "server h"]
+    assert all("pinned at their first use" in line for line in said)
+
+
+async def test_a_stop_signal_ends_the_session_and_every_process(
+    tmp_path: Path, marker: Marker
+) -> None:
+    config = write_config(tmp_path / marker, marker)
+    async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
+        await session.list_tools()  # both servers running
+        (mcpx,) = [p for p in marker.alive() if "mcp" in p.cmdline()[1:3]]
+        assert len(marker.alive()) == 3
+        mcpx.send_signal(signal.SIGTERM)
+        assert await trio.to_thread.run_sync(mcpx.wait, 10) == 0
+        assert marker.alive() == []
+
+
+async def test_unknown_and_hidden_tools_are_json_rpc_errors(tmp_path: Path, marker: Marker) -> None:
+    config = write_config(tmp_path / marker, marker)
+    async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
+        for name in ("words__remove", "h__rm", "words__nothing", "nowhere__count", "count"):
+            with pytest.raises(MCPError) as caught:
+                await session.call_tool(name, {})
+            assert caught.value.error.code == types.INVALID_PARAMS, name
+            assert name in caught.value.error.message
+        # the session goes on after them
+        assert (await session.call_tool("words__shout", {"text": "a"})).is_error is False
+    assert marker.alive() == []
+
+
+async def test_a_before_hook_refuses_and_the_client_reads_why(
+    tmp_path: Path, marker: Marker
+) -> None:
+    hooks = [
+        call_hook(
+            "no-shouting",
+            "before",
+            {"refuse": "indoor voices"},
+            effect="ask",
+            when={"tool": ["words.shout"], "client": ["test-*"]},
+        ),
+        call_hook(
+            "other-clients",
+            "before",
+            {"refuse": "never seen"},
+            effect="ask",
+            when={"client": ["claude-*"]},
+        ),
+    ]
+    config = write_config(tmp_path / marker, marker, hooks)
+    async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
+        refused = await session.call_tool("words__shout", {"text": "hey"})
+        allowed = await session.call_tool("words__count", {"text": "hey"})
+    assert refused.is_error is True and refused.structured_content is None
+    assert [c.model_dump() for c in refused.content] == [
+        {
+            "type": "text",
+            "text": "refused by no-shouting: indoor voices",
+            "annotations": None,
+            "meta": None,
+        }
+    ]
+    assert allowed.is_error is False and allowed.structured_content == {"words": 1, "lines": 1}
+    assert marker.alive() == []
+
+
+async def test_hooks_apply_arguments_and_results(tmp_path: Path, marker: Marker) -> None:
+    hooks = [
+        call_hook(
+            "quieter",
+            "before",
+            {"apply": {"value": {"text": "rewritten"}}},
+            effect="apply",
+            when={"tool": ["shout"]},
+        ),
+        call_hook(
+            "summary",
+            "onSuccess",
+            {"apply": {"value": {"total": 2}}},
+            effect="apply",
+            when={"tool": ["words.count"]},
+        ),
+        call_hook(
+            "forgive",
+            "onError",
+            {"apply": {"value": {"content": [{"type": "text", "text": "fine"}]}}},
+            effect="apply",
+        ),
+    ]
+    config = write_config(tmp_path / marker, marker, hooks)
+    async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
+        shouted = await session.call_tool("words__shout", {"text": "hi"})
+        counted = await session.call_tool("words__count", {"text": "a b"})
+        forgiven = await session.call_tool("h__fail", {"x": 1})
+    assert [c.text for c in shouted.content if c.type == "text"] == ["REWRITTEN"]
+    assert counted.structured_content == {"total": 2} and counted.is_error is False
+    assert [c.text for c in counted.content if c.type == "text"] == ['{"total": 2}']
+    assert forgiven.is_error is False and forgiven.structured_content is None
+    assert [c.text for c in forgiven.content if c.type == "text"] == ["fine"]
+    assert marker.alive() == []
+
+
+async def test_progress_and_logs_are_relayed_and_a_cancelled_call_is_cancelled_on_the_server(
+    tmp_path: Path, marker: Marker
+) -> None:
+    where = tmp_path / marker
+    config = write_config(where, marker, expose=("progress", "wait", "echo"))
+    heard: list[tuple[float, float | None, str | None]] = []
+    logged: list[types.LoggingMessageNotificationParams] = []
+
+    async def hear(progress: float, total: float | None, message: str | None) -> None:
+        heard.append((progress, total, message))
+
+    async def log(params: types.LoggingMessageNotificationParams) -> None:
+        logged.append(params)
+
+    async with stdio_session(
+        through_mcpx(config), tmp_path / "err", logging_callback=log
+    ) as session:
+        done = await session.call_tool("h__progress", {}, progress_callback=hear)
+        with trio.move_on_after(1) as waiting:
+            await session.call_tool("h__wait", {})
+        # The session's calls run one after another: once this one is answered, the server
+        # has been told the last one was cancelled.
+        await session.call_tool("h__echo", {})
+    assert [c.text for c in done.content if c.type == "text"] == ["done"]
+    assert heard == [(1, 2, "one"), (2, 2, "two")]
+    assert [(p.level, p.logger, p.data) for p in logged] == [("warning", "hostile", {"step": 2})]
+    assert waiting.cancelled_caught
+    assert [line.split()[0] for line in (where / "h.log").read_text().splitlines()] == [
+        "start",
+        "cancelled",
+    ]
+    assert marker.alive() == []
+
+
+def ask_hook(deadline_ms: int) -> dict[str, Any]:
+    question = {"question": "Shout it?", "default": "no", "deadlineMs": deadline_ms}
+    return call_hook("confirm", "before", {"ask": question}, effect="ask", when={"tool": ["shout"]})
+
+
+async def test_a_hook_s_question_is_put_to_the_person_at_the_client(
+    tmp_path: Path, marker: Marker
+) -> None:
+    config = write_config(tmp_path / marker, marker, [ask_hook(30_000)])
+    replies = iter(
+        [
+            types.ElicitResult(action="accept", content={"answer": "yes"}),
+            types.ElicitResult(action="accept", content={"answer": "no"}),
+            types.ElicitResult(action="decline"),
+        ]
+    )
+    asked: list[tuple[str, dict[str, Any]]] = []
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        assert isinstance(params, types.ElicitRequestFormParams)
+        asked.append((params.message, params.requested_schema))
+        return next(replies)
+
+    async with stdio_session(
+        through_mcpx(config), tmp_path / "err", elicitation_callback=elicit
+    ) as session:
+        results = [await session.call_tool("words__shout", {"text": "hi"}) for _ in range(3)]
+    assert texts(results[0]) == ["HI"] and results[0].is_error is False
+    refused = "refused by confirm: Shout it? (answered no by the client)"
+    assert [(texts(r), r.is_error) for r in results[1:]] == [([refused], True)] * 2
+    form = {
+        "type": "object",
+        "properties": {"answer": {"type": "string", "enum": ["yes", "no"]}},
+        "required": ["answer"],
+    }
+    assert asked == [("Shout it?", form)] * 3
+    assert marker.alive() == []
+
+
+async def test_a_client_that_cannot_be_asked_gets_the_default_at_the_deadline(
+    tmp_path: Path, marker: Marker
+) -> None:
+    config = write_config(tmp_path / marker, marker, [ask_hook(300)])
+    async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
+        result = await session.call_tool("words__shout", {"text": "hi"})
+    assert texts(result) == [
+        "refused by confirm: Shout it? (unanswered by the deadline, default no)"
+    ]
+    assert result.is_error is True
+    assert marker.alive() == []
+
+
+async def test_prompts_and_resources_are_relayed_as_the_servers_give_them(
+    tmp_path: Path, marker: Marker
+) -> None:
+    where = tmp_path / marker
+    config = write_config(where, marker)
+    async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
+        prompts = (await session.list_prompts()).prompts
+        greeting = await session.get_prompt("h__greet", {"who": "Ada"})
+        resources = (await session.list_resources()).resources
+        notes = await session.read_resource("file:///h/notes.txt")
+        with pytest.raises(MCPError) as unknown:
+            await session.get_prompt("words__greet", {})
+        with pytest.raises(MCPError) as missing:
+            await session.read_resource("file:///h/none.txt")
+    hostile = [PY, HOSTILE, "good", str(tmp_path / "direct.log")]
+    async with stdio_session(direct(hostile, where), tmp_path / "e2") as h:
+        direct_prompts = (await h.list_prompts()).prompts
+        direct_greeting = await h.get_prompt("greet", {"who": "Ada"})
+        direct_resources = (await h.list_resources()).resources
+        direct_notes = await h.read_resource("file:///h/notes.txt")
+    # wordtools serves no prompts and no resources: only the hostile server's are listed.
+    assert [p.name for p in prompts] == ["h__greet"]
+    assert dumped(prompts[0]) == dumped(direct_prompts[0].model_copy(update={"name": "h__greet"}))
+    assert dumped(greeting) == dumped(direct_greeting)
+    assert [dumped(r) for r in resources] == [dumped(r) for r in direct_resources]
+    assert dumped(notes) == dumped(direct_notes)
+    assert unknown.value.error.code == types.INVALID_PARAMS
+    assert missing.value.error.code == -32002
+    assert marker.alive() == []
+
+
+RUNS_HERE = {"script": {"sandbox": "none"}, "service": {"sandboxes": ["none"]}}
+
+
+async def test_mcpx_exec_runs_a_script_with_its_hooks_and_reports_its_frames(
+    tmp_path: Path, marker: Marker
+) -> None:
+    advise = {"name": "tip", "on": "script", "phase": "before", "run": answer({"advise": "hi"})}
+    config = write_config(tmp_path / marker, marker, [advise], **RUNS_HERE)
+    logged: list[types.LoggingMessageNotificationParams] = []
+
+    async def log(params: types.LoggingMessageNotificationParams) -> None:
+        logged.append(params)
+
+    script = "import json, os; print(json.dumps({'cwd': os.getcwd()}))"
+    async with stdio_session(through_mcpx(config), tmp_path / "err", logging_callback=log) as s:
+        ran = await s.call_tool("mcpx_exec", {"argv": [PY, "-c", script]})
+        failed = await s.call_tool("mcpx_exec", {"argv": [PY, "-c", "raise SystemExit(3)"]})
+        refused = await s.call_tool("mcpx_exec", {"argv": ["true"], "cwd": "/"})
+    out = ran.structured_content
+    assert ran.is_error is False and out is not None
+    assert (out["status"], out["exitCode"], out["advice"]) == ("result", 0, ["hi"])
+    assert out["result"] == {"cwd": str(tmp_path / marker)}  # the first root: where mcp started
+    frames = [f for p in logged if p.data["runId"] == out["runId"] for f in p.data["frames"]]
+    check_order(frames)
+    assert [f["type"] for f in frames] == ["start", "hook", "stdout", "result", "end"]
+    assert {p.logger for p in logged} == {"mcpx-hooks"}
+    assert failed.is_error is True and failed.structured_content is not None
+    assert failed.structured_content["status"] == "error"
+    assert failed.structured_content["exitCode"] == 3
+    assert refused.is_error is True and refused.structured_content is None
+    assert texts(refused)[0].startswith("the request was not admitted: ")
+    assert marker.alive() == []
+
+
+async def test_mcpx_exec_can_be_left_out(tmp_path: Path, marker: Marker) -> None:
+    config = write_config(tmp_path / marker, marker, mcp={"exec": False})
+    async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
+        names = [t.name for t in (await session.list_tools()).tools]
+        with pytest.raises(MCPError) as unknown:
+            await session.call_tool("mcpx_exec", {"argv": ["true"]})
+    assert "mcpx_exec" not in names and names[0] == "words__count"
+    assert unknown.value.error.code == types.INVALID_PARAMS
+    assert marker.alive() == []
+
+
+async def test_a_call_past_a_limit_is_answered_at_once_with_the_limit(
+    tmp_path: Path, marker: Marker
+) -> None:
+    config = write_config(tmp_path / marker, marker)
+    doc = json.loads(config.read_text())
+    doc["servers"]["words"].update(callsPerMinute=3, tools={"shout": {"callsPerMinute": 1}})
+    config.write_text(json.dumps(doc))
+    async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
+        shouts = [await session.call_tool("words__shout", {"text": "a"}) for _ in range(2)]
+        counts = [await session.call_tool("words__count", {"text": "a"}) for _ in range(3)]
+    assert [r.is_error for r in shouts] == [False, True]
+    assert texts(shouts[1]) == ["rate limit: 1 calls per minute for words__shout"]
+    assert [r.is_error for r in counts] == [False, False, True]  # the server's 3: 1 shout + 2
+    assert texts(counts[2]) == ["rate limit: 3 calls per minute for words__count"]
+    assert marker.alive() == []
+
+
+def test_the_limits_count_calls_by_server_and_by_tool_and_let_none_wait() -> None:
+    spec = ServerSpec(
+        "h",
+        ("unused",),
+        "/",
+        call_limits=CallLimits(max_concurrent=2),
+        tool_limits={"wait": CallLimits(calls_per_minute=2, max_concurrent=1)},
+    )
+    limiter = CallLimiter()
+    with limiter.take(spec, "wait", "h__wait", 0.0) as first:
+        assert first is None
+        with limiter.take(spec, "wait", "h__wait", 1.0) as second:
+            assert second == "concurrency limit: 1 calls at once for h__wait"
+        with limiter.take(spec, "echo", "h__echo", 1.0) as other:
+            assert other is None  # the server allows two at once
+            with limiter.take(spec, "echo", "h__echo", 1.0) as third:
+                assert third == "concurrency limit: 2 calls at once for h__echo"
+    with limiter.take(spec, "wait", "h__wait", 2.0) as again:
+        assert again is None
+    with limiter.take(spec, "wait", "h__wait", 3.0) as over:
+        assert over == "rate limit: 2 calls per minute for h__wait"
+    with limiter.take(spec, "wait", "h__wait", 60.5) as later:
+        assert later is None  # the call at 0.0 is out of the last minute
+
+
+def test_an_applied_value_becomes_a_tool_result() -> None:
+    assert dumped(applied_result("ok")) == dumped(
+        types.CallToolResult(content=[types.TextContent(type="text", text='"ok"')])
+    )
+    shaped = {"content": [{"type": "text", "text": "x"}], "isError": True, "extra": 1}
+    assert applied_result(shaped).structured_content == shaped  # not only a result's keys
+    bad = {"content": [{"type": "nothing"}]}
+    assert applied_result(bad).structured_content == bad  # not a tool result after all
+
+
+async def test_a_session_is_a_run_with_its_calls_and_their_counts(
+    tmp_path: Path, marker: Marker, no_leaks: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # the servers' pins
+    hooks = [
+        call_hook(
+            "no-sleep", "before", {"refuse": "not now"}, effect="ask", when={"tool": ["sleep"]}
+        ),
+        call_hook("seen", "onSuccess", {"advise": "fine"}),
+    ]
+    path = write_config(tmp_path / marker, marker, hooks, mcp={"separator": "."})
+    config = load_config([path], cwd=tmp_path, environ=os.environ, discover=False)
+    # What loading had to say (a project file skipped, say) opens the run, as for a script.
+    config = attrs.evolve(config, warnings=("skipped /x/.mcpx-hooks.toml: not trusted",))
+    async with (
+        open_runtime(config) as runtime,
+        create_client_server_memory_streams() as (
+            (client_read, client_write),
+            (server_read, server_write),
+        ),
+    ):
+        gateway = Gateway(runtime)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(gateway.serve, server_read, server_write)
+            async with ClientSession(client_read, client_write, client_info=AGENT) as session:
+                await session.initialize()
+                names = [t.name for t in (await session.list_tools()).tools]
+                assert names[:4] == ["mcpx_exec", "words.count", "words.shout", "words.sleep"]
+                await session.call_tool("words.count", {"text": "x"})
+                await session.call_tool("words.sleep", {"ms": 1})
+                await session.call_tool("h.fail", {})
+            await client_write.aclose()
+        assert gateway.session is not None
+        frames = runtime.journals.get(gateway.session.run_id).decoded(0)
+    check_order(frames)
+    assert frames[0]["type"] == "start" and frames[0]["argv"] == ["mcp", "test-agent"]
+    assert (frames[1]["type"], frames[1]["message"]) == (
+        "warning",
+        "skipped /x/.mcpx-hooks.toml: not trusted",
+    )
+    steps = [f.get("name") or f["type"] for f in frames if f["type"] in ("hook", "call")]
+    assert steps == ["call", "seen", "no-sleep", "call", "call"]
+    calls = [f for f in frames if f["type"] == "call"]
+    assert [(c["server"], c["tool"], c["ok"]) for c in calls] == [
+        ("words", "count", True),
+        ("words", "sleep", False),
+        ("h", "fail", False),
+    ]
+    assert calls[1]["refusedBy"] == "no-sleep"
+    assert [f["type"] for f in frames[-2:]] == ["result", "end"]
+    assert frames[-2]["value"] == {"calls": 3, "refused": 1, "failed": 1}
+    assert marker.alive() == []

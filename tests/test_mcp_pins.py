@@ -1,0 +1,84 @@
+"""Contract pinning: `mcpx-hooks mcp` pins a tool server's tool list at its first use,
+quarantines a server whose tools changed since (its tools hidden, its calls refused), and
+`servers diff` / `trust --servers` say what changed and pin it again; `pin = "require"` and
+`"off"`. Real servers behind the SDK's own stdio client, a trust state of the test's own."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from conftest import Marker
+from mcpface_parts import MCPX, stdio_session, texts, through_mcpx, write_config
+
+
+def cli(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "MCPX_HOOKS_NO_DISCOVERY": "1"}
+    env["XDG_STATE_HOME"] = str(config.parent / "state")
+    argv = [MCPX, *args, "--config", str(config)]
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, check=False)
+
+
+def pins(config: Path) -> list[str]:
+    state = json.loads((config.parent / "state" / "mcpx-hooks" / "trust.json").read_text())
+    return [json.loads(key)[0] for key in state.get("servers", {})]
+
+
+async def names(config: Path, err: Path) -> list[str]:
+    async with stdio_session(through_mcpx(config), err) as session:
+        return [t.name for t in (await session.list_tools()).tools]
+
+
+async def test_a_server_whose_tools_changed_since_their_pin_is_quarantined(
+    tmp_path: Path, marker: Marker
+) -> None:
+    where = tmp_path / marker
+    config = write_config(where, marker)
+    first = await names(config, tmp_path / "err1")
+    assert "words__count" in first and "h__echo" in first
+    assert sorted(pins(config)) == ["h", "words"]
+    assert (
+        "server words: its 4 tools were pinned at their first use"
+        in (tmp_path / "err1").read_text()
+    )
+    assert cli(config, "servers", "diff", "words").returncode == 0
+    # The same server, by name and command, now lists another description.
+    server = where / "wordtools.py"
+    server.write_text(server.read_text().replace("Counts the words", "Counts all the words"))
+    async with stdio_session(through_mcpx(config), tmp_path / "err2") as session:
+        listed = [t.name for t in (await session.list_tools()).tools]
+        refused = await session.call_tool("words__count", {"text": "a"})
+        allowed = await session.call_tool("h__echo", {})
+    assert not any(n.startswith("words__") for n in listed) and "h__echo" in listed
+    assert refused.is_error is True and allowed.is_error is False
+    (why,) = texts(refused)
+    assert why.startswith("server words is quarantined: its tools changed since they were pinned")
+    assert "mcpx-hooks servers diff words" in why and "mcpx-hooks trust --servers words" in why
+    diff = cli(config, "servers", "diff", "words")
+    assert (diff.returncode, diff.stdout) == (1, "tool changed: count (description)\n")
+    pinned = cli(config, "trust", "--servers", "words")
+    assert (pinned.returncode, pinned.stdout) == (0, "pinned words: 4 tools\n")
+    assert "words__count" in await names(config, tmp_path / "err3")
+    assert marker.alive() == []
+
+
+async def test_pin_require_refuses_a_server_never_pinned_and_off_pins_nothing(
+    tmp_path: Path, marker: Marker
+) -> None:
+    config = write_config(tmp_path / marker, marker)
+    doc = json.loads(config.read_text())
+    doc["servers"]["words"]["pin"] = "require"
+    doc["servers"]["h"]["pin"] = "off"
+    config.write_text(json.dumps(doc))
+    async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
+        listed = [t.name for t in (await session.list_tools()).tools]
+        refused = await session.call_tool("words__shout", {"text": "a"})
+    assert not any(n.startswith("words__") for n in listed) and "h__echo" in listed
+    assert texts(refused)[0].startswith('server words has no pinned tool list and pin = "require"')
+    assert not (tmp_path / marker / "state" / "mcpx-hooks" / "trust.json").exists()
+    assert cli(config, "trust", "--servers", "words").returncode == 0
+    assert pins(config) == ["words"]
+    assert "words__shout" in await names(config, tmp_path / "err2")
+    assert marker.alive() == []
