@@ -20,6 +20,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp import types
 from mcp.shared.message import SessionMessage
 
+from ..core.errors import HooksError
 from ..core.servers import MAX_MESSAGE_BYTES
 
 _CHUNK: Final = 65536
@@ -29,7 +30,7 @@ _Outgoing = MemoryObjectSendStream[SessionMessage]
 _FLUSH_S: Final = 2.0
 
 
-class LineTooLong(ValueError):
+class LineTooLong(HooksError, ValueError):
     """A line from the client over `MAX_MESSAGE_BYTES`: dropped unread."""
 
 
