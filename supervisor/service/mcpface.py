@@ -86,6 +86,11 @@ class Gateway:
         self.relay = Relay(runtime)
         self.limiter = CallLimiter()
         self._verdicts: dict[tuple[str, str], PinVerdict] = {}  # (pin key, tools' SHA-256)
+        #: Each server's (tools as last listed, their verdict's key): a call looks its
+        #: verdict up without the canonical JSON and hash of the whole list, until the list
+        #: changes (a new life of the server lists its tools again).
+        self._pin_keys: dict[str, tuple[object, tuple[str, str]]] = {}
+        self._shown: dict[tuple[str, str], bool] = {}  # (server, tool): `expose` and not `hide`
         self._said: set[str] = set()
         #: Whether the client's log level (`logging/setLevel`) lets `info` messages through.
         self.log_info = True
@@ -102,6 +107,9 @@ class Gateway:
             on_list_resources=self._list_resources,
             on_read_resource=self._read_resource,
         )
+        if not os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+            # The SDK's span around each request goes nowhere without an exporter: not made.
+            server.middleware[:] = [m for m in server.middleware if not _sdk_span(m)]
         server.middleware.append(self._after_initialize)
         # Frames of `mcpx_exec` runs go as log messages: the capability, and its level.
         server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, self._level)
@@ -160,7 +168,7 @@ class Gateway:
                 continue  # its tools are hidden
             for tool in entry.tools:
                 name = exposed_name(spec.name, tool.name, self.config.mcp_separator)
-                if spec.shows(tool.name) and name not in listed:
+                if self._shows(spec, tool.name) and name not in listed:
                     listed[name] = tool.model_copy(update={"name": name})
         return types.ListToolsResult(tools=list(listed.values()))
 
@@ -224,11 +232,15 @@ class Gateway:
         """Why `spec`'s server is quarantined (its tools differ from their pin, or it has none
         and must), else None; pinned now at its first use. What there is to say about it is
         said once: a `warning` frame in the session's run, and a line on stderr."""
-        tools = listing(entry)
-        key = (key_of(spec), tools_sha256(tools))
+        known = self._pin_keys.get(spec.name)
+        if known is not None and known[0] is entry.tools:
+            key = known[1]
+        else:
+            key = (key_of(spec), tools_sha256(listing(entry)))
+            self._pin_keys[spec.name] = (entry.tools, key)
         decided = self._verdicts.get(key)
         if decided is None:
-            decided = await trio.to_thread.run_sync(verdict, spec, tools, os.environ)
+            decided = await trio.to_thread.run_sync(verdict, spec, listing(entry), os.environ)
             if decided.quarantined is None:  # a quarantine is decided again: a pin may come
                 self._verdicts[key] = decided
         for said in (decided.warning, decided.quarantined):
@@ -238,6 +250,12 @@ class Gateway:
                 logger.warning("%s", session.journal.redactor.text(said))
         return decided.quarantined
 
+    def _shows(self, spec: ServerSpec, tool: str) -> bool:
+        shown = self._shown.get((spec.name, tool))
+        if shown is None:
+            shown = self._shown[spec.name, tool] = spec.shows(tool)
+        return shown
+
     async def _target(self, name: str, run_id: str) -> tuple[str, str]:
         """The (server, tool) an exposed `name` stands for; raises `MCPError` (-32602) for
         a tool not listed. A server that cannot start is not asked: the call fires and
@@ -246,7 +264,7 @@ class Gateway:
         specs = self.config.servers
         for server, tool in exposed_targets(name, specs, self.config.mcp_separator):
             spec = specs[server]
-            if not spec.shows(tool) or manager is None:
+            if not self._shows(spec, tool) or manager is None:
                 continue
             try:
                 entry = await manager.open(spec, run_id=run_id)
@@ -255,6 +273,10 @@ class Gateway:
             if entry.tool(tool) is not None:
                 return server, tool
         raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {name}")
+
+
+def _sdk_span(middleware: object) -> bool:
+    return type(middleware).__name__ == "OpenTelemetryMiddleware"
 
 
 def _progress_relay(ctx: ServerRequestContext[Any, Any]) -> Progress | None:

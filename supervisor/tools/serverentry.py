@@ -89,7 +89,7 @@ class ServerEntry(Record):
     started_by: str | None = None
     ready: trio.Event = attrs.field(factory=trio.Event)
     ended: trio.Event = attrs.field(factory=trio.Event)
-    #: Set on every change the server's idle wait must see (a use began or ended).
+    #: Set when a use begins or ends (the idle wait, while a use goes on, waits for this).
     changed: trio.Event = attrs.field(factory=trio.Event)
 
     def poke(self) -> None:

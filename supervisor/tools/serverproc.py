@@ -190,12 +190,17 @@ async def _keep_tail(stream: trio.abc.ReceiveStream, tail: bytearray) -> None:
 
 
 async def _until_idle(entry: ServerEntry) -> None:
-    """Returns once the server has had no use for `idleMs`."""
+    """Returns once the server has had no use for `idleMs`. A use does not wake this wait:
+    the wait sleeps until the last use's end plus `idleMs` and looks again then; only when a
+    use is still going at that time does it wait for a use to end (`entry.poke`)."""
     idle = entry.spec.idle_ms / 1000
-    while entry.in_use or trio.current_time() < entry.last_used + idle:
-        changed = entry.changed
-        with trio.move_on_at(math.inf if entry.in_use else entry.last_used + idle):
-            await changed.wait()
+    while True:
+        if entry.in_use:
+            await entry.changed.wait()
+        elif trio.current_time() < entry.last_used + idle:
+            await trio.sleep_until(entry.last_used + idle)
+        else:
+            return
 
 
 def _tail(stderr: bytearray) -> str:
