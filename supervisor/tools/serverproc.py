@@ -19,6 +19,7 @@ from typing import Any, Final
 
 import trio
 from mcp import types
+from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 
 from ..core.errors import SandboxUnavailable, SpawnError
@@ -43,12 +44,21 @@ _REASON_STDERR: Final = 500
 async def serve_server(spawner: Spawner, start_hooks: StartHooks, entry: ServerEntry) -> None:
     spec, run_id = entry.spec, entry.started_by
     try:
-        facts = {"server": spec.name, "command": list(spec.command)}
+        facts: dict[str, Any] = {"server": spec.name}
+        if spec.url is not None:
+            facts["url"] = spec.url
+        else:
+            facts["command"] = list(spec.command)
         refusal = await start_hooks(Phase.BEFORE, spec.name, run_id, input=(facts,))
         if refusal is not None:
             entry.failed(f"the start of server {spec.name} was {refusal}")
             return
-        reason = await _life(spawner, start_hooks, entry)
+        if spec.url is not None:
+            from .remote import remote_life  # it loads the SDK's HTTP client: at its start
+
+            reason = await remote_life(start_hooks, entry)
+        else:
+            reason = await _life(spawner, start_hooks, entry)
         if reason is None:
             entry.reason = ""
             return
@@ -107,7 +117,7 @@ async def _life(spawner: Spawner, start_hooks: StartHooks, entry: ServerEntry) -
         except SpawnError as exc:
             return redactor.text(f"server {spec.name} could not start: {exc}")
         except Exception as exc:  # the SDK's and the protocol's: the server's failure, in words
-            return redactor.text(f"server {spec.name} failed: {_words(exc)}{_tail(stderr)}")
+            return redactor.text(f"server {spec.name} failed: {words(exc)}{_tail(stderr)}")
         if start_scope.cancelled_caught:
             return redactor.text(
                 f"server {spec.name} did not answer MCP initialize within startTimeoutMs"
@@ -132,42 +142,58 @@ async def _serve(
     stderr: bytearray,
     start_scope: trio.CancelScope,
 ) -> str | None:
-    spec = entry.spec
     closed = trio.Event()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_keep_tail, child.stderr, stderr)
         async with open_session(child.stdin, child.stdout, closed, entry.heard) as session:
             with trio.CancelScope() as life:
                 nursery.start_soon(_cancel_when_gone, child, closed, life, entry)
-                try:
-                    init = await session.initialize()
-                    listed = await session.list_tools()
-                except MCPError as exc:
-                    if exc.error.code != types.CONNECTION_CLOSED:
-                        raise
-                    await trio.sleep_forever()  # until `_cancel_when_gone` ends its life
-                start_scope.deadline = math.inf  # started: from now on idleMs rules
-                entry.tools = tuple(listed.tools)
-                info = init.server_info
-                entry.info = {"name": info.name, "version": info.version}
-                entry.capabilities = init.capabilities
-                result = {**entry.info, "server": spec.name}
-                result["tools"] = [tool_json(t) for t in entry.tools]
-                refusal = await start_hooks(
-                    Phase.ON_SUCCESS, spec.name, entry.started_by, result={"value": result}
-                )
-                if refusal is not None:
+                why = await serve_session(start_hooks, entry, session, start_scope)
+                if why is not None:
                     nursery.cancel_scope.cancel()
-                    return f"server {spec.name} was stopped: its start was {refusal}"
-                entry.session, entry.state, entry.since = session, "running", time.time()
-                entry.reason = ""
-                entry.last_used = trio.current_time()
-                entry.ready.set()
-                await _until_idle(entry)
-                entry.session, entry.state = None, "stopping"  # no new use may take it
+                    return why
             nursery.cancel_scope.cancel()
             if life.cancelled_caught:
                 return _EXITED
+    return None
+
+
+async def serve_session(
+    start_hooks: StartHooks,
+    entry: ServerEntry,
+    session: ClientSession,
+    start_scope: trio.CancelScope,
+) -> str | None:
+    """MCP `initialize` and `tools/list` on `session`, the `onSuccess` hooks, then serving
+    uses until the server has been unused for `idleMs` (None), or why it was stopped. A
+    connection closed during the start waits for the caller to end the life (its process's
+    exit says why)."""
+    spec = entry.spec
+    try:
+        init = await session.initialize()
+        listed = await session.list_tools()
+    except MCPError as exc:
+        if exc.error.code != types.CONNECTION_CLOSED:
+            raise
+        await trio.sleep_forever()  # until the caller ends the life (`_cancel_when_gone`)
+    start_scope.deadline = math.inf  # started: from now on idleMs rules
+    entry.tools = tuple(listed.tools)
+    info = init.server_info
+    entry.info = {"name": info.name, "version": info.version}
+    entry.capabilities = init.capabilities
+    result = {**entry.info, "server": spec.name}
+    result["tools"] = [tool_json(t) for t in entry.tools]
+    refusal = await start_hooks(
+        Phase.ON_SUCCESS, spec.name, entry.started_by, result={"value": result}
+    )
+    if refusal is not None:
+        return f"server {spec.name} was stopped: its start was {refusal}"
+    entry.session, entry.state, entry.since = session, "running", time.time()
+    entry.reason = ""
+    entry.last_used = trio.current_time()
+    entry.ready.set()
+    await _until_idle(entry)
+    entry.session, entry.state = None, "stopping"  # no new use may take it
     return None
 
 
@@ -203,7 +229,7 @@ def _tail(stderr: bytearray) -> str:
     return f"; its stderr ends: {text}" if text else ""
 
 
-def _words(exc: BaseException) -> str:
+def words(exc: BaseException) -> str:
     """The first real error inside `exc` (nurseries wrap them in groups), in words."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
