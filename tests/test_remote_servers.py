@@ -231,19 +231,20 @@ async def test_the_mcp_face_lists_and_calls_its_tools_and_pins_them(
     for stored in (tmp_path / "state").rglob("*"):
         if stored.is_file():
             assert upstream.token.encode() not in stored.read_bytes(), stored
-    shown = subprocess.run(
-        [MCPX, "servers", "list", "--config", str(path)],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert shown.returncode == 0, shown.stderr
-    assert "r (remote-words 2.0): running since" in shown.stdout
-    assert f"  url: {upstream.url}" in shown.stdout and "  - add" in shown.stdout
-    assert upstream.token not in shown.stdout + shown.stderr
+    with trio.fail_after(60):
+        shown = await trio.run_process(
+            [MCPX, "servers", "list", "--config", str(path)],
+            env=env,
+            cwd=tmp_path,
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    out, err = shown.stdout.decode(), shown.stderr.decode()
+    assert shown.returncode == 0, err
+    assert "r (remote-words 2.0): running since" in out
+    assert f"  url: {upstream.url}" in out and "  - add" in out
+    assert upstream.token not in out + err
     assert marker.alive() == []
 
 
