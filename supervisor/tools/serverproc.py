@@ -32,6 +32,7 @@ from ..process import programs, sandbox
 from ..process.scratch import scratch_dir
 from ..process.spawner import Spawner
 from ..process.spawnspec import ChildSpec
+from . import packages
 from .mcpclient import ServerBroken, open_session
 from .serverentry import ServerEntry, StartHooks, tool_json
 
@@ -82,6 +83,15 @@ async def _life(spawner: Spawner, start_hooks: StartHooks, entry: ServerEntry) -
         return f"server {spec.name}: {passed.problem}"
     redactor = Redactor(passed.secrets)
     stderr = bytearray()
+    eco = packages.ecosystem(spec)
+    installed = None if eco is None else await packages.ensure_installed(spawner, spec, eco)
+    if isinstance(installed, str):
+        return redactor.text(installed)
+
+    def said() -> str:  # its stderr's end, and whether it tried to reach a network it lacks
+        text = bytes(stderr).decode(errors="replace")
+        return _tail(stderr) + packages.no_network(spec.sandbox, text)
+
     with scratch_dir("server-") as scratch:
         try:
             rlimits, plan = sandbox.plan(
@@ -93,10 +103,13 @@ async def _life(spawner: Spawner, start_hooks: StartHooks, entry: ServerEntry) -
                 granted=(spec.declaring_dir, spec.workdir),
                 paths=spec.paths,
                 limits=spec.limits,
+                own=() if installed is None else ((installed.cache, True),),
             )
             env = base_environment(os.environ, scratch)
             env.update(passed.values)
             env.update(spec.env)
+            if installed is not None:
+                env.update(installed.env)
             programs.check_program(
                 spec.command[0], cwd=spec.workdir, env=env, plan=plan, profile=spec.sandbox
             )
@@ -117,11 +130,11 @@ async def _life(spawner: Spawner, start_hooks: StartHooks, entry: ServerEntry) -
         except SpawnError as exc:
             return redactor.text(f"server {spec.name} could not start: {exc}")
         except Exception as exc:  # the SDK's and the protocol's: the server's failure, in words
-            return redactor.text(f"server {spec.name} failed: {words(exc)}{_tail(stderr)}")
+            return redactor.text(f"server {spec.name} failed: {words(exc)}{said()}")
         if start_scope.cancelled_caught:
             return redactor.text(
                 f"server {spec.name} did not answer MCP initialize within startTimeoutMs"
-                f" ({spec.start_timeout_ms} ms); its process tree was killed{_tail(stderr)}"
+                f" ({spec.start_timeout_ms} ms); its process tree was killed{said()}"
             )
         if why is _EXITED and outcome is not None:
             how = (
@@ -131,7 +144,7 @@ async def _life(spawner: Spawner, start_hooks: StartHooks, entry: ServerEntry) -
                 if outcome.signal is not None
                 else f"exited with status {outcome.exit_code}"
             )
-            return redactor.text(f"server {spec.name} {how}{_tail(stderr)}")
+            return redactor.text(f"server {spec.name} {how}{said()}")
     return None
 
 
