@@ -1,7 +1,7 @@
 """A remote tool server's life (`[servers.x] url`): MCP's streamable HTTP with the official
 SDK's client (`mcp.client.streamable_http`), to a server the supervisor does not run.
 
-The same life as a server it runs (`serverproc.serve_session`): `initialize` and
+The same life as a server it runs (`serverlife.serve_session`): `initialize` and
 `tools/list` within `startTimeoutMs`, the `server.start` hooks, serving until idle for
 `idleMs`, then the session is closed (the SDK's `DELETE`). What it cannot reach, what
 answers with an HTTP error, and a connection lost while serving end the life with a reason,
@@ -29,7 +29,7 @@ from ..core.redact import Redactor
 from ..core.servers import expand_headers
 from .mcpclient import CLIENT_INFO
 from .serverentry import ServerEntry, StartHooks
-from .serverproc import serve_session, words
+from .serverlife import serve_session, words
 
 #: Connecting (and each write) gives up after this long; a response stream may stay open
 #: (a long call's progress) for `_READ_S`.

@@ -12,15 +12,10 @@ or `idle`). Cancelled (the manager closing), it kills the tree and propagates.
 
 from __future__ import annotations
 
-import math
 import os
-import time
 from typing import Any, Final
 
 import trio
-from mcp import types
-from mcp.client.session import ClientSession
-from mcp.shared.exceptions import MCPError
 
 from ..core.errors import SandboxUnavailable, SpawnError
 from ..core.hookenv import base_environment
@@ -33,8 +28,9 @@ from ..process.scratch import scratch_dir
 from ..process.spawner import Spawner
 from ..process.spawnspec import ChildSpec
 from . import packages
-from .mcpclient import ServerBroken, open_session
-from .serverentry import ServerEntry, StartHooks, tool_json
+from .mcpclient import open_session
+from .serverentry import ServerEntry, StartHooks
+from .serverlife import serve_session, words
 
 #: What `_serve` returns when the server's stdout closed under it (it exited).
 _EXITED: Final = "exited"
@@ -171,45 +167,6 @@ async def _serve(
     return None
 
 
-async def serve_session(
-    start_hooks: StartHooks,
-    entry: ServerEntry,
-    session: ClientSession,
-    start_scope: trio.CancelScope,
-) -> str | None:
-    """MCP `initialize` and `tools/list` on `session`, the `onSuccess` hooks, then serving
-    uses until the server has been unused for `idleMs` (None), or why it was stopped. A
-    connection closed during the start waits for the caller to end the life (its process's
-    exit says why)."""
-    spec = entry.spec
-    try:
-        init = await session.initialize()
-        listed = await session.list_tools()
-    except MCPError as exc:
-        if exc.error.code != types.CONNECTION_CLOSED:
-            raise
-        await trio.sleep_forever()  # until the caller ends the life (`_cancel_when_gone`)
-    start_scope.deadline = math.inf  # started: from now on idleMs rules
-    entry.tools = tuple(listed.tools)
-    info = init.server_info
-    entry.info = {"name": info.name, "version": info.version}
-    entry.capabilities = init.capabilities
-    result = {**entry.info, "server": spec.name}
-    result["tools"] = [tool_json(t) for t in entry.tools]
-    refusal = await start_hooks(
-        Phase.ON_SUCCESS, spec.name, entry.started_by, result={"value": result}
-    )
-    if refusal is not None:
-        return f"server {spec.name} was stopped: its start was {refusal}"
-    entry.session, entry.state, entry.since = session, "running", time.time()
-    entry.reason = ""
-    entry.last_used = trio.current_time()
-    entry.ready.set()
-    await _until_idle(entry)
-    entry.session, entry.state = None, "stopping"  # no new use may take it
-    return None
-
-
 async def _cancel_when_gone(
     child: Any, closed: trio.Event, life: trio.CancelScope, entry: ServerEntry
 ) -> None:
@@ -228,24 +185,6 @@ async def _keep_tail(stream: trio.abc.ReceiveStream, tail: bytearray) -> None:
             del tail[: len(tail) - SERVER_STDERR_TAIL]
 
 
-async def _until_idle(entry: ServerEntry) -> None:
-    """Returns once the server has had no use for `idleMs`."""
-    idle = entry.spec.idle_ms / 1000
-    while entry.in_use or trio.current_time() < entry.last_used + idle:
-        changed = entry.changed
-        with trio.move_on_at(math.inf if entry.in_use else entry.last_used + idle):
-            await changed.wait()
-
-
 def _tail(stderr: bytearray) -> str:
     text = bytes(stderr[-_REASON_STDERR:]).decode(errors="replace").strip()
     return f"; its stderr ends: {text}" if text else ""
-
-
-def words(exc: BaseException) -> str:
-    """The first real error inside `exc` (nurseries wrap them in groups), in words."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    if isinstance(exc, ServerBroken):
-        return str(exc)
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
