@@ -56,11 +56,11 @@ async def server_states(config: Config, *, start: bool = True) -> list[dict[str,
     from ..process.spawner import open_spawner
     from ..run.bus import Bus
     from ..run.serverhooks import open_servers
-    from ..tools.serverentry import ServerEntry, ServerFailing, entry_json
+    from ..tools.serverentry import ServerEntry, ServerFailing, entry_json, where_json
 
     specs = list(config.servers.values())
     if not start:
-        return [{**entry_json(ServerEntry(s)), "command": list(s.command)} for s in specs]
+        return [{**entry_json(ServerEntry(s)), **where_json(s)} for s in specs]
     async with open_spawner() as spawner, open_servers(spawner, Bus(), config) as manager:
         for spec in specs:
             with contextlib.suppress(ServerFailing):  # its state says why
@@ -83,7 +83,10 @@ def server_lines(servers: list[dict[str, Any]]) -> list[str]:
         shown = server.get("server") or {}
         about = f" ({shown['name']} {shown['version']})" if shown else ""
         lines.append(f"{server['name']}{about}: {state_line(server)}")
-        lines.append(f"  command: {' '.join(server['command'])}")
+        if "url" in server:
+            lines.append(f"  url: {server['url']}")
+        else:
+            lines.append(f"  command: {' '.join(server['command'])}")
         for tool in server["tools"]:
             hints = ", ".join(f"{k}={v}" for k, v in (tool.get("annotations") or {}).items())
             lines.append(f"  - {tool['name']}" + (f"  [{hints}]" if hints else ""))

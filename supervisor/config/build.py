@@ -47,6 +47,7 @@ from ..core.servers import ServerSpec, server_spec
 from .pluginrules import plugin_problems, server_env_problems
 from .policy import merge_layers
 from .schemaparts import SCRIPT_PHASES
+from .serverrules import server_problems
 
 
 @attrs.frozen(repr=False, eq=False)
@@ -88,6 +89,9 @@ def resolve(layers: Sequence[Layer]) -> tuple[Config, list[Problem]]:
     problems: list[Problem] = list(policy.problems)
     for layer in layers:
         problems += server_env_problems(layer.file, layer.doc.get("servers", {}))
+    problems += server_problems(
+        [(layer.file, layer.doc.get("servers", {})) for layer in layers], merged.get("servers", {})
+    )
     seen: dict[str, tuple[int, Decl]] = {}
     counts: dict[tuple[str, str], int] = {}
     for position, decl in enumerate(merged.get("hooks", [])):
@@ -172,7 +176,7 @@ def _servers(
     dirs: dict[str, str] = {}
     for layer in layers:
         for name, table in layer.doc.get("servers", {}).items():
-            if "command" in table:
+            if "command" in table or "url" in table:
                 dirs[name] = os.path.dirname(layer.path) if layer.path else os.getcwd()
     return {
         name: attrs.evolve(

@@ -9,6 +9,8 @@ from ..core.servers import CALL_LIMIT_KEYS, PIN_MODES, SEPARATOR_PATTERN, SERVER
 from ..core.spawntext import ENV_NAME_PATTERN
 from .schemaparts import argv, enum_of, integer, string, strings, table, text
 
+#: What a remote server's `url` looks like (loopback for `http://` is a rule of its own).
+URL_PATTERN: Final = r"^https?://[^\s]+$"
 #: A server's name: the part of `plugin = "server.tool"` before the dot.
 SERVER_NAME_PATTERN: Final = r"^[A-Za-z0-9_-]+$"
 
@@ -33,7 +35,27 @@ def servers_schema(pass_keys: dict[str, Any]) -> dict[str, Any]:
     }
     server = table(
         {
-            "command": argv("The server's argv (MCP over stdio), never a shell string."),
+            "command": argv(
+                "The server's argv (MCP over stdio), never a shell string; `npx` and `uvx`"
+                " fetch their package once into a cache, then run offline. Not with `url`."
+            ),
+            "url": string(
+                "A remote server the supervisor does not run, spoken to with MCP's streamable"
+                " HTTP: `https://…`, or `http://` to a loopback host. Not with `command`.",
+                pattern=URL_PATTERN,
+            ),
+            "headers": {
+                "type": "object",
+                "additionalProperties": string(
+                    "The header's value; `${secret:NAME}` stands for the secret NAME, which"
+                    " the server's `secrets` must list."
+                ),
+                "description": "HTTP headers sent to a remote server (`url`) with every request.",
+            },
+            "install": argv(
+                "The argv that fetches the server's package into its cache, with network,"
+                " before its first start (default: the one `npx` or `uvx` implies)."
+            ),
             "cwd": text("Working directory, relative to the declaring directory."),
             "env": {
                 "type": "object",
@@ -66,9 +88,9 @@ def servers_schema(pass_keys: dict[str, Any]) -> dict[str, Any]:
                 "additionalProperties": table(dict(limits), "One tool's limits."),
             },
         },
-        "A tool server the supervisor starts on first use, sandboxed like a hook.",
+        "A tool server the supervisor starts on first use, sandboxed like a hook, or a remote"
+        " one by `url`.",
     )
-    server["required"] = ["command"]
     return {
         "type": "object",
         "description": 'MCP tool servers over stdio, by name (`plugin = "name.tool"`).',

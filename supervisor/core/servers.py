@@ -1,5 +1,5 @@
-"""Tool servers (`[servers.<name>]`): MCP servers over stdio that the supervisor runs, as
-they are in force, and the table of their settings.
+"""Tool servers (`[servers.<name>]`): MCP servers over stdio that the supervisor runs, or
+remote ones it reaches by `url`, as they are in force, and the table of their settings.
 
 Pure data; `config/build.py` builds these, `tools/servers.py` runs them.
 """
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
@@ -108,6 +109,7 @@ class ServerSpec(Record):
     so a changed declaration is another server."""
 
     name: str
+    #: Its argv; empty for a remote server (`url`).
     command: tuple[str, ...]
     declaring_dir: str
     cwd: str | None = None
@@ -131,6 +133,18 @@ class ServerSpec(Record):
     tool_limits: Mapping[str, CallLimits] = attrs.field(factory=dict, eq=False)
     #: `pin`: how its tool list is held to the one pinned (`first-use`, `require`, `off`).
     pin: str = attrs.field(default=PIN_MODES[0], eq=False)
+    #: A remote server's endpoint (MCP's streamable HTTP), and the headers sent with every
+    #: request (their `${secret:NAME}` expanded when it starts, `tools/remote.py`).
+    url: str | None = None
+    headers: Mapping[str, str] = attrs.field(factory=dict, hash=False)
+    #: `install`: the argv that fetches an ecosystem server's package into its cache (None:
+    #: the one its command implies, `tools/packages.py`).
+    install: tuple[str, ...] | None = None
+
+    @property
+    def where(self) -> tuple[str, ...]:
+        """What it is reached by: its url, or its argv."""
+        return (self.url,) if self.url is not None else self.command
 
     @property
     def workdir(self) -> str:
@@ -154,9 +168,13 @@ def server_spec(name: str, table: Mapping[str, Any], declaring_dir: str) -> Serv
     given: dict[str, Any] = {s.attr: table[s.key] for s in SERVER_SETTINGS if s.key in table}
     if "sandbox" in given:
         given["sandbox"] = Profile(given["sandbox"])
+    install = table.get("install")
     return ServerSpec(
         name=name,
-        command=tuple(table["command"]),
+        command=tuple(table.get("command", ())),
+        url=table.get("url"),
+        headers=dict(table.get("headers") or {}),
+        install=None if install is None else tuple(install),
         declaring_dir=declaring_dir,
         cwd=None if cwd is None else os.path.normpath(os.path.join(declaring_dir, cwd)),
         env=dict(table.get("env") or {}),
@@ -190,3 +208,25 @@ def exposed_targets(name: str, servers: Iterable[str], separator: str) -> list[t
         for server in servers
         if name.startswith(server + separator) and len(name) > len(server) + len(separator)
     ]
+
+
+#: A secret named in a remote server's header value: `${secret:NAME}`.
+SECRET_REFERENCE: Final = re.compile(r"\$\{secret:([^}]*)\}")
+#: Anything else that looks like a reference in a header value (never expanded).
+OTHER_REFERENCE: Final = re.compile(r"\$\{(?!secret:)[^}]*\}")
+#: The hosts an `http://` url may name (anything else must be `https://`).
+LOOPBACK_HOSTS: Final = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+
+
+def secrets_named(value: str) -> list[str]:
+    """The secrets a header value names."""
+    return SECRET_REFERENCE.findall(value)
+
+
+def expand_headers(headers: Mapping[str, str], secrets: Mapping[str, str]) -> dict[str, str]:
+    """`headers` with each `${secret:NAME}` replaced by the secret's value (`secrets` holds
+    every one named: the config's check saw to it, the start's `pass_environment` found them)."""
+    return {
+        key: SECRET_REFERENCE.sub(lambda m: secrets[m.group(1)], value)
+        for key, value in headers.items()
+    }

@@ -171,6 +171,7 @@ def plan(
     paths: SandboxPaths = NO_PATHS,
     limits: Limits = DEFAULT_LIMITS,
     return_scratch: bool = False,
+    own: Iterable[tuple[str, bool]] = (),
 ) -> tuple[tuple[tuple[str, int, int], ...], SandboxPlan | None]:
     """The `rlimits` and `sandbox` of a `ChildSpec` under `profile`.
 
@@ -181,7 +182,10 @@ def plan(
     is mapped onto the hook's user (`mapped`, see `mappable`), so its mode bits do not stop
     the hook; a directory named by someone else (a service client's `cwd`) is read with its
     mode bits only. `return_scratch`: the child's scratch tmpfs is copied back to `scratch`
-    once its tree is gone (a run's artifacts). Raises `SandboxUnavailable` (see `require`).
+    once its tree is gone (a run's artifacts). `own`: directories of the supervisor's own
+    that it grants itself, (path, writable), inside the state directory no other grant
+    reaches (a tool server's package cache, `tools/packages.py`). Raises
+    `SandboxUnavailable` (see `require`).
     """
     require(profile, spawner)
     if profile is Profile.NONE:
@@ -198,11 +202,15 @@ def plan(
     ]
     # What is never granted, whatever the grants say (`denied.py`).
     read, write, deny, read_only = deny_and_protect(read, write, paths.deny, realpath)
+    own = tuple((realpath(path), writable) for path, writable in own)
+    for path, writable in own:  # (granted past the deny: the supervisor's own choice)
+        (write if writable else read).append(path)
     switch_uid = os.geteuid() == 0
     vouched = {
         *(real if granted is None else (realpath(d) for d in granted)),
         *extra,
         *(realpath(p) for p in paths.write),
+        *(path for path, _ in own),
     }
     mapped: tuple[str, ...] = ()
     if switch_uid:  # (rootless, the hook's uid is the caller's own: nothing to map)

@@ -22,6 +22,7 @@ __all__, __getattr__, __dir__ = exports(
             "backoff_s",
             "entry_json",
             "tool_json",
+            "where_json",
         ),
         "pins": ("OFF", "REQUIRE", "PinVerdict", "changes", "key_of", "listing", "pin", "verdict"),
         "servers": ("Progress", "ServerManager", "ToolServers", "open_manager", "server_secrets"),

@@ -45,7 +45,7 @@ def listing(entry: ServerEntry) -> list[dict[str, Any]]:
 
 
 def key_of(spec: ServerSpec) -> str:
-    return pin_key(spec.name, spec.command, spec.workdir)
+    return pin_key(spec.name, spec.where, spec.workdir)
 
 
 def _commands(name: str) -> str:

@@ -139,3 +139,8 @@ def answer_text(result: types.CallToolResult) -> str:
         return json.dumps(result.structured_content)
     # By its `type`, not its class: the SDK is not imported until a server starts.
     return "".join(getattr(c, "text", "") for c in result.content if c.type == "text")
+
+
+def where_json(spec: ServerSpec) -> dict[str, Any]:
+    """How a server is reached, as `servers list` shows it: its `url`, or its `command`."""
+    return {"url": spec.url} if spec.url is not None else {"command": list(spec.command)}

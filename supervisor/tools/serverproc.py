@@ -12,14 +12,10 @@ or `idle`). Cancelled (the manager closing), it kills the tree and propagates.
 
 from __future__ import annotations
 
-import math
 import os
-import time
 from typing import Any, Final
 
 import trio
-from mcp import types
-from mcp.shared.exceptions import MCPError
 
 from ..core.errors import SandboxUnavailable, SpawnError
 from ..core.hookenv import base_environment
@@ -31,8 +27,10 @@ from ..process import programs, sandbox
 from ..process.scratch import scratch_dir
 from ..process.spawner import Spawner
 from ..process.spawnspec import ChildSpec
-from .mcpclient import ServerBroken, open_session
-from .serverentry import ServerEntry, StartHooks, tool_json
+from . import packages
+from .mcpclient import open_session
+from .serverentry import ServerEntry, StartHooks
+from .serverlife import serve_session, words
 
 #: What `_serve` returns when the server's stdout closed under it (it exited).
 _EXITED: Final = "exited"
@@ -43,12 +41,21 @@ _REASON_STDERR: Final = 500
 async def serve_server(spawner: Spawner, start_hooks: StartHooks, entry: ServerEntry) -> None:
     spec, run_id = entry.spec, entry.started_by
     try:
-        facts = {"server": spec.name, "command": list(spec.command)}
+        facts: dict[str, Any] = {"server": spec.name}
+        if spec.url is not None:
+            facts["url"] = spec.url
+        else:
+            facts["command"] = list(spec.command)
         refusal = await start_hooks(Phase.BEFORE, spec.name, run_id, input=(facts,))
         if refusal is not None:
             entry.failed(f"the start of server {spec.name} was {refusal}")
             return
-        reason = await _life(spawner, start_hooks, entry)
+        if spec.url is not None:
+            from .remote import remote_life  # it loads the SDK's HTTP client: at its start
+
+            reason = await remote_life(start_hooks, entry)
+        else:
+            reason = await _life(spawner, start_hooks, entry)
         if reason is None:
             entry.reason = ""
             return
@@ -72,6 +79,15 @@ async def _life(spawner: Spawner, start_hooks: StartHooks, entry: ServerEntry) -
         return f"server {spec.name}: {passed.problem}"
     redactor = Redactor(passed.secrets)
     stderr = bytearray()
+    eco = packages.ecosystem(spec)
+    installed = None if eco is None else await packages.ensure_installed(spawner, spec, eco)
+    if isinstance(installed, str):
+        return redactor.text(installed)
+
+    def said() -> str:  # its stderr's end, and whether it tried to reach a network it lacks
+        text = bytes(stderr).decode(errors="replace")
+        return _tail(stderr) + packages.no_network(spec.sandbox, text)
+
     with scratch_dir("server-") as scratch:
         try:
             rlimits, plan = sandbox.plan(
@@ -83,10 +99,13 @@ async def _life(spawner: Spawner, start_hooks: StartHooks, entry: ServerEntry) -
                 granted=(spec.declaring_dir, spec.workdir),
                 paths=spec.paths,
                 limits=spec.limits,
+                own=() if installed is None else ((installed.cache, True),),
             )
             env = base_environment(os.environ, scratch)
             env.update(passed.values)
             env.update(spec.env)
+            if installed is not None:
+                env.update(installed.env)
             programs.check_program(
                 spec.command[0], cwd=spec.workdir, env=env, plan=plan, profile=spec.sandbox
             )
@@ -107,11 +126,11 @@ async def _life(spawner: Spawner, start_hooks: StartHooks, entry: ServerEntry) -
         except SpawnError as exc:
             return redactor.text(f"server {spec.name} could not start: {exc}")
         except Exception as exc:  # the SDK's and the protocol's: the server's failure, in words
-            return redactor.text(f"server {spec.name} failed: {_words(exc)}{_tail(stderr)}")
+            return redactor.text(f"server {spec.name} failed: {words(exc)}{said()}")
         if start_scope.cancelled_caught:
             return redactor.text(
                 f"server {spec.name} did not answer MCP initialize within startTimeoutMs"
-                f" ({spec.start_timeout_ms} ms); its process tree was killed{_tail(stderr)}"
+                f" ({spec.start_timeout_ms} ms); its process tree was killed{said()}"
             )
         if why is _EXITED and outcome is not None:
             how = (
@@ -121,7 +140,7 @@ async def _life(spawner: Spawner, start_hooks: StartHooks, entry: ServerEntry) -
                 if outcome.signal is not None
                 else f"exited with status {outcome.exit_code}"
             )
-            return redactor.text(f"server {spec.name} {how}{_tail(stderr)}")
+            return redactor.text(f"server {spec.name} {how}{said()}")
     return None
 
 
@@ -132,39 +151,16 @@ async def _serve(
     stderr: bytearray,
     start_scope: trio.CancelScope,
 ) -> str | None:
-    spec = entry.spec
     closed = trio.Event()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_keep_tail, child.stderr, stderr)
         async with open_session(child.stdin, child.stdout, closed, entry.heard) as session:
             with trio.CancelScope() as life:
                 nursery.start_soon(_cancel_when_gone, child, closed, life, entry)
-                try:
-                    init = await session.initialize()
-                    listed = await session.list_tools()
-                except MCPError as exc:
-                    if exc.error.code != types.CONNECTION_CLOSED:
-                        raise
-                    await trio.sleep_forever()  # until `_cancel_when_gone` ends its life
-                start_scope.deadline = math.inf  # started: from now on idleMs rules
-                entry.tools = tuple(listed.tools)
-                info = init.server_info
-                entry.info = {"name": info.name, "version": info.version}
-                entry.capabilities = init.capabilities
-                result = {**entry.info, "server": spec.name}
-                result["tools"] = [tool_json(t) for t in entry.tools]
-                refusal = await start_hooks(
-                    Phase.ON_SUCCESS, spec.name, entry.started_by, result={"value": result}
-                )
-                if refusal is not None:
+                why = await serve_session(start_hooks, entry, session, start_scope)
+                if why is not None:
                     nursery.cancel_scope.cancel()
-                    return f"server {spec.name} was stopped: its start was {refusal}"
-                entry.session, entry.state, entry.since = session, "running", time.time()
-                entry.reason = ""
-                entry.last_used = trio.current_time()
-                entry.ready.set()
-                await _until_idle(entry)
-                entry.session, entry.state = None, "stopping"  # no new use may take it
+                    return why
             nursery.cancel_scope.cancel()
             if life.cancelled_caught:
                 return _EXITED
@@ -189,29 +185,6 @@ async def _keep_tail(stream: trio.abc.ReceiveStream, tail: bytearray) -> None:
             del tail[: len(tail) - SERVER_STDERR_TAIL]
 
 
-async def _until_idle(entry: ServerEntry) -> None:
-    """Returns once the server has had no use for `idleMs`. A use does not wake this wait:
-    the wait sleeps until the last use's end plus `idleMs` and looks again then; only when a
-    use is still going at that time does it wait for a use to end (`entry.poke`)."""
-    idle = entry.spec.idle_ms / 1000
-    while True:
-        if entry.in_use:
-            await entry.changed.wait()
-        elif trio.current_time() < entry.last_used + idle:
-            await trio.sleep_until(entry.last_used + idle)
-        else:
-            return
-
-
 def _tail(stderr: bytearray) -> str:
     text = bytes(stderr[-_REASON_STDERR:]).decode(errors="replace").strip()
     return f"; its stderr ends: {text}" if text else ""
-
-
-def _words(exc: BaseException) -> str:
-    """The first real error inside `exc` (nurseries wrap them in groups), in words."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    if isinstance(exc, ServerBroken):
-        return str(exc)
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

@@ -35,6 +35,7 @@ from .serverentry import (
     StartHooks,
     ToolFailed,
     entry_json,
+    where_json,
 )
 
 if TYPE_CHECKING:  # the MCP SDK is imported when a server starts (`serverproc.py`), not before
@@ -170,8 +171,7 @@ class ServerManager:
     def states(self, specs: Iterable[ServerSpec]) -> list[dict[str, Any]]:
         """The state of each of `specs` (idle when never started), with its command."""
         return [
-            {**entry_json(self.entries.get(s) or ServerEntry(s)), "command": list(s.command)}
-            for s in specs
+            {**entry_json(self.entries.get(s) or ServerEntry(s)), **where_json(s)} for s in specs
         ]
 
 

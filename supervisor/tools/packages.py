@@ -1,0 +1,259 @@
+"""Servers the ecosystem's way: `command = ["npx", "-y", "pkg"]` or `["uvx", "pkg"]`.
+
+The package is fetched once, with network, into a cache of the server's own under the
+supervisor's state directory (`packages/npm/<server>-<hash>`, `packages/uv/…`, by its name,
+install step and working directory): the install step (`[servers.x] install`, or the one the
+command implies: npx installs the package and runs `node -e ""`, uvx builds the tool's
+environment and runs `python -c ""`) runs under the `net` profile with only that cache
+writable, and a file in it records that it succeeded, so it runs again only when the step
+changes or the cache is removed. The server itself then runs under its own profile (no
+network under `strict`) with the ecosystem told to stay offline (npm: `npm_config_cache`,
+`npm_config_offline=true`; uv: `UV_CACHE_DIR`, `UV_OFFLINE=1`). Its cache is writable to it:
+npm and uv write to their cache even offline (npm locks `_npx/<hash>` and refreshes its
+index, uv locks its cache), and a read-only one fails them ("ENOTCACHED"); being its own, no
+other server's start reads what it writes there. Nothing else of the state directory is in
+its view.
+
+A server that fails to start under a profile without network and whose stderr shows it
+tried to reach one (a package not in the cache, a server that connects at its start) gets
+"no network under <profile>" in its reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Mapping
+from typing import Final
+
+import attrs
+import trio
+
+from ..config.truststore import state_path
+from ..core.errors import SandboxUnavailable, SpawnError
+from ..core.hookenv import base_environment
+from ..core.hooks import Profile
+from ..core.records import Record
+from ..core.servers import ServerSpec
+from ..process import programs, sandbox
+from ..process.scratch import scratch_dir
+from ..process.spawner import Spawner
+from ..process.spawnspec import ChildSpec
+
+#: How long an install step may take (fetching a package tree may be slow).
+INSTALL_TIMEOUT_S: Final = 600.0
+#: How much of an install step's stderr its failure quotes.
+_TAIL: Final = 1000
+#: What a program's stderr says when it tried to reach the network and could not.
+NO_NETWORK_SIGNS: Final = re.compile(
+    r"ENOTCACHED|ENETUNREACH|EAI_AGAIN|ENOTFOUND|getaddrinfo|Network is unreachable"
+    r"|network unreachable|only-if-cached|offline mode|--offline|Temporary failure in name"
+    r"|Failed to fetch|dns error|Could not resolve host",
+    re.IGNORECASE,
+)
+
+
+@attrs.frozen(repr=False, eq=False)
+class Ecosystem(Record):
+    """A package runner: its program's name, its cache's directory name under
+    `packages/`, the variable naming its cache, and the variables that keep it offline."""
+
+    program: str
+    cache: str
+    cache_env: str
+    offline: Mapping[str, str]
+    #: Set for both steps: nothing asked, nothing reported home.
+    quiet: Mapping[str, str]
+    #: The options that name the package (the command is then a program in it), and the
+    #: other options that take a value (a `--python 3.12` is no package).
+    package_options: tuple[str, ...]
+    value_options: tuple[str, ...]
+
+
+ECOSYSTEMS: Final = (
+    Ecosystem(
+        "npx",
+        "npm",
+        "npm_config_cache",
+        {"npm_config_offline": "true"},
+        {
+            "npm_config_update_notifier": "false",
+            "npm_config_fund": "false",
+            "npm_config_audit": "false",
+            "npm_config_yes": "true",
+        },
+        ("-p", "--package"),
+        ("-c", "--call", "-w", "--workspace"),
+    ),
+    Ecosystem(
+        "uvx",
+        "uv",
+        "UV_CACHE_DIR",
+        {"UV_OFFLINE": "1"},
+        {"UV_NO_PROGRESS": "1"},
+        ("--from",),
+        (
+            "--with",
+            "--with-editable",
+            "--with-requirements",
+            "-p",
+            "--python",
+            "--index",
+            "--index-url",
+            "--extra-index-url",
+            "--default-index",
+            "-c",
+            "--constraints",
+            "--overrides",
+        ),
+    ),
+)
+
+
+def ecosystem(spec: ServerSpec) -> Ecosystem | None:
+    """The package runner a server's command starts with, if any."""
+    if not spec.command:
+        return None
+    name = os.path.basename(spec.command[0])
+    return next((e for e in ECOSYSTEMS if e.program == name), None)
+
+
+def install_argv(spec: ServerSpec, eco: Ecosystem) -> tuple[str, ...]:
+    """The install step: `install` when given, else the one the command implies."""
+    if spec.install is not None:
+        return spec.install
+    program, args = spec.command[0], list(spec.command[1:])
+    options: list[str] = []
+    packages: list[str] = []
+    while args and args[0].startswith("-"):
+        arg = args.pop(0)
+        name, has_value, value = arg.partition("=")
+        if name in eco.package_options:
+            packages.append(value if has_value else args.pop(0) if args else "")
+        elif name in eco.value_options:
+            options.append(arg)
+            if not has_value and args:
+                options.append(args.pop(0))
+        elif arg not in ("-y", "--yes", "--"):
+            options.append(arg)
+    if not packages and args:
+        packages.append(args[0])
+    if eco.program == "npx":
+        given = [f"--package={p}" for p in packages]
+        return (program, "--yes", *options, *given, "--", "node", "-e", "")
+    given = [a for p in packages for a in ("--from", p)]
+    return (program, *options, *given, "python", "-c", "")
+
+
+def cache_dir(
+    eco: Ecosystem, spec: ServerSpec, argv: tuple[str, ...], environ: Mapping[str, str]
+) -> str | None:
+    """The server's own cache under the state directory, by its name, install step and
+    working directory (None: there is no state directory)."""
+    state = state_path(environ)
+    if state is None:
+        return None
+    key = json.dumps([spec.name, list(argv), spec.workdir])
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    return str(state.parent / "packages" / eco.cache / f"{spec.name}-{digest}")
+
+
+def server_env(eco: Ecosystem, cache: str) -> dict[str, str]:
+    """What the server's environment gets: its cache, and offline."""
+    return {eco.cache_env: cache, **eco.offline, **eco.quiet}
+
+
+def no_network(profile: Profile, stderr: str) -> str:
+    """ "; no network under strict" when a server without network says it tried to reach it."""
+    if profile in (Profile.NET, Profile.NONE) or not NO_NETWORK_SIGNS.search(stderr):
+        return ""
+    return f"; no network under {profile.value}: it tried to reach the network (its package"
+    " not in the cache, or a connection at its start)"
+
+
+def _made(cache: str, done: str) -> bool:
+    """Whether the install step succeeded before (the cache is made if it is not there)."""
+    os.makedirs(cache, mode=0o700, exist_ok=True)
+    return os.path.exists(done)
+
+
+def _mark(done: str, shown: str) -> None:
+    with open(done, "w") as f:
+        f.write(shown + "\n")
+
+
+@attrs.frozen(repr=False, eq=False)
+class Installed(Record):
+    """A package in the cache: where the cache is, and what the server's environment gets."""
+
+    cache: str
+    env: Mapping[str, str]
+
+
+def done_file(cache: str) -> str:
+    """The file that says the install step into `cache` succeeded."""
+    return os.path.join(cache, ".mcpx-installed")
+
+
+async def ensure_installed(spawner: Spawner, spec: ServerSpec, eco: Ecosystem) -> Installed | str:
+    """Runs the install step unless it succeeded before (bounded by `INSTALL_TIMEOUT_S`);
+    returns the cache, or why it failed. Cancelled, the step's tree is killed and reaped,
+    and it runs again next time."""
+    argv = install_argv(spec, eco)
+    cache = cache_dir(eco, spec, argv, os.environ)
+    if cache is None:
+        return (
+            f"server {spec.name}: no state directory for its package cache (set"
+            " XDG_STATE_HOME or HOME)"
+        )
+    done = done_file(cache)
+    if _made(cache, done):
+        return Installed(cache, server_env(eco, cache))
+    shown = " ".join(argv)
+    with scratch_dir("install-") as scratch:
+        try:
+            rlimits, plan = sandbox.plan(
+                Profile.NET,
+                spawner,
+                scratch=scratch,
+                dirs=(spec.declaring_dir, spec.workdir),
+                workdir=spec.workdir,
+                granted=(spec.declaring_dir, spec.workdir),
+                paths=spec.paths,
+                limits=spec.limits,
+                own=((cache, True),),
+            )
+            env = base_environment(os.environ, scratch)
+            env.update(spec.env)
+            env.update({eco.cache_env: cache, **eco.quiet})
+            programs.check_program(
+                argv[0], cwd=spec.workdir, env=env, plan=plan, profile=Profile.NET
+            )
+        except SandboxUnavailable as exc:
+            return f"server {spec.name}: its install step ({shown}) could not start: {exc}"
+        child_spec = ChildSpec(argv, spec.workdir, env, rlimits, plan)
+        try:
+            with trio.move_on_after(INSTALL_TIMEOUT_S) as scope:
+                async with spawner.open_child(
+                    child_spec, kill_grace=spec.kill_grace_ms / 1000
+                ) as child:
+                    outcome = child.outcome
+                    await child.communicate(b"", 1 << 20, 8192)
+        except SpawnError as exc:
+            return f"server {spec.name}: its install step ({shown}) could not start: {exc}"
+    tail = bytes(outcome.stderr_tail[-_TAIL:]).decode(errors="replace").strip()
+    said = f"; its stderr ends: {tail}" if tail else ""
+    if scope.cancelled_caught:
+        took = f"took over {INSTALL_TIMEOUT_S:.0f} s"
+        return f"server {spec.name}: its install step ({shown}) {took}{said}"
+    if outcome.signal is not None or outcome.exit_code != 0:
+        how = (
+            f"signal {outcome.signal}"
+            if outcome.signal is not None
+            else f"status {outcome.exit_code}"
+        )
+        return f"server {spec.name}: its install step ({shown}) failed ({how}){said}"
+    _mark(done, shown)
+    return Installed(cache, server_env(eco, cache))

@@ -1,0 +1,79 @@
+"""What a tool server's life is once its MCP session is open, whatever carries it (a child's
+pipes, `serverproc.py`; streamable HTTP, `remote.py`): `initialize` and `tools/list`, the
+`onSuccess` hooks, serving until idle; and a failure in words."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import trio
+from mcp import types
+from mcp.client.session import ClientSession
+from mcp.shared.exceptions import MCPError
+
+from ..core.points import Phase
+from .mcpclient import ServerBroken
+from .serverentry import ServerEntry, StartHooks, tool_json
+
+
+async def serve_session(
+    start_hooks: StartHooks,
+    entry: ServerEntry,
+    session: ClientSession,
+    start_scope: trio.CancelScope,
+) -> str | None:
+    """MCP `initialize` and `tools/list` on `session`, the `onSuccess` hooks, then serving
+    uses until the server has been unused for `idleMs` (None), or why it was stopped. A
+    connection closed during the start waits for the caller to end the life (its process's
+    exit says why)."""
+    spec = entry.spec
+    try:
+        init = await session.initialize()
+        listed = await session.list_tools()
+    except MCPError as exc:
+        if exc.error.code != types.CONNECTION_CLOSED:
+            raise
+        await trio.sleep_forever()  # until the caller ends the life (`_cancel_when_gone`)
+    start_scope.deadline = math.inf  # started: from now on idleMs rules
+    entry.tools = tuple(listed.tools)
+    info = init.server_info
+    entry.info = {"name": info.name, "version": info.version}
+    entry.capabilities = init.capabilities
+    result = {**entry.info, "server": spec.name}
+    result["tools"] = [tool_json(t) for t in entry.tools]
+    refusal = await start_hooks(
+        Phase.ON_SUCCESS, spec.name, entry.started_by, result={"value": result}
+    )
+    if refusal is not None:
+        return f"server {spec.name} was stopped: its start was {refusal}"
+    entry.session, entry.state, entry.since = session, "running", time.time()
+    entry.reason = ""
+    entry.last_used = trio.current_time()
+    entry.ready.set()
+    await _until_idle(entry)
+    entry.session, entry.state = None, "stopping"  # no new use may take it
+    return None
+
+
+async def _until_idle(entry: ServerEntry) -> None:
+    """Returns once the server has had no use for `idleMs`. A use does not wake this wait:
+    the wait sleeps until the last use's end plus `idleMs` and looks again then; only when a
+    use is still going at that time does it wait for a use to end (`entry.poke`)."""
+    idle = entry.spec.idle_ms / 1000
+    while True:
+        if entry.in_use:
+            await entry.changed.wait()
+        elif trio.current_time() < entry.last_used + idle:
+            await trio.sleep_until(entry.last_used + idle)
+        else:
+            return
+
+
+def words(exc: BaseException) -> str:
+    """The first real error inside `exc` (nurseries wrap them in groups), in words."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, ServerBroken):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

@@ -1,0 +1,170 @@
+"""Servers the ecosystem's way: `npx -y pkg` (the published `@modelcontextprotocol/
+server-everything`) and `uvx pkg`, fetched once with network into the cache under the state
+directory, then run under `strict` (no network) offline from that cache; a package that
+cannot be had fails the start with its stderr's end, and "no network under strict" when the
+server tried to reach one."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from mcpx_hooks.supervisor.core.hooks import Config, Profile
+from mcpx_hooks.supervisor.core.servers import ServerSpec
+from mcpx_hooks.supervisor.process.spawner import Spawner
+from mcpx_hooks.supervisor.run.bus import Bus
+from mcpx_hooks.supervisor.run.serverhooks import open_servers
+from mcpx_hooks.supervisor.tools.packages import ECOSYSTEMS, NO_NETWORK_SIGNS, install_argv
+from mcpx_hooks.supervisor.tools.serverentry import ServerFailing
+from mcpx_hooks.supervisor.tools.servers import ServerManager
+
+EVERYTHING = "@modelcontextprotocol/server-everything"
+NPX = shutil.which("npx")
+UVX = shutil.which("uvx") or (
+    str(Path(sys.executable).with_name("uvx"))
+    if Path(sys.executable).with_name("uvx").exists()
+    else None
+)
+
+
+def registry_reachable(argv: list[str]) -> str | None:
+    """Why the registry cannot be used here (None: it can)."""
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{argv[0]}: {exc}"
+    return None if done.returncode == 0 else (done.stderr.strip().splitlines() or ["?"])[-1]
+
+
+@pytest.fixture(scope="module")
+def npm_registry() -> None:
+    if NPX is None:
+        pytest.skip("npx is not installed")
+    why = registry_reachable(["npm", "ping"])
+    if why is not None:
+        pytest.skip(f"the npm registry is unreachable from here ({why})")
+
+
+@pytest.fixture
+def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The state directory (the package cache's home), apart from the declaring one."""
+    where = tmp_path / "state"
+    monkeypatch.setenv("XDG_STATE_HOME", str(where))
+    (tmp_path / "project").mkdir()
+    return where
+
+
+def npx_server(tmp_path: Path, *args: str, **fields: Any) -> ServerSpec:
+    fields.setdefault("sandbox", Profile.STRICT)
+    fields.setdefault("start_timeout_ms", 60_000)
+    command = (str(NPX), "-y", *args)
+    return ServerSpec("everything", command, str(tmp_path / "project"), **fields)
+
+
+@pytest.fixture
+async def manager(strict_spawner: Spawner) -> AsyncIterator[ServerManager]:
+    async with open_servers(strict_spawner, Bus(), Config()) as m:
+        yield m
+
+
+def test_the_install_step_is_the_one_the_command_implies() -> None:
+    npm, uv = ECOSYSTEMS
+    spec = ServerSpec("x", ("npx", "-y", "pkg@1", "--flag"), "/p")
+    assert install_argv(spec, npm) == ("npx", "--yes", "--package=pkg@1", "--", "node", "-e", "")
+    spec = ServerSpec("x", ("npx", "-y", "-p", "a", "--package=b", "bin"), "/p")
+    assert install_argv(spec, npm)[2:4] == ("--package=a", "--package=b")
+    spec = ServerSpec("x", ("uvx", "--python", "3.12", "mcp-server-time", "--tz"), "/p")
+    assert install_argv(spec, uv) == (
+        "uvx",
+        "--python",
+        "3.12",
+        "--from",
+        "mcp-server-time",
+        "python",
+        "-c",
+        "",
+    )
+    spec = ServerSpec("x", ("npx", "pkg"), "/p", install=("npm", "ci"))
+    assert install_argv(spec, npm) == ("npm", "ci")
+
+
+async def test_npx_fetches_once_then_runs_offline_under_strict(
+    npm_registry: None, state: Path, tmp_path: Path, strict_spawner: Spawner
+) -> None:
+    spec = npx_server(tmp_path, EVERYTHING)
+    async with open_servers(strict_spawner, Bus(), Config()) as manager:
+        with trio.fail_after(300):
+            result, entry = await manager.call(spec, "echo", {"message": "offline"})
+        assert [c.text for c in result.content] == ["Echo: offline"]  # type: ignore[union-attr]
+        assert entry.info["name"] == "mcp-servers/everything"
+    (done,) = (state / "mcpx-hooks" / "packages" / "npm").glob("everything-*/.mcpx-installed")
+    assert (done.parent / "_npx").is_dir()
+    fetched_at = done.stat().st_mtime_ns
+    async with open_servers(strict_spawner, Bus(), Config()) as manager:  # a new supervisor
+        with trio.fail_after(120):
+            again, _ = await manager.call(spec, "echo", {"message": "again"})
+    assert [c.text for c in again.content] == ["Echo: again"]  # type: ignore[union-attr]
+    assert done.stat().st_mtime_ns == fetched_at  # not fetched again
+
+
+async def test_a_package_that_does_not_exist_fails_its_start_with_why(
+    npm_registry: None, state: Path, tmp_path: Path, manager: ServerManager
+) -> None:
+    missing = "@modelcontextprotocol/no-such-server-mcpx-hooks-test"
+    with trio.fail_after(120), pytest.raises(ServerFailing) as failed:
+        await manager.call(npx_server(tmp_path, missing), "echo", {})
+    why = str(failed.value)
+    assert "its install step" in why and "its stderr ends:" in why and "E404" in why
+    with pytest.raises(ServerFailing, match=r"next start in \d"):  # backing off, at once
+        await manager.call(npx_server(tmp_path, missing), "echo", {})
+
+
+async def test_a_package_not_in_the_cache_under_strict_says_no_network(
+    state: Path, tmp_path: Path, manager: ServerManager
+) -> None:
+    if NPX is None:
+        pytest.skip("npx is not installed")
+    missing = "@modelcontextprotocol/not-in-the-cache-mcpx-hooks-test"
+    spec = npx_server(tmp_path, missing, install=("true",))  # an install that fetches nothing
+    with trio.fail_after(120), pytest.raises(ServerFailing) as failed:
+        await manager.call(spec, "echo", {})
+    why = str(failed.value)
+    assert "its stderr ends:" in why and "ENOTCACHED" in why
+    assert "no network under strict" in why
+
+
+@pytest.mark.skipif(UVX is None, reason="uv is not installed (pip install uv provides uvx)")
+async def test_uvx_fetches_once_then_runs_offline_under_strict(
+    state: Path, tmp_path: Path, strict_spawner: Spawner
+) -> None:
+    spec = ServerSpec(
+        "time",
+        (str(UVX), "mcp-server-time"),
+        str(tmp_path / "project"),
+        sandbox=Profile.STRICT,
+        start_timeout_ms=60_000,
+        env={"UV_NATIVE_TLS": "1"},  # the system's certificates, as pip here uses them
+    )
+    async with open_servers(strict_spawner, Bus(), Config()) as manager:
+        with trio.fail_after(300):
+            try:
+                result, _ = await manager.call(spec, "get_current_time", {"timezone": "UTC"})
+            except ServerFailing as exc:
+                if "its install step" in str(exc) and NO_NETWORK_SIGNS.search(str(exc)):
+                    pytest.skip(f"the Python package index is unreachable from here: {exc}")
+                raise
+        (done,) = (state / "mcpx-hooks" / "packages" / "uv").glob("time-*/.mcpx-installed")
+        fetched_at = done.stat().st_mtime_ns
+    async with open_servers(strict_spawner, Bus(), Config()) as manager:  # a new supervisor
+        with trio.fail_after(120):
+            again, _ = await manager.call(spec, "get_current_time", {"timezone": "UTC"})
+    assert result.is_error is not True and again.is_error is not True
+    assert "UTC" in str(again.structured_content)
+    assert done.stat().st_mtime_ns == fetched_at  # not fetched again
