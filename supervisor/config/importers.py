@@ -218,8 +218,8 @@ def _precommit_hook(
         return f"{label}: entry {entry!r} cannot be split into words ({exc})"
     if not argv:
         return f"{label}: entry is empty"
-    if language == "script" and "/" not in argv[0]:
-        argv[0] = "./" + argv[0]
+    if language == "script" and not argv[0].startswith(("/", "./", "../")):
+        argv[0] = "./" + argv[0]  # a file of the repository, from its top
     notes: list[str] = []
     obj = {**_base(_name(hook["id"], taken)), "run": argv}
     files = _precommit_files(hook, notes)
