@@ -24,7 +24,7 @@ __all__, __getattr__, __dir__ = exports(
         "journal": ("FRAME_OVERHEAD", "Follower", "Journals", "RunJournal", "UnknownRun"),
         "observe": ("ObserverStats", "Unwell", "serve_observers"),
         "output": ("InvalidOutput", "read_output"),
-        "phases": ("PhaseHooks", "RunState"),
+        "phases": ("PhaseHooks", "RunState", "together_groups"),
         "prompthook": ("placeholder_values", "prompt_request"),
         "runtime": ("Runtime", "open_runtime"),
         "scriptrun": ("DEFAULT_SCRIPT_TIMEOUT_MS", "Run", "RunRequest", "execute"),

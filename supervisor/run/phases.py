@@ -100,7 +100,7 @@ class PhaseHooks:
     async def run_hooks(self, hooks: list[Hook], phase: Phase, state: RunState) -> None:
         """Runs `hooks` (of `phase`, of any point) into `state`: one after another, but each
         run of consecutive `parallel` hooks at once (`_together`)."""
-        for group in _groups(hooks):
+        for group in together_groups(hooks):
             if len(group) == 1:
                 reports = [await self._one(group[0], state.ctx)]
             else:
@@ -236,7 +236,7 @@ class PhaseHooks:
         return False
 
 
-def _groups(hooks: list[Hook]) -> list[list[Hook]]:
+def together_groups(hooks: list[Hook]) -> list[list[Hook]]:
     """`hooks` in runs to start together: each run of consecutive `parallel` hooks one group,
     every other hook a group of its own, in declaration order."""
     groups: list[list[Hook]] = []
