@@ -61,6 +61,10 @@ pre-commit:
     pipes:
       run: git diff --cached --name-only | grep -q . && echo changed
       root: frontend/
+    types:
+      root: web/
+      glob: "*.ts"
+      run: npx tsc --noEmit
       exclude: "*.min.js"
   scripts:
     "hello.sh":
@@ -116,19 +120,22 @@ def test_lefthook_commands_and_scripts(tmp_path: Path) -> None:
     out = convert(tmp_path, "lefthook.yml", LEFTHOOK)
     assert out.returncode == 0, out.stdout + out.stderr
     hooks = written(tmp_path)
-    assert list(hooks) == ["eslint", "pipes", "hello.sh"]
+    assert list(hooks) == ["eslint", "pipes", "types", "hello.sh"]
+    assert hooks["types"]["when"] == {"files": ["web/**/*.ts"]}
     assert hooks["eslint"]["run"] == ["npx", "eslint"]  # the file template dropped
     assert hooks["eslint"]["when"] == {"files": ["*.js", "*.ts"]}
     assert hooks["pipes"]["run"] == [
         "sh", "-c", "git diff --cached --name-only | grep -q . && echo changed",
     ]  # fmt: skip
     assert hooks["pipes"]["cwd"] == "frontend"
+    assert "when" not in hooks["pipes"]
     assert hooks["hello.sh"]["run"] == ["bash", ".lefthook/pre-commit/hello.sh"]
     said = out.stdout
     assert "commit-msg: a git hook with no moment in a script run" in said
     assert "its file templates were dropped" in said
     assert "it needs a shell, as lefthook runs it: sh -c" in said
     assert "exclude not converted" in said
+    assert "pre-commit.parallel: its hooks may refuse the run, so they run in turn" in said
 
 
 @pytest.mark.parametrize(

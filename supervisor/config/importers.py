@@ -14,7 +14,8 @@ Every converted hook is `on = "script"`, `phase = "before"`, `effect = "ask"`,
   with nothing a shell would read is split into an argv; one that needs a shell (pipes, `&&`,
   variables, quotes, redirections) becomes `["sh", "-c", RUN]`, as lefthook runs it.
   `{staged_files}`-style templates are dropped (the hook gets no file list). `glob` (with
-  `{a,b}` expanded) becomes `when.files`; `root` becomes `cwd`.
+  `{a,b}` expanded) becomes `when.files` (under `root`, which becomes `cwd`). A group's
+  `parallel: true` is not carried over: a hook that may refuse runs in its turn.
 """
 
 from __future__ import annotations
@@ -249,6 +250,11 @@ def from_lefthook(data: Any, source: str) -> Converted:
         if git_hook not in LEFTHOOK_HOOKS:
             skipped.append(f"{git_hook}: a git hook with no moment in a script run")
             continue
+        if group.get("parallel") is True:
+            skipped.append(
+                f"{git_hook}.parallel: its hooks may refuse the run, so they run in turn (set"
+                ' effect = "advise" and parallel = true on those that need not refuse)'
+            )
         for kind in ("commands", "scripts"):
             entries = group.get(kind) or {}
             if not isinstance(entries, Mapping):
@@ -290,12 +296,14 @@ def _lefthook_entry(  # noqa: PLR0917
         if not argv:
             return f"{label}: only file templates, no command"
     obj: dict[str, Any] = {**_base(_name(name, taken)), "run": argv}
-    globs = _strings(entry.get("glob"))
-    if globs:
-        obj["when"] = {"files": [g for glob in globs for g in brace_globs(glob)]}
     root = entry.get("root")
-    if isinstance(root, str) and root.strip("/"):
-        obj["cwd"] = root.strip("/")
+    root = root.strip("/") if isinstance(root, str) else ""
+    globs = [g for glob in _strings(entry.get("glob")) or [] for g in brace_globs(glob)]
+    if root:  # lefthook matches a root's files within it: the same, from the top
+        globs = [f"{root}/{g}" if "/" in g else f"{root}/**/{g}" for g in globs]
+        obj["cwd"] = root
+    if globs:
+        obj["when"] = {"files": globs}
     for key in ("exclude", "skip", "only", "env", "tags", "interactive", "stage_fixed"):
         if key in entry:
             notes.append(f"{key} not converted")
