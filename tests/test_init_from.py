@@ -144,7 +144,14 @@ def test_lefthook_commands_and_scripts(tmp_path: Path) -> None:
         ("repos: [\n  - {", "not valid YAML at line"),
         ("a: &x [*x]\nrepos: !!python/object:os.system {}\n", "not valid YAML"),
         ("- just\n- a list\n", "not a pre-commit config"),
-        ("repos: " + "[" * 5000 + "]" * 5000 + "\n", "not valid YAML"),
+        ("repos: " + "[" * 5000 + "]" * 5000 + "\n", "not valid YAML: nested too deeply"),
+        (
+            "h: &h {id: x, entry: x, language: system}\n"
+            "hs: &hs [" + ",".join(["*h"] * 200) + "]\n"
+            "r: &r {repo: local, hooks: *hs}\n"
+            "repos: [" + ",".join(["*r"] * 200) + "]\n",
+            "over 10000 hook entries",
+        ),
     ],
 )
 def test_hostile_yaml_is_a_clear_error_naming_the_file(
@@ -156,6 +163,13 @@ def test_hostile_yaml_is_a_clear_error_naming_the_file(
     assert expected in out.stderr
     assert "Traceback" not in out.stderr
     assert not (tmp_path / ".mcpx-hooks.toml").exists()
+
+
+def test_a_file_that_is_not_utf8_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "lefthook.yml").write_bytes(b"\xff\xfe")
+    out = mcpx("init", "--from", "lefthook.yml", cwd=tmp_path, home=tmp_path / "home")
+    assert out.returncode == 2
+    assert "mcpx-hooks init: lefthook.yml: not UTF-8 text (byte 0)" in out.stderr
 
 
 def test_never_over_a_project_file_nor_from_a_file_with_nothing_to_convert(

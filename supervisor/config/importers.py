@@ -34,6 +34,8 @@ from .regexglob import brace_globs, regex_globs
 
 #: The largest file `init --from` reads.
 MAX_SOURCE_BYTES: Final = 1024 * 1024
+#: The most entries it converts: YAML aliases can repeat a list many times over in few bytes.
+MAX_ENTRIES: Final = 10_000
 #: pre-commit's file types (`identify`'s tags) that globs say plainly.
 TYPE_GLOBS: Final[Mapping[str, tuple[str, ...]]] = {
     "python": ("*.py", "*.pyi"),
@@ -95,8 +97,17 @@ def read_yaml(path: Path) -> Any:
         mark = exc.problem_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise SourceFileError(f"{path}: not valid YAML{where}: {exc.problem}") from None
-    except (yaml.YAMLError, RecursionError) as exc:
+    except RecursionError:
+        raise SourceFileError(f"{path}: not valid YAML: nested too deeply") from None
+    except yaml.YAMLError as exc:
         raise SourceFileError(f"{path}: not valid YAML: {type(exc).__name__}") from None
+
+
+def _count(source: str, seen: list[int]) -> None:
+    """One more entry; `SourceFileError` past `MAX_ENTRIES`."""
+    seen[0] += 1
+    if seen[0] > MAX_ENTRIES:
+        raise SourceFileError(f"{source}: over {MAX_ENTRIES} hook entries; not converted")
 
 
 def _base(name: str) -> dict[str, Any]:
@@ -118,13 +129,21 @@ def _strings(value: Any) -> list[str] | None:
     return None
 
 
-def _name(raw: Any, taken: set[str]) -> str:
-    base = re.sub(r"[^A-Za-z0-9_.-]+", "-", str(raw)).strip("-") or "hook"
-    name, n = base, 2
-    while name in taken:
-        name, n = f"{base}-{n}", n + 1
-    taken.add(name)
-    return name
+class _Names:
+    """Unique hook names: an entry's own, made a name, else with `-2`, `-3`, … after it."""
+
+    def __init__(self) -> None:
+        self.taken: set[str] = set()
+        self.next: dict[str, int] = {}
+
+    def __call__(self, raw: Any) -> str:
+        base = re.sub(r"[^A-Za-z0-9_.-]+", "-", str(raw)).strip("-") or "hook"
+        name = base
+        while name in self.taken:
+            self.next[base] = self.next.get(base, 1) + 1
+            name = f"{base}-{self.next[base]}"
+        self.taken.add(name)
+        return name
 
 
 def _type_globs(hook: Mapping[str, Any]) -> tuple[list[str] | None, str | None]:
@@ -171,13 +190,16 @@ def from_precommit(data: Any, source: str) -> Converted:
         )
     hooks: list[tuple[Mapping[str, Any], tuple[str, ...]]] = []
     skipped: list[str] = []
-    taken: set[str] = set()
+    taken = _Names()
+    seen = [0]
     for r, repo in enumerate(data["repos"]):
+        _count(source, seen)
         if not isinstance(repo, Mapping) or not isinstance(repo.get("hooks"), list):
             skipped.append(f"repos[{r}]: not a repository entry with hooks")
             continue
         url = repo.get("repo")
         for h, hook in enumerate(repo["hooks"]):
+            _count(source, seen)
             where = f"repos[{r}].hooks[{h}]"
             ident = hook.get("id") if isinstance(hook, Mapping) else None
             label = f"{where} ({ident})" if isinstance(ident, str) else where
@@ -199,7 +221,7 @@ def from_precommit(data: Any, source: str) -> Converted:
 
 
 def _precommit_hook(
-    hook: Mapping[str, Any], label: str, taken: set[str]
+    hook: Mapping[str, Any], label: str, taken: _Names
 ) -> tuple[Mapping[str, Any], tuple[str, ...]] | str:
     language = hook.get("language")
     if language not in ("system", "script"):
@@ -222,7 +244,7 @@ def _precommit_hook(
     if language == "script" and not argv[0].startswith(("/", "./", "../")):
         argv[0] = "./" + argv[0]  # a file of the repository, from its top
     notes: list[str] = []
-    obj = {**_base(_name(hook["id"], taken)), "run": argv}
+    obj = {**_base(taken(hook["id"])), "run": argv}
     files = _precommit_files(hook, notes)
     if files:
         obj["when"] = {"files": files}
@@ -243,8 +265,10 @@ def from_lefthook(data: Any, source: str) -> Converted:
         raise SourceFileError(f"{source}: not a lefthook config (expected a mapping at the top)")
     hooks: list[tuple[Mapping[str, Any], tuple[str, ...]]] = []
     skipped: list[str] = []
-    taken: set[str] = set()
+    taken = _Names()
+    seen = [0]
     for git_hook, group in data.items():
+        _count(source, seen)
         if not isinstance(group, Mapping) or not ({"commands", "scripts"} & set(group)):
             continue  # a setting (min_version, colors, …), not a hook
         if git_hook not in LEFTHOOK_HOOKS:
@@ -261,6 +285,7 @@ def from_lefthook(data: Any, source: str) -> Converted:
                 skipped.append(f"{git_hook}.{kind}: not a mapping")
                 continue
             for name, entry in entries.items():
+                _count(source, seen)
                 label = f"{git_hook}.{kind}.{name}"
                 done = _lefthook_entry(git_hook, kind, str(name), entry, label, taken)
                 if isinstance(done, str):
@@ -271,7 +296,7 @@ def from_lefthook(data: Any, source: str) -> Converted:
 
 
 def _lefthook_entry(  # noqa: PLR0917
-    git_hook: str, kind: str, name: str, entry: Any, label: str, taken: set[str]
+    git_hook: str, kind: str, name: str, entry: Any, label: str, taken: _Names
 ) -> tuple[Mapping[str, Any], tuple[str, ...]] | str:
     if not isinstance(entry, Mapping):
         return f"{label}: not a mapping"
@@ -295,7 +320,7 @@ def _lefthook_entry(  # noqa: PLR0917
             argv = run.split()
         if not argv:
             return f"{label}: only file templates, no command"
-    obj: dict[str, Any] = {**_base(_name(name, taken)), "run": argv}
+    obj: dict[str, Any] = {**_base(taken(name)), "run": argv}
     root = entry.get("root")
     root = root.strip("/") if isinstance(root, str) else ""
     globs = [g for glob in _strings(entry.get("glob")) or [] for g in brace_globs(glob)]
