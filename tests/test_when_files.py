@@ -97,6 +97,22 @@ def test_files_from_stdin_gives_the_list_instead_of_git(repo: Path) -> None:
     assert ran(repo, "--files-from", str(listed)) == ["py", "always"]
 
 
+def test_files_from_is_refused_where_it_cannot_be_read(repo: Path) -> None:
+    home = repo.parent / "home"
+    config = str(repo.parent / "hooks.toml")
+    both = mcpx(
+        "exec", "--config", config, "--files-from", "-", "--stdin", "-", "--", "true",
+        cwd=repo, home=home, stdin="a.py\n",
+    )  # fmt: skip
+    assert both.returncode == 2
+    assert "--files-from - and --stdin - cannot both read this stdin" in both.stderr
+    missing = mcpx(
+        "exec", "--config", config, "--files-from", "nope.txt", "--", "true", cwd=repo, home=home
+    )
+    assert missing.returncode == 2
+    assert "--files-from nope.txt: No such file or directory" in missing.stderr
+
+
 def test_explain_says_why_each_did_or_did_not_run(repo: Path) -> None:
     (repo / "src/app/main.py").write_text("x = 2\n")
     out = mcpx(

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from ..core.selection import Selection
     from ..run.scriptrun import RunRequest
 
+#: The most `--files-from` reads, in bytes: a list of paths, not a stream.
+_MAX_FILES_FROM: Final = 16 * 1024 * 1024
 #: The longest `--timeout`, in seconds: a year.
 _MAX_TIMEOUT_S: Final = 365 * 24 * 3600
 
@@ -146,12 +148,16 @@ def files_from(args: argparse.Namespace) -> ChangedFiles | None:
     if name == "-":
         if args.stdin == "-":
             raise Usage("--files-from - and --stdin - cannot both read this stdin")
-        return given_files(sys.stdin.read(), "--files-from -")
-    try:
-        with open(name, encoding="utf-8", errors="surrogateescape") as f:
-            return given_files(f.read(), f"--files-from {name}")
-    except OSError as exc:
-        raise Usage(f"--files-from {name}: {exc.strerror or exc}") from None
+        text = sys.stdin.buffer.read(_MAX_FILES_FROM + 1)
+    else:
+        try:
+            with open(name, "rb") as f:
+                text = f.read(_MAX_FILES_FROM + 1)
+        except OSError as exc:
+            raise Usage(f"--files-from {name}: {exc.strerror or exc}") from None
+    if len(text) > _MAX_FILES_FROM:
+        raise Usage(f"--files-from {name}: over {_MAX_FILES_FROM} bytes of paths")
+    return given_files(text.decode(errors="surrogateescape"), f"--files-from {name}")
 
 
 def _stdin_bytes(args: argparse.Namespace) -> bytes:
