@@ -57,7 +57,7 @@ FOREIGN = ("server", "tool", "session", "uri", "argvs")
 def test_every_key_a_point_provides_is_declared_and_every_declared_key_is_provided() -> None:
     provided = {k for keys in PROVIDED.values() for k in keys}
     assert provided == set(WHEN_KEYS) == set(When)
-    assert POINTS["script"].when == (When.ARGV, When.CWD)
+    assert POINTS["script"].when == (When.ARGV, When.CWD, When.FILES)
     assert OBSERVE_WHEN == (When.KINDS, When.RUN_ARGV)
 
 
@@ -92,7 +92,7 @@ def test_the_newcomers_tool_filter_is_refused_not_ignored(tmp_path: Path) -> Non
     assert out.returncode == 2
     assert (
         f'{path}:/hooks/0/when/tool: "tool" is not a when key of the point "script"'
-        " (its keys: argv, cwd)\n"
+        " (its keys: argv, cwd, files)\n"
     ) in out.stdout
     assert "1 problem(s)" in out.stderr and "Traceback" not in out.stderr
 

@@ -100,6 +100,27 @@ def add_arguments(x: argparse.ArgumentParser) -> None:
         help="a value for the prompt hooks' placeholder @K (a name of their vars), sent to the"
         " model as data (repeatable)",
     )
+    x.add_argument(
+        "--skip",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="leave the hook NAME out of this run (repeatable; a locked hook cannot be left"
+        " out; also MCPX_HOOKS_SKIP=a,b)",
+    )
+    x.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="run only the hooks named (repeatable; every locked hook must be named too)",
+    )
+    x.add_argument(
+        "--files-from",
+        metavar="FILE",
+        help="the changed files when.files matches, one path per line from the top of the"
+        " repository (- for stdin), instead of asking git",
+    )
     x.add_argument("--timeout", type=float, metavar="S", help="the script's timeout, seconds")
     x.add_argument("--input", metavar="JSON", help="the run's input, a JSON value")
     x.add_argument("--stdin", metavar="FILE", help="the script's stdin (- for this one's)")

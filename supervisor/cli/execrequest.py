@@ -17,10 +17,14 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Collection
     from typing import Any, Final
 
+    from ..core.changes import ChangedFiles
     from ..core.hooks import Config
     from ..core.points import Phase
+    from ..core.selection import Selection
     from ..run.scriptrun import RunRequest
 
+#: The most `--files-from` reads, in bytes: a list of paths, not a stream.
+_MAX_FILES_FROM: Final = 16 * 1024 * 1024
 #: The longest `--timeout`, in seconds: a year.
 _MAX_TIMEOUT_S: Final = 365 * 24 * 3600
 
@@ -113,6 +117,49 @@ def _placeholders(args: argparse.Namespace) -> dict[str, str]:
     return found
 
 
+def selection(args: argparse.Namespace) -> Selection:
+    """What `--skip`, `--only` and `MCPX_HOOKS_SKIP` leave out of the run."""
+    from ..core.selection import Selection, env_names
+
+    return Selection(
+        tuple(dict.fromkeys(getattr(args, "skip", ()))),
+        tuple(dict.fromkeys(getattr(args, "only", ()))),
+        env_names(os.environ),
+    )
+
+
+def selected(args: argparse.Namespace, config: Config) -> Config:
+    """`config` without the hooks the run leaves out (a `Usage` when it may not)."""
+    from ..core.selection import SelectionError, select
+
+    try:
+        return select(config, selection(args))
+    except SelectionError as exc:
+        raise Usage(str(exc)) from None
+
+
+def files_from(args: argparse.Namespace) -> ChangedFiles | None:
+    """`--files-from FILE` (`-`: stdin): the files `when.files` matches, instead of git's."""
+    from ..core.changes import given_files
+
+    name = getattr(args, "files_from", None)
+    if name is None:
+        return None
+    if name == "-":
+        if args.stdin == "-":
+            raise Usage("--files-from - and --stdin - cannot both read this stdin")
+        text = sys.stdin.buffer.read(_MAX_FILES_FROM + 1)
+    else:
+        try:
+            with open(name, "rb") as f:
+                text = f.read(_MAX_FILES_FROM + 1)
+        except OSError as exc:
+            raise Usage(f"--files-from {name}: {exc.strerror or exc}") from None
+    if len(text) > _MAX_FILES_FROM:
+        raise Usage(f"--files-from {name}: over {_MAX_FILES_FROM} bytes of paths")
+    return given_files(text.decode(errors="surrogateescape"), f"--files-from {name}")
+
+
 def _stdin_bytes(args: argparse.Namespace) -> bytes:
     if args.stdin == "-":
         return sys.stdin.buffer.read()
@@ -132,7 +179,8 @@ def local_request(args: argparse.Namespace) -> tuple[Config, RunRequest]:
 
     argv = run_argv(args)
     script_lines = source_lines(args)
-    config = load(args, args.hooks, script_lines or None)
+    config = selected(args, load(args, args.hooks, script_lines or None))
+    files = files_from(args)
     env = _env(args)
     stdin = _stdin_bytes(args)
     cwd = str(Path.cwd())
@@ -153,7 +201,11 @@ def local_request(args: argparse.Namespace) -> tuple[Config, RunRequest]:
     )
     # In process, the caller's environment is this one.
     admitted = admit(request, Caller.local(config, cwd, os.environ))
-    return admitted.config, admitted.request
+    if files is None:
+        return admitted.config, admitted.request
+    import attrs
+
+    return admitted.config, attrs.evolve(admitted.request, files=files)
 
 
 def _remote_env(args: argparse.Namespace, config: Config, hooks: list[Any]) -> dict[str, Any]:
@@ -198,6 +250,11 @@ def remote_request(
     from .remotehooks import caller_config, per_call_hooks, script_lines
 
     argv = run_argv(args)
+    if not selection(args).empty or getattr(args, "files_from", None) is not None:
+        raise Usage(
+            "--skip, --only, MCPX_HOOKS_SKIP and --files-from shape a run here; with --remote"
+            " the server applies its own hooks (unset MCPX_HOOKS_SKIP, or run without --remote)"
+        )
     config = caller_config(args, source_lines(args) or None)
     if config.files and server_files is not None:
         theirs = {os.path.realpath(f) for f in server_files()}

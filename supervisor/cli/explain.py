@@ -1,6 +1,7 @@
 """`exec --explain`: which hooks a run would fire, in the order they would run, and why each
-other hook will not (`enabled = false`, its `when`, a project file not trusted), without
-running anything. `explain` is pure; `run` loads the config as `exec` does and prints.
+other hook will not (left out by `--skip`/`--only`/`MCPX_HOOKS_SKIP`, `enabled = false`, its
+`when`, a project file not trusted), without running anything. `explain` is pure; `run`
+loads the config as `exec` does and prints.
 """
 
 from __future__ import annotations
@@ -33,11 +34,14 @@ def _phase_order() -> dict[str, int]:
     return {p.value: i for i, p in enumerate(Phase)}
 
 
-def _why_not(hook: Hook, facts: RunFacts) -> str | None:
-    """Why `hook` will not run for the run `facts` describes, or None when it will."""
+def _why_not(hook: Hook, facts: RunFacts, left: Mapping[str, str]) -> str | None:
+    """Why `hook` will not run for the run `facts` describes (`left`: the hooks the run
+    leaves out, and what leaves each out), or None when it will."""
     from ..core.points import Phase, When
     from ..core.when import event_mismatch, run_mismatch
 
+    if hook.name in left:
+        return f"left out of this run: {left[hook.name]}"
     if not hook.enabled:
         return "enabled = false"
     if hook.prompt is not None and hook.prompt.model is None:
@@ -64,9 +68,26 @@ def _when_runs(hook: Hook) -> str:
     }.get(hook.phase, hook.phase.value)
 
 
-def explain(config: Config, facts: RunFacts, autonomy: Effect | None = None) -> dict[str, Any]:
+def _note(hook: Hook, facts: RunFacts) -> dict[str, str]:
+    """Why a hook that runs does, where its `when.files` decided it."""
+    from ..core.changes import files_note
+    from ..core.points import Phase, When
+
+    files = hook.when.get(When.FILES)
+    if files is None or hook.phase is Phase.OBSERVE:
+        return {}
+    return {"note": files_note(files, facts.changed)}
+
+
+def explain(
+    config: Config,
+    facts: RunFacts,
+    autonomy: Effect | None = None,
+    left: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     """What `exec --explain --json` prints: the run, its hooks in run order (those that run
-    first, each phase in declaration order; then those that will not, with why), each with
+    first, each phase in declaration order; then those that will not, with why: `left`
+    names those the run leaves out, `--skip` and the like), each with
     its effect in force (clamped by its phase, `autonomy` or the config's `hooks.autonomy`,
     and `autonomy.max`), the inline source lines, and the project files not applied (their
     hooks are not in force)."""
@@ -77,7 +98,7 @@ def explain(config: Config, facts: RunFacts, autonomy: Effect | None = None) -> 
     order = _phase_order()
     rows = []
     for index, hook in enumerate(config.hooks):
-        why = _why_not(hook, facts)
+        why = _why_not(hook, facts, left or {})
         effect = effect_in_force(hook, caller, config.autonomy_max)
         rows.append(
             (
@@ -95,7 +116,9 @@ def explain(config: Config, facts: RunFacts, autonomy: Effect | None = None) -> 
                     "source": provenance_json(hook.source),
                     "runs": why is None,
                     **({"when": dict(hook.when)} if hook.when else {}),
+                    **({"parallel": True} if hook.parallel else {}),
                     **({"why": why} if why is not None else {"at": _when_runs(hook)}),
+                    **(_note(hook, facts) if why is None else {}),
                 },
             )
         )
@@ -126,11 +149,14 @@ def explain_lines(plan: dict[str, Any]) -> list[str]:
     hooks: Sequence[dict[str, Any]] = plan["hooks"]
     running = [h for h in hooks if h["runs"]]
     lines.append("would run, in order:" if running else "would run no hooks")
-    lines.extend(
-        f"  {n}. {h['phase']} {h['name']} ({h['action']}, {h['effect']}): {h['at']}"
-        f"  [{_where(h['source'])}]"
-        for n, h in enumerate(running, start=1)
-    )
+    for n, h in enumerate(running, start=1):
+        together = ", at once with its parallel neighbours" if h.get("parallel") else ""
+        lines.append(
+            f"  {n}. {h['phase']} {h['name']} ({h['action']}, {h['effect']}{together}):"
+            f" {h['at']}  [{_where(h['source'])}]"
+        )
+        if "note" in h:
+            lines.append(f"     {h['note']}")
     for phase, count in plan["script"].items():
         lines.append(f"  [script] {phase}: {count} inline source line(s), in a Python script")
     idle = [h for h in hooks if not h["runs"]]
@@ -151,16 +177,29 @@ def run(
     args: argparse.Namespace, argv: Sequence[str], lines: Mapping[str, Sequence[str | None]]
 ) -> int:
     """Loads the config as `exec` would (its warnings on stderr), prints the plan, exits 0.
-    Nothing runs and stdin is not read."""
+    Nothing runs, and stdin is read only for `--files-from -`."""
     from ..core.effects import Effect
+    from ..core.points import When
     from ..core.scripts import Script
+    from ..core.selection import SelectionError, left_out
     from ..core.when import RunFacts
-    from .common import EXIT_OK, load
+    from .common import EXIT_OK, Usage, load
+    from .execrequest import files_from, selection
 
     config = load(args, args.hooks, lines or None)
+    try:
+        left = left_out(config, selection(args))
+    except SelectionError as exc:
+        raise Usage(str(exc)) from None
     script = Script(tuple(argv) or None, args.python, args.code)
     autonomy = Effect.parse(args.autonomy) if args.autonomy is not None else None
-    plan = explain(config, RunFacts(script.shown_argv, str(Path.cwd())), autonomy)
+    cwd = str(Path.cwd())
+    changed = files_from(args)
+    if changed is None and any(When.FILES in h.when for h in config.hooks):
+        from ..run.gitchanges import git_changes
+
+        changed = git_changes(cwd, config.when_base)
+    plan = explain(config, RunFacts(script.shown_argv, cwd, changed), autonomy, left)
     if args.json:
         print(json.dumps(plan), flush=True)
     else:

@@ -23,11 +23,26 @@ def starter_text() -> str:
     return resources.files("mcpx_hooks.supervisor").joinpath("examples", STARTER).read_text()
 
 
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--from",
+        dest="source",
+        metavar="FILE",
+        help="convert the local hooks of a .pre-commit-config.yaml or lefthook.yml instead"
+        " of writing the starter; lists what it could not convert",
+    )
+
+
 def run(args: argparse.Namespace) -> int:
-    """Writes the starter as the first of the project file names; exit 2, writing nothing,
-    when any project file is here already (two would both apply)."""
+    """Writes the starter (or, `--from`, the hooks converted from another hook manager's
+    file) as the first of the project file names; exit 2, writing nothing, when any project
+    file is here already (two would both apply)."""
     from ..config.files import LOCAL_NAMES
 
+    if getattr(args, "source", None) is not None:
+        from . import initfrom
+
+        return initfrom.run(args.source)
     for name in LOCAL_NAMES:
         if os.path.lexists(name):
             return usage("init", f"{name} exists here already; not overwritten")

@@ -74,8 +74,9 @@ COMMANDS: Final = (
     ),
     (
         "init",
-        "write a commented starter .mcpx-hooks.toml here (never overwrites)",
-        None,
+        "write a commented starter .mcpx-hooks.toml here, or convert a pre-commit or lefthook"
+        " file (never overwrites)",
+        "init:add_arguments",
         "init:run",
     ),
     (
@@ -122,7 +123,7 @@ EXAMPLES: Final[dict[str, str]] = {
     "schema": "mcpx-hooks schema hook-output",
     "trust": "mcpx-hooks trust .mcpx-hooks.toml",
     "untrust": "mcpx-hooks untrust .mcpx-hooks.toml",
-    "init": "mcpx-hooks init",
+    "init": "mcpx-hooks init --from .pre-commit-config.yaml",
     "demo": "mcpx-hooks demo",
     "doctor": "mcpx-hooks doctor",
     "console": "mcpx-hooks console --open",

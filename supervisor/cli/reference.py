@@ -19,6 +19,7 @@ from ..config.docgen import write
 from ..config.files import NO_DISCOVERY_ENV
 from ..config.trust import TRUST_ENV
 from ..core.errors import DEBUG_ENV
+from ..core.selection import SKIP_ENV
 from ..process.launch import HIDE_ENV, SPAWN_MODE_ENV
 from ..process.scratch import ROOT_ENV
 from ..process.spawner import WARM_ENV
@@ -40,6 +41,11 @@ SUPERVISOR_VARIABLES: Final = (
         TRUST_ENV,
         "`all`: apply the project files found, trusted or not, for this command (as"
         " `--trust-project`); any other value trusts nothing, with a warning",
+    ),
+    (
+        SKIP_ENV,
+        "hook names, comma-separated (`lint,typecheck`): `exec` leaves them out of its run, as"
+        " `--skip` does (a name no hook has is passed over; a locked hook cannot be left out)",
     ),
     (TOKEN_ENV, "a client's token for the server, when `--token-file` is not given"),
     (

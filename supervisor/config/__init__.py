@@ -1,5 +1,6 @@
 """The config: files found, read, validated and layered into the `Config` in force; the JSON
-Schemas and the docs generated from the tables. Pure: no trio, no processes.
+Schemas and the docs generated from the tables; other hook managers' files converted
+(`importers`, for `init --from`). Pure: no trio, no processes.
 
 The names below are loaded on first use (`core/exports.py`).
 """
@@ -19,6 +20,13 @@ __all__, __getattr__, __dir__ = exports(
             "read_bytes",
         ),
         "hookrewrite": ("PROMPT_KEYS", "PromoteError", "Promoted", "promote_answer"),
+        "importers": (
+            "Converted",
+            "SourceFileError",
+            "from_lefthook",
+            "from_precommit",
+            "read_yaml",
+        ),
         "layering": ("merge", "merge_all", "splice"),
         "loading": ("load_config", "validate_files"),
         "modelschema": ("answer_schema", "models_schema", "prompt_rules"),

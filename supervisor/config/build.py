@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from ..core.effects import DEFAULT_MAX, REFUSING, Effect
+from ..core.effects import DEFAULT_MAX, PARALLEL_MAX, REFUSING, Effect
 from ..core.errors import Problem
 from ..core.hooks import (
     DEFAULT_ARTIFACT_BYTES,
@@ -36,6 +36,7 @@ from ..core.hooks import (
     Profile,
     Provenance,
     SandboxPaths,
+    effect_in_force,
 )
 from ..core.kinds import declared_actions
 from ..core.limits import Limits
@@ -164,8 +165,34 @@ def resolve(layers: Sequence[Layer]) -> tuple[Config, list[Problem]]:
         servers=_servers(layers, merged, limits, paths),
         mcp_separator=str(merged.get("mcp", {}).get("separator", DEFAULT_SEPARATOR)),
         mcp_exec=bool(merged.get("mcp", {}).get("exec", True)),
+        when_base=merged.get("when", {}).get("base"),
     )
+    problems += _parallel_problems(config, merged.get("hooks", []))
     return config, problems
+
+
+def _parallel_problems(config: Config, decls: Sequence[Decl]) -> list[Problem]:
+    """Each `parallel = true` hook whose effect in force, as far as the config knows it (its
+    phase, the config's `[autonomy] hooks` unless it is locked, `autonomy.max`), is above
+    `PARALLEL_MAX`: hooks at once may not refuse, ask or replace (a caller's level can only
+    lower it further)."""
+    problems = []
+    for hook, decl in zip(config.hooks, decls, strict=True):
+        if not hook.parallel:
+            continue
+        effect = effect_in_force(hook, config.autonomy_hooks, config.autonomy_max).effect
+        if effect > PARALLEL_MAX:
+            problems.append(
+                Problem(
+                    decl.file,
+                    f"{decl.pointer}/parallel",
+                    f"parallel = true needs an effect in force of at most"
+                    f' "{PARALLEL_MAX.word}" (hooks run at once may only advise), found'
+                    f' "{effect.word}": lower its effect, or leave out parallel to run it in'
+                    " turn",
+                )
+            )
+    return problems
 
 
 def _servers(
@@ -207,6 +234,7 @@ def _build_hook(decl: Decl, name: str, defaults: Defaults) -> Hook:
         enabled=bool(obj.get("enabled", True)),
         locked=bool(obj.get("locked", False)),
         when=dict(obj.get("when", {})),
+        parallel=bool(obj.get("parallel", False)),
         cwd=None if cwd is None else os.path.normpath(os.path.join(decl.declaring_dir, cwd)),
         args=dict(obj["args"]) if "args" in obj else None,
         # timeout, kill grace, output cap, effect, sandbox: the hook's own, else `[defaults]`

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ..core.effects import DEFAULT_MAX, REFUSING, Effect
+from ..core.effects import DEFAULT_MAX, PARALLEL_MAX, REFUSING, Effect
 from ..core.events import ANY_KIND, kind_prefixes
 from ..core.hooks import (
     DEFAULT_ARTIFACT_BYTES,
@@ -155,6 +155,12 @@ def _hook_def() -> dict[str, Any]:
                 " (needs a `name`; default false).",
             },
             "when": _when_def(),
+            "parallel": {
+                "type": "boolean",
+                "description": "true: runs at the same time as the parallel hooks next to it"
+                " in its phase, their frames still in declaration order; only for a hook whose"
+                f" effect in force is at most `{PARALLEL_MAX.word}` (default false).",
+            },
             "cwd": text("Working directory, relative to the declaring directory."),
         },
         "One hook: a point, a phase and exactly one action.",
@@ -337,6 +343,17 @@ def build_config_schema() -> dict[str, Any]:
                 },
                 "Inline source phases of the script point (action `source`), the runs'"
                 " sandbox profile, and what runs take from their caller's environment.",
+            ),
+            "when": table(
+                {
+                    "base": text(
+                        "The commit `when.files` compares against: a branch, tag or commit"
+                        " (default: the merge base of HEAD with `origin/HEAD`, else `main`,"
+                        " else `master`, else HEAD itself).",
+                        minLength=1,
+                    ),
+                },
+                "How `when.files` finds the files a run counts as changed.",
             ),
             "models": models_schema(),
             "servers": servers_schema(_pass_keys("the server")),

@@ -7,7 +7,8 @@ as they are in force (`hooks`), the hook kinds' table (`kinds`), frames and thei
 (`passenv`) and secrets' redaction (`redact`), resource limits as data (`limits`), waits
 between tries (`backoff`), a run's script (`scripts`), the JSON policy (`jsontext`), what
 `execve` can take (`spawntext`), the one converter to and from JSON (`convert`), the
-exception tree (`errors`), where a hook's `when` matches (`when`), the base of every attrs class
+exception tree (`errors`), where a hook's `when` matches (`when`) and which files a run counts
+as changed (`changes`), the hooks one run leaves out (`selection`), the base of every attrs class
 and its repr, equality and hash (`records`).
 
 The names below are loaded on first use (`core/exports.py`).
@@ -27,6 +28,15 @@ __all__, __getattr__, __dir__ = exports(
             "bound_answer",
         ),
         "backoff": ("retry_wait_s",),
+        "changes": (
+            "SHOWN_PATHS",
+            "ChangedFiles",
+            "files_mismatch",
+            "files_note",
+            "given_files",
+            "glob_regex",
+            "matching",
+        ),
         "convert": ("FROM_WIRE", "KEEP", "TO_WIRE", "WIRE", "frame_json", "from_json", "to_json"),
         "effects": (
             "ANSWERS",
@@ -38,6 +48,7 @@ __all__, __getattr__, __dir__ = exports(
             "Effect",
             "KEY_EFFECT",
             "NO",
+            "PARALLEL_MAX",
             "PHASE_CEILING",
             "REFUSING",
             "YES",
@@ -230,6 +241,15 @@ __all__, __getattr__, __dir__ = exports(
             "secrets_named",
             "server_spec",
             "split_tool",
+        ),
+        "selection": (
+            "SKIP_ENV",
+            "Selection",
+            "SelectionError",
+            "env_names",
+            "left_out",
+            "locker",
+            "select",
         ),
         "spawntext": (
             "ENV_NAME_PATTERN",

@@ -60,6 +60,9 @@ PHASE_CEILING: Final[dict[Phase, Effect]] = {
 
 #: The lowest effect that may refuse a run; `failure = "closed"` needs it.
 REFUSING: Final = Effect.ASK
+#: The most a `parallel = true` hook's effect in force may be: text beside the outcome, which
+#: hooks running at once cannot fight over (no refusal, no question, no replacement).
+PARALLEL_MAX: Final = Effect.ADVISE
 
 
 class ClampSource(enum.StrEnum):

@@ -208,6 +208,8 @@ class Hook(Record):
     #: `locked = true`: nearer layers can neither drop, disable nor redefine it.
     locked: bool = False
     when: Mapping[str, Any] = attrs.field(factory=dict)
+    #: `parallel = true`: runs at once with the parallel hooks next to it in its phase.
+    parallel: bool = False
     cwd: str | None = None
     sandbox: Profile = DEFAULTS.sandbox
     args: Mapping[str, Any] | None = None
@@ -273,6 +275,8 @@ def hook_json(hook: Hook) -> dict[str, Any]:
         out["secrets"] = list(hook.secrets)
     if hook.when:
         out["when"] = dict(hook.when)
+    if hook.parallel:
+        out["parallel"] = True
     if hook.cwd is not None:
         out["cwd"] = hook.cwd
     if hook.args is not None:
@@ -346,6 +350,8 @@ class Config(Record):
     mcp_separator: str = DEFAULT_SEPARATOR
     #: `[mcp] exec`: whether `mcpx-hooks mcp` offers its own `mcpx_exec` tool.
     mcp_exec: bool = True
+    #: `[when] base`: what `when.files` compares against; None: the default branch's merge base.
+    when_base: str | None = None
 
     def find(self, name: str) -> Hook | None:
         return next((h for h in self.hooks if h.name == name), None)

@@ -75,6 +75,7 @@ class When(enum.StrEnum):
     SERVER = "server"
     TOOL = "tool"
     CLIENT = "client"
+    FILES = "files"
 
 
 @attrs.frozen(repr=False, eq=False)
@@ -96,6 +97,14 @@ WHEN_KEYS: dict[When, WhenKey] = {
             " basename of `argv[0]`",
         ),
         WhenKey(When.CWD, "glob patterns matched against the run's working directory"),
+        WhenKey(
+            When.FILES,
+            "globs matched against the files changed in the run's git checkout (against"
+            " `[when] base`, plus staged, unstaged and untracked files) or listed by `exec"
+            " --files-from`: a pattern without `/` matches a file's name at any depth, one"
+            " with `/` the path from the top; `*` stays within a part, `**` spans parts;"
+            " outside a git checkout the hook runs",
+        ),
         WhenKey(
             When.KINDS,
             "event kinds or kind prefixes (on dot boundaries), narrowing what `on` follows",
@@ -138,7 +147,7 @@ POINTS: dict[str, PointInfo] = {
                 Phase.ON_ERROR,
                 Phase.SUFFIX,
             ),
-            when=(When.ARGV, When.CWD),
+            when=(When.ARGV, When.CWD, When.FILES),
         ),
         PointInfo(
             "call",

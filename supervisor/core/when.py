@@ -4,8 +4,9 @@ Each key of a hook's `when` is a list of patterns, any one of which may match; e
 given must match. A script's command line is matched as one string (`shlex.join(argv)`) and
 by the basename of its program, so `argv = ["pytest"]` matches `/usr/bin/pytest -q` and
 `argv = ["make test*"]` matches `make test -j4`. Matching is `fnmatch.fnmatchcase`: case
-counts and `*` crosses `/`. The keys a point provides are `points.WHEN_KEYS`' rows; the
-loader refuses any other, so nothing here meets a key it does not know.
+counts and `*` crosses `/`; `when.files` has its own rule (`changes.py`). The keys a point
+provides are `points.WHEN_KEYS`' rows; the loader refuses any other, so nothing here meets a
+key it does not know.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 import attrs
 
+from .changes import ChangedFiles, files_mismatch
 from .events import kind_matches
 from .points import When
 from .records import Record
@@ -24,11 +26,13 @@ from .records import Record
 
 @attrs.frozen(repr=False, eq=False)
 class RunFacts(Record):
-    """What a script run gives `when`: its command line as the `start` frame shows it, and
-    its working directory."""
+    """What a script run gives `when`: its command line as the `start` frame shows it, its
+    working directory, and the files it counts as changed (None: not looked for, as no hook
+    of the run has `when.files`)."""
 
     argv: tuple[str, ...]
     cwd: str
+    changed: ChangedFiles | None = None
 
 
 def command_line(argv: Sequence[str]) -> str:
@@ -66,6 +70,9 @@ def run_mismatch(when: Mapping[str, Any], facts: RunFacts) -> str | None:
     cwd = when.get(When.CWD)
     if cwd is not None and not _globs(cwd, facts.cwd):
         return f'when.cwd [{_shown(cwd)}] does not match the working directory "{facts.cwd}"'
+    files = when.get(When.FILES)
+    if files is not None:
+        return files_mismatch(files, facts.changed)
     return None
 
 

@@ -1,6 +1,7 @@
 """Runs: one hook run by its kind (the kinds' table, `hookrun.py`, and the frame every kind
 ends in, `hookframe.py`), a script run with its phases in their fixed order, tool calls
-through the `call` point (a script's, an MCP client's), the journal that keeps a run's
+through the `call` point (a script's, an MCP client's), the files git counts as changed for
+`when.files`, the journal that keeps a run's
 frames, the asks it waits on, the event bus, observe hooks, the tool servers' start hooks,
 and the runtime that holds them in one process.
 
@@ -16,13 +17,14 @@ __all__, __getattr__, __dir__ = exports(
         "asking": ("Asks", "Settled"),
         "bus": ("Bus", "Subscription"),
         "callpoint": ("Call", "CallOutcome", "CallPoint", "args_sha256"),
+        "gitchanges": ("DEFAULT_BRANCHES", "GIT_TIMEOUT_S", "git_changes"),
         "hookcontext": ("HookContext", "RunInfo", "hook_secrets", "new_run_id"),
         "hookframe": ("FrameBuilder", "HookReport", "child_spec", "granted", "run_process"),
         "hookrun": ("HookKind", "kind_of", "run_hook"),
         "journal": ("FRAME_OVERHEAD", "Follower", "Journals", "RunJournal", "UnknownRun"),
         "observe": ("ObserverStats", "Unwell", "serve_observers"),
         "output": ("InvalidOutput", "read_output"),
-        "phases": ("PhaseHooks", "RunState"),
+        "phases": ("PhaseHooks", "RunState", "together_groups"),
         "prompthook": ("placeholder_values", "prompt_request"),
         "runtime": ("Runtime", "open_runtime"),
         "scriptrun": ("DEFAULT_SCRIPT_TIMEOUT_MS", "Run", "RunRequest", "execute"),

@@ -31,7 +31,7 @@ from ..tools.serverentry import LogHearer, ServerFailing, ToolFailed, answer_tex
 from ..tools.servers import Progress
 from .hookcontext import HookContext
 from .journal import RunJournal
-from .phases import PhaseHooks, RunState
+from .phases import PhaseHooks, RunState, together_groups
 
 if TYPE_CHECKING:
     from mcp import types
@@ -97,8 +97,8 @@ class CallPoint(Record):
         started = time.perf_counter()
         facts = {"server": call.server, "tool": call.tool, "args": call.args}
         state = RunState(attrs.evolve(self.ctx, input=(facts,), result=None, error=None))
-        for hook in self.hooks_of(Phase.BEFORE, call):
-            await self.hooks.run_hooks([hook], Phase.BEFORE, state)
+        for group in together_groups(self.hooks_of(Phase.BEFORE, call)):
+            await self.hooks.run_hooks(group, Phase.BEFORE, state)
             assert state.ctx.input is not None
             if state.ctx.input[0] is not facts:  # an `apply`: its value is the new args
                 facts = {**facts, "args": state.ctx.input[0]}

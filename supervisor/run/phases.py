@@ -1,6 +1,7 @@
 """A run's hook phases: what the run has become so far, and the hooks of each phase run one
-after another in declaration order, each answer taken into the run (advice, proposals,
-`apply`, a refusal, an `ask` waited on until its deadline).
+after another in declaration order (consecutive `parallel` ones at once, their frames still
+in that order), each answer taken into the run (advice, proposals, `apply`, a refusal, an
+`ask` waited on until its deadline).
 
 A hook cut short by the run's cancellation still gets its frame, then the cancellation goes on.
 """
@@ -8,11 +9,13 @@ A hook cut short by the run's cancellation still gets its frame, then the cancel
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
 
+from ..core.changes import ChangedFiles
 from ..core.effects import YES, AnsweredBy
 from ..core.events import EventKind
 from ..core.frames import ErrorCause, blank
@@ -51,12 +54,13 @@ class RunState(Record):
     cause: ErrorCause | None = None
 
 
-def _facts(run: RunInfo) -> RunFacts:
-    return RunFacts(run.argv, run.cwd)
-
-
 class PhaseHooks:
-    """Runs the hooks of one phase, one after another in declaration order."""
+    """Runs the hooks of one phase, one after another in declaration order; consecutive
+    `parallel = true` hooks at once, their frames written in declaration order when the last
+    of them ends (`run_hooks`)."""
+
+    #: The files `when.files` matches for the run (`scriptrun.changed_files`).
+    changed: ChangedFiles | None = None
 
     def __init__(
         self,
@@ -84,23 +88,59 @@ class PhaseHooks:
             if h.on == "script"
             and h.phase is phase
             and h.enabled
-            and (not h.when or (run is not None and run_mismatch(h.when, _facts(run)) is None))
+            and (not h.when or (run is not None and run_mismatch(h.when, self._facts(run)) is None))
         ]
+
+    def _facts(self, run: RunInfo) -> RunFacts:
+        return RunFacts(run.argv, run.cwd, self.changed)
 
     async def phase(self, phase: Phase, state: RunState) -> None:
         await self.run_hooks(self.of(phase, state.ctx.run), phase, state)
 
     async def run_hooks(self, hooks: list[Hook], phase: Phase, state: RunState) -> None:
-        """Runs `hooks` (of `phase`, of any point) one after another into `state`."""
-        for hook in hooks:
-            report = await self._one(hook, state.ctx)
-            if self._take(phase, report, state):
-                return  # a refusal ends its phase: later hooks of it do not run
+        """Runs `hooks` (of `phase`, of any point) into `state`: one after another, but each
+        run of consecutive `parallel` hooks at once (`_together`)."""
+        for group in together_groups(hooks):
+            if len(group) == 1:
+                reports = [await self._one(group[0], state.ctx)]
+            else:
+                reports = await self._together(group, state.ctx)
+            for report in reports:
+                if self._take(phase, report, state):
+                    return  # a refusal ends its phase: later hooks of it do not run
 
-    async def _one(self, hook: Hook, ctx: HookContext) -> HookReport:
+    async def _together(self, group: list[Hook], ctx: HookContext) -> list[HookReport]:
+        """Runs `group` at once, then writes their frames in declaration order, each whole.
+        Their effect in force is at most advise (the config refuses more), so none can ask,
+        refuse or replace: none waits on another. Cancelled, each still gets its frame (a
+        cancelled one for those cut short), in order, then the cancellation goes on."""
+        frames: list[HookFrame | None] = [None] * len(group)
+        reports: list[HookReport | None] = [None] * len(group)
+
+        async def one(index: int, hook: Hook) -> None:
+            def keep(frame: HookFrame) -> None:
+                frames[index] = frame
+
+            reports[index] = await self._one(hook, ctx, keep)
+
+        try:
+            async with trio.open_nursery() as nursery:
+                for index, hook in enumerate(group):
+                    nursery.start_soon(one, index, hook)
+        finally:
+            for frame in frames:
+                if frame is not None:
+                    self._record(frame)
+        return [r for r in reports if r is not None]
+
+    async def _one(
+        self, hook: Hook, ctx: HookContext, record: Callable[[HookFrame], None] | None = None
+    ) -> HookReport:
+        """Runs `hook`; its frame goes to `record` (default: the journal, now)."""
         # The hook runners load with the first hook: a run with none never needs them.
         from .hookrun import cancelled_report, run_hook
 
+        record = record or self._record
         run_id = self.run_id
         started_data = {"name": hook.name, "on": hook.on, "phase": hook.phase.value}
         self.bus.publish(EventKind.HOOK_STARTED, started_data, run_id=run_id)
@@ -118,12 +158,12 @@ class PhaseHooks:
             # the cancellation goes on.
             if report is not None:
                 why = "the run was cancelled while the question waited for an answer"
-                self._record(attrs.evolve(report.frame, reason=why))
+                record(attrs.evolve(report.frame, reason=why))
             else:
                 ms = round((time.perf_counter() - started) * 1000)
-                self._record(cancelled_report(hook, ctx, ms).frame)
+                record(cancelled_report(hook, ctx, ms).frame)
             raise
-        self._record(frame)
+        record(frame)
         return report
 
     def _record(self, frame: HookFrame) -> None:
@@ -194,3 +234,15 @@ class PhaseHooks:
         elif phase is Phase.ON_ERROR and state.refused_by is None:
             state.value = (frame.value,)
         return False
+
+
+def together_groups(hooks: list[Hook]) -> list[list[Hook]]:
+    """`hooks` in runs to start together: each run of consecutive `parallel` hooks one group,
+    every other hook a group of its own, in declaration order."""
+    groups: list[list[Hook]] = []
+    for hook in hooks:
+        if hook.parallel and groups and groups[-1][-1].parallel:
+            groups[-1].append(hook)
+        else:
+            groups.append([hook])
+    return groups

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 import trio
 
+from ..core.changes import ChangedFiles
 from ..core.effects import Effect
 from ..core.errors import ProfileUnavailable, SpawnError
 from ..core.events import EventKind
@@ -95,6 +96,8 @@ class RunRequest(Record):
     cwd_made: bool = False
     #: The run's `placeholders` for its prompt hooks (request field, `exec --placeholder`).
     placeholders: Mapping[str, Any] = attrs.field(factory=dict)
+    #: `exec --files-from`: the files `when.files` matches, instead of asking git.
+    files: ChangedFiles | None = None
 
 
 class Run:
@@ -158,6 +161,20 @@ async def execute(
         )
 
 
+async def changed_files(req: RunRequest, config: Config) -> ChangedFiles | None:
+    """What `when.files` matches for this run: the request's list, else git's (in a worker
+    thread, each git command bounded), or None when no hook of the run has `when.files`."""
+    from ..core.points import When
+
+    if not any(h.on == "script" and h.enabled and When.FILES in h.when for h in config.hooks):
+        return None
+    if req.files is not None:
+        return req.files
+    from .gitchanges import git_changes
+
+    return await trio.to_thread.run_sync(git_changes, req.cwd, config.when_base)
+
+
 def _in(cwd: str, file: str | None) -> str | None:
     return os.path.join(cwd, file) if file is not None else None
 
@@ -191,6 +208,7 @@ async def _execute(
     bus.publish(EventKind.RUN_STARTED, {"argv": list(info.argv)}, run_id=req.run_id)
     for warning in config.warnings:  # a project file skipped, a ceiling a file tried to raise
         run.journal.append(blank(WarningFrame, message=warning))
+    hooks.changed = await changed_files(req, config)
     state.ctx = attrs.evolve(state.ctx, warned=_warn_unavailable(run, config, spawner, profile))
     with run.cancel_scope:
         await _body(run, state, hooks, profile, passed)

@@ -1,0 +1,113 @@
+"""`init --from FILE`: a `.pre-commit-config.yaml` or `lefthook.yml` converted to a project
+file of `run` hooks (`config/importers.py`), written where `init` writes its starter (never
+over a file), checked by the loader, with what was not converted said on stdout."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from pathlib import Path
+
+from .common import EXIT_OK, EXIT_USAGE, usage
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ..config.importers import Converted
+
+#: The formats, by what their file's name holds.
+FORMATS = ("pre-commit", "lefthook")
+
+
+def _format(path: Path, data: Any) -> str:
+    """Which format `path` is: by its name, else by its shape (a top-level `repos`)."""
+    name = path.name.lower()
+    for fmt in FORMATS:
+        if fmt in name:
+            return fmt
+    return "pre-commit" if isinstance(data, dict) and "repos" in data else "lefthook"
+
+
+def convert(path: Path) -> tuple[str, Converted]:
+    """The format of `path` and its hooks converted (`SourceFileError` naming the file)."""
+    from ..config.importers import from_lefthook, from_precommit, read_yaml
+
+    data = read_yaml(path)
+    fmt = _format(path, data)
+    if fmt == "pre-commit":
+        return fmt, from_precommit(data, str(path))
+    return fmt, from_lefthook(data, str(path))
+
+
+def toml_text(source: str, fmt: str, converted: Converted) -> str:
+    """The project file: a header, then each hook with its comments."""
+    import tomlkit
+
+    def value(v: Any) -> str:
+        return str(tomlkit.item(v).as_string())
+
+    lines = [
+        f"# mcpx-hooks: converted by `mcpx-hooks init --from {source}` ({fmt}).",
+        "#",
+        "# Each hook runs before the script, in the project's directory, and a failing one",
+        "# refuses the run (effect ask, failure closed), as it stops a commit. A project file",
+        "# is code: review it, then trust it (`mcpx-hooks trust .mcpx-hooks.toml`).",
+    ]
+    if converted.skipped:
+        lines += ["#", "# Not converted:"] + [f"#   {s}" for s in converted.skipped]
+    for obj, notes in converted.hooks:
+        lines += ["", *(f"# {n}" for n in notes), "[[hooks]]"]
+        for key, v in obj.items():
+            if key == "when":
+                inner = ", ".join(f"{k} = {value(x)}" for k, x in v.items())
+                lines.append(f"when = {{ {inner} }}")
+            else:
+                lines.append(f"{key} = {value(v)}")
+    return "\n".join(lines) + "\n"
+
+
+def run(source: str) -> int:
+    """Converts `source`, writes the project file; exit 2 (writing nothing) when the source
+    cannot be read or a project file is here already."""
+    from ..config.files import LOCAL_NAMES
+    from ..config.importers import SourceFileError
+    from ..config.loading import validate_files
+
+    for name in LOCAL_NAMES:
+        if os.path.lexists(name):
+            return usage("init", f"{name} exists here already; not overwritten")
+    try:
+        fmt, converted = convert(Path(source))
+    except SourceFileError as exc:
+        return usage("init", str(exc))
+    if not converted.hooks:
+        for line in converted.skipped:
+            print(f"not converted: {line}", file=sys.stderr)
+        return usage("init", f"{source}: no hook could be converted; nothing written")
+    name = LOCAL_NAMES[0]
+    text = toml_text(source, fmt, converted)
+    try:
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as exc:
+        return usage("init", f"cannot write {name}: {exc.strerror or exc}")
+    problems = validate_files([name])
+    for problem in problems:  # a conversion this module got wrong: said, not hidden
+        print(f"mcpx-hooks init: {problem}", file=sys.stderr)
+    print(f"wrote {name}: {len(converted.hooks)} hook(s) from {source} ({fmt})")
+    for obj, notes in converted.hooks:
+        files = obj.get("when", {}).get("files")
+        when = f" when {', '.join(files)} changed" if files else " on every run"
+        print(f"  {obj['name']}: {shlex.join(obj['run'])}{when}")
+        for note in notes[1:]:  # the first says where it came from
+            print(f"    {note}")
+    if converted.skipped:
+        print(f"not converted ({len(converted.skipped)}):")
+        for line in converted.skipped:
+            print(f"  {line}")
+    print(f"review it, check it with: mcpx-hooks validate {name}")
+    print(f"then apply it here by trusting it: mcpx-hooks trust {name}")
+    return EXIT_USAGE if problems else EXIT_OK

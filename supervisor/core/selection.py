@@ -1,0 +1,112 @@
+"""Leaving hooks out of one run: `exec --skip NAME`, `--only NAME` (each repeatable) and
+`MCPX_HOOKS_SKIP=a,b` (pre-commit's `SKIP`). Pure.
+
+- `--skip` and the variable leave out the hooks they name; `--only` leaves out every hook it
+  does not name. A hook left out is not run, leaves no frame, and the run's one `warning`
+  frame lists it (with what left it out).
+- A locked hook is the operator's policy: leaving it out, by any of the three, is refused
+  (exit 2, nothing runs), naming the file and the place that locked it; with `--only`, name
+  it too.
+- A name given by a flag that no hook in force has is refused as a typo (exit 2); a name in
+  the variable that no hook has is passed over, as pre-commit does: the variable is often
+  set for a whole CI job, across projects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+import attrs
+
+from .errors import HooksError
+from .hooks import Config, Hook, SourceKind
+from .records import Record
+
+#: The variable that skips hooks by name, comma-separated (pre-commit's `SKIP`).
+SKIP_ENV: Final = "MCPX_HOOKS_SKIP"
+
+
+class SelectionError(HooksError):
+    """A `--skip`/`--only`/`MCPX_HOOKS_SKIP` that cannot be honoured: nothing runs (exit 2)."""
+
+
+@attrs.frozen(repr=False, eq=False)
+class Selection(Record):
+    """What one run leaves out, as the caller said it."""
+
+    skip: tuple[str, ...] = ()
+    only: tuple[str, ...] = ()
+    #: `MCPX_HOOKS_SKIP`'s names.
+    env_skip: tuple[str, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not (self.skip or self.only or self.env_skip)
+
+
+def env_names(environ: Mapping[str, str]) -> tuple[str, ...]:
+    """`MCPX_HOOKS_SKIP`'s names: split on commas, blanks trimmed, empty ones dropped."""
+    value = environ.get(SKIP_ENV, "")
+    return tuple(dict.fromkeys(n.strip() for n in value.split(",") if n.strip()))
+
+
+def locker(hook: Hook) -> str:
+    """Who locked `hook`: its file and pointer, as a config problem names them."""
+    source = hook.source
+    if source.kind is SourceKind.FILE and source.file is not None:
+        return f"{source.file}:/hooks/{source.index}"
+    return f"its {source.kind.value} declaration"
+
+
+def _why(hook: Hook, selection: Selection) -> list[str]:
+    """What leaves `hook` out, if anything: each way, in words."""
+    ways = []
+    if hook.name in selection.skip:
+        ways.append("--skip")
+    if hook.name in selection.env_skip:
+        ways.append(SKIP_ENV)
+    if selection.only and hook.name not in selection.only:
+        ways.append("not named by --only")
+    return ways
+
+
+def left_out(config: Config, selection: Selection) -> dict[str, str]:
+    """The hooks of `config` that `selection` leaves out, by name: what leaves each out, in
+    words. Raises `SelectionError` for a locked hook left out or a flag's name no hook has."""
+    names = {h.name for h in config.hooks}
+    unknown = [n for n in (*selection.skip, *selection.only) if n not in names]
+    if unknown:
+        shown = ", ".join(f'"{n}"' for n in dict.fromkeys(unknown))
+        have = ", ".join(sorted(names)) or "none"
+        raise SelectionError(
+            f"no hook in force is named {shown} (--skip/--only take hook names; those in"
+            f" force: {have})"
+        )
+    left: dict[str, str] = {}
+    for hook in config.hooks:
+        ways = _why(hook, selection)
+        if not ways:
+            continue
+        if hook.locked:
+            hint = "; name it with --only too" if ways == ["not named by --only"] else ""
+            raise SelectionError(
+                f'hook "{hook.name}" is locked by {locker(hook)}: it cannot be left out of a'
+                f" run ({', '.join(ways)}){hint}"
+            )
+        left[hook.name] = ", ".join(ways)
+    return left
+
+
+def select(config: Config, selection: Selection) -> Config:
+    """`config` without the hooks `selection` leaves out, and with one more warning that
+    lists them (each a run's `warning` frame: one). Raises as `left_out` does."""
+    if selection.empty:
+        return config
+    left = left_out(config, selection)
+    if not left:
+        return config
+    kept = tuple(h for h in config.hooks if h.name not in left)
+    listed = ", ".join(f"{name} ({why})" for name, why in left.items())
+    warning = f"hooks left out of this run: {listed}"
+    return attrs.evolve(config, hooks=kept, warnings=(*config.warnings, warning))

@@ -1,0 +1,118 @@
+"""The files a run counts as changed, for `when.files`, asked of git itself.
+
+`git_changes(cwd, base)` runs `git` (blocking: a run calls it in a worker thread, `exec
+--explain` directly), each command bounded by `GIT_TIMEOUT_S`:
+
+- the top of the checkout (`rev-parse --show-toplevel`); none (not a checkout, git missing,
+  git refusing the directory) → no list, and the hooks with `when.files` run;
+- the base: `[when] base` when set, else the merge base of HEAD with `origin/HEAD`, else with
+  `main`, else with `master`, else HEAD itself (no commit yet: none);
+- the union of `diff --name-only BASE` (the working tree against the base: commits since it,
+  staged and unstaged changes), `diff --cached --name-only BASE` (staged, in case the working
+  tree undid them) and `ls-files --others --exclude-standard` (untracked, not ignored).
+
+Paths are relative to the top of the checkout, as git prints them (`-z`: any name). Git runs
+as the supervisor's user, outside the sandbox, with `core.fsmonitor` off and no external diff
+or text conversion: it reads the checkout, it runs nothing the checkout names.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from typing import Final
+
+from ..core.changes import ChangedFiles
+from ..core.errors import HooksError
+
+#: The longest one git command may take, in seconds.
+GIT_TIMEOUT_S: Final = 30.0
+#: Asked before the local branches: where the remote's default branch points.
+DEFAULT_BRANCHES: Final = ("origin/HEAD", "main", "master")
+_GIT_FLAGS: Final = ("-c", "core.fsmonitor=false", "-c", "core.quotepath=off")
+_DIFF_FLAGS: Final = ("--name-only", "-z", "--no-renames", "--no-ext-diff", "--no-textconv")
+
+
+class _NoList(HooksError):
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
+def _git(cwd: str, *args: str) -> subprocess.CompletedProcess[bytes]:
+    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"}
+    try:
+        return subprocess.run(
+            ["git", *_GIT_FLAGS, *args],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=GIT_TIMEOUT_S,
+            check=False,
+        )
+    except FileNotFoundError:
+        raise _NoList("git is not installed here (no git on PATH)") from None
+    except subprocess.TimeoutExpired:
+        raise _NoList(f"git {args[0]} took over {GIT_TIMEOUT_S:g} s") from None
+    except OSError as exc:
+        raise _NoList(f"git could not run: {exc.strerror or exc}") from None
+
+
+def _said(done: subprocess.CompletedProcess[bytes]) -> str:
+    lines = done.stderr.decode(errors="replace").strip().splitlines()
+    return lines[0] if lines else f"git exited with status {done.returncode}"
+
+
+def _commit(top: str, ref: str) -> str | None:
+    done = _git(top, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}")
+    return done.stdout.decode().strip() if done.returncode == 0 else None
+
+
+def _base(top: str, base: str | None) -> tuple[str | None, str]:
+    """The commit to compare against, and how it was chosen, in words."""
+    if base is not None:
+        commit = _commit(top, base)
+        if commit is None:
+            raise _NoList(f'[when] base "{base}" is not a commit in {top}')
+        return commit, f'against [when] base "{base}" ({commit[:12]})'
+    head = _commit(top, "HEAD")
+    if head is None:
+        return None, "in a checkout with no commit yet"
+    for branch in DEFAULT_BRANCHES:
+        if _commit(top, branch) is None:
+            continue
+        done = _git(top, "merge-base", "HEAD", branch)
+        if done.returncode == 0:
+            commit = done.stdout.decode().strip()
+            return commit, f"against the merge base with {branch} ({commit[:12]})"
+    return head, f"against HEAD ({head[:12]}; no origin/HEAD, main or master)"
+
+
+def _names(done: subprocess.CompletedProcess[bytes]) -> list[str]:
+    if done.returncode != 0:
+        raise _NoList(_said(done))
+    return [n for n in done.stdout.decode(errors="surrogateescape").split("\0") if n]
+
+
+def git_changes(cwd: str, base: str | None = None) -> ChangedFiles:
+    """The files changed in the checkout `cwd` is in (module docstring); no list, with why,
+    when there is none to take."""
+    try:
+        found = _git(cwd, "rev-parse", "--show-toplevel")
+        if found.returncode != 0:
+            return ChangedFiles(None, f"{cwd} is not in a git checkout ({_said(found)})")
+        top = found.stdout.decode(errors="surrogateescape").rstrip("\n")
+        commit, how = _base(top, base)
+        paths: list[str] = []
+        if commit is not None:
+            paths += _names(_git(top, "diff", *_DIFF_FLAGS, commit, "--"))
+            paths += _names(_git(top, "diff", "--cached", *_DIFF_FLAGS, commit, "--"))
+        else:
+            paths += _names(_git(top, "diff", "--cached", *_DIFF_FLAGS, "--"))
+        paths += _names(_git(top, "ls-files", "--others", "--exclude-standard", "-z"))
+    except _NoList as exc:
+        return ChangedFiles(None, exc.why)
+    return ChangedFiles(
+        tuple(sorted(dict.fromkeys(paths))), f"{how}, with staged, unstaged and untracked files"
+    )

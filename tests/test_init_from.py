@@ -1,0 +1,244 @@
+"""`init --from`: pre-commit's and lefthook's files converted to run hooks, what was not
+converted listed with why, hostile YAML refused naming the file; and the whole story: a
+repository with local pre-commit hooks, converted, then `exec` running a hook only when its
+files changed, and `MCPX_HOOKS_SKIP` leaving it out."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+from operator_day import git, hook_frames, mcpx, new_repo, warnings
+
+from mcpx_hooks.supervisor.config.regexglob import brace_globs, regex_globs
+
+PRE_COMMIT = r"""
+repos:
+  - repo: local
+    hooks:
+      - id: lint
+        name: Lint the Python
+        entry: python3 -c "print('lint ran')"
+        language: system
+        files: \.py$
+        pass_filenames: false
+      - id: docs
+        entry: tools/check-docs --strict
+        language: script
+        files: ^docs/
+      - id: types
+        entry: mypy
+        args: [--strict]
+        language: system
+        types: [python]
+        exclude: ^tests/
+      - id: odd
+        entry: odd
+        language: system
+        files: '[a-z]+\.py$'
+      - id: env
+        entry: black
+        language: python
+      - id: msg
+        entry: check-msg
+        language: system
+        stages: [commit-msg]
+  - repo: https://github.com/psf/black
+    rev: 24.1.0
+    hooks:
+      - id: black
+"""
+
+LEFTHOOK = """
+min_version: 1.5.0
+pre-commit:
+  parallel: true
+  commands:
+    eslint:
+      glob: "*.{js,ts}"
+      run: npx eslint {staged_files}
+    pipes:
+      run: git diff --cached --name-only | grep -q . && echo changed
+      root: frontend/
+    types:
+      root: web/
+      glob: "*.ts"
+      run: npx tsc --noEmit
+      exclude: "*.min.js"
+  scripts:
+    "hello.sh":
+      runner: bash
+commit-msg:
+  commands:
+    lint-msg:
+      run: commitlint --edit
+"""
+
+
+def convert(where: Path, name: str, text: str):  # type: ignore[no-untyped-def]
+    (where / name).write_text(text)
+    out = mcpx("init", "--from", name, cwd=where, home=where / "home")
+    return out
+
+
+def written(where: Path) -> dict[str, dict[str, object]]:
+    doc = tomllib.loads((where / ".mcpx-hooks.toml").read_text())
+    return {h["name"]: h for h in doc["hooks"]}
+
+
+def test_pre_commit_local_system_hooks_become_run_hooks(tmp_path: Path) -> None:
+    out = convert(tmp_path, ".pre-commit-config.yaml", PRE_COMMIT)
+    assert out.returncode == 0, out.stdout + out.stderr
+    hooks = written(tmp_path)
+    assert list(hooks) == ["lint", "docs", "types", "odd"]
+    lint = hooks["lint"]
+    assert lint["run"] == ["python3", "-c", "print('lint ran')"]
+    assert lint["when"] == {"files": ["*.py"]}
+    assert (lint["on"], lint["phase"], lint["effect"], lint["failure"]) == (
+        "script", "before", "ask", "closed",
+    )  # fmt: skip
+    assert hooks["docs"]["run"] == ["./tools/check-docs", "--strict"]
+    assert hooks["docs"]["when"] == {"files": ["docs/**"]}
+    assert hooks["types"]["run"] == ["mypy", "--strict"]
+    assert hooks["types"]["when"] == {"files": ["*.py", "*.pyi"]}
+    assert "when" not in hooks["odd"]
+    # What was not converted, and why, on stdout and in the file.
+    said = out.stdout
+    assert "not converted (3):" in said
+    assert "repos[0].hooks[4] (env): language 'python' needs an environment" in said
+    assert "repos[0].hooks[5] (msg): stages ['commit-msg'] have no moment" in said
+    assert "repos[1].hooks[0] (black): from https://github.com/psf/black" in said
+    assert "files regex '[a-z]+\\\\.py$' has no exact glob" in said
+    assert "exclude '^tests/' not converted" in said
+    assert "# Not converted:" in (tmp_path / ".mcpx-hooks.toml").read_text()
+    check = mcpx("validate", ".mcpx-hooks.toml", cwd=tmp_path, home=tmp_path / "home")
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_lefthook_commands_and_scripts(tmp_path: Path) -> None:
+    out = convert(tmp_path, "lefthook.yml", LEFTHOOK)
+    assert out.returncode == 0, out.stdout + out.stderr
+    hooks = written(tmp_path)
+    assert list(hooks) == ["eslint", "pipes", "types", "hello.sh"]
+    assert hooks["types"]["when"] == {"files": ["web/**/*.ts"]}
+    assert hooks["eslint"]["run"] == ["npx", "eslint"]  # the file template dropped
+    assert hooks["eslint"]["when"] == {"files": ["*.js", "*.ts"]}
+    assert hooks["pipes"]["run"] == [
+        "sh", "-c", "git diff --cached --name-only | grep -q . && echo changed",
+    ]  # fmt: skip
+    assert hooks["pipes"]["cwd"] == "frontend"
+    assert "when" not in hooks["pipes"]
+    assert hooks["hello.sh"]["run"] == ["bash", ".lefthook/pre-commit/hello.sh"]
+    said = out.stdout
+    assert "commit-msg: a git hook with no moment in a script run" in said
+    assert "its file templates were dropped" in said
+    assert "it needs a shell, as lefthook runs it: sh -c" in said
+    assert "exclude not converted" in said
+    assert "pre-commit.parallel: its hooks may refuse the run, so they run in turn" in said
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("repos: [\n  - {", "not valid YAML at line"),
+        ("a: &x [*x]\nrepos: !!python/object:os.system {}\n", "not valid YAML"),
+        ("- just\n- a list\n", "not a pre-commit config"),
+        ("repos: " + "[" * 5000 + "]" * 5000 + "\n", "not valid YAML: nested too deeply"),
+        (
+            "h: &h {id: x, entry: x, language: system}\n"
+            "hs: &hs [" + ",".join(["*h"] * 200) + "]\n"
+            "r: &r {repo: local, hooks: *hs}\n"
+            "repos: [" + ",".join(["*r"] * 200) + "]\n",
+            "over 10000 hook entries",
+        ),
+    ],
+)
+def test_hostile_yaml_is_a_clear_error_naming_the_file(
+    tmp_path: Path, text: str, expected: str
+) -> None:
+    out = convert(tmp_path, ".pre-commit-config.yaml", text)
+    assert out.returncode == 2
+    assert ".pre-commit-config.yaml" in out.stderr
+    assert expected in out.stderr
+    assert "Traceback" not in out.stderr
+    assert not (tmp_path / ".mcpx-hooks.toml").exists()
+
+
+def test_a_file_that_is_not_utf8_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "lefthook.yml").write_bytes(b"\xff\xfe")
+    out = mcpx("init", "--from", "lefthook.yml", cwd=tmp_path, home=tmp_path / "home")
+    assert out.returncode == 2
+    assert "mcpx-hooks init: lefthook.yml: not UTF-8 text (byte 0)" in out.stderr
+
+
+def test_never_over_a_project_file_nor_from_a_file_with_nothing_to_convert(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "lefthook.yml").write_text("pre-push:\n  commands: {}\n")
+    out = mcpx("init", "--from", "lefthook.yml", cwd=tmp_path, home=tmp_path / "home")
+    assert out.returncode == 2
+    assert "no hook could be converted; nothing written" in out.stderr
+    (tmp_path / ".mcpx-hooks.toml").write_text("# mine\n")
+    out = convert(tmp_path, ".pre-commit-config.yaml", PRE_COMMIT)
+    assert out.returncode == 2
+    assert (tmp_path / ".mcpx-hooks.toml").read_text() == "# mine\n"
+
+
+def test_regex_and_brace_conversions() -> None:
+    assert regex_globs(r"^src/.*\.py$") == ["src/**/*.py"]
+    assert regex_globs(r"\.(js|ts)$") == ["*.js", "*.ts"]
+    assert regex_globs(r"^setup\.py$") == ["/setup.py"]
+    assert regex_globs(r"^docs/.*\.md$|^README\.md$") == ["docs/**/*.md", "/README.md"]
+    assert regex_globs(r"\.py") is None  # unanchored: also .pyc, .pyx: no exact glob
+    assert regex_globs(r"^src") is None
+    assert brace_globs("{a,b}/*.{c,d}") == ["a/*.c", "a/*.d", "b/*.c", "b/*.d"]
+
+
+LINT_CHECK = r"""
+repos:
+  - repo: local
+    hooks:
+      - id: lint
+        name: lint
+        entry: sh lint.sh
+        language: system
+        files: \.py$
+"""
+
+
+def test_the_whole_story_from_pre_commit_to_exec(readable_tmp: Path) -> None:
+    repo = new_repo(
+        readable_tmp / "repo",
+        {
+            ".pre-commit-config.yaml": LINT_CHECK,
+            "lint.sh": """echo '{"advise": "lint ran"}'\n""",
+            "app.py": "x = 1\n",
+            "README.md": "hi\n",
+        },
+    )
+    repo.chmod(0o755)
+    home = readable_tmp / "home"
+    out = mcpx("init", "--from", ".pre-commit-config.yaml", cwd=repo, home=home)
+    assert out.returncode == 0, out.stdout + out.stderr
+    git(repo, "add", ".mcpx-hooks.toml")
+    git(repo, "commit", "-q", "-m", "mcpx-hooks")
+    trusted = mcpx("trust", ".mcpx-hooks.toml", cwd=repo, home=home)
+    assert trusted.returncode == 0, trusted.stdout + trusted.stderr
+
+    def exec_names(**env: str) -> tuple[list[str], list[str]]:
+        done = mcpx("exec", "--json", "--", "true", cwd=repo, home=home, **env)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return [f["name"] for f in hook_frames(done)], warnings(done)
+
+    assert exec_names()[0] == []  # nothing changed
+    (repo / "README.md").write_text("docs only\n")
+    assert exec_names()[0] == []  # a change its files do not match
+    (repo / "app.py").write_text("x = 2\n")
+    names, _ = exec_names()
+    assert names == ["lint"]
+    ran = mcpx("exec", "--json", "--", "true", cwd=repo, home=home)
+    assert [f["advice"] for f in hook_frames(ran)] == [["lint ran"]]
+    names, said = exec_names(MCPX_HOOKS_SKIP="lint")
+    assert names == []
+    assert "hooks left out of this run: lint (MCPX_HOOKS_SKIP)" in said

@@ -1,0 +1,198 @@
+"""`when.files`: a `script` hook runs only when a file matching one of its globs changed, per
+git (real repositories, a real `git`), or per `--files-from`; outside a checkout it runs;
+`--explain` says why each did or did not."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from operator_day import HEADER, advising, git, hook_frames, mcpx, new_repo
+
+from mcpx_hooks.supervisor.core.changes import ChangedFiles, files_mismatch, given_files, matching
+from mcpx_hooks.supervisor.run.gitchanges import git_changes
+
+CONFIG = (
+    HEADER
+    + advising("py", "P", when={"files": ["*.py"]})
+    + advising("src", "S", when={"files": ["src/**"]})
+    + advising("always", "A")
+)
+
+
+@pytest.fixture
+def repo(readable_tmp: Path) -> Path:
+    root = new_repo(
+        readable_tmp / "repo",
+        {"README.md": "hi\n", "src/app/main.py": "x = 1\n", ".gitignore": "*.log\n"},
+    )
+    root.chmod(0o755)
+    (readable_tmp / "hooks.toml").write_text(CONFIG)
+    return root
+
+
+def ran(repo: Path, *flags: str, stdin: str | None = None, cwd: Path | None = None) -> list[str]:
+    out = mcpx(
+        "exec", "--json", "--config", str(repo.parent / "hooks.toml"), *flags, "--", "true",
+        cwd=cwd or repo, home=repo.parent / "home", stdin=stdin,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    return [f["name"] for f in hook_frames(out)]
+
+
+def test_unchanged_checkout_runs_only_the_hook_without_files(repo: Path) -> None:
+    assert ran(repo) == ["always"]
+
+
+def test_each_kind_of_change_counts(repo: Path) -> None:
+    (repo / "README.md").write_text("changed\n")  # unstaged, matches neither
+    (repo / "debug.log").write_text("ignored\n")  # ignored: not a change
+    assert ran(repo) == ["always"]
+    (repo / "src/app/main.py").write_text("x = 2\n")  # unstaged, matches both
+    assert ran(repo) == ["py", "src", "always"]
+    git(repo, "checkout", "-q", "--", "src/app/main.py")
+    (repo / "tool.py").write_text("")  # untracked
+    assert ran(repo) == ["py", "always"]
+    git(repo, "add", "tool.py")  # staged
+    assert ran(repo) == ["py", "always"]
+
+
+def test_commits_since_the_default_branch_count_and_base_narrows(repo: Path) -> None:
+    git(repo, "checkout", "-q", "-b", "feature")
+    (repo / "src/new.txt").write_text("")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "feature work")
+    assert ran(repo) == ["src", "always"]  # against the merge base with main
+    config = repo.parent / "hooks.toml"
+    config.write_text('[when]\nbase = "HEAD"\n\n' + CONFIG)
+    assert ran(repo) == ["always"]  # against HEAD: nothing changed
+
+
+def test_a_subdirectory_sees_the_whole_checkout(repo: Path) -> None:
+    (repo / "src/app/main.py").write_text("x = 3\n")
+    assert ran(repo, cwd=repo / "src") == ["py", "src", "always"]
+
+
+def test_outside_a_git_checkout_the_hook_runs_and_explain_says_why(readable_tmp: Path) -> None:
+    plain = readable_tmp / "plain"
+    plain.mkdir(mode=0o755)
+    (readable_tmp / "hooks.toml").write_text(CONFIG)
+    assert ran(plain) == ["py", "src", "always"]
+    out = mcpx(
+        "exec", "--explain", "--json", "--config", str(readable_tmp / "hooks.toml"), "--", "true",
+        cwd=plain, home=readable_tmp / "home",
+    )  # fmt: skip
+    plan = {h["name"]: h for h in json.loads(out.stdout)["hooks"]}
+    assert plan["py"]["runs"] is True
+    assert "is not in a git checkout" in plan["py"]["note"]
+    assert plan["py"]["note"].endswith("so it runs")
+
+
+def test_files_from_stdin_gives_the_list_instead_of_git(repo: Path) -> None:
+    assert ran(repo, "--files-from", "-", stdin="./src/readme.txt\n\n") == ["src", "always"]
+    assert ran(repo, "--files-from", "-", stdin="") == ["always"]
+    listed = repo.parent / "files.txt"
+    listed.write_text("lib/x.py\n")
+    assert ran(repo, "--files-from", str(listed)) == ["py", "always"]
+
+
+def test_files_from_is_refused_where_it_cannot_be_read(repo: Path) -> None:
+    home = repo.parent / "home"
+    config = str(repo.parent / "hooks.toml")
+    both = mcpx(
+        "exec", "--config", config, "--files-from", "-", "--stdin", "-", "--", "true",
+        cwd=repo, home=home, stdin="a.py\n",
+    )  # fmt: skip
+    assert both.returncode == 2
+    assert "--files-from - and --stdin - cannot both read this stdin" in both.stderr
+    missing = mcpx(
+        "exec", "--config", config, "--files-from", "nope.txt", "--", "true", cwd=repo, home=home
+    )
+    assert missing.returncode == 2
+    assert "--files-from nope.txt: No such file or directory" in missing.stderr
+
+
+def test_explain_says_why_each_did_or_did_not_run(repo: Path) -> None:
+    (repo / "src/app/main.py").write_text("x = 2\n")
+    out = mcpx(
+        "exec", "--explain", "--config", str(repo.parent / "hooks.toml"),
+        "--files-from", "-", "--", "true",
+        cwd=repo, home=repo.parent / "home", stdin="docs/a.md\n",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert (
+        'before py: when.files ["*.py"] matches none of the files: 1 file(s) changed'
+        " (docs/a.md), listed by --files-from -"
+    ) in out.stdout
+    out = mcpx(
+        "exec", "--explain", "--config", str(repo.parent / "hooks.toml"), "--", "true",
+        cwd=repo, home=repo.parent / "home",
+    )  # fmt: skip
+    assert "when.files matched src/app/main.py, against the merge base with main" in out.stdout
+
+
+def test_git_changes_names_its_base(repo: Path) -> None:
+    changed = git_changes(str(repo))
+    assert changed.paths == ()
+    assert changed.how.startswith("against the merge base with main (")
+    bad = git_changes(str(repo), "no-such-branch")
+    assert bad.paths is None
+    assert '[when] base "no-such-branch" is not a commit' in bad.how
+    git(repo, "branch", "-m", "main", "trunk")  # no main, no master: HEAD
+    assert "against HEAD" in git_changes(str(repo)).how
+
+
+def test_a_repo_with_no_commit_counts_staged_and_untracked(readable_tmp: Path) -> None:
+    fresh = readable_tmp / "fresh"
+    fresh.mkdir()
+    git(fresh, "init", "-q", "-b", "main")
+    (fresh / "a.py").write_text("")
+    (fresh / "b.py").write_text("")
+    git(fresh, "add", "a.py")
+    changed = git_changes(str(fresh))
+    assert changed.paths == ("a.py", "b.py")
+    assert "no commit yet" in changed.how
+
+
+@pytest.mark.parametrize(
+    ("pattern", "path", "matches"),
+    [
+        ("*.py", "setup.py", True),
+        ("*.py", "src/app/main.py", True),
+        ("*.py", "src/app/main.pyc", False),
+        ("src/**", "src/app/main.py", True),
+        ("src/**", "src", False),
+        ("src/**", "lib/src/x", False),
+        ("src/*.py", "src/a.py", True),
+        ("src/*.py", "src/app/a.py", False),
+        ("**/test_*.py", "test_a.py", True),
+        ("**/test_*.py", "x/y/test_a.py", True),
+        ("a/**/b", "a/b", True),
+        ("a/**/b", "a/x/y/b", True),
+        ("/setup.py", "setup.py", True),
+        ("/setup.py", "pkg/setup.py", False),
+        ("doc?/*.md", "docs/a.md", True),
+        ("[!.]*", ".hidden", False),
+        ("*.PY", "a.py", False),
+    ],
+)
+def test_the_glob_rule(pattern: str, path: str, matches: bool) -> None:
+    assert bool(matching([pattern], [path])) is matches
+
+
+def test_given_files_and_mismatch_words() -> None:
+    assert given_files("./a.py\n\n  b/c.txt \n./a.py\n").paths == ("a.py", "b/c.txt")
+    outside = ChangedFiles(None, "not a checkout")
+    assert files_mismatch(["*.py"], outside) is None
+    many = ChangedFiles(("a", "b", "c", "d", "e"), "listed")
+    assert "5 file(s) changed (a, b, c and 2 more)" in str(files_mismatch(["*.py"], many))
+
+
+def test_when_files_on_another_point_is_a_config_error(tmp_path: Path) -> None:
+    (tmp_path / "c.toml").write_text(
+        '[[hooks]]\non = "call"\nphase = "before"\nrun = ["true"]\nwhen = { files = ["*.py"] }\n'
+    )
+    out = mcpx("validate", "c.toml", cwd=tmp_path, home=tmp_path / "home")
+    assert out.returncode == 2
+    assert "/hooks/0/when/files" in out.stdout + out.stderr
