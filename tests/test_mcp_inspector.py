@@ -1,0 +1,116 @@
+"""A client nobody here wrote: the MCP Inspector's command-line mode (the npm package
+`@modelcontextprotocol/inspector`, run with `npx`), set up the way MCP clients are, with an
+`mcpServers` entry that runs `mcpx-hooks mcp`. It sees the servers' tools under their
+exposed names, gets through the gateway what it gets from the server directly (a content
+item of every type, structured content, `_meta`), and reads a hook's refusal in the tool
+result. Skipped, saying why, where npx or the npm registry is missing."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Marker
+from mcpface_parts import HOSTILE, MCPX, PY, call_hook, write_config
+
+INSPECTOR = "@modelcontextprotocol/inspector@2.12.0"
+NPX = shutil.which("npx")
+
+
+@pytest.fixture(scope="module")
+def npm_registry() -> None:
+    if NPX is None:
+        pytest.skip("npx is not installed")
+    done = subprocess.run(["npm", "ping"], check=False, capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        pytest.skip(f"the npm registry is unreachable from here: {done.stderr.strip()[-200:]}")
+
+
+def inspect(where: Path, server: dict[str, Any], *request: str) -> Any:
+    """What the Inspector prints (JSON) for one request to `server`, an `mcpServers` entry."""
+    clients = where / "mcp.json"
+    clients.write_text(json.dumps({"mcpServers": {"it": server}}))
+    argv = [NPX or "npx", "-y", INSPECTOR, "--cli", "--config", str(clients), "--server", "it"]
+    done = subprocess.run(
+        [*argv, *request], check=False, capture_output=True, text=True, timeout=180, cwd=where
+    )
+    # It prints the result, and exits 5 when the result is an error (`isError`).
+    assert done.returncode in (0, 5), done.stdout + done.stderr
+    printed = json.loads(done.stdout)
+    assert (done.returncode == 5) == (printed.get("isError") is True), done.stderr
+    return printed
+
+
+def gateway(config: Path) -> dict[str, Any]:
+    """The `mcpServers` entry a user writes for mcpx-hooks (docs/mcp.md)."""
+    env = {"MCPX_HOOKS_NO_DISCOVERY": "1", "XDG_STATE_HOME": str(config.parent / "state")}
+    return {"command": MCPX, "args": ["mcp", "--config", str(config)], "env": env}
+
+
+def call(tool: str, **args: str) -> list[str]:
+    request = ["--method", "tools/call", "--tool-name", tool]
+    for key, value in args.items():
+        request += ["--tool-arg", f"{key}={value}"]
+    return request
+
+
+def test_the_inspector_lists_the_gateway_s_tools(
+    npm_registry: None, tmp_path: Path, marker: Marker
+) -> None:
+    config = write_config(tmp_path / marker, marker)
+    listed = inspect(tmp_path, gateway(config), "--method", "tools/list")
+    names = [tool["name"] for tool in listed["tools"]]
+    assert names == [
+        "mcpx_exec",
+        "words__count",
+        "words__shout",
+        "words__sleep",
+        "h__echo",
+        "h__fail",
+        "h__mixed",
+    ]
+    assert marker.alive() == []
+
+
+def test_the_inspector_gets_through_the_gateway_what_it_gets_directly(
+    npm_registry: None, tmp_path: Path, marker: Marker
+) -> None:
+    where = tmp_path / marker
+    config = write_config(where, marker)
+    hostile = {"command": PY, "args": [HOSTILE, "good", str(tmp_path / "direct.log")]}
+    for tool, args in (("mixed", {}), ("echo", {"say": "hi"}), ("fail", {"why": "no"})):
+        straight = inspect(tmp_path, hostile, *call(tool, **args))
+        through = inspect(tmp_path, gateway(config), *call(f"h__{tool}", **args))
+        assert through == straight, tool
+    mixed = inspect(tmp_path, gateway(config), *call("h__mixed"))
+    kinds = [item["type"] for item in mixed["content"]]
+    assert kinds == ["text", "image", "audio", "resource_link", "resource"]
+    assert mixed["_meta"] == {"example.org/trace": "abc"}
+    assert marker.alive() == []
+
+
+def test_the_inspector_reads_a_hook_s_refusal_in_the_tool_result(
+    npm_registry: None, tmp_path: Path, marker: Marker
+) -> None:
+    refuse = call_hook(
+        "no-shouting",
+        "before",
+        {"refuse": "shouting is not allowed here"},
+        when={"tool": ["words.shout"]},
+        effect="apply",
+    )
+    config = write_config(tmp_path / marker, marker, hooks=[refuse])
+    refused = inspect(tmp_path, gateway(config), *call("words__shout", text="hello"))
+    assert refused == {
+        "content": [
+            {"type": "text", "text": "refused by no-shouting: shouting is not allowed here"}
+        ],
+        "isError": True,
+    }
+    counted = inspect(tmp_path, gateway(config), *call("words__count", text="a b c"))
+    assert counted["structuredContent"] == {"words": 3, "lines": 1}
+    assert marker.alive() == []
