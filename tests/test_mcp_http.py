@@ -4,6 +4,7 @@ hostile server) behind it, as `test_mcp_face.py` has them behind `mcpx-hooks mcp
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -16,10 +17,13 @@ import pytest
 import trio
 import trio.testing
 from conftest import Marker
+from mcp import types
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcpface_parts import AGENT, call_hook, texts, write_config
+from service_client import start_server
+from trio_websocket import ConnectionClosed, open_websocket_url
 
 from mcpx_hooks.supervisor.config.loading import load_config
 from mcpx_hooks.supervisor.run.runtime import Runtime, open_runtime
@@ -85,12 +89,17 @@ async def served(
 
 @asynccontextmanager
 async def http_session(
-    url: str, headers: dict[str, str], **client: Any
+    url: str, headers: dict[str, str], terminate_on_close: bool = True, **client: Any
 ) -> AsyncIterator[ClientSession]:
+    """The SDK's streamable HTTP client, initialized; `client`: the `ClientSession`'s own
+    arguments (an elicitation callback)."""
     async with (
         create_mcp_http_client(headers=headers) as http,
-        streamable_http_client(url, http_client=http, **client) as (read, write),
-        ClientSession(read, write, client_info=AGENT) as session,
+        streamable_http_client(url, http_client=http, terminate_on_close=terminate_on_close) as (
+            read,
+            write,
+        ),
+        ClientSession(read, write, client_info=AGENT, **client) as session,
     ):
         await session.initialize()
         yield session
@@ -143,9 +152,9 @@ async def test_a_client_lists_calls_and_is_refused_through_the_hooks_and_its_ses
     assert refused.is_error is True and texts(refused) == ["refused by no-shouting: indoor voices"]
     (summary,) = [r for r in runs if r["runId"] == run_id]
     assert summary["argv"] == ["mcp", "test-agent"] and summary["status"] == "result"
-    types = [f["type"] for f in frames]
-    assert types[0] == "start" and frames[0]["argv"] == ["mcp", "test-agent"]
-    assert types[-2:] == ["result", "end"]
+    kinds = [f["type"] for f in frames]
+    assert kinds[0] == "start" and frames[0]["argv"] == ["mcp", "test-agent"]
+    assert kinds[-2:] == ["result", "end"]
     assert frames[-2]["value"] == {"calls": 2, "refused": 1, "failed": 0}
     calls = [f for f in frames if f["type"] == "call"]
     assert [(c["server"], c["tool"]) for c in calls] == [("words", "count"), ("words", "shout")]
@@ -251,3 +260,68 @@ async def test_a_client_that_goes_away_without_a_word_has_its_session_ended(
         await trio.testing.wait_all_tasks_blocked()  # the session's task has wound up too
         assert srv.service.mcp.sessions is not None and len(srv.service.mcp.sessions) == 0
     assert [f["type"] for f in frames][-2:] == ["result", "end"]
+
+
+async def test_a_hook_s_question_is_put_to_the_client_as_an_elicitation_over_http(
+    tmp_path: Path, marker: Marker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    question = {"question": "Shout it?", "default": "no", "deadlineMs": 30_000}
+    ask = call_hook("confirm", "before", {"ask": question}, effect="ask", when={"tool": ["shout"]})
+    replies = iter(
+        [
+            types.ElicitResult(action="accept", content={"answer": "yes"}),
+            types.ElicitResult(action="decline"),
+        ]
+    )
+    asked: list[str] = []
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return next(replies)
+
+    async with (
+        served(tmp_path, marker, monkeypatch, [ask]) as srv,
+        http_session(srv.url, AUTH, elicitation_callback=elicit) as session,
+    ):
+        results = [await session.call_tool("words__shout", {"text": "hi"}) for _ in range(2)]
+    assert asked == ["Shout it?"] * 2
+    assert texts(results[0]) == ["HI"] and results[0].is_error is False
+    refused = "refused by confirm: Shout it? (answered no by the client)"
+    assert (texts(results[1]), results[1].is_error) == ([refused], True)
+
+
+#: Every socket of this process is a client's here (the server is another process): the SDK's
+#: client, cancelled while its GET stream reconnects, leaves a socket to the collector.
+@pytest.mark.filterwarnings("ignore:unclosed <socket.socket:ResourceWarning")
+async def test_a_real_serve_answers_mcp_and_its_run_is_followed_to_its_end(
+    tmp_path: Path, marker: Marker
+) -> None:
+    where = tmp_path / marker
+    config = write_config(where, marker)
+    state = {"XDG_STATE_HOME": str(where / "state")}
+    server = start_server(where, "--config", str(config), env=state)
+    try:
+        base = server.url.replace("ws://", "http://")
+        async with http_session(base + "/mcp", server.headers()) as session:
+            counted = await session.call_tool("words__count", {"text": "a b"})
+        async with httpx2.AsyncClient(headers=server.headers()) as http:
+            runs = (await http.get(base + "/v1/runs")).json()
+        (run,) = [r for r in runs if r["argv"][0] == "mcp"]
+        headers = [(k.lower().encode(), v.encode()) for k, v in server.headers().items()]
+        frames: list[dict[str, Any]] = []
+        with trio.fail_after(20):
+            url = f"{server.url}/v1/runs/{run['runId']}?from=0"
+            async with open_websocket_url(url, extra_headers=headers) as ws:
+                with contextlib.suppress(ConnectionClosed):
+                    while True:
+                        message = await ws.get_message()
+                        frames += [json.loads(line) for line in str(message).splitlines()]
+    finally:
+        code = server.stop()
+    assert code == 0
+    assert counted.structured_content == {"words": 2, "lines": 1}
+    assert run["argv"] == ["mcp", "test-agent"]
+    assert frames[0]["type"] == "start" and frames[0]["argv"] == ["mcp", "test-agent"]
+    assert [f["type"] for f in frames][-2:] == ["result", "end"]
+    assert frames[-2]["value"] == {"calls": 1, "refused": 0, "failed": 0}
+    assert marker.alive() == []

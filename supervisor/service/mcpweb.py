@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Any, Final
+from typing import Final
 
 import anyio
 import trio
-from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, ErrorData, JSONRPCError
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, ErrorData, JSONRPCError
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from ..core.errors import bug_summary
 from ..run.runtime import Runtime
