@@ -21,7 +21,7 @@ from mcp import types
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
-from mcpface_parts import AGENT, call_hook, texts, write_config
+from mcpface_parts import AGENT, PY, call_hook, texts, write_config
 from service_client import start_server
 from trio_websocket import ConnectionClosed, open_websocket_url
 
@@ -71,11 +71,13 @@ async def served(
     monkeypatch: pytest.MonkeyPatch,
     hooks: Sequence[dict[str, Any]] = (),
     token: str | None = TOKEN,
+    **more: Any,
 ) -> AsyncIterator[Served]:
-    """The service in this process with the tests' two tool servers; stopped on the way out,
-    with every session's run ended and every tool server gone."""
+    """The service in this process with the tests' two tool servers (`more`: other config
+    tables); stopped on the way out, with every session's run ended and every tool server
+    gone."""
     where = tmp_path / marker
-    config_path = write_config(where, marker, hooks)
+    config_path = write_config(where, marker, hooks, **more)
     monkeypatch.setenv("XDG_STATE_HOME", str(where / "state"))  # the servers' pins
     config = load_config([str(config_path)], cwd=where, environ={}, discover=False)
     options = ServiceOptions(port=0, token=token, cwd=str(where), environ={})
@@ -288,6 +290,38 @@ async def test_a_hook_s_question_is_put_to_the_client_as_an_elicitation_over_htt
     assert texts(results[0]) == ["HI"] and results[0].is_error is False
     refused = "refused by confirm: Shout it? (answered no by the client)"
     assert (texts(results[1]), results[1].is_error) == ([refused], True)
+
+
+#: `mcpx_exec` reports frames as MCP log messages, which the SDK marks deprecated from its
+#: newest protocol version on; in process, that warning would be an error of this test.
+@pytest.mark.filterwarnings("ignore:The logging capability is deprecated")
+async def test_mcpx_exec_is_admitted_as_v1_exec_and_its_run_is_the_service_s(
+    tmp_path: Path, marker: Marker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runs_here = {"script": {"sandbox": "none"}, "service": {"sandboxes": ["none"]}}
+    logged: list[types.LoggingMessageNotificationParams] = []
+
+    async def log(params: types.LoggingMessageNotificationParams) -> None:
+        logged.append(params)
+
+    script = "import json, os; print(json.dumps({'cwd': os.getcwd()}))"
+    async with served(tmp_path, marker, monkeypatch, **runs_here) as srv:
+        async with http_session(srv.url, AUTH, logging_callback=log) as session:
+            ran = await session.call_tool("mcpx_exec", {"argv": [PY, "-c", script]})
+            refused = await session.call_tool("mcpx_exec", {"argv": ["true"], "cwd": "/"})
+            strict = await session.call_tool("mcpx_exec", {"argv": ["true"], "sandbox": "strict"})
+        out = ran.structured_content
+        assert out is not None
+        summary = srv.runtime.journals.get(out["runId"]).summary()
+    assert ran.is_error is False and (out["status"], out["exitCode"]) == ("result", 0)
+    assert out["result"] == {"cwd": str(tmp_path / marker)}  # serve's directory: its root
+    assert summary["argv"] == [PY, "-c", script] and summary["status"] == "result"
+    frames = [f for p in logged if p.data["runId"] == out["runId"] for f in p.data["frames"]]
+    assert [f["type"] for f in frames] == ["start", "stdout", "result", "end"]
+    for result in (refused, strict):
+        assert result.is_error is True
+        assert texts(result)[0].startswith("the request was not admitted: ")
+    assert "strict" in texts(strict)[0] and "none" in texts(strict)[0]  # names the allowed
 
 
 #: Every socket of this process is a client's here (the server is another process): the SDK's
