@@ -109,7 +109,21 @@ async def _read_body(conn: ServerConnection, max_body: int) -> bytes:
 
 async def _too_big(conn: ServerConnection, max_body: int, rest: int) -> None:
     message = f"the request body is over {max_body} bytes"
-    await conn.respond(413, error_body(413, message))
+    await respond_unread(conn, 413, error_body(413, message), rest=rest)
+
+
+async def respond_unread(
+    conn: ServerConnection,
+    status: int,
+    body: bytes,
+    headers: tuple[tuple[bytes, bytes], ...] = (),
+    *,
+    rest: int = LINGER_BYTES,
+) -> None:
+    """Answers a request whose body is not read (a refusal), then reads and drops up to
+    `rest` bytes of it for at most `LINGER_S`: a socket closed with unread bytes is reset,
+    and a reset can take the answer with it before the client reads it."""
+    await conn.respond(status, body, headers)
     dropped = 0
     with trio.move_on_after(LINGER_S):
         while dropped < min(rest, LINGER_BYTES) and (data := await conn.receive_raw()):

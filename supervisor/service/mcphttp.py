@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Final
 import trio
 
 from . import routes
-from .access import Refusal, check_access
-from .asgi import serve_asgi
+from .access import Refusal, check_access, header
+from .asgi import LINGER_BYTES, respond_unread, serve_asgi
 from .connection import ServerConnection
 from .protocol import Request
 from .targets import query_tokens
@@ -89,7 +89,9 @@ class McpHttp:
             refusal = Refusal(503, "the server is shutting down")
         if refusal is not None:
             answer = routes.refused(refusal)
-            await conn.respond(answer.status, answer.body, answer.headers)
+            declared = header(request.headers, b"content-length")
+            rest = int(declared) if declared is not None else LINGER_BYTES
+            await respond_unread(conn, answer.status, answer.body, answer.headers, rest=rest)
             return
         sessions = await self._load()
         await serve_asgi(
