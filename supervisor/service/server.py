@@ -14,8 +14,8 @@ message once for all such clients (`broadcast.py`). An exception in one connecti
 is logged and ends that connection only.
 
 Each accepted socket is a `ServerConnection` (h11 and wsproto under a thin trio layer): its
-request within `Limits.handshake_s`, then a plain HTTP answer (`routes.py`), a refused
-upgrade, or the upgrade and its endpoint (`endpoints.py`).
+request within `Limits.handshake_s`, then a plain HTTP answer (`routes.py`; `/mcp` is MCP's
+HTTP transport, `mcphttp.py`), a refused upgrade, or the upgrade and its endpoint (`endpoints.py`).
 """
 
 from __future__ import annotations
