@@ -14,6 +14,7 @@ from wsproto.frame_protocol import FrameProtocol
 
 from mcpx_hooks.supervisor.service.connection import text_frame
 from mcpx_hooks.supervisor.service.protocol import (
+    BadBody,
     Ended,
     Message,
     Phase,
@@ -296,3 +297,57 @@ def test_text_is_what_the_prebuilt_frame_is() -> None:
     for text in ("", "x" * 200, "é" * 40_000):
         assert p.text(text) == text_frame(text.encode())
         assert p.text(text) == FrameProtocol(client=False, extensions=[]).send_data(text, True)
+
+
+def _posted(head: bytes) -> ServerProtocol:
+    p = _protocol()
+    p.receive_data(b"POST /mcp HTTP/1.1\r\nHost: x\r\n" + head)
+    (request,) = _events(p)
+    assert isinstance(request, Request) and request.method == "POST"
+    return p
+
+
+def test_a_body_is_read_as_it_comes_by_length_or_in_chunks() -> None:
+    p = _posted(b"Content-Length: 11\r\n\r\nhello")
+    assert p.body() == (b"hello", False)
+    p.receive_body(b" world")
+    assert p.body() == (b" world", True)
+    chunked = _posted(b"Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n")
+    assert chunked.body() == (b"abc", False)
+    chunked.receive_body(b"2\r\nde\r\n0\r\n\r\n")
+    assert chunked.body() == (b"de", True)
+
+
+@pytest.mark.parametrize(
+    ("head", "more"),
+    [
+        (b"Content-Length: 10\r\n\r\nshort", b""),  # the client closed before the end
+        (b"Transfer-Encoding: chunked\r\n\r\n", b"zz\r\nnot a chunk\r\n"),
+    ],
+)
+def test_a_body_cut_short_or_broken_is_bad(head: bytes, more: bytes) -> None:
+    p = _posted(head)
+    p.body()
+    p.receive_body(more)
+    with pytest.raises(BadBody):
+        p.body()
+
+
+def test_an_answer_without_a_length_is_chunked_and_ends_with_its_last_chunk() -> None:
+    p = _posted(b"Content-Length: 0\r\n\r\n")
+    assert p.body() == (b"", True)
+    given = ((b"Content-Type", b"text/event-stream"),)
+    data = p.respond_head(200, None, given, None)
+    data += p.respond_body(b"data: 1\n\n") + p.respond_end()
+    client = h11.Connection(h11.CLIENT)
+    client.send(h11.Request(method="POST", target="/mcp", headers=[("Host", "x")]))
+    client.receive_data(data)
+    response = client.next_event()
+    assert isinstance(response, h11.Response) and response.status_code == 200
+    headers = dict(response.headers)
+    assert headers[b"transfer-encoding"] == b"chunked" and b"content-length" not in headers
+    assert headers[b"content-type"] == b"text/event-stream"
+    assert headers[b"x-frame-options"] == b"DENY"
+    body = client.next_event()
+    assert isinstance(body, h11.Data) and bytes(body.data) == b"data: 1\n\n"
+    assert isinstance(client.next_event(), h11.EndOfMessage)

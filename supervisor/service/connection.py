@@ -226,6 +226,28 @@ class ServerConnection:
         self._answered.set()
         await self._write(data)
 
+    # ---- a request with a body, answered as it goes (`asgi.py`) --------------------------
+
+    @property
+    def protocol(self) -> ServerProtocol:
+        return self._protocol
+
+    async def receive_raw(self) -> bytes:
+        """Bytes from the client while the reader does not read (a request's body before
+        its answer, or whatever comes after the answer began); b"" once the client has
+        closed its side or the socket broke."""
+        assert self._protocol.phase in (Phase.ASKED, Phase.ANSWERED), self._protocol.phase
+        try:
+            return await self._stream.receive_some(RECEIVE_BYTES)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return b""
+
+    async def write_answer(self, data: bytes) -> None:
+        """Bytes of an answer the protocol made (`respond_head`, `respond_body`,
+        `respond_end`). Raises `ConnectionClosed` when the client is gone."""
+        self._answered.set()
+        await self._write(data)
+
     # ---- writing ---------------------------------------------------------------------------
 
     async def send_text(self, text: str) -> None:

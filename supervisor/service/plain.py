@@ -11,12 +11,14 @@ import contextlib
 import os
 from collections.abc import AsyncGenerator
 from typing import BinaryIO, Final
+from urllib.parse import urlsplit
 
 import trio
 
 from ..run.artifacts import ArtifactGone, Stored
 from . import routes
 from .connection import ServerConnection
+from .mcphttp import MCP_PATH, McpHttp
 from .protocol import Request, error_body
 
 #: Bytes read from an artifact's file at a time.
@@ -31,8 +33,13 @@ async def serve_plain(
     origins: frozenset[str],
     stopping: bool,
     state: routes.RouteState,
+    mcp: McpHttp | None = None,
 ) -> None:
-    """Answers one plain request on `conn`; the caller ends the connection afterwards."""
+    """Answers one plain request on `conn`; the caller ends the connection afterwards.
+    `/mcp` goes to `mcp` (MCP's streamable HTTP), when the service serves it."""
+    if mcp is not None and urlsplit(request.target).path == MCP_PATH:
+        await mcp.answer(conn, request, token=token, origins=origins, stopping=stopping)
+        return
     answer = routes.answer(request, token=token, origins=origins, stopping=stopping, state=state)
     if isinstance(answer, routes.Answer):
         await conn.respond(answer.status, answer.body, answer.headers, answer.content_type)

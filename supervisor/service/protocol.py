@@ -34,6 +34,7 @@ import wsproto.connection
 import wsproto.events
 import wsproto.utilities
 
+from ..core.errors import HooksError
 from ..core.frames import ServiceMessage
 from ..core.records import Record
 
@@ -100,6 +101,10 @@ class Ended(Record):
 
 
 Event = Request | Message | Pong | Ended
+
+
+class BadBody(HooksError):
+    """A request body that cannot be read: broken framing, or cut short."""
 
 
 def error_body(status: int, message: str) -> bytes:
@@ -270,25 +275,51 @@ class ServerProtocol:
     def respond_head(
         self,
         status: int,
-        length: int,
+        length: int | None,
         headers: Iterable[tuple[bytes, bytes]] = (),
-        content_type: bytes = b"application/json",
+        content_type: bytes | None = b"application/json",
     ) -> bytes:
         """The head of an answer whose body of `length` bytes follows in `respond_body`
-        pieces, then `respond_end` (a file streamed, not read whole)."""
+        pieces, then `respond_end` (a file streamed, not read whole). Without a `length`
+        the body is sent chunked, as long as it goes (an event stream); without a
+        `content_type` the type is among `headers`."""
         assert self.phase is Phase.ASKED, f"respond() in {self.phase}"
         self.phase = Phase.ANSWERED
         given = list(headers)
         names = {name.lower() for name, _ in given}
         head = [
-            (b"Content-Type", content_type),
-            (b"Content-Length", str(length).encode()),
+            *(() if content_type is None else ((b"Content-Type", content_type),)),
+            *(() if length is None else ((b"Content-Length", str(length).encode()),)),
             *_CLOSE,
             *given,
             *((name, value) for name, value in DEFAULT_HEADERS if name.lower() not in names),
         ]
         reason = http.HTTPStatus(status).phrase.encode()
         return self._h11.send(h11.Response(status_code=status, headers=head, reason=reason))
+
+    def receive_body(self, data: bytes) -> None:
+        """More of a plain request's body (b"": the client closed its side), while the
+        request is not answered yet; `body` then gives what of it is in."""
+        assert self.phase is Phase.ASKED and self.request is not None
+        self._h11.receive_data(data)
+
+    def body(self) -> tuple[bytes, bool]:
+        """What of the request's body has come since the last call, and whether it is all
+        in. `BadBody` when the client broke its framing or closed before its end."""
+        pieces: list[bytes] = []
+        while True:
+            try:
+                event = self._h11.next_event()
+            except h11.RemoteProtocolError as exc:
+                raise BadBody(f"malformed request body: {exc}") from None
+            if isinstance(event, h11.Data):
+                pieces.append(bytes(event.data))
+            elif isinstance(event, h11.EndOfMessage):
+                return b"".join(pieces), True
+            elif event is h11.NEED_DATA:
+                return b"".join(pieces), False
+            else:  # the connection closed (or paused) before the body's end
+                raise BadBody("the client closed the connection before the end of its request")
 
     @property
     def wants_body(self) -> bool:

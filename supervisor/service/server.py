@@ -14,8 +14,8 @@ message once for all such clients (`broadcast.py`). An exception in one connecti
 is logged and ends that connection only.
 
 Each accepted socket is a `ServerConnection` (h11 and wsproto under a thin trio layer): its
-request within `Limits.handshake_s`, then a plain HTTP answer (`routes.py`), a refused
-upgrade, or the upgrade and its endpoint (`endpoints.py`).
+request within `Limits.handshake_s`, then a plain HTTP answer (`routes.py`; `/mcp` is MCP's
+HTTP transport, `mcphttp.py`), a refused upgrade, or the upgrade and its endpoint (`endpoints.py`).
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from .access import Refusal, check_access, normal_origin, own_origins
 from .connection import CLOSE_S, ConnectionClosed, ServerConnection
 from .endpoints import SHUTTING_DOWN, Endpoints
 from .logredact import open_logged_runtime
+from .mcphttp import McpHttp
 from .options import Limits, Listening, ServiceOptions
 from .plain import serve_plain
 from .protocol import Request
@@ -86,6 +87,10 @@ class Service(Endpoints):
         )
         self._runs: trio.Nursery | None = None
         self.route_state: routes.RouteState = runtime.journals  # a gateway's: the cluster's
+        limits = self.limits
+        self.mcp = McpHttp(
+            runtime, options.cwd, max_body=limits.max_message_bytes, body_s=limits.handshake_s
+        )
         self._too_big = encode(
             to_json(
                 WireError(
@@ -124,6 +129,7 @@ class Service(Endpoints):
         }
         async with trio.open_nursery() as runs, trio.open_nursery() as conns:
             self._runs = runs
+            await runs.start(self.mcp.serve)
             accepting = trio.CancelScope()
 
             async def accept(task_status: trio.TaskStatus[list[trio.SocketListener]]) -> None:
@@ -145,6 +151,7 @@ class Service(Endpoints):
         for wake in list(self._wakes):
             if wake.idle:
                 wake.set(going)
+        await self.mcp.close()  # each session's run: `result` and `end`
         with trio.move_on_after(self.limits.grace_s):
             await self._wait_runs()
         for run in list(self._active.values()):
@@ -214,6 +221,7 @@ class Service(Endpoints):
                 origins=self._origins,
                 stopping=self.stopping,
                 state=self.route_state,
+                mcp=self.mcp,
             )
             return
         target = parse_target(request.target)

@@ -1,0 +1,201 @@
+"""A small ASGI server for one plain request of the front door: the request as an ASGI `http`
+scope, its answer written as the application sends it. What `/mcp` uses to put the MCP SDK's
+streamable HTTP transport (an ASGI application) behind our own h11 front door, so that the
+port keeps one listener, one access check and one shutdown.
+
+- The body is read whole before the application sees the request, at most `max_body` bytes
+  within `body_s` seconds: a `Content-Length` over the bound is answered 413 at once (the
+  rest of the body is read and dropped for a moment, so the client reads the answer rather
+  than a reset), a chunked body that grows past it too; a body that does not come in time
+  is 408, a broken one 400.
+- The answer goes out as it is sent: with its `Content-Length` when the application gives
+  one, chunked otherwise (an event stream runs as long as the application sends). Its
+  hop-by-hop headers are the server's (`Connection: close`: one request per connection, as
+  every answer of this port), and the port's own headers are added (`protocol.py`); the
+  application's `Cache-Control` gives way to the port's `no-store`.
+- After the body, `receive()` waits until the client closes its side, then says
+  `http.disconnect`; a `send()` once the client is gone raises `ClientGone` (an `OSError`,
+  as the ASGI spec asks).
+- An application that returns without answering gets a 500 for it; one that raises ends
+  the connection (the server's boundary logs it), as does an answer left unfinished.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any, Final
+from urllib.parse import unquote, urlsplit
+
+import trio
+
+from ..core.errors import HooksError
+from .access import header
+from .connection import ConnectionClosed, ServerConnection
+from .protocol import BadBody, Request, error_body
+
+Scope = MutableMapping[str, Any]
+AsgiMessage = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[AsgiMessage]]
+Send = Callable[[AsgiMessage], Awaitable[None]]
+App = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+#: After a 413, the rest of the body is read and dropped for at most this long and this many
+#: bytes, so that the client, still sending, reads the answer instead of a reset.
+LINGER_S: Final = 2.0
+LINGER_BYTES: Final = 64 * 1024 * 1024
+#: The application's headers the server sets itself (framing, the connection, caching).
+_SERVERS_OWN: Final = frozenset(
+    {b"connection", b"keep-alive", b"transfer-encoding", b"content-length", b"cache-control"}
+)
+
+
+class ClientGone(HooksError, OSError):
+    """The client has closed the connection: nothing more can be sent to it."""
+
+
+class _TooBig(HooksError):
+    pass
+
+
+async def serve_asgi(
+    conn: ServerConnection,
+    request: Request,
+    app: App,
+    *,
+    max_body: int,
+    body_s: float,
+    server: tuple[str, int] | None = None,
+) -> None:
+    """Answers `request` on `conn` with `app`; the caller ends the connection afterwards."""
+    declared = header(request.headers, b"content-length")
+    if declared is not None and int(declared) > max_body:  # h11 checked it is a number
+        await _too_big(conn, max_body, int(declared))
+        return
+    try:
+        with trio.fail_after(body_s):
+            body = await _read_body(conn, max_body)
+    except _TooBig:
+        await _too_big(conn, max_body, LINGER_BYTES)
+        return
+    except BadBody as exc:
+        await conn.respond(400, error_body(400, str(exc)))
+        return
+    except trio.TooSlowError:
+        await conn.respond(408, error_body(408, f"the request body did not come in {body_s:g} s"))
+        return
+    exchange = _Exchange(conn, body)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(exchange.watch_client)
+        await app(_scope(request, conn, server), exchange.receive, exchange.send)
+        nursery.cancel_scope.cancel()
+    if not exchange.started:
+        await conn.respond(500, error_body(500, "the request was not answered"))
+
+
+async def _read_body(conn: ServerConnection, max_body: int) -> bytes:
+    protocol = conn.protocol
+    pieces: list[bytes] = []
+    size = 0
+    while True:
+        piece, done = protocol.body()
+        size += len(piece)
+        if size > max_body:
+            raise _TooBig
+        pieces.append(piece)
+        if done:
+            return b"".join(pieces)
+        protocol.receive_body(await conn.receive_raw())
+
+
+async def _too_big(conn: ServerConnection, max_body: int, rest: int) -> None:
+    message = f"the request body is over {max_body} bytes"
+    await respond_unread(conn, 413, error_body(413, message), rest=rest)
+
+
+async def respond_unread(
+    conn: ServerConnection,
+    status: int,
+    body: bytes,
+    headers: tuple[tuple[bytes, bytes], ...] = (),
+    *,
+    rest: int = LINGER_BYTES,
+) -> None:
+    """Answers a request whose body is not read (a refusal), then reads and drops up to
+    `rest` bytes of it for at most `LINGER_S`: a socket closed with unread bytes is reset,
+    and a reset can take the answer with it before the client reads it."""
+    await conn.respond(status, body, headers)
+    dropped = 0
+    with trio.move_on_after(LINGER_S):
+        while dropped < min(rest, LINGER_BYTES) and (data := await conn.receive_raw()):
+            dropped += len(data)
+
+
+def _scope(request: Request, conn: ServerConnection, server: tuple[str, int] | None) -> Scope:
+    parts = urlsplit(request.target)
+    host, _, port = conn.remote.rpartition(":")
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.3"},
+        "http_version": "1.1",
+        "method": request.method,
+        "scheme": "http",
+        "path": unquote(parts.path),
+        "raw_path": parts.path.encode("ascii"),
+        "query_string": parts.query.encode("ascii"),
+        "root_path": "",
+        "headers": [(name.lower(), value) for name, value in request.headers],
+        "client": (host, int(port)) if port.isdigit() else None,
+        "server": server,
+        "state": {},
+    }
+
+
+class _Exchange:
+    """One request's `receive` and `send`."""
+
+    def __init__(self, conn: ServerConnection, body: bytes) -> None:
+        self._conn = conn
+        self._body: bytes | None = body
+        self._gone = trio.Event()
+        self.started = False
+        self._ended = False
+
+    async def watch_client(self) -> None:
+        """Reads what the client sends after its request (dropped) until it closes."""
+        while await self._conn.receive_raw():
+            pass
+        self._gone.set()
+
+    async def receive(self) -> AsgiMessage:
+        if self._body is not None:
+            body, self._body = self._body, None
+            return {"type": "http.request", "body": body, "more_body": False}
+        await self._gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(self, message: AsgiMessage) -> None:
+        if self._gone.is_set():
+            raise ClientGone("the client has closed the connection")
+        protocol = self._conn.protocol
+        kind = message["type"]
+        if kind == "http.response.start":
+            assert not self.started, "http.response.start sent twice"
+            self.started = True
+            given: list[tuple[bytes, bytes]] = [(bytes(k), bytes(v)) for k, v in message["headers"]]
+            length = next((v for k, v in given if k.lower() == b"content-length"), None)
+            kept = tuple((k, v) for k, v in given if k.lower() not in _SERVERS_OWN)
+            size = int(length) if length is not None else None
+            data = protocol.respond_head(int(message["status"]), size, kept, None)
+        elif kind == "http.response.body":
+            assert self.started and not self._ended, "a body outside an answer"
+            data = protocol.respond_body(bytes(message.get("body", b"")))
+            if not message.get("more_body", False):
+                self._ended = True
+                data += protocol.respond_end()
+        else:
+            return  # nothing else is asked of an `http` server
+        try:
+            await self._conn.write_answer(data)
+        except ConnectionClosed:
+            self._gone.set()
+            raise ClientGone("the client has closed the connection") from None

@@ -1,0 +1,124 @@
+"""`/mcp` on the service's port: MCP's streamable HTTP transport, for MCP clients that reach
+the supervisor over the network rather than start `mcpx-hooks mcp` themselves.
+
+The request is admitted as every request of the port is (`access.check_access`: the bearer
+token unless `--no-auth`, the Origin rule; 401 / 403 otherwise; 503 once the server is
+stopping), then answered by the MCP SDK's transport through the small ASGI bridge
+(`asgi.py`), its body bounded by the port's message cap (413 past it). The sessions
+themselves are `mcpweb.Sessions`: each one a `Gateway` as over stdio.
+
+The MCP SDK weighs about a second of imports: it is imported in a worker thread at the first
+request to `/mcp`, so a `serve` that no MCP client uses never pays for it and no other
+client waits while it loads. The sessions' tasks run in `serve`'s nursery; `close` ends them
+all (each run gets its `result` and `end`) before the runtime under them closes.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Final
+
+import trio
+
+from . import routes
+from .access import Refusal, check_access, header
+from .asgi import LINGER_BYTES, respond_unread, serve_asgi
+from .connection import ServerConnection
+from .protocol import Request
+from .targets import query_tokens
+
+if TYPE_CHECKING:
+    from ..run.runtime import Runtime
+    from .mcpweb import Sessions
+
+#: The path of the transport.
+MCP_PATH: Final = "/mcp"
+#: A session without a request in flight for this long has lost its client: it is ended.
+IDLE_S: Final = 30 * 60.0
+#: Sessions open at once; past it a new one is refused (503).
+MAX_SESSIONS: Final = 256
+
+
+class McpHttp:
+    """`/mcp` of one service: its sessions, loaded and started at their first request."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        served_from: str,
+        *,
+        max_body: int,
+        body_s: float,
+        idle_s: float = IDLE_S,
+        max_sessions: int = MAX_SESSIONS,
+    ) -> None:
+        self.runtime = runtime
+        self.served_from = served_from
+        self.max_body = max_body
+        self.body_s = body_s
+        self.idle_s = idle_s
+        self.max_sessions = max_sessions
+        self.sessions: Sessions | None = None
+        self._nursery: trio.Nursery | None = None
+        self._loading = trio.Lock()
+        self._closed = trio.Event()
+
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Owns the sessions' tasks until `close` has ended them all, or until cancelled
+        (each session's run is closed then too)."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            await self._closed.wait()
+
+    async def answer(
+        self,
+        conn: ServerConnection,
+        request: Request,
+        *,
+        token: str | None,
+        origins: frozenset[str],
+        stopping: bool,
+        server: tuple[str, int] | None = None,
+    ) -> None:
+        """Answers one request to `/mcp`; the caller ends the connection afterwards."""
+        refusal = check_access(
+            request.headers, query_tokens(request.target), token=token, origins=origins
+        )
+        if refusal is None and (stopping or self._nursery is None):
+            refusal = Refusal(503, "the server is shutting down")
+        if refusal is not None:
+            answer = routes.refused(refusal)
+            declared = header(request.headers, b"content-length")
+            rest = int(declared) if declared is not None else LINGER_BYTES
+            await respond_unread(conn, answer.status, answer.body, answer.headers, rest=rest)
+            return
+        sessions = await self._load()
+        await serve_asgi(
+            conn, request, sessions.app, max_body=self.max_body, body_s=self.body_s, server=server
+        )
+
+    async def _load(self) -> Sessions:
+        async with self._loading:
+            if self._closed.is_set():
+                raise trio.ClosedResourceError("the server is shutting down")
+            if self.sessions is None:
+                assert self._nursery is not None
+                name = f"{__package__}.mcpweb"
+                web = await trio.to_thread.run_sync(importlib.import_module, name)
+                self.sessions = web.Sessions(
+                    self.runtime,
+                    self.served_from,
+                    self._nursery,
+                    idle_s=self.idle_s,
+                    max_sessions=self.max_sessions,
+                )
+        assert self.sessions is not None
+        return self.sessions
+
+    async def close(self) -> None:
+        """Ends every session, each run with its `result` and `end`; no new one opens."""
+        async with self._loading:  # a load under way ends first
+            self._closed.set()
+            if self.sessions is not None:
+                await self.sessions.close()

@@ -1,0 +1,155 @@
+"""MCP sessions over streamable HTTP: the SDK's own transport (`StreamableHTTPServerTransport`,
+an ASGI application) for each session, and behind it a `Gateway` exactly as `mcpx-hooks mcp`
+serves one over stdio: the same tools, the same `call` point (with `when.client`), asks as
+elicitations, `mcpx_exec`, and the session as a run.
+
+A request without `Mcp-Session-Id` that opens a session (an `initialize` POST the transport
+accepts) starts one; a request that names a session goes to its transport; an unknown or
+ended session is 404 (the client starts another). A session ends when the client ends it
+(DELETE), when no request of it has been in flight for `idle_s` (a client that went away
+without a word), or when the server stops (`close`): its transport is terminated, the
+gateway's session returns, and its run gets `result` and `end`. Past `max_sessions` open
+sessions a new one is refused (503). Only the handshake protocol versions are served; a
+request naming another version is 400.
+
+The sessions' tasks run in a nursery the caller owns (`Sessions(…, nursery)`); a bug in one
+session ends that session alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Final
+
+import anyio
+import trio
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, ErrorData, JSONRPCError
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+from ..core.errors import bug_summary
+from ..run.runtime import Runtime
+from .asgi import AsgiMessage, Receive, Scope, Send
+from .mcpface import Gateway
+
+logger = logging.getLogger("mcpx_hooks.mcp")
+
+_SESSION: Final = MCP_SESSION_ID_HEADER.lower().encode("ascii")
+_VERSION: Final = MCP_PROTOCOL_VERSION_HEADER.lower().encode("ascii")
+
+
+class Sessions:
+    """The open sessions of `/mcp`, by id; `app` is the ASGI application that serves them."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        served_from: str,
+        nursery: trio.Nursery,
+        *,
+        idle_s: float,
+        max_sessions: int,
+    ) -> None:
+        self.runtime = runtime
+        self.served_from = served_from
+        self.idle_s = idle_s
+        self.max_sessions = max_sessions
+        self._nursery = nursery
+        self._open: dict[str, StreamableHTTPServerTransport] = {}
+        self._ended = trio.Event()
+        self._running = 0
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    async def app(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = dict(scope["headers"])
+        version = headers.get(_VERSION)
+        if version is not None and version.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS:
+            said = version.decode("latin-1")[:40]
+            await _error(send, 400, INVALID_REQUEST, f"unsupported protocol version {said!r}")
+            return
+        named = headers.get(_SESSION)
+        if named is None:
+            await self._open_session(scope, receive, send)
+            return
+        transport = self._open.get(named.decode("latin-1"))
+        if transport is None:
+            await _error(send, 404, INVALID_REQUEST, "Session not found")
+            return
+        await transport.handle_request(scope, receive, send)
+        if transport.is_terminated:  # the client ended it (DELETE)
+            await self._discard(transport)
+
+    async def _open_session(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] != "POST":
+            await _error(send, 400, INVALID_REQUEST, "Bad Request: Missing session ID")
+            return
+        if len(self._open) >= self.max_sessions:
+            said = f"too many MCP sessions open (the cap is {self.max_sessions})"
+            await _error(send, 503, INTERNAL_ERROR, said)
+            return
+        transport = StreamableHTTPServerTransport(
+            mcp_session_id=uuid.uuid4().hex, idle_timeout=self.idle_s
+        )
+        assert transport.mcp_session_id is not None
+        self._open[transport.mcp_session_id] = transport
+        status: list[int] = []
+
+        async def watched(message: AsgiMessage) -> None:
+            if message["type"] == "http.response.start":
+                status.append(int(message["status"]))
+            await send(message)
+
+        try:
+            await self._nursery.start(self._serve, transport)
+            await transport.handle_request(scope, receive, watched)
+        finally:
+            if not status or status[0] >= 400:  # nothing was opened: nothing is kept
+                await self._discard(transport)
+
+    async def _serve(
+        self, transport: StreamableHTTPServerTransport, *, task_status: trio.TaskStatus[None]
+    ) -> None:
+        """One session until it ends (see the module docstring); its run is closed then."""
+        self._running += 1
+        try:
+            async with transport.connect() as (read, write):
+                task_status.started()
+                with transport.idle_scope or anyio.CancelScope():
+                    await Gateway(self.runtime, self.served_from).serve(read, write)
+        except* Exception as group:
+            logger.error("MCP session failed: %s", bug_summary(group))
+            logger.debug("MCP session failed", exc_info=group)
+        finally:
+            await self._discard(transport)
+            self._running -= 1
+            if not self._running:
+                self._ended.set()
+                self._ended = trio.Event()
+
+    async def _discard(self, transport: StreamableHTTPServerTransport) -> None:
+        """Forgets the session (its id is 404 from now on) and ends its transport."""
+        assert transport.mcp_session_id is not None
+        self._open.pop(transport.mcp_session_id, None)
+        if not transport.is_terminated:
+            with trio.CancelScope(shield=True):
+                await transport.terminate()
+
+    async def close(self) -> None:
+        """Ends every session and waits until each one's run has its `end`."""
+        for transport in list(self._open.values()):
+            await self._discard(transport)
+        while self._running:
+            await self._ended.wait()
+
+
+async def _error(send: Send, status: int, code: int, message: str) -> None:
+    """A JSON-RPC error (no request id) as the HTTP answer, as the SDK's manager gives one."""
+    error = JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(code=code, message=message))
+    body = error.model_dump_json(by_alias=True, exclude_unset=True).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
