@@ -139,6 +139,8 @@ __all__, __getattr__, __dir__ = exports(
             "HOOK_SETTINGS",
             "Hook",
             "HookSetting",
+            "PLUGIN_ANSWER_MEANING",
+            "PluginAnswer",
             "Profile",
             "Provenance",
             "STDERR_TAIL_BYTES",
