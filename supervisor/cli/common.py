@@ -69,8 +69,9 @@ COMMAND_EXIT_CODES: Final = {
         (EXIT_FAILED, "the trust state cannot be written"),
         (
             EXIT_USAGE,
-            "a name that is not a project config file, no project file in the chain, or a"
-            " state file that cannot be believed",
+            "a name that is not a project config file, a file that does not validate (not"
+            " trusted; each problem named with its file and pointer), no project file in the"
+            " chain, or a state file that cannot be believed",
         ),
     ),
     "untrust": (
