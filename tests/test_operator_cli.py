@@ -457,7 +457,7 @@ def test_the_remote_request_carries_the_callers_resolved_layers(
     monkeypatch.setenv("MCPX_HOOKS_NO_DISCOVERY", "1")
     monkeypatch.setenv("CI", "yes")
     args = parser().parse_args(["exec", "--config", "../c.toml", "--python", "job.py"])
-    request = cli_exec.remote_request(args, lambda: [])
+    request = cli_exec.remote_request(args, lambda: ([], []))
     assert request["hooks"] == [
         # A defaulted name is left to the server; the directory is made explicit.
         {"on": "script", "phase": "before", "run": ["python3", "gate.py"], "timeoutMs": 777,
@@ -469,5 +469,10 @@ def test_the_remote_request_carries_the_callers_resolved_layers(
     assert (request["autonomy"], request["sandbox"]) == ("advise", "strict")
     assert (request["passEnv"], request["callerEnv"]) == (["CI"], {"CI": "yes"})
     # The server applies that file itself: nothing of it is sent again.
-    again = cli_exec.remote_request(args, lambda: [str(project / "c.toml")])
+    again = cli_exec.remote_request(args, lambda: ([str(project / "c.toml")], []))
     assert "hooks" not in again and "passEnv" not in again and "autonomy" not in again
+    # A hook the server lists already (another file of its own gives it) is not sent again.
+    served = {"name": "script.before.0", "on": "script", "phase": "before", "action": "run",
+              "run": ["python3", "gate.py"], "dir": str(project)}  # fmt: skip
+    third = cli_exec.remote_request(args, lambda: ([], [served]))
+    assert [h.get("name") for h in third["hooks"]] == ["hint"]

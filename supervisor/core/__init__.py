@@ -169,6 +169,7 @@ __all__, __getattr__, __dir__ = exports(
             "prompt_spec",
             "unconfigured",
         ),
+        "percall": ("already_in_force", "listed", "per_call_hook"),
         "passenv": (
             "MIN_SECRET_CHARS",
             "NOTHING_PASSED",
