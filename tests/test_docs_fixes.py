@@ -74,3 +74,42 @@ def test_ci_md_summary_hook_says_how_the_run_went_after_a_timeout_a_failure_or_a
     assert len(timed_out) == 1 and timed_out[0].startswith("summary: the run failed: "), timed_out
     assert advice("--", "sh", "-c", "exit 4") == ["summary: tests failed (exit 4)"]
     assert advice("--", "true") == ["summary: all green"]
+
+
+def _blocks(doc: str) -> list[tuple[str, str]]:
+    """The fenced code blocks of `doc`, each as (its language, its text)."""
+    text = (ROOT / "docs" / doc).read_text()
+    return re.findall(r"^```(\w*)\n(.*?)^```$", text, flags=re.DOTALL | re.MULTILINE)
+
+
+def _shown(output: str) -> list[str]:
+    """Output as a doc shows it: run ids and durations are the run's own."""
+    output = re.sub(r"\brun [0-9a-f]{16}\b", "run ID", output)
+    output = re.sub(r"\b\d+ ms\b", "N ms", output)
+    return output.strip().splitlines()
+
+
+def test_transforming_md_clamp_example_prints_what_the_doc_shows(tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    blocks = _blocks("transforming.md")
+    at = next(i for i, (lang, text) in enumerate(blocks) if "--config clamp.toml" in text)
+    (config_lang, config), (_, command), (_, shown) = blocks[at - 1], blocks[at], blocks[at + 1]
+    assert config_lang == "toml"
+    tmp_path.chmod(0o755)
+    (tmp_path / "clamp.toml").write_text(config)
+    env = {**os.environ, "MCPX_HOOKS_NO_DISCOVERY": "1"}
+    env["PATH"] = f"{Path(sys_executable()).parent}:{env['PATH']}"
+    done = subprocess.run(
+        ["sh", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert _shown(done.stdout) == _shown(shown)
+
+
+def sys_executable() -> str:
+    import sys
+
+    return sys.executable
