@@ -240,7 +240,7 @@ def _lowered(item: Item, failure: Any) -> Item:
     word = promoted_effect(item.unwrap(), failure)
     if word == item.unwrap():
         return item
-    new = tomlkit.item(word)
+    new: Item = tomlkit.item(word)
     for field in ("indent", "comment_ws", "comment", "trail"):
         setattr(new.trivia, field, getattr(item.trivia, field))
     return new
