@@ -176,10 +176,13 @@ def load(
     args: argparse.Namespace,
     hooks: Sequence[str] = (),
     script: Mapping[str, Sequence[str | None]] | None = None,
+    *,
+    say: bool = True,
 ) -> Config:
     """The config in force: the discovered files, then `--config`, then `hooks` (JSON) and
     `script` lines. What loading says (a project file skipped as not trusted, a ceiling a
-    nearer file tried to raise) is printed on stderr, each line once."""
+    nearer file tried to raise) is printed on stderr, each line once; not with `say` false,
+    for a run whose stream says it (a `warning` frame each: said once, there)."""
     from ..config.loading import load_config
 
     config = load_config(
@@ -190,7 +193,8 @@ def load(
         script=script,
         trust_project=getattr(args, "trust_project", False),
     )
-    say_warnings(config)
+    if say:
+        say_warnings(config)
     return config
 
 

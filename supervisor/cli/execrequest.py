@@ -132,7 +132,9 @@ def local_request(args: argparse.Namespace) -> tuple[Config, RunRequest]:
 
     argv = run_argv(args)
     script_lines = source_lines(args)
-    config = load(args, args.hooks, script_lines or None)
+    # What loading says is in the run's stream (a `warning` frame each): the readable view
+    # shows it there, once; with --json the stream is a program's, so stderr says it too.
+    config = load(args, args.hooks, script_lines or None, say=args.json)
     env = _env(args)
     stdin = _stdin_bytes(args)
     cwd = str(Path.cwd())
