@@ -47,3 +47,50 @@ def test_a_loading_warning_is_said_once_to_a_person(tmp_path: Path) -> None:
         )  # fmt: skip
         assert done.stdout.count(said) == 1, done.stdout
         assert done.stderr.count(said) == (1 if flags else 0), done.stderr
+
+
+def _sections(stdout: str) -> list[str]:
+    return [s for s in stdout.split("\n--- ")[1:]]
+
+
+def test_the_demo_says_each_run_under_its_own_header(tmp_path: Path) -> None:
+    import re
+
+    done = subprocess.run(
+        [*CLI, "demo"], cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=120,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    sections = _sections(done.stdout)
+    assert len(sections) == 3
+    for section in sections:
+        ids = re.findall(r"^(?:ws> )?run ([0-9a-f]{16}):", section, flags=re.MULTILINE)
+        observed = re.findall(r"^observer audit saw run.finished \(event of run (\w+)\)",
+                              section, flags=re.MULTILINE)  # fmt: skip
+        assert len(ids) == 1 and observed == ids, section
+    refused = sections[1]
+    assert "no exit code" not in refused
+    assert "\nend: refused, exec exits 3, " in refused
+    assert refused.count("refused by check-input") == 1  # the ERROR line; not again below it
+
+
+def test_the_demo_s_model_gets_its_api_key_which_is_never_printed(tmp_path: Path) -> None:
+    import json
+
+    import loopmodel
+
+    key = "sk-demo-0123456789abcdef"
+    with loopmodel.LoopModel() as model:
+        model.default = loopmodel.Reply(json.dumps({"advise": "the job said hello"}))
+        env = {**ENV, "MCPX_HOOKS_DEMO_MODEL_URL": model.url, "DEMO_KEY": key,
+               "MCPX_HOOKS_DEMO_MODEL_KEY_ENV": "DEMO_KEY"}  # fmt: skip
+        done = subprocess.run(
+            [*CLI, "demo"], cwd=tmp_path, env=env, capture_output=True, text=True,
+            timeout=120, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "the job said hello" in done.stdout
+        assert model.headers and all(
+            h.get("authorization") == f"Bearer {key}" for h in model.headers
+        )
+    assert key not in done.stdout + done.stderr
