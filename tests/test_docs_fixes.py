@@ -89,24 +89,32 @@ def _shown(output: str) -> list[str]:
     return output.strip().splitlines()
 
 
-def test_transforming_md_clamp_example_prints_what_the_doc_shows(tmp_path: Path) -> None:
+def test_transforming_md_commands_print_what_the_doc_shows(tmp_path: Path) -> None:
+    """Every `mcpx-hooks exec` block of docs/transforming.md, run as written (a config the
+    page gives beside it written first), and the output block after it, if any, compared."""
     import os
     import subprocess
 
     blocks = _blocks("transforming.md")
-    at = next(i for i, (lang, text) in enumerate(blocks) if "--config clamp.toml" in text)
-    (config_lang, config), (_, command), (_, shown) = blocks[at - 1], blocks[at], blocks[at + 1]
-    assert config_lang == "toml"
     tmp_path.chmod(0o755)
-    (tmp_path / "clamp.toml").write_text(config)
     env = {**os.environ, "MCPX_HOOKS_NO_DISCOVERY": "1"}
     env["PATH"] = f"{Path(sys_executable()).parent}:{env['PATH']}"
-    done = subprocess.run(
-        ["sh", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True,
-        timeout=60, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert _shown(done.stdout) == _shown(shown)
+    ran = 0
+    for at, (lang, command) in enumerate(blocks):
+        if lang != "sh" or not command.startswith("mcpx-hooks exec"):
+            continue
+        if "--config clamp.toml" in command:
+            assert blocks[at - 1][0] == "toml"
+            (tmp_path / "clamp.toml").write_text(blocks[at - 1][1])
+        done = subprocess.run(
+            ["sh", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True,
+            timeout=60, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, (command, done.stderr)
+        ran += 1
+        if at + 1 < len(blocks) and blocks[at + 1][1].startswith("run "):
+            assert _shown(done.stdout) == _shown(blocks[at + 1][1]), command
+    assert ran == 3
 
 
 def sys_executable() -> str:
