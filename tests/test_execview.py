@@ -3,6 +3,8 @@ what it says of observe hooks at the end."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import trio
 
 from mcpx_hooks.supervisor.cli.execview import (
@@ -11,6 +13,7 @@ from mcpx_hooks.supervisor.cli.execview import (
     observer_lines,
     serve_still_running,
 )
+from mcpx_hooks.supervisor.cli.runview import RunView
 from mcpx_hooks.supervisor.core.events import EventKind
 from mcpx_hooks.supervisor.run.bus import Bus
 from mcpx_hooks.supervisor.run.observe import ObserverStats, Unwell
@@ -87,3 +90,44 @@ def test_a_failed_hook_s_view_ends_with_what_it_said() -> None:
     assert sum("{oops" in line for line in hook_frame_lines(head)) == 1
     ok = _failed(status="ok", reason=None, exitCode=0, stderrTail="chatter\n")
     assert not any("chatter" in line for line in hook_frame_lines(ok))
+
+
+async def test_a_hook_awaiting_its_ask_s_answer_is_not_still_running(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    bus, said, asking = Bus(), [], {"deps"}
+    async with trio.open_nursery() as nursery:
+        await nursery.start(
+            partial(serve_still_running, asking=asking.__contains__), bus, "r1", said.append
+        )
+        bus.publish(EventKind.HOOK_STARTED, STARTED, run_id="r1")
+        await trio.sleep(STILL_RUNNING_S * 5)
+        assert said == []  # its process ended; the ask's line says the run waits
+        nursery.cancel_scope.cancel()
+
+
+def test_the_readable_view_says_the_wait_for_an_answer_and_how_exec_exits() -> None:
+    view = RunView()
+    ask = {"type": "ask", "askId": "ask-1", "hook": "q", "question": "go?", "default": "no",
+           "deadlineMs": 3000, "at": "2026-01-01T00:00:00.100Z"}  # fmt: skip
+    assert view.lines(ask) == ["ask from q: go? (default no in 3 s; waiting for an answer)"]
+    assert view.waiting_for_answer("q")
+    hook = {"type": "hook", "name": "q", "on": "script", "phase": "before", "action": "run",
+            "sandbox": "strict", "status": "ok", "durationMs": 169, "effect": "ask",
+            "requestedEffect": "ask", "clampedBy": [], "at": "2026-01-01T00:00:03.150Z",
+            "refused": {"reason": "go? (unanswered)", "failClosed": False},
+            "asked": {"question": "go?", "answer": "no", "by": "deadline"}}  # fmt: skip
+    first = view.lines(hook)[0]
+    assert first == (
+        "hook q (script.before, run, sandbox strict): ok in 169 ms, then 3.0 s waiting for"
+        " an answer"
+    )
+    assert not view.waiting_for_answer("q")
+    error = {"type": "error", "message": "refused by q: go? (unanswered)", "refusedBy": "q",
+             "cause": "refused"}  # fmt: skip
+    assert view.lines(error) == ["ERROR refused by q: go? (unanswered)"]  # said once
+    end = {"type": "end", "exitCode": None, "durationMs": 3200}
+    assert view.lines(end) == ["end: refused, exec exits 3, 3200 ms"]
+    assert RunView().lines({"type": "end", "exitCode": 4, "durationMs": 9}) == [
+        "end: exit code 4, 9 ms"
+    ]

@@ -143,15 +143,9 @@ def test_validate_with_no_file_checks_the_layers_found_here_with_trust(tmp_path:
     local = project / ".mcpx-hooks.toml"
     local.write_text(PROJECT)
 
-    # Not trusted: skipped and said to be, as every command says it; the user's file is fine.
-    out = mcpx("validate", cwd=project, env=env)
-    assert out.returncode == 0, out.stdout
-    assert out.stdout == "ok: 1 file(s) valid; 1 skipped, not checked (said above)\n"
-    assert f"skipped {local}: a project config file is applied only once trusted" in out.stderr
-    assert f"mcpx-hooks trust {local}" in out.stderr
-
-    # Trusted: its schema problem and the rule it breaks across the layers, in one pass.
-    assert mcpx("trust", str(local), cwd=project, env=env).returncode == 0
+    # Not trusted, and still checked (validating is not applying): its schema problem and the
+    # rule it breaks across the layers, in one pass; said to be not trusted, as every command
+    # says it.
     for args in (("validate",), ("validate", "--json")):
         found = mcpx(*args, cwd=project, env=env)
         assert found.returncode == 2, found.stdout
@@ -168,6 +162,27 @@ def test_validate_with_no_file_checks_the_layers_found_here_with_trust(tmp_path:
             (str(local), "/hooks/0/enabled"),
         ], problems
         assert str(user) in problems[1]["message"]  # the file that locked it
+        assert f"skipped {local}: a project config file is applied only once trusted" in (
+            found.stderr
+        )
+
+    # `trust` refuses it, naming the file and the pointer; nothing is trusted.
+    refused = mcpx("trust", str(local), cwd=project, env=env)
+    assert refused.returncode == 2, refused.stdout
+    assert f"{local}:/autonomy/max: " in refused.stderr
+    assert f"mcpx-hooks trust: {local} does not validate (1 problem(s), above)" in refused.stderr
+    assert refused.stdout == ""
+    assert str(local) not in mcpx("trust", "--list", cwd=project, env=env).stdout
+
+    # Fixed: valid, and said to be not trusted yet; then trusted, and applied.
+    local.write_text('[autonomy]\nmax = "advise"\n')
+    out = mcpx("validate", cwd=project, env=env)
+    assert out.returncode == 0, out.stdout
+    assert out.stdout == (
+        "ok: 2 file(s) valid (1 not trusted yet: `mcpx-hooks trust` applies it)\n"
+    )
+    assert mcpx("trust", str(local), cwd=project, env=env).returncode == 0
+    assert mcpx("validate", cwd=project, env=env).stdout == "ok: 2 file(s) valid\n"
 
 
 # ---- hook test -------------------------------------------------------------------------------
@@ -442,7 +457,7 @@ def test_the_remote_request_carries_the_callers_resolved_layers(
     monkeypatch.setenv("MCPX_HOOKS_NO_DISCOVERY", "1")
     monkeypatch.setenv("CI", "yes")
     args = parser().parse_args(["exec", "--config", "../c.toml", "--python", "job.py"])
-    request = cli_exec.remote_request(args, lambda: [])
+    request = cli_exec.remote_request(args, lambda: ([], []))
     assert request["hooks"] == [
         # A defaulted name is left to the server; the directory is made explicit.
         {"on": "script", "phase": "before", "run": ["python3", "gate.py"], "timeoutMs": 777,
@@ -454,5 +469,10 @@ def test_the_remote_request_carries_the_callers_resolved_layers(
     assert (request["autonomy"], request["sandbox"]) == ("advise", "strict")
     assert (request["passEnv"], request["callerEnv"]) == (["CI"], {"CI": "yes"})
     # The server applies that file itself: nothing of it is sent again.
-    again = cli_exec.remote_request(args, lambda: [str(project / "c.toml")])
+    again = cli_exec.remote_request(args, lambda: ([str(project / "c.toml")], []))
     assert "hooks" not in again and "passEnv" not in again and "autonomy" not in again
+    # A hook the server lists already (another file of its own gives it) is not sent again.
+    served = {"name": "script.before.0", "on": "script", "phase": "before", "action": "run",
+              "run": ["python3", "gate.py"], "dir": str(project)}  # fmt: skip
+    third = cli_exec.remote_request(args, lambda: ([], [served]))
+    assert [h.get("name") for h in third["hooks"]] == ["hint"]

@@ -3,6 +3,7 @@ as a hook's stdout, `isError` as a failure, `timeoutMs` enforced with a cancella
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -20,6 +21,7 @@ from mcpx_hooks.supervisor.core.hooks import (
     Config,
     Failure,
     Hook,
+    PluginAnswer,
     Profile,
     Provenance,
     SourceKind,
@@ -37,6 +39,7 @@ from mcpx_hooks.supervisor.tools.servers import ServerManager, ToolServers
 
 HERE = Path(__file__).parent
 HOSTILE = str(HERE / "mcpservers" / "hostile.py")
+SDKTOOLS = str(HERE / "mcpservers" / "sdktools.py")
 EXAMPLES = str(HERE.parent / "supervisor" / "examples" / "tools")
 RUN = RunInfo("r1", ("python3", "job.py"), "/tmp", "2026-01-01T00:00:00Z")
 
@@ -90,6 +93,7 @@ def servers(manager: ServerManager, log: Path, marker: Marker) -> ToolServers:
                 str(HERE),
                 sandbox=Profile.NONE,
             ),
+            "sdk": ServerSpec("sdk", (sys.executable, SDKTOOLS), str(HERE), sandbox=Profile.NONE),
             "words": ServerSpec(
                 "words", (sys.executable, "wordtools.py"), EXAMPLES, sandbox=Profile.NONE
             ),
@@ -192,7 +196,7 @@ async def test_an_answer_of_100_mb_ends_the_hook_at_once_as_too_large(
     )
     assert frame.duration_ms < LONG_TIMEOUT_MS / 2  # not the timeout: a generous margin
     # The rest of the line was read and dropped: the server goes on serving.
-    after = await run_plugin(manager, tmp_path, marker, plugin("h.echo", {"n": 1}))
+    after = await run_plugin(manager, tmp_path, marker, plugin("h.echo", {}))
     assert (after.frame.status, after.answer.advice) == ("ok", ())
     assert (tmp_path / "l").read_text().splitlines() == ["start"]  # never restarted
 
@@ -221,6 +225,57 @@ async def test_an_answer_over_max_output_bytes_is_too_large(
     frame = (await run_plugin(manager, tmp_path, marker, hook)).frame
     assert frame.status == HookStatus.KILLED
     assert frame.reason == "the tool's answer is too large: over maxOutputBytes (1048576)"
+
+
+TIME = {"timezone": "Europe/Warsaw", "datetime": "2026-01-01T12:00:00+01:00", "is_dst": False}
+TIME_TEXT = json.dumps(TIME, indent=2)  # as the SDK writes a structured answer's text
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "answer", "advice"),
+    [
+        # A plain structured answer (a time server's): its text is advice, no key dropped.
+        ("get_current_time", {}, PluginAnswer.AUTO, (TIME_TEXT,)),
+        ("get_current_time", {}, PluginAnswer.ADVICE, (TIME_TEXT,)),
+        # Plain text (the SDK also gives it as `{"result": …}` structured): advice.
+        ("say", {"text": "it is noon"}, PluginAnswer.AUTO, ("it is noon",)),
+        # An object with the answer keys, structured or as JSON text only, is the answer.
+        ("verdict", {"advise": "careful"}, PluginAnswer.AUTO, ("careful",)),
+        ("verdict", {"advise": "careful"}, PluginAnswer.HOOK, ("careful",)),
+        ("text_json", {"obj": {"advise": "from text"}}, PluginAnswer.AUTO, ("from text",)),
+        # `advice`: even an answer object is only text.
+        ("verdict", {"advise": "x"}, PluginAnswer.ADVICE, (json.dumps({"advise": "x"}, indent=2),)),
+    ],
+)
+async def test_a_plugin_hook_reads_an_sdk_server_s_answer_by_its_answer_setting(
+    manager: ServerManager,
+    tmp_path: Path,
+    marker: Marker,
+    tool: str,
+    args: dict[str, Any],
+    answer: PluginAnswer,
+    advice: tuple[str, ...],
+) -> None:
+    hook = plugin(f"sdk.{tool}", args, answer=answer, timeout_ms=30_000)
+    frame = (await run_plugin(manager, tmp_path, marker, hook)).frame
+    assert (frame.status, frame.advice, frame.dropped) == ("ok", advice, ())
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "why"),
+    [
+        ("get_current_time", {}, "keys that are not answer keys (datetime, is_dst, timezone)"),
+        ("say", {"text": "hi"}, "keys that are not answer keys (result)"),
+        ("text_json", {"obj": {"n": 1}}, "keys that are not answer keys (n)"),
+    ],
+)
+async def test_answer_hook_insists_on_an_answer_object(
+    manager: ServerManager, tmp_path: Path, marker: Marker, tool: str, args: Any, why: str
+) -> None:
+    hook = plugin(f"sdk.{tool}", args, answer=PluginAnswer.HOOK, timeout_ms=30_000)
+    frame = (await run_plugin(manager, tmp_path, marker, hook)).frame
+    assert frame.status == HookStatus.INVALID_OUTPUT and why in (frame.reason or "")
+    assert frame.advice == () and frame.stdout_head
 
 
 @pytest.mark.parametrize(
@@ -301,3 +356,21 @@ def test_hook_test_runs_a_plugin_hook_on_its_server(tmp_path: Path) -> None:
     frame = json.loads(done.stdout)
     assert (frame["status"], frame["server"], frame["tool"]) == ("ok", "words", "shout")
     assert frame["advice"] == ['INPUT IS {"A":1}']
+
+
+def test_answer_is_a_plugin_hook_s_and_one_of_its_words(tmp_path: Path) -> None:
+    from mcpx_hooks.supervisor.config.loading import load_config, validate_files
+    from mcpx_hooks.supervisor.core.hooks import hook_json
+
+    path = tmp_path / "c.toml"
+    head = '[servers.words]\ncommand = ["srv"]\n[[hooks]]\non = "script"\nphase = "before"\n'
+    path.write_text(head + 'plugin = "words.count"\nanswer = "advice"\n')
+    environ = {"MCPX_HOOKS_NO_DISCOVERY": "1"}
+    hook = load_config([path], cwd=tmp_path, environ=environ).hooks[0]
+    assert (hook.answer, hook_json(hook)["answer"]) == (PluginAnswer.ADVICE, "advice")
+    path.write_text(head + 'plugin = "words.count"\nanswer = "json"\n')
+    problems = validate_files([path])
+    assert [p.pointer for p in problems] == ["/hooks/0/answer"]
+    path.write_text(head + 'run = ["true"]\nanswer = "hook"\n')
+    problems = validate_files([path])
+    assert [p.pointer for p in problems] == ["/hooks/0/answer"] and "plugin" in problems[0].message

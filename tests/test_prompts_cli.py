@@ -198,13 +198,15 @@ def test_promote_rewrites_the_table_and_keeps_every_other_byte(
         PROJECT.replace(f'prompt = """{DEPS_PROMPT}"""   # the instruction\n', run)
         .replace('model = "default"\n', "")
         .replace('vars = { team = "platform" }\n', "")
+        # A gate (failure = "closed") stays a gate: `ask`, not `run`; its comment kept.
+        .replace('effect = "run"        #', 'effect = "ask"        #')
     )
     assert text == expected  # every other byte, comments and order, as it was
     assert validate_files([path]) == []
     deps = hooks_of(path)["deps"]
     assert deps.action == "run" and list(deps.target) == ARGV
     assert deps.timeout_ms == 20000 and deps.failure.value == "closed"
-    assert dict(deps.when) == {"argv": ["*pytest*"]} and deps.effect.word == "run"
+    assert dict(deps.when) == {"argv": ["*pytest*"]} and deps.effect.word == "ask"
     assert list(hooks_of(path)) == ["first", "deps", "last"]
     # Promoting again finds a run hook, not a prompt hook: refused, the file as it is.
     code, _, err = cli(capsys, "promote", key)
@@ -225,7 +227,7 @@ def test_promote_of_a_hook_with_sub_tables_and_no_name(
     assert cli(capsys, "promote", key)[0] == 0
     assert path.read_text() == (
         "# top\n[[hooks]]\non = 'script'\nphase = 'onError'\n"
-        f"run = {json.dumps(ARGV)}\neffect = 'run'\n\n[hooks.when]\ncwd = ['/*']\n"
+        f"run = {json.dumps(ARGV)}\neffect = \"advise\"\n\n[hooks.when]\ncwd = ['/*']\n"
     )
     assert validate_files([path]) == []
 
@@ -262,6 +264,7 @@ def test_promote_in_a_json_file_keeps_its_key_order(
     assert list(written) == ["autonomy", "hooks"]
     assert list(written["hooks"][0]) == ["phase", "name", "on", "run", "effect", "timeoutMs"]
     assert written["hooks"][0]["run"] == ARGV
+    assert written["hooks"][0]["effect"] == "advise"  # its output is advice, not a command
     assert path.read_text().startswith('{\n    "autonomy"')
 
 

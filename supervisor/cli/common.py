@@ -69,8 +69,9 @@ COMMAND_EXIT_CODES: Final = {
         (EXIT_FAILED, "the trust state cannot be written"),
         (
             EXIT_USAGE,
-            "a name that is not a project config file, no project file in the chain, or a"
-            " state file that cannot be believed",
+            "a name that is not a project config file, a file that does not validate (not"
+            " trusted; each problem named with its file and pointer), no project file in the"
+            " chain, or a state file that cannot be believed",
         ),
     ),
     "untrust": (
@@ -175,10 +176,13 @@ def load(
     args: argparse.Namespace,
     hooks: Sequence[str] = (),
     script: Mapping[str, Sequence[str | None]] | None = None,
+    *,
+    say: bool = True,
 ) -> Config:
     """The config in force: the discovered files, then `--config`, then `hooks` (JSON) and
     `script` lines. What loading says (a project file skipped as not trusted, a ceiling a
-    nearer file tried to raise) is printed on stderr, each line once."""
+    nearer file tried to raise) is printed on stderr, each line once; not with `say` false,
+    for a run whose stream says it (a `warning` frame each: said once, there)."""
     from ..config.loading import load_config
 
     config = load_config(
@@ -189,7 +193,8 @@ def load(
         script=script,
         trust_project=getattr(args, "trust_project", False),
     )
-    say_warnings(config)
+    if say:
+        say_warnings(config)
     return config
 
 

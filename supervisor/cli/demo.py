@@ -8,8 +8,12 @@ the service on a free loopback port and the same run streamed to a WebSocket cli
 frame is shown as it happens. `run_demo()` returns 0 when each run went as the example means
 it to (`problems`), else 1, having said what did not (a sandbox that cannot be had here
 fails every hook, and the demo with them). The prompt hook has no model unless
-`MCPX_HOOKS_DEMO_MODEL_URL` names an OpenAI-compatible server (`model_layer`): then it is
-expected to answer, else to be skipped, and the demo ends by saying how to give it one.
+`MCPX_HOOKS_DEMO_MODEL_URL` names an OpenAI-compatible server (`model_layer`; a server that
+wants a key gets the value of the variable `MCPX_HOOKS_DEMO_MODEL_KEY_ENV` names, as the
+model's `apiKeyEnv`, a secret never printed): then it is expected to answer, else to be
+skipped, and the demo ends by saying how to give it one. Each run's lines come under its own
+header: its observers' lines too (the next run waits for them), and its end says how `exec`
+would exit (`runview.py`).
 """
 
 from __future__ import annotations
@@ -30,13 +34,14 @@ from ..config.loading import load_config
 from ..core.events import Event, EventKind
 from ..core.frames import FrameType, HookStatus
 from ..core.hooks import Config
+from ..run.bus import Subscription
 from ..run.runtime import Runtime, open_runtime
 from ..service.admission import Caller, admit
 from ..service.execrequest import ExecRequest
 from ..service.options import Listening, ServiceOptions
 from ..service.remote import Remote, exec_remote
 from ..service.server import Service
-from .view import frame_lines
+from .runview import RunView
 
 #: The hooks of the example that fail on purpose, and how.
 EXPECTED_FAILURES: dict[str, HookStatus] = {"slow-lint": HookStatus.TIMEOUT}
@@ -45,6 +50,8 @@ EXPECTED_FAILURES: dict[str, HookStatus] = {"slow-lint": HookStatus.TIMEOUT}
 PROMPT_HOOK: Final = "summarise"
 MODEL_URL_ENV: Final = "MCPX_HOOKS_DEMO_MODEL_URL"
 MODEL_ENV: Final = "MCPX_HOOKS_DEMO_MODEL"
+#: The name of the variable that holds the model server's API key (its `apiKeyEnv`).
+MODEL_KEY_ENV: Final = "MCPX_HOOKS_DEMO_MODEL_KEY_ENV"
 DEFAULT_MODEL: Final = "qwen2.5-coder:7b"
 MODEL_HINT: Final = f"""\
 the prompt hook {PROMPT_HOOK} was skipped: no model configured. To see it answer, point the
@@ -53,7 +60,9 @@ demo at a local OpenAI-compatible model server:
               {MODEL_URL_ENV}=http://127.0.0.1:8080/v1 mcpx-hooks demo
   Ollama:     ollama pull {DEFAULT_MODEL}
               {MODEL_URL_ENV}=http://127.0.0.1:11434/v1 \\
-              {MODEL_ENV}={DEFAULT_MODEL} mcpx-hooks demo"""
+              {MODEL_ENV}={DEFAULT_MODEL} mcpx-hooks demo
+  A server that wants an API key (a LiteLLM proxy, a hosted API): put the key in a variable
+  and name it, e.g. {MODEL_KEY_ENV}=OPENAI_API_KEY (the key is a secret: never printed)."""
 
 
 def model_layer(environ: Mapping[str, str]) -> str | None:
@@ -65,9 +74,10 @@ def model_layer(environ: Mapping[str, str]) -> str | None:
     model = environ.get(MODEL_ENV, "").strip() or DEFAULT_MODEL
     import tomlkit
 
-    return tomlkit.dumps(
-        {"models": {"default": {"provider": "openai", "url": url, "model": model}}}
-    )
+    table = {"provider": "openai", "url": url, "model": model}
+    if key_env := environ.get(MODEL_KEY_ENV, "").strip():
+        table["apiKeyEnv"] = key_env  # the variable's name; its value is read as a secret
+    return tomlkit.dumps({"models": {"default": table}})
 
 
 def problems(
@@ -119,7 +129,9 @@ def example_config() -> Config:
     return attrs.evolve(config, servers=python)
 
 
-async def _show_run(runtime: Runtime, title: str, run_input: Any) -> list[dict[str, Any]]:
+async def _show_run(
+    runtime: Runtime, title: str, run_input: Any, observed: Observed
+) -> list[dict[str, Any]]:
     print(f"--- {title}")
     cwd = str(example_dir())
     request = ExecRequest(file="job.py", cwd=cwd, input=(run_input,))
@@ -127,17 +139,19 @@ async def _show_run(runtime: Runtime, title: str, run_input: Any) -> list[dict[s
     admitted = await trio.to_thread.run_sync(admit, request, caller)
     run = runtime.new_run(admitted.request)
     frames: list[dict[str, Any]] = []
+    view = RunView()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(runtime.execute, run)
         async for batch in run.journal.follow(0):
             for frame in batch:
                 frames.append(frame)
-                print("\n".join(frame_lines(frame)))
+                print("\n".join(view.lines(frame)))
+    await observed.say(runtime)  # under this run's header, before the next one's
     print()
     return frames
 
 
-async def _show_remote_run(runtime: Runtime) -> list[dict[str, Any]]:
+async def _show_remote_run(runtime: Runtime, observed: Observed) -> list[dict[str, Any]]:
     """The service on a free loopback port, and the same run streamed to a WebSocket client."""
     # Served from the examples' directory: the request's cwd lies in its one root.
     options = ServiceOptions(host="127.0.0.1", port=0, token=None, cwd=str(example_dir()))
@@ -146,19 +160,30 @@ async def _show_remote_run(runtime: Runtime) -> list[dict[str, Any]]:
         listening: Listening = await nursery.start(service.serve)
         print(f"--- the same run over WebSocket: {listening.url}/v1/exec (serving on loopback)")
         request = {"file": "job.py", "cwd": str(example_dir()), "input": {"name": "websocket"}}
+        view = RunView()
         frames = await exec_remote(
             Remote(listening.url),
             request,
-            lambda frame: print("ws> " + "\nws> ".join(frame_lines(frame))),
+            lambda frame: print("ws> " + "\nws> ".join(view.lines(frame))),
         )
         service.stop()
+    await observed.say(runtime)
     print()
     return frames
 
 
-async def _show_observers(runtime: Runtime, failed: list[str]) -> None:
-    async with runtime.bus.subscribe(kinds=(EventKind.HOOK_FINISHED,), since=0) as sub:
-        async for item in sub:
+class Observed:
+    """The observe hooks' ends, said under the run they observed: `say` waits for the
+    observers (at most `[observe] drainMs`), then prints what they did since last said."""
+
+    def __init__(self, sub: Subscription) -> None:
+        self.sub = sub
+        self.failed: list[str] = []
+
+    async def say(self, runtime: Runtime) -> None:
+        await runtime.wait_observers()
+        while self.sub.pending:
+            item = await self.sub.__anext__()
             if isinstance(item, Event) and item.caused_by_observer:
                 data = item.data
                 print(
@@ -166,7 +191,7 @@ async def _show_observers(runtime: Runtime, failed: list[str]) -> None:
                     f"{item.run_id or '-'}): {data['status']}, effect {data['effect']}"
                 )
                 if data["status"] != HookStatus.OK:
-                    failed.append(f"observer {data['name']}: {data['status']}")
+                    self.failed.append(f"observer {data['name']}: {data['status']}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -179,15 +204,21 @@ async def run_demo() -> int:
     model = model_layer(os.environ) is not None
     print(f"mcpx-hooks demo: {example_dir() / 'job.py'} with the hooks of demo.toml\n")
     found: list[str] = []
-    async with open_runtime(config) as runtime, trio.open_nursery() as nursery:
-        nursery.start_soon(_show_observers, runtime, found)
-        through = await _show_run(runtime, "a run the check lets through", {"name": "world"})
+    async with (
+        open_runtime(config) as runtime,
+        runtime.bus.subscribe(kinds=(EventKind.HOOK_FINISHED,), since=0) as sub,
+    ):
+        observed = Observed(sub)
+        through = await _show_run(
+            runtime, "a run the check lets through", {"name": "world"}, observed
+        )
         found += problems(through, refused=False, model=model)
-        refused = await _show_run(runtime, "a run the check refuses: the script never starts", {})
+        refused = await _show_run(
+            runtime, "a run the check refuses: the script never starts", {}, observed
+        )
         found += problems(refused, refused=True, model=model)
-        found += problems(await _show_remote_run(runtime), refused=False, model=model)
-        await runtime.wait_observers()
-        nursery.cancel_scope.cancel()
+        found += problems(await _show_remote_run(runtime, observed), refused=False, model=model)
+        found += observed.failed
     if found:
         print("\nthe demo FAILED: its runs did not go as the example means:", file=sys.stderr)
         for line in dict.fromkeys(found):

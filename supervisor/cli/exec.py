@@ -226,6 +226,8 @@ async def _run_here(
     `end` still come); a second Ctrl-C stops at once. After `end`, observe hooks get
     `[observe] drainMs`; those that failed or were cut short are said on stderr. With
     `artifacts`, the run's artifacts are copied there; whether all of them were."""
+    from functools import partial
+
     import trio
 
     from ..process.signals import serve_stop_signals
@@ -240,7 +242,12 @@ async def _run_here(
         async with trio.open_nursery() as nursery:
             await nursery.start(serve_stop_signals, nursery.cancel_scope, lambda _: run.cancel())
             if not as_json:
-                await nursery.start(serve_still_running, runtime.bus, request.run_id, out.line)
+                await nursery.start(
+                    partial(serve_still_running, asking=out.view.waiting_for_answer),
+                    runtime.bus,
+                    request.run_id,
+                    out.line,
+                )
             async with trio.open_nursery() as running, trio.open_nursery() as asking:
                 running.start_soon(runtime.execute, run)
                 watcher = AskWatcher(asking, responder, answering.local(run))

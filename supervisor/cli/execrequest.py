@@ -179,7 +179,9 @@ def local_request(args: argparse.Namespace) -> tuple[Config, RunRequest]:
 
     argv = run_argv(args)
     script_lines = source_lines(args)
-    config = selected(args, load(args, args.hooks, script_lines or None))
+    # What loading says is in the run's stream (a `warning` frame each): the readable view
+    # shows it there, once; with --json the stream is a program's, so stderr says it too.
+    config = selected(args, load(args, args.hooks, script_lines or None, say=args.json))
     files = files_from(args)
     env = _env(args)
     stdin = _stdin_bytes(args)
@@ -236,15 +238,19 @@ def _listed(hooks: list[Any], key: str) -> list[str]:
 
 
 def remote_request(
-    args: argparse.Namespace, server_files: Callable[[], Collection[str]] | None = None
+    args: argparse.Namespace,
+    server_files: Callable[[], tuple[Collection[str], list[dict[str, Any]]]] | None = None,
 ) -> dict[str, Any]:
     """The `/v1/exec` request for the same run `exec` would make in process: this working
     directory, and the hooks and source lines this directory's config layers resolve to, as
     per-call ones (`remotehooks.py`). When the caller applies files, `server_files` (asked
-    then) names the server's own, which are left out: the server applies them itself. The
-    server admits it (`service/admission.py`)."""
+    then) names the server's own files and hooks: those files are left out, and a hook the
+    server lists already is not sent (the server applies them itself; a worker behind a
+    gateway, whose files the gateway does not list, drops a hook it has itself). The server
+    admits it (`service/admission.py`)."""
     from ..core.effects import Effect
     from ..core.hooks import DEFAULT_RUN_SANDBOX, Profile
+    from ..core.percall import listed
     from ..service.execrequest import ExecRequest, wire_request
     from .common import say_warnings
     from .remotehooks import caller_config, per_call_hooks, script_lines
@@ -256,12 +262,14 @@ def remote_request(
             " the server applies its own hooks (unset MCPX_HOOKS_SKIP, or run without --remote)"
         )
     config = caller_config(args, source_lines(args) or None)
+    served: list[dict[str, Any]] = []
     if config.files and server_files is not None:
-        theirs = {os.path.realpath(f) for f in server_files()}
+        files, served = server_files()
+        theirs = {os.path.realpath(f) for f in files}
         if theirs & {os.path.realpath(f) for f in config.files}:
             config = caller_config(args, source_lines(args) or None, theirs)
     say_warnings(config)
-    hooks = per_call_hooks(config)
+    hooks = [h for h in per_call_hooks(config) if not listed(h, served)]
     environment = _remote_env(args, config, hooks)
     stdin = _stdin_bytes(args)
     try:

@@ -14,6 +14,7 @@ import os
 import stat
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 import orjson
@@ -25,6 +26,7 @@ from ..core.frames import STREAM_TYPES
 from ..core.jsontext import dumps
 from ..run.bus import Bus
 from ..run.observe import ObserverStats
+from .runview import RunView
 from .view import frame_lines
 
 if TYPE_CHECKING:
@@ -75,6 +77,8 @@ class Output:
         self._widened = False
         #: The lines for a person that `frame(flush=False)` holds until `flush`.
         self._lines: list[str] = []
+        #: What the run's earlier frames tell about its later ones (`runview.py`).
+        self.view = RunView()
 
     def line(self, text: str) -> None:
         """`text` printed and flushed, after what `frame` holds."""
@@ -116,7 +120,7 @@ class Output:
             frame = orjson.loads(line)
             if see is not None:
                 see(frame)
-            shown.extend(frame_lines(frame))
+            shown.extend(self.view.lines(frame))
         if shown:
             self.line("\n".join(shown))
 
@@ -129,7 +133,7 @@ class Output:
             self._write(dumps(frame) + b"\n")
         elif (mark := _MARKS.get(str(frame.get("type")))) is not None:
             self._lines.append(mark + str(frame.get("text")))
-        elif lines := frame_lines(frame):
+        elif lines := self.view.lines(frame):
             self._lines.extend(lines)
         if flush:
             self.flush()
@@ -197,10 +201,12 @@ async def serve_still_running(
     run_id: str,
     say: Callable[[str], object],
     *,
+    asking: Callable[[str], bool] = lambda _: False,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Until cancelled: for each hook of run `run_id` that starts and has not finished
-    `STILL_RUNNING_S` later, `say` a line naming it (once). Started once subscribed."""
+    `STILL_RUNNING_S` later, `say` a line naming it (once), unless `asking` says the run
+    awaits the answer to its ask (its process has ended). Started once subscribed."""
 
     async def own() -> AsyncIterator[tuple[str, Mapping[str, Any]]]:
         async for event in sub:
@@ -210,7 +216,7 @@ async def serve_still_running(
 
     async with bus.subscribe(kinds=("hook",)) as sub:
         task_status.started()
-        await _say_still_running(own(), say)
+        await _say_still_running(own(), say, asking)
 
 
 class RunId:
@@ -231,6 +237,7 @@ async def serve_remote_still_running(
     run: RunId,
     say: Callable[[str], object],
     *,
+    asking: Callable[[str], bool] = lambda _: False,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """`serve_still_running` for a remote run, from the server's `/v1/events` (subscribed
@@ -253,7 +260,7 @@ async def serve_remote_still_running(
         async with open_remote(remote, "/v1/events", {"kinds": "hook"}) as ws:
             task_status.started()
             started = True
-            await _say_still_running(own(), say)
+            await _say_still_running(own(), say, asking)
     except* RemoteError:  # (in a group when the events stop inside `_say_still_running`)
         if not started:  # no line then, and nothing else lost: the frames come on their own
             task_status.started()
@@ -279,7 +286,12 @@ async def exec_remote_viewed(
 
     async def still_running(nursery: trio.Nursery) -> None:
         if not as_json:
-            await nursery.start(serve_remote_still_running, remote, run, out.line)
+            await nursery.start(
+                partial(serve_remote_still_running, asking=out.view.waiting_for_answer),
+                remote,
+                run,
+                out.line,
+            )
 
     frames = await beside(
         still_running, lambda: exec_remote(remote, request, show, responder, out.flush)
@@ -288,14 +300,16 @@ async def exec_remote_viewed(
 
 
 async def _say_still_running(
-    events: AsyncIterator[tuple[str, Mapping[str, Any]]], say: Callable[[str], object]
+    events: AsyncIterator[tuple[str, Mapping[str, Any]]],
+    say: Callable[[str], object],
+    asking: Callable[[str], bool],
 ) -> None:
     async with trio.open_nursery() as nursery:
         waiting: dict[str, trio.CancelScope] = {}
         async for kind, data in events:
             name = str(data.get("name"))
             if kind == EventKind.HOOK_STARTED:
-                waiting[name] = await nursery.start(_say_later, data, say)
+                waiting[name] = await nursery.start(_say_later, data, say, asking)
             elif kind == EventKind.HOOK_FINISHED and name in waiting:
                 waiting.pop(name).cancel()
 
@@ -303,12 +317,14 @@ async def _say_still_running(
 async def _say_later(
     data: Mapping[str, Any],
     say: Callable[[str], object],
+    asking: Callable[[str], bool],
     task_status: trio.TaskStatus[trio.CancelScope] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     with trio.CancelScope() as scope:
         task_status.started(scope)
         await trio.sleep(STILL_RUNNING_S)
-        say(still_running_line(data))
+        if not asking(str(data.get("name"))):  # its process ended; the run awaits an answer
+            say(still_running_line(data))
 
 
 def observer_lines(stats: ObserverStats, drain_ms: int) -> list[str]:

@@ -5,9 +5,7 @@ would. A file the server applies itself is left out (its hooks would run twice).
 
 from __future__ import annotations
 
-import enum
 import os
-import re
 import sys
 from pathlib import Path
 
@@ -26,9 +24,8 @@ def caller_config(
     server_files: Collection[str] = (),
 ) -> Config:
     """The caller's config, as `exec` here would load it, without the files in
-    `server_files`. What loading says is printed on stderr."""
+    `server_files`. What loading says is the caller's to print, once."""
     from ..config.loading import load_config
-    from .common import say_warnings
 
     config = load_config(
         args.config,
@@ -39,7 +36,6 @@ def caller_config(
         trust_project=args.trust_project,
         exclude=server_files,
     )
-    say_warnings(config)
     return config
 
 
@@ -47,6 +43,8 @@ def per_call_hooks(config: Config) -> list[dict[str, Any]]:
     """The config's `script` hooks as per-call hook objects, in order. A hook on another
     point cannot go with a run (the server's config decides those): each one left out is
     said on stderr."""
+    from ..core.percall import per_call_hook
+
     sent: list[dict[str, Any]] = []
     for hook in config.hooks:
         if hook.on == "script":
@@ -61,55 +59,9 @@ def per_call_hooks(config: Config) -> list[dict[str, Any]]:
     return sent
 
 
-def per_call_hook(hook: Hook) -> dict[str, Any]:
-    """A hook in force as the declaration that gives it again on the server: its working
-    directory made explicit (relative paths in `run` and `module` keep meaning what they
-    meant here); a setting at its built-in default, and a defaulted name, left to the server,
-    as the hook left them."""
-    from ..core.hooks import HOOK_SETTINGS, Failure
-    from ..core.passenv import PASS_ENV_KEY, SECRETS_KEY
-
-    target = hook.target
-    obj: dict[str, Any] = {
-        "on": hook.on,
-        "phase": hook.phase.value,
-        hook.action: list(target) if isinstance(target, tuple) else target,
-    }
-    if not re.fullmatch(rf"{re.escape(hook.on)}\.{hook.phase.value}\.\d+", hook.name):
-        obj["name"] = hook.name
-    for setting in HOOK_SETTINGS:
-        value = getattr(hook, setting.attr)
-        if value != setting.default:
-            obj[setting.key] = _written(value)
-    if hook.failure is not Failure.OPEN:
-        obj["failure"] = hook.failure.value
-    if not hook.enabled:
-        obj["enabled"] = False
-    obj["cwd"] = hook.workdir
-    for key, value in (
-        ("env", dict(hook.env)),
-        (PASS_ENV_KEY, list(hook.pass_env)),
-        (SECRETS_KEY, list(hook.secrets)),
-        ("when", dict(hook.when)),
-    ):
-        if value:
-            obj[key] = value
-    if hook.args is not None:
-        obj["args"] = dict(hook.args)
-    return obj
-
-
 def script_lines(config: Config) -> dict[str, list[str | None]]:
     """The config's source phases, appended to the server's (`[null, …]`)."""
     return {phase.value: [None, *lines] for phase, lines in config.script.items() if lines}
-
-
-def _written(value: Any) -> Any:
-    from ..core.effects import Effect
-
-    if isinstance(value, Effect):
-        return value.word
-    return value.value if isinstance(value, enum.Enum) else value
 
 
 def _where(hook: Hook) -> str:

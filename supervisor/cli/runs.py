@@ -80,11 +80,12 @@ async def _show(target: Any, run_id: str, as_json: bool) -> None:
     from urllib.parse import quote
 
     from ..service.remote import messages, open_remote
-    from .view import frame_lines
+    from .runview import RunView
 
+    view = RunView()  # as `exec` shows a run: the wait for an answer, how it would exit
     async with open_remote(target, f"/v1/runs/{quote(run_id, safe='')}", {"from": 0}) as ws:
         async for frame in messages(ws):
-            print(json.dumps(frame) if as_json else "\n".join(frame_lines(frame)), flush=True)
+            print(json.dumps(frame) if as_json else "\n".join(view.lines(frame)), flush=True)
 
 
 def table(runs: list[dict[str, Any]], url: str) -> list[str]:

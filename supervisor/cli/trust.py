@@ -5,8 +5,9 @@ once its place and SHA-256 are in the trust state (`config/truststore.py`). `tru
 FILE trusts the project files of the working directory's chain (discovery's, even with
 `MCPX_HOOKS_NO_DISCOVERY` set: trusting is not applying). Exit codes: 0 done; 1 the state
 could not be written; 2 bad input (a name that is not a project file, a file that is not a
-regular file, no state directory, a state file that cannot be believed, `untrust` of a file
-not trusted).
+regular file, a file that does not validate (each problem printed with its file and JSON
+pointer; the file is not trusted), no state directory, a state file that cannot be
+believed, `untrust` of a file not trusted).
 """
 
 from __future__ import annotations
@@ -116,6 +117,15 @@ def _change(paths: list[Path], *, untrusting: bool) -> int:
                 if data is None:
                     code = usage(command, why)
                     continue
+                if problems := validate_files([path]):
+                    for problem in problems:
+                        print(problem, file=sys.stderr)
+                    why = (
+                        f"{path} does not validate ({len(problems)} problem(s), above): not"
+                        " trusted; fix it, then trust it"
+                    )
+                    code = usage(command, why)
+                    continue
                 sha = digest(data)
                 old = after.files.get(key)
                 if old is not None and old.sha256 == sha:
@@ -123,8 +133,6 @@ def _change(paths: list[Path], *, untrusting: bool) -> int:
                     continue
                 after = after.with_file(key, TrustEntry(sha, now_rfc3339()))
                 said.append(f"trusted {key} (sha256 {sha})")
-                problems = validate_files([path])
-                said.extend(f"  note: {p} (it will not load until fixed)" for p in problems)
             if after != before:
                 save_state(where, after)
     except StateError as exc:

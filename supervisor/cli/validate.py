@@ -40,8 +40,9 @@ def add_schema_arguments(s: argparse.ArgumentParser) -> None:
 
 def validate(args: argparse.Namespace) -> int:
     """Exit 0, or every problem (schema and rules alike, in one pass) and exit 2. With no
-    FILE, the layers `exec` would apply here: a project file not trusted is skipped and said
-    to be, as every command says it."""
+    FILE, the layers `exec` would apply here, and the project files not trusted too, layered
+    as if they were (validating is not applying: nothing runs); the ones not trusted are
+    said to be, as every command says it."""
     from ..config.loading import validate_files
 
     skipped = ""
@@ -49,7 +50,8 @@ def validate(args: argparse.Namespace) -> int:
         problems, checked = validate_files(args.files), len(args.files)
     else:
         problems, checked, count = _discovered(args)
-        skipped = f"; {count} skipped, not checked (said above)" if count else ""
+        if count:
+            skipped = f" ({count} not trusted yet: `mcpx-hooks trust` applies it)"
     if args.json:
         fields = [{"file": p.file, "pointer": p.pointer, "message": p.message} for p in problems]
         print(json.dumps(fields, indent=2))
@@ -69,8 +71,9 @@ def validate(args: argparse.Namespace) -> int:
 
 
 def _discovered(args: argparse.Namespace) -> tuple[list[Problem], int, int]:
-    """The problems of the layers discovered from the working directory, how many files were
-    applied and how many skipped (not trusted)."""
+    """The problems of the layers discovered from the working directory, the project files
+    not trusted layered in as if they were; how many files were checked and how many of them
+    are not trusted (one that cannot be read is not checked: it is said why)."""
     from ..config.loading import load_config
     from ..core.errors import ConfigError
 
@@ -81,10 +84,18 @@ def _discovered(args: argparse.Namespace) -> tuple[list[Problem], int, int]:
     except ConfigError as exc:
         return exc.problems, 0, 0
     say_warnings(config)
+    untrusted = [s for s in config.skipped if s.trust_command]
+    if untrusted:
+        try:  # the same layers, every project file in: what `trust` would then apply
+            config = load_config(
+                cwd=Path.cwd(), environ=os.environ, trust_project=True, salvage=True
+            )
+        except ConfigError as exc:
+            return exc.problems, 0, len(untrusted)
     from .promptview import say_model_warnings
 
     say_model_warnings(config.hooks)
-    return [], len(config.files), len(config.skipped)
+    return [], len(config.files), len(untrusted)
 
 
 def schema(args: argparse.Namespace) -> int:

@@ -170,7 +170,7 @@ def hook_table(hooks: Iterable[Mapping[str, Any]]) -> list[str]:
                 name,
                 f"{h['on']}.{h['phase']}",
                 h["action"],
-                h["effect"],
+                _effect_cell(h),
                 h["failure"],
                 f"{h['timeoutMs']} ms",
                 where,
@@ -181,6 +181,23 @@ def hook_table(hooks: Iterable[Mapping[str, Any]]) -> list[str]:
         "  ".join(cell.ljust(w) for cell, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1]
         for r in rows
     ]
+
+
+def _effect_cell(hook: Mapping[str, Any]) -> str:
+    """The effect a hook's phase leaves it (an observe hook's is `off`, a suffix hook's at
+    most `advise`), and the one declared when that is more."""
+    from ..core.effects import PHASE_CEILING, Effect
+    from ..core.points import Phase
+
+    declared = hook["effect"]
+    try:
+        ceiling = PHASE_CEILING.get(Phase(hook["phase"]))
+        effect = Effect.parse(declared)
+    except (ValueError, KeyError):
+        return str(declared)
+    if ceiling is None or effect <= ceiling:
+        return str(declared)
+    return f"{ceiling.word} (declared {declared}; phase)"
 
 
 def _short(value: Any, limit: int = 80) -> str:

@@ -33,6 +33,7 @@ from ..core.hooks import (
     Defaults,
     Failure,
     Hook,
+    PluginAnswer,
     Profile,
     Provenance,
     SandboxPaths,
@@ -237,6 +238,7 @@ def _build_hook(decl: Decl, name: str, defaults: Defaults) -> Hook:
         parallel=bool(obj.get("parallel", False)),
         cwd=None if cwd is None else os.path.normpath(os.path.join(decl.declaring_dir, cwd)),
         args=dict(obj["args"]) if "args" in obj else None,
+        answer=PluginAnswer(obj.get("answer", PluginAnswer.AUTO.value)),
         # timeout, kill grace, output cap, effect, sandbox: the hook's own, else `[defaults]`
         **attrs.asdict(defaults.overridden(obj), recurse=False),
     )

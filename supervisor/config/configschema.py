@@ -19,9 +19,11 @@ from ..core.hooks import (
     DEFAULT_RUNS_RETAIN,
     DEFAULT_SERVICE_SANDBOXES,
     HOOK_SETTINGS,
+    PLUGIN_ANSWER_MEANING,
     Action,
     Failure,
     HookSetting,
+    PluginAnswer,
     Profile,
 )
 from ..core.kinds import HOOK_KINDS, declared_actions
@@ -128,6 +130,12 @@ def _hook_def() -> dict[str, Any]:
             **{word: target(kind.target) for word, kind in HOOK_KINDS.items()},
             **hook_prompt_keys(),
             "args": {"type": "object", "description": "The arguments of a `plugin` call."},
+            "answer": enum_of(
+                tuple(a.value for a in PluginAnswer),
+                "How a `plugin` hook reads its tool's answer: "
+                + "; ".join(f"`{a.value}`: {m}" for a, m in PLUGIN_ANSWER_MEANING.items())
+                + f". Default `{PluginAnswer.AUTO.value}`.",
+            ),
             "failure": enum_of(
                 tuple(f.value for f in Failure),
                 "What a failed hook does: `open` lets the run carry on, `closed` refuses it"
@@ -167,7 +175,10 @@ def _hook_def() -> dict[str, Any]:
     )
     hook["required"] = ["on"]
     hook["oneOf"] = [{"required": [a]} for a in (*declared_actions(), Action.SOURCE.value)]
-    hook["dependentRequired"] = {"args": [Action.PLUGIN.value]}
+    hook["dependentRequired"] = {
+        "args": [Action.PLUGIN.value],
+        "answer": [Action.PLUGIN.value],
+    }
     # Outside observe, `on` names a point something fires.
     hook["if"] = {
         "required": ["phase"],

@@ -1,8 +1,12 @@
 """`prompts promote`: a prompt hook's cached command written into a config file as a `run` hook.
 
 In place (the declaring file): the prompt hook's table becomes a `run` hook with the cached
-argv where `prompt` was, its other keys (name, on, phase, effect, failure, when, timeoutMs,
-cwd, …) kept as they are and the prompt's own keys (`PROMPT_KEYS`) dropped. A TOML file is
+argv where `prompt` was, its other keys (name, on, phase, failure, when, timeoutMs, cwd, …)
+kept as they are and the prompt's own keys (`PROMPT_KEYS`) dropped. Its `effect` is lowered
+(`promoted_effect`): the prompt hook needed `run` for its answer's command to run; the
+promoted hook is that command, and what it prints is advice (`advise`), or with `failure =
+"closed"` a gate whose failure refuses (`ask`): never `run`, which would let the reviewed
+command answer with yet another command. A TOML file is
 rewritten with tomlkit, so every byte outside that table (comments, blank lines, order) stays
 as it was; a JSON file is written again with its key order kept. To another file (`--to`): a
 new hook with the same keys is appended there, and the prompt hook's own file is not touched.
@@ -30,7 +34,9 @@ import tomlkit.exceptions
 from tomlkit.container import Container
 from tomlkit.items import AoT, Array, InlineTable, Item, Table
 
+from ..core.effects import REFUSING, Effect
 from ..core.errors import HooksError, Problem
+from ..core.hooks import Failure
 from ..core.jsontext import is_unicode
 from ..core.records import Record
 from .files import read_bytes
@@ -172,6 +178,22 @@ def _pointer_index(pointer: str | None) -> int | None:
     return None
 
 
+#: The most effect a promoted hook keeps: its output is advice.
+PROMOTED_MAX: Final = Effect.ADVISE
+
+
+def promoted_effect(word: Any, failure: Any) -> Any:
+    """The effect a promoted hook gets for its prompt hook's `word`: at most `advise`, or
+    the refusing level (`ask`) when `failure` is `closed` (a gate stays a gate); a word that
+    is not an effect is left for the validator to name."""
+    try:
+        declared = Effect.parse(str(word))
+    except KeyError:
+        return word
+    most = REFUSING if failure == Failure.CLOSED.value else PROMOTED_MAX
+    return min(declared, most).word if declared > most else word
+
+
 def _run_hook(
     obj: Mapping[str, Any], argv: Sequence[str], *, name: str | None = None
 ) -> dict[str, Any]:
@@ -181,6 +203,8 @@ def _run_hook(
     for key, value in obj.items():
         if key == "prompt":
             out["run"] = list(argv)
+        elif key == "effect":
+            out[key] = promoted_effect(value, obj.get("failure"))
         elif key not in PROMPT_KEYS:
             out[key] = value
     return out
@@ -199,6 +223,8 @@ def _toml_in_place(text: str, path: Path, index: int, argv: Sequence[str]) -> st
                 body.append(None, item)
             elif key.key == "prompt":
                 body.append("run", _argv_item(argv))
+            elif key.key == "effect":
+                body.append(key, _lowered(item, old.get("failure")))
             elif key.key not in PROMPT_KEYS:
                 body.append(key, item)
         hooks[index] = Table(body, old.trivia, is_aot_element=old.is_aot_element())
@@ -207,6 +233,17 @@ def _toml_in_place(text: str, path: Path, index: int, argv: Sequence[str]) -> st
     else:
         raise PromoteError(f"{path}:/hooks/{index}: expected a table")
     return _BOM * text.startswith(_BOM) + tomlkit.dumps(doc)
+
+
+def _lowered(item: Item, failure: Any) -> Item:
+    """An `effect` item as `promoted_effect` has it, its comment and spacing kept."""
+    word = promoted_effect(item.unwrap(), failure)
+    if word == item.unwrap():
+        return item
+    new: Item = tomlkit.item(word)
+    for field in ("indent", "comment_ws", "comment", "trail"):
+        setattr(new.trivia, field, getattr(item.trivia, field))
+    return new
 
 
 def _toml_appended(text: str, path: Path, declared: Mapping[str, Any]) -> str:

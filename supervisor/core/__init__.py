@@ -150,6 +150,8 @@ __all__, __getattr__, __dir__ = exports(
             "HOOK_SETTINGS",
             "Hook",
             "HookSetting",
+            "PLUGIN_ANSWER_MEANING",
+            "PluginAnswer",
             "Profile",
             "Provenance",
             "STDERR_TAIL_BYTES",
@@ -178,6 +180,7 @@ __all__, __getattr__, __dir__ = exports(
             "prompt_spec",
             "unconfigured",
         ),
+        "percall": ("already_in_force", "listed", "per_call_hook"),
         "passenv": (
             "MIN_SECRET_CHARS",
             "NOTHING_PASSED",

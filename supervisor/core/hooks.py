@@ -29,6 +29,23 @@ class Action(enum.StrEnum):
     PLUGIN = "plugin"
 
 
+class PluginAnswer(enum.StrEnum):
+    """How a plugin hook reads its tool's answer (`answer`)."""
+
+    AUTO = "auto"
+    HOOK = "hook"
+    ADVICE = "advice"
+
+
+#: What each `answer` makes of a tool's answer (the config schema's words).
+PLUGIN_ANSWER_MEANING: Final[Mapping[PluginAnswer, str]] = {
+    PluginAnswer.AUTO: "its structured content, or its text parsed as JSON, when that is an"
+    " object whose keys are a hook's answer keys; otherwise its text content, as advice",
+    PluginAnswer.HOOK: "a hook's answer object, always (anything else is `invalid-output`)",
+    PluginAnswer.ADVICE: "its text content as advice, always",
+}
+
+
 class Failure(enum.StrEnum):
     OPEN = "open"
     CLOSED = "closed"
@@ -213,6 +230,8 @@ class Hook(Record):
     cwd: str | None = None
     sandbox: Profile = DEFAULTS.sandbox
     args: Mapping[str, Any] | None = None
+    #: A plugin hook's `answer`: how its tool's answer is read.
+    answer: PluginAnswer = PluginAnswer.AUTO
     #: The config's `[limits]`.
     limits: Limits = DEFAULT_LIMITS
     #: The config's `[sandbox] read` and `write`.
@@ -281,6 +300,8 @@ def hook_json(hook: Hook) -> dict[str, Any]:
         out["cwd"] = hook.cwd
     if hook.args is not None:
         out["args"] = dict(hook.args)
+    if hook.action == Action.PLUGIN:
+        out["answer"] = hook.answer.value
     if hook.prompt is not None:
         out["model"] = hook.prompt.model_name
         if hook.prompt.vars:

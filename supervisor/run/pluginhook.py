@@ -4,8 +4,12 @@
 `plugin = "server.tool"` with `args` (placeholders resolved, `core/placeholders.py`). The
 whole call, the server's start included, is bounded by the hook's `timeoutMs`; a call cut
 short is cancelled on the server (`notifications/cancelled`) and the hook is `timeout`. The
-tool's `structuredContent` (else its text content, joined) is read as a hook's stdout: an
-answer object, plain text as advice, or nothing. `isError: true`, a server that cannot be
+tool's answer becomes the hook's by its `answer` (`tool_answer`): with `auto` (the default),
+its `structuredContent`, or its text content parsed as JSON, when that is an object whose
+keys are all answer keys (`advise`, `refuse` …); otherwise its text content (or, when it has
+none, its structured content's JSON) is advice, so any tool (a time server, a search) can
+inform a run. `hook` insists on an answer object (anything else is `invalid-output`);
+`advice` always takes the text as advice. `isError: true`, a server that cannot be
 had and a JSON-RPC error are `failed`, with the reason; an answer over `maxOutputBytes` (or
 over the longest message read from a server, `MAX_MESSAGE_BYTES`, which ends the call as
 soon as it passes it) is `killed`, "too large". Never raises for a broken server;
@@ -14,15 +18,18 @@ the caller's cancellation propagates (the call is cancelled on the server first)
 
 from __future__ import annotations
 
+import json
 import time
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 import trio
 
 from ..core.convert import to_json
+from ..core.effects import KEY_EFFECT
 from ..core.frames import HookStatus
-from ..core.hooks import Hook
+from ..core.hooks import Hook, PluginAnswer
+from ..core.jsontext import JsonError, loads
 from ..core.placeholders import PlaceholderError, resolve
 from ..core.points import Phase
 from ..core.servers import split_tool
@@ -31,6 +38,10 @@ from ..process.spawner import Spawner
 from ..tools.serverentry import AnswerTooLarge, ServerFailing, ToolFailed, answer_text
 from .hookcontext import HookContext
 from .hookframe import FrameBuilder, HookReport
+from .output import TEXT_KEY, InvalidOutput, stdout_head
+
+if TYPE_CHECKING:
+    from mcp import types
 
 #: How much of an `isError` answer's text the hook frame's reason quotes.
 _ERROR_TEXT: Final = 1000
@@ -98,13 +109,49 @@ async def _call(
     if result.is_error:
         why = f"the tool answered isError: {ctx.redactor.text(text[:_ERROR_TEXT])}"
         return _in(frame.failed(HookStatus.FAILED, why, started), frame_sandbox)
-    data = text.encode()
+    try:
+        data = tool_answer(result, hook.answer)
+    except InvalidOutput as exc:
+        head = stdout_head(text.encode())
+        report = frame.failed(HookStatus.INVALID_OUTPUT, str(exc), started, stdout_head=head)
+        return _in(report, frame_sandbox)
     if len(data) > hook.max_output_bytes:
         why = f"the tool's answer is too large: over maxOutputBytes ({hook.max_output_bytes})"
         return _in(frame.failed(HookStatus.KILLED, why, started), frame_sandbox)
     outcome = Outcome(exit_code=0, exited=True, stdout=bytearray(data))
     report = frame.finished(outcome, False, started, ctx.redactor)
     return _in(report, frame_sandbox)
+
+
+def tool_answer(result: types.CallToolResult, mode: PluginAnswer) -> bytes:
+    """The tool's answer as a hook's stdout would say it, read by `mode` (the module
+    docstring). Raises `InvalidOutput` when `mode` is `hook` and it is no answer object."""
+    # By its `type`, not its class: the SDK is not imported until a server starts.
+    text = "".join(getattr(c, "text", "") for c in result.content if c.type == "text")
+    structured = result.structured_content
+    if mode is not PluginAnswer.ADVICE:
+        found = structured if structured is not None else _json_object(text)
+        if isinstance(found, dict) and found.keys() <= KEY_EFFECT.keys():
+            return json.dumps(found).encode()
+        if mode is PluginAnswer.HOOK:
+            keys = ", ".join(sorted(found)) if isinstance(found, dict) else None
+            raise InvalidOutput(
+                'answer = "hook": the tool answered '
+                + (f"keys that are not answer keys ({keys})" if keys else "no JSON object")
+                + f"; answer keys: {', '.join(KEY_EFFECT)}"
+            )
+    said = text.strip() or ("" if structured is None else json.dumps(structured))
+    return json.dumps({TEXT_KEY: said}).encode() if said else b""
+
+
+def _json_object(text: str) -> Any:
+    """`text` parsed as JSON when it is one JSON object, else None."""
+    if not text.strip().startswith("{"):
+        return None
+    try:
+        return loads(text)
+    except JsonError:
+        return None
 
 
 def _in(report: HookReport, sandbox: str) -> HookReport:

@@ -39,6 +39,7 @@ import attrs
 from ..config.loading import load_config
 from ..core.errors import ConfigError
 from ..core.hooks import Config, Profile, SourceKind, caller_autonomy
+from ..core.percall import already_in_force
 from ..core.points import Phase
 from ..core.records import Record
 from ..run.scriptrun import DEFAULT_SCRIPT_TIMEOUT_MS, RunRequest
@@ -180,12 +181,18 @@ def _config_for(request: ExecRequest, caller: Caller, cwd: str, roots: tuple[str
     config = caller.config
     if not request.per_call:
         return config
+    # A per-call hook that gives again one of the server's own hooks (a caller in the
+    # server's project directory sends its file's hooks when it cannot know the server
+    # applies that file, as through a gateway) is in force once, as the server's.
+    hooks = [
+        h for h in request.hooks if not (isinstance(h, dict) and already_in_force(h, config.hooks))
+    ]
     try:
         layered = load_config(
             config.files,
             cwd=Path(cwd),
             environ=caller.environ,
-            per_call_hooks=request.hooks,
+            per_call_hooks=hooks,
             script=request.script_lines,
             discover=False,
             pinned=config.pinned,

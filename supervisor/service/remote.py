@@ -272,10 +272,15 @@ async def list_servers(remote: Remote) -> list[dict[str, Any]]:
     return [s for s in servers if isinstance(s, dict)] if isinstance(servers, list) else []
 
 
-async def config_files(remote: Remote) -> list[str]:
-    """The config files the server applies (its `/v1/hooks` message's `files`)."""
-    files = (await _hooks_message(remote)).get("files")
-    return [f for f in files if isinstance(f, str)] if isinstance(files, list) else []
+async def config_files(remote: Remote) -> tuple[list[str], list[dict[str, Any]]]:
+    """The config files the server applies and its hooks in force (its `/v1/hooks`
+    message's `files` and `hooks`)."""
+    message = await _hooks_message(remote)
+    files, hooks = message.get("files"), message.get("hooks")
+    return (
+        [f for f in files if isinstance(f, str)] if isinstance(files, list) else [],
+        [h for h in hooks if isinstance(h, dict)] if isinstance(hooks, list) else [],
+    )
 
 
 async def _hooks_message(remote: Remote) -> dict[str, Any]:

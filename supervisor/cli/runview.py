@@ -1,0 +1,67 @@
+"""One run's frames for a person, read in order: what a frame alone cannot say.
+
+- A hook that asked: the run waits for the answer after the hook's process has ended, so the
+  hook is not "still running" (the ask line says it waits), and its line says the wait beside
+  the hook's own time (`durationMs` is the hook's; the wait is the time from its `ask` frame
+  to its hook frame): `ok in 34 ms, then 3.0 s waiting for an answer`.
+- The `end` of a run the script never finished says how `exec` exits (its `error` frame's
+  cause), not "no exit code": `end: refused, exec exits 3, 3106 ms`.
+- An `error` frame that already names the hook that refused is not followed by the same name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from .view import frame_lines
+
+
+class RunView:
+    """The readable lines of one run's frames, given in order (`lines`)."""
+
+    def __init__(self) -> None:
+        #: The `at` of each hook's pending ask, by hook name.
+        self.asking: dict[str, str] = {}
+        self._error: Mapping[str, Any] | None = None
+
+    def waiting_for_answer(self, hook: str) -> bool:
+        """Whether `hook` has asked and its answer is awaited (it is not running)."""
+        return hook in self.asking
+
+    def lines(self, frame: Mapping[str, Any]) -> list[str]:
+        kind = frame.get("type")
+        if kind == "ask":
+            self.asking[str(frame.get("hook"))] = str(frame.get("at", ""))
+            return frame_lines(frame)
+        if kind == "hook" and (at := self.asking.pop(str(frame.get("name")), None)):
+            lines = frame_lines(frame)
+            waited = _seconds_between(at, str(frame.get("at", "")))
+            if waited is not None and lines:
+                lines[0] += f", then {waited:.1f} s waiting for an answer"
+            return lines
+        if kind == "error":
+            self._error = frame
+            lines = frame_lines(frame)
+            by = frame.get("refusedBy")
+            if by and str(frame.get("message", "")).startswith(f"refused by {by}"):
+                lines = [line for line in lines if line != f"  refused by {by}"]
+            return lines
+        if kind == "end" and frame.get("exitCode") is None and self._error is not None:
+            from .common import EXIT_FAILED, cause_exit_codes
+
+            cause = str(self._error.get("cause", "failed"))
+            code = cause_exit_codes().get(cause, EXIT_FAILED)
+            return [f"end: {cause}, exec exits {code}, {frame['durationMs']} ms"]
+        return frame_lines(frame)
+
+
+def _seconds_between(start: str, end: str) -> float | None:
+    """Seconds from one RFC 3339 `at` to another, or None when one cannot be read."""
+    try:
+        first = datetime.fromisoformat(start.replace("Z", "+00:00"))
+        last = datetime.fromisoformat(end.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return max(0.0, (last - first).total_seconds())
