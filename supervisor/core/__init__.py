@@ -127,6 +127,8 @@ __all__, __getattr__, __dir__ = exports(
             "Config",
             "DEFAULTS",
             "DEFAULT_ARTIFACT_BYTES",
+            "DEFAULT_HISTORY_BYTES",
+            "DEFAULT_HISTORY_DAYS",
             "DEFAULT_OBSERVE_DRAIN_MS",
             "DEFAULT_RETAIN_BYTES",
             "DEFAULT_RUNS_RETAIN",

@@ -17,7 +17,7 @@ import trio
 from ..core.convert import to_json
 from ..core.frames import ServiceMessage
 from ..core.hooks import Config
-from ..run.journal import UnknownRun
+from ..run.journals import UnknownRun
 from ..run.runtime import Runtime
 from ..run.scriptrun import Run
 from .admission import Caller, admit
@@ -109,7 +109,7 @@ class Endpoints:
         start = parse_from(target)
         assert target.run_id is not None
         try:
-            journal = self.runtime.journals.get(target.run_id)
+            journal = await self.runtime.journals.find(target.run_id)
         except UnknownRun:
             raise WireError(
                 Close.NOT_FOUND,
