@@ -136,7 +136,11 @@ def _local(args: argparse.Namespace, command: str) -> int:
 def table(runs: list[dict[str, Any]], url: str) -> list[str]:
     """The run list for a person: one line a run, newest first."""
     if not runs:
-        return [f"no runs are kept in {url}" if url.startswith("the ") else f"no runs are retained on {url}"]
+        return [
+            f"no runs are kept in {url}"
+            if url.startswith("the ")
+            else f"no runs are retained on {url}"
+        ]
     return [_line(r) for r in runs]
 
 

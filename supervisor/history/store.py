@@ -53,6 +53,10 @@ CREATE TABLE IF NOT EXISTS artifacts(
     run INTEGER NOT NULL, id TEXT NOT NULL, sha256 TEXT NOT NULL, name TEXT NOT NULL,
     mime TEXT NOT NULL, size INTEGER NOT NULL, PRIMARY KEY(run, id)) WITHOUT ROWID;
 """
+#: SQLite's names of a failed write (a disk full, a file size limit reached), said as such.
+_WRITE_ERRORS: Final = frozenset(
+    f"SQLITE_IOERR_{n}" for n in ("WRITE", "SHMSIZE", "TRUNCATE", "FSYNC", "SHMMAP")
+)
 #: A chunk's data is zlib's when that is smaller (level 1: the writer keeps up with a run).
 _LEVEL: Final = 1
 
@@ -103,6 +107,9 @@ def faults(doing: str) -> Iterator[None]:
         yield
     except (sqlite3.Error, OSError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        name = getattr(exc, "sqlite_errorname", "")
+        if name in _WRITE_ERRORS:
+            why += f" ({name}: a write failed: is the disk full?)"
         raise HistoryFault(f"{doing}: {why}") from exc
 
 
@@ -231,7 +238,7 @@ class History:
     def _drop_keys(self, keys: Sequence[int]) -> None:
         for key in keys:
             for table, column in (("chunks", "run"), ("artifacts", "run"), ("runs", "key")):
-                self._db.execute(f"DELETE FROM {table} WHERE {column} = ?", (key,))  # noqa: S608
+                self._db.execute(f"DELETE FROM {table} WHERE {column} = ?", (key,))
 
     def _remove_unnamed(self) -> None:
         """Removes the artifact files no stored run names any more."""

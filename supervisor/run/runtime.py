@@ -20,8 +20,8 @@ import trio
 from ..core.events import EventKind
 from ..core.hooks import Config
 from ..core.records import Record
-from ..history.store import History, HistoryFault, default_path
 from ..core.redact import Redactor
+from ..history.store import History, HistoryFault, default_path
 from ..process.denied import own_files
 from ..process.spawner import Spawner, open_spawner
 from ..tools.servers import ServerManager, server_secrets
@@ -29,11 +29,10 @@ from .artifacts import ArtifactStore
 from .bus import Bus
 from .hookcontext import hook_secrets
 from .journals import Journals
-from .recording import Recorder
 from .observe import ObserverStats, serve_observers
+from .recording import Recorder
 from .scriptrun import Run, RunRequest, execute
 from .serverhooks import open_servers
-
 
 #: How long a runtime that ends waits for the history to take what its runs sent, in s.
 FLUSH_S: Final = 10
