@@ -119,10 +119,12 @@ class History:
     def __init__(self, path: Path, connection: sqlite3.Connection, *, writes: bool) -> None:
         self.path = path
         self.artifacts_dir = path.parent / "artifacts"
+        #: The writer's connection (one thread at a time), and the readers' (WAL: a reader
+        #: never waits for a write in progress, nor a write for a reader).
         self._db = connection
-        self._writes = writes
-        #: Readers may be on other threads than the writer: one at a time on the connection.
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        self._reads: sqlite3.Connection | None = None if writes else connection
+        self._read_lock = threading.Lock() if writes else self._lock
 
     @classmethod
     def open(cls, path: Path, *, writes: bool = True) -> History:
@@ -146,8 +148,18 @@ class History:
         return cls(path, db, writes=writes)
 
     def close(self) -> None:
-        with self._lock, contextlib.suppress(sqlite3.Error):
+        with self._lock, self._read_lock, contextlib.suppress(sqlite3.Error):
             self._db.close()
+            if self._reads is not None:
+                self._reads.close()
+
+    def _reader(self) -> sqlite3.Connection:
+        """The readers' connection (hold `_read_lock`)."""
+        if self._reads is None:
+            self._reads = sqlite3.connect(
+                self.path, timeout=BUSY_MS / 1000, check_same_thread=False
+            )
+        return self._reads
 
     # The writer's side.
 
@@ -257,11 +269,15 @@ class History:
     def summaries(self, limit: int, skip: Iterable[str] = ()) -> list[dict[str, Any]]:
         """The stored runs' summaries, newest first, at most `limit`, none of `skip`'s."""
         skipped = set(skip)
-        with faults("reading the run history"), self._lock:
-            rows = self._db.execute(
-                "SELECT id, summary, finished FROM runs ORDER BY started DESC, key DESC LIMIT ?",
-                (limit + len(skipped),),
-            ).fetchall()
+        with faults("reading the run history"), self._read_lock:
+            rows = (
+                self._reader()
+                .execute(
+                    "SELECT id, summary, finished FROM runs ORDER BY started DESC, key DESC LIMIT ?",
+                    (limit + len(skipped),),
+                )
+                .fetchall()
+            )
         found = [_summary(summary, finished) for run_id, summary, finished in rows]
         return [s for s, (run_id, _, _) in zip(found, rows, strict=True) if run_id not in skipped][
             :limit
@@ -270,13 +286,12 @@ class History:
     def lines(self, run_id: str, start: int = 0) -> tuple[list[bytes], bool] | None:
         """A stored run's lines from seq `start` (as sent), and whether its `end` is in;
         None when no run has that id."""
-        with faults("reading the run history"), self._lock:
-            row = self._db.execute(
-                "SELECT key, finished FROM runs WHERE id = ?", (run_id,)
-            ).fetchone()
+        with faults("reading the run history"), self._read_lock:
+            db = self._reader()
+            row = db.execute("SELECT key, finished FROM runs WHERE id = ?", (run_id,)).fetchone()
             if row is None:
                 return None
-            chunks = self._db.execute(
+            chunks = db.execute(
                 "SELECT first, count, packed, data FROM chunks WHERE run = ? AND first + count > ?"
                 " ORDER BY first",
                 (row[0], start),
@@ -289,20 +304,26 @@ class History:
 
     def artifact(self, run_id: str, artifact_id: str) -> StoredArtifact | None:
         """A stored run's artifact, or None when it has none of that id."""
-        with faults("reading the run history"), self._lock:
-            row = self._db.execute(
-                "SELECT a.sha256, a.name, a.mime, a.size FROM artifacts a JOIN runs r"
-                " ON a.run = r.key WHERE r.id = ? AND a.id = ?",
-                (run_id, artifact_id),
-            ).fetchone()
+        with faults("reading the run history"), self._read_lock:
+            row = (
+                self._reader()
+                .execute(
+                    "SELECT a.sha256, a.name, a.mime, a.size FROM artifacts a JOIN runs r"
+                    " ON a.run = r.key WHERE r.id = ? AND a.id = ?",
+                    (run_id, artifact_id),
+                )
+                .fetchone()
+            )
         if row is None:
             return None
         return StoredArtifact(str(self.artifacts_dir / row[0]), row[1], row[2], row[3])
 
     def held(self) -> int:
         """The bytes the stored runs hold (their frames as stored, and their artifacts)."""
-        with faults("reading the run history"), self._lock:
-            return int(self._db.execute("SELECT coalesce(sum(bytes), 0) FROM runs").fetchone()[0])
+        with faults("reading the run history"), self._read_lock:
+            return int(
+                self._reader().execute("SELECT coalesce(sum(bytes), 0) FROM runs").fetchone()[0]
+            )
 
 
 def _prepare(db: sqlite3.Connection, writes: bool) -> None:
