@@ -55,7 +55,7 @@ def one(work: Path, argv: list[str], history: Path | None) -> tuple[float, int, 
     started = time.perf_counter()
     done = subprocess.run(
         [*CLI, "exec", "--config", str(config), "--json", "--", *argv],
-        cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False,
+        cwd=work, env=env, capture_output=True, check=False,
     )  # fmt: skip
     took = time.perf_counter() - started
     if done.returncode != 0:

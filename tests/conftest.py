@@ -19,7 +19,6 @@ import trio
 from mcpx_hooks.runners import userns
 from mcpx_hooks.supervisor.process.spawner import Spawner, open_spawner
 
-
 # The run history (and the token) of every supervisor the tests start lives under a state
 # directory of the tests' own, never the user's: one for the session, for the environments
 # a test module copies at import, and one per test (`_own_state`) for everything else.

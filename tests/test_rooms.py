@@ -16,7 +16,16 @@ from mcpx_hooks.supervisor.core.exports import exports
 
 SUPERVISOR = Path(__file__).resolve().parent.parent / "supervisor"
 ROOMS = (
-    "core", "config", "process", "models", "tools", "history", "run", "service", "cluster", "cli"
+    "core",
+    "config",
+    "process",
+    "models",
+    "tools",
+    "history",
+    "run",
+    "service",
+    "cluster",
+    "cli",
 )
 PACKAGE = "mcpx_hooks.supervisor"
 

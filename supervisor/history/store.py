@@ -269,19 +269,10 @@ class History:
     def summaries(self, limit: int, skip: Iterable[str] = ()) -> list[dict[str, Any]]:
         """The stored runs' summaries, newest first, at most `limit`, none of `skip`'s."""
         skipped = set(skip)
+        query = "SELECT id, summary FROM runs ORDER BY started DESC, key DESC LIMIT ?"
         with faults("reading the run history"), self._read_lock:
-            rows = (
-                self._reader()
-                .execute(
-                    "SELECT id, summary, finished FROM runs ORDER BY started DESC, key DESC LIMIT ?",
-                    (limit + len(skipped),),
-                )
-                .fetchall()
-            )
-        found = [_summary(summary, finished) for run_id, summary, finished in rows]
-        return [s for s, (run_id, _, _) in zip(found, rows, strict=True) if run_id not in skipped][
-            :limit
-        ]
+            rows = self._reader().execute(query, (limit + len(skipped),)).fetchall()
+        return [orjson.loads(summary) for run_id, summary in rows if run_id not in skipped][:limit]
 
     def lines(self, run_id: str, start: int = 0) -> tuple[list[bytes], bool] | None:
         """A stored run's lines from seq `start` (as sent), and whether its `end` is in;
@@ -343,11 +334,6 @@ def _prepare(db: sqlite3.Connection, writes: bool) -> None:
     if version == 0:
         with db:
             db.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} PRAGMA user_version = {VERSION};")
-
-
-def _summary(stored: bytes, finished: int) -> dict[str, Any]:
-    summary: dict[str, Any] = orjson.loads(stored)
-    return summary
 
 
 def probe(path: Path) -> str | None:
