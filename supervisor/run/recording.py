@@ -47,13 +47,14 @@ class Recorder:
         *,
         retain_days: float = math.inf,
         retain_bytes: int = 1 << 62,
+        capacity: int = CAPACITY,
     ) -> None:
         self.history = history
         #: Why the history is not being kept (None while it is).
         self.fault = fault
         self.retain_days = retain_days
         self.retain_bytes = retain_bytes
-        self._send, self._receive = trio.open_memory_channel[RunJournal](CAPACITY)
+        self._send, self._receive = trio.open_memory_channel[RunJournal](capacity)
         self._queued: set[RunJournal] = set()
         #: Per unfinished run recorded so far: its journal and the lines stored.
         self._stored: dict[str, tuple[RunJournal, int]] = {}
@@ -78,7 +79,8 @@ class Recorder:
             self._dropped.add(journal.run_id)
             self._warn(
                 journal,
-                f"the run history is not being kept for this run: {CAPACITY} runs are already"
+                "the run history is not being kept for this run: as many runs as it queues"
+                f" ({self._send.statistics().max_buffer_size}) are already"
                 " waiting for the disk; the run goes on in memory",
             )
             return
