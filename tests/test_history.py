@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import Marker
 from service_client import CLI, ENV, Server, arun, open_ws, start_server
 from websockets.exceptions import ConnectionClosed
 
@@ -304,3 +305,23 @@ def test_a_file_size_limit_never_stops_a_run(tmp_path: Path) -> None:
     # (doctor, with no such limit, finds nothing wrong: the limit is the process's own.)
     _, said = _exec_with_fault(tmp_path, doctor=False, preexec_fn=small)
     assert "a write failed: is the disk full?" in said, said
+
+
+async def test_an_mcp_session_is_a_stored_run(tmp_path: Path, marker: Marker) -> None:
+    """`mcp` records each session as a run: `runs show` reads its calls after it closed."""
+    from mcpface_parts import call_hook, stdio_session, through_mcpx, write_config
+
+    where = tmp_path / marker
+    config = write_config(where, marker, [call_hook("note", "suffix", {"advise": "seen"})])
+    async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
+        await session.call_tool("words__shout", {"text": "hi"})
+    state = {"XDG_STATE_HOME": str(where / "state")}
+    listing = mcpx("runs", "list", "--json", cwd=where, **state)
+    (run,) = json.loads(listing.stdout)
+    assert run["argv"] == ["mcp", "test-agent"] and run["status"] == "result", run
+    shown = mcpx("runs", "show", run["runId"], "--json", cwd=where, **state)
+    frames = [json.loads(line) for line in shown.stdout.splitlines()]
+    assert [f["type"] for f in frames if f["type"] in ("start", "call", "result", "end")] == [
+        "start", "call", "result", "end"
+    ]  # fmt: skip
+    assert [f["name"] for f in frames if f["type"] == "hook"] == ["note"]
