@@ -82,13 +82,25 @@ async def open_runtime(config: Config) -> AsyncIterator[Runtime]:
 
 @contextlib.asynccontextmanager
 async def _open_runtime(config: Config, artifacts: ArtifactStore) -> AsyncIterator[Runtime]:
+    recorder = await _open_recorder(config)
+    try:
+        async with _open_parts(config, artifacts, recorder) as runtime:
+            yield runtime
+    finally:
+        if recorder is not None and recorder.history is not None:
+            recorder.history.close()
+
+
+@contextlib.asynccontextmanager
+async def _open_parts(
+    config: Config, artifacts: ArtifactStore, recorder: Recorder | None
+) -> AsyncIterator[Runtime]:
     async with open_spawner() as spawner, trio.open_nursery() as nursery:
         # The supervisor's own hooks' and tool servers' secrets, redacted in every event.
         secrets = hook_secrets(config.hooks, None, os.environ)
         bus = Bus(redactor=Redactor({**secrets, **server_secrets(config.servers.values())}))
         servers = await nursery.start(_serve_servers, spawner, bus, config)
         stats = await nursery.start(_serve_observers, bus, spawner, config)
-        recorder = await _open_recorder(config)
         if recorder is not None:
             await nursery.start(recorder.serve)
         journals = Journals(
@@ -107,12 +119,12 @@ async def _open_runtime(config: Config, artifacts: ArtifactStore) -> AsyncIterat
             bus.publish(EventKind.SUPERVISOR_STOPPING, {})
             await runtime.wait_observers()
             if recorder is not None:
-                # What the runs sent is on disk before the process ends (bounded).
-                with trio.move_on_after(FLUSH_S):
+                # What the runs sent goes to disk before the process ends, even when it
+                # ends by a cancellation (bounded).
+                with trio.move_on_after(FLUSH_S) as flushing:
+                    flushing.shield = True
                     await recorder.wait_idle()
             nursery.cancel_scope.cancel()
-    if recorder is not None and recorder.history is not None:
-        recorder.history.close()
 
 
 async def _open_recorder(config: Config) -> Recorder | None:
