@@ -111,10 +111,11 @@ class Endpoints:
         try:
             journal = await self.runtime.journals.find(target.run_id)
         except UnknownRun:
+            kept = " in memory, nor in its run history" if self.runtime.journals.history else ""
             raise WireError(
                 Close.NOT_FOUND,
                 f"no run {target.run_id!r} is retained (the server keeps the last "
-                f"{self.runtime.journals.retain} runs)",
+                f"{self.runtime.journals.retain} runs{kept})",
             ) from None
         check_from(start, len(journal))
         # While the run runs, this socket may answer its asks too.
