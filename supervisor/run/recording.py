@@ -33,6 +33,8 @@ from .journal import RunJournal
 
 #: Runs that may wait for the writer at once (see the module docstring).
 CAPACITY: Final = 256
+#: At most one write in this many seconds (what comes in between is one transaction).
+BATCH_S: Final = 0.05
 #: Retention runs after this many runs have ended, and at the start.
 RETAIN_EVERY: Final = 64
 
@@ -63,6 +65,8 @@ class Recorder:
         self._ended = 0
         self._idle = trio.Event()
         self._idle.set()
+        #: Set when the process waits for the writer: no more waiting between commits.
+        self._flushing = trio.Event()
 
     def note(self, journal: RunJournal) -> None:
         """The journal grew: queue it for the writer (never blocks)."""
@@ -103,7 +107,9 @@ class Recorder:
         journal.append(blank(WarningFrame, message=message))
 
     async def wait_idle(self) -> None:
-        """Waits until every journal noted so far is written (or the history failed)."""
+        """Waits until every journal noted so far is written (or the history failed); the
+        writer writes at once from here on."""
+        self._flushing.set()
         await self._idle.wait()
 
     async def serve(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -122,6 +128,10 @@ class Recorder:
             await self._write(batch)
             if not self._queued:
                 self._idle.set()
+            # Commits batched: what comes in the meantime waits for the next one (a run
+            # that ends is written at once when the process waits for the writer).
+            with trio.move_on_at(trio.current_time() + BATCH_S):
+                await self._flushing.wait()
 
     async def _write(self, batch: list[RunJournal]) -> None:
         history = self.history
