@@ -325,3 +325,18 @@ async def test_an_mcp_session_is_a_stored_run(tmp_path: Path, marker: Marker) ->
         "start", "call", "result", "end"
     ]  # fmt: skip
     assert [f["name"] for f in frames if f["type"] == "hook"] == ["note"]
+
+
+def test_no_sandboxed_run_reads_the_history_even_in_its_workspace(tmp_path: Path) -> None:
+    config(tmp_path)  # the history under the run's own working directory
+    first = mcpx("exec", "--config", "c.toml", "--", "echo", "a secret line", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    for path in (tmp_path / "h", *(tmp_path / "h").rglob("*")):  # the sandbox keeps it out,
+        path.chmod(0o777 if path.is_dir() else 0o666)  # not the mode bits
+    probe = "cat h/history.db > /dev/null && echo READ; ls h/artifacts 2>/dev/null && echo LISTED"
+    done = mcpx(
+        "exec", "--config", "c.toml", "--json", "--sandbox", "workspace", "--",
+        "sh", "-c", f"{probe}; echo done", cwd=tmp_path,
+    )  # fmt: skip
+    texts = [json.loads(line).get("text") for line in done.stdout.splitlines()]
+    assert "done" in texts and "READ" not in texts and "LISTED" not in texts, texts

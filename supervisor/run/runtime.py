@@ -22,7 +22,7 @@ from ..core.hooks import Config
 from ..core.records import Record
 from ..core.redact import Redactor
 from ..history.store import History, HistoryFault, default_path
-from ..process.denied import own_files
+from ..process.denied import deny_own_files, own_files
 from ..process.spawner import Spawner, open_spawner
 from ..tools.servers import ServerManager, server_secrets
 from .artifacts import ArtifactStore
@@ -76,6 +76,12 @@ async def open_runtime(config: Config) -> AsyncIterator[Runtime]:
     artifacts = ArtifactStore(config.runs_artifact_bytes)
     # The config files in force stay read-only in every sandbox (`denied.py`).
     with contextlib.closing(artifacts), own_files(config.files):
+        # The run history holds every run's frames: no sandbox reads it, wherever it is.
+        if config.history_enabled:
+            db = str(_history_path(config))
+            deny_own_files(
+                [db, f"{db}-wal", f"{db}-shm", os.path.join(os.path.dirname(db), "artifacts")]
+            )
         async with _open_runtime(config, artifacts) as runtime:
             yield runtime
 
@@ -127,12 +133,16 @@ async def _open_parts(
             nursery.cancel_scope.cancel()
 
 
+def _history_path(config: Config) -> Path:
+    return Path(config.history_path) if config.history_path else default_path(os.environ)
+
+
 async def _open_recorder(config: Config) -> Recorder | None:
     """The history `[history]` names, opened in a worker thread; a fault opening it is the
     recorder's (each run then warns once), never the runtime's."""
     if not config.history_enabled:
         return None
-    path = Path(config.history_path) if config.history_path else default_path(os.environ)
+    path = _history_path(config)
     days, size = config.history_retain_days, config.history_retain_bytes
     try:
         history = await trio.to_thread.run_sync(History.open, path)
