@@ -12,6 +12,7 @@ import os
 import resource
 import sqlite3
 import subprocess
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -340,3 +341,35 @@ def test_no_sandboxed_run_reads_the_history_even_in_its_workspace(tmp_path: Path
     )  # fmt: skip
     texts = [json.loads(line).get("text") for line in done.stdout.splitlines()]
     assert "done" in texts and "READ" not in texts and "LISTED" not in texts, texts
+
+
+def test_runs_verify_catches_a_changed_byte_and_says_where(tmp_path: Path) -> None:
+    done = mcpx("exec", "--json", "--", "sh", "-c", "echo one; echo two", cwd=tmp_path)
+    sent = done.stdout.splitlines()
+    end = json.loads(sent[-1])
+    assert end["type"] == "end" and len(end["chain"]) == 64
+    run_id = end["runId"]
+    download = tmp_path / "run.ndjson"
+    download.write_text(done.stdout)
+    intact = mcpx("runs", "verify", str(download), cwd=tmp_path)
+    assert intact.returncode == 0 and "intact (5 frames" in intact.stdout, intact
+    stored = mcpx("runs", "verify", run_id, cwd=tmp_path)
+    assert stored.returncode == 0 and f"run {run_id}: intact" in stored.stdout, stored
+    download.write_text(done.stdout.replace('"two"', '"twO"'))
+    changed = mcpx("runs", "verify", str(download), cwd=tmp_path)
+    assert changed.returncode == 1, changed
+    assert "CHANGED: frame seq 2 (line 3) differs from the stored run" in changed.stdout
+    # Changed in the history itself: the chain of its end frame no longer matches.
+    db = sqlite3.connect(tmp_path / "state" / "mcpx-hooks" / "history.db")
+    with db:
+        for first, packed, data in db.execute("SELECT first, packed, data FROM chunks").fetchall():
+            text = zlib.decompress(data) if packed else data
+            db.execute(
+                "UPDATE chunks SET packed = 0, data = ? WHERE first = ?",
+                (text.replace(b'"two"', b'"twO"'), first),
+            )
+    db.close()
+    again = mcpx("runs", "verify", run_id, cwd=tmp_path)
+    assert again.returncode == 1 and "CHANGED: the frames do not give the chain" in again.stdout
+    gone = mcpx("runs", "verify", "no-such-run", cwd=tmp_path)
+    assert gone.returncode == 1 and "neither a file nor a run" in gone.stderr

@@ -10,6 +10,7 @@ WebSocket `/v1/runs/{runId}`), following a run still in progress to its end.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from .common import EXIT_OK, remote, remote_failed
 from .parser import add_config_file_arguments, add_token_file_argument
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 def add_arguments(runs: argparse.ArgumentParser) -> None:
     from ..service.remote import DEFAULT_URL
 
-    sub = runs.add_subparsers(dest="runs_command", required=True, metavar="list|show")
+    sub = runs.add_subparsers(dest="runs_command", required=True, metavar="list|show|verify")
     listing = sub.add_parser(
         "list",
         help="the runs a server retains, newest first",
@@ -36,6 +37,18 @@ def add_arguments(runs: argparse.ArgumentParser) -> None:
         epilog="example: mcpx-hooks runs show 9d81129207f7fb12",
     )
     show.add_argument("run_id", metavar="RUN_ID", help="the run's id (runs list shows them)")
+    verify = sub.add_parser(
+        "verify",
+        help="check a run's frames against the hash chain their end frame holds",
+        epilog="example: mcpx-hooks runs verify run.ndjson   (or a stored run's id)",
+    )
+    verify.add_argument(
+        "target",
+        metavar="FILE|RUN_ID",
+        help="a file of a run's frames, one JSON line each (runs show --json), or a stored"
+        " run's id",
+    )
+    add_config_file_arguments(verify, json=False)
     for p in (listing, show):
         p.add_argument(
             "--remote",
@@ -54,6 +67,10 @@ def run(args: argparse.Namespace) -> int:
     from ..service.remote import RemoteError
 
     command = f"runs {args.runs_command}"
+    if args.runs_command == "verify":
+        from .runverify import verify
+
+        return verify(args, command)
     if args.remote is None:
         return _local(args, command)
     try:
@@ -89,18 +106,26 @@ async def _show(target: Any, run_id: str, as_json: bool) -> None:
             print(json.dumps(frame) if as_json else "\n".join(frame_lines(frame)), flush=True)
 
 
-def _local(args: argparse.Namespace, command: str) -> int:
-    """`runs list` / `runs show` from the run history on this machine."""
+def history_of(args: argparse.Namespace) -> tuple[Any, Path]:
+    """The config in force (`--config`), and the run history's path it names."""
     import os
-    import sys
-    from pathlib import Path
 
-    from ..history.store import History, HistoryFault, default_path
-    from .common import EXIT_FAILED, load
-    from .view import frame_lines
+    from ..history.store import default_path
+    from .common import load
 
     config = load(args)
-    path = Path(config.history_path) if config.history_path else default_path(os.environ)
+    return config, Path(config.history_path) if config.history_path else default_path(os.environ)
+
+
+def _local(args: argparse.Namespace, command: str) -> int:
+    """`runs list` / `runs show` from the run history on this machine."""
+    import sys
+
+    from ..history.store import History, HistoryFault
+    from .common import EXIT_FAILED
+    from .view import frame_lines
+
+    config, path = history_of(args)
     where = f"the run history {path}"
     if not config.history_enabled:
         print(f"mcpx-hooks {command}: [history] enabled = false: no run is kept on disk"

@@ -27,6 +27,7 @@ __all__, __getattr__, __dir__ = exports(
             "bound_answer",
         ),
         "backoff": ("retry_wait_s",),
+        "chain": ("GENESIS", "check", "extend"),
         "convert": ("FROM_WIRE", "KEEP", "TO_WIRE", "WIRE", "frame_json", "from_json", "to_json"),
         "effects": (
             "ANSWERS",

@@ -25,9 +25,11 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from itertools import accumulate
 from typing import TYPE_CHECKING, Any, Final
 
+import attrs
 import orjson
 import trio
 
+from ..core.chain import GENESIS, extend
 from ..core.convert import frame_json
 from ..core.frames import (
     OUTPUT_TYPES,
@@ -140,7 +142,10 @@ class RunJournal:
 
     def append(self, frame: Frame) -> dict[str, Any]:
         """Stamps `seq`, `runId` and `at`, keeps the frame, wakes readers; returns its wire
-        form. Never blocks, never drops: for the frames that say what happened."""
+        form. Never blocks, never drops: for the frames that say what happened. An `end`
+        frame gets the chain of the lines before it (`core/chain.py`)."""
+        if isinstance(frame, EndFrame) and frame.chain is None and not self.finished:
+            frame = attrs.evolve(frame, chain=extend(GENESIS, self.lines).hex())
         wire, line = self._stamp(frame)
         self._keep((line, len(line) + FRAME_OVERHEAD, frame.type, wire))
         return wire
