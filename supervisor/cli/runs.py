@@ -10,7 +10,6 @@ WebSocket `/v1/runs/{runId}`), following a run still in progress to its end.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from .common import EXIT_OK, remote, remote_failed
 from .parser import add_config_file_arguments, add_token_file_argument
@@ -106,23 +105,13 @@ async def _show(target: Any, run_id: str, as_json: bool) -> None:
             print(json.dumps(frame) if as_json else "\n".join(frame_lines(frame)), flush=True)
 
 
-def history_of(args: argparse.Namespace) -> tuple[Any, Path]:
-    """The config in force (`--config`), and the run history's path it names."""
-    import os
-
-    from ..history.store import default_path
-    from .common import load
-
-    config = load(args)
-    return config, Path(config.history_path) if config.history_path else default_path(os.environ)
-
-
 def _local(args: argparse.Namespace, command: str) -> int:
     """`runs list` / `runs show` from the run history on this machine."""
     import sys
 
     from ..history.store import History, HistoryFault
     from .common import EXIT_FAILED
+    from .runverify import history_of
     from .view import frame_lines
 
     config, path = history_of(args)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 from .common import EXIT_FAILED, EXIT_OK
 
@@ -20,11 +21,21 @@ TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:
     import argparse
 
+    from ..core.hooks import Config
+
+
+def history_of(args: argparse.Namespace) -> tuple[Config, Path]:
+    """The config in force (`--config`), and the run history's path it names."""
+    from ..history.store import default_path
+    from .common import load
+
+    config = load(args)
+    return config, Path(config.history_path) if config.history_path else default_path(os.environ)
+
 
 def verify(args: argparse.Namespace, command: str) -> int:
     from ..core.chain import check
     from ..history.store import History, HistoryFault
-    from .runs import history_of
 
     _, path = history_of(args)
     target: str = args.target
