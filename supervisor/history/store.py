@@ -53,6 +53,9 @@ CREATE TABLE IF NOT EXISTS artifacts(
     run INTEGER NOT NULL, id TEXT NOT NULL, sha256 TEXT NOT NULL, name TEXT NOT NULL,
     mime TEXT NOT NULL, size INTEGER NOT NULL, PRIMARY KEY(run, id)) WITHOUT ROWID;
 """
+#: Lines a chunk holds at most (a large batch is several chunks: what a write holds at once,
+#: and what a reader decompresses to reach one seq, stay small).
+CHUNK_LINES: Final = 4096
 #: SQLite's names of a failed write (a disk full, a file size limit reached), said as such.
 _WRITE_ERRORS: Final = frozenset(
     f"SQLITE_IOERR_{n}" for n in ("WRITE", "SHMSIZE", "TRUNCATE", "FSYNC", "SHMMAP")
@@ -179,15 +182,16 @@ class History:
         )
         (key,) = db.execute("SELECT key FROM runs WHERE id = ?", (item.run_id,)).fetchone()
         size = 0
-        if item.lines:
-            data = b"\n".join(item.lines)
+        for at in range(0, len(item.lines), CHUNK_LINES):  # what one chunk holds is bounded
+            lines = item.lines[at : at + CHUNK_LINES]
+            data = b"\n".join(lines)
             packed = zlib.compress(data, _LEVEL)
             small = len(packed) < len(data)
             db.execute(
                 "INSERT OR REPLACE INTO chunks VALUES (?, ?, ?, ?, ?)",
-                (key, item.first, len(item.lines), small, packed if small else data),
+                (key, item.first + at, len(lines), small, packed if small else data),
             )
-            size = min(len(packed), len(data))
+            size += min(len(packed), len(data))
         for artifact_id, sha, name, mime, bytes_, source in item.artifacts:
             if self._keep_file(sha, source):
                 db.execute(
