@@ -67,8 +67,9 @@ def one(work: Path, argv: list[str], history: Path | None) -> tuple[float, float
     while chunk := proc.stdout.read1(1 << 20):
         size += len(chunk)
         lines += chunk.count(b"\n")
-        tail_bytes = (tail_bytes + chunk)[-200:]
-        if tail_bytes.endswith(b'"type":"end"}\n'):
+        tail_bytes = (tail_bytes + chunk)[-400:]
+        last = tail_bytes.rstrip(b"\n").rsplit(b"\n", 1)[-1]
+        if tail_bytes.endswith(b"\n") and b'"type":"end"' in last:
             to_end = time.perf_counter() - started
     if proc.wait() != 0 or to_end == math.inf:
         raise SystemExit(f"exec failed: exit {proc.returncode}")
