@@ -2,10 +2,11 @@
 
 A journal tells the `Recorder` each time it grows (`note`, on the event loop, never
 blocking). The recorder's channel carries journals, not frames: a journal is in it at most
-once, and the one writer task (`serve_recorder`) takes everything waiting, reads each
+once, and the one writer task (`Recorder.serve`) takes everything waiting, reads each
 journal's lines since what it stored last (the lines are the journal's, held anyway), and
-writes them all in one transaction in a worker thread. So the writer's batches grow when the
-disk is slow, and a run's frames cost no memory of their own while they wait.
+writes them all in one transaction in a worker thread, at most one every `BATCH_S`. So the
+writer's batches grow when the disk is slow, and a run's frames cost no memory of their own
+while they wait (the store writes a batch as chunks of a bounded number of lines).
 
 Bounds and the slow side: the channel holds at most `CAPACITY` journals, so at most that
 many runs wait to be written. When it is full (more runs behind than that), a run that has
@@ -40,7 +41,7 @@ RETAIN_EVERY: Final = 64
 
 
 class Recorder:
-    """The runs' way to the history: `note` from journals, `serve_recorder` to write."""
+    """The runs' way to the history: `note` from journals, `serve` to write."""
 
     def __init__(
         self,
