@@ -3,8 +3,11 @@ and the fixtures of the sandbox tests."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import subprocess
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -15,6 +18,19 @@ import trio
 
 from mcpx_hooks.runners import userns
 from mcpx_hooks.supervisor.process.spawner import Spawner, open_spawner
+
+# The run history (and the token) of every supervisor the tests start lives under a state
+# directory of the tests' own, never the user's: one for the session, for the environments
+# a test module copies at import, and one per test (`_own_state`) for everything else.
+_SESSION_STATE = tempfile.mkdtemp(prefix="mcpx-tests-state-")
+atexit.register(shutil.rmtree, _SESSION_STATE, True)
+os.environ["XDG_STATE_HOME"] = _SESSION_STATE
+
+
+@pytest.fixture(autouse=True)
+def _own_state(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's supervisors keep their history (and token) in a directory of its own."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
 
 
 class Marker(str):

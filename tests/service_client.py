@@ -177,7 +177,7 @@ def arun(coro: Any, timeout: float = 60) -> Any:
     return asyncio.run(bounded())
 
 
-STABLE_DROP = ("runId", "at", "durationMs", "resources")
+STABLE_DROP = ("runId", "at", "durationMs", "resources", "chain")
 #: Frames from different pipes of the script (stdout, stderr, the frames channel): their
 #: interleaving is "as they happen", so two runs of one script may interleave them apart.
 CHANNELS = ("stdout", "stderr", "log", "emit")

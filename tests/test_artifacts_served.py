@@ -181,7 +181,11 @@ def test_exec_copies_the_artifacts_out_in_process(tmp_path: Path) -> None:
 
 
 def test_the_budget_drops_the_oldest_runs_artifacts_and_says_so(tmp_path: Path) -> None:
-    (tmp_path / "c.toml").write_text("[runs]\nartifactBytes = 100\nretain = 2\n")
+    # The memory's budgets alone: with a history, a run forgotten from memory keeps its
+    # artifacts on disk (tests/test_history.py).
+    (tmp_path / "c.toml").write_text(
+        "[runs]\nartifactBytes = 100\nretain = 2\n[history]\nenabled = false\n"
+    )
     temp = tmp_path / "tmp"
     temp.mkdir()
     srv = start_server(tmp_path, "--config", "c.toml", env={"TMPDIR": str(temp)})

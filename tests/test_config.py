@@ -950,7 +950,8 @@ def test_toml_at_the_depth_limit_reaches_the_schema(tmp_path: Path) -> None:
     assert (problem.pointer, problem.message) == (
         "/a",
         'unknown key "a"; expected one of: '
-        "$schema, autonomy, defaults, limits, runs, observe, service, sandbox, script, when,"
+        "$schema, autonomy, defaults, limits, runs, history, observe, service, sandbox, script,"
+        " when,"
         " models, servers, mcp, hooks",
     )
 

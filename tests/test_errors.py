@@ -48,7 +48,7 @@ def test_every_exception_the_supervisor_defines_is_a_hooks_error() -> None:
 
 def test_an_error_callers_catch_by_its_standard_base_keeps_it() -> None:
     from mcpx_hooks.supervisor.core.jsontext import JsonError
-    from mcpx_hooks.supervisor.run.journal import UnknownRun
+    from mcpx_hooks.supervisor.run.journals import UnknownRun
 
     assert issubclass(JsonError, ValueError) and issubclass(JsonError, HooksError)
     assert issubclass(UnknownRun, LookupError) and issubclass(UnknownRun, HooksError)

@@ -31,7 +31,8 @@ from mcpx_hooks.supervisor.core.events import EventKind
 from mcpx_hooks.supervisor.core.hooks import Config, Profile
 from mcpx_hooks.supervisor.core.order import check_order
 from mcpx_hooks.supervisor.core.scripts import Script
-from mcpx_hooks.supervisor.run.journal import FRAME_OVERHEAD, Journals
+from mcpx_hooks.supervisor.run.journal import FRAME_OVERHEAD
+from mcpx_hooks.supervisor.run.journals import Journals
 from mcpx_hooks.supervisor.run.runtime import Runtime, open_runtime
 from mcpx_hooks.supervisor.run.scriptrun import RunRequest
 from mcpx_hooks.supervisor.service.access import check_access

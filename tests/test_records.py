@@ -133,7 +133,7 @@ def test_frames_show_compare_and_hash_by_their_fields() -> None:
     end = stamp(blank(EndFrame, exit_code=0, duration_ms=3), "r", 2)
     assert repr(end) == (
         f"EndFrame(run_id='r', seq=2, at={end.at!r}, exit_code=0, duration_ms=3, "
-        "type=<FrameType.END: 'end'>)"
+        "type=<FrameType.END: 'end'>, chain=None)"
     )
     assert end == attrs.evolve(end) and hash(end) == hash(attrs.evolve(end))
     assert end != attrs.evolve(end, seq=3)

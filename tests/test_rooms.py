@@ -15,7 +15,18 @@ import pytest
 from mcpx_hooks.supervisor.core.exports import exports
 
 SUPERVISOR = Path(__file__).resolve().parent.parent / "supervisor"
-ROOMS = ("core", "config", "process", "models", "tools", "run", "service", "cluster", "cli")
+ROOMS = (
+    "core",
+    "config",
+    "process",
+    "models",
+    "tools",
+    "history",
+    "run",
+    "service",
+    "cluster",
+    "cli",
+)
 PACKAGE = "mcpx_hooks.supervisor"
 
 

@@ -277,6 +277,7 @@ def _denied_paths(home: Path) -> list[str]:
         str(home / ".config" / "mcpx-hooks" / "config.toml"),
         str(home / ".config" / "mcpx-hooks"),
         str(home / ".local" / "state" / "mcpx-hooks" / "token"),
+        str(home / ".local" / "state" / "mcpx-hooks" / "history.db"),
         str(home / ".local" / "state" / "mcpx-hooks"),
         str(home / "project" / "keys" / "id_rsa"),  # through a link
         str(home / "project" / ".." / ".ssh" / "id_rsa"),  # another way there
@@ -284,10 +285,15 @@ def _denied_paths(home: Path) -> list[str]:
 
 
 def _contents(home: Path) -> dict[str, bytes]:
+    """Every file of the home but the project's, and but the run history, which the
+    supervisor itself writes as the runs go (that a run cannot reach it is `PROBE`'s)."""
     return {
         str(p): p.read_bytes()
         for p in sorted(home.rglob("*"))
-        if p.is_file() and not p.is_symlink() and "project" not in p.parts
+        if p.is_file()
+        and not p.is_symlink()
+        and "project" not in p.parts
+        and not p.name.startswith("history.db")
     }
 
 

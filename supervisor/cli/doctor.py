@@ -14,6 +14,7 @@ import argparse
 import os
 import platform
 import sys
+from pathlib import Path
 
 import trio
 
@@ -123,6 +124,25 @@ async def _servers() -> list[str]:
     return ["", "tool servers that fail to start:", *lines] if lines else []
 
 
+def _history() -> tuple[list[str], bool]:
+    """Where runs are kept, and why they are not when they cannot be (the same probe the
+    supervisor's writer would fail: opened, written, checked, room on the disk)."""
+    from ..history.store import default_path, probe
+    from .common import load
+
+    try:
+        config = load(argparse.Namespace(config=[]))
+    except ConfigError:  # said with the tool servers
+        return [], True
+    if not config.history_enabled:
+        return ["", "run history: off ([history] enabled = false): runs are kept in memory"], True
+    path = Path(config.history_path) if config.history_path else default_path(os.environ)
+    why = probe(path)
+    if why is None:
+        return ["", f"run history: {path}"], True
+    return ["", f"run history: NOT KEPT: {why}; runs go on in memory only"], False
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--cluster",
@@ -141,7 +161,9 @@ def run(args: argparse.Namespace) -> int:
     well), else 1."""
     text, every = trio.run(_collect)
     failing = trio.run(_servers)
-    text = "\n".join([text, *failing, *grant_lines()])
+    history, kept = _history()
+    text = "\n".join([text, *failing, *history, *grant_lines()])
+    every = every and kept
     if getattr(args, "cluster", None):
         from ..cluster.access import AccessError
         from ..cluster.health import cluster_report

@@ -1,10 +1,10 @@
-"""`runs list` and `runs show RUN_ID`: the runs a server retains, and one run's frames.
+"""`runs list` and `runs show RUN_ID`: the runs kept, and one run's frames.
 
-Runs are retained by a service (`serve`): an in-process `exec` keeps its run only while it
-runs. So both commands ask a server, by default the one on this machine's default address
-(`--remote` names another), with the token as every remote command finds it. `runs list`
-reads `GET /v1/runs`; `runs show` replays the run's frames from its first (the WebSocket
-`/v1/runs/{runId}`), following a run still in progress to its end.
+By default both read the run history on this machine (`[history] path` in the config in
+force), which `serve`, `exec` and `mcp` record to: the frames are the lines that were sent.
+`--remote URL` asks a server instead, with the token as every remote command finds it:
+`runs list` reads `GET /v1/runs`; `runs show` replays the run's frames from its first (the
+WebSocket `/v1/runs/{runId}`), following a run still in progress to its end.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 from .common import EXIT_OK, remote, remote_failed
-from .parser import add_token_file_argument
+from .parser import add_config_file_arguments, add_token_file_argument
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 def add_arguments(runs: argparse.ArgumentParser) -> None:
     from ..service.remote import DEFAULT_URL
 
-    sub = runs.add_subparsers(dest="runs_command", required=True, metavar="list|show")
+    sub = runs.add_subparsers(dest="runs_command", required=True, metavar="list|show|verify")
     listing = sub.add_parser(
         "list",
         help="the runs a server retains, newest first",
@@ -36,14 +36,26 @@ def add_arguments(runs: argparse.ArgumentParser) -> None:
         epilog="example: mcpx-hooks runs show 9d81129207f7fb12",
     )
     show.add_argument("run_id", metavar="RUN_ID", help="the run's id (runs list shows them)")
+    verify = sub.add_parser(
+        "verify",
+        help="check a run's frames against the hash chain their end frame holds",
+        epilog="example: mcpx-hooks runs verify run.ndjson   (or a stored run's id)",
+    )
+    verify.add_argument(
+        "target",
+        metavar="FILE|RUN_ID",
+        help="a file of a run's frames, one JSON line each (runs show --json), or a stored"
+        " run's id",
+    )
+    add_config_file_arguments(verify, json=False)
     for p in (listing, show):
         p.add_argument(
             "--remote",
             metavar="URL",
-            default=DEFAULT_URL,
-            help=f"the server (default {DEFAULT_URL})",
+            help=f"ask this server (e.g. {DEFAULT_URL}) rather than read the run history on this"
+            " machine",
         )
-        p.add_argument("--json", action="store_true", help="machine-readable output")
+        add_config_file_arguments(p, json=True)
         add_token_file_argument(p)
 
 
@@ -54,6 +66,12 @@ def run(args: argparse.Namespace) -> int:
     from ..service.remote import RemoteError
 
     command = f"runs {args.runs_command}"
+    if args.runs_command == "verify":
+        from .runverify import verify
+
+        return verify(args, command)
+    if args.remote is None:
+        return _local(args, command)
     try:
         target = remote(args)
         if args.runs_command == "list":
@@ -88,10 +106,56 @@ async def _show(target: Any, run_id: str, as_json: bool) -> None:
             print(json.dumps(frame) if as_json else "\n".join(view.lines(frame)), flush=True)
 
 
+def _local(args: argparse.Namespace, command: str) -> int:
+    """`runs list` / `runs show` from the run history on this machine."""
+    import sys
+
+    from ..history.store import History, HistoryFault
+    from .common import EXIT_FAILED
+    from .runverify import history_of
+    from .view import frame_lines
+
+    config, path = history_of(args)
+    where = f"the run history {path}"
+    if not config.history_enabled:
+        print(f"mcpx-hooks {command}: [history] enabled = false: no run is kept on disk"
+              " (a server's runs: --remote URL)", file=sys.stderr)  # fmt: skip
+        return EXIT_FAILED
+    try:
+        history = History.open(path, writes=False)
+    except HistoryFault as exc:
+        if args.runs_command == "list" and not path.exists():
+            print(json.dumps([]) if args.json else f"no runs are kept in {where}")
+            return EXIT_OK
+        print(f"mcpx-hooks {command}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    try:
+        if args.runs_command == "list":
+            runs = history.summaries(config.runs_retain)
+            print(json.dumps(runs) if args.json else "\n".join(table(runs, where)))
+            return EXIT_OK
+        stored = history.lines(args.run_id)
+    except HistoryFault as exc:
+        print(f"mcpx-hooks {command}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    finally:
+        history.close()
+    if stored is None:
+        print(f"mcpx-hooks {command}: no run {args.run_id!r} is kept in {where}", file=sys.stderr)
+        return EXIT_FAILED
+    for line in stored[0]:
+        print(line.decode() if args.json else "\n".join(frame_lines(json.loads(line))))
+    return EXIT_OK
+
+
 def table(runs: list[dict[str, Any]], url: str) -> list[str]:
     """The run list for a person: one line a run, newest first."""
     if not runs:
-        return [f"no runs are retained on {url}"]
+        return [
+            f"no runs are kept in {url}"
+            if url.startswith("the ")
+            else f"no runs are retained on {url}"
+        ]
     return [_line(r) for r in runs]
 
 

@@ -20,6 +20,8 @@ from ..core.effects import DEFAULT_MAX, PARALLEL_MAX, REFUSING, Effect
 from ..core.errors import Problem
 from ..core.hooks import (
     DEFAULT_ARTIFACT_BYTES,
+    DEFAULT_HISTORY_BYTES,
+    DEFAULT_HISTORY_DAYS,
     DEFAULT_OBSERVE_DRAIN_MS,
     DEFAULT_RETAIN_BYTES,
     DEFAULT_RUN_BYTES,
@@ -133,6 +135,7 @@ def resolve(layers: Sequence[Layer]) -> tuple[Config, list[Problem]]:
         hooks.append(hook)
     autonomy = merged.get("autonomy", {})
     runs = merged.get("runs", {})
+    history = merged.get("history", {})
     config = Config(
         hooks=tuple(hooks),
         script={
@@ -147,6 +150,10 @@ def resolve(layers: Sequence[Layer]) -> tuple[Config, list[Problem]]:
         runs_run_bytes=int(runs.get("runBytes", DEFAULT_RUN_BYTES)),
         runs_retain_bytes=int(runs.get("retainBytes", DEFAULT_RETAIN_BYTES)),
         runs_artifact_bytes=int(runs.get("artifactBytes", DEFAULT_ARTIFACT_BYTES)),
+        history_enabled=bool(history.get("enabled", True)),
+        history_path=_history_path(history.get("path")),
+        history_retain_days=int(history.get("retainDays", DEFAULT_HISTORY_DAYS)),
+        history_retain_bytes=int(history.get("retainBytes", DEFAULT_HISTORY_BYTES)),
         service_sandboxes=tuple(
             Profile(p)
             for p in merged.get("service", {}).get(
@@ -194,6 +201,12 @@ def _parallel_problems(config: Config, decls: Sequence[Decl]) -> list[Problem]:
                 )
             )
     return problems
+
+
+def _history_path(value: object) -> str | None:
+    """`[history] path` as a path to open: absolute, or `~` expanded (the schema holds it
+    to those two)."""
+    return None if value is None else os.path.expanduser(str(value))
 
 
 def _servers(

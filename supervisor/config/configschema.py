@@ -12,6 +12,8 @@ from ..core.effects import DEFAULT_MAX, PARALLEL_MAX, REFUSING, Effect
 from ..core.events import ANY_KIND, kind_prefixes
 from ..core.hooks import (
     DEFAULT_ARTIFACT_BYTES,
+    DEFAULT_HISTORY_BYTES,
+    DEFAULT_HISTORY_DAYS,
     DEFAULT_OBSERVE_DRAIN_MS,
     DEFAULT_RETAIN_BYTES,
     DEFAULT_RUN_BYTES,
@@ -258,6 +260,33 @@ def build_config_schema() -> dict[str, Any]:
                     ),
                 },
                 "The service's run history.",
+            ),
+            "history": table(
+                {
+                    "enabled": {
+                        "type": "boolean",
+                        "description": "Whether runs are stored on disk, to outlive the"
+                        " process that ran them (default true); false keeps them in memory"
+                        " only.",
+                    },
+                    "path": {
+                        "type": "string",
+                        "pattern": "^(/|~/)",
+                        "description": "The database's file: absolute, or under your home as"
+                        " `~/…` (default `$XDG_STATE_HOME/mcpx-hooks/history.db`, or"
+                        " `~/.local/state/mcpx-hooks/history.db`); artifacts are kept beside it.",
+                    },
+                    "retainDays": integer(
+                        1, f"Days a stored run is kept (default {DEFAULT_HISTORY_DAYS})."
+                    ),
+                    "retainBytes": integer(
+                        1,
+                        "What the stored runs may hold on disk together, frames and artifacts"
+                        f" (default {DEFAULT_HISTORY_BYTES}); past it the oldest runs are"
+                        " dropped first.",
+                    ),
+                },
+                "Where runs are kept after they end (`serve`, `exec`, `mcp`).",
             ),
             "observe": table(
                 {

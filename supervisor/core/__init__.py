@@ -28,6 +28,7 @@ __all__, __getattr__, __dir__ = exports(
             "bound_answer",
         ),
         "backoff": ("retry_wait_s",),
+        "chain": ("GENESIS", "check", "extend"),
         "changes": (
             "SHOWN_PATHS",
             "ChangedFiles",
@@ -138,6 +139,8 @@ __all__, __getattr__, __dir__ = exports(
             "Config",
             "DEFAULTS",
             "DEFAULT_ARTIFACT_BYTES",
+            "DEFAULT_HISTORY_BYTES",
+            "DEFAULT_HISTORY_DAYS",
             "DEFAULT_OBSERVE_DRAIN_MS",
             "DEFAULT_RETAIN_BYTES",
             "DEFAULT_RUNS_RETAIN",

@@ -185,6 +185,8 @@ class EndFrame(Envelope):
     exit_code: int | None
     duration_ms: int
     type: FrameType = attrs.field(default=FrameType.END, metadata=KEEP)
+    #: The hash chain of the run's frame lines before this one (`core/chain.py`), hex.
+    chain: str | None = None
 
 
 @attrs.frozen(repr=False, eq=False)

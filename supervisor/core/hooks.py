@@ -113,6 +113,10 @@ DEFAULT_RUN_BYTES: Final = 64 * 1024 * 1024
 DEFAULT_RETAIN_BYTES: Final = 1024 * 1024 * 1024
 #: All retained runs' artifacts, in bytes (`[runs] artifactBytes`); past it the oldest go.
 DEFAULT_ARTIFACT_BYTES: Final = 256 * 1024 * 1024
+#: Days a stored run is kept (`[history] retainDays`).
+DEFAULT_HISTORY_DAYS: Final = 30
+#: What the stored runs may hold on disk together (`[history] retainBytes`).
+DEFAULT_HISTORY_BYTES: Final = 1024 * 1024 * 1024
 #: How long `exec`, once its run's `end` is written, waits for observe hooks still running
 #: (`[observe] drainMs`); past it they are killed, and `exec` says which were cut short.
 DEFAULT_OBSERVE_DRAIN_MS: Final = 2000
@@ -335,6 +339,12 @@ class Config(Record):
     runs_run_bytes: int = DEFAULT_RUN_BYTES
     runs_retain_bytes: int = DEFAULT_RETAIN_BYTES
     runs_artifact_bytes: int = DEFAULT_ARTIFACT_BYTES
+    #: `[history]`: whether runs are stored on disk, where (None: the default path), and
+    #: for how long and up to how many bytes.
+    history_enabled: bool = True
+    history_path: str | None = None
+    history_retain_days: int = DEFAULT_HISTORY_DAYS
+    history_retain_bytes: int = DEFAULT_HISTORY_BYTES
     #: `[service] sandboxes`: the profiles a request may name or get (run, per-call hooks).
     service_sandboxes: tuple[Profile, ...] = DEFAULT_SERVICE_SANDBOXES
     #: `[service] roots`: the directories a request's `cwd` must lie in (absolute); None

@@ -1,9 +1,9 @@
 """Runs: one hook run by its kind (the kinds' table, `hookrun.py`, and the frame every kind
 ends in, `hookframe.py`), a script run with its phases in their fixed order, tool calls
 through the `call` point (a script's, an MCP client's), the files git counts as changed for
-`when.files`, the journal that keeps a run's
-frames, the asks it waits on, the event bus, observe hooks, the tool servers' start hooks,
-and the runtime that holds them in one process.
+`when.files`, the journal that keeps a run's frames, the runs retained (in memory and in the
+history on disk) and their recording, the asks a run waits on, the event bus, observe hooks,
+the tool servers' start hooks, and the runtime that holds them in one process.
 
 The names below are loaded on first use (`core/exports.py`).
 """
@@ -21,7 +21,9 @@ __all__, __getattr__, __dir__ = exports(
         "hookcontext": ("HookContext", "RunInfo", "hook_secrets", "new_run_id"),
         "hookframe": ("FrameBuilder", "HookReport", "child_spec", "granted", "run_process"),
         "hookrun": ("HookKind", "kind_of", "run_hook"),
-        "journal": ("FRAME_OVERHEAD", "Follower", "Journals", "RunJournal", "UnknownRun"),
+        "journal": ("FRAME_OVERHEAD", "Follower", "RunJournal"),
+        "journals": ("Journals", "UnknownRun"),
+        "recording": ("Recorder",),
         "observe": ("ObserverStats", "Unwell", "serve_observers"),
         "output": ("InvalidOutput", "read_output"),
         "phases": ("PhaseHooks", "RunState", "together_groups"),

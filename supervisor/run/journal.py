@@ -20,16 +20,17 @@ Memory is bounded twice, counting what a frame really costs (its line plus `FRAM
 from __future__ import annotations
 
 import array
-from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
 from itertools import accumulate
 from typing import TYPE_CHECKING, Any, Final
 
+import attrs
 import orjson
 import trio
 
+from ..core.chain import GENESIS, extend
 from ..core.convert import frame_json
-from ..core.errors import HooksError
 from ..core.frames import (
     OUTPUT_TYPES,
     EndFrame,
@@ -42,10 +43,10 @@ from ..core.frames import (
     now_rfc3339,
     stamp,
 )
-from ..core.hooks import DEFAULT_RETAIN_BYTES, DEFAULT_RUN_BYTES
+from ..core.hooks import DEFAULT_RUN_BYTES
 from ..core.jsontext import dumps, wire_safe
 from ..core.redact import NO_SECRETS
-from .artifacts import ArtifactGone, ArtifactStore, Stored
+from .artifacts import ArtifactStore
 
 if TYPE_CHECKING:
     from ..core.hookframes import Frame
@@ -58,12 +59,10 @@ FRAME_OVERHEAD: Final = 64
 DROPPABLE: Final = OUTPUT_TYPES
 #: Output frames encoded in one step (what that step holds at once is bounded).
 _SLICE: Final = 4096
+#: How an output frame's line ends (`offer_output`'s form, and orjson's key order).
+_OUTPUT_ENDINGS: Final = tuple(f'"type":"{t.value}"}}'.encode() for t in OUTPUT_TYPES)
 #: Hook statuses that are failures, as the wire says them.
 _FAILED: Final = frozenset(s.value for s in HookStatus if s.is_failure)
-
-
-class UnknownRun(HooksError, LookupError):
-    """No run with that id is retained."""
 
 
 class RunJournal:
@@ -100,10 +99,37 @@ class RunJournal:
         self.finished = False
         #: The run's redaction of every frame as it is stamped (set before its first frame).
         self.redactor = NO_SECRETS
+        #: The `artifact` frames, in order (the history copies their bytes at the end).
+        self.artifact_frames: list[dict[str, Any]] = []
+        #: Told of each batch of frames appended (`recording.py`): never blocks.
+        self.recorder: Callable[[RunJournal], object] | None = None
+        #: Whether a `warning` has said the history is not keeping this run.
+        self.history_warned = False
+        #: When the run started, in seconds since the epoch (the history's order).
+        self.started = time.time()
         self._grew = trio.Event()
 
     def __len__(self) -> int:
         return len(self.lines)
+
+    @classmethod
+    def restored(cls, run_id: str, lines: Sequence[bytes], finished: bool) -> RunJournal:
+        """A journal holding a stored run's lines as they were sent (`history`); a run whose
+        `end` was never stored is sealed here, in memory, so that a reader sees it end."""
+        journal = cls(run_id, run_bytes=1 << 62)
+        for line in lines:
+            if line.endswith(_OUTPUT_ENDINGS):  # output says nothing of the outcome
+                journal._keep((line, len(line) + FRAME_OVERHEAD, FrameType.STDOUT, {}))
+            else:
+                wire = orjson.loads(line)
+                kind = FrameType(wire["type"])
+                journal._keep((line, len(line) + FRAME_OVERHEAD, kind, wire))
+        if not finished:
+            journal.seal(
+                "the run's history ends here: the supervisor that ran it stopped before its"
+                " end, or runs it still"
+            )
+        return journal
 
     @property
     def frames(self) -> list[dict[str, Any]]:
@@ -116,7 +142,10 @@ class RunJournal:
 
     def append(self, frame: Frame) -> dict[str, Any]:
         """Stamps `seq`, `runId` and `at`, keeps the frame, wakes readers; returns its wire
-        form. Never blocks, never drops: for the frames that say what happened."""
+        form. Never blocks, never drops: for the frames that say what happened. An `end`
+        frame gets the chain of the lines before it (`core/chain.py`)."""
+        if isinstance(frame, EndFrame) and frame.chain is None and not self.finished:
+            frame = attrs.evolve(frame, chain=extend(GENESIS, self.lines).hex())
         wire, line = self._stamp(frame)
         self._keep((line, len(line) + FRAME_OVERHEAD, frame.type, wire))
         return wire
@@ -154,8 +183,7 @@ class RunJournal:
         form %= (run, now_rfc3339().encode(), kind.encode())
         for first in range(0, len(texts), _SLICE):
             self._offer_slice(kind, texts[first : first + _SLICE], form)
-        self._grew.set()
-        self._grew = trio.Event()
+        self._woken()
 
     def _offer_slice(self, kind: FrameType, texts: Sequence[str], form: bytes) -> None:
         search = self.redactor.line_search
@@ -178,8 +206,7 @@ class RunJournal:
             self.cost += cost
         else:
             self._offer_each(kind, texts, form)
-        self._grew.set()
-        self._grew = trio.Event()
+        self._woken()
 
     def _offer_each(self, kind: FrameType, texts: Sequence[str], form: bytes) -> None:
         """`_offer_slice` frame by frame: past the budget, with a secret or a lone surrogate."""
@@ -228,12 +255,20 @@ class RunJournal:
                 self.refused.append(str(wire.get("name")))
             if wire.get("status") in _FAILED:
                 self.failed.append(str(wire.get("name")))
-        self._grew.set()
-        self._grew = trio.Event()
+        elif kind is FrameType.ARTIFACT:
+            self.artifact_frames.append(wire)
         if kind is FrameType.END:
             self.finished = True
-            if self._on_end is not None:
-                self._on_end()
+        self._woken()
+        if kind is FrameType.END and self._on_end is not None:
+            self._on_end()
+
+    def _woken(self) -> None:
+        """Wakes the readers, and tells the recorder (if any) the journal grew."""
+        self._grew.set()
+        self._grew = trio.Event()
+        if self.recorder is not None:
+            self.recorder(self)
 
     def _over_budget(self) -> WarningFrame:
         mib = self.run_bytes / (1024 * 1024)
@@ -325,76 +360,3 @@ class Follower:
             batch = journal.lines[self.at :]
             self.at += len(batch)
             yield batch
-
-
-class Journals:
-    """The retained runs: at most `retain` of them, whose frames cost at most `retain_bytes`
-    together; past either, the oldest finished runs are forgotten (running ones never are)."""
-
-    def __init__(
-        self,
-        retain: int,
-        *,
-        run_bytes: int = DEFAULT_RUN_BYTES,
-        retain_bytes: int = DEFAULT_RETAIN_BYTES,
-        artifacts: ArtifactStore | None = None,
-    ) -> None:
-        self.retain = retain
-        #: The runs' artifacts, removed with the run that made them.
-        self.artifacts = artifacts
-        self.run_bytes = run_bytes
-        self.retain_bytes = retain_bytes
-        self._runs: OrderedDict[str, RunJournal] = OrderedDict()
-
-    def open(self, run_id: str) -> RunJournal:
-        journal = RunJournal(run_id, self.run_bytes, self._forget_old, self.artifacts)
-        self._runs[run_id] = journal
-        self._forget_old()
-        return journal
-
-    def get(self, run_id: str) -> RunJournal:
-        try:
-            return self._runs[run_id]
-        except KeyError:
-            raise UnknownRun(run_id) from None
-
-    def __len__(self) -> int:
-        return len(self._runs)
-
-    def __iter__(self) -> Iterator[RunJournal]:
-        """The retained runs, oldest first."""
-        return iter(list(self._runs.values()))
-
-    def summaries(self) -> list[dict[str, Any]]:
-        """Each retained run's `summary`, newest first."""
-        return [j.summary() for j in reversed(self._runs.values())]
-
-    def find_artifact(self, run_id: str, artifact_id: str) -> Stored:
-        """A retained run's kept artifact, or `ArtifactGone` saying why there is none."""
-        if run_id not in self._runs:
-            raise ArtifactGone(
-                f"no run {run_id!r} is retained (the last {self.retain} runs are, with their"
-                " artifacts)"
-            )
-        if self.artifacts is None:
-            raise ArtifactGone(f"run {run_id}'s artifacts are not kept here")
-        return self.artifacts.find(run_id, artifact_id)
-
-    @property
-    def cost(self) -> int:
-        """What the retained runs' frames cost, in bytes."""
-        return sum(j.cost for j in self._runs.values())
-
-    def _forget_old(self) -> None:
-        """Forgets finished runs, oldest first, while the runs or their cost are over budget.
-        Runs the budget cannot forget (running ones) are kept: each is held to `run_bytes`."""
-        count, cost = len(self._runs), self.cost
-        for run_id, journal in list(self._runs.items()):
-            if count <= self.retain and cost <= self.retain_bytes:
-                return
-            if journal.finished:
-                count -= 1
-                cost -= journal.cost
-                del self._runs[run_id]
-                if self.artifacts is not None:
-                    self.artifacts.forget(run_id)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Final
 
 import attrs
 import trio
@@ -19,16 +21,21 @@ from ..core.events import EventKind
 from ..core.hooks import Config
 from ..core.records import Record
 from ..core.redact import Redactor
-from ..process.denied import own_files
+from ..history.store import History, HistoryFault, default_path
+from ..process.denied import deny_own_files, own_files
 from ..process.spawner import Spawner, open_spawner
 from ..tools.servers import ServerManager, server_secrets
 from .artifacts import ArtifactStore
 from .bus import Bus
 from .hookcontext import hook_secrets
-from .journal import Journals
+from .journals import Journals
 from .observe import ObserverStats, serve_observers
+from .recording import Recorder
 from .scriptrun import Run, RunRequest, execute
 from .serverhooks import open_servers
+
+#: How long a runtime that ends waits for the history to take what its runs sent, in s.
+FLUSH_S: Final = 10
 
 
 @attrs.define(repr=False)
@@ -40,6 +47,8 @@ class Runtime(Record):
     observers: ObserverStats
     #: The tool servers, shared by every run (`servers.py`).
     servers: ServerManager | None = None
+    #: What records the runs to the history on disk (None: `[history] enabled = false`).
+    recorder: Recorder | None = None
 
     def new_run(self, request: RunRequest) -> Run:
         return Run(request, self.journals.open(request.run_id))
@@ -67,32 +76,79 @@ async def open_runtime(config: Config) -> AsyncIterator[Runtime]:
     artifacts = ArtifactStore(config.runs_artifact_bytes)
     # The config files in force stay read-only in every sandbox (`denied.py`).
     with contextlib.closing(artifacts), own_files(config.files):
+        # The run history holds every run's frames: no sandbox reads it, wherever it is.
+        if config.history_enabled:
+            db = str(_history_path(config))
+            deny_own_files(
+                [db, f"{db}-wal", f"{db}-shm", os.path.join(os.path.dirname(db), "artifacts")]
+            )
         async with _open_runtime(config, artifacts) as runtime:
             yield runtime
 
 
 @contextlib.asynccontextmanager
 async def _open_runtime(config: Config, artifacts: ArtifactStore) -> AsyncIterator[Runtime]:
+    recorder = await _open_recorder(config)
+    try:
+        async with _open_parts(config, artifacts, recorder) as runtime:
+            yield runtime
+    finally:
+        if recorder is not None and recorder.history is not None:
+            recorder.history.close()
+
+
+@contextlib.asynccontextmanager
+async def _open_parts(
+    config: Config, artifacts: ArtifactStore, recorder: Recorder | None
+) -> AsyncIterator[Runtime]:
     async with open_spawner() as spawner, trio.open_nursery() as nursery:
         # The supervisor's own hooks' and tool servers' secrets, redacted in every event.
         secrets = hook_secrets(config.hooks, None, os.environ)
         bus = Bus(redactor=Redactor({**secrets, **server_secrets(config.servers.values())}))
         servers = await nursery.start(_serve_servers, spawner, bus, config)
         stats = await nursery.start(_serve_observers, bus, spawner, config)
+        if recorder is not None:
+            await nursery.start(recorder.serve)
         journals = Journals(
             config.runs_retain,
             run_bytes=config.runs_run_bytes,
             retain_bytes=config.runs_retain_bytes,
             artifacts=artifacts,
+            history=recorder.history if recorder is not None else None,
+            recorder=recorder.note if recorder is not None else None,
         )
-        runtime = Runtime(config, spawner, bus, journals, stats, servers)
+        runtime = Runtime(config, spawner, bus, journals, stats, servers, recorder)
         bus.publish(EventKind.SUPERVISOR_STARTED, {})
         try:
             yield runtime
         finally:
             bus.publish(EventKind.SUPERVISOR_STOPPING, {})
             await runtime.wait_observers()
+            if recorder is not None:
+                # What the runs sent goes to disk before the process ends, even when it
+                # ends by a cancellation (bounded).
+                with trio.move_on_after(FLUSH_S) as flushing:
+                    flushing.shield = True
+                    await recorder.wait_idle()
             nursery.cancel_scope.cancel()
+
+
+def _history_path(config: Config) -> Path:
+    return Path(config.history_path) if config.history_path else default_path(os.environ)
+
+
+async def _open_recorder(config: Config) -> Recorder | None:
+    """The history `[history]` names, opened in a worker thread; a fault opening it is the
+    recorder's (each run then warns once), never the runtime's."""
+    if not config.history_enabled:
+        return None
+    path = _history_path(config)
+    days, size = config.history_retain_days, config.history_retain_bytes
+    try:
+        history = await trio.to_thread.run_sync(History.open, path)
+    except HistoryFault as exc:
+        return Recorder(None, str(exc), retain_days=days, retain_bytes=size)
+    return Recorder(history, retain_days=days, retain_bytes=size)
 
 
 async def _serve_servers(

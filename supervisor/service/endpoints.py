@@ -17,7 +17,7 @@ import trio
 from ..core.convert import to_json
 from ..core.frames import ServiceMessage
 from ..core.hooks import Config
-from ..run.journal import UnknownRun
+from ..run.journals import UnknownRun
 from ..run.runtime import Runtime
 from ..run.scriptrun import Run
 from .admission import Caller, admit
@@ -109,12 +109,13 @@ class Endpoints:
         start = parse_from(target)
         assert target.run_id is not None
         try:
-            journal = self.runtime.journals.get(target.run_id)
+            journal = await self.runtime.journals.find(target.run_id)
         except UnknownRun:
+            kept = " in memory, nor in its run history" if self.runtime.journals.history else ""
             raise WireError(
                 Close.NOT_FOUND,
                 f"no run {target.run_id!r} is retained (the server keeps the last "
-                f"{self.runtime.journals.retain} runs)",
+                f"{self.runtime.journals.retain} runs{kept})",
             ) from None
         check_from(start, len(journal))
         # While the run runs, this socket may answer its asks too.

@@ -1,0 +1,93 @@
+"""`runs verify FILE|RUN_ID`: a run's frames checked against the hash chain their `end`
+frame holds (`core/chain.py`).
+
+A FILE is a run's frames, one JSON line each, as `runs show --json` prints them or the
+console downloads them; anything else is a stored run's id in the run history on this
+machine. When a file's run is also in the history, the first frame that differs from the
+stored one is named; else the sentence says what can be said (a line out of place, a chain
+that does not match). Exit 0 when the frames are intact, 1 when they were changed (or the
+run is not found).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from .common import EXIT_FAILED, EXIT_OK
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing
+if TYPE_CHECKING:
+    import argparse
+
+    from ..core.hooks import Config
+
+
+def history_of(args: argparse.Namespace) -> tuple[Config, Path]:
+    """The config in force (`--config`), and the run history's path it names."""
+    from ..history.store import default_path
+    from .common import load
+
+    config = load(args)
+    return config, Path(config.history_path) if config.history_path else default_path(os.environ)
+
+
+def verify(args: argparse.Namespace, command: str) -> int:
+    from ..core.chain import check
+    from ..history.store import History, HistoryFault
+
+    _, path = history_of(args)
+    target: str = args.target
+    try:
+        history: History | None = History.open(path, writes=False)
+    except HistoryFault:
+        history = None
+    try:
+        if os.path.isfile(target):
+            with open(target, "rb") as file:
+                lines = [line.rstrip(b"\r\n") for line in file if line.strip()]
+            reference = _stored(history, _run_id(lines[0]) if lines else None)
+            what = target
+        else:
+            stored = _stored(history, target)
+            if stored is None:
+                print(f"mcpx-hooks {command}: {target} is neither a file nor a run kept in the"
+                      f" run history {path}", file=sys.stderr)  # fmt: skip
+                return EXIT_FAILED
+            lines, reference, what = stored, None, f"run {target}"
+    except OSError as exc:
+        print(f"mcpx-hooks {command}: {target}: {exc.strerror}", file=sys.stderr)
+        return EXIT_FAILED
+    finally:
+        if history is not None:
+            history.close()
+    problem = check(lines, reference)
+    if problem is None:
+        print(f"{what}: intact ({len(lines)} frames; their chain matches their end frame's)")
+        return EXIT_OK
+    print(f"{what}: CHANGED: {problem}")
+    return EXIT_FAILED
+
+
+def _stored(history: object, run_id: str | None) -> list[bytes] | None:
+    from ..history.store import History, HistoryFault
+
+    if not isinstance(history, History) or not run_id:
+        return None
+    try:
+        found = history.lines(run_id)
+    except HistoryFault:
+        return None
+    return None if found is None else found[0]
+
+
+def _run_id(line: bytes) -> str | None:
+    import orjson
+
+    try:
+        frame = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    run_id = frame.get("runId") if isinstance(frame, dict) else None
+    return run_id if isinstance(run_id, str) else None

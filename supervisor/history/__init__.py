@@ -1,0 +1,21 @@
+"""The run history on disk: runs, their frames as sent and their artifacts, in a SQLite
+database that outlives the supervisor (`store.py`). Below `run`, which records to it.
+
+The names below are loaded on first use (`core/exports.py`).
+"""
+
+from ..core.exports import exports
+
+__all__, __getattr__, __dir__ = exports(
+    __name__,
+    {
+        "store": (
+            "History",
+            "HistoryFault",
+            "StoredArtifact",
+            "Written",
+            "default_path",
+            "probe",
+        ),
+    },
+)

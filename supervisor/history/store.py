@@ -1,0 +1,372 @@
+"""The run history on disk: a SQLite database (WAL) and, beside it, the artifacts by SHA-256.
+
+Blocking, and used from one writer thread (`write`, `retain`) and from readers (`summaries`,
+`lines`, `artifact`) on a connection of their own. What is stored of a run:
+
+- its row in `runs`: its id, when it started, its status, and its summary as `GET /v1/runs`
+  lists it (JSON), the bytes it holds on disk, and whether its `end` is in;
+- its frames, in `chunks`: the JSON lines that were sent, in seq order, a batch of them a row
+  (joined by newlines, zlib-compressed when that is smaller), so any seq is found by the
+  chunk that holds it and its lines come back byte for byte;
+- its artifacts, in `artifacts`: each one's frame fields and SHA-256; the bytes are a file
+  `artifacts/<sha256>` beside the database, shared by every run that made the same bytes.
+
+Every failure of SQLite or of the file system is a `HistoryFault` saying what went wrong;
+what to do about it (go on in memory, warn once) is the caller's (`run/recording.py`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sqlite3
+import threading
+import time
+import zlib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+import orjson
+
+from ..core.errors import HooksError
+from ..core.records import Record
+
+#: The database's name under its state directory.
+DB_NAME: Final = Path("mcpx-hooks") / "history.db"
+#: How long a write waits for another process's lock before it is a fault, in ms.
+BUSY_MS: Final = 2000
+#: The schema's version (`PRAGMA user_version`); another one is a fault, never rewritten.
+VERSION: Final = 1
+_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS runs(
+    key INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, started REAL NOT NULL,
+    finished INTEGER NOT NULL DEFAULT 0, summary BLOB NOT NULL,
+    bytes INTEGER NOT NULL DEFAULT 0, frames INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX IF NOT EXISTS runs_started ON runs(started);
+CREATE TABLE IF NOT EXISTS chunks(
+    run INTEGER NOT NULL, first INTEGER NOT NULL, count INTEGER NOT NULL,
+    packed INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY(run, first)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS artifacts(
+    run INTEGER NOT NULL, id TEXT NOT NULL, sha256 TEXT NOT NULL, name TEXT NOT NULL,
+    mime TEXT NOT NULL, size INTEGER NOT NULL, PRIMARY KEY(run, id)) WITHOUT ROWID;
+"""
+#: Lines a chunk holds at most (a large batch is several chunks: what a write holds at once,
+#: and what a reader decompresses to reach one seq, stay small).
+CHUNK_LINES: Final = 4096
+#: SQLite's names of a failed write (a disk full, a file size limit reached), said as such.
+_WRITE_ERRORS: Final = frozenset(
+    f"SQLITE_IOERR_{n}" for n in ("WRITE", "SHMSIZE", "TRUNCATE", "FSYNC", "SHMMAP")
+)
+#: A chunk's data is zlib's when that is smaller (level 1: the writer keeps up with a run).
+_LEVEL: Final = 1
+
+
+class HistoryFault(HooksError):
+    """The history cannot be read or written: the message says why (locked, read-only, full,
+    not a database…)."""
+
+
+def default_path(environ: Mapping[str, str]) -> Path:
+    """`$XDG_STATE_HOME/mcpx-hooks/history.db` when that is absolute, else
+    `~/.local/state/mcpx-hooks/history.db`."""
+    xdg = environ.get("XDG_STATE_HOME", "")
+    if os.path.isabs(xdg):
+        return Path(xdg) / DB_NAME
+    home = environ.get("HOME") or os.path.expanduser("~")
+    return Path(home) / ".local" / "state" / DB_NAME
+
+
+@attrs.frozen(repr=False, eq=False)
+class Written(Record):
+    """What one write adds of a run: its lines from seq `first`, its summary now, and, once
+    it has ended, its artifacts as `(id, sha256, name, mime, size, path of the bytes)`."""
+
+    run_id: str
+    first: int
+    lines: Sequence[bytes]
+    summary: Mapping[str, Any]
+    started: float
+    finished: bool
+    artifacts: Sequence[tuple[str, str, str, str, int, str]] = ()
+
+
+@attrs.frozen(repr=False, eq=False)
+class StoredArtifact(Record):
+    """An artifact of a stored run: where its bytes are, and what its frame said."""
+
+    path: str
+    name: str
+    mime: str
+    size: int
+
+
+@contextlib.contextmanager
+def faults(doing: str) -> Iterator[None]:
+    """SQLite's and the file system's errors as a `HistoryFault` saying what was being done."""
+    try:
+        yield
+    except (sqlite3.Error, OSError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        name = getattr(exc, "sqlite_errorname", "")
+        if name in _WRITE_ERRORS:
+            why += f" ({name}: a write failed: is the disk full?)"
+        raise HistoryFault(f"{doing}: {why}") from exc
+
+
+class History:
+    """One open history database. `open` creates it (0600, its directory 0700) if need be."""
+
+    def __init__(self, path: Path, connection: sqlite3.Connection, *, writes: bool) -> None:
+        self.path = path
+        self.artifacts_dir = path.parent / "artifacts"
+        #: The writer's connection (one thread at a time), and the readers' (WAL: a reader
+        #: never waits for a write in progress, nor a write for a reader).
+        self._db = connection
+        self._lock = threading.RLock()
+        self._reads: sqlite3.Connection | None = None if writes else connection
+        self._read_lock = threading.Lock() if writes else self._lock
+
+    @classmethod
+    def open(cls, path: Path, *, writes: bool = True) -> History:
+        """The database at `path`, its schema made; `writes=False` opens an existing one to
+        read only (`HistoryFault` when there is none)."""
+        with faults(f"opening the run history {path}"):
+            if writes:
+                path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
+                db = sqlite3.connect(path, timeout=BUSY_MS / 1000, check_same_thread=False)
+            elif not path.is_file():
+                raise FileNotFoundError(2, "no run has been recorded there", str(path))
+            else:
+                uri = f"{path.resolve().as_uri()}?mode=ro"
+                db = sqlite3.connect(uri, uri=True, timeout=BUSY_MS / 1000, check_same_thread=False)
+            try:
+                _prepare(db, writes)
+            except BaseException:
+                db.close()
+                raise
+        return cls(path, db, writes=writes)
+
+    def close(self) -> None:
+        with self._lock, self._read_lock, contextlib.suppress(sqlite3.Error):
+            self._db.close()
+            if self._reads is not None:
+                self._reads.close()
+
+    def _reader(self) -> sqlite3.Connection:
+        """The readers' connection (hold `_read_lock`)."""
+        if self._reads is None:
+            self._reads = sqlite3.connect(
+                self.path, timeout=BUSY_MS / 1000, check_same_thread=False
+            )
+        return self._reads
+
+    # The writer's side.
+
+    def write(self, items: Iterable[Written]) -> None:
+        """Adds the items' lines, summaries and artifacts in one transaction."""
+        with faults("writing the run history"), self._lock, self._db:
+            for item in items:
+                self._write_one(item)
+
+    def _write_one(self, item: Written) -> None:
+        db = self._db
+        summary = orjson.dumps(item.summary)
+        db.execute(
+            "INSERT INTO runs(id, started, summary) VALUES (?, ?, ?)"
+            " ON CONFLICT(id) DO UPDATE SET summary = excluded.summary",
+            (item.run_id, item.started, summary),
+        )
+        (key,) = db.execute("SELECT key FROM runs WHERE id = ?", (item.run_id,)).fetchone()
+        size = 0
+        for at in range(0, len(item.lines), CHUNK_LINES):  # what one chunk holds is bounded
+            lines = item.lines[at : at + CHUNK_LINES]
+            data = b"\n".join(lines)
+            packed = zlib.compress(data, _LEVEL)
+            small = len(packed) < len(data)
+            db.execute(
+                "INSERT OR REPLACE INTO chunks VALUES (?, ?, ?, ?, ?)",
+                (key, item.first + at, len(lines), small, packed if small else data),
+            )
+            size += min(len(packed), len(data))
+        for artifact_id, sha, name, mime, bytes_, source in item.artifacts:
+            if self._keep_file(sha, source):
+                db.execute(
+                    "INSERT OR REPLACE INTO artifacts VALUES (?, ?, ?, ?, ?, ?)",
+                    (key, artifact_id, sha, name, mime, bytes_),
+                )
+                size += bytes_
+        db.execute(
+            "UPDATE runs SET bytes = bytes + ?, frames = ?, finished = ? WHERE key = ?",
+            (size, item.first + len(item.lines), item.finished, key),
+        )
+
+    def _keep_file(self, sha: str, source: str) -> bool:
+        """Copies an artifact's bytes to `artifacts/<sha>` (once for the same bytes); False
+        when the source is gone (its run's artifacts were dropped from memory first)."""
+        target = self.artifacts_dir / sha
+        if target.exists():
+            return True
+        self.artifacts_dir.mkdir(mode=0o700, exist_ok=True)
+        partial = target.with_name(f".{sha}.{os.getpid()}")
+        try:
+            shutil.copyfile(source, partial)
+        except FileNotFoundError:
+            return False
+        os.chmod(partial, 0o600)
+        os.replace(partial, target)
+        return True
+
+    def drop(self, run_ids: Iterable[str]) -> None:
+        """Removes runs (their rows; their artifacts' files once no run names them)."""
+        with faults("dropping runs from the run history"), self._lock, self._db:
+            keys = [
+                row[0]
+                for run_id in run_ids
+                for row in self._db.execute("SELECT key FROM runs WHERE id = ?", (run_id,))
+            ]
+            self._drop_keys(keys)
+        self._remove_unnamed()
+
+    def retain(self, *, days: float, max_bytes: int, now: float | None = None) -> list[str]:
+        """Drops runs older than `days`, then the oldest finished runs while the runs hold
+        more than `max_bytes`; the ids dropped, oldest first."""
+        cutoff = (time.time() if now is None else now) - days * 86400
+        with faults("dropping old runs from the run history"), self._lock, self._db:
+            db = self._db
+            rows = db.execute("SELECT key, id, started, finished, bytes FROM runs ORDER BY started")
+            gone: list[tuple[int, str]] = []
+            (total,) = db.execute("SELECT coalesce(sum(bytes), 0) FROM runs").fetchone()
+            for key, run_id, started, finished, size in rows.fetchall():
+                if started < cutoff or (finished and total > max_bytes):
+                    gone.append((key, run_id))
+                    total -= size
+                elif total <= max_bytes:
+                    break
+            self._drop_keys([k for k, _ in gone])
+        if gone:
+            self._remove_unnamed()
+        return [run_id for _, run_id in gone]
+
+    def _drop_keys(self, keys: Sequence[int]) -> None:
+        for key in keys:
+            for table, column in (("chunks", "run"), ("artifacts", "run"), ("runs", "key")):
+                self._db.execute(f"DELETE FROM {table} WHERE {column} = ?", (key,))
+
+    def _remove_unnamed(self) -> None:
+        """Removes the artifact files no stored run names any more."""
+        with faults("removing old artifacts"):
+            if not self.artifacts_dir.is_dir():
+                return
+            with self._lock:
+                named = {r[0] for r in self._db.execute("SELECT DISTINCT sha256 FROM artifacts")}
+            for entry in os.scandir(self.artifacts_dir):
+                if entry.name not in named and not entry.name.startswith("."):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(entry.path)
+
+    # The readers' side.
+
+    def summaries(self, limit: int, skip: Iterable[str] = ()) -> list[dict[str, Any]]:
+        """The stored runs' summaries, newest first, at most `limit`, none of `skip`'s."""
+        skipped = set(skip)
+        query = "SELECT id, summary FROM runs ORDER BY started DESC, key DESC LIMIT ?"
+        with faults("reading the run history"), self._read_lock:
+            rows = self._reader().execute(query, (limit + len(skipped),)).fetchall()
+        return [orjson.loads(summary) for run_id, summary in rows if run_id not in skipped][:limit]
+
+    def lines(self, run_id: str, start: int = 0) -> tuple[list[bytes], bool] | None:
+        """A stored run's lines from seq `start` (as sent), and whether its `end` is in;
+        None when no run has that id."""
+        with faults("reading the run history"), self._read_lock:
+            db = self._reader()
+            row = db.execute("SELECT key, finished FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if row is None:
+                return None
+            chunks = db.execute(
+                "SELECT first, count, packed, data FROM chunks WHERE run = ? AND first + count > ?"
+                " ORDER BY first",
+                (row[0], start),
+            ).fetchall()
+        lines: list[bytes] = []
+        for first, _, packed, data in chunks:
+            batch = (zlib.decompress(data) if packed else bytes(data)).split(b"\n")
+            lines += batch[max(0, start - first) :] if first < start else batch
+        return lines, bool(row[1])
+
+    def artifact(self, run_id: str, artifact_id: str) -> StoredArtifact | None:
+        """A stored run's artifact, or None when it has none of that id."""
+        with faults("reading the run history"), self._read_lock:
+            row = (
+                self._reader()
+                .execute(
+                    "SELECT a.sha256, a.name, a.mime, a.size FROM artifacts a JOIN runs r"
+                    " ON a.run = r.key WHERE r.id = ? AND a.id = ?",
+                    (run_id, artifact_id),
+                )
+                .fetchone()
+            )
+        if row is None:
+            return None
+        return StoredArtifact(str(self.artifacts_dir / row[0]), row[1], row[2], row[3])
+
+    def held(self) -> int:
+        """The bytes the stored runs hold (their frames as stored, and their artifacts)."""
+        with faults("reading the run history"), self._read_lock:
+            return int(
+                self._reader().execute("SELECT coalesce(sum(bytes), 0) FROM runs").fetchone()[0]
+            )
+
+
+def _prepare(db: sqlite3.Connection, writes: bool) -> None:
+    """Checks the file is a history of ours, and (to write) makes the schema and WAL."""
+    (version,) = db.execute("PRAGMA user_version").fetchone()
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if version not in (0, VERSION) or (version == 0 and tables):
+        raise sqlite3.DatabaseError(
+            f"the file holds another database (schema version {version}, tables"
+            f" {', '.join(sorted(tables)) or 'none'}); it is left as it is"
+        )
+    if not writes:
+        return
+    if db.execute("PRAGMA journal_mode=WAL").fetchone()[0].lower() != "wal":
+        raise sqlite3.OperationalError("the database cannot be put in WAL mode")
+    db.execute("PRAGMA synchronous=NORMAL")
+    if version == 0:
+        with db:
+            db.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} PRAGMA user_version = {VERSION};")
+
+
+def probe(path: Path) -> str | None:
+    """Why the history at `path` cannot be kept, or None when it can: opened to write, a
+    write transaction taken and given back, and room on its disk (for `doctor`). A history
+    not made yet is not made here: its nearest directory must let one be made."""
+    if not path.exists():
+        parent = path.parent
+        while not parent.exists():
+            parent = parent.parent
+        if not os.access(parent, os.W_OK | os.X_OK):
+            return f"the run history {path} cannot be made: {parent} is not writable"
+        return None
+    try:
+        history = History.open(path)
+    except HistoryFault as exc:
+        return str(exc)
+    try:
+        with faults(f"writing to the run history {path}"), history._lock:
+            history._db.execute("BEGIN IMMEDIATE")
+            history._db.execute("ROLLBACK")
+            (check,) = history._db.execute("PRAGMA quick_check(1)").fetchone()
+            if check != "ok":
+                raise sqlite3.DatabaseError(f"the database is damaged: {check}")
+        disk = os.statvfs(path.parent)
+        if disk.f_bavail * disk.f_frsize < 1 << 20:
+            return f"the disk holding the run history {path} is full (under 1 MiB free)"
+    except HistoryFault as exc:
+        return str(exc)
+    finally:
+        history.close()
+    return None

@@ -1,0 +1,135 @@
+"""The retained runs: the journals in memory (`journal.py`), within their budgets, and, when
+there is a history (`history/`), the runs stored there, served as they were served live.
+
+Memory holds at most `retain` runs whose frames cost at most `retain_bytes` together; past
+either, the oldest finished runs are forgotten (running ones never are), and their artifacts
+with them. A run no longer in memory is read back from the history when asked for: its lines
+are the ones that were sent, so a reader gets the same frames with the same seq.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import trio
+
+from ..core.errors import HooksError
+from ..core.hooks import DEFAULT_RETAIN_BYTES, DEFAULT_RUN_BYTES
+from ..history.store import History, HistoryFault
+from .artifacts import ArtifactGone, ArtifactStore, Stored
+from .journal import RunJournal
+
+
+class UnknownRun(HooksError, LookupError):
+    """No run with that id is retained."""
+
+
+class Journals:
+    """The retained runs: at most `retain` of them, whose frames cost at most `retain_bytes`
+    together; past either, the oldest finished runs are forgotten (running ones never are)."""
+
+    def __init__(
+        self,
+        retain: int,
+        *,
+        run_bytes: int = DEFAULT_RUN_BYTES,
+        retain_bytes: int = DEFAULT_RETAIN_BYTES,
+        artifacts: ArtifactStore | None = None,
+        history: History | None = None,
+        recorder: Callable[[RunJournal], object] | None = None,
+    ) -> None:
+        self.retain = retain
+        #: The runs stored on disk (None: memory only), and what records new runs there.
+        self.history = history
+        self.recorder = recorder
+        #: The runs' artifacts, removed with the run that made them.
+        self.artifacts = artifacts
+        self.run_bytes = run_bytes
+        self.retain_bytes = retain_bytes
+        self._runs: OrderedDict[str, RunJournal] = OrderedDict()
+
+    def open(self, run_id: str) -> RunJournal:
+        journal = RunJournal(run_id, self.run_bytes, self._forget_old, self.artifacts)
+        journal.recorder = self.recorder
+        self._runs[run_id] = journal
+        self._forget_old()
+        return journal
+
+    def get(self, run_id: str) -> RunJournal:
+        try:
+            return self._runs[run_id]
+        except KeyError:
+            raise UnknownRun(run_id) from None
+
+    async def find(self, run_id: str) -> RunJournal:
+        """The run in memory, else as the history stored it (read in a worker thread);
+        `UnknownRun` when neither has it."""
+        journal = self._runs.get(run_id)
+        if journal is not None:
+            return journal
+        history = self.history
+        if history is None:
+            raise UnknownRun(run_id)
+        try:
+            stored = await trio.to_thread.run_sync(history.lines, run_id)
+        except HistoryFault:
+            stored = None
+        if stored is None:
+            raise UnknownRun(run_id)
+        return RunJournal.restored(run_id, *stored)
+
+    def __len__(self) -> int:
+        return len(self._runs)
+
+    def __iter__(self) -> Iterator[RunJournal]:
+        """The retained runs, oldest first."""
+        return iter(list(self._runs.values()))
+
+    def summaries(self) -> list[dict[str, Any]]:
+        """Each retained run's `summary`, newest first: those in memory, then the history's
+        older ones (at most `retain` of those)."""
+        held = [j.summary() for j in reversed(self._runs.values())]
+        if self.history is None:
+            return held
+        try:
+            return held + self.history.summaries(self.retain, self._runs)
+        except HistoryFault:
+            return held
+
+    def find_artifact(self, run_id: str, artifact_id: str) -> Stored:
+        """A retained run's kept artifact, or `ArtifactGone` saying why there is none."""
+        if run_id not in self._runs and self.history is not None:
+            with contextlib.suppress(HistoryFault):
+                stored = self.history.artifact(run_id, artifact_id)
+                if stored is not None:
+                    return Stored(stored.path, stored.name, stored.mime, stored.size)
+        if run_id not in self._runs:
+            raise ArtifactGone(
+                f"no run {run_id!r} is retained (the last {self.retain} runs are, with their"
+                " artifacts)"
+            )
+        if self.artifacts is None:
+            raise ArtifactGone(f"run {run_id}'s artifacts are not kept here")
+        return self.artifacts.find(run_id, artifact_id)
+
+    @property
+    def cost(self) -> int:
+        """What the retained runs' frames cost, in bytes."""
+        return sum(j.cost for j in self._runs.values())
+
+    def _forget_old(self) -> None:
+        """Forgets finished runs, oldest first, while the runs or their cost are over budget.
+        Runs the budget cannot forget (running ones) are kept: each is held to `run_bytes`."""
+        count, cost = len(self._runs), self.cost
+        for run_id, journal in list(self._runs.items()):
+            if count <= self.retain and cost <= self.retain_bytes:
+                return
+            if journal.finished:
+                count -= 1
+                cost -= journal.cost
+                del self._runs[run_id]
+                if self.artifacts is not None:
+                    self.artifacts.forget(run_id)

@@ -1,0 +1,210 @@
+"""Recording runs to the history (`history/`) without a run ever waiting on the disk.
+
+A journal tells the `Recorder` each time it grows (`note`, on the event loop, never
+blocking). The recorder's channel carries journals, not frames: a journal is in it at most
+once, and the one writer task (`Recorder.serve`) takes everything waiting, reads each
+journal's lines since what it stored last (the lines are the journal's, held anyway), and
+writes them all in one transaction in a worker thread, at most one every `BATCH_S`. So the
+writer's batches grow when the disk is slow, and a run's frames cost no memory of their own
+while they wait (the store writes a batch as chunks of a bounded number of lines).
+
+Bounds and the slow side: the channel holds at most `CAPACITY` journals, so at most that
+many runs wait to be written. When it is full (more runs behind than that), a run that has
+something new is not recorded at all rather than blocking it or holding its frames twice:
+a `warning` frame in that run says its history is not being kept, what was stored of it is
+dropped (never a run that looks whole but is not), and it goes on in memory as before.
+
+Faults: when the database cannot be opened or written (locked past `BUSY_MS`, read-only,
+full, not a database), recording stops for the rest of the process: each run that is still
+running, and each later one, gets one `warning` saying why the history is not being kept,
+and goes on in memory; `mcpx-hooks doctor` probes the database and says the same.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Final
+
+import trio
+
+from ..core.frames import WarningFrame, blank
+from ..history.store import History, HistoryFault, Written
+from .artifacts import ArtifactGone
+from .journal import RunJournal
+
+#: Runs that may wait for the writer at once (see the module docstring).
+CAPACITY: Final = 256
+#: At most one write in this many seconds (what comes in between is one transaction).
+BATCH_S: Final = 0.05
+#: Retention runs after this many runs have ended, and at the start.
+RETAIN_EVERY: Final = 64
+
+
+class Recorder:
+    """The runs' way to the history: `note` from journals, `serve` to write."""
+
+    def __init__(
+        self,
+        history: History | None,
+        fault: str | None = None,
+        *,
+        retain_days: float = math.inf,
+        retain_bytes: int = 1 << 62,
+        capacity: int = CAPACITY,
+    ) -> None:
+        self.history = history
+        #: Why the history is not being kept (None while it is).
+        self.fault = fault
+        self.retain_days = retain_days
+        self.retain_bytes = retain_bytes
+        self._send, self._receive = trio.open_memory_channel[RunJournal](capacity)
+        self._queued: set[RunJournal] = set()
+        #: Per unfinished run recorded so far: its journal and the lines stored.
+        self._stored: dict[str, tuple[RunJournal, int]] = {}
+        #: Runs given up while some of them was stored: removed by the writer.
+        self._dropped: set[str] = set()
+        self._ended = 0
+        self._idle = trio.Event()
+        self._idle.set()
+        #: Set when the process waits for the writer: no more waiting between commits.
+        self._flushing = trio.Event()
+
+    def note(self, journal: RunJournal) -> None:
+        """The journal grew: queue it for the writer (never blocks)."""
+        if self.fault is not None or self.history is None:
+            self._warn(journal, self._fault_text())
+            return
+        if journal in self._queued:
+            return
+        try:
+            self._send.send_nowait(journal)
+        except trio.WouldBlock:
+            journal.recorder = None
+            self._stored.pop(journal.run_id, None)
+            self._dropped.add(journal.run_id)
+            self._warn(
+                journal,
+                "the run history is not being kept for this run: as many runs as it queues"
+                f" ({self._send.statistics().max_buffer_size}) are already"
+                " waiting for the disk; the run goes on in memory",
+            )
+            return
+        self._queued.add(journal)
+        self._idle = trio.Event() if self._idle.is_set() else self._idle
+
+    def _fault_text(self) -> str:
+        return (
+            f"the run history is not being kept ({self.fault}); this run is kept in memory"
+            " only (mcpx-hooks doctor says more)"
+        )
+
+    def _warn(self, journal: RunJournal, message: str) -> None:
+        """One `warning` in a run that can still take one (started, no outcome yet)."""
+        if journal.history_warned or journal.finished or journal.outcome is not None:
+            return
+        if not journal.lines:
+            return
+        journal.history_warned = True
+        journal.append(blank(WarningFrame, message=message))
+
+    async def wait_idle(self) -> None:
+        """Waits until every journal noted so far is written (or the history failed); the
+        writer writes at once from here on."""
+        self._flushing.set()
+        await self._idle.wait()
+
+    async def serve(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """The writer, until cancelled."""
+        task_status.started()
+        if self.history is not None and self.fault is None:
+            await self._retain()
+        while True:
+            batch = [await self._receive.receive()]
+            while True:
+                try:
+                    batch.append(self._receive.receive_nowait())
+                except trio.WouldBlock:
+                    break
+            self._queued.difference_update(batch)
+            await self._write(batch)
+            if not self._queued:
+                self._idle.set()
+            # Commits batched: what comes in the meantime waits for the next one (a run
+            # that ends is written at once when the process waits for the writer).
+            with trio.move_on_at(trio.current_time() + BATCH_S):
+                await self._flushing.wait()
+
+    async def _write(self, batch: list[RunJournal]) -> None:
+        history = self.history
+        if history is None or self.fault is not None:
+            return
+        items = [item for journal in batch if (item := self._item(journal)) is not None]
+        dropped, self._dropped = self._dropped, set()
+        ended = sum(item.finished for item in items)
+        try:
+            if dropped:
+                await trio.to_thread.run_sync(history.drop, dropped)
+            if items:
+                await trio.to_thread.run_sync(history.write, items)
+            self._ended += ended
+            if self._ended >= RETAIN_EVERY:
+                self._ended = 0
+                await self._retain()
+        except HistoryFault as exc:
+            self._fail(str(exc), batch)
+
+    def _item(self, journal: RunJournal) -> Written | None:
+        """What to write of `journal` now (None: nothing new, or it is no longer recorded)."""
+        if journal.recorder is None:
+            return None
+        _, stored = self._stored.get(journal.run_id, (journal, 0))
+        lines = journal.lines[stored:]
+        if not lines and not journal.finished:
+            return None
+        if journal.finished:
+            self._stored.pop(journal.run_id, None)
+        else:
+            self._stored[journal.run_id] = (journal, stored + len(lines))
+        return Written(
+            journal.run_id,
+            stored,
+            lines,
+            journal.summary(),
+            journal.started,
+            journal.finished,
+            _artifacts(journal) if journal.finished else (),
+        )
+
+    async def _retain(self) -> None:
+        assert self.history is not None
+        history = self.history
+        try:
+            await trio.to_thread.run_sync(
+                lambda: history.retain(days=self.retain_days, max_bytes=self.retain_bytes)
+            )
+        except HistoryFault as exc:
+            self._fail(str(exc), [])
+
+    def _fail(self, why: str, batch: list[RunJournal]) -> None:
+        """Recording stops: each run still running is told, once."""
+        self.fault = why
+        running = {id(j): j for j in batch} | {id(j): j for j, _ in self._stored.values()}
+        self._stored.clear()
+        for journal in running.values():
+            self._warn(journal, self._fault_text())
+        self._idle.set()
+
+
+def _artifacts(journal: RunJournal) -> list[tuple[str, str, str, str, int, str]]:
+    """The run's kept artifacts, with where their bytes are now (the artifact store's)."""
+    store = journal.artifacts
+    found: list[tuple[str, str, str, str, int, str]] = []
+    for frame in journal.artifact_frames if store is not None else ():
+        assert store is not None
+        try:
+            kept = store.find(journal.run_id, str(frame["id"]))
+        except ArtifactGone:
+            continue
+        sha = str(frame["sha256"])
+        found.append((str(frame["id"]), sha, kept.name, kept.mime, kept.size, kept.path))
+    return found

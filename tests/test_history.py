@@ -1,0 +1,375 @@
+"""The run history on disk, with real processes: a `serve` restarted on the same database
+serves its runs byte for byte (frames, seq, the run list, artifacts); `exec` records and
+`runs list` / `runs show` read it; `[history] enabled = false` keeps nothing; retention; and
+each fault (locked, read-only, full, corrupt) leaves the run whole in memory, with one
+warning, while `doctor` says why."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import resource
+import sqlite3
+import subprocess
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Marker
+from service_client import CLI, ENV, Server, arun, open_ws, start_server
+from websockets.exceptions import ConnectionClosed
+
+HOOKS = """
+[[hooks]]
+name = "tidy"
+on = "script"
+phase = "suffix"
+effect = "apply"
+run = ["sh", "-c", "echo '{\\"advise\\": \\"all tidy\\", \\"apply\\": {\\"value\\": 1}}'"]
+
+[[hooks]]
+name = "hello"
+on = "script"
+phase = "before"
+run = ["sh", "-c", "echo hello from the hook"]
+"""
+SCRIPT = (
+    'printf "<b>kept</b>" > "$MCPX_ARTIFACTS_DIR/page.html"; for i in $(seq 1 300); do'
+    ' echo "line $i"; done; echo oops >&2'
+)
+NOT_KEPT = "the run history is not being kept"
+
+
+@pytest.fixture(autouse=True)
+def _readable(readable_tmp: Path) -> None:
+    """Each test's directory is the runs' cwd: open to a sandboxed hook's own user."""
+
+
+def config(tmp: Path, history: str = "") -> Path:
+    """A config with two hooks and `[history]` pointing into `tmp` (with `history` added)."""
+    path = tmp / "c.toml"
+    path.write_text(f'{HOOKS}\n[history]\npath = "{tmp / "h" / "history.db"}"\n{history}')
+    return path
+
+
+def mcpx(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, *args],
+        check=False,
+        cwd=cwd,
+        env={**ENV, "XDG_STATE_HOME": str(cwd / "state"), **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def get(server: Server, path: str) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    try:
+        conn.request("GET", path, headers=server.headers())
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+async def lines_of(server: Server, path: str, request: dict[str, Any] | None = None) -> list[str]:
+    """Every line of every message the socket at `path` sends, as sent, to its close."""
+    lines: list[str] = []
+    async with open_ws(server, path) as ws:
+        if request is not None:
+            await ws.send(json.dumps(request))
+        try:
+            while True:
+                message = await ws.recv()
+                assert isinstance(message, str)
+                lines += message.split("\n")
+        except ConnectionClosed as exc:
+            assert exc.rcvd is not None and exc.rcvd.code == 1000, exc
+    return lines
+
+
+@pytest.fixture
+def restarted(readable_tmp: Path) -> Iterator[tuple[Path, list[Server]]]:
+    servers: list[Server] = []
+    yield readable_tmp, servers
+    for server in servers:
+        if server.proc.poll() is None:
+            server.stop()
+
+
+def test_a_restarted_serve_serves_its_stored_runs_byte_for_byte(
+    restarted: tuple[Path, list[Server]],
+) -> None:
+    tmp, servers = restarted
+    config(tmp)
+    env = {"XDG_STATE_HOME": str(tmp / "state")}
+    first = start_server(tmp, "--config", "c.toml", env=env)
+    servers.append(first)
+    request = {"argv": ["sh", "-c", SCRIPT], "sandbox": "workspace"}
+    live = arun(lines_of(first, "/v1/exec", request))
+    frames = [json.loads(line) for line in live]
+    run_id = frames[0]["runId"]
+    assert [f["seq"] for f in frames] == list(range(len(frames)))
+    kinds = {f["type"] for f in frames}
+    assert {"start", "hook", "stdout", "stderr", "artifact", "result", "end"} <= kinds, kinds
+    assert [f["type"] for f in frames if "not being kept" in f.get("message", "")] == []
+    artifact = next(f for f in frames if f["type"] == "artifact")
+    replayed = arun(lines_of(first, f"/v1/runs/{run_id}?from=5"))
+    assert replayed == live[5:]
+    status, listed = get(first, "/v1/runs")
+    assert status == 200
+    assert first.stop() == 0
+    assert "Traceback" not in first.log()
+
+    second = start_server(tmp, "--config", "c.toml", env=env)
+    servers.append(second)
+    assert arun(lines_of(second, f"/v1/runs/{run_id}")) == live
+    assert arun(lines_of(second, f"/v1/runs/{run_id}?from=7")) == live[7:]
+    assert arun(lines_of(second, f"/v1/runs/{run_id}?from={len(live)}")) == []
+    status, again = get(second, "/v1/runs")
+    assert status == 200 and json.loads(again) == json.loads(listed)
+    status, body = get(second, f"/v1/runs/{run_id}/artifacts/{artifact['id']}")
+    assert (status, body) == (200, b"<b>kept</b>")
+    # A second run on the restarted server is listed first, the stored one after it.
+    arun(lines_of(second, "/v1/exec", {"argv": ["true"], "sandbox": "workspace"}))
+    status, now = get(second, "/v1/runs")
+    assert [r["runId"] for r in json.loads(now)][1:] == [run_id]
+    assert second.stop() == 0
+    assert "Traceback" not in second.log()
+
+    # `runs list` and `runs show` read the same database with no server.
+    shown = mcpx("runs", "show", run_id, "--config", "c.toml", "--json", cwd=tmp)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines() == live
+    listing = mcpx("runs", "list", "--config", "c.toml", "--json", cwd=tmp)
+    assert json.loads(listing.stdout)[1:] == json.loads(listed)
+
+
+def test_exec_records_and_runs_list_and_show_read_it(tmp_path: Path) -> None:
+    done = mcpx("exec", "--json", "--", "sh", "-c", "echo one; echo two", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    sent = done.stdout.splitlines()
+    run_id = json.loads(sent[0])["runId"]
+    assert (tmp_path / "state" / "mcpx-hooks" / "history.db").stat().st_mode & 0o777 == 0o600
+    listing = mcpx("runs", "list", "--json", cwd=tmp_path)
+    assert listing.returncode == 0, listing.stderr
+    (summary,) = json.loads(listing.stdout)
+    assert summary["runId"] == run_id and summary["status"] == "result"
+    assert summary["argv"] == ["sh", "-c", "echo one; echo two"] and summary["exitCode"] == 0
+    shown = mcpx("runs", "show", run_id, "--json", cwd=tmp_path)
+    assert shown.stdout.splitlines() == sent
+    readable = mcpx("runs", "show", run_id, cwd=tmp_path)
+    assert "one" in readable.stdout and "exit code 0" in readable.stdout
+    table = mcpx("runs", "list", cwd=tmp_path)
+    assert run_id in table.stdout and "echo one; echo two" in table.stdout
+    unknown = mcpx("runs", "show", "nope", cwd=tmp_path)
+    assert unknown.returncode == 1 and "no run 'nope'" in unknown.stderr
+    assert "Traceback" not in unknown.stderr
+
+
+def test_history_disabled_keeps_nothing_on_disk(tmp_path: Path) -> None:
+    (tmp_path / "off.toml").write_text("[history]\nenabled = false\n")
+    done = mcpx("exec", "--config", "off.toml", "--", "echo", "hi", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert not (tmp_path / "state" / "mcpx-hooks" / "history.db").exists()
+    listing = mcpx("runs", "list", "--config", "off.toml", cwd=tmp_path)
+    assert listing.returncode == 1 and "enabled = false" in listing.stderr
+
+
+def test_retention_by_bytes_drops_the_oldest_run_first(tmp_path: Path) -> None:
+    config(tmp_path, "retainBytes = 1\n")
+    ids = []
+    for word in ("first", "second"):
+        done = mcpx("exec", "--config", "c.toml", "--json", "--", "echo", word, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        ids.append(json.loads(done.stdout.splitlines()[0])["runId"])
+    listing = mcpx("runs", "list", "--config", "c.toml", "--json", cwd=tmp_path)
+    # Retention runs as the history opens: the first run is gone, the second is kept.
+    assert [r["runId"] for r in json.loads(listing.stdout)] == [ids[1]]
+
+
+def _exec_with_fault(tmp: Path, doctor: bool = True, **popen: Any) -> tuple[list[Any], str]:
+    """An `exec` on the faulty history in `tmp/h`: its frames (the run whole, one warning),
+    and what the warning and (with `doctor`) `doctor` said."""
+    done = subprocess.run(
+        [*CLI, "exec", "--config", "c.toml", "--json", "--", "sh", "-c", "echo one; echo two"],
+        check=False, cwd=tmp, env={**ENV, "XDG_STATE_HOME": str(tmp / "state")},
+        capture_output=True, text=True, timeout=60, **popen,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    frames = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [f["text"] for f in frames if f["type"] == "stdout"] == ["one", "two"]
+    assert frames[-1]["type"] == "end" and frames[-1]["exitCode"] == 0
+    warned = [f for f in frames if f["type"] == "warning" and NOT_KEPT in f["message"]]
+    assert len(warned) == 1, frames
+    assert frames[0]["type"] == "start" and "mcpx-hooks doctor" in warned[0]["message"]
+    said = _doctor(tmp) if doctor else ""
+    return frames, warned[0]["message"] + "\n" + said
+
+
+def _doctor(tmp: Path) -> str:
+    """`doctor`'s line on the history (the config as the user's file: doctor discovers it)."""
+    (tmp / "home").mkdir(exist_ok=True)
+    (tmp / "home" / ".config" / "mcpx-hooks").mkdir(parents=True, exist_ok=True)
+    (tmp / "home" / ".config" / "mcpx-hooks" / "config.toml").write_text(
+        (tmp / "c.toml").read_text()
+    )
+    done = subprocess.run(
+        [*CLI, "doctor"],
+        check=False, cwd=tmp, capture_output=True, text=True, timeout=60,
+        env={**ENV, "MCPX_HOOKS_NO_DISCOVERY": "0", "HOME": str(tmp / "home"),
+             "XDG_CONFIG_HOME": str(tmp / "home" / ".config"), "MCPX_HOOKS_TRUST": ""},
+    )  # fmt: skip
+    assert "Traceback" not in done.stderr, done.stderr
+    line = next(x for x in done.stdout.splitlines() if x.startswith("run history:"))
+    assert done.returncode == 1, done.stdout
+    return line
+
+
+def test_a_corrupt_history_never_stops_a_run(tmp_path: Path) -> None:
+    config(tmp_path)
+    (tmp_path / "h").mkdir()
+    (tmp_path / "h" / "history.db").write_bytes(b"not a database, " * 1000)
+    _, said = _exec_with_fault(tmp_path)
+    assert said.count("file is not a database") == 2, said
+    assert (tmp_path / "h" / "history.db").read_bytes() == b"not a database, " * 1000
+
+
+def test_a_locked_history_never_stops_a_run(tmp_path: Path) -> None:
+    config(tmp_path)
+    assert mcpx("exec", "--config", "c.toml", "--", "true", cwd=tmp_path).returncode == 0
+    holder = sqlite3.connect(tmp_path / "h" / "history.db", isolation_level=None)
+    try:
+        holder.execute("PRAGMA locking_mode=EXCLUSIVE")
+        holder.execute("BEGIN EXCLUSIVE")
+        _, said = _exec_with_fault(tmp_path)
+    finally:
+        holder.close()
+    assert said.count("database is locked") == 2, said
+
+
+def _mount(where: Path, options: str) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    where.mkdir(exist_ok=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    if done.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+
+
+@pytest.fixture
+def mounted(tmp_path: Path) -> Iterator[Path]:
+    where = tmp_path / "h"
+    yield where
+    subprocess.run(["umount", str(where)], capture_output=True, check=False)
+
+
+def test_a_read_only_history_never_stops_a_run(tmp_path: Path, mounted: Path) -> None:
+    config(tmp_path)
+    if os.geteuid() == 0:
+        _mount(mounted, "size=1m,mode=0700")
+        assert mcpx("exec", "--config", "c.toml", "--", "true", cwd=tmp_path).returncode == 0
+        subprocess.run(["mount", "-o", "remount,ro", str(mounted)], check=True)
+        why = "Read-only file system"
+    else:  # the directory, read-only to its owner
+        mounted.mkdir(mode=0o500)
+        why = "not writable"
+    _, said = _exec_with_fault(tmp_path)
+    assert why in said or "readonly" in said, said
+
+
+def test_a_full_disk_never_stops_a_run(tmp_path: Path, mounted: Path) -> None:
+    config(tmp_path)
+    _mount(mounted, "size=64k,mode=0700")
+    with pytest.raises(OSError), (mounted / "filler").open("wb") as filler:
+        while True:
+            filler.write(b"x" * 4096)
+            filler.flush()
+    _, said = _exec_with_fault(tmp_path)
+    assert "full" in said, said
+
+
+def test_a_file_size_limit_never_stops_a_run(tmp_path: Path) -> None:
+    """A full disk without root: the writer's process may not grow a file past 4 KiB."""
+    config(tmp_path)
+    limit = 4096
+
+    def small() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    # (doctor, with no such limit, finds nothing wrong: the limit is the process's own.)
+    _, said = _exec_with_fault(tmp_path, doctor=False, preexec_fn=small)
+    assert "a write failed: is the disk full?" in said, said
+
+
+async def test_an_mcp_session_is_a_stored_run(tmp_path: Path, marker: Marker) -> None:
+    """`mcp` records each session as a run: `runs show` reads its calls after it closed."""
+    from mcpface_parts import call_hook, stdio_session, through_mcpx, write_config
+
+    where = tmp_path / marker
+    config = write_config(where, marker, [call_hook("note", "suffix", {"advise": "seen"})])
+    async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
+        await session.call_tool("words__shout", {"text": "hi"})
+    state = {"XDG_STATE_HOME": str(where / "state")}
+    listing = mcpx("runs", "list", "--json", cwd=where, **state)
+    (run,) = json.loads(listing.stdout)
+    assert run["argv"] == ["mcp", "test-agent"] and run["status"] == "result", run
+    shown = mcpx("runs", "show", run["runId"], "--json", cwd=where, **state)
+    frames = [json.loads(line) for line in shown.stdout.splitlines()]
+    assert [f["type"] for f in frames if f["type"] in ("start", "call", "result", "end")] == [
+        "start", "call", "result", "end"
+    ]  # fmt: skip
+    assert [f["name"] for f in frames if f["type"] == "hook"] == ["note"]
+
+
+def test_no_sandboxed_run_reads_the_history_even_in_its_workspace(tmp_path: Path) -> None:
+    config(tmp_path)  # the history under the run's own working directory
+    first = mcpx("exec", "--config", "c.toml", "--", "echo", "a secret line", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    for path in (tmp_path / "h", *(tmp_path / "h").rglob("*")):  # the sandbox keeps it out,
+        path.chmod(0o777 if path.is_dir() else 0o666)  # not the mode bits
+    probe = "cat h/history.db > /dev/null && echo READ; ls h/artifacts 2>/dev/null && echo LISTED"
+    done = mcpx(
+        "exec", "--config", "c.toml", "--json", "--sandbox", "workspace", "--",
+        "sh", "-c", f"{probe}; echo done", cwd=tmp_path,
+    )  # fmt: skip
+    texts = [json.loads(line).get("text") for line in done.stdout.splitlines()]
+    assert "done" in texts and "READ" not in texts and "LISTED" not in texts, texts
+
+
+def test_runs_verify_catches_a_changed_byte_and_says_where(tmp_path: Path) -> None:
+    done = mcpx("exec", "--json", "--", "sh", "-c", "echo one; echo two", cwd=tmp_path)
+    sent = done.stdout.splitlines()
+    end = json.loads(sent[-1])
+    assert end["type"] == "end" and len(end["chain"]) == 64
+    run_id = end["runId"]
+    download = tmp_path / "run.ndjson"
+    download.write_text(done.stdout)
+    intact = mcpx("runs", "verify", str(download), cwd=tmp_path)
+    assert intact.returncode == 0 and "intact (5 frames" in intact.stdout, intact
+    stored = mcpx("runs", "verify", run_id, cwd=tmp_path)
+    assert stored.returncode == 0 and f"run {run_id}: intact" in stored.stdout, stored
+    download.write_text(done.stdout.replace('"two"', '"twO"'))
+    changed = mcpx("runs", "verify", str(download), cwd=tmp_path)
+    assert changed.returncode == 1, changed
+    assert "CHANGED: frame seq 2 (line 3) differs from the stored run" in changed.stdout
+    # Changed in the history itself: the chain of its end frame no longer matches.
+    db = sqlite3.connect(tmp_path / "state" / "mcpx-hooks" / "history.db")
+    with db:
+        for first, packed, data in db.execute("SELECT first, packed, data FROM chunks").fetchall():
+            text = zlib.decompress(data) if packed else data
+            db.execute(
+                "UPDATE chunks SET packed = 0, data = ? WHERE first = ?",
+                (text.replace(b'"two"', b'"twO"'), first),
+            )
+    db.close()
+    again = mcpx("runs", "verify", run_id, cwd=tmp_path)
+    assert again.returncode == 1 and "CHANGED: the frames do not give the chain" in again.stdout
+    gone = mcpx("runs", "verify", "no-such-run", cwd=tmp_path)
+    assert gone.returncode == 1 and "neither a file nor a run" in gone.stderr

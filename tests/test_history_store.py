@@ -1,0 +1,153 @@
+"""The history's store and its recorder, in process on real SQLite files: lines come back byte
+for byte from any seq, retention by age and bytes drops the oldest finished runs first, a
+file that is not ours is never rewritten, a full queue gives a run up with a warning, and a
+fault met while a run runs warns that run once."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+import trio
+
+from mcpx_hooks.supervisor.core.frames import EndFrame, FrameType, ResultFrame, StartFrame, blank
+from mcpx_hooks.supervisor.history.store import History, HistoryFault, Written
+from mcpx_hooks.supervisor.run.journal import RunJournal
+from mcpx_hooks.supervisor.run.journals import Journals
+from mcpx_hooks.supervisor.run.recording import Recorder
+
+
+def lines(n: int, first: int = 0) -> list[bytes]:
+    return [b'{"seq":%d,"text":"line %d","type":"stdout"}' % (i, i) for i in range(first, n)]
+
+
+def summary(run_id: str) -> dict[str, object]:
+    return {"runId": run_id, "status": "result"}
+
+
+def test_lines_come_back_byte_for_byte_from_any_seq(tmp_path: Path) -> None:
+    history = History.open(tmp_path / "h.db")
+    sent = [*lines(250), "ünïcode \\u2028".encode()]
+    try:
+        for first in range(0, len(sent), 100):  # three batches: three chunks
+            chunk = sent[first : first + 100]
+            history.write([Written("r", first, chunk, summary("r"), 1.0, False)])
+        assert history.lines("r") == (sent, False)
+        for start in (0, 1, 99, 100, 101, 250, 251):
+            assert history.lines("r", start) == (sent[start:], False)
+        assert history.lines("other") is None
+    finally:
+        history.close()
+    assert (tmp_path / "h.db").stat().st_mode & 0o777 == 0o600
+
+
+def test_retention_drops_old_runs_then_the_oldest_finished_past_the_bytes(
+    tmp_path: Path,
+) -> None:
+    history = History.open(tmp_path / "h.db")
+    blob = tmp_path / "blob"
+    blob.write_bytes(b"x" * 1000)
+    day = 86400.0
+    try:
+        for run_id, started, finished in [
+            ("ancient", 0.0, True),
+            ("old", 10 * day, True),
+            ("running", 11 * day, False),
+            ("mid", 12 * day, True),
+            ("new", 13 * day, True),
+        ]:
+            artifacts = [("a0", f"{run_id:0>64}", "f", "text/plain", 1000, str(blob))]
+            history.write([Written(run_id, 0, [], summary(run_id), started, finished, artifacts)])
+        assert len(list((tmp_path / "artifacts").iterdir())) == 5
+        held = history.held()
+        assert history.retain(days=30, max_bytes=held, now=35 * day) == ["ancient"]
+        # Past the bytes: the oldest finished go first; the running one stays.
+        assert history.retain(days=30, max_bytes=2500, now=35 * day) == ["old", "mid"]
+        kept = [s["runId"] for s in history.summaries(10)]
+        assert kept == ["new", "running"]
+        left = {p.name for p in (tmp_path / "artifacts").iterdir()}
+        assert left == {f"{'running':0>64}", f"{'new':0>64}"}  # named by a kept run
+        assert history.artifact("mid", "a0") is None
+        found = history.artifact("new", "a0")
+        assert found is not None and Path(found.path).read_bytes() == b"x" * 1000
+    finally:
+        history.close()
+
+
+def test_a_file_that_is_not_ours_is_a_fault_and_left_as_it_is(tmp_path: Path) -> None:
+    other = sqlite3.connect(tmp_path / "other.db")
+    other.execute("CREATE TABLE mine(x)")
+    other.commit()
+    other.close()
+    before = (tmp_path / "other.db").read_bytes()
+    with pytest.raises(HistoryFault, match="another database"):
+        History.open(tmp_path / "other.db")
+    assert (tmp_path / "other.db").read_bytes() == before
+
+
+def journal(run_id: str, recorder: Recorder) -> RunJournal:
+    j = RunJournal(run_id)
+    j.recorder = recorder.note
+    j.append(blank(StartFrame, argv=("x",), cwd="/", sandbox="none"))
+    return j
+
+
+def finish(j: RunJournal) -> None:
+    j.append(blank(ResultFrame, value=None))
+    j.append(blank(EndFrame, exit_code=0, duration_ms=1))
+
+
+async def test_a_full_queue_gives_a_run_up_with_one_warning(tmp_path: Path) -> None:
+    history = History.open(tmp_path / "h.db")
+    recorder = Recorder(history, capacity=2)
+    try:
+        first, second = journal("one", recorder), journal("two", recorder)
+        third = journal("three", recorder)  # the writer has not taken any yet
+        third.offer_output(FrameType.STDOUT, ["more"])
+        warned = [f for f in third.frames if f["type"] == "warning"]
+        assert len(warned) == 1 and "not being kept for this run" in warned[0]["message"]
+        assert [f["type"] for f in first.frames] == ["start"]
+        for j in (first, second, third):
+            finish(j)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(recorder.serve)
+            await recorder.wait_idle()
+            nursery.cancel_scope.cancel()
+        assert history.lines("one") == (first.lines, True)
+        assert history.lines("two") == (second.lines, True)
+        assert history.lines("three") is None
+    finally:
+        history.close()
+
+
+async def test_a_fault_while_a_run_runs_warns_it_once_and_it_goes_on(tmp_path: Path) -> None:
+    history = History.open(tmp_path / "h.db")
+    recorder = Recorder(history)
+    journals = Journals(8, history=history, recorder=recorder.note)
+    holder = sqlite3.connect(tmp_path / "h.db", isolation_level=None)
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(recorder.serve)
+            running = journals.open("r")
+            running.append(blank(StartFrame, argv=("x",), cwd="/", sandbox="none"))
+            await recorder.wait_idle()
+            assert history.lines("r") == (running.lines, False)
+            holder.execute("BEGIN IMMEDIATE")  # another writer, until ours gives up (2 s)
+            running.offer_output(FrameType.STDOUT, ["one"])
+            await recorder.wait_idle()
+            assert recorder.fault is not None and "locked" in recorder.fault
+            running.offer_output(FrameType.STDOUT, ["two"])
+            finish(running)
+            later = journals.open("later")
+            later.append(blank(StartFrame, argv=("y",), cwd="/", sandbox="none"))
+            nursery.cancel_scope.cancel()
+        types = [f["type"] for f in running.frames]
+        assert types == ["start", "stdout", "warning", "stdout", "result", "end"]
+        assert "database is locked" in running.frames[2]["message"]
+        assert [f["type"] for f in later.frames] == ["start", "warning"]
+        # Memory still serves both, whole.
+        assert (await journals.find("r")) is running
+    finally:
+        holder.close()
+        history.close()
