@@ -27,6 +27,7 @@ from trio_websocket import ConnectionClosed, open_websocket_url
 
 from mcpx_hooks.supervisor.config.loading import load_config
 from mcpx_hooks.supervisor.run.runtime import Runtime, open_runtime
+from mcpx_hooks.supervisor.service.options import Limits
 from mcpx_hooks.supervisor.service.server import Service, ServiceOptions
 
 #: The SDK's HTTP client leaves its SSE readers (httpx2's and httpcore2's async generators) to
@@ -71,6 +72,7 @@ async def served(
     monkeypatch: pytest.MonkeyPatch,
     hooks: Sequence[dict[str, Any]] = (),
     token: str | None = TOKEN,
+    limits: Limits | None = None,
     **more: Any,
 ) -> AsyncIterator[Served]:
     """The service in this process with the tests' two tool servers (`more`: other config
@@ -80,7 +82,9 @@ async def served(
     config_path = write_config(where, marker, hooks, **more)
     monkeypatch.setenv("XDG_STATE_HOME", str(where / "state"))  # the servers' pins
     config = load_config([str(config_path)], cwd=where, environ={}, discover=False)
-    options = ServiceOptions(port=0, token=token, cwd=str(where), environ={})
+    options = ServiceOptions(
+        port=0, token=token, cwd=str(where), environ={}, limits=limits or Limits()
+    )
     async with open_runtime(config) as runtime, trio.open_nursery() as nursery:
         service = Service(runtime, options)
         listening = await nursery.start(service.serve)
@@ -322,6 +326,46 @@ async def test_mcpx_exec_is_admitted_as_v1_exec_and_its_run_is_the_service_s(
         assert result.is_error is True
         assert texts(result)[0].startswith("the request was not admitted: ")
     assert "strict" in texts(strict)[0] and "none" in texts(strict)[0]  # names the allowed
+
+
+@pytest.mark.filterwarnings("ignore:The logging capability is deprecated")
+async def test_mcpx_exec_runs_count_against_max_runs_as_v1_exec_runs_do(
+    tmp_path: Path, marker: Marker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runs_here = {"script": {"sandbox": "none"}, "service": {"sandboxes": ["none"]}}
+    gate = tmp_path / "go"
+    waits = f"import os, time\nwhile not os.path.exists({str(gate)!r}): time.sleep(0.01)"
+    started = trio.Event()
+
+    async def log(params: types.LoggingMessageNotificationParams) -> None:
+        if any(f["type"] == "start" for f in params.data["frames"]):
+            started.set()
+
+    async with served(tmp_path, marker, monkeypatch, limits=Limits(max_runs=1), **runs_here) as srv:
+        results: list[types.CallToolResult] = []
+        async with trio.open_nursery() as nursery:
+
+            async def first() -> None:
+                async with http_session(srv.url, AUTH, logging_callback=log) as session:
+                    results.append(
+                        await session.call_tool("mcpx_exec", {"argv": [PY, "-c", waits]})
+                    )
+
+            nursery.start_soon(first)
+            with trio.fail_after(30):
+                await started.wait()
+            assert srv.service.runs_in_progress == 1
+            async with http_session(srv.url, AUTH) as other:
+                second = await other.call_tool("mcpx_exec", {"argv": ["true"]})
+            gate.touch()
+        assert srv.service.runs_in_progress == 0
+    (ran,) = results
+    assert ran.is_error is False and ran.structured_content is not None
+    assert ran.structured_content["status"] == "result"
+    assert second.is_error is True
+    assert texts(second) == [
+        "the request was not admitted: too many runs in progress (the cap is 1); try again later"
+    ]
 
 
 #: Every socket of this process is a client's here (the server is another process): the SDK's

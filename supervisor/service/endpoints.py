@@ -10,6 +10,8 @@ and the runs themselves are the `Service`'s (`server.py`), which is an `Endpoint
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Final
 
 import trio
@@ -42,9 +44,34 @@ class Endpoints:
     streams: Streams
     stopping: bool
     _active: dict[str, Run]
+    _runs_changed: trio.Event
 
     def _start_run(self, run: Run, config: Config) -> None:
         raise NotImplementedError
+
+    def check_run_cap(self) -> None:
+        """Raises `WireError` (TRY_AGAIN) when `maxRuns` runs are in progress."""
+        if len(self._active) >= self.limits.max_runs:
+            raise WireError(
+                Close.TRY_AGAIN,
+                f"too many runs in progress (the cap is {self.limits.max_runs}); try again later",
+            )
+
+    @contextlib.contextmanager
+    def hold_run(self, run: Run) -> Iterator[None]:
+        """A run this service did not start itself (an MCP client's `mcpx_exec`) among its
+        runs in progress while the block runs: counted against `maxRuns`, cancelled and
+        waited for when the service stops, its asks answerable from `/v1/runs/{runId}`."""
+        self._active[run.request.run_id] = run
+        try:
+            yield
+        finally:
+            self._forget_run(run)
+
+    def _forget_run(self, run: Run) -> None:
+        del self._active[run.request.run_id]
+        self._runs_changed.set()
+        self._runs_changed = trio.Event()
 
     async def _hooks(self, conn: ServerConnection, target: Target) -> WireError | None:
         check_query(target)
@@ -88,12 +115,7 @@ class Endpoints:
         caller = Caller.client(self.runtime.config, self.options.cwd, self.options.environ)
         admitted = await trio.to_thread.run_sync(admit, request, caller)
         try:
-            if len(self._active) >= self.limits.max_runs:
-                raise WireError(
-                    Close.TRY_AGAIN,
-                    f"too many runs in progress (the cap is {self.limits.max_runs});"
-                    " try again later",
-                )
+            self.check_run_cap()
             run = self.runtime.new_run(admitted.request)
         except BaseException:
             await release_cwd(admitted.request)  # the run that was to remove it will not start

@@ -15,9 +15,11 @@ the run (its suffix hooks and `end` still come).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
-from typing import Any, Final
+from contextlib import AbstractContextManager
+from typing import Any, Final, Protocol
 
 import anyio
 import trio
@@ -26,6 +28,7 @@ from mcp.server.context import ServerRequestContext
 
 from ..run.journal import RunJournal
 from ..run.runtime import Runtime
+from ..run.scriptrun import Run
 from .admission import Caller, admit
 from .execrequest import parse_exec, request_schema
 from .roots import release_cwd
@@ -48,6 +51,16 @@ def exec_tool() -> types.Tool:
     )
 
 
+class RunSlots(Protocol):
+    """The runs in progress of the service an `mcpx_exec` run is one of (`serve`'s: its
+    `maxRuns` counts it, and its stop cancels it)."""
+
+    def check_run_cap(self) -> None:
+        """Raises `WireError` when no more runs may start now."""
+
+    def hold_run(self, run: Run) -> AbstractContextManager[None]: ...
+
+
 async def run_exec(
     runtime: Runtime,
     served_from: str,
@@ -55,6 +68,7 @@ async def run_exec(
     arguments: Mapping[str, Any],
     *,
     log_frames: bool = True,
+    slots: RunSlots | None = None,
 ) -> types.CallToolResult:
     """One `mcpx_exec` call: admitted, run to its `end`, summed up; its frames sent as log
     messages unless `log_frames` is false (the client set its log level above `info`)."""
@@ -65,11 +79,18 @@ async def run_exec(
     except WireError as exc:
         said = "\n".join((exc.message, *(p for p in exc.problems if p != exc.message)))
         return _text(f"the request was not admitted: {said}", error=True)
-    run = runtime.new_run(admitted.request)
     try:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(_report, run.journal, ctx, log_frames)
-            await runtime.execute(run, admitted.config)
+        if slots is not None:
+            slots.check_run_cap()
+        run = runtime.new_run(admitted.request)
+    except WireError as exc:
+        await release_cwd(admitted.request)  # the run that was to remove it will not start
+        return _text(f"the request was not admitted: {exc.message}", error=True)
+    try:
+        with slots.hold_run(run) if slots is not None else contextlib.nullcontext():
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_report, run.journal, ctx, log_frames)
+                await runtime.execute(run, admitted.config)
     finally:
         await release_cwd(run.request)
     return summary(run.journal)

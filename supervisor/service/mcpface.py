@@ -54,7 +54,7 @@ from ..tools.serverentry import LogHearer, ServerEntry, ServerFailing
 from ..tools.servers import Progress
 from .answering import Responder
 from .logredact import open_logged_runtime
-from .mcpexec import EXEC_TOOL, exec_tool, run_exec
+from .mcpexec import EXEC_TOOL, RunSlots, exec_tool, run_exec
 from .mcplimits import CallLimiter
 from .mcprelay import Relay
 from .mcpsession import SessionRun
@@ -77,8 +77,12 @@ _RESULT_KEYS: Final = frozenset({"content", "structuredContent", "isError", "_me
 class Gateway:
     """One MCP session: the tools it lists, its calls through the `call` point, its run."""
 
-    def __init__(self, runtime: Runtime, served_from: str | None = None) -> None:
+    def __init__(
+        self, runtime: Runtime, served_from: str | None = None, slots: RunSlots | None = None
+    ) -> None:
         self.runtime = runtime
+        #: The service whose runs in progress `mcpx_exec` runs count among (None: `mcp`).
+        self.slots = slots
         self.config = runtime.config
         #: Where `mcpx_exec` runs are admitted from (their default root, by `serve`'s rule).
         self.served_from = served_from or os.getcwd()
@@ -200,7 +204,12 @@ class Gateway:
         if params.name == EXEC_TOOL and self.config.mcp_exec:
             args = params.arguments or {}
             return await run_exec(
-                self.runtime, self.served_from, ctx, args, log_frames=self.log_info
+                self.runtime,
+                self.served_from,
+                ctx,
+                args,
+                log_frames=self.log_info,
+                slots=self.slots,
             )
         server, tool = await self._target(params.name, session.run_id)
         args = dict(params.arguments or {})

@@ -29,6 +29,7 @@ from .targets import query_tokens
 
 if TYPE_CHECKING:
     from ..run.runtime import Runtime
+    from .mcpexec import RunSlots
     from .mcpweb import Sessions
 
 #: The path of the transport.
@@ -46,6 +47,7 @@ class McpHttp:
         self,
         runtime: Runtime,
         served_from: str,
+        slots: RunSlots | None = None,
         *,
         max_body: int,
         body_s: float,
@@ -54,6 +56,7 @@ class McpHttp:
     ) -> None:
         self.runtime = runtime
         self.served_from = served_from
+        self.slots = slots
         self.max_body = max_body
         self.body_s = body_s
         self.idle_s = idle_s
@@ -110,6 +113,7 @@ class McpHttp:
                     self.runtime,
                     self.served_from,
                     self._nursery,
+                    slots=self.slots,
                     idle_s=self.idle_s,
                     max_sessions=self.max_sessions,
                 )

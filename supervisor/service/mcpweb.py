@@ -32,6 +32,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from ..core.errors import bug_summary
 from ..run.runtime import Runtime
 from .asgi import AsgiMessage, Receive, Scope, Send
+from .mcpexec import RunSlots
 from .mcpface import Gateway
 
 logger = logging.getLogger("mcpx_hooks.mcp")
@@ -51,11 +52,13 @@ class Sessions:
         *,
         idle_s: float,
         max_sessions: int,
+        slots: RunSlots | None = None,
     ) -> None:
         self.runtime = runtime
         self.served_from = served_from
         self.idle_s = idle_s
         self.max_sessions = max_sessions
+        self.slots = slots
         self._nursery = nursery
         self._open: dict[str, StreamableHTTPServerTransport] = {}
         self._ended = trio.Event()
@@ -119,7 +122,7 @@ class Sessions:
             async with transport.connect() as (read, write):
                 task_status.started()
                 with transport.idle_scope or anyio.CancelScope():
-                    await Gateway(self.runtime, self.served_from).serve(read, write)
+                    await Gateway(self.runtime, self.served_from, self.slots).serve(read, write)
         except* Exception as group:
             logger.error("MCP session failed: %s", bug_summary(group))
             logger.debug("MCP session failed", exc_info=group)

@@ -89,7 +89,7 @@ class Service(Endpoints):
         self.route_state: routes.RouteState = runtime.journals  # a gateway's: the cluster's
         limits = self.limits
         self.mcp = McpHttp(
-            runtime, options.cwd, max_body=limits.max_message_bytes, body_s=limits.handshake_s
+            runtime, options.cwd, self, max_body=limits.max_message_bytes, body_s=limits.handshake_s
         )
         self._too_big = encode(
             to_json(
@@ -359,9 +359,7 @@ class Service(Endpoints):
                     run.journal.seal(f"internal error: {group.exceptions[0]!r}")
                 run.journal.seal("internal error: the run ended without an end frame")
             finally:
-                del self._active[run.request.run_id]
-                self._runs_changed.set()
-                self._runs_changed = trio.Event()
+                self._forget_run(run)
                 await release_cwd(run.request)
 
 
