@@ -17,6 +17,7 @@ import pytest
 import trio
 
 from mcpx_hooks.supervisor.core.hooks import Config, Profile
+from mcpx_hooks.supervisor.core.limits import Limits
 from mcpx_hooks.supervisor.core.servers import ServerSpec
 from mcpx_hooks.supervisor.process.spawner import Spawner
 from mcpx_hooks.supervisor.run.bus import Bus
@@ -170,6 +171,19 @@ async def test_both_steps_keep_mallocs_arenas_few_unless_the_server_says(
             result, _ = await manager.call(spec, "echo", {})
         texts = [c.text for c in result.content]  # type: ignore[union-attr]
         assert texts == [f"no: arenas={arenas} offline=true"]
+
+
+async def test_an_install_step_over_its_memory_says_so(
+    state: Path, tmp_path: Path, manager: ServerManager
+) -> None:
+    fill = (  # shared and written: a cgroup counts it (RLIMIT_DATA would not), RLIMIT_AS too
+        "import mmap\nm = mmap.mmap(-1, 200 << 20)\nfor i in range(0, len(m), 4096): m[i] = 1"
+    )
+    spec = npx_server(
+        tmp_path, "pkg", install=(sys.executable, "-c", fill), limits=Limits(memory_mb=64)
+    )
+    with trio.fail_after(60), pytest.raises(ServerFailing, match="over memoryMb 64"):
+        await manager.call(spec, "echo", {})
 
 
 @pytest.mark.skipif(UVX is None, reason="uv is not installed (pip install uv provides uvx)")
