@@ -17,6 +17,7 @@ import pytest
 import trio
 
 from mcpx_hooks.supervisor.core.hooks import Config, Profile
+from mcpx_hooks.supervisor.core.limits import Limits
 from mcpx_hooks.supervisor.core.servers import ServerSpec
 from mcpx_hooks.supervisor.process.spawner import Spawner
 from mcpx_hooks.supervisor.run.bus import Bus
@@ -26,6 +27,7 @@ from mcpx_hooks.supervisor.tools.serverentry import ServerFailing
 from mcpx_hooks.supervisor.tools.servers import ServerManager
 
 EVERYTHING = "@modelcontextprotocol/server-everything"
+HOSTILE = Path(__file__).parent / "mcpservers" / "hostile.py"
 NPX = shutil.which("npx")
 UVX = shutil.which("uvx") or (
     str(Path(sys.executable).with_name("uvx"))
@@ -138,6 +140,50 @@ async def test_a_package_not_in_the_cache_under_strict_says_no_network(
     why = str(failed.value)
     assert "its stderr ends:" in why and "ENOTCACHED" in why
     assert "no network under strict" in why
+
+
+async def test_both_steps_keep_mallocs_arenas_few_unless_the_server_says(
+    state: Path, tmp_path: Path, manager: ServerManager
+) -> None:
+    """Each glibc malloc arena past the main one reserves 64 MiB of address space: where
+    RLIMIT_AS bounds memory (rootless) uv's and npm's threads ran out of it. The install step
+    and the server get MALLOC_ARENA_MAX=2; a server's own `env` wins."""
+    project = tmp_path / "project"
+    shutil.copy(HOSTILE, project / "hostile.py")
+    npx = project / "npx"  # a server the ecosystem's way, that says what it was given
+    npx.write_text(
+        "#!/bin/sh\n"
+        'MCPX_TEST_TOKEN="arenas=$MALLOC_ARENA_MAX offline=$npm_config_offline"'
+        f" exec {sys.executable} hostile.py leak\n"
+    )
+    npx.chmod(0o755)
+    said = 'test "$MALLOC_ARENA_MAX" = "$WANT" || { echo "arenas=$MALLOC_ARENA_MAX" >&2; exit 3; }'
+    for given, arenas in (({}, "2"), ({"MALLOC_ARENA_MAX": "8"}, "8")):
+        spec = ServerSpec(
+            f"arenas{arenas}",
+            (str(npx), "-y", "pkg"),
+            str(project),
+            sandbox=Profile.STRICT,
+            install=("sh", "-c", said),
+            env={"WANT": arenas, **given},
+        )
+        with trio.fail_after(60):
+            result, _ = await manager.call(spec, "echo", {})
+        texts = [c.text for c in result.content]  # type: ignore[union-attr]
+        assert texts == [f"no: arenas={arenas} offline=true"]
+
+
+async def test_an_install_step_over_its_memory_says_so(
+    state: Path, tmp_path: Path, manager: ServerManager
+) -> None:
+    fill = (  # shared and written: a cgroup counts it (RLIMIT_DATA would not), RLIMIT_AS too
+        "import mmap\nm = mmap.mmap(-1, 200 << 20)\nfor i in range(0, len(m), 4096): m[i] = 1"
+    )
+    spec = npx_server(
+        tmp_path, "pkg", install=(sys.executable, "-c", fill), limits=Limits(memory_mb=64)
+    )
+    with trio.fail_after(60), pytest.raises(ServerFailing, match="over memoryMb 64"):
+        await manager.call(spec, "echo", {})
 
 
 @pytest.mark.skipif(UVX is None, reason="uv is not installed (pip install uv provides uvx)")

@@ -40,6 +40,7 @@ MEMORY_FAILURES: Final = (
     b"No space left on device",
     b"out of memory",
     b"Out of memory",
+    b"memory allocation of",  # Rust's: "memory allocation of N bytes failed"
 )
 _MEMORY_TAIL: Final = 4096
 

@@ -46,6 +46,14 @@ from ..process.spawnspec import ChildSpec
 INSTALL_TIMEOUT_S: Final = 600.0
 #: How much of an install step's stderr its failure quotes.
 _TAIL: Final = 1000
+#: Set for both steps unless the server's `env` names it: glibc's malloc keeps two arenas.
+#: Each further one (a thread allocating while the others' are busy makes one, up to eight
+#: per core) reserves 64 MiB of address space that it mostly never touches; where
+#: `RLIMIT_AS` stands in for a memory cgroup (an ordinary user's supervisor, `memoryMb`
+#: per process), uv's thread pools and npm's threads ran out of address space that way,
+#: well under their memory (a thread's stack could then not be mapped: "Resource
+#: temporarily unavailable", V8's "out of memory").
+ALLOCATOR: Final = {"MALLOC_ARENA_MAX": "2"}
 #: What a program's stderr says when it tried to reach the network and could not.
 NO_NETWORK_SIGNS: Final = re.compile(
     r"ENOTCACHED|ENETUNREACH|EAI_AGAIN|ENOTFOUND|getaddrinfo|Network is unreachable"
@@ -160,9 +168,16 @@ def cache_dir(
     return str(state.parent / "packages" / eco.cache / f"{spec.name}-{digest}")
 
 
-def server_env(eco: Ecosystem, cache: str) -> dict[str, str]:
-    """What the server's environment gets: its cache, and offline."""
-    return {eco.cache_env: cache, **eco.offline, **eco.quiet}
+def step_env(eco: Ecosystem, cache: str, given: Mapping[str, str]) -> dict[str, str]:
+    """What both steps' environment gets over the server's `env` (`given`): its cache, the
+    ecosystem kept quiet, and `ALLOCATOR` where `given` does not name it."""
+    kept = {k: v for k, v in ALLOCATOR.items() if k not in given}
+    return {**kept, eco.cache_env: cache, **eco.quiet}
+
+
+def server_env(eco: Ecosystem, cache: str, given: Mapping[str, str]) -> dict[str, str]:
+    """What the server's environment gets over its `env` (`given`): `step_env`, offline."""
+    return {**step_env(eco, cache, given), **eco.offline}
 
 
 def no_network(profile: Profile, stderr: str) -> str:
@@ -210,7 +225,7 @@ async def ensure_installed(spawner: Spawner, spec: ServerSpec, eco: Ecosystem) -
         )
     done = done_file(cache)
     if _made(cache, done):
-        return Installed(cache, server_env(eco, cache))
+        return Installed(cache, server_env(eco, cache, spec.env))
     shown = " ".join(argv)
     with scratch_dir("install-") as scratch:
         try:
@@ -227,7 +242,7 @@ async def ensure_installed(spawner: Spawner, spec: ServerSpec, eco: Ecosystem) -
             )
             env = base_environment(os.environ, scratch)
             env.update(spec.env)
-            env.update({eco.cache_env: cache, **eco.quiet})
+            env.update(step_env(eco, cache, spec.env))
             programs.check_program(
                 argv[0], cwd=spec.workdir, env=env, plan=plan, profile=Profile.NET
             )
@@ -254,6 +269,8 @@ async def ensure_installed(spawner: Spawner, spec: ServerSpec, eco: Ecosystem) -
             if outcome.signal is not None
             else f"status {outcome.exit_code}"
         )
+        if (over := outcome.over_memory) is not None:
+            how += f", over memoryMb {over}"
         return f"server {spec.name}: its install step ({shown}) failed ({how}){said}"
     _mark(done, shown)
-    return Installed(cache, server_env(eco, cache))
+    return Installed(cache, server_env(eco, cache, spec.env))
