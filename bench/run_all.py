@@ -17,6 +17,9 @@ value and baseline in the same unit, measured in the same run. The direction say
 collects the lines. A benchmark that exits non-zero, prints no RESULT line, or runs past `BOUND`
 gets a FAILED row (its RESULT lines, if any, are kept), and this script exits 1.
 
+Each script runs with `XDG_STATE_HOME` set to a temporary directory unless it is set already:
+the runs a benchmark makes are recorded to a run history as a user's are, but not to the user's.
+
 `--quick` (what `make test` runs, through tests/test_bench_quick.py): each script once with
 `MCPX_BENCH_QUICK=1` in its environment, bounded to `QUICK_BOUND`, at the smallest size that
 still takes every code path and prints every RESULT line (bench/_quick.py says how a script
@@ -33,6 +36,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -98,10 +102,17 @@ def run(script: Path, bound: float, env: dict[str, str] | None) -> Completed | N
 
 
 def main(args: list[str]) -> int:
+    # The runs a benchmark makes are recorded as a user's are (the history is on by default),
+    # into a state directory of this run's own, not the user's history.
+    with tempfile.TemporaryDirectory(prefix="mcpx-bench-state-") as state:
+        return run_all(args, {"XDG_STATE_HOME": state, **os.environ})
+
+
+def run_all(args: list[str], environ: dict[str, str]) -> int:
     quick = "--quick" in args
     names = [name for name in args if name != "--quick"]
     bound = QUICK_BOUND if quick else BOUND
-    env = {**os.environ, QUICK_ENV: "1"} if quick else None
+    env = {**environ, QUICK_ENV: "1"} if quick else environ
     rows: list[Row] = []
     failed = False
     for script in sorted(HERE.glob("*.py")):
