@@ -6,9 +6,12 @@ server tried to reach one."""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -214,3 +217,47 @@ async def test_uvx_fetches_once_then_runs_offline_under_strict(
     assert result.is_error is not True and again.is_error is not True
     assert "UTC" in str(again.structured_content)
     assert done.stat().st_mtime_ns == fetched_at  # not fetched again
+
+
+@pytest.mark.skipif(UVX is None, reason="uv is not installed (pip install uv provides uvx)")
+def test_a_plugin_hook_on_the_published_time_server_shows_its_answer_as_advice(
+    state: Path, tmp_path: Path
+) -> None:
+    """PyPI's `mcp-server-time`, started with uvx, asked by a plugin hook of an `exec`: its
+    plain answer (the time, not an answer object) is the hook's advice, as a script would read
+    it, nothing of it dropped as unknown keys."""
+    project = tmp_path / "project"
+    config = project / "time.toml"
+    config.write_text(
+        "[servers.time]\n"
+        f'command = ["{UVX}", "mcp-server-time"]\n'
+        'sandbox = "strict"\n'
+        "startTimeoutMs = 60000\n"
+        'env = { UV_NATIVE_TLS = "1" }\n'
+        "[[hooks]]\n"
+        'name = "what-time"\n'
+        'on = "script"\n'
+        'phase = "before"\n'
+        'plugin = "time.get_current_time"\n'
+        'args = { timezone = "UTC" }\n'
+        "timeoutMs = 240000\n"
+    )
+    cli = [sys.executable, "-m", "mcpx_hooks.supervisor", "exec", "--json", "--config"]
+    done = subprocess.run(
+        [*cli, str(config), "--", "true"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=project,
+        env={**os.environ, "XDG_STATE_HOME": str(state), "MCPX_HOOKS_NO_DISCOVERY": "1"},
+    )
+    frames = [json.loads(line) for line in done.stdout.splitlines()]
+    (hook,) = [f for f in frames if f["type"] == "hook"]
+    if hook["status"] != "ok" and NO_NETWORK_SIGNS.search(hook.get("reason", "")):
+        pytest.skip(f"the Python package index is unreachable from here: {hook['reason']}")
+    assert done.returncode == 0, done.stderr
+    assert (hook["status"], hook.get("dropped", [])) == ("ok", []), hook
+    (advice,) = hook["advice"]
+    said = json.loads(advice)
+    assert said["timezone"] == "UTC" and said["datetime"].startswith(str(time.gmtime().tm_year))
