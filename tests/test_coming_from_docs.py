@@ -1,0 +1,121 @@
+"""docs/coming-from.md's pre-commit and lefthook walkthroughs, run as a user would: the page's
+YAML in a scratch git repository, `mcpx-hooks init --from` printing exactly what the page
+shows and writing exactly the hooks it shows; then, for pre-commit, the converted hooks
+running only when their files changed and `MCPX_HOOKS_SKIP` leaving one out with the
+page's warning line."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PAGE = Path(__file__).parent.parent / "docs" / "coming-from.md"
+CLI = [sys.executable, "-m", "mcpx_hooks.supervisor"]
+
+
+def section(title: str) -> str:
+    text = PAGE.read_text()
+    start = text.index(f"## {title}")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end >= 0 else len(text)]
+
+
+def blocks(text: str, lang: str) -> list[str]:
+    """The page's fenced blocks tagged `lang` ("" for untagged ones), in order."""
+    found, current, tag = [], None, ""
+    for line in text.splitlines(keepends=True):
+        if line.startswith("```"):
+            if current is None:
+                current, tag = [], line[3:].strip()
+            else:
+                if tag == lang:
+                    found.append("".join(current))
+                current = None
+        elif current is not None:
+            current.append(line)
+    return found
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+
+
+def new_repo(repo: Path) -> None:
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.email", "dev@example.org")
+    git(repo, "config", "user.name", "dev")
+
+
+def cli(repo: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    environ = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(repo.parent),
+        "XDG_STATE_HOME": str(repo.parent / "state"),
+        "XDG_CONFIG_HOME": str(repo.parent / "config"),
+        **env,
+    }
+    return subprocess.run(
+        [*CLI, *args], cwd=repo, check=False, capture_output=True, text=True, env=environ
+    )
+
+
+@pytest.mark.parametrize(
+    ("title", "source"),
+    [
+        ("Coming from pre-commit", ".pre-commit-config.yaml"),
+        ("Coming from lefthook", "lefthook.yml"),
+    ],
+)
+def test_init_from_prints_and_writes_what_the_page_shows(
+    tmp_path: Path, title: str, source: str
+) -> None:
+    text = section(title)
+    yaml, *_ = blocks(text, "yaml")
+    printed = next(b for b in blocks(text, "") if b.startswith("wrote .mcpx-hooks.toml"))
+    (toml,) = blocks(text, "toml")
+    repo = tmp_path / "project"
+    new_repo(repo)
+    (repo / source).write_text(yaml)
+    done = cli(repo, "init", "--from", source)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == printed
+    written = (repo / ".mcpx-hooks.toml").read_text()
+    hooks_part = written[written.index("# from ") if "# from " in toml else written.index("[[") :]
+    assert hooks_part.strip() == toml.strip()
+
+
+def test_the_converted_pre_commit_hooks_run_when_their_files_changed_and_skip_works(
+    tmp_path: Path,
+) -> None:
+    yaml, *_ = blocks(section("Coming from pre-commit"), "yaml")
+    repo = tmp_path / "project"
+    new_repo(repo)
+    (repo / ".pre-commit-config.yaml").write_text(yaml)
+    (repo / "src").mkdir()
+    (repo / "src" / "app.py").write_text("x = 1\n")
+    (repo / "CHANGELOG.md").write_text("# changes\n")
+    assert cli(repo, "init", "--from", ".pre-commit-config.yaml").returncode == 0
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "mcpx-hooks: our pre-commit hooks")
+    assert cli(repo, "trust", ".mcpx-hooks.toml").returncode == 0
+    quiet = cli(repo, "exec", "--explain", "--", "true")
+    assert quiet.returncode == 0, quiet.stderr
+    assert quiet.stdout.startswith(f"a run of true in {repo}\nwould run no hooks\nwill not run:\n")
+    (repo / "src" / "app.py").write_text("x = 2\n")
+    edited = cli(repo, "exec", "--explain", "--", "true")
+    order = re.findall(r"^  \d+\. before (\S+) ", edited.stdout, re.M)
+    assert order == ["lint", "tests"], edited.stdout
+    assert re.search(r"^  before changelog: when.files \[\"/CHANGELOG.md\"\]", edited.stdout, re.M)
+    skipped = cli(repo, "exec", "--json", "--", "true", MCPX_HOOKS_SKIP="tests")
+    frames = [json.loads(line) for line in skipped.stdout.splitlines()]
+    warnings = [f["message"] for f in frames if f["type"] == "warning"]
+    assert "hooks left out of this run: tests (MCPX_HOOKS_SKIP)" in warnings
+    ran = [f["name"] for f in frames if f["type"] == "hook"]
+    assert "tests" not in ran and "lint" in ran and "changelog" not in ran
