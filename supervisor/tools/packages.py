@@ -40,7 +40,7 @@ from ..core.servers import ServerSpec
 from ..process import programs, sandbox
 from ..process.scratch import scratch_dir
 from ..process.spawner import Spawner
-from ..process.spawnspec import ChildSpec
+from ..process.spawnspec import ChildSpec, SandboxPlan
 
 #: How long an install step may take (fetching a package tree may be slow).
 INSTALL_TIMEOUT_S: Final = 600.0
@@ -229,17 +229,7 @@ async def ensure_installed(spawner: Spawner, spec: ServerSpec, eco: Ecosystem) -
     shown = " ".join(argv)
     with scratch_dir("install-") as scratch:
         try:
-            rlimits, plan = sandbox.plan(
-                Profile.NET,
-                spawner,
-                scratch=scratch,
-                dirs=(spec.declaring_dir, spec.workdir),
-                workdir=spec.workdir,
-                granted=(spec.declaring_dir, spec.workdir),
-                paths=spec.paths,
-                limits=spec.limits,
-                own=((cache, True),),
-            )
+            rlimits, plan = server_plan(spec, Profile.NET, spawner, scratch, cache)
             env = base_environment(os.environ, scratch)
             env.update(spec.env)
             env.update(step_env(eco, cache, spec.env))
@@ -274,3 +264,21 @@ async def ensure_installed(spawner: Spawner, spec: ServerSpec, eco: Ecosystem) -
         return f"server {spec.name}: its install step ({shown}) failed ({how}){said}"
     _mark(done, shown)
     return Installed(cache, server_env(eco, cache, spec.env))
+
+
+def server_plan(
+    spec: ServerSpec, profile: Profile, spawner: Spawner, scratch: str, cache: str | None
+) -> tuple[tuple[tuple[str, int, int], ...], SandboxPlan | None]:
+    """The sandbox of a server's process (the server itself, or its install step under
+    `net`): its declaring and working directories granted, its package `cache` its own."""
+    return sandbox.plan(
+        profile,
+        spawner,
+        scratch=scratch,
+        dirs=(spec.declaring_dir, spec.workdir),
+        workdir=spec.workdir,
+        granted=(spec.declaring_dir, spec.workdir),
+        paths=spec.paths,
+        limits=spec.limits,
+        own=() if cache is None else ((cache, True),),
+    )

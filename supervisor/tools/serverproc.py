@@ -23,7 +23,7 @@ from ..core.passenv import pass_environment
 from ..core.points import Phase
 from ..core.redact import Redactor
 from ..core.servers import SERVER_STDERR_TAIL
-from ..process import programs, sandbox
+from ..process import programs
 from ..process.scratch import scratch_dir
 from ..process.spawner import Spawner
 from ..process.spawnspec import ChildSpec
@@ -90,17 +90,8 @@ async def _life(spawner: Spawner, start_hooks: StartHooks, entry: ServerEntry) -
 
     with scratch_dir("server-") as scratch:
         try:
-            rlimits, plan = sandbox.plan(
-                spec.sandbox,
-                spawner,
-                scratch=scratch,
-                dirs=(spec.declaring_dir, spec.workdir),
-                workdir=spec.workdir,
-                granted=(spec.declaring_dir, spec.workdir),
-                paths=spec.paths,
-                limits=spec.limits,
-                own=() if installed is None else ((installed.cache, True),),
-            )
+            cache = None if installed is None else installed.cache
+            rlimits, plan = packages.server_plan(spec, spec.sandbox, spawner, scratch, cache)
             env = base_environment(os.environ, scratch)
             env.update(passed.values)
             env.update(spec.env)
