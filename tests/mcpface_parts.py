@@ -24,6 +24,17 @@ WORDTOOLS = HERE.parent / "supervisor" / "examples" / "tools" / "wordtools.py"
 PY = sys.executable
 MCPX = str(Path(sys.executable).with_name("mcpx-hooks"))
 AGENT = types.Implementation(name="test-agent", version="1.0")
+#: What a client of `write_config`'s gateway is listed, in order: its own tool, then each
+#: server's (`words` less its hidden `remove`, `h`'s exposed ones).
+LISTED = [
+    "mcpx_exec",
+    "words__count",
+    "words__shout",
+    "words__sleep",
+    "h__echo",
+    "h__fail",
+    "h__mixed",
+]
 
 
 def answer(obj: Any) -> list[str]:

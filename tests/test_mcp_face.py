@@ -21,6 +21,7 @@ from mcp.shared.memory import create_client_server_memory_streams
 from mcpface_parts import (
     AGENT,
     HOSTILE,
+    LISTED,
     PY,
     answer,
     call_hook,
@@ -61,15 +62,7 @@ async def test_the_tools_are_listed_as_server__tool_as_their_servers_give_them(
         for t in h_tools
         if t.name in ("echo", "fail", "mixed")  # exposed
     ]
-    assert [t.name for t in listed] == [
-        "mcpx_exec",  # its own, first
-        "words__count",
-        "words__shout",
-        "words__sleep",
-        "h__echo",
-        "h__fail",
-        "h__mixed",
-    ]
+    assert [t.name for t in listed] == LISTED  # its own first, then the servers' in order
     # Equal as JSON: the SDK's server writes a schema's keys in its own order.
     assert [json.loads(dumped(t)) for t in listed[1:]] == [json.loads(dumped(t)) for t in expected]
     assert marker.alive() == []  # the client closed: `mcp` and its servers are gone

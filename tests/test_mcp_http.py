@@ -21,7 +21,7 @@ from mcp import types
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
-from mcpface_parts import AGENT, PY, call_hook, texts, write_config
+from mcpface_parts import AGENT, LISTED, PY, call_hook, texts, write_config
 from service_client import start_server
 from trio_websocket import ConnectionClosed, open_websocket_url
 
@@ -145,15 +145,7 @@ async def test_a_client_lists_calls_and_is_refused_through_the_hooks_and_its_ses
         async with httpx2.AsyncClient(headers=AUTH) as http:
             runs = (await http.get(srv.base + "/v1/runs")).json()
         assert len(srv.service.mcp.sessions or ()) == 0
-    assert listed == [
-        "mcpx_exec",
-        "words__count",
-        "words__shout",
-        "words__sleep",
-        "h__echo",
-        "h__fail",
-        "h__mixed",
-    ]
+    assert listed == LISTED
     assert counted.is_error is False and counted.structured_content == {"words": 3, "lines": 2}
     assert refused.is_error is True and texts(refused) == ["refused by no-shouting: indoor voices"]
     (summary,) = [r for r in runs if r["runId"] == run_id]

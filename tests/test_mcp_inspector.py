@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from conftest import Marker
-from mcpface_parts import HOSTILE, MCPX, PY, call_hook, write_config
+from mcpface_parts import HOSTILE, LISTED, MCPX, PY, call_hook, write_config
 from service_client import start_server
 
 INSPECTOR = "@modelcontextprotocol/inspector@2.12.0"
@@ -71,15 +71,7 @@ def test_the_inspector_lists_the_gateway_s_tools(
     config = write_config(tmp_path / marker, marker)
     listed = inspect(tmp_path, gateway(config), "--method", "tools/list")
     names = [tool["name"] for tool in listed["tools"]]
-    assert names == [
-        "mcpx_exec",
-        "words__count",
-        "words__shout",
-        "words__sleep",
-        "h__echo",
-        "h__fail",
-        "h__mixed",
-    ]
+    assert names == LISTED
     assert marker.alive() == []
 
 
