@@ -11,14 +11,8 @@ from typing import Any, Final
 from ..core.effects import DEFAULT_MAX, PARALLEL_MAX, REFUSING, Effect
 from ..core.events import ANY_KIND, kind_prefixes
 from ..core.hooks import (
-    DEFAULT_ARTIFACT_BYTES,
-    DEFAULT_HISTORY_BYTES,
-    DEFAULT_HISTORY_DAYS,
     DEFAULT_OBSERVE_DRAIN_MS,
-    DEFAULT_RETAIN_BYTES,
-    DEFAULT_RUN_BYTES,
     DEFAULT_RUN_SANDBOX,
-    DEFAULT_RUNS_RETAIN,
     DEFAULT_SERVICE_SANDBOXES,
     HOOK_SETTINGS,
     PLUGIN_ANSWER_MEANING,
@@ -34,6 +28,7 @@ from ..core.passenv import MIN_SECRET_CHARS, PASS_ENV_KEY, SECRETS_KEY
 from ..core.points import DEFAULT_PHASE, OBSERVE_WHEN, POINTS, WHEN_KEYS, Phase
 from ..core.spawntext import ENV_NAME_PATTERN, TEXT_PATTERN
 from .modelschema import hook_prompt_keys, models_schema
+from .runschema import history_schema, runs_schema
 from .schemaparts import (
     EFFECT_REF,
     MAX_INTEGER,
@@ -235,59 +230,8 @@ def build_config_schema() -> dict[str, Any]:
                 },
                 "Resource limits of every hook and script process (docs/sandbox.md).",
             ),
-            "runs": table(
-                {
-                    "retain": integer(
-                        1, f"Runs the service keeps for replay (default {DEFAULT_RUNS_RETAIN})."
-                    ),
-                    "runBytes": integer(
-                        4096,
-                        "What one run's frames may hold, in bytes as they cost in memory"
-                        f" (default {DEFAULT_RUN_BYTES}); past it its output frames are"
-                        " dropped and counted.",
-                    ),
-                    "retainBytes": integer(
-                        4096,
-                        "What the retained runs' frames may hold together (default"
-                        f" {DEFAULT_RETAIN_BYTES}); past it the oldest finished runs are"
-                        " forgotten.",
-                    ),
-                    "artifactBytes": integer(
-                        0,
-                        "What the retained runs' artifacts may hold together on disk, in bytes"
-                        f" (default {DEFAULT_ARTIFACT_BYTES}); past it the oldest runs'"
-                        " artifacts are dropped first, and a warning frame says so.",
-                    ),
-                },
-                "The service's run history.",
-            ),
-            "history": table(
-                {
-                    "enabled": {
-                        "type": "boolean",
-                        "description": "Whether runs are stored on disk, to outlive the"
-                        " process that ran them (default true); false keeps them in memory"
-                        " only.",
-                    },
-                    "path": {
-                        "type": "string",
-                        "pattern": "^(/|~/)",
-                        "description": "The database's file: absolute, or under your home as"
-                        " `~/…` (default `$XDG_STATE_HOME/mcpx-hooks/history.db`, or"
-                        " `~/.local/state/mcpx-hooks/history.db`); artifacts are kept beside it.",
-                    },
-                    "retainDays": integer(
-                        1, f"Days a stored run is kept (default {DEFAULT_HISTORY_DAYS})."
-                    ),
-                    "retainBytes": integer(
-                        1,
-                        "What the stored runs may hold on disk together, frames and artifacts"
-                        f" (default {DEFAULT_HISTORY_BYTES}); past it the oldest runs are"
-                        " dropped first.",
-                    ),
-                },
-                "Where runs are kept after they end (`serve`, `exec`, `mcp`).",
-            ),
+            "runs": runs_schema(),
+            "history": history_schema(),
             "observe": table(
                 {
                     "drainMs": integer(
