@@ -39,12 +39,11 @@ function showLogin(why) {
   link("not signed in", "out");
 }
 
-/** Says once per restart that the old runs are gone. */
+/** Says once per restart that the old runs are gone (a server that keeps no run history). */
 function restarted() {
   if (page.restarted) return;
   page.restarted = true;
   banner("The server restarted: the runs it held before are gone. New runs show as they start.");
-  page.events.note("the server restarted");
 }
 
 /** The server is back after a lost connection: were its runs kept? */
@@ -72,7 +71,8 @@ function openEvents() {
         // `since` was never published here: another server (a restart) answers now.
         if (obj.code === 4416) {
           page.events.last = null;
-          restarted();
+          // Whether its runs were kept, `back` tells from the runs it lists.
+          page.events.note("the server restarted");
         }
         return;
       }
