@@ -33,9 +33,13 @@ from .observe import ObserverStats, serve_observers
 from .recording import Recorder
 from .scriptrun import Run, RunRequest, execute
 from .serverhooks import open_servers
+from .telemetry import Telemetry, open_telemetry
 
 #: How long a runtime that ends waits for the history to take what its runs sent, in s.
 FLUSH_S: Final = 10
+#: How long it waits for telemetry to reach the collector, in s (the exporters' own
+#: timeouts bound each request within it).
+TELEMETRY_FLUSH_S: Final = 15
 
 
 @attrs.define(repr=False)
@@ -49,6 +53,9 @@ class Runtime(Record):
     servers: ServerManager | None = None
     #: What records the runs to the history on disk (None: `[history] enabled = false`).
     recorder: Recorder | None = None
+    #: The runs' metrics (`GET /metrics`), and their spans and metrics sent over OTLP when
+    #: `OTEL_EXPORTER_OTLP_ENDPOINT` is set (`telemetry.py`).
+    telemetry: Telemetry = attrs.field(factory=Telemetry)
 
     def new_run(self, request: RunRequest) -> Run:
         return Run(request, self.journals.open(request.run_id))
@@ -101,6 +108,23 @@ async def _open_runtime(config: Config, artifacts: ArtifactStore) -> AsyncIterat
 async def _open_parts(
     config: Config, artifacts: ArtifactStore, recorder: Recorder | None
 ) -> AsyncIterator[Runtime]:
+    telemetry = open_telemetry(os.environ)
+    try:
+        async with _open_serving(config, artifacts, recorder, telemetry) as runtime:
+            yield runtime
+    finally:
+        # Sent before the process ends (`exec` and `mcp` leave by `os._exit`), even when it
+        # ends by a cancellation (bounded).
+        if telemetry.exporter is not None:
+            with trio.move_on_after(TELEMETRY_FLUSH_S) as flushing:
+                flushing.shield = True
+                await trio.to_thread.run_sync(telemetry.close, abandon_on_cancel=True)
+
+
+@contextlib.asynccontextmanager
+async def _open_serving(
+    config: Config, artifacts: ArtifactStore, recorder: Recorder | None, telemetry: Telemetry
+) -> AsyncIterator[Runtime]:
     async with open_spawner() as spawner, trio.open_nursery() as nursery:
         # The supervisor's own hooks' and tool servers' secrets, redacted in every event.
         secrets = hook_secrets(config.hooks, None, os.environ)
@@ -116,8 +140,9 @@ async def _open_parts(
             artifacts=artifacts,
             history=recorder.history if recorder is not None else None,
             recorder=recorder.note if recorder is not None else None,
+            telemetry=telemetry,
         )
-        runtime = Runtime(config, spawner, bus, journals, stats, servers, recorder)
+        runtime = Runtime(config, spawner, bus, journals, stats, servers, recorder, telemetry)
         bus.publish(EventKind.SUPERVISOR_STARTED, {})
         try:
             yield runtime
