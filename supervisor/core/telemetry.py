@@ -138,6 +138,8 @@ class Span(Record):
     ends: FrameType
     meaning: str
     failed: Callable[[Mapping[str, Any]], bool]
+    #: When its status is an error, in words (the docs say it).
+    fails: str
     attributes: tuple[Attribute, ...]
 
     def attributes_of(self, kind: FrameType, wire: Mapping[str, Any]) -> dict[str, Any]:
@@ -168,6 +170,7 @@ RUN_SPAN: Final = Span(
     FrameType.END,
     "one run, from its `start` frame to its `end`: a script's, or an MCP session's calls",
     lambda wire: wire.get("type") == FrameType.ERROR,
+    "the run ended in `error` (the status says its message, redacted)",
     (
         _a("run", "id", {FrameType.START}, "runId", "the run's id"),
         _a("run", "sandbox", {FrameType.START}, "sandbox", "the script's sandbox profile"),
@@ -184,6 +187,7 @@ HOOK_SPAN: Final = Span(
     FrameType.HOOK,
     "one hook of a run, its start set back from its frame by its duration",
     lambda wire: wire.get("status") in _FAILED,
+    "the hook's `status` is a failure",
     (
         _a("hook", "name", _H, "name", "the hook's name"),
         _a("hook", "point", _H, "on", "its point: `script` or `call`"),
@@ -203,6 +207,7 @@ CALL_SPAN: Final = Span(
     FrameType.CALL,
     "one tool call through the `call` point (its hooks are spans of the run beside it)",
     lambda wire: wire.get("ok") is not True,
+    "the caller got no value (refused, failed, or the tool's `isError`)",
     (
         _a("call", "server", _C, "server", "the tool server"),
         _a("call", "tool", _C, "tool", "the tool"),
@@ -302,7 +307,7 @@ def _number(value: float) -> str:
 
 
 #: Each bucket's `le` label, the last one `+Inf`.
-_LE: Final = (*(_number(b) for b in DURATION_BUCKETS), "+Inf")
+_LE: Final = (*(repr(float(b)) for b in DURATION_BUCKETS), "+Inf")
 
 #: The content type of `prometheus_text()`.
 PROMETHEUS_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
