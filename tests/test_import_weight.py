@@ -105,6 +105,8 @@ COMMANDS = {
             f"{P}.run.hookrun",
             f"{P}.run.hookframe",
             f"{P}.run.output",
+            # The metrics' table loads with the first hook frame.
+            f"{P}.core.telemetry",
         },
     ),
     "validate": (["validate", "hooks.toml"], NO_RUN),

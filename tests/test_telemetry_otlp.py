@@ -217,3 +217,31 @@ def test_the_sdk_s_own_switch_keeps_it_off(tmp_path: Path, marker: Marker) -> No
         )
         assert got.raw() == b""
     assert done.returncode == 0, done.stderr
+
+
+async def test_an_mcp_session_s_calls_reach_the_collector_when_the_client_closes(
+    tmp_path: Path, marker: Marker
+) -> None:
+    from mcpface_parts import call_hook, stdio_session, through_mcpx, write_config
+
+    where = tmp_path / marker
+    config = write_config(where, marker, [call_hook("note", "suffix", {"advise": "seen"})])
+    with receiver() as (endpoint, got):
+        params = through_mcpx(config)
+        params.env = {**(params.env or {}), "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint}
+        async with stdio_session(params, tmp_path / "err") as session:
+            result = await session.call_tool("h__echo", {"n": 2})
+            assert not result.is_error
+        spans = got.spans()
+        metrics = got.metrics()
+    assert marker.alive() == []
+    by_name = {s.name: s for s in spans}
+    assert sorted(by_name) == ["call h.echo", "hook note", "run"]
+    run = by_name["run"]
+    assert all(s.parent_span_id == run.span_id for s in spans if s is not run)
+    call = attributes(by_name["call h.echo"].attributes)
+    assert call["mcpx_hooks.call.ok"] is True
+    assert attributes(by_name["hook note"].attributes)["mcpx_hooks.hook.phase"] == "suffix"
+    (point,) = metrics["mcpx_hooks.hook.duration"].histogram.data_points
+    assert point.count == 1
+    assert attributes(point.attributes) == {"point": "call", "phase": "suffix"}

@@ -3,17 +3,21 @@ answers), and, when `OTEL_EXPORTER_OTLP_ENDPOINT` is set, sent as spans and metr
 (`otel.py`, which alone imports the OpenTelemetry SDK).
 
 Without the variable nothing of the SDK or its exporters is imported and nothing is sent:
-what a run pays is a few additions per hook frame. The journal tells `Telemetry.frame` of
-each frame as it was sent, redacted, so a secret never reaches a span or a metric.
+what a run pays is a few additions per hook frame (the table of the metrics loads with the
+first hook frame, or when `/metrics` is first asked: a run with no hook never loads it).
+The journal tells `Telemetry.frame` of each frame as it was sent, redacted, so a secret never
+reaches a span or a metric.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from ..core.frames import FrameType
-from ..core.telemetry import Measurement, Meters, hook_measurements
+
+if TYPE_CHECKING:
+    from ..core.telemetry import Measurement, Meters
 
 #: The variable that turns OTLP export on (the standard one: the exporters read it and the
 #: other `OTEL_*` variables themselves).
@@ -42,8 +46,17 @@ class Telemetry:
     kept here only)."""
 
     def __init__(self, exporter: Exporter | None = None) -> None:
-        self.meters = Meters()
         self.exporter = exporter
+        self._meters: Meters | None = None
+
+    @property
+    def meters(self) -> Meters:
+        """The counts so far (made when first asked for)."""
+        if self._meters is None:
+            from ..core.telemetry import Meters
+
+            self._meters = Meters()
+        return self._meters
 
     def frame(self, kind: FrameType, wire: Mapping[str, Any]) -> None:
         """One frame of a run, as it was sent. Never blocks: the SDK exports from its own
@@ -51,9 +64,12 @@ class Telemetry:
         if kind not in TOLD:
             return
         if kind is FrameType.HOOK:
+            from ..core.telemetry import hook_measurements
+
             taken = hook_measurements(wire)
+            meters = self.meters
             for m in taken:
-                self.meters.take(m)
+                meters.take(m)
             if self.exporter is not None:
                 self.exporter.measure(taken)
         if self.exporter is not None:
