@@ -13,7 +13,16 @@ from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from service_client import Server, arun, run_remote, served, start_server
+from service_client import (
+    Server,
+    Stream,
+    arun,
+    open_ws,
+    read_until,
+    run_remote,
+    served,
+    start_server,
+)
 
 from mcpx_hooks.supervisor.core.frames import FrameType, HookStatus
 from mcpx_hooks.supervisor.core.telemetry import (
@@ -156,6 +165,12 @@ on = "script"
 phase = "suffix"
 run = ["{PY}", "-c", "import time; time.sleep(30)"]
 timeoutMs = 300
+
+[[hooks]]
+name = "watcher"
+on = "run.finished"
+phase = "observe"
+run = ["false"]
 """
 
 
@@ -185,10 +200,28 @@ def test_metrics_need_the_token(server: Server) -> None:
     assert "mcpx_hooks" not in body
 
 
+async def _observed(server: Server, runs: int) -> None:
+    """Until the observe hook has finished on `runs` runs (its frame is counted before its
+    `hook.finished` event is sent)."""
+    async with open_ws(server, "/v1/events?kinds=hook&since=0") as ws:
+        stream, seen = Stream(), 0
+        while seen < runs:
+            await read_until(
+                ws,
+                stream,
+                lambda e: e["kind"] == "hook.finished" and e["data"].get("name") == "watcher",
+            )
+            seen = sum(
+                e["kind"] == "hook.finished" and e["data"].get("name") == "watcher"
+                for e in stream.objects
+            )
+
+
 def test_metrics_after_runs_count_their_hooks(server: Server) -> None:
     for _ in range(2):
         stream = arun(run_remote(server, {"argv": ["true"], "sandbox": "workspace"}))
         assert stream.code == 1000, stream
+    arun(_observed(server, 2))
     status, headers, text = _get(server, "/metrics")
     assert status == 200
     assert headers["Content-Type"].startswith("text/plain; version=0.0.4")
@@ -203,6 +236,8 @@ def test_metrics_after_runs_count_their_hooks(server: Server) -> None:
     assert _sample(families, failed, point="script", phase="suffix") == 2
     suffix = {"point": "script", "phase": "suffix"}
     assert _sample(families, "mcpx_hooks_hooks_timed_out_total", **suffix) == 2
+    # The observe hook, outside any run's frames, is counted under its event and phase.
+    assert _sample(families, failed, point="run.finished", phase="observe") == 2
     with pytest.raises(AssertionError):  # none refused
         _sample(families, "mcpx_hooks_hooks_refused_total", point="script", phase="before")
 

@@ -59,6 +59,7 @@ def _config(tmp_path: Path, marker: Marker) -> Path:
                 "effect": "ask",
                 "when": {"tool": ["h.rm"]},
             },
+            {"name": "starting", "on": "server.start", "phase": "before", "run": ["true"]},
             {
                 "name": "slow",
                 "on": "script",
@@ -120,6 +121,7 @@ def test_an_exec_run_s_spans_and_metrics_reach_the_collector_before_it_exits(
         "hook gate",
         "hook no-rm",
         "hook slow",
+        "hook starting",
         "run",
     ]
     run = by_name["run"]
@@ -152,6 +154,8 @@ def test_an_exec_run_s_spans_and_metrics_reach_the_collector_before_it_exits(
     assert slow.status.code == 2  # STATUS_CODE_ERROR
     took = (slow.end_time_unix_nano - slow.start_time_unix_nano) / 1e6
     assert abs(took - attributes(slow.attributes)["mcpx_hooks.hook.duration_ms"]) < 2
+    starting = attributes(by_name["hook starting"].attributes)
+    assert starting["mcpx_hooks.hook.point"] == "server.start"
     no_rm = attributes(by_name["hook no-rm"].attributes)
     assert no_rm["mcpx_hooks.hook.point"] == "call"
     assert no_rm["mcpx_hooks.hook.refused"] is True

@@ -47,6 +47,7 @@ from ..core.hooks import DEFAULT_RUN_BYTES
 from ..core.jsontext import dumps, wire_safe
 from ..core.redact import NO_SECRETS
 from .artifacts import ArtifactStore
+from .telemetry import Told
 
 if TYPE_CHECKING:
     from ..core.hookframes import Frame
@@ -104,7 +105,7 @@ class RunJournal:
         #: Told of each batch of frames appended (`recording.py`): never blocks.
         self.recorder: Callable[[RunJournal], object] | None = None
         #: Told of each frame kept but output, as sent (`telemetry.py`): never blocks.
-        self.telemetry: Callable[[FrameType, dict[str, Any]], object] | None = None
+        self.telemetry: Told | None = None
         #: Whether a `warning` has said the history is not keeping this run.
         self.history_warned = False
         #: When the run started, in seconds since the epoch (the history's order).

@@ -33,7 +33,7 @@ from .observe import ObserverStats, serve_observers
 from .recording import Recorder
 from .scriptrun import Run, RunRequest, execute
 from .serverhooks import open_servers
-from .telemetry import Telemetry, open_telemetry
+from .telemetry import Telemetry, Told, open_telemetry
 
 #: How long a runtime that ends waits for the history to take what its runs sent, in s.
 FLUSH_S: Final = 10
@@ -129,8 +129,8 @@ async def _open_serving(
         # The supervisor's own hooks' and tool servers' secrets, redacted in every event.
         secrets = hook_secrets(config.hooks, None, os.environ)
         bus = Bus(redactor=Redactor({**secrets, **server_secrets(config.servers.values())}))
-        servers = await nursery.start(_serve_servers, spawner, bus, config)
-        stats = await nursery.start(_serve_observers, bus, spawner, config)
+        servers = await nursery.start(_serve_servers, spawner, bus, config, telemetry.frame)
+        stats = await nursery.start(_serve_observers, bus, spawner, config, telemetry.frame)
         if recorder is not None:
             await nursery.start(recorder.serve)
         journals = Journals(
@@ -180,11 +180,12 @@ async def _serve_servers(
     spawner: Spawner,
     bus: Bus,
     config: Config,
+    telemetry: Told,
     task_status: trio.TaskStatus[ServerManager] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """The tool servers, until cancelled (with the runtime): then every server's tree is
     killed and reaped."""
-    async with open_servers(spawner, bus, config) as servers:
+    async with open_servers(spawner, bus, config, telemetry) as servers:
         task_status.started(servers)
         await trio.sleep_forever()
 
@@ -193,6 +194,7 @@ async def _serve_observers(
     bus: Bus,
     spawner: Spawner,
     config: Config,
+    telemetry: Told,
     task_status: trio.TaskStatus[ObserverStats] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     await serve_observers(
@@ -201,5 +203,6 @@ async def _serve_observers(
         config.hooks,
         caller_autonomy=config.autonomy_hooks,
         supervisor_max=config.autonomy_max,
+        telemetry=telemetry,
         task_status=task_status,
     )

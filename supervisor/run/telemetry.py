@@ -11,8 +11,8 @@ reaches a span or a metric.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias
 
 from ..core.frames import FrameType
 
@@ -29,6 +29,9 @@ TOLD: Final = frozenset(
     {FrameType.START, FrameType.HOOK, FrameType.CALL, FrameType.RESULT, FrameType.ERROR}
     | {FrameType.END}
 )
+
+#: What is told of a hook's (or a run's) frame as it was sent: `Telemetry.frame`.
+Told: TypeAlias = Callable[[FrameType, Mapping[str, Any]], object]
 
 
 class Exporter(Protocol):
