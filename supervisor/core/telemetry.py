@@ -51,7 +51,8 @@ class Metric(Record):
         return name + "_total" if self.kind is Instrument.COUNTER else name
 
 
-#: The labels of every hook metric: the point (`script`, `call`) and the phase.
+#: The labels of every hook metric: the point (`script`, `call`, `server.start`; an observe
+#: hook's event, as its `on` says it) and the phase.
 HOOK_LABELS: Final = ("point", "phase")
 
 HOOK_DURATION: Final = Metric(
@@ -190,7 +191,7 @@ HOOK_SPAN: Final = Span(
     "the hook's `status` is a failure",
     (
         _a("hook", "name", _H, "name", "the hook's name"),
-        _a("hook", "point", _H, "on", "its point: `script` or `call`"),
+        _a("hook", "point", _H, "on", "its point, or the event an observe hook is on"),
         _a("hook", "phase", _H, "phase", "its phase"),
         _a("hook", "action", _H, "action", "its action (`run`, `module`, `prompt`, …)"),
         _a("hook", "effect", _H, "effect", "the effect in force, after clamping"),
