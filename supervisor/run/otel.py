@@ -42,8 +42,9 @@ from ..core.telemetry import (
 
 #: The service name when neither `OTEL_SERVICE_NAME` nor `OTEL_RESOURCE_ATTRIBUTES` names one.
 SERVICE: Final = "mcpx-hooks"
-#: How long closing waits for each provider to send what it holds, in ms.
-FLUSH_MS: Final = 5_000
+#: How long closing waits for each provider to send what it holds, in ms (the runtime
+#: bounds the whole close: `runtime.TELEMETRY_FLUSH_S`).
+FLUSH_MS: Final = 2_000
 
 #: The spans a single frame makes whole (a hook's, a call's), by the frame type.
 _WHOLE: Final = {s.ends: s for s in SPANS if s.starts is s.ends}

@@ -37,9 +37,10 @@ from .telemetry import Telemetry, Told, open_telemetry
 
 #: How long a runtime that ends waits for the history to take what its runs sent, in s.
 FLUSH_S: Final = 10
-#: How long it waits for telemetry to reach the collector, in s (the exporters' own
-#: timeouts bound each request within it).
-TELEMETRY_FLUSH_S: Final = 15
+#: How long it waits for telemetry to reach the collector, in s: a collector that answers
+#: takes milliseconds; one that is down or hangs costs at most this, then what is left is
+#: given up (the exporters' own retries would go on for `OTEL_EXPORTER_OTLP_TIMEOUT`).
+TELEMETRY_FLUSH_S: Final = 5
 
 
 @attrs.define(repr=False)
