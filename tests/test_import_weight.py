@@ -32,14 +32,18 @@ sandbox = "none"
 HOOK = json.dumps({"run": ["true"], "sandbox": "none"})
 
 #: What none of the four commands uses: the service's server and client, the cluster, the
-#: MCP and model clients, the docs generator, the schema libraries (a valid config is
-#: checked by the compiled check kept on disk; jsonschema only says what is wrong), and the
-#: standard modules only a problem's "did you mean" (difflib) or a `when` filter on a
-#: command line (shlex) needs.
+#: MCP and model clients, OpenTelemetry, the docs generator, the schema libraries (a valid
+#: config is checked by the compiled check kept on disk; jsonschema only says what is wrong),
+#: and the standard modules only a problem's "did you mean" (difflib) or a `when` filter on
+#: a command line (shlex) needs.
 NEVER = {
     "difflib",
     "shlex",
     "mcp",
+    # Telemetry's SDK and exporters load only with OTEL_EXPORTER_OTLP_ENDPOINT set (the API
+    # only with the MCP SDK, which none of these commands loads).
+    "opentelemetry",
+    f"{P}.run.otel",
     "httpx",
     "nats",
     "cryptography",
@@ -101,6 +105,8 @@ COMMANDS = {
             f"{P}.run.hookrun",
             f"{P}.run.hookframe",
             f"{P}.run.output",
+            # The metrics' table loads with the first hook frame.
+            f"{P}.core.telemetry",
         },
     ),
     "validate": (["validate", "hooks.toml"], NO_RUN),

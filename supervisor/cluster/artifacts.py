@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import orjson
 
 from ..core.frames import FrameType
+from ..core.telemetry import Meters
 from ..run.artifacts import ArtifactGone, Stored
 from ..run.journal import RunJournal
 from ..service.routes import ArtifactSource, SourceDown
@@ -139,11 +140,17 @@ def _not_retained(run_id: str, retain: int) -> str:
 
 class ClusterRoutes:
     """What a gateway's plain HTTP routes read: the runs stream's summaries (`RunsIndex`)
-    and the artifacts bucket."""
+    and the artifacts bucket; and the metrics of the runs its own runtime saw (`metrics`)."""
 
-    def __init__(self, index: RunsIndex, cluster: Cluster) -> None:
+    def __init__(
+        self, index: RunsIndex, cluster: Cluster, metrics: Callable[[], str] | None = None
+    ) -> None:
         self.index = index
         self.cluster = cluster
+        self.metrics = metrics or Meters().prometheus_text
+
+    def metrics_text(self) -> str:
+        return self.metrics()
 
     def summaries(self) -> list[dict[str, Any]]:
         return self.index.summaries()

@@ -80,7 +80,7 @@ class Gateway(Service):
         self.mirrors = mirrors
         self.index = index
         self.queued = queued or Queued()
-        self.route_state = ClusterRoutes(index, cluster)
+        self.route_state = ClusterRoutes(index, cluster, runtime.journals.metrics_text)
         self._control = nursery
 
     def _down(self, exc: ClusterDown) -> WireError:

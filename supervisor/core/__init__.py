@@ -9,7 +9,8 @@ between tries (`backoff`), a run's script (`scripts`), the JSON policy (`jsontex
 `execve` can take (`spawntext`), the one converter to and from JSON (`convert`), the
 exception tree (`errors`), where a hook's `when` matches (`when`) and which files a run counts
 as changed (`changes`), the hooks one run leaves out (`selection`), the base of every attrs class
-and its repr, equality and hash (`records`).
+and its repr, equality and hash (`records`), the names of the spans and metrics and their
+counts (`telemetry`).
 
 The names below are loaded on first use (`core/exports.py`).
 """
@@ -263,6 +264,19 @@ __all__, __getattr__, __dir__ = exports(
             "argv_problems",
             "env_problems",
             "text_problem",
+        ),
+        "telemetry": (
+            "DURATION_BUCKETS",
+            "METRICS",
+            "PROMETHEUS_TYPE",
+            "RUN_SPAN",
+            "SPANS",
+            "Instrument",
+            "Measurement",
+            "Meters",
+            "Metric",
+            "Span",
+            "hook_measurements",
         ),
         "when": (
             "RunFacts",

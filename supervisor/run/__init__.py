@@ -3,7 +3,8 @@ ends in, `hookframe.py`), a script run with its phases in their fixed order, too
 through the `call` point (a script's, an MCP client's), the files git counts as changed for
 `when.files`, the journal that keeps a run's frames, the runs retained (in memory and in the
 history on disk) and their recording, the asks a run waits on, the event bus, observe hooks,
-the tool servers' start hooks, and the runtime that holds them in one process.
+the tool servers' start hooks, the runs' telemetry (counted here, sent over OTLP when asked:
+`telemetry`, `otel`), and the runtime that holds them in one process.
 
 The names below are loaded on first use (`core/exports.py`).
 """
@@ -31,5 +32,6 @@ __all__, __getattr__, __dir__ = exports(
         "runtime": ("Runtime", "open_runtime"),
         "scriptrun": ("DEFAULT_SCRIPT_TIMEOUT_MS", "Run", "RunRequest", "execute"),
         "serverhooks": ("ServerStartHooks", "open_servers"),
+        "telemetry": ("OTLP_ENDPOINT_ENV", "Telemetry", "open_telemetry", "otlp_wanted"),
     },
 )

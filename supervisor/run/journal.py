@@ -47,6 +47,7 @@ from ..core.hooks import DEFAULT_RUN_BYTES
 from ..core.jsontext import dumps, wire_safe
 from ..core.redact import NO_SECRETS
 from .artifacts import ArtifactStore
+from .telemetry import Told
 
 if TYPE_CHECKING:
     from ..core.hookframes import Frame
@@ -103,6 +104,8 @@ class RunJournal:
         self.artifact_frames: list[dict[str, Any]] = []
         #: Told of each batch of frames appended (`recording.py`): never blocks.
         self.recorder: Callable[[RunJournal], object] | None = None
+        #: Told of each frame kept but output, as sent (`telemetry.py`): never blocks.
+        self.telemetry: Told | None = None
         #: Whether a `warning` has said the history is not keeping this run.
         self.history_warned = False
         #: When the run started, in seconds since the epoch (the history's order).
@@ -259,6 +262,8 @@ class RunJournal:
             self.artifact_frames.append(wire)
         if kind is FrameType.END:
             self.finished = True
+        if self.telemetry is not None:
+            self.telemetry(kind, wire)
         self._woken()
         if kind is FrameType.END and self._on_end is not None:
             self._on_end()

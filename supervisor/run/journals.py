@@ -21,6 +21,7 @@ from ..core.hooks import DEFAULT_RETAIN_BYTES, DEFAULT_RUN_BYTES
 from ..history.store import History, HistoryFault
 from .artifacts import ArtifactGone, ArtifactStore, Stored
 from .journal import RunJournal
+from .telemetry import Telemetry
 
 
 class UnknownRun(HooksError, LookupError):
@@ -40,11 +41,14 @@ class Journals:
         artifacts: ArtifactStore | None = None,
         history: History | None = None,
         recorder: Callable[[RunJournal], object] | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.retain = retain
         #: The runs stored on disk (None: memory only), and what records new runs there.
         self.history = history
         self.recorder = recorder
+        #: What each new run's frames are counted by and exported to (`telemetry.py`).
+        self.telemetry = telemetry or Telemetry()
         #: The runs' artifacts, removed with the run that made them.
         self.artifacts = artifacts
         self.run_bytes = run_bytes
@@ -54,6 +58,7 @@ class Journals:
     def open(self, run_id: str) -> RunJournal:
         journal = RunJournal(run_id, self.run_bytes, self._forget_old, self.artifacts)
         journal.recorder = self.recorder
+        journal.telemetry = self.telemetry.frame
         self._runs[run_id] = journal
         self._forget_old()
         return journal
@@ -114,6 +119,10 @@ class Journals:
         if self.artifacts is None:
             raise ArtifactGone(f"run {run_id}'s artifacts are not kept here")
         return self.artifacts.find(run_id, artifact_id)
+
+    def metrics_text(self) -> str:
+        """The runs' metrics since the runtime started, in Prometheus' text format."""
+        return self.telemetry.meters.prometheus_text()
 
     @property
     def cost(self) -> int:

@@ -8,6 +8,7 @@ which never trigger observe hooks again (no loops).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
@@ -17,7 +18,7 @@ import trio
 from ..core.convert import to_json
 from ..core.effects import Effect
 from ..core.events import Event, EventKind, Gap, kind_matches
-from ..core.frames import HookStatus, stamp
+from ..core.frames import FrameType, HookStatus, stamp
 from ..core.hooks import Hook
 from ..core.points import Phase, When
 from ..core.records import Record
@@ -25,6 +26,7 @@ from ..core.when import event_mismatch
 from ..process.spawner import Spawner
 from .bus import Bus, Subscription
 from .hookcontext import HookContext
+from .telemetry import Told
 
 if TYPE_CHECKING:
     from .hookframe import HookReport
@@ -137,9 +139,11 @@ async def serve_observers(
     caller_autonomy: Effect,
     supervisor_max: Effect,
     concurrency: int = DEFAULT_CONCURRENCY,
+    telemetry: Told | None = None,
     task_status: trio.TaskStatus[ObserverStats] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Runs the observe hooks among `hooks` on the bus's events, until cancelled.
+    """Runs the observe hooks among `hooks` on the bus's events, until cancelled; each
+    hook's frame is also told to `telemetry` (`telemetry.py`).
 
     Started (`task_status.started(stats)`) once subscribed: every event published after that
     is seen, unless the observers fall behind. Under load: at most `concurrency` hooks run at
@@ -168,7 +172,8 @@ async def serve_observers(
     send, receive = trio.open_memory_channel[tuple[Hook, Event]](0)
     async with trio.open_nursery() as nursery, send, receive:
         for _ in range(concurrency):
-            nursery.start_soon(_work, bus, spawner, ctx, receive.clone(), stats)
+            work = functools.partial(_work, telemetry=telemetry)
+            nursery.start_soon(work, bus, spawner, ctx, receive.clone(), stats)
         async with bus.subscribe(kinds=kinds, skip_observer_caused=True) as sub:
             stats._sub = sub
             task_status.started(stats)
@@ -209,11 +214,13 @@ async def _work(
     ctx: HookContext,
     jobs: trio.MemoryReceiveChannel[tuple[Hook, Event]],
     stats: ObserverStats,
+    *,
+    telemetry: Told | None,
 ) -> None:
     async with jobs:
         async for hook, event in jobs:
             try:
-                failure = await _observe(bus, spawner, hook, event, ctx)
+                failure = await _observe(bus, spawner, hook, event, ctx, telemetry=telemetry)
             except trio.Cancelled:
                 stats._note(
                     stats.cut_short,
@@ -228,7 +235,13 @@ async def _work(
 
 
 async def _observe(
-    bus: Bus, spawner: Spawner, hook: Hook, event: Event, ctx: HookContext
+    bus: Bus,
+    spawner: Spawner,
+    hook: Hook,
+    event: Event,
+    ctx: HookContext,
+    *,
+    telemetry: Told | None,
 ) -> tuple[str, str] | None:
     """Runs one observe hook on one event and publishes what happened; returns its status
     and why, when it failed."""
@@ -261,6 +274,8 @@ async def _observe(
     if report.frame.dropped:
         publish(EventKind.HOOK_DROPPED, frame)
     publish(EventKind.HOOK_FINISHED, frame)
+    if telemetry is not None:
+        telemetry(FrameType.HOOK, frame)
     if report.frame.status.is_failure:
         return report.frame.status, report.frame.reason or ""
     return None

@@ -33,9 +33,14 @@ from .observe import ObserverStats, serve_observers
 from .recording import Recorder
 from .scriptrun import Run, RunRequest, execute
 from .serverhooks import open_servers
+from .telemetry import Telemetry, Told, open_telemetry
 
 #: How long a runtime that ends waits for the history to take what its runs sent, in s.
 FLUSH_S: Final = 10
+#: How long it waits for telemetry to reach the collector, in s: a collector that answers
+#: takes milliseconds; one that is down or hangs costs at most this, then what is left is
+#: given up (the exporters' own retries would go on for `OTEL_EXPORTER_OTLP_TIMEOUT`).
+TELEMETRY_FLUSH_S: Final = 5
 
 
 @attrs.define(repr=False)
@@ -49,6 +54,9 @@ class Runtime(Record):
     servers: ServerManager | None = None
     #: What records the runs to the history on disk (None: `[history] enabled = false`).
     recorder: Recorder | None = None
+    #: The runs' metrics (`GET /metrics`), and their spans and metrics sent over OTLP when
+    #: `OTEL_EXPORTER_OTLP_ENDPOINT` is set (`telemetry.py`).
+    telemetry: Telemetry = attrs.field(factory=Telemetry)
 
     def new_run(self, request: RunRequest) -> Run:
         return Run(request, self.journals.open(request.run_id))
@@ -101,12 +109,29 @@ async def _open_runtime(config: Config, artifacts: ArtifactStore) -> AsyncIterat
 async def _open_parts(
     config: Config, artifacts: ArtifactStore, recorder: Recorder | None
 ) -> AsyncIterator[Runtime]:
+    telemetry = open_telemetry(os.environ)
+    try:
+        async with _open_serving(config, artifacts, recorder, telemetry) as runtime:
+            yield runtime
+    finally:
+        # Sent before the process ends (`exec` and `mcp` leave by `os._exit`), even when it
+        # ends by a cancellation (bounded).
+        if telemetry.exporter is not None:
+            with trio.move_on_after(TELEMETRY_FLUSH_S) as flushing:
+                flushing.shield = True
+                await trio.to_thread.run_sync(telemetry.close, abandon_on_cancel=True)
+
+
+@contextlib.asynccontextmanager
+async def _open_serving(
+    config: Config, artifacts: ArtifactStore, recorder: Recorder | None, telemetry: Telemetry
+) -> AsyncIterator[Runtime]:
     async with open_spawner() as spawner, trio.open_nursery() as nursery:
         # The supervisor's own hooks' and tool servers' secrets, redacted in every event.
         secrets = hook_secrets(config.hooks, None, os.environ)
         bus = Bus(redactor=Redactor({**secrets, **server_secrets(config.servers.values())}))
-        servers = await nursery.start(_serve_servers, spawner, bus, config)
-        stats = await nursery.start(_serve_observers, bus, spawner, config)
+        servers = await nursery.start(_serve_servers, spawner, bus, config, telemetry.frame)
+        stats = await nursery.start(_serve_observers, bus, spawner, config, telemetry.frame)
         if recorder is not None:
             await nursery.start(recorder.serve)
         journals = Journals(
@@ -116,8 +141,9 @@ async def _open_parts(
             artifacts=artifacts,
             history=recorder.history if recorder is not None else None,
             recorder=recorder.note if recorder is not None else None,
+            telemetry=telemetry,
         )
-        runtime = Runtime(config, spawner, bus, journals, stats, servers, recorder)
+        runtime = Runtime(config, spawner, bus, journals, stats, servers, recorder, telemetry)
         bus.publish(EventKind.SUPERVISOR_STARTED, {})
         try:
             yield runtime
@@ -155,11 +181,12 @@ async def _serve_servers(
     spawner: Spawner,
     bus: Bus,
     config: Config,
+    telemetry: Told,
     task_status: trio.TaskStatus[ServerManager] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """The tool servers, until cancelled (with the runtime): then every server's tree is
     killed and reaped."""
-    async with open_servers(spawner, bus, config) as servers:
+    async with open_servers(spawner, bus, config, telemetry) as servers:
         task_status.started(servers)
         await trio.sleep_forever()
 
@@ -168,6 +195,7 @@ async def _serve_observers(
     bus: Bus,
     spawner: Spawner,
     config: Config,
+    telemetry: Told,
     task_status: trio.TaskStatus[ObserverStats] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     await serve_observers(
@@ -176,5 +204,6 @@ async def _serve_observers(
         config.hooks,
         caller_autonomy=config.autonomy_hooks,
         supervisor_max=config.autonomy_max,
+        telemetry=telemetry,
         task_status=task_status,
     )

@@ -17,6 +17,7 @@ import attrs
 from ..core.convert import to_json
 from ..core.effects import YES
 from ..core.events import EventKind
+from ..core.frames import FrameType
 from ..core.hooks import Config
 from ..core.points import Phase
 from ..core.records import Record
@@ -25,6 +26,7 @@ from ..process.spawner import Spawner
 from ..tools.servers import ServerManager, open_manager
 from .bus import Bus
 from .hookcontext import HookContext
+from .telemetry import Told
 
 
 @attrs.frozen(repr=False, eq=False)
@@ -34,6 +36,8 @@ class ServerStartHooks(Record):
     spawner: Spawner
     bus: Bus
     config: Config
+    #: Told of each hook's frame (`telemetry.py`).
+    telemetry: Told | None = None
 
     async def __call__(
         self, phase: Phase, server: str, run_id: str | None, **given: Any
@@ -57,6 +61,8 @@ class ServerStartHooks(Record):
             report = await run_hook(self.spawner, hook, ctx)
             wire = {**to_json(report.frame), "server": server}
             bus.publish(EventKind.HOOK_FINISHED, wire, run_id=run_id)
+            if self.telemetry is not None:
+                self.telemetry(FrameType.HOOK, {**wire, "runId": run_id})
             if report.frame.status.is_failure:
                 bus.publish(EventKind.HOOK_FAILED, wire, run_id=run_id)
             refused = report.frame.refused
@@ -69,9 +75,9 @@ class ServerStartHooks(Record):
 
 
 def open_servers(
-    spawner: Spawner, bus: Bus, config: Config
+    spawner: Spawner, bus: Bus, config: Config, telemetry: Told | None = None
 ) -> AbstractAsyncContextManager[ServerManager]:
     """The supervisor's tool servers (`tools/servers.py`), their starts running `config`'s
-    `server.start` hooks; all of them stopped (trees killed and reaped) when the block is
-    left."""
-    return open_manager(spawner, ServerStartHooks(spawner, bus, config))
+    `server.start` hooks (their frames told to `telemetry`); all of them stopped (trees
+    killed and reaped) when the block is left."""
+    return open_manager(spawner, ServerStartHooks(spawner, bus, config, telemetry))

@@ -3,8 +3,9 @@ trio, no socket; `server.py` writes the answer.
 
 One table says which paths answer plain HTTP, each with whether it asks for the token:
 `/healthz` (`{"ok": true, "version": …}`, no token; the Origin rule still applies),
-`/v1/runs` (the retained runs, newest first) and `/v1/runs/{runId}/artifacts/{id}` (a kept
-artifact: a `FileAnswer` the server streams), and the console (`/` and its files under
+`/v1/runs` (the retained runs, newest first), `/v1/runs/{runId}/artifacts/{id}` (a kept
+artifact: a `FileAnswer` the server streams), `/metrics` (the hooks' metrics in Prometheus'
+text format, `core/telemetry.py`), and the console (`/` and its files under
 `/console/`, answered by `pages.py` from the request itself). What the runs hold comes from a
 `RouteState` (the service's `Journals`); a path's `{…}` segments are looked up in its tables,
 never used as a file name. A WebSocket endpoint asked without an upgrade gets 400 at once;
@@ -26,6 +27,7 @@ import attrs
 
 from ..core.errors import HooksError
 from ..core.records import Record
+from ..core.telemetry import PROMETHEUS_TYPE, Meters
 from ..run.artifacts import ArtifactGone, Stored
 from . import pages
 from .access import Refusal, check_access
@@ -73,6 +75,8 @@ class RouteState(Protocol):
 
     def find_artifact(self, run_id: str, artifact_id: str) -> Stored | ArtifactSource: ...
 
+    def metrics_text(self) -> str: ...
+
 
 class _NoRuns:
     def summaries(self) -> list[dict[str, Any]]:
@@ -80,6 +84,9 @@ class _NoRuns:
 
     def find_artifact(self, run_id: str, artifact_id: str) -> Stored:
         raise ArtifactGone(f"no run {run_id!r} is retained")
+
+    def metrics_text(self) -> str:
+        return Meters().prometheus_text()
 
 
 NO_RUNS: Final[RouteState] = _NoRuns()
@@ -111,6 +118,10 @@ def _artifact(state: RouteState, params: Mapping[str, str]) -> Answer | FileAnsw
     return FileAnswer(stored, ARTIFACT_HEADERS)
 
 
+def _metrics(state: RouteState, params: Mapping[str, str]) -> Answer | FileAnswer:
+    return Answer(200, state.metrics_text().encode(), content_type=PROMETHEUS_TYPE.encode())
+
+
 def _no_state(state: RouteState, params: Mapping[str, str]) -> Answer | FileAnswer:
     raise AssertionError("a console page is answered by its `page`")
 
@@ -130,6 +141,7 @@ ROUTES: Final[dict[str, Route]] = {
     "/healthz": Route(_health, token=False),
     "/v1/runs": Route(_runs, token=True),
     "/v1/runs/{runId}/artifacts/{id}": Route(_artifact, token=True),
+    "/metrics": Route(_metrics, token=True),
     "/": Route(_no_state, token=False, page=pages.page),
     "/console/{file}": Route(_no_state, token=False, page=pages.asset),
 }

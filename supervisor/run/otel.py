@@ -1,0 +1,149 @@
+"""The OpenTelemetry side of telemetry: the SDK's tracer and meter providers with the OTLP
+exporters over HTTP, configured by the standard `OTEL_*` variables, fed from the run's frames
+(`core/telemetry.py`'s `SPANS`) and from the measurements `Meters` takes.
+
+Imported only when `OTEL_EXPORTER_OTLP_ENDPOINT` is set (`telemetry.py`): a process without
+it never loads the SDK or the exporters. The providers are this object's own, not the
+global ones, and export from the SDK's threads; `close` flushes and shuts them down, each
+bounded by its timeout.
+
+A span is made when the frame that ends it comes (a hook's and a call's start set back by
+their duration), the run's span is kept open from its `start` frame to its `end`: the open
+runs are the running ones, which the runtime bounds.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any, Final
+
+from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.metrics import Counter, Histogram
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.trace import Span, Status, StatusCode
+
+from ..core.frames import FrameType
+from ..core.telemetry import (
+    DURATION_BUCKETS,
+    METRICS,
+    RUN_SPAN,
+    SPANS,
+    Instrument,
+    Measurement,
+    Metric,
+)
+
+#: The service name when neither `OTEL_SERVICE_NAME` nor `OTEL_RESOURCE_ATTRIBUTES` names one.
+SERVICE: Final = "mcpx-hooks"
+#: How long closing waits for each provider to send what it holds, in ms (the runtime
+#: bounds the whole close: `runtime.TELEMETRY_FLUSH_S`).
+FLUSH_MS: Final = 2_000
+
+#: The spans a single frame makes whole (a hook's, a call's), by the frame type.
+_WHOLE: Final = {s.ends: s for s in SPANS if s.starts is s.ends}
+
+
+class OtlpExporter:
+    """Spans and metrics of the runtime's runs, sent over OTLP/HTTP by the SDK's threads."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        """The exporters read the `OTEL_*` variables of the process themselves (endpoint,
+        headers, timeout, compression, certificates); `env` says only whether a service
+        name is given there."""
+        resource = Resource.create({} if _names_service(env) else {SERVICE_NAME: SERVICE})
+        self._tracers = TracerProvider(resource=resource, shutdown_on_exit=False)
+        self._tracers.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+        reader = PeriodicExportingMetricReader(OTLPMetricExporter())
+        self._meters = MeterProvider(
+            resource=resource, metric_readers=[reader], shutdown_on_exit=False
+        )
+        self._tracer = self._tracers.get_tracer("mcpx_hooks")
+        meter = self._meters.get_meter("mcpx_hooks")
+        self._instruments: dict[Metric, Counter | Histogram] = {}
+        for metric in METRICS:
+            if metric.kind is Instrument.COUNTER:
+                self._instruments[metric] = meter.create_counter(
+                    metric.name, unit=metric.unit, description=metric.description
+                )
+            else:
+                self._instruments[metric] = meter.create_histogram(
+                    metric.name,
+                    unit=metric.unit,
+                    description=metric.description,
+                    explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS),
+                )
+        #: The runs whose `start` came and whose `end` has not: their span, and the
+        #: attributes their outcome frame gave.
+        self._runs: dict[str, tuple[Span, dict[str, Any]]] = {}
+
+    def measure(self, taken: list[Measurement]) -> None:
+        for m in taken:
+            labels = dict(zip(m.metric.labels, m.labels, strict=True))
+            instrument = self._instruments[m.metric]
+            if isinstance(instrument, Counter):
+                instrument.add(m.value, labels)
+            else:
+                instrument.record(m.value, labels)
+
+    def frame(self, kind: FrameType, wire: Mapping[str, Any]) -> None:
+        """A frame of a run: starts, ends or makes whole the span it belongs to."""
+        run_id = str(wire.get("runId"))
+        if kind is RUN_SPAN.starts:
+            attributes = RUN_SPAN.attributes_of(kind, wire)
+            span = self._tracer.start_span(RUN_SPAN.name, attributes=attributes)
+            self._runs[run_id] = (span, {})
+            return
+        run = self._runs.get(run_id)
+        if kind in (FrameType.RESULT, FrameType.ERROR) and run is not None:
+            run[1].update(RUN_SPAN.attributes_of(kind, wire))
+            if RUN_SPAN.failed(wire):
+                run[0].set_status(Status(StatusCode.ERROR, str(wire.get("message", ""))[:200]))
+        elif kind is RUN_SPAN.ends and run is not None:
+            del self._runs[run_id]
+            span, outcome = run
+            span.set_attributes({**outcome, **RUN_SPAN.attributes_of(kind, wire)})
+            span.end()
+        elif (made := _WHOLE.get(kind)) is not None:
+            now = time.time_ns()
+            took = int(wire.get("durationMs") or 0) * 1_000_000
+            parent = trace.set_span_in_context(run[0]) if run is not None else None
+            span = self._tracer.start_span(
+                made.name.format_map(_Blank(wire)),
+                context=parent,
+                attributes=made.attributes_of(kind, wire),
+                start_time=now - took,
+            )
+            if made.failed(wire):
+                span.set_status(Status(StatusCode.ERROR))
+            span.end(end_time=now)
+
+    def close(self) -> None:
+        """Ends the spans of runs still open, sends what the providers hold and shuts them
+        down, each bounded by `FLUSH_MS`. Blocks: call it from a worker thread."""
+        for span, outcome in self._runs.values():
+            span.set_attributes(outcome)
+            span.end()
+        self._runs.clear()
+        self._tracers.force_flush(FLUSH_MS)
+        self._meters.force_flush(FLUSH_MS)
+        self._tracers.shutdown()
+        self._meters.shutdown(FLUSH_MS)
+
+
+def _names_service(env: Mapping[str, str]) -> bool:
+    resource = env.get("OTEL_RESOURCE_ATTRIBUTES", "")
+    return bool(env.get("OTEL_SERVICE_NAME")) or "service.name=" in resource
+
+
+class _Blank(dict[str, Any]):
+    """A frame's wire for a span name's fields; a missing one is empty."""
+
+    def __missing__(self, key: str) -> str:
+        return ""
