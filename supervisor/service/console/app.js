@@ -6,7 +6,9 @@ import { EventsView } from "./events.js";
 import { drawHooks, fetchHooks } from "./hooks.js";
 import { getJson, Socket } from "./net.js";
 import { RunView } from "./run.js";
+import { RunningHooks } from "./running.js";
 import { RunsList } from "./runs.js";
+import { search, searchLink } from "./search.js";
 import { ServiceMessage } from "./tables.js";
 
 const $ = (id) => document.getElementById(id);
@@ -16,6 +18,9 @@ const page = {
   events: null,
   stream: null,
   run: null,
+  // The run the search box's "this run" means: the one open, or the last one opened.
+  lastRun: null,
+  running: new RunningHooks(),
   lost: false,
   restarted: false,
 };
@@ -77,6 +82,7 @@ function openEvents() {
         return;
       }
       page.events.take(obj);
+      page.running.take(obj);
       if (typeof obj.kind === "string" && (obj.kind.startsWith("run.") || obj.kind.startsWith("hook."))) {
         page.runs.refresh();
       }
@@ -106,10 +112,15 @@ function show(view) {
   }
 }
 
-function openRun(runId) {
-  if (page.run && page.run.runId === runId) return;
+function openRun(runId, target) {
+  page.lastRun = runId;
+  scope();
+  if (page.run && page.run.runId === runId) {
+    page.run.goTo(target);
+    return;
+  }
   if (page.run) page.run.close();
-  const view = new RunView(runId, { onGone: () => page.runs.refresh() });
+  const view = new RunView(runId, { onGone: () => page.runs.refresh(), target, running: page.running });
   page.run = view;
   page.runs.select(runId);
   const back = el("a", { href: "#/runs", class: "back" }, "← All runs");
@@ -128,10 +139,39 @@ function closeRun() {
   $("run").replaceChildren(el("p", { class: "hint" }, "Choose a run to see its frames."));
 }
 
+/** The search box's "this run": which run it means, and whether there is one. */
+function scope() {
+  const choice = $("scope-run");
+  choice.disabled = !page.lastRun;
+  choice.parentElement.title = page.lastRun ? `run ${page.lastRun}` : "open a run first";
+  if (!page.lastRun && choice.checked) document.querySelector('input[name="scope"][value="all"]').checked = true;
+}
+
+function searchForm() {
+  $("search-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const q = $("search-q").value;
+    const inRun = $("scope-run").checked && page.lastRun;
+    location.hash = searchLink(q, inRun ? page.lastRun : null);
+  });
+}
+
 async function route() {
   const hash = location.hash || "#/runs";
-  const parts = hash.slice(2).split("/");
-  if (parts[0] === "hooks") {
+  const [path, query] = hash.slice(2).split("?");
+  const parts = path.split("/");
+  if (parts[0] === "search") {
+    show("search");
+    const params = new URLSearchParams(query || "");
+    const q = params.get("q") || "";
+    $("search-q").value = q;
+    if (params.get("run")) {
+      page.lastRun = params.get("run");
+      scope();
+      $("scope-run").checked = true;
+    }
+    await search($("search-results"), q, params.get("run"));
+  } else if (parts[0] === "hooks") {
     show("hooks");
     $("hooks").replaceChildren(el("p", { class: "hint" }, "Loading…"));
     try {
@@ -143,7 +183,10 @@ async function route() {
     show("events");
   } else {
     show("runs");
-    if (parts[1]) openRun(decodeURIComponent(parts.slice(1).join("/")));
+    // `#/runs/ID`, or `#/runs/ID@seq`: the run opened at that frame.
+    const [id, at] = parts.slice(1).join("/").split("@");
+    const seq = /^\d+$/.test(at || "") ? Number(at) : null;
+    if (id) openRun(decodeURIComponent(id), seq);
     else closeRun();
   }
 }
@@ -166,6 +209,7 @@ async function main() {
     link("server unreachable", "lost");
   }
   openEvents();
+  searchForm();
   window.addEventListener("hashchange", route);
   await route();
 }
