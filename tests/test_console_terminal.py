@@ -175,6 +175,7 @@ def test_colours_are_drawn_and_no_escape_code_shows(page: Page, served: dict[str
     assert keeps.evaluate(STYLE)[0] == magenta
     plain = out.locator(".line", has_text="stdout is plain again")
     assert plain.locator("span.sgr-fg5").count() == 0
+    page.evaluate("document.getElementById('output-title').scrollIntoView()")
     shot(page, "colours")
 
 
@@ -340,13 +341,18 @@ def test_the_search_box_finds_in_all_runs_or_this_one(page: Page, served: dict[s
     if asked:
         assert asked[-1]["run"] == [run_id] and asked[-1]["q"] == ['"needle-42"']
         assert asked[-1]["limit"] == ["100"]
-    shot(page, "search")
     # All runs: no `run` asked.
+    box.fill("step 32")
     page.get_by_label("all runs").check()
     page.get_by_role("button", name="Search").click()
     expect(page.locator(".search-said")).to_contain_text("in all runs", timeout=WAIT_MS)
+    expect(page.locator(".matches .match")).to_have_count(11)
     if asked:
         assert "run" not in asked[-1]
+    shot(page, "search")
+    box.fill('"needle-42"')
+    page.get_by_role("button", name="Search").click()
+    expect(page.locator(".search-said")).to_contain_text("1 match for", timeout=WAIT_MS)
     # The match opens the run at its frame: the output scrolled there, that line marked.
     page.locator(".matches .match a").first.click()
     marked = page.locator(".output .line.marked")

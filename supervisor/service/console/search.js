@@ -42,7 +42,7 @@ export async function search(into, q, run = null) {
   const matches = answer.body;
   const said = matches.length === 0 ? "No match" : matches.length >= LIMIT ? `The newest ${matches.length} matches` : `${matches.length} match${matches.length === 1 ? "" : "es"}`;
   into.replaceChildren(
-    el("p", { class: "search-said", role: "status" }, `${said} for “${words}” ${where}.`),
+    el("p", { class: "search-said", role: "status" }, `${said} for ${words.includes('"') ? words : `“${words}”`} ${where}.`),
     el("ol", { class: "matches" }, ...matches.map((m) => match(m, terms(words)))),
   );
   return matches;
