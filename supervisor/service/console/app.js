@@ -44,17 +44,32 @@ function showLogin(why) {
   link("not signed in", "out");
 }
 
-/** Says once per restart that the old runs are gone. */
-function restarted() {
+/** Says once per restart what became of the runs listed before: kept (a server with a run
+ * history lists them again) or gone. */
+async function restarted() {
   if (page.restarted) return;
   page.restarted = true;
-  banner("The server restarted: the runs it held before are gone. New runs show as they start.");
+  let listed = null;
+  try {
+    const { status, body } = await getJson("/v1/runs");
+    if (status === 200 && Array.isArray(body)) listed = new Set(body.map((r) => r.runId));
+  } catch {
+    listed = null;
+  }
+  const before = page.knownAtLoss || new Set();
+  const kept = listed !== null && [...before].some((id) => listed.has(id));
+  banner(
+    kept
+      ? "The server restarted: the runs it kept are listed again, and new runs show as they start."
+      : "The server restarted: the runs it held before are gone. New runs show as they start.",
+  );
   page.events.note("the server restarted");
+  page.runs.refresh();
 }
 
 /** The server is back after a lost connection: were its runs kept? */
 async function back() {
-  const before = new Set(page.runs.known);
+  const before = page.knownAtLoss || new Set();
   const got = await page.runs.refresh();
   if (got && got.status === 401) {
     showLogin("The server no longer takes this browser's cookie: it has a new token (serve --new-token).");
@@ -96,7 +111,10 @@ function openEvents() {
         }
       } else if (state === "lost") {
         page.restarted = false;
-        if (!page.lost) announce("connection to the server lost; reconnecting");
+        if (!page.lost) {
+          announce("connection to the server lost; reconnecting");
+          page.knownAtLoss = new Set(page.runs.known);
+        }
         page.lost = true;
         link("server unreachable — reconnecting…", "lost");
       }
