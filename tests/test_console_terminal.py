@@ -116,6 +116,59 @@ def test_the_parser_reads_sgr_and_drops_every_other_escape(
     assert got[6]["pieces"] == [["bad indexshort", *plain]]
 
 
+#: The page's own bookkeeping, run in the page: hooks running by the bus's events (a finish
+#: replayed before its start included), the time said, and a query's words marked as text.
+BOOKKEEPING = """async () => {
+  const running = await import('/console/running.js');
+  const search = await import('/console/search.js');
+  const hooks = new running.RunningHooks();
+  const heard = [];
+  hooks.listen((id) => heard.push(id));
+  const ev = (kind, name, at, runId = 'r1', on = 'script') =>
+    hooks.take({kind, runId, at, data: {name, on, phase: 'before'}});
+  ev('hook.started', 'a', '2026-01-01T00:00:00Z');
+  ev('hook.started', 'b', '2026-01-01T00:00:05Z');
+  ev('hook.finished', 'c', '2026-01-01T00:00:06Z', 'r1', 'call');
+  ev('hook.started', 'c', '2026-01-01T00:00:01Z', 'r1', 'call');
+  ev('hook.started', 'x', '2026-01-01T00:00:00Z', 'r2');
+  const first = hooks.of('r1').map((h) => h.name);
+  ev('hook.finished', 'a', '2026-01-01T00:00:09Z');
+  const second = hooks.of('r1').map((h) => h.name);
+  hooks.take({kind: 'run.finished', runId: 'r2', at: '', data: {}});
+  const third = hooks.of('r2');
+  const t0 = Date.parse('2026-01-01T00:00:00Z');
+  const said = [running.runningFor('2026-01-01T00:00:00Z', t0 + 12400),
+    running.runningFor('2026-01-01T00:00:00Z', t0 + 185000),
+    running.runningFor('2026-01-01T00:00:00Z', t0 - 3000), running.runningFor('nonsense')];
+  const marked = search.marked('a <b>Needle</b> and needle-42', search.terms('"needle" x'));
+  return {first, second, third, heard: heard.length, said,
+    terms: search.terms('one "two words" "stray'),
+    marked: marked.map((n) => typeof n === 'string' ? n : `[${n.textContent}]`),
+    link: search.searchLink('a b', 'r1')};
+}"""
+
+
+def test_the_page_s_bookkeeping_of_running_hooks_and_search_words(
+    page: Page, served: dict[str, Any]
+) -> None:
+    sign_in(page, served)
+    got = page.evaluate(BOOKKEEPING)
+    # The call hook's finish came first: its start does not open it.
+    assert got["first"] == ["a", "b"]
+    assert got["second"] == ["b"]
+    assert got["third"] == []  # a finished run has none running
+    assert got["heard"] == 7
+    assert got["said"] == [
+        "running for 12 s",
+        "running for 3 min 5 s",
+        "running for 0 s",
+        "running",
+    ]
+    assert got["terms"] == ["one", "two words", "stray"]
+    assert got["marked"] == ["a <b>", "[Needle]", "</b> and ", "[needle]", "-42"]
+    assert got["link"] == "#/search?q=a+b&run=r1"
+
+
 #: Colours as a build tool prints them; the first colour is set in one line (one frame) and
 #: reset in the next, each stream keeping its own.
 COLOURED = r"""import sys
