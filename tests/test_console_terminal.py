@@ -182,6 +182,8 @@ print(f'{E}[38;5;208m256-colour orange{E}[0m {E}[38;2;255;0;255mtruecolor magent
 print(f'{E}[35mmagenta on stderr', file=sys.stderr, flush=True)
 print('stderr keeps its own colour', file=sys.stderr, flush=True)
 print('stdout is plain again')
+# A line longer than the server's 64 KiB pieces, cut inside a colour's sequence.
+print('x' * (64 * 1024 - 2) + f'{E}[31mred after the cut{E}[0m')
 """
 
 STYLE = """(el) => { const s = getComputedStyle(el);
@@ -193,8 +195,9 @@ def test_colours_are_drawn_and_no_escape_code_shows(page: Page, served: dict[str
     sign_in(page, served)
     run_id = exec_run(served, {"argv": [PY, "-c", COLOURED]}, wait=True)
     page.goto(f"{origin(served)}/#/runs/{run_id}")
-    expect(page.locator("#output-count")).to_have_text("(8 lines)", timeout=WAIT_MS)
+    expect(page.locator("#output-count")).to_have_text("(10 lines)", timeout=WAIT_MS)
     out = page.locator(".output")
+    expect(out.locator(".line")).to_have_count(10)  # drawn (at the next animation frame)
     text = out.inner_text()
     assert "\x1b" not in text and "[0m" not in text and "]8;;" not in text
     assert "a link" in text and "example.com" not in text
@@ -228,6 +231,13 @@ def test_colours_are_drawn_and_no_escape_code_shows(page: Page, served: dict[str
     assert keeps.evaluate(STYLE)[0] == magenta
     plain = out.locator(".line", has_text="stdout is plain again")
     assert plain.locator("span.sgr-fg5").count() == 0
+    # The sequence cut between two frames is whole again: the colour, and no code shown.
+    cut = out.locator(".line").last
+    expect(cut).to_contain_text("red after the cut")
+    assert "31m" not in cut.inner_text()
+    assert cut.locator("span", has_text="red after the cut").evaluate(STYLE)[0] == (
+        "rgb(207, 34, 46)"
+    )
     page.evaluate("document.getElementById('output-title').scrollIntoView()")
     shot(page, "colours")
 
@@ -286,6 +296,7 @@ def test_downloads_hold_every_line_while_the_page_draws_a_few(
     run_id = exec_run(served, {"argv": [PY, "-c", BIG]}, wait=True)
     page.goto(f"{origin(served)}/#/runs/{run_id}")
     expect(page.locator("#output-count")).to_have_text(f"({LINES:,} lines)", timeout=60_000)
+    expect(page.locator(".output .line").last).to_contain_text(f"line {LINES - 1} of")
     drawn = page.locator(".output .line").count()
     assert 0 < drawn < 200  # virtualised: the page holds a few dozen rows
     # What a person gets from the links: the files, whole.

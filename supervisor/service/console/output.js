@@ -17,6 +17,11 @@ const LINE_CHARS = 2000;
 const MAX_HEIGHT = 8_000_000;
 /** The streams whose style carries from one frame to the next (a terminal's). */
 const CARRIED = new Set([FrameType.STDOUT, FrameType.STDERR]);
+/** A frame at least this long may be a piece of a longer line the server cut (at 64 KiB of
+ * UTF-8): an escape sequence cut at its end is completed by the next frame of its stream. */
+const PIECE_CHARS = 16384;
+/** An escape sequence cut short at the end of a text. */
+const CUT = /(?:\x1b\[|\x9b)[\x30-\x3f]*[\x20-\x2f]*$|\x1b$/;
 
 export class OutputList {
   /** `link(seq)`: the address of a frame (each line's number links to its frame). */
@@ -24,6 +29,7 @@ export class OutputList {
     this.link = link;
     this.lines = []; // [seq, stream, text or pieces, at]
     this.styles = {}; // the style each stream is in after its last line
+    this.tails = {}; // a sequence cut at the end of a stream's last frame, for its next one
     this.pending = false;
     this.follow = true;
     this.times = false; // each line's time stamp shown
@@ -45,7 +51,17 @@ export class OutputList {
     // A frame's text may hold several lines (a log message): each is a row.
     const carried = CARRIED.has(stream);
     let style = carried ? this.styles[stream] || PLAIN : PLAIN;
-    for (const part of String(text).split("\n")) {
+    text = String(text);
+    if (carried) {
+      text = (this.tails[stream] || "") + text;
+      this.tails[stream] = "";
+      const cut = text.length >= PIECE_CHARS ? CUT.exec(text) : null;
+      if (cut) {
+        this.tails[stream] = cut[0];
+        text = text.slice(0, cut.index);
+      }
+    }
+    for (const part of text.split("\n")) {
       if (style === PLAIN && !hasEscapes(part)) {
         this.lines.push([seq, stream, part, at]);
         continue;
