@@ -248,7 +248,7 @@ SLOW_HOOK = {
     "on": "script",
     "phase": "before",
     "timeoutMs": 30_000,
-    "run": ["sh", "-c", "sleep 3; echo '{}'"],
+    "run": ["sh", "-c", "sleep 6; echo '{}'"],
 }
 
 
