@@ -49,7 +49,8 @@ docs: $(STAMP)
 # The console's screenshots in docs/console/, taken by its browser tests in headless Chromium.
 console-shots: $(STAMP)
 	@.ci/packages chromium=chromium
-	MCPX_CONSOLE_SHOTS=docs/console $(BIN)/pytest -W error -q tests/test_console_browser.py
+	MCPX_CONSOLE_SHOTS=docs/console $(BIN)/pytest -W error -q tests/test_console_browser.py \
+		tests/test_console_terminal.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache

@@ -29,6 +29,7 @@ from ..core.frames import FrameType
 from ..core.telemetry import Meters
 from ..run.artifacts import ArtifactGone, Stored
 from ..run.journal import RunJournal
+from ..run.journals import UnknownRun
 from ..service.routes import ArtifactSource, SourceDown
 from .jet import ClusterDown
 from .link import Cluster
@@ -161,3 +162,7 @@ class ClusterRoutes:
         if not RUN_ID.fullmatch(artifact_id):
             raise ArtifactGone(f"run {run_id} has no artifact {artifact_id!r}")
         return ClusterArtifact(self.cluster, self.index, run_id, artifact_id)
+
+    async def find(self, run_id: str) -> RunJournal:
+        """A run's downloads are a single server's: a gateway has none to offer (404)."""
+        raise UnknownRun(run_id)

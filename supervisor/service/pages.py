@@ -29,6 +29,7 @@ from typing import Final
 
 import attrs
 
+from ..core.events import EventKind
 from ..core.frames import ENVELOPE_KEYS, OUTPUT_TYPES, Control, FrameType, ServiceMessage
 from ..core.records import Record
 from .access import console_cookie, header, token_matches
@@ -100,13 +101,15 @@ def tables_module() -> bytes:
     """`/console/tables.js`: the tables the console's scripts need, as this server has them
     (`core/frames.py`), each an exported frozen object: the frame types by member name, the
     output types in the order of the frame types, the envelope's fields, the messages a page
-    sends a run (`Control`) and the service's own messages (`ServiceMessage`)."""
+    sends a run (`Control`), the service's own messages (`ServiceMessage`) and the event bus's
+    kinds (`EventKind`)."""
     tables: dict[str, object] = {
         "FrameType": {t.name: t.value for t in FrameType},
         "OUTPUT_TYPES": [t.value for t in FrameType if t in OUTPUT_TYPES],
         "ENVELOPE_KEYS": list(ENVELOPE_KEYS),
         "Control": {c.name: c.value for c in Control},
         "ServiceMessage": {m.name: m.value for m in ServiceMessage},
+        "EventKind": {k.name: k.value for k in EventKind},
     }
     lines = ["// Made by the server from its tables (service/pages.py, tables_module)."]
     lines += [f"export const {k} = Object.freeze({json.dumps(v)});" for k, v in tables.items()]

@@ -2,7 +2,9 @@
 
 An artifact is streamed from its file in pieces, never read whole: it is opened before the
 head is written (one dropped since it was found is a 404 like any other unknown one), and
-once open it is read to its end even if the store removes it meanwhile.
+once open it is read to its end even if the store removes it meanwhile. A run's download is
+made from its journal (found in memory or in the history) in a worker thread, as far as the
+run has gone when it is asked, then sent in pieces.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from urllib.parse import urlsplit
 import trio
 
 from ..run.artifacts import ArtifactGone, Stored
-from . import routes
+from ..run.journals import UnknownRun
+from . import downloads, routes
 from .connection import ServerConnection
 from .mcphttp import MCP_PATH, McpHttp
 from .protocol import Request, error_body
@@ -44,6 +47,9 @@ async def serve_plain(
     if isinstance(answer, routes.Answer):
         await conn.respond(answer.status, answer.body, answer.headers, answer.content_type)
         return
+    if isinstance(answer, routes.RunDownload):
+        await _serve_download(conn, state, answer)
+        return
     stored = answer.artifact
     if not isinstance(stored, Stored):
         await _serve_source(conn, stored, answer.headers)
@@ -59,6 +65,32 @@ async def serve_plain(
             await conn.respond_stream(
                 200, stored.size, pieces, answer.headers, stored.mime.encode()
             )
+
+
+async def _serve_download(
+    conn: ServerConnection, state: routes.RouteState, asked: routes.RunDownload
+) -> None:
+    """A run's `output.txt` or `frames.ndjson`: its lines so far, all of them."""
+    try:
+        journal = await state.find(asked.run_id)
+    except UnknownRun:
+        message = f"no run {asked.run_id[:200]!r} is kept here to download"
+        await conn.respond(404, error_body(404, message))
+        return
+    lines = journal.lines[: len(journal.lines)]  # as far as the run has gone now
+    pieces = await trio.to_thread.run_sync(downloads.download, asked.kind, lines)
+    headers = (
+        *routes.ARTIFACT_HEADERS,
+        (b"Content-Disposition", downloads.filename(asked.run_id, asked.kind)),
+    )
+
+    async def sent() -> AsyncGenerator[bytes, None]:
+        for piece in pieces:
+            yield piece
+
+    size = sum(len(p) for p in pieces)
+    async with contextlib.aclosing(sent()) as body:
+        await conn.respond_stream(200, size, body, headers, downloads.KINDS[asked.kind])
 
 
 async def _serve_source(

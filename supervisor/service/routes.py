@@ -4,8 +4,10 @@ trio, no socket; `server.py` writes the answer.
 One table says which paths answer plain HTTP, each with whether it asks for the token:
 `/healthz` (`{"ok": true, "version": …}`, no token; the Origin rule still applies),
 `/v1/runs` (the retained runs, newest first), `/v1/runs/{runId}/artifacts/{id}` (a kept
-artifact: a `FileAnswer` the server streams), `/metrics` (the hooks' metrics in Prometheus'
-text format, `core/telemetry.py`), and the console (`/` and its files under
+artifact: a `FileAnswer` the server streams), `/v1/runs/{runId}/output.txt` and
+`/v1/runs/{runId}/frames.ndjson` (a run's downloads, `downloads.py`: a `RunDownload` the
+server makes from the run once it has found it), `/metrics` (the hooks' metrics in
+Prometheus' text format, `core/telemetry.py`), and the console (`/` and its files under
 `/console/`, answered by `pages.py` from the request itself). What the runs hold comes from a
 `RouteState` (the service's `Journals`); a path's `{…}` segments are looked up in its tables,
 never used as a file name. A WebSocket endpoint asked without an upgrade gets 400 at once;
@@ -20,7 +22,7 @@ import importlib
 import json
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 from urllib.parse import unquote, urlsplit
 
 import attrs
@@ -33,6 +35,9 @@ from . import pages
 from .access import Refusal, check_access
 from .protocol import Request, error_body
 from .targets import parse_target, query_tokens
+
+if TYPE_CHECKING:
+    from ..run.journal import RunJournal
 
 
 @attrs.frozen(repr=False, eq=False)
@@ -68,14 +73,30 @@ class FileAnswer(Record):
     headers: tuple[tuple[bytes, bytes], ...] = ()
 
 
+@attrs.frozen(repr=False, eq=False)
+class RunDownload(Record):
+    """A 200 whose body is one of a run's downloads (`downloads.KINDS`), made by the server
+    from the run's journal once `RouteState.find` has it (404 when it has not)."""
+
+    run_id: str
+    kind: str
+
+
+#: What a route answers.
+Answered = Answer | FileAnswer | RunDownload
+
+
 class RouteState(Protocol):
-    """What the routes read of the service: its retained runs and their artifacts."""
+    """What the routes read of the service: its retained runs and their artifacts; `find`
+    is a run's journal (`run.journals.UnknownRun` when there is none)."""
 
     def summaries(self) -> list[dict[str, Any]]: ...
 
     def find_artifact(self, run_id: str, artifact_id: str) -> Stored | ArtifactSource: ...
 
     def metrics_text(self) -> str: ...
+
+    async def find(self, run_id: str) -> RunJournal: ...
 
 
 class _NoRuns:
@@ -87,6 +108,11 @@ class _NoRuns:
 
     def metrics_text(self) -> str:
         return Meters().prometheus_text()
+
+    async def find(self, run_id: str) -> RunJournal:
+        from ..run.journals import UnknownRun
+
+        raise UnknownRun(run_id)
 
 
 NO_RUNS: Final[RouteState] = _NoRuns()
@@ -100,17 +126,17 @@ ARTIFACT_HEADERS: Final = (
 )
 
 
-def _health(state: RouteState, params: Mapping[str, str]) -> Answer | FileAnswer:
+def _health(state: RouteState, params: Mapping[str, str]) -> Answered:
     # The package root's version, as `--version` reads it (imported already: it is our root).
     version = str(importlib.import_module("mcpx_hooks").__version__)
     return Answer(200, json.dumps({"ok": True, "version": version}).encode())
 
 
-def _runs(state: RouteState, params: Mapping[str, str]) -> Answer | FileAnswer:
+def _runs(state: RouteState, params: Mapping[str, str]) -> Answered:
     return Answer(200, json.dumps(state.summaries()).encode())
 
 
-def _artifact(state: RouteState, params: Mapping[str, str]) -> Answer | FileAnswer:
+def _artifact(state: RouteState, params: Mapping[str, str]) -> Answered:
     try:
         stored = state.find_artifact(params["runId"], params["id"])
     except ArtifactGone as exc:
@@ -118,11 +144,19 @@ def _artifact(state: RouteState, params: Mapping[str, str]) -> Answer | FileAnsw
     return FileAnswer(stored, ARTIFACT_HEADERS)
 
 
-def _metrics(state: RouteState, params: Mapping[str, str]) -> Answer | FileAnswer:
+def _metrics(state: RouteState, params: Mapping[str, str]) -> Answered:
     return Answer(200, state.metrics_text().encode(), content_type=PROMETHEUS_TYPE.encode())
 
 
-def _no_state(state: RouteState, params: Mapping[str, str]) -> Answer | FileAnswer:
+def _output(state: RouteState, params: Mapping[str, str]) -> Answered:
+    return RunDownload(params["runId"], "output.txt")
+
+
+def _frames(state: RouteState, params: Mapping[str, str]) -> Answered:
+    return RunDownload(params["runId"], "frames.ndjson")
+
+
+def _no_state(state: RouteState, params: Mapping[str, str]) -> Answered:
     raise AssertionError("a console page is answered by its `page`")
 
 
@@ -131,7 +165,7 @@ class Route(Record):
     """A plain HTTP path: its answer, and whether it asks for the token. A console path is
     answered by `page` instead, from the request and the server's token (`pages.py`)."""
 
-    answer: Callable[[RouteState, Mapping[str, str]], Answer | FileAnswer]
+    answer: Callable[[RouteState, Mapping[str, str]], Answered]
     token: bool
     page: Callable[[Request, Mapping[str, str], str | None], pages.Page] | None = None
 
@@ -141,6 +175,8 @@ ROUTES: Final[dict[str, Route]] = {
     "/healthz": Route(_health, token=False),
     "/v1/runs": Route(_runs, token=True),
     "/v1/runs/{runId}/artifacts/{id}": Route(_artifact, token=True),
+    "/v1/runs/{runId}/output.txt": Route(_output, token=True),
+    "/v1/runs/{runId}/frames.ndjson": Route(_frames, token=True),
     "/metrics": Route(_metrics, token=True),
     "/": Route(_no_state, token=False, page=pages.page),
     "/console/{file}": Route(_no_state, token=False, page=pages.asset),
@@ -177,7 +213,7 @@ def answer(
     origins: frozenset[str],
     stopping: bool,
     state: RouteState = NO_RUNS,
-) -> Answer | FileAnswer:
+) -> Answered:
     """The answer to a plain request; the checks in the module docstring's order."""
     path = urlsplit(request.target).path
     if request.method not in METHODS:

@@ -6,7 +6,9 @@ import { EventsView } from "./events.js";
 import { drawHooks, fetchHooks } from "./hooks.js";
 import { getJson, Socket } from "./net.js";
 import { RunView } from "./run.js";
+import { RunningHooks } from "./running.js";
 import { RunsList } from "./runs.js";
+import { search, searchLink } from "./search.js";
 import { ServiceMessage } from "./tables.js";
 
 const $ = (id) => document.getElementById(id);
@@ -16,6 +18,9 @@ const page = {
   events: null,
   stream: null,
   run: null,
+  // The run the search box's "this run" means: the one open, or the last one opened.
+  lastRun: null,
+  running: new RunningHooks(),
   lost: false,
   restarted: false,
 };
@@ -39,16 +44,32 @@ function showLogin(why) {
   link("not signed in", "out");
 }
 
-/** Says once per restart that the old runs are gone (a server that keeps no run history). */
-function restarted() {
+/** Says once per restart what became of the runs listed before: kept (a server with a run
+ * history lists them again) or gone. */
+async function restarted() {
   if (page.restarted) return;
   page.restarted = true;
-  banner("The server restarted: the runs it held before are gone. New runs show as they start.");
+  let listed = null;
+  try {
+    const { status, body } = await getJson("/v1/runs");
+    if (status === 200 && Array.isArray(body)) listed = new Set(body.map((r) => r.runId));
+  } catch {
+    listed = null;
+  }
+  const before = page.knownAtLoss || new Set();
+  const kept = listed !== null && [...before].some((id) => listed.has(id));
+  banner(
+    kept
+      ? "The server restarted: the runs it kept are listed again, and new runs show as they start."
+      : "The server restarted: the runs it held before are gone. New runs show as they start.",
+  );
+  page.events.note("the server restarted");
+  page.runs.refresh();
 }
 
 /** The server is back after a lost connection: were its runs kept? */
 async function back() {
-  const before = new Set(page.runs.known);
+  const before = page.knownAtLoss || new Set();
   const got = await page.runs.refresh();
   if (got && got.status === 401) {
     showLogin("The server no longer takes this browser's cookie: it has a new token (serve --new-token).");
@@ -71,12 +92,12 @@ function openEvents() {
         // `since` was never published here: another server (a restart) answers now.
         if (obj.code === 4416) {
           page.events.last = null;
-          // Whether its runs were kept, `back` tells from the runs it lists.
-          page.events.note("the server restarted");
+          restarted();
         }
         return;
       }
       page.events.take(obj);
+      page.running.take(obj);
       if (typeof obj.kind === "string" && (obj.kind.startsWith("run.") || obj.kind.startsWith("hook."))) {
         page.runs.refresh();
       }
@@ -90,7 +111,10 @@ function openEvents() {
         }
       } else if (state === "lost") {
         page.restarted = false;
-        if (!page.lost) announce("connection to the server lost; reconnecting");
+        if (!page.lost) {
+          announce("connection to the server lost; reconnecting");
+          page.knownAtLoss = new Set(page.runs.known);
+        }
         page.lost = true;
         link("server unreachable — reconnecting…", "lost");
       }
@@ -106,10 +130,15 @@ function show(view) {
   }
 }
 
-function openRun(runId) {
-  if (page.run && page.run.runId === runId) return;
+function openRun(runId, target) {
+  page.lastRun = runId;
+  scope();
+  if (page.run && page.run.runId === runId) {
+    page.run.goTo(target);
+    return;
+  }
   if (page.run) page.run.close();
-  const view = new RunView(runId, { onGone: () => page.runs.refresh() });
+  const view = new RunView(runId, { onGone: () => page.runs.refresh(), target, running: page.running });
   page.run = view;
   page.runs.select(runId);
   const back = el("a", { href: "#/runs", class: "back" }, "← All runs");
@@ -128,10 +157,39 @@ function closeRun() {
   $("run").replaceChildren(el("p", { class: "hint" }, "Choose a run to see its frames."));
 }
 
+/** The search box's "this run": which run it means, and whether there is one. */
+function scope() {
+  const choice = $("scope-run");
+  choice.disabled = !page.lastRun;
+  choice.parentElement.title = page.lastRun ? `run ${page.lastRun}` : "open a run first";
+  if (!page.lastRun && choice.checked) document.querySelector('input[name="scope"][value="all"]').checked = true;
+}
+
+function searchForm() {
+  $("search-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const q = $("search-q").value;
+    const inRun = $("scope-run").checked && page.lastRun;
+    location.hash = searchLink(q, inRun ? page.lastRun : null);
+  });
+}
+
 async function route() {
   const hash = location.hash || "#/runs";
-  const parts = hash.slice(2).split("/");
-  if (parts[0] === "hooks") {
+  const [path, query] = hash.slice(2).split("?");
+  const parts = path.split("/");
+  if (parts[0] === "search") {
+    show("search");
+    const params = new URLSearchParams(query || "");
+    const q = params.get("q") || "";
+    $("search-q").value = q;
+    if (params.get("run")) {
+      page.lastRun = params.get("run");
+      scope();
+      $("scope-run").checked = true;
+    }
+    await search($("search-results"), q, params.get("run"));
+  } else if (parts[0] === "hooks") {
     show("hooks");
     $("hooks").replaceChildren(el("p", { class: "hint" }, "Loading…"));
     try {
@@ -143,7 +201,10 @@ async function route() {
     show("events");
   } else {
     show("runs");
-    if (parts[1]) openRun(decodeURIComponent(parts.slice(1).join("/")));
+    // `#/runs/ID`, or `#/runs/ID@seq`: the run opened at that frame.
+    const [id, at] = parts.slice(1).join("/").split("@");
+    const seq = /^\d+$/.test(at || "") ? Number(at) : null;
+    if (id) openRun(decodeURIComponent(id), seq);
     else closeRun();
   }
 }
@@ -166,6 +227,7 @@ async function main() {
     link("server unreachable", "lost");
   }
   openEvents();
+  searchForm();
   window.addEventListener("hashchange", route);
   await route();
 }

@@ -3,26 +3,38 @@
 // a virtualised list. Live while the run runs; after a lost socket it resumes from the next
 // frame, and says so plainly when the server no longer has the run.
 
-import { announce, commandLine, duration, el, lineDiff, shown, when } from "./dom.js";
+import { announce, commandLine, duration, el, when } from "./dom.js";
+import { frameBody, outputText } from "./frames.js";
 import { Socket } from "./net.js";
 import { OutputList } from "./output.js";
-import { Control, ENVELOPE_KEYS, FrameType, OUTPUT_TYPES, ServiceMessage } from "./tables.js";
+import { RunningList } from "./running.js";
+import { Control, FrameType, OUTPUT_TYPES, ServiceMessage } from "./tables.js";
 
 /** Frames that are the script's output: drawn in the output list, one group in the timeline. */
 const OUTPUT = new Set(OUTPUT_TYPES);
 
+/** The address of a run, or of one of its frames: `#/runs/ID` and `#/runs/ID@seq`. */
+export function runLink(runId, seq = null) {
+  return `#/runs/${encodeURIComponent(runId)}${seq === null ? "" : `@${seq}`}`;
+}
+
 export class RunView {
-  constructor(runId, { onGone }) {
+  /** `target`: the seq of the frame to open the run at (scrolled to, marked), or null.
+   * `running`: the hooks running now (`running.js`), shown live under the timeline. */
+  constructor(runId, { onGone, target = null, running = null }) {
     this.runId = runId;
     this.onGone = onGone;
+    this.target = target;
+    this.running = running;
     this.frames = 0; // the next seq expected
     this.ended = false;
     this.asks = new Map(); // askId → {frame, row}
     this.group = null; // the timeline row of the output frames being received
     this.pending = [];
     this.drawing = false;
-    this.output = new OutputList("Script output");
+    this.output = new OutputList("Script output", (seq) => runLink(runId, seq));
     this.timeline = el("ol", { class: "timeline", "aria-label": "Frames" });
+    this.hooksNow = new RunningList();
     this.head = el("div", { class: "run-head" });
     this.notice = el("p", { class: "notice", role: "status", hidden: true });
     this.root = el(
@@ -31,8 +43,10 @@ export class RunView {
       el("h2", { id: "run-title" }, "Run ", el("code", {}, runId)),
       this.head,
       this.notice,
+      this.tools(),
       el("h3", {}, "Timeline"),
       this.timeline,
+      this.hooksNow.root,
       el("h3", { id: "output-title" }, "Output ", el("span", { class: "count", id: "output-count" })),
       this.output.root,
     );
@@ -43,10 +57,57 @@ export class RunView {
       // Closed by the server on purpose: the run is complete (1000) or it refused (4xxx).
       done: (code) => code === 1000 || (code >= 4000 && code < 5000),
     });
+    if (running) {
+      this.stopListening = running.listen((id) => id === runId && this.showRunning());
+      this.showRunning();
+    }
+  }
+
+  /** The run's downloads (every line it kept, not what is drawn) and the time stamps' switch. */
+  tools() {
+    const base = `/v1/runs/${encodeURIComponent(this.runId)}`;
+    const times = el("input", { type: "checkbox", id: "show-times" });
+    times.addEventListener("change", () => {
+      this.root.classList.toggle("show-times", times.checked);
+      this.output.showTimes(times.checked);
+    });
+    return el(
+      "div",
+      { class: "run-tools" },
+      el("a", { href: `${base}/output.txt`, download: `run-${this.runId}-output.txt`, class: "download" }, "Download output (.txt)"),
+      el("a", { href: `${base}/frames.ndjson`, download: `run-${this.runId}-frames.ndjson`, class: "download" }, "Download frames (.ndjson)"),
+      el("label", { class: "times" }, times, " Show times"),
+    );
+  }
+
+  showRunning() {
+    this.hooksNow.draw(this.ended ? [] : this.running.of(this.runId));
+  }
+
+  /** Opens the run at frame `seq`: scrolled to it and marked, once it is drawn. */
+  goTo(seq) {
+    this.target = seq;
+    if (seq !== null && seq < this.frames && !this.pending.length) this.reveal();
+  }
+
+  reveal() {
+    const seq = this.target;
+    if (seq === null || seq >= this.frames - this.pending.length) return;
+    this.target = null;
+    for (const old of this.timeline.querySelectorAll(".marked")) old.classList.remove("marked");
+    const row = this.timeline.querySelector(`li[data-seq="${seq}"]`);
+    if (row) {
+      row.classList.add("marked");
+      row.scrollIntoView({ block: "center" });
+      return;
+    }
+    if (this.output.reveal(seq)) this.output.root.scrollIntoView({ block: "center" });
   }
 
   close() {
     this.socket.close();
+    this.hooksNow.stop();
+    if (this.stopListening) this.stopListening();
     for (const ask of this.asks.values()) clearInterval(ask.timer);
   }
 
@@ -90,11 +151,12 @@ export class RunView {
     this.label();
     const count = document.getElementById("output-count");
     if (count) count.textContent = this.output.length ? `(${this.output.length.toLocaleString()} lines)` : "";
+    if (this.target !== null) this.reveal();
   }
 
   draw(frame) {
     if (OUTPUT.has(frame.type)) {
-      this.output.push(frame.seq, frame.type, outputText(frame));
+      this.output.push(frame.seq, frame.type, outputText(frame), frame.at);
       this.outputRow(frame);
       return;
     }
@@ -113,6 +175,7 @@ export class RunView {
       this.ended = true;
       this.header(this.start, frame);
       this.closeAsks();
+      if (this.running) this.showRunning();
       announce(`run ended: ${this.outcome ? this.outcome.type : FrameType.END}`);
     }
   }
@@ -143,7 +206,7 @@ export class RunView {
   outputRow(frame) {
     if (!this.group) {
       const label = el("span", {}, "");
-      const row = el("li", { class: "frame output-group" }, el("span", { class: "seq" }, `#${frame.seq}`), el("span", { class: "type" }, "output"), label);
+      const row = el("li", { class: "frame output-group" }, el("a", { class: "seq", href: runLink(this.runId, frame.seq) }, `#${frame.seq}`), el("span", { class: "type" }, "output"), label);
       this.timeline.append(row);
       this.group = { row, label, first: frame.seq, counts: {} };
     }
@@ -167,8 +230,8 @@ export class RunView {
     return el(
       "li",
       { class: `frame ${frame.type}${frame.status && frame.status !== "ok" ? " bad" : ""}`, "data-seq": frame.seq, "data-type": frame.type },
-      el("span", { class: "seq" }, `#${frame.seq}`),
-      el("span", { class: "type" }, frame.type),
+      el("a", { class: "seq", href: runLink(this.runId, frame.seq), title: when(frame.at) }, `#${frame.seq}`),
+      el("span", { class: "type" }, frame.type, el("span", { class: "at" }, when(frame.at))),
       body,
     );
   }
@@ -222,137 +285,4 @@ export class RunView {
     }
     this.asks.clear();
   }
-}
-
-function outputText(frame) {
-  if (frame.type === FrameType.LOG) return `[${frame.level}] ${frame.message}${frame.attrs && Object.keys(frame.attrs).length ? ` ${JSON.stringify(frame.attrs)}` : ""}`;
-  if (frame.type === FrameType.EMIT) return JSON.stringify(frame.value);
-  return frame.text ?? "";
-}
-
-function pre(text, cls = "") {
-  return el("pre", { class: cls }, text);
-}
-
-/** What one frame shows, by type; a type this page does not know shows its fields. */
-function frameBody(frame, view) {
-  switch (frame.type) {
-    case FrameType.START:
-      return el("div", {}, el("code", {}, commandLine(frame.argv)));
-    case FrameType.HOOK:
-      return hookBody(frame);
-    case FrameType.ASK:
-      return el(
-        "div",
-        { class: "ask" },
-        el("p", {}, el("strong", {}, frame.hook), " asks: ", el("span", { class: "question" }, frame.question)),
-        el("p", { class: "hint" }, `Unanswered within ${duration(frame.deadlineMs)}, the answer is "${frame.default}"${frame.default === "no" ? " (the run is refused)" : ""}.`),
-        view.ended ? null : view.askButtons(frame),
-      );
-    case FrameType.ARTIFACT:
-      return el(
-        "div",
-        {},
-        el("a", { href: `/v1/runs/${encodeURIComponent(frame.runId)}/artifacts/${encodeURIComponent(frame.id)}`, download: frame.name }, frame.name),
-        ` ${frame.mime}, ${frame.size.toLocaleString()} bytes`,
-      );
-    case FrameType.RESULT:
-      return el(
-        "div",
-        {},
-        pre(shown(frame.value), "value"),
-        list("advice", frame.advice),
-        frame.proposals && frame.proposals.length ? el("details", {}, el("summary", {}, `${frame.proposals.length} proposal(s)`), pre(shown(frame.proposals))) : null,
-      );
-    case FrameType.ERROR:
-      return el(
-        "div",
-        {},
-        el("p", { class: "message" }, frame.message),
-        fields(frame, ["exitCode", "cause", "refusedBy"]),
-        list("advice", frame.advice),
-      );
-    case FrameType.END:
-      return el("div", {}, `exit code ${frame.exitCode ?? "none"}, ${duration(frame.durationMs)}`);
-    case FrameType.WARNING:
-      return el("p", { class: "message" }, frame.message);
-    default: {
-      const rest = Object.fromEntries(Object.entries(frame).filter(([k]) => k !== "type" && !ENVELOPE_KEYS.includes(k)));
-      return pre(shown(rest));
-    }
-  }
-}
-
-function list(label, items) {
-  if (!items || !items.length) return null;
-  return el("div", { class: label }, el("span", { class: "label" }, `${label}: `), el("ul", {}, ...items.map((a) => el("li", {}, String(a)))));
-}
-
-/** How a frame's field is said on the page. */
-const SAID = { exitCode: "exit code", refusedBy: "refused by", signal: "signal", cause: "cause" };
-
-function fields(frame, names) {
-  const parts = names.filter((n) => frame[n] !== undefined && frame[n] !== null).map((n) => `${SAID[n] || n} ${frame[n]}`);
-  return parts.length ? el("p", { class: "fields" }, parts.join(" · ")) : null;
-}
-
-function hookBody(h) {
-  const clamp = h.requestedEffect && h.requestedEffect !== h.effect;
-  const line = el(
-    "p",
-    { class: "hook-line" },
-    el("strong", { class: "name" }, h.name),
-    " ",
-    el("span", { class: "phase" }, `${h.on}.${h.phase}`),
-    " ",
-    el("span", { class: `badge ${h.status}` }, h.status),
-    h.refused ? el("span", { class: "badge refused" }, h.refused.failClosed ? "refused (fail-closed)" : "refused") : null,
-    h.changed ? el("span", { class: "badge changed" }, "applied") : null,
-    " effect ",
-    el("span", { class: "effect" }, h.effect),
-    clamp ? el("span", { class: "clamp" }, ` (asked ${h.requestedEffect}, clamped by ${(h.clampedBy || []).join(", ")})`) : null,
-    ` · ${h.action} · ${duration(h.durationMs)} · sandbox ${h.sandbox}`,
-  );
-  const parts = [line];
-  if (h.refused) parts.push(el("p", { class: "refusal" }, `Refused: ${h.refused.reason}`));
-  if (h.reason) parts.push(el("p", { class: "reason" }, h.reason));
-  if (h.failureNote) parts.push(el("p", { class: "note" }, h.failureNote));
-  if (h.asked) {
-    parts.push(el("p", { class: "asked" }, `Asked “${h.asked.question}”: ${h.asked.answer ?? "no answer"}${h.asked.by ? ` (by ${h.asked.by})` : ""}`));
-  }
-  parts.push(list("advice", h.advice));
-  if (h.dropped && h.dropped.length) {
-    parts.push(el("div", { class: "dropped" }, el("span", { class: "label" }, "dropped: "), el("ul", {}, ...h.dropped.map((d) => el("li", {}, el("code", {}, d.key), ` — ${d.reason}`)))));
-  }
-  if (h.changed) parts.push(diffBlock(h.original, h.value));
-  if (h.proposals && h.proposals.length) {
-    parts.push(el("details", {}, el("summary", {}, `${h.proposals.length} proposal(s), not applied`), pre(shown(h.proposals))));
-  }
-  const exit = fields(h, ["exitCode", "signal", "model", "tokens", "cached", "server", "tool"]);
-  if (exit) parts.push(exit);
-  if (h.ran) parts.push(el("details", {}, el("summary", {}, `ran ${commandLine(h.ran.argv)}: ${h.ran.status}`), pre(shown(h.ran))));
-  // What a failed hook said stands open under its failure ("jq is missing: …").
-  const failed = h.status !== "ok" && h.status !== "skipped";
-  if (h.stdoutHead) parts.push(el("details", { open: failed }, el("summary", {}, "stdout (its head)"), pre(h.stdoutHead)));
-  if (h.stdoutTail && h.stdoutTail !== h.stdoutHead) {
-    parts.push(el("details", { class: "said", open: failed }, el("summary", {}, "stdout (its tail)"), pre(h.stdoutTail)));
-  }
-  if (h.stderrTail) parts.push(el("details", { class: "said", open: failed }, el("summary", {}, "stderr (its tail)"), pre(h.stderrTail)));
-  return el("div", { class: "hook" }, ...parts);
-}
-
-/** `original → new` for an applied hook: both values, and their lines that differ. */
-function diffBlock(original, value) {
-  const before = shown(original);
-  const after = shown(value);
-  const rows = lineDiff(before, after).map(([mark, text]) =>
-    el("div", { class: mark === "+" ? "add" : mark === "-" ? "del" : "same" }, el("span", { class: "mark", "aria-label": mark === "+" ? "added" : mark === "-" ? "removed" : "" }, mark), text),
-  );
-  return el(
-    "figure",
-    { class: "diff" },
-    el("figcaption", {}, "original → new"),
-    el("div", { class: "diff-sides" }, el("div", {}, el("span", { class: "label" }, "original"), pre(before, "before")), el("div", { class: "arrow", "aria-hidden": "true" }, "→"), el("div", {}, el("span", { class: "label" }, "new"), pre(after, "after"))),
-    el("div", { class: "diff-lines", "aria-label": "lines changed" }, ...rows),
-  );
 }

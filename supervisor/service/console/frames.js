@@ -1,0 +1,138 @@
+// What one frame of a run shows, by type (a hook frame in full: status, effect and clamp,
+// what it dropped, what an \`apply\` changed as original → new), and an output frame's text.
+
+import { commandLine, duration, el, lineDiff, shown } from "./dom.js";
+import { ENVELOPE_KEYS, FrameType } from "./tables.js";
+
+export function outputText(frame) {
+  if (frame.type === FrameType.LOG) return `[${frame.level}] ${frame.message}${frame.attrs && Object.keys(frame.attrs).length ? ` ${JSON.stringify(frame.attrs)}` : ""}`;
+  if (frame.type === FrameType.EMIT) return JSON.stringify(frame.value);
+  return frame.text ?? "";
+}
+
+function pre(text, cls = "") {
+  return el("pre", { class: cls }, text);
+}
+
+/** What one frame shows, by type; a type this page does not know shows its fields. */
+export function frameBody(frame, view) {
+  switch (frame.type) {
+    case FrameType.START:
+      return el("div", {}, el("code", {}, commandLine(frame.argv)));
+    case FrameType.HOOK:
+      return hookBody(frame);
+    case FrameType.ASK:
+      return el(
+        "div",
+        { class: "ask" },
+        el("p", {}, el("strong", {}, frame.hook), " asks: ", el("span", { class: "question" }, frame.question)),
+        el("p", { class: "hint" }, `Unanswered within ${duration(frame.deadlineMs)}, the answer is "${frame.default}"${frame.default === "no" ? " (the run is refused)" : ""}.`),
+        view.ended ? null : view.askButtons(frame),
+      );
+    case FrameType.ARTIFACT:
+      return el(
+        "div",
+        {},
+        el("a", { href: `/v1/runs/${encodeURIComponent(frame.runId)}/artifacts/${encodeURIComponent(frame.id)}`, download: frame.name }, frame.name),
+        ` ${frame.mime}, ${frame.size.toLocaleString()} bytes`,
+      );
+    case FrameType.RESULT:
+      return el(
+        "div",
+        {},
+        pre(shown(frame.value), "value"),
+        list("advice", frame.advice),
+        frame.proposals && frame.proposals.length ? el("details", {}, el("summary", {}, `${frame.proposals.length} proposal(s)`), pre(shown(frame.proposals))) : null,
+      );
+    case FrameType.ERROR:
+      return el(
+        "div",
+        {},
+        el("p", { class: "message" }, frame.message),
+        fields(frame, ["exitCode", "cause", "refusedBy"]),
+        list("advice", frame.advice),
+      );
+    case FrameType.END:
+      return el("div", {}, `exit code ${frame.exitCode ?? "none"}, ${duration(frame.durationMs)}`);
+    case FrameType.WARNING:
+      return el("p", { class: "message" }, frame.message);
+    default: {
+      const rest = Object.fromEntries(Object.entries(frame).filter(([k]) => k !== "type" && !ENVELOPE_KEYS.includes(k)));
+      return pre(shown(rest));
+    }
+  }
+}
+
+function list(label, items) {
+  if (!items || !items.length) return null;
+  return el("div", { class: label }, el("span", { class: "label" }, `${label}: `), el("ul", {}, ...items.map((a) => el("li", {}, String(a)))));
+}
+
+/** How a frame's field is said on the page. */
+const SAID = { exitCode: "exit code", refusedBy: "refused by", signal: "signal", cause: "cause" };
+
+function fields(frame, names) {
+  const parts = names.filter((n) => frame[n] !== undefined && frame[n] !== null).map((n) => `${SAID[n] || n} ${frame[n]}`);
+  return parts.length ? el("p", { class: "fields" }, parts.join(" · ")) : null;
+}
+
+function hookBody(h) {
+  const clamp = h.requestedEffect && h.requestedEffect !== h.effect;
+  const line = el(
+    "p",
+    { class: "hook-line" },
+    el("strong", { class: "name" }, h.name),
+    " ",
+    el("span", { class: "phase" }, `${h.on}.${h.phase}`),
+    " ",
+    el("span", { class: `badge ${h.status}` }, h.status),
+    h.refused ? el("span", { class: "badge refused" }, h.refused.failClosed ? "refused (fail-closed)" : "refused") : null,
+    h.changed ? el("span", { class: "badge changed" }, "applied") : null,
+    " effect ",
+    el("span", { class: "effect" }, h.effect),
+    clamp ? el("span", { class: "clamp" }, ` (asked ${h.requestedEffect}, clamped by ${(h.clampedBy || []).join(", ")})`) : null,
+    ` · ${h.action} · ${duration(h.durationMs)} · sandbox ${h.sandbox}`,
+  );
+  const parts = [line];
+  if (h.refused) parts.push(el("p", { class: "refusal" }, `Refused: ${h.refused.reason}`));
+  if (h.reason) parts.push(el("p", { class: "reason" }, h.reason));
+  if (h.failureNote) parts.push(el("p", { class: "note" }, h.failureNote));
+  if (h.asked) {
+    parts.push(el("p", { class: "asked" }, `Asked “${h.asked.question}”: ${h.asked.answer ?? "no answer"}${h.asked.by ? ` (by ${h.asked.by})` : ""}`));
+  }
+  parts.push(list("advice", h.advice));
+  if (h.dropped && h.dropped.length) {
+    parts.push(el("div", { class: "dropped" }, el("span", { class: "label" }, "dropped: "), el("ul", {}, ...h.dropped.map((d) => el("li", {}, el("code", {}, d.key), ` — ${d.reason}`)))));
+  }
+  if (h.changed) parts.push(diffBlock(h.original, h.value));
+  if (h.proposals && h.proposals.length) {
+    parts.push(el("details", {}, el("summary", {}, `${h.proposals.length} proposal(s), not applied`), pre(shown(h.proposals))));
+  }
+  const exit = fields(h, ["exitCode", "signal", "model", "tokens", "cached", "server", "tool"]);
+  if (exit) parts.push(exit);
+  if (h.ran) parts.push(el("details", {}, el("summary", {}, `ran ${commandLine(h.ran.argv)}: ${h.ran.status}`), pre(shown(h.ran))));
+  // What a failed hook said stands open under its failure ("jq is missing: …").
+  const failed = h.status !== "ok" && h.status !== "skipped";
+  if (h.stdoutHead) parts.push(el("details", { open: failed }, el("summary", {}, "stdout (its head)"), pre(h.stdoutHead)));
+  if (h.stdoutTail && h.stdoutTail !== h.stdoutHead) {
+    parts.push(el("details", { class: "said", open: failed }, el("summary", {}, "stdout (its tail)"), pre(h.stdoutTail)));
+  }
+  if (h.stderrTail) parts.push(el("details", { class: "said", open: failed }, el("summary", {}, "stderr (its tail)"), pre(h.stderrTail)));
+  return el("div", { class: "hook" }, ...parts);
+}
+
+/** `original → new` for an applied hook: both values, and their lines that differ. */
+function diffBlock(original, value) {
+  const before = shown(original);
+  const after = shown(value);
+  const rows = lineDiff(before, after).map(([mark, text]) =>
+    el("div", { class: mark === "+" ? "add" : mark === "-" ? "del" : "same" }, el("span", { class: "mark", "aria-label": mark === "+" ? "added" : mark === "-" ? "removed" : "" }, mark), text),
+  );
+  return el(
+    "figure",
+    { class: "diff" },
+    el("figcaption", {}, "original → new"),
+    el("div", { class: "diff-sides" }, el("div", {}, el("span", { class: "label" }, "original"), pre(before, "before")), el("div", { class: "arrow", "aria-hidden": "true" }, "→"), el("div", {}, el("span", { class: "label" }, "new"), pre(after, "after"))),
+    el("div", { class: "diff-lines", "aria-label": "lines changed" }, ...rows),
+  );
+}

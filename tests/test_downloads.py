@@ -1,0 +1,113 @@
+"""A run's downloads, `GET /v1/runs/{runId}/output.txt` and `/frames.ndjson`: every line the
+run kept (not what a console drew), the same from a live run's journal and, after a restart,
+from the run history; the token asked for as on every `/v1` path; a clear 404 for a run that
+is not kept. A real `serve` and real runs; the pure parts (`downloads.py`) on their own."""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import sys
+from pathlib import Path
+
+import orjson
+from service_client import Server, arun, run_remote, start_server
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
+
+from mcpx_hooks.supervisor.service import downloads
+
+SCRIPT = """import sys, json
+for i in range(3):
+    print(f'\\x1b[32mout {i}\\x1b[0m')
+print('to stderr', file=sys.stderr)
+"""
+
+
+def get(server: Server, path: str, token: bool = True) -> tuple[int, dict[str, str], bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    try:
+        conn.request("GET", path, headers=server.headers() if token else {})
+        response = conn.getresponse()
+        return response.status, dict(response.getheaders()), response.read()
+    finally:
+        conn.close()
+
+
+def raw_lines(server: Server, run_id: str) -> list[bytes]:
+    lines: list[bytes] = []
+    url = f"{server.url}/v1/runs/{run_id}?from=0"
+    ws = connect(url, additional_headers=server.headers(), proxy=None, max_size=None)
+    with ws, contextlib.suppress(ConnectionClosed):
+        while True:
+            lines += str(ws.recv(timeout=30)).encode().split(b"\n")
+    return lines
+
+
+def test_downloads_are_whole_live_and_after_a_restart(tmp_path: Path) -> None:
+    tmp_path.chmod(0o755)  # the script's sandbox reads its working directory as another user
+    env = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    server = start_server(tmp_path, env=env)
+    try:
+        stream = arun(run_remote(server, {"argv": [sys.executable, "-c", SCRIPT]}))
+        run_id = stream.frames[0]["runId"]
+        status, headers, text = get(server, f"/v1/runs/{run_id}/output.txt")
+        assert status == 200
+        assert headers["Content-Type"] == "text/plain; charset=utf-8"
+        assert headers["Cache-Control"] == "no-store"
+        assert headers["Content-Disposition"] == f'attachment; filename="run-{run_id}-output.txt"'
+        # The script's lines as it wrote them, colour codes and all, stderr among them.
+        want = [f"\x1b[32mout {i}\x1b[0m" for i in range(3)]
+        assert sorted(text.decode().split("\n")) == sorted([*want, "to stderr", ""])
+        said = [f["text"] for f in stream.frames if f["type"] in ("stdout", "stderr")]
+        assert text.decode().split("\n") == [*said, ""]  # in the frames' order
+        status, headers, ndjson = get(server, f"/v1/runs/{run_id}/frames.ndjson")
+        assert status == 200 and headers["Content-Type"] == "application/x-ndjson"
+        live = raw_lines(server, run_id)
+        assert ndjson.split(b"\n") == [*live, b""]
+        assert [json.loads(x)["seq"] for x in live] == list(range(len(live)))
+        # The token, as on every /v1 path; a run not kept: 404, said.
+        assert get(server, f"/v1/runs/{run_id}/output.txt", token=False)[0] == 401
+        status, _, body = get(server, "/v1/runs/0000000000000000/frames.ndjson")
+        assert status == 404 and b"is kept here to download" in body
+    finally:
+        assert server.stop() == 0
+    # Another server on the same history: the same bytes, from the store.
+    again = start_server(tmp_path, env=env)
+    try:
+        assert get(again, f"/v1/runs/{run_id}/frames.ndjson")[2] == ndjson
+        assert get(again, f"/v1/runs/{run_id}/output.txt")[2] == text
+    finally:
+        assert again.stop() == 0
+    assert "Traceback" not in again.log()
+
+
+def test_output_lines_of_each_output_frame_and_nothing_else() -> None:
+    frames = [
+        {"type": "start", "seq": 0, "argv": ["x"]},
+        {"type": "stdout", "seq": 1, "text": "plain"},
+        {"type": "log", "seq": 2, "level": "info", "message": "two\nlines", "attrs": {"k": 1}},
+        {"type": "emit", "seq": 3, "value": {"a": [1, 2]}},
+        {"type": "stderr", "seq": 4, "text": ""},
+        {"type": "hook", "seq": 5, "name": "h"},
+        {"type": "log", "seq": 6, "level": "warn", "message": "bare"},
+        {"type": "end", "seq": 7},
+    ]
+    lines = [orjson.dumps(f) for f in frames]
+    text = b"".join(downloads.download("output.txt", lines)).decode()
+    assert text == 'plain\n[info] two\nlines {"k":1}\n{"a":[1,2]}\n\n[warn] bare\n'
+    ndjson = b"".join(downloads.download("frames.ndjson", lines))
+    assert ndjson == b"".join(line + b"\n" for line in lines)
+    # Many lines: in pieces of a bounded number of lines, none lost.
+    many = [orjson.dumps({"type": "stdout", "seq": i, "text": str(i)}) for i in range(10_000)]
+    pieces = downloads.download("output.txt", many)
+    assert len(pieces) == 3
+    assert b"".join(pieces).decode().split("\n") == [*map(str, range(10_000)), ""]
+    assert downloads.download("frames.ndjson", []) == []
+
+
+def test_a_download_s_file_name_is_safe() -> None:
+    assert downloads.filename('a"b/../c', "output.txt") == (
+        b'attachment; filename="run-abc-output.txt"'
+    )
