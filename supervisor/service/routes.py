@@ -3,14 +3,15 @@ trio, no socket; `server.py` writes the answer.
 
 One table says which paths answer plain HTTP, each with whether it asks for the token:
 `/healthz` (`{"ok": true, "version": …}`, no token; the Origin rule still applies),
-`/v1/runs` (the retained runs, newest first) and `/v1/runs/{runId}/artifacts/{id}` (a kept
-artifact: a `FileAnswer` the server streams), and the console (`/` and its files under
-`/console/`, answered by `pages.py` from the request itself). What the runs hold comes from a
-`RouteState` (the service's `Journals`); a path's `{…}` segments are looked up in its tables,
-never used as a file name. A WebSocket endpoint asked without an upgrade gets 400 at once;
-any other path, 404 once the token and Origin are checked as for an upgrade; a method other
-than GET or HEAD, 405. Every answer but the health one and an artifact has the JSON error body of a
-refused upgrade.
+`/v1/runs` (the retained runs, newest first), `/v1/runs/{runId}/artifacts/{id}` (a kept
+artifact: a `FileAnswer` the server streams), `/v1/search?q=…[&run=ID][&limit=N]` (the
+stored frames that match, newest first: a `Later` the server makes in a worker thread), and
+the console (`/` and its files under `/console/`, answered by `pages.py` from the request
+itself). What the runs hold comes from a `RouteState` (the service's `Journals`); a path's
+`{…}` segments are looked up in its tables, never used as a file name. A WebSocket endpoint
+asked without an upgrade gets 400 at once; any other path, 404 once the token and Origin are
+checked as for an upgrade; a method other than GET or HEAD, 405. Every answer but the health
+one and an artifact has the JSON error body of a refused upgrade.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import json
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Final, Protocol
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import attrs
 
@@ -66,17 +67,30 @@ class FileAnswer(Record):
     headers: tuple[tuple[bytes, bytes], ...] = ()
 
 
+@attrs.frozen(repr=False, eq=False)
+class Later(Record):
+    """An answer that reads the disk: the server makes it in a worker thread."""
+
+    make: Callable[[], Answer]
+
+
 class RouteState(Protocol):
-    """What the routes read of the service: its retained runs and their artifacts."""
+    """What the routes read of the service: its retained runs and their artifacts, and a
+    search of its run history (None: it keeps none; blocking, so called in a worker thread)."""
 
     def summaries(self) -> list[dict[str, Any]]: ...
 
     def find_artifact(self, run_id: str, artifact_id: str) -> Stored | ArtifactSource: ...
 
+    def search(self, text: str, run_id: str | None, limit: int) -> list[dict[str, Any]] | None: ...
+
 
 class _NoRuns:
     def summaries(self) -> list[dict[str, Any]]:
         return []
+
+    def search(self, text: str, run_id: str | None, limit: int) -> list[dict[str, Any]] | None:
+        return None
 
     def find_artifact(self, run_id: str, artifact_id: str) -> Stored:
         raise ArtifactGone(f"no run {run_id!r} is retained")
@@ -93,17 +107,17 @@ ARTIFACT_HEADERS: Final = (
 )
 
 
-def _health(state: RouteState, params: Mapping[str, str]) -> Answer | FileAnswer:
+def _health(state: RouteState, params: Mapping[str, str]) -> Answer | FileAnswer | Later:
     # The package root's version, as `--version` reads it (imported already: it is our root).
     version = str(importlib.import_module("mcpx_hooks").__version__)
     return Answer(200, json.dumps({"ok": True, "version": version}).encode())
 
 
-def _runs(state: RouteState, params: Mapping[str, str]) -> Answer | FileAnswer:
+def _runs(state: RouteState, params: Mapping[str, str]) -> Answer | FileAnswer | Later:
     return Answer(200, json.dumps(state.summaries()).encode())
 
 
-def _artifact(state: RouteState, params: Mapping[str, str]) -> Answer | FileAnswer:
+def _artifact(state: RouteState, params: Mapping[str, str]) -> Answer | FileAnswer | Later:
     try:
         stored = state.find_artifact(params["runId"], params["id"])
     except ArtifactGone as exc:
@@ -111,7 +125,30 @@ def _artifact(state: RouteState, params: Mapping[str, str]) -> Answer | FileAnsw
     return FileAnswer(stored, ARTIFACT_HEADERS)
 
 
-def _no_state(state: RouteState, params: Mapping[str, str]) -> Answer | FileAnswer:
+def _search(state: RouteState, params: Mapping[str, str]) -> Answer | FileAnswer | Later:
+    # `limit` past the most is the most; the history's own bounds (`history/search.py`).
+    from ..history.search import MATCHES, MAX_MATCHES
+
+    if "q" not in params:
+        return _error(400, '/v1/search needs q: the words or "quoted phrases" to find')
+    limit = params.get("limit", str(MATCHES))
+    if not (limit.isascii() and limit.isdecimal() and len(limit) < 10 and int(limit) > 0):
+        return _error(400, f"limit must be a whole number from 1 (at most {MAX_MATCHES} are given)")
+    text, run_id, most = params["q"], params.get("run"), min(int(limit), MAX_MATCHES)
+
+    def make() -> Answer:
+        try:
+            found = state.search(text, run_id, most)
+        except HooksError as exc:
+            return _error(503, str(exc))
+        if found is None:
+            return _error(404, "this server keeps no run history to search")
+        return Answer(200, json.dumps(found).encode())
+
+    return Later(make)
+
+
+def _no_state(state: RouteState, params: Mapping[str, str]) -> Answer | FileAnswer | Later:
     raise AssertionError("a console page is answered by its `page`")
 
 
@@ -120,7 +157,7 @@ class Route(Record):
     """A plain HTTP path: its answer, and whether it asks for the token. A console path is
     answered by `page` instead, from the request and the server's token (`pages.py`)."""
 
-    answer: Callable[[RouteState, Mapping[str, str]], Answer | FileAnswer]
+    answer: Callable[[RouteState, Mapping[str, str]], Answer | FileAnswer | Later]
     token: bool
     page: Callable[[Request, Mapping[str, str], str | None], pages.Page] | None = None
 
@@ -130,6 +167,7 @@ ROUTES: Final[dict[str, Route]] = {
     "/healthz": Route(_health, token=False),
     "/v1/runs": Route(_runs, token=True),
     "/v1/runs/{runId}/artifacts/{id}": Route(_artifact, token=True),
+    "/v1/search": Route(_search, token=True),
     "/": Route(_no_state, token=False, page=pages.page),
     "/console/{file}": Route(_no_state, token=False, page=pages.asset),
 }
@@ -165,7 +203,7 @@ def answer(
     origins: frozenset[str],
     stopping: bool,
     state: RouteState = NO_RUNS,
-) -> Answer | FileAnswer:
+) -> Answer | FileAnswer | Later:
     """The answer to a plain request; the checks in the module docstring's order."""
     path = urlsplit(request.target).path
     if request.method not in METHODS:
@@ -190,7 +228,10 @@ def answer(
     if found[0].page is not None:
         shown = found[0].page(request, found[1], token)
         return Answer(shown.status, shown.body, shown.headers, shown.content_type)
-    return found[0].answer(state, found[1])
+    # The query's parameters (the first of each; `token` aside) below the path's segments.
+    query = parse_qs(urlsplit(request.target).query, keep_blank_values=True)
+    params = {k: v[0] for k, v in query.items() if k != "token"} | found[1]
+    return found[0].answer(state, params)
 
 
 def refused(refusal: Refusal) -> Answer:

@@ -1,0 +1,216 @@
+"""Search across the stored runs: an SQLite FTS5 index of what a person looks for in a run.
+
+Which fields of a frame are searched is a table (`SEARCHED`, by frame type; each name is a
+field of the type's class in `core/hookframes.py`'s `FRAME_CLASSES`): the script's output and
+logs, hooks' names, advice and failures, the run's argv, errors and warnings. Each frame with
+any of them is one row of `search`, whose rowid is the run's key and the frame's seq
+(`key << 32 | seq`), so a run's rows are one range and the newest come first.
+
+The index is contentless (`content=''`): it holds the tokens, not the text, which the chunks
+hold already. A match's snippet is cut from its frame line, read back from its chunk; a run
+dropped from the history has its rows deleted with the same texts, made again from its lines.
+The writer (`store.py`) indexes each batch of lines in the transaction that stores them.
+
+What a person types is words and "quoted phrases", never FTS5's syntax: `query` makes each
+one a quoted FTS5 string (so `needle-42`, `OR`, `NEAR`, `*`, `:` and a stray quote are text),
+all of them required; it never fails, and a query with nothing searchable matches nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+import sqlite3
+import unicodedata
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
+
+import orjson
+
+from ..core.frames import FrameType
+
+#: The fields searched in each frame type (attrs names of the type's class).
+SEARCHED: Final[Mapping[FrameType, tuple[str, ...]]] = {
+    FrameType.START: ("argv",),
+    FrameType.HOOK: ("name", "advice", "reason", "failure_note", "stderr_tail"),
+    FrameType.LOG: ("message",),
+    FrameType.EMIT: ("value",),
+    FrameType.STDOUT: ("text",),
+    FrameType.STDERR: ("text",),
+    FrameType.ARTIFACT: ("name",),
+    FrameType.RESULT: ("advice",),
+    FrameType.ERROR: ("message", "advice", "refused_by"),
+    FrameType.END: (),
+    FrameType.WARNING: ("message",),
+    FrameType.ASK: ("hook", "question"),
+    FrameType.CALL: ("server", "tool", "error", "refused_by"),
+}
+#: The index (made by the store's schema, and for a history made before it, by `migrate`).
+SCHEMA: Final = (
+    "CREATE VIRTUAL TABLE IF NOT EXISTS search USING fts5(text, content='', columnsize=0,"
+    " tokenize='unicode61 remove_diacritics 2')"
+)
+#: Matches a search gives by default, and at most.
+MATCHES: Final = 50
+MAX_MATCHES: Final = 500
+#: The characters of a query that are read (the rest is ignored), and the terms.
+MAX_QUERY: Final = 1000
+MAX_TERMS: Final = 32
+#: The characters of a snippet at most, around the first term found.
+SNIPPET: Final = 160
+_SEQ_BITS: Final = 32
+
+
+@functools.cache
+def _wire_fields() -> dict[str, tuple[str, ...]]:
+    """`SEARCHED` by wire names: the type's value, its fields as a frame line has them (the
+    converter's camelCase; tests/test_search.py checks each is its class's field and wire
+    name). Made without the hook frames' classes, which a run without hooks never builds."""
+    from ..core.convert import _camel
+
+    return {t.value: tuple(_camel(n) for n in names) for t, names in SEARCHED.items()}
+
+
+def frame_text(frame: Any) -> str:
+    """The searched text of a frame (a parsed frame line): its searched fields' values, one a
+    line ("" when it has none)."""
+    if not isinstance(frame, dict):
+        return ""
+    names = _wire_fields().get(str(frame.get("type")), ())
+    parts: list[str] = []
+    for name in names:
+        value = frame.get(name)
+        if value is None or value in ("", []):
+            continue
+        if isinstance(value, str):
+            parts.append(value)
+        elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+            parts.append(" ".join(value))
+        else:
+            parts.append(orjson.dumps(value).decode())
+    return "\n".join(parts)
+
+
+def _rows(key: int, first: int, lines: Sequence[bytes]) -> Iterable[tuple[int, str]]:
+    base = key << _SEQ_BITS
+    for at, line in enumerate(lines):
+        try:
+            text = frame_text(orjson.loads(line))
+        except orjson.JSONDecodeError:
+            continue
+        if text:
+            yield base | (first + at), text
+
+
+def index(db: sqlite3.Connection, key: int, first: int, lines: Sequence[bytes]) -> None:
+    """Adds the rows of a run's lines from seq `first` (in the caller's transaction)."""
+    db.executemany("INSERT INTO search(rowid, text) VALUES (?, ?)", _rows(key, first, lines))
+
+
+def unindex(db: sqlite3.Connection, key: int) -> None:
+    """Deletes a run's rows, their texts made again from its stored lines."""
+    chunks = db.execute("SELECT first, packed, data FROM chunks WHERE run = ?", (key,))
+    for first, packed, data in chunks.fetchall():
+        lines = (zlib.decompress(data) if packed else bytes(data)).split(b"\n")
+        db.executemany(
+            "INSERT INTO search(search, rowid, text) VALUES ('delete', ?, ?)",
+            _rows(key, first, lines),
+        )
+
+
+def migrate(db: sqlite3.Connection) -> None:
+    """Makes the index of a history made before it, and indexes its runs."""
+    db.execute(SCHEMA)
+    for key, first, packed, data in db.execute("SELECT run, first, packed, data FROM chunks"):
+        index(db, key, first, (zlib.decompress(data) if packed else bytes(data)).split(b"\n"))
+
+
+def terms(text: str) -> list[str]:
+    """The words and "quoted phrases" of a query, as typed (a quote left open runs to the end;
+    a term with no letter or digit, which the index never holds, is left out)."""
+    text = text[:MAX_QUERY].encode("utf-8", "replace").decode("utf-8")
+    found: list[str] = []
+    for n, part in enumerate(text.split('"')):
+        pieces = [part] if n % 2 else part.split()
+        found += [p.strip() for p in pieces if any(_searchable(c) for c in p)]
+    return found[:MAX_TERMS]
+
+
+def _searchable(char: str) -> bool:
+    """Whether the index's tokenizer (unicode61) keeps `char` in a token."""
+    return unicodedata.category(char)[0] in "LN" or unicodedata.category(char) == "Co"
+
+
+def query(text: str) -> str | None:
+    """The FTS5 query of what a person typed: each term a quoted string, all required; None
+    when nothing in it is searchable."""
+    quoted = ['"' + t.replace('"', '""').replace("\x00", " ") + '"' for t in terms(text)]
+    return " AND ".join(quoted) or None
+
+
+def find(
+    db: sqlite3.Connection, text: str, *, run_id: str | None = None, limit: int = MATCHES
+) -> list[dict[str, Any]]:
+    """The matches of `text` (`{runId, seq, type, snippet}`), newest run first and the later
+    frames of a run first; `limit` is kept within 1 and `MAX_MATCHES`."""
+    match = query(text)
+    limit = max(1, min(limit, MAX_MATCHES))
+    if match is None:
+        return []
+    sql = "SELECT rowid FROM search WHERE search MATCH ?"
+    params: list[Any] = [match]
+    if run_id is not None:
+        row = db.execute("SELECT key FROM runs WHERE id = ?", (run_id,)).fetchone()
+        if row is None:
+            return []
+        sql += " AND rowid BETWEEN ? AND ?"
+        params += [row[0] << _SEQ_BITS, ((row[0] + 1) << _SEQ_BITS) - 1]
+    rowids = [r[0] for r in db.execute(f"{sql} ORDER BY rowid DESC LIMIT ?", (*params, limit))]
+    return _matches(db, rowids, terms(text))
+
+
+def _matches(db: sqlite3.Connection, rowids: list[int], words: list[str]) -> list[dict[str, Any]]:
+    """Each rowid's match, its snippet cut from its frame line (read from its chunk)."""
+    ids: dict[int, str] = {}
+    chunks: dict[tuple[int, int], list[bytes]] = {}
+    found: list[dict[str, Any]] = []
+    for rowid in rowids:
+        key, seq = rowid >> _SEQ_BITS, rowid & ((1 << _SEQ_BITS) - 1)
+        if key not in ids:
+            ids[key] = db.execute("SELECT id FROM runs WHERE key = ?", (key,)).fetchone()[0]
+        chunk = db.execute(
+            "SELECT first FROM chunks WHERE run = ? AND first <= ? ORDER BY first DESC LIMIT 1",
+            (key, seq),
+        ).fetchone()
+        if chunk is None:
+            continue
+        first = chunk[0]
+        if (key, first) not in chunks:
+            packed, data = db.execute(
+                "SELECT packed, data FROM chunks WHERE run = ? AND first = ?", (key, first)
+            ).fetchone()
+            chunks[key, first] = (zlib.decompress(data) if packed else bytes(data)).split(b"\n")
+        frame = orjson.loads(chunks[key, first][seq - first])
+        found.append(
+            {
+                "runId": ids[key],
+                "seq": seq,
+                "type": frame.get("type"),
+                "snippet": snippet(frame_text(frame), words),
+            }
+        )
+    return found
+
+
+def snippet(text: str, words: Sequence[str]) -> str:
+    """At most `SNIPPET` characters of `text` on one line, around the first term found in it
+    (case aside), with `…` where it was cut."""
+    flat = " ".join(text.split())
+    folded = flat.casefold()
+    hits = [at for w in words if (at := folded.find(" ".join(w.split()).casefold())) >= 0]
+    if len(flat) <= SNIPPET:
+        return flat
+    start = max(0, min(hits, default=0) - SNIPPET // 4)
+    start = min(start, len(flat) - SNIPPET)
+    cut = flat[start : start + SNIPPET]
+    return ("…" if start else "") + cut + ("…" if start + SNIPPET < len(flat) else "")
