@@ -22,7 +22,7 @@ import functools
 import sqlite3
 import unicodedata
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import orjson
@@ -45,11 +45,14 @@ SEARCHED: Final[Mapping[FrameType, tuple[str, ...]]] = {
     FrameType.ASK: ("hook", "question"),
     FrameType.CALL: ("server", "tool", "error", "refused_by"),
 }
-#: The index (made by the store's schema, and for a history made before it, by `migrate`).
-SCHEMA: Final = (
-    "CREATE VIRTUAL TABLE IF NOT EXISTS search USING fts5(text, content='', columnsize=0,"
-    " tokenize='unicode61 remove_diacritics 2')"
-)
+#: The index, and each run's lines indexed so far (made with the store's schema, and for a
+#: history made before it, when it is opened): `indexed < frames` is a run the index is behind.
+SCHEMA: Final = """
+CREATE VIRTUAL TABLE search USING fts5(text, content='', columnsize=0,
+    tokenize='unicode61 remove_diacritics 2');
+ALTER TABLE runs ADD COLUMN indexed INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX runs_behind ON runs(key) WHERE indexed < frames;
+"""
 #: Matches a search gives by default, and at most.
 MATCHES: Final = 50
 MAX_MATCHES: Final = 500
@@ -62,67 +65,113 @@ _SEQ_BITS: Final = 32
 
 
 @functools.cache
-def _wire_fields() -> dict[str, tuple[str, ...]]:
-    """`SEARCHED` by wire names: the type's value, its fields as a frame line has them (the
-    converter's camelCase; tests/test_search.py checks each is its class's field and wire
-    name). Made without the hook frames' classes, which a run without hooks never builds."""
+def text_sql() -> str:
+    """SQL of the searched text of the frame line `v.value` (a JSON text): its searched fields'
+    values, one a line (a list's strings joined by spaces, another value as JSON), NULL when
+    it has none. SQLite reads the lines, never Python: the writer thread that indexes them
+    holds no lock a run needs. The fields are by wire name, the converter's camelCase
+    (tests/test_search.py checks each is its class's field and wire name); made without the
+    hook frames' classes, which a run without hooks never builds."""
     from ..core.convert import _camel
 
-    return {t.value: tuple(_camel(n) for n in names) for t, names in SEARCHED.items()}
+    cases = []
+    for frame_type, names in SEARCHED.items():
+        parts = []
+        for name in names:
+            at = f"'$.{_camel(name)}'"
+            assert at[3:-1].isidentifier()
+            parts.append(
+                f"coalesce(CASE json_type(v.value, {at}) WHEN 'array' THEN (SELECT"
+                f" group_concat(j.value, ' ') FROM json_each(v.value, {at}) j) ELSE"
+                f" json_extract(v.value, {at}) END || char(10), '')"
+            )
+        if parts:
+            cases.append(f"WHEN '{frame_type.value}' THEN rtrim({' || '.join(parts)}, char(10))")
+    return f"CASE json_extract(v.value, '$.type') {' '.join(cases)} END"
 
 
-def frame_text(frame: Any) -> str:
-    """The searched text of a frame (a parsed frame line): its searched fields' values, one a
-    line ("" when it has none)."""
-    if not isinstance(frame, dict):
-        return ""
-    names = _wire_fields().get(str(frame.get("type")), ())
-    parts: list[str] = []
-    for name in names:
-        value = frame.get(name)
-        if value is None or value in ("", []):
-            continue
-        if isinstance(value, str):
-            parts.append(value)
-        elif isinstance(value, list) and all(isinstance(v, str) for v in value):
-            parts.append(" ".join(value))
-        else:
-            parts.append(orjson.dumps(value).decode())
-    return "\n".join(parts)
+def frame_text(db: sqlite3.Connection, line: str | bytes) -> str:
+    """The searched text of one frame line ("" when it has none, or is not a frame)."""
+    text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
+    sql = f"SELECT {text_sql()} FROM (SELECT ? AS value) v WHERE json_valid(v.value)"
+    row = db.execute(sql, (text,)).fetchone()
+    return "" if row is None or row[0] is None else str(row[0])
 
 
-def _rows(key: int, first: int, lines: Sequence[bytes]) -> Iterable[tuple[int, str]]:
-    base = key << _SEQ_BITS
-    for at, line in enumerate(lines):
-        try:
-            text = frame_text(orjson.loads(line))
-        except orjson.JSONDecodeError:
-            continue
-        if text:
-            yield base | (first + at), text
+#: The two ways a row is written: added, and deleted (FTS5's delete of a contentless row is
+#: an insert of `'delete'`, the rowid and the text it was given).
+_ADD: Final = ("search(rowid, text)", "")
+_DELETE: Final = ("search(search, rowid, text)", "'delete', ")
+
+
+def _each(
+    db: sqlite3.Connection, how: tuple[str, str], key: int, first: int, lines: Sequence[bytes]
+) -> None:
+    """Adds or deletes the rows of the lines' texts, in one statement."""
+    if not lines:
+        return
+    columns, head = how
+    batch = (b"[" + b",".join(lines) + b"]").decode("utf-8", "replace")
+    base = (key << _SEQ_BITS) + first
+    try:
+        db.execute(
+            f"INSERT INTO {columns} SELECT {head}? + key, text FROM (SELECT v.key AS key,"
+            f" {text_sql()} AS text FROM json_each(?) v) WHERE text IS NOT NULL AND text != ''",
+            (base, batch),
+        )
+    except sqlite3.OperationalError:  # a line that is not JSON: the others one by one
+        for at, line in enumerate(lines):
+            text = frame_text(db, line)
+            if text:
+                db.execute(f"INSERT INTO {columns} VALUES ({head}?, ?)", (base + at, text))
 
 
 def index(db: sqlite3.Connection, key: int, first: int, lines: Sequence[bytes]) -> None:
     """Adds the rows of a run's lines from seq `first` (in the caller's transaction)."""
-    db.executemany("INSERT INTO search(rowid, text) VALUES (?, ?)", _rows(key, first, lines))
+    if lines:
+        _each(db, _ADD, key, first, lines)
+
+
+def catch_up(db: sqlite3.Connection, budget: int | None = None) -> bool:
+    """Indexes the stored lines the index is behind on, oldest run first, at most `budget`
+    of them (None: all); whether it is still behind."""
+    behind = db.execute("SELECT key, indexed, frames FROM runs WHERE indexed < frames ORDER BY key")
+    for key, indexed, frames in behind.fetchall():
+        if budget is not None and budget <= 0:
+            return True
+        end = frames if budget is None else min(frames, indexed + budget)
+        for first, lines in _chunks(db, key, indexed, end):
+            low, high = max(indexed, first), min(end, first + len(lines))
+            index(db, key, low, lines[low - first : high - first])
+        db.execute("UPDATE runs SET indexed = ? WHERE key = ?", (end, key))
+        budget = None if budget is None else budget - (end - indexed)
+    return budget is not None and _behind(db)
+
+
+def _behind(db: sqlite3.Connection) -> bool:
+    return db.execute("SELECT 1 FROM runs WHERE indexed < frames LIMIT 1").fetchone() is not None
+
+
+def _chunks(
+    db: sqlite3.Connection, key: int, start: int, end: int
+) -> list[tuple[int, list[bytes]]]:
+    """A run's chunks that hold seq `start` to `end` (excluded), as lines."""
+    rows = db.execute(
+        "SELECT first, packed, data FROM chunks WHERE run = ? AND first < ? AND first + count > ?"
+        " ORDER BY first",
+        (key, end, start),
+    )
+    return [
+        (first, (zlib.decompress(data) if packed else bytes(data)).split(b"\n"))
+        for first, packed, data in rows.fetchall()
+    ]
 
 
 def unindex(db: sqlite3.Connection, key: int) -> None:
-    """Deletes a run's rows, their texts made again from its stored lines."""
-    chunks = db.execute("SELECT first, packed, data FROM chunks WHERE run = ?", (key,))
-    for first, packed, data in chunks.fetchall():
-        lines = (zlib.decompress(data) if packed else bytes(data)).split(b"\n")
-        db.executemany(
-            "INSERT INTO search(search, rowid, text) VALUES ('delete', ?, ?)",
-            _rows(key, first, lines),
-        )
-
-
-def migrate(db: sqlite3.Connection) -> None:
-    """Makes the index of a history made before it, and indexes its runs."""
-    db.execute(SCHEMA)
-    for key, first, packed, data in db.execute("SELECT run, first, packed, data FROM chunks"):
-        index(db, key, first, (zlib.decompress(data) if packed else bytes(data)).split(b"\n"))
+    """Deletes a run's rows (those indexed), their texts made again from its stored lines."""
+    (indexed,) = db.execute("SELECT indexed FROM runs WHERE key = ?", (key,)).fetchone()
+    for first, lines in _chunks(db, key, 0, indexed):
+        _each(db, _DELETE, key, first, lines[: max(0, indexed - first)])
 
 
 def terms(text: str) -> list[str]:
@@ -190,13 +239,13 @@ def _matches(db: sqlite3.Connection, rowids: list[int], words: list[str]) -> lis
                 "SELECT packed, data FROM chunks WHERE run = ? AND first = ?", (key, first)
             ).fetchone()
             chunks[key, first] = (zlib.decompress(data) if packed else bytes(data)).split(b"\n")
-        frame = orjson.loads(chunks[key, first][seq - first])
+        line = chunks[key, first][seq - first]
         found.append(
             {
                 "runId": ids[key],
                 "seq": seq,
-                "type": frame.get("type"),
-                "snippet": snippet(frame_text(frame), words),
+                "type": orjson.loads(line).get("type"),
+                "snippet": snippet(frame_text(db, line), words),
             }
         )
     return found

@@ -169,11 +169,13 @@ class History:
 
     # The writer's side.
 
-    def write(self, items: Iterable[Written]) -> None:
-        """Adds the items' lines, summaries and artifacts in one transaction."""
+    def write(self, items: Iterable[Written], *, index: int | None = None) -> bool:
+        """Adds the items' lines, summaries and artifacts in one transaction, and indexes at
+        most `index` stored lines for search (None: all); whether the index is behind."""
         with faults("writing the run history"), self._lock, self._db:
             for item in items:
                 self._write_one(item)
+            return search.catch_up(self._db, index)
 
     def _write_one(self, item: Written) -> None:
         db = self._db
@@ -195,7 +197,6 @@ class History:
                 (key, item.first + at, len(lines), small, packed if small else data),
             )
             size += min(len(packed), len(data))
-        search.index(db, key, item.first, item.lines)
         for artifact_id, sha, name, mime, bytes_, source in item.artifacts:
             if self._keep_file(sha, source):
                 db.execute(
@@ -350,13 +351,11 @@ def _prepare(db: sqlite3.Connection, writes: bool) -> None:
     if version == 0:
         with db:
             db.executescript(
-                f"BEGIN IMMEDIATE; {_SCHEMA} {search.SCHEMA}; PRAGMA user_version = {VERSION};"
+                f"BEGIN IMMEDIATE; {_SCHEMA} {search.SCHEMA} PRAGMA user_version = {VERSION};"
             )
     elif version in _OLDER:
         with db:
-            db.execute("BEGIN IMMEDIATE")
-            search.migrate(db)
-            db.execute(f"PRAGMA user_version = {VERSION}")
+            db.executescript(f"BEGIN IMMEDIATE; {search.SCHEMA} PRAGMA user_version = {VERSION};")
 
 
 def probe(path: Path) -> str | None:
