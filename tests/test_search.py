@@ -28,6 +28,7 @@ from mcpx_hooks.supervisor.history.search import (
     SEARCHED,
     frame_text,
     query,
+    shown_text,
     snippet,
 )
 from mcpx_hooks.supervisor.history.store import _SCHEMA, History, Written
@@ -111,9 +112,12 @@ MEMORY = sqlite3.connect(":memory:")
 
 def test_frame_text_reads_lists_and_values_and_skips_the_rest() -> None:
     hook = {"type": "hook", "name": "lint", "advice": ["fix a", "fix b"], "status": "failed"}
-    assert frame_text(MEMORY, json.dumps(hook)) == "lint\nfix a fix b"
+    assert frame_text(MEMORY, json.dumps(hook)) == 'lint\n["fix a","fix b"]'
+    assert shown_text(hook) == "lint\nfix a fix b"  # what a snippet shows
     emit = {"type": "emit", "value": {"k": [1, "two"]}}
     assert frame_text(MEMORY, json.dumps(emit)) == '{"k":[1,"two"]}'
+    assert shown_text(emit) == '{"k":[1,"two"]}'
+    assert shown_text({"type": "nope"}) == shown_text([]) == ""
     assert frame_text(MEMORY, '{"type": "end", "exitCode": 0}') == ""
     assert frame_text(MEMORY, '{"type": "no-such-type", "text": "x"}') == ""
     assert frame_text(MEMORY, '["not", "a", "frame"]') == ""

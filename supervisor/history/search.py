@@ -66,36 +66,58 @@ _SEQ_BITS: Final = 32
 
 @functools.cache
 def text_sql() -> str:
-    """SQL of the searched text of the frame line `v.value` (a JSON text): its searched fields'
-    values, one a line (a list's strings joined by spaces, another value as JSON), NULL when
-    it has none. SQLite reads the lines, never Python: the writer thread that indexes them
-    holds no lock a run needs. The fields are by wire name, the converter's camelCase
-    (tests/test_search.py checks each is its class's field and wire name); made without the
-    hook frames' classes, which a run without hooks never builds."""
+    """SQL of the text indexed of the frame line `v.value` (a JSON text): its searched fields'
+    values, one a line (a list or an object as its JSON: the same words), NULL when it has
+    none. SQLite reads the lines, never Python: the writer thread that indexes them holds
+    no lock a run needs, and each field costs one `json_extract`. The fields are by wire
+    name, the converter's camelCase (tests/test_search.py checks each is its class's field
+    and wire name); made without the hook frames' classes, which a run without hooks never
+    builds."""
     from ..core.convert import _camel
 
     cases = []
     for frame_type, names in SEARCHED.items():
         parts = []
         for name in names:
-            at = f"'$.{_camel(name)}'"
-            assert at[3:-1].isidentifier()
-            parts.append(
-                f"coalesce(CASE json_type(v.value, {at}) WHEN 'array' THEN (SELECT"
-                f" group_concat(j.value, ' ') FROM json_each(v.value, {at}) j) ELSE"
-                f" json_extract(v.value, {at}) END || char(10), '')"
-            )
+            assert _camel(name).isidentifier()
+            parts.append(f"json_extract(v.value, '$.{_camel(name)}')")
+        if len(parts) > 1:
+            joined = " || ".join(f"coalesce({part} || char(10), '')" for part in parts)
+            parts = [f"rtrim({joined}, char(10))"]
         if parts:
-            cases.append(f"WHEN '{frame_type.value}' THEN rtrim({' || '.join(parts)}, char(10))")
+            cases.append(f"WHEN '{frame_type.value}' THEN {parts[0]}")
     return f"CASE json_extract(v.value, '$.type') {' '.join(cases)} END"
 
 
 def frame_text(db: sqlite3.Connection, line: str | bytes) -> str:
-    """The searched text of one frame line ("" when it has none, or is not a frame)."""
+    """The text indexed of one frame line ("" when it has none, or is not a frame)."""
     text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
     sql = f"SELECT {text_sql()} FROM (SELECT ? AS value) v WHERE json_valid(v.value)"
     row = db.execute(sql, (text,)).fetchone()
     return "" if row is None or row[0] is None else str(row[0])
+
+
+def shown_text(frame: Any) -> str:
+    """The searched fields of a parsed frame as a person reads them: a list's strings joined
+    by spaces, another value as JSON, one field a line."""
+    if not isinstance(frame, dict):
+        return ""
+    fields = SEARCHED.get(FrameType(frame["type"])) if frame.get("type") in _TYPES else ()
+    from ..core.convert import _camel
+
+    parts: list[str] = []
+    for name in fields or ():
+        value = frame.get(_camel(name))
+        if value is None or value in ("", []):
+            continue
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            parts.append(" ".join(value))
+        else:
+            parts.append(value if isinstance(value, str) else orjson.dumps(value).decode())
+    return "\n".join(parts)
+
+
+_TYPES: Final = frozenset(t.value for t in FrameType)
 
 
 #: The two ways a row is written: added, and deleted (FTS5's delete of a contentless row is
@@ -239,13 +261,13 @@ def _matches(db: sqlite3.Connection, rowids: list[int], words: list[str]) -> lis
                 "SELECT packed, data FROM chunks WHERE run = ? AND first = ?", (key, first)
             ).fetchone()
             chunks[key, first] = (zlib.decompress(data) if packed else bytes(data)).split(b"\n")
-        line = chunks[key, first][seq - first]
+        frame = orjson.loads(chunks[key, first][seq - first])
         found.append(
             {
                 "runId": ids[key],
                 "seq": seq,
-                "type": orjson.loads(line).get("type"),
-                "snippet": snippet(frame_text(db, line), words),
+                "type": frame.get("type"),
+                "snippet": snippet(shown_text(frame), words),
             }
         )
     return found
