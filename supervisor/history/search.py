@@ -9,7 +9,10 @@ any of them is one row of `search`, whose rowid is the run's key and the frame's
 The index is contentless (`content=''`): it holds the tokens, not the text, which the chunks
 hold already. A match's snippet is cut from its frame line, read back from its chunk; a run
 dropped from the history has its rows deleted with the same texts, made again from its lines.
-The writer (`store.py`) indexes each batch of lines in the transaction that stores them.
+SQLite makes the texts (`text_sql`: no Python per line). The writer (`store.py`) indexes
+in the transactions that store the lines, from where each run's index stops (`runs.indexed`),
+at most a budget of lines a write while runs run (`catch_up`; `run/recording.py`), so that
+a run that prints fast is stored at once and indexed a little behind.
 
 What a person types is words and "quoted phrases", never FTS5's syntax: `query` makes each
 one a quoted FTS5 string (so `needle-42`, `OR`, `NEAR`, `*`, `:` and a stray quote are text),
@@ -248,12 +251,13 @@ def _matches(db: sqlite3.Connection, rowids: list[int], words: list[str]) -> lis
     for rowid in rowids:
         key, seq = rowid >> _SEQ_BITS, rowid & ((1 << _SEQ_BITS) - 1)
         if key not in ids:
-            ids[key] = db.execute("SELECT id FROM runs WHERE key = ?", (key,)).fetchone()[0]
+            row = db.execute("SELECT id FROM runs WHERE key = ?", (key,)).fetchone()
+            ids[key] = "" if row is None else row[0]  # "": dropped since it matched
         chunk = db.execute(
             "SELECT first FROM chunks WHERE run = ? AND first <= ? ORDER BY first DESC LIMIT 1",
             (key, seq),
         ).fetchone()
-        if chunk is None:
+        if chunk is None or not ids[key]:
             continue
         first = chunk[0]
         if (key, first) not in chunks:
@@ -261,6 +265,8 @@ def _matches(db: sqlite3.Connection, rowids: list[int], words: list[str]) -> lis
                 "SELECT packed, data FROM chunks WHERE run = ? AND first = ?", (key, first)
             ).fetchone()
             chunks[key, first] = (zlib.decompress(data) if packed else bytes(data)).split(b"\n")
+        if seq - first >= len(chunks[key, first]):
+            continue
         frame = orjson.loads(chunks[key, first][seq - first])
         found.append(
             {
