@@ -38,10 +38,12 @@ CAPACITY: Final = 256
 BATCH_S: Final = 0.05
 #: Retention runs after this many runs have ended, and at the start.
 RETAIN_EVERY: Final = 64
-#: The stored lines indexed for search at most per write (one every `BATCH_S`), so that the
-#: writer's indexing takes little of the processor a busy run uses; what is left is indexed
-#: in the writes after, and all of it when the process waits for the writer at its end.
-INDEX_LINES: Final = 2048
+#: The stored lines indexed for search at most per write (one every `BATCH_S`) while runs
+#: send lines, so that the writer's indexing takes little of the processor a busy run uses
+#: (about 2 % of a core); and per write when none came, catching up. All that is left is
+#: indexed when the process waits for the writer at its end.
+INDEX_LINES: Final = 512
+INDEX_IDLE_LINES: Final = 8192
 
 
 class Recorder:
@@ -159,8 +161,9 @@ class Recorder:
             if dropped:
                 await trio.to_thread.run_sync(history.drop, dropped)
             if items or self._behind:
+                budget = INDEX_LINES if items else INDEX_IDLE_LINES
                 self._behind = await trio.to_thread.run_sync(
-                    lambda: history.write(items, index=INDEX_LINES)
+                    lambda: history.write(items, index=budget)
                 )
             self._ended += ended
             if self._ended >= RETAIN_EVERY:
