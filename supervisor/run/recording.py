@@ -40,8 +40,9 @@ BATCH_S: Final = 0.05
 RETAIN_EVERY: Final = 64
 #: The stored lines indexed for search at most per write (one every `BATCH_S`) while runs
 #: send lines, so that the writer's indexing takes little of the processor a busy run uses
-#: (about 2 % of a core); and per write when none came, catching up. All that is left is
-#: indexed when the process waits for the writer at its end.
+#: (about 2 % of a core); and per write when none came, catching up. What is left is
+#: indexed when the process waits for the writer at its end (within that wait's bound; past
+#: it, by the next process that writes the history).
 INDEX_LINES: Final = 512
 INDEX_IDLE_LINES: Final = 8192
 
@@ -120,10 +121,14 @@ class Recorder:
         writer writes at once from here on."""
         self._flushing.set()
         await self._idle.wait()
+        # Then what the index is behind on, a slice at a time: a caller's bound on the wait
+        # stops it between slices, and the next process to write the history goes on.
         history = self.history
-        if history is not None and self.fault is None and self._behind:
+        while history is not None and self.fault is None and self._behind:
             try:
-                self._behind = await trio.to_thread.run_sync(history.write, ())
+                self._behind = await trio.to_thread.run_sync(
+                    lambda: history.write((), index=INDEX_IDLE_LINES)
+                )
             except HistoryFault as exc:
                 self._fail(str(exc), [])
 
