@@ -34,7 +34,7 @@ from mcpx_hooks.supervisor.history.search import (
 from mcpx_hooks.supervisor.history.store import _SCHEMA, History, Written
 from mcpx_hooks.supervisor.run.journals import Journals
 from mcpx_hooks.supervisor.service.protocol import Request
-from mcpx_hooks.supervisor.service.routes import Answer, Later, answer
+from mcpx_hooks.supervisor.service.routes import Answer, Later, RouteState, answer
 
 HOSTILE = [
     "",
@@ -267,7 +267,7 @@ def _shared(factory: pytest.TempPathFactory) -> History:
     return _SHARED["h"]
 
 
-def _search(target: str, journals: Journals, token: str | None = "t0k") -> Answer:
+def _search(target: str, journals: RouteState, token: str | None = "t0k") -> Answer:
     headers = ((b"host", b"x"),) + (
         ((b"authorization", f"Bearer {token}".encode()),) if token else ()
     )
@@ -284,7 +284,7 @@ def _search(target: str, journals: Journals, token: str | None = "t0k") -> Answe
     return got
 
 
-def test_v1_search_needs_the_token_q_and_a_good_limit(history: History) -> None:
+def test_v1_search_needs_the_token_and_a_good_limit(history: History) -> None:
     store(history, "r", run_lines("r", 20, {4: "needle here"}), 1.0)
     journals = Journals(10, history=history)
     assert _search("/v1/search?q=needle", journals, token=None).status == 401
@@ -294,9 +294,19 @@ def test_v1_search_needs_the_token_q_and_a_good_limit(history: History) -> None:
         {"runId": "r", "seq": 4, "type": "stdout", "snippet": "needle here"}
     ]
     assert json.loads(_search("/v1/search?q=needle&run=other", journals).body) == []
-    assert _search("/v1/search", journals).status == 400
+    nothing = _search("/v1/search", journals)  # no q: nothing asked, nothing found
+    assert (nothing.status, json.loads(nothing.body)) == (200, [])
     for bad in ("0", "-1", "x", "1e3", "", "99999999999"):
         got = _search(f"/v1/search?q=needle&limit={bad}", journals)
         assert got.status == 400 and b"limit" in got.body, bad
     assert len(json.loads(_search("/v1/search?q=line&limit=100000", journals).body)) == 18
     assert _search("/v1/search?q=needle", Journals(10)).status == 404
+
+
+def test_a_gateway_has_no_history_to_search() -> None:
+    from mcpx_hooks.supervisor.cluster.artifacts import ClusterRoutes
+    from mcpx_hooks.supervisor.cluster.watch import RunsIndex
+
+    gateway = ClusterRoutes(RunsIndex(4), None)  # type: ignore[arg-type]
+    got = _search("/v1/search?q=needle", gateway)
+    assert got.status == 404 and b"no run history" in got.body

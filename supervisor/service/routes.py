@@ -129,12 +129,12 @@ def _search(state: RouteState, params: Mapping[str, str]) -> Answer | FileAnswer
     # `limit` past the most is the most; the history's own bounds (`history/search.py`).
     from ..history.search import MATCHES, MAX_MATCHES
 
-    if "q" not in params:
-        return _error(400, '/v1/search needs q: the words or "quoted phrases" to find')
     limit = params.get("limit", str(MATCHES))
     if not (limit.isascii() and limit.isdecimal() and len(limit) < 10 and int(limit) > 0):
         return _error(400, f"limit must be a whole number from 1 (at most {MAX_MATCHES} are given)")
-    text, run_id, most = params["q"], params.get("run"), min(int(limit), MAX_MATCHES)
+    # No `q` is the empty query: nothing asked, nothing found (what a query may hold, never
+    # an error).
+    text, run_id, most = params.get("q", ""), params.get("run"), min(int(limit), MAX_MATCHES)
 
     def make() -> Answer:
         try:
