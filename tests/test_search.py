@@ -188,6 +188,9 @@ def test_a_history_made_before_the_index_is_indexed_by_the_writer(tmp_path: Path
     db.execute("PRAGMA user_version = 1")
     db.commit()
     db.close()
+    reader = History.open(path, writes=False)  # `runs search` before any writer opened it
+    assert reader.search("before") == []
+    reader.close()
     history = History.open(path)
     try:
         assert history.search("before") == []  # not indexed yet: no match, no error

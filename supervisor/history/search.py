@@ -229,7 +229,7 @@ def find(
     frames of a run first; `limit` is kept within 1 and `MAX_MATCHES`."""
     match = query(text)
     limit = max(1, min(limit, MAX_MATCHES))
-    if match is None:
+    if match is None or not _indexed(db):
         return []
     sql = "SELECT rowid FROM search WHERE search MATCH ?"
     params: list[Any] = [match]
@@ -241,6 +241,13 @@ def find(
         params += [row[0] << _SEQ_BITS, ((row[0] + 1) << _SEQ_BITS) - 1]
     rowids = [r[0] for r in db.execute(f"{sql} ORDER BY rowid DESC LIMIT ?", (*params, limit))]
     return _matches(db, rowids, terms(text))
+
+
+def _indexed(db: sqlite3.Connection) -> bool:
+    """Whether the history has an index: one made before it gets one when a process next
+    writes to it, and has nothing to find until then."""
+    found = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'search'")
+    return found.fetchone() is not None
 
 
 def _matches(db: sqlite3.Connection, rowids: list[int], words: list[str]) -> list[dict[str, Any]]:
