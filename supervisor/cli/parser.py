@@ -119,6 +119,7 @@ EXAMPLES: Final[dict[str, str]] = {
     "runs": "mcpx-hooks runs list",
     "runs list": "mcpx-hooks runs list --remote ws://127.0.0.1:8765 --json",
     "runs show": "mcpx-hooks runs show 9d81129207f7fb12 --json",
+    "runs search": "mcpx-hooks runs search '\"connection refused\" db' --limit 10",
     "runs verify": "mcpx-hooks runs verify run.ndjson",
     "validate": "mcpx-hooks validate --json",
     "schema": "mcpx-hooks schema hook-output",

@@ -1,4 +1,5 @@
-"""`runs list` and `runs show RUN_ID`: the runs kept, and one run's frames.
+"""`runs list` and `runs show RUN_ID`: the runs kept, and one run's frames (`runs search`
+is `runsearch.py`'s, `runs verify` `runverify.py`'s).
 
 By default both read the run history on this machine (`[history] path` in the config in
 force), which `serve`, `exec` and `mcp` record to: the frames are the lines that were sent.
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 def add_arguments(runs: argparse.ArgumentParser) -> None:
     from ..service.remote import DEFAULT_URL
 
-    sub = runs.add_subparsers(dest="runs_command", required=True, metavar="list|show|verify")
+    sub = runs.add_subparsers(dest="runs_command", required=True, metavar="list|show|search|verify")
     listing = sub.add_parser(
         "list",
         help="the runs a server retains, newest first",
@@ -36,6 +37,13 @@ def add_arguments(runs: argparse.ArgumentParser) -> None:
         epilog="example: mcpx-hooks runs show 9d81129207f7fb12",
     )
     show.add_argument("run_id", metavar="RUN_ID", help="the run's id (runs list shows them)")
+    search = sub.add_parser(
+        "search",
+        help="the stored frames that hold some words or phrases, newest first",
+    )
+    from .runsearch import add_arguments as add_search_arguments
+
+    add_search_arguments(search)
     verify = sub.add_parser(
         "verify",
         help="check a run's frames against the hash chain their end frame holds",
@@ -48,7 +56,7 @@ def add_arguments(runs: argparse.ArgumentParser) -> None:
         " run's id",
     )
     add_config_file_arguments(verify, json=False)
-    for p in (listing, show):
+    for p in (listing, show, search):
         p.add_argument(
             "--remote",
             metavar="URL",
@@ -70,6 +78,10 @@ def run(args: argparse.Namespace) -> int:
         from .runverify import verify
 
         return verify(args, command)
+    if args.runs_command == "search":
+        from .runsearch import search
+
+        return search(args, command)
     if args.remote is None:
         return _local(args, command)
     try:

@@ -156,6 +156,11 @@ class ClusterRoutes:
     def summaries(self) -> list[dict[str, Any]]:
         return self.index.summaries()
 
+    def search(self, text: str, run_id: str | None, limit: int) -> list[dict[str, Any]] | None:
+        """None: a gateway keeps no run history of its own (its runs are the cluster's
+        streams), so `/v1/search` has nothing to search there."""
+        return None
+
     def find_artifact(self, run_id: str, artifact_id: str) -> Stored | ArtifactSource:
         if not RUN_ID.fullmatch(run_id):
             raise ArtifactGone(_not_retained(run_id, self.index.retain))

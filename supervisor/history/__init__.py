@@ -9,6 +9,7 @@ from ..core.exports import exports
 __all__, __getattr__, __dir__ = exports(
     __name__,
     {
+        "search": ("MATCHES", "MAX_MATCHES", "MAX_QUERY", "SEARCHED", "frame_text", "query"),
         "store": (
             "History",
             "HistoryFault",

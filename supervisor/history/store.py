@@ -33,13 +33,14 @@ import orjson
 
 from ..core.errors import HooksError
 from ..core.records import Record
+from . import search
 
 #: The database's name under its state directory.
 DB_NAME: Final = Path("mcpx-hooks") / "history.db"
 #: How long a write waits for another process's lock before it is a fault, in ms.
 BUSY_MS: Final = 2000
 #: The schema's version (`PRAGMA user_version`); another one is a fault, never rewritten.
-VERSION: Final = 1
+VERSION: Final = 2
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS runs(
     key INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, started REAL NOT NULL,
@@ -53,6 +54,8 @@ CREATE TABLE IF NOT EXISTS artifacts(
     run INTEGER NOT NULL, id TEXT NOT NULL, sha256 TEXT NOT NULL, name TEXT NOT NULL,
     mime TEXT NOT NULL, size INTEGER NOT NULL, PRIMARY KEY(run, id)) WITHOUT ROWID;
 """
+#: The versions before this one: their files are brought up to it (version 1: no `search`).
+_OLDER: Final = (1,)
 #: Lines a chunk holds at most (a large batch is several chunks: what a write holds at once,
 #: and what a reader decompresses to reach one seq, stay small).
 CHUNK_LINES: Final = 4096
@@ -166,11 +169,13 @@ class History:
 
     # The writer's side.
 
-    def write(self, items: Iterable[Written]) -> None:
-        """Adds the items' lines, summaries and artifacts in one transaction."""
+    def write(self, items: Iterable[Written], *, index: int | None = None) -> bool:
+        """Adds the items' lines, summaries and artifacts in one transaction, and indexes at
+        most `index` stored lines for search (None: all); whether the index is behind."""
         with faults("writing the run history"), self._lock, self._db:
             for item in items:
                 self._write_one(item)
+            return search.catch_up(self._db, index)
 
     def _write_one(self, item: Written) -> None:
         db = self._db
@@ -253,6 +258,7 @@ class History:
 
     def _drop_keys(self, keys: Sequence[int]) -> None:
         for key in keys:
+            search.unindex(self._db, key)
             for table, column in (("chunks", "run"), ("artifacts", "run"), ("runs", "key")):
                 self._db.execute(f"DELETE FROM {table} WHERE {column} = ?", (key,))
 
@@ -313,6 +319,13 @@ class History:
             return None
         return StoredArtifact(str(self.artifacts_dir / row[0]), row[1], row[2], row[3])
 
+    def search(
+        self, text: str, *, run_id: str | None = None, limit: int = search.MATCHES
+    ) -> list[dict[str, Any]]:
+        """The stored frames that hold what `text` asks for (`search.find`)."""
+        with faults("searching the run history"), self._read_lock:
+            return search.find(self._reader(), text, run_id=run_id, limit=limit)
+
     def held(self) -> int:
         """The bytes the stored runs hold (their frames as stored, and their artifacts)."""
         with faults("reading the run history"), self._read_lock:
@@ -325,7 +338,7 @@ def _prepare(db: sqlite3.Connection, writes: bool) -> None:
     """Checks the file is a history of ours, and (to write) makes the schema and WAL."""
     (version,) = db.execute("PRAGMA user_version").fetchone()
     tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    if version not in (0, VERSION) or (version == 0 and tables):
+    if version not in (0, VERSION, *_OLDER) or (version == 0 and tables):
         raise sqlite3.DatabaseError(
             f"the file holds another database (schema version {version}, tables"
             f" {', '.join(sorted(tables)) or 'none'}); it is left as it is"
@@ -337,7 +350,12 @@ def _prepare(db: sqlite3.Connection, writes: bool) -> None:
     db.execute("PRAGMA synchronous=NORMAL")
     if version == 0:
         with db:
-            db.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} PRAGMA user_version = {VERSION};")
+            db.executescript(
+                f"BEGIN IMMEDIATE; {_SCHEMA} {search.SCHEMA} PRAGMA user_version = {VERSION};"
+            )
+    elif version in _OLDER:
+        with db:
+            db.executescript(f"BEGIN IMMEDIATE; {search.SCHEMA} PRAGMA user_version = {VERSION};")
 
 
 def probe(path: Path) -> str | None:

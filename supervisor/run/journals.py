@@ -104,6 +104,13 @@ class Journals:
         except HistoryFault:
             return held
 
+    def search(self, text: str, run_id: str | None, limit: int) -> list[dict[str, Any]] | None:
+        """The stored frames matching `text` (`History.search`; blocking, a `HistoryFault`
+        when it cannot be read), None without a history."""
+        if self.history is None:
+            return None
+        return self.history.search(text, run_id=run_id, limit=limit)
+
     def find_artifact(self, run_id: str, artifact_id: str) -> Stored:
         """A retained run's kept artifact, or `ArtifactGone` saying why there is none."""
         if run_id not in self._runs and self.history is not None:

@@ -38,6 +38,13 @@ CAPACITY: Final = 256
 BATCH_S: Final = 0.05
 #: Retention runs after this many runs have ended, and at the start.
 RETAIN_EVERY: Final = 64
+#: The stored lines indexed for search at most per write (one every `BATCH_S`) while runs
+#: send lines, so that the writer's indexing takes little of the processor a busy run uses
+#: (about 2 % of a core); and per write when none came, catching up. What is left is
+#: indexed when the process waits for the writer at its end (within that wait's bound; past
+#: it, by the next process that writes the history).
+INDEX_LINES: Final = 512
+INDEX_IDLE_LINES: Final = 8192
 
 
 class Recorder:
@@ -66,6 +73,8 @@ class Recorder:
         self._ended = 0
         self._idle = trio.Event()
         self._idle.set()
+        #: Whether the search index is behind the stored lines (`INDEX_LINES`).
+        self._behind = True
         #: Set when the process waits for the writer: no more waiting between commits.
         self._flushing = trio.Event()
 
@@ -112,6 +121,16 @@ class Recorder:
         writer writes at once from here on."""
         self._flushing.set()
         await self._idle.wait()
+        # Then what the index is behind on, a slice at a time: a caller's bound on the wait
+        # stops it between slices, and the next process to write the history goes on.
+        history = self.history
+        while history is not None and self.fault is None and self._behind:
+            try:
+                self._behind = await trio.to_thread.run_sync(
+                    lambda: history.write((), index=INDEX_IDLE_LINES)
+                )
+            except HistoryFault as exc:
+                self._fail(str(exc), [])
 
     async def serve(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """The writer, until cancelled."""
@@ -119,7 +138,9 @@ class Recorder:
         if self.history is not None and self.fault is None:
             await self._retain()
         while True:
-            batch = [await self._receive.receive()]
+            batch: list[RunJournal] = []
+            with trio.move_on_after(BATCH_S if self._behind else math.inf):
+                batch.append(await self._receive.receive())
             while True:
                 try:
                     batch.append(self._receive.receive_nowait())
@@ -144,8 +165,11 @@ class Recorder:
         try:
             if dropped:
                 await trio.to_thread.run_sync(history.drop, dropped)
-            if items:
-                await trio.to_thread.run_sync(history.write, items)
+            if items or self._behind:
+                budget = INDEX_LINES if items else INDEX_IDLE_LINES
+                self._behind = await trio.to_thread.run_sync(
+                    lambda: history.write(items, index=budget)
+                )
             self._ended += ended
             if self._ended >= RETAIN_EVERY:
                 self._ended = 0

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any, Final
 from urllib.parse import quote, urlsplit, urlunsplit
 
@@ -36,10 +36,10 @@ def artifact_path(run_id: str, artifact_id: str) -> str:
     return f"/v1/runs/{quote(run_id, safe='')}/artifacts/{quote(artifact_id, safe='')}"
 
 
-async def get_json(remote: Remote, path: str) -> Any:
-    """The JSON value `path` answers with."""
+async def get_json(remote: Remote, path: str, query: Mapping[str, Any] | None = None) -> Any:
+    """The JSON value `path` (with `query`) answers with."""
     body = bytearray()
-    async with open_get(remote, path) as pieces:
+    async with open_get(remote, path, query) as pieces:
         async for piece in pieces:
             body += piece
             if len(body) > MAX_JSON_BYTES:
@@ -51,11 +51,13 @@ async def get_json(remote: Remote, path: str) -> Any:
 
 
 @contextlib.asynccontextmanager
-async def open_get(remote: Remote, path: str) -> AsyncIterator[AsyncIterator[bytes]]:
-    """GETs `path`; gives the pieces of a 200's body as they come (as sent: no content
-    decoding). Any other status raises `RemoteError` with the server's message. The client
-    and its connection are closed on every way out."""
-    url = urlsplit(remote.endpoint(path))
+async def open_get(
+    remote: Remote, path: str, query: Mapping[str, Any] | None = None
+) -> AsyncIterator[AsyncIterator[bytes]]:
+    """GETs `path` (with `query`, its None values left out); gives the pieces of a 200's body
+    as they come (as sent: no content decoding). Any other status raises `RemoteError` with
+    the server's message. The client and its connection are closed on every way out."""
+    url = urlsplit(remote.endpoint(path, query))
     secure = url.scheme == "wss"
     target = urlunsplit(("https" if secure else "http", url.netloc, path, url.query, ""))
     headers = {"Connection": "close", "Accept": "*/*"}

@@ -44,6 +44,8 @@ async def serve_plain(
         await mcp.answer(conn, request, token=token, origins=origins, stopping=stopping)
         return
     answer = routes.answer(request, token=token, origins=origins, stopping=stopping, state=state)
+    if isinstance(answer, routes.Later):
+        answer = await trio.to_thread.run_sync(answer.make)
     if isinstance(answer, routes.Answer):
         await conn.respond(answer.status, answer.body, answer.headers, answer.content_type)
         return

@@ -4,7 +4,9 @@ trio, no socket; `server.py` writes the answer.
 One table says which paths answer plain HTTP, each with whether it asks for the token:
 `/healthz` (`{"ok": true, "version": …}`, no token; the Origin rule still applies),
 `/v1/runs` (the retained runs, newest first), `/v1/runs/{runId}/artifacts/{id}` (a kept
-artifact: a `FileAnswer` the server streams), `/v1/runs/{runId}/output.txt` and
+artifact: a `FileAnswer` the server streams), `/v1/search?q=…[&run=ID][&limit=N]` (the
+stored frames that match, newest first: a `Later` the server makes in a worker thread),
+`/v1/runs/{runId}/output.txt` and
 `/v1/runs/{runId}/frames.ndjson` (a run's downloads, `downloads.py`: a `RunDownload` the
 server makes from the run once it has found it), `/metrics` (the hooks' metrics in
 Prometheus' text format, `core/telemetry.py`), and the console (`/` and its files under
@@ -23,7 +25,7 @@ import json
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, Final, Protocol
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import attrs
 
@@ -82,13 +84,21 @@ class RunDownload(Record):
     kind: str
 
 
+@attrs.frozen(repr=False, eq=False)
+class Later(Record):
+    """An answer that reads the disk: the server makes it in a worker thread."""
+
+    make: Callable[[], Answer]
+
+
 #: What a route answers.
-Answered = Answer | FileAnswer | RunDownload
+Answered = Answer | FileAnswer | RunDownload | Later
 
 
 class RouteState(Protocol):
     """What the routes read of the service: its retained runs and their artifacts; `find`
-    is a run's journal (`run.journals.UnknownRun` when there is none)."""
+    is a run's journal (`run.journals.UnknownRun` when there is none); `search` a search of
+    its run history (None: it keeps none; blocking, so called in a worker thread)."""
 
     def summaries(self) -> list[dict[str, Any]]: ...
 
@@ -97,6 +107,8 @@ class RouteState(Protocol):
     def metrics_text(self) -> str: ...
 
     async def find(self, run_id: str) -> RunJournal: ...
+
+    def search(self, text: str, run_id: str | None, limit: int) -> list[dict[str, Any]] | None: ...
 
 
 class _NoRuns:
@@ -113,6 +125,9 @@ class _NoRuns:
         from ..run.journals import UnknownRun
 
         raise UnknownRun(run_id)
+
+    def search(self, text: str, run_id: str | None, limit: int) -> list[dict[str, Any]] | None:
+        return None
 
 
 NO_RUNS: Final[RouteState] = _NoRuns()
@@ -156,6 +171,29 @@ def _frames(state: RouteState, params: Mapping[str, str]) -> Answered:
     return RunDownload(params["runId"], "frames.ndjson")
 
 
+def _search(state: RouteState, params: Mapping[str, str]) -> Answered:
+    # `limit` past the most is the most; the history's own bounds (`history/search.py`).
+    from ..history.search import MATCHES, MAX_MATCHES
+
+    limit = params.get("limit", str(MATCHES))
+    if not (limit.isascii() and limit.isdecimal() and len(limit) < 10 and int(limit) > 0):
+        return _error(400, f"limit must be a whole number from 1 (at most {MAX_MATCHES} are given)")
+    # No `q` is the empty query: nothing asked, nothing found (what a query may hold, never
+    # an error).
+    text, run_id, most = params.get("q", ""), params.get("run"), min(int(limit), MAX_MATCHES)
+
+    def make() -> Answer:
+        try:
+            found = state.search(text, run_id, most)
+        except HooksError as exc:
+            return _error(503, str(exc))
+        if found is None:
+            return _error(404, "this server keeps no run history to search")
+        return Answer(200, json.dumps(found).encode())
+
+    return Later(make)
+
+
 def _no_state(state: RouteState, params: Mapping[str, str]) -> Answered:
     raise AssertionError("a console page is answered by its `page`")
 
@@ -177,6 +215,7 @@ ROUTES: Final[dict[str, Route]] = {
     "/v1/runs/{runId}/artifacts/{id}": Route(_artifact, token=True),
     "/v1/runs/{runId}/output.txt": Route(_output, token=True),
     "/v1/runs/{runId}/frames.ndjson": Route(_frames, token=True),
+    "/v1/search": Route(_search, token=True),
     "/metrics": Route(_metrics, token=True),
     "/": Route(_no_state, token=False, page=pages.page),
     "/console/{file}": Route(_no_state, token=False, page=pages.asset),
@@ -238,7 +277,10 @@ def answer(
     if found[0].page is not None:
         shown = found[0].page(request, found[1], token)
         return Answer(shown.status, shown.body, shown.headers, shown.content_type)
-    return found[0].answer(state, found[1])
+    # The query's parameters (the first of each; `token` aside) below the path's segments.
+    query = parse_qs(urlsplit(request.target).query, keep_blank_values=True)
+    params = {k: v[0] for k, v in query.items() if k != "token"} | found[1]
+    return found[0].answer(state, params)
 
 
 def refused(refusal: Refusal) -> Answer:

@@ -1,0 +1,118 @@
+"""`runs search QUERY`: the stored frames that hold some words or "quoted phrases".
+
+By default it reads the run history on this machine (`[history] path` in the config in
+force); `--remote URL` asks a server's `GET /v1/search` instead, with the token as every
+remote command finds it. Either way each match is `{runId, seq, type, snippet}`, newest run
+first: `--json` prints them as one JSON list, else one line each (the run, the frame's seq
+and type, the snippet), and `runs show RUN_ID` shows the run they are in.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from .common import EXIT_FAILED, EXIT_OK, remote, remote_failed
+
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Mapping
+    from typing import Any
+
+
+def add_arguments(search: argparse.ArgumentParser) -> None:
+    """The sub-command's own arguments (`runs.py` adds `--remote`, `--config`, `--json`)."""
+    from ..history.search import MATCHES, MAX_MATCHES
+
+    search.add_argument(
+        "query",
+        metavar="QUERY",
+        help='words and "quoted phrases" to find, all of them (never a search syntax: any'
+        " text is searched as it is)",
+    )
+    search.add_argument("--run", metavar="ID", help="search this run only")
+    search.add_argument(
+        "--limit",
+        type=_limit,
+        default=MATCHES,
+        metavar="N",
+        help=f"the most matches shown (default {MATCHES}; at most {MAX_MATCHES})",
+    )
+
+
+def _limit(text: str) -> int:
+    import argparse
+
+    from ..history.search import MAX_MATCHES
+
+    if not (text.isascii() and text.isdecimal() and len(text) < 10 and int(text) > 0):
+        raise argparse.ArgumentTypeError(f"expected a whole number from 1, got {text!r}")
+    return min(int(text), MAX_MATCHES)
+
+
+def search(args: argparse.Namespace, command: str) -> int:
+    import trio
+
+    from ..service.access import TokenFileError
+    from ..service.remote import RemoteError
+
+    if args.remote is None:
+        return _local(args, command)
+    try:
+        found = trio.run(_remote, remote(args), args.query, args.run, args.limit)
+    except (RemoteError, TokenFileError) as exc:
+        return remote_failed(command, exc)
+    _print(found, args.json)
+    return EXIT_OK
+
+
+async def _remote(target: Any, query: str, run_id: str | None, limit: int) -> list[dict[str, Any]]:
+    from ..service.httpclient import get_json
+    from ..service.remote import RemoteError
+
+    asked = {"q": query, "run": run_id, "limit": limit}
+    found = await get_json(target, "/v1/search", asked)
+    if not isinstance(found, list) or not all(isinstance(m, dict) for m in found):
+        raise RemoteError("GET /v1/search: the server's answer is not a list of matches")
+    return found
+
+
+def _local(args: argparse.Namespace, command: str) -> int:
+    from ..history.store import History, HistoryFault
+    from .runverify import history_of
+
+    config, path = history_of(args)
+    if not config.history_enabled:
+        print(f"mcpx-hooks {command}: [history] enabled = false: no run is kept on disk"
+              " (a server's runs: --remote URL)", file=sys.stderr)  # fmt: skip
+        return EXIT_FAILED
+    if not path.exists():
+        _print([], args.json)
+        return EXIT_OK
+    try:
+        history = History.open(path, writes=False)
+        try:
+            found = history.search(args.query, run_id=args.run, limit=args.limit)
+        finally:
+            history.close()
+    except HistoryFault as exc:
+        print(f"mcpx-hooks {command}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    _print(found, args.json)
+    return EXIT_OK
+
+
+def _print(found: list[dict[str, Any]], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(found))
+    elif not found:
+        print("no stored frame matches")
+    else:
+        print("\n".join(line(m) for m in found))
+
+
+def line(match: Mapping[str, Any]) -> str:
+    """One match for a person: its run, `@seq`, the frame's type, the snippet."""
+    where = f"{match.get('runId')}@{match.get('seq')}"
+    return f"{where}  {match.get('type')}  {match.get('snippet')}"

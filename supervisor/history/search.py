@@ -1,0 +1,300 @@
+"""Search across the stored runs: an SQLite FTS5 index of what a person looks for in a run.
+
+Which fields of a frame are searched is a table (`SEARCHED`, by frame type; each name is a
+field of the type's class in `core/hookframes.py`'s `FRAME_CLASSES`): the script's output and
+logs, hooks' names, advice and failures, the run's argv, errors and warnings. Each frame with
+any of them is one row of `search`, whose rowid is the run's key and the frame's seq
+(`key << 32 | seq`), so a run's rows are one range and the newest come first.
+
+The index is contentless (`content=''`): it holds the tokens, not the text, which the chunks
+hold already. A match's snippet is cut from its frame line, read back from its chunk; a run
+dropped from the history has its rows deleted with the same texts, made again from its lines.
+SQLite makes the texts (`text_sql`: no Python per line). The writer (`store.py`) indexes
+in the transactions that store the lines, from where each run's index stops (`runs.indexed`),
+at most a budget of lines a write while runs run (`catch_up`; `run/recording.py`), so that
+a run that prints fast is stored at once and indexed a little behind.
+
+What a person types is words and "quoted phrases", never FTS5's syntax: `query` makes each
+one a quoted FTS5 string (so `needle-42`, `OR`, `NEAR`, `*`, `:` and a stray quote are text),
+all of them required; it never fails, and a query with nothing searchable matches nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+import sqlite3
+import unicodedata
+import zlib
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+import orjson
+
+from ..core.frames import FrameType
+
+#: The fields searched in each frame type (attrs names of the type's class).
+SEARCHED: Final[Mapping[FrameType, tuple[str, ...]]] = {
+    FrameType.START: ("argv",),
+    FrameType.HOOK: ("name", "advice", "reason", "failure_note", "stderr_tail"),
+    FrameType.LOG: ("message",),
+    FrameType.EMIT: ("value",),
+    FrameType.STDOUT: ("text",),
+    FrameType.STDERR: ("text",),
+    FrameType.ARTIFACT: ("name",),
+    FrameType.RESULT: ("advice",),
+    FrameType.ERROR: ("message", "advice", "refused_by"),
+    FrameType.END: (),
+    FrameType.WARNING: ("message",),
+    FrameType.ASK: ("hook", "question"),
+    FrameType.CALL: ("server", "tool", "error", "refused_by"),
+}
+#: The index, and each run's lines indexed so far (made with the store's schema, and for a
+#: history made before it, when it is opened): `indexed < frames` is a run the index is behind.
+SCHEMA: Final = """
+CREATE VIRTUAL TABLE search USING fts5(text, content='', columnsize=0,
+    tokenize='unicode61 remove_diacritics 2');
+ALTER TABLE runs ADD COLUMN indexed INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX runs_behind ON runs(key) WHERE indexed < frames;
+"""
+#: Matches a search gives by default, and at most.
+MATCHES: Final = 50
+MAX_MATCHES: Final = 500
+#: The characters of a query that are read (the rest is ignored), and the terms.
+MAX_QUERY: Final = 1000
+MAX_TERMS: Final = 32
+#: The characters of a snippet at most, around the first term found.
+SNIPPET: Final = 160
+_SEQ_BITS: Final = 32
+
+
+@functools.cache
+def text_sql() -> str:
+    """SQL of the text indexed of the frame line `v.value` (a JSON text): its searched fields'
+    values, one a line (a list or an object as its JSON: the same words), NULL when it has
+    none. SQLite reads the lines, never Python: the writer thread that indexes them holds
+    no lock a run needs, and each field costs one `json_extract`. The fields are by wire
+    name, the converter's camelCase (tests/test_search.py checks each is its class's field
+    and wire name); made without the hook frames' classes, which a run without hooks never
+    builds."""
+    from ..core.convert import _camel
+
+    cases = []
+    for frame_type, names in SEARCHED.items():
+        parts = []
+        for name in names:
+            assert _camel(name).isidentifier()
+            parts.append(f"json_extract(v.value, '$.{_camel(name)}')")
+        if len(parts) > 1:
+            joined = " || ".join(f"coalesce({part} || char(10), '')" for part in parts)
+            parts = [f"rtrim({joined}, char(10))"]
+        if parts:
+            cases.append(f"WHEN '{frame_type.value}' THEN {parts[0]}")
+    return f"CASE json_extract(v.value, '$.type') {' '.join(cases)} END"
+
+
+def frame_text(db: sqlite3.Connection, line: str | bytes) -> str:
+    """The text indexed of one frame line ("" when it has none, or is not a frame)."""
+    text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
+    sql = f"SELECT {text_sql()} FROM (SELECT ? AS value) v WHERE json_valid(v.value)"
+    row = db.execute(sql, (text,)).fetchone()
+    return "" if row is None or row[0] is None else str(row[0])
+
+
+def shown_text(frame: Any) -> str:
+    """The searched fields of a parsed frame as a person reads them: a list's strings joined
+    by spaces, another value as JSON, one field a line."""
+    if not isinstance(frame, dict):
+        return ""
+    fields = SEARCHED.get(FrameType(frame["type"])) if frame.get("type") in _TYPES else ()
+    from ..core.convert import _camel
+
+    parts: list[str] = []
+    for name in fields or ():
+        value = frame.get(_camel(name))
+        if value is None or value in ("", []):
+            continue
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            parts.append(" ".join(value))
+        else:
+            parts.append(value if isinstance(value, str) else orjson.dumps(value).decode())
+    return "\n".join(parts)
+
+
+_TYPES: Final = frozenset(t.value for t in FrameType)
+
+
+#: The two ways a row is written: added, and deleted (FTS5's delete of a contentless row is
+#: an insert of `'delete'`, the rowid and the text it was given).
+_ADD: Final = ("search(rowid, text)", "")
+_DELETE: Final = ("search(search, rowid, text)", "'delete', ")
+
+
+def _each(
+    db: sqlite3.Connection, how: tuple[str, str], key: int, first: int, lines: Sequence[bytes]
+) -> None:
+    """Adds or deletes the rows of the lines' texts, in one statement."""
+    if not lines:
+        return
+    columns, head = how
+    batch = (b"[" + b",".join(lines) + b"]").decode("utf-8", "replace")
+    base = (key << _SEQ_BITS) + first
+    try:
+        db.execute(
+            f"INSERT INTO {columns} SELECT {head}? + key, text FROM (SELECT v.key AS key,"
+            f" {text_sql()} AS text FROM json_each(?) v) WHERE text IS NOT NULL AND text != ''",
+            (base, batch),
+        )
+    except sqlite3.OperationalError:  # a line that is not JSON: the others one by one
+        for at, line in enumerate(lines):
+            text = frame_text(db, line)
+            if text:
+                db.execute(f"INSERT INTO {columns} VALUES ({head}?, ?)", (base + at, text))
+
+
+def index(db: sqlite3.Connection, key: int, first: int, lines: Sequence[bytes]) -> None:
+    """Adds the rows of a run's lines from seq `first` (in the caller's transaction)."""
+    if lines:
+        _each(db, _ADD, key, first, lines)
+
+
+def catch_up(db: sqlite3.Connection, budget: int | None = None) -> bool:
+    """Indexes the stored lines the index is behind on, oldest run first, at most `budget`
+    of them (None: all); whether it is still behind."""
+    behind = db.execute("SELECT key, indexed, frames FROM runs WHERE indexed < frames ORDER BY key")
+    for key, indexed, frames in behind.fetchall():
+        if budget is not None and budget <= 0:
+            return True
+        end = frames if budget is None else min(frames, indexed + budget)
+        for first, lines in _chunks(db, key, indexed, end):
+            low, high = max(indexed, first), min(end, first + len(lines))
+            index(db, key, low, lines[low - first : high - first])
+        db.execute("UPDATE runs SET indexed = ? WHERE key = ?", (end, key))
+        budget = None if budget is None else budget - (end - indexed)
+    return budget is not None and _behind(db)
+
+
+def _behind(db: sqlite3.Connection) -> bool:
+    return db.execute("SELECT 1 FROM runs WHERE indexed < frames LIMIT 1").fetchone() is not None
+
+
+def _chunks(
+    db: sqlite3.Connection, key: int, start: int, end: int
+) -> list[tuple[int, list[bytes]]]:
+    """A run's chunks that hold seq `start` to `end` (excluded), as lines."""
+    rows = db.execute(
+        "SELECT first, packed, data FROM chunks WHERE run = ? AND first < ? AND first + count > ?"
+        " ORDER BY first",
+        (key, end, start),
+    )
+    return [
+        (first, (zlib.decompress(data) if packed else bytes(data)).split(b"\n"))
+        for first, packed, data in rows.fetchall()
+    ]
+
+
+def unindex(db: sqlite3.Connection, key: int) -> None:
+    """Deletes a run's rows (those indexed), their texts made again from its stored lines."""
+    (indexed,) = db.execute("SELECT indexed FROM runs WHERE key = ?", (key,)).fetchone()
+    for first, lines in _chunks(db, key, 0, indexed):
+        _each(db, _DELETE, key, first, lines[: max(0, indexed - first)])
+
+
+def terms(text: str) -> list[str]:
+    """The words and "quoted phrases" of a query, as typed (a quote left open runs to the end;
+    a term with no letter or digit, which the index never holds, is left out)."""
+    text = text[:MAX_QUERY].encode("utf-8", "replace").decode("utf-8")
+    found: list[str] = []
+    for n, part in enumerate(text.split('"')):
+        pieces = [part] if n % 2 else part.split()
+        found += [p.strip() for p in pieces if any(_searchable(c) for c in p)]
+    return found[:MAX_TERMS]
+
+
+def _searchable(char: str) -> bool:
+    """Whether the index's tokenizer (unicode61) keeps `char` in a token."""
+    return unicodedata.category(char)[0] in "LN" or unicodedata.category(char) == "Co"
+
+
+def query(text: str) -> str | None:
+    """The FTS5 query of what a person typed: each term a quoted string, all required; None
+    when nothing in it is searchable."""
+    quoted = ['"' + t.replace('"', '""').replace("\x00", " ") + '"' for t in terms(text)]
+    return " AND ".join(quoted) or None
+
+
+def find(
+    db: sqlite3.Connection, text: str, *, run_id: str | None = None, limit: int = MATCHES
+) -> list[dict[str, Any]]:
+    """The matches of `text` (`{runId, seq, type, snippet}`), newest run first and the later
+    frames of a run first; `limit` is kept within 1 and `MAX_MATCHES`."""
+    match = query(text)
+    limit = max(1, min(limit, MAX_MATCHES))
+    if match is None or not _indexed(db):
+        return []
+    sql = "SELECT rowid FROM search WHERE search MATCH ?"
+    params: list[Any] = [match]
+    if run_id is not None:
+        row = db.execute("SELECT key FROM runs WHERE id = ?", (run_id,)).fetchone()
+        if row is None:
+            return []
+        sql += " AND rowid BETWEEN ? AND ?"
+        params += [row[0] << _SEQ_BITS, ((row[0] + 1) << _SEQ_BITS) - 1]
+    rowids = [r[0] for r in db.execute(f"{sql} ORDER BY rowid DESC LIMIT ?", (*params, limit))]
+    return _matches(db, rowids, terms(text))
+
+
+def _indexed(db: sqlite3.Connection) -> bool:
+    """Whether the history has an index: one made before it gets one when a process next
+    writes to it, and has nothing to find until then."""
+    found = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'search'")
+    return found.fetchone() is not None
+
+
+def _matches(db: sqlite3.Connection, rowids: list[int], words: list[str]) -> list[dict[str, Any]]:
+    """Each rowid's match, its snippet cut from its frame line (read from its chunk)."""
+    ids: dict[int, str] = {}
+    chunks: dict[tuple[int, int], list[bytes]] = {}
+    found: list[dict[str, Any]] = []
+    for rowid in rowids:
+        key, seq = rowid >> _SEQ_BITS, rowid & ((1 << _SEQ_BITS) - 1)
+        if key not in ids:
+            row = db.execute("SELECT id FROM runs WHERE key = ?", (key,)).fetchone()
+            ids[key] = "" if row is None else row[0]  # "": dropped since it matched
+        chunk = db.execute(
+            "SELECT first FROM chunks WHERE run = ? AND first <= ? ORDER BY first DESC LIMIT 1",
+            (key, seq),
+        ).fetchone()
+        if chunk is None or not ids[key]:
+            continue
+        first = chunk[0]
+        if (key, first) not in chunks:
+            packed, data = db.execute(
+                "SELECT packed, data FROM chunks WHERE run = ? AND first = ?", (key, first)
+            ).fetchone()
+            chunks[key, first] = (zlib.decompress(data) if packed else bytes(data)).split(b"\n")
+        if seq - first >= len(chunks[key, first]):
+            continue
+        frame = orjson.loads(chunks[key, first][seq - first])
+        found.append(
+            {
+                "runId": ids[key],
+                "seq": seq,
+                "type": frame.get("type"),
+                "snippet": snippet(shown_text(frame), words),
+            }
+        )
+    return found
+
+
+def snippet(text: str, words: Sequence[str]) -> str:
+    """At most `SNIPPET` characters of `text` on one line, around the first term found in it
+    (case aside), with `…` where it was cut."""
+    flat = " ".join(text.split())
+    folded = flat.casefold()
+    hits = [at for w in words if (at := folded.find(" ".join(w.split()).casefold())) >= 0]
+    if len(flat) <= SNIPPET:
+        return flat
+    start = max(0, min(hits, default=0) - SNIPPET // 4)
+    start = min(start, len(flat) - SNIPPET)
+    cut = flat[start : start + SNIPPET]
+    return ("…" if start else "") + cut + ("…" if start + SNIPPET < len(flat) else "")

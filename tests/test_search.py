@@ -1,0 +1,315 @@
+"""Search across stored runs, in process on real SQLite files: the searched fields are each
+frame class's own, a match's seq is the frame that holds it, the run filter and the limit,
+newest first, retention drops a run's index rows with it, a history made before the index is
+indexed when opened, and no query string (words, quotes, FTS5's own syntax, anything
+Hypothesis makes) raises or is answered with an error, in the store and on `/v1/search`."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+import attrs
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mcpx_hooks.supervisor.core.convert import _wire_name
+from mcpx_hooks.supervisor.core.frames import FrameType
+from mcpx_hooks.supervisor.core.hookframes import FRAME_CLASSES
+from mcpx_hooks.supervisor.history.search import (
+    MAX_MATCHES,
+    MAX_QUERY,
+    SEARCHED,
+    frame_text,
+    query,
+    shown_text,
+    snippet,
+)
+from mcpx_hooks.supervisor.history.store import _SCHEMA, History, Written
+from mcpx_hooks.supervisor.run.journals import Journals
+from mcpx_hooks.supervisor.service.protocol import Request
+from mcpx_hooks.supervisor.service.routes import Answer, Later, RouteState, answer
+
+HOSTILE = [
+    "",
+    '"',
+    '"""',
+    'needle "',
+    "OR",
+    "AND",
+    "NOT",
+    "NEAR",
+    "NEAR(a b, 2)",
+    "*",
+    "needle*",
+    ":",
+    "text:needle",
+    "^needle",
+    "(needle",
+    "needle)",
+    "-needle",
+    "+",
+    "{text}: x",
+    "a OR b NOT c",
+    "\x00",
+    "needle\x00",
+    "\ud800",
+    "'",
+    "%",
+    "\\",
+    "x" * (MAX_QUERY * 3),
+    " ".join(["w"] * 500),
+]
+
+
+def frame(run_id: str, seq: int, type_: str, **fields: object) -> bytes:
+    return orjson.dumps({"runId": run_id, "seq": seq, "at": "t", "type": type_, **fields})
+
+
+def run_lines(run_id: str, n: int, needles: dict[int, str] | None = None) -> list[bytes]:
+    """A run of `n` frames: start (argv), stdout lines, some `needles` at their seq."""
+    needles = needles or {}
+    sent = [frame(run_id, 0, "start", argv=["python3", "build.py"], cwd="/", sandbox="none")]
+    for seq in range(1, n):
+        sent.append(frame(run_id, seq, "stdout", text=needles.get(seq, f"line {seq:>18}")))
+    return sent
+
+
+@pytest.fixture
+def history(tmp_path: Path) -> Iterator[History]:
+    opened = History.open(tmp_path / "h.db")
+    yield opened
+    opened.close()
+
+
+def store(history: History, run_id: str, sent: list[bytes], started: float) -> None:
+    for first in range(0, len(sent), 5000):  # batches as the recorder writes them
+        chunk = sent[first : first + 5000]
+        done = first + 5000 >= len(sent)
+        history.write([Written(run_id, first, chunk, {"runId": run_id}, started, done)])
+
+
+def test_each_searched_field_is_its_frame_class_s_own() -> None:
+    assert set(SEARCHED) == set(FrameType)
+    for frame_type, names in SEARCHED.items():
+        fields = {f.name: f for f in attrs.fields(FRAME_CLASSES[frame_type])}
+        for name in names:
+            assert name in fields, (frame_type, name)
+            # The converter's camelCase is the name a frame line has (`frame_text` reads it).
+            wire = _wire_name(fields[name])
+            line = json.dumps({"type": frame_type.value, wire: f"v-{name}"})
+            assert frame_text(MEMORY, line) == f"v-{name}"
+
+
+MEMORY = sqlite3.connect(":memory:")
+
+
+def test_frame_text_reads_lists_and_values_and_skips_the_rest() -> None:
+    hook = {"type": "hook", "name": "lint", "advice": ["fix a", "fix b"], "status": "failed"}
+    assert frame_text(MEMORY, json.dumps(hook)) == 'lint\n["fix a","fix b"]'
+    assert shown_text(hook) == "lint\nfix a fix b"  # what a snippet shows
+    emit = {"type": "emit", "value": {"k": [1, "two"]}}
+    assert frame_text(MEMORY, json.dumps(emit)) == '{"k":[1,"two"]}'
+    assert shown_text(emit) == '{"k":[1,"two"]}'
+    assert shown_text({"type": "nope"}) == shown_text([]) == ""
+    assert frame_text(MEMORY, '{"type": "end", "exitCode": 0}') == ""
+    assert frame_text(MEMORY, '{"type": "no-such-type", "text": "x"}') == ""
+    assert frame_text(MEMORY, '["not", "a", "frame"]') == ""
+    assert frame_text(MEMORY, b"not json") == ""
+
+
+def test_a_line_is_found_in_a_100000_line_run_at_its_seq(history: History) -> None:
+    sent = run_lines("big", 100_000, {77_777: "the build said needle-42 here"})
+    store(history, "big", sent, 1.0)
+    (found,) = history.search("needle-42")
+    assert found == {
+        "runId": "big",
+        "seq": 77_777,
+        "type": "stdout",
+        "snippet": "the build said needle-42 here",
+    }
+    # The seq points at the frame holding it: the stored line at that seq has the text.
+    stored, _ = history.lines("big", found["seq"]) or ([], False)
+    assert json.loads(stored[0])["text"] == "the build said needle-42 here"
+    # A phrase, the words the other way round, and a word alone.
+    assert [m["seq"] for m in history.search('"said needle"')] == [77_777]
+    assert history.search('"needle said"') == []
+    assert [m["seq"] for m in history.search("build.py")] == [0]
+
+
+def test_run_filter_limit_and_newest_first(history: History) -> None:
+    for n, run_id in enumerate(("old", "mid", "new")):
+        store(history, run_id, run_lines(run_id, 40, {3: "shared word", 9: "shared again"}), n)
+    everything = history.search("shared")
+    assert [(m["runId"], m["seq"]) for m in everything] == [
+        ("new", 9),
+        ("new", 3),
+        ("mid", 9),
+        ("mid", 3),
+        ("old", 9),
+        ("old", 3),
+    ]
+    assert [m["seq"] for m in history.search("shared", run_id="mid")] == [9, 3]
+    assert {m["runId"] for m in history.search("shared", run_id="mid")} == {"mid"}
+    assert history.search("shared", run_id="nope") == []
+    assert len(history.search("shared", limit=2)) == 2
+    store(history, "long", run_lines("long", MAX_MATCHES + 100), 4.0)
+    assert len(history.search("line", limit=10**9)) == MAX_MATCHES
+    assert len(history.search("line", limit=0)) == 1
+
+
+def test_retention_drops_a_run_s_index_rows_with_it(history: History, tmp_path: Path) -> None:
+    store(history, "old", run_lines("old", 50, {7: "gone soon"}), 0.0)
+    store(history, "new", run_lines("new", 50, {7: "kept here"}), 86400.0)
+    assert history.retain(days=1, max_bytes=1 << 40, now=86400 * 1.5) == ["old"]
+    assert history.search("gone") == []
+    assert [m["runId"] for m in history.search("kept")] == ["new"]
+    history.drop(["new"])
+    assert history.search("line") == []
+    db = sqlite3.connect(tmp_path / "h.db")
+    # The index agrees with what is stored (a delete with other texts would fail this).
+    db.execute("INSERT INTO search(search) VALUES ('integrity-check')")
+    db.close()
+
+
+def test_a_history_made_before_the_index_is_indexed_by_the_writer(tmp_path: Path) -> None:
+    path = tmp_path / "h.db"
+    db = sqlite3.connect(path)
+    db.executescript(_SCHEMA)  # the tables a history had before the index
+    data = b"\n".join(run_lines("r", 5, {2: "from before"}))
+    db.execute("INSERT INTO runs(id, started, summary, frames) VALUES ('r', 1, '{}', 5)")
+    db.execute("INSERT INTO chunks VALUES (1, 0, 5, 1, ?)", (zlib.compress(data),))
+    db.execute("PRAGMA user_version = 1")
+    db.commit()
+    db.close()
+    reader = History.open(path, writes=False)  # `runs search` before any writer opened it
+    assert reader.search("before") == []
+    reader.close()
+    history = History.open(path)
+    try:
+        assert history.search("before") == []  # not indexed yet: no match, no error
+        assert history.write([], index=2) is True  # two of its five lines indexed
+        assert history.search("before") == []
+        assert history.write([], index=3) is False
+        assert [m["seq"] for m in history.search("before")] == [2]
+    finally:
+        history.close()
+
+
+def test_the_writer_indexes_at_most_its_budget_and_drops_only_what_it_indexed(
+    history: History, tmp_path: Path
+) -> None:
+    sent = run_lines("r", 100, {10: "early needle", 90: "late needle"})
+    assert history.write([Written("r", 0, sent, {"runId": "r"}, 1.0, False)], index=50)
+    assert [m["seq"] for m in history.search("needle")] == [10]
+    history.drop(["r"])  # deletes the 50 rows indexed, not the 50 that were not
+    db = sqlite3.connect(tmp_path / "h.db")
+    db.execute("INSERT INTO search(search) VALUES ('integrity-check')")
+    db.close()
+    assert history.search("needle") == []
+
+
+def test_snippet_is_one_line_cut_around_the_first_term() -> None:
+    text = "a" * 300 + " needle " + "b" * 300
+    cut = snippet(text, ["needle"])
+    assert "needle" in cut and cut.startswith("…") and cut.endswith("…")
+    assert len(cut) <= 162
+    assert snippet("two\nlines", ["two"]) == "two lines"
+
+
+@pytest.mark.parametrize("typed", HOSTILE)
+def test_hostile_queries_are_text_never_an_error(history: History, typed: str) -> None:
+    store(history, "r", run_lines("r", 20, {4: 'needle OR "quoted" NEAR * : ^x'}), 1.0)
+    history.search(typed)  # no exception
+    made = query(typed)
+    assert made is None or made.startswith('"')
+
+
+def test_what_looks_like_syntax_is_searched_as_text(history: History) -> None:
+    store(history, "r", run_lines("r", 20, {4: "alpha OR beta", 5: "alpha gamma"}), 1.0)
+    # `OR` is a word here, not FTS5's operator: only the line that holds it matches.
+    assert [m["seq"] for m in history.search("alpha OR")] == [4]
+    assert [m["seq"] for m in history.search('"alpha OR beta')] == [4]  # a quote left open
+    assert [m["seq"] for m in history.search("alpha*")] == [5, 4]  # `*` is no prefix search
+    assert history.search("alp*") == []
+
+
+@given(st.text(max_size=200))
+def test_no_query_string_raises(tmp_path_factory: pytest.TempPathFactory, typed: str) -> None:
+    history = _shared(tmp_path_factory)
+    found = history.search(typed, limit=5)
+    assert len(found) <= 5 and all(set(m) == {"runId", "seq", "type", "snippet"} for m in found)
+
+
+@given(st.text(max_size=200))
+def test_no_query_string_is_an_error_on_v1_search(
+    tmp_path_factory: pytest.TempPathFactory, typed: str
+) -> None:
+    journals = Journals(10, history=_shared(tmp_path_factory))
+    target = f"/v1/search?q={quote(typed, safe='', errors='surrogatepass')}&limit=3"
+    got = _search(target, journals)
+    assert got.status == 200, got.body
+    assert isinstance(json.loads(got.body), list)
+
+
+_SHARED: dict[str, History] = {}
+
+
+def _shared(factory: pytest.TempPathFactory) -> History:
+    """One history for every Hypothesis example (made once)."""
+    if "h" not in _SHARED:
+        history = History.open(factory.mktemp("shared") / "h.db")
+        store(history, "r", run_lines("r", 200, {4: 'needle OR "quoted" NEAR * : ^x'}), 1.0)
+        _SHARED["h"] = history
+    return _SHARED["h"]
+
+
+def _search(target: str, journals: RouteState, token: str | None = "t0k") -> Answer:
+    headers = ((b"host", b"x"),) + (
+        ((b"authorization", f"Bearer {token}".encode()),) if token else ()
+    )
+    got = answer(
+        Request("GET", target, headers, websocket=False),
+        token="t0k",
+        origins=frozenset(),
+        stopping=False,
+        state=journals,
+    )
+    if isinstance(got, Later):
+        return got.make()
+    assert isinstance(got, Answer)
+    return got
+
+
+def test_v1_search_needs_the_token_and_a_good_limit(history: History) -> None:
+    store(history, "r", run_lines("r", 20, {4: "needle here"}), 1.0)
+    journals = Journals(10, history=history)
+    assert _search("/v1/search?q=needle", journals, token=None).status == 401
+    assert _search("/v1/search?q=needle", journals, token="wrong").status == 401
+    found = _search("/v1/search?q=needle&run=r", journals)
+    assert json.loads(found.body) == [
+        {"runId": "r", "seq": 4, "type": "stdout", "snippet": "needle here"}
+    ]
+    assert json.loads(_search("/v1/search?q=needle&run=other", journals).body) == []
+    nothing = _search("/v1/search", journals)  # no q: nothing asked, nothing found
+    assert (nothing.status, json.loads(nothing.body)) == (200, [])
+    for bad in ("0", "-1", "x", "1e3", "", "99999999999"):
+        got = _search(f"/v1/search?q=needle&limit={bad}", journals)
+        assert got.status == 400 and b"limit" in got.body, bad
+    assert len(json.loads(_search("/v1/search?q=line&limit=100000", journals).body)) == 18
+    assert _search("/v1/search?q=needle", Journals(10)).status == 404
+
+
+def test_a_gateway_has_no_history_to_search() -> None:
+    from mcpx_hooks.supervisor.cluster.artifacts import ClusterRoutes
+    from mcpx_hooks.supervisor.cluster.watch import RunsIndex
+
+    gateway = ClusterRoutes(RunsIndex(4), None)  # type: ignore[arg-type]
+    got = _search("/v1/search?q=needle", gateway)
+    assert got.status == 404 and b"no run history" in got.body

@@ -1,0 +1,141 @@
+"""Search with real processes: `exec` records a 100,000-line run and `runs search` finds its
+line at its seq; a real `serve` answers `GET /v1/search` only with the token, and `runs search
+--remote` reads it; hostile queries on both are text, never an error."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from service_client import CLI, ENV, Server, arun, open_ws, start_server
+
+NEEDLE_AT = 61_234
+# The line is made by the script, so that its argv (searched too) does not hold it.
+SCRIPT = (
+    "import sys\nneedle = 'build step needle-' + str(40 + 2) + ' done'\n"
+    f"sys.stdout.write(''.join((needle if i == {NEEDLE_AT} else f'line {{i}}') + '\\n'"
+    " for i in range(100_000)))\n"
+)
+
+
+@pytest.fixture(autouse=True)
+def _readable(readable_tmp: Path) -> None:
+    """Each test's directory is the runs' cwd: open to a sandboxed hook's own user."""
+
+
+def mcpx(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, *args],
+        check=False,
+        cwd=cwd,
+        env={**ENV, "XDG_STATE_HOME": str(cwd / "state")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_runs_search_finds_a_line_in_a_100000_line_run(tmp_path: Path) -> None:
+    (tmp_path / "c.toml").write_text("[runs]\nrunBytes = 1073741824\n\n[history]\n")
+    done = mcpx(
+        "exec", "--config", "c.toml", "--json", "--", sys.executable, "-c", SCRIPT, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    sent = done.stdout.splitlines()
+    run_id = json.loads(sent[0])["runId"]
+    assert len(sent) > 100_000
+    found = mcpx("runs", "search", "needle-42", "--config", "c.toml", "--json", cwd=tmp_path)
+    assert found.returncode == 0, found.stderr
+    (match,) = json.loads(found.stdout)
+    assert match["runId"] == run_id and match["type"] == "stdout"
+    assert match["snippet"] == "build step needle-42 done"
+    # The seq is the frame that holds the line, as the run sent it.
+    assert json.loads(sent[match["seq"]])["text"] == "build step needle-42 done"
+    shown = mcpx("runs", "search", '"needle-42 done"', "--config", "c.toml", cwd=tmp_path)
+    assert shown.stdout.strip() == (f"{run_id}@{match['seq']}  stdout  build step needle-42 done")
+    # The argv is searched too; the limit bounds what is shown.
+    argv = mcpx(
+        "runs", "search", "sys", "--limit", "1", "--config", "c.toml", "--json", cwd=tmp_path
+    )
+    assert [m["seq"] for m in json.loads(argv.stdout)] == [0]
+    for typed in ('"', "OR", "NEAR(", "*", ":", "needle-42 AND", "-"):
+        odd = mcpx("runs", "search", typed, "--config", "c.toml", "--json", cwd=tmp_path)
+        assert odd.returncode == 0, (typed, odd.stderr)
+        assert isinstance(json.loads(odd.stdout), list)
+    none = mcpx("runs", "search", "absent-word", "--config", "c.toml", cwd=tmp_path)
+    assert none.returncode == 0 and none.stdout.strip() == "no stored frame matches"
+    bad = mcpx("runs", "search", "x", "--limit", "0", "--config", "c.toml", cwd=tmp_path)
+    assert bad.returncode == 2 and "--limit" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def get(server: Server, target: str, token: bool = True) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    try:
+        conn.request("GET", target, headers=server.headers() if token else {})
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+async def exec_run(server: Server, argv: list[str]) -> list[dict[str, object]]:
+    async with open_ws(server, "/v1/exec") as ws:
+        await ws.send(json.dumps({"argv": argv, "sandbox": "workspace"}))
+        frames = []
+        async for text in ws:
+            frames += [json.loads(line) for line in str(text).splitlines()]
+        return frames
+
+
+def test_v1_search_on_a_real_serve_needs_the_token(tmp_path: Path) -> None:
+    (tmp_path / "c.toml").write_text(f'[history]\npath = "{tmp_path / "h.db"}"\n')
+    server = start_server(tmp_path, "--config", "c.toml", env={"XDG_STATE_HOME": str(tmp_path)})
+    try:
+        first = arun(exec_run(server, ["sh", "-c", "echo alpha one; echo other"]))
+        second = arun(exec_run(server, ["sh", "-c", "echo alpha two"]))
+        ids = [first[0]["runId"], second[0]["runId"]]
+        # The writer commits within its batch time; the runs are searchable once it has.
+        target = "/v1/search?q=alpha"
+        status, body = get(server, target, token=False)
+        assert status == 401 and b"alpha" not in body
+        for _ in range(200):
+            status, body = get(server, target)
+            if status == 200 and len(json.loads(body)) == 4:
+                break
+        found = json.loads(body)
+        # Newest run first, a run's later frames first: each run's line, then its argv.
+        assert [(m["runId"], m["type"]) for m in found] == [
+            (ids[1], "stdout"),
+            (ids[1], "start"),
+            (ids[0], "stdout"),
+            (ids[0], "start"),
+        ]
+        assert [m["snippet"] for m in found][::2] == ["alpha two", "alpha one"]
+        assert found[1]["seq"] == found[3]["seq"] == 0
+        by_seq = {f["seq"]: f for f in first}
+        assert by_seq[found[2]["seq"]]["text"] == "alpha one"
+        status, body = get(server, f"/v1/search?q=alpha&run={ids[0]}&limit=1")
+        assert status == 200 and json.loads(body) == [found[2]]
+        for typed in ('"', 'alpha "', "OR", "NEAR", "*", ":", "\x00", "a" * 5000):
+            status, body = get(server, f"/v1/search?q={quote(typed)}")
+            assert status == 200 and isinstance(json.loads(body), list), typed
+        status, body = get(server, "/v1/search?q=alpha&limit=nope")
+        assert status == 400 and b"limit" in body
+        # `runs search --remote` asks the server with its token file.
+        url = f"ws://127.0.0.1:{server.port}"
+        token = ["--token-file", str(tmp_path / "token")]
+        remote = mcpx("runs", "search", "alpha", "--remote", url, *token, "--json", cwd=tmp_path)
+        assert remote.returncode == 0, remote.stderr
+        assert json.loads(remote.stdout) == found
+        shown = mcpx("runs", "search", "alpha two", "--remote", url, *token, cwd=tmp_path)
+        assert shown.stdout.splitlines()[0].split("  ")[0] == f"{ids[1]}@{found[0]['seq']}"
+        refused = mcpx("runs", "search", "alpha", "--remote", url, cwd=tmp_path)
+        assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    finally:
+        assert server.stop() == 0
+    assert "Traceback" not in server.log()
