@@ -1,0 +1,190 @@
+"""docs/prompt-hooks.md run for real, in a scratch project with a home of its own: the page's
+hooks and `[models.default]` tables taken from its text, `hook test --show-request` and `exec`
+as written, and what they print compared with the page's blocks (the request, the readable
+view, each way a model can fail).
+
+Substituted: the page's model server (llama.cpp on 127.0.0.1:8080, Ollama on :11434) is
+tests/loopmodel.py, a real OpenAI-compatible HTTP server on a loopback port of its own,
+answering what the page shows the model answering (its token counts included); its URL is put
+back for the page's when comparing. "The server is not running" is a loopback port bound and
+not listening. Not run: `llama-server`, `ollama pull` and the `make demo` / LiteLLM lines (they
+fetch or serve a real model); `prompts list/show/promote/clear` are run in
+tests/test_prompts_cli.py, not against this page's transcript."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from docpage import Scratch, block, blocks, commands, normal
+from loopmodel import LoopModel, Reply
+
+PAGE = "prompt-hooks.md"
+PAGE_URL = "http://127.0.0.1:8080/v1"
+ANSWER = '{"advise": "Check the JSON the job parses first."}'
+
+
+@pytest.fixture
+def model() -> Iterator[LoopModel]:
+    with LoopModel() as server:
+        yield server
+
+
+def with_model(s: Scratch, url: str, extra: str = "") -> None:
+    """The page's Ollama table as the user's config, its URL the loopback model's."""
+    table = block(PAGE, "127.0.0.1:11434/v1", "toml").body
+    s.user_config.parent.mkdir(parents=True, exist_ok=True)
+    s.user_config.write_text(table.replace("http://127.0.0.1:11434/v1", url) + extra)
+
+
+def trusted(s: Scratch, config: str) -> None:
+    s.write(".mcpx-hooks.toml", config)
+    done = s.sh("mcpx-hooks trust")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_first_prompt_hook_walkthrough(tmp_path: Path, model: LoopModel) -> None:
+    s = Scratch(tmp_path)
+    with_model(s, model.url)
+    model.replies.append(Reply(ANSWER, usage=(412, 31)))
+    # The page's block: a heredoc writing the hook, trust, the request shown, a failing job.
+    script = block(PAGE, "cat > .mcpx-hooks.toml <<'EOF'", "sh").body
+    heredoc, _, rest = script.partition("EOF\n" + "mcpx-hooks trust")
+    done = s.sh(heredoc + "EOF\n")
+    assert done.returncode == 0, done.stderr
+    trust, show, run = commands("mcpx-hooks trust" + rest)
+    assert show.startswith("mcpx-hooks hook test explain-failure --show-request")
+    assert s.sh(trust).returncode == 0
+    done = s.sh(show)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["url"] == f"{model.url}/chat/completions"
+    assert model.requests == []  # --show-request sends nothing
+    done = s.sh(run)
+    assert done.returncode == 1, done.stdout
+    assert len(model.requests) == 1
+    # The readable view the page shows for this hook.
+    shown = normal(block(PAGE, "hook explain-failure (script.onError, prompt", "console").body)
+    out = normal(done.stdout)
+    at = out.index(shown[0])  # after the script's own stderr lines
+    assert out[at : at + len(shown)] == shown, out
+
+
+def test_the_request_is_the_pages(tmp_path: Path, model: LoopModel) -> None:
+    s = Scratch(tmp_path)
+    with_model(s, model.url)
+    trusted(s, block(PAGE, 'name = "explain-failure"', "toml").body)
+    # The page's error: the script's stderr ended with an instruction-looking line.
+    said = re.search(r"stderr ended with\n?`([^`]+)`", text())
+    assert said
+    error = {"message": "exit status 1", "exitCode": 1, "stderrTail": said[1], "stdoutTail": ""}
+    s.write("failure.json", json.dumps({"error": error}))
+    _, with_event = block(PAGE, "--show-request --event failure.json", "sh").body.splitlines()
+    done = s.sh(with_event)
+    assert done.returncode == 0, done.stderr
+    printed = json.loads(done.stdout)
+    assert printed["model"] == {
+        "name": "default",
+        "provider": "openai",
+        "model": "qwen2.5-coder:7b",
+    }
+    body = printed["body"]
+    # The page shortens the schema to `…` (in the system message and in response_format).
+    schema = body["response_format"]["json_schema"]["schema"]
+    advise = schema["properties"]["advise"]
+    schema["properties"]["advise"] = "…"
+    system = body["messages"][0]
+    system["content"] = system["content"].replace(json.dumps(advise, sort_keys=True), "…")
+    page_text = block(PAGE, '"model": "qwen2.5-coder:7b"', "json").body
+    page = json.loads(page_text.replace('{"advise": …}', '{"advise": "…"}'))
+    nonce = re.compile(r"\b[0-9a-f]{32}\b")
+    assert json.loads(nonce.sub("N", json.dumps(body))) == json.loads(
+        nonce.sub("N", json.dumps(page))
+    )
+
+
+def text() -> str:
+    return (Path(__file__).resolve().parent.parent / "docs" / PAGE).read_text()
+
+
+def transcript() -> list[tuple[str, list[str]]]:
+    """The page's console block of failures: (command, the lines shown after it)."""
+    body = block(PAGE, "# no [models.default]", "console").body
+    parts = re.split(r"^\$ ", body, flags=re.MULTILINE)[1:]
+    return [(commands(p.splitlines()[0])[0], normal(p.partition("\n")[2])) for p in parts]
+
+
+def in_order(shown: list[str], out: list[str]) -> bool:
+    """Every line shown is printed, in the page's order (the page may leave lines out)."""
+    at = 0
+    for line in shown:
+        try:
+            at = out.index(line, at) + 1
+        except ValueError:
+            return False
+    return True
+
+
+GATE = (
+    '[[hooks]]\nname = "gate"\non = "script"\nphase = "before"\n'
+    'prompt = "May this deploy run?"\neffect = "ask"\nfailure = "closed"\ntimeoutMs = 500\n'
+)
+SECOND = (
+    '[[hooks]]\nname = "first"\non = "script"\nphase = "onSuccess"\nprompt = "Any advice?"\n\n'
+    '[[hooks]]\nname = "second"\non = "script"\nphase = "onSuccess"\nprompt = "More?"\n'
+)
+
+
+def test_each_failure_prints_what_the_page_shows(tmp_path: Path, model: LoopModel) -> None:
+    s = Scratch(tmp_path)
+    explain = block(PAGE, 'name = "explain-failure"', "toml").body
+    s.write("deploy.sh", "#!/bin/sh\necho deployed\n", mode=0o755)  # the page's, not shown
+    cases = transcript()
+    assert [c for c, _ in cases][-2:] == ["echo $?", "mcpx-hooks exec -- true"]
+    closed = socket.socket()  # bound, never listening: "the server is not running"
+    closed.bind(("127.0.0.1", 0))
+    down = f"http://127.0.0.1:{closed.getsockname()[1]}/v1"
+    with closed:
+        setups = [
+            (explain, None, None),
+            (explain, down, None),
+            (explain, model.url, Reply("overloaded", status=503)),
+            (explain, model.url, Reply("{not json")),
+            (GATE, model.url, Reply(ANSWER, delay=30)),
+            None,  # echo $?
+            (SECOND, model.url, Reply(ANSWER)),
+        ]
+        last = None
+        for (command, shown), setup in zip(cases, setups, strict=True):
+            if setup is None:
+                assert last is not None and shown == [str(last)]
+                continue
+            config, url, reply = setup
+            if url is None:
+                s.user_config.unlink(missing_ok=True)
+            else:
+                budget = "\n[models]\nrunBudgetTokens = 10\n" if config is SECOND else ""
+                with_model(s, url, budget)
+            trusted(s, config)
+            if reply is not None:
+                model.replies.append(reply)
+            done = s.sh(command)
+            last = done.returncode
+            out = normal(done.stdout, {model.url: PAGE_URL, down: PAGE_URL})
+            assert in_order(shown, out), (command, shown, out)
+    assert last == 0
+
+
+def test_the_pages_model_tables_validate_with_the_loopback_model(tmp_path: Path) -> None:
+    """Each `[models…]` table of the page, as the user's config, with a prompt hook."""
+    s = Scratch(tmp_path)
+    tables = [b.body for b in blocks(PAGE) if b.lang == "toml" and "[models" in b.body]
+    assert len(tables) == 3
+    for table in tables:
+        s.user_config.parent.mkdir(parents=True, exist_ok=True)
+        s.user_config.write_text(table)
+        done = s.sh("mcpx-hooks validate")
+        assert done.returncode == 0, (table, done.stdout, done.stderr)
