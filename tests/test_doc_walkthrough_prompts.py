@@ -8,13 +8,14 @@ tests/loopmodel.py, a real OpenAI-compatible HTTP server on a loopback port of i
 answering what the page shows the model answering (its token counts included); its URL is put
 back for the page's when comparing. "The server is not running" is a loopback port bound and
 not listening. Not run: `llama-server`, `ollama pull` and the `make demo` / LiteLLM lines (they
-fetch or serve a real model); `prompts list/show/promote/clear` are run in
-tests/test_prompts_cli.py, not against this page's transcript."""
+fetch or serve a real model). In the promote session, `pytest -q` is a stand-in on PATH (what
+is tested is the prompt cache, not pytest) and the project is a scratch git repository."""
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -188,3 +189,67 @@ def test_the_pages_model_tables_validate_with_the_loopback_model(tmp_path: Path)
         s.user_config.write_text(table)
         done = s.sh("mcpx-hooks validate")
         assert done.returncode == 0, (table, done.stdout, done.stderr)
+
+
+PROMOTED = [
+    "sh",
+    "-c",
+    'command -v jq >/dev/null || { echo "jq is missing"; exit 1; }; '
+    'python3.11 -V >/dev/null || { echo "python3.11 is missing"; exit 1; }',
+]
+
+
+def test_the_promote_session(tmp_path: Path, model: LoopModel) -> None:
+    """The page's worked session: ask once, the second run cached, list, promote, the diff."""
+    s = Scratch(tmp_path)
+    if None in (shutil.which("jq"), shutil.which("python3.11"), shutil.which("git")):
+        pytest.skip("the model's command checks for jq and python3.11; the diff needs git")
+    s.env.update(GIT_CONFIG_GLOBAL="/dev/null", GIT_AUTHOR_NAME="dev",
+                 GIT_AUTHOR_EMAIL="dev@example.org", GIT_COMMITTER_NAME="dev",
+                 GIT_COMMITTER_EMAIL="dev@example.org")  # fmt: skip
+    s.stand_in("pytest", 'echo "1 passed in 0.01s"')
+    with_model(s, model.url)
+    # What the page shows the model writing.
+    model.replies.append(Reply(json.dumps({"run": {"argv": PROMOTED}})))
+    config = block(PAGE, 'name = "deps"', "toml").body
+    assert config.startswith("# .mcpx-hooks.toml\n")
+    s.write(".mcpx-hooks.toml", config)
+    s.write(".gitignore", ".bin/\n")
+    for command in ("git init -q -b main", "git add -A", "git commit -qm start"):
+        assert s.sh(command).returncode == 0
+    session = block(PAGE, "$ mcpx-hooks prompts promote", "console").body
+    steps = [(commands(p.splitlines()[0])[0], p.partition("\n")[2]) for p in
+             re.split(r"^\$ ", session, flags=re.MULTILINE)[1:]]  # fmt: skip
+    paths = {str(s.proj): "/home/me/proj"}
+    seen: dict[str, list[str]] = {}
+    for written, shown in steps:
+        command = written  # the page's key is its own run's: ours, its first 4 digits
+        if written == "mcpx-hooks prompts promote 3f9a":
+            command = written.replace("3f9a", seen["mcpx-hooks prompts list"][0][:4])
+        done = s.sh(command)
+        assert done.returncode == 0, (command, done.stdout, done.stderr)
+        out = normal(done.stdout, paths)
+        seen[command] = out
+        want = normal(shown)
+        if command.startswith("mcpx-hooks exec -- "):
+            assert out[1] == want[0].replace("1412 ms", "N ms"), out
+        elif "--json" in command:
+            (frame,) = (json.loads(line) for line in done.stdout.splitlines())
+            assert frame["status"] == "ok" and frame["cached"] is True, frame
+        elif command == "mcpx-hooks prompts list":
+            (line,) = out
+            assert re.sub(r"^[0-9a-f]{12}  deps  +\d+s  ", "KEY  deps    2m  ", line) == (
+                re.sub(r"^[0-9a-f]{12}", "KEY", want[0])
+            ), line
+        elif command.startswith("mcpx-hooks prompts promote"):
+            assert [re.sub(r"sh -c '.*'$", "sh -c '…'", line) for line in out] == want, out
+        elif command.startswith("git diff"):
+            assert [
+                line for line in out if line[:1] in "-+" and line[:3] not in {"---", "+++"}
+            ] == want
+        elif command == "mcpx-hooks trust":
+            assert (
+                re.sub(r"\(sha256 \w+\)", "(sha256 …)", " ".join(out)) == " ".join(want) or not want
+            )
+    assert len(model.requests) == 1  # the second run asked no model
+    assert len(seen) == len(steps) - 1  # `mcpx-hooks trust` twice
