@@ -3,13 +3,15 @@ hooks and `[models.default]` tables taken from its text, `hook test --show-reque
 as written, and what they print compared with the page's blocks (the request, the readable
 view, each way a model can fail).
 
-Substituted: the page's model server (llama.cpp on 127.0.0.1:8080, Ollama on :11434) is
-tests/loopmodel.py, a real OpenAI-compatible HTTP server on a loopback port of its own,
-answering what the page shows the model answering (its token counts included); its URL is put
-back for the page's when comparing. "The server is not running" is a loopback port bound and
-not listening. Not run: `llama-server`, `ollama pull` and the `make demo` / LiteLLM lines (they
-fetch or serve a real model). In the promote session, `pytest -q` is a stand-in on PATH (what
-is tested is the prompt cache, not pytest) and the project is a scratch git repository."""
+Substituted: the page's model server (llama.cpp on 127.0.0.1:8080, Ollama on :11434, a LiteLLM
+proxy on :4000) is tests/loopmodel.py, a real OpenAI-compatible HTTP server on a loopback port
+of its own, answering what the page shows the model answering (its token counts included);
+its URL is put back for the page's when comparing; the LiteLLM key is a made-up one. "The
+server is not running" is a loopback port bound and not listening. In the promote session,
+`pytest -q` is a stand-in on PATH (what is tested is the prompt cache, not pytest) and the
+project is a scratch git repository. Not run: `llama-server` and `ollama pull` (they fetch or
+serve a real model), and `make demo` (a target of this repository's Makefile, running the same
+demo)."""
 
 from __future__ import annotations
 
@@ -253,3 +255,30 @@ def test_the_promote_session(tmp_path: Path, model: LoopModel) -> None:
             )
     assert len(model.requests) == 1  # the second run asked no model
     assert len(seen) == len(steps) - 1  # `mcpx-hooks trust` twice
+
+
+def demo_lines() -> list[str]:
+    lines = commands(block(PAGE, "MCPX_HOOKS_DEMO_MODEL_URL=http://127.0.0.1:8080/v1", "sh").body)
+    keyed = commands(block(PAGE, "MCPX_HOOKS_DEMO_MODEL_KEY_ENV=LITELLM_KEY", "sh").body)
+    return [lines[0], *keyed]
+
+
+def test_the_demo_with_a_model(tmp_path: Path, model: LoopModel) -> None:
+    s = Scratch(tmp_path)
+    demo = demo_lines()[0].replace(PAGE_URL, model.url)
+    done = s.sh(demo)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "model default (openai qwen2.5-coder:7b): 10+5 tokens in " in done.stdout
+    assert model.requests and model.requests[0]["model"] == "qwen2.5-coder:7b"
+
+
+def test_the_demo_with_a_keyed_model(tmp_path: Path, model: LoopModel) -> None:
+    s = Scratch(tmp_path)
+    export, demo = demo_lines()[1:]
+    key = "sk-made-up-key-for-the-test"
+    assert export.startswith("export LITELLM_KEY=")
+    done = s.sh(f"export LITELLM_KEY={key}; " + demo.replace("http://127.0.0.1:4000/v1", model.url))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "model default (openai gpt-4o-mini): 10+5 tokens in " in done.stdout
+    assert model.headers[0]["authorization"] == f"Bearer {key}"
+    assert key not in done.stdout + done.stderr  # a secret the demo never prints
