@@ -11,11 +11,13 @@ here `$BROWSER` is a stand-in that writes down the address it was given (no brow
 headless), so what is checked is the address `--open` hands over, not a browser showing it.
 `/srv/ci/token` is the scratch server's token file.
 
-Not run: `events` ("until Ctrl-C": a stream with no end of its own; tests/test_cli.py reads
-it), and the `[service] roots` table naming `/srv/builds` (test_doc_configs validates it)."""
+`events` runs "until Ctrl-C": the test reads the run's two events and then sends SIGINT, as
+Ctrl-C would. Not run: the `[service] roots` table naming `/srv/builds` (a directory this
+machine lacks; tests/test_doc_configs.py validates the table)."""
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import re
@@ -119,14 +121,26 @@ def test_the_command_line_block(served: tuple[Scratch, Served], tmp_path: Path) 
     forms = commands(block(PAGE, "--remote URL --artifacts DIR", "sh").body)
     assert len(forms) == 6
     exec_, events, hooks, runs, show, artifacts = (
-        re.sub(r" \[--\w+[^\]]*\]", "", f).replace(PAGE_URL, srv.url).replace("URL", srv.url)
+        re.sub(r" \[--\w+[^\]]*\]", "", f.replace("[--remote URL]", "--remote URL"))
+        .replace(PAGE_URL, srv.url)
+        .replace("URL", srv.url)
         for f in forms
     )
     done = s.sh(exec_)
     assert done.returncode == 0 and "| job" in done.stdout, done.stdout
     done = s.sh(exec_.replace(" -- ", " --json -- "))
     assert done.returncode == 0 and done.stdout.startswith('{"runId"'), done.stdout
-    assert events.startswith("mcpx-hooks events")  # not run: see the docstring
+    assert events == f"mcpx-hooks events --remote {srv.url}"
+    watch = subprocess.Popen(
+        [*events.split(), "--kinds", "hook,run", "--since", "0", "--json"],
+        cwd=s.proj, env=s.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert watch.stdout is not None
+    kinds = [json.loads(watch.stdout.readline())["kind"] for _ in range(4)]
+    watch.send_signal(signal.SIGINT)  # Ctrl-C
+    _, err = watch.communicate(timeout=30)
+    assert kinds == ["run.started", "run.finished"] * 2, kinds
+    assert watch.returncode == 0 and "Traceback" not in err, (watch.returncode, err)
     done = s.sh(hooks)
     assert done.returncode == 0 and done.stdout.strip() == "no hooks in force", done.stdout
     done = s.sh(runs)
