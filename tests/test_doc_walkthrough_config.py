@@ -6,17 +6,20 @@ shows, printed by `validate` for files holding what they name.
 
 Substituted: `origin` is a bare repository beside the clone (no network); `pytest -q` is a
 stand-in on PATH (what is tested is exec's file list, not pytest). The page's `ruff` is the
-ruff of this checkout's environment. Not run: the `parallel` example (`codespell` and a
-`tools/check-links.sh` the page does not show); the reference table of every key is validated
-by tests/test_doc_configs.py."""
+ruff of this checkout's environment. In the `parallel` example, `codespell` is a stand-in on
+PATH and `tools/check-links.sh` (not shown on the page) the smallest script; that the two run
+at once is not observed here (tests/test_parallel_hooks.py does), their frames' order and the
+refusal of a parallel hook that could ask are. The reference table of every key is validated
+by tests/test_doc_configs.py, not run."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
 import pytest
-from docpage import Scratch, block, commands, normal
+from docpage import DOCS, Scratch, block, commands, normal
 
 PAGE = "config.md"
 
@@ -91,3 +94,34 @@ def test_validation_messages_as_the_page_shows(tmp_path: Path) -> None:
     done = s.sh("mcpx-hooks validate c.toml")
     assert done.returncode == 2
     assert normal(done.stdout) == normal(block(PAGE, "c.toml:/hooks/0/env/A=B", "").body)
+
+
+def test_parallel_hooks_keep_declaration_order(tmp_path: Path) -> None:
+    s = Scratch(tmp_path)
+    s.stand_in("codespell", "echo no misspellings")
+    s.write("tools/check-links.sh", "echo every link answers\n")
+    config = block(PAGE, 'name = "spelling"', "toml").body
+    s.write(".mcpx-hooks.toml", config)
+    assert s.sh("mcpx-hooks trust").returncode == 0
+    done = s.sh("mcpx-hooks exec -- true")
+    assert done.returncode == 0, done.stdout + done.stderr
+    hooks = [line for line in normal(done.stdout) if line.startswith(("hook ", "  advice"))]
+    assert hooks == [
+        "hook spelling (script.onSuccess, run, sandbox strict): ok in N ms",
+        "  advice: no misspellings",
+        "hook links (script.onSuccess, run, sandbox strict): ok in N ms",
+        "  advice: every link answers",
+        "  advice: no misspellings",
+        "  advice: every link answers",
+    ], done.stdout
+    # A parallel hook whose effect could be more than advise is refused, as the page says.
+    s.write(
+        ".mcpx-hooks.toml", config.replace("parallel = true", 'parallel = true\neffect = "ask"', 1)
+    )
+    done = s.sh("mcpx-hooks validate")
+    assert done.returncode == 2
+    said = re.search(r"\(`(/hooks/0/parallel: [^`]+)`\)", (DOCS / PAGE).read_text())
+    assert said
+    head, _, tail = " ".join(said[1].split()).partition(" … ")  # wrapped on the page
+    (line,) = [x for x in done.stdout.splitlines() if "/hooks/0/parallel" in x]
+    assert head in line and tail in line.partition(head)[2], line
