@@ -4,10 +4,11 @@ this machine has); a program under the home the strict profile cannot see, refus
 line the page shows, then admitted by the page's `[sandbox]` table; and the page's `deny`
 table hiding a directory that `read` grants.
 
-The page's machine runs the supervisor as root; its second report is for an ordinary user
-(rootless): the test compares the report for the user it runs as, and the other one is not run
-here (tests/test_rootless.py runs doctor as an ordinary user). The page's `/root/.pyenv` is the
-scratch home's `.pyenv`, holding a stand-in `pytest`."""
+The page's first report is root's, its second an ordinary user's (rootless): the first is
+compared with `doctor` as the user the tests run as, the second with `doctor` run as an
+ordinary user (tests/test_rootless.py's caller: `nobody`, through setpriv, when the tests run
+as root; skipped where no Python of this package can run as that user). The page's
+`/root/.pyenv` is the scratch home's `.pyenv`, holding a stand-in `pytest`."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from docpage import Scratch, block, blocks, commands, normal
+from test_rootless import Caller, caller  # noqa: F401 (a fixture)
 
 PAGE = "sandbox.md"
 MECHANISM = re.compile(r"^  (\S+)\s+(pidns|mountns|netns|landlock|seccomp|uid|rlimits)\s{2,}")
@@ -90,3 +92,23 @@ def test_deny_hides_what_read_grants(tmp_path: Path) -> None:
     s.user_config.write_text('[sandbox]\nread = ["~/vault"]\n' + deny.partition("\n")[2])
     done = s.sh(read)
     assert done.returncode != 0 and "the key" not in done.stdout, done.stdout
+
+
+def test_doctor_as_an_ordinary_user_reports_as_the_page_shows(caller: Caller) -> None:  # noqa: F811
+    (command,) = commands(block(PAGE, "mcpx-hooks doctor", "sh").body)
+    done = caller.run("-m", "mcpx_hooks.supervisor", *command.split()[1:])
+    assert done.returncode == 0, done.stdout + done.stderr
+    rootless = [b for b in blocks(PAGE) if "(an ordinary user)" in b.body]
+    assert len(rootless) == 1
+
+    def here(lines: list[str]) -> list[str]:
+        """Also the uid and the namespace limit, which are this machine's."""
+        return [re.sub(r"uid \d+", "uid N", re.sub(r" = \d+$", " = N", x)) for x in machine(lines)]
+
+    shown, out = here(normal(rootless[0].body)), here(normal(done.stdout))
+    at = 0
+    for line in shown:
+        if line.strip() in {"...", "…"}:
+            continue
+        assert line in out[at:], (line, out)
+        at = out.index(line, at) + 1
