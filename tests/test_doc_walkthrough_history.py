@@ -68,16 +68,20 @@ def test_list_show_and_verify_as_the_page_shows(tmp_path: Path) -> None:
     )
 
     # A changed byte in the stored run: CHANGED, as the page's second comment says.
+    # (Batches are stored compressed when that makes them smaller: `packed`.)
     with sqlite3.connect(db) as con:
-        (first, data) = con.execute(
-            "SELECT first, data FROM chunks WHERE packed = 1 ORDER BY first DESC"
-        ).fetchone()
-        lines = zlib.decompress(data)
-        assert b'"text":"b"' in lines, lines
-        con.execute(
-            "UPDATE chunks SET data = ? WHERE first = ?",
-            (zlib.compress(lines.replace(b'"text":"b"', b'"text":"c"')), first),
-        )
+        chunks = con.execute("SELECT run, first, packed, data FROM chunks").fetchall()
+        changed = 0
+        for run, first, packed, data in chunks:
+            lines = zlib.decompress(data) if packed else data
+            if b'"text":"b"' in lines:
+                lines = lines.replace(b'"text":"b"', b'"text":"c"')
+                new = zlib.compress(lines) if packed else lines
+                con.execute(
+                    "UPDATE chunks SET data = ? WHERE run = ? AND first = ?", (new, run, first)
+                )
+                changed += 1
+        assert changed == 1, chunks
     done = s.sh(verify[2].replace(PAGE_ID, run_id))
     assert done.returncode == 1, done.stdout
     said, _, _ = verify[3].removeprefix("# ").partition(": …")
