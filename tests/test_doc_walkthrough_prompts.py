@@ -141,44 +141,48 @@ SECOND = (
 )
 
 
-def test_each_failure_prints_what_the_page_shows(tmp_path: Path, model: LoopModel) -> None:
+# The page's transcript, case by case: (its hooks, its model: None for none, "down" for a
+# server not running, and what the model answers). `echo $?` is checked with the case before.
+CASES = {
+    0: ("explain", None, None),
+    1: ("explain", "down", None),
+    2: ("explain", "up", Reply("overloaded", status=503)),
+    3: ("explain", "up", Reply("{not json")),
+    4: (GATE, "up", Reply(ANSWER, delay=30)),
+    6: (SECOND, "up", Reply(ANSWER)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_each_failure_prints_what_the_page_shows(
+    tmp_path: Path, model: LoopModel, case: int
+) -> None:
     s = Scratch(tmp_path)
-    explain = block(PAGE, 'name = "explain-failure"', "toml").body
     s.write("deploy.sh", "#!/bin/sh\necho deployed\n", mode=0o755)  # the page's, not shown
     cases = transcript()
+    assert len(cases) == 7
     assert [c for c, _ in cases][-2:] == ["echo $?", "mcpx-hooks exec -- true"]
+    config, where, reply = CASES[case]
+    if config == "explain":
+        config = block(PAGE, 'name = "explain-failure"', "toml").body
     closed = socket.socket()  # bound, never listening: "the server is not running"
     closed.bind(("127.0.0.1", 0))
     down = f"http://127.0.0.1:{closed.getsockname()[1]}/v1"
     with closed:
-        setups = [
-            (explain, None, None),
-            (explain, down, None),
-            (explain, model.url, Reply("overloaded", status=503)),
-            (explain, model.url, Reply("{not json")),
-            (GATE, model.url, Reply(ANSWER, delay=30)),
-            None,  # echo $?
-            (SECOND, model.url, Reply(ANSWER)),
-        ]
-        last = None
-        for (command, shown), setup in zip(cases, setups, strict=True):
-            if setup is None:
-                assert last is not None and shown == [str(last)]
-                continue
-            config, url, reply = setup
-            if url is None:
-                s.user_config.unlink(missing_ok=True)
-            else:
-                budget = "\n[models]\nrunBudgetTokens = 10\n" if config is SECOND else ""
-                with_model(s, url, budget)
-            trusted(s, config)
-            if reply is not None:
-                model.replies.append(reply)
-            done = s.sh(command)
-            last = done.returncode
-            out = normal(done.stdout, {model.url: PAGE_URL, down: PAGE_URL})
-            assert in_order(shown, out), (command, shown, out)
-    assert last == 0
+        if where is not None:
+            budget = "\n[models]\nrunBudgetTokens = 10\n" if config is SECOND else ""
+            with_model(s, down if where == "down" else model.url, budget)
+        trusted(s, config)
+        if reply is not None:
+            model.replies.append(reply)
+        command, shown = cases[case]
+        done = s.sh(command)
+    out = normal(done.stdout, {model.url: PAGE_URL, down: PAGE_URL})
+    assert in_order(shown, out), (command, shown, out)
+    if case + 1 < len(cases) and cases[case + 1][0] == "echo $?":
+        assert cases[case + 1][1] == [str(done.returncode)]
+    else:
+        assert done.returncode == (1 if "false" in command else 0), done.returncode
 
 
 def test_the_pages_model_tables_validate_with_the_loopback_model(tmp_path: Path) -> None:
