@@ -37,7 +37,7 @@ def test_list_show_and_verify_as_the_page_shows(tmp_path: Path) -> None:
     db = s.home / "runs" / "history.db"  # the page's path = "~/runs/history.db"
     assert db.is_file()
 
-    listing, show, show_json, remote = commands(block(PAGE, "runs list", "sh").body)
+    listing, show, show_json, remote, search = commands(block(PAGE, "runs list", "sh").body)
     done = s.sh(listing)
     assert done.returncode == 0, done.stderr
     run_id = done.stdout.split()[0]
@@ -54,6 +54,11 @@ def test_list_show_and_verify_as_the_page_shows(tmp_path: Path) -> None:
     assert s.sh(show_json.replace(PAGE_ID, run_id)).returncode == 0
     assert len((s.proj / "run.ndjson").read_text().splitlines()) == 5
     assert "--remote" in remote
+    # The block's search: its phrase is in no run here; a run that prints it is found.
+    assert s.sh("mcpx-hooks exec -- sh -c 'echo connection refused by db'").returncode == 0
+    done = s.sh(search)
+    assert done.returncode == 0, done.stderr
+    assert "connection refused" in done.stdout and len(done.stdout.splitlines()) >= 1
 
     verify = block(PAGE, "runs verify run.ndjson", "sh").body.splitlines()
     assert len(verify) == 4

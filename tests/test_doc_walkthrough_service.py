@@ -152,7 +152,9 @@ def test_the_command_line_block(served: tuple[Scratch, Served], tmp_path: Path) 
     assert done.returncode == 0, done.stdout + done.stderr
     assert (s.proj / "out" / "report.txt").read_text() == "report\n"
     # history.md's `runs list --remote`: the server's runs.
-    remote = commands(block("history.md", "runs list --remote", "sh").body)[-1]
+    (remote,) = [
+        c for c in commands(block("history.md", "runs list --remote", "sh").body) if "--remote" in c
+    ]
     done = s.sh(remote.replace(PAGE_URL, srv.url))
     assert done.returncode == 0 and len(done.stdout.splitlines()) == 3, done.stdout
 
