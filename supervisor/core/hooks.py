@@ -12,6 +12,7 @@ from typing import Any, Final
 import attrs
 
 from .effects import Clamp, Effect, clamp
+from .egress import NETWORK_KEY
 from .limits import DEFAULT_LIMITS, Limits
 from .models import NO_MODELS, Models, PromptSpec
 from .points import Phase
@@ -149,10 +150,12 @@ class Defaults(Record):
     max_output_bytes: int = 1024 * 1024
     effect: Effect = Effect.ADVISE
     sandbox: Profile = Profile.STRICT
+    network: tuple[str, ...] | None = None  # (`core/egress.py`; None: no proxy)
 
     def overridden(self, table: Mapping[str, Any]) -> Defaults:
         """These defaults with the settings `table` (a `[defaults]` table or a hook) names."""
         given = {s.attr: s.parse(table[s.key]) for s in HOOK_SETTINGS if s.key in table}
+        given |= {"network": tuple(table[NETWORK_KEY])} if NETWORK_KEY in table else {}
         return attrs.evolve(self, **given)
 
 
@@ -233,6 +236,7 @@ class Hook(Record):
     parallel: bool = False
     cwd: str | None = None
     sandbox: Profile = DEFAULTS.sandbox
+    network: tuple[str, ...] | None = None
     args: Mapping[str, Any] | None = None
     #: A plugin hook's `answer`: how its tool's answer is read.
     answer: PluginAnswer = PluginAnswer.AUTO
@@ -296,6 +300,7 @@ def hook_json(hook: Hook) -> dict[str, Any]:
         out["passEnv"] = list(hook.pass_env)
     if hook.secrets:
         out["secrets"] = list(hook.secrets)
+    out |= {NETWORK_KEY: list(hook.network)} if hook.network is not None else {}
     if hook.when:
         out["when"] = dict(hook.when)
     if hook.parallel:
