@@ -37,6 +37,7 @@ import os
 from . import fdslots, jail, libc, memcg, userns, view
 from .borrowing import Broken
 from .jail import Spawned
+from .loopback import make_loopback_net
 from .mechanisms import Mechanisms, made_on_a_thread
 from .spawnreq import Request
 from .start import StartError, resolve
@@ -144,10 +145,15 @@ class InlineJail:
             )
             try:
                 program = resolve(req.argv[0], req.env.get("PATH", os.defpath))
-                net = None if req.sandbox.net else self._empty_net
+                own = make_loopback_net() if req.sandbox.egress else None
+                net = own if own is not None else None if req.sandbox.net else self._empty_net
                 if net is None and not req.sandbox.net:
                     raise StartError("sandbox: no network namespace")
-                pid = seal.chained(req, program, net, CHILD_NAMESPACES, cgroup, slots=slots)
+                try:
+                    pid = seal.chained(req, program, net, CHILD_NAMESPACES, cgroup, slots=slots)
+                finally:
+                    if own is not None:
+                        os.close(own)
                 spawned = Spawned(pid, scratch_fd)
                 spawned.cgroup, cgroup = cgroup, None  # (the tree's now)
                 return spawned

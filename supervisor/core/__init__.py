@@ -8,8 +8,8 @@ as they are in force (`hooks`), the hook kinds' table (`kinds`), frames and thei
 between tries (`backoff`), a run's script (`scripts`), the JSON policy (`jsontext`), what
 `execve` can take (`spawntext`), the one converter to and from JSON (`convert`), the
 exception tree (`errors`), where a hook's `when` matches (`when`) and which files a run counts
-as changed (`changes`), the hosts a child may reach (`egress`), the hooks one run leaves out (`selection`), the base of every attrs class
-and its repr, equality and hash (`records`).
+as changed (`changes`), the hosts a child may reach (`egress`), the hooks one run leaves out
+(`selection`), the base of every attrs class and its repr, equality and hash (`records`).
 
 The names below are loaded on first use (`core/exports.py`).
 """
@@ -115,6 +115,7 @@ __all__, __getattr__, __dir__ = exports(
         "hookframes": (
             "AskFrame",
             "CallFrame",
+            "EgressFrame",
             "FRAME_CLASSES",
             "Frame",
             "HookFrame",

@@ -1,0 +1,62 @@
+"""A process hook's egress by name: its lease on the supervisor's proxy, what its child is
+started with for it, and what its frames say of the hosts it was refused.
+
+A hook with a `network` list under `strict` or `workspace` keeps its empty network: it gets
+a network namespace of its own with only `lo` up (`runners/loopback.py`), the forwarder
+(`runners/egress_forward.py`) in front of its argv, which listens on the loopback port the
+proxy variables name and carries connections to its lease's Unix socket, bound read-only
+into its sandbox. Under `net` (the host's network) and `none` the list has nothing to
+narrow and no lease is taken.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import AsyncIterator
+from typing import Final
+
+import attrs
+
+from ..core.hooks import Hook, Profile
+from ..process.egress import LOOPBACK_PORT, Lease
+from ..process.launch import RUNNER_FLAGS
+from ..process.runnerside import runner_path
+from ..process.spawner import Spawner
+from ..process.spawnspec import ChildSpec
+
+#: The profiles whose empty network a `network` list opens to the proxy.
+CONFINED: Final = frozenset({Profile.STRICT, Profile.WORKSPACE})
+
+
+@contextlib.asynccontextmanager
+async def open_egress(spawner: Spawner, hook: Hook) -> AsyncIterator[Lease | None]:
+    """The hook's lease on the proxy while the block runs (None: it takes none)."""
+    if hook.network is None or hook.sandbox not in CONFINED:
+        yield None
+        return
+    async with spawner.egress.open_lease(hook.network) as lease:
+        yield lease
+
+
+def egress_spec(spec: ChildSpec, lease: Lease | None) -> ChildSpec:
+    """`spec` behind its forwarder, with its own loopback, the lease's socket readable and
+    the proxy variables set (run cold: the forwarder is its program)."""
+    if lease is None or spec.sandbox is None:
+        return spec
+    plan = attrs.evolve(spec.sandbox, egress=True, read=(*spec.sandbox.read, lease.directory))
+    argv = (
+        sys.executable,
+        *RUNNER_FLAGS,
+        runner_path("egress_forward.py"),
+        lease.socket_path,
+        str(LOOPBACK_PORT),
+        *spec.argv,
+    )
+    env = {**spec.env, **lease.environment()}
+    return attrs.evolve(spec, argv=argv, env=env, sandbox=plan, module=None)
+
+
+def refusals(lease: Lease | None) -> tuple[tuple[str, int], ...]:
+    """The hosts (and the first port asked of each) the proxy refused the lease's child."""
+    return () if lease is None else tuple(lease.refused.items())

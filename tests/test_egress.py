@@ -1,0 +1,157 @@
+"""Egress by name with real parts: a sandboxed hook reaching a loopback HTTP server by name
+through the supervisor's proxy, refused another port and another host (an `egress` frame
+each, once per host), and failing to connect directly."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from mcpx_hooks.supervisor.core.frames import HookStatus
+from mcpx_hooks.supervisor.core.hooks import Action, Hook, Profile, Provenance, SourceKind
+from mcpx_hooks.supervisor.core.points import Phase
+from mcpx_hooks.supervisor.process.spawner import Spawner
+from mcpx_hooks.supervisor.run.hookcontext import HookContext, RunInfo
+from mcpx_hooks.supervisor.run.hookrun import run_hook
+
+PY = sys.executable
+
+#: A hook that asks for each URL through the proxy variables (urllib reads them), and
+#: connects directly to each address, and says what happened as its advice.
+CLIENT = textwrap.dedent(
+    """
+    import json, os, socket, sys, urllib.request, urllib.error
+    urls, direct = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+    seen = {"env": dict(os.environ)}
+    for url in urls:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as r:
+                seen[url] = [r.status, r.read().decode()]
+        except urllib.error.HTTPError as exc:
+            seen[url] = [exc.code, exc.read().decode()]
+        except OSError as exc:
+            seen[url] = ["error", str(exc)]
+    for host, port in direct:
+        try:
+            socket.create_connection((host, port), timeout=2).close()
+            seen[f"{host}:{port}"] = "connected"
+        except OSError as exc:
+            seen[f"{host}:{port}"] = exc.__class__.__name__
+    print(json.dumps({"advise": json.dumps(seen)}))
+    """
+)
+
+
+async def _http_server(
+    task_status: trio.TaskStatus[tuple[int, list[bytes]]] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """A loopback HTTP server answering "hello" to every request; it keeps each request's head."""
+    heads: list[bytes] = []
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    port = listeners[0].socket.getsockname()[1]
+
+    async def handle(stream: trio.SocketStream) -> None:
+        async with stream:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                chunk = await stream.receive_some(65536)
+                if not chunk:
+                    return
+                data += chunk
+            heads.append(data)
+            await stream.send_all(
+                b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello"
+            )
+
+    task_status.started((port, heads))
+    await trio.serve_listeners(handle, listeners)
+
+
+def _hook(tmp_path: Path, urls: list[str], direct: list[Any], **fields: Any) -> Hook:
+    script = tmp_path / "client.py"
+    script.write_text(CLIENT)
+    base: dict[str, Any] = {
+        "name": "fetch",
+        "on": "script",
+        "phase": Phase.BEFORE,
+        "action": Action.RUN,
+        "target": (PY, str(script), json.dumps(urls), json.dumps(direct)),
+        "declaring_dir": str(tmp_path),
+        "source": Provenance(SourceKind.COMMAND_LINE),
+        "sandbox": Profile.STRICT,
+        "timeout_ms": 20000,
+    }
+    base.update(fields)
+    return Hook(**base)
+
+
+CTX = HookContext(run=RunInfo("r1", ("x",), "/", "2026-01-01T00:00:00Z"))
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[tuple[int, list[bytes]]]:
+    async with trio.open_nursery() as nursery:
+        yield await nursery.start(_http_server)
+        nursery.cancel_scope.cancel()
+
+
+async def test_allowed_host_by_name_refused_others_no_direct_connect(
+    strict_spawner: Spawner, readable_tmp: Path, server: tuple[int, list[bytes]]
+) -> None:
+    port, heads = server
+    urls = [
+        f"http://localhost:{port}/ok",
+        f"http://localhost:{port + 1}/other-port",
+        f"http://127.0.0.1:{port}/by-address",
+        f"http://example.invalid:{port}/other-host",
+    ]
+    hook = _hook(
+        readable_tmp, urls, [["127.0.0.1", port], ["10.0.0.1", 80]], network=(f"localhost:{port}",)
+    )
+    report = await run_hook(strict_spawner, hook, CTX)
+    frame = report.frame
+    assert frame.status is HookStatus.OK, frame
+    seen = json.loads(frame.advice[0])
+    assert seen[urls[0]] == [200, "hello"]
+    assert seen[urls[1]][0] == 403
+    assert seen[urls[1]][1].strip() == "blocked: localhost not in network"
+    assert seen[urls[2]][0] == 403
+    assert seen[urls[3]][0] == 403
+    # Direct connections fail: the child's own loopback has nothing there, and no route out.
+    assert seen[f"127.0.0.1:{port}"] == "ConnectionRefusedError"
+    assert seen["10.0.0.1:80"] in ("OSError", "TimeoutError")
+    assert seen["env"]["HTTP_PROXY"] == seen["env"]["https_proxy"] == "http://127.0.0.1:3128"
+    # The server saw the one allowed request, in origin form.
+    assert len(heads) == 1 and heads[0].startswith(b"GET /ok HTTP/1.1\r\n")
+    # Once per host (the first port asked), in order; the frame says each in words.
+    assert report.refused == (
+        ("localhost", port + 1),
+        ("127.0.0.1", port),
+        ("example.invalid", port),
+    )
+    assert frame.egress == (
+        "blocked: localhost not in network",
+        "blocked: 127.0.0.1 not in network",
+        "blocked: example.invalid not in network",
+    )
+
+
+async def test_strict_hook_without_network_has_no_proxy(
+    strict_spawner: Spawner, readable_tmp: Path, server: tuple[int, list[bytes]]
+) -> None:
+    port, heads = server
+    urls = [f"http://localhost:{port}/ok"]
+    hook = _hook(readable_tmp, urls, [])
+    report = await run_hook(strict_spawner, hook, CTX)
+    seen = json.loads(report.frame.advice[0])
+    assert seen[urls[0]][0] == "error"
+    assert "HTTP_PROXY" not in seen["env"]
+    assert heads == []
+    assert report.refused == ()
