@@ -49,7 +49,7 @@ class _Refused(HooksError):
 
 
 @attrs.define(repr=False)
-class Lease:
+class Lease(Record):
     """One child's access to the proxy: its socket's directory and path, its allow-list,
     and the hosts it was refused, in order, once each (host, port)."""
 
