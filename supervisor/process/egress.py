@@ -30,6 +30,7 @@ import trio
 
 from ..core import egress
 from ..core.errors import HooksError
+from ..core.records import Record
 from .scratch import scratch_root
 
 #: The most a request's head (request line and headers) may hold.
