@@ -4,7 +4,9 @@ each, once per host), and failing to connect directly."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import ssl
 import sys
 import textwrap
 from collections.abc import AsyncIterator
@@ -14,6 +16,7 @@ from typing import Any
 import pytest
 import trio
 
+from mcpx_hooks.supervisor.core.convert import to_json
 from mcpx_hooks.supervisor.core.frames import HookStatus
 from mcpx_hooks.supervisor.core.hooks import Action, Hook, Profile, Provenance, SourceKind
 from mcpx_hooks.supervisor.core.points import Phase
@@ -50,14 +53,20 @@ CLIENT = textwrap.dedent(
 
 
 async def _http_server(
+    tls: ssl.SSLContext | None = None,
+    *,
     task_status: trio.TaskStatus[tuple[int, list[bytes]]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """A loopback HTTP server answering "hello" to every request; it keeps each request's head."""
+    """A loopback HTTP server (HTTPS with `tls`) answering "hello" to every request; it keeps
+    each request's head."""
     heads: list[bytes] = []
     listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
     port = listeners[0].socket.getsockname()[1]
 
-    async def handle(stream: trio.SocketStream) -> None:
+    async def handle(plain: trio.SocketStream) -> None:
+        stream: trio.abc.Stream = plain
+        if tls is not None:
+            stream = trio.SSLStream(plain, tls, server_side=True)
         async with stream:
             data = b""
             while b"\r\n\r\n" not in data:
@@ -155,3 +164,124 @@ async def test_strict_hook_without_network_has_no_proxy(
     assert "HTTP_PROXY" not in seen["env"]
     assert heads == []
     assert report.refused == ()
+
+
+def _test_ca(tmp_path: Path) -> tuple[Path, ssl.SSLContext]:
+    """A CA made for the test (its certificate in a file: the proxy's "system store") and a
+    TLS server context for `localhost` whose certificate it signed."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = dt.datetime.now(dt.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "egress test CA")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(1)
+        .not_valid_before(now - dt.timedelta(hours=1))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(2)
+        .not_valid_before(now - dt.timedelta(hours=1))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    pem = serialization.Encoding.PEM
+    ca_file = tmp_path / "test-ca.pem"
+    ca_file.write_bytes(ca.public_bytes(pem))
+    chain = tmp_path / "server.pem"
+    chain.write_bytes(
+        key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+        + cert.public_bytes(pem)
+    )
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(chain)
+    return ca_file, ctx
+
+
+SECRET = "ghp_" + "S3cr3tV4lu3" * 3
+
+#: A hook that sends its token to each URL (in an Authorization header) and prints its env.
+SENDER = textwrap.dedent(
+    """
+    import json, os, sys, urllib.request, urllib.error
+    token = os.environ["GITHUB_TOKEN"]
+    seen = {"env": dict(os.environ)}
+    for url in json.loads(sys.argv[1]):
+        req = urllib.request.Request(url, headers={"Authorization": "Bearer " + token})
+        try:
+            with urllib.request.urlopen(req, timeout=5) as r:
+                seen[url] = [r.status, r.read().decode()]
+        except urllib.error.HTTPError as exc:
+            seen[url] = [exc.code, exc.read().decode()]
+        except OSError as exc:
+            seen[url] = ["error", str(exc)]
+    print(json.dumps({"advise": json.dumps(seen)}))
+    """
+)
+
+
+async def test_secret_swapped_for_its_hosts_only_https_through_the_run_ca(
+    strict_spawner: Spawner, readable_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ca_file, server_tls = _test_ca(readable_tmp)
+    monkeypatch.setenv("MCPX_HOOKS_EGRESS_TRUST", str(ca_file))
+    monkeypatch.setenv("GITHUB_TOKEN", SECRET)
+    script = readable_tmp / "sender.py"
+    script.write_text(SENDER)
+    async with trio.open_nursery() as nursery:
+        tls_port, tls_heads = await nursery.start(_http_server, server_tls)
+        http_port, http_heads = await nursery.start(_http_server)
+        other_port, other_heads = await nursery.start(_http_server)
+        urls = [
+            f"https://localhost:{tls_port}/user",
+            f"http://localhost:{http_port}/plain",
+            f"http://127.0.0.1:{other_port}/elsewhere",
+        ]
+        hook = _hook(
+            readable_tmp,
+            [],
+            [],
+            target=(PY, str(script), json.dumps(urls)),
+            network=(f"localhost:{tls_port}", f"localhost:{http_port}", f"127.0.0.1:{other_port}"),
+            secrets=("GITHUB_TOKEN",),
+            secret_hosts={"GITHUB_TOKEN": (f"localhost:{tls_port}", f"localhost:{http_port}")},
+        )
+        report = await run_hook(strict_spawner, hook, CTX)
+        nursery.cancel_scope.cancel()
+    frame = report.frame
+    assert frame.status is HookStatus.OK, frame
+    seen = json.loads(frame.advice[0])
+    env = seen["env"]
+    # The hook holds a placeholder, never the value; it trusts the run's CA alone.
+    assert env["GITHUB_TOKEN"].startswith("mcpx-secret-GITHUB_TOKEN-")
+    assert SECRET not in json.dumps(seen)
+    ca_path = env["SSL_CERT_FILE"]
+    assert env["REQUESTS_CA_BUNDLE"] == env["NODE_EXTRA_CA_CERTS"] == ca_path
+    assert ca_path.startswith(str(Path(ca_path).parent)) and "egress" in ca_path
+    # HTTPS through the run's CA, verified upstream against the test's "system store".
+    assert seen[urls[0]] == [200, "hello"], seen
+    assert seen[urls[1]] == [200, "hello"], seen
+    assert f"Authorization: Bearer {SECRET}".encode() in tls_heads[0]
+    assert f"Authorization: Bearer {SECRET}".encode() in http_heads[0]
+    # Sent anywhere else, refused and reported; that server saw nothing.
+    assert seen[urls[2]][0] == 403
+    assert seen[urls[2]][1].strip() == "blocked: secret GITHUB_TOKEN sent to 127.0.0.1"
+    assert other_heads == []
+    assert report.refused == (("127.0.0.1", other_port),)
+    assert frame.egress == ("blocked: secret GITHUB_TOKEN sent to 127.0.0.1",)
+    assert SECRET not in json.dumps(to_json(frame))

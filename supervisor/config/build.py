@@ -244,7 +244,10 @@ def _build_hook(decl: Decl, name: str, defaults: Defaults) -> Hook:
         failure=Failure(obj.get("failure", Failure.OPEN.value)),
         env=dict(obj.get("env", {})),
         pass_env=tuple(obj.get(PASS_ENV_KEY, ())),
-        secrets=tuple(obj.get(SECRETS_KEY, ())),
+        secrets=tuple(s if isinstance(s, str) else s["name"] for s in obj.get(SECRETS_KEY, ())),
+        secret_hosts={
+            s["name"]: tuple(s["hosts"]) for s in obj.get(SECRETS_KEY, ()) if isinstance(s, dict)
+        },
         enabled=bool(obj.get("enabled", True)),
         locked=bool(obj.get("locked", False)),
         when=dict(obj.get("when", {})),

@@ -12,9 +12,29 @@ from ..core.passenv import MIN_SECRET_CHARS, PASS_ENV_KEY, SECRETS_KEY
 from ..core.spawntext import ENV_NAME_PATTERN
 
 
-def pass_keys(who: str) -> dict[str, Any]:
-    """`passEnv` and `secrets`, on a hook or under `[script]`."""
+def pass_keys(who: str, *, hosts: bool = False) -> dict[str, Any]:
+    """`passEnv` and `secrets`, on a hook or under `[script]`; `hosts`: a secret may be
+    `{ name, hosts }`, which the child only ever sees as a placeholder."""
     name = {"type": "string", "pattern": ENV_NAME_PATTERN}
+    item: dict[str, Any] = {**name, "description": "A variable name (no glob)."}
+    if hosts:
+        with_hosts = {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["name", "hosts"],
+            "properties": {
+                "name": {**name, "description": "A variable name (no glob)."},
+                "hosts": {
+                    **network_schema("the secret's value is sent to"),
+                    "minItems": 1,
+                    "description": "The hosts the proxy sends the secret's value to, in"
+                    " place of the placeholder the child has (`mcpx-secret-NAME-<nonce>`) in"
+                    " the request headers; sent anywhere else, the request is refused.",
+                },
+            },
+            "description": "A secret the child never sees (docs/egress.md).",
+        }
+        item = {"oneOf": [item, with_hosts], "description": "A name, or { name, hosts }."}
     return {
         PASS_ENV_KEY: {
             "type": "array",
@@ -24,7 +44,7 @@ def pass_keys(who: str) -> dict[str, Any]:
         },
         SECRETS_KEY: {
             "type": "array",
-            "items": {**name, "description": "A variable name (no glob)."},
+            "items": item,
             "description": f"Variables {who} copies the same way, as secrets: their values"
             " are redacted as `[secret NAME]` wherever the supervisor writes or sends text,"
             " and one that is not set (or has fewer than"

@@ -133,7 +133,7 @@ def _hook_def() -> dict[str, Any]:
                 ),
                 "description": "Variables added to the hook's scrubbed environment.",
             },
-            **pass_keys("the hook"),
+            **pass_keys("the hook", hosts=True),
             "enabled": {
                 "type": "boolean",
                 "description": "false: listed, never run (default true).",

@@ -225,9 +225,11 @@ class Hook(Record):
     env: Mapping[str, str] = attrs.field(factory=dict)
     #: `passEnv`: globs of variables copied from where the hook's environment comes from
     #: (the supervisor's, or for a per-call hook the caller's); `secrets`: names copied the
-    #: same way and redacted wherever the supervisor writes (`core/passenv.py`).
+    #: same way and redacted wherever the supervisor writes (`core/passenv.py`); those with
+    #: hosts (`secret_hosts`) reach the child as a placeholder only (`core/egress.py`).
     pass_env: tuple[str, ...] = ()
     secrets: tuple[str, ...] = ()
+    secret_hosts: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)
     enabled: bool = True
     #: `locked = true`: nearer layers can neither drop, disable nor redefine it.
     locked: bool = False
@@ -296,10 +298,8 @@ def hook_json(hook: Hook) -> dict[str, Any]:
         "dir": hook.declaring_dir,
         "source": provenance_json(hook.source),
     }
-    if hook.pass_env:
-        out["passEnv"] = list(hook.pass_env)
-    if hook.secrets:
-        out["secrets"] = list(hook.secrets)
+    out |= {"passEnv": list(hook.pass_env)} if hook.pass_env else {}
+    out |= {"secrets": list(hook.secrets)} if hook.secrets else {}
     out |= {NETWORK_KEY: list(hook.network)} if hook.network is not None else {}
     if hook.when:
         out["when"] = dict(hook.when)

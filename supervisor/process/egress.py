@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shutil
 import socket
+import ssl
 import tempfile
 from collections.abc import AsyncIterator
 from typing import Final
@@ -31,6 +33,7 @@ import trio
 from ..core import egress
 from ..core.errors import HooksError
 from ..core.records import Record
+from .egressca import RunCA, upstream_context
 from .scratch import scratch_root
 
 #: The most a request's head (request line and headers) may hold.
@@ -57,6 +60,39 @@ class Lease(Record):
     directory: str
     rules: tuple[egress.HostRule, ...]
     refused: dict[str, int] = attrs.field(factory=dict)
+    #: What a hook frame says of a refused host, where not "blocked: HOST not in network".
+    notes: dict[str, str] = attrs.field(factory=dict)
+    #: Secrets with hosts: each placeholder the child has, its name, real value and hosts.
+    secrets: dict[str, tuple[str, str, tuple[egress.HostRule, ...]]] = attrs.field(factory=dict)
+    #: With secrets: the CA the child trusts alone, and how upstream hosts are verified.
+    ca: RunCA | None = None
+    upstream: ssl.SSLContext | None = None
+
+    def refuse(self, host: str, port: int, note: str | None = None) -> str:
+        """Keeps `host` refused (its first port, its note) and says why."""
+        self.refused.setdefault(host, port)
+        if note is not None:
+            self.notes.setdefault(host, note)
+        return note or egress.blocked_message(host)
+
+    def swapped(self, head: bytes, host: str, port: int) -> bytes | str:
+        """`head` with each placeholder of a secret whose hosts hold `host:port` replaced by
+        its value; a refusal (why) when it holds one whose hosts do not."""
+        for placeholder, (name, value, hosts) in self.secrets.items():
+            if placeholder.encode() not in head:
+                continue
+            if not egress.allows(hosts, host, port):
+                return self.refuse(host, port, f"blocked: secret {name} sent to {host}")
+            head = head.replace(placeholder.encode(), value.encode())
+        return head
+
+    def add_secret(self, name: str, value: str, hosts: tuple[str, ...]) -> str:
+        """The placeholder the child gets for the secret `name` (its CA made now)."""
+        placeholder = egress.placeholder(name, secrets.token_hex(8))
+        self.secrets[placeholder] = (name, value, egress.rules(hosts))
+        if self.ca is None:
+            self.ca, self.upstream = RunCA(), upstream_context()
+        return placeholder
 
     @property
     def socket_path(self) -> str:
@@ -118,7 +154,7 @@ async def _connection(stream: trio.SocketStream, lease: Lease) -> None:
             return
 
 
-async def _read_head(stream: trio.SocketStream) -> tuple[bytes, bytes]:
+async def _read_head(stream: trio.abc.Stream) -> tuple[bytes, bytes]:
     data = bytearray()
     while b"\r\n\r\n" not in data:
         if len(data) > HEAD_BYTES:
@@ -131,7 +167,7 @@ async def _read_head(stream: trio.SocketStream) -> tuple[bytes, bytes]:
     return bytes(data[:end]), bytes(data[end:])
 
 
-async def _answer(stream: trio.SocketStream, status: int, text: str) -> None:
+async def _answer(stream: trio.abc.Stream, status: int, text: str) -> None:
     """Answers the child with `status` and `text`, and ends the connection."""
     body = (text + "\n").encode()
     reason = {400: "Bad Request", 403: "Forbidden", 431: "Too Large", 502: "Bad Gateway"}
@@ -158,20 +194,29 @@ def _target(head: bytes) -> tuple[str, str, int, bytes] | None:
         return method, host.strip("[]"), int(port), b""
     if not uri.startswith("http://"):
         return None
-    authority, slash, path = uri[len("http://") :].partition("/")
+    authority, _, path = uri[len("http://") :].partition("/")
     host, colon, port = authority.rpartition(":")
     if not colon or not port.isdigit():
         host, port = authority, "80"
+    first = f"{method} /{path} {version}".encode("latin-1")
+    return method, host.strip("[]"), int(port), _closing(first, headers)
+
+
+def _origin_head(head: bytes) -> bytes:
+    """A request head read inside a terminated tunnel, to send upstream (one request a
+    connection: the next one comes on a new connection, and is read the same way)."""
+    line, _, headers = head.partition(b"\r\n")
+    return _closing(line, headers)
+
+
+def _closing(first: bytes, headers: bytes) -> bytes:
+    """`first` and `headers` without the hop-by-hop ones, with `Connection: close`."""
     kept = [
         h
         for h in headers.split(b"\r\n")
         if h and not h.lower().startswith((b"proxy-", b"connection:", b"keep-alive:"))
     ]
-    first = f"{method} {slash}{path or ''} {version}".encode("latin-1")
-    if not slash:
-        first = f"{method} / {version}".encode("latin-1")
-    upstream = b"\r\n".join([first, *kept, b"Connection: close", b"", b""])
-    return method, host.strip("[]"), int(port), upstream
+    return b"\r\n".join([first, *kept, b"Connection: close", b"", b""])
 
 
 async def _handle(stream: trio.SocketStream, lease: Lease, head: bytes, rest: bytes) -> None:
@@ -182,29 +227,42 @@ async def _handle(stream: trio.SocketStream, lease: Lease, head: bytes, rest: by
     method, host, port, upstream_head = target
     host = host.lower()
     if not egress.allows(lease.rules, host, port):
-        lease.refused.setdefault(host, port)
-        await _answer(stream, 403, egress.blocked_message(host))
+        await _answer(stream, 403, lease.refuse(host, port))
         return
+    client: trio.abc.Stream = stream
+    tls: ssl.SSLContext | None = None
+    if method == "CONNECT":
+        await stream.send_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+        if lease.ca is not None:  # the child trusts the run's CA alone: read its request
+            client = trio.SSLStream(stream, lease.ca.server_context(host), server_side=True)
+            await client.do_handshake()
+            head, rest = await _read_head(client)
+            upstream_head, tls = _origin_head(head), lease.upstream
+    if upstream_head:
+        checked = lease.swapped(upstream_head, host, port)
+        if isinstance(checked, str):
+            await _answer(client, 403, checked)
+            return
+        upstream_head = checked
     try:
         with trio.fail_after(CONNECT_TIMEOUT_S):
-            upstream = await trio.open_tcp_stream(host, port)
-    except (OSError, trio.TooSlowError) as exc:
-        await _answer(stream, 502, f"cannot reach {host}:{port}: {exc}")
+            upstream: trio.abc.Stream = await trio.open_tcp_stream(host, port)
+            if tls is not None:
+                upstream = trio.SSLStream(upstream, tls, server_hostname=host)
+                await upstream.do_handshake()
+    except (OSError, trio.TooSlowError, trio.BrokenResourceError) as exc:
+        await _answer(client, 502, f"cannot reach {host}:{port}: {exc}")
         return
     async with upstream:
-        if method == "CONNECT":
-            await stream.send_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
-        else:
-            await upstream.send_all(upstream_head)
-        if rest:
-            await upstream.send_all(rest)
+        await upstream.send_all(upstream_head + rest)
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_pump, stream, upstream)
-            nursery.start_soon(_pump, upstream, stream)
+            nursery.start_soon(_pump, client, upstream)
+            nursery.start_soon(_pump, upstream, client)
 
 
-async def _pump(src: trio.SocketStream, dst: trio.SocketStream) -> None:
+async def _pump(src: trio.abc.Stream, dst: trio.abc.Stream) -> None:
     with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
         while data := await src.receive_some(_CHUNK):
             await dst.send_all(data)
-        await dst.send_eof()
+        if isinstance(dst, trio.SocketStream):
+            await dst.send_eof()

@@ -12,12 +12,15 @@ narrow and no lease is taken.
 from __future__ import annotations
 
 import contextlib
+import os
+import secrets
 import sys
 from collections.abc import AsyncIterator
 from typing import Final
 
 import attrs
 
+from ..core import egress
 from ..core.hooks import Hook, Profile
 from ..process.egress import LOOPBACK_PORT, Lease
 from ..process.launch import RUNNER_FLAGS
@@ -25,6 +28,8 @@ from ..process.runnerside import runner_path
 from ..process.spawner import Spawner
 from ..process.spawnspec import ChildSpec
 
+#: The run's CA certificate in the child's scratch directory (its key is never written).
+CA_FILE: Final = "mcpx-egress-ca.pem"
 #: The profiles whose empty network a `network` list opens to the proxy.
 CONFINED: Final = frozenset({Profile.STRICT, Profile.WORKSPACE})
 
@@ -39,11 +44,21 @@ async def open_egress(spawner: Spawner, hook: Hook) -> AsyncIterator[Lease | Non
         yield lease
 
 
-def egress_spec(spec: ChildSpec, lease: Lease | None) -> ChildSpec:
+def egress_spec(spec: ChildSpec, lease: Lease | None, hook: Hook) -> ChildSpec:
     """`spec` behind its forwarder, with its own loopback, the lease's socket readable and
-    the proxy variables set (run cold: the forwarder is its program)."""
+    the proxy variables set (run cold: the forwarder is its program); each secret with hosts
+    a placeholder, and the run's CA, written in its scratch, the one it trusts."""
+    env = dict(spec.env)
+    for name in hook.secret_hosts:  # never the value, even where no proxy can swap it
+        if name in env:
+            value = env[name]
+            env[name] = (
+                egress.placeholder(name, secrets.token_hex(8))
+                if lease is None
+                else lease.add_secret(name, value, hook.secret_hosts[name])
+            )
     if lease is None or spec.sandbox is None:
-        return spec
+        return attrs.evolve(spec, env=env)
     plan = attrs.evolve(spec.sandbox, egress=True, read=(*spec.sandbox.read, lease.directory))
     argv = (
         sys.executable,
@@ -53,7 +68,12 @@ def egress_spec(spec: ChildSpec, lease: Lease | None) -> ChildSpec:
         str(LOOPBACK_PORT),
         *spec.argv,
     )
-    env = {**spec.env, **lease.environment()}
+    env |= lease.environment()
+    if lease.ca is not None:
+        ca_file = os.path.join(spec.sandbox.scratch, CA_FILE)
+        with open(ca_file, "wb") as out:
+            out.write(lease.ca.pem)
+        env |= {name: ca_file for name in egress.CA_VARIABLES}
     return attrs.evolve(spec, argv=argv, env=env, sandbox=plan, module=None)
 
 

@@ -83,7 +83,7 @@ async def run_process(
                     argv=argv,
                     module=module,
                 )
-                spec = egress_spec(spec, lease)
+                spec = egress_spec(spec, lease, hook)
             except SandboxUnavailable as exc:  # refused before the spawner is asked
                 return frame.failed(HookStatus.FAILED, unavailable_reason(exc, ctx), started)
             stdin = json.dumps(hook_input(hook, effect, ctx)).encode()
@@ -104,7 +104,8 @@ def with_refusals(report: HookReport, lease: Lease | None) -> HookReport:
     refused = refusals(lease)
     if not refused:
         return report
-    words = tuple(blocked_message(host) for host, _ in refused)
+    assert lease is not None
+    words = tuple(lease.notes.get(host, blocked_message(host)) for host, _ in refused)
     return attrs.evolve(report, frame=attrs.evolve(report.frame, egress=words), refused=refused)
 
 
