@@ -10,16 +10,22 @@ to reach: no other interface, no route.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import socket
 import struct
+import threading
+from collections.abc import Callable
 
 from . import libc
+from .spawnreq import Request
+from .start import StartError
 
 _SIOCGIFFLAGS = 0x8913
 _SIOCSIFFLAGS = 0x8914
 _IFF_UP = 0x1
+_CLONE_FS = 0x00000200
 _IFREQ = "16sH14x"
 
 
@@ -39,16 +45,55 @@ def enter_loopback_net() -> None:
 
 
 def make_loopback_net() -> int:
-    """An fd of a new network namespace with `lo` up, made on this thread, which then goes
-    back to its own (no thread is made: the spawner's own limits may be lent to a child
-    while it spawns). Raises `OSError` (`ConfineError` where namespaces are refused)."""
-    home = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        libc.unshare(libc.CLONE_NEWNET, "network namespace")
+    """An fd of a new network namespace with `lo` up, made on a throwaway thread (this one
+    stays where it is: rootless, it could not come back to the host's). Not on an armed
+    thread (`Spare`). Raises `OSError` (`ConfineError` where namespaces are refused)."""
+    found: list[int | BaseException] = []
+
+    def run() -> None:
         try:
-            loopback_up()
-            return os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
-        finally:
-            libc.setns(home, libc.CLONE_NEWNET, "the spawner's network namespace")
-    finally:
-        os.close(home)
+            # Its own filesystem context first: while it shared the spawner thread's, that
+            # thread could not enter a mount namespace (`inline.py`), even just after a join.
+            libc.unshare(_CLONE_FS, "a filesystem context of its own")
+            enter_loopback_net()
+            found.append(os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC))
+        except OSError as exc:
+            found.append(exc)
+
+    thread = threading.Thread(target=run, name="mcpx-loopback")
+    thread.start()
+    thread.join()
+    if isinstance(found[0], BaseException):
+        raise found[0]
+    return found[0]
+
+
+class Spare:
+    """A loopback namespace made ahead for the next `egress` child of a spawner whose thread
+    is armed when a request comes (a thread cannot be made then): once one such child came,
+    the next is made while the spawner is idle at home (`refill`), off the next one's way."""
+
+    def __init__(self) -> None:
+        self._fd: int | None = None
+        self._wanted = False
+
+    def take(self, req: Request, disarm: Callable[[], None]) -> int | None:
+        """For an `egress` request, the spare, else one made now (`disarm` first: at home);
+        the taker closes it. Raises `StartError`."""
+        if req.sandbox is None or not req.sandbox.egress:
+            return None
+        self._wanted = True
+        ready, self._fd = self._fd, None
+        if ready is not None:
+            return ready
+        disarm()
+        try:
+            return make_loopback_net()
+        except OSError as exc:
+            raise StartError(f"sandbox: no network namespace for egress: {exc}") from exc
+
+    def refill(self, armed: bool) -> None:
+        """Makes the next spare, if one is wanted and this thread is not `armed`."""
+        if self._wanted and self._fd is None and not armed:
+            with contextlib.suppress(OSError):  # (else the next one is made on its way)
+                self._fd = make_loopback_net()

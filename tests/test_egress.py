@@ -126,7 +126,7 @@ async def test_allowed_host_by_name_refused_others_no_direct_connect(
     )
     report = await run_hook(strict_spawner, hook, CTX)
     frame = report.frame
-    assert frame.status is HookStatus.OK, frame
+    assert frame.status is HookStatus.OK, (frame.reason, frame.stderr_tail)
     seen = json.loads(frame.advice[0])
     assert seen[urls[0]] == [200, "hello"]
     assert seen[urls[1]][0] == 403
@@ -264,7 +264,7 @@ async def test_secret_swapped_for_its_hosts_only_https_through_the_run_ca(
         report = await run_hook(strict_spawner, hook, CTX)
         nursery.cancel_scope.cancel()
     frame = report.frame
-    assert frame.status is HookStatus.OK, frame
+    assert frame.status is HookStatus.OK, (frame.reason, frame.stderr_tail)
     seen = json.loads(frame.advice[0])
     env = seen["env"]
     # The hook holds a placeholder, never the value; it trusts the run's CA alone.
