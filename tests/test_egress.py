@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import ssl
+import subprocess
 import sys
 import textwrap
 from collections.abc import AsyncIterator
@@ -285,3 +287,88 @@ async def test_secret_swapped_for_its_hosts_only_https_through_the_run_ca(
     assert report.refused == (("127.0.0.1", other_port),)
     assert frame.egress == ("blocked: secret GITHUB_TOKEN sent to 127.0.0.1",)
     assert SECRET not in json.dumps(to_json(frame))
+
+
+def test_exec_run_frames_egress_once_per_host_and_doctor(readable_tmp: Path) -> None:
+    """A whole run through `exec`, its hooks' `network` from a config file: the refused
+    host is one `egress` frame (two hooks asked for it), before the first hook frame that
+    says "blocked: HOST not in network"; the allowed server answered by name."""
+    import http.server
+    import threading
+
+    class Hello(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", "5")
+            self.end_headers()
+            self.wfile.write(b"hello")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hello)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        port = server.server_address[1]
+        client = readable_tmp / "client.py"
+        client.write_text(CLIENT)
+        urls = [f"http://localhost:{port}/ok", f"http://example.invalid:{port}/no"]
+        hook = (
+            '[[hooks]]\non = "script"\nphase = "before"\nname = "{name}"\n'
+            f'network = ["localhost:{port}"]\n'
+            f"run = {json.dumps([PY, str(client), json.dumps(urls), '[]'])}\n"
+        )
+        config = readable_tmp / "c.toml"
+        config.write_text(hook.format(name="one") + hook.format(name="two"))
+        done = subprocess.run(
+            [
+                PY,
+                "-m",
+                "mcpx_hooks.supervisor",
+                "exec",
+                "--json",
+                "--config",
+                str(config),
+                "--",
+                "true",
+            ],
+            check=False,
+            cwd=readable_tmp,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "MCPX_HOOKS_NO_DISCOVERY": "1"},
+        )
+    finally:
+        server.shutdown()
+        thread.join()
+        server.server_close()
+    assert done.returncode == 0, done.stderr
+    frames = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    kinds = [f["type"] for f in frames]
+    egress_frames = [f for f in frames if f["type"] == "egress"]
+    assert egress_frames == [
+        {
+            **egress_frames[0],
+            "hook": "one",
+            "host": "example.invalid",
+            "port": port,
+            "allowed": False,
+        }
+    ]
+    assert kinds.index("egress") == kinds.index("hook") - 1
+    hooks = [f for f in frames if f["type"] == "hook"]
+    for frame in hooks:
+        assert frame["egress"] == ["blocked: example.invalid not in network"]
+        seen = json.loads(frame["advice"][0])
+        assert seen[urls[0]] == [200, "hello"]
+        assert seen[urls[1]][0] == 403
+
+
+async def test_doctor_shows_the_proxy(strict_spawner: Spawner) -> None:
+    from mcpx_hooks.supervisor.cli.doctor import report
+
+    text, _ = report(strict_spawner)
+    assert "egress (`network` lists" in text
+    assert "127.0.0.1:3128" in text

@@ -266,3 +266,20 @@ async def _pump(src: trio.abc.Stream, dst: trio.abc.Stream) -> None:
             await dst.send_all(data)
         if isinstance(dst, trio.SocketStream):
             await dst.send_eof()
+
+
+def doctor_lines(netns: bool | str) -> list[str]:
+    """What `doctor` says of the proxy (`netns`: the spawner's netns mechanism, True or why
+    it is missing)."""
+    from .egressca import TRUST_ENV
+
+    trust = os.environ.get(TRUST_ENV)
+    where = "missing netns: `network` fails" if netns is not True else "strict and workspace"
+    return [
+        "egress (`network` lists, docs/egress.md):",
+        f"  proxy    in the supervisor, one for all its children ({where})",
+        f"  children reach it from a loopback of their own at 127.0.0.1:{LOOPBACK_PORT},"
+        f" forwarded to a Unix socket under {scratch_root()}",
+        "  upstream TLS verified against "
+        + (f"{trust} ({TRUST_ENV})" if trust else "the system's certificate store"),
+    ]
