@@ -100,3 +100,30 @@ def test_nearer_layer_may_narrow_never_widen(tmp_path: Path) -> None:
     assert config.defaults.network == ("*.example.com",)
     assert config.find("h").network == ("*.example.com",)  # type: ignore[union-attr]
     assert any("network" in w and "widen" in w and str(far) in w for w in config.warnings)
+
+
+def test_server_takes_network_and_a_bad_one_is_named(tmp_path: Path) -> None:
+    cfg = write(
+        tmp_path / "a.toml",
+        '[servers.gh]\ncommand = ["npx", "-y", "some-server"]\n'
+        'network = ["registry.npmjs.org", "api.github.com"]\n',
+    )
+    assert load(tmp_path, cfg).servers["gh"].network == ("registry.npmjs.org", "api.github.com")
+    bad = write(tmp_path / "b.toml", '[servers.gh]\ncommand = ["x"]\nnetwork = ["a b"]\n')
+    with pytest.raises(ConfigError, match="/servers/gh/network/0"):
+        load(tmp_path, bad)
+
+
+def test_secret_with_hosts_on_a_hook(tmp_path: Path) -> None:
+    cfg = write(
+        tmp_path / "a.toml",
+        HOOK + 'network = ["api.github.com"]\n'
+        'secrets = ["PLAIN_TOKEN", { name = "GITHUB_TOKEN", hosts = ["api.github.com"] }]\n',
+    )
+    hook = load(tmp_path, cfg).find("h")
+    assert hook is not None
+    assert hook.secrets == ("PLAIN_TOKEN", "GITHUB_TOKEN")
+    assert hook.secret_hosts == {"GITHUB_TOKEN": ("api.github.com",)}
+    bad = write(tmp_path / "b.toml", HOOK + 'secrets = [{ name = "T", hosts = [] }]\n')
+    with pytest.raises(ConfigError, match="/hooks/0/secrets/0"):
+        load(tmp_path, bad)

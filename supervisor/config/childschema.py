@@ -34,7 +34,13 @@ def pass_keys(who: str, *, hosts: bool = False) -> dict[str, Any]:
             },
             "description": "A secret the child never sees (docs/egress.md).",
         }
-        item = {"oneOf": [item, with_hosts], "description": "A name, or { name, hosts }."}
+        item = {
+            "type": ["string", "object"],
+            "if": {"type": "string"},
+            "then": item,
+            "else": with_hosts,
+            "description": "A variable name, or { name, hosts }.",
+        }
     return {
         PASS_ENV_KEY: {
             "type": "array",

@@ -15,9 +15,9 @@ URL_PATTERN: Final = r"^https?://[^\s]+$"
 SERVER_NAME_PATTERN: Final = r"^[A-Za-z0-9_-]+$"
 
 
-def servers_schema(pass_keys: dict[str, Any]) -> dict[str, Any]:
+def servers_schema(pass_keys: dict[str, Any], network: dict[str, Any]) -> dict[str, Any]:
     """`[servers]`: a table of tool servers by name; `pass_keys` are `passEnv` and
-    `secrets` as hooks have them."""
+    `secrets` as hooks have them, `network` the hosts it reaches as a hook does."""
     settings: dict[str, Any] = {}
     for s in SERVER_SETTINGS:
         meaning = f"{s.meaning} (default {s.default})."
@@ -57,6 +57,7 @@ def servers_schema(pass_keys: dict[str, Any]) -> dict[str, Any]:
                 " before its first start (default: the one `npx` or `uvx` implies)."
             ),
             "cwd": text("Working directory, relative to the declaring directory."),
+            "network": network,
             "env": {
                 "type": "object",
                 "propertyNames": {"pattern": ENV_NAME_PATTERN},

@@ -117,6 +117,8 @@ class ServerSpec(Record):
     pass_env: tuple[str, ...] = ()
     secrets: tuple[str, ...] = ()
     sandbox: Profile = _STRICT
+    #: The hosts it reaches through the supervisor's proxy (`core/egress.py`; None: none).
+    network: tuple[str, ...] | None = None
     start_timeout_ms: int = int(_DEFAULT["start_timeout_ms"])
     idle_ms: int = int(_DEFAULT["idle_ms"])
     call_timeout_ms: int = int(_DEFAULT["call_timeout_ms"])
@@ -180,6 +182,7 @@ def server_spec(name: str, table: Mapping[str, Any], declaring_dir: str) -> Serv
         env=dict(table.get("env") or {}),
         pass_env=tuple(table.get("passEnv", ())),
         secrets=tuple(table.get("secrets", ())),
+        network=None if "network" not in table else tuple(table["network"]),
         expose=tuple(table.get("expose", ("*",))),
         hide=tuple(table.get("hide", ())),
         pin=str(table.get("pin", PIN_MODES[0])),

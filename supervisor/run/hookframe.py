@@ -30,10 +30,10 @@ from ..core.redact import Redactor
 from ..process import programs, sandbox
 from ..process.child import Outcome
 from ..process.egress import Lease
+from ..process.egresschild import egress_spec, open_egress, refusals
 from ..process.scratch import scratch_dir
 from ..process.spawner import Spawner
 from ..process.spawnspec import ChildSpec, ModuleCall
-from .egresshook import egress_spec, open_egress, refusals
 from .hookcontext import HookContext, hook_environment, hook_input, hook_passed
 from .output import InvalidOutput, read_output, stdout_head
 
@@ -71,7 +71,7 @@ async def run_process(
     if passed.problem is not None:  # never run without a secret it was declared with
         return frame.failed(HookStatus.FAILED, passed.problem, started)
     with scratch_dir("hook-") as scratch:
-        async with open_egress(spawner, hook) as lease:
+        async with open_egress(spawner, hook.network, hook.sandbox) as lease:
             try:
                 spec = child_spec(
                     spawner,
@@ -83,7 +83,7 @@ async def run_process(
                     argv=argv,
                     module=module,
                 )
-                spec = egress_spec(spec, lease, hook)
+                spec = egress_spec(spec, lease, hook.secret_hosts)
             except SandboxUnavailable as exc:  # refused before the spawner is asked
                 return frame.failed(HookStatus.FAILED, unavailable_reason(exc, ctx), started)
             stdin = json.dumps(hook_input(hook, effect, ctx)).encode()

@@ -1,7 +1,7 @@
-"""A process hook's egress by name: its lease on the supervisor's proxy, what its child is
-started with for it, and what its frames say of the hosts it was refused.
+"""A child's egress by name (a process hook's, a tool server's): its lease on the supervisor's
+proxy and what its child is started with for it.
 
-A hook with a `network` list under `strict` or `workspace` keeps its empty network: it gets
+A child with a `network` list under `strict` or `workspace` keeps its empty network: it gets
 a network namespace of its own with only `lo` up (`runners/loopback.py`), the forwarder
 (`runners/egress_forward.py`) in front of its argv, which listens on the loopback port the
 proxy variables name and carries connections to its lease's Unix socket, bound read-only
@@ -15,18 +15,18 @@ import contextlib
 import os
 import secrets
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Final
 
 import attrs
 
 from ..core import egress
-from ..core.hooks import Hook, Profile
-from ..process.egress import LOOPBACK_PORT, Lease
-from ..process.launch import RUNNER_FLAGS
-from ..process.runnerside import runner_path
-from ..process.spawner import Spawner
-from ..process.spawnspec import ChildSpec
+from ..core.hooks import Profile
+from .egress import LOOPBACK_PORT, Lease
+from .launch import RUNNER_FLAGS
+from .runnerside import runner_path
+from .spawner import Spawner
+from .spawnspec import ChildSpec
 
 #: The run's CA certificate in the child's scratch directory (its key is never written).
 CA_FILE: Final = "mcpx-egress-ca.pem"
@@ -35,27 +35,31 @@ CONFINED: Final = frozenset({Profile.STRICT, Profile.WORKSPACE})
 
 
 @contextlib.asynccontextmanager
-async def open_egress(spawner: Spawner, hook: Hook) -> AsyncIterator[Lease | None]:
-    """The hook's lease on the proxy while the block runs (None: it takes none)."""
-    if hook.network is None or hook.sandbox not in CONFINED:
+async def open_egress(
+    spawner: Spawner, network: tuple[str, ...] | None, profile: Profile
+) -> AsyncIterator[Lease | None]:
+    """A child's lease on the proxy while the block runs (None: it takes none)."""
+    if network is None or profile not in CONFINED:
         yield None
         return
-    async with spawner.egress.open_lease(hook.network) as lease:
+    async with spawner.egress.open_lease(network) as lease:
         yield lease
 
 
-def egress_spec(spec: ChildSpec, lease: Lease | None, hook: Hook) -> ChildSpec:
+def egress_spec(
+    spec: ChildSpec, lease: Lease | None, secret_hosts: Mapping[str, tuple[str, ...]]
+) -> ChildSpec:
     """`spec` behind its forwarder, with its own loopback, the lease's socket readable and
     the proxy variables set (run cold: the forwarder is its program); each secret with hosts
     a placeholder, and the run's CA, written in its scratch, the one it trusts."""
     env = dict(spec.env)
-    for name in hook.secret_hosts:  # never the value, even where no proxy can swap it
+    for name, hosts in secret_hosts.items():  # never the value, even where none can swap it
         if name in env:
             value = env[name]
             env[name] = (
                 egress.placeholder(name, secrets.token_hex(8))
                 if lease is None
-                else lease.add_secret(name, value, hook.secret_hosts[name])
+                else lease.add_secret(name, value, hosts)
             )
     if lease is None or spec.sandbox is None:
         return attrs.evolve(spec, env=env)
