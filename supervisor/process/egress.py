@@ -25,7 +25,7 @@ import socket
 import ssl
 import tempfile
 from collections.abc import AsyncIterator
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import attrs
 import trio
@@ -33,8 +33,10 @@ import trio
 from ..core import egress
 from ..core.errors import HooksError
 from ..core.records import Record
-from .egressca import RunCA, upstream_context
 from .scratch import scratch_root
+
+if TYPE_CHECKING:
+    from .egressca import RunCA
 
 #: The most a request's head (request line and headers) may hold.
 HEAD_BYTES: Final = 64 * 1024
@@ -90,7 +92,9 @@ class Lease(Record):
         """The placeholder the child gets for the secret `name` (its CA made now)."""
         placeholder = egress.placeholder(name, secrets.token_hex(8))
         self.secrets[placeholder] = (name, value, egress.rules(hosts))
-        if self.ca is None:
+        if self.ca is None:  # (`cryptography` loaded only for a child that has such secrets)
+            from .egressca import RunCA, upstream_context
+
             self.ca, self.upstream = RunCA(), upstream_context()
         return placeholder
 
