@@ -372,3 +372,50 @@ async def test_doctor_shows_the_proxy(strict_spawner: Spawner) -> None:
     text, _ = report(strict_spawner)
     assert "egress (`network` lists" in text
     assert "127.0.0.1:3128" in text
+
+
+def test_exec_script_run_with_script_network(readable_tmp: Path) -> None:
+    """`[script] network`: the run's own script reaches the allowed server by name; the
+    refused host is an `egress` frame naming the run."""
+    import http.server
+    import threading
+
+    class Hello(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", "5")
+            self.end_headers()
+            self.wfile.write(b"hello")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hello)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        port = server.server_address[1]
+        client = readable_tmp / "client.py"
+        client.write_text(CLIENT)
+        urls = [f"http://localhost:{port}/ok", f"http://example.invalid:{port}/no"]
+        config = readable_tmp / "c.toml"
+        config.write_text(f'[script]\nsandbox = "strict"\nnetwork = ["localhost:{port}"]\n')
+        done = subprocess.run(
+            [PY, "-m", "mcpx_hooks.supervisor", "exec", "--json", "--config", str(config),
+             "--", PY, str(client), json.dumps(urls), "[]"],
+            check=False, cwd=readable_tmp, capture_output=True, text=True, timeout=60,
+            env={**os.environ, "MCPX_HOOKS_NO_DISCOVERY": "1"},
+        )  # fmt: skip
+    finally:
+        server.shutdown()
+        thread.join()
+        server.server_close()
+    assert done.returncode == 0, done.stderr
+    frames = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    (egress_frame,) = [f for f in frames if f["type"] == "egress"]
+    assert egress_frame["run"] == frames[0]["runId"]
+    assert (egress_frame["host"], egress_frame["port"]) == ("example.invalid", port)
+    (result,) = [f for f in frames if f["type"] == "result"]
+    seen = json.loads(result["value"]["advise"])
+    assert seen[urls[0]] == [200, "hello"]
+    assert seen[urls[1]][0] == 403

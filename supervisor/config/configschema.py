@@ -361,6 +361,7 @@ def build_config_schema() -> dict[str, Any]:
                         f" (default `{DEFAULT_RUN_SANDBOX.value}`).",
                     },
                     **pass_keys("every run"),
+                    NETWORK_KEY: network_schema("each run's script"),
                 },
                 "Inline source phases of the script point (action `source`), the runs'"
                 " sandbox profile, and what runs take from their caller's environment.",

@@ -363,12 +363,12 @@ class Config(Record):
     models: Models = NO_MODELS
     #: `[observe] drainMs`: the wait for observe hooks when a command ends.
     observe_drain_ms: int = DEFAULT_OBSERVE_DRAIN_MS
-    #: `[script] sandbox`: the runs' profile when a run does not name one.
-    script_sandbox: Profile = DEFAULT_RUN_SANDBOX
-    #: `[script] passEnv` and `[script] secrets`: what every run takes from its caller's
-    #: environment, besides what the run itself asks for.
+    script_sandbox: Profile = DEFAULT_RUN_SANDBOX  # (`[script] sandbox`)
+    #: `[script] passEnv`, `secrets`: what every run takes from its caller's environment
+    #: (besides what it asks for); `network`: the hosts each run's script reaches.
     script_pass_env: tuple[str, ...] = ()
     script_secrets: tuple[str, ...] = ()
+    script_network: tuple[str, ...] | None = None
     #: The config files applied, farthest first.
     files: tuple[str, ...] = ()
     #: The project files applied (trusted), by path: the SHA-256 of the bytes applied. A

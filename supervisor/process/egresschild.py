@@ -21,6 +21,8 @@ from typing import Final
 import attrs
 
 from ..core import egress
+from ..core.frames import blank
+from ..core.hookframes import EgressFrame
 from ..core.hooks import Profile
 from .egress import LOOPBACK_PORT, Lease
 from .launch import RUNNER_FLAGS
@@ -84,3 +86,9 @@ def egress_spec(
 def refusals(lease: Lease | None) -> tuple[tuple[str, int], ...]:
     """The hosts (and the first port asked of each) the proxy refused the lease's child."""
     return () if lease is None else tuple(lease.refused.items())
+
+
+def refusal_frames(lease: Lease | None, run_id: str) -> list[EgressFrame]:
+    """The `egress` frames of the hosts the proxy refused a run's script."""
+    refused = refusals(lease)
+    return [blank(EgressFrame, host=h, port=p, run=run_id) for h, p in refused]
