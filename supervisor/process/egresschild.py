@@ -16,19 +16,21 @@ import os
 import secrets
 import sys
 from collections.abc import AsyncIterator, Mapping
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import attrs
 
 from ..core import egress
 from ..core.frames import blank
-from ..core.hookframes import EgressFrame
 from ..core.hooks import Profile
 from .egress import LOOPBACK_PORT, Lease
 from .launch import RUNNER_FLAGS
 from .runnerside import runner_path
 from .spawner import Spawner
 from .spawnspec import ChildSpec
+
+if TYPE_CHECKING:
+    from ..core.hookframes import EgressFrame
 
 #: The run's CA certificate in the child's scratch directory (its key is never written).
 CA_FILE: Final = "mcpx-egress-ca.pem"
@@ -91,4 +93,8 @@ def refusals(lease: Lease | None) -> tuple[tuple[str, int], ...]:
 def refusal_frames(lease: Lease | None, run_id: str) -> list[EgressFrame]:
     """The `egress` frames of the hosts the proxy refused a run's script."""
     refused = refusals(lease)
+    if not refused:
+        return []
+    from ..core.hookframes import EgressFrame  # (a run without refusals never builds it)
+
     return [blank(EgressFrame, host=h, port=p, run=run_id) for h, p in refused]
