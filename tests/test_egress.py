@@ -4,6 +4,7 @@ each, once per host), and failing to connect directly."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -69,20 +70,26 @@ async def _http_server(
         stream: trio.abc.Stream = plain
         if tls is not None:
             stream = trio.SSLStream(plain, tls, server_side=True)
-        async with stream:
-            data = b""
-            while b"\r\n\r\n" not in data:
-                chunk = await stream.receive_some(65536)
-                if not chunk:
-                    return
-                data += chunk
-            heads.append(data)
-            await stream.send_all(
-                b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello"
-            )
+        with contextlib.suppress(trio.BrokenResourceError):  # (a client that gave up)
+            await _answer(stream, heads)
 
     task_status.started((port, heads))
     await trio.serve_listeners(handle, listeners)
+
+
+async def _answer(stream: trio.abc.Stream, heads: list[bytes]) -> None:
+    """Reads a request's head into `heads` and answers "hello"."""
+    async with stream:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = await stream.receive_some(65536)
+            if not chunk:
+                return
+            data += chunk
+        heads.append(data)
+        await stream.send_all(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello"
+        )
 
 
 def _hook(tmp_path: Path, urls: list[str], direct: list[Any], **fields: Any) -> Hook:
@@ -419,3 +426,33 @@ def test_exec_script_run_with_script_network(readable_tmp: Path) -> None:
     seen = json.loads(result["value"]["advise"])
     assert seen[urls[0]] == [200, "hello"]
     assert seen[urls[1]][0] == 403
+
+
+async def test_upstream_verified_against_the_system_store(
+    strict_spawner: Spawner, readable_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without the test's CA as the proxy's trust, its server's certificate is not trusted:
+    the proxy answers 502 and sends nothing (the secret above all) to it."""
+    _, server_tls = _test_ca(readable_tmp)
+    monkeypatch.delenv("MCPX_HOOKS_EGRESS_TRUST", raising=False)
+    monkeypatch.setenv("GITHUB_TOKEN", SECRET)
+    script = readable_tmp / "sender.py"
+    script.write_text(SENDER)
+    async with trio.open_nursery() as nursery:
+        tls_port, tls_heads = await nursery.start(_http_server, server_tls)
+        url = f"https://localhost:{tls_port}/user"
+        hook = _hook(
+            readable_tmp,
+            [],
+            [],
+            target=(PY, str(script), json.dumps([url])),
+            network=(f"localhost:{tls_port}",),
+            secrets=("GITHUB_TOKEN",),
+            secret_hosts={"GITHUB_TOKEN": (f"localhost:{tls_port}",)},
+        )
+        report = await run_hook(strict_spawner, hook, CTX)
+        nursery.cancel_scope.cancel()
+    seen = json.loads(report.frame.advice[0])
+    assert seen[url][0] == 502, seen[url]
+    assert "CERTIFICATE_VERIFY_FAILED" in seen[url][1]
+    assert tls_heads == []

@@ -248,14 +248,18 @@ async def _handle(stream: trio.SocketStream, lease: Lease, head: bytes, rest: by
             await _answer(client, 403, checked)
             return
         upstream_head = checked
+    upstream: trio.abc.Stream | None = None
     try:
         with trio.fail_after(CONNECT_TIMEOUT_S):
-            upstream: trio.abc.Stream = await trio.open_tcp_stream(host, port)
+            upstream = await trio.open_tcp_stream(host, port)
             if tls is not None:
                 upstream = trio.SSLStream(upstream, tls, server_hostname=host)
                 await upstream.do_handshake()
     except (OSError, trio.TooSlowError, trio.BrokenResourceError) as exc:
-        await _answer(client, 502, f"cannot reach {host}:{port}: {exc}")
+        if upstream is not None:
+            await trio.aclose_forcefully(upstream)
+        why = exc.__cause__ if isinstance(exc, trio.BrokenResourceError) else exc
+        await _answer(client, 502, f"cannot reach {host}:{port}: {why or exc}")
         return
     async with upstream:
         await upstream.send_all(upstream_head + rest)
