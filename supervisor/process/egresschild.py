@@ -90,11 +90,13 @@ def refusals(lease: Lease | None) -> tuple[tuple[str, int], ...]:
     return () if lease is None else tuple(lease.refused.items())
 
 
-def refusal_frames(lease: Lease | None, run_id: str) -> list[EgressFrame]:
-    """The `egress` frames of the hosts the proxy refused a run's script."""
-    refused = refusals(lease)
+def refusal_frames(lease: Lease | None, run_id: str, said: set[str]) -> list[EgressFrame]:
+    """The `egress` frames of the hosts the proxy refused a run's script that no frame of the
+    run has named yet (`said`, which takes them in)."""
+    refused = [(h, p) for h, p in refusals(lease) if h not in said]
     if not refused:
         return []
     from ..core.hookframes import EgressFrame  # (a run without refusals never builds it)
 
+    said.update(h for h, _ in refused)
     return [blank(EgressFrame, host=h, port=p, run=run_id) for h, p in refused]

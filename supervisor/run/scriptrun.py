@@ -245,7 +245,7 @@ async def _body(
         calls = ScriptCalls(config=hooks.config, hooks=hooks, ctx=state.ctx, journal=run.journal)
         async with open_egress(hooks.spawner, hooks.config.script_network, profile) as lease:
             await _run_script(run, state, hooks, profile, passed, calls, lease)
-        for frame in refusal_frames(lease, run.request.run_id):
+        for frame in refusal_frames(lease, run.request.run_id, hooks.egress_said):
             run.journal.append(frame)
     landing = Phase.ON_SUCCESS if state.value is not None else Phase.ON_ERROR
     if state.value is not None:
