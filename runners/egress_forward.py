@@ -30,6 +30,7 @@ def _pump(src: socket.socket, dst: socket.socket) -> None:
 
 
 def _carry(conn: socket.socket, path: str) -> None:
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # (a TLS handshake's small writes)
     with conn:
         try:
             upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
