@@ -456,3 +456,77 @@ async def test_upstream_verified_against_the_system_store(
     assert seen[url][0] == 502, seen[url]
     assert "CERTIFICATE_VERIFY_FAILED" in seen[url][1]
     assert tls_heads == []
+
+
+#: A tool server (MCP over stdio, standard library only) with one tool, `fetch`, which sends
+#: its `GITHUB_TOKEN` to a URL through its proxy variables and answers what came back and
+#: the token as it sees it.
+FETCH_SERVER = textwrap.dedent(
+    """
+    import json, os, sys, urllib.request, urllib.error
+    def send(msg):
+        sys.stdout.write(json.dumps(msg) + "\\n"); sys.stdout.flush()
+    for line in sys.stdin:
+        msg = json.loads(line)
+        rid, method = msg.get("id"), msg.get("method")
+        if method == "initialize":
+            send({"jsonrpc": "2.0", "id": rid, "result": {
+                "protocolVersion": msg["params"]["protocolVersion"],
+                "capabilities": {"tools": {}}, "serverInfo": {"name": "fetch", "version": "1"}}})
+        elif method == "tools/list":
+            send({"jsonrpc": "2.0", "id": rid, "result": {"tools": [
+                {"name": "fetch", "inputSchema": {"type": "object"}}]}})
+        elif method == "tools/call":
+            url = msg["params"]["arguments"]["url"]
+            token = os.environ["GITHUB_TOKEN"]
+            req = urllib.request.Request(url, headers={"Authorization": "Bearer " + token})
+            try:
+                with urllib.request.urlopen(req, timeout=5) as r:
+                    got = [r.status, r.read().decode()]
+            except urllib.error.HTTPError as exc:
+                got = [exc.code, exc.read().decode()]
+            text = json.dumps({"got": got, "token": token})
+            send({"jsonrpc": "2.0", "id": rid, "result": {
+                "content": [{"type": "text", "text": text}], "isError": False}})
+        elif rid is not None:
+            send({"jsonrpc": "2.0", "id": rid, "result": {}})
+    """
+)
+
+
+async def test_a_tool_server_with_network_and_a_secret_with_hosts(
+    strict_spawner: Spawner, readable_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcpx_hooks.supervisor.core.hooks import Config
+    from mcpx_hooks.supervisor.core.servers import ServerSpec
+    from mcpx_hooks.supervisor.run.bus import Bus
+    from mcpx_hooks.supervisor.run.serverhooks import open_servers
+
+    ca_file, server_tls = _test_ca(readable_tmp)
+    monkeypatch.setenv("MCPX_HOOKS_EGRESS_TRUST", str(ca_file))
+    monkeypatch.setenv("GITHUB_TOKEN", SECRET)
+    (readable_tmp / "fetch_server.py").write_text(FETCH_SERVER)
+    async with trio.open_nursery() as nursery:
+        tls_port, tls_heads = await nursery.start(_http_server, server_tls)
+        other_port, other_heads = await nursery.start(_http_server)
+        spec = ServerSpec(
+            "fetch",
+            (PY, "fetch_server.py"),
+            str(readable_tmp),
+            sandbox=Profile.STRICT,
+            secrets=("GITHUB_TOKEN",),
+            network=(f"localhost:{tls_port}", f"localhost:{other_port}"),
+            secret_hosts={"GITHUB_TOKEN": (f"localhost:{tls_port}",)},
+        )
+        async with open_servers(strict_spawner, Bus(), Config()) as manager:
+            answers = []
+            for url in (f"https://localhost:{tls_port}/api", f"http://localhost:{other_port}/x"):
+                result, _ = await manager.call(spec, "fetch", {"url": url})
+                answers.append(json.loads(result.content[0].text))  # type: ignore[union-attr]
+        nursery.cancel_scope.cancel()
+    assert answers[0]["got"] == [200, "hello"]
+    assert answers[0]["token"].startswith("mcpx-secret-GITHUB_TOKEN-")
+    assert f"Authorization: Bearer {SECRET}".encode() in tls_heads[0]
+    assert answers[1]["got"][0] == 403
+    assert "blocked: secret GITHUB_TOKEN sent to localhost" in answers[1]["got"][1]
+    assert other_heads == []

@@ -109,6 +109,14 @@ def test_server_takes_network_and_a_bad_one_is_named(tmp_path: Path) -> None:
         'network = ["registry.npmjs.org", "api.github.com"]\n',
     )
     assert load(tmp_path, cfg).servers["gh"].network == ("registry.npmjs.org", "api.github.com")
+    with_token = write(
+        tmp_path / "t.toml",
+        '[servers.gh]\ncommand = ["x"]\nnetwork = ["api.github.com"]\n'
+        'secrets = [{ name = "GITHUB_TOKEN", hosts = ["api.github.com"] }]\n',
+    )
+    server = load(tmp_path, with_token).servers["gh"]
+    assert server.secrets == ("GITHUB_TOKEN",)
+    assert server.secret_hosts == {"GITHUB_TOKEN": ("api.github.com",)}
     bad = write(tmp_path / "b.toml", '[servers.gh]\ncommand = ["x"]\nnetwork = ["a b"]\n')
     with pytest.raises(ConfigError, match="/servers/gh/network/0"):
         load(tmp_path, bad)

@@ -377,7 +377,7 @@ def build_config_schema() -> dict[str, Any]:
                 "How `when.files` finds the files a run counts as changed.",
             ),
             "models": models_schema(),
-            "servers": servers_schema(pass_keys("the server"), network_schema("the server")),
+            "servers": servers_schema(),
             "mcp": mcp_schema(),
             "hooks": {
                 "type": "array",

@@ -114,7 +114,7 @@ async def _life(spawner: Spawner, start_hooks: StartHooks, entry: ServerEntry) -
             except SandboxUnavailable as exc:
                 return f"server {spec.name} could not start: {exc}"
             child_spec = egress_spec(
-                ChildSpec(spec.command, spec.workdir, env, rlimits, plan), lease, {}
+                ChildSpec(spec.command, spec.workdir, env, rlimits, plan), lease, spec.secret_hosts
             )
             timeout = spec.start_timeout_ms / 1000
             outcome, why = None, None
