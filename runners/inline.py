@@ -85,6 +85,8 @@ class InlineJail:
         #: Root with memory cgroups: the next child's, made ahead (`arm`), or why it is not.
         self.cgroup: memcg.Cgroup | None = None
         self._no_cgroup = ""
+        #: The next `egress` child's network namespace (`loopback.Spare`), closed by `spawn`.
+        self.loopback: int | None = None
 
     def arm(self) -> None:
         """Step 1 ahead of the next request (while the last child runs): this thread stays
@@ -119,8 +121,9 @@ class InlineJail:
         self, req: Request, home_pid: int, uid: int | None, slots: fdslots.Slots | None = None
     ) -> Spawned:
         """Starts `req` confined by `req.sandbox` (`uid`: root's per-child uid, else the
-        caller's; `slots`: from an fd table of its own); raises `StartError`, or `Broken` if
-        this thread could not come back."""
+        caller's; `slots`: from an fd table of its own; with `egress`, it enters `loopback`, set
+        by the caller, closed here: `loopback.py`); raises `StartError`, or
+        `Broken` if this thread could not come back."""
         assert req.sandbox is not None
         cgroup = None
         try:
@@ -144,7 +147,8 @@ class InlineJail:
             )
             try:
                 program = resolve(req.argv[0], req.env.get("PATH", os.defpath))
-                net = None if req.sandbox.net else self._empty_net
+                net = self.loopback if req.sandbox.egress else None
+                net = net if net is not None or req.sandbox.net else self._empty_net
                 if net is None and not req.sandbox.net:
                     raise StartError("sandbox: no network namespace")
                 pid = seal.chained(req, program, net, CHILD_NAMESPACES, cgroup, slots=slots)
@@ -160,6 +164,9 @@ class InlineJail:
         except OSError as exc:  # (a namespace refused; what else could fail says it itself)
             raise StartError(f"sandbox: {exc}") from exc
         finally:
+            if self.loopback is not None:
+                os.close(self.loopback)
+                self.loopback = None
             try:
                 self._come_back()
             finally:  # (at home: it is removed by its path)

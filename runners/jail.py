@@ -35,6 +35,7 @@ from collections.abc import Callable
 
 from . import chain, chained, confine, fdslots, landlock, libc, memcg, seccomp, userns, view
 from .grants import Grants, open_path
+from .loopback import enter_loopback_net
 from .spawnreq import Request, Sandbox
 from .start import StartError, fork_exec, resolve, start_failed
 
@@ -206,7 +207,7 @@ class Seal:
         self.grants = grants
         self._uid = uid
         self._cwd = cwd
-        self._net = sandbox.net
+        self._net = sandbox.sockets
         #: Why a grant is not mapped (`view.build`), for the message when it cannot be read.
         self._notes = notes or {}
         #: Rootless: the processes limit, set in the child's own user namespace (`prepare`).
@@ -320,7 +321,7 @@ def prepare(
             memcg.write_shm_limits(sandbox.memory_bytes)
         except OSError as exc:
             raise StartError(f"sandbox: cannot bound shared memory: {exc.strerror}") from exc
-    grants = Grants(sandbox.read, sandbox.devices, net=sandbox.net, write=sandbox.write)
+    grants = Grants(sandbox.read, sandbox.devices, net=sandbox.sockets, write=sandbox.write)
     try:
         # Only a per-child uid owns nothing: rootless, the hook's uid is the caller's own.
         scratch_fd, notes = view.build(sandbox, ids, grants.read, mapped=uid is not None, home=home)
@@ -334,7 +335,9 @@ def prepare(
             finally:
                 os.close(scratch)
             req.chdir()
-            if not sandbox.net and enter_net:
+            if sandbox.egress and enter_net:
+                enter_loopback_net()
+            elif not sandbox.net and enter_net:
                 if empty_net is None:
                     raise StartError("sandbox: no network namespace")
                 libc.setns(empty_net, libc.CLONE_NEWNET, "network namespace")

@@ -11,7 +11,7 @@ import signal
 import socket
 from collections.abc import Iterator
 
-from . import chain, chained, fdslots, inline, jail, memcg, warm
+from . import chain, chained, fdslots, inline, jail, loopback, memcg, warm
 from .borrowing import (
     CAP_SYS_RESOURCE,
     Broken,
@@ -56,6 +56,7 @@ class PidNsSpawner:
         self.epoll.register(LIFELINE_FD, select.EPOLLIN)
         os.chdir("/")  # keep no directory busy
         self.armed = False
+        self.spare = loopback.Spare()  # (for `egress` children)
         #: Whether the last request was a sandboxed `run` child (only then is the inline jail
         #: armed ahead: an unsandboxed child would pay ~0.07 ms to come back from it).
         self.jailed_last = True
@@ -242,14 +243,14 @@ class PidNsSpawner:
             os.chdir("/")
 
     def _spawn_jailed(self, req: Request, uid: int | None) -> jail.Spawned:
-        """Starts a sandboxed child from this thread, the child sealing itself (`inline.py`),
-        or from the armed jail thread (`jail.py`), then arms the next one; there, soft limits
-        are lent for the spawn and the hard ones set right after."""
+        """Starts a sandboxed child from this thread (it seals itself, `inline.py`) or the armed
+        jail thread (`jail.py`; soft limits lent for the spawn, hard ones set after)."""
         assert req.sandbox is not None
         missing = self.sandbox.missing_for(req.sandbox)
         if missing:
             raise StartError(f"sandbox: cannot be enforced here: missing {', '.join(missing)}")
         if self.inline is not None:
+            self.inline.loopback = self.spare.take(req, self._disarm)  # (before arming)
             self._arm()
             try:
                 return self.inline.spawn(req, self.home, uid, self.slots.ready(req, self.trees, 1))
@@ -315,6 +316,7 @@ class PidNsSpawner:
         thread (made only while this thread is not armed), then this thread armed."""
         if self.jail is None and self.inline is None:
             self.jail = self.sandbox.new_jail()
+        self.spare.refill(self.armed)
         self._arm(quietly=True)
         if self.inline is not None and self.jailed_last:  # (if it cannot: its request says)
             with contextlib.suppress(OSError):

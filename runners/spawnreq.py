@@ -41,7 +41,17 @@ FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "": (("argv", "cwd", "env", "fds"), ("rlimits", "sandbox", "module", "collect")),
     "sandbox": (
         ("net", "read", "scratch", "scratchBytes"),
-        ("devices", "returnScratch", "uid", "write", "mapped", "memoryBytes", "deny", "readOnly"),
+        (
+            "devices",
+            "returnScratch",
+            "uid",
+            "write",
+            "mapped",
+            "memoryBytes",
+            "deny",
+            "readOnly",
+            "egress",
+        ),
     ),
     "module": (("spec", "envFd"), ("path",)),
     "collect": (("stdout", "stderr"), ()),
@@ -62,17 +72,22 @@ class Collect:
 
 class Sandbox:
     """A request's sandbox plan (`"sandbox"` in the request; the supervisor's `sandbox.py`
-    makes it): `net` (keep the host network), `read` (read-only paths), `write` (paths
-    readable and writable), `mapped` (those of `read` and `write` whose owner the hook's
-    user stands for: `view.py`), `devices`, `scratch` (a writable tmpfs of `scratchBytes`),
-    `returnScratch` (copy it back to the host directory once the tree is gone), `uid` (run
-    as a per-child unprivileged user). Every field has its exact type: a plan that says
-    anything else is refused, never read as a looser one; `mapped` names only paths of
-    `read` and `write`."""
+    makes it): `net` (keep the host network), `egress` (a loopback of its own), `read`
+    (read-only paths), `write` (paths readable and writable), `mapped` (those of `read` and
+    `write` whose owner the hook's user stands for: `view.py`), `devices`, `scratch` (a
+    writable tmpfs of `scratchBytes`), `returnScratch` (copy it back to the host directory
+    once the tree is gone), `uid` (run as a per-child unprivileged user). Every field has
+    its exact type: a plan that says anything else is refused, never read as a looser one;
+    `mapped` names only paths of `read` and `write`."""
 
     def __init__(self, plan: object) -> None:
         plan = fields(plan, "sandbox", *FIELDS["sandbox"])
         self.net = boolean(plan["net"], "sandbox.net")
+        #: A network namespace of its own with only `lo`, up: the child reaches the proxy
+        #: through its forwarder there (`egress_forward.py`); sockets allowed, as for `net`.
+        self.egress = boolean(plan.get("egress", False), "sandbox.egress") and not self.net
+        #: Whether Landlock and seccomp let the child use sockets.
+        self.sockets = self.net or self.egress
         self.read = abs_paths(plan["read"], "sandbox.read")
         self.write = abs_paths(plan.get("write", []), "sandbox.write")
         self.mapped = abs_paths(plan.get("mapped", []), "sandbox.mapped")

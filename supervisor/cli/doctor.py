@@ -22,6 +22,7 @@ from ..core.errors import ConfigError
 from ..core.hooks import Profile
 from ..core.limits import DEFAULT_LIMITS, LIMIT_DOCS, LIMIT_KEYS
 from ..process import sandbox
+from ..process.egress import doctor_lines
 from ..process.launch import HIDE_ENV
 from ..process.spawner import Spawner, open_spawner
 from .doctorgrants import grant_lines
@@ -58,6 +59,7 @@ def report(spawner: Spawner) -> tuple[str, bool]:
             lines.append(f"           {'':9} to get it: {mech.how_to_get}")
     lines.append("  ok       rlimits   per-process resource limits (always)")
     lines += ["", f"memory (memoryMb, strict/workspace/net): {sandbox.memory_bound(spawner)}"]
+    lines += ["", *doctor_lines(spawner.mechanisms.get("netns", "not reported"))]
     lines += ["", "profiles:"]
     every = True
     for profile in Profile:

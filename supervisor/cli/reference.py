@@ -20,6 +20,7 @@ from ..config.files import NO_DISCOVERY_ENV
 from ..config.trust import TRUST_ENV
 from ..core.errors import DEBUG_ENV
 from ..core.selection import SKIP_ENV
+from ..process.egressca import TRUST_ENV as EGRESS_TRUST_ENV
 from ..process.launch import HIDE_ENV, SPAWN_MODE_ENV
 from ..process.scratch import ROOT_ENV
 from ..process.spawner import WARM_ENV
@@ -64,6 +65,11 @@ SUPERVISOR_VARIABLES: Final = (
     ),
     (WARM_ENV, "`off`: run `module` hooks in a fresh interpreter each, not a warm fork"),
     (ROOT_ENV, "where scratch directories are made (default `/dev/shm`, when usable)"),
+    (
+        EGRESS_TRUST_ENV,
+        "a PEM file: the egress proxy verifies upstream TLS against its certificates instead"
+        " of the system's store (a private CA; docs/egress.md)",
+    ),
     (MODEL_URL_ENV, "`demo` only: a model server's URL for the demo's prompt hook"),
     (MODEL_ENV, "`demo` only: the model the demo's prompt hook asks for at that URL"),
     (

@@ -168,6 +168,7 @@ def resolve(layers: Sequence[Layer]) -> tuple[Config, list[Problem]]:
         script_sandbox=Profile(merged.get("script", {}).get("sandbox", DEFAULT_RUN_SANDBOX.value)),
         script_pass_env=tuple(merged.get("script", {}).get(PASS_ENV_KEY, ())),
         script_secrets=tuple(merged.get("script", {}).get(SECRETS_KEY, ())),
+        script_network=_network(merged.get("script", {})),
         files=tuple(layer.path for layer in layers if layer.path is not None),
         warnings=tuple(policy.warnings),
         servers=_servers(layers, merged, limits, paths),
@@ -201,6 +202,10 @@ def _parallel_problems(config: Config, decls: Sequence[Decl]) -> list[Problem]:
                 )
             )
     return problems
+
+
+def _network(table: Mapping[str, Any]) -> tuple[str, ...] | None:
+    return tuple(table["network"]) if "network" in table else None
 
 
 def _history_path(value: object) -> str | None:
@@ -244,7 +249,10 @@ def _build_hook(decl: Decl, name: str, defaults: Defaults) -> Hook:
         failure=Failure(obj.get("failure", Failure.OPEN.value)),
         env=dict(obj.get("env", {})),
         pass_env=tuple(obj.get(PASS_ENV_KEY, ())),
-        secrets=tuple(obj.get(SECRETS_KEY, ())),
+        secrets=tuple(s if isinstance(s, str) else s["name"] for s in obj.get(SECRETS_KEY, ())),
+        secret_hosts={
+            s["name"]: tuple(s["hosts"]) for s in obj.get(SECRETS_KEY, ()) if isinstance(s, dict)
+        },
         enabled=bool(obj.get("enabled", True)),
         locked=bool(obj.get("locked", False)),
         when=dict(obj.get("when", {})),

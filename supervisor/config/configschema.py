@@ -24,9 +24,9 @@ from ..core.hooks import (
 )
 from ..core.kinds import HOOK_KINDS, declared_actions
 from ..core.limits import DEFAULT_LIMITS, LIMIT_DOCS, LIMIT_KEYS
-from ..core.passenv import MIN_SECRET_CHARS, PASS_ENV_KEY, SECRETS_KEY
 from ..core.points import DEFAULT_PHASE, OBSERVE_WHEN, POINTS, WHEN_KEYS, Phase
 from ..core.spawntext import ENV_NAME_PATTERN, TEXT_PATTERN
+from .childschema import NETWORK_KEY, network_schema, pass_keys
 from .modelschema import hook_prompt_keys, models_schema
 from .runschema import history_schema, runs_schema
 from .schemaparts import (
@@ -59,27 +59,6 @@ def _setting(setting: HookSetting, description: str) -> dict[str, Any]:
 def _shown(setting: HookSetting) -> str:
     written = setting.written
     return f"`{written}`" if isinstance(written, str) else str(written)
-
-
-def _pass_keys(who: str) -> dict[str, Any]:
-    """`passEnv` and `secrets`, on a hook or under `[script]`."""
-    name = {"type": "string", "pattern": ENV_NAME_PATTERN}
-    return {
-        PASS_ENV_KEY: {
-            "type": "array",
-            "items": {**name, "description": "A variable name or a glob (`GITHUB_*`)."},
-            "description": f"Variables {who} copies, unchanged, from the environment it is"
-            " given (the supervisor's; for a run or a per-call hook, the caller's).",
-        },
-        SECRETS_KEY: {
-            "type": "array",
-            "items": {**name, "description": "A variable name (no glob)."},
-            "description": f"Variables {who} copies the same way, as secrets: their values"
-            " are redacted as `[secret NAME]` wherever the supervisor writes or sends text,"
-            " and one that is not set (or has fewer than"
-            f" {MIN_SECRET_CHARS} characters) fails {who} instead of running without it.",
-        },
-    }
 
 
 def _patterns(description: str) -> dict[str, Any]:
@@ -139,6 +118,7 @@ def _hook_def() -> dict[str, Any]:
                 f" (needs an effect of `{REFUSING.word}` or above). Default `open`.",
             ),
             **{s.key: _setting(s, f"{s.meaning}; default `[defaults]`.") for s in HOOK_SETTINGS},
+            NETWORK_KEY: network_schema("the hook"),
             "env": {
                 "type": "object",
                 "propertyNames": {"pattern": ENV_NAME_PATTERN},
@@ -148,7 +128,7 @@ def _hook_def() -> dict[str, Any]:
                 ),
                 "description": "Variables added to the hook's scrubbed environment.",
             },
-            **_pass_keys("the hook"),
+            **pass_keys("the hook", hosts=True),
             "enabled": {
                 "type": "boolean",
                 "description": "false: listed, never run (default true).",
@@ -215,7 +195,8 @@ def build_config_schema() -> dict[str, Any]:
                 "The autonomy dial's ceilings (default `run`).",
             ),
             "defaults": table(
-                {s.key: _setting(s, f"{s.meaning} (default {_shown(s)}).") for s in HOOK_SETTINGS},
+                {s.key: _setting(s, f"{s.meaning} (default {_shown(s)}).") for s in HOOK_SETTINGS}
+                | {NETWORK_KEY: network_schema("every hook that sets none", layered=True)},
                 "Per-hook defaults (a hook may set each for itself).",
             ),
             "limits": table(
@@ -323,7 +304,7 @@ def build_config_schema() -> dict[str, Any]:
                         "description": "The runs' sandbox profile when a run names none"
                         f" (default `{DEFAULT_RUN_SANDBOX.value}`).",
                     },
-                    **_pass_keys("every run"),
+                    **pass_keys("every run") | {NETWORK_KEY: network_schema("each run's script")},
                 },
                 "Inline source phases of the script point (action `source`), the runs'"
                 " sandbox profile, and what runs take from their caller's environment.",
@@ -340,7 +321,7 @@ def build_config_schema() -> dict[str, Any]:
                 "How `when.files` finds the files a run counts as changed.",
             ),
             "models": models_schema(),
-            "servers": servers_schema(_pass_keys("the server")),
+            "servers": servers_schema(),
             "mcp": mcp_schema(),
             "hooks": {
                 "type": "array",

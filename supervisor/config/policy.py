@@ -5,7 +5,8 @@ Pure functions over validated layers (`build.Layer`), farthest first; `build.py`
 
 **Ceilings** (`CEILINGS`): `autonomy.max`, every `[limits]` value, and the two sandbox
 defaults (`[defaults] sandbox` for hooks, `[script] sandbox` for runs). A nearer layer may
-lower one (a smaller level or number, a profile at least as strict), never raise it: a value
+lower one (a smaller level or number, a profile at least as strict, a `[defaults] network`
+list every item of which a farther item covers), never raise it: a value
 that would raise the one in force is dropped from that layer, with a warning naming both files,
 and the lower one stays. A ceiling no farther layer set may be set to anything.
 
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
+from ..core import egress
 from ..core.effects import Effect
 from ..core.errors import Problem
 from ..core.hooks import Profile, at_least_as_strict
@@ -63,6 +65,10 @@ def _profile_at_most(nearer: Any, farther: Any) -> bool:
     return at_least_as_strict(Profile(nearer), Profile(farther))
 
 
+def _network_at_most(nearer: Any, farther: Any) -> bool:
+    return egress.narrows(nearer, farther)
+
+
 #: The ceilings, by where they are in a document.
 CEILINGS: Final = (
     Ceiling(("autonomy", "max"), _effect_at_most),
@@ -70,6 +76,7 @@ CEILINGS: Final = (
     Ceiling(("defaults", "sandbox"), _profile_at_most, "loosen", "make it stricter"),
     Ceiling(("script", "sandbox"), _profile_at_most, "loosen", "make it stricter"),
     Ceiling(("models", BUDGET_KEY), _int_at_most),
+    Ceiling(("defaults", egress.NETWORK_KEY), _network_at_most, "widen", "narrow it"),
 )
 
 

@@ -74,7 +74,10 @@ def _file_problems(
                         "`headers` are sent to a remote server: this server has no `url`",
                     )
                 )
-            secrets = merged.get(name, {}).get("secrets", ())
+            secrets = [
+                s if isinstance(s, str) else s.get("name")
+                for s in merged.get(name, {}).get("secrets", ())
+            ]
             for key, value in headers.items():
                 if isinstance(value, str):
                     why = _header_problem(value, secrets)

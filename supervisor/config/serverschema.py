@@ -7,6 +7,7 @@ from typing import Any, Final
 from ..core.hooks import DEFAULT_SEPARATOR, Profile
 from ..core.servers import CALL_LIMIT_KEYS, PIN_MODES, SEPARATOR_PATTERN, SERVER_SETTINGS
 from ..core.spawntext import ENV_NAME_PATTERN
+from .childschema import network_schema, pass_keys
 from .schemaparts import argv, enum_of, integer, string, strings, table, text
 
 #: What a remote server's `url` looks like (loopback for `http://` is a rule of its own).
@@ -15,9 +16,9 @@ URL_PATTERN: Final = r"^https?://[^\s]+$"
 SERVER_NAME_PATTERN: Final = r"^[A-Za-z0-9_-]+$"
 
 
-def servers_schema(pass_keys: dict[str, Any]) -> dict[str, Any]:
-    """`[servers]`: a table of tool servers by name; `pass_keys` are `passEnv` and
-    `secrets` as hooks have them."""
+def servers_schema() -> dict[str, Any]:
+    """`[servers]`: a table of tool servers by name (`passEnv`, `secrets` and `network` as
+    hooks have them)."""
     settings: dict[str, Any] = {}
     for s in SERVER_SETTINGS:
         meaning = f"{s.meaning} (default {s.default})."
@@ -57,13 +58,14 @@ def servers_schema(pass_keys: dict[str, Any]) -> dict[str, Any]:
                 " before its first start (default: the one `npx` or `uvx` implies)."
             ),
             "cwd": text("Working directory, relative to the declaring directory."),
+            "network": network_schema("the server"),
             "env": {
                 "type": "object",
                 "propertyNames": {"pattern": ENV_NAME_PATTERN},
                 "additionalProperties": text("The variable's value, a literal string."),
                 "description": "Variables added to the server's scrubbed environment.",
             },
-            **pass_keys,
+            **pass_keys("the server", hosts=True),
             **settings,
             "expose": strings(
                 "The tools an MCP client of `mcpx-hooks mcp` sees: glob patterns matched"

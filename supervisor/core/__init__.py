@@ -8,9 +8,9 @@ as they are in force (`hooks`), the hook kinds' table (`kinds`), frames and thei
 between tries (`backoff`), a run's script (`scripts`), the JSON policy (`jsontext`), what
 `execve` can take (`spawntext`), the one converter to and from JSON (`convert`), the
 exception tree (`errors`), where a hook's `when` matches (`when`) and which files a run counts
-as changed (`changes`), the hooks one run leaves out (`selection`), the base of every attrs class
-and its repr, equality and hash (`records`), the names of the spans and metrics and their
-counts (`telemetry`).
+as changed (`changes`), the hosts a child may reach (`egress`), the hooks one run leaves out
+(`selection`), the base of every attrs class and its repr, equality and hash (`records`), the
+names of the spans and metrics and their counts (`telemetry`).
 
 The names below are loaded on first use (`core/exports.py`).
 """
@@ -40,6 +40,21 @@ __all__, __getattr__, __dir__ = exports(
             "matching",
         ),
         "convert": ("FROM_WIRE", "KEEP", "TO_WIRE", "WIRE", "frame_json", "from_json", "to_json"),
+        "egress": (
+            "CA_VARIABLES",
+            "DEFAULT_PORTS",
+            "NETWORK_KEY",
+            "PATTERN",
+            "PROXY_VARIABLES",
+            "HostRule",
+            "allows",
+            "blocked_message",
+            "narrows",
+            "parse",
+            "placeholder",
+            "rules",
+            "valid",
+        ),
         "effects": (
             "ANSWERS",
             "AnsweredBy",
@@ -101,6 +116,7 @@ __all__, __getattr__, __dir__ = exports(
         "hookframes": (
             "AskFrame",
             "CallFrame",
+            "EgressFrame",
             "FRAME_CLASSES",
             "Frame",
             "HookFrame",

@@ -42,6 +42,9 @@ class FrameType(enum.StrEnum):
     ASK = "ask"
     #: One tool call the script made, among its output (never its arguments or answer).
     CALL = "call"
+    #: A host a sandboxed child was refused by the proxy (once per host per run), right
+    #: before its hook's frame.
+    EGRESS = "egress"
 
 
 #: The frame types that are the script's output: what a run's journal may drop past its

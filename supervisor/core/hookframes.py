@@ -111,6 +111,8 @@ class HookFrame(Envelope):
     tokens: Tokens | None = None
     latency_ms: int | None = None
     cached: bool | None = None
+    #: "blocked: HOST not in network", for each host the proxy refused its child.
+    egress: tuple[str, ...] = ()
     #: A plugin hook's tool server and tool.
     server: str | None = None
     tool: str | None = None
@@ -148,6 +150,20 @@ class CallFrame(Envelope):
     type: FrameType = attrs.field(default=FrameType.CALL, metadata=KEEP)
 
 
+@attrs.frozen(repr=False, eq=False)
+class EgressFrame(Envelope):
+    """A connection the proxy refused a sandboxed child (`core/egress.py`): the hook whose
+    child it was (None: the run's script), the host and port asked for. At most one per
+    host per run; the hook frame says "blocked: HOST not in network" beside it."""
+
+    host: str
+    port: int
+    hook: str | None = None
+    run: str | None = None
+    allowed: bool = attrs.field(default=False, metadata=KEEP)
+    type: FrameType = attrs.field(default=FrameType.EGRESS, metadata=KEEP)
+
+
 Frame = (
     StartFrame
     | HookFrame
@@ -161,6 +177,7 @@ Frame = (
     | WarningFrame
     | AskFrame
     | CallFrame
+    | EgressFrame
 )
 
 
@@ -179,4 +196,5 @@ FRAME_CLASSES: Final[Mapping[FrameType, type[Frame]]] = {
     FrameType.WARNING: WarningFrame,
     FrameType.ASK: AskFrame,
     FrameType.CALL: CallFrame,
+    FrameType.EGRESS: EgressFrame,
 }

@@ -12,6 +12,7 @@ from typing import Any, Final
 import attrs
 
 from .effects import Clamp, Effect, clamp
+from .egress import NETWORK_KEY
 from .limits import DEFAULT_LIMITS, Limits
 from .models import NO_MODELS, Models, PromptSpec
 from .points import Phase
@@ -149,10 +150,12 @@ class Defaults(Record):
     max_output_bytes: int = 1024 * 1024
     effect: Effect = Effect.ADVISE
     sandbox: Profile = Profile.STRICT
+    network: tuple[str, ...] | None = None  # (`core/egress.py`; None: no proxy)
 
     def overridden(self, table: Mapping[str, Any]) -> Defaults:
         """These defaults with the settings `table` (a `[defaults]` table or a hook) names."""
         given = {s.attr: s.parse(table[s.key]) for s in HOOK_SETTINGS if s.key in table}
+        given |= {"network": tuple(table[NETWORK_KEY])} if NETWORK_KEY in table else {}
         return attrs.evolve(self, **given)
 
 
@@ -222,9 +225,11 @@ class Hook(Record):
     env: Mapping[str, str] = attrs.field(factory=dict)
     #: `passEnv`: globs of variables copied from where the hook's environment comes from
     #: (the supervisor's, or for a per-call hook the caller's); `secrets`: names copied the
-    #: same way and redacted wherever the supervisor writes (`core/passenv.py`).
+    #: same way and redacted wherever the supervisor writes (`core/passenv.py`); those with
+    #: hosts (`secret_hosts`) reach the child as a placeholder only (`core/egress.py`).
     pass_env: tuple[str, ...] = ()
     secrets: tuple[str, ...] = ()
+    secret_hosts: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)
     enabled: bool = True
     #: `locked = true`: nearer layers can neither drop, disable nor redefine it.
     locked: bool = False
@@ -233,6 +238,7 @@ class Hook(Record):
     parallel: bool = False
     cwd: str | None = None
     sandbox: Profile = DEFAULTS.sandbox
+    network: tuple[str, ...] | None = None
     args: Mapping[str, Any] | None = None
     #: A plugin hook's `answer`: how its tool's answer is read.
     answer: PluginAnswer = PluginAnswer.AUTO
@@ -292,10 +298,9 @@ def hook_json(hook: Hook) -> dict[str, Any]:
         "dir": hook.declaring_dir,
         "source": provenance_json(hook.source),
     }
-    if hook.pass_env:
-        out["passEnv"] = list(hook.pass_env)
-    if hook.secrets:
-        out["secrets"] = list(hook.secrets)
+    out |= {"passEnv": list(hook.pass_env)} if hook.pass_env else {}
+    out |= {"secrets": list(hook.secrets)} if hook.secrets else {}
+    out |= {NETWORK_KEY: list(hook.network)} if hook.network is not None else {}
     if hook.when:
         out["when"] = dict(hook.when)
     if hook.parallel:
@@ -358,12 +363,12 @@ class Config(Record):
     models: Models = NO_MODELS
     #: `[observe] drainMs`: the wait for observe hooks when a command ends.
     observe_drain_ms: int = DEFAULT_OBSERVE_DRAIN_MS
-    #: `[script] sandbox`: the runs' profile when a run does not name one.
-    script_sandbox: Profile = DEFAULT_RUN_SANDBOX
-    #: `[script] passEnv` and `[script] secrets`: what every run takes from its caller's
-    #: environment, besides what the run itself asks for.
+    script_sandbox: Profile = DEFAULT_RUN_SANDBOX  # (`[script] sandbox`)
+    #: `[script] passEnv`, `secrets`: what every run takes from its caller's environment
+    #: (besides what it asks for); `network`: the hosts each run's script reaches.
     script_pass_env: tuple[str, ...] = ()
     script_secrets: tuple[str, ...] = ()
+    script_network: tuple[str, ...] | None = None
     #: The config files applied, farthest first.
     files: tuple[str, ...] = ()
     #: The project files applied (trusted), by path: the SHA-256 of the bytes applied. A

@@ -117,6 +117,10 @@ class ServerSpec(Record):
     pass_env: tuple[str, ...] = ()
     secrets: tuple[str, ...] = ()
     sandbox: Profile = _STRICT
+    #: The hosts it reaches through the supervisor's proxy (`core/egress.py`; None: none),
+    #: and those of `secrets` it sees only as placeholders, swapped for these hosts.
+    network: tuple[str, ...] | None = None
+    secret_hosts: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict, hash=False)
     start_timeout_ms: int = int(_DEFAULT["start_timeout_ms"])
     idle_ms: int = int(_DEFAULT["idle_ms"])
     call_timeout_ms: int = int(_DEFAULT["call_timeout_ms"])
@@ -179,7 +183,11 @@ def server_spec(name: str, table: Mapping[str, Any], declaring_dir: str) -> Serv
         cwd=None if cwd is None else os.path.normpath(os.path.join(declaring_dir, cwd)),
         env=dict(table.get("env") or {}),
         pass_env=tuple(table.get("passEnv", ())),
-        secrets=tuple(table.get("secrets", ())),
+        secrets=tuple(s if isinstance(s, str) else s["name"] for s in table.get("secrets", ())),
+        secret_hosts={
+            s["name"]: tuple(s["hosts"]) for s in table.get("secrets", ()) if isinstance(s, dict)
+        },
+        network=None if "network" not in table else tuple(table["network"]),
         expose=tuple(table.get("expose", ("*",))),
         hide=tuple(table.get("hide", ())),
         pin=str(table.get("pin", PIN_MODES[0])),

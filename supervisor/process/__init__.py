@@ -1,6 +1,6 @@
 """Processes: the one spawn path (the resident spawner and its client), a child while it runs,
-sandbox profiles and the mechanisms that enforce them here, scratch directories, resource
-limits, and the signal policy of a command in the foreground.
+the egress proxy, sandbox profiles and the mechanisms that enforce them here, scratch
+directories, resource limits, and the signal policy of a command in the foreground.
 
 The names below are loaded on first use (`core/exports.py`).
 """
@@ -12,6 +12,9 @@ __all__, __getattr__, __dir__ = exports(
     {
         "child": ("Child", "Outcome"),
         "denied": ("READ_ONLY_NAMES", "deny_own_files", "never_granted", "own_files"),
+        "egress": ("EgressProxy", "LOOPBACK_PORT", "Lease", "doctor_lines"),
+        "egressca": ("RunCA", "TRUST_ENV", "upstream_context"),
+        "egresschild": ("egress_spec", "open_egress", "refusal_frames", "refusals"),
         "launch": (
             "HIDE_ENV",
             "RUNNER_FLAGS",

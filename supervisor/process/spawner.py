@@ -30,7 +30,7 @@ import logging
 import os
 import socket
 from collections.abc import AsyncIterator, Sequence
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import orjson
 import trio
@@ -53,6 +53,9 @@ from .launch import (
 )
 from .runnerside import runner_path
 from .spawnspec import ChildSpec, ModuleCall, SandboxPlan, spawn_request
+
+if TYPE_CHECKING:
+    from .egress import EgressProxy
 
 #: `off`: `module` hooks start a new interpreter each (cold) instead of a fork of the warm
 #: spawner (`runners/warm.py`); for comparing the two. Anything else, or unset: warm.
@@ -93,6 +96,7 @@ class Spawner:
 
         #: How many times the spawner was started again after dying.
         self.restarts = 0
+        self._egress: EgressProxy | None = None
         self._adopt(started)
 
     def _adopt(self, started: SpawnerProcess) -> None:
@@ -124,6 +128,16 @@ class Spawner:
         #: What bounds a sandboxed tree's memory (`runners/memcg.py`): {"by": "cgroup",
         #: "version", "path"} or {"by": "rlimit", "why"}.
         self.memory: dict[str, object] = dict(report.get("memory") or {})
+
+    @property
+    def egress(self) -> EgressProxy:
+        """The proxy of the children with a `network` list (`egress.py`): one per
+        supervisor, made when the first such child starts."""
+        if self._egress is None:
+            from .egress import EgressProxy
+
+            self._egress = EgressProxy()
+        return self._egress
 
     @contextlib.asynccontextmanager
     async def open_child(

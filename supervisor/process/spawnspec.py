@@ -44,6 +44,9 @@ class SandboxPlan(Record):
     deny: tuple[str, ...] = ()
     read_only: tuple[str, ...] = ()
     memory_bytes: int = 0
+    #: A network namespace of its own with only `lo` up, where its forwarder carries
+    #: connections to the proxy (`process/egress.py`); sockets allowed as under `net`.
+    egress: bool = False
 
 
 def sandbox_fields(plan: SandboxPlan) -> dict[str, Any]:
@@ -64,6 +67,7 @@ def sandbox_fields(plan: SandboxPlan) -> dict[str, Any]:
         "deny": list(plan.deny),
         "readOnly": list(plan.read_only),
         "memoryBytes": plan.memory_bytes,
+        "egress": plan.egress,
     }
 
 

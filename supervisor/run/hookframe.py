@@ -19,6 +19,7 @@ import trio
 
 from ..core.answers import Answer, Asked, Refusal, bound_answer
 from ..core.effects import REFUSING, Clamp, Effect
+from ..core.egress import blocked_message
 from ..core.errors import ProfileUnavailable, SandboxUnavailable, SpawnError
 from ..core.frames import HookStatus, blank
 from ..core.hookframes import HookFrame, Ran, Resources
@@ -28,6 +29,8 @@ from ..core.records import Record
 from ..core.redact import Redactor
 from ..process import programs, sandbox
 from ..process.child import Outcome
+from ..process.egress import Lease
+from ..process.egresschild import egress_spec, open_egress, refusals
 from ..process.scratch import scratch_dir
 from ..process.spawner import Spawner
 from ..process.spawnspec import ChildSpec, ModuleCall
@@ -47,6 +50,8 @@ class HookReport(Record):
 
     frame: HookFrame
     answer: Answer
+    #: The hosts (and ports) the proxy refused its child, once each (`process/egress.py`).
+    refused: tuple[tuple[str, int], ...] = ()
 
 
 async def run_process(
@@ -66,23 +71,42 @@ async def run_process(
     if passed.problem is not None:  # never run without a secret it was declared with
         return frame.failed(HookStatus.FAILED, passed.problem, started)
     with scratch_dir("hook-") as scratch:
-        try:
-            spec = child_spec(
-                spawner, hook, effect, ctx, scratch=scratch, passed=passed, argv=argv, module=module
-            )
-        except SandboxUnavailable as exc:  # refused before the spawner is asked
-            return frame.failed(HookStatus.FAILED, unavailable_reason(exc, ctx), started)
-        stdin = json.dumps(hook_input(hook, effect, ctx)).encode()
-        try:
-            outcome, timed_out = await run_child(spawner, spec, stdin, hook)
-        except SpawnError as exc:
-            return frame.failed(HookStatus.FAILED, f"could not start: {exc}", started)
-        redactor = ctx.redactor | Redactor(passed.secrets)
-        report = frame.finished(outcome, timed_out, started, redactor)
-        if report.answer.run is not None and not report.frame.status.is_failure:
-            ran = await run_command(spawner, report.answer.run, spec, hook)
-            report = attrs.evolve(report, frame=attrs.evolve(report.frame, ran=ran))
+        async with open_egress(spawner, hook.network, hook.sandbox) as lease:
+            try:
+                spec = child_spec(
+                    spawner,
+                    hook,
+                    effect,
+                    ctx,
+                    scratch=scratch,
+                    passed=passed,
+                    argv=argv,
+                    module=module,
+                )
+                spec = egress_spec(spec, lease, hook.secret_hosts)
+            except SandboxUnavailable as exc:  # refused before the spawner is asked
+                return frame.failed(HookStatus.FAILED, unavailable_reason(exc, ctx), started)
+            stdin = json.dumps(hook_input(hook, effect, ctx)).encode()
+            try:
+                outcome, timed_out = await run_child(spawner, spec, stdin, hook)
+            except SpawnError as exc:
+                return frame.failed(HookStatus.FAILED, f"could not start: {exc}", started)
+            redactor = ctx.redactor | Redactor(passed.secrets)
+            report = with_refusals(frame.finished(outcome, timed_out, started, redactor), lease)
+            if report.answer.run is not None and not report.frame.status.is_failure:
+                ran = await run_command(spawner, report.answer.run, spec, hook)
+                report = attrs.evolve(report, frame=attrs.evolve(report.frame, ran=ran))
+            return report
+
+
+def with_refusals(report: HookReport, lease: Lease | None) -> HookReport:
+    """`report` with the hosts the proxy refused its child, on its frame in words."""
+    refused = refusals(lease)
+    if not refused:
         return report
+    assert lease is not None
+    words = tuple(lease.notes.get(host, blocked_message(host)) for host, _ in refused)
+    return attrs.evolve(report, frame=attrs.evolve(report.frame, egress=words), refused=refused)
 
 
 def child_spec(

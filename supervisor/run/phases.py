@@ -78,6 +78,8 @@ class PhaseHooks:
         self.journal = journal
         self.run_id = run_id
         self.asks = asks
+        #: The hosts an `egress` frame has named in this run (one frame per host per run).
+        self.egress_said: set[str] = set()
 
     def of(self, phase: Phase, run: RunInfo | None = None) -> list[Hook]:
         """The hooks of `phase` that fire: enabled, and their `when` matching `run`'s (a
@@ -163,8 +165,19 @@ class PhaseHooks:
                 ms = round((time.perf_counter() - started) * 1000)
                 record(cancelled_report(hook, ctx, ms).frame)
             raise
+        self._egress(hook, report)
         record(frame)
         return report
+
+    def _egress(self, hook: Hook, report: HookReport) -> None:
+        """An `egress` frame for each host the proxy refused the hook's child that no frame
+        of this run has named yet."""
+        from ..core.hookframes import EgressFrame
+
+        for host, port in report.refused:
+            if host not in self.egress_said:
+                self.egress_said.add(host)
+                self.journal.append(blank(EgressFrame, host=host, port=port, hook=hook.name))
 
     def _record(self, frame: HookFrame) -> None:
         """The hook's frame in the journal (which stamps it), and its events on the bus."""

@@ -39,6 +39,8 @@ from ..core.redact import Redactor
 from ..core.scripts import Script
 from ..models.promptrun import PromptRun, artifact_frames
 from ..process import programs, sandbox
+from ..process.egress import Lease
+from ..process.egresschild import egress_spec, open_egress, refusal_frames
 from ..process.scratch import scratch_dir
 from ..process.spawner import Spawner
 from ..process.spawnspec import ChildSpec
@@ -241,7 +243,10 @@ async def _body(
         state.message = passed.problem  # never runs without a secret it was declared with
     elif state.refused_by is None:
         calls = ScriptCalls(config=hooks.config, hooks=hooks, ctx=state.ctx, journal=run.journal)
-        await _run_script(run, state, hooks.spawner, profile, hooks.config, passed, calls)
+        async with open_egress(hooks.spawner, hooks.config.script_network, profile) as lease:
+            await _run_script(run, state, hooks, profile, passed, calls, lease)
+        for frame in refusal_frames(lease, run.request.run_id, hooks.egress_said):
+            run.journal.append(frame)
     landing = Phase.ON_SUCCESS if state.value is not None else Phase.ON_ERROR
     if state.value is not None:
         state.ctx = attrs.evolve(state.ctx, result={"value": state.value[0]})
@@ -253,13 +258,13 @@ async def _body(
 async def _run_script(  # noqa: PLR0917
     run: Run,
     state: RunState,
-    spawner: Spawner,
+    hooks: PhaseHooks,
     profile: Profile,
-    config: Config,
     passed: Passed,
     calls: ScriptCalls,
+    lease: Lease | None,
 ) -> None:
-    req = run.request
+    req, spawner, config = run.request, hooks.spawner, hooks.config
     with scratch_dir("run-") as scratch:
         artifacts = os.path.join(scratch, "artifacts")
         os.mkdir(artifacts)
@@ -292,6 +297,7 @@ async def _run_script(  # noqa: PLR0917
             programs.check_program(
                 spec.argv[0], cwd=req.cwd, env=spec.env, plan=confinement, profile=profile
             )
+            spec = egress_spec(spec, lease, {})
             outcome = ScriptOutcome()
             with trio.move_on_after(req.timeout_ms / 1000) as deadline:
                 await run_script(

@@ -24,6 +24,7 @@ from ..core.points import Phase
 from ..core.redact import Redactor
 from ..core.servers import SERVER_STDERR_TAIL
 from ..process import programs
+from ..process.egresschild import egress_spec, open_egress
 from ..process.scratch import scratch_dir
 from ..process.spawner import Spawner
 from ..process.spawnspec import ChildSpec
@@ -89,35 +90,38 @@ async def _life(spawner: Spawner, start_hooks: StartHooks, entry: ServerEntry) -
         return _tail(stderr) + packages.no_network(spec.sandbox, text)
 
     with scratch_dir("server-") as scratch:
-        try:
-            cache = None if installed is None else installed.cache
-            rlimits, plan = packages.server_plan(spec, spec.sandbox, spawner, scratch, cache)
-            env = base_environment(os.environ, scratch)
-            env.update(passed.values)
-            env.update(spec.env)
-            if installed is not None:
-                env.update(installed.env)
-            programs.check_program(
-                spec.command[0], cwd=spec.workdir, env=env, plan=plan, profile=spec.sandbox
+        async with open_egress(spawner, spec.network, spec.sandbox) as lease:
+            try:
+                cache = None if installed is None else installed.cache
+                rlimits, plan = packages.server_plan(spec, spec.sandbox, spawner, scratch, cache)
+                env = base_environment(os.environ, scratch)
+                env.update(passed.values)
+                env.update(spec.env)
+                if installed is not None:
+                    env.update(installed.env)
+                programs.check_program(
+                    spec.command[0], cwd=spec.workdir, env=env, plan=plan, profile=spec.sandbox
+                )
+            except SandboxUnavailable as exc:
+                return f"server {spec.name} could not start: {exc}"
+            child_spec = egress_spec(
+                ChildSpec(spec.command, spec.workdir, env, rlimits, plan), lease, spec.secret_hosts
             )
-        except SandboxUnavailable as exc:
-            return f"server {spec.name} could not start: {exc}"
-        child_spec = ChildSpec(spec.command, spec.workdir, env, rlimits, plan)
-        timeout = spec.start_timeout_ms / 1000
-        outcome, why = None, None
-        try:
-            with trio.move_on_after(timeout) as start_scope:
-                async with spawner.open_child(
-                    child_spec, kill_grace=spec.kill_grace_ms / 1000
-                ) as child:
-                    outcome = child.outcome
-                    why = await _serve(start_hooks, entry, child, stderr, start_scope)
-                    if why is not None and why is not _EXITED:
-                        return redactor.text(why)
-        except SpawnError as exc:
-            return redactor.text(f"server {spec.name} could not start: {exc}")
-        except Exception as exc:  # the SDK's and the protocol's: the server's failure, in words
-            return redactor.text(f"server {spec.name} failed: {words(exc)}{said()}")
+            timeout = spec.start_timeout_ms / 1000
+            outcome, why = None, None
+            try:
+                with trio.move_on_after(timeout) as start_scope:
+                    async with spawner.open_child(
+                        child_spec, kill_grace=spec.kill_grace_ms / 1000
+                    ) as child:
+                        outcome = child.outcome
+                        why = await _serve(start_hooks, entry, child, stderr, start_scope)
+                        if why is not None and why is not _EXITED:
+                            return redactor.text(why)
+            except SpawnError as exc:
+                return redactor.text(f"server {spec.name} could not start: {exc}")
+            except Exception as exc:  # the SDK's and the protocol's: its failure, in words
+                return redactor.text(f"server {spec.name} failed: {words(exc)}{said()}")
         if start_scope.cancelled_caught:
             return redactor.text(
                 f"server {spec.name} did not answer MCP initialize within startTimeoutMs"

@@ -1,0 +1,97 @@
+"""Egress by name: the hosts a sandboxed child may reach through the supervisor's proxy.
+
+Pure: no trio, no I/O. A `network` list holds host globs with an optional port
+(`"pypi.org"`, `"*.githubusercontent.com:443"`, `"localhost:8080"`); `*` stands for any run of
+characters, dots included; a pattern without a port allows 80 and 443. Host names compare
+without case. The proxy (`process/egress.py`) asks `allows` for each request; the config asks
+`narrows` when a nearer layer sets a list a farther one set already (it may narrow, never
+widen: `config/policy.py`).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Iterable, Sequence
+from typing import Final
+
+import attrs
+
+from .records import Record
+
+#: The config key, on hooks, `[defaults]`, `[script]` and servers.
+NETWORK_KEY: Final = "network"
+#: The ports a pattern without one allows.
+DEFAULT_PORTS: Final = (80, 443)
+_LABEL: Final = r"[A-Za-z0-9*]([A-Za-z0-9*_-]{0,61}[A-Za-z0-9*])?"
+_PORT: Final = (
+    r"(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3})"
+)
+#: What one item of a `network` list must look like (the config schema's pattern).
+PATTERN: Final = rf"^{_LABEL}(\.{_LABEL})*(:{_PORT})?$"
+_COMPILED: Final = re.compile(PATTERN)
+#: The variables that point a child at the proxy (upper and lower case are both read).
+PROXY_VARIABLES: Final = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
+#: The variables that make a child trust the run's CA alone (secrets with hosts).
+CA_VARIABLES: Final = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS")
+
+
+@attrs.frozen(repr=False, eq=False)
+class HostRule(Record):
+    """One parsed item of a `network` list: a host glob (lower case) and its ports."""
+
+    host: str
+    ports: tuple[int, ...]
+
+    def matches(self, host: str, port: int) -> bool:
+        return port in self.ports and fnmatch.fnmatchcase(host.lower(), self.host)
+
+    def covered_by(self, rules: Iterable[HostRule]) -> bool:
+        """Whether some rule of `rules` allows everything this one allows: its glob, read as
+        text, matched by the other's glob, its ports among the other's."""
+        return any(
+            fnmatch.fnmatchcase(self.host, r.host) and set(self.ports) <= set(r.ports)
+            for r in rules
+        )
+
+
+def valid(item: str) -> bool:
+    """Whether `item` is a `network` item (`PATTERN`)."""
+    return _COMPILED.match(item) is not None
+
+
+def parse(item: str) -> HostRule:
+    """`item` as a rule; `ValueError` naming what is wrong when it is not one."""
+    if not valid(item):
+        raise ValueError(
+            f'expected a host glob with an optional port ("pypi.org", "*.example.com:8443"),'
+            f" found {item!r}"
+        )
+    host, _, port = item.partition(":")
+    return HostRule(host.lower(), (int(port),) if port else DEFAULT_PORTS)
+
+
+def rules(items: Sequence[str]) -> tuple[HostRule, ...]:
+    return tuple(parse(i) for i in items)
+
+
+def allows(items: Sequence[HostRule], host: str, port: int) -> bool:
+    """Whether `host:port` is in the list."""
+    return any(r.matches(host, port) for r in items)
+
+
+def narrows(nearer: Sequence[str | None], farther: Sequence[str]) -> bool:
+    """Whether the `nearer` list (`None`: the farther list spliced in) allows nothing the
+    `farther` one does not."""
+    wide = rules(farther)
+    return all(i is None or parse(i).covered_by(wide) for i in nearer)
+
+
+def blocked_message(host: str) -> str:
+    """What a hook frame says of a host its child was refused."""
+    return f"blocked: {host} not in network"
+
+
+def placeholder(name: str, nonce: str) -> str:
+    """The value a child sees for the secret `name` declared with hosts."""
+    return f"mcpx-secret-{name}-{nonce}"

@@ -1,0 +1,293 @@
+"""The egress proxy: what a sandboxed child with a `network` list reaches, and nothing else.
+
+One `EgressProxy` per supervisor (the spawner's, `Spawner.egress`). Each child gets a lease
+(`open_lease`): a Unix socket of its own in a directory bound read-only into its sandbox,
+served while the lease is open; the child's forwarder (`runners/egress_forward.py`) carries
+each connection made to its loopback there. Whatever arrives on a lease's socket is judged
+against that lease's allow-list (`core/egress.py`) alone: an HTTP `CONNECT host:port` (a
+tunnel, HTTPS), or a plain HTTP request in absolute form (forwarded with `Connection:
+close`). The proxy resolves the name itself (the child has no resolver to ask) and
+connects; a host not allowed gets `403` with "blocked: HOST not in network" and is kept,
+once per host, in the lease's `refused`.
+
+A lease's connections run in its own nursery: closing the lease (the child has been reaped)
+cancels them. Each read is bounded (`HEAD_BYTES` for a request's head), and a stalled
+upstream is bounded by the child's own timeout, which ends the lease.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import socket
+import ssl
+import tempfile
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Final
+
+import attrs
+import trio
+
+from ..core import egress
+from ..core.errors import HooksError
+from ..core.records import Record
+from .scratch import scratch_root
+
+if TYPE_CHECKING:
+    from .egressca import RunCA
+
+#: The most a request's head (request line and headers) may hold.
+HEAD_BYTES: Final = 64 * 1024
+#: The loopback port the child's proxy variables name, in its own network namespace.
+LOOPBACK_PORT: Final = 3128
+#: How long the proxy tries to connect to an upstream host.
+CONNECT_TIMEOUT_S: Final = 10.0
+_CHUNK: Final = 64 * 1024
+#: The file the lease's socket is in its directory.
+SOCKET_NAME: Final = "proxy.sock"
+
+
+class _Refused(HooksError):
+    """The connection was answered and ends (control flow inside a connection, never
+    raised out of the proxy)."""
+
+
+@attrs.define(repr=False)
+class Lease(Record):
+    """One child's access to the proxy: its socket's directory and path, its allow-list,
+    and the hosts it was refused, in order, once each (host, port)."""
+
+    directory: str
+    rules: tuple[egress.HostRule, ...]
+    refused: dict[str, int] = attrs.field(factory=dict)
+    #: What a hook frame says of a refused host, where not "blocked: HOST not in network".
+    notes: dict[str, str] = attrs.field(factory=dict)
+    #: Secrets with hosts: each placeholder the child has, its name, real value and hosts.
+    secrets: dict[str, tuple[str, str, tuple[egress.HostRule, ...]]] = attrs.field(factory=dict)
+    #: With secrets: the CA the child trusts alone, and how upstream hosts are verified.
+    ca: RunCA | None = None
+    upstream: ssl.SSLContext | None = None
+
+    def refuse(self, host: str, port: int, note: str | None = None) -> str:
+        """Keeps `host` refused (its first port, its note) and says why."""
+        self.refused.setdefault(host, port)
+        if note is not None:
+            self.notes.setdefault(host, note)
+        return note or egress.blocked_message(host)
+
+    def swapped(self, head: bytes, host: str, port: int) -> bytes | str:
+        """`head` with each placeholder of a secret whose hosts hold `host:port` replaced by
+        its value; a refusal (why) when it holds one whose hosts do not."""
+        for placeholder, (name, value, hosts) in self.secrets.items():
+            if placeholder.encode() not in head:
+                continue
+            if not egress.allows(hosts, host, port):
+                return self.refuse(host, port, f"blocked: secret {name} sent to {host}")
+            head = head.replace(placeholder.encode(), value.encode())
+        return head
+
+    def add_secret(self, name: str, value: str, hosts: tuple[str, ...]) -> str:
+        """The placeholder the child gets for the secret `name` (its CA made now)."""
+        placeholder = egress.placeholder(name, secrets.token_hex(8))
+        self.secrets[placeholder] = (name, value, egress.rules(hosts))
+        if self.ca is None:  # (`cryptography` loaded only for a child that has such secrets)
+            from .egressca import RunCA, upstream_context
+
+            self.ca, self.upstream = RunCA(), upstream_context()
+        return placeholder
+
+    @property
+    def socket_path(self) -> str:
+        return os.path.join(self.directory, SOCKET_NAME)
+
+    def environment(self) -> dict[str, str]:
+        """The variables that point the child at its forwarder."""
+        url = f"http://127.0.0.1:{LOOPBACK_PORT}"
+        env = {name: url for name in egress.PROXY_VARIABLES}
+        env |= {name.lower(): url for name in egress.PROXY_VARIABLES}
+        env["NO_PROXY"] = env["no_proxy"] = ""
+        return env
+
+
+class EgressProxy:
+    """The supervisor's proxy; it holds no task of its own: each lease serves its socket
+    for as long as it is open."""
+
+    def __init__(self) -> None:
+        #: Leases served so far (for `doctor` and the tests).
+        self.leases = 0
+
+    @contextlib.asynccontextmanager
+    async def open_lease(self, network: tuple[str, ...]) -> AsyncIterator[Lease]:
+        """A lease for a child allowed `network`, its socket listening until the block ends
+        (then its connections are cancelled and its directory removed)."""
+        directory = tempfile.mkdtemp(prefix="egress-", dir=scratch_root())
+        os.chmod(directory, 0o755)  # the child's own uid (root's per-child one) goes through
+        lease = Lease(directory, egress.rules(network))
+        listener = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            await listener.bind(lease.socket_path)
+            os.chmod(lease.socket_path, 0o666)  # only this child's view holds the path
+            listener.listen(64)
+            self.leases += 1
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_serve, listener, lease, nursery)
+                try:
+                    yield lease
+                finally:
+                    nursery.cancel_scope.cancel()
+        finally:
+            listener.close()
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+async def _serve(listener: trio.socket.SocketType, lease: Lease, nursery: trio.Nursery) -> None:
+    while True:
+        conn, _ = await listener.accept()
+        nursery.start_soon(_connection, trio.SocketStream(conn), lease)
+
+
+async def _connection(stream: trio.SocketStream, lease: Lease) -> None:
+    async with stream:
+        try:
+            head, rest = await _read_head(stream)
+            await _handle(stream, lease, head, rest)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError, _Refused):
+            return
+
+
+async def _read_head(stream: trio.abc.Stream) -> tuple[bytes, bytes]:
+    data = bytearray()
+    while b"\r\n\r\n" not in data:
+        if len(data) > HEAD_BYTES:
+            await _answer(stream, 431, "request head too large")
+        chunk = await stream.receive_some(_CHUNK)
+        if not chunk:
+            raise _Refused
+        data += chunk
+    end = data.index(b"\r\n\r\n") + 4
+    return bytes(data[:end]), bytes(data[end:])
+
+
+async def _answer(stream: trio.abc.Stream, status: int, text: str) -> None:
+    """Answers the child with `status` and `text`, and ends the connection."""
+    body = (text + "\n").encode()
+    reason = {400: "Bad Request", 403: "Forbidden", 431: "Too Large", 502: "Bad Gateway"}
+    await stream.send_all(
+        f"HTTP/1.1 {status} {reason.get(status, 'Error')}\r\nContent-Type: text/plain\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+        + body
+    )
+    raise _Refused
+
+
+def _target(head: bytes) -> tuple[str, str, int, bytes] | None:
+    """The method, host and port a head asks for, and the head to send upstream (None: not
+    a request this proxy carries)."""
+    line, _, headers = head.partition(b"\r\n")
+    parts = line.split(b" ")
+    if len(parts) != 3:
+        return None
+    method, uri, version = (p.decode("latin-1") for p in parts)
+    if method == "CONNECT":
+        host, _, port = uri.rpartition(":")
+        if not port.isdigit():
+            return None
+        return method, host.strip("[]"), int(port), b""
+    if not uri.startswith("http://"):
+        return None
+    authority, _, path = uri[len("http://") :].partition("/")
+    host, colon, port = authority.rpartition(":")
+    if not colon or not port.isdigit():
+        host, port = authority, "80"
+    first = f"{method} /{path} {version}".encode("latin-1")
+    return method, host.strip("[]"), int(port), _closing(first, headers)
+
+
+def _origin_head(head: bytes) -> bytes:
+    """A request head read inside a terminated tunnel, to send upstream (one request a
+    connection: the next one comes on a new connection, and is read the same way)."""
+    line, _, headers = head.partition(b"\r\n")
+    return _closing(line, headers)
+
+
+def _closing(first: bytes, headers: bytes) -> bytes:
+    """`first` and `headers` without the hop-by-hop ones, with `Connection: close`."""
+    kept = [
+        h
+        for h in headers.split(b"\r\n")
+        if h and not h.lower().startswith((b"proxy-", b"connection:", b"keep-alive:"))
+    ]
+    return b"\r\n".join([first, *kept, b"Connection: close", b"", b""])
+
+
+async def _handle(stream: trio.SocketStream, lease: Lease, head: bytes, rest: bytes) -> None:
+    target = _target(head)
+    if target is None:
+        await _answer(stream, 400, "expected CONNECT host:port or an absolute http:// URL")
+        return
+    method, host, port, upstream_head = target
+    host = host.lower()
+    if not egress.allows(lease.rules, host, port):
+        await _answer(stream, 403, lease.refuse(host, port))
+        return
+    client: trio.abc.Stream = stream
+    tls: ssl.SSLContext | None = None
+    if method == "CONNECT":
+        await stream.send_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+        if lease.ca is not None:  # the child trusts the run's CA alone: read its request
+            client = trio.SSLStream(stream, lease.ca.server_context(host), server_side=True)
+            await client.do_handshake()
+            head, rest = await _read_head(client)
+            upstream_head, tls = _origin_head(head), lease.upstream
+    if upstream_head:
+        checked = lease.swapped(upstream_head, host, port)
+        if isinstance(checked, str):
+            await _answer(client, 403, checked)
+            return
+        upstream_head = checked
+    upstream: trio.abc.Stream | None = None
+    try:
+        with trio.fail_after(CONNECT_TIMEOUT_S):
+            upstream = await trio.open_tcp_stream(host, port)
+            if tls is not None:
+                upstream = trio.SSLStream(upstream, tls, server_hostname=host)
+                await upstream.do_handshake()
+    except (OSError, trio.TooSlowError, trio.BrokenResourceError) as exc:
+        if upstream is not None:
+            await trio.aclose_forcefully(upstream)
+        why = exc.__cause__ if isinstance(exc, trio.BrokenResourceError) else exc
+        await _answer(client, 502, f"cannot reach {host}:{port}: {why or exc}")
+        return
+    async with upstream:
+        await upstream.send_all(upstream_head + rest)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_pump, client, upstream)
+            nursery.start_soon(_pump, upstream, client)
+
+
+async def _pump(src: trio.abc.Stream, dst: trio.abc.Stream) -> None:
+    with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+        while data := await src.receive_some(_CHUNK):
+            await dst.send_all(data)
+        if isinstance(dst, trio.SocketStream):
+            await dst.send_eof()
+
+
+def doctor_lines(netns: bool | str) -> list[str]:
+    """What `doctor` says of the proxy (`netns`: the spawner's netns mechanism, True or why
+    it is missing)."""
+    from .egressca import TRUST_ENV
+
+    trust = os.environ.get(TRUST_ENV)
+    where = "missing netns: `network` fails" if netns is not True else "strict and workspace"
+    return [
+        "egress (`network` lists, docs/egress.md):",
+        f"  proxy    in the supervisor, one for all its children ({where})",
+        f"  children reach it from a loopback of their own at 127.0.0.1:{LOOPBACK_PORT},"
+        f" forwarded to a Unix socket under {scratch_root()}",
+        "  upstream TLS verified against "
+        + (f"{trust} ({TRUST_ENV})" if trust else "the system's certificate store"),
+    ]

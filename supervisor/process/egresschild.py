@@ -1,0 +1,102 @@
+"""A child's egress by name (a process hook's, a tool server's): its lease on the supervisor's
+proxy and what its child is started with for it.
+
+A child with a `network` list under `strict` or `workspace` keeps its empty network: it gets
+a network namespace of its own with only `lo` up (`runners/loopback.py`), the forwarder
+(`runners/egress_forward.py`) in front of its argv, which listens on the loopback port the
+proxy variables name and carries connections to its lease's Unix socket, bound read-only
+into its sandbox. Under `net` (the host's network) and `none` the list has nothing to
+narrow and no lease is taken.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import sys
+from collections.abc import AsyncIterator, Mapping
+from typing import TYPE_CHECKING, Final
+
+import attrs
+
+from ..core import egress
+from ..core.frames import blank
+from ..core.hooks import Profile
+from .egress import LOOPBACK_PORT, Lease
+from .launch import RUNNER_FLAGS
+from .runnerside import runner_path
+from .spawner import Spawner
+from .spawnspec import ChildSpec
+
+if TYPE_CHECKING:
+    from ..core.hookframes import EgressFrame
+
+#: The run's CA certificate in the child's scratch directory (its key is never written).
+CA_FILE: Final = "mcpx-egress-ca.pem"
+#: The profiles whose empty network a `network` list opens to the proxy.
+CONFINED: Final = frozenset({Profile.STRICT, Profile.WORKSPACE})
+
+
+@contextlib.asynccontextmanager
+async def open_egress(
+    spawner: Spawner, network: tuple[str, ...] | None, profile: Profile
+) -> AsyncIterator[Lease | None]:
+    """A child's lease on the proxy while the block runs (None: it takes none)."""
+    if network is None or profile not in CONFINED:
+        yield None
+        return
+    async with spawner.egress.open_lease(network) as lease:
+        yield lease
+
+
+def egress_spec(
+    spec: ChildSpec, lease: Lease | None, secret_hosts: Mapping[str, tuple[str, ...]]
+) -> ChildSpec:
+    """`spec` behind its forwarder, with its own loopback, the lease's socket readable and
+    the proxy variables set (run cold: the forwarder is its program); each secret with hosts
+    a placeholder, and the run's CA, written in its scratch, the one it trusts."""
+    env = dict(spec.env)
+    for name, hosts in secret_hosts.items():  # never the value, even where none can swap it
+        if name in env:
+            value = env[name]
+            env[name] = (
+                egress.placeholder(name, secrets.token_hex(8))
+                if lease is None
+                else lease.add_secret(name, value, hosts)
+            )
+    if lease is None or spec.sandbox is None:
+        return attrs.evolve(spec, env=env)
+    plan = attrs.evolve(spec.sandbox, egress=True, read=(*spec.sandbox.read, lease.directory))
+    argv = (
+        sys.executable,
+        *RUNNER_FLAGS,
+        runner_path("egress_forward.py"),
+        lease.socket_path,
+        str(LOOPBACK_PORT),
+        *spec.argv,
+    )
+    env |= lease.environment()
+    if lease.ca is not None:
+        ca_file = os.path.join(spec.sandbox.scratch, CA_FILE)
+        with open(ca_file, "wb") as out:
+            out.write(lease.ca.pem)
+        env |= {name: ca_file for name in egress.CA_VARIABLES}
+    return attrs.evolve(spec, argv=argv, env=env, sandbox=plan, module=None)
+
+
+def refusals(lease: Lease | None) -> tuple[tuple[str, int], ...]:
+    """The hosts (and the first port asked of each) the proxy refused the lease's child."""
+    return () if lease is None else tuple(lease.refused.items())
+
+
+def refusal_frames(lease: Lease | None, run_id: str, said: set[str]) -> list[EgressFrame]:
+    """The `egress` frames of the hosts the proxy refused a run's script that no frame of the
+    run has named yet (`said`, which takes them in)."""
+    refused = [(h, p) for h, p in refusals(lease) if h not in said]
+    if not refused:
+        return []
+    from ..core.hookframes import EgressFrame  # (a run without refusals never builds it)
+
+    said.update(h for h, _ in refused)
+    return [blank(EgressFrame, host=h, port=p, run=run_id) for h, p in refused]

@@ -1,0 +1,137 @@
+"""`network` on hooks and `[defaults]`: the items the schema takes (a bad one named by file and
+pointer), what a hook gets, and layers that may narrow a list, never widen it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mcpx_hooks.supervisor.config.loading import load_config
+from mcpx_hooks.supervisor.core import egress
+from mcpx_hooks.supervisor.core.errors import ConfigError
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def load(tmp_path: Path, *files: Path):  # type: ignore[no-untyped-def]
+    return load_config(files, cwd=tmp_path, environ={}, discover=False)
+
+
+HOOK = '[[hooks]]\nname = "h"\non = "script"\nphase = "before"\nrun = ["h"]\n'
+
+
+@pytest.mark.parametrize(
+    "item", ["pypi.org", "*.githubusercontent.com:443", "localhost:8080", "127.0.0.1:1", "*"]
+)
+def test_valid_items(item: str) -> None:
+    assert egress.valid(item)
+    egress.parse(item)
+
+
+@pytest.mark.parametrize(
+    "item", ["", "http://x.org", "a..b", "x.org:0", "x.org:65536", "x.org:", "a b", "x/y", ".x"]
+)
+def test_bad_items_are_refused(item: str) -> None:
+    assert not egress.valid(item)
+    with pytest.raises(ValueError, match="host glob"):
+        egress.parse(item)
+
+
+def test_rules_match_host_and_default_ports() -> None:
+    rules = egress.rules(["*.example.com", "localhost:8080", "PyPI.org"])
+    assert egress.allows(rules, "api.example.com", 443)
+    assert egress.allows(rules, "a.b.example.com", 80)
+    assert not egress.allows(rules, "api.example.com", 8443)
+    assert not egress.allows(rules, "example.com", 443)
+    assert egress.allows(rules, "LOCALHOST", 8080)
+    assert not egress.allows(rules, "localhost", 80)
+    assert egress.allows(rules, "pypi.org", 443)
+    assert not egress.allows(rules, "evil.org", 443)
+
+
+def test_narrows() -> None:
+    assert egress.narrows(["api.example.com:443"], ["*.example.com"])
+    assert egress.narrows([None], ["*.example.com"])
+    assert not egress.narrows(["*"], ["*.example.com"])
+    assert not egress.narrows(["api.example.com:8443"], ["*.example.com"])
+    assert not egress.narrows([None, "evil.org"], ["*.example.com"])
+
+
+def test_hook_takes_its_own_network_or_the_defaults(tmp_path: Path) -> None:
+    cfg = write(
+        tmp_path / "a.toml",
+        '[defaults]\nnetwork = ["pypi.org"]\n'
+        + HOOK
+        + '[[hooks]]\nname = "g"\non = "script"\nphase = "before"\nrun = ["g"]\n'
+        'network = ["localhost:9"]\n',
+    )
+    config = load(tmp_path, cfg)
+    assert config.find("h").network == ("pypi.org",)  # type: ignore[union-attr]
+    assert config.find("g").network == ("localhost:9",)  # type: ignore[union-attr]
+    plain = load(tmp_path, write(tmp_path / "b.toml", HOOK))
+    assert plain.find("h").network is None  # type: ignore[union-attr]
+
+
+def test_bad_glob_names_file_and_pointer(tmp_path: Path) -> None:
+    cfg = write(tmp_path / "a.toml", HOOK + 'network = ["pypi.org", "http://evil"]\n')
+    with pytest.raises(ConfigError) as caught:
+        load(tmp_path, cfg)
+    text = str(caught.value)
+    assert str(cfg) in text
+    assert "/hooks/0/network/1" in text
+    cfg2 = write(tmp_path / "b.toml", '[defaults]\nnetwork = ["x.org:99999"]\n')
+    with pytest.raises(ConfigError, match="/defaults/network/0"):
+        load(tmp_path, cfg2)
+
+
+def test_nearer_layer_may_narrow_never_widen(tmp_path: Path) -> None:
+    far = write(tmp_path / "far.toml", '[defaults]\nnetwork = ["*.example.com"]\n')
+    narrow = write(tmp_path / "narrow.toml", '[defaults]\nnetwork = ["api.example.com"]\n')
+    wide = write(tmp_path / "wide.toml", '[defaults]\nnetwork = ["*"]\n' + HOOK)
+    spliced = write(tmp_path / "spliced.json", '{"defaults": {"network": [null, "evil.org"]}}')
+    assert load(tmp_path, far, spliced).defaults.network == ("*.example.com",)
+    assert load(tmp_path, far, narrow).defaults.network == ("api.example.com",)
+    config = load(tmp_path, far, wide)
+    assert config.defaults.network == ("*.example.com",)
+    assert config.find("h").network == ("*.example.com",)  # type: ignore[union-attr]
+    assert any("network" in w and "widen" in w and str(far) in w for w in config.warnings)
+
+
+def test_server_takes_network_and_a_bad_one_is_named(tmp_path: Path) -> None:
+    cfg = write(
+        tmp_path / "a.toml",
+        '[servers.gh]\ncommand = ["npx", "-y", "some-server"]\n'
+        'network = ["registry.npmjs.org", "api.github.com"]\n',
+    )
+    assert load(tmp_path, cfg).servers["gh"].network == ("registry.npmjs.org", "api.github.com")
+    with_token = write(
+        tmp_path / "t.toml",
+        '[servers.gh]\ncommand = ["x"]\nnetwork = ["api.github.com"]\n'
+        'secrets = [{ name = "GITHUB_TOKEN", hosts = ["api.github.com"] }]\n',
+    )
+    server = load(tmp_path, with_token).servers["gh"]
+    assert server.secrets == ("GITHUB_TOKEN",)
+    assert server.secret_hosts == {"GITHUB_TOKEN": ("api.github.com",)}
+    bad = write(tmp_path / "b.toml", '[servers.gh]\ncommand = ["x"]\nnetwork = ["a b"]\n')
+    with pytest.raises(ConfigError, match="/servers/gh/network/0"):
+        load(tmp_path, bad)
+
+
+def test_secret_with_hosts_on_a_hook(tmp_path: Path) -> None:
+    cfg = write(
+        tmp_path / "a.toml",
+        HOOK + 'network = ["api.github.com"]\n'
+        'secrets = ["PLAIN_TOKEN", { name = "GITHUB_TOKEN", hosts = ["api.github.com"] }]\n',
+    )
+    hook = load(tmp_path, cfg).find("h")
+    assert hook is not None
+    assert hook.secrets == ("PLAIN_TOKEN", "GITHUB_TOKEN")
+    assert hook.secret_hosts == {"GITHUB_TOKEN": ("api.github.com",)}
+    bad = write(tmp_path / "b.toml", HOOK + 'secrets = [{ name = "T", hosts = [] }]\n')
+    with pytest.raises(ConfigError, match="/hooks/0/secrets/0"):
+        load(tmp_path, bad)
