@@ -272,7 +272,8 @@ async def _worker(urls: list[str]) -> None:
             stamps.charge(seq, n, now, hist, e2e)
         else:  # charged frame by frame once the clients are done: the loop costs CPU
             later.append((now, seq, n))
-        if '"type":"end"' in message[-60:]:
+        # The `end` frame is the message's last line (its `chain` after its type: within 300).
+        if '"type":"end"' in message[-300:]:
             totals["last_end"] = max(totals["last_end"], now)
             return True
         return False

@@ -192,14 +192,32 @@ def test_a_history_made_before_the_index_is_indexed_by_the_writer(tmp_path: Path
     assert reader.search("before") == []
     reader.close()
     history = History.open(path)
+    reader = History.open(path, writes=False)  # sees what is indexed, indexes nothing
     try:
-        assert history.search("before") == []  # not indexed yet: no match, no error
+        assert reader.search("before") == []  # not indexed yet: no match, no error
         assert history.write([], index=2) is True  # two of its five lines indexed
-        assert history.search("before") == []
+        assert reader.search("before") == []
         assert history.write([], index=3) is False
-        assert [m["seq"] for m in history.search("before")] == [2]
+        assert [m["seq"] for m in reader.search("before")] == [2]
     finally:
+        reader.close()
         history.close()
+
+
+def test_a_search_that_may_write_indexes_what_was_left_first(
+    history: History, tmp_path: Path
+) -> None:
+    """A process that ended left its lines unindexed (`index=0`): a reader finds nothing,
+    a search that may write the history indexes them before it looks."""
+    sent = run_lines("r", 100, {10: "early needle", 90: "late needle"})
+    assert history.write([Written("r", 0, sent, {"runId": "r"}, 1.0, False)], index=0)
+    reader = History.open(tmp_path / "h.db", writes=False)
+    try:
+        assert reader.search("needle") == []
+        assert [m["seq"] for m in history.search("needle")] == [90, 10]
+        assert [m["seq"] for m in reader.search("needle")] == [90, 10]
+    finally:
+        reader.close()
 
 
 def test_the_writer_indexes_at_most_its_budget_and_drops_only_what_it_indexed(
@@ -207,7 +225,11 @@ def test_the_writer_indexes_at_most_its_budget_and_drops_only_what_it_indexed(
 ) -> None:
     sent = run_lines("r", 100, {10: "early needle", 90: "late needle"})
     assert history.write([Written("r", 0, sent, {"runId": "r"}, 1.0, False)], index=50)
-    assert [m["seq"] for m in history.search("needle")] == [10]
+    reader = History.open(tmp_path / "h.db", writes=False)  # indexes nothing itself
+    try:
+        assert [m["seq"] for m in reader.search("needle")] == [10]
+    finally:
+        reader.close()
     history.drop(["r"])  # deletes the 50 rows indexed, not the 50 that were not
     db = sqlite3.connect(tmp_path / "h.db")
     db.execute("INSERT INTO search(search) VALUES ('integrity-check')")

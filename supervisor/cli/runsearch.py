@@ -18,7 +18,10 @@ TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), withou
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Mapping
+    from pathlib import Path
     from typing import Any
+
+    from ..history.store import History
 
 
 def add_arguments(search: argparse.ArgumentParser) -> None:
@@ -79,7 +82,7 @@ async def _remote(target: Any, query: str, run_id: str | None, limit: int) -> li
 
 
 def _local(args: argparse.Namespace, command: str) -> int:
-    from ..history.store import History, HistoryFault
+    from ..history.store import HistoryFault
     from .runverify import history_of
 
     config, path = history_of(args)
@@ -91,7 +94,7 @@ def _local(args: argparse.Namespace, command: str) -> int:
         _print([], args.json)
         return EXIT_OK
     try:
-        history = History.open(path, writes=False)
+        history = _opened(path)
         try:
             found = history.search(args.query, run_id=args.run, limit=args.limit)
         finally:
@@ -101,6 +104,17 @@ def _local(args: argparse.Namespace, command: str) -> int:
         return EXIT_FAILED
     _print(found, args.json)
     return EXIT_OK
+
+
+def _opened(path: Path) -> History:
+    """The history to search: to write where it can be, so that the search first indexes
+    what the processes that recorded it left behind; else to read (what is indexed)."""
+    from ..history.store import History, HistoryFault
+
+    try:
+        return History.open(path)
+    except HistoryFault:
+        return History.open(path, writes=False)
 
 
 def _print(found: list[dict[str, Any]], as_json: bool) -> None:

@@ -35,7 +35,7 @@ from ..core.frames import FrameType
 #: The fields searched in each frame type (attrs names of the type's class).
 SEARCHED: Final[Mapping[FrameType, tuple[str, ...]]] = {
     FrameType.START: ("argv",),
-    FrameType.HOOK: ("name", "advice", "reason", "failure_note", "stderr_tail"),
+    FrameType.HOOK: ("name", "advice", "reason", "failure_note", "stderr_tail", "egress"),
     FrameType.LOG: ("message",),
     FrameType.EMIT: ("value",),
     FrameType.STDOUT: ("text",),
@@ -47,6 +47,7 @@ SEARCHED: Final[Mapping[FrameType, tuple[str, ...]]] = {
     FrameType.WARNING: ("message",),
     FrameType.ASK: ("hook", "question"),
     FrameType.CALL: ("server", "tool", "error", "refused_by"),
+    FrameType.EGRESS: ("host", "hook"),
 }
 #: The index, and each run's lines indexed so far (made with the store's schema, and for a
 #: history made before it, when it is opened): `indexed < frames` is a run the index is behind.

@@ -129,6 +129,7 @@ class History:
         #: never waits for a write in progress, nor a write for a reader).
         self._db = connection
         self._lock = threading.RLock()
+        self.writes = writes
         self._reads: sqlite3.Connection | None = None if writes else connection
         self._read_lock = threading.Lock() if writes else self._lock
 
@@ -322,7 +323,12 @@ class History:
     def search(
         self, text: str, *, run_id: str | None = None, limit: int = search.MATCHES
     ) -> list[dict[str, Any]]:
-        """The stored frames that hold what `text` asks for (`search.find`)."""
+        """The stored frames that hold what `text` asks for (`search.find`), the index first
+        brought up to every stored line when this connection may write (a process that ended
+        leaves it behind: `run/recording.py`)."""
+        if self.writes:
+            with faults("indexing the run history"), self._lock, self._db:
+                search.catch_up(self._db, None)
         with faults("searching the run history"), self._read_lock:
             return search.find(self._reader(), text, run_id=run_id, limit=limit)
 
