@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import http.server
 import json
 import os
 import ssl
 import subprocess
 import sys
 import textwrap
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +120,31 @@ async def server() -> AsyncIterator[tuple[int, list[bytes]]]:
     async with trio.open_nursery() as nursery:
         yield await nursery.start(_http_server)
         nursery.cancel_scope.cancel()
+
+
+@contextlib.contextmanager
+def hello_server() -> Iterator[int]:
+    """A loopback HTTP server answering every GET with "hello"; its port."""
+
+    class Hello(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", "5")
+            self.end_headers()
+            self.wfile.write(b"hello")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hello)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        thread.join()
+        server.server_close()
 
 
 async def test_allowed_host_by_name_refused_others_no_direct_connect(
@@ -300,24 +327,7 @@ def test_exec_run_frames_egress_once_per_host_and_doctor(readable_tmp: Path) -> 
     """A whole run through `exec`, its hooks' `network` from a config file: the refused
     host is one `egress` frame (two hooks asked for it), before the first hook frame that
     says "blocked: HOST not in network"; the allowed server answered by name."""
-    import http.server
-    import threading
-
-    class Hello(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Length", "5")
-            self.end_headers()
-            self.wfile.write(b"hello")
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hello)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        port = server.server_address[1]
+    with hello_server() as port:
         client = readable_tmp / "client.py"
         client.write_text(CLIENT)
         urls = [f"http://localhost:{port}/ok", f"http://example.invalid:{port}/no"]
@@ -347,10 +357,6 @@ def test_exec_run_frames_egress_once_per_host_and_doctor(readable_tmp: Path) -> 
             timeout=60,
             env={**os.environ, "MCPX_HOOKS_NO_DISCOVERY": "1"},
         )
-    finally:
-        server.shutdown()
-        thread.join()
-        server.server_close()
     assert done.returncode == 0, done.stderr
     frames = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     kinds = [f["type"] for f in frames]
@@ -384,24 +390,7 @@ async def test_doctor_shows_the_proxy(strict_spawner: Spawner) -> None:
 def test_exec_script_run_with_script_network(readable_tmp: Path) -> None:
     """`[script] network`: the run's own script reaches the allowed server by name; the
     refused host is an `egress` frame naming the run."""
-    import http.server
-    import threading
-
-    class Hello(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Length", "5")
-            self.end_headers()
-            self.wfile.write(b"hello")
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hello)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        port = server.server_address[1]
+    with hello_server() as port:
         client = readable_tmp / "client.py"
         client.write_text(CLIENT)
         urls = [f"http://localhost:{port}/ok", f"http://example.invalid:{port}/no"]
@@ -413,10 +402,6 @@ def test_exec_script_run_with_script_network(readable_tmp: Path) -> None:
             check=False, cwd=readable_tmp, capture_output=True, text=True, timeout=60,
             env={**os.environ, "MCPX_HOOKS_NO_DISCOVERY": "1"},
         )  # fmt: skip
-    finally:
-        server.shutdown()
-        thread.join()
-        server.server_close()
     assert done.returncode == 0, done.stderr
     frames = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     (egress_frame,) = [f for f in frames if f["type"] == "egress"]
