@@ -16,6 +16,7 @@ import pytest
 from console_browser import WAIT_MS, Page, browser, expect, origin, page, served
 from frame_samples import RUN_ID, UNKNOWN, every_frame
 
+from mcpx_hooks.supervisor.core.events import EventKind
 from mcpx_hooks.supervisor.core.frames import (
     ENVELOPE_KEYS,
     OUTPUT_TYPES,
@@ -52,6 +53,7 @@ def test_the_server_makes_the_consoles_tables_from_its_own() -> None:
         "ENVELOPE_KEYS": list(ENVELOPE_KEYS),
         "Control": {"CANCEL": "cancel", "ANSWER": "answer"},
         "ServiceMessage": {"ERROR": "error", "HOOKS": "hooks"},
+        "EventKind": {k.name: k.value for k in EventKind},
     }
 
 

@@ -139,6 +139,10 @@ def frame_lines(frame: Mapping[str, Any]) -> list[str]:
             return [
                 f"call {frame['server']}.{frame['tool']}{hint}: {ok} in {frame['durationMs']} ms"
             ]
+        case FrameType.EGRESS:
+            who = f"hook {frame['hook']}" if frame.get("hook") else "the run's script"
+            verdict = "allowed" if frame.get("allowed") else "blocked: not in its network"
+            return [f"egress {frame['host']}:{frame['port']} for {who}: {verdict}"]
         case FrameType.ASK:
             return [
                 f"ask from {frame['hook']}: {frame['question']} (default {frame['default']} "

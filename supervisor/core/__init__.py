@@ -39,7 +39,16 @@ __all__, __getattr__, __dir__ = exports(
             "glob_regex",
             "matching",
         ),
-        "convert": ("FROM_WIRE", "KEEP", "TO_WIRE", "WIRE", "frame_json", "from_json", "to_json"),
+        "convert": (
+            "FROM_WIRE",
+            "KEEP",
+            "TO_WIRE",
+            "WIRE",
+            "camel",
+            "frame_json",
+            "from_json",
+            "to_json",
+        ),
         "egress": (
             "CA_VARIABLES",
             "DEFAULT_PORTS",

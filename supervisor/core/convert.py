@@ -49,14 +49,15 @@ TO_WIRE: Final = "mcpx.to_wire"
 _T = TypeVar("_T")
 
 
-def _camel(name: str) -> str:
+def camel(name: str) -> str:
+    """A field's wire name from its Python one: `refused_by` is `refusedBy`."""
     head, *rest = name.split("_")
     return head + "".join(part.title() for part in rest)
 
 
 def _wire_name(field: attrs.Attribute[Any]) -> str:
     """What a field is called on the wire."""
-    return str(field.metadata.get(WIRE, _camel(field.name)))
+    return str(field.metadata.get(WIRE, camel(field.name)))
 
 
 @functools.cache

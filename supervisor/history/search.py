@@ -77,14 +77,14 @@ def text_sql() -> str:
     name, the converter's camelCase (tests/test_search.py checks each is its class's field
     and wire name); made without the hook frames' classes, which a run without hooks never
     builds."""
-    from ..core.convert import _camel
+    from ..core.convert import camel
 
     cases = []
     for frame_type, names in SEARCHED.items():
         parts = []
         for name in names:
-            assert _camel(name).isidentifier()
-            parts.append(f"json_extract(v.value, '$.{_camel(name)}')")
+            assert camel(name).isidentifier()
+            parts.append(f"json_extract(v.value, '$.{camel(name)}')")
         if len(parts) > 1:
             joined = " || ".join(f"coalesce({part} || char(10), '')" for part in parts)
             parts = [f"rtrim({joined}, char(10))"]
@@ -107,11 +107,11 @@ def shown_text(frame: Any) -> str:
     if not isinstance(frame, dict):
         return ""
     fields = SEARCHED.get(FrameType(frame["type"])) if frame.get("type") in _TYPES else ()
-    from ..core.convert import _camel
+    from ..core.convert import camel
 
     parts: list[str] = []
     for name in fields or ():
-        value = frame.get(_camel(name))
+        value = frame.get(camel(name))
         if value is None or value in ("", []):
             continue
         if isinstance(value, list) and all(isinstance(v, str) for v in value):
