@@ -213,3 +213,20 @@ _hypothesis_settings.register_profile(
 # Loaded here, before the plugin reads `--hypothesis-profile` (which then wins); explicitly,
 # so that CI (where Hypothesis would load its own "ci" profile) runs what `make test` runs.
 _hypothesis_settings.load_profile("default")
+
+
+@pytest.fixture(scope="session")
+def npm_registry() -> None:
+    """Skips, saying why, where `npx` or the npm registry is missing (the tests that fetch a
+    published package with `npx -y`)."""
+    if shutil.which("npx") is None:
+        pytest.skip("npx is not installed")
+    try:
+        done = subprocess.run(
+            ["npm", "ping"], capture_output=True, text=True, timeout=60, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        pytest.skip(f"the npm registry is unreachable from here (npm: {exc})")
+    if done.returncode != 0:
+        why = (done.stderr.strip().splitlines() or ["?"])[-1]
+        pytest.skip(f"the npm registry is unreachable from here ({why})")

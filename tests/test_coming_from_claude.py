@@ -8,13 +8,11 @@ registry is missing."""
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
-import pytest
 import trio
 from conftest import Marker
+from docpage import block
 from mcp.client.stdio import StdioServerParameters
 from mcpface_parts import MCPX, stdio_session, texts
 
@@ -26,29 +24,14 @@ def section() -> str:
     return text[text.index("## Coming from Claude Code hooks") : text.index("## Errors")]
 
 
-def block(lang: str, containing: str) -> str:
-    found = [b for b in re.findall(rf"```{lang}\n(.*?)```", section(), re.S) if containing in b]
-    assert len(found) == 1, (lang, containing)
-    return found[0]
-
-
-@pytest.fixture(scope="module")
-def npm_registry() -> None:
-    if shutil.which("npx") is None:
-        pytest.skip("npx is not installed")
-    done = subprocess.run(["npm", "ping"], check=False, capture_output=True, text=True, timeout=60)
-    if done.returncode != 0:
-        pytest.skip(f"the npm registry is unreachable from here: {done.stderr.strip()[-200:]}")
-
-
 async def test_the_claude_code_gate_as_a_call_hook_refuses_what_the_page_says(
     npm_registry: None, tmp_path: Path, marker: Marker
 ) -> None:
     project = tmp_path / marker
     (project / "hooks").mkdir(parents=True)
     (project / ".git").mkdir()
-    (project / "agent-hooks.toml").write_text(block("toml", "[servers.fs]"))
-    (project / "hooks" / "guard_writes.py").write_text(block("python", "refuse"))
+    (project / "agent-hooks.toml").write_text(block(PAGE.name, "[servers.fs]", "toml").body)
+    (project / "hooks" / "guard_writes.py").write_text(block(PAGE.name, "refuse", "python").body)
     shown = re.search(r"the text\s+`(refused by guard-writes: .*?)`", section(), re.S)
     assert shown is not None
     expected = " ".join(shown.group(1).split())

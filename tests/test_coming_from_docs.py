@@ -14,32 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from docpage import block
 
-PAGE = Path(__file__).parent.parent / "docs" / "coming-from.md"
+PAGE = "coming-from.md"
 CLI = [sys.executable, "-m", "mcpx_hooks.supervisor"]
-
-
-def section(title: str) -> str:
-    text = PAGE.read_text()
-    start = text.index(f"## {title}")
-    end = text.find("\n## ", start + 1)
-    return text[start : end if end >= 0 else len(text)]
-
-
-def blocks(text: str, lang: str) -> list[str]:
-    """The page's fenced blocks tagged `lang` ("" for untagged ones), in order."""
-    found, current, tag = [], None, ""
-    for line in text.splitlines(keepends=True):
-        if line.startswith("```"):
-            if current is None:
-                current, tag = [], line[3:].strip()
-            else:
-                if tag == lang:
-                    found.append("".join(current))
-                current = None
-        elif current is not None:
-            current.append(line)
-    return found
 
 
 def git(repo: Path, *args: str) -> None:
@@ -67,19 +45,18 @@ def cli(repo: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize(
-    ("title", "source"),
+    ("source", "converted"),
     [
-        ("Coming from pre-commit", ".pre-commit-config.yaml"),
-        ("Coming from lefthook", "lefthook.yml"),
+        (".pre-commit-config.yaml", "# from repos[0]"),
+        ("lefthook.yml", "# from pre-commit.commands"),
     ],
 )
 def test_init_from_prints_and_writes_what_the_page_shows(
-    tmp_path: Path, title: str, source: str
+    tmp_path: Path, source: str, converted: str
 ) -> None:
-    text = section(title)
-    yaml, *_ = blocks(text, "yaml")
-    printed = next(b for b in blocks(text, "") if b.startswith("wrote .mcpx-hooks.toml"))
-    (toml,) = blocks(text, "toml")
+    yaml = block(PAGE, f"# {source}", "yaml").body
+    printed = block(PAGE, f"wrote .mcpx-hooks.toml: 3 hook(s) from {source}", "").body
+    toml = block(PAGE, converted, "toml").body
     repo = tmp_path / "project"
     new_repo(repo)
     (repo / source).write_text(yaml)
@@ -87,14 +64,14 @@ def test_init_from_prints_and_writes_what_the_page_shows(
     assert done.returncode == 0, done.stderr
     assert done.stdout == printed
     written = (repo / ".mcpx-hooks.toml").read_text()
-    hooks_part = written[written.index("# from ") if "# from " in toml else written.index("[[") :]
+    hooks_part = written[written.index("# from ") :]  # below the list of what was not converted
     assert hooks_part.strip() == toml.strip()
 
 
 def test_the_converted_pre_commit_hooks_run_when_their_files_changed_and_skip_works(
     tmp_path: Path,
 ) -> None:
-    yaml, *_ = blocks(section("Coming from pre-commit"), "yaml")
+    yaml = block(PAGE, "# .pre-commit-config.yaml", "yaml").body
     repo = tmp_path / "project"
     new_repo(repo)
     (repo / ".pre-commit-config.yaml").write_text(yaml)

@@ -12,34 +12,23 @@ import shlex
 from pathlib import Path
 
 import pytest
+from docpage import DOCS, blocks
 
 from mcpx_hooks.supervisor.cli.parser import parser
 
-DOCS = Path(__file__).parent.parent / "docs"
 SHELLS = ("sh", "bash", "shell", "console")
-FENCE = re.compile(r"^```(\w*)\s*$")
 ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 
-def shell_lines(text: str) -> list[str]:
+def shell_lines(page: str) -> list[str]:
     """The command lines of the page's shell blocks (continuations joined, heredoc bodies
     left out; in a block that shows prompts, `$ `, only the prompted lines)."""
-    found: list[str] = []
-    block: list[str] | None = None
-    for line in text.splitlines():
-        if block is None:
-            fence = FENCE.match(line)
-            if fence is not None:
-                block = [] if fence.group(1) in SHELLS else None
-                if block is None:  # another block: skip to its end
-                    block = ["\0skip"]
-        elif line.startswith("```"):
-            if block[:1] != ["\0skip"]:
-                found += commands_of(block)
-            block = None
-        else:
-            block.append(line)
-    return found
+    return [
+        line
+        for found in blocks(page)
+        if found.lang in SHELLS
+        for line in commands_of(found.body.splitlines())
+    ]
 
 
 def commands_of(block: list[str]) -> list[str]:
@@ -99,7 +88,7 @@ def invocations(line: str) -> list[list[str]]:
 def page_commands() -> list[tuple[str, str, list[str]]]:
     found = []
     for page in sorted(DOCS.rglob("*.md")):
-        for line in shell_lines(page.read_text()):
+        for line in shell_lines(str(page.relative_to(DOCS))):
             for args in invocations(line):
                 if any(a.startswith("[") for a in args):
                     continue  # a synopsis (`[--json]`), not a command to copy

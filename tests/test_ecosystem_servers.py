@@ -39,24 +39,6 @@ UVX = shutil.which("uvx") or (
 )
 
 
-def registry_reachable(argv: list[str]) -> str | None:
-    """Why the registry cannot be used here (None: it can)."""
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"{argv[0]}: {exc}"
-    return None if done.returncode == 0 else (done.stderr.strip().splitlines() or ["?"])[-1]
-
-
-@pytest.fixture(scope="module")
-def npm_registry() -> None:
-    if NPX is None:
-        pytest.skip("npx is not installed")
-    why = registry_reachable(["npm", "ping"])
-    if why is not None:
-        pytest.skip(f"the npm registry is unreachable from here ({why})")
-
-
 @pytest.fixture
 def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The state directory (the package cache's home), apart from the declaring one."""

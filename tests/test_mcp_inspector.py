@@ -14,22 +14,12 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
 from conftest import Marker
 from mcpface_parts import HOSTILE, LISTED, MCPX, PY, call_hook, write_config
 from service_client import start_server
 
 INSPECTOR = "@modelcontextprotocol/inspector@2.12.0"
 NPX = shutil.which("npx")
-
-
-@pytest.fixture(scope="module")
-def npm_registry() -> None:
-    if NPX is None:
-        pytest.skip("npx is not installed")
-    done = subprocess.run(["npm", "ping"], check=False, capture_output=True, text=True, timeout=60)
-    if done.returncode != 0:
-        pytest.skip(f"the npm registry is unreachable from here: {done.stderr.strip()[-200:]}")
 
 
 def inspect(where: Path, server: dict[str, Any] | list[str], *request: str) -> Any:
