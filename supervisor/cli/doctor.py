@@ -129,7 +129,8 @@ async def _servers() -> list[str]:
 def _history() -> tuple[list[str], bool]:
     """Where runs are kept, and why they are not when they cannot be (the same probe the
     supervisor's writer would fail: opened, written, checked, room on the disk)."""
-    from ..history.store import default_path, probe
+    from ..history.probe import probe
+    from ..history.store import default_path
     from .common import load
 
     try:

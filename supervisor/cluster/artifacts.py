@@ -20,20 +20,23 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
+import trio
 
 from ..core.frames import FrameType
 from ..core.telemetry import Meters
+from ..history.store import History, HistoryFault
 from ..run.artifacts import ArtifactGone, Stored
 from ..run.journal import RunJournal
-from ..run.journals import UnknownRun
+from ..run.journals import Journals, UnknownRun
 from ..service.routes import ArtifactSource, SourceDown
 from .jet import ClusterDown
 from .link import Cluster
-from .names import RUN_ID, Stream, artifact_key, runs_subject
+from .mirror import Mirrors
+from .names import RUN_ID, Stream, artifact_key, frames_subject, runs_subject
 from .watch import RunsIndex
 
 logger = logging.getLogger("mcpx_hooks.cluster")
@@ -140,26 +143,49 @@ def _not_retained(run_id: str, retain: int) -> str:
 
 
 class ClusterRoutes:
-    """What a gateway's plain HTTP routes read: the runs stream's summaries (`RunsIndex`)
-    and the artifacts bucket; and the metrics of the runs its own runtime saw (`metrics`)."""
+    """What a gateway's plain HTTP routes read: the runs stream's summaries (`RunsIndex`),
+    the artifacts bucket, and, when it keeps one, its own run history (`journals.history`,
+    filled from the frames stream by `indexing.py`): the runs the streams no longer hold,
+    the search and the downloads; and its metrics (`journals.metrics_text`: its hooks, and
+    those of every run it read from the frames stream)."""
 
     def __init__(
-        self, index: RunsIndex, cluster: Cluster, metrics: Callable[[], str] | None = None
+        self,
+        index: RunsIndex,
+        cluster: Cluster,
+        journals: Journals | None = None,
+        mirrors: Mirrors | None = None,
     ) -> None:
         self.index = index
         self.cluster = cluster
-        self.metrics = metrics or Meters().prometheus_text
+        self.journals = journals
+        self.mirrors = mirrors
+
+    @property
+    def history(self) -> History | None:
+        return self.journals.history if self.journals is not None else None
 
     def metrics_text(self) -> str:
-        return self.metrics()
+        if self.journals is None:
+            return Meters().prometheus_text()
+        return self.journals.metrics_text()
 
     def summaries(self) -> list[dict[str, Any]]:
-        return self.index.summaries()
+        """The runs stream's, newest first, then the history's older ones (at most
+        `runs.retain` of those)."""
+        held = self.index.summaries()
+        if self.history is None:
+            return held
+        try:
+            return held + self.history.summaries(self.index.retain, [s["runId"] for s in held])
+        except HistoryFault:
+            return held
 
     def search(self, text: str, run_id: str | None, limit: int) -> list[dict[str, Any]] | None:
-        """None: a gateway keeps no run history of its own (its runs are the cluster's
-        streams), so `/v1/search` has nothing to search there."""
-        return None
+        """The gateway's history searched (None: it keeps none, `/v1/search` is 404)."""
+        if self.journals is None:
+            return None
+        return self.journals.search(text, run_id, limit)
 
     def find_artifact(self, run_id: str, artifact_id: str) -> Stored | ArtifactSource:
         if not RUN_ID.fullmatch(run_id):
@@ -169,5 +195,37 @@ class ClusterRoutes:
         return ClusterArtifact(self.cluster, self.index, run_id, artifact_id)
 
     async def find(self, run_id: str) -> RunJournal:
-        """A run's downloads are a single server's: a gateway has none to offer (404)."""
-        raise UnknownRun(run_id)
+        """A run's journal for its downloads: as this gateway follows it, else as its history
+        holds it when it has ended there, else from the frames stream, else what the history
+        holds of it (`UnknownRun`: none of them has it)."""
+        mirrors = self.mirrors
+        if mirrors is not None and run_id in mirrors:
+            journal = await mirrors.open(run_id)
+            if len(journal):
+                return journal
+        stored = await self.stored(run_id)
+        if stored is not None and stored[1]:
+            return stored[0]
+        if mirrors is not None and RUN_ID.fullmatch(run_id):
+            with contextlib.suppress(ClusterDown):
+                if await self.cluster.last(Stream.FRAMES, frames_subject(run_id)) is not None:
+                    journal = await mirrors.open(run_id)
+                    if len(journal):
+                        return journal
+        if stored is None:
+            raise UnknownRun(run_id)
+        return stored[0]
+
+    async def stored(self, run_id: str) -> tuple[RunJournal, bool] | None:
+        """The run as this gateway's history holds it (sealed when it holds no `end`), and
+        whether it holds its `end`; None when it holds nothing of it."""
+        history = self.history
+        if history is None:
+            return None
+        try:
+            found = await trio.to_thread.run_sync(history.lines, run_id)
+        except HistoryFault:
+            return None
+        if found is None or not found[0]:
+            return None
+        return RunJournal.restored(run_id, *found), found[1]

@@ -27,6 +27,7 @@ from ..core.frames import Control
 from ..core.hooks import Config
 from ..process.signals import serve_stop_signals
 from ..run.hookcontext import new_run_id
+from ..run.journal import RunJournal
 from ..run.runtime import Runtime
 from ..run.scriptrun import Run
 from ..service.admission import run_profile
@@ -41,6 +42,7 @@ from ..service.wire import Close, WireError, parse_control, parse_json_object
 from .access import INSECURE_WARNING, ClusterSettings
 from .artifacts import ClusterRoutes
 from .events import EventFeed, forward_events
+from .indexing import StreamIndexer, serve_indexing
 from .jet import ClusterDown
 from .link import Cluster, open_cluster
 from .mirror import MirrorJournal, Mirrors, RemoteRun
@@ -80,7 +82,8 @@ class Gateway(Service):
         self.mirrors = mirrors
         self.index = index
         self.queued = queued or Queued()
-        self.route_state = ClusterRoutes(index, cluster, runtime.journals.metrics_text)
+        self.routes = ClusterRoutes(index, cluster, runtime.journals, mirrors)
+        self.route_state = self.routes
         self._control = nursery
 
     def _down(self, exc: ClusterDown) -> WireError:
@@ -162,18 +165,28 @@ class Gateway(Service):
         )
         if not RUN_ID.fullmatch(run_id):
             raise missing
+        # A run that ended is served from this gateway's history when it holds it (no
+        # consumer made on the stream), and when the stream no longer does.
+        found = None if run_id in self.mirrors else await self.routes.stored(run_id)
+        stored = found[0] if found is not None else None
+        journal: RunJournal | None = stored if found is not None and found[1] else None
         try:
-            if run_id not in self.mirrors and not self.index.known(run_id):
+            if journal is None and run_id not in self.mirrors and not self.index.known(run_id):
                 last = await self.cluster.last(Stream.FRAMES, frames_subject(run_id))
-                if last is None:
+                journal = stored if last is None else None
+                if last is None and stored is None:
                     raise missing
-            journal = await self.mirrors.open(run_id)
+            journal = journal or await self.mirrors.open(run_id)
         except ClusterDown as exc:
-            return self._down(exc)
-        if journal.refusal is not None or not len(journal):
+            if stored is None:
+                return self._down(exc)
+            journal = stored
+        if (isinstance(journal, MirrorJournal) and journal.refusal is not None) or not len(journal):
             raise missing
         check_from(start, len(journal))
-        remote = None if journal.finished else RemoteRun(journal, self.cluster, self._control)
+        remote = None
+        if isinstance(journal, MirrorJournal) and not journal.finished:
+            remote = RemoteRun(journal, self.cluster, self._control)
         return await self.streams.stream_run(conn, journal, start, wake, run=cast(Run, remote))
 
     async def _events(self, conn: ServerConnection, target: Target, wake: Wake) -> WireError | None:
@@ -237,6 +250,11 @@ async def run_gateway(
                 config.runs_retain_bytes,
             )
             index = RunsIndex(config.runs_retain)
+            # Every run of the cluster into this gateway's own history (`indexing.py`).
+            indexer = StreamIndexer(
+                runtime.recorder, runtime.journals.telemetry, config.runs_run_bytes
+            )
+            await nursery.start(serve_indexing, cluster, indexer)
             await nursery.start(serve_index, cluster, index, mirrors)
             await nursery.start(forward_events, cluster, runtime.bus)
             queued = Queued()

@@ -208,6 +208,11 @@ class Jet:
             return None
         return (info.state.messages, info.state.first_seq, info.state.last_seq)
 
+    async def stream_made(self, name: str) -> tuple[str, int, int]:
+        """When a stream was made (JetStream's time, as text), and its first and last seq."""
+        info = await self.js.stream_info(name)
+        return (str(info.created or ""), info.state.first_seq, info.state.last_seq)
+
     # ---- publishing ------------------------------------------------------------------------
 
     async def publish(
@@ -376,10 +381,6 @@ class Jet:
 def _stored(msg: Msg) -> Stored:
     meta, data, headers = msg.metadata, bytes(msg.data), dict(msg.headers or {})
     return Stored(data, headers, meta.sequence.stream, meta.num_pending, msg.subject)
-
-
-def refused_code(exc: ClusterDown) -> int | None:
-    return getattr(exc, "code", None)
 
 
 __all__ = [

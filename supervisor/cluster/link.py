@@ -58,6 +58,10 @@ class Cluster:
     async def stream_state(self, stream: Stream) -> tuple[int, int, int] | None:
         return await self.bridge.call(self.jet.stream_state, stream)
 
+    async def stream_made(self, stream: Stream) -> tuple[str, int, int]:
+        """When the stream was made (as text), and its first and last seq."""
+        return await self.bridge.call(self.jet.stream_made, stream)
+
     async def max_payload(self) -> int:
         """The largest message the server takes, in bytes."""
         return await self.bridge.call(self.jet.max_payload)

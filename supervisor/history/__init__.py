@@ -9,6 +9,7 @@ from ..core.exports import exports
 __all__, __getattr__, __dir__ = exports(
     __name__,
     {
+        "probe": ("probe",),
         "search": ("MATCHES", "MAX_MATCHES", "MAX_QUERY", "SEARCHED", "frame_text", "query"),
         "store": (
             "History",
@@ -16,7 +17,6 @@ __all__, __getattr__, __dir__ = exports(
             "StoredArtifact",
             "Written",
             "default_path",
-            "probe",
         ),
     },
 )

@@ -11,6 +11,13 @@ Blocking, and used from one writer thread (`write`, `retain`) and from readers (
 - its artifacts, in `artifacts`: each one's frame fields and SHA-256; the bytes are a file
   `artifacts/<sha256>` beside the database, shared by every run that made the same bytes.
 
+And, in `marks`, how far a cluster gateway has read the frames stream it indexes
+(`cluster/indexing.py`), written in the same transaction as what it read there.
+
+A run's lines are stored once, in seq order: a write that brings lines already stored (two
+processes recording the same run: gateways, or a gateway and a worker, sharing one database)
+stores only those past them, and one that would leave a gap stores nothing of that run.
+
 Every failure of SQLite or of the file system is a `HistoryFault` saying what went wrong;
 what to do about it (go on in memory, warn once) is the caller's (`run/recording.py`).
 """
@@ -54,6 +61,9 @@ CREATE TABLE IF NOT EXISTS artifacts(
     run INTEGER NOT NULL, id TEXT NOT NULL, sha256 TEXT NOT NULL, name TEXT NOT NULL,
     mime TEXT NOT NULL, size INTEGER NOT NULL, PRIMARY KEY(run, id)) WITHOUT ROWID;
 """
+#: Made in any database opened to write (added to version 2 without changing it: a table
+#: that older versions never read).
+_MARKS: Final = "CREATE TABLE IF NOT EXISTS marks(name TEXT PRIMARY KEY, value INTEGER NOT NULL);"
 #: The versions before this one: their files are brought up to it (version 1: no `search`).
 _OLDER: Final = (1,)
 #: Lines a chunk holds at most (a large batch is several chunks: what a write holds at once,
@@ -170,16 +180,37 @@ class History:
 
     # The writer's side.
 
-    def write(self, items: Iterable[Written], *, index: int | None = None) -> bool:
-        """Adds the items' lines, summaries and artifacts in one transaction, and indexes at
-        most `index` stored lines for search (None: all); whether the index is behind."""
+    def write(
+        self,
+        items: Iterable[Written],
+        *,
+        index: int | None = None,
+        marks: Mapping[str, int] | None = None,
+    ) -> bool:
+        """Adds the items' lines, summaries and artifacts, and sets `marks`, in one
+        transaction, and indexes at most `index` stored lines for search (None: all);
+        whether the index is behind."""
         with faults("writing the run history"), self._lock, self._db:
             for item in items:
                 self._write_one(item)
+            for name, value in (marks or {}).items():
+                self._db.execute("INSERT OR REPLACE INTO marks VALUES (?, ?)", (name, value))
             return search.catch_up(self._db, index)
+
+    def mark(self, name: str) -> int | None:
+        """A mark `write` set (None: never set)."""
+        with faults("reading the run history"), self._read_lock:
+            row = self._reader().execute("SELECT value FROM marks WHERE name = ?", (name,))
+            found = row.fetchone()
+        return None if found is None else int(found[0])
 
     def _write_one(self, item: Written) -> None:
         db = self._db
+        row = db.execute("SELECT frames FROM runs WHERE id = ?", (item.run_id,)).fetchone()
+        held = 0 if row is None else int(row[0])
+        if item.first > held:  # a gap: nothing of it (see the module docstring)
+            return
+        first, new = max(item.first, held), item.lines[max(0, held - item.first) :]
         summary = orjson.dumps(item.summary)
         db.execute(
             "INSERT INTO runs(id, started, summary) VALUES (?, ?, ?)"
@@ -188,14 +219,14 @@ class History:
         )
         (key,) = db.execute("SELECT key FROM runs WHERE id = ?", (item.run_id,)).fetchone()
         size = 0
-        for at in range(0, len(item.lines), CHUNK_LINES):  # what one chunk holds is bounded
-            lines = item.lines[at : at + CHUNK_LINES]
+        for at in range(0, len(new), CHUNK_LINES):  # what one chunk holds is bounded
+            lines = new[at : at + CHUNK_LINES]
             data = b"\n".join(lines)
             packed = zlib.compress(data, _LEVEL)
             small = len(packed) < len(data)
             db.execute(
                 "INSERT OR REPLACE INTO chunks VALUES (?, ?, ?, ?, ?)",
-                (key, item.first + at, len(lines), small, packed if small else data),
+                (key, first + at, len(lines), small, packed if small else data),
             )
             size += min(len(packed), len(data))
         for artifact_id, sha, name, mime, bytes_, source in item.artifacts:
@@ -207,7 +238,7 @@ class History:
                 size += bytes_
         db.execute(
             "UPDATE runs SET bytes = bytes + ?, frames = ?, finished = ? WHERE key = ?",
-            (size, item.first + len(item.lines), item.finished, key),
+            (size, first + len(new), item.finished, key),
         )
 
     def _keep_file(self, sha: str, source: str) -> bool:
@@ -362,35 +393,5 @@ def _prepare(db: sqlite3.Connection, writes: bool) -> None:
     elif version in _OLDER:
         with db:
             db.executescript(f"BEGIN IMMEDIATE; {search.SCHEMA} PRAGMA user_version = {VERSION};")
-
-
-def probe(path: Path) -> str | None:
-    """Why the history at `path` cannot be kept, or None when it can: opened to write, a
-    write transaction taken and given back, and room on its disk (for `doctor`). A history
-    not made yet is not made here: its nearest directory must let one be made."""
-    if not path.exists():
-        parent = path.parent
-        while not parent.exists():
-            parent = parent.parent
-        if not os.access(parent, os.W_OK | os.X_OK):
-            return f"the run history {path} cannot be made: {parent} is not writable"
-        return None
-    try:
-        history = History.open(path)
-    except HistoryFault as exc:
-        return str(exc)
-    try:
-        with faults(f"writing to the run history {path}"), history._lock:
-            history._db.execute("BEGIN IMMEDIATE")
-            history._db.execute("ROLLBACK")
-            (check,) = history._db.execute("PRAGMA quick_check(1)").fetchone()
-            if check != "ok":
-                raise sqlite3.DatabaseError(f"the database is damaged: {check}")
-        disk = os.statvfs(path.parent)
-        if disk.f_bavail * disk.f_frsize < 1 << 20:
-            return f"the disk holding the run history {path} is full (under 1 MiB free)"
-    except HistoryFault as exc:
-        return str(exc)
-    finally:
-        history.close()
-    return None
+    with db:
+        db.execute(_MARKS)

@@ -78,6 +78,10 @@ class Recorder:
         self._behind = True
         #: Set when the process waits for the writer: no more waiting between commits.
         self._flushing = trio.Event()
+        #: Marks to store with the next write (`History.write`): a gateway's place in the
+        #: frames stream, every message up to it being in the journals it noted.
+        self.marks: dict[str, int] = {}
+        self._marked: dict[str, int] = {}
 
     def note(self, journal: RunJournal) -> None:
         """The journal grew: queue it for the writer (never blocks)."""
@@ -151,17 +155,20 @@ class Recorder:
         history = self.history
         if history is None or self.fault is not None:
             return
+        # The marks first: what they say is in the journals is then in the items.
+        marks = dict(self.marks) if self.marks != self._marked else None
         items = [item for journal in batch if (item := self._item(journal)) is not None]
         dropped, self._dropped = self._dropped, set()
         ended = sum(item.finished for item in items)
         try:
             if dropped:
                 await trio.to_thread.run_sync(history.drop, dropped)
-            if items or self._behind:
+            if items or self._behind or marks:
                 budget = INDEX_LINES if items else INDEX_IDLE_LINES
                 self._behind = await trio.to_thread.run_sync(
-                    lambda: history.write(items, index=budget)
+                    lambda: history.write(items, index=budget, marks=marks)
                 )
+                self._marked = marks or self._marked
             self._ended += ended
             if self._ended >= RETAIN_EVERY:
                 self._ended = 0

@@ -78,6 +78,15 @@ class Telemetry:
         if self.exporter is not None:
             self.exporter.frame(kind, wire)
 
+    def count(self, kind: FrameType, wire: Mapping[str, Any]) -> None:
+        """A hook frame of a run that ran elsewhere (a cluster gateway's): counted in the
+        meters, never exported (the process that ran it exports its spans and metrics)."""
+        if kind is FrameType.HOOK:
+            from ..core.telemetry import hook_measurements
+
+            for m in hook_measurements(wire):
+                self.meters.take(m)
+
     def close(self) -> None:
         """Sends what is held and stops exporting (bounded; blocks: from a worker thread)."""
         if self.exporter is not None:

@@ -1,0 +1,216 @@
+"""A gateway's own run history: every run the cluster runs, whichever gateway queued it,
+recorded into the gateway's `[history]` database from the frames stream.
+
+One task reads every run's subject of the frames stream (`mcpx.frames.*`) through one
+ordered consumer, and keeps each run it sees in a `MirrorJournal` until its `end` (the
+lines as the worker encoded them, never stamped here). The journal tells the runtime's
+`Recorder` (`run/recording.py`) each time it grows, as a run's journal does on a single
+`serve`: the one writer task writes what is new, batched, in a worker thread, and the reader
+never waits for the disk. So the history holds the exact lines the stream holds, with the
+chain the worker put in `end`, and `runs verify` passes on what a gateway serves of it.
+
+Where the reader stands is a mark written with the lines (`History.write`), per stream as
+JetStream made it (its creation time in the mark's name): a gateway that starts again goes
+on from the message after it, catching up on what was published while it was down. A run
+it was recording when it stopped is taken up from what its history holds. What the stream
+no longer holds (its retention, `[runs] retainBytes`, dropped it meanwhile) is not there to
+read: a run whose start is gone is not recorded, one whose middle is gone ends in the
+history where the gap begins (a reader sees it sealed there), and the gateway says so.
+
+Each hook frame read is counted in the gateway's metrics (`GET /metrics`), never exported.
+When the history cannot be kept (`[history]` faults), the gateway logs it once and goes on
+serving from the streams; with `[history] enabled = false` it reads the stream from the
+moment it starts, for its metrics only.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from collections import OrderedDict
+from typing import Final
+
+import orjson
+import trio
+
+from ..history.store import History, HistoryFault
+from ..run.recording import Recorder
+from ..run.telemetry import Telemetry
+from .jet import NATS_FAILED, ClusterDown, Stored
+from .link import Cluster, retry_s
+from .mirror import MirrorJournal
+from .names import RUN_ID, Header, Stream, batch_frames, every, frames_subject
+
+logger = logging.getLogger("mcpx_hooks.cluster")
+
+#: Runs being read at once at most: past it, the one heard of least recently is no longer
+#: recorded (a run whose `end` never comes does not hold its frames forever).
+RUNNING_MOST: Final = 4096
+#: Runs that ended, remembered so that a message of theirs read again is passed over.
+ENDED_KEPT: Final = 4096
+
+
+def mark_name(created: str) -> str:
+    """The mark of the frames stream JetStream made at `created` (a stream made anew, as by
+    a server that lost its store, starts its sequences again: its mark is another)."""
+    return f"{Stream.FRAMES}@{created}"
+
+
+class StreamIndexer:
+    """The runs being read from the frames stream, each recorded as it grows."""
+
+    def __init__(self, recorder: Recorder | None, telemetry: Telemetry, run_bytes: int) -> None:
+        self.recorder = recorder
+        self.history: History | None = recorder.history if recorder is not None else None
+        self.telemetry = telemetry
+        self.run_bytes = run_bytes
+        self.mark = ""
+        self._running: OrderedDict[str, MirrorJournal] = OrderedDict()
+        self._ended: OrderedDict[str, None] = OrderedDict()
+        self._fault_told = False
+
+    async def start_seq(self, cluster: Cluster) -> int | None:
+        """Where to read from: after the mark of the stream as it is now, else its first
+        message (None: every message it holds); without a history, its next message."""
+        created, first, last = await cluster.stream_made(Stream.FRAMES)
+        self.mark = mark_name(created)
+        if self.history is None or self.recorder is None or self.recorder.fault is not None:
+            return last + 1 if last else None
+        history = self.history
+        try:
+            mark = await trio.to_thread.run_sync(history.mark, self.mark)
+        except HistoryFault:
+            return None
+        if mark is None:
+            return None
+        if mark + 1 < first:
+            logger.warning(
+                "the frames stream no longer holds messages %d to %d (its retention dropped"
+                " them while this gateway was not reading): the runs they held are not in"
+                " this gateway's history, or only in part",
+                mark + 1,
+                first - 1,
+            )
+            return first
+        return mark + 1
+
+    async def take(self, batch: list[Stored]) -> None:
+        """One batch of the stream's messages, in order."""
+        for message in batch:
+            run_id = message.subject.rsplit(".", 1)[-1]
+            if RUN_ID.fullmatch(run_id) and run_id not in self._ended:
+                journal = self._running.get(run_id)
+                fresh = journal is None
+                journal = journal or await self._open(run_id, message)
+                if journal is not None:
+                    self._running.move_to_end(run_id)
+                    journal.take(message)
+                    if fresh and journal.lines:  # the history's order: when it started
+                        journal.started = _started(journal.lines[0], journal.started)
+                    if journal.finished or journal.refusal is not None:
+                        self._end(run_id)
+        if self.recorder is not None and batch:
+            self.recorder.marks[self.mark] = batch[-1].sequence
+            self.tell_fault()
+
+    async def _open(self, run_id: str, message: Stored) -> MirrorJournal | None:
+        """A run heard of for the first time here: a journal from its start, or, when the
+        message is further on, from what the history holds of it (None: neither can be)."""
+        if Header.REFUSED in message.headers:
+            return None
+        carried = batch_frames(message.headers, message.data)
+        if carried is None:
+            return None
+        journal = MirrorJournal(run_id, self.run_bytes)
+        if carried[0] > 0:
+            held = await self._stored(run_id)
+            if len(held) < carried[0]:
+                self._end(run_id)
+                if held:
+                    logger.warning(
+                        "run %s: its frames %d to %d are no longer in the frames stream: its"
+                        " history here ends before them",
+                        run_id,
+                        len(held),
+                        carried[0] - 1,
+                    )
+                return None
+            last = str(len(held) - 1)
+            journal.take(Stored(b"\n".join(held), {Header.SEQ: "0", Header.LAST_SEQ: last}, 0))
+        # Told from here on: what the history held is not counted or written again.
+        journal.history_warned = True  # (a mirror takes no frame of its own: `tell_fault`)
+        journal.telemetry = self.telemetry.count
+        journal.recorder = self.recorder.note if self.recorder is not None else None
+        self._running[run_id] = journal
+        while len(self._running) > RUNNING_MOST:
+            old, _ = self._running.popitem(last=False)
+            logger.warning("run %s: no end heard of; no longer recorded here", old)
+        return journal
+
+    async def _stored(self, run_id: str) -> list[bytes]:
+        """The lines the history holds of an unfinished run (none when it has ended)."""
+        history = self.history
+        if history is None or (self.recorder is not None and self.recorder.fault is not None):
+            return []
+        try:
+            found = await trio.to_thread.run_sync(history.lines, run_id)
+        except HistoryFault:
+            return []
+        return found[0] if found is not None and not found[1] else []
+
+    def _end(self, run_id: str) -> None:
+        self._running.pop(run_id, None)
+        self._ended[run_id] = None
+        while len(self._ended) > ENDED_KEPT:
+            self._ended.popitem(last=False)
+
+    def tell_fault(self) -> None:
+        """Once, when the history stops being kept: said in the log (a gateway's runs are
+        the workers', so no `warning` frame can go in them)."""
+        if self.recorder is None or self.recorder.fault is None or self._fault_told:
+            return
+        self._fault_told = True
+        logger.warning("%s", fault_text(self.recorder.fault))
+
+
+def _started(line: bytes, otherwise: float) -> float:
+    """When a run started, as its `start` frame says (`otherwise` when it does not)."""
+    try:
+        at = orjson.loads(line).get("at")
+        return datetime.datetime.fromisoformat(str(at).replace("Z", "+00:00")).timestamp()
+    except (orjson.JSONDecodeError, AttributeError, ValueError):
+        return otherwise
+
+
+def fault_text(fault: str) -> str:
+    return (
+        f"the run history is not being kept ({fault}); this gateway serves runs from the"
+        " cluster's streams only (mcpx-hooks doctor says more)"
+    )
+
+
+async def serve_indexing(
+    cluster: Cluster,
+    indexer: StreamIndexer,
+    *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Reads the frames stream into `indexer` until cancelled; a read cut short (NATS
+    unreachable for long) is taken up again after the last message read."""
+    indexer.tell_fault()
+    task_status.started()
+    start: int | None = None
+    failures, begun = 0, False
+    while True:
+        try:
+            if not begun:
+                start, begun = await indexer.start_seq(cluster), True
+            async with cluster.follow(every(frames_subject("-")), start) as batches:
+                async for batch in batches:
+                    failures = 0
+                    await indexer.take(batch)
+                    start = batch[-1].sequence + 1 if batch else start
+        except (ClusterDown, *NATS_FAILED) as exc:
+            logger.warning("the frames stream: %s", exc)
+        failures += 1
+        await trio.sleep(retry_s(failures))

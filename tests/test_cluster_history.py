@@ -1,0 +1,158 @@
+"""Each gateway's own run history, with real parts: nats-server with JetStream on loopback,
+gateways each with a history database of its own, a worker. A run queued on one gateway is
+found by `/v1/search` on another, its downloads from that other one pass `runs verify`, a
+gateway that was down catches up from the frames stream, and a gateway started again after
+the cluster lost its streams serves the run from its history, frame for frame."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import secrets
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from clusterparts import Cluster, Nats, need_nats, open_cluster, start_gateway
+from service_client import CLI, ENV, Server, arun, open_ws, read_all, run_remote
+
+#: How long a gateway may take to have indexed what a client of another saw end.
+INDEXED_S = 20.0
+
+
+def gateway(cluster: Cluster, name: str) -> Server:
+    """A gateway of `cluster` whose history is `name`'s own."""
+    config = cluster.cwd / f"{name}.toml"
+    if not config.exists():
+        config.write_text(f'[history]\npath = "{cluster.cwd / name / "history.db"}"\n')
+    server = start_gateway(cluster.cwd, cluster.nats, "--config", str(config))
+    cluster.gateways.append(server)
+    return server
+
+
+def get(server: Server, path: str) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    try:
+        conn.request("GET", path, headers=server.headers())
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+def searched(server: Server, query: str) -> list[dict[str, Any]]:
+    """`/v1/search` on `server` once it finds the 3 lines `run` prints (bounded: the
+    gateway indexes what the stream brings in its own time, not the client's)."""
+    deadline = time.monotonic() + INDEXED_S
+    while True:
+        status, body = get(server, f"/v1/search?q={query}&limit=500")
+        assert status == 200, body
+        found = json.loads(body)
+        printed = [m for m in found if m["type"] == "stdout"]
+        if len(printed) >= 3 or time.monotonic() > deadline:
+            return list(found)
+        time.sleep(0.05)
+
+
+def run(server: Server, needle: str) -> list[dict[str, Any]]:
+    script = f"for i in 1 2 3; do echo {needle} line $i; done; echo '{{\"ok\": 1}}'"
+    request = {
+        "argv": ["sh", "-c", script],
+        "hooks": [{"name": "hello", "on": "script", "phase": "before", "run": ["true"]}],
+    }
+    stream = arun(run_remote(server, request))
+    assert stream.code == 1000, stream
+    assert stream.frames[-1]["type"] == "end"
+    return stream.frames
+
+
+def replayed(server: Server, run_id: str, start: int = 0) -> list[dict[str, Any]]:
+    async def follow() -> list[dict[str, Any]]:
+        async with open_ws(server, f"/v1/runs/{run_id}?from={start}") as ws:
+            stream = await read_all(ws)
+        assert stream.code == 1000, stream
+        return stream.frames
+
+    return list(arun(follow()))
+
+
+def verified(tmp_path: Path, server: Server, run_id: str, frames: list[dict[str, Any]]) -> None:
+    """The run's downloads from `server`: its frames as the client got them, whole, and a
+    file `runs verify` passes."""
+    status, ndjson = get(server, f"/v1/runs/{run_id}/frames.ndjson")
+    assert status == 200, ndjson
+    assert [json.loads(line) for line in ndjson.splitlines()] == frames
+    status, text = get(server, f"/v1/runs/{run_id}/output.txt")
+    assert status == 200 and b"line 3" in text, text
+    path = tmp_path / f"{run_id}-{server.port}.ndjson"
+    path.write_bytes(ndjson)
+    done = subprocess.run(
+        [*CLI, "runs", "verify", str(path)], env=ENV, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Any:
+    need_nats()
+    parts = open_cluster(tmp_path, gateways=0, workers=1)
+    try:
+        yield parts
+    finally:
+        parts.stop()
+    for server in parts.gateways:
+        assert "Traceback" not in server.log()
+
+
+def test_every_gateway_records_the_clusters_runs_and_catches_up(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    a, b = gateway(cluster, "a"), gateway(cluster, "b")
+    needle = f"needle-{secrets.token_hex(4)}"
+    first = run(a, f"{needle}-one")
+    # Found on the other gateway, which only read it from the frames stream.
+    matches = searched(b, f"{needle}-one")
+    assert {m["runId"] for m in matches} == {first[0]["runId"]}
+    assert sorted(m["seq"] for m in matches if m["type"] == "stdout")[:3] == [2, 3, 4]
+    verified(tmp_path, b, first[0]["runId"], first)
+    # The hook of the worker's run is in the other gateway's metrics.
+    assert [f["name"] for f in first if f["type"] == "hook"] == ["hello"], first
+    status, metrics = get(b, "/metrics")
+    counted = b'mcpx_hooks_hook_duration_seconds_count{point="script",phase="before"} 1\n'
+    assert status == 200 and counted in metrics, metrics
+    # A gateway that was down takes up the stream where it stopped.
+    b.stop()
+    cluster.gateways.remove(b)
+    second = run(a, f"{needle}-two")
+    b = gateway(cluster, "b")
+    assert {m["runId"] for m in searched(b, f"{needle}-two")} == {second[0]["runId"]}
+    verified(tmp_path, b, second[0]["runId"], second)
+    # Each keeps its own copy.
+    for name in ("a", "b"):
+        assert (cluster.cwd / name / "history.db").stat().st_size > 0
+
+
+def test_a_gateway_started_again_serves_what_the_cluster_lost(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    a = gateway(cluster, "a")
+    needle = f"needle-{secrets.token_hex(4)}"
+    frames = run(a, needle)
+    run_id = frames[0]["runId"]
+    assert len([m for m in searched(a, needle) if m["type"] == "stdout"]) == 3
+    listed = [s for s in json.loads(get(a, "/v1/runs")[1]) if s["runId"] == run_id]
+    # The cluster loses everything it held (its streams' store), the gateway is restarted.
+    a.stop()
+    cluster.gateways.remove(a)
+    cluster.nats.stop()
+    shutil.rmtree(cluster.nats.store)
+    cluster.nats.start()
+    a = gateway(cluster, "a")
+    assert [s for s in json.loads(get(a, "/v1/runs")[1]) if s["runId"] == run_id] == listed
+    assert replayed(a, run_id) == frames
+    assert replayed(a, run_id, 3) == frames[3:]
+    assert {m["runId"] for m in searched(a, needle)} == {run_id}
+    verified(tmp_path, a, run_id, frames)
