@@ -129,7 +129,7 @@ async def _servers() -> list[str]:
 def _history() -> tuple[list[str], bool]:
     """Where runs are kept, and why they are not when they cannot be (the same probe the
     supervisor's writer would fail: opened, written, checked, room on the disk)."""
-    from ..history.probe import probe
+    from ..history.probing import probe
     from ..history.store import default_path
     from .common import load
 
