@@ -6,9 +6,11 @@ once. (tests/test_cluster_history.py does the same with every real part.)"""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import orjson
+import pytest
 import trio
 
 from mcpx_hooks.supervisor.cluster.indexing import StreamIndexer
@@ -88,3 +90,20 @@ def test_a_run_two_processes_record_is_stored_once(tmp_path: Path) -> None:
     history.write([written(2, 6)])
     assert history.lines("r1") == (run, True)
     history.close()
+
+
+async def test_a_history_that_cannot_be_kept_is_said_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    recorder = Recorder(None, "opening the run history x: file is not a database")
+    indexer = StreamIndexer(recorder, Telemetry(), 1 << 20)
+    with caplog.at_level(logging.WARNING, "mcpx_hooks.cluster"):
+        indexer.tell_fault()
+        await indexer.take([message("r1", lines("r1", 4), 0, 1)])
+    told = [r.getMessage() for r in caplog.records]
+    assert told == [
+        "the run history is not being kept (opening the run history x: file is not a"
+        " database); this gateway serves runs from the cluster's streams only (mcpx-hooks"
+        " doctor says more)"
+    ]
+    assert 'phase="before"} 1' in indexer.telemetry.meters.prometheus_text()  # counted still

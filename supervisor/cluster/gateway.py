@@ -7,8 +7,11 @@ instead of running here, and every run and the events are read from the streams:
   `cancel` and `answer` messages go to the worker running it;
 - `/v1/runs/{runId}?from=N`: any run the cluster retains, from seq N, then live;
 - `/v1/events?since=N`: the events stream, `seq` being the stream's sequence;
-- `GET /v1/runs`: the runs stream's summaries (`watch.RunsIndex`), newest first;
-- `GET /v1/runs/{runId}/artifacts/{id}`: from the artifacts bucket (`artifacts.py`).
+- `GET /v1/runs`: the runs stream's summaries (`watch.RunsIndex`), newest first, then the
+  older runs of the gateway's own history;
+- `GET /v1/runs/{runId}/artifacts/{id}`: from the artifacts bucket (`artifacts.py`);
+- `/v1/search`, the downloads and `/metrics`: from the gateway's own history, which holds
+  every run of the frames stream (`indexing.py`), and its metrics.
 
 A gateway also watches the workers' leases and ends the runs of a lost worker (`watch.py`),
 and ends a run whose request a restarted NATS lost before any worker took it (`queued.py`).
