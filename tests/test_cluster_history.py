@@ -57,13 +57,18 @@ def searched(server: Server, query: str) -> list[dict[str, Any]]:
         time.sleep(0.05)
 
 
-def run(server: Server, needle: str) -> list[dict[str, Any]]:
+def run(server: Server, needle: str, *, again: bool = False) -> list[dict[str, Any]]:
+    """A run through `server`; `again`: asked again while the cluster is not back (1013)."""
     script = f"for i in 1 2 3; do echo {needle} line $i; done; echo '{{\"ok\": 1}}'"
     request = {
         "argv": ["sh", "-c", script],
         "hooks": [{"name": "hello", "on": "script", "phase": "before", "run": ["true"]}],
     }
+    deadline = time.monotonic() + INDEXED_S
     stream = arun(run_remote(server, request))
+    while again and stream.code == 1013 and time.monotonic() < deadline:
+        time.sleep(0.2)
+        stream = arun(run_remote(server, request))
     assert stream.code == 1000, stream
     assert stream.frames[-1]["type"] == "end"
     return stream.frames
@@ -164,3 +169,12 @@ def test_a_gateway_started_again_serves_what_the_cluster_lost(
     assert replayed(a, run_id, 3) == frames[3:]
     assert {m["runId"] for m in searched(a, needle)} == {run_id}
     verified(tmp_path, a, run_id, frames)
+    # Lost again while the gateway runs (having read a run of the new stream): it reads the
+    # stream made anew from its start, not from where it was in the one before.
+    run(a, f"{needle}-between")
+    searched(a, f"{needle}-between")
+    cluster.nats.stop()
+    shutil.rmtree(cluster.nats.store)
+    cluster.nats.start()
+    later = run(a, f"{needle}-later", again=True)
+    assert {m["runId"] for m in searched(a, f"{needle}-later")} == {later[0]["runId"]}

@@ -46,6 +46,8 @@ logger = logging.getLogger("mcpx_hooks.cluster")
 #: Runs being read at once at most: past it, the one heard of least recently is no longer
 #: recorded (a run whose `end` never comes does not hold its frames forever).
 RUNNING_MOST: Final = 4096
+#: How often the reader looks whether NATS was reconnected to a stream made anew, in s.
+WATCH_S: Final = 2.0
 #: Runs that ended, remembered so that a message of theirs read again is passed over.
 ENDED_KEPT: Final = 4096
 
@@ -196,7 +198,8 @@ async def serve_indexing(
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Reads the frames stream into `indexer` until cancelled; a read cut short (NATS
-    unreachable for long) is taken up again after the last message read."""
+    unreachable for long) is taken up again after the last message read, and one of a
+    stream made anew meanwhile (a server that lost its store) from the new one's start."""
     indexer.tell_fault()
     task_status.started()
     start: int | None = None
@@ -205,12 +208,41 @@ async def serve_indexing(
         try:
             if not begun:
                 start, begun = await indexer.start_seq(cluster), True
-            async with cluster.follow(every(frames_subject("-")), start) as batches:
-                async for batch in batches:
-                    failures = 0
-                    await indexer.take(batch)
-                    start = batch[-1].sequence + 1 if batch else start
+            anew = trio.Event()
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_watch_stream, cluster, indexer.mark, anew, nursery.cancel_scope)
+                async with cluster.follow(every(frames_subject("-")), start) as batches:
+                    async for batch in batches:
+                        failures = 0
+                        await indexer.take(batch)
+                        start = batch[-1].sequence + 1 if batch else start
+                nursery.cancel_scope.cancel()
+            if anew.is_set():
+                begun = False
+                continue
         except (ClusterDown, *NATS_FAILED) as exc:
             logger.warning("the frames stream: %s", exc)
         failures += 1
         await trio.sleep(retry_s(failures))
+
+
+async def _watch_stream(
+    cluster: Cluster, mark: str, anew: trio.Event, scope: trio.CancelScope
+) -> None:
+    """Sets `anew` and cancels `scope` when, after a reconnection, the frames stream is
+    another than the one `mark` names."""
+    reconnects = None
+    while True:
+        await trio.sleep(WATCH_S)
+        try:
+            connected, count = await cluster.status()
+            if connected and count != reconnects:
+                made, _, _ = await cluster.stream_made(Stream.FRAMES)
+                reconnects = count  # (looked at again until the stream is there)
+                if mark_name(made) != mark:
+                    logger.warning("the frames stream was made anew: reading it from its start")
+                    anew.set()
+                    scope.cancel()
+                    return
+        except (ClusterDown, *NATS_FAILED):
+            continue
