@@ -393,5 +393,6 @@ def _prepare(db: sqlite3.Connection, writes: bool) -> None:
     elif version in _OLDER:
         with db:
             db.executescript(f"BEGIN IMMEDIATE; {search.SCHEMA} PRAGMA user_version = {VERSION};")
-    with db:
-        db.execute(_MARKS)
+    if "marks" not in tables:  # (no write lock taken when it is there)
+        with db:
+            db.execute(_MARKS)
