@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import trio
 from conftest import require_rootless
+from test_egress import hello_server
 
 from mcpx_hooks.runners import loopback
 from mcpx_hooks.supervisor.core.frames import HookStatus
@@ -25,7 +26,6 @@ from mcpx_hooks.supervisor.process.launch import HIDE_ENV
 from mcpx_hooks.supervisor.process.spawner import Spawner, open_spawner
 from mcpx_hooks.supervisor.run.hookcontext import HookContext
 from mcpx_hooks.supervisor.run.hookrun import run_hook
-from test_egress import hello_server
 
 #: A hook that waits for every child of its own (none: at once), fetches URL through the
 #: proxy variables, and says its network namespace and what it got.

@@ -1,0 +1,88 @@
+"""`network` on a run: `exec --network HOST` (repeatable) and the `network` field of an exec
+request give one run's script its hosts, narrowing `[script] network` as a ceiling, never
+widening it; a served request gets no network its server did not give."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_admission import callers, refusal, request
+from test_egress import CLIENT, hello_server
+
+from mcpx_hooks.supervisor.core.hooks import Config, Profile
+from mcpx_hooks.supervisor.service.admission import Way, admit
+from mcpx_hooks.supervisor.service.execrequest import parse_exec
+from mcpx_hooks.supervisor.service.wire import WireError
+
+PY = sys.executable
+
+
+def _exec(where: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PY, "-m", "mcpx_hooks.supervisor", "exec", "--json", "--config", str(where / "c.toml"),
+         *flags],
+        check=False, cwd=where, capture_output=True, text=True, timeout=60,
+        env={**os.environ, "MCPX_HOOKS_NO_DISCOVERY": "1"},
+    )  # fmt: skip
+
+
+def test_exec_network_flags_give_the_script_its_hosts(readable_tmp: Path) -> None:
+    (readable_tmp / "client.py").write_text(CLIENT)
+    (readable_tmp / "c.toml").write_text('[script]\nsandbox = "strict"\n')
+    with hello_server() as port:
+        urls = [f"http://localhost:{port}/ok", f"http://example.invalid:{port}/no"]
+        done = _exec(
+            readable_tmp, "--network", "example.org", "--network", f"localhost:{port}",
+            "--", PY, str(readable_tmp / "client.py"), json.dumps(urls), "[]",
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    frames = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    (result,) = [f for f in frames if f["type"] == "result"]
+    seen = json.loads(result["value"]["advise"])
+    assert seen[urls[0]] == [200, "hello"]
+    assert seen[urls[1]][0] == 403
+    (egress_frame,) = [f for f in frames if f["type"] == "egress"]
+    assert (egress_frame["host"], egress_frame["run"]) == ("example.invalid", frames[0]["runId"])
+
+
+def test_exec_network_narrows_script_network_never_widens(readable_tmp: Path) -> None:
+    (readable_tmp / "c.toml").write_text('[script]\nnetwork = ["*.example.org"]\n')
+    wider = _exec(readable_tmp, "--network", "example.com", "--", "true")
+    assert wider.returncode == 2, wider.stderr
+    assert "--network example.com: not within [script] network (*.example.org)" in wider.stderr
+    bad = _exec(readable_tmp, "--network", "https://example.org/", "--", "true")
+    assert bad.returncode == 2
+    assert "--network https://example.org/: expected a host glob" in bad.stderr
+    assert "Traceback" not in wider.stderr + bad.stderr
+
+
+def test_request_network_narrows_the_servers_and_a_served_one_needs_one(tmp_path: Path) -> None:
+    ceiling = Config(script_sandbox=Profile.STRICT, script_network=("*.example.org",))
+    for way, caller in callers(ceiling, tmp_path).items():
+        # No `network`: the server's list; a narrower one: its own.
+        assert admit(request(cwd=str(tmp_path)), caller).request.network == ("*.example.org",)
+        narrow = request(cwd=str(tmp_path), network=["api.example.org:443"])
+        assert admit(narrow, caller).request.network == ("api.example.org:443",), way
+        wider = refusal(
+            request(cwd=str(tmp_path), network=["example.com", "a.example.org"]), caller
+        )
+        assert "network: example.com not within the server's [script] network" in str(wider)
+    none = Config(script_sandbox=Profile.STRICT)
+    for way, caller in callers(none, tmp_path).items():
+        asked = request(cwd=str(tmp_path), network=["pypi.org"])
+        if way is Way.LOCAL:  # the operator's own `exec`
+            assert admit(asked, caller).request.network == ("pypi.org",)
+        else:
+            assert "(none)" in str(refusal(asked, caller)), way
+        assert admit(request(cwd=str(tmp_path)), caller).request.network is None
+
+
+def test_a_request_network_item_that_is_no_host_glob_is_refused() -> None:
+    with pytest.raises(WireError) as caught:
+        parse_exec(json.dumps({"argv": ["true"], "network": ["pypi.org", "http://x/"]}))
+    assert "network" in str(caught.value.problems)
