@@ -11,8 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import trio
 from test_admission import callers, refusal, request
-from test_egress import CLIENT, hello_server
+from test_egress import CLIENT, SECRET, SENDER, _http_server, hello_server
 
 from mcpx_hooks.supervisor.core.hooks import Config, Profile
 from mcpx_hooks.supervisor.service.admission import Way, admit
@@ -86,3 +87,40 @@ def test_a_request_network_item_that_is_no_host_glob_is_refused() -> None:
     with pytest.raises(WireError) as caught:
         parse_exec(json.dumps({"argv": ["true"], "network": ["pypi.org", "http://x/"]}))
     assert "network" in str(caught.value.problems)
+
+
+async def test_a_run_secret_with_hosts_is_a_placeholder_swapped_for_those_hosts(
+    readable_tmp: Path,
+) -> None:
+    """`[script] secrets = [{ name, hosts }]`: the run's script holds the placeholder; the
+    proxy sends the value to those hosts only, refuses it elsewhere (an `egress` frame)."""
+    (readable_tmp / "sender.py").write_text(SENDER)
+    async with trio.open_nursery() as nursery:
+        port, heads = await nursery.start(_http_server)
+        other, other_heads = await nursery.start(_http_server)
+        urls = [f"http://localhost:{port}/user", f"http://localhost:{other}/elsewhere"]
+        (readable_tmp / "c.toml").write_text(
+            f'[script]\nsandbox = "strict"\nnetwork = ["localhost:{port}", "localhost:{other}"]\n'
+            f'secrets = [{{ name = "GITHUB_TOKEN", hosts = ["localhost:{port}"] }}]\n'
+        )
+        done = await trio.run_process(
+            [PY, "-m", "mcpx_hooks.supervisor", "exec", "--json", "--config",
+             str(readable_tmp / "c.toml"), "--", PY, str(readable_tmp / "sender.py"),
+             json.dumps(urls)],
+            check=False, cwd=readable_tmp, capture_stdout=True, capture_stderr=True,
+            env={**os.environ, "MCPX_HOOKS_NO_DISCOVERY": "1", "GITHUB_TOKEN": SECRET},
+        )  # fmt: skip
+        nursery.cancel_scope.cancel()
+    assert done.returncode == 0, done.stderr
+    assert SECRET.encode() not in done.stdout + done.stderr
+    frames = [json.loads(line) for line in done.stdout.splitlines() if line.startswith(b"{")]
+    (result,) = [f for f in frames if f["type"] == "result"]
+    seen = json.loads(result["value"]["advise"])
+    assert seen["env"]["GITHUB_TOKEN"].startswith("mcpx-secret-GITHUB_TOKEN-")
+    assert seen[urls[0]] == [200, "hello"]
+    assert f"Authorization: Bearer {SECRET}".encode() in heads[0]
+    assert seen[urls[1]][0] == 403
+    assert seen[urls[1]][1].strip() == "blocked: secret GITHUB_TOKEN sent to localhost"
+    assert other_heads == []
+    (egress_frame,) = [f for f in frames if f["type"] == "egress"]
+    assert (egress_frame["host"], egress_frame["port"]) == ("localhost", other)
