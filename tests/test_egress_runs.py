@@ -124,3 +124,17 @@ async def test_a_run_secret_with_hosts_is_a_placeholder_swapped_for_those_hosts(
     assert other_heads == []
     (egress_frame,) = [f for f in frames if f["type"] == "egress"]
     assert (egress_frame["host"], egress_frame["port"]) == ("localhost", other)
+
+
+def test_a_run_network_under_net_or_none_is_refused(readable_tmp: Path, tmp_path: Path) -> None:
+    (readable_tmp / "c.toml").write_text("")
+    done = _exec(readable_tmp, "--sandbox", "none", "--network", "pypi.org", "--", "true")
+    assert done.returncode == 2
+    assert '--network: network needs sandbox "strict" or "workspace", found sandbox "none"' in (
+        done.stderr
+    )
+    config = Config(script_sandbox=Profile.NET, script_network=("pypi.org",))
+    for way, caller in callers(config, tmp_path).items():
+        if way is Way.LOCAL:
+            asked = request(cwd=str(tmp_path), network=["pypi.org"])
+            assert 'found sandbox "net"' in str(refusal(asked, caller))

@@ -16,6 +16,7 @@ from typing import Any
 
 import attrs
 
+from ..core import egress
 from ..core.effects import DEFAULT_MAX, PARALLEL_MAX, REFUSING, Effect
 from ..core.errors import Problem
 from ..core.hooks import (
@@ -130,6 +131,11 @@ def resolve(layers: Sequence[Layer]) -> tuple[Config, list[Problem]]:
                     f" at {first.file}:{first.pointer or '/'})",
                 )
             )
+        if egress.NETWORK_KEY in obj and hook.sandbox.value not in egress.CONFINING:
+            why = egress.unconfined(hook.sandbox.value)
+            if "sandbox" not in obj:
+                why += " (its sandbox is [defaults] sandbox)"
+            problems.append(Problem(decl.file, f"{decl.pointer}/{egress.NETWORK_KEY}", why))
         if hook.action == Action.PLUGIN:
             problems += plugin_problems(hook, decl.file, decl.pointer, merged.get("servers", {}))
         hooks.append(hook)

@@ -161,7 +161,7 @@ def admit(request: ExecRequest, caller: Caller) -> Admitted:
         timeout_ms=request.timeout_ms or DEFAULT_SCRIPT_TIMEOUT_MS,
         autonomy=caller_autonomy(config, request.autonomy),
         sandbox=profile,
-        network=run_network(request, config, served=rules.sandboxes),
+        network=run_network(request, config, profile, served=rules.sandboxes),
         sources={Phase(k): tuple(v) for k, v in config.script.items()},
         cwd_made=made,
         placeholders=request.placeholders,
@@ -176,15 +176,19 @@ def run_profile(request: ExecRequest, config: Config) -> Profile:
     return request.sandbox or config.script_sandbox
 
 
-def run_network(request: ExecRequest, config: Config, *, served: bool) -> tuple[str, ...] | None:
+def run_network(
+    request: ExecRequest, config: Config, profile: Profile, *, served: bool
+) -> tuple[str, ...] | None:
     """The hosts the run's script reaches: the request's `network`, else the config's
     `[script] network`. The config's list is a ceiling the request may narrow, never widen
     (as a nearer layer's); with none, a served request may not name any (a client gets no
     network the operator did not give), an `exec` in process may. Else `WireError` (4400)
-    naming each item no ceiling covers."""
+    naming each item no ceiling covers, or the run's profile that no list narrows."""
     ceiling = config.script_network
     if request.network is None:
         return ceiling
+    if profile.value not in egress.CONFINING:
+        raise WireError(Close.BAD_REQUEST, egress.unconfined(profile.value))
     if ceiling is None and not served:
         return request.network
     wide = () if ceiling is None else ceiling
