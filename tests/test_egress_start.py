@@ -6,6 +6,7 @@ the chain is hidden (the armed jail thread enters the namespace)."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 import textwrap
 from collections.abc import AsyncIterator
@@ -109,3 +110,63 @@ async def test_the_same_from_the_jail_thread(
 
 def test_the_spawner_listens_where_the_proxy_variables_point() -> None:
     assert loopback.PROXY_PORT == LOOPBACK_PORT
+
+
+async def test_a_tool_servers_refusals_during_a_runs_call_are_egress_frames(
+    strict_spawner: Spawner, readable_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A strict tool server with `network`, called by a run's script: the host the proxy
+    refused it while it served a call is one `egress` frame naming the server, before that
+    call's frame, once however often it is asked for."""
+    from test_egress import FETCH_SERVER
+
+    from mcpx_hooks.supervisor.config.loading import load_config
+    from mcpx_hooks.supervisor.core.order import check_order
+    from mcpx_hooks.supervisor.core.scripts import Script
+    from mcpx_hooks.supervisor.run.runtime import open_runtime
+    from mcpx_hooks.supervisor.run.scriptrun import RunRequest
+
+    monkeypatch.setenv("GITHUB_TOKEN", "t" * 20)
+    (readable_tmp / "fetch_server.py").write_text(FETCH_SERVER)
+    with hello_server() as port:
+        (readable_tmp / "job.py").write_text(
+            "import json\ndef main():\n    return [json.loads(mcpx_call('fetch.fetch', {'url':"
+            " u}))['got'][0] for u in"
+            f" ['http://localhost:{port}/', 'http://example.invalid:{port}/',"
+            f" 'http://example.invalid:{port}/again']]\n"
+        )
+        config = {
+            "script": {"sandbox": "none"},
+            "servers": {
+                "fetch": {
+                    "command": [sys.executable, "fetch_server.py"],
+                    "cwd": str(readable_tmp),
+                    "sandbox": "strict",
+                    "secrets": ["GITHUB_TOKEN"],
+                    "network": [f"localhost:{port}"],
+                }
+            },
+        }
+        (readable_tmp / "c.json").write_text(json.dumps(config))
+        loaded = load_config(
+            [readable_tmp / "c.json"], cwd=readable_tmp, environ=os.environ, discover=False
+        )
+        async with open_runtime(loaded) as runtime:
+            run = runtime.new_run(RunRequest(Script(python_file="job.py"), str(readable_tmp)))
+            await runtime.execute(run)
+            frames = list(run.journal.decoded(0))
+    check_order(frames)
+    results = [f for f in frames if f["type"] == "result"]
+    assert len(results) == 1, [f.get("text") or f.get("message") or f["type"] for f in frames]
+    (result,) = results
+    assert result["value"] == [200, 403, 403]
+    kinds = [f["type"] for f in frames if f["type"] in ("call", "egress")]
+    assert kinds == ["call", "egress", "call", "call"]
+    (egress_frame,) = [f for f in frames if f["type"] == "egress"]
+    assert {k: egress_frame[k] for k in ("server", "host", "port", "allowed")} == {
+        "server": "fetch",
+        "host": "example.invalid",
+        "port": port,
+        "allowed": False,
+    }
+    assert "hook" not in egress_frame and "run" not in egress_frame

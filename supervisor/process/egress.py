@@ -42,6 +42,8 @@ HEAD_BYTES: Final = 64 * 1024
 #: The loopback port the child's proxy variables name, in its own network namespace (where
 #: the spawner listens for it: `runners/loopback.py` `PROXY_PORT`).
 LOOPBACK_PORT: Final = 3128
+#: The most refusals a lease keeps in order (`Lease.log`).
+LOG_MAX: Final = 256
 #: How long the proxy tries to connect to an upstream host.
 CONNECT_TIMEOUT_S: Final = 10.0
 _CHUNK: Final = 64 * 1024
@@ -68,6 +70,14 @@ class Lease(Record):
     upstream: ssl.SSLContext | None = None
     #: Where its sockets are served, while the lease is open (`EgressProxy.open_lease`).
     nursery: trio.Nursery | None = None
+    #: Every refusal, in order (the last `LOG_MAX`), and how many there were: what a tool
+    #: server's callers read around each call (`since`), its child serving many runs.
+    log: list[tuple[str, int]] = attrs.field(factory=list)
+    logged: int = 0
+
+    def since(self, mark: int) -> list[tuple[str, int]]:
+        """The refusals after the first `mark` (as far as the log keeps them)."""
+        return self.log[max(0, len(self.log) - (self.logged - mark)) :]
 
     def serve(self, fd: int) -> None:
         """Serves the child's proxy socket (`fd`, listening in its network namespace, from
@@ -82,6 +92,9 @@ class Lease(Record):
     def refuse(self, host: str, port: int, note: str | None = None) -> str:
         """Keeps `host` refused (its first port, its note) and says why."""
         self.refused.setdefault(host, port)
+        self.logged += 1
+        self.log.append((host, port))
+        del self.log[:-LOG_MAX]
         if note is not None:
             self.notes.setdefault(host, note)
         return note or egress.blocked_message(host)
