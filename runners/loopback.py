@@ -117,6 +117,11 @@ class Maker:
         self._net, self.busy = net, True
         self._go.release()
 
+    @property
+    def job(self) -> int | None:
+        """The namespace the job started last listens in (None: a new one)."""
+        return self._net
+
     def wait(self) -> tuple[int, int]:
         """What the job started last made, once made (the caller closes both fds). Raises
         `OSError` (`ConfineError` where namespaces are refused)."""
@@ -152,65 +157,84 @@ class Taken:
         self.net = self.listener = None
 
 
-def hand_over(ctrl: socket.socket, spawned: Spawned | None) -> int | None:
-    """Sends a started `egress` child's proxy socket to its owner and closes it here; its
-    namespace's fd, for `Spare.give` once its tree is gone."""
-    if spawned is None or spawned.listener is None:
+def hand_over(ctrl: socket.socket, spawned: Spawned | None) -> tuple[int, int] | None:
+    """Sends a started `egress` child's proxy socket to its owner; its namespace's fd and
+    the socket's, for `Spare.give` once its tree is gone."""
+    if spawned is None or spawned.listener is None or spawned.net is None:
         return None
     send_listener(ctrl, spawned.listener)
-    os.close(spawned.listener)
-    net, spawned.listener, spawned.net = spawned.net, None, None
-    return net
+    made, spawned.listener, spawned.net = (spawned.net, spawned.listener), None, None
+    return made
 
 
 class Spare:
-    """The network namespaces of a spawner's `egress` children. One whose child's tree is
-    gone (reaped: nothing of it runs) is kept (`give`) and serves the next such child with a
-    new listening socket, the old one closed: as many namespaces are made as children run
-    at once, not one per child. Otherwise a new one is made, and, while no namespace is
-    kept, the next is made ahead on the `Maker`."""
+    """The network namespaces of a spawner's `egress` children. When a child's tree is gone
+    (reaped: nothing of it runs), its namespace is kept (`give`): its listening socket is
+    shut down (its owner's copy too: it is the same socket, which then accepts nothing more,
+    and what waited in its backlog is reset) and closed, and the `Maker` opens a new one in
+    the namespace at once, off the next request's way, for the next such child: as many
+    namespaces are made as children run at once, not one per child. While none is kept, a
+    new one is made, and the next one ahead."""
 
     #: The most namespaces kept for the next children.
     KEPT = 4
 
     def __init__(self) -> None:
         self._maker: Maker | None = None
-        self._kept: list[int] = []
-        self._ready: tuple[int, int] | None = None
+        self._kept: list[int] = []  # (no socket in them yet)
+        self._ready: list[tuple[int, int]] = []
 
-    def give(self, net: int | None) -> None:
-        """Keeps `net`, the namespace of a child whose tree is gone and reaped."""
-        if net is not None and len(self._kept) < self.KEPT:
-            self._kept.append(net)
-        elif net is not None:
+    def give(self, made: tuple[int, int] | None) -> None:
+        """Keeps the namespace of a child whose tree is gone and reaped (`hand_over`)."""
+        if made is None:
+            return
+        net, listener = made
+        with socket.socket(fileno=listener) as sock, contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)  # (leaves LISTEN for every holder)
+        maker = self._maker
+        busy = maker is not None and maker.busy
+        if len(self._kept) + len(self._ready) + busy >= self.KEPT or maker is None:
             os.close(net)
+        elif busy:
+            self._kept.append(net)
+        else:
+            maker.start(net)
+
+    def _collect(self, maker: Maker) -> None:
+        """What the maker made last, in `_ready`, waiting for it if it is at work (a
+        namespace it could not listen in again is dropped)."""
+        if maker.busy:
+            net = maker.job
+            try:
+                self._ready.append(maker.wait())
+            except OSError:
+                if net is not None:
+                    os.close(net)
 
     def take(self, req: Request, disarm: Callable[[], None]) -> Taken:
-        """For an `egress` request, a namespace kept, else the one made ahead, else one made
-        now (the first: `disarm` first, at home); for any other, nothing (a `Taken` of
-        None). Raises `StartError`."""
+        """For an `egress` request, a namespace listening already, else one kept, else a new
+        one made now (the first: `disarm` first, at home); for any other, nothing (a `Taken`
+        of None). Raises `StartError`."""
         if req.sandbox is None or not req.sandbox.egress:
             return Taken(None)
         if self._maker is None:
             disarm()
             self._maker = Maker()
         maker = self._maker
-        if maker.busy:  # (the one made ahead)
-            with contextlib.suppress(OSError):
-                self._ready = maker.wait()
-        while self._kept:
-            net = self._kept.pop()
-            maker.start(net)
-            try:
-                return Taken(maker.wait())
-            except OSError:  # (its last child's socket still open, or worse: not reused)
-                os.close(net)
-        made, self._ready = self._ready, None
-        if made is None:
+        self._collect(maker)
+        while not self._ready and self._kept:
+            maker.start(self._kept.pop())
+            self._collect(maker)
+        dry = not self._ready
+        if dry:
             maker.start()
             try:
-                made = maker.wait()
+                self._ready.append(maker.wait())
             except OSError as exc:
                 raise StartError(f"sandbox: no network namespace for egress: {exc}") from exc
-        maker.start()  # (the next one ahead, while this one's child runs)
+        made = self._ready.pop()
+        if self._kept:
+            maker.start(self._kept.pop())
+        elif dry:
+            maker.start()  # (the next one ahead, while this one's child runs)
         return Taken(made)

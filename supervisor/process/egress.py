@@ -153,7 +153,7 @@ class EgressProxy:
 
 
 async def _serve(listener: trio.socket.SocketType, lease: Lease, nursery: trio.Nursery) -> None:
-    with listener:
+    with listener, contextlib.suppress(OSError):  # (shut down: its child's tree is gone)
         while True:
             conn, _ = await listener.accept()
             nursery.start_soon(_connection, trio.SocketStream(conn), lease)
