@@ -85,7 +85,7 @@ class InlineJail:
         #: Root with memory cgroups: the next child's, made ahead (`arm`), or why it is not.
         self.cgroup: memcg.Cgroup | None = None
         self._no_cgroup = ""
-        #: The next `egress` child's network namespace (`loopback.Spare`), closed by `spawn`.
+        #: The next `egress` child's network namespace (`loopback.Spare`; the caller's).
         self.loopback: int | None = None
 
     def arm(self) -> None:
@@ -122,7 +122,7 @@ class InlineJail:
     ) -> Spawned:
         """Starts `req` confined by `req.sandbox` (`uid`: root's per-child uid, else the
         caller's; `slots`: from an fd table of its own; with `egress`, it enters `loopback`, set
-        by the caller, closed here: `loopback.py`); raises `StartError`, or
+        by the caller, who closes it: `loopback.py`); raises `StartError`, or
         `Broken` if this thread could not come back."""
         assert req.sandbox is not None
         cgroup = None
@@ -164,9 +164,7 @@ class InlineJail:
         except OSError as exc:  # (a namespace refused; what else could fail says it itself)
             raise StartError(f"sandbox: {exc}") from exc
         finally:
-            if self.loopback is not None:
-                os.close(self.loopback)
-                self.loopback = None
+            self.loopback = None
             try:
                 self._come_back()
             finally:  # (at home: it is removed by its path)

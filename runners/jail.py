@@ -35,7 +35,6 @@ from collections.abc import Callable
 
 from . import chain, chained, confine, fdslots, landlock, libc, memcg, seccomp, userns, view
 from .grants import Grants, open_path
-from .loopback import enter_loopback_net
 from .spawnreq import Request, Sandbox
 from .start import StartError, fork_exec, resolve, start_failed
 
@@ -44,18 +43,22 @@ _ARM_FLAGS = libc.CLONE_NEWPID | libc.CLONE_NEWNS | libc.CLONE_NEWIPC | libc.CLO
 
 class Spawned:
     """A jailed spawn's pid, and its scratch tmpfs when it is returned; `cgroup`: the memory
-    cgroup it started in (`memcg.py`), set by the jail that started it."""
+    cgroup it started in (`memcg.py`), set by the jail that started it; `listener`: an
+    `egress` child's proxy socket (till sent) and network namespace (`loopback.py`)."""
 
     def __init__(self, pid: int, scratch_fd: int | None) -> None:
         self.pid = pid
         self.scratch_fd = scratch_fd
         self.cgroup: memcg.Cgroup | None = None
+        self.listener: int | None = None
+        self.net: int | None = None
 
     def close(self) -> None:
-        """Closes the fd held for a child that was killed and reaped before it was kept."""
-        if self.scratch_fd is not None:
-            os.close(self.scratch_fd)
-        self.scratch_fd = None
+        """Closes the fds held for a child that was killed and reaped before it was kept."""
+        for fd in (self.scratch_fd, self.listener, self.net):
+            if fd is not None:
+                os.close(fd)
+        self.scratch_fd = self.listener = self.net = None
 
 
 class Jail:
@@ -74,6 +77,7 @@ class Jail:
         no_cgroup: str | None = None,
     ) -> None:
         self._empty_net = empty_net
+        self.egress_net: int | None = None
         self._home_pid = home_pid
         #: The memory cgroup the thread joins before it arms, so that its child starts there
         #: (`no_cgroup`: why the one it needed could not be made; it then serves no request).
@@ -129,7 +133,8 @@ class Jail:
         """Starts `req` from the thread, confined by `req.sandbox`; raises `StartError`.
 
         `borrowed`: this process carries the child's soft limits for the spawn; else the
-        thread forks and the fork sets the limits.
+        thread forks and the fork sets the limits. An `egress` child's network namespace is
+        `egress_net`, set by the caller (`loopback.Spare`).
         """
         assert req.sandbox is not None
         sandbox = req.sandbox
@@ -142,7 +147,7 @@ class Jail:
             req,
             sandbox,
             uid,
-            self._empty_net,
+            self.egress_net if sandbox.egress else self._empty_net,
             borrowed=borrowed,
             later=later,
             home=self._home_pid,
@@ -335,9 +340,7 @@ def prepare(
             finally:
                 os.close(scratch)
             req.chdir()
-            if sandbox.egress and enter_net:
-                enter_loopback_net()
-            elif not sandbox.net and enter_net:
+            if not sandbox.net and enter_net:  # (`egress`: its own, `loopback.Spare`)
                 if empty_net is None:
                     raise StartError("sandbox: no network namespace")
                 libc.setns(empty_net, libc.CLONE_NEWNET, "network namespace")

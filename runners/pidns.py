@@ -203,6 +203,7 @@ class PidNsSpawner:
             tree.cgroup = spawned.cgroup  # (its OOM notifications kill the tree)
             self.trees[tree.cgroup.event] = tree
             self.epoll.register(tree.cgroup.event, select.EPOLLIN)
+        tree.net = loopback.hand_over(ctrl, spawned)  # (an `egress` child's, before "started")
         self.held.started(tree, held=req.collect is not None)
         self.trees[pidfd] = self.trees[ctrl.fileno()] = tree
         self.epoll.register(pidfd, select.EPOLLIN)
@@ -246,25 +247,23 @@ class PidNsSpawner:
         """Starts a sandboxed child from this thread (it seals itself, `inline.py`) or the armed
         jail thread (`jail.py`; soft limits lent for the spawn, hard ones set after)."""
         assert req.sandbox is not None
-        missing = self.sandbox.missing_for(req.sandbox)
-        if missing:
+        if missing := self.sandbox.missing_for(req.sandbox):
             raise StartError(f"sandbox: cannot be enforced here: missing {', '.join(missing)}")
-        if self.inline is not None:
-            self.inline.loopback = self.spare.take(req, self._disarm)  # (before arming)
+        with self.spare.take(req, self._disarm) as egress:  # (before arming: `loopback.py`)
+            if self.inline is None:
+                return egress.keep(self._spawn_in(req, uid, egress.net))
+            self.inline.loopback = egress.net
             self._arm()
             try:
-                return self.inline.spawn(req, self.home, uid, self.slots.ready(req, self.trees, 1))
+                slots = self.slots.ready(req, self.trees, 1)
+                return egress.keep(self.inline.spawn(req, self.home, uid, slots))
             finally:
                 self._disarm()
+
+    def _spawn_in(self, req: Request, uid: int | None, net: int | None) -> jail.Spawned:
         current, self.jail = self.jail, None
         assert current is not None
-        try:
-            return self._spawn_in(current, req, uid)
-        except BaseException:
-            memcg.drop(current.cgroup)  # (nothing started in it)
-            raise
-
-    def _spawn_in(self, current: jail.Jail, req: Request, uid: int | None) -> jail.Spawned:
+        current.egress_net = net
         try:
             if self.sandbox.userns:  # rootless: by fork, for the child's own user namespace
                 return current.spawn(req, uid, borrowed=False)
@@ -282,6 +281,9 @@ class PidNsSpawner:
                 spawned.close()
                 raise
             return spawned
+        except BaseException:
+            memcg.drop(current.cgroup)  # (nothing started in it)
+            raise
         finally:
             self._disarm()  # (`_rearm` makes the next jail thread)
 
@@ -316,7 +318,6 @@ class PidNsSpawner:
         thread (made only while this thread is not armed), then this thread armed."""
         if self.jail is None and self.inline is None:
             self.jail = self.sandbox.new_jail()
-        self.spare.refill(self.armed)
         self._arm(quietly=True)
         if self.inline is not None and self.jailed_last:  # (if it cannot: its request says)
             with contextlib.suppress(OSError):
@@ -348,6 +349,7 @@ class PidNsSpawner:
         os.close(tree.pidfd)
         if tree.uid is not None:
             self.uids.give(tree.uid)
+        self.spare.give(tree.net)  # (kept for the next `egress` child: `loopback.py`)
         if tree.scratch is not None:
             self._at_home()  # (the scratch goes back by its path in the spawner's tree)
             jail.return_scratch(*tree.scratch)
@@ -375,8 +377,7 @@ class PidNsSpawner:
         memcg.drop(cgroup)
 
     def _over_memory(self, tree: Tree) -> None:
-        """Its cgroup ran out of memory (an OOM notification): the whole tree is killed, and
-        its exit report will say so."""
+        """Its cgroup ran out of memory (OOM notification): all the tree killed, as reported."""
         assert tree.cgroup is not None
         with contextlib.suppress(OSError):
             os.eventfd_read(tree.cgroup.event)
@@ -384,8 +385,7 @@ class PidNsSpawner:
         tree.signal(signal.SIGKILL)
 
     def _read_output(self, tree: Tree, fd: int, *, drain: bool = False) -> None:
-        """Moves what stdout or stderr `fd` holds to its memfd (`Tree.pump`); forgets the
-        pipe once it is done."""
+        """Moves what `fd` (stdout, stderr) holds to its memfd (`Tree.pump`); forgets it at end."""
         if tree.pump(fd, drain=drain):
             self.epoll.unregister(fd)
             del self.trees[fd]

@@ -147,6 +147,15 @@ def send_started(
         ctrl.sendmsg([started], rights, socket.MSG_DONTWAIT)
 
 
+def send_listener(ctrl: socket.socket, listener: int) -> None:
+    """Hands an `egress` child's proxy socket (`loopback.py`), listening in its network
+    namespace, to its owner, before any other word of the child: the owner's proxy accepts
+    on it while the child runs (its "started" may be held back till its exit)."""
+    rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [listener]).tobytes())]
+    with contextlib.suppress(OSError):  # (an owner gone: the tree is killed as it would be)
+        ctrl.sendmsg([b'{"event": "listening"}'], rights, socket.MSG_DONTWAIT)
+
+
 def fail(ctrl: socket.socket, message: str) -> None:
     """Says on `ctrl` that the child could not start, and why: `message`, cut to what the
     owner reads of one message (`MAX_REPORT`; escaped, a character takes up to 12 bytes)."""

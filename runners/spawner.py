@@ -54,6 +54,9 @@ socket (SOCK_SEQPACKET), the rest are the child's fds, placed at the numbers lis
 `"fds"`. Everything about the child is then said on its control socket:
 
   spawner → supervisor {"event": "accepted"}   (keeper mode: taken; the child may run now)
+                       {"event": "listening"}   (an `egress` child, first: the socket its
+                                         proxy variables name, listening in its network
+                                         namespace, attached: `loopback.py`)
                        {"event": "started", "pid": P, "keeper": K|null}   (P: host pid;
                                          pidns: the child's pidfd attached, to SIGKILL it)
                        {"event": "error", "message": "..."}           (could not start)

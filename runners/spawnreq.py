@@ -84,7 +84,7 @@ class Sandbox:
         plan = fields(plan, "sandbox", *FIELDS["sandbox"])
         self.net = boolean(plan["net"], "sandbox.net")
         #: A network namespace of its own with only `lo`, up: the child reaches the proxy
-        #: through its forwarder there (`egress_forward.py`); sockets allowed, as for `net`.
+        #: through the proxy's socket there (`loopback.py`); sockets allowed, as for `net`.
         self.egress = boolean(plan.get("egress", False), "sandbox.egress") and not self.net
         #: Whether Landlock and seccomp let the child use sockets.
         self.sockets = self.net or self.egress

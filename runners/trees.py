@@ -138,6 +138,7 @@ class Tree:
         "collect",
         "ctrl",
         "host",
+        "net",
         "outputs",
         "overflow",
         "pid",
@@ -151,6 +152,8 @@ class Tree:
         self.pidfd = pidfd
         self.host = host
         self.ctrl: socket.socket | None = ctrl
+        #: An `egress` child's network namespace and proxy socket (`loopback.Spare`).
+        self.net: tuple[int, int] | None = None
         #: A jailed child's uid slot, and its scratch tmpfs to copy back (fd, host path).
         self.uid: int | None = None
         self.scratch: tuple[int, str] | None = None

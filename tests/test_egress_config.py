@@ -135,3 +135,36 @@ def test_secret_with_hosts_on_a_hook(tmp_path: Path) -> None:
     bad = write(tmp_path / "b.toml", HOOK + 'secrets = [{ name = "T", hosts = [] }]\n')
     with pytest.raises(ConfigError, match="/hooks/0/secrets/0"):
         load(tmp_path, bad)
+
+
+def test_network_under_net_or_none_is_a_config_error_naming_file_and_pointer(
+    tmp_path: Path,
+) -> None:
+    cfg = write(
+        tmp_path / "a.toml",
+        '[defaults]\nsandbox = "net"\n'
+        + HOOK
+        + 'network = ["pypi.org"]\n'
+        + HOOK.replace('"h"', '"g"')
+        + 'sandbox = "none"\nnetwork = ["pypi.org"]\n'
+        + HOOK.replace('"h"', '"f"')
+        + 'sandbox = "strict"\nnetwork = ["pypi.org"]\n'
+        + '[servers.gh]\ncommand = ["x"]\nsandbox = "none"\nnetwork = ["api.github.com"]\n',
+    )
+    with pytest.raises(ConfigError) as caught:
+        load(tmp_path, cfg)
+    said = {(p.file, p.pointer): p.message for p in caught.value.problems}
+    file = str(cfg)
+    assert set(said) == {
+        (file, "/hooks/0/network"),
+        (file, "/hooks/1/network"),
+        (file, "/servers/gh/network"),
+    }
+    assert 'found sandbox "net"' in said[(file, "/hooks/0/network")]
+    assert "[defaults] sandbox" in said[(file, "/hooks/0/network")]
+    assert 'found sandbox "none"' in said[(file, "/servers/gh/network")]
+    # `[defaults] network` for a hook under `none` is not its own: no error, no proxy.
+    quiet = write(
+        tmp_path / "q.toml", '[defaults]\nnetwork = ["pypi.org"]\n' + HOOK + 'sandbox = "none"\n'
+    )
+    assert load(tmp_path, quiet).find("h").sandbox == "none"  # type: ignore[union-attr]

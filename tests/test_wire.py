@@ -53,6 +53,7 @@ def test_every_field_maps_onto_the_request() -> None:
                 "autonomy": "advise",
                 "cancelOnDisconnect": True,
                 "sandbox": "strict",
+                "network": ["pypi.org", "*.example.org:8443"],
                 "passEnv": ["CI", "GITHUB_*"],
                 "secrets": ["TOKEN"],
                 "callerEnv": {"CI": "1", "TOKEN": "t0ken"},
@@ -63,6 +64,7 @@ def test_every_field_maps_onto_the_request() -> None:
     assert (request.pass_env, request.secrets) == (("CI", "GITHUB_*"), ("TOKEN",))
     assert request.caller_env == {"CI": "1", "TOKEN": "t0ken"}
     assert request.sandbox is Profile.STRICT
+    assert request.network == ("pypi.org", "*.example.org:8443")
     assert request.stdin == b"in"
     assert request.input == (None,)  # `null` is an input, absent is none
     assert (request.env, request.cwd, request.timeout_ms) == ({"A": "1"}, "/tmp", 500)
@@ -71,7 +73,7 @@ def test_every_field_maps_onto_the_request() -> None:
     assert set(EXEC_FIELDS) == {
         "argv", "python", "file", "stdin", "input", "env", "cwd", "timeoutMs",
         "hooks", "script", "autonomy", "cancelOnDisconnect", "sandbox", "passEnv",
-        "secrets", "callerEnv", "placeholders",
+        "secrets", "callerEnv", "placeholders", "network",
     }  # fmt: skip
     code = parse_exec('{"python": "print(1)"}')
     assert code.script == Script(python_code="print(1)") and code.input is None

@@ -92,6 +92,15 @@ def add_arguments(x: argparse.ArgumentParser) -> None:
         " [secret NAME] in every frame and event; unset, the run fails (repeatable)",
     )
     x.add_argument(
+        "--network",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="a host (glob, optional :PORT) the script reaches through the proxy, under strict"
+        " or workspace (repeatable; within [script] network when the config sets it;"
+        " docs/egress.md)",
+    )
+    x.add_argument(
         "--placeholder",
         dest="placeholders",
         action="append",

@@ -199,6 +199,7 @@ def local_request(args: argparse.Namespace) -> tuple[Config, RunRequest]:
         timeout_ms=_timeout_ms(args),
         autonomy=Effect.parse(args.autonomy) if args.autonomy is not None else None,
         sandbox=Profile(args.sandbox) if args.sandbox else None,
+        network=_network(args, config.script_network, args.sandbox or config.script_sandbox),
         placeholders=_placeholders(args),
     )
     # In process, the caller's environment is this one.
@@ -208,6 +209,32 @@ def local_request(args: argparse.Namespace) -> tuple[Config, RunRequest]:
     import attrs
 
     return admitted.config, attrs.evolve(admitted.request, files=files)
+
+
+def _network(
+    args: argparse.Namespace, ceiling: tuple[str, ...] | None, profile: str | None
+) -> tuple[str, ...] | None:
+    """`--network` (repeatable): the run's hosts, None when not given; each a host glob, and
+    within `ceiling` (`[script] network`) when there is one: it narrows it, never widens;
+    the run's `profile` one a list narrows (None: the server's, which it checks)."""
+    from ..core import egress
+
+    if not args.network:
+        return None
+    if profile is not None and str(profile) not in egress.CONFINING:
+        raise Usage(f"--network: {egress.unconfined(str(profile))}")
+    for item in args.network:
+        if not egress.valid(item):
+            raise Usage(
+                f"--network {item}: expected a host glob with an optional port (pypi.org,"
+                " *.example.com:8443)"
+            )
+        if ceiling is not None and not egress.narrows([item], ceiling):
+            raise Usage(
+                f"--network {item}: not within [script] network ({', '.join(ceiling)}):"
+                " --network may narrow it, never widen it"
+            )
+    return tuple(args.network)
 
 
 def _remote_env(args: argparse.Namespace, config: Config, hooks: list[Any]) -> dict[str, Any]:
@@ -296,6 +323,8 @@ def remote_request(
         timeout_ms=_timeout_ms(args),
         autonomy=autonomy if args.autonomy is not None or autonomy < Effect.RUN else None,
         sandbox=sandbox,
+        # (The server holds it to its own [script] network, and its own profile.)
+        network=_network(args, None, args.sandbox),
         # Like an in-process run, which ends with its `exec`: a vanished client stops its run.
         cancel_on_disconnect=True,
         **environment,

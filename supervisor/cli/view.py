@@ -141,6 +141,7 @@ def frame_lines(frame: Mapping[str, Any]) -> list[str]:
             ]
         case FrameType.EGRESS:
             who = f"hook {frame['hook']}" if frame.get("hook") else "the run's script"
+            who = f"server {frame['server']}" if frame.get("server") else who
             verdict = "allowed" if frame.get("allowed") else "blocked: not in its network"
             return [f"egress {frame['host']}:{frame['port']} for {who}: {verdict}"]
         case FrameType.ASK:

@@ -16,6 +16,7 @@ from typing import Any
 
 import attrs
 
+from ..core import egress
 from ..core.effects import DEFAULT_MAX, PARALLEL_MAX, REFUSING, Effect
 from ..core.errors import Problem
 from ..core.hooks import (
@@ -130,6 +131,11 @@ def resolve(layers: Sequence[Layer]) -> tuple[Config, list[Problem]]:
                     f" at {first.file}:{first.pointer or '/'})",
                 )
             )
+        if egress.NETWORK_KEY in obj and hook.sandbox.value not in egress.CONFINING:
+            why = egress.unconfined(hook.sandbox.value)
+            if "sandbox" not in obj:
+                why += " (its sandbox is [defaults] sandbox)"
+            problems.append(Problem(decl.file, f"{decl.pointer}/{egress.NETWORK_KEY}", why))
         if hook.action == Action.PLUGIN:
             problems += plugin_problems(hook, decl.file, decl.pointer, merged.get("servers", {}))
         hooks.append(hook)
@@ -167,7 +173,8 @@ def resolve(layers: Sequence[Layer]) -> tuple[Config, list[Problem]]:
         observe_drain_ms=int(merged.get("observe", {}).get("drainMs", DEFAULT_OBSERVE_DRAIN_MS)),
         script_sandbox=Profile(merged.get("script", {}).get("sandbox", DEFAULT_RUN_SANDBOX.value)),
         script_pass_env=tuple(merged.get("script", {}).get(PASS_ENV_KEY, ())),
-        script_secrets=tuple(merged.get("script", {}).get(SECRETS_KEY, ())),
+        script_secrets=_secret_names(merged.get("script", {})),
+        script_secret_hosts=_secret_hosts(merged.get("script", {})),
         script_network=_network(merged.get("script", {})),
         files=tuple(layer.path for layer in layers if layer.path is not None),
         warnings=tuple(policy.warnings),
@@ -202,6 +209,16 @@ def _parallel_problems(config: Config, decls: Sequence[Decl]) -> list[Problem]:
                 )
             )
     return problems
+
+
+def _secret_names(table: Mapping[str, Any]) -> tuple[str, ...]:
+    """The names of `secrets` (each a name, or `{ name, hosts }`)."""
+    return tuple(s if isinstance(s, str) else s["name"] for s in table.get(SECRETS_KEY, ()))
+
+
+def _secret_hosts(table: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
+    """The secrets of `secrets` declared with hosts: name -> hosts."""
+    return {s["name"]: tuple(s["hosts"]) for s in table.get(SECRETS_KEY, ()) if isinstance(s, dict)}
 
 
 def _network(table: Mapping[str, Any]) -> tuple[str, ...] | None:
@@ -249,10 +266,8 @@ def _build_hook(decl: Decl, name: str, defaults: Defaults) -> Hook:
         failure=Failure(obj.get("failure", Failure.OPEN.value)),
         env=dict(obj.get("env", {})),
         pass_env=tuple(obj.get(PASS_ENV_KEY, ())),
-        secrets=tuple(s if isinstance(s, str) else s["name"] for s in obj.get(SECRETS_KEY, ())),
-        secret_hosts={
-            s["name"]: tuple(s["hosts"]) for s in obj.get(SECRETS_KEY, ()) if isinstance(s, dict)
-        },
+        secrets=_secret_names(obj),
+        secret_hosts=_secret_hosts(obj),
         enabled=bool(obj.get("enabled", True)),
         locked=bool(obj.get("locked", False)),
         when=dict(obj.get("when", {})),

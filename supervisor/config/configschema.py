@@ -304,7 +304,8 @@ def build_config_schema() -> dict[str, Any]:
                         "description": "The runs' sandbox profile when a run names none"
                         f" (default `{DEFAULT_RUN_SANDBOX.value}`).",
                     },
-                    **pass_keys("every run") | {NETWORK_KEY: network_schema("each run's script")},
+                    **pass_keys("every run", hosts=True)
+                    | {NETWORK_KEY: network_schema("each run's script")},
                 },
                 "Inline source phases of the script point (action `source`), the runs'"
                 " sandbox profile, and what runs take from their caller's environment.",

@@ -8,6 +8,7 @@ import urllib.parse
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..core import egress
 from ..core.errors import Problem
 from ..core.servers import LOOPBACK_HOSTS, OTHER_REFERENCE, secrets_named
 from .problems import pointer
@@ -59,6 +60,9 @@ def _file_problems(
                         "expected `command` (a server it runs) or `url` (a remote server)",
                     )
                 )
+        profile = merged.get(name, {}).get("sandbox", egress.CONFINING[0])
+        if "network" in table and isinstance(profile, str) and profile not in egress.CONFINING:
+            problems.append(Problem(file, pointer([*at, "network"]), egress.unconfined(profile)))
         url = table.get("url")
         if isinstance(url, str):
             why = _url_problem(url)

@@ -87,6 +87,20 @@ def narrows(nearer: Sequence[str | None], farther: Sequence[str]) -> bool:
     return all(i is None or parse(i).covered_by(wide) for i in nearer)
 
 
+#: The profiles a `network` list narrows (the others have the host's whole network).
+CONFINING: Final = ("strict", "workspace")
+
+
+def unconfined(profile: str) -> str:
+    """Why a `network` list cannot go with `profile` (`net` or `none`)."""
+    has = "already has" if profile == "net" else "is not confined and has"
+    return (
+        f'network needs sandbox "strict" or "workspace", found sandbox "{profile}": under'
+        f' "{profile}" the child {has} the host\'s whole network, which a list of hosts'
+        ' cannot narrow (drop `network`, or set sandbox = "strict")'
+    )
+
+
 def blocked_message(host: str) -> str:
     """What a hook frame says of a host its child was refused."""
     return f"blocked: {host} not in network"

@@ -364,10 +364,10 @@ class Config(Record):
     #: `[observe] drainMs`: the wait for observe hooks when a command ends.
     observe_drain_ms: int = DEFAULT_OBSERVE_DRAIN_MS
     script_sandbox: Profile = DEFAULT_RUN_SANDBOX  # (`[script] sandbox`)
-    #: `[script] passEnv`, `secrets`: what every run takes from its caller's environment
-    #: (besides what it asks for); `network`: the hosts each run's script reaches.
+    #: `[script] passEnv`, `secrets` (with hosts: `secret_hosts`, as a hook's), `network`.
     script_pass_env: tuple[str, ...] = ()
     script_secrets: tuple[str, ...] = ()
+    script_secret_hosts: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)
     script_network: tuple[str, ...] | None = None
     #: The config files applied, farthest first.
     files: tuple[str, ...] = ()

@@ -47,7 +47,7 @@ SEARCHED: Final[Mapping[FrameType, tuple[str, ...]]] = {
     FrameType.WARNING: ("message",),
     FrameType.ASK: ("hook", "question"),
     FrameType.CALL: ("server", "tool", "error", "refused_by"),
-    FrameType.EGRESS: ("host", "hook"),
+    FrameType.EGRESS: ("host", "hook", "server"),
 }
 #: The index, and each run's lines indexed so far (made with the store's schema, and for a
 #: history made before it, when it is opened): `indexed < frames` is a run the index is behind.

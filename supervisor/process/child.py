@@ -144,8 +144,8 @@ class Child:
     def _note(self, msg: dict[str, Any] | None) -> None:
         """Takes in a message; the tree is over at "exit", "error" or end of file."""
         event = None if msg is None else msg.get("event")
-        if event == "accepted":
-            self._accepted = True
+        if event in ("accepted", "listening"):  # (taken; an `egress` child's socket, served)
+            self._accepted = self._accepted or event == "accepted"
             return
         if msg is not None and event == "started":
             self.outcome.pid = msg["pid"]
@@ -185,7 +185,7 @@ class Child:
             event = msg.get("event")
             if event in ("started", "exit"):
                 return
-            if event != "accepted":
+            if event not in ("accepted", "listening"):
                 raise SpawnError(str(msg.get("message", msg)))
 
     async def wait(self) -> Outcome:
@@ -333,11 +333,13 @@ class Child:
 
 class SpawnerLink:
     """A child's control socket to the spawner (`runners/spawner.py` has the protocol), and
-    `taken`: whether the spawner took the request (`launch.TakenCount`)."""
+    `taken`: whether the spawner took the request (`launch.TakenCount`); `on_listener`
+    takes an `egress` child's proxy socket from "listening" (`ChildSpec.on_listener`)."""
 
     def __init__(self, ctrl: trio.socket.SocketType, taken: Callable[[], bool]) -> None:
         self._ctrl = ctrl
         self.taken = taken
+        self.on_listener: Callable[[int], None] | None = None
 
     async def recv(self) -> dict[str, Any] | None:
         """The spawner's next message about this child; None once it is gone. A collected
@@ -359,6 +361,8 @@ class SpawnerLink:
                 msg["output"] = _collected(msg, dict(zip(msg["memfds"], fds, strict=True)))
             elif msg.get("event") == "started" and fds:  # pidns: the child's pidfd, kept
                 msg["pidfd"] = fds.pop(0)
+            elif msg.get("event") == "listening" and fds and self.on_listener is not None:
+                self.on_listener(fds.pop(0))
         finally:
             for fd in fds:
                 os.close(fd)

@@ -1,10 +1,12 @@
 """The egress proxy: what a sandboxed child with a `network` list reaches, and nothing else.
 
 One `EgressProxy` per supervisor (the spawner's, `Spawner.egress`). Each child gets a lease
-(`open_lease`): a Unix socket of its own in a directory bound read-only into its sandbox,
-served while the lease is open; the child's forwarder (`runners/egress_forward.py`) carries
-each connection made to its loopback there. Whatever arrives on a lease's socket is judged
-against that lease's allow-list (`core/egress.py`) alone: an HTTP `CONNECT host:port` (a
+(`open_lease`). The spawner makes the child's network namespace with only `lo` up, opens a
+TCP socket listening at 127.0.0.1:`LOOPBACK_PORT` in it, and hands the socket's fd over
+before anything else it says of the child (`runners/loopback.py`); the lease serves it
+(`Lease.serve`) while it is open: a socket keeps its namespace, so it accepts the child's
+connections from the supervisor's own. Whatever arrives there is judged against that
+lease's allow-list (`core/egress.py`) alone: an HTTP `CONNECT host:port` (a
 tunnel, HTTPS), or a plain HTTP request in absolute form (forwarded with `Connection:
 close`). The proxy resolves the name itself (the child has no resolver to ask) and
 connects; a host not allowed gets `403` with "blocked: HOST not in network" and is kept,
@@ -20,10 +22,8 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-import shutil
 import socket
 import ssl
-import tempfile
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Final
 
@@ -33,20 +33,20 @@ import trio
 from ..core import egress
 from ..core.errors import HooksError
 from ..core.records import Record
-from .scratch import scratch_root
 
 if TYPE_CHECKING:
     from .egressca import RunCA
 
 #: The most a request's head (request line and headers) may hold.
 HEAD_BYTES: Final = 64 * 1024
-#: The loopback port the child's proxy variables name, in its own network namespace.
+#: The loopback port the child's proxy variables name, in its own network namespace (where
+#: the spawner listens for it: `runners/loopback.py` `PROXY_PORT`).
 LOOPBACK_PORT: Final = 3128
+#: The most refusals a lease keeps in order (`Lease.log`).
+LOG_MAX: Final = 256
 #: How long the proxy tries to connect to an upstream host.
 CONNECT_TIMEOUT_S: Final = 10.0
 _CHUNK: Final = 64 * 1024
-#: The file the lease's socket is in its directory.
-SOCKET_NAME: Final = "proxy.sock"
 
 
 class _Refused(HooksError):
@@ -56,10 +56,9 @@ class _Refused(HooksError):
 
 @attrs.define(repr=False)
 class Lease(Record):
-    """One child's access to the proxy: its socket's directory and path, its allow-list,
-    and the hosts it was refused, in order, once each (host, port)."""
+    """One child's access to the proxy: its allow-list, and the hosts it was refused, in
+    order, once each (host, port)."""
 
-    directory: str
     rules: tuple[egress.HostRule, ...]
     refused: dict[str, int] = attrs.field(factory=dict)
     #: What a hook frame says of a refused host, where not "blocked: HOST not in network".
@@ -69,10 +68,33 @@ class Lease(Record):
     #: With secrets: the CA the child trusts alone, and how upstream hosts are verified.
     ca: RunCA | None = None
     upstream: ssl.SSLContext | None = None
+    #: Where its sockets are served, while the lease is open (`EgressProxy.open_lease`).
+    nursery: trio.Nursery | None = None
+    #: Every refusal, in order (the last `LOG_MAX`), and how many there were: what a tool
+    #: server's callers read around each call (`since`), its child serving many runs.
+    log: list[tuple[str, int]] = attrs.field(factory=list)
+    logged: int = 0
+
+    def since(self, mark: int) -> list[tuple[str, int]]:
+        """The refusals after the first `mark` (as far as the log keeps them)."""
+        return self.log[max(0, len(self.log) - (self.logged - mark)) :]
+
+    def serve(self, fd: int) -> None:
+        """Serves the child's proxy socket (`fd`, listening in its network namespace, from
+        the spawner: `ChildSpec.on_listener`) until the lease ends, which closes it."""
+        listener = trio.socket.from_stdlib_socket(socket.socket(fileno=fd))
+        try:
+            assert self.nursery is not None
+            self.nursery.start_soon(_serve, listener, self, self.nursery)
+        except (AssertionError, RuntimeError):  # (the lease is over: nothing to serve)
+            listener.close()
 
     def refuse(self, host: str, port: int, note: str | None = None) -> str:
         """Keeps `host` refused (its first port, its note) and says why."""
         self.refused.setdefault(host, port)
+        self.logged += 1
+        self.log.append((host, port))
+        del self.log[:-LOG_MAX]
         if note is not None:
             self.notes.setdefault(host, note)
         return note or egress.blocked_message(host)
@@ -98,12 +120,8 @@ class Lease(Record):
             self.ca, self.upstream = RunCA(), upstream_context()
         return placeholder
 
-    @property
-    def socket_path(self) -> str:
-        return os.path.join(self.directory, SOCKET_NAME)
-
     def environment(self) -> dict[str, str]:
-        """The variables that point the child at its forwarder."""
+        """The variables that point the child at its proxy socket."""
         url = f"http://127.0.0.1:{LOOPBACK_PORT}"
         env = {name: url for name in egress.PROXY_VARIABLES}
         env |= {name.lower(): url for name in egress.PROXY_VARIABLES}
@@ -121,32 +139,24 @@ class EgressProxy:
 
     @contextlib.asynccontextmanager
     async def open_lease(self, network: tuple[str, ...]) -> AsyncIterator[Lease]:
-        """A lease for a child allowed `network`, its socket listening until the block ends
-        (then its connections are cancelled and its directory removed)."""
-        directory = tempfile.mkdtemp(prefix="egress-", dir=scratch_root())
-        os.chmod(directory, 0o755)  # the child's own uid (root's per-child one) goes through
-        lease = Lease(directory, egress.rules(network))
-        listener = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            await listener.bind(lease.socket_path)
-            os.chmod(lease.socket_path, 0o666)  # only this child's view holds the path
-            listener.listen(64)
-            self.leases += 1
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(_serve, listener, lease, nursery)
-                try:
-                    yield lease
-                finally:
-                    nursery.cancel_scope.cancel()
-        finally:
-            listener.close()
-            shutil.rmtree(directory, ignore_errors=True)
+        """A lease for a child allowed `network`, serving the sockets handed to it
+        (`Lease.serve`) until the block ends; then they and their connections are closed."""
+        lease = Lease(egress.rules(network))
+        self.leases += 1
+        async with trio.open_nursery() as nursery:
+            lease.nursery = nursery
+            try:
+                yield lease
+            finally:
+                lease.nursery = None
+                nursery.cancel_scope.cancel()
 
 
 async def _serve(listener: trio.socket.SocketType, lease: Lease, nursery: trio.Nursery) -> None:
-    while True:
-        conn, _ = await listener.accept()
-        nursery.start_soon(_connection, trio.SocketStream(conn), lease)
+    with listener, contextlib.suppress(OSError):  # (shut down: its child's tree is gone)
+        while True:
+            conn, _ = await listener.accept()
+            nursery.start_soon(_connection, trio.SocketStream(conn), lease)
 
 
 async def _connection(stream: trio.SocketStream, lease: Lease) -> None:
@@ -286,8 +296,8 @@ def doctor_lines(netns: bool | str) -> list[str]:
     return [
         "egress (`network` lists, docs/egress.md):",
         f"  proxy    in the supervisor, one for all its children ({where})",
-        f"  children reach it from a loopback of their own at 127.0.0.1:{LOOPBACK_PORT},"
-        f" forwarded to a Unix socket under {scratch_root()}",
+        f"  children reach it at 127.0.0.1:{LOOPBACK_PORT} on a loopback of their own, where"
+        " the spawner listens for it (no process beside the child)",
         "  upstream TLS verified against "
         + (f"{trust} ({TRUST_ENV})" if trust else "the system's certificate store"),
     ]

@@ -2,11 +2,10 @@
 proxy and what its child is started with for it.
 
 A child with a `network` list under `strict` or `workspace` keeps its empty network: it gets
-a network namespace of its own with only `lo` up (`runners/loopback.py`), the forwarder
-(`runners/egress_forward.py`) in front of its argv, which listens on the loopback port the
-proxy variables name and carries connections to its lease's Unix socket, bound read-only
-into its sandbox. Under `net` (the host's network) and `none` the list has nothing to
-narrow and no lease is taken.
+a network namespace of its own with only `lo` up, where the spawner listens on the loopback
+port the proxy variables name and hands the socket to its lease (`runners/loopback.py`,
+`Lease.serve`): nothing runs beside the child, and its argv is its own. Under `net` (the
+host's network) and `none` the list has nothing to narrow and no lease is taken.
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-import sys
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Final
 
@@ -23,9 +21,7 @@ import attrs
 from ..core import egress
 from ..core.frames import blank
 from ..core.hooks import Profile
-from .egress import LOOPBACK_PORT, Lease
-from .launch import RUNNER_FLAGS
-from .runnerside import runner_path
+from .egress import Lease
 from .spawner import Spawner
 from .spawnspec import ChildSpec
 
@@ -53,9 +49,10 @@ async def open_egress(
 def egress_spec(
     spec: ChildSpec, lease: Lease | None, secret_hosts: Mapping[str, tuple[str, ...]]
 ) -> ChildSpec:
-    """`spec` behind its forwarder, with its own loopback, the lease's socket readable and
-    the proxy variables set (run cold: the forwarder is its program); each secret with hosts
-    a placeholder, and the run's CA, written in its scratch, the one it trusts."""
+    """`spec` with a loopback of its own whose proxy socket the lease serves, and the proxy
+    variables set (run cold: a warm fork has no namespace of its own to listen in); each
+    secret with hosts a placeholder, and the run's CA, written in its scratch, the one it
+    trusts."""
     env = dict(spec.env)
     for name, hosts in secret_hosts.items():  # never the value, even where none can swap it
         if name in env:
@@ -67,22 +64,14 @@ def egress_spec(
             )
     if lease is None or spec.sandbox is None:
         return attrs.evolve(spec, env=env)
-    plan = attrs.evolve(spec.sandbox, egress=True, read=(*spec.sandbox.read, lease.directory))
-    argv = (
-        sys.executable,
-        *RUNNER_FLAGS,
-        runner_path("egress_forward.py"),
-        lease.socket_path,
-        str(LOOPBACK_PORT),
-        *spec.argv,
-    )
+    plan = attrs.evolve(spec.sandbox, egress=True)
     env |= lease.environment()
     if lease.ca is not None:
         ca_file = os.path.join(spec.sandbox.scratch, CA_FILE)
         with open(ca_file, "wb") as out:
             out.write(lease.ca.pem)
         env |= {name: ca_file for name in egress.CA_VARIABLES}
-    return attrs.evolve(spec, argv=argv, env=env, sandbox=plan, module=None)
+    return attrs.evolve(spec, env=env, sandbox=plan, module=None, on_listener=lease.serve)
 
 
 def refusals(lease: Lease | None) -> tuple[tuple[str, int], ...]:

@@ -7,7 +7,7 @@ checks every field of it; `runners/spawner.py` has the protocol.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -44,8 +44,8 @@ class SandboxPlan(Record):
     deny: tuple[str, ...] = ()
     read_only: tuple[str, ...] = ()
     memory_bytes: int = 0
-    #: A network namespace of its own with only `lo` up, where its forwarder carries
-    #: connections to the proxy (`process/egress.py`); sockets allowed as under `net`.
+    #: A network namespace of its own with only `lo` up, where the spawner opens the proxy's
+    #: listening socket for it (`process/egress.py`); sockets allowed as under `net`.
     egress: bool = False
 
 
@@ -97,6 +97,10 @@ class ChildSpec(Record):
     #: Fds the child reads, each a pipe whose write end is one of `Child.extra`, after
     #: those of `open_child`'s `extra_fds` (a script's calls channel).
     input_fds: tuple[int, ...] = ()
+    #: With a sandbox's `egress`: takes the fd of the socket the spawner opened in the
+    #: child's network namespace, listening where its proxy variables point, as soon as it
+    #: comes (before "started"; `process/egress.py`). Never part of the request.
+    on_listener: Callable[[int], None] | None = None
 
 
 def spawn_request(

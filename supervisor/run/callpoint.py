@@ -36,6 +36,9 @@ from .phases import PhaseHooks, RunState, together_groups
 if TYPE_CHECKING:
     from mcp import types
 
+    from ..process.egress import Lease
+    from ..tools.serverentry import ServerEntry
+
 
 def args_sha256(args: Any) -> str:
     """The SHA-256 of the arguments as JSON with sorted keys and no spaces."""
@@ -113,7 +116,9 @@ class CallPoint(Record):
             why = "a before hook applied arguments that are not an object; the call was not sent"
             answer, destructive = CallOutcome(False, error=why), None
         else:
+            mark = self._egress_mark(call.server)
             answer, destructive = await self._call(call, args)
+            self._egress(call.server, mark)
         ms = round((time.perf_counter() - started) * 1000)
         from ..core.hookframes import CallFrame  # built with a run's first tool call
 
@@ -133,12 +138,38 @@ class CallPoint(Record):
         )
         return await self._land(state, call, answer)
 
+    def _entry(self, server: str) -> ServerEntry | None:
+        servers = self.ctx.servers
+        spec = servers.specs.get(server) if servers is not None else None
+        return servers.manager.entries.get(spec) if servers and spec else None
+
+    def _egress_mark(self, server: str) -> tuple[Lease | None, int]:
+        """The server's lease on the egress proxy and its refusals so far."""
+        entry = self._entry(server)
+        lease = entry.egress if entry is not None else None
+        return lease, 0 if lease is None else lease.logged
+
+    def _egress(self, server: str, mark: tuple[Lease | None, int]) -> None:
+        """An `egress` frame for each host the proxy refused the server while it served the
+        call (from its start, if the call started it) that no frame of the run has named."""
+        entry = self._entry(server)
+        lease = entry.egress if entry is not None else None
+        if lease is None:
+            return
+        refused = lease.since(mark[1] if lease is mark[0] else 0)
+        said = self.hooks.egress_said
+        if refused and any(host not in said for host, _ in refused):
+            from ..core.hookframes import EgressFrame
+
+            for host, port in refused:
+                if host not in said:
+                    said.add(host)
+                    self.journal.append(blank(EgressFrame, host=host, port=port, server=server))
+
     def _known_hint(self, server: str, tool: str) -> bool | None:
         """The tool's `destructiveHint` if its server has listed it already (a refused call
         starts no server to learn it)."""
-        servers = self.ctx.servers
-        spec = servers.specs.get(server) if servers is not None else None
-        entry = servers.manager.entries.get(spec) if servers and spec else None
+        entry = self._entry(server)
         listed = entry.tool(tool) if entry is not None else None
         return listed.annotations.destructive_hint if listed and listed.annotations else None
 

@@ -88,6 +88,8 @@ class RunRequest(Record):
     #: Filled by `service/admission.py` for every run it admits; None (a request built by
     #: hand, as the tests do) is the config's `[script] sandbox`.
     sandbox: Profile | None = None
+    #: The hosts its script reaches: the request's, else `[script] network` (admission's).
+    network: tuple[str, ...] | None = None
     sources: Mapping[Phase, tuple[str, ...]] = attrs.field(factory=dict)
     run_id: str = attrs.field(factory=new_run_id)
     #: Whether `cwd` is the operator's grant (docs/sandbox.md): true for `exec`; for the
@@ -243,7 +245,7 @@ async def _body(
         state.message = passed.problem  # never runs without a secret it was declared with
     elif state.refused_by is None:
         calls = ScriptCalls(config=hooks.config, hooks=hooks, ctx=state.ctx, journal=run.journal)
-        async with open_egress(hooks.spawner, hooks.config.script_network, profile) as lease:
+        async with open_egress(hooks.spawner, run.request.network, profile) as lease:
             await _run_script(run, state, hooks, profile, passed, calls, lease)
         for frame in refusal_frames(lease, run.request.run_id, hooks.egress_said):
             run.journal.append(frame)
@@ -297,7 +299,7 @@ async def _run_script(  # noqa: PLR0917
             programs.check_program(
                 spec.argv[0], cwd=req.cwd, env=spec.env, plan=confinement, profile=profile
             )
-            spec = egress_spec(spec, lease, {})
+            spec = egress_spec(spec, lease, hooks.config.script_secret_hosts)
             outcome = ScriptOutcome()
             with trio.move_on_after(req.timeout_ms / 1000) as deadline:
                 await run_script(

@@ -37,6 +37,7 @@ from typing import Final
 import attrs
 
 from ..config.loading import load_config
+from ..core import egress
 from ..core.errors import ConfigError
 from ..core.hooks import Config, Profile, SourceKind, caller_autonomy
 from ..core.percall import already_in_force
@@ -160,6 +161,7 @@ def admit(request: ExecRequest, caller: Caller) -> Admitted:
         timeout_ms=request.timeout_ms or DEFAULT_SCRIPT_TIMEOUT_MS,
         autonomy=caller_autonomy(config, request.autonomy),
         sandbox=profile,
+        network=run_network(request, config, profile, served=rules.sandboxes),
         sources={Phase(k): tuple(v) for k, v in config.script.items()},
         cwd_made=made,
         placeholders=request.placeholders,
@@ -172,6 +174,33 @@ def admit(request: ExecRequest, caller: Caller) -> Admitted:
 def run_profile(request: ExecRequest, config: Config) -> Profile:
     """The run's sandbox profile: the request's, else the config's `[script] sandbox`."""
     return request.sandbox or config.script_sandbox
+
+
+def run_network(
+    request: ExecRequest, config: Config, profile: Profile, *, served: bool
+) -> tuple[str, ...] | None:
+    """The hosts the run's script reaches: the request's `network`, else the config's
+    `[script] network`. The config's list is a ceiling the request may narrow, never widen
+    (as a nearer layer's); with none, a served request may not name any (a client gets no
+    network the operator did not give), an `exec` in process may. Else `WireError` (4400)
+    naming each item no ceiling covers, or the run's profile that no list narrows."""
+    ceiling = config.script_network
+    if request.network is None:
+        return ceiling
+    if profile.value not in egress.CONFINING:
+        raise WireError(Close.BAD_REQUEST, egress.unconfined(profile.value))
+    if ceiling is None and not served:
+        return request.network
+    wide = () if ceiling is None else ceiling
+    over = [item for item in request.network if not egress.narrows([item], wide)]
+    if over:
+        given = "none" if ceiling is None else ", ".join(ceiling)
+        raise WireError(
+            Close.BAD_REQUEST,
+            f"network: {', '.join(over)} not within the server's [script] network ({given})",
+            [f"network: {item!r} is not within [script] network ({given})" for item in over],
+        )
+    return request.network
 
 
 def _config_for(request: ExecRequest, caller: Caller, cwd: str, roots: tuple[str, ...]) -> Config:

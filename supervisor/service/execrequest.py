@@ -19,7 +19,7 @@ from typing import Any, Final
 import attrs
 
 from ..config.schemaparts import DIALECT, SCRIPT_PHASES
-from ..core import jsontext
+from ..core import egress, jsontext
 from ..core.convert import FROM_WIRE, TO_WIRE, WIRE, from_json, to_json
 from ..core.effects import Effect
 from ..core.hooks import Profile
@@ -54,6 +54,10 @@ class ExecRequest(Record):
     cwd: str | None = None
     #: The run's sandbox profile, when the request names one.
     sandbox: Profile | None = attrs.field(default=None, metadata={TO_WIRE: lambda p: p.value})
+    #: The hosts the run's script reaches through the proxy, when the request names them.
+    network: tuple[str, ...] | None = attrs.field(
+        default=None, metadata={FROM_WIRE: tuple, TO_WIRE: list}
+    )
     timeout_ms: int | None = None
     hooks: tuple[Mapping[str, Any], ...] = attrs.field(default=(), metadata={TO_WIRE: list})
     script_lines: Mapping[str, Sequence[str | None]] | None = attrs.field(
@@ -247,6 +251,14 @@ EXEC_FIELDS: Final[dict[str, RequestField]] = {
         "profile name",
         "the run's sandbox profile, one the server allows (below)",
         {"enum": [p.value for p in Profile]},
+    ),
+    "network": RequestField(
+        'an array of host globs, each with an optional port ("pypi.org", "*.example.com:8443")',
+        lambda v: isinstance(v, list) and all(isinstance(x, str) and egress.valid(x) for x in v),
+        "array of host globs",
+        "the hosts the run's script reaches through the proxy (docs/egress.md), as `exec"
+        " --network`; within the server's `[script] network` (below)",
+        {"type": "array", "items": {"type": "string", "pattern": egress.PATTERN}},
     ),
     "timeoutMs": RequestField(
         "a positive integer",

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from mcp import types
     from mcp.client.session import ClientSession
 
+    from ..process.egress import Lease
+
 
 class LogHearer(Protocol):
     """Who hears a server's log messages while its call is in flight."""
@@ -87,6 +89,8 @@ class ServerEntry(Record):
     last_used: float = 0.0
     #: The run whose use started it (its `server.start` hook events carry that run's id).
     started_by: str | None = None
+    #: Its lease on the egress proxy while it runs with a `network` list (`serverproc.py`).
+    egress: Lease | None = None
     ready: trio.Event = attrs.field(factory=trio.Event)
     ended: trio.Event = attrs.field(factory=trio.Event)
     #: Set when a use begins or ends (the idle wait, while a use goes on, waits for this).

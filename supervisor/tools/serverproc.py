@@ -91,6 +91,7 @@ async def _life(spawner: Spawner, start_hooks: StartHooks, entry: ServerEntry) -
 
     with scratch_dir("server-") as scratch:
         async with open_egress(spawner, spec.network, spec.sandbox) as lease:
+            entry.egress = lease  # (its callers read its refusals: `run/callpoint.py`)
             try:
                 cache = None if installed is None else installed.cache
                 rlimits, plan = packages.server_plan(spec, spec.sandbox, spawner, scratch, cache)
