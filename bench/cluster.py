@@ -68,14 +68,25 @@ def free_port() -> int:
 
 
 def start(args: list[str], cwd: Path, needle: str) -> tuple[subprocess.Popen[str], str]:
-    log = (cwd / f"{len(list(cwd.glob('*.log')))}.log").open("w")
+    """A part, its stderr in a log of its own; its run history in a state directory of its
+    own, as on a machine of its own (one history shared by the parts made each index for
+    search the runs the others wrote, while the figures were taken)."""
+    n = len(list(cwd.glob("*.log")))
+    log = (cwd / f"{n}.log").open("w")
+    env = {**ENV, "XDG_STATE_HOME": str(state_dir(cwd, n))}
     proc = subprocess.Popen(
-        [*CLI, *args], cwd=cwd, env=ENV, stdout=subprocess.PIPE, stderr=log, text=True
+        [*CLI, *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=log, text=True
     )
     assert proc.stdout is not None
     line = proc.stdout.readline()
     assert needle in line, line
     return proc, line
+
+
+def state_dir(cwd: Path, n: int) -> Path:
+    """Part `n`'s state directory: beside `cwd`, not in it (a hook's sandbox keeps a run's
+    history from it, and `cwd` is the runs' working directory); `started_parts` removes it."""
+    return cwd.parent / f"{cwd.name}-state-{n}"
 
 
 def start_nats(cwd: Path) -> tuple[subprocess.Popen[bytes], str]:
@@ -284,6 +295,8 @@ def started_parts() -> Iterator[Parts]:
                 proc.wait(timeout=60)
                 if proc.stdout is not None and not proc.stdout.closed:
                     proc.stdout.close()
+            for n in range(len(list(cwd.glob("*.log")))):
+                shutil.rmtree(state_dir(cwd, n), ignore_errors=True)
 
 
 def main() -> int:

@@ -155,6 +155,28 @@ def test_a_mirror_takes_what_it_lacks_of_a_batch_and_nothing_after_a_gap_or_end(
     assert mirror.frames == journal.frames and mirror.begun.is_set()
 
 
+def test_a_mirror_tells_a_batch_of_output_alone_from_one_with_other_frames() -> None:
+    """A batch all of output is kept at once (its lines' endings counted over the message);
+    one with any other frame among them, or an output text that spells an output line's
+    ending, is kept frame by frame as ever: the mirror holds what the journal holds."""
+    journal = RunJournal("r2")
+    journal.append(blank(StartFrame, argv=("x",), cwd="/", sandbox="none"))
+    spelled = ['a","type":"stdout"}', 'b,"type":"stderr"}\n', "c"]
+    journal.offer_output(FrameType.STDOUT, spelled)
+    journal.offer_output(FrameType.STDERR, ["e1", "e2"])
+    journal.offer_output(FrameType.STDOUT, ["o1", "o2"])
+    journal.append(blank(EndFrame, exit_code=0, duration_ms=1))
+    lines = journal.lines
+    mirror = MirrorJournal("r2", 1 << 20)
+    mirror.take(_stored(lines[0:2], 0, 1))  # start and output
+    mirror.take(_stored(lines[2:7], 2, 2))  # stdout and stderr: output alone
+    assert not mirror.finished and mirror.outcome is None
+    mirror.take(_stored(lines[7:], 7, 3))  # output and end
+    assert mirror.lines == lines and mirror.finished
+    assert list(mirror.ends) == list(journal.ends) and mirror.outcome == journal.outcome
+    assert mirror.frames == journal.frames
+
+
 class _Cluster:
     """What `Publisher.publish` uses of a `Cluster`: every message sent kept; the ack of the
     `lose`-th batch sent without waiting lost once."""

@@ -23,6 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mcpx_hooks.supervisor.cli.execview import PIPE_BYTES, Output, widen_pipe
+from mcpx_hooks.supervisor.core.chain import GENESIS, check, extend
 from mcpx_hooks.supervisor.core.frames import FrameType, OutputFrame, blank
 from mcpx_hooks.supervisor.core.redact import Redactor
 from mcpx_hooks.supervisor.run import script
@@ -368,3 +369,22 @@ def test_the_readable_view_reads_a_batch_as_its_frames_say(
     out.readable(journal.lines, seen.append)
     assert printed == ["\n".join(line for f in journal.frames for line in frame_lines(f))]
     assert [f["type"] for f in seen] == ["log"]
+
+
+@pytest.mark.parametrize("budget", [10**9, 30_000])
+async def test_the_end_chain_made_in_slices_is_the_chain_of_every_line_sent(budget: int) -> None:
+    """The chain is extended in slices with checkpoints before `end` (the other tasks go on
+    meanwhile), and over what is left when `end` is appended; what `end` carries is still
+    the chain of every line before it, in order, whatever the budget dropped."""
+    journal = RunJournal("r", run_bytes=budget)
+    journal.offer_output(FrameType.STDOUT, [f"a{i}" for i in range(5000)])
+    journal.offer(blank(OutputFrame, text="one", type=FrameType.STDERR))
+    await journal.chain_lines()
+    journal.offer_output(FrameType.STDERR, ["b\ud800", "c"])  # the frame-by-frame way
+    journal.offer_output(FrameType.STDOUT, [f"d{i}" for i in range(30)])
+    journal.seal("done")  # `append` hashes what `chain_lines` did not
+    end = journal.frames[-1]
+    assert end["type"] == "end"
+    assert end["chain"] == extend(GENESIS, journal.lines[:-1]).hex()
+    assert check(journal.lines) is None
+    assert (journal.dropped_frames > 0) == (budget < 10**9)

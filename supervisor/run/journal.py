@@ -60,6 +60,8 @@ FRAME_OVERHEAD: Final = 64
 DROPPABLE: Final = OUTPUT_TYPES
 #: Output frames encoded in one step (what that step holds at once is bounded).
 _SLICE: Final = 4096
+#: Lines hashed into the chain between two checkpoints (`chain_lines`).
+_CHAIN_SLICE: Final = 2048
 #: How an output frame's line ends (`offer_output`'s form, and orjson's key order).
 _OUTPUT_ENDINGS: Final = tuple(f'"type":"{t.value}"}}'.encode() for t in OUTPUT_TYPES)
 #: Hook statuses that are failures, as the wire says them.
@@ -111,6 +113,9 @@ class RunJournal:
         #: When the run started, in seconds since the epoch (the history's order).
         self.started = time.time()
         self._grew = trio.Event()
+        #: The chain of `lines[:_chained]` (`_chained_now`).
+        self._chain = GENESIS
+        self._chained = 0
 
     def __len__(self) -> int:
         return len(self.lines)
@@ -148,7 +153,7 @@ class RunJournal:
         form. Never blocks, never drops: for the frames that say what happened. An `end`
         frame gets the chain of the lines before it (`core/chain.py`)."""
         if isinstance(frame, EndFrame) and frame.chain is None and not self.finished:
-            frame = attrs.evolve(frame, chain=extend(GENESIS, self.lines).hex())
+            frame = attrs.evolve(frame, chain=self._chained_now().hex())
         wire, line = self._stamp(frame)
         self._keep((line, len(line) + FRAME_OVERHEAD, frame.type, wire))
         return wire
@@ -227,6 +232,23 @@ class RunJournal:
             lines.append(line)
             ends.append(ends[-1] + len(line) + 1)
             self.cost += cost
+
+    def _chained_now(self) -> bytes:
+        """The chain of the lines held (`core/chain.py`), each line hashed once."""
+        self._chain = extend(self._chain, self.lines[self._chained :])
+        self._chained = len(self.lines)
+        return self._chain
+
+    async def chain_lines(self) -> None:
+        """Extends the chain over the lines held, `_CHAIN_SLICE` at a time with a checkpoint
+        between: called before `end` is appended, so the other tasks (a worker sending the
+        frames, the streams) go on meanwhile. 200,000 lines took 0.1-0.3 s, one block in
+        `append` before, during which nothing else of the process ran."""
+        while self._chained < len(self.lines):
+            upto = min(len(self.lines), self._chained + _CHAIN_SLICE)
+            self._chain = extend(self._chain, self.lines[self._chained : upto])
+            self._chained = upto
+            await trio.lowlevel.checkpoint()
 
     def seal(self, message: str) -> None:
         """Ends a journal its run left open, keeping the order: an `error` with `message` if

@@ -229,6 +229,7 @@ async def _execute(
         )
         await hooks.phase(Phase.SUFFIX, attrs.evolve(state, ctx=ctx))
         duration = round((time.perf_counter() - started) * 1000)
+        await run.journal.chain_lines()  # (its `end` carries the chain)
         run.journal.append(blank(EndFrame, exit_code=state.exit_code, duration_ms=duration))
         bus.publish(
             EventKind.RUN_FINISHED,
