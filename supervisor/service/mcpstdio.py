@@ -41,7 +41,10 @@ class ClientMessages:
         self._incoming = incoming
 
     async def receive(self) -> SessionMessage | Exception:
-        line = await self._lines.line()
+        try:
+            line = await self._lines.line()
+        except trio.ClosedResourceError:  # closed under a read: as a closed memory stream
+            raise anyio.ClosedResourceError from None
         if isinstance(line, TooLong):
             return LineTooLong(f"a message over {MAX_MESSAGE_BYTES} bytes was dropped")
         try:
