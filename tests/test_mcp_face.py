@@ -461,3 +461,48 @@ async def test_a_session_is_a_run_with_its_calls_and_their_counts(
     assert [f["type"] for f in frames[-2:]] == ["result", "end"]
     assert frames[-2]["value"] == {"calls": 3, "refused": 1, "failed": 1}
     assert marker.alive() == []
+
+
+async def test_calls_of_one_session_run_at_once_and_each_one_s_frames_stay_together(
+    tmp_path: Path, marker: Marker, no_leaks: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # the servers' pins
+    hooks = [call_hook("seen", "onSuccess", {"advise": "fine"}, when={"tool": ["count"]})]
+    path = write_config(tmp_path / marker, marker, hooks, expose=("wait", "echo"))
+    config = load_config([path], cwd=tmp_path, environ=os.environ, discover=False)
+    async with (
+        open_runtime(config) as runtime,
+        create_client_server_memory_streams() as (
+            (client_read, client_write),
+            (server_read, server_write),
+        ),
+    ):
+        gateway = Gateway(runtime)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(gateway.serve, server_read, server_write)
+            async with ClientSession(client_read, client_write, client_info=AGENT) as session:
+                await session.initialize()
+                await session.list_tools()
+                async with trio.open_nursery() as calls:
+                    waiting = trio.CancelScope()
+
+                    async def wait() -> None:
+                        with waiting:
+                            await session.call_tool("h__wait", {})
+
+                    calls.start_soon(wait)
+                    # `h__wait` never answers: the calls after it are answered beside it,
+                    # with a hook (`count`) and without one (`echo`).
+                    with trio.fail_after(30):
+                        counted = await session.call_tool("words__count", {"text": "a b"})
+                        echoed = await session.call_tool("h__echo", {"n": 1})
+                    waiting.cancel()
+            await client_write.aclose()
+        assert gateway.session is not None
+        frames = runtime.journals.get(gateway.session.run_id).decoded(0)
+    assert counted.structured_content == {"words": 2, "lines": 1}
+    assert echoed.structured_content == {"n": 1}
+    check_order(frames)
+    steps = [f.get("name") or f.get("tool") for f in frames if f["type"] in ("hook", "call")]
+    assert steps == ["count", "seen", "echo"]  # the cancelled call made no frame
+    assert marker.alive() == []

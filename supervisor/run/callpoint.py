@@ -36,6 +36,7 @@ from .phases import PhaseHooks, RunState, together_groups
 if TYPE_CHECKING:
     from mcp import types
 
+    from ..core.hookframes import Frame
     from ..process.egress import Lease
     from ..tools.serverentry import ServerEntry
 
@@ -74,6 +75,26 @@ class CallOutcome(Record):
     result: types.CallToolResult | None = None
 
 
+def call_frame(
+    call: Call, args: Any, answer: CallOutcome, destructive: bool | None, started: float
+) -> Frame:
+    """The `call` frame of `call`, sent with `args`, begun at `started` (`perf_counter`)."""
+    from ..core.hookframes import CallFrame  # built with a run's first tool call
+
+    return blank(
+        CallFrame,
+        id=call.id,
+        server=call.server,
+        tool=call.tool,
+        args_sha256=args_sha256(args),
+        duration_ms=round((time.perf_counter() - started) * 1000),
+        ok=answer.ok,
+        error=None if answer.ok else answer.error,
+        destructive_hint=destructive,
+        refused_by=answer.refused_by,
+    )
+
+
 @attrs.frozen(repr=False, eq=False)
 class CallPoint(Record):
     """What firing the `call` point needs from the run it belongs to."""
@@ -93,6 +114,11 @@ class CallPoint(Record):
             and h.enabled
             and (not h.when or tool_mismatch(h.when, call.server, call.tool, call.client) is None)
         ]
+
+    def hooked(self, call: Call) -> bool:
+        """Whether any `call` hook fires for `call` (else its one frame is its `call`)."""
+        phases = (Phase.BEFORE, Phase.ON_SUCCESS, Phase.ON_ERROR, Phase.SUFFIX)
+        return any(self.hooks_of(phase, call) for phase in phases)
 
     async def fire(self, call: Call) -> CallOutcome:
         """The call with its hooks, frames in the run's stream; never raises for what a hook
@@ -119,24 +145,17 @@ class CallPoint(Record):
             mark = self._egress_mark(call.server)
             answer, destructive = await self._call(call, args)
             self._egress(call.server, mark)
-        ms = round((time.perf_counter() - started) * 1000)
-        from ..core.hookframes import CallFrame  # built with a run's first tool call
-
-        self.journal.append(
-            blank(
-                CallFrame,
-                id=call.id,
-                server=call.server,
-                tool=call.tool,
-                args_sha256=args_sha256(args),
-                duration_ms=ms,
-                ok=answer.ok,
-                error=None if answer.ok else answer.error,
-                destructive_hint=destructive,
-                refused_by=answer.refused_by,
-            )
-        )
+        self.journal.append(call_frame(call, args, answer, destructive, started))
         return await self._land(state, call, answer)
+
+    async def fire_unhooked(self, call: Call) -> tuple[CallOutcome, Frame]:
+        """`fire` for a call no hook fires for (`hooked`): what it ends in, and its `call`
+        frame, for the caller to write."""
+        started = time.perf_counter()
+        mark = self._egress_mark(call.server)
+        answer, destructive = await self._call(call, call.args)
+        self._egress(call.server, mark)
+        return answer, call_frame(call, call.args, answer, destructive, started)
 
     def _entry(self, server: str) -> ServerEntry | None:
         servers = self.ctx.servers

@@ -3,10 +3,12 @@
 frames and its `call` frame, as a script's call puts them), and when the session closes one
 `result` `{"calls": n, "refused": n, "failed": n}` and `end`.
 
-The session's calls are served one at a time, in the order they came, so each call's frames
-stay together in the run's stream. While a call is served, the `ask` frames its hooks put in
-the stream go to the call's `responder` (the client, asked in that call's own request), and
-its answer settles the ask, unless the deadline comes first. Closing (the client went, or
+A call no hook fires for is served at once, beside any others: its one frame, `call`, is
+written whole when it ends. Those with hooks are served one at a time, in the order they
+came, so each one's frames stay together in the run's stream. While such a call is served,
+the `ask` frames its hooks put in the stream go to the call's `responder` (the client, asked
+in that call's own request), and its answer settles the ask, unless the deadline comes
+first. Closing (the client went, or
 the command was stopped) writes `result` and `end`; nothing is written after them.
 """
 
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
@@ -34,6 +36,9 @@ from ..run.runtime import Runtime
 from ..tools.serverentry import LogHearer
 from ..tools.servers import Progress, ToolServers, server_secrets
 from .answering import AskWatcher, Responder
+
+if TYPE_CHECKING:
+    from ..core.hookframes import Frame
 
 #: The first word of a session run's argv; the client's name follows it.
 SESSION_ARGV0 = "mcp"
@@ -68,6 +73,8 @@ class SessionRun:
         self.journal = runtime.journals.open(self.run_id)
         self._started = time.perf_counter()
         self._lock = trio.Lock()
+        #: The frames of calls without hooks that ended while a hooked call held the stream.
+        self._held: list[Frame] = []
         self._closed = False
         secrets = {**hook_secrets(config.hooks, None, os.environ)}
         secrets.update(server_secrets(config.servers.values()))
@@ -112,21 +119,38 @@ class SessionRun:
         log: LogHearer | None = None,
         responder: Responder | None = None,
     ) -> CallOutcome:
-        """One call of the client through the `call` point, after the calls before it; the
-        server's progress on it goes to `progress`, its log messages to `log`, its hooks'
-        questions to `responder`."""
+        """One call of the client through the `call` point (after the hooked calls before it,
+        when hooks fire for it); the server's progress on it goes to `progress`, its log
+        messages to `log`, its hooks' questions to `responder`."""
         call = Call(call_id, server, tool, args, self.client, progress, log)
-        async with self._lock:
-            if responder is None:
-                outcome = await self._point.fire(call)
-            else:
-                async with trio.open_nursery() as nursery:
-                    watcher = AskWatcher(nursery, responder, self._deliver)
-                    nursery.start_soon(_watch, self.journal, len(self.journal), watcher)
-                    outcome = await self._point.fire(call)
-                    nursery.cancel_scope.cancel()
+        if not self._point.hooked(call):
+            outcome, frame = await self._point.fire_unhooked(call)
+            if self._lock.locked():  # not inside a hooked call's frames: after them
+                self._held.append(frame)
+            elif not self._closed:  # (nothing after `end`)
+                self.journal.append(frame)
             self.counts.take(outcome)
             return outcome
+        async with self._lock:
+            try:
+                if responder is None:
+                    outcome = await self._point.fire(call)
+                else:
+                    async with trio.open_nursery() as nursery:
+                        watcher = AskWatcher(nursery, responder, self._deliver)
+                        nursery.start_soon(_watch, self.journal, len(self.journal), watcher)
+                        outcome = await self._point.fire(call)
+                        nursery.cancel_scope.cancel()
+            finally:
+                self._write_held()
+            self.counts.take(outcome)
+            return outcome
+
+    def _write_held(self) -> None:
+        """The `call` frames of calls without hooks that ended during a hooked call."""
+        held, self._held = self._held, []
+        for frame in held:
+            self.journal.append(frame)
 
     def not_made(self, why: str) -> CallOutcome:
         """A call past a limit, not made: a `warning` frame says why (a `call` frame would
@@ -145,6 +169,7 @@ class SessionRun:
             return
         self._closed = True
         try:
+            self._write_held()
             counts = self.counts
             value = {"calls": counts.calls, "refused": counts.refused, "failed": counts.failed}
             self.journal.append(blank(ResultFrame, value=value))

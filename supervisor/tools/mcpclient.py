@@ -10,9 +10,12 @@ that passes `MAX_MESSAGE_BYTES` is an answer too large: the request it answers f
 with `ANSWER_TOO_LARGE` (while the rest of the line is read and dropped), rather than waiting
 for an answer that will never be read. Which request: the `id` at the top level of the line's
 start (where this SDK and most servers write it), else the one request in flight, else every
-request in flight (none can be told from the others). The streams between the pumps and the
-session hold nothing (size 0): a server that writes faster than the session reads waits on
-its pipe.
+request in flight (none can be told from the others).
+
+A request is on the server's stdin when the session's `send` returns (`jsonlines.py`, no
+task between). What the server writes is read by a task of its own and handed to the session
+through a stream that holds nothing (size 0): a server that writes faster than the session
+reads waits on its pipe.
 """
 
 from __future__ import annotations
@@ -20,14 +23,15 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import AsyncGenerator, AsyncIterator
-from typing import Final
+from collections.abc import AsyncIterator
+from types import TracebackType
+from typing import Final, Self
 
 import anyio
 import attrs
 import pydantic
 import trio
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectSendStream
 from mcp import types
 from mcp.client.session import ClientSession, LoggingFnT
 from mcp.shared.message import SessionMessage
@@ -35,14 +39,14 @@ from mcp.shared.message import SessionMessage
 from ..core.errors import HooksError
 from ..core.records import Record
 from ..core.servers import MAX_BAD_LINES, MAX_MESSAGE_BYTES
+from .jsonlines import HEAD_BYTES, LineReader, LineWriter, TooLong
 
 CLIENT_INFO: Final = types.Implementation(name="mcpx-hooks", version="0.1.0")
-_CHUNK: Final = 65536
 #: The JSON-RPC error code (in the implementation-defined range) a request fails with when
 #: the server's answer to it is over `MAX_MESSAGE_BYTES`: made here, never sent by a server.
 ANSWER_TOO_LARGE: Final = -32090
 #: How much of a line too long to read is searched for the `id` it answers.
-_ID_SEARCHED: Final = 4096
+_ID_SEARCHED: Final = HEAD_BYTES
 
 
 class ServerBroken(HooksError):
@@ -59,34 +63,28 @@ class LineStats(Record):
     in_flight: set[types.RequestId] = attrs.field(factory=set)
 
 
-@attrs.frozen(repr=False, eq=False)
-class _TooLong(Record):
-    """A line over `MAX_MESSAGE_BYTES`: its start, where its `id` may be read."""
-
-    head: bytes
-
-
 @contextlib.asynccontextmanager
 async def open_session(
-    send: trio.abc.SendStream,
+    send: trio.lowlevel.FdStream,
     receive: trio.abc.ReceiveStream,
     closed: trio.Event,
     logging_callback: LoggingFnT | None = None,
 ) -> AsyncIterator[ClientSession]:
     """A `ClientSession` (not yet initialized) over `send` (the server's stdin) and `receive`
-    (its stdout). Leaving the block stops the pumps; the streams are the caller's to close.
+    (its stdout). Leaving the block stops the reading; the streams are the caller's to close.
     A server that ends its stdout ends the session: calls in flight fail ("Connection
     closed"), and `closed` is set. The server's log messages go to `logging_callback`.
     Raises `ServerBroken` when the server wrote too many bad lines."""
     in_writer, in_reader = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-    out_writer, out_reader = anyio.create_memory_object_stream[SessionMessage](0)
     stats = LineStats()
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(_pump_in, receive, in_writer, stats, closed)
-        nursery.start_soon(_pump_out, out_reader, send, stats)
+        nursery.start_soon(_pump_in, ServerMessages(receive, stats), in_writer, closed)
         try:
             async with ClientSession(
-                in_reader, out_writer, client_info=CLIENT_INFO, logging_callback=logging_callback
+                in_reader,
+                ServerWriter(LineWriter(send), stats),
+                client_info=CLIENT_INFO,
+                logging_callback=logging_callback,
             ) as session:
                 yield session
         finally:
@@ -95,54 +93,105 @@ async def open_session(
         raise ServerBroken(_too_many(stats))
 
 
+async def _pump_in(
+    messages: ServerMessages,
+    writer: MemoryObjectSendStream[SessionMessage | Exception],
+    closed: trio.Event,
+) -> None:
+    """The server's messages to the session, through a stream of its own (a task between
+    them): the session hands each notification (progress, a log message) to a task of its
+    own as it reads it, and the steps of this hand-over let those run before the answer
+    that comes after them ends the call."""
+    try:
+        async with writer:
+            while True:
+                message = await messages.receive()
+                try:
+                    await writer.send(SessionMessage(message))
+                except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    return
+    except anyio.EndOfStream:
+        return
+    finally:
+        closed.set()
+
+
+class ServerMessages:
+    """The server's messages, each line parsed as it is asked for. Ends (`anyio.EndOfStream`)
+    at the end of the server's stdout, or past `MAX_BAD_LINES` bad lines."""
+
+    def __init__(self, receive: trio.abc.ReceiveStream, stats: LineStats) -> None:
+        self._lines = LineReader(receive)
+        self._stats = stats
+        self._queued: list[types.JSONRPCMessage] = []
+
+    async def receive(self) -> types.JSONRPCMessage:
+        message = self._queued.pop(0) if self._queued else await self._next()
+        answered = getattr(message, "id", None) if _is_answer(message) else None
+        if answered is not None:
+            self._stats.in_flight.discard(_key(answered))
+        return message
+
+    async def _next(self) -> types.JSONRPCMessage:
+        stats = self._stats
+        while True:
+            if stats.bad > MAX_BAD_LINES:
+                raise anyio.EndOfStream  # the session ends; `open_session` says why
+            line = await self._lines.line()
+            if isinstance(line, TooLong):
+                _bad(stats, f"a line over {MAX_MESSAGE_BYTES} bytes")
+                self._queued = [_too_large(rid) for rid in _answered_by(line.head, stats)]
+                if self._queued:
+                    return self._queued.pop(0)
+                continue
+            try:
+                return types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+            except (pydantic.ValidationError, ValueError) as exc:
+                _bad(stats, f"not JSON-RPC: {type(exc).__name__}")
+
+
+class ServerWriter:
+    """Where the session's messages to the server go: each written as one line on its stdin
+    before `send` returns; the requests among them are in flight until answered."""
+
+    def __init__(self, lines: LineWriter, stats: LineStats) -> None:
+        self._lines = lines
+        self._stats = stats
+
+    async def send(self, item: SessionMessage, /) -> None:
+        message = item.message
+        if isinstance(message, types.JSONRPCRequest):
+            self._stats.in_flight.add(_key(message.id))
+        elif isinstance(message, types.JSONRPCNotification) and (
+            message.method == "notifications/cancelled"
+        ):  # a request given up: its answer, if it comes, is dropped by the session
+            given_up = (message.params or {}).get("requestId")
+            if isinstance(given_up, int | str):
+                self._stats.in_flight.discard(_key(given_up))
+        data = message.model_dump_json(by_alias=True, exclude_unset=True)
+        try:
+            await self._lines.send(data.encode() + b"\n")
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            # The server closed its stdin: the session's "Connection closed".
+            raise anyio.BrokenResourceError from None
+
+    async def aclose(self) -> None:
+        pass  # the server's stdin is the caller's
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        pass
+
+
 def _too_many(stats: LineStats) -> str:
     return (
         f"the server wrote more than {MAX_BAD_LINES} lines on stdout that are not MCP"
         f" messages (the last: {stats.last_problem}); stdout is for JSON-RPC only"
     )
-
-
-async def _pump_in(
-    receive: trio.abc.ReceiveStream,
-    writer: MemoryObjectSendStream[SessionMessage | Exception],
-    stats: LineStats,
-    closed: trio.Event,
-) -> None:
-    try:
-        await _pump_lines(receive, writer, stats)
-    finally:
-        closed.set()
-
-
-async def _pump_lines(
-    receive: trio.abc.ReceiveStream,
-    writer: MemoryObjectSendStream[SessionMessage | Exception],
-    stats: LineStats,
-) -> None:
-    async with writer, contextlib.aclosing(_lines(receive, stats)) as lines:
-        async for line in lines:
-            messages: list[types.JSONRPCMessage]
-            if isinstance(line, _TooLong):
-                messages = [_too_large(rid) for rid in _answered_by(line.head, stats)]
-            else:
-                try:
-                    message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                except (pydantic.ValidationError, ValueError) as exc:
-                    _bad(stats, f"not JSON-RPC: {type(exc).__name__}")
-                    if stats.bad > MAX_BAD_LINES:
-                        return  # the session ends; `open_session` says why
-                    continue
-                messages = [message]
-            for message in messages:
-                answered = getattr(message, "id", None) if _is_answer(message) else None
-                if answered is not None:
-                    stats.in_flight.discard(_key(answered))
-                try:
-                    await writer.send(SessionMessage(message))
-                except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                    return
-            if stats.bad > MAX_BAD_LINES:
-                return
 
 
 def _is_answer(message: types.JSONRPCMessage) -> bool:
@@ -214,54 +263,3 @@ def top_level_id(head: bytes) -> types.RequestId | None:
 def _bad(stats: LineStats, problem: str) -> None:
     stats.bad += 1
     stats.last_problem = problem
-
-
-async def _lines(
-    receive: trio.abc.ReceiveStream, stats: LineStats
-) -> AsyncGenerator[bytes | _TooLong]:
-    """Non-empty lines of at most `MAX_MESSAGE_BYTES`; for a longer one, its start (as soon
-    as it passes the bound), and the rest of it is skipped."""
-    buf = bytearray()
-    skipping = False
-    while chunk := await receive.receive_some(_CHUNK):
-        buf.extend(chunk)
-        while (cut := buf.find(b"\n")) >= 0:
-            line = bytes(buf[:cut])
-            del buf[: cut + 1]
-            if skipping:
-                skipping = False
-            elif line.strip():
-                yield line
-            await trio.lowlevel.checkpoint()
-        if len(buf) > MAX_MESSAGE_BYTES:
-            head = bytes(buf[:_ID_SEARCHED])
-            buf.clear()
-            if not skipping:
-                _bad(stats, f"a line over {MAX_MESSAGE_BYTES} bytes")
-                skipping = True
-                yield _TooLong(head)
-    if buf.strip() and not skipping:
-        yield bytes(buf)
-
-
-async def _pump_out(
-    reader: MemoryObjectReceiveStream[SessionMessage],
-    send: trio.abc.SendStream,
-    stats: LineStats,
-) -> None:
-    async with reader:
-        async for item in reader:
-            message = item.message
-            if isinstance(message, types.JSONRPCRequest):
-                stats.in_flight.add(_key(message.id))
-            elif isinstance(message, types.JSONRPCNotification) and (
-                message.method == "notifications/cancelled"
-            ):  # a request given up: its answer, if it comes, is dropped by the session
-                given_up = (message.params or {}).get("requestId")
-                if isinstance(given_up, int | str):
-                    stats.in_flight.discard(_key(given_up))
-            data = message.model_dump_json(by_alias=True, exclude_unset=True)
-            try:
-                await send.send_all(data.encode() + b"\n")
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                return  # the server closed its stdin: its stdout's end ends the session

@@ -79,7 +79,8 @@ class ServerManager:
             entry.state, entry.ready, entry.ended = "starting", trio.Event(), trio.Event()
             entry.started_by = run_id
             self._nursery.start_soon(serve_server, self.spawner, self.start_hooks, entry)
-        await entry.ready.wait()
+        if not entry.ready.is_set():  # (a wait on a set event would be a scheduler pass)
+            await entry.ready.wait()
         if entry.session is None:  # it failed to start, or is going down: its end says why
             with trio.move_on_after(_REASON_WAIT_S):
                 await entry.ended.wait()

@@ -1,0 +1,120 @@
+"""MCP's stdio framing (one JSON-RPC message per line) on a pipe, read and written in the task
+that asks, with no task of its own between the pipe and the SDK's session.
+
+`LineReader.line` reads the next non-empty line of at most `MAX_MESSAGE_BYTES` (or the start of
+a longer one, whose rest is skipped as it comes, never held whole). `LineWriter.send` writes a
+line whole: at once when the pipe has room for it, which is the usual case, without a trip
+through the scheduler; else waiting for room, one writer at a time, in the order they came.
+A write cancelled after part of its line went out closes the pipe: nothing can be read right
+after half a message.
+
+Both stand where a memory stream and a task pumping it stood: a message a session sends is on
+the pipe when `send` returns, and one it reads is parsed in its own read loop.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from typing import Final
+
+import anyio
+import attrs
+import trio
+
+from ..core.records import Record
+from ..core.servers import MAX_MESSAGE_BYTES
+
+_CHUNK: Final = 65536
+#: How much of a line too long to read is kept (where its `id` may be read).
+HEAD_BYTES: Final = 4096
+
+
+@attrs.frozen(repr=False, eq=False)
+class TooLong(Record):
+    """A line over `MAX_MESSAGE_BYTES`: its start."""
+
+    head: bytes
+
+
+class LineReader:
+    """The lines of `stream`, read when asked."""
+
+    def __init__(self, stream: trio.abc.ReceiveStream) -> None:
+        self._stream = stream
+        self._buf = bytearray()
+        self._skipping = False
+        self._ended = False
+
+    async def line(self) -> bytes | TooLong:
+        """The next non-empty line, or the start of one over `MAX_MESSAGE_BYTES` (the rest of
+        it is skipped); raises `anyio.EndOfStream` at the end of the stream."""
+        buf = self._buf
+        while True:
+            cut = buf.find(b"\n")
+            if cut >= 0:
+                line = bytes(buf[:cut])
+                del buf[: cut + 1]
+                if self._skipping:
+                    self._skipping = False
+                elif line.strip():
+                    return line
+                continue
+            if len(buf) > MAX_MESSAGE_BYTES:
+                head = bytes(buf[:HEAD_BYTES])
+                buf.clear()
+                if not self._skipping:
+                    self._skipping = True
+                    return TooLong(head)
+            if self._ended:
+                rest, skipped = bytes(buf), self._skipping
+                buf.clear()
+                self._skipping = False
+                if rest.strip() and not skipped:
+                    return rest
+                raise anyio.EndOfStream
+            chunk = await self._stream.receive_some(_CHUNK)
+            if chunk:
+                buf.extend(chunk)
+            else:
+                self._ended = True
+
+
+class LineWriter:
+    """Lines written whole to the pipe `stream`, in the order `send` was called."""
+
+    def __init__(self, stream: trio.lowlevel.FdStream) -> None:
+        self._stream = stream
+        self._lock = trio.StrictFIFOLock()
+
+    async def send(self, line: bytes) -> None:
+        """Writes `line` (ending in a newline) whole. Raises `trio.BrokenResourceError` when
+        the reader is gone, `trio.ClosedResourceError` when the pipe was closed."""
+        lock = self._lock
+        if lock.locked():  # another line waits for room: after it
+            await lock.acquire()
+        else:
+            lock.acquire_nowait()
+        try:
+            await self._write(line)
+        finally:
+            lock.release()
+
+    async def _write(self, line: bytes) -> None:
+        fd = self._stream.fileno()
+        sent, size = 0, len(line)
+        with memoryview(line) as view:
+            while sent < size:
+                try:
+                    sent += os.write(fd, view[sent:])
+                except BlockingIOError:
+                    try:
+                        await trio.lowlevel.wait_writable(fd)
+                    except trio.Cancelled:
+                        if sent:  # half a message is out: the pipe is no use after it
+                            self._stream.close()
+                        raise
+                except OSError as exc:
+                    if exc.errno == errno.EBADF:
+                        raise trio.ClosedResourceError("the pipe was closed") from None
+                    raise trio.BrokenResourceError(str(exc)) from exc
