@@ -79,6 +79,20 @@ def _own_usage() -> dict[bytes, int]:
     return found
 
 
+#: This process's own limits (soft, hard), by number, as read the first time a spawn asked:
+#: only `borrowed` changes them, and it puts back these very values, so each spawn need not
+#: read them again (a spawn under `none` read each of its limits twice: 12 calls of 30).
+_own_limits: dict[int, tuple[int, int]] = {}
+
+
+def own_limit(number: int) -> tuple[int, int]:
+    """This process's own limit `number` (soft, hard), read once (`_own_limits`)."""
+    found = _own_limits.get(number)
+    if found is None:
+        found = _own_limits[number] = resource.getrlimit(number)
+    return found
+
+
 CAP_SYS_RESOURCE = 24
 
 
@@ -119,7 +133,7 @@ def borrowable(limits: list[tuple[int, int, int]], root: bool, raise_hard: bool)
     put back after (a lowered hard limit comes back only with CAP_SYS_RESOURCE)."""
     usage: dict[bytes, int] | None = None
     for number, soft, hard in limits:
-        if not raise_hard and hard != resource.getrlimit(number)[1]:
+        if not raise_hard and hard != own_limit(number)[1]:
             return False
         if number in _HARMLESS or soft == resource.RLIM_INFINITY:
             continue
@@ -148,7 +162,7 @@ def soft_only(limits: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
     hard limits after the spawn, `seal_limits`)."""
     out = []
     for number, wanted, _ in limits:
-        hard = resource.getrlimit(number)[1]
+        hard = own_limit(number)[1]
         soft = wanted
         if hard != resource.RLIM_INFINITY:  # (an infinite soft limit is the largest)
             soft = hard if wanted == resource.RLIM_INFINITY else min(wanted, hard)
@@ -161,7 +175,7 @@ def borrowed(req: Request, limits: list[tuple[int, int, int]] | None = None) -> 
     """Sets the request's limits (or `limits`) on this process for the block, then puts its
     own back."""
     chosen = req.limits if limits is None else limits
-    saved = [(number, resource.getrlimit(number)) for number, _, _ in chosen]
+    saved = [(number, own_limit(number)) for number, _, _ in chosen]
     try:
         for number, soft, hard in chosen:
             try:

@@ -57,6 +57,7 @@ def traversable(
     *,
     start: str = "",
     owner: tuple[int, int] | None = None,
+    own: tuple[int, int] | None = None,
 ) -> str | None:
     """The first ancestor of `path` (or `path` itself) that `uid`/`gid` cannot search, or None.
 
@@ -66,11 +67,12 @@ def traversable(
     one `stat` per directory rather than per path through it. `start`: a directory above
     `path` the walk starts below (it is not looked at). `owner`: below `start` the files
     are seen through an idmapped mount (`idmap.py`) that makes this uid and gid the hook's:
-    a directory they own is searched with its owner's (group's) bits.
+    a directory they own is searched with its owner's (group's) bits. `own`: this thread's
+    uid and gid, when the caller has them (a view asks for each path: `view._covers`).
     """
     # The hook's ids are this process's real ones (rootless): the kernel's own answer at once
     # (`access` checks the real ids, capabilities aside, as the hook will be checked).
-    mine = owner is None and uid != 0 and (uid, gid) == (os.getuid(), os.getgid())
+    mine = owner is None and uid != 0 and (uid, gid) == (own or (os.getuid(), os.getgid()))
     if mine and os.access(path, os.X_OK):
         return None
     seen = {} if seen is None else seen

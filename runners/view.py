@@ -107,9 +107,10 @@ def build(
     except OSError as exc:
         raise StartError(f"sandbox: scratch {sandbox.scratch}: {exc.strerror}") from exc
     notes: dict[str, str] = {}
+    own = (os.getuid(), os.getgid())  # (this thread's: asked once, not per path)
     try:
         grants = _grants(sandbox, ids, opened, mapped=mapped)
-        covers = _covers(sandbox, ids, opened, grants)
+        covers = _covers(sandbox, ids, opened, grants, own)
         binds = _binds(sandbox, opened, grants, covers)
         ops = sorted({*grants, *covers, *binds, sandbox.scratch}, key=len)
         made: set[str] = set()
@@ -121,7 +122,7 @@ def build(
             if path in covers:
                 scratch_here = _nearest(sandbox.scratch, ops) == path
                 options = (
-                    _scratch_options(sandbox, (os.getuid(), os.getgid()))
+                    _scratch_options(sandbox, own)
                     if scratch_here  # root's, or rootless the caller's (a mapped id)
                     else _COVER_OPTIONS
                 )
@@ -172,7 +173,11 @@ def _grants(
 
 
 def _covers(
-    sandbox: Sandbox, ids: tuple[int, int], opened: dict[str, int], grants: dict[str, _Grant]
+    sandbox: Sandbox,
+    ids: tuple[int, int],
+    opened: dict[str, int],
+    grants: dict[str, _Grant],
+    own: tuple[int, int],
 ) -> dict[str, list[str]]:
     """The directories a cover goes on, each with the paths it holds: for each needed path,
     the first directory the hook could not search on its way there, from the nearest grant
@@ -188,7 +193,7 @@ def _covers(
         above = _nearest(path, list(grants))
         owner = grants[above].owner if above is not None else None
         blocked = confine.traversable(
-            parent, uid, gid, seen.setdefault(owner, {}), start=above or "", owner=owner
+            parent, uid, gid, seen.setdefault(owner, {}), start=above or "", owner=owner, own=own
         )
         if blocked is not None:
             covers.setdefault(blocked, []).append(path)
