@@ -6,6 +6,9 @@ STAMP := $(VENV)/.installed
 # The distribution packages the tests use, as COMMAND=PACKAGE (see .ci/packages); bubblewrap
 # for bench/rootless.py, which tests/test_bench_quick.py runs once, small, with every benchmark.
 TEST_PACKAGES := chromium=chromium nats-server=nats-server bwrap=bubblewrap
+# The tests `make test` runs by themselves, after the rest: they measure the whole host (the
+# memory bound: MemAvailable while a bomb runs), which another worker's tests would move.
+TEST_ALONE := tests/test_memory_bound.py
 
 .PHONY: demo test test-unprivileged check bench docs console-shots clean
 
@@ -28,7 +31,11 @@ test: check
 	@.ci/packages $(TEST_PACKAGES)
 	@# What enforces the sandbox profiles here (informational; the tests assert it).
 	-$(BIN)/mcpx-hooks doctor
-	$(BIN)/pytest -W error
+	@# On two workers (pytest-xdist), each taking whole modules (a module's fixtures start once
+	@# and its tests keep their order): the suite mostly waits on processes and sockets. Then
+	@# TEST_ALONE with nothing beside it. The slowest 25 tests end each log.
+	$(BIN)/pytest -W error -n 2 --dist loadfile --durations=25 $(TEST_ALONE:%=--ignore=%)
+	$(BIN)/pytest -W error --durations=25 $(TEST_ALONE)
 	@# As root, the sandbox tests again as an ordinary user (rootless); an ordinary user's
 	@# run above was rootless already.
 	@if [ "$$(id -u)" = 0 ]; then .ci/unprivileged; fi

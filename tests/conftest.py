@@ -65,7 +65,9 @@ def marker() -> Iterator[Marker]:
 
 @pytest.fixture
 def no_leaks() -> Iterator[None]:
-    """The test (its Trio run included) leaves no child process and no open fd behind."""
+    """The test (its Trio run included) leaves no child process and no open fd behind.
+    Under pytest-xdist (`make test`) each worker is a process of its own, beside the others
+    (not below them): its children and fds are its own tests' only."""
     before = _open_fds()
     yield
     assert psutil.Process().children(recursive=True) == []
@@ -80,7 +82,9 @@ HOOK_UID_BASE = 0x50000000
 def hook_user_processes() -> list[psutil.Process]:
     """Live processes running as a per-child sandbox uid that are ours: below this test
     process, or orphaned to init (where an escape would land). Another suite's hooks, running
-    under its own supervisor at the same time, are neither."""
+    under its own supervisor at the same time, are neither; nor are another pytest-xdist
+    worker's (`make test`), unless orphaned to init as an escape would be (a tree a test kills
+    is waited for until it is gone: `kill_supervisor_and_wait`)."""
     ours = {p.pid for p in psutil.Process().children(recursive=True)}
     found = []
     for p in psutil.process_iter(["uids", "ppid"]):

@@ -275,7 +275,12 @@ def _bad_utf8() -> bytes:
     return bytes([0x81]) + frame[1:]
 
 
-@pytest.mark.parametrize(("frame", "code"), [(b"\x81\x02ab", 1002), (_bad_utf8(), 1007)])
+# (Named: the second frame's mask is random, and pytest-xdist's workers must collect the same ids.)
+@pytest.mark.parametrize(
+    ("frame", "code"),
+    [(b"\x81\x02ab", 1002), (_bad_utf8(), 1007)],
+    ids=["unmasked-1002", "not-utf8-1007"],
+)
 def test_a_frame_that_breaks_the_protocol_ends_the_socket_unanswered(
     frame: bytes, code: int
 ) -> None:
