@@ -269,7 +269,7 @@ class Spawner:
             keeper_end.close()
             fds.close_theirs()
         taken = functools.partial(self._taken.reached, number)
-        return fds.child(SpawnerLink(trio.socket.from_stdlib_socket(mine), taken), outcome)
+        return fds.child(SpawnerLink(mine, taken), outcome)
 
     async def _send_request(self, request: bytes, rights: list[tuple[int, int, bytes]]) -> int:
         """Sends one request; returns its number, counting from 1 for this spawner, in the
