@@ -7,7 +7,8 @@ config through the in-process runtime) runs under `valgrind --tool=callgrind` wi
 `--trace-children=no`, so the spawner and the hooks run natively. It runs N1 hooks in one
 process and N2 in another; what the two counts differ by, over N2 - N1, is the count per hook
 with the start and the end taken out: a figure the load of a shared machine does not move,
-for comparing two checkouts of the supervisor's hook path. `--keep DIR` keeps the N2 run's
+for comparing two checkouts of the supervisor's hook path (each process records its runs to
+a run history of its own, fresh, in a temporary state directory). `--keep DIR` keeps the N2 run's
 callgrind file for `callgrind_annotate`. Each process takes about 20-60 s. Not a row of
 `make bench`.
 """
@@ -80,6 +81,16 @@ def target(what: str, count: int) -> None:
 
 
 def count(what: str, n: int, out: Path) -> int:
+    # A fresh state directory: the run history a run records to starts empty each time,
+    # not the user's (which other processes may write to as this counts).
+    state = tempfile.mkdtemp(prefix="mcpx-instr-state-")
+    try:
+        return _count(what, n, out, {**os.environ, "XDG_STATE_HOME": state})
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def _count(what: str, n: int, out: Path, env: dict[str, str]) -> int:
     done = subprocess.run(
         [
             "valgrind",
@@ -93,6 +104,7 @@ def count(what: str, n: int, out: Path) -> int:
             str(n),
         ],
         check=False,
+        env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )

@@ -56,6 +56,8 @@ def egress_spec(
     """`spec` behind its forwarder, with its own loopback, the lease's socket readable and
     the proxy variables set (run cold: the forwarder is its program); each secret with hosts
     a placeholder, and the run's CA, written in its scratch, the one it trusts."""
+    if lease is None and not any(name in spec.env for name in secret_hosts):
+        return spec  # (most children: nothing to change, no copy of the environment)
     env = dict(spec.env)
     for name, hosts in secret_hosts.items():  # never the value, even where none can swap it
         if name in env:
