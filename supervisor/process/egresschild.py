@@ -38,16 +38,23 @@ CA_FILE: Final = "mcpx-egress-ca.pem"
 CONFINED: Final = frozenset({Profile.STRICT, Profile.WORKSPACE})
 
 
-@contextlib.asynccontextmanager
-async def open_egress(
+def open_egress(
     spawner: Spawner, network: tuple[str, ...] | None, profile: Profile
-) -> AsyncIterator[Lease | None]:
-    """A child's lease on the proxy while the block runs (None: it takes none)."""
+) -> contextlib.AbstractAsyncContextManager[Lease | None]:
+    """A child's lease on the proxy while the block runs (None: it takes none). Most
+    children take none: for them a context that does nothing, not a generator's."""
     if network is None or profile not in CONFINED:
-        yield None
-        return
+        return _NO_LEASE
+    return _leased(spawner, network)
+
+
+@contextlib.asynccontextmanager
+async def _leased(spawner: Spawner, network: tuple[str, ...]) -> AsyncIterator[Lease]:
     async with spawner.egress.open_lease(network) as lease:
         yield lease
+
+
+_NO_LEASE: Final = contextlib.nullcontext(None)
 
 
 def egress_spec(
