@@ -322,7 +322,7 @@ async def ask(spawner: Spawner, msg: bytes, *, attach: int = 3, extra: Sequence[
     stay the caller's); returns the error the spawner answers with, having checked that it
     then let go of the control socket and of every fd for the child."""
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    link = SpawnerLink(trio.socket.from_stdlib_socket(mine), lambda: True)
+    link = SpawnerLink(mine, lambda: True)
     try:
         with pipes(attach) as child:
             try:
@@ -490,7 +490,7 @@ async def test_garbage_on_a_control_socket_is_ignored(spawner: Spawner) -> None:
             async with spawner.open_child(spec(py(code)), kill_grace=GRACE) as child:
                 assert await child.stdout.receive_some(6) == b"ready\n"
                 for junk in (b"[" * 4000, b"\xff", b"null", b"[]", b'{"cmd": 1}', b"{}"):
-                    await child._link._ctrl.send(junk)
+                    await child._link.send_raw(junk)
                 await child.send_command("nope")
                 await child.send_command("kill")  # through the spawner, which still obeys
                 out = await child.wait()

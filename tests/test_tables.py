@@ -200,7 +200,7 @@ def test_a_cold_request_keeps_its_environment(child_fds: list[int]) -> None:
 async def link() -> Any:
     """The supervisor's end of a control socket (`SpawnerLink`) and the spawner's."""
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    link = SpawnerLink(trio.socket.from_stdlib_socket(mine), lambda: False)
+    link = SpawnerLink(mine, lambda: False)
     try:
         yield link, theirs
     finally:

@@ -6,29 +6,26 @@ control socket to the spawner (`SpawnerLink`; `runners/spawner.py` has the proto
 
 from __future__ import annotations
 
-import array
 import contextlib
-import json
 import os
 import signal
-import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Final
 
 import attrs
-import orjson
 import trio
 
 from ..core.errors import SpawnError
 from ..core.records import Record
+from .childlink import SpawnerLink, received_fds
 from .runnerside import protocol
+
+#: For callers, with the child's handle.
+__all__ = ["Child", "Outcome", "SpawnerGone", "SpawnerLink", "received_fds"]
 
 #: How long the keeper may take to report after SIGKILL before we kill it and give up waiting.
 KILL_REPORT_BOUND: Final = 5.0
 _READ_CHUNK: Final = 65536
-#: The largest message about a child, and room for the memfds of collected output.
-_MAX_MESSAGE: Final = protocol.MAX_REPORT
-_FD_SPACE: Final = socket.CMSG_SPACE(2 * array.array("i").itemsize)
 
 
 #: What a process prints when an allocation was refused or a tmpfs was full (Python, libc's
@@ -329,70 +326,3 @@ class Child:
         if self._pidfd is not None:
             os.close(self._pidfd)
             self._pidfd = None
-
-
-class SpawnerLink:
-    """A child's control socket to the spawner (`runners/spawner.py` has the protocol), and
-    `taken`: whether the spawner took the request (`launch.TakenCount`); `on_listener`
-    takes an `egress` child's proxy socket from "listening" (`ChildSpec.on_listener`)."""
-
-    def __init__(self, ctrl: trio.socket.SocketType, taken: Callable[[], bool]) -> None:
-        self._ctrl = ctrl
-        self.taken = taken
-        self.on_listener: Callable[[int], None] | None = None
-
-    async def recv(self) -> dict[str, Any] | None:
-        """The spawner's next message about this child; None once it is gone. A collected
-        child's exit report brings its output in memfds: put in as `"output"`, (stdout,
-        stderr tail)."""
-        try:
-            data, ancdata, _, _ = await self._ctrl.recvmsg(_MAX_MESSAGE, _FD_SPACE)
-        except ConnectionResetError:  # it closed with a command of ours unread
-            return None
-        if not data:
-            return None
-        try:
-            msg: dict[str, Any] = orjson.loads(data)
-        except orjson.JSONDecodeError:  # an escaped lone surrogate (a refused argv, said back)
-            msg = json.loads(data)
-        fds = received_fds(ancdata)
-        try:
-            if "memfds" in msg:
-                msg["output"] = _collected(msg, dict(zip(msg["memfds"], fds, strict=True)))
-            elif msg.get("event") == "started" and fds:  # pidns: the child's pidfd, kept
-                msg["pidfd"] = fds.pop(0)
-            elif msg.get("event") == "listening" and fds and self.on_listener is not None:
-                self.on_listener(fds.pop(0))
-        finally:
-            for fd in fds:
-                os.close(fd)
-        return msg
-
-    async def send(self, cmd: str) -> None:
-        with contextlib.suppress(OSError):
-            await self._ctrl.send(json.dumps({"cmd": cmd}).encode())
-
-    def close(self) -> None:
-        self._ctrl.close()
-
-
-def _collected(msg: dict[str, Any], memfds: dict[str, int]) -> tuple[bytes, bytes]:
-    """Stdout and the stderr tail from their memfds (`runners/collect.py` `Output`)."""
-    out = os.pread(memfds["stdout"], msg["stdout"], 0) if "stdout" in memfds else b""
-    err = b""
-    if "stderr" in memfds:
-        count, ring = msg["stderr"], msg["stderrRing"]
-        err = os.pread(memfds["stderr"], min(count, ring), 0)
-        if count > ring:  # written round: the oldest byte is where the next would go
-            at = count % ring
-            err = err[at:] + err[:at]
-    return out, err
-
-
-def received_fds(ancdata: list[tuple[int, int, bytes]]) -> list[int]:
-    """The fds a message brought (SCM_RIGHTS)."""
-    fds = array.array("i")
-    for level, kind, data in ancdata:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
-    return list(fds)

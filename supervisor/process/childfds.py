@@ -10,6 +10,7 @@ import os
 from collections.abc import Mapping, Sequence
 
 import attrs
+import orjson
 import trio
 
 from ..core.errors import SpawnError
@@ -94,11 +95,20 @@ def _prefill(fd: int, data: bytes) -> bytes:
     return data[written:]
 
 
+def _env_json(env: Mapping[str, str]) -> bytes:
+    """`env` as JSON: orjson's, in a tenth of the time, but where a value holds a lone
+    surrogate (bytes of no encoding, from the environment), which only `json` writes."""
+    try:
+        return orjson.dumps(env if type(env) is dict else dict(env))
+    except orjson.JSONEncodeError:
+        return json.dumps(dict(env)).encode()
+
+
 def env_memfd(env: Mapping[str, str]) -> int:
     """A memfd holding `env` as JSON, for the child to read its environment from."""
     fd = os.memfd_create("mcpx-hook-env", os.MFD_CLOEXEC)
     try:
-        data = json.dumps(dict(env)).encode()
+        data = _env_json(env)
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]

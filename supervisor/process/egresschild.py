@@ -34,16 +34,23 @@ CA_FILE: Final = "mcpx-egress-ca.pem"
 CONFINED: Final = frozenset({Profile.STRICT, Profile.WORKSPACE})
 
 
-@contextlib.asynccontextmanager
-async def open_egress(
+def open_egress(
     spawner: Spawner, network: tuple[str, ...] | None, profile: Profile
-) -> AsyncIterator[Lease | None]:
-    """A child's lease on the proxy while the block runs (None: it takes none)."""
+) -> contextlib.AbstractAsyncContextManager[Lease | None]:
+    """A child's lease on the proxy while the block runs (None: it takes none). Most
+    children take none: for them a context that does nothing, not a generator's."""
     if network is None or profile not in CONFINED:
-        yield None
-        return
+        return _NO_LEASE
+    return _leased(spawner, network)
+
+
+@contextlib.asynccontextmanager
+async def _leased(spawner: Spawner, network: tuple[str, ...]) -> AsyncIterator[Lease]:
     async with spawner.egress.open_lease(network) as lease:
         yield lease
+
+
+_NO_LEASE: Final = contextlib.nullcontext(None)
 
 
 def egress_spec(
@@ -53,6 +60,8 @@ def egress_spec(
     variables set (run cold: a warm fork has no namespace of its own to listen in); each
     secret with hosts a placeholder, and the run's CA, written in its scratch, the one it
     trusts."""
+    if lease is None and not any(name in spec.env for name in secret_hosts):
+        return spec  # (most children: nothing to change, no copy of the environment)
     env = dict(spec.env)
     for name, hosts in secret_hosts.items():  # never the value, even where none can swap it
         if name in env:

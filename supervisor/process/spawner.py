@@ -269,7 +269,7 @@ class Spawner:
             keeper_end.close()
             fds.close_theirs()
         taken = functools.partial(self._taken.reached, number)
-        link = SpawnerLink(trio.socket.from_stdlib_socket(mine), taken)
+        link = SpawnerLink(mine, taken)
         link.on_listener = spec.on_listener
         return fds.child(link, outcome)
 

@@ -41,8 +41,10 @@ class HookKind(Protocol):
     ) -> HookReport: ...
 
 
+@functools.cache
 def kind_of(action: str) -> HookKind:
-    """The module that runs hooks of `action` (its row's `runner`), imported on first use."""
+    """The module that runs hooks of `action` (its row's `runner`), imported on first use
+    (and then remembered: looking a module up again costs more than a dict's lookup)."""
     return _checked(importlib.import_module(HOOK_KINDS[action].runner))
 
 
