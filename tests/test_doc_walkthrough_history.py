@@ -10,6 +10,7 @@ walkthrough (tests/test_doc_walkthrough_service.py) runs it against a real `serv
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sqlite3
 import zlib
@@ -74,7 +75,9 @@ def test_list_show_and_verify_as_the_page_shows(tmp_path: Path) -> None:
 
     # A changed byte in the stored run: CHANGED, as the page's second comment says.
     # (Batches are stored compressed when that makes them smaller: `packed`.)
-    with sqlite3.connect(db) as con:
+    # (closed here: a `with` on a connection only commits, and its fds would stay open
+    # until the collector took it, in whichever test came next)
+    with contextlib.closing(sqlite3.connect(db)) as con, con:
         chunks = con.execute("SELECT run, first, packed, data FROM chunks").fetchall()
         changed = 0
         for run, first, packed, data in chunks:
