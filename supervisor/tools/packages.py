@@ -38,6 +38,8 @@ from ..core.hooks import Profile
 from ..core.records import Record
 from ..core.servers import ServerSpec
 from ..process import programs, sandbox
+from ..process.egress import Lease
+from ..process.egresschild import egress_spec, refusals
 from ..process.scratch import scratch_dir
 from ..process.spawner import Spawner
 from ..process.spawnspec import ChildSpec, SandboxPlan
@@ -212,10 +214,13 @@ def done_file(cache: str) -> str:
     return os.path.join(cache, ".mcpx-installed")
 
 
-async def ensure_installed(spawner: Spawner, spec: ServerSpec, eco: Ecosystem) -> Installed | str:
+async def ensure_installed(
+    spawner: Spawner, spec: ServerSpec, eco: Ecosystem, lease: Lease | None = None
+) -> Installed | str:
     """Runs the install step unless it succeeded before (bounded by `INSTALL_TIMEOUT_S`);
     returns the cache, or why it failed. Cancelled, the step's tree is killed and reaped,
-    and it runs again next time."""
+    and it runs again next time. With the server's `lease` (its `network` list), the step
+    runs under the server's own profile through the proxy, not under `net`."""
     argv = install_argv(spec, eco)
     cache = cache_dir(eco, spec, argv, os.environ)
     if cache is None:
@@ -227,18 +232,17 @@ async def ensure_installed(spawner: Spawner, spec: ServerSpec, eco: Ecosystem) -
     if _made(cache, done):
         return Installed(cache, server_env(eco, cache, spec.env))
     shown = " ".join(argv)
+    profile = Profile.NET if lease is None else spec.sandbox
     with scratch_dir("install-") as scratch:
         try:
-            rlimits, plan = server_plan(spec, Profile.NET, spawner, scratch, cache)
+            rlimits, plan = server_plan(spec, profile, spawner, scratch, cache)
             env = base_environment(os.environ, scratch)
             env.update(spec.env)
             env.update(step_env(eco, cache, spec.env))
-            programs.check_program(
-                argv[0], cwd=spec.workdir, env=env, plan=plan, profile=Profile.NET
-            )
+            programs.check_program(argv[0], cwd=spec.workdir, env=env, plan=plan, profile=profile)
         except SandboxUnavailable as exc:
             return f"server {spec.name}: its install step ({shown}) could not start: {exc}"
-        child_spec = ChildSpec(argv, spec.workdir, env, rlimits, plan)
+        child_spec = egress_spec(ChildSpec(argv, spec.workdir, env, rlimits, plan), lease, {})
         try:
             with trio.move_on_after(INSTALL_TIMEOUT_S) as scope:
                 async with spawner.open_child(
@@ -261,7 +265,10 @@ async def ensure_installed(spawner: Spawner, spec: ServerSpec, eco: Ecosystem) -
         )
         if (over := outcome.over_memory) is not None:
             how += f", over memoryMb {over}"
-        return f"server {spec.name}: its install step ({shown}) failed ({how}){said}"
+        refused = "".join(
+            f"; the proxy refused {h} (not in its network)" for h, _ in refusals(lease)
+        )
+        return f"server {spec.name}: its install step ({shown}) failed ({how}){refused}{said}"
     _mark(done, shown)
     return Installed(cache, server_env(eco, cache, spec.env))
 
