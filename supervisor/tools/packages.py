@@ -5,7 +5,8 @@ supervisor's state directory (`packages/npm/<server>-<hash>`, `packages/uv/…`,
 install step and working directory): the install step (`[servers.x] install`, or the one the
 command implies: npx installs the package and runs `node -e ""`, uvx builds the tool's
 environment and runs `python -c ""`) runs under the `net` profile with only that cache
-writable, and a file in it records that it succeeded, so it runs again only when the step
+writable (a server with a `network` list: under its own profile, through the egress proxy,
+judged against that list, which must then name the registry), and a file in it records that it succeeded, so it runs again only when the step
 changes or the cache is removed. The server itself then runs under its own profile (no
 network under `strict`) with the ecosystem told to stay offline (npm: `npm_config_cache`,
 `npm_config_offline=true`; uv: `UV_CACHE_DIR`, `UV_OFFLINE=1`). Its cache is writable to it:
