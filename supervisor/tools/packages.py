@@ -6,8 +6,8 @@ install step and working directory): the install step (`[servers.x] install`, or
 command implies: npx installs the package and runs `node -e ""`, uvx builds the tool's
 environment and runs `python -c ""`) runs under the `net` profile with only that cache
 writable (a server with a `network` list: under its own profile, through the egress proxy,
-judged against that list, which must then name the registry), and a file in it records that it succeeded, so it runs again only when the step
-changes or the cache is removed. The server itself then runs under its own profile (no
+judged against that list, which must then name the registry), and a file in it records
+that it succeeded, so it runs again only when the step changes or the cache is removed. The server itself then runs under its own profile (no
 network under `strict`) with the ecosystem told to stay offline (npm: `npm_config_cache`,
 `npm_config_offline=true`; uv: `UV_CACHE_DIR`, `UV_OFFLINE=1`). Its cache is writable to it:
 npm and uv write to their cache even offline (npm locks `_npx/<hash>` and refreshes its
