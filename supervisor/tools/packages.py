@@ -4,16 +4,16 @@ The package is fetched once, with network, into a cache of the server's own unde
 supervisor's state directory (`packages/npm/<server>-<hash>`, `packages/uv/…`, by its name,
 install step and working directory): the install step (`[servers.x] install`, or the one the
 command implies: npx installs the package and runs `node -e ""`, uvx builds the tool's
-environment and runs `python -c ""`) runs under the `net` profile with only that cache
-writable (a server with a `network` list: under its own profile, through the egress proxy,
-judged against that list, which must then name the registry), and a file in it records
-that it succeeded, so it runs again only when the step changes or the cache is removed. The server itself then runs under its own profile (no
-network under `strict`) with the ecosystem told to stay offline (npm: `npm_config_cache`,
-`npm_config_offline=true`; uv: `UV_CACHE_DIR`, `UV_OFFLINE=1`). Its cache is writable to it:
-npm and uv write to their cache even offline (npm locks `_npx/<hash>` and refreshes its
-index, uv locks its cache), and a read-only one fails them ("ENOTCACHED"); being its own, no
-other server's start reads what it writes there. Nothing else of the state directory is in
-its view.
+environment and runs `python -c ""`) runs under the `net` profile with only that cache writable
+(a server with a `network` list: under its own profile, through the egress proxy, judged
+against that list, which must then name the registry), and a file in it records that it
+succeeded, so it runs again only when the step changes or the cache is removed. The server
+itself then runs under its own profile (no network under `strict`) with the ecosystem told to
+stay offline (npm: `npm_config_cache`, `npm_config_offline=true`; uv: `UV_CACHE_DIR`,
+`UV_OFFLINE=1`). Its cache is writable to it: npm and uv write to their cache even offline (npm
+locks `_npx/<hash>` and refreshes its index, uv locks its cache), and a read-only one fails
+them ("ENOTCACHED"); being its own, no other server's start reads what it writes there. Nothing
+else of the state directory is in its view.
 
 A server that fails to start under a profile without network and whose stderr shows it
 tried to reach one (a package not in the cache, a server that connects at its start) gets
