@@ -57,6 +57,13 @@ _TAIL: Final = 1000
 #: well under their memory (a thread's stack could then not be mapped: "Resource
 #: temporarily unavailable", V8's "out of memory").
 ALLOCATOR: Final = {"MALLOC_ARENA_MAX": "2"}
+#: Set for both steps of an npx server whose memory `RLIMIT_AS` bounds, unless its `env` names
+#: NODE_OPTIONS. V8 bounds-checks a WebAssembly memory with guard pages, reserving about
+#: 10 GiB of address space for each, and Node's own `fetch` (undici) makes one when it is
+#: first touched (axios touches it as it loads): under `memoryMb` as an address-space limit
+#: that fails ("Cannot allocate Wasm memory") and the process with it. Without the trap
+#: handler V8 checks bounds itself and reserves only what it uses (Node 20.15, 22.2, later).
+WASM_BOUNDS: Final = {"NODE_OPTIONS": "--disable-wasm-trap-handler"}
 #: What a program's stderr says when it tried to reach the network and could not.
 NO_NETWORK_SIGNS: Final = re.compile(
     r"ENOTCACHED|ENETUNREACH|EAI_AGAIN|ENOTFOUND|getaddrinfo|Network is unreachable"
@@ -178,6 +185,16 @@ def step_env(eco: Ecosystem, cache: str, given: Mapping[str, str]) -> dict[str, 
     return {**kept, eco.cache_env: cache, **eco.quiet}
 
 
+def bounds_env(
+    eco: Ecosystem, rlimits: tuple[tuple[str, int, int], ...], given: Mapping[str, str]
+) -> dict[str, str]:
+    """`WASM_BOUNDS` for an npx server's steps where `RLIMIT_AS` bounds them and its `env`
+    (`given`) does not name NODE_OPTIONS; else nothing."""
+    if eco.program != "npx" or "NODE_OPTIONS" in given:
+        return {}
+    return dict(WASM_BOUNDS) if any(name == "RLIMIT_AS" for name, _, _ in rlimits) else {}
+
+
 def server_env(eco: Ecosystem, cache: str, given: Mapping[str, str]) -> dict[str, str]:
     """What the server's environment gets over its `env` (`given`): `step_env`, offline."""
     return {**step_env(eco, cache, given), **eco.offline}
@@ -240,6 +257,7 @@ async def ensure_installed(
             env = base_environment(os.environ, scratch)
             env.update(spec.env)
             env.update(step_env(eco, cache, spec.env))
+            env.update(bounds_env(eco, rlimits, spec.env))
             programs.check_program(argv[0], cwd=spec.workdir, env=env, plan=plan, profile=profile)
         except SandboxUnavailable as exc:
             return f"server {spec.name}: its install step ({shown}) could not start: {exc}"

@@ -100,8 +100,9 @@ async def _life(spawner: Spawner, start_hooks: StartHooks, entry: ServerEntry) -
                 env = base_environment(os.environ, scratch)
                 env.update(passed.values)
                 env.update(spec.env)
-                if installed is not None:
+                if installed is not None and eco is not None:
                     env.update(installed.env)
+                    env.update(packages.bounds_env(eco, rlimits, spec.env))
                 programs.check_program(
                     spec.command[0], cwd=spec.workdir, env=env, plan=plan, profile=spec.sandbox
                 )
