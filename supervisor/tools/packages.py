@@ -4,15 +4,16 @@ The package is fetched once, with network, into a cache of the server's own unde
 supervisor's state directory (`packages/npm/<server>-<hash>`, `packages/uv/…`, by its name,
 install step and working directory): the install step (`[servers.x] install`, or the one the
 command implies: npx installs the package and runs `node -e ""`, uvx builds the tool's
-environment and runs `python -c ""`) runs under the `net` profile with only that cache
-writable, and a file in it records that it succeeded, so it runs again only when the step
-changes or the cache is removed. The server itself then runs under its own profile (no
-network under `strict`) with the ecosystem told to stay offline (npm: `npm_config_cache`,
-`npm_config_offline=true`; uv: `UV_CACHE_DIR`, `UV_OFFLINE=1`). Its cache is writable to it:
-npm and uv write to their cache even offline (npm locks `_npx/<hash>` and refreshes its
-index, uv locks its cache), and a read-only one fails them ("ENOTCACHED"); being its own, no
-other server's start reads what it writes there. Nothing else of the state directory is in
-its view.
+environment and runs `python -c ""`) runs under the `net` profile with only that cache writable
+(a server with a `network` list: under its own profile, through the egress proxy, judged
+against that list, which must then name the registry), and a file in it records that it
+succeeded, so it runs again only when the step changes or the cache is removed. The server
+itself then runs under its own profile (no network under `strict`) with the ecosystem told to
+stay offline (npm: `npm_config_cache`, `npm_config_offline=true`; uv: `UV_CACHE_DIR`,
+`UV_OFFLINE=1`). Its cache is writable to it: npm and uv write to their cache even offline (npm
+locks `_npx/<hash>` and refreshes its index, uv locks its cache), and a read-only one fails
+them ("ENOTCACHED"); being its own, no other server's start reads what it writes there. Nothing
+else of the state directory is in its view.
 
 A server that fails to start under a profile without network and whose stderr shows it
 tried to reach one (a package not in the cache, a server that connects at its start) gets
@@ -38,6 +39,8 @@ from ..core.hooks import Profile
 from ..core.records import Record
 from ..core.servers import ServerSpec
 from ..process import programs, sandbox
+from ..process.egress import Lease
+from ..process.egresschild import egress_spec, refusals
 from ..process.scratch import scratch_dir
 from ..process.spawner import Spawner
 from ..process.spawnspec import ChildSpec, SandboxPlan
@@ -54,6 +57,13 @@ _TAIL: Final = 1000
 #: well under their memory (a thread's stack could then not be mapped: "Resource
 #: temporarily unavailable", V8's "out of memory").
 ALLOCATOR: Final = {"MALLOC_ARENA_MAX": "2"}
+#: Set for both steps of an npx server whose memory `RLIMIT_AS` bounds, unless its `env` names
+#: NODE_OPTIONS. V8 bounds-checks a WebAssembly memory with guard pages, reserving about
+#: 10 GiB of address space for each, and Node's own `fetch` (undici) makes one when it is
+#: first touched (axios touches it as it loads): under `memoryMb` as an address-space limit
+#: that fails ("Cannot allocate Wasm memory") and the process with it. Without the trap
+#: handler V8 checks bounds itself and reserves only what it uses (Node 20.15, 22.2, later).
+WASM_BOUNDS: Final = {"NODE_OPTIONS": "--disable-wasm-trap-handler"}
 #: What a program's stderr says when it tried to reach the network and could not.
 NO_NETWORK_SIGNS: Final = re.compile(
     r"ENOTCACHED|ENETUNREACH|EAI_AGAIN|ENOTFOUND|getaddrinfo|Network is unreachable"
@@ -175,6 +185,16 @@ def step_env(eco: Ecosystem, cache: str, given: Mapping[str, str]) -> dict[str, 
     return {**kept, eco.cache_env: cache, **eco.quiet}
 
 
+def bounds_env(
+    eco: Ecosystem, rlimits: tuple[tuple[str, int, int], ...], given: Mapping[str, str]
+) -> dict[str, str]:
+    """`WASM_BOUNDS` for an npx server's steps where `RLIMIT_AS` bounds them and its `env`
+    (`given`) does not name NODE_OPTIONS; else nothing."""
+    if eco.program != "npx" or "NODE_OPTIONS" in given:
+        return {}
+    return dict(WASM_BOUNDS) if any(name == "RLIMIT_AS" for name, _, _ in rlimits) else {}
+
+
 def server_env(eco: Ecosystem, cache: str, given: Mapping[str, str]) -> dict[str, str]:
     """What the server's environment gets over its `env` (`given`): `step_env`, offline."""
     return {**step_env(eco, cache, given), **eco.offline}
@@ -212,10 +232,13 @@ def done_file(cache: str) -> str:
     return os.path.join(cache, ".mcpx-installed")
 
 
-async def ensure_installed(spawner: Spawner, spec: ServerSpec, eco: Ecosystem) -> Installed | str:
+async def ensure_installed(
+    spawner: Spawner, spec: ServerSpec, eco: Ecosystem, lease: Lease | None = None
+) -> Installed | str:
     """Runs the install step unless it succeeded before (bounded by `INSTALL_TIMEOUT_S`);
     returns the cache, or why it failed. Cancelled, the step's tree is killed and reaped,
-    and it runs again next time."""
+    and it runs again next time. With the server's `lease` (its `network` list), the step
+    runs under the server's own profile through the proxy, not under `net`."""
     argv = install_argv(spec, eco)
     cache = cache_dir(eco, spec, argv, os.environ)
     if cache is None:
@@ -227,18 +250,18 @@ async def ensure_installed(spawner: Spawner, spec: ServerSpec, eco: Ecosystem) -
     if _made(cache, done):
         return Installed(cache, server_env(eco, cache, spec.env))
     shown = " ".join(argv)
+    profile = Profile.NET if lease is None else spec.sandbox
     with scratch_dir("install-") as scratch:
         try:
-            rlimits, plan = server_plan(spec, Profile.NET, spawner, scratch, cache)
+            rlimits, plan = server_plan(spec, profile, spawner, scratch, cache)
             env = base_environment(os.environ, scratch)
             env.update(spec.env)
             env.update(step_env(eco, cache, spec.env))
-            programs.check_program(
-                argv[0], cwd=spec.workdir, env=env, plan=plan, profile=Profile.NET
-            )
+            env.update(bounds_env(eco, rlimits, spec.env))
+            programs.check_program(argv[0], cwd=spec.workdir, env=env, plan=plan, profile=profile)
         except SandboxUnavailable as exc:
             return f"server {spec.name}: its install step ({shown}) could not start: {exc}"
-        child_spec = ChildSpec(argv, spec.workdir, env, rlimits, plan)
+        child_spec = egress_spec(ChildSpec(argv, spec.workdir, env, rlimits, plan), lease, {})
         try:
             with trio.move_on_after(INSTALL_TIMEOUT_S) as scope:
                 async with spawner.open_child(
@@ -261,7 +284,10 @@ async def ensure_installed(spawner: Spawner, spec: ServerSpec, eco: Ecosystem) -
         )
         if (over := outcome.over_memory) is not None:
             how += f", over memoryMb {over}"
-        return f"server {spec.name}: its install step ({shown}) failed ({how}){said}"
+        refused = "".join(
+            f"; the proxy refused {h} (not in its network)" for h, _ in refusals(lease)
+        )
+        return f"server {spec.name}: its install step ({shown}) failed ({how}){refused}{said}"
     _mark(done, shown)
     return Installed(cache, server_env(eco, cache, spec.env))
 

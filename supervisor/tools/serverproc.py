@@ -81,9 +81,6 @@ async def _life(spawner: Spawner, start_hooks: StartHooks, entry: ServerEntry) -
     redactor = Redactor(passed.secrets)
     stderr = bytearray()
     eco = packages.ecosystem(spec)
-    installed = None if eco is None else await packages.ensure_installed(spawner, spec, eco)
-    if isinstance(installed, str):
-        return redactor.text(installed)
 
     def said() -> str:  # its stderr's end, and whether it tried to reach a network it lacks
         text = bytes(stderr).decode(errors="replace")
@@ -92,14 +89,20 @@ async def _life(spawner: Spawner, start_hooks: StartHooks, entry: ServerEntry) -
     with scratch_dir("server-") as scratch:
         async with open_egress(spawner, spec.network, spec.sandbox) as lease:
             entry.egress = lease  # (its callers read its refusals: `run/callpoint.py`)
+            installed = (  # with a lease, its install step fetches through the proxy too
+                None if eco is None else await packages.ensure_installed(spawner, spec, eco, lease)
+            )
+            if isinstance(installed, str):
+                return redactor.text(installed)
             try:
                 cache = None if installed is None else installed.cache
                 rlimits, plan = packages.server_plan(spec, spec.sandbox, spawner, scratch, cache)
                 env = base_environment(os.environ, scratch)
                 env.update(passed.values)
                 env.update(spec.env)
-                if installed is not None:
+                if installed is not None and eco is not None:
                     env.update(installed.env)
+                    env.update(packages.bounds_env(eco, rlimits, spec.env))
                 programs.check_program(
                     spec.command[0], cwd=spec.workdir, env=env, plan=plan, profile=spec.sandbox
                 )
