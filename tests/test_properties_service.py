@@ -226,6 +226,8 @@ HOOK_CASES: list[list[dict[str, Any]]] = [
     per_call(env={"A=B": "x"}),
     per_call(env={"A\x00": "x", "B": "\x00"}),
     per_call(env={"\ud800": "x"}),
+    per_call(cwd="\ud800"),  # (a lone surrogate: no path, it cannot even be encoded)
+    per_call(cwd="/tmp\x00/x"),
     per_call(timeoutMs=Raw("9" * 5000)),
 ]
 

@@ -72,7 +72,7 @@ def listed(declared: Mapping[str, Any], served: Iterable[Mapping[str, Any]]) -> 
     action = next((k for k in declared_actions() if k in declared), None)
     if action is None:
         return False
-    where = os.path.realpath(str(declared.get("cwd", "")))
+    where = _resolved(str(declared.get("cwd", "")))
     for hook in served:
         if (hook.get("on"), hook.get("phase"), hook.get(action)) != (
             declared.get("on"),
@@ -82,7 +82,7 @@ def listed(declared: Mapping[str, Any], served: Iterable[Mapping[str, Any]]) -> 
             continue
         if "name" in declared and hook.get("name") != declared["name"]:
             continue
-        if os.path.realpath(str(hook.get("cwd") or hook.get("dir") or "")) == where:
+        if _resolved(str(hook.get("cwd") or hook.get("dir") or "")) == where:
             return True
     return False
 
@@ -90,8 +90,17 @@ def listed(declared: Mapping[str, Any], served: Iterable[Mapping[str, Any]]) -> 
 def _comparable(obj: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(obj)
     if isinstance(cwd := out.get("cwd"), str):
-        out["cwd"] = os.path.realpath(cwd)
+        out["cwd"] = _resolved(cwd)
     return out
+
+
+def _resolved(path: str) -> str:
+    """`path` with symlinks resolved; as it is where it can name no file (a NUL, a lone
+    surrogate: the hook's own checks refuse it later, saying why)."""
+    try:
+        return os.path.realpath(path)
+    except (ValueError, UnicodeError):
+        return path
 
 
 def _written(value: Any) -> Any:
