@@ -219,6 +219,16 @@ _hypothesis_settings.register_profile(
 _hypothesis_settings.load_profile("default")
 
 
+@pytest.fixture
+def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty state directory of the test's own (`XDG_STATE_HOME`: the package caches' home,
+    empty, apart from the declaring one's), with an empty `project` directory beside it."""
+    where = tmp_path / "state"
+    monkeypatch.setenv("XDG_STATE_HOME", str(where))
+    (tmp_path / "project").mkdir()
+    return where
+
+
 @pytest.fixture(scope="session")
 def npm_registry() -> None:
     """Skips, saying why, where `npx` or the npm registry is missing (the tests that fetch a

@@ -39,15 +39,6 @@ UVX = shutil.which("uvx") or (
 )
 
 
-@pytest.fixture
-def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The state directory (the package cache's home), apart from the declaring one."""
-    where = tmp_path / "state"
-    monkeypatch.setenv("XDG_STATE_HOME", str(where))
-    (tmp_path / "project").mkdir()
-    return where
-
-
 def npx_server(tmp_path: Path, *args: str, **fields: Any) -> ServerSpec:
     fields.setdefault("sandbox", Profile.STRICT)
     fields.setdefault("start_timeout_ms", 60_000)

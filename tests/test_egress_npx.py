@@ -29,15 +29,6 @@ FETCHER = "mcp-server-fetch-typescript@0.1.1"
 REGISTRY = "registry.npmjs.org"
 
 
-@pytest.fixture
-def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An empty state directory: the server's npm cache is made in it, empty."""
-    where = tmp_path / "state"
-    monkeypatch.setenv("XDG_STATE_HOME", str(where))
-    (tmp_path / "project").mkdir()
-    return where
-
-
 def fetcher(tmp_path: Path, *network: str) -> ServerSpec:
     command = (str(shutil.which("npx")), "-y", FETCHER)
     return ServerSpec(

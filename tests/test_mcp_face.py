@@ -4,9 +4,11 @@ this process, over the SDK's in-memory streams, to read its run's frames."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,7 @@ from mcpface_parts import (
 )
 
 from mcpx_hooks.supervisor.config.loading import load_config
+from mcpx_hooks.supervisor.core.hooks import Config
 from mcpx_hooks.supervisor.core.order import check_order
 from mcpx_hooks.supervisor.core.servers import CallLimits, ServerSpec
 from mcpx_hooks.supervisor.run.runtime import open_runtime
@@ -409,6 +412,30 @@ def test_an_applied_value_becomes_a_tool_result() -> None:
     assert applied_result(bad).structured_content == bad  # not a tool result after all
 
 
+@contextlib.asynccontextmanager
+async def memory_session(
+    config: Config, frames: list[dict[str, Any]]
+) -> AsyncIterator[ClientSession]:
+    """An initialized SDK client session with a gateway over `config`, in memory; when it
+    ends, the session's run's frames in `frames`."""
+    async with (
+        open_runtime(config) as runtime,
+        create_client_server_memory_streams() as (
+            (client_read, client_write),
+            (server_read, server_write),
+        ),
+    ):
+        gateway = Gateway(runtime)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(gateway.serve, server_read, server_write)
+            async with ClientSession(client_read, client_write, client_info=AGENT) as session:
+                await session.initialize()
+                yield session
+            await client_write.aclose()
+        assert gateway.session is not None
+        frames += runtime.journals.get(gateway.session.run_id).decoded(0)
+
+
 async def test_a_session_is_a_run_with_its_calls_and_their_counts(
     tmp_path: Path, marker: Marker, no_leaks: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -423,26 +450,13 @@ async def test_a_session_is_a_run_with_its_calls_and_their_counts(
     config = load_config([path], cwd=tmp_path, environ=os.environ, discover=False)
     # What loading had to say (a project file skipped, say) opens the run, as for a script.
     config = attrs.evolve(config, warnings=("skipped /x/.mcpx-hooks.toml: not trusted",))
-    async with (
-        open_runtime(config) as runtime,
-        create_client_server_memory_streams() as (
-            (client_read, client_write),
-            (server_read, server_write),
-        ),
-    ):
-        gateway = Gateway(runtime)
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(gateway.serve, server_read, server_write)
-            async with ClientSession(client_read, client_write, client_info=AGENT) as session:
-                await session.initialize()
-                names = [t.name for t in (await session.list_tools()).tools]
-                assert names[:4] == ["mcpx_exec", "words.count", "words.shout", "words.sleep"]
-                await session.call_tool("words.count", {"text": "x"})
-                await session.call_tool("words.sleep", {"ms": 1})
-                await session.call_tool("h.fail", {})
-            await client_write.aclose()
-        assert gateway.session is not None
-        frames = runtime.journals.get(gateway.session.run_id).decoded(0)
+    frames: list[dict[str, Any]] = []
+    async with memory_session(config, frames) as session:
+        names = [t.name for t in (await session.list_tools()).tools]
+        assert names[:4] == ["mcpx_exec", "words.count", "words.shout", "words.sleep"]
+        await session.call_tool("words.count", {"text": "x"})
+        await session.call_tool("words.sleep", {"ms": 1})
+        await session.call_tool("h.fail", {})
     check_order(frames)
     assert frames[0]["type"] == "start" and frames[0]["argv"] == ["mcp", "test-agent"]
     assert (frames[1]["type"], frames[1]["message"]) == (
@@ -470,36 +484,23 @@ async def test_calls_of_one_session_run_at_once_and_each_one_s_frames_stay_toget
     hooks = [call_hook("seen", "onSuccess", {"advise": "fine"}, when={"tool": ["count"]})]
     path = write_config(tmp_path / marker, marker, hooks, expose=("wait", "echo"))
     config = load_config([path], cwd=tmp_path, environ=os.environ, discover=False)
-    async with (
-        open_runtime(config) as runtime,
-        create_client_server_memory_streams() as (
-            (client_read, client_write),
-            (server_read, server_write),
-        ),
-    ):
-        gateway = Gateway(runtime)
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(gateway.serve, server_read, server_write)
-            async with ClientSession(client_read, client_write, client_info=AGENT) as session:
-                await session.initialize()
-                await session.list_tools()
-                async with trio.open_nursery() as calls:
-                    waiting = trio.CancelScope()
+    frames: list[dict[str, Any]] = []
+    async with memory_session(config, frames) as session:
+        await session.list_tools()
+        async with trio.open_nursery() as calls:
+            waiting = trio.CancelScope()
 
-                    async def wait() -> None:
-                        with waiting:
-                            await session.call_tool("h__wait", {})
+            async def wait() -> None:
+                with waiting:
+                    await session.call_tool("h__wait", {})
 
-                    calls.start_soon(wait)
-                    # `h__wait` never answers: the calls after it are answered beside it,
-                    # with a hook (`count`) and without one (`echo`).
-                    with trio.fail_after(30):
-                        counted = await session.call_tool("words__count", {"text": "a b"})
-                        echoed = await session.call_tool("h__echo", {"n": 1})
-                    waiting.cancel()
-            await client_write.aclose()
-        assert gateway.session is not None
-        frames = runtime.journals.get(gateway.session.run_id).decoded(0)
+            calls.start_soon(wait)
+            # `h__wait` never answers: the calls after it are answered beside it,
+            # with a hook (`count`) and without one (`echo`).
+            with trio.fail_after(30):
+                counted = await session.call_tool("words__count", {"text": "a b"})
+                echoed = await session.call_tool("h__echo", {"n": 1})
+            waiting.cancel()
     assert counted.structured_content == {"words": 2, "lines": 1}
     assert echoed.structured_content == {"n": 1}
     check_order(frames)

@@ -25,7 +25,7 @@ from mcp.shared.message import SessionMessage
 
 from ..core.errors import HooksError
 from ..core.servers import MAX_MESSAGE_BYTES
-from ..tools.jsonlines import LineReader, LineWriter, TooLong
+from ..tools.jsonlines import BorrowedSend, LineReader, LineWriter, TooLong
 
 
 class LineTooLong(HooksError, ValueError):
@@ -73,7 +73,7 @@ class ClientMessages:
         await self.aclose()
 
 
-class ClientWriter:
+class ClientWriter(BorrowedSend):
     """Where the server's messages to the client go: each written as one line before `send`
     returns. Once the client has closed its end, what is sent is dropped (the end of its
     messages ends the session)."""
@@ -85,17 +85,6 @@ class ClientWriter:
         data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
         with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
             await self._lines.send(data.encode() + b"\n")
-
-    async def aclose(self) -> None:
-        pass  # the descriptor is `open_stdio`'s
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        pass
 
 
 @contextlib.asynccontextmanager

@@ -24,7 +24,7 @@ __all__, __getattr__, __dir__ = exports(
             "tool_json",
             "where_json",
         ),
-        "jsonlines": ("LineReader", "LineWriter", "TooLong"),
+        "jsonlines": ("BorrowedSend", "LineReader", "LineWriter", "TooLong"),
         "pins": ("OFF", "REQUIRE", "PinVerdict", "changes", "key_of", "listing", "pin", "verdict"),
         "servers": ("Progress", "ServerManager", "ToolServers", "open_manager", "server_secrets"),
     },

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import errno
 import os
-from typing import Final
+from types import TracebackType
+from typing import Final, Self
 
 import anyio
 import attrs
@@ -118,3 +119,19 @@ class LineWriter:
                     if exc.errno == errno.EBADF:
                         raise trio.ClosedResourceError("the pipe was closed") from None
                     raise trio.BrokenResourceError(str(exc)) from exc
+
+
+class BorrowedSend:
+    """What the SDK asks of a stream it sends on besides `send`, for one whose descriptor is
+    its opener's to close: `aclose` closes nothing, and it is a context of its own."""
+
+    async def aclose(self) -> None:
+        pass
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        pass

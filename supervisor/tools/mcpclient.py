@@ -24,8 +24,7 @@ import contextlib
 import json
 import re
 from collections.abc import AsyncIterator
-from types import TracebackType
-from typing import Final, Self
+from typing import Final
 
 import anyio
 import attrs
@@ -39,7 +38,7 @@ from mcp.shared.message import SessionMessage
 from ..core.errors import HooksError
 from ..core.records import Record
 from ..core.servers import MAX_BAD_LINES, MAX_MESSAGE_BYTES
-from .jsonlines import HEAD_BYTES, LineReader, LineWriter, TooLong
+from .jsonlines import HEAD_BYTES, BorrowedSend, LineReader, LineWriter, TooLong
 
 CLIENT_INFO: Final = types.Implementation(name="mcpx-hooks", version="0.1.0")
 #: The JSON-RPC error code (in the implementation-defined range) a request fails with when
@@ -150,7 +149,7 @@ class ServerMessages:
                 _bad(stats, f"not JSON-RPC: {type(exc).__name__}")
 
 
-class ServerWriter:
+class ServerWriter(BorrowedSend):
     """Where the session's messages to the server go: each written as one line on its stdin
     before `send` returns; the requests among them are in flight until answered."""
 
@@ -174,17 +173,6 @@ class ServerWriter:
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             # The server closed its stdin: the session's "Connection closed".
             raise anyio.BrokenResourceError from None
-
-    async def aclose(self) -> None:
-        pass  # the server's stdin is the caller's
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        pass
 
 
 def _too_many(stats: LineStats) -> str:
