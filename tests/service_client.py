@@ -7,6 +7,7 @@ be the only judge of its wire. Each test function drives it with `asyncio.run`.
 from __future__ import annotations
 
 import asyncio
+import http.client
 import json
 import os
 import re
@@ -202,3 +203,14 @@ def served(cwd: Path) -> Iterator[Server]:
     yield srv
     assert srv.stop() == 0
     assert "Traceback" not in srv.log(), srv.log()
+
+
+def http_get(server: Server, path: str) -> tuple[int, bytes]:
+    """A GET of `path` on `server` with its token: the status and the body."""
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    try:
+        conn.request("GET", path, headers=server.headers())
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()

@@ -6,7 +6,6 @@ the cluster lost its streams serves the run from its history, frame for frame.""
 
 from __future__ import annotations
 
-import http.client
 import json
 import secrets
 import shutil
@@ -17,7 +16,7 @@ from typing import Any
 
 import pytest
 from clusterparts import Cluster, need_nats, open_cluster, start_gateway
-from service_client import CLI, ENV, Server, arun, open_ws, read_all, run_remote
+from service_client import CLI, ENV, Server, arun, http_get, open_ws, read_all, run_remote
 
 #: How long a gateway may take to have indexed what a client of another saw end.
 INDEXED_S = 20.0
@@ -33,22 +32,12 @@ def gateway(cluster: Cluster, name: str) -> Server:
     return server
 
 
-def get(server: Server, path: str) -> tuple[int, bytes]:
-    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
-    try:
-        conn.request("GET", path, headers=server.headers())
-        response = conn.getresponse()
-        return response.status, response.read()
-    finally:
-        conn.close()
-
-
 def searched(server: Server, query: str) -> list[dict[str, Any]]:
     """`/v1/search` on `server` once it finds the 3 lines `run` prints (bounded: the
     gateway indexes what the stream brings in its own time, not the client's)."""
     deadline = time.monotonic() + INDEXED_S
     while True:
-        status, body = get(server, f"/v1/search?q={query}&limit=500")
+        status, body = http_get(server, f"/v1/search?q={query}&limit=500")
         assert status == 200, body
         found = json.loads(body)
         printed = [m for m in found if m["type"] == "stdout"]
@@ -87,10 +76,10 @@ def replayed(server: Server, run_id: str, start: int = 0) -> list[dict[str, Any]
 def verified(tmp_path: Path, server: Server, run_id: str, frames: list[dict[str, Any]]) -> None:
     """The run's downloads from `server`: its frames as the client got them, whole, and a
     file `runs verify` passes."""
-    status, ndjson = get(server, f"/v1/runs/{run_id}/frames.ndjson")
+    status, ndjson = http_get(server, f"/v1/runs/{run_id}/frames.ndjson")
     assert status == 200, ndjson
     assert [json.loads(line) for line in ndjson.splitlines()] == frames
-    status, text = get(server, f"/v1/runs/{run_id}/output.txt")
+    status, text = http_get(server, f"/v1/runs/{run_id}/output.txt")
     assert status == 200 and b"line 3" in text, text
     path = tmp_path / f"{run_id}-{server.port}.ndjson"
     path.write_bytes(ndjson)
@@ -130,7 +119,7 @@ def test_every_gateway_records_the_clusters_runs_and_catches_up(
     verified(tmp_path, b, first[0]["runId"], first)
     # The hook of the worker's run is in the other gateway's metrics.
     assert [f["name"] for f in first if f["type"] == "hook"] == ["hello"], first
-    status, metrics = get(b, "/metrics")
+    status, metrics = http_get(b, "/metrics")
     counted = b'mcpx_hooks_hook_duration_seconds_count{point="script",phase="before"} 1\n'
     assert status == 200 and counted in metrics, metrics
     # A gateway that was down takes up the stream where it stopped.
@@ -156,7 +145,7 @@ def test_a_gateway_started_again_serves_what_the_cluster_lost(
     frames = run(a, needle)
     run_id = frames[0]["runId"]
     assert len([m for m in searched(a, needle) if m["type"] == "stdout"]) == 3
-    listed = [s for s in json.loads(get(a, "/v1/runs")[1]) if s["runId"] == run_id]
+    listed = [s for s in json.loads(http_get(a, "/v1/runs")[1]) if s["runId"] == run_id]
     # The cluster loses everything it held (its streams' store), the gateway is restarted.
     a.stop()
     cluster.gateways.remove(a)
@@ -164,7 +153,7 @@ def test_a_gateway_started_again_serves_what_the_cluster_lost(
     shutil.rmtree(cluster.nats.store)
     cluster.nats.start()
     a = gateway(cluster, "c")
-    assert [s for s in json.loads(get(a, "/v1/runs")[1]) if s["runId"] == run_id] == listed
+    assert [s for s in json.loads(http_get(a, "/v1/runs")[1]) if s["runId"] == run_id] == listed
     assert replayed(a, run_id) == frames
     assert replayed(a, run_id, 3) == frames[3:]
     assert {m["runId"] for m in searched(a, needle)} == {run_id}

@@ -6,7 +6,6 @@ warning, while `doctor` says why."""
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import resource
@@ -19,7 +18,7 @@ from typing import Any
 
 import pytest
 from conftest import Marker
-from service_client import CLI, ENV, Server, arun, open_ws, start_server
+from service_client import CLI, ENV, Server, arun, http_get, open_ws, start_server
 from websockets.exceptions import ConnectionClosed
 
 HOOKS = """
@@ -67,16 +66,6 @@ def mcpx(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def get(server: Server, path: str) -> tuple[int, bytes]:
-    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
-    try:
-        conn.request("GET", path, headers=server.headers())
-        response = conn.getresponse()
-        return response.status, response.read()
-    finally:
-        conn.close()
-
-
 async def lines_of(server: Server, path: str, request: dict[str, Any] | None = None) -> list[str]:
     """Every line of every message the socket at `path` sends, as sent, to its close."""
     lines: list[str] = []
@@ -121,7 +110,7 @@ def test_a_restarted_serve_serves_its_stored_runs_byte_for_byte(
     artifact = next(f for f in frames if f["type"] == "artifact")
     replayed = arun(lines_of(first, f"/v1/runs/{run_id}?from=5"))
     assert replayed == live[5:]
-    status, listed = get(first, "/v1/runs")
+    status, listed = http_get(first, "/v1/runs")
     assert status == 200
     assert first.stop() == 0
     assert "Traceback" not in first.log()
@@ -131,13 +120,13 @@ def test_a_restarted_serve_serves_its_stored_runs_byte_for_byte(
     assert arun(lines_of(second, f"/v1/runs/{run_id}")) == live
     assert arun(lines_of(second, f"/v1/runs/{run_id}?from=7")) == live[7:]
     assert arun(lines_of(second, f"/v1/runs/{run_id}?from={len(live)}")) == []
-    status, again = get(second, "/v1/runs")
+    status, again = http_get(second, "/v1/runs")
     assert status == 200 and json.loads(again) == json.loads(listed)
-    status, body = get(second, f"/v1/runs/{run_id}/artifacts/{artifact['id']}")
+    status, body = http_get(second, f"/v1/runs/{run_id}/artifacts/{artifact['id']}")
     assert (status, body) == (200, b"<b>kept</b>")
     # A second run on the restarted server is listed first, the stored one after it.
     arun(lines_of(second, "/v1/exec", {"argv": ["true"], "sandbox": "workspace"}))
-    status, now = get(second, "/v1/runs")
+    status, now = http_get(second, "/v1/runs")
     assert [r["runId"] for r in json.loads(now)][1:] == [run_id]
     assert second.stop() == 0
     assert "Traceback" not in second.log()
