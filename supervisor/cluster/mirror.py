@@ -38,6 +38,7 @@ from ..core.frames import (
     stamp,
 )
 from ..run.journal import FRAME_OVERHEAD, RunJournal
+from ..run.journals import to_forget
 from ..service.wire import Close, WireError
 from .jet import WRONG_LAST_SEQUENCE, ClusterDown, Stored
 from .link import Cluster, retry_s
@@ -272,13 +273,12 @@ class Mirrors:
 
     def _forget_old(self) -> None:
         """Forgets finished runs, oldest first, past `retain` runs or `retain_bytes`."""
-        cost = sum(j.cost for j in self._runs.values())
-        for run_id, journal in list(self._runs.items()):
-            if len(self._runs) <= self.retain and cost <= self.retain_bytes:
-                return
-            if journal.finished or journal.refusal is not None:
-                cost -= journal.cost
-                del self._runs[run_id]
+        for run_id in to_forget(self._runs, self.retain, self.retain_bytes, _over):
+            del self._runs[run_id]
+
+
+def _over(journal: MirrorJournal) -> bool:
+    return journal.finished or journal.refusal is not None
 
 
 class RemoteAsks:

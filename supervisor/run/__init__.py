@@ -23,7 +23,7 @@ __all__, __getattr__, __dir__ = exports(
         "hookframe": ("FrameBuilder", "HookReport", "child_spec", "granted", "run_process"),
         "hookrun": ("HookKind", "kind_of", "run_hook"),
         "journal": ("FRAME_OVERHEAD", "Follower", "RunJournal"),
-        "journals": ("Journals", "UnknownRun"),
+        "journals": ("Journals", "UnknownRun", "to_forget"),
         "recording": ("Recorder",),
         "observe": ("ObserverStats", "Unwell", "serve_observers"),
         "output": ("InvalidOutput", "read_output"),

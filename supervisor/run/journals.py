@@ -10,9 +10,10 @@ are the ones that were sent, so a reader gets the same frames with the same seq.
 from __future__ import annotations
 
 import contextlib
+import operator
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Final, TypeVar
 
 import trio
 
@@ -22,6 +23,8 @@ from ..history.store import History, HistoryFault
 from .artifacts import ArtifactGone, ArtifactStore, Stored
 from .journal import RunJournal
 from .telemetry import Telemetry
+
+J = TypeVar("J", bound=RunJournal)
 
 
 class UnknownRun(HooksError, LookupError):
@@ -134,18 +137,36 @@ class Journals:
     @property
     def cost(self) -> int:
         """What the retained runs' frames cost, in bytes."""
-        return sum(j.cost for j in self._runs.values())
+        return sum(map(_COST, self._runs.values()))
 
     def _forget_old(self) -> None:
         """Forgets finished runs, oldest first, while the runs or their cost are over budget.
         Runs the budget cannot forget (running ones) are kept: each is held to `run_bytes`."""
-        count, cost = len(self._runs), self.cost
-        for run_id, journal in list(self._runs.items()):
-            if count <= self.retain and cost <= self.retain_bytes:
-                return
-            if journal.finished:
-                count -= 1
-                cost -= journal.cost
-                del self._runs[run_id]
-                if self.artifacts is not None:
-                    self.artifacts.forget(run_id)
+        for run_id in to_forget(self._runs, self.retain, self.retain_bytes, _finished):
+            del self._runs[run_id]
+            if self.artifacts is not None:
+                self.artifacts.forget(run_id)
+
+
+_COST: Final = operator.attrgetter("cost")
+_finished: Final = operator.attrgetter("finished")
+
+
+def to_forget(
+    runs: Mapping[str, J], retain: int, retain_bytes: int, ended: Callable[[J], bool]
+) -> list[str]:
+    """Which of `runs` (oldest first) to forget, oldest first, until at most `retain` are
+    left costing at most `retain_bytes`: only runs `ended` says are over. Asked at each
+    run's start and end, so it looks no further than it must (usually none, or one run)."""
+    count, cost = len(runs), sum(map(_COST, runs.values()))
+    gone: list[str] = []
+    if count <= retain and cost <= retain_bytes:
+        return gone
+    for run_id, journal in runs.items():
+        if count <= retain and cost <= retain_bytes:
+            break
+        if ended(journal):
+            count -= 1
+            cost -= journal.cost
+            gone.append(run_id)
+    return gone
