@@ -15,7 +15,8 @@ the medians.
 With `--sleep-runs N`: the two-workers figure instead, its CPU a run. Each round, N runs of
 `sh -c "sleep 0.2"` (and 16 to warm up), 16 clients at a time, through gateway A with two
 workers of 8 slots; each part's CPU milliseconds over the round, divided by its runs (the
-workers' added up: together they ran each run once).
+workers' added up: together they ran each run once). Gateway B and the plain `serve` take no
+run but are counted: a gateway records every run of the cluster in its own history.
 """
 
 from __future__ import annotations
@@ -99,11 +100,12 @@ def sleep_runs(rounds: int, runs: int) -> None:
             started.start(["worker", *started.flags, "--concurrency", "8"], "taking runs")
             for _ in range(2)
         )
-        named = {"nats": started.procs[0], "gwA": started.procs[2], "w1": w1, "w2": w2}
+        nats, plain, gw_a, gw_b = started.procs[:4]
+        named = {"nats": nats, "plain": plain, "gwA": gw_a, "gwB": gw_b, "w1": w1, "w2": w2}
         parts = {name: psutil.Process(proc.pid) for name, proc in named.items()}
         for _ in range(rounds):
             run = runs_per_s(started.a_url, sleeper, runs, 16)
-            rate, spent = _measure(parts, run, ("gwA", "w1", "w2"))
+            rate, spent = _measure(parts, run, ("gwA", "gwB", "w1", "w2"))
             per_run = {k: v * 1000 / (runs + 16) for k, v in spent.items()}
             per_run["workers"] = per_run["w1"] + per_run["w2"]
             got.append((rate, per_run))
