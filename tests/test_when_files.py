@@ -5,13 +5,17 @@ git (real repositories, a real `git`), or per `--files-from`; outside a checkout
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 
 import pytest
+import trio
+from conftest import Marker
 from operator_day import HEADER, advising, git, hook_frames, mcpx, new_repo
 
 from mcpx_hooks.supervisor.core.changes import ChangedFiles, files_mismatch, given_files, matching
-from mcpx_hooks.supervisor.run.gitchanges import git_changes
+from mcpx_hooks.supervisor.run.gitchanges import GIT_TIMEOUT_S, git_changes
 
 CONFIG = (
     HEADER
@@ -133,14 +137,14 @@ def test_explain_says_why_each_did_or_did_not_run(repo: Path) -> None:
 
 
 def test_git_changes_names_its_base(repo: Path) -> None:
-    changed = git_changes(str(repo))
+    changed = trio.run(git_changes, str(repo))
     assert changed.paths == ()
     assert changed.how.startswith("against the merge base with main (")
-    bad = git_changes(str(repo), "no-such-branch")
+    bad = trio.run(git_changes, str(repo), "no-such-branch")
     assert bad.paths is None
     assert '[when] base "no-such-branch" is not a commit' in bad.how
     git(repo, "branch", "-m", "main", "trunk")  # no main, no master: HEAD
-    assert "against HEAD" in git_changes(str(repo)).how
+    assert "against HEAD" in trio.run(git_changes, str(repo)).how
 
 
 def test_a_repo_with_no_commit_counts_staged_and_untracked(readable_tmp: Path) -> None:
@@ -150,7 +154,7 @@ def test_a_repo_with_no_commit_counts_staged_and_untracked(readable_tmp: Path) -
     (fresh / "a.py").write_text("")
     (fresh / "b.py").write_text("")
     git(fresh, "add", "a.py")
-    changed = git_changes(str(fresh))
+    changed = trio.run(git_changes, str(fresh))
     assert changed.paths == ("a.py", "b.py")
     assert "no commit yet" in changed.how
 
@@ -196,3 +200,50 @@ def test_when_files_on_another_point_is_a_config_error(tmp_path: Path) -> None:
     out = mcpx("validate", "c.toml", cwd=tmp_path, home=tmp_path / "home")
     assert out.returncode == 2
     assert "/hooks/0/when/files" in out.stdout + out.stderr
+
+
+def fake_git(where: Path, marker: str, fifo: Path | None = None) -> None:
+    """A `git` in `where`/bin that never ends, `marker` in its argv. With `fifo`: it first
+    starts a child that sleeps too (its pid in `where`/grandchild), then says so on `fifo`."""
+    sleeper = f"{sys.executable} -c 'import time; time.sleep(3600)' {marker}"
+    child = f'{sleeper} &\necho $! > "{where}/grandchild"\necho started > "{fifo}"\n'
+    script = where / "bin" / "git"
+    script.parent.mkdir()
+    script.write_text(f"#!/bin/sh\n{child if fifo is not None else ''}exec {sleeper}\n")
+    script.chmod(0o755)
+
+
+async def test_a_cancelled_run_kills_git_and_what_it_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, marker: Marker
+) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    fake_git(tmp_path, marker, fifo)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(git_changes, str(tmp_path))
+        await trio.to_thread.run_sync(fifo.read_text)  # git has started its child
+        nursery.cancel_scope.cancel()
+    await _gone(tmp_path / "grandchild")
+    assert marker.alive() == []
+
+
+async def test_git_past_its_bound_is_killed_and_the_hooks_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, marker: Marker, autojump_clock: trio.abc.Clock
+) -> None:
+    fake_git(tmp_path, marker)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    changed = await git_changes(str(tmp_path))
+    assert changed.paths is None
+    assert changed.how == f"git rev-parse took over {GIT_TIMEOUT_S:g} s"
+    assert marker.alive() == []  # reaped before git_changes returned
+
+
+async def _gone(pid_file: Path) -> None:
+    """Returns once the process whose pid is in `pid_file` has exited."""
+    pidfd = os.pidfd_open(int(pid_file.read_text()))
+    try:
+        with trio.fail_after(10):  # (a bound for a failure, not a wait for things to settle)
+            await trio.lowlevel.wait_readable(pidfd)
+    finally:
+        os.close(pidfd)

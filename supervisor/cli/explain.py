@@ -196,9 +196,11 @@ def run(
     cwd = str(Path.cwd())
     changed = files_from(args)
     if changed is None and any(When.FILES in h.when for h in config.hooks):
+        import trio
+
         from ..run.gitchanges import git_changes
 
-        changed = git_changes(cwd, config.when_base)
+        changed = trio.run(git_changes, cwd, config.when_base)
     plan = explain(config, RunFacts(script.shown_argv, cwd, changed), autonomy, left)
     if args.json:
         print(json.dumps(plan), flush=True)

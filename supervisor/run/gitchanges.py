@@ -1,7 +1,9 @@
 """The files a run counts as changed, for `when.files`, asked of git itself.
 
-`git_changes(cwd, base)` runs `git` (blocking: a run calls it in a worker thread, `exec
---explain` directly), each command bounded by `GIT_TIMEOUT_S`:
+`git_changes(cwd, base)` runs `git` under Trio, each command bounded by `GIT_TIMEOUT_S`, in
+a process group of its own: a command over its bound, or one whose run is cancelled, is
+killed with whatever it started and reaped before `git_changes` returns (`exec --explain`
+runs it in a Trio run of its own):
 
 - the top of the checkout (`rev-parse --show-toplevel`); none (not a checkout, git missing,
   git refusing the directory) → no list, and the hooks with `when.files` run;
@@ -18,9 +20,13 @@ or text conversion: it reads the checkout, it runs nothing the checkout names.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 from typing import Final
+
+import trio
 
 from ..core.changes import ChangedFiles
 from ..core.errors import HooksError
@@ -39,24 +45,33 @@ class _NoList(HooksError):
         self.why = why
 
 
-def _git(cwd: str, *args: str) -> subprocess.CompletedProcess[bytes]:
+async def _git(cwd: str, *args: str) -> subprocess.CompletedProcess[bytes]:
     env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"}
     try:
-        return subprocess.run(
-            ["git", *_GIT_FLAGS, *args],
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=GIT_TIMEOUT_S,
-            check=False,
-        )
+        with trio.fail_after(GIT_TIMEOUT_S):
+            return await trio.run_process(
+                ["git", *_GIT_FLAGS, *args],
+                cwd=cwd,
+                env=env,
+                stdin=b"",
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+                start_new_session=True,
+                deliver_cancel=_kill_group,
+            )
     except FileNotFoundError:
         raise _NoList("git is not installed here (no git on PATH)") from None
-    except subprocess.TimeoutExpired:
+    except trio.TooSlowError:
         raise _NoList(f"git {args[0]} took over {GIT_TIMEOUT_S:g} s") from None
     except OSError as exc:
         raise _NoList(f"git could not run: {exc.strerror or exc}") from None
+
+
+async def _kill_group(process: trio.Process) -> None:
+    """Git and whatever it started, at once (it only reads the checkout: nothing to save)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
 
 
 def _said(done: subprocess.CompletedProcess[bytes]) -> str:
@@ -64,25 +79,27 @@ def _said(done: subprocess.CompletedProcess[bytes]) -> str:
     return lines[0] if lines else f"git exited with status {done.returncode}"
 
 
-def _commit(top: str, ref: str) -> str | None:
-    done = _git(top, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}")
+async def _commit(top: str, ref: str) -> str | None:
+    done = await _git(
+        top, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"
+    )
     return done.stdout.decode().strip() if done.returncode == 0 else None
 
 
-def _base(top: str, base: str | None) -> tuple[str | None, str]:
+async def _base(top: str, base: str | None) -> tuple[str | None, str]:
     """The commit to compare against, and how it was chosen, in words."""
     if base is not None:
-        commit = _commit(top, base)
+        commit = await _commit(top, base)
         if commit is None:
             raise _NoList(f'[when] base "{base}" is not a commit in {top}')
         return commit, f'against [when] base "{base}" ({commit[:12]})'
-    head = _commit(top, "HEAD")
+    head = await _commit(top, "HEAD")
     if head is None:
         return None, "in a checkout with no commit yet"
     for branch in DEFAULT_BRANCHES:
-        if _commit(top, branch) is None:
+        if await _commit(top, branch) is None:
             continue
-        done = _git(top, "merge-base", "HEAD", branch)
+        done = await _git(top, "merge-base", "HEAD", branch)
         if done.returncode == 0:
             commit = done.stdout.decode().strip()
             return commit, f"against the merge base with {branch} ({commit[:12]})"
@@ -95,22 +112,22 @@ def _names(done: subprocess.CompletedProcess[bytes]) -> list[str]:
     return [n for n in done.stdout.decode(errors="surrogateescape").split("\0") if n]
 
 
-def git_changes(cwd: str, base: str | None = None) -> ChangedFiles:
+async def git_changes(cwd: str, base: str | None = None) -> ChangedFiles:
     """The files changed in the checkout `cwd` is in (module docstring); no list, with why,
     when there is none to take."""
     try:
-        found = _git(cwd, "rev-parse", "--show-toplevel")
+        found = await _git(cwd, "rev-parse", "--show-toplevel")
         if found.returncode != 0:
             return ChangedFiles(None, f"{cwd} is not in a git checkout ({_said(found)})")
         top = found.stdout.decode(errors="surrogateescape").rstrip("\n")
-        commit, how = _base(top, base)
+        commit, how = await _base(top, base)
         paths: list[str] = []
         if commit is not None:
-            paths += _names(_git(top, "diff", *_DIFF_FLAGS, commit, "--"))
-            paths += _names(_git(top, "diff", "--cached", *_DIFF_FLAGS, commit, "--"))
+            paths += _names(await _git(top, "diff", *_DIFF_FLAGS, commit, "--"))
+            paths += _names(await _git(top, "diff", "--cached", *_DIFF_FLAGS, commit, "--"))
         else:
-            paths += _names(_git(top, "diff", "--cached", *_DIFF_FLAGS, "--"))
-        paths += _names(_git(top, "ls-files", "--others", "--exclude-standard", "-z"))
+            paths += _names(await _git(top, "diff", "--cached", *_DIFF_FLAGS, "--"))
+        paths += _names(await _git(top, "ls-files", "--others", "--exclude-standard", "-z"))
     except _NoList as exc:
         return ChangedFiles(None, exc.why)
     return ChangedFiles(

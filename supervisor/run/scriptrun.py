@@ -166,8 +166,8 @@ async def execute(
 
 
 async def changed_files(req: RunRequest, config: Config) -> ChangedFiles | None:
-    """What `when.files` matches for this run: the request's list, else git's (in a worker
-    thread, each git command bounded), or None when no hook of the run has `when.files`."""
+    """What `when.files` matches for this run: the request's list, else git's (each git
+    command bounded, killed if the run is cancelled), or None: no hook has `when.files`."""
     from ..core.points import When
 
     if not any(h.on == "script" and h.enabled and When.FILES in h.when for h in config.hooks):
@@ -176,7 +176,7 @@ async def changed_files(req: RunRequest, config: Config) -> ChangedFiles | None:
         return req.files
     from .gitchanges import git_changes
 
-    return await trio.to_thread.run_sync(git_changes, req.cwd, config.when_base)
+    return await git_changes(req.cwd, config.when_base)
 
 
 def _in(cwd: str, file: str | None) -> str | None:
