@@ -20,7 +20,6 @@ Quick mode (`MCPX_BENCH_QUICK=1`): `--requests 5 --rounds 1 --per-round 2`.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import functools
 import json
 import os
@@ -38,6 +37,7 @@ from _timing import TRUE, interleaved, medians, percentile, result
 
 from mcpx_hooks.supervisor.core.hooks import Action, Hook, Profile, Provenance, SourceKind
 from mcpx_hooks.supervisor.core.points import Phase
+from mcpx_hooks.supervisor.process.egressca import RunCA
 from mcpx_hooks.supervisor.process.spawner import Spawner, open_spawner
 from mcpx_hooks.supervisor.run.hookcontext import HookContext
 from mcpx_hooks.supervisor.run.hookrun import run_hook
@@ -73,40 +73,11 @@ CLIENT = textwrap.dedent(
 
 
 def _tls(where: Path) -> tuple[Path, ssl.SSLContext]:
-    """A CA's certificate file and a server context for `localhost` it signed."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    now = dt.datetime.now(dt.UTC)
-    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "bench CA")])
-    ca = (
-        x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
-        .public_key(ca_key.public_key()).serial_number(1)
-        .not_valid_before(now - dt.timedelta(hours=1)).not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )  # fmt: skip
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
-        .issuer_name(ca_name).public_key(key.public_key()).serial_number(2)
-        .not_valid_before(now - dt.timedelta(hours=1)).not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )  # fmt: skip
-    pem = serialization.Encoding.PEM
-    (where / "ca.pem").write_bytes(ca.public_bytes(pem))
-    chain = where / "server.pem"
-    chain.write_bytes(
-        key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-        + cert.public_bytes(pem)
-    )
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(chain)
-    return where / "ca.pem", ctx
+    """A CA's certificate file and a server context for `localhost` it signed (the per-run
+    CA's own class, standing here for a CA the system trusts)."""
+    ca = RunCA()
+    (where / "ca.pem").write_bytes(ca.pem)
+    return where / "ca.pem", ca.server_context("localhost")
 
 
 async def _serve_tls(ctx: ssl.SSLContext, task_status: trio.TaskStatus[int]) -> None:

@@ -5,7 +5,6 @@ each, once per host), and failing to connect directly."""
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import http.server
 import json
 import os
@@ -25,6 +24,7 @@ from mcpx_hooks.supervisor.core.convert import to_json
 from mcpx_hooks.supervisor.core.frames import HookStatus
 from mcpx_hooks.supervisor.core.hooks import Action, Hook, Profile, Provenance, SourceKind
 from mcpx_hooks.supervisor.core.points import Phase
+from mcpx_hooks.supervisor.process.egressca import RunCA
 from mcpx_hooks.supervisor.process.spawner import Spawner
 from mcpx_hooks.supervisor.run.hookcontext import HookContext, RunInfo
 from mcpx_hooks.supervisor.run.hookrun import run_hook
@@ -204,49 +204,12 @@ async def test_strict_hook_without_network_has_no_proxy(
 
 def _test_ca(tmp_path: Path) -> tuple[Path, ssl.SSLContext]:
     """A CA made for the test (its certificate in a file: the proxy's "system store") and a
-    TLS server context for `localhost` whose certificate it signed."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    now = dt.datetime.now(dt.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "egress test CA")])
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(1)
-        .not_valid_before(now - dt.timedelta(hours=1))
-        .not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
-        .issuer_name(ca_name)
-        .public_key(key.public_key())
-        .serial_number(2)
-        .not_valid_before(now - dt.timedelta(hours=1))
-        .not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    pem = serialization.Encoding.PEM
+    TLS server context for `localhost` whose certificate it signed: the per-run CA's own
+    class, standing here for a CA the system trusts."""
+    ca = RunCA()
     ca_file = tmp_path / "test-ca.pem"
-    ca_file.write_bytes(ca.public_bytes(pem))
-    chain = tmp_path / "server.pem"
-    chain.write_bytes(
-        key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-        + cert.public_bytes(pem)
-    )
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(chain)
-    return ca_file, ctx
+    ca_file.write_bytes(ca.pem)
+    return ca_file, ca.server_context("localhost")
 
 
 SECRET = "ghp_" + "S3cr3tV4lu3" * 3
