@@ -162,9 +162,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 
 def test_a_client_of_exec_answers_and_only_its_first_answer_counts(server: Server) -> None:
+    # A second asking hook ("hold") keeps the run from its end until the late answer to the
+    # first has been refused: the refusal cannot race the run's end and the socket's close.
+    hooks = [asking_hook(), {**asking_hook(), "name": "hold"}]
+
     async def main() -> Stream:
         async with open_ws(server, "/v1/exec") as ws:
-            await ws.send(json.dumps({"argv": ["echo", "7"], "hooks": [asking_hook()]}))
+            await ws.send(json.dumps({"argv": ["echo", "7"], "hooks": hooks}))
             stream = Stream()
             ask = await read_until(ws, stream, lambda o: o.get("type") == "ask")
             answer = {"type": "answer", "askId": ask["askId"], "answer": "yes"}
@@ -172,16 +176,17 @@ def test_a_client_of_exec_answers_and_only_its_first_answer_counts(server: Serve
             await read_until(ws, stream, lambda o: o.get("type") == "hook")
             await ws.send(json.dumps({**answer, "answer": "no"}))  # too late: told, not closed
             await read_until(ws, stream, lambda o: "askId" in o and "seq" not in o)
+            held = [o for o in stream.frames if o["type"] == "ask" and o["askId"] != ask["askId"]]
+            hold = held[0] if held else await read_until(ws, stream, lambda o: "question" in o)
+            await ws.send(json.dumps({**answer, "askId": hold["askId"]}))
             return await read_all(ws, stream)
 
     stream = arun(main())
     assert stream.code == 1000
     check_order(stream.frames)
-    assert gate_of(stream.frames)["asked"] == {
-        "question": "ship it?",
-        "answer": "yes",
-        "by": "client",
-    }
+    gate, hold = [f for f in stream.frames if f["type"] == "hook"]
+    assert gate["name"] == "gate" and hold["name"] == "hold"
+    assert gate["asked"] == {"question": "ship it?", "answer": "yes", "by": "client"}
     assert stream.frames[-2]["type"] == "result" and stream.frames[-2]["value"] == 7
     (late,) = stream.errors
     assert late["message"] == (
