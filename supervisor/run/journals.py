@@ -155,9 +155,9 @@ _finished: Final = operator.attrgetter("finished")
 def to_forget(
     runs: Mapping[str, J], retain: int, retain_bytes: int, ended: Callable[[J], bool]
 ) -> list[str]:
-    """Which of `runs` (oldest first) to forget, oldest first, until at most `retain` are
-    left costing at most `retain_bytes`: only runs `ended` says are over. Asked at each
-    run's start and end, so it looks no further than it must (usually none, or one run)."""
+    """The ids of the runs to forget, in the order of `runs` (oldest first), until at most
+    `retain` are left costing at most `retain_bytes`; only runs `ended` says are over. Asked
+    at each run's start and end, so it looks no further than it must (usually at no run)."""
     count, cost = len(runs), sum(map(_COST, runs.values()))
     gone: list[str] = []
     if count <= retain and cost <= retain_bytes:
