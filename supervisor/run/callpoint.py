@@ -175,15 +175,13 @@ class CallPoint(Record):
         lease = entry.egress if entry is not None else None
         if lease is None:
             return
-        refused = lease.since(mark[1] if lease is mark[0] else 0)
         said = self.hooks.egress_said
-        if refused and any(host not in said for host, _ in refused):
-            from ..core.hookframes import EgressFrame
+        for host, port in lease.since(mark[1] if lease is mark[0] else 0):
+            if host not in said:
+                from ..core.hookframes import EgressFrame
 
-            for host, port in refused:
-                if host not in said:
-                    said.add(host)
-                    self.journal.append(blank(EgressFrame, host=host, port=port, server=server))
+                said.add(host)
+                self.journal.append(blank(EgressFrame, host=host, port=port, server=server))
 
     def _known_hint(self, server: str, tool: str) -> bool | None:
         """The tool's `destructiveHint` if its server has listed it already (a refused call
