@@ -311,10 +311,13 @@ def asking_hook() -> dict[str, Any]:
 
 def test_an_ask_is_answered_by_a_follower_on_another_gateway(cluster: Cluster) -> None:
     a, b = cluster.gateways[:2]
+    # A second asking hook ("hold") keeps the run from its end until the second answer to
+    # the first has been refused: the refusal cannot race the run's end.
+    hooks = [asking_hook(), {**asking_hook(), "name": "hold"}]
 
     async def answer() -> tuple[Stream, Stream]:
         async with open_ws(a, "/v1/exec") as ws:
-            await ws.send(json.dumps({"argv": ["echo", "7"], "hooks": [asking_hook()]}))
+            await ws.send(json.dumps({"argv": ["echo", "7"], "hooks": hooks}))
             started = Stream()
             ask = await read_until(ws, started, lambda o: o.get("type") == "ask")
             async with open_ws(b, f"/v1/runs/{ask['runId']}?from=0") as follower:
@@ -324,6 +327,14 @@ def test_an_ask_is_answered_by_a_follower_on_another_gateway(cluster: Cluster) -
                 await follower.send(json.dumps(reply))
                 await read_until(follower, followed, lambda o: o.get("type") == "hook")
                 await follower.send(json.dumps(reply))  # a second answer: told, not taken
+                await read_until(follower, followed, lambda o: "askId" in o and "seq" not in o)
+
+                def second(o: dict[str, Any]) -> bool:
+                    return o.get("type") == "ask" and o["askId"] != ask["askId"]
+
+                held = [o for o in followed.frames if second(o)]
+                hold = held[0] if held else await read_until(follower, followed, second)
+                await follower.send(json.dumps({**reply, "askId": hold["askId"]}))
                 await read_all(follower, followed)
             return await read_all(ws, started), followed
 
@@ -331,7 +342,8 @@ def test_an_ask_is_answered_by_a_follower_on_another_gateway(cluster: Cluster) -
     assert started.code == followed.code == 1000
     assert_whole(started.frames)
     assert started.frames == followed.frames
-    (gate,) = [f for f in started.frames if f["type"] == "hook"]
+    gate, hold = [f for f in started.frames if f["type"] == "hook"]
+    assert gate["name"] == "gate" and hold["name"] == "hold"
     assert gate["asked"] == {"question": "ship it?", "answer": "yes", "by": "client"}
     assert started.frames[-2]["type"] == "result" and started.frames[-2]["value"] == 7
     assert "the first counts" in followed.errors[0]["message"]
