@@ -48,7 +48,7 @@ from .events import EventFeed, forward_events
 from .indexing import StreamIndexer, serve_indexing
 from .jet import ClusterDown
 from .link import Cluster, open_cluster
-from .mirror import MirrorJournal, Mirrors, RemoteRun
+from .mirror import MirrorJournal, Mirrors
 from .names import (
     RUN_ID,
     Stream,
@@ -58,6 +58,7 @@ from .names import (
     stream_specs,
 )
 from .queued import Queued, serve_queued
+from .remote import RemoteRun
 from .sealing import ClusterKey, pack_request
 from .watch import RunsIndex, serve_index
 

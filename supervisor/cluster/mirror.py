@@ -25,10 +25,8 @@ import orjson
 import trio
 
 from ..core.convert import to_json
-from ..core.effects import ANSWERS, AnsweredBy
 from ..core.frames import (
     OUTPUT_TYPES,
-    Control,
     EndFrame,
     ErrorCause,
     ErrorFrame,
@@ -46,7 +44,6 @@ from .names import (
     Header,
     Stream,
     batch_frames,
-    control_subject,
     events_subject,
     frames_subject,
     runs_subject,
@@ -55,8 +52,6 @@ from .names import (
 logger = logging.getLogger("mcpx_hooks.cluster")
 
 WORKER_LOST: Final = "worker lost"
-#: A control message to a worker gets this long to go out.
-CONTROL_S: Final = 5.0
 
 
 #: The output types, as the wire says them: the frames a mirror keeps without a look inside.
@@ -279,50 +274,6 @@ class Mirrors:
 
 def _over(journal: MirrorJournal) -> bool:
     return journal.finished or journal.refusal is not None
-
-
-class RemoteAsks:
-    """A run's asks as a gateway answers them: to the worker running it, the first answer a
-    client of this gateway gives to each ask (the worker keeps the first it gets)."""
-
-    def __init__(self, run: RemoteRun) -> None:
-        self._run = run
-        self._answered: dict[str, str] = {}
-
-    def answer(self, ask_id: str, answer: str, by: AnsweredBy) -> str | None:
-        if answer not in ANSWERS:
-            return f"an answer is {' or '.join(ANSWERS)}, not {answer!r}"
-        if ask_id in self._answered:
-            given = self._answered[ask_id]
-            return f"{ask_id} was already answered {given} (by {by}); the first counts"
-        if ask_id not in self._run.journal.ask_ids():
-            return f"no ask {ask_id!r} in this run"
-        self._answered[ask_id] = answer
-        self._run.send({"type": Control.ANSWER, "askId": ask_id, "answer": answer})
-        return None
-
-
-class RemoteRun:
-    """A run on a worker, as a stream's socket may act on it: answer its asks, cancel it."""
-
-    def __init__(self, journal: MirrorJournal, cluster: Cluster, nursery: trio.Nursery) -> None:
-        self.journal = journal
-        self.asks = RemoteAsks(self)
-        self._cluster = cluster
-        self._nursery = nursery
-
-    def cancel(self) -> None:
-        self.send({"type": Control.CANCEL})
-
-    def send(self, message: dict[str, Any]) -> None:
-        self._nursery.start_soon(self._send, orjson.dumps(message))
-
-    async def _send(self, data: bytes) -> None:
-        with trio.move_on_after(CONTROL_S):
-            try:
-                await self._cluster.core_publish(control_subject(self.journal.run_id), data)
-            except ClusterDown as exc:
-                logger.warning("run %s: %s", self.journal.run_id, exc)
 
 
 async def publish_lost(cluster: Cluster, journal: MirrorJournal, started_ms: int) -> bool:
