@@ -46,6 +46,10 @@ logger = logging.getLogger("mcpx_hooks.cluster")
 #: Runs being read at once at most: past it, the one heard of least recently is no longer
 #: recorded (a run whose `end` never comes does not hold its frames forever).
 RUNNING_MOST: Final = 4096
+#: How many messages the reader may have still to read and yet feed a run's sockets: a burst
+#: of other runs' messages costs a fed run that much delay; a backlog (a gateway catching up
+#: after a start) would cost more, and a run then has a consumer of its own (`Mirrors`).
+LIVE_BEHIND: Final = 64
 #: How often the reader looks whether NATS was reconnected to a stream made anew, in s.
 WATCH_S: Final = 2.0
 #: Runs that ended, remembered so that a message of theirs read again is passed over.
@@ -93,9 +97,10 @@ class StreamIndexer:
         created, first, last = await cluster.stream_made(Stream.FRAMES)
         self.mark = mark_name(created)
         start = await self._after_mark(first, last)
-        # With nothing to read before the newest messages it is live at once; else once a
-        # batch leaves nothing pending.
-        self.live = not last or (start is not None and start > last)
+        # Live at once when there is little to read before the newest messages; else once a
+        # batch leaves no more than `LIVE_BEHIND` pending.
+        behind = 0 if not last else last - (first if start is None else start) + 1
+        self.live = behind <= LIVE_BEHIND
         return start
 
     async def _after_mark(self, first: int, last: int) -> int | None:
@@ -141,7 +146,7 @@ class StreamIndexer:
                     if journal.finished or journal.refusal is not None:
                         self._end(run_id)
         if batch:
-            self.live = not batch[-1].pending
+            self.live = batch[-1].pending <= LIVE_BEHIND
         if self.recorder is not None and batch:
             self.recorder.marks[self.mark] = batch[-1].sequence
             self.tell_fault()
@@ -156,9 +161,11 @@ class StreamIndexer:
             return None
         # A run a socket here follows holds it from its start (it has taken this message):
         # recorded from that same journal.
-        journal = self._fed.get(run_id) or await self._from_start(run_id, carried[0])
+        journal = self._fed.get(run_id)
         if journal is None:
-            return None
+            journal = await self._from_start(run_id, carried[0])
+            if journal is None:
+                return None
         # Told from here on: what the history held is not counted or written again.
         journal.history_warned = True  # (a mirror takes no frame of its own: `tell_fault`)
         journal.telemetry = self.telemetry.count
