@@ -9,8 +9,8 @@ Parts as in `cluster.py`: nats-server, a plain `serve`, gateways A and B and one
 round follows a run of `--lines` lines live on the plain `serve`, then one started on
 gateway A and followed on gateway B; around each, every part's CPU time (user + system,
 psutil) and, in the gateways and the worker, each thread's: the Trio thread and the thread
-of the NATS client. "client" is this process (both sockets' reading). Prints each round, then
-the medians.
+of the NATS client. "client" is this process (both sockets' reading). `NAME:kfaults`: the
+part's minor page faults, in thousands. Prints each round, then the medians.
 
 With `--sleep-runs N`: the two-workers figure instead, its CPU a run. Each round, N runs of
 `sh -c "sleep 0.2"` (and 16 to warm up), 16 clients at a time, through gateway A with two
@@ -38,6 +38,12 @@ def _cpu(proc: psutil.Process) -> float:
     return times.user + times.system + times.children_user + times.children_system
 
 
+def _faults(proc: psutil.Process) -> int:
+    """Its minor page faults so far (each a page copied or zero-filled on first touch)."""
+    with open(f"/proc/{proc.pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[7])
+
+
 def _threads(proc: psutil.Process) -> dict[int, float]:
     return {t.id: t.user_time + t.system_time for t in proc.threads()}
 
@@ -47,11 +53,14 @@ def _measure(
 ) -> tuple[float, dict[str, float]]:
     me = psutil.Process()
     before = {name: _cpu(proc) for name, proc in parts.items()}
+    faulted = {name: _faults(proc) for name, proc in parts.items()}
     mine = _cpu(me)
     threads = {name: _threads(parts[name]) for name in threaded}
     rate = asyncio.run(follow)
     spent = {name: _cpu(proc) - before[name] for name, proc in parts.items()}
     spent["client"] = _cpu(me) - mine
+    for name, proc in parts.items():
+        spent[f"{name}:kfaults"] = (_faults(proc) - faulted[name]) / 1000
     for name in threaded:
         # The main thread (its id is the process's) runs Trio; the others, the NATS client.
         now = _threads(parts[name])
