@@ -45,6 +45,7 @@ from mcpx_hooks.supervisor.core.frames import (
     WarningFrame,
     blank,
     stamp,
+    stamped_json,
 )
 from mcpx_hooks.supervisor.core.hookframes import FRAME_CLASSES, AskFrame, HookFrame, Ran
 from mcpx_hooks.supervisor.core.hooks import hook_json
@@ -338,6 +339,14 @@ _PLAIN_FRAMES = sorted(set(FRAME_CLASSES.values()) - {HookFrame}, key=lambda c: 
 def test_a_frame_converts_as_the_converter_does(cls: type[Envelope]) -> None:
     """`frame_json` (the journal's: a table of the class's fields where it can) gives what the
     converter does, for every frame class, at its defaults and with every field set."""
+    for frame in _made(cls):
+        assert _as_bytes_and_types(frame_json(frame)) == _as_bytes_and_types(
+            converter().unstructure(frame)
+        ), frame
+
+
+def _made(cls: type[Envelope]) -> list[Envelope]:
+    """`cls` at its defaults, and with every field set (to each of `_ANY_VALUES`)."""
     hints = typing.get_type_hints(cls)
     fields = attrs.fields(cls)
     envelope = {f.name for f in attrs.fields(Envelope)}
@@ -348,12 +357,25 @@ def test_a_frame_converts_as_the_converter_does(cls: type[Envelope]) -> None:
     }
     made = [blank(cls, **required)]
     for any_value in _ANY_VALUES:
-        every = {f.name: _full(hints[f.name], any_value) for f in fields}
-        made.append(cls(**every))
-    for frame in made:
-        assert _as_bytes_and_types(frame_json(frame)) == _as_bytes_and_types(
-            converter().unstructure(frame)
-        ), frame
+        made.append(cls(**{f.name: _full(hints[f.name], any_value) for f in fields}))
+    return made
+
+
+def test_a_frame_stamped_as_json_is_its_stamped_frame_as_json() -> None:
+    """`stamped_json` (the journal's: the envelope set in the frame's JSON, no stamped copy
+    of the frame) gives, byte for byte and type for type, the stamped frame's JSON: every
+    frame class at its defaults and with every field set, and the hook frames above."""
+    frames = [shape for shape, _ in SHAPES if isinstance(shape, Envelope)]
+    assert any(isinstance(f, HookFrame) for f in frames)
+    for cls in _PLAIN_FRAMES:
+        frames += _made(cls)
+    for frame in frames:
+        for run_id, seq in (("run-a", 0), ("", -1), ("r" * 40, 123_456)):
+            wire = stamped_json(frame, run_id, seq)
+            expected = frame_json(stamp(frame, run_id, seq))
+            assert wire["at"].endswith("Z") and len(wire["at"]) == len(expected["at"])
+            expected["at"] = wire["at"]  # (the clock moved between the two, or not)
+            assert _as_bytes_and_types(wire) == _as_bytes_and_types(expected), frame
 
 
 def test_a_frame_converts_by_its_table_before_and_after_cattrs_resolves_it() -> None:

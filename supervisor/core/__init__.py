@@ -121,6 +121,7 @@ __all__, __getattr__, __dir__ = exports(
             "blank",
             "now_rfc3339",
             "stamp",
+            "stamped_json",
         ),
         "hookframes": (
             "AskFrame",

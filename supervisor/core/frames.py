@@ -19,7 +19,7 @@ from typing import Any, Final, TypeVar
 
 import attrs
 
-from .convert import KEEP, WIRE
+from .convert import KEEP, WIRE, frame_json
 from .records import Record
 
 
@@ -215,3 +215,13 @@ def stamp(frame: _Framed, run_id: str, seq: int) -> _Framed:
     no journal (an observe hook's, `hook test`'s) is stamped where it is sent, with seq 0.
     """
     return attrs.evolve(frame, run_id=run_id, seq=seq, at=now_rfc3339())
+
+
+def stamped_json(frame: Envelope, run_id: str, seq: int) -> dict[str, Any]:
+    """`frame_json(stamp(frame, run_id, seq))` without the stamped copy of the frame (an
+    `attrs.evolve`, which builds every field again: most of what appending a frame cost).
+    The envelope's keys come first in every frame's JSON; they are set in place."""
+    wire = frame_json(frame)
+    for key, value in zip(ENVELOPE_KEYS, (run_id, seq, now_rfc3339()), strict=True):
+        wire[key] = value
+    return wire

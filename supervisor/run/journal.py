@@ -30,7 +30,6 @@ import orjson
 import trio
 
 from ..core.chain import GENESIS, extend
-from ..core.convert import frame_json
 from ..core.frames import (
     OUTPUT_TYPES,
     EndFrame,
@@ -41,7 +40,7 @@ from ..core.frames import (
     WarningFrame,
     blank,
     now_rfc3339,
-    stamp,
+    stamped_json,
 )
 from ..core.hooks import DEFAULT_RUN_BYTES
 from ..core.jsontext import dumps, wire_safe
@@ -262,7 +261,7 @@ class RunJournal:
     def _stamp(self, frame: Frame) -> tuple[dict[str, Any], bytes]:
         if self.finished:
             raise RuntimeError(f"run {self.run_id} has ended; no frame may follow end")
-        wire, line, walk = _encoded(frame_json(stamp(frame, self.run_id, len(self.lines))))
+        wire, line, walk = _encoded(stamped_json(frame, self.run_id, len(self.lines)))
         search = self.redactor.line_search
         if search is not None and (walk or search(line)):
             wire, line, _ = _encoded(self.redactor.fields(wire))
