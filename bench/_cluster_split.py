@@ -27,7 +27,7 @@ import statistics
 from typing import Any
 
 import psutil
-from cluster import follower_frames_per_s, runs_per_s, started_parts
+from cluster import follower_frames_per_s, quiet, runs_per_s, started_parts
 
 #: The parts whose threads are told apart.
 THREADED = ("gwA", "gwB", "worker")
@@ -90,6 +90,7 @@ def main() -> None:
         plain_url, a_url, b_url = started.plain_url, started.a_url, started.b_url
         for _ in range(args.n):
             for kind, urls in (("plain", (plain_url, plain_url)), ("nats", (a_url, b_url))):
+                asyncio.run(quiet(started.procs))  # (as `cluster.py` takes each figure)
                 got = _measure(parts, follower_frames_per_s(*urls, args.lines))
                 rows[kind].append(got)
                 print(kind, _line(*got), flush=True)
@@ -113,6 +114,7 @@ def sleep_runs(rounds: int, runs: int) -> None:
         named = {"nats": nats, "plain": plain, "gwA": gw_a, "gwB": gw_b, "w1": w1, "w2": w2}
         parts = {name: psutil.Process(proc.pid) for name, proc in named.items()}
         for _ in range(rounds):
+            asyncio.run(quiet(started.procs))
             run = runs_per_s(started.a_url, sleeper, runs, 16)
             rate, spent = _measure(parts, run, ("gwA", "gwB", "w1", "w2"))
             per_run = {k: v * 1000 / (runs + 16) for k, v in spent.items()}
