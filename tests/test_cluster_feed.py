@@ -7,8 +7,9 @@ followed by a consumer of its own, as before. Real nats-server, real gateways an
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -113,52 +114,81 @@ async def _published(cluster: Any, run_id: str, seqs: range) -> None:
         await cluster.publish(frames_subject(run_id), json.dumps(line).encode(), headers)
 
 
-@pytest.mark.parametrize("live", [True, False])
-async def test_a_fresh_run_is_fed_by_the_reader_only_while_it_is_live(
-    tmp_path: Path, live: bool
-) -> None:
-    nats_server = Nats(tmp_path / "jetstream")
-    await trio.to_thread.run_sync(nats_server.start)
+class InProcess:
+    """A nats-server; a gateway's connection to it and a worker's; the gateway's reader of
+    every run's frames (which reads nothing while `gate` is unset) and its mirrors, fed by
+    that reader."""
+
+    def __init__(self, server: Nats, gateway: Any, worker: Any, nursery: trio.Nursery) -> None:
+        self.server, self.gateway, self.worker = server, gateway, worker
+        self.reader = StreamIndexer(None, Telemetry(), 1 << 20)
+        self.gate = trio.Event()
+        self.gate.set()
+        take = self.reader.take
+
+        async def gated(batch: list[Any]) -> None:
+            await self.gate.wait()
+            await take(batch)
+
+        self.reader.take = gated
+        self.mirrors = Mirrors(gateway, nursery, 8, 1 << 20, 1 << 30)
+        self.mirrors.feed = self.reader
+
+    async def consumers(self) -> int:
+        return await trio.to_thread.run_sync(lambda: consumers_of(self.server))
+
+    async def reading(self) -> int:
+        """Once the reader is live and its consumer made: the stream's consumers."""
+        with trio.fail_after(10):
+            while True:
+                count = await self.consumers()
+                if self.reader.live and count:
+                    return count
+                await trio.sleep(0.05)
+
+
+@contextlib.asynccontextmanager
+async def in_process(tmp_path: Path) -> AsyncIterator[InProcess]:
+    server = Nats(tmp_path / "jetstream")
+    await trio.to_thread.run_sync(server.start)
     try:
         config = load_config([], cwd=tmp_path, environ={}, discover=False)
         async with (
-            open_link(nats_server.url, "gateway", nats_server.access()) as link,
+            open_link(server.url, "gateway", server.access()) as gateway,
+            open_link(server.url, "worker", server.access()) as worker,
             trio.open_nursery() as nursery,
         ):
-            await link.ensure_streams(stream_specs(config))
-            reader = StreamIndexer(None, Telemetry(), 1 << 20)
-            await nursery.start(serve_indexing, link, reader)
-            mirrors = Mirrors(link, nursery, 8, 1 << 20, 1 << 30)
-            mirrors.feed = reader
-            before = await _reading(reader, nats_server)
-            reader.live = live  # (not live: as while it reads a backlog)
-            run_id = new_run_id()
-            journal = await mirrors.open(run_id, fresh=True)
-            during = await trio.to_thread.run_sync(lambda: consumers_of(nats_server))
-            await _published(link, run_id, range(3))
-            with trio.fail_after(10):
-                while len(journal) < 3:
-                    await journal.wait_past(len(journal))
-            assert [f["text"] for f in journal.decoded(0)] == ["0", "1", "2"]
-            assert during == (before if live else before + 1)
-            assert (reader.running(run_id) is journal) == live  # one journal, recorded too
+            await gateway.ensure_streams(stream_specs(config))
+            parts = InProcess(server, gateway, worker, nursery)
+            await nursery.start(serve_indexing, gateway, parts.reader)
+            await parts.reading()
+            yield parts
             nursery.cancel_scope.cancel()
     finally:
-        await trio.to_thread.run_sync(nats_server.stop)
+        await trio.to_thread.run_sync(server.stop)
 
 
 def consumers_of(server: Nats) -> int:
     return asyncio.run(frames_consumers(server.client_url()))
 
 
-async def _reading(reader: StreamIndexer, server: Nats) -> int:
-    """Once the reader is live and its consumer made: how many consumers the stream has."""
-    with trio.fail_after(10):
-        while True:
-            count = await trio.to_thread.run_sync(lambda: consumers_of(server))
-            if reader.live and count:
-                return count
-            await trio.sleep(0.05)
+@pytest.mark.parametrize("live", [True, False])
+async def test_a_fresh_run_is_fed_by_the_reader_only_while_it_is_live(
+    tmp_path: Path, live: bool
+) -> None:
+    async with in_process(tmp_path) as parts:
+        before = await parts.consumers()
+        parts.reader.live = live  # (not live: as while it reads a backlog)
+        run_id = new_run_id()
+        journal = await parts.mirrors.open(run_id, fresh=True)
+        during = await parts.consumers()
+        await _published(parts.worker, run_id, range(3))
+        with trio.fail_after(10):
+            while len(journal) < 3:
+                await journal.wait_past(len(journal))
+        assert [f["text"] for f in journal.decoded(0)] == ["0", "1", "2"]
+        assert during == (before if live else before + 1)
+        assert (parts.reader.running(run_id) is journal) == live  # one journal, recorded too
 
 
 async def test_a_run_the_reader_holds_is_opened_once_it_holds_what_the_stream_held(
@@ -167,61 +197,35 @@ async def test_a_run_the_reader_holds_is_opened_once_it_holds_what_the_stream_he
     """A follower of a running run gets the reader's own journal of it, not before that
     journal holds every frame the run's subject held when the follower asked: here the
     reader is held back while 199 more frames wait for it."""
-    nats_server = Nats(tmp_path / "jetstream")
-    await trio.to_thread.run_sync(nats_server.start)
-    try:
-        config = load_config([], cwd=tmp_path, environ={}, discover=False)
-        async with (
-            open_link(nats_server.url, "gateway", nats_server.access()) as link,
-            open_link(nats_server.url, "worker", nats_server.access()) as worker,
-            trio.open_nursery() as nursery,
-        ):
-            await link.ensure_streams(stream_specs(config))
-            reader = StreamIndexer(None, Telemetry(), 1 << 20)
-            gate = [trio.Event()]
-            gate[0].set()
-            take = reader.take
+    async with in_process(tmp_path) as parts, trio.open_nursery() as nursery:
+        run_id = new_run_id()
+        await _published(parts.worker, run_id, range(1))
+        with trio.fail_after(10):
+            while True:  # until the reader has read its first frame
+                if parts.reader.running(run_id) is not None:
+                    break
+                await trio.sleep(0.01)
+        parts.gate = trio.Event()  # the reader reads nothing more for now
+        await _published(parts.worker, run_id, range(1, 200))
+        opened: list[Any] = []
 
-            async def gated(batch: list[Any]) -> None:
-                await gate[0].wait()
-                await take(batch)
+        async def open_it() -> None:
+            opened.append(await parts.mirrors.open(run_id))
 
-            reader.take = gated
-            await nursery.start(serve_indexing, link, reader)
-            await _reading(reader, nats_server)
-            run_id = new_run_id()
-            await _published(worker, run_id, range(1))
-            with trio.fail_after(10):
-                while True:  # until the reader has read its first frame
-                    if reader.running(run_id) is not None:
-                        break
-                    await trio.sleep(0.01)
-            gate[0] = trio.Event()  # the reader reads nothing more for now
-            await _published(worker, run_id, range(1, 200))
-            mirrors = Mirrors(link, nursery, 8, 1 << 20, 1 << 30)
-            mirrors.feed = reader
-            opened: list[Any] = []
-
-            async def open_it() -> None:
-                opened.append(await mirrors.open(run_id))
-
-            nursery.start_soon(open_it)
-            held = reader.running(run_id)
-            assert held is not None
-            with trio.fail_after(10):
-                while True:  # until it knows where the subject stood
-                    if held.until is not None:
-                        break
-                    await trio.sleep(0.01)
-            await trio.testing.wait_all_tasks_blocked()
-            assert opened == [] and len(held) == 1
-            gate[0].set()
-            with trio.fail_after(10):
-                while True:
-                    if opened:
-                        break
-                    await trio.sleep(0.01)
-            assert opened[0] is held and len(held) == 200
-            nursery.cancel_scope.cancel()
-    finally:
-        await trio.to_thread.run_sync(nats_server.stop)
+        nursery.start_soon(open_it)
+        held = parts.reader.running(run_id)
+        assert held is not None
+        with trio.fail_after(10):
+            while True:  # until it knows where the subject stood
+                if held.until is not None:
+                    break
+                await trio.sleep(0.01)
+        await trio.testing.wait_all_tasks_blocked()
+        assert opened == [] and len(held) == 1
+        parts.gate.set()
+        with trio.fail_after(10):
+            while True:
+                if opened:
+                    break
+                await trio.sleep(0.01)
+        assert opened[0] is held and len(held) == 200
