@@ -53,7 +53,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -347,36 +347,31 @@ def main() -> int:
         def worker(slots: str) -> subprocess.Popen[str]:
             return parts.start(["worker", *parts.flags, "--concurrency", slots], "taking runs")
 
+        async def idle(figure: Awaitable[float]) -> float:
+            """`figure`, taken once every part is idle (`quiet`)."""
+            return await figure
+
         async def measure() -> dict[str, float]:
-            # Each figure starts with every part idle (`quiet`).
-            await quiet(parts.procs)
-            got = {"plain": await runs_per_s(plain_url, sleeper, args.runs, args.clients)}
+            got = {"plain": await idle(runs_per_s(plain_url, sleeper, args.runs, args.clients))}
             wide = worker(str(args.clients))
-            await quiet(parts.procs)
-            got["wide"] = await runs_per_s(a_url, sleeper, args.runs, args.clients)
+            got["wide"] = await idle(runs_per_s(a_url, sleeper, args.runs, args.clients))
             stop(wide)
             first = worker(half)
-            await quiet(parts.procs)
-            got["one"] = await runs_per_s(a_url, sleeper, args.runs, args.clients)
+            got["one"] = await idle(runs_per_s(a_url, sleeper, args.runs, args.clients))
             tiny = (args.true_runs, args.true_clients)
-            await quiet(parts.procs)
-            got["true_plain"] = await runs_per_s(plain_url, ["true"], *tiny)
-            await quiet(parts.procs)
-            got["true_one"] = await runs_per_s(a_url, ["true"], *tiny)
+            got["true_plain"] = await idle(runs_per_s(plain_url, ["true"], *tiny))
+            got["true_one"] = await idle(runs_per_s(a_url, ["true"], *tiny))
             worker(half)
-            await quiet(parts.procs)
-            got["two"] = await runs_per_s(a_url, sleeper, args.runs, args.clients)
-            await quiet(parts.procs)
-            got["true_two"] = await runs_per_s(a_url, ["true"], *tiny)
+            got["two"] = await idle(runs_per_s(a_url, sleeper, args.runs, args.clients))
+            got["true_two"] = await idle(runs_per_s(a_url, ["true"], *tiny))
             stop(first)
-            await quiet(parts.procs)
-            got["plain_follow"] = await follower_frames_per_s(plain_url, plain_url, args.lines)
+            got["plain_follow"] = await idle(
+                follower_frames_per_s(plain_url, plain_url, args.lines)
+            )
             runs: list[str] = []
-            await quiet(parts.procs)
-            got["follow"] = await follower_frames_per_s(a_url, b_url, args.lines, runs)
-            await quiet(parts.procs)
-            got["floor_follow"] = await floor_frames_per_s(
-                parts.flags[1], runs[0], parts.cwd, args.lines
+            got["follow"] = await idle(follower_frames_per_s(a_url, b_url, args.lines, runs))
+            got["floor_follow"] = await idle(
+                floor_frames_per_s(parts.flags[1], runs[0], parts.cwd, args.lines)
             )
             return got
 
