@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import psutil
@@ -244,3 +244,25 @@ def npm_registry() -> None:
     if done.returncode != 0:
         why = (done.stderr.strip().splitlines() or ["?"])[-1]
         pytest.skip(f"the npm registry is unreachable from here ({why})")
+
+
+async def cut_once_waiting(log: Path, call: Callable[[], Awaitable[object]]) -> None:
+    """Start `call` (of the test server `hostile.py`'s tool `wait`, logging to `log`), and
+    cancel it once the server has it: a call cut at a fixed time may not have reached the
+    server yet on a loaded machine. The server says so through the FIFO `LOG.waiting`."""
+    fifo = Path(f"{log}.waiting")
+    os.mkfifo(fifo)
+    said = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        async with trio.open_nursery() as nursery:
+
+            async def calling() -> None:
+                await call()
+                raise AssertionError("the call of `wait` was answered")
+
+            nursery.start_soon(calling)
+            with trio.fail_after(60):
+                await trio.lowlevel.wait_readable(said)
+            nursery.cancel_scope.cancel()
+    finally:
+        os.close(said)

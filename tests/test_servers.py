@@ -12,7 +12,7 @@ from typing import Any, cast
 import psutil
 import pytest
 import trio
-from conftest import Marker, kill_supervisor_and_wait
+from conftest import Marker, cut_once_waiting, kill_supervisor_and_wait
 
 from mcpx_hooks.supervisor.core.hooks import Config, Profile
 from mcpx_hooks.supervisor.core.servers import ServerSpec
@@ -80,13 +80,11 @@ async def test_a_call_cut_short_is_cancelled_on_the_server(
 ) -> None:
     log = tmp_path / "log"
     spec = hostile("good", log, marker)
-    with trio.move_on_after(0.5) as scope:
-        await manager.call(spec, "wait", {})
-    assert scope.cancelled_caught
+    await cut_once_waiting(log, lambda: manager.call(spec, "wait", {}))
     # The server reads its stdin in order: once this answer is back, it has read the cancel.
     result, _ = await manager.call(spec, "echo", {"after": True})
     assert result.structured_content == {"after": True}
-    assert [line.split()[0] for line in log_lines(log)] == ["start", "cancelled"]
+    assert [line.split()[0] for line in log_lines(log)] == ["start", "waiting", "cancelled"]
 
 
 async def test_a_server_unused_for_idle_ms_is_stopped_and_started_again_at_next_use(

@@ -1,6 +1,7 @@
 """A hostile MCP tool server over stdio, standard library only, for the tests.
 
-`hostile.py MODE [LOG]`: LOG (a file) gets one line per start ("start") and per
+`hostile.py MODE [LOG]`: LOG (a file) gets one line per start ("start"), per call of `wait`
+("waiting ID"; a FIFO `LOG.waiting`, if there is one, gets a byte) and per
 `notifications/cancelled` ("cancelled ID"). Modes:
 
 - `good`: answers like a well-behaved server; tool `echo` answers its arguments as
@@ -90,6 +91,17 @@ def log(line: str) -> None:
             f.write(line + "\n")
 
 
+def say_waiting(rid: Any) -> None:
+    log(f"waiting {rid}")
+    if len(sys.argv) > 2:
+        try:
+            said = os.open(sys.argv[2] + ".waiting", os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:
+            return  # no FIFO, or nobody reading it
+        os.write(said, b"w")
+        os.close(said)
+
+
 def main() -> None:
     mode = sys.argv[1]
     log("start")
@@ -161,6 +173,7 @@ def main() -> None:
                 continue
             name, args = params.get("name"), params.get("arguments") or {}
             if name == "wait":
+                say_waiting(rid)
                 continue  # never answered
             if name == "big":
                 send_big(rid, int(args.get("bytes", 0)), bool(args.get("idLast")))
