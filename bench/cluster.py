@@ -349,6 +349,7 @@ def main() -> int:
 
         async def idle(figure: Awaitable[float]) -> float:
             """`figure`, taken once every part is idle (`quiet`)."""
+            await quiet(parts.procs)
             return await figure
 
         async def measure() -> dict[str, float]:
