@@ -5,6 +5,7 @@ fault met while a run runs warns that run once."""
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from pathlib import Path
 
@@ -73,6 +74,57 @@ def test_retention_drops_old_runs_then_the_oldest_finished_past_the_bytes(
         assert found is not None and Path(found.path).read_bytes() == b"x" * 1000
     finally:
         history.close()
+
+
+def test_a_writer_behind_what_another_process_stored_changes_nothing(tmp_path: Path) -> None:
+    """Two processes recording one run (gateways, or a gateway and a worker, sharing one
+    database): the one behind neither cuts the run short nor makes it unfinished."""
+    ahead, behind = History.open(tmp_path / "h.db"), History.open(tmp_path / "h.db")
+    run = lines(3000)
+    running = {"runId": "r", "status": "running"}
+    try:
+        ahead.write([Written("r", 0, run, summary("r"), 1.0, True)])
+        behind.write([Written("r", 0, run[:1421], running, 1.0, False)])
+        behind.write([Written("r", 1421, run[1421:2000], running, 1.0, False)])
+        assert ahead.lines("r") == (run, True)
+        assert ahead.summaries(10) == [summary("r")]
+    finally:
+        ahead.close()
+        behind.close()
+
+
+def test_writers_sharing_a_database_store_on_what_they_read(tmp_path: Path) -> None:
+    """A write reads how much of a run is stored and writes past it: another process's write
+    between the two (here, at this one's first change, if SQLite lets it in then; else
+    once this one is done, as it would wait for the lock) must not be written over."""
+    path = tmp_path / "h.db"
+    first, other = History.open(path), History.open(path)
+    run = lines(3000)
+    done: list[str] = []
+
+    def theirs() -> None:
+        other.write([Written("r", 0, run, summary("r"), 1.0, True)])
+        done.append("theirs")
+
+    def between(statement: str) -> None:
+        if done or not statement.lstrip().upper().startswith(("INSERT", "UPDATE")):
+            return
+        done.append("tried")
+        with contextlib.suppress(HistoryFault):  # locked: it waits for this one's commit
+            theirs()
+
+    try:
+        other._db.execute("PRAGMA busy_timeout = 0")
+        first._db.set_trace_callback(between)
+        first.write([Written("r", 0, run[:1421], {"runId": "r"}, 1.0, False)])
+        first._db.set_trace_callback(None)
+        if done == ["tried"]:
+            theirs()
+        assert done[-1] == "theirs"
+        assert first.lines("r") == (run, True)
+    finally:
+        first.close()
+        other.close()
 
 
 def test_a_file_that_is_not_ours_is_a_fault_and_left_as_it_is(tmp_path: Path) -> None:

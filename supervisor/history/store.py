@@ -16,7 +16,10 @@ And, in `marks`, how far a cluster gateway has read the frames stream it indexes
 
 A run's lines are stored once, in seq order: a write that brings lines already stored (two
 processes recording the same run: gateways, or a gateway and a worker, sharing one database)
-stores only those past them, and one that would leave a gap stores nothing of that run.
+stores only those past them, one that would leave a gap stores nothing of that run, and one
+that brings nothing new (a process behind another) leaves its summary and its end as they
+are. Each write takes the database's write lock before it reads how much is stored, so that
+no other process stores lines between the two.
 
 Every failure of SQLite or of the file system is a `HistoryFault` saying what went wrong;
 what to do about it (go on in memory, warn once) is the caller's (`run/recording.py`).
@@ -41,31 +44,12 @@ import orjson
 from ..core.errors import HooksError
 from ..core.records import Record
 from . import search
+from .schema import prepare
 
 #: The database's name under its state directory.
 DB_NAME: Final = Path("mcpx-hooks") / "history.db"
 #: How long a write waits for another process's lock before it is a fault, in ms.
 BUSY_MS: Final = 2000
-#: The schema's version (`PRAGMA user_version`); another one is a fault, never rewritten.
-VERSION: Final = 2
-_SCHEMA: Final = """
-CREATE TABLE IF NOT EXISTS runs(
-    key INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, started REAL NOT NULL,
-    finished INTEGER NOT NULL DEFAULT 0, summary BLOB NOT NULL,
-    bytes INTEGER NOT NULL DEFAULT 0, frames INTEGER NOT NULL DEFAULT 0);
-CREATE INDEX IF NOT EXISTS runs_started ON runs(started);
-CREATE TABLE IF NOT EXISTS chunks(
-    run INTEGER NOT NULL, first INTEGER NOT NULL, count INTEGER NOT NULL,
-    packed INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY(run, first)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS artifacts(
-    run INTEGER NOT NULL, id TEXT NOT NULL, sha256 TEXT NOT NULL, name TEXT NOT NULL,
-    mime TEXT NOT NULL, size INTEGER NOT NULL, PRIMARY KEY(run, id)) WITHOUT ROWID;
-"""
-#: Made in any database opened to write (added to version 2 without changing it: a table
-#: that older versions never read).
-_MARKS: Final = "CREATE TABLE IF NOT EXISTS marks(name TEXT PRIMARY KEY, value INTEGER NOT NULL);"
-#: The versions before this one: their files are brought up to it (version 1: no `search`).
-_OLDER: Final = (1,)
 #: Lines a chunk holds at most (a large batch is several chunks: what a write holds at once,
 #: and what a reader decompresses to reach one seq, stay small).
 CHUNK_LINES: Final = 4096
@@ -158,7 +142,7 @@ class History:
                 uri = f"{path.resolve().as_uri()}?mode=ro"
                 db = sqlite3.connect(uri, uri=True, timeout=BUSY_MS / 1000, check_same_thread=False)
             try:
-                _prepare(db, writes)
+                prepare(db, writes)
             except BaseException:
                 db.close()
                 raise
@@ -180,6 +164,15 @@ class History:
 
     # The writer's side.
 
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction, its lock taken before its first read (Python's sqlite3
+        begins one only at the first write): what it reads is what it writes on, while
+        another process sharing the database waits for it, or it for them."""
+        with self._lock, self._db:
+            self._db.execute("BEGIN IMMEDIATE")
+            yield self._db
+
     def write(
         self,
         items: Iterable[Written],
@@ -190,7 +183,7 @@ class History:
         """Adds the items' lines, summaries and artifacts, and sets `marks`, in one
         transaction, and indexes at most `index` stored lines for search (None: all);
         whether the index is behind."""
-        with faults("writing the run history"), self._lock, self._db:
+        with faults("writing the run history"), self._transaction():
             for item in items:
                 self._write_one(item)
             for name, value in (marks or {}).items():
@@ -206,11 +199,13 @@ class History:
 
     def _write_one(self, item: Written) -> None:
         db = self._db
-        row = db.execute("SELECT frames FROM runs WHERE id = ?", (item.run_id,)).fetchone()
-        held = 0 if row is None else int(row[0])
+        row = db.execute("SELECT frames, finished FROM runs WHERE id = ?", (item.run_id,))
+        held, ended = row.fetchone() or (0, False)
         if item.first > held:  # a gap: nothing of it (see the module docstring)
             return
         first, new = max(item.first, held), item.lines[max(0, held - item.first) :]
+        if ended or (held and not new and not item.finished):
+            return  # behind what is stored (another process's): its summary is older too
         summary = orjson.dumps(item.summary)
         db.execute(
             "INSERT INTO runs(id, started, summary) VALUES (?, ?, ?)"
@@ -259,7 +254,7 @@ class History:
 
     def drop(self, run_ids: Iterable[str]) -> None:
         """Removes runs (their rows; their artifacts' files once no run names them)."""
-        with faults("dropping runs from the run history"), self._lock, self._db:
+        with faults("dropping runs from the run history"), self._transaction():
             keys = [
                 row[0]
                 for run_id in run_ids
@@ -272,8 +267,7 @@ class History:
         """Drops runs older than `days`, then the oldest finished runs while the runs hold
         more than `max_bytes`; the ids dropped, oldest first."""
         cutoff = (time.time() if now is None else now) - days * 86400
-        with faults("dropping old runs from the run history"), self._lock, self._db:
-            db = self._db
+        with faults("dropping old runs from the run history"), self._transaction() as db:
             rows = db.execute("SELECT key, id, started, finished, bytes FROM runs ORDER BY started")
             gone: list[tuple[int, str]] = []
             (total,) = db.execute("SELECT coalesce(sum(bytes), 0) FROM runs").fetchone()
@@ -319,21 +313,22 @@ class History:
     def lines(self, run_id: str, start: int = 0) -> tuple[list[bytes], bool] | None:
         """A stored run's lines from seq `start` (as sent), and whether its `end` is in;
         None when no run has that id."""
+        # One statement, so one snapshot: the run's row and its chunks as one write left them.
+        query = (
+            "SELECT r.finished, c.first, c.packed, c.data FROM runs r LEFT JOIN chunks c"
+            " ON c.run = r.key AND c.first + c.count > ? WHERE r.id = ? ORDER BY c.first"
+        )
         with faults("reading the run history"), self._read_lock:
-            db = self._reader()
-            row = db.execute("SELECT key, finished FROM runs WHERE id = ?", (run_id,)).fetchone()
-            if row is None:
-                return None
-            chunks = db.execute(
-                "SELECT first, count, packed, data FROM chunks WHERE run = ? AND first + count > ?"
-                " ORDER BY first",
-                (row[0], start),
-            ).fetchall()
+            rows = self._reader().execute(query, (start, run_id)).fetchall()
+        if not rows:
+            return None
         lines: list[bytes] = []
-        for first, _, packed, data in chunks:
+        for _, first, packed, data in rows:
+            if data is None:  # (the row of a run with no chunk there)
+                continue
             batch = (zlib.decompress(data) if packed else bytes(data)).split(b"\n")
             lines += batch[max(0, start - first) :] if first < start else batch
-        return lines, bool(row[1])
+        return lines, bool(rows[0][0])
 
     def artifact(self, run_id: str, artifact_id: str) -> StoredArtifact | None:
         """A stored run's artifact, or None when it has none of that id."""
@@ -358,8 +353,8 @@ class History:
         brought up to every stored line when this connection may write (a process that ended
         leaves it behind: `run/recording.py`)."""
         if self.writes:
-            with faults("indexing the run history"), self._lock, self._db:
-                search.catch_up(self._db, None)
+            with faults("indexing the run history"), self._transaction() as db:
+                search.catch_up(db, None)
         with faults("searching the run history"), self._read_lock:
             return search.find(self._reader(), text, run_id=run_id, limit=limit)
 
@@ -369,30 +364,3 @@ class History:
             return int(
                 self._reader().execute("SELECT coalesce(sum(bytes), 0) FROM runs").fetchone()[0]
             )
-
-
-def _prepare(db: sqlite3.Connection, writes: bool) -> None:
-    """Checks the file is a history of ours, and (to write) makes the schema and WAL."""
-    (version,) = db.execute("PRAGMA user_version").fetchone()
-    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    if version not in (0, VERSION, *_OLDER) or (version == 0 and tables):
-        raise sqlite3.DatabaseError(
-            f"the file holds another database (schema version {version}, tables"
-            f" {', '.join(sorted(tables)) or 'none'}); it is left as it is"
-        )
-    if not writes:
-        return
-    if db.execute("PRAGMA journal_mode=WAL").fetchone()[0].lower() != "wal":
-        raise sqlite3.OperationalError("the database cannot be put in WAL mode")
-    db.execute("PRAGMA synchronous=NORMAL")
-    if version == 0:
-        with db:
-            db.executescript(
-                f"BEGIN IMMEDIATE; {_SCHEMA} {search.SCHEMA} PRAGMA user_version = {VERSION};"
-            )
-    elif version in _OLDER:
-        with db:
-            db.executescript(f"BEGIN IMMEDIATE; {search.SCHEMA} PRAGMA user_version = {VERSION};")
-    if "marks" not in tables:  # (no write lock taken when it is there)
-        with db:
-            db.execute(_MARKS)
