@@ -258,6 +258,7 @@ async def run_gateway(
             indexer = StreamIndexer(
                 runtime.recorder, runtime.journals.telemetry, config.runs_run_bytes
             )
+            mirrors.feed = indexer  # (the runs it is reading, and those made here)
             await nursery.start(serve_indexing, cluster, indexer)
             await nursery.start(serve_index, cluster, index, mirrors)
             await nursery.start(forward_events, cluster, runtime.bus)

@@ -46,6 +46,10 @@ logger = logging.getLogger("mcpx_hooks.cluster")
 #: Runs being read at once at most: past it, the one heard of least recently is no longer
 #: recorded (a run whose `end` never comes does not hold its frames forever).
 RUNNING_MOST: Final = 4096
+#: How many messages the reader may have still to read and yet feed a run's sockets: a burst
+#: of other runs' messages costs a fed run that much delay; a backlog (a gateway catching up
+#: after a start) would cost more, and a run then has a consumer of its own (`Mirrors`).
+LIVE_BEHIND: Final = 64
 #: How often the reader looks whether NATS was reconnected to a stream made anew, in s.
 WATCH_S: Final = 2.0
 #: Runs that ended, remembered so that a message of theirs read again is passed over.
@@ -70,12 +74,36 @@ class StreamIndexer:
         self._running: OrderedDict[str, MirrorJournal] = OrderedDict()
         self._ended: OrderedDict[str, None] = OrderedDict()
         self._fault_told = False
+        #: The journals the gateway's sockets follow, filled from here (`Mirrors`): each
+        #: until its end. `live`: reading the stream's newest messages, not a backlog.
+        self._fed: dict[str, MirrorJournal] = {}
+        self.live = False
+
+    def running(self, run_id: str) -> MirrorJournal | None:
+        """The journal of a run being read here (every line from its first), if any."""
+        return self._running.get(run_id)
+
+    def feed(self, journal: MirrorJournal) -> None:
+        """Fills `journal` from here, from the next message of its run on."""
+        if not (journal.finished or journal.refusal is not None):
+            self._fed[journal.run_id] = journal
+
+    def unfeed(self, run_id: str) -> None:
+        self._fed.pop(run_id, None)
 
     async def start_seq(self, cluster: Cluster) -> int | None:
         """Where to read from: after the mark of the stream as it is now, else its first
         message (None: every message it holds); without a history, its next message."""
         created, first, last = await cluster.stream_made(Stream.FRAMES)
         self.mark = mark_name(created)
+        start = await self._after_mark(first, last)
+        # Live at once when there is little to read before the newest messages; else once a
+        # batch leaves no more than `LIVE_BEHIND` pending.
+        behind = 0 if not last else last - (first if start is None else start) + 1
+        self.live = behind <= LIVE_BEHIND
+        return start
+
+    async def _after_mark(self, first: int, last: int) -> int | None:
         if self.history is None or self.recorder is None or self.recorder.fault is not None:
             return last + 1 if last else None
         history = self.history
@@ -100,17 +128,25 @@ class StreamIndexer:
         """One batch of the stream's messages, in order."""
         for message in batch:
             run_id = message.subject.rsplit(".", 1)[-1]
+            fed = self._fed.get(run_id)
+            if fed is not None:  # first: a socket waits on it
+                fed.take(message)
+                if fed.finished or fed.refusal is not None:
+                    del self._fed[run_id]
             if RUN_ID.fullmatch(run_id) and run_id not in self._ended:
                 journal = self._running.get(run_id)
                 fresh = journal is None
                 journal = journal or await self._open(run_id, message)
                 if journal is not None:
                     self._running.move_to_end(run_id)
-                    journal.take(message)
+                    if journal is not fed:  # (the same journal: recorded as it is fed)
+                        journal.take(message)
                     if fresh and journal.lines:  # the history's order: when it started
                         journal.started = _started(journal.lines[0], journal.started)
                     if journal.finished or journal.refusal is not None:
                         self._end(run_id)
+        if batch:
+            self.live = batch[-1].pending <= LIVE_BEHIND
         if self.recorder is not None and batch:
             self.recorder.marks[self.mark] = batch[-1].sequence
             self.tell_fault()
@@ -123,22 +159,13 @@ class StreamIndexer:
         carried = batch_frames(message.headers, message.data)
         if carried is None:
             return None
-        journal = MirrorJournal(run_id, self.run_bytes)
-        if carried[0] > 0:
-            held = await self._stored(run_id)
-            if len(held) < carried[0]:
-                self._end(run_id)
-                if held:
-                    logger.warning(
-                        "run %s: its frames %d to %d are no longer in the frames stream: its"
-                        " history here ends before them",
-                        run_id,
-                        len(held),
-                        carried[0] - 1,
-                    )
+        # A run a socket here follows holds it from its start (it has taken this message):
+        # recorded from that same journal.
+        journal = self._fed.get(run_id)
+        if journal is None:
+            journal = await self._from_start(run_id, carried[0])
+            if journal is None:
                 return None
-            last = str(len(held) - 1)
-            journal.take(Stored(b"\n".join(held), {Header.SEQ: "0", Header.LAST_SEQ: last}, 0))
         # Told from here on: what the history held is not counted or written again.
         journal.history_warned = True  # (a mirror takes no frame of its own: `tell_fault`)
         journal.telemetry = self.telemetry.count
@@ -147,6 +174,27 @@ class StreamIndexer:
         while len(self._running) > RUNNING_MOST:
             old, _ = self._running.popitem(last=False)
             logger.warning("run %s: no end heard of; no longer recorded here", old)
+        return journal
+
+    async def _from_start(self, run_id: str, first: int) -> MirrorJournal | None:
+        """A journal of the run up to its frame `first`: what the history holds of it (None
+        when it holds less)."""
+        journal = MirrorJournal(run_id, self.run_bytes)
+        if first > 0:
+            held = await self._stored(run_id)
+            if len(held) < first:
+                self._end(run_id)
+                if held:
+                    logger.warning(
+                        "run %s: its frames %d to %d are no longer in the frames stream: its"
+                        " history here ends before them",
+                        run_id,
+                        len(held),
+                        first - 1,
+                    )
+                return None
+            last = str(len(held) - 1)
+            journal.take(Stored(b"\n".join(held), {Header.SEQ: "0", Header.LAST_SEQ: last}, 0))
         return journal
 
     async def _stored(self, run_id: str) -> list[bytes]:

@@ -4,11 +4,17 @@ it exactly as they send a local run's journal: replay from any seq, follow live,
 client's own pace, one broadcaster's worth of encoding per run.
 
 `Mirrors` holds them (at most `runs.retain`, the oldest finished forgotten first; a run still
-running is followed until its `end`). `publish_lost` ends a run whose worker was lost: one
-`error{message: "worker lost"}` (unless the run has its outcome already) and `end`, each a
-publish that JetStream takes only if the run's subject is still where this gateway saw it
-(`Nats-Expected-Last-Subject-Sequence`) and only once (`Nats-Msg-Id`): two gateways that see
-the same lapse publish them once between them, and nothing of the lost worker's can follow.
+running is followed until its `end`). While the gateway's one reader of every run's frames
+(`indexing.py`, the `Feed`) reads the newest messages, it fills the runs it can: one whose id
+was just made here, and one it is reading (the same journal, then, recorded and followed);
+any other run is filled by a consumer of its own subject. So a gateway that queues a run and
+serves its socket makes no consumer for it, and reads each of its messages once.
+
+`publish_lost` ends a run whose worker was lost: one `error{message: "worker lost"}` (unless
+the run has its outcome already) and `end`, each a publish that JetStream takes only if the
+run's subject is still where this gateway saw it (`Nats-Expected-Last-Subject-Sequence`) and
+only once (`Nats-Msg-Id`): two gateways that see the same lapse publish them once between
+them, and nothing of the lost worker's can follow.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from array import array
 from collections import OrderedDict
 from itertools import accumulate, repeat
 from operator import add
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import orjson
 import trio
@@ -91,12 +97,16 @@ class MirrorJournal(RunJournal):
         self.refusal: WireError | None = None
         self.caught_up = trio.Event()
         self.begun = trio.Event()
+        #: The stream sequence past which the journal is `caught_up` (when a feed fills it).
+        self.until: int | None = None
 
     def take(self, message: Stored) -> None:
         """One message of the run's subject: its frames (one, or a batch) kept from the next
         seq on, in order; a frame already held (a batch sent again) or a stray message is
         skipped, and nothing is kept after a gap or past `end`."""
         self.last_stream_seq = max(self.last_stream_seq, message.sequence)
+        if self.until is not None and self.last_stream_seq >= self.until:
+            self.caught_up.set()
         if self.finished or self.refusal is not None:
             return
         refused = message.headers.get(Header.REFUSED)
@@ -181,8 +191,21 @@ def _refusal(code: str, data: bytes) -> WireError:
     return WireError(close, message)
 
 
+class Feed(Protocol):
+    """The gateway's reader of every run's frames (`indexing.StreamIndexer`)."""
+
+    #: Whether it reads the stream's newest messages (not a backlog).
+    live: bool
+
+    def running(self, run_id: str) -> MirrorJournal | None: ...
+
+    def feed(self, journal: MirrorJournal) -> None: ...
+
+    def unfeed(self, run_id: str) -> None: ...
+
+
 class Mirrors:
-    """The runs this gateway serves, each filled by a task of `nursery`."""
+    """The runs this gateway serves, each filled by `feed` or by a task of `nursery`."""
 
     def __init__(
         self,
@@ -199,6 +222,7 @@ class Mirrors:
         self.retain_bytes = retain_bytes
         self._runs: OrderedDict[str, MirrorJournal] = OrderedDict()
         self._fills: dict[str, trio.CancelScope] = {}
+        self.feed: Feed | None = None
 
     def __contains__(self, run_id: str) -> bool:
         return run_id in self._runs
@@ -207,12 +231,31 @@ class Mirrors:
         """The run's mirror once it holds what the stream held when asked. A `fresh` run
         (its id just made here) has nothing on its subject yet: the stream is not asked."""
         journal = self._runs.get(run_id)
+        feed = self.feed if self.feed is not None and self.feed.live else None
+        if journal is None and feed is not None:
+            journal = MirrorJournal(run_id, self.run_bytes) if fresh else feed.running(run_id)
+            if journal is not None:
+                self._runs[run_id] = journal
+                self._forget_old()
+                feed.feed(journal)
+                await self._caught_up(journal, fresh)
         if journal is None:
             journal = self._runs[run_id] = MirrorJournal(run_id, self.run_bytes)
             self._forget_old()
             await self.nursery.start(self._fill, journal, fresh)
         await journal.caught_up.wait()
         return journal
+
+    async def _caught_up(self, journal: MirrorJournal, fresh: bool) -> None:
+        """A fed journal is caught up once it holds what the run's subject held when asked
+        (a fresh run's, nothing)."""
+        last = None
+        if not fresh:
+            with contextlib.suppress(ClusterDown):
+                last = await self.cluster.last(Stream.FRAMES, frames_subject(journal.run_id))
+        journal.until = 0 if last is None else last.sequence
+        if journal.last_stream_seq >= journal.until:
+            journal.caught_up.set()
 
     def drop(self, run_id: str) -> None:
         """Forgets a run that has not begun (its request not queued, or its client gone
@@ -221,6 +264,8 @@ class Mirrors:
         if journal is not None and not journal.begun.is_set():
             del self._runs[run_id]
             self._fills.pop(run_id, trio.CancelScope()).cancel()
+            if self.feed is not None:
+                self.feed.unfeed(run_id)
 
     async def _fill(
         self, journal: MirrorJournal, fresh: bool, task_status: trio.TaskStatus[None]
