@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from mcpx_hooks.supervisor.core.convert import _wire_name
 from mcpx_hooks.supervisor.core.frames import FrameType
 from mcpx_hooks.supervisor.core.hookframes import FRAME_CLASSES
+from mcpx_hooks.supervisor.history.schema import _SCHEMA
 from mcpx_hooks.supervisor.history.search import (
     MAX_MATCHES,
     MAX_QUERY,
@@ -31,7 +32,7 @@ from mcpx_hooks.supervisor.history.search import (
     shown_text,
     snippet,
 )
-from mcpx_hooks.supervisor.history.store import _SCHEMA, History, Written
+from mcpx_hooks.supervisor.history.store import History, Written
 from mcpx_hooks.supervisor.run.journals import Journals
 from mcpx_hooks.supervisor.service.protocol import Request
 from mcpx_hooks.supervisor.service.routes import Answer, Later, RouteState, answer
