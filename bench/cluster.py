@@ -8,11 +8,13 @@ gateways (`serve --cluster`) and workers (`worker --cluster`), all subprocesses 
 
 - runs/s of latency-bound runs: `--runs` runs of `sh -c "sleep 0.2"`, `--clients` at a time,
   each on its own `/v1/exec` socket to the end frame (every run checked to end with
-  `result` and `end`). A worker whose slots (`--concurrency`) are half the clients, then a
-  second one like it: what the second worker adds (goal: >= 1.8x the runs/s of one, `ge`).
-  And one worker with as many slots as there are clients, through gateway A, against the
-  plain `serve` (goal: >= 0.8x). A worker with fewer slots than clients is bound by its
-  slots, not by the machine: that is what lets a second one show what it adds on 2 cores.
+  `result` and `end`). A worker whose slots (`--concurrency`) are a quarter of the clients,
+  then a second one like it: what the second worker adds (goal: >= 1.8x the runs/s of one,
+  `ge`). And one worker with as many slots as there are clients, through gateway A, against
+  the plain `serve` (goal: >= 0.8x). Workers with fewer slots than clients, together, are
+  bound by their slots, not by the clients nor the machine: that is what lets a second one
+  show what it adds on 2 cores. (With half the clients each, two workers had a slot for
+  every client, and the clients' own path between runs was measured instead.)
 - runs/s of `true`, `--true-clients` at a time (context, no goal): what the gateway path
   costs a run that does nothing, with one and with two workers, against the plain `serve`.
 - follower frames/s: a run that sleeps 0.3 s, then prints `--lines` lines, started on
@@ -340,7 +342,7 @@ def main() -> int:
     ap.add_argument("--bound", type=float, default=400)
     args = parse_args(ap, runs=4, clients=2, true_runs=4, true_clients=2, lines=200)
     sleeper = ["sh", "-c", f"sleep {args.sleep}"]
-    half = str(max(1, args.clients // 2))
+    quarter = str(max(1, args.clients // 4))
     with started_parts() as parts:
         plain_url, a_url, b_url = parts.plain_url, parts.a_url, parts.b_url
 
@@ -357,12 +359,12 @@ def main() -> int:
             wide = worker(str(args.clients))
             got["wide"] = await idle(runs_per_s(a_url, sleeper, args.runs, args.clients))
             stop(wide)
-            first = worker(half)
+            first = worker(quarter)
             got["one"] = await idle(runs_per_s(a_url, sleeper, args.runs, args.clients))
             tiny = (args.true_runs, args.true_clients)
             got["true_plain"] = await idle(runs_per_s(plain_url, ["true"], *tiny))
             got["true_one"] = await idle(runs_per_s(a_url, ["true"], *tiny))
-            worker(half)
+            worker(quarter)
             got["two"] = await idle(runs_per_s(a_url, sleeper, args.runs, args.clients))
             got["true_two"] = await idle(runs_per_s(a_url, ["true"], *tiny))
             stop(first)
@@ -382,14 +384,14 @@ def main() -> int:
 
 
 def report(args: argparse.Namespace, got: dict[str, float]) -> None:
-    half = max(1, args.clients // 2)
+    quarter = max(1, args.clients // 4)
     print(f"runs/s of `sleep {args.sleep:g}`, {args.clients} clients at a time, {args.runs} runs:")
     print(f"  plain serve                      {got['plain']:8.1f}")
     wide = f"gateway, 1 worker of {args.clients} slots"
     print(f"  {wide:<32} {got['wide']:8.1f}  ({got['wide'] / got['plain']:.2f}x plain)")
-    print(f"  gateway, 1 worker of {half} slots    {got['one']:8.1f}")
+    print(f"  gateway, 1 worker of {quarter} slots    {got['one']:8.1f}")
     two = f"{got['two']:8.1f}  ({got['two'] / got['one']:.2f}x one)"
-    print(f"  gateway, 2 workers of {half} slots   {two}")
+    print(f"  gateway, 2 workers of {quarter} slots   {two}")
     print(f"runs/s of `true`, {args.true_clients} clients at a time, {args.true_runs} runs:")
     print(f"  plain serve                      {got['true_plain']:8.1f}")
     for key, name in (("true_one", "1 worker"), ("true_two", "2 workers")):
