@@ -171,10 +171,11 @@ def catch_up(db: sqlite3.Connection, budget: int | None = None) -> bool:
             index(db, key, low, lines[low - first : high - first])
         db.execute("UPDATE runs SET indexed = ? WHERE key = ?", (end, key))
         budget = None if budget is None else budget - (end - indexed)
-    return budget is not None and _behind(db)
+    return budget is not None and lags(db)
 
 
-def _behind(db: sqlite3.Connection) -> bool:
+def lags(db: sqlite3.Connection) -> bool:
+    """Whether some stored lines are not indexed yet."""
     return db.execute("SELECT 1 FROM runs WHERE indexed < frames LIMIT 1").fetchone() is not None
 
 

@@ -353,8 +353,12 @@ class History:
         brought up to every stored line when this connection may write (a process that ended
         leaves it behind: `run/recording.py`)."""
         if self.writes:
-            with faults("indexing the run history"), self._transaction() as db:
-                search.catch_up(db, None)
+            with faults("indexing the run history"):
+                with self._lock:
+                    lagging = search.lags(self._db)
+                if lagging:  # (the write lock only then: a search waits for no other write)
+                    with self._transaction() as db:
+                        search.catch_up(db, None)
         with faults("searching the run history"), self._read_lock:
             return search.find(self._reader(), text, run_id=run_id, limit=limit)
 
