@@ -1,7 +1,7 @@
 """The cluster against a single `serve`, in the same run, on loopback.
 
     .venv/bin/python bench/cluster.py [--runs 96] [--clients 16] [--sleep 0.2]
-        [--true-runs 60] [--true-clients 8] [--lines 200000] [--bound 400]
+        [--true-runs 60] [--true-clients 8] [--lines 200000] [--bound 400] [--slots N]
 
 Parts: a real `nats-server -js` (Debian's package), one plain `mcpx-hooks serve`, two
 gateways (`serve --cluster`) and workers (`worker --cluster`), all subprocesses here.
@@ -14,7 +14,7 @@ gateways (`serve --cluster`) and workers (`worker --cluster`), all subprocesses 
   the plain `serve` (goal: >= 0.8x). Workers with fewer slots than clients, together, are
   bound by their slots, not by the clients nor the machine: that is what lets a second one
   show what it adds on 2 cores. (With half the clients each, two workers had a slot for
-  every client, and the clients' own path between runs was measured instead.)
+  every client, and the clients' own path between runs was measured instead: `--slots 8`.)
 - runs/s of `true`, `--true-clients` at a time (context, no goal): what the gateway path
   costs a run that does nothing, with one and with two workers, against the plain `serve`.
 - follower frames/s: a run that sleeps 0.3 s, then prints `--lines` lines, started on
@@ -340,9 +340,10 @@ def main() -> int:
     ap.add_argument("--true-clients", type=int, default=8)
     ap.add_argument("--lines", type=int, default=200_000)
     ap.add_argument("--bound", type=float, default=400)
+    ap.add_argument("--slots", type=int, help="each worker's in the two-workers figure")
     args = parse_args(ap, runs=4, clients=2, true_runs=4, true_clients=2, lines=200)
+    args.slots = args.slots or max(1, args.clients // 4)
     sleeper = ["sh", "-c", f"sleep {args.sleep}"]
-    quarter = str(max(1, args.clients // 4))
     with started_parts() as parts:
         plain_url, a_url, b_url = parts.plain_url, parts.a_url, parts.b_url
 
@@ -359,12 +360,12 @@ def main() -> int:
             wide = worker(str(args.clients))
             got["wide"] = await idle(runs_per_s(a_url, sleeper, args.runs, args.clients))
             stop(wide)
-            first = worker(quarter)
+            first = worker(str(args.slots))
             got["one"] = await idle(runs_per_s(a_url, sleeper, args.runs, args.clients))
             tiny = (args.true_runs, args.true_clients)
             got["true_plain"] = await idle(runs_per_s(plain_url, ["true"], *tiny))
             got["true_one"] = await idle(runs_per_s(a_url, ["true"], *tiny))
-            worker(quarter)
+            worker(str(args.slots))
             got["two"] = await idle(runs_per_s(a_url, sleeper, args.runs, args.clients))
             got["true_two"] = await idle(runs_per_s(a_url, ["true"], *tiny))
             stop(first)
@@ -384,14 +385,13 @@ def main() -> int:
 
 
 def report(args: argparse.Namespace, got: dict[str, float]) -> None:
-    quarter = max(1, args.clients // 4)
     print(f"runs/s of `sleep {args.sleep:g}`, {args.clients} clients at a time, {args.runs} runs:")
     print(f"  plain serve                      {got['plain']:8.1f}")
     wide = f"gateway, 1 worker of {args.clients} slots"
     print(f"  {wide:<32} {got['wide']:8.1f}  ({got['wide'] / got['plain']:.2f}x plain)")
-    print(f"  gateway, 1 worker of {quarter} slots    {got['one']:8.1f}")
+    print(f"  gateway, 1 worker of {args.slots} slots    {got['one']:8.1f}")
     two = f"{got['two']:8.1f}  ({got['two'] / got['one']:.2f}x one)"
-    print(f"  gateway, 2 workers of {quarter} slots   {two}")
+    print(f"  gateway, 2 workers of {args.slots} slots   {two}")
     print(f"runs/s of `true`, {args.true_clients} clients at a time, {args.true_runs} runs:")
     print(f"  plain serve                      {got['true_plain']:8.1f}")
     for key, name in (("true_one", "1 worker"), ("true_two", "2 workers")):
