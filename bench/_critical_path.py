@@ -35,12 +35,13 @@ from mcpx_hooks.supervisor.process.child import SpawnerLink
 from mcpx_hooks.supervisor.process.runnerside import runner_path
 from mcpx_hooks.supervisor.run import hookframe
 
-#: The spawner's side: wraps the steps of `runners/pidns.py` and writes the stamps at its end.
-WRAPPER = """
+#: A stamping wrapper's start (`instrument`): the runner modules, a list of stamps, and `stamp`,
+#: which wraps one of their functions to stamp its call (`before`) and its return (`after`).
+WRAPPER_HEAD = """
 import json, os, sys, time
 sys.path.insert(0, os.path.dirname(os.path.dirname({spawner!r})))
 sys.argv[0] = {spawner!r}
-from runners import pidns, spawner, spawnreq
+from runners import module_runner, pidns, spawner, spawnreq, warm, warmpool
 STAMPS = []
 def stamp(obj, name, before, after):
     real = getattr(obj, name)
@@ -53,6 +54,19 @@ def stamp(obj, name, before, after):
             if after:
                 STAMPS.append((after, time.perf_counter()))
     setattr(obj, name, wrapper)
+"""
+#: Its end: the spawner served, its stamps written out.
+WRAPPER_TAIL = """
+try:
+    spawner.main()
+finally:
+    with open({out!r}, "w") as f:
+        json.dump(STAMPS, f)
+"""
+#: The spawner's side: wraps the steps of `runners/pidns.py` and writes the stamps at its end.
+WRAPPER = (
+    WRAPPER_HEAD
+    + """
 stamp(pidns.PidNsSpawner, "_accept", "spawner: woken by the request", None)
 stamp(spawnreq.Request, "__init__", "spawner: request taken off the socket", "spawner: checked")
 stamp(spawnreq.Request, "posix_spawn", "spawner: limits lent, spawn called", "spawner: exec done")
@@ -60,12 +74,9 @@ stamp(pidns.PidNsSpawner, "_accept", None, "spawner: child watched, back to epol
 stamp(pidns.PidNsSpawner, "_read_output", "spawner: woken by the child's end", None)
 stamp(pidns.PidNsSpawner, "_reap", "spawner: reaping", None)
 stamp(pidns, "send_collected", "spawner: exit report built", "spawner: exit report sent")
-try:
-    spawner.main()
-finally:
-    with open({out!r}, "w") as f:
-        json.dump(STAMPS, f)
 """
+    + WRAPPER_TAIL
+)
 
 STEPS = (
     "supervisor: hook begins",
@@ -115,12 +126,13 @@ def astamped(name: str, fn: Callable[..., Awaitable[Any]], *, after: bool) -> An
     return wrapper
 
 
-def instrument(directory: str) -> str:
-    """Starts later spawners from the stamping wrapper; returns where it writes its stamps."""
+def instrument(directory: str, source: str = WRAPPER) -> str:
+    """Starts later spawners from the stamping wrapper `source`, and stamps the supervisor's
+    steps; returns where the wrapper writes its stamps."""
     out = os.path.join(directory, "spawner-stamps.json")
     wrapper = os.path.join(directory, "spawner.py")
     with open(wrapper, "w") as f:
-        f.write(WRAPPER.format(spawner=runner_path("spawner.py"), out=out))
+        f.write(source.format(spawner=runner_path("spawner.py"), out=out))
     launch.runner_path = lambda name: wrapper if name == "spawner.py" else runner_path(name)  # type: ignore[assignment]
     sp = spawner.Spawner
     send = astamped("supervisor: spawn request sent", sp._send_request, after=False)

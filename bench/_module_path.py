@@ -40,34 +40,17 @@ from pathlib import Path
 
 import module_hook
 import trio
-from _critical_path import STAMPS, astamped, stamped
+from _critical_path import STAMPS, WRAPPER_HEAD, WRAPPER_TAIL, instrument
 
 from mcpx_hooks.supervisor.core.hooks import Profile
-from mcpx_hooks.supervisor.process import launch, spawner
-from mcpx_hooks.supervisor.process.child import SpawnerLink
-from mcpx_hooks.supervisor.process.runnerside import runner_path
-from mcpx_hooks.supervisor.run import hookframe
+from mcpx_hooks.supervisor.process import spawner
 
 #: The spawner's side: stamps its steps and its waiting forks', each fork writing its own (to
 #: a file of its own: each is PID 1 of its namespace, so its pid names nothing).
-WRAPPER = """
-import json, os, sys, time
-sys.path.insert(0, os.path.dirname(os.path.dirname({spawner!r})))
-sys.argv[0] = {spawner!r}
-from runners import module_runner, pidns, spawner, spawnreq, warm, warmpool
-STAMPS = []
+WRAPPER = (
+    WRAPPER_HEAD
+    + """
 FORK = []
-def stamp(obj, name, before, after):
-    real = getattr(obj, name)
-    def wrapper(*args, **kwargs):
-        if before:
-            STAMPS.append((before, time.perf_counter()))
-        try:
-            return real(*args, **kwargs)
-        finally:
-            if after:
-                STAMPS.append((after, time.perf_counter()))
-    setattr(obj, name, wrapper)
 def in_fork(*args, **kwargs):
     FORK.append(len(STAMPS))
     STAMPS.append(("fork: begins", time.perf_counter()))
@@ -93,12 +76,9 @@ stamp(pidns, "send_collected", None, "spawner: exit report sent")
 stamp(warm, "_ready_interpreter", None, "fork: ready")
 stamp(warm, "_take_request", None, "fork: request taken")
 stamp(module_runner, "run", "fork: hook's Python begins", "fork: hook's Python ends")
-try:
-    spawner.main()
-finally:
-    with open({out!r}, "w") as f:
-        json.dump(STAMPS, f)
 """
+    + WRAPPER_TAIL
+)
 
 #: The floors: a fork of a process of the spawner's size, and its exit until its pidfd reads.
 FLOORS = """
@@ -129,22 +109,6 @@ for touch in (False, True, False, True):
 """
 
 HOOK_BEGINS, HOOK_ENDS = "supervisor: hook begins", "supervisor: hook ends"
-
-
-def instrument(directory: str) -> str:
-    """Starts later spawners from the stamping wrapper; returns where it writes its stamps."""
-    out = os.path.join(directory, "spawner-stamps.json")
-    wrapper = os.path.join(directory, "spawner.py")
-    with open(wrapper, "w") as f:
-        f.write(WRAPPER.format(spawner=runner_path("spawner.py"), out=out))
-    launch.runner_path = lambda name: wrapper if name == "spawner.py" else runner_path(name)  # type: ignore[assignment]
-    sp = spawner.Spawner
-    send = astamped("supervisor: spawn request sent", sp._send_request, after=False)
-    sp._send_request = send  # type: ignore[method-assign]
-    SpawnerLink.recv = astamped("supervisor: exit report read", SpawnerLink.recv, after=True)  # type: ignore[method-assign]
-    finished = stamped("supervisor: frame built", hookframe.FrameBuilder.finished, after=True)
-    hookframe.FrameBuilder.finished = finished  # type: ignore[method-assign]
-    return out
 
 
 def counters(pid: int) -> tuple[int, float, float]:
@@ -231,7 +195,7 @@ def main() -> None:
     parser.add_argument("--profile", default="none")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as directory:
-        instrument(directory)
+        instrument(directory, WRAPPER)
         anon_kb = trio.run(hooks, args.n, args.gap / 1e3, Profile(args.profile), directory)
         theirs: list[tuple[str, float]] = []
         for path in Path(directory).glob("spawner-stamps.json*"):
