@@ -123,6 +123,7 @@ def counters(pid: int) -> tuple[int, float, float]:
 async def hooks(count: int, gap_s: float, profile: Profile, directory: str) -> int:
     """Runs the hooks; prints the spawner's counters per hook; returns its anonymous memory
     (kB) after them."""
+    os.chmod(directory, 0o755)  # (as `module_hook.py`: readable by a strict hook's own uid)
     (Path(directory) / module_hook.HOOK_FILE).write_text(module_hook.HOOK_SOURCE)
     hook = module_hook.module_hook(directory, profile)
     async with spawner.open_spawner() as sp:
