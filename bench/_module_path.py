@@ -80,10 +80,13 @@ stamp(module_runner, "run", "fork: hook's Python begins", "fork: hook's Python e
     + WRAPPER_TAIL
 )
 
-#: The floors: a fork of a process of the spawner's size, and its exit until its pidfd reads.
+#: The floors: a fork of a process of the spawner's size (argv[1], its anonymous kB: the rest
+#: made up with ballast), and its exit until its pidfd reads.
 FLOORS = """
 import os, select, statistics, struct, sys, time
-ballast = [bytearray(4096) for _ in range(int(sys.argv[1]))]
+with open("/proc/self/status") as f:
+    own = next(int(line.split()[1]) for line in f if line.startswith("RssAnon:"))
+ballast = [bytearray(4096) for _ in range(max(0, (int(sys.argv[1]) - own) // 4))]
 def one(touch):
     r, w = os.pipe()
     start = time.perf_counter()
@@ -151,15 +154,8 @@ def spawner_anon_kb(pid: int) -> int:
 
 
 def floors(spawner_kb: int) -> None:
-    python = [sys.executable, "-I", "-S", "-c"]
-    own = subprocess.run(
-        [*python, "print(open('/proc/self/status').read().split('RssAnon:')[1].split()[0])"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    pages = max(0, (spawner_kb - int(own.stdout)) // 4)
-    got = subprocess.run([*python, FLOORS, str(pages)], capture_output=True, text=True, check=True)
+    python = [sys.executable, "-I", "-S", "-c", FLOORS, str(spawner_kb)]
+    got = subprocess.run(python, capture_output=True, text=True, check=True)
     rows: dict[str, list[tuple[float, float]]] = collections.defaultdict(list)
     for line in got.stdout.split("\n"):
         if line:
