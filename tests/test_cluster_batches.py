@@ -25,7 +25,7 @@ from mcpx_hooks.supervisor.cluster.jet import ClusterDown, Stored
 from mcpx_hooks.supervisor.cluster.mirror import MirrorJournal
 from mcpx_hooks.supervisor.cluster.names import HEADROOM, Header, batch_frames, batch_message
 from mcpx_hooks.supervisor.cluster.publish import Publisher
-from mcpx_hooks.supervisor.core.frames import EndFrame, FrameType, StartFrame, blank
+from mcpx_hooks.supervisor.core.frames import EndFrame, FrameType, ResultFrame, StartFrame, blank
 from mcpx_hooks.supervisor.core.order import check_order
 from mcpx_hooks.supervisor.run.journal import RunJournal
 
@@ -175,6 +175,21 @@ def test_a_mirror_tells_a_batch_of_output_alone_from_one_with_other_frames() -> 
     assert mirror.lines == lines and mirror.finished
     assert list(mirror.ends) == list(journal.ends) and mirror.outcome == journal.outcome
     assert mirror.frames == journal.frames
+
+
+def test_a_mirror_keeps_a_frame_holding_an_integer_past_64_bits() -> None:
+    """A `result` of `10 ** 400` (written exactly) among a batch's frames: kept, with the
+    frames after it, where orjson's float range once had the mirror skip it and the rest."""
+    journal = RunJournal("r3")
+    journal.append(blank(StartFrame, argv=("x",), cwd="/", sandbox="none"))
+    journal.offer_output(FrameType.STDOUT, ["o1"])
+    journal.append(blank(ResultFrame, value=[10**400, 2**70]))
+    journal.append(blank(EndFrame, exit_code=0, duration_ms=1))
+    lines = journal.lines
+    mirror = MirrorJournal("r3", 1 << 20)
+    mirror.take(_stored(lines, 0, 1))
+    assert mirror.lines == lines and mirror.finished and mirror.outcome == journal.outcome
+    assert mirror.frames[2]["value"] == [10**400, 2**70]
 
 
 class _Cluster:

@@ -316,12 +316,17 @@ def _not_json(name: str) -> Any:
     raise AssertionError(f"exec --json printed {name}, which is not JSON")
 
 
+def _refused(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 def json_verdict(text: str) -> bool | None:
     """Whether `--input` must take the text (True), must refuse it (False), or either
     (JSON nested deeper than the documented limit of 128). A leading byte order mark is
-    taken, as by every input."""
+    taken, as by every input; `NaN` and the infinities, which Python's `json` takes, are not
+    JSON."""
     try:
-        value = json.loads(text.removeprefix("\ufeff"))
+        value = json.loads(text.removeprefix("\ufeff"), parse_constant=_refused)
     except (ValueError, RecursionError):
         return False
     return True if _depth(value) <= 128 else None

@@ -281,8 +281,7 @@ async def _run_here(
 async def _print_encoded(journal: RunJournal, out: Output, watcher: AskWatcher | None) -> None:
     """`exec --json`: the journal's lines as they are, a batch at a time; the frames an ask
     watcher looks at (all but output) decoded for it, if there is one (a responder)."""
-    import orjson
-
+    from ..core.jsontext import wire_loads
     from .execview import OUTPUT_ENDS
 
     output_ends = tuple(OUTPUT_ENDS)
@@ -294,7 +293,7 @@ async def _print_encoded(journal: RunJournal, out: Output, watcher: AskWatcher |
             # An output frame's line ends with its type (`RunJournal.offer_output`): only the
             # outermost object can close right after it.
             if not line.endswith(output_ends):
-                watcher.see(orjson.loads(line))
+                watcher.see(wire_loads(line))
 
 
 def _run_remote(args: argparse.Namespace) -> int:

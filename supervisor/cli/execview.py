@@ -23,7 +23,7 @@ import trio
 from ..core.errors import HooksError
 from ..core.events import Event, EventKind
 from ..core.frames import STREAM_TYPES
-from ..core.jsontext import dumps
+from ..core.jsontext import dumps, wire_loads
 from ..run.bus import Bus
 from ..run.observe import ObserverStats
 from .runview import RunView
@@ -117,7 +117,7 @@ class Output:
             if (text := _output_line(line)) is not None:
                 shown.append(text)
                 continue
-            frame = orjson.loads(line)
+            frame = wire_loads(line)
             if see is not None:
                 see(frame)
             shown.extend(self.view.lines(frame))

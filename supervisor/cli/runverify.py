@@ -83,11 +83,11 @@ def _stored(history: object, run_id: str | None) -> list[bytes] | None:
 
 
 def _run_id(line: bytes) -> str | None:
-    import orjson
+    from ..core.jsontext import wire_loads
 
     try:
-        frame = orjson.loads(line)
-    except orjson.JSONDecodeError:
+        frame = wire_loads(line)
+    except ValueError:
         return None
     run_id = frame.get("runId") if isinstance(frame, dict) else None
     return run_id if isinstance(run_id, str) else None

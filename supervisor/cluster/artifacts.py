@@ -23,10 +23,10 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-import orjson
 import trio
 
 from ..core.frames import FrameType
+from ..core.jsontext import wire_loads
 from ..core.telemetry import Meters
 from ..history.store import History, HistoryFault
 from ..run.artifacts import ArtifactGone, Stored
@@ -51,8 +51,8 @@ def artifact_ids(lines: list[bytes]) -> list[str]:
     for line in lines:
         if _MARK not in line:
             continue
-        with contextlib.suppress(orjson.JSONDecodeError):
-            frame = orjson.loads(line)
+        with contextlib.suppress(ValueError):
+            frame = wire_loads(line)
             if isinstance(frame, dict) and frame.get("type") == FrameType.ARTIFACT:
                 found.append(str(frame.get("id")))
     return found

@@ -14,6 +14,7 @@ import trio
 
 from ..core.convert import to_json
 from ..core.events import Event, kind_matches
+from ..core.jsontext import wire_loads
 from ..run.bus import Bus
 from .jet import ClusterDown, Stored
 from .link import Cluster
@@ -81,8 +82,8 @@ class EventFeed:
 
     def _event(self, message: Stored) -> dict[str, Any] | None:
         try:
-            event = orjson.loads(message.data)
-        except orjson.JSONDecodeError:
+            event = wire_loads(message.data)
+        except ValueError:
             return None
         if not isinstance(event, dict) or not kind_matches(str(event.get("kind")), self._kinds):
             return None

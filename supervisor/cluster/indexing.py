@@ -30,9 +30,9 @@ import logging
 from collections import OrderedDict
 from typing import Final
 
-import orjson
 import trio
 
+from ..core.jsontext import wire_loads
 from ..history.store import History, HistoryFault
 from ..run.recording import Recorder
 from ..run.telemetry import Telemetry
@@ -226,9 +226,9 @@ class StreamIndexer:
 def _started(line: bytes, otherwise: float) -> float:
     """When a run started, as its `start` frame says (`otherwise` when it does not)."""
     try:
-        at = orjson.loads(line).get("at")
+        at = wire_loads(line).get("at")
         return datetime.datetime.fromisoformat(str(at).replace("Z", "+00:00")).timestamp()
-    except (orjson.JSONDecodeError, AttributeError, ValueError):
+    except (AttributeError, ValueError):
         return otherwise
 
 

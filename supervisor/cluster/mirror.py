@@ -41,6 +41,7 @@ from ..core.frames import (
     blank,
     stamp,
 )
+from ..core.jsontext import wire_loads
 from ..run.journal import FRAME_OVERHEAD, RunJournal
 from ..run.journals import to_forget
 from ..service.wire import Close, WireError
@@ -142,8 +143,8 @@ class MirrorJournal(RunJournal):
                 break
             line = fresh[other]
             try:
-                wire = orjson.loads(line)
-            except orjson.JSONDecodeError:
+                wire = wire_loads(line)
+            except ValueError:
                 logger.warning("run %s: a message that is no frame, skipped", self.run_id)
                 break
             if not isinstance(wire, dict):

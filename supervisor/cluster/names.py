@@ -17,6 +17,7 @@ import orjson
 
 from ..core.frames import ENVELOPE_KEYS, OUTPUT_TYPES, FrameType
 from ..core.hooks import Config
+from ..core.jsontext import wire_loads
 from ..core.records import Record
 
 #: Every subject starts with this.
@@ -49,7 +50,7 @@ def fit(line: bytes, limit: int) -> bytes:
     null). Pure."""
     if len(line) <= limit - HEADROOM:
         return line
-    wire = orjson.loads(line)
+    wire = wire_loads(line)
     note = f"a {wire.get('type')} frame of {len(line)} bytes is over the cluster's message size"
     if wire.get("type") in OUTPUT_TYPES:
         keep = {k: wire[k] for k in ENVELOPE_KEYS if k in wire}

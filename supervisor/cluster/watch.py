@@ -16,10 +16,10 @@ import logging
 from collections import OrderedDict
 from typing import Any, Final
 
-import orjson
 import trio
 
 from ..core.events import EventKind
+from ..core.jsontext import wire_loads
 from .jet import ClusterDown
 from .link import Cluster, retry_s
 from .mirror import Mirrors, publish_lost
@@ -83,8 +83,8 @@ class RunsIndex:
     def take_summary(self, subject: str, data: bytes, headers: dict[str, str]) -> None:
         run_id = _run_id(subject)
         try:
-            summary = orjson.loads(data)
-        except orjson.JSONDecodeError:
+            summary = wire_loads(data)
+        except ValueError:
             return
         if run_id is None or not isinstance(summary, dict):
             return

@@ -26,7 +26,6 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import attrs
-import orjson
 import trio
 
 from ..core.convert import to_json
@@ -34,6 +33,7 @@ from ..core.effects import AnsweredBy
 from ..core.errors import bug_summary
 from ..core.frames import Control, ErrorCause, StartFrame, blank
 from ..core.hooks import Config
+from ..core.jsontext import wire_loads
 from ..core.records import Record
 from ..process.signals import serve_stop_signals
 from ..run.runtime import Runtime
@@ -283,8 +283,8 @@ class Worker:
 def _act(run: Run, data: bytes) -> None:
     """A control message's `cancel` or `answer`, done on `run`; anything else is ignored."""
     try:
-        message = orjson.loads(data)
-    except orjson.JSONDecodeError:
+        message = wire_loads(data)
+    except ValueError:
         return
     if not isinstance(message, dict):
         return

@@ -189,7 +189,7 @@ __all__, __getattr__, __dir__ = exports(
             "SkippedFile",
             "SourceKind",
         ),
-        "jsontext": ("JsonError", "dumps", "is_unicode", "loads", "wire_safe"),
+        "jsontext": ("JsonError", "dumps", "is_unicode", "loads", "wire_loads", "wire_safe"),
         "limits": ("DEFAULT_LIMITS", "LIMIT_DOCS", "LIMIT_KEYS", "Limits", "MB"),
         "models": (
             "BUDGET_KEY",

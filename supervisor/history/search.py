@@ -31,6 +31,7 @@ from typing import Any, Final
 import orjson
 
 from ..core.frames import FrameType
+from ..core.jsontext import wire_loads
 
 #: The fields searched in each frame type (attrs names of the type's class).
 SEARCHED: Final[Mapping[FrameType, tuple[str, ...]]] = {
@@ -276,7 +277,7 @@ def _matches(db: sqlite3.Connection, rowids: list[int], words: list[str]) -> lis
             chunks[key, first] = (zlib.decompress(data) if packed else bytes(data)).split(b"\n")
         if seq - first >= len(chunks[key, first]):
             continue
-        frame = orjson.loads(chunks[key, first][seq - first])
+        frame = wire_loads(chunks[key, first][seq - first])
         found.append(
             {
                 "runId": ids[key],

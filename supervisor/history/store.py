@@ -42,6 +42,7 @@ import attrs
 import orjson
 
 from ..core.errors import HooksError
+from ..core.jsontext import wire_loads
 from ..core.records import Record
 from . import search
 from .schema import prepare
@@ -308,7 +309,7 @@ class History:
         query = "SELECT id, summary FROM runs ORDER BY started DESC, key DESC LIMIT ?"
         with faults("reading the run history"), self._read_lock:
             rows = self._reader().execute(query, (limit + len(skipped),)).fetchall()
-        return [orjson.loads(summary) for run_id, summary in rows if run_id not in skipped][:limit]
+        return [wire_loads(summary) for run_id, summary in rows if run_id not in skipped][:limit]
 
     def lines(self, run_id: str, start: int = 0) -> tuple[list[bytes], bool] | None:
         """A stored run's lines from seq `start` (as sent), and whether its `end` is in;

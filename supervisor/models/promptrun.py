@@ -10,10 +10,10 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import attrs
-import orjson
 import trio
 
 from ..core.frames import ENVELOPE_KEYS, FrameType
+from ..core.jsontext import wire_loads
 from ..core.models import Model
 from ..core.records import Record
 
@@ -65,7 +65,7 @@ def artifact_frames(lines: list[bytes]) -> list[dict[str, Any]]:
     found = []
     for line in lines:
         if _ARTIFACT in line:
-            frame = orjson.loads(line)
+            frame = wire_loads(line)
             if frame.get("type") == FrameType.ARTIFACT:
                 found.append({k: v for k, v in frame.items() if k not in ENVELOPE_KEYS})
     return found

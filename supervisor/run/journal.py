@@ -43,7 +43,7 @@ from ..core.frames import (
     stamped_json,
 )
 from ..core.hooks import DEFAULT_RUN_BYTES
-from ..core.jsontext import dumps, wire_safe
+from ..core.jsontext import dumps, wire_loads, wire_safe
 from ..core.redact import NO_SECRETS
 from .artifacts import ArtifactStore
 from .telemetry import Told
@@ -128,7 +128,7 @@ class RunJournal:
             if line.endswith(_OUTPUT_ENDINGS):  # output says nothing of the outcome
                 journal._keep((line, len(line) + FRAME_OVERHEAD, FrameType.STDOUT, {}))
             else:
-                wire = orjson.loads(line)
+                wire = wire_loads(line)
                 kind = FrameType(wire["type"])
                 journal._keep((line, len(line) + FRAME_OVERHEAD, kind, wire))
         if not finished:
@@ -144,8 +144,12 @@ class RunJournal:
         return self.decoded(0)
 
     def decoded(self, start: int) -> list[dict[str, Any]]:
-        """The frames from seq `start` on, as wire dicts."""
-        return [orjson.loads(line) for line in self.lines[start:]]
+        """The frames from seq `start` on, as wire dicts (output, most of a run, by orjson
+        alone: its every number is one orjson reads exactly)."""
+        return [
+            orjson.loads(line) if line.endswith(_OUTPUT_ENDINGS) else wire_loads(line)
+            for line in self.lines[start:]
+        ]
 
     def append(self, frame: Frame) -> dict[str, Any]:
         """Stamps `seq`, `runId` and `at`, keeps the frame, wakes readers; returns its wire
@@ -312,8 +316,8 @@ class RunJournal:
     def summary(self) -> dict[str, Any]:
         """The run as `GET /v1/runs` lists it: `running` until its `end` frame, then the
         type of its outcome frame (`result` or `error`), with the end frame's figures."""
-        start = orjson.loads(self.lines[0]) if self.lines else {}
-        end = orjson.loads(self.lines[-1]) if self.finished else {}
+        start = wire_loads(self.lines[0]) if self.lines else {}
+        end = wire_loads(self.lines[-1]) if self.finished else {}
         status = "running"
         if self.finished:
             status = self.outcome["type"] if self.outcome is not None else FrameType.ERROR.value

@@ -20,9 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
-import orjson
-
 from ..core.frames import OUTPUT_TYPES, FrameType
+from ..core.jsontext import dumps, wire_loads
 
 #: The downloads by the last segment of their path, each with its content type.
 KINDS: Final = {
@@ -47,17 +46,17 @@ def output_line(frame: dict[str, Any]) -> str | None:
         return None
     if kind == FrameType.LOG:
         attrs = frame.get("attrs")
-        extra = f" {orjson.dumps(attrs).decode()}" if attrs else ""
+        extra = f" {dumps(attrs).decode()}" if attrs else ""
         return f"[{frame.get('level')}] {frame.get('message')}{extra}"
     if kind == FrameType.EMIT:
-        return orjson.dumps(frame.get("value")).decode()
+        return dumps(frame.get("value")).decode()
     return str(frame.get("text", ""))
 
 
 def output_pieces(lines: Sequence[bytes]) -> Iterator[bytes]:
     """`output.txt`: each output frame's line of text, a newline after each."""
     for at in range(0, len(lines), PIECE_LINES):
-        texts = (output_line(orjson.loads(line)) for line in lines[at : at + PIECE_LINES])
+        texts = (output_line(wire_loads(line)) for line in lines[at : at + PIECE_LINES])
         yield "".join(f"{t}\n" for t in texts if t is not None).encode()
 
 

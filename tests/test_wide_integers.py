@@ -1,0 +1,68 @@
+"""Integers past 64 bits in a run's frames: written exactly (`jsontext.dumps`), and read back
+exactly wherever the supervisor reads its own lines (`jsontext.wire_loads`). orjson reads such
+an integer as a float, and refuses one past a float's range: a script returning `10 ** 400`
+once took the readable `exec` down with a traceback, and `runs verify` called its run's
+`result` line "not a JSON frame"."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mcpx_hooks.supervisor.core.jsontext import dumps, wire_loads
+
+CLI = [sys.executable, "-m", "mcpx_hooks.supervisor"]
+WIDE = [10**400, -(10**400), 2**64, 2**70, -(2**63) - 1, 12345678901234567890123]
+
+
+@pytest.mark.parametrize("value", WIDE)
+def test_a_wide_integer_comes_back_exact(value: int) -> None:
+    line = dumps({"type": "result", "value": [value, {"n": value}], "text": "x" * 40})
+    assert wire_loads(line) == {"type": "result", "value": [value, {"n": value}], "text": "x" * 40}
+    assert wire_loads(line.decode()) == wire_loads(line)
+
+
+def test_the_fast_path_and_its_fallbacks() -> None:
+    assert wire_loads(b'{"seq":1,"n":9223372036854775807}') == {"seq": 1, "n": 2**63 - 1}
+    # Nineteen digits inside a string take the slow path, and read the same.
+    assert wire_loads(b'{"text":"1234567890123456789012"}') == {"text": "1234567890123456789012"}
+    # What orjson refuses and the standard library reads: an escaped lone surrogate.
+    assert wire_loads(b'{"text":"\\ud800"}') == {"text": "\ud800"}
+    for broken in (b"", b"{", b"[1,]", b"NaN", b'{"a":1}{'):
+        with pytest.raises(ValueError):
+            wire_loads(broken)
+
+
+def _cli(args: list[str], state: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "MCPX_HOOKS_NO_DISCOVERY": "1", "XDG_STATE_HOME": str(state)}
+    return subprocess.run(
+        [*CLI, *args], check=False, capture_output=True, text=True, env=env, cwd=state, timeout=120
+    )
+
+
+@pytest.mark.parametrize(("power", "value"), [("10 ** 400", 10**400), ("2 ** 70", 2**70)])
+def test_a_script_returning_one_is_shown_stored_and_verified(
+    tmp_path: Path, power: str, value: int
+) -> None:
+    code = f"def main():\n    return {power}\n"
+    shown = _cli(["exec", "--sandbox", "none", "-c", code], tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "Traceback" not in shown.stderr + shown.stdout
+    assert f"RESULT {str(value)[:20]}" in shown.stdout  # (a long value is shown cut)
+
+    printed = _cli(["exec", "--sandbox", "none", "--json", "-c", code], tmp_path)
+    assert printed.returncode == 0, printed.stderr
+    frames = [json.loads(line) for line in printed.stdout.splitlines()]
+    assert [f["value"] for f in frames if f["type"] == "result"] == [value]
+    run_id = frames[0]["runId"]
+
+    stored = _cli(["runs", "show", run_id], tmp_path)
+    assert stored.returncode == 0, stored.stderr
+    assert f"RESULT {str(value)[:20]}" in stored.stdout
+    verified = _cli(["runs", "verify", run_id], tmp_path)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
