@@ -24,6 +24,7 @@ CLUSTER_MESSAGE_CASES = (
 
 
 @example(data=CLUSTER_MESSAGE_CASES[0], seq="0")
+@example(data=CLUSTER_MESSAGE_CASES[6], seq="\x80")  # a signature header not ASCII
 @given(
     data=st.one_of(st.sampled_from(CLUSTER_MESSAGE_CASES), st.binary(max_size=2000)),
     seq=st.one_of(st.just("0"), st.just("-1"), st.just("x"), st.text(max_size=8)),

@@ -64,10 +64,12 @@ class ClusterKey:
         return hmac.new(self._signing, data, hashlib.sha256).hexdigest()
 
     def signed(self, data: bytes, signature: str | None) -> bool:
-        """Whether `signature` is this key's over `data` (compared in constant time)."""
+        """Whether `signature` is this key's over `data` (compared in constant time, as bytes:
+        a header of any text, non-ASCII too, is only a signature that does not match)."""
         if not signature:
             return False
-        return hmac.compare_digest(self.sign(data), signature.strip().lower())
+        given = signature.strip().lower().encode("utf-8", "surrogatepass")
+        return hmac.compare_digest(self.sign(data).encode(), given)
 
     def seal(self, plain: bytes, bound_to: bytes) -> str:
         """AES-GCM with a fresh random nonce: base64 of nonce + ciphertext + tag."""
