@@ -162,8 +162,10 @@ async def messages(
         for line in text.split("\n"):
             if not line:
                 continue
-            # (output: orjson reads its every number exactly, and it is most of a run)
-            obj = orjson.loads(line) if line.endswith(_OUTPUT_ENDS) else wire_loads(line)
+            try:  # (output: orjson reads its every number exactly, and it is most of a run)
+                obj = orjson.loads(line) if line.endswith(_OUTPUT_ENDS) else wire_loads(line)
+            except orjson.JSONDecodeError:  # (what orjson refuses, as an escaped lone surrogate)
+                obj = wire_loads(line)
             if obj.get("type") == ServiceMessage.ERROR and "seq" not in obj and "askId" not in obj:
                 error = obj
                 continue
