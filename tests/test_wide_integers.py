@@ -14,7 +14,17 @@ from pathlib import Path
 
 import pytest
 
+from mcpx_hooks.supervisor.core.frames import (
+    STREAM_ENDS,
+    STREAM_TYPES,
+    EmitFrame,
+    LogFrame,
+    OutputFrame,
+    WarningFrame,
+    blank,
+)
 from mcpx_hooks.supervisor.core.jsontext import dumps, wire_loads
+from mcpx_hooks.supervisor.run.journal import RunJournal
 
 CLI = [sys.executable, "-m", "mcpx_hooks.supervisor"]
 WIDE = [10**400, -(10**400), 2**64, 2**70, -(2**63) - 1, 12345678901234567890123]
@@ -66,3 +76,38 @@ def test_a_script_returning_one_is_shown_stored_and_verified(
     assert f"RESULT {str(value)[:20]}" in stored.stdout
     verified = _cli(["runs", "verify", run_id], tmp_path)
     assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def test_a_script_emitting_one_keeps_its_artifacts(tmp_path: Path) -> None:
+    """`exec --artifacts` reads the run's frames back whole: an `emit` line ends with its type
+    as an output line does, and is still read exactly."""
+    code = "import mcpx\n\ndef main():\n    mcpx.emit(10 ** 400)\n    return 1\n"
+    kept = tmp_path / "kept"
+    shown = _cli(["exec", "--sandbox", "none", "--artifacts", str(kept), "-c", code], tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "Traceback" not in shown.stderr + shown.stdout
+    assert "RESULT 1" in shown.stdout
+
+
+@pytest.mark.parametrize("value", [2**70, 10**400])
+def test_an_emitted_or_logged_one_is_read_back_from_the_journal(value: int) -> None:
+    """A log or emit frame's line may end with its type as a stream frame's does: only the
+    lines of `STREAM_ENDS` are read by orjson alone."""
+    journal = RunJournal("r")
+    journal.offer(blank(EmitFrame, value=value))
+    journal.offer(blank(LogFrame, level="info", message="m", attributes={"n": value}))
+    restored = RunJournal.restored("r", journal.lines, finished=False)
+    for frames in (journal.frames, restored.frames[:2]):
+        assert [f.get("value", f.get("attrs")) for f in frames] == [value, {"n": value}]
+
+
+def test_a_stream_line_ends_as_the_table_says_and_no_other_line_does() -> None:
+    journal = RunJournal("r")
+    for kind in STREAM_TYPES:
+        journal.offer_output(kind, ["batched"])
+        journal.offer(blank(OutputFrame, text="single", type=kind))
+        assert [line.endswith(STREAM_ENDS[kind]) for line in journal.lines[-2:]] == [True, True]
+    journal.offer(blank(EmitFrame, value=1))
+    journal.offer(blank(LogFrame, level="info", message="m"))
+    journal.append(blank(WarningFrame, message="w"))
+    assert not any(line.endswith(tuple(STREAM_ENDS.values())) for line in journal.lines[-3:])

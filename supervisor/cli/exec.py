@@ -281,10 +281,10 @@ async def _run_here(
 async def _print_encoded(journal: RunJournal, out: Output, watcher: AskWatcher | None) -> None:
     """`exec --json`: the journal's lines as they are, a batch at a time; the frames an ask
     watcher looks at (all but output) decoded for it, if there is one (a responder)."""
+    from ..core.frames import STREAM_ENDS
     from ..core.jsontext import wire_loads
-    from .execview import OUTPUT_ENDS
 
-    output_ends = tuple(OUTPUT_ENDS)
+    output_ends = tuple(STREAM_ENDS.values())
     async for batch in journal.follow(0).encoded():
         out.encoded(batch)
         if watcher is None:

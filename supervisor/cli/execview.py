@@ -22,7 +22,7 @@ import trio
 
 from ..core.errors import HooksError
 from ..core.events import Event, EventKind
-from ..core.frames import STREAM_TYPES
+from ..core.frames import STREAM_ENDS, STREAM_TYPES
 from ..core.jsontext import dumps, wire_loads
 from ..run.bus import Bus
 from ..run.observe import ObserverStats
@@ -41,8 +41,7 @@ PIPE_BYTES: Final = 1024 * 1024
 #: (`RunJournal.offer_output` writes them so, in orjson's key order), with what the readable
 #: view puts before that text (its own rendering of such a frame with no text).
 OUTPUT_ENDS: Final = {
-    b',"type":"%s"}' % kind.encode(): frame_lines({"type": kind, "text": ""})[0]
-    for kind in STREAM_TYPES
+    end: frame_lines({"type": kind, "text": ""})[0] for kind, end in STREAM_ENDS.items()
 }
 _END_SIZES: Final = sorted({len(end) for end in OUTPUT_ENDS})
 _TEXT_KEY: Final = b',"text":'

@@ -33,6 +33,7 @@ import trio
 from ..core.convert import to_json
 from ..core.frames import (
     OUTPUT_TYPES,
+    STREAM_ENDS,
     EndFrame,
     ErrorCause,
     ErrorFrame,
@@ -63,9 +64,8 @@ WORKER_LOST: Final = "worker lost"
 
 #: The output types, as the wire says them: the frames a mirror keeps without a look inside.
 _OUTPUT: Final = frozenset(kind.value for kind in OUTPUT_TYPES)
-#: How an output frame's line ends as the journal writes it (its type last): the top-level
-#: object's last member, since a raw newline or an unescaped quote never stands in a string.
-_OUTPUT_ENDS: Final = tuple(b',"type":"%b"}' % kind.value.encode() for kind in OUTPUT_TYPES)
+#: How a line of the script's output ends as the journal writes it (its type last).
+_OUTPUT_ENDS: Final = tuple(STREAM_ENDS.values())
 
 
 #: The same, with the newline after every line of a batch but its last.

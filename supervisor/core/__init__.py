@@ -116,6 +116,7 @@ __all__, __getattr__, __dir__ = exports(
             "ResultFrame",
             "ServiceMessage",
             "StartFrame",
+            "STREAM_ENDS",
             "STREAM_TYPES",
             "WarningFrame",
             "blank",

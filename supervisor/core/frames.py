@@ -54,6 +54,10 @@ OUTPUT_TYPES: Final = frozenset({FrameType.STDOUT, FrameType.STDERR, FrameType.L
 #: Of those, the lines the script's process wrote to its stdout and stderr: most of a run,
 #: which `exec` draws by their text alone and its remote client does not keep.
 STREAM_TYPES: Final = (FrameType.STDOUT, FrameType.STDERR)
+#: How the journal's line of each of those ends (`RunJournal.offer_output` writes its type as
+#: the last member, in the converter's key order): such a line is known by its end alone, as
+#: no text can end a line so (a raw newline or an unescaped quote never stands in a string).
+STREAM_ENDS: Final = {kind: b',"type":"%b"}' % kind.encode() for kind in STREAM_TYPES}
 
 
 class Control(enum.StrEnum):

@@ -32,6 +32,7 @@ import trio
 from ..core.chain import GENESIS, extend
 from ..core.frames import (
     OUTPUT_TYPES,
+    STREAM_ENDS,
     EndFrame,
     ErrorFrame,
     FrameType,
@@ -61,8 +62,8 @@ DROPPABLE: Final = OUTPUT_TYPES
 _SLICE: Final = 4096
 #: Lines hashed into the chain between two checkpoints (`chain_lines`).
 _CHAIN_SLICE: Final = 2048
-#: How an output frame's line ends (`offer_output`'s form, and orjson's key order).
-_OUTPUT_ENDINGS: Final = tuple(f'"type":"{t.value}"}}'.encode() for t in OUTPUT_TYPES)
+#: How a line of the script's output ends (`offer_output`'s form).
+_STREAM_ENDS: Final = tuple(STREAM_ENDS.values())
 #: Hook statuses that are failures, as the wire says them.
 _FAILED: Final = frozenset(s.value for s in HookStatus if s.is_failure)
 
@@ -125,7 +126,7 @@ class RunJournal:
         `end` was never stored is sealed here, in memory, so that a reader sees it end."""
         journal = cls(run_id, run_bytes=1 << 62)
         for line in lines:
-            if line.endswith(_OUTPUT_ENDINGS):  # output says nothing of the outcome
+            if line.endswith(_STREAM_ENDS):  # output says nothing of the outcome
                 journal._keep((line, len(line) + FRAME_OVERHEAD, FrameType.STDOUT, {}))
             else:
                 wire = wire_loads(line)
@@ -147,7 +148,7 @@ class RunJournal:
         """The frames from seq `start` on, as wire dicts (output, most of a run, by orjson
         alone: its every number is one orjson reads exactly)."""
         return [
-            orjson.loads(line) if line.endswith(_OUTPUT_ENDINGS) else wire_loads(line)
+            orjson.loads(line) if line.endswith(_STREAM_ENDS) else wire_loads(line)
             for line in self.lines[start:]
         ]
 
@@ -189,9 +190,9 @@ class RunJournal:
         if self.finished:
             raise RuntimeError(f"run {self.run_id} has ended; no frame may follow end")
         # `_stamp`'s line for each frame, written out (orjson's form, keys in the same order).
-        form = b'{"runId":%b,"seq":%%d,"at":"%b","text":%%b,"type":"%b"}'
         run = orjson.dumps(self.run_id).replace(b"%", b"%%")
-        form %= (run, now_rfc3339().encode(), kind.encode())
+        form = b'{"runId":%b,"seq":%%d,"at":"%b","text":%%b' % (run, now_rfc3339().encode())
+        form += STREAM_ENDS[kind]
         for first in range(0, len(texts), _SLICE):
             self._offer_slice(kind, texts[first : first + _SLICE], form)
         self._woken()

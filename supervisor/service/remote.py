@@ -27,7 +27,7 @@ from trio_websocket import (
 
 from ..core.effects import AnsweredBy
 from ..core.errors import HooksError
-from ..core.frames import STREAM_TYPES, Control, ServiceMessage
+from ..core.frames import STREAM_ENDS, STREAM_TYPES, Control, ServiceMessage
 from ..core.jsontext import is_unicode, wire_loads
 from ..core.records import Record
 from ..process.signals import serve_stop_signals
@@ -45,7 +45,7 @@ CLOSE_TIMEOUT_S: Final = 2.0
 
 
 #: How an output frame's line ends (its type last, as the journal writes it).
-_OUTPUT_ENDS: Final = tuple(f',"type":"{kind.value}"}}' for kind in STREAM_TYPES)
+_OUTPUT_ENDS: Final = tuple(end.decode() for end in STREAM_ENDS.values())
 
 
 class RemoteError(HooksError):
