@@ -96,7 +96,10 @@ async def test_a_call_no_hook_changes_is_what_the_server_answered(
     assert marker.alive() == []
     # Nothing went wrong: on stderr, only that the servers were pinned at their first use.
     said = (tmp_path / "err").read_text().splitlines()
-    assert [line.split(":")[0] for line in said] == ["server words", "server h"]
+    assert [line.split(":")[:2] for line in said] == [
+        ["mcpx-hooks mcp", " server words"],
+        ["mcpx-hooks mcp", " server h"],
+    ]
     assert all("pinned at their first use" in line for line in said)
 
 

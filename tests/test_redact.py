@@ -4,11 +4,13 @@ server's log filter."""
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 from typing import Any
 
 import orjson
+import pytest
 import trio
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -173,6 +175,54 @@ async def test_the_server_log_filter_redacts_messages_and_tracebacks(caplog: Any
     text = caplog.text
     assert TOKEN not in text and "run failed: bad [secret TOKEN]" in text
     assert "ValueError: bad [secret TOKEN]" in text
+
+
+@pytest.mark.parametrize("debug", [False, True])
+async def test_any_library_s_log_line_is_one_redacted_line_without_its_traceback(
+    debug: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The MCP SDK logs a failed handler with `logger.exception`: the operator reads one line,
+    the secret redacted; the traceback (redacted too) only with MCPX_HOOKS_DEBUG=1."""
+    from mcpx_hooks.supervisor.core.hooks import Config
+    from mcpx_hooks.supervisor.core.loglines import LogLines
+    from mcpx_hooks.supervisor.run.runtime import open_runtime
+    from mcpx_hooks.supervisor.service.logredact import redacting_log
+
+    monkeypatch.setenv("MCPX_HOOKS_DEBUG", "1" if debug else "0")
+    written = io.StringIO()
+    handler = logging.StreamHandler(written)
+    handler.setFormatter(LogLines("mcpx-hooks serve", debug))
+    logging.getLogger().addHandler(handler)
+    try:
+        async with open_runtime(Config()) as runtime:
+            runtime.journals.open("r").redactor = Redactor({"TOKEN": TOKEN})
+            with redacting_log(runtime):
+                try:
+                    raise ValueError(f"bad {TOKEN}")
+                except ValueError:
+                    logging.getLogger("mcp.server.x").exception("Error handling %s", TOKEN)
+    finally:
+        logging.getLogger().removeHandler(handler)
+    text = written.getvalue()
+    first = "mcpx-hooks serve: Error handling [secret TOKEN]: ValueError: bad [secret TOKEN]"
+    assert TOKEN not in text
+    if debug:
+        assert text.startswith("mcpx-hooks serve: Error handling [secret TOKEN]\nTraceback")
+        assert text.endswith("ValueError: bad [secret TOKEN]\n")
+    else:
+        assert text == f"{first} (a bug: MCPX_HOOKS_DEBUG=1 logs its traceback)\n"
+
+
+def test_a_log_line_without_the_runtime_has_no_traceback_either() -> None:
+    from mcpx_hooks.supervisor.core.loglines import LogLines
+
+    record = logging.LogRecord("mcp", logging.ERROR, __file__, 1, "failed %d", (7,), None)
+    try:
+        raise KeyError("k")
+    except KeyError as exc:
+        record.exc_info = (KeyError, exc, exc.__traceback__)
+    line = LogLines("mcpx-hooks mcp", debug=False).format(record)
+    assert line.startswith("mcpx-hooks mcp: failed 7: KeyError: 'k' (a bug:") and "\n" not in line
 
 
 # ---- the property -------------------------------------------------------------------------

@@ -37,9 +37,11 @@ def _take_stdio() -> tuple[int, int]:
 def run(args: argparse.Namespace) -> int:
     import trio
 
+    from ..core.loglines import log_to_stderr
     from ..service.mcpface import serve_stdio
 
     config = load(args)
+    log_to_stderr("mcpx-hooks mcp")
     read_fd, write_fd = _take_stdio()
     trio.run(serve_stdio, config, read_fd, write_fd)
     return EXIT_OK

@@ -52,7 +52,6 @@ def run(args: argparse.Namespace) -> int:
     another server's) exits 2 and leaves that server's token file as it was. A token file
     that cannot be kept (another user's, open to others) is refused: exit 2."""
     import gc
-    import logging
 
     import attrs
     import trio
@@ -123,14 +122,9 @@ def run(args: argparse.Namespace) -> int:
         gc.collect()
         gc.freeze()
 
-    from ..core.errors import DEBUG_ENV
+    from ..core.loglines import log_to_stderr
 
-    debug = os.environ.get(DEBUG_ENV, "") not in ("", "0")
-    logging.basicConfig(
-        level=logging.DEBUG if debug else logging.WARNING,
-        format="mcpx-hooks serve: %(message)s",
-        stream=sys.stderr,
-    )
+    log_to_stderr("mcpx-hooks serve")
     if token_path is not None:  # the server's own: no sandbox reads it, wherever it lies
         deny_own_files([str(token_path), str(pending or token_path)])
     if args.cluster is not None:  # the cluster's key and credentials: the gateway's own

@@ -55,7 +55,6 @@ def run(args: argparse.Namespace) -> int:
     """`worker`: 0 once stopped by a signal; 1 if NATS cannot be reached or goes away for
     good; 2 for a wrong flag, config or key file, or a NATS server that refuses the
     credentials or lets anyone in (without `--nats-insecure`)."""
-    import logging
 
     import trio
 
@@ -85,14 +84,9 @@ def run(args: argparse.Namespace) -> int:
 
     from ..cluster.jet import ClusterDown
     from ..cluster.worker import WorkerOptions, run_worker
-    from ..core.errors import DEBUG_ENV
+    from ..core.loglines import log_to_stderr
 
-    debug = os.environ.get(DEBUG_ENV, "") not in ("", "0")
-    logging.basicConfig(
-        level=logging.DEBUG if debug else logging.WARNING,
-        format="mcpx-hooks worker: %(message)s",
-        stream=sys.stderr,
-    )
+    log_to_stderr("mcpx-hooks worker")
     options = WorkerOptions(
         url=args.cluster,
         key=settings.key,

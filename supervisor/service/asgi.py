@@ -17,7 +17,8 @@ port keeps one listener, one access check and one shutdown.
   `http.disconnect`; a `send()` once the client is gone raises `ClientGone` (an `OSError`,
   as the ASGI spec asks).
 - An application that returns without answering gets a 500 for it; one that raises ends
-  the connection (the server's boundary logs it), as does an answer left unfinished.
+  the connection (the server's boundary logs it), as does an answer left unfinished. A
+  `ClientGone` it lets through is the client's leaving, not a failure: nothing is logged.
 """
 
 from __future__ import annotations
@@ -84,11 +85,15 @@ async def serve_asgi(
         await conn.respond(408, error_body(408, f"the request body did not come in {body_s:g} s"))
         return
     exchange = _Exchange(conn, body)
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(exchange.watch_client)
-        await app(_scope(request, conn, server), exchange.receive, exchange.send)
-        nursery.cancel_scope.cancel()
-    if not exchange.started:
+    left = False
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(exchange.watch_client)
+            await app(_scope(request, conn, server), exchange.receive, exchange.send)
+            nursery.cancel_scope.cancel()
+    except* ClientGone:  # the application's answer was cut short by the client: its own end
+        left = True
+    if not (left or exchange.started):
         await conn.respond(500, error_body(500, "the request was not answered"))
 
 
@@ -159,6 +164,9 @@ class _Exchange:
         self._gone = trio.Event()
         self.started = False
         self._ended = False
+        #: The bytes of the answer's body still to send, where its head gave its length: at 0 a
+        #: client may have read it whole and closed before the application's empty last body.
+        self._left: int | None = None
 
     async def watch_client(self) -> None:
         """Reads what the client sends after its request (dropped) until it closes."""
@@ -174,10 +182,13 @@ class _Exchange:
         return {"type": "http.disconnect"}
 
     async def send(self, message: AsgiMessage) -> None:
+        kind = message["type"]
         if self._gone.is_set():
+            if self._left == 0 and kind == "http.response.body" and not message.get("body"):
+                self._ended = True  # (nothing was left to send: the client had it all)
+                return
             raise ClientGone("the client has closed the connection")
         protocol = self._conn.protocol
-        kind = message["type"]
         if kind == "http.response.start":
             assert not self.started, "http.response.start sent twice"
             self.started = True
@@ -185,10 +196,14 @@ class _Exchange:
             length = next((v for k, v in given if k.lower() == b"content-length"), None)
             kept = tuple((k, v) for k, v in given if k.lower() not in _SERVERS_OWN)
             size = int(length) if length is not None else None
+            self._left = size
             data = protocol.respond_head(int(message["status"]), size, kept, None)
         elif kind == "http.response.body":
             assert self.started and not self._ended, "a body outside an answer"
-            data = protocol.respond_body(bytes(message.get("body", b"")))
+            body = bytes(message.get("body", b""))
+            if self._left is not None:
+                self._left -= len(body)
+            data = protocol.respond_body(body)
             if not message.get("more_body", False):
                 self._ended = True
                 data += protocol.respond_end()

@@ -1,5 +1,7 @@
-"""The server's log lines without secrets: a filter on its logger that redacts each record
-(its message and any traceback) with every secret the runtime knows of.
+"""The server's log lines without secrets: a filter on the log's handlers that redacts each
+record, whichever logger it comes from (ours, the MCP SDK's, nats-py's), with every secret the
+runtime knows of: its message and its exception's summary, or its traceback where tracebacks
+are written (`core/loglines.py`).
 
 Those are the supervisor's own hooks' secrets, the secrets of the runs in progress (the
 bus's) and of the runs still retained (their journals'), so a line about a run that has just
@@ -13,15 +15,19 @@ import logging
 from collections.abc import AsyncIterator, Iterator
 
 from ..core.hooks import Config
+from ..core.loglines import debugging, rendered
 from ..run.runtime import Runtime, open_runtime
 
 LOGGER_NAME = "mcpx_hooks.server"
+#: Marks a record already redacted (and rendered): the next handler passes it as it is.
+_REDACTED = "mcpx_redacted"
 
 
 class _Redacting(logging.Filter):
     def __init__(self, runtime: Runtime) -> None:
         super().__init__()
         self._runtime = runtime
+        self._debug = debugging()
 
     def _redact(self, text: str) -> str:
         text = self._runtime.bus.redact_text(text)
@@ -30,24 +36,26 @@ class _Redacting(logging.Filter):
         return text
 
     def filter(self, record: logging.LogRecord) -> bool:
-        message = self._redact(record.getMessage())
-        if record.exc_info:
-            record.exc_text = self._redact(logging.Formatter().formatException(record.exc_info))
-            record.exc_info = None
-        record.msg, record.args = message, None
+        if getattr(record, _REDACTED, False):  # (a record goes through each handler)
+            return True
+        record.msg = self._redact(rendered(record, self._debug))
+        record.args, record.exc_info, record.exc_text, record.stack_info = None, None, None, None
+        setattr(record, _REDACTED, True)
         return True
 
 
 @contextlib.contextmanager
 def redacting_log(runtime: Runtime) -> Iterator[None]:
-    """While the block runs, the server's logger redacts every line it is given."""
-    logger = logging.getLogger(LOGGER_NAME)
+    """While the block runs, every handler of the log then redacts every line it is given."""
+    handlers = list(logging.getLogger().handlers)
     log_filter = _Redacting(runtime)
-    logger.addFilter(log_filter)
+    for handler in handlers:
+        handler.addFilter(log_filter)
     try:
         yield
     finally:
-        logger.removeFilter(log_filter)
+        for handler in handlers:
+            handler.removeFilter(log_filter)
 
 
 @contextlib.asynccontextmanager

@@ -10,7 +10,9 @@ ended session is 404 (the client starts another). A session ends when the client
 without a word), or when the server stops (`close`): its transport is terminated, the
 gateway's session returns, and its run gets `result` and `end`. Past `max_sessions` open
 sessions a new one is refused (503). Only the handshake protocol versions are served; a
-request naming another version is 400.
+request naming another version is 400. No event is kept for a client to resume a lost stream
+from: a GET naming `Last-Event-ID` opens a new stream, as one naming none does (the SDK's
+transport, with no event store, would leave it unanswered).
 
 The sessions' tasks run in a nursery the caller owns (`Sessions(…, nursery)`); a bug in one
 session ends that session alone.
@@ -24,7 +26,11 @@ from typing import Final
 
 import anyio
 import trio
-from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
+from mcp.server.streamable_http import (
+    LAST_EVENT_ID_HEADER,
+    MCP_SESSION_ID_HEADER,
+    StreamableHTTPServerTransport,
+)
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, ErrorData, JSONRPCError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
@@ -39,6 +45,7 @@ logger = logging.getLogger("mcpx_hooks.mcp")
 
 _SESSION: Final = MCP_SESSION_ID_HEADER.lower().encode("ascii")
 _VERSION: Final = MCP_PROTOCOL_VERSION_HEADER.lower().encode("ascii")
+_LAST_EVENT: Final = LAST_EVENT_ID_HEADER.lower().encode("ascii")
 
 
 class Sessions:
@@ -82,6 +89,8 @@ class Sessions:
         if transport is None:
             await _error(send, 404, INVALID_REQUEST, "Session not found")
             return
+        if _LAST_EVENT in headers:  # no event is kept to replay: the stream starts afresh
+            scope = {**scope, "headers": [h for h in scope["headers"] if h[0] != _LAST_EVENT]}
         await transport.handle_request(scope, receive, send)
         if transport.is_terminated:  # the client ended it (DELETE)
             await self._discard(transport)

@@ -1,0 +1,63 @@
+"""The log a person reads on stderr (`serve`, `worker`, `mcp`): one line a record, `PREFIX:
+message`, whichever library logged it. An exception logged with a record is its one-line
+summary (`bug_summary`); its traceback is written only with `MCPX_HOOKS_DEBUG=1`, which also
+lets every level through (else warnings and errors). The MCP SDK, for one, logs a failed
+handler with its traceback: without this, that traceback would reach the operator's
+terminal.
+
+`rendered` is the text a record becomes; the service's redaction (`service/logredact.py`)
+renders a record so, redacts it, and leaves it a plain message.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Mapping
+
+from .errors import DEBUG_ENV, bug_summary
+
+
+def debugging(environ: Mapping[str, str] = os.environ) -> bool:
+    return environ.get(DEBUG_ENV, "") not in ("", "0")
+
+
+def rendered(record: logging.LogRecord, debug: bool) -> str:
+    """The record's message, then its exception's summary, or with `debug` its traceback (and
+    the stack it was logged with)."""
+    text = record.getMessage()
+    error = record.exc_info[1] if record.exc_info else None
+    if error is not None and not debug:
+        text = f"{text}: {bug_summary(error)}"
+    elif debug:
+        if record.exc_info and error is not None:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        for more in (record.exc_text, record.stack_info):
+            if more:
+                text = f"{text}\n{more}"
+    return text
+
+
+class LogLines(logging.Formatter):
+    """`PREFIX: ` and the record `rendered`."""
+
+    def __init__(self, prefix: str, debug: bool) -> None:
+        super().__init__()
+        self.prefix = prefix
+        self.debug = debug
+
+    def format(self, record: logging.LogRecord) -> str:
+        return f"{self.prefix}: {rendered(record, self.debug)}"
+
+
+def log_to_stderr(prefix: str) -> None:
+    """The process's log: one `LogLines` handler on stderr, in place of any other."""
+    debug = debugging()
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(LogLines(prefix, debug))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG if debug else logging.WARNING)

@@ -1,0 +1,82 @@
+"""The ASGI bridge under `/mcp` (`service/asgi.py`) over a socket pair, with a real HTTP
+client's bytes: an answer without a body that the client reads whole and closes on before
+the application sends its empty last body (as Starlette sends a 202) is an answer given, not
+a client gone; and a `ClientGone` the application lets through is the client's leaving,
+not a failure of the connection."""
+
+from __future__ import annotations
+
+import trio
+import trio.testing
+
+from mcpx_hooks.supervisor.service.asgi import (
+    AsgiMessage,
+    ClientGone,
+    Receive,
+    Scope,
+    Send,
+    serve_asgi,
+)
+from mcpx_hooks.supervisor.service.connection import ServerConnection
+
+REQUEST = b"POST /mcp HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\n{}"
+
+
+async def _answered(
+    head: list[tuple[bytes, bytes]], last: bytes, let_through: bool = False
+) -> tuple[bytes, list[str]]:
+    """What the client read of an answer with `head` whose last body is `last`, sent once the
+    client has closed; and what the application's sends raised (`let_through`: the
+    application does not catch it, as an event stream's sender does not)."""
+    server_sock, client_sock = trio.socket.socketpair()
+    conn = ServerConnection(trio.SocketStream(server_sock), max_message_size=1 << 20, too_big="")
+    raised: list[str] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        assert (await receive())["body"] == b"{}"
+        start: AsgiMessage = {"type": "http.response.start", "status": 202, "headers": head}
+        await send(start)
+        assert (await receive())["type"] == "http.disconnect"  # the client has closed
+        try:
+            await send({"type": "http.response.body", "body": last, "more_body": False})
+        except ClientGone as exc:
+            raised.append(str(exc))
+            if let_through:
+                raise
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(conn.serve_reader)
+        await client_sock.send(REQUEST)
+        request = await conn.wait_request()
+        assert request is not None
+        read = b""
+
+        async def client() -> None:
+            nonlocal read
+            while b"\r\n\r\n" not in read:
+                read += await client_sock.recv(1 << 16)
+            client_sock.close()
+
+        nursery.start_soon(client)
+        await serve_asgi(conn, request, app, max_body=1 << 20, body_s=5)
+        nursery.cancel_scope.cancel()
+    server_sock.close()
+    return read, raised
+
+
+async def test_an_answer_read_whole_before_its_empty_last_body_is_given() -> None:
+    read, raised = await _answered([(b"content-length", b"0")], b"")
+    assert read.startswith(b"HTTP/1.1 202 ")
+    assert raised == []
+
+
+async def test_a_body_still_to_send_to_a_client_gone_raises() -> None:
+    read, raised = await _answered([(b"content-length", b"4")], b"late")
+    assert read.startswith(b"HTTP/1.1 202 ")
+    assert raised == ["the client has closed the connection"]
+
+
+async def test_a_client_gone_the_application_lets_through_ends_the_answer_quietly() -> None:
+    read, raised = await _answered([], b"an event", let_through=True)  # (chunked)
+    assert read.startswith(b"HTTP/1.1 202 ") and b" 500 " not in read
+    assert raised == ["the client has closed the connection"]

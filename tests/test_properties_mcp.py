@@ -1,0 +1,346 @@
+"""Hostile lines from an MCP client: `mcpx-hooks mcp` (stdio), with real tool servers behind it
+(the docs' wordtools, the tests' hostile server in its well-behaved mode), takes any line a
+client may write (bytes that are not UTF-8, JSON that is not JSON-RPC, JSON-RPC requests and
+notifications of every MCP method and of none, with any id and any params, tool calls with any
+name and arguments, answers to questions never asked) and goes on: whatever it writes back is
+a JSON-RPC message, a `ping` sent after them is answered, and no traceback reaches its stderr.
+One gateway serves every example, as a client's one session would.
+
+The same over HTTP: `/mcp` on a real `serve` takes any request (method, headers, session id,
+protocol version, body) and answers it with a status, never a traceback, and a client's own
+session, opened first, is still served after each."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import queue
+import subprocess
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+from conftest import Marker
+from hypothesis import HealthCheck, event, example, given, settings
+from hypothesis import strategies as st
+from mcpface_parts import MCPX, write_config
+from service_client import Server, start_server
+
+#: How long the gateway may take to answer the probe after a batch of hostile lines, in s: a
+#: generous bound for a loaded machine, never waited out unless it is stuck.
+ANSWER_S = 30.0
+
+METHODS = [
+    "initialize",
+    "ping",
+    "tools/list",
+    "tools/call",
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/read",
+    "resources/templates/list",
+    "resources/subscribe",
+    "completion/complete",
+    "logging/setLevel",
+    "notifications/initialized",
+    "notifications/cancelled",
+    "notifications/progress",
+    "notifications/roots/list_changed",
+    "sampling/createMessage",
+    "elicitation/create",
+]
+#: Tools a call may name: every tool listed (none that waits), and some that are not.
+TOOLS = ["words__count", "words__shout", "h__echo", "h__fail", "h__mixed", "words__remove", "x"]
+
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=40)
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+ids = json_values | st.integers() | st.text(max_size=8)
+
+
+@st.composite
+def messages(draw: st.DrawFn) -> dict[str, Any]:
+    """A JSON-RPC message of any shape: request, notification, answer, or something between."""
+    message: dict[str, Any] = {}
+    if draw(st.booleans()):
+        message["jsonrpc"] = draw(st.sampled_from(["2.0", "1.0", 2]) | json_scalars)
+    if draw(st.booleans()):
+        message["id"] = draw(ids)
+    shape = draw(st.sampled_from(["method", "call", "answer", "error", "none"]))
+    if shape == "method":
+        message["method"] = draw(st.sampled_from(METHODS) | st.text(max_size=20))
+        if draw(st.booleans()):
+            message["params"] = draw(json_values)
+    elif shape == "call":
+        message["method"] = "tools/call"
+        params: dict[str, Any] = {"name": draw(st.sampled_from(TOOLS) | st.text(max_size=12))}
+        if draw(st.booleans()):
+            params["arguments"] = draw(json_values)
+        if draw(st.booleans()):
+            params["_meta"] = draw(st.fixed_dictionaries({"progressToken": ids}) | json_values)
+        message["params"] = params
+    elif shape == "answer":
+        message["result"] = draw(json_values)
+    elif shape == "error":
+        message["error"] = draw(
+            st.fixed_dictionaries({"code": st.integers(), "message": st.text()}) | json_values
+        )
+    message.update(draw(st.dictionaries(st.text(max_size=8), json_values, max_size=2)))
+    return message
+
+
+def _line(value: Any) -> bytes:
+    return json.dumps(value).encode()
+
+
+hostile_lines = (
+    messages().map(_line)
+    | json_values.map(_line)
+    | st.lists(messages(), min_size=1, max_size=3).map(_line)  # a batch (not MCP's any more)
+    | st.binary(max_size=200).map(lambda b: b.replace(b"\n", b" "))
+    | st.text(max_size=100).map(lambda t: t.replace("\n", " ").encode("utf-8", "surrogatepass"))
+)
+
+
+class Gateway:
+    """`mcpx-hooks mcp` as a subprocess, spoken to line by line."""
+
+    def __init__(self, where: Path, marker: Marker) -> None:
+        config = write_config(where, marker)
+        self.errlog = where / "stderr.txt"
+        env = {
+            **os.environ,
+            "MCPX_HOOKS_NO_DISCOVERY": "1",
+            "XDG_STATE_HOME": str(where / "state"),
+        }
+        with self.errlog.open("wb") as err:
+            self.process = subprocess.Popen(
+                [MCPX, "mcp", "--config", str(config)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                cwd=where,
+                env=env,
+            )
+        self.lines: queue.Queue[bytes] = queue.Queue()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(line)
+        self.lines.put(b"")
+
+    def send(self, line: bytes) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(line + b"\n")
+        self.process.stdin.flush()
+
+    def answer_to(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Sends `request` and reads until its answer; every line before it must be a JSON-RPC
+        message (answers to the hostile lines, notifications)."""
+        self.send(_line(request))
+        while True:
+            try:
+                raw = self.lines.get(timeout=ANSWER_S)
+            except queue.Empty:
+                raise AssertionError(f"no answer to {request['method']} in {ANSWER_S} s") from None
+            assert raw, f"the gateway ended: {self.errlog.read_text()[-2000:]}"
+            message = json.loads(raw)
+            assert isinstance(message, dict) and message.get("jsonrpc") == "2.0", raw
+            if message.get("id") == request["id"] and "method" not in message:
+                assert "result" in message, message
+                return message
+
+    def close(self) -> int:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        try:
+            return self.process.wait(timeout=ANSWER_S)
+        finally:
+            self.process.kill()
+            self.process.wait()
+            self._reader.join(timeout=ANSWER_S)
+            assert self.process.stdout is not None
+            self.process.stdout.close()
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    marker = Marker(f"mcpx-test-{uuid.uuid4().hex}")
+    where = tmp_path_factory.mktemp("face") / marker
+    face = Gateway(where, marker)
+    face.answer_to(
+        {
+            "jsonrpc": "2.0",
+            "id": "hello",
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "hostile-client", "version": "0"},
+            },
+        }
+    )
+    face.send(_line({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+    yield face
+    code = face.close()
+    stderr = face.errlog.read_text(errors="replace")
+    assert "Traceback" not in stderr, stderr[-4000:]
+    assert code == 0, stderr[-4000:]
+    assert marker.alive() == []
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(lines=st.lists(hostile_lines, min_size=1, max_size=4))
+@example(lines=[b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":7}}'])
+@example(lines=[b'{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}', b"\xff\xfe", b"[]"])
+@example(lines=[b'{"jsonrpc":"2.0","id":"x","result":{}}', b'{"jsonrpc":"2.0","id":2}'])
+def test_hostile_client_lines_never_stop_the_gateway(gateway: Gateway, lines: list[bytes]) -> None:
+    for line in lines:
+        gateway.send(line)
+    probe = f"probe-{uuid.uuid4().hex}"
+    answered = gateway.answer_to({"jsonrpc": "2.0", "id": probe, "method": "ping"})
+    assert answered["result"] == {}
+    assert gateway.process.poll() is None
+    listed = gateway.answer_to({"jsonrpc": "2.0", "id": probe + "-t", "method": "tools/list"})
+    assert "words__count" in [t["name"] for t in listed["result"]["tools"]]
+
+
+#: What a POST to /mcp carries besides its body, as a client of the transport sends it.
+POST_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+#: Stands for the port's own origin in a drawn request (its port is known only then).
+SAME_ORIGIN = "same-origin"
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": "hello",
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "hostile-client", "version": "0"},
+    },
+}
+
+
+@attrs.define
+class Port:
+    server: Server
+    #: The session the module's own client opened (hostile requests may name it).
+    session: str
+
+    def request(
+        self, method: str, body: bytes | None, headers: dict[str, str]
+    ) -> tuple[int, dict[str, str], bytes]:
+        """One request on a connection of its own; a GET's body (an event stream) is not
+        read, only its status and headers."""
+        connection = http.client.HTTPConnection("127.0.0.1", self.server.port, timeout=ANSWER_S)
+        try:
+            connection.request(method, "/mcp", body=body, headers=headers)
+            response = connection.getresponse()
+            read = b"" if method == "GET" else response.read()
+            return response.status, dict(response.getheaders()), read
+        finally:
+            connection.close()
+
+    def ping(self) -> None:
+        """The module's own session still answers."""
+        status, _, body = self.request(
+            "POST",
+            _line({"jsonrpc": "2.0", "id": "probe", "method": "ping"}),
+            {**POST_HEADERS, **self.server.headers(), "Mcp-Session-Id": self.session},
+        )
+        assert status == 200, (status, body)
+        assert b'"id":"probe"' in body and b'"result":{}' in body, body
+
+
+@pytest.fixture(scope="module")
+def port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Port]:
+    marker = Marker(f"mcpx-test-{uuid.uuid4().hex}")
+    where = tmp_path_factory.mktemp("port") / marker
+    config = write_config(where, marker)
+    server = start_server(where, "--config", str(config), env={"XDG_STATE_HOME": str(where)})
+    try:
+        opened = Port(server, "")
+        status, headers, body = opened.request(
+            "POST", _line(INITIALIZE), {**POST_HEADERS, **server.headers()}
+        )
+        assert status == 200, (status, body)
+        opened.session = headers["mcp-session-id"]
+        notified = {**POST_HEADERS, **server.headers(), "Mcp-Session-Id": opened.session}
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert opened.request("POST", _line(initialized), notified)[0] == 202
+        opened.ping()
+        yield opened
+    finally:
+        assert server.stop() == 0
+        log = server.log()
+        assert "Traceback" not in log, log[-4000:]
+        assert marker.alive() == []
+
+
+header_values = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=40)
+
+
+@st.composite
+def http_requests(draw: st.DrawFn) -> tuple[str, bytes | None, dict[str, str], bool]:
+    """A request to /mcp: its method, body, headers, and whether it names the module's session."""
+    method = draw(st.sampled_from(["POST", "POST", "POST", "GET", "DELETE", "PUT", "OPTIONS"]))
+    body = draw(st.none() | hostile_lines | st.just(_line(INITIALIZE)))
+    headers: dict[str, str] = {}
+    for name, usual in [
+        ("Accept", POST_HEADERS["Accept"]),
+        ("Content-Type", POST_HEADERS["Content-Type"]),
+        ("Mcp-Protocol-Version", "2025-06-18"),
+        ("Origin", SAME_ORIGIN),
+        ("Last-Event-ID", "1"),
+    ]:
+        chosen = draw(st.sampled_from(["usual", "none", "drawn"]))
+        if chosen != "none":
+            headers[name] = usual if chosen == "usual" else draw(header_values)
+    own = draw(st.sampled_from(["own", "none", "drawn"]))
+    if own == "drawn":
+        headers["Mcp-Session-Id"] = draw(header_values)
+    return method, body, headers, own == "own"
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(asked=st.lists(http_requests(), min_size=1, max_size=3))
+@example(asked=[("DELETE", None, {}, False), ("GET", None, {"Accept": "text/event-stream"}, True)])
+def test_hostile_requests_to_mcp_never_stop_the_port(
+    port: Port, asked: list[tuple[str, bytes | None, dict[str, str], bool]]
+) -> None:
+    for method, body, headers, own in asked:
+        sent = {**headers, **port.server.headers()}
+        if sent.get("Origin") == SAME_ORIGIN:
+            sent["Origin"] = f"http://127.0.0.1:{port.server.port}"
+        if own and method != "DELETE":  # the module's own session stays open (the probe's)
+            sent["Mcp-Session-Id"] = port.session
+        status, _, answer = port.request(method, body, sent)
+        # 503: past the cap of open sessions (hostile `initialize`s open some). Never a 500:
+        # a request the port could not answer.
+        assert 200 <= status < 500 or status == 503, (method, headers, body, status, answer)
+        event(f"{method} {'own session' if own else 'no session of its own'}: {status}")
+        assert b"Traceback" not in answer
+    port.ping()
+    assert port.server.proc.poll() is None
+    log = port.server.log()
+    assert "Traceback" not in log and "a bug" not in log, log[-4000:]
