@@ -51,10 +51,12 @@ def write_config(
     marker: Marker,
     hooks: Sequence[dict[str, Any]] = (),
     expose: Sequence[str] = ("echo", "fail", "h.mix*"),
+    h_mode: str = "good",
     **more: Any,
 ) -> Path:
     """A config in `where` (a directory named by `marker`, so the `mcp` process's argv holds
-    it): `words` (wordtools, `remove` hidden) and `h` (hostile, only `expose`d tools)."""
+    it): `words` (wordtools, `remove` hidden) and `h` (hostile in `h_mode`, only `expose`d
+    tools)."""
     where.mkdir(exist_ok=True)
     shutil.copy(WORDTOOLS, where / "wordtools.py")
     config = {
@@ -66,7 +68,7 @@ def write_config(
                 "hide": ["remove"],
             },
             "h": {
-                "command": [PY, HOSTILE, "good", str(where / "h.log"), marker],
+                "command": [PY, HOSTILE, h_mode, str(where / "h.log"), marker],
                 "sandbox": "none",
                 "expose": list(expose),
             },

@@ -214,7 +214,7 @@ async def test_an_answer_of_100_mb_ends_the_hook_at_once_as_too_large(
     ],
 )
 def test_the_id_of_a_line_too_long_is_read_at_its_top_level(head: bytes, rid: Any) -> None:
-    from mcpx_hooks.supervisor.tools.mcpclient import top_level_id  # it loads the MCP SDK
+    from mcpx_hooks.supervisor.tools.jsonlines import top_level_id
 
     assert top_level_id(head) == rid
 

@@ -12,6 +12,7 @@ session, opened first, is still served after each."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -122,8 +123,8 @@ hostile_lines = (
 class Gateway:
     """`mcpx-hooks mcp` as a subprocess, spoken to line by line."""
 
-    def __init__(self, where: Path, marker: Marker) -> None:
-        config = write_config(where, marker)
+    def __init__(self, where: Path, marker: Marker, **config: Any) -> None:
+        config_path = write_config(where, marker, **config)
         self.errlog = where / "stderr.txt"
         env = {
             **os.environ,
@@ -132,7 +133,7 @@ class Gateway:
         }
         with self.errlog.open("wb") as err:
             self.process = subprocess.Popen(
-                [MCPX, "mcp", "--config", str(config)],
+                [MCPX, "mcp", "--config", str(config_path)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=err,
@@ -154,9 +155,10 @@ class Gateway:
         self.process.stdin.write(line + b"\n")
         self.process.stdin.flush()
 
-    def answer_to(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Sends `request` and reads until its answer; every line before it must be a JSON-RPC
-        message (answers to the hostile lines, notifications)."""
+    def answer_to(self, request: dict[str, Any], error_too: bool = False) -> dict[str, Any]:
+        """Sends `request` and reads until its answer (a result; `error_too`: or an error);
+        every line before it must be a JSON-RPC message (answers to the hostile lines,
+        notifications)."""
         self.send(_line(request))
         while True:
             try:
@@ -167,7 +169,7 @@ class Gateway:
             message = json.loads(raw)
             assert isinstance(message, dict) and message.get("jsonrpc") == "2.0", raw
             if message.get("id") == request["id"] and "method" not in message:
-                assert "result" in message, message
+                assert "result" in message or (error_too and "error" in message), message
                 return message
 
     def close(self) -> int:
@@ -183,11 +185,12 @@ class Gateway:
             self.process.stdout.close()
 
 
-@pytest.fixture(scope="module")
-def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+@contextlib.contextmanager
+def _session(where: Path, **config: Any) -> Iterator[Gateway]:
+    """`mcpx-hooks mcp` in `where`, initialized; on the way out its stdin closed, its exit 0,
+    no traceback on its stderr and none of its processes left."""
     marker = Marker(f"mcpx-test-{uuid.uuid4().hex}")
-    where = tmp_path_factory.mktemp("face") / marker
-    face = Gateway(where, marker)
+    face = Gateway(where / marker, marker, **config)
     face.answer_to(
         {
             "jsonrpc": "2.0",
@@ -209,6 +212,12 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     assert marker.alive() == []
 
 
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    with _session(tmp_path_factory.mktemp("face")) as face:
+        yield face
+
+
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(lines=st.lists(hostile_lines, min_size=1, max_size=4))
 @example(lines=[b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":7}}'])
@@ -223,6 +232,144 @@ def test_hostile_client_lines_never_stop_the_gateway(gateway: Gateway, lines: li
     assert gateway.process.poll() is None
     listed = gateway.answer_to({"jsonrpc": "2.0", "id": probe + "-t", "method": "tools/list"})
     assert "words__count" in [t["name"] for t in listed["result"]["tools"]]
+
+
+def test_a_request_that_cannot_be_read_is_answered_when_its_id_can(gateway: Gateway) -> None:
+    """JSON that Python reads but the SDK does not (a lone surrogate, escaped), and a request
+    over the size of a message, get an error naming their id: the client's call ends."""
+    call = {"jsonrpc": "2.0", "id": f"lone-{uuid.uuid4().hex}", "method": "tools/call"}
+    params = {"name": "h__echo", "arguments": {"a": "\udcff"}}
+    refused = gateway.answer_to({**call, "params": params}, error_too=True)
+    assert refused["error"]["code"] == -32700 and "surrogate" in refused["error"]["message"]
+    huge = {"name": "h__echo", "arguments": {"a": "x" * (17 * 1024 * 1024)}}
+    big = {**call, "id": f"big-{uuid.uuid4().hex}", "params": huge}
+    refused = gateway.answer_to(big, error_too=True)
+    assert refused["error"] == {
+        "code": -32600,
+        "message": f"a message over {16 * 1024 * 1024} bytes was dropped",
+    }
+    gateway.send(b'{"jsonrpc": "2.0", "id": "an-answer", "result": "\\udcff"}')  # not answered
+    after = {"jsonrpc": "2.0", "id": f"after-{uuid.uuid4().hex}", "method": "ping"}
+    assert gateway.answer_to(after)["result"] == {}
+
+
+class Relayed:
+    """A gateway whose server `h` answers `h__relay` with whatever the call asks it to; made
+    anew (`renew`) once its server has written more bad lines than a session bears, so that
+    the examples after reach a server again."""
+
+    def __init__(self, where: Path) -> None:
+        self._where = where
+        self._stack = contextlib.ExitStack()
+        self.face = self._open()
+
+    def _open(self) -> Gateway:
+        config = {"expose": ("echo", "relay"), "h_mode": "relay"}
+        return self._stack.enter_context(_session(self._where, **config))
+
+    def renew(self) -> None:
+        self.close()
+        self._stack = contextlib.ExitStack()
+        self.face = self._open()
+
+    def close(self) -> None:
+        self._stack.close()  # (every check of `_session`'s end)
+
+
+@pytest.fixture(scope="module")
+def relayed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Relayed]:
+    relay = Relayed(tmp_path_factory.mktemp("relay"))
+    yield relay
+    relay.close()
+
+
+#: What a server may write besides its answer: its own requests and notifications to the
+#: gateway, answers to requests never made, and anything else.
+SERVER_METHODS = [
+    "notifications/progress",
+    "notifications/message",
+    "notifications/tools/list_changed",
+    "notifications/resources/updated",
+    "notifications/cancelled",
+    "sampling/createMessage",
+    "elicitation/create",
+    "roots/list",
+    "ping",
+]
+server_lines = hostile_lines.map(
+    lambda b: b.decode("latin-1")  # (the server writes these bytes back)
+) | st.fixed_dictionaries(
+    {"jsonrpc": st.just("2.0"), "method": st.sampled_from(SERVER_METHODS)},
+    optional={"id": ids, "params": json_values},
+).map(json.dumps)
+content_items = st.fixed_dictionaries(
+    {"type": st.sampled_from(["text", "image", "audio", "resource_link", "resource", "x"])},
+    optional={
+        "text": json_values,
+        "data": json_values,
+        "mimeType": json_values,
+        "uri": json_values,
+        "name": json_values,
+        "resource": json_values,
+        "annotations": json_values,
+        "_meta": json_values,
+    },
+)
+tool_results = json_values | st.fixed_dictionaries(
+    {"content": st.lists(content_items, max_size=3) | json_values},
+    optional={"structuredContent": json_values, "isError": json_values, "_meta": json_values},
+)
+relay_arguments = st.fixed_dictionaries(
+    {"lines": st.lists(server_lines, max_size=3)},
+    optional={
+        "result": tool_results,
+        "error": json_values
+        | st.fixed_dictionaries({"code": st.integers(), "message": json_values}),
+    },
+)
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(arguments=relay_arguments)
+@example(arguments={"lines": [], "result": {"content": "not a list", "isError": "maybe"}})
+@example(arguments={"lines": ['{"jsonrpc": "2.0", "id": 0, "result": {}}', "\xed\xb3\xbf"]})
+@example(arguments={"lines": [], "error": {"code": "x", "message": 1}})
+def test_hostile_server_answers_reach_the_client_as_answers(
+    relayed: Relayed, arguments: dict[str, Any]
+) -> None:
+    """Whatever a server answers a call with, and whatever it writes beside the answer, the
+    client gets one answer to its call (a tool result, or an error), and the server's next
+    call is served, or refused with the reason."""
+    call = f"call-{uuid.uuid4().hex}"
+    answered = relayed.face.answer_to(
+        {
+            "jsonrpc": "2.0",
+            "id": call,
+            "method": "tools/call",
+            "params": {"name": "h__relay", "arguments": arguments},
+        },
+        error_too=True,
+    )
+    if "result" in answered:
+        assert isinstance(answered["result"].get("content"), list), answered
+    event("a tool result" if "result" in answered else "a JSON-RPC error")
+    echoed = relayed.face.answer_to(
+        {
+            "jsonrpc": "2.0",
+            "id": call + "-echo",
+            "method": "tools/call",
+            "params": {"name": "h__echo", "arguments": {"k": 1}},
+        }
+    )
+    # Served as before; or, once the server has written more lines that are not MCP than a
+    # session bears (over many examples), refused with why while the server starts again.
+    result = echoed["result"]
+    if result.get("isError"):
+        assert "lines on stdout that are not MCP" in result["content"][0]["text"], echoed
+        event("the next call: refused with why")
+        relayed.renew()
+    else:
+        assert result["structuredContent"] == {"k": 1}, echoed
 
 
 #: What a POST to /mcp carries besides its body, as a client of the transport sends it.

@@ -25,7 +25,14 @@ from mcp.shared.message import SessionMessage
 
 from ..core.errors import HooksError
 from ..core.servers import MAX_MESSAGE_BYTES
-from ..tools.jsonlines import BorrowedSend, LineReader, LineWriter, TooLong
+from ..tools.jsonlines import (
+    BorrowedSend,
+    LineReader,
+    LineWriter,
+    TooLong,
+    top_level_id,
+    unread_id,
+)
 
 
 class LineTooLong(HooksError, ValueError):
@@ -34,11 +41,17 @@ class LineTooLong(HooksError, ValueError):
 
 class ClientMessages:
     """The client's messages, as the SDK reads a stream of them: each line parsed when the
-    server's read loop asks for the next (a line that is not JSON-RPC is its exception)."""
+    server's read loop asks for the next (a line that is not JSON-RPC is its exception).
 
-    def __init__(self, incoming: trio.lowlevel.FdStream) -> None:
+    A request that cannot be read (JSON the SDK refuses, such as a lone surrogate escaped in
+    a string; a line over `MAX_MESSAGE_BYTES`) is answered here with a JSON-RPC error when
+    its `id` can still be read, so that the client's call ends instead of waiting forever;
+    what has no readable `id` is dropped, as the SDK's own servers drop it."""
+
+    def __init__(self, incoming: trio.lowlevel.FdStream, writer: ClientWriter) -> None:
         self._lines = LineReader(incoming)
         self._incoming = incoming
+        self._writer = writer
 
     async def receive(self) -> SessionMessage | Exception:
         try:
@@ -46,11 +59,24 @@ class ClientMessages:
         except trio.ClosedResourceError:  # closed under a read: as a closed memory stream
             raise anyio.ClosedResourceError from None
         if isinstance(line, TooLong):
-            return LineTooLong(f"a message over {MAX_MESSAGE_BYTES} bytes was dropped")
+            said = f"a message over {MAX_MESSAGE_BYTES} bytes was dropped"
+            if b'"method"' in line.head:  # a request's (an answer's is not answered)
+                await self._refuse(top_level_id(line.head), types.INVALID_REQUEST, said)
+            return LineTooLong(said)
         try:
             return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
         except (pydantic.ValidationError, ValueError) as exc:
+            reason = exc.errors()[0]["msg"] if isinstance(exc, pydantic.ValidationError) else ""
+            await self._refuse(
+                unread_id(line, request=True), types.PARSE_ERROR, f"Parse error: {reason}"
+            )
             return exc
+
+    async def _refuse(self, rid: int | str | None, code: int, message: str) -> None:
+        if rid is not None:
+            error = types.ErrorData(code=code, message=message)
+            answer = types.JSONRPCError(jsonrpc="2.0", id=rid, error=error)
+            await self._writer.send(SessionMessage(answer))
 
     def __aiter__(self) -> Self:
         return self
@@ -98,4 +124,5 @@ async def open_stdio(
         trio.lowlevel.FdStream(read_fd) as incoming,
         trio.lowlevel.FdStream(write_fd) as outgoing,
     ):
-        yield ClientMessages(incoming), ClientWriter(LineWriter(outgoing))
+        writer = ClientWriter(LineWriter(outgoing))
+        yield ClientMessages(incoming, writer), writer

@@ -15,7 +15,9 @@ the pipe when `send` returns, and one it reads is parsed in its own read loop.
 from __future__ import annotations
 
 import errno
+import json
 import os
+import re
 from types import TracebackType
 from typing import Final, Self
 
@@ -27,7 +29,7 @@ from ..core.records import Record
 from ..core.servers import MAX_MESSAGE_BYTES
 
 _CHUNK: Final = 65536
-#: How much of a line too long to read is kept (where its `id` may be read).
+#: How much of a line too long to read is kept (where its `id` may be read: `top_level_id`).
 HEAD_BYTES: Final = 4096
 
 
@@ -135,3 +137,55 @@ class BorrowedSend:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         pass
+
+
+#: A JSON-RPC id's value where it starts: a number or a string.
+_ID_VALUE: Final = re.compile(rb'\s*(-?\d+|"(?:[^"\\]|\\.)*")')
+
+
+def top_level_id(head: bytes) -> int | str | None:
+    """The value of the key `id` of the JSON object `head` begins (at its top level, not an
+    `id` inside its `result`), when `head` reaches it; else None."""
+    depth, i, n = 0, 0, min(len(head), HEAD_BYTES)
+    expecting_key = False
+    while i < n:
+        c = head[i]
+        if c == 0x22:  # a string: a key when the top-level object expects one
+            end = i + 1
+            while end < n and head[end] != 0x22:
+                end += 2 if head[end] == 0x5C else 1
+            if end >= n:
+                return None
+            if depth == 1 and expecting_key and head[i + 1 : end] == b"id":
+                colon = head.find(b":", end + 1, n)
+                found = _ID_VALUE.match(head, colon + 1, n) if colon > 0 else None
+                if found is None:
+                    return None
+                value = json.loads(found.group(1))
+                return value if isinstance(value, int | str) else None
+            expecting_key = False
+            i = end + 1
+            continue
+        if c in b"{[":
+            depth += 1
+            expecting_key = depth == 1 and c == 0x7B
+        elif c in b"}]":
+            depth -= 1
+        elif c == 0x2C and depth == 1:  # the next key of the top-level object
+            expecting_key = True
+        i += 1
+    return None
+
+
+def unread_id(line: bytes, *, request: bool) -> int | str | None:
+    """The `id` of a line the SDK could not read, read as leniently as JSON allows (a lone
+    surrogate escaped, NaN), when the line is a request (`request`: it has a `method`) or an
+    answer (it has none); None for anything else."""
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or isinstance(message.get("method"), str) != request:
+        return None
+    rid = message.get("id")
+    return rid if isinstance(rid, int | str) and not isinstance(rid, bool) else None

@@ -10,7 +10,10 @@ that passes `MAX_MESSAGE_BYTES` is an answer too large: the request it answers f
 with `ANSWER_TOO_LARGE` (while the rest of the line is read and dropped), rather than waiting
 for an answer that will never be read. Which request: the `id` at the top level of the line's
 start (where this SDK and most servers write it), else the one request in flight, else every
-request in flight (none can be told from the others).
+request in flight (none can be told from the others). An answer that is JSON but not
+JSON-RPC (an error whose code is not a number, …) fails the request its `id` names, in flight,
+with `ANSWER_UNREADABLE`: it is dropped and counted as any bad line, but its request is not
+left waiting for its timeout.
 
 A request is on the server's stdin when the session's `send` returns (`jsonlines.py`, no
 task between). What the server writes is read by a task of its own and handed to the session
@@ -21,8 +24,6 @@ reads waits on its pipe.
 from __future__ import annotations
 
 import contextlib
-import json
-import re
 from collections.abc import AsyncIterator
 from typing import Final
 
@@ -38,14 +39,14 @@ from mcp.shared.message import SessionMessage
 from ..core.errors import HooksError
 from ..core.records import Record
 from ..core.servers import MAX_BAD_LINES, MAX_MESSAGE_BYTES
-from .jsonlines import HEAD_BYTES, BorrowedSend, LineReader, LineWriter, TooLong
+from .jsonlines import BorrowedSend, LineReader, LineWriter, TooLong, top_level_id, unread_id
 
 CLIENT_INFO: Final = types.Implementation(name="mcpx-hooks", version="0.1.0")
 #: The JSON-RPC error code (in the implementation-defined range) a request fails with when
 #: the server's answer to it is over `MAX_MESSAGE_BYTES`: made here, never sent by a server.
 ANSWER_TOO_LARGE: Final = -32090
-#: How much of a line too long to read is searched for the `id` it answers.
-_ID_SEARCHED: Final = HEAD_BYTES
+#: The same, for an answer that is not JSON-RPC (an answer all the same, by its `id`).
+ANSWER_UNREADABLE: Final = -32091
 
 
 class ServerBroken(HooksError):
@@ -147,6 +148,9 @@ class ServerMessages:
                 return types.jsonrpc_message_adapter.validate_json(line, by_name=False)
             except (pydantic.ValidationError, ValueError) as exc:
                 _bad(stats, f"not JSON-RPC: {type(exc).__name__}")
+                answered = unread_id(line, request=False)
+                if answered is not None and _key(answered) in stats.in_flight:
+                    return _unreadable(_key(answered), exc)
 
 
 class ServerWriter(BorrowedSend):
@@ -194,6 +198,13 @@ def _too_large(rid: types.RequestId) -> types.JSONRPCError:
     return types.JSONRPCError(jsonrpc="2.0", id=rid, error=error)
 
 
+def _unreadable(rid: types.RequestId, exc: Exception) -> types.JSONRPCError:
+    first = exc.errors()[0] if isinstance(exc, pydantic.ValidationError) else None
+    why = f"{'.'.join(map(str, first['loc']))}: {first['msg']}" if first else type(exc).__name__
+    error = types.ErrorData(code=ANSWER_UNREADABLE, message=f"its answer is not JSON-RPC ({why})")
+    return types.JSONRPCError(jsonrpc="2.0", id=rid, error=error)
+
+
 def _key(rid: types.RequestId) -> types.RequestId:
     """A request id as the in-flight set holds it (a string of digits is the number)."""
     if isinstance(rid, str) and rid.isdigit():
@@ -208,44 +219,6 @@ def _answered_by(head: bytes, stats: LineStats) -> list[types.RequestId]:
     if named is not None and _key(named) in stats.in_flight:
         return [_key(named)]
     return sorted(stats.in_flight, key=str)
-
-
-#: A JSON-RPC id's value where it starts: a number or a string.
-_ID_VALUE: Final = re.compile(rb'\s*(-?\d+|"(?:[^"\\]|\\.)*")')
-
-
-def top_level_id(head: bytes) -> types.RequestId | None:
-    """The value of the key `id` of the JSON object `head` begins (at its top level, not an
-    `id` inside its `result`), when `head` reaches it; else None."""
-    depth, i, n = 0, 0, min(len(head), _ID_SEARCHED)
-    expecting_key = False
-    while i < n:
-        c = head[i]
-        if c == 0x22:  # a string: a key when the top-level object expects one
-            end = i + 1
-            while end < n and head[end] != 0x22:
-                end += 2 if head[end] == 0x5C else 1
-            if end >= n:
-                return None
-            if depth == 1 and expecting_key and head[i + 1 : end] == b"id":
-                colon = head.find(b":", end + 1, n)
-                found = _ID_VALUE.match(head, colon + 1, n) if colon > 0 else None
-                if found is None:
-                    return None
-                value = json.loads(found.group(1))
-                return value if isinstance(value, int | str) else None
-            expecting_key = False
-            i = end + 1
-            continue
-        if c in b"{[":
-            depth += 1
-            expecting_key = depth == 1 and c == 0x7B
-        elif c in b"}]":
-            depth -= 1
-        elif c == 0x2C and depth == 1:  # the next key of the top-level object
-            expecting_key = True
-        i += 1
-    return None
 
 
 def _bad(stats: LineStats, problem: str) -> None:

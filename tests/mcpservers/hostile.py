@@ -17,6 +17,10 @@
 - `nan`: answers every call with structured content holding NaN (not JSON).
 - `leak`: answers every call with `isError` and the value of `$MCPX_TEST_TOKEN` (a secret
   it was given), which it also writes on stderr.
+- `relay`: as `good`, with one tool more, `relay`, which writes what its caller asks: each of
+  `lines` as a line of its own (each character a byte, so that any bytes can be asked for),
+  then the call's answer with `error` as its error if given, else with `result` as its
+  result, whatever they are.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ TOOLS = [
     },
 ]
 TOOLS.append({"name": "progress", "inputSchema": {"type": "object"}})
+RELAY = {"name": "relay", "inputSchema": {"type": "object"}}
 #: What `good` serves besides its tools (its prompts, its resources).
 PROMPTS = [{"name": "greet", "description": "Greets", "arguments": [{"name": "who"}]}]
 RESOURCES = [{"uri": "file:///h/notes.txt", "name": "notes", "mimeType": "text/plain"}]
@@ -118,7 +123,7 @@ def main() -> None:
             info = {"name": "hostile", "version": mode}
             version = params.get("protocolVersion")
             capabilities: dict[str, Any] = {"tools": {}}
-            if mode == "good":
+            if mode in ("good", "relay"):
                 capabilities.update(prompts={}, resources={})
             result = {"protocolVersion": version, "capabilities": capabilities, "serverInfo": info}
             send({"jsonrpc": "2.0", "id": rid, "result": result})
@@ -140,7 +145,8 @@ def main() -> None:
                 error = {"code": -32002, "message": f"no resource {uri}"}
                 send({"jsonrpc": "2.0", "id": rid, "error": error})
         elif method == "tools/list":
-            send({"jsonrpc": "2.0", "id": rid, "result": {"tools": TOOLS}})
+            tools = [*TOOLS, RELAY] if mode == "relay" else TOOLS
+            send({"jsonrpc": "2.0", "id": rid, "result": {"tools": tools}})
             if mode == "flood":
                 for _ in range(100_000):
                     sys.stdout.write("this is not JSON-RPC at all\n")
@@ -194,6 +200,16 @@ def main() -> None:
                 send({"jsonrpc": "2.0", "method": "notifications/message", "params": said})
                 content = [{"type": "text", "text": "done"}]
                 send({"jsonrpc": "2.0", "id": rid, "result": {"content": content}})
+                continue
+            if name == "relay":
+                sys.stdout.flush()
+                for raw in args.get("lines", []):
+                    written = str(raw).replace("\n", " ").encode("latin-1", "replace")
+                    sys.stdout.buffer.write(written + b"\n")
+                answer = (
+                    {"error": args["error"]} if "error" in args else {"result": args.get("result")}
+                )
+                send({"jsonrpc": "2.0", "id": rid, **answer})
                 continue
             if name == "mixed":
                 result = {**MIXED, "structuredContent": {"n": args.get("n", 0)}}
