@@ -36,6 +36,17 @@ from service_client import Server, start_server
 #: generous bound for a loaded machine, never waited out unless it is stuck.
 ANSWER_S = 30.0
 
+#: A client's first request, over stdio and over HTTP.
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": "hello",
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "hostile-client", "version": "0"},
+    },
+}
 METHODS = [
     "initialize",
     "ping",
@@ -191,18 +202,7 @@ def _session(where: Path, **config: Any) -> Iterator[Gateway]:
     no traceback on its stderr and none of its processes left."""
     marker = Marker(f"mcpx-test-{uuid.uuid4().hex}")
     face = Gateway(where / marker, marker, **config)
-    face.answer_to(
-        {
-            "jsonrpc": "2.0",
-            "id": "hello",
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "hostile-client", "version": "0"},
-            },
-        }
-    )
+    face.answer_to(INITIALIZE)
     face.send(_line({"jsonrpc": "2.0", "method": "notifications/initialized"}))
     yield face
     code = face.close()
@@ -376,16 +376,6 @@ def test_hostile_server_answers_reach_the_client_as_answers(
 POST_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 #: Stands for the port's own origin in a drawn request (its port is known only then).
 SAME_ORIGIN = "same-origin"
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": "hello",
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "hostile-client", "version": "0"},
-    },
-}
 
 
 @attrs.define

@@ -66,10 +66,12 @@ class ClientMessages:
         try:
             return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
         except (pydantic.ValidationError, ValueError) as exc:
-            reason = exc.errors()[0]["msg"] if isinstance(exc, pydantic.ValidationError) else ""
-            await self._refuse(
-                unread_id(line, request=True), types.PARSE_ERROR, f"Parse error: {reason}"
+            said = (
+                f"Parse error: {exc.errors()[0]['msg']}"
+                if isinstance(exc, pydantic.ValidationError)
+                else "Parse error"
             )
+            await self._refuse(unread_id(line, request=True), types.PARSE_ERROR, said)
             return exc
 
     async def _refuse(self, rid: int | str | None, code: int, message: str) -> None:
