@@ -20,7 +20,7 @@ import queue
 import subprocess
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -70,20 +70,30 @@ METHODS = [
 #: Tools a call may name: every tool listed (none that waits), and some that are not.
 TOOLS = ["words__count", "words__shout", "h__echo", "h__fail", "h__mixed", "words__remove", "x"]
 
-json_scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers(min_value=-(2**70), max_value=2**70)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=40)
-)
-json_values = st.recursive(
-    json_scalars,
-    lambda inner: (
-        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4)
-    ),
-    max_leaves=12,
-)
+
+def _json_values(text: Callable[[int], st.SearchStrategy[str]]) -> st.SearchStrategy[Any]:
+    scalars = (
+        st.none()
+        | st.booleans()
+        | st.integers(min_value=-(2**70), max_value=2**70)
+        | st.floats(allow_nan=False, allow_infinity=False)
+        | text(40)
+    )
+    return st.recursive(
+        scalars,
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(text(12), inner, max_size=4),
+        max_leaves=12,
+    )
+
+
+def clean_text(size: int) -> st.SearchStrategy[str]:
+    """Text without lone surrogates: what must reach a server (the gateway answers a request
+    holding an escaped one with -32700 before any server sees it)."""
+    return st.text(st.characters(exclude_categories=("Cs",)), max_size=size)
+
+
+json_values = _json_values(lambda size: st.text(max_size=size))
+clean_values = _json_values(clean_text)
 ids = json_values | st.integers() | st.text(max_size=8)
 
 
@@ -92,7 +102,7 @@ def messages(draw: st.DrawFn) -> dict[str, Any]:
     """A JSON-RPC message of any shape: request, notification, answer, or something between."""
     message: dict[str, Any] = {}
     if draw(st.booleans()):
-        message["jsonrpc"] = draw(st.sampled_from(["2.0", "1.0", 2]) | json_scalars)
+        message["jsonrpc"] = draw(st.sampled_from(["2.0", "1.0", 2]) | json_values)
     if draw(st.booleans()):
         message["id"] = draw(ids)
     shape = draw(st.sampled_from(["method", "call", "answer", "error", "none"]))
@@ -258,14 +268,34 @@ class Relayed:
     anew (`renew`) once its server has written more bad lines than a session bears, so that
     the examples after reach a server again."""
 
-    def __init__(self, where: Path) -> None:
+    def __init__(self, where: Path, hooks: Sequence[dict[str, Any]] = ()) -> None:
         self._where = where
+        self._hooks = hooks
         self._stack = contextlib.ExitStack()
         self.face = self._open()
 
     def _open(self) -> Gateway:
-        config = {"expose": ("echo", "relay"), "h_mode": "relay"}
+        config = {"expose": ("echo", "relay"), "h_mode": "relay", "hooks": self._hooks}
         return self._stack.enter_context(_session(self._where, **config))
+
+    def renew_if_broken(self) -> None:
+        """Made anew if `h` is failing for its bad lines (its next call says so)."""
+        probe = {"name": "h__echo", "arguments": {"k": 1}}
+        echoed = self.face.answer_to(
+            {
+                "jsonrpc": "2.0",
+                "id": f"probe-{uuid.uuid4().hex}",
+                "method": "tools/call",
+                "params": probe,
+            }
+        )
+        result = echoed["result"]
+        if result.get("isError"):
+            assert "lines on stdout that are not MCP" in result["content"][0]["text"], echoed
+            event("the next call: refused with why")
+            self.renew()
+        else:
+            assert result["structuredContent"] == {"k": 1}, echoed
 
     def renew(self) -> None:
         self.close()
@@ -300,31 +330,31 @@ server_lines = hostile_lines.map(
     lambda b: b.decode("latin-1")  # (the server writes these bytes back)
 ) | st.fixed_dictionaries(
     {"jsonrpc": st.just("2.0"), "method": st.sampled_from(SERVER_METHODS)},
-    optional={"id": ids, "params": json_values},
+    optional={"id": clean_values, "params": clean_values},
 ).map(json.dumps)
 content_items = st.fixed_dictionaries(
     {"type": st.sampled_from(["text", "image", "audio", "resource_link", "resource", "x"])},
     optional={
-        "text": json_values,
-        "data": json_values,
-        "mimeType": json_values,
-        "uri": json_values,
-        "name": json_values,
-        "resource": json_values,
-        "annotations": json_values,
-        "_meta": json_values,
+        "text": clean_values,
+        "data": clean_values,
+        "mimeType": clean_values,
+        "uri": clean_values,
+        "name": clean_values,
+        "resource": clean_values,
+        "annotations": clean_values,
+        "_meta": clean_values,
     },
 )
-tool_results = json_values | st.fixed_dictionaries(
-    {"content": st.lists(content_items, max_size=3) | json_values},
-    optional={"structuredContent": json_values, "isError": json_values, "_meta": json_values},
+tool_results = clean_values | st.fixed_dictionaries(
+    {"content": st.lists(content_items, max_size=3) | clean_values},
+    optional={"structuredContent": clean_values, "isError": clean_values, "_meta": clean_values},
 )
 relay_arguments = st.fixed_dictionaries(
     {"lines": st.lists(server_lines, max_size=3)},
     optional={
         "result": tool_results,
-        "error": json_values
-        | st.fixed_dictionaries({"code": st.integers(), "message": json_values}),
+        "error": clean_values
+        | st.fixed_dictionaries({"code": st.integers(), "message": clean_values}),
     },
 )
 
@@ -353,23 +383,106 @@ def test_hostile_server_answers_reach_the_client_as_answers(
     if "result" in answered:
         assert isinstance(answered["result"].get("content"), list), answered
     event("a tool result" if "result" in answered else "a JSON-RPC error")
-    echoed = relayed.face.answer_to(
+    relayed.renew_if_broken()
+
+
+#: A `before` plugin hook on `h.echo` calling `h.relay` with the echo call's own arguments:
+#: whatever `relay` answers is the hook's answer.
+RELAY_HOOK = {
+    "name": "relay-hook",
+    "on": "call",
+    "phase": "before",
+    "when": {"tool": ["h.echo"]},
+    "plugin": "h.relay",
+    "args": {"lines": "@input.args.lines", "result": "@input.args.result"},
+    "effect": "apply",
+    "timeoutMs": 10_000,
+}
+
+
+@pytest.fixture(scope="module")
+def plugged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Relayed]:
+    relay = Relayed(tmp_path_factory.mktemp("plugged"), hooks=[RELAY_HOOK])
+    yield relay
+    relay.close()
+
+
+#: A tool result whose structured content is a hook's answer: each key in its usual shape or
+#: any JSON at all, beside any tool result at all.
+hook_answer_keys = st.fixed_dictionaries(
+    {},
+    optional={
+        "advise": clean_text(20) | clean_values,
+        "refuse": clean_text(20) | clean_values,
+        "ask": st.fixed_dictionaries(
+            {"question": clean_text(10)},
+            optional={"default": st.sampled_from(["yes", "no"]) | clean_values},
+        )
+        | clean_values,
+        "propose": st.fixed_dictionaries({"value": clean_values}) | clean_values,
+        "apply": st.fixed_dictionaries({"value": clean_values}) | clean_values,
+        "run": st.fixed_dictionaries({"argv": st.lists(clean_text(8), max_size=3)}) | clean_values,
+        "x": clean_values,
+    },
+)
+hook_answers = tool_results | st.fixed_dictionaries(
+    {
+        "content": st.sampled_from([[], [{"type": "text", "text": "t"}]])
+        | st.lists(content_items, max_size=2),
+        "structuredContent": hook_answer_keys,
+    }
+)
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(
+    arguments=st.fixed_dictionaries(
+        {"lines": st.lists(server_lines, max_size=2), "result": hook_answers}
+    )
+)
+@example(arguments={"lines": [], "result": {"content": [], "structuredContent": {"apply": 1}}})
+@example(arguments={"lines": [], "result": {"structuredContent": {"refuse": {"x": [1]}}}})
+@example(arguments={"lines": [], "result": {"content": [], "structuredContent": {"refuse": "no"}}})
+@example(
+    arguments={
+        "lines": ["x"],
+        "result": {"content": [], "structuredContent": {"apply": {"value": [1]}}},
+    }
+)
+@example(
+    arguments={
+        "lines": [],
+        "result": {"content": [], "structuredContent": {"ask": {"question": "q"}}},
+    }
+)
+@example(
+    arguments={
+        "lines": [],
+        "result": {"content": [], "structuredContent": {"run": {"argv": ["true"]}}},
+    }
+)
+def test_hostile_plugin_hook_answers_end_in_one_answer_to_the_call(
+    plugged: Relayed, arguments: dict[str, Any]
+) -> None:
+    """Whatever a plugin hook's tool answers (any tool result, any hook answer keys with any
+    values, any lines beside), the call it gates gets one answer, and the session goes on."""
+    call = {"name": "h__echo", "arguments": arguments}
+    answered = plugged.face.answer_to(
         {
             "jsonrpc": "2.0",
-            "id": call + "-echo",
+            "id": f"gated-{uuid.uuid4().hex}",
             "method": "tools/call",
-            "params": {"name": "h__echo", "arguments": {"k": 1}},
-        }
+            "params": call,
+        },
+        error_too=True,
     )
-    # Served as before; or, once the server has written more lines that are not MCP than a
-    # session bears (over many examples), refused with why while the server starts again.
-    result = echoed["result"]
-    if result.get("isError"):
-        assert "lines on stdout that are not MCP" in result["content"][0]["text"], echoed
-        event("the next call: refused with why")
-        relayed.renew()
+    if "result" in answered:
+        assert isinstance(answered["result"].get("content"), list), answered
+        text = "".join(c.get("text", "") for c in answered["result"]["content"])
+        event("refused" if text.startswith("refused by relay-hook") else "a tool result")
     else:
-        assert result["structuredContent"] == {"k": 1}, echoed
+        event("a JSON-RPC error")
+    plugged.renew_if_broken()
 
 
 #: What a POST to /mcp carries besides its body, as a client of the transport sends it.
