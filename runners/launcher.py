@@ -288,7 +288,7 @@ def open_frames() -> Frames:
     value = os.environ.get(FRAMES_FD_VAR, "")
     if not value:
         return Frames(None)
-    if not value.isdigit():
+    if not (value.isascii() and value.isdigit()):
         raise LauncherError(f"{FRAMES_FD_VAR}={value!r} is not a file descriptor number")
     fd = int(value)
     try:

@@ -52,7 +52,7 @@ class Calls:
         with self._lock:
             if self._answers is None:
                 fd = os.environ.get(CALLS_FD_VAR, "")
-                if not fd.isdigit():
+                if not (fd.isascii() and fd.isdigit()):
                     raise CallError(f"{CALLS_FD_VAR} is not set (not run by mcpx-hooks?)")
                 self._answers = open(int(fd), "rb", closefd=False)  # noqa: SIM115
             self._next += 1

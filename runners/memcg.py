@@ -135,7 +135,7 @@ class Hierarchy:
         with contextlib.suppress(OSError):
             for name in os.listdir(self.base):
                 owner = name[len(PREFIX) :].split("-")[0]
-                dead = owner.isdigit() and not os.path.exists(f"/proc/{owner}")
+                dead = owner.isascii() and owner.isdigit() and not os.path.exists(f"/proc/{owner}")
                 if name.startswith(PREFIX) and dead:
                     _rmdir(f"{self.base}/{name}")
 

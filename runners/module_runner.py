@@ -110,7 +110,11 @@ def run(spec: str) -> int:
     has set up the same process state first.
     """
     timeout_ms = os.environ.get(TIMEOUT_VAR, "")
-    total = min(TOTAL_BOUND_S, int(timeout_ms) / 1000) if timeout_ms.isdigit() else TOTAL_BOUND_S
+    total = (
+        min(TOTAL_BOUND_S, int(timeout_ms) / 1000)
+        if timeout_ms.isascii() and timeout_ms.isdigit()
+        else TOTAL_BOUND_S
+    )
     try:
         raw = read_stdin(IDLE_BOUND_S, total)
         payload = json.loads(raw) if raw.strip() else {}

@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from hypothesis import given, note
+from hypothesis import example, given, note
 from hypothesis import strategies as st
 from live_service import LiveService, exchange, run
 from props import (
@@ -276,6 +276,7 @@ header_value = st.binary(max_size=300).map(
     cookie=header_value,
     tag=header_value,
 )
+@example(path="/console/", host=b":\xb2", cookie=b"", tag=b"")  # a digit `int` refuses
 def test_console_pages_take_any_request(path: str, host: bytes, cookie: bytes, tag: bytes) -> None:
     """A hostile path, `Host`, `Cookie` or `If-None-Match` gets a clear answer: a shipped file,
     the page, the way in, or a JSON error; never a file that is not shipped, never a crash,

@@ -173,7 +173,7 @@ def _find(doc: Mapping[str, Any], path: Path, hook: str, pointer: str | None, pr
 
 def _pointer_index(pointer: str | None) -> int | None:
     parts = (pointer or "").split("/")
-    if len(parts) == 3 and parts[1] == "hooks" and parts[2].isdigit():
+    if len(parts) == 3 and parts[1] == "hooks" and parts[2].isascii() and parts[2].isdigit():
         return int(parts[2])
     return None
 

@@ -297,7 +297,7 @@ def _salvage(doc: Any, problems: Sequence[Problem]) -> tuple[Any, frozenset[int]
         tokens = problem.pointer.split("/")[1:]
         if not tokens:
             return None, frozenset()
-        if tokens[0] == "hooks" and len(tokens) > 1 and tokens[1].isdigit():
+        if tokens[0] == "hooks" and len(tokens) > 1 and tokens[1].isascii() and tokens[1].isdigit():
             hooks.add(int(tokens[1]))
         else:
             keys.add(tokens[0].replace("~1", "/").replace("~0", "~"))

@@ -51,7 +51,7 @@ def pointer(path: Iterable[str | int]) -> str:
 def pointer_key(ptr: str) -> tuple[tuple[int, int | str], ...]:
     """Sorts pointers in document order: `/hooks/2` before `/hooks/10`."""
     tokens = ptr.split("/")[1:]
-    return tuple((0, int(t)) if t.isdigit() else (1, t) for t in tokens)
+    return tuple((0, int(t)) if t.isascii() and t.isdigit() else (1, t) for t in tokens)
 
 
 def describe(value: Any) -> str:

@@ -125,7 +125,12 @@ def lookup(value: Any, path: tuple[str, ...]) -> Any:
     for key in path:
         if isinstance(value, Mapping):
             value = value.get(key)
-        elif isinstance(value, list | tuple) and key.isdigit() and int(key) < len(value):
+        elif (
+            isinstance(value, list | tuple)
+            and key.isascii()
+            and key.isdigit()
+            and int(key) < len(value)
+        ):
             value = value[int(key)]
         else:
             return None
@@ -190,7 +195,7 @@ def _strict_lookup(name: str, path: str, names: Mapping[str, Any], shown: str) -
     for key in path.split(".")[1:]:
         if isinstance(value, Mapping) and key in value:
             value = value[key]
-        elif isinstance(value, list) and key.isdigit() and int(key) < len(value):
+        elif isinstance(value, list) and key.isascii() and key.isdigit() and int(key) < len(value):
             value = value[int(key)]
         else:
             raise PlaceholderError(f"{shown}: {walked} has no {key!r}")

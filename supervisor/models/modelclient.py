@@ -154,7 +154,7 @@ async def _ask_openai(model: Model, body: bytes, key: str | None, cap: int) -> R
             limit = cap + ENVELOPE_BYTES
             over = f"{where}: the reply is over {limit} bytes (maxOutputBytes and the"
             declared = resp.headers.get("content-length", "")
-            if declared.isdigit() and int(declared) > limit:
+            if declared.isascii() and declared.isdigit() and int(declared) > limit:
                 raise ModelFailed(f"{over} protocol's wrapping); not read")
             data = bytearray()
             # Read to its end, keeping at most `limit` bytes: leaving httpx's stream

@@ -203,14 +203,14 @@ def _target(head: bytes) -> tuple[str, str, int, bytes] | None:
     method, uri, version = (p.decode("latin-1") for p in parts)
     if method == "CONNECT":
         host, _, port = uri.rpartition(":")
-        if not port.isdigit():
+        if not (port.isascii() and port.isdigit()):
             return None
         return method, host.strip("[]"), int(port), b""
     if not uri.startswith("http://"):
         return None
     authority, _, path = uri[len("http://") :].partition("/")
     host, colon, port = authority.rpartition(":")
-    if not colon or not port.isdigit():
+    if not colon or not (port.isascii() and port.isdigit()):
         host, port = authority, "80"
     first = f"{method} /{path} {version}".encode("latin-1")
     return method, host.strip("[]"), int(port), _closing(first, headers)

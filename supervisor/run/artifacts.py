@@ -247,7 +247,7 @@ def _remove_orphans(prefix: str) -> None:
     with contextlib.suppress(OSError):
         for entry in os.scandir(base):
             pid_text = entry.name[len(prefix) :].split("-", 1)[0]
-            if not entry.name.startswith(prefix) or not pid_text.isdigit():
+            if not entry.name.startswith(prefix) or not (pid_text.isascii() and pid_text.isdigit()):
                 continue
             try:
                 os.kill(int(pid_text), 0)

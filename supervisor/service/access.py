@@ -247,7 +247,7 @@ def cookie_name(headers: Iterable[tuple[bytes, bytes]]) -> str:
     (80 when the `Host` names none)."""
     host = header(headers, b"host") or ""
     _, colon, port = host.rpartition(":")
-    if not colon or not port.isdigit() or "]" in port:
+    if not colon or not (port.isascii() and port.isdigit()) or "]" in port:
         port = "80"
     return f"{COOKIE_PREFIX}-{int(port)}"
 

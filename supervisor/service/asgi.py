@@ -149,7 +149,7 @@ def _scope(request: Request, conn: ServerConnection, server: tuple[str, int] | N
         "query_string": parts.query.encode("ascii"),
         "root_path": "",
         "headers": [(name.lower(), value) for name, value in request.headers],
-        "client": (host, int(port)) if port.isdigit() else None,
+        "client": (host, int(port)) if port.isascii() and port.isdigit() else None,
         "server": server,
         "state": {},
     }

@@ -207,7 +207,7 @@ def _unreadable(rid: types.RequestId, exc: Exception) -> types.JSONRPCError:
 
 def _key(rid: types.RequestId) -> types.RequestId:
     """A request id as the in-flight set holds it (a string of digits is the number)."""
-    if isinstance(rid, str) and rid.isdigit():
+    if isinstance(rid, str) and rid.isascii() and rid.isdigit():
         return int(rid)
     return rid
 
