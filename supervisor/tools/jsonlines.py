@@ -56,11 +56,14 @@ class LineReader:
         while True:
             cut = buf.find(b"\n")
             if cut >= 0:
+                skipping, self._skipping = self._skipping, False
+                if cut > MAX_MESSAGE_BYTES and not skipping:  # came whole in the last chunk
+                    head = bytes(buf[:HEAD_BYTES])
+                    del buf[: cut + 1]
+                    return TooLong(head)
                 line = bytes(buf[:cut])
                 del buf[: cut + 1]
-                if self._skipping:
-                    self._skipping = False
-                elif line.strip():
+                if not skipping and line.strip():
                     return line
                 continue
             if len(buf) > MAX_MESSAGE_BYTES:
