@@ -128,6 +128,10 @@ def messages(draw: st.DrawFn) -> dict[str, Any]:
     return message
 
 
+def _refused(message: Any) -> bool:
+    return isinstance(message, dict) and message.get("jsonrpc") == "2.0" and "error" in message
+
+
 def _line(value: Any) -> bytes:
     return json.dumps(value).encode()
 
@@ -188,6 +192,9 @@ class Gateway:
                 raise AssertionError(f"no answer to {request['method']} in {ANSWER_S} s") from None
             assert raw, f"the gateway ended: {self.errlog.read_text()[-2000:]}"
             message = json.loads(raw)
+            if isinstance(message, list):  # a batch's answer: an error for each request
+                assert message and all(_refused(m) for m in message), raw
+                continue
             assert isinstance(message, dict) and message.get("jsonrpc") == "2.0", raw
             if message.get("id") == request["id"] and "method" not in message:
                 assert "result" in message or (error_too and "error" in message), message
@@ -261,6 +268,30 @@ def test_a_request_that_cannot_be_read_is_answered_when_its_id_can(gateway: Gate
     gateway.send(b'{"jsonrpc": "2.0", "id": "an-answer", "result": "\\udcff"}')  # not answered
     after = {"jsonrpc": "2.0", "id": f"after-{uuid.uuid4().hex}", "method": "ping"}
     assert gateway.answer_to(after)["result"] == {}
+
+
+def test_a_batch_is_refused_whole_with_an_answer_for_each_request(gateway: Gateway) -> None:
+    """A JSON-RPC batch (which this MCP revision has not) gets one array of errors, one for
+    each request in it, by its id; an empty one, one error; one of notifications, nothing."""
+    tag = uuid.uuid4().hex
+    batch = [
+        {"jsonrpc": "2.0", "id": f"a-{tag}", "method": "ping"},
+        {"jsonrpc": "2.0", "method": "notifications/progress", "params": {}},
+        {"jsonrpc": "2.0", "id": 7, "method": "tools/list"},
+        {"jsonrpc": "2.0", "id": "an-answer", "result": {}},
+    ]
+    gateway.send(json.dumps(batch).encode())
+    answer = json.loads(gateway.lines.get(timeout=ANSWER_S))
+    assert [m["id"] for m in answer] == [f"a-{tag}", 7]
+    assert all(m["error"]["code"] == -32600 and "batch" in m["error"]["message"] for m in answer)
+    gateway.send(b"[ ]")
+    empty = json.loads(gateway.lines.get(timeout=ANSWER_S))
+    assert empty["id"] is None and empty["error"]["code"] == -32600
+    gateway.send(json.dumps(batch[1:2]).encode())
+    after = {"jsonrpc": "2.0", "id": f"after-{tag}", "method": "ping"}
+    gateway.send(_line(after))
+    answered = json.loads(gateway.lines.get(timeout=ANSWER_S))  # the next line: nothing between
+    assert answered == {"jsonrpc": "2.0", "id": f"after-{tag}", "result": {}}
 
 
 class Relayed:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 from types import TracebackType
-from typing import Self
+from typing import Final, Self
 
 import anyio
 import pydantic
@@ -30,9 +30,14 @@ from ..tools.jsonlines import (
     LineReader,
     LineWriter,
     TooLong,
+    batch_ids,
     top_level_id,
     unread_id,
 )
+
+#: What each request of a batch is answered: MCP sends one message a line (its current
+#: revision has no batches, and this SDK serves none).
+BATCH_REFUSED: Final = "a batch is not served: send each message on a line of its own"
 
 
 class LineTooLong(HooksError, ValueError):
@@ -46,7 +51,8 @@ class ClientMessages:
     A request that cannot be read (JSON the SDK refuses, such as a lone surrogate escaped in
     a string; a line over `MAX_MESSAGE_BYTES`) is answered here with a JSON-RPC error when
     its `id` can still be read, so that the client's call ends instead of waiting forever;
-    what has no readable `id` is dropped, as the SDK's own servers drop it."""
+    what has no readable `id` is dropped, as the SDK's own servers drop it. A batch (a JSON
+    array) is refused whole: each request in it is answered with an error, in one array."""
 
     def __init__(self, incoming: trio.lowlevel.FdStream, writer: ClientWriter) -> None:
         self._lines = LineReader(incoming)
@@ -71,14 +77,21 @@ class ClientMessages:
                 if isinstance(exc, pydantic.ValidationError)
                 else "Parse error"
             )
-            await self._refuse(unread_id(line, request=True), types.PARSE_ERROR, said)
+            batch = batch_ids(line)
+            if batch is None:
+                await self._refuse(unread_id(line, request=True), types.PARSE_ERROR, said)
+            elif batch == [None]:  # empty: one answer, not an array
+                empty = _refusal(None, types.INVALID_REQUEST, BATCH_REFUSED)
+                await self._writer.send(SessionMessage(empty))
+            elif batch:
+                await self._writer.send_batch(
+                    [_refusal(rid, types.INVALID_REQUEST, BATCH_REFUSED) for rid in batch]
+                )
             return exc
 
     async def _refuse(self, rid: int | str | None, code: int, message: str) -> None:
         if rid is not None:
-            error = types.ErrorData(code=code, message=message)
-            answer = types.JSONRPCError(jsonrpc="2.0", id=rid, error=error)
-            await self._writer.send(SessionMessage(answer))
+            await self._writer.send(SessionMessage(_refusal(rid, code, message)))
 
     def __aiter__(self) -> Self:
         return self
@@ -101,6 +114,12 @@ class ClientMessages:
         await self.aclose()
 
 
+def _refusal(rid: int | str | None, code: int, message: str) -> types.JSONRPCError:
+    return types.JSONRPCError(
+        jsonrpc="2.0", id=rid, error=types.ErrorData(code=code, message=message)
+    )
+
+
 class ClientWriter(BorrowedSend):
     """Where the server's messages to the client go: each written as one line before `send`
     returns. Once the client has closed its end, what is sent is dropped (the end of its
@@ -110,7 +129,14 @@ class ClientWriter(BorrowedSend):
         self._lines = lines
 
     async def send(self, item: SessionMessage, /) -> None:
-        data = item.message.model_dump_json(by_alias=True, exclude_unset=True)
+        await self._send(item.message.model_dump_json(by_alias=True, exclude_unset=True))
+
+    async def send_batch(self, answers: list[types.JSONRPCError]) -> None:
+        """`answers` as one line: a batch's answer."""
+        dumped = (answer.model_dump_json(by_alias=True, exclude_unset=True) for answer in answers)
+        await self._send(f"[{','.join(dumped)}]")
+
+    async def _send(self, data: str) -> None:
         with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
             await self._lines.send(data.encode() + b"\n")
 

@@ -29,6 +29,7 @@ __all__, __getattr__, __dir__ = exports(
             "LineReader",
             "LineWriter",
             "TooLong",
+            "batch_ids",
             "top_level_id",
             "unread_id",
         ),

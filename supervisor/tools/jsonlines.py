@@ -192,3 +192,24 @@ def unread_id(line: bytes, *, request: bool) -> int | str | None:
         return None
     rid = message.get("id")
     return rid if isinstance(rid, int | str) and not isinstance(rid, bool) else None
+
+
+def batch_ids(line: bytes) -> list[int | str | None] | None:
+    """When `line` is a JSON-RPC batch (a JSON array), the `id` of each request in it, in
+    order (its notifications and answers have none), or `[None]` when it is empty (JSON-RPC
+    answers that once, with a null `id`); None when it is not an array."""
+    try:
+        batch = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(batch, list):
+        return None
+    if not batch:
+        return [None]
+    ids: list[int | str | None] = []
+    for message in batch:
+        if isinstance(message, dict) and isinstance(message.get("method"), str):
+            rid = message.get("id")
+            if isinstance(rid, int | str) and not isinstance(rid, bool):
+                ids.append(rid)
+    return ids
