@@ -17,7 +17,11 @@ and a person's shell for the CLI. The properties themselves are in one file per 
 - `test_properties_tools.py`: a plugin hook's `args` with hostile placeholders
   (`core/placeholders.resolve`), and floods of hostile tool-call lines a script may write
   (`run/calls.ScriptCalls`, each answered once);
-- `test_properties_cluster.py`: what comes off NATS, and what a gateway reads of the bucket.
+- `test_properties_cluster.py`: what comes off NATS, and what a gateway reads of the bucket;
+- `test_properties_frontdoor.py`: the bytes any client on `serve`'s port may send (request
+  heads, bodies, WebSocket frames), to the front door's protocol and to a live server;
+- `test_properties_mcp.py`: the MCP face (`mcpx-hooks mcp` and `/mcp`) under hostile clients,
+  tool servers and plugin-hook answers.
 
 The service's properties share one live service per module and the invariants it must keep
 after each example (`props_service.py`).

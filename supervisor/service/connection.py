@@ -221,10 +221,14 @@ class ServerConnection:
                 await self._write(protocol.respond_end())
 
     async def accept(self) -> None:
-        """Upgrades to WebSocket (101); the reader then reads the client's frames."""
+        """Upgrades to WebSocket (101); the reader then reads the client's frames. The 101
+        is written before the reader goes on: frames that came with the request head and
+        broke the protocol end the connection, but after the client has its answer."""
         data = self._protocol.accept()
-        self._answered.set()
-        await self._write(data)
+        try:
+            await self._write(data)
+        finally:
+            self._answered.set()
 
     # ---- a request with a body, answered as it goes (`asgi.py`) --------------------------
 

@@ -213,7 +213,10 @@ class ServerProtocol:
             if isinstance(event, (wsproto.events.TextMessage, wsproto.events.BytesMessage)):
                 self._message(event)
             elif isinstance(event, wsproto.events.Ping):
-                self._outbox += self._ws.send(event.response())
+                # Once the server's close is sent, a ping that crossed it is not answered
+                # (wsproto sends nothing after a close): the client's close reply ends it.
+                if self._ws.state is wsproto.connection.ConnectionState.OPEN:
+                    self._outbox += self._ws.send(event.response())
             elif isinstance(event, wsproto.events.Pong):
                 self._emit(Pong(bytes(event.payload)))
             elif isinstance(event, wsproto.events.CloseConnection):
