@@ -421,3 +421,19 @@ def test_a_live_server_takes_any_frames(
         got = raw_exchange(live.url, live_head(path), steps)
         note(repr(got[:300]))
         assert got.startswith(b"HTTP/1.1 "), got[:200]
+
+
+@SERVER_SETTINGS
+@given(head=request_head())
+@example(head=b"POST /mcp HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n")
+@example(head=b"POST /v1/exec HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc")
+def test_a_live_server_answers_any_head(
+    live: LiveService, caplog: pytest.LogCaptureFixture, head: bytes
+) -> None:
+    """Any request head (and body) on a real `serve` socket, then the client's end: an HTTP
+    answer, or none for a head that never ended; the connection ends in bounded time, no
+    error is logged, and the server serves on."""
+    with serving(live, caplog):
+        got = raw_exchange(live.url, head, [])
+        note(repr(got[:300]))
+        assert got == b"" or got.startswith(b"HTTP/1.1 "), got[:200]
