@@ -20,6 +20,8 @@ and a person's shell for the CLI. The properties themselves are in one file per 
 - `test_properties_cluster.py`: what comes off NATS, and what a gateway reads of the bucket;
 - `test_properties_frontdoor.py`: the bytes any client on `serve`'s port may send (request
   heads, bodies, WebSocket frames), to the front door's protocol and to a live server;
+- `test_properties_remote.py`: the CLI's remote commands against a hostile WebSocket and
+  HTTP server (any messages, frames of any shape, any close, any refusal);
 - `test_properties_mcp.py`: the MCP face (`mcpx-hooks mcp` and `/mcp`) under hostile clients,
   tool servers and plugin-hook answers.
 

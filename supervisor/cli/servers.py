@@ -69,27 +69,47 @@ async def server_states(config: Config, *, start: bool = True) -> list[dict[str,
 
 
 def state_line(server: dict[str, Any]) -> str:
-    if server["state"] == "running":
-        return f"running since {server.get('since', '?')}"
-    if server["state"] == "failing":
-        return f"failing: {server.get('reason', '')}"
-    return str(server["state"])
+    from .view import cell
+
+    state = server.get("state")
+    if state == "running":
+        return f"running since {cell(server.get('since', '?'))}"
+    if state == "failing":
+        return f"failing: {cell(server.get('reason', ''))}"
+    return cell(state)
 
 
 def server_lines(servers: list[dict[str, Any]]) -> list[str]:
-    """The readable view: a server per block, its tools indented with their annotations."""
+    """The readable view: a server per block, its tools indented with their annotations. A
+    server's entry may lack a field or hold one of another type: what is there is shown."""
+    from .view import cell
+
     lines = []
     for server in servers:
-        shown = server.get("server") or {}
-        about = f" ({shown['name']} {shown['version']})" if shown else ""
-        lines.append(f"{server['name']}{about}: {state_line(server)}")
+        shown = server.get("server")
+        about = (
+            f" ({cell(shown.get('name'))} {cell(shown.get('version'))})"
+            if isinstance(shown, dict) and shown
+            else ""
+        )
+        lines.append(f"{cell(server.get('name'))}{about}: {state_line(server)}")
+        command = server.get("command")
         if "url" in server:
-            lines.append(f"  url: {server['url']}")
+            lines.append(f"  url: {cell(server['url'])}")
+        elif isinstance(command, list):
+            lines.append(f"  command: {' '.join(map(cell, command))}")
         else:
-            lines.append(f"  command: {' '.join(server['command'])}")
-        for tool in server["tools"]:
-            hints = ", ".join(f"{k}={v}" for k, v in (tool.get("annotations") or {}).items())
-            lines.append(f"  - {tool['name']}" + (f"  [{hints}]" if hints else ""))
+            lines.append(f"  command: {cell(command)}")
+        tools = server.get("tools")
+        for listed in tools if isinstance(tools, list) else ():
+            tool = listed if isinstance(listed, dict) else {"name": listed}
+            notes = tool.get("annotations")
+            hints = (
+                ", ".join(f"{k}={cell(v)}" for k, v in notes.items())
+                if isinstance(notes, dict)
+                else ""
+            )
+            lines.append(f"  - {cell(tool.get('name'))}" + (f"  [{hints}]" if hints else ""))
     return lines
 
 
@@ -120,4 +140,4 @@ def run(args: argparse.Namespace) -> int:
         print("no tool servers declared ([servers.<name>] in a config file)")
     else:
         print("\n".join(server_lines(servers)))
-    return EXIT_FAILING if any(s["state"] == "failing" for s in servers) else EXIT_OK
+    return EXIT_FAILING if any(s.get("state") == "failing" for s in servers) else EXIT_OK

@@ -163,21 +163,26 @@ def other_frame_line(frame: Mapping[str, Any]) -> str:
 
 def hook_table(hooks: Iterable[Mapping[str, Any]]) -> list[str]:
     """`hooks list` for a person, from the hooks' JSON (`hook_json`, or `/v1/hooks`):
-    one line a hook, with where it came from."""
+    one line a hook, with where it came from. A server's entry may lack a field or hold
+    one of another type: its cell shows what is there (`cell`)."""
     rows = [("NAME", "POINT.PHASE", "ACTION", "EFFECT", "FAILURE", "TIMEOUT", "SOURCE")]
     for h in hooks:
-        src = h["source"]
-        where = f"{src['file']}#{src['index']}" if isinstance(src, dict) else str(src)
-        name = h["name"] if h["enabled"] else f"{h['name']} (disabled)"
+        src = h.get("source")
+        where = (
+            f"{cell(src.get('file'))}#{cell(src.get('index'))}"
+            if isinstance(src, dict)
+            else cell(src)
+        )
+        name = cell(h.get("name")) + ("" if h.get("enabled", True) else " (disabled)")
         name = f"{name} (locked)" if h.get("locked") else name
         rows.append(
             (
                 name,
-                f"{h['on']}.{h['phase']}",
-                h["action"],
+                f"{cell(h.get('on'))}.{cell(h.get('phase'))}",
+                cell(h.get("action")),
                 _effect_cell(h),
-                h["failure"],
-                f"{h['timeoutMs']} ms",
+                cell(h.get("failure")),
+                f"{cell(h.get('timeoutMs'))} ms",
                 where,
             )
         )
@@ -188,20 +193,30 @@ def hook_table(hooks: Iterable[Mapping[str, Any]]) -> list[str]:
     ]
 
 
+def cell(value: Any) -> str:
+    """A value of a server's JSON as a table shows it: text as it is, nothing as `-`,
+    anything else as short JSON."""
+    if isinstance(value, str):
+        return value
+    return "-" if value is None else _short(value, 40)
+
+
 def _effect_cell(hook: Mapping[str, Any]) -> str:
     """The effect a hook's phase leaves it (an observe hook's is `off`, a suffix hook's at
     most `advise`), and the one declared when that is more."""
     from ..core.effects import PHASE_CEILING, Effect
     from ..core.points import Phase
 
-    declared = hook["effect"]
+    declared, phase = hook.get("effect"), hook.get("phase")
+    if not isinstance(declared, str) or not isinstance(phase, str):
+        return cell(declared)
     try:
-        ceiling = PHASE_CEILING.get(Phase(hook["phase"]))
+        ceiling = PHASE_CEILING.get(Phase(phase))
         effect = Effect.parse(declared)
     except (ValueError, KeyError):
-        return str(declared)
+        return declared
     if ceiling is None or effect <= ceiling:
-        return str(declared)
+        return declared
     return f"{ceiling.word} (declared {declared}; phase)"
 
 

@@ -306,6 +306,7 @@ __all__, __getattr__, __dir__ = exports(
             "Span",
             "hook_measurements",
         ),
+        "wireshape": ("shape_problem",),
         "when": (
             "RunFacts",
             "argv_matches",

@@ -55,7 +55,7 @@ def camel(name: str) -> str:
     return head + "".join(part.title() for part in rest)
 
 
-def _wire_name(field: attrs.Attribute[Any]) -> str:
+def wire_name(field: attrs.Attribute[Any]) -> str:
     """What a field is called on the wire."""
     return str(field.metadata.get(WIRE, camel(field.name)))
 
@@ -82,7 +82,7 @@ def _unstructure_factory(converter: cattrs.Converter, cls: type) -> Callable[[An
     fields = attrs.fields(cls)
     overrides: dict[str, Any] = {
         a.name: override(
-            rename=_wire_name(a),
+            rename=wire_name(a),
             omit_if_default=a.default is not attrs.NOTHING and not a.metadata.get(_KEPT, False),
             omit=a.metadata.get(_OMITTED, False),
             unstruct_hook=a.metadata.get(TO_WIRE),
@@ -91,7 +91,7 @@ def _unstructure_factory(converter: cattrs.Converter, cls: type) -> Callable[[An
     }
     base: Callable[[Any], dict[str, Any]] = make_dict_unstructure_fn(cls, converter, **overrides)
     shown = tuple(
-        (a.name, _wire_name(a), a.metadata[SHOWN_WITH]) for a in fields if SHOWN_WITH in a.metadata
+        (a.name, wire_name(a), a.metadata[SHOWN_WITH]) for a in fields if SHOWN_WITH in a.metadata
     )
     if not shown:
         return base
@@ -116,7 +116,7 @@ def _structure_factory(
 
     overrides: dict[str, Any] = {
         a.name: override(
-            rename=_wire_name(a),
+            rename=wire_name(a),
             struct_hook=hook(a.metadata[FROM_WIRE]) if FROM_WIRE in a.metadata else None,
         )
         for a in attrs.fields(cls)
@@ -206,11 +206,11 @@ def _plain_form(cls: type) -> Callable[[Any], dict[str, Any]] | None:
             return None
         default: Any = a.default
         if default is attrs.NOTHING or a.metadata.get(_KEPT, False):
-            kept.append((a.name, _wire_name(a), make))
+            kept.append((a.name, wire_name(a), make))
         elif not isinstance(default, attrs.Factory):  # type: ignore[arg-type]
-            optional.append((a.name, _wire_name(a), make, default, None))
+            optional.append((a.name, wire_name(a), make, default, None))
         elif not default.takes_self:
-            optional.append((a.name, _wire_name(a), make, None, default.factory))
+            optional.append((a.name, wire_name(a), make, None, default.factory))
         else:
             return None
     return functools.partial(_plainly, tuple(kept), tuple(optional))

@@ -49,6 +49,7 @@ __all__, __getattr__, __dir__ = exports(
             "RemoteError",
             "beside",
             "exec_remote",
+            "frame_problem",
             "messages",
             "open_remote",
         ),

@@ -21,7 +21,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import httpx
 import trio
 
-from .remote import CONNECT_TIMEOUT_S, Remote, RemoteError
+from .remote import CONNECT_TIMEOUT_S, Remote, RemoteError, said_in
 
 #: The longest wait for the next bytes of an answer.
 STALL_S: Final = 30.0
@@ -46,7 +46,7 @@ async def get_json(remote: Remote, path: str, query: Mapping[str, Any] | None = 
                 raise RemoteError(f"{path}: the answer is over {MAX_JSON_BYTES} bytes")
     try:
         return json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # (nested past what the reader takes is not JSON here)
         raise RemoteError(f"{path}: the server's answer is not JSON") from None
 
 
@@ -117,9 +117,7 @@ async def _refusal(response: httpx.Response, path: str) -> str:
                 body += piece
                 if len(body) > _ERROR_BYTES:
                     break
-    said = ""
-    with contextlib.suppress(ValueError, AttributeError):
-        said = str(json.loads(body).get("message", ""))
+    said = said_in(body)
     status = response.status_code
     hint = " (pass --token-file F or set MCPX_HOOKS_TOKEN)" if status == 401 else ""
     return f"GET {path}: HTTP {status} {said}{hint}".rstrip()

@@ -27,9 +27,12 @@ from trio_websocket import (
 
 from ..core.effects import AnsweredBy
 from ..core.errors import HooksError
-from ..core.frames import STREAM_ENDS, STREAM_TYPES, Control, ServiceMessage
+from ..core.events import Event, Gap
+from ..core.frames import STREAM_ENDS, STREAM_TYPES, Control, FrameType, ServiceMessage
+from ..core.hookframes import FRAME_CLASSES
 from ..core.jsontext import is_unicode, wire_loads
 from ..core.records import Record
+from ..core.wireshape import shape_problem
 from ..process.signals import serve_stop_signals
 from .answering import AskWatcher, Responder
 from .wire import DEFAULT_HOST, DEFAULT_PORT, Close
@@ -124,24 +127,31 @@ async def _close_tcp(ws: WebSocketConnection) -> None:
 
 
 def _refusal(url: str, exc: ConnectionRejected) -> str:
-    said = ""
-    with contextlib.suppress(ValueError, AttributeError):
-        said = json.loads(exc.body or b"{}").get("message", "")
+    said = said_in(exc.body or b"")
     hint = ""
     if exc.status_code == 401:
         hint = " (pass --token-file F or set MCPX_HOOKS_TOKEN)"
     return f"{urlsplit(url).netloc} refused the connection: HTTP {exc.status_code} {said}{hint}"
 
 
+def said_in(body: bytes | bytearray) -> str:
+    """The `message` of a refusal's JSON body, or "" when it holds none that can be read."""
+    with contextlib.suppress(ValueError, AttributeError, RecursionError):
+        return str(json.loads(body).get("message", ""))
+    return ""
+
+
 async def messages(
     ws: WebSocketConnection,
     ends: tuple[Close, ...] = (Close.NORMAL,),
     after: Callable[[], object] | None = None,
+    problem: Callable[[dict[str, Any]], str | None] | None = None,
 ) -> AsyncGenerator[dict[str, Any], None]:
     """Every JSON object the server sends, in order, until it closes with one of `ends`;
     `after` is called once those of each WebSocket message are handed on. An error message
     (one without `seq`) then another close code raises `RemoteError`; one with `askId` (an
-    answer refused, the socket stays open) is handed on like a frame."""
+    answer refused, the socket stays open) is handed on like a frame. An object `problem`
+    finds wrong (`frame_problem`) raises `RemoteError` saying so: the server is not one."""
     error: dict[str, Any] | None = None
     while True:
         try:
@@ -158,20 +168,59 @@ async def messages(
                 ) from None
             said = f" ({reason.reason})" if reason is not None and reason.reason else ""
             raise RemoteError(f"the server closed the socket: {code}{said}") from None
-        text = message.decode() if isinstance(message, bytes) else message
+        text = message.decode(errors="replace") if isinstance(message, bytes) else message
         for line in text.split("\n"):
             if not line:
                 continue
-            try:  # (output: orjson reads its every number exactly, and it is most of a run)
-                obj = orjson.loads(line) if line.endswith(_OUTPUT_ENDS) else wire_loads(line)
-            except orjson.JSONDecodeError:  # (what orjson refuses, as an escaped lone surrogate)
-                obj = wire_loads(line)
+            obj = _object_of(line)
             if obj.get("type") == ServiceMessage.ERROR and "seq" not in obj and "askId" not in obj:
                 error = obj
                 continue
+            if problem is not None and (wrong := problem(obj)) is not None:
+                raise RemoteError(f"the server sent {wrong}")
             yield obj
         if after is not None:
             after()
+
+
+#: The frame types this client knows the shape of.
+FRAME_TYPES: Final = frozenset(FRAME_CLASSES)
+
+
+def frame_problem(obj: dict[str, Any]) -> str | None:
+    """What is wrong with a run's frame from the server (a frame of a type this client knows,
+    not of the shape of its class; an answer refused that is not one), else None. Output
+    frames, most of a run, are held to their text alone (all the views read of them)."""
+    kind = obj.get("type")
+    if kind in STREAM_TYPES:
+        return None if isinstance(obj.get("text"), str) else f"a {kind} frame without its text"
+    if "seq" not in obj:
+        ok = isinstance(obj.get("askId"), str) and isinstance(obj.get("message"), str)
+        return None if ok else "a message that is neither a frame nor an answer refused"
+    # (a type this client does not know is shown as it is)
+    cls = (
+        FRAME_CLASSES.get(FrameType(kind))
+        if isinstance(kind, str) and kind in FRAME_TYPES
+        else None
+    )
+    wrong = None if cls is None else shape_problem(cls, obj)
+    return None if wrong is None else f"a {kind} frame that is not one: {wrong}"
+
+
+def _object_of(line: str) -> dict[str, Any]:
+    """One line the server sent, as the JSON object it must be; `RemoteError` otherwise."""
+    obj: Any = None
+    try:  # (output: orjson reads its every number exactly, and it is most of a run)
+        obj = orjson.loads(line) if line.endswith(_OUTPUT_ENDS) else wire_loads(line)
+    except orjson.JSONDecodeError:  # (what orjson refuses, as an escaped lone surrogate)
+        with contextlib.suppress(ValueError, RecursionError):
+            obj = wire_loads(line)
+    except (ValueError, RecursionError):
+        pass
+    if not isinstance(obj, dict):
+        shown = line if len(line) <= 80 else f"{line[:80]}…"
+        raise RemoteError(f"the server sent what is not a JSON object: {shown!r}")
+    return obj
 
 
 async def exec_remote(
@@ -192,7 +241,8 @@ async def exec_remote(
     frames: list[dict[str, Any]] = []
     failed: RemoteError | None = None  # raised outside the nursery, not in a group
     async with open_remote(remote, "/v1/exec") as ws, trio.open_nursery() as nursery:
-        await ws.send_message(json.dumps(request))
+        # (a server that closed first has said why: the messages below read it)
+        await _send(ws, request)
 
         def ask_cancel(_: signal.Signals) -> None:
             nursery.start_soon(_send, ws, {"type": Control.CANCEL})
@@ -203,7 +253,7 @@ async def exec_remote(
         watcher = AskWatcher(nursery, responder, deliver)
         await nursery.start(serve_stop_signals, nursery.cancel_scope, ask_cancel)
         try:
-            async for frame in messages(ws, after=after_message):
+            async for frame in messages(ws, after=after_message, problem=frame_problem):
                 if frame.get("askId") and "seq" not in frame:  # an answer the server refused
                     print(f"mcpx-hooks: {frame.get('message')}", file=sys.stderr, flush=True)
                     continue
@@ -235,11 +285,19 @@ async def follow_events(
 
     async def follow() -> None:  # refused, unreachable, or what the server said on the socket
         async with open_remote(remote, "/v1/events", query) as ws:
-            async for event in messages(ws, ends=(Close.NORMAL, Close.GOING_AWAY)):
+            ends = (Close.NORMAL, Close.GOING_AWAY)
+            async for event in messages(ws, ends=ends, problem=event_problem):
                 on_event(event)
 
     # The signals are taken before connecting: a Ctrl-C while connecting stops too (exit 0).
     await beside(lambda n: n.start(serve_stop_signals, n.cancel_scope), follow)
+
+
+def event_problem(obj: dict[str, Any]) -> str | None:
+    """What is wrong with an event (or gap) from the server, else None."""
+    gap = obj.get("kind") == "gap"
+    wrong = shape_problem(Gap if gap else Event, obj)
+    return None if wrong is None else f"{'a gap' if gap else 'an event'} that is not one: {wrong}"
 
 
 async def beside(
@@ -265,7 +323,9 @@ async def beside(
 
 async def list_hooks(remote: Remote) -> list[dict[str, Any]]:
     """The hooks in force on the server, with provenance."""
-    hooks: list[dict[str, Any]] = (await _hooks_message(remote))["hooks"]
+    hooks = (await _hooks_message(remote)).get("hooks")
+    if not isinstance(hooks, list) or not all(isinstance(h, dict) for h in hooks):
+        raise RemoteError("the server's hooks message has no list of hooks")
     return hooks
 
 
