@@ -109,12 +109,12 @@ async def _list(target: Any) -> list[dict[str, Any]]:
 async def _show(target: Any, run_id: str, as_json: bool) -> None:
     from urllib.parse import quote
 
-    from ..service.remote import frame_problem, messages, open_remote
+    from ..service.remote import messages, open_remote
     from .runview import RunView
 
     view = RunView()  # as `exec` shows a run: the wait for an answer, how it would exit
     async with open_remote(target, f"/v1/runs/{quote(run_id, safe='')}", {"from": 0}) as ws:
-        async for frame in messages(ws, problem=frame_problem):
+        async for frame in messages(ws, frames=True):
             print(json.dumps(frame) if as_json else "\n".join(view.lines(frame)), flush=True)
 
 

@@ -49,7 +49,6 @@ __all__, __getattr__, __dir__ = exports(
             "RemoteError",
             "beside",
             "exec_remote",
-            "frame_problem",
             "messages",
             "open_remote",
         ),

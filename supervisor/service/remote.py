@@ -146,13 +146,19 @@ async def messages(
     ends: tuple[Close, ...] = (Close.NORMAL,),
     after: Callable[[], object] | None = None,
     problem: Callable[[dict[str, Any]], str | None] | None = None,
+    *,
+    frames: bool = False,
 ) -> AsyncGenerator[dict[str, Any], None]:
     """Every JSON object the server sends, in order, until it closes with one of `ends`;
     `after` is called once those of each WebSocket message are handed on. An error message
     (one without `seq`) then another close code raises `RemoteError`; one with `askId` (an
     answer refused, the socket stays open) is handed on like a frame. An object `problem`
-    finds wrong (`frame_problem`) raises `RemoteError` saying so: the server is not one."""
+    finds wrong raises `RemoteError` saying so: the server is not one. `frames`: a run's
+    frames, held to `frame_problem`; its output lines (most of a run) by their text alone,
+    read on a path of their own."""
     error: dict[str, Any] | None = None
+    if frames:
+        problem = frame_problem
     while True:
         try:
             message = await ws.get_message()
@@ -171,6 +177,15 @@ async def messages(
         text = message.decode(errors="replace") if isinstance(message, bytes) else message
         for line in text.split("\n"):
             if not line:
+                continue
+            if frames and line.endswith(_OUTPUT_ENDS):
+                try:  # (orjson reads its every number exactly)
+                    obj = orjson.loads(line)
+                except orjson.JSONDecodeError:  # (as an escaped lone surrogate)
+                    obj = _object_of(line)
+                if obj.__class__ is not dict or obj.get("text").__class__ is not str:
+                    raise RemoteError("the server sent an output frame without its text")
+                yield obj
                 continue
             obj = _object_of(line)
             if obj.get("type") == ServiceMessage.ERROR and "seq" not in obj and "askId" not in obj:
@@ -210,13 +225,8 @@ def frame_problem(obj: dict[str, Any]) -> str | None:
 def _object_of(line: str) -> dict[str, Any]:
     """One line the server sent, as the JSON object it must be; `RemoteError` otherwise."""
     obj: Any = None
-    try:  # (output: orjson reads its every number exactly, and it is most of a run)
-        obj = orjson.loads(line) if line.endswith(_OUTPUT_ENDS) else wire_loads(line)
-    except orjson.JSONDecodeError:  # (what orjson refuses, as an escaped lone surrogate)
-        with contextlib.suppress(ValueError, RecursionError):
-            obj = wire_loads(line)
-    except (ValueError, RecursionError):
-        pass
+    with contextlib.suppress(ValueError, RecursionError):
+        obj = wire_loads(line)
     if not isinstance(obj, dict):
         shown = line if len(line) <= 80 else f"{line[:80]}…"
         raise RemoteError(f"the server sent what is not a JSON object: {shown!r}")
@@ -253,7 +263,7 @@ async def exec_remote(
         watcher = AskWatcher(nursery, responder, deliver)
         await nursery.start(serve_stop_signals, nursery.cancel_scope, ask_cancel)
         try:
-            async for frame in messages(ws, after=after_message, problem=frame_problem):
+            async for frame in messages(ws, after=after_message, frames=True):
                 if frame.get("askId") and "seq" not in frame:  # an answer the server refused
                     print(f"mcpx-hooks: {frame.get('message')}", file=sys.stderr, flush=True)
                     continue
