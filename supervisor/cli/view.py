@@ -188,7 +188,7 @@ def hook_table(hooks: Iterable[Mapping[str, Any]]) -> list[str]:
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     return [
-        "  ".join(cell.ljust(w) for cell, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1]
+        "  ".join(text.ljust(w) for text, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1]
         for r in rows
     ]
 

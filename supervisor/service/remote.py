@@ -28,7 +28,7 @@ from trio_websocket import (
 from ..core.effects import AnsweredBy
 from ..core.errors import HooksError
 from ..core.events import Event, Gap
-from ..core.frames import STREAM_ENDS, STREAM_TYPES, Control, FrameType, ServiceMessage
+from ..core.frames import STREAM_ENDS, STREAM_TYPES, Control, ServiceMessage
 from ..core.hookframes import FRAME_CLASSES
 from ..core.jsontext import is_unicode, wire_loads
 from ..core.records import Record
@@ -198,8 +198,8 @@ async def messages(
             after()
 
 
-#: The frame types this client knows the shape of.
-FRAME_TYPES: Final = frozenset(FRAME_CLASSES)
+#: The class of each frame type this client knows the shape of, by its name.
+_CLASS_OF: Final[Mapping[str, type]] = {str(kind): cls for kind, cls in FRAME_CLASSES.items()}
 
 
 def frame_problem(obj: dict[str, Any]) -> str | None:
@@ -213,11 +213,7 @@ def frame_problem(obj: dict[str, Any]) -> str | None:
         ok = isinstance(obj.get("askId"), str) and isinstance(obj.get("message"), str)
         return None if ok else "a message that is neither a frame nor an answer refused"
     # (a type this client does not know is shown as it is)
-    cls = (
-        FRAME_CLASSES.get(FrameType(kind))
-        if isinstance(kind, str) and kind in FRAME_TYPES
-        else None
-    )
+    cls = _CLASS_OF.get(kind) if isinstance(kind, str) else None
     wrong = None if cls is None else shape_problem(cls, obj)
     return None if wrong is None else f"a {kind} frame that is not one: {wrong}"
 
