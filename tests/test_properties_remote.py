@@ -207,10 +207,10 @@ class Hostile:
 def hostile() -> Iterator[Hostile]:
     server = Hostile()
     yield server
-    server.close()
     with warnings.catch_warnings():  # the refused upgrades' streams (see `pytestmark`)
         warnings.simplefilter("ignore", ResourceWarning)
-        gc.collect()
+        gc.collect()  # (closed, so the server's shutdown does not wait for them)
+    server.close()
 
 
 @pytest.fixture(autouse=True)

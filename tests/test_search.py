@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mcpx_hooks.supervisor.core.convert import _wire_name
+from mcpx_hooks.supervisor.core.convert import wire_name
 from mcpx_hooks.supervisor.core.frames import FrameType
 from mcpx_hooks.supervisor.core.hookframes import FRAME_CLASSES
 from mcpx_hooks.supervisor.history.schema import _SCHEMA
@@ -103,7 +103,7 @@ def test_each_searched_field_is_its_frame_class_s_own() -> None:
         for name in names:
             assert name in fields, (frame_type, name)
             # The converter's camelCase is the name a frame line has (`frame_text` reads it).
-            wire = _wire_name(fields[name])
+            wire = wire_name(fields[name])
             line = json.dumps({"type": frame_type.value, wire: f"v-{name}"})
             assert frame_text(MEMORY, line) == f"v-{name}"
 

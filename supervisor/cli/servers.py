@@ -105,9 +105,7 @@ def server_lines(servers: list[dict[str, Any]]) -> list[str]:
             tool = listed if isinstance(listed, dict) else {"name": listed}
             notes = tool.get("annotations")
             hints = (
-                ", ".join(f"{k}={cell(v)}" for k, v in notes.items())
-                if isinstance(notes, dict)
-                else ""
+                ", ".join(f"{k}={v}" for k, v in notes.items()) if isinstance(notes, dict) else ""
             )
             lines.append(f"  - {cell(tool.get('name'))}" + (f"  [{hints}]" if hints else ""))
     return lines
