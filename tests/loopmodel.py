@@ -117,6 +117,12 @@ class LoopModel:
         try:
             if reply.delay:
                 self._closing.wait(reply.delay)
+        finally:
+            # Out of flight before the answer is written: once it has read it, the client may
+            # send its next request at once, and this thread may not have run on by then.
+            with self._lock:
+                self.in_flight -= 1
+        try:
             if handler.path != "/v1/chat/completions":
                 reply = Reply(status=404, raw=b'{"error": {"message": "no such path"}}')
             data = reply.raw if reply.raw is not None else self._body(reply)
@@ -127,9 +133,6 @@ class LoopModel:
             handler.wfile.write(data)
         except OSError:
             pass  # the client went away (a timeout, a cancellation)
-        finally:
-            with self._lock:
-                self.in_flight -= 1
 
     def _body(self, reply: Reply) -> bytes:
         if reply.status >= 400:
