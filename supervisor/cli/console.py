@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from .common import EXIT_FAILED, EXIT_OK, remote, remote_failed
+from .common import EXIT_FAILED, EXIT_OK, remote, remote_failed, run_async
 from .parser import add_token_file_argument
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
@@ -42,7 +42,6 @@ def page_address(url: str, token: str | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    import trio
 
     from ..service.access import TokenFileError
     from ..service.httpclient import get_json
@@ -51,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         target = remote(args)
         target.endpoint("/")  # a bad --remote is said before anything is asked
-        trio.run(get_json, target, "/v1/runs")
+        run_async(get_json, target, "/v1/runs")
     except (RemoteError, TokenFileError) as exc:
         return remote_failed("console", exc)
     address = page_address(target.url, target.token)

@@ -41,6 +41,7 @@ from ..service.execrequest import ExecRequest
 from ..service.options import Listening, ServiceOptions
 from ..service.remote import Remote, exec_remote
 from ..service.server import Service
+from .common import run_async
 from .runview import RunView
 
 #: The hooks of the example that fail on purpose, and how.
@@ -196,7 +197,7 @@ class Observed:
 
 def run(args: argparse.Namespace) -> int:
     """`demo`: `run_demo` in its own trio run."""
-    return trio.run(run_demo)
+    return run_async(run_demo)
 
 
 async def run_demo() -> int:

@@ -16,8 +16,6 @@ import platform
 import sys
 from pathlib import Path
 
-import trio
-
 from ..core.errors import ConfigError
 from ..core.hooks import Profile
 from ..core.limits import DEFAULT_LIMITS, LIMIT_DOCS, LIMIT_KEYS
@@ -25,6 +23,7 @@ from ..process import sandbox
 from ..process.egress import doctor_lines
 from ..process.launch import HIDE_ENV
 from ..process.spawner import Spawner, open_spawner
+from .common import run_async
 from .doctorgrants import grant_lines
 
 #: What `none` does, whatever the machine.
@@ -162,8 +161,8 @@ def run(args: argparse.Namespace) -> int:
     """`doctor`: prints the report (and the tool servers that fail to start); 0 when every
     profile is enforceable here, every server starts (and, with `--cluster`, the cluster is
     well), else 1."""
-    text, every = trio.run(_collect)
-    failing = trio.run(_servers)
+    text, every = run_async(_collect)
+    failing = run_async(_servers)
     history, kept = _history()
     text = "\n".join([text, *failing, *history, *grant_lines()])
     every = every and kept
@@ -177,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
         except AccessError as exc:
             print(f"mcpx-hooks doctor: {exc}", file=sys.stderr)
             return 2
-        more, well = trio.run(cluster_report, args.cluster, access)
+        more, well = run_async(cluster_report, args.cluster, access)
         text, every = f"{text}\n\n{more}", every and well
     print(text)
     return 0 if every and not failing else 1

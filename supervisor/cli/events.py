@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from .common import EXIT_OK, remote, remote_failed
+from .common import EXIT_OK, remote, remote_failed, run_async
 from .parser import add_token_file_argument
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
@@ -24,7 +24,6 @@ def add_arguments(ev: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import trio
 
     from ..service import remote as client
     from ..service.access import TokenFileError
@@ -36,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
             print(client.event_line(event), flush=True)
 
     try:
-        trio.run(client.follow_events, remote(args), args.kinds, args.since, show)
+        run_async(client.follow_events, remote(args), args.kinds, args.since, show)
     except (client.RemoteError, TokenFileError) as exc:
         return remote_failed("events", exc)
     return EXIT_OK

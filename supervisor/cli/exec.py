@@ -17,6 +17,7 @@ from .common import (
     cause_exit_codes,
     remote,
     remote_failed,
+    run_async,
 )
 from .execrequest import local_request, remote_request, run_argv, source_flags, source_lines
 from .parser import add_config_arguments, add_token_file_argument
@@ -175,9 +176,8 @@ def _run_local(args: argparse.Namespace) -> int:
     except (Usage, OSError, json.JSONDecodeError) as exc:
         print(f"mcpx-hooks exec: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    import trio
 
-    frames, copied = trio.run(
+    frames, copied = run_async(
         _run_here, config, request, args.json, answering.responder(args), args.artifacts
     )
     if args.artifacts is None:
@@ -297,7 +297,6 @@ async def _print_encoded(journal: RunJournal, out: Output, watcher: AskWatcher |
 
 
 def _run_remote(args: argparse.Namespace) -> int:
-    import trio
 
     from ..service import remote as client
     from ..service.access import TokenFileError
@@ -305,7 +304,7 @@ def _run_remote(args: argparse.Namespace) -> int:
 
     try:
         target = remote(args)
-        request = remote_request(args, lambda: trio.run(client.config_files, target))
+        request = remote_request(args, lambda: run_async(client.config_files, target))
     except (Usage, OSError, json.JSONDecodeError, TokenFileError) as exc:
         print(f"mcpx-hooks exec: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -315,7 +314,7 @@ def _run_remote(args: argparse.Namespace) -> int:
     closed = False
     try:
         try:
-            frames = trio.run(
+            frames = run_async(
                 exec_remote_viewed, target, request, out, args.json, answering.responder(args)
             )
         except client.RemoteError as exc:
@@ -330,6 +329,6 @@ def _run_remote(args: argparse.Namespace) -> int:
     if args.artifacts:
         from .artifacts import copy_remote, with_artifacts
 
-        copied = trio.run(copy_remote, target, frames, args.artifacts)
+        copied = run_async(copy_remote, target, frames, args.artifacts)
         return with_artifacts(exit_code(frames), copied)
     return exit_code(frames)

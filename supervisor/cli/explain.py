@@ -183,7 +183,7 @@ def run(
     from ..core.scripts import Script
     from ..core.selection import SelectionError, left_out
     from ..core.when import RunFacts
-    from .common import EXIT_OK, Usage, load
+    from .common import EXIT_OK, Usage, load, run_async
     from .execrequest import files_from, selection
 
     config = load(args, args.hooks, lines or None)
@@ -196,11 +196,9 @@ def run(
     cwd = str(Path.cwd())
     changed = files_from(args)
     if changed is None and any(When.FILES in h.when for h in config.hooks):
-        import trio
-
         from ..run.gitchanges import git_changes
 
-        changed = trio.run(git_changes, cwd, config.when_base)
+        changed = run_async(git_changes, cwd, config.when_base)
     plan = explain(config, RunFacts(script.shown_argv, cwd, changed), autonomy, left)
     if args.json:
         print(json.dumps(plan), flush=True)

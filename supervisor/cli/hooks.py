@@ -17,6 +17,7 @@ from .common import (
     load,
     remote,
     remote_failed,
+    run_async,
     usage,
 )
 from .parser import add_config_arguments, add_token_file_argument
@@ -76,13 +77,12 @@ def hooks_list(args: argparse.Namespace) -> int:
     if args.remote:
         if args.config:
             return usage("hooks list", "--config is the server's; --remote lists what it has")
-        import trio
 
         from ..service import remote as client
         from ..service.access import TokenFileError
 
         try:
-            found = trio.run(client.list_hooks, remote(args))
+            found = run_async(client.list_hooks, remote(args))
         except (client.RemoteError, TokenFileError) as exc:
             return remote_failed("hooks list", exc)
         if args.json:
@@ -136,7 +136,6 @@ def _hook_test(args: argparse.Namespace) -> int:
     import os
 
     import attrs
-    import trio
 
     from ..core.convert import to_json
     from ..core.frames import HookStatus
@@ -163,7 +162,7 @@ def _hook_test(args: argparse.Namespace) -> int:
         from .promptview import show_request
 
         return show_request(config, hook, mock_context(config, phase, event))
-    frame = trio.run(_run_one, hook, mock_context(config, phase, event), config)
+    frame = run_async(_run_one, hook, mock_context(config, phase, event), config)
     # The hook's own secrets are redacted here as a run's journal would.
     wire = Redactor(hook_secrets((hook,), None, os.environ)).fields(to_json(frame))
     if args.json:

@@ -15,7 +15,7 @@ import io
 import os
 import sys
 
-from .common import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from .common import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, quiet_start
 from .parser import command_runner, parser, version
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
@@ -60,8 +60,10 @@ def entry() -> None:
     reaped, its files closed. What the interpreter would still do on its way out is tear down
     the hundreds of modules and objects a run loads, about 30 ms of a 0.25 s `exec` on the
     2-core machine (`bench/startup.py`), so that is skipped. An exception `main` does not
-    catch leaves as it always did, through the interpreter's own exit.
+    catch leaves as it always did, through the interpreter's own exit. The cyclic collector
+    runs rarely until the command's async part starts (`common.quiet_start`).
     """
+    quiet_start()
     try:
         code = main()
     except SystemExit as exc:  # argparse's usage errors and --help

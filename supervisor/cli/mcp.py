@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from .common import EXIT_OK, load
+from .common import EXIT_OK, load, run_async
 from .parser import add_config_file_arguments
 
 if TYPE_CHECKING:
@@ -35,7 +35,6 @@ def _take_stdio() -> tuple[int, int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    import trio
 
     from ..core.loglines import log_to_stderr
     from ..service.mcpface import serve_stdio
@@ -43,5 +42,5 @@ def run(args: argparse.Namespace) -> int:
     config = load(args)
     log_to_stderr("mcpx-hooks mcp")
     read_fd, write_fd = _take_stdio()
-    trio.run(serve_stdio, config, read_fd, write_fd)
+    run_async(serve_stdio, config, read_fd, write_fd)
     return EXIT_OK

@@ -15,7 +15,7 @@ import contextlib
 import os
 from typing import TYPE_CHECKING, Any
 
-from .common import EXIT_FAILED, EXIT_OK, load, usage
+from .common import EXIT_FAILED, EXIT_OK, load, run_async, usage
 
 if TYPE_CHECKING:
     import argparse
@@ -52,8 +52,6 @@ def _named(config: Config, names: list[str], command: str) -> list[str] | int:
 def pin_servers(args: argparse.Namespace) -> int:
     import sys
 
-    import trio
-
     from ..config.truststore import StateError
     from ..tools.pins import pin
 
@@ -62,7 +60,7 @@ def pin_servers(args: argparse.Namespace) -> int:
     if isinstance(names, int):
         return names
     code = EXIT_OK
-    for name, listed in trio.run(_listings, config, names).items():
+    for name, listed in run_async(_listings, config, names).items():
         if isinstance(listed, str):
             print(f"mcpx-hooks trust: {listed}", file=sys.stderr)
             code = EXIT_FAILED
@@ -80,8 +78,6 @@ def pin_servers(args: argparse.Namespace) -> int:
 def servers_diff(args: argparse.Namespace) -> int:
     import sys
 
-    import trio
-
     from ..config.truststore import StateError
     from ..tools.pins import changes
 
@@ -89,7 +85,7 @@ def servers_diff(args: argparse.Namespace) -> int:
     names = _named(config, [args.name], "servers diff")
     if isinstance(names, int):
         return names
-    listed = trio.run(_listings, config, names)[args.name]
+    listed = run_async(_listings, config, names)[args.name]
     if isinstance(listed, str):
         print(f"mcpx-hooks servers diff: {listed}", file=sys.stderr)
         return EXIT_FAILED

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 
-from .common import EXIT_OK, remote, remote_failed
+from .common import EXIT_OK, remote, remote_failed, run_async
 from .parser import add_config_file_arguments, add_token_file_argument
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
@@ -68,7 +68,6 @@ def add_arguments(runs: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import trio
 
     from ..service.access import TokenFileError
     from ..service.remote import RemoteError
@@ -87,10 +86,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         target = remote(args)
         if args.runs_command == "list":
-            runs = trio.run(_list, target)
+            runs = run_async(_list, target)
             print(json.dumps(runs) if args.json else "\n".join(table(runs, target.url)))
         else:
-            trio.run(_show, target, args.run_id, args.json)
+            run_async(_show, target, args.run_id, args.json)
     except (RemoteError, TokenFileError) as exc:
         return remote_failed(command, exc)
     return EXIT_OK

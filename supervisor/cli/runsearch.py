@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sys
 
-from .common import EXIT_FAILED, EXIT_OK, remote, remote_failed
+from .common import EXIT_FAILED, EXIT_OK, remote, remote_failed, run_async
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
 if TYPE_CHECKING:
@@ -55,7 +55,6 @@ def _limit(text: str) -> int:
 
 
 def search(args: argparse.Namespace, command: str) -> int:
-    import trio
 
     from ..service.access import TokenFileError
     from ..service.remote import RemoteError
@@ -63,7 +62,7 @@ def search(args: argparse.Namespace, command: str) -> int:
     if args.remote is None:
         return _local(args, command)
     try:
-        found = trio.run(_remote, remote(args), args.query, args.run, args.limit)
+        found = run_async(_remote, remote(args), args.query, args.run, args.limit)
     except (RemoteError, TokenFileError) as exc:
         return remote_failed(command, exc)
     _print(found, args.json)

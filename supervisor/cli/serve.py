@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from ..core.errors import HooksError
-from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, load, usage
+from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, load, run_async, usage
 from .serveflags import LIMIT_FLAGS, serve_problems
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
@@ -54,7 +54,6 @@ def run(args: argparse.Namespace) -> int:
     import gc
 
     import attrs
-    import trio
 
     from ..process.denied import deny_own_files
     from ..service.access import (
@@ -137,9 +136,9 @@ def run(args: argparse.Namespace) -> int:
         if args.cluster is not None:  # a gateway: nats-py is imported only then
             from ..cluster.gateway import run_gateway
 
-            trio.run(run_gateway, config, options, args.cluster_settings, ready)
+            run_async(run_gateway, config, options, args.cluster_settings, ready)
         else:
-            trio.run(run_service, config, options, ready)
+            run_async(run_service, config, options, ready)
     except* _TokenNotWritten as group:
         failure, code = str(_innermost(group)), EXIT_USAGE
     except* _cluster_down() as group:

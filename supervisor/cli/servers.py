@@ -12,7 +12,7 @@ import contextlib
 import json
 from typing import TYPE_CHECKING, Any
 
-from .common import EXIT_OK, load
+from .common import EXIT_OK, load, run_async
 from .parser import add_config_arguments, add_token_file_argument
 
 if TYPE_CHECKING:
@@ -116,7 +116,6 @@ def run(args: argparse.Namespace) -> int:
         from .pinning import servers_diff
 
         return servers_diff(args)
-    import trio
 
     if args.remote:
         from ..service import remote as client
@@ -126,12 +125,12 @@ def run(args: argparse.Namespace) -> int:
         if args.config or args.no_start:
             return usage("servers list", "--config and --no-start are local; --remote asks")
         try:
-            servers = trio.run(client.list_servers, remote(args))
+            servers = run_async(client.list_servers, remote(args))
         except (client.RemoteError, TokenFileError) as exc:
             return remote_failed("servers list", exc)
     else:
         config = load(args)
-        servers = trio.run(lambda: server_states(config, start=not args.no_start))
+        servers = run_async(lambda: server_states(config, start=not args.no_start))
     if args.json:
         print(json.dumps(servers, indent=2))
     elif not servers:

@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, load, usage
+from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, load, run_async, usage
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
 if TYPE_CHECKING:
@@ -56,8 +56,6 @@ def run(args: argparse.Namespace) -> int:
     good; 2 for a wrong flag, config or key file, or a NATS server that refuses the
     credentials or lets anyone in (without `--nats-insecure`)."""
 
-    import trio
-
     from .serveflags import cluster_problem
 
     problems = []
@@ -105,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
 
     failure: BaseException | None = None
     try:
-        trio.run(run_worker, config, options, ready)
+        run_async(run_worker, config, options, ready)
     except* ClusterDown as group:
         failure = group
         while isinstance(failure, BaseExceptionGroup):
