@@ -16,7 +16,7 @@ from mcpx_hooks.supervisor.cli.execview import (
 from mcpx_hooks.supervisor.cli.runview import RunView
 from mcpx_hooks.supervisor.core.events import EventKind
 from mcpx_hooks.supervisor.run.bus import Bus
-from mcpx_hooks.supervisor.run.observe import ObserverStats, Unwell
+from mcpx_hooks.supervisor.run.observerstats import ObserverStats, Unwell
 
 STARTED = {"name": "deps", "on": "script", "phase": "before"}
 

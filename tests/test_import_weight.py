@@ -107,6 +107,11 @@ COMMANDS = {
             f"{P}.run.output",
             # The metrics' table loads with the first hook frame.
             f"{P}.core.telemetry",
+            # No tool server, observe hook or tool call: none of what runs them.
+            f"{P}.tools",
+            f"{P}.run.callpoint",
+            f"{P}.run.observe",
+            f"{P}.run.serverhooks",
         },
     ),
     "validate": (["validate", "hooks.toml"], NO_RUN),

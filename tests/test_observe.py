@@ -22,7 +22,8 @@ from mcpx_hooks.supervisor.core.hooks import Action, Hook, Profile, Provenance, 
 from mcpx_hooks.supervisor.core.points import Phase
 from mcpx_hooks.supervisor.process.spawner import Spawner, open_spawner
 from mcpx_hooks.supervisor.run.bus import Bus, Subscription
-from mcpx_hooks.supervisor.run.observe import ObserverStats, observes, serve_observers
+from mcpx_hooks.supervisor.run.observe import observes, serve_observers
+from mcpx_hooks.supervisor.run.observerstats import ObserverStats
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 

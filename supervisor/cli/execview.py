@@ -25,7 +25,7 @@ from ..core.events import Event, EventKind
 from ..core.frames import STREAM_ENDS, STREAM_TYPES
 from ..core.jsontext import dumps, wire_loads
 from ..run.bus import Bus
-from ..run.observe import ObserverStats
+from ..run.observerstats import ObserverStats
 from .runview import RunView
 from .view import frame_lines
 

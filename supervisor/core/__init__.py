@@ -274,6 +274,7 @@ __all__, __getattr__, __dir__ = exports(
             "LOOPBACK_HOSTS",
             "OTHER_REFERENCE",
             "secrets_named",
+            "server_secrets",
             "server_spec",
             "split_tool",
         ),

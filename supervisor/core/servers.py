@@ -16,6 +16,7 @@ import attrs
 
 from .hooks import Profile, SandboxPaths
 from .limits import DEFAULT_LIMITS, Limits
+from .passenv import pass_environment
 from .records import Record
 
 #: The first wait before a failed server is started again; it doubles up to `BACKOFF_MAX_S`.
@@ -238,3 +239,13 @@ def expand_headers(headers: Mapping[str, str], secrets: Mapping[str, str]) -> di
         key: SECRET_REFERENCE.sub(lambda m: secrets[m.group(1)], value)
         for key, value in headers.items()
     }
+
+
+def server_secrets(specs: Iterable[ServerSpec], environ: Mapping[str, str]) -> dict[str, str]:
+    """The secret values the servers are given, from `environ`: what a run's (and the bus's)
+    redaction hides, so a tool that echoes one in an error never puts it in a frame or an
+    event."""
+    found: dict[str, str] = {}
+    for spec in specs:
+        found.update(pass_environment((), spec.secrets, environ).secrets)
+    return found

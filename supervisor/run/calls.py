@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 import trio
@@ -26,10 +26,12 @@ from ..core.frames import WarningFrame, blank
 from ..core.hooks import Config
 from ..core.records import Record
 from ..core.servers import split_tool
-from .callpoint import Call, CallPoint
 from .hookcontext import HookContext
 from .journal import RunJournal
 from .phases import PhaseHooks
+
+if TYPE_CHECKING:
+    from .callpoint import CallPoint
 
 #: Calls waiting to be served; past it a call is answered at once with an error.
 MAX_PENDING: Final = 64
@@ -59,7 +61,7 @@ class ScriptCalls:
         self.hooks = hooks
         self.ctx = ctx
         self.journal = journal
-        self._point = CallPoint(config, hooks, ctx, journal)
+        self._point: CallPoint | None = None  # made at the first call (most scripts make none)
         self._calls, self._pending = trio.open_memory_channel[Mapping[str, Any]](MAX_PENDING)
         self._answers, self._to_write = trio.open_memory_channel[bytes](MAX_ANSWERS)
         self.dropped_answers = 0
@@ -130,6 +132,9 @@ class ScriptCalls:
 
     async def _one(self, msg: Mapping[str, Any]) -> _Answer:
         server, tool = split_tool(str(msg["tool"]))
-        call = Call(msg["id"], server, tool, msg.get("args", {}))
-        outcome = await self._point.fire(call)
+        from .callpoint import Call, CallPoint  # (a run whose script calls no tool never loads it)
+
+        if self._point is None:
+            self._point = CallPoint(self.config, self.hooks, self.ctx, self.journal)
+        outcome = await self._point.fire(Call(msg["id"], server, tool, msg.get("args", {})))
         return _Answer(outcome.ok, outcome.value, outcome.error, outcome.refused_by)

@@ -12,28 +12,31 @@ import contextlib
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import attrs
 import trio
 
 from ..core.events import EventKind
 from ..core.hooks import Config
+from ..core.points import Phase
 from ..core.records import Record
 from ..core.redact import Redactor
+from ..core.servers import server_secrets
 from ..history.store import History, HistoryFault, default_path
 from ..process.denied import deny_own_files, own_files
 from ..process.spawner import Spawner, open_spawner
-from ..tools.servers import ServerManager, server_secrets
 from .artifacts import ArtifactStore
 from .bus import Bus
 from .hookcontext import hook_secrets
 from .journals import Journals
-from .observe import ObserverStats, serve_observers
+from .observerstats import ObserverStats
 from .recording import Recorder
 from .scriptrun import Run, RunRequest, execute
-from .serverhooks import open_servers
 from .telemetry import Telemetry, Told, open_telemetry
+
+if TYPE_CHECKING:
+    from ..tools.servers import ServerManager
 
 #: How long a runtime that ends waits for the history to take what its runs sent, in s.
 FLUSH_S: Final = 10
@@ -129,9 +132,16 @@ async def _open_serving(
     async with open_spawner() as spawner, trio.open_nursery() as nursery:
         # The supervisor's own hooks' and tool servers' secrets, redacted in every event.
         secrets = hook_secrets(config.hooks, None, os.environ)
-        bus = Bus(redactor=Redactor({**secrets, **server_secrets(config.servers.values())}))
-        servers = await nursery.start(_serve_servers, spawner, bus, config, telemetry.frame)
-        stats = await nursery.start(_serve_observers, bus, spawner, config, telemetry.frame)
+        secrets.update(server_secrets(config.servers.values(), os.environ))
+        bus = Bus(redactor=Redactor(secrets))
+        # Tool servers and observe hooks where the config declares them: a runtime without
+        # them (most `exec`s) never loads what runs them.
+        servers = None
+        if config.servers:
+            servers = await nursery.start(_serve_servers, spawner, bus, config, telemetry.frame)
+        stats = ObserverStats()
+        if any(hook.enabled and hook.phase is Phase.OBSERVE for hook in config.hooks):
+            stats = await nursery.start(_serve_observers, bus, spawner, config, telemetry.frame)
         if recorder is not None:
             await nursery.start(recorder.serve)
         journals = Journals(
@@ -186,6 +196,8 @@ async def _serve_servers(
 ) -> None:
     """The tool servers, until cancelled (with the runtime): then every server's tree is
     killed and reaped."""
+    from .serverhooks import open_servers
+
     async with open_servers(spawner, bus, config, telemetry) as servers:
         task_status.started(servers)
         await trio.sleep_forever()
@@ -198,6 +210,8 @@ async def _serve_observers(
     telemetry: Told,
     task_status: trio.TaskStatus[ObserverStats] = trio.TASK_STATUS_IGNORED,
 ) -> None:
+    from .observe import serve_observers
+
     await serve_observers(
         bus,
         spawner,

@@ -37,6 +37,7 @@ from ..core.points import Phase
 from ..core.records import Record
 from ..core.redact import Redactor
 from ..core.scripts import Script
+from ..core.servers import server_secrets
 from ..models.promptrun import PromptRun, artifact_frames
 from ..process import programs, sandbox
 from ..process.egress import Lease
@@ -44,7 +45,6 @@ from ..process.egresschild import egress_spec, open_egress, refusal_frames
 from ..process.scratch import scratch_dir
 from ..process.spawner import Spawner
 from ..process.spawnspec import ChildSpec
-from ..tools.servers import ServerManager, ToolServers, server_secrets
 from .artifacts import ArtifactStore
 from .asking import Asks
 from .bus import Bus
@@ -57,6 +57,7 @@ from .script import ScriptOutcome, run_script, script_argv, script_environment
 
 if TYPE_CHECKING:
     from ..core.hookframes import Frame
+    from ..tools.servers import ServerManager
 
 #: A script's timeout when the request names none.
 DEFAULT_SCRIPT_TIMEOUT_MS: Final = 3_600_000
@@ -95,8 +96,7 @@ class RunRequest(Record):
     #: Whether `cwd` is the operator's grant (docs/sandbox.md): true for `exec`; for the
     #: service, only within the directory it serves from.
     cwd_granted: bool = True
-    #: Whether `cwd` was made for this run alone (a service request with no `cwd` and a
-    #: server with no roots): removed, with what the run left there, when the run ends.
+    #: Whether `cwd` was made for this run alone (`admission.py`): removed at the run's end.
     cwd_made: bool = False
     #: The run's `placeholders` for its prompt hooks (request field, `exec --placeholder`).
     placeholders: Mapping[str, Any] = attrs.field(factory=dict)
@@ -132,7 +132,7 @@ async def execute(
     caller = caller_autonomy(config, req.autonomy)
     passed = run_passed(req, config)
     secrets = {**hook_secrets(config.hooks, req.caller_env, os.environ), **passed.secrets}
-    secrets.update(server_secrets(config.servers.values()))
+    secrets.update(server_secrets(config.servers.values(), os.environ))
     with bus.redacting(req.run_id, Redactor(secrets)) as redactor:
         # Before the first frame: every frame and event of the run is redacted.
         run.journal.redactor = redactor
@@ -152,7 +152,7 @@ async def execute(
                 warn=lambda message: run.journal.append(blank(WarningFrame, message=message)),
                 artifacts=lambda: artifact_frames(run.journal.lines),
             ),
-            servers=None if servers is None else ToolServers(servers, config.servers),
+            servers=None if servers is None else servers.view(config.servers),
         )
         await _execute(
             run,

@@ -27,6 +27,7 @@ from ..core.frames import EndFrame, ResultFrame, StartFrame, WarningFrame, blank
 from ..core.hooks import caller_autonomy
 from ..core.records import Record
 from ..core.redact import Redactor
+from ..core.servers import server_secrets
 from ..run.asking import Asks
 from ..run.callpoint import Call, CallOutcome, CallPoint
 from ..run.hookcontext import HookContext, RunInfo, hook_secrets, new_run_id
@@ -34,7 +35,7 @@ from ..run.journal import RunJournal
 from ..run.phases import PhaseHooks
 from ..run.runtime import Runtime
 from ..tools.serverentry import LogHearer
-from ..tools.servers import Progress, ToolServers, server_secrets
+from ..tools.servers import Progress, ToolServers
 from .answering import AskWatcher, Responder
 
 if TYPE_CHECKING:
@@ -77,7 +78,7 @@ class SessionRun:
         self._held: list[Frame] = []
         self._closed = False
         secrets = {**hook_secrets(config.hooks, None, os.environ)}
-        secrets.update(server_secrets(config.servers.values()))
+        secrets.update(server_secrets(config.servers.values(), os.environ))
         self._redacting = runtime.bus.redacting(self.run_id, Redactor(secrets))
         redactor = self._redacting.__enter__()
         self.journal.redactor = redactor

@@ -34,6 +34,6 @@ __all__, __getattr__, __dir__ = exports(
             "unread_id",
         ),
         "pins": ("OFF", "REQUIRE", "PinVerdict", "changes", "key_of", "listing", "pin", "verdict"),
-        "servers": ("Progress", "ServerManager", "ToolServers", "open_manager", "server_secrets"),
+        "servers": ("Progress", "ServerManager", "ToolServers", "open_manager"),
     },
 )

@@ -16,14 +16,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import attrs
 import trio
 
-from ..core.passenv import pass_environment
 from ..core.records import Record
 from ..core.servers import ServerSpec
 from ..process.spawner import Spawner
@@ -61,6 +59,10 @@ class ServerManager:
         #: The `server.start` hooks each start runs (the supervisor's config's).
         self.start_hooks = start_hooks
         self.entries: dict[ServerSpec, ServerEntry] = {}
+
+    def view(self, specs: Mapping[str, ServerSpec]) -> ToolServers:
+        """What a run whose config declares `specs` reaches these servers through."""
+        return ToolServers(self, specs)
 
     async def open(self, spec: ServerSpec, *, run_id: str | None = None) -> ServerEntry:
         """The server, running: started now if it is not (bounded by `startTimeoutMs`).
@@ -194,15 +196,6 @@ class ToolServers(Record):
                 f" declared: {known})"
             )
         return spec
-
-
-def server_secrets(specs: Iterable[ServerSpec]) -> dict[str, str]:
-    """The secret values the servers are given: what a run's (and the bus's) redaction hides,
-    so a tool that echoes one in an error never puts it in a frame or an event."""
-    found: dict[str, str] = {}
-    for spec in specs:
-        found.update(pass_environment((), spec.secrets, os.environ).secrets)
-    return found
 
 
 @contextlib.asynccontextmanager
