@@ -16,6 +16,11 @@ Three clients, each the official `mcp` SDK's stdio client, all kept open for the
 And `hook`: that module hook's own cost, run alone in this process the way a run runs it
 (`run_hook` through a spawner, as `bench/module_hook.py` times it).
 
+Two peers, for context (printed, no row): `relay`, the same call through a byte relay
+(`bench/_relay.py`: one more process on the way, two more pipe hops, nothing parsed), the floor
+of a gateway as a process; and `sdk proxy`, through the `mcp` SDK's own server relaying each
+call to the SDK's client (`bench/_sdkproxy.py`), a proxy written the SDK's way.
+
 Rounds interleave the four (`--per-round` of each, in a rotating order); round 0 warms up and
 is dropped. Two RESULT rows (abs, ms):
 * `mcp_face_call_overhead_p50`: the gateway's p50 minus the direct p50, goal <= 1 ms;
@@ -54,6 +59,7 @@ from mcpx_hooks.supervisor.process.spawner import Spawner, open_spawner
 GOAL_MS = 1.0
 GOAL_HOOK_MS = 0.5
 WORDTOOLS = Path(mcpx_hooks.supervisor.__file__).parent / "examples" / "tools" / "wordtools.py"
+HERE = Path(__file__).parent
 ARGS = {"text": "the quick brown fox\njumps over the lazy dog"}
 #: The hooked gateway's one hook: the module hook `bench/module_hook.py` times, on the call.
 HOOK = f"""
@@ -103,10 +109,16 @@ async def measure(rounds: int, per_round: int, quiet: TextIO) -> dict[str, list[
             argv = ["-m", "mcpx_hooks.supervisor", "mcp", "--config", str(path)]
             return StdioServerParameters(command=sys.executable, args=argv, env=env, cwd=tmp)
 
+        def peer(script: str) -> StdioServerParameters:
+            argv = [str(HERE / script), sys.executable, str(WORDTOOLS)]
+            return StdioServerParameters(command=sys.executable, args=argv, env=env)
+
         clients = {
             "direct": StdioServerParameters(command=sys.executable, args=[str(WORDTOOLS)], env=env),
             "gateway": gateway(config(where)),
             "hooked": gateway(config(where, hooked=True)),
+            "relay": peer("_relay.py"),
+            "sdk proxy": peer("_sdkproxy.py"),
         }
         async with contextlib.AsyncExitStack() as stack:
             spawner = await stack.enter_async_context(open_spawner())
@@ -116,7 +128,7 @@ async def measure(rounds: int, per_round: int, quiet: TextIO) -> dict[str, list[
                 read, write = await stack.enter_async_context(stdio_client(params, errlog=quiet))
                 session = await stack.enter_async_context(ClientSession(read, write))
                 await session.initialize()
-                tool = "count" if name == "direct" else "words__count"
+                tool = "words__count" if name in ("gateway", "hooked") else "count"
                 samplers[name] = functools.partial(timed, session, tool, per_round)
             samplers["hook"] = functools.partial(_hook_alone, spawner, hook, per_round)
             samples: dict[str, list[float]] = {name: [] for name in samplers}
@@ -149,6 +161,11 @@ def main() -> None:
     print(f"  gateway   words__count through mcpx-hooks mcp:    {p50['gateway']:7.3f} ms")
     print(f"  hooked    the same with one before module hook:   {p50['hooked']:7.3f} ms")
     print(f"  hook      that module hook alone (run_hook):      {p50['hook']:7.3f} ms")
+    for name, what in (("relay", "a byte relay"), ("sdk proxy", "the SDK's own proxy")):
+        print(
+            f"  peer      count through {what + ':':26}{p50[name]:7.3f} ms"
+            f"  ({p50[name] - p50['direct']:+.3f} ms)"
+        )
     print(f"  overhead  {over:7.3f} ms  ({_verdict(over, GOAL_MS)} the goal <= {GOAL_MS:g} ms)")
     print(
         f"  overhead with the hook, beyond the hook's own cost {hooked_over:7.3f} ms"
