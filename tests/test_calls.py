@@ -242,6 +242,22 @@ async def test_hostile_call_lines_get_clear_answers_and_crash_nothing(
     assert psutil.Process().children(recursive=True) == []
 
 
+async def test_a_call_where_no_server_is_declared_says_so(tmp_path: Path, no_leaks: None) -> None:
+    """A runtime whose config declares no server runs no manager; a call still says which
+    server it named and that none is declared, as where others are."""
+    script = python(tmp_path, 'result = mcpx_call("words.count", {"text": "a b"})')
+    loaded = load_config([], cwd=tmp_path, environ=os.environ, discover=False)
+    async with open_runtime(loaded) as runtime:
+        assert runtime.servers is None
+        run = runtime.new_run(RunRequest(script, str(tmp_path)))
+        await runtime.execute(run)
+        frames = run.journal.decoded(0)
+    check_order(frames)
+    (error,) = of(frames, "error")
+    why = "no tool server named 'words' is declared ([servers.words]; declared: none)"
+    assert why in error["message"]
+
+
 async def test_a_script_that_ends_with_a_call_in_flight_cancels_it(
     tmp_path: Path, marker: Marker, no_leaks: None
 ) -> None:

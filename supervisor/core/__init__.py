@@ -277,6 +277,7 @@ __all__, __getattr__, __dir__ = exports(
             "server_secrets",
             "server_spec",
             "split_tool",
+            "undeclared",
         ),
         "selection": (
             "SKIP_ENV",

@@ -204,6 +204,12 @@ def split_tool(target: str) -> tuple[str, str]:
     return server, tool
 
 
+def undeclared(server: str, declared: Iterable[str]) -> str:
+    """Why a call or hook naming `server` reaches none: no such server is declared."""
+    known = ", ".join(sorted(declared)) or "none"
+    return f"no tool server named {server!r} is declared ([servers.{server}]; declared: {known})"
+
+
 def exposed_name(server: str, tool: str, separator: str) -> str:
     """The name an MCP client of `mcpx-hooks mcp` sees a server's tool by."""
     return f"{server}{separator}{tool}"

@@ -26,7 +26,7 @@ __all__, __getattr__, __dir__ = exports(
         "journals": ("Journals", "UnknownRun", "to_forget"),
         "recording": ("Recorder",),
         "observe": ("serve_observers",),
-        "observerstats": ("ObserverStats", "Unwell"),
+        "observerstats": ("ObserverStats", "Unwell", "observe_hooks"),
         "output": ("InvalidOutput", "read_output"),
         "phases": ("PhaseHooks", "RunState", "together_groups"),
         "prompthook": ("placeholder_values", "prompt_request"),

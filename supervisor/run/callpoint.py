@@ -26,6 +26,7 @@ from ..core.frames import blank
 from ..core.hooks import Config, Hook
 from ..core.points import Phase
 from ..core.records import Record
+from ..core.servers import undeclared
 from ..core.when import tool_mismatch
 from ..tools.serverentry import LogHearer, ServerFailing, ToolFailed, answer_text
 from ..tools.servers import Progress
@@ -193,8 +194,11 @@ class CallPoint(Record):
     async def _call(self, call: Call, args: Any) -> tuple[CallOutcome, bool | None]:
         server, tool = call.server, call.tool
         servers = self.ctx.servers
-        if servers is None:
-            return CallOutcome(False, error="no tool servers where this script runs"), None
+        if servers is None:  # (a runtime has no manager where its config declares no server)
+            why = "no tool servers where this script runs"
+            if not self.config.servers:
+                why = undeclared(server, ())
+            return CallOutcome(False, error=why), None
         try:
             spec = servers.spec(server)
             with trio.fail_after(spec.call_timeout_ms / 1000):

@@ -26,7 +26,7 @@ from ..core.when import event_mismatch
 from ..process.spawner import Spawner
 from .bus import Bus
 from .hookcontext import HookContext
-from .observerstats import ObserverStats, Unwell
+from .observerstats import ObserverStats, Unwell, observe_hooks
 from .telemetry import Told
 
 if TYPE_CHECKING:
@@ -99,7 +99,7 @@ async def serve_observers(
     """
     if concurrency < 1:
         raise ValueError(f"concurrency must be at least 1, not {concurrency}")
-    observers = tuple(h for h in hooks if h.enabled and h.phase is Phase.OBSERVE)
+    observers = observe_hooks(hooks)
     stats = ObserverStats()
     if not observers:
         task_status.started(stats)

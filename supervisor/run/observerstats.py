@@ -4,11 +4,14 @@ such a runtime never loads."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Final
 
 import attrs
 import trio
 
+from ..core.hooks import Hook
+from ..core.points import Phase
 from ..core.records import Record
 from .bus import Subscription
 
@@ -72,3 +75,8 @@ class ObserverStats(Record):
         self._busy += delta
         if self.idle:
             self._changed.unpark_all()
+
+
+def observe_hooks(hooks: Iterable[Hook]) -> tuple[Hook, ...]:
+    """The observe hooks among `hooks` that run: enabled, at phase `observe`."""
+    return tuple(hook for hook in hooks if hook.enabled and hook.phase is Phase.OBSERVE)

@@ -19,7 +19,6 @@ import trio
 
 from ..core.events import EventKind
 from ..core.hooks import Config
-from ..core.points import Phase
 from ..core.records import Record
 from ..core.redact import Redactor
 from ..core.servers import server_secrets
@@ -30,7 +29,7 @@ from .artifacts import ArtifactStore
 from .bus import Bus
 from .hookcontext import hook_secrets
 from .journals import Journals
-from .observerstats import ObserverStats
+from .observerstats import ObserverStats, observe_hooks
 from .recording import Recorder
 from .scriptrun import Run, RunRequest, execute
 from .telemetry import Telemetry, Told, open_telemetry
@@ -140,7 +139,7 @@ async def _open_serving(
         if config.servers:
             servers = await nursery.start(_serve_servers, spawner, bus, config, telemetry.frame)
         stats = ObserverStats()
-        if any(hook.enabled and hook.phase is Phase.OBSERVE for hook in config.hooks):
+        if observe_hooks(config.hooks):
             stats = await nursery.start(_serve_observers, bus, spawner, config, telemetry.frame)
         if recorder is not None:
             await nursery.start(recorder.serve)

@@ -23,7 +23,7 @@ import attrs
 import trio
 
 from ..core.records import Record
-from ..core.servers import ServerSpec
+from ..core.servers import ServerSpec, undeclared
 from ..process.spawner import Spawner
 from .serverentry import (
     AnswerTooLarge,
@@ -190,11 +190,7 @@ class ToolServers(Record):
         """The server named `server`; raises `ServerFailing` when none is declared."""
         spec = self.specs.get(server)
         if spec is None:
-            known = ", ".join(sorted(self.specs)) or "none"
-            raise ServerFailing(
-                f"no tool server named {server!r} is declared ([servers.{server}];"
-                f" declared: {known})"
-            )
+            raise ServerFailing(undeclared(server, self.specs))
         return spec
 
 
