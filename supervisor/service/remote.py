@@ -28,7 +28,7 @@ from trio_websocket import (
 from ..core.effects import AnsweredBy
 from ..core.errors import HooksError
 from ..core.events import Event, Gap
-from ..core.frames import STREAM_ENDS, STREAM_TYPES, Control, ServiceMessage
+from ..core.frames import STREAM_ENDS, STREAM_TYPES, Control, FrameType, ServiceMessage
 from ..core.hookframes import FRAME_CLASSES
 from ..core.jsontext import is_unicode, wire_loads
 from ..core.records import Record
@@ -229,6 +229,19 @@ def _object_of(line: str) -> dict[str, Any]:
     return obj
 
 
+#: What `exec_remote` holds of a run for its caller besides its output, by frame type: the
+#: first `result`, `error` and `end`, as many `artifact` frames as a run keeps, and (None) up
+#: to `HELD_OTHERS` of its other frames (hooks, logs, emits, calls). The rest are shown as
+#: they come but not held: a run of millions of `emit` frames, or a server that never stops
+#: sending, costs the client bounded memory.
+HELD_OTHERS: Final = 10_000
+HELD: Final[Mapping[str | None, int]] = {
+    **dict.fromkeys((FrameType.RESULT, FrameType.ERROR, FrameType.END), 1),
+    FrameType.ARTIFACT: 1000,
+    None: HELD_OTHERS,
+}
+
+
 async def exec_remote(
     remote: Remote,
     request: Mapping[str, Any],
@@ -242,9 +255,9 @@ async def exec_remote(
     answer; one it refuses is said on stderr). The first Ctrl-C (or SIGTERM) asks the server
     to cancel the run (its suffix hooks and `end` still come); a second one leaves at once
     (`serve_stop_signals`). Returns the run's frames but its output (`stdout`, `stderr`),
-    which is most of a run and which no caller looks at again: the client holds no more of
-    a run than its other frames."""
-    frames: list[dict[str, Any]] = []
+    which is most of a run and which no caller looks at again, within the bounds of `HELD`."""
+    held: list[dict[str, Any]] = []
+    counts = dict.fromkeys(HELD, 0)
     failed: RemoteError | None = None  # raised outside the nursery, not in a group
     async with open_remote(remote, "/v1/exec") as ws, trio.open_nursery() as nursery:
         # (a server that closed first has said why: the messages below read it)
@@ -264,15 +277,18 @@ async def exec_remote(
                     print(f"mcpx-hooks: {frame.get('message')}", file=sys.stderr, flush=True)
                     continue
                 on_frame(frame)
-                if frame.get("type") not in STREAM_TYPES:
-                    frames.append(frame)
+                if (kind := frame.get("type")) not in STREAM_TYPES:
+                    kept = kind if isinstance(kind, str) and kind in HELD else None
+                    if counts[kept] < HELD[kept]:
+                        counts[kept] += 1
+                        held.append(frame)
                     watcher.see(frame)
         except RemoteError as exc:
             failed = exc
         nursery.cancel_scope.cancel()
     if failed is not None:
         raise failed
-    return frames
+    return held
 
 
 async def _send(ws: WebSocketConnection, message: Mapping[str, Any]) -> None:
