@@ -16,7 +16,7 @@ from mcpx_hooks.supervisor.core.order import OrderError, check_order
 from mcpx_hooks.supervisor.run.asking import Asks, Settled
 from mcpx_hooks.supervisor.run.runtime import Runtime
 from mcpx_hooks.supervisor.run.scriptrun import Run
-from mcpx_hooks.supervisor.service.answering import AskWatcher
+from mcpx_hooks.supervisor.service.answering import MAX_ASKING, AskWatcher
 
 ASK = {"ask": {"question": "deploy?", "default": "no", "deadlineMs": 60_000}}
 
@@ -91,6 +91,45 @@ async def test_the_watcher_answers_and_stops_when_the_hook_frame_comes(
         watcher.see({"type": "hook", "name": "slow"})  # settled elsewhere: the task ends
     assert sorted(started) == ["ask-1", "ask-2"]
     assert delivered == [("ask-2", "yes", AnsweredBy.FLAG)]
+
+
+async def test_a_watcher_runs_a_bounded_number_of_asks(autojump_clock: trio.abc.Clock) -> None:
+    """A server sending asks without end (new hooks, or one hook again and again) never has
+    more than `MAX_ASKING` of them waiting on the person at once."""
+    running: list[str] = []
+    most = 0
+
+    async def forever(frame: Mapping[str, Any]) -> tuple[str, AnsweredBy] | None:
+        nonlocal most
+        running.append(frame["askId"])
+        most = max(most, len(running))
+        try:
+            await trio.sleep_forever()
+        finally:
+            running.remove(frame["askId"])
+        return None  # pragma: no cover
+
+    async def deliver(ask_id: str, word: str, by: AnsweredBy) -> None:
+        raise AssertionError("nothing is answered")  # pragma: no cover
+
+    async with trio.open_nursery() as nursery:
+        watcher = AskWatcher(nursery, forever, deliver)
+        for n in range(3 * MAX_ASKING):
+            watcher.see({"type": "ask", "askId": f"again-{n}", "hook": "again"})
+            await trio.lowlevel.checkpoint()
+        await trio.sleep(1)
+        assert running == [f"again-{3 * MAX_ASKING - 1}"]  # the latest ask of the hook
+        for n in range(3 * MAX_ASKING):
+            watcher.see({"type": "ask", "askId": f"new-{n}", "hook": f"hook-{n}"})
+        await trio.sleep(1)
+        assert len(running) == MAX_ASKING
+        watcher.see({"type": "hook", "name": "hook-0"})  # one settled: room for one more
+        await trio.sleep(1)
+        watcher.see({"type": "ask", "askId": "late", "hook": "late"})
+        await trio.sleep(1)
+        assert len(running) == MAX_ASKING and "late" in running
+        nursery.cancel_scope.cancel()
+    assert most == MAX_ASKING
 
 
 def test_the_frame_order_places_an_ask_before_its_hook_frame() -> None:
