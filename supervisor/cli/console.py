@@ -42,7 +42,6 @@ def page_address(url: str, token: str | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-
     from ..service.access import TokenFileError
     from ..service.httpclient import get_json
     from ..service.remote import RemoteError

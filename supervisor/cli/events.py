@@ -24,7 +24,6 @@ def add_arguments(ev: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-
     from ..service import remote as client
     from ..service.access import TokenFileError
 

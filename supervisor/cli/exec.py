@@ -297,7 +297,6 @@ async def _print_encoded(journal: RunJournal, out: Output, watcher: AskWatcher |
 
 
 def _run_remote(args: argparse.Namespace) -> int:
-
     from ..service import remote as client
     from ..service.access import TokenFileError
     from .execview import Output, OutputClosed, exec_remote_viewed, raise_closed

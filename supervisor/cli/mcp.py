@@ -35,7 +35,6 @@ def _take_stdio() -> tuple[int, int]:
 
 
 def run(args: argparse.Namespace) -> int:
-
     from ..core.loglines import log_to_stderr
     from ..service.mcpface import serve_stdio
 

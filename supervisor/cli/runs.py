@@ -68,7 +68,6 @@ def add_arguments(runs: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-
     from ..service.access import TokenFileError
     from ..service.remote import RemoteError
 

@@ -55,7 +55,6 @@ def _limit(text: str) -> int:
 
 
 def search(args: argparse.Namespace, command: str) -> int:
-
     from ..service.access import TokenFileError
     from ..service.remote import RemoteError
 
