@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mcpx_hooks.supervisor.config import trust, truststore
+from mcpx_hooks.supervisor.config import statefiles, trust, truststore
 from mcpx_hooks.supervisor.config.loading import load_config
 from mcpx_hooks.supervisor.config.trust import (
     TrustEntry,
@@ -97,13 +97,13 @@ def test_trust_all_takes_one_word_and_says_any_other() -> None:
 
 
 def test_state_path_follows_xdg_then_home() -> None:
-    assert truststore.state_path({"XDG_STATE_HOME": "/s", "HOME": "/h"}) == Path(
+    assert statefiles.state_path({"XDG_STATE_HOME": "/s", "HOME": "/h"}) == Path(
         "/s/mcpx-hooks/trust.json"
     )
-    assert truststore.state_path({"XDG_STATE_HOME": "rel", "HOME": "/h"}) == Path(
+    assert statefiles.state_path({"XDG_STATE_HOME": "rel", "HOME": "/h"}) == Path(
         "/h/.local/state/mcpx-hooks/trust.json"
     )
-    assert truststore.state_path({}) is None
+    assert statefiles.state_path({}) is None
 
 
 def test_the_state_is_written_atomically_0600(tmp_path: Path) -> None:
@@ -143,7 +143,7 @@ def test_a_hostile_state_file_trusts_nothing_and_says_why(tmp_path: Path, kind: 
     assert why is not None and str(path) in why and "nothing is trusted" in why
     # A command that writes the state never overwrites what it could not read.
     if kind != "dangling":
-        with pytest.raises(truststore.StateError), truststore.locked_state(path):
+        with pytest.raises(statefiles.StateError), truststore.locked_state(path):
             pass
 
 
@@ -168,7 +168,7 @@ def chain(tmp_path: Path) -> tuple[Path, dict[str, str], Path]:
 
 
 def _trust(local: Path, environ: dict[str, str]) -> None:
-    path = truststore.state_path(environ)
+    path = statefiles.state_path(environ)
     assert path is not None
     with truststore.locked_state(path) as state:
         entry = TrustEntry(digest(local.read_bytes()), "t")
@@ -220,7 +220,7 @@ def test_a_corrupt_state_is_said_with_each_file_skipped(
     chain: tuple[Path, dict[str, str], Path],
 ) -> None:
     local, environ, etc = chain
-    state = truststore.state_path(environ)
+    state = statefiles.state_path(environ)
     assert state is not None
     write(state, "garbage")
     config = load_config(cwd=local.parent, environ=environ, etc_dir=etc)

@@ -15,6 +15,7 @@ import io
 import os
 import sys
 
+from ..config import codecache
 from .common import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, quiet_start
 from .parser import command_runner, parser, version
 
@@ -61,9 +62,12 @@ def entry() -> None:
     the hundreds of modules and objects a run loads, about 30 ms of a 0.25 s `exec` on the
     2-core machine (`bench/startup.py`), so that is skipped. An exception `main` does not
     catch leaves as it always did, through the interpreter's own exit. The cyclic collector
-    runs rarely until the command's async part starts (`common.quiet_start`).
+    runs rarely until the command's async part starts (`common.quiet_start`), and the methods
+    attrs writes for each class are compiled once and kept (`config/codecache.py`): found
+    there from the next start on, and what this one compiled kept once its output is out.
     """
     quiet_start()
+    codecache.install(os.environ)
     try:
         code = main()
     except SystemExit as exc:  # argparse's usage errors and --help
@@ -72,6 +76,7 @@ def entry() -> None:
         # A reader gone, or a stream already closed: nothing more can be said on it.
         with contextlib.suppress(BrokenPipeError, ValueError):
             stream.flush()
+    codecache.save()
     os._exit(code)
 
 

@@ -52,7 +52,7 @@ def _named(config: Config, names: list[str], command: str) -> list[str] | int:
 def pin_servers(args: argparse.Namespace) -> int:
     import sys
 
-    from ..config.truststore import StateError
+    from ..config.statefiles import StateError
     from ..tools.pins import pin
 
     config = load(args)
@@ -78,7 +78,7 @@ def pin_servers(args: argparse.Namespace) -> int:
 def servers_diff(args: argparse.Namespace) -> int:
     import sys
 
-    from ..config.truststore import StateError
+    from ..config.statefiles import StateError
     from ..tools.pins import changes
 
     config = load(args)

@@ -90,8 +90,9 @@ def untrust(args: argparse.Namespace) -> int:
 def _change(paths: list[Path], *, untrusting: bool) -> int:
     """Trusts (or untrusts) `paths` in one locked read-modify-write of the state."""
     from ..config.loading import validate_files
+    from ..config.statefiles import StateError, state_path
     from ..config.trust import TrustEntry, digest
-    from ..config.truststore import StateError, locked_state, save_state, state_path, trust_key
+    from ..config.truststore import locked_state, save_state, trust_key
     from ..core.frames import now_rfc3339
 
     command = "untrust" if untrusting else "trust"
@@ -157,7 +158,8 @@ def _project_bytes(path: Path) -> tuple[bytes | None, str]:
 
 
 def _list(as_json: bool) -> int:
-    from ..config.truststore import load_state, state_path
+    from ..config.statefiles import state_path
+    from ..config.truststore import load_state
 
     where = state_path(os.environ)
     state, why = load_state(where)

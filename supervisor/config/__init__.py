@@ -44,13 +44,7 @@ __all__, __getattr__, __dir__ = exports(
             "pin_key",
             "tools_sha256",
         ),
-        "truststore": (
-            "StateError",
-            "load_state",
-            "locked_state",
-            "save_state",
-            "state_path",
-            "trust_key",
-        ),
+        "statefiles": ("StateError", "state_path"),
+        "truststore": ("load_state", "locked_state", "save_state", "trust_key"),
     },
 )

@@ -28,11 +28,11 @@ from ..core.points import DEFAULT_PHASE, PHASES, POINTS, Phase, when_keys
 from ..core.records import Record
 from . import files
 from .build import Decl, Layer, resolve
-from .files import ETC_DIR
 from .modelschema import prompt_rules
 from .problems import describe, did_you_mean, pointer, pointer_key, quote
+from .statefiles import state_path
 from .trust import TrustState, Verdict, decide, digest, skip_message, trust_all, trust_command
-from .truststore import load_state, state_path, trust_key
+from .truststore import load_state, trust_key
 
 _PHASE_WORDS: Final = frozenset(p.value for p in Phase)
 
@@ -159,7 +159,7 @@ def load_config(
     per_call_hooks: Sequence[Mapping[str, Any]] = (),
     script: Mapping[str, Sequence[str | None]] | None = None,
     discover: bool = True,
-    etc_dir: Path = ETC_DIR,
+    etc_dir: Path = files.ETC_DIR,
     trust_project: bool = False,
     pinned: Mapping[str, str] | None = None,
     salvage: bool = False,

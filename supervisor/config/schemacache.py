@@ -2,9 +2,10 @@
 
 fastjsonschema turns a schema into Python source; compiling that source costs ~40 ms for the
 config's schema, more than the rest of `exec -- /bin/true` spends on the config. The compiled
-code is kept in `<state dir>/schema-<name>.cache` (the directory of `truststore.state_path`),
-written privately (`privatefile.write_private`, 0600 in a 0700 directory) and read back the way
-the trust state is (a regular file of this user's that no one else may write, of bounded size).
+code is kept in `<state dir>/schema-<name>.cache` (`statefiles.state_path`), sealed
+and written privately (`statefiles.write_sealed`: 0600 in a 0700 directory) and read back the
+way the trust state is (a regular file of this user's that no one else may write, of bounded
+size).
 
 The file is a header and the marshalled code object:
 
@@ -33,8 +34,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ..core.errors import HooksError
-from .privatefile import write_private
-from .truststore import StateError, read_private, state_path
+from .statefiles import read_sealed, state_path, write_sealed
 
 MAGIC: Final = b"mcpx-hooks schema cache 1"
 #: The largest cache file read: the config's compiled check is ~300 KB.
@@ -112,16 +112,8 @@ _NO_IMPORT: Final = "JsonSchemaValueException = JsonSchemaValuesException = Inva
 
 def _read(path: Path, key: str) -> Any:
     """The cached code object for `key`, or None when there is none to believe."""
-    try:
-        data = read_private(path, limit=MAX_CACHE_BYTES)
-    except (OSError, StateError):
-        return None
-    magic, _, rest = data.partition(b"\n")
-    stored_key, _, rest = rest.partition(b"\n")
-    digest, _, payload = rest.partition(b"\n")
-    if magic != MAGIC or stored_key != key.encode() or not payload:
-        return None
-    if hashlib.sha256(payload).hexdigest().encode() != digest:
+    payload = read_sealed(path, MAGIC, key, limit=MAX_CACHE_BYTES)
+    if payload is None:
         return None
     try:
         code = marshal.loads(payload)
@@ -131,10 +123,4 @@ def _read(path: Path, key: str) -> Any:
 
 
 def _write(path: Path, key: str, code: Any) -> None:
-    payload = marshal.dumps(code)
-    digest = hashlib.sha256(payload).hexdigest()
-    try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        write_private(path, b"\n".join([MAGIC, key.encode(), digest.encode(), payload]))
-    except OSError:
-        return  # a state directory that cannot be written: compiled again next time
+    write_sealed(path, MAGIC, key, marshal.dumps(code))

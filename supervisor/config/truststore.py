@@ -1,7 +1,7 @@
 """The trust state file: where it is, read without trusting it, written atomically.
 
-`$XDG_STATE_HOME/mcpx-hooks/trust.json` (an absolute `XDG_STATE_HOME`), else
-`$HOME/.local/state/mcpx-hooks/trust.json`; without either there is no state, and nothing is
+`trust.json` in the state directory (`statefiles.state_path`: `$XDG_STATE_HOME/mcpx-hooks/`,
+else `$HOME/.local/state/mcpx-hooks/`); without either there is no state, and nothing is
 trusted. The file is 0600 in a 0700 directory; a write goes to a temporary file in the same
 directory, synced, then renamed over the old one, so a reader sees the old state or the new,
 never part of one. Writers take an exclusive lock (`trust.json.lock` beside it) around
@@ -16,37 +16,14 @@ to a `Config`, and the `trust` command reads and writes it.
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import os
-import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Final
 
-from ..core.errors import HooksError
 from .privatefile import write_private
+from .statefiles import StateError, read_private
 from .trust import MAX_STATE_BYTES, TrustState, TrustStateError, parse_state, state_text
-
-STATE_FILE: Final = Path("mcpx-hooks") / "trust.json"
-
-
-class StateError(HooksError):
-    """The state cannot be read or written; the message names the file and why.
-    `bad_input`: the file is there and cannot be believed (not a failure to write)."""
-
-    def __init__(self, message: str, *, bad_input: bool = True) -> None:
-        super().__init__(message)
-        self.bad_input = bad_input
-
-
-def state_path(environ: Mapping[str, str]) -> Path | None:
-    xdg, home = environ.get("XDG_STATE_HOME", ""), environ.get("HOME", "")
-    if os.path.isabs(xdg):
-        return Path(xdg) / STATE_FILE
-    if os.path.isabs(home):
-        return Path(home) / ".local" / "state" / STATE_FILE
-    return None
 
 
 def trust_key(path: str | Path) -> str:
@@ -63,7 +40,7 @@ def load_state(path: Path | None) -> tuple[TrustState, str | None]:
     if path is None:
         return TrustState(), None
     try:
-        data = read_private(path)
+        data = read_private(path, limit=MAX_STATE_BYTES)
     except FileNotFoundError:
         return TrustState(), None
     except StateError as exc:
@@ -75,41 +52,6 @@ def load_state(path: Path | None) -> tuple[TrustState, str | None]:
             f"the trust state file {path} is not valid ({exc}): nothing is trusted until it"
             " is fixed or removed"
         )
-
-
-def read_private(path: Path, *, limit: int = MAX_STATE_BYTES) -> bytes:
-    """The bytes of the state file (or another kept beside it: `schemacache.py`);
-    `FileNotFoundError` when there is none, `StateError` when it is not a regular file of this
-    user's that only this user may write, or is larger than `limit`. A FIFO or a device is
-    refused before a read could block."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
-    except FileNotFoundError:
-        if os.path.islink(path):
-            raise StateError(f"the trust state file {path} is a dangling symlink") from None
-        raise
-    except OSError as exc:
-        said = "a symlink loop" if exc.errno == errno.ELOOP else exc.strerror or str(exc)
-        raise StateError(f"the trust state file {path} cannot be read: {said}") from None
-    st = os.fstat(fd)
-    why: str | None = None
-    if not stat.S_ISREG(st.st_mode):
-        why = "is not a regular file"
-    elif st.st_uid != os.getuid():
-        why = f"belongs to uid {st.st_uid}, not to you"
-    elif st.st_mode & 0o022:
-        why = f"is writable by others (mode {stat.S_IMODE(st.st_mode):04o})"
-    if why is not None:
-        os.close(fd)
-        raise StateError(f"the trust state file {path} {why}")
-    with os.fdopen(fd, "rb") as f:
-        try:
-            data = f.read(limit + 1)
-        except OSError as exc:
-            raise StateError(f"the trust state file {path} cannot be read: {exc}") from None
-    if len(data) > limit:
-        raise StateError(f"the trust state file {path} is larger than {limit} bytes")
-    return data
 
 
 @contextlib.contextmanager
@@ -129,7 +71,7 @@ def locked_state(path: Path) -> Iterator[TrustState]:
     try:
         fcntl.flock(lock_fd, fcntl.LOCK_EX)
         try:
-            data = read_private(path)
+            data = read_private(path, limit=MAX_STATE_BYTES)
         except FileNotFoundError:
             yield TrustState()
             return

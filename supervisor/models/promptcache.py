@@ -39,7 +39,7 @@ from typing import Any, Final
 import attrs
 
 from ..config.privatefile import write_private
-from ..config.truststore import state_path
+from ..config.statefiles import state_path
 from ..core.errors import HooksError
 from ..core.jsontext import JsonError, is_unicode, loads, wire_safe
 from ..core.records import Record

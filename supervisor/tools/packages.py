@@ -32,7 +32,7 @@ from typing import Final
 import attrs
 import trio
 
-from ..config.truststore import state_path
+from ..config.statefiles import state_path
 from ..core.errors import SandboxUnavailable, SpawnError
 from ..core.hookenv import base_environment
 from ..core.hooks import Profile

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
+from ..config.statefiles import StateError, state_path
 from ..config.trust import ServerPin, pin_key, tools_sha256
-from ..config.truststore import StateError, load_state, locked_state, save_state, state_path
+from ..config.truststore import load_state, locked_state, save_state
 from ..core.frames import now_rfc3339
 from ..core.records import Record
 from ..core.servers import PIN_MODES, ServerSpec

@@ -1,0 +1,122 @@
+"""The files kept in the state directory, and how they are read without being trusted.
+
+`$XDG_STATE_HOME/mcpx-hooks/` (an absolute `XDG_STATE_HOME`), else
+`$HOME/.local/state/mcpx-hooks/`; without either there is none. It holds the trust state
+(`truststore.py`) and, beside it, code compiled once and kept for the next start: the config
+schema's check (`schemacache.py`) and the methods attrs writes for each class
+(`codecache.py`).
+
+A file there is read only when it is a regular file of this user's that no one else may
+write, of bounded size (`read_private`). Kept code is sealed (`read_sealed`, `write_sealed`):
+
+    <magic>
+    <key: what the code was compiled for>
+    <sha256 of the payload>
+    <payload>
+
+so that a file of another version, or one cut short or changed, is ignored, never believed.
+Standard library only, and no attrs class: the command line finds the code cache before
+anything builds one, and `--version` still loads nothing it does not use.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Final
+
+from ..core.errors import HooksError
+
+STATE_FILE: Final = Path("mcpx-hooks") / "trust.json"
+
+
+class StateError(HooksError):
+    """The state cannot be read or written; the message names the file and why.
+    `bad_input`: the file is there and cannot be believed (not a failure to write)."""
+
+    def __init__(self, message: str, *, bad_input: bool = True) -> None:
+        super().__init__(message)
+        self.bad_input = bad_input
+
+
+def state_path(environ: Mapping[str, str]) -> Path | None:
+    xdg, home = environ.get("XDG_STATE_HOME", ""), environ.get("HOME", "")
+    if os.path.isabs(xdg):
+        return Path(xdg) / STATE_FILE
+    if os.path.isabs(home):
+        return Path(home) / ".local" / "state" / STATE_FILE
+    return None
+
+
+def read_private(path: Path, *, limit: int) -> bytes:
+    """The bytes of the state file (or another kept beside it: `read_sealed`);
+    `FileNotFoundError` when there is none, `StateError` when it is not a regular file of this
+    user's that only this user may write, or is larger than `limit`. A FIFO or a device is
+    refused before a read could block."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise StateError(f"the trust state file {path} is a dangling symlink") from None
+        raise
+    except OSError as exc:
+        said = "a symlink loop" if exc.errno == errno.ELOOP else exc.strerror or str(exc)
+        raise StateError(f"the trust state file {path} cannot be read: {said}") from None
+    st = os.fstat(fd)
+    why: str | None = None
+    if not stat.S_ISREG(st.st_mode):
+        why = "is not a regular file"
+    elif st.st_uid != os.getuid():
+        why = f"belongs to uid {st.st_uid}, not to you"
+    elif st.st_mode & 0o022:
+        why = f"is writable by others (mode {stat.S_IMODE(st.st_mode):04o})"
+    if why is not None:
+        os.close(fd)
+        raise StateError(f"the trust state file {path} {why}")
+    with os.fdopen(fd, "rb") as f:
+        try:
+            data = f.read(limit + 1)
+        except OSError as exc:
+            raise StateError(f"the trust state file {path} cannot be read: {exc}") from None
+    if len(data) > limit:
+        raise StateError(f"the trust state file {path} is larger than {limit} bytes")
+    return data
+
+
+def read_sealed(path: Path, magic: bytes, key: str, *, limit: int) -> bytes | None:
+    """The payload `write_sealed` kept at `path` for `key`, or None when there is none to
+    believe (no file, not a private file of this user's, another magic or key, a digest that
+    does not match)."""
+    import hashlib  # here: the command line reads the state directory's path before it
+
+    try:
+        data = read_private(path, limit=limit)
+    except (OSError, StateError):
+        return None
+    stored_magic, _, rest = data.partition(b"\n")
+    stored_key, _, rest = rest.partition(b"\n")
+    digest, _, payload = rest.partition(b"\n")
+    if stored_magic != magic or stored_key != key.encode() or not payload:
+        return None
+    if hashlib.sha256(payload).hexdigest().encode() != digest:
+        return None
+    return payload
+
+
+def write_sealed(path: Path, magic: bytes, key: str, payload: bytes) -> None:
+    """Keeps `payload` at `path` for `key`, privately (0600 in a 0700 directory); a state
+    directory that cannot be written is left as it is (the code is compiled again next
+    time)."""
+    import hashlib
+
+    from .privatefile import write_private  # its `tempfile`, only when something is written
+
+    digest = hashlib.sha256(payload).hexdigest()
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        write_private(path, b"\n".join([magic, key.encode(), digest.encode(), payload]))
+    except OSError:
+        return
