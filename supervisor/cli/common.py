@@ -82,6 +82,18 @@ COMMAND_EXIT_CODES: Final = {
         (EXIT_FAILED, "the trust state cannot be written"),
         (EXIT_USAGE, "a file that is not trusted, or a state file that cannot be believed"),
     ),
+    "servers list": (
+        (EXIT_FAILED, "a server failed to start; the service refused or could not be reached"),
+        (
+            EXIT_USAGE,
+            "an invalid config, an unreadable token file, `--config` or `--no-start` with"
+            " `--remote`",
+        ),
+    ),
+    "servers diff": (
+        (EXIT_FAILED, "its tools differ from their pin, or it cannot be listed or its pin read"),
+        (EXIT_USAGE, "an invalid config, or a server the config does not declare"),
+    ),
     "init": ((EXIT_USAGE, "a project config file is already there (it is never overwritten)"),),
     "doctor": ((EXIT_FAILED, "a profile but `none` cannot be enforced on this machine"),),
 }

@@ -12,16 +12,13 @@ import contextlib
 import json
 from typing import TYPE_CHECKING, Any
 
-from .common import EXIT_OK, load, run_async
+from .common import EXIT_FAILED, EXIT_OK, load, run_async
 from .parser import add_config_arguments, add_token_file_argument
 
 if TYPE_CHECKING:
     import argparse
 
     from ..core.hooks import Config
-
-#: What `servers list` exits with when a server failed to start.
-EXIT_FAILING = 1
 
 
 def add_arguments(servers: argparse.ArgumentParser) -> None:
@@ -137,4 +134,4 @@ def run(args: argparse.Namespace) -> int:
         print("no tool servers declared ([servers.<name>] in a config file)")
     else:
         print("\n".join(server_lines(servers)))
-    return EXIT_FAILING if any(s.get("state") == "failing" for s in servers) else EXIT_OK
+    return EXIT_FAILED if any(s.get("state") == "failing" for s in servers) else EXIT_OK
