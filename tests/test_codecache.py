@@ -143,3 +143,27 @@ def test_the_salted_number_is_found_only_where_attrs_writes_it() -> None:
 def test_the_state_directory_is_the_trust_states() -> None:
     state = statefiles.state_path({"XDG_STATE_HOME": "/s"})
     assert state is not None and state.parent == Path("/s/mcpx-hooks")
+
+
+def test_the_command_line_keeps_what_it_compiled_and_writes_nothing_more(tmp_path: Path) -> None:
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "MCPX_HOOKS_NO_DISCOVERY": "1"}
+    argv = [
+        sys.executable,
+        "-m",
+        "mcpx_hooks.supervisor",
+        "exec",
+        "--sandbox",
+        "none",
+        "--",
+        "true",
+    ]
+
+    def run() -> None:
+        subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, check=True)
+
+    run()
+    path = cache_file(tmp_path / "state")
+    first = path.stat()
+    run()  # everything found: the file is not written again
+    again = path.stat()
+    assert (again.st_ino, again.st_mtime_ns) == (first.st_ino, first.st_mtime_ns)

@@ -143,7 +143,7 @@ class _WhenAttrsLoads:
             return None
         loader = spec.loader
         run: Callable[[ModuleType], None] | None = getattr(loader, "exec_module", None)
-        if run is None:
+        if run is None or isinstance(loader, type):  # a loader shared by modules: left as is
             return spec
         cache = self.cache
 
