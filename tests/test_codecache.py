@@ -129,6 +129,9 @@ def test_what_is_kept_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     again.load(0)
     # Past the bound, only what the last process used is kept.
     assert set(again.kept) == {("<old 0>", "x = 0"), ("<new 0>", "y = 0"), ("<new 1>", "y = 1")}
+    for n in range(10):  # a process that builds classes without end holds a bounded number
+        again.code(f"<more {n}>", f"z = {n}", 0)
+    assert len(again.used) == 3 and again.compiled == 10
 
 
 def test_the_salted_number_is_found_only_where_attrs_writes_it() -> None:

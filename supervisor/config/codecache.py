@@ -13,7 +13,7 @@ written at run time. This does, for the command line:
   there, with the flags attrs compiles with;
 - `save` (called by `entry` once the command is done) keeps, when anything was compiled,
   the code this process used and what was kept before, at most `MAX_ENTRIES` (past it, only
-  this process's).
+  this process's; a process holds at most as many of its own).
 
 The file is `<state dir>/attrs-code.cache`, sealed (`statefiles.write_sealed`) under a key of
 the interpreter's version and those flags; its payload is the marshalled tuple of (file name,
@@ -76,7 +76,8 @@ class _Cache:
         if code is None:
             code = compile(source, filename, "exec", flags, dont_inherit=True)
             self.compiled += 1
-        self.used[key] = code
+        if len(self.used) < MAX_ENTRIES:  # a process building classes without end keeps some
+            self.used[key] = code
         return code
 
     def save(self) -> None:
@@ -84,7 +85,7 @@ class _Cache:
             return
         entries = {**self.kept, **self.used}
         if len(entries) > MAX_ENTRIES:
-            entries = dict(list(self.used.items())[-MAX_ENTRIES:])
+            entries = self.used
         payload = marshal.dumps(
             tuple((name, source, code) for (name, source), code in entries.items())
         )
