@@ -2,10 +2,9 @@
 
 fastjsonschema turns a schema into Python source; compiling that source costs ~40 ms for the
 config's schema, more than the rest of `exec -- /bin/true` spends on the config. The compiled
-code is kept in `<state dir>/schema-<name>.cache` (`statefiles.state_path`), sealed
-and written privately (`statefiles.write_sealed`: 0600 in a 0700 directory) and read back the
-way the trust state is (a regular file of this user's that no one else may write, of bounded
-size).
+code is kept in `<state dir>/schema-<name>.cache` (`statefiles.state_path`), sealed and
+written privately (`statefiles.write_sealed`: 0600 in a 0700 directory) and read back the way
+the trust state is (a regular file of this user's that no one else may write, of bounded size).
 
 The file is a header and the marshalled code object:
 

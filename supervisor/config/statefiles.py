@@ -43,6 +43,7 @@ class StateError(HooksError):
 
 
 def state_path(environ: Mapping[str, str]) -> Path | None:
+    """The trust state file in the state directory (its parent); None without either."""
     xdg, home = environ.get("XDG_STATE_HOME", ""), environ.get("HOME", "")
     if os.path.isabs(xdg):
         return Path(xdg) / STATE_FILE
