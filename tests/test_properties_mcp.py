@@ -36,6 +36,8 @@ from service_client import Server, start_server
 #: generous bound for a loaded machine, never waited out unless it is stuck.
 ANSWER_S = 30.0
 
+#: JSON nested deeper than Python's parser goes (it raises `RecursionError`, not `ValueError`).
+DEEP = b"[" * 100_000 + b"]" * 100_000
 #: A client's first request, over stdio and over HTTP.
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -240,6 +242,13 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
 @example(lines=[b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":7}}'])
 @example(lines=[b'{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}', b"\xff\xfe", b"[]"])
 @example(lines=[b'{"jsonrpc":"2.0","id":"x","result":{}}', b'{"jsonrpc":"2.0","id":2}'])
+@example(
+    lines=[
+        DEEP,
+        b'{"method":"tools/call","x":' + DEEP + b"}",
+        b'{"method":"notifications/cancelled","x":' + DEEP + b"}",
+    ]
+)
 def test_hostile_client_lines_never_stop_the_gateway(gateway: Gateway, lines: list[bytes]) -> None:
     for line in lines:
         gateway.send(line)

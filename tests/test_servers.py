@@ -285,6 +285,7 @@ async def test_server_start_hooks_see_the_start_and_may_refuse_it(
             "big",
             "mixed",
             "progress",
+            "whoami",
         ]
         with pytest.raises(ServerFailing):
             await manager.call(hostile("die-at-start", tmp_path / "d", marker), "echo", {})

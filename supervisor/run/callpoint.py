@@ -42,6 +42,10 @@ if TYPE_CHECKING:
     from ..tools.serverentry import ServerEntry
 
 
+#: A server's lease on the egress proxy and how many refusals it had logged (`egress_mark`).
+EgressMark = tuple["Lease | None", int]
+
+
 def args_sha256(args: Any) -> str:
     """The SHA-256 of the arguments as JSON with sorted keys and no spaces."""
     text = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -96,6 +100,28 @@ def call_frame(
     )
 
 
+def answer_outcome(result: types.CallToolResult) -> CallOutcome:
+    """What a call the server answered with `result` ends in (no hook replacing it)."""
+    if result.is_error:
+        return CallOutcome(False, error=answer_text(result)[:4096] or "isError", result=result)
+    value = result.structured_content
+    value = value if value is not None else answer_text(result)
+    return CallOutcome(True, value, result=result)
+
+
+def destructive_hint(entry: ServerEntry, tool: str) -> bool | None:
+    """The `destructiveHint` of `tool` as `entry`'s server listed it."""
+    listed = entry.tool(tool)
+    return listed.annotations.destructive_hint if listed and listed.annotations else None
+
+
+def too_slow(timeout_ms: int) -> str:
+    """What a call fails with past its server's `callTimeoutMs`."""
+    return (
+        f"the call took longer than callTimeoutMs ({timeout_ms} ms); it was cancelled on the server"
+    )
+
+
 @attrs.frozen(repr=False, eq=False)
 class CallPoint(Record):
     """What firing the `call` point needs from the run it belongs to."""
@@ -143,9 +169,9 @@ class CallPoint(Record):
             why = "a before hook applied arguments that are not an object; the call was not sent"
             answer, destructive = CallOutcome(False, error=why), None
         else:
-            mark = self._egress_mark(call.server)
+            mark = self.egress_mark(call.server)
             answer, destructive = await self._call(call, args)
-            self._egress(call.server, mark)
+            self.egress_frames(call.server, mark)
         self.journal.append(call_frame(call, args, answer, destructive, started))
         return await self._land(state, call, answer)
 
@@ -153,9 +179,9 @@ class CallPoint(Record):
         """`fire` for a call no hook fires for (`hooked`): what it ends in, and its `call`
         frame, for the caller to write."""
         started = time.perf_counter()
-        mark = self._egress_mark(call.server)
+        mark = self.egress_mark(call.server)
         answer, destructive = await self._call(call, call.args)
-        self._egress(call.server, mark)
+        self.egress_frames(call.server, mark)
         return answer, call_frame(call, call.args, answer, destructive, started)
 
     def _entry(self, server: str) -> ServerEntry | None:
@@ -163,13 +189,13 @@ class CallPoint(Record):
         spec = servers.specs.get(server) if servers is not None else None
         return servers.manager.entries.get(spec) if servers and spec else None
 
-    def _egress_mark(self, server: str) -> tuple[Lease | None, int]:
+    def egress_mark(self, server: str) -> EgressMark:
         """The server's lease on the egress proxy and its refusals so far."""
         entry = self._entry(server)
         lease = entry.egress if entry is not None else None
         return lease, 0 if lease is None else lease.logged
 
-    def _egress(self, server: str, mark: tuple[Lease | None, int]) -> None:
+    def egress_frames(self, server: str, mark: EgressMark) -> None:
         """An `egress` frame for each host the proxy refused the server while it served the
         call (from its start, if the call started it) that no frame of the run has named."""
         entry = self._entry(server)
@@ -208,19 +234,8 @@ class CallPoint(Record):
         except (ServerFailing, ToolFailed) as exc:
             return CallOutcome(False, error=str(exc)), None
         except trio.TooSlowError:
-            why = (
-                f"the call took longer than callTimeoutMs ({spec.call_timeout_ms} ms); it was"
-                " cancelled on the server"
-            )
-            return CallOutcome(False, error=why), None
-        listed = entry.tool(tool)
-        hint = listed.annotations.destructive_hint if listed and listed.annotations else None
-        if result.is_error:
-            error = answer_text(result)[:4096] or "isError"
-            return CallOutcome(False, error=error, result=result), hint
-        value = result.structured_content
-        value = value if value is not None else answer_text(result)
-        return CallOutcome(True, value, result=result), hint
+            return CallOutcome(False, error=too_slow(spec.call_timeout_ms)), None
+        return answer_outcome(result), destructive_hint(entry, tool)
 
     async def _land(self, state: RunState, call: Call, answer: CallOutcome) -> CallOutcome:
         """The `onSuccess` or `onError` hooks (an `apply` replaces the answer, and the

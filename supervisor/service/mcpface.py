@@ -39,6 +39,7 @@ import trio
 from mcp import types
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import Server
+from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError
 
 from ..config.trust import tools_sha256
@@ -56,6 +57,7 @@ from .answering import Responder
 from .logredact import open_logged_runtime
 from .mcpexec import EXEC_TOOL, RunSlots, exec_tool, run_exec
 from .mcplimits import CallLimiter
+from .mcpraw import RawCalls, error_result
 from .mcprelay import Relay
 from .mcpsession import SessionRun
 from .mcpstdio import open_stdio
@@ -98,6 +100,8 @@ class Gateway:
         self._said: set[str] = set()
         #: Whether the client's log level (`logging/setLevel`) lets `info` messages through.
         self.log_info = True
+        self.client: ServerSession | None = None  # the SDK's session, from the handshake on
+        self.raw: RawCalls | None = None  # the calls relayed around the SDK (`mcpraw.py`)
 
     def server(self) -> Server[Any]:
         version = str(importlib.import_module("mcpx_hooks").__version__)
@@ -133,6 +137,8 @@ class Gateway:
         try:
             await server.run(read, write, server.create_initialization_options())
         finally:
+            if self.raw is not None:
+                self.raw.close()
             if self.session is not None:
                 self.session.close()
 
@@ -148,6 +154,7 @@ class Gateway:
         result = await call_next(ctx)
         if ctx.method == "initialize":  # the handshake was accepted: the session starts
             self._session(ctx)
+            self.client = ctx.session
         return result
 
     async def _list_tools(
@@ -172,7 +179,7 @@ class Gateway:
                 continue  # its tools are hidden
             for tool in entry.tools:
                 name = exposed_name(spec.name, tool.name, self.config.mcp_separator)
-                if self._shows(spec, tool.name) and name not in listed:
+                if self.shows(spec, tool.name) and name not in listed:
                     listed[name] = tool.model_copy(update={"name": name})
         return types.ListToolsResult(tools=list(listed.values()))
 
@@ -259,7 +266,18 @@ class Gateway:
                 logger.warning("%s", session.journal.redactor.text(said))
         return decided.quarantined
 
-    def _shows(self, spec: ServerSpec, tool: str) -> bool:
+    def settled(self, spec: ServerSpec, entry: ServerEntry) -> bool:
+        """Whether `_quarantined` knows, without a wait, that `spec`'s server (with the tools
+        `entry` lists) is not quarantined, and has said what it had to say about its pin."""
+        known = self._pin_keys.get(spec.name)
+        decided = self._verdicts.get(known[1]) if known and known[0] is entry.tools else None
+        return (
+            decided is not None
+            and decided.quarantined is None
+            and (decided.warning is None or decided.warning in self._said)
+        )
+
+    def shows(self, spec: ServerSpec, tool: str) -> bool:
         shown = self._shown.get((spec.name, tool))
         if shown is None:
             shown = self._shown[spec.name, tool] = spec.shows(tool)
@@ -273,7 +291,7 @@ class Gateway:
         specs = self.config.servers
         for server, tool in exposed_targets(name, specs, self.config.mcp_separator):
             spec = specs[server]
-            if not self._shows(spec, tool) or manager is None:
+            if not self.shows(spec, tool) or manager is None:
                 continue
             try:
                 entry = await manager.open(spec, run_id=run_id)
@@ -345,9 +363,7 @@ def tool_result(outcome: CallOutcome) -> types.CallToolResult:
     if outcome.result is not None:  # the server's own answer, no hook replaced it
         return outcome.result
     if not outcome.ok:
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text=outcome.error)], is_error=True
-        )
+        return error_result(outcome.error)
     return applied_result(outcome.value)
 
 
@@ -374,5 +390,8 @@ async def serve_stdio(config: Config, read_fd: int, write_fd: int) -> None:
     async with open_logged_runtime(config) as runtime, trio.open_nursery() as nursery:
         await nursery.start(serve_stop_signals, nursery.cancel_scope)
         async with open_stdio(read_fd, write_fd) as (read, write):
-            await Gateway(runtime).serve(read, write)
+            gateway = Gateway(runtime)
+            gateway.raw = RawCalls(gateway, write, nursery)
+            read.taker = gateway.raw.take
+            await gateway.serve(read, write)
         nursery.cancel_scope.cancel()

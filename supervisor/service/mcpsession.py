@@ -29,7 +29,7 @@ from ..core.records import Record
 from ..core.redact import Redactor
 from ..core.servers import server_secrets
 from ..run.asking import Asks
-from ..run.callpoint import Call, CallOutcome, CallPoint
+from ..run.callpoint import Call, CallOutcome, CallPoint, EgressMark, call_frame
 from ..run.hookcontext import HookContext, RunInfo, hook_secrets, new_run_id
 from ..run.journal import RunJournal
 from ..run.phases import PhaseHooks
@@ -76,6 +76,7 @@ class SessionRun:
         self._lock = trio.Lock()
         #: The frames of calls without hooks that ended while a hooked call held the stream.
         self._held: list[Frame] = []
+        self._hooked: dict[tuple[str, str], bool] = {}  # (server, tool): a `call` hook fires
         self._closed = False
         secrets = {**hook_secrets(config.hooks, None, os.environ)}
         secrets.update(server_secrets(config.servers.values(), os.environ))
@@ -124,13 +125,9 @@ class SessionRun:
         when hooks fire for it); the server's progress on it goes to `progress`, its log
         messages to `log`, its hooks' questions to `responder`."""
         call = Call(call_id, server, tool, args, self.client, progress, log)
-        if not self._point.hooked(call):
+        if not self.hooked(server, tool):
             outcome, frame = await self._point.fire_unhooked(call)
-            if self._lock.locked():  # not inside a hooked call's frames: after them
-                self._held.append(frame)
-            elif not self._closed:  # (nothing after `end`)
-                self.journal.append(frame)
-            self.counts.take(outcome)
+            self._unhooked(outcome, frame)
             return outcome
         async with self._lock:
             try:
@@ -146,6 +143,41 @@ class SessionRun:
                 self._write_held()
             self.counts.take(outcome)
             return outcome
+
+    def hooked(self, server: str, tool: str) -> bool:
+        """Whether a `call` hook fires for this client's calls of `tool` on `server`."""
+        known = self._hooked.get((server, tool))
+        if known is None:
+            call = Call(None, server, tool, {}, self.client)
+            known = self._hooked[server, tool] = self._point.hooked(call)
+        return known
+
+    def egress_mark(self, server: str) -> EgressMark:
+        """Where `server`'s egress refusals stand, before a call relayed around the call
+        point (`mcpraw.py`)."""
+        return self._point.egress_mark(server)
+
+    def relayed(
+        self,
+        call: Call,
+        outcome: CallOutcome,
+        destructive: bool | None,
+        started: float,
+        mark: EgressMark,
+    ) -> None:
+        """A call no hook fires for, relayed around the call point (`mcpraw.py`), begun at
+        `started` (`perf_counter`): its frames, as `call` writes an unhooked call's."""
+        if self._closed:
+            return
+        self._point.egress_frames(call.server, mark)
+        self._unhooked(outcome, call_frame(call, call.args, outcome, destructive, started))
+
+    def _unhooked(self, outcome: CallOutcome, frame: Frame) -> None:
+        if self._lock.locked():  # not inside a hooked call's frames: after them
+            self._held.append(frame)
+        elif not self._closed:  # (nothing after `end`)
+            self.journal.append(frame)
+        self.counts.take(outcome)
 
     def _write_held(self) -> None:
         """The `call` frames of calls without hooks that ended during a hooked call."""

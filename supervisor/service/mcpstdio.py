@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 from types import TracebackType
-from typing import Final, Self
+from typing import Final, Protocol, Self
 
 import anyio
 import pydantic
@@ -44,6 +44,12 @@ class LineTooLong(HooksError, ValueError):
     """A line from the client over `MAX_MESSAGE_BYTES`: dropped unread."""
 
 
+class LineTaker(Protocol):
+    """What may take a line of the client's before the SDK reads it (True: taken)."""
+
+    async def __call__(self, line: bytes, /) -> bool: ...
+
+
 class ClientMessages:
     """The client's messages, as the SDK reads a stream of them: each line parsed when the
     server's read loop asks for the next (a line that is not JSON-RPC is its exception).
@@ -58,12 +64,19 @@ class ClientMessages:
         self._lines = LineReader(incoming)
         self._incoming = incoming
         self._writer = writer
+        #: What may take a line before the SDK reads it (`mcpraw.RawCalls.take`).
+        self.taker: LineTaker | None = None
 
     async def receive(self) -> SessionMessage | Exception:
-        try:
-            line = await self._lines.line()
-        except trio.ClosedResourceError:  # closed under a read: as a closed memory stream
-            raise anyio.ClosedResourceError from None
+        while True:
+            try:
+                line = await self._lines.line()
+            except trio.ClosedResourceError:  # closed under a read: as a closed memory stream
+                raise anyio.ClosedResourceError from None
+            if isinstance(line, TooLong) or self.taker is None or not await self.taker(line):
+                return await self._read(line)
+
+    async def _read(self, line: bytes | TooLong) -> SessionMessage | Exception:
         if isinstance(line, TooLong):
             said = f"a message over {MAX_MESSAGE_BYTES} bytes was dropped"
             if b'"method"' in line.head:  # a request's (an answer's is not answered)
@@ -131,14 +144,18 @@ class ClientWriter(BorrowedSend):
     async def send(self, item: SessionMessage, /) -> None:
         await self._send(item.message.model_dump_json(by_alias=True, exclude_unset=True))
 
+    async def send_line(self, line: bytes) -> None:
+        """`line`, a message already written as one line (ending in a newline)."""
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            await self._lines.send(line)
+
     async def send_batch(self, answers: list[types.JSONRPCError]) -> None:
         """`answers` as one line: a batch's answer."""
         dumped = (answer.model_dump_json(by_alias=True, exclude_unset=True) for answer in answers)
         await self._send(f"[{','.join(dumped)}]")
 
     async def _send(self, data: str) -> None:
-        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-            await self._lines.send(data.encode() + b"\n")
+        await self.send_line(data.encode() + b"\n")
 
 
 @contextlib.asynccontextmanager

@@ -34,6 +34,16 @@ __all__, __getattr__, __dir__ = exports(
             "unread_id",
         ),
         "pins": ("OFF", "REQUIRE", "PinVerdict", "changes", "key_of", "listing", "pin", "verdict"),
-        "servers": ("Progress", "ServerManager", "ToolServers", "open_manager"),
+        "servers": (
+            "Progress",
+            "ServerManager",
+            "ToolServers",
+            "done_using",
+            "error_answer",
+            "gone_reason",
+            "not_a_result",
+            "open_manager",
+            "strict_json",
+        ),
     },
 )

@@ -18,6 +18,8 @@ import errno
 import json
 import os
 import re
+import select
+import stat
 from types import TracebackType
 from typing import Final, Self
 
@@ -92,6 +94,19 @@ class LineWriter:
     def __init__(self, stream: trio.lowlevel.FdStream) -> None:
         self._stream = stream
         self._lock = trio.StrictFIFOLock()
+        #: Whether a line of at most `PIPE_BUF` bytes is written whole or not at all (a pipe's
+        #: rule), so that `send_nowait` can promise it.
+        self._atomic = stat.S_ISFIFO(os.fstat(stream.fileno()).st_mode)
+
+    def send_nowait(self, line: bytes) -> bool:
+        """Writes `line` whole at once, or nothing (False): when it is over `PIPE_BUF`, when
+        another line is being written, when the pipe has no room for it, or is gone."""
+        if not self._atomic or len(line) > select.PIPE_BUF or self._lock.locked():
+            return False
+        try:
+            return os.write(self._stream.fileno(), line) == len(line)
+        except OSError:  # full (BlockingIOError), closed, the reader gone: the caller's `send`
+            return False
 
     async def send(self, line: bytes) -> None:
         """Writes `line` (ending in a newline) whole. Raises `trio.BrokenResourceError` when
@@ -186,7 +201,7 @@ def unread_id(line: bytes, *, request: bool) -> int | str | None:
     answer (it has none); None for anything else."""
     try:
         message = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # (nested past what the parser takes)
         return None
     if not isinstance(message, dict) or isinstance(message.get("method"), str) != request:
         return None
@@ -200,7 +215,7 @@ def batch_ids(line: bytes) -> list[int | str | None] | None:
     answers that once, with a null `id`); None when it is not an array."""
     try:
         batch = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if not isinstance(batch, list):
         return None

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from mcp.client.session import ClientSession
 
     from ..process.egress import Lease
+    from .mcpclient import RawChannel
 
 
 class LogHearer(Protocol):
@@ -68,6 +69,8 @@ class ServerEntry(Record):
     spec: ServerSpec
     state: str = "idle"
     session: ClientSession | None = None
+    #: Beside `session` (a server on a child's pipes): requests relayed around it.
+    raw: RawChannel | None = None
     tools: tuple[types.Tool, ...] = ()
     info: Mapping[str, Any] = attrs.field(factory=dict)
     #: What the server said it serves at its `initialize` (tools, prompts, resources …).

@@ -64,7 +64,7 @@ async def serve_server(spawner: Spawner, start_hooks: StartHooks, entry: ServerE
             await start_hooks(Phase.ON_ERROR, spec.name, run_id, error={"message": reason})
         entry.failed(reason)
     finally:
-        entry.session = None
+        entry.session = entry.raw = None
         if entry.state in ("running", "starting", "stopping"):  # idle, or the manager closing
             entry.state = "idle"
         entry.since = None
@@ -153,7 +153,8 @@ async def _serve(
     closed = trio.Event()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_keep_tail, child.stderr, stderr)
-        async with open_session(child.stdin, child.stdout, closed, entry.heard) as session:
+        async with open_session(child.stdin, child.stdout, closed, entry.heard) as (session, raw):
+            entry.raw = raw
             with trio.CancelScope() as life:
                 nursery.start_soon(_cancel_when_gone, child, closed, life, entry)
                 why = await serve_session(start_hooks, entry, session, start_scope)

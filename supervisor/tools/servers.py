@@ -122,29 +122,20 @@ class ServerManager:
         try:
             result = await session.call_tool(tool, dict(args), progress_callback=progress)
         except MCPError as exc:
-            if exc.error.code == ANSWER_TOO_LARGE:
-                raise AnswerTooLarge(f"server {spec.name}: {exc.error.message}") from None
             if exc.error.code != CONNECTION_CLOSED:
-                why = f"server {spec.name} answered {tool} with an error: {exc.error.message}"
-                raise ToolFailed(why) from None
-            with trio.move_on_after(_REASON_WAIT_S):
-                await entry.ended.wait()
-            raise ServerFailing(entry.reason or exc.error.message) from None
+                why = error_answer(spec, tool, exc.error.code, exc.error.message)
+                kind = AnswerTooLarge if exc.error.code == ANSWER_TOO_LARGE else ToolFailed
+                raise kind(why) from None
+            raise ServerFailing(await gone_reason(entry, exc.error.message)) from None
         except Exception as exc:  # the SDK's checks of the answer (its shape, outputSchema)
-            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            why = f"server {spec.name} answered {tool} with what is not a tool result: {first}"
-            raise ToolFailed(why) from None
+            raise ToolFailed(not_a_result(spec, tool, exc)) from None
         finally:
             if log is not None:
                 entry.log_hearers.remove(log)
-            entry.in_use -= 1
-            entry.last_used = trio.current_time()
-            entry.poke()
+            done_using(entry)
         entry.failures = 0  # it served: a later failure starts the backoff again
-        try:  # what goes on as a value is JSON, strictly (no NaN, no Infinity)
-            json.dumps(result.structured_content, allow_nan=False)
-        except ValueError:
-            raise ToolFailed(f"server {spec.name} answered {tool} with NaN or Infinity") from None
+        if not strict_json(result.structured_content):
+            raise ToolFailed(f"server {spec.name} answered {tool} with NaN or Infinity")
         return result, entry
 
     @contextlib.asynccontextmanager
@@ -163,9 +154,7 @@ class ServerManager:
         try:
             yield session, entry
         finally:
-            entry.in_use -= 1
-            entry.last_used = trio.current_time()
-            entry.poke()
+            done_using(entry)
 
     def status(self) -> list[dict[str, Any]]:
         """Each server's state, as `servers list --json` shows it."""
@@ -192,6 +181,46 @@ class ToolServers(Record):
         if spec is None:
             raise ServerFailing(undeclared(server, self.specs))
         return spec
+
+
+def done_using(entry: ServerEntry) -> None:
+    """A use of `entry` ended (the idle wait counts from now)."""
+    entry.in_use -= 1
+    entry.last_used = trio.current_time()
+    entry.poke()
+
+
+def error_answer(spec: ServerSpec, tool: str, code: int, message: str) -> str:
+    """What a call of `tool` fails with when the server answered it with a JSON-RPC error
+    (or its answer was too large to read: `ANSWER_TOO_LARGE`)."""
+    from .mcpclient import ANSWER_TOO_LARGE
+
+    if code == ANSWER_TOO_LARGE:
+        return f"server {spec.name}: {message}"
+    return f"server {spec.name} answered {tool} with an error: {message}"
+
+
+def not_a_result(spec: ServerSpec, tool: str, exc: Exception) -> str:
+    """What a call fails with when the answer is not a tool result (its shape, its schema)."""
+    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return f"server {spec.name} answered {tool} with what is not a tool result: {first}"
+
+
+def strict_json(value: Any) -> bool:
+    """Whether `value` is JSON strictly (no NaN, no Infinity): what goes on as a value."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except ValueError:
+        return False
+    return True
+
+
+async def gone_reason(entry: ServerEntry, fallback: str) -> str:
+    """Why a use of `entry` ended with its connection: the life's own reason once it has
+    ended (waited for at most `_REASON_WAIT_S`), else `fallback`."""
+    with trio.move_on_after(_REASON_WAIT_S):
+        await entry.ended.wait()
+    return entry.reason or fallback
 
 
 @contextlib.asynccontextmanager

@@ -21,6 +21,8 @@
   `lines` as a line of its own (each character a byte, so that any bytes can be asked for),
   then the call's answer with `error` as its error if given, else with `result` as its
   result, whatever they are.
+
+Tool `whoami` (in `good` and `relay`) answers the `id` its call came with, as JSON.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ TOOLS = [
     },
 ]
 TOOLS.append({"name": "progress", "inputSchema": {"type": "object"}})
+TOOLS.append({"name": "whoami", "inputSchema": {"type": "object"}})
 RELAY = {"name": "relay", "inputSchema": {"type": "object"}}
 #: What `good` serves besides its tools (its prompts, its resources).
 PROMPTS = [{"name": "greet", "description": "Greets", "arguments": [{"name": "who"}]}]
@@ -210,6 +213,10 @@ def main() -> None:
                     {"error": args["error"]} if "error" in args else {"result": args.get("result")}
                 )
                 send({"jsonrpc": "2.0", "id": rid, **answer})
+                continue
+            if name == "whoami":  # the id the call came with, as JSON
+                content = [{"type": "text", "text": json.dumps(rid)}]
+                send({"jsonrpc": "2.0", "id": rid, "result": {"content": content}})
                 continue
             if name == "mixed":
                 result = {**MIXED, "structuredContent": {"n": args.get("n", 0)}}

@@ -1,0 +1,195 @@
+"""`mcpx-hooks mcp`'s calls that no hook can touch, relayed as lines around the SDK's two
+sessions (`service/mcpraw.py`): what a client gets is what the server answered, or what the
+SDK's way of the same call gives, and the run keeps the same frames. The tests' hostile
+server's `whoami` tells which way a call came (the id the server saw: the gateway's own
+string, or the SDK's number)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import trio
+from conftest import Marker, cut_once_waiting
+from mcp import types
+from mcpface_parts import (
+    HOSTILE,
+    MCPX,
+    PY,
+    call_hook,
+    direct,
+    dumped,
+    stdio_session,
+    texts,
+    through_mcpx,
+    write_config,
+)
+
+#: A `suffix` hook that advises: it fires for every call and changes no answer, so the calls
+#: it is on take the SDK's way.
+NOTE = call_hook("note", "suffix", {"advise": "seen"})
+
+
+def edit_config(path: Path, server: str, **keys: Any) -> None:
+    """Sets `keys` on `server`'s declaration in the config file at `path`."""
+    config = json.loads(path.read_text())
+    config["servers"][server].update(keys)
+    path.write_text(json.dumps(config))
+
+
+async def seen_id(session: Any) -> Any:
+    """The id the hostile server saw `whoami`'s call come with, once the tools are listed
+    (the servers started: a call that starts its server takes the SDK's way)."""
+    await session.list_tools()
+    return json.loads(texts(await session.call_tool("h__whoami", {}))[0])
+
+
+def session_frames(config: Path) -> list[dict[str, Any]]:
+    """The frames of the one `mcp` session run in the history beside `config`."""
+    env = {**os.environ, "XDG_STATE_HOME": str(config.parent / "state")}
+    env["MCPX_HOOKS_NO_DISCOVERY"] = "1"
+
+    def cli(*args: str) -> str:
+        argv = [MCPX, "runs", *args, "--json"]
+        return subprocess.run(argv, env=env, capture_output=True, text=True, check=True).stdout
+
+    (run,) = [r for r in json.loads(cli("list")) if r["argv"][0] == "mcp"]
+    return [json.loads(line) for line in cli("show", run["runId"]).splitlines()]
+
+
+async def test_a_call_no_hook_touches_is_relayed_and_answers_as_the_server_does(
+    tmp_path: Path, marker: Marker
+) -> None:
+    where = tmp_path / marker
+    config = write_config(where, marker, expose=("echo", "fail", "mixed", "whoami"))
+    calls = [("words", "count", {"text": "one two\nthree"}), ("words", "shout", {"text": "hé"})]
+    calls += [("h", "echo", {"n": [1, 2.5, None, "ü"]}), ("h", "fail", {"why": "no"})]
+    calls += [("h", "mixed", {"n": 7})]
+    async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
+        relayed_id = await seen_id(session)
+        through = [await session.call_tool(f"{s}__{t}", a) for s, t, a in calls]
+    direct_results = []
+    async with stdio_session(direct([PY, "wordtools.py"], where), tmp_path / "e1") as words:
+        direct_results += [await words.call_tool(t, a) for s, t, a in calls if s == "words"]
+    hostile = [PY, HOSTILE, "good", str(tmp_path / "direct.log")]
+    async with stdio_session(direct(hostile, where), tmp_path / "e2") as h:
+        await h.list_tools()  # (the client checks structured content against outputSchema)
+        direct_results += [await h.call_tool(t, a) for s, t, a in calls if s == "h"]
+    assert isinstance(relayed_id, str) and relayed_id.startswith("mcpx-raw-")
+    assert [dumped(r) for r in through] == [dumped(r) for r in direct_results]
+    assert marker.alive() == []
+    # The run holds each call's frame as the call point writes it, and counts them.
+    frames = session_frames(config)
+    made = [f for f in frames if f["type"] == "call"]
+    assert [(f["server"], f["tool"], f["ok"]) for f in made] == [
+        ("h", "whoami", True),
+        ("words", "count", True),
+        ("words", "shout", True),
+        ("h", "echo", True),
+        ("h", "fail", False),
+        ("h", "mixed", True),
+    ]
+    assert made[4]["error"] == '{"why": "no"}'  # an isError answer's text (its structure)
+    assert [f["type"] for f in frames][-2:] == ["result", "end"]
+    assert frames[-2]["value"] == {"calls": 6, "refused": 0, "failed": 1}
+
+
+async def test_a_call_a_hook_fires_for_or_with_limits_takes_the_sdk_s_way(
+    tmp_path: Path, marker: Marker
+) -> None:
+    where = tmp_path / marker
+    hook = {**NOTE, "when": {"tool": ["echo"]}}
+    config = write_config(where, marker, [hook], expose=("echo", "whoami"))
+    async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
+        free = await seen_id(session)
+    edit_config(config, "h", callsPerMinute=1000)
+    async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
+        limited = await seen_id(session)
+    config = write_config(where, marker, [NOTE], expose=("echo", "whoami"))
+    async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
+        hooked = await seen_id(session)
+    assert isinstance(free, str) and free.startswith("mcpx-raw-")
+    assert isinstance(limited, int) and isinstance(hooked, int)
+    assert marker.alive() == []
+
+
+async def test_progress_logs_and_a_cancellation_are_carried_with_the_ids_swapped(
+    tmp_path: Path, marker: Marker
+) -> None:
+    where = tmp_path / marker
+    config = write_config(where, marker, expose=("progress", "wait", "echo"))
+    heard: list[tuple[float, float | None, str | None]] = []
+    logged: list[types.LoggingMessageNotificationParams] = []
+
+    async def hear(progress: float, total: float | None, message: str | None) -> None:
+        heard.append((progress, total, message))
+
+    async def log(params: types.LoggingMessageNotificationParams) -> None:
+        logged.append(params)
+
+    async with stdio_session(
+        through_mcpx(config), tmp_path / "err", logging_callback=log
+    ) as session:
+        await session.list_tools()  # (the servers started: a first call takes the SDK's way)
+        done = await session.call_tool("h__progress", {}, progress_callback=hear)
+        quiet = await session.call_tool("h__progress", {})  # no token: no progress asked for
+        await cut_once_waiting(where / "h.log", lambda: session.call_tool("h__wait", {}))
+        await session.call_tool("h__echo", {})  # answered after the server read the cancel
+    assert texts(done) == texts(quiet) == ["done"]
+    assert heard == [(1, 2, "one"), (2, 2, "two")]
+    assert [(p.level, p.logger, p.data) for p in logged] == [
+        ("warning", "hostile", {"step": 2})
+    ] * 2
+    said = [line.split() for line in (where / "h.log").read_text().splitlines()]
+    assert said[1:] == [["waiting", "mcpx-raw-3"], ["cancelled", "mcpx-raw-3"]]
+    assert marker.alive() == []
+    # A cancelled call is never answered, and leaves no `call` frame (as the SDK's way).
+    calls = [f["tool"] for f in session_frames(config) if f["type"] == "call"]
+    assert calls == ["progress", "progress", "echo"]
+
+
+async def test_past_call_timeout_ms_the_call_is_cancelled_on_the_server_and_says_why(
+    tmp_path: Path, marker: Marker
+) -> None:
+    where = tmp_path / marker
+    config = write_config(where, marker, expose=("wait", "echo"))
+    edit_config(config, "h", callTimeoutMs=300)
+    async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
+        await session.list_tools()
+        with trio.fail_after(30):
+            late = await session.call_tool("h__wait", {})
+        await session.call_tool("h__echo", {})
+    assert late.is_error is True
+    assert texts(late) == [
+        "the call took longer than callTimeoutMs (300 ms); it was cancelled on the server"
+    ]
+    said = [line.split() for line in (where / "h.log").read_text().splitlines()]
+    assert said[1:] == [["waiting", "mcpx-raw-1"], ["cancelled", "mcpx-raw-1"]]
+    assert marker.alive() == []
+
+
+async def test_a_server_s_bad_answers_and_end_read_the_same_both_ways(
+    tmp_path: Path, marker: Marker
+) -> None:
+    """Each hostile mode's answer to `echo`, relayed and the SDK's way (a hook on it), is the
+    same tool result: an error saying why, never the bad answer itself."""
+    got: dict[str, list[str]] = {}
+    for mode in ("lying", "garbled", "nan", "crash-on-call"):
+        for hooks in ([], [NOTE]):
+            where = tmp_path / f"{marker}-{mode}-{len(hooks)}"
+            config = write_config(where, marker, hooks, h_mode=mode)
+            async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
+                await session.list_tools()
+                result = await session.call_tool("h__echo", {})
+            assert result.is_error is True
+            got.setdefault(mode, []).append(texts(result)[0])
+    assert marker.alive() == []
+    for mode, (relayed, through_sdk) in got.items():
+        assert relayed == through_sdk, mode
+    assert got["lying"][0] == "server h answered echo with an error: I lied: there is no such tool"
+    assert got["garbled"][0].startswith("server h answered echo with what is not a tool result")
+    assert got["nan"][0] == "server h answered echo with NaN or Infinity"
+    assert got["crash-on-call"][0].startswith("server h exited with status 7")
