@@ -1,8 +1,8 @@
 """`mcpx-hooks mcp`'s calls that no hook can touch, relayed as lines around the SDK's two
 sessions (`service/mcpraw.py`): what a client gets is what the server answered, or what the
-SDK's way of the same call gives, and the run keeps the same frames. The tests' hostile
-server's `whoami` tells which way a call came (the id the server saw: the gateway's own
-string, or the SDK's number)."""
+same call through the call point gives, and the run keeps the same frames. The tests'
+hostile server's `whoami` tells which way a call came (the id the server saw: `mcpx-relay-N`
+relayed, `mcpx-call-N` through the call point, on the pipe beside the SDK's client)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 from conftest import Marker, cut_once_waiting
 from mcp import types
@@ -78,7 +79,7 @@ async def test_a_call_no_hook_touches_is_relayed_and_answers_as_the_server_does(
     async with stdio_session(direct(hostile, where), tmp_path / "e2") as h:
         await h.list_tools()  # (the client checks structured content against outputSchema)
         direct_results += [await h.call_tool(t, a) for s, t, a in calls if s == "h"]
-    assert isinstance(relayed_id, str) and relayed_id.startswith("mcpx-raw-")
+    assert relayed_id == "mcpx-relay-1"
     assert [dumped(r) for r in through] == [dumped(r) for r in direct_results]
     assert marker.alive() == []
     # The run holds each call's frame as the call point writes it, and counts them.
@@ -111,8 +112,9 @@ async def test_a_call_a_hook_fires_for_or_with_limits_takes_the_sdk_s_way(
     config = write_config(where, marker, [NOTE], expose=("echo", "whoami"))
     async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
         hooked = await seen_id(session)
-    assert isinstance(free, str) and free.startswith("mcpx-raw-")
-    assert isinstance(limited, int) and isinstance(hooked, int)
+    # Relayed around the gateway's SDK session, or through its call point: both ways reach
+    # the server on the pipe beside the SDK's client, with ids of their own.
+    assert (free, limited, hooked) == ("mcpx-relay-1", "mcpx-call-1", "mcpx-call-1")
     assert marker.alive() == []
 
 
@@ -144,38 +146,41 @@ async def test_progress_logs_and_a_cancellation_are_carried_with_the_ids_swapped
         ("warning", "hostile", {"step": 2})
     ] * 2
     said = [line.split() for line in (where / "h.log").read_text().splitlines()]
-    assert said[1:] == [["waiting", "mcpx-raw-3"], ["cancelled", "mcpx-raw-3"]]
+    assert said[1:] == [["waiting", "mcpx-relay-3"], ["cancelled", "mcpx-relay-3"]]
     assert marker.alive() == []
     # A cancelled call is never answered, and leaves no `call` frame (as the SDK's way).
     calls = [f["tool"] for f in session_frames(config) if f["type"] == "call"]
     assert calls == ["progress", "progress", "echo"]
 
 
+@pytest.mark.parametrize(("hooks", "kind"), [([], "relay"), ([NOTE], "call")])
 async def test_past_call_timeout_ms_the_call_is_cancelled_on_the_server_and_says_why(
-    tmp_path: Path, marker: Marker
+    tmp_path: Path, marker: Marker, hooks: list[dict[str, Any]], kind: str
 ) -> None:
+    """Relayed, or through the call point (a hook on it): the same words, and the server is
+    told the call was given up."""
     where = tmp_path / marker
-    config = write_config(where, marker, expose=("wait", "echo"))
+    config = write_config(where, marker, hooks, expose=("wait", "echo"))
     edit_config(config, "h", callTimeoutMs=300)
     async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
         await session.list_tools()
         with trio.fail_after(30):
             late = await session.call_tool("h__wait", {})
-        await session.call_tool("h__echo", {})
+        await session.call_tool("h__echo", {})  # answered after the server read the cancel
     assert late.is_error is True
     assert texts(late) == [
         "the call took longer than callTimeoutMs (300 ms); it was cancelled on the server"
     ]
     said = [line.split() for line in (where / "h.log").read_text().splitlines()]
-    assert said[1:] == [["waiting", "mcpx-raw-1"], ["cancelled", "mcpx-raw-1"]]
+    assert said[1:] == [["waiting", f"mcpx-{kind}-1"], ["cancelled", f"mcpx-{kind}-1"]]
     assert marker.alive() == []
 
 
 async def test_a_server_s_bad_answers_and_end_read_the_same_both_ways(
     tmp_path: Path, marker: Marker
 ) -> None:
-    """Each hostile mode's answer to `echo`, relayed and the SDK's way (a hook on it), is the
-    same tool result: an error saying why, never the bad answer itself."""
+    """Each hostile mode's answer to `echo`, relayed and through the call point (a hook on
+    it), is the same tool result: an error saying why, never the bad answer itself."""
     got: dict[str, list[str]] = {}
     for mode in ("lying", "garbled", "nan", "crash-on-call"):
         for hooks in ([], [NOTE]):

@@ -15,7 +15,7 @@ these hold; otherwise the SDK's server serves it, as it serves every other messa
 - its line, with the gateway's own id, goes whole onto the server's stdin at once.
 
 It is written as the SDK's client would write it, with an id of the gateway's own
-(`mcpx-raw-<n>`, a string, where the SDK's client numbers its requests). Its answer comes
+(`mcpx-relay-<n>`, a string, where the SDK's client numbers its requests). Its answer comes
 back through the server's channel: read as the SDK's client reads a tool result (or the
 error the call point gives for an answer that is not one, or a JSON-RPC error); its `call`
 frame written as the call point writes an unhooked call's; then sent to the client under the
@@ -52,6 +52,7 @@ from ..run.callpoint import (
     destructive_hint,
     too_slow,
 )
+from ..tools.rawchannel import cancellation
 from ..tools.servers import done_using, error_answer, gone_reason, not_a_result, strict_json
 from .mcpexec import EXEC_TOOL
 from .mcpstdio import ClientWriter
@@ -64,8 +65,8 @@ if TYPE_CHECKING:
     from ..tools.serverentry import ServerEntry
     from .mcpsession import SessionRun
 
-#: How the ids of relayed calls begin (a number follows).
-RAW_ID_PREFIX: Final = "mcpx-raw-"
+#: The kind in the ids of relayed calls on a server's pipe (`RawChannel.new_id`).
+RELAYED: Final = "relay"
 _CALL: Final = b'"tools/call"'
 _CANCELLED: Final = b'"notifications/cancelled"'
 _PARAM_KEYS: Final = frozenset({"name", "arguments", "_meta"})
@@ -125,7 +126,7 @@ class RawCalls:
                 channel = call.entry.raw
                 if channel is not None:
                     channel.forget(call.rid)
-                    channel.notify_nowait(_cancellation(call.rid))
+                    channel.notify_nowait(cancellation(call.rid))
 
     def _start(self, line: bytes) -> bool:
         request = _plain_call(line)
@@ -137,15 +138,16 @@ class RawCalls:
         if found is None or session.hooked(found[0].name, found[1]):
             return False
         spec, tool, entry = found
-        self._count += 1
-        rid = f"{RAW_ID_PREFIX}{self._count}"
+        if entry.raw is None:
+            return False
+        rid = entry.raw.new_id(RELAYED)
         params: dict[str, Any] = {"name": tool, "arguments": args}
         if token is not None:
             params["_meta"] = {"progressToken": rid}
         request_line = _line(
             {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params}
         )
-        if request_line is None or entry.raw is None:
+        if request_line is None:
             return False
         now = trio.current_time()
         call = RawCall(
@@ -218,7 +220,7 @@ class RawCalls:
         channel = call.entry.raw
         if channel is not None:
             channel.forget(call.rid)
-            await channel.notify(_cancellation(call.rid))
+            await channel.notify(cancellation(call.rid))
         return True
 
     def _end(self, call: RawCall) -> bool:
@@ -261,7 +263,7 @@ class RawCalls:
                     channel = call.entry.raw
                     if channel is not None:
                         channel.forget(call.rid)
-                        await channel.notify(_cancellation(call.rid))
+                        await channel.notify(cancellation(call.rid))
                     why = too_slow(call.spec.call_timeout_ms)
                     await self._finish(call, CallOutcome(False, error=why), None)
 
@@ -375,11 +377,3 @@ def _line(message: dict[str, Any]) -> bytes | None:
         return text.encode() + b"\n"
     except (ValueError, UnicodeEncodeError):
         return None
-
-
-def _cancellation(rid: str) -> bytes:
-    line = _line(
-        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": rid}}
-    )
-    assert line is not None
-    return line

@@ -16,10 +16,9 @@ with `ANSWER_UNREADABLE`: it is dropped and counted as any bad line, but its req
 left waiting for its timeout.
 
 A request is on the server's stdin when the session's `send` returns (`jsonlines.py`, no
-task between). Beside the session, a `RawChannel` writes requests of its user's own (a call
-an MCP client makes that no hook can touch, `service/mcpraw.py`), with ids no request of the
-session has (strings, where the SDK's are numbers); their answers and progress notifications
-go to its routes instead of the session.
+task between). Beside the session, a `RawChannel` (`rawchannel.py`) writes requests of its
+own on the same pipe (the manager's tool calls, the gateway's relayed calls), with ids no
+request of the session has; their answers go to it instead of the session.
 
 What the server writes is read by a task of its own and handed to the session through a
 stream that holds nothing (size 0): a server that writes faster than the session reads waits
@@ -30,7 +29,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Any, Final, Protocol
+from typing import Final
 
 import anyio
 import attrs
@@ -45,6 +44,7 @@ from ..core.errors import HooksError
 from ..core.records import Record
 from ..core.servers import MAX_BAD_LINES, MAX_MESSAGE_BYTES
 from .jsonlines import BorrowedSend, LineReader, LineWriter, TooLong, top_level_id, unread_id
+from .rawchannel import RawChannel
 
 CLIENT_INFO: Final = types.Implementation(name="mcpx-hooks", version="0.1.0")
 #: The JSON-RPC error code (in the implementation-defined range) a request fails with when
@@ -68,92 +68,6 @@ class LineStats(Record):
     in_flight: set[types.RequestId] = attrs.field(factory=set)
 
 
-class RawRoute(Protocol):
-    """Where what the server says about one request of a `RawChannel` goes."""
-
-    async def answered(self, message: types.JSONRPCResponse | types.JSONRPCError) -> None:
-        """Its answer (or the error made for one too large or unreadable)."""
-
-    async def progress(self, params: dict[str, Any]) -> None:
-        """A `notifications/progress` whose token is the request's id."""
-
-    def gone(self) -> None:
-        """The server's stdout ended before the answer came."""
-
-
-class RawChannel:
-    """Requests written to the server beside the session, each with an id of the writer's
-    own, and where their answers go (`routes`, by that id)."""
-
-    def __init__(
-        self, lines: LineWriter, stats: LineStats, heard: LoggingFnT | None = None
-    ) -> None:
-        self._lines = lines
-        self._stats = stats
-        self._heard = heard
-        self.routes: dict[str, RawRoute] = {}
-        self.open = True
-
-    def send_nowait(self, rid: str, line: bytes, route: RawRoute) -> bool:
-        """Writes the request `line` (id `rid`, a string) whole at once and routes its answer
-        to `route`; or writes nothing and returns False (`LineWriter.send_nowait`)."""
-        if not self.open or not self._lines.send_nowait(line):
-            return False
-        self._stats.in_flight.add(rid)
-        self.routes[rid] = route
-        return True
-
-    def forget(self, rid: str) -> None:
-        """The request `rid` given up: whatever the server says of it now is dropped."""
-        self.routes.pop(rid, None)
-        self._stats.in_flight.discard(rid)
-
-    async def notify(self, line: bytes) -> None:
-        """Writes the notification `line` (a cancellation); a server gone is no error."""
-        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-            if not self.notify_nowait(line):
-                await self._lines.send(line)
-
-    def notify_nowait(self, line: bytes) -> bool:
-        """Writes the notification `line` at once, or nothing (False)."""
-        return self.open and self._lines.send_nowait(line)
-
-    async def divert(self, message: types.JSONRPCMessage) -> bool:
-        """Whether `message` was the routes' (then handed to its route): an answer to one of
-        their requests, a progress notification for one, or a log message while they wait
-        (heard here, in order, before the answer after it; heard by every use in flight)."""
-        if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
-            route = self.routes.pop(message.id, None) if isinstance(message.id, str) else None
-            if route is not None:
-                await route.answered(message)
-            return route is not None
-        if not isinstance(message, types.JSONRPCNotification):
-            return False
-        if message.method == "notifications/progress" and isinstance(message.params, dict):
-            token = message.params.get("progressToken")
-            route = self.routes.get(token) if isinstance(token, str) else None
-            if route is not None:
-                await route.progress(message.params)
-            return route is not None
-        if message.method == "notifications/message" and self._heard is not None:
-            try:
-                params = types.LoggingMessageNotificationParams.model_validate(
-                    message.params, by_name=False
-                )
-            except pydantic.ValidationError:
-                return False  # the session's to drop
-            await self._heard(params)
-            return True
-        return False
-
-    def close(self) -> None:
-        """The server's stdout ended: each route still waiting is told."""
-        self.open = False
-        routes, self.routes = self.routes, {}
-        for route in routes.values():
-            route.gone()
-
-
 @contextlib.asynccontextmanager
 async def open_session(
     send: trio.lowlevel.FdStream,
@@ -170,8 +84,8 @@ async def open_session(
     in_writer, in_reader = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     stats = LineStats()
     lines = LineWriter(send)
-    raw = RawChannel(lines, stats, logging_callback)
     async with trio.open_nursery() as nursery:
+        raw = RawChannel(lines, stats.in_flight, nursery, logging_callback)
         nursery.start_soon(_pump_in, ServerMessages(receive, stats, raw), in_writer, closed)
         try:
             async with ClientSession(

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from mcp.client.session import ClientSession
 
     from ..process.egress import Lease
-    from .mcpclient import RawChannel
+    from .rawchannel import RawChannel
 
 
 class LogHearer(Protocol):

@@ -120,7 +120,7 @@ class ServerManager:
         if log is not None:
             entry.log_hearers.append(log)
         try:
-            result = await session.call_tool(tool, dict(args), progress_callback=progress)
+            result = await _call_tool(entry, session, tool, dict(args), progress)
         except MCPError as exc:
             if exc.error.code != CONNECTION_CLOSED:
                 why = error_answer(spec, tool, exc.error.code, exc.error.message)
@@ -181,6 +181,38 @@ class ToolServers(Record):
         if spec is None:
             raise ServerFailing(undeclared(server, self.specs))
         return spec
+
+
+async def _call_tool(
+    entry: ServerEntry,
+    session: ClientSession,
+    tool: str,
+    args: dict[str, Any],
+    progress: Progress | None,
+) -> types.CallToolResult:
+    """The call, on the server's `RawChannel` when it has one and the session speaks a
+    revision of the handshake era: written and read as the SDK's client would, without its
+    request's machinery (a task, a stream, a span); else through the SDK's client. Raises
+    what the SDK's client raises for the same answer (`MCPError`, a check's error)."""
+    from mcp import types
+    from mcp.shared.exceptions import MCPError
+    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+    channel = entry.raw
+    if channel is None or session.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
+        return await session.call_tool(tool, args, progress_callback=progress)
+    try:
+        answer = await channel.call_tool(tool, args, progress)
+    except ValueError:  # not strict JSON in UTF-8: the SDK's client says what it says of it
+        return await session.call_tool(tool, args, progress_callback=progress)
+    if answer is None:
+        raise MCPError(code=types.CONNECTION_CLOSED, message="Connection closed")
+    if isinstance(answer, types.JSONRPCError):
+        raise MCPError.from_error_data(answer.error)
+    result = types.CallToolResult.model_validate(answer.result, by_name=False)
+    if not result.is_error:
+        await session.validate_tool_result(tool, result)
+    return result
 
 
 def done_using(entry: ServerEntry) -> None:
