@@ -260,6 +260,26 @@ def test_hostile_client_lines_never_stop_the_gateway(gateway: Gateway, lines: li
     assert "words__count" in [t["name"] for t in listed["result"]["tools"]]
 
 
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(
+    rid=st.integers(min_value=-(2**53), max_value=2**53) | st.text(max_size=12),
+    args=st.dictionaries(clean_text(12), clean_values, max_size=4),
+    token=st.none() | st.integers() | st.text(max_size=8),
+)
+def test_a_call_comes_back_under_its_own_id_with_what_the_server_answered(
+    gateway: Gateway, rid: int | str, args: dict[str, Any], token: int | str | None
+) -> None:
+    """Relayed around the SDK once the server runs (its id swapped there and back), or not:
+    the client's own id, and the arguments as the echo server read them."""
+    params: dict[str, Any] = {"name": "h__echo", "arguments": args}
+    if token is not None:
+        params["_meta"] = {"progressToken": token}
+    call = {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params}
+    answered = gateway.answer_to(call)
+    assert answered["result"]["structuredContent"] == args
+    assert json.loads(answered["result"]["content"][0]["text"]) == args
+
+
 def test_a_request_that_cannot_be_read_is_answered_when_its_id_can(gateway: Gateway) -> None:
     """JSON that Python reads but the SDK does not (a lone surrogate, escaped), and a request
     over the size of a message, get an error naming their id: the client's call ends."""
