@@ -40,7 +40,8 @@ from mcpx_hooks.supervisor.core.hooks import Config
 from mcpx_hooks.supervisor.core.order import check_order
 from mcpx_hooks.supervisor.core.servers import CallLimits, ServerSpec
 from mcpx_hooks.supervisor.run.runtime import open_runtime
-from mcpx_hooks.supervisor.service.mcpface import Gateway, applied_result
+from mcpx_hooks.supervisor.service.mcpcalls import applied_result
+from mcpx_hooks.supervisor.service.mcpface import Gateway
 from mcpx_hooks.supervisor.service.mcplimits import CallLimiter
 
 

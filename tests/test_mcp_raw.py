@@ -118,11 +118,14 @@ async def test_a_call_a_hook_fires_for_or_with_limits_takes_the_sdk_s_way(
     assert marker.alive() == []
 
 
+@pytest.mark.parametrize(("hooks", "kind"), [([], "relay"), ([NOTE], "call")])
 async def test_progress_logs_and_a_cancellation_are_carried_with_the_ids_swapped(
-    tmp_path: Path, marker: Marker
+    tmp_path: Path, marker: Marker, hooks: list[dict[str, Any]], kind: str
 ) -> None:
+    """Relayed, or served through the call point (a hook on it) outside the SDK's server:
+    progress with the client's token, the log message once, a cancellation carried."""
     where = tmp_path / marker
-    config = write_config(where, marker, expose=("progress", "wait", "echo"))
+    config = write_config(where, marker, hooks, expose=("progress", "wait", "echo"))
     heard: list[tuple[float, float | None, str | None]] = []
     logged: list[types.LoggingMessageNotificationParams] = []
 
@@ -146,11 +149,13 @@ async def test_progress_logs_and_a_cancellation_are_carried_with_the_ids_swapped
         ("warning", "hostile", {"step": 2})
     ] * 2
     said = [line.split() for line in (where / "h.log").read_text().splitlines()]
-    assert said[1:] == [["waiting", "mcpx-relay-3"], ["cancelled", "mcpx-relay-3"]]
+    assert said[1:] == [["waiting", f"mcpx-{kind}-3"], ["cancelled", f"mcpx-{kind}-3"]]
     assert marker.alive() == []
     # A cancelled call is never answered, and leaves no `call` frame (as the SDK's way).
-    calls = [f["tool"] for f in session_frames(config) if f["type"] == "call"]
+    frames = session_frames(config)
+    calls = [f["tool"] for f in frames if f["type"] == "call"]
     assert calls == ["progress", "progress", "echo"]
+    assert len([f for f in frames if f["type"] == "hook"]) == (3 if hooks else 0)
 
 
 @pytest.mark.parametrize(("hooks", "kind"), [([], "relay"), ([NOTE], "call")])

@@ -18,6 +18,7 @@ __all__, __getattr__, __dir__ = exports(
         "asking": ("Asks", "Settled"),
         "bus": ("Bus", "Subscription"),
         "callpoint": (
+            "CALL_PHASES",
             "Call",
             "CallOutcome",
             "CallPoint",

@@ -17,7 +17,7 @@ import hashlib
 import json
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 import trio
@@ -42,6 +42,8 @@ if TYPE_CHECKING:
     from ..tools.serverentry import ServerEntry
 
 
+#: The phases a call's hooks run in.
+CALL_PHASES: Final = (Phase.BEFORE, Phase.ON_SUCCESS, Phase.ON_ERROR, Phase.SUFFIX)
 #: A server's lease on the egress proxy and how many refusals it had logged (`egress_mark`).
 EgressMark = tuple["Lease | None", int]
 
@@ -144,8 +146,7 @@ class CallPoint(Record):
 
     def hooked(self, call: Call) -> bool:
         """Whether any `call` hook fires for `call` (else its one frame is its `call`)."""
-        phases = (Phase.BEFORE, Phase.ON_SUCCESS, Phase.ON_ERROR, Phase.SUFFIX)
-        return any(self.hooks_of(phase, call) for phase in phases)
+        return any(self.hooks_of(phase, call) for phase in CALL_PHASES)
 
     async def fire(self, call: Call) -> CallOutcome:
         """The call with its hooks, frames in the run's stream; never raises for what a hook

@@ -28,13 +28,11 @@ serves one session (`serve`); its run is `mcpsession.SessionRun`.
 from __future__ import annotations
 
 import importlib
-import json
 import logging
 import os
 from collections.abc import Mapping
 from typing import Any, Final
 
-import pydantic
 import trio
 from mcp import types
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -43,21 +41,18 @@ from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError
 
 from ..config.trust import tools_sha256
-from ..core.effects import NO, YES, AnsweredBy
 from ..core.frames import WarningFrame, blank
 from ..core.hooks import Config
 from ..core.servers import ServerSpec, exposed_name, exposed_targets
 from ..process.signals import serve_stop_signals
-from ..run.callpoint import CallOutcome
 from ..run.runtime import Runtime
 from ..tools.pins import PinVerdict, key_of, listing, verdict
-from ..tools.serverentry import LogHearer, ServerEntry, ServerFailing
-from ..tools.servers import Progress
-from .answering import Responder
+from ..tools.serverentry import ServerEntry, ServerFailing
 from .logredact import open_logged_runtime
+from .mcpcalls import Relays, sdk_relays, tool_result
 from .mcpexec import EXEC_TOOL, RunSlots, exec_tool, run_exec
 from .mcplimits import CallLimiter
-from .mcpraw import RawCalls, error_result
+from .mcpraw import RawCalls
 from .mcprelay import Relay
 from .mcpsession import SessionRun
 from .mcpstdio import open_stdio
@@ -66,14 +61,6 @@ logger = logging.getLogger("mcpx_hooks.mcp")
 
 #: The longest client name a session's run keeps (the rest is cut).
 MAX_CLIENT_CHARS: Final = 256
-#: The form an `ask` is put to the person at the client in: one answer, yes or no.
-ASK_FORM: Final = {
-    "type": "object",
-    "properties": {"answer": {"type": "string", "enum": [YES, NO]}},
-    "required": ["answer"],
-}
-#: The keys a value shaped as a tool result may have.
-_RESULT_KEYS: Final = frozenset({"content", "structuredContent", "isError", "_meta"})
 
 
 class Gateway:
@@ -218,9 +205,22 @@ class Gateway:
                 log_frames=self.log_info,
                 slots=self.slots,
             )
-        server, tool = await self._target(params.name, session.run_id)
-        args = dict(params.arguments or {})
         call_id = ctx.request_id if ctx.request_id is not None else session.counts.calls + 1
+        relays = sdk_relays(ctx)
+        return await self.call(session, call_id, params.name, params.arguments or {}, relays)
+
+    async def call(
+        self,
+        session: SessionRun,
+        call_id: Any,
+        name: str,
+        args: Mapping[str, Any],
+        relays: Relays,
+    ) -> types.CallToolResult:
+        """The client's call `call_id` of the tool it knows as `name`, through the `call`
+        point (`relays`: where what comes back on the way goes); raises `MCPError` (-32602)
+        for a tool not listed."""
+        server, tool = await self._target(name, session.run_id)
         spec = self.config.servers[server]
         manager = self.runtime.servers
         entry = manager.entries.get(spec) if manager is not None else None
@@ -228,17 +228,17 @@ class Gateway:
             quarantined = await self._quarantined(spec, entry, session)
             if quarantined is not None:
                 return tool_result(session.not_made(quarantined))
-        with self.limiter.take(spec, tool, params.name, trio.current_time()) as past_limit:
+        with self.limiter.take(spec, tool, name, trio.current_time()) as past_limit:
             if past_limit is not None:
                 return tool_result(session.not_made(past_limit))
             outcome = await session.call(
                 call_id,
                 server,
                 tool,
-                args,
-                progress=_progress_relay(ctx),
-                log=_log_relay(ctx),
-                responder=_asker(ctx),
+                dict(args),
+                progress=relays.progress,
+                log=relays.log,
+                responder=relays.responder,
             )
         return tool_result(outcome)
 
@@ -306,48 +306,6 @@ def _sdk_span(middleware: object) -> bool:
     return type(middleware).__name__ == "OpenTelemetryMiddleware"
 
 
-def _progress_relay(ctx: ServerRequestContext[Any, Any]) -> Progress | None:
-    """What passes the server's progress on a call to the client, with the client's progress
-    token; None when the client asked for none."""
-    meta: Mapping[str, Any] = ctx.meta or {}
-    token = meta.get("progress_token", meta.get("progressToken"))
-    if not isinstance(token, str | int):
-        return None
-    session = ctx.session
-
-    async def relay(progress: float, total: float | None, message: str | None) -> None:
-        await session.send_progress_notification(token, progress, total, message)
-
-    return relay
-
-
-def _log_relay(ctx: ServerRequestContext[Any, Any]) -> LogHearer:
-    """What passes the server's log messages, while the call is in flight, to the client."""
-    session, request_id = ctx.session, ctx.request_id
-
-    async def relay(params: types.LoggingMessageNotificationParams) -> None:
-        await session.send_log_message(params.level, params.data, params.logger, request_id)
-
-    return relay
-
-
-def _asker(ctx: ServerRequestContext[Any, Any]) -> Responder | None:
-    """What asks the person at the client a hook's question, as an elicitation in the call's
-    own request; None when the client cannot be asked (it declared no `elicitation`)."""
-    capabilities = ctx.session.client_capabilities
-    if capabilities is None or capabilities.elicitation is None:
-        return None
-    session, request_id = ctx.session, ctx.request_id
-
-    async def ask(frame: Mapping[str, Any]) -> tuple[str, AnsweredBy]:
-        said = await session.elicit_form(str(frame["question"]), ASK_FORM, request_id)
-        content = said.content or {}
-        answer = content.get("answer") if said.action == "accept" else None
-        return (YES if answer == YES else NO), AnsweredBy.CLIENT
-
-    return ask
-
-
 def _client_name(ctx: ServerRequestContext[Any, Any]) -> str:
     """The client's `clientInfo.name`: from the handshake, or the request's own envelope."""
     known = ctx.session.client_params
@@ -356,31 +314,6 @@ def _client_name(ctx: ServerRequestContext[Any, Any]) -> str:
         info = ctx.params.get("clientInfo")
         name = info.get("name") if isinstance(info, Mapping) else None
     return name[:MAX_CLIENT_CHARS] if isinstance(name, str) else ""
-
-
-def tool_result(outcome: CallOutcome) -> types.CallToolResult:
-    """What the client gets for a call that ended in `outcome`."""
-    if outcome.result is not None:  # the server's own answer, no hook replaced it
-        return outcome.result
-    if not outcome.ok:
-        return error_result(outcome.error)
-    return applied_result(outcome.value)
-
-
-def applied_result(value: Any) -> types.CallToolResult:
-    """A value a hook applied, as a tool result: as it is when it is shaped as one, else its
-    JSON as text (and it as `structuredContent` when it is an object)."""
-    shaped = isinstance(value, dict) and isinstance(value.get("content"), list)
-    if shaped and set(value) <= _RESULT_KEYS:
-        try:
-            return types.CallToolResult.model_validate(value, by_name=False)
-        except pydantic.ValidationError:
-            pass  # not a tool result after all: a value like any other
-    text = json.dumps(value, ensure_ascii=False)
-    structured = value if isinstance(value, dict) else None
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=text)], structured_content=structured
-    )
 
 
 async def serve_stdio(config: Config, read_fd: int, write_fd: int) -> None:

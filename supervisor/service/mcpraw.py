@@ -1,47 +1,53 @@
-"""Tool calls of an MCP client that no hook can touch, relayed as lines around both of the
-SDK's sessions (`mcpx-hooks mcp` on stdio), as a byte relay would, with the ids swapped.
+"""An MCP client's tool calls taken before the SDK's server reads them (`mcpx-hooks mcp`
+on stdio, a client speaking a revision of the handshake era): the SDK's request machinery
+(a task, a memory stream, its middleware, its models both ways) is not on their way.
 
-The client's `tools/call` line is taken here before the SDK's server reads it when all of
-these hold; otherwise the SDK's server serves it, as it serves every other message:
+A call no hook can touch is relayed as a line, as a byte relay would, with the ids swapped,
+when all of these hold:
 
-- the session has started, and the client and the tool server speak the same revision of
-  the protocol, one of the handshake era (the server on a child's pipes: `RawChannel`);
-- the name is a tool the gateway lists: shown, its server running, not quarantined (its pin
-  already decided, what it had to say said); the tool declares no `outputSchema` (the SDK's
-  client checks a result against one); no `call` hook fires for it; neither it nor its
-  server has call limits;
-- the request is plain: an `id` (a number or a string), `name`, `arguments` (an object, or
+- the name is a tool the gateway lists: shown, its server running on a child's pipes (its
+  `RawChannel`) and speaking the client's revision, not quarantined (its pin already
+  decided, what it had to say said); the tool declares no `outputSchema` (the SDK's client
+  checks a result against one); no `call` hook fires for it; neither it nor its server has
+  call limits;
+- the request is plain (`mcpcalls.plain_call`): an `id`, `name`, `arguments` (an object, or
   none), in `_meta` at most a `progressToken`; strict JSON;
 - its line, with the gateway's own id, goes whole onto the server's stdin at once.
 
-It is written as the SDK's client would write it, with an id of the gateway's own
-(`mcpx-relay-<n>`, a string, where the SDK's client numbers its requests). Its answer comes
-back through the server's channel: read as the SDK's client reads a tool result (or the
-error the call point gives for an answer that is not one, or a JSON-RPC error); its `call`
-frame written as the call point writes an unhooked call's; then sent to the client under the
-client's id, as the server wrote it. On the way, the server's progress on it goes to the
-client with the client's token (when it gave one), and its log messages while it is in
-flight. A cancellation from the client is carried to the server, and the call is never
-answered (as the SDK's server does). Past the server's `callTimeoutMs` the call is cancelled
-on the server and answered with why; when the server's stdout ends first, with the reason
-its life ended.
+It is written as the SDK's client would write it, with an id of the channel's
+(`mcpx-relay-<n>`). Its answer comes back through the channel: read as the SDK's client
+reads a tool result (or the error the call point gives for an answer that is not one, or a
+JSON-RPC error); its `call` frame written as the call point writes an unhooked call's; then
+sent to the client under the client's id, as the server wrote it. On the way, the server's
+progress on it goes to the client with the client's token (when it gave one), and its log
+messages while it is in flight. A cancellation from the client is carried to the server,
+and the call is never answered (as the SDK's server does). Past the server's
+`callTimeoutMs` the call is cancelled on the server and answered with why; when the
+server's stdout ends first, with the reason its life ended.
+
+Any other plain call (a hook fires for it, its server is not running yet, it has limits …)
+is served through the gateway's call point (`Gateway.call`) in a task of its own, its
+progress and log messages written to the client as lines, and its answer as the SDK's
+server would write it; a cancellation from the client cancels the task (never answered).
+But a call one of whose hooks may ask (an effect of `ask` or above) is left to the SDK's
+server, whose request context puts the question to the client; so is `mcpx_exec`.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import attrs
 import pydantic
 import trio
 from mcp import types
+from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
-from ..core.jsontext import JsonError, loads
 from ..core.records import Record
 from ..core.servers import NO_CALL_LIMITS, ServerSpec, exposed_targets
 from ..run.callpoint import (
@@ -54,6 +60,15 @@ from ..run.callpoint import (
 )
 from ..tools.rawchannel import cancellation
 from ..tools.servers import done_using, error_answer, gone_reason, not_a_result, strict_json
+from .mcpcalls import (
+    ClientCall,
+    Relays,
+    error_result,
+    json_line,
+    json_value,
+    line_relays,
+    plain_call,
+)
 from .mcpexec import EXEC_TOOL
 from .mcpstdio import ClientWriter
 
@@ -62,14 +77,13 @@ if TYPE_CHECKING:
 
     from ..core.hooks import Config
     from ..run.runtime import Runtime
-    from ..tools.serverentry import ServerEntry
+    from ..tools.serverentry import LogHearer, ServerEntry
     from .mcpsession import SessionRun
 
 #: The kind in the ids of relayed calls on a server's pipe (`RawChannel.new_id`).
 RELAYED: Final = "relay"
 _CALL: Final = b'"tools/call"'
 _CANCELLED: Final = b'"notifications/cancelled"'
-_PARAM_KEYS: Final = frozenset({"name", "arguments", "_meta"})
 
 
 class Face(Protocol):
@@ -78,17 +92,20 @@ class Face(Protocol):
     config: Config
     runtime: Runtime
     session: SessionRun | None
-    #: The SDK's session with the client, once the handshake is done.
-    client: ServerSession | None
+    client: ServerSession | None  # the SDK's session with the client, from its handshake on
 
     def shows(self, spec: ServerSpec, tool: str) -> bool: ...
 
+    async def call(
+        self,
+        session: SessionRun,
+        call_id: Any,
+        name: str,
+        args: Mapping[str, Any],
+        relays: Relays,
+    ) -> types.CallToolResult: ...
+
     def settled(self, spec: ServerSpec, entry: ServerEntry) -> bool: ...
-
-
-def error_result(text: str) -> types.CallToolResult:
-    """A tool result saying why a call failed, as the agent reads it."""
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
 
 class RawCalls:
@@ -99,8 +116,9 @@ class RawCalls:
         self._gateway = gateway
         self._writer = writer
         self._nursery = nursery
-        self._count = 0
         self._calls: dict[types.RequestId, RawCall] = {}  # by the client's id
+        #: The calls served through the call point in a task of their own, by the client's id.
+        self._served: dict[types.RequestId, trio.CancelScope] = {}
         self._soonest = math.inf
         self._wake = trio.Event()
         self._closed = False
@@ -113,7 +131,7 @@ class RawCalls:
             return False
         if _CALL in line:
             return self._start(line)
-        if self._calls and _CANCELLED in line:
+        if (self._calls or self._served) and _CANCELLED in line:
             return await self._cancel(line)
         return False
 
@@ -121,6 +139,8 @@ class RawCalls:
         """The session ends: each call in flight is cancelled on its server (when its stdin
         has room at once), and nothing more is answered."""
         self._closed = True
+        for scope in self._served.values():
+            scope.cancel()
         for call in list(self._calls.values()):
             if self._end(call):
                 channel = call.entry.raw
@@ -129,22 +149,70 @@ class RawCalls:
                     channel.notify_nowait(cancellation(call.rid))
 
     def _start(self, line: bytes) -> bool:
-        request = _plain_call(line)
-        session = self._gateway.session
-        if request is None or session is None or request[0] in self._calls:
+        request = plain_call(line)
+        session, client = self._gateway.session, self._gateway.client
+        if request is None or session is None or client is None:
             return False
-        cid, name, args, token = request
-        found = self._target(name)
-        if found is None or session.hooked(found[0].name, found[1]):
+        if request.id in self._calls or request.id in self._served:
+            return False  # (the SDK's server says what it says of an id in use)
+        if client.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
             return False
-        spec, tool, entry = found
+        if request.name == EXEC_TOOL and self._gateway.config.mcp_exec:
+            return False
+        found = self._target(request.name, client.protocol_version)
+        if found is not None and not session.hooked(found[0].name, found[1]):
+            return self._relay(session, request, *found)
+        return self._serve_soon(session, request)
+
+    def _serve_soon(self, session: SessionRun, request: ClientCall) -> bool:
+        """Serves the call through the gateway's call point in a task of its own, as the
+        SDK's server would, but for one whose hooks may ask (the question goes through the
+        SDK's request context); False for that."""
+        config = self._gateway.config
+        for server, tool in exposed_targets(request.name, config.servers, config.mcp_separator):
+            if session.may_ask(server, tool):
+                return False
+        scope = self._served[request.id] = trio.CancelScope()
+        self._nursery.start_soon(self._serve, scope, session, request)
+        return True
+
+    async def _serve(
+        self, scope: trio.CancelScope, session: SessionRun, request: ClientCall
+    ) -> None:
+        cid = request.id
+        answer: types.JSONRPCResponse | types.JSONRPCError | None = None
+        with scope:
+            try:
+                relays = line_relays(self._writer, request.token)
+                result = await self._gateway.call(session, cid, request.name, request.args, relays)
+            except MCPError as exc:  # a tool not listed
+                answer = types.JSONRPCError(jsonrpc="2.0", id=cid, error=exc.error)
+            else:
+                dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+                answer = types.JSONRPCResponse(jsonrpc="2.0", id=cid, result=dumped)
+            finally:
+                del self._served[cid]
+        if answer is not None:  # (a call the client cancelled is not answered)
+            await self._writer.send(SessionMessage(answer))
+
+    def _relay(
+        self,
+        session: SessionRun,
+        request: ClientCall,
+        spec: ServerSpec,
+        tool: str,
+        entry: ServerEntry,
+    ) -> bool:
+        """Relays the call as a line (the module's rules hold for it); False when the line
+        cannot go to the server's stdin at once."""
+        cid, args, token = request.id, request.args, request.token
         if entry.raw is None:
             return False
         rid = entry.raw.new_id(RELAYED)
         params: dict[str, Any] = {"name": tool, "arguments": args}
         if token is not None:
             params["_meta"] = {"progressToken": rid}
-        request_line = _line(
+        request_line = json_line(
             {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params}
         )
         if request_line is None:
@@ -161,6 +229,7 @@ class RawCalls:
             time.perf_counter(),
             session.egress_mark(spec.name),
             now + spec.call_timeout_ms / 1000,
+            line_relays(self._writer, None).log,
         )
         if not entry.raw.send_nowait(rid, request_line, call):
             return False
@@ -172,14 +241,12 @@ class RawCalls:
             self._wake.set()
         return True
 
-    def _target(self, name: str) -> tuple[ServerSpec, str, ServerEntry] | None:
-        """The (server, tool, its entry) `name` stands for when its call may be relayed."""
+    def _target(self, name: str, client: str) -> tuple[ServerSpec, str, ServerEntry] | None:
+        """The (server, tool, its entry) `name` stands for when its call may be relayed as a
+        line (the client speaking revision `client`)."""
         gateway = self._gateway
         config, manager = gateway.config, gateway.runtime.servers
-        client = None if gateway.client is None else gateway.client.protocol_version
-        if manager is None or client not in HANDSHAKE_PROTOCOL_VERSIONS:
-            return None
-        if name == EXEC_TOOL and config.mcp_exec:
+        if manager is None:
             return None
         for server, tool in exposed_targets(name, config.servers, config.mcp_separator):
             spec = config.servers[server]
@@ -203,7 +270,7 @@ class RawCalls:
         return None
 
     async def _cancel(self, line: bytes) -> bool:
-        message = _json(line)
+        message = json_value(line)
         if not isinstance(message, dict) or message.get("method") != "notifications/cancelled":
             return False
         params = message.get("params")
@@ -212,9 +279,13 @@ class RawCalls:
         rid = params.get("requestId")
         if isinstance(rid, bool) or not isinstance(rid, int | str):
             return False
+        if isinstance(rid, str) and rid.isascii() and rid.isdigit():
+            rid = int(rid)  # (the SDK's server reads "5" as 5 here too)
+        served = self._served.get(rid)
+        if served is not None:
+            served.cancel()
+            return True
         call = self._calls.get(rid)
-        if call is None and isinstance(rid, str) and rid.isascii() and rid.isdigit():
-            call = self._calls.get(int(rid))  # (the SDK's server reads "5" as 5 here too)
         if call is None or not self._end(call):
             return False
         channel = call.entry.raw
@@ -239,7 +310,7 @@ class RawCalls:
         wrote it) when it is given, else the tool result of `outcome`."""
         call.session.relayed(call.call, outcome, destructive, call.started, call.mark)
         cid = call.call.id
-        line = None if raw is None else _line({"jsonrpc": "2.0", "id": cid, "result": raw})
+        line = None if raw is None else json_line({"jsonrpc": "2.0", "id": cid, "result": raw})
         if line is not None:
             await self._writer.send_line(line)
             return
@@ -283,6 +354,8 @@ class RawCall(Record):
     started: float
     mark: EgressMark
     deadline: float
+    #: What relays the server's log messages while the call is in flight to the client.
+    log: LogHearer
 
     async def answered(self, message: types.JSONRPCResponse | types.JSONRPCError) -> None:
         owner = self.owner
@@ -309,7 +382,9 @@ class RawCall(Record):
     async def progress(self, params: dict[str, Any]) -> None:
         if self.token is not None and self.owner._calls.get(self.call.id) is self:
             relayed = {**params, "progressToken": self.token}
-            line = _line({"jsonrpc": "2.0", "method": "notifications/progress", "params": relayed})
+            line = json_line(
+                {"jsonrpc": "2.0", "method": "notifications/progress", "params": relayed}
+            )
             if line is not None:
                 await self.owner._writer.send_line(line)
 
@@ -322,58 +397,3 @@ class RawCall(Record):
         if owner._end(self):
             why = await gone_reason(self.entry, "Connection closed")
             await owner._finish(self, CallOutcome(False, error=why), None)
-
-    async def log(self, params: types.LoggingMessageNotificationParams) -> None:
-        dumped = params.model_dump(by_alias=True, mode="json", exclude_none=True)
-        notification = types.JSONRPCNotification(
-            jsonrpc="2.0", method="notifications/message", params=dumped
-        )
-        await self.owner._writer.send(SessionMessage(notification))
-
-
-def _plain_call(line: bytes) -> tuple[types.RequestId, str, dict[str, Any], Any] | None:
-    """A `tools/call` request's id, name, arguments and progress token (None: none) when it
-    is as plain as a relayed call must be (this module's rules), else None."""
-    message = _json(line)
-    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-        return None
-    cid, params = message.get("id"), message.get("params")
-    if message.get("method") != "tools/call" or set(message) != {
-        "jsonrpc",
-        "id",
-        "method",
-        "params",
-    }:
-        return None
-    if isinstance(cid, bool) or not isinstance(cid, int | str) or not isinstance(params, dict):
-        return None
-    name, args, meta = params.get("name"), params.get("arguments", {}), params.get("_meta", {})
-    if not set(params) <= _PARAM_KEYS or not isinstance(name, str):
-        return None
-    if (
-        not isinstance(args, dict)
-        or not isinstance(meta, dict)
-        or not set(meta) <= {"progressToken"}
-    ):
-        return None
-    token = meta.get("progressToken")
-    if token is not None and (isinstance(token, bool) or not isinstance(token, int | str)):
-        return None
-    return cid, name, args, token
-
-
-def _json(line: bytes) -> Any:
-    """`line` as strict JSON (`jsontext.loads`), or None when it is not."""
-    try:
-        return loads(line)
-    except JsonError:
-        return None
-
-
-def _line(message: dict[str, Any]) -> bytes | None:
-    """`message` as one line of strict JSON, or None when it cannot be one."""
-    try:
-        text = json.dumps(message, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-        return text.encode() + b"\n"
-    except (ValueError, UnicodeEncodeError):
-        return None

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from ..core.effects import AnsweredBy
+from ..core.effects import AnsweredBy, Effect
 from ..core.events import EventKind
 from ..core.frames import EndFrame, ResultFrame, StartFrame, WarningFrame, blank, now_rfc3339
 from ..core.hooks import caller_autonomy
@@ -29,7 +29,14 @@ from ..core.records import Record
 from ..core.redact import Redactor
 from ..core.servers import server_secrets
 from ..run.asking import Asks
-from ..run.callpoint import Call, CallOutcome, CallPoint, EgressMark, call_frame
+from ..run.callpoint import (
+    CALL_PHASES,
+    Call,
+    CallOutcome,
+    CallPoint,
+    EgressMark,
+    call_frame,
+)
 from ..run.hookcontext import HookContext, RunInfo, hook_secrets, new_run_id
 from ..run.journal import RunJournal
 from ..run.phases import PhaseHooks
@@ -76,7 +83,8 @@ class SessionRun:
         self._lock = trio.Lock()
         #: The frames of calls without hooks that ended while a hooked call held the stream.
         self._held: list[Frame] = []
-        self._hooked: dict[tuple[str, str], bool] = {}  # (server, tool): a `call` hook fires
+        #: (server, tool): whether a `call` hook fires, and whether one may ask.
+        self._hooked: dict[tuple[str, str], tuple[bool, bool]] = {}
         self._closed = False
         secrets = {**hook_secrets(config.hooks, None, os.environ)}
         secrets.update(server_secrets(config.servers.values(), os.environ))
@@ -146,10 +154,20 @@ class SessionRun:
 
     def hooked(self, server: str, tool: str) -> bool:
         """Whether a `call` hook fires for this client's calls of `tool` on `server`."""
+        return self._hooks_of(server, tool)[0]
+
+    def may_ask(self, server: str, tool: str) -> bool:
+        """Whether a `call` hook that fires for this client's calls of `tool` on `server` has
+        an effect that lets it ask a question."""
+        return self._hooks_of(server, tool)[1]
+
+    def _hooks_of(self, server: str, tool: str) -> tuple[bool, bool]:
         known = self._hooked.get((server, tool))
         if known is None:
             call = Call(None, server, tool, {}, self.client)
-            known = self._hooked[server, tool] = self._point.hooked(call)
+            hooks = [h for phase in CALL_PHASES for h in self._point.hooks_of(phase, call)]
+            known = bool(hooks), any(h.effect >= Effect.ASK for h in hooks)
+            self._hooked[server, tool] = known
         return known
 
     def egress_mark(self, server: str) -> EgressMark:

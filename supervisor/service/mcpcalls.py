@@ -1,0 +1,203 @@
+"""An MCP client's tool call: read from its line when it is plain (`plain_call`), and what
+it gets back, on its way (the server's progress, its log messages, a hook's question) and at
+its end (the tool result). Each relay comes two ways: on the SDK's request context
+(`sdk_relays`, a call the SDK's server dispatched), or as lines written straight to the
+client (`line_relays`, a call the gateway took before the SDK read it: `mcpraw.py`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Final
+
+import attrs
+import pydantic
+from mcp import types
+from mcp.server.context import ServerRequestContext
+from mcp.shared.message import SessionMessage
+
+from ..core.effects import NO, YES, AnsweredBy
+from ..core.jsontext import JsonError, loads
+from ..core.records import Record
+from ..run.callpoint import CallOutcome
+from ..tools.serverentry import LogHearer
+from ..tools.servers import Progress
+from .answering import Responder
+from .mcpstdio import ClientWriter
+
+_REQUEST_KEYS: Final = frozenset({"jsonrpc", "id", "method", "params"})
+_PARAM_KEYS: Final = frozenset({"name", "arguments", "_meta"})
+#: The form an `ask` is put to the person at the client in: one answer, yes or no.
+ASK_FORM: Final = {
+    "type": "object",
+    "properties": {"answer": {"type": "string", "enum": [YES, NO]}},
+    "required": ["answer"],
+}
+#: The keys a value shaped as a tool result may have.
+_RESULT_KEYS: Final = frozenset({"content", "structuredContent", "isError", "_meta"})
+
+
+@attrs.frozen(repr=False, eq=False)
+class Relays(Record):
+    """Where what comes back on a call's way goes: the server's progress on it (None: the
+    client asked for none), its log messages, a hook's question (None: the client cannot be
+    asked, and an ask gets its default)."""
+
+    progress: Progress | None
+    log: LogHearer
+    responder: Responder | None
+
+
+def sdk_relays(ctx: ServerRequestContext[Any, Any]) -> Relays:
+    """The relays of a call the SDK's server dispatched, through its request context."""
+    return Relays(_progress_relay(ctx), _log_relay(ctx), _asker(ctx))
+
+
+def line_relays(writer: ClientWriter, token: types.ProgressToken | None) -> Relays:
+    """The relays of a call taken before the SDK read it, written to the client as lines
+    (the client's progress `token`, if it gave one); no questions (such a call has no hook
+    that may ask)."""
+
+    async def log(params: types.LoggingMessageNotificationParams) -> None:
+        await _notify(writer, "notifications/message", params)
+
+    if token is None:
+        return Relays(None, log, None)
+
+    async def relay(progress: float, total: float | None, message: str | None) -> None:
+        params = types.ProgressNotificationParams(
+            progress_token=token, progress=progress, total=total, message=message
+        )
+        await _notify(writer, "notifications/progress", params)
+
+    return Relays(relay, log, None)
+
+
+async def _notify(writer: ClientWriter, method: str, params: pydantic.BaseModel) -> None:
+    dumped = params.model_dump(by_alias=True, mode="json", exclude_none=True)
+    message = types.JSONRPCNotification(jsonrpc="2.0", method=method, params=dumped)
+    await writer.send(SessionMessage(message))
+
+
+def _progress_relay(ctx: ServerRequestContext[Any, Any]) -> Progress | None:
+    """What passes the server's progress on a call to the client, with the client's progress
+    token; None when the client asked for none."""
+    meta: Mapping[str, Any] = ctx.meta or {}
+    token = meta.get("progress_token", meta.get("progressToken"))
+    if not isinstance(token, str | int):
+        return None
+    session = ctx.session
+
+    async def relay(progress: float, total: float | None, message: str | None) -> None:
+        await session.send_progress_notification(token, progress, total, message)
+
+    return relay
+
+
+def _log_relay(ctx: ServerRequestContext[Any, Any]) -> LogHearer:
+    """What passes the server's log messages, while the call is in flight, to the client."""
+    session, request_id = ctx.session, ctx.request_id
+
+    async def relay(params: types.LoggingMessageNotificationParams) -> None:
+        await session.send_log_message(params.level, params.data, params.logger, request_id)
+
+    return relay
+
+
+def _asker(ctx: ServerRequestContext[Any, Any]) -> Responder | None:
+    """What asks the person at the client a hook's question, as an elicitation in the call's
+    own request; None when the client cannot be asked (it declared no `elicitation`)."""
+    capabilities = ctx.session.client_capabilities
+    if capabilities is None or capabilities.elicitation is None:
+        return None
+    session, request_id = ctx.session, ctx.request_id
+
+    async def ask(frame: Mapping[str, Any]) -> tuple[str, AnsweredBy]:
+        said = await session.elicit_form(str(frame["question"]), ASK_FORM, request_id)
+        content = said.content or {}
+        answer = content.get("answer") if said.action == "accept" else None
+        return (YES if answer == YES else NO), AnsweredBy.CLIENT
+
+    return ask
+
+
+def tool_result(outcome: CallOutcome) -> types.CallToolResult:
+    """What the client gets for a call that ended in `outcome`."""
+    if outcome.result is not None:  # the server's own answer, no hook replaced it
+        return outcome.result
+    if not outcome.ok:
+        return error_result(outcome.error)
+    return applied_result(outcome.value)
+
+
+def applied_result(value: Any) -> types.CallToolResult:
+    """A value a hook applied, as a tool result: as it is when it is shaped as one, else its
+    JSON as text (and it as `structuredContent` when it is an object)."""
+    shaped = isinstance(value, dict) and isinstance(value.get("content"), list)
+    if shaped and set(value) <= _RESULT_KEYS:
+        try:
+            return types.CallToolResult.model_validate(value, by_name=False)
+        except pydantic.ValidationError:
+            pass  # not a tool result after all: a value like any other
+    text = json.dumps(value, ensure_ascii=False)
+    structured = value if isinstance(value, dict) else None
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)], structured_content=structured
+    )
+
+
+def error_result(text: str) -> types.CallToolResult:
+    """A tool result saying why a call failed, as the agent reads it."""
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+
+def json_line(message: dict[str, Any]) -> bytes | None:
+    """`message` as one line of strict JSON in UTF-8, or None when it cannot be one."""
+    try:
+        text = json.dumps(message, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        return text.encode() + b"\n"
+    except (ValueError, UnicodeEncodeError):
+        return None
+
+
+@attrs.frozen(repr=False, eq=False)
+class ClientCall(Record):
+    """A client's `tools/call` as plain as this module takes: its id, the tool's name as the
+    client knows it, the arguments, the client's progress token (None: none)."""
+
+    id: types.RequestId
+    name: str
+    args: dict[str, Any]
+    token: types.ProgressToken | None
+
+
+def plain_call(line: bytes) -> ClientCall | None:
+    """`line` as a `ClientCall` when it is one as plain as this module's rules ask, else
+    None."""
+    message = json_value(line)
+    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+        return None
+    if b"\\u" in line and json_line(message) is None:  # an escaped lone surrogate
+        return None  # (the SDK's server refuses it: -32700)
+    cid, params = message.get("id"), message.get("params")
+    if message.get("method") != "tools/call" or set(message) != _REQUEST_KEYS:
+        return None
+    if isinstance(cid, bool) or not isinstance(cid, int | str) or not isinstance(params, dict):
+        return None
+    name, args, meta = params.get("name"), params.get("arguments", {}), params.get("_meta", {})
+    if not set(params) <= _PARAM_KEYS or not isinstance(name, str) or not isinstance(args, dict):
+        return None
+    if not isinstance(meta, dict) or not set(meta) <= {"progressToken"}:
+        return None
+    token = meta.get("progressToken")
+    if token is not None and (isinstance(token, bool) or not isinstance(token, int | str)):
+        return None
+    return ClientCall(cid, name, args, token)
+
+
+def json_value(line: bytes) -> Any:
+    """`line` as strict JSON (`jsontext.loads`), or None when it is not."""
+    try:
+        return loads(line)
+    except JsonError:
+        return None
