@@ -145,6 +145,15 @@ class ServerSpec(Record):
     #: `install`: the argv that fetches an ecosystem server's package into its cache (None:
     #: the one its command implies, `tools/packages.py`).
     install: tuple[str, ...] | None = None
+    #: Its hash, once made: a spec is looked up by on every call (the manager's entries).
+    _hash: int | None = attrs.field(default=None, init=False, repr=False, eq=False)
+
+    def __hash__(self) -> int:
+        known = self._hash
+        if known is None:
+            known = Record.__hash__(self)
+            object.__setattr__(self, "_hash", known)
+        return known
 
     @property
     def where(self) -> tuple[str, ...]:

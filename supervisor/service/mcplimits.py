@@ -20,6 +20,15 @@ from ..core.servers import NO_CALL_LIMITS, CallLimits, ServerSpec
 WINDOW_S: Final = 60.0
 
 
+def unlimited(spec: ServerSpec, tool: str) -> bool:
+    """Whether neither `spec`'s server nor its `tool` has a limit on calls."""
+    own = spec.tool_limits.get(tool, NO_CALL_LIMITS)
+    return all(
+        limit.calls_per_minute is None and limit.max_concurrent is None
+        for limit in (spec.call_limits, own)
+    )
+
+
 class CallLimiter:
     """The calls let through so far, by server and by tool."""
 

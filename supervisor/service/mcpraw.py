@@ -49,7 +49,7 @@ from mcp.shared.message import SessionMessage
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from ..core.records import Record
-from ..core.servers import NO_CALL_LIMITS, ServerSpec, exposed_targets
+from ..core.servers import ServerSpec, exposed_targets
 from ..run.callpoint import (
     Call,
     CallOutcome,
@@ -70,6 +70,7 @@ from .mcpcalls import (
     plain_call,
 )
 from .mcpexec import EXEC_TOOL
+from .mcplimits import unlimited
 from .mcpstdio import ClientWriter
 
 if TYPE_CHECKING:
@@ -262,8 +263,7 @@ class RawCalls:
                 entry.raw is not None
                 and entry.session.protocol_version == client
                 and listed.output_schema is None
-                and spec.call_limits == NO_CALL_LIMITS
-                and spec.tool_limits.get(tool, NO_CALL_LIMITS) == NO_CALL_LIMITS
+                and unlimited(spec, tool)
                 and gateway.settled(spec, entry)
             )
             return (spec, tool, entry) if relayable else None
