@@ -126,8 +126,7 @@ class RawCalls:
         nursery.start_soon(self._deadlines)
 
     async def take(self, line: bytes) -> bool:
-        """Whether the client's `line` was taken here (a call relayed, or the cancellation of
-        one); else it is the SDK's to read."""
+        """Whether the client's `line` was taken here (a call, or a call's cancellation)."""
         if self._closed:
             return False
         if _CALL in line:
@@ -166,9 +165,8 @@ class RawCalls:
         return self._serve_soon(session, request)
 
     def _serve_soon(self, session: SessionRun, request: ClientCall) -> bool:
-        """Serves the call through the gateway's call point in a task of its own, as the
-        SDK's server would, but for one whose hooks may ask (the question goes through the
-        SDK's request context); False for that."""
+        """Serves the call through the call point in a task of its own; False for one whose
+        hooks may ask (the question goes through the SDK's request context)."""
         config = self._gateway.config
         for server, tool in exposed_targets(request.name, config.servers, config.mcp_separator):
             if session.may_ask(server, tool):
@@ -188,6 +186,9 @@ class RawCalls:
                 result = await self._gateway.call(session, cid, request.name, request.args, relays)
             except MCPError as exc:  # a tool not listed
                 answer = types.JSONRPCError(jsonrpc="2.0", id=cid, error=exc.error)
+            except Exception as exc:  # (as the SDK's server answers a handler's failure)
+                said = types.ErrorData(code=types.INTERNAL_ERROR, message=str(exc) or repr(exc))
+                answer = types.JSONRPCError(jsonrpc="2.0", id=cid, error=said)
             else:
                 dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
                 answer = types.JSONRPCResponse(jsonrpc="2.0", id=cid, result=dumped)
