@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import pydantic
 import trio
@@ -21,6 +21,10 @@ from mcp.client.session import LoggingFnT
 from mcp.shared.dispatcher import ProgressFnT
 
 from .jsonlines import LineWriter
+
+#: How long the reading of a server's stdout waits for a hearer of one of its notifications
+#: (a client slow to read its progress or log messages), in seconds.
+HEAR_WAIT_S: Final = 1.0
 
 
 class RawRoute(Protocol):
@@ -127,7 +131,9 @@ class RawChannel:
     async def divert(self, message: types.JSONRPCMessage) -> bool:
         """Whether `message` was the routes' (then handed to its route): an answer to one of
         their requests, a progress notification for one, or a log message while they wait
-        (heard here, in order, before the answer after it; heard by every use in flight)."""
+        (heard here, in order, before the answer after it; heard by every use in flight).
+        A notification's hearer gets at most `HEAR_WAIT_S` (then it misses that one): the
+        server's other uses, other clients' among them, wait for nothing longer."""
         if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
             route = self.routes.pop(message.id, None) if isinstance(message.id, str) else None
             if route is not None:
@@ -139,7 +145,8 @@ class RawChannel:
             token = message.params.get("progressToken")
             route = self.routes.get(token) if isinstance(token, str) else None
             if route is not None:
-                await route.progress(message.params)
+                with trio.move_on_after(HEAR_WAIT_S):
+                    await route.progress(message.params)
             return route is not None
         if message.method == "notifications/message" and self._heard is not None:
             try:
@@ -148,7 +155,8 @@ class RawChannel:
                 )
             except pydantic.ValidationError:
                 return False  # the session's to drop
-            await self._heard(params)
+            with trio.move_on_after(HEAR_WAIT_S):
+                await self._heard(params)
             return True
         return False
 

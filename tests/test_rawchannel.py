@@ -1,0 +1,66 @@
+"""A tool server's `RawChannel` (`tools/rawchannel.py`), on a real pipe: a hearer of the
+server's notifications that does not keep up holds the server's reading for at most
+`HEAR_WAIT_S`, so the other uses of a shared server are not held by one slow client."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import trio
+from mcp import types
+
+from mcpx_hooks.supervisor.tools.jsonlines import LineWriter
+from mcpx_hooks.supervisor.tools.rawchannel import HEAR_WAIT_S, RawChannel
+
+
+@asynccontextmanager
+async def channel(heard: Any) -> AsyncIterator[RawChannel]:
+    read_fd, write_fd = os.pipe()
+    os.close(read_fd)  # (nothing is written in these tests)
+    async with trio.lowlevel.FdStream(write_fd) as stream, trio.open_nursery() as nursery:
+        yield RawChannel(LineWriter(stream), set(), nursery, heard)
+
+
+def note(method: str, params: dict[str, Any]) -> types.JSONRPCNotification:
+    return types.JSONRPCNotification(jsonrpc="2.0", method=method, params=params)
+
+
+class Stuck:
+    """A route, or a hearer, that never gets its notification through."""
+
+    heard = 0
+
+    async def __call__(self, params: Any) -> None:
+        self.heard += 1
+        await trio.sleep_forever()
+
+    async def answered(self, message: Any) -> None:
+        raise AssertionError("no answer was sent")
+
+    async def progress(self, params: dict[str, Any]) -> None:
+        await self(params)
+
+    def gone(self) -> None:
+        pass
+
+
+async def test_a_hearer_that_does_not_keep_up_holds_the_reading_for_at_most_hear_wait_s(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    stuck = Stuck()
+    async with channel(stuck) as raw:
+        raw.routes["mcpx-call-1"] = stuck
+        logged = note("notifications/message", {"level": "info", "data": "x"})
+        progress = note("notifications/progress", {"progressToken": "mcpx-call-1", "progress": 1})
+        for message in (logged, progress):
+            start = trio.current_time()
+            with trio.fail_after(10 * HEAR_WAIT_S):  # (rather than wait for ever)
+                assert await raw.divert(message) is True
+            assert trio.current_time() - start == HEAR_WAIT_S
+        # Not the routes': the session's to read, at once.
+        other = note("notifications/progress", {"progressToken": 7, "progress": 1})
+        assert await raw.divert(other) is False
+    assert stuck.heard == 2
