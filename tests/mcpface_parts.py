@@ -114,3 +114,18 @@ def dumped(result: pydantic.BaseModel) -> str:
 
 def texts(result: types.CallToolResult) -> list[str]:
     return [c.text for c in result.content if c.type == "text"]
+
+
+async def direct_answers(
+    where: Path, logs: Path, calls: Sequence[tuple[str, str, dict[str, Any]]]
+) -> list[types.CallToolResult]:
+    """What each of `calls` (server `words` or `h`, tool, arguments) gets straight from its
+    server (`write_config`'s, in `where`), with the SDK's own client; their stderr in `logs`."""
+    answers = []
+    async with stdio_session(direct([PY, "wordtools.py"], where), logs / "e1") as words:
+        answers += [await words.call_tool(t, a) for s, t, a in calls if s == "words"]
+    hostile = [PY, HOSTILE, "good", str(logs / "direct.log")]
+    async with stdio_session(direct(hostile, where), logs / "e2") as h:
+        await h.list_tools()  # (the client checks structured content against outputSchema)
+        answers += [await h.call_tool(t, a) for s, t, a in calls if s == "h"]
+    return answers

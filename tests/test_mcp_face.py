@@ -28,6 +28,7 @@ from mcpface_parts import (
     answer,
     call_hook,
     direct,
+    direct_answers,
     dumped,
     stdio_session,
     texts,
@@ -81,13 +82,7 @@ async def test_a_call_no_hook_changes_is_what_the_server_answered(
     calls += [("h", "mixed", {"n": 7}), ("h", "fail", {"why": "no"}), ("h", "echo", {})]
     async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
         through = [await session.call_tool(f"{s}__{t}", a) for s, t, a in calls]
-    direct_results = []
-    async with stdio_session(direct([PY, "wordtools.py"], where), tmp_path / "e1") as words:
-        direct_results += [await words.call_tool(t, a) for s, t, a in calls if s == "words"]
-    hostile = [PY, HOSTILE, "good", str(tmp_path / "direct.log")]
-    async with stdio_session(direct(hostile, where), tmp_path / "e2") as h:
-        await h.list_tools()  # (the client checks structured content against outputSchema)
-        direct_results += [await h.call_tool(t, a) for s, t, a in calls if s == "h"]
+    direct_results = await direct_answers(where, tmp_path, calls)
     assert [dumped(r) for r in through] == [dumped(r) for r in direct_results]
     mixed = through[2]
     kinds = [c.type for c in mixed.content]

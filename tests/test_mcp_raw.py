@@ -17,11 +17,9 @@ import trio
 from conftest import Marker, cut_once_waiting
 from mcp import types
 from mcpface_parts import (
-    HOSTILE,
     MCPX,
-    PY,
     call_hook,
-    direct,
+    direct_answers,
     dumped,
     stdio_session,
     texts,
@@ -30,7 +28,7 @@ from mcpface_parts import (
 )
 
 #: A `suffix` hook that advises: it fires for every call and changes no answer, so the calls
-#: it is on take the SDK's way.
+#: it is on go through the call point.
 NOTE = call_hook("note", "suffix", {"advise": "seen"})
 
 
@@ -72,13 +70,7 @@ async def test_a_call_no_hook_touches_is_relayed_and_answers_as_the_server_does(
     async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
         relayed_id = await seen_id(session)
         through = [await session.call_tool(f"{s}__{t}", a) for s, t, a in calls]
-    direct_results = []
-    async with stdio_session(direct([PY, "wordtools.py"], where), tmp_path / "e1") as words:
-        direct_results += [await words.call_tool(t, a) for s, t, a in calls if s == "words"]
-    hostile = [PY, HOSTILE, "good", str(tmp_path / "direct.log")]
-    async with stdio_session(direct(hostile, where), tmp_path / "e2") as h:
-        await h.list_tools()  # (the client checks structured content against outputSchema)
-        direct_results += [await h.call_tool(t, a) for s, t, a in calls if s == "h"]
+    direct_results = await direct_answers(where, tmp_path, calls)
     assert relayed_id == "mcpx-relay-1"
     assert [dumped(r) for r in through] == [dumped(r) for r in direct_results]
     assert marker.alive() == []
