@@ -1,6 +1,7 @@
 """A tool server's `RawChannel` (`tools/rawchannel.py`), on a real pipe: a hearer of the
 server's notifications that does not keep up holds the server's reading for at most
-`HEAR_WAIT_S`, so the other uses of a shared server are not held by one slow client."""
+`HEAR_WAIT_S`, and one that fails does not end it, so the other uses of a shared server are
+not held or ended by one client."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
+import pytest
 import trio
 from mcp import types
 
@@ -64,3 +67,22 @@ async def test_a_hearer_that_does_not_keep_up_holds_the_reading_for_at_most_hear
         other = note("notifications/progress", {"progressToken": 7, "progress": 1})
         assert await raw.divert(other) is False
     assert stuck.heard == 2
+
+
+async def test_a_hearer_that_fails_misses_its_notification_and_the_reading_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A hearer whose client is gone misses it quietly; one that fails otherwise is logged
+    in a line. Neither reaches the reading of the server's stdout."""
+    raised: list[BaseException] = [anyio.ClosedResourceError(), ValueError("no such level")]
+
+    async def failing(params: Any) -> None:
+        raise raised.pop(0)
+
+    logged = note("notifications/message", {"level": "info", "data": "x"})
+    async with channel(failing) as raw:
+        assert await raw.divert(logged) is True
+        assert await raw.divert(logged) is True
+    assert raised == []
+    said = [r.getMessage() for r in caplog.records if r.name == "mcpx_hooks.mcp"]
+    assert said == ["a server's notification was not passed on: ValueError: no such level"]

@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-from typing import Any, Final, Protocol
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, Final, Protocol, TypeVar
 
+import anyio
 import pydantic
 import trio
 from mcp import types
@@ -25,6 +28,17 @@ from .jsonlines import LineWriter
 #: How long the reading of a server's stdout waits for a hearer of one of its notifications
 #: (a client slow to read its progress or log messages), in seconds.
 HEAR_WAIT_S: Final = 1.0
+
+
+#: What a hearer raises when its client is gone (the SDK's streams, or our pipes).
+_GONE: Final = (
+    anyio.BrokenResourceError,
+    anyio.ClosedResourceError,
+    trio.BrokenResourceError,
+    trio.ClosedResourceError,
+)
+_Heard = TypeVar("_Heard")
+logger = logging.getLogger("mcpx_hooks.mcp")
 
 
 class RawRoute(Protocol):
@@ -145,8 +159,7 @@ class RawChannel:
             token = message.params.get("progressToken")
             route = self.routes.get(token) if isinstance(token, str) else None
             if route is not None:
-                with trio.move_on_after(HEAR_WAIT_S):
-                    await route.progress(message.params)
+                await _hear(route.progress, message.params)
             return route is not None
         if message.method == "notifications/message" and self._heard is not None:
             try:
@@ -155,8 +168,7 @@ class RawChannel:
                 )
             except pydantic.ValidationError:
                 return False  # the session's to drop
-            with trio.move_on_after(HEAR_WAIT_S):
-                await self._heard(params)
+            await _hear(self._heard, params)
             return True
         return False
 
@@ -186,11 +198,25 @@ class _Waiter:
         if self._progress is None or isinstance(said, bool) or not isinstance(said, int | float):
             return
         total = float(total) if isinstance(total, int | float) else None
-        with contextlib.suppress(Exception):  # (as the SDK's client: a hearer's failure is its own)
-            await self._progress(float(said), total, message if isinstance(message, str) else None)
+        await self._progress(float(said), total, message if isinstance(message, str) else None)
 
     def gone(self) -> None:
         self.done.set()
+
+
+async def _hear(hear: Callable[[_Heard], Awaitable[None]], said: _Heard) -> None:
+    """`hear(said)`, a notification to its hearer, for at most `HEAR_WAIT_S`. A hearer whose
+    client is gone misses it; one that fails otherwise is logged. Neither ends the reading
+    of the server's stdout (the server's other uses go on)."""
+    with trio.move_on_after(HEAR_WAIT_S):
+        try:
+            await hear(said)
+        except _GONE:
+            pass
+        except Exception as exc:  # (a hearer's failure is its own, as in the SDK's client)
+            logger.warning(
+                "a server's notification was not passed on: %s: %s", type(exc).__name__, exc
+            )
 
 
 def cancellation(rid: str) -> bytes:
