@@ -20,6 +20,7 @@ from ..core.effects import NO, YES, AnsweredBy
 from ..core.jsontext import JsonError, loads
 from ..core.records import Record
 from ..run.callpoint import CallOutcome
+from ..tools.jsonlines import json_line
 from ..tools.serverentry import LogHearer
 from ..tools.servers import Progress
 from .answering import Responder
@@ -149,15 +150,6 @@ def applied_result(value: Any) -> types.CallToolResult:
 def error_result(text: str) -> types.CallToolResult:
     """A tool result saying why a call failed, as the agent reads it."""
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
-
-
-def json_line(message: dict[str, Any]) -> bytes | None:
-    """`message` as one line of strict JSON in UTF-8, or None when it cannot be one."""
-    try:
-        text = json.dumps(message, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-        return text.encode() + b"\n"
-    except (ValueError, UnicodeEncodeError):
-        return None
 
 
 @attrs.frozen(repr=False, eq=False)

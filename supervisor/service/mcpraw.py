@@ -58,13 +58,13 @@ from ..run.callpoint import (
     destructive_hint,
     too_slow,
 )
+from ..tools.jsonlines import json_line
 from ..tools.rawchannel import cancellation
 from ..tools.servers import done_using, error_answer, gone_reason, not_a_result, strict_json
 from .mcpcalls import (
     ClientCall,
     Relays,
     error_result,
-    json_line,
     json_value,
     line_relays,
     plain_call,

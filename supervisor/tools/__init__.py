@@ -30,6 +30,7 @@ __all__, __getattr__, __dir__ = exports(
             "LineWriter",
             "TooLong",
             "batch_ids",
+            "json_line",
             "top_level_id",
             "unread_id",
         ),

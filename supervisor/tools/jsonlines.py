@@ -21,7 +21,7 @@ import re
 import select
 import stat
 from types import TracebackType
-from typing import Final, Self
+from typing import Any, Final, Self
 
 import anyio
 import attrs
@@ -155,6 +155,16 @@ class BorrowedSend:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         pass
+
+
+def json_line(message: dict[str, Any]) -> bytes | None:
+    """`message` as one line of strict JSON in UTF-8 (no NaN, no lone surrogate), or None
+    when it cannot be one."""
+    try:
+        text = json.dumps(message, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        return text.encode() + b"\n"
+    except (ValueError, UnicodeEncodeError):
+        return None
 
 
 #: A JSON-RPC id's value where it starts: a number or a string.

@@ -11,7 +11,6 @@ an MCP client makes that no hook can touch, relayed by the gateway (`service/mcp
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, Protocol, TypeVar
@@ -23,7 +22,7 @@ from mcp import types
 from mcp.client.session import LoggingFnT
 from mcp.shared.dispatcher import ProgressFnT
 
-from .jsonlines import LineWriter
+from .jsonlines import LineWriter, json_line
 
 #: How long the reading of a server's stdout waits for a hearer of one of its notifications
 #: (a client slow to read its progress or log messages), in seconds.
@@ -91,9 +90,9 @@ class RawChannel:
         params: dict[str, Any] = {"name": tool, "arguments": args}
         if progress is not None:
             params["_meta"] = {"progressToken": rid}
-        request = {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params}
-        text = json.dumps(request, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-        line = text.encode() + b"\n"
+        line = json_line({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params})
+        if line is None:
+            raise ValueError("the arguments are not strict JSON in UTF-8")
         if not self.open:
             return None
         waiter = _Waiter(progress)
@@ -221,5 +220,8 @@ async def _hear(hear: Callable[[_Heard], Awaitable[None]], said: _Heard) -> None
 
 def cancellation(rid: str) -> bytes:
     """The line telling a server the request `rid` is given up."""
-    message = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": rid}}
-    return json.dumps(message, separators=(",", ":")).encode() + b"\n"
+    line = json_line(
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": rid}}
+    )
+    assert line is not None  # (an id of the channel's own is plain text)
+    return line
