@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,7 @@ from conftest import Marker, cut_once_waiting
 from mcp import types
 from mcpface_parts import (
     MCPX,
+    PY,
     call_hook,
     direct_answers,
     dumped,
@@ -107,6 +110,62 @@ async def test_a_call_a_hook_fires_for_or_with_limits_takes_the_sdk_s_way(
     # Relayed around the gateway's SDK session, or through its call point: both ways reach
     # the server on the pipe beside the SDK's client, with ids of their own.
     assert (free, limited, hooked) == ("mcpx-relay-1", "mcpx-call-1", "mcpx-call-1")
+    assert marker.alive() == []
+
+
+def raw_results(
+    argv: Sequence[str], cwd: Path, env: dict[str, str], calls: Sequence[tuple[str, Any]]
+) -> list[Any]:
+    """Each call's (tool, arguments) `result` object as the process at `argv` wrote it, a
+    client of its stdio speaking JSON lines; the process is killed past 60 s."""
+    with subprocess.Popen(
+        argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    ) as proc:
+        timer = threading.Timer(60, proc.kill)
+        timer.start()
+        assert proc.stdin is not None and proc.stdout is not None
+        stdin, stdout = proc.stdin, proc.stdout
+
+        def send(message: dict[str, Any]) -> None:
+            stdin.write(json.dumps(message).encode() + b"\n")
+            stdin.flush()
+
+        def answer(rid: int, method: str, params: dict[str, Any]) -> Any:
+            send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+            while (said := json.loads(stdout.readline())).get("id") != rid:
+                pass
+            return said["result"]
+
+        hello = {"protocolVersion": "2025-06-18", "capabilities": {}}
+        answer(0, "initialize", {**hello, "clientInfo": {"name": "raw", "version": "0"}})
+        send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        if "mcp" in argv:
+            answer(1, "tools/list", {})  # (the servers started: calls then take the short way)
+        results = [
+            answer(n, "tools/call", {"name": name, "arguments": args})
+            for n, (name, args) in enumerate(calls, start=2)
+        ]
+        stdin.close()
+        proc.wait()
+        timer.cancel()
+    return results
+
+
+@pytest.mark.parametrize("hooks", [[], [NOTE]])
+def test_an_answer_no_hook_changed_keeps_the_server_s_own_keys(
+    tmp_path: Path, marker: Marker, hooks: list[dict[str, Any]]
+) -> None:
+    # wordtools writes neither `isError` nor anything else the SDK's model has a default for:
+    # through the gateway, relayed or through the call point, its answer has none added.
+    where = tmp_path / marker
+    config = write_config(where, marker, hooks)
+    args = {"text": "one two\nthree"}
+    direct = raw_results([PY, "wordtools.py"], where, dict(os.environ), [("count", args)])
+    env = {**os.environ, **(through_mcpx(config).env or {})}
+    argv = [MCPX, "mcp", "--config", str(config)]
+    through = raw_results(argv, where, env, [("words__count", args)])
+    assert through == direct
+    assert set(direct[0]) == {"content", "structuredContent"}
     assert marker.alive() == []
 
 

@@ -147,6 +147,22 @@ def applied_result(value: Any) -> types.CallToolResult:
     )
 
 
+async def answer_result(
+    writer: ClientWriter, cid: types.RequestId, result: types.CallToolResult
+) -> None:
+    """Answers the client's call `cid` with `result`, holding the fields it was given: a
+    server's own answer goes back with its keys and none added (the SDK's dump would add
+    `isError` and `resultType` the server never wrote), one made here with those it set."""
+    dumped = result.model_dump(by_alias=True, mode="json", exclude_unset=True, exclude_none=True)
+    line = json_line({"jsonrpc": "2.0", "id": cid, "result": dumped})
+    if line is not None:
+        await writer.send_line(line)
+    else:  # (a lone surrogate in a text: the SDK's writer says it as it can)
+        await writer.send(
+            SessionMessage(types.JSONRPCResponse(jsonrpc="2.0", id=cid, result=dumped))
+        )
+
+
 def error_result(text: str) -> types.CallToolResult:
     """A tool result saying why a call failed, as the agent reads it."""
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)

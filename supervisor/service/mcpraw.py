@@ -64,6 +64,7 @@ from ..tools.servers import done_using, error_answer, gone_reason, not_a_result,
 from .mcpcalls import (
     ClientCall,
     Relays,
+    answer_result,
     error_result,
     json_value,
     line_relays,
@@ -179,23 +180,24 @@ class RawCalls:
         self, scope: trio.CancelScope, session: SessionRun, request: ClientCall
     ) -> None:
         cid = request.id
-        answer: types.JSONRPCResponse | types.JSONRPCError | None = None
+        failed: types.JSONRPCError | None = None
+        result: types.CallToolResult | None = None
         with scope:
             try:
                 relays = line_relays(self._writer, request.token)
                 result = await self._gateway.call(session, cid, request.name, request.args, relays)
             except MCPError as exc:  # a tool not listed
-                answer = types.JSONRPCError(jsonrpc="2.0", id=cid, error=exc.error)
+                failed = types.JSONRPCError(jsonrpc="2.0", id=cid, error=exc.error)
             except Exception as exc:  # (as the SDK's server answers a handler's failure)
                 said = types.ErrorData(code=types.INTERNAL_ERROR, message=str(exc) or repr(exc))
-                answer = types.JSONRPCError(jsonrpc="2.0", id=cid, error=said)
-            else:
-                dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
-                answer = types.JSONRPCResponse(jsonrpc="2.0", id=cid, result=dumped)
+                failed = types.JSONRPCError(jsonrpc="2.0", id=cid, error=said)
             finally:
                 del self._served[cid]
-        if answer is not None:  # (a call the client cancelled is not answered)
-            await self._writer.send(SessionMessage(answer))
+        # (a call the client cancelled is not answered)
+        if failed is not None:
+            await self._writer.send(SessionMessage(failed))
+        elif result is not None:
+            await answer_result(self._writer, cid, result)
 
     def _relay(
         self,
@@ -316,10 +318,7 @@ class RawCalls:
             await self._writer.send_line(line)
             return
         result = outcome.result if outcome.result is not None else error_result(outcome.error)
-        dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
-        await self._writer.send(
-            SessionMessage(types.JSONRPCResponse(jsonrpc="2.0", id=cid, result=dumped))
-        )
+        await answer_result(self._writer, cid, result)
 
     async def _deadlines(self) -> None:
         """Ends each call past its server's `callTimeoutMs`: cancelled on the server, and
