@@ -37,7 +37,7 @@ from mcpx_hooks.supervisor.run.bus import Bus
 from mcpx_hooks.supervisor.run.runtime import open_runtime
 from mcpx_hooks.supervisor.run.scriptrun import RunRequest
 from mcpx_hooks.supervisor.run.serverhooks import open_servers
-from mcpx_hooks.supervisor.tools.serverentry import ServerFailing
+from mcpx_hooks.supervisor.tools.serverentry import ServerFailing, ToolFailed
 from mcpx_hooks.supervisor.tools.servers import ServerManager
 
 HERE = Path(__file__).parent
@@ -107,9 +107,16 @@ async def test_a_remote_server_serves_calls_with_its_bearer_token(
         "name": "remote-words",
         "version": "2.0",
     }
-    assert [t["name"] for t in shown["tools"]] == ["echo", "add"]
+    assert [t["name"] for t in shown["tools"]] == ["echo", "add", "down"]
     again, same = await manager.call(remote(upstream.url), "echo", {"text": "hi"})
     assert same is entry and texts(again) == ["hi"]
+    # The server's own error in -32000, the code the SDK's client also fails requests with
+    # when the connection ends: the call fails in the server's words, the server serves on.
+    with pytest.raises(ToolFailed) as caught:
+        await manager.call(remote(upstream.url), "down", {})
+    assert str(caught.value) == "server r answered down with an error: the database is down"
+    after, still = await manager.call(remote(upstream.url), "echo", {"text": "on"})
+    assert still is entry and texts(after) == ["on"]
 
 
 async def test_a_wrong_token_fails_with_the_status_and_never_the_token(
@@ -226,7 +233,7 @@ async def test_the_mcp_face_lists_and_calls_its_tools_and_pins_them(
         listed = await session.list_tools()
         added = await session.call_tool("r__add", {"a": 1, "b": 2})
         echoed = await session.call_tool("r__echo", {"text": "agent"})
-    assert sorted(t.name for t in listed.tools) == ["mcpx_exec", "r__add", "r__echo"]
+    assert sorted(t.name for t in listed.tools) == ["mcpx_exec", "r__add", "r__down", "r__echo"]
     assert added.structured_content == {"sum": 3} and texts(echoed) == ["agent"]
     said = (tmp_path / "err").read_text()
     assert "server r" in said and "pinned at their first use" in said

@@ -178,6 +178,36 @@ async def test_a_lying_server_s_errors_and_unlisted_tools_fail_the_call_clearly(
     assert manager.entries[spec].state == "running"  # a tool's error is not the server's
 
 
+#: -32000: the code the SDK's client fails requests with when the connection ends, and the
+#: usual code of a JSON-RPC server's own generic error.
+DOWN = {"code": -32000, "message": "the database is down"}
+
+
+async def test_a_server_s_own_error_in_the_sdk_s_closing_code_is_its_answer(
+    manager: ServerManager, tmp_path: Path, marker: Marker
+) -> None:
+    # The call fails at once in the server's words, and the server serves on: taken for
+    # the connection's end, it waited 5 s for the server's life to end, then said its words
+    # as the server's failure.
+    spec = hostile("relay", tmp_path / "log", marker)
+    with pytest.raises(ToolFailed) as caught:
+        await manager.call(spec, "relay", {"error": DOWN})
+    assert str(caught.value) == "server h answered relay with an error: the database is down"
+    result, entry = await manager.call(spec, "echo", {"n": 1})
+    assert result.structured_content == {"n": 1} and entry.failures == 0
+    assert manager.entries[spec].state == "running"
+
+
+async def test_a_server_refusing_initialize_fails_its_start_with_its_words(
+    manager: ServerManager, tmp_path: Path, marker: Marker
+) -> None:
+    # Not left to wait out startTimeoutMs as a connection that ended would be.
+    spec = hostile("refuse", tmp_path / "log", marker, start_timeout_ms=60_000)
+    with pytest.raises(ServerFailing, match="failed: MCPError: not ready: the database is down"):
+        await manager.call(spec, "echo", {})
+    assert marker.alive() == []
+
+
 async def test_a_server_flooding_stdout_is_stopped_with_the_reason(
     manager: ServerManager, tmp_path: Path, marker: Marker
 ) -> None:

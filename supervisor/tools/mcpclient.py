@@ -54,8 +54,21 @@ ANSWER_TOO_LARGE: Final = -32090
 ANSWER_UNREADABLE: Final = -32091
 
 
+#: What the SDK's client says of each request in flight when the connection ends.
+CLOSED: Final = "Connection closed"
+
+
 class ServerBroken(HooksError):
     """The server broke the protocol past bearing (too many bad lines)."""
+
+
+def connection_closed(error: types.ErrorData) -> bool:
+    """Whether `error` is the SDK's word that the connection ended, not a server's answer.
+    The SDK says it with -32000, which is also the usual code of a JSON-RPC server's own
+    generic error ("the database is down"): that answer is the server's to give, and must
+    not be taken for its end (a wait for its life to end, then that life's reason in place
+    of the server's words). Only the SDK's own wording, without data, is the end."""
+    return error.code == types.CONNECTION_CLOSED and error.message == CLOSED and error.data is None
 
 
 @attrs.define(repr=False)

@@ -8,12 +8,11 @@ import math
 import time
 
 import trio
-from mcp import types
 from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 
 from ..core.points import Phase
-from .mcpclient import ServerBroken
+from .mcpclient import ServerBroken, connection_closed
 from .serverentry import ServerEntry, StartHooks, tool_json
 
 
@@ -32,7 +31,7 @@ async def serve_session(
         init = await session.initialize()
         listed = await session.list_tools()
     except MCPError as exc:
-        if exc.error.code != types.CONNECTION_CLOSED:
+        if not connection_closed(exc.error):
             raise
         await trio.sleep_forever()  # until the caller ends the life (`_cancel_when_gone`)
     start_scope.deadline = math.inf  # started: from now on idleMs rules

@@ -106,9 +106,8 @@ class ServerManager:
         `ServerFailing` or `ToolFailed`."""
         entry = await self.open(spec, run_id=run_id)
         from mcp.shared.exceptions import MCPError  # loaded by the server's start already
-        from mcp.types import CONNECTION_CLOSED
 
-        from .mcpclient import ANSWER_TOO_LARGE
+        from .mcpclient import connection_closed
 
         session = entry.session
         assert session is not None
@@ -121,11 +120,11 @@ class ServerManager:
             entry.log_hearers.append(log)
         try:
             result = await _call_tool(entry, session, tool, dict(args), progress)
+        except ToolFailed:
+            raise
         except MCPError as exc:
-            if exc.error.code != CONNECTION_CLOSED:
-                why = error_answer(spec, tool, exc.error.code, exc.error.message)
-                kind = AnswerTooLarge if exc.error.code == ANSWER_TOO_LARGE else ToolFailed
-                raise kind(why) from None
+            if not connection_closed(exc.error):
+                raise answered(spec, tool, exc.error) from None
             raise ServerFailing(await gone_reason(entry, exc.error.message)) from None
         except Exception as exc:  # the SDK's checks of the answer (its shape, outputSchema)
             raise ToolFailed(not_a_result(spec, tool, exc)) from None
@@ -206,9 +205,11 @@ async def _call_tool(
     except ValueError:  # not strict JSON in UTF-8: the SDK's client says what it says of it
         return await session.call_tool(tool, args, progress_callback=progress)
     if answer is None:
-        raise MCPError(code=types.CONNECTION_CLOSED, message="Connection closed")
-    if isinstance(answer, types.JSONRPCError):
-        raise MCPError.from_error_data(answer.error)
+        from .mcpclient import CLOSED
+
+        raise MCPError(code=types.CONNECTION_CLOSED, message=CLOSED)
+    if isinstance(answer, types.JSONRPCError):  # the server's own answer, whatever its code
+        raise answered(entry.spec, tool, answer.error)
     result = types.CallToolResult.model_validate(answer.result, by_name=False)
     if not result.is_error:
         await session.validate_tool_result(tool, result)
@@ -220,6 +221,15 @@ def done_using(entry: ServerEntry) -> None:
     entry.in_use -= 1
     entry.last_used = trio.current_time()
     entry.poke()
+
+
+def answered(spec: ServerSpec, tool: str, error: types.ErrorData) -> ToolFailed:
+    """What a call fails with when the server answered it with the JSON-RPC `error` (or
+    its answer was too large to read: `AnswerTooLarge`)."""
+    from .mcpclient import ANSWER_TOO_LARGE
+
+    why = error_answer(spec, tool, error.code, error.message)
+    return AnswerTooLarge(why) if error.code == ANSWER_TOO_LARGE else ToolFailed(why)
 
 
 def error_answer(spec: ServerSpec, tool: str, code: int, message: str) -> str:

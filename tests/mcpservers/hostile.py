@@ -12,6 +12,8 @@
 - `die-at-start`: exits 3 before answering, after writing to stderr.
 - `crash-on-call`: answers the handshake, exits 7 on the first tool call.
 - `lying`: lists its tools, and answers every call to them with a JSON-RPC error.
+- `refuse`: answers `initialize` with a JSON-RPC error of code -32000 (the code the SDK's
+  client also uses for a connection that ended).
 - `flood`: answers the handshake, then floods stdout with lines that are not JSON-RPC.
 - `garbled`: answers every call with a result that is not a tool result.
 - `nan`: answers every call with structured content holding NaN (not JSON).
@@ -122,7 +124,10 @@ def main() -> None:
         params = msg.get("params") or {}
         if mode == "mute":
             continue
-        if method == "initialize":
+        if method == "initialize" and mode == "refuse":
+            error = {"code": -32000, "message": "not ready: the database is down"}
+            send({"jsonrpc": "2.0", "id": rid, "error": error})
+        elif method == "initialize":
             info = {"name": "hostile", "version": mode}
             version = params.get("protocolVersion")
             capabilities: dict[str, Any] = {"tools": {}}

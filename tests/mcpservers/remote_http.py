@@ -5,7 +5,9 @@ a loopback port, behind a bearer token it checks.
 
 Prints `PORT <n>` once it listens. A request without `Authorization: Bearer TOKEN` gets 401
 with a body that echoes the Authorization header it was sent (so a client that quotes an HTTP
-error's body would leak the secret). Tools: `echo`, `add`.
+error's body would leak the secret). Tools: `echo`, `add`, and `down`, which answers with a
+JSON-RPC error of code -32000 (the code the SDK's client also uses for a connection that
+ended).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 import uvicorn
 from mcp.server.mcpserver import MCPServer
+from mcp.shared.exceptions import MCPError
 
 TOKEN = sys.argv[1]
 server = MCPServer("remote-words", version="2.0")
@@ -31,6 +34,12 @@ def echo(text: str) -> str:
 def add(a: int, b: int) -> dict[str, int]:
     """Adds two numbers."""
     return {"sum": a + b}
+
+
+@server.tool()
+def down() -> str:
+    """Fails as a server whose database is down."""
+    raise MCPError(code=-32000, message="the database is down")
 
 
 inner = server.streamable_http_app()
