@@ -815,6 +815,14 @@ def test_missing_config_file(tmp_path: Path) -> None:
     ]
 
 
+def test_a_missing_config_file_is_said_missing_whatever_its_name(tmp_path: Path) -> None:
+    # Not "expected a .toml or .json config file, found no extension": there is no file.
+    found = problems(tmp_path, "nope")
+    assert found == [
+        Problem("nope", "", f"no such file: {tmp_path / 'nope'} (given with --config)")
+    ]
+
+
 def test_unsupported_file_type(tmp_path: Path) -> None:
     problem = one_problem(tmp_path, "a: 1", name="c.yaml")
     assert problem.message == 'expected a .toml or .json config file, found ".yaml"'

@@ -103,13 +103,14 @@ def read_file(path: Path, file: str, *, origin: str = "") -> tuple[Any, list[Pro
 
 def read_bytes(path: Path, file: str, *, origin: str = "") -> tuple[bytes | None, list[Problem]]:
     """The bytes of a config file (to hash, then parse the same bytes), or `None` and the
-    problem that stopped it: a name that is not `.toml` or `.json`, not a regular file."""
+    problem that stopped it: not a regular file (none there, first), a name that is not
+    `.toml` or `.json`."""
+    if (why := _not_a_regular_file(path, origin)) is not None:
+        return None, [Problem(file, "", why)]
     suffix = path.suffix.lower()
     if suffix not in (".toml", ".json"):
         found = f'"{suffix}"' if suffix else "no extension"
         return None, [Problem(file, "", f"expected a .toml or .json config file, found {found}")]
-    if (why := _not_a_regular_file(path, origin)) is not None:
-        return None, [Problem(file, "", why)]
     try:
         return path.read_bytes(), []
     except OSError as exc:
