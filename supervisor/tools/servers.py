@@ -192,7 +192,9 @@ async def _call_tool(
     """The call, on the server's `RawChannel` when it has one and the session speaks a
     revision of the handshake era: written and read as the SDK's client would, without its
     request's machinery (a task, a stream, a span); else through the SDK's client. Raises
-    what the SDK's client raises for the same answer (`MCPError`, a check's error)."""
+    what the SDK's client raises for the same answer (`MCPError`, a check's error), but
+    `ToolFailed` (`answered`) for a JSON-RPC error read on the pipe: the server's own,
+    whatever its code."""
     from mcp import types
     from mcp.shared.exceptions import MCPError
     from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
