@@ -280,6 +280,23 @@ async def test_prompts_and_resources_are_relayed_as_the_servers_give_them(
     assert marker.alive() == []
 
 
+async def test_listings_given_in_pages_are_relayed_whole(tmp_path: Path, marker: Marker) -> None:
+    # The hostile server in `paged` mode gives each tool, prompt and resource on a page of
+    # its own: a client sees them all, as from a server that lists at once.
+    where = tmp_path / marker
+    config = write_config(where, marker, h_mode="paged", expose=("echo", "mixed", "whoami"))
+    async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
+        tools = [t.name for t in (await session.list_tools()).tools]
+        prompts = [p.name for p in (await session.list_prompts()).prompts]
+        resources = [str(r.uri) for r in (await session.list_resources()).resources]
+        mixed = await session.call_tool("h__mixed", {"n": 2})
+    assert [t for t in tools if t.startswith("h__")] == ["h__echo", "h__mixed", "h__whoami"]
+    assert prompts == ["h__greet", "h__part"]
+    assert resources == ["file:///h/notes.txt", "file:///h/more.txt"]
+    assert mixed.structured_content == {"n": 2}
+    assert marker.alive() == []
+
+
 RUNS_HERE = {"script": {"sandbox": "none"}, "service": {"sandboxes": ["none"]}}
 
 

@@ -13,12 +13,14 @@ import psutil
 import pytest
 import trio
 from conftest import Marker, cut_once_waiting, kill_supervisor_and_wait
+from mcp.types import ListToolsResult, PaginatedRequestParams
 
 from mcpx_hooks.supervisor.core.hooks import Config, Profile
 from mcpx_hooks.supervisor.core.servers import ServerSpec
 from mcpx_hooks.supervisor.process.spawner import Spawner, open_spawner
 from mcpx_hooks.supervisor.run.bus import Bus
 from mcpx_hooks.supervisor.run.serverhooks import open_servers
+from mcpx_hooks.supervisor.tools.mcpclient import ServerBroken, every_page
 from mcpx_hooks.supervisor.tools.serverentry import ServerFailing, ToolFailed, backoff_s
 from mcpx_hooks.supervisor.tools.servers import ServerManager
 
@@ -178,6 +180,8 @@ async def test_a_lying_server_s_errors_and_unlisted_tools_fail_the_call_clearly(
     assert manager.entries[spec].state == "running"  # a tool's error is not the server's
 
 
+#: The hostile server's tools, as it lists them.
+HOSTILE_TOOLS = ["echo", "wait", "fail", "rm", "big", "mixed", "progress", "whoami"]
 #: -32000: the code the SDK's client fails requests with when the connection ends, and the
 #: usual code of a JSON-RPC server's own generic error.
 DOWN = {"code": -32000, "message": "the database is down"}
@@ -206,6 +210,37 @@ async def test_a_server_refusing_initialize_fails_its_start_with_its_words(
     with pytest.raises(ServerFailing, match="failed: MCPError: not ready: the database is down"):
         await manager.call(spec, "echo", {})
     assert marker.alive() == []
+
+
+async def test_a_server_that_lists_its_tools_in_pages_is_read_to_the_last_page(
+    manager: ServerManager, tmp_path: Path, marker: Marker
+) -> None:
+    spec = hostile("paged", tmp_path / "log", marker)  # one tool a page, `nextCursor` on
+    result, entry = await manager.call(spec, "mixed", {"n": 3})  # its outputSchema checked
+    assert [t.name for t in entry.tools] == HOSTILE_TOOLS
+    assert result.structured_content == {"n": 3}
+
+
+async def test_a_listing_that_never_ends_fails_the_start(
+    manager: ServerManager, tmp_path: Path, marker: Marker
+) -> None:
+    spec = hostile("endless", tmp_path / "log", marker)
+    with pytest.raises(ServerFailing, match="its tools listing went on past 16 pages"):
+        await manager.call(spec, "echo", {})
+    assert marker.alive() == []
+
+
+async def test_a_listing_that_gives_a_cursor_twice_is_read_no_further() -> None:
+    pages = [ListToolsResult(tools=[], next_cursor=c) for c in ("a", "b", "a", None)]
+    asked: list[str | None] = []
+
+    async def ask(params: PaginatedRequestParams | None) -> ListToolsResult:
+        asked.append(params.cursor if params is not None else None)
+        return pages[len(asked) - 1]
+
+    with pytest.raises(ServerBroken, match="its tools listing gave the cursor 'a' twice"):
+        await every_page("tools", ask)
+    assert asked == [None, "a", "b"]
 
 
 async def test_a_server_flooding_stdout_is_stopped_with_the_reason(
@@ -307,16 +342,7 @@ async def test_server_start_hooks_see_the_start_and_may_refuse_it(
         await manager.call(hostile("good", tmp_path / "log", marker), "echo", {})
         result = json.loads((tmp_path / "success.json").read_text())["result"]["value"]
         assert (result["server"], result["name"], result["version"]) == ("h", "hostile", "good")
-        assert [t["name"] for t in result["tools"]] == [
-            "echo",
-            "wait",
-            "fail",
-            "rm",
-            "big",
-            "mixed",
-            "progress",
-            "whoami",
-        ]
+        assert [t["name"] for t in result["tools"]] == HOSTILE_TOOLS
         with pytest.raises(ServerFailing):
             await manager.call(hostile("die-at-start", tmp_path / "d", marker), "echo", {})
         error = json.loads((tmp_path / "error.json").read_text())["error"]

@@ -4,7 +4,8 @@ resources by their own URIs, each listed by the servers that serve them (those w
 `initialize` declared `prompts` or `resources`), in the order the servers are declared.
 
 A server that cannot start is left out of a listing (a `warning` frame in the session's run
-says why). What a server answers with an error goes to the client as that error.
+says why), and so is one whose listing's pages do not end (`mcpclient.every_page`). What a
+server answers with an error goes to the client as that error.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from ..core.frames import WarningFrame, blank
 from ..core.servers import ServerSpec, exposed_name, exposed_targets
 from ..run.journal import RunJournal
 from ..run.runtime import Runtime
+from ..tools.mcpclient import ServerBroken, every_page
 from ..tools.serverentry import ServerFailing
 
 #: The JSON-RPC error of a resource no server lists.
@@ -50,18 +52,23 @@ class Relay:
                 async with manager.open_session(spec) as (session, entry):
                     if getattr(entry.capabilities, what, None) is not None:
                         answers.append((spec, await ask(session)))
-            except ServerFailing as exc:
+            except (ServerFailing, ServerBroken) as exc:
                 why = f"the {what} of server {spec.name} are not listed: {exc}"
                 journal.append(blank(WarningFrame, message=why))
         return answers
 
     async def list_prompts(self, journal: RunJournal) -> types.ListPromptsResult:
         separator = self.config.mcp_separator
-        listed = await self._from_each("prompts", journal, lambda s: s.list_prompts())
+        listed = await self._from_each(
+            "prompts",
+            journal,
+            lambda s: every_page("prompts", lambda at: s.list_prompts(params=at)),
+        )
         return types.ListPromptsResult(
             prompts=[
                 p.model_copy(update={"name": exposed_name(spec.name, p.name, separator)})
-                for spec, answer in listed
+                for spec, pages in listed
+                for answer in pages
                 for p in answer.prompts
             ]
         )
@@ -83,14 +90,19 @@ class Relay:
         raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown prompt: {name}")
 
     async def list_resources(self, journal: RunJournal) -> types.ListResourcesResult:
-        listed = await self._from_each("resources", journal, lambda s: s.list_resources())
+        listed = await self._from_each(
+            "resources",
+            journal,
+            lambda s: every_page("resources", lambda at: s.list_resources(params=at)),
+        )
         found: dict[str, str] = {}
-        for spec, answer in listed:
-            for resource in answer.resources:
-                found.setdefault(str(resource.uri), spec.name)
+        for spec, pages in listed:
+            for answer in pages:
+                for resource in answer.resources:
+                    found.setdefault(str(resource.uri), spec.name)
         self._resources = found
         return types.ListResourcesResult(
-            resources=[r for _, answer in listed for r in answer.resources]
+            resources=[r for _, pages in listed for answer in pages for r in answer.resources]
         )
 
     async def read_resource(self, uri: str, journal: RunJournal) -> types.ReadResourceResult:

@@ -28,8 +28,8 @@ on its pipe.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
-from typing import Final
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Final, Protocol, TypeVar
 
 import anyio
 import attrs
@@ -56,6 +56,9 @@ ANSWER_UNREADABLE: Final = -32091
 
 #: What the SDK's client says of each request in flight when the connection ends.
 CLOSED: Final = "Connection closed"
+#: Pages of one listing (tools, prompts, resources) a server may answer with: each page is
+#: a message of at most `MAX_MESSAGE_BYTES`.
+MAX_LIST_PAGES: Final = 16
 
 
 class ServerBroken(HooksError):
@@ -69,6 +72,34 @@ def connection_closed(error: types.ErrorData) -> bool:
     not be taken for its end (a wait for its life to end, then that life's reason in place
     of the server's words). Only the SDK's own wording, without data, is the end."""
     return error.code == types.CONNECTION_CLOSED and error.message == CLOSED and error.data is None
+
+
+class Page(Protocol):
+    """A page of a listing: where the next one starts (None: none)."""
+
+    @property
+    def next_cursor(self) -> str | None: ...
+
+
+_P = TypeVar("_P", bound=Page)
+
+
+async def every_page(
+    what: str, ask: Callable[[types.PaginatedRequestParams | None], Awaitable[_P]]
+) -> list[_P]:
+    """Each page of a server's listing of `what` (`tools`, ...), asked with `ask`, following
+    the cursors MCP's pagination gives. Past `MAX_LIST_PAGES`, or given a cursor it gave
+    before, the server is broken (`ServerBroken`): a listing that never ends is not read."""
+    pages = [await ask(None)]
+    given: set[str] = set()
+    while (cursor := pages[-1].next_cursor) is not None:
+        if cursor in given:
+            raise ServerBroken(f"its {what} listing gave the cursor {cursor!r} twice")
+        if len(pages) == MAX_LIST_PAGES:
+            raise ServerBroken(f"its {what} listing went on past {MAX_LIST_PAGES} pages")
+        given.add(cursor)
+        pages.append(await ask(types.PaginatedRequestParams(cursor=cursor)))
+    return pages
 
 
 @attrs.define(repr=False)

@@ -12,7 +12,7 @@ from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 
 from ..core.points import Phase
-from .mcpclient import ServerBroken, connection_closed
+from .mcpclient import ServerBroken, connection_closed, every_page
 from .serverentry import ServerEntry, StartHooks, tool_json
 
 
@@ -29,13 +29,13 @@ async def serve_session(
     spec = entry.spec
     try:
         init = await session.initialize()
-        listed = await session.list_tools()
+        pages = await every_page("tools", lambda page: session.list_tools(params=page))
     except MCPError as exc:
         if not connection_closed(exc.error):
             raise
         await trio.sleep_forever()  # until the caller ends the life (`_cancel_when_gone`)
     start_scope.deadline = math.inf  # started: from now on idleMs rules
-    entry.tools = tuple(listed.tools)
+    entry.tools = tuple(tool for page in pages for tool in page.tools)
     info = init.server_info
     entry.info = {"name": info.name, "version": info.version}
     entry.capabilities = init.capabilities

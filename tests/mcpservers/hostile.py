@@ -14,6 +14,9 @@
 - `lying`: lists its tools, and answers every call to them with a JSON-RPC error.
 - `refuse`: answers `initialize` with a JSON-RPC error of code -32000 (the code the SDK's
   client also uses for a connection that ended).
+- `paged`: as `good`, with one prompt and one resource more, each listing (tools, prompts,
+  resources) one item a page, MCP's `nextCursor` leading to the next.
+- `endless`: as `paged`, but every page of a listing has a next one (the item repeated).
 - `flood`: answers the handshake, then floods stdout with lines that are not JSON-RPC.
 - `garbled`: answers every call with a result that is not a tool result.
 - `nan`: answers every call with structured content holding NaN (not JSON).
@@ -56,6 +59,9 @@ RELAY = {"name": "relay", "inputSchema": {"type": "object"}}
 #: What `good` serves besides its tools (its prompts, its resources).
 PROMPTS = [{"name": "greet", "description": "Greets", "arguments": [{"name": "who"}]}]
 RESOURCES = [{"uri": "file:///h/notes.txt", "name": "notes", "mimeType": "text/plain"}]
+#: What `paged` serves besides.
+MORE_PROMPTS = [{"name": "part", "description": "Stands on a page of its own"}]
+MORE_RESOURCES = [{"uri": "file:///h/more.txt", "name": "more", "mimeType": "text/plain"}]
 #: What `mixed` answers: a content item of every type, structured content and `_meta`.
 MIXED = {
     "content": [
@@ -95,6 +101,17 @@ def send_big(rid: Any, size: int, id_last: bool) -> None:
     sys.stdout.flush()
 
 
+def listing(mode: str, key: str, items: list[Any], params: dict[str, Any]) -> dict[str, Any]:
+    """A listing's answer: all of `items` at once, or (`paged`, `endless`) one a page."""
+    if mode not in ("paged", "endless"):
+        return {key: items}
+    at = int(params.get("cursor") or 0)
+    result: dict[str, Any] = {key: items[at % len(items) : at % len(items) + 1]}
+    if mode == "endless" or at + 1 < len(items):
+        result["nextCursor"] = str(at + 1)
+    return result
+
+
 def log(line: str) -> None:
     if len(sys.argv) > 2:
         with open(sys.argv[2], "a") as f:
@@ -131,19 +148,22 @@ def main() -> None:
             info = {"name": "hostile", "version": mode}
             version = params.get("protocolVersion")
             capabilities: dict[str, Any] = {"tools": {}}
-            if mode in ("good", "relay"):
+            if mode in ("good", "relay", "paged", "endless"):
                 capabilities.update(prompts={}, resources={})
             result = {"protocolVersion": version, "capabilities": capabilities, "serverInfo": info}
             send({"jsonrpc": "2.0", "id": rid, "result": result})
         elif method == "prompts/list":
-            send({"jsonrpc": "2.0", "id": rid, "result": {"prompts": PROMPTS}})
+            prompts = [*PROMPTS, *MORE_PROMPTS] if mode == "paged" else PROMPTS
+            send({"jsonrpc": "2.0", "id": rid, "result": listing(mode, "prompts", prompts, params)})
         elif method == "prompts/get":
             who = (params.get("arguments") or {}).get("who", "you")
             text = {"type": "text", "text": f"Hello, {who}"}
             messages = [{"role": "user", "content": text}]
             send({"jsonrpc": "2.0", "id": rid, "result": {"messages": messages}})
         elif method == "resources/list":
-            send({"jsonrpc": "2.0", "id": rid, "result": {"resources": RESOURCES}})
+            listed = [*RESOURCES, *MORE_RESOURCES] if mode == "paged" else RESOURCES
+            answer = listing(mode, "resources", listed, params)
+            send({"jsonrpc": "2.0", "id": rid, "result": answer})
         elif method == "resources/read":
             uri = params.get("uri")
             if uri == RESOURCES[0]["uri"]:
@@ -154,7 +174,7 @@ def main() -> None:
                 send({"jsonrpc": "2.0", "id": rid, "error": error})
         elif method == "tools/list":
             tools = [*TOOLS, RELAY] if mode == "relay" else TOOLS
-            send({"jsonrpc": "2.0", "id": rid, "result": {"tools": tools}})
+            send({"jsonrpc": "2.0", "id": rid, "result": listing(mode, "tools", tools, params)})
             if mode == "flood":
                 for _ in range(100_000):
                     sys.stdout.write("this is not JSON-RPC at all\n")
