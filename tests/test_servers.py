@@ -5,7 +5,7 @@ and no process left behind."""
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, cast
 
@@ -230,17 +230,32 @@ async def test_a_listing_that_never_ends_fails_the_start(
     assert marker.alive() == []
 
 
+async def test_an_empty_cursor_ends_a_listing() -> None:
+    # As a server that always writes `nextCursor` means it when there is no next page.
+    pages = [ListToolsResult(tools=[], next_cursor=c) for c in ("a", "b", "")]
+    asked: list[str | None] = []
+    assert await every_page("tools", _asker(pages, asked)) == pages
+    assert asked == [None, "a", "b"]
+
+
 async def test_a_listing_that_gives_a_cursor_twice_is_read_no_further() -> None:
     pages = [ListToolsResult(tools=[], next_cursor=c) for c in ("a", "b", "a", None)]
     asked: list[str | None] = []
+    with pytest.raises(ServerBroken, match="its tools listing gave the cursor 'a' twice"):
+        await every_page("tools", _asker(pages, asked))
+    assert asked == [None, "a", "b"]
+
+
+def _asker(
+    pages: list[ListToolsResult], asked: list[str | None]
+) -> Callable[[PaginatedRequestParams | None], Awaitable[ListToolsResult]]:
+    """A listing's pages, asked for in turn; each cursor asked with in `asked`."""
 
     async def ask(params: PaginatedRequestParams | None) -> ListToolsResult:
         asked.append(params.cursor if params is not None else None)
         return pages[len(asked) - 1]
 
-    with pytest.raises(ServerBroken, match="its tools listing gave the cursor 'a' twice"):
-        await every_page("tools", ask)
-    assert asked == [None, "a", "b"]
+    return ask
 
 
 async def test_a_server_flooding_stdout_is_stopped_with_the_reason(

@@ -88,11 +88,12 @@ async def every_page(
     what: str, ask: Callable[[types.PaginatedRequestParams | None], Awaitable[_P]]
 ) -> list[_P]:
     """Each page of a server's listing of `what` (`tools`, ...), asked with `ask`, following
-    the cursors MCP's pagination gives. Past `MAX_LIST_PAGES`, or given a cursor it gave
-    before, the server is broken (`ServerBroken`): a listing that never ends is not read."""
+    the cursors MCP's pagination gives (an empty one ends it, as servers that always write
+    the key mean it). Past `MAX_LIST_PAGES`, or given a cursor it gave before, the server is
+    broken (`ServerBroken`): a listing that never ends is not read."""
     pages = [await ask(None)]
     given: set[str] = set()
-    while (cursor := pages[-1].next_cursor) is not None:
+    while cursor := pages[-1].next_cursor:
         if cursor in given:
             raise ServerBroken(f"its {what} listing gave the cursor {cursor!r} twice")
         if len(pages) == MAX_LIST_PAGES:
