@@ -169,6 +169,25 @@ def test_an_answer_no_hook_changed_keeps_the_server_s_own_keys(
     assert marker.alive() == []
 
 
+async def test_a_client_s_own_meta_goes_with_a_relayed_call(tmp_path: Path, marker: Marker) -> None:
+    # As clients send an id of their tool use, or a trace context, beside the progress token.
+    where = tmp_path / marker
+    config = write_config(where, marker, expose=("meta", "whoami"))
+    mine = {"example.org/toolUseId": "toolu_1"}
+    async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
+        await seen_id(session)  # (its server running, its pin decided)
+        plain = await session.call_tool("h__meta", {}, meta=mine)
+        ticked = await session.call_tool("h__meta", {}, progress_callback=_ignored, meta=mine)
+    assert json.loads(texts(plain)[0]) == {"id": "mcpx-relay-2", "meta": mine}
+    relayed = {**mine, "progressToken": "mcpx-relay-3"}
+    assert json.loads(texts(ticked)[0]) == {"id": "mcpx-relay-3", "meta": relayed}
+    assert marker.alive() == []
+
+
+async def _ignored(progress: float, total: float | None, message: str | None) -> None:
+    pass
+
+
 @pytest.mark.parametrize(("hooks", "kind"), [([], "relay"), ([NOTE], "call")])
 async def test_progress_logs_and_a_cancellation_are_carried_with_the_ids_swapped(
     tmp_path: Path, marker: Marker, hooks: list[dict[str, Any]], kind: str

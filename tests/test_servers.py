@@ -181,7 +181,7 @@ async def test_a_lying_server_s_errors_and_unlisted_tools_fail_the_call_clearly(
 
 
 #: The hostile server's tools, as it lists them.
-HOSTILE_TOOLS = ["echo", "wait", "fail", "rm", "big", "mixed", "progress", "whoami"]
+HOSTILE_TOOLS = ["echo", "wait", "fail", "rm", "big", "mixed", "progress", "whoami", "meta"]
 #: -32000: the code the SDK's client fails requests with when the connection ends, and the
 #: usual code of a JSON-RPC server's own generic error.
 DOWN = {"code": -32000, "message": "the database is down"}

@@ -28,6 +28,8 @@ from .mcpstdio import ClientWriter
 
 _REQUEST_KEYS: Final = frozenset({"jsonrpc", "id", "method", "params"})
 _PARAM_KEYS: Final = frozenset({"name", "arguments", "_meta"})
+#: The key of a request's `_meta` that asks for progress notifications.
+PROGRESS_TOKEN: Final = "progressToken"
 #: The form an `ask` is put to the person at the client in: one answer, yes or no.
 ASK_FORM: Final = {
     "type": "object",
@@ -171,12 +173,15 @@ def error_result(text: str) -> types.CallToolResult:
 @attrs.frozen(repr=False, eq=False)
 class ClientCall(Record):
     """A client's `tools/call` as plain as this module takes: its id, the tool's name as the
-    client knows it, the arguments, the client's progress token (None: none)."""
+    client knows it, the arguments, the client's progress token (None: none), and the rest
+    of the request's `_meta` (what a client adds of its own: an id of its tool use, a trace
+    context), for a server the call is relayed to."""
 
     id: types.RequestId
     name: str
     args: dict[str, Any]
     token: types.ProgressToken | None
+    meta: dict[str, Any] = attrs.Factory(dict)
 
 
 def plain_call(line: bytes) -> ClientCall | None:
@@ -195,12 +200,14 @@ def plain_call(line: bytes) -> ClientCall | None:
     name, args, meta = params.get("name"), params.get("arguments", {}), params.get("_meta", {})
     if not set(params) <= _PARAM_KEYS or not isinstance(name, str) or not isinstance(args, dict):
         return None
-    if not isinstance(meta, dict) or not set(meta) <= {"progressToken"}:
+    if not isinstance(meta, dict):
         return None
-    token = meta.get("progressToken")
+    token = meta.get(PROGRESS_TOKEN)
     if token is not None and (isinstance(token, bool) or not isinstance(token, int | str)):
         return None
-    return ClientCall(cid, name, args, token)
+    return ClientCall(
+        cid, name, args, token, {k: v for k, v in meta.items() if k != PROGRESS_TOKEN}
+    )
 
 
 def json_value(line: bytes) -> Any:

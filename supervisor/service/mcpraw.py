@@ -6,31 +6,30 @@ A call no hook can touch is relayed as a line, as a byte relay would, with the i
 when all of these hold:
 
 - the name is a tool the gateway lists: shown, its server running on a child's pipes (its
-  `RawChannel`) and speaking the client's revision, not quarantined (its pin already
-  decided, what it had to say said); the tool declares no `outputSchema` (the SDK's client
-  checks a result against one); no `call` hook fires for it; neither it nor its server has
-  call limits;
+  `RawChannel`) and speaking the client's revision, not quarantined (its pin decided, what
+  it had to say said); the tool declares no `outputSchema` (the SDK's client checks a result
+  against one); no `call` hook fires for it; neither it nor its server has call limits;
 - the request is plain (`mcpcalls.plain_call`): an `id`, `name`, `arguments` (an object, or
-  none), in `_meta` at most a `progressToken`; strict JSON;
+  none), a `_meta` object (or none) whose `progressToken` is a number or a string; strict JSON;
 - its line, with the gateway's own id, goes whole onto the server's stdin at once.
 
 It is written as the SDK's client would write it, with an id of the channel's
-(`mcpx-relay-<n>`). Its answer comes back through the channel: read as the SDK's client
-reads a tool result (or the error the call point gives for an answer that is not one, or a
-JSON-RPC error); its `call` frame written as the call point writes an unhooked call's; then
-sent to the client under the client's id, as the server wrote it. On the way, the server's
-progress on it goes to the client with the client's token (when it gave one), and its log
-messages while it is in flight. A cancellation from the client is carried to the server,
-and the call is never answered (as the SDK's server does). Past the server's
-`callTimeoutMs` the call is cancelled on the server and answered with why; when the
-server's stdout ends first, with the reason its life ended.
+(`mcpx-relay-<n>`) and the client's `_meta` (its progress token, if any, made that id).
+Its answer comes back through the channel, read as the SDK's client reads a tool result
+(or the error the call point gives for one that is not, or for a JSON-RPC error); its
+`call` frame is written as the call point writes an unhooked call's; then the answer goes to
+the client under its id, as the server wrote it. On the way, the server's progress goes to
+the client with its token, and its log messages while the call is in flight. A cancellation
+from the client is carried to the server, and the call is never answered (as the SDK's
+server does). Past `callTimeoutMs` the call is cancelled on the server and answered with
+why; when the server's stdout ends first, with the reason its life ended.
 
-Any other plain call (a hook fires for it, its server is not running yet, it has limits …)
-is served through the gateway's call point (`Gateway.call`) in a task of its own, its
-progress and log messages written to the client as lines, and its answer as the SDK's
-server would write it; a cancellation from the client cancels the task (never answered).
-But a call one of whose hooks may ask (an effect of `ask` or above) is left to the SDK's
-server, whose request context puts the question to the client; so is `mcpx_exec`.
+Any other plain call (a hook fires for it, its server is not running yet, limits) is served
+through the call point (`Gateway.call`) in a task of its own: progress and log messages
+written as lines, the answer with the fields it was given (`mcpcalls.answer_result`), the
+client's `_meta` but its token kept here (as on the SDK's way); the client's cancellation
+cancels the task. A call whose hooks may ask (an effect of `ask` or above) is left to the
+SDK's server, whose request context puts the question to the client; so is `mcpx_exec`.
 """
 
 from __future__ import annotations
@@ -62,6 +61,7 @@ from ..tools.jsonlines import json_line
 from ..tools.rawchannel import cancellation
 from ..tools.servers import done_using, error_answer, gone_reason, not_a_result, strict_json
 from .mcpcalls import (
+    PROGRESS_TOKEN,
     ClientCall,
     Relays,
     answer_result,
@@ -214,8 +214,9 @@ class RawCalls:
             return False
         rid = entry.raw.new_id(RELAYED)
         params: dict[str, Any] = {"name": tool, "arguments": args}
-        if token is not None:
-            params["_meta"] = {"progressToken": rid}
+        meta = request.meta if token is None else {**request.meta, PROGRESS_TOKEN: rid}
+        if meta:  # the client's own, its progress token made the channel's id
+            params["_meta"] = meta
         request_line = json_line(
             {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params}
         )
@@ -381,7 +382,7 @@ class RawCall(Record):
 
     async def progress(self, params: dict[str, Any]) -> None:
         if self.token is not None and self.owner._calls.get(self.call.id) is self:
-            relayed = {**params, "progressToken": self.token}
+            relayed = {**params, PROGRESS_TOKEN: self.token}
             line = json_line(
                 {"jsonrpc": "2.0", "method": "notifications/progress", "params": relayed}
             )

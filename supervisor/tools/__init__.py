@@ -34,6 +34,7 @@ __all__, __getattr__, __dir__ = exports(
             "top_level_id",
             "unread_id",
         ),
+        "mcpclient": ("ServerBroken", "every_page"),
         "rawchannel": ("cancellation",),
         "pins": ("OFF", "REQUIRE", "PinVerdict", "changes", "key_of", "listing", "pin", "verdict"),
         "servers": (

@@ -27,7 +27,8 @@
   then the call's answer with `error` as its error if given, else with `result` as its
   result, whatever they are.
 
-Tool `whoami` (in `good` and `relay`) answers the `id` its call came with, as JSON.
+Tool `whoami` (in `good` and `relay`) answers the `id` its call came with, as JSON; tool
+`meta`, `{"id", "meta"}`: that id and the request's `_meta`.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ TOOLS = [
 ]
 TOOLS.append({"name": "progress", "inputSchema": {"type": "object"}})
 TOOLS.append({"name": "whoami", "inputSchema": {"type": "object"}})
+TOOLS.append({"name": "meta", "inputSchema": {"type": "object"}})
 RELAY = {"name": "relay", "inputSchema": {"type": "object"}}
 #: What `good` serves besides its tools (its prompts, its resources).
 PROMPTS = [{"name": "greet", "description": "Greets", "arguments": [{"name": "who"}]}]
@@ -238,6 +240,11 @@ def main() -> None:
                     {"error": args["error"]} if "error" in args else {"result": args.get("result")}
                 )
                 send({"jsonrpc": "2.0", "id": rid, **answer})
+                continue
+            if name == "meta":  # the id and the `_meta` the call came with, as JSON
+                seen = {"id": rid, "meta": params.get("_meta")}
+                content = [{"type": "text", "text": json.dumps(seen)}]
+                send({"jsonrpc": "2.0", "id": rid, "result": {"content": content}})
                 continue
             if name == "whoami":  # the id the call came with, as JSON
                 content = [{"type": "text", "text": json.dumps(rid)}]
