@@ -297,6 +297,29 @@ async def test_listings_given_in_pages_are_relayed_whole(tmp_path: Path, marker:
     assert marker.alive() == []
 
 
+async def test_a_server_that_does_not_answer_is_left_out_at_its_call_timeout(
+    tmp_path: Path, marker: Marker
+) -> None:
+    # The hostile server in `deaf` mode never answers about its prompts or resources: a
+    # listing goes on without it, and a request of it is answered with why, at its timeout.
+    where = tmp_path / marker
+    config = write_config(where, marker, h_mode="deaf")
+    edit = json.loads(config.read_text())
+    edit["servers"]["h"]["callTimeoutMs"] = 300
+    config.write_text(json.dumps(edit))
+    with trio.fail_after(60):  # (it hung before: nothing bounded what it waited for)
+        async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
+            prompts = (await session.list_prompts()).prompts
+            resources = (await session.list_resources()).resources
+            with pytest.raises(MCPError) as asked:
+                await session.get_prompt("h__greet", {"who": "Ada"})
+            tools = [t.name for t in (await session.list_tools()).tools]
+    assert prompts == [] and resources == []
+    assert str(asked.value) == "server h did not answer within its callTimeoutMs (300 ms)"
+    assert "h__echo" in tools  # its tools were listed when it started, as ever
+    assert marker.alive() == []
+
+
 RUNS_HERE = {"script": {"sandbox": "none"}, "service": {"sandboxes": ["none"]}}
 
 

@@ -4,8 +4,10 @@ resources by their own URIs, each listed by the servers that serve them (those w
 `initialize` declared `prompts` or `resources`), in the order the servers are declared.
 
 A server that cannot start is left out of a listing (a `warning` frame in the session's run
-says why), and so is one whose listing's pages do not end (`mcpclient.every_page`). What a
-server answers with an error goes to the client as that error.
+says why), and so is one whose listing's pages do not end (`mcpclient.every_page`), or that
+does not answer within its `callTimeoutMs`. What a server answers with an error goes to the
+client as that error; one that does not answer a `prompts/get` or a `resources/read` within
+its `callTimeoutMs` is answered with an error saying so (the request cancelled on it).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Final, TypeVar
 
+import trio
 from mcp import types
 from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
@@ -49,11 +52,13 @@ class Relay:
             return answers
         for spec in self.config.servers.values():
             try:
-                async with manager.open_session(spec) as (session, entry):
-                    if getattr(entry.capabilities, what, None) is not None:
-                        answers.append((spec, await ask(session)))
-            except (ServerFailing, ServerBroken) as exc:
-                why = f"the {what} of server {spec.name} are not listed: {exc}"
+                with trio.fail_after(spec.call_timeout_ms / 1000):
+                    async with manager.open_session(spec) as (session, entry):
+                        if getattr(entry.capabilities, what, None) is not None:
+                            answers.append((spec, await ask(session)))
+            except (ServerFailing, ServerBroken, trio.TooSlowError) as exc:
+                said = _too_slow(spec) if isinstance(exc, trio.TooSlowError) else str(exc)
+                why = f"the {what} of server {spec.name} are not listed: {said}"
                 journal.append(blank(WarningFrame, message=why))
         return answers
 
@@ -81,12 +86,17 @@ class Relay:
         for server, prompt in targets:
             if manager is None:
                 break
+            spec = self.config.servers[server]
             try:
-                async with manager.open_session(self.config.servers[server]) as (session, entry):
-                    if entry.capabilities is not None and entry.capabilities.prompts is not None:
-                        return await session.get_prompt(prompt, arguments)
+                with trio.fail_after(spec.call_timeout_ms / 1000):
+                    async with manager.open_session(spec) as (session, entry):
+                        capabilities = entry.capabilities
+                        if capabilities is not None and capabilities.prompts is not None:
+                            return await session.get_prompt(prompt, arguments)
             except ServerFailing as exc:
                 raise MCPError(code=types.INTERNAL_ERROR, message=str(exc)) from None
+            except trio.TooSlowError:
+                raise MCPError(code=types.INTERNAL_ERROR, message=_too_slow(spec)) from None
         raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown prompt: {name}")
 
     async def list_resources(self, journal: RunJournal) -> types.ListResourcesResult:
@@ -112,8 +122,16 @@ class Relay:
         manager = self.runtime.servers
         if server is None or manager is None:
             raise MCPError(code=RESOURCE_NOT_FOUND, message=f"Resource not found: {uri}")
+        spec = self.config.servers[server]
         try:
-            async with manager.open_session(self.config.servers[server]) as (session, _):
-                return await session.read_resource(uri)
+            with trio.fail_after(spec.call_timeout_ms / 1000):
+                async with manager.open_session(spec) as (session, _):
+                    return await session.read_resource(uri)
         except ServerFailing as exc:
             raise MCPError(code=types.INTERNAL_ERROR, message=str(exc)) from None
+        except trio.TooSlowError:
+            raise MCPError(code=types.INTERNAL_ERROR, message=_too_slow(spec)) from None
+
+
+def _too_slow(spec: ServerSpec) -> str:
+    return f"server {spec.name} did not answer within its callTimeoutMs ({spec.call_timeout_ms} ms)"

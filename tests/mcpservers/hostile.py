@@ -17,6 +17,7 @@
 - `paged`: as `good`, with one prompt and one resource more, each listing (tools, prompts,
   resources) one item a page, MCP's `nextCursor` leading to the next.
 - `endless`: as `paged`, but every page of a listing has a next one (the item repeated).
+- `deaf`: as `good`, but never answers a request about its prompts or its resources.
 - `flood`: answers the handshake, then floods stdout with lines that are not JSON-RPC.
 - `garbled`: answers every call with a result that is not a tool result.
 - `nan`: answers every call with structured content holding NaN (not JSON).
@@ -150,10 +151,12 @@ def main() -> None:
             info = {"name": "hostile", "version": mode}
             version = params.get("protocolVersion")
             capabilities: dict[str, Any] = {"tools": {}}
-            if mode in ("good", "relay", "paged", "endless"):
+            if mode in ("good", "relay", "paged", "endless", "deaf"):
                 capabilities.update(prompts={}, resources={})
             result = {"protocolVersion": version, "capabilities": capabilities, "serverInfo": info}
             send({"jsonrpc": "2.0", "id": rid, "result": result})
+        elif mode == "deaf" and str(method).startswith(("prompts/", "resources/")):
+            continue
         elif method == "prompts/list":
             prompts = [*PROMPTS, *MORE_PROMPTS] if mode == "paged" else PROMPTS
             send({"jsonrpc": "2.0", "id": rid, "result": listing(mode, "prompts", prompts, params)})
