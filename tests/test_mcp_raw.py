@@ -228,6 +228,39 @@ async def test_progress_logs_and_a_cancellation_are_carried_with_the_ids_swapped
     assert len([f for f in frames if f["type"] == "hook"]) == (3 if hooks else 0)
 
 
+async def test_a_log_message_reaches_a_client_once_however_many_of_its_calls_wait(
+    tmp_path: Path, marker: Marker
+) -> None:
+    # A server's log message is its own, not a call's: every call in flight hears it, and a
+    # client with two of them in flight to the server got it twice.
+    where = tmp_path / marker
+    config = write_config(where, marker, expose=("progress", "wait", "whoami"))
+    logged: list[types.LoggingMessageNotificationParams] = []
+
+    async def log(params: types.LoggingMessageNotificationParams) -> None:
+        logged.append(params)
+
+    fifo = where / "h.log.waiting"  # (the server writes a byte there once `wait` reached it)
+    async with stdio_session(
+        through_mcpx(config), tmp_path / "err", logging_callback=log
+    ) as session:
+        await seen_id(session)  # (its server running, its pin decided: calls are relayed)
+        os.mkfifo(fifo)
+        said = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(session.call_tool, "h__wait", {})
+                with trio.fail_after(60):
+                    await trio.lowlevel.wait_readable(said)
+                done = await session.call_tool("h__progress", {})
+                nursery.cancel_scope.cancel()
+        finally:
+            os.close(said)
+    assert texts(done) == ["done"]
+    assert [(p.level, p.data) for p in logged] == [("warning", {"step": 2})]
+    assert marker.alive() == []
+
+
 @pytest.mark.parametrize(("hooks", "kind"), [([], "relay"), ([NOTE], "call")])
 async def test_past_call_timeout_ms_the_call_is_cancelled_on_the_server_and_says_why(
     tmp_path: Path, marker: Marker, hooks: list[dict[str, Any]], kind: str

@@ -7,7 +7,7 @@ client (`line_relays`, a call the gateway took before the SDK read it: `mcpraw.p
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
 import attrs
@@ -61,9 +61,10 @@ def line_relays(writer: ClientWriter, token: types.ProgressToken | None) -> Rela
     (the client's progress `token`, if it gave one); no questions (such a call has no hook
     that may ask)."""
 
-    async def log(params: types.LoggingMessageNotificationParams) -> None:
+    async def tell(params: types.LoggingMessageNotificationParams) -> None:
         await _notify(writer, "notifications/message", params)
 
+    log = ClientLog(writer, tell)
     if token is None:
         return Relays(None, log, None)
 
@@ -97,6 +98,19 @@ def _progress_relay(ctx: ServerRequestContext[Any, Any]) -> Progress | None:
     return relay
 
 
+@attrs.frozen(eq=False)
+class ClientLog:
+    """A `LogHearer` that tells a client: `sink` is the client (its writer, or the SDK's
+    session with it), which hears each of a server's log messages once however many of its
+    calls to the server are in flight (`ServerEntry.heard`)."""
+
+    sink: object
+    tell: Callable[[types.LoggingMessageNotificationParams], Awaitable[None]]
+
+    async def __call__(self, params: types.LoggingMessageNotificationParams) -> None:
+        await self.tell(params)
+
+
 def _log_relay(ctx: ServerRequestContext[Any, Any]) -> LogHearer:
     """What passes the server's log messages, while the call is in flight, to the client."""
     session, request_id = ctx.session, ctx.request_id
@@ -104,7 +118,7 @@ def _log_relay(ctx: ServerRequestContext[Any, Any]) -> LogHearer:
     async def relay(params: types.LoggingMessageNotificationParams) -> None:
         await session.send_log_message(params.level, params.data, params.logger, request_id)
 
-    return relay
+    return ClientLog(session, relay)
 
 
 def _asker(ctx: ServerRequestContext[Any, Any]) -> Responder | None:

@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 
 
 class LogHearer(Protocol):
-    """Who hears a server's log messages while its call is in flight."""
+    """Who hears a server's log messages while its call is in flight. Hearers with the same
+    `sink` (the client they write to) hear each message once between them."""
 
     async def __call__(self, params: types.LoggingMessageNotificationParams) -> None: ...
 
@@ -80,9 +81,14 @@ class ServerEntry(Record):
     log_hearers: list[LogHearer] = attrs.field(factory=list)
 
     async def heard(self, params: types.LoggingMessageNotificationParams) -> None:
-        """A log message of the server, passed to each hearer (none: it is dropped)."""
+        """A log message of the server, passed to each hearer (none: it is dropped), once to
+        each sink: a client with several calls in flight to the server hears it once."""
+        told: set[int] = set()
         for hear in list(self.log_hearers):
-            await hear(params)
+            sink = id(getattr(hear, "sink", hear))  # (`ClientLog`: the client it tells)
+            if sink not in told:
+                told.add(sink)
+                await hear(params)
 
     since: float | None = None
     reason: str = ""
