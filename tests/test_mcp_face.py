@@ -44,6 +44,7 @@ from mcpx_hooks.supervisor.run.runtime import open_runtime
 from mcpx_hooks.supervisor.service.mcpcalls import applied_result
 from mcpx_hooks.supervisor.service.mcpface import Gateway
 from mcpx_hooks.supervisor.service.mcplimits import CallLimiter
+from mcpx_hooks.supervisor.service.mcprelay import template_pattern
 
 
 async def test_the_tools_are_listed_as_server__tool_as_their_servers_give_them(
@@ -278,6 +279,46 @@ async def test_prompts_and_resources_are_relayed_as_the_servers_give_them(
     assert unknown.value.error.code == types.INVALID_PARAMS
     assert missing.value.error.code == -32002
     assert marker.alive() == []
+
+
+async def test_resource_templates_are_relayed_and_a_uri_of_one_is_read_from_its_server(
+    tmp_path: Path, marker: Marker
+) -> None:
+    where = tmp_path / marker
+    config = write_config(where, marker)
+    async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
+        templates = (await session.list_resource_templates()).resource_templates
+        note = await session.read_resource("file:///h/notes/today")
+        with pytest.raises(MCPError) as missing:
+            await session.read_resource("file:///elsewhere/today")
+    hostile = [PY, HOSTILE, "good", str(tmp_path / "direct.log")]
+    async with stdio_session(direct(hostile, where), tmp_path / "e2") as h:
+        direct_templates = (await h.list_resource_templates()).resource_templates
+        direct_note = await h.read_resource("file:///h/notes/today")
+    assert [dumped(t) for t in templates] == [dumped(t) for t in direct_templates]
+    assert [t.uri_template for t in templates] == ["file:///h/notes/{name}"]
+    assert dumped(note) == dumped(direct_note)
+    assert missing.value.error.code == -32002
+    assert marker.alive() == []
+
+
+@pytest.mark.parametrize(
+    ("template", "uri", "matches"),
+    [
+        ("file:///h/notes/{name}", "file:///h/notes/today", True),
+        ("file:///h/notes/{name}", "file:///h/notes/a/b", False),
+        ("repo://{owner}/{repo}/contents{/path*}", "repo://me/it/contents/src/a.py", True),
+        ("repo://{owner}/{repo}/contents{/path*}", "repo://me/it/contents", True),
+        ("db://{+path}", "db://a/b/c", True),
+        ("search://q{?term,page}", "search://q?term=x&page=2", True),
+        ("search://q{?term,page}", "search://r?term=x", False),
+        ("log://{day}.txt", "log://monday.txt", True),
+    ],
+)
+def test_a_uri_matches_the_templates_it_could_expand_from(
+    template: str, uri: str, matches: bool
+) -> None:
+    assert (template_pattern(template).fullmatch(uri) is not None) == matches
 
 
 async def test_listings_given_in_pages_are_relayed_whole(tmp_path: Path, marker: Marker) -> None:

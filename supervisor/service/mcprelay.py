@@ -1,7 +1,9 @@
 """The tool servers' prompts and resources, relayed to an MCP client of `mcpx-hooks mcp`
 as they are, without hooks: prompts named `<server><separator><prompt>` as tools are,
 resources by their own URIs, each listed by the servers that serve them (those whose
-`initialize` declared `prompts` or `resources`), in the order the servers are declared.
+`initialize` declared `prompts` or `resources`), in the order the servers are declared; and
+the servers' resource templates, a URI no server listed being read from the first server
+one of whose templates it matches.
 
 A server that cannot start is left out of a listing (a `warning` frame in the session's run
 says why), and so is one whose listing's pages do not end (`mcpclient.every_page`), or that
@@ -12,6 +14,7 @@ its `callTimeoutMs` is answered with an error saying so (the request cancelled o
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
 from typing import Final, TypeVar
 
@@ -39,6 +42,8 @@ class Relay:
         self.runtime = runtime
         self.config = runtime.config
         self._resources: dict[str, str] = {}  # uri -> server, from the last listing
+        #: What each server's resource templates match, from their last listing, in order.
+        self._templates: list[tuple[re.Pattern[str], str]] = []
 
     async def _from_each(
         self, what: str, journal: RunJournal, ask: Callable[[ClientSession], Awaitable[_T]]
@@ -115,10 +120,26 @@ class Relay:
             resources=[r for _, pages in listed for answer in pages for r in answer.resources]
         )
 
+    async def list_resource_templates(
+        self, journal: RunJournal
+    ) -> types.ListResourceTemplatesResult:
+        listed = await self._from_each(
+            "resources",
+            journal,
+            lambda s: every_page(
+                "resource templates", lambda at: s.list_resource_templates(params=at)
+            ),
+        )
+        templates = [
+            (spec, t) for spec, pages in listed for page in pages for t in page.resource_templates
+        ]
+        self._templates = [(template_pattern(t.uri_template), spec.name) for spec, t in templates]
+        return types.ListResourceTemplatesResult(resource_templates=[t for _, t in templates])
+
     async def read_resource(self, uri: str, journal: RunJournal) -> types.ReadResourceResult:
         if uri not in self._resources:
             await self.list_resources(journal)
-        server = self._resources.get(uri)
+        server = self._resources.get(uri) or await self._templated(uri, journal)
         manager = self.runtime.servers
         if server is None or manager is None:
             raise MCPError(code=RESOURCE_NOT_FOUND, message=f"Resource not found: {uri}")
@@ -131,6 +152,43 @@ class Relay:
             raise MCPError(code=types.INTERNAL_ERROR, message=str(exc)) from None
         except trio.TooSlowError:
             raise MCPError(code=types.INTERNAL_ERROR, message=_too_slow(spec)) from None
+
+    async def _templated(self, uri: str, journal: RunJournal) -> str | None:
+        """The first server (in declaration order) one of whose resource templates `uri`
+        matches: of those last listed, else of those the servers list now (None: none)."""
+        for listed in (False, True):
+            if listed:
+                await self.list_resource_templates(journal)
+            for pattern, server in self._templates:
+                if pattern.fullmatch(uri):
+                    return server
+        return None
+
+
+#: What each kind of expression of a URI template (RFC 6570) may expand to, by its operator:
+#: a simple one (no operator) never to a reserved character, which it escapes.
+_EXPANDS: Final = {
+    "": r"[^/?#&]*",
+    "+": r"[^?#]*",
+    "#": r"(?:#.*)?",
+    ".": r"(?:\.[^/?#]*)*",
+    "/": r"(?:/[^?#]*)*",
+    ";": r"(?:;[^/?#]*)*",
+    "?": r"(?:\?[^#]*)?",
+    "&": r"(?:&[^#]*)*",
+}
+_EXPRESSION: Final = re.compile(r"\{([+#./;?&]?)[^}]*\}")
+
+
+def template_pattern(template: str) -> re.Pattern[str]:
+    """What URIs a resource template stands for (a URI it could expand to matches it whole):
+    its literal parts as they are, each expression as what its kind may expand to."""
+    parts: list[str] = []
+    at = 0
+    for found in _EXPRESSION.finditer(template):
+        parts += [re.escape(template[at : found.start()]), _EXPANDS[found.group(1)]]
+        at = found.end()
+    return re.compile("".join([*parts, re.escape(template[at:])]))
 
 
 def _too_slow(spec: ServerSpec) -> str:

@@ -62,6 +62,7 @@ RELAY = {"name": "relay", "inputSchema": {"type": "object"}}
 #: What `good` serves besides its tools (its prompts, its resources).
 PROMPTS = [{"name": "greet", "description": "Greets", "arguments": [{"name": "who"}]}]
 RESOURCES = [{"uri": "file:///h/notes.txt", "name": "notes", "mimeType": "text/plain"}]
+TEMPLATES = [{"uriTemplate": "file:///h/notes/{name}", "name": "a note", "mimeType": "text/plain"}]
 #: What `paged` serves besides.
 MORE_PROMPTS = [{"name": "part", "description": "Stands on a page of its own"}]
 MORE_RESOURCES = [{"uri": "file:///h/more.txt", "name": "more", "mimeType": "text/plain"}]
@@ -169,10 +170,17 @@ def main() -> None:
             listed = [*RESOURCES, *MORE_RESOURCES] if mode == "paged" else RESOURCES
             answer = listing(mode, "resources", listed, params)
             send({"jsonrpc": "2.0", "id": rid, "result": answer})
+        elif method == "resources/templates/list":
+            answer = listing(mode, "resourceTemplates", TEMPLATES, params)
+            send({"jsonrpc": "2.0", "id": rid, "result": answer})
         elif method == "resources/read":
             uri = params.get("uri")
             if uri == RESOURCES[0]["uri"]:
                 contents = [{"uri": uri, "mimeType": "text/plain", "text": "the notes"}]
+                send({"jsonrpc": "2.0", "id": rid, "result": {"contents": contents}})
+            elif str(uri).startswith("file:///h/notes/"):  # (what `TEMPLATES` stands for)
+                text = f"note {str(uri).rsplit('/', 1)[-1]}"
+                contents = [{"uri": uri, "mimeType": "text/plain", "text": text}]
                 send({"jsonrpc": "2.0", "id": rid, "result": {"contents": contents}})
             else:
                 error = {"code": -32002, "message": f"no resource {uri}"}
