@@ -330,10 +330,14 @@ async def test_listings_given_in_pages_are_relayed_whole(tmp_path: Path, marker:
         tools = [t.name for t in (await session.list_tools()).tools]
         prompts = [p.name for p in (await session.list_prompts()).prompts]
         resources = [str(r.uri) for r in (await session.list_resources()).resources]
+        templates = (await session.list_resource_templates()).resource_templates
         mixed = await session.call_tool("h__mixed", {"n": 2})
+        with pytest.raises(MCPError) as missing:  # (no template to look the URI up in)
+            await session.read_resource("file:///h/notes/today")
     assert [t for t in tools if t.startswith("h__")] == ["h__echo", "h__mixed", "h__whoami"]
     assert prompts == ["h__greet", "h__part"]
     assert resources == ["file:///h/notes.txt", "file:///h/more.txt"]
+    assert templates == [] and missing.value.error.code == -32002
     assert mixed.structured_content == {"n": 2}
     assert marker.alive() == []
 

@@ -123,13 +123,7 @@ class Relay:
     async def list_resource_templates(
         self, journal: RunJournal
     ) -> types.ListResourceTemplatesResult:
-        listed = await self._from_each(
-            "resources",
-            journal,
-            lambda s: every_page(
-                "resource templates", lambda at: s.list_resource_templates(params=at)
-            ),
-        )
+        listed = await self._from_each("resources", journal, _templates_of)
         templates = [
             (spec, t) for spec, pages in listed for page in pages for t in page.resource_templates
         ]
@@ -163,6 +157,19 @@ class Relay:
                 if pattern.fullmatch(uri):
                     return server
         return None
+
+
+async def _templates_of(session: ClientSession) -> list[types.ListResourceTemplatesResult]:
+    """A server's resource templates, every page; none from a server that serves resources
+    but not templates (it answers the listing with "method not found")."""
+    try:
+        return await every_page(
+            "resource templates", lambda at: session.list_resource_templates(params=at)
+        )
+    except MCPError as exc:
+        if exc.error.code != types.METHOD_NOT_FOUND:
+            raise
+        return []
 
 
 #: What each kind of expression of a URI template (RFC 6570) may expand to, by its operator:

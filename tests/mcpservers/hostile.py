@@ -15,7 +15,8 @@
 - `refuse`: answers `initialize` with a JSON-RPC error of code -32000 (the code the SDK's
   client also uses for a connection that ended).
 - `paged`: as `good`, with one prompt and one resource more, each listing (tools, prompts,
-  resources) one item a page, MCP's `nextCursor` leading to the next.
+  resources) one item a page, MCP's `nextCursor` leading to the next; no resource templates
+  (their listing is "method not found", as from a server that has none).
 - `endless`: as `paged`, but every page of a listing has a next one (the item repeated).
 - `deaf`: as `good`, but never answers a request about its prompts or its resources.
 - `flood`: answers the handshake, then floods stdout with lines that are not JSON-RPC.
@@ -170,6 +171,9 @@ def main() -> None:
             listed = [*RESOURCES, *MORE_RESOURCES] if mode == "paged" else RESOURCES
             answer = listing(mode, "resources", listed, params)
             send({"jsonrpc": "2.0", "id": rid, "result": answer})
+        elif method == "resources/templates/list" and mode == "paged":  # (it lists none)
+            error = {"code": -32601, "message": "Method not found"}
+            send({"jsonrpc": "2.0", "id": rid, "error": error})
         elif method == "resources/templates/list":
             answer = listing(mode, "resourceTemplates", TEMPLATES, params)
             send({"jsonrpc": "2.0", "id": rid, "result": answer})
