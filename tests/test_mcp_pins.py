@@ -64,6 +64,26 @@ async def test_a_server_whose_tools_changed_since_their_pin_is_quarantined(
     assert marker.alive() == []
 
 
+async def test_a_server_whose_tools_change_while_it_runs_is_quarantined_at_once(
+    tmp_path: Path, marker: Marker
+) -> None:
+    # The hostile server in `drift` mode adds a tool when `grow` is called and says so
+    # (`notifications/tools/list_changed`): listed again, its tools no longer match their
+    # pin of a moment ago, and it is quarantined in the same session.
+    where = tmp_path / marker
+    config = write_config(where, marker, h_mode="drift", expose=("echo", "grow", "extra"))
+    async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
+        before = [t.name for t in (await session.list_tools()).tools]
+        grew = await session.call_tool("h__grow", {})  # (answered after the new listing)
+        after = [t.name for t in (await session.list_tools()).tools]
+        refused = await session.call_tool("h__echo", {})
+    assert "h__grow" in before and "h__extra" not in before and grew.is_error is False
+    assert not any(n.startswith("h__") for n in after) and "words__count" in after
+    assert refused.is_error is True
+    assert texts(refused)[0].startswith("server h is quarantined: its tools changed")
+    assert marker.alive() == []
+
+
 async def test_pin_require_refuses_a_server_never_pinned_and_off_pins_nothing(
     tmp_path: Path, marker: Marker
 ) -> None:

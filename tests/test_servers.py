@@ -258,6 +258,19 @@ def _asker(
     return ask
 
 
+async def test_a_server_that_says_its_tools_changed_is_listed_again(
+    manager: ServerManager, tmp_path: Path, marker: Marker
+) -> None:
+    spec = hostile("drift", tmp_path / "log", marker)  # `grow` adds `extra`, and says so
+    _, entry = await manager.call(spec, "grow", {})  # (answered once listed again)
+    with trio.fail_after(10):  # (the new list is taken in by a task of its own)
+        while "extra" not in [t.name for t in entry.tools]:
+            await entry.changed.wait()
+    assert [t.name for t in entry.tools] == [*HOSTILE_TOOLS, "grow", "extra"]
+    extra, _ = await manager.call(spec, "extra", {"n": 1})
+    assert extra.structured_content == {"n": 1}
+
+
 async def test_a_server_flooding_stdout_is_stopped_with_the_reason(
     manager: ServerManager, tmp_path: Path, marker: Marker
 ) -> None:

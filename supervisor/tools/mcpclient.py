@@ -37,7 +37,7 @@ import pydantic
 import trio
 from anyio.streams.memory import MemoryObjectSendStream
 from mcp import types
-from mcp.client.session import ClientSession, LoggingFnT
+from mcp.client.session import ClientSession, LoggingFnT, MessageHandlerFnT
 from mcp.shared.message import SessionMessage
 
 from ..core.errors import HooksError
@@ -119,13 +119,14 @@ async def open_session(
     receive: trio.abc.ReceiveStream,
     closed: trio.Event,
     logging_callback: LoggingFnT | None = None,
+    message_handler: MessageHandlerFnT | None = None,
 ) -> AsyncIterator[tuple[ClientSession, RawChannel]]:
     """A `ClientSession` (not yet initialized) over `send` (the server's stdin) and `receive`
     (its stdout), and the `RawChannel` beside it. Leaving the block stops the reading; the
     streams are the caller's to close. A server that ends its stdout ends the session: calls
     in flight fail ("Connection closed"), the channel's routes are told, and `closed` is
-    set. The server's log messages go to `logging_callback`. Raises `ServerBroken` when the
-    server wrote too many bad lines."""
+    set. The server's log messages go to `logging_callback`, its other notifications to
+    `message_handler`. Raises `ServerBroken` when the server wrote too many bad lines."""
     in_writer, in_reader = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     stats = LineStats()
     lines = LineWriter(send)
@@ -138,6 +139,7 @@ async def open_session(
                 ServerWriter(lines, stats),
                 client_info=CLIENT_INFO,
                 logging_callback=logging_callback,
+                message_handler=message_handler,
             ) as session:
                 yield session, raw
         finally:

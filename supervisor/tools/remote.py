@@ -74,7 +74,11 @@ async def remote_life(start_hooks: StartHooks, entry: ServerEntry) -> str | None
                 client,
                 streamable_http_client(spec.url, http_client=client) as (read, write),
                 ClientSession(
-                    read, write, client_info=CLIENT_INFO, logging_callback=entry.heard
+                    read,
+                    write,
+                    client_info=CLIENT_INFO,
+                    logging_callback=entry.heard,
+                    message_handler=entry.notified,
                 ) as session,
             ):
                 why = await serve_session(start_hooks, entry, session, start_scope)

@@ -79,6 +79,15 @@ class ServerEntry(Record):
     #: Who hears the server's log messages now: the callers of its calls in flight that
     #: asked to (`ServerManager.call`'s `log`).
     log_hearers: list[LogHearer] = attrs.field(factory=list)
+    #: Set when the server says its tools changed (`notifications/tools/list_changed`),
+    #: until they are listed again (`serverlife.py`).
+    relist: trio.Event = attrs.field(factory=trio.Event)
+
+    async def notified(self, message: object) -> None:
+        """What the SDK's session surfaced of the server (a notification, or a fault of its
+        transport): a change of its tools is heard here."""
+        if getattr(message, "method", None) == "notifications/tools/list_changed":
+            self.relist.set()
 
     async def heard(self, params: types.LoggingMessageNotificationParams) -> None:
         """A log message of the server, passed to each hearer (none: it is dropped), once to

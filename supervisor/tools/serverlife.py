@@ -4,6 +4,7 @@ pipes, `serverproc.py`; streamable HTTP, `remote.py`): `initialize` and `tools/l
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 
@@ -14,6 +15,8 @@ from mcp.shared.exceptions import MCPError
 from ..core.points import Phase
 from .mcpclient import ServerBroken, connection_closed, every_page
 from .serverentry import ServerEntry, StartHooks, tool_json
+
+logger = logging.getLogger("mcpx_hooks.mcp")
 
 
 async def serve_session(
@@ -50,9 +53,34 @@ async def serve_session(
     entry.reason = ""
     entry.last_used = trio.current_time()
     entry.ready.set()
-    await _until_idle(entry)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_relist, entry, session)
+        await _until_idle(entry)
+        nursery.cancel_scope.cancel()
     entry.session, entry.state = None, "stopping"  # no new use may take it
     return None
+
+
+async def _relist(entry: ServerEntry, session: ClientSession) -> None:
+    """Lists the server's tools again each time it says they changed: its uses from then
+    on see the new list (the MCP face holds it to the server's pin, `service/mcpface.py`).
+    A listing that fails leaves the list as it was, and the log says so (not the server's
+    words: they may hold what it was given as a secret)."""
+    name = entry.spec.name
+    while True:
+        await entry.relist.wait()
+        entry.relist = trio.Event()
+        try:
+            pages = await every_page("tools", lambda page: session.list_tools(params=page))
+        except MCPError as exc:
+            why = f"it answered the listing with the JSON-RPC error {exc.error.code}"
+        except ServerBroken as exc:
+            why = str(exc)
+        else:
+            entry.tools = tuple(tool for page in pages for tool in page.tools)
+            entry.poke()
+            continue
+        logger.warning("server %s said its tools changed, but %s: they stay as listed", name, why)
 
 
 async def _until_idle(entry: ServerEntry) -> None:

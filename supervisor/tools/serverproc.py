@@ -153,7 +153,10 @@ async def _serve(
     closed = trio.Event()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_keep_tail, child.stderr, stderr)
-        async with open_session(child.stdin, child.stdout, closed, entry.heard) as (session, raw):
+        async with open_session(child.stdin, child.stdout, closed, entry.heard, entry.notified) as (
+            session,
+            raw,
+        ):
             entry.raw = raw
             with trio.CancelScope() as life:
                 nursery.start_soon(_cancel_when_gone, child, closed, life, entry)

@@ -19,6 +19,8 @@
   (their listing is "method not found", as from a server that has none).
 - `endless`: as `paged`, but every page of a listing has a next one (the item repeated).
 - `deaf`: as `good`, but never answers a request about its prompts or its resources.
+- `drift`: as `good`, with one tool more, `grow`: a call of it adds the tool `extra`, says
+  so (`notifications/tools/list_changed`), and is answered once the tools were listed again.
 - `flood`: answers the handshake, then floods stdout with lines that are not JSON-RPC.
 - `garbled`: answers every call with a result that is not a tool result.
 - `nan`: answers every call with structured content holding NaN (not JSON).
@@ -60,6 +62,8 @@ TOOLS.append({"name": "progress", "inputSchema": {"type": "object"}})
 TOOLS.append({"name": "whoami", "inputSchema": {"type": "object"}})
 TOOLS.append({"name": "meta", "inputSchema": {"type": "object"}})
 RELAY = {"name": "relay", "inputSchema": {"type": "object"}}
+GROW = {"name": "grow", "inputSchema": {"type": "object"}}
+EXTRA = {"name": "extra", "inputSchema": {"type": "object"}}
 #: What `good` serves besides its tools (its prompts, its resources).
 PROMPTS = [{"name": "greet", "description": "Greets", "arguments": [{"name": "who"}]}]
 RESOURCES = [{"uri": "file:///h/notes.txt", "name": "notes", "mimeType": "text/plain"}]
@@ -136,6 +140,8 @@ def say_waiting(rid: Any) -> None:
 
 def main() -> None:
     mode = sys.argv[1]
+    grown = False  # (`drift`: whether `extra` is among its tools)
+    growing: list[Any] = []  # (`drift`: the calls of `grow` to answer once listed again)
     log("start")
     if mode == "die-at-start":
         sys.stderr.write("hostile: cannot start today\n")
@@ -191,7 +197,12 @@ def main() -> None:
                 send({"jsonrpc": "2.0", "id": rid, "error": error})
         elif method == "tools/list":
             tools = [*TOOLS, RELAY] if mode == "relay" else TOOLS
+            if mode == "drift":
+                tools = [*TOOLS, GROW, *([EXTRA] if grown else [])]
             send({"jsonrpc": "2.0", "id": rid, "result": listing(mode, "tools", tools, params)})
+            for grew in growing:
+                send({"jsonrpc": "2.0", "id": grew, "result": {"content": []}})
+            growing.clear()
             if mode == "flood":
                 for _ in range(100_000):
                     sys.stdout.write("this is not JSON-RPC at all\n")
@@ -255,6 +266,11 @@ def main() -> None:
                     {"error": args["error"]} if "error" in args else {"result": args.get("result")}
                 )
                 send({"jsonrpc": "2.0", "id": rid, **answer})
+                continue
+            if name == "grow" and mode == "drift":
+                grown = True
+                send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+                growing.append(rid)  # answered when the tools are listed again
                 continue
             if name == "meta":  # the id and the `_meta` the call came with, as JSON
                 seen = {"id": rid, "meta": params.get("_meta")}
