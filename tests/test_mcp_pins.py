@@ -10,6 +10,7 @@ import os
 import subprocess
 from pathlib import Path
 
+import trio
 from conftest import Marker
 from mcpface_parts import MCPX, stdio_session, texts, through_mcpx, write_config
 
@@ -72,9 +73,19 @@ async def test_a_server_whose_tools_change_while_it_runs_is_quarantined_at_once(
     # pin of a moment ago, and it is quarantined in the same session.
     where = tmp_path / marker
     config = write_config(where, marker, h_mode="drift", expose=("echo", "grow", "extra"))
-    async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
+    told = trio.Event()
+
+    async def heard(message: object) -> None:  # the client is told the tools changed
+        if getattr(message, "method", None) == "notifications/tools/list_changed":
+            told.set()
+
+    async with stdio_session(
+        through_mcpx(config), tmp_path / "err", message_handler=heard
+    ) as session:
         before = [t.name for t in (await session.list_tools()).tools]
-        grew = await session.call_tool("h__grow", {})  # (answered after the new listing)
+        grew = await session.call_tool("h__grow", {})
+        with trio.fail_after(30):
+            await told.wait()
         after = [t.name for t in (await session.list_tools()).tools]
         refused = await session.call_tool("h__echo", {})
     assert "h__grow" in before and "h__extra" not in before and grew.is_error is False

@@ -27,6 +27,7 @@ serves one session (`serve`); its run is `mcpsession.SessionRun`.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import os
@@ -36,7 +37,7 @@ from typing import Any, Final
 import trio
 from mcp import types
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-from mcp.server.lowlevel import Server
+from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError
 
@@ -47,6 +48,7 @@ from ..core.servers import ServerSpec, exposed_name, exposed_targets
 from ..process.signals import serve_stop_signals
 from ..run.runtime import Runtime
 from ..tools.pins import PinVerdict, key_of, listing, verdict
+from ..tools.rawchannel import GONE
 from ..tools.serverentry import ServerEntry, ServerFailing
 from .logredact import open_logged_runtime
 from .mcpcalls import Relays, sdk_relays, tool_result
@@ -122,13 +124,28 @@ class Gateway:
         until the client closes it or the caller's scope is cancelled; then its run gets
         `result` and `end`."""
         server = self.server()
+        told = NotificationOptions(tools_changed=True)  # (`_tell_relisted`)
         try:
-            await server.run(read, write, server.create_initialization_options())
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._tell_relisted)
+                await server.run(read, write, server.create_initialization_options(told))
+                nursery.cancel_scope.cancel()
         finally:
             if self.raw is not None:
                 self.raw.close()
             if self.session is not None:
                 self.session.close()
+
+    async def _tell_relisted(self) -> None:
+        """Tells the client its tools changed each time a server's were listed again (as
+        the server said they changed): it lists them anew, and sees what its pin made of
+        them."""
+        manager = self.runtime.servers
+        while manager is not None:
+            await manager.relisted.wait()
+            if self.client is not None:
+                with contextlib.suppress(*GONE):
+                    await self.client.send_tool_list_changed()
 
     def _session(self, ctx: ServerRequestContext[Any, Any]) -> SessionRun:
         """The session's run, started at the first request that names the client."""

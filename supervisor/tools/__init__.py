@@ -35,7 +35,7 @@ __all__, __getattr__, __dir__ = exports(
             "unread_id",
         ),
         "mcpclient": ("ServerBroken", "every_page"),
-        "rawchannel": ("cancellation",),
+        "rawchannel": ("GONE", "cancellation"),
         "pins": ("OFF", "REQUIRE", "PinVerdict", "changes", "key_of", "listing", "pin", "verdict"),
         "servers": (
             "Progress",

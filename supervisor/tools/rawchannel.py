@@ -29,8 +29,8 @@ from .jsonlines import LineWriter, json_line
 HEAR_WAIT_S: Final = 1.0
 
 
-#: What a hearer raises when its client is gone (the SDK's streams, or our pipes).
-_GONE: Final = (
+#: What a send to a client that is gone raises (the SDK's streams, or our pipes).
+GONE: Final = (
     anyio.BrokenResourceError,
     anyio.ClosedResourceError,
     trio.BrokenResourceError,
@@ -210,7 +210,7 @@ async def _hear(hear: Callable[[_Heard], Awaitable[None]], said: _Heard) -> None
     with trio.move_on_after(HEAR_WAIT_S):
         try:
             await hear(said)
-        except _GONE:
+        except GONE:
             pass
         except Exception as exc:  # (a hearer's failure is its own, as in the SDK's client)
             logger.warning(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
@@ -82,6 +82,8 @@ class ServerEntry(Record):
     #: Set when the server says its tools changed (`notifications/tools/list_changed`),
     #: until they are listed again (`serverlife.py`).
     relist: trio.Event = attrs.field(factory=trio.Event)
+    #: Told each time the tools were listed again (the manager's `relisted`).
+    on_relisted: Callable[[], None] | None = None
 
     async def notified(self, message: object) -> None:
         """What the SDK's session surfaced of the server (a notification, or a fault of its

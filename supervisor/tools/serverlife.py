@@ -79,6 +79,8 @@ async def _relist(entry: ServerEntry, session: ClientSession) -> None:
         else:
             entry.tools = tuple(tool for page in pages for tool in page.tools)
             entry.poke()
+            if entry.on_relisted is not None:
+                entry.on_relisted()
             continue
         logger.warning("server %s said its tools changed, but %s: they stay as listed", name, why)
 

@@ -59,6 +59,13 @@ class ServerManager:
         #: The `server.start` hooks each start runs (the supervisor's config's).
         self.start_hooks = start_hooks
         self.entries: dict[ServerSpec, ServerEntry] = {}
+        #: Set (then made anew) each time a running server's tools were listed again, as it
+        #: said they changed: the MCP face tells its clients so.
+        self.relisted = trio.Event()
+
+    def _relisted(self) -> None:
+        self.relisted.set()
+        self.relisted = trio.Event()
 
     def view(self, specs: Mapping[str, ServerSpec]) -> ToolServers:
         """What a run whose config declares `specs` reaches these servers through."""
@@ -69,7 +76,7 @@ class ServerManager:
         Raises `ServerFailing` with the reason when it cannot be had."""
         entry = self.entries.get(spec)
         if entry is None:
-            entry = self.entries[spec] = ServerEntry(spec)
+            entry = self.entries[spec] = ServerEntry(spec, on_relisted=self._relisted)
         if entry.state == "failing" and trio.current_time() < entry.retry_at:
             wait = entry.retry_at - trio.current_time()
             raise ServerFailing(f"{entry.reason} (next start in {wait:.1f} s)")
