@@ -2,8 +2,8 @@
 as they are, without hooks: prompts named `<server><separator><prompt>` as tools are,
 resources by their own URIs, each listed by the servers that serve them (those whose
 `initialize` declared `prompts` or `resources`), in the order the servers are declared; and
-the servers' resource templates, a URI no server listed being read from the first server
-one of whose templates it matches.
+the servers' resource templates, a URI no server listed being read from the server whose
+template it may stand for (`Relay._templated`).
 
 A server that cannot start is left out of a listing (a `warning` frame in the session's run
 says why), and so is one whose listing's pages do not end (`mcpclient.every_page`), or that
@@ -14,7 +14,6 @@ its `callTimeoutMs` is answered with an error saying so (the request cancelled o
 
 from __future__ import annotations
 
-import re
 from collections.abc import Awaitable, Callable
 from typing import Final, TypeVar
 
@@ -42,8 +41,8 @@ class Relay:
         self.runtime = runtime
         self.config = runtime.config
         self._resources: dict[str, str] = {}  # uri -> server, from the last listing
-        #: What each server's resource templates match, from their last listing, in order.
-        self._templates: list[tuple[re.Pattern[str], str]] = []
+        #: Each server's resource templates' fixed beginnings, from their last listing.
+        self._templates: list[tuple[str, str]] = []
 
     async def _from_each(
         self, what: str, journal: RunJournal, ask: Callable[[ClientSession], Awaitable[_T]]
@@ -127,7 +126,7 @@ class Relay:
         templates = [
             (spec, t) for spec, pages in listed for page in pages for t in page.resource_templates
         ]
-        self._templates = [(template_pattern(t.uri_template), spec.name) for spec, t in templates]
+        self._templates = [(template_prefix(t.uri_template), spec.name) for spec, t in templates]
         return types.ListResourceTemplatesResult(resource_templates=[t for _, t in templates])
 
     async def read_resource(self, uri: str, journal: RunJournal) -> types.ReadResourceResult:
@@ -148,14 +147,19 @@ class Relay:
             raise MCPError(code=types.INTERNAL_ERROR, message=_too_slow(spec)) from None
 
     async def _templated(self, uri: str, journal: RunJournal) -> str | None:
-        """The first server (in declaration order) one of whose resource templates `uri`
-        matches: of those last listed, else of those the servers list now (None: none)."""
+        """The server one of whose resource templates `uri` may stand for: the one whose
+        template's fixed beginning is the longest that `uri` starts with (the first declared
+        of those as long), of the templates last listed, else of those listed now (None:
+        none). The beginnings, not the whole templates: a server checks a URI it is asked
+        for, and a match of a whole template costs what no request should."""
         for listed in (False, True):
             if listed:
                 await self.list_resource_templates(journal)
-            for pattern, server in self._templates:
-                if pattern.fullmatch(uri):
-                    return server
+            fits = [
+                (len(p), -at, s) for at, (p, s) in enumerate(self._templates) if uri.startswith(p)
+            ]
+            if fits:
+                return max(fits)[2]
         return None
 
 
@@ -172,30 +176,10 @@ async def _templates_of(session: ClientSession) -> list[types.ListResourceTempla
         return []
 
 
-#: What each kind of expression of a URI template (RFC 6570) may expand to, by its operator:
-#: a simple one (no operator) never to a reserved character, which it escapes.
-_EXPANDS: Final = {
-    "": r"[^/?#&]*",
-    "+": r"[^?#]*",
-    "#": r"(?:#.*)?",
-    ".": r"(?:\.[^/?#]*)*",
-    "/": r"(?:/[^?#]*)*",
-    ";": r"(?:;[^/?#]*)*",
-    "?": r"(?:\?[^#]*)?",
-    "&": r"(?:&[^#]*)*",
-}
-_EXPRESSION: Final = re.compile(r"\{([+#./;?&]?)[^}]*\}")
-
-
-def template_pattern(template: str) -> re.Pattern[str]:
-    """What URIs a resource template stands for (a URI it could expand to matches it whole):
-    its literal parts as they are, each expression as what its kind may expand to."""
-    parts: list[str] = []
-    at = 0
-    for found in _EXPRESSION.finditer(template):
-        parts += [re.escape(template[at : found.start()]), _EXPANDS[found.group(1)]]
-        at = found.end()
-    return re.compile("".join([*parts, re.escape(template[at:])]))
+def template_prefix(template: str) -> str:
+    """The fixed beginning of a URI template (RFC 6570): what every URI it expands to starts
+    with, up to its first expression."""
+    return template.split("{", 1)[0]
 
 
 def _too_slow(spec: ServerSpec) -> str:

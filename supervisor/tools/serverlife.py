@@ -73,6 +73,8 @@ async def _relist(entry: ServerEntry, session: ClientSession) -> None:
         try:
             pages = await every_page("tools", lambda page: session.list_tools(params=page))
         except MCPError as exc:
+            if connection_closed(exc.error):
+                return  # (its life is ending: its end says why)
             why = f"it answered the listing with the JSON-RPC error {exc.error.code}"
         except ServerBroken as exc:
             why = str(exc)
