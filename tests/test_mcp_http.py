@@ -159,6 +159,31 @@ async def test_a_client_lists_calls_and_is_refused_through_the_hooks_and_its_ses
     assert "one two" not in json.dumps(frames)  # arguments stay out of frames
 
 
+async def test_a_client_over_http_is_told_when_a_server_s_tools_changed(
+    tmp_path: Path, marker: Marker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The hostile server in `drift` mode adds a tool when `grow` is called and says so: the
+    # server is quarantined in the session (its list is no longer the pinned one), and the
+    # client is told its tools changed.
+    told = trio.Event()
+
+    async def heard(message: object) -> None:
+        if getattr(message, "method", None) == "notifications/tools/list_changed":
+            told.set()
+
+    config = {"h_mode": "drift", "expose": ("echo", "grow", "extra")}
+    async with (
+        served(tmp_path, marker, monkeypatch, **config) as face,
+        http_session(face.url, AUTH, message_handler=heard) as session,
+    ):
+        before = [t.name for t in (await session.list_tools()).tools]
+        await session.call_tool("h__grow", {})
+        with trio.fail_after(30):
+            await told.wait()
+        after = [t.name for t in (await session.list_tools()).tools]
+    assert "h__grow" in before and not any(n.startswith("h__") for n in after)
+
+
 async def test_the_token_and_the_origin_rule_hold_for_mcp(
     tmp_path: Path, marker: Marker, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -144,7 +144,9 @@ class Gateway:
         while manager is not None:
             await manager.relisted.wait()
             if self.client is not None:
-                with contextlib.suppress(*GONE):
+                # (a client gone, or one its transport cannot reach now: it lists anew when
+                # it next asks)
+                with contextlib.suppress(*GONE, MCPError):
                     await self.client.send_tool_list_changed()
 
     def _session(self, ctx: ServerRequestContext[Any, Any]) -> SessionRun:
