@@ -98,8 +98,8 @@ def _progress_relay(ctx: ServerRequestContext[Any, Any]) -> Progress | None:
     return relay
 
 
-@attrs.frozen(eq=False)
-class ClientLog:
+@attrs.frozen(repr=False, eq=False)
+class ClientLog(Record):
     """A `LogHearer` that tells a client: `sink` is the client (its writer, or the SDK's
     session with it), which hears each of a server's log messages once however many of its
     calls to the server are in flight (`ServerEntry.heard`)."""
