@@ -14,7 +14,8 @@ its `callTimeoutMs` is answered with an error saying so (the request cancelled o
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Final, TypeVar
 
 import trio
@@ -22,12 +23,18 @@ from mcp import types
 from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 
+from ..core.errors import HooksError
 from ..core.frames import WarningFrame, blank
 from ..core.servers import ServerSpec, exposed_name, exposed_targets
 from ..run.journal import RunJournal
 from ..run.runtime import Runtime
 from ..tools.mcpclient import ServerBroken, every_page
-from ..tools.serverentry import ServerFailing
+from ..tools.serverentry import ServerEntry, ServerFailing
+
+
+class Unanswered(HooksError):
+    """A server a request was for could not be had, or did not answer in time: why."""
+
 
 #: The JSON-RPC error of a resource no server lists.
 RESOURCE_NOT_FOUND: Final = -32002
@@ -44,6 +51,23 @@ class Relay:
         #: Each server's resource templates' fixed beginnings, from their last listing.
         self._templates: list[tuple[str, str]] = []
 
+    @contextlib.asynccontextmanager
+    async def _asking(self, spec: ServerSpec) -> AsyncIterator[tuple[ClientSession, ServerEntry]]:
+        """The server's session (started if need be) for a request the block makes of it,
+        all within its `callTimeoutMs`: `Unanswered` with why when it cannot be had in
+        time (the request cancelled on it)."""
+        manager = self.runtime.servers
+        assert manager is not None
+        try:
+            with trio.fail_after(spec.call_timeout_ms / 1000):
+                async with manager.open_session(spec) as opened:
+                    yield opened
+        except ServerFailing as exc:
+            raise Unanswered(str(exc)) from None
+        except trio.TooSlowError:
+            why = f"server {spec.name} did not answer within its callTimeoutMs"
+            raise Unanswered(f"{why} ({spec.call_timeout_ms} ms)") from None
+
     async def _from_each(
         self, what: str, journal: RunJournal, ask: Callable[[ClientSession], Awaitable[_T]]
     ) -> list[tuple[ServerSpec, _T]]:
@@ -56,13 +80,11 @@ class Relay:
             return answers
         for spec in self.config.servers.values():
             try:
-                with trio.fail_after(spec.call_timeout_ms / 1000):
-                    async with manager.open_session(spec) as (session, entry):
-                        if getattr(entry.capabilities, what, None) is not None:
-                            answers.append((spec, await ask(session)))
-            except (ServerFailing, ServerBroken, trio.TooSlowError) as exc:
-                said = _too_slow(spec) if isinstance(exc, trio.TooSlowError) else str(exc)
-                why = f"the {what} of server {spec.name} are not listed: {said}"
+                async with self._asking(spec) as (session, entry):
+                    if getattr(entry.capabilities, what, None) is not None:
+                        answers.append((spec, await ask(session)))
+            except (Unanswered, ServerBroken) as exc:
+                why = f"the {what} of server {spec.name} are not listed: {exc}"
                 journal.append(blank(WarningFrame, message=why))
         return answers
 
@@ -92,15 +114,12 @@ class Relay:
                 break
             spec = self.config.servers[server]
             try:
-                with trio.fail_after(spec.call_timeout_ms / 1000):
-                    async with manager.open_session(spec) as (session, entry):
-                        capabilities = entry.capabilities
-                        if capabilities is not None and capabilities.prompts is not None:
-                            return await session.get_prompt(prompt, arguments)
-            except ServerFailing as exc:
+                async with self._asking(spec) as (session, entry):
+                    capabilities = entry.capabilities
+                    if capabilities is not None and capabilities.prompts is not None:
+                        return await session.get_prompt(prompt, arguments)
+            except Unanswered as exc:
                 raise MCPError(code=types.INTERNAL_ERROR, message=str(exc)) from None
-            except trio.TooSlowError:
-                raise MCPError(code=types.INTERNAL_ERROR, message=_too_slow(spec)) from None
         raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown prompt: {name}")
 
     async def list_resources(self, journal: RunJournal) -> types.ListResourcesResult:
@@ -138,13 +157,10 @@ class Relay:
             raise MCPError(code=RESOURCE_NOT_FOUND, message=f"Resource not found: {uri}")
         spec = self.config.servers[server]
         try:
-            with trio.fail_after(spec.call_timeout_ms / 1000):
-                async with manager.open_session(spec) as (session, _):
-                    return await session.read_resource(uri)
-        except ServerFailing as exc:
+            async with self._asking(spec) as (session, _):
+                return await session.read_resource(uri)
+        except Unanswered as exc:
             raise MCPError(code=types.INTERNAL_ERROR, message=str(exc)) from None
-        except trio.TooSlowError:
-            raise MCPError(code=types.INTERNAL_ERROR, message=_too_slow(spec)) from None
 
     async def _templated(self, uri: str, journal: RunJournal) -> str | None:
         """The server one of whose resource templates `uri` may stand for: the one whose
@@ -180,7 +196,3 @@ def template_prefix(template: str) -> str:
     """The fixed beginning of a URI template (RFC 6570): what every URI it expands to starts
     with, up to its first expression."""
     return template.split("{", 1)[0]
-
-
-def _too_slow(spec: ServerSpec) -> str:
-    return f"server {spec.name} did not answer within its callTimeoutMs ({spec.call_timeout_ms} ms)"

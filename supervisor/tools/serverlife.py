@@ -9,6 +9,7 @@ import math
 import time
 
 import trio
+from mcp import types
 from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 
@@ -32,13 +33,13 @@ async def serve_session(
     spec = entry.spec
     try:
         init = await session.initialize()
-        pages = await every_page("tools", lambda page: session.list_tools(params=page))
+        tools = await _listed(session)
     except MCPError as exc:
         if not connection_closed(exc.error):
             raise
         await trio.sleep_forever()  # until the caller ends the life (`_cancel_when_gone`)
     start_scope.deadline = math.inf  # started: from now on idleMs rules
-    entry.tools = tuple(tool for page in pages for tool in page.tools)
+    entry.tools = tools
     info = init.server_info
     entry.info = {"name": info.name, "version": info.version}
     entry.capabilities = init.capabilities
@@ -71,7 +72,7 @@ async def _relist(entry: ServerEntry, session: ClientSession) -> None:
         await entry.relist.wait()
         entry.relist = trio.Event()
         try:
-            pages = await every_page("tools", lambda page: session.list_tools(params=page))
+            tools = await _listed(session)
         except MCPError as exc:
             if connection_closed(exc.error):
                 return  # (its life is ending: its end says why)
@@ -79,12 +80,18 @@ async def _relist(entry: ServerEntry, session: ClientSession) -> None:
         except ServerBroken as exc:
             why = str(exc)
         else:
-            entry.tools = tuple(tool for page in pages for tool in page.tools)
+            entry.tools = tools
             entry.poke()
             if entry.on_relisted is not None:
                 entry.on_relisted()
             continue
         logger.warning("server %s said its tools changed, but %s: they stay as listed", name, why)
+
+
+async def _listed(session: ClientSession) -> tuple[types.Tool, ...]:
+    """The server's tools, every page of their listing."""
+    pages = await every_page("tools", lambda page: session.list_tools(params=page))
+    return tuple(tool for page in pages for tool in page.tools)
 
 
 async def _until_idle(entry: ServerEntry) -> None:
