@@ -39,6 +39,7 @@ class Reply:
     delay: float = 0.0
     usage: tuple[int, int] | None = (10, 5)
     raw: bytes | None = None
+    headers: dict[str, str] = attrs.field(factory=dict)
 
 
 class _Server(http.server.ThreadingHTTPServer):
@@ -129,6 +130,8 @@ class LoopModel:
             handler.send_response(reply.status)
             handler.send_header("content-type", "application/json")
             handler.send_header("content-length", str(len(data)))
+            for name, value in reply.headers.items():
+                handler.send_header(name, value)
             handler.end_headers()
             handler.wfile.write(data)
         except OSError:

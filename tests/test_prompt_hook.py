@@ -4,6 +4,7 @@ a model down, invalid answers, under `failure` open and closed."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 from typing import Any
@@ -213,8 +214,13 @@ async def test_a_model_down_fails_the_hook_under_its_failure(tmp_path: Path, fai
         (Reply('{"advise": sk-secret-body'), "invalid-output", "not one JSON object"),
         (Reply('["advise"]'), "invalid-output", "not a JSON object"),
         (Reply('{"advise": 5}'), "invalid-output", "hook-output schema"),
+        (
+            Reply(raw=gzip.compress(b" " * (1 << 20)), headers={"content-encoding": "gzip"}),
+            "failed",
+            "the reply is compressed, which was not asked for",
+        ),
     ],
-    ids=["500", "307", "401", "html", "no-choices", "broken-json", "array", "schema"],
+    ids=["500", "307", "401", "html", "no-choices", "broken-json", "array", "schema", "gzip"],
 )
 async def test_what_a_broken_model_looks_like(
     tmp_path: Path, model: LoopModel, reply: Reply, status: str, said: str
@@ -226,6 +232,7 @@ async def test_what_a_broken_model_looks_like(
     frame = hooks_of(frames)["gate"]
     assert frame["status"] == status and said in frame["reason"]
     assert "sk-secret-body" not in frame["reason"]
+    assert model.headers[-1]["accept-encoding"] == "identity"
     assert frame["refused"]["failClosed"] is True  # closed: the failure refuses
     if status == "invalid-output":  # what was read is shown, as for a process hook
         assert frame["stdoutHead"] == reply.content

@@ -11,7 +11,7 @@ the same request body on stdin, the answer on stdout; its tokens are estimated (
 each), as are an `openai` reply's without `usage`.
 
 Every way a model can fail (unreachable, HTTP >= 400, a redirect, which is not followed, a
-reply that is not the protocol's, a reply over the cap) raises `ModelFailed` with a reason of
+reply that is not the protocol's, a reply over the cap, a compressed reply, refused unread) raises `ModelFailed` with a reason of
 our own words: never the API key, never the request or the reply body (nor the server's own
 reason phrase). The caller bounds the time (`trio.move_on_after`);
 cancellation closes the connection or kills the command's tree before it propagates.
@@ -142,7 +142,13 @@ def _client(thread: int) -> httpx.AsyncClient:
 
 async def _ask_openai(model: Model, body: bytes, key: str | None, cap: int) -> Reply:
     url = f"{model.url}/chat/completions"
-    headers = {"content-type": "application/json", "accept": "application/json"}
+    # Asked uncompressed, and a compressed reply refused unread: a few kilobytes of gzip
+    # hold gigabytes, which httpx would inflate in this thread, however few are kept.
+    headers = {
+        "content-type": "application/json",
+        "accept": "application/json",
+        "accept-encoding": "identity",
+    }
     if key:
         headers["authorization"] = f"Bearer {key}"
     where = f"model {model.name} at {shown_url(model.url)}"
@@ -151,6 +157,9 @@ async def _ask_openai(model: Model, body: bytes, key: str | None, cap: int) -> R
         async with client.stream("POST", url, content=body, headers=headers) as resp:
             if resp.status_code >= 300:  # a redirect is not followed: the config says where
                 raise ModelFailed(f"{where} answered HTTP {_status(resp.status_code)}")
+            encoding = resp.headers.get("content-encoding", "identity").strip().lower()
+            if encoding not in ("", "identity"):
+                raise ModelFailed(f"{where}: the reply is compressed, which was not asked for")
             limit = cap + ENVELOPE_BYTES
             over = f"{where}: the reply is over {limit} bytes (maxOutputBytes and the"
             declared = resp.headers.get("content-length", "")
@@ -159,7 +168,7 @@ async def _ask_openai(model: Model, body: bytes, key: str | None, cap: int) -> R
             data = bytearray()
             # Read to its end, keeping at most `limit` bytes: leaving httpx's stream
             # early would leave its generators to the garbage collector.
-            async for chunk in resp.aiter_bytes():
+            async for chunk in resp.aiter_raw():
                 if len(data) <= limit:
                     data += chunk
             if len(data) > limit:
