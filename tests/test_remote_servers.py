@@ -31,7 +31,7 @@ from mcpx_hooks.supervisor.core.errors import ConfigError, Problem
 from mcpx_hooks.supervisor.core.hooks import Config
 from mcpx_hooks.supervisor.core.order import check_order
 from mcpx_hooks.supervisor.core.scripts import Script
-from mcpx_hooks.supervisor.core.servers import ServerSpec
+from mcpx_hooks.supervisor.core.servers import MAX_MESSAGE_BYTES, ServerSpec
 from mcpx_hooks.supervisor.process.spawner import open_spawner
 from mcpx_hooks.supervisor.run.bus import Bus
 from mcpx_hooks.supervisor.run.runtime import open_runtime
@@ -61,16 +61,19 @@ pytestmark = [
 class Upstream:
     url: str
     token: str
+    mode: str = "sse"
 
 
 @pytest.fixture
-def upstream(monkeypatch: pytest.MonkeyPatch) -> Iterator[Upstream]:
+def upstream(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Iterator[Upstream]:
     """The remote server, its token in `R_TOKEN` (where the supervisor's secrets come from).
     Started through a shell that leaves it behind, so it is no child of this process (the
-    tests' leak checks count those) and stands for a server the supervisor does not run."""
+    tests' leak checks count those) and stands for a server the supervisor does not run.
+    Its mode (`sse`, `json`, `gzip`: `remote_http.py`) is the test's parameter, if any."""
     token = "tok-" + secrets.token_hex(16)
+    mode = getattr(request, "param", "sse")
     sh = subprocess.Popen(
-        ["sh", "-c", '"$0" "$@" </dev/null & echo $!', PY, REMOTE, token],
+        ["sh", "-c", '"$0" "$@" </dev/null & echo $!', PY, REMOTE, token, mode],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -81,7 +84,7 @@ def upstream(monkeypatch: pytest.MonkeyPatch) -> Iterator[Upstream]:
         try:
             port = int(sh.stdout.readline().split()[1])
             monkeypatch.setenv("R_TOKEN", token)
-            yield Upstream(f"http://127.0.0.1:{port}/mcp", token)
+            yield Upstream(f"http://127.0.0.1:{port}/mcp", token, mode)
         finally:
             server.kill()
             server.wait(10)
@@ -107,7 +110,7 @@ async def test_a_remote_server_serves_calls_with_its_bearer_token(
         "name": "remote-words",
         "version": "2.0",
     }
-    assert [t["name"] for t in shown["tools"]] == ["echo", "add", "down"]
+    assert [t["name"] for t in shown["tools"]] == ["echo", "add", "down", "big"]
     again, same = await manager.call(remote(upstream.url), "echo", {"text": "hi"})
     assert same is entry and texts(again) == ["hi"]
     # The server's own error in -32000, the code the SDK's client also fails requests with
@@ -117,6 +120,35 @@ async def test_a_remote_server_serves_calls_with_its_bearer_token(
     assert str(caught.value) == "server r answered down with an error: the database is down"
     after, still = await manager.call(remote(upstream.url), "echo", {"text": "on"})
     assert still is entry and texts(after) == ["on"]
+
+
+@pytest.mark.parametrize("upstream", ["sse", "json"], indirect=True)
+async def test_an_answer_past_the_bound_fails_its_call_at_once_and_the_server_serves_on(
+    upstream: Upstream, manager: ServerManager
+) -> None:
+    # The bound of an answer from a server the supervisor runs (one line of its stdout),
+    # reached before the server has finished writing: 64 MiB here, which a JSON body read
+    # whole would have held in memory (gigabytes, for a server that goes on writing).
+    spec = remote(upstream.url)
+    with trio.fail_after(30), pytest.raises(ToolFailed) as caught:
+        await manager.call(spec, "big", {"size": 4 * MAX_MESSAGE_BYTES})
+    said = {
+        "json": "server r: the answer is too large: a message over 16777216 bytes",
+        "sse": "exceeded the 16777216 byte limit",
+    }
+    assert said[upstream.mode] in str(caught.value)
+    # Under the bound, an answer past the SDK's own bound of an event (1 MiB) is one.
+    within, _ = await manager.call(spec, "big", {"size": 3 << 20})
+    assert texts(within) == ["x" * (3 << 20)]
+
+
+@pytest.mark.parametrize("upstream", ["gzip"], indirect=True)
+async def test_a_server_that_compresses_unasked_fails_unread(
+    upstream: Upstream, manager: ServerManager
+) -> None:
+    with trio.fail_after(10), pytest.raises(ServerFailing) as failed:
+        await manager.call(remote(upstream.url), "echo", {"text": "x"})
+    assert "its answer is compressed, unasked" in str(failed.value)
 
 
 async def test_a_wrong_token_fails_with_the_status_and_never_the_token(
@@ -233,7 +265,13 @@ async def test_the_mcp_face_lists_and_calls_its_tools_and_pins_them(
         listed = await session.list_tools()
         added = await session.call_tool("r__add", {"a": 1, "b": 2})
         echoed = await session.call_tool("r__echo", {"text": "agent"})
-    assert sorted(t.name for t in listed.tools) == ["mcpx_exec", "r__add", "r__down", "r__echo"]
+    assert sorted(t.name for t in listed.tools) == [
+        "mcpx_exec",
+        "r__add",
+        "r__big",
+        "r__down",
+        "r__echo",
+    ]
     assert added.structured_content == {"sum": 3} and texts(echoed) == ["agent"]
     said = (tmp_path / "err").read_text()
     assert "server r" in said and "pinned at their first use" in said

@@ -11,10 +11,11 @@ the same request body on stdin, the answer on stdout; its tokens are estimated (
 each), as are an `openai` reply's without `usage`.
 
 Every way a model can fail (unreachable, HTTP >= 400, a redirect, which is not followed, a
-reply that is not the protocol's, a reply over the cap, a compressed reply, refused unread) raises `ModelFailed` with a reason of
-our own words: never the API key, never the request or the reply body (nor the server's own
-reason phrase). The caller bounds the time (`trio.move_on_after`);
-cancellation closes the connection or kills the command's tree before it propagates.
+reply that is not the protocol's, a reply over the cap, a compressed reply, refused unread)
+raises `ModelFailed` with a reason of our own words: never the API key, never the request or
+the reply body (nor the server's own reason phrase). The caller bounds the time
+(`trio.move_on_after`); cancellation closes the connection or kills the command's tree
+before it propagates.
 """
 
 from __future__ import annotations

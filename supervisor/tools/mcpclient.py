@@ -200,7 +200,7 @@ class ServerMessages:
             line = await self._lines.line()
             if isinstance(line, TooLong):
                 _bad(stats, f"a line over {MAX_MESSAGE_BYTES} bytes")
-                self._queued = [_too_large(rid) for rid in _answered_by(line.head, stats)]
+                self._queued = [too_large(rid) for rid in _answered_by(line.head, stats)]
                 if self._queued:
                     return self._queued.pop(0)
                 continue
@@ -250,7 +250,8 @@ def _is_answer(message: types.JSONRPCMessage) -> bool:
     return isinstance(message, types.JSONRPCResponse | types.JSONRPCError)
 
 
-def _too_large(rid: types.RequestId) -> types.JSONRPCError:
+def too_large(rid: types.RequestId | None) -> types.JSONRPCError:
+    """The error a request `rid` fails with when its answer is over `MAX_MESSAGE_BYTES`."""
     error = types.ErrorData(
         code=ANSWER_TOO_LARGE,
         message=f"the answer is too large: a message over {MAX_MESSAGE_BYTES} bytes",

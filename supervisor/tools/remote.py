@@ -7,6 +7,12 @@ The same life as a server it runs (`serverlife.serve_session`): `initialize` and
 answers with an HTTP error, and a connection lost while serving end the life with a reason,
 and the manager's backoff follows as for a crashed server.
 
+An answer is held to what one from a server it runs may be: a JSON body over
+`MAX_MESSAGE_BYTES` fails its request as too large as soon as it passes that length (the
+rest is not read), one server-sent event likewise (the SDK's bound, set to the same), and
+a compressed body, never asked for, fails its request unread: a few kilobytes of gzip hold
+gigabytes.
+
 The headers' `${secret:NAME}` are expanded here, from the secrets the server lists, and
 only into the HTTP client's headers: a reason says the url, the HTTP status and the error's
 kind, never a header, and every secret value is redacted from it besides.
@@ -14,7 +20,9 @@ kind, never a header, and every secret value is redacted from it besides.
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import AsyncIterator
 from typing import Final
 
 import attrs
@@ -22,12 +30,13 @@ import httpx2
 import trio
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from mcp.types import ErrorData, JSONRPCError, RequestId
 
 from ..core.passenv import pass_environment
 from ..core.records import Record
 from ..core.redact import Redactor
-from ..core.servers import expand_headers
-from .mcpclient import CLIENT_INFO
+from ..core.servers import MAX_MESSAGE_BYTES, expand_headers
+from .mcpclient import ANSWER_UNREADABLE, CLIENT_INFO, too_large
 from .serverentry import ServerEntry, StartHooks
 from .serverlife import serve_session, words
 
@@ -52,6 +61,71 @@ class _LastStatus(Record):
         return f" (it answered HTTP {self.status} {self.phrase})" if self.status else ""
 
 
+class _Held(httpx2.AsyncByteStream):
+    """A response body read whole up to `MAX_MESSAGE_BYTES`, then given as one piece; past
+    that, the error `too_large` of the request it answers in its place, the rest unread."""
+
+    def __init__(self, body: httpx2.AsyncByteStream, rid: RequestId | None) -> None:
+        self._body, self._rid = body, rid
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        held = bytearray()
+        async for piece in self._body:
+            held += piece
+            if len(held) > MAX_MESSAGE_BYTES:
+                yield _error_body(too_large(self._rid))
+                return
+        yield bytes(held)
+
+    async def aclose(self) -> None:
+        await self._body.aclose()
+
+
+class _Said(httpx2.AsyncByteStream):
+    """A body of our own in place of the server's (which is left unread)."""
+
+    def __init__(self, body: httpx2.AsyncByteStream, said: bytes) -> None:
+        self._body, self._said = body, said
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        yield self._said
+
+    async def aclose(self) -> None:
+        await self._body.aclose()
+
+
+async def _bounded(response: httpx2.Response) -> None:
+    """Holds `response`'s body to what a server's answer may be (the module's words)."""
+    headers = response.headers
+    if headers.get("content-encoding", "identity").strip().lower() not in ("", "identity"):
+        error = ErrorData(code=ANSWER_UNREADABLE, message="its answer is compressed, unasked")
+        said = _error_body(JSONRPCError(jsonrpc="2.0", id=_request_id(response), error=error))
+        del headers["content-encoding"]
+        headers["content-type"] = "application/json"
+        response.stream = _Said(_stream(response), said)
+    elif not headers.get("content-type", "").lower().startswith("text/event-stream"):
+        response.stream = _Held(_stream(response), _request_id(response))
+
+
+def _stream(response: httpx2.Response) -> httpx2.AsyncByteStream:
+    assert isinstance(response.stream, httpx2.AsyncByteStream)
+    return response.stream
+
+
+def _request_id(response: httpx2.Response) -> RequestId | None:
+    """The JSON-RPC id of the request `response` answers (None: a GET, a notification)."""
+    try:
+        sent = json.loads(response.request.content or b"null")
+    except (ValueError, httpx2.RequestNotRead):
+        return None
+    rid = sent.get("id") if isinstance(sent, dict) else None
+    return rid if isinstance(rid, str | int) and not isinstance(rid, bool) else None
+
+
+def _error_body(error: JSONRPCError) -> bytes:
+    return error.model_dump_json(by_alias=True, exclude_none=True).encode()
+
+
 async def remote_life(start_hooks: StartHooks, entry: ServerEntry) -> str | None:
     """Serves the remote server until it is idle (None) or fails (the reason)."""
     spec = entry.spec
@@ -62,9 +136,12 @@ async def remote_life(start_hooks: StartHooks, entry: ServerEntry) -> str | None
     redactor = Redactor(passed.secrets)
     last = _LastStatus()
     client = httpx2.AsyncClient(
-        headers=expand_headers(spec.headers, passed.secrets),
+        headers={
+            **expand_headers(spec.headers, passed.secrets),
+            "accept-encoding": "identity",
+        },
         timeout=httpx2.Timeout(_CONNECT_S, read=_READ_S),
-        event_hooks={"response": [last.heard]},
+        event_hooks={"response": [last.heard, _bounded]},
     )
     where = f"server {spec.name} ({spec.url})"
     why: str | None = None
@@ -72,7 +149,9 @@ async def remote_life(start_hooks: StartHooks, entry: ServerEntry) -> str | None
         with trio.move_on_after(spec.start_timeout_ms / 1000) as start_scope:
             async with (
                 client,
-                streamable_http_client(spec.url, http_client=client) as (read, write),
+                streamable_http_client(
+                    spec.url, http_client=client, max_sse_event_size=MAX_MESSAGE_BYTES
+                ) as (read, write),
                 ClientSession(
                     read,
                     write,
