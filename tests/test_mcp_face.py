@@ -281,6 +281,47 @@ async def test_prompts_and_resources_are_relayed_as_the_servers_give_them(
     assert marker.alive() == []
 
 
+async def test_completions_of_a_prompt_s_or_a_template_s_arguments_come_from_its_server(
+    tmp_path: Path, marker: Marker
+) -> None:
+    where = tmp_path / marker
+    config = write_config(where, marker)
+    greet, note = "greet", "file:///h/notes/{name}"
+
+    async def ask(session: ClientSession, prefix: str) -> list[Any]:
+        prompt = types.PromptReference(type="ref/prompt", name=prefix + greet)
+        template = types.ResourceTemplateReference(type="ref/resource", uri=note)
+        return [
+            dumped(await session.complete(prompt, {"name": "who", "value": "A"})),
+            dumped(await session.complete(template, {"name": "name", "value": "to"})),
+            dumped(await session.complete(prompt, {"name": "nobody", "value": ""})),
+        ]
+
+    async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
+        through = await ask(session, "h__")
+        with pytest.raises(MCPError) as unknown:  # (wordtools serves no prompts)
+            await session.complete(
+                types.PromptReference(type="ref/prompt", name="words__greet"),
+                {"name": "who", "value": ""},
+            )
+        with pytest.raises(MCPError) as unlisted:
+            await session.complete(
+                types.ResourceTemplateReference(type="ref/resource", uri="file:///x/{y}"),
+                {"name": "y", "value": ""},
+            )
+    hostile = [PY, HOSTILE, "good", str(tmp_path / "direct.log")]
+    async with stdio_session(direct(hostile, where), tmp_path / "e2") as h:
+        directly = await ask(h, "")
+    assert through == directly
+    assert [json.loads(c)["completion"]["values"] for c in through] == [
+        ["Ada", "Alan"],
+        ["today", "tomorrow"],
+        [],
+    ]
+    assert unknown.value.error.code == unlisted.value.error.code == types.INVALID_PARAMS
+    assert marker.alive() == []
+
+
 async def test_resource_templates_are_relayed_and_a_uri_of_one_is_read_from_its_server(
     tmp_path: Path, marker: Marker
 ) -> None:

@@ -104,6 +104,7 @@ class Gateway:
             on_list_resources=self._list_resources,
             on_list_resource_templates=self._list_resource_templates,
             on_read_resource=self._read_resource,
+            on_completion=self._complete,
         )
         if not os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
             # The SDK's span around each request goes nowhere without an exporter: not made.
@@ -215,6 +216,11 @@ class Gateway:
         self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
         return await self.relay.read_resource(str(params.uri), self._session(ctx).journal)
+
+    async def _complete(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CompleteRequestParams
+    ) -> types.CompleteResult:
+        return await self.relay.complete(params, self._session(ctx).journal)
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams

@@ -3,7 +3,9 @@ as they are, without hooks: prompts named `<server><separator><prompt>` as tools
 resources by their own URIs, each listed by the servers that serve them (those whose
 `initialize` declared `prompts` or `resources`), in the order the servers are declared; and
 the servers' resource templates, a URI no server listed being read from the server whose
-template it may stand for (`Relay._templated`).
+template it may stand for (`Relay._templated`); and completions of a prompt's or a resource
+template's arguments (`completion/complete`), asked of the server the prompt or template is
+from, none from a server that does not declare `completions`.
 
 A server that cannot start is left out of a listing (a `warning` frame in the session's run
 says why), and so is one whose listing's pages do not end (`mcpclient.every_page`), or that
@@ -50,6 +52,7 @@ class Relay:
         self._resources: dict[str, str] = {}  # uri -> server, from the last listing
         #: Each server's resource templates' fixed beginnings, from their last listing.
         self._templates: list[tuple[str, str]] = []
+        self._template_servers: dict[str, str] = {}  # template -> server, the same listing
 
     @contextlib.asynccontextmanager
     async def _asking(self, spec: ServerSpec) -> AsyncIterator[tuple[ClientSession, ServerEntry]]:
@@ -107,6 +110,13 @@ class Relay:
     async def get_prompt(
         self, name: str, arguments: dict[str, str] | None
     ) -> types.GetPromptResult:
+        return await self._of_prompt(name, lambda s, _, prompt: s.get_prompt(prompt, arguments))
+
+    async def _of_prompt(
+        self, name: str, ask: Callable[[ClientSession, ServerEntry, str], Awaitable[_T]]
+    ) -> _T:
+        """`ask` of the server the exposed prompt `name` is from, with the server's own name
+        of it: an error of an unknown prompt where no server that serves prompts has it."""
         manager = self.runtime.servers
         targets = exposed_targets(name, self.config.servers, self.config.mcp_separator)
         for server, prompt in targets:
@@ -117,10 +127,47 @@ class Relay:
                 async with self._asking(spec) as (session, entry):
                     capabilities = entry.capabilities
                     if capabilities is not None and capabilities.prompts is not None:
-                        return await session.get_prompt(prompt, arguments)
+                        return await ask(session, entry, prompt)
             except Unanswered as exc:
                 raise MCPError(code=types.INTERNAL_ERROR, message=str(exc)) from None
         raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown prompt: {name}")
+
+    async def complete(
+        self, params: types.CompleteRequestParams, journal: RunJournal
+    ) -> types.CompleteResult:
+        """The completions the server of `params.ref` (a prompt, a resource template) gives
+        for the argument; none from a server that does not declare `completions`."""
+        argument = {"name": params.argument.name, "value": params.argument.value}
+        context = params.context.arguments if params.context is not None else None
+
+        async def ask(
+            session: ClientSession,
+            entry: ServerEntry,
+            ref: types.PromptReference | types.ResourceTemplateReference,
+        ) -> types.CompleteResult:
+            capabilities = entry.capabilities
+            if capabilities is None or capabilities.completions is None:
+                return types.CompleteResult(completion=types.Completion(values=[]))
+            return await session.complete(ref, argument, context)
+
+        ref = params.ref
+        if isinstance(ref, types.PromptReference):
+            named = ref
+            return await self._of_prompt(
+                ref.name,
+                lambda s, e, prompt: ask(s, e, named.model_copy(update={"name": prompt})),
+            )
+        server = self._template_servers.get(ref.uri)
+        if server is None:
+            await self.list_resource_templates(journal)
+            server = self._template_servers.get(ref.uri)
+        if server is None or self.runtime.servers is None:
+            raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown template: {ref.uri}")
+        try:
+            async with self._asking(self.config.servers[server]) as (session, entry):
+                return await ask(session, entry, ref)
+        except Unanswered as exc:
+            raise MCPError(code=types.INTERNAL_ERROR, message=str(exc)) from None
 
     async def list_resources(self, journal: RunJournal) -> types.ListResourcesResult:
         listed = await self._from_each(
@@ -146,6 +193,9 @@ class Relay:
             (spec, t) for spec, pages in listed for page in pages for t in page.resource_templates
         ]
         self._templates = [(template_prefix(t.uri_template), spec.name) for spec, t in templates]
+        self._template_servers = {}
+        for spec, template in templates:
+            self._template_servers.setdefault(template.uri_template, spec.name)
         return types.ListResourceTemplatesResult(resource_templates=[t for _, t in templates])
 
     async def read_resource(self, uri: str, journal: RunJournal) -> types.ReadResourceResult:

@@ -68,6 +68,12 @@ EXTRA = {"name": "extra", "inputSchema": {"type": "object"}}
 PROMPTS = [{"name": "greet", "description": "Greets", "arguments": [{"name": "who"}]}]
 RESOURCES = [{"uri": "file:///h/notes.txt", "name": "notes", "mimeType": "text/plain"}]
 TEMPLATES = [{"uriTemplate": "file:///h/notes/{name}", "name": "a note", "mimeType": "text/plain"}]
+#: What `good` completes: (prompt name or template, argument) -> the values, a value given
+#: being the start of each.
+COMPLETIONS = {
+    ("greet", "who"): ["Ada", "Alan", "Grace"],
+    ("file:///h/notes/{name}", "name"): ["today", "tomorrow"],
+}
 #: What `paged` serves besides.
 MORE_PROMPTS = [{"name": "part", "description": "Stands on a page of its own"}]
 MORE_RESOURCES = [{"uri": "file:///h/more.txt", "name": "more", "mimeType": "text/plain"}]
@@ -161,6 +167,8 @@ def main() -> None:
             capabilities: dict[str, Any] = {"tools": {}}
             if mode in ("good", "relay", "paged", "endless", "deaf"):
                 capabilities.update(prompts={}, resources={})
+            if mode == "good":
+                capabilities.update(completions={})
             result = {"protocolVersion": version, "capabilities": capabilities, "serverInfo": info}
             send({"jsonrpc": "2.0", "id": rid, "result": result})
         elif mode == "deaf" and str(method).startswith(("prompts/", "resources/")):
@@ -173,6 +181,11 @@ def main() -> None:
             text = {"type": "text", "text": f"Hello, {who}"}
             messages = [{"role": "user", "content": text}]
             send({"jsonrpc": "2.0", "id": rid, "result": {"messages": messages}})
+        elif method == "completion/complete":  # (what `COMPLETIONS` says)
+            ref, argument = params.get("ref") or {}, params.get("argument") or {}
+            key = (ref.get("name") or ref.get("uri"), argument.get("name"))
+            values = [v for v in COMPLETIONS.get(key, []) if v.startswith(argument.get("value"))]
+            send({"jsonrpc": "2.0", "id": rid, "result": {"completion": {"values": values}}})
         elif method == "resources/list":
             listed = [*RESOURCES, *MORE_RESOURCES] if mode == "paged" else RESOURCES
             answer = listing(mode, "resources", listed, params)
