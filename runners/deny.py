@@ -20,6 +20,7 @@ import ctypes
 import os
 import stat
 import struct
+from collections.abc import Collection
 
 from .libc import (
     AT_FDCWD,
@@ -43,10 +44,13 @@ MS_BIND = 0x1000
 _EMPTY_OPTIONS = "mode=0555,size=4k,nr_inodes=2"
 
 
-def take_back(sandbox: Sandbox) -> None:
-    """Covers the plan's `deny` paths and binds its `readOnly` paths read-only, as this
-    mount namespace shows them; raises `StartError`."""
+def take_back(sandbox: Sandbox, covered: Collection[str] = ()) -> None:
+    """Covers the plan's `deny` paths (but those `covered` already, with the grants they
+    hold mounted in their covers) and binds its `readOnly` paths read-only, as this mount
+    namespace shows them; raises `StartError`."""
     for path in sandbox.deny:
+        if path in covered:
+            continue
         try:
             info = os.lstat(path)
         except OSError:

@@ -111,6 +111,9 @@ def build(
     try:
         grants = _grants(sandbox, ids, opened, mapped=mapped)
         covers = _covers(sandbox, ids, opened, grants, own)
+        held = _denied_holding(sandbox, opened)
+        for path, inside in held.items():  # covered in turn, the grants mounted in the cover
+            covers.setdefault(path, []).extend(inside)
         binds = _binds(sandbox, opened, grants, covers)
         ops = sorted({*grants, *covers, *binds, sandbox.scratch}, key=len)
         made: set[str] = set()
@@ -139,7 +142,7 @@ def build(
             else:
                 mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, _scratch_options(sandbox, ids))
                 copy_tree(host_scratch, path, ids)
-        deny.take_back(sandbox)  # last: over what the grants, covers and binds show
+        deny.take_back(sandbox, held)  # last: over what the grants, covers and binds show
         if not sandbox.return_scratch:
             return None, notes
         return os.open(sandbox.scratch, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC), notes
@@ -198,6 +201,21 @@ def _covers(
         if blocked is not None:
             covers.setdefault(blocked, []).append(path)
     return covers
+
+
+def _denied_holding(sandbox: Sandbox, opened: dict[str, int]) -> dict[str, list[str]]:
+    """The denied directories that hold a grant (one the supervisor gives itself beneath
+    its own denied state directory: a tool server's package cache, where the state
+    directory lies in a granted project), each with the grants it holds. Such a directory
+    is covered with the others, the grants mounted in its cover, rather than last, over
+    them."""
+    held: dict[str, list[str]] = {}
+    for denied in sandbox.deny:
+        inside = [p for p in (*sandbox.read, *sandbox.write) if p in opened]
+        inside = [p for p in inside if _nearest(p, [denied]) == denied]
+        if inside:
+            held[denied] = inside
+    return held
 
 
 def _binds(

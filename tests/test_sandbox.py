@@ -464,6 +464,49 @@ async def test_a_read_path_may_be_a_file(strict_spawner: Spawner, readable_tmp: 
     assert json.loads(bytes(outcome.stdout)) == ["granted", errno.EACCES]
 
 
+async def test_a_cache_of_the_supervisor_s_own_in_its_state_inside_a_granted_project_is_reached(
+    strict_spawner: Spawner, readable_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The state directory inside the project (`XDG_STATE_HOME=$PWD/.state`, as CI jobs
+    # set it): it is never granted, and covered in the view; a tool server's package cache
+    # in it, which the supervisor grants itself, is mounted in that cover, not hidden by it
+    # (npx's install step failed, "ENOENT: mkdir …/mcpx-hooks/packages").
+    work = readable_tmp / "work"
+    state = work / ".state" / "mcpx-hooks"
+    cache = state / "packages" / "npm" / "words-0123"
+    cache.mkdir(parents=True)
+    (state / "token").write_text("the service's token")
+    for d in (work, work / ".state", state, cache.parent.parent, cache.parent, cache):
+        d.chmod(0o755)
+    monkeypatch.setenv("XDG_STATE_HOME", str(work / ".state"))
+    code = """
+        import json, os
+        def attempt(step):
+            try:
+                return step()
+            except OSError as exc:
+                return errno.errorcode[exc.errno]
+        import errno
+        made = attempt(lambda: open(os.path.join(CACHE, "made"), "w").write("x"))
+        token = attempt(lambda: open(os.path.join(STATE, "token")).read())
+        print(json.dumps([made, token, sorted(os.listdir(STATE)), os.listdir(CACHE)]))
+    """.replace("CACHE", repr(str(cache))).replace("STATE", repr(str(state)))
+    with scratch_dir("t-") as scratch:
+        rlimits, plan = sandbox.plan(
+            Profile.STRICT, strict_spawner, scratch=scratch, dirs=(str(work),),
+            own=((str(cache), True),),
+        )  # fmt: skip
+        argv = (PY, "-I", "-S", "-c", textwrap.dedent(code))
+        with trio.fail_after(30):
+            async with strict_spawner.open_child(
+                ChildSpec(argv, str(work), {}, rlimits, plan), kill_grace=0.5
+            ) as child:
+                outcome = await child.communicate(b"", 1 << 16, 1 << 12)
+    assert outcome.exit_code == 0, outcome
+    assert json.loads(bytes(outcome.stdout)) == [1, "ENOENT", ["packages"], ["made"]]
+    assert (cache / "made").read_text() == "x"
+
+
 async def test_sandboxed_spawns_leave_no_fd_in_the_spawner(
     strict_spawner: Spawner, readable_tmp: Path
 ) -> None:
