@@ -19,10 +19,14 @@ port keeps one listener, one access check and one shutdown.
 - An application that returns without answering gets a 500 for it; one that raises ends
   the connection (the server's boundary logs it), as does an answer left unfinished. A
   `ClientGone` it lets through is the client's leaving, not a failure: nothing is logged.
+  An application that catches it and logs it as an error of its own (the MCP SDK's
+  transport: "SSE response error", each time a client closes an event stream) is kept
+  from saying so by `ClientLeaving`, a filter of its logger's.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, Final
 from urllib.parse import unquote, urlsplit
@@ -56,6 +60,28 @@ class ClientGone(HooksError, OSError):
 
 class _TooBig(HooksError):
     pass
+
+
+class ClientLeaving(logging.Filter):
+    """Drops a record whose exception is clients leaving and nothing else (`ClientGone`,
+    alone or in groups): an application's log of its answer cut short by its client."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return error is None or not _only_gone(error)
+
+
+def _only_gone(error: BaseException) -> bool:
+    if isinstance(error, BaseExceptionGroup):
+        return all(_only_gone(e) for e in error.exceptions)
+    return isinstance(error, ClientGone)
+
+
+def quiet_client_leaving(name: str) -> None:
+    """Puts `ClientLeaving` on the logger `name` (once)."""
+    logger = logging.getLogger(name)
+    if not any(isinstance(f, ClientLeaving) for f in logger.filters):
+        logger.addFilter(ClientLeaving())
 
 
 async def serve_asgi(

@@ -37,7 +37,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from ..core.errors import bug_summary
 from ..run.runtime import Runtime
-from .asgi import AsgiMessage, Receive, Scope, Send
+from .asgi import AsgiMessage, Receive, Scope, Send, quiet_client_leaving
 from .mcpexec import RunSlots
 from .mcpface import Gateway
 
@@ -70,6 +70,7 @@ class Sessions:
         self._open: dict[str, StreamableHTTPServerTransport] = {}
         self._ended = trio.Event()
         self._running = 0
+        quiet_client_leaving(StreamableHTTPServerTransport.__module__)
 
     def __len__(self) -> int:
         return len(self._open)
