@@ -128,6 +128,28 @@ def test_a_closed_pipe_ends_exec_quietly(tmp_path: Path, view: list[str]) -> Non
     assert not [p for p in psutil.process_iter(["cmdline"]) if marker in (p.info["cmdline"] or [])]
 
 
+def _first_line_then_gone(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, str]:
+    """`argv | head -1`: its exit code and stderr."""
+    with subprocess.Popen(
+        argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    ) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stdout.readline()
+        proc.stdout.close()
+        return proc.wait(timeout=30), proc.stderr.read().decode()
+
+
+def test_a_closed_pipe_ends_the_history_s_commands_quietly(tmp_path: Path) -> None:
+    env = {**ENV, "XDG_STATE_HOME": str(tmp_path / "state")}
+    ran = subprocess.run(
+        [*CLI, "exec", "--sandbox", "none", "--json", "--", "seq", "1", "30000"],
+        cwd=tmp_path, env=env, capture_output=True, check=True,
+    )  # fmt: skip
+    run_id = json.loads(ran.stdout.splitlines()[0])["runId"]
+    argv = [*CLI, "runs", "show", run_id]  # (its 30,000 lines: more than a pipe holds)
+    assert _first_line_then_gone(argv, tmp_path, env) == (130, "")
+
+
 # ---- the readable view -------------------------------------------------------------------------
 
 
@@ -274,6 +296,14 @@ def test_remote_ctrl_c_is_130_and_a_closed_pipe_is_quiet(server: Server) -> None
                 proc.stdout.close()
             assert proc.wait(timeout=30) == 130, how
             assert proc.stderr.read() == b"", how
+
+
+def test_a_closed_pipe_ends_a_remote_history_command_quietly(server: Server) -> None:
+    remote = ["--remote", server.url, "--token-file", "token"]
+    ran = mcpx("exec", *remote, "--json", "--", "seq", "1", "30000", cwd=server.cwd)
+    run_id = json.loads(ran.stdout.splitlines()[0])["runId"]
+    argv = [*CLI, "runs", "show", run_id, *remote]
+    assert _first_line_then_gone(argv, server.cwd, ENV) == (130, "")
 
 
 def test_remote_view_says_which_hook_is_still_running(server: Server) -> None:

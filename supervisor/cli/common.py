@@ -41,7 +41,11 @@ EXIT_CODES: Final = (
     (EXIT_FAILED, "the thing run failed (`hook test`: the hook's status is not `ok`)"),
     (EXIT_USAGE, "bad input: a usage error, a config error, `validate` found problems"),
     (EXIT_REFUSED, "refused by a hook (`exec`, `hook test`)"),
-    (EXIT_INTERRUPTED, "interrupted (Ctrl-C or SIGTERM)"),
+    (
+        EXIT_INTERRUPTED,
+        "interrupted (Ctrl-C or SIGTERM), or the output closed (a reader such as `head` stopped"
+        " reading)",
+    ),
 )
 
 #: The codes a command gives beyond "0: success", where they say more than `EXIT_CODES`:

@@ -52,6 +52,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return _output_closed()
+    except BaseExceptionGroup as group:  # (a remote command's, from within its Trio run)
+        if group.split(BrokenPipeError)[1] is not None:
+            raise
+        return _output_closed()
+
+
+def _output_closed() -> int:
+    """What a command ends with when the reader of its output left (`| head`): stdout
+    pointed at /dev/null, so that nothing flushed after fails again, and no more said."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_INTERRUPTED
 
 
 def entry() -> None:
