@@ -362,3 +362,10 @@ def test_runs_verify_catches_a_changed_byte_and_says_where(tmp_path: Path) -> No
     assert again.returncode == 1 and "CHANGED: the frames do not give the chain" in again.stdout
     gone = mcpx("runs", "verify", "no-such-run", cwd=tmp_path)
     assert gone.returncode == 1 and "neither a file nor a run" in gone.stderr
+    # A file nested past Python's recursion, first line or later: not frames, said so.
+    deep = tmp_path / "deep.ndjson"
+    for lines in (["[" * 100_000], [sent[0], "[" * 100_000]):
+        deep.write_text("\n".join(lines) + "\n")
+        nested = mcpx("runs", "verify", str(deep), cwd=tmp_path)
+        assert nested.returncode == 1 and "Traceback" not in nested.stderr, nested
+        assert "is not a JSON frame" in nested.stdout, nested

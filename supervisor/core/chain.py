@@ -34,10 +34,13 @@ def check(lines: Sequence[bytes], reference: Sequence[bytes] | None = None) -> s
             frame = wire_loads(line)
         except ValueError:
             return f"line {number} is not a JSON frame"
-        if not isinstance(frame, dict) or frame.get("seq") != number - 1:
-            seq = frame.get("seq") if isinstance(frame, dict) else None
+        if not isinstance(frame, dict):
+            return f"line {number} is not a JSON frame"
+        if frame.get("seq") != number - 1:
+            seq = frame.get("seq")
+            held = "no seq" if seq is None else f"seq {seq}"
             return (
-                f"line {number} holds seq {seq}, where seq {number - 1} belongs: a frame was"
+                f"line {number} holds {held}, where seq {number - 1} belongs: a frame was"
                 " removed, added or moved there"
             )
         frames.append(frame)

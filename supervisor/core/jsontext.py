@@ -126,14 +126,18 @@ def wire_loads(line: bytes | str) -> Any:
     integer past 64 bits as a float, and refuses one past a float's range, where `dumps`
     wrote it exactly: a line with nineteen digits in a row (the least such an integer has)
     is read by the standard library instead, as is one orjson refuses. Raises `ValueError`
-    for bytes that are not JSON."""
+    for bytes that are not JSON, or nested past the standard library's recursion (a line no
+    `dumps` wrote: one read from a file a person names)."""
     raw = line if isinstance(line, bytes) else line.encode(errors="surrogatepass")
     if _LONG_DIGITS not in raw.translate(_DIGITS_AS_ZERO):
         try:
             return orjson.loads(line)
         except orjson.JSONDecodeError:
             pass
-    return json.loads(line, parse_constant=_not_json)
+    try:
+        return json.loads(line, parse_constant=_not_json)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
 
 
 def wire_safe(value: Any) -> Any:
