@@ -242,6 +242,25 @@ def test_a_locked_history_never_stops_a_run(tmp_path: Path) -> None:
     assert said.count("database is locked") == 2, said
 
 
+def test_a_run_that_ended_before_the_history_failed_is_said_not_kept(tmp_path: Path) -> None:
+    # Locked to writes only (in WAL, reads go on): the history opens, and the fault comes
+    # when the writer gives up waiting (2 s), after the short run has ended; it can take no
+    # `warning` then: `exec` says it on stderr, and nothing of the run is stored.
+    config(tmp_path)
+    assert mcpx("exec", "--config", "c.toml", "--", "true", cwd=tmp_path).returncode == 0
+    holder = sqlite3.connect(tmp_path / "h" / "history.db", isolation_level=None)
+    try:
+        holder.execute("BEGIN EXCLUSIVE")
+        done = mcpx("exec", "--config", "c.toml", "--json", "--", "echo", "short", cwd=tmp_path)
+    finally:
+        holder.close()
+    assert done.returncode == 0, done.stderr
+    run_id = json.loads(done.stdout.splitlines()[0])["runId"]
+    assert f"mcpx-hooks exec: {NOT_KEPT} (" in done.stderr and "database is locked" in done.stderr
+    listed = mcpx("runs", "list", "--config", "c.toml", "--json", cwd=tmp_path)
+    assert run_id not in listed.stdout and len(json.loads(listed.stdout)) == 1
+
+
 def _mount(where: Path, options: str) -> None:
     if os.geteuid() != 0:
         pytest.skip("mounting a small tmpfs needs root")

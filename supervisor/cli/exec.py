@@ -274,6 +274,8 @@ async def _run_here(
             nursery.cancel_scope.cancel()
     for line in observer_lines(runtime.observers, config.observe_drain_ms):
         print(line, file=sys.stderr)
+    if runtime.recorder is not None and request.run_id in runtime.recorder.unsaid:
+        print(f"mcpx-hooks exec: {runtime.recorder.unsaid[request.run_id]}", file=sys.stderr)
     outcome = run.journal.outcome
     return ([] if outcome is None else [outcome]), copied
 

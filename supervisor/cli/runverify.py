@@ -39,10 +39,11 @@ def verify(args: argparse.Namespace, command: str) -> int:
 
     _, path = history_of(args)
     target: str = args.target
+    fault = ""
     try:
         history: History | None = History.open(path, writes=False)
-    except HistoryFault:
-        history = None
+    except HistoryFault as exc:
+        history, fault = None, f" ({exc})"
     try:
         if os.path.isfile(target):
             with open(target, "rb") as file:
@@ -53,7 +54,7 @@ def verify(args: argparse.Namespace, command: str) -> int:
             stored = _stored(history, target)
             if stored is None:
                 print(f"mcpx-hooks {command}: {target} is neither a file nor a run kept in the"
-                      f" run history {path}", file=sys.stderr)  # fmt: skip
+                      f" run history {path}{fault}", file=sys.stderr)  # fmt: skip
                 return EXIT_FAILED
             lines, reference, what = stored, None, f"run {target}"
     except OSError as exc:

@@ -114,6 +114,11 @@ def faults(doing: str) -> Iterator[None]:
         raise HistoryFault(f"{doing}: {why}") from exc
 
 
+def _read_only(path: Path, *, immutable: bool = False) -> sqlite3.Connection:
+    uri = f"{path.resolve().as_uri()}?mode=ro{'&immutable=1' if immutable else ''}"
+    return sqlite3.connect(uri, uri=True, timeout=BUSY_MS / 1000, check_same_thread=False)
+
+
 class History:
     """One open history database. `open` creates it (0600, its directory 0700) if need be."""
 
@@ -127,6 +132,9 @@ class History:
         self.writes = writes
         self._reads: sqlite3.Connection | None = None if writes else connection
         self._read_lock = threading.Lock() if writes else self._lock
+        found = os.stat(path)
+        #: The file opened (device, inode): a write checks it is still the one at `path`.
+        self._identity = (found.st_dev, found.st_ino)
 
     @classmethod
     def open(cls, path: Path, *, writes: bool = True) -> History:
@@ -140,9 +148,16 @@ class History:
             elif not path.is_file():
                 raise FileNotFoundError(2, "no run has been recorded there", str(path))
             else:
-                uri = f"{path.resolve().as_uri()}?mode=ro"
-                db = sqlite3.connect(uri, uri=True, timeout=BUSY_MS / 1000, check_same_thread=False)
+                db = _read_only(path)
             try:
+                prepare(db, writes)
+            except sqlite3.OperationalError:
+                db.close()
+                if writes or os.access(path.parent, os.W_OK):
+                    raise
+                # On read-only media a WAL database without its `-shm` cannot be opened to
+                # read (SQLite would make that file): read as it is, nothing writing it.
+                db = _read_only(path, immutable=True)
                 prepare(db, writes)
             except BaseException:
                 db.close()
@@ -156,12 +171,24 @@ class History:
                 self._reads.close()
 
     def _reader(self) -> sqlite3.Connection:
-        """The readers' connection (hold `_read_lock`)."""
+        """The readers' connection (hold `_read_lock`): to the file `open` made, never one
+        made anew (0644) where it was removed since."""
         if self._reads is None:
+            uri = f"{self.path.resolve().as_uri()}?mode=rw"
             self._reads = sqlite3.connect(
-                self.path, timeout=BUSY_MS / 1000, check_same_thread=False
+                uri, uri=True, timeout=BUSY_MS / 1000, check_same_thread=False
             )
         return self._reads
+
+    def _still_there(self) -> None:
+        """Raises `OSError` when the file `open` opened is no longer at `path` (removed,
+        replaced): what is written goes nowhere anyone will read it."""
+        try:
+            found = os.stat(self.path)
+        except FileNotFoundError:
+            raise FileNotFoundError(2, f"{self.path} was removed while open") from None
+        if (found.st_dev, found.st_ino) != self._identity:
+            raise FileNotFoundError(2, f"{self.path} was replaced while open")
 
     # The writer's side.
 
@@ -185,6 +212,7 @@ class History:
         transaction, and indexes at most `index` stored lines for search (None: all);
         whether the index is behind."""
         with faults("writing the run history"), self._transaction():
+            self._still_there()
             for item in items:
                 self._write_one(item)
             for name, value in (marks or {}).items():

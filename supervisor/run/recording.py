@@ -15,14 +15,20 @@ a `warning` frame in that run says its history is not being kept, what was store
 dropped (never a run that looks whole but is not), and it goes on in memory as before.
 
 Faults: when the database cannot be opened or written (locked past `BUSY_MS`, read-only,
-full, not a database), recording stops for the rest of the process: each run that is still
-running, and each later one, gets one `warning` saying why the history is not being kept,
-and goes on in memory; `mcpx-hooks doctor` probes the database and says the same.
+full, not a database, removed while open), recording stops for the rest of the process: each
+run that is still running (written or waiting to be), and each later one, gets one `warning`
+saying why the history is not being kept, and goes on in memory; what was stored of the runs
+not stored whole is dropped, where the database still lets it. A run that had ended before
+the fault was known can take no more frames: it is in `unsaid`, with why, and `on_unsaid`
+(the service's log) is told; `exec` says it on stderr. `mcpx-hooks doctor` probes the
+database and says the same.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Callable
 from typing import Final
 
 import trio
@@ -82,6 +88,10 @@ class Recorder:
         #: frames stream, every message up to it being in the journals it noted.
         self.marks: dict[str, int] = {}
         self._marked: dict[str, int] = {}
+        #: Runs that ended before a fault kept them from the history, and why (see the
+        #: module docstring); `on_unsaid` is told of each as it is found.
+        self.unsaid: dict[str, str] = {}
+        self.on_unsaid: Callable[[str, str], object] | None = None
 
     def note(self, journal: RunJournal) -> None:
         """The journal grew: queue it for the writer (never blocks)."""
@@ -113,12 +123,16 @@ class Recorder:
         )
 
     def _warn(self, journal: RunJournal, message: str) -> None:
-        """One `warning` in a run that can still take one (started, no outcome yet)."""
-        if journal.history_warned or journal.finished or journal.outcome is not None:
-            return
-        if not journal.lines:
+        """One `warning` in a run that can still take one (started, no outcome yet); a run
+        that has ended is `unsaid` instead."""
+        if journal.history_warned or not journal.lines:
             return
         journal.history_warned = True
+        if journal.finished or journal.outcome is not None:
+            self.unsaid[journal.run_id] = message
+            if self.on_unsaid is not None:
+                self.on_unsaid(journal.run_id, message)
+            return
         journal.append(blank(WarningFrame, message=message))
 
     async def wait_idle(self) -> None:
@@ -174,7 +188,16 @@ class Recorder:
                 self._ended = 0
                 await self._retain()
         except HistoryFault as exc:
-            self._fail(str(exc), batch)
+            await self._fail(str(exc), batch, [i.run_id for i in items if i.first > 0])
+
+    async def _forget(self, run_ids: list[str]) -> None:
+        """What was stored of runs a fault cut short, dropped where the database still lets
+        it (never a run that looks whole but is not, nor one left "running")."""
+        history = self.history
+        if history is None or not run_ids:
+            return
+        with contextlib.suppress(HistoryFault):
+            await trio.to_thread.run_sync(history.drop, set(run_ids))
 
     def _item(self, journal: RunJournal) -> Written | None:
         """What to write of `journal` now (None: nothing new, or it is no longer recorded)."""
@@ -206,16 +229,20 @@ class Recorder:
                 lambda: history.retain(days=self.retain_days, max_bytes=self.retain_bytes)
             )
         except HistoryFault as exc:
-            self._fail(str(exc), [])
+            await self._fail(str(exc), [], [])
 
-    def _fail(self, why: str, batch: list[RunJournal]) -> None:
-        """Recording stops: each run still running is told, once."""
+    async def _fail(self, why: str, batch: list[RunJournal], cut: list[str]) -> None:
+        """Recording stops: each run still running is told, once; what was stored of those
+        not stored whole (`cut`, and those being written) is forgotten."""
         self.fault = why
-        running = {id(j): j for j in batch} | {id(j): j for j, _ in self._stored.values()}
+        running = {id(j): j for j in (*batch, *self._queued)}
+        running |= {id(j): j for j, _ in self._stored.values()}
+        cut = [*cut, *self._stored]
         self._stored.clear()
         for journal in running.values():
             self._warn(journal, self._fault_text())
         self._idle.set()
+        await self._forget(cut)
 
 
 def _artifacts(journal: RunJournal) -> list[tuple[str, str, str, str, int, str]]:

@@ -26,6 +26,7 @@ import logging
 import signal
 import weakref
 from collections.abc import Callable
+from functools import partial
 from typing import Any, Final
 
 import trio
@@ -67,6 +68,8 @@ class Service(Endpoints):
         self.runtime = runtime
         self.options = options
         self.limits = options.limits
+        if runtime.recorder is not None:  # a run that ended before the history failed
+            runtime.recorder.on_unsaid = partial(logger.warning, "run %s: %s")
         self.stopping = False
         self._stop = trio.Event()
         self._ids = itertools.count(1)
