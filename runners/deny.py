@@ -9,9 +9,10 @@ may reach (the supervisor's own files, the credential stores: the supervisor's
 * a file by a bind of `/dev/null` on a nodev mount: a device node that no one may open
   (EACCES), for reading or writing;
 and each of the plan's `readOnly` paths (`.git/hooks`, `.git/config`, the project's config
-files in a writable grant) is bound over itself read-only. A mount point cannot be removed
-or renamed (EBUSY), and a link to it crosses a mount (EXDEV): the path stays as it is. A
-path the view does not show (beneath a cover, gone since the plan) is left alone.
+files in a writable grant) is bound over itself read-only, the `.git` holding them bound
+over itself (writable) first. A mount point cannot be removed or renamed (EBUSY), and a link
+to it crosses a mount (EXDEV): the path stays as it is. A path the view does not show
+(beneath a cover, gone since the plan) is left alone.
 """
 
 from __future__ import annotations
@@ -61,11 +62,23 @@ def take_back(sandbox: Sandbox, covered: Collection[str] = ()) -> None:
         else:
             mount("/dev/null", path, None, MS_BIND, "")
             _set(path, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)
+    for path in _pinned(sandbox.read_only):  # (writable: a mount point, not to be moved)
+        mount(path, path, None, MS_BIND, "")
     for path in sandbox.read_only:
         if not os.path.lexists(path):
             continue
         mount(path, path, None, MS_BIND, "")
         _set(path, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID)
+
+
+def _pinned(read_only: list[str]) -> list[str]:
+    """The repositories' `.git` directories that hold a read-only path: each bound over
+    itself first, so that it cannot be renamed away (EBUSY) and a new `.git` made in its
+    place, with hooks and a config of the script's own for the next `git` run there."""
+    found = {
+        os.path.dirname(p) for p in read_only if os.path.basename(os.path.dirname(p)) == ".git"
+    }
+    return sorted(p for p in found if os.path.isdir(p) and not os.path.islink(p))
 
 
 def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str) -> None:

@@ -367,6 +367,9 @@ def test_in_a_writable_project_its_git_hooks_and_config_stay_read_only(
         " (echo '[[hooks]]' >> .mcpx-hooks.toml) 2>/dev/null && echo WROTE-PROJECT;"
         " (mv .git/hooks .git/old-hooks) 2>/dev/null && echo MOVED-HOOKS;"
         " (rm -f .mcpx-hooks.toml) 2>/dev/null && echo REMOVED-PROJECT;"
+        # A new `.git` in place of the old one, with a config of its own (what the next
+        # `git status` there would run): the old one cannot be moved away.
+        " (mv .git .git-old) 2>/dev/null && echo MOVED-GIT;"
         " echo done"
     )
     stream = arun(run_remote(server, {"argv": ["sh", "-c", script], "cwd": str(project)}))
@@ -375,6 +378,7 @@ def test_in_a_writable_project_its_git_hooks_and_config_stay_read_only(
     assert list((project / ".git" / "hooks").iterdir()) == []
     assert (project / ".git" / "config").read_text() == "[core]\n"
     assert (project / ".mcpx-hooks.toml").read_text() == ""
+    assert not (project / ".git-old").exists()
 
 
 def test_doctor_shows_the_roots_and_what_is_never_granted(tmp_path: Path, home: Path) -> None:
