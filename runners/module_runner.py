@@ -4,7 +4,7 @@ Standard library only; never imports the supervisor. MODULE is a Python file (`h
 relative to the working directory, which is the hook's declaring directory) or a dotted
 `package.module`, either followed by `:function` (default `hook`). The function gets the
 input as a dict and returns a dict (printed as the hook's JSON answer) or None (no opinion).
-An `async def` hook is run with asyncio.
+An `async def` hook is run with asyncio. What the module itself prints goes to stderr.
 
 The interpreter starts without `site` (it costs more than the rest of the start-up); the
 supervisor passes its interpreter's site-packages directories as `--path`, so installed
@@ -115,6 +115,11 @@ def run(spec: str) -> int:
         if timeout_ms.isascii() and timeout_ms.isdigit()
         else TOTAL_BOUND_S
     )
+    out = sys.stdout
+    # What the module prints (a progress line, a debug print) goes to stderr, kept on the
+    # hook's frame: stdout holds the answer alone, which a line printed before it would
+    # turn into plain text (advice), and a refusal into none.
+    sys.stdout = sys.stderr
     try:
         raw = read_stdin(IDLE_BOUND_S, total)
         payload = json.loads(raw) if raw.strip() else {}
@@ -134,6 +139,8 @@ def run(spec: str) -> int:
 
         traceback.print_exc()
         return 1
+    finally:
+        sys.stdout = out
     if answer is None:
         return 0
     if not isinstance(answer, dict):

@@ -352,6 +352,10 @@ def wrong(payload):
 
 def silent(payload):
     return None
+
+def chatty(payload):
+    print("checking deps...")
+    return {"advise": "chatty"}
 """
 
 
@@ -363,6 +367,7 @@ def silent(payload):
         ("mods/m.py:later", HookStatus.OK, ("async",), None),
         ("pkg.mod:other", HookStatus.OK, ("other",), None),
         ("mods/m.py:silent", HookStatus.OK, (), None),
+        ("mods/m.py:chatty", HookStatus.OK, ("chatty",), "checking deps..."),  # (a print)
         ("mods/m.py:broken", HookStatus.FAILED, (), "RuntimeError: kaboom"),
         ("mods/m.py:wrong", HookStatus.FAILED, (), "returned list"),
         ("mods/m.py:absent", HookStatus.FAILED, (), "has no function 'absent'"),
