@@ -172,6 +172,41 @@ def test_a_file_that_is_not_utf8_is_refused(tmp_path: Path) -> None:
     assert "mcpx-hooks init: lefthook.yml: not UTF-8 text (byte 0)" in out.stderr
 
 
+INJECTED = r"""
+repos:
+  - repo: local
+    hooks:
+      - id: lint
+        entry: ruff check
+        language: system
+      - id: "fmt\n[[hooks]]\nname = \"zz\"\non = \"script\"\nphase = \"before\"\nrun = [\"sh\"]\n#"
+        entry: black .
+        language: python
+      - id: "a\u2028b\u001b[2J"
+        entry: black .
+        language: python
+"""
+
+
+def test_a_source_s_names_stay_in_their_comment_and_out_of_the_terminal(tmp_path: Path) -> None:
+    # An id of a hook not converted is named in a comment: a line break in it would end
+    # the comment and start TOML of the source's choosing (a hook, a ceiling raised).
+    out = convert(tmp_path, ".pre-commit-config.yaml", INJECTED)
+    assert out.returncode == 0, out.stderr
+    assert list(written(tmp_path)) == ["lint"]
+    text = (tmp_path / ".mcpx-hooks.toml").read_text()
+    assert "fmt\\n[[hooks]]" in text and "a\\u2028b\\x1b[2J" in text
+    assert "\x1b" not in out.stdout + out.stderr and "\u2028" not in out.stdout
+
+
+def test_a_command_that_is_not_unicode_is_refused_and_nothing_written(tmp_path: Path) -> None:
+    lone = 'repos:\n- repo: local\n  hooks:\n  - {id: a, entry: "echo \\ud800", language: system}\n'
+    out = convert(tmp_path, ".pre-commit-config.yaml", lone)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert "not Unicode (a lone surrogate); nothing written" in out.stderr
+    assert not (tmp_path / ".mcpx-hooks.toml").exists()
+
+
 def test_never_over_a_project_file_nor_from_a_file_with_nothing_to_convert(
     tmp_path: Path,
 ) -> None:
