@@ -395,6 +395,20 @@ async def test_module_runner(
         assert stderr in (frame.stderr_tail or "")
 
 
+@pytest.mark.parametrize("size", [100_000, 3_000_000], ids=["over-a-pipe", "over-1-MiB"])
+async def test_an_input_larger_than_a_pipe_costs_no_more_than_its_reading(
+    spawner: Spawner, tmp_path: Path, size: int
+) -> None:
+    # A hook whose input the pipe could not hold whole read it only after the spawner's
+    # held "started" (a second): one with a timeout under that always timed out.
+    code = "import sys, json; print(json.dumps({'advise': str(len(sys.stdin.read()))}))"
+    hook = make_hook(tmp_path, target=(PY, "-c", code), timeout_ms=900)
+    ctx = attrs.evolve(CTX, input=({"big": "x" * size},))
+    report = await run(spawner, hook, ctx)
+    assert report.frame.status is HookStatus.OK, to_json(report.frame)
+    assert int(report.frame.advice[0]) > size
+
+
 async def test_module_runner_bounds_a_stalled_stdin(tmp_path: Path) -> None:
     """A writer that never closes stdin cannot hang the runner past its total bound."""
     from mcpx_hooks.supervisor.process.spawner import runner_path

@@ -185,6 +185,33 @@ class Child:
             if event not in ("accepted", "listening"):
                 raise SpawnError(str(msg.get("message", msg)))
 
+    async def _feed_until_started(self) -> None:
+        """`_wait_started`, writing meanwhile what of stdin the pipe did not take: the
+        spawner holds a collected child's "started" until it ends, and a child reading its
+        input whole before anything else would end only once the hold is up (a second)."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._feed)
+            await self._wait_started()
+            nursery.cancel_scope.cancel()
+
+    async def _feed(self) -> None:
+        """Writes `_unwritten` to stdin, keeping in it what is not written yet (whatever
+        point it is cancelled at), and closes stdin once all of it is."""
+        assert self.stdin is not None
+        fd, data, done = self.stdin.fileno(), memoryview(self._unwritten), 0
+        try:
+            while done < len(data):
+                await trio.lowlevel.wait_writable(fd)
+                try:
+                    done += os.write(fd, data[done : done + _READ_CHUNK])
+                except BlockingIOError:
+                    continue
+                except OSError:  # the child closed its stdin, or ended: nothing to write
+                    done = len(data)
+            self.stdin.close()
+        finally:
+            self._unwritten = bytes(data[done:])
+
     async def wait(self) -> Outcome:
         """Waits until the whole tree is gone and reaped; returns the outcome.
 

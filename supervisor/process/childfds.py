@@ -5,6 +5,8 @@ environment in a memfd.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -16,6 +18,11 @@ import trio
 from ..core.errors import SpawnError
 from ..core.records import Record
 from .child import Child, Outcome, SpawnerLink
+
+#: A pipe's size as made; and the most an ordinary user may grow one to (Linux's default
+#: `/proc/sys/fs/pipe-max-size`).
+_PIPE_BYTES = 65536
+_PIPE_MAX_BYTES = 1 << 20
 
 
 @attrs.define(repr=False)
@@ -86,7 +93,12 @@ class ChildFds(Record):
 
 
 def _prefill(fd: int, data: bytes) -> bytes:
-    """Writes what the empty pipe `fd` takes of `data` without blocking; returns the rest."""
+    """Writes what the empty pipe `fd` takes of `data` without blocking, the pipe grown to
+    hold it first where the system lets it (an ordinary user's pipes up to 1 MiB); returns
+    the rest."""
+    if len(data) > _PIPE_BYTES:
+        with contextlib.suppress(OSError):  # (EPERM past the system's bound: as it is)
+            fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, min(len(data), _PIPE_MAX_BYTES))
     os.set_blocking(fd, False)
     try:
         written = os.write(fd, data)

@@ -208,7 +208,10 @@ class Spawner:
             child: Child | None = None
             try:
                 child = await self._request(spec, stdin, extra_fds, collect, outcome)
-                await child._wait_started()
+                if collect is not None and child._unwritten:
+                    await child._feed_until_started()
+                else:
+                    await child._wait_started()
                 return child
             except SpawnerGone as exc:
                 if child is not None:
