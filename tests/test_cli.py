@@ -158,6 +158,29 @@ def test_hook_test_event_file_is_merged(project: Path) -> None:
     assert (frame["changed"], frame["original"], frame["value"]) == (True, 41, 82)
 
 
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["exec", "--stdin", "/dev/zero", "--", "true"], "--stdin /dev/zero: over 67108864 bytes"),
+        (["exec", "--stdin", "-", "--", "true"], "--stdin -: over 67108864 bytes"),
+        (
+            ["hook", "test", "double", "--config", "hooks.toml", "--event", "/dev/zero"],
+            "--event /dev/zero: over 16777216 bytes",
+        ),
+    ],
+    ids=["stdin-file", "stdin-stream", "event"],
+)
+def test_an_input_that_never_ends_is_refused_not_held(
+    project: Path, args: list[str], said: str
+) -> None:
+    # Read no further than the bound (the machine's memory was the only one before).
+    with open("/dev/zero", "rb") as zero:
+        out = subprocess.run(
+            [*CLI, *args], cwd=project, stdin=zero, capture_output=True, text=True, timeout=60
+        )
+    assert out.returncode == 2 and said in out.stderr and "Traceback" not in out.stderr, out
+
+
 def test_hook_test_timeout_exits_1_with_readable_view(project: Path) -> None:
     out = mcpx("hook", "test", "hangs", "--phase", "before", "--config", "hooks.toml", cwd=project)
     assert out.returncode == 1

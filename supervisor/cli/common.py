@@ -211,6 +211,23 @@ def usage(command: str, message: str) -> int:
     return EXIT_USAGE
 
 
+def read_bounded(flag: str, name: str, limit: int, why: str) -> bytes:
+    """What the file `name` (`-`: this process's stdin) given to `flag` holds, at most `limit`
+    bytes: `Usage` past them (`why` says why there is a bound), and where it cannot be read.
+    Read no further than that: `/dev/zero` or a pipe that never ends is refused, not held."""
+    try:
+        if name == "-":
+            data = sys.stdin.buffer.read(limit + 1)
+        else:
+            with open(name, "rb") as f:
+                data = f.read(limit + 1)
+    except OSError as exc:
+        raise Usage(f"{flag} {name}: {exc.strerror or exc}") from None
+    if len(data) > limit:
+        raise Usage(f"{flag} {name}: over {limit} bytes ({why})")
+    return data
+
+
 def json_flag(flag: str, text: str | bytes) -> Any:
     """The JSON value a flag or file gives (text, or a file's bytes: UTF-8, a byte order mark
     ignored as everywhere), or `Usage` naming it and why not."""

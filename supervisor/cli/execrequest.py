@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-from .common import Usage, json_flag, load
+from .common import Usage, json_flag, load, read_bounded
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
 if TYPE_CHECKING:
@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 
 #: The most `--files-from` reads, in bytes: a list of paths, not a stream.
 _MAX_FILES_FROM: Final = 16 * 1024 * 1024
+#: The most `exec --stdin` gives a script in process (a run over a service: its message).
+MAX_STDIN_BYTES: Final = 64 * 1024 * 1024
 #: The longest `--timeout`, in seconds: a year.
 _MAX_TIMEOUT_S: Final = 365 * 24 * 3600
 
@@ -161,11 +163,10 @@ def files_from(args: argparse.Namespace) -> ChangedFiles | None:
 
 
 def _stdin_bytes(args: argparse.Namespace) -> bytes:
-    if args.stdin == "-":
-        return sys.stdin.buffer.read()
-    if args.stdin:
-        return Path(args.stdin).read_bytes()
-    return b""
+    if not args.stdin:
+        return b""
+    why = "a script's stdin is held whole: let the script open a file that large itself"
+    return read_bounded("--stdin", args.stdin, MAX_STDIN_BYTES, why)
 
 
 def local_request(args: argparse.Namespace) -> tuple[Config, RunRequest]:

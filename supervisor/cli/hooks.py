@@ -15,12 +15,17 @@ from .common import (
     Usage,
     json_flag,
     load,
+    read_bounded,
     remote,
     remote_failed,
     run_async,
     usage,
 )
 from .parser import add_config_arguments, add_token_file_argument
+
+#: The most `hook test --event` reads (a hook's whole input, as a service's message may be
+#: many times over).
+MAX_EVENT_BYTES = 16 * 1024 * 1024
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
 if TYPE_CHECKING:
@@ -149,7 +154,8 @@ def _hook_test(args: argparse.Namespace) -> int:
         event: dict[str, Any] = {}
         if args.event:
             name = "stdin (--event -)" if args.event == "-" else args.event
-            data = sys.stdin.buffer.read() if args.event == "-" else Path(args.event).read_bytes()
+            why = "a hook's input is held whole"
+            data = read_bounded("--event", args.event, MAX_EVENT_BYTES, why)
             event = json_flag(name, data)
             if not isinstance(event, dict):
                 raise Usage(f"{name}: expected a JSON object")
