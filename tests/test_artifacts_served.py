@@ -78,6 +78,23 @@ def test_an_artifact_is_served_with_its_mime_by_id(server: Server) -> None:
     assert get(server, f"/v1/runs/{run_id}/artifacts/{report['id']}", token=False)[0] == 401
 
 
+def test_an_artifact_named_in_no_encoding_is_kept_and_the_server_goes_on(tmp_path: Path) -> None:
+    # A name of bytes that are not UTF-8 (a script's to choose): framed as text (U+FFFD),
+    # and stored so; it took the whole server down when the history wrote it, a second on.
+    own = start_server(tmp_path)
+    try:
+        script = 'printf x > "$MCPX_ARTIFACTS_DIR/$(printf "bad\\377name")"'
+        frames = _run(own, script)
+        (artifact,) = [f for f in frames if f["type"] == "artifact"]
+        assert artifact["name"] == "bad\ufffdname"
+        assert _run(own, "true")[-1]["type"] == "end"  # it serves on
+    finally:
+        assert own.stop() == 0  # (its history written: what a stop waits for)
+    assert "Traceback" not in own.log() and "failed" not in own.log(), own.log()
+    shown = mcpx("runs", "show", frames[0]["runId"], cwd=tmp_path)
+    assert "bad\ufffdname" in shown.stdout, shown
+
+
 @pytest.mark.parametrize(
     "tail",
     ["..%2F..%2F..%2Fetc%2Fpasswd", "%2Fetc%2Fpasswd", "a9", "../a0", "a0/..", "page.html"],

@@ -27,16 +27,20 @@ database and says the same.
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 from collections.abc import Callable
 from typing import Final
 
 import trio
 
+from ..core.errors import bug_summary
 from ..core.frames import WarningFrame, blank
 from ..history.store import History, HistoryFault, Written
 from .artifacts import ArtifactGone
 from .journal import RunJournal
+
+logger = logging.getLogger("mcpx_hooks.history")
 
 #: Runs that may wait for the writer at once (see the module docstring).
 CAPACITY: Final = 256
@@ -189,6 +193,11 @@ class Recorder:
                 await self._retain()
         except HistoryFault as exc:
             await self._fail(str(exc), batch, [i.run_id for i in items if i.first > 0])
+        except Exception as exc:  # a bug: the history given up, never the process it serves
+            logger.error("recording runs failed: %s", bug_summary(exc))
+            logger.debug("recording runs failed", exc_info=exc)
+            why = f"a bug in recording runs: {bug_summary(exc)}"
+            await self._fail(why, batch, [i.run_id for i in items if i.first > 0])
 
     async def _forget(self, run_ids: list[str]) -> None:
         """What was stored of runs a fault cut short, dropped where the database still lets
@@ -255,6 +264,6 @@ def _artifacts(journal: RunJournal) -> list[tuple[str, str, str, str, int, str]]
             kept = store.find(journal.run_id, str(frame["id"]))
         except ArtifactGone:
             continue
-        sha = str(frame["sha256"])
-        found.append((str(frame["id"]), sha, kept.name, kept.mime, kept.size, kept.path))
+        sha, name = str(frame["sha256"]), str(frame["name"])  # (the name as framed: text)
+        found.append((str(frame["id"]), sha, name, kept.mime, kept.size, kept.path))
     return found
