@@ -181,6 +181,10 @@ class ClusterRoutes:
         except HistoryFault:
             return held
 
+    async def settle(self) -> None:
+        if self.journals is not None:
+            await self.journals.settle()
+
     def search(self, text: str, run_id: str | None, limit: int) -> list[dict[str, Any]] | None:
         """The gateway's history searched (None: it keeps none, `/v1/search` is 404)."""
         if self.journals is None:

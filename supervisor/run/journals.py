@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import operator
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, Final, TypeVar
 
 import trio
@@ -45,11 +45,13 @@ class Journals:
         history: History | None = None,
         recorder: Callable[[RunJournal], object] | None = None,
         telemetry: Telemetry | None = None,
+        settle: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.retain = retain
         #: The runs stored on disk (None: memory only), and what records new runs there.
         self.history = history
         self.recorder = recorder
+        self._settle = settle
         #: What each new run's frames are counted by and exported to (`telemetry.py`).
         self.telemetry = telemetry or Telemetry()
         #: The runs' artifacts, removed with the run that made them.
@@ -106,6 +108,11 @@ class Journals:
             return held + self.history.summaries(self.retain, self._runs)
         except HistoryFault:
             return held
+
+    async def settle(self) -> None:
+        """Waits (bounded) until what the runs have sent is in the history, to be searched."""
+        if self._settle is not None:
+            await self._settle()
 
     def search(self, text: str, run_id: str | None, limit: int) -> list[dict[str, Any]] | None:
         """The stored frames matching `text` (`History.search`; blocking, a `HistoryFault`

@@ -46,6 +46,8 @@ logger = logging.getLogger("mcpx_hooks.history")
 CAPACITY: Final = 256
 #: At most one write in this many seconds (what comes in between is one transaction).
 BATCH_S: Final = 0.05
+#: The longest a search waits for the writer to store what runs have sent (`settled`).
+SETTLE_S: Final = 1.0
 #: Retention runs after this many runs have ended, and at the start.
 RETAIN_EVERY: Final = 64
 #: The stored lines indexed for search at most per write (one every `BATCH_S`) while runs
@@ -138,6 +140,12 @@ class Recorder:
                 self.on_unsaid(journal.run_id, message)
             return
         journal.append(blank(WarningFrame, message=message))
+
+    async def settled(self) -> None:
+        """Waits, at most `SETTLE_S`, until every journal noted so far is written (a search
+        that should find what a run has just sent): the writer's batches go on as ever."""
+        with trio.move_on_after(SETTLE_S):
+            await self._idle.wait()
 
     async def wait_idle(self) -> None:
         """Waits until every journal noted so far is written (or the history failed); the

@@ -151,6 +151,7 @@ async def _open_serving(
             history=recorder.history if recorder is not None else None,
             recorder=recorder.note if recorder is not None else None,
             telemetry=telemetry,
+            settle=recorder.settled if recorder is not None else None,
         )
         runtime = Runtime(config, spawner, bus, journals, stats, servers, recorder, telemetry)
         bus.publish(EventKind.SUPERVISOR_STARTED, {})

@@ -45,6 +45,8 @@ async def serve_plain(
         return
     answer = routes.answer(request, token=token, origins=origins, stopping=stopping, state=state)
     if isinstance(answer, routes.Later):
+        if answer.settle:
+            await state.settle()
         answer = await trio.to_thread.run_sync(answer.make)
     if isinstance(answer, routes.Answer):
         await conn.respond(answer.status, answer.body, answer.headers, answer.content_type)

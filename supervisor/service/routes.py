@@ -86,9 +86,11 @@ class RunDownload(Record):
 
 @attrs.frozen(repr=False, eq=False)
 class Later(Record):
-    """An answer that reads the disk: the server makes it in a worker thread."""
+    """An answer that reads the disk: the server makes it in a worker thread (`settle`: once
+    what the runs have sent is in the history, as a search must be)."""
 
     make: Callable[[], Answer]
+    settle: bool = False
 
 
 #: What a route answers.
@@ -110,6 +112,8 @@ class RouteState(Protocol):
 
     def search(self, text: str, run_id: str | None, limit: int) -> list[dict[str, Any]] | None: ...
 
+    async def settle(self) -> None: ...
+
 
 class _NoRuns:
     def summaries(self) -> list[dict[str, Any]]:
@@ -128,6 +132,9 @@ class _NoRuns:
 
     def search(self, text: str, run_id: str | None, limit: int) -> list[dict[str, Any]] | None:
         return None
+
+    async def settle(self) -> None:
+        pass
 
 
 NO_RUNS: Final[RouteState] = _NoRuns()
@@ -191,7 +198,7 @@ def _search(state: RouteState, params: Mapping[str, str]) -> Answered:
             return _error(404, "this server keeps no run history to search")
         return Answer(200, json.dumps(found).encode())
 
-    return Later(make)
+    return Later(make, settle=True)
 
 
 def _no_state(state: RouteState, params: Mapping[str, str]) -> Answered:
