@@ -6,9 +6,12 @@ fault met while a run runs warns that run once."""
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
+import subprocess
 from pathlib import Path
 
+import orjson
 import pytest
 import trio
 
@@ -125,6 +128,47 @@ def test_writers_sharing_a_database_store_on_what_they_read(tmp_path: Path) -> N
     finally:
         first.close()
         other.close()
+
+
+def test_a_run_whose_owner_is_gone_is_ended_in_the_history_and_verifies(tmp_path: Path) -> None:
+    # Two runs stored as far as their owners got: one by a process that is gone (it was
+    # killed), one by this one (still running it). Opening the history to write ends the
+    # first, there and for good; the second is its owner's.
+    from mcpx_hooks.supervisor.core.chain import check
+    from mcpx_hooks.supervisor.history.store import OWNER_MARK
+    from mcpx_hooks.supervisor.run.interrupted import alive, owner_token, seal_interrupted
+
+    gone = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True)
+    dead = owner_token(int(gone.stdout))  # (0: its /proc entry is gone with it)
+    ours = owner_token()
+    assert alive(ours) and not alive(dead) and not alive((1 << 40) | os.getpid())
+    with subprocess.Popen(["sh", "-c", "read x"], stdin=subprocess.PIPE) as child:
+        assert child.stdin is not None
+        token = owner_token(child.pid)
+        assert alive(token)
+        child.stdin.close()  # it ends, and is left unreaped: a zombie is gone as well
+        os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)
+        assert not alive(token)
+    history = History.open(tmp_path / "h.db")
+    try:
+        for run_id, owner in (("killed", dead), ("mine", ours)):
+            j = RunJournal(run_id)
+            j.append(blank(StartFrame, argv=("job",), cwd="/", sandbox="none"))
+            history.write(
+                [Written(run_id, 0, list(j.lines), j.summary(), 1.0, False)],
+                marks={OWNER_MARK + run_id: owner},
+            )
+        assert seal_interrupted(history) == ["killed"]
+        stored, finished = history.lines("killed") or ([], False)
+        assert finished and check(stored) is None  # its end carries the chain
+        assert [orjson.loads(line)["type"] for line in stored] == ["start", "error", "end"]
+        assert "stopped before its end" in orjson.loads(stored[1])["message"]
+        statuses = {s["runId"]: s["status"] for s in history.summaries(10)}
+        assert statuses == {"killed": "error", "mine": "running"}
+        assert history.mark(OWNER_MARK + "killed") is None  # its owner forgotten with it
+        assert seal_interrupted(history) == []  # once
+    finally:
+        history.close()
 
 
 def test_a_file_that_is_not_ours_is_a_fault_and_left_as_it_is(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ __all__, __getattr__, __dir__ = exports(
         "probing": ("probe",),
         "search": ("MATCHES", "MAX_MATCHES", "MAX_QUERY", "SEARCHED", "frame_text", "query"),
         "store": (
+            "OWNER_MARK",
             "History",
             "HistoryFault",
             "StoredArtifact",

@@ -51,6 +51,7 @@ from .schema import prepare
 DB_NAME: Final = Path("mcpx-hooks") / "history.db"
 #: How long a write waits for another process's lock before it is a fault, in ms.
 BUSY_MS: Final = 2000
+OWNER_MARK: Final = "owner:"  #: with a run's id: its owner while it runs (`run/interrupted.py`)
 #: Lines a chunk holds at most (a large batch is several chunks: what a write holds at once,
 #: and what a reader decompresses to reach one seq, stay small).
 CHUNK_LINES: Final = 4096
@@ -183,12 +184,10 @@ class History:
     def _still_there(self) -> None:
         """Raises `OSError` when the file `open` opened is no longer at `path` (removed,
         replaced): what is written goes nowhere anyone will read it."""
-        try:
-            found = os.stat(self.path)
-        except FileNotFoundError:
-            raise FileNotFoundError(2, f"{self.path} was removed while open") from None
-        if (found.st_dev, found.st_ino) != self._identity:
-            raise FileNotFoundError(2, f"{self.path} was replaced while open")
+        found = os.stat(self.path) if os.path.exists(self.path) else None
+        if found is None or (found.st_dev, found.st_ino) != self._identity:
+            how = "removed" if found is None else "replaced"
+            raise FileNotFoundError(2, f"{self.path} was {how} while open")
 
     # The writer's side.
 
@@ -264,6 +263,8 @@ class History:
             "UPDATE runs SET bytes = bytes + ?, frames = ?, finished = ? WHERE key = ?",
             (size, first + len(new), item.finished, key),
         )
+        if item.finished:  # (its owner's mark: `run/interrupted.py`)
+            db.execute("DELETE FROM marks WHERE name = ?", (OWNER_MARK + item.run_id,))
 
     def _keep_file(self, sha: str, source: str) -> bool:
         """Copies an artifact's bytes to `artifacts/<sha>` (once for the same bytes); False

@@ -36,8 +36,9 @@ import trio
 
 from ..core.errors import bug_summary
 from ..core.frames import WarningFrame, blank
-from ..history.store import History, HistoryFault, Written
+from ..history.store import OWNER_MARK, History, HistoryFault, Written
 from .artifacts import ArtifactGone
+from .interrupted import owner_token, seal_interrupted
 from .journal import RunJournal
 
 logger = logging.getLogger("mcpx_hooks.history")
@@ -98,6 +99,7 @@ class Recorder:
         #: module docstring); `on_unsaid` is told of each as it is found.
         self.unsaid: dict[str, str] = {}
         self.on_unsaid: Callable[[str, str], object] | None = None
+        self._owner = owner_token()
 
     def note(self, journal: RunJournal) -> None:
         """The journal grew: queue it for the writer (never blocks)."""
@@ -158,6 +160,10 @@ class Recorder:
         """The writer, until cancelled."""
         task_status.started()
         if self.history is not None and self.fault is None:
+            try:
+                await trio.to_thread.run_sync(seal_interrupted, self.history)
+            except HistoryFault as exc:
+                await self._fail(str(exc), [], [])
             await self._retain()
         while True:
             batch: list[RunJournal] = []
@@ -184,6 +190,8 @@ class Recorder:
         # The marks first: what they say is in the journals is then in the items.
         marks = dict(self.marks) if self.marks != self._marked else None
         items = [item for journal in batch if (item := self._item(journal)) is not None]
+        # A run's owner, with its first lines (`interrupted.py`).
+        owners = {OWNER_MARK + i.run_id: self._owner for i in items if not i.first}
         dropped, self._dropped = self._dropped, set()
         ended = sum(item.finished for item in items)
         try:
@@ -191,8 +199,9 @@ class Recorder:
                 await trio.to_thread.run_sync(history.drop, dropped)
             if items or self._behind or marks:
                 budget = INDEX_LINES if items else INDEX_IDLE_LINES
+                sent = {**(marks or {}), **owners}
                 self._behind = await trio.to_thread.run_sync(
-                    lambda: history.write(items, index=budget, marks=marks)
+                    lambda: history.write(items, index=budget, marks=sent)
                 )
                 self._marked = marks or self._marked
             self._ended += ended

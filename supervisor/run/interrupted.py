@@ -1,0 +1,80 @@
+"""Runs a supervisor left unfinished in the history because it was killed (SIGKILL, a lost
+machine): ended there, once, by the next process that opens the history to write.
+
+Each run's first write stores its owner (`owner_token`: the writing process's pid and start
+time, as a mark of the history's) in the same transaction as its lines; its last write, the
+one that stores its `end`, removes it. A process opening the history (`seal_interrupted`)
+takes each stored run still `running` whose owner is gone (no such process now, or another
+one with its pid) and stores the end a run of its own would have had: an `error` saying
+so, then `end` with the chain of every line before it. The run then lists as `error`, its
+downloads and `runs verify` agree, and retention counts it as finished. A run whose owner
+still runs is left to it (two processes may share one history). A run stored without an
+owner (by an older version) is taken for one whose owner is gone.
+
+What the killed process had sent but not yet stored (its last batch, at most `BATCH_S`) is
+not in the history: a client that saw those frames sees their seq numbers again, on the
+error and end frames.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Final
+
+from ..history.store import OWNER_MARK, History, Written
+from .journal import RunJournal
+
+#: The stored runs looked at, newest first (older ones stay as they are).
+LOOKED_AT: Final = 1024
+#: What the error frame of such a run says.
+INTERRUPTED: Final = (
+    "the run's history ends here: the supervisor that ran it stopped before its end"
+    " (killed, or its machine went down); what it sent last may be missing"
+)
+#: A pid fits in 22 bits (Linux's `pid_max` at most 2**22).
+_PID_BITS: Final = 22
+
+
+def owner_token(pid: int | None = None) -> int:
+    """The process `pid` (default: this one) as an owner: its pid and its start time (clock
+    ticks after boot), which together name one process of one boot. 0: it is not there (or
+    has ended, a zombie its parent has not reaped)."""
+    pid = os.getpid() if pid is None else pid
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return 0
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    if fields[0] in (b"Z", b"X"):  # ended, not yet reaped by its parent: gone all the same
+        return 0
+    return (int(fields[19]) << _PID_BITS) | pid
+
+
+def alive(token: int) -> bool:
+    """Whether the owner `token` names a process that is still there."""
+    pid = token & ((1 << _PID_BITS) - 1)
+    return pid > 0 and owner_token(pid) == token
+
+
+def seal_interrupted(history: History) -> list[str]:
+    """Ends each stored run whose owner is gone (the module's words); their ids. Blocking:
+    run it in a worker thread. Raises `HistoryFault` as the history's reads and writes do."""
+    sealed: list[str] = []
+    for summary in history.summaries(LOOKED_AT):
+        run_id = summary.get("runId")
+        if summary.get("status") != "running" or not isinstance(run_id, str):
+            continue
+        owner = history.mark(OWNER_MARK + run_id)
+        if owner is not None and alive(owner):
+            continue
+        found = history.lines(run_id)
+        if found is None or found[1] or not found[0]:
+            continue
+        lines = found[0]
+        journal = RunJournal.restored(run_id, lines, finished=True)
+        journal.seal(INTERRUPTED)
+        ended = journal.lines[len(lines) :]
+        history.write([Written(run_id, len(lines), ended, journal.summary(), 0.0, True)])
+        sealed.append(run_id)
+    return sealed
