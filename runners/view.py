@@ -307,8 +307,10 @@ def _make_path(path: str, made: set[str]) -> None:
 
 
 def copy_tree(src: int, dst_path: str, ids: tuple[int, int] | None) -> None:
-    """Copies the regular files and directories under the directory fd `src` to `dst_path`
-    (symlinks and the rest are skipped, never followed); `ids`: chown the copies."""
+    """Copies the regular files and directories under the directory fd `src` to `dst_path`;
+    a symlink is copied as a symlink (never followed) and any other entry (a FIFO, a socket,
+    a device) as an empty FIFO of its name, so that what lists the copy names each one;
+    `ids`: chown the copies."""
     dst = os.open(dst_path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         _copy_into(src, dst, ids)
@@ -334,6 +336,14 @@ def _copy_into(src: int, dst: int, ids: tuple[int, int] | None) -> None:
                 os.close(sub_dst)
         elif stat.S_ISREG(info.st_mode):
             _copy_file(src, dst, entry.name, ids)
+        else:  # its kind kept, its content never followed nor read (a listing names it)
+            with contextlib.suppress(FileExistsError):
+                if stat.S_ISLNK(info.st_mode):
+                    os.symlink(os.readlink(entry.name, dir_fd=src), entry.name, dir_fd=dst)
+                else:
+                    os.mkfifo(entry.name, 0o600, dir_fd=dst)
+                if ids is not None:
+                    os.chown(entry.name, *ids, dir_fd=dst, follow_symlinks=False)
 
 
 def _copy_file(src: int, dst: int, name: str, ids: tuple[int, int] | None) -> None:

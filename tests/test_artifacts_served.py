@@ -78,6 +78,16 @@ def test_an_artifact_is_served_with_its_mime_by_id(server: Server) -> None:
     assert get(server, f"/v1/runs/{run_id}/artifacts/{report['id']}", token=False)[0] == 401
 
 
+def test_a_sandboxed_run_s_symlinks_and_fifos_are_named_not_framed(server: Server) -> None:
+    # Under a sandbox the directory is a tmpfs copied back: its other entries were dropped
+    # from the copy without a word, where the same run under `none` is told of them.
+    script = 'cd "$MCPX_ARTIFACTS_DIR" && ln -s /etc/passwd link && mkfifo ff && echo a > r.txt'
+    frames = _run(server, script)
+    assert [f["name"] for f in frames if f["type"] == "artifact"] == ["r.txt"]
+    (warned,) = [f["message"] for f in frames if f["type"] == "warning"]
+    assert warned.endswith("are not artifacts: ff, link"), warned
+
+
 def test_an_artifact_named_in_no_encoding_is_kept_and_the_server_goes_on(tmp_path: Path) -> None:
     # A name of bytes that are not UTF-8 (a script's to choose): framed as text (U+FFFD),
     # and stored so; it took the whole server down when the history wrote it, a second on.
