@@ -445,6 +445,31 @@ def test_after_a_server_restart_the_page_recovers_by_itself(
     shot(page, "restarted")
 
 
+def test_after_a_restart_with_a_new_token_the_page_asks_for_it(
+    browser: Browser, tmp_path: Path
+) -> None:
+    # The socket is refused at its handshake (401) as long as the cookie is the old token:
+    # "reconnecting" for ever before, never the login.
+    tmp_path.chmod(0o755)
+    server = start_server(tmp_path)
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    try:
+        page = context.new_page()
+        page.goto(f"http://127.0.0.1:{server.port}/?token={server.token}")
+        expect(page.locator("#link")).to_have_text("live", timeout=WAIT_MS)
+        port, old = server.port, server.token
+        assert server.stop() == 0
+        expect(page.locator("#link")).to_contain_text("reconnecting", timeout=WAIT_MS)
+        server = start_server(tmp_path, "--port", str(port), "--new-token")
+        assert server.token != old
+        expect(page.locator("#login")).to_be_visible(timeout=WAIT_MS)
+        expect(page.locator("#login-why")).to_contain_text("it has a new token")
+        expect(page.locator("#link")).to_have_text("not signed in")
+    finally:
+        context.close()
+        server.stop()
+
+
 def test_after_a_restart_without_a_history_the_page_says_the_runs_are_gone(
     browser: Browser, tmp_path: Path
 ) -> None:

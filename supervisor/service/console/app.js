@@ -81,6 +81,21 @@ async function back() {
   if (location.hash.startsWith("#/hooks")) route();
 }
 
+/** A socket lost while the server is up but refuses this browser's cookie (it has a new
+ * token): the login, and no more reconnecting, which would be refused as long. */
+async function refused() {
+  let got;
+  try {
+    got = await page.runs.refresh();
+  } catch {
+    return; // the server is down: reconnecting goes on
+  }
+  if (got && got.status === 401) {
+    page.stream.close();
+    showLogin("The server no longer takes this browser's cookie: it has a new token (serve --new-token).");
+  }
+}
+
 function openEvents() {
   page.stream = new Socket({
     // From the oldest event the bus still holds (a gap first when it holds no longer all),
@@ -117,6 +132,7 @@ function openEvents() {
         }
         page.lost = true;
         link("server unreachable — reconnecting…", "lost");
+        refused();
       }
     },
   });
