@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 from test_server_inprocess import UNCONFINED, read
 
@@ -216,6 +217,28 @@ def test_trust_refuses_what_it_cannot_pin(tmp_path: Path) -> None:
     assert mcpx("trust", "--list", cwd=empty, env=env).stdout.startswith(
         "no project config files are trusted"
     )
+
+
+def test_trust_without_a_name_leaves_a_file_another_user_owns(tmp_path: Path) -> None:
+    # A project file above the project, in a directory others may write (`/tmp`), put
+    # there by someone else: the bulk form trusted it with the rest.
+    if os.geteuid() != 0:
+        pytest.skip("a file another user owns is made by root")
+    env = environment(tmp_path)
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / ".mcpx-hooks.toml").write_text("")
+    planted = tmp_path / ".mcpx-hooks.toml"
+    planted.write_text("")
+    os.chown(planted, 65534, 65534)
+    out = mcpx("trust", cwd=project, env=env)
+    assert out.returncode == 2, out
+    assert f"{planted} is not yours (owner uid 65534): not trusted" in out.stderr
+    assert f"trusted {project / '.mcpx-hooks.toml'}" in out.stdout
+    listed = mcpx("trust", "--list", "--json", cwd=project, env=env).stdout
+    assert [entry["file"] for entry in json.loads(listed)] == [str(project / ".mcpx-hooks.toml")]
+    named = mcpx("trust", str(planted), cwd=project, env=env)  # named: trusted
+    assert named.returncode == 0 and f"trusted {planted}" in named.stdout, named
 
 
 async def test_the_service_says_what_its_discovery_skipped(tmp_path: Path) -> None:

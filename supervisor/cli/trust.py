@@ -3,7 +3,8 @@
 A project file (`.mcpx-hooks.toml` / `.json` found in the directory chain) is applied only
 once its place and SHA-256 are in the trust state (`config/truststore.py`). `trust` with no
 FILE trusts the project files of the working directory's chain (discovery's, even with
-`MCPX_HOOKS_NO_DISCOVERY` set: trusting is not applying). Exit codes: 0 done; 1 the state
+`MCPX_HOOKS_NO_DISCOVERY` set: trusting is not applying) that are the user's own (or
+root's); one another user owns is trusted only when named. Exit codes: 0 done; 1 the state
 could not be written; 2 bad input (a name that is not a project file, a file that is not a
 regular file, a file that does not validate (each problem printed with its file and JSON
 pointer; the file is not trusted), no state directory, a state file that cannot be
@@ -76,11 +77,31 @@ def trust(args: argparse.Namespace) -> int:
         paths = [Path(f) for f in args.files]
     else:
         environ = {k: v for k, v in os.environ.items() if k != NO_DISCOVERY_ENV}
-        paths = [f.path for f in discover(Path.cwd(), environ) if f.project]
-        if not paths:
+        found = [f.path for f in discover(Path.cwd(), environ) if f.project]
+        if not found:
             names = " or ".join(LOCAL_NAMES)
             return usage("trust", f"no {names} from / down to {Path.cwd()}: nothing to trust")
+        paths = [p for p in found if _yours(p)]
+        for path in found:
+            if path not in paths:  # (someone who can write /tmp could have put it there)
+                usage("trust", f"{path} is not yours (owner uid {_owner(path)}): not trusted;"
+                      f" name it to trust it: mcpx-hooks trust {path}")  # fmt: skip
+        if len(paths) < len(found):
+            return max(_change(paths, untrusting=False), EXIT_USAGE)
     return _change(paths, untrusting=False)
+
+
+def _owner(path: Path) -> int | None:
+    try:
+        return path.lstat().st_uid
+    except OSError:
+        return None
+
+
+def _yours(path: Path) -> bool:
+    """Whether the project file `path` found in the directory chain is this user's or
+    root's: one another user owns is trusted only when named."""
+    return _owner(path) in (os.getuid(), 0, None)
 
 
 def untrust(args: argparse.Namespace) -> int:
