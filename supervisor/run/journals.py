@@ -128,6 +128,8 @@ class Journals:
                 stored = self.history.artifact(run_id, artifact_id)
                 if stored is not None:
                     return Stored(stored.path, stored.name, stored.mime, stored.size)
+                if self.history.lines(run_id, 1 << 62) is not None:  # (the run, none of it)
+                    raise ArtifactGone(f"run {run_id} has no artifact {artifact_id!r}")
         if run_id not in self._runs:
             raise ArtifactGone(
                 f"no run {run_id!r} is retained (the last {self.retain} runs are, with their"

@@ -133,11 +133,11 @@ class Endpoints:
         try:
             journal = await self.runtime.journals.find(target.run_id)
         except UnknownRun:
-            kept = " in memory, nor in its run history" if self.runtime.journals.history else ""
+            kept = "; its run history has no such run" if self.runtime.journals.history else ""
             raise WireError(
                 Close.NOT_FOUND,
                 f"no run {target.run_id!r} is retained (the server keeps the last "
-                f"{self.runtime.journals.retain} runs{kept})",
+                f"{self.runtime.journals.retain} runs in memory{kept})",
             ) from None
         check_from(start, len(journal))
         # While the run runs, this socket may answer its asks too.

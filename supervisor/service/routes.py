@@ -183,11 +183,11 @@ def _search(state: RouteState, params: Mapping[str, str]) -> Answered:
     from ..history.search import MATCHES, MAX_MATCHES
 
     limit = params.get("limit", str(MATCHES))
-    if not (limit.isascii() and limit.isdecimal() and len(limit) < 10 and int(limit) > 0):
+    if not (limit.isascii() and limit.isdecimal() and int(limit[:12]) > 0):
         return _error(400, f"limit must be a whole number from 1 (at most {MAX_MATCHES} are given)")
     # No `q` is the empty query: nothing asked, nothing found (what a query may hold, never
-    # an error).
-    text, run_id, most = params.get("q", ""), params.get("run"), min(int(limit), MAX_MATCHES)
+    # an error). A limit of many digits is past the most whatever its digits after 12.
+    text, run_id, most = params.get("q", ""), params.get("run"), min(int(limit[:12]), MAX_MATCHES)
 
     def make() -> Answer:
         try:
