@@ -1023,6 +1023,15 @@ def test_config_naming_a_fifo_is_refused_without_opening_it(tmp_path: Path) -> N
     ]
 
 
+def test_a_config_file_over_4_mib_is_refused_unread(tmp_path: Path) -> None:
+    # A 20 MB file took a minute and 400 MB to check; what a config holds fits in KiB.
+    big = tmp_path / "big.toml"
+    big.write_text("[defaults]\n" + "# padding\n" * 500_000)
+    assert validate_files([big]) == [
+        Problem(str(big), "", "the file is over 4194304 bytes: not read")
+    ]
+
+
 def test_a_symlink_to_a_config_file_is_followed(tmp_path: Path) -> None:
     write(tmp_path / "real.toml", hook_toml(name="x"))
     (tmp_path / "link.toml").symlink_to("real.toml")

@@ -104,7 +104,7 @@ def read_file(path: Path, file: str, *, origin: str = "") -> tuple[Any, list[Pro
 def read_bytes(path: Path, file: str, *, origin: str = "") -> tuple[bytes | None, list[Problem]]:
     """The bytes of a config file (to hash, then parse the same bytes), or `None` and the
     problem that stopped it: not a regular file (none there, first), a name that is not
-    `.toml` or `.json`."""
+    `.toml` or `.json`, more than `MAX_CONFIG_BYTES`."""
     if (why := _not_a_regular_file(path, origin)) is not None:
         return None, [Problem(file, "", why)]
     suffix = path.suffix.lower()
@@ -112,9 +112,13 @@ def read_bytes(path: Path, file: str, *, origin: str = "") -> tuple[bytes | None
         found = f'"{suffix}"' if suffix else "no extension"
         return None, [Problem(file, "", f"expected a .toml or .json config file, found {found}")]
     try:
-        return path.read_bytes(), []
+        with open(path, "rb") as f:
+            data = f.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
         return None, [Problem(file, "", f"cannot read the file: {exc}")]
+    if len(data) > MAX_CONFIG_BYTES:
+        return None, [Problem(file, "", f"the file is over {MAX_CONFIG_BYTES} bytes: not read")]
+    return data, []
 
 
 def parse_bytes(data: bytes, path: Path, file: str) -> tuple[Any, list[Problem]]:
@@ -144,6 +148,9 @@ def parse_bytes(data: bytes, path: Path, file: str) -> tuple[Any, list[Problem]]
 
 
 _TOO_DEEP: Final = f"invalid TOML: nested deeper than {jsontext.MAX_DEPTH} levels"
+#: The largest config file read (hundreds of hooks take a few KiB; checking 20 MB took a
+#: minute and 400 MB of memory).
+MAX_CONFIG_BYTES: Final = 4 * 1024 * 1024
 
 
 def _not_a_regular_file(path: Path, origin: str) -> str | None:
