@@ -211,9 +211,9 @@ def _denied_holding(sandbox: Sandbox, opened: dict[str, int]) -> dict[str, list[
     them."""
     held: dict[str, list[str]] = {}
     for denied in sandbox.deny:
-        inside = [p for p in (*sandbox.read, *sandbox.write) if p in opened]
-        inside = [p for p in inside if _nearest(p, [denied]) == denied]
-        if inside:
+        beneath = denied.rstrip("/") + "/"
+        inside = [p for p in (*sandbox.read, *sandbox.write) if p.startswith(beneath)]
+        if inside := [p for p in inside if p in opened]:
             held[denied] = inside
     return held
 
