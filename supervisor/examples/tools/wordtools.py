@@ -114,7 +114,12 @@ def main() -> None:
             send({"jsonrpc": "2.0", "id": rid, "result": {"tools": TOOLS}})
         elif method == "tools/call":
             cancelled = _running[rid] = threading.Event()
-            threading.Thread(target=answer, args=(msg, cancelled), daemon=True).start()
+            try:
+                threading.Thread(target=answer, args=(msg, cancelled), daemon=True).start()
+            except RuntimeError:  # no thread to be had (its sandbox bounds its processes)
+                _running.pop(rid, None)
+                busy = {"code": -32000, "message": "too many calls at once; try again"}
+                send({"jsonrpc": "2.0", "id": rid, "error": busy})
         elif method == "ping":
             send({"jsonrpc": "2.0", "id": rid, "result": {}})
         elif method == "notifications/cancelled":
