@@ -92,3 +92,25 @@ async def test_sockets_whose_handshakes_overlap_are_held_to_the_caps(
         finally:
             for stream in again:
                 await stream.aclose()
+
+
+# ---- requests that bend HTTP ----------------------------------------------------------------
+
+
+async def ask_raw(port: int, data: bytes) -> bytes:
+    """Sends `data` on a new connection; everything the server answers until it closes."""
+    async with await trio.open_tcp_stream("127.0.0.1", port) as stream:
+        await stream.send_all(data)
+        return await read_all(stream)
+
+
+@pytest.mark.parametrize("size", [17_000, 40_000, 63_000])
+async def test_a_complete_head_over_16_kib_is_431(tmp_path: Path, size: int) -> None:
+    async with live_service(unconfined(tmp_path), tmp_path) as live:
+        port = int(live.url.rsplit(":", 1)[1])
+        head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: " + b"a" * size + b"\r\n\r\n"
+        answer = await ask_raw(port, head)
+        assert answer.startswith(b"HTTP/1.1 431 "), answer[:100]
+        assert b'"message":"the request head is over 16384 bytes"' in answer
+        ok = await ask_raw(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: a\r\n\r\n")
+        assert ok.startswith(b"HTTP/1.1 200 "), ok[:100]

@@ -14,6 +14,7 @@ from wsproto.frame_protocol import FrameProtocol
 
 from mcpx_hooks.supervisor.service.connection import text_frame
 from mcpx_hooks.supervisor.service.protocol import (
+    MAX_HEAD_BYTES,
     BadBody,
     Ended,
     Message,
@@ -117,6 +118,9 @@ def test_a_head_that_comes_in_pieces_waits_for_the_rest() -> None:
         (b"NOT HTTP\r\n\r\n", 400),
         # A head still incomplete past h11's 16 KiB:
         (b"GET / HTTP/1.1\r\nHost: x\r\nX: " + b"y" * 20_000, 431),
+        # A complete head over 16 KiB, all in one read (the socket is read 64 KiB at a time):
+        (b"GET / HTTP/1.1\r\nHost: x\r\nX: " + b"y" * 20_000 + b"\r\n\r\n", 431),
+        (b"GET / HTTP/1.1\r\nHost: x\r\n" + b"X: y\r\n" * 4000 + b"\r\n", 431),
     ],
 )
 def test_a_malformed_request_is_answered_and_ends(head: bytes, status: int) -> None:
@@ -128,6 +132,26 @@ def test_a_malformed_request_is_answered_and_ends(head: bytes, status: int) -> N
     response, body = _response(p.data_to_send())
     assert response.status_code == status
     assert json.loads(body)["code"] == status
+
+
+@pytest.mark.parametrize("pieces", [1, 3, 16400])
+def test_a_head_of_16_kib_is_taken_and_one_byte_more_is_431(pieces: int) -> None:
+    start, end = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX: ", b"\r\n\r\n"
+    for extra, status in ((0, None), (1, 431)):
+        head = start + b"y" * (MAX_HEAD_BYTES - len(start) - len(end) + extra) + end
+        assert len(head) == MAX_HEAD_BYTES + extra
+        p = _protocol()
+        size = -(-len(head) // pieces)
+        for at in range(0, len(head), size):
+            p.receive_data(head[at : at + size])
+        (event,) = _events(p)
+        if status is None:
+            assert isinstance(event, Request) and event.target == "/healthz"
+            continue
+        assert isinstance(event, Ended) and p.request is None
+        response, body = _response(p.data_to_send())
+        assert response.status_code == 431
+        assert json.loads(body)["message"] == "the request head is over 16384 bytes"
 
 
 def test_a_client_gone_before_its_head_ends_it() -> None:

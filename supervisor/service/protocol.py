@@ -24,6 +24,7 @@ import collections
 import enum
 import http
 import json
+import re
 from collections.abc import Iterable, Iterator
 from typing import Final, cast
 
@@ -42,6 +43,11 @@ from ..core.records import Record
 ABNORMAL: Final = 1006
 #: The close code for a message over the cap.
 TOO_BIG: Final = 1009
+#: The longest request head (its request line, headers and the empty line that ends it) taken;
+#: a longer one is answered 431. h11's own bound holds for a head not all in yet only.
+MAX_HEAD_BYTES: Final = 16 * 1024
+#: The end of a head: an empty line (h11 takes a bare LF as a line's end too).
+_HEAD_END: Final = re.compile(rb"\n\r?\n")
 #: Headers every HTTP answer has: the service answers one request per connection.
 _CLOSE: Final = ((b"Connection", b"close"),)
 #: Headers every HTTP answer has unless it gives its own of the name: no answer of this port
@@ -125,7 +131,9 @@ class ServerProtocol:
         self.too_big = too_big
         self.phase = Phase.HEAD
         self.request: Request | None = None
-        self._h11 = h11.Connection(h11.SERVER)
+        self._h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
+        #: The head's first bytes, up to one past `MAX_HEAD_BYTES`, until its end is seen.
+        self._head: bytearray | None = bytearray()
         self._ws = wsproto.WSConnection(wsproto.ConnectionType.SERVER)
         self._events: collections.deque[Event] = collections.deque()
         self._outbox = bytearray()
@@ -140,6 +148,9 @@ class ServerProtocol:
         if self.phase is Phase.HEAD:
             if not data:
                 self._end(ABNORMAL)  # gone before its request was all in
+                return
+            if self._head_too_long(data):
+                self._refuse(431, f"the request head is over {MAX_HEAD_BYTES} bytes")
                 return
             self._h11.receive_data(data)
             self._read_head()
@@ -160,6 +171,20 @@ class ServerProtocol:
         data = bytes(self._outbox)
         self._outbox.clear()
         return data
+
+    def _head_too_long(self, data: bytes) -> bool:
+        """Whether the head, with `data`, is over `MAX_HEAD_BYTES` (its end past it, or not
+        within it): checked on the bytes as they come, before h11 parses a complete head."""
+        head = self._head
+        if head is None:
+            return False  # its end was seen within the bound
+        start = max(0, len(head) - 2)
+        head += data[: MAX_HEAD_BYTES + 1 - len(head)]
+        end = _HEAD_END.search(head, start)
+        if end is not None and end.end() <= MAX_HEAD_BYTES:
+            self._head = None
+            return False
+        return len(head) > MAX_HEAD_BYTES
 
     def _read_head(self) -> None:
         try:
