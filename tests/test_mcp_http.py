@@ -213,6 +213,33 @@ async def test_the_token_and_the_origin_rule_hold_for_mcp(
     assert (ended.status_code, gone.status_code) == (200, 404)
 
 
+async def test_a_method_mcp_does_not_take_is_405_with_allow(
+    tmp_path: Path, marker: Marker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with served(tmp_path, marker, monkeypatch) as srv, httpx2.AsyncClient() as http:
+        opened = await http.post(
+            srv.url, content=json.dumps(INITIALIZE), headers=MCP_HEADERS | AUTH
+        )
+        session = {"Mcp-Session-Id": opened.headers["mcp-session-id"]}
+        answers = [
+            await http.request(method, srv.url, content=b"{}", headers=headers)
+            for method in ("PUT", "PATCH", "OPTIONS", "HEAD")
+            for headers in ({}, {**MCP_HEADERS, **AUTH}, {**MCP_HEADERS, **AUTH, **session})
+        ]
+        ended = await http.delete(srv.url, headers={**session, **AUTH})
+    for answer in answers:
+        assert answer.status_code == 405, (answer.request.method, answer.text)
+        assert answer.headers["allow"] == "GET, POST, DELETE"
+        if answer.request.method != "HEAD":
+            assert answer.json() == {
+                "type": "error",
+                "code": 405,
+                "message": f"method {answer.request.method} is not allowed on /mcp"
+                " (GET, POST, DELETE)",
+            }
+    assert ended.status_code == 200  # the session was there all along
+
+
 async def test_mcp_without_auth_needs_no_token(
     tmp_path: Path, marker: Marker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
