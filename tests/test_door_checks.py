@@ -6,12 +6,14 @@ service in process (`test_hardening.live_service`), raw sockets as the clients.
 from __future__ import annotations
 
 import base64
+import json
 import os
 from pathlib import Path
 
 import pytest
 import trio
 from test_hardening import live_service, unconfined
+from test_protocol import client_hello
 
 from mcpx_hooks.supervisor.service.server import Limits
 
@@ -114,3 +116,17 @@ async def test_a_complete_head_over_16_kib_is_431(tmp_path: Path, size: int) -> 
         assert b'"message":"the request head is over 16384 bytes"' in answer
         ok = await ask_raw(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: a\r\n\r\n")
         assert ok.startswith(b"HTTP/1.1 200 "), ok[:100]
+
+
+async def test_a_tls_client_on_the_plain_port_is_told_so_in_words(tmp_path: Path) -> None:
+    async with live_service(unconfined(tmp_path), tmp_path) as live:
+        port = int(live.url.rsplit(":", 1)[1])
+        answer = await ask_raw(port, client_hello())
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 "), head
+    assert json.loads(body) == {
+        "type": "error",
+        "code": 400,
+        "message": "malformed HTTP request: the request is not HTTP (is this a TLS client on a"
+        " plain port? it speaks HTTP)",
+    }

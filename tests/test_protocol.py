@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import ssl
 
 import h11
 import pytest
@@ -13,8 +14,8 @@ import wsproto.events
 from wsproto.frame_protocol import FrameProtocol
 
 from mcpx_hooks.supervisor.service.connection import text_frame
+from mcpx_hooks.supervisor.service.heads import MAX_HEAD_BYTES
 from mcpx_hooks.supervisor.service.protocol import (
-    MAX_HEAD_BYTES,
     BadBody,
     Ended,
     Message,
@@ -152,6 +153,39 @@ def test_a_head_of_16_kib_is_taken_and_one_byte_more_is_431(pieces: int) -> None
         response, body = _response(p.data_to_send())
         assert response.status_code == 431
         assert json.loads(body)["message"] == "the request head is over 16384 bytes"
+
+
+def client_hello() -> bytes:
+    """What a TLS client sends first (its ClientHello), made by the ssl module."""
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = ssl.create_default_context().wrap_bio(incoming, outgoing, server_hostname="x")
+    with pytest.raises(ssl.SSLWantReadError):
+        tls.do_handshake()
+    return outgoing.read()
+
+
+@pytest.mark.parametrize(
+    ("head", "said"),
+    [
+        (
+            client_hello(),
+            "the request is not HTTP (is this a TLS client on a plain port? it speaks HTTP)",
+        ),
+        (b"\x16\x03\x01\x00\x05hello\r\n\r\n", "the request is not HTTP (is this a TLS"),
+        (b"GET /\x00 HTTP/1.1\r\nHost: x\r\n\r\n", "the request line is not HTTP/1.1"),
+        (b"GET / HTTP/1.1\r\nHost: x\r\nno colon here\r\n\r\n", "a header line is not NAME:"),
+        (b"GET / HTTP/1.1\r\nHost: x\r\nX Y: a\r\n\r\n", "a header line is not NAME:"),
+        (b"GET / HTTP/1.1\r\n\r\n", "Missing mandatory Host: header"),
+    ],
+)
+def test_a_malformed_request_is_told_in_words_without_a_repr(head: bytes, said: str) -> None:
+    p = _protocol()
+    p.receive_data(head)
+    response, body = _response(p.data_to_send())
+    message = json.loads(body)["message"]
+    assert response.status_code == 400
+    assert message.startswith(f"malformed HTTP request: {said}"), message
+    assert "b'" not in message and 'b"' not in message and "bytearray" not in message
 
 
 def test_a_client_gone_before_its_head_ends_it() -> None:
@@ -358,8 +392,13 @@ def test_a_body_cut_short_or_broken_is_bad(head: bytes, more: bytes) -> None:
     p = _posted(head)
     p.body()
     p.receive_body(more)
-    with pytest.raises(BadBody):
+    with pytest.raises(BadBody) as bad:
         p.body()
+    assert "b'" not in str(bad.value) and "bytearray" not in str(bad.value), bad.value
+    if more:
+        assert str(bad.value) == (
+            "malformed request body: a chunk of the body does not begin with its size"
+        )
 
 
 def test_an_answer_without_a_length_is_chunked_and_ends_with_its_last_chunk() -> None:

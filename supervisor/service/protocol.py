@@ -24,7 +24,6 @@ import collections
 import enum
 import http
 import json
-import re
 from collections.abc import Iterable, Iterator
 from typing import Final, cast
 
@@ -38,16 +37,12 @@ import wsproto.utilities
 from ..core.errors import HooksError
 from ..core.frames import ServiceMessage
 from ..core.records import Record
+from .heads import MAX_HEAD_BYTES, HeadBound, in_words
 
 #: The close code of a connection that ended without a close frame (RFC 6455 §7.1.5).
 ABNORMAL: Final = 1006
 #: The close code for a message over the cap.
 TOO_BIG: Final = 1009
-#: The longest request head (its request line, headers and the empty line that ends it) taken;
-#: a longer one is answered 431. h11's own bound holds for a head not all in yet only.
-MAX_HEAD_BYTES: Final = 16 * 1024
-#: The end of a head: an empty line (h11 takes a bare LF as a line's end too).
-_HEAD_END: Final = re.compile(rb"\n\r?\n")
 #: Headers every HTTP answer has: the service answers one request per connection.
 _CLOSE: Final = ((b"Connection", b"close"),)
 #: Headers every HTTP answer has unless it gives its own of the name: no answer of this port
@@ -132,8 +127,7 @@ class ServerProtocol:
         self.phase = Phase.HEAD
         self.request: Request | None = None
         self._h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
-        #: The head's first bytes, up to one past `MAX_HEAD_BYTES`, until its end is seen.
-        self._head: bytearray | None = bytearray()
+        self._head = HeadBound()
         self._ws = wsproto.WSConnection(wsproto.ConnectionType.SERVER)
         self._events: collections.deque[Event] = collections.deque()
         self._outbox = bytearray()
@@ -149,7 +143,7 @@ class ServerProtocol:
             if not data:
                 self._end(ABNORMAL)  # gone before its request was all in
                 return
-            if self._head_too_long(data):
+            if self._head.too_long(data):
                 self._refuse(431, f"the request head is over {MAX_HEAD_BYTES} bytes")
                 return
             self._h11.receive_data(data)
@@ -172,25 +166,12 @@ class ServerProtocol:
         self._outbox.clear()
         return data
 
-    def _head_too_long(self, data: bytes) -> bool:
-        """Whether the head, with `data`, is over `MAX_HEAD_BYTES` (its end past it, or not
-        within it): checked on the bytes as they come, before h11 parses a complete head."""
-        head = self._head
-        if head is None:
-            return False  # its end was seen within the bound
-        start = max(0, len(head) - 2)
-        head += data[: MAX_HEAD_BYTES + 1 - len(head)]
-        end = _HEAD_END.search(head, start)
-        if end is not None and end.end() <= MAX_HEAD_BYTES:
-            self._head = None
-            return False
-        return len(head) > MAX_HEAD_BYTES
-
     def _read_head(self) -> None:
         try:
             event = self._h11.next_event()
         except h11.RemoteProtocolError as exc:
-            self._refuse(exc.error_status_hint, f"malformed HTTP request: {exc}")
+            said = in_words(str(exc), tls=self._head.tls)
+            self._refuse(exc.error_status_hint, f"malformed HTTP request: {said}")
             return
         if not isinstance(event, h11.Request):
             return  # NEED_DATA: the head is not all here yet
@@ -339,7 +320,7 @@ class ServerProtocol:
             try:
                 event = self._h11.next_event()
             except h11.RemoteProtocolError as exc:
-                raise BadBody(f"malformed request body: {exc}") from None
+                raise BadBody(f"malformed request body: {in_words(str(exc))}") from None
             if isinstance(event, h11.Data):
                 pieces.append(bytes(event.data))
             elif isinstance(event, h11.EndOfMessage):
