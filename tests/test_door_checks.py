@@ -130,3 +130,41 @@ async def test_a_tls_client_on_the_plain_port_is_told_so_in_words(tmp_path: Path
         "message": "malformed HTTP request: the request is not HTTP (is this a TLS client on a"
         " plain port? it speaks HTTP)",
     }
+
+
+# ---- the WebSocket handshake ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "extra", "status", "said"),
+    [
+        ("short", "", b"400", 'Sec-WebSocket-Key \\"short\\" is not the base64 of 16 bytes'),
+        (None, "Sec-WebSocket-Key: AAAAAAAAAAAAAAAAAAAAAA==\r\n", b"400", "2 Sec-WebSocket-Key"),
+    ],
+)
+async def test_an_upgrade_with_a_bad_key_is_refused(
+    tmp_path: Path, key: str | None, extra: str, status: bytes, said: str
+) -> None:
+    async with live_service(unconfined(tmp_path), tmp_path) as live:
+        port = int(live.url.rsplit(":", 1)[1])
+        answer = await ask_raw(port, upgrade("/v1/events", port, key, extra))
+    assert answer[9:12] == status, answer[:200]
+    assert said.encode() in answer, answer
+
+
+@pytest.mark.parametrize("version", ["8", "abc"])
+async def test_an_upgrade_of_another_version_is_426_saying_which(
+    tmp_path: Path, version: str
+) -> None:
+    async with live_service(unconfined(tmp_path), tmp_path) as live:
+        port = int(live.url.rsplit(":", 1)[1])
+        request = upgrade("/v1/events", port).replace(
+            b"Version: 13", f"Version: {version}".encode()
+        )
+        answer = await ask_raw(port, request)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 426 "), head
+    assert b"\r\nsec-websocket-version: 13\r\n" in head.lower()
+    assert json.loads(body)["message"] == (
+        f'bad WebSocket handshake: Sec-WebSocket-Version "{version}" is not spoken here (only 13)'
+    )

@@ -233,6 +233,49 @@ def test_an_unknown_websocket_version_gets_426_with_the_version() -> None:
     assert dict(response.headers)[b"sec-websocket-version"] == b"13"
 
 
+SIXTEEN = base64.b64encode(bytes(16)).decode()
+
+
+@pytest.mark.parametrize(
+    ("replace", "status", "said"),
+    [
+        ((KEY, "short"), 400, 'Sec-WebSocket-Key "short" is not the base64 of 16 bytes'),
+        ((KEY, "x" * 24), 400, f'Sec-WebSocket-Key "{"x" * 24}" is not the base64 of 16 bytes'),
+        ((KEY, base64.b64encode(bytes(15)).decode()), 400, "is not the base64 of 16 bytes"),
+        ((KEY, base64.b64encode(bytes(17)).decode()), 400, "is not the base64 of 16 bytes"),
+        ((KEY, f"{KEY}\r\nSec-WebSocket-Key: {SIXTEEN}"), 400, "2 Sec-WebSocket-Key headers"),
+        (("Version: 13", "Version: 8"), 426, 'Sec-WebSocket-Version "8" is not spoken here'),
+        (("Version: 13", "Version: abc"), 426, 'Sec-WebSocket-Version "abc" is not spoken'),
+        (("Version: 13", "Version: 13, 8"), 426, 'Sec-WebSocket-Version "13, 8" is not'),
+        (
+            ("Version: 13", "Version: 13\r\nSec-WebSocket-Version: 13"),
+            400,
+            "2 Sec-WebSocket-Version headers",
+        ),
+    ],
+)
+def test_a_key_or_version_rfc_6455_refuses_is_refused_saying_what(
+    replace: tuple[str, str], status: int, said: str
+) -> None:
+    p = _protocol()
+    p.receive_data((UPGRADE.replace(*replace) + "\r\n").encode())
+    (ended,) = _events(p)
+    assert isinstance(ended, Ended) and p.request is None
+    response, body = _response(p.data_to_send())
+    assert response.status_code == status
+    assert json.loads(body)["message"].startswith("bad WebSocket handshake: "), body
+    assert said in json.loads(body)["message"]
+    if status == 426:
+        assert dict(response.headers)[b"sec-websocket-version"] == b"13"
+
+
+def test_a_key_of_16_bytes_in_base64_is_taken() -> None:
+    p = _protocol()
+    p.receive_data((UPGRADE.replace(KEY, SIXTEEN) + "\r\n").encode())
+    (request,) = _events(p)
+    assert isinstance(request, Request) and request.websocket
+
+
 def test_a_post_that_asks_to_upgrade_is_a_plain_request() -> None:
     p = _protocol()
     p.receive_data((UPGRADE.replace("GET", "POST") + "\r\n").encode())

@@ -37,7 +37,7 @@ import wsproto.utilities
 from ..core.errors import HooksError
 from ..core.frames import ServiceMessage
 from ..core.records import Record
-from .heads import MAX_HEAD_BYTES, HeadBound, in_words
+from .heads import MAX_HEAD_BYTES, HeadBound, handshake_refusal, in_words
 
 #: The close code of a connection that ended without a close frame (RFC 6455 §7.1.5).
 ABNORMAL: Final = 1006
@@ -193,6 +193,10 @@ class ServerProtocol:
             self._h11.next_event() is not h11.PAUSED
         ):
             self._refuse(400, "a WebSocket upgrade request has no body")
+            return
+        refused = handshake_refusal(headers)
+        if refused is not None:
+            self._refuse(refused[0], f"bad WebSocket handshake: {refused[1]}", refused[2])
             return
         try:
             self._ws.initiate_upgrade_connection(list(headers), event.target)
