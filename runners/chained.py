@@ -163,12 +163,12 @@ def start(
         if exc.what == CWD_CHECK:
             raise
         if exc.what == "exec":
-            raise start_failed(program, exc) from exc
+            raise start_failed(program, exc, req) from exc
         if exc.what.startswith("set "):
             raise StartError(f"cannot {exc.what}: {exc}") from exc
         raise StartError(f"cannot start {program!r}: {exc.what}: {exc.strerror}") from exc
     except OSError as exc:
-        raise start_failed(program, exc) from exc
+        raise start_failed(program, exc, req) from exc
 
 
 _WORD = (1 << 64) - 1

@@ -188,7 +188,7 @@ def _jailed(
         try:
             return Spawned(req.posix_spawn(program), scratch_fd)
         except OSError as exc:
-            raise start_failed(program, exc) from exc
+            raise start_failed(program, exc, req) from exc
     except BaseException:
         if scratch_fd is not None:
             os.close(scratch_fd)

@@ -115,7 +115,7 @@ def _keep(
                 try:
                     pid = req.posix_spawn(program)
                 except OSError as exc:
-                    raise start_failed(program, exc) from exc
+                    raise start_failed(program, exc, req) from exc
             finally:
                 req.close()
         except (StartError, *BAD_INPUT) as exc:

@@ -237,7 +237,7 @@ class PidNsSpawner:
                         raise StartError(f"cannot set {req.limit_names[number]}: {exc}") from exc
                 return pid
             except OSError as exc:
-                raise start_failed(program, exc) from exc
+                raise start_failed(program, exc, req) from exc
             finally:
                 self._disarm()  # a namespace whose init came and went takes no process
         finally:

@@ -18,7 +18,11 @@ import socket
 from collections.abc import Iterable
 from typing import Any
 
-MAX_MESSAGE = 256 * 1024
+#: The largest request the spawner takes: as much as one Unix datagram can be at most (the
+#: kernel builds it in one allocation of at most 4 MiB), more than `execve` takes (ARG_MAX, 2
+#: MiB where the stack's limit is 8 MiB). The supervisor raises its socket's send buffer
+#: towards it (`SO_SNDBUF`, within `net.core.wmem_max`), and says what it cannot send.
+MAX_MESSAGE = 4 * 1024 * 1024
 MAX_FDS = 16
 #: What the owner reads of one message about a child (`supervisor/process/child.py`): an error
 #: message longer than that is cut to fit.
@@ -33,9 +37,14 @@ def recv_request(sock: socket.socket) -> tuple[bytes, list[int]] | None:
     `MAX_MESSAGE` bytes, more than `MAX_FDS` fds) is refused here, on its control socket,
     and comes back without fds. Raises `BlockingIOError` when none waits."""
     fds = array.array("i")
-    msg, ancdata, flags, _ = sock.recvmsg(
-        MAX_MESSAGE, socket.CMSG_SPACE(MAX_FDS * fds.itemsize), socket.MSG_CMSG_CLOEXEC
-    )
+    # Received into a mapping of its own, unmapped at once: its pages are touched only as far
+    # as the message goes, and no request's bytes outlive it there (a warm fork is a copy of
+    # this process).
+    with mmap.mmap(-1, MAX_MESSAGE) as inbox:
+        size, ancdata, flags, _ = sock.recvmsg_into(
+            [inbox], socket.CMSG_SPACE(MAX_FDS * fds.itemsize), socket.MSG_CMSG_CLOEXEC
+        )
+        msg = inbox[:size]
     for level, kind, data in ancdata:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             fds.frombytes(data[: len(data) - len(data) % fds.itemsize])

@@ -69,10 +69,10 @@ socket (SOCK_SEQPACKET), the rest are the child's fds, placed at the numbers lis
 
 A request the spawner cannot carry out fails alone: anything wrong with it (not JSON, a
 wrong type, an unknown key, text `execve` cannot take, a number out of range, fds that do
-not match `"fds"`, too long, too many fds; `spawnreq.Request` checks it all before anything
-starts) gets "error" on its control socket, saying what, and its fds are closed; a message
-without a control socket (no fds, or a first fd that is no SOCK_SEQPACKET socket) is dropped
-the same way. Either counts as taken, and the spawner serves on.
+not match `"fds"`, over `protocol.MAX_MESSAGE` (4 MiB), too many fds; `spawnreq.Request`
+checks it all before anything starts) gets "error" on its control socket, saying what, and
+its fds are closed; a message without a control socket (no fds, or a first fd that is no
+SOCK_SEQPACKET socket) is dropped the same way. Either counts as taken, and the spawner serves on.
 
 A request the spawner had not taken when it died never ran: the owner may send it again (to a
 new spawner); one it had taken may have run, and is lost. Taken is "accepted" in keeper mode

@@ -6,6 +6,7 @@ Standard library only.
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 from collections.abc import Callable
@@ -51,8 +52,28 @@ DEFAULT_SIGNALS = (
 BAD_INPUT = (ValueError, TypeError, OverflowError)
 
 
-def start_failed(program: str, exc: OSError) -> StartError:
-    return StartError(f"cannot start {program!r}: {exc.strerror}")
+def start_failed(program: str, exc: OSError, req: Request) -> StartError:
+    why = exc.strerror
+    if exc.errno == errno.E2BIG:
+        why = f"{why}: {too_big(req.argv, req.env)}"
+    return StartError(f"cannot start {program!r}: {why}")
+
+
+def too_big(argv: list[str], env: dict[str, str]) -> str:
+    """What `execve` found too large (E2BIG): one string over MAX_ARG_STRLEN (32 pages), or
+    all of them, each with its pointer, over what the stack's limit leaves them (ARG_MAX)."""
+    one = 32 * os.sysconf("SC_PAGESIZE")
+    sizes = [(f"argv[{i}]", len(os.fsencode(a)) + 1) for i, a in enumerate(argv)]
+    sizes += [(f"the variable {k}", len(os.fsencode(f"{k}={v}")) + 1) for k, v in env.items()]
+    for name, size in sizes:
+        if size > one:
+            return f"{name} is {size:,} bytes, over the {one:,} a program takes in one string"
+    total = sum(size + 8 for _, size in sizes)
+    return (
+        f"argv ({len(argv):,} items) and the environment ({len(env):,} variables) take"
+        f" {total:,} bytes, over what a program takes in all (about"
+        f" {os.sysconf('SC_ARG_MAX'):,} bytes here)"
+    )
 
 
 def fork_exec(req: Request, program: str, confine: Callable[[], None] | None = None) -> int:
@@ -85,7 +106,7 @@ def fork_exec(req: Request, program: str, confine: Callable[[], None] | None = N
         except StartError as exc:
             why = str(exc)
         except OSError as exc:
-            why = str(start_failed(program, exc))
+            why = str(start_failed(program, exc, req))
         finally:
             os.write(err_w, why.encode())
             os._exit(127)

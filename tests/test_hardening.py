@@ -510,7 +510,7 @@ async def test_9_an_idle_socket_that_does_not_answer_pings_is_closed(tmp_path: P
         finally:
             sock.close()
         assert got[:1] == b"\x89"  # a ping, unanswered; then the server hung up
-        assert live.service._idle == 0
+        assert live.service.seats.idle == 0
 
 
 # ---- 10. smaller ------------------------------------------------------------------------------

@@ -213,6 +213,33 @@ async def test_the_token_and_the_origin_rule_hold_for_mcp(
     assert (ended.status_code, gone.status_code) == (200, 404)
 
 
+async def test_a_method_mcp_does_not_take_is_405_with_allow(
+    tmp_path: Path, marker: Marker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with served(tmp_path, marker, monkeypatch) as srv, httpx2.AsyncClient() as http:
+        opened = await http.post(
+            srv.url, content=json.dumps(INITIALIZE), headers=MCP_HEADERS | AUTH
+        )
+        session = {"Mcp-Session-Id": opened.headers["mcp-session-id"]}
+        answers = [
+            await http.request(method, srv.url, content=b"{}", headers=headers)
+            for method in ("PUT", "PATCH", "OPTIONS", "HEAD")
+            for headers in ({}, {**MCP_HEADERS, **AUTH}, {**MCP_HEADERS, **AUTH, **session})
+        ]
+        ended = await http.delete(srv.url, headers={**session, **AUTH})
+    for answer in answers:
+        assert answer.status_code == 405, (answer.request.method, answer.text)
+        assert answer.headers["allow"] == "GET, POST, DELETE"
+        if answer.request.method != "HEAD":
+            assert answer.json() == {
+                "type": "error",
+                "code": 405,
+                "message": f"method {answer.request.method} is not allowed on /mcp"
+                " (GET, POST, DELETE)",
+            }
+    assert ended.status_code == 200  # the session was there all along
+
+
 async def test_mcp_without_auth_needs_no_token(
     tmp_path: Path, marker: Marker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -315,7 +342,6 @@ async def test_a_hook_s_question_is_put_to_the_client_as_an_elicitation_over_htt
 
 #: `mcpx_exec` reports frames as MCP log messages, which the SDK marks deprecated from its
 #: newest protocol version on; in process, that warning would be an error of this test.
-@pytest.mark.filterwarnings("ignore:The logging capability is deprecated")
 async def test_mcpx_exec_is_admitted_as_v1_exec_and_its_run_is_the_service_s(
     tmp_path: Path, marker: Marker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -345,7 +371,6 @@ async def test_mcpx_exec_is_admitted_as_v1_exec_and_its_run_is_the_service_s(
     assert "strict" in texts(strict)[0] and "none" in texts(strict)[0]  # names the allowed
 
 
-@pytest.mark.filterwarnings("ignore:The logging capability is deprecated")
 async def test_mcpx_exec_runs_count_against_max_runs_as_v1_exec_runs_do(
     tmp_path: Path, marker: Marker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -387,6 +412,28 @@ async def test_mcpx_exec_runs_count_against_max_runs_as_v1_exec_runs_do(
 
 #: Every socket of this process is a client's here (the server is another process): the SDK's
 #: client, cancelled while its GET stream reconnects, leaves a socket to the collector.
+@pytest.mark.filterwarnings("ignore:unclosed <socket.socket:ResourceWarning")
+async def test_mcpx_exec_over_http_leaves_serve_s_stderr_all_log_lines(
+    tmp_path: Path, marker: Marker
+) -> None:
+    """The run's frames go to the client as log messages, a capability the SDK marks
+    deprecated: its warning reached serve's stderr raw (a path, then a line of source)."""
+    where = tmp_path / marker
+    config = write_config(where, marker)
+    server = start_server(where, "--config", str(config), env={"XDG_STATE_HOME": str(where)})
+    try:
+        base = server.url.replace("ws://", "http://")
+        async with http_session(base + "/mcp", server.headers()) as session:
+            ran = await session.call_tool("mcpx_exec", {"argv": ["true"]})
+    finally:
+        assert server.stop() == 0
+    assert ran.structured_content is not None and ran.structured_content["status"] == "result"
+    lines = server.stderr.read_text().splitlines()
+    assert [line for line in lines if not line.startswith("mcpx-hooks serve: ")] == []
+    assert "Warning" not in "\n".join(lines)
+
+
+#: As above.
 @pytest.mark.filterwarnings("ignore:unclosed <socket.socket:ResourceWarning")
 async def test_a_real_serve_answers_mcp_and_its_run_is_followed_to_its_end(
     tmp_path: Path, marker: Marker

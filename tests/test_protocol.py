@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import ssl
 
 import h11
 import pytest
@@ -13,6 +14,7 @@ import wsproto.events
 from wsproto.frame_protocol import FrameProtocol
 
 from mcpx_hooks.supervisor.service.connection import text_frame
+from mcpx_hooks.supervisor.service.heads import MAX_HEAD_BYTES
 from mcpx_hooks.supervisor.service.protocol import (
     BadBody,
     Ended,
@@ -117,6 +119,9 @@ def test_a_head_that_comes_in_pieces_waits_for_the_rest() -> None:
         (b"NOT HTTP\r\n\r\n", 400),
         # A head still incomplete past h11's 16 KiB:
         (b"GET / HTTP/1.1\r\nHost: x\r\nX: " + b"y" * 20_000, 431),
+        # A complete head over 16 KiB, all in one read (the socket is read 64 KiB at a time):
+        (b"GET / HTTP/1.1\r\nHost: x\r\nX: " + b"y" * 20_000 + b"\r\n\r\n", 431),
+        (b"GET / HTTP/1.1\r\nHost: x\r\n" + b"X: y\r\n" * 4000 + b"\r\n", 431),
     ],
 )
 def test_a_malformed_request_is_answered_and_ends(head: bytes, status: int) -> None:
@@ -128,6 +133,59 @@ def test_a_malformed_request_is_answered_and_ends(head: bytes, status: int) -> N
     response, body = _response(p.data_to_send())
     assert response.status_code == status
     assert json.loads(body)["code"] == status
+
+
+@pytest.mark.parametrize("pieces", [1, 3, 16400])
+def test_a_head_of_16_kib_is_taken_and_one_byte_more_is_431(pieces: int) -> None:
+    start, end = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX: ", b"\r\n\r\n"
+    for extra, status in ((0, None), (1, 431)):
+        head = start + b"y" * (MAX_HEAD_BYTES - len(start) - len(end) + extra) + end
+        assert len(head) == MAX_HEAD_BYTES + extra
+        p = _protocol()
+        size = -(-len(head) // pieces)
+        for at in range(0, len(head), size):
+            p.receive_data(head[at : at + size])
+        (event,) = _events(p)
+        if status is None:
+            assert isinstance(event, Request) and event.target == "/healthz"
+            continue
+        assert isinstance(event, Ended) and p.request is None
+        response, body = _response(p.data_to_send())
+        assert response.status_code == 431
+        assert json.loads(body)["message"] == "the request head is over 16384 bytes"
+
+
+def client_hello() -> bytes:
+    """What a TLS client sends first (its ClientHello), made by the ssl module."""
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = ssl.create_default_context().wrap_bio(incoming, outgoing, server_hostname="x")
+    with pytest.raises(ssl.SSLWantReadError):
+        tls.do_handshake()
+    return outgoing.read()
+
+
+@pytest.mark.parametrize(
+    ("head", "said"),
+    [
+        (
+            client_hello(),
+            "the request is not HTTP (is this a TLS client on a plain port? it speaks HTTP)",
+        ),
+        (b"\x16\x03\x01\x00\x05hello\r\n\r\n", "the request is not HTTP (is this a TLS"),
+        (b"GET /\x00 HTTP/1.1\r\nHost: x\r\n\r\n", "the request line is not HTTP/1.1"),
+        (b"GET / HTTP/1.1\r\nHost: x\r\nno colon here\r\n\r\n", "a header line is not NAME:"),
+        (b"GET / HTTP/1.1\r\nHost: x\r\nX Y: a\r\n\r\n", "a header line is not NAME:"),
+        (b"GET / HTTP/1.1\r\n\r\n", "Missing mandatory Host: header"),
+    ],
+)
+def test_a_malformed_request_is_told_in_words_without_a_repr(head: bytes, said: str) -> None:
+    p = _protocol()
+    p.receive_data(head)
+    response, body = _response(p.data_to_send())
+    message = json.loads(body)["message"]
+    assert response.status_code == 400
+    assert message.startswith(f"malformed HTTP request: {said}"), message
+    assert "b'" not in message and 'b"' not in message and "bytearray" not in message
 
 
 def test_a_client_gone_before_its_head_ends_it() -> None:
@@ -173,6 +231,49 @@ def test_an_unknown_websocket_version_gets_426_with_the_version() -> None:
     response, _ = _response(p.data_to_send())
     assert response.status_code == 426
     assert dict(response.headers)[b"sec-websocket-version"] == b"13"
+
+
+SIXTEEN = base64.b64encode(bytes(16)).decode()
+
+
+@pytest.mark.parametrize(
+    ("replace", "status", "said"),
+    [
+        ((KEY, "short"), 400, 'Sec-WebSocket-Key "short" is not the base64 of 16 bytes'),
+        ((KEY, "x" * 24), 400, f'Sec-WebSocket-Key "{"x" * 24}" is not the base64 of 16 bytes'),
+        ((KEY, base64.b64encode(bytes(15)).decode()), 400, "is not the base64 of 16 bytes"),
+        ((KEY, base64.b64encode(bytes(17)).decode()), 400, "is not the base64 of 16 bytes"),
+        ((KEY, f"{KEY}\r\nSec-WebSocket-Key: {SIXTEEN}"), 400, "2 Sec-WebSocket-Key headers"),
+        (("Version: 13", "Version: 8"), 426, 'Sec-WebSocket-Version "8" is not spoken here'),
+        (("Version: 13", "Version: abc"), 426, 'Sec-WebSocket-Version "abc" is not spoken'),
+        (("Version: 13", "Version: 13, 8"), 426, 'Sec-WebSocket-Version "13, 8" is not'),
+        (
+            ("Version: 13", "Version: 13\r\nSec-WebSocket-Version: 13"),
+            400,
+            "2 Sec-WebSocket-Version headers",
+        ),
+    ],
+)
+def test_a_key_or_version_rfc_6455_refuses_is_refused_saying_what(
+    replace: tuple[str, str], status: int, said: str
+) -> None:
+    p = _protocol()
+    p.receive_data((UPGRADE.replace(*replace) + "\r\n").encode())
+    (ended,) = _events(p)
+    assert isinstance(ended, Ended) and p.request is None
+    response, body = _response(p.data_to_send())
+    assert response.status_code == status
+    assert json.loads(body)["message"].startswith("bad WebSocket handshake: "), body
+    assert said in json.loads(body)["message"]
+    if status == 426:
+        assert dict(response.headers)[b"sec-websocket-version"] == b"13"
+
+
+def test_a_key_of_16_bytes_in_base64_is_taken() -> None:
+    p = _protocol()
+    p.receive_data((UPGRADE.replace(KEY, SIXTEEN) + "\r\n").encode())
+    (request,) = _events(p)
+    assert isinstance(request, Request) and request.websocket
 
 
 def test_a_post_that_asks_to_upgrade_is_a_plain_request() -> None:
@@ -334,8 +435,13 @@ def test_a_body_cut_short_or_broken_is_bad(head: bytes, more: bytes) -> None:
     p = _posted(head)
     p.body()
     p.receive_body(more)
-    with pytest.raises(BadBody):
+    with pytest.raises(BadBody) as bad:
         p.body()
+    assert "b'" not in str(bad.value) and "bytearray" not in str(bad.value), bad.value
+    if more:
+        assert str(bad.value) == (
+            "malformed request body: a chunk of the body does not begin with its size"
+        )
 
 
 def test_an_answer_without_a_length_is_chunked_and_ends_with_its_last_chunk() -> None:

@@ -7,6 +7,9 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
+import subprocess
+import sys
 from typing import Any
 
 import orjson
@@ -223,6 +226,27 @@ def test_a_log_line_without_the_runtime_has_no_traceback_either() -> None:
         record.exc_info = (KeyError, exc, exc.__traceback__)
     line = LogLines("mcpx-hooks mcp", debug=False).format(record)
     assert line.startswith("mcpx-hooks mcp: failed 7: KeyError: 'k' (a bug:") and "\n" not in line
+
+
+@pytest.mark.parametrize("debug", ["0", "1"])
+def test_a_python_warning_is_one_log_line(debug: str) -> None:
+    """A library's warning (the MCP SDK's deprecations) is a line of the log like any other,
+    not the two lines (the message, then the source line) `warnings` writes by itself."""
+    code = (
+        "from mcpx_hooks.supervisor.core.loglines import log_to_stderr\n"
+        "import warnings\n"
+        "log_to_stderr('mcpx-hooks serve')\n"
+        "warnings.warn('this is going away', DeprecationWarning)  # shown: in __main__\n"
+        "warnings.warn('and so is this', UserWarning)\n"
+    )
+    env = {**os.environ, "MCPX_HOOKS_DEBUG": debug, "PYTHONWARNINGS": ""}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
+    assert done.stderr.splitlines() == [
+        "mcpx-hooks serve: <string>:4: DeprecationWarning: this is going away",
+        "mcpx-hooks serve: <string>:5: UserWarning: and so is this",
+    ]
 
 
 # ---- the property -------------------------------------------------------------------------

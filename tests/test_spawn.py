@@ -749,3 +749,43 @@ async def test_unknown_spawn_mode_is_refused(
     with pytest.raises(SpawnError, match="MCPX_HOOKS_SPAWN='vfork'"):
         async with open_spawner():
             pass
+
+
+async def test_a_request_of_hundreds_of_kilobytes_starts(spawner: Spawner) -> None:
+    """A request over the kernel's default socket buffer (208 KiB) and the spawner's old
+    256 KiB: its socket's buffer is raised for it, and the spawner takes it whole."""
+    env = {"PATH": PATH, **{f"BIG{i}": str(i) * 100_000 for i in range(3)}}
+    argv = py(
+        "import os, sys; print(len(sys.argv), sum(len(os.environ[f'BIG{i}']) for i in range(3)))"
+    )
+    out = await run(spawner, (*argv, *["a"] * 10_000), env=env)
+    assert out.stdout.split() == [b"10001", b"300000"]
+    assert spawner.restarts == 0
+
+
+async def test_a_request_too_large_to_send_is_refused_saying_what_is_large(
+    spawner: Spawner,
+) -> None:
+    """One past what one datagram can be: refused at once, naming the sizes of argv and the
+    environment, never taken for a spawner that has gone; the spawner goes on."""
+    argv = ("true", *["x" * 100_000] * 50)
+    with pytest.raises(SpawnError) as caught:
+        await run(spawner, argv)
+    message = str(caught.value)
+    assert re.search(
+        r"request to the spawner is [\d,]+ bytes \(argv 51 items, 5,000,055 bytes;", message
+    ), message
+    assert f"over the {spawner.request_max:,} bytes one request can be" in message
+    assert "not running" not in message
+    assert (await run(spawner, ("echo", "on"))).stdout == b"on\n"
+    assert spawner.restarts == 0
+
+
+async def test_what_execve_finds_too_large_is_named(spawner: Spawner) -> None:
+    one = 32 * os.sysconf("SC_PAGESIZE")  # the longest string a program takes
+    with pytest.raises(
+        SpawnError, match=f"the variable BIG is {one + 5:,} bytes, over the {one:,}"
+    ):
+        await run(spawner, ("true",), env={"PATH": PATH, "BIG": "x" * one})
+    with pytest.raises(SpawnError, match=r"argv \(400,001 items\) and the environment .* take"):
+        await run(spawner, ("true", *["ab"] * 400_000))

@@ -478,6 +478,8 @@ async def test_more_fds_than_a_request_may_bring(spawner: Spawner) -> None:
 async def test_a_request_over_the_size(spawner: Spawner) -> None:
     # The supervisor's socket could not even send it with its default buffer.
     spawner._raw.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 2 * MAX_MESSAGE)
+    if spawner._raw.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) - 32 <= MAX_MESSAGE + 1024:
+        pytest.skip("net.core.wmem_max keeps a request this large from being sent at all")
     async with serving_on(spawner):
         message = await ask(spawner, req(env={"PAD": "x" * MAX_MESSAGE}))
     assert message == f"bad spawn request: over {MAX_MESSAGE} bytes"

@@ -5,6 +5,9 @@ lets every level through (else warnings and errors). The MCP SDK, for one, logs 
 handler with its traceback: without this, that traceback would reach the operator's
 terminal.
 
+A Python warning (`warnings.warn`, a library's deprecation) is logged too, as its first line
+(`FILE:LINE: CATEGORY: message`), never written to stderr as `warnings` would by itself.
+
 `rendered` is the text a record becomes; the service's redaction (`service/logredact.py`)
 renders a record so, redacts it, and leaves it a plain message.
 """
@@ -27,6 +30,8 @@ def rendered(record: logging.LogRecord, debug: bool) -> str:
     """The record's message, then its exception's summary, or with `debug` its traceback (and
     the stack it was logged with)."""
     text = record.getMessage()
+    if record.name == "py.warnings":  # "FILE:LINE: CATEGORY: message", then the source line
+        text = text.strip().partition("\n")[0]
     error = record.exc_info[1] if record.exc_info else None
     if error is not None and not debug:
         text = f"{text}: {bug_summary(error)}"
@@ -52,7 +57,9 @@ class LogLines(logging.Formatter):
 
 
 def log_to_stderr(prefix: str) -> None:
-    """The process's log: one `LogLines` handler on stderr, in place of any other."""
+    """The process's log: one `LogLines` handler on stderr, in place of any other. A Python
+    warning is a record of it too (logger `py.warnings`), one line, not the two that
+    `warnings` writes to stderr by itself."""
     debug = debugging()
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(LogLines(prefix, debug))
@@ -61,3 +68,4 @@ def log_to_stderr(prefix: str) -> None:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(logging.DEBUG if debug else logging.WARNING)
+    logging.captureWarnings(True)

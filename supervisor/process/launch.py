@@ -220,6 +220,9 @@ def discard_prestarted() -> None:
 def _begin() -> tuple[socket.socket, TakenCount, subprocess.Popen[bytes]]:
     """A spawner's process, started; its report not yet read."""
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    # A request is one datagram of at most the send buffer (less 32 bytes): raised towards
+    # what the spawner takes, as far as net.core.wmem_max lets it (the kernel doubles it).
+    mine.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, protocol.MAX_MESSAGE)
     taken_fd = os.memfd_create("mcpx-hooks-taken", os.MFD_CLOEXEC)
     try:
         taken = TakenCount(taken_fd)

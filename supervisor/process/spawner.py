@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import array
 import contextlib
+import errno
 import functools
 import json
 import logging
@@ -51,7 +52,7 @@ from .launch import (
     raise_open_files_limit,
     start_spawner_process,
 )
-from .runnerside import runner_path
+from .runnerside import protocol, runner_path
 from .spawnspec import ChildSpec, ModuleCall, SandboxPlan, spawn_request
 
 if TYPE_CHECKING:
@@ -105,6 +106,10 @@ class Spawner:
         self._raw = started.sock
         self._sock = trio.socket.from_stdlib_socket(started.sock)  # owns it; non-blocking
         self._taken = started.taken
+        #: The largest request its socket carries: one datagram, at most the send buffer
+        #: less 32 bytes (`launch.py` raises it as far as the kernel allows).
+        sndbuf = started.sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+        self.request_max = min(protocol.MAX_MESSAGE, sndbuf - 32)
         #: Requests sent to this spawner, numbered as it takes them (`TakenCount`).
         self._sent = 0
         #: The spawner's pid (the process that serves: rootless, a child of the one started
@@ -259,10 +264,14 @@ class Spawner:
                 body = orjson.dumps(request)
             except orjson.JSONEncodeError:  # a lone surrogate: the spawner refuses it by name
                 body = json.dumps(request).encode()
+            if len(body) > self.request_max:
+                raise SpawnError(self._too_big(spec, len(body)))
             rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, _fd_array([keeper_end, *fds.theirs]))]
             try:
                 number = await self._send_request(body, rights)
             except OSError as exc:
+                if exc.errno in (errno.EMSGSIZE, errno.ENOBUFS):  # not the spawner's doing
+                    raise SpawnError(f"{self._too_big(spec, len(body))}: {exc.strerror}") from None
                 raise SpawnerGone(f"the spawner is not running: {exc.strerror}") from exc
         except BaseException:
             fds.close_ours()
@@ -275,6 +284,21 @@ class Spawner:
         link = SpawnerLink(mine, taken)
         link.on_listener = spec.on_listener
         return fds.child(link, outcome)
+
+    def _too_big(self, spec: ChildSpec, size: int) -> str:
+        """Why a request of `size` bytes for `spec` is not sent: what in it is large."""
+        argv = sum(len(a.encode(errors="surrogatepass")) + 1 for a in spec.argv)
+        env = sum(len(f"{k}={v}".encode(errors="surrogatepass")) + 1 for k, v in spec.env.items())
+        bound = (
+            " (net.core.wmem_max, the kernel's bound on a socket's buffer, sets it)"
+            if self.request_max < protocol.MAX_MESSAGE
+            else ""
+        )
+        return (
+            f"its request to the spawner is {size:,} bytes (argv {len(spec.argv):,} items,"
+            f" {argv:,} bytes; environment {len(spec.env):,} variables, {env:,} bytes), over the"
+            f" {self.request_max:,} bytes one request can be{bound}"
+        )
 
     async def _send_request(self, request: bytes, rights: list[tuple[int, int, bytes]]) -> int:
         """Sends one request; returns its number, counting from 1 for this spawner, in the

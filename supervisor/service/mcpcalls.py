@@ -7,12 +7,13 @@ client (`line_relays`, a call the gateway took before the SDK read it: `mcpraw.p
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
 import attrs
 import pydantic
-from mcp import types
+from mcp import MCPDeprecationWarning, types
 from mcp.server.context import ServerRequestContext
 from mcp.shared.message import SessionMessage
 
@@ -116,9 +117,28 @@ def _log_relay(ctx: ServerRequestContext[Any, Any]) -> LogHearer:
     session, request_id = ctx.session, ctx.request_id
 
     async def relay(params: types.LoggingMessageNotificationParams) -> None:
-        await session.send_log_message(params.level, params.data, params.logger, request_id)
+        await send_log(session, params.level, params.data, params.logger, request_id)
 
     return ClientLog(session, relay)
+
+
+def send_log(
+    session: Any,
+    level: types.LoggingLevel,
+    data: Any,
+    logger: str | None,
+    request_id: types.RequestId | None,
+) -> Awaitable[None]:
+    """A log message to the client (`session`, the SDK's `ServerSession`), in the call's own
+    request. The SDK marks MCP's logging capability deprecated (as of protocol 2026-07-28,
+    where it becomes a per-request opt-in); the versions served here have it, and it is how a
+    client hears a run's frames and its servers' logs, so its warning, which says nothing to
+    the operator, is not raised. (It is raised when the method is called, not awaited: no
+    other task runs while it is set aside.)"""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        sent: Awaitable[None] = session.send_log_message(level, data, logger, request_id)
+    return sent
 
 
 def _asker(ctx: ServerRequestContext[Any, Any]) -> Responder | None:

@@ -31,6 +31,7 @@ from ..run.runtime import Runtime
 from ..run.scriptrun import Run
 from .admission import Caller, admit
 from .execrequest import parse_exec, request_schema
+from .mcpcalls import send_log
 from .roots import release_cwd
 from .wire import WireError
 
@@ -107,7 +108,7 @@ async def _report(journal: RunJournal, ctx: ServerRequestContext[Any, Any], log:
             seen += len(batch)
             if log:
                 data = {"runId": journal.run_id, "frames": batch}
-                await session.send_log_message("info", data, FRAMES_LOGGER, ctx.request_id)
+                await send_log(session, "info", data, FRAMES_LOGGER, ctx.request_id)
             if isinstance(token, str | int):
                 await session.send_progress_notification(token, seen, None, batch[-1]["type"])
     except (anyio.BrokenResourceError, anyio.ClosedResourceError):

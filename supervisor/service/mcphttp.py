@@ -1,11 +1,12 @@
 """`/mcp` on the service's port: MCP's streamable HTTP transport, for MCP clients that reach
 the supervisor over the network rather than start `mcpx-hooks mcp` themselves.
 
-The request is admitted as every request of the port is (`access.check_access`: the bearer
-token unless `--no-auth`, the Origin rule; 401 / 403 otherwise; 503 once the server is
-stopping), then answered by the MCP SDK's transport through the small ASGI bridge
-(`asgi.py`), its body bounded by the port's message cap (413 past it). The sessions
-themselves are `mcpweb.Sessions`: each one a `Gateway` as over stdio.
+The request is admitted as every request of the port is (a method other than GET, POST and
+DELETE: 405 with `Allow`; `access.check_access`: the bearer token unless `--no-auth`, the
+Origin rule, 401 / 403 otherwise; 503 once the server is stopping), then answered by the
+MCP SDK's transport through the small ASGI bridge (`asgi.py`), its body bounded by the
+port's message cap (413 past it). The sessions themselves are `mcpweb.Sessions`: each one a
+`Gateway` as over stdio.
 
 The MCP SDK weighs about a second of imports: it is imported in a worker thread at the first
 request to `/mcp`, so a `serve` that no MCP client uses never pays for it and no other
@@ -34,6 +35,9 @@ if TYPE_CHECKING:
 
 #: The path of the transport.
 MCP_PATH: Final = "/mcp"
+#: The methods the transport takes; any other is 405, before the token is looked at (as on
+#: the port's other paths).
+MCP_METHODS: Final = ("GET", "POST", "DELETE")
 #: A session without a request in flight for this long has lost its client: it is ended.
 IDLE_S: Final = 30 * 60.0
 #: Sessions open at once; past it a new one is refused (503).
@@ -85,8 +89,17 @@ class McpHttp:
         server: tuple[str, int] | None = None,
     ) -> None:
         """Answers one request to `/mcp`; the caller ends the connection afterwards."""
-        refusal = check_access(
-            request.headers, query_tokens(request.target), token=token, origins=origins
+        allowed = ", ".join(MCP_METHODS)
+        refusal = (
+            Refusal(
+                405,
+                f"method {request.method} is not allowed on {MCP_PATH} ({allowed})",
+                ((b"Allow", allowed.encode()),),
+            )
+            if request.method not in MCP_METHODS
+            else check_access(
+                request.headers, query_tokens(request.target), token=token, origins=origins
+            )
         )
         if refusal is None and (stopping or self._nursery is None):
             refusal = Refusal(503, "the server is shutting down")

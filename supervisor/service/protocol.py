@@ -37,6 +37,7 @@ import wsproto.utilities
 from ..core.errors import HooksError
 from ..core.frames import ServiceMessage
 from ..core.records import Record
+from .heads import MAX_HEAD_BYTES, HeadBound, handshake_refusal, in_words
 
 #: The close code of a connection that ended without a close frame (RFC 6455 §7.1.5).
 ABNORMAL: Final = 1006
@@ -125,7 +126,8 @@ class ServerProtocol:
         self.too_big = too_big
         self.phase = Phase.HEAD
         self.request: Request | None = None
-        self._h11 = h11.Connection(h11.SERVER)
+        self._h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
+        self._head = HeadBound()
         self._ws = wsproto.WSConnection(wsproto.ConnectionType.SERVER)
         self._events: collections.deque[Event] = collections.deque()
         self._outbox = bytearray()
@@ -140,6 +142,9 @@ class ServerProtocol:
         if self.phase is Phase.HEAD:
             if not data:
                 self._end(ABNORMAL)  # gone before its request was all in
+                return
+            if self._head.too_long(data):
+                self._refuse(431, f"the request head is over {MAX_HEAD_BYTES} bytes")
                 return
             self._h11.receive_data(data)
             self._read_head()
@@ -165,7 +170,8 @@ class ServerProtocol:
         try:
             event = self._h11.next_event()
         except h11.RemoteProtocolError as exc:
-            self._refuse(exc.error_status_hint, f"malformed HTTP request: {exc}")
+            said = in_words(str(exc), tls=self._head.tls)
+            self._refuse(exc.error_status_hint, f"malformed HTTP request: {said}")
             return
         if not isinstance(event, h11.Request):
             return  # NEED_DATA: the head is not all here yet
@@ -187,6 +193,10 @@ class ServerProtocol:
             self._h11.next_event() is not h11.PAUSED
         ):
             self._refuse(400, "a WebSocket upgrade request has no body")
+            return
+        refused = handshake_refusal(headers)
+        if refused is not None:
+            self._refuse(refused[0], f"bad WebSocket handshake: {refused[1]}", refused[2])
             return
         try:
             self._ws.initiate_upgrade_connection(list(headers), event.target)
@@ -314,7 +324,7 @@ class ServerProtocol:
             try:
                 event = self._h11.next_event()
             except h11.RemoteProtocolError as exc:
-                raise BadBody(f"malformed request body: {exc}") from None
+                raise BadBody(f"malformed request body: {in_words(str(exc))}") from None
             if isinstance(event, h11.Data):
                 pieces.append(bytes(event.data))
             elif isinstance(event, h11.EndOfMessage):

@@ -27,7 +27,7 @@ import signal
 import weakref
 from collections.abc import Callable
 from functools import partial
-from typing import Any, Final
+from typing import Any
 
 import trio
 
@@ -48,6 +48,7 @@ from .options import Limits, Listening, ServiceOptions
 from .plain import serve_plain
 from .protocol import Request
 from .roots import release_cwd
+from .seats import IDLE, Seat, Seats
 from .streams import Streams, Wake
 from .targets import Endpoint, Target, parse_target, query_tokens
 from .wire import Close, WireError, encode
@@ -55,10 +56,6 @@ from .wire import Close, WireError, encode
 __all__ = ["Limits", "Listening", "Service", "ServiceOptions", "run_service"]
 
 logger = logging.getLogger("mcpx_hooks.server")
-
-#: Endpoints whose sockets carry no run: `max_idle`. (An exec socket waits at most
-#: `request_s` for its request, then carries its run.)
-_IDLE: Final = frozenset({Endpoint.EVENTS, Endpoint.HOOKS})
 
 
 class Service(Endpoints):
@@ -78,8 +75,7 @@ class Service(Endpoints):
         self._open_changed = trio.Event()
         #: Connections still in their handshake, oldest first: the scope that ends each.
         self._pending: dict[int, trio.CancelScope] = {}
-        self._admitted = 0
-        self._idle = 0
+        self.seats = Seats(self.limits.max_connections, self.limits.max_idle)
         self._active: dict[str, Run] = {}
         self._runs_changed = trio.Event()
         self._wakes: weakref.WeakSet[Wake] = weakref.WeakSet()
@@ -228,24 +224,23 @@ class Service(Endpoints):
             )
             return
         target = parse_target(request.target)
-        refusal = self._admit(request, target)
-        if refusal is not None or target is None:
-            refusal = refusal or Refusal(404, f"no such endpoint: {request.target.split('?')[0]}")
-            answer = routes.refused(refusal)
+        seat = self._admit(request, target)
+        if isinstance(seat, Refusal):
+            answer = routes.refused(seat)
             await conn.respond(answer.status, answer.body, answer.headers)
             return
+        assert target is not None  # a seat is only ever for an endpoint
         try:
-            await conn.accept()
-        except ConnectionClosed:
-            return  # gone before its 101 was written
-        self._admitted += 1
-        try:
-            await self._admitted_connection(conn, number, target)
+            try:
+                await conn.accept()
+            except ConnectionClosed:
+                return  # gone before its 101 was written
+            await self._admitted_connection(conn, number, target, seat)
         finally:
-            self._admitted -= 1
+            seat.give_back()
 
     async def _admitted_connection(
-        self, conn: ServerConnection, number: int, target: Target
+        self, conn: ServerConnection, number: int, target: Target, seat: Seat
     ) -> None:
         bus = self.runtime.bus
         bus.publish(
@@ -254,11 +249,12 @@ class Service(Endpoints):
         )
         code: int | None = None
         try:
-            code = await self._endpoint(conn, target)
+            code = await self._endpoint(conn, target, seat)
         finally:
             bus.publish(EventKind.CLIENT_CLOSED, {"connection": number, "code": code})
 
-    def _admit(self, request: Request, target: Target | None) -> Refusal | None:
+    def _admit(self, request: Request, target: Target | None) -> Seat | Refusal:
+        """The socket's seat (`seats.py`), taken now, or why it is refused."""
         if self.stopping:
             return Refusal(503, SHUTTING_DOWN)
         refusal = check_access(
@@ -269,28 +265,17 @@ class Service(Endpoints):
         )
         if refusal is not None:
             return refusal
-        retry = ((b"Retry-After", b"1"),)
-        if self._admitted >= self.limits.max_connections:
-            return Refusal(
-                503, f"too many connections (the cap is {self.limits.max_connections})", retry
-            )
-        if target is not None and target.endpoint in _IDLE and self._idle >= self.limits.max_idle:
-            return Refusal(
-                503,
-                f"too many sockets that carry no run (events, hooks; the cap is"
-                f" {self.limits.max_idle})",
-                retry,
-            )
-        return None
+        if target is None:
+            return Refusal(404, f"no such endpoint: {request.target.split('?')[0]}")
+        return self.seats.take(target.endpoint)
 
-    async def _endpoint(self, conn: ServerConnection, target: Target) -> int | None:
+    async def _endpoint(self, conn: ServerConnection, target: Target, seat: Seat) -> int | None:
         """Serves one accepted socket and closes it; the close code, None if aborted.
         A socket that carries no run counts against `max_idle` and is pinged every
         `ping_s`; one that does not answer by the next ping is gone (aborted)."""
         wake = Wake(idle=target.endpoint is not Endpoint.RUNS)
         self._wakes.add(wake)
-        idle = target.endpoint in _IDLE
-        self._idle += idle
+        idle = target.endpoint in IDLE
         ending: WireError | None = None
         try:
             async with trio.open_nursery() as nursery:
@@ -305,7 +290,7 @@ class Service(Endpoints):
                 finally:
                     nursery.cancel_scope.cancel()
         finally:
-            self._idle -= idle
+            seat.leave_idle()
         if wake.gone or conn.broken or ending is None:
             await conn.abort()
             return None

@@ -1,0 +1,113 @@
+"""A request head as it comes in, beside h11 (`protocol.py`): the bound on its size, and what a
+client is told of a request h11 could not parse.
+
+h11 bounds a head only while it is incomplete (`max_incomplete_event_size`): a complete one
+that came in a single read is parsed whatever its size. `HeadBound` measures the head on the
+bytes as they come, so a head over `MAX_HEAD_BYTES` is refused however it arrives.
+
+h11's own messages name the bytes it refused by their Python repr (`illegal request line:
+bytearray(b'\\x16\\x03...')`); `in_words` says what was wrong instead, and names the likely
+cause of the commonest one: a TLS client (its ClientHello begins with byte 0x16) on this
+plain HTTP port.
+
+`handshake_refusal` holds an upgrade to what RFC 6455 asks of its key and version where
+wsproto does not: it takes the last of repeated headers, any key at all, and calls a version
+other than 13 missing.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Iterable
+from typing import Final
+
+#: The longest request head (its request line, headers and the empty line that ends it) taken;
+#: a longer one is answered 431.
+MAX_HEAD_BYTES: Final = 16 * 1024
+#: The end of a head: an empty line (h11 takes a bare LF as a line's end too).
+_HEAD_END: Final = re.compile(rb"\n\r?\n")
+#: The first byte of a TLS record that opens a handshake (a ClientHello).
+_TLS_HANDSHAKE: Final = 0x16
+#: h11's messages that name bytes, and what they mean.
+_SAID: Final = (
+    ("illegal request line", "the request line is not HTTP/1.1 (METHOD TARGET HTTP/1.1)"),
+    ("no request line received", "the request begins with an empty line"),
+    ("illegal header line", "a header line is not NAME: VALUE"),
+    ("illegal chunk header", "a chunk of the body does not begin with its size"),
+)
+#: The WebSocket version this server speaks (RFC 6455), the only one it takes.
+WEBSOCKET_VERSION: Final = b"13"
+#: A refusal before the upgrade: status, what was wrong, headers to answer with.
+Refused = tuple[int, str, tuple[tuple[bytes, bytes], ...]]
+#: A repr of bytes at the end of a message (the fallback for a message not in `_SAID`).
+_REPR: Final = re.compile(r":? *(?:bytearray\()?b['\"].*$", re.DOTALL)
+
+
+class HeadBound:
+    """The size of one request's head, measured on its bytes as they come."""
+
+    def __init__(self) -> None:
+        #: The head's first bytes, up to one past `MAX_HEAD_BYTES`, until its end is seen.
+        self._head: bytearray | None = bytearray()
+        #: Whether the first byte was a TLS handshake's.
+        self.tls = False
+
+    def too_long(self, data: bytes) -> bool:
+        """Whether the head, with `data`, is over `MAX_HEAD_BYTES` (its end past it, or not
+        within it). Checked before h11 parses a complete head."""
+        head = self._head
+        if head is None:
+            return False  # its end was seen within the bound
+        if not head and data:
+            self.tls = data[0] == _TLS_HANDSHAKE
+        start = max(0, len(head) - 2)
+        head += data[: MAX_HEAD_BYTES + 1 - len(head)]
+        end = _HEAD_END.search(head, start)
+        if end is not None and end.end() <= MAX_HEAD_BYTES:
+            self._head = None
+            return False
+        return len(head) > MAX_HEAD_BYTES
+
+
+def in_words(said: str, *, tls: bool = False) -> str:
+    """What h11 `said` of a request it refused, without the repr of the bytes; `tls`: the
+    request began as a TLS handshake does."""
+    if tls:
+        return "the request is not HTTP (is this a TLS client on a plain port? it speaks HTTP)"
+    for start, words in _SAID:
+        if said.startswith(start):
+            return words
+    return _REPR.sub("", said)
+
+
+def handshake_refusal(headers: Iterable[tuple[bytes, bytes]]) -> Refused | None:
+    """Why an upgrade's `Sec-WebSocket-Version` or `Sec-WebSocket-Key` is refused, if it is:
+    a version other than 13 (426, saying which was sent, with `Sec-WebSocket-Version: 13`),
+    a key that is not the base64 of 16 bytes, or more than one of either (400). Either one
+    missing is left to wsproto, which says so."""
+    versions = [v for n, v in headers if n.lower() == b"sec-websocket-version"]
+    keys = [v for n, v in headers if n.lower() == b"sec-websocket-key"]
+    for name, values in (("Version", versions), ("Key", keys)):
+        if len(values) > 1:
+            return 400, f"{len(values)} Sec-WebSocket-{name} headers (one is sent)", ()
+    if versions and versions[0] != WEBSOCKET_VERSION:
+        said = f"Sec-WebSocket-Version {_shown(versions[0])} is not spoken here (only 13)"
+        return 426, said, ((b"Sec-WebSocket-Version", WEBSOCKET_VERSION),)
+    if keys and not _a_key(keys[0]):
+        return 400, f"Sec-WebSocket-Key {_shown(keys[0])} is not the base64 of 16 bytes", ()
+    return None
+
+
+def _a_key(key: bytes) -> bool:
+    try:
+        return len(key) == 24 and len(base64.b64decode(key, validate=True)) == 16
+    except binascii.Error:
+        return False
+
+
+def _shown(value: bytes) -> str:
+    """A header's value as a client is told it: quoted, cut at 40 characters."""
+    text = value.decode("latin-1")
+    return f'"{text[:40]}…"' if len(text) > 40 else f'"{text}"'
