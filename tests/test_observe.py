@@ -128,7 +128,7 @@ async def test_observer_runs_once_per_matching_event(spawner: Spawner, tmp_path:
     hook = observer(tmp_path, "run.finished")
     async with trio.open_nursery() as nursery, bus.subscribe(kinds=["hook"]) as results:
         stats = await start(nursery, bus, spawner, [hook])
-        bus.publish(EventKind.RUN_STARTED, {"argv": ["job"]}, run_id="r1")  # does not match
+        started = bus.publish(EventKind.RUN_STARTED, {"argv": ["job"], "cwd": "/w"}, run_id="r1")
         finished = bus.publish(EventKind.RUN_FINISHED, {"exitCode": 0}, run_id="r1")
         got = await collect(results, 1)
         nursery.cancel_scope.cancel()
@@ -148,12 +148,18 @@ async def test_observer_runs_once_per_matching_event(spawner: Spawner, tmp_path:
 
     [run] = seen(tmp_path)
     assert run["stdin"]["event"] == to_json(finished)
-    assert run["stdin"]["run"] is None
+    # The run of the event it observes, as its `run.started` said (which no hook matches).
+    assert run["stdin"]["run"] == {
+        "runId": "r1",
+        "argv": ["job"],
+        "cwd": "/w",
+        "startedAt": started.at,
+    }
     assert run["stdin"]["hook"]["phase"] == "observe"
     assert run["env"]["MCPX_HOOK_EVENT_KIND"] == "run.finished"
     assert run["env"]["MCPX_HOOK_EVENT_SEQ"] == str(finished.seq)
     assert run["env"]["MCPX_HOOK_EFFECT"] == "off"
-    assert stats.events == 1 and stats.runs == 1 and stats.gaps == 0  # run.started: not read
+    assert stats.events == 2 and stats.runs == 1 and stats.gaps == 0  # run.started: read
 
 
 async def test_observer_gets_the_event_run_id(spawner: Spawner, tmp_path: Path) -> None:

@@ -20,12 +20,12 @@ from ..core.effects import Effect
 from ..core.events import Event, EventKind, Gap, kind_matches
 from ..core.frames import FrameType, HookStatus, stamp
 from ..core.hooks import Hook
-from ..core.points import Phase, When
+from ..core.points import Phase
 from ..core.records import Record
 from ..core.when import event_mismatch
 from ..process.spawner import Spawner
 from .bus import Bus
-from .hookcontext import HookContext
+from .hookcontext import HookContext, RunInfo
 from .observerstats import ObserverStats, Unwell, observe_hooks
 from .telemetry import Told
 
@@ -54,22 +54,34 @@ def observes(hook: Hook, event: Event, run_argv: Sequence[str] | None = None) ->
     return event_mismatch(hook.when, event.kind, run_argv) is None
 
 
-@attrs.define(repr=False)
-class _RunArgvs(Record):
-    """The command lines of the runs started lately, from their `run.started` events."""
+#: What a worker is handed: a hook, the event it observes, and the run of that event (if
+#: its `run.started` was seen).
+_Job = tuple[Hook, Event, "RunInfo | None"]
 
-    argvs: dict[str, tuple[str, ...]] = attrs.field(factory=dict)
+
+def _argv(run: RunInfo | None) -> tuple[str, ...] | None:
+    return None if run is None else run.argv
+
+
+@attrs.define(repr=False)
+class _Runs(Record):
+    """The runs started lately, from their `run.started` events: what an observe hook of an
+    event of theirs gets as its input's `run`, and `when.runArgv` matches."""
+
+    runs: dict[str, RunInfo] = attrs.field(factory=dict)
 
     def note(self, event: Event) -> None:
-        argv = event.data.get("argv")
+        argv, cwd = event.data.get("argv"), event.data.get("cwd")
         if event.kind != EventKind.RUN_STARTED or not event.run_id or not isinstance(argv, list):
             return
-        self.argvs[event.run_id] = tuple(str(a) for a in argv)
-        if len(self.argvs) > RUN_ARGV_MEMORY:
-            del self.argvs[next(iter(self.argvs))]
+        where = cwd if isinstance(cwd, str) else ""
+        info = RunInfo(event.run_id, tuple(str(a) for a in argv), where, event.at)
+        self.runs[event.run_id] = info
+        if len(self.runs) > RUN_ARGV_MEMORY:
+            del self.runs[next(iter(self.runs))]
 
-    def of(self, event: Event) -> tuple[str, ...] | None:
-        return self.argvs.get(event.run_id) if event.run_id else None
+    def of(self, event: Event) -> RunInfo | None:
+        return self.runs.get(event.run_id) if event.run_id else None
 
 
 async def serve_observers(
@@ -104,13 +116,12 @@ async def serve_observers(
     if not observers:
         task_status.started(stats)
         await trio.sleep_forever()
-    kinds = tuple(dict.fromkeys(h.on for h in observers))
-    if any(When.RUN_ARGV in h.when for h in observers):
-        kinds += (EventKind.RUN_STARTED.value,)  # to know each run's command line
-    argvs = _RunArgvs()
+    # `run.started` too: each run's command line and place, for the hooks of its events.
+    kinds = tuple(dict.fromkeys((*(h.on for h in observers), EventKind.RUN_STARTED.value)))
+    runs = _Runs()
     ctx = HookContext(run=None, caller_autonomy=caller_autonomy, supervisor_max=supervisor_max)
     # Unbuffered: a pair is handed over only when a worker is free to run it.
-    send, receive = trio.open_memory_channel[tuple[Hook, Event]](0)
+    send, receive = trio.open_memory_channel[_Job](0)
     async with trio.open_nursery() as nursery, send, receive:
         for _ in range(concurrency):
             work = functools.partial(_work, telemetry=telemetry)
@@ -126,21 +137,25 @@ async def serve_observers(
                         stats.missed += item.to_seq - item.from_seq + 1
                     else:
                         stats.events += 1
-                        argvs.note(item)
+                        runs.note(item)
                         for hook in observers:
-                            if observes(hook, item, argvs.of(item)):
+                            if observes(hook, item, _argv(runs.of(item))):
                                 stats._settle(+1)
-                                await _hand_over(send, hook, item, stats)
+                                await _hand_over(send, hook, item, runs.of(item), stats)
                     stats._settle(-1)
             finally:
                 stats.unread = sub.pending
 
 
 async def _hand_over(
-    send: trio.MemorySendChannel[tuple[Hook, Event]], hook: Hook, event: Event, stats: ObserverStats
+    send: trio.MemorySendChannel[_Job],
+    hook: Hook,
+    event: Event,
+    run: RunInfo | None,
+    stats: ObserverStats,
 ) -> None:
     try:
-        await send.send((hook, event))
+        await send.send((hook, event, run))
     except trio.Cancelled:
         stats._note(
             stats.cut_short,
@@ -153,15 +168,16 @@ async def _work(
     bus: Bus,
     spawner: Spawner,
     ctx: HookContext,
-    jobs: trio.MemoryReceiveChannel[tuple[Hook, Event]],
+    jobs: trio.MemoryReceiveChannel[_Job],
     stats: ObserverStats,
     *,
     telemetry: Told | None,
 ) -> None:
     async with jobs:
-        async for hook, event in jobs:
+        async for hook, event, run in jobs:
             try:
-                failure = await _observe(bus, spawner, hook, event, ctx, telemetry=telemetry)
+                of_run = ctx if run is None else attrs.evolve(ctx, run=run)
+                failure = await _observe(bus, spawner, hook, event, of_run, telemetry=telemetry)
             except trio.Cancelled:
                 stats._note(
                     stats.cut_short,

@@ -114,7 +114,8 @@ class SessionRun:
         # No script runs: `sandbox` is the one its hooks' and servers' own profiles sit under.
         start = blank(StartFrame, argv=argv, cwd=info.cwd, sandbox=config.script_sandbox.value)
         self.journal.append(start)
-        runtime.bus.publish(EventKind.RUN_STARTED, {"argv": list(argv)}, run_id=self.run_id)
+        started = {"argv": list(argv), "cwd": info.cwd}
+        runtime.bus.publish(EventKind.RUN_STARTED, started, run_id=self.run_id)
         for warning in config.warnings:  # a project file skipped, a ceiling a file tried to raise
             self.journal.append(blank(WarningFrame, message=warning))
 
