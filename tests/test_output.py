@@ -27,7 +27,7 @@ def test_bom_and_whitespace_tolerated() -> None:
         (b"  [unclosed", "not one JSON object"),
         (b'{"a": 1} {"b": 2}', "not one JSON object"),
         (b'{"advise": 3}', "hook-output schema at /advise"),
-        (b'{"ask": {"default": "yes"}}', "'question' is a required property"),
+        (b'{"ask": {"default": "yes"}}', 'missing the required key "question"'),
         (b'{"run": {"argv": "ls -l"}}', "/run/argv"),
         (b"\xff\xfe{}", "not UTF-8"),
     ],
@@ -71,7 +71,8 @@ def test_schema_errors_name_the_first_place_exactly() -> None:
     with pytest.raises(InvalidOutput) as info:
         read_output(b'{"run": {"argv": []}, "ask": {"question": "q", "deadlineMs": true}}')
     assert str(info.value) == (
-        "output does not match hook-output schema at /ask/deadlineMs: True is not of type 'integer'"
+        "output does not match hook-output schema at /ask/deadlineMs: expected an integer,"
+        " found the boolean true"
     )
 
 

@@ -112,6 +112,12 @@ def problems(validator: jsonschema.Draft202012Validator, instance: Any, file: st
     return sorted(found.values(), key=lambda p: pointer_key(p.pointer))
 
 
+def in_words(error: ValidationError) -> str:
+    """What `error` says, in the words of the config's problems where they have some."""
+    said = [message for _, message in _translate(error)]
+    return said[0] if said else error.message
+
+
 def _translate(error: ValidationError) -> Iterator[tuple[str, str]]:
     path = list(error.absolute_path)
     key = path[-1] if path and isinstance(path[-1], str) else None

@@ -57,9 +57,12 @@ def read_output(stdout: bytes) -> dict[str, Any] | None:
         return obj
     errors = sorted(validator("hook-output").iter_errors(obj), key=lambda e: list(e.path))
     if errors:
+        from ..config.problems import in_words
+
         first = errors[0]
         where = "/" + "/".join(str(p) for p in first.absolute_path)
-        raise InvalidOutput(f"output does not match hook-output schema at {where}: {first.message}")
+        said = in_words(first)  # (not jsonschema's Python: `True is not of type 'integer'`)
+        raise InvalidOutput(f"output does not match hook-output schema at {where}: {said}")
     return obj
 
 
