@@ -169,6 +169,7 @@ def test_per_call_hooks_are_layered_and_held_to_the_rules(tmp_path: Path) -> Non
         )
         louder = refusal(request(hooks=[{**hook, "maxOutputBytes": 1 << 40}]), ways[way])
         assert "maxOutputBytes 1099511627776 is over the server's" in louder.problems[0]
+        assert "sandboxes" not in louder.message  # (no profile refused: none said)
     assert admit(wider, ways[Way.LOCAL]).config.hooks[0].name == "gate"
 
 

@@ -249,10 +249,12 @@ def _allowed_sandboxes(request: ExecRequest, config: Config) -> Profile:
     allowed = config.service_sandboxes
     words = ", ".join(p.value for p in allowed) or "none at all"
     problems: list[str] = []
+    sandboxes = False  # whether a profile was refused (then the allowed ones are said)
     profile = run_profile(request, config)
     if profile not in allowed:
         where = "the request's sandbox" if request.sandbox else "the server's [script] sandbox"
         problems.append(f'sandbox: the run\'s profile "{profile}" ({where}) is not allowed')
+        sandboxes = True
     cap = config.defaults.max_output_bytes
     for hook in config.hooks:
         if hook.source.kind is not SourceKind.PER_CALL:
@@ -262,13 +264,15 @@ def _allowed_sandboxes(request: ExecRequest, config: Config) -> Profile:
             declared = request.hooks[hook.source.index or 0].get("sandbox") is not None
             where = "declared" if declared else "the server's [defaults] sandbox"
             problems.append(f'{label}: the profile "{hook.sandbox}" ({where}) is not allowed')
+            sandboxes = True
         if hook.max_output_bytes > cap:
             problems.append(
                 f"{label}: maxOutputBytes {hook.max_output_bytes} is over the server's {cap}"
             )
-    if problems:
+    if sandboxes:
         problems.append(
             f"this server's requests may use the sandboxes: {words} ([service] sandboxes)"
         )
+    if problems:
         raise WireError(Close.BAD_REQUEST, "; ".join(problems), problems)
     return profile
