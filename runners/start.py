@@ -22,6 +22,14 @@ class StartError(Exception):
     """The child could not be started; the message says why, for the owner."""
 
 
+def quoted(text: str) -> str:
+    """`text` as a message names it: as it is, in quotes. Not `repr`, whose escapes (a
+    backslash doubled, a quote escaped) would hide a secret's value from the supervisor's
+    redactor, which looks for the value as it is (or JSON-escaped); a view that prints the
+    message escapes what a terminal would act on."""
+    return f"'{text}'"
+
+
 def resolve(argv0: str, path: str) -> str:
     """The program to exec: a name with a slash as given (relative to cwd), else from PATH."""
     if "/" in argv0:
@@ -30,7 +38,7 @@ def resolve(argv0: str, path: str) -> str:
         cand = os.path.join(d or ".", argv0)
         if os.path.isfile(cand) and os.access(cand, os.X_OK):
             return cand
-    raise StartError(f"cannot start {argv0!r}: not found on PATH")
+    raise StartError(f"cannot start {quoted(argv0)}: not found on PATH")
 
 
 #: Signals the spawned program starts with at their default action (Python ignores some).
@@ -52,7 +60,7 @@ BAD_INPUT = (ValueError, TypeError, OverflowError)
 
 
 def start_failed(program: str, exc: OSError) -> StartError:
-    return StartError(f"cannot start {program!r}: {exc.strerror}")
+    return StartError(f"cannot start {quoted(program)}: {exc.strerror}")
 
 
 def fork_exec(req: Request, program: str, confine: Callable[[], None] | None = None) -> int:
@@ -65,7 +73,7 @@ def fork_exec(req: Request, program: str, confine: Callable[[], None] | None = N
     err_r, err_w = os.pipe2(os.O_CLOEXEC)
     pid = os.fork()
     if pid == 0:
-        why = f"cannot start {program!r}"
+        why = f"cannot start {quoted(program)}"
         try:
             os.setsid()
             for sig in DEFAULT_SIGNALS:
