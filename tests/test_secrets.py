@@ -362,3 +362,18 @@ def test_a_program_that_cannot_start_is_named_without_its_secret(tmp_path: Path)
     for where, text in outputs.items():
         for form in _odd_forms():
             assert form not in text, f"{form!r} in {where}: {text}"
+
+
+def test_explain_shows_what_the_run_would_redact(tmp_path: Path) -> None:
+    for view in ((), ("--json",)):
+        done = subprocess.run(
+            [*CLI, "exec", "--explain", *view, "--secret", "RUN_TOKEN", "--", "echo", RUN_TOKEN],
+            cwd=tmp_path,
+            env=env(RUN_TOKEN=RUN_TOKEN),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        assert_clean(f"exec --explain {view}", done.stdout + done.stderr)
+        assert "[secret RUN_TOKEN]" in done.stdout
