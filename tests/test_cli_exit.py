@@ -71,6 +71,26 @@ def test_a_config_error_is_2_and_nothing_runs(tmp_path: Path) -> None:
     assert not (tmp_path / "ran").exists()
 
 
+@pytest.mark.parametrize(
+    "command", [["exec", "--json", "--", "touch", "ran"], ["serve", "--port", "0", "--no-auth"]]
+)
+def test_a_spawn_mode_that_is_none_is_2_in_one_line(tmp_path: Path, command: list[str]) -> None:
+    out = subprocess.run(
+        [*CLI, *command],
+        cwd=tmp_path,
+        env={**ENV, "MCPX_HOOKS_SPAWN": "bogus"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (out.returncode, out.stdout) == (2, "")
+    assert out.stderr == (
+        "mcpx-hooks: MCPX_HOOKS_SPAWN='bogus': expected one of pidns, keeper, auto\n"
+    )
+    assert not (tmp_path / "ran").exists()
+
+
 SLEEPER = "echo ready; exec sleep 60"
 
 
