@@ -69,6 +69,17 @@ def test_a_config_error_is_2_and_nothing_runs(tmp_path: Path) -> None:
     assert out.returncode == 2 and out.stdout == ""
     assert "bad.toml:/hooks/0/run" in out.stderr
     assert not (tmp_path / "ran").exists()
+    # A key given twice in a JSON file: refused, not the last one silently applied.
+    (tmp_path / "dup.json").write_text(
+        '{"hooks": [{"on": "script", "phase": "before", "sandbox": "none",'
+        ' "run": ["true"], "run": ["touch", "surprise"]}]}'
+    )
+    out = mcpx("exec", "--config", "dup.json", "--json", "--", "touch", "ran", cwd=tmp_path)
+    assert out.returncode == 2 and out.stdout == ""
+    assert 'dup.json:/hooks/0/run: the key "run" is given more than once' in out.stderr
+    assert not (tmp_path / "ran").exists() and not (tmp_path / "surprise").exists()
+    out = mcpx("validate", "dup.json", cwd=tmp_path)
+    assert out.returncode == 2 and "dup.json:/hooks/0/run" in out.stdout + out.stderr
 
 
 @pytest.mark.parametrize(
