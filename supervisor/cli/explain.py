@@ -143,10 +143,10 @@ def _where(source: Any) -> str:
 
 
 def explain_lines(plan: dict[str, Any]) -> list[str]:
-    """`exec --explain` for a person."""
-    from ..core.when import command_line
+    """`exec --explain` for a person (what it shows of the hooks is data: `printable.py`)."""
+    from .printable import command, continued_lines
 
-    lines = [f"a run of {command_line(plan['argv'])} in {plan['cwd']}"]
+    lines = [f"a run of {command(plan['argv'])} in {plan['cwd']}"]
     hooks: Sequence[dict[str, Any]] = plan["hooks"]
     running = [h for h in hooks if h["runs"]]
     lines.append("would run, in order:" if running else "would run no hooks")
@@ -171,7 +171,7 @@ def explain_lines(plan: dict[str, Any]) -> list[str]:
     for skipped in plan["skippedFiles"]:
         trust = f"; trust it with: {skipped['trustCommand']}" if skipped["trustCommand"] else ""
         lines.append(f"  {skipped['file']}: {skipped['reason']}{trust}")
-    return lines
+    return continued_lines(lines)
 
 
 def _redactor(config: Config, secret_names: Sequence[str]) -> Redactor:
