@@ -54,7 +54,7 @@ from .libc import (
     PR_SET_SECUREBITS,
     nr,
 )
-from .start import DEFAULT_SIGNALS, StartError, start_failed
+from .start import DEFAULT_SIGNALS, StartError, quoted, start_failed
 from .userns import CAPSET_V3, SECUREBITS
 
 if TYPE_CHECKING:
@@ -166,7 +166,7 @@ def start(
             raise start_failed(program, exc, req) from exc
         if exc.what.startswith("set "):
             raise StartError(f"cannot {exc.what}: {exc}") from exc
-        raise StartError(f"cannot start {program!r}: {exc.what}: {exc.strerror}") from exc
+        raise StartError(f"cannot start {quoted(program)}: {exc.what}: {exc.strerror}") from exc
     except OSError as exc:
         raise start_failed(program, exc, req) from exc
 

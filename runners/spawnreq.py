@@ -33,7 +33,7 @@ from .checks import (
     string,
     strings,
 )
-from .start import DEFAULT_SIGNALS, MAX_FD, StartError
+from .start import DEFAULT_SIGNALS, MAX_FD, StartError, quoted
 
 #: The keys of a request and of each of its parts, by where they are: (required, optional).
 #: A key not listed is refused (a misspelt "sandbx" must not run unconfined).
@@ -223,7 +223,7 @@ class Request:
         try:
             os.chdir(self.cwd)
         except OSError as exc:
-            raise StartError(f"cannot use cwd {self.cwd!r}: {exc.strerror}") from exc
+            raise StartError(f"cannot use cwd {quoted(self.cwd)}: {exc.strerror}") from exc
 
     def setrlimits(self) -> None:
         for number, soft, hard in self.limits:

@@ -23,6 +23,14 @@ class StartError(Exception):
     """The child could not be started; the message says why, for the owner."""
 
 
+def quoted(text: str) -> str:
+    """`text` as a message names it: as it is, in quotes. Not `repr`, whose escapes (a
+    backslash doubled, a quote escaped) would hide a secret's value from the supervisor's
+    redactor, which looks for the value as it is (or JSON-escaped); a view that prints the
+    message escapes what a terminal would act on."""
+    return f"'{text}'"
+
+
 def resolve(argv0: str, path: str) -> str:
     """The program to exec: a name with a slash as given (relative to cwd), else from PATH."""
     if "/" in argv0:
@@ -31,7 +39,7 @@ def resolve(argv0: str, path: str) -> str:
         cand = os.path.join(d or ".", argv0)
         if os.path.isfile(cand) and os.access(cand, os.X_OK):
             return cand
-    raise StartError(f"cannot start {argv0!r}: not found on PATH")
+    raise StartError(f"cannot start {quoted(argv0)}: not found on PATH")
 
 
 #: Signals the spawned program starts with at their default action (Python ignores some).
@@ -56,7 +64,7 @@ def start_failed(program: str, exc: OSError, req: Request) -> StartError:
     why = exc.strerror
     if exc.errno == errno.E2BIG:
         why = f"{why}: {too_big(req.argv, req.env)}"
-    return StartError(f"cannot start {program!r}: {why}")
+    return StartError(f"cannot start {quoted(program)}: {why}")
 
 
 def too_big(argv: list[str], env: dict[str, str]) -> str:
@@ -86,7 +94,7 @@ def fork_exec(req: Request, program: str, confine: Callable[[], None] | None = N
     err_r, err_w = os.pipe2(os.O_CLOEXEC)
     pid = os.fork()
     if pid == 0:
-        why = f"cannot start {program!r}"
+        why = f"cannot start {quoted(program)}"
         try:
             os.setsid()
             for sig in DEFAULT_SIGNALS:

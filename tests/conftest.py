@@ -17,6 +17,7 @@ import pytest
 import trio
 
 from mcpx_hooks.runners import userns
+from mcpx_hooks.supervisor.process.scratch import owner_dir
 from mcpx_hooks.supervisor.process.spawner import Spawner, open_spawner
 
 # The run history (and the token) of every supervisor the tests start lives under a state
@@ -25,6 +26,11 @@ from mcpx_hooks.supervisor.process.spawner import Spawner, open_spawner
 _SESSION_STATE = tempfile.mkdtemp(prefix="mcpx-tests-state-")
 atexit.register(shutil.rmtree, _SESSION_STATE, True)
 os.environ["XDG_STATE_HOME"] = _SESSION_STATE
+
+
+# This process's scratch directories go in a directory of its own, locked for as long as the
+# process lives (`process/scratch.py`): made now, its fd open before any test counts fds.
+owner_dir()
 
 
 @pytest.fixture(autouse=True)

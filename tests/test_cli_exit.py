@@ -69,6 +69,37 @@ def test_a_config_error_is_2_and_nothing_runs(tmp_path: Path) -> None:
     assert out.returncode == 2 and out.stdout == ""
     assert "bad.toml:/hooks/0/run" in out.stderr
     assert not (tmp_path / "ran").exists()
+    # A key given twice in a JSON file: refused, not the last one silently applied.
+    (tmp_path / "dup.json").write_text(
+        '{"hooks": [{"on": "script", "phase": "before", "sandbox": "none",'
+        ' "run": ["true"], "run": ["touch", "surprise"]}]}'
+    )
+    out = mcpx("exec", "--config", "dup.json", "--json", "--", "touch", "ran", cwd=tmp_path)
+    assert out.returncode == 2 and out.stdout == ""
+    assert 'dup.json:/hooks/0/run: the key "run" is given more than once' in out.stderr
+    assert not (tmp_path / "ran").exists() and not (tmp_path / "surprise").exists()
+    out = mcpx("validate", "dup.json", cwd=tmp_path)
+    assert out.returncode == 2 and "dup.json:/hooks/0/run" in out.stdout + out.stderr
+
+
+@pytest.mark.parametrize(
+    "command", [["exec", "--json", "--", "touch", "ran"], ["serve", "--port", "0", "--no-auth"]]
+)
+def test_a_spawn_mode_that_is_none_is_2_in_one_line(tmp_path: Path, command: list[str]) -> None:
+    out = subprocess.run(
+        [*CLI, *command],
+        cwd=tmp_path,
+        env={**ENV, "MCPX_HOOKS_SPAWN": "bogus"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (out.returncode, out.stdout) == (2, "")
+    assert out.stderr == (
+        "mcpx-hooks: MCPX_HOOKS_SPAWN='bogus': expected one of pidns, keeper, auto\n"
+    )
+    assert not (tmp_path / "ran").exists()
 
 
 SLEEPER = "echo ready; exec sleep 60"

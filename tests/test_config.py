@@ -803,6 +803,27 @@ def test_json_syntax_error(tmp_path: Path) -> None:
     assert "(at line 3, column 1)" in problem.message
 
 
+def test_a_json_key_given_twice_is_refused_at_its_pointer(tmp_path: Path) -> None:
+    # JSON parsers keep the last value silently; TOML refuses: so does a JSON config.
+    text = (
+        '{"defaults": {"timeoutMs": 5, "timeoutMs": 50000},'
+        ' "hooks": [{"on": "script", "phase": "before", "run": ["true"],'
+        ' "run": ["sh", "-c", "echo surprise"], "run": ["false"]}]}'
+    )
+    path = write(tmp_path / "c.json", text)
+    found = problems(tmp_path, path)
+    assert [(p.file, p.pointer, p.message) for p in found] == [
+        (str(path), "/defaults/timeoutMs", 'the key "timeoutMs" is given more than once'),
+        (str(path), "/hooks/0/run", 'the key "run" is given more than once'),
+    ]
+    found = problems(tmp_path, command_line_hooks=['{"on": "script", "on": "script"}'])
+    assert where(found) == [("--hook #1", "/on")]
+    # the same key in different objects is no duplicate
+    hook = {"name": "h", "on": "script", "phase": "before", "run": ["true"]}
+    write_json(tmp_path / "ok.json", {"hooks": [hook, {**hook, "name": "i"}]})
+    assert len(load(tmp_path, tmp_path / "ok.json").hooks) == 2
+
+
 def test_json_root_must_be_an_object(tmp_path: Path) -> None:
     problem = one_problem(tmp_path, "[]", name="c.json")
     assert (problem.pointer, problem.message) == ("", "expected an object, found an empty array")

@@ -303,3 +303,77 @@ def test_pass_env_copies_globs_from_the_callers_environment(tmp_path: Path) -> N
     )
     texts = [json.loads(line).get("text") for line in done.stdout.splitlines()]
     assert "1 2 False" in texts, done.stdout
+
+
+#: A secret with a backslash and a quote: its repr (`'s3cr"et\\\\value'`) and its JSON form
+#: differ from it, and a message that names the program must still not give it away.
+ODD_SECRET = 's3cr"et\\value-Wq5'
+
+
+def _odd_forms() -> list[str]:
+    return [ODD_SECRET, repr(ODD_SECRET)[1:-1], json.dumps(ODD_SECRET)[1:-1], "s3cr"]
+
+
+def test_a_program_that_cannot_start_is_named_without_its_secret(tmp_path: Path) -> None:
+    # The secret as the program: it cannot start, and the error naming it is redacted in the
+    # readable view, in --json, in the history (runs show) and through a server.
+    argv = ("--secret", "ODD", "--", ODD_SECRET)
+    outputs = {}
+    for sandbox in ("none", "workspace"):
+        view = subprocess.run(
+            [*CLI, "exec", "--sandbox", sandbox, *argv],
+            cwd=tmp_path,
+            env=env(ODD=ODD_SECRET),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert view.returncode == 1, view.stderr
+        assert "cannot start '[secret ODD]': not found on PATH" in view.stdout + view.stderr
+        outputs[f"exec --sandbox {sandbox}"] = view.stdout + view.stderr
+    done = _exec(tmp_path, *argv, ODD=ODD_SECRET)
+    (error,) = (json.loads(line) for line in done.stdout.splitlines() if '"error"' in line)
+    assert error["message"].endswith("cannot start '[secret ODD]': not found on PATH")
+    run_id = error["runId"]
+    outputs["exec --json"] = done.stdout + done.stderr
+    for args in (("runs", "show", run_id), ("runs", "show", "--json", run_id), ("runs", "list")):
+        shown = subprocess.run(
+            [*CLI, *args], cwd=tmp_path, env=env(), capture_output=True, text=True, check=False
+        )
+        assert shown.returncode == 0, shown.stderr
+        outputs[" ".join(args)] = shown.stdout + shown.stderr
+    srv = start_server(tmp_path)
+    try:
+        remote = subprocess.run(
+            [*CLI, "exec", "--remote", srv.url, "--token-file", "token", "--json", *argv],
+            cwd=tmp_path,
+            env=env(ODD=ODD_SECRET),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        srv.stop()
+    assert "cannot start '[secret ODD]'" in remote.stdout, remote.stderr
+    outputs["exec --remote"] = remote.stdout + remote.stderr
+    outputs["the server's log"] = srv.log()
+    for where, text in outputs.items():
+        for form in _odd_forms():
+            assert form not in text, f"{form!r} in {where}: {text}"
+
+
+def test_explain_shows_what_the_run_would_redact(tmp_path: Path) -> None:
+    for view in ((), ("--json",)):
+        done = subprocess.run(
+            [*CLI, "exec", "--explain", *view, "--secret", "RUN_TOKEN", "--", "echo", RUN_TOKEN],
+            cwd=tmp_path,
+            env=env(RUN_TOKEN=RUN_TOKEN),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        assert_clean(f"exec --explain {view}", done.stdout + done.stderr)
+        assert "[secret RUN_TOKEN]" in done.stdout

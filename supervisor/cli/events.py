@@ -6,6 +6,7 @@ import json
 
 from .common import EXIT_OK, remote, remote_failed, run_async
 from .parser import add_token_file_argument
+from .printable import printable
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(event), flush=True)
         else:
-            print(client.event_line(event), flush=True)
+            print(printable(client.event_line(event)), flush=True)
 
     try:
         run_async(client.follow_events, remote(args), args.kinds, args.since, show)

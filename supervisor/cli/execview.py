@@ -26,6 +26,7 @@ from ..core.frames import STREAM_ENDS, STREAM_TYPES
 from ..core.jsontext import dumps, wire_loads
 from ..run.bus import Bus
 from ..run.observerstats import ObserverStats
+from .printable import printable
 from .runview import RunView
 from .view import frame_lines
 
@@ -192,7 +193,8 @@ def still_running_line(data: Mapping[str, Any]) -> str:
     """What a person reads of a hook (its `hook.started` data) that has not finished after
     `STILL_RUNNING_S`."""
     where = f" ({data['on']}.{data['phase']})" if "on" in data and "phase" in data else ""
-    return f"hook {data.get('name')}{where}: still running after {STILL_RUNNING_S:g} s..."
+    hook = printable(f"hook {data.get('name')}{where}")
+    return f"{hook}: still running after {STILL_RUNNING_S:g} s..."
 
 
 async def serve_still_running(
@@ -330,12 +332,16 @@ def observer_lines(stats: ObserverStats, drain_ms: int) -> list[str]:
     """What `exec` says on stderr of its observe hooks once it ends: each that failed, each
     cut short by `[observe] drainMs`, and what was left unread."""
     lines = [
-        f"mcpx-hooks exec: observe hook {u.name} (on {u.kind}) failed [{u.status}]: {u.reason}"
+        printable(
+            f"mcpx-hooks exec: observe hook {u.name} (on {u.kind}) failed [{u.status}]: {u.reason}"
+        )
         for u in stats.failed
     ]
     lines.extend(
-        f"mcpx-hooks exec: observe hook {u.name} (on {u.kind}) was cut short: {u.reason} when"
-        f" [observe] drainMs ({drain_ms} ms) passed after the run's end; it was killed"
+        printable(
+            f"mcpx-hooks exec: observe hook {u.name} (on {u.kind}) was cut short: {u.reason}"
+            f" when [observe] drainMs ({drain_ms} ms) passed after the run's end; it was killed"
+        )
         for u in stats.cut_short
     )
     named = len(stats.failed) + len(stats.cut_short)

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
     from ..core.effects import Effect
     from ..core.hooks import Config, Hook
+    from ..core.redact import Redactor
     from ..core.when import RunFacts
 
 
@@ -142,10 +143,10 @@ def _where(source: Any) -> str:
 
 
 def explain_lines(plan: dict[str, Any]) -> list[str]:
-    """`exec --explain` for a person."""
-    from ..core.when import command_line
+    """`exec --explain` for a person (what it shows of the hooks is data: `printable.py`)."""
+    from .printable import command, continued_lines
 
-    lines = [f"a run of {command_line(plan['argv'])} in {plan['cwd']}"]
+    lines = [f"a run of {command(plan['argv'])} in {plan['cwd']}"]
     hooks: Sequence[dict[str, Any]] = plan["hooks"]
     running = [h for h in hooks if h["runs"]]
     lines.append("would run, in order:" if running else "would run no hooks")
@@ -170,7 +171,24 @@ def explain_lines(plan: dict[str, Any]) -> list[str]:
     for skipped in plan["skippedFiles"]:
         trust = f"; trust it with: {skipped['trustCommand']}" if skipped["trustCommand"] else ""
         lines.append(f"  {skipped['file']}: {skipped['reason']}{trust}")
-    return lines
+    return continued_lines(lines)
+
+
+def _redactor(config: Config, secret_names: Sequence[str]) -> Redactor:
+    """What the run would redact: its own secrets (`[script] secrets`, then `--secret`), its
+    hooks' and its tool servers' (a secret's value could be in its argv, a hook's `when`)."""
+    import os
+
+    from ..core.passenv import pass_environment
+    from ..core.redact import Redactor
+    from ..core.servers import server_secrets
+    from ..run.hookcontext import hook_secrets
+
+    names = (*config.script_secrets, *secret_names)
+    secrets = {**hook_secrets(config.hooks, os.environ, os.environ)}
+    secrets.update(pass_environment((), names, os.environ).secrets)
+    secrets.update(server_secrets(config.servers.values(), os.environ))
+    return Redactor(secrets)
 
 
 def run(
@@ -200,6 +218,7 @@ def run(
 
         changed = run_async(git_changes, cwd, config.when_base)
     plan = explain(config, RunFacts(script.shown_argv, cwd, changed), autonomy, left)
+    plan = _redactor(config, args.secrets).value(plan)
     if args.json:
         print(json.dumps(plan), flush=True)
     else:

@@ -98,6 +98,7 @@ def hooks_list(args: argparse.Namespace) -> int:
             print("\n".join(hook_table(found)))
         return EXIT_OK
     from ..core.hooks import hook_json  # the converter's own shape, without loading cattrs
+    from .printable import printable
     from .promptview import say_model_warnings
 
     config = load(args)
@@ -112,7 +113,7 @@ def hooks_list(args: argparse.Namespace) -> int:
         print("\n".join(hook_table(hook_json(h) for h in config.hooks)))
     for f in config.skipped:
         then = f"; to apply it: {f.trust_command}" if f.trust_command else ""
-        print(f"not applied: {f.file} ({f.reason}){then}")
+        print(printable(f"not applied: {f.file} ({f.reason}){then}"))
     return EXIT_OK
 
 

@@ -72,9 +72,9 @@ def one_line(text: str) -> str:
     """`text` as one line of a comment or of the terminal: what is not printable (a line
     break, which would end a comment and start TOML of the source's choosing; an escape
     sequence; a lone surrogate) written as its escape."""
-    return "".join(
-        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text
-    )
+    from .printable import printable
+
+    return printable(text)
 
 
 def run(source: str) -> int:

@@ -16,7 +16,7 @@ import os
 import sys
 
 from ..config import codecache
-from .common import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, quiet_start
+from .common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, quiet_start
 from .parser import command_runner, parser, version
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
@@ -39,9 +39,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"mcpx-hooks: {empty}", file=sys.stderr)
         return EXIT_USAGE
     args = parser().parse_args(given)
-    from ..core.errors import (
-        ConfigError,  # here: `--version` and `--help` have exited without attrs
-    )
+    # (here: `--version` and `--help` have exited without attrs)
+    from ..core.errors import ConfigError, SpawnError, SpawnModeError
 
     try:
         return command_runner(args.command)(args)
@@ -50,6 +49,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for problem in exc.problems:
             print(f"  {problem}", file=sys.stderr)
         return EXIT_USAGE
+    except SpawnError as exc:  # (the spawner itself could not start: one line, no traceback)
+        print(f"mcpx-hooks: {exc}", file=sys.stderr)
+        return EXIT_USAGE if isinstance(exc, SpawnModeError) else EXIT_FAILED
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except BrokenPipeError:

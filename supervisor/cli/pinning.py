@@ -80,6 +80,7 @@ def servers_diff(args: argparse.Namespace) -> int:
 
     from ..config.statefiles import StateError
     from ..tools.pins import changes
+    from .printable import continued_lines
 
     config = load(args)
     names = _named(config, [args.name], "servers diff")
@@ -95,5 +96,6 @@ def servers_diff(args: argparse.Namespace) -> int:
         print(f"mcpx-hooks servers diff: {exc}", file=sys.stderr)
         return EXIT_FAILED
     with contextlib.suppress(BrokenPipeError):
-        print("\n".join(lines) if lines else f"{args.name}: its tools are as pinned")
+        shown = continued_lines(lines)  # (what the server lists is its data)
+        print("\n".join(shown) if lines else f"{args.name}: its tools are as pinned")
     return EXIT_FAILED if lines else EXIT_OK

@@ -255,6 +255,6 @@ def _age(seconds: float) -> str:
 def _safe(text: str) -> str:
     """`text` with control characters (an escape sequence, a carriage return, a newline)
     and lone surrogates escaped, so an entry cannot rewrite the terminal it is shown on."""
-    return "".join(
-        ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text
-    )
+    from .printable import printable
+
+    return printable(text)

@@ -61,7 +61,8 @@ SUPERVISOR_VARIABLES: Final = (
     ),
     (
         SPAWN_MODE_ENV,
-        "`pidns`, `keeper` or `auto` (the default): how child processes are contained",
+        "`pidns`, `keeper` or `auto` (the default): how child processes are contained;"
+        " any other value is a usage error (exit 2) of a command that starts them",
     ),
     (WARM_ENV, "`off`: run `module` hooks in a fresh interpreter each, not a warm fork"),
     (ROOT_ENV, "where scratch directories are made (default `/dev/shm`, when usable)"),

@@ -170,19 +170,19 @@ def table(runs: list[dict[str, Any]], url: str) -> list[str]:
 
 
 def _line(run: Mapping[str, Any]) -> str:
-    import shlex
+    """One run on one line: its argv as a shell would take it back (`printable.command`),
+    every other field escaped (`printable.printable`)."""
+    from .printable import command, printable
 
     code = run.get("exitCode")
     took = run.get("durationMs")
     argv = run.get("argv")
-    shown = shlex.join(str(a) for a in argv) if isinstance(argv, list) else "?"
-    return "  ".join(
-        (
-            str(run.get("runId")),
-            str(run.get("startedAt") or "-"),
-            f"{run.get('status')}",
-            "exit -" if code is None else f"exit {code}",
-            "-" if took is None else f"{took} ms",
-            shown,
-        )
+    shown = command(argv) if isinstance(argv, list) else "?"
+    fields = (
+        str(run.get("runId")),
+        str(run.get("startedAt") or "-"),
+        f"{run.get('status')}",
+        "exit -" if code is None else f"exit {code}",
+        "-" if took is None else f"{took} ms",
     )
+    return "  ".join((*map(printable, fields), shown))

@@ -126,5 +126,7 @@ def _print(found: list[dict[str, Any]], as_json: bool) -> None:
 
 def line(match: Mapping[str, Any]) -> str:
     """One match for a person: its run, `@seq`, the frame's type, the snippet."""
+    from .printable import printable
+
     where = f"{match.get('runId')}@{match.get('seq')}"
-    return f"{where}  {match.get('type')}  {match.get('snippet')}"
+    return printable(f"{where}  {match.get('type')}  {match.get('snippet')}")

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from .printable import continued, printable
 from .view import frame_lines
 
 
@@ -46,14 +47,14 @@ class RunView:
             lines = frame_lines(frame)
             by = frame.get("refusedBy")
             if by and str(frame.get("message", "")).startswith(f"refused by {by}"):
-                lines = [line for line in lines if line != f"  refused by {by}"]
+                lines = [line for line in lines if line != continued(f"  refused by {by}")]
             return lines
         if kind == "end" and frame.get("exitCode") is None and self._error is not None:
             from .common import EXIT_FAILED, cause_exit_codes
 
             cause = str(self._error.get("cause", "failed"))
             code = cause_exit_codes().get(cause, EXIT_FAILED)
-            return [f"end: {cause}, exec exits {code}, {frame['durationMs']} ms"]
+            return [printable(f"end: {cause}, exec exits {code}, {frame['durationMs']} ms")]
         return frame_lines(frame)
 
 

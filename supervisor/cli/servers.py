@@ -79,6 +79,7 @@ def state_line(server: dict[str, Any]) -> str:
 def server_lines(servers: list[dict[str, Any]]) -> list[str]:
     """The readable view: a server per block, its tools indented with their annotations. A
     server's entry may lack a field or hold one of another type: what is there is shown."""
+    from .printable import continued_lines
     from .view import cell
 
     lines = []
@@ -105,7 +106,7 @@ def server_lines(servers: list[dict[str, Any]]) -> list[str]:
                 ", ".join(f"{k}={v}" for k, v in notes.items()) if isinstance(notes, dict) else ""
             )
             lines.append(f"  - {cell(tool.get('name'))}" + (f"  [{hints}]" if hints else ""))
-    return lines
+    return continued_lines(lines)  # (a server's tools and annotations are its data)
 
 
 def run(args: argparse.Namespace) -> int:

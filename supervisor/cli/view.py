@@ -1,10 +1,16 @@
-"""The readable view: what a person sees of frames and hooks on a terminal. Pure text."""
+"""The readable view: what a person sees of frames and hooks on a terminal. Pure text.
+
+What it shows of a frame is data (`printable.py`): free of control characters, a text of
+several lines as indented continuation lines; a script's own output lines are the exception,
+shown as they are."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
+
+from .printable import continued_lines, printable
 
 #: How many trailing lines of stdout and of stderr the readable view shows for a failed hook.
 STDERR_LINES: Final = 8
@@ -14,15 +20,17 @@ STDOUT_LINES: Final = 8
 
 def hook_frame_lines(frame: Mapping[str, Any]) -> list[str]:
     """A hook frame (wire form) as a few lines: outcome, effect, changes and evidence."""
+    return continued_lines(_hook_lines(frame))
+
+
+def _hook_lines(frame: Mapping[str, Any]) -> list[str]:
     # Imported here: `hooks list` uses this module without frames (and so without cattrs).
     from ..core.frames import HookStatus
 
     status = HookStatus(frame["status"])
     mark = {HookStatus.OK: "ok", HookStatus.SKIPPED: "skipped"}.get(status, "FAILED")
-    head = (
-        f"hook {frame['name']} ({frame['on']}.{frame['phase']}, {frame['action']}, "
-        f"sandbox {frame['sandbox']}): {mark}"
-    )
+    where = f"{frame['on']}.{frame['phase']}, {frame['action']}, sandbox {frame['sandbox']}"
+    head = printable(f"hook {frame['name']} ({where})") + f": {mark}"
     if status.is_failure:
         head += f" [{status}]"
     lines = [f"{head} in {frame['durationMs']} ms"]
@@ -65,7 +73,7 @@ def hook_frame_lines(frame: Mapping[str, Any]) -> list[str]:
     lines.extend(f"  dropped: {d['key']} ({d['reason']})" for d in frame.get("dropped", ()))
     ran = frame.get("ran")
     if ran is not None:
-        lines.append(f"  ran {' '.join(ran['argv'])}: {ran['status']}")
+        lines.append(f"  ran {_argv(ran['argv'])}: {ran['status']}")
     if (ended := _exit(frame.get("exitCode"), frame.get("signal"))) is not None:
         lines.append(f"  {ended}")
     if frame.get("stdoutHead"):
@@ -92,21 +100,36 @@ def _exit(code: Any, signal: Any) -> str | None:
     return None
 
 
+def _argv(argv: Any) -> str:
+    """A command line as the view shows it: its items with spaces between, each on one line."""
+    if not isinstance(argv, list | tuple):
+        return cell(argv)
+    return " ".join(printable(str(a)) for a in argv)
+
+
 def frame_lines(frame: Mapping[str, Any]) -> list[str]:
     """Any run frame (wire form) for a person, as it happens. The set of types is open: one
-    this view does not know is one line, its type and its fields (`other_frame_line`)."""
+    this view does not know is one line, its type and its fields (`other_frame_line`). A
+    script's output line is shown as it is; everything else as data (`printable.py`)."""
     from ..core.frames import FrameType
 
     match frame.get("type"):
-        case FrameType.HOOK:
-            return hook_frame_lines(frame)
-        case FrameType.START:
-            argv = " ".join(frame["argv"])
-            return [f"run {frame['runId']}: {argv}  (sandbox {frame['sandbox']})"]
         case FrameType.STDOUT:
             return [f"| {frame['text']}"]
         case FrameType.STDERR:
             return [f"! {frame['text']}"]
+    return continued_lines(_data_lines(frame))
+
+
+def _data_lines(frame: Mapping[str, Any]) -> list[str]:
+    from ..core.frames import FrameType
+
+    match frame.get("type"):
+        case FrameType.HOOK:
+            return _hook_lines(frame)
+        case FrameType.START:
+            run = printable(str(frame["runId"]))
+            return [f"run {run}: {_argv(frame['argv'])}  (sandbox {frame['sandbox']})"]
         case FrameType.LOG:
             return [f"log {frame['level']}: {frame['message']}"]
         case FrameType.EMIT:
@@ -197,7 +220,7 @@ def cell(value: Any) -> str:
     """A value of a server's JSON as a table shows it: text as it is, nothing as `-`,
     anything else as short JSON."""
     if isinstance(value, str):
-        return value
+        return printable(value)
     return "-" if value is None else _short(value, 40)
 
 
@@ -221,5 +244,5 @@ def _effect_cell(hook: Mapping[str, Any]) -> str:
 
 
 def _short(value: Any, limit: int = 80) -> str:
-    text = json.dumps(value, ensure_ascii=False)
+    text = printable(json.dumps(value, ensure_ascii=False))  # (JSON leaves DEL and C1 as is)
     return text if len(text) <= limit else text[: limit - 3] + "..."

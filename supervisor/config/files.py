@@ -23,6 +23,7 @@ skipped.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import pwd
 import stat
@@ -35,6 +36,7 @@ import attrs
 from ..core import jsontext
 from ..core.errors import Problem
 from ..core.records import Record
+from .problems import pointer, pointer_key
 
 ETC_DIR: Final = Path("/etc/mcpx-hooks")
 USER_FILE: Final = Path("mcpx-hooks") / "config.toml"
@@ -128,10 +130,7 @@ def parse_bytes(data: bytes, path: Path, file: str) -> tuple[Any, list[Problem]]
     except UnicodeDecodeError as exc:
         return None, [Problem(file, "", f"cannot read the file: {exc}")]
     if path.suffix.lower() == ".json":
-        try:
-            return jsontext.loads(text), []
-        except jsontext.JsonError as exc:
-            return None, [Problem(file, "", f"invalid JSON: {exc}")]
+        return parse_json(text, file)
     import tomllib  # ~4 ms, for a run that reads a TOML file (a run without a config does not)
 
     try:
@@ -145,6 +144,27 @@ def parse_bytes(data: bytes, path: Path, file: str) -> tuple[Any, list[Problem]]
     if jsontext.depth(doc) > jsontext.MAX_DEPTH:
         return None, [Problem(file, "", _TOO_DEEP)]
     return _toml_nulls(doc), []
+
+
+def parse_json(text: str, file: str) -> tuple[Any, list[Problem]]:
+    """The document of a JSON config text (a file's, a `--hook`'s), or None and its problems:
+    it does not parse, or an object gives a key twice (each such key, at its pointer: JSON
+    would keep the last one silently, where TOML refuses)."""
+    try:
+        doc = jsontext.loads(text)
+    except jsontext.JsonError as exc:
+        return None, [Problem(file, "", f"invalid JSON: {exc}")]
+    if twice := jsontext.duplicate_keys(text):
+        keys = {pointer(path): str(path[-1]) for path in twice}
+        return None, [
+            Problem(
+                file,
+                at,
+                f"the key {json.dumps(keys[at], ensure_ascii=False)} is given more than once",
+            )
+            for at in sorted(keys, key=pointer_key)
+        ]
+    return doc, []
 
 
 _TOO_DEEP: Final = f"invalid TOML: nested deeper than {jsontext.MAX_DEPTH} levels"

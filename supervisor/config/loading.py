@@ -229,10 +229,9 @@ def load_config(
             loader.note(name, problems)
     for number, text in enumerate(command_line_hooks, start=1):
         file = f"--hook #{number}"
-        try:
-            obj = jsontext.loads(text)
-        except jsontext.JsonError as exc:
-            loader.note(file, [Problem(file, "", f"invalid JSON: {exc}")])
+        obj, problems = files.parse_json(text, file)
+        if problems:
+            loader.note(file, problems)
             continue
         loader.add_hook(obj, file, SourceKind.COMMAND_LINE, number - 1, cwd)
     for number, obj in enumerate(per_call_hooks, start=1):

@@ -88,6 +88,7 @@ __all__, __getattr__, __dir__ = exports(
             "ProfileUnavailable",
             "SandboxUnavailable",
             "SpawnError",
+            "SpawnModeError",
             "bug_summary",
         ),
         "events": (

@@ -70,6 +70,11 @@ class SpawnError(HooksError):
     """A child process could not be started (missing program, no spawner, bad cwd)."""
 
 
+class SpawnModeError(SpawnError):
+    """`MCPX_HOOKS_SPAWN` names no mode the spawner has: a usage error (exit 2), not a
+    failure, and said in one line."""
+
+
 class SandboxUnavailable(SpawnError):
     """The sandbox profile asked for cannot be enforced here; never silently downgraded."""
 

@@ -72,6 +72,38 @@ def loads(text: str | bytes) -> Any:
     return value
 
 
+def duplicate_keys(text: str | bytes) -> list[list[str | int]]:
+    """The path of each key that an object of `text` (a JSON text `loads` took) gives more
+    than once, the key last; `[]` when there is none. JSON parsers keep the last value
+    silently: a config file is held to this (TOML refuses it), what is read at speed (a
+    hook's output, frames, requests) is not. A key inside an object that a later duplicate
+    replaced has no path in the document: its outer key is said."""
+    found: list[tuple[dict[str, Any], str]] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        obj: dict[str, Any] = {}
+        for key, value in items:
+            if key in obj:
+                found.append((obj, key))
+            obj[key] = value
+        return obj
+
+    text = text.removeprefix(BOM) if isinstance(text, str) else text.removeprefix(BOM_BYTES)
+    doc = json.loads(text, object_pairs_hook=pairs)
+    if not found:
+        return []
+    where: dict[int, list[str | int]] = {}
+    todo: list[tuple[Any, list[str | int]]] = [(doc, [])]
+    while todo:
+        item, path = todo.pop()
+        if isinstance(item, dict):
+            where[id(item)] = path
+            todo.extend((v, [*path, k]) for k, v in item.items())
+        elif isinstance(item, list):
+            todo.extend((v, [*path, i]) for i, v in enumerate(item))
+    return [[*where[id(obj)], key] for obj, key in found if id(obj) in where]
+
+
 def _not_json(word: str) -> Any:
     raise JsonError(f"{word} is not JSON")
 

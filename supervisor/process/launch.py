@@ -22,7 +22,7 @@ from typing import Any, Final
 
 import attrs
 
-from ..core.errors import HooksError, SpawnError
+from ..core.errors import HooksError, SpawnError, SpawnModeError
 from ..core.records import Record
 from .runnerside import isolation, libc, protocol, runner_path
 
@@ -134,7 +134,7 @@ def _launch(request_fd: int, taken_fd: int) -> subprocess.Popen[bytes]:
     report says which."""
     asked = os.environ.get(SPAWN_MODE_ENV, "auto") or "auto"
     if asked not in (*SPAWN_MODES, "auto"):
-        raise SpawnError(f"{SPAWN_MODE_ENV}={asked!r}: expected one of pidns, keeper, auto")
+        raise SpawnModeError(f"{SPAWN_MODE_ENV}={asked!r}: expected one of pidns, keeper, auto")
     if asked == "keeper":
         return _start_spawner("keeper", request_fd, taken_fd, f"{SPAWN_MODE_ENV}=keeper")
     if os.geteuid() != 0:

@@ -20,9 +20,9 @@ import trio
 from trio_websocket import (
     ConnectionClosed,
     ConnectionRejected,
+    ConnectionTimeout,
     HandshakeError,
     WebSocketConnection,
-    open_websocket_url,
 )
 
 from ..core.effects import AnsweredBy
@@ -36,6 +36,7 @@ from ..core.wireshape import shape_problem
 from ..process.signals import serve_stop_signals
 from .answering import AskWatcher, Responder
 from .wire import DEFAULT_HOST, DEFAULT_PORT, Close
+from .wsopen import open_websocket
 
 _T = TypeVar("_T")
 
@@ -93,37 +94,23 @@ async def open_remote(
     headers = (
         [] if remote.token is None else [(b"authorization", f"Bearer {remote.token}".encode())]
     )
-    opened: list[WebSocketConnection] = []
     try:
-        async with open_websocket_url(
+        async with open_websocket(
             url,
-            extra_headers=headers,
+            headers,
             max_message_size=MAX_INCOMING,
-            connect_timeout=CONNECT_TIMEOUT_S,
-            disconnect_timeout=CLOSE_TIMEOUT_S,
+            connect_s=CONNECT_TIMEOUT_S,
+            close_s=CLOSE_TIMEOUT_S,
         ) as ws:
-            opened.append(ws)
             yield ws
     except ConnectionRejected as exc:
         raise RemoteError(_refusal(url, exc)) from None
+    except ConnectionTimeout:  # (a HandshakeError too)
+        why = f"no WebSocket handshake within {CONNECT_TIMEOUT_S:g} s"
+        raise RemoteError(f"cannot connect to {remote.url}: {why}") from None
     except HandshakeError as exc:
         cause = exc.__cause__ or exc
         raise RemoteError(f"cannot connect to {remote.url}: {cause}") from None
-    finally:
-        for ws in opened:
-            await _close_tcp(ws)
-
-
-async def _close_tcp(ws: WebSocketConnection) -> None:
-    """Closes the connection's TCP stream, once the WebSocket is closed. trio-websocket's
-    client (0.12) leaves it open when the server closes first (it waits for the server's
-    TCP close, reads it, and returns without closing its own socket): each remote command
-    would leave a socket to the garbage collector (a ResourceWarning under `-X dev`)."""
-    stream = getattr(ws, "_stream", None)
-    if stream is not None:
-        with trio.CancelScope(shield=True), contextlib.suppress(trio.TooSlowError, OSError):
-            with trio.fail_after(CLOSE_TIMEOUT_S):
-                await stream.aclose()
 
 
 def _refusal(url: str, exc: ConnectionRejected) -> str:

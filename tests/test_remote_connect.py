@@ -1,0 +1,106 @@
+"""The WebSocket client of the remote commands (`service/remote.py` `open_remote`) against a
+server that accepts the TCP connection and never answers the handshake: it gives up in
+`CONNECT_TIMEOUT_S` with one line that says why, instead of waiting forever."""
+
+from __future__ import annotations
+
+import gc
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from mcpx_hooks.supervisor.service import remote as client
+from mcpx_hooks.supervisor.service.remote import Remote, RemoteError, open_remote
+
+CLI = [sys.executable, "-m", "mcpx_hooks.supervisor"]
+
+
+@pytest.fixture
+def silent() -> Iterator[socket.socket]:
+    """A listening socket nobody accepts on: the kernel completes each TCP handshake (up to
+    the backlog), and no byte ever comes back."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(8)
+        yield sock
+
+
+def _url(sock: socket.socket) -> str:
+    return f"ws://127.0.0.1:{sock.getsockname()[1]}"
+
+
+async def test_a_handshake_never_answered_is_given_up(
+    silent: socket.socket, autojump_clock: Any
+) -> None:
+    started = trio.current_time()
+    with trio.fail_after(3 * client.CONNECT_TIMEOUT_S), pytest.raises(RemoteError) as caught:
+        async with open_remote(Remote(_url(silent), "sekrit"), "/v1/hooks"):
+            pytest.fail("no connection was made")
+    assert str(caught.value) == (
+        f"cannot connect to {_url(silent)}: no WebSocket handshake within"
+        f" {client.CONNECT_TIMEOUT_S:g} s"
+    )
+    assert trio.current_time() - started == pytest.approx(client.CONNECT_TIMEOUT_S)
+    gc.collect()  # (with warnings as errors: a socket left open fails the test here)
+
+
+async def test_once_open_the_socket_is_the_callers_for_as_long_as_it_reads(
+    autojump_clock: Any,
+) -> None:
+    """The bound is on connecting only: a socket that stays quiet past it once open is not
+    cut (an `events` follower, a long run)."""
+
+    async def handshake_then_quiet(request: Any) -> None:
+        ws = await request.accept()
+        await trio.sleep(3 * client.CONNECT_TIMEOUT_S)
+        await ws.send_message('{"type": "hooks", "files": [], "hooks": []}')
+        await ws.aclose()
+
+    from trio_websocket import serve_websocket
+
+    async with trio.open_nursery() as nursery:
+        server = await nursery.start(serve_websocket, handshake_then_quiet, "127.0.0.1", 0, None)
+        remote = Remote(f"ws://127.0.0.1:{server.port}")
+        assert await client.config_files(remote) == ([], [])
+        nursery.cancel_scope.cancel()
+
+
+def test_remote_commands_say_why_and_exit_1(silent: socket.socket, tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("sekrit\n")
+    token.chmod(0o600)
+    common = ["--remote", _url(silent), "--token-file", str(token)]
+    commands = {
+        "hooks list": ["hooks", "list", *common],
+        "exec": ["exec", "--json", *common, "--", "true"],
+    }
+    env = {**os.environ, "MCPX_HOOKS_NO_DISCOVERY": "1"}
+    started = time.monotonic()
+    running = {
+        name: subprocess.Popen(
+            [*CLI, *argv], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        for name, argv in commands.items()
+    }
+    try:
+        for name, proc in running.items():
+            out, err = proc.communicate(timeout=3 * client.CONNECT_TIMEOUT_S)
+            assert proc.returncode == 1, (name, out, err)
+            assert out == b""
+            assert err.decode() == (
+                f"mcpx-hooks {name}: cannot connect to {_url(silent)}: no WebSocket handshake"
+                f" within {client.CONNECT_TIMEOUT_S:g} s\n"
+            )
+    finally:
+        for proc in running.values():  # (still waiting, when the bound did not hold)
+            proc.kill()
+            proc.communicate()
+    assert time.monotonic() - started < 3 * client.CONNECT_TIMEOUT_S
