@@ -209,9 +209,7 @@ async def _execute(
     assert info is not None
     hooks = PhaseHooks(config, spawner, bus, journal=run.journal, run_id=req.run_id, asks=run.asks)
     run.journal.append(blank(StartFrame, argv=info.argv, cwd=req.cwd, sandbox=profile.value))
-    bus.publish(
-        EventKind.RUN_STARTED, {"argv": list(info.argv), "cwd": info.cwd}, run_id=req.run_id
-    )
+    bus.publish(EventKind.RUN_STARTED, {"argv": [*info.argv], "cwd": req.cwd}, run_id=req.run_id)
     for warning in config.warnings:  # a project file skipped, a ceiling a file tried to raise
         run.journal.append(blank(WarningFrame, message=warning))
     hooks.changed = await changed_files(req, config)
