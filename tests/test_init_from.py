@@ -228,6 +228,7 @@ def test_regex_and_brace_conversions() -> None:
     assert regex_globs(r"\.py") is None  # unanchored: also .pyc, .pyx: no exact glob
     assert regex_globs(r"^src") is None
     assert brace_globs("{a,b}/*.{c,d}") == ["a/*.c", "a/*.d", "b/*.c", "b/*.d"]
+    assert brace_globs("*.{a,b,{c,d}}") == ["*.a", "*.b", "*.c", "*.d"]  # nested: once each
 
 
 LINT_CHECK = r"""

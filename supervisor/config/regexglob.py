@@ -129,4 +129,9 @@ def brace_globs(glob: str) -> list[str]:
     if match is None:
         return [glob]
     head, tail = glob[: match.start()], glob[match.end() :]
-    return [g for choice in match.group(1).split(",") for g in brace_globs(head + choice + tail)]
+    # Once each, in order: nested groups expand to the same glob more than once
+    # (`*.{a,b,{c,d}}` → `*.a`, `*.b`, `*.c`, `*.d`).
+    expanded = (
+        g for choice in match.group(1).split(",") for g in brace_globs(head + choice + tail)
+    )
+    return list(dict.fromkeys(expanded))
