@@ -220,6 +220,19 @@ def _doctor(tmp: Path) -> str:
     return line
 
 
+def test_doctor_checks_the_history_a_config_names(tmp_path: Path) -> None:
+    # `serve --config c.toml` keeps its runs where c.toml says: `doctor --config c.toml`
+    # checks that one (it read the default's only, and had no --config).
+    config(tmp_path)
+    (tmp_path / "h").mkdir()
+    (tmp_path / "h" / "history.db").write_bytes(b"not a database, " * 1000)
+    done = mcpx("doctor", "--config", "c.toml", cwd=tmp_path)
+    assert "Traceback" not in done.stderr, done.stderr
+    line = next(x for x in done.stdout.splitlines() if x.startswith("run history:"))
+    assert str(tmp_path / "h" / "history.db") in line and "NOT KEPT" in line, line
+    assert done.returncode == 1
+
+
 def test_a_corrupt_history_never_stops_a_run(tmp_path: Path) -> None:
     config(tmp_path)
     (tmp_path / "h").mkdir()

@@ -110,13 +110,13 @@ async def _collect() -> tuple[str, bool]:
         return report(spawner)
 
 
-async def _servers() -> list[str]:
+async def _servers(args: argparse.Namespace) -> list[str]:
     """The tool servers the config declares that fail to start here, with why."""
     from .common import load
     from .servers import server_states, state_line
 
     try:
-        config = load(argparse.Namespace(config=[]))
+        config = load(args)
     except ConfigError as exc:  # the sandbox report stands whatever the config says
         return ["", f"tool servers: the config does not load ({len(exc.problems)} problem(s);"
                 " `mcpx-hooks validate` shows them)"]  # fmt: skip
@@ -125,7 +125,7 @@ async def _servers() -> list[str]:
     return ["", "tool servers that fail to start:", *lines] if lines else []
 
 
-def _history() -> tuple[list[str], bool]:
+def _history(args: argparse.Namespace) -> tuple[list[str], bool]:
     """Where runs are kept, and why they are not when they cannot be (the same probe the
     supervisor's writer would fail: opened, written, checked, room on the disk)."""
     from ..history.probing import probe
@@ -133,7 +133,7 @@ def _history() -> tuple[list[str], bool]:
     from .common import load
 
     try:
-        config = load(argparse.Namespace(config=[]))
+        config = load(args)
     except ConfigError:  # said with the tool servers
         return [], True
     if not config.history_enabled:
@@ -146,6 +146,10 @@ def _history() -> tuple[list[str], bool]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from .parser import add_config_file_arguments
+
+    # The config a `serve --config F` reads: its tool servers and its run history checked.
+    add_config_file_arguments(p)
     p.add_argument(
         "--cluster",
         metavar="URL",
@@ -162,8 +166,8 @@ def run(args: argparse.Namespace) -> int:
     profile is enforceable here, every server starts (and, with `--cluster`, the cluster is
     well), else 1."""
     text, every = run_async(_collect)
-    failing = run_async(_servers)
-    history, kept = _history()
+    failing = run_async(_servers, args)
+    history, kept = _history(args)
     text = "\n".join([text, *failing, *history, *grant_lines()])
     every = every and kept
     if getattr(args, "cluster", None):
@@ -183,4 +187,4 @@ def run(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run(argparse.Namespace()))
+    sys.exit(run(argparse.Namespace(config=[], trust_project=False)))
