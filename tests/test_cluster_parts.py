@@ -224,8 +224,9 @@ async def test_two_gateways_ending_one_lost_run_at_once_end_it_once(tmp_path: Pa
     `error` "worker lost" and one `end`."""
     from clusterparts import raw_frames
 
+    from mcpx_hooks.supervisor.cluster.ending import publish_lost
     from mcpx_hooks.supervisor.cluster.link import open_cluster
-    from mcpx_hooks.supervisor.cluster.mirror import Mirrors, publish_lost
+    from mcpx_hooks.supervisor.cluster.mirror import Mirrors
     from mcpx_hooks.supervisor.cluster.names import Header, frames_subject
     from mcpx_hooks.supervisor.core.order import check_order
 
@@ -315,9 +316,10 @@ async def test_two_gateways_ending_one_lost_request_at_once_end_it_once(tmp_path
     first frame for it afterwards is refused (its subject is not empty)."""
     from clusterparts import raw_frames
 
+    from mcpx_hooks.supervisor.cluster.ending import publish_ending
     from mcpx_hooks.supervisor.cluster.jet import WRONG_LAST_SEQUENCE, ClusterDown
     from mcpx_hooks.supervisor.cluster.link import open_cluster
-    from mcpx_hooks.supervisor.cluster.mirror import Mirrors, publish_ending
+    from mcpx_hooks.supervisor.cluster.mirror import Mirrors
     from mcpx_hooks.supervisor.cluster.names import Header, frames_subject
     from mcpx_hooks.supervisor.cluster.queued import REQUEST_LOST
     from mcpx_hooks.supervisor.core.frames import ErrorCause, StartFrame, blank

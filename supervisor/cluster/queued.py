@@ -6,7 +6,7 @@ Each time the gateway hears NATS again after a disconnect, it looks for each run
 and no worker has begun (its frames subject still empty) whether the requests stream still
 holds its request (at the stream sequence its publish was given, with the run's id). One
 that is gone is ended at once with `start`, `error{cause: "failed"}` and `end`, published as
-`mirror.publish_lost` publishes a lost worker's ending: only onto an empty subject, once. A
+`ending.publish_lost` publishes a lost worker's ending: only onto an empty subject, once. A
 worker never runs it (it is gone; and a worker runs nothing whose subject is not empty), and
 the client waiting on the exec socket gets the ending instead of waiting for ever.
 """
@@ -22,9 +22,10 @@ from ..core.frames import ErrorCause, StartFrame, blank
 from ..core.hooks import Profile
 from ..core.redact import Redactor
 from ..service.execrequest import ExecRequest
+from .ending import publish_ending
 from .jet import ClusterDown
 from .link import Cluster
-from .mirror import Mirrors, publish_ending
+from .mirror import Mirrors
 
 logger = logging.getLogger("mcpx_hooks.cluster")
 

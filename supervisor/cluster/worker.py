@@ -44,10 +44,11 @@ from ..service.logredact import open_logged_runtime
 from ..service.roots import release_cwd
 from ..service.wire import Close, WireError, encode
 from .access import INSECURE_WARNING, NatsAccess
+from .ending import publish_ending
 from .events import forward_events
 from .jet import ClusterDown, Taken
 from .link import Cluster, open_cluster, retry_s
-from .mirror import MirrorJournal, publish_ending
+from .mirror import MirrorJournal
 from .names import (
     DEFAULT_LEASE_S,
     Header,
