@@ -19,11 +19,12 @@ from array import array
 from collections import OrderedDict
 from itertools import accumulate, repeat
 from operator import add
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 import orjson
 import trio
 
+from ..core.errors import bug_summary
 from ..core.frames import OUTPUT_TYPES, STREAM_ENDS, FrameType
 from ..core.jsontext import wire_loads
 from ..run.journal import FRAME_OVERHEAD, RunJournal
@@ -31,7 +32,7 @@ from ..run.journals import to_forget
 from ..service.wire import Close, WireError
 from .jet import ClusterDown, Stored
 from .link import Cluster, retry_s
-from .names import Header, Stream, batch_frames, frames_subject
+from .names import Header, Stream, batch_frames, frame_problem, frames_subject
 
 logger = logging.getLogger("mcpx_hooks.cluster")
 
@@ -76,8 +77,16 @@ class MirrorJournal(RunJournal):
 
     def take(self, message: Stored) -> None:
         """One message of the run's subject: its frames (one, or a batch) kept from the next
-        seq on, in order; a frame already held (a batch sent again) or a stray message is
-        skipped, and nothing is kept after a gap or past `end`."""
+        seq on, in order; a frame already held (a batch sent again), a stray message or a
+        frame that is not one (`frame_problem`) is skipped, and nothing is kept after a gap,
+        such a frame, or `end`. A bug in taking it loses the message, logged, never more."""
+        try:
+            self._take(message)
+        except Exception as exc:  # a bug: logged in one line, the gateway goes on
+            logger.error("run %s: a message not taken: %s", self.run_id, bug_summary(exc))
+            logger.debug("run %s: a message not taken", self.run_id, exc_info=exc)
+
+    def _take(self, message: Stored) -> None:
         self.last_stream_seq = max(self.last_stream_seq, message.sequence)
         if self.until is not None and self.last_stream_seq >= self.until:
             self.caught_up.set()
@@ -115,12 +124,7 @@ class MirrorJournal(RunJournal):
             if other == len(fresh):
                 break
             line = fresh[other]
-            try:
-                wire = wire_loads(line)
-            except ValueError:
-                logger.warning("run %s: a message that is no frame, skipped", self.run_id)
-                break
-            if not isinstance(wire, dict):
+            if (wire := _frame(self.run_id, held + other, line)) is None:
                 break
             kind = wire.get("type")
             if kind in _OUTPUT:  # an output frame in another form than the journal's
@@ -153,6 +157,22 @@ class MirrorJournal(RunJournal):
         return {
             str(f.get("askId")) for f in self.decoded(0) if f.get("type") == FrameType.ASK.value
         }
+
+
+def _frame(run_id: str, seq: int, line: bytes) -> dict[str, Any] | None:
+    """Frame `seq` of a run decoded, or None when it is not one (said in the log)."""
+    try:
+        wire = wire_loads(line)
+    except ValueError:
+        wire = None
+    if not isinstance(wire, dict):
+        problem: str | None = "not a JSON object"
+    elif (problem := frame_problem(wire)) is None:
+        return wire
+    logger.warning(
+        "run %s: frame %d is not one (%s): it and what follows skipped", run_id, seq, problem
+    )
+    return None
 
 
 def _refusal(code: str, data: bytes) -> WireError:
