@@ -140,6 +140,8 @@ class Nats:
     tls: bool = False
     #: The largest message the server takes, when not its own default (1 MiB).
     max_payload: int | None = None
+    #: Whether JetStream is on (off: a server the cluster cannot use).
+    jetstream: bool = True
     passwords: dict[str, str] = attrs.field(
         factory=lambda: {role: secrets.token_hex(16) for role in USERS}
     )
@@ -196,7 +198,11 @@ class Nats:
             )
         config.write_text(
             f"listen: 127.0.0.1:{self.port}\n"
-            f"jetstream {{ store_dir: {json.dumps(str(self.store))} }}\n"
+            + (
+                f"jetstream {{ store_dir: {json.dumps(str(self.store))} }}\n"
+                if self.jetstream
+                else ""
+            )
             + (f"max_payload: {self.max_payload}\n" if self.max_payload else "")
             + tls
             + ("" if self.open else documented_authorization())

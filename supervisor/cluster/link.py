@@ -12,7 +12,7 @@ from typing import Any, Final
 import trio
 
 from ..core.backoff import retry_wait_s
-from . import natsconnect, objects
+from . import jetstreams, natsconnect, objects
 from .access import NatsAccess
 from .bridge import Bridge, Deliver, open_bridge
 from .jet import ClusterDown, ClusterRefused, Jet, Published, Stored, Taken
@@ -50,17 +50,17 @@ class Cluster:
         self.open_to_anyone = open_to_anyone
 
     async def ensure_streams(self, specs: tuple[StreamSpec, ...]) -> None:
-        await self.bridge.call(self.jet.ensure_streams, specs)
+        await self.bridge.call(jetstreams.ensure_streams, self.jet, specs)
 
     async def jetstream_on(self) -> bool:
-        return await self.bridge.call(self.jet.jetstream_on)
+        return await self.bridge.call(jetstreams.jetstream_on, self.jet)
 
     async def stream_state(self, stream: Stream) -> tuple[int, int, int] | None:
-        return await self.bridge.call(self.jet.stream_state, stream)
+        return await self.bridge.call(jetstreams.stream_state, self.jet, stream)
 
     async def stream_made(self, stream: Stream) -> tuple[str, int, int]:
         """When the stream was made (as text), and its first and last seq."""
-        return await self.bridge.call(self.jet.stream_made, stream)
+        return await self.bridge.call(jetstreams.stream_made, self.jet, stream)
 
     async def max_payload(self) -> int:
         """The largest message the server takes, in bytes."""

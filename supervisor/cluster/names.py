@@ -1,6 +1,6 @@
 """The cluster's names, declared once: its streams, subjects, consumer and headers, and each
 stream's retention as it follows from the config (`runs.retain`, the journal's budgets, the
-bus's history). Pure: no NATS, no trio; `jet.py` turns a `StreamSpec` into JetStream's
+bus's history). Pure: no NATS, no trio; `jetstreams.py` turns a `StreamSpec` into JetStream's
 stream config, and `ensure_streams` creates or updates each one at start (idempotent).
 """
 

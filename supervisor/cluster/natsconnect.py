@@ -17,6 +17,7 @@ from nats.aio.client import Client
 
 from .access import NatsAccess
 from .jet import FLUSH_S, ClusterDown, ClusterRefused, Jet, said
+from .jetstreams import streams_again
 
 logger = logging.getLogger("mcpx_hooks.cluster")
 
@@ -98,7 +99,7 @@ async def connect(jet: Jet, url: str, name: str, access: NatsAccess) -> None:
     async def reconnected() -> None:
         jet.reconnects += 1
         logger.warning("NATS: reconnected to %s", url)
-        await jet.streams_again()
+        await streams_again(jet)
 
     async def disconnected() -> None:
         if not jet.closing:
