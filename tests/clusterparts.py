@@ -367,6 +367,25 @@ async def raw_messages(url: str, run_id: str) -> list[tuple[int, list[tuple[int,
         await nc.close()
 
 
+async def raw_lines(url: str, run_id: str) -> list[bytes]:
+    """Every frame's line JetStream holds on the run's subject, as its messages carry them
+    (the bytes a run's chain is over); `url`: a `Nats.client_url`."""
+    import nats
+
+    nc = await nats.connect(url)
+    try:
+        sub = await nc.jetstream().subscribe(f"mcpx.frames.{run_id}", ordered_consumer=True)
+        found: list[bytes] = []
+        while True:
+            msg = await sub.next_msg(timeout=5)
+            batch = "Mcpx-Seq-Last" in (msg.headers or {})
+            found += msg.data.split(b"\n") if batch else [msg.data]
+            if msg.metadata.num_pending == 0:
+                return found
+    finally:
+        await nc.close()
+
+
 async def raw_frames(url: str, run_id: str) -> list[tuple[int, dict[str, Any]]]:
     """Every frame JetStream holds on the run's subject: (its seq as the headers say, the
     frame), in the stream's order; `url`: a `Nats.client_url`."""

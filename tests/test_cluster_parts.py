@@ -222,12 +222,13 @@ async def test_two_gateways_ending_one_lost_run_at_once_end_it_once(tmp_path: Pa
     """The idempotence of `publish_lost`: two gateways' connections, each with its own
     mirror of a run whose worker is gone, end it at the same moment; JetStream holds one
     `error` "worker lost" and one `end`."""
-    from clusterparts import raw_frames
+    from clusterparts import raw_frames, raw_lines
 
     from mcpx_hooks.supervisor.cluster.ending import publish_lost
     from mcpx_hooks.supervisor.cluster.link import open_cluster
     from mcpx_hooks.supervisor.cluster.mirror import Mirrors
     from mcpx_hooks.supervisor.cluster.names import Header, frames_subject
+    from mcpx_hooks.supervisor.core.chain import check
     from mcpx_hooks.supervisor.core.order import check_order
 
     nats = Nats(tmp_path / "jetstream")
@@ -273,6 +274,11 @@ async def test_two_gateways_ending_one_lost_run_at_once_end_it_once(tmp_path: Pa
         assert [f["type"] for f in frames] == ["start", "error", "end"]
         assert frames[1]["message"] == "worker lost"
         assert True in ended
+        # The gateway's `end` chains the lines before it, as a worker's does.
+        lines = await trio.to_thread.run_sync(
+            lambda: asyncio.run(raw_lines(nats.client_url(), run_id))
+        )
+        assert check(lines) is None
     finally:
         await trio.to_thread.run_sync(nats.stop)
 
@@ -314,7 +320,7 @@ async def test_two_gateways_ending_one_lost_request_at_once_end_it_once(tmp_path
     """The idempotence of a lost request's ending (`queued.py`): two gateways end the same
     never-begun run at once; JetStream holds one `start`, `error` and `end`, and a worker's
     first frame for it afterwards is refused (its subject is not empty)."""
-    from clusterparts import raw_frames
+    from clusterparts import raw_frames, raw_lines
 
     from mcpx_hooks.supervisor.cluster.ending import publish_ending
     from mcpx_hooks.supervisor.cluster.jet import WRONG_LAST_SEQUENCE, ClusterDown
@@ -322,6 +328,7 @@ async def test_two_gateways_ending_one_lost_request_at_once_end_it_once(tmp_path
     from mcpx_hooks.supervisor.cluster.mirror import Mirrors
     from mcpx_hooks.supervisor.cluster.names import Header, frames_subject
     from mcpx_hooks.supervisor.cluster.queued import REQUEST_LOST
+    from mcpx_hooks.supervisor.core.chain import check
     from mcpx_hooks.supervisor.core.frames import ErrorCause, StartFrame, blank
     from mcpx_hooks.supervisor.core.order import check_order
 
@@ -365,5 +372,9 @@ async def test_two_gateways_ending_one_lost_request_at_once_end_it_once(tmp_path
         assert [f["type"] for f in frames] == ["start", "error", "end"]
         assert frames[1]["message"] == REQUEST_LOST and frames[1]["cause"] == "failed"
         assert True in ended
+        lines = await trio.to_thread.run_sync(
+            lambda: asyncio.run(raw_lines(nats.client_url(), run_id))
+        )
+        assert check(lines) is None
     finally:
         await trio.to_thread.run_sync(nats.stop)

@@ -153,6 +153,12 @@ class MirrorJournal(RunJournal):
         # (`_keep` looks at a frame's type and fields only for outcomes, hooks and `end`.)
         self._keep((last, len(last) + FRAME_OVERHEAD, FrameType.STDOUT, {}))
 
+    async def chain(self) -> bytes:
+        """The chain of the lines held (`core/chain.py`), hashed a slice at a time: the lines
+        a gateway's `end` after them chains on (`ending.py`)."""
+        await self.chain_lines()
+        return self._chained_now()
+
     def ask_ids(self) -> set[str]:
         return {
             str(f.get("askId")) for f in self.decoded(0) if f.get("type") == FrameType.ASK.value
