@@ -408,6 +408,26 @@ async def frames_until_end(url: str, run_id: str) -> list[dict[str, Any]]:
         await nc.close()
 
 
+async def queued(url: str) -> tuple[Any, Any]:
+    """An event set once JetStream has acknowledged a request onto the requests stream (its
+    ack seen on the gateway's reply inbox): from then on the gateway knows it as queued;
+    and the connection that sees it (`url`: a `Nats.client_url`), to close."""
+    import asyncio
+
+    import nats
+
+    nc = await nats.connect(url)
+    acked = asyncio.Event()
+
+    async def seen(msg: Any) -> None:
+        if b'"stream":"MCPX_REQUESTS"' in msg.data.replace(b" ", b""):
+            acked.set()
+
+    await nc.subscribe("_INBOX.>", cb=seen)
+    await nc.flush()
+    return acked, nc
+
+
 async def publish_request(url: str, data: bytes, headers: dict[str, str] | None = None) -> None:
     """As an outsider who may publish: a message on the requests subject."""
     import nats
