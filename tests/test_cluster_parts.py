@@ -378,3 +378,30 @@ async def test_two_gateways_ending_one_lost_request_at_once_end_it_once(tmp_path
         assert check(lines) is None
     finally:
         await trio.to_thread.run_sync(nats.stop)
+
+
+async def test_a_claim_onto_a_subject_not_empty_is_told_refused(tmp_path: Path) -> None:
+    """A worker's claim of a run (its first frame, only onto an empty subject) whose subject
+    holds another's frames (a gateway ended the run): JetStream refuses it, and the worker
+    is told so at once, to run nothing. (nats-py never fails a pipelined publish's ack with
+    JetStream's refusal: a claim sent so was sent again for ever.)"""
+    from mcpx_hooks.supervisor.cluster.link import open_cluster
+    from mcpx_hooks.supervisor.cluster.names import Header, frames_subject
+    from mcpx_hooks.supervisor.cluster.publish import Publisher
+
+    nats = Nats(tmp_path / "jetstream")
+    await trio.to_thread.run_sync(nats.start)
+    try:
+        config = load_config([], cwd=tmp_path, environ={}, discover=False)
+        run_id = new_run_id()
+        subject = frames_subject(run_id)
+        async with open_cluster(nats.url, "worker", nats.access("worker")) as cluster:
+            await cluster.ensure_streams(stream_specs(config))
+            ending = {Header.SEQ: "0", Header.MSG_ID: f"{run_id}.lost.0"}
+            await cluster.publish(subject, b'{"type": "start"}', ending)
+            claim = {Header.SEQ: "0", Header.MSG_ID: f"{run_id}.0", Header.LAST_SUBJECT_SEQ: "0"}
+            with trio.fail_after(10):
+                sent = await Publisher(cluster, 1).send([(subject, b"{}", claim)], run_id)
+            assert sent is False
+    finally:
+        await trio.to_thread.run_sync(nats.stop)

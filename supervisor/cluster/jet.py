@@ -193,7 +193,9 @@ class Jet:
 
     async def acked(self, futures: list[Any]) -> int:
         """Waits for every ack of a `send_many`; the last one's sequence. `ClusterDown` (with
-        its code) if one is refused."""
+        its code) if one is refused, were nats-py to say so: its handler of the acks raises
+        JetStream's refusal rather than fail the future (nats-py 2.16), so a refused publish
+        is only ever not acknowledged. A publish that may be refused goes by `publish`."""
         last = 0
         try:
             for future in futures:
