@@ -140,6 +140,8 @@ class Nats:
     tls: bool = False
     #: The largest message the server takes, when not its own default (1 MiB).
     max_payload: int | None = None
+    #: Whether JetStream is on (off: a server the cluster cannot use).
+    jetstream: bool = True
     passwords: dict[str, str] = attrs.field(
         factory=lambda: {role: secrets.token_hex(16) for role in USERS}
     )
@@ -196,7 +198,11 @@ class Nats:
             )
         config.write_text(
             f"listen: 127.0.0.1:{self.port}\n"
-            f"jetstream {{ store_dir: {json.dumps(str(self.store))} }}\n"
+            + (
+                f"jetstream {{ store_dir: {json.dumps(str(self.store))} }}\n"
+                if self.jetstream
+                else ""
+            )
             + (f"max_payload: {self.max_payload}\n" if self.max_payload else "")
             + tls
             + ("" if self.open else documented_authorization())
@@ -361,6 +367,25 @@ async def raw_messages(url: str, run_id: str) -> list[tuple[int, list[tuple[int,
         await nc.close()
 
 
+async def raw_lines(url: str, run_id: str) -> list[bytes]:
+    """Every frame's line JetStream holds on the run's subject, as its messages carry them
+    (the bytes a run's chain is over); `url`: a `Nats.client_url`."""
+    import nats
+
+    nc = await nats.connect(url)
+    try:
+        sub = await nc.jetstream().subscribe(f"mcpx.frames.{run_id}", ordered_consumer=True)
+        found: list[bytes] = []
+        while True:
+            msg = await sub.next_msg(timeout=5)
+            batch = "Mcpx-Seq-Last" in (msg.headers or {})
+            found += msg.data.split(b"\n") if batch else [msg.data]
+            if msg.metadata.num_pending == 0:
+                return found
+    finally:
+        await nc.close()
+
+
 async def raw_frames(url: str, run_id: str) -> list[tuple[int, dict[str, Any]]]:
     """Every frame JetStream holds on the run's subject: (its seq as the headers say, the
     frame), in the stream's order; `url`: a `Nats.client_url`."""
@@ -381,6 +406,26 @@ async def frames_until_end(url: str, run_id: str) -> list[dict[str, Any]]:
         return frames
     finally:
         await nc.close()
+
+
+async def queued(url: str) -> tuple[Any, Any]:
+    """An event set once JetStream has acknowledged a request onto the requests stream (its
+    ack seen on the gateway's reply inbox): from then on the gateway knows it as queued;
+    and the connection that sees it (`url`: a `Nats.client_url`), to close."""
+    import asyncio
+
+    import nats
+
+    nc = await nats.connect(url)
+    acked = asyncio.Event()
+
+    async def seen(msg: Any) -> None:
+        if b'"stream":"MCPX_REQUESTS"' in msg.data.replace(b" ", b""):
+            acked.set()
+
+    await nc.subscribe("_INBOX.>", cb=seen)
+    await nc.flush()
+    return acked, nc
 
 
 async def publish_request(url: str, data: bytes, headers: dict[str, str] | None = None) -> None:

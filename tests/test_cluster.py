@@ -17,9 +17,10 @@ from typing import Any
 
 import psutil
 import pytest
-from clusterparts import Cluster, need_nats, open_cluster, raw_frames
+from clusterparts import Cluster, need_nats, open_cluster, raw_frames, raw_lines
 from service_client import Server, Stream, arun, open_ws, read_all, read_until, run_remote
 
+from mcpx_hooks.supervisor.core.chain import check
 from mcpx_hooks.supervisor.core.order import check_order
 
 
@@ -160,6 +161,8 @@ def test_a_worker_lost_mid_run_ends_it_once_with_worker_lost(cluster: Cluster) -
     # Both gateways saw the lapse; JetStream holds one error and one end.
     raw = assert_raw_whole(cluster, seen.frames[0]["runId"])
     assert [f["type"] for f in raw].count("error") == 1 and raw == seen.frames
+    # Its `end`, a gateway's, chains the lines before it, the worker's and the gateway's.
+    assert check(arun(raw_lines(cluster.nats.client_url(), raw[0]["runId"]))) is None
     summary = next(r for r in http_json(b, "/v1/runs") if r["runId"] == raw[0]["runId"])
     assert summary["status"] == "error"
     cluster.add_worker()

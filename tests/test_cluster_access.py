@@ -27,12 +27,14 @@ from clusterparts import (
     need_nats,
     open_cluster,
     publish_request,
+    raw_lines,
     start_worker,
     write_private,
 )
 from service_client import CLI, ENV, arun, open_ws, read_all, run_remote
 
 from mcpx_hooks.supervisor.cluster.names import Stream as Streams
+from mcpx_hooks.supervisor.core.chain import check
 from mcpx_hooks.supervisor.core.order import check_order
 
 SECRET = "s3cr3t-value-7c1e-never-stored"
@@ -71,6 +73,7 @@ def test_a_request_no_gateway_signed_is_never_run(
     check_order(frames)
     assert [f["type"] for f in frames] == ["start", "error", "end"]
     assert frames[1]["message"] == "unsigned request"
+    assert check(arun(raw_lines(url, run_id))) is None  # its `end` chains the lines before
     assert not marker.exists()
     # The worker goes on, and a gateway's own request still runs.
     ran = arun(run_remote(cluster.gateways[0], {"argv": ["sh", "-c", "echo signed"]}))

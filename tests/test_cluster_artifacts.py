@@ -14,7 +14,17 @@ from typing import Any
 
 import pytest
 from clusterparts import Cluster, Nats, need_nats, open_cluster, start_worker
-from service_client import CLI, ENV, Server, arun, run_remote, start_server
+from service_client import (
+    CLI,
+    ENV,
+    Server,
+    Stream,
+    arun,
+    open_ws,
+    read_all,
+    run_remote,
+    start_server,
+)
 
 #: Three artifacts: a page, a nested text file, and 300 KiB of random bytes (several chunks).
 WRITE = (
@@ -167,5 +177,30 @@ def test_the_bucket_keeps_the_budget_and_the_retained_runs_only(tmp_path: Path) 
         # NATS gone: the gateway says so, as it would of any run (503, try again later).
         status, _, body = get(gateway, f"/v1/runs/{small}/artifacts/a0")
         assert status == 503 and b"the cluster cannot be reached" in body
+    finally:
+        parts.stop()
+
+
+def test_without_nats_a_run_the_gateway_does_not_hold_is_a_503(tmp_path: Path) -> None:
+    """NATS gone, a gateway asked of a run it holds nothing of (not in its runs, nor its
+    history) cannot know whether the cluster has it: it says so (503; 1013 on a socket), as
+    of a run it holds, and never drops the connection."""
+    need_nats()
+    parts = Cluster(tmp_path, Nats(tmp_path / "jetstream"))
+    parts.nats.start()
+    try:
+        gateway = parts.add_gateway()
+        parts.nats.stop()
+        for path in ("artifacts/a0", "output.txt", "frames.ndjson"):
+            status, _, body = get(gateway, f"/v1/runs/unheardof0123/{path}")
+            assert status == 503 and b"the cluster cannot be reached" in body, (path, body)
+
+        async def follow() -> Stream:
+            async with open_ws(gateway, "/v1/runs/unheardof0123") as ws:
+                return await read_all(ws)
+
+        followed = arun(follow())
+        assert followed.code == 1013 and "the cluster cannot be reached" in followed.reason
+        assert " failed: " not in gateway.log() and "a bug" not in gateway.log()
     finally:
         parts.stop()

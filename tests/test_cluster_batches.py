@@ -21,7 +21,7 @@ from clusterparts import Cluster, PublishedRun, need_nats, open_cluster, raw_mes
 from service_client import Server, Stream, arun, open_ws, read_all, run_remote
 
 from mcpx_hooks.supervisor.cluster import publish
-from mcpx_hooks.supervisor.cluster.jet import ClusterDown, Stored
+from mcpx_hooks.supervisor.cluster.jet import ClusterDown, Published, Stored
 from mcpx_hooks.supervisor.cluster.mirror import MirrorJournal
 from mcpx_hooks.supervisor.cluster.names import HEADROOM, Header, batch_frames, batch_message
 from mcpx_hooks.supervisor.cluster.publish import Publisher
@@ -201,9 +201,9 @@ class _Cluster:
         self.sends = 0
         self.lose = lose
 
-    async def publish_many(self, items: list[Any]) -> int:
-        self.sent += items
-        return len(items)
+    async def publish(self, subject: str, data: bytes, headers: dict[str, str]) -> Published:
+        self.sent.append((subject, data, headers))
+        return Published(len(self.sent), False)
 
     async def send_many(self, items: list[Any]) -> list[Any]:
         self.sent += items

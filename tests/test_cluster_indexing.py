@@ -15,6 +15,7 @@ import trio
 
 from mcpx_hooks.supervisor.cluster.indexing import StreamIndexer
 from mcpx_hooks.supervisor.cluster.jet import Stored
+from mcpx_hooks.supervisor.core.frames import FrameType
 from mcpx_hooks.supervisor.history.store import History, Written
 from mcpx_hooks.supervisor.run.recording import Recorder
 from mcpx_hooks.supervisor.run.telemetry import Telemetry
@@ -107,3 +108,26 @@ async def test_a_history_that_cannot_be_kept_is_said_once(
         " doctor says more)"
     ]
     assert 'phase="before"} 1' in indexer.telemetry.meters.prometheus_text()  # counted still
+
+
+async def test_a_bug_in_taking_one_message_loses_that_message_only(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug while one message is taken (here: the metrics failing on a hook frame) is logged
+    in one line; the gateway's reader goes on with the messages after it."""
+
+    def broken(self: Telemetry, kind: FrameType, wire: object) -> None:
+        if kind is FrameType.HOOK:
+            raise RuntimeError("a bug in counting")
+
+    monkeypatch.setattr(Telemetry, "count", broken)
+    path = tmp_path / "history.db"
+    r2 = lines("r2", 4)
+    with caplog.at_level(logging.ERROR, "mcpx_hooks.cluster"):
+        await indexed(path, [[message("r1", lines("r1", 4), 0, 1), message("r2", r2, 0, 2)]])
+    told = [r.getMessage() for r in caplog.records]
+    assert len(told) == 2, told  # r1's message, and r2's: each a hook frame
+    assert all("RuntimeError: a bug in counting (a bug:" in t for t in told), told
+    history = History.open(path, writes=False)
+    assert history.lines("r2") == (r2[:2], False)  # (its hook frame held, not counted)
+    history.close()

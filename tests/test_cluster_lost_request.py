@@ -11,30 +11,12 @@ import json
 import subprocess
 from pathlib import Path
 
-import nats
-from clusterparts import Cluster, open_cluster, raw_frames, start_worker
+from clusterparts import Cluster, open_cluster, queued, raw_frames, start_worker
 from service_client import CLI, ENV, Stream, arun, open_ws, read_all, run_remote
 
 from mcpx_hooks.supervisor.cli.common import EXIT_FAILED
-from mcpx_hooks.supervisor.cluster.names import Stream as Streams
 from mcpx_hooks.supervisor.cluster.queued import REQUEST_LOST
 from mcpx_hooks.supervisor.core.order import check_order
-
-
-async def queued(url: str) -> tuple[asyncio.Event, nats.NATS]:
-    """An event set once JetStream has acknowledged a request onto the requests stream (its
-    ack seen on the gateway's reply inbox): from then on the gateway knows it as queued."""
-    nc = await nats.connect(url)
-    acked = asyncio.Event()
-
-    async def seen(msg: nats.aio.msg.Msg) -> None:
-        if f'"stream":"{Streams.REQUESTS}"'.encode() in msg.data.replace(b" ", b""):
-            acked.set()
-
-    await nc.subscribe("_INBOX.>", cb=seen)
-    await nc.flush()
-    return acked, nc
-
 
 SECRET = "s3cr3t-8f2a-never-shown"
 #: A request naming a secret, whose value stands in its argv too.

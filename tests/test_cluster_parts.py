@@ -222,11 +222,13 @@ async def test_two_gateways_ending_one_lost_run_at_once_end_it_once(tmp_path: Pa
     """The idempotence of `publish_lost`: two gateways' connections, each with its own
     mirror of a run whose worker is gone, end it at the same moment; JetStream holds one
     `error` "worker lost" and one `end`."""
-    from clusterparts import raw_frames
+    from clusterparts import raw_frames, raw_lines
 
+    from mcpx_hooks.supervisor.cluster.ending import publish_lost
     from mcpx_hooks.supervisor.cluster.link import open_cluster
-    from mcpx_hooks.supervisor.cluster.mirror import Mirrors, publish_lost
+    from mcpx_hooks.supervisor.cluster.mirror import Mirrors
     from mcpx_hooks.supervisor.cluster.names import Header, frames_subject
+    from mcpx_hooks.supervisor.core.chain import check
     from mcpx_hooks.supervisor.core.order import check_order
 
     nats = Nats(tmp_path / "jetstream")
@@ -272,6 +274,11 @@ async def test_two_gateways_ending_one_lost_run_at_once_end_it_once(tmp_path: Pa
         assert [f["type"] for f in frames] == ["start", "error", "end"]
         assert frames[1]["message"] == "worker lost"
         assert True in ended
+        # The gateway's `end` chains the lines before it, as a worker's does.
+        lines = await trio.to_thread.run_sync(
+            lambda: asyncio.run(raw_lines(nats.client_url(), run_id))
+        )
+        assert check(lines) is None
     finally:
         await trio.to_thread.run_sync(nats.stop)
 
@@ -313,13 +320,15 @@ async def test_two_gateways_ending_one_lost_request_at_once_end_it_once(tmp_path
     """The idempotence of a lost request's ending (`queued.py`): two gateways end the same
     never-begun run at once; JetStream holds one `start`, `error` and `end`, and a worker's
     first frame for it afterwards is refused (its subject is not empty)."""
-    from clusterparts import raw_frames
+    from clusterparts import raw_frames, raw_lines
 
+    from mcpx_hooks.supervisor.cluster.ending import publish_ending
     from mcpx_hooks.supervisor.cluster.jet import WRONG_LAST_SEQUENCE, ClusterDown
     from mcpx_hooks.supervisor.cluster.link import open_cluster
-    from mcpx_hooks.supervisor.cluster.mirror import Mirrors, publish_ending
+    from mcpx_hooks.supervisor.cluster.mirror import Mirrors
     from mcpx_hooks.supervisor.cluster.names import Header, frames_subject
     from mcpx_hooks.supervisor.cluster.queued import REQUEST_LOST
+    from mcpx_hooks.supervisor.core.chain import check
     from mcpx_hooks.supervisor.core.frames import ErrorCause, StartFrame, blank
     from mcpx_hooks.supervisor.core.order import check_order
 
@@ -363,5 +372,36 @@ async def test_two_gateways_ending_one_lost_request_at_once_end_it_once(tmp_path
         assert [f["type"] for f in frames] == ["start", "error", "end"]
         assert frames[1]["message"] == REQUEST_LOST and frames[1]["cause"] == "failed"
         assert True in ended
+        lines = await trio.to_thread.run_sync(
+            lambda: asyncio.run(raw_lines(nats.client_url(), run_id))
+        )
+        assert check(lines) is None
+    finally:
+        await trio.to_thread.run_sync(nats.stop)
+
+
+async def test_a_claim_onto_a_subject_not_empty_is_told_refused(tmp_path: Path) -> None:
+    """A worker's claim of a run (its first frame, only onto an empty subject) whose subject
+    holds another's frames (a gateway ended the run): JetStream refuses it, and the worker
+    is told so at once, to run nothing. (nats-py never fails a pipelined publish's ack with
+    JetStream's refusal: a claim sent so was sent again for ever.)"""
+    from mcpx_hooks.supervisor.cluster.link import open_cluster
+    from mcpx_hooks.supervisor.cluster.names import Header, frames_subject
+    from mcpx_hooks.supervisor.cluster.publish import Publisher
+
+    nats = Nats(tmp_path / "jetstream")
+    await trio.to_thread.run_sync(nats.start)
+    try:
+        config = load_config([], cwd=tmp_path, environ={}, discover=False)
+        run_id = new_run_id()
+        subject = frames_subject(run_id)
+        async with open_cluster(nats.url, "worker", nats.access("worker")) as cluster:
+            await cluster.ensure_streams(stream_specs(config))
+            ending = {Header.SEQ: "0", Header.MSG_ID: f"{run_id}.lost.0"}
+            await cluster.publish(subject, b'{"type": "start"}', ending)
+            claim = {Header.SEQ: "0", Header.MSG_ID: f"{run_id}.0", Header.LAST_SUBJECT_SEQ: "0"}
+            with trio.fail_after(10):
+                sent = await Publisher(cluster, 1).send([(subject, b"{}", claim)], run_id)
+            assert sent is False
     finally:
         await trio.to_thread.run_sync(nats.stop)

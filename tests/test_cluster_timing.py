@@ -20,7 +20,7 @@ import trio.testing
 from clusterparts import PublishedRun
 
 from mcpx_hooks.supervisor.cluster import publish
-from mcpx_hooks.supervisor.cluster.jet import WRONG_LAST_SEQUENCE, ClusterDown, Stored
+from mcpx_hooks.supervisor.cluster.jet import WRONG_LAST_SEQUENCE, ClusterDown, Published, Stored
 from mcpx_hooks.supervisor.cluster.link import RETRY_FIRST_S, RETRY_MAX_S, retry_s
 from mcpx_hooks.supervisor.cluster.mirror import MirrorJournal, Mirrors
 from mcpx_hooks.supervisor.cluster.names import (
@@ -77,9 +77,9 @@ class FakeCluster:
         self._called("status")
         return self.connected, self.reconnects
 
-    async def publish_many(self, items: list[Any]) -> int:
-        self._called("publish_many")
-        return len(items)
+    async def publish(self, subject: str, data: bytes, headers: Any = None) -> Published:
+        self._called("publish")
+        return Published(1, False)
 
     async def send_many(self, items: list[Any]) -> list[Any]:
         self._called("send_many")
@@ -137,10 +137,10 @@ async def test_a_publish_is_tried_again_after_a_backoff_until_it_is_taken(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     cluster = FakeCluster()
-    cluster.failing["publish_many"] = [_down() for _ in range(6)]
+    cluster.failing["publish"] = [_down() for _ in range(6)]
     publisher = Publisher(cluster, lease_s=30)  # type: ignore[arg-type]
     assert await publisher.send([("s", b"x", {})], "r1")
-    times = cluster.calls["publish_many"]
+    times = cluster.calls["publish"]
     assert times[0] == 0 and _gaps(times) == [0.5, 1, 2, 4, 5, 5]
 
 
@@ -150,24 +150,24 @@ async def test_a_publish_that_hangs_is_given_up_after_its_bound_and_sent_again(
     cluster = FakeCluster()
     hung = trio.Event()
 
-    async def hang_once(items: list[Any]) -> int:
-        cluster.calls["publish_many"].append(trio.current_time())
-        if len(cluster.calls["publish_many"]) == 1:
+    async def hang_once(subject: str, data: bytes, headers: Any = None) -> Published:
+        cluster.calls["publish"].append(trio.current_time())
+        if len(cluster.calls["publish"]) == 1:
             await hung.wait()
-        return 1
+        return Published(1, False)
 
-    cluster.publish_many = hang_once  # type: ignore[method-assign]
+    cluster.publish = hang_once  # type: ignore[method-assign]
     assert await Publisher(cluster, 30).send([("s", b"x", {})], "r1")  # type: ignore[arg-type]
-    assert cluster.calls["publish_many"] == [0, PUBLISH_S + RETRY_FIRST_S]
+    assert cluster.calls["publish"] == [0, PUBLISH_S + RETRY_FIRST_S]
 
 
 async def test_a_first_frame_onto_a_subject_not_empty_is_not_tried_again(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     cluster = FakeCluster()
-    cluster.failing["publish_many"] = [_down(WRONG_LAST_SEQUENCE)]
+    cluster.failing["publish"] = [_down(WRONG_LAST_SEQUENCE)]
     assert not await Publisher(cluster, 30).send([("s", b"x", {})], "r1")  # type: ignore[arg-type]
-    assert cluster.calls["publish_many"] == [0]
+    assert cluster.calls["publish"] == [0]
 
 
 async def test_an_unacknowledged_batch_is_sent_again_after_a_backoff_reset_by_an_ack(

@@ -63,6 +63,8 @@ def test_a_frame_of_a_type_the_client_does_not_know_passes_as_it_is() -> None:
         ({"status": None}, "status: not one of"),
         ({"durationMs": "3"}, "durationMs: not an integer (a string)"),
         ({"durationMs": True}, "durationMs: not an integer (a boolean)"),
+        ({"durationMs": 2**64}, "durationMs: an integer past 64 bits"),
+        ({"latencyMs": -(2**63) - 1}, "latencyMs: an integer past 64 bits"),
         ({"clampedBy": ["a", 2]}, "clampedBy[1]: not a string (a number)"),
         ({"refused": {"reason": "r"}}, "refused.failClosed: missing"),
         ({"dropped": [{"key": "k", "reason": []}]}, "dropped[0].reason: not a string (an array)"),

@@ -113,7 +113,7 @@ class ClusterArtifact:
                 artifact_key(self.run_id, self.artifact_id)
             )
         except ClusterDown as exc:
-            raise SourceDown(f"the cluster cannot be reached: {exc}; try again later") from None
+            raise SourceDown(_down(exc)) from None
         if not retained:
             raise ArtifactGone(_not_retained(self.run_id, self.index.retain))
         if not found:
@@ -133,6 +133,10 @@ class ClusterArtifact:
 async def _nothing() -> AsyncIterator[bytes]:
     return
     yield b""
+
+
+def _down(exc: ClusterDown) -> str:
+    return f"the cluster cannot be reached: {exc}; try again later"
 
 
 def _not_retained(run_id: str, retain: int) -> str:
@@ -201,7 +205,8 @@ class ClusterRoutes:
     async def find(self, run_id: str) -> RunJournal:
         """A run's journal for its downloads: as this gateway follows it, else as its history
         holds it when it has ended there, else from the frames stream, else what the history
-        holds of it (`UnknownRun`: none of them has it)."""
+        holds of it (`UnknownRun`: none of them has it; `SourceDown`: the history has
+        nothing of it and the cluster cannot be reached to ask)."""
         mirrors = self.mirrors
         if mirrors is not None and run_id in mirrors:
             journal = await mirrors.open(run_id)
@@ -211,11 +216,14 @@ class ClusterRoutes:
         if stored is not None and stored[1]:
             return stored[0]
         if mirrors is not None and RUN_ID.fullmatch(run_id):
-            with contextlib.suppress(ClusterDown):
+            try:
                 if await self.cluster.last(Stream.FRAMES, frames_subject(run_id)) is not None:
                     journal = await mirrors.open(run_id)
                     if len(journal):
                         return journal
+            except ClusterDown as exc:
+                if stored is None:
+                    raise SourceDown(_down(exc)) from None
         if stored is None:
             raise UnknownRun(run_id)
         return stored[0]

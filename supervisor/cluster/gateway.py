@@ -14,7 +14,8 @@ instead of running here, and every run and the events are read from the streams:
   every run of the frames stream (`indexing.py`), and its metrics.
 
 A gateway also watches the workers' leases and ends the runs of a lost worker (`watch.py`),
-and ends a run whose request a restarted NATS lost before any worker took it (`queued.py`).
+and ends a run whose request a restarted NATS lost before any worker took it, or that its
+client cancelled before one did (`queued.py`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any, cast
 
 import trio
 
-from ..core.frames import Control
+from ..core.frames import Control, StartFrame
 from ..core.hooks import Config
 from ..process.signals import serve_stop_signals
 from ..run.hookcontext import new_run_id
@@ -57,7 +58,7 @@ from .names import (
     requests_subject,
     stream_specs,
 )
-from .queued import Queued, serve_queued
+from .queued import Queued, end_cancelled, serve_queued
 from .remote import RemoteRun
 from .sealing import ClusterKey, pack_request
 from .watch import RunsIndex, serve_index
@@ -115,12 +116,14 @@ class Gateway(Service):
         wake.idle = False
         # Ended if a restarted NATS loses it before a worker takes it (`queued.py`).
         sandbox = run_profile(request, self.runtime.config)
-        self.queued.add(run_id, published.sequence, request, self.options.cwd, sandbox)
+        start = self.queued.add(run_id, published.sequence, request, self.options.cwd, sandbox)
         try:
-            cancelled = await self._wait_begun(conn, journal, wake)
+            cancelled = await self._wait_begun(conn, journal, wake, start)
         finally:
             self.queued.discard(run_id)
         if wake.ended:
+            if request.cancel_on_disconnect:
+                self._control.start_soon(self._end_queued, journal, start, True)
             self.mirrors.drop(run_id)  # gone before a worker took it: not followed here
             return wake.reason
         if journal.refusal is not None:
@@ -135,9 +138,12 @@ class Gateway(Service):
             remote.cancel()
         return ending
 
-    async def _wait_begun(self, conn: ServerConnection, journal: MirrorJournal, wake: Wake) -> bool:
+    async def _wait_begun(
+        self, conn: ServerConnection, journal: MirrorJournal, wake: Wake, start: StartFrame
+    ) -> bool:
         """Waits for the run's first frame (or the worker's refusal) while listening to the
-        client: gone, it ends the wait; a `cancel` is kept for once the run has begun."""
+        client: gone, it ends the wait; a `cancel` ends the run (`_end_queued`), and is kept
+        for once the run has begun (a worker that began it meanwhile)."""
         cancelled = False
 
         async def listen() -> None:
@@ -151,7 +157,9 @@ class Gateway(Service):
                 except WireError as exc:
                     wake.set(exc)
                     return
-                cancelled = cancelled or message is Control.CANCEL
+                if message is Control.CANCEL and not cancelled:
+                    cancelled = True
+                    self._control.start_soon(self._end_queued, journal, start, False)
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(listen)
@@ -159,6 +167,18 @@ class Gateway(Service):
                 await journal.begun.wait()
             nursery.cancel_scope.cancel()
         return cancelled
+
+    async def _end_queued(self, journal: MirrorJournal, start: StartFrame, worker: bool) -> None:
+        """Ends a run cancelled while it waited for a worker (`queued.end_cancelled`), in the
+        gateway's nursery (the socket may be gone); one a worker began meanwhile is
+        cancelled on the `worker` when asked (else the socket does it once begun)."""
+        try:
+            ended = not journal.begun.is_set() and await end_cancelled(self.cluster, journal, start)
+        except ClusterDown as exc:
+            logger.warning("run %s: cancelled while queued; not ended: %s", journal.run_id, exc)
+            return
+        if not ended and worker:
+            RemoteRun(journal, self.cluster, self._control).cancel()
 
     async def _follow(self, conn: ServerConnection, target: Target, wake: Wake) -> WireError | None:
         start = parse_from(target)

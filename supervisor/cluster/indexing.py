@@ -32,6 +32,7 @@ from typing import Final
 
 import trio
 
+from ..core.errors import bug_summary
 from ..core.jsontext import wire_loads
 from ..history.store import History, HistoryFault
 from ..run.recording import Recorder
@@ -125,31 +126,40 @@ class StreamIndexer:
         return mark + 1
 
     async def take(self, batch: list[Stored]) -> None:
-        """One batch of the stream's messages, in order."""
+        """One batch of the stream's messages, in order. A bug in taking one message loses
+        that message, logged in one line: never the gateway, nor the messages after it."""
         for message in batch:
-            run_id = message.subject.rsplit(".", 1)[-1]
-            fed = self._fed.get(run_id)
-            if fed is not None:  # first: a socket waits on it
-                fed.take(message)
-                if fed.finished or fed.refusal is not None:
-                    del self._fed[run_id]
-            if RUN_ID.fullmatch(run_id) and run_id not in self._ended:
-                journal = self._running.get(run_id)
-                fresh = journal is None
-                journal = journal or await self._open(run_id, message)
-                if journal is not None:
-                    self._running.move_to_end(run_id)
-                    if journal is not fed:  # (the same journal: recorded as it is fed)
-                        journal.take(message)
-                    if fresh and journal.lines:  # the history's order: when it started
-                        journal.started = _started(journal.lines[0], journal.started)
-                    if journal.finished or journal.refusal is not None:
-                        self._end(run_id)
+            try:
+                await self._take(message)
+            except Exception as exc:  # a bug (see above)
+                told = f"the frames stream: message {message.sequence} not taken"
+                logger.error("%s: %s", told, bug_summary(exc))
+                logger.debug("%s", told, exc_info=exc)
         if batch:
             self.live = batch[-1].pending <= LIVE_BEHIND
         if self.recorder is not None and batch:
             self.recorder.marks[self.mark] = batch[-1].sequence
             self.tell_fault()
+
+    async def _take(self, message: Stored) -> None:
+        run_id = message.subject.rsplit(".", 1)[-1]
+        fed = self._fed.get(run_id)
+        if fed is not None:  # first: a socket waits on it
+            fed.take(message)
+            if fed.finished or fed.refusal is not None:
+                del self._fed[run_id]
+        if RUN_ID.fullmatch(run_id) and run_id not in self._ended:
+            journal = self._running.get(run_id)
+            fresh = journal is None
+            journal = journal or await self._open(run_id, message)
+            if journal is not None:
+                self._running.move_to_end(run_id)
+                if journal is not fed:  # (the same journal: recorded as it is fed)
+                    journal.take(message)
+                if fresh and journal.lines:  # the history's order: when it started
+                    journal.started = _started(journal.lines[0], journal.started)
+                if journal.finished or journal.refusal is not None:
+                    self._end(run_id)
 
     async def _open(self, run_id: str, message: Stored) -> MirrorJournal | None:
         """A run heard of for the first time here: a journal from its start, or, when the

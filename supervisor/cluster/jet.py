@@ -1,7 +1,7 @@
 """The asyncio side of the cluster: every call into nats-py, run on the bridge's loop and
 nowhere else (`link.py` reaches each through `Bridge.call` or `Bridge.stream`). Each method
 is one JetStream or core NATS operation; what they mean to a run is `link.py`'s and above.
-Connecting, as who we are, is `natsconnect.py`'s.
+Connecting, as who we are, is `natsconnect.py`'s; making the streams, `jetstreams.py`'s.
 """
 
 from __future__ import annotations
@@ -23,10 +23,8 @@ from nats.js import api
 from ..core.errors import HooksError, bug_summary
 from ..core.records import Record
 from .names import (
-    DUPLICATE_WINDOW_S,
     WORKERS_CONSUMER,
     Header,
-    Storage,
     Stream,
     StreamSpec,
     stream_of,
@@ -68,7 +66,8 @@ class ClusterDown(HooksError):
 
 
 class ClusterRefused(ClusterDown):
-    """NATS refused who we are, or would let anyone in: a part does not start."""
+    """NATS refused who we are, would let anyone in, or has no JetStream: a part does not
+    start."""
 
     exit_code = 2
 
@@ -118,24 +117,6 @@ def tolerating(what: str, *, level: int = logging.DEBUG) -> Iterator[None]:
         logger.debug("NATS: %s", what, exc_info=exc)
 
 
-def _config(spec: StreamSpec) -> api.StreamConfig:
-    return api.StreamConfig(
-        name=spec.name,
-        description=spec.what,
-        subjects=list(spec.subjects),
-        retention=api.RetentionPolicy.WORK_QUEUE if spec.work_queue else api.RetentionPolicy.LIMITS,
-        storage=api.StorageType.MEMORY if spec.storage is Storage.MEMORY else api.StorageType.FILE,
-        max_msgs=spec.max_msgs,
-        max_bytes=spec.max_bytes,
-        max_msgs_per_subject=spec.max_msgs_per_subject,
-        discard=api.DiscardPolicy.NEW if spec.discard_new else api.DiscardPolicy.OLD,
-        duplicate_window=DUPLICATE_WINDOW_S,
-        # An object store's, as nats-py's `create_object_store` makes it.
-        allow_rollup_hdrs=spec.objects,
-        allow_direct=True if spec.objects else None,
-    )
-
-
 class Jet:
     """One NATS connection and its JetStream context. Methods run on the bridge's loop."""
 
@@ -172,46 +153,9 @@ class Jet:
             with tolerating("close"):
                 await self.nc.close()
 
-    # ---- streams ---------------------------------------------------------------------------
-
-    async def streams_again(self) -> None:
-        """After a reconnection: a restarted server may have lost the streams kept in memory,
-        and the workers' consumer with them: both are made again."""
+    def forget_consumer(self) -> None:
+        """The workers' consumer is made anew at the next `take` (a restarted server lost it)."""
         self._workers = None
-        with tolerating("the streams not made again", level=logging.WARNING):
-            await self.ensure_streams(self.specs)
-
-    async def ensure_streams(self, specs: tuple[StreamSpec, ...]) -> None:
-        """Creates each stream, or updates one whose config differs (idempotent)."""
-        self.specs = specs
-        for spec in specs:
-            config = _config(spec)
-            try:
-                await self.js.add_stream(config)
-            except nats.js.errors.BadRequestError:
-                await self.js.update_stream(config)
-
-    async def jetstream_on(self) -> bool:
-        try:
-            await self.js.account_info()
-        except nats.js.errors.ServiceUnavailableError:
-            return False
-        except nats.errors.NoRespondersError:
-            return False
-        return True
-
-    async def stream_state(self, name: str) -> tuple[int, int, int] | None:
-        """(messages, first seq, last seq) of a stream; None when there is no such stream."""
-        try:
-            info = await self.js.stream_info(name)
-        except nats.js.errors.NotFoundError:
-            return None
-        return (info.state.messages, info.state.first_seq, info.state.last_seq)
-
-    async def stream_made(self, name: str) -> tuple[str, int, int]:
-        """When a stream was made (JetStream's time, as text), and its first and last seq."""
-        info = await self.js.stream_info(name)
-        return (str(info.created or ""), info.state.first_seq, info.state.last_seq)
 
     # ---- publishing ------------------------------------------------------------------------
 
@@ -249,7 +193,9 @@ class Jet:
 
     async def acked(self, futures: list[Any]) -> int:
         """Waits for every ack of a `send_many`; the last one's sequence. `ClusterDown` (with
-        its code) if one is refused."""
+        its code) if one is refused, were nats-py to say so: its handler of the acks raises
+        JetStream's refusal rather than fail the future (nats-py 2.16), so a refused publish
+        is only ever not acknowledged. A publish that may be refused goes by `publish`."""
         last = 0
         try:
             for future in futures:

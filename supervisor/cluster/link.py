@@ -6,16 +6,16 @@ encoded once where they are made."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
-from typing import Any, Final
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any, Final, TypeVar
 
 import trio
 
 from ..core.backoff import retry_wait_s
-from . import natsconnect, objects
+from . import jetstreams, natsconnect, objects
 from .access import NatsAccess
 from .bridge import Bridge, Deliver, open_bridge
-from .jet import ClusterDown, ClusterRefused, Jet, Published, Stored, Taken
+from .jet import NATS_FAILED, ClusterDown, ClusterRefused, Jet, Published, Stored, Taken, said
 from .names import Stream, StreamSpec
 
 __all__ = [
@@ -27,6 +27,8 @@ __all__ = [
     "open_cluster",
     "retry_s",
 ]
+
+T = TypeVar("T")
 
 #: After a failure NATS is tried again this soon; each failure in a row doubles the wait, up
 #: to `RETRY_MAX_S` (a server down for long is not asked ever more often).
@@ -49,49 +51,58 @@ class Cluster:
         #: The server let a connection without credentials in (accepted with `--nats-insecure`).
         self.open_to_anyone = open_to_anyone
 
+    async def _call(self, fn: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> T:
+        """`bridge.call`, NATS failing it (a timeout while it is down) raised as the
+        `ClusterDown` every caller here answers (a gateway: "the cluster cannot be
+        reached"), whichever call it is."""
+        try:
+            return await self.bridge.call(fn, *args)
+        except NATS_FAILED as exc:
+            raise ClusterDown(said(exc)) from None
+
     async def ensure_streams(self, specs: tuple[StreamSpec, ...]) -> None:
-        await self.bridge.call(self.jet.ensure_streams, specs)
+        await self._call(jetstreams.ensure_streams, self.jet, specs)
 
     async def jetstream_on(self) -> bool:
-        return await self.bridge.call(self.jet.jetstream_on)
+        return await self._call(jetstreams.jetstream_on, self.jet)
 
     async def stream_state(self, stream: Stream) -> tuple[int, int, int] | None:
-        return await self.bridge.call(self.jet.stream_state, stream)
+        return await self._call(jetstreams.stream_state, self.jet, stream)
 
     async def stream_made(self, stream: Stream) -> tuple[str, int, int]:
         """When the stream was made (as text), and its first and last seq."""
-        return await self.bridge.call(self.jet.stream_made, stream)
+        return await self._call(jetstreams.stream_made, self.jet, stream)
 
     async def max_payload(self) -> int:
         """The largest message the server takes, in bytes."""
-        return await self.bridge.call(self.jet.max_payload)
+        return await self._call(self.jet.max_payload)
 
     async def status(self) -> tuple[bool, int]:
-        return await self.bridge.call(self.jet.status)
+        return await self._call(self.jet.status)
 
     async def publish(
         self, subject: str, data: bytes, headers: dict[str, str] | None = None
     ) -> Published:
-        return await self.bridge.call(self.jet.publish, subject, data, headers)
+        return await self._call(self.jet.publish, subject, data, headers)
 
     async def publish_many(self, items: list[tuple[str, bytes, dict[str, str]]]) -> int:
-        return await self.bridge.call(self.jet.publish_many, items)
+        return await self._call(self.jet.publish_many, items)
 
     async def send_many(self, items: list[tuple[str, bytes, dict[str, str]]]) -> list[Any]:
         """Publishes in order, acks not awaited: their handles for `acked` or `drop`."""
-        return await self.bridge.call(self.jet.send_many, items)
+        return await self._call(self.jet.send_many, items)
 
     async def acked(self, handles: list[Any]) -> None:
-        await self.bridge.call(self.jet.acked, handles)
+        await self._call(self.jet.acked, handles)
 
     async def drop(self, handles: list[Any]) -> None:
-        await self.bridge.call(self.jet.drop, handles)
+        await self._call(self.jet.drop, handles)
 
     async def core_publish(self, subject: str, data: bytes) -> None:
-        await self.bridge.call(self.jet.core_publish, subject, data)
+        await self._call(self.jet.core_publish, subject, data)
 
     async def last(self, stream: Stream, subject: str) -> Stored | None:
-        return await self.bridge.call(self.jet.last, stream, subject)
+        return await self._call(self.jet.last, stream, subject)
 
     def follow(
         self, subject: str, start_seq: int | None = None
@@ -116,31 +127,31 @@ class Cluster:
         return self.bridge.stream(producer)
 
     async def reply(self, msg: Any, data: bytes) -> None:
-        await self.bridge.call(self.jet.reply, msg, data)
+        await self._call(self.jet.reply, msg, data)
 
     async def take(self, subject: str, lease_s: float, wait_s: float) -> list[Taken]:
         """Up to one request (`Taken`: its message, bytes, deliveries and headers)."""
-        return await self.bridge.call(self.jet.take, subject, lease_s, wait_s)
+        return await self._call(self.jet.take, subject, lease_s, wait_s)
 
     async def request_held(self, seq: int, run_id: str) -> bool:
-        return await self.bridge.call(self.jet.request_held, seq, run_id)
+        return await self._call(self.jet.request_held, seq, run_id)
 
     async def renew(self, msg: Any) -> None:
-        await self.bridge.call(self.jet.renew, msg)
+        await self._call(self.jet.renew, msg)
 
     async def settle(self, msg: Any) -> None:
-        await self.bridge.call(self.jet.settle, msg)
+        await self._call(self.jet.settle, msg)
 
     # ---- the artifacts bucket (`objects.py`) -------------------------------------------------
 
     async def put_artifact(self, key: str, path: str, name: str, mime: str) -> None:
-        await self.bridge.call(objects.put, self.jet, key, path, name, mime)
+        await self._call(objects.put, self.jet, key, path, name, mime)
 
     async def find_artifact(self, key: str) -> objects.ObjectFound | None:
-        return await self.bridge.call(objects.find, self.jet, key)
+        return await self._call(objects.find, self.jet, key)
 
     async def prune_artifacts(self, run_id: str, need: int, budget: int) -> bool:
-        return await self.bridge.call(objects.prune, self.jet, run_id, need, budget)
+        return await self._call(objects.prune, self.jet, run_id, need, budget)
 
     def artifact_chunks(
         self, subject: str

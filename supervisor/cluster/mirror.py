@@ -9,12 +9,6 @@ running is followed until its `end`). While the gateway's one reader of every ru
 was just made here, and one it is reading (the same journal, then, recorded and followed);
 any other run is filled by a consumer of its own subject. So a gateway that queues a run and
 serves its socket makes no consumer for it, and reads each of its messages once.
-
-`publish_lost` ends a run whose worker was lost: one `error{message: "worker lost"}` (unless
-the run has its outcome already) and `end`, each a publish that JetStream takes only if the
-run's subject is still where this gateway saw it (`Nats-Expected-Last-Subject-Sequence`) and
-only once (`Nats-Msg-Id`): two gateways that see the same lapse publish them once between
-them, and nothing of the lost worker's can follow.
 """
 
 from __future__ import annotations
@@ -30,37 +24,17 @@ from typing import Any, Final, Protocol
 import orjson
 import trio
 
-from ..core.convert import to_json
-from ..core.frames import (
-    OUTPUT_TYPES,
-    STREAM_ENDS,
-    EndFrame,
-    ErrorCause,
-    ErrorFrame,
-    FrameType,
-    StartFrame,
-    blank,
-    stamp,
-)
+from ..core.errors import bug_summary
+from ..core.frames import OUTPUT_TYPES, STREAM_ENDS, FrameType
 from ..core.jsontext import wire_loads
 from ..run.journal import FRAME_OVERHEAD, RunJournal
 from ..run.journals import to_forget
 from ..service.wire import Close, WireError
-from .jet import WRONG_LAST_SEQUENCE, ClusterDown, Stored
+from .jet import ClusterDown, Stored
 from .link import Cluster, retry_s
-from .names import (
-    Header,
-    Stream,
-    batch_frames,
-    events_subject,
-    frames_subject,
-    runs_subject,
-)
+from .names import Header, Stream, batch_frames, frame_problem, frames_subject
 
 logger = logging.getLogger("mcpx_hooks.cluster")
-
-WORKER_LOST: Final = "worker lost"
-
 
 #: The output types, as the wire says them: the frames a mirror keeps without a look inside.
 _OUTPUT: Final = frozenset(kind.value for kind in OUTPUT_TYPES)
@@ -103,8 +77,16 @@ class MirrorJournal(RunJournal):
 
     def take(self, message: Stored) -> None:
         """One message of the run's subject: its frames (one, or a batch) kept from the next
-        seq on, in order; a frame already held (a batch sent again) or a stray message is
-        skipped, and nothing is kept after a gap or past `end`."""
+        seq on, in order; a frame already held (a batch sent again), a stray message or a
+        frame that is not one (`frame_problem`) is skipped, and nothing is kept after a gap,
+        such a frame, or `end`. A bug in taking it loses the message, logged, never more."""
+        try:
+            self._take(message)
+        except Exception as exc:  # a bug: logged in one line, the gateway goes on
+            logger.error("run %s: a message not taken: %s", self.run_id, bug_summary(exc))
+            logger.debug("run %s: a message not taken", self.run_id, exc_info=exc)
+
+    def _take(self, message: Stored) -> None:
         self.last_stream_seq = max(self.last_stream_seq, message.sequence)
         if self.until is not None and self.last_stream_seq >= self.until:
             self.caught_up.set()
@@ -142,12 +124,7 @@ class MirrorJournal(RunJournal):
             if other == len(fresh):
                 break
             line = fresh[other]
-            try:
-                wire = wire_loads(line)
-            except ValueError:
-                logger.warning("run %s: a message that is no frame, skipped", self.run_id)
-                break
-            if not isinstance(wire, dict):
+            if (wire := _frame(self.run_id, held + other, line)) is None:
                 break
             kind = wire.get("type")
             if kind in _OUTPUT:  # an output frame in another form than the journal's
@@ -176,10 +153,32 @@ class MirrorJournal(RunJournal):
         # (`_keep` looks at a frame's type and fields only for outcomes, hooks and `end`.)
         self._keep((last, len(last) + FRAME_OVERHEAD, FrameType.STDOUT, {}))
 
+    async def chain(self) -> bytes:
+        """The chain of the lines held (`core/chain.py`), hashed a slice at a time: the lines
+        a gateway's `end` after them chains on (`ending.py`)."""
+        await self.chain_lines()
+        return self._chained_now()
+
     def ask_ids(self) -> set[str]:
         return {
             str(f.get("askId")) for f in self.decoded(0) if f.get("type") == FrameType.ASK.value
         }
+
+
+def _frame(run_id: str, seq: int, line: bytes) -> dict[str, Any] | None:
+    """Frame `seq` of a run decoded, or None when it is not one (said in the log)."""
+    try:
+        wire = wire_loads(line)
+    except ValueError:
+        wire = None
+    if not isinstance(wire, dict):
+        problem: str | None = "not a JSON object"
+    elif (problem := frame_problem(wire)) is None:
+        return wire
+    logger.warning(
+        "run %s: frame %d is not one (%s): it and what follows skipped", run_id, seq, problem
+    )
+    return None
 
 
 def _refusal(code: str, data: bytes) -> WireError:
@@ -320,75 +319,3 @@ class Mirrors:
 
 def _over(journal: MirrorJournal) -> bool:
     return journal.finished or journal.refusal is not None
-
-
-async def publish_lost(cluster: Cluster, journal: MirrorJournal, started_ms: int) -> bool:
-    """Ends a run whose worker's lease lapsed (see the module docstring). False when the run's
-    subject moved meanwhile (its worker is back, or another gateway ended it)."""
-    if journal.finished or journal.refusal is not None or not len(journal):
-        return True
-    return await publish_ending(cluster, journal, started_ms, WORKER_LOST)
-
-
-async def publish_ending(
-    cluster: Cluster,
-    journal: MirrorJournal,
-    started_ms: int,
-    message: str,
-    *,
-    cause: ErrorCause | None = None,
-    start: StartFrame | None = None,
-) -> bool:
-    """Publishes `error{message, cause}` (unless the run has its outcome) and `end` after
-    what `journal` holds (after `start` when it holds nothing), as `publish_lost` says;
-    False when the subject moved meanwhile."""
-    run_id = journal.run_id
-    subject = frames_subject(run_id)
-    seq, expected = len(journal), journal.last_stream_seq
-    frames: list[Any] = [start] if start is not None and not seq else []
-    if journal.outcome is None:
-        frames.append(blank(ErrorFrame, message=message, cause=cause))
-    frames.append(blank(EndFrame, exit_code=None, duration_ms=started_ms))
-    first: dict[str, Any] = {}
-    for frame in frames:
-        wire = to_json(stamp(frame, run_id, seq))
-        first = first or wire
-        headers: dict[str, str] = {
-            Header.SEQ: str(seq),
-            Header.MSG_ID: f"{run_id}.lost.{seq}",
-            Header.LAST_SUBJECT_SEQ: str(expected),
-        }
-        try:
-            published = await cluster.publish(subject, orjson.dumps(wire), headers)
-        except ClusterDown as exc:
-            if getattr(exc, "code", None) == WRONG_LAST_SEQUENCE:
-                return False
-            raise
-        expected, seq = published.sequence, seq + 1
-    summary = {
-        **journal.summary(),
-        "status": FrameType.ERROR.value,  # unless it had its outcome (below)
-        "exitCode": None,
-        "durationMs": started_ms,
-    }
-    if frames[0] is start:
-        summary.update(argv=first["argv"], cwd=first["cwd"], startedAt=first["at"])
-    if journal.outcome is not None:
-        summary["status"] = journal.outcome.get("type", FrameType.ERROR.value)
-    ids: dict[str, str] = {Header.MSG_ID: f"{run_id}.lost.summary"}
-    await cluster.publish(runs_subject(run_id), orjson.dumps(summary), ids)
-    event = {
-        "seq": 0,
-        "kind": "run.finished",
-        "at": wire["at"],
-        "runId": run_id,
-        "data": {
-            "outcome": summary["status"],
-            "exitCode": None,
-            "durationMs": started_ms,
-            "message": message,
-        },
-    }
-    ids = {Header.MSG_ID: f"{run_id}.lost.event"}
-    await cluster.publish(events_subject(), orjson.dumps(event), ids)
-    return True

@@ -1,6 +1,6 @@
 """The cluster's names, declared once: its streams, subjects, consumer and headers, and each
 stream's retention as it follows from the config (`runs.retain`, the journal's budgets, the
-bus's history). Pure: no NATS, no trio; `jet.py` turns a `StreamSpec` into JetStream's
+bus's history). Pure: no NATS, no trio; `jetstreams.py` turns a `StreamSpec` into JetStream's
 stream config, and `ensure_streams` creates or updates each one at start (idempotent).
 """
 
@@ -16,9 +16,11 @@ import attrs
 import orjson
 
 from ..core.frames import ENVELOPE_KEYS, OUTPUT_TYPES, FrameType
+from ..core.hookframes import FRAME_CLASSES
 from ..core.hooks import Config
 from ..core.jsontext import wire_loads
 from ..core.records import Record
+from ..core.wireshape import shape_problem
 
 #: Every subject starts with this.
 PREFIX: Final = "mcpx"
@@ -190,6 +192,24 @@ def batch_frames(headers: Mapping[str, str], data: bytes) -> tuple[int, list[byt
     if last - first + 1 != len(lines):
         return None
     return first, lines
+
+
+#: The class of each frame type, by its name as the wire says it.
+_CLASS_OF: Final = {str(kind): cls for kind, cls in FRAME_CLASSES.items()}
+
+
+def frame_problem(wire: Mapping[str, object]) -> str | None:
+    """What is wrong with a decoded frame of a run's subject, else None: a frame of a type
+    this version knows holds each of its fields in the field's declared type (a frame that
+    did not fit a message may lack some, `fit`); a type it does not know is let through.
+    Anyone the server lets publish there may put anything there: what a gateway keeps of
+    it is read as a frame (`RunJournal`, the metrics) and sent to clients, who hold it to
+    the same shapes. Pure."""
+    kind = wire.get("type")
+    if not isinstance(kind, str):
+        return "its type is not a string"
+    cls = _CLASS_OF.get(kind)
+    return None if cls is None else shape_problem(cls, wire, partial=True)
 
 
 def runs_subject(run_id: str) -> str:

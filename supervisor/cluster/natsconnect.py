@@ -15,8 +15,10 @@ import nats
 import nats.errors
 from nats.aio.client import Client
 
+from ..core.errors import HooksError
 from .access import NatsAccess
 from .jet import FLUSH_S, ClusterDown, ClusterRefused, Jet, said
+from .jetstreams import streams_again
 
 logger = logging.getLogger("mcpx_hooks.cluster")
 
@@ -24,6 +26,48 @@ logger = logging.getLogger("mcpx_hooks.cluster")
 FIRST_ATTEMPTS: Final = 3
 #: Between reconnect attempts (forever: a restarted server is found again).
 RECONNECT_WAIT_S: Final = 0.25
+
+
+class NotTls(nats.errors.Error, HooksError):
+    """The server did not do TLS where TLS was asked for: no CONNECT was sent to it (a
+    nats-py error, so that nats-py's connecting takes it as one)."""
+
+
+class _Client(Client):
+    """nats-py's client, sending its CONNECT (and the credentials in it) over TLS only when
+    `tls_only`. nats-py starts TLS only when the server's INFO says `tls_required`: a server
+    that does not say so, or whoever answers in its place, would be sent them in clear. So
+    the connection itself is looked at where nats-py makes the CONNECT, after INFO and any
+    TLS handshake, before a byte of it is written: at the first connection and at every
+    reconnection. (`_connect_command` is nats-py's own; no public hook comes between INFO
+    and CONNECT.)"""
+
+    tls_only = False
+
+    def _connect_command(self) -> bytes:
+        if self.tls_only and not _encrypted(self._transport):
+            raise NotTls("the server did not start TLS")
+        return super()._connect_command()
+
+
+def _encrypted(transport: object) -> bool:
+    """Whether nats-py's transport speaks TLS now (its stream writer's transport is TLS)."""
+    writer = getattr(transport, "_io_writer", None)
+    return writer is not None and writer.get_extra_info("ssl_object") is not None
+
+
+def tls_wanted(url: str, access: NatsAccess) -> bool:
+    """Whether the connection must be TLS: a `tls://` URL, or a CA given to trust."""
+    return url.lower().startswith("tls://") or access.tls_ca is not None
+
+
+def not_tls(url: str) -> str:
+    asking = "the tls:// URL" if url.lower().startswith("tls://") else "--nats-tls-ca"
+    return (
+        f"NATS at {url} did not start TLS, which {asking} asks for: nothing was sent to it,"
+        " credentials included. Give the server TLS (docs/cluster.md), or look for what"
+        " stands between it and this machine"
+    )
 
 
 def _options(access: NatsAccess, *, anonymous: bool = False) -> dict[str, Any]:
@@ -52,7 +96,8 @@ async def lets_anyone_in(url: str, access: NatsAccess) -> bool:
     (found by trying, with `access`'s TLS only); False when it refuses one, or cannot be
     reached (the real connection says why). `ClusterRefused` when TLS fails (a
     certificate this side does not trust)."""
-    nc = Client()
+    nc = _Client()
+    nc.tls_only = tls_wanted(url, access)
     try:
         await nc.connect(
             url,
@@ -65,6 +110,8 @@ async def lets_anyone_in(url: str, access: NatsAccess) -> bool:
             error_cb=_quiet,
             **_options(access, anonymous=True),
         )
+    except NotTls:
+        raise ClusterRefused(not_tls(url)) from None
     except ssl.SSLError as exc:
         # Told here: nats-py's connection that may reconnect would try it without end.
         raise ClusterRefused(
@@ -91,20 +138,21 @@ async def connect(jet: Jet, url: str, name: str, access: NatsAccess) -> None:
 
     async def error(exc: Exception) -> None:
         if jet.nc is not None:  # the first connection's failures are told once, below
-            logger.warning("NATS: %s", said(exc))
-        elif _refused_us(exc):  # nats-py tries again, then says only "no servers"
+            logger.warning("NATS: %s", not_tls(url) if isinstance(exc, NotTls) else said(exc))
+        elif _refused_us(exc) or isinstance(exc, NotTls):  # nats-py says only "no servers"
             refused.append(exc)
 
     async def reconnected() -> None:
         jet.reconnects += 1
         logger.warning("NATS: reconnected to %s", url)
-        await jet.streams_again()
+        await streams_again(jet)
 
     async def disconnected() -> None:
         if not jet.closing:
             logger.warning("NATS: disconnected from %s; reconnecting", url)
 
-    nc = Client()
+    nc = _Client()
+    nc.tls_only = tls_wanted(url, access)
     try:
         await nc.connect(
             url,
@@ -121,6 +169,8 @@ async def connect(jet: Jet, url: str, name: str, access: NatsAccess) -> None:
         )
     except (TimeoutError, OSError, nats.errors.Error) as exc:
         _close_transport(nc)
+        if isinstance(exc, NotTls) or any(isinstance(e, NotTls) for e in refused):
+            raise ClusterRefused(not_tls(url)) from None
         if _refused_us(exc) or refused:
             why = refused[-1] if refused else exc
             given = (

@@ -123,12 +123,16 @@ class Publisher:
 
     async def send(self, batch: list[tuple[str, bytes, dict[str, str]]], run_id: str) -> bool:
         """Publishes until acknowledged (ids make a second send a no-op); False when the
-        run's subject was not empty for its first frame. Tries again after a backoff."""
+        run's subject was not empty for its first frame. Tries again after a backoff. One
+        message after another, each awaited (`Cluster.publish`): nats-py never fails a
+        pipelined publish's ack with JetStream's refusal (its handler raises it instead),
+        so a claim refused so would only ever time out, and be sent again for ever."""
         failures = 0
         while True:
             with trio.move_on_after(PUBLISH_S):
                 try:
-                    await self.cluster.publish_many(batch)
+                    for subject, data, headers in batch:
+                        await self.cluster.publish(subject, data, headers)
                     return True
                 except ClusterDown as exc:
                     if getattr(exc, "code", None) == WRONG_LAST_SEQUENCE:

@@ -6,9 +6,13 @@ Each time the gateway hears NATS again after a disconnect, it looks for each run
 and no worker has begun (its frames subject still empty) whether the requests stream still
 holds its request (at the stream sequence its publish was given, with the run's id). One
 that is gone is ended at once with `start`, `error{cause: "failed"}` and `end`, published as
-`mirror.publish_lost` publishes a lost worker's ending: only onto an empty subject, once. A
+`ending.publish_lost` publishes a lost worker's ending: only onto an empty subject, once. A
 worker never runs it (it is gone; and a worker runs nothing whose subject is not empty), and
 the client waiting on the exec socket gets the ending instead of waiting for ever.
+
+A run its client cancels while it waits for a worker (Ctrl-C or SIGTERM of `exec --remote`,
+or the client gone with `cancelOnDisconnect`) is ended the same way (`end_cancelled`): the
+ending is on its subject before any worker begins it, so none runs it.
 """
 
 from __future__ import annotations
@@ -22,13 +26,15 @@ from ..core.frames import ErrorCause, StartFrame, blank
 from ..core.hooks import Profile
 from ..core.redact import Redactor
 from ..service.execrequest import ExecRequest
+from .ending import publish_ending
 from .jet import ClusterDown
 from .link import Cluster
-from .mirror import Mirrors, publish_ending
+from .mirror import MirrorJournal, Mirrors
 
 logger = logging.getLogger("mcpx_hooks.cluster")
 
 REQUEST_LOST: Final = "the request was lost: NATS restarted before a worker took it; send it again"
+CANCELLED_QUEUED: Final = "cancelled before a worker took it"
 #: The connection's state is looked at this often.
 TICK_S: Final = 1.0
 
@@ -41,18 +47,32 @@ class Queued:
     def __init__(self) -> None:
         self._seqs: dict[str, tuple[int, StartFrame]] = {}
 
-    def add(self, run_id: str, seq: int, request: ExecRequest, cwd: str, sandbox: Profile) -> None:
+    def add(
+        self, run_id: str, seq: int, request: ExecRequest, cwd: str, sandbox: Profile
+    ) -> StartFrame:
+        """Holds the run as queued; the `start` its ending begins with."""
         # Shown as a run's `start` shows it, every value of the caller's environment the
         # request carries redacted (the gateway does not know which of them are secrets).
         argv = Redactor(dict(request.caller_env)).value(list(request.script.shown_argv))
         start = blank(StartFrame, argv=tuple(argv), cwd=request.cwd or cwd, sandbox=sandbox.value)
         self._seqs[run_id] = (seq, start)
+        return start
 
     def discard(self, run_id: str) -> None:
         self._seqs.pop(run_id, None)
 
     def items(self) -> list[tuple[str, tuple[int, StartFrame]]]:
         return list(self._seqs.items())
+
+
+async def end_cancelled(cluster: Cluster, journal: MirrorJournal, start: StartFrame) -> bool:
+    """Ends a queued run its client cancelled (or left, with `cancelOnDisconnect`) before a
+    worker took it: `start`, `error{cause: "cancelled"}` and `end`, onto its subject only
+    while it is empty, as a lost request's. The request stays queued; the worker that takes
+    it finds the subject not empty and runs nothing of it. False: a worker had begun it."""
+    return await publish_ending(
+        cluster, journal, 0, CANCELLED_QUEUED, cause=ErrorCause.CANCELLED, start=start
+    )
 
 
 async def serve_queued(

@@ -1,6 +1,6 @@
 """What a gateway knows of the cluster's runs: the runs stream (each run's last summary) for
 `GET /v1/runs`, and the workers' leases, watched so that a run whose worker was lost gets
-its ending (`mirror.publish_lost`).
+its ending (`ending.publish_lost`).
 
 A worker renews its lease on a run every third of the lease and says so on the run's lease
 subject (core NATS). A run the runs stream calls running, not heard of for longer than its
@@ -20,9 +20,10 @@ import trio
 
 from ..core.events import EventKind
 from ..core.jsontext import wire_loads
+from .ending import publish_lost
 from .jet import ClusterDown
 from .link import Cluster, retry_s
-from .mirror import Mirrors, publish_lost
+from .mirror import Mirrors
 from .names import DEFAULT_LEASE_S, RUN_ID, Header, every, lease_subject, runs_subject
 
 logger = logging.getLogger("mcpx_hooks.cluster")

@@ -8,8 +8,9 @@ its `[service] sandboxes` allows; a refusal goes back to the exec socket as its 
 it, and publishes every frame, in order, to the run's subject with its `seq` in a header.
 Each publish has an id (`runId.seq`), so one that must be sent again after a lost
 connection is taken once; the first frame also requires the subject to be empty, so a run
-is started by one worker only. A request delivered again whose run has begun was a lost
-worker's: it is not run again (a gateway ends it). The run's summary goes to the runs
+is started by one worker only. A request whose run's subject holds anything is not run:
+delivered again, its run was a lost worker's (a gateway ends it); else its gateway ended it
+while it waited (its client cancelled it). The run's summary goes to the runs
 stream when it starts and ends; the request is acknowledged once `end` is published.
 
 A request runs only if a gateway signed it with the cluster key (`sealing.py`): one
@@ -44,10 +45,11 @@ from ..service.logredact import open_logged_runtime
 from ..service.roots import release_cwd
 from ..service.wire import Close, WireError, encode
 from .access import INSECURE_WARNING, NatsAccess
+from .ending import publish_ending
 from .events import forward_events
 from .jet import ClusterDown, Taken
 from .link import Cluster, open_cluster, retry_s
-from .mirror import MirrorJournal, publish_ending
+from .mirror import MirrorJournal
 from .names import (
     DEFAULT_LEASE_S,
     Header,
@@ -174,12 +176,17 @@ class Worker:
             await self._end_unsigned(run_id, unpacked.problem)
             await self.cluster.settle(msg)
             return
-        # Begun already: a lost worker's run (delivered again), or one whose lease lapsed
-        # while this worker did not hear (a stale delivery): never run twice. A request
-        # delivered for the first time has begun nowhere (and its first frame is published
-        # only onto an empty subject, whatever happens).
-        if taken.delivered > 1 and await self.cluster.last(Stream.FRAMES, frames_subject(run_id)):
-            await self.cluster.settle(msg)  # a lost worker's run: never run twice
+        # Begun or ended already: a lost worker's run (delivered again), one whose lease
+        # lapsed while this worker did not hear (a stale delivery), or one its gateway ended
+        # while it waited (cancelled): never run (its first frame is also published only
+        # onto an empty subject, whatever happens).
+        try:
+            begun = await self.cluster.last(Stream.FRAMES, frames_subject(run_id))
+        except ClusterDown as exc:  # not acknowledged: delivered again after the lease
+            logger.warning("run %s: not run yet, its subject not looked at: %s", run_id, exc)
+            return
+        if begun:
+            await self.cluster.settle(msg)
             return
         async with trio.open_nursery() as lease:
             lease.start_soon(self._keep_lease, msg, run_id)

@@ -1,13 +1,15 @@
 """Whether a JSON object has the shape of an attrs class's wire form (`convert.to_json`): each
 field without a default there, and each field that is there of its declared type. Checked,
-not converted: what a client reads from a server it does not control (`service/remote.py`)
-is held to the classes the server would have written it from, so that the views after it
-read only what they can show, and a frame that is not one is said as the server's error.
+not converted: what a client reads from a server it does not control (`service/remote.py`),
+and what a cluster gateway reads from the frames stream (`cluster/names.py`), is held to the
+classes the server would have written it from, so that what reads it after reads only what
+it can take, and a frame that is not one is said, not read.
 
 The declared types a field may have are the ones the wire classes use: `str`, `int`, `bool`,
 `float`, `Any`, a `StrEnum` (one of its values), an attrs class (an object, checked in
-turn), `tuple[T, ...]` (an array), `dict[str, T]` (an object), and `T | None`. Keys the class
-does not name are let through: the set of fields may grow.
+turn), `tuple[T, ...]` (an array), `dict[str, T]` (an object), and `T | None`; an `int` or
+`float` field holds an integer of 64 bits at most. Keys the class does not name are let
+through: the set of fields may grow.
 """
 
 from __future__ import annotations
@@ -31,10 +33,11 @@ Check = Callable[[Any], Problem | None]
 MAX_DEPTH: Final = 8
 
 
-def shape_problem(cls: type, value: Any) -> str | None:
+def shape_problem(cls: type, value: Any, *, partial: bool = False) -> str | None:
     """None when `value` has the shape of `cls`'s wire form, else what is wrong, naming where
-    (`refused.reason: missing`, `argv[2]: not a string (a number)`)."""
-    problem = _class_check(cls, 0)(value)
+    (`refused.reason: missing`, `argv[2]: not a string (a number)`). `partial`: a field of
+    `cls` itself may be missing (what is there is checked all the same)."""
+    problem = _class_check(cls, 0, partial)(value)
     if problem is None:
         return None
     path, what = problem
@@ -43,12 +46,12 @@ def shape_problem(cls: type, value: Any) -> str | None:
 
 
 @functools.cache
-def _class_check(cls: type, depth: int) -> Check:
+def _class_check(cls: type, depth: int, partial: bool = False) -> Check:
     hints = typing.get_type_hints(cls)
     fields = [
         (
             wire_name(a),
-            a.default is attrs.NOTHING,
+            a.default is attrs.NOTHING and not partial,
             # (a field written in a form of its own is not checked against its class's type)
             _anything if TO_WIRE in a.metadata else _type_check(hints[a.name], depth + 1),
         )
@@ -98,14 +101,21 @@ def _anything(value: Any) -> Problem | None:
     return None
 
 
+#: The integers a field declared `int` or `float` may hold: 64 bits', signed or not (a value
+#: of `Any` may be wider; no field of a wire class is).
+_WIDEST: Final = range(-(2**63), 2**64)
+
+
 def _integer(value: Any) -> Problem | None:
-    ok = isinstance(value, int) and not isinstance(value, bool)
-    return None if ok else ((), f"not an integer ({_kind(value)})")
+    if not isinstance(value, int) or isinstance(value, bool):
+        return (), f"not an integer ({_kind(value)})"
+    return None if value in _WIDEST else ((), "an integer past 64 bits")
 
 
 def _number(value: Any) -> Problem | None:
-    ok = isinstance(value, int | float) and not isinstance(value, bool)
-    return None if ok else ((), f"not a number ({_kind(value)})")
+    if isinstance(value, int) and not isinstance(value, bool):
+        return _integer(value)
+    return None if isinstance(value, float) else ((), f"not a number ({_kind(value)})")
 
 
 def _instance(kind: type) -> Check:

@@ -81,6 +81,9 @@ async def _serve_download(
         message = f"no run {asked.run_id[:200]!r} is kept here to download"
         await conn.respond(404, error_body(404, message))
         return
+    except routes.SourceDown as exc:  # (a gateway that cannot reach the cluster to ask)
+        await conn.respond(503, error_body(503, str(exc)))
+        return
     lines = journal.lines[: len(journal.lines)]  # as far as the run has gone now
     pieces = await trio.to_thread.run_sync(downloads.download, asked.kind, lines)
     headers = (

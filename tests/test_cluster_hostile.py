@@ -1,0 +1,92 @@
+"""What anyone the NATS server lets publish on the cluster's subjects may put there, against
+real parts: nats-server with docs/cluster.md's users, a gateway, a worker, and a client of
+another library publishing as the worker's user. A frame that is not one (a field of another
+type than its frame's) is skipped by every gateway, said in its log, and the gateway goes on
+serving; a gateway started afterwards reads it from the stream and goes on too."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import nats
+import pytest
+from clusterparts import Cluster, need_nats, open_cluster, start_gateway
+from service_client import Server, arun, run_remote
+
+#: How long a gateway may take to read what was published.
+READ_S = 20.0
+AT = "2026-12-04T20:00:00Z"
+HOOK = {"name": "h", "on": "script", "phase": "before", "status": "ok", "type": "hook"}
+
+#: Frames that are not frames, each alone on a run's subject (seq 0), and what makes them so.
+NOT_FRAMES: dict[str, dict[str, Any]] = {
+    "a status that is a list": {**HOOK, "status": ["x"]},
+    "a duration that is a word": {**HOOK, "durationMs": "slow"},
+    "a duration past any float": {**HOOK, "durationMs": 10**400},
+    "a type that is a list": {"type": ["x"]},
+    "a refusal that is a number": {**HOOK, "refused": 7},
+    "an end whose exit code is text": {"type": "end", "exitCode": "0"},
+    "an end whose duration is past 64 bits": {"type": "end", "exitCode": 0, "durationMs": 2**70},
+}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    need_nats()
+    parts = open_cluster(tmp_path_factory.mktemp("hostile"), gateways=1, workers=1)
+    try:
+        yield parts
+    finally:
+        parts.stop()
+
+
+async def publish_frames(url: str, frames: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """Each frame as frame 0 of a run of its own (a batch of one: `Mcpx-Seq` 0, as a gateway
+    publishes a run's ending); the run ids, by what each frame is."""
+    nc = await nats.connect(url)
+    run_ids = {}
+    try:
+        js = nc.jetstream()
+        for what, frame in frames.items():
+            run_id = f"hostile{secrets.token_hex(6)}"
+            line = json.dumps({"runId": run_id, "seq": 0, "at": AT, **frame}).encode()
+            await js.publish(f"mcpx.frames.{run_id}", line, headers={"Mcpx-Seq": "0"})
+            run_ids[what] = run_id
+    finally:
+        await nc.close()
+    return run_ids
+
+
+def skipped(gateway: Server, run_ids: dict[str, str]) -> None:
+    """Once the gateway's log says it skipped each run's frame (bounded), the gateway is
+    running still and runs a run to its end."""
+    deadline = time.monotonic() + READ_S
+    while True:
+        log = gateway.log()
+        said = [f"run {r}: frame 0 is not one" in log for r in run_ids.values()]
+        if all(said) or gateway.proc.poll() is not None or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert gateway.proc.poll() is None, log
+    assert all(said), (run_ids, log)
+    assert "Traceback" not in log and "a bug" not in log, log
+    ran = arun(run_remote(gateway, {"argv": ["sh", "-c", "echo still here"]}))
+    assert ran.code == 1000, ran
+    assert [f["text"] for f in ran.frames if f["type"] == "stdout"] == ["still here"]
+
+
+def test_frames_that_are_not_frames_are_skipped_and_the_gateway_serves_on(
+    cluster: Cluster,
+) -> None:
+    run_ids = arun(publish_frames(cluster.nats.client_url("worker"), NOT_FRAMES))
+    skipped(cluster.gateways[0], run_ids)
+    # A gateway started afterwards, with a history of its own: it reads them all anew.
+    config = cluster.cwd / "later.toml"
+    config.write_text(f'[history]\npath = "{cluster.cwd / "later" / "history.db"}"\n')
+    later = start_gateway(cluster.cwd, cluster.nats, "--config", str(config))
+    cluster.gateways.append(later)
+    skipped(later, run_ids)
