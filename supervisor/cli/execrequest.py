@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import sys
 from pathlib import Path
 
 from .common import Usage, json_flag, load, read_bounded
@@ -147,18 +146,9 @@ def files_from(args: argparse.Namespace) -> ChangedFiles | None:
     name = getattr(args, "files_from", None)
     if name is None:
         return None
-    if name == "-":
-        if args.stdin == "-":
-            raise Usage("--files-from - and --stdin - cannot both read this stdin")
-        text = sys.stdin.buffer.read(_MAX_FILES_FROM + 1)
-    else:
-        try:
-            with open(name, "rb") as f:
-                text = f.read(_MAX_FILES_FROM + 1)
-        except OSError as exc:
-            raise Usage(f"--files-from {name}: {exc.strerror or exc}") from None
-    if len(text) > _MAX_FILES_FROM:
-        raise Usage(f"--files-from {name}: over {_MAX_FILES_FROM} bytes of paths")
+    if name == "-" and args.stdin == "-":
+        raise Usage("--files-from - and --stdin - cannot both read this stdin")
+    text = read_bounded("--files-from", name, _MAX_FILES_FROM, "paths, one a line")
     return given_files(text.decode(errors="surrogateescape"), f"--files-from {name}")
 
 
