@@ -73,6 +73,31 @@ async def test_once_open_the_socket_is_the_callers_for_as_long_as_it_reads(
         nursery.cancel_scope.cancel()
 
 
+async def test_a_socket_its_reader_left_on_a_cancellation_is_closed_at_once(
+    autojump_clock: Any,
+) -> None:
+    """A cancelled reader (an `exec --remote`'s events follower, at the run's end) leaves no
+    task to hear the closing handshake: the socket is closed at once, not after waiting
+    `CLOSE_TIMEOUT_S` for it (which every `exec --remote` did, 2 s at its end)."""
+
+    async def quiet(request: Any) -> None:
+        await request.accept()
+        await trio.sleep_forever()
+
+    from trio_websocket import serve_websocket
+
+    async with trio.open_nursery() as nursery:
+        server = await nursery.start(serve_websocket, quiet, "127.0.0.1", 0, None)
+        remote = Remote(f"ws://127.0.0.1:{server.port}")
+        with trio.move_on_after(1) as reading:
+            async with open_remote(remote, "/v1/events") as ws:
+                await ws.get_message()
+        cancelled_at = reading.deadline
+        assert reading.cancelled_caught
+        assert trio.current_time() - cancelled_at < client.CLOSE_TIMEOUT_S / 10
+        nursery.cancel_scope.cancel()
+
+
 def test_remote_commands_say_why_and_exit_1(silent: socket.socket, tmp_path: Path) -> None:
     token = tmp_path / "token"
     token.write_text("sekrit\n")

@@ -72,8 +72,13 @@ async def open_websocket(
                     connecting.deadline = math.inf
                     yield ws
                 finally:
+                    # Cancelled (the caller's scope: the reader task's too), no closing
+                    # handshake can be heard: the close would wait `close_s` for nothing
+                    # (2 s at the end of every `exec --remote`, whose events socket is left
+                    # so). The stream is closed at once then, as the server sees it.
+                    heard = trio.current_effective_deadline() != -math.inf
                     with trio.CancelScope(shield=True):
-                        if ws is not None:
+                        if ws is not None and heard:
                             with trio.move_on_after(close_s):
                                 await ws.aclose()
                         # (which ends the reader task, whatever state it is in)
