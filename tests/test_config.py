@@ -1044,6 +1044,15 @@ def test_config_naming_a_fifo_is_refused_without_opening_it(tmp_path: Path) -> N
     ]
 
 
+def test_a_json_config_of_null_is_refused_as_an_array_is(tmp_path: Path) -> None:
+    # `null` read as "nothing read": a valid, empty config (and `[]` refused beside it).
+    for text, found in (("null", "null"), ("[]", "an empty array")):
+        (tmp_path / "c.json").write_text(text)
+        assert validate_files([tmp_path / "c.json"]) == [
+            Problem(str(tmp_path / "c.json"), "", f"expected an object, found {found}")
+        ]
+
+
 def test_a_config_file_over_4_mib_is_refused_unread(tmp_path: Path) -> None:
     # A 20 MB file took a minute and 400 MB to check; what a config holds fits in KiB.
     big = tmp_path / "big.toml"

@@ -154,6 +154,8 @@ def parse_json(text: str, file: str) -> tuple[Any, list[Problem]]:
         doc = jsontext.loads(text)
     except jsontext.JsonError as exc:
         return None, [Problem(file, "", f"invalid JSON: {exc}")]
+    if doc is None:  # (None is what says "nothing read" here: a valid, empty config it is not)
+        return None, [Problem(file, "", "expected an object, found null")]
     if twice := jsontext.duplicate_keys(text):
         keys = {pointer(path): str(path[-1]) for path in twice}
         return None, [
