@@ -73,6 +73,7 @@ def test_a_request_no_gateway_signed_is_never_run(
     check_order(frames)
     assert [f["type"] for f in frames] == ["start", "error", "end"]
     assert frames[1]["message"] == "unsigned request"
+    assert frames[1]["cause"] == "failed"  # (no hook refused it: exec exits 1, not 3)
     assert check(arun(raw_lines(url, run_id))) is None  # its `end` chains the lines before
     assert not marker.exists()
     # The worker goes on, and a gateway's own request still runs.

@@ -203,11 +203,13 @@ class Worker:
 
     async def _end_unsigned(self, run_id: str, problem: str) -> None:
         """Ends a run whose request is not to be run (`start`, `error`, `end`), onto its
-        subject only while it is empty: a run that has begun, another's, is left alone."""
+        subject only while it is empty: a run that has begun, another's, is left alone. Its
+        cause is `failed` (`exec` exits 1): no hook refused it, the cluster could not trust
+        the request (a gateway with another key, most likely)."""
         start = blank(StartFrame, argv=(), cwd="", sandbox="")
         journal = MirrorJournal(run_id, 1 << 16)
         ended = await publish_ending(
-            self.cluster, journal, 0, problem, cause=ErrorCause.REFUSED, start=start
+            self.cluster, journal, 0, problem, cause=ErrorCause.FAILED, start=start
         )
         if not ended:
             logger.warning("run %s had begun already: left as it is", run_id)
