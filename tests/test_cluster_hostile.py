@@ -15,7 +15,7 @@ from typing import Any
 import nats
 import pytest
 from clusterparts import Cluster, need_nats, open_cluster, start_gateway
-from service_client import Server, arun, run_remote
+from service_client import Server, arun, http_get, run_remote
 
 #: How long a gateway may take to read what was published.
 READ_S = 20.0
@@ -90,3 +90,45 @@ def test_frames_that_are_not_frames_are_skipped_and_the_gateway_serves_on(
     later = start_gateway(cluster.cwd, cluster.nats, "--config", str(config))
     cluster.gateways.append(later)
     skipped(later, run_ids)
+
+
+#: Run summaries that are not summaries (a worker writes them), each on a run's subject.
+NOT_SUMMARIES: dict[str, dict[str, Any]] = {
+    "a run id that is a number": {"runId": 5, "status": "running"},
+    "a status that is an object": {"status": {"a": 1}},
+    "an argv of numbers": {"status": "result", "argv": [1, 2]},
+    "no status": {"argv": ["x"]},
+}
+
+
+async def publish_summaries(url: str) -> dict[str, str]:
+    nc = await nats.connect(url)
+    run_ids = {}
+    try:
+        js = nc.jetstream()
+        for what, summary in NOT_SUMMARIES.items():
+            run_id = f"forged{secrets.token_hex(6)}"
+            body = {"runId": run_id, **summary}
+            await js.publish(f"mcpx.runs.{run_id}", json.dumps(body).encode())
+            run_ids[what] = run_id
+    finally:
+        await nc.close()
+    return run_ids
+
+
+def test_summaries_that_are_not_summaries_are_not_listed(cluster: Cluster) -> None:
+    # `GET /v1/runs` passed them on, and `runs list` printed "5  -  None  exit -".
+    gateway = cluster.gateways[0]
+    run_ids = arun(publish_summaries(cluster.nats.client_url("worker")))
+    deadline = time.monotonic() + READ_S
+    while True:
+        log = gateway.log()
+        said = [f"run {r}: a summary on the bus that is not one" in log for r in run_ids.values()]
+        if all(said) or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert all(said), (run_ids, log)
+    status, body = http_get(gateway, "/v1/runs")
+    assert status == 200
+    listed = {str(s.get("runId")) for s in json.loads(body)}
+    assert not listed & {*run_ids.values(), "5"}, listed

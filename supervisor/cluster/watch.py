@@ -35,6 +35,33 @@ TICK_S: Final = 1.0
 SUMMARY_WAIT_S: Final = 10.0
 
 
+#: What each key of a run's summary holds (`run/journal.py` `summary`): its check.
+_SUMMARY: Final[dict[str, Any]] = {
+    "runId": lambda v: isinstance(v, str),
+    "argv": lambda v: isinstance(v, list) and all(isinstance(a, str) for a in v),
+    "cwd": lambda v: v is None or isinstance(v, str),
+    "startedAt": lambda v: v is None or isinstance(v, str),
+    "status": lambda v: v in ("running", "result", "error"),
+    "exitCode": lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool)),
+    "durationMs": lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool)),
+    "refused": lambda v: isinstance(v, list) and all(isinstance(a, str) for a in v),
+    "failed": lambda v: isinstance(v, list) and all(isinstance(a, str) for a in v),
+}
+
+
+def summary_problem(summary: dict[str, Any], run_id: str) -> str | None:
+    """What is wrong with a run's summary read from the bus (None: nothing): each key it
+    holds of the right kind, its `runId` its subject's, its `status` present. A worker
+    writes them; a publisher that is not one (a forged `{"runId": 5}`) is not listed."""
+    if summary.get("runId") != run_id or "status" not in summary:
+        return "its runId or its status"
+    for key, value in summary.items():
+        check = _SUMMARY.get(key)
+        if check is not None and not check(value):
+            return f"its {key}"
+    return None
+
+
 def _run_id(subject: str) -> str | None:
     run_id = subject.rsplit(".", 1)[-1]
     return run_id if RUN_ID.fullmatch(run_id) else None
@@ -88,6 +115,11 @@ class RunsIndex:
         except ValueError:
             return
         if run_id is None or not isinstance(summary, dict):
+            return
+        if (problem := summary_problem(summary, run_id)) is not None:
+            logger.warning(
+                "run %s: a summary on the bus that is not one (%s), skipped", run_id, problem
+            )
             return
         self._summaries[run_id] = summary
         self._summaries.move_to_end(run_id)
