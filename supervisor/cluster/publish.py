@@ -103,7 +103,8 @@ class Publisher:
     ) -> int:
         """Forgets what is in flight and says where to send from again: the first frame
         not known to be stored; first waits out the backoff of `failures` in a row."""
-        logger.warning("run %s: %s; sending again", run_id, why or "no ack in time")
+        # (an exception that says nothing, a TooSlowError, says why in these words)
+        logger.warning("run %s: %s; sending again", run_id, str(why) or "no ack in time")
         start = inflight[0][0] if inflight else at
         with trio.move_on_after(PUBLISH_S):
             for _, handles in inflight:
@@ -119,7 +120,8 @@ class Publisher:
             Header.LEASE: f"{self.lease_s:g}",
             Header.MSG_ID: f"{journal.run_id}.summary.{summary['status']}",
         }
-        await self.send([(runs_subject(journal.run_id), orjson.dumps(summary), headers)], "")
+        summaries = [(runs_subject(journal.run_id), orjson.dumps(summary), headers)]
+        await self.send(summaries, journal.run_id)
 
     async def send(self, batch: list[tuple[str, bytes, dict[str, str]]], run_id: str) -> bool:
         """Publishes until acknowledged (ids make a second send a no-op); False when the
@@ -137,6 +139,6 @@ class Publisher:
                 except ClusterDown as exc:
                     if getattr(exc, "code", None) == WRONG_LAST_SEQUENCE:
                         return False
-                    logger.warning("run %s: %s; sending again", run_id, exc)
+                    logger.warning("run %s: %s; sending again", run_id, str(exc) or "no ack")
             failures += 1
             await trio.sleep(retry_s(failures))
