@@ -298,7 +298,7 @@ async def test_the_summaries_are_followed_again_after_a_backoff_reset_by_a_summa
     cluster, index = FakeCluster(), RunsIndex(retain=8)
     runs = every(runs_subject("-"))
     cut: tuple[list[list[Stored]], bool] = ([], True)
-    cluster.follows[runs] = [cut, cut, cut, ([[_summary("r1", "done", 3)]], True), cut]
+    cluster.follows[runs] = [cut, cut, cut, ([[_summary("r1", "result", 3)]], True), cut]
     with trio.move_on_after(HORIZON_S):
         async with trio.open_nursery() as nursery:
             await nursery.start(serve_index, cluster, index, _Mirrors())
