@@ -245,7 +245,7 @@ async def serve_remote_still_running(
     before the run is asked for). Events on the wire do not say they are an observe hook's:
     those carry the event that triggered them (`trigger`). If the server will not give its
     events, the view goes without the line."""
-    from ..service.remote import RemoteError, messages, open_remote
+    from ..service.remote import RemoteError, Unreachable, messages, open_remote
 
     async def own() -> AsyncIterator[tuple[str, Mapping[str, Any]]]:
         async for event in messages(ws):
@@ -256,15 +256,21 @@ async def serve_remote_still_running(
             if event.get("runId") == run.value:
                 yield str(event.get("kind")), data
 
-    started = False
-    try:
-        async with open_remote(remote, "/v1/events", {"kinds": "hook"}) as ws:
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            ws = await stack.enter_async_context(
+                open_remote(remote, "/v1/events", {"kinds": "hook"})
+            )
+        except Unreachable:  # (the run's own connection would wait as long: said at once)
+            raise
+        except RemoteError:  # no line then, and nothing else lost: the frames come alone
             task_status.started()
-            started = True
+            return
+        task_status.started()
+        try:
             await _say_still_running(own(), say, asking)
-    except* RemoteError:  # (in a group when the events stop inside `_say_still_running`)
-        if not started:  # no line then, and nothing else lost: the frames come on their own
-            task_status.started()
+        except* RemoteError:  # the events stopped (in a group, from its nursery): the line too
+            pass
 
 
 async def exec_remote_viewed(

@@ -61,6 +61,11 @@ class RemoteError(HooksError):
         self.bad_input = bad_input
 
 
+class Unreachable(RemoteError):
+    """No connection to the server, or no handshake within `CONNECT_TIMEOUT_S`: another
+    connection to it now would fare no better."""
+
+
 @attrs.frozen(repr=False, eq=False)
 class Remote(Record):
     url: str
@@ -107,10 +112,10 @@ async def open_remote(
         raise RemoteError(_refusal(url, exc)) from None
     except ConnectionTimeout:  # (a HandshakeError too)
         why = f"no WebSocket handshake within {CONNECT_TIMEOUT_S:g} s"
-        raise RemoteError(f"cannot connect to {remote.url}: {why}") from None
+        raise Unreachable(f"cannot connect to {remote.url}: {why}") from None
     except HandshakeError as exc:
         cause = exc.__cause__ or exc
-        raise RemoteError(f"cannot connect to {remote.url}: {cause}") from None
+        raise Unreachable(f"cannot connect to {remote.url}: {cause}") from None
 
 
 def _refusal(url: str, exc: ConnectionRejected) -> str:
@@ -319,8 +324,8 @@ async def beside(
     done: list[_T] = []
     failed: RemoteError | None = None
     async with trio.open_nursery() as nursery:
-        await start(nursery)
         try:
+            await start(nursery)
             done.append(await body())
         except RemoteError as exc:
             failed = exc
