@@ -48,6 +48,7 @@ __all__, __getattr__, __dir__ = exports(
             "DEFAULT_URL",
             "Remote",
             "RemoteError",
+            "Unreachable",
             "beside",
             "exec_remote",
             "messages",
