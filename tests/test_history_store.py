@@ -167,6 +167,37 @@ def test_a_run_whose_owner_is_gone_is_ended_in_the_history_and_verifies(tmp_path
         assert statuses == {"killed": "error", "mine": "running"}
         assert history.mark(OWNER_MARK + "killed") is None  # its owner forgotten with it
         assert seal_interrupted(history) == []  # once
+        # A run stored without an owner (a cluster gateway's record of a worker's run, which
+        # the cluster ends) is left as it is.
+        j = RunJournal("mirrored")
+        j.append(blank(StartFrame, argv=("job",), cwd="/", sandbox="none"))
+        history.write([Written("mirrored", 0, list(j.lines), j.summary(), 1.0, False)])
+        assert seal_interrupted(history) == []
+        assert history.lines("mirrored") == (list(j.lines), False)
+    finally:
+        history.close()
+
+
+async def test_a_recorded_run_names_its_owner_until_its_end(tmp_path: Path) -> None:
+    from mcpx_hooks.supervisor.history.store import OWNER_MARK
+    from mcpx_hooks.supervisor.run.interrupted import owner_token
+
+    history = History.open(tmp_path / "h.db")
+    recorder = Recorder(history)
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(recorder.serve)
+            running, short = journal("running", recorder), journal("short", recorder)
+            finish(short)  # (its first write is its last: no mark left behind)
+            await recorder.wait_idle()
+            assert history.mark(OWNER_MARK + "running") == owner_token()
+            assert history.mark(OWNER_MARK + "short") is None
+            finish(running)
+            running.recorder = recorder.note
+            recorder.note(running)
+            await recorder.wait_idle()
+            nursery.cancel_scope.cancel()
+        assert history.mark(OWNER_MARK + "running") is None
     finally:
         history.close()
 

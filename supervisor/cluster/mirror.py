@@ -64,6 +64,8 @@ class MirrorJournal(RunJournal):
     """A run's journal as the frames stream has it: lines taken as the worker encoded and
     redacted them, never stamped here."""
 
+    owned = False  # (a worker runs it: a gateway that stops never ends it in its history)
+
     def __init__(self, run_id: str, run_bytes: int) -> None:
         super().__init__(run_id, run_bytes)
         #: The stream sequence of the run's last message seen.

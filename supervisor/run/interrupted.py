@@ -9,7 +9,8 @@ one with its pid) and stores the end a run of its own would have had: an `error`
 so, then `end` with the chain of every line before it. The run then lists as `error`, its
 downloads and `runs verify` agree, and retention counts it as finished. A run whose owner
 still runs is left to it (two processes may share one history). A run stored without an
-owner (by an older version) is taken for one whose owner is gone.
+owner is left as it is: a cluster gateway's record of a run a worker runs (the stream is
+that run's, and goes on), or one an older version stored.
 
 What the killed process had sent but not yet stored (its last batch, at most `BATCH_S`) is
 not in the history: a client that saw those frames sees their seq numbers again, on the
@@ -66,7 +67,7 @@ def seal_interrupted(history: History) -> list[str]:
         if summary.get("status") != "running" or not isinstance(run_id, str):
             continue
         owner = history.mark(OWNER_MARK + run_id)
-        if owner is not None and alive(owner):
+        if owner is None or alive(owner):  # (none: a gateway's mirror, an older version's)
             continue
         found = history.lines(run_id)
         if found is None or found[1] or not found[0]:

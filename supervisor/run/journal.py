@@ -72,6 +72,10 @@ class RunJournal:
     """The frames of one run as encoded lines, stamped on append (`seq` 0, 1, 2, …): every
     frame of a run is made blank and gets its envelope here, and nowhere else."""
 
+    #: Whether this process runs the run (its history names this process its owner while it
+    #: runs: `interrupted.py`); a cluster gateway's mirror of a worker's run does not.
+    owned = True
+
     def __init__(
         self,
         run_id: str,

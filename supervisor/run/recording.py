@@ -189,9 +189,15 @@ class Recorder:
             return
         # The marks first: what they say is in the journals is then in the items.
         marks = dict(self.marks) if self.marks != self._marked else None
-        items = [item for journal in batch if (item := self._item(journal)) is not None]
-        # A run's owner, with its first lines (`interrupted.py`).
-        owners = {OWNER_MARK + i.run_id: self._owner for i in items if not i.first}
+        taken = [(journal, item) for journal in batch if (item := self._item(journal))]
+        items = [item for _, item in taken]
+        # A run's owner, with its first lines (`interrupted.py`): one this process runs,
+        # not yet ended (its end removes the mark, in the same write, before marks are set).
+        owners = {
+            OWNER_MARK + item.run_id: self._owner
+            for journal, item in taken
+            if journal.owned and not item.first and not item.finished
+        }
         dropped, self._dropped = self._dropped, set()
         ended = sum(item.finished for item in items)
         try:
