@@ -407,6 +407,11 @@ async def test_an_input_larger_than_a_pipe_costs_no_more_than_its_reading(
     report = await run(spawner, hook, ctx)
     assert report.frame.status is HookStatus.OK, to_json(report.frame)
     assert int(report.frame.advice[0]) > size
+    # A program that cannot start, its input still being written: failed, said as ever.
+    missing = make_hook(tmp_path, target=(str(tmp_path / "missing"),), timeout_ms=900)
+    report = await run(spawner, missing, ctx)
+    assert report.frame.status is HookStatus.FAILED, to_json(report.frame)
+    assert "cannot start" in (report.frame.reason or ""), to_json(report.frame)
 
 
 async def test_module_runner_bounds_a_stalled_stdin(tmp_path: Path) -> None:

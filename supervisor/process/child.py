@@ -189,10 +189,16 @@ class Child:
         """`_wait_started`, writing meanwhile what of stdin the pipe did not take: the
         spawner holds a collected child's "started" until it ends, and a child reading its
         input whole before anything else would end only once the hold is up (a second)."""
+        failed: Exception | None = None
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._feed)
-            await self._wait_started()
+            try:
+                await self._wait_started()
+            except Exception as exc:  # (raised as itself below, not in the nursery's group)
+                failed = exc
             nursery.cancel_scope.cancel()
+        if failed is not None:
+            raise failed
 
     async def _feed(self) -> None:
         """Writes `_unwritten` to stdin, keeping in it what is not written yet (whatever
