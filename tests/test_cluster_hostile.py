@@ -44,21 +44,33 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         parts.stop()
 
 
-async def publish_frames(url: str, frames: dict[str, dict[str, Any]]) -> dict[str, str]:
-    """Each frame as frame 0 of a run of its own (a batch of one: `Mcpx-Seq` 0, as a gateway
-    publishes a run's ending); the run ids, by what each frame is."""
+async def publish_runs(
+    url: str,
+    stream: str,
+    bodies: dict[str, dict[str, Any]],
+    headers: dict[str, str] | None = None,
+    **envelope: Any,
+) -> dict[str, str]:
+    """Each body on a run of its own (`mcpx.<stream>.<run id>`), under its `runId` and
+    `envelope`; the run ids, by what each body is."""
     nc = await nats.connect(url)
     run_ids = {}
     try:
         js = nc.jetstream()
-        for what, frame in frames.items():
+        for what, body in bodies.items():
             run_id = f"hostile{secrets.token_hex(6)}"
-            line = json.dumps({"runId": run_id, "seq": 0, "at": AT, **frame}).encode()
-            await js.publish(f"mcpx.frames.{run_id}", line, headers={"Mcpx-Seq": "0"})
+            line = json.dumps({"runId": run_id, **envelope, **body}).encode()
+            await js.publish(f"mcpx.{stream}.{run_id}", line, headers=headers)
             run_ids[what] = run_id
     finally:
         await nc.close()
     return run_ids
+
+
+async def publish_frames(url: str, frames: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """Each frame as frame 0 of a run of its own (a batch of one: `Mcpx-Seq` 0, as a gateway
+    publishes a run's ending); the run ids, by what each frame is."""
+    return await publish_runs(url, "frames", frames, {"Mcpx-Seq": "0"}, seq=0, at=AT)
 
 
 def skipped(gateway: Server, run_ids: dict[str, str]) -> None:
@@ -101,25 +113,10 @@ NOT_SUMMARIES: dict[str, dict[str, Any]] = {
 }
 
 
-async def publish_summaries(url: str) -> dict[str, str]:
-    nc = await nats.connect(url)
-    run_ids = {}
-    try:
-        js = nc.jetstream()
-        for what, summary in NOT_SUMMARIES.items():
-            run_id = f"forged{secrets.token_hex(6)}"
-            body = {"runId": run_id, **summary}
-            await js.publish(f"mcpx.runs.{run_id}", json.dumps(body).encode())
-            run_ids[what] = run_id
-    finally:
-        await nc.close()
-    return run_ids
-
-
 def test_summaries_that_are_not_summaries_are_not_listed(cluster: Cluster) -> None:
     # `GET /v1/runs` passed them on, and `runs list` printed "5  -  None  exit -".
     gateway = cluster.gateways[0]
-    run_ids = arun(publish_summaries(cluster.nats.client_url("worker")))
+    run_ids = arun(publish_runs(cluster.nats.client_url("worker"), "runs", NOT_SUMMARIES))
     deadline = time.monotonic() + READ_S
     while True:
         log = gateway.log()

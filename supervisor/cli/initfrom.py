@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from .common import EXIT_OK, EXIT_USAGE, usage
+from .printable import printable  # (a source's names: one line, in a comment or on the terminal)
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
 if TYPE_CHECKING:
@@ -49,16 +50,16 @@ def toml_text(source: str, fmt: str, converted: Converted) -> str:
         return str(tomlkit.item(v).as_string())
 
     lines = [
-        f"# mcpx-hooks: converted by `mcpx-hooks init --from {one_line(source)}` ({fmt}).",
+        f"# mcpx-hooks: converted by `mcpx-hooks init --from {printable(source)}` ({fmt}).",
         "#",
         "# Each hook runs before the script, in the project's directory, and a failing one",
         "# refuses the run (effect ask, failure closed), as it stops a commit. A project file",
         "# is code: review it, then trust it (`mcpx-hooks trust .mcpx-hooks.toml`).",
     ]
     if converted.skipped:
-        lines += ["#", "# Not converted:"] + [f"#   {one_line(s)}" for s in converted.skipped]
+        lines += ["#", "# Not converted:"] + [f"#   {printable(s)}" for s in converted.skipped]
     for obj, notes in converted.hooks:
-        lines += ["", *(f"# {one_line(n)}" for n in notes), "[[hooks]]"]
+        lines += ["", *(f"# {printable(n)}" for n in notes), "[[hooks]]"]
         for key, v in obj.items():
             if key == "when":
                 inner = ", ".join(f"{k} = {value(x)}" for k, x in v.items())
@@ -66,15 +67,6 @@ def toml_text(source: str, fmt: str, converted: Converted) -> str:
             else:
                 lines.append(f"{key} = {value(v)}")
     return "\n".join(lines) + "\n"
-
-
-def one_line(text: str) -> str:
-    """`text` as one line of a comment or of the terminal: what is not printable (a line
-    break, which would end a comment and start TOML of the source's choosing; an escape
-    sequence; a lone surrogate) written as its escape."""
-    from .printable import printable
-
-    return printable(text)
 
 
 def run(source: str) -> int:
@@ -93,13 +85,13 @@ def run(source: str) -> int:
         return usage("init", str(exc))
     if not converted.hooks:
         for line in converted.skipped:
-            print(f"not converted: {one_line(line)}", file=sys.stderr)
+            print(f"not converted: {printable(line)}", file=sys.stderr)
         return usage("init", f"{source}: no hook could be converted; nothing written")
     name = LOCAL_NAMES[0]
     try:
         data = toml_text(source, fmt, converted).encode()
     except UnicodeEncodeError:
-        return usage("init", f"{one_line(source)}: a command holds text that is not Unicode"
+        return usage("init", f"{printable(source)}: a command holds text that is not Unicode"
                      " (a lone surrogate); nothing written")  # fmt: skip
     try:
         fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
@@ -110,17 +102,17 @@ def run(source: str) -> int:
     problems = validate_files([name])
     for problem in problems:  # a conversion this module got wrong: said, not hidden
         print(f"mcpx-hooks init: {problem}", file=sys.stderr)
-    print(f"wrote {name}: {len(converted.hooks)} hook(s) from {one_line(source)} ({fmt})")
+    print(f"wrote {name}: {len(converted.hooks)} hook(s) from {printable(source)} ({fmt})")
     for obj, notes in converted.hooks:
         files = obj.get("when", {}).get("files")
         when = f" when {', '.join(files)} changed" if files else " on every run"
-        print(one_line(f"  {obj['name']}: {shlex.join(obj['run'])}{when}"))
+        print(printable(f"  {obj['name']}: {shlex.join(obj['run'])}{when}"))
         for note in notes[1:]:  # the first says where it came from
-            print(f"    {one_line(note)}")
+            print(f"    {printable(note)}")
     if converted.skipped:
         print(f"not converted ({len(converted.skipped)}):")
         for line in converted.skipped:
-            print(f"  {one_line(line)}")
+            print(f"  {printable(line)}")
     print(f"review it, check it with: mcpx-hooks validate {name}")
     print(f"then apply it here by trusting it: mcpx-hooks trust {name}")
     return EXIT_USAGE if problems else EXIT_OK
