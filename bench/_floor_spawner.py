@@ -8,8 +8,11 @@ and answers with the wait status, nothing else: no request to read or check, no 
 control socket, no "started", no limits, no environment. What it does do is what each mode
 of the real spawner cannot do without:
 
-- `pidns`: /bin/true is PID 1 of a fresh PID namespace, made ahead of the request (after each
-  child, back to its own namespace and a new one armed), as the real spawner arms its next.
+- `pidns`: /bin/true is PID 2 of a fresh PID namespace whose init is a reaper (`cat` with
+  SIGCHLD ignored, as `runners/reapers.py` has it: without one a child is the init, whose
+  orphans pile up as zombies and whose `kill $$` is dropped), both made ahead of the request
+  (after each child, back to its own namespace and a new one armed), as the real spawner arms
+  its next; the reaper SIGKILLed and reaped before the answer (the tree is gone).
 - `keeper`: /bin/true is started by a keeper, a child subreaper forked once and waiting on
   the request socket itself, which keeps one child after another (as the real spawner's
   keepers do back to back: one of them serves every request, and none is forked).
@@ -23,10 +26,12 @@ from __future__ import annotations
 
 import ctypes
 import os
+import signal
 import socket
 import sys
 
 TRUE = "/bin/true"
+CAT = "/bin/cat"
 CLONE_NEWPID = 0x20000000
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -43,19 +48,30 @@ def _answer(sock: socket.socket, status: int) -> None:
     sock.send(status.to_bytes(4, "little"))
 
 
-def _arm() -> None:
+def _arm(sink: int) -> int:
+    """A fresh PID namespace and its reaper; the reaper's pid. (This process is single-threaded
+    and has no other child then: SIGCHLD is ignored only while the reaper is spawned.)"""
     if _libc.unshare(CLONE_NEWPID) != 0:
         raise OSError(ctypes.get_errno(), "cannot create a PID namespace")
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    try:
+        return os.posix_spawn(CAT, [CAT], {}, file_actions=[(os.POSIX_SPAWN_DUP2, sink, 0)])
+    finally:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
 
 
 def serve_pidns(sock: socket.socket) -> None:
     home = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
-    _arm()
+    sink, _ = os.pipe()
+    reaper = _arm(sink)
     while sock.recv(16):
-        _answer(sock, _spawn_true())
+        status = _spawn_true()
+        os.kill(reaper, signal.SIGKILL)
+        os.waitpid(reaper, 0)
+        _answer(sock, status)
         if _libc.setns(home, CLONE_NEWPID) != 0:
             raise OSError(ctypes.get_errno(), "cannot return to the home PID namespace")
-        _arm()
+        reaper = _arm(sink)
 
 
 def serve_keeper(sock: socket.socket) -> None:

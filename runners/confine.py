@@ -147,3 +147,17 @@ def _pipefs_dev() -> int:
     finally:
         os.close(r)
         os.close(w)
+
+
+def check_reachable(path: str, what: str, notes: dict[str, str]) -> None:
+    if not os.access(path, os.R_OK | os.X_OK):
+        raise unreachable(path, what, notes, os.getuid())
+
+
+def unreachable(path: str, what: str, notes: dict[str, str], uid: int) -> StartError:
+    why = next((f" ({p}: {n})" for p, n in notes.items() if under(path, [p])), "")
+    return StartError(
+        f"sandbox: the hook's user (uid {uid}) cannot read its {what} {path}{why}: "
+        "its mode bits keep it out, and it is not a grant whose owner the hook stands for "
+        '(docs/sandbox.md, "Grants beat mode bits"): make it readable by others (o+rx)'
+    )

@@ -15,9 +15,9 @@ same files reached by any other path, keep their owners and mode bits.
 A user namespace is only a carrier for the maps: no process runs in it once it is made. It is
 made by a short-lived forked child that unshares it and waits while the parent writes the maps
 and opens `/proc/PID/ns/user`. An armed thread (a jail thread, or the spawner's own armed
-for a PID 1, `inline.py`) first returns to the spawner's own PID
-namespace (`home`; its next child would otherwise be PID 1 of the namespace meant for the
-hook, and an armed thread cannot start threads) and arms a fresh one after. Namespaces are
+for a child, `inline.py`) first returns to the spawner's own PID
+namespace (`home`; its next child would otherwise join the namespace meant for the hook,
+and an armed thread cannot start threads) and enters that one again after. Namespaces are
 kept, by owner and hook ids, up to `KEPT`: the per-child uids are reused slot by slot, so a
 busy spawner needs a handful. A warm fork (`warm.py`) uses those it inherits and hands those
 it makes back to the spawner, for the forks after it.
@@ -115,7 +115,7 @@ os.register_at_fork(after_in_child=_forget_in_child)
 def userns(owner: tuple[int, int], hook: tuple[int, int], home: int | None) -> int:
     """An fd of a user namespace mapping `owner` (uid, gid) to `hook` (uid, gid), kept here:
     the caller must not close it. `home`: an fd of the spawner's own PID namespace, given
-    when this thread is armed for a PID 1 (a jail thread, or the spawner's own armed by
+    when this thread is armed for a child (a jail thread, or the spawner's own armed by
     `pidns.py`): the helper child is made there,
     and the thread armed again after (None: its next child may be made as it is, a fork).
     Raises `ConfineError`."""
@@ -128,17 +128,33 @@ def userns(owner: tuple[int, int], hook: tuple[int, int], home: int | None) -> i
         if home is None:
             fd = _make(owner, hook)
         else:
-            # Nothing was made in the namespace armed for the hook yet: leaving it costs
-            # nothing, and a fresh one is armed in its place.
-            libc.setns(home, libc.CLONE_NEWPID, "the spawner's PID namespace")
+            # The namespace armed for the hook holds its reaper only (`reapers.py`): this
+            # thread leaves it for the helper's fork and enters it again after (one with no
+            # process yet cannot be entered: a fresh one is armed in its place).
+            armed = _armed_namespace()
             try:
-                fd = _make(owner, hook)
+                libc.setns(home, libc.CLONE_NEWPID, "the spawner's PID namespace")
+                try:
+                    fd = _make(owner, hook)
+                finally:
+                    if armed is None:
+                        libc.unshare(libc.CLONE_NEWPID, "a PID namespace")
+                    else:
+                        libc.setns(armed, libc.CLONE_NEWPID, "the hook's PID namespace")
             finally:
-                libc.unshare(libc.CLONE_NEWPID, "a PID namespace")
+                if armed is not None:
+                    os.close(armed)
         _kept[key] = fd
         _made.add(key)
         _evict()
         return fd
+
+
+def _armed_namespace() -> int | None:
+    try:
+        return os.open("/proc/thread-self/ns/pid_for_children", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:  # (ENOENT: no process in it yet)
+        return None
 
 
 def _make(owner: tuple[int, int], hook: tuple[int, int]) -> int:

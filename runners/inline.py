@@ -11,7 +11,7 @@ back:
 1. enters `template` (a mount namespace made once: the tree private, read-only and nosuid,
    /proc writable where a child writes there, as `jail.arm` makes it) and unshares a copy of
    it for this child (ahead, while the last child runs: `arm`, which as root also makes the
-   next child's memory cgroup; the thread is armed for a PID 1 already, `pidns.py`);
+   next child's memory cgroup; the thread is armed for a child already, `pidns.py`);
 2. `jail.prepare`: as root the pipes given to the per-child uid; the grants, the view (as
    root with its covers and idmapped grants), the working directory;
 3. the chain, which starts the child in all of that, and in which the child enters the

@@ -16,7 +16,8 @@ costs only what depends on it, on the thread (`confine.py` says why all of it st
    reach, and nothing a hook can change);
 3. the hook's uid and gid (rootless instead: a user namespace of its own, no capability in
    it, `userns.py`), `no_new_privs`, Landlock (a ruleset of its own), seccomp;
-4. `posix_spawn`: the child is PID 1 of a fresh PID namespace with all of the above (where
+4. `posix_spawn`: the child is PID 2 of a fresh PID namespace, after its reaper (`reapers.py`),
+   with all of the above (where
    the chain runs, root's child or a rootless one does step 3 itself, `chained.py`, and the
    spawner's own thread does the rest, `inline.py`: this thread is for where it does not).
    The thread answers, closes the fds of step 0 and ends; the spawner arms the next one
@@ -35,6 +36,7 @@ from collections.abc import Callable
 
 from . import chain, chained, confine, fdslots, landlock, libc, memcg, seccomp, userns, view
 from .grants import Grants, open_path
+from .reapers import Reaper
 from .spawnreq import Request, Sandbox
 from .start import StartError, fork_exec, resolve, start_failed
 
@@ -52,6 +54,7 @@ class Spawned:
         self.cgroup: memcg.Cgroup | None = None
         self.listener: int | None = None
         self.net: int | None = None
+        self.reaper: Reaper | None = None  # (the init of its namespace)
 
     def close(self) -> None:
         """Closes the fds held for a child that was killed and reaped before it was kept."""
@@ -92,6 +95,7 @@ class Jail:
         self._result: Spawned | BaseException | None = None
         #: Why this thread could not arm (namespaces, mounts), or None.
         self.broken: str | None = None
+        self.reaper: Reaper | None = None  # (made once armed)
         _thread.start_new_thread(self._run, ())
 
     def wait_armed(self) -> str | None:
@@ -100,13 +104,14 @@ class Jail:
 
     def _run(self) -> None:
         try:
-            if self._home_pid is not None:  # the creating thread may be armed for a PID 1
+            if self._home_pid is not None:  # the creating thread may be armed for a child
                 libc.setns(self._home_pid, libc.CLONE_NEWPID, "own PID namespace")
             if self._no_cgroup is not None:
                 raise StartError(self._no_cgroup)
             if self.cgroup is not None:  # (before the mount tree is read-only)
                 self.cgroup.join()
             arm(pid=True)
+            self.reaper = Reaper.made()
         except (OSError, StartError) as exc:
             self.broken = str(exc)
         self._armed.release()
@@ -125,6 +130,7 @@ class Jail:
 
     def release(self) -> None:
         """Lets an unused thread end (the spawner is closing)."""
+        self._unused()
         self._work = None
         self.broken = self.broken or "closed"
         self._go.release()
@@ -156,12 +162,21 @@ class Jail:
         self._done.acquire()
         result = self._result
         if isinstance(result, BaseException):
+            self._unused()
             if isinstance(result, StartError):
                 raise result
             raise StartError(f"sandbox: {result}") from result
         assert result is not None
-        result.cgroup = self.cgroup
+        result.cgroup, result.reaper = self.cgroup, self.reaper
         return result
+
+    def _unused(self) -> None:
+        """Its reaper, which no child joined, killed and reaped: here, not by the thread,
+        which may have taken a hook's uid."""
+        self.wait_armed()
+        if self.reaper is not None:
+            self.reaper.discard()
+            self.reaper = None
 
 
 def _jailed(
@@ -235,7 +250,7 @@ class Seal:
         they are close-on-exec)."""
         if self._uid is not None:
             confine.become(self._uid, self._uid)
-            _check_reachable(self._cwd, "working directory", self._notes)
+            confine.check_reachable(self._cwd, "working directory", self._notes)
         elif userns.entered:  # rootless: its own user namespace, and no capability in it
             userns.own_namespace(self.nproc)
             userns.drop_capabilities()
@@ -283,7 +298,9 @@ class Seal:
                 )
         except chain.ChainError as exc:  # (only its working directory's check comes here)
             assert self._uid is not None
-            raise _unreachable(self._cwd, "working directory", self._notes, self._uid) from exc
+            raise confine.unreachable(
+                self._cwd, "working directory", self._notes, self._uid
+            ) from exc
 
     def close(self) -> None:
         self.grants.close()
@@ -361,7 +378,7 @@ def prepare(
 
 
 def arm(*, pid: bool) -> None:
-    """Leaves the mount, IPC and UTS namespaces (and with `pid`, makes the next child PID 1
+    """Leaves the mount, IPC and UTS namespaces (and with `pid`, makes the next child the init
     of a new PID namespace) and makes the mount tree private, read-only and nosuid: what a
     thread or a single-threaded process does before a request needs it. Raises `OSError` or
     `StartError`."""
@@ -374,27 +391,3 @@ def arm(*, pid: bool) -> None:
     # they are the namespace's root's to write, which no hook maps: `shmget` is refused).
     if userns.entered or memcg.STATE.hierarchy is None:
         userns.writable_proc()
-
-
-def _check_reachable(path: str, what: str, notes: dict[str, str]) -> None:
-    if not os.access(path, os.R_OK | os.X_OK):
-        raise _unreachable(path, what, notes, os.getuid())
-
-
-def _unreachable(path: str, what: str, notes: dict[str, str], uid: int) -> StartError:
-    why = next((f" ({p}: {n})" for p, n in notes.items() if confine.under(path, [p])), "")
-    return StartError(
-        f"sandbox: the hook's user (uid {uid}) cannot read its {what} {path}{why}: "
-        "its mode bits keep it out, and it is not a grant whose owner the hook stands for "
-        '(docs/sandbox.md, "Grants beat mode bits"): make it readable by others (o+rx)'
-    )
-
-
-def return_scratch(scratch_fd: int, host_path: str) -> None:
-    """Copies a finished child's scratch tmpfs back to the host's scratch directory (bounded
-    by the tmpfs size), then closes it. Errors are the supervisor's to see (missing files)."""
-    try:
-        with contextlib.suppress(OSError):
-            view.copy_tree(scratch_fd, host_path, None)
-    finally:
-        os.close(scratch_fd)

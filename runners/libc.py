@@ -125,7 +125,7 @@ _NUMBERS: dict[str, tuple[int, int | None]] = {
     "userfaultfd": (323, 282), "open": (2, None), "creat": (85, None), "chmod": (90, None),
     "fchmod": (91, 52), "mknod": (133, None), "openat": (257, 56), "mknodat": (259, 33),
     "fchmodat": (268, 53), "write": (1, 64), "close": (3, 57), "prctl": (157, 167),
-    "capset": (126, 91), "setsid": (112, 157), "rt_sigaction": (13, 134),
+    "capset": (126, 91), "setsid": (112, 157), "rt_sigaction": (13, 134), "chdir": (80, 49),
     "rt_sigprocmask": (14, 135), "dup3": (292, 24), "fcntl": (72, 25), "execve": (59, 221),
     "memfd_create": (319, 279), "shmget": (29, 194), "faccessat": (269, 48),
 }

@@ -1,4 +1,5 @@
-"""pidns mode: every child is PID 1 of its own PID namespace (see `spawner.py`). Stdlib only."""
+"""pidns mode: every child has a PID namespace of its own, whose init is its reaper (see
+`spawner.py`, `reapers.py`). Stdlib only."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ import resource
 import select
 import signal
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
-from . import chain, chained, fdslots, inline, jail, loopback, memcg, warm
+from . import chain, chained, fdslots, inline, jail, loopback, memcg, reapers, warm
 from .borrowing import (
     CAP_SYS_RESOURCE,
     Broken,
@@ -23,17 +24,18 @@ from .borrowing import (
     seal_limits,
     soft_only,
 )
-from .collect import Output, send_collected
+from .collect import Output
 from .libc import CLONE_NEWPID, libc
 from .mechanisms import Mechanisms
-from .protocol import LIFELINE_FD, TakenCounter, control, exit_report, fail, recv_request, send
+from .protocol import LIFELINE_FD, TakenCounter, control, fail, recv_request
 from .spawnreq import Request
 from .start import BAD_INPUT, StartError, fork_exec, resolve, start_failed
+from .treeends import TreeEnds
 from .trees import Held, Tree, UidPool, host_pid
 from .warmpool import WarmPool
 
 
-class PidNsSpawner:
+class PidNsSpawner(TreeEnds):
     """The pidns-mode loop: one epoll over requests, the lifeline, pidfds and control sockets."""
 
     def __init__(self, requests: socket.socket, sandbox: Mechanisms, taken: TakenCounter) -> None:
@@ -56,6 +58,8 @@ class PidNsSpawner:
         self.epoll.register(LIFELINE_FD, select.EPOLLIN)
         os.chdir("/")  # keep no directory busy
         self.armed = False
+        #: The init made for the namespace armed here, for the next child (`reapers.py`).
+        self.pending: reapers.Reaper | None = None
         self.spare = loopback.Spare()  # (for `egress` children)
         #: Whether the last request was a sandboxed `run` child (only then is the inline jail
         #: armed ahead: an unsandboxed child would pay ~0.07 ms to come back from it).
@@ -100,6 +104,8 @@ class PidNsSpawner:
                     elif (tree := self.trees.get(fd)) is not None:
                         if fd == tree.pidfd:
                             self._reap(tree)
+                        elif tree.reaper is not None and fd == tree.reaper.pidfd:
+                            self._reaped(tree)
                         elif tree.ctrl is not None and fd == tree.ctrl.fileno():
                             self._obey(tree)
                         elif tree.cgroup is not None and fd == tree.cgroup.event:
@@ -113,10 +119,12 @@ class PidNsSpawner:
             if self.inline is not None:  # (removed by its name: from wherever this thread is)
                 self.inline.discard()
             self.warm.discard()
+            if self.pending is not None:
+                self.pending.discard()
             for tree in set(self.trees.values()):
                 tree.signal(signal.SIGKILL)
             for tree in set(self.trees.values()):
-                os.waitpid(tree.pid, 0)
+                tree.wait()
                 memcg.drop(tree.cgroup)
             if memcg.STATE.hierarchy is not None:
                 memcg.STATE.hierarchy.finish()
@@ -140,6 +148,7 @@ class PidNsSpawner:
         """Starts the child of one request and keeps it; a request it cannot carry out is
         failed on `ctrl` alone, with whatever it held closed."""
         spawned: jail.Spawned | None = None
+        reaper: reapers.Reaper | None = None
         uid: int | None = None
         req: Request | None = None
         try:
@@ -150,13 +159,14 @@ class PidNsSpawner:
                     if req.sandbox is not None and req.sandbox.switch_uid:
                         uid = self.uids.take()
                     spawned = self.warm.spawn(req, msg, uid)
-                    pid = spawned.pid
+                    pid, reaper = spawned.pid, spawned.reaper
                 elif req.sandbox is None:
                     pid = self._spawn(req)
+                    reaper = self._take_reaper()
                 else:
                     uid = self.uids.take() if req.sandbox.switch_uid else None
                     spawned = self._spawn_jailed(req, uid)
-                    pid = spawned.pid
+                    pid, reaper = spawned.pid, spawned.reaper
             finally:
                 req.close()
         except (StartError, *BAD_INPUT) as exc:
@@ -178,6 +188,8 @@ class PidNsSpawner:
         except OSError as exc:  # out of fds: do not keep what cannot be watched
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
+            if reaper is not None:
+                reaper.discard()
             if spawned is not None:
                 spawned.close()
                 memcg.drop(spawned.cgroup)
@@ -188,6 +200,10 @@ class PidNsSpawner:
             return
         tree = Tree(pid, pidfd, host, ctrl)
         tree.uid = uid
+        if reaper is not None:
+            tree.reaper = reaper
+            self.trees[reaper.pidfd] = tree
+            self.epoll.register(reaper.pidfd, select.EPOLLIN)
         if req.outputs is not None:
             assert req.collect is not None
             tree.collect = req.collect
@@ -256,7 +272,9 @@ class PidNsSpawner:
             self._arm()
             try:
                 slots = self.slots.ready(req, self.trees, 1)
-                return egress.keep(self.inline.spawn(req, self.home, uid, slots))
+                spawned = egress.keep(self.inline.spawn(req, self.home, uid, slots))
+                spawned.reaper = self._take_reaper()
+                return spawned
             finally:
                 self._disarm()
 
@@ -288,28 +306,41 @@ class PidNsSpawner:
             self._disarm()  # (`_rearm` makes the next jail thread)
 
     @contextlib.contextmanager
-    def _fresh_pid_ns(self) -> Iterator[None]:
-        """The next process this thread creates is PID 1 of a fresh PID namespace (a waiting
+    def _fresh_pid_ns(self) -> Iterator[Callable[[], reapers.Reaper | None]]:
+        """The next process this thread creates joins a fresh PID namespace (a waiting
         fork, `warmpool.py`); this thread is armed again after."""
         self._at_home()
         self._arm()
         try:
-            yield
+            yield self._take_reaper
         finally:
             self._disarm()
             self._arm(quietly=True)
+
+    def _take_reaper(self) -> reapers.Reaper | None:
+        """The reaper of the namespace armed here, for the child just made in it."""
+        reaper, self.pending = self.pending, None
+        return reaper
 
     def _highest_fd(self, req: Request) -> int:
         """The highest fd open here: the trees' and the request's (the rest are few, low)."""
         return max((*self.trees, *req.fds, *req.moved, self.requests.fileno()))
 
     def _arm(self, *, quietly: bool = False) -> None:
-        """Makes the next process created here PID 1 of a fresh PID namespace. Done ahead of
-        the request that needs it, so that `unshare` is not on its way."""
+        """Makes the next process created here PID 2 of a fresh PID namespace, after its
+        reaper (`reapers.py`), or of the one a request left unused. Done ahead of the request
+        that needs it, so that `unshare` and the reaper are not on its way."""
         if self.armed:
             return
+        if self.pending is not None:  # (a request it could not start left it unused)
+            if libc.setns(self.pending.ns, CLONE_NEWPID) == 0:
+                self.armed = True
+                return
+            self.pending.discard()
+            self.pending = None
         if libc.unshare(CLONE_NEWPID) == 0:
             self.armed = True
+            self.pending = reapers.made()
         elif not quietly:
             raise StartError(f"cannot create a PID namespace: {os.strerror(ctypes.get_errno())}")
 
@@ -332,69 +363,3 @@ class PidNsSpawner:
             if libc.setns(self.home, CLONE_NEWPID) != 0:
                 raise Broken("cannot return to the spawner's PID namespace")
             self.armed = False
-
-    def _obey(self, tree: Tree) -> None:
-        if tree.obey():  # the owner is gone: killed, reaped without a report
-            self._forget_ctrl(tree)
-
-    def _reap(self, tree: Tree) -> None:
-        pid, status, usage = os.wait4(tree.pid, os.WNOHANG)
-        if pid == 0:
-            return
-        self.held.forget(tree)
-        # The init is reaped only after everything else in its namespace is gone. What this
-        # loop held of the tree goes before the report (only what the report carries after).
-        self.epoll.unregister(tree.pidfd)
-        del self.trees[tree.pidfd]
-        os.close(tree.pidfd)
-        if tree.uid is not None:
-            self.uids.give(tree.uid)
-        self.spare.give(tree.net)  # (kept for the next `egress` child: `loopback.py`)
-        if tree.scratch is not None:
-            self._at_home()  # (the scratch goes back by its path in the spawner's tree)
-            jail.return_scratch(*tree.scratch)
-            tree.scratch = None
-        over_memory, cgroup = False, tree.cgroup
-        if cgroup is not None:  # (removed after the report: not on the owner's way)
-            over_memory = cgroup.notified or (status != 0 and cgroup.over())
-            self.epoll.unregister(cgroup.event)
-            del self.trees[cgroup.event]
-            tree.cgroup = None
-        for output in tree.outputs:
-            if output.pipe >= 0:
-                self._read_output(tree, output.pipe, drain=True)
-        if tree.ctrl is not None:
-            report = exit_report(status, usage, tree.host)
-            if over_memory:
-                report["overMemory"] = True
-            if tree.collect is None:
-                send(tree.ctrl, report)
-            else:
-                send_collected(tree.ctrl, report, tree.outputs, tree.overflow)
-            self._forget_ctrl(tree)
-        for output in tree.outputs:
-            output.close()
-        memcg.drop(cgroup)
-
-    def _over_memory(self, tree: Tree) -> None:
-        """Its cgroup ran out of memory (OOM notification): all the tree killed, as reported."""
-        assert tree.cgroup is not None
-        with contextlib.suppress(OSError):
-            os.eventfd_read(tree.cgroup.event)
-        tree.cgroup.notified = True
-        tree.signal(signal.SIGKILL)
-
-    def _read_output(self, tree: Tree, fd: int, *, drain: bool = False) -> None:
-        """Moves what `fd` (stdout, stderr) holds to its memfd (`Tree.pump`); forgets it at end."""
-        if tree.pump(fd, drain=drain):
-            self.epoll.unregister(fd)
-            del self.trees[fd]
-            os.close(fd)
-
-    def _forget_ctrl(self, tree: Tree) -> None:
-        assert tree.ctrl is not None
-        fd = tree.ctrl.fileno()
-        self.epoll.unregister(fd)
-        del self.trees[fd]
-        tree.ctrl.close()
-        tree.ctrl = None

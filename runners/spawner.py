@@ -11,23 +11,22 @@ fresh PID namespace. For an ordinary user it starts it with MODE `userns`: this 
 makes a user namespace of its own and forks the spawner proper, PID 1 of a PID namespace in
 it, which serves in pidns mode as root's does, without per-child uids; where user namespaces
 are refused it serves in keeper mode instead, saying why (`userns.py`, rootless). Per child
-it calls `unshare(CLONE_NEWPID)`,
-`posix_spawn`s the child, and `setns`es `pid_for_children` back: the child is PID 1 of its own
-nested namespace, with no Python fork on the way. The kernel then does the containment: when
-the child exits or is killed it SIGKILLs everything else in the namespace (`setsid` and
-double-fork escapes included: nothing can leave a PID namespace), and the child is reaped only
-once all of it is gone; when this spawner dies, by any means, everything in its namespace dies,
-every child namespace included. One epoll loop here keeps all the children at once (request
-socket, each child's pidfd and control socket); the namespace for the next child is made as
-soon as the last one started, so only `posix_spawn` is on a request's way. Consequences for the
-child, which is an init:
-* signals it does not handle are dropped when sent from inside its namespace (`kill $$` in a
-  shell, `os.kill(os.getpid(), SIGTERM)`, SIGXCPU at a soft CPU limit; a hard limit still kills);
-  from here only SIGKILL gets through, so "term" is emulated: SIGTERM to every other process of
-  the tree, and to the child if it catches SIGTERM; SIGKILL if it keeps the default action
-  (which would have killed it); nothing if it ignores SIGTERM (the grace then runs out);
-* orphaned grandchildren are reparented to it (zombies until it exits, unless it reaps them);
-* `getpid()` is 1 and `getppid()` 0; /proc is the host's.
+it calls `unshare(CLONE_NEWPID)`, starts the namespace's init, a *reaper* (`reapers.py`: `cat`
+with SIGCHLD ignored, which reaps every orphan of the namespace as it exits), then
+`posix_spawn`s the child, PID 2 of that namespace and this process's own child, and `setns`es
+`pid_for_children` back; no Python fork on the way. The kernel then does the containment: when
+the child exits this process SIGKILLs the reaper, and with it everything else in the namespace
+(`setsid` and double-fork escapes included: nothing can leave a PID namespace), and the reaper
+is reaped only once all of it is gone; when this spawner dies, by any means, everything in its
+namespace dies, every child namespace included. One epoll loop here keeps all the children at
+once (request socket, each child's and reaper's pidfds and control socket); the namespace and
+reaper for the next child are made as soon as the last one started, so only `posix_spawn` is on
+a request's way. For the child: `getpid()` is 2 and `getppid()` 0; a signal it sends itself
+arrives (`kill $$`); its orphans are reaped; /proc is the host's. (A namespace's init would
+have none of that: a signal it does not handle, sent from inside, is dropped, and orphans stay
+its zombies until it waits for them: a test suite starting daemons ran out of processes. Where
+no reaper can start, the child is the init again, and "term" is emulated for it:
+`trees.terminate_init`.)
 Pids: this process sees its own namespace, /proc shows the host's; pids reported and pids read
 from /proc are host pids, and signals to them go through `/proc/PID` directory fds and
 `pidfd_send_signal`, which need no translation.

@@ -11,6 +11,7 @@ import collections
 import contextlib
 import errno
 import os
+import resource
 import signal
 import socket
 import time
@@ -22,6 +23,7 @@ from .start import StartError
 if TYPE_CHECKING:
     from .collect import Output
     from .memcg import Cgroup
+    from .reapers import Reaper
     from .spawnreq import Collect
 
 
@@ -130,27 +132,33 @@ def host_pid(pidfd: int) -> int:
 
 
 class Tree:
-    """One child in pidns mode: PID 1 of its own namespace, so its tree is that namespace."""
+    """One child in pidns mode and its own PID namespace, its tree: the child is PID 2 there,
+    after its `reaper` (`reapers.py`), or PID 1 (a warm fork, or where no reaper starts)."""
 
     __slots__ = (
         "announce_at",
         "cgroup",
         "collect",
         "ctrl",
+        "exited",
         "host",
         "net",
         "outputs",
         "overflow",
         "pid",
         "pidfd",
+        "reaper",
         "scratch",
         "uid",
     )
 
     def __init__(self, pid: int, pidfd: int, host: int, ctrl: socket.socket) -> None:
         self.pid = pid
-        self.pidfd = pidfd
+        self.pidfd = pidfd  # (-1 once the child is reaped)
         self.host = host
+        #: The init of its namespace; and the child's wait status and usage once reaped.
+        self.reaper: Reaper | None = None
+        self.exited: tuple[int, resource.struct_rusage] | None = None
         self.ctrl: socket.socket | None = ctrl
         #: An `egress` child's network namespace and proxy socket (`loopback.Spare`).
         self.net: tuple[int, int] | None = None
@@ -215,13 +223,37 @@ class Tree:
             self.signal(signal.SIGKILL)
         return False
 
+    @property
+    def handle(self) -> int:
+        """The pidfd that SIGKILL to kills the whole tree: its namespace's init's."""
+        return self.pidfd if self.reaper is None else self.reaper.pidfd
+
     def signal(self, sig: int) -> None:
         with contextlib.suppress(ProcessLookupError):
-            signal.pidfd_send_signal(self.pidfd, sig)
+            signal.pidfd_send_signal(self.handle, sig)
 
     def terminate(self) -> None:
-        """SIGTERM as if this init were an ordinary process (`terminate_init`)."""
-        terminate_init(self.host, self.pidfd)
+        """SIGTERM to every process of the tree: the child, its descendants and the orphans
+        its reaper took in; as if the child were an ordinary process where it is the init
+        (`terminate_init`)."""
+        if self.reaper is None:
+            terminate_init(self.host, self.pidfd)
+            return
+        if self.pidfd >= 0:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(self.pidfd, signal.SIGTERM)
+            for pid in descendants(self.host):
+                signal_host(pid, signal.SIGTERM)
+        with contextlib.suppress(OSError):
+            for pid in descendants(host_pid(self.reaper.pidfd)):
+                signal_host(pid, signal.SIGTERM)
+
+    def wait(self) -> None:
+        """Reaps what is left of a tree SIGKILLed (the spawner is closing)."""
+        if self.pidfd >= 0:
+            os.waitpid(self.pid, 0)
+        if self.reaper is not None:
+            os.waitpid(self.reaper.pid, 0)
 
 
 #: How long a collected child runs before its owner hears "started" (`Held`).
@@ -243,7 +275,7 @@ class Held:
         """Says "started" for `tree` now, or, `held`, when it is due."""
         if not held:
             assert tree.ctrl is not None
-            send_started(tree.ctrl, tree.host, pidfd=tree.pidfd)
+            send_started(tree.ctrl, tree.host, pidfd=tree.handle)
             return
         tree.announce_at = time.monotonic() + ANNOUNCE_AFTER_S
         self.trees[tree] = None
@@ -268,5 +300,5 @@ class Held:
 def announce(tree: Tree) -> None:
     """Says "started" for `tree` if it was held and its owner is still there."""
     if tree.announce_at and tree.ctrl is not None:
-        send_started(tree.ctrl, tree.host, pidfd=tree.pidfd)
+        send_started(tree.ctrl, tree.host, pidfd=tree.handle)
     tree.announce_at = 0.0

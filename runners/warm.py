@@ -8,7 +8,8 @@ strict and net), made while it is idle, and a `module` request (`spawnreq.Module
 handed to it. The waiting fork has already done everything that does not depend on the
 request, off the request's path:
 
-* it is PID 1 of its own PID namespace (forked while the spawner is armed for one), in its
+* it is PID 2 of its own PID namespace, after the namespace's reaper (`reapers.py`; forked
+  while the spawner is armed for one), in its
   own session, with every inherited fd closed (the spawner's sockets, pidfds, lifeline) but
   its hand-over socket (and, for `jailed`, the empty network namespace);
 * `jailed`: it has left the mount, IPC and UTS namespaces and made its mount tree private,
@@ -51,6 +52,7 @@ from . import idmap, jail, memcg, module_runner
 from .checks import environment
 from .libc import PR_SET_DUMPABLE, libc
 from .protocol import MAX_FDS, MAX_MESSAGE
+from .reapers import Reaper
 from .spawnreq import Request
 from .start import BAD_INPUT, DEFAULT_SIGNALS, StartError
 
@@ -88,6 +90,7 @@ class WaitingFork:
         self.kind = kind
         #: The memory cgroup it joined (`memcg.py`), which its hook's tree then runs in.
         self.cgroup = cgroup
+        self.reaper: Reaper | None = None  # (the init of its namespace: `reapers.py`)
 
     def hand_over(self, raw: bytes, fds: list[int], uid: int | None) -> None:
         """Gives it the request (its bytes and fds, the child's fds first); returns once it
@@ -116,7 +119,7 @@ class WaitingFork:
         if not reply:
             self.discard()
             raise Lost("it exited")
-        os.waitpid(self.pid, 0)  # it exits after saying why
+        self.discard()  # it exits after saying why
         raise StartError(reply.decode(errors="replace"))
 
     def discard(self) -> None:
@@ -125,6 +128,8 @@ class WaitingFork:
             os.kill(self.pid, signal.SIGKILL)
         with contextlib.suppress(ChildProcessError):
             os.waitpid(self.pid, 0)
+        if self.reaper is not None:
+            self.reaper.discard()
         self.sock.close()
 
 

@@ -11,17 +11,21 @@ from contextlib import AbstractContextManager
 
 from . import jail, memcg, warm
 from .mechanisms import Mechanisms
+from .reapers import Reaper
 from .spawnreq import Request
 from .start import StartError
+
+#: What arming for a fresh PID namespace yields: takes the reaper made there (`reapers.py`).
+Taker = Callable[[], Reaper | None]
 
 
 class WarmPool:
     """Waiting forks by kind, and the kinds asked for. `fresh`: a context in which the next
-    process this thread creates is PID 1 of a fresh PID namespace, this thread armed again
-    after (`PidNsSpawner`)."""
+    process this thread creates joins a fresh PID namespace after its reaper, this thread
+    armed again after (`PidNsSpawner`)."""
 
     def __init__(
-        self, sandbox: Mechanisms, fresh: Callable[[], AbstractContextManager[None]]
+        self, sandbox: Mechanisms, fresh: Callable[[], AbstractContextManager[Taker]]
     ) -> None:
         self.sandbox = sandbox
         self._fresh = fresh
@@ -55,6 +59,7 @@ class WarmPool:
                 memcg.drop(waiting.cgroup)
                 raise
             spawned = jail.Spawned(waiting.pid, None)
+            spawned.reaper = waiting.reaper
             spawned.cgroup = waiting.cgroup
             return spawned
         raise AssertionError("unreachable")  # pragma: no cover
@@ -79,7 +84,8 @@ class WarmPool:
             memcg.drop(waiting.cgroup)
 
     def _fork(self, kind: str) -> warm.WaitingFork:
-        """A waiting fork, PID 1 of a fresh PID namespace; this thread is armed again after."""
+        """A waiting fork, in a fresh PID namespace after its reaper; this thread is armed again
+        after."""
         cgroup = None
         if kind == warm.JAILED:
             jail.ready_filters()
@@ -88,11 +94,13 @@ class WarmPool:
                 cgroup = memcg.STATE.hierarchy.make()
             except OSError as exc:
                 raise StartError(f"cannot make a memory cgroup: {exc.strerror}") from exc
-        with self._fresh():
+        with self._fresh() as reaper:
             try:
-                return warm.fork_waiting(
+                waiting = warm.fork_waiting(
                     kind, self.sandbox.empty_net if kind == warm.JAILED else None, cgroup
                 )
+                waiting.reaper = reaper()
+                return waiting
             except BaseException:
                 memcg.drop(cgroup)
                 raise

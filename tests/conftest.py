@@ -81,6 +81,23 @@ def no_leaks() -> Iterator[None]:
     assert after == before, {"leaked": after.keys() - before.keys()}
 
 
+def spawner_children(pid: int) -> list[psutil.Process]:
+    """The children of pidns spawner `pid`, but the reapers it made ahead for its next child
+    and its waiting forks (`runners/reapers.py`)."""
+    return [child for child in psutil.Process(pid).children() if not is_init(child.pid)]
+
+
+def is_init(pid: int) -> bool:
+    """Whether process `pid` is PID 1 of its PID namespace (a pidns spawner's children that
+    are: its reapers; told so, not by a command line, which may not be there yet just after
+    an `exec`)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return next(x for x in status.splitlines() if x.startswith("NSpid:")).split()[-1] == "1"
+
+
 #: Where the pidns spawner puts the uids of sandboxed children (`runners/pidns.py`).
 HOOK_UID_BASE = 0x50000000
 

@@ -318,9 +318,9 @@ def test_strict_hooks_of_an_ordinary_user_are_confined(
     inside = out["inside"]
     assert inside["status"] == "ok", inside
     (seen,) = inside["advice"]
-    # The caller's own uid and gid (not root's, not a per-child one), PID 1 of its own
-    # namespace, no capability at all (its user namespace's included).
-    assert (seen["uid"], seen["gid"], seen["pid"]) == (caller.uid, caller.gid, 1)
+    # The caller's own uid and gid (not root's, not a per-child one), PID 2 of its own
+    # namespace (after its reaper), no capability at all (its user namespace's included).
+    assert (seen["uid"], seen["gid"], seen["pid"]) == (caller.uid, caller.gid, 2)
     assert seen["caps"] == [0] * 6 and seen["bounding"] == 0
     # The caller may read and write all of these; the hook may not.
     assert seen["secret"] == seen["list_home"] == "Permission denied", seen

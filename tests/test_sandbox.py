@@ -97,12 +97,29 @@ async def test_strict_hook_sees_only_what_it_should(
     (readable_tmp / "data.txt").write_text("hello")
     (readable_tmp / "data.txt").chmod(0o644)
     got = seen(await run(strict_spawner, hook(readable_tmp, INSIDE)))
-    # As root, a per-child uid; rootless, this user's own (in a user namespace of its own).
-    assert got["pid"] == 1 and (got["uid"] >= 0x50000000 if ROOT else got["uid"] == os.getuid())
+    # PID 2, after its namespace's reaper; as root, a per-child uid; rootless, this user's
+    # own (in a user namespace of its own).
+    assert got["pid"] == 2 and (got["uid"] >= 0x50000000 if ROOT else got["uid"] == os.getuid())
     assert got["nnp"] == 1 and got["seccomp"] == 2 and not got["proc"]
     assert got["cwd"] == got["dir"] == str(readable_tmp)
     assert got["reads_dir"] and got["reads_etc"] and not got["reads_root"]
     assert got["nofile"] == [DEFAULT_LIMITS.open_files] * 2
+
+
+async def test_orphans_are_reaped_as_they_go_not_held_against_the_process_limit(
+    strict_spawner: Spawner, readable_tmp: Path
+) -> None:
+    """Each shell leaves an orphan behind; 300 of them, past the 128 processes a hook's
+    user may have: the namespace's reaper takes each in and reaps it when it exits
+    (`runners/reapers.py`). A hook that was its namespace's init held them all as zombies
+    and could not fork past the limit."""
+    code = """
+        import json, subprocess
+        for _ in range(300):
+            subprocess.run(["/bin/sh", "-c", "/bin/true & exit 0"], check=True)
+        print(json.dumps({"advise": json.dumps("all ran")}))
+    """
+    assert seen(await run(strict_spawner, hook(readable_tmp, code))) == "all ran"
 
 
 async def test_scratch_is_a_size_limited_tmpfs(strict_spawner: Spawner, readable_tmp: Path) -> None:
@@ -305,7 +322,7 @@ async def test_script_run_under_strict_returns_its_artifacts(
     (artifact,) = [f for f in frames if f["type"] == "artifact"]
     assert start["sandbox"] == "workspace"  # the runs' default
     uid = result["value"]["uid"]
-    assert result["value"]["pid"] == 1 and (uid >= 0x50000000 if ROOT else uid == os.getuid())
+    assert result["value"]["pid"] == 2 and (uid >= 0x50000000 if ROOT else uid == os.getuid())
     assert artifact["name"] == "out.txt" and artifact["size"] == len("artifact")
 
 

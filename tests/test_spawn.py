@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import psutil
 import pytest
 import trio
-from conftest import OPEN_FDS, ROOT, kill_supervisor_and_wait, require_rootless
+from conftest import OPEN_FDS, ROOT, kill_supervisor_and_wait, require_rootless, spawner_children
 
 from mcpx_hooks.supervisor.core.errors import SpawnError
 from mcpx_hooks.supervisor.process import launch
@@ -495,7 +495,7 @@ async def test_cancelled_before_started_still_kills_and_reaps(
             raise AssertionError("not reached")
     assert marker.alive() == []
     if spawner.mode == "pidns":  # the spawner itself has reaped the child (keepers linger)
-        assert psutil.Process(spawner.pid).children() == []
+        assert spawner_children(spawner.pid) == []
 
 
 def _standin_process() -> subprocess.Popen[bytes]:
@@ -711,11 +711,16 @@ async def test_bad_rlimits_are_refused(spawner: Spawner) -> None:
 
 
 @pytest.mark.parametrize("spawn_mode", ["pidns"], indirect=True)
-async def test_pidns_child_is_init_of_its_own_namespace(spawner: Spawner) -> None:
+async def test_pidns_child_is_pid_2_after_its_reaper(spawner: Spawner) -> None:
+    """Not its namespace's init (`runners/reapers.py`): a signal it sends itself arrives
+    (an init's would be dropped: `kill $$` in a shell went on to say "alive")."""
     code = "import os; print(os.getpid(), os.getppid())"
-    assert (await run(spawner, py(code))).stdout == b"1 0\n"
+    assert (await run(spawner, py(code))).stdout == b"2 0\n"
     out = await run(spawner, py(code), rlimits=(("RLIMIT_CPU", 1, 2),))  # the fork path
-    assert out.stdout == b"1 0\n"
+    assert out.stdout == b"2 0\n"
+    for sig in ("TERM", "KILL"):
+        out = await run(spawner, ("/bin/sh", "-c", f"kill -{sig} $$; echo alive"))
+        assert (out.signal, out.stdout) == (getattr(signal, f"SIG{sig}"), b"")
 
 
 @contextlib.contextmanager

@@ -27,6 +27,7 @@ import psutil
 import pytest
 import test_spawn
 import trio
+from conftest import is_init
 from test_spawn import CAP, GRACE, PATH, py, run, spec
 
 from mcpx_hooks.runners import idmap
@@ -356,18 +357,38 @@ def spawner_fds(spawner: Spawner) -> dict[int, str]:
     # And the memory cgroups made ahead for the next child and for a waiting fork (their
     # files and OOM eventfds, `runners/memcg.py`; test_memory_bound.py counts them).
     skip = ("socket:", "/proc/", "user:", "/sys/fs/cgroup/", "anon_inode:[eventfd]")
-    return {fd: what for fd, what in fds.items() if not what.startswith(skip)}
+    # And the reapers made ahead, for the next child and each waiting fork (a pidfd and a
+    # PID namespace each, `runners/reapers.py`), made again after each child.
+    return {fd: what for fd, what in fds.items() if not what.startswith(skip)
+            and not of_a_reaper(spawner.pid, fd, what)}  # fmt: skip
+
+
+def of_a_reaper(pid: int, fd: int, what: str) -> bool:
+    """Whether fd `fd` of process `pid` (its link `what`) is a reaper's pidfd or namespace:
+    a reaper is the init of a PID namespace of its own (told by that, not by its command
+    line, which may not be there yet just after its `exec`)."""
+    with contextlib.suppress(OSError, StopIteration, ValueError):
+        if what == "anon_inode:[pidfd]":
+            info = Path(f"/proc/{pid}/fdinfo/{fd}").read_text()
+            return is_init(int(next(x for x in info.splitlines() if x.startswith("Pid:"))[4:]))
+        if what.startswith("pid:["):
+            return any(
+                is_init(child.pid) and os.readlink(f"/proc/{child.pid}/ns/pid") == what
+                for child in psutil.Process(pid).children()
+            )
+    return False
 
 
 def hooks_left(spawner: Spawner) -> list[psutil.Process]:
-    """The processes under the spawner that are not forks of it (keepers, waiting forks) nor
-    on their way out (a keeper exits just after its report; no cmdline then)."""
+    """The processes under the spawner that are not forks of it (keepers, waiting forks), nor
+    reapers (one waits for the next child, `runners/reapers.py`), nor on their way out (a
+    keeper exits just after its report; no cmdline then)."""
     top = psutil.Process(spawner.pid)
     mine = top.cmdline()
     left = []
     for proc in top.children(recursive=True):
         with contextlib.suppress(psutil.NoSuchProcess):
-            if proc.cmdline() not in ([], mine):
+            if proc.cmdline() not in ([], mine) and not is_init(proc.pid):
                 left.append(proc)
     return left
 

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import conftest
 import psutil
 import pytest
 import trio
@@ -128,7 +129,7 @@ async def cold_spawner(
 
 
 def spawner_children(spawner: Spawner) -> list[psutil.Process]:
-    return psutil.Process(spawner.pid).children()
+    return conftest.spawner_children(spawner.pid)
 
 
 # --------------------------------------------------------------------------- as a cold one
@@ -145,7 +146,7 @@ async def test_a_warm_hook_sees_what_a_cold_one_sees(
         scratch = state["env"]["MCPX_HOOK_SCRATCH"]
         state["env"] = {k: v.replace(scratch, "<scratch>") for k, v in state["env"].items()}
     assert warm == cold
-    assert (warm["pid"], warm["session_leader"], warm["fds"]) == (1, True, [0, 1, 2])
+    assert (warm["pid"], warm["session_leader"], warm["fds"]) == (2, True, [0, 1, 2])
     assert warm["uid_is_root"] is (profile is Profile.NONE)
 
 

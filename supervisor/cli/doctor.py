@@ -85,7 +85,7 @@ def _spawner_line(spawner: Spawner, uid: int) -> str:
             "pidns mode, in a user namespace of its own (rootless): hooks run as uid "
             f"{uid}, each sandboxed one in a user namespace of its own"
         )
-    return "pidns mode, PID 1 of a PID namespace of its own: hooks run as per-child uids"
+    return "pidns mode, each hook in a PID namespace of its own: hooks run as per-child uids"
 
 
 def _userns_lines(spawner: Spawner) -> list[str]:

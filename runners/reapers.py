@@ -1,0 +1,154 @@
+"""The init of each child's PID namespace in pidns mode: a process of ours, not the child.
+
+Standard library only. A PID namespace's first process is its init, and the kernel treats an
+init apart: orphans of the namespace are reparented to it and stay zombies until it waits for
+them, and a signal it does not handle, sent from inside the namespace, is dropped. A hook or
+script that is that init (a test suite starting daemons, a shell script running `cmd &`)
+fills its process limit with zombies ("Cannot fork" after about a hundred), and `kill $$`
+does nothing. So the spawner makes each namespace's init first, a *reaper*, and the child
+after it, PID 2 of the same namespace and still the spawner's own child (the spawning thread
+is in the namespace's `pid_for_children`, `setns`).
+
+The reaper is `cat` reading a pipe no one writes to (`SINK`), with SIGCHLD ignored, which an
+`exec` keeps: every orphan reparented to it is reaped at once by the kernel, without a line
+of code running in it. It is made by the chain (`chain.py`, no fork of this process), else
+by a fork; it holds nothing of this process: `exec`'d with an empty environment, fds 0-2
+only, in the root directory, in a session of its own.
+
+Its tree: SIGKILL to the reaper kills everything in the namespace, the child included, and
+the reaper becomes reapable only once everything else in the namespace is gone, the child
+reaped by the spawner first (the kernel keeps an init alive while a process of its namespace
+waits to be reaped by a parent outside it). So the spawner reaps the child when it exits,
+SIGKILLs the reaper (whatever the child left running dies with it) and reports once the
+reaper is reaped: the report still comes after the whole tree is gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import signal
+import struct
+
+from . import chain
+from .chain import Chain
+from .libc import ConfineError, nr
+
+#: Where `cat` is looked for; a machine with neither has no reaper (the child is the init).
+PROGRAMS = ("/usr/bin/cat", "/bin/cat")
+#: What a reaper is called, in `ps` inside and outside its namespace.
+NAME = b"mcpx-hooks-reaper"
+_SIG_IGN_ACTION = struct.pack("=QQQQ", 1, 0, 0, 0)  # handler SIG_IGN, no flags, no mask
+_EVERY_FD = 0xFFFFFFFF
+_SIGSET_BYTES = 8
+
+
+class Reaper:
+    """A reaper: its pid (in this process's namespace), pidfd and an fd of its namespace."""
+
+    __slots__ = ("ns", "pid", "pidfd")
+
+    def __init__(self, pid: int, pidfd: int, ns: int) -> None:
+        self.pid = pid
+        self.pidfd = pidfd
+        self.ns = ns
+
+    def kill(self) -> None:
+        """SIGKILL: its whole namespace goes."""
+        with contextlib.suppress(ProcessLookupError):
+            signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+
+    def close(self) -> None:
+        """Its fds, once it is reaped."""
+        os.close(self.pidfd)
+        os.close(self.ns)
+
+    @staticmethod
+    def made() -> Reaper | None:
+        """`made()`, for a caller that imports the class only."""
+        return made()
+
+    def discard(self) -> None:
+        """Kills, reaps and forgets one that no child joined (the spawner is closing)."""
+        self.kill()
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, 0)
+        self.close()
+
+
+class Sink:
+    """The pipe the reapers read (nothing is ever written; this process keeps the write
+    end, close-on-exec), and /dev/null for their output; made once."""
+
+    def __init__(self) -> None:
+        self.read, self.write = os.pipe()
+        self.null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+        self.program = next((p for p in PROGRAMS if os.access(p, os.X_OK)), None)
+
+
+@functools.cache
+def _sink() -> Sink:
+    return Sink()
+
+
+def made() -> Reaper | None:
+    """Starts the reaper of the PID namespace the calling thread has just unshared (its next
+    child is that namespace's init) and leaves the thread there, for the child to follow as
+    PID 2. None where none can start (no `cat`, out of processes or fds): the child is then
+    the init, as it would be without reapers."""
+    sink = _sink()
+    if sink.program is None:
+        return None
+    try:
+        pid = _by_chain(sink) if chain.available() else _by_fork(sink)
+    except (OSError, ConfineError):
+        return None
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        return None
+    try:
+        ns = os.open("/proc/thread-self/ns/pid_for_children", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        Reaper(pid, pidfd, os.dup(pidfd)).discard()
+        return None
+    return Reaper(pid, pidfd, ns)
+
+
+def _by_chain(sink: Sink) -> int:
+    assert sink.program is not None
+    steps = Chain()
+    steps.call(nr("setsid"), what="setsid")
+    steps.call(nr("rt_sigaction"), signal.SIGCHLD, _SIG_IGN_ACTION, None, _SIGSET_BYTES,
+               what="SIGCHLD")  # fmt: skip
+    steps.call(nr("dup3"), sink.read, 0, 0, what="stdin")
+    steps.call(nr("dup3"), sink.null, 1, 0, what="stdout")
+    steps.call(nr("dup3"), sink.null, 2, 0, what="stderr")
+    steps.call(nr("close_range"), 3, _EVERY_FD, 0, what="fds")
+    steps.call(nr("chdir"), b"/", what="cwd")
+    steps.call(nr("rt_sigprocmask"), 2, bytes(8), None, _SIGSET_BYTES, what="signals")
+    steps.call(nr("execve"), os.fsencode(sink.program), steps.strings([NAME]),
+               steps.strings([]), what="exec")  # fmt: skip
+    return steps.spawn()
+
+
+def _by_fork(sink: Sink) -> int:
+    assert sink.program is not None
+    pid = os.fork()
+    if pid:
+        return pid
+    try:  # (the fork of a Python process: only calls that cannot take a lock held elsewhere)
+        os.setsid()
+        signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+        os.dup2(sink.read, 0)
+        os.dup2(sink.null, 1)
+        os.dup2(sink.null, 2)
+        os.closerange(3, 1 << 20)
+        os.chdir("/")
+        signal.pthread_sigmask(signal.SIG_SETMASK, ())
+        os.execve(sink.program, [NAME], {})
+    finally:
+        os._exit(127)

@@ -1,0 +1,129 @@
+"""What the pidns spawner (`pidns.py`) does as a child's tree ends: the child reaped, its
+reaper killed and reaped after it (`reapers.py`), what the loop held of the tree let go, and
+the exit report sent. Stdlib only."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import select
+import signal
+
+from . import memcg, view
+from .collect import send_collected
+from .loopback import Spare
+from .protocol import exit_report, send
+from .trees import Held, Tree, UidPool
+
+
+class TreeEnds:
+    """The end of trees, for `PidNsSpawner`, which holds these:"""
+
+    epoll: select.epoll
+    trees: dict[int, Tree]  # by pidfd and by control socket fd
+    held: Held
+    uids: UidPool
+    spare: Spare
+
+    def _at_home(self) -> None:
+        raise NotImplementedError
+
+    def _obey(self, tree: Tree) -> None:
+        if tree.obey():  # the owner is gone: killed, reaped without a report
+            self._forget_ctrl(tree)
+
+    def _reap(self, tree: Tree) -> None:
+        """The child exited: reaped, and its reaper killed, the rest said once the whole
+        namespace is gone (`_reaped`); at once for a child that was its namespace's init (a
+        warm fork), reaped only after everything else in its namespace was gone."""
+        pid, status, usage = os.wait4(tree.pid, os.WNOHANG)
+        if pid == 0:
+            return
+        self.epoll.unregister(tree.pidfd)
+        del self.trees[tree.pidfd]
+        os.close(tree.pidfd)
+        tree.pidfd, tree.exited = -1, (status, usage)
+        if tree.reaper is None:
+            self._ended(tree, status, usage)
+        else:
+            tree.reaper.kill()
+
+    def _reaped(self, tree: Tree) -> None:
+        """The reaper is gone, so is its namespace (`reapers.py`)."""
+        reaper = tree.reaper
+        assert reaper is not None
+        if os.waitpid(reaper.pid, os.WNOHANG)[0] == 0:
+            return
+        self.epoll.unregister(reaper.pidfd)
+        del self.trees[reaper.pidfd]
+        reaper.close()
+        tree.reaper = None
+        if tree.exited is not None:
+            self._ended(tree, *tree.exited)
+
+    def _ended(self, tree: Tree, status: int, usage: resource.struct_rusage) -> None:
+        """What this loop held of the tree goes before the report (only what the report
+        carries after)."""
+        self.held.forget(tree)
+        if tree.uid is not None:
+            self.uids.give(tree.uid)
+        self.spare.give(tree.net)  # (kept for the next `egress` child: `loopback.py`)
+        if tree.scratch is not None:
+            self._at_home()  # (the scratch goes back by its path in the spawner's tree)
+            return_scratch(*tree.scratch)
+            tree.scratch = None
+        over_memory, cgroup = False, tree.cgroup
+        if cgroup is not None:  # (removed after the report: not on the owner's way)
+            over_memory = cgroup.notified or (status != 0 and cgroup.over())
+            self.epoll.unregister(cgroup.event)
+            del self.trees[cgroup.event]
+            tree.cgroup = None
+        for output in tree.outputs:
+            if output.pipe >= 0:
+                self._read_output(tree, output.pipe, drain=True)
+        if tree.ctrl is not None:
+            report = exit_report(status, usage, tree.host)
+            if over_memory:
+                report["overMemory"] = True
+            if tree.collect is None:
+                send(tree.ctrl, report)
+            else:
+                send_collected(tree.ctrl, report, tree.outputs, tree.overflow)
+            self._forget_ctrl(tree)
+        for output in tree.outputs:
+            output.close()
+        memcg.drop(cgroup)
+
+    def _over_memory(self, tree: Tree) -> None:
+        """Its cgroup ran out of memory (OOM notification): all the tree killed, as reported."""
+        assert tree.cgroup is not None
+        with contextlib.suppress(OSError):
+            os.eventfd_read(tree.cgroup.event)
+        tree.cgroup.notified = True
+        tree.signal(signal.SIGKILL)
+
+    def _read_output(self, tree: Tree, fd: int, *, drain: bool = False) -> None:
+        """Moves what `fd` (stdout, stderr) holds to its memfd (`Tree.pump`); forgets it at end."""
+        if tree.pump(fd, drain=drain):
+            self.epoll.unregister(fd)
+            del self.trees[fd]
+            os.close(fd)
+
+    def _forget_ctrl(self, tree: Tree) -> None:
+        assert tree.ctrl is not None
+        fd = tree.ctrl.fileno()
+        self.epoll.unregister(fd)
+        del self.trees[fd]
+        tree.ctrl.close()
+        tree.ctrl = None
+
+
+def return_scratch(scratch_fd: int, host_path: str) -> None:
+    """Copies a finished child's scratch tmpfs back to the host's scratch directory (bounded
+    by the tmpfs size), then closes it. Errors are the supervisor's to see (missing files)."""
+    try:
+        with contextlib.suppress(OSError):
+            view.copy_tree(scratch_fd, host_path, None)
+    finally:
+        os.close(scratch_fd)
