@@ -15,7 +15,7 @@ import os
 import resource
 import select
 import socket
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 #: The largest request the spawner takes: as much as one Unix datagram can be at most (the
@@ -142,15 +142,15 @@ def send(ctrl: socket.socket, obj: dict[str, Any]) -> None:
 
 
 def send_started(
-    ctrl: socket.socket, pid: int, *, pidfd: int | None = None, keeper: int | None = None
+    ctrl: socket.socket, pid: int, *, pidfds: Sequence[int] = (), keeper: int | None = None
 ) -> None:
-    """Says the child started: `pid`, its host pid; in pidns mode with its `pidfd` attached
-    (its owner can SIGKILL the tree without a word to the spawner's loop), in keeper mode
-    naming its `keeper`."""
-    if pidfd is None:
+    """Says the child started: `pid`, its host pid; in pidns mode with `pidfds` attached, the
+    child's and its reaper's (`reapers.py`), for its owner to SIGKILL the tree, in that order,
+    without a word to the spawner's loop; in keeper mode naming its `keeper`."""
+    if not pidfds:
         send(ctrl, {"event": "started", "pid": pid, "keeper": keeper})
         return
-    rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [pidfd]).tobytes())]
+    rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", pidfds).tobytes())]
     with contextlib.suppress(OSError):
         started = b'{"event": "started", "pid": %d, "keeper": null}' % pid
         ctrl.sendmsg([started], rights, socket.MSG_DONTWAIT)

@@ -33,6 +33,7 @@ import struct
 
 from . import chain
 from .chain import Chain
+from .isolation import hidden
 from .libc import ConfineError, nr
 
 #: Where `cat` is looked for; a machine with neither has no reaper (the child is the init).
@@ -96,9 +97,9 @@ def made() -> Reaper | None:
     """Starts the reaper of the PID namespace the calling thread has just unshared (its next
     child is that namespace's init) and leaves the thread there, for the child to follow as
     PID 2. None where none can start (no `cat`, out of processes or fds): the child is then
-    the init, as it would be without reapers."""
+    the init, as it would be without reapers (and where `MCPX_HOOKS_HIDE` names `reaper`)."""
     sink = _sink()
-    if sink.program is None:
+    if sink.program is None or "reaper" in hidden():
         return None
     try:
         pid = _by_chain(sink) if chain.available() else _by_fork(sink)

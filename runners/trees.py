@@ -224,13 +224,17 @@ class Tree:
         return False
 
     @property
-    def handle(self) -> int:
-        """The pidfd that SIGKILL to kills the whole tree: its namespace's init's."""
-        return self.pidfd if self.reaper is None else self.reaper.pidfd
+    def handles(self) -> tuple[int, ...]:
+        """The pidfds that SIGKILL, in this order, kills the whole tree with: the child's (at
+        once, as it is: the kernel's SIGKILL of the rest of the namespace comes a moment
+        later, and the child would first see its output closed) and its reaper's."""
+        alive = (self.pidfd,) if self.pidfd >= 0 else ()
+        return alive if self.reaper is None else (*alive, self.reaper.pidfd)
 
     def signal(self, sig: int) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            signal.pidfd_send_signal(self.handle, sig)
+        for pidfd in self.handles:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(pidfd, sig)
 
     def terminate(self) -> None:
         """SIGTERM to every process of the tree: the child, its descendants and the orphans
@@ -275,7 +279,7 @@ class Held:
         """Says "started" for `tree` now, or, `held`, when it is due."""
         if not held:
             assert tree.ctrl is not None
-            send_started(tree.ctrl, tree.host, pidfd=tree.handle)
+            send_started(tree.ctrl, tree.host, pidfds=tree.handles)
             return
         tree.announce_at = time.monotonic() + ANNOUNCE_AFTER_S
         self.trees[tree] = None
@@ -300,5 +304,5 @@ class Held:
 def announce(tree: Tree) -> None:
     """Says "started" for `tree` if it was held and its owner is still there."""
     if tree.announce_at and tree.ctrl is not None:
-        send_started(tree.ctrl, tree.host, pidfd=tree.handle)
+        send_started(tree.ctrl, tree.host, pidfds=tree.handles)
     tree.announce_at = 0.0

@@ -32,6 +32,7 @@ from conftest import OPEN_FDS, ROOT, kill_supervisor_and_wait, require_rootless,
 
 from mcpx_hooks.supervisor.core.errors import SpawnError
 from mcpx_hooks.supervisor.process import launch
+from mcpx_hooks.supervisor.process.launch import HIDE_ENV
 from mcpx_hooks.supervisor.process.spawner import (
     SPAWN_MODE_ENV,
     SPAWN_MODES,
@@ -90,19 +91,26 @@ DOUBLE_FORK_TREE = f"""
 """
 
 
-@pytest.fixture(params=SPAWN_MODES)
+#: Each mode, and pidns where no reaper starts (`runners/reapers.py`): each child the init
+#: of its namespace, SIGTERM emulated for it (`runners/trees.py`).
+NO_REAPER = "pidns-init"
+
+
+@pytest.fixture(params=[*SPAWN_MODES, NO_REAPER])
 def spawn_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     mode: str = request.param
-    if mode == "pidns":  # as an ordinary user, in a user namespace of its own
+    if mode == NO_REAPER:
+        monkeypatch.setenv(HIDE_ENV, "reaper")
+    if mode.startswith("pidns"):  # as an ordinary user, in a user namespace of its own
         require_rootless()
-    monkeypatch.setenv(SPAWN_MODE_ENV, mode)
+    monkeypatch.setenv(SPAWN_MODE_ENV, mode.removesuffix("-init"))
     return mode
 
 
 @pytest.fixture
 async def spawner(spawn_mode: str, no_leaks: None) -> AsyncIterator[Spawner]:
     async with open_spawner() as sp:
-        assert sp.mode == spawn_mode
+        assert sp.mode == spawn_mode.removesuffix("-init")
         yield sp
 
 
@@ -253,7 +261,7 @@ async def test_collected_short_child_is_heard_of_once_at_its_exit(spawner: Spawn
 
             c._link.recv = spy  # type: ignore[method-assign]
             # Held back: the exit report came first, and brought the pid.
-            assert c.outcome.exited and c.outcome.pid is not None and c._pidfd is None
+            assert c.outcome.exited and c.outcome.pid is not None and c._pidfds == []
             out = await c.communicate(b"", CAP, 4096)
     assert (out.exit_code, out.killed, messages) == (0, False, [])
 
@@ -264,7 +272,7 @@ async def test_collected_child_running_on_is_announced_with_its_pidfd(spawner: S
     with trio.fail_after(30):
         async with spawner.open_child(spec(py(code)), kill_grace=GRACE, collect=(CAP, 4096)) as c:
             assert not c.outcome.exited  # "started" came, after `ANNOUNCE_AFTER_S`
-            assert c.outcome.pid is not None and c._pidfd is not None
+            assert c.outcome.pid is not None and c._pidfds
             out = await c.communicate(b"", CAP, 4096)
     assert (out.exit_code, out.exited) == (0, True)
 
@@ -721,6 +729,14 @@ async def test_pidns_child_is_pid_2_after_its_reaper(spawner: Spawner) -> None:
     for sig in ("TERM", "KILL"):
         out = await run(spawner, ("/bin/sh", "-c", f"kill -{sig} $$; echo alive"))
         assert (out.signal, out.stdout) == (getattr(signal, f"SIG{sig}"), b"")
+
+
+@pytest.mark.parametrize("spawn_mode", [NO_REAPER], indirect=True)
+async def test_without_a_reaper_the_child_is_the_init(spawner: Spawner) -> None:
+    code = "import os; print(os.getpid(), os.getppid())"
+    assert (await run(spawner, py(code))).stdout == b"1 0\n"
+    out = await run(spawner, ("/bin/sh", "-c", "kill -TERM $$; echo alive"))
+    assert (out.exit_code, out.stdout) == (0, b"alive\n")
 
 
 @contextlib.contextmanager

@@ -216,11 +216,11 @@ async def test_the_supervisor_hears_every_report_the_spawner_sends(link: Any) ->
     assert child._taken()
     pidfd = os.pidfd_open(os.getpid())
     try:
-        protocol.send_started(theirs, 4321, pidfd=pidfd)
+        protocol.send_started(theirs, 4321, pidfds=(pidfd, pidfd))
     finally:
         os.close(pidfd)
     child._note(await link.recv())
-    assert child.outcome.pid == 4321 and child._pidfd is not None
+    assert child.outcome.pid == 4321 and len(child._pidfds) == 2
     usage = resource.getrusage(resource.RUSAGE_SELF)
     protocol.send(theirs, protocol.exit_report(3 << 8, usage))
     child._note(await link.recv())

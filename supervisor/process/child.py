@@ -112,8 +112,8 @@ class Child:
         self._exit_seen = trio.Event()
         #: Whether a keeper said it took the request (it may start the child from then on).
         self._accepted = False
-        #: pidns: the child's pidfd, from "started" (`_kill_tree`).
-        self._pidfd: int | None = None
+        #: pidns: the child's pidfd and its reaper's, from "started" (`_kill_tree`).
+        self._pidfds: list[int] = []
         #: `communicate`'s caps, and which of its outputs it has not read to the end.
         self._caps: tuple[int, int] | None = None
         self._unread = set() if outputs is None else {"stdout", "stderr"}
@@ -147,7 +147,7 @@ class Child:
         if msg is not None and event == "started":
             self.outcome.pid = msg["pid"]
             self.keeper = msg.get("keeper")
-            self._pidfd = msg.get("pidfd")
+            self._pidfds = msg.get("pidfds", [])
             return
         if msg is not None and event == "exit":
             if "pid" in msg:  # (a collected child's "started" may never have come)
@@ -237,15 +237,17 @@ class Child:
         await self._kill_tree()
 
     async def _kill_tree(self) -> None:
-        """SIGKILL to the tree: in pidns mode straight to its root, through the pidfd that
-        came with "started" (the root is PID 1 of the tree's namespace: that takes all of it;
-        the spawner sees it gone and reports as ever), which saves a round trip through the
-        spawner on every timeout; else, or before "started", through the spawner."""
-        if self._pidfd is None:
+        """SIGKILL to the tree: in pidns mode straight to the child and its reaper, through the
+        pidfds that came with "started" (the reaper is the init of the tree's namespace: that
+        takes all of it; the spawner sees it gone and reports as ever), which saves a round
+        trip through the spawner on every timeout; else, or before "started", through the
+        spawner."""
+        if not self._pidfds:
             await self.send_command(protocol.KILL)
             return
-        with contextlib.suppress(ProcessLookupError):
-            signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+        for pidfd in self._pidfds:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
 
     async def communicate(self, stdin: bytes, max_stdout: int, stderr_tail: int) -> Outcome:
         """Writes `stdin` and closes it, reads stdout (capped: over `max_stdout` the tree is
@@ -356,6 +358,6 @@ class Child:
             if stream is not None:
                 stream.close()
         self._link.close()
-        if self._pidfd is not None:
-            os.close(self._pidfd)
-            self._pidfd = None
+        for pidfd in self._pidfds:
+            os.close(pidfd)
+        self._pidfds = []

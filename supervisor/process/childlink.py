@@ -58,8 +58,8 @@ class SpawnerLink:
         try:
             if "memfds" in msg:
                 msg["output"] = _collected(msg, dict(zip(msg["memfds"], fds, strict=True)))
-            elif msg.get("event") == "started" and fds:  # pidns: the child's pidfd, kept
-                msg["pidfd"] = fds.pop(0)
+            elif msg.get("event") == "started" and fds:  # pidns: the tree's pidfds, kept
+                msg["pidfds"], fds = fds[:2], fds[2:]
             elif msg.get("event") == "listening" and fds and self.on_listener is not None:
                 self.on_listener(fds.pop(0))
         finally:
