@@ -167,7 +167,8 @@ class Jail:
                 raise result
             raise StartError(f"sandbox: {result}") from result
         assert result is not None
-        result.cgroup, result.reaper = self.cgroup, self.reaper
+        result.cgroup = self.cgroup
+        result.reaper = None if self.reaper is None else self.reaper.joined()
         return result
 
     def _unused(self) -> None:

@@ -58,8 +58,10 @@ class PidNsSpawner(TreeEnds):
         self.epoll.register(LIFELINE_FD, select.EPOLLIN)
         os.chdir("/")  # keep no directory busy
         self.armed = False
-        #: The init made for the namespace armed here, for the next child (`reapers.py`).
+        #: The init made for the namespace armed here, for the next child (`reapers.py`), and
+        #: whether the last one could be made (if not, this loop does not try when idle).
         self.pending: reapers.Reaper | None = None
+        self.reaping = True
         self.spare = loopback.Spare()  # (for `egress` children)
         #: Whether the last request was a sandboxed `run` child (only then is the inline jail
         #: armed ahead: an unsandboxed child would pay ~0.07 ms to come back from it).
@@ -86,14 +88,18 @@ class PidNsSpawner(TreeEnds):
                 try:
                     # Idle (nothing ready at once): fork what waits for module requests, and
                     # remove finished trees' cgroups (not on a request's way; soon, idle).
-                    wait = 0 if self.warm.wanted() else memcg.SWEEP_AFTER_S if pending else -1
+                    wanted = self.warm.wanted() or self._reaper_wanted()
+                    wait = 0 if wanted else memcg.SWEEP_AFTER_S if pending else -1
                     events = self.epoll.poll(self.held.wait(wait))
                 except InterruptedError:
                     continue
                 if cgroups is not None and (not events or cgroups.overdue()):
                     cgroups.sweep()
                 if not events:
-                    self.warm.fork_wanted()
+                    if self._reaper_wanted():
+                        self._arm(quietly=True)
+                    else:
+                        self.warm.fork_wanted()
                     continue
                 for fd, _ in events:
                     if fd == self.requests.fileno():
@@ -315,41 +321,52 @@ class PidNsSpawner(TreeEnds):
             yield self._take_reaper
         finally:
             self._disarm()
-            self._arm(quietly=True)
+            self._arm(quietly=True, reaper=False)
+
+    def _reaper_wanted(self) -> bool:
+        return self.armed and self.pending is None and self.reaping
 
     def _take_reaper(self) -> reapers.Reaper | None:
         """The reaper of the namespace armed here, for the child just made in it."""
         reaper, self.pending = self.pending, None
-        return reaper
+        return None if reaper is None else reaper.joined()
 
     def _highest_fd(self, req: Request) -> int:
         """The highest fd open here: the trees' and the request's (the rest are few, low)."""
         return max((*self.trees, *req.fds, *req.moved, self.requests.fileno()))
 
-    def _arm(self, *, quietly: bool = False) -> None:
+    def _arm(self, *, quietly: bool = False, reaper: bool = True) -> None:
         """Makes the next process created here PID 2 of a fresh PID namespace, after its
-        reaper (`reapers.py`), or of the one a request left unused. Done ahead of the request
-        that needs it, so that `unshare` and the reaper are not on its way."""
-        if self.armed:
-            return
-        if self.pending is not None:  # (a request it could not start left it unused)
-            if libc.setns(self.pending.ns, CLONE_NEWPID) == 0:
-                self.armed = True
-                return
-            self.pending.discard()
-            self.pending = None
-        if libc.unshare(CLONE_NEWPID) == 0:
+        reaper (`reapers.py`; with `reaper`, else the namespace only, its reaper made when
+        this loop is idle or the next request needs it), or of the one a request left
+        unused. Done ahead of the request, so that neither is on its way."""
+        if not self.armed:
+            if self.pending is not None:  # (a request it could not start left it unused)
+                if libc.setns(self.pending.ns, CLONE_NEWPID) == 0:
+                    self.armed = True
+                    return
+                self.pending.discard()
+                self.pending = None
+            if libc.unshare(CLONE_NEWPID) != 0:
+                if quietly:
+                    return
+                raise StartError(
+                    f"cannot create a PID namespace: {os.strerror(ctypes.get_errno())}"
+                )
             self.armed = True
+        if reaper and self.pending is None:
             self.pending = reapers.made()
-        elif not quietly:
-            raise StartError(f"cannot create a PID namespace: {os.strerror(ctypes.get_errno())}")
+            self.reaping = self.pending is not None
+            if not self.reaping:  # (one that started and failed took the namespace with it)
+                self._disarm()
+                self._arm(quietly=quietly, reaper=False)
 
     def _rearm(self) -> None:
         """Ready for the next request, once this child's owner heard it started: the next jail
         thread (made only while this thread is not armed), then this thread armed."""
         if self.jail is None and self.inline is None:
             self.jail = self.sandbox.new_jail()
-        self._arm(quietly=True)
+        self._arm(quietly=True, reaper=False)
         if self.inline is not None and self.jailed_last:  # (if it cannot: its request says)
             with contextlib.suppress(OSError):
                 self.inline.arm()

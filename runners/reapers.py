@@ -9,11 +9,17 @@ does nothing. So the spawner makes each namespace's init first, a *reaper*, and 
 after it, PID 2 of the same namespace and still the spawner's own child (the spawning thread
 is in the namespace's `pid_for_children`, `setns`).
 
-The reaper is `cat` reading a pipe no one writes to (`SINK`), with SIGCHLD ignored, which an
-`exec` keeps: every orphan reparented to it is reaped at once by the kernel, without a line
-of code running in it. It is made by the chain (`chain.py`, no fork of this process), else
-by a fork; it holds nothing of this process: `exec`'d with an empty environment, fds 0-2
-only, in the root directory, in a session of its own.
+The reaper is a program of ours of 129 bytes (`PROGRAM`: a static x86_64 ELF file whose only
+code is `for (;;) pause();`, executed from a memfd), started with SIGCHLD ignored, which an
+`exec` keeps: every orphan reparented to it is reaped at once by the kernel, with no code of
+it running at all. It is started by the chain (`chain.py`: no fork of this process), sharing
+this process's fd table only until its first step leaves it with an empty one of its own
+(`CLOSE_RANGE_UNSHARE`: not a copy of this process's thousands of fds at a thousand hooks),
+so that it costs about an exec of nothing (~0.12 ms; `cat`, dynamically linked, ~0.4 ms).
+Elsewhere (another machine, `MCPX_HOOKS_HIDE=chain`, a policy refusing executable memfds)
+it is `cat` reading a pipe no one writes to (`Sink`), started by the chain or a fork. Either
+way it holds nothing of this process: an empty environment, no fds but `cat`'s 0-2, the root
+directory, a session of its own.
 
 Its tree: SIGKILL to the reaper kills everything in the namespace, the child included, and
 the reaper becomes reapable only once everything else in the namespace is gone, the child
@@ -34,7 +40,7 @@ import struct
 from . import chain
 from .chain import Chain
 from .isolation import hidden
-from .libc import ConfineError, nr
+from .libc import CLONE_FILES, ConfineError, nr
 
 #: Where `cat` is looked for; a machine with neither has no reaper (the child is the init).
 PROGRAMS = ("/usr/bin/cat", "/bin/cat")
@@ -42,7 +48,23 @@ PROGRAMS = ("/usr/bin/cat", "/bin/cat")
 NAME = b"mcpx-hooks-reaper"
 _SIG_IGN_ACTION = struct.pack("=QQQQ", 1, 0, 0, 0)  # handler SIG_IGN, no flags, no mask
 _EVERY_FD = 0xFFFFFFFF
+_CLOSE_RANGE_UNSHARE = 0x2
 _SIGSET_BYTES = 8
+
+
+def _program() -> bytes:
+    """The reaper for x86_64: an ELF header, one read+execute segment, then `pause` in a loop
+    (`mov eax, 34; syscall; jmp` back: a signal it would handle never comes, none being
+    handled after an `exec`)."""
+    base, code = 0x400000, bytes.fromhex("b8220000000f05ebf7")
+    size = 64 + 56 + len(code)
+    ident = b"\x7fELF" + bytes((2, 1, 1, 0)) + bytes(8)  # 64-bit, little-endian, System V
+    header = struct.pack("<HHIQQQIHHHHHH", 2, 0x3E, 1, base + 120, 64, 0, 0, 64, 56, 1, 0, 0, 0)
+    segment = struct.pack("<IIQQQQQQ", 1, 5, 0, base, base, size, size, 0x1000)
+    return ident + header + segment + code
+
+
+PROGRAM = _program()
 
 
 class Reaper:
@@ -53,17 +75,25 @@ class Reaper:
     def __init__(self, pid: int, pidfd: int, ns: int) -> None:
         self.pid = pid
         self.pidfd = pidfd
-        self.ns = ns
+        self.ns = ns  # (-1 once a child joined: `joined`)
 
     def kill(self) -> None:
         """SIGKILL: its whole namespace goes."""
         with contextlib.suppress(ProcessLookupError):
             signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
 
+    def joined(self) -> Reaper:
+        """A child is in its namespace: this process enters it no more (one fd fewer held
+        per running child: every spawn copies or scans this process's fd table)."""
+        if self.ns >= 0:
+            os.close(self.ns)
+            self.ns = -1
+        return self
+
     def close(self) -> None:
         """Its fds, once it is reaped."""
         os.close(self.pidfd)
-        os.close(self.ns)
+        self.joined()
 
     @staticmethod
     def made() -> Reaper | None:
@@ -79,13 +109,24 @@ class Reaper:
 
 
 class Sink:
-    """The pipe the reapers read (nothing is ever written; this process keeps the write
-    end, close-on-exec), and /dev/null for their output; made once."""
+    """What reapers are started from, made once: the program (a memfd of `PROGRAM`, by its
+    path in this process's /proc directory, or `cat`) and, for `cat`, the pipe it reads
+    (nothing is ever written; this process keeps the write end, close-on-exec) and
+    /dev/null for its output."""
 
     def __init__(self) -> None:
         self.read, self.write = os.pipe()
         self.null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
         self.program = next((p for p in PROGRAMS if os.access(p, os.X_OK)), None)
+        self.own: bytes | None = None
+        if os.uname().machine == "x86_64" and chain.available():
+            try:
+                fd = os.memfd_create("mcpx-hooks-reaper", os.MFD_CLOEXEC)
+                os.write(fd, PROGRAM)
+                host = int(os.readlink("/proc/self"))  # (/proc is the host's)
+                self.own = os.fsencode(f"/proc/{host}/fd/{fd}")
+            except OSError:
+                pass
 
 
 @functools.cache
@@ -99,11 +140,13 @@ def made() -> Reaper | None:
     PID 2. None where none can start (no `cat`, out of processes or fds): the child is then
     the init, as it would be without reapers (and where `MCPX_HOOKS_HIDE` names `reaper`)."""
     sink = _sink()
-    if sink.program is None or "reaper" in hidden():
+    if "reaper" in hidden():
         return None
     try:
-        pid = _by_chain(sink) if chain.available() else _by_fork(sink)
+        pid = _started(sink)
     except (OSError, ConfineError):
+        return None
+    if pid is None:
         return None
     try:
         pidfd = os.pidfd_open(pid)
@@ -117,6 +160,32 @@ def made() -> Reaper | None:
         Reaper(pid, pidfd, os.dup(pidfd)).discard()
         return None
     return Reaper(pid, pidfd, ns)
+
+
+def _started(sink: Sink) -> int | None:
+    if sink.own is not None:
+        try:
+            return _own(sink.own).spawn(CLONE_FILES)
+        except OSError:  # (a policy refusing to execute a memfd: `cat` from now on)
+            sink.own = None
+    if sink.program is None:
+        return None
+    return _by_chain(sink) if chain.available() else _by_fork(sink)
+
+
+@functools.cache
+def _own(path: bytes) -> Chain:
+    """The steps starting `PROGRAM` at `path`; the child shares this process's fd table
+    until the first."""
+    steps = Chain()
+    steps.call(nr("close_range"), 0, _EVERY_FD, _CLOSE_RANGE_UNSHARE, what="fds")
+    steps.call(nr("setsid"), what="setsid")
+    steps.call(nr("rt_sigaction"), signal.SIGCHLD, _SIG_IGN_ACTION, None, _SIGSET_BYTES,
+               what="SIGCHLD")  # fmt: skip
+    steps.call(nr("chdir"), b"/", what="cwd")
+    steps.call(nr("rt_sigprocmask"), 2, bytes(8), None, _SIGSET_BYTES, what="signals")
+    steps.call(nr("execve"), path, steps.strings([NAME]), steps.strings([]), what="exec")
+    return steps
 
 
 def _by_chain(sink: Sink) -> int:
