@@ -11,8 +11,9 @@ fresh PID namespace. For an ordinary user it starts it with MODE `userns`: this 
 makes a user namespace of its own and forks the spawner proper, PID 1 of a PID namespace in
 it, which serves in pidns mode as root's does, without per-child uids; where user namespaces
 are refused it serves in keeper mode instead, saying why (`userns.py`, rootless). Per child
-it calls `unshare(CLONE_NEWPID)`, starts the namespace's init, a *reaper* (`reapers.py`: `cat`
-with SIGCHLD ignored, which reaps every orphan of the namespace as it exits), then
+it calls `unshare(CLONE_NEWPID)`, starts the namespace's init, a *reaper* (`reapers.py`: a
+program of 129 bytes that only pauses, with SIGCHLD ignored: the kernel reaps every orphan of
+the namespace as it exits), then
 `posix_spawn`s the child, PID 2 of that namespace and this process's own child, and `setns`es
 `pid_for_children` back; no Python fork on the way. The kernel then does the containment: when
 the child exits this process SIGKILLs the reaper, and with it everything else in the namespace
