@@ -112,11 +112,10 @@ class Sink:
     """What reapers are started from, made once: the program (a memfd of `PROGRAM`, by its
     path in this process's /proc directory, or `cat`) and, for `cat`, the pipe it reads
     (nothing is ever written; this process keeps the write end, close-on-exec) and
-    /dev/null for its output."""
+    /dev/null for its output, opened the first time `cat` is needed."""
 
     def __init__(self) -> None:
-        self.read, self.write = os.pipe()
-        self.null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+        self.read = self.write = self.null = -1
         self.program = next((p for p in PROGRAMS if os.access(p, os.X_OK)), None)
         self.own: bytes | None = None
         if os.uname().machine == "x86_64" and chain.available():
@@ -139,9 +138,9 @@ def made() -> Reaper | None:
     child is that namespace's init) and leaves the thread there, for the child to follow as
     PID 2. None where none can start (no `cat`, out of processes or fds): the child is then
     the init, as it would be without reapers (and where `MCPX_HOOKS_HIDE` names `reaper`)."""
-    sink = _sink()
     if "reaper" in hidden():
         return None
+    sink = _sink()
     try:
         pid = _started(sink)
     except (OSError, ConfineError):
@@ -188,8 +187,15 @@ def _own(path: bytes) -> Chain:
     return steps
 
 
+def _cat_fds(sink: Sink) -> None:
+    if sink.read < 0:
+        sink.read, sink.write = os.pipe()
+        sink.null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+
+
 def _by_chain(sink: Sink) -> int:
     assert sink.program is not None
+    _cat_fds(sink)
     steps = Chain()
     steps.call(nr("setsid"), what="setsid")
     steps.call(nr("rt_sigaction"), signal.SIGCHLD, _SIG_IGN_ACTION, None, _SIGSET_BYTES,
@@ -207,6 +213,7 @@ def _by_chain(sink: Sink) -> int:
 
 def _by_fork(sink: Sink) -> int:
     assert sink.program is not None
+    _cat_fds(sink)
     pid = os.fork()
     if pid:
         return pid
