@@ -8,7 +8,8 @@ proves with it that a profile needing one fails rather than running with less.
 
 The report is one JSON line on the spawner's stdout, then stdout is closed:
 `{"mode": "pidns"|"keeper", "userns": bool, "pid": P, "mechanisms": {NAME: true | "why it is
-missing"}, "landlockAbi": n}`, and for an ordinary user `"usernsSettings"`, the settings that
+missing"}, "landlockAbi": n}`, in pidns mode `"reaper"` (`reapers.said`), and for an ordinary
+user `"usernsSettings"`, the settings that
 can refuse user namespaces and their values here (`userns.SETTINGS`). `userns`: the spawner
 runs in a user namespace of its own (rootless); `pid`: its host pid.
 """
@@ -127,8 +128,9 @@ class Mechanisms:
             needed.append("uid")
         return [f"{n} ({self.missing[n]})" for n in needed if n in self.missing]
 
-    def report(self) -> None:
-        """Writes the report line on stdout and closes it (fd 1 then points to /dev/null)."""
+    def report(self, *, reaper: str | None = None) -> None:
+        """Writes the report line on stdout and closes it (fd 1 then points to /dev/null);
+        `reaper`: how a pidns spawner's reapers are made (`reapers.said`)."""
         line: dict[str, object] = {
             "mode": self.mode,
             "userns": self.userns,
@@ -140,6 +142,8 @@ class Mechanisms:
         }
         if self.settings is not None:
             line["usernsSettings"] = self.settings
+        if reaper is not None:
+            line["reaper"] = reaper
         try:
             sys.stdout.write(json.dumps(line) + "\n")
             sys.stdout.flush()

@@ -133,6 +133,19 @@ def _sink() -> Sink:
     return Sink()
 
 
+def said() -> str:
+    """How this spawner's reapers are made (once one was), for `doctor`."""
+    if "reaper" in hidden():
+        return "hidden by MCPX_HOOKS_HIDE: each hook is the first process of its namespace"
+    sink = _sink()
+    if sink.own is not None:
+        return f"ok: {len(PROGRAM)} bytes of ours, from a memfd, started by a chain of system calls"
+    if sink.program is not None:
+        how = "a chain of system calls" if chain.available() else "a fork of the spawner"
+        return f"ok: {sink.program} with SIGCHLD ignored, started by {how} (slower)"
+    return "none can start (no cat): each hook is the first process of its namespace"
+
+
 def made() -> Reaper | None:
     """Starts the reaper of the PID namespace the calling thread has just unshared (its next
     child is that namespace's init) and leaves the thread there, for the child to follow as

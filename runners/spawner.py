@@ -118,7 +118,7 @@ import sys
 
 
 def main() -> None:
-    from runners import userns
+    from runners import reapers, userns
     from runners.keepers import serve_keepers
     from runners.libc import PR_SET_PDEATHSIG, prctl
     from runners.mechanisms import Mechanisms
@@ -148,7 +148,7 @@ def main() -> None:
         mechanisms = Mechanisms(mode, home, userns=in_userns, settings=settings)
         taken = TakenCounter(taken_fd)
         spawner = PidNsSpawner(requests, mechanisms, taken)
-        mechanisms.report()
+        mechanisms.report(reaper=reapers.said())
         spawner.serve()
     else:
         if taken_fd is not None:  # keepers say "accepted" instead

@@ -40,6 +40,8 @@ def report(spawner: Spawner) -> tuple[str, bool]:
         f" Linux {platform.release()} {platform.machine()}, Python {platform.python_version()}",
         f"  spawner: {_spawner_line(spawner, uid)}",
     ]
+    if spawner.reaper is not None:
+        lines.append(f"  reaper (each hook's namespace's first process): {spawner.reaper}")
     if not root:
         lines += ["", *_userns_lines(spawner)]
     lines += ["", "mechanisms:"]

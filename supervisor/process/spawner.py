@@ -133,6 +133,9 @@ class Spawner:
         #: What bounds a sandboxed tree's memory (`runners/memcg.py`): {"by": "cgroup",
         #: "version", "path"} or {"by": "rlimit", "why"}.
         self.memory: dict[str, object] = dict(report.get("memory") or {})
+        #: pidns: how each tree's reaper, its namespace's first process, is made
+        #: (`runners/reapers.py`), in words; None in keeper mode.
+        self.reaper = str(report["reaper"]) if "reaper" in report else None
 
     @property
     def egress(self) -> EgressProxy:
