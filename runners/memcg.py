@@ -230,7 +230,7 @@ class _State:
 
 STATE = _State()
 #: `MCPX_HOOKS_HIDE` name that hides memory cgroups (the fallback is then used).
-HIDE_NAME = "memcg"
+HIDE_NAME = "memcg"  # (in `isolation.OTHER_PARTS`)
 
 
 def drop(cgroup: Cgroup | None) -> None:

@@ -342,10 +342,12 @@ async def test_doctor_reports_every_profile_enforceable(strict_spawner: Spawner)
 async def test_doctor_names_what_is_hidden(
     strict_spawner: Spawner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("MCPX_HOOKS_HIDE", "seccomp")
+    monkeypatch.setenv("MCPX_HOOKS_HIDE", "seccomp,seccom")
     text, every = doctor.report(strict_spawner)
     assert not every
     assert "MISSING  seccomp   hidden by MCPX_HOOKS_HIDE" in text
+    # A name that is nothing to hide is said (a typo would otherwise hide nothing, silently).
+    assert "MCPX_HOOKS_HIDE names seccom, which hides nothing: it can name pidns," in text
     assert "strict  CANNOT be enforced: missing seccomp" in text
     assert "none    enforceable" in text
 

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import resource
 import signal
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -28,6 +30,7 @@ from mcpx_hooks.runners import (
     isolation,
     launcher,
     mcpx_channel,
+    memcg,
     module_runner,
     protocol,
     spawnreq,
@@ -98,6 +101,18 @@ def test_the_supervisor_describes_each_mechanism_the_spawner_names() -> None:
     assert [m.name for m in sandbox.MECHANISMS] == list(isolation.NAMES)
     assert set(sandbox._ABOUT) == set(isolation.NAMES)
     assert {name for needs in sandbox.NEEDS.values() for name in needs} <= set(isolation.NAMES)
+
+
+def test_the_docs_name_everything_mcpx_hooks_hide_can_hide() -> None:
+    """Each name `MCPX_HOOKS_HIDE` may hold (the table `doctor` checks it against) is in the
+    sandbox docs' section on it, and the parts named there are those of the table."""
+    text = (Path(__file__).parent.parent / "docs" / "sandbox.md").read_text()
+    section = text.split("## Hiding a mechanism\n", 1)[1].split("\n## ", 1)[0]
+    for name in isolation.HIDEABLE:
+        assert re.search(rf"[`,=]{name}[`,]", section), name
+    listed = re.findall(r"^- `([a-z]+)`:", section, re.MULTILINE)
+    assert listed == list(isolation.OTHER_PARTS)
+    assert memcg.HIDE_NAME in isolation.OTHER_PARTS
 
 
 # --------------------------------------------------------------------------- the spawn request

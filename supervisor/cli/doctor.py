@@ -42,6 +42,11 @@ def report(spawner: Spawner) -> tuple[str, bool]:
     ]
     if spawner.reaper is not None:
         lines.append(f"  reaper (each hook's namespace's first process): {spawner.reaper}")
+    if unknown := sandbox.unknown_hidden():
+        lines.append(
+            f"  {HIDE_ENV} names {', '.join(unknown)}, which hides nothing: it can name "
+            f"{', '.join(sandbox.HIDEABLE)}"
+        )
     if not root:
         lines += ["", *_userns_lines(spawner)]
     lines += ["", "mechanisms:"]

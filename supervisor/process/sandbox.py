@@ -122,6 +122,12 @@ def hidden() -> frozenset[str]:
     return isolation.hidden()
 
 
+#: Every name `MCPX_HOOKS_HIDE` may hold (`runners/isolation.py`), and the names in it now
+#: that are none of those.
+HIDEABLE = isolation.HIDEABLE
+unknown_hidden = isolation.unknown_hidden
+
+
 def needs(profile: Profile) -> tuple[str, ...]:
     """What `profile` needs on this machine: `uid` only when the supervisor is root."""
     return tuple(n for n in NEEDS[profile] if n != "uid" or os.geteuid() == 0)
