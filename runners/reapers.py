@@ -32,6 +32,7 @@ reaper is reaped: the report still comes after the whole tree is gone.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import os
 import signal
@@ -50,6 +51,7 @@ _SIG_IGN_ACTION = struct.pack("=QQQQ", 1, 0, 0, 0)  # handler SIG_IGN, no flags,
 _EVERY_FD = 0xFFFFFFFF
 _CLOSE_RANGE_UNSHARE = 0x2
 _SIGSET_BYTES = 8
+_SEALS = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
 
 
 def _program() -> bytes:
@@ -120,8 +122,11 @@ class Sink:
         self.own: bytes | None = None
         if os.uname().machine == "x86_64" and chain.available():
             try:
-                fd = os.memfd_create("mcpx-hooks-reaper", os.MFD_CLOEXEC)
+                fd = os.memfd_create("mcpx-hooks-reaper", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
                 os.write(fd, PROGRAM)
+                # Sealed: no process that can open it through /proc (one of this user's, as
+                # an ordinary user) may change what the next reaper runs.
+                fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SEALS)
                 host = int(os.readlink("/proc/self"))  # (/proc is the host's)
                 self.own = os.fsencode(f"/proc/{host}/fd/{fd}")
             except OSError:

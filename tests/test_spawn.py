@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import array
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -729,6 +730,30 @@ async def test_pidns_child_is_pid_2_after_its_reaper(spawner: Spawner) -> None:
     for sig in ("TERM", "KILL"):
         out = await run(spawner, ("/bin/sh", "-c", f"kill -{sig} $$; echo alive"))
         assert (out.signal, out.stdout) == (getattr(signal, f"SIG{sig}"), b"")
+
+
+@pytest.mark.parametrize("spawn_mode", ["pidns"], indirect=True)
+async def test_the_reapers_program_cannot_be_changed(spawner: Spawner) -> None:
+    """The spawner's memfd of the reapers' program is sealed: a process that can open it
+    through /proc (root; an ordinary user's own processes, rootless) cannot rewrite what the
+    next reaper runs."""
+    await run(spawner, ("true",))
+    fds = f"/proc/{spawner.pid}/fd"
+    (program,) = [
+        f"{fds}/{fd}"
+        for fd in os.listdir(fds)
+        if os.readlink(f"{fds}/{fd}").startswith("/memfd:mcpx-hooks-reaper")
+    ]
+    # (Opened for writing it is refused while a reaper runs it, ETXTBSY; between reapers,
+    # only the seals hold.)
+    fd = os.open(program, os.O_RDONLY)
+    try:
+        seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
+    finally:
+        os.close(fd)
+    need = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
+    assert seals & need == need
+    assert (await run(spawner, py("import os; print(os.getpid())"))).stdout == b"2\n"
 
 
 @pytest.mark.parametrize("spawn_mode", [NO_REAPER], indirect=True)
