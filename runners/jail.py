@@ -168,7 +168,7 @@ class Jail:
             raise StartError(f"sandbox: {result}") from result
         assert result is not None
         result.cgroup = self.cgroup
-        result.reaper = None if self.reaper is None else self.reaper.joined()
+        result.reaper = self.reaper
         return result
 
     def _unused(self) -> None:

@@ -329,7 +329,7 @@ class PidNsSpawner(TreeEnds):
     def _take_reaper(self) -> reapers.Reaper | None:
         """The reaper of the namespace armed here, for the child just made in it."""
         reaper, self.pending = self.pending, None
-        return None if reaper is None else reaper.joined()
+        return reaper
 
     def _highest_fd(self, req: Request) -> int:
         """The highest fd open here: the trees' and the request's (the rest are few, low)."""
@@ -342,7 +342,7 @@ class PidNsSpawner(TreeEnds):
         unused. Done ahead of the request, so that neither is on its way."""
         if not self.armed:
             if self.pending is not None:  # (a request it could not start left it unused)
-                if libc.setns(self.pending.ns, CLONE_NEWPID) == 0:
+                if libc.setns(self.pending.pidfd, CLONE_NEWPID) == 0:
                     self.armed = True
                     return
                 self.pending.discard()

@@ -70,32 +70,23 @@ PROGRAM = _program()
 
 
 class Reaper:
-    """A reaper: its pid (in this process's namespace), pidfd and an fd of its namespace."""
+    """A reaper: its pid (in this process's namespace) and pidfd, through which a thread also
+    enters its namespace (`setns` of a pidfd)."""
 
-    __slots__ = ("ns", "pid", "pidfd")
+    __slots__ = ("pid", "pidfd")
 
-    def __init__(self, pid: int, pidfd: int, ns: int) -> None:
+    def __init__(self, pid: int, pidfd: int) -> None:
         self.pid = pid
         self.pidfd = pidfd
-        self.ns = ns  # (-1 once a child joined: `joined`)
 
     def kill(self) -> None:
         """SIGKILL: its whole namespace goes."""
         with contextlib.suppress(ProcessLookupError):
             signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
 
-    def joined(self) -> Reaper:
-        """A child is in its namespace: this process enters it no more (one fd fewer held
-        per running child: every spawn copies or scans this process's fd table)."""
-        if self.ns >= 0:
-            os.close(self.ns)
-            self.ns = -1
-        return self
-
     def close(self) -> None:
-        """Its fds, once it is reaped."""
+        """Its pidfd, once it is reaped."""
         os.close(self.pidfd)
-        self.joined()
 
     @staticmethod
     def made() -> Reaper | None:
@@ -171,31 +162,35 @@ def made() -> Reaper | None:
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
         return None
-    try:
-        ns = os.open("/proc/thread-self/ns/pid_for_children", os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        Reaper(pid, pidfd, os.dup(pidfd)).discard()
-        return None
-    return Reaper(pid, pidfd, ns)
+    return Reaper(pid, pidfd)
 
 
 def _started(sink: Sink) -> int | None:
     if sink.own is not None:
         try:
-            return _own(sink.own).spawn(CLONE_FILES)
+            return _steps(sink.own, None).spawn(CLONE_FILES)
         except OSError:  # (a policy refusing to execute a memfd: `cat` from now on)
             sink.own = None
     if sink.program is None:
         return None
-    return _by_chain(sink) if chain.available() else _by_fork(sink)
+    _cat_fds(sink)
+    if not chain.available():
+        return _by_fork(sink)
+    return _steps(os.fsencode(sink.program), (sink.read, sink.null)).spawn()
 
 
 @functools.cache
-def _own(path: bytes) -> Chain:
-    """The steps starting `PROGRAM` at `path`; the child shares this process's fd table
-    until the first."""
+def _steps(path: bytes, cat: tuple[int, int] | None) -> Chain:
+    """The steps starting the reaper at `path`: `PROGRAM`, whose child shares this process's
+    fd table until its first step leaves it an empty one, or `cat`, given its stdin and its
+    output (`cat`: the pipe's read end and /dev/null)."""
     steps = Chain()
-    steps.call(nr("close_range"), 0, _EVERY_FD, _CLOSE_RANGE_UNSHARE, what="fds")
+    if cat is None:
+        steps.call(nr("close_range"), 0, _EVERY_FD, _CLOSE_RANGE_UNSHARE, what="fds")
+    else:
+        for fd, target in zip((cat[0], cat[1], cat[1]), (0, 1, 2), strict=True):
+            steps.call(nr("dup3"), fd, target, 0, what=f"fd {target}")
+        steps.call(nr("close_range"), 3, _EVERY_FD, 0, what="fds")
     steps.call(nr("setsid"), what="setsid")
     steps.call(nr("rt_sigaction"), signal.SIGCHLD, _SIG_IGN_ACTION, None, _SIGSET_BYTES,
                what="SIGCHLD")  # fmt: skip
@@ -211,27 +206,8 @@ def _cat_fds(sink: Sink) -> None:
         sink.null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
 
 
-def _by_chain(sink: Sink) -> int:
-    assert sink.program is not None
-    _cat_fds(sink)
-    steps = Chain()
-    steps.call(nr("setsid"), what="setsid")
-    steps.call(nr("rt_sigaction"), signal.SIGCHLD, _SIG_IGN_ACTION, None, _SIGSET_BYTES,
-               what="SIGCHLD")  # fmt: skip
-    steps.call(nr("dup3"), sink.read, 0, 0, what="stdin")
-    steps.call(nr("dup3"), sink.null, 1, 0, what="stdout")
-    steps.call(nr("dup3"), sink.null, 2, 0, what="stderr")
-    steps.call(nr("close_range"), 3, _EVERY_FD, 0, what="fds")
-    steps.call(nr("chdir"), b"/", what="cwd")
-    steps.call(nr("rt_sigprocmask"), 2, bytes(8), None, _SIGSET_BYTES, what="signals")
-    steps.call(nr("execve"), os.fsencode(sink.program), steps.strings([NAME]),
-               steps.strings([]), what="exec")  # fmt: skip
-    return steps.spawn()
-
-
 def _by_fork(sink: Sink) -> int:
     assert sink.program is not None
-    _cat_fds(sink)
     pid = os.fork()
     if pid:
         return pid
