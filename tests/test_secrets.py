@@ -236,9 +236,10 @@ def test_the_service_streams_replays_events_and_log_hold_no_secret(tmp_path: Pat
     assert watcher["data"]["stderrTail"] == "stderr [secret HOOK_TOKEN]\n"
 
 
-def _exec(tmp_path: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+def _cli(tmp_path: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+    """`mcpx-hooks ARGS` in `tmp_path`, with `extra` in its environment."""
     return subprocess.run(
-        [*CLI, "exec", "--json", "--sandbox", "none", *args],
+        [*CLI, *args],
         cwd=tmp_path,
         env=env(**extra),
         capture_output=True,
@@ -246,6 +247,10 @@ def _exec(tmp_path: Path, *args: str, **extra: str) -> subprocess.CompletedProce
         timeout=120,
         check=False,
     )
+
+
+def _exec(tmp_path: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+    return _cli(tmp_path, "exec", "--json", "--sandbox", "none", *args, **extra)
 
 
 def test_an_unset_secret_fails_its_hook_or_run_and_never_runs_without_it(tmp_path: Path) -> None:
@@ -320,15 +325,7 @@ def test_a_program_that_cannot_start_is_named_without_its_secret(tmp_path: Path)
     argv = ("--secret", "ODD", "--", ODD_SECRET)
     outputs = {}
     for sandbox in ("none", "workspace"):
-        view = subprocess.run(
-            [*CLI, "exec", "--sandbox", sandbox, *argv],
-            cwd=tmp_path,
-            env=env(ODD=ODD_SECRET),
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        view = _cli(tmp_path, "exec", "--sandbox", sandbox, *argv, ODD=ODD_SECRET)
         assert view.returncode == 1, view.stderr
         assert "cannot start '[secret ODD]': not found on PATH" in view.stdout + view.stderr
         outputs[f"exec --sandbox {sandbox}"] = view.stdout + view.stderr
@@ -338,22 +335,15 @@ def test_a_program_that_cannot_start_is_named_without_its_secret(tmp_path: Path)
     run_id = error["runId"]
     outputs["exec --json"] = done.stdout + done.stderr
     for args in (("runs", "show", run_id), ("runs", "show", "--json", run_id), ("runs", "list")):
-        shown = subprocess.run(
-            [*CLI, *args], cwd=tmp_path, env=env(), capture_output=True, text=True, check=False
-        )
+        shown = _cli(tmp_path, *args)
         assert shown.returncode == 0, shown.stderr
         outputs[" ".join(args)] = shown.stdout + shown.stderr
     srv = start_server(tmp_path)
     try:
-        remote = subprocess.run(
-            [*CLI, "exec", "--remote", srv.url, "--token-file", "token", "--json", *argv],
-            cwd=tmp_path,
-            env=env(ODD=ODD_SECRET),
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        remote = _cli(
+            tmp_path, "exec", "--remote", srv.url, "--token-file", "token", "--json", *argv,
+            ODD=ODD_SECRET,
+        )  # fmt: skip
     finally:
         srv.stop()
     assert "cannot start '[secret ODD]'" in remote.stdout, remote.stderr
