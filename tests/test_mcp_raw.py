@@ -169,18 +169,29 @@ def test_an_answer_no_hook_changed_keeps_the_server_s_own_keys(
     assert marker.alive() == []
 
 
-async def test_a_client_s_own_meta_goes_with_a_relayed_call(tmp_path: Path, marker: Marker) -> None:
-    # As clients send an id of their tool use, or a trace context, beside the progress token.
+#: A `before` hook that may ask (and does not): its calls are the SDK's server's to serve.
+MAY_ASK = call_hook("may-ask", "before", {"advise": "seen"}, effect="ask")
+
+
+@pytest.mark.parametrize(("hooks", "kind"), [([], "relay"), ([NOTE], "call"), ([MAY_ASK], "call")])
+async def test_a_client_s_own_meta_goes_with_its_call_every_way(
+    tmp_path: Path, marker: Marker, hooks: list[dict[str, Any]], kind: str
+) -> None:
+    """As clients send an id of their tool use, or a trace context, beside the progress
+    token: relayed, served through the call point outside the SDK's server, and by it."""
     where = tmp_path / marker
-    config = write_config(where, marker, expose=("meta", "whoami"))
-    mine = {"example.org/toolUseId": "toolu_1"}
+    config = write_config(where, marker, hooks, expose=("meta", "whoami"))
+    mine = {"example.org/toolUseId": "toolu_1", "traceparent": "00-ab-cd-01"}
     async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
         await seen_id(session)  # (its server running, its pin decided)
         plain = await session.call_tool("h__meta", {}, meta=mine)
         ticked = await session.call_tool("h__meta", {}, progress_callback=_ignored, meta=mine)
-    assert json.loads(texts(plain)[0]) == {"id": "mcpx-relay-2", "meta": mine}
-    relayed = {**mine, "progressToken": "mcpx-relay-3"}
-    assert json.loads(texts(ticked)[0]) == {"id": "mcpx-relay-3", "meta": relayed}
+        bare = await session.call_tool("h__meta", {})
+    first, second, third = (json.loads(texts(r)[0]) for r in (plain, ticked, bare))
+    assert first["meta"] == mine
+    assert first["id"].startswith(f"mcpx-{kind}-")
+    assert second["meta"] == {**mine, "progressToken": second["id"]}
+    assert third["meta"] is None
     assert marker.alive() == []
 
 

@@ -57,9 +57,10 @@ def args_sha256(args: Any) -> str:
 @attrs.frozen(repr=False, eq=False)
 class Call(Record):
     """One tool call as it comes in: its id in the run's `call` frame, `server.tool`, its
-    arguments, the MCP client making it (None for a script's call), and where the server's
+    arguments, the MCP client making it (None for a script's call), where the server's
     progress on it goes (None: nowhere, and the server is not asked for any) and its log
-    messages while it is in flight (None: nowhere)."""
+    messages while it is in flight (None: nowhere), and the client's own keys of its
+    request's `_meta` (not its progress token), sent on with the call as they came."""
 
     id: Any
     server: str
@@ -68,6 +69,7 @@ class Call(Record):
     client: str | None = None
     progress: Progress | None = None
     log: LogHearer | None = None
+    meta: Mapping[str, Any] = attrs.Factory(dict)
 
 
 @attrs.frozen(repr=False, eq=False)
@@ -230,7 +232,13 @@ class CallPoint(Record):
             spec = servers.spec(server)
             with trio.fail_after(spec.call_timeout_ms / 1000):
                 result, entry = await servers.manager.call(
-                    spec, tool, args, run_id=self.ctx.run_id, progress=call.progress, log=call.log
+                    spec,
+                    tool,
+                    args,
+                    run_id=self.ctx.run_id,
+                    progress=call.progress,
+                    log=call.log,
+                    meta=call.meta,
                 )
         except (ServerFailing, ToolFailed) as exc:
             return CallOutcome(False, error=str(exc)), None

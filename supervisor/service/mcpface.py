@@ -238,7 +238,9 @@ class Gateway:
             )
         call_id = ctx.request_id if ctx.request_id is not None else session.counts.calls + 1
         relays = sdk_relays(ctx)
-        return await self.call(session, call_id, params.name, params.arguments or {}, relays)
+        meta = {k: v for k, v in (params.meta or {}).items() if k != "progress_token"}
+        args = params.arguments or {}
+        return await self.call(session, call_id, params.name, args, relays, meta=meta)
 
     async def call(
         self,
@@ -247,10 +249,13 @@ class Gateway:
         name: str,
         args: Mapping[str, Any],
         relays: Relays,
+        *,
+        meta: Mapping[str, Any] | None = None,
     ) -> types.CallToolResult:
         """The client's call `call_id` of the tool it knows as `name`, through the `call`
-        point (`relays`: where what comes back on the way goes); raises `MCPError` (-32602)
-        for a tool not listed."""
+        point (`relays`: where what comes back on the way goes; `meta`: the client's own keys
+        of its request's `_meta`, sent on with the call); raises `MCPError` (-32602) for a
+        tool not listed."""
         server, tool = await self._target(name, session.run_id)
         spec = self.config.servers[server]
         manager = self.runtime.servers
@@ -270,6 +275,7 @@ class Gateway:
                 progress=relays.progress,
                 log=relays.log,
                 responder=relays.responder,
+                meta=meta,
             )
         return tool_result(outcome)
 

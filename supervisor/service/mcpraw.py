@@ -105,6 +105,8 @@ class Face(Protocol):
         name: str,
         args: Mapping[str, Any],
         relays: Relays,
+        *,
+        meta: Mapping[str, Any] | None = None,
     ) -> types.CallToolResult: ...
 
     def settled(self, spec: ServerSpec, entry: ServerEntry) -> bool: ...
@@ -185,7 +187,9 @@ class RawCalls:
         with scope:
             try:
                 relays = line_relays(self._writer, request.token)
-                result = await self._gateway.call(session, cid, request.name, request.args, relays)
+                result = await self._gateway.call(
+                    session, cid, request.name, request.args, relays, meta=request.meta
+                )
             except MCPError as exc:  # a tool not listed
                 failed = types.JSONRPCError(jsonrpc="2.0", id=cid, error=exc.error)
             except Exception as exc:  # (as the SDK's server answers a handler's failure)
@@ -292,10 +296,8 @@ class RawCalls:
         call = self._calls.get(rid)
         if call is None or not self._end(call):
             return False
-        channel = call.entry.raw
-        if channel is not None:
-            channel.forget(call.rid)
-            await channel.notify(cancellation(call.rid))
+        if call.entry.raw is not None:
+            await call.entry.raw.cancel(call.rid)
         return True
 
     def _end(self, call: RawCall) -> bool:
@@ -332,10 +334,8 @@ class RawCalls:
             now = trio.current_time()
             for call in [c for c in self._calls.values() if c.deadline <= now]:
                 if self._end(call):
-                    channel = call.entry.raw
-                    if channel is not None:
-                        channel.forget(call.rid)
-                        await channel.notify(cancellation(call.rid))
+                    if call.entry.raw is not None:
+                        await call.entry.raw.cancel(call.rid)
                     why = too_slow(call.spec.call_timeout_ms)
                     await self._finish(call, CallOutcome(False, error=why), None)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -129,11 +130,13 @@ class SessionRun:
         progress: Progress | None = None,
         log: LogHearer | None = None,
         responder: Responder | None = None,
+        meta: Mapping[str, Any] | None = None,
     ) -> CallOutcome:
         """One call of the client through the `call` point (after the hooked calls before it,
         when hooks fire for it); the server's progress on it goes to `progress`, its log
-        messages to `log`, its hooks' questions to `responder`."""
-        call = Call(call_id, server, tool, args, self.client, progress, log)
+        messages to `log`, its hooks' questions to `responder`; `meta`, the client's own
+        keys of its request's `_meta`, goes on to the server with it."""
+        call = Call(call_id, server, tool, args, self.client, progress, log, dict(meta or {}))
         if not self.hooked(server, tool):
             outcome, frame = await self._point.fire_unhooked(call)
             self._unhooked(outcome, frame)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, Protocol, TypeVar
 
 import anyio
@@ -79,17 +79,23 @@ class RawChannel:
         return f"mcpx-{kind}-{self._count}"
 
     async def call_tool(
-        self, tool: str, args: dict[str, Any], progress: ProgressFnT | None
+        self,
+        tool: str,
+        args: dict[str, Any],
+        progress: ProgressFnT | None,
+        meta: Mapping[str, Any] | None = None,
     ) -> types.JSONRPCResponse | types.JSONRPCError | None:
         """Calls `tool` as the SDK's client does on a handshake-era connection, and returns
         the server's answer, or None when its stdout ended first. The server's progress on
         the call goes to `progress` (then it is asked for). Cancelled, the server is told
-        (`notifications/cancelled`). Raises `ValueError`, having sent nothing, when `args`
-        are not strict JSON in UTF-8 (NaN, a lone surrogate)."""
+        (`notifications/cancelled`). `meta` goes in the request's `_meta`, beside the
+        progress token. Raises `ValueError`, having sent nothing, when `args` or `meta` are
+        not strict JSON in UTF-8 (NaN, a lone surrogate)."""
         rid = self.new_id("call")
         params: dict[str, Any] = {"name": tool, "arguments": args}
-        if progress is not None:
-            params["_meta"] = {"progressToken": rid}
+        sent_meta = {**(meta or {}), "progressToken": rid} if progress is not None else meta
+        if sent_meta:
+            params["_meta"] = sent_meta
         line = json_line({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params})
         if line is None:
             raise ValueError("the arguments are not strict JSON in UTF-8")
@@ -130,6 +136,11 @@ class RawChannel:
         """The request `rid` given up: whatever the server says of it now is dropped."""
         self.routes.pop(rid, None)
         self._in_flight.discard(rid)
+
+    async def cancel(self, rid: str) -> None:
+        """The request `rid` given up (`forget`), and the server told so."""
+        self.forget(rid)
+        await self.notify(cancellation(rid))
 
     async def notify(self, line: bytes) -> None:
         """Writes the notification `line` (a cancellation); a server gone is no error."""

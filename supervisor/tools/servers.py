@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import AsyncIterator, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol, cast
 
 import attrs
 import trio
@@ -105,12 +105,14 @@ class ServerManager:
         run_id: str | None = None,
         progress: Progress | None = None,
         log: LogHearer | None = None,
+        meta: Mapping[str, Any] | None = None,
     ) -> tuple[types.CallToolResult, ServerEntry]:
         """Calls `tool` with `args` on the server (started if need be). The caller's scope
         bounds it; cancelled, the SDK tells the server (`notifications/cancelled`). The
         server's progress notifications for the call go to `progress` (then the call asks
-        for them), and its log messages while the call is in flight to `log`. Raises
-        `ServerFailing` or `ToolFailed`."""
+        for them), and its log messages while the call is in flight to `log`; `meta` goes
+        in the request's `_meta` (beside the progress token). Raises `ServerFailing` or
+        `ToolFailed`."""
         entry = await self.open(spec, run_id=run_id)
         from mcp.shared.exceptions import MCPError  # loaded by the server's start already
 
@@ -126,7 +128,7 @@ class ServerManager:
         if log is not None:
             entry.log_hearers.append(log)
         try:
-            result = await _call_tool(entry, session, tool, dict(args), progress)
+            result = await _call_tool(entry, session, tool, dict(args), progress, meta=meta)
         except ToolFailed:
             raise
         except MCPError as exc:
@@ -195,6 +197,8 @@ async def _call_tool(
     tool: str,
     args: dict[str, Any],
     progress: Progress | None,
+    *,
+    meta: Mapping[str, Any] | None,
 ) -> types.CallToolResult:
     """The call, on the server's `RawChannel` when it has one and the session speaks a
     revision of the handshake era: written and read as the SDK's client would, without its
@@ -207,12 +211,13 @@ async def _call_tool(
     from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
     channel = entry.raw
+    sdk_meta = cast("types.RequestParamsMeta", dict(meta)) if meta else None
     if channel is None or session.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
-        return await session.call_tool(tool, args, progress_callback=progress)
+        return await session.call_tool(tool, args, progress_callback=progress, meta=sdk_meta)
     try:
-        answer = await channel.call_tool(tool, args, progress)
+        answer = await channel.call_tool(tool, args, progress, meta)
     except ValueError:  # not strict JSON in UTF-8: the SDK's client says what it says of it
-        return await session.call_tool(tool, args, progress_callback=progress)
+        return await session.call_tool(tool, args, progress_callback=progress, meta=sdk_meta)
     if answer is None:
         from .mcpclient import CLOSED
 
