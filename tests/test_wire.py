@@ -105,6 +105,9 @@ def test_every_field_maps_onto_the_request() -> None:
         ('{"stdin": ""}', "expected exactly one of argv, python, file; found none"),
         ('{"argv": ["x"], "file": "f"}', "found argv, file"),
         ('{"argv": ["x"], "Argv": 1}', "unknown field 'Argv'"),
+        # A key given twice: JSON keeps the last, and what read the request first may not.
+        ('{"argv": ["echo"], "argv": ["rm", "-rf", "x"]}', "/argv: given more than once"),
+        ('{"argv": ["x"], "env": {"A": "1", "A": "2"}}', "/env/A: given more than once"),
     ],
 )
 def test_each_bad_request_says_what_is_wrong(text: str, says: str) -> None:

@@ -31,7 +31,7 @@ __all__, __getattr__, __dir__ = exports(
         "loading": ("load_config", "validate_files"),
         "modelschema": ("answer_schema", "models_schema", "prompt_rules"),
         "privatefile": ("write_private",),
-        "problems": ("in_words",),
+        "problems": ("in_words", "pointer"),
         "schemaparts": ("DIALECT", "SCRIPT_PHASES"),
         "schemas": ("SCHEMA_NAMES", "quick_check", "schema_text", "validator"),
         "trust": (
