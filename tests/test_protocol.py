@@ -382,14 +382,16 @@ def _bad_utf8() -> bytes:
     [(b"\x81\x02ab", 1002), (_bad_utf8(), 1007)],
     ids=["unmasked-1002", "not-utf8-1007"],
 )
-def test_a_frame_that_breaks_the_protocol_ends_the_socket_unanswered(
+def test_a_frame_that_breaks_the_protocol_is_told_its_close_code_and_ends(
     frame: bytes, code: int
 ) -> None:
-    p, _ = _upgraded()
-    p.receive_data(frame)
-    (ended,) = _events(p)
+    p, client = _upgraded()
+    p.receive_data(frame + _send(client, wsproto.events.TextMessage("after")))
+    (ended,) = _events(p)  # (what follows the broken frame is not read)
     assert isinstance(ended, Ended) and ended.code == code
-    assert p.data_to_send() == b""
+    (close,) = _client_events(client, p.data_to_send())
+    assert isinstance(close, wsproto.events.CloseConnection) and close.code == code
+    assert close.reason  # (wsproto's words for what was wrong)
 
 
 def test_the_stream_ending_without_a_close_frame_is_1006() -> None:

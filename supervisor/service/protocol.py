@@ -230,10 +230,15 @@ class ServerProtocol:
             elif isinstance(event, wsproto.events.Pong):
                 self._emit(Pong(bytes(event.payload)))
             elif isinstance(event, wsproto.events.CloseConnection):
-                if self._ws.state is wsproto.connection.ConnectionState.REMOTE_CLOSING:
+                state = self._ws.state
+                if state is wsproto.connection.ConnectionState.REMOTE_CLOSING:
                     self._outbox += self._ws.send(event.response())
-                # A frame that broke the protocol (bad UTF-8, an unmasked frame) comes as a
-                # close event too, with the state still OPEN: the socket just ends, unanswered.
+                elif state is wsproto.connection.ConnectionState.OPEN:
+                    # A frame that broke the protocol (bad UTF-8, an unmasked frame) comes as
+                    # a close event too, the state still open: the client is told why (1002,
+                    # 1007), and nothing more of it is read.
+                    close = wsproto.events.CloseConnection(event.code, event.reason)
+                    self._outbox += self._ws.send(close)
                 self._end(event.code, event.reason or None)
 
     def _message(self, event: wsproto.events.TextMessage | wsproto.events.BytesMessage) -> None:
