@@ -1134,6 +1134,38 @@ def test_env_name_with_equals_is_refused_at_its_entry(tmp_path: Path) -> None:
     )
 
 
+SECRET_GLOB_WORDS = (
+    "expected a variable name, not a glob (a secret is one variable, named; passEnv takes"
+    " globs): not empty, without '=', '*', '?', '[', NUL or lone surrogates"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "pointer"),
+    [
+        (hook_toml(secrets=["TOKEN_*"]), "/hooks/0/secrets/0"),
+        ('[script]\nsecrets = ["TOKEN_?"]\n', "/script/secrets/0"),
+        ('[servers.s]\ncommand = ["x"]\nsecrets = ["TOKEN_[AB]"]\n', "/servers/s/secrets/0"),
+        (
+            '[servers.s]\ncommand = ["x"]\nsecrets = [{ name = "T*", hosts = ["a.org"] }]\n',
+            "/servers/s/secrets/0/name",
+        ),
+    ],
+    ids=["hook", "script", "server", "egress"],
+)
+def test_a_secret_named_by_a_glob_is_refused_where_it_is_written(
+    tmp_path: Path, text: str, pointer: str
+) -> None:
+    # `passEnv` takes globs and `secrets` does not: a copied `T*` failed only at run time.
+    problem = one_problem(tmp_path, text)
+    assert (problem.pointer, problem.message.partition(", found")[0]) == (
+        pointer,
+        SECRET_GLOB_WORDS,
+    )
+    fixed = text.replace("T*", "TOKEN") if "hosts" in text else text.replace("secrets", "passEnv")
+    load(tmp_path, write(tmp_path / "ok.toml", fixed))  # (passEnv takes the glob)
+
+
 def test_empty_env_name_is_refused(tmp_path: Path) -> None:
     problem = one_problem(tmp_path, hook_toml() + 'env = { "" = "x" }\n')
     assert (problem.pointer, problem.message) == (

@@ -308,6 +308,9 @@ def test_pass_env_copies_globs_from_the_callers_environment(tmp_path: Path) -> N
     )
     texts = [json.loads(line).get("text") for line in done.stdout.splitlines()]
     assert "1 2 False" in texts, done.stdout
+    done = _exec(tmp_path, "--secret", "CI_*", "--", "true", CI_A="1234")
+    assert done.returncode == 2 and done.stdout == ""  # (a secret is one variable, named)
+    assert "--secret: 'CI_*' is a glob: a secret is one variable, named" in done.stderr
 
 
 #: A secret with a backslash and a quote: its repr (`'s3cr"et\\\\value'`) and its JSON form

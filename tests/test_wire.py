@@ -108,6 +108,7 @@ def test_every_field_maps_onto_the_request() -> None:
         # A key given twice: JSON keeps the last, and what read the request first may not.
         ('{"argv": ["echo"], "argv": ["rm", "-rf", "x"]}', "/argv: given more than once"),
         ('{"argv": ["x"], "env": {"A": "1", "A": "2"}}', "/env/A: given more than once"),
+        ('{"argv": ["x"], "secrets": ["T*"]}', "secrets: expected an array of variable names (no"),
     ],
 )
 def test_each_bad_request_says_what_is_wrong(text: str, says: str) -> None:

@@ -81,7 +81,7 @@ def source_lines(args: argparse.Namespace) -> dict[str, list[str | None]]:
 
 def _env(args: argparse.Namespace) -> dict[str, str]:
     """`--env K=V`, each a literal value; `--pass-env`/`--secret` names checked too."""
-    from ..core.passenv import reference_problem
+    from ..core.passenv import reference_problem, secret_name_problem
     from ..core.spawntext import env_problems
 
     env: dict[str, str] = {}
@@ -97,6 +97,7 @@ def _env(args: argparse.Namespace) -> dict[str, str]:
     problems += env_problems(env, "--env")
     names = dict.fromkeys([*args.pass_env, *args.secrets], "")
     problems += env_problems(names, "--pass-env/--secret")
+    problems += [f"--secret: {why}" for s in args.secrets if (why := secret_name_problem(s))]
     if problems:
         raise Usage("; ".join(problems))
     return env

@@ -8,14 +8,14 @@ from typing import Any
 
 from ..core import egress
 from ..core.egress import NETWORK_KEY
-from ..core.passenv import MIN_SECRET_CHARS, PASS_ENV_KEY, SECRETS_KEY
+from ..core.passenv import MIN_SECRET_CHARS, PASS_ENV_KEY, SECRET_NAME_PATTERN, SECRETS_KEY
 from ..core.spawntext import ENV_NAME_PATTERN
 
 
 def pass_keys(who: str, *, hosts: bool = False) -> dict[str, Any]:
     """`passEnv` and `secrets`, on a hook or under `[script]`; `hosts`: a secret may be
     `{ name, hosts }`, which the child only ever sees as a placeholder."""
-    name = {"type": "string", "pattern": ENV_NAME_PATTERN}
+    name = {"type": "string", "pattern": SECRET_NAME_PATTERN}
     item: dict[str, Any] = {**name, "description": "A variable name (no glob)."}
     if hosts:
         with_hosts = {
@@ -44,7 +44,11 @@ def pass_keys(who: str, *, hosts: bool = False) -> dict[str, Any]:
     return {
         PASS_ENV_KEY: {
             "type": "array",
-            "items": {**name, "description": "A variable name or a glob (`GITHUB_*`)."},
+            "items": {
+                "type": "string",
+                "pattern": ENV_NAME_PATTERN,
+                "description": "A variable name or a glob (`GITHUB_*`).",
+            },
             "description": f"Variables {who} copies, unchanged, from the environment it is"
             " given (the supervisor's; for a run or a per-call hook, the caller's).",
         },

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..core import spawntext
 from ..core.errors import Problem
 from ..core.events import ANY_KIND
+from ..core.passenv import SECRET_NAME_PATTERN
 from ..core.points import DEFAULT_PHASE, POINTS
 
 if TYPE_CHECKING:  # imported by whoever has a validator: a valid config needs none
@@ -210,10 +211,13 @@ _PATTERN_WORDS = {
     "module": "a Python file (ending in .py) or package.module[:function]",
     "plugin": 'an MCP tool named "namespace.tool"',
 }
-#: The patterns of `spawntext`, said in words: what a process can be given.
+#: The patterns of `spawntext`, said in words: what a process can be given (and a secret's
+#: name, one variable's).
 _SPAWN_PATTERN_WORDS = {
     spawntext.TEXT_PATTERN: "a string without NUL or lone surrogates (a process cannot take them)",
     spawntext.ENV_NAME_PATTERN: "a variable name: not empty, without '=', NUL or lone surrogates",
+    SECRET_NAME_PATTERN: "a variable name, not a glob (a secret is one variable, named; passEnv"
+    " takes globs): not empty, without '=', '*', '?', '[', NUL or lone surrogates",
 }
 
 

@@ -31,6 +31,19 @@ SECRETS_KEY: Final = "secrets"
 _REFERENCE: Final = re.compile(r"\$\{([^}\s]*)\}")
 
 
+#: A secret's name: a variable name (`spawntext.ENV_NAME_PATTERN`) without a glob's `*`, `?`
+#: or `[`. A secret is one variable, named; `passEnv` takes globs.
+SECRET_NAME_PATTERN: Final = "^[^=*?[\\u0000\\ud800-\\udfff]+$"
+_GLOB: Final = re.compile(r"[*?\[]")
+
+
+def secret_name_problem(name: str) -> str | None:
+    """Why `name`, a variable name, cannot name a secret (a glob), or None."""
+    if _GLOB.search(name) is None:
+        return None
+    return f"{name!r} is a glob: a secret is one variable, named (passEnv takes globs)"
+
+
 def secret_unset(name: str) -> str:
     """Why a hook or run with an unset secret did not run."""
     return f"secret {name} is not set"

@@ -25,7 +25,7 @@ from ..core.convert import FROM_WIRE, TO_WIRE, WIRE, from_json, to_json
 from ..core.effects import Effect
 from ..core.hooks import Profile
 from ..core.models import NAME_PATTERN, is_name
-from ..core.passenv import reference_problem
+from ..core.passenv import SECRET_NAME_PATTERN, reference_problem, secret_name_problem
 from ..core.records import Record
 from ..core.scripts import Script
 from ..core.spawntext import env_problems, text_problem
@@ -223,11 +223,11 @@ EXEC_FIELDS: Final[dict[str, RequestField]] = {
         _NAMES,
     ),
     "secrets": RequestField(
-        "an array of variable names the run copies from callerEnv, as secrets",
-        _is_names,
+        "an array of variable names (no glob) the run copies from callerEnv, as secrets",
+        lambda v: _is_names(v) and not any(secret_name_problem(x) for x in v),
         "array of names",
         "copied from `callerEnv` as secrets (redacted as `[secret NAME]`), as `exec --secret`",
-        _NAMES,
+        {"type": "array", "items": {"type": "string", "pattern": SECRET_NAME_PATTERN}},
     ),
     "callerEnv": RequestField(
         "an object of strings: the caller's values for the names the run and its per-call"
