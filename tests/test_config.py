@@ -1219,6 +1219,27 @@ def test_nul_in_a_script_line_is_refused(tmp_path: Path) -> None:
     )
 
 
+def test_script_lines_that_are_not_python_are_refused_at_the_line_python_names(
+    tmp_path: Path,
+) -> None:
+    # Found only when a script ran, before: `validate` said the file was valid.
+    text = '[script]\nbefore = ["import os", "x = (1,", "print(x"]\nonError = ["pass"]\n'
+    problem = one_problem(tmp_path, text)
+    assert problem.pointer == "/script/before/2"
+    assert problem.message == "does not compile as Python: '(' was never closed: 'print(x'"
+    indented = '[script]\nsuffix = ["""if x:\n    a = 1\n  b = 2"""]\n'  # one item, three lines
+    assert one_problem(tmp_path, indented).pointer == "/script/suffix/0"
+    # Lines written indented, as under a heading, compile as one dedented block.
+    load(tmp_path, write(tmp_path / "ok.toml", '[script]\nbefore = ["  x = 1", "  y = x"]\n'))
+    found = problems(tmp_path, script={"prefix": ["def f(:"]})  # a per-call script too
+    assert where(found) == [("per-call script", "/script/prefix/0")]
+    # A phase that splices a farther layer's lines in is compiled whole, where it runs.
+    a = write(tmp_path / "a.toml", '[script]\nbefore = ["if True:"]\n')
+    b = write(tmp_path / "b.toml", '[script]\nbefore = [{ inherit = true }, "    pass"]\n')
+    assert where(problems(tmp_path, a)) == [(str(a), "/script/before/0")]
+    assert load(tmp_path, b).script == {Phase.BEFORE: ("    pass",)}
+
+
 def test_lone_surrogates_in_json_are_refused_and_printable(tmp_path: Path) -> None:
     hook = {"on": "script", "phase": "before", "run": ["x", "\ud800"], "env": {"N\udfff": "v"}}
     path = write(tmp_path / "c.json", json.dumps({"hooks": [hook]}))  # ASCII: \\ud800 escapes

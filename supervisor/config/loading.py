@@ -30,6 +30,7 @@ from . import files
 from .build import Decl, Layer, resolve
 from .modelschema import prompt_rules
 from .problems import describe, did_you_mean, pointer, pointer_key, quote
+from .scriptrules import script_problems
 from .statefiles import state_path
 from .trust import TrustState, Verdict, decide, digest, skip_message, trust_all, trust_command
 from .truststore import load_state, trust_key
@@ -100,10 +101,7 @@ class _Loader(Record):
 
     def add_hook(self, obj: Any, file: str, kind: SourceKind, index: int, cwd: Path) -> None:
         if not isinstance(obj, Mapping):
-            self.note(
-                file,
-                [Problem(file, "", f"expected a hook object, found {describe(obj)}")],
-            )
+            self.note(file, [Problem(file, "", f"expected a hook object, found {describe(obj)}")])
             return
         if jsontext.depth(obj) > jsontext.MAX_DEPTH:  # one built in Python, not read by jsontext
             self.note(file, [Problem(file, "", f"nested deeper than {jsontext.MAX_DEPTH} levels")])
@@ -145,9 +143,10 @@ class _Loader(Record):
 
 
 def _problems(doc: Any, file: str, *, hook: bool = False) -> list[Problem]:
+    """The schema's problems of `doc`; where it has none, its `[script]` lines'."""
     from .schemas import document_problems  # built at the first document checked
 
-    return document_problems(doc, file, hook=hook)
+    return document_problems(doc, file, hook=hook) or script_problems(doc, file)
 
 
 def load_config(
