@@ -174,6 +174,10 @@ def test_a_run_appears_live_its_question_is_answered_from_the_page_and_its_frame
     expect(yes).to_be_visible(timeout=WAIT_MS)
     expect(page.locator(".frame.ask")).to_contain_text("Deploy now?")
     expect(page.locator(".frame.ask .ask-left")).to_have_text(re.compile(r'^"no" in about \d+ s$'))
+    # The hook is not said to be running while it waits for a person.
+    waiting = page.locator(".running-hooks .frame.running", has_text="gate")
+    expect(waiting.locator(".badge")).to_have_text("waiting for an answer")
+    expect(waiting.locator(".running-for")).to_have_text(re.compile(r"^asked \d+ s ago$"))
     shot(page, "run-ask")
     for _ in range(40):
         if yes.evaluate("b => b === document.activeElement"):

@@ -138,7 +138,8 @@ BOOKKEEPING = """async () => {
   const t0 = Date.parse('2026-01-01T00:00:00Z');
   const said = [running.runningFor('2026-01-01T00:00:00Z', t0 + 12400),
     running.runningFor('2026-01-01T00:00:00Z', t0 + 185000),
-    running.runningFor('2026-01-01T00:00:00Z', t0 - 3000), running.runningFor('nonsense')];
+    running.runningFor('2026-01-01T00:00:00Z', t0 - 3000), running.runningFor('nonsense'),
+    running.askedAgo('2026-01-01T00:00:00Z', t0 + 7000), running.askedAgo('nonsense')];
   const marked = search.marked('a <b>Needle</b> and needle-42', search.terms('"needle" x'));
   return {first, second, third, heard: heard.length, said,
     terms: search.terms('one "two words" "stray'),
@@ -162,6 +163,8 @@ def test_the_page_s_bookkeeping_of_running_hooks_and_search_words(
         "running for 3 min 5 s",
         "running for 0 s",
         "running",
+        "asked 7 s ago",
+        "asked",
     ]
     assert got["terms"] == ["one", "two words", "stray"]
     assert got["marked"] == ["a <b>", "[Needle]", "</b> and ", "[needle]", "-42"]

@@ -81,7 +81,8 @@ export class RunView {
   }
 
   showRunning() {
-    this.hooksNow.draw(this.ended ? [] : this.running.of(this.runId));
+    const asking = new Map([...this.asks.values()].map(({ frame }) => [frame.hook, frame.at]));
+    this.hooksNow.draw(this.ended ? [] : this.running.of(this.runId), asking);
   }
 
   /** Opens the run at frame `seq`: scrolled to it and marked, once it is drawn. */
@@ -170,6 +171,7 @@ export class RunView {
       announce(`hook ${frame.name}: ${frame.status}${frame.refused ? ", refused" : ""}`);
     }
     if (frame.type === FrameType.ASK) announce(`${frame.hook} asks: ${frame.question}`);
+    if ((frame.type === FrameType.ASK || frame.type === FrameType.HOOK) && this.running) this.showRunning();
     if (frame.type === FrameType.RESULT || frame.type === FrameType.ERROR) this.outcome = frame;
     if (frame.type === FrameType.END) {
       this.ended = true;

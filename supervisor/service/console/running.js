@@ -1,7 +1,8 @@
 // The hooks running now, from the event bus: a hook's `hook.started` event opens it, its
 // `hook.finished` event closes it (a run's hook frame comes with that one). A run's view
 // shows each open one as "running for N s", counted live from the event's time stamp, until
-// its frame takes its place.
+// its frame takes its place; a hook whose question is open (its `ask` frame drawn, not yet
+// settled) as "waiting for an answer", counted from the question's time stamp.
 
 import { el } from "./dom.js";
 import { EventKind } from "./tables.js";
@@ -66,12 +67,24 @@ export class RunningHooks {
   }
 }
 
+/** "12 s", "3 min 5 s" since `at` (by this machine's clock against the time stamp); null
+ * for a stamp that is not one. */
+function since(at, now) {
+  const seconds = Math.max(0, Math.floor((now - Date.parse(at)) / 1000));
+  if (Number.isNaN(seconds)) return null;
+  return seconds < 120 ? `${seconds} s` : `${Math.floor(seconds / 60)} min ${seconds % 60} s`;
+}
+
 /** "running for 12 s" (by this machine's clock against the event's time stamp). */
 export function runningFor(at, now = Date.now()) {
-  const seconds = Math.max(0, Math.floor((now - Date.parse(at)) / 1000));
-  if (Number.isNaN(seconds)) return "running";
-  if (seconds < 120) return `running for ${seconds} s`;
-  return `running for ${Math.floor(seconds / 60)} min ${seconds % 60} s`;
+  const time = since(at, now);
+  return time === null ? "running" : `running for ${time}`;
+}
+
+/** "asked 12 s ago" (against the `ask` frame's time stamp). */
+export function askedAgo(at, now = Date.now()) {
+  const time = since(at, now);
+  return time === null ? "asked" : `asked ${time} ago`;
 }
 
 /** The list a run's view shows under its timeline: one row per running hook, its time
@@ -83,16 +96,31 @@ export class RunningList {
     this.shown = [];
   }
 
-  draw(hooks) {
-    this.shown = hooks.map((h) => ({ hook: h, time: el("span", { class: "running-for" }, runningFor(h.at)) }));
+  /** `hooks` (`RunningHooks.of`); `asking`: hook name → the time stamp of its open question. */
+  draw(hooks, asking = new Map()) {
+    this.shown = hooks.map((h) => {
+      const asked = asking.get(h.name);
+      const say = asked === undefined ? (now) => runningFor(h.at, now) : (now) => askedAgo(asked, now);
+      return { hook: h, waiting: asked !== undefined, say, time: el("span", { class: "running-for" }, say(Date.now())) };
+    });
     this.root.replaceChildren(
-      ...this.shown.map(({ hook, time }) =>
+      ...this.shown.map(({ hook, waiting, time }) =>
         el(
           "li",
           { class: "frame hook running", "data-hook": hook.name },
           el("span", { class: "seq" }, "…"),
           el("span", { class: "type" }, "hook"),
-          el("p", { class: "hook-line" }, el("strong", { class: "name" }, hook.name), " ", el("span", { class: "phase" }, `${hook.on}.${hook.phase}`), " ", el("span", { class: "badge running" }, "running"), " ", time),
+          el(
+            "p",
+            { class: "hook-line" },
+            el("strong", { class: "name" }, hook.name),
+            " ",
+            el("span", { class: "phase" }, `${hook.on}.${hook.phase}`),
+            " ",
+            waiting ? el("span", { class: "badge asking" }, "waiting for an answer") : el("span", { class: "badge running" }, "running"),
+            " ",
+            time,
+          ),
         ),
       ),
     );
@@ -103,7 +131,7 @@ export class RunningList {
 
   tick() {
     const now = Date.now();
-    for (const { hook, time } of this.shown) time.textContent = runningFor(hook.at, now);
+    for (const { say, time } of this.shown) time.textContent = say(now);
   }
 
   stop() {
