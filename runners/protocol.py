@@ -27,6 +27,9 @@ MAX_FDS = 16
 #: What the owner reads of one message about a child (`supervisor/process/child.py`): an error
 #: message longer than that is cut to fit.
 MAX_REPORT = 4096
+#: What a report cut short ends with: the supervisor's redaction drops whatever part of a
+#: secret comes right before it (`core/redact.py`'s `CUT`, kept in step by a test).
+CUT = " [...]"
 #: The spawner's stdin: a pipe whose end of file means the supervisor is done with it.
 LIFELINE_FD = 0
 
@@ -170,7 +173,7 @@ def fail(ctrl: socket.socket, message: str) -> None:
     owner reads of one message (`MAX_REPORT`; escaped, a character takes up to 12 bytes)."""
     data = json.dumps({"event": "error", "message": message}).encode()
     if len(data) > MAX_REPORT:
-        cut = message[: (MAX_REPORT - 64) // 12] + " [...]"
+        cut = message[: (MAX_REPORT - 64) // 12] + CUT
         data = json.dumps({"event": "error", "message": cut}).encode()
     _send_bytes(ctrl, data)
 

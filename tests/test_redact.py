@@ -73,6 +73,27 @@ def test_the_longer_secret_wins_where_two_overlap() -> None:
     )
 
 
+def test_a_text_cut_short_loses_the_start_of_a_secret_the_cut_took_the_rest_of() -> None:
+    # The spawner cuts a start failure's report it cannot send whole (a long program name).
+    r = Redactor({"TOKEN": TOKEN})
+    assert r.text(f"cannot start '/x/{TOKEN[:9]} [...]'") == "cannot start '/x/ [...]'"
+    assert r.text(f"/x/{TOKEN[:1]} [...]") == "/x/ [...]"  # one character is a start too
+    assert r.text("/x/hp_0 [...]") == "/x/hp_0 [...]"  # not a start: kept
+    assert r.text(f"{TOKEN} and {TOKEN[:4]} [...]") == "[secret TOKEN] and  [...]"
+    escaped = Redactor({"P": 'pa"ss'})  # a JSON form's start too
+    assert escaped.text('{"p": "pa\\" [...]') == '{"p": " [...]'
+    assert NO_SECRETS.text(f"{TOKEN[:9]} [...]") == f"{TOKEN[:9]} [...]"
+    many = f"{TOKEN[:5]} [...]" * 20  # (the first few cuts are looked at, no more)
+    assert r.text(many).startswith(" [...]" * 8 + TOKEN[:5])
+
+
+def test_the_spawner_marks_a_cut_as_redaction_looks_for_it() -> None:
+    from mcpx_hooks.runners import protocol
+    from mcpx_hooks.supervisor.core.redact import CUT
+
+    assert protocol.CUT == CUT
+
+
 def test_pass_environment_copies_globs_and_refuses_a_missing_or_short_secret() -> None:
     source = {"CI": "1", "GITHUB_SHA": "abc", "GITHUB_TOKEN": TOKEN, "HOME": "/root"}
     passed = pass_environment(["CI", "GITHUB_*"], ["GITHUB_TOKEN"], source)

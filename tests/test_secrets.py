@@ -357,6 +357,20 @@ def test_a_program_that_cannot_start_is_named_without_its_secret(tmp_path: Path)
             assert form not in text, f"{form!r} in {where}: {text}"
 
 
+def test_a_start_failure_cut_short_in_a_secret_gives_none_of_it_away(tmp_path: Path) -> None:
+    # A report the spawner cannot send whole is cut after a few hundred characters; where the
+    # cut falls inside a secret, its start is dropped with the rest. Padded so that the cut
+    # falls somewhere in the secret whatever the message's words before the program.
+    secret = "s3cretvalue-abcdefghij0123456789"
+    for pad in (280, 300, 310):
+        program = f"/nonexistent/{'a' * pad}{secret}{'b' * 4000}"
+        done = _exec(tmp_path, "--secret", "CUT_ME", "--", program, CUT_ME=secret)
+        (error,) = (json.loads(line) for line in done.stdout.splitlines() if '"error"' in line)
+        message = error["message"]
+        assert message.endswith("a [...]") and secret[:1] + " [...]" not in message, message
+        assert "s3cr" not in done.stdout + done.stderr
+
+
 def test_explain_shows_what_the_run_would_redact(tmp_path: Path) -> None:
     for view in ((), ("--json",)):
         done = subprocess.run(

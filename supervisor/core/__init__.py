@@ -254,7 +254,7 @@ __all__, __getattr__, __dir__ = exports(
         ),
         "promptbuild": ("PromptRequest", "build_request", "encode_value", "new_nonce"),
         "records": ("Record",),
-        "redact": ("NO_SECRETS", "Redactor"),
+        "redact": ("CUT", "NO_SECRETS", "Redactor"),
         "scripts": ("Script",),
         "servers": (
             "BACKOFF_FIRST_S",

@@ -9,10 +9,13 @@ that nothing made elsewhere can forget it.
 What is looked for, for each secret: its value; its value as a JSON string holds it (quotes
 and backslashes escaped, non-ASCII as is or as `\\uXXXX`), so a hook that prints JSON is
 caught too; and, for a value of several lines, each line of at least `MIN_SECRET_CHARS`
-characters, since output frames are made line by line. What is not caught: a value cut in
-pieces some other way, encoded (base64, hex, URL-quoted), or shorter lines of a multi-line
-value. Field names of a frame itself (`type`, `text`, …) are never rewritten; keys inside a
-value (an `emit`, a `result`) are.
+characters, since output frames are made line by line. A text cut short, where the cut
+is marked `CUT` (a start failure's report, cut by the spawner), loses whatever it ends with
+before the mark that begins a secret's value, down to one character: what a cut took the
+rest of is not given away by its start. What is not caught: a value cut in pieces some other
+way, encoded (base64, hex, URL-quoted), or shorter lines of a multi-line value. Field names
+of a frame itself (`type`, `text`, …) are never rewritten; keys inside a value (an `emit`, a
+`result`) are.
 
 The cost where no secret occurs is one substring search per needle over the frame's encoded
 line (`seen_in`); only a frame that holds one is taken apart and encoded again.
@@ -28,6 +31,12 @@ from typing import Any, Final
 import orjson
 
 from .passenv import MIN_SECRET_CHARS
+
+#: What a text cut short ends with (`runners/protocol.py`'s `fail`); a test keeps the two in
+#: step.
+CUT: Final = " [...]"
+#: At most this many of a text's cuts are looked at (its own takes one; the rest bound work).
+_CUTS: Final = 8
 
 
 def mark(name: str) -> str:
@@ -83,11 +92,35 @@ class Redactor:
         return Redactor({**self.secrets, **other.secrets})
 
     def text(self, text: str) -> str:
-        """`text` with every secret replaced."""
+        """`text` with every secret replaced (and, before a `CUT`, a secret's start)."""
         pattern = self._text
-        if pattern is None or pattern.search(text) is None:
+        if pattern is None:
             return text
-        return pattern.sub(lambda m: self._marks[m.group()], text)
+        if pattern.search(text) is not None:
+            text = pattern.sub(lambda m: self._marks[m.group()], text)
+        return self._uncut(text) if CUT in text else text
+
+    def _uncut(self, text: str) -> str:
+        """`text` without the start of a secret's value right before each of its first
+        `_CUTS` cuts (the longest such start, one character or more)."""
+        pieces, rest = [], text
+        for _ in range(_CUTS):
+            head, cut, rest = rest.partition(CUT)
+            if not cut:
+                pieces.append(head)
+                return "".join(pieces)
+            pieces += [head[: len(head) - self._started(head)], cut]
+        return "".join([*pieces, rest])
+
+    def _started(self, head: str) -> int:
+        """How many characters `head` ends with that begin a secret's value (a form of it)."""
+        longest = 0
+        for needle in self._marks:
+            for size in range(min(len(needle) - 1, len(head)), longest, -1):
+                if head.endswith(needle[:size]):
+                    longest = size
+                    break
+        return longest
 
     def value(self, obj: Any) -> Any:
         """A JSON value with every string (keys too) redacted; the rest as it is."""

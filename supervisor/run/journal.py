@@ -45,7 +45,7 @@ from ..core.frames import (
 )
 from ..core.hooks import DEFAULT_RUN_BYTES
 from ..core.jsontext import dumps, wire_loads, wire_safe
-from ..core.redact import NO_SECRETS
+from ..core.redact import CUT, NO_SECRETS
 from .artifacts import ArtifactStore
 from .telemetry import Told
 
@@ -66,6 +66,8 @@ _CHAIN_SLICE: Final = 2048
 _STREAM_ENDS: Final = tuple(STREAM_ENDS.values())
 #: Hook statuses that are failures, as the wire says them.
 _FAILED: Final = frozenset(s.value for s in HookStatus if s.is_failure)
+#: A frame whose text was cut short is redacted whole: what it was cut in may be a secret's.
+_CUT: Final = CUT.encode()
 
 
 class RunJournal:
@@ -162,7 +164,7 @@ class RunJournal:
         frame gets the chain of the lines before it (`core/chain.py`)."""
         if isinstance(frame, EndFrame) and frame.chain is None and not self.finished:
             frame = attrs.evolve(frame, chain=self._chained_now().hex())
-        wire, line = self._stamp(frame)
+        wire, line = self._stamp(frame, cut=True)
         self._keep((line, len(line) + FRAME_OVERHEAD, frame.type, wire))
         return wire
 
@@ -267,12 +269,13 @@ class RunJournal:
             self.append(blank(ErrorFrame, message=message))
         self.append(blank(EndFrame, exit_code=None, duration_ms=0))
 
-    def _stamp(self, frame: Frame) -> tuple[dict[str, Any], bytes]:
+    def _stamp(self, frame: Frame, *, cut: bool = False) -> tuple[dict[str, Any], bytes]:
+        """The frame's wire form and line, redacted (whole where `cut` and it holds `_CUT`)."""
         if self.finished:
             raise RuntimeError(f"run {self.run_id} has ended; no frame may follow end")
         wire, line, walk = _encoded(stamped_json(frame, self.run_id, len(self.lines)))
         search = self.redactor.line_search
-        if search is not None and (walk or search(line)):
+        if search is not None and (walk or search(line) or (cut and _CUT in line)):
             wire, line, _ = _encoded(self.redactor.fields(wire))
         return wire, line
 
