@@ -4,6 +4,7 @@ and no process left behind."""
 
 from __future__ import annotations
 
+import itertools
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -13,6 +14,7 @@ import psutil
 import pytest
 import trio
 from conftest import Marker, cut_once_waiting, kill_supervisor_and_wait
+from mcp.client.session import ClientSession
 from mcp.types import ListToolsResult, PaginatedRequestParams
 
 from mcpx_hooks.supervisor.core.hooks import Config, Profile
@@ -21,7 +23,13 @@ from mcpx_hooks.supervisor.process.spawner import Spawner, open_spawner
 from mcpx_hooks.supervisor.run.bus import Bus
 from mcpx_hooks.supervisor.run.serverhooks import open_servers
 from mcpx_hooks.supervisor.tools.mcpclient import ServerBroken, every_page
-from mcpx_hooks.supervisor.tools.serverentry import ServerFailing, ToolFailed, backoff_s
+from mcpx_hooks.supervisor.tools.serverentry import (
+    ServerEntry,
+    ServerFailing,
+    ToolFailed,
+    backoff_s,
+)
+from mcpx_hooks.supervisor.tools.serverlife import RELIST_GAP_S, _relist
 from mcpx_hooks.supervisor.tools.servers import ServerManager
 
 HERE = Path(__file__).parent
@@ -167,6 +175,43 @@ async def _fail_seven_times(manager: ServerManager, spec: ServerSpec, waits: lis
         with pytest.raises(ServerFailing, match="next start in"):
             await manager.call(spec, "count", {})
         await trio.sleep_until(entry.retry_at)
+
+
+class _Listings:
+    """What `_relist` asks of a server's session: its tools, each listing's time kept."""
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+
+    async def list_tools(self, params: PaginatedRequestParams | None = None) -> ListToolsResult:
+        self.times.append(trio.current_time())
+        return ListToolsResult(tools=[])
+
+
+async def test_a_server_that_says_its_tools_changed_on_and_on_is_listed_once_a_second(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    # Each listing of a server that says its tools changed (`notifications/tools/list_changed`)
+    # also tells every MCP client to list them again: a server saying it every 10 ms, or after
+    # each listing, made a loop of listings as fast as the round trips went.
+    entry, listings = ServerEntry(example()), _Listings()
+    told: list[float] = []
+    entry.on_relisted = lambda: told.append(trio.current_time())
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_relist, entry, cast(ClientSession, listings))
+        for _ in range(1000):  # 10 s of it
+            entry.relist.set()
+            await trio.sleep(0.01)
+        await trio.sleep(RELIST_GAP_S * 5)  # then quiet
+        quiet_change = trio.current_time()
+        entry.relist.set()
+        await trio.sleep(0.001)
+        nursery.cancel_scope.cancel()
+    flood = listings.times[:-1]
+    assert 9 <= len(flood) <= 11 and told == listings.times
+    assert all(b - a >= RELIST_GAP_S for a, b in itertools.pairwise(flood))
+    assert flood[0] == 0 and flood[-1] >= 9.99  # the first at once; the last change listed too
+    assert listings.times[-1] == quiet_change  # a change after a quiet while: listed at once
 
 
 async def test_a_lying_server_s_errors_and_unlisted_tools_fail_the_call_clearly(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from typing import Final
 
 import trio
 from mcp import types
@@ -18,6 +19,12 @@ from .mcpclient import ServerBroken, connection_closed, every_page
 from .serverentry import ServerEntry, StartHooks, tool_json
 
 logger = logging.getLogger("mcpx_hooks.mcp")
+
+#: The least time between two listings of a server's tools as it says they changed: what it
+#: says meanwhile waits, and is one listing at the end. A server that says so on every
+#: listing (or floods the notification) costs one listing a second, not a loop of them, and
+#: its clients are told at most that often.
+RELIST_GAP_S: Final = 1.0
 
 
 async def serve_session(
@@ -66,7 +73,8 @@ async def _relist(entry: ServerEntry, session: ClientSession) -> None:
     """Lists the server's tools again each time it says they changed: its uses from then
     on see the new list (the MCP face holds it to the server's pin, `service/mcpface.py`).
     A listing that fails leaves the list as it was, and the log says so (not the server's
-    words: they may hold what it was given as a secret)."""
+    words: they may hold what it was given as a secret). Listings are `RELIST_GAP_S` apart
+    at least."""
     name = entry.spec.name
     while True:
         await entry.relist.wait()
@@ -80,12 +88,16 @@ async def _relist(entry: ServerEntry, session: ClientSession) -> None:
         except ServerBroken as exc:
             why = str(exc)
         else:
+            why = ""
             entry.tools = tools
             entry.poke()
             if entry.on_relisted is not None:
                 entry.on_relisted()
-            continue
-        logger.warning("server %s said its tools changed, but %s: they stay as listed", name, why)
+        if why:
+            logger.warning(
+                "server %s said its tools changed, but %s: they stay as listed", name, why
+            )
+        await trio.sleep(RELIST_GAP_S)
 
 
 async def _listed(session: ClientSession) -> tuple[types.Tool, ...]:
