@@ -245,6 +245,11 @@ async def test_a_server_s_own_error_in_the_sdk_s_closing_code_is_its_answer(
     result, entry = await manager.call(spec, "echo", {"n": 1})
     assert result.structured_content == {"n": 1} and entry.failures == 0
     assert manager.entries[spec].state == "running"
+    # Nor is its own error in the code mcpx-hooks gives an answer too large to read.
+    with pytest.raises(ToolFailed) as caught:
+        await manager.call(spec, "relay", {"error": {**DOWN, "code": -32090}})
+    assert type(caught.value) is ToolFailed
+    assert str(caught.value) == "server h answered relay with an error: the database is down"
 
 
 async def test_a_server_refusing_initialize_fails_its_start_with_its_words(

@@ -250,13 +250,20 @@ def _is_answer(message: types.JSONRPCMessage) -> bool:
     return isinstance(message, types.JSONRPCResponse | types.JSONRPCError)
 
 
+#: What `too_large` says.
+TOO_LARGE: Final = f"the answer is too large: a message over {MAX_MESSAGE_BYTES} bytes"
+
+
 def too_large(rid: types.RequestId | None) -> types.JSONRPCError:
     """The error a request `rid` fails with when its answer is over `MAX_MESSAGE_BYTES`."""
-    error = types.ErrorData(
-        code=ANSWER_TOO_LARGE,
-        message=f"the answer is too large: a message over {MAX_MESSAGE_BYTES} bytes",
-    )
+    error = types.ErrorData(code=ANSWER_TOO_LARGE, message=TOO_LARGE)
     return types.JSONRPCError(jsonrpc="2.0", id=rid, error=error)
+
+
+def is_too_large(code: int, message: str) -> bool:
+    """Whether an error is `too_large`'s, not a server's own of the same code (a server may
+    use any code; one saying our words is taken at them)."""
+    return code == ANSWER_TOO_LARGE and message == TOO_LARGE
 
 
 def _unreadable(rid: types.RequestId, exc: Exception) -> types.JSONRPCError:

@@ -240,18 +240,18 @@ def done_using(entry: ServerEntry) -> None:
 def answered(spec: ServerSpec, tool: str, error: types.ErrorData) -> ToolFailed:
     """What a call fails with when the server answered it with the JSON-RPC `error` (or
     its answer was too large to read: `AnswerTooLarge`)."""
-    from .mcpclient import ANSWER_TOO_LARGE
+    from .mcpclient import is_too_large
 
     why = error_answer(spec, tool, error.code, error.message)
-    return AnswerTooLarge(why) if error.code == ANSWER_TOO_LARGE else ToolFailed(why)
+    return AnswerTooLarge(why) if is_too_large(error.code, error.message) else ToolFailed(why)
 
 
 def error_answer(spec: ServerSpec, tool: str, code: int, message: str) -> str:
     """What a call of `tool` fails with when the server answered it with a JSON-RPC error
-    (or its answer was too large to read: `ANSWER_TOO_LARGE`)."""
-    from .mcpclient import ANSWER_TOO_LARGE
+    (or its answer was too large to read: `mcpclient.too_large`)."""
+    from .mcpclient import is_too_large
 
-    if code == ANSWER_TOO_LARGE:
+    if is_too_large(code, message):
         return f"server {spec.name}: {message}"
     return f"server {spec.name} answered {tool} with an error: {message}"
 
