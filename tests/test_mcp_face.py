@@ -490,6 +490,21 @@ def test_the_limits_count_calls_by_server_and_by_tool_and_let_none_wait() -> Non
         assert later is None  # the call at 0.0 is out of the last minute
 
 
+def test_tool_names_some_clients_refuse_are_named_with_why() -> None:
+    from mcpx_hooks.supervisor.core.servers import unportable_names
+
+    assert unportable_names(["words__count", "words__a-b_9"], "words") is None
+    at_most = "s" * 58 + "__tool"  # 64 characters: taken
+    longer = "s" * 59 + "__tool"
+    said = unportable_names([at_most, longer, "s__x y"], "s")
+    assert said == (
+        "some clients refuse a whole tool list for one name longer than 64 characters or"
+        " holding anything but letters, digits, _ and -, and the tools of server s are listed"
+        f" as '{longer}' (65 characters), 's__x y' (holds ' '); rename the server in the"
+        " config, or set another [mcp] separator"
+    )
+
+
 def test_an_applied_value_becomes_a_tool_result() -> None:
     assert dumped(applied_result("ok")) == dumped(
         types.CallToolResult(content=[types.TextContent(type="text", text='"ok"')])
@@ -553,6 +568,10 @@ async def test_a_session_is_a_run_with_its_calls_and_their_counts(
     )
     steps = [f.get("name") or f["type"] for f in frames if f["type"] in ("hook", "call")]
     assert steps == ["call", "seen", "no-sleep", "call", "call"]
+    # A dot in the names: said once a server, in the run and on stderr.
+    odd = [f["message"] for f in frames if "some clients refuse" in f.get("message", "")]
+    assert len(odd) == 2 and "tools of server words are listed as 'words.count'" in odd[0]
+    assert "'words.count' (holds '.'), 'words.shout' (holds '.')" in odd[0]
     calls = [f for f in frames if f["type"] == "call"]
     assert [(c["server"], c["tool"], c["ok"]) for c in calls] == [
         ("words", "count", True),

@@ -281,6 +281,7 @@ __all__, __getattr__, __dir__ = exports(
             "server_spec",
             "split_tool",
             "undeclared",
+            "unportable_names",
         ),
         "selection": (
             "SKIP_ENV",

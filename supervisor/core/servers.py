@@ -224,6 +224,28 @@ def exposed_name(server: str, tool: str, separator: str) -> str:
     return f"{server}{separator}{tool}"
 
 
+#: The tool names every client we know of takes: the most-used model APIs (Anthropic's,
+#: OpenAI's) refuse a tool list holding any other, so a client sending it fails whole.
+PORTABLE_TOOL_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def unportable_names(names: Iterable[str], server: str) -> str | None:
+    """Why some clients would refuse some of `server`'s exposed tool `names`, or None."""
+    said = []
+    for name in names:
+        if PORTABLE_TOOL_NAME.fullmatch(name) is None:
+            odd = "".join(sorted({c for c in name if not PORTABLE_TOOL_NAME.fullmatch(c)}))
+            said.append(f"{name!r} ({f'holds {odd!r}' if odd else f'{len(name)} characters'})")
+    if not said:
+        return None
+    return (
+        f"some clients refuse a whole tool list for one name longer than 64 characters or"
+        f" holding anything but letters, digits, _ and -, and the tools of server {server}"
+        f" are listed as {', '.join(said)}; rename the server in the config, or set another"
+        " [mcp] separator"
+    )
+
+
 def exposed_targets(name: str, servers: Iterable[str], separator: str) -> list[tuple[str, str]]:
     """The (server, tool) pairs an exposed `name` may stand for, in the order of `servers`
     (a separator that also appears in a server's or a tool's name can make more than one)."""

@@ -44,7 +44,7 @@ from mcp.shared.exceptions import MCPError
 from ..config.trust import tools_sha256
 from ..core.frames import WarningFrame, blank
 from ..core.hooks import Config
-from ..core.servers import ServerSpec, exposed_name, exposed_targets
+from ..core.servers import ServerSpec, exposed_name, exposed_targets, unportable_names
 from ..process.signals import serve_stop_signals
 from ..run.runtime import Runtime
 from ..tools.pins import PinVerdict, key_of, listing, verdict
@@ -185,10 +185,14 @@ class Gateway:
                 continue
             if await self._quarantined(spec, entry, session) is not None:
                 continue  # its tools are hidden
+            names = []
             for tool in entry.tools:
                 name = exposed_name(spec.name, tool.name, self.config.mcp_separator)
                 if self.shows(spec, tool.name) and name not in listed:
                     listed[name] = tool.model_copy(update={"name": name})
+                    names.append(name)
+            if (odd := unportable_names(names, spec.name)) is not None:
+                self._say(session, odd)
         return types.ListToolsResult(tools=list(listed.values()))
 
     async def _list_prompts(
@@ -297,11 +301,16 @@ class Gateway:
             if decided.quarantined is None:  # a quarantine is decided again: a pin may come
                 self._verdicts[key] = decided
         for said in (decided.warning, decided.quarantined):
-            if said is not None and said not in self._said:
-                self._said.add(said)
-                session.journal.append(blank(WarningFrame, message=said))
-                logger.warning("%s", session.journal.redactor.text(said))
+            if said is not None:
+                self._say(session, said)
         return decided.quarantined
+
+    def _say(self, session: SessionRun, said: str) -> None:
+        """A `warning` frame in the session's run and a line on stderr, once."""
+        if said not in self._said:
+            self._said.add(said)
+            session.journal.append(blank(WarningFrame, message=said))
+            logger.warning("%s", session.journal.redactor.text(said))
 
     def settled(self, spec: ServerSpec, entry: ServerEntry) -> bool:
         """Whether `_quarantined` knows, without a wait, that `spec`'s server (with the tools
