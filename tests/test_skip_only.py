@@ -55,6 +55,18 @@ def test_the_variable_skips_like_pre_commit_s_skip(project: Path) -> None:
     assert left == "hooks left out of this run: lint (MCPX_HOOKS_SKIP), types (MCPX_HOOKS_SKIP)"
 
 
+def test_the_variable_names_a_hook_whose_name_holds_a_comma(readable_tmp: Path) -> None:
+    config = HEADER + advising("lint, fast", "L") + advising("lint", "M") + advising("fast", "F")
+    (readable_tmp / "hooks.toml").write_text(config)
+    out = run(readable_tmp, MCPX_HOOKS_SKIP="types,lint, fast")
+    assert out.returncode == 0, out.stderr
+    (left,) = [w for w in warnings(out) if "left out" in w]
+    # (the pieces name "lint" and "fast" too, as they would without the comma's hook)
+    assert left.startswith("hooks left out of this run: lint, fast (MCPX_HOOKS_SKIP), lint")
+    kept = run(readable_tmp, MCPX_HOOKS_SKIP="fast,lint")  # not one after the other as named
+    assert [f["name"] for f in hook_frames(kept)] == ["lint, fast"]
+
+
 def test_a_flag_naming_no_hook_is_a_usage_error(project: Path) -> None:
     out = run(project, "--skip", "lnit")
     assert out.returncode == 2

@@ -51,6 +51,17 @@ def env_names(environ: Mapping[str, str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(n.strip() for n in value.split(",") if n.strip()))
 
 
+def _named_in(name: str, env_skip: tuple[str, ...]) -> bool:
+    """Whether `MCPX_HOOKS_SKIP`'s names (`env_names`) name `name`; a name that holds commas
+    is named by its pieces, one after the other, as writing it in the variable splits it."""
+    if name in env_skip:
+        return True
+    pieces = tuple(p.strip() for p in name.split(",") if p.strip())
+    if len(pieces) < 2:
+        return False
+    return any(env_skip[i : i + len(pieces)] == pieces for i in range(len(env_skip)))
+
+
 def locker(hook: Hook) -> str:
     """Who locked `hook`: its file and pointer, as a config problem names them."""
     source = hook.source
@@ -64,7 +75,7 @@ def _why(hook: Hook, selection: Selection) -> list[str]:
     ways = []
     if hook.name in selection.skip:
         ways.append("--skip")
-    if hook.name in selection.env_skip:
+    if _named_in(hook.name, selection.env_skip):
         ways.append(SKIP_ENV)
     if selection.only and hook.name not in selection.only:
         ways.append("not named by --only")
