@@ -156,6 +156,11 @@ def test_answer_messages() -> None:
     assert caught.value.code == Close.BAD_REQUEST and caught.value.ask_id is None
     refused = WireError(Close.BAD_REQUEST, "answer refused: x", ask_id="ask-1").payload
     assert to_json(refused)["askId"] == "ask-1"
+    # A "no" that JSON would read as the "yes" after it, as a log in front would not.
+    with pytest.raises(WireError) as caught:
+        parse_control('{"type": "answer", "askId": "ask-1", "answer": "no", "answer": "yes"}')
+    assert caught.value.problems == ("/answer: given more than once",)
+    assert caught.value.message == "a message after the request: /answer: given more than once"
 
 
 @pytest.mark.parametrize(

@@ -100,7 +100,7 @@ class Gateway(Service):
             return text
         # Refused here at once, as a single `serve` refuses it; admitted by the worker.
         message = parse_json_object(text, "the exec request")
-        request = parse_exec(text)
+        request = parse_exec(message)
         if self.stopping:
             return WireError(Close.GOING_AWAY, "the server is shutting down; no new runs")
         run_id = new_run_id()

@@ -18,7 +18,6 @@ from typing import Any, Final
 
 import attrs
 
-from ..config.problems import pointer
 from ..config.schemaparts import DIALECT, SCRIPT_PHASES
 from ..core import egress, jsontext
 from ..core.convert import FROM_WIRE, TO_WIRE, WIRE, from_json, to_json
@@ -317,16 +316,11 @@ WHAT: Final = ("argv", "python", "file")
 def parse_exec(message: str | bytes | Mapping[str, Any]) -> ExecRequest:
     """An exec request (its text, or the JSON object already read from it), checked field by
     field; `WireError` (4400, 1003 for binary) lists every problem."""
-    problems = []
     if isinstance(message, Mapping):
         obj = message
     else:
         obj = parse_json_object(message, "the exec request")
-        # (JSON keeps the last of a key given twice: what a proxy or a log in front read
-        # first would not be what runs)
-        twice = jsontext.duplicate_keys(message)
-        problems += [f"{pointer(at)}: given more than once" for at in twice]
-    problems += [
+    problems = [
         f"unknown field {key!r} (fields: {', '.join(EXEC_FIELDS)})"
         for key in obj
         if key not in EXEC_FIELDS

@@ -148,6 +148,13 @@ def parse_json_object(text: str | bytes, what: str) -> dict[str, Any]:
         raise WireError(Close.BAD_REQUEST, f"malformed JSON in {what}: {exc}") from None
     if not isinstance(obj, dict):
         raise WireError(Close.BAD_REQUEST, f"expected {what} as a JSON object, got {describe(obj)}")
+    # A key given twice: JSON keeps the last, where a proxy, a log or a reviewer in front may
+    # have read the first (an answer's "no" that is a "yes").
+    if twice := jsontext.duplicate_keys(text):
+        from ..config.problems import pointer
+
+        problems = [f"{pointer(at)}: given more than once" for at in twice]
+        raise WireError(Close.BAD_REQUEST, f"{what}: {'; '.join(problems)}", problems)
     return obj
 
 
