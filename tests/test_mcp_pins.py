@@ -92,6 +92,15 @@ async def test_a_server_whose_tools_change_while_it_runs_is_quarantined_at_once(
     assert not any(n.startswith("h__") for n in after) and "words__count" in after
     assert refused.is_error is True
     assert texts(refused)[0].startswith("server h is quarantined: its tools changed")
+    # Started afresh, it lists its pinned tools again: `servers diff` says what it listed
+    # while it ran too (before, it said "its tools are as pinned", and exited 0).
+    diff = cli(config, "servers", "diff", "h")
+    said = diff.stdout.splitlines()
+    assert diff.returncode == 1 and said[0] == "h: its tools are as pinned", diff.stdout
+    assert said[1].startswith("while it ran, at 20") and said[1].endswith("it listed other tools:")
+    assert said[2:] == ["  tool added: extra"]
+    pinned = cli(config, "trust", "--servers", "h")  # what a fresh start lists: said so
+    assert pinned.returncode == 0 and "while it ran, at 20" in pinned.stderr
     assert marker.alive() == []
 
 

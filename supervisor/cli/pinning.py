@@ -53,7 +53,7 @@ def pin_servers(args: argparse.Namespace) -> int:
     import sys
 
     from ..config.statefiles import StateError
-    from ..tools.pins import pin
+    from ..tools.pins import pin, seen_changes
 
     config = load(args)
     names = _named(config, list(args.files), "trust --servers")
@@ -72,6 +72,15 @@ def pin_servers(args: argparse.Namespace) -> int:
             code = EXIT_FAILED
             continue
         print(f"pinned {name}: {len(listed)} tools")
+        with contextlib.suppress(StateError):
+            if (running := seen_changes(config.servers[name], listed, os.environ)) is not None:
+                print(
+                    f"mcpx-hooks trust: note: while it ran, at {running[0]}, {name} listed"
+                    f" other tools (`mcpx-hooks servers diff {name}` shows them); a"
+                    " process that holds that listing keeps it quarantined until the server"
+                    " starts afresh",
+                    file=sys.stderr,
+                )
     return code
 
 
@@ -79,7 +88,7 @@ def servers_diff(args: argparse.Namespace) -> int:
     import sys
 
     from ..config.statefiles import StateError
-    from ..tools.pins import changes
+    from ..tools.pins import changes, seen_changes
     from .printable import continued_lines
 
     config = load(args)
@@ -90,12 +99,17 @@ def servers_diff(args: argparse.Namespace) -> int:
     if isinstance(listed, str):
         print(f"mcpx-hooks servers diff: {listed}", file=sys.stderr)
         return EXIT_FAILED
+    spec = config.servers[args.name]
     try:
-        lines = changes(config.servers[args.name], listed, os.environ)
+        lines = changes(spec, listed, os.environ)
+        running = seen_changes(spec, listed, os.environ)
     except StateError as exc:
         print(f"mcpx-hooks servers diff: {exc}", file=sys.stderr)
         return EXIT_FAILED
     with contextlib.suppress(BrokenPipeError):
         shown = continued_lines(lines)  # (what the server lists is its data)
         print("\n".join(shown) if lines else f"{args.name}: its tools are as pinned")
-    return EXIT_FAILED if lines else EXIT_OK
+        if running is not None:
+            print(f"while it ran, at {running[0]}, it listed other tools:")
+            print("\n".join("  " + line for line in continued_lines(running[1])))
+    return EXIT_FAILED if lines or running else EXIT_OK

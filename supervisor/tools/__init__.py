@@ -36,7 +36,17 @@ __all__, __getattr__, __dir__ = exports(
         ),
         "mcpclient": ("ServerBroken", "every_page"),
         "rawchannel": ("GONE", "cancellation"),
-        "pins": ("OFF", "REQUIRE", "PinVerdict", "changes", "key_of", "listing", "pin", "verdict"),
+        "pins": (
+            "OFF",
+            "REQUIRE",
+            "PinVerdict",
+            "changes",
+            "key_of",
+            "listing",
+            "pin",
+            "seen_changes",
+            "verdict",
+        ),
         "servers": (
             "Progress",
             "ServerManager",

@@ -7,18 +7,29 @@ refused), `off`.
 `verdict` decides a server's state against its pin (and pins it at its first use); `pin`
 pins it as it is now (`mcpx-hooks trust --servers`); `changes` says what differs from the pin
 (`mcpx-hooks servers diff`). These read and write the state file: call them from a thread.
+
+A listing that quarantines its server is also kept, the last one a server, beside the state
+file (`SEEN_FILE`): a server whose tools changed while it ran (it said so, and was listed
+again) may list its pinned tools again at a fresh start, where `servers diff` looks, so
+`seen` hands `servers diff` what the running server listed. The file says what was seen, not
+what is trusted: one that cannot be read is taken as empty.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
-from ..config.statefiles import StateError, state_path
+from ..config.privatefile import write_private
+from ..config.statefiles import StateError, read_private, state_path
 from ..config.trust import ServerPin, pin_key, tools_sha256
 from ..config.truststore import load_state, locked_state, save_state
+from ..core import jsontext
 from ..core.frames import now_rfc3339
 from ..core.records import Record
 from ..core.servers import PIN_MODES, ServerSpec
@@ -70,6 +81,7 @@ def verdict(spec: ServerSpec, tools: Sequence[Any], environ: Mapping[str, str]) 
     if pinned is not None:
         if pinned.sha256 == sha:
             return PinVerdict()
+        _keep_seen(path, key_of(spec), sha, list(tools))
         return PinVerdict(
             f"server {name} is quarantined: its tools changed since they were pinned;"
             f" {_commands(name)}"
@@ -121,3 +133,64 @@ def changes(spec: ServerSpec, tools: Sequence[Any], environ: Mapping[str, str]) 
     if not lines and pinned.sha256 != tools_sha256(list(tools)):
         lines.append("the tools are in another order")
     return lines
+
+
+#: Where the listings that quarantined their servers are kept, beside the trust state file.
+SEEN_FILE: Final = "servers-seen.json"
+#: The servers whose last such listing is kept (the oldest let go past it), and the file's
+#: size at most.
+SEEN_SERVERS: Final = 64
+_SEEN_BYTES: Final = 8 * 1024 * 1024
+
+
+def seen_changes(
+    spec: ServerSpec, tools: Sequence[Any], environ: Mapping[str, str]
+) -> tuple[str, list[str]] | None:
+    """When the server last listed (`seen`) other tools than its pin and than `tools` (its
+    listing now), and what differs from the pin then; else None."""
+    kept = seen(spec, environ)
+    if kept is None or kept.sha256 == tools_sha256(list(tools)):
+        return None
+    lines = changes(spec, kept.tools, environ)
+    return (kept.pinned_at, lines) if lines else None
+
+
+def seen(spec: ServerSpec, environ: Mapping[str, str]) -> ServerPin | None:
+    """The last listing of `spec`'s server that differed from its pin, as kept (None: none,
+    or the file cannot be read)."""
+    path = state_path(environ)
+    entry = _read_seen(path.with_name(SEEN_FILE)).get(key_of(spec)) if path else None
+    if not isinstance(entry, dict):
+        return None
+    sha, at, tools = entry.get("sha256"), entry.get("seenAt"), entry.get("tools")
+    if not isinstance(at, str) or not isinstance(tools, list) or tools_sha256(tools) != sha:
+        return None
+    return ServerPin(str(sha), at, tuple(tools))
+
+
+def _read_seen(path: Path) -> dict[str, Any]:
+    try:
+        doc = jsontext.loads(read_private(path, limit=_SEEN_BYTES))
+    except (OSError, StateError, jsontext.JsonError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _keep_seen(path: Path | None, key: str, sha: str, tools: list[Any]) -> None:
+    """Keeps `tools` as the last listing seen of the server `key` (nothing written when it is
+    kept already; a file that cannot be written is passed over: this is what was seen, for
+    `servers diff`, and the quarantine stands without it)."""
+    if path is None:
+        return
+    where = path.with_name(SEEN_FILE)
+    kept = _read_seen(where)
+    old = kept.get(key)
+    if isinstance(old, dict) and old.get("sha256") == sha:
+        return
+    kept.pop(key, None)
+    kept[key] = {"sha256": sha, "seenAt": now_rfc3339(), "tools": tools}
+    while len(kept) > SEEN_SERVERS:
+        kept.pop(next(iter(kept)))
+    with contextlib.suppress(OSError):
+        where.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        write_private(where, json.dumps(kept, indent=1, ensure_ascii=True).encode())
