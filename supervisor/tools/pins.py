@@ -163,7 +163,9 @@ def seen(spec: ServerSpec, environ: Mapping[str, str]) -> ServerPin | None:
     if not isinstance(entry, dict):
         return None
     sha, at, tools = entry.get("sha256"), entry.get("seenAt"), entry.get("tools")
-    if not isinstance(at, str) or not isinstance(tools, list) or tools_sha256(tools) != sha:
+    if not isinstance(at, str) or not (at.isascii() and at.isprintable() and len(at) <= 40):
+        return None  # (a time stamp, printed as it is)
+    if not isinstance(tools, list) or tools_sha256(tools) != sha:
         return None
     return ServerPin(str(sha), at, tuple(tools))
 
