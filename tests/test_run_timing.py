@@ -75,6 +75,7 @@ class SlowServer:
         run_id: str | None = None,
         progress: object = None,
         log: object = None,
+        meta: object = None,
     ) -> tuple[types.CallToolResult, ServerEntry]:
         self.began.append(trio.current_time())
         try:
