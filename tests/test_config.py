@@ -1233,6 +1233,13 @@ def test_script_lines_that_are_not_python_are_refused_at_the_line_python_names(
     load(tmp_path, write(tmp_path / "ok.toml", '[script]\nbefore = ["  x = 1", "  y = x"]\n'))
     found = problems(tmp_path, script={"prefix": ["def f(:"]})  # a per-call script too
     assert where(found) == [("per-call script", "/script/prefix/0")]
+    # In one pass with the schema's problems (validate lists every problem at once).
+    both = '[script]\nbefore = ["print(x"]\n' + hook_toml(secrets=["T*"])
+    path = write(tmp_path / "both.toml", both)
+    assert where(problems(tmp_path, path)) == [
+        (str(path), "/hooks/0/secrets/0"),
+        (str(path), "/script/before/0"),
+    ]
     # A phase that splices a farther layer's lines in is compiled whole, where it runs.
     a = write(tmp_path / "a.toml", '[script]\nbefore = ["if True:"]\n')
     b = write(tmp_path / "b.toml", '[script]\nbefore = [{ inherit = true }, "    pass"]\n')

@@ -143,10 +143,10 @@ class _Loader(Record):
 
 
 def _problems(doc: Any, file: str, *, hook: bool = False) -> list[Problem]:
-    """The schema's problems of `doc`; where it has none, its `[script]` lines'."""
+    """The schema's problems of `doc`, and its `[script]` lines'."""
     from .schemas import document_problems  # built at the first document checked
 
-    return document_problems(doc, file, hook=hook) or script_problems(doc, file)
+    return document_problems(doc, file, hook=hook) + script_problems(doc, file)
 
 
 def load_config(

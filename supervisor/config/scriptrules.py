@@ -14,19 +14,23 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..core.errors import Problem
+from ..core.spawntext import text_problem
 from .schemaparts import SCRIPT_PHASES
 
 
-def script_problems(doc: Mapping[str, Any], file: str) -> list[Problem]:
-    """A problem for each phase of `doc`'s `[script]` (a document the schema took) whose
-    lines do not compile as Python, at the pointer of the line Python names."""
-    script = doc.get("script")
+def script_problems(doc: Any, file: str) -> list[Problem]:
+    """A problem for each phase of `doc`'s `[script]` whose lines do not compile as Python,
+    at the pointer of the line Python names. A phase that is not a list of strings a process
+    can take is passed over: the schema says what is wrong with it."""
+    script = doc.get("script") if isinstance(doc, Mapping) else None
     if not isinstance(script, Mapping):
         return []
     problems = []
     for phase in SCRIPT_PHASES:
         lines = script.get(phase)
-        if not isinstance(lines, list) or not all(isinstance(x, str) for x in lines):
+        if not isinstance(lines, list) or not all(
+            isinstance(x, str) and text_problem(x) is None for x in lines
+        ):
             continue
         try:
             compile(
@@ -36,8 +40,6 @@ def script_problems(doc: Mapping[str, Any], file: str) -> list[Problem]:
             at, said = _item(lines, exc.lineno), (exc.text or "").strip()
             message = f"does not compile as Python: {exc.msg}" + (f": {said!r}" if said else "")
             problems.append(Problem(file, f"/script/{phase}/{at}", message))
-        except ValueError as exc:  # (a NUL: the schema refuses it first)
-            problems.append(Problem(file, f"/script/{phase}", f"does not compile: {exc}"))
     return problems
 
 
