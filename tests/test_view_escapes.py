@@ -115,3 +115,32 @@ def test_servers_list_escapes_what_a_server_says(tmp_path: Path) -> None:
     assert lines[0].startswith("h (hostile x\\x1b[2J\\nend: exit code 0): running since ")
     assert all(CONTROL.search(line) is None for line in lines), lines
     assert not any(line.startswith("end:") for line in lines)
+
+
+def test_a_project_path_is_escaped_wherever_a_command_names_it(tmp_path: Path) -> None:
+    # A cloned project can name its directories: one named to print a fake line of ours (or
+    # to colour the screen) is escaped by `trust`, `trust --list`, `validate`, the warning that
+    # a project file was skipped, and `runs verify`.
+    project = tmp_path / f"p{ESC}[31mRED\nend: exit code 0"
+    project.mkdir()
+    config = project / ".mcpx-hooks.toml"
+    config.write_text('[[hooks]]\non = "script"\nphase = "before"\nrun = ["true"]\n')
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    env.pop("MCPX_HOOKS_NO_DISCOVERY", None)
+
+    def run(*args: str) -> str:
+        done = subprocess.run(
+            [*CLI, *args], cwd=project, env=env, capture_output=True, text=True, timeout=120
+        )
+        assert "Traceback" not in done.stderr, done.stderr
+        return done.stdout + done.stderr
+
+    said = {"skipped": run("exec", "--", "true")}
+    said["trust"] = run("trust")
+    said["trust --list"] = run("trust", "--list")
+    config.write_text('[[hooks]]\non = "scrip"\n')
+    said["validate"] = run("validate", str(config))
+    for what, out in said.items():
+        assert ESC not in out, (what, out)
+        assert "end: exit code 0" not in out.splitlines(), (what, out)  # (ours: ", N ms")
+    assert f"trusted {tmp_path}/p\\x1b[31mRED" in said["trust"]

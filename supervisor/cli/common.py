@@ -207,8 +207,17 @@ class Usage(HooksError):
 
 
 def usage(command: str, message: str) -> int:
-    print(f"mcpx-hooks {command}: {message}", file=sys.stderr)
+    say(f"mcpx-hooks {command}: {message}")
     return EXIT_USAGE
+
+
+def say(line: str, *, out: bool = False) -> None:
+    """Prints `line` (on stderr; `out`: stdout), which may hold data (a path, a server's
+    words): nothing in it moves the cursor or starts a line that reads as one of ours
+    (`printable.continued`)."""
+    from .printable import continued
+
+    print(continued(line), file=sys.stdout if out else sys.stderr)
 
 
 def read_bounded(flag: str, name: str, limit: int, why: str) -> bytes:
@@ -267,7 +276,7 @@ def load(
 
 def say_warnings(config: Config) -> None:
     for warning in config.warnings:
-        print(f"mcpx-hooks: warning: {warning}", file=sys.stderr)
+        say(f"mcpx-hooks: warning: {warning}")
 
 
 def remote(args: argparse.Namespace) -> Remote:
@@ -282,7 +291,7 @@ def remote_failed(command: str, exc: Exception) -> int:
     """Says why a call to a server failed: exit 2 when the request was wrong, else 1."""
     from ..service.access import TokenFileError
 
-    print(f"mcpx-hooks {command}: {exc}", file=sys.stderr)
+    say(f"mcpx-hooks {command}: {exc}")
     if isinstance(exc, TokenFileError) or getattr(exc, "bad_input", False):
         return EXIT_USAGE
     return EXIT_FAILED

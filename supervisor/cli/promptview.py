@@ -22,9 +22,10 @@ if TYPE_CHECKING:
 def say_model_warnings(hooks: Iterable[Hook]) -> None:
     """On stderr, one line for each prompt hook of `hooks` whose model is not configured."""
     from ..core.models import unconfigured
+    from .common import say
 
     for warning in unconfigured(hooks):
-        print(f"mcpx-hooks: warning: {warning}", file=sys.stderr)
+        say(f"mcpx-hooks: warning: {warning}")
 
 
 def files_model_warnings(args: argparse.Namespace, files: list[str]) -> None:

@@ -12,10 +12,9 @@ run is not found).
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
-from .common import EXIT_FAILED, EXIT_OK
+from .common import EXIT_FAILED, EXIT_OK, say
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:
@@ -53,21 +52,23 @@ def verify(args: argparse.Namespace, command: str) -> int:
         else:
             stored = _stored(history, target)
             if stored is None:
-                print(f"mcpx-hooks {command}: {target} is neither a file nor a run kept in the"
-                      f" run history {path}{fault}", file=sys.stderr)  # fmt: skip
+                say(f"mcpx-hooks {command}: {target} is neither a file nor a run kept in the"
+                    f" run history {path}{fault}")  # fmt: skip
                 return EXIT_FAILED
             lines, reference, what = stored, None, f"run {target}"
     except OSError as exc:
-        print(f"mcpx-hooks {command}: {target}: {exc.strerror}", file=sys.stderr)
+        say(f"mcpx-hooks {command}: {target}: {exc.strerror}")
         return EXIT_FAILED
     finally:
         if history is not None:
             history.close()
     problem = check(lines, reference)
     if problem is None:
-        print(f"{what}: intact ({len(lines)} frames; their chain matches their end frame's)")
+        say(
+            f"{what}: intact ({len(lines)} frames; their chain matches their end frame's)", out=True
+        )
         return EXIT_OK
-    print(f"{what}: CHANGED: {problem}")
+    say(f"{what}: CHANGED: {problem}", out=True)
     return EXIT_FAILED
 
 

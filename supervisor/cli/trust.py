@@ -18,7 +18,7 @@ import os
 import sys
 from pathlib import Path
 
-from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, usage
+from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, say, usage
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
 if TYPE_CHECKING:
@@ -141,7 +141,7 @@ def _change(paths: list[Path], *, untrusting: bool) -> int:
                     continue
                 if problems := validate_files([path]):
                     for problem in problems:
-                        print(problem, file=sys.stderr)
+                        say(str(problem))
                     why = (
                         f"{path} does not validate ({len(problems)} problem(s), above): not"
                         " trusted; fix it, then trust it"
@@ -161,7 +161,7 @@ def _change(paths: list[Path], *, untrusting: bool) -> int:
         print(f"mcpx-hooks {command}: {exc}", file=sys.stderr)
         return EXIT_USAGE if exc.bad_input else EXIT_FAILED
     for line in said:
-        print(line)
+        say(line, out=True)
     return code
 
 
@@ -194,7 +194,7 @@ def _list(as_json: bool) -> int:
     else:
         for row in rows:
             sha = row["sha256"][:16]
-            print(f"{row['status']:<8}  {row['file']}  sha256 {sha}…  {row['trustedAt']}")
+            say(f"{row['status']:<8}  {row['file']}  sha256 {sha}…  {row['trustedAt']}", out=True)
     return EXIT_OK
 
 

@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from .common import EXIT_OK, EXIT_USAGE, say_warnings
+from .common import EXIT_OK, EXIT_USAGE, say, say_warnings
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ def validate(args: argparse.Namespace) -> int:
         print(json.dumps(fields, indent=2))
     else:
         for problem in problems:
-            print(problem)
+            say(str(problem), out=True)
     if problems:
         print(f"{len(problems)} problem(s)", file=sys.stderr)
         return EXIT_USAGE
