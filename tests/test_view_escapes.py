@@ -130,8 +130,9 @@ def test_a_project_path_is_escaped_wherever_a_command_names_it(tmp_path: Path) -
 
     def run(*args: str) -> str:
         done = subprocess.run(
-            [*CLI, *args], cwd=project, env=env, capture_output=True, text=True, timeout=120
-        )
+            [*CLI, *args], cwd=project, env=env, capture_output=True, text=True, timeout=120,
+            check=False,
+        )  # fmt: skip
         assert "Traceback" not in done.stderr, done.stderr
         return done.stdout + done.stderr
 
@@ -144,3 +145,6 @@ def test_a_project_path_is_escaped_wherever_a_command_names_it(tmp_path: Path) -
         assert ESC not in out, (what, out)
         assert "end: exit code 0" not in out.splitlines(), (what, out)  # (ours: ", N ms")
     assert f"trusted {tmp_path}/p\\x1b[31mRED" in said["trust"]
+    # The command the warning suggests is one line, and a shell takes it back as the path.
+    suggested = f"mcpx-hooks trust $'{tmp_path}/p\\x1b[31mRED\\nend: exit code 0/.mcpx-hooks.toml'"
+    assert suggested in said["skipped"], said["skipped"]

@@ -43,33 +43,7 @@ def continued_lines(lines: Iterable[str]) -> list[str]:
 
 
 def command(argv: Iterable[object]) -> str:
-    """A command line on one line, as a shell would take it back: each argument quoted as
-    `shlex.quote` does, and one that holds a character that is not printable in bash's
-    `$'…'` quoting, that character escaped (`$'arg\\x1b[31m'`)."""
-    import shlex
+    """A command line on one line, as a shell would take it back (`core/shellwords.py`)."""
+    from ..core.shellwords import shell_line
 
-    return " ".join(
-        shlex.quote(arg) if arg.isprintable() else _ansi_c(arg) for arg in map(str, argv)
-    )
-
-
-#: How `$'…'` writes the characters that have a short escape of their own.
-_SHORT = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
-
-
-def _ansi_c(arg: str) -> str:
-    def escaped(c: str) -> str:
-        if c in _SHORT:
-            return _SHORT[c]
-        if c.isprintable():
-            return c
-        code = ord(c)
-        return (
-            f"\\x{code:02x}"
-            if code < 0x80
-            else f"\\u{code:04x}"
-            if code <= 0xFFFF
-            else f"\\U{code:08x}"
-        )
-
-    return "$'" + "".join(map(escaped, arg)) + "'"
+    return shell_line(argv)

@@ -120,10 +120,11 @@ def decide(state: TrustState, key: str, sha256: str) -> Verdict:
 
 
 def trust_command(file: str) -> str:
-    """The command that trusts `file`, as a person would paste it."""
-    import shlex
+    """The command that trusts `file`, as a person would paste it (one line: a path with a
+    character that is not printable in bash's `$'…'` quoting)."""
+    from ..core.shellwords import shell_line
 
-    return f"mcpx-hooks trust {shlex.quote(file)}"
+    return f"mcpx-hooks trust {shell_line([file])}"
 
 
 def skip_message(file: str, verdict: Verdict) -> str:

@@ -292,6 +292,7 @@ __all__, __getattr__, __dir__ = exports(
             "locker",
             "select",
         ),
+        "shellwords": ("shell_line",),
         "spawntext": (
             "ENV_NAME_PATTERN",
             "TEXT_PATTERN",
