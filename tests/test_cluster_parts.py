@@ -24,7 +24,12 @@ from service_client import CLI, ENV
 from mcpx_hooks.supervisor.cluster.bridge import Deliver, open_bridge
 from mcpx_hooks.supervisor.cluster.jet import tolerating
 from mcpx_hooks.supervisor.cluster.names import RUN_ID, Stream, stream_specs
-from mcpx_hooks.supervisor.cluster.watch import SUMMARY_WAIT_S, RunsIndex
+from mcpx_hooks.supervisor.cluster.watch import (
+    SHORT_AFTER_S,
+    SHORT_WAIT_S,
+    SUMMARY_WAIT_S,
+    RunsIndex,
+)
 from mcpx_hooks.supervisor.config.loading import load_config
 from mcpx_hooks.supervisor.run.hookcontext import new_run_id
 
@@ -314,6 +319,15 @@ async def test_a_fresh_run_event_waits_for_the_list_to_say_so(
     await index.caught_up({"kind": "hook.finished", "runId": "gone"})
     await index.caught_up({"kind": "run.finished"})
     assert trio.current_time() == start
+    # Events of runs that never get one (a publisher that is not a worker) held a feed back
+    # 10 s each: after a wait ran out, the next ones are short, for a while.
+    for n in range(5):
+        await index.caught_up({"kind": "run.started", "runId": f"forged{n}"})
+    assert trio.current_time() - start == 5 * SHORT_WAIT_S
+    await trio.sleep(SHORT_AFTER_S)
+    start = trio.current_time()
+    await index.caught_up({"kind": "run.started", "runId": "late"})
+    assert trio.current_time() - start == SUMMARY_WAIT_S
 
 
 async def test_two_gateways_ending_one_lost_request_at_once_end_it_once(tmp_path: Path) -> None:

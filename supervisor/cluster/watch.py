@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+import math
 from collections import OrderedDict
 from typing import Any, Final
 
@@ -33,6 +34,11 @@ TICK_S: Final = 1.0
 #: A fresh `run.started` or `run.finished` event waits at most this long for the run's
 #: summary to say so (`RunsIndex.caught_up`).
 SUMMARY_WAIT_S: Final = 10.0
+#: Within `SHORT_AFTER_S` of a wait that ran out, a wait is at most this long: an event
+#: whose run never gets a summary (a publisher that is not a worker, a run no longer
+#: retained) holds the events after it back once, not 10 s each.
+SHORT_WAIT_S: Final = 0.5
+SHORT_AFTER_S: Final = 60.0
 
 
 #: What each key of a run's summary holds (`run/journal.py` `summary`): its check.
@@ -79,25 +85,32 @@ class RunsIndex:
         self._ending: set[str] = set()
         #: Set (and made anew) each time a summary is taken.
         self._changed = trio.Event()
+        #: When a wait for a summary last ran out.
+        self._ran_out = -math.inf
 
     def summaries(self) -> list[dict[str, Any]]:
         """`GET /v1/runs`, newest first."""
         return list(reversed(self._summaries.values()))
 
     async def caught_up(self, event: dict[str, Any]) -> None:
-        """Waits (at most `SUMMARY_WAIT_S`) until `GET /v1/runs` shows what a fresh run event
-        says: the run listed once it started, not running once it finished. A worker
-        publishes its events and a run's summary on their own streams, so a client told of
-        an ending could otherwise ask for the list before it has the ending too."""
+        """Waits (at most `SUMMARY_WAIT_S`; `SHORT_WAIT_S` soon after a wait ran out) until
+        `GET /v1/runs` shows what a fresh run event says: the run listed once it started,
+        not running once it finished. A worker publishes its events and a run's summary on
+        their own streams, so a client told of an ending could otherwise ask for the list
+        before it has the ending too."""
         run_id, kind = event.get("runId"), event.get("kind")
         if not isinstance(run_id, str) or kind not in (
             EventKind.RUN_STARTED,
             EventKind.RUN_FINISHED,
         ):
             return
-        with trio.move_on_after(SUMMARY_WAIT_S):
+        now = trio.current_time()
+        bound = SHORT_WAIT_S if now - self._ran_out < SHORT_AFTER_S else SUMMARY_WAIT_S
+        with trio.move_on_after(bound) as waiting:
             while not self._shows(run_id, kind == EventKind.RUN_FINISHED):
                 await self._changed.wait()
+        if waiting.cancelled_caught:
+            self._ran_out = trio.current_time()
 
     def _shows(self, run_id: str, finished: bool) -> bool:
         summary = self._summaries.get(run_id)
