@@ -33,7 +33,7 @@ _REFERENCE: Final = re.compile(r"\$\{([^}\s]*)\}")
 
 #: A secret's name: a variable name (`spawntext.ENV_NAME_PATTERN`) without a glob's `*`, `?`
 #: or `[`. A secret is one variable, named; `passEnv` takes globs.
-SECRET_NAME_PATTERN: Final = "^[^=*?[\\u0000\\ud800-\\udfff]+$"
+SECRET_NAME_PATTERN: Final = "^[^=*?\\[\\u0000\\ud800-\\udfff]+$"
 _GLOB: Final = re.compile(r"[*?\[]")
 
 
