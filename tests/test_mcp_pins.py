@@ -59,6 +59,9 @@ async def test_a_server_whose_tools_changed_since_their_pin_is_quarantined(
     assert "mcpx-hooks servers diff words" in why and "mcpx-hooks trust --servers words" in why
     diff = cli(config, "servers", "diff", "words")
     assert (diff.returncode, diff.stdout) == (1, "tool changed: count (description)\n")
+    as_json = json.loads(cli(config, "servers", "diff", "words", "--json").stdout)
+    assert as_json["changes"] == [{"change": "changed", "tool": "count", "keys": ["description"]}]
+    assert as_json["whileRunning"] is None
     pinned = cli(config, "trust", "--servers", "words")
     assert (pinned.returncode, pinned.stdout) == (0, "pinned words: 4 tools\n")
     assert "words__count" in await names(config, tmp_path / "err3")
@@ -99,6 +102,12 @@ async def test_a_server_whose_tools_change_while_it_runs_is_quarantined_at_once(
     assert diff.returncode == 1 and said[0] == "h: its tools are as pinned", diff.stdout
     assert said[1].startswith("while it ran, at 20") and said[1].endswith("it listed other tools:")
     assert said[2:] == ["  tool added: extra"]
+    as_json = cli(config, "servers", "diff", "h", "--json")  # (--json was taken, and ignored)
+    assert as_json.returncode == 1, as_json.stderr
+    doc = json.loads(as_json.stdout)
+    assert doc["server"] == "h" and doc["changes"] == []
+    assert doc["whileRunning"]["changes"] == [{"change": "added", "tool": "extra"}]
+    assert doc["whileRunning"]["seenAt"] == said[1].split("at ")[1].split(",")[0]
     pinned = cli(config, "trust", "--servers", "h")  # what a fresh start lists: said so
     assert pinned.returncode == 0 and "while it ran, at 20" in pinned.stderr
     assert marker.alive() == []

@@ -85,10 +85,11 @@ def pin_servers(args: argparse.Namespace) -> int:
 
 
 def servers_diff(args: argparse.Namespace) -> int:
+    import json
     import sys
 
     from ..config.statefiles import StateError
-    from ..tools.pins import changes, seen_changes
+    from ..tools.pins import change_items, change_line, seen_changes
     from .printable import continued_lines
 
     config = load(args)
@@ -101,15 +102,22 @@ def servers_diff(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     spec = config.servers[args.name]
     try:
-        lines = changes(spec, listed, os.environ)
+        items = change_items(spec, listed, os.environ)
         running = seen_changes(spec, listed, os.environ)
     except StateError as exc:
         print(f"mcpx-hooks servers diff: {exc}", file=sys.stderr)
         return EXIT_FAILED
     with contextlib.suppress(BrokenPipeError):
-        shown = continued_lines(lines)  # (what the server lists is its data)
-        print("\n".join(shown) if lines else f"{args.name}: its tools are as pinned")
-        if running is not None:
-            print(f"while it ran, at {running[0]}, it listed other tools:")
-            print("\n".join("  " + line for line in continued_lines(running[1])))
-    return EXIT_FAILED if lines or running else EXIT_OK
+        if args.json:
+            seen = None if running is None else {"seenAt": running[0], "changes": running[1]}
+            doc = {"server": args.name, "changes": items, "whileRunning": seen}
+            print(json.dumps(doc, indent=2))
+        else:
+            # (what the server lists is its data)
+            lines = continued_lines(change_line(spec, item) for item in items)
+            print("\n".join(lines) if lines else f"{args.name}: its tools are as pinned")
+            if running is not None:
+                print(f"while it ran, at {running[0]}, it listed other tools:")
+                shown = continued_lines(change_line(spec, item) for item in running[1])
+                print("\n".join("  " + line for line in shown))
+    return EXIT_FAILED if items or running else EXIT_OK

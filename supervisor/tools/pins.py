@@ -5,8 +5,8 @@ pinned is pinned at its first use, with a warning), `require` (a server never pi
 refused), `off`.
 
 `verdict` decides a server's state against its pin (and pins it at its first use); `pin`
-pins it as it is now (`mcpx-hooks trust --servers`); `changes` says what differs from the pin
-(`mcpx-hooks servers diff`). These read and write the state file: call them from a thread.
+pins it as it is now (`mcpx-hooks trust --servers`); `change_items` says what differs from the
+pin (`mcpx-hooks servers diff`). These read and write the state file: call them from a thread.
 
 A listing that quarantines its server is also kept, the last one a server, beside the state
 file (`SEEN_FILE`): a server whose tools changed while it ran (it said so, and was listed
@@ -113,26 +113,42 @@ def pin(spec: ServerSpec, tools: Sequence[Any], environ: Mapping[str, str]) -> N
         save_state(path, state.with_pin(key_of(spec), entry))
 
 
-def changes(spec: ServerSpec, tools: Sequence[Any], environ: Mapping[str, str]) -> list[str]:
-    """What differs between `spec`'s pin and `tools`, a line each; empty when nothing does.
-    `StateError` when the state cannot be believed."""
+def change_items(
+    spec: ServerSpec, tools: Sequence[Any], environ: Mapping[str, str]
+) -> list[dict[str, Any]]:
+    """What differs between `spec`'s pin and `tools`, as `servers diff --json` gives it
+    (`change_line`: in words); empty when nothing does. Each is `{"change": "added" |
+    "removed" | "changed", "tool", "keys"?}`, `{"change": "order"}`, or `{"change":
+    "unpinned"}` (no pin to differ from). `StateError` when the state cannot be believed."""
     state, unreadable = load_state(state_path(environ))
     if unreadable is not None:
         raise StateError(unreadable)
     pinned = state.servers.get(key_of(spec))
     if pinned is None:
-        return [f"server {spec.name} has no pinned tool list"]
+        return [{"change": "unpinned"}]
     before = {str(t.get("name")): t for t in pinned.tools if isinstance(t, dict)}
     now = {str(t.get("name")): t for t in tools if isinstance(t, dict)}
-    lines = [f"tool added: {n}" for n in now if n not in before]
-    lines += [f"tool removed: {n}" for n in before if n not in now]
+    items: list[dict[str, Any]] = [{"change": "added", "tool": n} for n in now if n not in before]
+    items += [{"change": "removed", "tool": n} for n in before if n not in now]
     for name in (n for n in now if n in before and now[n] != before[n]):
         was, new = before[name], now[name]
         keys = sorted(k for k in {*new, *was} if new.get(k) != was.get(k))
-        lines.append(f"tool changed: {name} ({', '.join(keys)})")
-    if not lines and pinned.sha256 != tools_sha256(list(tools)):
-        lines.append("the tools are in another order")
-    return lines
+        items.append({"change": "changed", "tool": name, "keys": keys})
+    if not items and pinned.sha256 != tools_sha256(list(tools)):
+        items.append({"change": "order"})
+    return items
+
+
+def change_line(spec: ServerSpec, item: Mapping[str, Any]) -> str:
+    """One of `change_items` in words, as `servers diff` prints it."""
+    change, tool = item["change"], item.get("tool")
+    if change == "unpinned":
+        return f"server {spec.name} has no pinned tool list"
+    if change == "order":
+        return "the tools are in another order"
+    if change == "changed":
+        return f"tool changed: {tool} ({', '.join(item['keys'])})"
+    return f"tool {change}: {tool}"
 
 
 #: Where the listings that quarantined their servers are kept, beside the trust state file.
@@ -145,14 +161,14 @@ _SEEN_BYTES: Final = 8 * 1024 * 1024
 
 def seen_changes(
     spec: ServerSpec, tools: Sequence[Any], environ: Mapping[str, str]
-) -> tuple[str, list[str]] | None:
+) -> tuple[str, list[dict[str, Any]]] | None:
     """When the server last listed (`seen`) other tools than its pin and than `tools` (its
-    listing now), and what differs from the pin then; else None."""
+    listing now), and what differs from the pin then (`change_items`); else None."""
     kept = seen(spec, environ)
     if kept is None or kept.sha256 == tools_sha256(list(tools)):
         return None
-    lines = changes(spec, kept.tools, environ)
-    return (kept.pinned_at, lines) if lines else None
+    items = change_items(spec, kept.tools, environ)
+    return (kept.pinned_at, items) if items else None
 
 
 def seen(spec: ServerSpec, environ: Mapping[str, str]) -> ServerPin | None:
