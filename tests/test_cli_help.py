@@ -21,6 +21,20 @@ def test_the_walk_sees_every_command_and_its_sub_commands() -> None:
     assert {"hook test", "hooks list", "runs list", "runs show"} <= set(NAMES)
 
 
+def test_no_sub_command_takes_a_flag_of_its_command_s_own() -> None:
+    # argparse lets a sub-command's default overwrite what its command parsed: `hook --json
+    # test X` printed text, its --json taken and dropped without a word.
+    flags = {
+        name: {a.dest for a in p._actions if a.option_strings} - {"help"} for name, p in commands()
+    }
+    shadowed = {
+        name: sorted(flags[name] & flags[name.rsplit(" ", 1)[0]])
+        for name in flags
+        if " " in name and flags[name] & flags[name.rsplit(" ", 1)[0]]
+    }
+    assert shadowed == {}
+
+
 def test_every_command_and_sub_command_has_an_example() -> None:
     assert sorted(set(NAMES) - set(EXAMPLES)) == []
     assert sorted(set(EXAMPLES) - set(NAMES)) == [], "an example of no command"

@@ -41,9 +41,9 @@ if TYPE_CHECKING:
 def add_hook_arguments(hook: argparse.ArgumentParser) -> None:
     from ..core.points import Phase
 
-    test = add_config_arguments(hook).add_subparsers(
-        dest="hook_command", required=True, metavar="test"
-    )
+    # (The flags go on `test` only: on `hook` too, `hook --json test` parsed, and the
+    # subcommand's defaults then undid them.)
+    test = hook.add_subparsers(dest="hook_command", required=True, metavar="test")
     t = add_config_arguments(test.add_parser("test", help="run one hook against a mock payload"))
     t.add_argument("name", nargs="?", help="a hook in force, by name")
     t.add_argument("--hook", dest="hook_json", metavar="JSON", help="a hook given inline")
