@@ -20,6 +20,7 @@ from ..config.files import NO_DISCOVERY_ENV
 from ..config.trust import TRUST_ENV
 from ..core.errors import DEBUG_ENV
 from ..core.selection import SKIP_ENV
+from ..process import sandbox
 from ..process.egressca import TRUST_ENV as EGRESS_TRUST_ENV
 from ..process.launch import HIDE_ENV, SPAWN_MODE_ENV
 from ..process.scratch import ROOT_ENV
@@ -55,9 +56,9 @@ SUPERVISOR_VARIABLES: Final = (
     ),
     (
         HIDE_ENV,
-        "mechanisms to treat as missing (`landlock,seccomp,netns,mountns,uid,pidns`, and"
-        " `userns` for an ordinary user): to see what a machine without them does; `chain`:"
-        " an ordinary user's spawner forks for each child, as it does off x86_64",
+        f"parts to treat as missing, comma-separated (`{','.join(sandbox.HIDEABLE)}`): to see"
+        ' what a machine without them does (docs/sandbox.md, "Hiding a mechanism"); `doctor`'
+        " names anything else in it",
     ),
     (
         SPAWN_MODE_ENV,
