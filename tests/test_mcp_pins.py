@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from typing import Any
 from pathlib import Path
 
 import trio
@@ -131,3 +132,28 @@ async def test_pin_require_refuses_a_server_never_pinned_and_off_pins_nothing(
     assert pins(config) == ["words"]
     assert "words__shout" in await names(config, tmp_path / "err2")
     assert marker.alive() == []
+
+
+def test_what_is_kept_of_listings_seen_while_running_is_bounded(tmp_path: Path) -> None:
+    # A server can change its listing once a second: what it makes us write is bounded.
+    from mcpx_hooks.supervisor.config.trust import tools_sha256
+    from mcpx_hooks.supervisor.tools import pins
+
+    state = tmp_path / "mcpx-hooks" / "trust.json"
+    seen = state.with_name(pins.SEEN_FILE)
+
+    def keep(key: str, tools: list[Any]) -> None:
+        pins._keep_seen(state, key, tools_sha256(tools), tools)
+
+    keep("huge", [{"name": "x", "description": "y" * pins.SEEN_LISTING_BYTES}])
+    assert not seen.exists()  # one listing past the bound: not kept
+    big = [{"name": "x", "description": "y" * (pins.SEEN_LISTING_BYTES - 1000)}]
+    for n in range(12):  # 12 listings of nearly the bound: the oldest let go
+        keep(f"s{n}", big)
+    kept = json.loads(seen.read_text())
+    assert len(seen.read_bytes()) <= 4 * 1024 * 1024 and list(kept)[-1] == "s11"
+    assert "s0" not in kept
+    for n in range(100):  # many small ones: the newest 64
+        keep(f"t{n}", [{"name": f"t{n}"}])
+    kept = json.loads(seen.read_text())
+    assert len(kept) == pins.SEEN_SERVERS and list(kept)[-1] == "t99"

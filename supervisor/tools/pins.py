@@ -153,10 +153,13 @@ def change_line(spec: ServerSpec, item: Mapping[str, Any]) -> str:
 
 #: Where the listings that quarantined their servers are kept, beside the trust state file.
 SEEN_FILE: Final = "servers-seen.json"
-#: The servers whose last such listing is kept (the oldest let go past it), and the file's
-#: size at most.
+#: The servers whose last such listing is kept (the oldest let go past it); a listing kept
+#: at most (JSON; a larger one is not kept: its quarantine stands, `servers diff` cannot show
+#: it), and the file at most (the oldest listings let go past it). A server can change its
+#: listing once a second (`serverlife.RELIST_GAP_S`): this bounds what it can make us write.
 SEEN_SERVERS: Final = 64
-_SEEN_BYTES: Final = 8 * 1024 * 1024
+SEEN_LISTING_BYTES: Final = 512 * 1024
+_SEEN_BYTES: Final = 4 * 1024 * 1024
 
 
 def seen_changes(
@@ -205,10 +208,16 @@ def _keep_seen(path: Path | None, key: str, sha: str, tools: list[Any]) -> None:
     old = kept.get(key)
     if isinstance(old, dict) and old.get("sha256") == sha:
         return
+    entry = {"sha256": sha, "seenAt": now_rfc3339(), "tools": tools}
+    if len(json.dumps(entry, ensure_ascii=True)) > SEEN_LISTING_BYTES:
+        return
     kept.pop(key, None)
-    kept[key] = {"sha256": sha, "seenAt": now_rfc3339(), "tools": tools}
-    while len(kept) > SEEN_SERVERS:
-        kept.pop(next(iter(kept)))
+    kept[key] = entry
+    sizes = {k: len(json.dumps([k, v], ensure_ascii=True)) for k, v in kept.items()}
+    while len(kept) > SEEN_SERVERS or sum(sizes.values()) > _SEEN_BYTES - 1024:
+        sizes.pop(oldest := next(iter(kept)))
+        del kept[oldest]
+    data = json.dumps(kept, ensure_ascii=True).encode()
     with contextlib.suppress(OSError):
         where.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        write_private(where, json.dumps(kept, indent=1, ensure_ascii=True).encode())
+        write_private(where, data)
