@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import trio
 from conftest import Marker
