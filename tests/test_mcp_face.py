@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from mcpface_parts import (
     AGENT,
     HOSTILE,
     LISTED,
+    MCPX,
     PY,
     answer,
     call_hook,
@@ -614,3 +616,25 @@ async def test_calls_of_one_session_run_at_once_and_each_one_s_frames_stay_toget
     steps = [f.get("name") or f.get("tool") for f in frames if f["type"] in ("hook", "call")]
     assert steps == ["count", "seen", "echo"]  # the cancelled call made no frame
     assert marker.alive() == []
+
+
+def test_a_when_tool_written_as_a_client_sees_the_tool_is_said(tmp_path: Path) -> None:
+    # `fs__delete_file` is the name the agent sees; a gate written so never fired, silently.
+    config = tmp_path / "c.toml"
+    config.write_text(
+        '[servers.fs]\ncommand = ["true"]\n\n[[hooks]]\nname = "no-deletes"\non = "call"\n'
+        'phase = "before"\nwhen = { tool = ["fs__delete_file", "fs.create_file", "move"] }\n'
+        'run = ["true"]\n'
+    )
+    env = {**os.environ, "MCPX_HOOKS_NO_DISCOVERY": "1", "XDG_STATE_HOME": str(tmp_path)}
+    said = (
+        'mcpx-hooks: warning: hook "no-deletes": when.tool "fs__delete_file" is the name an MCP'
+        ' client sees; hooks name that tool "fs.delete_file" or "delete_file", so as written it'
+        " matches only a tool whose own name it is"
+    )
+    for args in (["validate", str(config)], ["hooks", "list", "--config", str(config)]):
+        done = subprocess.run(
+            [MCPX, *args], env=env, capture_output=True, text=True, check=False, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stderr.splitlines() == [said], (args, done.stderr)

@@ -42,7 +42,18 @@ def files_model_warnings(args: argparse.Namespace, files: list[str]) -> None:
     except ConfigError:
         return
     given = {os.path.abspath(f) for f in files}
-    say_model_warnings(h for h in config.hooks if h.source.file in given)
+    say_hook_warnings(config, [h for h in config.hooks if h.source.file in given])
+
+
+def say_hook_warnings(config: Config, hooks: list[Hook]) -> None:
+    """`validate`: what is said of `hooks` when they run (a model not configured, a
+    `when.tool` written as a client sees the tool), said now."""
+    from ..config.pluginrules import exposed_name_warnings
+    from .common import say
+
+    say_model_warnings(hooks)
+    for warning in exposed_name_warnings(hooks, config.servers, config.mcp_separator):
+        say(f"mcpx-hooks: warning: {warning}")
 
 
 def request_shown(config: Config, hook: Hook, ctx: HookContext) -> dict[str, Any]:

@@ -84,6 +84,7 @@ def _discovered(args: argparse.Namespace) -> tuple[list[Problem], int, int]:
     except ConfigError as exc:
         return exc.problems, 0, 0
     say_warnings(config)
+    said = set(config.warnings)
     untrusted = [s for s in config.skipped if s.trust_command]
     if untrusted:
         try:  # the same layers, every project file in: what `trust` would then apply
@@ -92,6 +93,9 @@ def _discovered(args: argparse.Namespace) -> tuple[list[Problem], int, int]:
             )
         except ConfigError as exc:
             return exc.problems, 0, len(untrusted)
+        for warning in config.warnings:  # (of the files not trusted: said now too)
+            if warning not in said:
+                say(f"mcpx-hooks: warning: {warning}")
     from .promptview import say_model_warnings
 
     say_model_warnings(config.hooks)

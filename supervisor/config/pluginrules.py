@@ -4,13 +4,14 @@ values are literal."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any, Final
 
 from ..core.errors import Problem
 from ..core.hooks import Hook
 from ..core.passenv import reference_problem
 from ..core.placeholders import PHASE_BUILTINS, value_names
+from ..core.points import When
 from ..core.servers import split_tool
 from .problems import pointer
 
@@ -61,3 +62,21 @@ def server_env_problems(file: str, servers: Mapping[str, Any]) -> list[Problem]:
             if why is not None:
                 problems.append(Problem(file, pointer(["servers", name, "env", key]), why))
     return problems
+
+
+def exposed_name_warnings(hooks: Iterable[Hook], servers: Collection[str], sep: str) -> list[str]:
+    """A warning for each `when.tool` pattern written as an MCP client sees a tool
+    (`<server><sep><tool>`, its server declared): hooks name a tool `server.tool` or by its
+    own name, so such a pattern matches only a tool whose own name it is."""
+    said = []
+    for hook in hooks:
+        for pattern in hook.when.get(When.TOOL) or ():
+            for server in servers:
+                rest = pattern[len(server) + len(sep) :]
+                if rest and pattern.startswith(server + sep):
+                    said.append(
+                        f'hook "{hook.name}": when.tool "{pattern}" is the name an MCP client'
+                        f' sees; hooks name that tool "{server}.{rest}" or "{rest}", so as'
+                        " written it matches only a tool whose own name it is"
+                    )
+    return said
