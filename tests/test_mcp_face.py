@@ -638,3 +638,9 @@ def test_a_when_tool_written_as_a_client_sees_the_tool_is_said(tmp_path: Path) -
         )
         assert done.returncode == 0, done.stderr
         assert done.stderr.splitlines() == [said], (args, done.stderr)
+    # With "." between, the name a client sees is the one hooks use: nothing to say.
+    config.write_text(config.read_text() + '\n[mcp]\nseparator = "."\n')
+    done = subprocess.run(
+        [MCPX, "validate", str(config)], env=env, capture_output=True, text=True, check=False
+    )
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr

@@ -67,8 +67,11 @@ def server_env_problems(file: str, servers: Mapping[str, Any]) -> list[Problem]:
 def exposed_name_warnings(hooks: Iterable[Hook], servers: Collection[str], sep: str) -> list[str]:
     """A warning for each `when.tool` pattern written as an MCP client sees a tool
     (`<server><sep><tool>`, its server declared): hooks name a tool `server.tool` or by its
-    own name, so such a pattern matches only a tool whose own name it is."""
-    said = []
+    own name, so such a pattern matches only a tool whose own name it is. (With a separator
+    of ".", what a client sees is what hooks name: nothing to say.)"""
+    said: list[str] = []
+    if sep == ".":
+        return said
     for hook in hooks:
         for pattern in hook.when.get(When.TOOL) or ():
             for server in servers:
