@@ -373,6 +373,33 @@ def test_doctor_reports_each_profile(tmp_path: Path) -> None:
         assert f"\n  {profile} " in out.stdout
 
 
+def test_doctor_prints_a_config_s_paths_without_their_control_characters(tmp_path: Path) -> None:
+    # A path from a config (the history's, a never-granted one) holding a line break and ESC
+    # could start a line that reads as doctor's own, or move the cursor: both are escaped.
+    bad = "x\nprofiles:\n  strict  enforceable: \x1b[2Jfake"
+    history = tmp_path / f"h{bad}" / "history.db"
+    deny = tmp_path / f"d{bad}"
+    (tmp_path / "c.toml").write_text(
+        f"[history]\npath = {json.dumps(str(history))}\n"
+        f"[sandbox]\ndeny = [{json.dumps(str(deny))}]\n"
+    )
+    (tmp_path / ".mcpx-hooks.toml").write_text(f"[sandbox]\ndeny = [{json.dumps(str(deny))}]\n")
+    env = {**os.environ, "MCPX_HOOKS_TRUST": "all"}
+    out = subprocess.run(
+        [sys.executable, "-m", "mcpx_hooks.supervisor", "doctor", "--config", "c.toml"],
+        check=False, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert "Traceback" not in out.stderr, out.stderr
+    assert "\x1b" not in out.stdout, out.stdout
+    assert out.stdout.splitlines().count("profiles:") == 1, out.stdout
+    escaped = "x\\nprofiles:\\n  strict  enforceable: \\x1b[2Jfake"
+    history_line = next(x for x in out.stdout.splitlines() if x.startswith("run history:"))
+    assert escaped in history_line, history_line
+    assert any(x.startswith(f"  {tmp_path}/d{escaped}") for x in out.stdout.splitlines()), (
+        out.stdout
+    )
+
+
 @pytest.mark.parametrize(
     "command",
     [

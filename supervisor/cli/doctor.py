@@ -23,8 +23,9 @@ from ..process import sandbox
 from ..process.egress import doctor_lines
 from ..process.launch import HIDE_ENV
 from ..process.spawner import Spawner, open_spawner
-from .common import run_async
+from .common import run_async, say
 from .doctorgrants import grant_lines
+from .printable import printable
 
 #: What `none` does, whatever the machine.
 NONE_GIVES = "resource limits (soft), own session and process group, scrubbed environment"
@@ -128,7 +129,9 @@ async def _servers(args: argparse.Namespace) -> list[str]:
         return ["", f"tool servers: the config does not load ({len(exc.problems)} problem(s);"
                 " `mcpx-hooks validate` shows them)"]  # fmt: skip
     states = await server_states(config) if config.servers else []
-    lines = [f"  {s['name']}: {state_line(s)}" for s in states if s["state"] == "failing"]
+    lines = [
+        f"  {printable(str(s['name']))}: {state_line(s)}" for s in states if s["state"] == "failing"
+    ]
     return ["", "tool servers that fail to start:", *lines] if lines else []
 
 
@@ -148,8 +151,8 @@ def _history(args: argparse.Namespace) -> tuple[list[str], bool]:
     path = Path(config.history_path) if config.history_path else default_path(os.environ)
     why = probe(path)
     if why is None:
-        return ["", f"run history: {path}"], True
-    return ["", f"run history: NOT KEPT: {why}; runs go on in memory only"], False
+        return ["", f"run history: {printable(str(path))}"], True
+    return ["", f"run history: NOT KEPT: {printable(why)}; runs go on in memory only"], False
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -185,9 +188,11 @@ def run(args: argparse.Namespace) -> int:
         try:
             access = nats_access_of(args)
         except AccessError as exc:
-            print(f"mcpx-hooks doctor: {exc}", file=sys.stderr)
+            say(f"mcpx-hooks doctor: {exc}")
             return 2
         more, well = run_async(cluster_report, args.cluster, access)
+        # (its lines hold the server's words and the URL given: each line made printable)
+        more = "\n".join(map(printable, more.split("\n")))
         text, every = f"{text}\n\n{more}", every and well
     print(text)
     return 0 if every and not failing else 1

@@ -10,6 +10,7 @@ from ..core.errors import ConfigError
 from ..core.hooks import Config
 from ..process.denied import READ_ONLY_NAMES, never_granted
 from ..service.roots import roots_in_force
+from .printable import printable
 
 
 def grant_lines() -> list[str]:
@@ -31,7 +32,7 @@ def grant_lines() -> list[str]:
             if config.service_roots is not None
             else "not set: the directory `serve` would start in, here"
         )
-        lines += [f"  {root}" for root in roots]
+        lines += [f"  {printable(str(root))}" for root in roots]
         if not roots:
             lines.append(
                 "  none: a request without cwd runs in an empty directory of its own, one"
@@ -45,6 +46,6 @@ def grant_lines() -> list[str]:
         " [sandbox] deny adds):"
     )
     for path in never_granted(extra):
-        lines.append(f"  {path}{'' if os.path.lexists(path) else '  (not here)'}")
+        lines.append(f"  {printable(path)}{'' if os.path.lexists(path) else '  (not here)'}")
     lines.append(f"read-only in a writable grant: {', '.join(READ_ONLY_NAMES)}")
     return lines

@@ -55,7 +55,7 @@ async def cluster_report(url: str, access: NatsAccess) -> tuple[str, bool]:
                             f"  ok       {stream.value:14} {count} message(s), seq {first}..{last}"
                         )
         except ClusterDown as exc:
-            lines.append(f"  DOWN     {exc}")
+            lines.append(f"  DOWN     {' '.join(str(exc).split())}")  # one line, whatever it said
             ok = False
     if timer.cancelled_caught:
         lines.append(f"  DOWN     no answer within {CHECK_S:g} s")
