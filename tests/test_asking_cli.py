@@ -24,16 +24,25 @@ PLAIN = (
 )
 
 
-def asking_hook(deadline_ms: int = 60_000, default: str = "no") -> dict[str, Any]:
-    ask = {"ask": {"question": "ship it?", "default": default, "deadlineMs": deadline_ms}}
+def asking_hook(
+    deadline_ms: int = 60_000, default: str = "no", question: str = "ship it?"
+) -> dict[str, Any]:
+    ask = {"ask": {"question": question, "default": default, "deadlineMs": deadline_ms}}
     return {
         "name": "gate",
         "on": "script",
         "phase": "before",
         "effect": "ask",
         "sandbox": "none",
-        "run": ["sh", "-c", f"cat >/dev/null; echo '{json.dumps(ask)}'"],
+        # (printf: dash's echo would turn the JSON's escapes into the characters)
+        "run": ["sh", "-c", f"cat >/dev/null; printf '%s\\n' '{json.dumps(ask)}'"],
     }
+
+
+#: A question holding what would clear the screen and a line that reads as the view's own.
+HOSTILE = "ship it?\x1b[2J\nend: exit code 0"
+#: The same as the terminal is shown it.
+SHOWN = "gate asks: ship it?\\x1b[2J\n    end: exit code 0"
 
 
 def mcpx(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -75,6 +84,28 @@ def test_exec_yes_and_no_answer_every_ask(tmp_path: Path, flag: str, word: str) 
         assert out.returncode != 0 and frames[-2]["refusedBy"] == "gate"
     both = mcpx("exec", "--yes", "--no", "--", "true", cwd=tmp_path)
     assert both.returncode == 2 and "not allowed with argument" in both.stderr
+
+
+def test_a_question_s_control_characters_never_reach_the_terminal(tmp_path: Path) -> None:
+    # `--yes` said the hook's question as it came: ESC went to the terminal, and its line
+    # break started a line "end: exit code 0" that read as the view's own.
+    hook = json.dumps(asking_hook(question=HOSTILE))
+    out = mcpx("exec", "--json", "--yes", "--hook", hook, "--", "true", cwd=tmp_path)
+    assert "\x1b" not in out.stderr, out.stderr
+    assert f"{SHOWN} -> yes (--yes)" in out.stderr, out.stderr
+    master, slave = pty.openpty()
+    with subprocess.Popen(
+        [*CLI, "exec", "--json", "--hook", hook, "--", "true"],
+        cwd=tmp_path, env=ENV, stdin=slave, stderr=slave, stdout=subprocess.PIPE, text=True,
+    ) as proc:  # fmt: skip
+        os.close(slave)
+        seen = bytearray()
+        _read_until(master, b"[y/n, default no in 60 s] ", seen)
+        os.write(master, b"y\n")
+        proc.communicate(timeout=60)
+    os.close(master)
+    assert b"\x1b" not in seen, bytes(seen)
+    assert SHOWN.replace("\n", "\r\n").encode() in seen, bytes(seen)  # (the terminal's line ends)
 
 
 def test_an_unanswered_ask_takes_its_default_at_the_deadline(tmp_path: Path) -> None:

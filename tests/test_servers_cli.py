@@ -84,6 +84,21 @@ def test_doctor_names_the_servers_that_fail_to_start(tmp_path: Path) -> None:
     assert "words:" not in done.stdout.split("tool servers that fail to start:")[1]
 
 
+def test_a_failing_server_s_words_reach_the_terminal_without_control_characters(
+    tmp_path: Path,
+) -> None:
+    # `trust --servers` and `servers diff` said a server's stderr tail as it came: ESC went
+    # to the terminal, and a line break started a line that read as ours.
+    script = "printf 'oops\\033[2J\\nend: exit code 0\\n' >&2; exit 3"
+    config = tmp_path / "bad.toml"
+    config.write_text(f"[servers.bad]\ncommand = {json.dumps(['sh', '-c', script])}\n")
+    shown = "its stderr ends: oops\\x1b[2J\n    end: exit code 0"
+    for args in (["trust", "--servers"], ["servers", "diff", "bad"]):
+        done = mcpx(tmp_path, *args, "--config", str(config))
+        assert done.returncode == 1, done.stderr
+        assert "\x1b" not in done.stderr and shown in done.stderr, done.stderr
+
+
 def test_the_server_settings_are_documented_from_the_table() -> None:
     from mcpx_hooks.supervisor.core.servers import SERVER_SETTINGS
 

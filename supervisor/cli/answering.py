@@ -61,13 +61,19 @@ def local(run: Run) -> Deliver:
     async def deliver(ask_id: str, word: str, by: AnsweredBy) -> None:
         refused = run.asks.answer(ask_id, word, by)
         if refused is not None:
-            print(f"mcpx-hooks exec: the answer was not taken: {refused}", file=sys.stderr)
+            from .common import say
+
+            say(f"mcpx-hooks exec: the answer was not taken: {refused}")
 
     return deliver
 
 
 def _asks(frame: Mapping[str, Any]) -> str:
-    return f"{frame.get('hook')} asks: {frame.get('question')}"
+    """The question as the terminal is shown it: the hook's words are its data (no control
+    character reaches the terminal, a line break goes on as an indented line)."""
+    from .printable import continued
+
+    return continued(f"{frame.get('hook')} asks: {frame.get('question')}")
 
 
 class TerminalPrompt:

@@ -15,7 +15,7 @@ import contextlib
 import os
 from typing import TYPE_CHECKING, Any
 
-from .common import EXIT_FAILED, EXIT_OK, load, run_async, usage
+from .common import EXIT_FAILED, EXIT_OK, load, run_async, say, usage
 
 if TYPE_CHECKING:
     import argparse
@@ -62,13 +62,13 @@ def pin_servers(args: argparse.Namespace) -> int:
     code = EXIT_OK
     for name, listed in run_async(_listings, config, names).items():
         if isinstance(listed, str):
-            print(f"mcpx-hooks trust: {listed}", file=sys.stderr)
+            say(f"mcpx-hooks trust: {listed}")
             code = EXIT_FAILED
             continue
         try:
             pin(config.servers[name], listed, os.environ)
         except StateError as exc:
-            print(f"mcpx-hooks trust: {exc}", file=sys.stderr)
+            say(f"mcpx-hooks trust: {exc}")
             code = EXIT_FAILED
             continue
         print(f"pinned {name}: {len(listed)} tools")
@@ -86,7 +86,6 @@ def pin_servers(args: argparse.Namespace) -> int:
 
 def servers_diff(args: argparse.Namespace) -> int:
     import json
-    import sys
 
     from ..config.statefiles import StateError
     from ..tools.pins import change_items, change_line, seen_changes
@@ -98,14 +97,14 @@ def servers_diff(args: argparse.Namespace) -> int:
         return names
     listed = run_async(_listings, config, names)[args.name]
     if isinstance(listed, str):
-        print(f"mcpx-hooks servers diff: {listed}", file=sys.stderr)
+        say(f"mcpx-hooks servers diff: {listed}")
         return EXIT_FAILED
     spec = config.servers[args.name]
     try:
         items = change_items(spec, listed, os.environ)
         running = seen_changes(spec, listed, os.environ)
     except StateError as exc:
-        print(f"mcpx-hooks servers diff: {exc}", file=sys.stderr)
+        say(f"mcpx-hooks servers diff: {exc}")
         return EXIT_FAILED
     with contextlib.suppress(BrokenPipeError):
         if args.json:
