@@ -1341,6 +1341,22 @@ def test_a_command_loading_a_hostile_config_exits_2(
     ]
 
 
+def test_a_command_says_a_config_s_problems_as_validate_does_without_control_characters(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A key is the file's data: `exec` wrote its ESC and line break as they came (a line
+    # "end: exit code 0" of its own), where `validate` escaped them.
+    from mcpx_hooks.supervisor.cli.main import main
+
+    monkeypatch.setenv("MCPX_HOOKS_NO_DISCOVERY", "1")
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "k.toml", '[limits]\n"x\\u001b[2J\\nend: exit code 0" = 1\n')
+    assert main(["exec", "--config", "k.toml", "--", "true"]) == 2
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\nend: exit code 0" not in err, err
+    assert "  k.toml:/limits/x\\x1b[2J\n      end: exit code 0: unknown key" in err, err
+
+
 # --- [sandbox] read / write and [script] sandbox --------------------------------------------
 
 
