@@ -18,7 +18,7 @@ import os
 import stat
 import sys
 
-from .common import EXIT_FAILED, EXIT_OK
+from .common import EXIT_FAILED, EXIT_OK, say
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ def _check(frame: Mapping[str, Any], size: int, digest: str) -> str | None:
 
 def _say(problems: list[str], copied: int, directory: str) -> bool:
     for problem in problems:
-        print(f"mcpx-hooks exec: --artifacts: {problem}", file=sys.stderr)
+        say(f"mcpx-hooks exec: --artifacts: {problem}")
     if copied:
         print(f"mcpx-hooks exec: {copied} artifact(s) copied to {directory}", file=sys.stderr)
     return not problems

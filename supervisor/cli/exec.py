@@ -18,6 +18,7 @@ from .common import (
     remote,
     remote_failed,
     run_async,
+    say,
 )
 from .execrequest import local_request, remote_request, run_argv, source_flags, source_lines
 from .parser import add_config_arguments, add_token_file_argument
@@ -160,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
         from .artifacts import directory_problem
 
         if problem := directory_problem(args.artifacts):
-            print(f"mcpx-hooks exec: {problem}", file=sys.stderr)
+            say(f"mcpx-hooks exec: {problem}")
             return EXIT_USAGE
     if args.remote:
         return _run_remote(args)
@@ -174,7 +175,7 @@ def _run_local(args: argparse.Namespace) -> int:
     try:
         config, request = local_request(args)
     except (Usage, OSError, json.JSONDecodeError) as exc:
-        print(f"mcpx-hooks exec: {exc}", file=sys.stderr)
+        say(f"mcpx-hooks exec: {exc}")
         return EXIT_USAGE
 
     frames, copied = run_async(
@@ -195,7 +196,7 @@ def _explain(args: argparse.Namespace) -> int:
             raise Usage("--explain shows what a run here would fire; it takes no --remote")
         return explain.run(args, run_argv(args), source_lines(args))
     except Usage as exc:
-        print(f"mcpx-hooks exec: {exc}", file=sys.stderr)
+        say(f"mcpx-hooks exec: {exc}")
         return EXIT_USAGE
 
 
@@ -307,7 +308,7 @@ def _run_remote(args: argparse.Namespace) -> int:
         target = remote(args)
         request = remote_request(args, lambda: run_async(client.config_files, target))
     except (Usage, OSError, json.JSONDecodeError, TokenFileError) as exc:
-        print(f"mcpx-hooks exec: {exc}", file=sys.stderr)
+        say(f"mcpx-hooks exec: {exc}")
         return EXIT_USAGE
     except client.RemoteError as exc:
         return remote_failed("exec", exc)

@@ -4,7 +4,6 @@ on a server)."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 from .common import (
@@ -19,6 +18,7 @@ from .common import (
     remote,
     remote_failed,
     run_async,
+    say,
     usage,
 )
 from .parser import add_config_arguments, add_token_file_argument
@@ -161,7 +161,7 @@ def _hook_test(args: argparse.Namespace) -> int:
             if not isinstance(event, dict):
                 raise Usage(f"{name}: expected a JSON object")
     except (Usage, OSError, UnicodeDecodeError) as exc:
-        print(f"mcpx-hooks hook test: {exc}", file=sys.stderr)
+        say(f"mcpx-hooks hook test: {exc}")
         return EXIT_USAGE
     phase = Phase(args.phase) if args.phase else hook.phase
     hook = attrs.evolve(hook, phase=phase)

@@ -9,7 +9,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from .common import EXIT_OK, EXIT_USAGE, usage
+from .common import EXIT_OK, EXIT_USAGE, say, usage
 from .printable import printable  # (a source's names: one line, in a comment or on the terminal)
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
@@ -101,7 +101,7 @@ def run(source: str) -> int:
         return usage("init", f"cannot write {name}: {exc.strerror or exc}")
     problems = validate_files([name])
     for problem in problems:  # a conversion this module got wrong: said, not hidden
-        print(f"mcpx-hooks init: {problem}", file=sys.stderr)
+        say(f"mcpx-hooks init: {problem}")
     print(f"wrote {name}: {len(converted.hooks)} hook(s) from {printable(source)} ({fmt})")
     for obj, notes in converted.hooks:
         files = obj.get("when", {}).get("files")

@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, usage
+from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, say, usage
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
 if TYPE_CHECKING:
@@ -216,7 +216,7 @@ def _clear(cache: PromptCache) -> int:
     try:
         removed = cache.clear()
     except PromptCacheError as exc:
-        print(f"mcpx-hooks prompts clear: {exc}", file=sys.stderr)
+        say(f"mcpx-hooks prompts clear: {exc}")
         return EXIT_FAILED
     print(f"removed {removed} cached prompt answer{'s' * (removed != 1)} ({cache.directory})")
     return EXIT_OK

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 
-from .common import EXIT_OK, remote, remote_failed, run_async
+from .common import EXIT_OK, remote, remote_failed, run_async, say
 from .parser import add_config_file_arguments, add_token_file_argument
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
@@ -137,7 +137,7 @@ def _local(args: argparse.Namespace, command: str) -> int:
         if args.runs_command == "list" and not path.exists():
             print(json.dumps([]) if args.json else f"no runs are kept in {where}")
             return EXIT_OK
-        print(f"mcpx-hooks {command}: {exc}", file=sys.stderr)
+        say(f"mcpx-hooks {command}: {exc}")
         return EXIT_FAILED
     try:
         if args.runs_command == "list":
@@ -146,7 +146,7 @@ def _local(args: argparse.Namespace, command: str) -> int:
             return EXIT_OK
         stored = history.lines(args.run_id)
     except HistoryFault as exc:
-        print(f"mcpx-hooks {command}: {exc}", file=sys.stderr)
+        say(f"mcpx-hooks {command}: {exc}")
         return EXIT_FAILED
     finally:
         history.close()

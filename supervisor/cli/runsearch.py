@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sys
 
-from .common import EXIT_FAILED, EXIT_OK, remote, remote_failed, run_async
+from .common import EXIT_FAILED, EXIT_OK, remote, remote_failed, run_async, say
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
 if TYPE_CHECKING:
@@ -98,7 +98,7 @@ def _local(args: argparse.Namespace, command: str) -> int:
         finally:
             history.close()
     except HistoryFault as exc:
-        print(f"mcpx-hooks {command}: {exc}", file=sys.stderr)
+        say(f"mcpx-hooks {command}: {exc}")
         return EXIT_FAILED
     _print(found, args.json)
     return EXIT_OK

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from ..core.errors import HooksError
-from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, load, run_async, usage
+from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, load, run_async, say, usage
 from .serveflags import LIMIT_FLAGS, serve_problems
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
@@ -158,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
         if token is not None and pending is not None:
             remove_token_file(pending, token)
     if failure is not None:
-        print(f"mcpx-hooks serve: {failure}", file=sys.stderr)
+        say(f"mcpx-hooks serve: {failure}")
         return code
     print("mcpx-hooks serve: stopped", file=sys.stderr)
     return EXIT_OK

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, say, usage
@@ -158,7 +157,7 @@ def _change(paths: list[Path], *, untrusting: bool) -> int:
             if after != before:
                 save_state(where, after)
     except StateError as exc:
-        print(f"mcpx-hooks {command}: {exc}", file=sys.stderr)
+        say(f"mcpx-hooks {command}: {exc}")
         return EXIT_USAGE if exc.bad_input else EXIT_FAILED
     for line in said:
         say(line, out=True)

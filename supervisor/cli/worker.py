@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, load, run_async, usage
+from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, load, run_async, say, usage
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
 if TYPE_CHECKING:
@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
         while isinstance(failure, BaseExceptionGroup):
             failure = failure.exceptions[0]
     if failure is not None:
-        print(f"mcpx-hooks worker: {failure}", file=sys.stderr)
+        say(f"mcpx-hooks worker: {failure}")
         # 1: NATS cannot be reached now; 2: it refused who we are, or lets anyone in.
         return int(getattr(failure, "exit_code", EXIT_FAILED))
     print("mcpx-hooks worker: stopped", file=sys.stderr)
