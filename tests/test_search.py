@@ -22,12 +22,15 @@ from hypothesis import strategies as st
 from mcpx_hooks.supervisor.core.convert import wire_name
 from mcpx_hooks.supervisor.core.frames import FrameType
 from mcpx_hooks.supervisor.core.hookframes import FRAME_CLASSES
-from mcpx_hooks.supervisor.history.schema import _SCHEMA
+from mcpx_hooks.supervisor.history.schema import _SCHEMA, VERSION
 from mcpx_hooks.supervisor.history.search import (
     MAX_MATCHES,
     MAX_QUERY,
+    SCHEMA,
     SEARCHED,
     frame_text,
+    functions,
+    plain,
     query,
     shown_text,
     snippet,
@@ -109,6 +112,7 @@ def test_each_searched_field_is_its_frame_class_s_own() -> None:
 
 
 MEMORY = sqlite3.connect(":memory:")
+functions(MEMORY)
 
 
 def test_frame_text_reads_lists_and_values_and_skips_the_rest() -> None:
@@ -203,6 +207,68 @@ def test_a_history_made_before_the_index_is_indexed_by_the_writer(tmp_path: Path
     finally:
         reader.close()
         history.close()
+
+
+#: What a test runner prints in colour, and the words a person sees of it.
+COLOURED = {
+    "tests/test_x.py::test_a \x1b[31mFAILED\x1b[0m": "tests/test_x.py::test_a FAILED",
+    "\x1b[1;32mPASSED\x1b[0m in 0.1s": "PASSED in 0.1s",
+    "\x1b[38;5;196merror\x1b[m: build \x9b2Kbroken": "error: build broken",
+    "\x1b]8;;https://example.com\x07link\x1b]8;;\x1b\\ done\x1b(B": "link done",
+    "\x1b]0;a title": "",
+    "plain text": "plain text",
+}
+
+
+def test_words_printed_in_colour_are_found_and_shown_as_a_terminal_shows_them(
+    history: History, tmp_path: Path
+) -> None:
+    # Colour codes glued to a word made another token ("31mfailed"): `runs search FAILED`
+    # found nothing in a test runner's coloured output.
+    assert {text: plain(text) for text in COLOURED} == COLOURED
+    texts = list(COLOURED)
+    sent = [frame("c", 0, "start", argv=["pytest"], cwd="/", sandbox="none")]
+    sent += [frame("c", seq, "stdout", text=text) for seq, text in enumerate(texts, 1)]
+    store(history, "c", sent, 1.0)
+    for word, seq in (("FAILED", 1), ("passed", 2), ("error build broken", 3), ("link", 4)):
+        (match,) = history.search(word)
+        assert match["seq"] == seq, (word, match)
+        assert match["snippet"] == COLOURED[texts[seq - 1]]
+    assert history.search("31mfailed") == [] and history.search("title") == []
+    history.drop(["c"])
+    assert history.search("FAILED") == []
+    db = sqlite3.connect(tmp_path / "h.db")
+    db.execute("INSERT INTO search(search) VALUES ('integrity-check')")  # deleted as indexed
+    db.close()
+
+
+def test_a_history_indexed_with_the_escapes_is_indexed_again_without(tmp_path: Path) -> None:
+    # A history of schema version 2 indexed a line's text as it came, escapes and all.
+    path = tmp_path / "h.db"
+    db = sqlite3.connect(path)
+    db.executescript(_SCHEMA + SCHEMA)
+    line = frame("r", 0, "stdout", text="test_a \x1b[31mFAILED\x1b[0m")
+    db.execute(
+        "INSERT INTO runs(id, started, summary, frames, indexed) VALUES ('r', 1, '{}', 1, 1)"
+    )
+    db.execute("INSERT INTO chunks VALUES (1, 0, 1, 0, ?)", (line,))
+    db.execute(
+        "INSERT INTO search(rowid, text) VALUES (?, ?)", (1 << 32, "test_a \x1b[31mFAILED\x1b[0m")
+    )
+    db.execute("PRAGMA user_version = 2")
+    db.commit()
+    db.close()
+    history = History.open(path)
+    try:
+        assert [m["seq"] for m in history.search("FAILED")] == [0]
+        history.drop(["r"])
+        assert history.search("FAILED") == [] and history.search("31mfailed") == []
+    finally:
+        history.close()
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA user_version").fetchone() == (VERSION,)
+    db.execute("INSERT INTO search(search) VALUES ('integrity-check')")
+    db.close()
 
 
 def test_a_search_that_may_write_indexes_what_was_left_first(

@@ -9,7 +9,7 @@ from typing import Final
 from . import search
 
 #: The schema's version (`PRAGMA user_version`); another one is a fault, never rewritten.
-VERSION: Final = 2
+VERSION: Final = 3
 _SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS runs(
     key INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, started REAL NOT NULL,
@@ -26,8 +26,12 @@ CREATE TABLE IF NOT EXISTS artifacts(
 #: Made in any database opened to write (added to version 2 without changing it: a table
 #: that older versions never read).
 _MARKS: Final = "CREATE TABLE IF NOT EXISTS marks(name TEXT PRIMARY KEY, value INTEGER NOT NULL);"
-#: The versions before this one: their files are brought up to it (version 1: no `search`).
-_OLDER: Final = (1,)
+#: The versions before this one: their files are brought up to it (version 1: no `search`;
+#: version 2: its index made of the texts with their terminal escapes, made again without).
+_OLDER: Final = (1, 2)
+#: Version 2 to 3: the index emptied, every run to be indexed again (`search.catch_up`, as
+#: for a run whose index is behind: a little at a time while runs run, all before a search).
+_REINDEX: Final = "INSERT INTO search(search) VALUES('delete-all'); UPDATE runs SET indexed = 0;"
 
 
 def prepare(db: sqlite3.Connection, writes: bool) -> None:
@@ -50,8 +54,9 @@ def prepare(db: sqlite3.Connection, writes: bool) -> None:
                 f"BEGIN IMMEDIATE; {_SCHEMA} {search.SCHEMA} PRAGMA user_version = {VERSION};"
             )
     elif version in _OLDER:
+        made = search.SCHEMA if version == 1 else _REINDEX
         with db:
-            db.executescript(f"BEGIN IMMEDIATE; {search.SCHEMA} PRAGMA user_version = {VERSION};")
+            db.executescript(f"BEGIN IMMEDIATE; {made} PRAGMA user_version = {VERSION};")
     if "marks" not in tables:  # (no write lock taken when it is there)
         with db:
             db.execute(_MARKS)

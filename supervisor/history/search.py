@@ -22,6 +22,7 @@ all of them required; it never fails, and a query with nothing searchable matche
 from __future__ import annotations
 
 import functools
+import re
 import sqlite3
 import unicodedata
 import zlib
@@ -67,6 +68,33 @@ MAX_TERMS: Final = 32
 #: The characters of a snippet at most, around the first term found.
 SNIPPET: Final = 160
 _SEQ_BITS: Final = 32
+#: A terminal's escape sequences: CSI (colours, cursor moves; with ESC [ or the one byte
+#: U+009B), OSC (a title, a link, the clipboard; ended by BEL or ESC \\, or by the text's
+#: end), and the two-character ones. A line as a terminal shows it has none of them.
+_ESCAPES: Final = re.compile(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[ -/]*[0-~]"
+)
+#: The SQL function that is `plain` (`functions` gives it to a connection).
+PLAIN_SQL: Final = "mcpx_plain"
+
+
+def plain(text: str) -> str:
+    """`text` as a terminal shows it: its escape sequences left out, so that the words a
+    script printed in colour (`\\x1b[31mFAILED\\x1b[0m`) are the words that are indexed
+    and found, and shown in a snippet."""
+    if "\x1b" not in text and "\x9b" not in text:
+        return text
+    return _ESCAPES.sub("", text)
+
+
+def functions(db: sqlite3.Connection) -> None:
+    """Gives a connection the SQL function `text_sql`'s texts go through (`plain`): each
+    connection that indexes, or deletes what was indexed, makes the same text of a line."""
+    db.create_function(PLAIN_SQL, 1, _plain_sql, deterministic=True)
+
+
+def _plain_sql(text: str | bytes | int | float | None) -> str | bytes | int | float | None:
+    return plain(text) if isinstance(text, str) else text
 
 
 @functools.cache
@@ -91,11 +119,17 @@ def text_sql() -> str:
             parts = [f"rtrim({joined}, char(10))"]
         if parts:
             cases.append(f"WHEN '{frame_type.value}' THEN {parts[0]}")
-    return f"CASE json_extract(v.value, '$.type') {' '.join(cases)} END"
+    text = f"CASE json_extract(v.value, '$.type') {' '.join(cases)} END"
+    # Python only for a text that holds an escape (char(155) is U+009B): most lines have none.
+    return (
+        f"(SELECT CASE WHEN instr(t, char(27)) OR instr(t, char(155)) THEN {PLAIN_SQL}(t)"
+        f" ELSE t END FROM (SELECT {text} AS t))"
+    )
 
 
 def frame_text(db: sqlite3.Connection, line: str | bytes) -> str:
-    """The text indexed of one frame line ("" when it has none, or is not a frame)."""
+    """The text indexed of one frame line ("" when it has none, or is not a frame); `db`
+    has `functions`."""
     text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
     sql = f"SELECT {text_sql()} FROM (SELECT ? AS value) v WHERE json_valid(v.value)"
     row = db.execute(sql, (text,)).fetchone()
@@ -283,7 +317,7 @@ def _matches(db: sqlite3.Connection, rowids: list[int], words: list[str]) -> lis
                 "runId": ids[key],
                 "seq": seq,
                 "type": frame.get("type"),
-                "snippet": snippet(shown_text(frame), words),
+                "snippet": snippet(plain(shown_text(frame)), words),
             }
         )
     return found

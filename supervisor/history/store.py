@@ -115,9 +115,12 @@ def faults(doing: str) -> Iterator[None]:
         raise HistoryFault(f"{doing}: {why}") from exc
 
 
-def _read_only(path: Path, *, immutable: bool = False) -> sqlite3.Connection:
-    uri = f"{path.resolve().as_uri()}?mode=ro{'&immutable=1' if immutable else ''}"
-    return sqlite3.connect(uri, uri=True, timeout=BUSY_MS / 1000, check_same_thread=False)
+def _connect(path: Path, mode: str | None = None) -> sqlite3.Connection:
+    """A connection (by URI with `mode`), with the search index's SQL function."""
+    at = path if mode is None else f"{path.resolve().as_uri()}?mode={mode}"
+    db = sqlite3.connect(at, uri=bool(mode), timeout=BUSY_MS / 1000, check_same_thread=False)
+    search.functions(db)
+    return db
 
 
 class History:
@@ -145,11 +148,11 @@ class History:
             if writes:
                 path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
                 os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
-                db = sqlite3.connect(path, timeout=BUSY_MS / 1000, check_same_thread=False)
+                db = _connect(path)
             elif not path.is_file():
                 raise FileNotFoundError(2, "no run has been recorded there", str(path))
             else:
-                db = _read_only(path)
+                db = _connect(path, "ro")
             try:
                 prepare(db, writes)
             except sqlite3.OperationalError:
@@ -158,7 +161,7 @@ class History:
                     raise
                 # On read-only media a WAL database without its `-shm` cannot be opened to
                 # read (SQLite would make that file): read as it is, nothing writing it.
-                db = _read_only(path, immutable=True)
+                db = _connect(path, "ro&immutable=1")
                 prepare(db, writes)
             except BaseException:
                 db.close()
@@ -175,10 +178,7 @@ class History:
         """The readers' connection (hold `_read_lock`): to the file `open` made, never one
         made anew (0644) where it was removed since."""
         if self._reads is None:
-            uri = f"{self.path.resolve().as_uri()}?mode=rw"
-            self._reads = sqlite3.connect(
-                uri, uri=True, timeout=BUSY_MS / 1000, check_same_thread=False
-            )
+            self._reads = _connect(self.path, "rw")
         return self._reads
 
     def _still_there(self) -> None:
