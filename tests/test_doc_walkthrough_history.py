@@ -46,7 +46,7 @@ def test_list_show_and_verify_as_the_page_shows(tmp_path: Path) -> None:
     done = s.sh(show.replace(PAGE_ID, run_id))
     assert done.returncode == 0, done.stderr
     assert normal(done.stdout) == [
-        "run RUNID: sh -c echo a; echo b  (sandbox workspace)",
+        "run RUNID: sh -c 'echo a; echo b'  (sandbox workspace)",
         "| a",
         "| b",
         "RESULT null",

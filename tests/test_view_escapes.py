@@ -12,6 +12,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mcpx_hooks.supervisor.cli.printable import command as command_line
+
 CLI = [sys.executable, "-m", "mcpx_hooks.supervisor"]
 #: A control character: C0 (ESC, BEL, line breaks), DEL, C1 (CSI as one character).
 CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
@@ -73,10 +78,10 @@ def test_the_views_escape_what_they_show_of_data(tmp_path: Path) -> None:
     live = [line for line in done.stdout.splitlines() if "still running after" not in line]
     assert views["runs show"].splitlines() == live
     readable = views["runs show"].splitlines()
-    assert readable[0] == (
-        f"run {run_id}: {sys.executable} -c {SCRIPT} arg\\x1b[31mRED\\nsecond line\\x9b"
-        "  (sandbox none)"
-    )
+    # (the command line as `runs list` shows it: quoted as a shell takes it back)
+    shown = command_line([sys.executable, "-c", SCRIPT, ARG])
+    assert readable[0] == f"run {run_id}: {shown}  (sandbox none)"
+    assert readable[0].endswith(" $'arg\\x1b[31mRED\\nsecond line\\u009b'  (sandbox none)")
     assert readable[1].startswith("hook adv\\x1b[31mred (script.before, run, sandbox none): ok")
     at = readable.index("  advice: first\\x1b[2J\\x1b]52;c;ZXZpbA==\\x07")
     assert readable[at + 1] == "      end: exit code 0"
@@ -95,15 +100,24 @@ def test_the_views_escape_what_they_show_of_data(tmp_path: Path) -> None:
 
 
 def test_a_command_line_is_one_line_a_shell_takes_back() -> None:
-    from mcpx_hooks.supervisor.cli.printable import command
 
     argv = ["it's", "a\\b", "tab\there", "é\u202e", "", "$(x) `y`", "\x1b'\\\n\r\x7f\x85", "ok"]
-    line = command(argv)
+    line = command_line(argv)
     assert CONTROL.search(line) is None and "\u202e" not in line
     again = subprocess.run(
         ["bash", "-c", f"printf '%s\\0' {line}"], capture_output=True, check=True
     )
     assert again.stdout.decode().split("\0")[:-1] == argv  # (bytes: \r kept as it is)
+
+
+@given(st.text())
+def test_an_argument_is_quoted_as_shlex_quotes_it(arg: str) -> None:
+    # (written out in `core/shellwords.py`, so that `exec` imports no `shlex`)
+    import shlex
+
+    from mcpx_hooks.supervisor.core.shellwords import quote
+
+    assert quote(arg) == shlex.quote(arg)
 
 
 def test_servers_list_escapes_what_a_server_says(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from .printable import continued_lines, printable
+from .printable import command, continued_lines, printable
 
 #: How many trailing lines of stdout and of stderr the readable view shows for a failed hook.
 STDERR_LINES: Final = 8
@@ -101,10 +101,11 @@ def _exit(code: Any, signal: Any) -> str | None:
 
 
 def _argv(argv: Any) -> str:
-    """A command line as the view shows it: its items with spaces between, each on one line."""
+    """A command line as the view shows it: on one line, quoted as a shell would take it
+    back, as `runs list` shows it (`sh -c 'a; b'`, not `sh -c a; b`)."""
     if not isinstance(argv, list | tuple):
         return cell(argv)
-    return " ".join(printable(str(a)) for a in argv)
+    return command(argv)
 
 
 def frame_lines(frame: Mapping[str, Any]) -> list[str]:

@@ -7,16 +7,28 @@ still runs when pasted. Pure, standard library only.
 
 from __future__ import annotations
 
-import shlex
+import re
 from collections.abc import Iterable
 from typing import Final
+
+#: A character `shlex.quote` quotes an argument for (written out here: `exec` shows a run's
+#: command line, and its import set holds no `shlex`).
+_UNSAFE: Final = re.compile(r"[^\w@%+=:,./-]", re.ASCII).search
 
 
 def shell_line(argv: Iterable[object]) -> str:
     """`argv` on one line, each argument quoted as a shell takes it back."""
-    return " ".join(
-        shlex.quote(arg) if arg.isprintable() else _ansi_c(arg) for arg in map(str, argv)
-    )
+    return " ".join(quote(arg) if arg.isprintable() else _ansi_c(arg) for arg in map(str, argv))
+
+
+def quote(arg: str) -> str:
+    """`arg` as `shlex.quote` writes it: as it is when nothing in it is special to a shell,
+    else in single quotes (a single quote in it as `'"'"'`)."""
+    if not arg:
+        return "''"
+    if _UNSAFE(arg) is None:
+        return arg
+    return "'" + arg.replace("'", "'\"'\"'") + "'"
 
 
 #: How `$'…'` writes the characters that have a short escape of their own.
