@@ -5,8 +5,8 @@ frame), cut by the server's max payload; a gateway's mirror takes a batch frame 
 a run of a few hundred KiB takes many of them): a long run arrives whole, in order, on
 another gateway, in fewer messages than frames; a follower, or a gateway, that comes late
 replays it from any seq, inside a batch or at its edge. Without NATS: the cut by size, a
-batch sent again after a lost ack cut where it was cut before, and a mirror that takes a
-batch it partly holds."""
+batch sent again after a lost ack cut where it was cut before, a mirror that takes a batch
+it partly holds, and one whose record breaks at a gap or at a frame that is not one."""
 
 from __future__ import annotations
 
@@ -136,23 +136,65 @@ def _stored(lines: list[bytes], first: int, sequence: int) -> Stored:
     return Stored(b"\n".join(lines), headers, sequence)
 
 
-def test_a_mirror_takes_what_it_lacks_of_a_batch_and_nothing_after_a_gap_or_end() -> None:
+def _run_lines() -> RunJournal:
     journal = RunJournal("r1")
     journal.append(blank(StartFrame, argv=("x",), cwd="/", sandbox="none"))
     journal.offer_output(FrameType.STDOUT, [str(n) for n in range(10)])
     journal.append(blank(EndFrame, exit_code=0, duration_ms=1))
+    return journal
+
+
+def test_a_mirror_takes_what_it_lacks_of_a_batch_and_nothing_after_end() -> None:
+    journal = _run_lines()
     lines = journal.lines
     mirror = MirrorJournal("r1", 1 << 20)
     mirror.take(_stored(lines[0:4], 0, 1))
     mirror.take(_stored(lines[2:6], 2, 2))  # sent again, longer: only 4 and 5 are new
-    mirror.take(_stored(lines[8:10], 8, 3))  # past a gap: skipped
-    mirror.take(_stored([b"not json", lines[7]], 6, 4))  # no frame at 6: none after it
-    mirror.take(Stored(b"\n".join(lines[6:8]), {Header.SEQ: "6", Header.LAST_SEQ: "9"}, 5))
-    assert mirror.lines == lines[:6]  # (the last: its range is not its lines')
-    mirror.take(_stored([*lines[6:], lines[3]], 6, 6))  # a frame after `end`: not kept
-    assert mirror.lines == lines and mirror.finished
+    mirror.take(Stored(b"\n".join(lines[6:8]), {Header.SEQ: "6", Header.LAST_SEQ: "9"}, 3))
+    assert mirror.lines == lines[:6]  # (a stray: its range is not its lines')
+    mirror.take(_stored([*lines[6:], lines[3]], 6, 4))  # a frame after `end`: not kept
+    assert mirror.lines == lines and mirror.finished and mirror.broken is None
     assert list(mirror.ends) == list(journal.ends) and mirror.outcome == journal.outcome
     assert mirror.frames == journal.frames and mirror.begun.is_set()
+
+
+@pytest.mark.parametrize(
+    ("first", "message", "problem"),
+    [
+        (8, [8, 9], "the next message on its subject begins at frame 8"),
+        (6, [b"not json", 7], "not a frame: not a JSON object"),
+        (6, [b'{"type": "end", "exitCode": "0"}'], "not a frame: exitCode: "),
+    ],
+)
+def test_a_mirror_breaks_at_a_gap_or_a_frame_that_is_not_one(
+    first: int, message: list[Any], problem: str
+) -> None:
+    # It skipped them and waited for what would fill the gap: its readers waited for ever.
+    lines = _run_lines().lines
+    mirror = MirrorJournal("r1", 1 << 20)
+    mirror.take(_stored(lines[0:6], 0, 1))
+    mirror.take(_stored([lines[n] if isinstance(n, int) else n for n in message], first, 2))
+    assert mirror.broken is not None and mirror.over and not mirror.finished
+    assert mirror.broken.startswith(
+        f"run r1's record on the cluster is broken at frame 6 ({problem}"
+    )
+    assert mirror.broken.endswith("): the frames before it were sent, none after it can be")
+    mirror.take(_stored(lines[6:], 6, 3))  # what would have filled it: too late
+    assert mirror.lines == lines[:6] and not mirror.finished
+
+
+async def test_a_break_wakes_the_readers_and_the_wait_for_the_first_frame() -> None:
+    # (The wait for the first frame: an exec socket's, until a worker begins its run.)
+    mirror = MirrorJournal("r1", 1 << 20)
+    with trio.fail_after(1):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(mirror.wait_past, 0)
+            nursery.start_soon(mirror.begun.wait)
+            await trio.lowlevel.checkpoint()
+            mirror.take(_stored([b"[]"], 0, 1))
+    assert mirror.broken is not None and "at frame 0 (not a frame" in mirror.broken
+    assert [batch async for batch in mirror.follow(0)] == []
+    assert not len(mirror)
 
 
 def test_a_mirror_tells_a_batch_of_output_alone_from_one_with_other_frames() -> None:

@@ -1,11 +1,14 @@
 """What anyone the NATS server lets publish on the cluster's subjects may put there, against
 real parts: nats-server with docs/cluster.md's users, a gateway, a worker, and a client of
 another library publishing as the worker's user. A frame that is not one (a field of another
-type than its frame's) is skipped by every gateway, said in its log, and the gateway goes on
-serving; a gateway started afterwards reads it from the stream and goes on too."""
+type than its frame's) breaks the run's record there on every gateway, said in its log, and
+the gateway goes on serving; a gateway started afterwards reads it from the stream and goes
+on too. A follower of such a run, or of one with a gap in its seqs, gets the frames before
+the break and then an error that says where it is, never a socket left open for ever."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
 import time
@@ -15,12 +18,19 @@ from typing import Any
 import nats
 import pytest
 from clusterparts import Cluster, need_nats, open_cluster, start_gateway
-from service_client import Server, arun, http_get, run_remote
+from service_client import Server, Stream, arun, http_get, open_ws, read_all, run_remote
 
 #: How long a gateway may take to read what was published.
 READ_S = 20.0
 AT = "2026-12-04T20:00:00Z"
 HOOK = {"name": "h", "on": "script", "phase": "before", "status": "ok", "type": "hook"}
+
+#: The worst a follower of a broken run may wait for its error message and close, in s.
+BROKEN_S = 15.0
+#: The close code and word that end the socket of a run whose record is broken.
+BROKEN = (1011, "internal-error")
+#: A frame that is one: the first of a run.
+START = {"type": "start", "argv": ["true"], "cwd": "/", "sandbox": "none"}
 
 #: Frames that are not frames, each alone on a run's subject (seq 0), and what makes them so.
 NOT_FRAMES: dict[str, dict[str, Any]] = {
@@ -74,7 +84,7 @@ async def publish_frames(url: str, frames: dict[str, dict[str, Any]]) -> dict[st
 
 
 def skipped(gateway: Server, run_ids: dict[str, str]) -> None:
-    """Once the gateway's log says it skipped each run's frame (bounded), the gateway is
+    """Once the gateway's log says each run's frame 0 is not one (bounded), the gateway is
     running still and runs a run to its end."""
     deadline = time.monotonic() + READ_S
     while True:
@@ -129,3 +139,58 @@ def test_summaries_that_are_not_summaries_are_not_listed(cluster: Cluster) -> No
     assert status == 200
     listed = {str(s.get("runId")) for s in json.loads(body)}
     assert not listed & {*run_ids.values(), "5"}, listed
+
+
+async def follow(gateway: Server, run_id: str) -> Stream:
+    """A follower of the run from seq 0 to its socket's close, bounded."""
+    async with open_ws(gateway, f"/v1/runs/{run_id}?from=0") as ws:
+        return await asyncio.wait_for(read_all(ws), BROKEN_S)
+
+
+async def publish_after(url: str, run_id: str, seq: int, body: dict[str, Any]) -> None:
+    """One frame more on the run's subject, said to be its frame `seq`."""
+    nc = await nats.connect(url)
+    try:
+        line = json.dumps({"runId": run_id, "seq": seq, "at": AT, **body}).encode()
+        await nc.jetstream().publish(f"mcpx.frames.{run_id}", line, headers={"Mcpx-Seq": str(seq)})
+    finally:
+        await nc.close()
+
+
+def broken_at(seen: Stream, run_id: str, seq: int, frames: int) -> None:
+    """The follower got the run's `frames` first frames, then the error that says where its
+    record breaks, and the socket closed with its code."""
+    assert [f["seq"] for f in seen.frames] == list(range(frames)), seen
+    assert [(e["code"], e["error"]) for e in seen.errors] == [BROKEN], seen
+    message = seen.errors[0]["message"]
+    assert f"run {run_id}'s record on the cluster is broken at frame {seq}" in message, message
+    assert seen.code == BROKEN[0], seen
+
+
+def test_a_follower_of_a_run_whose_first_frame_is_not_one_is_told_and_let_go(
+    cluster: Cluster,
+) -> None:
+    # It was told 4404, "no run is retained": the gateway had kept nothing of it.
+    gateway = cluster.gateways[0]
+    url = cluster.nats.client_url("worker")
+    run_ids = arun(publish_frames(url, {"not a frame": NOT_FRAMES["a status that is a list"]}))
+    run_id = run_ids["not a frame"]
+    broken_at(arun(follow(gateway, run_id)), run_id, 0, 0)
+    skipped(gateway, run_ids)
+    # Found broken before: a follower that comes afterwards is told at once, too.
+    broken_at(arun(follow(gateway, run_id)), run_id, 0, 0)
+
+
+def test_a_follower_of_a_run_with_a_gap_gets_the_frames_before_it_and_is_let_go(
+    cluster: Cluster,
+) -> None:
+    # It got frame 0, then waited for ever for frame 1.
+    gateway = cluster.gateways[0]
+    url = cluster.nats.client_url("worker")
+    run_id = arun(publish_frames(url, {"a start": START}))["a start"]
+    arun(publish_after(url, run_id, 5, {"type": "stdout", "text": "past a gap"}))
+    broken_at(arun(follow(gateway, run_id)), run_id, 1, 1)
+    broken_at(arun(follow(gateway, run_id)), run_id, 1, 1)
+    ran = arun(run_remote(gateway, {"argv": ["sh", "-c", "echo still here"]}))
+    assert ran.code == 1000, ran
+    assert "Traceback" not in gateway.log(), gateway.log()

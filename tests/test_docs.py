@@ -113,3 +113,15 @@ def test_the_exec_request_is_documented_from_its_table() -> None:
     rows = [line.split("`")[1] for line in table.splitlines() if line.startswith("| `")]
     assert rows == list(EXEC_FIELDS)
     assert f"(default {DEFAULT_SCRIPT_TIMEOUT_MS // 1000} s)" in EXEC_FIELDS["timeoutMs"].maps_to
+
+
+def test_every_close_code_is_in_the_service_page_s_table() -> None:
+    # docs/service.md's table of close codes is written by hand: every code the server
+    # closes a socket with after an error message (`Close`) is a row, with its word.
+    from mcpx_hooks.supervisor.service.wire import CLOSE_WORDS, Close
+
+    text = (DOCS / "service.md").read_text()
+    table = text.split("| close code | word | when |\n", 1)[1].split("\n\n", 1)[0]
+    rows = [line.split(" | ")[:2] for line in table.splitlines()[1:]]
+    worded = [row for row in rows if row[1] != "(none)"]  # (closes the protocol itself makes)
+    assert worded == [[f"| {int(code)}", CLOSE_WORDS[code]] for code in Close]

@@ -141,9 +141,10 @@ class Gateway(Service):
     async def _wait_begun(
         self, conn: ServerConnection, journal: MirrorJournal, wake: Wake, start: StartFrame
     ) -> bool:
-        """Waits for the run's first frame (or the worker's refusal) while listening to the
-        client: gone, it ends the wait; a `cancel` ends the run (`_end_queued`), and is kept
-        for once the run has begun (a worker that began it meanwhile)."""
+        """Waits for the run's first frame (or the worker's refusal, or a break in its record,
+        which `stream_run` then tells the client) while listening to the client: gone, it
+        ends the wait; a `cancel` ends the run (`_end_queued`), and is kept for once the run
+        has begun (a worker that began it meanwhile)."""
         cancelled = False
 
         async def listen() -> None:
@@ -205,7 +206,9 @@ class Gateway(Service):
             if stored is None:
                 return self._down(exc)
             journal = stored
-        if (isinstance(journal, MirrorJournal) and journal.refusal is not None) or not len(journal):
+        refused = isinstance(journal, MirrorJournal) and journal.refusal is not None
+        # (A run broken before its first frame has a record all the same: it is told why.)
+        if refused or (not len(journal) and journal.broken is None):
             raise missing
         check_from(start, len(journal))
         remote = None

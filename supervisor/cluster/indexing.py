@@ -86,7 +86,7 @@ class StreamIndexer:
 
     def feed(self, journal: MirrorJournal) -> None:
         """Fills `journal` from here, from the next message of its run on."""
-        if not (journal.finished or journal.refusal is not None):
+        if not journal.over:
             self._fed[journal.run_id] = journal
 
     def unfeed(self, run_id: str) -> None:
@@ -146,7 +146,7 @@ class StreamIndexer:
         fed = self._fed.get(run_id)
         if fed is not None:  # first: a socket waits on it
             fed.take(message)
-            if fed.finished or fed.refusal is not None:
+            if fed.over:
                 del self._fed[run_id]
         if RUN_ID.fullmatch(run_id) and run_id not in self._ended:
             journal = self._running.get(run_id)
@@ -158,7 +158,7 @@ class StreamIndexer:
                     journal.take(message)
                 if fresh and journal.lines:  # the history's order: when it started
                     journal.started = _started(journal.lines[0], journal.started)
-                if journal.finished or journal.refusal is not None:
+                if journal.over:
                     self._end(run_id)
 
     async def _open(self, run_id: str, message: Stored) -> MirrorJournal | None:

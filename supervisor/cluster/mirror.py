@@ -73,15 +73,23 @@ class MirrorJournal(RunJournal):
         #: The worker refused the request before running it (the exec socket closes so).
         self.refusal: WireError | None = None
         self.caught_up = trio.Event()
+        #: Its first frame came, or the worker's refusal, or a break (`broken`).
         self.begun = trio.Event()
         #: The stream sequence past which the journal is `caught_up` (when a feed fills it).
         self.until: int | None = None
 
+    @property
+    def over(self) -> bool:
+        """Whether it takes nothing more: the run has ended, was refused, or broke off."""
+        return self.finished or self.refusal is not None or self.broken is not None
+
     def take(self, message: Stored) -> None:
         """One message of the run's subject: its frames (one, or a batch) kept from the next
-        seq on, in order; a frame already held (a batch sent again), a stray message or a
-        frame that is not one (`frame_problem`) is skipped, and nothing is kept after a gap,
-        such a frame, or `end`. A bug in taking it loses the message, logged, never more."""
+        seq on, in order; a frame already held (a batch sent again) or a stray message is
+        skipped, and nothing is kept after `end`. A frame that is not one (`frame_problem`)
+        or a gap (a batch past the next seq) breaks the record there (`broken`): nothing is
+        kept from it on, and the readers, woken, end with the frames before it. A bug in
+        taking it loses the message, logged, never more."""
         try:
             self._take(message)
         except Exception as exc:  # a bug: logged in one line, the gateway goes on
@@ -92,7 +100,7 @@ class MirrorJournal(RunJournal):
         self.last_stream_seq = max(self.last_stream_seq, message.sequence)
         if self.until is not None and self.last_stream_seq >= self.until:
             self.caught_up.set()
-        if self.finished or self.refusal is not None:
+        if self.over:
             return
         refused = message.headers.get(Header.REFUSED)
         if refused is not None:
@@ -106,7 +114,8 @@ class MirrorJournal(RunJournal):
         first, lines = carried
         held = len(self.lines)
         if first > held:
-            logger.warning("run %s: frame %d after %d, skipped", self.run_id, first, held)
+            logger.warning("run %s: frame %d came where %d was due", self.run_id, first, held)
+            self._break(held, f"the next message on its subject begins at frame {first}")
             return
         fresh = lines[held - first :]
         if _all_output(message.data, len(lines)):  # (the batch of nearly every message)
@@ -126,7 +135,10 @@ class MirrorJournal(RunJournal):
             if other == len(fresh):
                 break
             line = fresh[other]
-            if (wire := _frame(self.run_id, held + other, line)) is None:
+            if isinstance(wire := _decoded(line), str):
+                seq = held + other
+                logger.warning("run %s: frame %d is not one (%s)", self.run_id, seq, wire)
+                self._break(seq, f"not a frame: {wire}")
                 break
             kind = wire.get("type")
             if kind in _OUTPUT:  # an output frame in another form than the journal's
@@ -136,6 +148,16 @@ class MirrorJournal(RunJournal):
             at = other + 1
         if len(self.lines) > held:
             self.begun.set()
+
+    def _break(self, seq: int, problem: str) -> None:
+        """Ends the record at frame `seq`, which `problem` says is wrong: nothing from it on
+        is kept, and the readers are woken to end with the frames before it."""
+        self.broken = (
+            f"run {self.run_id}'s record on the cluster is broken at frame {seq} ({problem}):"
+            " the frames before it were sent, none after it can be"
+        )
+        self.begun.set()
+        self._woken()
 
     def _keep_output(self, lines: list[bytes]) -> None:
         """Keeps output frames' lines: all but the last at once, the last as any frame is
@@ -167,20 +189,15 @@ class MirrorJournal(RunJournal):
         }
 
 
-def _frame(run_id: str, seq: int, line: bytes) -> dict[str, Any] | None:
-    """Frame `seq` of a run decoded, or None when it is not one (said in the log)."""
+def _decoded(line: bytes) -> dict[str, Any] | str:
+    """A frame's line decoded, or what is wrong with it when it is not a frame."""
     try:
         wire = wire_loads(line)
     except ValueError:
         wire = None
     if not isinstance(wire, dict):
-        problem: str | None = "not a JSON object"
-    elif (problem := frame_problem(wire)) is None:
-        return wire
-    logger.warning(
-        "run %s: frame %d is not one (%s): it and what follows skipped", run_id, seq, problem
-    )
-    return None
+        return "not a JSON object"
+    return frame_problem(wire) or wire
 
 
 def _refusal(code: str, data: bytes) -> WireError:
@@ -296,7 +313,7 @@ class Mirrors:
         task_status.started()
         failures = 0  # follows cut short in a row, none having brought a frame
         try:
-            while not (journal.finished or journal.refusal is not None):
+            while not journal.over:
                 start = journal.last_stream_seq + 1 if journal.last_stream_seq else None
                 async with self.cluster.follow(subject, start) as batches:
                     async for batch in batches:
@@ -305,7 +322,7 @@ class Mirrors:
                             journal.take(message)
                             if message.sequence >= until or not message.pending:
                                 journal.caught_up.set()
-                        if journal.finished or journal.refusal is not None:
+                        if journal.over:
                             return
                 logger.warning("run %s: following its frames again", journal.run_id)
                 failures += 1
@@ -314,10 +331,10 @@ class Mirrors:
             journal.caught_up.set()
 
     def _forget_old(self) -> None:
-        """Forgets finished runs, oldest first, past `retain` runs or `retain_bytes`."""
+        """Forgets runs that are `over`, oldest first, past `retain` runs or `retain_bytes`."""
         for run_id in to_forget(self._runs, self.retain, self.retain_bytes, _over):
             del self._runs[run_id]
 
 
 def _over(journal: MirrorJournal) -> bool:
-    return journal.finished or journal.refusal is not None
+    return journal.over

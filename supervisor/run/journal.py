@@ -77,6 +77,9 @@ class RunJournal:
     #: Whether this process runs the run (its history names this process its owner while it
     #: runs: `interrupted.py`); a cluster gateway's mirror of a worker's run does not.
     owned = True
+    #: Why the run's record breaks off before its `end`, if it does: its readers get the
+    #: frames it holds, then this (only a gateway's copy of a run does: `MirrorJournal`).
+    broken: str | None = None
 
     def __init__(
         self,
@@ -310,15 +313,12 @@ class RunJournal:
 
     def _over_budget(self) -> WarningFrame:
         mib = self.run_bytes / (1024 * 1024)
-        return blank(
-            WarningFrame,
-            message=f"the run's output reached its budget ({mib:g} MiB held); later output "
-            "is dropped (counted in a warning when the script ends)",
-        )
+        held = f"the run's output reached its budget ({mib:g} MiB held); later output is dropped"
+        return blank(WarningFrame, message=f"{held} (counted in a warning when the script ends)")
 
     async def wait_past(self, seen: int) -> None:
-        """Waits until the journal holds more than `seen` frames, or has ended."""
-        while len(self.lines) <= seen and not self.finished:
+        """Waits until the journal holds more than `seen` frames, has ended, or is broken."""
+        while len(self.lines) <= seen and not self.finished and self.broken is None:
             await self._grew.wait()
 
     def summary(self) -> dict[str, Any]:
@@ -343,10 +343,9 @@ class RunJournal:
 
     def follow(self, start: int = 0) -> Follower:
         """Batches of frames from seq `start` (all that is waiting, in order), live, until
-        the `end` frame has been given. A reader that lags gets larger batches.
-
-        Raises `ValueError` when `start` cannot be reached (negative, or past a finished run).
-        """
+        the `end` frame (or the last before a break, `broken`) has been given. A reader that
+        lags gets larger batches. `ValueError` when `start` cannot be reached (negative, or
+        past a finished run)."""
         if start < 0 or (start > len(self.lines) and self.finished):
             raise ValueError(f"from={start} is outside 0..{len(self.lines)}")
         return Follower(self, start)

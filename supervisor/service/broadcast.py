@@ -89,16 +89,17 @@ class Broadcaster:
 
     async def serve(self) -> None:
         """Broadcasts until a round has given the run's `end`, at most one round after it
-        came, then hands every carried stream back (also when cancelled or failing): a
-        stream still behind, a slow client's, reads the rest on its own, so a slow client
-        never keeps the broadcaster, or its run, going."""
+        came, or the last frame before a break (`RunJournal.broken`), then hands every
+        carried stream back (also when cancelled or failing): a stream still behind, a slow
+        client's, reads the rest on its own, so a slow client never keeps the broadcaster,
+        or its run, going."""
         journal = self.journal
         next_round = -math.inf
         try:
             while True:
                 known = len(journal)
                 if not any(follower.at < known for _, follower in self._live):
-                    if journal.finished:
+                    if journal.finished or journal.broken is not None:
                         return
                     with trio.CancelScope() as self._idle:
                         await journal.wait_past(known)

@@ -86,6 +86,12 @@ def complete() -> WireError:
     return WireError(Close.NORMAL, "complete")
 
 
+def broken_off(why: str) -> WireError:
+    """How a stream of a run whose record breaks off (`RunJournal.broken`, `why`) closes
+    once it has sent every frame before the break: the rest cannot be served (1011)."""
+    return WireError(Close.INTERNAL_ERROR, why)
+
+
 class Streams:
     """The service's streams: how many are open, each run's encoded frames and broadcaster.
 
@@ -125,8 +131,9 @@ class Streams:
                 self._encoded.pop(journal, None)
 
     async def serve_broadcaster(self, journal: RunJournal) -> None:
-        """The run's broadcaster, until the journal has ended and its last frames are
-        given. A bug in it is logged and ends it alone: its streams carry on by themselves."""
+        """The run's broadcaster, until the journal has ended (or broken off) and its last
+        frames are given. A bug in it is logged and ends it alone: its streams carry on by
+        themselves."""
         with self._encoding(journal) as encoded:
             broadcaster = Broadcaster(encoded, pace=self.pace, message_bytes=self.message_bytes)
             self._broadcasters[journal] = broadcaster
@@ -152,10 +159,11 @@ class Streams:
         run: Run | None = None,
         cancels: bool = False,
     ) -> WireError | None:
-        """Sends the journal from `start` to `end` at the client's pace, in messages of what
-        is waiting; meanwhile listens for `answer`s to `run`'s asks (None: the run has
-        ended), `cancel` (with `cancels`: the exec socket) or a message out of turn. Returns
-        how to close the socket, None when it must be aborted (the client is gone)."""
+        """Sends the journal from `start` to `end` (or to where it breaks off: `broken_off`)
+        at the client's pace, in messages of what is waiting; meanwhile listens for
+        `answer`s to `run`'s asks (None: the run has ended), `cancel` (with `cancels`: the
+        exec socket) or a message out of turn. Returns how to close the socket, None when it
+        must be aborted (the client is gone)."""
         follower = journal.follow(start)
         self.count += 1
         try:
@@ -186,8 +194,8 @@ class Streams:
                         return None
                     stall.deadline = math.inf
                 at = follower.at
-                if at == len(journal) and journal.finished:
-                    return complete()
+                if at == len(journal) and (journal.finished or journal.broken is not None):
+                    return complete() if journal.broken is None else broken_off(journal.broken)
                 broadcaster = self._broadcasters.get(journal)
                 if broadcaster is not None and broadcaster.open:
                     with wake.waiting():

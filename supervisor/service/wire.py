@@ -33,6 +33,7 @@ class Close(enum.IntEnum):
     GOING_AWAY = 1001  # the server is shutting down
     UNSUPPORTED = 1003  # a binary message: the protocol is JSON text
     TOO_BIG = 1009  # a message over the size cap
+    INTERNAL_ERROR = 1011  # the run's record breaks off: nothing after the frames sent can be
     TRY_AGAIN = 1013  # a cap on concurrent runs is reached
     BAD_REQUEST = 4400  # malformed JSON, unknown field, wrong type, a message out of turn
     NOT_FOUND = 4404  # no retained run with that id
@@ -46,6 +47,7 @@ CLOSE_WORDS: Final[dict[Close, str]] = {
     Close.GOING_AWAY: "going-away",
     Close.UNSUPPORTED: "unsupported-data",
     Close.TOO_BIG: "message-too-big",
+    Close.INTERNAL_ERROR: "internal-error",
     Close.TRY_AGAIN: "try-again-later",
     Close.BAD_REQUEST: "bad-request",
     Close.NOT_FOUND: "not-found",
