@@ -726,7 +726,11 @@ def test_unknown_key_without_a_close_match_lists_the_keys(tmp_path: Path) -> Non
             " (in TOML, write each hook as [[hooks]], with double brackets)",
         ),
         ("hooks = [3]\n", "/hooks/0", "expected an object, found the integer 3"),
-        ("[script]\nbefore = 'x'\n", "/script/before", 'expected an array, found the string "x"'),
+        (
+            "[script]\nbefore = 'x'\n",
+            "/script/before",
+            'expected an array, found the string "x"; a list of one is written ["x"]',
+        ),
         (
             "[script]\nbefore = [1]\n",
             "/script/before/0",

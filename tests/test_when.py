@@ -108,7 +108,11 @@ def test_a_typo_gets_did_you_mean(tmp_path: Path) -> None:
     ("value", "message"),
     [
         ([], "expected at least 1 item(s), found an empty array"),
-        ("pytest", 'expected an array, found the string "pytest"'),
+        # (a glob alone, as one would write it: said how to write it as a list)
+        (
+            "pytest",
+            'expected an array, found the string "pytest"; a list of one is written ["pytest"]',
+        ),
         ([1], "expected a string, found the integer 1"),
     ],
 )

@@ -245,6 +245,8 @@ def _type_message(key: str | None, expected: str | list[str], found: Any) -> str
     message = f"expected {words}, found {describe(found)}"
     if key == "hooks" and isinstance(found, dict):
         message += " (in TOML, write each hook as [[hooks]], with double brackets)"
+    elif names == ["array"] and isinstance(found, str):  # (`when.tool = "x"`, `passEnv = "X"`)
+        message += f"; a list of one is written [{quote(found)}]"
     return message
 
 
