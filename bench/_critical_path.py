@@ -41,7 +41,7 @@ WRAPPER_HEAD = """
 import json, os, sys, time
 sys.path.insert(0, os.path.dirname(os.path.dirname({spawner!r})))
 sys.argv[0] = {spawner!r}
-from runners import module_runner, pidns, spawner, spawnreq, warm, warmpool
+from runners import module_runner, pidns, spawner, spawnreq, treeends, warm, warmpool
 STAMPS = []
 def stamp(obj, name, before, after):
     real = getattr(obj, name)
@@ -73,7 +73,7 @@ stamp(spawnreq.Request, "posix_spawn", "spawner: limits lent, spawn called", "sp
 stamp(pidns.PidNsSpawner, "_accept", None, "spawner: child watched, back to epoll")
 stamp(pidns.PidNsSpawner, "_read_output", "spawner: woken by the child's end", None)
 stamp(pidns.PidNsSpawner, "_reap", "spawner: reaping", None)
-stamp(pidns, "send_collected", "spawner: exit report built", "spawner: exit report sent")
+stamp(treeends, "send_collected", "spawner: exit report built", "spawner: exit report sent")
 """
     + WRAPPER_TAIL
 )

@@ -72,7 +72,7 @@ stamp(warm.WaitingFork, "hand_over", "spawner: request handed over", "spawner: t
 stamp(warmpool.WarmPool, "_fork", "spawner: forking the next fork", "spawner: next fork made")
 stamp(pidns.PidNsSpawner, "_read_output", "spawner: woken by the hook's output", None)
 stamp(pidns.PidNsSpawner, "_reap", "spawner: reaping", None)
-stamp(pidns, "send_collected", None, "spawner: exit report sent")
+stamp(treeends, "send_collected", None, "spawner: exit report sent")
 stamp(warm, "_ready_interpreter", None, "fork: ready")
 stamp(warm, "_take_request", None, "fork: request taken")
 stamp(module_runner, "run", "fork: hook's Python begins", "fork: hook's Python ends")
