@@ -34,6 +34,7 @@ from clusterparts import (
 from service_client import CLI, ENV, arun, open_ws, read_all, run_remote
 
 from mcpx_hooks.supervisor.cluster.names import Stream as Streams
+from mcpx_hooks.supervisor.cluster.sealing import UNSIGNED
 from mcpx_hooks.supervisor.core.chain import check
 from mcpx_hooks.supervisor.core.order import check_order
 
@@ -72,7 +73,7 @@ def test_a_request_no_gateway_signed_is_never_run(
     frames = arun(frames_until_end(url, run_id))
     check_order(frames)
     assert [f["type"] for f in frames] == ["start", "error", "end"]
-    assert frames[1]["message"] == "unsigned request"
+    assert frames[1]["message"] == UNSIGNED  # what to fix: the key, said to the client
     assert frames[1]["cause"] == "failed"  # (no hook refused it: exec exits 1, not 3)
     assert check(arun(raw_lines(url, run_id))) is None  # its `end` chains the lines before
     assert not marker.exists()
@@ -81,7 +82,7 @@ def test_a_request_no_gateway_signed_is_never_run(
     assert ran.code == 1000 and ran.frames[-2]["type"] == "result"
     assert not marker.exists()
     log = cluster.workers[0].log.read_text()
-    assert f"run {run_id}: unsigned request, not run" in log
+    assert f"run {run_id}: not run: {UNSIGNED}" in log
     assert "Traceback" not in log
 
 

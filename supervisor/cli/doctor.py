@@ -164,7 +164,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--cluster",
         metavar="URL",
         help="also check a cluster's NATS server: reachable, asking for credentials,"
-        " JetStream on, the streams there",
+        " JetStream on, the streams there, one cluster key held by the parts running",
     )
     from .clusterflags import add_access_arguments
 

@@ -15,7 +15,8 @@ instead of running here, and every run and the events are read from the streams:
 
 A gateway also watches the workers' leases and ends the runs of a lost worker (`watch.py`),
 and ends a run whose request a restarted NATS lost before any worker took it, or that its
-client cancelled before one did (`queued.py`).
+client cancelled before one did (`queued.py`). At start, it asks whether the other parts
+hold its cluster key (`keycheck.py`).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from .artifacts import ClusterRoutes
 from .events import EventFeed, forward_events
 from .indexing import StreamIndexer, serve_indexing
 from .jet import ClusterDown
+from .keycheck import Part, check_key
 from .link import Cluster, open_cluster
 from .mirror import MirrorJournal, Mirrors
 from .names import (
@@ -285,6 +287,7 @@ async def run_gateway(
             await nursery.start(serve_indexing, cluster, indexer)
             await nursery.start(serve_index, cluster, index, mirrors)
             await nursery.start(forward_events, cluster, runtime.bus)
+            await nursery.start(check_key, cluster, key, Part.GATEWAY)
             queued = Queued()
             await nursery.start(serve_queued, cluster, queued, mirrors)
             service = Gateway(

@@ -1,7 +1,8 @@
 """`doctor --cluster URL`: whether the NATS server answers (with the `--nats-*` credentials),
 lets anyone in without credentials (which gateways and workers refuse unless
-`--nats-insecure`), has JetStream on, and holds the cluster's streams (each with what it
-keeps now)."""
+`--nats-insecure`), has JetStream on, holds the cluster's streams (each with what it keeps
+now), and whether the gateways and workers running now hold one cluster key (`keycheck.py`:
+asked without the key, their answers compared with one another)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import trio
 
 from .access import INSECURE_WARNING, NatsAccess
 from .jet import ClusterDown
+from .keycheck import ask_parts, kinds
 from .link import open_cluster, open_refusal
 from .names import Stream
 
@@ -54,6 +56,9 @@ async def cluster_report(url: str, access: NatsAccess) -> tuple[str, bool]:
                         lines.append(
                             f"  ok       {stream.value:14} {count} message(s), seq {first}..{last}"
                         )
+                keys = _keys_line(await ask_parts(cluster))
+                ok = ok and not keys.startswith("  KEYS")
+                lines.append(keys)
         except ClusterDown as exc:
             lines.append(f"  DOWN     {' '.join(str(exc).split())}")  # one line, whatever it said
             ok = False
@@ -61,3 +66,20 @@ async def cluster_report(url: str, access: NatsAccess) -> tuple[str, bool]:
         lines.append(f"  DOWN     no answer within {CHECK_S:g} s")
         ok = False
     return "\n".join(lines), ok
+
+
+def _keys_line(groups: list[list[str]]) -> str:
+    """What the parts' answers to a key check say (`keycheck.ask_parts`), in one line."""
+    answered = [part for group in groups for part in group]
+    if not answered:
+        return (
+            "  ok       parts     none answered the key check (none running, or this NATS"
+            " user may not use mcpx.keycheck.>)"
+        )
+    if len(groups) == 1:
+        return f"  ok       parts     {len(answered)} answered ({kinds(answered)}), one cluster key"
+    held = "; ".join(f"{len(group)} ({kinds(group)})" for group in groups)
+    return (
+        f"  KEYS     parts     {len(answered)} answered, holding {len(groups)} different"
+        f" cluster keys: {held}; give every part the same --cluster-key-file"
+    )

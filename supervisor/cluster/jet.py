@@ -56,6 +56,8 @@ FOLLOW_HEARTBEAT_S: Final = 1.0
 #: The server forgets a follow's consumer this long after its subscriber goes (its default,
 #: 5 s, left a few hundred at once at 60 runs a second, each costing the server CPU).
 FOLLOW_LINGER_S: Final = 0.5
+#: Questions waiting for an answer (`answer`); past it NATS drops them (a slow consumer).
+ANSWERS_PENDING: Final = 64
 
 
 class ClusterDown(HooksError):
@@ -273,6 +275,50 @@ class Jet:
     async def reply(self, msg: Msg, data: bytes) -> None:
         with tolerating("a reply not sent"):
             await msg.respond(data)
+
+    async def answer(
+        self, subject: str, respond: Callable[[bytes], tuple[str, bytes] | None]
+    ) -> None:
+        """From now on, for the connection's life, each core NATS message on `subject` is
+        answered as `respond(data)` says: a message to publish (its subject, its bytes), or
+        None. Returns once the server holds the subscription. `respond` runs on this loop:
+        it must be quick and must not block."""
+        nc = self.nc
+        assert nc is not None
+
+        async def reply(msg: Msg) -> None:
+            with tolerating(f"an answer on {subject} not sent"):
+                answer = respond(msg.data)
+                if answer is not None:
+                    await nc.publish(*answer)
+
+        await nc.subscribe(subject, cb=reply, pending_msgs_limit=ANSWERS_PENDING)
+        await nc.flush(int(API_TIMEOUT_S))
+
+    async def gather(
+        self, subject: str, asked: tuple[str, bytes], wait_s: float, most: int
+    ) -> list[bytes]:
+        """Listens on `subject`, publishes `asked` (its subject, its bytes) and returns what
+        arrives on `subject` within `wait_s`, `most` messages at most."""
+        assert self.nc is not None
+        sub = await self.nc.subscribe(subject, pending_msgs_limit=most)
+        got: list[bytes] = []
+        try:
+            await self.nc.flush(int(API_TIMEOUT_S))  # (listening before anyone can answer)
+            await self.nc.publish(*asked)
+            deadline = asyncio.get_running_loop().time() + wait_s
+            while len(got) < most:
+                left = deadline - asyncio.get_running_loop().time()
+                if left <= 0:
+                    break
+                try:
+                    got.append(bytes((await sub.next_msg(timeout=left)).data))
+                except TimeoutError:  # (nats-py's too)
+                    break
+        finally:
+            with tolerating(f"unsubscribe from {subject}"):
+                await sub.unsubscribe()
+        return got
 
     # ---- the workers' requests -------------------------------------------------------------
 

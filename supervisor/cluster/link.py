@@ -129,6 +129,20 @@ class Cluster:
     async def reply(self, msg: Any, data: bytes) -> None:
         await self._call(self.jet.reply, msg, data)
 
+    async def answer(
+        self, subject: str, respond: Callable[[bytes], tuple[str, bytes] | None]
+    ) -> None:
+        """Answers every core NATS message on `subject` from now on, as `respond` says (run
+        on the bridge's loop: quick and pure); returns once the server has the subscription."""
+        await self._call(self.jet.answer, subject, respond)
+
+    async def gather(
+        self, subject: str, asked: tuple[str, bytes], wait_s: float, most: int
+    ) -> list[bytes]:
+        """Publishes `asked` and returns what arrives on `subject` within `wait_s` (at most
+        `most` messages)."""
+        return await self._call(self.jet.gather, subject, asked, wait_s, most)
+
     async def take(self, subject: str, lease_s: float, wait_s: float) -> list[Taken]:
         """Up to one request (`Taken`: its message, bytes, deliveries and headers)."""
         return await self._call(self.jet.take, subject, lease_s, wait_s)

@@ -225,6 +225,20 @@ def lease_subject(run_id: str) -> str:
     return f"{PREFIX}.lease.{run_id}"
 
 
+#: The key check's subjects start with this (`keycheck.py`; core NATS, nothing stored).
+KEYCHECK: Final = f"{PREFIX}.keycheck"
+
+
+def keycheck_subject() -> str:
+    """A part's question whether the others hold its cluster key."""
+    return f"{KEYCHECK}.ask"
+
+
+def keycheck_answers(nonce: str) -> str:
+    """The answers to the key check asked with `nonce` (hex: no `.`, `*`, `>`)."""
+    return f"{KEYCHECK}.answer.{nonce}"
+
+
 def every(subject: str) -> str:
     """The wildcard of every run's subject of the kind `subject` is (`mcpx.lease.*`)."""
     return subject.rsplit(".", 1)[0] + ".*"

@@ -19,6 +19,7 @@ from ..core.errors import HooksError
 from .access import NatsAccess
 from .jet import FLUSH_S, ClusterDown, ClusterRefused, Jet, said
 from .jetstreams import streams_again
+from .names import KEYCHECK
 
 logger = logging.getLogger("mcpx_hooks.cluster")
 
@@ -138,7 +139,9 @@ async def connect(jet: Jet, url: str, name: str, access: NatsAccess) -> None:
 
     async def error(exc: Exception) -> None:
         if jet.nc is not None:  # the first connection's failures are told once, below
-            logger.warning("NATS: %s", not_tls(url) if isinstance(exc, NotTls) else said(exc))
+            text = not_tls(url) if isinstance(exc, NotTls) else said(exc)
+            # The key check is a hint: a user not allowed its subjects is no news.
+            logger.log(logging.DEBUG if KEYCHECK in text else logging.WARNING, "NATS: %s", text)
         elif _refused_us(exc) or isinstance(exc, NotTls):  # nats-py says only "no servers"
             refused.append(exc)
 

@@ -32,6 +32,8 @@ from .names import RUN_ID, Header
 
 #: HKDF's `info` for the key that seals secrets (the signing key is the cluster key itself).
 SEAL_INFO: Final = b"mcpx-hooks cluster: secrets at rest (AES-256-GCM)"
+#: HKDF's `info` for the key a part proves it holds the cluster key with (`keycheck.py`).
+PROOF_INFO: Final = b"mcpx-hooks cluster: key check (HMAC-SHA256)"
 NONCE_BYTES: Final = 12
 #: The request field the caller's environment travels in.
 CALLER_ENV: Final = "callerEnv"
@@ -56,6 +58,8 @@ class ClusterKey:
         self._signing = key
         sealing = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=SEAL_INFO)
         self._aead = AESGCM(sealing.derive(key))
+        proving = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=PROOF_INFO)
+        self._proving = proving.derive(key)
 
     def __repr__(self) -> str:
         return "ClusterKey(…)"
@@ -70,6 +74,12 @@ class ClusterKey:
             return False
         given = signature.strip().lower().encode("utf-8", "surrogatepass")
         return hmac.compare_digest(self.sign(data).encode(), given)
+
+    def proof(self, nonce: bytes) -> str:
+        """This key's answer to a key check's `nonce` (`keycheck.py`): HMAC-SHA256 under a key
+        derived for that alone, so whoever asks gets no signature of a request, nothing that
+        opens a secret, and nothing the cluster key can be found from."""
+        return hmac.new(self._proving, nonce, hashlib.sha256).hexdigest()
 
     def seal(self, plain: bytes, bound_to: bytes) -> str:
         """AES-GCM with a fresh random nonce: base64 of nonce + ciphertext + tag."""
@@ -114,7 +124,12 @@ class Unpacked(Record):
     request: dict[str, Any] | None = None
 
 
-UNSIGNED: Final = "unsigned request"
+#: The client's `error` for a request whose signature does not check (`Unpacked.problem`).
+UNSIGNED: Final = (
+    "the worker could not check this request's signature: the gateway that queued it and the"
+    " worker do not share a cluster key (--cluster-key-file), or the request did not come"
+    " from a gateway of this cluster or was altered on the way"
+)
 
 
 def named_run(data: bytes) -> str | None:

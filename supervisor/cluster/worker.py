@@ -14,9 +14,10 @@ while it waited (its client cancelled it). The run's summary goes to the runs
 stream when it starts and ends; the request is acknowledged once `end` is published.
 
 A request runs only if a gateway signed it with the cluster key (`sealing.py`): one
-unsigned, or signed with another key, is never run; the run it names gets `start`,
-`error{message: "unsigned request"}` and `end` (only onto an empty subject: a run that has
-begun is not touched), and a message that names no run is acknowledged, dropped and logged.
+unsigned, or signed with another key, is never run; the run it names gets `start`, an
+`error` saying why (`sealing.UNSIGNED`) and `end` (only onto an empty subject: a run that
+has begun is not touched), and a message that names no run is acknowledged, dropped and
+logged. At start, a worker asks whether the other parts hold its key (`keycheck.py`).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from .access import INSECURE_WARNING, NatsAccess
 from .ending import publish_ending
 from .events import forward_events
 from .jet import ClusterDown, Taken
+from .keycheck import Part, check_key
 from .link import Cluster, open_cluster, retry_s
 from .mirror import MirrorJournal
 from .names import (
@@ -62,7 +64,7 @@ from .names import (
     stream_specs,
 )
 from .publish import PUBLISH_S, Publisher
-from .sealing import UNSIGNED, ClusterKey, named_run, unpack_request
+from .sealing import ClusterKey, named_run, unpack_request
 
 logger = logging.getLogger("mcpx_hooks.worker")
 
@@ -166,13 +168,7 @@ class Worker:
             await self.cluster.settle(msg)
             return
         if text is None:
-            logger.warning("run %s: %s, not run", run_id, unpacked.problem)
-            if unpacked.problem == UNSIGNED:
-                logger.warning(
-                    "run %s: a request no gateway of this cluster signed (a publisher without"
-                    " the cluster key, or a gateway with another --cluster-key-file)",
-                    run_id,
-                )
+            logger.warning("run %s: not run: %s", run_id, unpacked.problem)
             await self._end_unsigned(run_id, unpacked.problem)
             await self.cluster.settle(msg)
             return
@@ -333,6 +329,7 @@ async def run_worker(config: Config, options: WorkerOptions, ready: Callable[[],
                 nursery.cancel_scope.cancel()
 
             await nursery.start(forward_events, cluster, runtime.bus)
+            await nursery.start(check_key, cluster, worker.key, Part.WORKER)
             await nursery.start(serve_stop_signals, nursery.cancel_scope, first, None)
             await nursery.start(serving)
             ready()
