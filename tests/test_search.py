@@ -242,6 +242,35 @@ def test_words_printed_in_colour_are_found_and_shown_as_a_terminal_shows_them(
     db.close()
 
 
+#: Text with the terminal's sequences in it, and what may break them: ESC, CSI, BEL, `[`, `]`.
+_TERMINAL_TEXT = st.text(
+    alphabet=st.sampled_from("\x1b\x9b\x07[];:?m0123 aZ\\()\u00e9"), max_size=40
+)
+
+
+@given(st.lists(st.one_of(_TERMINAL_TEXT, st.text(max_size=40)), min_size=1, max_size=8))
+def test_any_text_is_indexed_and_its_rows_deleted_as_indexed(texts: list[str]) -> None:
+    # A row of a contentless index is deleted with the text it was indexed with, made again
+    # from the stored line: `plain` gives the same text both times, whatever the line holds.
+    assert all(len(plain(t)) <= len(t) for t in texts)
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        history = History.open(Path(tmp) / "h.db")
+        try:
+            sent = [frame("p", 0, "start", argv=["x"], cwd="/", sandbox="none")]
+            sent += [frame("p", seq, "stdout", text=t) for seq, t in enumerate(texts, 1)]
+            store(history, "p", sent, 1.0)
+            history.drop(["p"])
+        finally:
+            history.close()
+        db = sqlite3.connect(Path(tmp) / "h.db")
+        try:
+            db.execute("INSERT INTO search(search) VALUES ('integrity-check')")
+        finally:
+            db.close()
+
+
 def test_a_history_indexed_with_the_escapes_is_indexed_again_without(tmp_path: Path) -> None:
     # A history of schema version 2 indexed a line's text as it came, escapes and all.
     path = tmp_path / "h.db"
