@@ -123,6 +123,8 @@ CODE_FILENAME: Final = "<mcpx-hooks -c>"
 LAUNCHER_FAILED: Final = 2
 
 _UNSET: Final = object()
+#: The mark on an `OSError` of reading the script (`Launcher._read_script`): said in one line.
+UNREADABLE: Final = "_mcpx_script_unreadable"
 
 
 class LauncherError(Exception):
@@ -154,8 +156,7 @@ class Launcher:
         module.__dict__["mcpx_call"] = sys.modules["mcpx"].call
         try:
             if self.file is not None:
-                with open(self.file, "rb") as f:
-                    source: bytes | str = f.read()
+                source: bytes | str = self._read_script(self.file)
                 filename = self.file
             else:
                 assert self.code is not None
@@ -172,6 +173,18 @@ class Launcher:
         if value is None and self.result is not _UNSET:
             value = self.result
         return value
+
+    @staticmethod
+    def _read_script(file: str) -> bytes:
+        """The script's bytes. One that cannot be read (gone, a directory, not granted by the
+        sandbox) raises its `OSError`, marked (`UNREADABLE`) so that it is said in one line,
+        not as a traceback of the launcher: the run fails with it, its `onError` lines see it."""
+        try:
+            with open(file, "rb") as f:
+                return f.read()
+        except OSError as exc:
+            setattr(exc, UNREADABLE, True)
+            raise exc.with_traceback(None) from None
 
     def send_result(self, value: Any) -> None:
         self.frames.send_value("result", value)
@@ -200,6 +213,14 @@ class Launcher:
         import linecache
         import traceback
 
+        if getattr(exc, UNREADABLE, False) and isinstance(exc, OSError):
+            why = exc.strerror or type(exc).__name__
+            print(
+                f"mcpx-hooks launcher: cannot read the script {exc.filename}: {why}",
+                file=sys.stderr,
+            )
+            sys.stderr.flush()
+            return
         for name, text in self.texts.items():
             linecache.cache[name] = (len(text), None, text.splitlines(True), name)
         seen: set[int] = set()

@@ -232,6 +232,39 @@ def test_a_syntax_error_in_the_script_counts_as_the_body_failing(tmp_path: Path)
     assert f'File "{tmp_path / "job.py"}", line 2' in out.stderr
 
 
+@pytest.mark.parametrize("what", ["gone", "a directory"])
+def test_a_script_that_cannot_be_read_is_said_in_one_line_not_a_traceback(
+    tmp_path: Path, what: str
+) -> None:
+    # `exec --python gone.py` printed a traceback of the launcher's own frames.
+    job = tmp_path / "job.py"
+    if what == "a directory":
+        job.mkdir()
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"file": str(job), "code": None, "sources": MARKERS, "paths": []}))
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-B", LAUNCHER, str(plan)],
+        cwd=tmp_path, env={"PATH": os.environ.get("PATH", "")},
+        capture_output=True, text=True, timeout=PROCESS_BOUND_S, check=False,
+    )  # fmt: skip
+    error, why = (
+        ("FileNotFoundError [Errno 2]", "No such file or directory")
+        if what == "gone"
+        else ("IsADirectoryError [Errno 21]", "Is a directory")
+    )
+    # The run fails with the error, its onError lines see it, the suffix runs.
+    assert done.returncode == 1
+    assert done.stdout.splitlines() == [
+        "[before]",
+        "[prefix]",
+        f"[onError] {error} {why}: '{job}'",
+        "[suffix]",
+    ]
+    # (without a frames fd, the error's frame goes to stderr too, as `mcpx: {…}`)
+    said = [line for line in done.stderr.splitlines() if not line.startswith("mcpx: ")]
+    assert said == [f"mcpx-hooks launcher: cannot read the script {job}: {why}"]
+
+
 def test_sys_exit_with_a_code_is_a_failure_with_that_exit_code(tmp_path: Path) -> None:
     out = launch(tmp_path, "import sys\n\ndef main():\n    sys.exit(3)\n")
     assert out.returncode == 3
