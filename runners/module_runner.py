@@ -24,6 +24,7 @@ import os
 import select
 import sys
 import time
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -134,10 +135,11 @@ def run(spec: str) -> int:
     except RunnerError as exc:
         print(f"mcpx-hooks module runner: {exc}", file=sys.stderr)
         return 1
-    except BaseException:  # the hook's own failure: report it whole
+    except BaseException as exc:  # the hook's own failure: its traceback, from its own frames
         import traceback  # here: the spawner, which imports this module, need not load it
 
-        traceback.print_exc()
+        exc.__traceback__ = _without_runner_frames(exc)
+        traceback.print_exception(exc)
         return 1
     finally:
         sys.stdout = out
@@ -161,3 +163,29 @@ def run(spec: str) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv))
+
+
+def _without_runner_frames(exc: BaseException) -> types.TracebackType | None:
+    """`exc`'s traceback without the frames that lead into the hook's code (this runner's,
+    and the import system's on its way to load the hook's file): a hook's author reads their
+    own frames and error, and the stderr tail on the hook's frame holds them, not ours. A
+    frame of ours after the hook's last one (the runner itself failing) is kept; a hook
+    file that does not compile has none of its own (its `SyntaxError` says where)."""
+    tb = exc.__traceback__
+    entries: list[types.TracebackType] = []
+    while tb is not None:
+        entries.append(tb)
+        tb = tb.tb_next
+    ours = [_ours(entry.tb_frame.f_code.co_filename) for entry in entries]
+    last_theirs = max((i for i, mine in enumerate(ours) if not mine), default=-1)
+    if last_theirs < 0 and isinstance(exc, SyntaxError):
+        return None
+    kept = [e for i, e in enumerate(entries) if not ours[i] or i > last_theirs]
+    trimmed: types.TracebackType | None = None
+    for entry in reversed(kept):
+        trimmed = types.TracebackType(trimmed, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+    return trimmed
+
+
+def _ours(filename: str) -> bool:
+    return filename == __file__ or filename.startswith("<frozen importlib")

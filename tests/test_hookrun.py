@@ -395,6 +395,29 @@ async def test_module_runner(
         assert stderr in (frame.stderr_tail or "")
 
 
+@pytest.mark.parametrize("broken", ["raises", "does not compile"])
+async def test_a_module_hook_s_traceback_holds_its_own_frames_not_the_runner_s(
+    spawner: Spawner, tmp_path: Path, broken: str
+) -> None:
+    # The stderr tail on the hook's frame led with the runner's and importlib's frames; for a
+    # file that does not compile, they pushed its SyntaxError's lines toward the tail's end.
+    (tmp_path / "mods").mkdir()
+    (tmp_path / "mods" / "m.py").write_text(MODULE)
+    (tmp_path / "mods" / "bad.py").write_text("x = 1\ndef hook(:\n")
+    spec = "mods/m.py:broken" if broken == "raises" else "mods/bad.py"
+    frame = (await run(spawner, make_hook(tmp_path, action=Action.MODULE, target=spec))).frame
+    assert frame.status is HookStatus.FAILED
+    tail = frame.stderr_tail or ""
+    assert "module_runner" not in tail and "<frozen importlib" not in tail, tail
+    if broken == "raises":
+        assert tail.startswith("Traceback (most recent call last):\n"), tail
+        assert f'File "{tmp_path / "mods" / "m.py"}", line 15, in broken' in tail, tail
+        assert tail.endswith("RuntimeError: kaboom\n"), tail
+    else:
+        assert tail.startswith(f'  File "{tmp_path / "mods" / "bad.py"}", line 2\n'), tail
+        assert tail.endswith("SyntaxError: invalid syntax\n"), tail
+
+
 @pytest.mark.parametrize("size", [100_000, 3_000_000], ids=["over-a-pipe", "over-1-MiB"])
 async def test_an_input_larger_than_a_pipe_costs_no_more_than_its_reading(
     spawner: Spawner, tmp_path: Path, size: int
