@@ -84,8 +84,10 @@ def load(spec: str) -> Callable[[dict[str, Any]], Any]:
         sys.path.insert(0, os.getcwd())
         module = importlib.import_module(target)
     fn = getattr(module, func, None)
-    if not callable(fn):
+    if fn is None:
         raise RunnerError(f"{target} has no function {func!r}")
+    if not callable(fn):
+        raise RunnerError(f"{target}:{func} is {type(fn).__name__}, not a function")
     return fn  # type: ignore[no-any-return]
 
 

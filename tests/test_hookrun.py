@@ -356,6 +356,8 @@ def silent(payload):
 def chatty(payload):
     print("checking deps...")
     return {"advise": "chatty"}
+
+VALUE = 3
 """
 
 
@@ -371,6 +373,7 @@ def chatty(payload):
         ("mods/m.py:broken", HookStatus.FAILED, (), "RuntimeError: kaboom"),
         ("mods/m.py:wrong", HookStatus.FAILED, (), "returned list"),
         ("mods/m.py:absent", HookStatus.FAILED, (), "has no function 'absent'"),
+        ("mods/m.py:VALUE", HookStatus.FAILED, (), "mods/m.py:VALUE is int, not a function"),
         ("mods/none.py", HookStatus.FAILED, (), "module file not found"),
     ],
 )
