@@ -123,7 +123,7 @@ CODE_FILENAME: Final = "<mcpx-hooks -c>"
 LAUNCHER_FAILED: Final = 2
 
 _UNSET: Final = object()
-#: The mark on an `OSError` of reading the script (`Launcher._read_script`): said in one line.
+#: The mark on an `OSError` of reading the script: said in one line (`print_exception`).
 UNREADABLE: Final = "_mcpx_script_unreadable"
 
 
@@ -156,7 +156,12 @@ class Launcher:
         module.__dict__["mcpx_call"] = sys.modules["mcpx"].call
         try:
             if self.file is not None:
-                source: bytes | str = self._read_script(self.file)
+                try:
+                    with open(self.file, "rb") as f:
+                        source: bytes | str = f.read()
+                except OSError as exc:  # (said in one line, `print_exception`: not a traceback)
+                    setattr(exc, UNREADABLE, True)
+                    raise exc.with_traceback(None) from None
                 filename = self.file
             else:
                 assert self.code is not None
@@ -173,18 +178,6 @@ class Launcher:
         if value is None and self.result is not _UNSET:
             value = self.result
         return value
-
-    @staticmethod
-    def _read_script(file: str) -> bytes:
-        """The script's bytes. One that cannot be read (gone, a directory, not granted by the
-        sandbox) raises its `OSError`, marked (`UNREADABLE`) so that it is said in one line,
-        not as a traceback of the launcher: the run fails with it, its `onError` lines see it."""
-        try:
-            with open(file, "rb") as f:
-                return f.read()
-        except OSError as exc:
-            setattr(exc, UNREADABLE, True)
-            raise exc.with_traceback(None) from None
 
     def send_result(self, value: Any) -> None:
         self.frames.send_value("result", value)
@@ -213,14 +206,9 @@ class Launcher:
         import linecache
         import traceback
 
-        if getattr(exc, UNREADABLE, False) and isinstance(exc, OSError):
-            why = exc.strerror or type(exc).__name__
-            print(
-                f"mcpx-hooks launcher: cannot read the script {exc.filename}: {why}",
-                file=sys.stderr,
-            )
-            sys.stderr.flush()
-            return
+        if isinstance(exc, OSError) and getattr(exc, UNREADABLE, False):
+            said = f"cannot read the script {exc.filename}: {exc.strerror or exc}"
+            return print(f"mcpx-hooks launcher: {said}", file=sys.stderr, flush=True)
         for name, text in self.texts.items():
             linecache.cache[name] = (len(text), None, text.splitlines(True), name)
         seen: set[int] = set()
@@ -400,17 +388,8 @@ _OURS: Final = frozenset((__file__, mcpx_channel.__file__))
 
 
 def _without_launcher_frames(tb: types.TracebackType | None) -> types.TracebackType | None:
-    entries: list[types.TracebackType] = []
-    while tb is not None:
-        entries.append(tb)
-        tb = tb.tb_next
-    ours = [entry.tb_frame.f_code.co_filename in _OURS for entry in entries]
-    last_theirs = max((i for i, mine in enumerate(ours) if not mine), default=-1)
-    kept = [e for i, e in enumerate(entries) if not ours[i] or i > last_theirs]
-    trimmed: types.TracebackType | None = None
-    for entry in reversed(kept):
-        trimmed = types.TracebackType(trimmed, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
-    return trimmed
+    """`tb` without our frames leading into the script (`module_runner.without_frames`)."""
+    return _sibling("module_runner").without_frames(tb, _OURS.__contains__)  # type: ignore[no-any-return]
 
 
 def _is_str_list(value: object) -> bool:

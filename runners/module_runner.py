@@ -171,18 +171,29 @@ def _without_runner_frames(exc: BaseException) -> types.TracebackType | None:
     """`exc`'s traceback without the frames that lead into the hook's code (this runner's,
     and the import system's on its way to load the hook's file): a hook's author reads their
     own frames and error, and the stderr tail on the hook's frame holds them, not ours. A
-    frame of ours after the hook's last one (the runner itself failing) is kept; a hook
-    file that does not compile has none of its own (its `SyntaxError` says where)."""
-    tb = exc.__traceback__
+    hook file that does not compile has no frame of its own (its `SyntaxError` says where)."""
+    trimmed = without_frames(exc.__traceback__, _ours)
+    if isinstance(exc, SyntaxError) and trimmed is not None:
+        tb: types.TracebackType | None = trimmed
+        theirs = False
+        while tb is not None and not theirs:
+            theirs, tb = not _ours(tb.tb_frame.f_code.co_filename), tb.tb_next
+        return trimmed if theirs else None
+    return trimmed
+
+
+def without_frames(
+    tb: types.TracebackType | None, ours: Callable[[str], bool]
+) -> types.TracebackType | None:
+    """`tb` without the frames whose file is `ours` up to the last one that is not (the code
+    they lead into); one of ours after that (ours failing) is kept. The launcher's too."""
     entries: list[types.TracebackType] = []
     while tb is not None:
         entries.append(tb)
         tb = tb.tb_next
-    ours = [_ours(entry.tb_frame.f_code.co_filename) for entry in entries]
-    last_theirs = max((i for i, mine in enumerate(ours) if not mine), default=-1)
-    if last_theirs < 0 and isinstance(exc, SyntaxError):
-        return None
-    kept = [e for i, e in enumerate(entries) if not ours[i] or i > last_theirs]
+    mine = [ours(entry.tb_frame.f_code.co_filename) for entry in entries]
+    last_theirs = max((i for i, own in enumerate(mine) if not own), default=-1)
+    kept = [e for i, e in enumerate(entries) if not mine[i] or i > last_theirs]
     trimmed: types.TracebackType | None = None
     for entry in reversed(kept):
         trimmed = types.TracebackType(trimmed, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
