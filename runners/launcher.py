@@ -95,15 +95,17 @@ if TYPE_CHECKING:
 def _sibling(name: str) -> types.ModuleType:
     """The module `name` of this folder. The launcher runs as a script, outside the package,
     and `python -I` puts no folder of ours on `sys.path`: it is there for this import only,
-    and the module is taken out of `sys.modules` after, so that a script's own module of that
-    name (or a package of ours) is never found in its place. (`importlib.util` would cost
-    3 ms of start-up.)"""
+    and `sys.modules` is left as it was, so that a script's own module of that name is never
+    found in ours' place, nor ours in its. (`importlib.util` would cost 3 ms of start-up.)"""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    theirs = sys.modules.pop(name, None)
     try:
         __import__(name)
     finally:
         del sys.path[0]
-    return sys.modules.pop(name)
+    ours = sys.modules.pop(name)
+    sys.modules.update({name: theirs} if theirs is not None else {})
+    return ours
 
 
 if not TYPE_CHECKING:
@@ -197,12 +199,9 @@ class Launcher:
         self.print_exception(exc, chain=False)  # the chained original error is reported anyway
 
     def print_exception(self, exc: BaseException, *, chain: bool = True) -> None:
-        """The traceback on stderr, with the text of generated and `-c` lines.
-
-        The launcher's own frames that lead into the script are left out (the script's
-        frames and the spliced line it was called from remain); frames where the launcher
-        itself raised are kept.
-        """
+        """The traceback on stderr, with the text of generated and `-c` lines. The launcher's
+        own frames that lead into the script are left out (the script's frames and the spliced
+        line it was called from remain); frames where the launcher itself raised are kept."""
         import linecache
         import traceback
 

@@ -265,6 +265,26 @@ def test_a_script_that_cannot_be_read_is_said_in_one_line_not_a_traceback(
     assert said == [f"mcpx-hooks launcher: cannot read the script {job}: {why}"]
 
 
+def test_a_script_s_own_module_named_as_ours_is_not_mistaken_for_it(tmp_path: Path) -> None:
+    # The launcher loads a module of its own folder when it prints a traceback: a script's
+    # module of that name, imported already, must neither stand in for it nor be replaced.
+    (tmp_path / "module_runner.py").write_text("MINE = True\n")
+    script = """\
+    import sys
+    import module_runner
+
+    def main():
+        print("[mine]", module_runner.MINE)
+        raise ValueError("no good")
+    """
+    out = launch(tmp_path, script)
+    assert out.returncode == 1
+    assert "[mine] True" in out.lines
+    assert "Error in sys.excepthook" not in out.stderr, out.stderr
+    assert out.stderr.rstrip().endswith("ValueError: no good"), out.stderr
+    assert LAUNCHER not in out.stderr
+
+
 def test_sys_exit_with_a_code_is_a_failure_with_that_exit_code(tmp_path: Path) -> None:
     out = launch(tmp_path, "import sys\n\ndef main():\n    sys.exit(3)\n")
     assert out.returncode == 3
