@@ -103,6 +103,14 @@ def test_symlinks_and_other_entries_are_not_followed_and_are_said(
     assert "3 entries" in str(warning["message"]) and "dirlink, fifo, link" in str(
         warning["message"]
     )
+    # One is said as one ("1 entries … are not" read so).
+    (source / "dirlink").unlink()
+    (source / "fifo").unlink()
+    (warning,) = [f for f in _wire(store.keep("r2", str(source))) if f["type"] == "warning"]
+    assert warning["message"] == (
+        "1 entry under the artifacts directory is not a regular file (a symlink, a device…)"
+        " and is not an artifact: link"
+    )
 
 
 def test_a_forgotten_run_takes_its_artifacts_with_it(tmp_path: Path) -> None:

@@ -123,8 +123,14 @@ class ArtifactStore:
             shown = ", ".join(others[:10]) + (", …" if len(others) > 10 else "")
             warnings.append(
                 _warning(
-                    f"{len(others)} entries under the artifacts directory are not regular"
-                    f" files (symlinks, devices…) and are not artifacts: {shown}"
+                    (
+                        "1 entry under the artifacts directory is not a regular file (a"
+                        " symlink, a device…) and is not an artifact"
+                        if len(others) == 1
+                        else f"{len(others)} entries under the artifacts directory are not"
+                        " regular files (symlinks, devices…) and are not artifacts"
+                    )
+                    + f": {shown}"
                 )
             )
         if len(files) > MAX_ARTIFACTS:
