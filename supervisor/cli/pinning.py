@@ -71,7 +71,7 @@ def pin_servers(args: argparse.Namespace) -> int:
             say(f"mcpx-hooks trust: {exc}")
             code = EXIT_FAILED
             continue
-        print(f"pinned {name}: {len(listed)} tools")
+        print(f"pinned {name}: {len(listed)} tool{'s' * (len(listed) != 1)}")
         with contextlib.suppress(StateError):
             if (running := seen_changes(config.servers[name], listed, os.environ)) is not None:
                 print(

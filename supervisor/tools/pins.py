@@ -97,9 +97,13 @@ def verdict(spec: ServerSpec, tools: Sequence[Any], environ: Mapping[str, str]) 
     except StateError as exc:
         return PinVerdict(warning=f"server {name}: its tools could not be pinned: {exc}")
     return PinVerdict(
-        warning=f"server {name}: its {len(tools)} tools were pinned at their first use (a"
-        f" later change quarantines it; {_commands(name)})"
+        warning=f"server {name}: its {_tools(len(tools))} pinned at their first use (a later"
+        f" change quarantines it; {_commands(name)})"
     )
+
+
+def _tools(count: int) -> str:
+    return "1 tool was" if count == 1 else f"{count} tools were"
 
 
 def pin(spec: ServerSpec, tools: Sequence[Any], environ: Mapping[str, str]) -> None:
