@@ -9,7 +9,8 @@ any of them is one row of `search`, whose rowid is the run's key and the frame's
 The index is contentless (`content=''`): it holds the tokens, not the text, which the chunks
 hold already. A match's snippet is cut from its frame line, read back from its chunk; a run
 dropped from the history has its rows deleted with the same texts, made again from its lines.
-SQLite makes the texts (`text_sql`: no Python per line). The writer (`store.py`) indexes
+SQLite makes the texts (`text_sql`: no Python per line, but for a line that holds a
+terminal's escape sequence, which `plain` leaves out). The writer (`store.py`) indexes
 in the transactions that store the lines, from where each run's index stops (`runs.indexed`),
 at most a budget of lines a write while runs run (`catch_up`; `run/recording.py`), so that
 a run that prints fast is stored at once and indexed a little behind.
