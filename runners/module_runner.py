@@ -172,14 +172,12 @@ def _without_runner_frames(exc: BaseException) -> types.TracebackType | None:
     and the import system's on its way to load the hook's file): a hook's author reads their
     own frames and error, and the stderr tail on the hook's frame holds them, not ours. A
     hook file that does not compile has no frame of its own (its `SyntaxError` says where)."""
-    trimmed = without_frames(exc.__traceback__, _ours)
-    if isinstance(exc, SyntaxError) and trimmed is not None:
-        tb: types.TracebackType | None = trimmed
-        theirs = False
-        while tb is not None and not theirs:
-            theirs, tb = not _ours(tb.tb_frame.f_code.co_filename), tb.tb_next
-        return trimmed if theirs else None
-    return trimmed
+    import traceback  # (imported already by the runner's failing path, its one caller)
+
+    frames = traceback.walk_tb(exc.__traceback__)
+    if isinstance(exc, SyntaxError) and all(_ours(f.f_code.co_filename) for f, _ in frames):
+        return None
+    return without_frames(exc.__traceback__, _ours)
 
 
 def without_frames(

@@ -45,16 +45,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return command_runner(args.command)(args)
     except ConfigError as exc:
-        from .printable import continued
+        from .common import say
 
-        print("mcpx-hooks: the configuration is invalid:", file=sys.stderr)
+        say("mcpx-hooks: the configuration is invalid:")
         for problem in exc.problems:  # (a file's key or path is its data, as `validate` says)
-            print(continued(f"  {problem}"), file=sys.stderr)
+            say(f"  {problem}")
         return EXIT_USAGE
     except SpawnError as exc:  # (the spawner itself could not start: one line, no traceback)
-        from .printable import continued
+        from .common import say
 
-        print(continued(f"mcpx-hooks: {exc}"), file=sys.stderr)
+        say(f"mcpx-hooks: {exc}")
         return EXIT_USAGE if isinstance(exc, SpawnModeError) else EXIT_FAILED
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED

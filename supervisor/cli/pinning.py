@@ -50,8 +50,6 @@ def _named(config: Config, names: list[str], command: str) -> list[str] | int:
 
 
 def pin_servers(args: argparse.Namespace) -> int:
-    import sys
-
     from ..config.statefiles import StateError
     from ..tools.pins import pin, seen_changes
 
@@ -74,12 +72,11 @@ def pin_servers(args: argparse.Namespace) -> int:
         print(f"pinned {name}: {len(listed)} tool{'s' * (len(listed) != 1)}")
         with contextlib.suppress(StateError):
             if (running := seen_changes(config.servers[name], listed, os.environ)) is not None:
-                print(
+                say(
                     f"mcpx-hooks trust: note: while it ran, at {running[0]}, {name} listed"
                     f" other tools (`mcpx-hooks servers diff {name}` shows them); a"
                     " process that holds that listing keeps it quarantined until the server"
-                    " starts afresh",
-                    file=sys.stderr,
+                    " starts afresh"
                 )
     return code
 
