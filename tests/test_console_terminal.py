@@ -244,6 +244,34 @@ def test_colours_are_drawn_and_no_escape_code_shows(page: Page, served: dict[str
     shot(page, "colours")
 
 
+#: A linter that fails in colour, as one forced to colour (`FORCE_COLOR`, `--color=always`) does.
+COLOURED_LINTER = {
+    "name": "lint",
+    "on": "script",
+    "phase": "onSuccess",
+    "run": [
+        PY,
+        "-c",
+        "import sys; sys.stderr.write('\\x1b[1;31merror:\\x1b[0m E501 line too long\\n');"
+        " sys.exit(1)",
+    ],
+}
+
+
+def test_a_hook_s_coloured_stderr_is_drawn_in_colour_with_no_escape_code(
+    page: Page, served: dict[str, Any]
+) -> None:
+    sign_in(page, served)
+    request = {"argv": ["true"], "hooks": [COLOURED_LINTER]}
+    run_id = exec_run(served, request, wait=True)
+    page.goto(f"{origin(served)}/#/runs/{run_id}")
+    tail = page.locator(".timeline .frame.hook", has_text="lint").locator("details.said pre")
+    expect(tail).to_contain_text("error: E501 line too long", timeout=WAIT_MS)
+    assert "[1;31m" not in tail.inner_text() and "\x1b" not in tail.inner_text()
+    error = tail.locator("span", has_text="error:")
+    assert error.evaluate(STYLE)[:3] == ["rgb(207, 34, 46)", "rgba(0, 0, 0, 0)", "700"]
+
+
 #: A `before` hook that works for a few seconds (its own time: nothing waits on the test).
 SLOW_HOOK = {
     "name": "slow-check",

@@ -1,6 +1,7 @@
 // What one frame of a run shows, by type (a hook frame in full: status, effect and clamp,
 // what it dropped, what an \`apply\` changed as original → new), and an output frame's text.
 
+import { parse, styleNode } from "./ansi.js";
 import { commandLine, duration, el, lineDiff, shown } from "./dom.js";
 import { ENVELOPE_KEYS, FrameType } from "./tables.js";
 
@@ -12,6 +13,12 @@ export function outputText(frame) {
 
 function pre(text, cls = "") {
   return el("pre", { class: cls }, text);
+}
+
+/** What a hook's process printed, as a terminal shows it (a linter's colours drawn, every
+ * other escape sequence dropped), as the run's output is. */
+function printed(text) {
+  return el("pre", {}, ...parse(text).pieces.map((piece) => styleNode(el("span", {}, piece.text), piece.style)));
 }
 
 /** What one frame shows, by type; a type this page does not know shows its fields. */
@@ -113,11 +120,11 @@ function hookBody(h) {
   if (h.ran) parts.push(el("details", {}, el("summary", {}, `ran ${commandLine(h.ran.argv)}: ${h.ran.status}`), pre(shown(h.ran))));
   // What a failed hook said stands open under its failure ("jq is missing: …").
   const failed = h.status !== "ok" && h.status !== "skipped";
-  if (h.stdoutHead) parts.push(el("details", { open: failed }, el("summary", {}, "stdout (its head)"), pre(h.stdoutHead)));
+  if (h.stdoutHead) parts.push(el("details", { open: failed }, el("summary", {}, "stdout (its head)"), printed(h.stdoutHead)));
   if (h.stdoutTail && h.stdoutTail !== h.stdoutHead) {
-    parts.push(el("details", { class: "said", open: failed }, el("summary", {}, "stdout (its tail)"), pre(h.stdoutTail)));
+    parts.push(el("details", { class: "said", open: failed }, el("summary", {}, "stdout (its tail)"), printed(h.stdoutTail)));
   }
-  if (h.stderrTail) parts.push(el("details", { class: "said", open: failed }, el("summary", {}, "stderr (its tail)"), pre(h.stderrTail)));
+  if (h.stderrTail) parts.push(el("details", { class: "said", open: failed }, el("summary", {}, "stderr (its tail)"), printed(h.stderrTail)));
   return el("div", { class: "hook" }, ...parts);
 }
 
