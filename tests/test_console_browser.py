@@ -342,6 +342,11 @@ def test_a_phone_sized_screen_shows_one_column(browser: Browser, served: dict[st
         expect(phone.locator(".frame.end")).to_be_visible(timeout=WAIT_MS)
         expect(phone.locator("#runs")).to_be_hidden()
         assert phone.evaluate("document.documentElement.scrollWidth") <= 390
+        # Each row's text takes the screen's width, the output row's too (it stood in the
+        # seq's narrow column, a word a line).
+        label = phone.locator(".frame.output-group > :last-child")
+        expect(label).to_contain_text("in the output below")
+        assert label.bounding_box()["width"] > 250  # type: ignore[index]
         shot(phone, "phone-run")
         phone.get_by_role("link", name="← All runs").click()
         expect(phone.locator("#runs")).to_be_visible()

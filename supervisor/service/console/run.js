@@ -207,7 +207,7 @@ export class RunView {
 
   outputRow(frame) {
     if (!this.group) {
-      const label = el("span", {}, "");
+      const label = el("div", { class: "label" }, "");
       const row = el("li", { class: "frame output-group" }, el("a", { class: "seq", href: runLink(this.runId, frame.seq) }, `#${frame.seq}`), el("span", { class: "type" }, "output"), label);
       this.timeline.append(row);
       this.group = { row, label, first: frame.seq, counts: {} };
