@@ -179,6 +179,45 @@ def test_a_prompt_nobody_answers_goes_away_at_the_deadline(tmp_path: Path) -> No
     assert "  asked: ship it? -> yes (by deadline)" in stdout
 
 
+def on_a_terminal(argv: list[str], cwd: Path) -> tuple[str, int]:
+    """`argv` with its stdin, stdout and stderr all on one terminal, as a person runs it:
+    what the terminal showed, to `end`'s line, and the exit code."""
+    master, slave = pty.openpty()
+    with subprocess.Popen(argv, cwd=cwd, env=ENV, stdin=slave, stdout=slave, stderr=slave) as proc:
+        os.close(slave)
+        seen = bytearray()
+        _read_until(master, b"end: ", seen)
+        returncode = proc.wait(timeout=60)
+    os.close(master)
+    return seen.decode().replace("\r\n", "\n"), returncode
+
+
+def test_a_settled_prompt_ends_its_line_before_the_hook_s_line(tmp_path: Path) -> None:
+    """The prompt's line is closed with its note before the view shows what settled it: the
+    hook's line never runs on after `[y/n, …] `, nor the note after the run's `end`."""
+    hook = json.dumps(asking_hook(deadline_ms=300))
+    shown, returncode = on_a_terminal([*CLI, "exec", "--hook", hook, "--", "true"], tmp_path)
+    assert returncode == 3
+    assert (
+        "gate asks: ship it? [y/n, default no in 0.3 s] \n"
+        "(settled without this answer; see the hook's line)\n"
+        "hook gate (script.before, run, sandbox none): ok in "
+    ) in shown, shown
+    # The frames as JSON on the same terminal: the gate's frame on a line of its own too.
+    argv = [*CLI, "exec", "--json", "--hook", hook, "--", "true"]
+    master, slave = pty.openpty()
+    with subprocess.Popen(argv, cwd=tmp_path, env=ENV, stdin=slave, stdout=slave, stderr=slave):
+        os.close(slave)
+        seen = bytearray()
+        _read_until(master, b'"type":"end"', seen)
+    os.close(master)
+    assert (
+        b"[y/n, default no in 0.3 s] \r\n(settled without this answer; see the hook's line)\r\n{"
+        in seen
+    )
+
+
+# ---- the service ---------------------------------------------------------------------------------
 # ---- the service ---------------------------------------------------------------------------------
 
 
@@ -266,6 +305,21 @@ def test_exec_remote_yes_answers_over_the_socket(server: Server) -> None:
     assert gate_of(frames)["asked"] == {"question": "ship it?", "answer": "yes", "by": "client"}
     assert frames[-2]["value"] == 5
     assert "gate asks: ship it? -> yes (--yes)" in out.stderr
+
+
+def test_exec_remote_s_settled_prompt_ends_its_line_before_the_hook_s_line(
+    server: Server,
+) -> None:
+    hook = json.dumps(asking_hook(deadline_ms=300))
+    remote = ["--remote", server.url, "--token-file", str(server.cwd / "token")]
+    argv = [*CLI, "exec", *remote, "--hook", hook, "--", "true"]
+    shown, returncode = on_a_terminal(argv, server.cwd)
+    assert returncode == 3
+    assert (
+        "gate asks: ship it? [y/n, default no in 0.3 s] \n"
+        "(settled without this answer; see the hook's line)\n"
+        "hook gate (script.before, run, sandbox none): ok in "
+    ) in shown, shown
 
 
 def test_exec_remote_hands_on_every_frame_and_keeps_none_of_the_output(server: Server) -> None:

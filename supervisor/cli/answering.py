@@ -77,7 +77,10 @@ def _asks(frame: Mapping[str, Any]) -> str:
 
 
 class TerminalPrompt:
-    """Asks one question at a time on `out` and reads the answer from the terminal `fd`."""
+    """Asks one question at a time on `out` and reads the answer from the terminal `fd`.
+    A question settled otherwise (its deadline, another's answer, the run cancelled) ends
+    its prompt's line with a note when the watcher says so (`settled`), before the frame
+    that settled it is shown, or else when its task is cancelled."""
 
     def __init__(self, fd: int, out: TextIO) -> None:
         import trio
@@ -85,6 +88,12 @@ class TerminalPrompt:
         self._fd = fd
         self._out = out
         self._lock = trio.Lock()
+        self._open: str | None = None  # the askId whose prompt holds the line
+
+    def settled(self, ask_id: str) -> None:
+        if self._open is not None and self._open == ask_id:
+            self._open = None
+            self._say("\n(settled without this answer; see the hook's line)\n")
 
     async def __call__(self, frame: Mapping[str, Any]) -> tuple[str, AnsweredBy] | None:
         import trio
@@ -95,6 +104,7 @@ class TerminalPrompt:
         seconds = int(frame.get("deadlineMs") or 0) / 1000
         async with self._lock:
             self._say(f"{_asks(frame)} [y/n, default {default} in {seconds:g} s] ")
+            self._open = ask_id = str(frame.get("askId"))
             try:
                 while True:
                     await trio.lowlevel.wait_readable(self._fd)
@@ -103,15 +113,17 @@ class TerminalPrompt:
                     except OSError:  # the terminal went away (EIO): nobody can answer
                         data = b""
                     if not data:  # the terminal is closed: nobody is there to answer
+                        self._open = None
                         self._say("\n")
                         return None
                     typed = data.decode(errors="replace").strip().lower()
                     word = TYPED.get(typed, default if typed == "" else None)
                     if word is not None:
+                        self._open = None
                         return word, AnsweredBy.TERMINAL
                     self._say("please type y or n: ")
             except trio.Cancelled:
-                self._say("\n(settled without this answer; see the hook's line)\n")
+                self.settled(ask_id)
                 raise
 
     def _say(self, text: str) -> None:

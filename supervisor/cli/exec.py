@@ -289,14 +289,13 @@ async def _print_encoded(journal: RunJournal, out: Output, watcher: AskWatcher |
 
     output_ends = tuple(STREAM_ENDS.values())
     async for batch in journal.follow(0).encoded():
+        if watcher is not None:
+            for line in batch:
+                # An output frame's line ends with its type (`RunJournal.offer_output`): only
+                # the outermost object can close right after it.
+                if not line.endswith(output_ends):
+                    watcher.see(wire_loads(line))  # (first: a prompt it settles ends its line)
         out.encoded(batch)
-        if watcher is None:
-            continue
-        for line in batch:
-            # An output frame's line ends with its type (`RunJournal.offer_output`): only the
-            # outermost object can close right after it.
-            if not line.endswith(output_ends):
-                watcher.see(wire_loads(line))
 
 
 def _run_remote(args: argparse.Namespace) -> int:

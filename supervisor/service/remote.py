@@ -268,13 +268,13 @@ async def exec_remote(
                 if frame.get("askId") and "seq" not in frame:  # an answer the server refused
                     print(f"mcpx-hooks: {frame.get('message')}", file=sys.stderr, flush=True)
                     continue
-                on_frame(frame)
                 if (kind := frame.get("type")) not in STREAM_TYPES:
                     kept = kind if isinstance(kind, str) and kind in HELD else None
                     if counts[kept] < HELD[kept]:
                         counts[kept] += 1
                         held.append(frame)
-                    watcher.see(frame)
+                    watcher.see(frame)  # (before it is shown: a prompt it settles ends first)
+                on_frame(frame)
         except RemoteError as exc:
             failed = exc
         nursery.cancel_scope.cancel()
