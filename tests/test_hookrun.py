@@ -421,6 +421,35 @@ async def test_a_module_hook_s_traceback_holds_its_own_frames_not_the_runner_s(
         assert tail.endswith("SyntaxError: invalid syntax\n"), tail
 
 
+@pytest.mark.parametrize(
+    ("spec", "said"),
+    [
+        ("pkg.absent", "mcpx-hooks module runner: module not found: pkg.absent"),
+        ("nopkg.mod:fn", "mcpx-hooks module runner: module not found: nopkg.mod"),
+        ("pkg.imports_absent", "ModuleNotFoundError: No module named 'absent_dependency'"),
+    ],
+)
+async def test_a_dotted_module_not_found_is_said_in_one_line(
+    spawner: Spawner, tmp_path: Path, spec: str, said: str
+) -> None:
+    # A dotted module that is not there failed with a traceback of importlib's frames alone
+    # (`importlib/__init__.py`, `<frozen importlib._bootstrap>`), where a file not found says
+    # so in a line; a module that is there and fails at its own import keeps its traceback.
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "imports_absent.py").write_text("import absent_dependency\n")
+    frame = (await run(spawner, make_hook(tmp_path, action=Action.MODULE, target=spec))).frame
+    assert frame.status is HookStatus.FAILED
+    tail = frame.stderr_tail or ""
+    assert "importlib" not in tail, tail
+    if spec == "pkg.imports_absent":
+        assert tail.startswith("Traceback (most recent call last):\n"), tail
+        assert f'File "{tmp_path / "pkg" / "imports_absent.py"}", line 1' in tail, tail
+        assert tail.endswith(f"{said}\n"), tail
+    else:
+        assert tail == f"{said} (no such module in {tmp_path} or the installed packages)\n"
+
+
 @pytest.mark.parametrize("size", [100_000, 3_000_000], ids=["over-a-pipe", "over-1-MiB"])
 async def test_an_input_larger_than_a_pipe_costs_no_more_than_its_reading(
     spawner: Spawner, tmp_path: Path, size: int
