@@ -15,6 +15,7 @@ import attrs
 import psutil
 import pytest
 import trio
+from conftest import require_rootless
 
 from mcpx_hooks.supervisor.core.convert import to_json
 from mcpx_hooks.supervisor.core.effects import Effect
@@ -302,6 +303,30 @@ async def test_missing_program_is_a_failure_not_a_crash(spawner: Spawner, tmp_pa
     frame = (await run(spawner, make_hook(tmp_path, target=("no-such-hook-xyz",)))).frame
     assert frame.status is HookStatus.FAILED
     assert frame.reason is not None and "no-such-hook-xyz" in frame.reason
+
+
+@pytest.mark.parametrize("sandbox", [Profile.NONE, Profile.STRICT])
+async def test_a_program_that_is_no_program_says_why(
+    spawner: Spawner, readable_tmp: Path, sandbox: Profile
+) -> None:
+    # A script written and not made executable, or a directory named as the program: the
+    # reason read "cannot start './check.sh': Permission denied", and nothing said which.
+    if sandbox is Profile.STRICT:
+        require_rootless()
+    (readable_tmp / "check.sh").write_text("#!/bin/sh\necho hi\n")
+    (readable_tmp / "check.sh").chmod(0o644)
+    (readable_tmp / "hooks").mkdir()
+    reasons = []
+    for program in ("./check.sh", "./hooks"):
+        hook = make_hook(readable_tmp, target=(program,), sandbox=sandbox)
+        frame = (await run(spawner, hook)).frame
+        assert frame.status is HookStatus.FAILED
+        reasons.append(frame.reason)
+    assert reasons == [
+        "could not start: cannot start './check.sh': Permission denied: the file is not"
+        " executable (chmod +x it, or name its interpreter first: sh FILE, python3 FILE)",
+        "could not start: cannot start './hooks': Permission denied: it is a directory",
+    ]
 
 
 async def test_with_nothing_to_call_or_disabled_a_hook_says_so(
