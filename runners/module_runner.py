@@ -82,7 +82,15 @@ def load(spec: str) -> Callable[[dict[str, Any]], Any]:
         module_spec.loader.exec_module(module)
     else:
         sys.path.insert(0, os.getcwd())
-        module = importlib.import_module(target)
+        try:
+            module = importlib.import_module(target)
+        except ModuleNotFoundError as exc:
+            if exc.name is None or not (target + ".").startswith(exc.name + "."):
+                raise  # a module the hook's own code imports: its traceback says where
+            raise RunnerError(
+                f"module not found: {target} "
+                f"(no such module in {os.getcwd()} or the installed packages)"
+            ) from None
     fn = getattr(module, func, None)
     if fn is None:
         raise RunnerError(f"{target} has no function {func!r}")
@@ -199,4 +207,4 @@ def without_frames(
 
 
 def _ours(filename: str) -> bool:
-    return filename == __file__ or filename.startswith("<frozen importlib")
+    return filename in (__file__, importlib.__file__) or filename.startswith("<frozen importlib")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import os
 import signal
+import stat
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -64,7 +65,27 @@ def start_failed(program: str, exc: OSError, req: Request) -> StartError:
     why = exc.strerror
     if exc.errno == errno.E2BIG:
         why = f"{why}: {too_big(req.argv, req.env)}"
+    elif exc.errno == errno.EACCES:
+        why = f"{why}{_no_program(os.path.join(req.cwd, program))}"
     return StartError(f"cannot start {quoted(program)}: {why}")
+
+
+def _no_program(path: str) -> str:
+    """Why `path`, which `execve` refused (EACCES), is no program, when its mode says so (a
+    directory; a file without an execute bit: a script written and not made executable);
+    else nothing (a sandbox's refusal, a directory on the way)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return ""
+    if stat.S_ISDIR(mode):
+        return ": it is a directory"
+    if stat.S_ISREG(mode) and not mode & 0o111:
+        return (
+            ": the file is not executable (chmod +x it, or name its interpreter first:"
+            " sh FILE, python3 FILE)"
+        )
+    return ""
 
 
 def too_big(argv: list[str], env: dict[str, str]) -> str:

@@ -1048,6 +1048,19 @@ def test_config_naming_a_fifo_is_refused_without_opening_it(tmp_path: Path) -> N
     ]
 
 
+@pytest.mark.parametrize("bom", [b"", b"\xef\xbb\xbf"], ids=["plain", "bom"])
+def test_a_config_file_that_is_not_utf8_names_the_line_and_column(
+    tmp_path: Path, bom: bytes
+) -> None:
+    # A Latin-1 "é" in a hook's name: the decoder's "position 30" was an offset into the
+    # bytes (after the BOM), which a person could not find in an editor.
+    path = tmp_path / "c.toml"
+    path.write_bytes(bom + b'[[hooks]]\nname = "caf\xe9"\non = "script"\n')
+    assert validate_files([path]) == [
+        Problem(str(path), "", "cannot read the file: not UTF-8: byte 0xe9 at line 2, column 12")
+    ]
+
+
 def test_a_json_config_of_null_is_refused_as_an_array_is(tmp_path: Path) -> None:
     # `null` read as "nothing read": a valid, empty config (and `[]` refused beside it).
     for text, found in (("null", "null"), ("[]", "an empty array")):
@@ -1101,8 +1114,29 @@ def test_a_discovered_name_that_is_not_a_file_is_a_problem(
     config = load_config(cwd=tmp_path / "w", environ={}, etc_dir=etc_dir)
     assert [h.name for h in config.hooks] == ["etc"]
     assert config.warnings == (
-        f"skipped {local}: {message}, so it cannot be trusted; remove it, or make it a file",
+        f"skipped {local}: {message}, so it cannot be trusted;"
+        " remove it, or make it a regular file you can read",
     )
+
+
+def test_a_user_config_behind_a_directory_that_cannot_be_searched_is_a_problem(
+    tmp_path: Path,
+) -> None:
+    # `~/.config/mcpx-hooks` a symlink loop: whether anything is at `config.toml` cannot be
+    # told (as with a directory its user may not search, EACCES): it was read as "nothing
+    # there" and the user's hooks vanished without a word, `validate` saying "ok".
+    xdg = tmp_path / "xdg"
+    xdg.mkdir()
+    (xdg / "mcpx-hooks").symlink_to("mcpx-hooks")
+    user_file = xdg / "mcpx-hooks" / "config.toml"
+    environ = {"XDG_CONFIG_HOME": str(xdg)}
+    etc_dir = tmp_path / "etc"
+    assert discover_files(tmp_path, environ, etc_dir=etc_dir) == [user_file]
+    with pytest.raises(ConfigError) as info:
+        load_config(cwd=tmp_path, environ=environ, etc_dir=etc_dir)
+    assert info.value.problems == [
+        Problem(str(user_file), "", "expected a config file, found a symlink loop")
+    ]
 
 
 def test_command_line_hooks_are_read_with_the_depth_limit(tmp_path: Path) -> None:

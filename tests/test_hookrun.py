@@ -15,6 +15,7 @@ import attrs
 import psutil
 import pytest
 import trio
+from conftest import require_rootless
 
 from mcpx_hooks.supervisor.core.convert import to_json
 from mcpx_hooks.supervisor.core.effects import Effect
@@ -304,6 +305,30 @@ async def test_missing_program_is_a_failure_not_a_crash(spawner: Spawner, tmp_pa
     assert frame.reason is not None and "no-such-hook-xyz" in frame.reason
 
 
+@pytest.mark.parametrize("sandbox", [Profile.NONE, Profile.STRICT])
+async def test_a_program_that_is_no_program_says_why(
+    spawner: Spawner, readable_tmp: Path, sandbox: Profile
+) -> None:
+    # A script written and not made executable, or a directory named as the program: the
+    # reason read "cannot start './check.sh': Permission denied", and nothing said which.
+    if sandbox is Profile.STRICT:
+        require_rootless()
+    (readable_tmp / "check.sh").write_text("#!/bin/sh\necho hi\n")
+    (readable_tmp / "check.sh").chmod(0o644)
+    (readable_tmp / "hooks").mkdir()
+    reasons = []
+    for program in ("./check.sh", "./hooks"):
+        hook = make_hook(readable_tmp, target=(program,), sandbox=sandbox)
+        frame = (await run(spawner, hook)).frame
+        assert frame.status is HookStatus.FAILED
+        reasons.append(frame.reason)
+    assert reasons == [
+        "could not start: cannot start './check.sh': Permission denied: the file is not"
+        " executable (chmod +x it, or name its interpreter first: sh FILE, python3 FILE)",
+        "could not start: cannot start './hooks': Permission denied: it is a directory",
+    ]
+
+
 async def test_with_nothing_to_call_or_disabled_a_hook_says_so(
     spawner: Spawner, tmp_path: Path
 ) -> None:
@@ -419,6 +444,35 @@ async def test_a_module_hook_s_traceback_holds_its_own_frames_not_the_runner_s(
     else:
         assert tail.startswith(f'  File "{tmp_path / "mods" / "bad.py"}", line 2\n'), tail
         assert tail.endswith("SyntaxError: invalid syntax\n"), tail
+
+
+@pytest.mark.parametrize(
+    ("spec", "said"),
+    [
+        ("pkg.absent", "mcpx-hooks module runner: module not found: pkg.absent"),
+        ("nopkg.mod:fn", "mcpx-hooks module runner: module not found: nopkg.mod"),
+        ("pkg.imports_absent", "ModuleNotFoundError: No module named 'absent_dependency'"),
+    ],
+)
+async def test_a_dotted_module_not_found_is_said_in_one_line(
+    spawner: Spawner, tmp_path: Path, spec: str, said: str
+) -> None:
+    # A dotted module that is not there failed with a traceback of importlib's frames alone
+    # (`importlib/__init__.py`, `<frozen importlib._bootstrap>`), where a file not found says
+    # so in a line; a module that is there and fails at its own import keeps its traceback.
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "imports_absent.py").write_text("import absent_dependency\n")
+    frame = (await run(spawner, make_hook(tmp_path, action=Action.MODULE, target=spec))).frame
+    assert frame.status is HookStatus.FAILED
+    tail = frame.stderr_tail or ""
+    assert "importlib" not in tail, tail
+    if spec == "pkg.imports_absent":
+        assert tail.startswith("Traceback (most recent call last):\n"), tail
+        assert f'File "{tmp_path / "pkg" / "imports_absent.py"}", line 1' in tail, tail
+        assert tail.endswith(f"{said}\n"), tail
+    else:
+        assert tail == f"{said} (no such module in {tmp_path} or the installed packages)\n"
 
 
 @pytest.mark.parametrize("size", [100_000, 3_000_000], ids=["over-a-pipe", "over-1-MiB"])

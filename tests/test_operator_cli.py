@@ -185,6 +185,26 @@ def test_validate_with_no_file_checks_the_layers_found_here_with_trust(tmp_path:
     assert mcpx("validate", cwd=project, env=env).stdout == "ok: 2 file(s) valid\n"
 
 
+def test_validate_with_no_file_refuses_a_project_file_it_cannot_read(tmp_path: Path) -> None:
+    # A `.mcpx-hooks.toml` that is a directory (as one its user may not read, or a loop):
+    # `exec` skips it, with a warning; `validate` said "ok: 0 file(s) valid" and exited 0,
+    # as though it had checked it.
+    env = environment(tmp_path)
+    project = tmp_path / "repo"
+    (project / ".mcpx-hooks.toml").mkdir(parents=True)
+    local = project / ".mcpx-hooks.toml"
+    out = mcpx("validate", cwd=project, env=env)
+    assert out.returncode == 2, out.stdout
+    assert out.stdout == f"{local}:/: expected a config file, found a directory\n"
+    assert (
+        f"warning: skipped {local}: expected a config file, found a directory, so it cannot be"
+        " trusted; remove it, or make it a regular file you can read\n"
+    ) in out.stderr
+    ran = mcpx("exec", "--", "true", cwd=project, env=env)
+    assert ran.returncode == 0, ran.stderr
+    assert f"skipped {local}: expected a config file, found a directory" in ran.stdout
+
+
 # ---- hook test -------------------------------------------------------------------------------
 
 HOOKS = """

@@ -76,6 +76,43 @@ def test_schema_errors_name_the_first_place_exactly() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("stdout", "message"),
+    [
+        # A refusal without its reason broke the translation (KeyError): a traceback out of
+        # `exec` and `hook test`, whatever hook printed it.
+        (
+            b'{"refuse": {}}',
+            'at /refuse: expected a string or an object with "reason", found an empty object',
+        ),
+        (
+            b'{"refuse": {"why": "x"}}',
+            'at /refuse: expected a string or an object with "reason", found an object',
+        ),
+        # jsonschema's own words, in Python: `['a', 1] is not valid under any of the given…`.
+        (
+            b'{"advise": 5}',
+            "at /advise: expected a string or an array of strings, found the integer 5",
+        ),
+        (
+            b'{"advise": ["a", 1]}',
+            "at /advise: expected a string or an array of strings, found an array of 2",
+        ),
+        # The config's words for its `run` (an argv array), said of an answer's `run`, which
+        # is an object: "expected an argv array of strings, found an array of 1".
+        (b'{"run": ["ls"]}', 'at /run: expected an object ({"argv": [...]}), found an array of 1'),
+        (
+            b'{"run": "ls -l"}',
+            'at /run: expected an object ({"argv": [...]}), found the string "ls -l"',
+        ),
+    ],
+)
+def test_an_answer_of_the_wrong_shape_is_said_in_words(stdout: bytes, message: str) -> None:
+    with pytest.raises(InvalidOutput) as info:
+        read_output(stdout)
+    assert str(info.value) == f"output does not match hook-output schema {message}"
+
+
 def test_keys_above_the_effect_are_dropped_and_named() -> None:
     obj = {"advise": ["a", "b"], "apply": {"value": 1}, "refuse": "no", "later": True}
     answer = bound_answer(obj, Effect.ADVISE)

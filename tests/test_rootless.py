@@ -407,6 +407,37 @@ def test_exec_and_the_demo_succeed(caller: Caller) -> None:
     assert "HELLO, WORLD" in done.stdout
 
 
+def test_config_files_the_caller_may_not_read_are_said_never_skipped_silently(
+    caller: Caller,
+) -> None:
+    """Permissions, which root does not meet: a user config in a directory the caller may
+    not search (it was taken for "no file there": the user's hooks vanished, `validate`
+    said "ok"), and a project file the caller may not read (`validate` said "ok: 0 file(s)
+    valid"; the warning read "[Errno 13] Permission denied: '…'" and "make it a file")."""
+    config_dir = caller.home / ".config" / "mcpx-hooks"
+    config_dir.mkdir(parents=True)
+    (config_dir / "config.toml").write_text('[autonomy]\nmax = "ask"\n')
+    local = caller.work / ".mcpx-hooks.toml"
+    local.write_text('[autonomy]\nmax = "ask"\n')
+    for path in (caller.home / ".config", config_dir, config_dir / "config.toml", local):
+        os.chown(path, caller.uid, caller.gid)
+    config_dir.chmod(0o000)
+    local.chmod(0o200)
+    discover = {"MCPX_HOOKS_NO_DISCOVERY": ""}
+    done = caller.run("-m", "mcpx_hooks.supervisor", "validate", extra=discover)
+    assert done.returncode == 2, done.stdout + done.stderr
+    user_file = config_dir / "config.toml"
+    assert done.stdout == f"{user_file}:/: cannot read the file: Permission denied\n"
+    config_dir.chmod(0o700)
+    done = caller.run("-m", "mcpx_hooks.supervisor", "validate", extra=discover)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stdout == f"{local}:/: cannot read the file: Permission denied\n"
+    assert (
+        f"skipped {local}: cannot read the file: Permission denied, so it cannot be trusted;"
+        " remove it, or make it a regular file you can read\n"
+    ) in done.stderr
+
+
 #: Runs the rest of its argv in a user namespace whose `user.max_user_namespaces` is 0: as if
 #: the machine refused user namespaces to the caller (the setting a namespace of its own has).
 NO_USERNS = """

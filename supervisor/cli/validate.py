@@ -42,7 +42,7 @@ def validate(args: argparse.Namespace) -> int:
     """Exit 0, or every problem (schema and rules alike, in one pass) and exit 2. With no
     FILE, the layers `exec` would apply here, and the project files not trusted too, layered
     as if they were (validating is not applying: nothing runs); the ones not trusted are
-    said to be, as every command says it."""
+    said to be, as every command says it, and one that cannot be read is a problem."""
     from ..config.loading import validate_files
 
     skipped = ""
@@ -73,7 +73,9 @@ def validate(args: argparse.Namespace) -> int:
 def _discovered(args: argparse.Namespace) -> tuple[list[Problem], int, int]:
     """The problems of the layers discovered from the working directory, the project files
     not trusted layered in as if they were; how many files were checked and how many of them
-    are not trusted (one that cannot be read is not checked: it is said why)."""
+    are not trusted. A project file that cannot be read (a directory, a loop, a file its
+    user may not read) is a problem here, where `exec` skips it with a warning: an "ok"
+    would say it was checked."""
     from ..config.loading import load_config
     from ..core.errors import ConfigError
 
@@ -86,7 +88,7 @@ def _discovered(args: argparse.Namespace) -> tuple[list[Problem], int, int]:
     say_warnings(config)
     said = set(config.warnings)
     untrusted = [s for s in config.skipped if s.trust_command]
-    if untrusted:
+    if config.skipped:  # (one that cannot be read too: checked, it is a problem, not an "ok")
         try:  # the same layers, every project file in: what `trust` would then apply
             config = load_config(
                 cwd=Path.cwd(), environ=os.environ, trust_project=True, salvage=True

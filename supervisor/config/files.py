@@ -66,9 +66,10 @@ def discover(cwd: Path, environ: Mapping[str, str], *, etc_dir: Path = ETC_DIR) 
 
     The user file is `$XDG_CONFIG_HOME/mcpx-hooks/config.toml` when that variable is an
     absolute path, else `$HOME/.config/mcpx-hooks/config.toml` (nothing without `HOME`).
-    A name counts when anything is there (`os.path.lexists`): a directory, a dangling
-    symlink or a symlink loop is returned too, and loading it is a `Problem`, so a config
-    that was meant to apply never vanishes without a word. A project file that lies under
+    A name counts when anything is there, or when that cannot be told (a directory on the
+    way that may not be searched, a loop): a directory, a dangling symlink or a symlink loop
+    is returned too, and loading it is a `Problem`, so a config that was meant to apply never
+    vanishes without a word. A project file that lies under
     `etc_dir` or the user's config directory is in a trusted place, not a project file.
     """
     if environ.get(NO_DISCOVERY_ENV, "") not in ("", "0"):
@@ -86,13 +87,25 @@ def discover(cwd: Path, environ: Mapping[str, str], *, etc_dir: Path = ETC_DIR) 
         candidates.extend(directory / name for name in LOCAL_NAMES)
     found: list[Found] = []
     for number, path in enumerate(candidates):
-        if os.path.lexists(path) and path not in (f.path for f in found):
+        if _anything_at(path) and path not in (f.path for f in found):
             real_dir = os.path.realpath(path.parent)
             project = number >= places and not any(
                 real_dir == d or real_dir.startswith(d.rstrip("/") + "/") for d in trusted_dirs
             )
             found.append(Found(path, project))
     return found
+
+
+def _anything_at(path: Path) -> bool:
+    """Whether `path` names something, or might: only "no such file" (there, or a part of
+    the path that is a file) says there is nothing (`os.path.lexists` says so for any error)."""
+    try:
+        os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def read_file(path: Path, file: str, *, origin: str = "") -> tuple[Any, list[Problem]]:
@@ -117,7 +130,7 @@ def read_bytes(path: Path, file: str, *, origin: str = "") -> tuple[bytes | None
         with open(path, "rb") as f:
             data = f.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
-        return None, [Problem(file, "", f"cannot read the file: {exc}")]
+        return None, [Problem(file, "", f"cannot read the file: {_why(exc)}")]
     if len(data) > MAX_CONFIG_BYTES:
         return None, [Problem(file, "", f"the file is over {MAX_CONFIG_BYTES} bytes: not read")]
     return data, []
@@ -128,7 +141,7 @@ def parse_bytes(data: bytes, path: Path, file: str) -> tuple[Any, list[Problem]]
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        return None, [Problem(file, "", f"cannot read the file: {exc}")]
+        return None, [Problem(file, "", f"cannot read the file: {_not_utf8(exc)}")]
     if path.suffix.lower() == ".json":
         return parse_json(text, file)
     import tomllib  # ~4 ms, for a run that reads a TOML file (a run without a config does not)
@@ -188,12 +201,27 @@ def _not_a_regular_file(path: Path, origin: str) -> str | None:
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             return f"expected a config file, found a symlink loop{origin}"
-        return f"cannot read the file: {exc}"
+        return f"cannot read the file: {_why(exc)}"
     if stat.S_ISDIR(mode):
         return f"expected a config file, found a directory{origin}"
     if not stat.S_ISREG(mode):
         return f"expected a config file, found {_kind(mode)}{origin}"
     return None
+
+
+def _not_utf8(exc: UnicodeDecodeError) -> str:
+    """Where the first byte that is not UTF-8 is, as an editor counts (line, and column in
+    bytes), rather than the decoder's offset into the bytes after a BOM."""
+    text = bytes(exc.object)
+    line = text.count(b"\n", 0, exc.start) + 1
+    column = exc.start - (text.rfind(b"\n", 0, exc.start) + 1) + 1
+    return f"not UTF-8: byte 0x{text[exc.start]:02x} at line {line}, column {column}"
+
+
+def _why(exc: OSError) -> str:
+    """What went wrong, without the path the problem names already (`[Errno 13] Permission
+    denied: '/the/path'` is "Permission denied")."""
+    return exc.strerror or str(exc)
 
 
 def _link(path: Path) -> str:

@@ -273,7 +273,9 @@ class _TrustGate:
     def _skip(self, file: str, reason: str, command: str) -> None:
         self.skipped.append(SkippedFile(file, reason, command))
         if not command:
-            self.warnings.append(f"skipped {file}: {reason}; remove it, or make it a file")
+            self.warnings.append(
+                f"skipped {file}: {reason}; remove it, or make it a regular file you can read"
+            )
 
     def state(self) -> TrustState:
         if self._state is None:

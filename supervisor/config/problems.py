@@ -138,12 +138,15 @@ def _translate(error: ValidationError) -> Iterator[tuple[str, str]]:
         yield where, _type_message(key, value, found)
     elif kind == "enum":
         yield where, _enum_message(key, value, found)
-    elif kind == "oneOf":
-        # The only oneOf in the config is the action rule; on a non-object the type error
-        # already says what is wrong.
+    elif kind == "oneOf" and all("required" in branch for branch in value):
+        # The config's one oneOf, the action rule; on a non-object the type error already
+        # says what is wrong.
         if isinstance(found, dict):
             actions = [branch["required"][0] for branch in value]
             yield where, _actions_message(actions, found)
+    elif kind == "oneOf":  # (a hook's answer: `advise`, `refuse`)
+        shapes = " or ".join(_shape_words(branch) for branch in value)
+        yield where, f"expected {shapes}, found {describe(found)}"
     elif kind == "not" and key == "source":
         yield (
             where,
@@ -231,14 +234,28 @@ def _pattern_words(key: str | None, pattern: str, found: Any = None) -> str:
     return _PATTERN_WORDS.get(key or "", f"a string matching {pattern}")
 
 
+def _shape_words(schema: dict[str, Any]) -> str:
+    """One `oneOf` branch in words: `a string`, `an array of strings`, `an object with "x"`."""
+    kind = schema.get("type")
+    words = _TYPE_WORDS.get(kind, "a value") if isinstance(kind, str) else "a value"
+    items = schema.get("items")
+    if kind == "array" and isinstance(items, dict) and isinstance(items.get("type"), str):
+        return f"an array of {items['type']}s"
+    if kind == "object" and schema.get("required"):
+        return f"{words} with {_quoted(schema['required'], ' and ')}"
+    return words
+
+
 def _type_message(key: str | None, expected: str | list[str], found: Any) -> str:
+    names = [expected] if isinstance(expected, str) else expected
+    if key == "run" and names == ["object"]:  # a hook's answer: {"run": {"argv": [...]}}
+        return f'expected an object ({{"argv": [...]}}), found {describe(found)}'
     if key == "run" and isinstance(found, str):
         shell = json.dumps(["sh", "-c", found], ensure_ascii=False)
         return (
             f"expected an argv array of strings, found {describe(found)}: run takes an argv"
             f" array, never a shell string; to use a shell write {shell}"
         )
-    names = [expected] if isinstance(expected, str) else expected
     words = " or ".join(_TYPE_WORDS.get(n, n) for n in names)
     if key == "run":
         words = "an argv array of strings"
