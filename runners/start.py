@@ -65,7 +65,7 @@ def start_failed(program: str, exc: OSError, req: Request) -> StartError:
     why = exc.strerror
     if exc.errno == errno.E2BIG:
         why = f"{why}: {too_big(req.argv, req.env)}"
-    elif exc.errno == errno.EACCES:
+    elif exc.errno == errno.EACCES and "/" in program:  # (a bare name: found on PATH)
         why = f"{why}{_no_program(os.path.join(req.cwd, program))}"
     return StartError(f"cannot start {quoted(program)}: {why}")
 
