@@ -106,7 +106,8 @@ def test_a_failed_hook_keeps_what_it_said_on_stdout_and_stderr(tmp_path: Path) -
     assert "stderrTail" not in frame  # it wrote nothing there
     view = mcpx("exec", "--hook", gate, "--", "true", cwd=tmp_path)
     assert (
-        "  exited with status 1\n  stdout (last lines):\n    | jq is missing: apt-get install jq\n"
+        "  why: exited with status 1\n  failure is open: the run carries on\n"
+        "  stdout (last lines):\n    | jq is missing: apt-get install jq\n"
     ) in view.stdout
 
 

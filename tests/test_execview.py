@@ -92,6 +92,27 @@ def test_a_failed_hook_s_view_ends_with_what_it_said() -> None:
     assert not any("chatter" in line for line in hook_frame_lines(ok))
 
 
+def test_a_failed_hook_s_view_says_each_thing_once_and_only_what_is_so() -> None:
+    from mcpx_hooks.supervisor.cli.view import hook_frame_lines
+    from mcpx_hooks.supervisor.core.frames import RUN_CANCELLED_REASON
+
+    # Its exit is its reason: said once.
+    assert hook_frame_lines(_failed()) == [
+        "hook gate (script.before, run, sandbox strict): FAILED [failed] in 4 ms",
+        "  effect advise",
+        "  why: exited with status 1",
+        "  failure is open: the run carries on",
+    ]
+    # A reason of its own: the exit said too.
+    timed = hook_frame_lines(_failed(status="timeout", reason="timed out after 50 ms"))
+    assert "  exited with status 1" in timed
+    # A `call` hook's failure lets the call go on; one the run's cancellation cut short lets
+    # nothing go on.
+    assert "  failure is open: the call carries on" in hook_frame_lines(_failed(on="call"))
+    cut = _failed(status="killed", reason=RUN_CANCELLED_REASON, exitCode=None, signal=9)
+    assert not any("carries on" in line for line in hook_frame_lines(cut))
+
+
 async def test_a_hook_awaiting_its_ask_s_answer_is_not_still_running(
     autojump_clock: trio.abc.Clock,
 ) -> None:

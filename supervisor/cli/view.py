@@ -25,7 +25,7 @@ def hook_frame_lines(frame: Mapping[str, Any]) -> list[str]:
 
 def _hook_lines(frame: Mapping[str, Any]) -> list[str]:
     # Imported here: `hooks list` uses this module without frames (and so without cattrs).
-    from ..core.frames import HookStatus
+    from ..core.frames import RUN_CANCELLED_REASON, HookStatus
 
     status = HookStatus(frame["status"])
     mark = {HookStatus.OK: "ok", HookStatus.SKIPPED: "skipped"}.get(status, "FAILED")
@@ -58,8 +58,10 @@ def _hook_lines(frame: Mapping[str, Any]) -> list[str]:
         how = "fail-closed" if refused.get("failClosed") else "the hook said no"
         what = "call" if frame["on"] == "call" else "run"
         lines.append(f"  REFUSES the {what} ({how}): {refused['reason']}")
-    elif status.is_failure:
-        lines.append("  failure is open: the run carries on")
+    elif status.is_failure and frame.get("reason") != RUN_CANCELLED_REASON:
+        lines.append(
+            f"  failure is open: the {'call' if frame['on'] == 'call' else 'run'} carries on"
+        )
     if frame.get("failureNote"):
         lines.append(f"  note: {frame['failureNote']}")
     lines.extend(f"  advice: {a}" for a in frame.get("advice", ()))
@@ -74,7 +76,8 @@ def _hook_lines(frame: Mapping[str, Any]) -> list[str]:
     ran = frame.get("ran")
     if ran is not None:
         lines.append(f"  ran {_argv(ran['argv'])}: {ran['status']}")
-    if (ended := _exit(frame.get("exitCode"), frame.get("signal"))) is not None:
+    ended = _exit(frame.get("exitCode"), frame.get("signal"))
+    if ended is not None and ended != frame.get("reason"):  # (not said twice)
         lines.append(f"  {ended}")
     if frame.get("stdoutHead"):
         head = frame["stdoutHead"].rstrip("\n").splitlines()[:STDOUT_LINES]

@@ -115,6 +115,7 @@ __all__, __getattr__, __dir__ = exports(
             "OUTPUT_TYPES",
             "OutputFrame",
             "ResultFrame",
+            "RUN_CANCELLED_REASON",
             "ServiceMessage",
             "StartFrame",
             "STREAM_ENDS",

@@ -94,6 +94,12 @@ class HookStatus(enum.StrEnum):
         return self not in (HookStatus.OK, HookStatus.SKIPPED)
 
 
+#: The `reason` of a hook its run's cancellation cut short (`killed`): no run carries on.
+RUN_CANCELLED_REASON: Final = (
+    "the run was cancelled while the hook ran; its process tree was killed"
+)
+
+
 class ErrorCause(enum.StrEnum):
     """Why a run ended in `error` (the error frame's `cause`): what `exec`'s exit code and a
     client tell apart without reading the message."""
