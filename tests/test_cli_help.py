@@ -82,3 +82,32 @@ def test_every_command_exit_code_table_names_a_command() -> None:
     from mcpx_hooks.supervisor.cli.common import COMMAND_EXIT_CODES
 
     assert sorted(set(COMMAND_EXIT_CODES) - set(NAMES)) == []
+
+
+@pytest.mark.parametrize(
+    ("typed", "meant"),
+    [
+        (["exce", "--", "true"], "exec"),
+        (["hook", "list"], "hooks list"),  # the one-hook command where the list is in force
+        (["server", "list"], "servers"),
+        (["runs", "lsit"], "runs list"),
+        (["prompts", "shwo", "x"], "prompts show"),
+        (["run", "--", "pytest"], "exec"),  # as pre-commit and lefthook call it
+        (["zzz"], None),
+    ],
+)
+def test_a_command_mistyped_names_the_one_meant(typed: list[str], meant: str | None) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "mcpx_hooks.supervisor", *typed],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 2
+    (last,) = out.stderr.splitlines()[-1:]
+    assert "invalid choice" in last
+    if meant is None:
+        assert "did you mean" not in last
+    else:
+        assert last.endswith(f"; did you mean `mcpx-hooks {meant}`?"), last

@@ -14,7 +14,7 @@ import importlib
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import Any, Final
+    from typing import Any, Final, NoReturn
 
 #: The commands, in the order `--help` lists them: its name, its help line, where its
 #: arguments are added (`module:function` in this package, called with its parser; None: it
@@ -148,9 +148,7 @@ HELP_EPILOGS: Final[dict[str, str]] = {"exec": "common:exit_code_help"}
 
 
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(
-        prog="mcpx-hooks", description="Run scripts with the hooks declared around them."
-    )
+    top = _Top(prog="mcpx-hooks", description="Run scripts with the hooks declared around them.")
     top.add_argument("--version", action="version", version=f"mcpx-hooks {version()}")
     sub = top.add_subparsers(
         dest="command", required=True, metavar="COMMAND", parser_class=_Command
@@ -174,7 +172,46 @@ def _entry(spec: str) -> Any:
     return getattr(importlib.import_module(f".{module}", __package__), function)
 
 
-class _Command(argparse.ArgumentParser):
+class _Top(argparse.ArgumentParser):
+    """A parser whose "invalid choice" of a command names the command meant, when one is
+    near: `exce` → `exec`, `hook list` → `hooks list`, `server` → `servers`."""
+
+    def error(self, message: str) -> NoReturn:
+        import re
+
+        wrong = re.search(r"invalid choice: '([^']*)'", message)
+        if wrong is not None and (meant := _meant(command_name(self.prog), wrong[1])):
+            message += f"; did you mean `mcpx-hooks {meant}`?"
+        super().error(message)
+
+
+#: Commands other hook runners have, and ours that does the same (`pre-commit run`,
+#: `lefthook run`: `run` is near `runs`, which only lists runs).
+OTHER_RUNNERS: Final = {"run": "exec"}
+
+
+def _meant(here: str, word: str) -> str | None:
+    """The command `word`, given after the command `here` ("" at the top), was meant to be:
+    one of `here`'s whose name is near `word`, else one of the same name under a command
+    whose name is near `here`'s last word."""
+    import difflib
+
+    if not here and word in OTHER_RUNNERS:
+        return OTHER_RUNNERS[word]
+    depth = len(here.split()) if here else 0
+    names = [name.split() for name in EXAMPLES]
+    under = [n[depth] for n in names if len(n) == depth + 1 and " ".join(n[:depth]) == here]
+    if near := difflib.get_close_matches(word, under, n=1):
+        return " ".join([*here.split(), near[0]])
+    parent = here.split()[-1:]
+    for name in names if depth else ():  # (`hook list` for `hooks list`)
+        same = len(name) == depth + 1 and name[depth] == word
+        if same and difflib.get_close_matches(parent[0], [name[depth - 1]], n=1):
+            return " ".join(name)
+    return None
+
+
+class _Command(_Top):
     """A command's parser that adds its arguments (its `COMMANDS` entry) only when it parses,
     that is, when it is the command given: the others' choices and defaults are never
     imported."""
