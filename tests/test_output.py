@@ -29,7 +29,8 @@ def test_bom_and_whitespace_tolerated() -> None:
         (b'{"advise": 3}', "hook-output schema at /advise"),
         (b'{"ask": {"default": "yes"}}', 'missing the required key "question"'),
         (b'{"run": {"argv": "ls -l"}}', "/run/argv"),
-        (b"\xff\xfe{}", "not UTF-8"),
+        (b"\xff\xfe{}", "stdout is not UTF-8: byte 0xff at line 1, column 1"),
+        (b'{"advise":\n  "caf\xe9"}', "stdout is not UTF-8: byte 0xe9 at line 2, column 7"),
     ],
 )
 def test_invalid_output_says_why(stdout: bytes, says: str) -> None:

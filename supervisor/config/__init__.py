@@ -17,6 +17,7 @@ __all__, __getattr__, __dir__ = exports(
             "Found",
             "discover",
             "discover_files",
+            "not_utf8",
             "read_bytes",
         ),
         "hookrewrite": ("PROMPT_KEYS", "PromoteError", "Promoted", "promote_answer"),

@@ -141,7 +141,7 @@ def parse_bytes(data: bytes, path: Path, file: str) -> tuple[Any, list[Problem]]
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        return None, [Problem(file, "", f"cannot read the file: {_not_utf8(exc)}")]
+        return None, [Problem(file, "", f"cannot read the file: {not_utf8(exc)}")]
     if path.suffix.lower() == ".json":
         return parse_json(text, file)
     import tomllib  # ~4 ms, for a run that reads a TOML file (a run without a config does not)
@@ -209,7 +209,7 @@ def _not_a_regular_file(path: Path, origin: str) -> str | None:
     return None
 
 
-def _not_utf8(exc: UnicodeDecodeError) -> str:
+def not_utf8(exc: UnicodeDecodeError) -> str:
     """Where the first byte that is not UTF-8 is, as an editor counts (line, and column in
     bytes), rather than the decoder's offset into the bytes after a BOM."""
     text = bytes(exc.object)

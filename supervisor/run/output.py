@@ -40,7 +40,9 @@ def read_output(stdout: bytes) -> dict[str, Any] | None:
     try:
         decoded = text.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InvalidOutput(f"stdout is not UTF-8: {exc}") from exc
+        from ..config.files import not_utf8
+
+        raise InvalidOutput(f"stdout is {not_utf8(exc)}") from exc
     stripped = decoded.strip()
     if not stripped.startswith(JSON_STARTS):
         return {TEXT_KEY: stripped}
