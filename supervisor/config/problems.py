@@ -113,10 +113,11 @@ def problems(validator: jsonschema.Draft202012Validator, instance: Any, file: st
     return sorted(found.values(), key=lambda p: pointer_key(p.pointer))
 
 
-def in_words(error: ValidationError) -> str:
-    """What `error` says, in the words of the config's problems where they have some."""
-    said = [message for _, message in _translate(error)]
-    return said[0] if said else error.message
+def in_words(error: ValidationError) -> tuple[str, str]:
+    """Where `error` is (a JSON pointer, inside the value where a `oneOf` branch says so)
+    and what it says, in the words of the config's problems where they have some."""
+    said = next(_translate(error), None)
+    return said if said is not None else (pointer(list(error.absolute_path)), error.message)
 
 
 def _translate(error: ValidationError) -> Iterator[tuple[str, str]]:
@@ -145,8 +146,17 @@ def _translate(error: ValidationError) -> Iterator[tuple[str, str]]:
             actions = [branch["required"][0] for branch in value]
             yield where, _actions_message(actions, found)
     elif kind == "oneOf":  # (a hook's answer: `advise`, `refuse`)
-        shapes = " or ".join(_shape_words(branch) for branch in value)
-        yield where, f"expected {shapes}, found {describe(found)}"
+        # The branch of the value's own type says what is wrong inside it (`/refuse/reason`).
+        inside = [
+            e
+            for e in error.context or ()
+            if e.validator != "type" or e.absolute_path != error.absolute_path
+        ]
+        if inside:
+            yield from _translate(inside[0])
+        else:
+            shapes = " or ".join(_shape_words(branch) for branch in value)
+            yield where, f"expected {shapes}, found {describe(found)}"
     elif kind == "not" and key == "source":
         yield (
             where,

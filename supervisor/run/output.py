@@ -61,10 +61,8 @@ def read_output(stdout: bytes) -> dict[str, Any] | None:
     if errors:
         from ..config.problems import in_words
 
-        first = errors[0]
-        where = "/" + "/".join(str(p) for p in first.absolute_path)
-        said = in_words(first)  # (not jsonschema's Python: `True is not of type 'integer'`)
-        raise InvalidOutput(f"output does not match hook-output schema at {where}: {said}")
+        where, said = in_words(errors[0])  # (not jsonschema's `True is not of type 'integer'`)
+        raise InvalidOutput(f"output does not match hook-output schema at {where or '/'}: {said}")
     return obj
 
 
