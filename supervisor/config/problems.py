@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..core import spawntext
+from ..core import egress, spawntext
 from ..core.errors import Problem
 from ..core.events import ANY_KIND
 from ..core.passenv import SECRET_NAME_PATTERN
@@ -212,10 +212,11 @@ _PATTERN_WORDS = {
     "plugin": 'an MCP tool named "namespace.tool"',
 }
 #: The patterns of `spawntext`, said in words: what a process can be given (and a secret's
-#: name, one variable's).
+#: name, one variable's; and a `network` item, never its regular expression).
 _SPAWN_PATTERN_WORDS = {
     spawntext.TEXT_PATTERN: "a string without NUL or lone surrogates (a process cannot take them)",
     spawntext.ENV_NAME_PATTERN: "a variable name: not empty, without '=', NUL or lone surrogates",
+    egress.PATTERN: egress.ITEM_WORDS,
     SECRET_NAME_PATTERN: "a variable name, not a glob (a secret is one variable, named; passEnv"
     " takes globs): not empty, without '=', '*', '?', '[', NUL or lone surrogates",
 }
