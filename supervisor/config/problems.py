@@ -135,7 +135,7 @@ def _translate(error: ValidationError) -> Iterator[tuple[str, str]]:
             hint = did_you_mean(extra, allowed) or f"; expected one of: {', '.join(allowed)}"
             yield pointer([*path, extra]), f"unknown key {quote(extra)}{hint}"
     elif kind == "type":
-        yield where, _type_message(key, value, found)
+        yield where, _type_message(key, value, found, argv=_is_argv(key, subschema))
     elif kind == "enum":
         yield where, _enum_message(key, value, found)
     elif kind == "oneOf":
@@ -169,9 +169,10 @@ def _translate(error: ValidationError) -> Iterator[tuple[str, str]]:
     elif kind in ("minimum", "maximum"):
         unit = " ms" if key is not None and key.endswith("Ms") else ""
         sign = "≥" if kind == "minimum" else "≤"
-        yield where, f"expected an integer {sign} {value}{unit}, found {describe(found)}"
+        number = "a number" if subschema.get("type") == "number" else "an integer"
+        yield where, f"expected {number} {sign} {value}{unit}, found {describe(found)}"
     elif kind == "minItems":
-        if key == "run":
+        if _is_argv(key, subschema):
             yield (
                 where,
                 f"expected an argv array with at least the program, found {describe(found)}",
@@ -179,7 +180,7 @@ def _translate(error: ValidationError) -> Iterator[tuple[str, str]]:
         else:
             yield where, f"expected at least {value} item(s), found {describe(found)}"
     elif kind == "minLength":
-        if path[-2:] in (["run", 0], ["argv", 0]):
+        if path[-1:] == [0] and path[-2:-1] in (["run"], ["argv"], ["command"], ["install"]):
             yield (
                 where,
                 f"expected the program to run (a non-empty string), found {describe(found)}",
@@ -232,16 +233,22 @@ def _pattern_words(key: str | None, pattern: str, found: Any = None) -> str:
     return _PATTERN_WORDS.get(key or "", f"a string matching {pattern}")
 
 
-def _type_message(key: str | None, expected: str | list[str], found: Any) -> str:
-    if key == "run" and isinstance(found, str):
+def _is_argv(key: str | None, subschema: Any) -> bool:
+    """Whether the key takes an argv (a hook's `run`, a server's `command` and `install`, a
+    model's `command`: `schemaparts.argv`, the one array with `prefixItems`)."""
+    return key == "run" or (isinstance(subschema, dict) and "prefixItems" in subschema)
+
+
+def _type_message(key: str | None, expected: str | list[str], found: Any, *, argv: bool) -> str:
+    if argv and isinstance(found, str):
         shell = json.dumps(["sh", "-c", found], ensure_ascii=False)
         return (
-            f"expected an argv array of strings, found {describe(found)}: run takes an argv"
+            f"expected an argv array of strings, found {describe(found)}: {key} takes an argv"
             f" array, never a shell string; to use a shell write {shell}"
         )
     names = [expected] if isinstance(expected, str) else expected
     words = " or ".join(_TYPE_WORDS.get(n, n) for n in names)
-    if key == "run":
+    if argv:
         words = "an argv array of strings"
     message = f"expected {words}, found {describe(found)}"
     if key == "hooks" and isinstance(found, dict):
