@@ -304,7 +304,7 @@ async def test_on_error_apply_after_a_refusal_is_dropped_and_its_frame_says_so(
     assert fix["dropped"] == [
         {
             "key": "apply",
-            "reason": "the run was refused by gate; a refusal is never turned into a result",
+            "reason": "refused by gate: a refusal is never turned into a result",
         }
     ]
 

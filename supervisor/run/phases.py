@@ -145,7 +145,8 @@ class PhaseHooks:
         refused_by: str | None = None,
     ) -> HookReport:
         """Runs `hook`; its frame goes to `record` (default: the journal, now). `refused_by`:
-        the hook that refused the run, whose refusal an `apply` (of `onError`) cannot undo."""
+        the hook that refused the run (or the call), whose refusal an `apply` (of `onError`)
+        cannot undo."""
         # The hook runners load with the first hook: a run with none never needs them.
         from .hookrun import cancelled_report, run_hook
 
@@ -264,7 +265,7 @@ def _unapplied(frame: HookFrame, refused_by: str) -> HookFrame:
     frame says so rather than "applies"."""
     from ..core.answers import Dropped
 
-    why = f"the run was refused by {refused_by}; a refusal is never turned into a result"
+    why = f"refused by {refused_by}: a refusal is never turned into a result"
     dropped = (*frame.dropped, Dropped("apply", why))
     return attrs.evolve(frame, changed=False, original=None, value=None, dropped=dropped)
 
