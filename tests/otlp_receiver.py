@@ -75,8 +75,9 @@ def attributes(kvs: Any) -> dict[str, Any]:
 
 
 @contextmanager
-def receiver() -> Iterator[tuple[str, Received]]:
-    """`(endpoint, received)`: the base URL for `OTEL_EXPORTER_OTLP_ENDPOINT`; stopped after."""
+def receiver(status: int = 200, reason: str | None = None) -> Iterator[tuple[str, Received]]:
+    """`(endpoint, received)`: the base URL for `OTEL_EXPORTER_OTLP_ENDPOINT`; stopped after.
+    Each export is answered `status`, with `reason` as its reason phrase (else the usual)."""
     got = Received()
 
     class Handler(BaseHTTPRequestHandler):
@@ -86,7 +87,7 @@ def receiver() -> Iterator[tuple[str, Received]]:
                 body = gzip.decompress(body)
             with got.lock:
                 got.bodies.setdefault(self.path, []).append(body)
-            self.send_response(200)
+            self.send_response(status, reason)
             self.send_header("Content-Type", "application/x-protobuf")
             self.send_header("Content-Length", "0")
             self.end_headers()

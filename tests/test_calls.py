@@ -164,6 +164,35 @@ async def test_on_error_may_turn_a_failed_call_into_a_value(
     assert of(frames, "result")[0]["value"] == "fallback"
 
 
+async def test_on_error_cannot_turn_a_refused_call_into_a_value_and_its_frame_says_so(
+    tmp_path: Path, marker: Marker, no_leaks: None
+) -> None:
+    """A refusal stands: the `onError` hook's `apply` is dropped (named in `dropped`), not
+    shown as a change the script never got."""
+    hooks = [
+        hook("no-rm", "before", answer({"refuse": "no"}), effect="ask"),
+        hook("rescue", "onError", answer({"apply": {"value": "fallback"}}), effect="apply"),
+    ]
+    script = python(
+        tmp_path,
+        """
+        import mcpx
+        def main():
+            try:
+                return mcpx_call("h.rm", {"path": "/"})
+            except mcpx.CallError as exc:
+                return "still refused: " + str(exc)
+    """,
+    )
+    frames = await run_job(tmp_path, marker, hooks, script)
+    assert of(frames, "result")[0]["value"] == "still refused: refused by no-rm: no"
+    rescue = next(f for f in frames if f.get("name") == "rescue")
+    assert rescue["changed"] is False and "value" not in rescue
+    assert rescue["dropped"] == [
+        {"key": "apply", "reason": "refused by no-rm: a refusal is never turned into a result"}
+    ]
+
+
 async def test_calls_interleave_with_output_and_never_carry_args_or_answers(
     tmp_path: Path, marker: Marker, no_leaks: None
 ) -> None:

@@ -542,6 +542,32 @@ def test_shell_string_in_run_is_refused(tmp_path: Path) -> None:
     )
 
 
+def test_every_argv_key_refuses_a_shell_string_as_run_does(tmp_path: Path) -> None:
+    """A server's `command` and `install` and a model's `command` are argvs too: a string is
+    never taken as "a list of one" (a program named "python3 tools.py" runs nothing)."""
+    path = tmp_path / "c.toml"
+    path.write_text(
+        '[servers.w]\ncommand = "python3 tools.py"\ninstall = ["npm", ""]\n'
+        '[servers.v]\ncommand = [""]\ninstall = []\n'
+        '[models.m]\nprovider = "command"\ncommand = "llm -m x"\ntemperature = 2.5\n'
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_config([path], cwd=tmp_path, environ={}, discover=False)
+    said = {p.pointer: p.message for p in caught.value.problems}
+    shell = "takes an argv array, never a shell string; to use a shell write"
+    assert said == {
+        "/models/m/command": 'expected an argv array of strings, found the string "llm -m x":'
+        f' command {shell} ["sh", "-c", "llm -m x"]',
+        "/models/m/temperature": "expected a number ≤ 2, found the number 2.5",
+        "/servers/v/command/0": "expected the program to run (a non-empty string), found the"
+        ' string ""',
+        "/servers/v/install": "expected an argv array with at least the program, found an"
+        " empty array",
+        "/servers/w/command": "expected an argv array of strings, found the string"
+        f' "python3 tools.py": command {shell} ["sh", "-c", "python3 tools.py"]',
+    }
+
+
 @pytest.mark.parametrize(
     ("run", "expected"),
     [

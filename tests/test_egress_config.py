@@ -89,6 +89,26 @@ def test_bad_glob_names_file_and_pointer(tmp_path: Path) -> None:
         load(tmp_path, cfg2)
 
 
+def test_a_bad_item_is_said_in_words_not_as_the_regular_expression(tmp_path: Path) -> None:
+    """Each place that takes hosts (a hook's `network`, a server's, a secret's `hosts`, the
+    layered `[defaults]` list) says what an item is, as `exec --network` does."""
+    secret = 'secrets = [{ name = "T", hosts = ["https://x.org"] }]\n'
+    cfg = write(
+        tmp_path / "a.toml",
+        HOOK + 'network = ["x.org"]\n' + secret + '[defaults]\nnetwork = ["a b"]\n'
+        '[servers.s]\ncommand = ["s"]\nnetwork = ["x.org:0"]\n',
+    )
+    with pytest.raises(ConfigError) as caught:
+        load(tmp_path, cfg)
+    said = {p.pointer: p.message for p in caught.value.problems}
+    words = 'expected a host glob with an optional port ("pypi.org", "*.example.com:8443")'
+    assert said == {
+        "/defaults/network/0": f'{words}, found the string "a b"',
+        "/hooks/0/secrets/0/hosts/0": f'{words}, found the string "https://x.org"',
+        "/servers/s/network/0": f'{words}, found the string "x.org:0"',
+    }
+
+
 def test_nearer_layer_may_narrow_never_widen(tmp_path: Path) -> None:
     far = write(tmp_path / "far.toml", '[defaults]\nnetwork = ["*.example.com"]\n')
     narrow = write(tmp_path / "narrow.toml", '[defaults]\nnetwork = ["api.example.com"]\n')

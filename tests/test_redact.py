@@ -231,7 +231,8 @@ async def test_any_library_s_log_line_is_one_redacted_line_without_its_traceback
     first = "mcpx-hooks serve: Error handling [secret TOKEN]: ValueError: bad [secret TOKEN]"
     assert TOKEN not in text
     if debug:
-        assert text.startswith("mcpx-hooks serve: Error handling [secret TOKEN]\nTraceback")
+        # (the traceback's lines go on indented under the log's line)
+        assert text.startswith("mcpx-hooks serve: Error handling [secret TOKEN]\n    Traceback")
         assert text.endswith("ValueError: bad [secret TOKEN]\n")
     else:
         assert text == f"{first} (a bug: MCPX_HOOKS_DEBUG=1 logs its traceback)\n"
@@ -247,6 +248,19 @@ def test_a_log_line_without_the_runtime_has_no_traceback_either() -> None:
         record.exc_info = (KeyError, exc, exc.__traceback__)
     line = LogLines("mcpx-hooks mcp", debug=False).format(record)
     assert line.startswith("mcpx-hooks mcp: failed 7: KeyError: 'k' (a bug:") and "\n" not in line
+
+
+def test_a_log_line_writes_others_control_characters_as_escapes() -> None:
+    """What a library logs may quote a collector or a server: an escape sequence in it is
+    written as its escape, and a line break starts an indented line, not one of the log's."""
+    from mcpx_hooks.supervisor.core.loglines import LogLines
+
+    said = "reason: \x1b]52;c;b3duZWQ=\x07\rok\nmcpx-hooks serve: all good"
+    record = logging.LogRecord("otel", logging.ERROR, __file__, 1, "%s", (said,), None)
+    assert LogLines("mcpx-hooks serve", debug=False).format(record).split("\n") == [
+        "mcpx-hooks serve: reason: \\x1b]52;c;b3duZWQ=\\x07\\rok",
+        "    mcpx-hooks serve: all good",
+    ]
 
 
 @pytest.mark.parametrize("debug", ["0", "1"])

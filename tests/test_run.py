@@ -286,6 +286,29 @@ async def test_on_error_apply_turns_failure_into_result(tmp_path: Path) -> None:
     assert of(frames, "hook")[0]["original"]["exitCode"] == 1
 
 
+async def test_on_error_apply_after_a_refusal_is_dropped_and_its_frame_says_so(
+    tmp_path: Path,
+) -> None:
+    """A refusal is never turned into a result: the `onError` hook's `apply` is dropped,
+    named in its frame's `dropped`, and the frame does not say it changed anything."""
+    cfg = config(
+        tmp_path,
+        hook("gate", "before", answer({"refuse": "not today"}), effect="ask"),
+        hook("fix", "onError", answer({"apply": {"value": 1}, "advise": "x"}), effect="apply"),
+    )
+    frames = await run_to_end(cfg, argv_request(tmp_path, "true"))
+    assert outcome(frames)["type"] == "error" and outcome(frames)["refusedBy"] == "gate"
+    fix = of(frames, "hook")[1]
+    assert fix["changed"] is False and "original" not in fix and "value" not in fix
+    assert fix["advice"] == ["x"]
+    assert fix["dropped"] == [
+        {
+            "key": "apply",
+            "reason": "refused by gate: a refusal is never turned into a result",
+        }
+    ]
+
+
 async def test_caller_autonomy_clamps_and_is_reported(tmp_path: Path) -> None:
     cfg = config(tmp_path, hook("fix", "onError", answer({"apply": {"value": 1}}), effect="apply"))
     frames = await run_to_end(cfg, argv_request(tmp_path, "false", autonomy=_advise()))

@@ -64,6 +64,34 @@ def test_servers_list_without_starting_and_with_none_declared(tmp_path: Path) ->
     assert none.returncode == 0 and none.stdout.startswith("no tool servers declared")
 
 
+def test_a_server_s_command_and_install_step_are_shown_as_a_shell_takes_them_back(
+    tmp_path: Path,
+) -> None:
+    """An argument with a space, or an empty one (npx's `node -e ""`), is seen as one: the
+    command line is quoted, not joined with spaces (`-c import time; …`, `node -e )`)."""
+    tmp_path.chmod(0o755)
+    (tmp_path / "t.toml").write_text(
+        '[servers.n]\ncommand = ["npx", "-y", "some pkg"]\n'
+        'install = ["sh", "-c", "echo failing >&2; exit 3", ""]\n'
+    )
+    env = {**os.environ, "MCPX_HOOKS_NO_DISCOVERY": "1", "XDG_STATE_HOME": str(tmp_path)}
+    done = subprocess.run(
+        [*CLI, "servers", "list", "--config", "t.toml"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.splitlines() == [
+        "n: failing: server n: its install step (sh -c 'echo failing >&2; exit 3' '') failed"
+        " (status 3); its stderr ends: failing",
+        "  command: npx -y 'some pkg'",
+    ]
+
+
 def test_doctor_names_the_servers_that_fail_to_start(tmp_path: Path) -> None:
     project(tmp_path)
     (tmp_path / "tools.toml").rename(tmp_path / ".mcpx-hooks.toml")

@@ -223,6 +223,23 @@ def test_the_sdk_s_own_switch_keeps_it_off(tmp_path: Path, marker: Marker) -> No
     assert done.returncode == 0, done.stderr
 
 
+def test_a_collector_s_refusal_is_said_on_stderr_without_its_control_characters(
+    tmp_path: Path, marker: Marker
+) -> None:
+    config = _config(tmp_path, marker)
+    with receiver(400, "\x1b]0;owned\x07\x1b[31mbad") as (endpoint, _):
+        done = _exec(tmp_path, config, OTEL_EXPORTER_OTLP_ENDPOINT=endpoint)
+    assert done.returncode == 0, done.stderr
+    said = [line for line in done.stderr.splitlines() if "batch code: 400" in line]
+    assert said, done.stderr
+    assert said[0] == (
+        "mcpx-hooks exec: Failed to export spans batch code: 400,"
+        " reason: \\x1b]0;owned\\x07\\x1b[31mbad"
+    )
+    assert "\x1b" not in done.stderr
+    assert marker.alive() == []
+
+
 async def test_an_mcp_session_s_calls_reach_the_collector_when_the_client_closes(
     tmp_path: Path, marker: Marker
 ) -> None:

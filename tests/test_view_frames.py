@@ -36,3 +36,22 @@ def test_exec_prints_a_line_for_every_frame(capsys: pytest.CaptureFixture[str]) 
         out.frame(frame, as_json=False)
         printed = capsys.readouterr().out
         assert printed.strip(), f"exec printed nothing for a {frame['type']} frame"
+
+
+def test_a_refused_host_is_not_said_to_be_outside_the_list_when_a_secret_was_refused() -> None:
+    """The egress frame does not say why the proxy refused (a host outside the `network`
+    list, or a secret's placeholder sent to a host outside the secret's hosts): its line
+    says only that it did, and the hook frame's `egress` says why, in the proxy's words."""
+    from frame_samples import sample
+
+    from mcpx_hooks.supervisor.core.frames import FrameType
+
+    egress = {**sample(FrameType.EGRESS), "hook": "tok", "host": "localhost", "port": 8081}
+    assert frame_lines(egress) == ["egress localhost:8081 for hook tok: blocked by the proxy"]
+    hook = {**sample(FrameType.HOOK), "name": "tok", "status": "ok", "clampedBy": []}
+    hook["egress"] = ["blocked: secret TOK sent to localhost", "blocked: x.org not in network"]
+    said = [line for line in frame_lines(hook) if line.startswith("  egress: ")]
+    assert said == [
+        "  egress: blocked: secret TOK sent to localhost",
+        "  egress: blocked: x.org not in network",
+    ]

@@ -24,7 +24,12 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, own_log: bool = False) -> int:
+    """The command `argv` (else the process's command line) says; `own_log`: the process is
+    this command, and what a library logs (the OpenTelemetry exporter's failures, the MCP
+    SDK's) goes to stderr as the command's own lines (`core/loglines.py`), not through
+    `logging`'s last-resort handler, which writes a collector's or a server's words as they
+    are."""
     if list(sys.argv[1:] if argv is None else argv) == ["--version"]:
         # The usual probe, answered as the parser would, without building it (~10 ms).
         print(f"mcpx-hooks {version()}")
@@ -41,6 +46,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(given)
     # (here: `--version` and `--help` have exited without attrs)
     from ..core.errors import ConfigError, SpawnError, SpawnModeError
+
+    if own_log:
+        from ..core.loglines import log_to_stderr
+
+        log_to_stderr(f"mcpx-hooks {args.command}")
 
     try:
         return command_runner(args.command)(args)
@@ -90,7 +100,7 @@ def entry() -> None:
     quiet_start()
     codecache.install(os.environ)
     try:
-        code = main()
+        code = main(own_log=True)
     except SystemExit as exc:  # argparse's usage errors and --help
         code = _status(exc.code)
     for stream in (sys.stdout, sys.stderr):

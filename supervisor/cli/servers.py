@@ -79,6 +79,7 @@ def state_line(server: dict[str, Any]) -> str:
 def server_lines(servers: list[dict[str, Any]]) -> list[str]:
     """The readable view: a server per block, its tools indented with their annotations. A
     server's entry may lack a field or hold one of another type: what is there is shown."""
+    from .printable import command as shell_command
     from .printable import continued_lines
     from .view import cell
 
@@ -94,6 +95,8 @@ def server_lines(servers: list[dict[str, Any]]) -> list[str]:
         command = server.get("command")
         if "url" in server:
             lines.append(f"  url: {cell(server['url'])}")
+        elif isinstance(command, list) and all(isinstance(arg, str) for arg in command):
+            lines.append(f"  command: {shell_command(command)}")  # (as a shell takes it back)
         elif isinstance(command, list):
             lines.append(f"  command: {' '.join(map(cell, command))}")
         else:

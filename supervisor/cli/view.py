@@ -73,6 +73,7 @@ def _hook_lines(frame: Mapping[str, Any]) -> list[str]:
     if frame.get("changed"):
         lines.append(f"  applies: {_short(frame.get('original'))} -> {_short(frame.get('value'))}")
     lines.extend(f"  dropped: {d['key']} ({d['reason']})" for d in frame.get("dropped", ()))
+    lines.extend(f"  egress: {said}" for said in frame.get("egress", ()))
     ran = frame.get("ran")
     if ran is not None:
         lines.append(f"  ran {_argv(ran['argv'])}: {ran['status']}")
@@ -169,7 +170,9 @@ def _data_lines(frame: Mapping[str, Any]) -> list[str]:
         case FrameType.EGRESS:
             who = f"hook {frame['hook']}" if frame.get("hook") else "the run's script"
             who = f"server {frame['server']}" if frame.get("server") else who
-            verdict = "allowed" if frame.get("allowed") else "blocked: not in its network"
+            # (why is not in the frame: a host outside the list, or a secret's placeholder
+            # sent to a host outside the secret's hosts; the hook frame's `egress` says)
+            verdict = "allowed" if frame.get("allowed") else "blocked by the proxy"
             return [f"egress {frame['host']}:{frame['port']} for {who}: {verdict}"]
         case FrameType.ASK:
             return [

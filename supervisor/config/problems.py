@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..core import spawntext
+from ..core import egress, spawntext
 from ..core.errors import Problem
 from ..core.events import ANY_KIND
 from ..core.passenv import SECRET_NAME_PATTERN
@@ -136,7 +136,7 @@ def _translate(error: ValidationError) -> Iterator[tuple[str, str]]:
             hint = did_you_mean(extra, allowed) or f"; expected one of: {', '.join(allowed)}"
             yield pointer([*path, extra]), f"unknown key {quote(extra)}{hint}"
     elif kind == "type":
-        yield where, _type_message(key, value, found)
+        yield where, _type_message(key, value, found, argv=_is_argv(key, subschema))
     elif kind == "enum":
         yield where, _enum_message(key, value, found)
     elif kind == "oneOf" and all("required" in branch for branch in value):
@@ -182,9 +182,10 @@ def _translate(error: ValidationError) -> Iterator[tuple[str, str]]:
     elif kind in ("minimum", "maximum"):
         unit = " ms" if key is not None and key.endswith("Ms") else ""
         sign = "≥" if kind == "minimum" else "≤"
-        yield where, f"expected an integer {sign} {value}{unit}, found {describe(found)}"
+        number = "a number" if subschema.get("type") == "number" else "an integer"
+        yield where, f"expected {number} {sign} {value}{unit}, found {describe(found)}"
     elif kind == "minItems":
-        if key == "run":
+        if _is_argv(key, subschema):
             yield (
                 where,
                 f"expected an argv array with at least the program, found {describe(found)}",
@@ -192,7 +193,7 @@ def _translate(error: ValidationError) -> Iterator[tuple[str, str]]:
         else:
             yield where, f"expected at least {value} item(s), found {describe(found)}"
     elif kind == "minLength":
-        if path[-2:] in (["run", 0], ["argv", 0]):
+        if path[-1:] == [0] and path[-2:-1] in (["run"], ["argv"], ["command"], ["install"]):
             yield (
                 where,
                 f"expected the program to run (a non-empty string), found {describe(found)}",
@@ -225,10 +226,11 @@ _PATTERN_WORDS = {
     "plugin": 'an MCP tool named "namespace.tool"',
 }
 #: The patterns of `spawntext`, said in words: what a process can be given (and a secret's
-#: name, one variable's).
+#: name, one variable's; and a `network` item, never its regular expression).
 _SPAWN_PATTERN_WORDS = {
     spawntext.TEXT_PATTERN: "a string without NUL or lone surrogates (a process cannot take them)",
     spawntext.ENV_NAME_PATTERN: "a variable name: not empty, without '=', NUL or lone surrogates",
+    egress.PATTERN: egress.ITEM_WORDS,
     SECRET_NAME_PATTERN: "a variable name, not a glob (a secret is one variable, named; passEnv"
     " takes globs): not empty, without '=', '*', '?', '[', NUL or lone surrogates",
 }
@@ -256,18 +258,24 @@ def _shape_words(schema: dict[str, Any]) -> str:
     return words
 
 
-def _type_message(key: str | None, expected: str | list[str], found: Any) -> str:
+def _is_argv(key: str | None, subschema: Any) -> bool:
+    """Whether the key takes an argv (a hook's `run`, a server's `command` and `install`, a
+    model's `command`: `schemaparts.argv`, the one array with `prefixItems`)."""
+    return key == "run" or (isinstance(subschema, dict) and "prefixItems" in subschema)
+
+
+def _type_message(key: str | None, expected: str | list[str], found: Any, *, argv: bool) -> str:
     names = [expected] if isinstance(expected, str) else expected
     if key == "run" and names == ["object"]:  # a hook's answer: {"run": {"argv": [...]}}
         return f'expected an object ({{"argv": [...]}}), found {describe(found)}'
-    if key == "run" and isinstance(found, str):
+    if argv and isinstance(found, str):
         shell = json.dumps(["sh", "-c", found], ensure_ascii=False)
         return (
-            f"expected an argv array of strings, found {describe(found)}: run takes an argv"
+            f"expected an argv array of strings, found {describe(found)}: {key} takes an argv"
             f" array, never a shell string; to use a shell write {shell}"
         )
     words = " or ".join(_TYPE_WORDS.get(n, n) for n in names)
-    if key == "run":
+    if argv:
         words = "an argv array of strings"
     message = f"expected {words}, found {describe(found)}"
     if key == "hooks" and isinstance(found, dict):

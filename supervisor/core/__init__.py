@@ -52,6 +52,7 @@ __all__, __getattr__, __dir__ = exports(
         "egress": (
             "CA_VARIABLES",
             "DEFAULT_PORTS",
+            "ITEM_WORDS",
             "NETWORK_KEY",
             "PATTERN",
             "PROXY_VARIABLES",

@@ -30,6 +30,8 @@ _PORT: Final = (
 #: What one item of a `network` list must look like (the config schema's pattern).
 PATTERN: Final = rf"^{_LABEL}(\.{_LABEL})*(:{_PORT})?$"
 _COMPILED: Final = re.compile(PATTERN)
+#: What an item of a `network` list is, in words (a config error says it, not `PATTERN`).
+ITEM_WORDS: Final = 'a host glob with an optional port ("pypi.org", "*.example.com:8443")'
 #: The variables that point a child at the proxy (upper and lower case are both read).
 PROXY_VARIABLES: Final = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY")
 #: The variables that make a child trust the run's CA alone (secrets with hosts).
@@ -63,10 +65,7 @@ def valid(item: str) -> bool:
 def parse(item: str) -> HostRule:
     """`item` as a rule; `ValueError` naming what is wrong when it is not one."""
     if not valid(item):
-        raise ValueError(
-            f'expected a host glob with an optional port ("pypi.org", "*.example.com:8443"),'
-            f" found {item!r}"
-        )
+        raise ValueError(f"expected {ITEM_WORDS}, found {item!r}")
     host, _, port = item.partition(":")
     return HostRule(host.lower(), (int(port),) if port else DEFAULT_PORTS)
 

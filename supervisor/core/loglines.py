@@ -1,4 +1,5 @@
-"""The log a person reads on stderr (`serve`, `worker`, `mcp`): one line a record, `PREFIX:
+"""The log a person reads on stderr (of every command; `serve`, `worker` and `mcp` name
+themselves in its prefix): one line a record, `PREFIX:
 message`, whichever library logged it. An exception logged with a record is its one-line
 summary (`bug_summary`); its traceback is written only with `MCPX_HOOKS_DEBUG=1`, which also
 lets every level through (else warnings and errors). The MCP SDK, for one, logs a failed
@@ -9,7 +10,10 @@ A Python warning (`warnings.warn`, a library's deprecation) is logged too, as it
 (`FILE:LINE: CATEGORY: message`), never written to stderr as `warnings` would by itself.
 
 `rendered` is the text a record becomes; the service's redaction (`service/logredact.py`)
-renders a record so, redacts it, and leaves it a plain message.
+renders a record so, redacts it, and leaves it a plain message. A line of the log holds what
+others said (a collector's HTTP reason phrase, a server's message): written to the terminal,
+each character that is not printable is its escape (`\\x1b`), and a line break in a message
+starts an indented line, never one that reads as the log's own.
 """
 
 from __future__ import annotations
@@ -53,7 +57,16 @@ class LogLines(logging.Formatter):
         self.debug = debug
 
     def format(self, record: logging.LogRecord) -> str:
-        return f"{self.prefix}: {rendered(record, self.debug)}"
+        first, *rest = f"{self.prefix}: {rendered(record, self.debug)}".split("\n")
+        return "\n".join([_printable(first), *("    " + _printable(line) for line in rest)])
+
+
+def _printable(line: str) -> str:
+    """`line` with each character that is not printable (ESC, CR, a C1 control, U+202E…)
+    written as its Python escape."""
+    if line.isprintable():
+        return line
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in line)
 
 
 def log_to_stderr(prefix: str) -> None:

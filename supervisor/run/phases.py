@@ -104,7 +104,8 @@ class PhaseHooks:
         run of consecutive `parallel` hooks at once (`_together`)."""
         for group in together_groups(hooks):
             if len(group) == 1:
-                reports = [await self._one(group[0], state.ctx)]
+                refused_by = state.refused_by if phase is Phase.ON_ERROR else None
+                reports = [await self._one(group[0], state.ctx, refused_by=refused_by)]
             else:
                 reports = await self._together(group, state.ctx)
             for report in reports:
@@ -136,9 +137,16 @@ class PhaseHooks:
         return [r for r in reports if r is not None]
 
     async def _one(
-        self, hook: Hook, ctx: HookContext, record: Callable[[HookFrame], None] | None = None
+        self,
+        hook: Hook,
+        ctx: HookContext,
+        record: Callable[[HookFrame], None] | None = None,
+        *,
+        refused_by: str | None = None,
     ) -> HookReport:
-        """Runs `hook`; its frame goes to `record` (default: the journal, now)."""
+        """Runs `hook`; its frame goes to `record` (default: the journal, now). `refused_by`:
+        the hook that refused the run (or the call), whose refusal an `apply` (of `onError`)
+        cannot undo."""
         # The hook runners load with the first hook: a run with none never needs them.
         from .hookrun import cancelled_report, run_hook
 
@@ -165,6 +173,9 @@ class PhaseHooks:
                 ms = round((time.perf_counter() - started) * 1000)
                 record(cancelled_report(hook, ctx, ms).frame)
             raise
+        if refused_by is not None and frame.changed:
+            frame = _unapplied(frame, refused_by)
+            report = attrs.evolve(report, frame=frame)
         self._egress(hook, report)
         record(frame)
         return report
@@ -247,6 +258,16 @@ class PhaseHooks:
         elif phase is Phase.ON_ERROR and state.refused_by is None:
             state.value = (frame.value,)
         return False
+
+
+def _unapplied(frame: HookFrame, refused_by: str) -> HookFrame:
+    """`frame` with its `apply` dropped: a refusal is never turned into a result, and the
+    frame says so rather than "applies"."""
+    from ..core.answers import Dropped
+
+    why = f"refused by {refused_by}: a refusal is never turned into a result"
+    dropped = (*frame.dropped, Dropped("apply", why))
+    return attrs.evolve(frame, changed=False, original=None, value=None, dropped=dropped)
 
 
 def together_groups(hooks: list[Hook]) -> list[list[Hook]]:

@@ -38,6 +38,7 @@ from ..core.hookenv import base_environment
 from ..core.hooks import Profile
 from ..core.records import Record
 from ..core.servers import ServerSpec
+from ..core.shellwords import shell_line
 from ..process import programs, sandbox
 from ..process.egress import Lease
 from ..process.egresschild import egress_spec, refusals
@@ -249,7 +250,7 @@ async def ensure_installed(
     done = done_file(cache)
     if _made(cache, done):
         return Installed(cache, server_env(eco, cache, spec.env))
-    shown = " ".join(argv)
+    shown = shell_line(argv)  # (`node -e ''`: an empty argument is seen)
     profile = Profile.NET if lease is None else spec.sandbox
     with scratch_dir("install-") as scratch:
         try:
