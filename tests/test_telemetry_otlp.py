@@ -110,7 +110,9 @@ def test_an_exec_run_s_spans_and_metrics_reach_the_collector_before_it_exits(
         metrics = got.metrics()
         raw = got.raw()
         resources = got.resources()
+        exports = len(got.bodies["/v1/metrics"])
     assert done.returncode == 0, done.stderr
+    assert exports == 1  # once, at the end (a flush and the shutdown each sent them)
     assert "Traceback" not in done.stderr
     assert marker.alive() == []
 
