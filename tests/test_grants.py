@@ -404,6 +404,27 @@ def test_a_program_found_on_path_outside_the_profile_is_refused(
     )
 
 
+def test_a_program_in_a_denied_directory_is_not_offered_a_grant(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hook script kept in the user's mcpx-hooks config directory: no `[sandbox] read`
+    admits it (the directory is never granted), so the refusal says that instead of naming
+    a grant that, once added, would only turn it into "No such file or directory"."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for name in ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    own = tmp_path / ".config" / "mcpx-hooks"
+    tool = executable(own / "check.sh")
+    expected = (
+        f'cannot run "./check.sh": it resolves to {tool}, in {own}, which no sandbox but'
+        " none reaches, whatever [sandbox] read says; keep it beside the project or in a"
+        " directory of its own"
+    )
+    assert refusal("./check.sh", own, "/usr/bin", seen_plan()) == expected
+    granted = attrs.evolve(seen_plan(tmp_path / ".config"), deny=(str(own),))
+    assert refusal("./check.sh", own, "/usr/bin", granted) == expected
+
+
 def test_a_symlink_is_followed_to_the_file_it_names(tmp_path: Path) -> None:
     real = executable(tmp_path / "hidden" / "opt" / "tool")
     shown = tmp_path / "shown" / "bin"
