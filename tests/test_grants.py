@@ -367,6 +367,24 @@ def test_what_is_never_mapped(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
     assert sandbox.mappable("/opt/tools") is None
 
 
+@as_root
+async def test_a_writable_root_beside_a_mapped_grant_starts(
+    strict_spawner: Spawner, project: Path
+) -> None:
+    """`[sandbox] write = ["/"]` with a 0700 project (its owner mapped onto the hook's):
+    the mapping's user namespace is made before `/` is attached over the view's root (after
+    it the kernel refuses one, EPERM), so the hook starts, rather than failing with
+    "cannot prepare the filesystem view: [Errno 0] user namespace for an idmapped mount"."""
+    h = probe_hook(
+        project,
+        f"read:{project}/data.txt",
+        f"write:{project}/x",
+        paths=SandboxPaths(write=("/",)),
+    )
+    got = said(await run(strict_spawner, h))
+    assert got == {f"read:{project}/data.txt": True, f"write:{project}/x": errno.EROFS}
+
+
 # ---- programs the profile cannot see ---------------------------------------------------------
 
 
