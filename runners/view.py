@@ -115,6 +115,8 @@ def build(
         for path, inside in held.items():  # covered in turn, the grants mounted in the cover
             covers.setdefault(path, []).extend(inside)
         binds = _binds(sandbox, opened, grants, covers)
+        for grant in grants.values():  # (before any mount: see `_carriers`)
+            _carriers(grant, ids, home)
         ops = sorted({*grants, *covers, *binds, sandbox.scratch}, key=len)
         made: set[str] = set()
         for path in ops:
@@ -278,6 +280,16 @@ def _attach(
         idmap.attach(tree, path)
     finally:
         os.close(tree)
+
+
+def _carriers(grant: _Grant, ids: tuple[int, int], home: int | None) -> None:
+    """Makes (and keeps) the user namespace a mapped grant is attached through, while this
+    thread's root is still its mount namespace's: once a writable `/` is attached over it,
+    the kernel refuses a new user namespace (EPERM, as in a chroot). One that cannot be made
+    is left for `_attach` to say why."""
+    if grant.owner is not None:
+        with contextlib.suppress(ConfineError):
+            idmap.userns(grant.owner, ids, home)
 
 
 def _outermost(paths: list[str]) -> list[str]:

@@ -1468,6 +1468,28 @@ def test_sandbox_path_problems(tmp_path: Path) -> None:
     assert typo.pointer == "/sandbox/reads"
 
 
+def test_sandbox_path_patterns_and_variables_that_name_nothing_are_problems(
+    tmp_path: Path,
+) -> None:
+    """A glob or a `$VARIABLE` is not expanded: written where a path is meant, it would be
+    skipped as a path that does not exist, a `deny` protecting nothing. Each is a problem
+    naming the file and the key; a path that exists with such a character is taken."""
+    glob = one_problem(tmp_path, '[sandbox]\ndeny = ["/x", "~/.secret*"]\n', name="g.toml")
+    assert (glob.file, glob.pointer) == (str(tmp_path / "g.toml"), "/sandbox/deny/1")
+    assert glob.message == (
+        'expected a path, found "~/.secret*": patterns are not expanded, and no path is'
+        " named that; name each path"
+    )
+    var = one_problem(tmp_path, '[sandbox]\nwrite = ["$HOME/out"]\n', name="v.toml")
+    assert var.pointer == "/sandbox/write/0"
+    assert "variables are not expanded" in var.message
+    roots = one_problem(tmp_path, '[service]\nroots = ["/srv/[ab]"]\n', name="r.toml")
+    assert roots.pointer == "/service/roots/0"
+    (tmp_path / "odd*dir").mkdir()
+    taken = load(tmp_path, write(tmp_path / "o.toml", '[sandbox]\nread = ["odd*dir", "gone"]\n'))
+    assert taken.sandbox_paths.read == (f"{tmp_path}/odd*dir", f"{tmp_path}/gone")
+
+
 def test_the_runs_default_profile_is_workspace_and_script_sandbox_sets_it(
     tmp_path: Path,
 ) -> None:

@@ -367,6 +367,24 @@ def test_what_is_never_mapped(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
     assert sandbox.mappable("/opt/tools") is None
 
 
+@as_root
+async def test_a_writable_root_beside_a_mapped_grant_starts(
+    strict_spawner: Spawner, project: Path
+) -> None:
+    """`[sandbox] write = ["/"]` with a 0700 project (its owner mapped onto the hook's):
+    the mapping's user namespace is made before `/` is attached over the view's root (after
+    it the kernel refuses one, EPERM), so the hook starts, rather than failing with
+    "cannot prepare the filesystem view: [Errno 0] user namespace for an idmapped mount"."""
+    h = probe_hook(
+        project,
+        f"read:{project}/data.txt",
+        f"write:{project}/x",
+        paths=SandboxPaths(write=("/",)),
+    )
+    got = said(await run(strict_spawner, h))
+    assert got == {f"read:{project}/data.txt": True, f"write:{project}/x": errno.EROFS}
+
+
 # ---- programs the profile cannot see ---------------------------------------------------------
 
 
@@ -402,6 +420,27 @@ def test_a_program_found_on_path_outside_the_profile_is_refused(
         f'cannot run "pytest": it resolves to {tool}, which the strict sandbox cannot see;'
         f' add [sandbox] read = ["{tmp_path}/.pyenv"] to admit it'
     )
+
+
+def test_a_program_in_a_denied_directory_is_not_offered_a_grant(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hook script kept in the user's mcpx-hooks config directory: no `[sandbox] read`
+    admits it (the directory is never granted), so the refusal says that instead of naming
+    a grant that, once added, would only turn it into "No such file or directory"."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for name in ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    own = tmp_path / ".config" / "mcpx-hooks"
+    tool = executable(own / "check.sh")
+    expected = (
+        f'cannot run "./check.sh": it resolves to {tool}, in {own}, which no sandbox but'
+        " none reaches, whatever [sandbox] read says; keep it beside the project or in a"
+        " directory of its own"
+    )
+    assert refusal("./check.sh", own, "/usr/bin", seen_plan()) == expected
+    granted = attrs.evolve(seen_plan(tmp_path / ".config"), deny=(str(own),))
+    assert refusal("./check.sh", own, "/usr/bin", granted) == expected
 
 
 def test_a_symlink_is_followed_to_the_file_it_names(tmp_path: Path) -> None:

@@ -7,6 +7,10 @@ that `RLIMIT_DATA` alone never counted: a shared anonymous mapping, a memfd fill
 here) must not drop by more than memoryMb + 64 MiB. A bomb that gets what it asks for holds
 it a while, so that an unbounded one shows in the samples; one refused holds what it got.
 
+Private memory too (a heap that grows): there a per-process limit at the bound stops the
+bomb before the tree's cgroup is full (`RLIMIT_DATA` beside a cgroup, `RLIMIT_AS` without
+one), and the reason must say so all the same.
+
 Both ways the spawner bounds memory are run where they can be had: a memory cgroup per tree
 (root, here cgroup v1) and the fallback (`MCPX_HOOKS_HIDE=memcg` as root; what an ordinary
 user gets): `RLIMIT_AS`, a scratch no larger than the bound, shm limits, no memfd.
@@ -66,6 +70,16 @@ def held(error):
     print('{"advise": "got it all"}')
 """
 BOMBS = {
+    "private_heap": """
+        error = None
+        kept = []
+        try:
+            for _ in range(SIZE // STEP):
+                kept.append(b"x" * STEP)
+        except BaseException as exc:
+            error = exc
+        held(error)
+    """,
     "shared_anonymous": """
         import mmap
         error = None

@@ -402,6 +402,39 @@ def test_doctor_shows_the_roots_and_what_is_never_granted(tmp_path: Path, home: 
     assert "Traceback" not in doctor.stderr
 
 
+def test_doctor_reads_the_config_it_is_given(tmp_path: Path, home: Path) -> None:
+    """`doctor --config F` and `--trust-project` show the roots and denied paths of the
+    config a `serve` given the same flags would have, not of the discovered files only; a
+    warning about the project file is said once."""
+    import subprocess
+    import sys
+
+    (home / "work").mkdir()
+    given = tmp_path / "given.toml"
+    given.write_text('[service]\nroots = ["~/work"]\n[sandbox]\ndeny = ["~/vault"]\n')
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / ".mcpx-hooks.toml").write_text('[sandbox]\ndeny = ["~/project-vault"]\n')
+    env = {**os.environ, **_env(home)}
+
+    def doctor(*flags: str) -> tuple[list[str], str]:
+        done = subprocess.run(
+            [sys.executable, "-m", "mcpx_hooks.supervisor", "doctor", *flags],
+            cwd=project, env=env, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert "Traceback" not in done.stderr
+        return done.stdout.splitlines(), done.stderr
+
+    lines, said = doctor("--config", str(given))
+    at = lines.index("service roots (a request's cwd must lie in one; [service] roots):")
+    assert lines[at + 1 : at + 3] == [f"  {(home / 'work').resolve()}", "  ([service] roots)"]
+    assert f"  {home / 'vault'}  (not here)" in lines, lines
+    assert f"  {home / 'project-vault'}  (not here)" not in lines, lines
+    assert said.count("skipped") == 1, said
+    lines, _ = doctor("--trust-project")
+    assert f"  {home / 'project-vault'}  (not here)" in lines, lines
+
+
 def test_a_local_exec_run_reaches_nothing_never_granted(denied_home: dict[str, Path]) -> None:
     """Not only the service: `exec` in the project (its cwd granted and writable) cannot
     read the home's credentials or the supervisor's state, nor write the project's git

@@ -26,7 +26,7 @@ from mcpx_hooks.supervisor.config.loading import load_config
 from mcpx_hooks.supervisor.core.convert import to_json
 from mcpx_hooks.supervisor.core.frames import HookStatus
 from mcpx_hooks.supervisor.core.hooks import Action, Hook, Profile, Provenance, SourceKind
-from mcpx_hooks.supervisor.core.limits import DEFAULT_LIMITS, LIMIT_KEYS, Limits
+from mcpx_hooks.supervisor.core.limits import DEFAULT_LIMITS, LIMIT_DOCS, LIMIT_KEYS, Limits
 from mcpx_hooks.supervisor.core.points import Phase
 from mcpx_hooks.supervisor.core.scripts import Script
 from mcpx_hooks.supervisor.process import sandbox
@@ -105,6 +105,27 @@ async def test_strict_hook_sees_only_what_it_should(
     assert got["cwd"] == got["dir"] == str(readable_tmp)
     assert got["reads_dir"] and got["reads_etc"] and not got["reads_root"]
     assert got["nofile"] == [DEFAULT_LIMITS.open_files] * 2
+
+
+@pytest.mark.parametrize("profile", [Profile.WORKSPACE, Profile.NET])
+async def test_every_sandbox_profile_has_the_process_limit_and_a_bounded_scratch(
+    strict_spawner: Spawner, readable_tmp: Path, profile: Profile
+) -> None:
+    """`processes` and `scratchMb` hold under workspace and net as under strict, and their
+    words (in `doctor`, the config reference and the schema) say so."""
+    code = """
+        import json, os, resource
+        print(json.dumps({"advise": json.dumps([
+            resource.getrlimit(resource.RLIMIT_NPROC),
+            os.statvfs(os.environ["MCPX_HOOK_SCRATCH"]).f_blocks
+            * os.statvfs(os.environ["MCPX_HOOK_SCRATCH"]).f_frsize,
+        ])}))
+    """
+    limits = Limits(processes=17, scratch_mb=8)
+    got = seen(await run(strict_spawner, hook(readable_tmp, code, limits=limits, sandbox=profile)))
+    assert got == [[17, 17], 8 << 20]
+    for key in ("processes", "scratchMb"):
+        assert "every profile but none" in LIMIT_DOCS[key], LIMIT_DOCS[key]
 
 
 async def test_orphans_are_reaped_as_they_go_not_held_against_the_process_limit(

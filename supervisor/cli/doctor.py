@@ -143,7 +143,7 @@ def _history(args: argparse.Namespace) -> tuple[list[str], bool]:
     from .common import load
 
     try:
-        config = load(args)
+        config = load(args, say=False)  # (its warnings said with the tool servers)
     except ConfigError:  # said with the tool servers
         return [], True
     if not config.history_enabled:
@@ -178,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
     text, every = run_async(_collect)
     failing = run_async(_servers, args)
     history, kept = _history(args)
-    text = "\n".join([text, *failing, *history, *grant_lines()])
+    text = "\n".join([text, *failing, *history, *grant_lines(args)])
     every = every and kept
     if getattr(args, "cluster", None):
         from ..cluster.access import AccessError

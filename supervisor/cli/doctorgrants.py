@@ -13,13 +13,14 @@ from ..service.roots import roots_in_force
 from .printable import printable
 
 
-def grant_lines() -> list[str]:
-    """The roots a `serve` started here would have, and the never-granted paths (each
-    marked when absent here), as `doctor` prints them."""
+def grant_lines(args: argparse.Namespace) -> list[str]:
+    """The roots a `serve` started here (with the same `--config` and `--trust-project`)
+    would have, and the never-granted paths (each marked when absent here), as `doctor`
+    prints them."""
     from .common import load
 
     try:
-        config: Config | None = load(argparse.Namespace(config=[]))
+        config: Config | None = load(args, say=False)  # (`_servers` said its warnings)
     except ConfigError:  # the sandbox report says so already (tool servers)
         config = None
     lines = ["", "service roots (a request's cwd must lie in one; [service] roots):"]

@@ -292,7 +292,8 @@ def resolve_sandbox_paths(
 
 def sandbox_path(given: str, directory: str, environ: Mapping[str, str]) -> tuple[str, str | None]:
     """A `[sandbox]` path made absolute and normal: `~` expanded, a relative path joined to
-    `directory`. The second item says why it cannot be, or is None."""
+    `directory`. The second item says why it cannot be, or is None: a pattern (`*`) or a
+    variable (`$HOME`) that names no path is a mistake (neither is expanded), not skipped."""
     path = given
     if given == "~" or given.startswith("~/"):
         home = environ.get("HOME", "")
@@ -308,4 +309,16 @@ def sandbox_path(given: str, directory: str, environ: Mapping[str, str]) -> tupl
             path = os.path.join(pwd.getpwnam(user).pw_dir, rest)
         except KeyError:
             return given, f'expected a path, found "{given}": there is no user "{user}"'
-    return os.path.normpath(os.path.join(directory, path)), None
+    path = os.path.normpath(os.path.join(directory, path))
+    if not os.path.lexists(path):  # (a path that does not exist is skipped: unless a mistake)
+        if any(c in given for c in "*?["):
+            return path, (
+                f'expected a path, found "{given}": patterns are not expanded, and no path'
+                " is named that; name each path"
+            )
+        if "$" in given:
+            return path, (
+                f'expected a path, found "{given}": variables are not expanded, and no path'
+                ' is named that; write the path itself ("~/…" for the home)'
+            )
+    return path, None

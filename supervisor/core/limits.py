@@ -50,10 +50,11 @@ LIMIT_DOCS: Final[Mapping[str, str]] = {
     "made RLIMIT_AS per process, tmpfs sizes, shm limits and no memfd_create (`doctor` "
     "says which); under none, RLIMIT_DATA (soft) only; in MiB",
     "cpuSeconds": "CPU time of each process (RLIMIT_CPU), in seconds",
-    "processes": "Processes and threads of the hook's own user (RLIMIT_NPROC; strict and net)",
+    "processes": "Processes and threads of the hook's own user (RLIMIT_NPROC; every profile"
+    " but none)",
     "openFiles": "Open files of each process (RLIMIT_NOFILE)",
     "fileSizeMb": "Largest file a process may write (RLIMIT_FSIZE), in MiB",
-    "scratchMb": "Size of the scratch tmpfs (strict and net), in MiB",
+    "scratchMb": "Size of the scratch tmpfs (every profile but none), in MiB",
 }
 
 DEFAULT_LIMITS: Final = Limits()

@@ -28,17 +28,19 @@ KILL_REPORT_BOUND: Final = 5.0
 _READ_CHUNK: Final = 65536
 
 
-#: What a process prints when an allocation was refused or a tmpfs was full (Python, libc's
-#: strerror, glibc and the usual runtimes): without a cgroup, how a tree over its memory
-#: bound is told from one that failed otherwise (`Outcome.over_memory`).
-MEMORY_FAILURES: Final = (
+#: What a process prints when an allocation was refused (Python, libc's strerror, glibc and
+#: the usual runtimes): how a tree that a per-process limit at its memory bound stopped
+#: (`RLIMIT_DATA` beside a cgroup, `RLIMIT_AS` without one) is told from one that failed
+#: otherwise (`Outcome.over_memory`).
+ALLOCATION_FAILURES: Final = (
     b"MemoryError",
     b"Cannot allocate memory",
-    b"No space left on device",
     b"out of memory",
     b"Out of memory",
     b"memory allocation of",  # Rust's: "memory allocation of N bytes failed"
 )
+#: And without a cgroup, a full scratch too: the tmpfs is then no larger than the bound.
+MEMORY_FAILURES: Final = (*ALLOCATION_FAILURES, b"No space left on device")
 _MEMORY_TAIL: Final = 4096
 
 
@@ -67,19 +69,22 @@ class Outcome(Record):
 
     @property
     def over_memory(self) -> int | None:
-        """The `memoryMb` the tree went over, when it failed for it; else None. With a cgroup
-        the spawner says so; without one (`RLIMIT_AS`, a bounded scratch, no memfd) the
-        failure is what the tree could see: an allocation refused, or a full tmpfs, in
-        what it printed last on stderr."""
+        """The `memoryMb` the tree went over, when it failed for it; else None. A cgroup's
+        OOM the spawner reports. Otherwise the failure is what the tree could see, in what
+        it printed last on stderr: an allocation refused (each process's `RLIMIT_DATA` is
+        at the bound beside a cgroup, its `RLIMIT_AS` without one: one process that
+        allocates past the bound is stopped there before the cgroup is full), or, without a
+        cgroup, a full scratch tmpfs."""
         if self.memory_mb is None:
             return None
         if self.memory_exceeded:
             return self.memory_mb
         failed = self.exited and (self.signal is not None or self.exit_code != 0)
-        if self.memory_cgroup or not failed:
+        if not failed:
             return None
         tail = bytes(self.stderr_tail[-_MEMORY_TAIL:])
-        return self.memory_mb if any(m in tail for m in MEMORY_FAILURES) else None
+        said = ALLOCATION_FAILURES if self.memory_cgroup else MEMORY_FAILURES
+        return self.memory_mb if any(m in tail for m in said) else None
 
 
 class SpawnerGone(SpawnError):

@@ -7,11 +7,12 @@ must lie in what the plan reads or writes; else `ProgramHidden`, naming the file
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Final
 
 from ..core.errors import SandboxUnavailable
 from ..core.hooks import Profile
+from .denied import never_granted
 from .sandbox import SYSTEM_DIRS, real_path, under
 from .spawnspec import SandboxPlan
 
@@ -47,11 +48,21 @@ def check_program(
             return
         real = real_path(found)
         for candidate in dict.fromkeys((found, real)):
-            if not under(candidate, visible):
+            denied = _denied_holding(candidate, plan.deny)  # (a cover in the view)
+            if denied is None and not under(candidate, visible):
+                # No grant would admit it there: say so rather than name one that would not.
+                denied = _denied_holding(candidate, _never_granted_here())
+                if denied is None:
+                    raise ProgramHidden(
+                        f'cannot run "{argv0}": it resolves to {via}{candidate}, which the'
+                        f" {profile} sandbox cannot see; add [sandbox] read ="
+                        f' ["{admitting(candidate)}"] to admit it'
+                    )
+            if denied is not None:
                 raise ProgramHidden(
-                    f'cannot run "{argv0}": it resolves to {via}{candidate}, which the'
-                    f" {profile} sandbox cannot see; add [sandbox] read ="
-                    f' ["{admitting(candidate)}"] to admit it'
+                    f'cannot run "{argv0}": it resolves to {via}{candidate}, in {denied},'
+                    " which no sandbox but none reaches, whatever [sandbox] read says; keep"
+                    " it beside the project or in a directory of its own"
                 )
         interpreter = _interpreter(real)
         if interpreter is None:
@@ -60,6 +71,16 @@ def check_program(
         program, name = interpreter
         found = _find(name, cwd, path) if name is not None else program
     return
+
+
+def _denied_holding(path: str, denied: Iterable[str]) -> str | None:
+    """The denied path that is or holds `path`, or None."""
+    return next((d for d in denied if under(path, (d,))), None)
+
+
+def _never_granted_here() -> list[str]:
+    """The paths no profile but none reaches that exist here, real (`denied.py`)."""
+    return [real_path(p) for p in never_granted() if os.path.lexists(p)]
 
 
 def _find(argv0: str, cwd: str, path: str) -> str | None:
