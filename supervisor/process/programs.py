@@ -7,7 +7,7 @@ must lie in what the plan reads or writes; else `ProgramHidden`, naming the file
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 from ..core.errors import SandboxUnavailable
@@ -73,9 +73,11 @@ def check_program(
     return
 
 
-def _denied_holding(path: str, denied: Iterable[str]) -> str | None:
-    """The denied path that is or holds `path`, or None."""
-    return next((d for d in denied if under(path, (d,))), None)
+def _denied_holding(path: str, denied: Sequence[str]) -> str | None:
+    """The denied path that is or holds `path`, or None (one pass on a hook's way)."""
+    if not under(path, denied):
+        return None
+    return next(d for d in denied if under(path, (d,)))
 
 
 def _never_granted_here() -> list[str]:
