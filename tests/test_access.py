@@ -14,6 +14,7 @@ from mcpx_hooks.supervisor.service.access import (
     client_token,
     create_token_file,
     default_token_path,
+    kept_token,
     own_origins,
     read_token_file,
     remove_token_file,
@@ -50,6 +51,28 @@ def test_a_token_file_open_to_others_is_refused(tmp_path: Path) -> None:
         read_token_file(path)
     with pytest.raises(TokenFileError, match="cannot read"):
         read_token_file(tmp_path / "none")
+
+
+def test_a_token_file_that_cannot_be_read_says_why_in_words(tmp_path: Path) -> None:
+    """Not Python's words (`[Errno 2] No such file or directory: '…'`, `'ascii' codec can't
+    decode byte …`): the path once, and why."""
+    with pytest.raises(TokenFileError) as caught:
+        read_token_file(tmp_path / "none")
+    assert str(caught.value) == (
+        f"cannot read the token file {tmp_path / 'none'}: No such file or directory"
+    )
+    with pytest.raises(TokenFileError) as caught:
+        read_token_file(tmp_path)
+    assert str(caught.value) == f"cannot read the token file {tmp_path}: Is a directory"
+    path = tmp_path / "token"
+    path.write_bytes("café".encode())
+    path.chmod(0o600)
+    for read in (read_token_file, kept_token):
+        with pytest.raises(TokenFileError) as caught:
+            read(path)
+        assert str(caught.value) == (
+            f"cannot read the token file {path}: it is not a token (byte 0xc3 is not ASCII)"
+        )
 
 
 def test_client_token_precedence(tmp_path: Path) -> None:

@@ -174,6 +174,25 @@ def test_runs_list_and_show_through_the_cli(server: Server) -> None:
         assert "Traceback" not in out.stderr
 
 
+def test_runs_show_remote_json_prints_the_lines_as_sent(server: Server, tmp_path: Path) -> None:
+    """`runs show --remote --json` prints each frame's line as the server sent and stored it
+    (compact, its key order, UTF-8): the same bytes as `frames.ndjson`, so `runs verify` of
+    the file finds the chain its `end` frame holds."""
+    run_id = _run(server, "printf 'caf\\303\\251 \\033[1mbold\\n'")[0]["runId"]
+    token = server.token or ""
+    shown = mcpx("runs", "show", run_id, "--remote", server.url, "--json", cwd=server.cwd,
+                 MCPX_HOOKS_TOKEN=token)  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    status, _, sent = get(server, f"/v1/runs/{run_id}/frames.ndjson")
+    assert status == 200 and "café".encode() in sent
+    assert shown.stdout.encode() == sent
+    saved = tmp_path / "run.ndjson"
+    saved.write_text(shown.stdout)
+    verified = mcpx("runs", "verify", str(saved), cwd=tmp_path)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert "intact" in verified.stdout
+
+
 def test_exec_remote_copies_the_artifacts_out(server: Server, tmp_path: Path) -> None:
     token = server.token or ""
     out = tmp_path / "out"

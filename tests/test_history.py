@@ -161,6 +161,18 @@ def test_exec_records_and_runs_list_and_show_read_it(tmp_path: Path) -> None:
     assert "Traceback" not in unknown.stderr
 
 
+def test_runs_show_reads_a_stored_run_as_exec_showed_it(tmp_path: Path) -> None:
+    """A run that ended before its script did: `runs show` says how `exec` exited, as
+    `exec` and `runs show --remote` do, not "no exit code"."""
+    done = mcpx("exec", "--timeout", "0.2", "--", "sleep", "5", cwd=tmp_path)
+    assert done.returncode == 124, done.stderr
+    assert "end: timeout, exec exits 124, " in done.stdout
+    run_id = done.stdout.split()[1].rstrip(":")
+    readable = mcpx("runs", "show", run_id, cwd=tmp_path)
+    assert readable.returncode == 0, readable.stderr
+    assert readable.stdout == done.stdout
+
+
 def test_history_disabled_keeps_nothing_on_disk(tmp_path: Path) -> None:
     (tmp_path / "off.toml").write_text("[history]\nenabled = false\n")
     done = mcpx("exec", "--config", "off.toml", "--", "echo", "hi", cwd=tmp_path)

@@ -133,3 +133,18 @@ def test_remote_commands_say_why_and_exit_1(silent: socket.socket, tmp_path: Pat
             proc.kill()
             proc.communicate()
     assert time.monotonic() - started < 3 * client.CONNECT_TIMEOUT_S
+
+
+async def test_no_server_says_why_it_cannot_connect() -> None:
+    """Nothing listening: the line says what the connection met, not an empty reason
+    (`cannot connect to ws://127.0.0.1:PORT: ` and nothing after, before)."""
+    with socket.socket() as sock:  # a port just free: nothing listens on it
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with pytest.raises(RemoteError) as caught:
+        async with open_remote(Remote(f"ws://127.0.0.1:{port}"), "/v1/hooks"):
+            pytest.fail("no connection was made")
+    assert str(caught.value) == (
+        f"cannot connect to ws://127.0.0.1:{port}: all attempts to connect to"
+        f" 127.0.0.1:{port} failed"
+    )

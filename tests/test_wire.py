@@ -89,14 +89,26 @@ def test_every_field_maps_onto_the_request() -> None:
         (
             '{"argv": []}',
             "argv: expected a non-empty array of strings (no NUL or lone surrogate; the first"
-            " not empty), got an array",
+            " not empty), got an empty array",
         ),
+        # What is wrong inside a value of the right type is said, where it is.
+        ('{"argv": [""]}', "got an array whose item 0, the program, is empty"),
+        ('{"argv": ["a", "b\\u0000"]}', "got an array whose item 1 holds a NUL character"),
+        ('{"argv": ["\\ud800"]}', "got an array whose item 0 holds a lone surrogate"),
+        ('{"argv": ["x"], "env": {"A=B": "v"}}', "got an object whose name 'A=B' holds '='"),
+        ('{"argv": ["x"], "callerEnv": {"T": "v\\u0000"}}', "whose value of T holds a NUL"),
+        ('{"argv": ["x"], "passEnv": ["A=B"]}', "got an array whose item 0 holds '='"),
+        ('{"argv": ["x"], "cwd": "/a\\u0000"}', "got a string that holds a NUL character"),
+        ('{"file": ""}', "got an empty string"),
         ('{"argv": [1]}', "argv: expected a non-empty array of strings"),
         (
             '{"argv": ["x"], "timeoutMs": true}',
             "timeoutMs: expected a positive integer, got a boolean",
         ),
-        ('{"argv": ["x"], "timeoutMs": 0}', "timeoutMs: expected a positive integer, got a number"),
+        (
+            '{"argv": ["x"], "timeoutMs": 0}',
+            "timeoutMs: expected a positive integer, got the number 0",
+        ),
         ('{"argv": ["x"], "env": {"A": 1}}', "env: expected an object of strings"),
         ('{"argv": ["x"], "autonomy": "max"}', "autonomy: expected an effect level"),
         ('{"argv": ["x"], "script": {"during": []}}', "script: expected an object of source"),
@@ -109,12 +121,19 @@ def test_every_field_maps_onto_the_request() -> None:
         ('{"argv": ["echo"], "argv": ["rm", "-rf", "x"]}', "/argv: given more than once"),
         ('{"argv": ["x"], "env": {"A": "1", "A": "2"}}', "/env/A: given more than once"),
         ('{"argv": ["x"], "secrets": ["T*"]}', "secrets: expected an array of variable names (no"),
+        ('{"argv": ["x"], "secrets": ["T*"]}', "got an array that names a glob ('T*')"),
     ],
 )
 def test_each_bad_request_says_what_is_wrong(text: str, says: str) -> None:
     error = refused(text)
     assert error.code is Close.BAD_REQUEST
     assert says in error.message, error.message
+
+
+def test_a_refused_value_is_never_quoted() -> None:
+    """A value may be a secret: what is wrong with it is said, by its name, never it."""
+    error = refused('{"argv": ["x"], "callerEnv": {"TOKEN": "hunter2\\u0000"}}')
+    assert "TOKEN" in error.message and "hunter2" not in error.message
 
 
 def test_every_problem_is_listed_and_binary_is_unsupported() -> None:

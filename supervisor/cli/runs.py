@@ -107,13 +107,17 @@ async def _list(target: Any) -> list[dict[str, Any]]:
 async def _show(target: Any, run_id: str, as_json: bool) -> None:
     from urllib.parse import quote
 
+    from ..core.jsontext import dumps
     from ..service.remote import messages, open_remote
     from .runview import RunView
 
     view = RunView()  # as `exec` shows a run: the wait for an answer, how it would exit
     async with open_remote(target, f"/v1/runs/{quote(run_id, safe='')}", {"from": 0}) as ws:
         async for frame in messages(ws, frames=True):
-            print(json.dumps(frame) if as_json else "\n".join(view.lines(frame)), flush=True)
+            # `--json`: each line as the server sent it (compact, in its key order, as
+            # `exec --json` prints them), so `runs verify` finds the chain its `end` holds.
+            shown = dumps(frame).decode() if as_json else "\n".join(view.lines(frame))
+            print(shown, flush=True)
 
 
 def _local(args: argparse.Namespace, command: str) -> int:
@@ -123,7 +127,7 @@ def _local(args: argparse.Namespace, command: str) -> int:
     from ..history.store import History, HistoryFault
     from .common import EXIT_FAILED
     from .runverify import history_of
-    from .view import frame_lines
+    from .runview import RunView
 
     config, path = history_of(args)
     where = f"the run history {path}"
@@ -153,8 +157,9 @@ def _local(args: argparse.Namespace, command: str) -> int:
     if stored is None:
         print(f"mcpx-hooks {command}: no run {args.run_id!r} is kept in {where}", file=sys.stderr)
         return EXIT_FAILED
+    view = RunView()  # as `exec` and `runs show --remote` show a run
     for line in stored[0]:
-        print(line.decode() if args.json else "\n".join(frame_lines(json.loads(line))))
+        print(line.decode() if args.json else "\n".join(view.lines(json.loads(line))))
     return EXIT_OK
 
 

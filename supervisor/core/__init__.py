@@ -300,6 +300,7 @@ __all__, __getattr__, __dir__ = exports(
             "TEXT_PATTERN",
             "argv_problems",
             "env_problems",
+            "text_found",
             "text_problem",
         ),
         "telemetry": (

@@ -60,3 +60,29 @@ def env_problems(env: Mapping[Any, Any], field: str) -> list[str]:
         elif isinstance(value, str) and (why := text_problem(value)) is not None:
             found.append(f"{field}.{name}: {why}")
     return found
+
+
+def text_found(value: Any, *, names: bool = False) -> str | None:
+    """What a process cannot take in a JSON value of text, in words for a refusal's "got …":
+    `an empty string`, `a string that holds a NUL character`, `an array whose item 1 holds
+    …` (`names`: its items are variable names), `an object whose name 'A=B' holds '='`, `an
+    object whose value of A holds …`. None for any other value, or one with nothing to say.
+    Names are quoted, values never: a value may be a secret."""
+    check = env_name_problem if names else text_problem
+    if value == "":
+        return "an empty string"
+    if isinstance(value, str):
+        why = text_problem(value)
+        return None if why is None else f"a string that {why}"
+    if isinstance(value, list) and all(isinstance(x, str) for x in value):
+        for i, item in enumerate(value):
+            if (why := check(item)) is not None:
+                return f"an array whose item {i} {why}"
+        return None
+    if isinstance(value, dict) and all(isinstance(x, str) for x in value.values()):
+        for name, item in value.items():
+            if (why := env_name_problem(name)) is not None:
+                return f"an object whose name {name!r} {why}"
+            if (why := text_problem(item)) is not None:
+                return f"an object whose value of {name} {why}"
+    return None

@@ -92,7 +92,7 @@ def kept_token(path: Path) -> str | None:
     try:
         text = path.read_text(encoding="ascii").strip()
     except (OSError, UnicodeDecodeError) as exc:
-        raise TokenFileError(f"cannot read the token file {path}: {exc}") from exc
+        raise TokenFileError(f"cannot read the token file {path}: {_why(exc)}") from exc
     if not text or any(c.isspace() for c in text):
         raise TokenFileError(f"the token file {path} holds no token: remove it, {replace}")
     return text
@@ -108,6 +108,13 @@ def remove_token_file(path: Path, token: str) -> None:
         return
 
 
+def _why(exc: OSError | UnicodeDecodeError) -> str:
+    """Why a token file could not be read, in words (not Python's `[Errno 2] …: 'path'`)."""
+    if isinstance(exc, UnicodeDecodeError):
+        return f"it is not a token (byte 0x{exc.object[exc.start]:02x} is not ASCII)"
+    return exc.strerror or str(exc)
+
+
 class TokenFileError(HooksError):
     """The token file cannot be used: missing, unreadable, or readable by others."""
 
@@ -118,7 +125,7 @@ def read_token_file(path: Path) -> str:
         mode = path.stat().st_mode
         text = path.read_text(encoding="ascii").strip()
     except (OSError, UnicodeDecodeError) as exc:
-        raise TokenFileError(f"cannot read the token file {path}: {exc}") from exc
+        raise TokenFileError(f"cannot read the token file {path}: {_why(exc)}") from exc
     if mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise TokenFileError(f"the token file {path} is open to others (mode {mode & 0o777:o})")
     if not text:

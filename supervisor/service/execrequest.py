@@ -27,7 +27,7 @@ from ..core.models import NAME_PATTERN, is_name
 from ..core.passenv import SECRET_NAME_PATTERN, reference_problem, secret_name_problem
 from ..core.records import Record
 from ..core.scripts import Script
-from ..core.spawntext import env_problems, text_problem
+from ..core.spawntext import env_problems, text_found, text_problem
 from .wire import Close, WireError, describe, parse_json_object
 
 
@@ -326,7 +326,7 @@ def parse_exec(message: str | bytes | Mapping[str, Any]) -> ExecRequest:
         if key not in EXEC_FIELDS
     ]
     problems += [
-        f"{key}: expected {field.want}, got {describe(obj[key])}"
+        f"{key}: expected {field.want}, got {_found(key, obj[key])}"
         for key, field in EXEC_FIELDS.items()
         if key in obj and not field.check(obj[key])
     ]
@@ -338,6 +338,22 @@ def parse_exec(message: str | bytes | Mapping[str, Any]) -> ExecRequest:
     if problems:
         raise WireError(Close.BAD_REQUEST, "; ".join(problems), problems)
     return from_json(obj, ExecRequest)
+
+
+def _found(key: str, value: Any) -> str:
+    """What a refused field holds, in words: the item, name or value a process cannot take
+    (`an array whose item 1 holds a NUL character`), else its type."""
+    if value == []:
+        return "an empty array"
+    if isinstance(value, int | float) and not isinstance(value, bool) and abs(value) < 1e15:
+        return f"the number {value}"
+    if key == "argv" and isinstance(value, list) and value[0] == "":
+        return "an array whose item 0, the program, is empty"
+    if key == "secrets" and isinstance(value, list):
+        globs = [x for x in value if isinstance(x, str) and secret_name_problem(x)]
+        if globs:
+            return f"an array that names a glob ({globs[0]!r})"
+    return text_found(value, names=key in ("passEnv", "secrets")) or describe(value)
 
 
 def wire_request(request: ExecRequest) -> dict[str, Any]:

@@ -86,7 +86,9 @@ async def open_websocket(
     except trio.TooSlowError:  # (ours: the caller's would come in a group)
         raise ConnectionTimeout from None
     except BaseExceptionGroup as group:
-        raise _single(group) from None
+        single = _single(group)
+        # (its own cause kept: a `HandshakeError` says what the connection met by it)
+        raise single from single.__cause__
 
 
 def _single(group: BaseExceptionGroup[BaseException]) -> BaseException:
