@@ -350,7 +350,7 @@ def _found(key: str, value: Any) -> str:
     if key == "argv" and isinstance(value, list) and value[0] == "":
         return "an array whose item 0, the program, is empty"
     if key == "secrets" and isinstance(value, list):
-        globs = [x for x in value if isinstance(x, str) and secret_name_problem(x)]
+        globs = [x for x in value if isinstance(x, str) and any(c in x for c in "*?[")]
         if globs:
             return f"an array that names a glob ({globs[0]!r})"
     return text_found(value, names=key in ("passEnv", "secrets")) or describe(value)
