@@ -178,6 +178,19 @@ def test_a_run_whose_owner_is_gone_is_ended_in_the_history_and_verifies(tmp_path
         history.close()
 
 
+def test_a_run_ended_for_its_gone_owner_lasted_as_long_as_its_frames_show() -> None:
+    # Its `end` said 0 ms: `runs show` then read "end: failed, exec exits 1, 0 ms" of a run
+    # that had run for seconds before its process was killed.
+    lines = [
+        b'{"runId":"r","seq":0,"at":"2026-12-05T05:00:00.000Z","type":"start","argv":["job"],'
+        b'"cwd":"/","sandbox":"none"}',
+        b'{"runId":"r","seq":1,"at":"2026-12-05T05:00:01.250Z","text":"x","type":"stdout"}',
+    ]
+    journal = RunJournal.restored("r", lines, finished=False)
+    assert [f["type"] for f in journal.frames] == ["start", "stdout", "error", "end"]
+    assert journal.frames[-1]["durationMs"] == 1250
+
+
 async def test_a_recorded_run_names_its_owner_until_its_end(tmp_path: Path) -> None:
     from mcpx_hooks.supervisor.history.store import OWNER_MARK
     from mcpx_hooks.supervisor.run.interrupted import owner_token

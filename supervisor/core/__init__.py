@@ -123,6 +123,7 @@ __all__, __getattr__, __dir__ = exports(
             "STREAM_TYPES",
             "WarningFrame",
             "blank",
+            "lasted_ms",
             "now_rfc3339",
             "stamp",
             "stamped_json",

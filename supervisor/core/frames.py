@@ -120,6 +120,18 @@ def now_rfc3339() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def lasted_ms(lines: list[bytes]) -> int:
+    """How long the wire `lines` span, from the first's `at` to the last's, in ms: what is
+    known of a run whose `end` was never written (0 where it cannot be read)."""
+    import json
+
+    try:
+        first, last = (dt.datetime.fromisoformat(json.loads(lines[i])["at"]) for i in (0, -1))
+        return max(0, round((last - first).total_seconds() * 1000))
+    except (IndexError, KeyError, TypeError, ValueError):  # (JSONDecodeError is a ValueError)
+        return 0
+
+
 #: The wire names of the envelope's fields (`Envelope`), which every frame begins with.
 ENVELOPE_KEYS: Final = ("runId", "seq", "at")
 
