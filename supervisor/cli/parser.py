@@ -41,7 +41,12 @@ COMMANDS: Final = (
         "worker:run",
     ),
     ("events", "follow a server's event bus", "events:add_arguments", "events:run"),
-    ("runs", "the runs a server retains; one run's frames", "runs:add_arguments", "runs:run"),
+    (
+        "runs",
+        "stored runs, here or a server's: list, show, search, verify",
+        "runs:add_arguments",
+        "runs:run",
+    ),
     (
         "console",
         "the browser console's address for a server, with its token",

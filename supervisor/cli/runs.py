@@ -28,12 +28,12 @@ def add_arguments(runs: argparse.ArgumentParser) -> None:
     sub = runs.add_subparsers(dest="runs_command", required=True, metavar="list|show|search|verify")
     listing = sub.add_parser(
         "list",
-        help="the runs a server retains, newest first",
+        help="the runs this machine's history holds (or a server's, --remote), newest first",
         epilog="example: mcpx-hooks runs list --remote ws://127.0.0.1:8765 --json",
     )
     show = sub.add_parser(
         "show",
-        help="one retained run's frames, from its start",
+        help="one stored run's frames, from its start (here, or a server's with --remote)",
         epilog="example: mcpx-hooks runs show 9d81129207f7fb12",
     )
     show.add_argument("run_id", metavar="RUN_ID", help="the run's id (runs list shows them)")
