@@ -17,7 +17,14 @@ from typing import Any
 
 import psutil
 import pytest
-from clusterparts import Cluster, need_nats, open_cluster, raw_frames, raw_lines
+from clusterparts import (
+    Cluster,
+    need_nats,
+    open_cluster,
+    raw_frames,
+    raw_lines,
+    start_gateway,
+)
 from service_client import Server, Stream, arun, open_ws, read_all, read_until, run_remote
 
 from mcpx_hooks.supervisor.core.chain import check
@@ -210,6 +217,33 @@ def test_a_slow_consumer_loses_nothing_and_slows_nothing(cluster: Cluster) -> No
     assert_whole(lagging.frames)
     assert lagging.frames == fast.frames
     assert sum(f["type"] == "stdout" for f in fast.frames) == lines
+
+
+def test_a_stopped_gateway_gives_its_runs_its_grace_then_cancels_them_to_their_end(
+    cluster: Cluster,
+) -> None:
+    # As a single `serve`: runs in progress may finish within `--grace`, then each is
+    # cancelled and its client gets `error` "cancelled", `end` and 1000 (not 1001 once the
+    # streams' drain ran out, the run cancelled behind it by `cancelOnDisconnect`).
+    stopping = start_gateway(cluster.cwd, cluster.nats, "--grace", "0")
+
+    async def stop() -> Stream:
+        async with open_ws(stopping, "/v1/exec") as ws:
+            request = {"argv": argv("echo up; sleep 60"), "cancelOnDisconnect": True}
+            await ws.send(json.dumps(request))
+            seen = Stream()
+            await read_until(ws, seen, lambda f: f.get("type") == "stdout")
+            stopping.proc.send_signal(signal.SIGTERM)
+            return await read_all(ws, seen)
+
+    seen = arun(stop())
+    assert seen.code == 1000, seen
+    assert_whole(seen.frames)
+    assert seen.frames[-2]["type"] == "error" and seen.frames[-2]["message"] == "cancelled"
+    assert seen.frames[-1]["type"] == "end"
+    assert stopping.stop(None) == 0
+    assert "1 run(s) may finish within 0 s" in stopping.log()
+    assert "Traceback" not in stopping.log()
 
 
 def test_cancel_and_refusals_go_through_a_gateway(cluster: Cluster) -> None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import signal
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, Final, cast
 
 import trio
 
@@ -68,8 +68,14 @@ from .watch import RunsIndex, serve_index
 logger = logging.getLogger("mcpx_hooks.server")
 
 
+#: A stopping gateway waits this long for the runs it cancelled to end on their workers.
+CANCELLED_S: Final = 30.0
+
+
 class Gateway(Service):
     """A `Service` whose runs are the cluster's."""
+
+    cancelled_s = CANCELLED_S
 
     def __init__(
         self,
@@ -133,9 +139,12 @@ class Gateway(Service):
         remote = RemoteRun(journal, self.cluster, self._control)
         if cancelled:
             remote.cancel()
-        ending = await self.streams.stream_run(
-            conn, journal, 0, wake, run=cast(Run, remote), cancels=True
-        )
+        # Among the service's runs in progress while its socket streams it: a stop lets it
+        # finish within `--grace`, then cancels it on its worker and sends its `end`.
+        with self.hold_run(cast(Run, remote)):
+            ending = await self.streams.stream_run(
+                conn, journal, 0, wake, run=cast(Run, remote), cancels=True
+            )
         if request.cancel_on_disconnect and not journal.finished:
             remote.cancel()
         return ending
@@ -302,7 +311,12 @@ async def run_gateway(
             )
 
             def first(sig: signal.Signals) -> None:
-                logger.warning("%s: no new connections", sig.name)
+                logger.warning(
+                    "%s: no new connections; %d run(s) may finish within %g s",
+                    sig.name,
+                    service.runs_in_progress,
+                    options.limits.grace_s,
+                )
                 service.stop()
 
             async def serving(task_status: trio.TaskStatus[Listening]) -> None:
