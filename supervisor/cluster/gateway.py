@@ -279,6 +279,7 @@ async def run_gateway(
         if settings.access.insecure:
             logger.warning("%s", INSECURE_WARNING)
         await cluster.ensure_streams(stream_specs(config))
+        await cluster.check_permissions(Part.GATEWAY, settings.access.user)
         async with trio.open_nursery() as nursery:
             mirrors = Mirrors(
                 cluster,

@@ -14,6 +14,7 @@ from typing import Any, Final
 import nats
 import nats.errors
 from nats.aio.client import Client
+from nats.protocol.parser import PERMISSIONS_ERR
 
 from ..core.errors import HooksError
 from .access import NatsAccess
@@ -140,8 +141,12 @@ async def connect(jet: Jet, url: str, name: str, access: NatsAccess) -> None:
     async def error(exc: Exception) -> None:
         if jet.nc is not None:  # the first connection's failures are told once, below
             text = not_tls(url) if isinstance(exc, NotTls) else said(exc)
-            # The key check is a hint: a user not allowed its subjects is no news.
-            logger.log(logging.DEBUG if KEYCHECK in text else logging.WARNING, "NATS: %s", text)
+            if PERMISSIONS_ERR in text.lower():
+                jet.denied.append(text.lower())
+            # The key check is a hint: a user not allowed its subjects is no news; nor is
+            # a refusal `permits.py` asks for, which it tells itself.
+            quiet = KEYCHECK in text or jet.probing
+            logger.log(logging.DEBUG if quiet else logging.WARNING, "NATS: %s", text)
         elif _refused_us(exc) or isinstance(exc, NotTls):  # nats-py says only "no servers"
             refused.append(exc)
 

@@ -310,6 +310,7 @@ async def run_worker(config: Config, options: WorkerOptions, ready: Callable[[],
         if options.access.insecure:
             logger.warning("%s", INSECURE_WARNING)
         await cluster.ensure_streams(stream_specs(config))
+        await cluster.check_permissions(Part.WORKER, options.access.user)
         worker = Worker(runtime, cluster, options)
         worker.publisher.max_payload = await cluster.max_payload()
         worker.publisher.artifact_bytes = config.runs_artifact_bytes
