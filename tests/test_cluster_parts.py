@@ -190,6 +190,14 @@ def test_doctor_checks_the_cluster(tmp_path: Path) -> None:
         assert "ok       jetstream on" in done.stdout
         assert "MISSING  MCPX_FRAMES" in done.stdout  # no gateway or worker made them yet
         assert done.returncode == 1
+        worker = start_worker(tmp_path, nats)  # makes them, empty
+        try:
+            made = cli("doctor", "--cluster", nats.url, *access, cwd=tmp_path)
+        finally:
+            worker.stop()
+        # Empty, not `seq 1..0`; the names in one column, the bucket's stream's too.
+        assert "  ok       MCPX_REQUESTS      empty\n" in made.stdout, made.stdout
+        assert "  ok       OBJ_MCPX_ARTIFACTS empty\n" in made.stdout, made.stdout
     finally:
         nats.stop()
     down = cli("doctor", "--cluster", nats.url, *access, cwd=tmp_path)
