@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import subprocess
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -19,13 +20,25 @@ import psutil
 import pytest
 from clusterparts import (
     Cluster,
+    Worker,
     need_nats,
     open_cluster,
     raw_frames,
     raw_lines,
     start_gateway,
+    wait_line,
 )
-from service_client import Server, Stream, arun, open_ws, read_all, read_until, run_remote
+from service_client import (
+    CLI,
+    ENV,
+    Server,
+    Stream,
+    arun,
+    open_ws,
+    read_all,
+    read_until,
+    run_remote,
+)
 
 from mcpx_hooks.supervisor.core.chain import check
 from mcpx_hooks.supervisor.core.order import check_order
@@ -244,6 +257,46 @@ def test_a_stopped_gateway_gives_its_runs_its_grace_then_cancels_them_to_their_e
     assert stopping.stop(None) == 0
     assert "1 run(s) may finish within 0 s" in stopping.log()
     assert "Traceback" not in stopping.log()
+
+
+def test_a_stopped_worker_lets_its_runs_finish_and_says_so(tmp_path: Path) -> None:
+    need_nats()
+    parts = open_cluster(tmp_path, gateways=1, workers=0)
+    log = tmp_path / "worker.log"
+    # Its log on a pipe, read as it comes: the run may go on once the worker has said so.
+    proc = subprocess.Popen(
+        [*CLI, "worker", *parts.nats.flags("worker")],
+        cwd=tmp_path,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    worker = Worker(proc, log)
+    gate = "mcpx-go"  # in the run's cwd, the worker's root, which it sees
+    script = f"echo up; while [ ! -e {gate} ]; do sleep 0.05; done; echo done"
+
+    async def stop() -> Stream:
+        async with open_ws(parts.gateways[0], "/v1/exec") as ws:
+            await ws.send(json.dumps({"argv": argv(script)}))
+            seen = Stream()
+            await read_until(ws, seen, lambda f: f.get("type") == "stdout")
+            proc.send_signal(signal.SIGTERM)
+            said = "SIGTERM: taking no new requests; 1 run(s) may finish within 10 s"
+            await asyncio.to_thread(wait_line, proc, proc.stdout, said, log)
+            (tmp_path / gate).touch()
+            return await read_all(ws, seen)
+
+    try:
+        wait_line(proc, proc.stdout, "taking runs", log)
+        seen = arun(stop())
+        assert worker.stop(None) == 0
+    finally:
+        if proc.poll() is None:
+            worker.stop()
+        parts.stop()
+    assert [f.get("text") for f in seen.frames if f["type"] == "stdout"] == ["up", "done"]
+    assert seen.frames[-2]["type"] == "result" and seen.frames[-1]["exitCode"] == 0
 
 
 def test_cancel_and_refusals_go_through_a_gateway(cluster: Cluster) -> None:

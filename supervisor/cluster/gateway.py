@@ -320,9 +320,12 @@ async def run_gateway(
                 )
                 service.stop()
 
+            def second(_: signal.Signals) -> None:
+                logger.warning("second signal: stopping at once")
+
             async def serving(task_status: trio.TaskStatus[Listening]) -> None:
                 await service.serve(task_status=task_status)
                 nursery.cancel_scope.cancel()
 
-            await nursery.start(serve_stop_signals, nursery.cancel_scope, first, None)
+            await nursery.start(serve_stop_signals, nursery.cancel_scope, first, second)
             ready(await nursery.start(serving))

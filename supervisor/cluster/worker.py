@@ -321,9 +321,17 @@ async def run_worker(config: Config, options: WorkerOptions, ready: Callable[[],
                 worker.cancel_all()
 
             def first(sig: signal.Signals) -> None:
-                logger.warning("%s: taking no new requests", sig.name)
+                logger.warning(
+                    "%s: taking no new requests; %d run(s) may finish within %g s",
+                    sig.name,
+                    len(worker.active),
+                    options.grace_s,
+                )
                 worker.stop()
                 nursery.start_soon(grace)
+
+            def second(_: signal.Signals) -> None:
+                logger.warning("second signal: stopping at once")
 
             async def serving(task_status: trio.TaskStatus[None]) -> None:
                 await worker.serve(task_status=task_status)
@@ -331,6 +339,6 @@ async def run_worker(config: Config, options: WorkerOptions, ready: Callable[[],
 
             await nursery.start(forward_events, cluster, runtime.bus)
             await nursery.start(check_key, cluster, worker.key, Part.WORKER)
-            await nursery.start(serve_stop_signals, nursery.cancel_scope, first, None)
+            await nursery.start(serve_stop_signals, nursery.cancel_scope, first, second)
             await nursery.start(serving)
             ready()
