@@ -276,10 +276,10 @@ async def run_gateway(
         open_logged_runtime(config) as runtime,
         open_cluster(settings.url, "mcpx-hooks gateway", settings.access) as cluster,
     ):
-        if settings.access.insecure:
-            logger.warning("%s", INSECURE_WARNING)
         await cluster.ensure_streams(stream_specs(config))
         await cluster.check_permissions(Part.GATEWAY, settings.access.user)
+        if settings.access.insecure:  # (once it starts: a refusal above is its one line)
+            logger.warning("%s", INSECURE_WARNING)
         async with trio.open_nursery() as nursery:
             mirrors = Mirrors(
                 cluster,

@@ -307,10 +307,10 @@ async def run_worker(config: Config, options: WorkerOptions, ready: Callable[[],
         open_logged_runtime(config) as runtime,
         open_cluster(options.url, "mcpx-hooks worker", options.access) as cluster,
     ):
-        if options.access.insecure:
-            logger.warning("%s", INSECURE_WARNING)
         await cluster.ensure_streams(stream_specs(config))
         await cluster.check_permissions(Part.WORKER, options.access.user)
+        if options.access.insecure:  # (once it starts: a refusal above is its one line)
+            logger.warning("%s", INSECURE_WARNING)
         worker = Worker(runtime, cluster, options)
         worker.publisher.max_payload = await cluster.max_payload()
         worker.publisher.artifact_bytes = config.runs_artifact_bytes
