@@ -299,6 +299,25 @@ def test_a_stopped_worker_lets_its_runs_finish_and_says_so(tmp_path: Path) -> No
     assert seen.frames[-2]["type"] == "result" and seen.frames[-1]["exitCode"] == 0
 
 
+def test_a_request_too_large_for_nats_is_refused_and_the_gateway_goes_on(
+    cluster: Cluster,
+) -> None:
+    # Under the WebSocket cap (1 MiB), but with the gateway's headers over NATS's
+    # max_payload (1 MiB): NATS closed the gateway's connection for good, and every request
+    # after it was "the cluster cannot be reached". Now it is refused, saying why.
+    gateway = start_gateway(cluster.cwd, cluster.nats)
+    try:
+        large = arun(run_remote(gateway, {"argv": ["true"], "stdin": "x" * 1_048_450}))
+        assert large.code == 1009, large
+        said = large.errors[0]["message"]
+        assert "as the cluster carries it" in said and "max_payload" in said, said
+        after = arun(run_remote(gateway, {"argv": ["sh", "-c", "echo after"]}))
+        assert after.code == 1000 and after.frames[-1]["exitCode"] == 0, after
+    finally:
+        gateway.stop()
+    assert "Traceback" not in gateway.log()
+
+
 def test_cancel_and_refusals_go_through_a_gateway(cluster: Cluster) -> None:
     a = cluster.gateways[0]
 

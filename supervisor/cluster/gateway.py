@@ -53,6 +53,7 @@ from .keycheck import Part, check_key
 from .link import Cluster, open_cluster
 from .mirror import MirrorJournal, Mirrors
 from .names import (
+    HEADROOM,
     RUN_ID,
     Stream,
     events_subject,
@@ -88,6 +89,7 @@ class Gateway(Service):
         nursery: trio.Nursery,
         key: ClusterKey,
         queued: Queued | None = None,
+        max_payload: int = 1 << 20,
     ) -> None:
         super().__init__(runtime, options)
         self.cluster = cluster
@@ -98,6 +100,8 @@ class Gateway(Service):
         self.routes = ClusterRoutes(index, cluster, runtime.journals, mirrors)
         self.route_state = self.routes
         self._control = nursery
+        #: The largest message the NATS server takes (read at start, as a worker does).
+        self.max_payload = max_payload
 
     def _down(self, exc: ClusterDown) -> WireError:
         return WireError(Close.TRY_AGAIN, f"the cluster cannot be reached: {exc}; try again later")
@@ -112,11 +116,22 @@ class Gateway(Service):
         if self.stopping:
             return WireError(Close.GOING_AWAY, "the server is shutting down; no new runs")
         run_id = new_run_id()
+        # Signed, its caller's environment sealed: a worker runs only what a gateway
+        # admitted, and JetStream never holds a secret in the clear (`sealing.py`).
+        payload, headers = pack_request(self.key, run_id, message)
+        if len(payload) > self.max_payload - HEADROOM:
+            # Refused here: NATS would not take it, and a message past its max_payload with
+            # its headers has the server close this gateway's connection for good.
+            return WireError(
+                Close.TOO_BIG,
+                f"the request is {len(payload)} bytes as the cluster carries it (signed, its"
+                " caller's environment sealed); the cluster's NATS server takes"
+                f" {self.max_payload - HEADROOM} at most (its max_payload, less room for"
+                " headers): send less (stdin, input, env), or give nats-server a larger"
+                " max_payload",
+            )
         try:
             journal = await self.mirrors.open(run_id, fresh=True)
-            # Signed, its caller's environment sealed: a worker runs only what a gateway
-            # admitted, and JetStream never holds a secret in the clear (`sealing.py`).
-            payload, headers = pack_request(self.key, run_id, message)
             published = await self.cluster.publish(requests_subject(), payload, headers)
         except ClusterDown as exc:
             self.mirrors.drop(run_id)
@@ -309,6 +324,7 @@ async def run_gateway(
                 nursery=nursery,
                 key=key,
                 queued=queued,
+                max_payload=await cluster.max_payload(),
             )
 
             def first(sig: signal.Signals) -> None:
