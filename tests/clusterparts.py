@@ -62,7 +62,7 @@ def free_port() -> int:
         return port
 
 
-def _wait_line(proc: subprocess.Popen[str], stream: Any, needle: str, log: Path) -> str:
+def wait_line(proc: subprocess.Popen[str], stream: Any, needle: str, log: Path) -> str:
     """Reads `stream` until a line holding `needle`; the process failing first fails."""
     with selectors.DefaultSelector() as sel:
         sel.register(stream, selectors.EVENT_READ)
@@ -274,7 +274,7 @@ def start_worker(cwd: Path, nats: Nats, *args: str) -> Worker:
             stderr=err,
             text=True,
         )
-    _wait_line(proc, proc.stdout, "taking runs", log)
+    wait_line(proc, proc.stdout, "taking runs", log)
     return Worker(proc, log)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import subprocess
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -17,8 +18,27 @@ from typing import Any
 
 import psutil
 import pytest
-from clusterparts import Cluster, need_nats, open_cluster, raw_frames, raw_lines
-from service_client import Server, Stream, arun, open_ws, read_all, read_until, run_remote
+from clusterparts import (
+    Cluster,
+    Worker,
+    need_nats,
+    open_cluster,
+    raw_frames,
+    raw_lines,
+    start_gateway,
+    wait_line,
+)
+from service_client import (
+    CLI,
+    ENV,
+    Server,
+    Stream,
+    arun,
+    open_ws,
+    read_all,
+    read_until,
+    run_remote,
+)
 
 from mcpx_hooks.supervisor.core.chain import check
 from mcpx_hooks.supervisor.core.order import check_order
@@ -210,6 +230,92 @@ def test_a_slow_consumer_loses_nothing_and_slows_nothing(cluster: Cluster) -> No
     assert_whole(lagging.frames)
     assert lagging.frames == fast.frames
     assert sum(f["type"] == "stdout" for f in fast.frames) == lines
+
+
+def test_a_stopped_gateway_gives_its_runs_its_grace_then_cancels_them_to_their_end(
+    cluster: Cluster,
+) -> None:
+    # As a single `serve`: runs in progress may finish within `--grace`, then each is
+    # cancelled and its client gets `error` "cancelled", `end` and 1000 (not 1001 once the
+    # streams' drain ran out, the run cancelled behind it by `cancelOnDisconnect`).
+    stopping = start_gateway(cluster.cwd, cluster.nats, "--grace", "0")
+
+    async def stop() -> Stream:
+        async with open_ws(stopping, "/v1/exec") as ws:
+            request = {"argv": argv("echo up; sleep 60"), "cancelOnDisconnect": True}
+            await ws.send(json.dumps(request))
+            seen = Stream()
+            await read_until(ws, seen, lambda f: f.get("type") == "stdout")
+            stopping.proc.send_signal(signal.SIGTERM)
+            return await read_all(ws, seen)
+
+    seen = arun(stop())
+    assert seen.code == 1000, seen
+    assert_whole(seen.frames)
+    assert seen.frames[-2]["type"] == "error" and seen.frames[-2]["message"] == "cancelled"
+    assert seen.frames[-1]["type"] == "end"
+    assert stopping.stop(None) == 0
+    assert "1 run(s) may finish within 0 s" in stopping.log()
+    assert "Traceback" not in stopping.log()
+
+
+def test_a_stopped_worker_lets_its_runs_finish_and_says_so(tmp_path: Path) -> None:
+    need_nats()
+    parts = open_cluster(tmp_path, gateways=1, workers=0)
+    log = tmp_path / "worker.log"
+    # Its log on a pipe, read as it comes: the run may go on once the worker has said so.
+    proc = subprocess.Popen(
+        [*CLI, "worker", *parts.nats.flags("worker")],
+        cwd=tmp_path,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    worker = Worker(proc, log)
+    gate = "mcpx-go"  # in the run's cwd, the worker's root, which it sees
+    script = f"echo up; while [ ! -e {gate} ]; do sleep 0.05; done; echo done"
+
+    async def stop() -> Stream:
+        async with open_ws(parts.gateways[0], "/v1/exec") as ws:
+            await ws.send(json.dumps({"argv": argv(script)}))
+            seen = Stream()
+            await read_until(ws, seen, lambda f: f.get("type") == "stdout")
+            proc.send_signal(signal.SIGTERM)
+            said = "SIGTERM: taking no new requests; 1 run(s) may finish within 10 s"
+            await asyncio.to_thread(wait_line, proc, proc.stdout, said, log)
+            (tmp_path / gate).touch()
+            return await read_all(ws, seen)
+
+    try:
+        wait_line(proc, proc.stdout, "taking runs", log)
+        seen = arun(stop())
+        assert worker.stop(None) == 0
+    finally:
+        if proc.poll() is None:
+            worker.stop()
+        parts.stop()
+    assert [f.get("text") for f in seen.frames if f["type"] == "stdout"] == ["up", "done"]
+    assert seen.frames[-2]["type"] == "result" and seen.frames[-1]["exitCode"] == 0
+
+
+def test_a_request_too_large_for_nats_is_refused_and_the_gateway_goes_on(
+    cluster: Cluster,
+) -> None:
+    # Under the WebSocket cap (1 MiB), but with the gateway's headers over NATS's
+    # max_payload (1 MiB): NATS closed the gateway's connection for good, and every request
+    # after it was "the cluster cannot be reached". Now it is refused, saying why.
+    gateway = start_gateway(cluster.cwd, cluster.nats)
+    try:
+        large = arun(run_remote(gateway, {"argv": ["true"], "stdin": "x" * 1_048_450}))
+        assert large.code == 1009, large
+        said = large.errors[0]["message"]
+        assert "as the cluster carries it" in said and "max_payload" in said, said
+        after = arun(run_remote(gateway, {"argv": ["sh", "-c", "echo after"]}))
+        assert after.code == 1000 and after.frames[-1]["exitCode"] == 0, after
+    finally:
+        gateway.stop()
+    assert "Traceback" not in gateway.log()
 
 
 def test_cancel_and_refusals_go_through_a_gateway(cluster: Cluster) -> None:

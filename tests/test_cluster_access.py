@@ -256,6 +256,34 @@ def test_credentials_the_server_refuses_stop_a_part_with_exit_2(tmp_path: Path) 
         server.stop()
 
 
+def test_a_part_whose_nats_user_may_not_use_its_subjects_refuses_to_start(
+    tmp_path: Path,
+) -> None:
+    # Each started with the other's auth file: a gateway that could not hear the leases
+    # would end every running run as "worker lost"; a worker that could not say them would
+    # have its runs ended so. Each is told at start, in one line, and exits 2.
+    need_nats()
+    server = Nats(tmp_path / "jetstream")
+    server.start()
+    try:
+        key = ["--cluster-key-file", str(server.key_file)]
+        parts = {
+            "gateway": (["serve", "--no-auth", "--port", "0"], "worker", "mcpx.lease.*"),
+            "worker": (["worker"], "gateway", "mcpx.lease.*"),
+        }
+        for part, (command, other, subject) in parts.items():
+            auth = ["--nats-auth-file", str(server.auth_file(other))]
+            done = cli(*command, "--cluster", server.url, *auth, *key, cwd=tmp_path)
+            assert done.returncode == 2, done
+            assert len(done.stderr.splitlines()) == 1, done.stderr
+            verb = "subscribe to" if part == "gateway" else "publish to"
+            said = f"does not let NATS user 'mcpx-{other}' {verb} {subject} ("
+            assert said in done.stderr and "worker lost" in done.stderr, done.stderr
+            assert f"the permissions docs/cluster.md shows for a {part}" in done.stderr
+    finally:
+        server.stop()
+
+
 @pytest.mark.parametrize(
     ("key", "mode", "says"),
     [

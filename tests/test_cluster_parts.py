@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import socket
 import subprocess
 import sys
 import threading
@@ -18,7 +19,7 @@ import nats.errors
 import pytest
 import trio
 import trio.testing
-from clusterparts import Nats
+from clusterparts import Nats, start_worker
 from service_client import CLI, ENV
 
 from mcpx_hooks.supervisor.cluster.bridge import Deliver, open_bridge
@@ -189,6 +190,14 @@ def test_doctor_checks_the_cluster(tmp_path: Path) -> None:
         assert "ok       jetstream on" in done.stdout
         assert "MISSING  MCPX_FRAMES" in done.stdout  # no gateway or worker made them yet
         assert done.returncode == 1
+        worker = start_worker(tmp_path, nats)  # makes them, empty
+        try:
+            made = cli("doctor", "--cluster", nats.url, *access, cwd=tmp_path)
+        finally:
+            worker.stop()
+        # Empty, not `seq 1..0`; the names in one column, the bucket's stream's too.
+        assert "  ok       MCPX_REQUESTS      empty\n" in made.stdout, made.stdout
+        assert "  ok       OBJ_MCPX_ARTIFACTS empty\n" in made.stdout, made.stdout
     finally:
         nats.stop()
     down = cli("doctor", "--cluster", nats.url, *access, cwd=tmp_path)
@@ -419,3 +428,24 @@ async def test_a_claim_onto_a_subject_not_empty_is_told_refused(tmp_path: Path) 
             assert sent is False
     finally:
         await trio.to_thread.run_sync(nats.stop)
+
+
+def test_a_part_tells_each_failure_of_a_reconnection_once(tmp_path: Path) -> None:
+    # A NATS server down for long is tried again 4 times a second: a line at each attempt
+    # flooded the part's log; each failure is now said once until NATS is back.
+    server = Nats(tmp_path / "jetstream")
+    server.start()
+    worker = start_worker(tmp_path, server)
+    server.stop()
+    # The server's port now takes each attempt and hangs up on it: attempts to count.
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", server.port))
+        listener.listen()
+        listener.settimeout(30)
+        for _ in range(8):
+            listener.accept()[0].close()
+        assert worker.stop() == 0
+    said = [line for line in worker.log.read_text().splitlines() if "NATS: " in line]
+    assert len(said) == len(set(said)) and len(said) <= 4, said
+    assert any("disconnected from" in line for line in said)

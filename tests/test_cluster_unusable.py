@@ -40,10 +40,14 @@ def started(cwd: Path, part: str, flags: list[str]) -> tuple[int, list[str], str
     return done.returncode, done.stderr.splitlines(), done.stdout
 
 
+@pytest.mark.parametrize("insecure", [False, True], ids=["users", "insecure"])
 @pytest.mark.parametrize("part", PARTS)
-def test_a_nats_without_jetstream_is_said_in_one_line(tmp_path: Path, part: str) -> None:
+def test_a_nats_without_jetstream_is_said_in_one_line(
+    tmp_path: Path, part: str, insecure: bool
+) -> None:
+    # (With --nats-insecure too: its warning is for a part that starts, not one refused.)
     need_nats()
-    nats = Nats(tmp_path / "jetstream", jetstream=False)
+    nats = Nats(tmp_path / "jetstream", jetstream=False, open=insecure)
     nats.start()
     try:
         code, lines, out = started(

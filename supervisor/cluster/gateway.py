@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import signal
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, Final, cast
 
 import trio
 
@@ -53,6 +53,7 @@ from .keycheck import Part, check_key
 from .link import Cluster, open_cluster
 from .mirror import MirrorJournal, Mirrors
 from .names import (
+    HEADROOM,
     RUN_ID,
     Stream,
     events_subject,
@@ -68,8 +69,14 @@ from .watch import RunsIndex, serve_index
 logger = logging.getLogger("mcpx_hooks.server")
 
 
+#: A stopping gateway waits this long for the runs it cancelled to end on their workers.
+CANCELLED_S: Final = 30.0
+
+
 class Gateway(Service):
     """A `Service` whose runs are the cluster's."""
+
+    cancelled_s = CANCELLED_S
 
     def __init__(
         self,
@@ -82,6 +89,7 @@ class Gateway(Service):
         nursery: trio.Nursery,
         key: ClusterKey,
         queued: Queued | None = None,
+        max_payload: int = 1 << 20,
     ) -> None:
         super().__init__(runtime, options)
         self.cluster = cluster
@@ -92,6 +100,8 @@ class Gateway(Service):
         self.routes = ClusterRoutes(index, cluster, runtime.journals, mirrors)
         self.route_state = self.routes
         self._control = nursery
+        #: The largest message the NATS server takes (read at start, as a worker does).
+        self.max_payload = max_payload
 
     def _down(self, exc: ClusterDown) -> WireError:
         return WireError(Close.TRY_AGAIN, f"the cluster cannot be reached: {exc}; try again later")
@@ -106,11 +116,22 @@ class Gateway(Service):
         if self.stopping:
             return WireError(Close.GOING_AWAY, "the server is shutting down; no new runs")
         run_id = new_run_id()
+        # Signed, its caller's environment sealed: a worker runs only what a gateway
+        # admitted, and JetStream never holds a secret in the clear (`sealing.py`).
+        payload, headers = pack_request(self.key, run_id, message)
+        if len(payload) > self.max_payload - HEADROOM:
+            # Refused here: NATS would not take it, and a message past its max_payload with
+            # its headers has the server close this gateway's connection for good.
+            return WireError(
+                Close.TOO_BIG,
+                f"the request is {len(payload)} bytes as the cluster carries it (signed, its"
+                " caller's environment sealed); the cluster's NATS server takes"
+                f" {self.max_payload - HEADROOM} at most (its max_payload, less room for"
+                " headers): send less (stdin, input, env), or give nats-server a larger"
+                " max_payload",
+            )
         try:
             journal = await self.mirrors.open(run_id, fresh=True)
-            # Signed, its caller's environment sealed: a worker runs only what a gateway
-            # admitted, and JetStream never holds a secret in the clear (`sealing.py`).
-            payload, headers = pack_request(self.key, run_id, message)
             published = await self.cluster.publish(requests_subject(), payload, headers)
         except ClusterDown as exc:
             self.mirrors.drop(run_id)
@@ -133,9 +154,12 @@ class Gateway(Service):
         remote = RemoteRun(journal, self.cluster, self._control)
         if cancelled:
             remote.cancel()
-        ending = await self.streams.stream_run(
-            conn, journal, 0, wake, run=cast(Run, remote), cancels=True
-        )
+        # Among the service's runs in progress while its socket streams it: a stop lets it
+        # finish within `--grace`, then cancels it on its worker and sends its `end`.
+        with self.hold_run(cast(Run, remote)):
+            ending = await self.streams.stream_run(
+                conn, journal, 0, wake, run=cast(Run, remote), cancels=True
+            )
         if request.cancel_on_disconnect and not journal.finished:
             remote.cancel()
         return ending
@@ -267,9 +291,10 @@ async def run_gateway(
         open_logged_runtime(config) as runtime,
         open_cluster(settings.url, "mcpx-hooks gateway", settings.access) as cluster,
     ):
-        if settings.access.insecure:
-            logger.warning("%s", INSECURE_WARNING)
         await cluster.ensure_streams(stream_specs(config))
+        await cluster.check_permissions(Part.GATEWAY, settings.access.user)
+        if settings.access.insecure:  # (once it starts: a refusal above is its one line)
+            logger.warning("%s", INSECURE_WARNING)
         async with trio.open_nursery() as nursery:
             mirrors = Mirrors(
                 cluster,
@@ -299,15 +324,24 @@ async def run_gateway(
                 nursery=nursery,
                 key=key,
                 queued=queued,
+                max_payload=await cluster.max_payload(),
             )
 
             def first(sig: signal.Signals) -> None:
-                logger.warning("%s: no new connections", sig.name)
+                logger.warning(
+                    "%s: no new connections; %d run(s) may finish within %g s",
+                    sig.name,
+                    service.runs_in_progress,
+                    options.limits.grace_s,
+                )
                 service.stop()
+
+            def second(_: signal.Signals) -> None:
+                logger.warning("second signal: stopping at once")
 
             async def serving(task_status: trio.TaskStatus[Listening]) -> None:
                 await service.serve(task_status=task_status)
                 nursery.cancel_scope.cancel()
 
-            await nursery.start(serve_stop_signals, nursery.cancel_scope, first, None)
+            await nursery.start(serve_stop_signals, nursery.cancel_scope, first, second)
             ready(await nursery.start(serving))

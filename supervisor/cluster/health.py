@@ -48,14 +48,14 @@ async def cluster_report(url: str, access: NatsAccess) -> tuple[str, bool]:
                     if state is None:
                         ok = False
                         lines.append(
-                            f"  MISSING  {stream.value:14} not created yet (the first gateway"
+                            f"  MISSING  {stream.value:18} not created yet (the first gateway"
                             " or worker creates it)"
                         )
                     else:
                         count, first, last = state
-                        lines.append(
-                            f"  ok       {stream.value:14} {count} message(s), seq {first}..{last}"
-                        )
+                        # (An empty stream's first seq is past its last: `seq 3..2`.)
+                        held = f"{count} message(s), seq {first}..{last}" if count else "empty"
+                        lines.append(f"  ok       {stream.value:18} {held}")
                 keys = _keys_line(await ask_parts(cluster))
                 ok = ok and not keys.startswith("  KEYS")
                 lines.append(keys)

@@ -7,6 +7,7 @@ Connecting, as who we are, is `natsconnect.py`'s; making the streams, `jetstream
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterator, Mapping
@@ -129,6 +130,9 @@ class Jet:
         self._workers: Any = None
         self._js: Any = None
         self.closing = False
+        #: The server's last permission refusals, lowercased (`permits.py` reads them).
+        self.denied: collections.deque[str] = collections.deque(maxlen=32)
+        self.probing = False
 
     @property
     def js(self) -> Any:

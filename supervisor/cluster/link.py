@@ -12,7 +12,7 @@ from typing import Any, Final, TypeVar
 import trio
 
 from ..core.backoff import retry_wait_s
-from . import jetstreams, natsconnect, objects
+from . import jetstreams, natsconnect, objects, permits
 from .access import NatsAccess
 from .bridge import Bridge, Deliver, open_bridge
 from .jet import NATS_FAILED, ClusterDown, ClusterRefused, Jet, Published, Stored, Taken, said
@@ -62,6 +62,13 @@ class Cluster:
 
     async def ensure_streams(self, specs: tuple[StreamSpec, ...]) -> None:
         await self._call(jetstreams.ensure_streams, self.jet, specs)
+
+    async def check_permissions(self, part: str, user: str | None) -> None:
+        """`ClusterRefused` when NATS does not let this user do what a `part` cannot do
+        without on core NATS (`permits.py`)."""
+        refused = await self._call(permits.denied, self.jet, permits.NEEDS[part])
+        if refused:
+            raise ClusterRefused(permits.refusal(self.url, part, user, refused))
 
     async def jetstream_on(self) -> bool:
         return await self._call(jetstreams.jetstream_on, self.jet)

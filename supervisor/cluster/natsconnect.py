@@ -14,6 +14,7 @@ from typing import Any, Final
 import nats
 import nats.errors
 from nats.aio.client import Client
+from nats.protocol.parser import PERMISSIONS_ERR
 
 from ..core.errors import HooksError
 from .access import NatsAccess
@@ -27,6 +28,8 @@ logger = logging.getLogger("mcpx_hooks.cluster")
 FIRST_ATTEMPTS: Final = 3
 #: Between reconnect attempts (forever: a restarted server is found again).
 RECONNECT_WAIT_S: Final = 0.25
+#: Distinct failures one reconnection tells at most.
+TOLD_MOST: Final = 16
 
 
 class NotTls(nats.errors.Error, HooksError):
@@ -136,16 +139,28 @@ async def connect(jet: Jet, url: str, name: str, access: NatsAccess) -> None:
     a lost server is tried again without end. `ClusterRefused` if it refuses who we are,
     `ClusterDown` if it cannot be reached."""
     refused: list[Exception] = []
+    # What the failed attempts of this reconnection said: each is told once, not at every
+    # attempt (4 a second, for as long as the server is down).
+    told: set[str] = set()
 
     async def error(exc: Exception) -> None:
         if jet.nc is not None:  # the first connection's failures are told once, below
             text = not_tls(url) if isinstance(exc, NotTls) else said(exc)
-            # The key check is a hint: a user not allowed its subjects is no news.
-            logger.log(logging.DEBUG if KEYCHECK in text else logging.WARNING, "NATS: %s", text)
+            if PERMISSIONS_ERR in text.lower():
+                jet.denied.append(text.lower())
+            down = not jet.nc.is_connected  # (an attempt is CONNECTING, not RECONNECTING)
+            again = down and text in told
+            if down and len(told) < TOLD_MOST:
+                told.add(text)
+            # The key check is a hint: a user not allowed its subjects is no news; nor is
+            # a refusal `permits.py` asks for, which it tells itself.
+            quiet = KEYCHECK in text or jet.probing or again
+            logger.log(logging.DEBUG if quiet else logging.WARNING, "NATS: %s", text)
         elif _refused_us(exc) or isinstance(exc, NotTls):  # nats-py says only "no servers"
             refused.append(exc)
 
     async def reconnected() -> None:
+        told.clear()
         jet.reconnects += 1
         logger.warning("NATS: reconnected to %s", url)
         await streams_again(jet)

@@ -307,9 +307,10 @@ async def run_worker(config: Config, options: WorkerOptions, ready: Callable[[],
         open_logged_runtime(config) as runtime,
         open_cluster(options.url, "mcpx-hooks worker", options.access) as cluster,
     ):
-        if options.access.insecure:
-            logger.warning("%s", INSECURE_WARNING)
         await cluster.ensure_streams(stream_specs(config))
+        await cluster.check_permissions(Part.WORKER, options.access.user)
+        if options.access.insecure:  # (once it starts: a refusal above is its one line)
+            logger.warning("%s", INSECURE_WARNING)
         worker = Worker(runtime, cluster, options)
         worker.publisher.max_payload = await cluster.max_payload()
         worker.publisher.artifact_bytes = config.runs_artifact_bytes
@@ -320,9 +321,17 @@ async def run_worker(config: Config, options: WorkerOptions, ready: Callable[[],
                 worker.cancel_all()
 
             def first(sig: signal.Signals) -> None:
-                logger.warning("%s: taking no new requests", sig.name)
+                logger.warning(
+                    "%s: taking no new requests; %d run(s) may finish within %g s",
+                    sig.name,
+                    len(worker.active),
+                    options.grace_s,
+                )
                 worker.stop()
                 nursery.start_soon(grace)
+
+            def second(_: signal.Signals) -> None:
+                logger.warning("second signal: stopping at once")
 
             async def serving(task_status: trio.TaskStatus[None]) -> None:
                 await worker.serve(task_status=task_status)
@@ -330,6 +339,6 @@ async def run_worker(config: Config, options: WorkerOptions, ready: Callable[[],
 
             await nursery.start(forward_events, cluster, runtime.bus)
             await nursery.start(check_key, cluster, worker.key, Part.WORKER)
-            await nursery.start(serve_stop_signals, nursery.cancel_scope, first, None)
+            await nursery.start(serve_stop_signals, nursery.cancel_scope, first, second)
             await nursery.start(serving)
             ready()

@@ -61,15 +61,16 @@ class Endpoints:
     def hold_run(self, run: Run) -> Iterator[None]:
         """A run this service did not start itself (an MCP client's `mcpx_exec`) among its
         runs in progress while the block runs: counted against `maxRuns`, cancelled and
-        waited for when the service stops, its asks answerable from `/v1/runs/{runId}`."""
-        self._active[run.request.run_id] = run
+        waited for when the service stops, its asks answerable from `/v1/runs/{runId}`;
+        and a cluster gateway's run on a worker while its exec socket streams it."""
+        self._active[run.journal.run_id] = run
         try:
             yield
         finally:
             self._forget_run(run)
 
     def _forget_run(self, run: Run) -> None:
-        del self._active[run.request.run_id]
+        del self._active[run.journal.run_id]
         self._runs_changed.set()
         self._runs_changed = trio.Event()
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import math
 import signal
 import weakref
 from collections.abc import Callable
@@ -60,6 +61,10 @@ logger = logging.getLogger("mcpx_hooks.server")
 
 class Service(Endpoints):
     """One listening service over a runtime. See the module docstring for the lifecycle."""
+
+    #: How long a stop waits for the cancelled runs' `end`: its own runs' suffix hooks are
+    #: bounded by their timeouts (a gateway's are on workers, past a NATS that may be gone).
+    cancelled_s: float = math.inf
 
     def __init__(self, runtime: Runtime, options: ServiceOptions) -> None:
         self.runtime = runtime
@@ -155,7 +160,8 @@ class Service(Endpoints):
             await self._wait_runs()
         for run in list(self._active.values()):
             run.cancel()
-        await self._wait_runs()  # suffix hooks and `end`, bounded by the hooks' timeouts
+        with trio.move_on_after(self.cancelled_s):
+            await self._wait_runs()  # suffix hooks and `end`, bounded by the hooks' timeouts
         with trio.move_on_after(self.limits.drain_s):
             await self._wait_connections()
         for wake in list(self._wakes):
