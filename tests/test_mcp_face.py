@@ -463,7 +463,10 @@ async def test_a_call_past_a_limit_is_answered_at_once_with_the_limit(
     assert [r.is_error for r in shouts] == [False, True]
     assert texts(shouts[1]) == ["rate limit: 1 calls per minute for words__shout"]
     assert [r.is_error for r in counts] == [False, False, True]  # the server's 3: 1 shout + 2
-    assert texts(counts[2]) == ["rate limit: 3 calls per minute for words__count"]
+    # The server's limit, said as the server's: count had had two calls of the three.
+    assert texts(counts[2]) == [
+        "rate limit: 3 calls per minute for server words, all its tools together"
+    ]
     assert marker.alive() == []
 
 
@@ -483,7 +486,10 @@ def test_the_limits_count_calls_by_server_and_by_tool_and_let_none_wait() -> Non
         with limiter.take(spec, "echo", "h__echo", 1.0) as other:
             assert other is None  # the server allows two at once
             with limiter.take(spec, "echo", "h__echo", 1.0) as third:
-                assert third == "concurrency limit: 2 calls at once for h__echo"
+                assert (
+                    third
+                    == "concurrency limit: 2 calls at once for server h, all its tools together"
+                )
     with limiter.take(spec, "wait", "h__wait", 2.0) as again:
         assert again is None
     with limiter.take(spec, "wait", "h__wait", 3.0) as over:
