@@ -423,6 +423,7 @@ async def test_mcpx_exec_runs_a_script_with_its_hooks_and_reports_its_frames(
         ran = await s.call_tool("mcpx_exec", {"argv": [PY, "-c", script]})
         failed = await s.call_tool("mcpx_exec", {"argv": [PY, "-c", "raise SystemExit(3)"]})
         refused = await s.call_tool("mcpx_exec", {"argv": ["true"], "cwd": "/"})
+        unallowed = await s.call_tool("mcpx_exec", {"argv": ["true"], "sandbox": "strict"})
     out = ran.structured_content
     assert ran.is_error is False and out is not None
     assert (out["status"], out["exitCode"], out["advice"]) == ("result", 0, ["hi"])
@@ -436,6 +437,12 @@ async def test_mcpx_exec_runs_a_script_with_its_hooks_and_reports_its_frames(
     assert failed.structured_content["exitCode"] == 3
     assert refused.is_error is True and refused.structured_content is None
     assert texts(refused)[0].startswith("the request was not admitted: ")
+    # Each problem said once: the message joins them, and they were repeated after it.
+    assert texts(unallowed) == [
+        "the request was not admitted: sandbox: the run's profile \"strict\" (the request's"
+        " sandbox) is not allowed; this server's requests may use the sandboxes: none"
+        " ([service] sandboxes)"
+    ]
     assert marker.alive() == []
 
 
