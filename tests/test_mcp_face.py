@@ -657,3 +657,50 @@ def test_a_when_tool_written_as_a_client_sees_the_tool_is_said(tmp_path: Path) -
         [MCPX, "validate", str(config)], env=env, capture_output=True, text=True, check=False
     )
     assert (done.returncode, done.stderr) == (0, ""), done.stderr
+
+
+async def test_hide_expose_and_tool_limits_written_as_a_client_sees_the_tool_are_said(
+    tmp_path: Path, marker: Marker
+) -> None:
+    # `words__remove` is the name the agent sees: a hide written so hid nothing, and a limit
+    # keyed so limited nothing, without a word.
+    where = tmp_path / marker
+    config = write_config(where, marker)
+    doc = json.loads(config.read_text())
+    doc["servers"]["words"]["hide"] = ["words__remove", "words.sleep"]  # (the second is right)
+    doc["servers"]["words"]["tools"] = {"words.shout": {"callsPerMinute": 1}}
+    config.write_text(json.dumps(doc))
+    said = [
+        'server words: hide "words__remove" is the name an MCP client sees; hide matches a tool'
+        ' by its own name ("remove") or as "words.remove", so as written it matches only a tool'
+        " whose own name it is",
+        'server words: tools."words.shout" names the tool otherwise than by its own name; a'
+        ' tool\'s limits are keyed by its own name ("shout"), so as written they limit only a'
+        " tool whose own name it is",
+    ]
+    env = {**os.environ, "MCPX_HOOKS_NO_DISCOVERY": "1", "XDG_STATE_HOME": str(tmp_path)}
+    for args in (["validate", str(config)], ["hooks", "list", "--config", str(config)]):
+        done = await warned(args, env)
+        assert done.returncode == 0, done.stderr
+        assert done.stderr.decode().splitlines() == [f"mcpx-hooks: warning: {w}" for w in said]
+    async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
+        listed = [t.name for t in (await session.list_tools()).tools]
+    assert "words__remove" in listed and "words__sleep" not in listed  # (as written)
+    lines = (tmp_path / "err").read_text().splitlines()
+    assert [line for line in lines if "is the name" in line or "tools." in line] == [
+        f"mcpx-hooks: warning: {w}" for w in said
+    ]
+    # With "." between, what a client sees is what expose and hide match: nothing to say.
+    doc["mcp"] = {"separator": "."}
+    doc["servers"]["words"]["tools"] = {}
+    config.write_text(json.dumps(doc))
+    done = await warned(["validate", str(config)], env)
+    assert (done.returncode, done.stderr) == (0, b"")
+    assert marker.alive() == []
+
+
+async def warned(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[bytes]:
+    with trio.fail_after(60):
+        return await trio.run_process(
+            [MCPX, *args], env=env, capture_stdout=True, capture_stderr=True, check=False
+        )
