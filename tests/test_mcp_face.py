@@ -446,6 +446,39 @@ async def test_mcpx_exec_runs_a_script_with_its_hooks_and_reports_its_frames(
     assert marker.alive() == []
 
 
+async def test_a_cancelled_mcpx_exec_run_ends_with_its_suffix_hooks_and_end(
+    tmp_path: Path, marker: Marker
+) -> None:
+    after = {"name": "after", "on": "script", "phase": "suffix", "run": answer({"advise": "x"})}
+    config = write_config(tmp_path / marker, marker, [after], **RUNS_HERE)
+    ready, run_ids = trio.Event(), []
+
+    async def log(params: types.LoggingMessageNotificationParams) -> None:
+        run_ids.append(params.data["runId"])
+        if any(frame["type"] == "stdout" for frame in params.data["frames"]):
+            ready.set()
+
+    script = "import time; print('ready', flush=True); time.sleep(60)"
+    async with stdio_session(through_mcpx(config), tmp_path / "err", logging_callback=log) as s:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(s.call_tool, "mcpx_exec", {"argv": [PY, "-c", script]})
+            with trio.fail_after(30):
+                await ready.wait()
+            nursery.cancel_scope.cancel()  # the client cancels its call
+        still = await s.call_tool("mcpx_exec", {"argv": [PY, "-c", "pass"]})
+    assert still.is_error is False
+    env = {**os.environ, **(through_mcpx(config).env or {})}
+    shown = await trio.run_process(
+        [MCPX, "runs", "show", run_ids[0], "--json"], env=env, capture_stdout=True
+    )
+    frames = [json.loads(line) for line in shown.stdout.splitlines()]
+    # It was cut short as an agent asked, and ended as any cancelled run does; it was left
+    # without its error, its suffix hooks and its end ('running' for good).
+    assert [f["type"] for f in frames] == ["start", "stdout", "error", "hook", "end"]
+    assert (frames[2]["message"], frames[3]["name"]) == ("cancelled", "after")
+    assert marker.alive() == []
+
+
 async def test_mcpx_exec_can_be_left_out(tmp_path: Path, marker: Marker) -> None:
     config = write_config(tmp_path / marker, marker, mcp={"exec": False})
     async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
