@@ -423,6 +423,7 @@ async def test_mcpx_exec_runs_a_script_with_its_hooks_and_reports_its_frames(
         ran = await s.call_tool("mcpx_exec", {"argv": [PY, "-c", script]})
         failed = await s.call_tool("mcpx_exec", {"argv": [PY, "-c", "raise SystemExit(3)"]})
         refused = await s.call_tool("mcpx_exec", {"argv": ["true"], "cwd": "/"})
+        unallowed = await s.call_tool("mcpx_exec", {"argv": ["true"], "sandbox": "strict"})
     out = ran.structured_content
     assert ran.is_error is False and out is not None
     assert (out["status"], out["exitCode"], out["advice"]) == ("result", 0, ["hi"])
@@ -436,6 +437,45 @@ async def test_mcpx_exec_runs_a_script_with_its_hooks_and_reports_its_frames(
     assert failed.structured_content["exitCode"] == 3
     assert refused.is_error is True and refused.structured_content is None
     assert texts(refused)[0].startswith("the request was not admitted: ")
+    # Each problem said once: the message joins them, and they were repeated after it.
+    assert texts(unallowed) == [
+        "the request was not admitted: sandbox: the run's profile \"strict\" (the request's"
+        " sandbox) is not allowed; this server's requests may use the sandboxes: none"
+        " ([service] sandboxes)"
+    ]
+    assert marker.alive() == []
+
+
+async def test_a_cancelled_mcpx_exec_run_ends_with_its_suffix_hooks_and_end(
+    tmp_path: Path, marker: Marker
+) -> None:
+    after = {"name": "after", "on": "script", "phase": "suffix", "run": answer({"advise": "x"})}
+    config = write_config(tmp_path / marker, marker, [after], **RUNS_HERE)
+    ready, run_ids = trio.Event(), []
+
+    async def log(params: types.LoggingMessageNotificationParams) -> None:
+        run_ids.append(params.data["runId"])
+        if any(frame["type"] == "stdout" for frame in params.data["frames"]):
+            ready.set()
+
+    script = "import time; print('ready', flush=True); time.sleep(60)"
+    async with stdio_session(through_mcpx(config), tmp_path / "err", logging_callback=log) as s:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(s.call_tool, "mcpx_exec", {"argv": [PY, "-c", script]})
+            with trio.fail_after(30):
+                await ready.wait()
+            nursery.cancel_scope.cancel()  # the client cancels its call
+        still = await s.call_tool("mcpx_exec", {"argv": [PY, "-c", "pass"]})
+    assert still.is_error is False
+    env = {**os.environ, **(through_mcpx(config).env or {})}
+    shown = await trio.run_process(
+        [MCPX, "runs", "show", run_ids[0], "--json"], env=env, capture_stdout=True
+    )
+    frames = [json.loads(line) for line in shown.stdout.splitlines()]
+    # It was cut short as an agent asked, and ended as any cancelled run does; it was left
+    # without its error, its suffix hooks and its end ('running' for good).
+    assert [f["type"] for f in frames] == ["start", "stdout", "error", "hook", "end"]
+    assert (frames[2]["message"], frames[3]["name"]) == ("cancelled", "after")
     assert marker.alive() == []
 
 
@@ -463,7 +503,10 @@ async def test_a_call_past_a_limit_is_answered_at_once_with_the_limit(
     assert [r.is_error for r in shouts] == [False, True]
     assert texts(shouts[1]) == ["rate limit: 1 calls per minute for words__shout"]
     assert [r.is_error for r in counts] == [False, False, True]  # the server's 3: 1 shout + 2
-    assert texts(counts[2]) == ["rate limit: 3 calls per minute for words__count"]
+    # The server's limit, said as the server's: count had had two calls of the three.
+    assert texts(counts[2]) == [
+        "rate limit: 3 calls per minute for server words, all its tools together"
+    ]
     assert marker.alive() == []
 
 
@@ -483,7 +526,10 @@ def test_the_limits_count_calls_by_server_and_by_tool_and_let_none_wait() -> Non
         with limiter.take(spec, "echo", "h__echo", 1.0) as other:
             assert other is None  # the server allows two at once
             with limiter.take(spec, "echo", "h__echo", 1.0) as third:
-                assert third == "concurrency limit: 2 calls at once for h__echo"
+                assert (
+                    third
+                    == "concurrency limit: 2 calls at once for server h, all its tools together"
+                )
     with limiter.take(spec, "wait", "h__wait", 2.0) as again:
         assert again is None
     with limiter.take(spec, "wait", "h__wait", 3.0) as over:
@@ -644,3 +690,50 @@ def test_a_when_tool_written_as_a_client_sees_the_tool_is_said(tmp_path: Path) -
         [MCPX, "validate", str(config)], env=env, capture_output=True, text=True, check=False
     )
     assert (done.returncode, done.stderr) == (0, ""), done.stderr
+
+
+async def test_hide_expose_and_tool_limits_written_as_a_client_sees_the_tool_are_said(
+    tmp_path: Path, marker: Marker
+) -> None:
+    # `words__remove` is the name the agent sees: a hide written so hid nothing, and a limit
+    # keyed so limited nothing, without a word.
+    where = tmp_path / marker
+    config = write_config(where, marker)
+    doc = json.loads(config.read_text())
+    doc["servers"]["words"]["hide"] = ["words__remove", "words.sleep"]  # (the second is right)
+    doc["servers"]["words"]["tools"] = {"words.shout": {"callsPerMinute": 1}}
+    config.write_text(json.dumps(doc))
+    said = [
+        'server words: hide "words__remove" is the name an MCP client sees; hide matches a tool'
+        ' by its own name ("remove") or as "words.remove", so as written it matches only a tool'
+        " whose own name it is",
+        'server words: tools."words.shout" names the tool otherwise than by its own name; a'
+        ' tool\'s limits are keyed by its own name ("shout"), so as written they limit only a'
+        " tool whose own name it is",
+    ]
+    env = {**os.environ, "MCPX_HOOKS_NO_DISCOVERY": "1", "XDG_STATE_HOME": str(tmp_path)}
+    for args in (["validate", str(config)], ["hooks", "list", "--config", str(config)]):
+        done = await warned(args, env)
+        assert done.returncode == 0, done.stderr
+        assert done.stderr.decode().splitlines() == [f"mcpx-hooks: warning: {w}" for w in said]
+    async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
+        listed = [t.name for t in (await session.list_tools()).tools]
+    assert "words__remove" in listed and "words__sleep" not in listed  # (as written)
+    lines = (tmp_path / "err").read_text().splitlines()
+    assert [line for line in lines if "is the name" in line or "tools." in line] == [
+        f"mcpx-hooks: warning: {w}" for w in said
+    ]
+    # With "." between, what a client sees is what expose and hide match: nothing to say.
+    doc["mcp"] = {"separator": "."}
+    doc["servers"]["words"]["tools"] = {}
+    config.write_text(json.dumps(doc))
+    done = await warned(["validate", str(config)], env)
+    assert (done.returncode, done.stderr) == (0, b"")
+    assert marker.alive() == []
+
+
+async def warned(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[bytes]:
+    with trio.fail_after(60):
+        return await trio.run_process(
+            [MCPX, *args], env=env, capture_stdout=True, capture_stderr=True, check=False
+        )

@@ -263,6 +263,10 @@ async def test_hostile_requests_get_clear_answers_and_the_server_goes_on(
     async with served(tmp_path, marker, monkeypatch) as srv, httpx2.AsyncClient() as http:
         garbage = await http.post(srv.url, content=b'{"jsonrpc": "2.0", "id": [', headers=headers)
         not_rpc = await http.post(srv.url, content=b'{"hello": 1}', headers=headers)
+        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+        no_session = await http.post(srv.url, content=json.dumps(listing), headers=headers)
+        json_only = {**headers, "Accept": "application/json"}
+        unacceptable = await http.post(srv.url, content=json.dumps(INITIALIZE), headers=json_only)
         huge = await http.post(srv.url, content=b" " * (cap + 1), headers=headers)
         streamed = await http.post(srv.url, content=chunks(), headers=headers)
         unknown = await http.post(
@@ -278,6 +282,10 @@ async def test_hostile_requests_get_clear_answers_and_the_server_goes_on(
             assert (await session.call_tool("words__shout", {"text": "a"})).is_error is False
     assert garbage.status_code == 400 and "Parse error" in garbage.json()["error"]["message"]
     assert not_rpc.status_code == 400
+    assert no_session.status_code == 400 and unacceptable.status_code == 406
+    # None of them opened a session, and none names one (each named one that never was).
+    for refused in (garbage, not_rpc, no_session, unacceptable):
+        assert "mcp-session-id" not in refused.headers, refused.headers
     assert huge.status_code == 413 and f"over {cap} bytes" in huge.json()["message"]
     assert streamed.status_code == 413
     assert unknown.status_code == 404

@@ -127,6 +127,11 @@ async def test_pin_require_refuses_a_server_never_pinned_and_off_pins_nothing(
         refused = await session.call_tool("words__shout", {"text": "a"})
     assert not any(n.startswith("words__") for n in listed) and "h__echo" in listed
     assert texts(refused)[0].startswith('server words has no pinned tool list and pin = "require"')
+    review = texts(refused)[0].split("`")[1]  # the command it says to review the tools with
+    assert review.startswith("mcpx-hooks servers list")
+    reviewed = cli(config, *review.split()[1:])  # (it named the server, which list does not take)
+    assert reviewed.returncode == 0, reviewed.stderr
+    assert "words (wordtools 1.0)" in reviewed.stdout
     assert not (tmp_path / marker / "state" / "mcpx-hooks" / "trust.json").exists()
     assert cli(config, "trust", "--servers", "words").returncode == 0
     assert pins(config) == ["words"]

@@ -12,10 +12,11 @@ from pathlib import Path
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
     from typing import Any
 
     from ..core.hooks import Config, Hook
+    from ..core.servers import ServerSpec
     from ..run.hookcontext import HookContext
 
 
@@ -42,17 +43,24 @@ def files_model_warnings(args: argparse.Namespace, files: list[str]) -> None:
     except ConfigError:
         return
     given = {os.path.abspath(f) for f in files}
-    say_hook_warnings(config, [h for h in config.hooks if h.source.file in given])
+    dirs = {os.path.dirname(f) for f in given}
+    servers = {n: s for n, s in config.servers.items() if s.declaring_dir in dirs}
+    say_hook_warnings(config, [h for h in config.hooks if h.source.file in given], servers)
 
 
-def say_hook_warnings(config: Config, hooks: list[Hook]) -> None:
-    """`validate`: what is said of `hooks` when they run (a model not configured, a
-    `when.tool` written as a client sees the tool), said now."""
-    from ..config.pluginrules import exposed_name_warnings
+def say_hook_warnings(
+    config: Config, hooks: list[Hook], servers: Mapping[str, ServerSpec] | None = None
+) -> None:
+    """`validate`: what is said of `hooks` and `servers` when they run (a model not
+    configured, a `when.tool`, `hide` or `tools` key written as a client sees the tool),
+    said now."""
+    from ..config import exposed_name_warnings, server_name_warnings
     from .common import say
 
     say_model_warnings(hooks)
     for warning in exposed_name_warnings(hooks, config.servers, config.mcp_separator):
+        say(f"mcpx-hooks: warning: {warning}")
+    for warning in server_name_warnings(servers or {}, config.mcp_separator):
         say(f"mcpx-hooks: warning: {warning}")
 
 

@@ -31,7 +31,7 @@ __all__, __getattr__, __dir__ = exports(
         "layering": ("merge", "merge_all", "splice"),
         "loading": ("load_config", "validate_files"),
         "modelschema": ("answer_schema", "models_schema", "prompt_rules"),
-        "pluginrules": ("exposed_name_warnings",),
+        "pluginrules": ("exposed_name_warnings", "server_name_warnings"),
         "privatefile": ("write_private",),
         "problems": ("in_words", "pointer"),
         "schemaparts": ("DIALECT", "SCRIPT_PHASES"),

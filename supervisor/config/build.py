@@ -49,7 +49,12 @@ from ..core.passenv import PASS_ENV_KEY, SECRETS_KEY
 from ..core.points import DEFAULT_PHASE, Phase
 from ..core.records import Record
 from ..core.servers import ServerSpec, server_spec
-from .pluginrules import exposed_name_warnings, plugin_problems, server_env_problems
+from .pluginrules import (
+    exposed_name_warnings,
+    plugin_problems,
+    server_env_problems,
+    server_name_warnings,
+)
 from .policy import merge_layers
 from .schemaparts import SCRIPT_PHASES
 from .serverrules import server_problems
@@ -184,7 +189,9 @@ def resolve(layers: Sequence[Layer]) -> tuple[Config, list[Problem]]:
         when_base=merged.get("when", {}).get("base"),
     )
     problems += _parallel_problems(config, merged.get("hooks", []))
-    if named := exposed_name_warnings(config.hooks, config.servers, config.mcp_separator):
+    named = exposed_name_warnings(config.hooks, config.servers, config.mcp_separator)
+    named += server_name_warnings(config.servers, config.mcp_separator)
+    if named:
         config = attrs.evolve(config, warnings=(*config.warnings, *named))
     return config, problems
 

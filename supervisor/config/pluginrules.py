@@ -12,7 +12,7 @@ from ..core.hooks import Hook
 from ..core.passenv import reference_problem
 from ..core.placeholders import PHASE_BUILTINS, value_names
 from ..core.points import When
-from ..core.servers import split_tool
+from ..core.servers import ServerSpec, split_tool
 from .problems import pointer
 
 #: The built-ins a phase has (`PHASE_BUILTINS`) that a plugin hook's `args` are not given
@@ -82,4 +82,34 @@ def exposed_name_warnings(hooks: Iterable[Hook], servers: Collection[str], sep: 
                         f' sees; hooks name that tool "{server}.{rest}" or "{rest}", so as'
                         " written it matches only a tool whose own name it is"
                     )
+    return said
+
+
+def server_name_warnings(servers: Mapping[str, ServerSpec], sep: str) -> list[str]:
+    """A warning for each `expose` or `hide` pattern of a server written as an MCP client
+    sees its tools (`<server><sep><tool>`), and each `tools` key naming a tool otherwise than
+    by its own name (`<server><sep><tool>` or `server.tool`): as written, each matches only a
+    tool whose own name it is, so a `hide` hid nothing, and a limit limited nothing."""
+    said: list[str] = []
+    for server, spec in servers.items():
+        client = server + sep
+        if sep != ".":
+            for key, patterns in (("expose", spec.expose), ("hide", spec.hide)):
+                for pattern in patterns:
+                    rest = pattern[len(client) :]
+                    if rest and pattern.startswith(client):
+                        said.append(
+                            f'server {server}: {key} "{pattern}" is the name an MCP client'
+                            f' sees; {key} matches a tool by its own name ("{rest}") or as'
+                            f' "{server}.{rest}", so as written it matches only a tool whose'
+                            " own name it is"
+                        )
+        for name in spec.tool_limits:
+            rest = next((name[len(p) :] for p in (client, server + ".") if name.startswith(p)), "")
+            if rest:
+                said.append(
+                    f'server {server}: tools."{name}" names the tool otherwise than by its own'
+                    f' name; a tool\'s limits are keyed by its own name ("{rest}"), so as'
+                    " written they limit only a tool whose own name it is"
+                )
     return said

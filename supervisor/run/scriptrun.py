@@ -22,14 +22,7 @@ from ..core.changes import ChangedFiles
 from ..core.effects import Effect
 from ..core.errors import ProfileUnavailable, SpawnError
 from ..core.events import EventKind
-from ..core.frames import (
-    EndFrame,
-    ErrorCause,
-    StartFrame,
-    WarningFrame,
-    blank,
-    now_rfc3339,
-)
+from ..core.frames import EndFrame, ErrorCause, StartFrame, WarningFrame, blank, now_rfc3339
 from ..core.hooks import Config, Profile, caller_autonomy
 from ..core.kinds import HOOK_KINDS
 from ..core.passenv import Passed, pass_environment
@@ -119,12 +112,7 @@ class Run:
 
 
 async def execute(
-    run: Run,
-    *,
-    config: Config,
-    spawner: Spawner,
-    bus: Bus,
-    servers: ServerManager | None = None,
+    run: Run, *, config: Config, spawner: Spawner, bus: Bus, servers: ServerManager | None = None
 ) -> None:
     """Runs `run.request` to its `end` frame; see the module docstring for the guarantees."""
     req = run.request
@@ -214,28 +202,40 @@ async def _execute(
         run.journal.append(blank(WarningFrame, message=warning))
     hooks.changed = await changed_files(req, config)
     state.ctx = attrs.evolve(state.ctx, warned=_warn_unavailable(run, config, spawner, profile))
-    with run.cancel_scope:
-        await _body(run, state, hooks, profile, passed)
-    if run.cancel_scope.cancelled_caught:
-        state.value, state.message, state.cause = None, "cancelled", ErrorCause.CANCELLED
+    try:
+        with run.cancel_scope:
+            await _body(run, state, hooks, profile, passed)
+    except* trio.Cancelled:  # the caller's scope: ended as by `Run.cancel`, then passed on
+        with trio.CancelScope(shield=True):
+            await _ended(run, state, hooks, bus, started, cancelled=True)
+        raise
     with trio.CancelScope(shield=True):
-        outcome = outcome_frame(state)
-        run.journal.append(outcome)
-        ctx = attrs.evolve(
-            state.ctx,
-            outcome="success" if state.value is not None else "error",
-            result={"value": state.value[0]} if state.value is not None else None,
-            error=None if state.value is not None else error_input(state),
-        )
-        await hooks.phase(Phase.SUFFIX, attrs.evolve(state, ctx=ctx))
-        duration = round((time.perf_counter() - started) * 1000)
-        await run.journal.chain_lines()  # (its `end` carries the chain)
-        run.journal.append(blank(EndFrame, exit_code=state.exit_code, duration_ms=duration))
-        bus.publish(
-            EventKind.RUN_FINISHED,
-            {"outcome": outcome.type.value, "exitCode": state.exit_code, "durationMs": duration},
-            run_id=req.run_id,
-        )
+        await _ended(run, state, hooks, bus, started, cancelled=run.cancel_scope.cancelled_caught)
+
+
+async def _ended(
+    run: Run, state: RunState, hooks: PhaseHooks, bus: Bus, started: float, *, cancelled: bool
+) -> None:
+    """The run's `result` or `error`, its suffix hooks, its `end` (the caller shields it)."""
+    if cancelled:
+        state.value, state.message, state.cause = None, "cancelled", ErrorCause.CANCELLED
+    outcome = outcome_frame(state)
+    run.journal.append(outcome)
+    ctx = attrs.evolve(
+        state.ctx,
+        outcome="success" if state.value is not None else "error",
+        result={"value": state.value[0]} if state.value is not None else None,
+        error=None if state.value is not None else error_input(state),
+    )
+    await hooks.phase(Phase.SUFFIX, attrs.evolve(state, ctx=ctx))
+    duration = round((time.perf_counter() - started) * 1000)
+    await run.journal.chain_lines()  # (its `end` carries the chain)
+    run.journal.append(blank(EndFrame, exit_code=state.exit_code, duration_ms=duration))
+    bus.publish(
+        EventKind.RUN_FINISHED,
+        {"outcome": outcome.type.value, "exitCode": state.exit_code, "durationMs": duration},
+        run_id=run.request.run_id,
+    )
 
 
 async def _body(

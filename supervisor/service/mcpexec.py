@@ -78,7 +78,8 @@ async def run_exec(
         caller = Caller.mcp(runtime.config, served_from, os.environ)
         admitted = await trio.to_thread.run_sync(admit, request, caller)
     except WireError as exc:
-        said = "\n".join((exc.message, *(p for p in exc.problems if p != exc.message)))
+        # The problems the message does not already say (it often joins them all).
+        said = "\n".join((exc.message, *(p for p in exc.problems if p not in exc.message)))
         return _text(f"the request was not admitted: {said}", error=True)
     try:
         if slots is not None:

@@ -50,12 +50,15 @@ class CallLimiter:
             recent = self._recent.get(key)
             while recent and recent[0] <= now - WINDOW_S:
                 recent.popleft()
+            # A server's limit is said as its own: named by the tool called, it read as the
+            # tool's, which may have had no call yet.
+            whose = shown if len(key) > 1 else f"server {spec.name}, all its tools together"
             per_minute, at_once = limit.calls_per_minute, limit.max_concurrent
             if per_minute is not None and recent is not None and len(recent) >= per_minute:
-                yield f"rate limit: {per_minute} calls per minute for {shown}"
+                yield f"rate limit: {per_minute} calls per minute for {whose}"
                 return
             if at_once is not None and self._running.get(key, 0) >= at_once:
-                yield f"concurrency limit: {at_once} calls at once for {shown}"
+                yield f"concurrency limit: {at_once} calls at once for {whose}"
                 return
         for key, limit in limits:
             if limit.calls_per_minute is not None:

@@ -114,6 +114,9 @@ class Sessions:
         async def watched(message: AsgiMessage) -> None:
             if message["type"] == "http.response.start":
                 status.append(int(message["status"]))
+                if status[0] >= 400:  # no session was opened: none is named
+                    kept = [h for h in message["headers"] if h[0].lower() != _SESSION]
+                    message = {**message, "headers": kept}
             await send(message)
 
         try:

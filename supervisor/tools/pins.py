@@ -88,8 +88,8 @@ def verdict(spec: ServerSpec, tools: Sequence[Any], environ: Mapping[str, str]) 
         )
     if spec.pin == REQUIRE:
         return PinVerdict(
-            f'server {name} has no pinned tool list and pin = "require": review it with'
-            f" `mcpx-hooks servers list {name}`, then pin it with `mcpx-hooks trust --servers"
+            f'server {name} has no pinned tool list and pin = "require": review its tools with'
+            f" `mcpx-hooks servers list`, then pin them with `mcpx-hooks trust --servers"
             f" {name}`"
         )
     try:
