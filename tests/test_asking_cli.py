@@ -179,6 +179,14 @@ def test_a_prompt_nobody_answers_goes_away_at_the_deadline(tmp_path: Path) -> No
     assert "  asked: ship it? -> yes (by deadline)" in stdout
 
 
+#: A prompt its deadline settled, as the terminal shows it: its line ended, then the hook's.
+SETTLED = (
+    "gate asks: ship it? [y/n, default no in 0.3 s] \n"
+    "(settled without this answer; see the hook's line)\n"
+    "hook gate (script.before, run, sandbox none): ok in "
+)
+
+
 def on_a_terminal(argv: list[str], cwd: Path) -> tuple[str, int]:
     """`argv` with its stdin, stdout and stderr all on one terminal, as a person runs it:
     what the terminal showed, to `end`'s line, and the exit code."""
@@ -198,11 +206,7 @@ def test_a_settled_prompt_ends_its_line_before_the_hook_s_line(tmp_path: Path) -
     hook = json.dumps(asking_hook(deadline_ms=300))
     shown, returncode = on_a_terminal([*CLI, "exec", "--hook", hook, "--", "true"], tmp_path)
     assert returncode == 3
-    assert (
-        "gate asks: ship it? [y/n, default no in 0.3 s] \n"
-        "(settled without this answer; see the hook's line)\n"
-        "hook gate (script.before, run, sandbox none): ok in "
-    ) in shown, shown
+    assert SETTLED in shown, shown
     # The frames as JSON on the same terminal: the gate's frame on a line of its own too.
     argv = [*CLI, "exec", "--json", "--hook", hook, "--", "true"]
     master, slave = pty.openpty()
@@ -315,11 +319,7 @@ def test_exec_remote_s_settled_prompt_ends_its_line_before_the_hook_s_line(
     argv = [*CLI, "exec", *remote, "--hook", hook, "--", "true"]
     shown, returncode = on_a_terminal(argv, server.cwd)
     assert returncode == 3
-    assert (
-        "gate asks: ship it? [y/n, default no in 0.3 s] \n"
-        "(settled without this answer; see the hook's line)\n"
-        "hook gate (script.before, run, sandbox none): ok in "
-    ) in shown, shown
+    assert SETTLED in shown, shown
 
 
 def test_exec_remote_hands_on_every_frame_and_keeps_none_of_the_output(server: Server) -> None:
