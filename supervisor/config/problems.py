@@ -152,8 +152,8 @@ def _translate(error: ValidationError) -> Iterator[tuple[str, str]]:
             for e in error.context or ()
             if e.validator != "type" or e.absolute_path != error.absolute_path
         ]
-        if inside:
-            yield from _translate(inside[0])
+        if said := list(_translate(inside[0])) if inside else []:
+            yield from said
         else:
             shapes = " or ".join(_shape_words(branch) for branch in value)
             yield where, f"expected {shapes}, found {describe(found)}"
