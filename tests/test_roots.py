@@ -435,6 +435,25 @@ def test_doctor_reads_the_config_it_is_given(tmp_path: Path, home: Path) -> None
     assert f"  {home / 'project-vault'}  (not here)" in lines, lines
 
 
+def test_doctor_names_a_grant_that_lies_in_a_never_granted_path(tmp_path: Path, home: Path) -> None:
+    """A grant under `~/.ssh` is given to no sandbox: a run says nothing of it, doctor does."""
+    import subprocess
+    import sys
+
+    (home / ".ssh" / "sub").mkdir(parents=True)
+    given = tmp_path / "given.toml"
+    given.write_text('[sandbox]\nwrite = ["~/.ssh/sub"]\nread = ["~/work"]\n')
+    (home / "work").mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "mcpx_hooks.supervisor", "doctor", "--config", str(given)],
+        cwd=tmp_path, env={**os.environ, **_env(home)}, capture_output=True, text=True,
+        timeout=60, check=False,
+    )  # fmt: skip
+    lines = done.stdout.splitlines()
+    at = lines.index("grants never given (each lies in a path above, which no grant opens):")
+    assert lines[at + 1 :] == [f"  [sandbox] write {home / '.ssh' / 'sub'}: inside {home / '.ssh'}"]
+
+
 def test_a_local_exec_run_reaches_nothing_never_granted(denied_home: dict[str, Path]) -> None:
     """Not only the service: `exec` in the project (its cwd granted and writable) cannot
     read the home's credentials or the supervisor's state, nor write the project's git

@@ -46,7 +46,25 @@ def grant_lines(args: argparse.Namespace) -> list[str]:
         "never granted (no profile but none reads or writes them, whatever the grants say;"
         " [sandbox] deny adds):"
     )
-    for path in never_granted(extra):
+    denied = never_granted(extra)
+    for path in denied:
         lines.append(f"  {printable(path)}{'' if os.path.lexists(path) else '  (not here)'}")
     lines.append(f"read-only in a writable grant: {', '.join(READ_ONLY_NAMES)}")
-    return lines
+    return lines + _dropped(config, denied)
+
+
+def _dropped(config: Config | None, denied: list[str]) -> list[str]:
+    """The `[sandbox]` grants that lie in a never-granted path: given to no sandbox, which a
+    run would not say (they are left out of every view)."""
+    real = [(path, os.path.realpath(path)) for path in denied if os.path.lexists(path)]
+    said = []
+    for key in ("read", "write"):
+        for grant in getattr(config.sandbox_paths, key) if config is not None else ():
+            inside = os.path.realpath(grant)
+            for path, holder in real:
+                if inside == holder or inside.startswith(holder.rstrip("/") + "/"):
+                    said.append(f"  [sandbox] {key} {printable(grant)}: inside {printable(path)}")
+                    break
+    if said:
+        said.insert(0, "grants never given (each lies in a path above, which no grant opens):")
+    return said
