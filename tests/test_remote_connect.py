@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import os
+import selectors
 import socket
 import subprocess
 import sys
@@ -148,3 +149,42 @@ async def test_no_server_says_why_it_cannot_connect() -> None:
         f"cannot connect to ws://127.0.0.1:{port}: all attempts to connect to"
         f" 127.0.0.1:{port} failed"
     )
+
+
+def test_a_run_the_server_has_not_started_is_said_so_after_a_while(tmp_path: Path) -> None:
+    """A server that takes the request and starts no run (a cluster gateway with no worker
+    yet): the readable view says so after `NOT_STARTED_S`, rather than nothing for good."""
+    import threading
+
+    from websockets.sync.server import ServerConnection, serve
+
+    from mcpx_hooks.supervisor.cli.execview import NOT_STARTED_S
+
+    def hold(ws: ServerConnection) -> None:  # takes what comes, answers nothing
+        for _ in ws:
+            pass
+
+    token = tmp_path / "token"
+    token.write_text("sekrit\n")
+    token.chmod(0o600)
+    with serve(hold, "127.0.0.1", 0) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        url = f"ws://127.0.0.1:{server.socket.getsockname()[1]}"
+        argv = [*CLI, "exec", "--remote", url, "--token-file", str(token), "--", "true"]
+        with subprocess.Popen(
+            argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        ) as proc:
+            assert proc.stdout is not None
+            started = time.monotonic()
+            with selectors.DefaultSelector() as sel:  # (bounded: the old view said nothing)
+                sel.register(proc.stdout, selectors.EVENT_READ)
+                line = proc.stdout.readline() if sel.select(6 * NOT_STARTED_S) else ""
+            waited = time.monotonic() - started
+            proc.kill()  # (a first SIGTERM would send `cancel` and wait for the run's end)
+            proc.communicate(timeout=60)
+        server.shutdown()
+    assert line == (
+        f"(no run yet after {NOT_STARTED_S:g} s: the server has not started it; a cluster"
+        " gateway's run waits for a worker to take it)\n"
+    )
+    assert waited >= NOT_STARTED_S

@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 
 #: After how long a hook still running gets a line of its own in the readable view.
 STILL_RUNNING_S: Final = 1.0
+#: After this long without its `start`, `exec --remote`'s view says the run has not started.
+NOT_STARTED_S: Final = 5.0
 #: What a pipe on `exec --json`'s stdout is asked to hold (`widen_pipe`).
 PIPE_BYTES: Final = 1024 * 1024
 #: How the journal's line of a script's output frame ends, its text just before
@@ -291,8 +293,18 @@ async def exec_remote_viewed(
         run.frame(frame)
         out.frame(frame, as_json, flush=False)
 
+    async def not_started() -> None:
+        with trio.move_on_after(NOT_STARTED_S):
+            await run.known.wait()
+            return
+        out.line(
+            f"(no run yet after {NOT_STARTED_S:g} s: the server has not started it; a cluster"
+            " gateway's run waits for a worker to take it)"
+        )
+
     async def still_running(nursery: trio.Nursery) -> None:
         if not as_json:
+            nursery.start_soon(not_started)
             await nursery.start(
                 partial(serve_remote_still_running, asking=out.view.waiting_for_answer),
                 remote,
