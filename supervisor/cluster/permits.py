@@ -19,6 +19,7 @@ from typing import Final
 
 import attrs
 
+from ..core.records import Record
 from .jet import API_TIMEOUT_S, Jet, tolerating
 from .names import control_subject, every, lease_subject
 
@@ -33,8 +34,8 @@ class Verb(enum.StrEnum):
     PUBLISH = "publish"
 
 
-@attrs.frozen
-class Need:
+@attrs.frozen(repr=False, eq=False)
+class Need(Record):
     verb: Verb
     subject: str
     why: str

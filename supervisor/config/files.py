@@ -26,6 +26,7 @@ import errno
 import json
 import os
 import pwd
+import re
 import stat
 from collections.abc import Mapping
 from pathlib import Path
@@ -311,7 +312,7 @@ def sandbox_path(given: str, directory: str, environ: Mapping[str, str]) -> tupl
             return given, f'expected a path, found "{given}": there is no user "{user}"'
     path = os.path.normpath(os.path.join(directory, path))
     if not os.path.lexists(path):  # (a path that does not exist is skipped: unless a mistake)
-        if any(c in given for c in "*?["):
+        if "*" in given or "?" in given or re.search(r"\[[^]]+\]", given):  # (a glob's)
             return path, (
                 f'expected a path, found "{given}": patterns are not expanded, and no path'
                 " is named that; name each path"
