@@ -82,7 +82,10 @@ async def denied(jet: Jet, needs: tuple[Need, ...]) -> list[Need]:
                 subscriptions.append(await nc.subscribe(need.subject))
             else:
                 await nc.publish(need.subject, b"")
-        await nc.flush(int(API_TIMEOUT_S))
+        # Twice: nats-py writes a PING at once, before the SUB and PUB its flusher task still
+        # holds, so the first PONG may come before the refusals; the second PING follows them.
+        for _ in range(2):
+            await nc.flush(int(API_TIMEOUT_S))
     finally:
         jet.probing = False
         for subscription in subscriptions:
