@@ -168,7 +168,8 @@ def test_a_run_the_server_has_not_started_is_said_so_after_a_while(tmp_path: Pat
     token.write_text("sekrit\n")
     token.chmod(0o600)
     with serve(hold, "127.0.0.1", 0) as server:
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        serving = threading.Thread(target=server.serve_forever, daemon=True)
+        serving.start()
         url = f"ws://127.0.0.1:{server.socket.getsockname()[1]}"
         argv = [*CLI, "exec", "--remote", url, "--token-file", str(token), "--", "true"]
         with subprocess.Popen(
@@ -183,6 +184,9 @@ def test_a_run_the_server_has_not_started_is_said_so_after_a_while(tmp_path: Pat
             proc.kill()  # (a first SIGTERM would send `cancel` and wait for the run's end)
             proc.communicate(timeout=60)
         server.shutdown()
+        # (its loop's selector goes with it: an fd left to the collector would close in
+        # another test, whose fd check would see it go)
+        serving.join(30)
     assert line == (
         f"(no run yet after {NOT_STARTED_S:g} s: the server has not started it; a cluster"
         " gateway's run waits for a worker to take it)\n"

@@ -304,13 +304,13 @@ async def exec_remote_viewed(
 
     async def still_running(nursery: trio.Nursery) -> None:
         if not as_json:
-            nursery.start_soon(not_started)
             await nursery.start(
                 partial(serve_remote_still_running, asking=out.view.waiting_for_answer),
                 remote,
                 run,
                 out.line,
             )
+            nursery.start_soon(not_started)  # (from when the server answered: it is there)
 
     frames = await beside(
         still_running, lambda: exec_remote(remote, request, show, responder, out.flush)
