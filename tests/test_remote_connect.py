@@ -184,9 +184,10 @@ def test_a_run_the_server_has_not_started_is_said_so_after_a_while(tmp_path: Pat
             proc.kill()  # (a first SIGTERM would send `cancel` and wait for the run's end)
             proc.communicate(timeout=60)
         server.shutdown()
-        # (its loop's selector goes with it: an fd left to the collector would close in
+        # (and its loop's selector with it: an fd left to the collector would close in
         # another test, whose fd check would see it go)
         serving.join(30)
+    gc.collect()  # (it is held in a cycle once the loop ends)
     assert line == (
         f"(no run yet after {NOT_STARTED_S:g} s: the server has not started it; a cluster"
         " gateway's run waits for a worker to take it)\n"
