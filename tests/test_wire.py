@@ -173,6 +173,8 @@ def test_answer_messages() -> None:
         "answer: expected yes or no, got a string",
     )
     assert caught.value.code == Close.BAD_REQUEST and caught.value.ask_id is None
+    assert caught.value.message.startswith("a malformed answer message: unknown field 'why'")
+    assert "answer: answer:" not in caught.value.message
     refused = WireError(Close.BAD_REQUEST, "answer refused: x", ask_id="ask-1").payload
     assert to_json(refused)["askId"] == "ask-1"
     # A "no" that JSON would read as the "yes" after it, as a log in front would not.

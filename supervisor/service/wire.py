@@ -201,7 +201,8 @@ def parse_control(text: str | bytes) -> Control | AnswerMessage:
             if key not in obj or not ok(obj[key])
         ]
         if problems:
-            raise WireError(Close.BAD_REQUEST, "answer: " + "; ".join(problems), problems)
+            said = "; ".join(problems)  # (each names its field: "answer: answer: …" read so)
+            raise WireError(Close.BAD_REQUEST, f"a malformed answer message: {said}", problems)
         return AnswerMessage(obj["askId"], obj["answer"])
     raise WireError(
         Close.BAD_REQUEST,
