@@ -58,6 +58,8 @@ async def test_a_server_whose_tools_changed_since_their_pin_is_quarantined(
     (why,) = texts(refused)
     assert why.startswith("server words is quarantined: its tools changed since they were pinned")
     assert "mcpx-hooks servers diff words" in why and "mcpx-hooks trust --servers words" in why
+    # (this session's config came with --config: the commands find the server only so)
+    assert why.endswith("(give each the --config files this command was given)")
     diff = cli(config, "servers", "diff", "words")
     assert (diff.returncode, diff.stdout) == (1, "tool changed: count (description)\n")
     as_json = json.loads(cli(config, "servers", "diff", "words", "--json").stdout)

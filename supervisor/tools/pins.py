@@ -61,9 +61,11 @@ def key_of(spec: ServerSpec) -> str:
 
 
 def _commands(name: str) -> str:
+    # (They read the config as every command does: a server declared in a file given with
+    # `--config` is found only with that file given again.)
     return (
         f"`mcpx-hooks servers diff {name}` shows what changed, `mcpx-hooks trust --servers"
-        f" {name}` pins it as it is now"
+        f" {name}` pins it as it is now (give each the --config files this command was given)"
     )
 
 
