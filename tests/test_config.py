@@ -694,6 +694,27 @@ def test_unknown_key_without_a_close_match_lists_the_keys(tmp_path: Path) -> Non
             "expected an integer ≥ 1 ms, found the integer 0",
         ),
         (
+            '[service]\nsandboxes = ["strict", "none", "strict"]\n',
+            "/service/sandboxes",
+            'expected no item twice, found the string "strict" more than once',
+        ),
+        (
+            '[history]\npath = "state/history.db"\n',
+            "/history/path",
+            "expected an absolute path, or one under your home as ~/…, found the string"
+            ' "state/history.db"',
+        ),
+        (
+            '[mcp]\nseparator = "/"\n',
+            "/mcp/separator",
+            'expected letters, digits, _, - or ., found the string "/"',
+        ),
+        (
+            '[servers."a b"]\ncommand = ["x"]\n',
+            "/servers/a b",
+            'expected a server name: letters, digits, _ or -, found the string "a b"',
+        ),
+        (
             hook_toml(timeoutMs=-5),
             "/hooks/0/timeoutMs",
             "expected an integer ≥ 1 ms, found the integer -5",

@@ -66,6 +66,20 @@ def test_every_config_key_of_the_schema_is_in_the_reference() -> None:
             assert f"| `{key}` |" in text, (table, key)
 
 
+def test_the_keys_of_named_entries_are_in_the_reference() -> None:
+    # `[servers.<name>]` and `[models.<name>]`: each entry's keys, under their own heading.
+    from mcpx_hooks.supervisor.config.configschema import build_config_schema
+
+    text = (DOCS / "reference" / "config.md").read_text()
+    for table, node in build_config_schema()["properties"].items():
+        named = node.get("additionalProperties")
+        if not isinstance(named, dict) or "properties" not in named:
+            continue
+        section = text.split(f"### `[{table}.<name>]`\n", 1)[1].split("\n## ", 1)[0]
+        for key in named["properties"]:
+            assert f"| `{key}` |" in section, (table, key)
+
+
 def test_every_flag_is_in_the_command_reference() -> None:
     import argparse
 

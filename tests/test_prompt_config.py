@@ -78,7 +78,7 @@ def test_a_prompt_hook_s_own_timeout(tmp_path: Path) -> None:
             ("/models/c/url", "expected a string matching"),
         ),
         ({"models": {"runBudgetTokens": -1}}, ("/models/runBudgetTokens", "≥ 0")),
-        ({"models": {"x y": {"provider": "openai"}}}, ("/models/x y", "expected a string")),
+        ({"models": {"x y": {"provider": "openai"}}}, ("/models/x y", "expected a model name")),
         ({"hooks": [prompt(vars={"error": 1})]}, ("/hooks/0/vars/error", "built-in")),
         ({"hooks": [prompt(prompt="@result")]}, ("/hooks/0/prompt", "@result is not available")),
         ({"hooks": [prompt(prompt="@nope")]}, ("/hooks/0/prompt", "@nope is not a placeholder")),

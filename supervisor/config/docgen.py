@@ -208,8 +208,16 @@ def render_config_reference() -> str:
     for key, node in schema["properties"].items():
         if node.get("type") == "object":
             parts += [f"## `[{key}]`\n\n{node.get('description', '')}\n\n"]
-            parts.append(_table(head, _keys(node, defs)))
-            parts.append("\n")
+            if rows := list(_keys(node, defs)):
+                parts += [_table(head, rows), "\n"]
+            # A table of named entries (`[servers.<name>]`): the keys each entry may hold.
+            named = node.get("additionalProperties")
+            if isinstance(named, dict) and "properties" in named:
+                parts += [
+                    f"### `[{key}.<name>]`\n\n{named.get('description', '')}\n\n",
+                    _table(head, _keys(named, defs)),
+                    "\n",
+                ]
         elif key == "hooks":
             hook = defs["hook"]
             parts += [

@@ -17,8 +17,12 @@ from typing import TYPE_CHECKING, Any
 from ..core import egress, spawntext
 from ..core.errors import Problem
 from ..core.events import ANY_KIND
+from ..core.models import NAME_PATTERN as MODEL_NAME_PATTERN
 from ..core.passenv import SECRET_NAME_PATTERN
 from ..core.points import DEFAULT_PHASE, POINTS
+from ..core.servers import SEPARATOR_PATTERN
+from .runschema import HISTORY_PATH_PATTERN
+from .serverschema import SERVER_NAME_PATTERN
 
 if TYPE_CHECKING:  # imported by whoever has a validator: a valid config needs none
     import jsonschema
@@ -208,6 +212,9 @@ def _translate(error: ValidationError) -> Iterator[tuple[str, str]]:
         )
     elif kind == "pattern":
         yield where, f"expected {_pattern_words(key, value, found)}, found {describe(found)}"
+    elif kind == "uniqueItems" and isinstance(found, list):
+        seen = [item for n, item in enumerate(found) if item in found[:n]]
+        yield where, f"expected no item twice, found {describe(seen[0])} more than once"
     elif kind == "const":
         yield where, f"expected {json.dumps(value)}, found {describe(found)}"
     else:
@@ -236,6 +243,15 @@ _SPAWN_PATTERN_WORDS = {
 }
 
 
+#: The config's other patterns, said in words rather than as their regular expressions.
+_NAMED_PATTERN_WORDS = {
+    HISTORY_PATH_PATTERN: "an absolute path, or one under your home as ~/…",
+    SERVER_NAME_PATTERN: "a server name: letters, digits, _ or -",
+    SEPARATOR_PATTERN: "letters, digits, _, - or .",
+    MODEL_NAME_PATTERN: "a model name: a letter or _, then letters, digits, _ or -",
+}
+
+
 def _pattern_words(key: str | None, pattern: str, found: Any = None) -> str:
     """What a `pattern` expects, in words: the spawn rule when `found` breaks it (whatever
     else the pattern says), else the key's own words."""
@@ -243,6 +259,8 @@ def _pattern_words(key: str | None, pattern: str, found: Any = None) -> str:
         return _SPAWN_PATTERN_WORDS[pattern]
     if isinstance(found, str) and spawntext.text_problem(found) is not None:
         return _SPAWN_PATTERN_WORDS[spawntext.TEXT_PATTERN]
+    if pattern in _NAMED_PATTERN_WORDS:
+        return _NAMED_PATTERN_WORDS[pattern]
     return _PATTERN_WORDS.get(key or "", f"a string matching {pattern}")
 
 

@@ -3,7 +3,7 @@ on disk), from the defaults in `core/hooks.py`."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from ..core.hooks import (
     DEFAULT_ARTIFACT_BYTES,
@@ -14,6 +14,9 @@ from ..core.hooks import (
     DEFAULT_RUNS_RETAIN,
 )
 from .schemaparts import integer, table
+
+#: `[history] path`: absolute, or under the home as `~/…`.
+HISTORY_PATH_PATTERN: Final = "^(/|~/)"
 
 
 def runs_schema() -> dict[str, Any]:
@@ -58,7 +61,7 @@ def history_schema() -> dict[str, Any]:
             },
             "path": {
                 "type": "string",
-                "pattern": "^(/|~/)",
+                "pattern": HISTORY_PATH_PATTERN,
                 "description": "The database's file: absolute, or under your home as"
                 " `~/…` (default `$XDG_STATE_HOME/mcpx-hooks/history.db`, or"
                 " `~/.local/state/mcpx-hooks/history.db`); artifacts are kept beside it.",
