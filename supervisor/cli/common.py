@@ -81,7 +81,11 @@ COMMAND_EXIT_CODES: Final = {
         ),
     ),
     "trust": (
-        (EXIT_FAILED, "the trust state cannot be written"),
+        (
+            EXIT_FAILED,
+            "the trust state cannot be written; with `--servers`, a server that cannot be"
+            " started or listed",
+        ),
         (
             EXIT_USAGE,
             "a name that is not a project config file, a file that does not validate (not"
