@@ -224,6 +224,14 @@ def test_exec_copies_the_artifacts_out_in_process(tmp_path: Path) -> None:
     usage = mcpx("exec", "--artifacts", str(tmp_path / "file"), "--", "true", cwd=tmp_path)
     assert usage.returncode == 2 and "is not a directory" in usage.stderr
     assert usage.stdout == ""  # nothing ran
+    # DIR is made before the run, artifacts or none; one that cannot be is said before it.
+    made = mcpx("exec", "--artifacts", str(tmp_path / "made"), "--", "true", cwd=tmp_path)
+    assert made.returncode == 0 and (tmp_path / "made").is_dir(), made.stderr
+    under = mcpx("exec", "--artifacts", str(tmp_path / "file" / "d"), "--", "true", cwd=tmp_path)
+    assert (under.returncode, under.stdout) == (2, "")
+    assert under.stderr == (
+        f"mcpx-hooks exec: --artifacts {tmp_path}/file/d: cannot make it: Not a directory\n"
+    )
 
 
 def test_the_budget_drops_the_oldest_runs_artifacts_and_says_so(tmp_path: Path) -> None:

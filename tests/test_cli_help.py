@@ -111,3 +111,18 @@ def test_a_command_mistyped_names_the_one_meant(typed: list[str], meant: str | N
         assert "did you mean" not in last
     else:
         assert last.endswith(f"; did you mean `mcpx-hooks {meant}`?"), last
+
+
+@pytest.mark.parametrize("typed", [["doctor", "--json"], ["runs", "verify", "--json", "x"]])
+def test_a_flag_a_command_lacks_is_said_by_that_command(typed: list[str]) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "mcpx_hooks.supervisor", *typed],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    name = " ".join(t for t in typed if not t.startswith("-") and t != "x")
+    assert (out.returncode, out.stdout) == (2, "")
+    assert out.stderr.startswith(f"usage: mcpx-hooks {name} [-h]"), out.stderr
+    assert out.stderr.endswith(f"mcpx-hooks {name}: error: unrecognized arguments: --json\n")

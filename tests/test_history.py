@@ -406,6 +406,10 @@ def test_runs_verify_catches_a_changed_byte_and_says_where(tmp_path: Path) -> No
     assert again.returncode == 1 and "CHANGED: the frames do not give the chain" in again.stdout
     gone = mcpx("runs", "verify", "no-such-run", cwd=tmp_path)
     assert gone.returncode == 1 and "neither a file nor a run" in gone.stderr
+    # The reference's table for the command says what its 1 means.
+    from mcpx_hooks.supervisor.cli.common import COMMAND_EXIT_CODES
+
+    assert [code for code, _ in COMMAND_EXIT_CODES["runs verify"]] == [1]
     # A file nested past Python's recursion, first line or later: not frames, said so.
     deep = tmp_path / "deep.ndjson"
     for lines in (["[" * 100_000], [sent[0], "[" * 100_000]):

@@ -300,6 +300,15 @@ def test_hook_test_exit_status_is_the_hooks_outcome(tmp_path: Path) -> None:
     inline = mcpx("hook", "test", "--hook", '{"run": ["true"]}', cwd=tmp_path, env=env)
     assert inline.returncode == 2
     assert '--hook: give its phase, as "phase" in the JSON or with --phase' in inline.stderr
+    # An observe hook without "on": said as such, not as an "on" of "script" never typed.
+    for phase in (["--phase", "observe"], []):
+        decl = '{"run": ["true"]}' if phase else '{"run": ["true"], "phase": "observe"}'
+        observe = mcpx("hook", "test", "--hook", decl, *phase, cwd=tmp_path, env=env)
+        assert (observe.returncode, observe.stdout) == (2, "")
+        assert observe.stderr == (
+            "mcpx-hooks hook test: --hook: an observe hook follows events: give their kinds as"
+            ' "on" in the JSON (such as "run.finished", "hook" or "*")\n'
+        )
 
 
 # ---- init ------------------------------------------------------------------------------------

@@ -151,6 +151,8 @@ def test_unknown_short_and_ambiguous_keys_are_usage_errors(
     assert code == 2 and "expected a key" in err
     code, _, err = cli(capsys, "show", "not-hex!")
     assert code == 2 and "expected a key" in err
+    code, _, err = cli(capsys, "show", "a\x1bb")  # escaped once, as every other name is
+    assert code == 2 and err.endswith("found 'a\\x1bb'\n"), err
     seen: dict[str, str] = {}
     for i in range(100_000):  # two hooks whose keys share their first four digits
         k = cache_key(f"h{i}", DEPS_PROMPT, "run", "default", "qwen2.5-coder:7b", TEAM)

@@ -125,6 +125,10 @@ def test_a_failing_server_s_words_reach_the_terminal_without_control_characters(
         done = mcpx(tmp_path, *args, "--config", str(config))
         assert done.returncode == 1, done.stderr
         assert "\x1b" not in done.stderr and shown in done.stderr, done.stderr
+    # The reference's table for `trust` says what that 1 means.
+    from mcpx_hooks.supervisor.cli.common import COMMAND_EXIT_CODES
+
+    assert "with `--servers`, a server that cannot be" in dict(COMMAND_EXIT_CODES["trust"])[1]
 
 
 def test_the_server_settings_are_documented_from_the_table() -> None:

@@ -33,9 +33,15 @@ _CHUNK: Final = 1 << 20
 
 
 def directory_problem(directory: str) -> str | None:
-    """Why `--artifacts DIR` cannot be used, before anything runs (None: it can)."""
+    """Why `--artifacts DIR` cannot be used, before anything runs (None: it can). DIR is made
+    here when missing: a run with no artifacts leaves it there empty, and one that cannot be
+    made is said now, not after the run."""
     if os.path.exists(directory) and not os.path.isdir(directory):
         return f"--artifacts {directory}: exists and is not a directory"
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError as exc:
+        return f"--artifacts {directory}: cannot make it: {exc.strerror or exc}"
     return None
 
 

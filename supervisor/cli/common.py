@@ -73,8 +73,19 @@ COMMAND_EXIT_CODES: Final = {
         (EXIT_FAILED, "the server does not retain the run, refused, or could not be reached"),
         (EXIT_USAGE, "the token file cannot be read"),
     ),
+    "runs verify": (
+        (
+            EXIT_FAILED,
+            "the frames are CHANGED (a byte, a line missing or added, cut short), or the file"
+            " or run cannot be found or read",
+        ),
+    ),
     "trust": (
-        (EXIT_FAILED, "the trust state cannot be written"),
+        (
+            EXIT_FAILED,
+            "the trust state cannot be written; with `--servers`, a server that cannot be"
+            " started or listed",
+        ),
         (
             EXIT_USAGE,
             "a name that is not a project config file, a file that does not validate (not"

@@ -183,6 +183,7 @@ def _hook_test(args: argparse.Namespace) -> int:
 
 def _pick_hook(args: argparse.Namespace) -> tuple[Config, Hook]:
     from ..core.hooks import SourceKind
+    from ..core.points import Phase
 
     if args.hook_json is not None:
         from ..core.jsontext import JsonError, loads
@@ -201,6 +202,12 @@ def _pick_hook(args: argparse.Namespace) -> tuple[Config, Hook]:
                     raise Usage(
                         '--hook: give its phase, as "phase" in the JSON or with --phase (or,'
                         ' for an observe hook, the event kinds it follows as "on")'
+                    )
+                if decl["phase"] == Phase.OBSERVE.value:
+                    # Else the "script" filled in below is said as never firing: a value not typed.
+                    raise Usage(
+                        '--hook: an observe hook follows events: give their kinds as "on" in'
+                        ' the JSON (such as "run.finished", "hook" or "*")'
                     )
                 decl["on"] = "script"
             args.hook_json = json.dumps(decl)

@@ -229,7 +229,10 @@ class _Command(_Top):
 
     def parse_known_args(self, *args: Any, **kwargs: Any) -> Any:
         self.complete()
-        return super().parse_known_args(*args, **kwargs)
+        namespace, extras = super().parse_known_args(*args, **kwargs)
+        if extras:  # said by this command, with its usage: not by the top parser, with its own
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace, extras
 
     def complete(self) -> None:
         """Add this command's arguments and the end of its help (its example, and for `exec`

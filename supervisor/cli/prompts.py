@@ -95,7 +95,7 @@ def _lookup(cache: PromptCache, given: str, command: str) -> tuple[str, CachedAn
     if len(wanted) < MIN_PREFIX or not all(c in "0123456789abcdef" for c in wanted):
         return usage(
             command,
-            f"expected a key (or {MIN_PREFIX}+ of its hex digits), found {_safe(given)!r}",
+            f"expected a key (or {MIN_PREFIX}+ of its hex digits), found {given!r}",
         )
     matches = [(k, e) for k, e in cache.entries() if k.startswith(wanted)]
     if len(matches) == 1:
