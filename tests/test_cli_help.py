@@ -84,6 +84,16 @@ def test_every_command_exit_code_table_names_a_command() -> None:
     assert sorted(set(COMMAND_EXIT_CODES) - set(NAMES)) == []
 
 
+def _cli(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mcpx_hooks.supervisor", *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
 @pytest.mark.parametrize(
     ("typed", "meant"),
     [
@@ -97,13 +107,7 @@ def test_every_command_exit_code_table_names_a_command() -> None:
     ],
 )
 def test_a_command_mistyped_names_the_one_meant(typed: list[str], meant: str | None) -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "mcpx_hooks.supervisor", *typed],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    out = _cli(typed)
     assert out.returncode == 2
     (last,) = out.stderr.splitlines()[-1:]
     assert "invalid choice" in last
@@ -115,13 +119,7 @@ def test_a_command_mistyped_names_the_one_meant(typed: list[str], meant: str | N
 
 @pytest.mark.parametrize("typed", [["doctor", "--json"], ["runs", "verify", "--json", "x"]])
 def test_a_flag_a_command_lacks_is_said_by_that_command(typed: list[str]) -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "mcpx_hooks.supervisor", *typed],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    out = _cli(typed)
     name = " ".join(t for t in typed if not t.startswith("-") and t != "x")
     assert (out.returncode, out.stdout) == (2, "")
     assert out.stderr.startswith(f"usage: mcpx-hooks {name} [-h]"), out.stderr

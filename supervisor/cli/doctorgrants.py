@@ -9,6 +9,7 @@ import os
 from ..core.errors import ConfigError
 from ..core.hooks import Config
 from ..process.denied import READ_ONLY_NAMES, never_granted
+from ..process.sandbox import real_path, under
 from ..service.roots import roots_in_force
 from .printable import printable
 
@@ -56,15 +57,14 @@ def grant_lines(args: argparse.Namespace) -> list[str]:
 def _dropped(config: Config | None, denied: list[str]) -> list[str]:
     """The `[sandbox]` grants that lie in a never-granted path: given to no sandbox, which a
     run would not say (they are left out of every view)."""
-    real = [(path, os.path.realpath(path)) for path in denied if os.path.lexists(path)]
+    real = [(path, real_path(path)) for path in denied if os.path.lexists(path)]
     said = []
     for key in ("read", "write"):
         for grant in getattr(config.sandbox_paths, key) if config is not None else ():
-            inside = os.path.realpath(grant)
-            for path, holder in real:
-                if inside == holder or inside.startswith(holder.rstrip("/") + "/"):
-                    said.append(f"  [sandbox] {key} {printable(grant)}: inside {printable(path)}")
-                    break
+            inside = real_path(grant)
+            holding = next((path for path, holder in real if under(inside, (holder,))), None)
+            if holding is not None:
+                said.append(f"  [sandbox] {key} {printable(grant)}: inside {printable(holding)}")
     if said:
         said.insert(0, "grants never given (each lies in a path above, which no grant opens):")
     return said

@@ -54,14 +54,12 @@ def _hook_lines(frame: Mapping[str, Any]) -> list[str]:
     if frame.get("reason"):
         lines.append(f"  why: {frame['reason']}")
     refused = frame.get("refused")
+    what = "call" if frame["on"] == "call" else "run"
     if refused:
         how = "fail-closed" if refused.get("failClosed") else "the hook said no"
-        what = "call" if frame["on"] == "call" else "run"
         lines.append(f"  REFUSES the {what} ({how}): {refused['reason']}")
     elif status.is_failure and frame.get("reason") != RUN_CANCELLED_REASON:
-        lines.append(
-            f"  failure is open: the {'call' if frame['on'] == 'call' else 'run'} carries on"
-        )
+        lines.append(f"  failure is open: the {what} carries on")
     if frame.get("failureNote"):
         lines.append(f"  note: {frame['failureNote']}")
     lines.extend(f"  advice: {a}" for a in frame.get("advice", ()))

@@ -311,15 +311,17 @@ def sandbox_path(given: str, directory: str, environ: Mapping[str, str]) -> tupl
         except KeyError:
             return given, f'expected a path, found "{given}": there is no user "{user}"'
     path = os.path.normpath(os.path.join(directory, path))
-    if not os.path.lexists(path):  # (a path that does not exist is skipped: unless a mistake)
-        if "*" in given or "?" in given or re.search(r"\[[^]]+\]", given):  # (a glob's)
+    # A path that does not exist is skipped, unless it is a mistake that names none (asked of
+    # the file system only then).
+    glob = "*" in given or "?" in given or re.search(r"\[[^]]+\]", given) is not None
+    if (glob or "$" in given) and not os.path.lexists(path):
+        if glob:
             return path, (
                 f'expected a path, found "{given}": patterns are not expanded, and no path'
                 " is named that; name each path"
             )
-        if "$" in given:
-            return path, (
-                f'expected a path, found "{given}": variables are not expanded, and no path'
-                ' is named that; write the path itself ("~/…" for the home)'
-            )
+        return path, (
+            f'expected a path, found "{given}": variables are not expanded, and no path'
+            ' is named that; write the path itself ("~/…" for the home)'
+        )
     return path, None

@@ -26,7 +26,7 @@ __all__, __getattr__, __dir__ = exports(
         "rlimits": ("child_rlimits",),
         "runnerside": ("runner_path",),
         "programs": ("ProgramHidden", "check_program"),
-        "sandbox": ("plan", "require", "memory_bound"),
+        "sandbox": ("plan", "real_path", "require", "memory_bound", "under"),
         "scratch": ("ROOT_ENV", "scratch_dir"),
         "signals": ("STOP_SIGNALS", "serve_stop_signals"),
         "spawner": ("Spawner", "WARM_ENV", "open_spawner"),
