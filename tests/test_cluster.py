@@ -177,6 +177,8 @@ def test_a_worker_lost_mid_run_ends_it_once_with_worker_lost(cluster: Cluster) -
     assert_whole(seen.frames)
     assert seen.frames[-2]["type"] == "error" and seen.frames[-2]["message"] == "worker lost"
     assert seen.frames[-1]["type"] == "end" and seen.frames[-1]["exitCode"] is None
+    # It lasted from its start to the lapse: the worker's lease, seconds, not nothing.
+    assert seen.frames[-1]["durationMs"] >= 1000
     assert other.frames == seen.frames
     # Both gateways saw the lapse; JetStream holds one error and one end.
     raw = assert_raw_whole(cluster, seen.frames[0]["runId"])

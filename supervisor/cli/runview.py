@@ -12,9 +12,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any
 
+from ..core.frames import seconds_between
 from .printable import continued, printable
 from .view import frame_lines
 
@@ -38,7 +38,7 @@ class RunView:
             return frame_lines(frame)
         if kind == "hook" and (at := self.asking.pop(str(frame.get("name")), None)):
             lines = frame_lines(frame)
-            waited = _seconds_between(at, str(frame.get("at", "")))
+            waited = seconds_between(at, frame.get("at"))
             if waited is not None and lines:
                 lines[0] += f", then {waited:.1f} s waiting for an answer"
             return lines
@@ -56,13 +56,3 @@ class RunView:
             code = cause_exit_codes().get(cause, EXIT_FAILED)
             return [printable(f"end: {cause}, exec exits {code}, {frame['durationMs']} ms")]
         return frame_lines(frame)
-
-
-def _seconds_between(start: str, end: str) -> float | None:
-    """Seconds from one RFC 3339 `at` to another, or None when one cannot be read."""
-    try:
-        first = datetime.fromisoformat(start.replace("Z", "+00:00"))
-        last = datetime.fromisoformat(end.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return max(0.0, (last - first).total_seconds())

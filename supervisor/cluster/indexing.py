@@ -25,7 +25,6 @@ moment it starts, for its metrics only.
 
 from __future__ import annotations
 
-import datetime
 import logging
 from collections import OrderedDict
 from typing import Final
@@ -33,6 +32,7 @@ from typing import Final
 import trio
 
 from ..core.errors import bug_summary
+from ..core.frames import at_time
 from ..core.jsontext import wire_loads
 from ..history.store import History, HistoryFault
 from ..run.recording import Recorder
@@ -236,10 +236,10 @@ class StreamIndexer:
 def _started(line: bytes, otherwise: float) -> float:
     """When a run started, as its `start` frame says (`otherwise` when it does not)."""
     try:
-        at = wire_loads(line).get("at")
-        return datetime.datetime.fromisoformat(str(at).replace("Z", "+00:00")).timestamp()
+        when = at_time(wire_loads(line).get("at"))
     except (AttributeError, ValueError):
         return otherwise
+    return otherwise if when is None else when.timestamp()
 
 
 def fault_text(fault: str) -> str:

@@ -11,7 +11,6 @@ its own deafness for a lost worker.
 
 from __future__ import annotations
 
-import datetime
 import logging
 import math
 from collections import OrderedDict
@@ -20,6 +19,7 @@ from typing import Any, Final
 import trio
 
 from ..core.events import EventKind
+from ..core.frames import now_rfc3339, seconds_between
 from ..core.jsontext import wire_loads
 from .ending import publish_lost
 from .jet import ClusterDown
@@ -268,11 +268,6 @@ async def _end_lost(cluster: Cluster, index: RunsIndex, mirrors: Mirrors, run_id
 
 
 def _elapsed_ms(started: object) -> int:
-    if not isinstance(started, str):
-        return 0
-    try:
-        then = datetime.datetime.fromisoformat(started.replace("Z", "+00:00"))
-    except ValueError:
-        return 0
-    now = datetime.datetime.now(datetime.UTC)
-    return max(0, int((now - then).total_seconds() * 1000))
+    """Milliseconds from a run's `start` (its `at`) to now; 0 where it cannot be read."""
+    span = seconds_between(started, now_rfc3339())
+    return 0 if span is None else int(span * 1000)

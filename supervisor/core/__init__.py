@@ -124,6 +124,8 @@ __all__, __getattr__, __dir__ = exports(
             "WarningFrame",
             "blank",
             "lasted_ms",
+            "at_time",
+            "seconds_between",
             "now_rfc3339",
             "stamp",
             "stamped_json",

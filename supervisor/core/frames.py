@@ -120,16 +120,37 @@ def now_rfc3339() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def at_time(at: object) -> dt.datetime | None:
+    """A frame's `at` (RFC 3339, as `now_rfc3339` writes it) as an aware time, or None where
+    it is not one: the one reading of `at` for every part that measures between frames."""
+    if not isinstance(at, str):
+        return None
+    try:
+        when = dt.datetime.fromisoformat(at)
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else None
+
+
+def seconds_between(start: object, end: object) -> float | None:
+    """Seconds from one `at` to a later one (0 where the later is not later), or None where
+    either is not an `at`."""
+    first, last = at_time(start), at_time(end)
+    if first is None or last is None:
+        return None
+    return max(0.0, (last - first).total_seconds())
+
+
 def lasted_ms(lines: list[bytes]) -> int:
     """How long the wire `lines` span, from the first's `at` to the last's, in ms: what is
     known of a run whose `end` was never written (0 where it cannot be read)."""
     import json
 
     try:
-        first, last = (dt.datetime.fromisoformat(json.loads(lines[i])["at"]) for i in (0, -1))
-        return max(0, round((last - first).total_seconds() * 1000))
-    except (IndexError, KeyError, TypeError, ValueError):  # (JSONDecodeError is a ValueError)
+        span = seconds_between(*(json.loads(lines[i]).get("at") for i in (0, -1)))
+    except (IndexError, AttributeError, ValueError):  # (JSONDecodeError is a ValueError)
         return 0
+    return 0 if span is None else round(span * 1000)
 
 
 #: The wire names of the envelope's fields (`Envelope`), which every frame begins with.
