@@ -52,21 +52,11 @@ sent); any other `SystemExit` is a failure and the process exits with its code. 
 `[file]` or `["-c"]`; `sys.path` starts with the script's directory (the working directory for
 `code`) and ends with `paths`; stdout is line-buffered.
 
-The frames channel. One JSON object per line, `\\n`-terminated, written whole with `os.write`
-under a lock (threads may log at the same time):
-
-    {"type": "log", "level": L, "message": M, "attrs": {...}}      mcpx.log
-    {"type": "emit", "value": V}                                   mcpx.emit
-    {"type": "result", "value": V}       exactly once, on success, after `onSuccess` ran
-    {"type": "exception", "exceptionType": "ValueError", "message": "..."}
-                                         exactly once, for the exception that ends the process
-                                         (after `suffix` ran), just before it is re-raised
-
-The exception is then re-raised, so Python reports it as usual: its traceback on stderr and
-exit 1, `SystemExit(n)` exits n, `KeyboardInterrupt` ends the process by SIGINT (130 in a
-shell). A value that is not JSON (an unknown type, NaN, a cycle) is sent as its `repr` with a
-`warning` log line saying so. Without `MCPX_FRAMES_FD` (a script run by hand) the same lines go
-to stderr, each prefixed `mcpx: `.
+The frames channel (`mcpx_channel.py` has its lines) takes the exception that ends the process,
+which is then re-raised: Python reports it as usual, its traceback on stderr (without the
+launcher's frames) and exit 1, `SystemExit(n)` exits n, `KeyboardInterrupt` ends the process by
+SIGINT. A value that is not JSON (an unknown type, NaN, a cycle) is sent as its `repr` with a
+`warning` log line. Without `MCPX_FRAMES_FD` (run by hand) the lines go to stderr, `mcpx: ` first.
 
 The launcher's own failures (bad arguments, an unreadable or invalid plan, a bad
 `MCPX_FRAMES_FD`, a phase that is not valid Python) print `mcpx-hooks launcher: …` on stderr,
@@ -121,6 +111,8 @@ PHASES: Final = ("before", "prefix", "onSuccess", "onError", "suffix")
 SCRIPT_MODULE: Final = "__mcpx_script__"
 PROGRAM_FILENAME: Final = "<mcpx-hooks launcher>"
 CODE_FILENAME: Final = "<mcpx-hooks -c>"
+#: The program's line that runs the script (`build_program`): ours, left out of tracebacks.
+BODY_CALL: Final = "    result = __mcpx__.run_script()"
 #: Exit status when the launcher itself cannot start the script.
 LAUNCHER_FAILED: Final = 2
 
@@ -199,9 +191,8 @@ class Launcher:
         self.print_exception(exc, chain=False)  # the chained original error is reported anyway
 
     def print_exception(self, exc: BaseException, *, chain: bool = True) -> None:
-        """The traceback on stderr, with the text of generated and `-c` lines. The launcher's
-        own frames that lead into the script are left out (the script's frames and the spliced
-        line it was called from remain); frames where the launcher itself raised are kept."""
+        """The traceback on stderr, with the text of spliced and `-c` lines, without the
+        launcher's frames that lead into the script (`_without_launcher_frames`)."""
         import linecache
         import traceback
 
@@ -210,11 +201,12 @@ class Launcher:
             return print(f"mcpx-hooks launcher: {said}", file=sys.stderr, flush=True)
         for name, text in self.texts.items():
             linecache.cache[name] = (len(text), None, text.splitlines(True), name)
+        program = self.texts.get(PROGRAM_FILENAME, BODY_CALL)
         seen: set[int] = set()
         chained: BaseException | None = exc
         while chained is not None and id(chained) not in seen:
             seen.add(id(chained))
-            chained.__traceback__ = _without_launcher_frames(chained.__traceback__)
+            chained.__traceback__ = _without_launcher_frames(chained.__traceback__, program)
             chained = (chained.__cause__ or chained.__context__) if chain else None
         traceback.print_exception(exc, chain=chain)
         sys.stderr.flush()
@@ -239,7 +231,7 @@ def build_program(sources: dict[str, list[str]]) -> str:
             block("before", ""),
             block("prefix", ""),
             "try:",
-            "    result = __mcpx__.run_script()",
+            BODY_CALL,
             block("onSuccess", "    "),
             "    __mcpx__.send_result(result)",
             "except BaseException as error:",
@@ -386,9 +378,18 @@ def _run_awaitable(value: Any) -> Any:
 _OURS: Final = frozenset((__file__, mcpx_channel.__file__))
 
 
-def _without_launcher_frames(tb: types.TracebackType | None) -> types.TracebackType | None:
-    """`tb` without our frames leading into the script (`module_runner.without_frames`)."""
-    return _sibling("module_runner").without_frames(tb, _OURS.__contains__)  # type: ignore[no-any-return]
+def _without_launcher_frames(
+    tb: types.TracebackType | None, program: str
+) -> types.TracebackType | None:
+    """`tb` without our frames leading into the script (`module_runner.without_frames`): the
+    launcher's files' and the program's call of the body (a spliced line's frame stays)."""
+    body = program.splitlines().index(BODY_CALL) + 1
+
+    def ours(entry: types.TracebackType) -> bool:
+        name = entry.tb_frame.f_code.co_filename
+        return name in _OURS or (name == PROGRAM_FILENAME and entry.tb_lineno == body)
+
+    return _sibling("module_runner").without_frames(tb, ours)  # type: ignore[no-any-return]
 
 
 def _is_str_list(value: object) -> bool:

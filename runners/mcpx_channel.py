@@ -1,8 +1,18 @@
 """The frames channel of a script run, and `mcpx`, the helper a script imports to write to it
-(the launcher, `launcher.py`, makes both; its docstring has the lines they write), and the
-tool calls a script makes (`mcpx_call`, `mcpx.call`): `{"type": "call", "id": n, "tool":
-"server.tool", "args": {...}}` on the frames channel, the answer `{"id": n, "ok": true,
-"value": V}` or `{"id": n, "ok": false, "error": "..."}` one line on `MCPX_CALLS_FD`.
+(the launcher, `launcher.py`, makes both), and the tool calls a script makes (`mcpx_call`,
+`mcpx.call`): `{"type": "call", "id": n, "tool": "server.tool", "args": {...}}` on the frames
+channel, the answer `{"id": n, "ok": true, "value": V}` or `{"id": n, "ok": false, "error":
+"..."}` one line on `MCPX_CALLS_FD`.
+
+The frames channel. One JSON object per line, `\\n`-terminated, written whole with `os.write`
+under a lock (threads may log at the same time):
+
+    {"type": "log", "level": L, "message": M, "attrs": {...}}      mcpx.log
+    {"type": "emit", "value": V}                                   mcpx.emit
+    {"type": "result", "value": V}       exactly once, on success, after `onSuccess` ran
+    {"type": "exception", "exceptionType": "ValueError", "message": "..."}
+                                         exactly once, for the exception that ends the process
+                                         (after `suffix` ran), just before it is re-raised
 
 Standard library only; never imports the supervisor. Loaded by the launcher from this folder
 under its own name (the launcher runs as a script, outside the package).

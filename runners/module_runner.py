@@ -185,19 +185,19 @@ def _without_runner_frames(exc: BaseException) -> types.TracebackType | None:
     frames = traceback.walk_tb(exc.__traceback__)
     if isinstance(exc, SyntaxError) and all(_ours(f.f_code.co_filename) for f, _ in frames):
         return None
-    return without_frames(exc.__traceback__, _ours)
+    return without_frames(exc.__traceback__, lambda entry: _ours(entry.tb_frame.f_code.co_filename))
 
 
 def without_frames(
-    tb: types.TracebackType | None, ours: Callable[[str], bool]
+    tb: types.TracebackType | None, ours: Callable[[types.TracebackType], bool]
 ) -> types.TracebackType | None:
-    """`tb` without the frames whose file is `ours` up to the last one that is not (the code
+    """`tb` without the entries that are `ours` up to the last one that is not (the code
     they lead into); one of ours after that (ours failing) is kept. The launcher's too."""
     entries: list[types.TracebackType] = []
     while tb is not None:
         entries.append(tb)
         tb = tb.tb_next
-    mine = [ours(entry.tb_frame.f_code.co_filename) for entry in entries]
+    mine = [ours(entry) for entry in entries]
     last_theirs = max((i for i, own in enumerate(mine) if not own), default=-1)
     kept = [e for i, e in enumerate(entries) if not mine[i] or i > last_theirs]
     trimmed: types.TracebackType | None = None

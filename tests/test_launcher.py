@@ -200,9 +200,22 @@ def test_failure_in_main_runs_on_error_and_suffix_and_rethrows(tmp_path: Path) -
     assert f'File "{job}", line 6, in main\n    helper()' in out.stderr
     assert f'File "{job}", line 2, in helper\n    raise ValueError("no good")' in out.stderr
     assert out.stderr.rstrip().endswith("ValueError: no good")
-    # The launcher's own frames leading into the script are left out; the spliced line stays.
+    # The traceback is the one Python gives the script run alone: the launcher's own frames
+    # leading into it are left out, its program's call of the script too.
     assert LAUNCHER not in out.stderr
-    assert 'File "<mcpx-hooks launcher>"' in out.stderr
+    assert "<mcpx-hooks launcher>" not in out.stderr and "run_script" not in out.stderr
+    assert out.stderr.startswith(f'Traceback (most recent call last):\n  File "{job}", line 6')
+
+
+def test_a_failure_from_a_spliced_line_shows_that_line(tmp_path: Path) -> None:
+    (tmp_path / "lib.py").write_text("def fail():\n    raise ValueError('spliced')\n")
+    sources = {**MARKERS, "onSuccess": ["from lib import fail", "fail()"]}
+    out = launch(tmp_path, "pass\n", sources=sources)
+    assert out.returncode == 1
+    assert 'File "<mcpx-hooks launcher>", line ' in out.stderr
+    assert "\n    fail()\n" in out.stderr  # the spliced line's text, from the program
+    assert f'File "{tmp_path / "lib.py"}", line 2, in fail' in out.stderr
+    assert "run_script" not in out.stderr
 
 
 def test_a_top_level_raise_counts_as_the_body_failing(tmp_path: Path) -> None:
