@@ -335,6 +335,10 @@ def test_exec_run_frames_egress_once_per_host_and_doctor(readable_tmp: Path) -> 
     ]
     assert kinds.index("egress") == kinds.index("hook") - 1
     hooks = [f for f in frames if f["type"] == "hook"]
+    assert egress_frames[0]["why"] == (
+        f'blocked: example.invalid not in network; "example.invalid:{port}" in the network of'
+        " hook one would admit it"
+    )
     for frame in hooks:
         assert frame["egress"] == ["blocked: example.invalid not in network"]
         seen = json.loads(frame["advice"][0])
@@ -370,6 +374,14 @@ def test_exec_script_run_with_script_network(readable_tmp: Path) -> None:
     (egress_frame,) = [f for f in frames if f["type"] == "egress"]
     assert egress_frame["run"] == frames[0]["runId"]
     assert (egress_frame["host"], egress_frame["port"]) == ("example.invalid", port)
+    # What a person reads: the host and port, and the item that, listed, would admit it.
+    from mcpx_hooks.supervisor.cli.view import frame_lines
+
+    assert frame_lines(egress_frame) == [
+        f"egress example.invalid:{port} for the run's script: blocked: example.invalid not in"
+        f' network; "example.invalid:{port}" in [script] network (or exec --network, a'
+        " request's network) would admit it"
+    ]
     (result,) = [f for f in frames if f["type"] == "result"]
     seen = json.loads(result["value"]["advise"])
     assert seen[urls[0]] == [200, "hello"]

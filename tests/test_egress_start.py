@@ -171,3 +171,9 @@ async def test_a_tool_servers_refusals_during_a_runs_call_are_egress_frames(
         "allowed": False,
     }
     assert "hook" not in egress_frame and "run" not in egress_frame
+    from mcpx_hooks.supervisor.cli.view import frame_lines
+
+    assert frame_lines(egress_frame) == [
+        f"egress example.invalid:{port} for server fetch: blocked: example.invalid not in"
+        f' network; "example.invalid:{port}" in [servers.fetch] network would admit it'
+    ]

@@ -328,6 +328,25 @@ def test_a_full_disk_never_stops_a_run(tmp_path: Path, mounted: Path) -> None:
     assert "full" in said, said
 
 
+def test_doctor_weighs_a_small_disks_room_against_what_the_history_needs(
+    tmp_path: Path, mounted: Path
+) -> None:
+    """A 1 MiB tmpfs is not full, but a history kept open (`serve`) needs room for its
+    write-ahead log (1000 pages of 4 KiB before they are copied back): doctor says both
+    numbers. On 16 MiB it finds nothing to say."""
+    config(tmp_path)
+    _mount(mounted, "size=1m,mode=0700")
+    assert mcpx("exec", "--config", "c.toml", "--", "true", cwd=tmp_path).returncode == 0
+    done = mcpx("doctor", "--config", "c.toml", cwd=tmp_path)
+    line = next(x for x in done.stdout.splitlines() if x.startswith("run history:"))
+    assert line.startswith(f"run history: {mounted / 'history.db'}: TOO LITTLE ROOM: its disk")
+    assert " KiB free (of 1.0 MiB), and the history needs about 3.9 MiB there: its" in line
+    assert "full (" not in line and done.returncode == 1, line
+    subprocess.run(["mount", "-o", "remount,size=16m", str(mounted)], check=True)
+    done = mcpx("doctor", "--config", "c.toml", cwd=tmp_path)
+    assert f"run history: {mounted / 'history.db'}\n" in done.stdout, done.stdout
+
+
 def test_a_file_size_limit_never_stops_a_run(tmp_path: Path) -> None:
     """A full disk without root: the writer's process may not grow a file past 4 KiB."""
     config(tmp_path)

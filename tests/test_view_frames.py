@@ -39,15 +39,26 @@ def test_exec_prints_a_line_for_every_frame(capsys: pytest.CaptureFixture[str]) 
 
 
 def test_a_refused_host_is_not_said_to_be_outside_the_list_when_a_secret_was_refused() -> None:
-    """The egress frame does not say why the proxy refused (a host outside the `network`
-    list, or a secret's placeholder sent to a host outside the secret's hosts): its line
-    says only that it did, and the hook frame's `egress` says why, in the proxy's words."""
+    """The egress frame's `why` says why the proxy refused, in its words: a secret's
+    placeholder sent to a host outside the secret's hosts is not "not in network". A frame
+    stored before `why` was says only that it did; the hook frame's `egress` says why."""
     from frame_samples import sample
 
+    from mcpx_hooks.supervisor.core.egress import refusal
     from mcpx_hooks.supervisor.core.frames import FrameType
 
     egress = {**sample(FrameType.EGRESS), "hook": "tok", "host": "localhost", "port": 8081}
     assert frame_lines(egress) == ["egress localhost:8081 for hook tok: blocked by the proxy"]
+    secret = refusal("localhost", 8081, "blocked: secret TOK sent to localhost", "anywhere")
+    assert frame_lines({**egress, "why": secret}) == [
+        "egress localhost:8081 for hook tok: blocked: secret TOK sent to localhost"
+    ]
+    server = {**egress, "hook": None, "server": "api", "host": "x.org", "port": 443}
+    server["why"] = refusal("x.org", 443, None, "[servers.api] network")
+    assert frame_lines(server) == [
+        'egress x.org:443 for server api: blocked: x.org not in network; "x.org" in'
+        " [servers.api] network would admit it"
+    ]
     hook = {**sample(FrameType.HOOK), "name": "tok", "status": "ok", "clampedBy": []}
     hook["egress"] = ["blocked: secret TOK sent to localhost", "blocked: x.org not in network"]
     said = [line for line in frame_lines(hook) if line.startswith("  egress: ")]

@@ -137,8 +137,9 @@ async def _servers(args: argparse.Namespace) -> list[str]:
 
 def _history(args: argparse.Namespace) -> tuple[list[str], bool]:
     """Where runs are kept, and why they are not when they cannot be (the same probe the
-    supervisor's writer would fail: opened, written, checked, room on the disk)."""
-    from ..history.probing import probe
+    supervisor's writer would fail: opened, written, checked), or that its disk has less
+    room than it needs (the room left, against what it needs)."""
+    from ..history.probing import probe, room
     from ..history.store import default_path
     from .common import load
 
@@ -150,6 +151,10 @@ def _history(args: argparse.Namespace) -> tuple[list[str], bool]:
         return ["", "run history: off ([history] enabled = false): runs are kept in memory"], True
     path = Path(config.history_path) if config.history_path else default_path(os.environ)
     why = probe(path)
+    little = room(path) if why is None else None
+    if little is not None:
+        said = f"run history: {printable(str(path))}: TOO LITTLE ROOM: {printable(little)}"
+        return ["", f"{said}; once the disk is full, runs go on in memory only"], False
     if why is None:
         return ["", f"run history: {printable(str(path))}"], True
     return ["", f"run history: NOT KEPT: {printable(why)}; runs go on in memory only"], False

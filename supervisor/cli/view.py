@@ -168,9 +168,10 @@ def _data_lines(frame: Mapping[str, Any]) -> list[str]:
         case FrameType.EGRESS:
             who = f"hook {frame['hook']}" if frame.get("hook") else "the run's script"
             who = f"server {frame['server']}" if frame.get("server") else who
-            # (why is not in the frame: a host outside the list, or a secret's placeholder
-            # sent to a host outside the secret's hosts; the hook frame's `egress` says)
-            verdict = "allowed" if frame.get("allowed") else "blocked by the proxy"
+            # (`why`: the host outside the list and the item that would admit it, or a
+            # secret's placeholder sent elsewhere; not in frames stored before it was)
+            why = frame.get("why") or "blocked by the proxy"
+            verdict = "allowed" if frame.get("allowed") else why
             return [f"egress {frame['host']}:{frame['port']} for {who}: {verdict}"]
         case FrameType.ASK:
             return [

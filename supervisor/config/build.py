@@ -90,8 +90,9 @@ def resolve(layers: Sequence[Layer]) -> tuple[Config, list[Problem]]:
     defaults = DEFAULTS.overridden(merged.get("defaults", {}))
     limits = Limits.from_table(merged.get("limits", {}))
     table = merged.get("sandbox", {})
+    deny = tuple(table.get("deny", ()))
     paths = SandboxPaths(
-        tuple(table.get("read", ())), tuple(table.get("write", ())), tuple(table.get("deny", ()))
+        tuple(table.get("read", ())), tuple(table.get("write", ())), deny, _deny_at(layers, deny)
     )
     roots = merged.get("service", {}).get("roots")
     models = build_models(merged.get("models", {}))
@@ -228,6 +229,18 @@ def _secret_names(table: Mapping[str, Any]) -> tuple[str, ...]:
 def _secret_hosts(table: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
     """The secrets of `secrets` declared with hosts: name -> hosts."""
     return {s["name"]: tuple(s["hosts"]) for s in table.get(SECRETS_KEY, ()) if isinstance(s, dict)}
+
+
+def _deny_at(layers: Sequence[Layer], deny: tuple[str, ...]) -> tuple[str, ...]:
+    """Where each `[sandbox] deny` path in force is declared: the first layer that names it
+    (the lists append, farthest first), as `FILE:/sandbox/deny/N`."""
+    found: dict[str, str] = {}
+    for layer in layers:
+        table = layer.doc.get("sandbox")
+        items = table.get("deny", ()) if isinstance(table, Mapping) else ()
+        for index, path in enumerate(items):
+            found.setdefault(path, f"{layer.file}:/sandbox/deny/{index}")
+    return tuple(found.get(path, "") for path in deny)
 
 
 def _network(table: Mapping[str, Any]) -> tuple[str, ...] | None:

@@ -62,6 +62,7 @@ __all__, __getattr__, __dir__ = exports(
             "narrows",
             "parse",
             "placeholder",
+            "refusal",
             "rules",
             "valid",
         ),

@@ -105,6 +105,16 @@ def blocked_message(host: str) -> str:
     return f"blocked: {host} not in network"
 
 
+def refusal(host: str, port: int, note: str | None, declared: str) -> str:
+    """What an `egress` frame says of a refused host: `note` (a secret sent to a host outside
+    its hosts) as the hook frame says it, else that the host is not in the list, and the item
+    that, added to `declared` (where the child's list is declared), would admit it."""
+    if note is not None:
+        return note
+    item = host if port in DEFAULT_PORTS else f"{host}:{port}"
+    return f'{blocked_message(host)}; "{item}" in {declared} would admit it'
+
+
 def placeholder(name: str, nonce: str) -> str:
     """The value a child sees for the secret `name` declared with hosts."""
     return f"mcpx-secret-{name}-{nonce}"

@@ -154,14 +154,15 @@ class CallFrame(Envelope):
 class EgressFrame(Envelope):
     """A connection the proxy refused a sandboxed child (`core/egress.py`): the hook whose
     child it was, else the tool server a call of the run was served by, else (`run`) the
-    run's script; the host and port asked for. At most one per host per run; the hook frame
-    says "blocked: HOST not in network" beside it."""
+    run's script; the host and port asked for, and `why` (`core/egress.py`'s `refusal`: the
+    list, and the item that would admit the host there). At most one per host per run."""
 
     host: str
     port: int
     hook: str | None = None
     run: str | None = None
     server: str | None = None
+    why: str | None = None
     allowed: bool = attrs.field(default=False, metadata=KEEP)
     type: FrameType = attrs.field(default=FrameType.EGRESS, metadata=KEEP)
 

@@ -87,15 +87,15 @@ DEFAULT_RUN_SANDBOX: Final = Profile.WORKSPACE
 
 @attrs.frozen(repr=False, eq=False)
 class SandboxPaths(Record):
-    """`[sandbox] read` and `write`: absolute paths (`~` expanded, relative ones resolved
-    against the declaring file's directory) added, read-only or writable, to every profile
-    but `none`; the layers' lists appended, farthest first."""
+    """`[sandbox] read`, `write` (added to every profile but `none`) and `deny` (never
+    granted, besides `process/denied.py`'s `DEFAULT_DENY`): absolute paths (`~` expanded,
+    relative ones resolved against the declaring file), the layers' lists appended, farthest
+    first; `deny_at`: where each `deny` item is declared (`FILE:/sandbox/deny/N`)."""
 
     read: tuple[str, ...] = ()
     write: tuple[str, ...] = ()
-    #: `[sandbox] deny`: paths no profile but `none` reads or writes, whatever the grants
-    #: say, besides the defaults (`process/sandbox.py`'s `DEFAULT_DENY`).
     deny: tuple[str, ...] = ()
+    deny_at: tuple[str, ...] = ()
 
 
 #: The profiles a service's requests may name, for the run and for per-call hooks, unless

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 from pathlib import Path
+from typing import Final
 
 from .store import History, HistoryFault, faults
 
 
 def probe(path: Path) -> str | None:
     """Why the history at `path` cannot be kept, or None when it can: opened to write, a
-    write transaction taken and given back, and room on its disk (for `doctor`). A history
-    not made yet is not made here: its nearest directory must let one be made."""
+    write transaction taken and given back, its pages checked (for `doctor`; `room` says
+    whether its disk has the room it needs). A history not made yet is not made here: its
+    nearest directory must let one be made."""
     if not path.exists():
         parent = path.parent
         while not parent.exists():
@@ -31,11 +34,52 @@ def probe(path: Path) -> str | None:
             (check,) = history._db.execute("PRAGMA quick_check(1)").fetchone()
             if check != "ok":
                 raise sqlite3.DatabaseError(f"the database is damaged: {check}")
-        disk = os.statvfs(path.parent)
-        if disk.f_bavail * disk.f_frsize < 1 << 20:
-            return f"the disk holding the run history {path} is full (under 1 MiB free)"
     except HistoryFault as exc:
         return str(exc)
     finally:
         history.close()
     return None
+
+
+def room(path: Path) -> str | None:
+    """Why the disk of the history at `path` (kept: `probe` passed) has too little room
+    for it, or None: it needs room for its write-ahead log, which grows to SQLite's
+    checkpoint (`wal_autocheckpoint` pages) before its pages are copied into the database,
+    less what the log holds already; a process that keeps the history open (`serve`) fills
+    a smaller disk within a few runs. A history not made yet needs as much."""
+    pages, size = _DEFAULT_CHECKPOINT
+    # (the checkpoint is each connection's, the writer's as SQLite sets it by default; the
+    # page size is the file's. Where they cannot be read, SQLite's defaults are in force.)
+    with contextlib.suppress(sqlite3.Error):
+        if path.exists():
+            at = f"{path.resolve().as_uri()}?mode=ro"
+            with contextlib.closing(sqlite3.connect(at, uri=True)) as db:
+                (pages,) = db.execute("PRAGMA wal_autocheckpoint").fetchone()
+                (size,) = db.execute("PRAGMA page_size").fetchone()
+    where = path if path.exists() else path.parent
+    while not where.exists():
+        where = where.parent
+    log = Path(f"{path}-wal")
+    need = max(0, pages * size - (log.stat().st_size if log.exists() else 0))
+    disk = os.statvfs(where)
+    free, total = disk.f_bavail * disk.f_frsize, disk.f_blocks * disk.f_frsize
+    if free >= need:
+        return None
+    return (
+        f"its disk has {_size(free)} free (of {_size(total)}), and the history needs about"
+        f" {_size(need)} there: its write-ahead log grows to {pages} pages of {size:,} bytes"
+        " before they are copied into the database"
+    )
+
+
+#: SQLite's defaults: the pages a write-ahead log grows to before a checkpoint, and their size.
+_DEFAULT_CHECKPOINT: Final = (1000, 4096)
+
+
+def _size(count: int) -> str:
+    """`count` bytes for a person: bytes, KiB or MiB."""
+    if count < 1024:
+        return f"{count} bytes"
+    if count < 1 << 20:
+        return f"{count / 1024:.0f} KiB"
+    return f"{count / (1 << 20):.1f} MiB"

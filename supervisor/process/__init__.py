@@ -14,7 +14,7 @@ __all__, __getattr__, __dir__ = exports(
         "denied": ("READ_ONLY_NAMES", "deny_own_files", "never_granted", "own_files"),
         "egress": ("EgressProxy", "LOOPBACK_PORT", "Lease", "doctor_lines"),
         "egressca": ("RunCA", "TRUST_ENV", "upstream_context"),
-        "egresschild": ("egress_spec", "open_egress", "refusal_frames", "refusals"),
+        "egresschild": ("egress_spec", "open_egress", "refusal", "refusal_frames", "refusals"),
         "launch": (
             "HIDE_ENV",
             "RUNNER_FLAGS",

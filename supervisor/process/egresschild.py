@@ -97,4 +97,17 @@ def refusal_frames(lease: Lease | None, run_id: str, said: set[str]) -> list[Egr
     from ..core.hookframes import EgressFrame  # (a run without refusals never builds it)
 
     said.update(h for h, _ in refused)
-    return [blank(EgressFrame, host=h, port=p, run=run_id) for h, p in refused]
+    assert lease is not None  # (refused: there is one)
+    return [
+        blank(EgressFrame, host=h, port=p, run=run_id, why=refusal(h, p, lease, SCRIPT_LIST))
+        for h, p in refused
+    ]
+
+
+#: Where a run's script's list is declared, for what its refusals say.
+SCRIPT_LIST: Final = "[script] network (or exec --network, a request's network)"
+
+
+def refusal(host: str, port: int, lease: Lease, declared: str) -> str:
+    """What an `egress` frame says of `host`, refused the lease's child (`core/egress.py`)."""
+    return egress.refusal(host, port, lease.notes.get(host), declared)

@@ -7,6 +7,7 @@ must lie in what the plan reads or writes; else `ProgramHidden`, naming the file
 from __future__ import annotations
 
 import os
+import struct
 from collections.abc import Mapping, Sequence
 from typing import Final
 
@@ -26,6 +27,9 @@ class ProgramHidden(SandboxUnavailable):
 _MAX_INTERPRETERS: Final = 4
 #: How much of a file is read for its `#!` line (the kernel reads 256 bytes).
 _SHEBANG_BYTES: Final = 256
+#: An ELF program header's type for the loader's name, and how many headers are read.
+_PT_INTERP: Final = 3
+_MAX_HEADERS: Final = 64
 
 
 def check_program(
@@ -39,6 +43,12 @@ def check_program(
     the spawner to report. Pure apart from reading the paths."""
     if plan is None:
         return
+    ruled = _denied_by(real_path(cwd), plan.denied_by)
+    if ruled is not None:
+        raise ProgramHidden(
+            f'cannot run "{argv0}" in {cwd}: the working directory lies {ruled}; take it out'
+            " of that list, or choose another working directory"
+        )
     visible = (*SYSTEM_DIRS, *plan.read, *plan.write)  # (a system directory is always read)
     path = env.get("PATH", os.defpath)
     found = _find(argv0, cwd, path)
@@ -48,6 +58,12 @@ def check_program(
             return
         real = real_path(found)
         for candidate in dict.fromkeys((found, real)):
+            ruled = _denied_by(candidate, plan.denied_by)  # (a system directory too)
+            if ruled is not None:
+                raise ProgramHidden(
+                    f'cannot run "{argv0}": it resolves to {via}{candidate}, {ruled};'
+                    " take it out of that list to run this program"
+                )
             denied = _denied_holding(candidate, plan.deny)  # (a cover in the view)
             if denied is None and not under(candidate, visible):
                 # No grant would admit it there: say so rather than name one that would not.
@@ -66,11 +82,64 @@ def check_program(
                 )
         interpreter = _interpreter(real)
         if interpreter is None:
+            loader = _elf_loader(real) if plan.denied_by else None  # (the kernel opens it)
+            ruled = None if loader is None else _denied_by(real_path(loader), plan.denied_by)
+            if ruled is not None:
+                raise ProgramHidden(
+                    f'cannot run "{argv0}": it resolves to {via}{real}, a program loaded by'
+                    f" {real_path(loader or '')}, {ruled}; take it out of that list to run"
+                    " this program"
+                )
             return
         via = f"{via}{real}, a script run by "
         program, name = interpreter
         found = _find(name, cwd, path) if name is not None else program
     return
+
+
+def _denied_by(path: str, denied_by: Sequence[tuple[str, str, str]]) -> str | None:
+    """Where `path` lies when an operator's `[sandbox] deny` path is or holds it: the path
+    and the line that denies it, in words; else None."""
+    for real, named, at in denied_by:
+        if under(path, (real,)):
+            where = f" ({named})" if named != real else ""
+            line = f" at {at}" if at else ""
+            return (
+                f"in {real}{where}, which no sandbox but none reaches: [sandbox] deny names it"
+                f"{line}"
+            )
+    return None
+
+
+def _elf_loader(path: str) -> str | None:
+    """The program loader (`PT_INTERP`, e.g. /lib64/ld-linux-x86-64.so.2) an ELF binary
+    names, which `execve` opens as well; None for anything else."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+            if head[:4] != b"\x7fELF" or len(head) < 64:
+                return None
+            wide, order = head[4] == 2, "<" if head[5] == 1 else ">"
+            (phoff,) = struct.unpack_from(order + ("Q" if wide else "I"), head, 32 if wide else 28)
+            size, count = struct.unpack_from(order + "HH", head, 54 if wide else 42)
+            f.seek(phoff)
+            table = f.read(size * min(count, _MAX_HEADERS))
+            for at in range(0, len(table) - size + 1, size):
+                if struct.unpack_from(order + "I", table, at)[0] != _PT_INTERP:
+                    continue
+                offset, length = (
+                    struct.unpack_from(order + "QQ", table, at + 8)[:1]
+                    + struct.unpack_from(order + "Q", table, at + 32)
+                    if wide
+                    else struct.unpack_from(order + "I", table, at + 4)
+                    + struct.unpack_from(order + "I", table, at + 16)
+                )
+                f.seek(offset)
+                name = f.read(min(length, _SHEBANG_BYTES)).split(b"\0")[0]
+                return os.fsdecode(name) if name.startswith(b"/") else None
+    except (OSError, struct.error):
+        return None
+    return None
 
 
 def _denied_holding(path: str, denied: Sequence[str]) -> str | None:

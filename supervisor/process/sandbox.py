@@ -241,6 +241,11 @@ def plan(
         return_scratch=return_scratch,
         switch_uid=switch_uid,
         memory_bytes=memory,
+        denied_by=tuple(
+            (realpath(p), p, at)
+            for p, at in zip(paths.deny, (*paths.deny_at, *[""] * len(paths.deny)), strict=False)
+            if os.path.lexists(p)
+        ),
     )
     return rlimits, sandbox
 

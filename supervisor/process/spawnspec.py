@@ -47,6 +47,9 @@ class SandboxPlan(Record):
     #: A network namespace of its own with only `lo` up, where the spawner opens the proxy's
     #: listening socket for it (`process/egress.py`); sockets allowed as under `net`.
     egress: bool = False
+    #: The supervisor's alone, never sent: each `[sandbox] deny` path that exists, as
+    #: (real path, as named, where declared), for what a refusal says (`programs.py`).
+    denied_by: tuple[tuple[str, str, str], ...] = ()
 
 
 def sandbox_fields(plan: SandboxPlan) -> dict[str, Any]:

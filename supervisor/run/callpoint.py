@@ -28,6 +28,7 @@ from ..core.points import Phase
 from ..core.records import Record
 from ..core.servers import undeclared
 from ..core.when import tool_mismatch
+from ..process.egresschild import refusal
 from ..tools.serverentry import LogHearer, ServerFailing, ToolFailed, answer_text
 from ..tools.servers import Progress
 from .hookcontext import HookContext
@@ -211,7 +212,10 @@ class CallPoint(Record):
                 from ..core.hookframes import EgressFrame
 
                 said.add(host)
-                self.journal.append(blank(EgressFrame, host=host, port=port, server=server))
+                why = refusal(host, port, lease, f"[servers.{server}] network")
+                self.journal.append(
+                    blank(EgressFrame, host=host, port=port, server=server, why=why)
+                )
 
     def _known_hint(self, server: str, tool: str) -> bool | None:
         """The tool's `destructiveHint` if its server has listed it already (a refused call

@@ -183,12 +183,19 @@ class PhaseHooks:
     def _egress(self, hook: Hook, report: HookReport) -> None:
         """An `egress` frame for each host the proxy refused the hook's child that no frame
         of this run has named yet."""
+        from ..core.egress import blocked_message, refusal
         from ..core.hookframes import EgressFrame
 
+        words = dict(zip((host for host, _ in report.refused), report.frame.egress, strict=False))
         for host, port in report.refused:
             if host not in self.egress_said:
                 self.egress_said.add(host)
-                self.journal.append(blank(EgressFrame, host=host, port=port, hook=hook.name))
+                note = words.get(host)
+                note = None if note == blocked_message(host) else note
+                why = refusal(host, port, note, f"the network of hook {hook.name}")
+                self.journal.append(
+                    blank(EgressFrame, host=host, port=port, hook=hook.name, why=why)
+                )
 
     def _record(self, frame: HookFrame) -> None:
         """The hook's frame in the journal (which stamps it), and its events on the bus."""
