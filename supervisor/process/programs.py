@@ -43,7 +43,7 @@ def check_program(
     the spawner to report. Pure apart from reading the paths."""
     if plan is None:
         return
-    ruled = _denied_by(real_path(cwd), plan.denied_by)
+    ruled = _denied_by(real_path(cwd), plan.denied_by) if plan.denied_by else None
     if ruled is not None:
         raise ProgramHidden(
             f'cannot run "{argv0}" in {cwd}: the working directory lies {ruled}; take it out'

@@ -8,7 +8,7 @@ checks every field of it; `runners/spawner.py` has the protocol.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
@@ -50,6 +50,10 @@ class SandboxPlan(Record):
     #: The supervisor's alone, never sent: each `[sandbox] deny` path that exists, as
     #: (real path, as named, where declared), for what a refusal says (`programs.py`).
     denied_by: tuple[tuple[str, str, str], ...] = ()
+
+
+#: The plan's fields the supervisor keeps to itself: never in a spawn request.
+NOT_SENT: Final = frozenset({"denied_by"})
 
 
 def sandbox_fields(plan: SandboxPlan) -> dict[str, Any]:
