@@ -292,6 +292,60 @@ async def test_hostile_requests_get_clear_answers_and_the_server_goes_on(
     assert future.status_code == 400 and "2999-01-01" in future.json()["error"]["message"]
 
 
+#: `initialize` requests the server answers with a JSON-RPC error (in its event stream, under
+#: a 200 that names the session): params of the wrong shape, none at all, a nameless client.
+FAILED_INITIALIZE = (
+    {**INITIALIZE, "params": {"protocolVersion": 5}},
+    {"jsonrpc": "2.0", "id": 1, "method": "initialize"},
+    {**INITIALIZE, "params": {"protocolVersion": "2025-11-25", "capabilities": {}}},
+)
+
+
+async def test_a_session_whose_initialize_failed_is_ended_at_once_and_holds_nothing(
+    tmp_path: Path, marker: Marker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    headers = {**MCP_HEADERS, **AUTH}
+    listing = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+    async with served(tmp_path, marker, monkeypatch) as srv, httpx2.AsyncClient() as http:
+        srv.service.mcp.max_sessions = 2  # before the first request: the sessions' bound
+        failed = [
+            await http.post(srv.url, content=json.dumps(body), headers=headers)
+            for body in FAILED_INITIALIZE * 2  # more of them than the bound
+        ]
+        await trio.testing.wait_all_tasks_blocked()  # (each one's task has wound up)
+        assert srv.service.mcp.sessions is not None and len(srv.service.mcp.sessions) == 0
+        named = [{"Mcp-Session-Id": answer.headers["mcp-session-id"]} for answer in failed]
+        later = [await http.post(srv.url, content=listing, headers=headers | n) for n in named]
+        async with http_session(srv.url, AUTH) as session:  # the bound is not taken up
+            assert (await session.call_tool("words__shout", {"text": "a"})).is_error is False
+        (run_id,) = session_run_ids(srv.runtime)  # the one session that opened
+        assert await ended_frames(srv.runtime, run_id)
+    for answer in failed:
+        assert answer.status_code == 200 and '"code":-32602' in answer.text, answer.text
+    assert [answer.status_code for answer in later] == [404] * len(failed)
+
+
+async def test_past_the_bound_on_sessions_a_new_one_is_refused_until_one_ends(
+    tmp_path: Path, marker: Marker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    headers = {**MCP_HEADERS, **AUTH}
+    body = json.dumps(INITIALIZE)
+    async with served(tmp_path, marker, monkeypatch) as srv, httpx2.AsyncClient() as http:
+        srv.service.mcp.max_sessions = 1  # before the first request: the sessions' bound
+        first = await http.post(srv.url, content=body, headers=headers)
+        refused = await http.post(srv.url, content=body, headers=headers)
+        session = {"Mcp-Session-Id": first.headers["mcp-session-id"]}
+        ended = await http.delete(srv.url, headers={**session, **AUTH})
+        await trio.testing.wait_all_tasks_blocked()  # (the session's task has wound up)
+        again = await http.post(srv.url, content=body, headers=headers)
+        await http.delete(
+            srv.url, headers={"Mcp-Session-Id": again.headers["mcp-session-id"]} | AUTH
+        )
+    assert (first.status_code, ended.status_code, again.status_code) == (200, 200, 200)
+    assert refused.status_code == 503 and "mcp-session-id" not in refused.headers
+    assert refused.json()["error"]["message"] == "too many MCP sessions open (the cap is 1)"
+
+
 async def test_stopping_the_server_ends_each_session_and_its_run(
     tmp_path: Path, marker: Marker, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -394,6 +394,22 @@ def test_a_frame_that_breaks_the_protocol_is_told_its_close_code_and_ends(
     assert close.reason  # (wsproto's words for what was wrong)
 
 
+def _bad_utf8_close() -> bytes:
+    """A client's close frame (code 1000) whose reason, one byte, is not UTF-8 (a zero mask)."""
+    return b"\x88\x83\x00\x00\x00\x00\x03\xe8\xff"
+
+
+@pytest.mark.parametrize("frame", [_bad_utf8(), _bad_utf8_close()], ids=["text", "close-reason"])
+def test_data_that_is_not_utf8_is_1007_in_our_words(frame: bytes) -> None:
+    p, client = _upgraded()
+    p.receive_data(frame)
+    said = "invalid data: a text message or close reason that is not UTF-8"
+    assert _events(p) == [Ended(1007, said)]
+    (close,) = _client_events(client, p.data_to_send())
+    assert isinstance(close, wsproto.events.CloseConnection) and close.code == 1007
+    assert close.reason == said and len(said.encode()) <= 123  # (not wsproto's `'utf-8' codec…`)
+
+
 def test_the_stream_ending_without_a_close_frame_is_1006() -> None:
     p, _ = _upgraded()
     p.receive_data(b"")

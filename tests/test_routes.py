@@ -9,7 +9,7 @@ import pytest
 
 import mcpx_hooks
 from mcpx_hooks.supervisor.service.protocol import Request
-from mcpx_hooks.supervisor.service.routes import ROUTES, Answer, answer
+from mcpx_hooks.supervisor.service.routes import ROUTES, Answer, Later, answer
 
 OWN = frozenset({"http://127.0.0.1:8765"})
 
@@ -81,3 +81,32 @@ def test_every_route_that_needs_no_token_is_named_here() -> None:
     # The console's page holds no data, and its files are the package's (test_console_pages).
     untokened = {path for path, route in ROUTES.items() if not route.token}
     assert untokened == {"/healthz", "/", "/console/{file}"}
+
+
+#: (target, what the 400 says)
+_UNTAKEN = [
+    ("/v1/search?qq=word", "'qq' (/v1/search takes limit, q, run, token)"),
+    ("/v1/search?q=word&limt=5", "'limt' (/v1/search takes limit, q, run, token)"),
+    ("/v1/runs?limit=5", "'limit' (/v1/runs takes token)"),
+    ("/v1/runs/r1/output.txt?from=3", "'from' (/v1/runs/r1/output.txt takes token)"),
+    ("/v1/runs/r1/artifacts/a1?x=&y=", "'x', 'y' (/v1/runs/r1/artifacts/a1 takes token)"),
+]
+
+
+@pytest.mark.parametrize(
+    ("target", "said"),
+    [(t, f"unknown query parameter {said}") for t, said in _UNTAKEN]
+    + [("/v1/search?q=a&q=b", "query parameter 'q' given 2 times")],
+)
+def test_a_v1_path_refuses_a_query_parameter_it_does_not_take_naming_it(
+    target: str, said: str
+) -> None:
+    got = _answer(target, ((b"authorization", b"Bearer t0k"),))
+    assert got.status == 400 and _message(got) == said
+    assert _answer(target).status == 401  # (the token first, as for any path)
+
+
+def test_the_token_in_the_query_is_taken_by_every_v1_path() -> None:
+    assert _answer("/v1/runs?token=t0k").status == 200
+    searched = _answer("/v1/search?token=t0k&q=word&run=r1&limit=3")
+    assert isinstance(searched, Later)  # (made in a worker thread: not refused)

@@ -124,6 +124,11 @@ def test_v1_search_on_a_real_serve_needs_the_token(tmp_path: Path) -> None:
             assert status == 200 and isinstance(json.loads(body), list), typed
         status, body = get(server, "/v1/search?q=alpha&limit=nope")
         assert status == 400 and b"limit" in body
+        for typo in ("qq=alpha", "q=alpha&limt=1"):  # a typo is said, never searched around
+            status, body = get(server, f"/v1/search?{typo}")
+            name = typo.split("&")[-1].split("=")[0]
+            assert status == 400, (typo, body)
+            assert json.loads(body)["message"].startswith(f"unknown query parameter {name!r}")
         # `runs search --remote` asks the server with its token file.
         url = f"ws://127.0.0.1:{server.port}"
         token = ["--token-file", str(tmp_path / "token")]

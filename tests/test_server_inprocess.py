@@ -165,3 +165,29 @@ async def test_a_failing_broadcaster_leaves_its_streams_to_follow_alone(
     assert [f["text"] for f in frames if f["type"] == "stdout"] == [str(i) for i in range(50)]
     assert rounds > 1
     assert "the broadcaster of run" in caplog.text
+
+
+async def test_a_stock_client_s_text_that_is_not_utf8_is_closed_1007_in_our_words(
+    tmp_path: Path, no_leaks: None
+) -> None:
+    config, options = unsandboxed_service(tmp_path)
+
+    def send_raw_bytes_as_text(url: str) -> tuple[int, str] | None:
+        with connect(url, proxy=None, open_timeout=10) as ws:
+            ws.send(b"\xff\xfe not UTF-8", text=True)  # (the library sends them as they are)
+            try:
+                ws.recv(timeout=30)
+            except ConnectionClosed as exc:
+                return None if exc.rcvd is None else (exc.rcvd.code, exc.rcvd.reason)
+        return None
+
+    async with open_runtime(config) as runtime, trio.open_nursery() as nursery:
+        service = Service(runtime, options)
+        listening: Listening = await nursery.start(service.serve)
+        closes = [
+            await trio.to_thread.run_sync(send_raw_bytes_as_text, listening.url + path)
+            for path in ("/v1/exec", "/v1/events")
+        ]
+        service.stop()
+    said = "invalid data: a text message or close reason that is not UTF-8"
+    assert closes == [(1007, said)] * 2

@@ -4,11 +4,12 @@ serves one over stdio: the same tools, the same `call` point (with `when.client`
 elicitations, `mcpx_exec`, and the session as a run.
 
 A request without `Mcp-Session-Id` that opens a session (an `initialize` POST the transport
-accepts) starts one; a request that names a session goes to its transport; an unknown or
-ended session is 404 (the client starts another). A session ends when the client ends it
-(DELETE), when no request of it has been in flight for `idle_s` (a client that went away
-without a word), or when the server stops (`close`): its transport is terminated, the
-gateway's session returns, and its run gets `result` and `end`. Past `max_sessions` open
+accepts and the gateway answers without an error) starts one; a request that names a session
+goes to its transport; an unknown or ended session is 404 (the client starts another). A
+session ends when the client ends it (DELETE), when no request of it has been in flight for
+`idle_s` (a client that went away without a word), when its `initialize` was answered with
+an error, or when the server stops (`close`): its transport is terminated, the gateway's
+session returns, and its run (if it has one yet) gets `result` and `end`. Past `max_sessions` open
 sessions a new one is refused (503). Only the handshake protocol versions are served; a
 request naming another version is 400. No event is kept for a client to resume a lost stream
 from: a GET naming `Last-Event-ID` opens a new stream, as one naming none does (the SDK's
@@ -119,15 +120,23 @@ class Sessions:
                     message = {**message, "headers": kept}
             await send(message)
 
+        gateway = Gateway(self.runtime, self.served_from, self.slots)
         try:
-            await self._nursery.start(self._serve, transport)
+            await self._nursery.start(self._serve, transport, gateway)
             await transport.handle_request(scope, receive, watched)
         finally:
-            if not status or status[0] >= 400:  # nothing was opened: nothing is kept
+            # Nothing was opened: refused by the transport (4xx), cut short, or an `initialize`
+            # answered with an error (under a 200 that named the session already). The session
+            # ends now, not at its idle bound: it holds no place among `max_sessions`.
+            if not status or status[0] >= 400 or gateway.client is None:
                 await self._discard(transport)
 
     async def _serve(
-        self, transport: StreamableHTTPServerTransport, *, task_status: trio.TaskStatus[None]
+        self,
+        transport: StreamableHTTPServerTransport,
+        gateway: Gateway,
+        *,
+        task_status: trio.TaskStatus[None],
     ) -> None:
         """One session until it ends (see the module docstring); its run is closed then."""
         self._running += 1
@@ -135,7 +144,7 @@ class Sessions:
             async with transport.connect() as (read, write):
                 task_status.started()
                 with transport.idle_scope or anyio.CancelScope():
-                    await Gateway(self.runtime, self.served_from, self.slots).serve(read, write)
+                    await gateway.serve(read, write)
         except* Exception as group:
             logger.error("MCP session failed: %s", bug_summary(group))
             logger.debug("MCP session failed", exc_info=group)

@@ -43,6 +43,10 @@ from .heads import MAX_HEAD_BYTES, HeadBound, handshake_refusal, in_words
 ABNORMAL: Final = 1006
 #: The close code for a message over the cap.
 TOO_BIG: Final = 1009
+#: The close reasons in our words for the frames wsproto finds broken, by close code; a code
+#: not here keeps wsproto's reason (1002's say what was wrong: an unmasked frame, a bad
+#: opcode). Its 1007 reason is a Python codec error's text (`'utf-8' codec can't decode…`).
+_BROKEN_REASONS: Final = {1007: "invalid data: a text message or close reason that is not UTF-8"}
 #: Headers every HTTP answer has: the service answers one request per connection.
 _CLOSE: Final = ((b"Connection", b"close"),)
 #: Headers every HTTP answer has unless it gives its own of the name: no answer of this port
@@ -230,16 +234,17 @@ class ServerProtocol:
             elif isinstance(event, wsproto.events.Pong):
                 self._emit(Pong(bytes(event.payload)))
             elif isinstance(event, wsproto.events.CloseConnection):
-                state = self._ws.state
+                state, reason = self._ws.state, event.reason
                 if state is wsproto.connection.ConnectionState.REMOTE_CLOSING:
                     self._outbox += self._ws.send(event.response())
                 elif state is wsproto.connection.ConnectionState.OPEN:
                     # A frame that broke the protocol (bad UTF-8, an unmasked frame) comes as
                     # a close event too, the state still open: the client is told why (1002,
                     # 1007), and nothing more of it is read.
-                    close = wsproto.events.CloseConnection(event.code, event.reason)
+                    reason = _BROKEN_REASONS.get(event.code, reason)
+                    close = wsproto.events.CloseConnection(event.code, reason)
                     self._outbox += self._ws.send(close)
-                self._end(event.code, event.reason or None)
+                self._end(event.code, reason or None)
 
     def _message(self, event: wsproto.events.TextMessage | wsproto.events.BytesMessage) -> None:
         if self.phase is Phase.CLOSING:

@@ -5,7 +5,8 @@ One table says which paths answer plain HTTP, each with whether it asks for the 
 `/healthz` (`{"ok": true, "version": …}`, no token; the Origin rule still applies),
 `/v1/runs` (the retained runs, newest first), `/v1/runs/{runId}/artifacts/{id}` (a kept
 artifact: a `FileAnswer` the server streams), `/v1/search?q=…[&run=ID][&limit=N]` (the
-stored frames that match, newest first: a `Later` the server makes in a worker thread),
+stored frames that match, newest first: a `Later` the server makes in a worker thread;
+these `/v1` paths refuse, with 400, a query parameter they do not take or one given twice),
 `/v1/runs/{runId}/output.txt` and
 `/v1/runs/{runId}/frames.ndjson` (a run's downloads, `downloads.py`: a `RunDownload` the
 server makes from the run once it has found it), `/metrics` (the hooks' metrics in
@@ -36,7 +37,7 @@ from ..run.artifacts import ArtifactGone, Stored
 from . import pages
 from .access import Refusal, check_access
 from .protocol import Request, error_body
-from .targets import parse_target, query_tokens
+from .targets import parse_target, query_tokens, unknown_query
 
 if TYPE_CHECKING:
     from ..run.journal import RunJournal
@@ -213,16 +214,20 @@ class Route(Record):
     answer: Callable[[RouteState, Mapping[str, str]], Answered]
     token: bool
     page: Callable[[Request, Mapping[str, str], str | None], pages.Page] | None = None
+    #: The query parameters it takes besides `token`: another one, or one of them given
+    #: twice, is 400. None: not looked at (the health check, the metrics and the console's
+    #: pages, which probes, scrapers and browsers ask with their own).
+    query: frozenset[str] | None = None
 
 
 #: The paths that answer plain HTTP; a `{name}` segment matches any one segment.
 ROUTES: Final[dict[str, Route]] = {
     "/healthz": Route(_health, token=False),
-    "/v1/runs": Route(_runs, token=True),
-    "/v1/runs/{runId}/artifacts/{id}": Route(_artifact, token=True),
-    "/v1/runs/{runId}/output.txt": Route(_output, token=True),
-    "/v1/runs/{runId}/frames.ndjson": Route(_frames, token=True),
-    "/v1/search": Route(_search, token=True),
+    "/v1/runs": Route(_runs, token=True, query=frozenset()),
+    "/v1/runs/{runId}/artifacts/{id}": Route(_artifact, token=True, query=frozenset()),
+    "/v1/runs/{runId}/output.txt": Route(_output, token=True, query=frozenset()),
+    "/v1/runs/{runId}/frames.ndjson": Route(_frames, token=True, query=frozenset()),
+    "/v1/search": Route(_search, token=True, query=frozenset({"q", "run", "limit"})),
     "/metrics": Route(_metrics, token=True),
     "/": Route(_no_state, token=False, page=pages.page),
     "/console/{file}": Route(_no_state, token=False, page=pages.asset),
@@ -284,10 +289,25 @@ def answer(
     if found[0].page is not None:
         shown = found[0].page(request, found[1], token)
         return Answer(shown.status, shown.body, shown.headers, shown.content_type)
-    # The query's parameters (the first of each; `token` aside) below the path's segments.
+    # The query's parameters (`token` aside) below the path's segments.
     query = parse_qs(urlsplit(request.target).query, keep_blank_values=True)
-    params = {k: v[0] for k, v in query.items() if k != "token"} | found[1]
+    query.pop("token", None)
+    takes = found[0].query
+    said = None if takes is None else _query_refusal(path, query, takes)
+    if said is not None:
+        return _error(400, said)
+    params = {k: v[0] for k, v in query.items()} | found[1]
     return found[0].answer(state, params)
+
+
+def _query_refusal(path: str, query: Mapping[str, list[str]], takes: frozenset[str]) -> str | None:
+    """Why a route that takes `takes` refuses `query` (`token` aside), as the WebSocket
+    endpoints do: a parameter it does not take, or one given twice; None if neither."""
+    said = unknown_query(path, query, takes)
+    twice = [(name, len(values)) for name, values in query.items() if len(values) > 1]
+    if said is None and twice:
+        said = f"query parameter {twice[0][0]!r} given {twice[0][1]} times"
+    return said
 
 
 def refused(refusal: Refusal) -> Answer:

@@ -6,7 +6,7 @@ the `from` / `since` / `kinds` a client asked for. Pure: no trio, no sockets; a 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Final
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -83,15 +83,20 @@ def _one(target: Target, name: str) -> str | None:
 
 def check_query(target: Target) -> None:
     """Unknown query parameters are refused (4400), like unknown request fields."""
-    allowed = QUERY[target.endpoint]
-    unknown = sorted(k for k in target.query if k not in allowed)
-    if unknown:
-        takes = ", ".join(sorted(allowed | {"token"}))
-        raise WireError(
-            Close.BAD_REQUEST,
-            f"unknown query parameter {', '.join(map(repr, unknown))} ({target.endpoint.value}"
-            f" takes {takes})",
-        )
+    said = unknown_query(target.endpoint.value, target.query, QUERY[target.endpoint])
+    if said is not None:
+        raise WireError(Close.BAD_REQUEST, said)
+
+
+def unknown_query(path: str, names: Iterable[str], takes: frozenset[str]) -> str | None:
+    """Why a query naming `names` is refused on `path`, which takes `takes` (and `token`):
+    the names it does not take (a typo would otherwise change the answer without a word);
+    None when it takes them all."""
+    unknown = sorted(name for name in names if name not in takes and name != "token")
+    if not unknown:
+        return None
+    said = ", ".join(sorted(takes | {"token"}))
+    return f"unknown query parameter {', '.join(map(repr, unknown))} ({path} takes {said})"
 
 
 def _seq(target: Target, name: str, default: int | None) -> int | None:
