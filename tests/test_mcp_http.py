@@ -263,6 +263,8 @@ async def test_hostile_requests_get_clear_answers_and_the_server_goes_on(
     async with served(tmp_path, marker, monkeypatch) as srv, httpx2.AsyncClient() as http:
         garbage = await http.post(srv.url, content=b'{"jsonrpc": "2.0", "id": [', headers=headers)
         not_rpc = await http.post(srv.url, content=b'{"hello": 1}', headers=headers)
+        listed = await http.post(srv.url, json={**INITIALIZE, "params": [1]}, headers=headers)
+        batch = await http.post(srv.url, json=[INITIALIZE], headers=headers)
         listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
         no_session = await http.post(srv.url, content=json.dumps(listing), headers=headers)
         json_only = {**headers, "Accept": "application/json"}
@@ -280,11 +282,29 @@ async def test_hostile_requests_get_clear_answers_and_the_server_goes_on(
         assert srv.service.mcp.sessions is not None and len(srv.service.mcp.sessions) == 0
         async with http_session(srv.url, AUTH) as session:  # still serving
             assert (await session.call_tool("words__shout", {"text": "a"})).is_error is False
-    assert garbage.status_code == 400 and "Parse error" in garbage.json()["error"]["message"]
-    assert not_rpc.status_code == 400
+    # Each said in a line of where it is wrong, not the SDK's report of every model it is not.
+    said = {r: (r.status_code, r.json()["error"]) for r in (garbage, not_rpc, listed, batch)}
+    assert said[garbage][0] == 400 and said[garbage][1]["code"] == -32700
+    assert said[garbage][1]["message"].startswith("Parse error: Invalid JSON")
+    assert said[not_rpc] == (
+        400,
+        {"code": -32600, "message": "not a JSON-RPC message: jsonrpc: Field required"},
+    )
+    assert said[listed] == (
+        400,
+        {
+            "code": -32600,
+            "message": "not a JSON-RPC message: params: Input should be an object",
+        },
+    )
+    assert said[batch] == (
+        400,
+        {"code": -32600, "message": "a batch is not served: send each message on its own"},
+    )
+    assert all(len(error["message"]) < 120 for _, error in said.values())
     assert no_session.status_code == 400 and unacceptable.status_code == 406
     # None of them opened a session, and none names one (each named one that never was).
-    for refused in (garbage, not_rpc, no_session, unacceptable):
+    for refused in (garbage, not_rpc, listed, batch, no_session, unacceptable):
         assert "mcp-session-id" not in refused.headers, refused.headers
     assert huge.status_code == 413 and f"over {cap} bytes" in huge.json()["message"]
     assert streamed.status_code == 413

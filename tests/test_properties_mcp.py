@@ -294,6 +294,12 @@ def test_a_request_that_cannot_be_read_is_answered_when_its_id_can(gateway: Gate
         "code": -32600,
         "message": f"a message over {16 * 1024 * 1024} bytes was dropped",
     }
+    # JSON that is no JSON-RPC message: where it is wrong, in a line.
+    listed = {**call, "id": f"listed-{uuid.uuid4().hex}", "params": [1]}
+    assert gateway.answer_to(listed, error_too=True)["error"] == {
+        "code": -32600,
+        "message": "not a JSON-RPC message: params: Input should be an object",
+    }
     gateway.send(b'{"jsonrpc": "2.0", "id": "an-answer", "result": "\\udcff"}')  # not answered
     after = {"jsonrpc": "2.0", "id": f"after-{uuid.uuid4().hex}", "method": "ping"}
     assert gateway.answer_to(after)["result"] == {}

@@ -37,7 +37,22 @@ from ..tools.jsonlines import (
 
 #: What each request of a batch is answered: MCP sends one message a line (its current
 #: revision has no batches, and this SDK serves none).
-BATCH_REFUSED: Final = "a batch is not served: send each message on a line of its own"
+BATCH_REFUSED: Final = "a batch is not served: send each message on its own"
+
+
+def unreadable(exc: Exception) -> tuple[int, str]:
+    """The JSON-RPC error a client is answered for a message that cannot be read (`exc`,
+    from the SDK's model of a message): not JSON at all is a parse error, JSON that is no
+    JSON-RPC message an invalid request; in a few words of where, not pydantic's report of
+    every model the message failed to be."""
+    if not isinstance(exc, pydantic.ValidationError):
+        return types.PARSE_ERROR, "Parse error"
+    first = exc.errors()[0]
+    if first["type"] == "json_invalid":
+        return types.PARSE_ERROR, f"Parse error: {first['msg']}"
+    where = ".".join(map(str, first["loc"][1:]))  # (the first is the model's name)
+    said = f"{where}: {first['msg']}" if where else first["msg"]
+    return types.INVALID_REQUEST, f"not a JSON-RPC message: {said}"
 
 
 class LineTooLong(HooksError, ValueError):
@@ -85,14 +100,9 @@ class ClientMessages:
         try:
             return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
         except (pydantic.ValidationError, ValueError) as exc:
-            said = (
-                f"Parse error: {exc.errors()[0]['msg']}"
-                if isinstance(exc, pydantic.ValidationError)
-                else "Parse error"
-            )
             batch = batch_ids(line)
             if batch is None:
-                await self._refuse(unread_id(line, request=True), types.PARSE_ERROR, said)
+                await self._refuse(unread_id(line, request=True), *unreadable(exc))
             elif batch == [None]:  # empty: one answer, not an array
                 empty = _refusal(None, types.INVALID_REQUEST, BATCH_REFUSED)
                 await self._writer.send(SessionMessage(empty))

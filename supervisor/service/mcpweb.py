@@ -26,6 +26,7 @@ import uuid
 from typing import Final
 
 import anyio
+import pydantic
 import trio
 from mcp.server.streamable_http import (
     LAST_EVENT_ID_HEADER,
@@ -33,14 +34,17 @@ from mcp.server.streamable_http import (
     StreamableHTTPServerTransport,
 )
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+from mcp.types import jsonrpc_message_adapter
 from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, ErrorData, JSONRPCError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from ..core.errors import bug_summary
 from ..run.runtime import Runtime
+from ..tools.jsonlines import batch_ids
 from .asgi import AsgiMessage, Receive, Scope, Send, quiet_client_leaving
 from .mcpexec import RunSlots
 from .mcpface import Gateway
+from .mcpstdio import BATCH_REFUSED, unreadable
 
 logger = logging.getLogger("mcpx_hooks.mcp")
 
@@ -83,6 +87,12 @@ class Sessions:
             said = version.decode("latin-1")[:40]
             await _error(send, 400, INVALID_REQUEST, f"unsupported protocol version {said!r}")
             return
+        if scope["method"] == "POST":
+            body, receive = await _whole_body(receive)
+            refused = _unreadable_body(body)
+            if refused is not None:  # (the SDK's answer would be pydantic's whole report)
+                await _error(send, 400, *refused)
+                return
         named = headers.get(_SESSION)
         if named is None:
             await self._open_session(scope, receive, send)
@@ -169,6 +179,30 @@ class Sessions:
             await self._discard(transport)
         while self._running:
             await self._ended.wait()
+
+
+async def _whole_body(receive: Receive) -> tuple[bytes, Receive]:
+    """The request's body (read whole, and bounded, by the front door: `asgi.py`), and a
+    `receive` that gives it again, then what `receive` gives."""
+    message = await receive()
+    body = bytes(message.get("body", b"")) if message["type"] == "http.request" else b""
+    given = [message]
+
+    async def again() -> AsgiMessage:
+        return given.pop() if given else await receive()
+
+    return body, again
+
+
+def _unreadable_body(body: bytes) -> tuple[int, str] | None:
+    """The JSON-RPC error for a POST body that holds no message this server serves (a batch
+    is refused whole), in the words `mcpx-hooks mcp` answers a line with
+    (`mcpstdio.unreadable`); None when it holds one."""
+    try:
+        jsonrpc_message_adapter.validate_json(body, by_name=False)
+    except (pydantic.ValidationError, ValueError) as exc:
+        return unreadable(exc) if batch_ids(body) is None else (INVALID_REQUEST, BATCH_REFUSED)
+    return None
 
 
 async def _error(send: Send, status: int, code: int, message: str) -> None:
