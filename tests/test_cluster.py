@@ -318,6 +318,32 @@ def test_a_request_too_large_for_nats_is_refused_and_the_gateway_goes_on(
     assert "Traceback" not in gateway.log()
 
 
+def test_a_gateway_refuses_a_run_past_max_runs_as_serve_does(cluster: Cluster) -> None:
+    # A gateway took `--max-runs` and admitted every run all the same.
+    gateway = start_gateway(cluster.cwd, cluster.nats, "--max-runs", "1")
+
+    async def over() -> tuple[Stream, Stream, Stream]:
+        async with open_ws(gateway, "/v1/exec") as ws:
+            await ws.send(json.dumps({"argv": argv("echo up; sleep 60")}))
+            first = Stream()
+            await read_until(ws, first, lambda f: f.get("type") == "stdout")
+            second = await run_remote(gateway, {"argv": ["true"]})
+            await ws.send(json.dumps({"type": "cancel"}))
+            await read_all(ws, first)
+        return first, second, await run_remote(gateway, {"argv": ["true"]})
+
+    try:
+        first, second, after = arun(over())
+    finally:
+        assert gateway.stop() == 0
+    assert second.code == 1013 and second.frames == [], second
+    said = "too many runs in progress (the cap is 1); try again later"
+    assert second.errors[0]["message"] == said
+    assert first.frames[-1]["type"] == "end"
+    assert after.code == 1000 and after.frames[-1]["exitCode"] == 0, after
+    assert "Traceback" not in gateway.log()
+
+
 def test_cancel_and_refusals_go_through_a_gateway(cluster: Cluster) -> None:
     a = cluster.gateways[0]
 
