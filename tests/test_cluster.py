@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import socket
 import subprocess
 import urllib.request
 import uuid
@@ -365,6 +366,21 @@ def test_cancel_and_refusals_go_through_a_gateway(cluster: Cluster) -> None:
     assert bad.code == 4400
     missing = arun(follow(a, "no.such*run"))
     assert missing.code == 4404
+
+
+def test_a_worker_refusing_a_cwd_says_it_is_the_worker_and_where(cluster: Cluster) -> None:
+    # The client talks to a gateway; the cwd is the worker's to admit, on its machine: its
+    # refusal said "this server" (or named nobody), which sent users to the gateway.
+    gateway, host = cluster.gateways[0], socket.gethostname()
+    gone = cluster.cwd / "not-on-the-worker"
+    missing = arun(run_remote(gateway, {"argv": ["true"], "cwd": str(gone)}))
+    assert missing.code == 4400 and missing.frames == [], missing
+    assert missing.errors[0]["message"] == f"cwd: no such directory on the worker on {host}: {gone}"
+    outside = arun(run_remote(gateway, {"argv": ["true"], "cwd": "/"}))
+    assert outside.code == 4400, outside
+    said = outside.errors[0]["message"]
+    assert said.startswith(f"cwd: / is not inside a root of the worker on {host} ("), said
+    assert "add its directory to the worker's config" in said, said
 
 
 def test_hostile_queue_messages_are_dropped_and_the_workers_go_on(cluster: Cluster) -> None:
