@@ -32,7 +32,7 @@ def callers(config: Config, served_from: Path) -> dict[Way, Caller]:
     return {
         Way.LOCAL: Caller.local(config, where, ENVIRON),
         Way.CLIENT: Caller.client(config, where, ENVIRON),
-        Way.WORKER: Caller.worker(config, where, ENVIRON, "run-from-the-gateway"),
+        Way.WORKER: Caller.worker(config, where, ENVIRON, "run-from-the-gateway", "box1"),
         Way.MCP: Caller.mcp(config, where, ENVIRON),
     }
 
@@ -102,10 +102,24 @@ def test_a_served_cwd_must_lie_inside_a_root(tmp_path: Path) -> None:
     config = Config(service_roots=(str(root),))
     ways = callers(config, tmp_path)
     outside = request(cwd=str(other))
-    for way in (Way.CLIENT, Way.WORKER, Way.MCP):
+    for way in (Way.CLIENT, Way.MCP):
         assert refusal(outside, ways[way]).message == (
             f"cwd: {other} is not inside a root of this server ({root}); to allow it, {HOW_TO_ADD}"
         )
+    # A worker's client talks to a gateway: the refusal says whose roots they are.
+    assert refusal(outside, ways[Way.WORKER]).message == (
+        f"cwd: {other} is not inside a root of the worker on box1 ({root}); to allow it, add"
+        ' its directory to the worker\'s config, e.g. [service] roots = ["/srv/project"], and'
+        " restart it"
+    )
+    missing = request(cwd=str(tmp_path / "gone"))
+    assert refusal(missing, ways[Way.WORKER]).message == (
+        f"cwd: no such directory on the worker on box1: {tmp_path / 'gone'}"
+    )
+    assert refusal(missing, ways[Way.CLIENT]).message == (
+        f"cwd: no such directory on this server: {tmp_path / 'gone'}"
+    )
+    for way in (Way.CLIENT, Way.WORKER, Way.MCP):
         # Without a cwd: the first root.
         assert admit(request(), ways[way]).request.cwd == str(root)
     # The operator's own `exec` runs where it is.

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import socket
 import subprocess
 import urllib.request
 import uuid
@@ -320,6 +321,32 @@ def test_a_request_too_large_for_nats_is_refused_and_the_gateway_goes_on(
     assert "Traceback" not in gateway.log()
 
 
+def test_a_gateway_refuses_a_run_past_max_runs_as_serve_does(cluster: Cluster) -> None:
+    # A gateway took `--max-runs` and admitted every run all the same.
+    gateway = start_gateway(cluster.cwd, cluster.nats, "--max-runs", "1")
+
+    async def over() -> tuple[Stream, Stream, Stream]:
+        async with open_ws(gateway, "/v1/exec") as ws:
+            await ws.send(json.dumps({"argv": argv("echo up; sleep 60")}))
+            first = Stream()
+            await read_until(ws, first, lambda f: f.get("type") == "stdout")
+            second = await run_remote(gateway, {"argv": ["true"]})
+            await ws.send(json.dumps({"type": "cancel"}))
+            await read_all(ws, first)
+        return first, second, await run_remote(gateway, {"argv": ["true"]})
+
+    try:
+        first, second, after = arun(over())
+    finally:
+        assert gateway.stop() == 0
+    assert second.code == 1013 and second.frames == [], second
+    said = "too many runs in progress (the cap is 1); try again later"
+    assert second.errors[0]["message"] == said
+    assert first.frames[-1]["type"] == "end"
+    assert after.code == 1000 and after.frames[-1]["exitCode"] == 0, after
+    assert "Traceback" not in gateway.log()
+
+
 def test_cancel_and_refusals_go_through_a_gateway(cluster: Cluster) -> None:
     a = cluster.gateways[0]
 
@@ -341,6 +368,21 @@ def test_cancel_and_refusals_go_through_a_gateway(cluster: Cluster) -> None:
     assert bad.code == 4400
     missing = arun(follow(a, "no.such*run"))
     assert missing.code == 4404
+
+
+def test_a_worker_refusing_a_cwd_says_it_is_the_worker_and_where(cluster: Cluster) -> None:
+    # The client talks to a gateway; the cwd is the worker's to admit, on its machine: its
+    # refusal said "this server" (or named nobody), which sent users to the gateway.
+    gateway, host = cluster.gateways[0], socket.gethostname()
+    gone = cluster.cwd / "not-on-the-worker"
+    missing = arun(run_remote(gateway, {"argv": ["true"], "cwd": str(gone)}))
+    assert missing.code == 4400 and missing.frames == [], missing
+    assert missing.errors[0]["message"] == f"cwd: no such directory on the worker on {host}: {gone}"
+    outside = arun(run_remote(gateway, {"argv": ["true"], "cwd": "/"}))
+    assert outside.code == 4400, outside
+    said = outside.errors[0]["message"]
+    assert said.startswith(f"cwd: / is not inside a root of the worker on {host} ("), said
+    assert "add its directory to the worker's config" in said, said
 
 
 def test_hostile_queue_messages_are_dropped_and_the_workers_go_on(cluster: Cluster) -> None:

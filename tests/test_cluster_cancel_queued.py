@@ -17,8 +17,16 @@ from typing import Any
 
 import nats
 import pytest
-from clusterparts import Cluster, frames_until_end, need_nats, open_cluster, queued, raw_lines
-from service_client import CLI, ENV, Stream, arun, open_ws, read_all
+from clusterparts import (
+    Cluster,
+    frames_until_end,
+    need_nats,
+    open_cluster,
+    queued,
+    raw_lines,
+    start_gateway,
+)
+from service_client import CLI, ENV, Stream, arun, open_ws, read_all, run_remote
 
 from mcpx_hooks.supervisor.cluster.names import Stream as Streams
 from mcpx_hooks.supervisor.cluster.queued import CANCELLED_QUEUED
@@ -159,3 +167,41 @@ def test_exec_remote_sigterm_while_queued_ends_the_run(cluster: Cluster, tmp_pat
     assert "Traceback" not in done.stderr
     ended_cancelled(cluster, frames[0]["runId"])
     never_run(cluster, marker)
+
+
+def test_a_run_waiting_for_a_worker_counts_against_max_runs(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    # To its client a run waiting for a worker is in progress: a gateway started with
+    # `--max-runs 1` refuses a second one, as a single `serve` does, until it ends.
+    gateway = start_gateway(cluster.cwd, cluster.nats, "--max-runs", "1")
+    marker = tmp_path / "ran"
+
+    async def over() -> tuple[Stream, Stream, Stream]:
+        acked, nc = await queued(cluster.nats.client_url())
+        try:
+            async with open_ws(gateway, "/v1/exec") as ws:
+                await ws.send(json.dumps(request(marker)))
+                await acked.wait()
+                refused = await run_remote(gateway, {"argv": ["true"]})
+                await ws.send(json.dumps({"type": "cancel"}))
+                waited = await read_all(ws)
+            acked.clear()
+            async with open_ws(gateway, "/v1/exec") as ws:  # its end gave the slot back
+                await ws.send(json.dumps(request(marker)))
+                await acked.wait()
+                await ws.send(json.dumps({"type": "cancel"}))
+                return waited, refused, await read_all(ws)
+        finally:
+            await nc.close()
+
+    try:
+        waited, refused, next_one = arun(over())
+    finally:
+        assert gateway.stop() == 0
+    assert refused.code == 1013, refused
+    said = "too many runs in progress (the cap is 1); try again later"
+    assert refused.errors[0]["message"] == said
+    for seen in (waited, next_one):
+        assert seen.code == 1000 and seen.frames[1]["cause"] == "cancelled", seen
+    assert "Traceback" not in gateway.log()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 import math
 from collections import defaultdict
 from collections.abc import AsyncIterator
@@ -196,6 +197,49 @@ async def test_an_unacknowledged_batch_is_sent_again_after_a_backoff_reset_by_an
     # Each send again waits out the backoff of the failures in a row: 0.5, 1, 2; the ack of
     # frame 1 starts it again, so frame 2's one failure waits 0.5.
     assert _gaps(sent) == [0.5, 1, 2, 0, 0.5, 0]
+
+
+async def test_a_run_whose_acks_do_not_come_says_each_failure_once_and_its_end_once(
+    autojump_clock: trio.testing.MockClock,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A NATS that does not answer (paused, or its JetStream stalled) fails every try: a
+    # line at each one, every 5 s, flooded the worker's log for as long as it lasted.
+    monkeypatch.setattr(publish, "BATCH", 1)
+    monkeypatch.setattr(publish, "WINDOW", 1)
+    journal = RunJournal("r1")
+    journal.append(blank(StartFrame, argv=("x",), cwd="/", sandbox="none"))
+    for n in range(2):
+        journal.append(blank(LogFrame, level="info", message=f"line {n}"))
+    journal.append(blank(EndFrame, exit_code=0, duration_ms=1))
+    cluster = FakeCluster()
+    cluster.failing["publish"] = [_down() for _ in range(4)]  # the first frame's send
+    # Frame 1: acks that never come, then NATS away, then taken; frame 2: one never comes.
+    script: list[str | None] = ["hang"] * 6 + ["down", "down", None, "hang"]
+
+    async def acked(handles: list[Any]) -> None:
+        step = script.pop(0) if script else None
+        if step == "hang":
+            await trio.sleep_forever()
+        if step == "down":
+            raise _down()
+
+    cluster.acked = acked  # type: ignore[method-assign]
+    with caplog.at_level(logging.DEBUG, logger="mcpx_hooks.worker"):
+        await Publisher(cluster, 30).publish(PublishedRun(journal))  # type: ignore[arg-type]
+    said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    again, back = "run r1: %s; sending again", "run r1: JetStream acknowledges again; sending on"
+    assert said == [
+        again % "NATS is away",
+        back,
+        again % "no ack in time",
+        again % "NATS is away",
+        back,
+        again % "no ack in time",
+        back,
+    ]
+    assert not script and len(cluster.calls["send_many"]) == 9 + 2 + 1  # frames 1, 2, end
 
 
 async def test_a_worker_that_cannot_take_backs_off_and_a_stop_ends_the_wait(

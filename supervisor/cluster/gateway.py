@@ -37,7 +37,7 @@ from ..run.runtime import Runtime
 from ..run.scriptrun import Run
 from ..service.admission import run_profile
 from ..service.connection import ConnectionClosed, ServerConnection
-from ..service.execrequest import parse_exec
+from ..service.execrequest import ExecRequest, parse_exec
 from ..service.logredact import open_logged_runtime
 from ..service.options import Listening, ServiceOptions
 from ..service.server import Service
@@ -102,6 +102,8 @@ class Gateway(Service):
         self._control = nursery
         #: The largest message the NATS server takes (read at start, as a worker does).
         self.max_payload = max_payload
+        #: Runs admitted that no worker has begun yet (counted against `--max-runs`).
+        self._waiting = 0
 
     def _down(self, exc: ClusterDown) -> WireError:
         return WireError(Close.TRY_AGAIN, f"the cluster cannot be reached: {exc}; try again later")
@@ -115,6 +117,39 @@ class Gateway(Service):
         request = parse_exec(message)
         if self.stopping:
             return WireError(Close.GOING_AWAY, "the server is shutting down; no new runs")
+        # Counted against `--max-runs` from here, as a single `serve` counts a run from its
+        # admission: to its client, a run waiting for a worker is in progress already.
+        self.check_run_cap()
+        self._waiting += 1
+        try:
+            begun = await self._queue(conn, message, request, wake)
+        finally:
+            self._waiting -= 1  # (then held at once, below: no run goes uncounted)
+        if not isinstance(begun, tuple):
+            return begun
+        journal, cancelled = begun
+        remote = RemoteRun(journal, self.cluster, self._control)
+        if cancelled:
+            remote.cancel()
+        # Among the service's runs in progress while its socket streams it: a stop lets it
+        # finish within `--grace`, then cancels it on its worker and sends its `end`.
+        with self.hold_run(cast(Run, remote)):
+            ending = await self.streams.stream_run(
+                conn, journal, 0, wake, run=cast(Run, remote), cancels=True
+            )
+        if request.cancel_on_disconnect and not journal.finished:
+            remote.cancel()
+        return ending
+
+    def _runs_counted(self) -> int:
+        return len(self._active) + self._waiting
+
+    async def _queue(
+        self, conn: ServerConnection, message: dict[str, Any], request: ExecRequest, wake: Wake
+    ) -> tuple[MirrorJournal, bool] | WireError | None:
+        """Publishes the request and waits for its worker to begin it: its journal, and
+        whether its client cancelled it meanwhile; or how the socket ends (the request
+        too large, the cluster down, the client gone, the worker's refusal)."""
         run_id = new_run_id()
         # Signed, its caller's environment sealed: a worker runs only what a gateway
         # admitted, and JetStream never holds a secret in the clear (`sealing.py`).
@@ -151,18 +186,7 @@ class Gateway(Service):
             return wake.reason
         if journal.refusal is not None:
             return journal.refusal
-        remote = RemoteRun(journal, self.cluster, self._control)
-        if cancelled:
-            remote.cancel()
-        # Among the service's runs in progress while its socket streams it: a stop lets it
-        # finish within `--grace`, then cancels it on its worker and sends its `end`.
-        with self.hold_run(cast(Run, remote)):
-            ending = await self.streams.stream_run(
-                conn, journal, 0, wake, run=cast(Run, remote), cancels=True
-            )
-        if request.cancel_on_disconnect and not journal.finished:
-            remote.cancel()
-        return ending
+        return journal, cancelled
 
     async def _wait_begun(
         self, conn: ServerConnection, journal: MirrorJournal, wake: Wake, start: StartFrame

@@ -27,6 +27,30 @@ PUBLISH_S: Final = 5.0
 BATCH: Final = 4096
 #: Batches in flight (sent, their acks not yet in) at most.
 WINDOW: Final = 8
+#: Different failures a run's publishing tells while NATS fails it, at most.
+TOLD_MOST: Final = 16
+
+
+class _Told:
+    """What one run's publishing says of NATS failing it: each different failure once for
+    as long as the failures last (a NATS that does not answer fails every try, every 5 s),
+    then once that JetStream acknowledges again."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self._said: set[str] = set()
+
+    def failed(self, why: str) -> None:
+        new = why not in self._said and len(self._said) < TOLD_MOST
+        if new:
+            self._said.add(why)
+        level = logging.WARNING if new else logging.DEBUG
+        logger.log(level, "run %s: %s; sending again", self.run_id, why)
+
+    def acked(self) -> None:
+        if self._said:
+            logger.warning("run %s: JetStream acknowledges again; sending on", self.run_id)
+            self._said.clear()
 
 
 class Publisher:
@@ -47,6 +71,7 @@ class Publisher:
         same ids: a batch sent twice is stored once). A batch's artifacts are stored in the
         bucket before it is sent."""
         journal, run_id = run.journal, run.request.run_id
+        told = _Told(run_id)
         stored: set[str] = set()
         at = 0
         inflight: collections.deque[tuple[int, list[Any]]] = collections.deque()
@@ -63,17 +88,17 @@ class Publisher:
                 framed = message[1]
                 await store_artifacts(self.cluster, journal, framed, self.artifact_bytes, stored)
                 if at == 0:
-                    if not await self.send([message], run_id):
+                    if not await self.send([message], run_id, told):
                         run.cancel()  # another worker began this run: this one publishes nothing
                         return
                     del cuts[at]
-                    await self.summary(journal)
+                    await self.summary(journal, told)
                 else:
                     try:
                         inflight.append((at, await self.cluster.send_many([message])))
                     except ClusterDown as exc:
                         failures += 1
-                        at = await self._rewind(inflight, at, run_id, exc, failures)
+                        at = await self._rewind(inflight, at, told, exc, failures)
                         continue
                 at = upto
             elif inflight:
@@ -84,27 +109,28 @@ class Publisher:
                     inflight.popleft()
                     del cuts[first]
                     failures = 0
+                    told.acked()
                 except (ClusterDown, trio.TooSlowError) as exc:
                     failures += 1
-                    at = await self._rewind(inflight, first, run_id, exc, failures)
+                    at = await self._rewind(inflight, first, told, exc, failures)
             elif journal.finished and at == len(journal):
                 break
             else:
                 await journal.wait_past(at)
-        await self.summary(journal)
+        await self.summary(journal, told)
 
     async def _rewind(
         self,
         inflight: collections.deque[tuple[int, list[Any]]],
         at: int,
-        run_id: str,
+        told: _Told,
         why: object,
         failures: int,
     ) -> int:
         """Forgets what is in flight and says where to send from again: the first frame
         not known to be stored; first waits out the backoff of `failures` in a row."""
         # (an exception that says nothing, a TooSlowError, says why in these words)
-        logger.warning("run %s: %s; sending again", run_id, str(why) or "no ack in time")
+        told.failed(str(why) or "no ack in time")
         start = inflight[0][0] if inflight else at
         with trio.move_on_after(PUBLISH_S):
             for _, handles in inflight:
@@ -114,31 +140,41 @@ class Publisher:
         await trio.sleep(retry_s(failures))
         return min(start, at)
 
-    async def summary(self, journal: RunJournal) -> None:
+    async def summary(self, journal: RunJournal, told: _Told | None = None) -> None:
         summary = journal.summary()
         headers: dict[str, str] = {
             Header.LEASE: f"{self.lease_s:g}",
             Header.MSG_ID: f"{journal.run_id}.summary.{summary['status']}",
         }
         summaries = [(runs_subject(journal.run_id), orjson.dumps(summary), headers)]
-        await self.send(summaries, journal.run_id)
+        await self.send(summaries, journal.run_id, told)
 
-    async def send(self, batch: list[tuple[str, bytes, dict[str, str]]], run_id: str) -> bool:
+    async def send(
+        self,
+        batch: list[tuple[str, bytes, dict[str, str]]],
+        run_id: str,
+        told: _Told | None = None,
+    ) -> bool:
         """Publishes until acknowledged (ids make a second send a no-op); False when the
-        run's subject was not empty for its first frame. Tries again after a backoff. One
+        run's subject was not empty for its first frame. Tries again after a backoff,
+        each different failure said once (`told`: the run's, as its publishing goes). One
         message after another, each awaited (`Cluster.publish`): nats-py never fails a
         pipelined publish's ack with JetStream's refusal (its handler raises it instead),
         so a claim refused so would only ever time out, and be sent again for ever."""
+        told = told or _Told(run_id)
         failures = 0
         while True:
-            with trio.move_on_after(PUBLISH_S):
+            with trio.move_on_after(PUBLISH_S) as timer:
                 try:
                     for subject, data, headers in batch:
                         await self.cluster.publish(subject, data, headers)
+                    told.acked()
                     return True
                 except ClusterDown as exc:
                     if getattr(exc, "code", None) == WRONG_LAST_SEQUENCE:
                         return False
-                    logger.warning("run %s: %s; sending again", run_id, str(exc) or "no ack")
+                    told.failed(str(exc) or "no ack")
+            if timer.cancelled_caught:
+                told.failed("no ack in time")
             failures += 1
             await trio.sleep(retry_s(failures))

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import socket
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
@@ -84,6 +85,8 @@ class WorkerOptions(Record):
     grace_s: float = 10.0
     cwd: str = "."
     environ: Mapping[str, str] = attrs.field(factory=dict)
+    #: This machine's host name: a refusal of a request (its cwd) names the worker by it.
+    host: str = attrs.field(factory=socket.gethostname)
 
 
 class Worker:
@@ -228,7 +231,9 @@ class Worker:
         it started), its per-call layers over the worker's own files, its sandboxes allowed."""
         request = parse_exec(text)
         options = self.options
-        caller = Caller.worker(self.runtime.config, options.cwd, options.environ, run_id)
+        caller = Caller.worker(
+            self.runtime.config, options.cwd, options.environ, run_id, options.host
+        )
         admitted = await trio.to_thread.run_sync(admit, request, caller)
         try:
             run = self.runtime.new_run(admitted.request)

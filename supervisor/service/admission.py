@@ -45,7 +45,14 @@ from ..core.points import Phase
 from ..core.records import Record
 from ..run.scriptrun import DEFAULT_SCRIPT_TIMEOUT_MS, RunRequest
 from .execrequest import ExecRequest
-from .roots import admit_cwd, check_hook_dirs, roots_in_force
+from .roots import (
+    THIS_SERVER,
+    Admitter,
+    admit_cwd,
+    check_hook_dirs,
+    roots_in_force,
+    worker_admitter,
+)
 from .wire import Close, WireError
 
 
@@ -97,6 +104,8 @@ class Caller(Record):
     environ: Mapping[str, str] = attrs.field(repr=False)
     #: The run's id when it was made before (a gateway makes it for a worker's run).
     run_id: str | None = None
+    #: Who admits it, as a refusal names it (a worker: by its host name).
+    admitter: Admitter = THIS_SERVER
 
     @classmethod
     def local(cls, config: Config, cwd: str, environ: Mapping[str, str]) -> Caller:
@@ -108,9 +117,9 @@ class Caller(Record):
 
     @classmethod
     def worker(
-        cls, config: Config, served_from: str, environ: Mapping[str, str], run_id: str
+        cls, config: Config, served_from: str, environ: Mapping[str, str], run_id: str, host: str
     ) -> Caller:
-        return cls(Way.WORKER, config, served_from, environ, run_id)
+        return cls(Way.WORKER, config, served_from, environ, run_id, worker_admitter(host))
 
     @classmethod
     def mcp(cls, config: Config, served_from: str, environ: Mapping[str, str]) -> Caller:
@@ -136,7 +145,7 @@ def admit(request: ExecRequest, caller: Caller) -> Admitted:
     rules = caller.rules
     roots = roots_in_force(caller.config, caller.served_from) if rules.roots else ()
     if rules.roots:
-        cwd, made = admit_cwd(request.cwd, roots)
+        cwd, made = admit_cwd(request.cwd, roots, caller.admitter)
     else:
         cwd, made = request.cwd or caller.served_from, False
     try:
@@ -233,7 +242,7 @@ def _config_for(request: ExecRequest, caller: Caller, cwd: str, roots: tuple[str
             [str(p) for p in exc.problems],
         ) from None
     if caller.rules.roots:
-        check_hook_dirs(layered, roots, cwd)
+        check_hook_dirs(layered, roots, cwd, caller.admitter)
     # What the caller's own discovery said (files skipped as not trusted) stays said.
     warnings = tuple(dict.fromkeys((*config.warnings, *layered.warnings)))
     skipped = tuple(dict.fromkeys((*config.skipped, *layered.skipped)))

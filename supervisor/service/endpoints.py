@@ -49,9 +49,14 @@ class Endpoints:
     def _start_run(self, run: Run, config: Config) -> None:
         raise NotImplementedError
 
+    def _runs_counted(self) -> int:
+        """The runs `maxRuns` counts now: those in progress (a cluster gateway's: and those
+        waiting for a worker)."""
+        return len(self._active)
+
     def check_run_cap(self) -> None:
         """Raises `WireError` (TRY_AGAIN) when `maxRuns` runs are in progress."""
-        if len(self._active) >= self.limits.max_runs:
+        if self._runs_counted() >= self.limits.max_runs:
             raise WireError(
                 Close.TRY_AGAIN,
                 f"too many runs in progress (the cap is {self.limits.max_runs}); try again later",

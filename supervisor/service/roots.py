@@ -20,17 +20,43 @@ import tempfile
 from functools import partial
 from typing import Final
 
+import attrs
 import trio
 
 from ..core.hooks import Config, SourceKind
+from ..core.records import Record
 from ..run.scriptrun import RunRequest
 from .wire import Close, WireError
 
-#: What a refusal says about adding a root.
-HOW_TO_ADD: Final = (
-    'add its directory to the server\'s config, e.g. [service] roots = ["/srv/project"], '
-    "and restart it"
-)
+
+@attrs.frozen(repr=False, eq=False)
+class Admitter(Record):
+    """Who admits a served request, as its refusals name it: the server the client talks
+    to, or the cluster worker that took it (the client talks to a gateway, and the cwd and
+    the roots are the worker's, on its machine)."""
+
+    #: Who refuses, in a refusal's words.
+    name: str
+    #: Whose config a root is added to.
+    config: str
+
+    def how_to_add(self) -> str:
+        """What a refusal says about adding a root."""
+        return (
+            f'add its directory to {self.config}, e.g. [service] roots = ["/srv/project"],'
+            " and restart it"
+        )
+
+
+#: A client's own server (`serve`, `mcp`).
+THIS_SERVER: Final = Admitter("this server", "the server's config")
+#: What a refusal of this server says about adding a root.
+HOW_TO_ADD: Final = THIS_SERVER.how_to_add()
+
+
+def worker_admitter(host: str) -> Admitter:
+    """A cluster worker on the machine `host` (its host name), as its refusals name it."""
+    return Admitter(f"the worker on {host}", "the worker's config")
 
 
 def homes() -> list[str]:
@@ -57,10 +83,13 @@ def roots_in_force(config: Config, served_from: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(os.path.realpath(r) for r in config.service_roots))
 
 
-def admit_cwd(given: str | None, roots: tuple[str, ...]) -> tuple[str, bool]:
+def admit_cwd(
+    given: str | None, roots: tuple[str, ...], who: Admitter = THIS_SERVER
+) -> tuple[str, bool]:
     """The run's working directory, and whether it was made for the run (the caller's to
     remove: `RunRequest.cwd_made`). Raises `WireError` (4400) for a `cwd` that is not a
-    directory or lies outside every root, naming the roots and how to add one."""
+    directory or lies outside every root, naming `who` refuses, the roots and how to add
+    one."""
     if given is None:
         if roots:
             return roots[0], False
@@ -69,33 +98,35 @@ def admit_cwd(given: str | None, roots: tuple[str, ...]) -> tuple[str, bool]:
         return tempfile.mkdtemp(prefix="mcpx-hooks-run-"), True
     real = os.path.realpath(given)
     if not os.path.isdir(real):
-        raise WireError(Close.BAD_REQUEST, f"cwd: no such directory: {given}")
+        raise WireError(Close.BAD_REQUEST, f"cwd: no such directory on {who.name}: {given}")
     if any(_within(real, root) for root in roots):
         return real, False
     shown = f" ({real})" if real != given else ""
     if not roots:
         raise WireError(
             Close.BAD_REQUEST,
-            f"cwd: {given}{shown} is not inside a root of this server: it has none ([service]"
+            f"cwd: {given}{shown} is not inside a root of {who.name}: it has none ([service]"
             " roots is not set, and it was started in /, the home or an ancestor of the home,"
             " which are never a root by default), so a request may not name a cwd; to allow"
-            f" one, {HOW_TO_ADD}",
+            f" one, {who.how_to_add()}",
         )
     raise WireError(
         Close.BAD_REQUEST,
-        f"cwd: {given}{shown} is not inside a root of this server ({', '.join(roots)}); to"
-        f" allow it, {HOW_TO_ADD}",
+        f"cwd: {given}{shown} is not inside a root of {who.name} ({', '.join(roots)}); to"
+        f" allow it, {who.how_to_add()}",
     )
 
 
-def check_hook_dirs(config: Config, roots: tuple[str, ...], cwd: str) -> None:
+def check_hook_dirs(
+    config: Config, roots: tuple[str, ...], cwd: str, who: Admitter = THIS_SERVER
+) -> None:
     """Refuses (`WireError`, 4400) a request whose per-call hook names a `cwd` outside the
     roots and the run's own `cwd`: its working directory is read (and under `workspace`
     written) like the run's, so it is the operator's to give too."""
     allowed = (*roots, os.path.realpath(cwd))
     problems = [
         f"hooks[{hook.source.index}] ({hook.name}): cwd {hook.cwd} is not inside the run's"
-        f" cwd or a root of this server ({', '.join(roots) or 'it has none'})"
+        f" cwd or a root of {who.name} ({', '.join(roots) or 'it has none'})"
         for hook in config.hooks
         if hook.source.kind is SourceKind.PER_CALL
         and hook.cwd is not None
@@ -103,7 +134,7 @@ def check_hook_dirs(config: Config, roots: tuple[str, ...], cwd: str) -> None:
     ]
     if problems:
         message = "; ".join(problems)
-        raise WireError(Close.BAD_REQUEST, f"{message}; to allow one, {HOW_TO_ADD}", problems)
+        raise WireError(Close.BAD_REQUEST, f"{message}; to allow one, {who.how_to_add()}", problems)
 
 
 async def release_cwd(request: RunRequest) -> None:
