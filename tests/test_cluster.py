@@ -435,6 +435,33 @@ def test_nats_restarted_runs_keep_their_order(cluster: Cluster) -> None:
         assert "Traceback" not in Path(str(log)).read_text()
 
 
+def test_nats_stalled_longer_than_a_lease_ends_no_run_as_worker_lost(cluster: Cluster) -> None:
+    # Stopped, a server keeps its connections: to a gateway, its silence looked like the
+    # worker's (a lease of 1 s here), and the run was ended while its worker ran it on.
+    a = cluster.gateways[0]
+    assert cluster.nats.proc is not None
+    server = cluster.nats.proc
+
+    async def through_stall() -> Stream:
+        async with open_ws(a, "/v1/exec") as ws:
+            await ws.send(json.dumps({"argv": argv("echo one; sleep 5; echo two")}))
+            seen = Stream()
+            await read_until(ws, seen, lambda f: f.get("text") == "one")
+            server.send_signal(signal.SIGSTOP)
+            try:
+                await asyncio.sleep(4)  # four leases
+            finally:
+                server.send_signal(signal.SIGCONT)
+            return await read_all(ws, seen)
+
+    seen = arun(through_stall())
+    assert seen.code == 1000
+    assert_whole(seen.frames)
+    assert [f["type"] for f in seen.frames if f["type"] == "error"] == []
+    assert [f["text"] for f in seen.frames if f["type"] == "stdout"] == ["one", "two"]
+    assert seen.frames[-2]["type"] == "result"
+
+
 def test_a_frame_too_large_for_one_message_keeps_its_place(cluster: Cluster) -> None:
     # One line on the frames channel: a 2 MB result, over NATS's 1 MiB message size.
     big = (

@@ -65,6 +65,8 @@ class FakeCluster:
         #: Per subject: the open listen's sender (None before one is opened).
         self.listening: dict[str, trio.MemorySendChannel[Any]] = {}
         self.connected, self.reconnects = True, 0
+        #: Whether the server answers a ping (False: stalled, its connection up).
+        self.answering = True
         #: Raised by the named method's next calls, one each, while any are left.
         self.failing: defaultdict[str, list[BaseException]] = defaultdict(list)
         self.held = True
@@ -74,8 +76,11 @@ class FakeCluster:
         if self.failing[name]:
             raise self.failing[name].pop(0)
 
-    async def status(self) -> tuple[bool, int]:
+    async def status(self, probe_s: float = 0.0) -> tuple[bool, int]:
         self._called("status")
+        if probe_s and not self.answering:
+            await trio.sleep(probe_s)  # (the ping's bound passes unanswered)
+            return False, self.reconnects
         return self.connected, self.reconnects
 
     async def publish(self, subject: str, data: bytes, headers: Any = None) -> Published:
@@ -334,6 +339,29 @@ async def test_a_lease_is_not_judged_while_the_gateway_is_cut_off(
             nursery.cancel_scope.cancel()
     # Heard again as the connection came back (the tick at 21): lapsed (> 3 s) at 25.
     assert mirrors.opened == [25]
+
+
+async def test_a_lease_is_not_judged_while_nats_is_stalled_with_its_connection_up(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # A server stopped or frozen keeps its connections: only a ping it does not answer tells
+    # its silence from a lost worker's.
+    cluster, mirrors, index = FakeCluster(), _Mirrors(), RunsIndex(retain=8)
+    cluster.follows[every(runs_subject("-"))] = [([[_summary("r1", "running", 3)]], False)]
+    with trio.move_on_after(HORIZON_S):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(serve_index, cluster, index, mirrors)
+            cluster.answering = False
+            await trio.sleep(40.5)  # (a stall of many leases)
+            assert mirrors.opened == []
+            cluster.answering = True
+            await trio.sleep(10)
+            nursery.cancel_scope.cancel()
+    # Each lapse found during the stall was taken for NATS's silence (heard all anew, after
+    # its ping's 2 s); the first after it, NATS answering, starts every lease anew: the run
+    # is judged a lease after that (its lapse found within a lease, a ping and a tick).
+    assert len(mirrors.opened) >= 1
+    assert 40.5 + 3 <= mirrors.opened[0] <= 40.5 + (3 + 2 + 1) + 3 + 1
 
 
 async def test_the_summaries_are_followed_again_after_a_backoff_reset_by_a_summary(

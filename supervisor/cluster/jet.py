@@ -146,9 +146,15 @@ class Jet:
         assert self.nc is not None
         return int(self.nc.max_payload)
 
-    async def status(self) -> tuple[bool, int]:
-        """Whether connected now, and how many reconnections so far."""
-        return (self.nc is not None and self.nc.is_connected, self.reconnects)
+    async def status(self, probe_s: float = 0.0) -> tuple[bool, int]:
+        """Whether connected (with `probe_s`: and JetStream answering within it); reconnections."""
+        up = self.nc is not None and self.nc.is_connected
+        if up and probe_s and self.nc is not None:
+            try:  # (not a ping: nats-py breaks on a pong come after its ping was given up)
+                await self.nc.jetstream(timeout=probe_s).account_info()
+            except NATS_FAILED:  # (a server stalled, its connection up: silent)
+                up = False
+        return (up, self.reconnects)
 
     async def close(self) -> None:
         """Sends what is still buffered (bounded), then closes."""

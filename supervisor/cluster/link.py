@@ -84,8 +84,8 @@ class Cluster:
         """The largest message the server takes, in bytes."""
         return await self._call(self.jet.max_payload)
 
-    async def status(self) -> tuple[bool, int]:
-        return await self._call(self.jet.status)
+    async def status(self, probe_s: float = 0.0) -> tuple[bool, int]:
+        return await self._call(self.jet.status, probe_s)
 
     async def publish(
         self, subject: str, data: bytes, headers: dict[str, str] | None = None

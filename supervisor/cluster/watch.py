@@ -31,6 +31,8 @@ logger = logging.getLogger("mcpx_hooks.cluster")
 
 #: The watch looks at the leases this often at most (and at least 4 times a lease).
 TICK_S: Final = 1.0
+#: How long JetStream has to answer (its account's info) before a run is judged lost.
+PROBE_S: Final = 2.0
 #: A fresh `run.started` or `run.finished` event waits at most this long for the run's
 #: summary to say so (`RunsIndex.caught_up`).
 SUMMARY_WAIT_S: Final = 10.0
@@ -239,7 +241,7 @@ async def _serve_heartbeats(
 async def _serve_watch(
     cluster: Cluster, index: RunsIndex, mirrors: Mirrors, nursery: trio.Nursery
 ) -> None:
-    reconnects = -1
+    reconnects, stalled = -1, False
     while True:
         await trio.sleep(TICK_S)
         try:
@@ -250,9 +252,27 @@ async def _serve_watch(
             reconnects = count
             index.hear_all_now()
             continue
-        for run_id in index.lapsed():
+        lapsed = index.lapsed()
+        if lapsed and (stalled or not await _answers(cluster)):
+            # NATS connected but silent (stalled) is not its workers' silence: no lease is
+            # judged until it answers again, and every lease counts from then, as after a
+            # reconnection.
+            stalled = not (stalled and await _answers(cluster))
+            index.hear_all_now()
+            continue
+        for run_id in lapsed:
             index.ending(run_id, now=True)
             nursery.start_soon(_end_lost, cluster, index, mirrors, run_id)
+
+
+async def _answers(cluster: Cluster) -> bool:
+    """Whether JetStream answers within `PROBE_S`: asked before any run is judged lost,
+    since a server stalled with its connections up (stopped, frozen) is as silent as a lost
+    worker, and its runs' workers may be running them still."""
+    try:
+        return (await cluster.status(PROBE_S))[0]
+    except ClusterDown:
+        return False
 
 
 async def _end_lost(cluster: Cluster, index: RunsIndex, mirrors: Mirrors, run_id: str) -> None:
