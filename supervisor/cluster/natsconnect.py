@@ -8,7 +8,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import ssl
+import time
 from typing import Any, Final
 
 import nats
@@ -30,6 +32,9 @@ FIRST_ATTEMPTS: Final = 3
 RECONNECT_WAIT_S: Final = 0.25
 #: Distinct failures one reconnection tells at most.
 TOLD_MOST: Final = 16
+#: While connected, a failure said is said again at most this often (a stalled server fails
+#: a follow's heartbeat check every second, for as long as it stalls).
+CONNECTED_QUIET_S: Final = 60.0
 
 
 class NotTls(nats.errors.Error, HooksError):
@@ -142,6 +147,8 @@ async def connect(jet: Jet, url: str, name: str, access: NatsAccess) -> None:
     # What the failed attempts of this reconnection said: each is told once, not at every
     # attempt (4 a second, for as long as the server is down).
     told: set[str] = set()
+    #: While connected: when each failure was last said.
+    told_at: dict[str, float] = {}
 
     async def error(exc: Exception) -> None:
         if jet.nc is not None:  # the first connection's failures are told once, below
@@ -152,6 +159,11 @@ async def connect(jet: Jet, url: str, name: str, access: NatsAccess) -> None:
             again = down and text in told
             if down and len(told) < TOLD_MOST:
                 told.add(text)
+            elif not down:  # (connected: a stalled server fails alike every second)
+                now = time.monotonic()
+                again = now - told_at.get(text, -math.inf) < CONNECTED_QUIET_S
+                if not again and (text in told_at or len(told_at) < TOLD_MOST):
+                    told_at[text] = now
             # The key check is a hint: a user not allowed its subjects is no news; nor is
             # a refusal `permits.py` asks for, which it tells itself.
             quiet = KEYCHECK in text or jet.probing or again
@@ -161,6 +173,7 @@ async def connect(jet: Jet, url: str, name: str, access: NatsAccess) -> None:
 
     async def reconnected() -> None:
         told.clear()
+        told_at.clear()
         jet.reconnects += 1
         logger.warning("NATS: reconnected to %s", url)
         await streams_again(jet)
