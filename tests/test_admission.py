@@ -144,19 +144,25 @@ def test_a_directory_made_for_a_refused_run_is_removed(
 
 
 def test_a_served_run_uses_only_the_sandboxes_the_server_allows(tmp_path: Path) -> None:
-    allowed = (
-        "this server's requests may use the sandboxes: strict, workspace ([service] sandboxes)"
-    )
     unconfined = Config(script_sandbox=Profile.NONE)
     for way in (Way.CLIENT, Way.WORKER, Way.MCP):
+        # A worker's refusal names the worker (the client talks to a gateway), and its config.
+        who, whose = (
+            ("the worker on box1", "the worker's")
+            if way is Way.WORKER
+            else (
+                "this server",
+                "the server's",
+            )
+        )
         asked = refusal(request(sandbox="none"), callers(Config(), tmp_path)[way])
         assert asked.problems == (
             "sandbox: the run's profile \"none\" (the request's sandbox) is not allowed",
-            allowed,
+            f"requests to {who} may use the sandboxes: strict, workspace ([service] sandboxes)",
         )
         own = refusal(request(), callers(unconfined, tmp_path)[way])
         assert own.problems[0] == (
-            "sandbox: the run's profile \"none\" (the server's [script] sandbox) is not allowed"
+            f'sandbox: the run\'s profile "none" ({whose} [script] sandbox) is not allowed'
         )
         assert own.message == "; ".join(own.problems)
     # `exec` in process runs what its operator asks for.
@@ -182,7 +188,8 @@ def test_per_call_hooks_are_layered_and_held_to_the_rules(tmp_path: Path) -> Non
             'hooks[0] (gate): the profile "none" (declared) is not allowed'
         )
         louder = refusal(request(hooks=[{**hook, "maxOutputBytes": 1 << 40}]), ways[way])
-        assert "maxOutputBytes 1099511627776 is over the server's" in louder.problems[0]
+        whose = "the worker's" if way is Way.WORKER else "the server's"
+        assert f"maxOutputBytes 1099511627776 is over {whose}" in louder.problems[0]
         assert "sandboxes" not in louder.message  # (no profile refused: none said)
     assert admit(wider, ways[Way.LOCAL]).config.hooks[0].name == "gate"
 

@@ -440,7 +440,7 @@ async def test_mcpx_exec_runs_a_script_with_its_hooks_and_reports_its_frames(
     # Each problem said once: the message joins them, and they were repeated after it.
     assert texts(unallowed) == [
         "the request was not admitted: sandbox: the run's profile \"strict\" (the request's"
-        " sandbox) is not allowed; this server's requests may use the sandboxes: none"
+        " sandbox) is not allowed; requests to this server may use the sandboxes: none"
         " ([service] sandboxes)"
     ]
     assert marker.alive() == []

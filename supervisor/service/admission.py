@@ -151,7 +151,7 @@ def admit(request: ExecRequest, caller: Caller) -> Admitted:
     try:
         config = _config_for(request, caller, cwd, roots)
         if rules.sandboxes:
-            profile = _allowed_sandboxes(request, config)
+            profile = _allowed_sandboxes(request, config, caller.admitter)
         else:
             profile = run_profile(request, config)
     except BaseException:
@@ -249,7 +249,7 @@ def _config_for(request: ExecRequest, caller: Caller, cwd: str, roots: tuple[str
     return attrs.evolve(layered, warnings=warnings, skipped=skipped)
 
 
-def _allowed_sandboxes(request: ExecRequest, config: Config) -> Profile:
+def _allowed_sandboxes(request: ExecRequest, config: Config, who: Admitter) -> Profile:
     """The run's profile, once the run's and every per-call hook's profile is one the
     server's `[service] sandboxes` allows; else `WireError` (4400) naming the allowed ones,
     and where each refused profile came from, before anything runs. A per-call hook may
@@ -261,7 +261,7 @@ def _allowed_sandboxes(request: ExecRequest, config: Config) -> Profile:
     sandboxes = False  # whether a profile was refused (then the allowed ones are said)
     profile = run_profile(request, config)
     if profile not in allowed:
-        where = "the request's sandbox" if request.sandbox else "the server's [script] sandbox"
+        where = "the request's sandbox" if request.sandbox else f"{who.whose} [script] sandbox"
         problems.append(f'sandbox: the run\'s profile "{profile}" ({where}) is not allowed')
         sandboxes = True
     cap = config.defaults.max_output_bytes
@@ -271,16 +271,16 @@ def _allowed_sandboxes(request: ExecRequest, config: Config) -> Profile:
         label = f"hooks[{hook.source.index}] ({hook.name})"
         if hook.sandbox not in allowed:
             declared = request.hooks[hook.source.index or 0].get("sandbox") is not None
-            where = "declared" if declared else "the server's [defaults] sandbox"
+            where = "declared" if declared else f"{who.whose} [defaults] sandbox"
             problems.append(f'{label}: the profile "{hook.sandbox}" ({where}) is not allowed')
             sandboxes = True
         if hook.max_output_bytes > cap:
             problems.append(
-                f"{label}: maxOutputBytes {hook.max_output_bytes} is over the server's {cap}"
+                f"{label}: maxOutputBytes {hook.max_output_bytes} is over {who.whose} {cap}"
             )
     if sandboxes:
         problems.append(
-            f"this server's requests may use the sandboxes: {words} ([service] sandboxes)"
+            f"requests to {who.name} may use the sandboxes: {words} ([service] sandboxes)"
         )
     if problems:
         raise WireError(Close.BAD_REQUEST, "; ".join(problems), problems)

@@ -37,26 +37,26 @@ class Admitter(Record):
 
     #: Who refuses, in a refusal's words.
     name: str
-    #: Whose config a root is added to.
-    config: str
+    #: Whose config its keys are (`[service] roots`, `[script] sandbox`): "the server's".
+    whose: str
 
     def how_to_add(self) -> str:
         """What a refusal says about adding a root."""
         return (
-            f'add its directory to {self.config}, e.g. [service] roots = ["/srv/project"],'
+            f'add its directory to {self.whose} config, e.g. [service] roots = ["/srv/project"],'
             " and restart it"
         )
 
 
 #: A client's own server (`serve`, `mcp`).
-THIS_SERVER: Final = Admitter("this server", "the server's config")
+THIS_SERVER: Final = Admitter("this server", "the server's")
 #: What a refusal of this server says about adding a root.
 HOW_TO_ADD: Final = THIS_SERVER.how_to_add()
 
 
 def worker_admitter(host: str) -> Admitter:
     """A cluster worker on the machine `host` (its host name), as its refusals name it."""
-    return Admitter(f"the worker on {host}", "the worker's config")
+    return Admitter(f"the worker on {host}", "the worker's")
 
 
 def homes() -> list[str]:
