@@ -176,9 +176,8 @@ async def test_a_first_frame_onto_a_subject_not_empty_is_not_tried_again(
     assert cluster.calls["publish"] == [0]
 
 
-async def test_an_unacknowledged_batch_is_sent_again_after_a_backoff_reset_by_an_ack(
-    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _two_frames_a_batch(monkeypatch: pytest.MonkeyPatch) -> RunJournal:
+    """A run of two log lines, published one frame a batch, one batch in flight."""
     monkeypatch.setattr(publish, "BATCH", 1)
     monkeypatch.setattr(publish, "WINDOW", 1)
     journal = RunJournal("r1")
@@ -186,6 +185,13 @@ async def test_an_unacknowledged_batch_is_sent_again_after_a_backoff_reset_by_an
     for n in range(2):
         journal.append(blank(LogFrame, level="info", message=f"line {n}"))
     journal.append(blank(EndFrame, exit_code=0, duration_ms=1))
+    return journal
+
+
+async def test_an_unacknowledged_batch_is_sent_again_after_a_backoff_reset_by_an_ack(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    journal = _two_frames_a_batch(monkeypatch)
     cluster = FakeCluster()
     # Frame 1 three times unacknowledged, then taken; frame 2 once.
     cluster.failing["acked"] = [_down(), _down(), _down(), None, _down()]  # type: ignore[list-item]
@@ -211,13 +217,7 @@ async def test_a_run_whose_acks_do_not_come_says_each_failure_once_and_its_end_o
 ) -> None:
     # A NATS that does not answer (paused, or its JetStream stalled) fails every try: a
     # line at each one, every 5 s, flooded the worker's log for as long as it lasted.
-    monkeypatch.setattr(publish, "BATCH", 1)
-    monkeypatch.setattr(publish, "WINDOW", 1)
-    journal = RunJournal("r1")
-    journal.append(blank(StartFrame, argv=("x",), cwd="/", sandbox="none"))
-    for n in range(2):
-        journal.append(blank(LogFrame, level="info", message=f"line {n}"))
-    journal.append(blank(EndFrame, exit_code=0, duration_ms=1))
+    journal = _two_frames_a_batch(monkeypatch)
     cluster = FakeCluster()
     cluster.failing["publish"] = [_down() for _ in range(4)]  # the first frame's send
     # Frame 1: acks that never come, then NATS away, then taken; frame 2: one never comes.
