@@ -8,9 +8,11 @@ bench` (its name starts with `_`): a tool to read before cutting anything.
 Parts as in `cluster.py`: nats-server, a plain `serve`, gateways A and B and one worker. Each
 round follows a run of `--lines` lines live on the plain `serve`, then one started on
 gateway A and followed on gateway B; around each, every part's CPU time (user + system,
-psutil) and, in the gateways and the worker, each thread's: the Trio thread and the thread
-of the NATS client. "client" is this process (both sockets' reading). `NAME:kfaults`: the
-part's minor page faults, in thousands. Prints each round, then the medians.
+psutil) and, in the gateways and the worker, each thread's: the Trio thread (`:trio`), the
+NATS client's (`:nats`) and Trio's worker threads (`:threads`: the run history's writer,
+storing and indexing what the run sends). Until 2026-12-05 `:nats` counted the last two
+together. "client" is this process (both sockets' reading). `NAME:kfaults`: the part's minor
+page faults, in thousands. Prints each round, then the medians.
 
 With `--sleep-runs N`: the two-workers figure instead, its CPU a run. Each round, N runs of
 `sh -c "sleep 0.2"` (and 16 to warm up), 16 clients at a time, through gateway A with two
@@ -48,6 +50,17 @@ def _threads(proc: psutil.Process) -> dict[int, float]:
     return {t.id: t.user_time + t.system_time for t in proc.threads()}
 
 
+def _named_as_process(pid: int, tid: int) -> bool:
+    """Whether thread `tid` has its process's own name: the NATS client's thread does
+    (Python names no thread for the system); Trio's worker threads (the run history's
+    writer among them) name themselves."""
+    try:
+        with open(f"/proc/{pid}/comm") as main, open(f"/proc/{pid}/task/{tid}/comm") as it:
+            return main.read() == it.read()
+    except OSError:
+        return False
+
+
 def _measure(
     parts: dict[str, psutil.Process], follow: Any, threaded: tuple[str, ...] = THREADED
 ) -> tuple[float, dict[str, float]]:
@@ -66,9 +79,10 @@ def _measure(
         now = _threads(parts[name])
         main = parts[name].pid
         spent[f"{name}:trio"] = now[main] - threads[name].get(main, 0.0)
-        spent[f"{name}:nats"] = (
-            sum(v - threads[name].get(t, 0.0) for t, v in now.items()) - (spent[f"{name}:trio"])
-        )
+        others = {t: v - threads[name].get(t, 0.0) for t, v in now.items() if t != main}
+        nats = [t for t in others if _named_as_process(main, t)]
+        spent[f"{name}:nats"] = sum(others[t] for t in nats)
+        spent[f"{name}:threads"] = sum(others.values()) - spent[f"{name}:nats"]
     return rate, spent
 
 

@@ -38,8 +38,12 @@ logger = logging.getLogger("mcpx_hooks.cluster")
 
 #: The output types, as the wire says them: the frames a mirror keeps without a look inside.
 _OUTPUT: Final = frozenset(kind.value for kind in OUTPUT_TYPES)
-#: How a line of the script's output ends as the journal writes it (its type last).
-_OUTPUT_ENDS: Final = tuple(STREAM_ENDS.values())
+#: How a line of the script's output ends as the journal writes it (its type last), stdout
+#: first.
+_OUTPUT_ENDS: Final = (
+    STREAM_ENDS[FrameType.STDOUT],
+    *(end for kind, end in STREAM_ENDS.items() if kind is not FrameType.STDOUT),
+)
 
 
 #: The same, with the newline after every line of a batch but its last.
@@ -49,8 +53,12 @@ _OUTPUT_LINE_ENDS: Final = tuple(end + b"\n" for end in _OUTPUT_ENDS)
 def _all_output(data: bytes, count: int) -> bool:
     """Whether all `count` lines of a batch's `data` are output frames, counted over the
     whole message at C speed: a newline stands only between two lines, so each match of
-    an output ending and its newline is one line's end."""
-    return sum(map(data.count, _OUTPUT_LINE_ENDS)) + data.endswith(_OUTPUT_ENDS) == count
+    an output ending and its newline is one line's end. A batch all of `stdout` (nearly
+    every one) is known so in one pass, any other in one pass per output type."""
+    last = data.endswith(_OUTPUT_ENDS)
+    if data.count(_OUTPUT_LINE_ENDS[0]) + last == count:
+        return True
+    return sum(map(data.count, _OUTPUT_LINE_ENDS)) + last == count
 
 
 def _kind(word: object) -> FrameType | str:

@@ -24,7 +24,7 @@ logger = logging.getLogger("mcpx_hooks.worker")
 #: A batch of frames not acknowledged within this is sent again (ids make it idempotent).
 PUBLISH_S: Final = 5.0
 #: Frames in one message at most (and within the server's max payload, `batch_message`).
-BATCH: Final = 4096
+BATCH: Final = 8192
 #: Batches in flight (sent, their acks not yet in) at most.
 WINDOW: Final = 8
 #: Different failures a run's publishing tells while NATS fails it, at most.
