@@ -394,6 +394,16 @@ def test_a_frame_that_breaks_the_protocol_is_told_its_close_code_and_ends(
     assert close.reason  # (wsproto's words for what was wrong)
 
 
+def test_a_new_message_inside_a_fragmented_one_is_1002_in_words_not_a_python_name() -> None:
+    p, client = _upgraded()
+    p.receive_data(FrameProtocol(client=True, extensions=[]).send_data("part", fin=False))
+    # A second text frame (opcode 1) where the first one's continuation should come.
+    p.receive_data(FrameProtocol(client=True, extensions=[]).send_data("new", fin=True))
+    assert _events(p) == [Ended(1002, "expected CONTINUATION, got a text frame")]
+    (close,) = _client_events(client, p.data_to_send())
+    assert isinstance(close, wsproto.events.CloseConnection) and "Opcode" not in close.reason
+
+
 def _bad_utf8_close() -> bytes:
     """A client's close frame (code 1000) whose reason, one byte, is not UTF-8 (a zero mask)."""
     return b"\x88\x83\x00\x00\x00\x00\x03\xe8\xff"

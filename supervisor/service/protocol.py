@@ -24,6 +24,7 @@ import collections
 import enum
 import http
 import json
+import re
 from collections.abc import Iterable, Iterator
 from typing import Final, cast
 
@@ -47,6 +48,8 @@ TOO_BIG: Final = 1009
 #: not here keeps wsproto's reason (1002's say what was wrong: an unmasked frame, a bad
 #: opcode). Its 1007 reason is a Python codec error's text (`'utf-8' codec can't decode…`).
 _BROKEN_REASONS: Final = {1007: "invalid data: a text message or close reason that is not UTF-8"}
+#: A frame's kind as wsproto puts it in a 1002 reason (`got <Opcode.TEXT: 1>`), to say in words.
+_OPCODE: Final = re.compile(r"<Opcode\.(\w+): \d+>")
 #: Headers every HTTP answer has: the service answers one request per connection.
 _CLOSE: Final = ((b"Connection", b"close"),)
 #: Headers every HTTP answer has unless it gives its own of the name: no answer of this port
@@ -241,7 +244,9 @@ class ServerProtocol:
                     # A frame that broke the protocol (bad UTF-8, an unmasked frame) comes as
                     # a close event too, the state still open: the client is told why (1002,
                     # 1007), and nothing more of it is read.
-                    reason = _BROKEN_REASONS.get(event.code, reason)
+                    reason = _BROKEN_REASONS.get(event.code) or _OPCODE.sub(
+                        lambda m: f"a {m[1].lower()} frame", reason or ""
+                    )
                     close = wsproto.events.CloseConnection(event.code, reason)
                     self._outbox += self._ws.send(close)
                 self._end(event.code, reason or None)
