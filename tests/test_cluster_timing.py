@@ -11,7 +11,7 @@ import itertools
 import logging
 import math
 from collections import defaultdict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import orjson
@@ -65,7 +65,7 @@ class FakeCluster:
         #: Per subject: the open listen's sender (None before one is opened).
         self.listening: dict[str, trio.MemorySendChannel[Any]] = {}
         self.connected, self.reconnects = True, 0
-        #: Whether the server answers a ping (False: stalled, its connection up).
+        #: Whether the server answers a question (False: stalled, its connection up).
         self.answering = True
         #: Raised by the named method's next calls, one each, while any are left.
         self.failing: defaultdict[str, list[BaseException]] = defaultdict(list)
@@ -79,7 +79,7 @@ class FakeCluster:
     async def status(self, probe_s: float = 0.0) -> tuple[bool, int]:
         self._called("status")
         if probe_s and not self.answering:
-            await trio.sleep(probe_s)  # (the ping's bound passes unanswered)
+            await trio.sleep(probe_s)  # (the question's bound passes unanswered)
             return False, self.reconnects
         return self.connected, self.reconnects
 
@@ -323,45 +323,55 @@ async def test_a_run_whose_lease_is_not_renewed_is_ended_once_per_lease(
     assert mirrors.opened == [14, 18]
 
 
-async def test_a_lease_is_not_judged_while_the_gateway_is_cut_off(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    cluster, mirrors, index = FakeCluster(), _Mirrors(), RunsIndex(retain=8)
+async def _judged_after_silence(
+    cluster: FakeCluster, silence: Callable[[bool], None], silent_s: float, after_s: float
+) -> list[float]:
+    """When a running run (lease 3 s, never renewed) is judged lost, with NATS silent for
+    `silent_s` (`silence(True)`), then heard again for `after_s` (`silence(False)`)."""
+    mirrors, index = _Mirrors(), RunsIndex(retain=8)
     cluster.follows[every(runs_subject("-"))] = [([[_summary("r1", "running", 3)]], False)]
     with trio.move_on_after(HORIZON_S):
         async with trio.open_nursery() as nursery:
             await nursery.start(serve_index, cluster, index, mirrors)
-            cluster.connected = False
-            await trio.sleep(20.5)  # (between two ticks: which goes first is not for a test)
+            silence(True)
+            await trio.sleep(silent_s)
             assert mirrors.opened == []
-            cluster.connected, cluster.reconnects = True, 1
-            await trio.sleep(5)
+            silence(False)
+            await trio.sleep(after_s)
             nursery.cancel_scope.cancel()
-    # Heard again as the connection came back (the tick at 21): lapsed (> 3 s) at 25.
-    assert mirrors.opened == [25]
+    return mirrors.opened
+
+
+async def test_a_lease_is_not_judged_while_the_gateway_is_cut_off(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    cluster = FakeCluster()
+
+    def cut_off(silent: bool) -> None:
+        cluster.connected = not silent
+        cluster.reconnects += not silent
+
+    # (20.5: between two ticks, which goes first is not for a test.) Heard again as the
+    # connection came back (the tick at 21): lapsed (> 3 s) at 25.
+    assert await _judged_after_silence(cluster, cut_off, 20.5, 5) == [25]
 
 
 async def test_a_lease_is_not_judged_while_nats_is_stalled_with_its_connection_up(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    # A server stopped or frozen keeps its connections: only a ping it does not answer tells
-    # its silence from a lost worker's.
-    cluster, mirrors, index = FakeCluster(), _Mirrors(), RunsIndex(retain=8)
-    cluster.follows[every(runs_subject("-"))] = [([[_summary("r1", "running", 3)]], False)]
-    with trio.move_on_after(HORIZON_S):
-        async with trio.open_nursery() as nursery:
-            await nursery.start(serve_index, cluster, index, mirrors)
-            cluster.answering = False
-            await trio.sleep(40.5)  # (a stall of many leases)
-            assert mirrors.opened == []
-            cluster.answering = True
-            await trio.sleep(10)
-            nursery.cancel_scope.cancel()
+    # A server stopped or frozen keeps its connections: only a question it does not answer
+    # tells its silence from a lost worker's.
+    cluster = FakeCluster()
+
+    def stalled(silent: bool) -> None:
+        cluster.answering = not silent
+
+    opened = await _judged_after_silence(cluster, stalled, 40.5, 10)  # (a stall of leases)
     # Each lapse found during the stall was taken for NATS's silence (heard all anew, after
-    # its ping's 2 s); the first after it, NATS answering, starts every lease anew: the run
-    # is judged a lease after that (its lapse found within a lease, a ping and a tick).
-    assert len(mirrors.opened) >= 1
-    assert 40.5 + 3 <= mirrors.opened[0] <= 40.5 + (3 + 2 + 1) + 3 + 1
+    # its question's 2 s); the first after it, NATS answering, starts every lease anew: the
+    # run is judged a lease after that (its lapse found within a lease, a question and a tick).
+    assert len(opened) >= 1
+    assert 40.5 + 3 <= opened[0] <= 40.5 + (3 + 2 + 1) + 3 + 1
 
 
 async def test_the_summaries_are_followed_again_after_a_backoff_reset_by_a_summary(
