@@ -150,7 +150,7 @@ class Jet:
         """Whether connected (with `probe_s`: and JetStream answering within it); reconnections."""
         up = self.nc is not None and self.nc.is_connected
         if up and probe_s and self.nc is not None:
-            try:  # (not a ping: nats-py breaks on a pong come after its ping was given up)
+            try:  # (JetStream itself answering, as the runs need, not only the server)
                 await self.nc.jetstream(timeout=probe_s).account_info()
             except NATS_FAILED:  # (a server stalled, its connection up: silent)
                 up = False

@@ -58,6 +58,18 @@ class _Client(Client):
             raise NotTls("the server did not start TLS")
         return super()._connect_command()
 
+    async def _process_pong(self) -> None:
+        """A PONG answers the oldest PING outstanding. nats-py's own sets that ping's future
+        even when a `flush` given up (its timeout, a stalled server) cancelled it: the
+        `InvalidStateError` breaks its reading, and every later `flush` then takes an
+        earlier ping's PONG for its own. Here such a PONG is taken and dropped."""
+        if self._pongs:
+            future = self._pongs.pop(0)
+            if not future.done():
+                future.set_result(True)
+            self._pongs_received += 1
+            self._pings_outstanding = 0
+
 
 def _encrypted(transport: object) -> bool:
     """Whether nats-py's transport speaks TLS now (its stream writer's transport is TLS)."""
