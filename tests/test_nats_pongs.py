@@ -7,13 +7,25 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import time
 from pathlib import Path
 
 import nats.errors
+import psutil
 import pytest
 from clusterparts import Nats, need_nats
 
 from mcpx_hooks.supervisor.cluster.natsconnect import _Client
+
+
+def _until_stopped(pid: int) -> None:
+    """Returns once the process is stopped (a signal is delivered when its target next
+    runs the kernel's way, not when `kill` returns)."""
+    process = psutil.Process(pid)
+    deadline = time.monotonic() + 10
+    while process.status() != psutil.STATUS_STOPPED:
+        assert time.monotonic() < deadline, process.status()
+        time.sleep(0.001)
 
 
 def test_a_flush_given_up_while_the_server_stalls_leaves_the_connection_whole(
@@ -35,6 +47,7 @@ def test_a_flush_given_up_while_the_server_stalls_leaves_the_connection_whole(
         try:
             answers = await nc.subscribe("echo")
             stalled.send_signal(signal.SIGSTOP)
+            _until_stopped(stalled.pid)
             try:
                 with pytest.raises(nats.errors.TimeoutError):
                     await nc.flush(timeout=1)
