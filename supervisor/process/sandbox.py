@@ -24,6 +24,7 @@ import pwd
 import site
 import sys
 from collections.abc import Iterable, Mapping
+from itertools import zip_longest
 from typing import TYPE_CHECKING, Final
 
 import attrs
@@ -241,10 +242,9 @@ def plan(
         return_scratch=return_scratch,
         switch_uid=switch_uid,
         memory_bytes=memory,
+        # (resolved already, by `deny_and_protect`; a path that is not there holds nothing)
         denied_by=tuple(
-            (realpath(p), p, at)
-            for p, at in zip(paths.deny, (*paths.deny_at, *[""] * len(paths.deny)), strict=False)
-            if os.path.lexists(p)
+            (realpath(p), p, at) for p, at in zip_longest(paths.deny, paths.deny_at, fillvalue="")
         ),
     )
     return rlimits, sandbox
