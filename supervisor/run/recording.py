@@ -167,7 +167,8 @@ class Recorder:
             await self._retain()
         while True:
             batch: list[RunJournal] = []
-            with trio.move_on_after(BATCH_S if self._behind else math.inf):
+            more = self._behind or (self.history is not None and self.history.retaining)
+            with trio.move_on_after(BATCH_S if more else math.inf):
                 batch.append(await self._receive.receive())
             while True:
                 try:
@@ -211,7 +212,7 @@ class Recorder:
                 )
                 self._marked = marks or self._marked
             self._ended += ended
-            if self._ended >= RETAIN_EVERY:
+            if self._ended >= RETAIN_EVERY or history.retaining:
                 self._ended = 0
                 await self._retain()
         except HistoryFault as exc:
