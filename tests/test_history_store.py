@@ -78,33 +78,6 @@ def test_retention_counts_the_search_index_a_run_takes_on_disk(tmp_path: Path) -
         history.close()
 
 
-async def test_retention_drops_a_bounded_part_at_a_time_and_the_writer_goes_on(
-    tmp_path: Path,
-) -> None:
-    """Each retention drops the oldest run and then at most `DROP_LINES` lines of runs (their
-    index entries are deleted line by line, the database locked meanwhile); the writer does
-    the next part with its next write, not 64 runs later."""
-    history = History.open(tmp_path / "h.db")
-    each = retention.DROP_LINES * 3 // 5
-    try:
-        for n in range(4):
-            written = Written(f"r{n}", 0, lines(each), summary(f"r{n}"), float(n), True)
-            history.write([written])
-        assert history.retain(days=1, max_bytes=1 << 40, now=86400.0 * 9) == ["r0"]
-        assert history.retaining
-        recorder = Recorder(history, retain_days=1)  # (its retentions: now, days after)
-        async with trio.open_nursery() as nursery:
-            await nursery.start(recorder.serve)  # its first retention: r1
-            for n in range(3):
-                finish(journal(f"new{n}", recorder))
-                await recorder.wait_idle()  # the write, then the next part: r2, r3, none
-            nursery.cancel_scope.cancel()
-        assert recorder.fault is None and not history.retaining
-        assert [s["runId"] for s in history.summaries(10)] == ["new2", "new1", "new0"]
-    finally:
-        history.close()
-
-
 def test_retention_drops_old_runs_then_the_oldest_finished_past_the_bytes(
     tmp_path: Path,
 ) -> None:

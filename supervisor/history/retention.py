@@ -18,10 +18,6 @@ from __future__ import annotations
 import sqlite3
 from typing import Final
 
-#: The lines of runs one retention drops at most beyond its first run (their index entries
-#: are deleted one by one, a few microseconds each, while the database is locked): the rest
-#: is left to the next retention, which the writer then asks for at once.
-DROP_LINES: Final = 50_000
 #: FTS5's `merge` after runs were dropped: at most this many pages written (negative: every
 #: segment may take part, not only full levels; the rest is done by the next retention).
 RECLAIM_PAGES: Final = 2000
@@ -37,13 +33,10 @@ def on_disk(db: sqlite3.Connection) -> int:
     return max(0, int(pages - free - trees - 1)) * int(size)
 
 
-def to_drop(
-    db: sqlite3.Connection, *, cutoff: float, max_bytes: int
-) -> tuple[list[tuple[int, str]], bool]:
-    """The runs (key, id) retention drops now, oldest first: every run started before
-    `cutoff`, then the oldest finished runs while the runs take more than `max_bytes` on
-    disk, each weighed by its chunks and artifacts and its share of the rest of the
-    database; at most `DROP_LINES` lines of them after the first. And whether more are to go."""
+def to_drop(db: sqlite3.Connection, *, cutoff: float, max_bytes: int) -> list[tuple[int, str]]:
+    """The runs (key, id) retention drops, oldest first: every run started before `cutoff`,
+    then the oldest finished runs while the runs take more than `max_bytes` on disk, each
+    weighed by its chunks and artifacts and its share of the rest of the database."""
     rows = db.execute(
         "SELECT key, id, started, finished, bytes, indexed FROM runs ORDER BY started"
     ).fetchall()
@@ -53,18 +46,14 @@ def to_drop(
     lines = sum(row[5] for row in rows)
     total = held + rest
     gone: list[tuple[int, str]] = []
-    dropped = 0
     for key, run_id, started, finished, size, indexed in rows:
         if started < cutoff or (finished and total > max_bytes):
-            if gone and dropped + indexed > DROP_LINES:
-                return gone, True
             gone.append((key, run_id))
-            dropped += indexed
             share = rest * indexed // lines if lines else rest * size // max(held, 1)
             total -= size + share
         elif total <= max_bytes:
             break
-    return gone, False
+    return gone
 
 
 def reclaim(db: sqlite3.Connection) -> None:

@@ -139,8 +139,6 @@ class History:
         found = os.stat(path)
         #: The file opened (device, inode): a write checks it is still the one at `path`.
         self._identity = (found.st_dev, found.st_ino)
-        #: Whether the last `retain` left runs to drop (the writer asks again at once).
-        self.retaining = False
 
     @classmethod
     def open(cls, path: Path, *, writes: bool = True) -> History:
@@ -297,11 +295,10 @@ class History:
 
     def retain(self, *, days: float, max_bytes: int, now: float | None = None) -> list[str]:
         """Drops runs older than `days`, then the oldest finished runs while the runs take
-        more than `max_bytes` on disk (`retention.py`); the ids dropped, oldest first.
-        `retaining` says whether more are to go (a retention drops a bounded part)."""
+        more than `max_bytes` on disk (`retention.py`); the ids dropped, oldest first."""
         cutoff = (time.time() if now is None else now) - days * 86400
         with faults("dropping old runs from the run history"), self._transaction() as db:
-            gone, self.retaining = retention.to_drop(db, cutoff=cutoff, max_bytes=max_bytes)
+            gone = retention.to_drop(db, cutoff=cutoff, max_bytes=max_bytes)
             self._drop_keys([k for k, _ in gone])
             if gone:
                 retention.reclaim(db)

@@ -167,8 +167,7 @@ class Recorder:
             await self._retain()
         while True:
             batch: list[RunJournal] = []
-            more = self._behind or (self.history is not None and self.history.retaining)
-            with trio.move_on_after(BATCH_S if more else math.inf):
+            with trio.move_on_after(BATCH_S if self._behind else math.inf):
                 batch.append(await self._receive.receive())
             while True:
                 try:
@@ -212,7 +211,7 @@ class Recorder:
                 )
                 self._marked = marks or self._marked
             self._ended += ended
-            if self._ended >= RETAIN_EVERY or history.retaining:
+            if self._ended >= RETAIN_EVERY:
                 self._ended = 0
                 await self._retain()
         except HistoryFault as exc:
