@@ -44,7 +44,7 @@ import orjson
 from ..core.errors import HooksError
 from ..core.jsontext import wire_loads
 from ..core.records import Record
-from . import retention, search
+from . import search
 from .schema import prepare
 
 #: The database's name under its state directory.
@@ -294,14 +294,20 @@ class History:
         self._remove_unnamed()
 
     def retain(self, *, days: float, max_bytes: int, now: float | None = None) -> list[str]:
-        """Drops runs older than `days`, then the oldest finished runs while the runs take
-        more than `max_bytes` on disk (`retention.py`); the ids dropped, oldest first."""
+        """Drops runs older than `days`, then the oldest finished runs while the runs hold
+        more than `max_bytes`; the ids dropped, oldest first."""
         cutoff = (time.time() if now is None else now) - days * 86400
         with faults("dropping old runs from the run history"), self._transaction() as db:
-            gone = retention.to_drop(db, cutoff=cutoff, max_bytes=max_bytes)
+            rows = db.execute("SELECT key, id, started, finished, bytes FROM runs ORDER BY started")
+            gone: list[tuple[int, str]] = []
+            (total,) = db.execute("SELECT coalesce(sum(bytes), 0) FROM runs").fetchone()
+            for key, run_id, started, finished, size in rows.fetchall():
+                if started < cutoff or (finished and total > max_bytes):
+                    gone.append((key, run_id))
+                    total -= size
+                elif total <= max_bytes:
+                    break
             self._drop_keys([k for k, _ in gone])
-            if gone:
-                retention.reclaim(db)
         if gone:
             self._remove_unnamed()
         return [run_id for _, run_id in gone]
