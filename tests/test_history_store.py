@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import sqlite3
 import subprocess
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 import trio
 
 from mcpx_hooks.supervisor.core.frames import EndFrame, FrameType, ResultFrame, StartFrame, blank
+from mcpx_hooks.supervisor.history import sizes
 from mcpx_hooks.supervisor.history.store import History, HistoryFault, Written
 from mcpx_hooks.supervisor.run.journal import RunJournal
 from mcpx_hooks.supervisor.run.journals import Journals
@@ -44,6 +46,30 @@ def test_lines_come_back_byte_for_byte_from_any_seq(tmp_path: Path) -> None:
     finally:
         history.close()
     assert (tmp_path / "h.db").stat().st_mode & 0o777 == 0o600
+
+
+def test_a_run_holds_the_room_its_lines_take_in_the_search_index(tmp_path: Path) -> None:
+    """Lines of distinct words and numbers compress well but index large: what a run holds,
+    which retention weighs against `retainBytes`, counts its index beside its chunks."""
+    history = History.open(tmp_path / "h.db")
+    words = random.Random(7)
+    try:
+        empty = sizes.used(history._db)
+        for n in range(6):
+            sent = [
+                orjson.dumps({"seq": i, "text": f"job {i} took {words.randrange(10**9)}"}).replace(
+                    b"}", b',"type":"stdout"}'
+                )
+                for i in range(6000)
+            ]
+            history.write([Written(f"r{n}", 0, sent, summary(f"r{n}"), float(n), True)])
+        history.write([])  # (the room the last write's index took is added by the next)
+        used = sizes.used(history._db) - empty
+        assert 0.85 * used <= history.held() <= used
+        dropped = history.retain(days=30, max_bytes=used // 2, now=6.0)
+        assert dropped[:3] == ["r0", "r1", "r2"] and len(dropped) < 6
+    finally:
+        history.close()
 
 
 def test_retention_drops_old_runs_then_the_oldest_finished_past_the_bytes(

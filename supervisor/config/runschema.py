@@ -71,9 +71,9 @@ def history_schema() -> dict[str, Any]:
             ),
             "retainBytes": integer(
                 1,
-                "What the stored runs may hold on disk together, frames and artifacts"
-                f" (default {DEFAULT_HISTORY_BYTES}); past it the oldest runs are"
-                " dropped first.",
+                "What the stored runs may hold on disk together: their frames, their"
+                " search index and their artifacts (default"
+                f" {DEFAULT_HISTORY_BYTES}); past it the oldest runs are dropped first.",
             ),
         },
         "Where runs are kept after they end (`serve`, `exec`, `mcp`).",

@@ -194,9 +194,12 @@ def index(db: sqlite3.Connection, key: int, first: int, lines: Sequence[bytes]) 
         _each(db, _ADD, key, first, lines)
 
 
-def catch_up(db: sqlite3.Connection, budget: int | None = None) -> bool:
+def catch_up(
+    db: sqlite3.Connection, budget: int | None = None, counted: dict[int, int] | None = None
+) -> bool:
     """Indexes the stored lines the index is behind on, oldest run first, at most `budget`
-    of them (None: all); whether it is still behind."""
+    of them (None: all), adding to `counted` the lines indexed of each run (by key); whether
+    it is still behind."""
     behind = db.execute("SELECT key, indexed, frames FROM runs WHERE indexed < frames ORDER BY key")
     for key, indexed, frames in behind.fetchall():
         if budget is not None and budget <= 0:
@@ -206,6 +209,8 @@ def catch_up(db: sqlite3.Connection, budget: int | None = None) -> bool:
             low, high = max(indexed, first), min(end, first + len(lines))
             index(db, key, low, lines[low - first : high - first])
         db.execute("UPDATE runs SET indexed = ? WHERE key = ?", (end, key))
+        if counted is not None:
+            counted[key] = counted.get(key, 0) + end - indexed
         budget = None if budget is None else budget - (end - indexed)
     return budget is not None and lags(db)
 

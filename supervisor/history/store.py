@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import sqlite3
 import threading
 import time
@@ -44,7 +43,7 @@ import orjson
 from ..core.errors import HooksError
 from ..core.jsontext import wire_loads
 from ..core.records import Record
-from . import search
+from . import files, search, sizes
 from .schema import prepare
 
 #: The database's name under its state directory.
@@ -59,6 +58,8 @@ CHUNK_LINES: Final = 4096
 _WRITE_ERRORS: Final = frozenset(
     f"SQLITE_IOERR_{n}" for n in ("WRITE", "SHMSIZE", "TRUNCATE", "FSYNC", "SHMMAP")
 )
+#: Where `_indexing` counts the bytes of chunks a write stored, beside runs' keys (>= 1).
+_STORED: Final = 0
 #: A chunk's data is zlib's when that is smaller (level 1: the writer keeps up with a run).
 _LEVEL: Final = 1
 
@@ -139,6 +140,7 @@ class History:
         found = os.stat(path)
         #: The file opened (device, inode): a write checks it is still the one at `path`.
         self._identity = (found.st_dev, found.st_ino)
+        self._shares = sizes.IndexShares()
 
     @classmethod
     def open(cls, path: Path, *, writes: bool = True) -> History:
@@ -210,13 +212,26 @@ class History:
         """Adds the items' lines, summaries and artifacts, and sets `marks`, in one
         transaction, and indexes at most `index` stored lines for search (None: all);
         whether the index is behind."""
-        with faults("writing the run history"), self._transaction():
+        with faults("writing the run history"), self._indexing() as lines:
             self._still_there()
-            for item in items:
-                self._write_one(item)
+            lines[_STORED] = sum(self._write_one(item) for item in items)
             for name, value in (marks or {}).items():
                 self._db.execute("INSERT OR REPLACE INTO marks VALUES (?, ?)", (name, value))
-            return search.catch_up(self._db, index)
+            return search.catch_up(self._db, index, lines)
+
+    @contextlib.contextmanager
+    def _indexing(self) -> Iterator[dict[int, int]]:
+        """A write transaction that may index lines: the lines it indexed of each run (by
+        key) are counted in what it yields (and the bytes of chunks it stored, at
+        `_STORED`), and the index's growth is shared among those runs (`sizes.py`)."""
+        lines: dict[int, int] = {}
+        with self._transaction() as db:
+            self._shares.settle(db)
+            before = sizes.used(db)
+            yield lines
+        stored = lines.pop(_STORED, 0)
+        with self._lock:
+            self._shares.add(sizes.used(self._db) - before - stored, lines)
 
     def mark(self, name: str) -> int | None:
         """A mark `write` set (None: never set)."""
@@ -225,15 +240,16 @@ class History:
             found = row.fetchone()
         return None if found is None else int(found[0])
 
-    def _write_one(self, item: Written) -> None:
+    def _write_one(self, item: Written) -> int:
+        """Stores what `item` adds; the bytes of the chunks stored."""
         db = self._db
         row = db.execute("SELECT frames, finished FROM runs WHERE id = ?", (item.run_id,))
         held, ended = row.fetchone() or (0, False)
         if item.first > held:  # a gap: nothing of it (see the module docstring)
-            return
+            return 0
         first, new = max(item.first, held), item.lines[max(0, held - item.first) :]
         if ended or (held and not new and not item.finished):
-            return  # behind what is stored (another process's): its summary is older too
+            return 0  # behind what is stored (another process's): its summary is older too
         summary = orjson.dumps(item.summary)
         db.execute(
             "INSERT INTO runs(id, started, summary) VALUES (?, ?, ?)"
@@ -252,8 +268,9 @@ class History:
                 (key, first + at, len(lines), small, packed if small else data),
             )
             size += min(len(packed), len(data))
+        chunks = size
         for artifact_id, sha, name, mime, bytes_, source in item.artifacts:
-            if self._keep_file(sha, source):
+            if files.keep(self.artifacts_dir, sha, source):
                 db.execute(
                     "INSERT OR REPLACE INTO artifacts VALUES (?, ?, ?, ?, ?, ?)",
                     (key, artifact_id, sha, name, mime, bytes_),
@@ -265,22 +282,7 @@ class History:
         )
         if item.finished:  # (its owner's mark: `run/interrupted.py`)
             db.execute("DELETE FROM marks WHERE name = ?", (OWNER_MARK + item.run_id,))
-
-    def _keep_file(self, sha: str, source: str) -> bool:
-        """Copies an artifact's bytes to `artifacts/<sha>` (once for the same bytes); False
-        when the source is gone (its run's artifacts were dropped from memory first)."""
-        target = self.artifacts_dir / sha
-        if target.exists():
-            return True
-        self.artifacts_dir.mkdir(mode=0o700, exist_ok=True)
-        partial = target.with_name(f".{sha}.{os.getpid()}")
-        try:
-            shutil.copyfile(source, partial)
-        except FileNotFoundError:
-            return False
-        os.chmod(partial, 0o600)
-        os.replace(partial, target)
-        return True
+        return chunks
 
     def drop(self, run_ids: Iterable[str]) -> None:
         """Removes runs (their rows; their artifacts' files once no run names them)."""
@@ -325,10 +327,7 @@ class History:
                 return
             with self._lock:
                 named = {r[0] for r in self._db.execute("SELECT DISTINCT sha256 FROM artifacts")}
-            for entry in os.scandir(self.artifacts_dir):
-                if entry.name not in named and not entry.name.startswith("."):
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(entry.path)
+            files.remove_unnamed(self.artifacts_dir, named)
 
     # The readers' side.
 
@@ -387,8 +386,8 @@ class History:
                 with self._lock:
                     lagging = search.lags(self._db)
                 if lagging:  # (the write lock only then: a search waits for no other write)
-                    with self._transaction() as db:
-                        search.catch_up(db, None)
+                    with self._indexing() as lines:
+                        search.catch_up(self._db, None, lines)
         with faults("searching the run history"), self._read_lock:
             return search.find(self._reader(), text, run_id=run_id, limit=limit)
 
