@@ -425,6 +425,13 @@ def test_runs_verify_catches_a_changed_byte_and_says_where(tmp_path: Path) -> No
     assert again.returncode == 1 and "CHANGED: the frames do not give the chain" in again.stdout
     gone = mcpx("runs", "verify", "no-such-run", cwd=tmp_path)
     assert gone.returncode == 1 and "neither a file nor a run" in gone.stderr
+    # A pipe is a file too: `runs show --json ID | runs verify /dev/stdin`.
+    piped = subprocess.run(
+        [*CLI, "runs", "verify", "/dev/stdin"],
+        input=done.stdout.encode(), cwd=tmp_path, capture_output=True, check=False, timeout=60,
+        env={**ENV, "XDG_STATE_HOME": str(tmp_path / "state")},
+    )  # fmt: skip
+    assert piped.returncode == 0 and b"/dev/stdin: intact (5 frames" in piped.stdout, piped
     # The reference's table for the command says what its 1 means.
     from mcpx_hooks.supervisor.cli.common import COMMAND_EXIT_CODES
 
