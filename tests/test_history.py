@@ -395,6 +395,30 @@ def test_no_sandboxed_run_reads_the_history_even_in_its_workspace(tmp_path: Path
     assert "done" in texts and "READ" not in texts and "LISTED" not in texts, texts
 
 
+def test_runs_show_says_when_a_stored_run_has_not_ended(tmp_path: Path) -> None:
+    """A run still running (in another process sharing the history) is shown as far as it
+    is stored, and stderr says it has not ended: a view that stops is not read as an end."""
+    from mcpx_hooks.supervisor.history.store import History, Written
+
+    done = mcpx("exec", "--json", "--", "sh", "-c", "echo one; echo two", cwd=tmp_path)
+    sent = [line.encode() for line in done.stdout.splitlines()]
+    history = History.open(tmp_path / "state" / "mcpx-hooks" / "history.db")
+    try:
+        summary = {"runId": "r1", "argv": ["sh"], "status": "running"}
+        history.write([Written("r1", 0, sent[:2], summary, 1.0, False)])
+    finally:
+        history.close()
+    for flags in ((), ("--json",)):
+        shown = mcpx("runs", "show", "r1", *flags, cwd=tmp_path)
+        assert shown.returncode == 0 and len(shown.stdout.splitlines()) == 2, shown  # start, one
+        assert shown.stderr == (
+            "mcpx-hooks runs show: run r1 has not ended: these are its frames stored so far"
+            " (runs show RUN_ID --remote URL follows it on the server that runs it)\n"
+        ), shown
+    ended = mcpx("runs", "show", json.loads(sent[0])["runId"], cwd=tmp_path)
+    assert ended.returncode == 0 and ended.stderr == "", ended
+
+
 def test_runs_verify_catches_a_changed_byte_and_says_where(tmp_path: Path) -> None:
     done = mcpx("exec", "--json", "--", "sh", "-c", "echo one; echo two", cwd=tmp_path)
     sent = done.stdout.splitlines()
@@ -425,6 +449,13 @@ def test_runs_verify_catches_a_changed_byte_and_says_where(tmp_path: Path) -> No
     assert again.returncode == 1 and "CHANGED: the frames do not give the chain" in again.stdout
     gone = mcpx("runs", "verify", "no-such-run", cwd=tmp_path)
     assert gone.returncode == 1 and "neither a file nor a run" in gone.stderr
+    # A pipe is a file too: `runs show --json ID | runs verify /dev/stdin`.
+    piped = subprocess.run(
+        [*CLI, "runs", "verify", "/dev/stdin"],
+        input=done.stdout.encode(), cwd=tmp_path, capture_output=True, check=False, timeout=60,
+        env={**ENV, "XDG_STATE_HOME": str(tmp_path / "state")},
+    )  # fmt: skip
+    assert piped.returncode == 0 and b"/dev/stdin: intact (5 frames" in piped.stdout, piped
     # The reference's table for the command says what its 1 means.
     from mcpx_hooks.supervisor.cli.common import COMMAND_EXIT_CODES
 

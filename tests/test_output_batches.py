@@ -120,9 +120,27 @@ async def test_any_reads_give_the_lines_line_by_line_reading_gave(seed: int) -> 
     assert await batched([c for c in chunks if c], LONG) == line_by_line(data, LONG)
 
 
+async def test_a_line_of_exactly_64_kib_ending_a_read_is_one_line() -> None:
+    # A pipe read gives at most 64 KiB: a line of exactly that many bytes ends its read, and
+    # its newline comes with the next. It is one whole line, not a piece and an empty line.
+    data = b"q" * MAX_LINE + b"\nnext\n"
+    assert await batched([data[:MAX_LINE], data[MAX_LINE:]], MAX_LINE) == [
+        (b"q" * MAX_LINE, True),
+        (b"next", True),
+    ]
+
+
+@pytest.mark.parametrize("at", range(2 * LONG + 4))
+async def test_lines_of_exactly_longest_bytes_are_whole_wherever_a_read_ends(at: int) -> None:
+    data = b"y" * LONG + b"\n" + b"z" * (2 * LONG) + b"\nend\n"
+    chunks = [c for c in (data[:at], data[at:]) if c]
+    assert await batched(chunks, LONG) == line_by_line(data, LONG)
+
+
 def test_split_leaves_an_unended_short_line_for_the_next_read() -> None:
     assert _split(b"a\nbc", LONG) == ([b"a"], [True], 2)
     assert _split(b"abc", LONG) == ([], [], 0)
+    assert _split(b"x" * LONG, LONG) == ([], [], 0)  # its newline may be the next byte
     assert _split(b"x" * (LONG + 2), LONG) == ([b"x" * LONG], [False], LONG)
     assert _split(b"x" * LONG + b"\n", LONG) == ([b"x" * LONG], [True], LONG + 1)
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import http.client
 import json
+import resource
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -71,6 +73,35 @@ def test_runs_search_finds_a_line_in_a_100000_line_run(tmp_path: Path) -> None:
     assert none.returncode == 0 and none.stdout.strip() == "no stored frame matches"
     bad = mcpx("runs", "search", "x", "--limit", "0", "--config", "c.toml", cwd=tmp_path)
     assert bad.returncode == 2 and "--limit" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_disk_that_takes_no_write_still_searches_what_is_indexed(tmp_path: Path) -> None:
+    """The search first indexes what ended processes left behind; when the disk takes no
+    more writes (full: here a file size limit), it searches what is indexed already and
+    says that the rest is not, rather than failing every search."""
+    (tmp_path / "c.toml").write_text(f'[history]\npath = "{tmp_path / "h" / "history.db"}"\n')
+    first = mcpx("exec", "--config", "c.toml", "--", "echo", "needle-1", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert mcpx("runs", "search", "needle", "--config", "c.toml", cwd=tmp_path).returncode == 0
+    lagging = mcpx("exec", "--config", "c.toml", "--", "sh", "-c", "seq 1 20000", cwd=tmp_path)
+    assert lagging.returncode == 0, lagging.stderr
+    db = sqlite3.connect(tmp_path / "h" / "history.db")
+    with db:  # (as an ended `exec` leaves a long run: its lines not indexed yet)
+        db.execute("UPDATE runs SET indexed = 0 WHERE frames > 20000")
+    db.close()
+
+    def small() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (65536, 65536))
+
+    done = subprocess.run(
+        [*CLI, "runs", "search", "needle-1", "--config", "c.toml", "--json"],
+        check=False, cwd=tmp_path, env={**ENV, "XDG_STATE_HOME": str(tmp_path / "state")},
+        capture_output=True, text=True, timeout=120, preexec_fn=small,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert [m["snippet"] for m in json.loads(done.stdout)] == ["needle-1", "echo needle-1"]
+    assert "indexing the run history: " in done.stderr and "a write failed" in done.stderr
+    assert "searched what was indexed before" in done.stderr and "Traceback" not in done.stderr
 
 
 def get(server: Server, target: str, token: bool = True) -> tuple[int, bytes]:

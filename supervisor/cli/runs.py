@@ -160,6 +160,10 @@ def _local(args: argparse.Namespace, command: str) -> int:
     view = RunView()  # as `exec` and `runs show --remote` show a run
     for line in stored[0]:
         print(line.decode() if args.json else "\n".join(view.lines(json.loads(line))))
+    if not stored[1]:  # else a view that stops reads as a run that ended there
+        said = "these are its frames stored so far (runs show RUN_ID --remote URL follows it"
+        say(f"mcpx-hooks {command}: run {args.run_id} has not ended: {said} on the server"
+            " that runs it)")  # fmt: skip
     return EXIT_OK
 
 

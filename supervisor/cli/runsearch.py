@@ -94,7 +94,7 @@ def _local(args: argparse.Namespace, command: str) -> int:
     try:
         history = _opened(path)
         try:
-            found = history.search(args.query, run_id=args.run, limit=args.limit)
+            found = _searched(history, args, command)
         finally:
             history.close()
     except HistoryFault as exc:
@@ -102,6 +102,22 @@ def _local(args: argparse.Namespace, command: str) -> int:
         return EXIT_FAILED
     _print(found, args.json)
     return EXIT_OK
+
+
+def _searched(history: History, args: argparse.Namespace, command: str) -> list[dict[str, Any]]:
+    """The matches, the index first brought up to date; when the disk takes no more writes
+    (full), in what is indexed already, and stderr says that runs stored since may be missing."""
+    from ..history.store import HistoryFault
+
+    try:
+        return history.search(args.query, run_id=args.run, limit=args.limit)
+    except HistoryFault as exc:
+        if not history.writes:
+            raise
+        found = history.search(args.query, run_id=args.run, limit=args.limit, index=False)
+        say(f"mcpx-hooks {command}: {exc}; searched what was indexed before, so the lines"
+            " stored since are not searched")  # fmt: skip
+        return found
 
 
 def _opened(path: Path) -> History:

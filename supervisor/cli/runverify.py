@@ -44,7 +44,7 @@ def verify(args: argparse.Namespace, command: str) -> int:
     except HistoryFault as exc:
         history, fault = None, f" ({exc})"
     try:
-        if os.path.isfile(target):
+        if os.path.exists(target) and not os.path.isdir(target):  # a pipe too: /dev/stdin
             with open(target, "rb") as file:
                 lines = [line.rstrip(b"\r\n") for line in file if line.strip()]
             reference = _stored(history, _run_id(lines[0]) if lines else None)

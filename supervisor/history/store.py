@@ -340,8 +340,7 @@ class History:
         return [wire_loads(summary) for run_id, summary in rows if run_id not in skipped][:limit]
 
     def lines(self, run_id: str, start: int = 0) -> tuple[list[bytes], bool] | None:
-        """A stored run's lines from seq `start` (as sent), and whether its `end` is in;
-        None when no run has that id."""
+        """The lines of run `run_id` from seq `start` as sent, whether its end is in; or None."""
         # One statement, so one snapshot: the run's row and its chunks as one write left them.
         query = (
             "SELECT r.finished, c.first, c.packed, c.data FROM runs r LEFT JOIN chunks c"
@@ -376,12 +375,13 @@ class History:
         return StoredArtifact(str(self.artifacts_dir / row[0]), row[1], row[2], row[3])
 
     def search(
-        self, text: str, *, run_id: str | None = None, limit: int = search.MATCHES
-    ) -> list[dict[str, Any]]:
+        self, text: str, *, run_id: str | None = None, limit: int = search.MATCHES,
+        index: bool = True,
+    ) -> list[dict[str, Any]]:  # fmt: skip
         """The stored frames that hold what `text` asks for (`search.find`), the index first
-        brought up to every stored line when this connection may write (a process that ended
-        leaves it behind: `run/recording.py`)."""
-        if self.writes:
+        brought up to every stored line (an ended process's: `run/recording.py`) if `index`
+        and this connection may write; else in what is indexed already."""
+        if self.writes and index:
             with faults("indexing the run history"):
                 with self._lock:
                     lagging = search.lags(self._db)

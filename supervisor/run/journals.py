@@ -116,10 +116,14 @@ class Journals:
 
     def search(self, text: str, run_id: str | None, limit: int) -> list[dict[str, Any]] | None:
         """The stored frames matching `text` (`History.search`; blocking, a `HistoryFault`
-        when it cannot be read), None without a history."""
+        when it cannot be read), None without a history. A disk that takes no more writes
+        (full) leaves the index where it was: what it holds is searched, as on read-only media."""
         if self.history is None:
             return None
-        return self.history.search(text, run_id=run_id, limit=limit)
+        try:
+            return self.history.search(text, run_id=run_id, limit=limit)
+        except HistoryFault:
+            return self.history.search(text, run_id=run_id, limit=limit, index=False)
 
     def find_artifact(self, run_id: str, artifact_id: str) -> Stored:
         """A retained run's kept artifact, or `ArtifactGone` saying why there is none."""

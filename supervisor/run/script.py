@@ -132,11 +132,11 @@ Batch = tuple[list[bytes], list[bool], bytes]
 
 async def _batches(stream: trio.abc.ReceiveStream, longest: int) -> AsyncIterator[Batch]:
     """The lines of `stream`, a batch for each read that ends one or more (`Batch`)."""
-    pending = bytearray()  # the start of a line not yet ended, shorter than `longest`
+    pending = bytearray()  # the start of a line not yet ended, at most `longest` bytes
     while chunk := await stream.receive_some(_READ_BYTES):
         if pending:
             pending += chunk
-            if b"\n" not in chunk and len(pending) < longest:
+            if b"\n" not in chunk and len(pending) <= longest:
                 continue  # a long line's start is copied once, when it ends or is cut
             data = bytes(pending)
             pending.clear()
@@ -153,7 +153,8 @@ async def _batches(stream: trio.abc.ReceiveStream, longest: int) -> AsyncIterato
 
 def _split(data: bytes, longest: int) -> tuple[list[bytes], list[bool], int]:
     """The lines of `data` as `_batches` gives them, and how many of its bytes they took
-    (the rest is the start of a line that is shorter than `longest` and not yet ended)."""
+    (the rest is the start of a line of at most `longest` bytes and not yet ended: one of
+    exactly `longest` is cut only once the byte after it is known not to be its newline)."""
     last = data.rfind(b"\n")
     lines = data[:last].split(b"\n") if last >= 0 else []
     if lines and max(map(len, lines)) <= longest:  # no line to cut: all of them whole
@@ -162,7 +163,7 @@ def _split(data: bytes, longest: int) -> tuple[list[bytes], list[bool], int]:
         lines, wholes, at = [], [], 0
     while True:  # what is left: lines over `longest` are cut
         cut = data.find(b"\n", at, at + longest + 1)
-        if cut < 0 and len(data) - at < longest:
+        if cut < 0 and len(data) - at <= longest:
             return lines, wholes, at
         whole = cut >= 0
         end = cut if whole else at + longest
