@@ -158,6 +158,29 @@ def test_the_wire_takes_placeholders() -> None:
     assert request.placeholders == {"team": {"a": 1}}
     with pytest.raises(WireError, match="placeholders: expected an object"):
         parse_exec(json.dumps({"argv": ["true"], "placeholders": {"a b": 1}}))
+    # A built-in's value is the run's own: one given for it was dropped without a word.
+    with pytest.raises(WireError, match=r"placeholders: expected .* not a built-in's"):
+        parse_exec(json.dumps({"argv": ["true"], "placeholders": {"error": "x"}}))
+
+
+@pytest.mark.parametrize("name", ["error", "result", "run", "context"])
+def test_a_placeholder_flag_for_a_built_in_is_a_usage_error(
+    tmp_path: Path, model: LoopModel, name: str
+) -> None:
+    # `exec --placeholder error=…` was taken, and the value dropped without a word: the
+    # prompt still saw the run's own error.
+    write_config(tmp_path, model.url)
+    done = mcpx(
+        "exec", "--config", "c.toml", "--placeholder", f"{name}=the db is down",
+        "--", sys.executable, "-c", "raise SystemExit(3)",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout
+    assert done.stderr.strip().endswith(
+        f"--placeholder {name}: @{name} is a built-in placeholder: its value is the run's own;"
+        " a run gives values only for the names of prompt hooks' vars"
+    )
+    assert "Traceback" not in done.stderr and model.requests == []
 
 
 def test_exec_remote_sends_placeholders_to_the_server_s_prompt_hook(
