@@ -26,6 +26,8 @@ from .parser import add_config_arguments, add_token_file_argument
 #: The most `hook test --event` reads (a hook's whole input, as a service's message may be
 #: many times over).
 MAX_EVENT_BYTES = 16 * 1024 * 1024
+#: The keys of `hook test --event`'s object: what it puts in the generated input.
+EVENT_KEYS = ("input", "result", "error", "event")
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
 if TYPE_CHECKING:
@@ -160,6 +162,13 @@ def _hook_test(args: argparse.Namespace) -> int:
             event = json_flag(name, data)
             if not isinstance(event, dict):
                 raise Usage(f"{name}: expected a JSON object")
+            # (an error's own object, `{"message": …}`, would be read as nothing at all)
+            if extra := [key for key in event if key not in EVENT_KEYS]:
+                raise Usage(
+                    f"{name}: {', '.join(map(json.dumps, extra))}: not a key it takes;"
+                    f" expected an object of {', '.join(EVENT_KEYS)}, as"
+                    ' {"error": {"message": "…"}}'
+                )
     except (Usage, OSError, UnicodeDecodeError) as exc:
         say(f"mcpx-hooks hook test: {exc}")
         return EXIT_USAGE
