@@ -242,3 +242,19 @@ def test_show_request_of_a_command_model_and_of_no_model(tmp_path: Path) -> None
     shown = json.loads(done.stdout)
     assert shown["model"] is None and "declare [models.default]" in shown["note"]
     assert KEY in shown["messages"][1]["content"]  # not a secret of this config: shown as is
+
+
+def test_hook_test_sends_the_model_a_secret_redacted_as_a_run_does(
+    tmp_path: Path, model: LoopModel
+) -> None:
+    # `hook test` sent the model the values it was given as they were: the key itself went
+    # out in the data (while --show-request printed it redacted, as a run sends it).
+    model.default = Reply('{"advise": "check the lockfile"}')
+    write_config(tmp_path, model.url)
+    event = json.dumps({"error": {"message": "boom", "stderrTail": f"token {KEY}"}})
+    done = mcpx("hook", "test", "explain", "--config", "c.toml", "--event", "-", cwd=tmp_path,
+                stdin=event)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (request,) = model.requests
+    data = request["messages"][1]["content"]
+    assert "token [secret LOOP_KEY]" in data and KEY not in data

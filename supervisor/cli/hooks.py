@@ -149,6 +149,7 @@ def _hook_test(args: argparse.Namespace) -> int:
     from ..core.frames import HookStatus
     from ..core.points import Phase
     from ..core.redact import Redactor
+    from ..core.servers import server_secrets
     from ..run.hookcontext import hook_secrets
     from .view import hook_frame_lines
 
@@ -174,13 +175,17 @@ def _hook_test(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     phase = Phase(args.phase) if args.phase else hook.phase
     hook = attrs.evolve(hook, phase=phase)
+    # What a run's redaction hides: its hooks' secrets and its tool servers' (a plugin hook's
+    # server may say one); from the values a prompt hook sends too, as in a run.
+    secrets = hook_secrets((*config.hooks, hook), None, os.environ)
+    redactor = Redactor(secrets | server_secrets(config.servers.values(), os.environ))
+    ctx = attrs.evolve(mock_context(config, phase, event), redactor=redactor)
     if args.show_request:
         from .promptview import show_request
 
-        return show_request(config, hook, mock_context(config, phase, event))
-    frame = run_async(_run_one, hook, mock_context(config, phase, event), config)
-    # The hook's own secrets are redacted here as a run's journal would.
-    wire = Redactor(hook_secrets((hook,), None, os.environ)).fields(to_json(frame))
+        return show_request(config, hook, ctx)
+    frame = run_async(_run_one, hook, ctx, config)
+    wire = redactor.fields(to_json(frame))
     if args.json:
         print(json.dumps(wire))
     else:
