@@ -279,10 +279,11 @@ async def test_secret_swapped_for_its_hosts_only_https_through_the_run_ca(
     assert f"Authorization: Bearer {SECRET}".encode() in http_heads[0]
     # Sent anywhere else, refused and reported; that server saw nothing.
     assert seen[urls[2]][0] == 403
-    assert seen[urls[2]][1].strip() == "blocked: secret GITHUB_TOKEN sent to 127.0.0.1"
+    refused = f"blocked: secret GITHUB_TOKEN sent to 127.0.0.1:{other_port}"
+    assert seen[urls[2]][1].strip() == refused
     assert other_heads == []
     assert report.refused == (("127.0.0.1", other_port),)
-    assert frame.egress == ("blocked: secret GITHUB_TOKEN sent to 127.0.0.1",)
+    assert frame.egress == (refused,)
     assert SECRET not in json.dumps(to_json(frame))
 
 
@@ -488,5 +489,5 @@ async def test_a_tool_server_with_network_and_a_secret_with_hosts(
     assert answers[0]["token"].startswith("mcpx-secret-GITHUB_TOKEN-")
     assert f"Authorization: Bearer {SECRET}".encode() in tls_heads[0]
     assert answers[1]["got"][0] == 403
-    assert "blocked: secret GITHUB_TOKEN sent to localhost" in answers[1]["got"][1]
+    assert f"blocked: secret GITHUB_TOKEN sent to localhost:{other_port}" in answers[1]["got"][1]
     assert other_heads == []

@@ -11,6 +11,8 @@ import importlib
 import inspect
 import pkgutil
 
+import pytest
+
 import mcpx_hooks.supervisor
 from mcpx_hooks.supervisor.core.errors import HooksError
 
@@ -52,3 +54,21 @@ def test_an_error_callers_catch_by_its_standard_base_keeps_it() -> None:
 
     assert issubclass(JsonError, ValueError) and issubclass(JsonError, HooksError)
     assert issubclass(UnknownRun, LookupError) and issubclass(UnknownRun, HooksError)
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('{"a": "x\x1b"}', "Invalid control character at line 1, column 9"),
+        ('{"a": "x', "Unterminated string starting at line 1, column 7"),
+        ("{oops", "Expecting property name enclosed in double quotes (at line 1, column 2)"),
+    ],
+)
+def test_a_json_error_reads_as_one_sentence(text: str, said: str) -> None:
+    # Python's words for some errors end with "at", which read "Invalid control character
+    # at (at line 1, column 9)" in a hook's invalid-output reason.
+    from mcpx_hooks.supervisor.core.jsontext import JsonError, loads
+
+    with pytest.raises(JsonError) as caught:
+        loads(text)
+    assert str(caught.value) == said

@@ -295,6 +295,16 @@ def test_hook_test_exit_status_is_the_hooks_outcome(tmp_path: Path) -> None:
     )
     assert not_object.returncode == 2
     assert not_object.stderr == "mcpx-hooks hook test: stdin (--event -): expected a JSON object\n"
+    # An error's own object (not under "error") was read as nothing, and the mock's shown.
+    unknown = mcpx(
+        "hook", "test", "echo-error", *cfg, "--event", "-", cwd=tmp_path, env=env,
+        stdin='{"message": "3 tests failed", "exitCode": 1}',
+    )  # fmt: skip
+    assert (unknown.returncode, unknown.stdout) == (2, "")
+    assert unknown.stderr == (
+        'mcpx-hooks hook test: stdin (--event -): "message", "exitCode": not a key it takes;'
+        ' expected an object of input, result, error, event, as {"error": {"message": "…"}}\n'
+    )
     bad_json = mcpx("hook", "test", "no", *cfg, "--event", "-", cwd=tmp_path, env=env, stdin="{")
     assert bad_json.returncode == 2 and "stdin (--event -): invalid JSON" in bad_json.stderr
     inline = mcpx("hook", "test", "--hook", '{"run": ["true"]}', cwd=tmp_path, env=env)

@@ -359,6 +359,37 @@ def test_hook_test_runs_a_plugin_hook_on_its_server(tmp_path: Path) -> None:
     assert frame["advice"] == ['INPUT IS {"A":1}']
 
 
+def test_hook_test_redacts_the_secret_a_plugin_hook_s_server_says(tmp_path: Path) -> None:
+    # The server's secrets were left out of `hook test`'s redaction (only the hook's own were
+    # in it): a tool that said its token printed it, as advice or as its error.
+    import json
+    import os
+    import subprocess
+
+    hostile = Path(__file__).parent / "mcpservers" / "hostile.py"
+    tmp_path.chmod(0o755)
+    command = json.dumps([sys.executable, str(hostile), "leak"])
+    (tmp_path / "c.toml").write_text(
+        f'[servers.h]\ncommand = {command}\nsandbox = "none"\nsecrets = ["MCPX_TEST_TOKEN"]\n'
+        '[[hooks]]\nname = "said"\non = "script"\nphase = "before"\nplugin = "h.echo"\n'
+    )
+    token = "hunter2-is-the-password"
+    env = {**os.environ, "MCPX_HOOKS_NO_DISCOVERY": "1", "MCPX_TEST_TOKEN": token}
+    shown = []
+    for json_flag in ([], ["--json"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "mcpx_hooks.supervisor", "hook", "test", "said",
+             "--config", "c.toml", *json_flag],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert done.returncode == 1, done.stderr  # (the tool answers isError)
+        shown.append(done.stdout + done.stderr)
+    said = "the tool answered isError: no: [secret MCPX_TEST_TOKEN]"
+    assert json.loads(shown[1])["reason"] == said
+    assert said in shown[0]
+    assert token not in "".join(shown)
+
+
 def test_answer_is_a_plugin_hook_s_and_one_of_its_words(tmp_path: Path) -> None:
     from mcpx_hooks.supervisor.config.loading import load_config, validate_files
     from mcpx_hooks.supervisor.core.hooks import hook_json

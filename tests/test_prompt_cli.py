@@ -158,6 +158,29 @@ def test_the_wire_takes_placeholders() -> None:
     assert request.placeholders == {"team": {"a": 1}}
     with pytest.raises(WireError, match="placeholders: expected an object"):
         parse_exec(json.dumps({"argv": ["true"], "placeholders": {"a b": 1}}))
+    # A built-in's value is the run's own: one given for it was dropped without a word.
+    with pytest.raises(WireError, match=r"placeholders: expected .* not a built-in's"):
+        parse_exec(json.dumps({"argv": ["true"], "placeholders": {"error": "x"}}))
+
+
+@pytest.mark.parametrize("name", ["error", "result", "run", "context"])
+def test_a_placeholder_flag_for_a_built_in_is_a_usage_error(
+    tmp_path: Path, model: LoopModel, name: str
+) -> None:
+    # `exec --placeholder error=…` was taken, and the value dropped without a word: the
+    # prompt still saw the run's own error.
+    write_config(tmp_path, model.url)
+    done = mcpx(
+        "exec", "--config", "c.toml", "--placeholder", f"{name}=the db is down",
+        "--", sys.executable, "-c", "raise SystemExit(3)",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout
+    assert done.stderr.strip().endswith(
+        f"--placeholder {name}: @{name} is a built-in placeholder: its value is the run's own;"
+        " a run gives values only for the names of prompt hooks' vars"
+    )
+    assert "Traceback" not in done.stderr and model.requests == []
 
 
 def test_exec_remote_sends_placeholders_to_the_server_s_prompt_hook(
@@ -219,3 +242,19 @@ def test_show_request_of_a_command_model_and_of_no_model(tmp_path: Path) -> None
     shown = json.loads(done.stdout)
     assert shown["model"] is None and "declare [models.default]" in shown["note"]
     assert KEY in shown["messages"][1]["content"]  # not a secret of this config: shown as is
+
+
+def test_hook_test_sends_the_model_a_secret_redacted_as_a_run_does(
+    tmp_path: Path, model: LoopModel
+) -> None:
+    # `hook test` sent the model the values it was given as they were: the key itself went
+    # out in the data (while --show-request printed it redacted, as a run sends it).
+    model.default = Reply('{"advise": "check the lockfile"}')
+    write_config(tmp_path, model.url)
+    event = json.dumps({"error": {"message": "boom", "stderrTail": f"token {KEY}"}})
+    done = mcpx("hook", "test", "explain", "--config", "c.toml", "--event", "-", cwd=tmp_path,
+                stdin=event)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (request,) = model.requests
+    data = request["messages"][1]["content"]
+    assert "token [secret LOOP_KEY]" in data and KEY not in data

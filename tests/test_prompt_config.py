@@ -86,9 +86,13 @@ def test_a_prompt_hook_s_own_timeout(tmp_path: Path) -> None:
             {"hooks": [{"on": "script", "phase": "before", "run": ["true"], "model": "m"}]},
             ("/hooks/0/model", "a prompt hook's key"),
         ),
+        (  # the key is a secret, one variable named: a glob was taken, then never set
+            {"models": {"g": {"provider": "openai", "url": "http://h", "apiKeyEnv": "KEY_*"}}},
+            ("/models/g/apiKeyEnv", "a variable name, not a glob"),
+        ),
     ],
     ids=["other-provider-key", "no-command", "no-url", "ftp", "budget", "name", "var-builtin",
-         "phase", "unknown", "not-prompt"],
+         "phase", "unknown", "not-prompt", "key-glob"],
 )  # fmt: skip
 def test_what_is_wrong_is_named_with_its_pointer(
     tmp_path: Path, doc: dict[str, Any], want: tuple[str, str]

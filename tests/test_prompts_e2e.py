@@ -95,3 +95,21 @@ def test_the_demo_uses_the_model_it_is_pointed_at(tmp_path: Path) -> None:
         assert "the job said hello" in done.stdout
         assert "no model configured" not in done.stdout
         assert model.requests and all(r["model"] == "loop-1" for r in model.requests)
+
+
+def test_the_demo_blames_the_model_server_not_the_sandbox_when_it_fails(tmp_path: Path) -> None:
+    # A model server answering 503 failed the demo with "`mcpx-hooks doctor` says what the
+    # sandbox here lacks", which sent the user to the wrong place.
+    with loopmodel.LoopModel() as model:
+        model.default = loopmodel.Reply(status=503)
+        env = {**os.environ, "MCPX_HOOKS_NO_DISCOVERY": "1", "MCPX_HOOKS_DEMO_MODEL_URL": model.url}
+        done = mcpx(env, tmp_path, "demo")
+    assert done.returncode == 1, done.stdout
+    said = done.stderr.splitlines()
+    assert said[-2] == "  hook summarise: failed: model default at " + model.url + (
+        " answered HTTP 503 Service Unavailable"
+    )
+    assert said[-1] == (
+        "the prompt hook summarise asks the model server that MCPX_HOOKS_DEMO_MODEL_URL names:"
+        " check that it runs there and answers chat completions"
+    )

@@ -131,6 +131,48 @@ def test_a_failing_server_s_words_reach_the_terminal_without_control_characters(
     assert "with `--servers`, a server that cannot be" in dict(COMMAND_EXIT_CODES["trust"])[1]
 
 
+def test_a_server_s_secret_in_its_version_or_tools_is_never_written_out(tmp_path: Path) -> None:
+    # A server given a secret that names it in its `initialize` (version) or in a tool's
+    # description had it shown by `servers list` (readable and --json), and written into
+    # the trust state by `trust --servers` (the pinned tool list): only its failures were
+    # redacted.
+    hostile = Path(__file__).parent / "mcpservers" / "hostile.py"
+    tmp_path.chmod(0o755)
+    command = [sys.executable, str(hostile), "leak"]
+    config = tmp_path / "leak.toml"
+    config.write_text(
+        f'[servers.h]\ncommand = {json.dumps(command)}\nsandbox = "none"\n'
+        'secrets = ["MCPX_TEST_TOKEN"]\n'
+    )
+    token = "hunter2-is-the-password"
+    env = {
+        **os.environ,
+        "MCPX_HOOKS_NO_DISCOVERY": "1",
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "MCPX_TEST_TOKEN": token,
+    }
+    said = []
+    for args in (["servers", "list"], ["servers", "list", "--json"], ["trust", "--servers"]):
+        done = subprocess.run(
+            [*CLI, *args, "--config", str(config)],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        said.append(done.stdout + done.stderr)
+    assert "h (hostile leak [secret MCPX_TEST_TOKEN]): running since" in said[0]
+    (shown,) = json.loads(said[1])
+    assert shown["server"]["version"] == "leak [secret MCPX_TEST_TOKEN]"
+    assert {t["description"] for t in shown["tools"]} == {"uses [secret MCPX_TEST_TOKEN]"}
+    assert token not in "".join(said)
+    written = [p for p in tmp_path.rglob("*") if p.is_file() and token.encode() in p.read_bytes()]
+    assert written == []
+
+
 def test_the_server_settings_are_documented_from_the_table() -> None:
     from mcpx_hooks.supervisor.core.servers import SERVER_SETTINGS
 

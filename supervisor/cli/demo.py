@@ -224,7 +224,17 @@ async def run_demo() -> int:
         print("\nthe demo FAILED: its runs did not go as the example means:", file=sys.stderr)
         for line in dict.fromkeys(found):
             print(f"  {line}", file=sys.stderr)
-        print("`mcpx-hooks doctor` says what the sandbox here lacks", file=sys.stderr)
+        # The prompt hook asks its model over HTTP, outside any sandbox: its failure is the
+        # model server's, which the doctor knows nothing of.
+        asked = [line for line in found if line.startswith(f"hook {PROMPT_HOOK}: ")]
+        if asked:
+            print(
+                f"the prompt hook {PROMPT_HOOK} asks the model server that {MODEL_URL_ENV}"
+                " names: check that it runs there and answers chat completions",
+                file=sys.stderr,
+            )
+        if len(asked) < len(found):
+            print("`mcpx-hooks doctor` says what the sandbox here lacks", file=sys.stderr)
         return 1
     print("\nevery hook and script above ran as a real process, its tree reaped; none is left")
     if not model:

@@ -106,6 +106,7 @@ def _env(args: argparse.Namespace) -> dict[str, str]:
 def _placeholders(args: argparse.Namespace) -> dict[str, str]:
     """`--placeholder K=V`: each value a string, each name a placeholder's."""
     from ..core.models import is_name
+    from ..core.placeholders import run_value_problem
 
     found: dict[str, str] = {}
     for item in getattr(args, "placeholders", ()):
@@ -115,6 +116,8 @@ def _placeholders(args: argparse.Namespace) -> dict[str, str]:
                 f"--placeholder: expected NAME=VALUE with NAME a letter or _ then letters,"
                 f" digits, _ or -, found {item!r}"
             )
+        if (why := run_value_problem(name)) is not None:
+            raise Usage(f"--placeholder {name}: {why}")
         found[name] = value
     return found
 

@@ -26,6 +26,8 @@ from .parser import add_config_arguments, add_token_file_argument
 #: The most `hook test --event` reads (a hook's whole input, as a service's message may be
 #: many times over).
 MAX_EVENT_BYTES = 16 * 1024 * 1024
+#: The keys of `hook test --event`'s object: what it puts in the generated input.
+EVENT_KEYS = ("input", "result", "error", "event")
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
 if TYPE_CHECKING:
@@ -147,6 +149,7 @@ def _hook_test(args: argparse.Namespace) -> int:
     from ..core.frames import HookStatus
     from ..core.points import Phase
     from ..core.redact import Redactor
+    from ..core.servers import server_secrets
     from ..run.hookcontext import hook_secrets
     from .view import hook_frame_lines
 
@@ -160,18 +163,29 @@ def _hook_test(args: argparse.Namespace) -> int:
             event = json_flag(name, data)
             if not isinstance(event, dict):
                 raise Usage(f"{name}: expected a JSON object")
+            # (an error's own object, `{"message": …}`, would be read as nothing at all)
+            if extra := [key for key in event if key not in EVENT_KEYS]:
+                raise Usage(
+                    f"{name}: {', '.join(map(json.dumps, extra))}: not a key it takes;"
+                    f" expected an object of {', '.join(EVENT_KEYS)}, as"
+                    ' {"error": {"message": "…"}}'
+                )
     except (Usage, OSError, UnicodeDecodeError) as exc:
         say(f"mcpx-hooks hook test: {exc}")
         return EXIT_USAGE
     phase = Phase(args.phase) if args.phase else hook.phase
     hook = attrs.evolve(hook, phase=phase)
+    # What a run's redaction hides: its hooks' secrets and its tool servers' (a plugin hook's
+    # server may say one); from the values a prompt hook sends too, as in a run.
+    secrets = hook_secrets((*config.hooks, hook), None, os.environ)
+    redactor = Redactor(secrets | server_secrets(config.servers.values(), os.environ))
+    ctx = attrs.evolve(mock_context(config, phase, event), redactor=redactor)
     if args.show_request:
         from .promptview import show_request
 
-        return show_request(config, hook, mock_context(config, phase, event))
-    frame = run_async(_run_one, hook, mock_context(config, phase, event), config)
-    # The hook's own secrets are redacted here as a run's journal would.
-    wire = Redactor(hook_secrets((hook,), None, os.environ)).fields(to_json(frame))
+        return show_request(config, hook, ctx)
+    frame = run_async(_run_one, hook, ctx, config)
+    wire = redactor.fields(to_json(frame))
     if args.json:
         print(json.dumps(wire))
     else:

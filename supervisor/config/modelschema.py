@@ -24,9 +24,9 @@ from ..core.models import (
     ModelKey,
     Provider,
 )
+from ..core.passenv import SECRET_NAME_PATTERN
 from ..core.placeholders import check_placeholders
 from ..core.points import DEFAULT_PHASE, Phase
-from ..core.spawntext import ENV_NAME_PATTERN
 from .problems import pointer
 from .schemaparts import MAX_INTEGER, argv, enum_of, integer, string, text
 
@@ -48,7 +48,8 @@ def _key_schema(key: ModelKey) -> dict[str, Any]:
         ),
         "url": string(description, pattern=r"^https?://[^\s]+$"),
         "text": text(description, minLength=1),
-        "env": string(description, pattern=ENV_NAME_PATTERN),
+        # (the key is a secret: one variable, named, as a `secrets` entry is; never a glob)
+        "env": string(description, pattern=SECRET_NAME_PATTERN),
         "count": integer(1, description, MAX_MODEL_TOKENS),
         "temperature": {"type": "number", "minimum": 0, "maximum": 2},
         "argv": argv(description),

@@ -256,6 +256,7 @@ __all__, __getattr__, __dir__ = exports(
             "lookup",
             "names_in",
             "resolve",
+            "run_value_problem",
             "value_names",
         ),
         "promptbuild": ("PromptRequest", "build_request", "encode_value", "new_nonce"),

@@ -111,8 +111,12 @@ def refusal(host: str, port: int, note: str | None, declared: str) -> str:
     that, added to `declared` (where the child's list is declared), would admit it."""
     if note is not None:
         return note
-    item = host if port in DEFAULT_PORTS else f"{host}:{port}"
-    return f'{blocked_message(host)}; "{item}" in {declared} would admit it'
+    return f'{blocked_message(host)}; "{host_item(host, port)}" in {declared} would admit it'
+
+
+def host_item(host: str, port: int) -> str:
+    """`host:port` as a list's item names it: the port left out when it is 80 or 443."""
+    return host if port in DEFAULT_PORTS else f"{host}:{port}"
 
 
 def placeholder(name: str, nonce: str) -> str:

@@ -60,7 +60,10 @@ def loads(text: str | bytes) -> Any:
     try:
         value = json.loads(text, parse_constant=_not_json)
     except json.JSONDecodeError as exc:
-        raise JsonError(f"{exc.msg} (at line {exc.lineno}, column {exc.colno})") from None
+        where = f"line {exc.lineno}, column {exc.colno}"
+        if exc.msg.endswith(" at"):  # ("Invalid control character at", "… starting at")
+            raise JsonError(f"{exc.msg} {where}") from None
+        raise JsonError(f"{exc.msg} (at {where})") from None
     except RecursionError:
         raise JsonError(f"nested deeper than {MAX_DEPTH} levels") from None
     except UnicodeDecodeError as exc:

@@ -56,6 +56,18 @@ PHASE_BUILTINS: Final[dict[Phase, frozenset[str]]] = {
 }
 
 
+def run_value_problem(name: str) -> str | None:
+    """Why a run may not give a value for the placeholder `name` (`exec --placeholder`, a
+    request's `placeholders`): a built-in's value (and the `context` block) is the run's own,
+    never replaced, and a value given for one would be dropped without a word."""
+    if name in BUILTINS or name == RESERVED:
+        return (
+            f"@{name} is a built-in placeholder: its value is the run's own; a run gives"
+            " values only for the names of prompt hooks' vars"
+        )
+    return None
+
+
 @attrs.frozen(repr=False, eq=False)
 class Placeholder(Record):
     """One placeholder as written: `spelt` is `name.path` without the `@`."""

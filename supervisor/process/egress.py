@@ -105,8 +105,9 @@ class Lease(Record):
         for placeholder, (name, value, hosts) in self.secrets.items():
             if placeholder.encode() not in head:
                 continue
-            if not egress.allows(hosts, host, port):
-                return self.refuse(host, port, f"blocked: secret {name} sent to {host}")
+            if not egress.allows(hosts, host, port):  # (its port said: `localhost` may be
+                where = egress.host_item(host, port)  # among its hosts on another port)
+                return self.refuse(host, port, f"blocked: secret {name} sent to {where}")
             head = head.replace(placeholder.encode(), value.encode())
         return head
 

@@ -25,6 +25,7 @@ from ..core.effects import Effect
 from ..core.hooks import Profile
 from ..core.models import NAME_PATTERN, is_name
 from ..core.passenv import SECRET_NAME_PATTERN, reference_problem, secret_name_problem
+from ..core.placeholders import run_value_problem
 from ..core.records import Record
 from ..core.scripts import Script
 from ..core.spawntext import env_problems, text_found, text_problem
@@ -301,8 +302,10 @@ EXEC_FIELDS: Final[dict[str, RequestField]] = {
     ),
     "placeholders": RequestField(
         "an object of any JSON values, for prompt hooks' placeholders, each name a letter or _"
-        " then letters, digits, _ or -",
-        lambda v: isinstance(v, dict) and all(is_name(k) for k in v),
+        " then letters, digits, _ or -, and not a built-in's (error, result, input, …)",
+        lambda v: (
+            isinstance(v, dict) and all(is_name(k) and run_value_problem(k) is None for k in v)
+        ),
         "object of JSON values",
         "the values of the prompt hooks' placeholders (names of their `vars`), as"
         " `exec --placeholder`",

@@ -133,7 +133,7 @@ async def remote_life(start_hooks: StartHooks, entry: ServerEntry) -> str | None
     passed = pass_environment((), spec.secrets, os.environ)
     if passed.problem is not None:
         return f"server {spec.name}: {passed.problem}"
-    redactor = Redactor(passed.secrets)
+    redactor = entry.redactor = Redactor(passed.secrets)
     last = _LastStatus()
     client = httpx2.AsyncClient(
         headers={

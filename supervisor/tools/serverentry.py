@@ -20,6 +20,7 @@ from ..core.backoff import retry_wait_s
 from ..core.errors import HooksError
 from ..core.points import Phase
 from ..core.records import Record
+from ..core.redact import Redactor
 from ..core.servers import BACKOFF_FIRST_S, BACKOFF_MAX_S, ServerSpec
 
 if TYPE_CHECKING:
@@ -84,6 +85,10 @@ class ServerEntry(Record):
     relist: trio.Event = attrs.field(factory=trio.Event)
     #: Told each time the tools were listed again (the manager's `relisted`).
     on_relisted: Callable[[], None] | None = None
+    #: The server's own secrets, redacted from what it says of itself (its `info`, its
+    #: tools' listing), which `servers list` shows and the trust state pins: set by each
+    #: life as it starts (`serverproc.py`, `remote.py`).
+    redactor: Redactor = attrs.field(factory=Redactor)
 
     async def notified(self, message: object) -> None:
         """What the SDK's session surfaced of the server (a notification, or a fault of its

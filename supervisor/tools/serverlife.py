@@ -46,9 +46,9 @@ async def serve_session(
             raise
         await trio.sleep_forever()  # until the caller ends the life (`_cancel_when_gone`)
     start_scope.deadline = math.inf  # started: from now on idleMs rules
-    entry.tools = tools
+    entry.tools = _redacted(entry, tools)
     info = init.server_info
-    entry.info = {"name": info.name, "version": info.version}
+    entry.info = entry.redactor.value({"name": info.name, "version": info.version})
     entry.capabilities = init.capabilities
     result = {**entry.info, "server": spec.name}
     result["tools"] = [tool_json(t) for t in entry.tools]
@@ -89,7 +89,7 @@ async def _relist(entry: ServerEntry, session: ClientSession) -> None:
             why = str(exc)
         else:
             why = ""
-            entry.tools = tools
+            entry.tools = _redacted(entry, tools)
             entry.poke()
             if entry.on_relisted is not None:
                 entry.on_relisted()
@@ -104,6 +104,20 @@ async def _listed(session: ClientSession) -> tuple[types.Tool, ...]:
     """The server's tools, every page of their listing."""
     pages = await every_page("tools", lambda page: session.list_tools(params=page))
     return tuple(tool for page in pages for tool in page.tools)
+
+
+def _redacted(entry: ServerEntry, tools: tuple[types.Tool, ...]) -> tuple[types.Tool, ...]:
+    """`tools` with the server's secrets redacted from all but their names (by which they
+    are called): a server that says what it was given in a description or a schema must not
+    have it shown, nor pinned in the trust state."""
+    if not entry.redactor.secrets:
+        return tools
+    return tuple(
+        types.Tool.model_validate(
+            {**entry.redactor.value(tool.model_dump(by_alias=True, mode="json")), "name": tool.name}
+        )
+        for tool in tools
+    )
 
 
 async def _until_idle(entry: ServerEntry) -> None:

@@ -78,7 +78,7 @@ async def _life(spawner: Spawner, start_hooks: StartHooks, entry: ServerEntry) -
     passed = pass_environment(spec.pass_env, spec.secrets, os.environ)
     if passed.problem is not None:
         return f"server {spec.name}: {passed.problem}"
-    redactor = Redactor(passed.secrets)
+    redactor = entry.redactor = Redactor(passed.secrets)
     stderr = bytearray()
     eco = packages.ecosystem(spec)
 

@@ -25,7 +25,8 @@
 - `garbled`: answers every call with a result that is not a tool result.
 - `nan`: answers every call with structured content holding NaN (not JSON).
 - `leak`: answers every call with `isError` and the value of `$MCPX_TEST_TOKEN` (a secret
-  it was given), which it also writes on stderr.
+  it was given), which it also writes on stderr; its version (at `initialize`) and each of
+  its tools' descriptions hold it too.
 - `relay`: as `good`, with one tool more, `relay`, which writes what its caller asks: each of
   `lines` as a line of its own (each character a byte, so that any bytes can be asked for),
   then the call's answer with `error` as its error if given, else with `result` as its
@@ -163,6 +164,8 @@ def main() -> None:
             send({"jsonrpc": "2.0", "id": rid, "error": error})
         elif method == "initialize":
             info = {"name": "hostile", "version": mode}
+            if mode == "leak":
+                info["version"] = f"leak {os.environ.get('MCPX_TEST_TOKEN', '')}"
             version = params.get("protocolVersion")
             capabilities: dict[str, Any] = {"tools": {}}
             if mode in ("good", "relay", "paged", "endless", "deaf"):
@@ -212,6 +215,9 @@ def main() -> None:
             tools = [*TOOLS, RELAY] if mode == "relay" else TOOLS
             if mode == "drift":
                 tools = [*TOOLS, GROW, *([EXTRA] if grown else [])]
+            if mode == "leak":
+                said = f"uses {os.environ.get('MCPX_TEST_TOKEN', '')}"
+                tools = [{**tool, "description": said} for tool in TOOLS]
             send({"jsonrpc": "2.0", "id": rid, "result": listing(mode, "tools", tools, params)})
             for grew in growing:
                 send({"jsonrpc": "2.0", "id": grew, "result": {"content": []}})
