@@ -515,3 +515,18 @@ def test_the_remote_request_carries_the_callers_resolved_layers(
               "run": ["python3", "gate.py"], "dir": str(project)}  # fmt: skip
     third = cli_exec.remote_request(args, lambda: ([], [served]))
     assert [h.get("name") for h in third["hooks"]] == ["hint"]
+
+
+def test_exec_from_a_directory_whose_path_is_not_utf8_says_so(tmp_path: Path) -> None:
+    """A run's directory goes in its request as text: one whose name is not UTF-8 is a usage
+    error naming it, locally and with --remote (it was 'bad spawn request: cwd: holds a lone
+    surrogate' from the spawner, after the run had begun)."""
+    odd = os.fsdecode(bytes(tmp_path) + b"/bad\xffdir")
+    os.mkdir(odd)
+    env = environment(tmp_path)
+    for remote in ([], ["--remote", "ws://127.0.0.1:9"]):
+        out = mcpx("exec", *remote, "--sandbox", "none", "--", "true", cwd=Path(odd), env=env)
+        assert out.returncode == 2, out.stdout
+        assert out.stdout == ""
+        assert "working directory's path is not UTF-8" in out.stderr
+        assert "bad\\xffdir" in out.stderr and "Traceback" not in out.stderr

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-from pathlib import Path
 
 from .common import Usage, json_flag, load, read_bounded
 
@@ -180,7 +179,7 @@ def local_request(args: argparse.Namespace) -> tuple[Config, RunRequest]:
     files = files_from(args)
     env = _env(args)
     stdin = _stdin_bytes(args)
-    cwd = str(Path.cwd())
+    cwd = _cwd()
     request = ExecRequest(
         argv=tuple(argv) or None,
         file=args.python,
@@ -204,6 +203,20 @@ def local_request(args: argparse.Namespace) -> tuple[Config, RunRequest]:
     import attrs
 
     return admitted.config, attrs.evolve(admitted.request, files=files)
+
+
+def _cwd() -> str:
+    """The run's working directory, this one: a path a request carries as text."""
+    from ..core.jsontext import is_unicode
+
+    cwd = os.getcwd()
+    if not is_unicode(cwd):
+        shown = os.fsencode(cwd).decode("utf-8", "backslashreplace")
+        raise Usage(
+            f"the working directory's path is not UTF-8 ({shown}): a run's directory is"
+            " sent as text; run it from a directory whose path is UTF-8"
+        )
+    return cwd
 
 
 def _network(
@@ -309,7 +322,7 @@ def remote_request(
         argv=tuple(argv) or None,
         file=args.python,
         python=args.code,
-        cwd=str(Path.cwd()),
+        cwd=_cwd(),
         hooks=tuple(hooks),
         script_lines=script_lines(config) or None,
         stdin=stdin,
