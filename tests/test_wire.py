@@ -111,6 +111,8 @@ def test_every_field_maps_onto_the_request() -> None:
         ),
         ('{"argv": ["x"], "env": {"A": 1}}', "env: expected an object of strings"),
         ('{"argv": ["x"], "autonomy": "max"}', "autonomy: expected an effect level"),
+        ('{"argv": ["x"], "autonomy": "max"}', 'got "max"'),
+        ('{"argv": ["x"], "sandbox": "stict"}', 'none), got "stict"'),
         ('{"argv": ["x"], "script": {"during": []}}', "script: expected an object of source"),
         ('{"argv": ["x"], "cancelOnDisconnect": 1}', "cancelOnDisconnect: expected true or false"),
         ('{"argv": ["x"], "stdin": 5}', "stdin: expected a string"),

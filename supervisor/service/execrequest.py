@@ -12,6 +12,7 @@ here fills a default that depends on the server: that is
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
@@ -343,11 +344,17 @@ def parse_exec(message: str | bytes | Mapping[str, Any]) -> ExecRequest:
     return from_json(obj, ExecRequest)
 
 
+#: The fields that take one of a few words: a word refused is shown (`"stict"`).
+_CHOICES: Final = frozenset({"sandbox", "autonomy"})
+
+
 def _found(key: str, value: Any) -> str:
     """What a refused field holds, in words: the item, name or value a process cannot take
     (`an array whose item 1 holds a NUL character`), else its type."""
     if value == []:
         return "an empty array"
+    if key in _CHOICES and isinstance(value, str) and (shown := json.dumps(value)).isprintable():
+        return shown[:80]  # (a misspelt choice; no field of them holds a secret)
     if isinstance(value, int | float) and not isinstance(value, bool) and abs(value) < 1e15:
         return f"the number {value}"
     if key == "argv" and isinstance(value, list) and value[0] == "":
