@@ -97,7 +97,8 @@ def hooks_list(args: argparse.Namespace) -> int:
         else:
             print("\n".join(hook_table(found)))
         return EXIT_OK
-    from ..core.hooks import hook_json  # the converter's own shape, without loading cattrs
+    # hook_json: the converter's own shape, without loading cattrs
+    from ..core.hooks import caller_autonomy, effect_in_force, hook_json
     from .printable import printable
     from .promptview import say_model_warnings
 
@@ -110,7 +111,11 @@ def hooks_list(args: argparse.Namespace) -> int:
     if not config.hooks:
         print("no hooks in force")
     else:
-        print("\n".join(hook_table(hook_json(h) for h in config.hooks)))
+        # The effect each has in force under this config, as a run here would have it
+        # (`exec --explain` says the same), not only the one declared.
+        caller = caller_autonomy(config, None)
+        in_force = [effect_in_force(h, caller, config.autonomy_max) for h in config.hooks]
+        print("\n".join(hook_table([hook_json(h) for h in config.hooks], in_force)))
     for f in config.skipped:
         then = f"; to apply it: {f.trust_command}" if f.trust_command else ""
         print(printable(f"not applied: {f.file} ({f.reason}){then}"))
