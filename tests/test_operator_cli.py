@@ -311,6 +311,52 @@ def test_hook_test_exit_status_is_the_hooks_outcome(tmp_path: Path) -> None:
         )
 
 
+@pytest.mark.parametrize(
+    ("event", "said"),
+    [
+        ({"error": "3 tests failed"},
+         '"error" is an object with "message" (as the hook\'s input holds it),'
+         ' found the string "3 tests failed"'),
+        ({"error": {"message": 3}},
+         '"error" is an object with "message" (as the hook\'s input holds it),'
+         ' found "message" as the integer 3'),
+        ({"result": 3.5},
+         '"result" is an object with "value" (as the hook\'s input holds it),'
+         " found the number 3.5"),
+        ({"event": [1]},
+         '"event" is an object (as the hook\'s input holds it), found an array of 1'),
+        ({"eror": {"message": "x"}},
+         'unknown key "eror"; expected one of: input, result, error, event'),
+    ],
+)  # fmt: skip
+def test_hook_test_refuses_an_event_the_hook_s_input_cannot_hold(
+    tmp_path: Path, event: dict[str, Any], said: str
+) -> None:
+    # An error given as a string (or a result not in {"value": ...}) broke `hook test` with a
+    # traceback as it wrote the hook's input; a misspelt key was dropped without a word, the
+    # hook getting the generated error instead.
+    env = {**environment(tmp_path), "MCPX_HOOKS_NO_DISCOVERY": "1"}
+    (tmp_path / "h.toml").write_text(HOOKS)
+    (tmp_path / "hint.py").write_text(
+        "import json, sys\n"
+        "print(json.dumps({'advise': json.load(sys.stdin)['error']['message']}))\n"
+    )
+    done = mcpx(
+        "hook", "test", "echo-error", "--config", "h.toml", "--event", "-",
+        cwd=tmp_path, env=env, stdin=json.dumps(event),
+    )  # fmt: skip
+    assert (done.returncode, done.stdout) == (2, ""), done.stderr
+    assert done.stderr == f"mcpx-hooks hook test: stdin (--event -): {said}\n"
+    # What a hook's input holds beside them (a captured input replayed) is filled in.
+    replayed = {"protocol": 1, "hook": {}, "run": {}, "error": {"message": "3 tests failed"}}
+    done = mcpx(
+        "hook", "test", "echo-error", "--config", "h.toml", "--event", "-", "--json",
+        cwd=tmp_path, env=env, stdin=json.dumps(replayed),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert _frame(done)["advice"] == ["3 tests failed"]
+
+
 # ---- init ------------------------------------------------------------------------------------
 
 

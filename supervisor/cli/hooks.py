@@ -30,7 +30,7 @@ MAX_EVENT_BYTES = 16 * 1024 * 1024
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
 if TYPE_CHECKING:
     import argparse
-    from typing import Any
+    from typing import Any, Final
 
     from ..core.hookframes import HookFrame
     from ..core.hooks import Config, Hook, SkippedFile
@@ -165,6 +165,7 @@ def _hook_test(args: argparse.Namespace) -> int:
             event = json_flag(name, data)
             if not isinstance(event, dict):
                 raise Usage(f"{name}: expected a JSON object")
+            _check_event(name, event)
     except (Usage, OSError, UnicodeDecodeError) as exc:
         say(f"mcpx-hooks hook test: {exc}")
         return EXIT_USAGE
@@ -233,6 +234,45 @@ def _pick_hook(args: argparse.Namespace) -> tuple[Config, Hook]:
             f' "{hook.phase.value}"; leave --phase out to run it there'
         )
     return config, hook
+
+
+#: What `--event` may give, as the hook's input holds it; the rest of the input (`protocol`,
+#: `hook`, `run`: a captured input has them) is generated and takes its place.
+_EVENT_KEYS: Final = ("input", "result", "error", "event")
+_GENERATED_KEYS: Final = ("protocol", "hook", "run")
+
+
+def _check_event(name: str, event: dict[str, Any]) -> None:
+    """Refuses an `--event` object whose keys the input has not, or whose `result`, `error`
+    or `event` is not the object the input holds there (`mcpx-hooks schema hook-input`): a
+    misspelt key or an error given as a string was dropped, or broke the command."""
+    from ..config import describe
+
+    for key in event:
+        if key not in (*_EVENT_KEYS, *_GENERATED_KEYS):
+            expected = ", ".join(_EVENT_KEYS)
+            raise Usage(f"{name}: unknown key {json.dumps(key)}; expected one of: {expected}")
+    # Each object key, with the key it needs and the type that key's value takes.
+    needs: dict[str, tuple[str, type | None]] = {
+        "result": ("value", None),
+        "error": ("message", str),
+        "event": ("", None),
+    }
+    for key, (inner, kind) in needs.items():
+        value = event.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            found = describe(value)
+        elif inner and inner not in value:
+            found = f'an object without "{inner}"'
+        elif inner and kind is not None and not isinstance(value[inner], kind):
+            found = f'"{inner}" as {describe(value[inner])}'
+        else:
+            continue
+        shape = f' with "{inner}"' if inner else ""
+        holds = "as the hook's input holds it"
+        raise Usage(f'{name}: "{key}" is an object{shape} ({holds}), found {found}')
 
 
 def mock_context(config: Config, phase: Phase, event: dict[str, Any]) -> HookContext:
