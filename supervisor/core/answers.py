@@ -81,7 +81,7 @@ def bound_answer(obj: dict[str, Any] | None, effect: Effect) -> Answer:
     for key, value in obj.items():
         needs = KEY_EFFECT.get(key)
         if needs is None:
-            dropped.append(Dropped(key, "unknown key"))
+            dropped.append(Dropped(key, _unknown(key)))
         elif needs > effect:
             dropped.append(Dropped(key, f"needs effect {needs.word}; in force: {effect.word}"))
         else:
@@ -95,6 +95,15 @@ def bound_answer(obj: dict[str, Any] | None, effect: Effect) -> Answer:
         run=tuple(allowed["run"]["argv"]) if "run" in allowed else None,
         dropped=tuple(dropped),
     )
+
+
+def _unknown(key: str) -> str:
+    """Why an unknown key is dropped, with the key it was likely meant as: `advice` (the
+    frame's word for what `advise` gives) is dropped, not taken as advice."""
+    import difflib  # here: only an answer with an unknown key needs it
+
+    close = difflib.get_close_matches(key, list(KEY_EFFECT), n=1, cutoff=0.6)
+    return f'unknown key; did you mean "{close[0]}"?' if close else "unknown key"
 
 
 def _advice(value: Any) -> tuple[str, ...]:
