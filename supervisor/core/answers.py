@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 
 from .convert import KEEP
-from .effects import KEY_EFFECT, NO, AnsweredBy, Effect
+from .effects import DEFAULT_DEADLINE_MS, KEY_EFFECT, NO, AnsweredBy, Effect
 from .records import Record
 
 
@@ -33,7 +33,7 @@ class Ask(Record):
 
     question: str
     default: str = attrs.field(default=NO, metadata=KEEP)
-    deadline_ms: int = attrs.field(default=0, metadata=KEEP)
+    deadline_ms: int = attrs.field(default=DEFAULT_DEADLINE_MS, metadata=KEEP)
 
 
 @attrs.frozen(repr=False, eq=False)
@@ -117,4 +117,7 @@ def _reason(value: Any) -> str:
 
 
 def _ask(value: dict[str, Any]) -> Ask:
-    return Ask(value["question"], value.get("default", NO), value.get("deadlineMs", 0))
+    # Without a deadline it waits DEFAULT_DEADLINE_MS: one of 0 settled it by its default at
+    # once, before a person, `--yes` or a client could answer.
+    deadline = value.get("deadlineMs", DEFAULT_DEADLINE_MS)
+    return Ask(value["question"], value.get("default", NO), deadline)
