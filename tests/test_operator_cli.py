@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -355,6 +356,40 @@ def test_hook_test_refuses_an_event_the_hook_s_input_cannot_hold(
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert _frame(done)["advice"] == ["3 tests failed"]
+
+
+#: A hook that says it runs (on the FIFO named first), then waits.
+WAIT_READY = "import sys, time; open(sys.argv[1], 'w').write('up\\n'); time.sleep(60)"
+
+
+def test_ctrl_c_in_hook_test_ends_it_without_a_traceback(tmp_path: Path) -> None:
+    # Ctrl-C while the hook ran came out of the Trio run wrapped in an exception group, and
+    # its traceback (KeyboardInterrupt at its end) reached the person, with exit status 1.
+    env = {**environment(tmp_path), "MCPX_HOOKS_NO_DISCOVERY": "1"}
+    ready = tmp_path / "ready"
+    os.mkfifo(ready)
+    hook = {
+        "on": "script",
+        "phase": "before",
+        "sandbox": "none",
+        # (the last argument marks the process, to look for it afterwards)
+        "run": [sys.executable, "-c", WAIT_READY, str(ready), f"mcpx-ctrl-c-{tmp_path.name}"],
+        "timeoutMs": 60_000,
+    }
+    with subprocess.Popen(
+        [*CLI, "hook", "test", "--hook", json.dumps(hook)],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    ) as proc:  # fmt: skip
+        assert ready.read_text() == "up\n"  # (the hook runs: opening the FIFO waited for it)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (out, err)
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    left = subprocess.run(
+        ["pgrep", "-f", f"mcpx-ctrl-c-{tmp_path.name}"], capture_output=True, text=True,
+        check=False,
+    )  # fmt: skip
+    assert left.stdout == "", left.stdout  # the hook's tree was killed with it
 
 
 # ---- init ------------------------------------------------------------------------------------
