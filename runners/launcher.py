@@ -206,7 +206,7 @@ class Launcher:
         chained: BaseException | None = exc
         while chained is not None and id(chained) not in seen:
             seen.add(id(chained))
-            chained.__traceback__ = _without_launcher_frames(chained.__traceback__, program)
+            chained.__traceback__ = _without_launcher_frames(chained, program)
             chained = (chained.__cause__ or chained.__context__) if chain else None
         traceback.print_exception(exc, chain=chain)
         sys.stderr.flush()
@@ -378,18 +378,17 @@ def _run_awaitable(value: Any) -> Any:
 _OURS: Final = frozenset((__file__, mcpx_channel.__file__))
 
 
-def _without_launcher_frames(
-    tb: types.TracebackType | None, program: str
-) -> types.TracebackType | None:
-    """`tb` without our frames leading into the script (`module_runner.without_frames`): the
-    launcher's files' and the program's call of the body (a spliced line's frame stays)."""
+def _without_launcher_frames(exc: BaseException, program: str) -> types.TracebackType | None:
+    """`exc`'s traceback without our frames leading into the script (a script that does not
+    compile: none, `module_runner.without_frames`): the launcher's files' and the program's
+    call of the body (a spliced line's frame stays)."""
     body = program.splitlines().index(BODY_CALL) + 1
 
     def ours(entry: types.TracebackType) -> bool:
         name = entry.tb_frame.f_code.co_filename
         return name in _OURS or (name == PROGRAM_FILENAME and entry.tb_lineno == body)
 
-    return _sibling("module_runner").without_frames(tb, ours)  # type: ignore[no-any-return]
+    return _sibling("module_runner").without_frames(exc, ours)  # type: ignore[no-any-return]
 
 
 def _is_str_list(value: object) -> bool:

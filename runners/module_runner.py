@@ -178,26 +178,25 @@ if __name__ == "__main__":
 def _without_runner_frames(exc: BaseException) -> types.TracebackType | None:
     """`exc`'s traceback without the frames that lead into the hook's code (this runner's,
     and the import system's on its way to load the hook's file): a hook's author reads their
-    own frames and error, and the stderr tail on the hook's frame holds them, not ours. A
-    hook file that does not compile has no frame of its own (its `SyntaxError` says where)."""
-    import traceback  # (imported already by the runner's failing path, its one caller)
-
-    frames = traceback.walk_tb(exc.__traceback__)
-    if isinstance(exc, SyntaxError) and all(_ours(f.f_code.co_filename) for f, _ in frames):
-        return None
-    return without_frames(exc.__traceback__, lambda entry: _ours(entry.tb_frame.f_code.co_filename))
+    own frames and error, and the stderr tail on the hook's frame holds them, not ours."""
+    return without_frames(exc, lambda entry: _ours(entry.tb_frame.f_code.co_filename))
 
 
 def without_frames(
-    tb: types.TracebackType | None, ours: Callable[[types.TracebackType], bool]
+    exc: BaseException, ours: Callable[[types.TracebackType], bool]
 ) -> types.TracebackType | None:
-    """`tb` without the entries that are `ours` up to the last one that is not (the code
-    they lead into); one of ours after that (ours failing) is kept. The launcher's too."""
+    """`exc`'s traceback without the entries that are `ours` up to the last one that is not
+    (the code they lead into); one of ours after that (ours failing) is kept. A file that
+    does not compile has no frame of its own (its `SyntaxError` says where): a `SyntaxError`
+    whose entries are all ours keeps none. The launcher's too."""
     entries: list[types.TracebackType] = []
+    tb = exc.__traceback__
     while tb is not None:
         entries.append(tb)
         tb = tb.tb_next
     mine = [ours(entry) for entry in entries]
+    if isinstance(exc, SyntaxError) and all(mine):
+        return None
     last_theirs = max((i for i, own in enumerate(mine) if not own), default=-1)
     kept = [e for i, e in enumerate(entries) if not mine[i] or i > last_theirs]
     trimmed: types.TracebackType | None = None

@@ -86,6 +86,24 @@ def test_exec_yes_and_no_answer_every_ask(tmp_path: Path, flag: str, word: str) 
     assert both.returncode == 2 and "not allowed with argument" in both.stderr
 
 
+@pytest.mark.parametrize(("flag", "word"), [("--yes", "yes"), ("--no", "no")])
+def test_an_ask_without_a_deadline_waits_for_its_answer(
+    tmp_path: Path, flag: str, word: str
+) -> None:
+    # `deadlineMs` left out counted as 0: the question was settled by its default at once,
+    # "waiting for an answer" for 0 s, and `--yes` said "the answer was not taken".
+    hook = asking_hook()
+    hook["run"][-1] = hook["run"][-1].replace(', "deadlineMs": 60000', "")
+    assert "deadlineMs" not in hook["run"][-1]
+    out = mcpx("exec", "--json", flag, "--hook", json.dumps(hook), "--", "true", cwd=tmp_path)
+    frames = frames_of(out.stdout)
+    (ask,) = [f for f in frames if f["type"] == "ask"]
+    assert ask["deadlineMs"] == 30_000
+    assert gate_of(frames)["asked"] == {"question": "ship it?", "answer": word, "by": "flag"}
+    assert (out.returncode == 0) is (word == "yes"), out.stderr
+    assert "not taken" not in out.stderr, out.stderr
+
+
 def test_a_question_s_control_characters_never_reach_the_terminal(tmp_path: Path) -> None:
     # `--yes` said the hook's question as it came: ESC went to the terminal, and its line
     # break started a line "end: exit code 0" that read as the view's own.

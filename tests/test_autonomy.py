@@ -277,7 +277,7 @@ sandbox = "none"
 run = {run}
 """
 FAILING = ["sh", "-c", "cat >/dev/null; exit 1"]
-ASK = {"ask": {"question": "go?", "default": "no"}}
+ASK = {"ask": {"question": "go?", "default": "no", "deadlineMs": 0}}  # nobody answers a request
 ASKING = ["sh", "-c", f"cat >/dev/null; echo '{json.dumps(ASK)}'"]
 SCRIPT = ["sh", "-c", "echo SCRIPT-RAN"]
 

@@ -245,6 +245,30 @@ def test_a_syntax_error_in_the_script_counts_as_the_body_failing(tmp_path: Path)
     assert f'File "{tmp_path / "job.py"}", line 2' in out.stderr
 
 
+@pytest.mark.parametrize("given", ["file", "code"])
+def test_a_script_that_does_not_compile_shows_python_s_error_without_our_frames(
+    tmp_path: Path, given: str
+) -> None:
+    # `exec --python bad.py` (and `-c`) printed a traceback through the launcher's own
+    # frames (launcher.py, `<mcpx-hooks launcher>`, run_script) above the SyntaxError.
+    text = "x = 1\ndef broken(:\n"
+    out = launch(tmp_path, text) if given == "file" else launch(tmp_path, code=text)
+    assert out.returncode == 1
+    where = str(tmp_path / "job.py") if given == "file" else "<mcpx-hooks -c>"
+    assert out.stderr.startswith(f'  File "{where}", line 2\n    def broken(:\n'), out.stderr
+    assert out.stderr.rstrip().endswith("SyntaxError: invalid syntax")
+    assert "Traceback" not in out.stderr and LAUNCHER not in out.stderr
+    assert "<mcpx-hooks launcher>" not in out.stderr and "run_script" not in out.stderr
+
+
+def test_a_syntax_error_the_script_raises_keeps_the_script_s_frame(tmp_path: Path) -> None:
+    out = launch(tmp_path, "def main():\n    compile('(', 'x', 'exec')\n")
+    assert out.returncode == 1
+    assert out.stderr.startswith("Traceback (most recent call last):\n")
+    assert f'File "{tmp_path / "job.py"}", line 2, in main' in out.stderr
+    assert LAUNCHER not in out.stderr and "run_script" not in out.stderr
+
+
 @pytest.mark.parametrize("what", ["gone", "a directory"])
 def test_a_script_that_cannot_be_read_is_said_in_one_line_not_a_traceback(
     tmp_path: Path, what: str

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -302,8 +303,8 @@ def test_hook_test_exit_status_is_the_hooks_outcome(tmp_path: Path) -> None:
     )  # fmt: skip
     assert (unknown.returncode, unknown.stdout) == (2, "")
     assert unknown.stderr == (
-        'mcpx-hooks hook test: stdin (--event -): "message", "exitCode": not a key it takes;'
-        ' expected an object of input, result, error, event, as {"error": {"message": "…"}}\n'
+        'mcpx-hooks hook test: stdin (--event -): unknown key "message"; expected one of:'
+        ' input, result, error, event (an error as {"error": {"message": "…"}})\n'
     )
     bad_json = mcpx("hook", "test", "no", *cfg, "--event", "-", cwd=tmp_path, env=env, stdin="{")
     assert bad_json.returncode == 2 and "stdin (--event -): invalid JSON" in bad_json.stderr
@@ -319,6 +320,86 @@ def test_hook_test_exit_status_is_the_hooks_outcome(tmp_path: Path) -> None:
             "mcpx-hooks hook test: --hook: an observe hook follows events: give their kinds as"
             ' "on" in the JSON (such as "run.finished", "hook" or "*")\n'
         )
+
+
+@pytest.mark.parametrize(
+    ("event", "said"),
+    [
+        ({"error": "3 tests failed"},
+         '"error" is an object with "message" (as the hook\'s input holds it),'
+         ' found the string "3 tests failed"'),
+        ({"error": {"message": 3}},
+         '"error" is an object with "message" (as the hook\'s input holds it),'
+         ' found "message" as the integer 3'),
+        ({"result": 3.5},
+         '"result" is an object with "value" (as the hook\'s input holds it),'
+         " found the number 3.5"),
+        ({"event": [1]},
+         '"event" is an object (as the hook\'s input holds it), found an array of 1'),
+        ({"eror": {"message": "x"}},
+         'unknown key "eror"; expected one of: input, result, error, event'),
+    ],
+)  # fmt: skip
+def test_hook_test_refuses_an_event_the_hook_s_input_cannot_hold(
+    tmp_path: Path, event: dict[str, Any], said: str
+) -> None:
+    # An error given as a string (or a result not in {"value": ...}) broke `hook test` with a
+    # traceback as it wrote the hook's input; a misspelt key was dropped without a word, the
+    # hook getting the generated error instead.
+    env = {**environment(tmp_path), "MCPX_HOOKS_NO_DISCOVERY": "1"}
+    (tmp_path / "h.toml").write_text(HOOKS)
+    (tmp_path / "hint.py").write_text(
+        "import json, sys\n"
+        "print(json.dumps({'advise': json.load(sys.stdin)['error']['message']}))\n"
+    )
+    done = mcpx(
+        "hook", "test", "echo-error", "--config", "h.toml", "--event", "-",
+        cwd=tmp_path, env=env, stdin=json.dumps(event),
+    )  # fmt: skip
+    assert (done.returncode, done.stdout) == (2, ""), done.stderr
+    assert done.stderr == f"mcpx-hooks hook test: stdin (--event -): {said}\n"
+    # What a hook's input holds beside them (a captured input replayed) is filled in.
+    replayed = {"protocol": 1, "hook": {}, "run": {}, "error": {"message": "3 tests failed"}}
+    done = mcpx(
+        "hook", "test", "echo-error", "--config", "h.toml", "--event", "-", "--json",
+        cwd=tmp_path, env=env, stdin=json.dumps(replayed),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert _frame(done)["advice"] == ["3 tests failed"]
+
+
+#: A hook that says it runs (on the FIFO named first), then waits.
+WAIT_READY = "import sys, time; open(sys.argv[1], 'w').write('up\\n'); time.sleep(60)"
+
+
+def test_ctrl_c_in_hook_test_ends_it_without_a_traceback(tmp_path: Path) -> None:
+    # Ctrl-C while the hook ran came out of the Trio run wrapped in an exception group, and
+    # its traceback (KeyboardInterrupt at its end) reached the person, with exit status 1.
+    env = {**environment(tmp_path), "MCPX_HOOKS_NO_DISCOVERY": "1"}
+    ready = tmp_path / "ready"
+    os.mkfifo(ready)
+    hook = {
+        "on": "script",
+        "phase": "before",
+        "sandbox": "none",
+        # (the last argument marks the process, to look for it afterwards)
+        "run": [sys.executable, "-c", WAIT_READY, str(ready), f"mcpx-ctrl-c-{tmp_path.name}"],
+        "timeoutMs": 60_000,
+    }
+    with subprocess.Popen(
+        [*CLI, "hook", "test", "--hook", json.dumps(hook)],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    ) as proc:  # fmt: skip
+        assert ready.read_text() == "up\n"  # (the hook runs: opening the FIFO waited for it)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (out, err)
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    left = subprocess.run(
+        ["pgrep", "-f", f"mcpx-ctrl-c-{tmp_path.name}"], capture_output=True, text=True,
+        check=False,
+    )  # fmt: skip
+    assert left.stdout == "", left.stdout  # the hook's tree was killed with it
 
 
 # ---- init ------------------------------------------------------------------------------------

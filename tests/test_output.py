@@ -127,6 +127,17 @@ def test_keys_above_the_effect_are_dropped_and_named() -> None:
     }
 
 
+def test_an_unknown_key_close_to_a_known_one_says_which_was_meant() -> None:
+    # `{"advice": "…"}` (the hook frame's word) was dropped as "unknown key", no more said.
+    answer = bound_answer({"advice": "x", "refusal": "no", "zzz": 1}, Effect.RUN)
+    assert answer.advice == ()
+    assert {d.key: d.reason for d in answer.dropped} == {
+        "advice": 'unknown key; did you mean "advise"?',
+        "refusal": 'unknown key; did you mean "refuse"?',
+        "zzz": "unknown key",
+    }
+
+
 def test_every_key_honoured_at_run() -> None:
     obj = {
         "advise": "x",

@@ -480,8 +480,9 @@ hook_answer_keys = st.fixed_dictionaries(
     optional={
         "advise": clean_text(20) | clean_values,
         "refuse": clean_text(20) | clean_values,
+        # (A question nobody here can answer waits out its deadline: 0 takes the default.)
         "ask": st.fixed_dictionaries(
-            {"question": clean_text(10)},
+            {"question": clean_text(10), "deadlineMs": st.just(0)},
             optional={"default": st.sampled_from(["yes", "no"]) | clean_values},
         )
         | clean_values,
@@ -518,7 +519,7 @@ hook_answers = tool_results | st.fixed_dictionaries(
 @example(
     arguments={
         "lines": [],
-        "result": {"content": [], "structuredContent": {"ask": {"question": "q"}}},
+        "result": {"content": [], "structuredContent": {"ask": {"question": "q", "deadlineMs": 0}}},
     }
 )
 @example(

@@ -29,6 +29,28 @@ def test_hooks_list_shows_an_observe_hook_s_effect_in_force_as_off(tmp_path: Pat
     assert "  ask  " in rows["gate"] and "declared" not in rows["gate"]
 
 
+def test_hooks_list_shows_the_effect_the_config_s_autonomy_leaves(tmp_path: Path) -> None:
+    """`[autonomy] max` and `hooks` lower a hook's effect as a run does (`exec --explain`
+    says the same): the table does not show the declared effect as the one in force."""
+    (tmp_path / "c.toml").write_text(
+        '[autonomy]\nmax = "advise"\nhooks = "off"\n'
+        '[[hooks]]\nname = "fix"\non = "script"\nphase = "before"\nrun = ["true"]\n'
+        'effect = "apply"\n'
+        '[[hooks]]\nname = "gate"\non = "script"\nphase = "before"\nrun = ["true"]\n'
+        'effect = "ask"\nfailure = "closed"\nlocked = true\n'
+        '[[hooks]]\nname = "last"\non = "script"\nphase = "suffix"\nrun = ["true"]\n'
+        'effect = "run"\n'
+    )
+    done = subprocess.run(
+        [*CLI, "hooks", "list", "--config", "c.toml"],
+        cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    rows = {line.split()[0]: line for line in done.stdout.splitlines()[1:]}
+    assert "  off (declared apply; hooks.autonomy)  " in rows["fix"]
+    assert "  advise (declared ask; autonomy.max)  " in rows["gate"]  # locked: max still holds
+    assert "  off (declared run; phase, hooks.autonomy)  " in rows["last"]
+
+
 def test_a_loading_warning_is_said_once_to_a_person(tmp_path: Path) -> None:
     """The readable view shows it once, in the run; with --json it is a frame of the stream
     (a program's) and a line on stderr (the person's), once each."""

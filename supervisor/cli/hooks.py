@@ -26,13 +26,11 @@ from .parser import add_config_arguments, add_token_file_argument
 #: The most `hook test --event` reads (a hook's whole input, as a service's message may be
 #: many times over).
 MAX_EVENT_BYTES = 16 * 1024 * 1024
-#: The keys of `hook test --event`'s object: what it puts in the generated input.
-EVENT_KEYS = ("input", "result", "error", "event")
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
 if TYPE_CHECKING:
     import argparse
-    from typing import Any
+    from typing import Any, Final
 
     from ..core.hookframes import HookFrame
     from ..core.hooks import Config, Hook, SkippedFile
@@ -99,7 +97,8 @@ def hooks_list(args: argparse.Namespace) -> int:
         else:
             print("\n".join(hook_table(found)))
         return EXIT_OK
-    from ..core.hooks import hook_json  # the converter's own shape, without loading cattrs
+    # hook_json: the converter's own shape, without loading cattrs
+    from ..core.hooks import caller_autonomy, effect_in_force, hook_json
     from .printable import printable
     from .promptview import say_model_warnings
 
@@ -112,7 +111,11 @@ def hooks_list(args: argparse.Namespace) -> int:
     if not config.hooks:
         print("no hooks in force")
     else:
-        print("\n".join(hook_table(hook_json(h) for h in config.hooks)))
+        # The effect each has in force under this config, as a run here would have it
+        # (`exec --explain` says the same), not only the one declared.
+        caller = caller_autonomy(config, None)
+        in_force = [effect_in_force(h, caller, config.autonomy_max) for h in config.hooks]
+        print("\n".join(hook_table([hook_json(h) for h in config.hooks], in_force)))
     for f in config.skipped:
         then = f"; to apply it: {f.trust_command}" if f.trust_command else ""
         print(printable(f"not applied: {f.file} ({f.reason}){then}"))
@@ -163,13 +166,7 @@ def _hook_test(args: argparse.Namespace) -> int:
             event = json_flag(name, data)
             if not isinstance(event, dict):
                 raise Usage(f"{name}: expected a JSON object")
-            # (an error's own object, `{"message": …}`, would be read as nothing at all)
-            if extra := [key for key in event if key not in EVENT_KEYS]:
-                raise Usage(
-                    f"{name}: {', '.join(map(json.dumps, extra))}: not a key it takes;"
-                    f" expected an object of {', '.join(EVENT_KEYS)}, as"
-                    ' {"error": {"message": "…"}}'
-                )
+            _check_event(name, event)
     except (Usage, OSError, UnicodeDecodeError) as exc:
         say(f"mcpx-hooks hook test: {exc}")
         return EXIT_USAGE
@@ -242,6 +239,48 @@ def _pick_hook(args: argparse.Namespace) -> tuple[Config, Hook]:
             f' "{hook.phase.value}"; leave --phase out to run it there'
         )
     return config, hook
+
+
+#: What `--event` may give, as the hook's input holds it; the rest of the input (`protocol`,
+#: `hook`, `run`: a captured input has them) is generated and takes its place.
+_EVENT_KEYS: Final = ("input", "result", "error", "event")
+_GENERATED_KEYS: Final = ("protocol", "hook", "run")
+
+
+def _check_event(name: str, event: dict[str, Any]) -> None:
+    """Refuses an `--event` object whose keys the input has not, or whose `result`, `error`
+    or `event` is not the object the input holds there (`mcpx-hooks schema hook-input`): a
+    misspelt key or an error given as a string was dropped, or broke the command."""
+    from ..config import describe
+
+    for key in event:
+        if key not in (*_EVENT_KEYS, *_GENERATED_KEYS):
+            expected = ", ".join(_EVENT_KEYS)
+            raise Usage(
+                f"{name}: unknown key {json.dumps(key)}; expected one of: {expected}"
+                ' (an error as {"error": {"message": "…"}})'
+            )
+    # Each object key, with the key it needs and the type that key's value takes.
+    needs: dict[str, tuple[str, type | None]] = {
+        "result": ("value", None),
+        "error": ("message", str),
+        "event": ("", None),
+    }
+    for key, (inner, kind) in needs.items():
+        value = event.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            found = describe(value)
+        elif inner and inner not in value:
+            found = f'an object without "{inner}"'
+        elif inner and kind is not None and not isinstance(value[inner], kind):
+            found = f'"{inner}" as {describe(value[inner])}'
+        else:
+            continue
+        shape = f' with "{inner}"' if inner else ""
+        holds = "as the hook's input holds it"
+        raise Usage(f'{name}: "{key}" is an object{shape} ({holds}), found {found}')
 
 
 def mock_context(config: Config, phase: Phase, event: dict[str, Any]) -> HookContext:

@@ -70,9 +70,12 @@ def main(argv: Sequence[str] | None = None, *, own_log: bool = False) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return _output_closed()
-    except BaseExceptionGroup as group:  # (a remote command's, from within its Trio run)
-        if group.split(BrokenPipeError)[1] is not None:
+    except BaseExceptionGroup as group:  # (from within a command's Trio run: its nurseries')
+        # Ctrl-C in a run with tasks (`hook test`'s spawner and servers) comes wrapped.
+        if group.split((KeyboardInterrupt, BrokenPipeError))[1] is not None:
             raise
+        if group.split(KeyboardInterrupt)[0] is not None:
+            return EXIT_INTERRUPTED
         return _output_closed()
 
 

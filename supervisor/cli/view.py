@@ -7,10 +7,13 @@ shown as they are."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
 
 from .printable import command, continued_lines, printable
+
+if TYPE_CHECKING:
+    from ..core.effects import Clamp
 
 #: How many trailing lines of stdout and of stderr the readable view shows for a failed hook.
 STDERR_LINES: Final = 8
@@ -190,12 +193,16 @@ def other_frame_line(frame: Mapping[str, Any]) -> str:
     return f"{frame.get('type', '(no type)')} {_short(fields, 200)}"
 
 
-def hook_table(hooks: Iterable[Mapping[str, Any]]) -> list[str]:
+def hook_table(
+    hooks: Iterable[Mapping[str, Any]], in_force: Sequence[Clamp] | None = None
+) -> list[str]:
     """`hooks list` for a person, from the hooks' JSON (`hook_json`, or `/v1/hooks`):
     one line a hook, with where it came from. A server's entry may lack a field or hold
-    one of another type: its cell shows what is there (`cell`)."""
+    one of another type: its cell shows what is there (`cell`). `in_force`, one a hook,
+    is each hook's effect in force where the config is known (a local list): its phase,
+    the config's `[autonomy]` and the floor; without it the phase alone lowers the cell."""
     rows = [("NAME", "POINT.PHASE", "ACTION", "EFFECT", "FAILURE", "TIMEOUT", "SOURCE")]
-    for h in hooks:
+    for i, h in enumerate(hooks):
         src = h.get("source")
         where = (
             f"{cell(src.get('file'))}#{cell(src.get('index'))}"
@@ -209,7 +216,7 @@ def hook_table(hooks: Iterable[Mapping[str, Any]]) -> list[str]:
                 name,
                 f"{cell(h.get('on'))}.{cell(h.get('phase'))}",
                 cell(h.get("action")),
-                _effect_cell(h),
+                _effect_cell(h) if in_force is None else _clamp_cell(in_force[i]),
                 cell(h.get("failure")),
                 f"{cell(h.get('timeoutMs'))} ms",
                 where,
@@ -247,6 +254,14 @@ def _effect_cell(hook: Mapping[str, Any]) -> str:
     if ceiling is None or effect <= ceiling:
         return declared
     return f"{ceiling.word} (declared {declared}; phase)"
+
+
+def _clamp_cell(clamp: Clamp) -> str:
+    """The effect in force, and the one declared with what lowered it when that is more."""
+    if not clamp.clamped_by:
+        return clamp.effect.word
+    by = ", ".join(clamp.clamped_by)
+    return f"{clamp.effect.word} (declared {clamp.requested.word}; {by})"
 
 
 def _short(value: Any, limit: int = 80) -> str:

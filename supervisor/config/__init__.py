@@ -33,7 +33,7 @@ __all__, __getattr__, __dir__ = exports(
         "modelschema": ("answer_schema", "models_schema", "prompt_rules"),
         "pluginrules": ("exposed_name_warnings", "server_name_warnings"),
         "privatefile": ("write_private",),
-        "problems": ("in_words", "pointer"),
+        "problems": ("describe", "in_words", "pointer"),
         "schemaparts": ("DIALECT", "SCRIPT_PHASES"),
         "schemas": ("SCHEMA_NAMES", "quick_check", "schema_text", "validator"),
         "trust": (

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.effects import ANSWERS, Effect
+from ..core.effects import ANSWERS, DEFAULT_DEADLINE_MS, NO, Effect
 from ..core.hookenv import PROTOCOL
 from ..core.kinds import process_actions
 from ..core.points import Phase
@@ -127,8 +127,11 @@ def build_hook_output_schema() -> dict[str, Any]:
                 "required": ["question"],
                 "properties": {
                     "question": string("The question put to the caller."),
-                    "default": enum_of(ANSWERS, "The suggested answer."),
-                    "deadlineMs": integer(0, "How long to wait for an answer, in ms."),
+                    "default": enum_of(ANSWERS, f'What an unanswered ask takes (default "{NO}").'),
+                    "deadlineMs": integer(
+                        0,
+                        f"How long to wait for an answer, in ms (default {DEFAULT_DEADLINE_MS}).",
+                    ),
                 },
             },
             "propose": {

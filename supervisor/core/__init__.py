@@ -71,6 +71,7 @@ __all__, __getattr__, __dir__ = exports(
             "AnsweredBy",
             "Clamp",
             "ClampSource",
+            "DEFAULT_DEADLINE_MS",
             "DEFAULT_MAX",
             "EFFECT_MEANING",
             "Effect",

@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 
 from .convert import KEEP
-from .effects import KEY_EFFECT, NO, AnsweredBy, Effect
+from .effects import DEFAULT_DEADLINE_MS, KEY_EFFECT, NO, AnsweredBy, Effect
 from .records import Record
 
 
@@ -33,7 +33,7 @@ class Ask(Record):
 
     question: str
     default: str = attrs.field(default=NO, metadata=KEEP)
-    deadline_ms: int = attrs.field(default=0, metadata=KEEP)
+    deadline_ms: int = attrs.field(default=DEFAULT_DEADLINE_MS, metadata=KEEP)
 
 
 @attrs.frozen(repr=False, eq=False)
@@ -81,7 +81,7 @@ def bound_answer(obj: dict[str, Any] | None, effect: Effect) -> Answer:
     for key, value in obj.items():
         needs = KEY_EFFECT.get(key)
         if needs is None:
-            dropped.append(Dropped(key, "unknown key"))
+            dropped.append(Dropped(key, _unknown(key)))
         elif needs > effect:
             dropped.append(Dropped(key, f"needs effect {needs.word}; in force: {effect.word}"))
         else:
@@ -97,6 +97,15 @@ def bound_answer(obj: dict[str, Any] | None, effect: Effect) -> Answer:
     )
 
 
+def _unknown(key: str) -> str:
+    """Why an unknown key is dropped, with the key it was likely meant as: `advice` (the
+    frame's word for what `advise` gives) is dropped, not taken as advice."""
+    import difflib  # here: only an answer with an unknown key needs it
+
+    close = difflib.get_close_matches(key, list(KEY_EFFECT), n=1, cutoff=0.6)
+    return f'unknown key; did you mean "{close[0]}"?' if close else "unknown key"
+
+
 def _advice(value: Any) -> tuple[str, ...]:
     if value is None:
         return ()
@@ -108,4 +117,7 @@ def _reason(value: Any) -> str:
 
 
 def _ask(value: dict[str, Any]) -> Ask:
-    return Ask(value["question"], value.get("default", NO), value.get("deadlineMs", 0))
+    # Without a deadline it waits DEFAULT_DEADLINE_MS: one of 0 settled it by its default at
+    # once, before a person, `--yes` or a client could answer.
+    deadline = value.get("deadlineMs", DEFAULT_DEADLINE_MS)
+    return Ask(value["question"], value.get("default", NO), deadline)

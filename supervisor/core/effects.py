@@ -122,6 +122,9 @@ KEY_EFFECT: Final[dict[str, Effect]] = {
 YES: Final = "yes"
 NO: Final = "no"
 ANSWERS: Final = (YES, NO)
+#: How long an ask waits for its answer when the hook gives no `deadlineMs`: time for a
+#: person at the terminal, or a client, to read the question and answer it.
+DEFAULT_DEADLINE_MS: Final = 30_000
 
 
 class AnsweredBy(enum.StrEnum):
