@@ -337,7 +337,8 @@ def test_hook_test_exit_status_is_the_hooks_outcome(tmp_path: Path) -> None:
         ({"event": [1]},
          '"event" is an object (as the hook\'s input holds it), found an array of 1'),
         ({"eror": {"message": "x"}},
-         'unknown key "eror"; expected one of: input, result, error, event'),
+         'unknown key "eror"; expected one of: input, result, error, event'
+         ' (an error as {"error": {"message": "…"}})'),
     ],
 )  # fmt: skip
 def test_hook_test_refuses_an_event_the_hook_s_input_cannot_hold(
