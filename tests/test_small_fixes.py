@@ -11,6 +11,15 @@ CLI = [sys.executable, "-m", "mcpx_hooks.supervisor"]
 ENV = {**os.environ, "MCPX_HOOKS_NO_DISCOVERY": "1"}
 
 
+def _hooks_list_rows(cwd: Path) -> dict[str, str]:
+    """`hooks list --config c.toml`'s rows, by hook name."""
+    done = subprocess.run(
+        [*CLI, "hooks", "list", "--config", "c.toml"],
+        cwd=cwd, env=ENV, capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    return {line.split()[0]: line for line in done.stdout.splitlines()[1:]}
+
+
 def test_hooks_list_shows_an_observe_hook_s_effect_in_force_as_off(tmp_path: Path) -> None:
     (tmp_path / "c.toml").write_text(
         '[[hooks]]\nname = "watch"\non = "run.finished"\nphase = "observe"\nrun = ["true"]\n'
@@ -19,11 +28,7 @@ def test_hooks_list_shows_an_observe_hook_s_effect_in_force_as_off(tmp_path: Pat
         '[[hooks]]\nname = "gate"\non = "script"\nphase = "before"\nrun = ["true"]\n'
         'effect = "ask"\n'
     )
-    done = subprocess.run(
-        [*CLI, "hooks", "list", "--config", "c.toml"],
-        cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=60, check=True,
-    )  # fmt: skip
-    rows = {line.split()[0]: line for line in done.stdout.splitlines()[1:]}
+    rows = _hooks_list_rows(tmp_path)
     assert "  off (declared advise; phase)  " in rows["watch"]
     assert "  advise (declared apply; phase)  " in rows["last"]
     assert "  ask  " in rows["gate"] and "declared" not in rows["gate"]
@@ -41,11 +46,7 @@ def test_hooks_list_shows_the_effect_the_config_s_autonomy_leaves(tmp_path: Path
         '[[hooks]]\nname = "last"\non = "script"\nphase = "suffix"\nrun = ["true"]\n'
         'effect = "run"\n'
     )
-    done = subprocess.run(
-        [*CLI, "hooks", "list", "--config", "c.toml"],
-        cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=60, check=True,
-    )  # fmt: skip
-    rows = {line.split()[0]: line for line in done.stdout.splitlines()[1:]}
+    rows = _hooks_list_rows(tmp_path)
     assert "  off (declared apply; hooks.autonomy)  " in rows["fix"]
     assert "  advise (declared ask; autonomy.max)  " in rows["gate"]  # locked: max still holds
     assert "  off (declared run; phase, hooks.autonomy)  " in rows["last"]
