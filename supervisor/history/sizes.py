@@ -24,6 +24,15 @@ def used(db: sqlite3.Connection) -> int:
     return int(pages - free) * int(size)
 
 
+class Written:
+    """What one write transaction stored of lines (the chunks' bytes) and indexed of them
+    (lines, by run key)."""
+
+    def __init__(self) -> None:
+        self.stored = 0
+        self.indexed: dict[int, int] = {}
+
+
 class IndexShares:
     """The index's growth owed to runs, until the next write adds it to their bytes."""
 

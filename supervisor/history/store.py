@@ -58,8 +58,6 @@ CHUNK_LINES: Final = 4096
 _WRITE_ERRORS: Final = frozenset(
     f"SQLITE_IOERR_{n}" for n in ("WRITE", "SHMSIZE", "TRUNCATE", "FSYNC", "SHMMAP")
 )
-#: Where `_indexing` counts the bytes of chunks a write stored, beside runs' keys (>= 1).
-_STORED: Final = 0
 #: A chunk's data is zlib's when that is smaller (level 1: the writer keeps up with a run).
 _LEVEL: Final = 1
 
@@ -212,26 +210,25 @@ class History:
         """Adds the items' lines, summaries and artifacts, and sets `marks`, in one
         transaction, and indexes at most `index` stored lines for search (None: all);
         whether the index is behind."""
-        with faults("writing the run history"), self._indexing() as lines:
+        with faults("writing the run history"), self._indexing() as written:
             self._still_there()
-            lines[_STORED] = sum(self._write_one(item) for item in items)
+            written.stored = sum(self._write_one(item) for item in items)
             for name, value in (marks or {}).items():
                 self._db.execute("INSERT OR REPLACE INTO marks VALUES (?, ?)", (name, value))
-            return search.catch_up(self._db, index, lines)
+            return search.catch_up(self._db, index, written.indexed)
 
     @contextlib.contextmanager
-    def _indexing(self) -> Iterator[dict[int, int]]:
-        """A write transaction that may index lines: the lines it indexed of each run (by
-        key) are counted in what it yields (and the bytes of chunks it stored, at
-        `_STORED`), and the index's growth is shared among those runs (`sizes.py`)."""
-        lines: dict[int, int] = {}
+    def _indexing(self) -> Iterator[sizes.Written]:
+        """A write transaction that may index lines: what it stored and indexed is counted
+        in what it yields, and the index's growth is shared among those runs (`sizes.py`)."""
+        written = sizes.Written()
         with self._transaction() as db:
             self._shares.settle(db)
             before = sizes.used(db)
-            yield lines
-        stored = lines.pop(_STORED, 0)
+            yield written
         with self._lock:
-            self._shares.add(sizes.used(self._db) - before - stored, lines)
+            grown = sizes.used(self._db) - before - written.stored
+            self._shares.add(grown, written.indexed)
 
     def mark(self, name: str) -> int | None:
         """A mark `write` set (None: never set)."""
@@ -386,8 +383,8 @@ class History:
                 with self._lock:
                     lagging = search.lags(self._db)
                 if lagging:  # (the write lock only then: a search waits for no other write)
-                    with self._indexing() as lines:
-                        search.catch_up(self._db, None, lines)
+                    with self._indexing() as written:
+                        search.catch_up(self._db, None, written.indexed)
         with faults("searching the run history"), self._read_lock:
             return search.find(self._reader(), text, run_id=run_id, limit=limit)
 
