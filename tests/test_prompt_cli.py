@@ -258,3 +258,14 @@ def test_hook_test_sends_the_model_a_secret_redacted_as_a_run_does(
     (request,) = model.requests
     data = request["messages"][1]["content"]
     assert "token [secret LOOP_KEY]" in data and KEY not in data
+
+
+def test_a_key_pasted_as_apikeyenv_is_not_repeated(tmp_path: Path, model: LoopModel) -> None:
+    """`apiKeyEnv = "sk-proj-…"` names no variable: the hook's failure said the name, the key
+    itself, in its frame (and so the history and every follower)."""
+    pasted = "sk-proj-Q1w2E3r4T5y6U7i8"
+    path = write_config(tmp_path, model.url)
+    path.write_text(path.read_text().replace('"LOOP_KEY"', f'"{pasted}"'))
+    done = mcpx("hook", "test", "explain", "--config", "c.toml", "--json", cwd=tmp_path)
+    assert pasted not in done.stdout + done.stderr and model.requests == []
+    assert "(apiKeyEnv of model default) is not set" in json.loads(done.stdout)["reason"]

@@ -384,3 +384,16 @@ def test_explain_shows_what_the_run_would_redact(tmp_path: Path) -> None:
         assert done.returncode == 0, done.stderr
         assert_clean(f"exec --explain {view}", done.stdout + done.stderr)
         assert "[secret RUN_TOKEN]" in done.stdout
+
+
+def test_a_key_pasted_where_a_secret_s_name_goes_is_not_repeated(tmp_path: Path) -> None:
+    """`secrets = ["sk-proj-…"]` (or `apiKeyEnv`: `core/passenv.shown_name`) names no variable
+    that is set: the message saying so went into the run's frames, the history and every
+    follower with the key in it. A name not written as a variable's is not repeated."""
+    pasted = "sk-proj-Q1w2E3r4T5y6U7i8"
+    hook = {"on": "script", "phase": "before", "run": ["true"], "secrets": [pasted]}
+    for args in (["--hook", json.dumps({**hook, "sandbox": "none"}), "--", "true"],
+                 ["--secret", pasted, "--", "true"]):  # fmt: skip
+        done = _exec(tmp_path, *args)
+        assert pasted not in done.stdout + done.stderr
+        assert "is it the value itself?" in done.stdout

@@ -232,6 +232,7 @@ __all__, __getattr__, __dir__ = exports(
             "reference_problem",
             "secret_name_problem",
             "secret_too_short",
+            "shown_name",
             "wanted",
         ),
         "points": (

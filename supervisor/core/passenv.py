@@ -46,7 +46,21 @@ def secret_name_problem(name: str) -> str | None:
 
 def secret_unset(name: str) -> str:
     """Why a hook or run with an unset secret did not run."""
-    return f"secret {name} is not set"
+    return f"secret {shown_name(name)} is not set"
+
+
+#: What a variable's name is written as, in practice: a name unlike it, in a place that takes
+#: a secret's name, is likely the secret itself, pasted (`sk-proj-…`).
+_VARIABLE_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+
+
+def shown_name(name: str) -> str:
+    """`name`, a secret's variable, as a message about it may say it: itself when it reads
+    as a variable's name, else words that do not repeat it (messages reach frames and the
+    history, and an unset "name" like `sk-proj-…` is most likely the key, pasted)."""
+    if _VARIABLE_NAME.fullmatch(name):
+        return name
+    return "(a name not shown: it is not written as a variable's; is it the value itself?)"
 
 
 def secret_too_short(name: str, length: int) -> str:

@@ -39,7 +39,7 @@ from ..core.hookenv import base_environment
 from ..core.hooks import STDERR_TAIL_BYTES, Hook, Profile
 from ..core.jsontext import JsonError, loads
 from ..core.models import Model, Provider
-from ..core.passenv import MIN_SECRET_CHARS, secret_too_short
+from ..core.passenv import MIN_SECRET_CHARS, secret_too_short, shown_name
 from ..core.promptbuild import PromptRequest
 from ..core.records import Record
 from ..process import programs, sandbox
@@ -116,7 +116,8 @@ async def ask_model(
     Raises `ModelFailed`."""
     key = environ.get(model.api_key_env) if model.api_key_env else None
     if model.api_key_env and not key:
-        raise ModelFailed(f"{model.api_key_env} (apiKeyEnv of model {model.name}) is not set")
+        named = shown_name(model.api_key_env)
+        raise ModelFailed(f"{named} (apiKeyEnv of model {model.name}) is not set")
     if model.api_key_env and key is not None and len(key) < MIN_SECRET_CHARS:
         # A key too short to redact is never sent: it could not be kept out of what we write.
         raise ModelFailed(f"{secret_too_short(model.api_key_env, len(key))} (apiKeyEnv)")
