@@ -11,6 +11,7 @@ import os
 import resource
 import sqlite3
 import subprocess
+import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -417,6 +418,34 @@ def test_runs_show_says_when_a_stored_run_has_not_ended(tmp_path: Path) -> None:
         ), shown
     ended = mcpx("runs", "show", json.loads(sent[0])["runId"], cwd=tmp_path)
     assert ended.returncode == 0 and ended.stderr == "", ended
+
+
+def test_a_run_whose_supervisor_was_killed_lists_its_duration_as_unknown(tmp_path: Path) -> None:
+    """A run stored as far as its killed process got (2.5 s of frames): the next `exec`
+    ends it, and it lists with its duration unknown, not as the span of its frames, which
+    `runs show` gives as the least it ran."""
+    from mcpx_hooks.supervisor.history.store import OWNER_MARK, History, Written
+
+    gone = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True)
+    start = (
+        b'{"runId":"k1","seq":0,"at":"2026-12-05T05:00:00.000Z","type":"start","argv":["job"],'
+        b'"cwd":"/","sandbox":"none"}'
+    )
+    out = b'{"runId":"k1","seq":1,"at":"2026-12-05T05:00:02.500Z","text":"x","type":"stdout"}'
+    history = History.open(tmp_path / "state" / "mcpx-hooks" / "history.db")
+    try:
+        summary = {"runId": "k1", "argv": ["job"], "status": "running"}
+        owner = {OWNER_MARK + "k1": int(gone.stdout)}  # (its pid, its process gone)
+        kept = [Written("k1", 0, [start, out], summary, time.time() - 60, False)]
+        history.write(kept, marks=owner)
+    finally:
+        history.close()
+    assert mcpx("exec", "--", "true", cwd=tmp_path).returncode == 0  # it ends the run
+    listed = mcpx("runs", "list", cwd=tmp_path).stdout.splitlines()
+    assert listed[-1] == "k1  2026-12-05T05:00:00.000Z  error  exit -  duration unknown  job"
+    shown = mcpx("runs", "show", "k1", cwd=tmp_path).stdout.splitlines()
+    assert shown[-2].endswith("; it ran for at least 2500 ms (start to last frame)"), shown
+    assert shown[-1] == "end: failed, exec exits 1, duration unknown", shown
 
 
 def test_runs_verify_catches_a_changed_byte_and_says_where(tmp_path: Path) -> None:
