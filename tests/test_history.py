@@ -255,6 +255,27 @@ def test_a_corrupt_history_never_stops_a_run(tmp_path: Path) -> None:
     assert (tmp_path / "h" / "history.db").read_bytes() == b"not a database, " * 1000
 
 
+def test_serve_says_once_at_its_start_that_its_history_is_not_kept(tmp_path: Path) -> None:
+    # It said nothing until a run came, and then only in the run's own frames.
+    config(tmp_path)
+    (tmp_path / "h").mkdir()
+    (tmp_path / "h" / "history.db").write_bytes(b"not a database, " * 1000)
+    server = start_server(tmp_path, "--config", "c.toml", auth=False)
+    try:
+        said = (
+            f"mcpx-hooks serve: {NOT_KEPT} (opening the run history {tmp_path}/h/history.db:"
+            " file is not a database); runs are kept in memory only (mcpx-hooks doctor says"
+            " more)"
+        )
+        assert server.log().splitlines() == [said]  # by the time it listens
+        request = {"argv": ["true"], "sandbox": "workspace"}
+        frames = [json.loads(line) for line in arun(lines_of(server, "/v1/exec", request))]
+        assert [f["type"] for f in frames if NOT_KEPT in f.get("message", "")] == ["warning"]
+    finally:
+        assert server.stop() == 0
+    assert server.log().count(NOT_KEPT) == 1, server.log()
+
+
 def test_a_locked_history_never_stops_a_run(tmp_path: Path) -> None:
     config(tmp_path)
     assert mcpx("exec", "--config", "c.toml", "--", "true", cwd=tmp_path).returncode == 0
