@@ -36,7 +36,7 @@ from ..core.wireshape import shape_problem
 from ..process.signals import serve_stop_signals
 from .answering import AskWatcher, Responder
 from .wire import DEFAULT_HOST, DEFAULT_PORT, Close
-from .wsopen import open_websocket
+from .wsopen import connect_failure, open_websocket
 
 _T = TypeVar("_T")
 
@@ -114,8 +114,8 @@ async def open_remote(
         why = f"no WebSocket handshake within {CONNECT_TIMEOUT_S:g} s"
         raise Unreachable(f"cannot connect to {remote.url}: {why}") from None
     except HandshakeError as exc:
-        cause = exc.__cause__ or exc
-        raise Unreachable(f"cannot connect to {remote.url}: {cause}") from None
+        why = connect_failure(exc.__cause__ or exc)
+        raise Unreachable(f"cannot connect to {remote.url}: {why}") from None
 
 
 def _refusal(url: str, exc: ConnectionRejected) -> str:
