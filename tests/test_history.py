@@ -11,6 +11,7 @@ import os
 import resource
 import sqlite3
 import subprocess
+import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -254,6 +255,27 @@ def test_a_corrupt_history_never_stops_a_run(tmp_path: Path) -> None:
     assert (tmp_path / "h" / "history.db").read_bytes() == b"not a database, " * 1000
 
 
+def test_serve_says_once_at_its_start_that_its_history_is_not_kept(tmp_path: Path) -> None:
+    # It said nothing until a run came, and then only in the run's own frames.
+    config(tmp_path)
+    (tmp_path / "h").mkdir()
+    (tmp_path / "h" / "history.db").write_bytes(b"not a database, " * 1000)
+    server = start_server(tmp_path, "--config", "c.toml", auth=False)
+    try:
+        said = (
+            f"mcpx-hooks serve: {NOT_KEPT} (opening the run history {tmp_path}/h/history.db:"
+            " file is not a database); runs are kept in memory only (mcpx-hooks doctor says"
+            " more)"
+        )
+        assert server.log().splitlines() == [said]  # by the time it listens
+        request = {"argv": ["true"], "sandbox": "workspace"}
+        frames = [json.loads(line) for line in arun(lines_of(server, "/v1/exec", request))]
+        assert [f["type"] for f in frames if NOT_KEPT in f.get("message", "")] == ["warning"]
+    finally:
+        assert server.stop() == 0
+    assert server.log().count(NOT_KEPT) == 1, server.log()
+
+
 def test_a_locked_history_never_stops_a_run(tmp_path: Path) -> None:
     config(tmp_path)
     assert mcpx("exec", "--config", "c.toml", "--", "true", cwd=tmp_path).returncode == 0
@@ -417,6 +439,34 @@ def test_runs_show_says_when_a_stored_run_has_not_ended(tmp_path: Path) -> None:
         ), shown
     ended = mcpx("runs", "show", json.loads(sent[0])["runId"], cwd=tmp_path)
     assert ended.returncode == 0 and ended.stderr == "", ended
+
+
+def test_a_run_whose_supervisor_was_killed_lists_its_duration_as_unknown(tmp_path: Path) -> None:
+    """A run stored as far as its killed process got (2.5 s of frames): the next `exec`
+    ends it, and it lists with its duration unknown, not as the span of its frames, which
+    `runs show` gives as the least it ran."""
+    from mcpx_hooks.supervisor.history.store import OWNER_MARK, History, Written
+
+    gone = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True)
+    start = (
+        b'{"runId":"k1","seq":0,"at":"2026-12-05T05:00:00.000Z","type":"start","argv":["job"],'
+        b'"cwd":"/","sandbox":"none"}'
+    )
+    out = b'{"runId":"k1","seq":1,"at":"2026-12-05T05:00:02.500Z","text":"x","type":"stdout"}'
+    history = History.open(tmp_path / "state" / "mcpx-hooks" / "history.db")
+    try:
+        summary = {"runId": "k1", "argv": ["job"], "status": "running"}
+        owner = {OWNER_MARK + "k1": int(gone.stdout)}  # (its pid, its process gone)
+        kept = [Written("k1", 0, [start, out], summary, time.time() - 60, False)]
+        history.write(kept, marks=owner)
+    finally:
+        history.close()
+    assert mcpx("exec", "--", "true", cwd=tmp_path).returncode == 0  # it ends the run
+    listed = mcpx("runs", "list", cwd=tmp_path).stdout.splitlines()
+    assert listed[-1] == "k1  2026-12-05T05:00:00.000Z  error  exit -  duration unknown  job"
+    shown = mcpx("runs", "show", "k1", cwd=tmp_path).stdout.splitlines()
+    assert shown[-2].endswith("; it ran for at least 2500 ms (start to last frame)"), shown
+    assert shown[-1] == "end: failed, exec exits 1, duration unknown", shown
 
 
 def test_runs_verify_catches_a_changed_byte_and_says_where(tmp_path: Path) -> None:

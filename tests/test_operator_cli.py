@@ -612,3 +612,36 @@ def test_exec_from_a_directory_whose_path_is_not_utf8_says_so(tmp_path: Path) ->
         assert out.stdout == ""
         assert "working directory's path is not UTF-8" in out.stderr
         assert "bad\\xffdir" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_events_since_says_when_the_server_dropped_the_events_asked_for(tmp_path: Path) -> None:
+    # `events --since 0` on a server past its 1,024 kept events said "were missed (resume
+    # with --since)": resuming would meet the same gap, the events being gone.
+    from websockets.sync.client import connect
+
+    from mcpx_hooks.supervisor.run.bus import DEFAULT_HISTORY
+
+    server = start_server(tmp_path, auth=False)
+    try:
+        for _ in range(DEFAULT_HISTORY // 2 + 8):  # each: client.connected, client.closed
+            with connect(f"{server.url}/v1/hooks", proxy=None):
+                pass
+        events = subprocess.Popen(
+            [*CLI, "events", "--remote", server.url, "--since", "0"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert events.stdout is not None
+        first = events.stdout.readline()
+    finally:
+        assert server.stop() == 0
+    out, err = events.communicate(timeout=30)
+    assert events.returncode == 0 and err == "", err
+    found = re.fullmatch(
+        r"gap: events 0\.\.(\d+) were dropped: the server no longer holds them \(it keeps its"
+        r" latest events only\); the replay starts after (\d+)\n",
+        first,
+    )
+    assert found and found.group(1) == found.group(2), first
+    assert out.splitlines()[0].startswith(f"{int(found.group(1)) + 1} "), out

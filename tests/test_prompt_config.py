@@ -75,7 +75,7 @@ def test_a_prompt_hook_s_own_timeout(tmp_path: Path) -> None:
         ({"models": {"a": {"provider": "openai"}}}, ("/models/a", 'required key "url"')),
         (
             {"models": {"c": {"provider": "openai", "url": "ftp://h"}}},
-            ("/models/c/url", "expected a string matching"),
+            ("/models/c/url", "expected the endpoint's base URL, http://… or https://…"),
         ),
         ({"models": {"runBudgetTokens": -1}}, ("/models/runBudgetTokens", "≥ 0")),
         ({"models": {"x y": {"provider": "openai"}}}, ("/models/x y", "expected a model name")),
@@ -141,3 +141,21 @@ def test_a_prompt_hook_whose_phase_is_no_string_is_a_problem_not_a_crash(phase: 
     with pytest.raises(ConfigError) as caught:
         load_config([], cwd=Path("/tmp"), environ={}, per_call_hooks=[hook], discover=False)
     assert any(p.pointer == "/phase" for p in caught.value.problems)
+
+
+@pytest.mark.parametrize("suffix", ["/chat/completions", "/chat/completions/"])
+def test_a_model_url_that_is_the_full_endpoint_is_refused_with_where(
+    tmp_path: Path, suffix: str
+) -> None:
+    # It was taken, and every call then went to .../chat/completions/chat/completions: 404.
+    url = f"http://127.0.0.1:8080/v1{suffix}"
+    doc = {"models": {"local": {"provider": "openai", "url": url}}}
+    assert problems(tmp_path, doc) == [
+        (
+            "/models/local/url",
+            "expected the endpoint's base URL, http://… or https://… up to /v1 (without"
+            f' /chat/completions, which is added to it), found the string "{url}"',
+        )
+    ]
+    for fine in ("http://127.0.0.1:8080/v1", "https://example.com/v1/chat/completionsx"):
+        assert problems(tmp_path, {"models": {"local": {"provider": "openai", "url": fine}}}) == []

@@ -145,10 +145,7 @@ async def test_no_server_says_why_it_cannot_connect() -> None:
     with pytest.raises(RemoteError) as caught:
         async with open_remote(Remote(f"ws://127.0.0.1:{port}"), "/v1/hooks"):
             pytest.fail("no connection was made")
-    assert str(caught.value) == (
-        f"cannot connect to ws://127.0.0.1:{port}: all attempts to connect to"
-        f" 127.0.0.1:{port} failed"
-    )
+    assert str(caught.value) == f"cannot connect to ws://127.0.0.1:{port}: Connection refused"
 
 
 def test_a_run_the_server_has_not_started_is_said_so_after_a_while(tmp_path: Path) -> None:
@@ -193,3 +190,27 @@ def test_a_run_the_server_has_not_started_is_said_so_after_a_while(tmp_path: Pat
         " gateway's run waits for a worker to take it)\n"
     )
     assert waited >= NOT_STARTED_S
+
+
+def test_a_connection_that_cannot_be_made_says_why_in_one_line(tmp_path: Path) -> None:
+    # It said "all attempts to connect to 127.0.0.1:1 failed", the why left in its cause.
+    with socket.socket() as sock:  # a port nobody listens on (bound, never listening)
+        sock.bind(("127.0.0.1", 0))
+        url = _url(sock)
+        env = {**os.environ, "MCPX_HOOKS_NO_DISCOVERY": "1", "HOME": str(tmp_path)}
+        for command, args in (("exec", ["--", "true"]), ("runs list", []), ("events", [])):
+            done = subprocess.run(
+                [*CLI, *command.split(), "--remote", url, *args],
+                capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60, check=False,
+            )  # fmt: skip
+            said = f"mcpx-hooks {command}: cannot connect to {url}: Connection refused\n"
+            assert (done.returncode, done.stderr) == (1, said), done
+    done = subprocess.run(
+        [*CLI, "exec", "--remote", "ws://no-such-host.invalid:1", "--", "true"],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.stderr.startswith(
+        "mcpx-hooks exec: cannot connect to ws://no-such-host.invalid:1: "
+    ), done.stderr
+    assert "all attempts" not in done.stderr and "Errno" not in done.stderr, done.stderr
+    assert len(done.stderr.splitlines()) == 1, done.stderr

@@ -427,7 +427,10 @@ def test_config_files_the_caller_may_not_read_are_said_never_skipped_silently(
     done = caller.run("-m", "mcpx_hooks.supervisor", "validate", extra=discover)
     assert done.returncode == 2, done.stdout + done.stderr
     user_file = config_dir / "config.toml"
-    assert done.stdout == f"{user_file}:/: cannot read the file: Permission denied\n"
+    assert done.stdout == (
+        f"{user_file}:/: cannot tell whether there is a file there: {config_dir} may not be"
+        " searched (Permission denied)\n"
+    )
     config_dir.chmod(0o700)
     done = caller.run("-m", "mcpx_hooks.supervisor", "validate", extra=discover)
     assert done.returncode == 2, done.stdout + done.stderr
@@ -436,6 +439,32 @@ def test_config_files_the_caller_may_not_read_are_said_never_skipped_silently(
         f"skipped {local}: cannot read the file: Permission denied, so it cannot be trusted;"
         " remove it, or make it a regular file you can read\n"
     ) in done.stderr
+
+
+def test_config_files_in_a_directory_the_caller_may_not_search_are_not_said_to_be_there(
+    caller: Caller,
+) -> None:
+    """Run from a directory it may not search (as root's `cd` into it, then `nobody`): the
+    project files there were each said to be unreadable ("cannot read the file: Permission
+    denied … remove it"), as if they were there; whether they are cannot be told."""
+    no_discovery = "MCPX_HOOKS_NO_DISCOVERY"
+    shut = caller.world / "shut"
+    shut.mkdir(mode=0o700)  # root's: the caller may not search it
+    argv = caller.argv("-m", "mcpx_hooks.supervisor", "validate", extra={no_discovery: ""})
+    done = subprocess.run(
+        argv, capture_output=True, text=True, timeout=BOUND_S, cwd=shut, check=False
+    )
+    unknown = f"cannot tell whether there is a file there: {shut} may not be searched"
+    names = (".mcpx-hooks.toml", ".mcpx-hooks.json")
+    assert done.stdout == "".join(
+        f"{shut / name}:/: {unknown} (Permission denied)\n" for name in names
+    ), done.stdout + done.stderr
+    for name in names:
+        assert (
+            f"skipped {shut / name}: {unknown} (Permission denied); if there is one, run from a"
+            " directory you may search for it to be applied\n"
+        ) in done.stderr, done.stderr
+    assert "cannot read the file" not in done.stderr and "remove it" not in done.stderr
 
 
 #: Runs the rest of its argv in a user namespace whose `user.max_user_namespaces` is 0: as if

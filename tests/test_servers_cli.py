@@ -131,6 +131,24 @@ def test_a_failing_server_s_words_reach_the_terminal_without_control_characters(
     assert "with `--servers`, a server that cannot be" in dict(COMMAND_EXIT_CODES["trust"])[1]
 
 
+def test_a_failing_server_s_stderr_is_shown_as_lines_from_a_line_s_start(tmp_path: Path) -> None:
+    # `servers list` showed it on one line with literal "\n", from mid-line ("rong here\n
+    # line 26: …"): the last 500 bytes, wherever they began.
+    script = 'for i in $(seq 0 39); do echo "line $i: something went wrong here" >&2; done; exit 3'
+    config = tmp_path / "bad.toml"
+    config.write_text(f"[servers.bad]\ncommand = {json.dumps(['sh', '-c', script])}\n")
+    kept = [f"line {i}: something went wrong here" for i in range(26, 40)]  # (within 500 bytes)
+    said = "failing: server bad exited with status 3; its stderr ends: "
+    done = mcpx(tmp_path, "servers", "list", "--config", str(config))
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.splitlines()[:14] == [
+        f"bad: {said}{kept[0]}",
+        *(f"    {line}" for line in kept[1:]),
+    ], done.stdout
+    done = mcpx(tmp_path, "doctor", "--config", str(config))
+    assert f"  bad: {said}{kept[0]}\n      {kept[1]}\n" in done.stdout, done.stdout
+
+
 def test_a_server_s_secret_in_its_version_or_tools_is_never_written_out(tmp_path: Path) -> None:
     # A server given a secret that names it in its `initialize` (version) or in a tool's
     # description had it shown by `servers list` (readable and --json), and written into

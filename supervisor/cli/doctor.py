@@ -25,7 +25,7 @@ from ..process.launch import HIDE_ENV
 from ..process.spawner import Spawner, open_spawner
 from .common import run_async, say
 from .doctorgrants import grant_lines
-from .printable import printable
+from .printable import continued, printable
 
 #: What `none` does, whatever the machine.
 NONE_GIVES = "resource limits (soft), own session and process group, scrubbed environment"
@@ -130,7 +130,9 @@ async def _servers(args: argparse.Namespace) -> list[str]:
                 " `mcpx-hooks validate` shows them)"]  # fmt: skip
     states = await server_states(config) if config.servers else []
     lines = [
-        f"  {printable(str(s['name']))}: {state_line(s)}" for s in states if s["state"] == "failing"
+        continued(f"  {printable(str(s['name']))}: {state_line(s)}")
+        for s in states
+        if s["state"] == "failing"
     ]
     return ["", "tool servers that fail to start:", *lines] if lines else []
 

@@ -28,11 +28,14 @@ def run(args: argparse.Namespace) -> int:
     from ..service import remote as client
     from ..service.access import TokenFileError
 
+    replaying: list[int] = [] if args.since is None else [args.since]
+
     def show(event: dict[str, Any]) -> None:
         if args.json:
             print(json.dumps(event), flush=True)
-        else:
-            print(printable(client.event_line(event)), flush=True)
+        else:  # (only the first message can be the replay's gap)
+            print(printable(client.event_line(event, *replaying)), flush=True)
+        replaying.clear()
 
     try:
         run_async(client.follow_events, remote(args), args.kinds, args.since, show)

@@ -192,6 +192,8 @@ def _line(run: Mapping[str, Any]) -> str:
         str(run.get("startedAt") or "-"),
         f"{run.get('status')}",
         "exit -" if code is None else f"exit {code}",
-        "-" if took is None else f"{took} ms",
+        ("-" if run.get("status") == "running" else "duration unknown")
+        if took is None
+        else f"{took} ms",
     )
     return "  ".join((*map(printable, fields), shown))

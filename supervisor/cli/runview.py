@@ -16,7 +16,7 @@ from typing import Any
 
 from ..core.frames import seconds_between
 from .printable import continued, printable
-from .view import frame_lines
+from .view import frame_lines, lasted
 
 
 class RunView:
@@ -54,5 +54,5 @@ class RunView:
 
             cause = str(self._error.get("cause", "failed"))
             code = cause_exit_codes().get(cause, EXIT_FAILED)
-            return [printable(f"end: {cause}, exec exits {code}, {frame['durationMs']} ms")]
+            return [printable(f"end: {cause}, exec exits {code}, {lasted(frame)}")]
         return frame_lines(frame)

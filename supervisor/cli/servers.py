@@ -66,13 +66,16 @@ async def server_states(config: Config, *, start: bool = True) -> list[dict[str,
 
 
 def state_line(server: dict[str, Any]) -> str:
+    """The server's state; a failing one's reason as it came, line breaks kept (its stderr's
+    end): the caller shows it through `printable.continued`, one line a line."""
     from .view import cell
 
     state = server.get("state")
     if state == "running":
         return f"running since {cell(server.get('since', '?'))}"
     if state == "failing":
-        return f"failing: {cell(server.get('reason', ''))}"
+        reason = server.get("reason", "")
+        return f"failing: {reason if isinstance(reason, str) else cell(reason)}"
     return cell(state)
 
 

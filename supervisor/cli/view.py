@@ -159,7 +159,7 @@ def _data_lines(frame: Mapping[str, Any]) -> list[str]:
         case FrameType.END:
             code = frame["exitCode"]
             exited = "no exit code" if code is None else f"exit code {code}"
-            return [f"end: {exited}, {frame['durationMs']} ms"]
+            return [f"end: {exited}, {lasted(frame)}"]
         case FrameType.WARNING:
             return [f"warning: {frame['message']}"]
         case FrameType.CALL:
@@ -182,6 +182,13 @@ def _data_lines(frame: Mapping[str, Any]) -> list[str]:
                 f"in {frame['deadlineMs'] / 1000:g} s; waiting for an answer)"
             ]
     return [other_frame_line(frame)]
+
+
+def lasted(end: Mapping[str, Any]) -> str:
+    """An `end` frame's duration for a person: null when the run's supervisor stopped before
+    its end (how long it ran is not known)."""
+    took = end.get("durationMs")
+    return "duration unknown" if took is None else f"{took} ms"
 
 
 def other_frame_line(frame: Mapping[str, Any]) -> str:

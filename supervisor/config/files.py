@@ -44,6 +44,9 @@ USER_FILE: Final = Path("mcpx-hooks") / "config.toml"
 LOCAL_NAMES: Final = (".mcpx-hooks.toml", ".mcpx-hooks.json")
 #: Set to anything but "" or "0" to skip discovery (tests and the demo do).
 NO_DISCOVERY_ENV: Final = "MCPX_HOOKS_NO_DISCOVERY"
+#: How a problem begins when whether a config file is there cannot be told: a directory on
+#: its way may not be searched (a command run as another user, in a directory it may not list).
+CANNOT_TELL: Final = "cannot tell whether there is a file there"
 #: TOML's stand-in for a `null` list item.
 TOML_NULL: Final[Mapping[str, Any]] = {"inherit": True}
 
@@ -202,12 +205,29 @@ def _not_a_regular_file(path: Path, origin: str) -> str | None:
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             return f"expected a config file, found a symlink loop{origin}"
+        if exc.errno == errno.EACCES:  # (stat needs no more than the directories' search)
+            return f"{CANNOT_TELL}: {_unsearchable(path)} may not be searched ({_why(exc)})"
         return f"cannot read the file: {_why(exc)}"
     if stat.S_ISDIR(mode):
         return f"expected a config file, found a directory{origin}"
     if not stat.S_ISREG(mode):
         return f"expected a config file, found {_kind(mode)}{origin}"
     return None
+
+
+def _unsearchable(path: Path) -> str:
+    """The first directory on the way to `path` this process may not search."""
+    for directory in reversed(Path(os.path.abspath(path)).parents):
+        if not os.access(directory, os.X_OK):
+            return str(directory)
+    return "a directory on its way"
+
+
+def unread_advice(reason: str) -> str:
+    """What to do about a config file skipped because it could not be read (`reason`)."""
+    if reason.startswith(CANNOT_TELL):
+        return "if there is one, run from a directory you may search for it to be applied"
+    return "remove it, or make it a regular file you can read"
 
 
 def not_utf8(exc: UnicodeDecodeError) -> str:

@@ -259,7 +259,9 @@ class _TrustGate:
         if data is None:
             if self.everything:
                 return None, problems
-            self._skip(file, f"{problems[0].message}, so it cannot be trusted", "")
+            said = problems[0].message
+            unknown = said.startswith(files.CANNOT_TELL)  # (nothing there, maybe)
+            self._skip(file, said if unknown else f"{said}, so it cannot be trusted", "")
             return None, []
         if self.everything:
             return data, []
@@ -273,9 +275,7 @@ class _TrustGate:
     def _skip(self, file: str, reason: str, command: str) -> None:
         self.skipped.append(SkippedFile(file, reason, command))
         if not command:
-            self.warnings.append(
-                f"skipped {file}: {reason}; remove it, or make it a regular file you can read"
-            )
+            self.warnings.append(f"skipped {file}: {reason}; {files.unread_advice(reason)}")
 
     def state(self) -> TrustState:
         if self._state is None:

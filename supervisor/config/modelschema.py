@@ -21,6 +21,7 @@ from ..core.models import (
     NAME_PATTERN,
     PROMPT_TIMEOUT_MS,
     PROVIDERS,
+    URL_PATTERN,
     ModelKey,
     Provider,
 )
@@ -46,7 +47,7 @@ def _key_schema(key: ModelKey) -> dict[str, Any]:
             tuple(p.value for p in Provider),
             "; ".join(f"`{p.value}`: {what}" for p, what in PROVIDERS.items()),
         ),
-        "url": string(description, pattern=r"^https?://[^\s]+$"),
+        "url": string(description, pattern=URL_PATTERN),
         "text": text(description, minLength=1),
         # (the key is a secret: one variable, named, as a `secrets` entry is; never a glob)
         "env": string(description, pattern=SECRET_NAME_PATTERN),

@@ -18,6 +18,7 @@ from ..core import egress, spawntext
 from ..core.errors import Problem
 from ..core.events import ANY_KIND
 from ..core.models import NAME_PATTERN as MODEL_NAME_PATTERN
+from ..core.models import URL_PATTERN as MODEL_URL_PATTERN
 from ..core.passenv import SECRET_NAME_PATTERN
 from ..core.points import DEFAULT_PHASE, POINTS
 from ..core.servers import SEPARATOR_PATTERN
@@ -249,6 +250,8 @@ _NAMED_PATTERN_WORDS = {
     SERVER_NAME_PATTERN: "a server name: letters, digits, _ or -",
     SEPARATOR_PATTERN: "letters, digits, _, - or .",
     MODEL_NAME_PATTERN: "a model name: a letter or _, then letters, digits, _ or -",
+    MODEL_URL_PATTERN: "the endpoint's base URL, http://… or https://… up to /v1 (without"
+    " /chat/completions, which is added to it)",
 }
 
 

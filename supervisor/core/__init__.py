@@ -215,6 +215,7 @@ __all__, __getattr__, __dir__ = exports(
             "PROVIDERS",
             "PromptSpec",
             "Provider",
+            "URL_PATTERN",
             "build_models",
             "is_name",
             "prompt_spec",

@@ -229,7 +229,8 @@ class ErrorFrame(Envelope):
 @attrs.frozen(repr=False, eq=False)
 class EndFrame(Envelope):
     exit_code: int | None
-    duration_ms: int
+    #: None: not known (a run whose supervisor stopped before its end: `RunJournal.seal`).
+    duration_ms: int | None
     type: FrameType = attrs.field(default=FrameType.END, metadata=KEEP)
     #: The hash chain of the run's frame lines before this one (`core/chain.py`), hex.
     chain: str | None = None

@@ -52,6 +52,9 @@ DEFAULT_TEMPERATURE: Final = 0.0
 BUDGET_KEY: Final = "runBudgetTokens"
 #: A model's name (a key of `[models]`) and a placeholder's name.
 NAME_PATTERN: Final = r"^[A-Za-z_][A-Za-z0-9_-]*$"
+#: An `openai` model's `url`: a base, which `/chat/completions` is added to (the endpoint's
+#: full URL pasted there would be requested with it twice: HTTP 404 at every call).
+URL_PATTERN: Final = r"^(?!\S*/chat/completions/?$)https?://\S+$"
 
 
 def is_name(text: str) -> bool:

@@ -264,14 +264,14 @@ class RunJournal:
             await trio.lowlevel.checkpoint()
 
     def seal(self, message: str) -> None:
-        """Ends a journal its run left open, keeping the order: an `error` with `message` if
-        there is no outcome yet, then `end`. A journal that has ended is left as it is."""
+        """Ends a journal its run left open: an `error` with `message` and the least the run
+        lasted (if it has no outcome yet), then `end`, its `durationMs` null (not known)."""
         if self.finished:
             return
-        known = lasted_ms(self.lines)  # (from its start to its last frame stored)
         if self.outcome is None:
-            self.append(blank(ErrorFrame, message=message))
-        self.append(blank(EndFrame, exit_code=None, duration_ms=known))
+            known = f"; it ran for at least {lasted_ms(self.lines)} ms (start to last frame)"
+            self.append(blank(ErrorFrame, message=message + known))
+        self.append(blank(EndFrame, exit_code=None, duration_ms=None))
 
     def _stamp(self, frame: Frame, *, cut: bool = False) -> tuple[dict[str, Any], bytes]:
         """The frame's wire form and line, redacted (whole where `cut` and it holds `_CUT`)."""

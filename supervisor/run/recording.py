@@ -99,6 +99,8 @@ class Recorder:
         #: module docstring); `on_unsaid` is told of each as it is found.
         self.unsaid: dict[str, str] = {}
         self.on_unsaid: Callable[[str, str], object] | None = None
+        #: Told why, once, when a fault stops the recording after the process started.
+        self.on_fault: Callable[[str], object] | None = None
         self._owner = owner_token()
 
     def note(self, journal: RunJournal) -> None:
@@ -128,6 +130,13 @@ class Recorder:
         return (
             f"the run history is not being kept ({self.fault}); this run is kept in memory"
             " only (mcpx-hooks doctor says more)"
+        )
+
+    def not_kept(self) -> str:
+        """The fault, for the process's log (a server's, once): runs go on in memory."""
+        return (
+            f"the run history is not being kept ({self.fault}); runs are kept in memory only"
+            " (mcpx-hooks doctor says more)"
         )
 
     def _warn(self, journal: RunJournal, message: str) -> None:
@@ -266,7 +275,9 @@ class Recorder:
     async def _fail(self, why: str, batch: list[RunJournal], cut: list[str]) -> None:
         """Recording stops: each run still running is told, once; what was stored of those
         not stored whole (`cut`, and those being written) is forgotten."""
-        self.fault = why
+        first, self.fault = self.fault is None, why
+        if first and self.on_fault is not None:
+            self.on_fault(self.not_kept())
         running = {id(j): j for j in (*batch, *self._queued)}
         running |= {id(j): j for j, _ in self._stored.values()}
         cut = [*cut, *self._stored]

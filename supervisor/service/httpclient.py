@@ -22,6 +22,7 @@ import httpx
 import trio
 
 from .remote import CONNECT_TIMEOUT_S, Remote, RemoteError, said_in
+from .wsopen import connect_failure
 
 #: The longest wait for the next bytes of an answer.
 STALL_S: Final = 30.0
@@ -75,7 +76,8 @@ async def open_get(
             except httpx.ConnectTimeout:
                 raise RemoteError(f"cannot connect to {remote.url}: timed out") from None
             except httpx.ConnectError as exc:
-                raise RemoteError(f"cannot connect to {remote.url}: {exc}") from None
+                why = connect_failure(exc)
+                raise RemoteError(f"cannot connect to {remote.url}: {why}") from None
             async with contextlib.aclosing(response):
                 if response.status_code != 200:
                     raise RemoteError(await _refusal(response, path))

@@ -36,7 +36,7 @@ from ..core.wireshape import shape_problem
 from ..process.signals import serve_stop_signals
 from .answering import AskWatcher, Responder
 from .wire import DEFAULT_HOST, DEFAULT_PORT, Close
-from .wsopen import open_websocket
+from .wsopen import connect_failure, open_websocket
 
 _T = TypeVar("_T")
 
@@ -114,8 +114,8 @@ async def open_remote(
         why = f"no WebSocket handshake within {CONNECT_TIMEOUT_S:g} s"
         raise Unreachable(f"cannot connect to {remote.url}: {why}") from None
     except HandshakeError as exc:
-        cause = exc.__cause__ or exc
-        raise Unreachable(f"cannot connect to {remote.url}: {cause}") from None
+        why = connect_failure(exc.__cause__ or exc)
+        raise Unreachable(f"cannot connect to {remote.url}: {why}") from None
 
 
 def _refusal(url: str, exc: ConnectionRejected) -> str:
@@ -372,9 +372,16 @@ async def _hooks_message(remote: Remote) -> dict[str, Any]:
 # ---- the readable view of what comes back ----------------------------------------------------
 
 
-def event_line(event: Mapping[str, Any]) -> str:
-    """One bus event (or gap) for a person."""
+def event_line(event: Mapping[str, Any], since: int | None = None) -> str:
+    """One bus event (or gap) for a person. A gap from `since` (the replay's first message)
+    is events the server no longer holds: resuming from them would meet the same gap."""
     if event.get("kind") == "gap":
-        return f"gap: events {event['from']}..{event['to']} were missed (resume with --since)"
+        start, end = event["from"], event["to"]
+        if since is not None and start == since:
+            return (
+                f"gap: events {start}..{end} were dropped: the server no longer holds them"
+                f" (it keeps its latest events only); the replay starts after {end}"
+            )
+        return f"gap: events {start}..{end} were missed (resume with --since {start})"
     run = f" run {event['runId']}" if event.get("runId") else ""
     return f"{event['seq']} {event['at']} {event['kind']}{run} {json.dumps(event.get('data', {}))}"

@@ -70,7 +70,12 @@ class Service(Endpoints):
         self.runtime = runtime
         self.options = options
         self.limits = options.limits
-        if runtime.recorder is not None:  # a run that ended before the history failed
+        if runtime.recorder is not None:
+            # Said once: at the start when the history could not be opened, or when it fails.
+            if runtime.recorder.fault is not None:
+                logger.warning("%s", runtime.recorder.not_kept())
+            runtime.recorder.on_fault = partial(logger.warning, "%s")
+            # (a run that ended before the history failed)
             runtime.recorder.on_unsaid = partial(logger.warning, "run %s: %s")
         self.stopping = False
         self._stop = trio.Event()

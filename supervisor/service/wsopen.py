@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
+import socket
 import ssl
 from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
@@ -103,3 +105,23 @@ def _single(group: BaseExceptionGroup[BaseException]) -> BaseException:
         elif not isinstance(exc, trio.Cancelled):
             leaves.append(exc)
     return leaves[0] if len(leaves) == 1 else group
+
+
+def connect_failure(exc: BaseException) -> str:
+    """Why no connection could be made, in a few words: the system's (`Connection refused`,
+    `No route to host`, `Name or service not known`) rather than trio's "all attempts to
+    connect to … failed", whose reasons are in its cause (one per address tried; each
+    different one said once, in order). `exc` may wrap the `OSError` (httpx's errors)."""
+    found: BaseException | None = exc
+    while found is not None and not isinstance(found, OSError):
+        found = found.__cause__ or found.__context__
+    exc = found or exc
+    if isinstance(exc, socket.gaierror):  # (its errno is getaddrinfo's, not errno's)
+        return exc.strerror or str(exc)
+    tried = exc.__cause__
+    attempts = list(tried.exceptions) if isinstance(tried, BaseExceptionGroup) else [exc]
+    reasons: dict[str, None] = {}
+    for attempt in attempts:
+        errno = getattr(attempt, "errno", None)
+        reasons[os.strerror(errno) if isinstance(errno, int) and errno > 0 else str(attempt)] = None
+    return "; ".join(reasons)

@@ -189,5 +189,9 @@ async def _keep_tail(stream: trio.abc.ReceiveStream, tail: bytearray) -> None:
 
 
 def _tail(stderr: bytearray) -> str:
-    text = bytes(stderr[-_REASON_STDERR:]).decode(errors="replace").strip()
+    """Its stderr's last `_REASON_STDERR` bytes, from a line's start when one begins in the
+    first half of them (not mid-line, mid-character)."""
+    kept = bytes(stderr[-_REASON_STDERR:])
+    start = kept.find(b"\n") + 1 if len(stderr) > _REASON_STDERR else 0
+    text = kept[start if start <= _REASON_STDERR // 2 else 0 :].decode(errors="replace").strip()
     return f"; its stderr ends: {text}" if text else ""

@@ -60,7 +60,7 @@ export function frameBody(frame, view) {
         list("advice", frame.advice),
       );
     case FrameType.END:
-      return el("div", {}, `exit code ${frame.exitCode ?? "none"}, ${duration(frame.durationMs)}`);
+      return el("div", {}, `exit code ${frame.exitCode ?? "none"}, ${frame.durationMs == null ? "duration unknown" : duration(frame.durationMs)}`);
     case FrameType.WARNING:
       return el("p", { class: "message" }, frame.message);
     default: {

@@ -195,7 +195,7 @@ export class RunView {
         ...[
           ["status", el("span", { class: `badge ${status}` }, status)],
           ["started", when(s.at)],
-          ["duration", end ? duration(end.durationMs) : "—"],
+          ["duration", end ? (end.durationMs == null ? "unknown" : duration(end.durationMs)) : "—"],
           ["exit code", end && end.exitCode !== null && end.exitCode !== undefined ? String(end.exitCode) : "—"],
           ["cwd", el("code", {}, s.cwd || "")],
           ["sandbox", s.sandbox || ""],

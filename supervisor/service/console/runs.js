@@ -79,7 +79,7 @@ export class RunsList {
       el(
         "span",
         { class: "meta" },
-        `${when(run.startedAt)} · ${duration(run.durationMs)}`,
+        `${when(run.startedAt)} · ${run.status !== "running" && run.durationMs == null ? "duration unknown" : duration(run.durationMs)}`,
         run.exitCode !== null && run.exitCode !== undefined ? ` · exit ${run.exitCode}` : "",
       ),
       refused.length ? el("span", { class: "flag refused" }, `refused by ${refused.join(", ")}`) : null,
