@@ -636,7 +636,10 @@ def test_events_since_says_when_the_server_dropped_the_events_asked_for(tmp_path
         first = events.stdout.readline()
     finally:
         assert server.stop() == 0
-    out, err = events.communicate(timeout=30)
+    # (the rest through the same text stream: `communicate` reads the pipe itself, and would
+    # miss what `readline` took into the stream's buffer)
+    with events:  # (its pipes closed, itself waited for)
+        out, err = events.stdout.read(), events.stderr.read() if events.stderr else ""
     assert events.returncode == 0 and err == "", err
     found = re.fullmatch(
         r"gap: events 0\.\.(\d+) were dropped: the server no longer holds them \(it keeps its"
