@@ -111,8 +111,7 @@ def test_parallel_hooks_keep_declaration_order(tmp_path: Path) -> None:
         "  advice: no misspellings",
         "hook links (script.onSuccess, run, sandbox strict): ok in N ms",
         "  advice: every link answers",
-        "  advice: no misspellings",
-        "  advice: every link answers",
+        "  advice: 2 pieces, shown under the hooks that gave it",
     ], done.stdout
     # A parallel hook whose effect could be more than advise is refused, as the page says.
     s.write(

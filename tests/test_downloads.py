@@ -8,14 +8,21 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
+import socket
 import sys
 from pathlib import Path
 
 import orjson
+import pytest
 from service_client import Server, arun, run_remote, start_server
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
+from mcpx_hooks.supervisor.core.chain import check
+from mcpx_hooks.supervisor.core.frames import EndFrame, FrameType, ResultFrame, StartFrame, blank
+from mcpx_hooks.supervisor.history.store import CHUNK_LINES, DB_NAME, History, Written
+from mcpx_hooks.supervisor.run.journal import RunJournal
+from mcpx_hooks.supervisor.run.storedrun import RunGone, StoredRun
 from mcpx_hooks.supervisor.service import downloads
 
 SCRIPT = """import sys, json
@@ -95,16 +102,89 @@ def test_output_lines_of_each_output_frame_and_nothing_else() -> None:
         {"type": "end", "seq": 7},
     ]
     lines = [orjson.dumps(f) for f in frames]
-    text = b"".join(downloads.download("output.txt", lines)).decode()
+    text = b"".join(downloads.download("output.txt", [lines])).decode()
     assert text == 'plain\n[info] two\nlines {"k":1}\n{"a":[1,2]}\n\n[warn] bare\n'
-    ndjson = b"".join(downloads.download("frames.ndjson", lines))
+    ndjson = b"".join(downloads.download("frames.ndjson", [lines]))
     assert ndjson == b"".join(line + b"\n" for line in lines)
     # Many lines: in pieces of a bounded number of lines, none lost.
     many = [orjson.dumps({"type": "stdout", "seq": i, "text": str(i)}) for i in range(10_000)]
-    pieces = downloads.download("output.txt", many)
+    pieces = list(downloads.download("output.txt", downloads.in_pieces(many)))
     assert len(pieces) == 3
     assert b"".join(pieces).decode().split("\n") == [*map(str, range(10_000)), ""]
-    assert downloads.download("frames.ndjson", []) == []
+    assert list(downloads.download("frames.ndjson", [])) == []
+
+
+def test_a_stored_run_is_read_a_chunk_at_a_time_and_sealed_as_restored(tmp_path: Path) -> None:
+    # A run only the history holds is read for its download one stored chunk at a time,
+    # never whole; one stored without its `end` ends as `RunJournal.restored` ends it, and
+    # its lines verify.
+    history = History.open(tmp_path / "h.db")
+    try:
+        for run_id, finished in (("done", True), ("open", False)):
+            j = RunJournal(run_id)
+            j.append(blank(StartFrame, argv=("job",), cwd="/", sandbox="none"))
+            j.offer_output(FrameType.STDOUT, [f"line {i}\n" for i in range(3 * CHUNK_LINES)])
+            if finished:
+                j.append(blank(ResultFrame, value=None))
+                j.append(blank(EndFrame, exit_code=0, duration_ms=1))
+            history.write([Written(run_id, 0, list(j.lines), j.summary(), 1.0, finished)])
+            batches = list(StoredRun(history, run_id).batches())
+            read = [line for batch in batches for line in batch]
+            assert max(map(len, batches)) <= CHUNK_LINES and len(batches) >= 3
+            whole = RunJournal.restored(run_id, *(history.lines(run_id) or ([], False))).lines
+            assert read[: len(j.lines)] == j.lines and check(read) is None
+            types = [orjson.loads(line)["type"] for line in read[len(j.lines) :]]
+            assert types == ([] if finished else ["error", "end"])
+            assert [orjson.loads(x)["seq"] for x in read] == list(range(len(whole)))
+        # A run dropped from the history while it is read: the rest is a fault, not an end.
+        batches = StoredRun(history, "done").batches()
+        next(batches)
+        history.drop(["done"])
+        with pytest.raises(RunGone):
+            list(batches)
+    finally:
+        history.close()
+
+
+def test_a_download_is_sent_as_it_is_read_from_the_history(tmp_path: Path) -> None:
+    # A client that holds a download of a stored run holds the server to what is in flight,
+    # not to the run made whole: the run dropped from the history meanwhile, the rest of the
+    # download is not there to send, and the client sees it cut short (chunked, no end).
+    tmp_path.chmod(0o755)  # the script's sandbox reads its working directory as another user
+    env = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    server = start_server(tmp_path, env=env)
+    script = "import sys\nfor i in range(150_000): sys.stdout.write(f'line {i:08}\\n')"
+    try:
+        stream = arun(run_remote(server, {"argv": [sys.executable, "-c", script]}))
+        run_id = stream.frames[0]["runId"]
+    finally:
+        assert server.stop() == 0
+    again = start_server(tmp_path, env=env)  # (the run is in the history only)
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", again.port, timeout=30)
+        conn.connect()
+        assert conn.sock is not None
+        conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 18)
+        conn.request("GET", f"/v1/runs/{run_id}/frames.ndjson", headers=again.headers())
+        response = conn.getresponse()
+        assert response.status == 200 and response.getheader("Transfer-Encoding") == "chunked"
+        first = response.read(1 << 16)
+        assert first.startswith(b'{"runId":')
+        history = History.open(tmp_path / "state" / DB_NAME)
+        try:
+            history.drop([run_id])
+        finally:
+            history.close()
+        with pytest.raises(http.client.IncompleteRead):
+            response.read()
+        conn.close()
+        # A run in memory is sent chunked as well, whole.
+        stream = arun(run_remote(again, {"argv": [sys.executable, "-c", SCRIPT]}))
+        status, headers, _ = get(again, f"/v1/runs/{stream.frames[0]['runId']}/output.txt")
+        assert status == 200 and headers["Transfer-Encoding"] == "chunked"
+    finally:
+        assert again.stop() == 0
+    assert "Traceback" not in again.log()
 
 
 def test_a_download_s_file_name_is_safe() -> None:

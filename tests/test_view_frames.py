@@ -10,7 +10,7 @@ import pytest
 from frame_samples import UNKNOWN, every_frame
 
 from mcpx_hooks.supervisor.cli.execview import Output
-from mcpx_hooks.supervisor.cli.view import frame_lines, other_frame_line
+from mcpx_hooks.supervisor.cli.view import ADVICE_LINES, frame_lines, other_frame_line
 
 
 @pytest.mark.parametrize("frame", every_frame(), ids=lambda f: f["type"])
@@ -66,3 +66,23 @@ def test_a_refused_host_is_not_said_to_be_outside_the_list_when_a_secret_was_ref
         "  egress: blocked: secret TOK sent to localhost",
         "  egress: blocked: x.org not in network",
     ]
+
+
+def test_a_hook_s_advice_is_shown_once_and_at_most_its_first_lines() -> None:
+    # 80,000 lines of advice: the hook's line shows the first ADVICE_LINES and counts the
+    # rest; the outcome, which gathers every hook's advice, only counts it (not again).
+    hook = next(f for f in every_frame() if f["type"] == "hook")
+    long = "\n".join(f"a{i}" for i in range(80_000))
+    lines = "\n".join(frame_lines({**hook, "advice": ["short", long]})).split("\n")
+    advice = lines[lines.index("  advice: short") :]
+    assert advice[1:3] == ["  advice: a0", "      a1"]
+    assert len(advice) == ADVICE_LINES + 1
+    assert advice[-1] == (
+        f"  ... and {80_001 - ADVICE_LINES} more lines of advice (all of it: --json)"
+    )
+    for kind in ("result", "error"):
+        outcome = next(f for f in every_frame() if f["type"] == kind)
+        shown = frame_lines({**outcome, "advice": ["short", long]})
+        assert "  advice: 2 pieces, shown under the hooks that gave it" in shown
+        assert len(shown) < 5 and not any("a0" in line for line in shown)
+    assert "advice" not in " ".join(frame_lines({**outcome, "advice": []}))

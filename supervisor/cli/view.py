@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 STDERR_LINES: Final = 8
 #: How many leading lines of stdout it shows for a hook whose output could not be read.
 STDOUT_LINES: Final = 8
+#: How many lines of a hook's advice it shows (the rest counted; `--json` has all of it).
+ADVICE_LINES: Final = 20
 
 
 def hook_frame_lines(frame: Mapping[str, Any]) -> list[str]:
@@ -65,7 +67,7 @@ def _hook_lines(frame: Mapping[str, Any]) -> list[str]:
         lines.append(f"  failure is open: the {what} carries on")
     if frame.get("failureNote"):
         lines.append(f"  note: {frame['failureNote']}")
-    lines.extend(f"  advice: {a}" for a in frame.get("advice", ()))
+    lines.extend(_advice_lines(frame.get("advice", ())))
     asked = frame.get("asked")
     if asked:
         told = f"{asked['answer']} (by {asked['by']})" if asked.get("answer") else "not answered"
@@ -94,6 +96,31 @@ def _hook_lines(frame: Mapping[str, Any]) -> list[str]:
                 lines.append(f"  {stream} (last lines):")
                 lines.extend(f"    | {line}" for line in tail)
     return lines
+
+
+def _advice_lines(advice: Sequence[str]) -> list[str]:
+    """A hook's advice, its first `ADVICE_LINES` lines (a line break in the text as
+    `printable.continued` breaks it), and how many more there are."""
+    lines, left, more = [], ADVICE_LINES, 0
+    for text in advice:
+        parts = text.splitlines() or [""]
+        if left:
+            lines.append("  advice: " + "\n".join(parts[:left]))
+        more += max(0, len(parts) - left)
+        left = max(0, left - len(parts))
+    if more:
+        lines.append(f"  ... and {more} more lines of advice (all of it: --json)")
+    return lines
+
+
+def _advised(outcome: Mapping[str, Any]) -> list[str]:
+    """The advice a run's outcome gathers: each piece is its hook's, shown under that hook's
+    line already, so here it is only counted."""
+    count = len(outcome.get("advice", ()))
+    if not count:
+        return []
+    pieces = "1 piece" if count == 1 else f"{count} pieces"
+    return [f"  advice: {pieces}, shown under the hooks that gave it"]
 
 
 def _exit(code: Any, signal: Any) -> str | None:
@@ -143,8 +170,7 @@ def _data_lines(frame: Mapping[str, Any]) -> list[str]:
         case FrameType.ARTIFACT:
             return [f"artifact {frame['name']} ({frame['mime']}, {frame['size']} bytes)"]
         case FrameType.RESULT:
-            lines = [f"RESULT {_short(frame['value'], 200)}"]
-            lines.extend(f"  advice: {a}" for a in frame.get("advice", ()))
+            lines = [f"RESULT {_short(frame['value'], 200)}", *_advised(frame)]
             lines.extend(
                 f"  proposed by {p.get('hook')}: {_short(p.get('value'))}"
                 for p in frame.get("proposals", ())
@@ -154,7 +180,7 @@ def _data_lines(frame: Mapping[str, Any]) -> list[str]:
             lines = [f"ERROR {frame['message']}"]
             if frame.get("refusedBy"):
                 lines.append(f"  refused by {frame['refusedBy']}")
-            lines.extend(f"  advice: {a}" for a in frame.get("advice", ()))
+            lines.extend(_advised(frame))
             return lines
         case FrameType.END:
             code = frame["exitCode"]

@@ -228,6 +228,10 @@ class ClusterRoutes:
             raise UnknownRun(run_id)
         return stored[0]
 
+    async def download(self, run_id: str) -> RunJournal:
+        """`find`: what the gateway holds of a run is restored whole to be downloaded."""
+        return await self.find(run_id)
+
     async def stored(self, run_id: str) -> tuple[RunJournal, bool] | None:
         """The run as this gateway's history holds it (sealed when it holds no `end`), and
         whether it holds its `end`; None when it holds nothing of it."""

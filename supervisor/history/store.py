@@ -336,15 +336,18 @@ class History:
             rows = self._reader().execute(query, (limit + len(skipped),)).fetchall()
         return [wire_loads(summary) for run_id, summary in rows if run_id not in skipped][:limit]
 
-    def lines(self, run_id: str, start: int = 0) -> tuple[list[bytes], bool] | None:
-        """The lines of run `run_id` from seq `start` as sent, whether its end is in; or None."""
+    def lines(
+        self, run_id: str, start: int = 0, chunks: int = -1
+    ) -> tuple[list[bytes], bool] | None:
+        """The lines of run `run_id` from seq `start` as sent (those of `chunks` chunks at most:
+        -1, all), whether its end is in; or None."""
         # One statement, so one snapshot: the run's row and its chunks as one write left them.
         query = (
             "SELECT r.finished, c.first, c.packed, c.data FROM runs r LEFT JOIN chunks c"
-            " ON c.run = r.key AND c.first + c.count > ? WHERE r.id = ? ORDER BY c.first"
+            " ON c.run = r.key AND c.first + c.count > ? WHERE r.id = ? ORDER BY c.first LIMIT ?"
         )
         with faults("reading the run history"), self._read_lock:
-            rows = self._reader().execute(query, (start, run_id)).fetchall()
+            rows = self._reader().execute(query, (start, run_id, chunks)).fetchall()
         if not rows:
             return None
         lines: list[bytes] = []

@@ -44,6 +44,7 @@ __all__, __getattr__, __dir__ = exports(
         "runtime": ("Runtime", "open_runtime"),
         "scriptrun": ("DEFAULT_SCRIPT_TIMEOUT_MS", "Run", "RunRequest", "execute"),
         "serverhooks": ("ServerStartHooks", "open_servers"),
+        "storedrun": ("RunGone", "StoredRun"),
         "telemetry": ("OTLP_ENDPOINT_ENV", "Telemetry", "open_telemetry", "otlp_wanted"),
     },
 )

@@ -48,6 +48,7 @@ from ..core.hooks import DEFAULT_RUN_BYTES
 from ..core.jsontext import dumps, wire_loads, wire_safe
 from ..core.redact import CUT, NO_SECRETS
 from .artifacts import ArtifactStore
+from .storedrun import SEALED
 from .telemetry import Told
 
 if TYPE_CHECKING:
@@ -143,10 +144,7 @@ class RunJournal:
                 kind = FrameType(wire["type"])
                 journal._keep((line, len(line) + FRAME_OVERHEAD, kind, wire))
         if not finished:
-            journal.seal(
-                "the run's history ends here: the supervisor that ran it stopped before its"
-                " end, or runs it still"
-            )
+            journal.seal(SEALED)
         return journal
 
     @property

@@ -22,6 +22,7 @@ from ..core.hooks import DEFAULT_RETAIN_BYTES, DEFAULT_RUN_BYTES
 from ..history.store import History, HistoryFault
 from .artifacts import ArtifactGone, ArtifactStore, Stored
 from .journal import RunJournal
+from .storedrun import StoredRun
 from .telemetry import Telemetry
 
 J = TypeVar("J", bound=RunJournal)
@@ -90,6 +91,19 @@ class Journals:
         if stored is None:
             raise UnknownRun(run_id)
         return RunJournal.restored(run_id, *stored)
+
+    async def download(self, run_id: str) -> RunJournal | StoredRun:
+        """`find` for a download: a run only the history holds is read as it is sent, a chunk
+        at a time (`storedrun.py`), never restored whole."""
+        if run_id in self._runs or self.history is None:
+            return await self.find(run_id)
+        try:  # (whether the history holds the run at all: a row, none of its chunks)
+            held = await trio.to_thread.run_sync(self.history.lines, run_id, 1 << 62)
+        except HistoryFault:
+            held = None
+        if held is None:
+            raise UnknownRun(run_id)
+        return StoredRun(self.history, run_id)
 
     def __len__(self) -> int:
         return len(self._runs)

@@ -194,14 +194,15 @@ class ServerConnection:
     async def respond_stream(
         self,
         status: int,
-        length: int,
+        length: int | None,
         pieces: AsyncIterator[bytes],
         headers: tuple[tuple[bytes, bytes], ...],
         content_type: bytes,
     ) -> None:
         """Answers with a body of exactly `length` bytes taken from `pieces` as they come
-        (a file, never held whole). A HEAD request gets the head alone; a body that ends
-        short of `length` ends the connection without its end (the client sees it cut)."""
+        (a file, never held whole); without a `length`, chunked, every piece. A HEAD request
+        gets the head alone; a body that ends short of `length`, or whose `pieces` raise,
+        has no end written (the caller ends the connection: the client sees it cut)."""
         protocol = self._protocol
         head = protocol.respond_head(status, length, headers, content_type)
         self._answered.set()
@@ -210,14 +211,14 @@ class ServerConnection:
             if not protocol.wants_body:
                 await self._write(protocol.respond_end())
                 return
-            sent = 0
+            sent, most = 0, length
             async for piece in pieces:
-                cut = piece[: length - sent]
+                cut = piece if most is None else piece[: most - sent]
                 sent += len(cut)
                 await self._write(protocol.respond_body(cut))
-                if sent >= length:
+                if most is not None and sent >= most:
                     break
-            if sent == length:
+            if most is None or sent == most:
                 await self._write(protocol.respond_end())
 
     async def accept(self) -> None:

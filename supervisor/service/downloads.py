@@ -11,13 +11,15 @@ a console drew: every line the run kept, as far as it has gone when the download
   included), a `log` frame as `[level] message` (and its attributes as JSON), an `emit` frame
   as its value's JSON.
 
-What a download holds at once is bounded by the run's own budget (`[runs] runBytes`): the text
-is made from the lines the journal holds, in pieces of `PIECE_LINES` lines.
+A download is made a piece at a time as it is sent, never whole: from a run in memory, of
+`PIECE_LINES` of the lines it holds; from a run only the history holds, of each stored chunk
+as it is read (`run/storedrun.py`). What one download holds at once is a piece, whatever the
+run's size; its length is not known before it ends, so it is sent chunked.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Final
 
 from ..core.frames import OUTPUT_TYPES, FrameType
@@ -33,10 +35,9 @@ PIECE_LINES: Final = 4096
 _OUTPUT: Final = frozenset(t.value for t in OUTPUT_TYPES)
 
 
-def frames_pieces(lines: Sequence[bytes]) -> Iterator[bytes]:
+def frames_piece(lines: Sequence[bytes]) -> bytes:
     """`frames.ndjson`: the lines as they are, a newline after each."""
-    for at in range(0, len(lines), PIECE_LINES):
-        yield b"".join(line + b"\n" for line in lines[at : at + PIECE_LINES])
+    return b"".join(line + b"\n" for line in lines)
 
 
 def output_line(frame: dict[str, Any]) -> str | None:
@@ -53,17 +54,23 @@ def output_line(frame: dict[str, Any]) -> str | None:
     return str(frame.get("text", ""))
 
 
-def output_pieces(lines: Sequence[bytes]) -> Iterator[bytes]:
+def output_piece(lines: Sequence[bytes]) -> bytes:
     """`output.txt`: each output frame's line of text, a newline after each."""
+    texts = (output_line(wire_loads(line)) for line in lines)
+    return "".join(f"{t}\n" for t in texts if t is not None).encode()
+
+
+def in_pieces(lines: Sequence[bytes]) -> Iterator[Sequence[bytes]]:
+    """A run's lines held in memory, `PIECE_LINES` at a time."""
     for at in range(0, len(lines), PIECE_LINES):
-        texts = (output_line(wire_loads(line)) for line in lines[at : at + PIECE_LINES])
-        yield "".join(f"{t}\n" for t in texts if t is not None).encode()
+        yield lines[at : at + PIECE_LINES]
 
 
-def download(kind: str, lines: Sequence[bytes]) -> list[bytes]:
-    """The download `kind` (a key of `KINDS`) of a run's lines, in pieces."""
-    make = output_pieces if kind == "output.txt" else frames_pieces
-    return [piece for piece in make(lines) if piece]
+def download(kind: str, batches: Iterable[Sequence[bytes]]) -> Iterator[bytes]:
+    """The download `kind` (a key of `KINDS`) of a run's lines, a piece per batch of lines
+    (empty pieces left out), each made as it is asked for."""
+    make = output_piece if kind == "output.txt" else frames_piece
+    return (piece for batch in batches if (piece := make(batch)))
 
 
 def filename(run_id: str, kind: str) -> bytes:

@@ -3,22 +3,24 @@
 An artifact is streamed from its file in pieces, never read whole: it is opened before the
 head is written (one dropped since it was found is a 404 like any other unknown one), and
 once open it is read to its end even if the store removes it meanwhile. A run's download is
-made from its journal (found in memory or in the history) in a worker thread, as far as the
-run has gone when it is asked, then sent in pieces.
+made a piece at a time in a worker thread as it is sent (chunked), from its journal in
+memory as far as the run has gone when it is asked, or read from the history as it goes.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Iterator, Sequence
 from typing import BinaryIO, Final
 from urllib.parse import urlsplit
 
 import trio
 
+from ..history import HistoryFault
 from ..run.artifacts import ArtifactGone, Stored
 from ..run.journals import UnknownRun
+from ..run.storedrun import StoredRun
 from . import downloads, routes
 from .connection import ServerConnection
 from .mcphttp import MCP_PATH, McpHttp
@@ -74,9 +76,10 @@ async def serve_plain(
 async def _serve_download(
     conn: ServerConnection, state: routes.RouteState, asked: routes.RunDownload
 ) -> None:
-    """A run's `output.txt` or `frames.ndjson`: its lines so far, all of them."""
+    """A run's `output.txt` or `frames.ndjson`: its lines so far, all of them, a piece at
+    a time."""
     try:
-        journal = await state.find(asked.run_id)
+        journal = await state.download(asked.run_id)
     except UnknownRun:
         message = f"no run {asked.run_id[:200]!r} is kept here to download"
         await conn.respond(404, error_body(404, message))
@@ -84,20 +87,26 @@ async def _serve_download(
     except routes.SourceDown as exc:  # (a gateway that cannot reach the cluster to ask)
         await conn.respond(503, error_body(503, str(exc)))
         return
-    lines = journal.lines[: len(journal.lines)]  # as far as the run has gone now
-    pieces = await trio.to_thread.run_sync(downloads.download, asked.kind, lines)
+    if isinstance(journal, StoredRun):
+        batches: Iterator[Sequence[bytes]] = journal.batches()
+    else:  # (as far as the run has gone now)
+        batches = downloads.in_pieces(journal.lines[: len(journal.lines)])
     headers = (
         *routes.ARTIFACT_HEADERS,
         (b"Content-Disposition", downloads.filename(asked.run_id, asked.kind)),
     )
+    pieces = downloads.download(asked.kind, batches)
 
     async def sent() -> AsyncGenerator[bytes, None]:
-        for piece in pieces:
+        # Each piece made (and read from the history) in a worker thread, as it is sent: a
+        # slow client holds one piece. A fault midway ends the connection without the body's
+        # end, so the client sees the download cut short.
+        while (piece := await trio.to_thread.run_sync(next, pieces, None)) is not None:
             yield piece
 
-    size = sum(len(p) for p in pieces)
-    async with contextlib.aclosing(sent()) as body:
-        await conn.respond_stream(200, size, body, headers, downloads.KINDS[asked.kind])
+    with contextlib.suppress(HistoryFault):  # (its end unsent: the caller ends the connection)
+        async with contextlib.aclosing(sent()) as body:
+            await conn.respond_stream(200, None, body, headers, downloads.KINDS[asked.kind])
 
 
 async def _serve_source(

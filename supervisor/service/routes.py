@@ -41,6 +41,7 @@ from .targets import parse_target, query_tokens, unknown_query
 
 if TYPE_CHECKING:
     from ..run.journal import RunJournal
+    from ..run.storedrun import StoredRun
 
 
 @attrs.frozen(repr=False, eq=False)
@@ -101,7 +102,8 @@ Answered = Answer | FileAnswer | RunDownload | Later
 class RouteState(Protocol):
     """What the routes read of the service: its retained runs and their artifacts; `find`
     is a run's journal (`run.journals.UnknownRun` when there is none); `search` a search of
-    its run history (None: it keeps none; blocking, so called in a worker thread)."""
+    its run history (None: it keeps none; blocking, so called in a worker thread); `download`
+    is `find` for a download, which reads a run only the history holds as it goes."""
 
     def summaries(self) -> list[dict[str, Any]]: ...
 
@@ -110,6 +112,8 @@ class RouteState(Protocol):
     def metrics_text(self) -> str: ...
 
     async def find(self, run_id: str) -> RunJournal: ...
+
+    async def download(self, run_id: str) -> RunJournal | StoredRun: ...
 
     def search(self, text: str, run_id: str | None, limit: int) -> list[dict[str, Any]] | None: ...
 
@@ -130,6 +134,9 @@ class _NoRuns:
         from ..run.journals import UnknownRun
 
         raise UnknownRun(run_id)
+
+    async def download(self, run_id: str) -> RunJournal:
+        return await self.find(run_id)
 
     def search(self, text: str, run_id: str | None, limit: int) -> list[dict[str, Any]] | None:
         return None
