@@ -48,7 +48,7 @@ from ..core.hooks import DEFAULT_RUN_BYTES
 from ..core.jsontext import dumps, wire_loads, wire_safe
 from ..core.redact import CUT, NO_SECRETS
 from .artifacts import ArtifactStore
-from .storedrun import SEALED
+from .storedrun import SEALED, sealing
 from .telemetry import Told
 
 if TYPE_CHECKING:
@@ -267,8 +267,7 @@ class RunJournal:
         if self.finished:
             return
         if self.outcome is None:
-            known = f"; it ran for at least {lasted_ms(self.lines)} ms (start to last frame)"
-            self.append(blank(ErrorFrame, message=message + known))
+            self.append(blank(ErrorFrame, message=sealing(message, lasted_ms(self.lines))))
         self.append(blank(EndFrame, exit_code=None, duration_ms=None))
 
     def _stamp(self, frame: Frame, *, cut: bool = False) -> tuple[dict[str, Any], bytes]:

@@ -34,6 +34,14 @@ SEALED: Final = (
     " it still"
 )
 _STREAM_ENDS: Final = tuple(STREAM_ENDS.values())
+
+
+def sealing(message: str, known_ms: int) -> str:
+    """The `error` that seals a run left open, with the least it ran (how long is not known:
+    its `end`'s `durationMs` is null)."""
+    return f"{message}; it ran for at least {known_ms} ms (start to last frame)"
+
+
 _OUTCOMES: Final = (FrameType.RESULT.value, FrameType.ERROR.value)
 
 
@@ -71,10 +79,10 @@ class StoredRun:
         """What `RunJournal.seal` appends to lines `0..seq-1` whose chain is `chain`."""
         lines = []
         if not outcome:
-            error = blank(ErrorFrame, message=SEALED)
+            error = blank(ErrorFrame, message=sealing(SEALED, known))
             lines.append(orjson.dumps(stamped_json(error, self.run_id, seq)))
             chain, seq = extend(chain, lines), seq + 1
-        end = blank(EndFrame, exit_code=None, duration_ms=known, chain=chain.hex())
+        end = blank(EndFrame, exit_code=None, duration_ms=None, chain=chain.hex())
         lines.append(orjson.dumps(stamped_json(end, self.run_id, seq)))
         return lines
 
