@@ -28,8 +28,11 @@ def project(tmp_path: Path) -> Path:
     return tmp_path / "tools.toml"
 
 
-def mcpx(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "MCPX_HOOKS_NO_DISCOVERY": "1"}
+def mcpx(
+    cwd: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The CLI in `cwd`, discovery off unless `env` (the whole environment) is given."""
+    env = {**os.environ, "MCPX_HOOKS_NO_DISCOVERY": "1"} if env is None else env
     return subprocess.run(
         [*CLI, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120, check=False
     )
@@ -75,15 +78,7 @@ def test_a_server_s_command_and_install_step_are_shown_as_a_shell_takes_them_bac
         'install = ["sh", "-c", "echo failing >&2; exit 3", ""]\n'
     )
     env = {**os.environ, "MCPX_HOOKS_NO_DISCOVERY": "1", "XDG_STATE_HOME": str(tmp_path)}
-    done = subprocess.run(
-        [*CLI, "servers", "list", "--config", "t.toml"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = mcpx(tmp_path, "servers", "list", "--config", "t.toml", env=env)
     assert done.returncode == 1, done.stderr
     assert done.stdout.splitlines() == [
         "n: failing: server n: its install step (sh -c 'echo failing >&2; exit 3' '') failed"
@@ -96,15 +91,7 @@ def test_doctor_names_the_servers_that_fail_to_start(tmp_path: Path) -> None:
     project(tmp_path)
     (tmp_path / "tools.toml").rename(tmp_path / ".mcpx-hooks.toml")
     env = {**os.environ, "MCPX_HOOKS_TRUST": "all"}
-    done = subprocess.run(
-        [*CLI, "doctor"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = mcpx(tmp_path, "doctor", env=env)
     assert done.returncode == 1
     assert (
         "tool servers that fail to start:\n  broken: failing: server broken exited" in done.stdout
@@ -171,15 +158,7 @@ def test_a_server_s_secret_in_its_version_or_tools_is_never_written_out(tmp_path
     }
     said = []
     for args in (["servers", "list"], ["servers", "list", "--json"], ["trust", "--servers"]):
-        done = subprocess.run(
-            [*CLI, *args, "--config", str(config)],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        done = mcpx(tmp_path, *args, "--config", str(config), env=env)
         assert done.returncode == 0, done.stderr
         said.append(done.stdout + done.stderr)
     assert "h (hostile leak [secret MCPX_TEST_TOKEN]): running since" in said[0]
@@ -260,9 +239,6 @@ def test_a_bad_server_table_is_refused_with_its_pointer(
 def test_doctor_still_reports_the_sandbox_when_the_config_does_not_load(tmp_path: Path) -> None:
     (tmp_path / ".mcpx-hooks.toml").write_text('[servers.s]\ncommand = "x"\n')
     env = {**os.environ, "MCPX_HOOKS_TRUST": "all"}
-    done = subprocess.run(
-        [*CLI, "doctor"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
-        check=False,
-    )  # fmt: skip
+    done = mcpx(tmp_path, "doctor", env=env)
     assert "profiles:" in done.stdout and "Traceback" not in done.stdout + done.stderr
     assert "tool servers: the config does not load (1 problem(s);" in done.stdout
