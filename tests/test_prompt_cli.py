@@ -269,3 +269,24 @@ def test_a_key_pasted_as_apikeyenv_is_not_repeated(tmp_path: Path, model: LoopMo
     done = mcpx("hook", "test", "explain", "--config", "c.toml", "--json", cwd=tmp_path)
     assert pasted not in done.stdout + done.stderr and model.requests == []
     assert "(apiKeyEnv of model default) is not set" in json.loads(done.stdout)["reason"]
+
+
+def test_a_placeholder_no_prompt_hook_declares_is_a_usage_error(
+    tmp_path: Path, model: LoopModel
+) -> None:
+    """`--placeholder teem=…` (a misspelt name) reached no prompt and was dropped without a
+    word; the names the config's prompt hooks take are said."""
+    write_config(tmp_path, model.url)
+    done = mcpx(
+        "exec", "--config", "c.toml", "--placeholder", "teem=infra", "--", "true", cwd=tmp_path
+    )
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        "mcpx-hooks exec: --placeholder teem: no prompt hook here has @teem in its vars"
+        " (their vars: team)\n"
+    )
+    skipped = mcpx(
+        "exec", "--config", "c.toml", "--skip", "explain", "--placeholder", "team=x", "--",
+        "true", cwd=tmp_path,
+    )  # fmt: skip
+    assert skipped.returncode == 0, skipped.stderr  # (a hook --skip leaves out still takes it)

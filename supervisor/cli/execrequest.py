@@ -175,7 +175,8 @@ def local_request(args: argparse.Namespace) -> tuple[Config, RunRequest]:
     script_lines = source_lines(args)
     # What loading says is in the run's stream (a `warning` frame each): the readable view
     # shows it there, once; with --json the stream is a program's, so stderr says it too.
-    config = selected(args, load(args, args.hooks, script_lines or None, say=args.json))
+    loaded = load(args, args.hooks, script_lines or None, say=args.json)
+    config = selected(args, loaded)
     files = files_from(args)
     env = _env(args)
     stdin = _stdin_bytes(args)
@@ -194,7 +195,7 @@ def local_request(args: argparse.Namespace) -> tuple[Config, RunRequest]:
         autonomy=Effect.parse(args.autonomy) if args.autonomy is not None else None,
         sandbox=Profile(args.sandbox) if args.sandbox else None,
         network=_network(args, config.script_network, args.sandbox or config.script_sandbox),
-        placeholders=_placeholders(args),
+        placeholders=_declared(_placeholders(args), loaded),
     )
     # In process, the caller's environment is this one.
     admitted = admit(request, Caller.local(config, cwd, os.environ))
@@ -203,6 +204,20 @@ def local_request(args: argparse.Namespace) -> tuple[Config, RunRequest]:
     import attrs
 
     return admitted.config, attrs.evolve(admitted.request, files=files)
+
+
+def _declared(given: dict[str, str], config: Config) -> dict[str, str]:
+    """`given` (`--placeholder`), each name a `vars` name of a prompt hook in `config` (the
+    ones `--skip` leaves out too): a value for a name none declares would be dropped without
+    a word (a name misspelt)."""
+    declared = {name for h in config.hooks if h.prompt is not None for name in h.prompt.vars}
+    for name in given:
+        if name not in declared:
+            theirs = f" (their vars: {', '.join(sorted(declared))})" if declared else ""
+            raise Usage(
+                f"--placeholder {name}: no prompt hook here has @{name} in its vars{theirs}"
+            )
+    return given
 
 
 def _cwd() -> str:
