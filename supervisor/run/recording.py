@@ -127,15 +127,13 @@ class Recorder:
         self._idle = trio.Event() if self._idle.is_set() else self._idle
 
     def _fault_text(self) -> str:
-        return (
-            f"the run history is not being kept ({self.fault}); this run is kept in memory"
-            " only (mcpx-hooks doctor says more)"
-        )
+        return self.not_kept("this run is")
 
-    def not_kept(self) -> str:
-        """The fault, for the process's log (a server's, once): runs go on in memory."""
+    def not_kept(self, kept: str = "runs are") -> str:
+        """The fault, for a run's warning or the process's log (a server's, once): what
+        `kept` names goes on in memory."""
         return (
-            f"the run history is not being kept ({self.fault}); runs are kept in memory only"
+            f"the run history is not being kept ({self.fault}); {kept} kept in memory only"
             " (mcpx-hooks doctor says more)"
         )
 

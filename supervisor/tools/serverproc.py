@@ -192,6 +192,8 @@ def _tail(stderr: bytearray) -> str:
     """Its stderr's last `_REASON_STDERR` bytes, from a line's start when one begins in the
     first half of them (not mid-line, mid-character)."""
     kept = bytes(stderr[-_REASON_STDERR:])
-    start = kept.find(b"\n") + 1 if len(stderr) > _REASON_STDERR else 0
-    text = kept[start if start <= _REASON_STDERR // 2 else 0 :].decode(errors="replace").strip()
+    newline = kept.find(b"\n") if len(stderr) > _REASON_STDERR else -1
+    if 0 <= newline < _REASON_STDERR // 2:
+        kept = kept[newline + 1 :]
+    text = kept.decode(errors="replace").strip()
     return f"; its stderr ends: {text}" if text else ""
