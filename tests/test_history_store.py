@@ -18,7 +18,8 @@ import trio
 
 from mcpx_hooks.supervisor.core.frames import EndFrame, FrameType, ResultFrame, StartFrame, blank
 from mcpx_hooks.supervisor.history import sizes
-from mcpx_hooks.supervisor.history.store import History, HistoryFault, Written
+from mcpx_hooks.supervisor.history.faults import HistoryFault
+from mcpx_hooks.supervisor.history.store import History, Written
 from mcpx_hooks.supervisor.run.journal import RunJournal
 from mcpx_hooks.supervisor.run.journals import Journals
 from mcpx_hooks.supervisor.run.recording import Recorder

@@ -124,7 +124,8 @@ def _local(args: argparse.Namespace, command: str) -> int:
     """`runs list` / `runs show` from the run history on this machine."""
     import sys
 
-    from ..history.store import History, HistoryFault
+    from ..history.faults import HistoryFault
+    from ..history.store import History
     from .common import EXIT_FAILED
     from .runverify import history_of
     from .runview import RunView

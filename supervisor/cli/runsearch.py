@@ -80,7 +80,7 @@ async def _remote(target: Any, query: str, run_id: str | None, limit: int) -> li
 
 
 def _local(args: argparse.Namespace, command: str) -> int:
-    from ..history.store import HistoryFault
+    from ..history.faults import HistoryFault
     from .runverify import history_of
 
     config, path = history_of(args)
@@ -107,7 +107,7 @@ def _local(args: argparse.Namespace, command: str) -> int:
 def _searched(history: History, args: argparse.Namespace, command: str) -> list[dict[str, Any]]:
     """The matches, the index first brought up to date; when the disk takes no more writes
     (full), in what is indexed already, and stderr says that runs stored since may be missing."""
-    from ..history.store import HistoryFault
+    from ..history.faults import HistoryFault
 
     try:
         return history.search(args.query, run_id=args.run, limit=args.limit)
@@ -123,7 +123,8 @@ def _searched(history: History, args: argparse.Namespace, command: str) -> list[
 def _opened(path: Path) -> History:
     """The history to search: to write where it can be, so that the search first indexes
     what the processes that recorded it left behind; else to read (what is indexed)."""
-    from ..history.store import History, HistoryFault
+    from ..history.faults import HistoryFault
+    from ..history.store import History
 
     try:
         return History.open(path)

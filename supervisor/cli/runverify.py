@@ -34,7 +34,8 @@ def history_of(args: argparse.Namespace) -> tuple[Config, Path]:
 
 def verify(args: argparse.Namespace, command: str) -> int:
     from ..core.chain import check
-    from ..history.store import History, HistoryFault
+    from ..history.faults import HistoryFault
+    from ..history.store import History
 
     _, path = history_of(args)
     target: str = args.target
@@ -73,7 +74,8 @@ def verify(args: argparse.Namespace, command: str) -> int:
 
 
 def _stored(history: object, run_id: str | None) -> list[bytes] | None:
-    from ..history.store import History, HistoryFault
+    from ..history.faults import HistoryFault
+    from ..history.store import History
 
     if not isinstance(history, History) or not run_id:
         return None

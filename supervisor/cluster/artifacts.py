@@ -28,10 +28,12 @@ import trio
 from ..core.frames import FrameType
 from ..core.jsontext import wire_loads
 from ..core.telemetry import Meters
-from ..history.store import History, HistoryFault
+from ..history.faults import HistoryFault
+from ..history.store import History
 from ..run.artifacts import ArtifactGone, Stored
 from ..run.journal import RunJournal
 from ..run.journals import Journals, UnknownRun
+from ..run.storedrun import StoredRun
 from ..service.routes import ArtifactSource, SourceDown
 from .jet import ClusterDown
 from .link import Cluster
@@ -202,7 +204,7 @@ class ClusterRoutes:
             raise ArtifactGone(f"run {run_id} has no artifact {artifact_id!r}")
         return ClusterArtifact(self.cluster, self.index, run_id, artifact_id)
 
-    async def find(self, run_id: str) -> RunJournal:
+    async def find(self, run_id: str) -> RunJournal | StoredRun:
         """A run's journal for its downloads: as this gateway follows it, else as its history
         holds it when it has ended there, else from the frames stream, else what the history
         holds of it (`UnknownRun`: none of them has it; `SourceDown`: the history has
@@ -228,20 +230,21 @@ class ClusterRoutes:
             raise UnknownRun(run_id)
         return stored[0]
 
-    async def download(self, run_id: str) -> RunJournal:
-        """`find`: what the gateway holds of a run is restored whole to be downloaded."""
+    async def download(self, run_id: str) -> RunJournal | StoredRun:
+        """`find`: a run only this gateway's history holds is read as it is downloaded."""
         return await self.find(run_id)
 
-    async def stored(self, run_id: str) -> tuple[RunJournal, bool] | None:
-        """The run as this gateway's history holds it (sealed when it holds no `end`), and
-        whether it holds its `end`; None when it holds nothing of it."""
+    async def stored(self, run_id: str) -> tuple[StoredRun, bool] | None:
+        """The run as this gateway's history holds it (read as it is sent, a stored chunk at
+        a time, and sealed when it holds no `end`), and whether it holds its `end`; None when
+        it holds nothing of it."""
         history = self.history
         if history is None:
             return None
         try:
-            found = await trio.to_thread.run_sync(history.lines, run_id)
+            found = await trio.to_thread.run_sync(history.extent, run_id)
         except HistoryFault:
             return None
         if found is None or not found[0]:
             return None
-        return RunJournal.restored(run_id, *found), found[1]
+        return StoredRun(history, run_id), found[1]

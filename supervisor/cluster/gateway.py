@@ -35,6 +35,7 @@ from ..run.hookcontext import new_run_id
 from ..run.journal import RunJournal
 from ..run.runtime import Runtime
 from ..run.scriptrun import Run
+from ..run.storedrun import StoredRun
 from ..service.admission import run_profile
 from ..service.connection import ConnectionClosed, ServerConnection
 from ..service.execrequest import ExecRequest, parse_exec
@@ -244,7 +245,7 @@ class Gateway(Service):
         # consumer made on the stream), and when the stream no longer does.
         found = None if run_id in self.mirrors else await self.routes.stored(run_id)
         stored = found[0] if found is not None else None
-        journal: RunJournal | None = stored if found is not None and found[1] else None
+        journal: RunJournal | StoredRun | None = stored if found and found[1] else None
         try:
             if journal is None and run_id not in self.mirrors and not self.index.known(run_id):
                 last = await self.cluster.last(Stream.FRAMES, frames_subject(run_id))
@@ -256,6 +257,8 @@ class Gateway(Service):
             if stored is None:
                 return self._down(exc)
             journal = stored
+        if isinstance(journal, StoredRun):  # (read as it is sent, never restored whole)
+            return await self.streams.stream_stored(conn, journal, start, wake)
         refused = isinstance(journal, MirrorJournal) and journal.refusal is not None
         # (A run broken before its first frame has a record all the same: it is told why.)
         if refused or (not len(journal) and journal.broken is None):

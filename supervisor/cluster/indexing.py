@@ -34,7 +34,8 @@ import trio
 from ..core.errors import bug_summary
 from ..core.frames import at_time
 from ..core.jsontext import wire_loads
-from ..history.store import History, HistoryFault
+from ..history.faults import HistoryFault
+from ..history.store import History
 from ..run.recording import Recorder
 from ..run.telemetry import Telemetry
 from .jet import NATS_FAILED, ClusterDown, Stored

@@ -9,12 +9,12 @@ from ..core.exports import exports
 __all__, __getattr__, __dir__ = exports(
     __name__,
     {
+        "faults": ("HistoryFault",),
         "probing": ("probe", "room"),
         "search": ("MATCHES", "MAX_MATCHES", "MAX_QUERY", "SEARCHED", "frame_text", "query"),
         "store": (
             "OWNER_MARK",
             "History",
-            "HistoryFault",
             "StoredArtifact",
             "Written",
             "default_path",

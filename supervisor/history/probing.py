@@ -8,7 +8,8 @@ import sqlite3
 from pathlib import Path
 from typing import Final
 
-from .store import History, HistoryFault, faults
+from .faults import HistoryFault, faults
+from .store import History
 
 
 def probe(path: Path) -> str | None:

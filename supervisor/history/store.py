@@ -40,10 +40,10 @@ from typing import Any, Final
 import attrs
 import orjson
 
-from ..core.errors import HooksError
 from ..core.jsontext import wire_loads
 from ..core.records import Record
 from . import files, search, sizes
+from .faults import faults
 from .schema import prepare
 
 #: The database's name under its state directory.
@@ -54,17 +54,8 @@ OWNER_MARK: Final = "owner:"  #: with a run's id: its owner while it runs (`run/
 #: Lines a chunk holds at most (a large batch is several chunks: what a write holds at once,
 #: and what a reader decompresses to reach one seq, stay small).
 CHUNK_LINES: Final = 4096
-#: SQLite's names of a failed write (a disk full, a file size limit reached), said as such.
-_WRITE_ERRORS: Final = frozenset(
-    f"SQLITE_IOERR_{n}" for n in ("WRITE", "SHMSIZE", "TRUNCATE", "FSYNC", "SHMMAP")
-)
 #: A chunk's data is zlib's when that is smaller (level 1: the writer keeps up with a run).
 _LEVEL: Final = 1
-
-
-class HistoryFault(HooksError):
-    """The history cannot be read or written: the message says why (locked, read-only, full,
-    not a database…)."""
 
 
 def default_path(environ: Mapping[str, str]) -> Path:
@@ -99,19 +90,6 @@ class StoredArtifact(Record):
     name: str
     mime: str
     size: int
-
-
-@contextlib.contextmanager
-def faults(doing: str) -> Iterator[None]:
-    """SQLite's and the file system's errors as a `HistoryFault` saying what was being done."""
-    try:
-        yield
-    except (sqlite3.Error, OSError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        name = getattr(exc, "sqlite_errorname", "")
-        if name in _WRITE_ERRORS:
-            why += f" ({name}: a write failed: is the disk full?)"
-        raise HistoryFault(f"{doing}: {why}") from exc
 
 
 def _connect(path: Path, mode: str | None = None) -> sqlite3.Connection:
@@ -357,6 +335,15 @@ class History:
             batch = (zlib.decompress(data) if packed else bytes(data)).split(b"\n")
             lines += batch[max(0, start - first) :] if first < start else batch
         return lines, bool(rows[0][0])
+
+    def extent(self, run_id: str) -> tuple[int, bool] | None:
+        """How many lines of run `run_id` are stored and whether its end is in; or None."""
+        with faults("reading the run history"), self._read_lock:
+            row = self._reader().execute(
+                "SELECT frames, finished FROM runs WHERE id = ?", (run_id,)
+            )
+            found = row.fetchone()
+        return None if found is None else (int(found[0]), bool(found[1]))
 
     def artifact(self, run_id: str, artifact_id: str) -> StoredArtifact | None:
         """A stored run's artifact, or None when it has none of that id."""

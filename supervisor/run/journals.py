@@ -19,7 +19,8 @@ import trio
 
 from ..core.errors import HooksError
 from ..core.hooks import DEFAULT_RETAIN_BYTES, DEFAULT_RUN_BYTES
-from ..history.store import History, HistoryFault
+from ..history.faults import HistoryFault
+from ..history.store import History
 from .artifacts import ArtifactGone, ArtifactStore, Stored
 from .journal import RunJournal
 from .storedrun import StoredRun
@@ -93,8 +94,9 @@ class Journals:
         return RunJournal.restored(run_id, *stored)
 
     async def download(self, run_id: str) -> RunJournal | StoredRun:
-        """`find` for a download: a run only the history holds is read as it is sent, a chunk
-        at a time (`storedrun.py`), never restored whole."""
+        """`find` for a reader that reads the run once through (a download, a replay over a
+        WebSocket): a run only the history holds is read as it is sent, a chunk at a time
+        (`storedrun.py`), never restored whole."""
         if run_id in self._runs or self.history is None:
             return await self.find(run_id)
         try:  # (whether the history holds the run at all: a row, none of its chunks)

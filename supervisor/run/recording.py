@@ -36,7 +36,8 @@ import trio
 
 from ..core.errors import bug_summary
 from ..core.frames import WarningFrame, blank
-from ..history.store import OWNER_MARK, History, HistoryFault, Written
+from ..history.faults import HistoryFault
+from ..history.store import OWNER_MARK, History, Written
 from .artifacts import ArtifactGone
 from .interrupted import owner_token, seal_interrupted
 from .journal import RunJournal

@@ -22,7 +22,8 @@ from ..core.hooks import Config
 from ..core.records import Record
 from ..core.redact import Redactor
 from ..core.servers import server_secrets
-from ..history.store import History, HistoryFault, default_path
+from ..history.faults import HistoryFault
+from ..history.store import History, default_path
 from ..process.denied import deny_own_files, own_files
 from ..process.spawner import Spawner, open_spawner
 from .artifacts import ArtifactStore

@@ -1,5 +1,6 @@
-"""A run the history holds, read back a chunk at a time (its downloads): what a reader holds at
-once is one stored chunk (`CHUNK_LINES` lines), never the run, whatever the run's size.
+"""A run the history holds, read back a chunk at a time (its downloads, and its replays over a
+WebSocket): what a reader holds at once is one stored chunk (`CHUNK_LINES` lines), never the
+run, whatever the run's size.
 
 Its lines come as they were sent; a run whose `end` was never stored is sealed at the end, as
 `RunJournal.restored` seals it (an `error` if it has no outcome, then an `end` whose chain
@@ -26,7 +27,8 @@ from ..core.frames import (
     stamped_json,
 )
 from ..core.jsontext import wire_loads
-from ..history.store import History, HistoryFault
+from ..history.faults import HistoryFault
+from ..history.store import History
 
 #: What seals a stored run that has no `end`.
 SEALED: Final = (
@@ -43,6 +45,7 @@ def sealing(message: str, known_ms: int) -> str:
 
 
 _OUTCOMES: Final = (FrameType.RESULT.value, FrameType.ERROR.value)
+_GONE: Final = "run {} was dropped from the history meanwhile"
 
 
 class RunGone(HistoryFault):
@@ -56,24 +59,52 @@ class StoredRun:
         self.history = history
         self.run_id = run_id
 
-    def batches(self) -> Iterator[list[bytes]]:
-        """The run's lines, a stored chunk at a time, then its seal if it has no `end`.
+    def batches(self, start: int = 0) -> Iterator[list[bytes]]:
+        """The run's lines from seq `start`, a stored chunk at a time, then its seal if it has
+        no `end` (such a run is read from its first line: the seal's chain covers them all).
         `RunGone` (or another `HistoryFault`) when the history cannot give the rest."""
+        if start:
+            lines, finished = self._read(start)
+            if finished:  # no seal to make: nothing before `start` is read
+                while lines:
+                    yield lines
+                    start += len(lines)
+                    lines = self._read(start)[0]
+                return
         chain, seq, outcome = GENESIS, 0, False
         first = last = b""
         while True:
-            found = self.history.lines(self.run_id, seq, 1)
-            if found is None:
-                raise RunGone(f"run {self.run_id} was dropped from the history meanwhile")
-            lines, finished = found
+            lines, finished = self._read(seq)
             if not lines:
                 break
             chain = extend(chain, lines)
             outcome = outcome or any(_is_outcome(line) for line in lines)
             first, last, seq = first or lines[0], lines[-1], seq + len(lines)
-            yield lines
+            if seq > start:
+                yield lines[max(0, len(lines) - (seq - start)) :]
         if not finished:
-            yield self._seal(seq, chain, outcome, lasted_ms([first, last]) if seq else 0)
+            seal = self._seal(seq, chain, outcome, lasted_ms([first, last]) if seq else 0)
+            if seq + len(seal) > start:
+                yield seal[max(0, start - seq) :]
+
+    def length(self, enough: int = 1 << 62) -> int:
+        """How many frames a reader gets: the stored lines, and the seal's when the run's
+        `end` was never stored (such a run is read through, a chunk at a time, unless it
+        stores `enough` lines already)."""
+        extent = self.history.extent(self.run_id)
+        if extent is None:
+            raise RunGone(_GONE.format(self.run_id))
+        stored, finished = extent
+        if finished or stored >= enough:
+            return stored
+        return sum(map(len, self.batches()))
+
+    def _read(self, seq: int) -> tuple[list[bytes], bool]:
+        """The stored chunk holding seq `seq` (from it on), whether the run's end is in."""
+        found = self.history.lines(self.run_id, seq, 1)
+        if found is None:
+            raise RunGone(_GONE.format(self.run_id))
+        return found
 
     def _seal(self, seq: int, chain: bytes, outcome: bool, known: int) -> list[bytes]:
         """What `RunJournal.seal` appends to lines `0..seq-1` whose chain is `chain`."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Final
 
 import trio
@@ -30,6 +30,19 @@ from .connection import ServerConnection, text_frame
 
 #: Writes in a round between two yields to the other tasks (the run, lagging streams).
 YIELD_EVERY: Final = 128
+
+
+def joined(lines: Sequence[bytes], limit: int) -> Iterator[bytes]:
+    """`lines` as the payloads of messages of about `limit` bytes at most (at least one line
+    each), joined by newlines as a journal's messages are."""
+    start = size = 0
+    for at, line in enumerate(lines):
+        if at > start and size + len(line) > limit:
+            yield b"\n".join(lines[start:at])
+            start, size = at, 0
+        size += len(line) + 1
+    if start < len(lines):
+        yield b"\n".join(lines[start:])
 
 
 class EncodedRun:

@@ -22,6 +22,7 @@ from ..core.hooks import Config
 from ..run.journals import UnknownRun
 from ..run.runtime import Runtime
 from ..run.scriptrun import Run
+from ..run.storedrun import StoredRun
 from .admission import Caller, admit
 from .connection import ServerConnection
 from .execrequest import parse_exec
@@ -137,7 +138,7 @@ class Endpoints:
         start = parse_from(target)
         assert target.run_id is not None
         try:
-            journal = await self.runtime.journals.find(target.run_id)
+            journal = await self.runtime.journals.download(target.run_id)
         except UnknownRun:
             kept = "; its run history has no such run" if self.runtime.journals.history else ""
             raise WireError(
@@ -145,6 +146,8 @@ class Endpoints:
                 f"no run {target.run_id!r} is retained (the server keeps the last "
                 f"{self.runtime.journals.retain} runs in memory{kept})",
             ) from None
+        if isinstance(journal, StoredRun):  # (read as it is sent, never restored whole)
+            return await self.streams.stream_stored(conn, journal, start, wake)
         check_from(start, len(journal))
         # While the run runs, this socket may answer its asks too.
         run = self._active.get(target.run_id)

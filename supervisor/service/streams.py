@@ -30,11 +30,14 @@ from ..core.convert import to_json
 from ..core.effects import AnsweredBy
 from ..core.errors import bug_summary
 from ..core.records import Record
+from ..history import HistoryFault
 from ..run.bus import Subscription
 from ..run.journal import Follower, RunJournal
 from ..run.scriptrun import Run
-from .broadcast import Broadcaster, EncodedRun
-from .connection import ConnectionClosed, ServerConnection
+from ..run.storedrun import StoredRun
+from .broadcast import Broadcaster, EncodedRun, joined
+from .connection import ConnectionClosed, ServerConnection, text_frame
+from .targets import check_from
 from .wire import AnswerMessage, Close, WireError, encode, parse_control
 
 logger = logging.getLogger("mcpx_hooks.server")
@@ -221,6 +224,55 @@ class Streams:
                 await trio.sleep_until(began + self.pace())
             return wake.reason
         return None  # stalled: `conn.broken` is set, the socket is aborted
+
+    async def stream_stored(
+        self, conn: ServerConnection, stored: StoredRun, start: int, wake: Wake
+    ) -> WireError | None:
+        """Sends a run only the history holds from `start` to its `end`, read a stored chunk
+        at a time in a worker thread and sent in messages paced as a finished run's replay:
+        what a stream holds is one chunk and one message, whatever the run's size. A run
+        dropped from the history meanwhile breaks off (`broken_off`). Raises `WireError`
+        before sending anything when `start` is past the run (`check_from`)."""
+        try:
+            check_from(start, await trio.to_thread.run_sync(stored.length, start))
+        except HistoryFault as exc:
+            raise WireError(Close.INTERNAL_ERROR, str(exc)) from None
+        batches = stored.batches(start)
+        self.count += 1
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self.listen, conn, wake, _Control(None, cancels=False))
+                try:
+                    return await self._send_stored(conn, batches, wake)
+                except HistoryFault as exc:
+                    return broken_off(str(exc))
+                finally:
+                    nursery.cancel_scope.cancel()
+        finally:
+            self.count -= 1
+
+    async def _send_stored(
+        self, conn: ServerConnection, batches: Iterator[list[bytes]], wake: Wake
+    ) -> WireError | None:
+        while not wake.ended:
+            with wake.waiting():
+                lines = await trio.to_thread.run_sync(next, batches, None)
+            if wake.ended:
+                break
+            if lines is None:
+                return complete()
+            began = trio.current_time()
+            for payload in joined(lines, self.message_bytes):
+                try:
+                    with trio.move_on_after(self.send_stall_s):
+                        await conn.send_frame(text_frame(payload))
+                except ConnectionClosed:
+                    wake.client_gone()
+                    return None
+                if conn.broken:  # stalled: the socket is aborted
+                    return None
+            await trio.sleep_until(began + self.pace())
+        return wake.reason
 
     # ---- the bus ---------------------------------------------------------------------------
 
