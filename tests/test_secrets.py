@@ -390,10 +390,16 @@ def test_a_key_pasted_where_a_secret_s_name_goes_is_not_repeated(tmp_path: Path)
     """`secrets = ["sk-proj-…"]` (or `apiKeyEnv`: `core/passenv.shown_name`) names no variable
     that is set: the message saying so went into the run's frames, the history and every
     follower with the key in it. A name not written as a variable's is not repeated."""
-    pasted = "sk-proj-Q1w2E3r4T5y6U7i8"
-    hook = {"on": "script", "phase": "before", "run": ["true"], "secrets": [pasted]}
-    for args in (["--hook", json.dumps({**hook, "sandbox": "none"}), "--", "true"],
-                 ["--secret", pasted, "--", "true"]):  # fmt: skip
-        done = _exec(tmp_path, *args)
-        assert pasted not in done.stdout + done.stderr
-        assert "is it the value itself?" in done.stdout
+    for pasted in (
+        "sk-proj-Q1w2E3r4T5y6U7i8",
+        # Keys that could be variables' names, by their issuers' published shapes.
+        "ghp_" + "aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dF3hJ5",
+        "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz",
+        "AKIA" + "IOSFODNN7EXAMPLE",
+    ):
+        hook = {"on": "script", "phase": "before", "run": ["true"], "secrets": [pasted]}
+        for args in (["--hook", json.dumps({**hook, "sandbox": "none"}), "--", "true"],
+                     ["--secret", pasted, "--", "true"]):  # fmt: skip
+            done = _exec(tmp_path, *args)
+            assert pasted not in done.stdout + done.stderr
+            assert "is it the value itself?" in done.stdout

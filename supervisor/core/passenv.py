@@ -52,12 +52,20 @@ def secret_unset(name: str) -> str:
 #: What a variable's name is written as, in practice: a name unlike it, in a place that takes
 #: a secret's name, is likely the secret itself, pasted (`sk-proj-…`).
 _VARIABLE_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+#: Keys written as a variable's name could be, in the shapes their issuers publish: GitHub's
+#: tokens (`ghp_` and its kin, 36 characters after; fine-grained `github_pat_…`) and AWS's
+#: access key ids (`AKIA` or `ASIA` and 16 more).
+_KEY_SHAPES: Final = re.compile(
+    r"gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,}|(?:AKIA|ASIA)[A-Z0-9]{16}"
+)
 
 
 def shown_name(name: str) -> str:
     """`name`, a secret's variable, as a message about it may say it: itself when it reads
     as a variable's name, else words that do not repeat it (messages reach frames and the
-    history, and an unset "name" like `sk-proj-…` is most likely the key, pasted)."""
+    history, and an unset "name" like `sk-proj-…` or `ghp_…` is most likely the key, pasted)."""
+    if _KEY_SHAPES.fullmatch(name):
+        return "(a name not shown: it is written as a key is; is it the value itself?)"
     if _VARIABLE_NAME.fullmatch(name):
         return name
     return "(a name not shown: it is not written as a variable's; is it the value itself?)"
@@ -65,8 +73,8 @@ def shown_name(name: str) -> str:
 
 def secret_too_short(name: str, length: int) -> str:
     return (
-        f"secret {name} is too short to redact ({length} characters; a secret has at least"
-        f" {MIN_SECRET_CHARS})"
+        f"secret {shown_name(name)} is too short to redact ({length} characters; a secret has"
+        f" at least {MIN_SECRET_CHARS})"
     )
 
 
