@@ -290,3 +290,35 @@ def test_a_placeholder_no_prompt_hook_declares_is_a_usage_error(
         "true", cwd=tmp_path,
     )  # fmt: skip
     assert skipped.returncode == 0, skipped.stderr  # (a hook --skip leaves out still takes it)
+
+
+def test_a_request_s_placeholder_no_prompt_hook_declares_is_refused_every_way_in(
+    tmp_path: Path, model: LoopModel
+) -> None:
+    """A `/v1/exec`, MCP or worker request's `placeholders` with a name no prompt hook of the
+    server's config takes was dropped without a word; it is refused (4400) as `exec
+    --placeholder` is, naming the names the server's prompt hooks take."""
+    from mcpx_hooks.supervisor.config.loading import load_config
+    from mcpx_hooks.supervisor.service.admission import Caller, admit
+    from mcpx_hooks.supervisor.service.wire import Close
+
+    config = load_config(
+        [write_config(tmp_path, model.url)], cwd=tmp_path, environ={}, discover=False
+    )
+    env = {"HOME": "/nonexistent"}
+    where = str(tmp_path)
+    ways = (
+        Caller.client(config, where, env),
+        Caller.mcp(config, where, env),
+        Caller.worker(config, where, env, "run-from-the-gateway", "box1"),
+    )
+    for caller in ways:
+        sent = {"argv": ["true"], "cwd": where, "sandbox": "workspace"}
+        with pytest.raises(WireError) as refused:
+            admit(parse_exec(json.dumps({**sent, "placeholders": {"teem": "infra"}})), caller)
+        assert refused.value.code is Close.BAD_REQUEST
+        assert refused.value.message == (
+            "placeholders: teem: no prompt hook here has @teem in its vars (their vars: team)"
+        )
+        taken = admit(parse_exec(json.dumps({**sent, "placeholders": {"team": "x"}})), caller)
+        assert taken.request.placeholders == {"team": "x"}

@@ -210,13 +210,12 @@ def _declared(given: dict[str, str], config: Config) -> dict[str, str]:
     """`given` (`--placeholder`), each name a `vars` name of a prompt hook in `config` (the
     ones `--skip` leaves out too): a value for a name none declares would be dropped without
     a word (a name misspelt)."""
-    declared = {name for h in config.hooks if h.prompt is not None for name in h.prompt.vars}
-    for name in given:
-        if name not in declared:
-            theirs = f" (their vars: {', '.join(sorted(declared))})" if declared else ""
-            raise Usage(
-                f"--placeholder {name}: no prompt hook here has @{name} in its vars{theirs}"
-            )
+    from ..core.placeholders import undeclared
+    from ..service.admission import declared_vars
+
+    problem = undeclared(given, declared_vars(config))
+    if problem is not None:
+        raise Usage(f"--placeholder {problem}")
     return given
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final
 
 import attrs
@@ -80,6 +80,18 @@ class Placeholder(Record):
     @property
     def spelt(self) -> str:
         return ".".join((self.name, *self.path))
+
+
+def undeclared(given: Iterable[str], declared: Iterable[str]) -> str | None:
+    """Why a run's value for a placeholder no prompt hook declares (a name of `given` not in
+    `declared`, their `vars` names) is refused: it would reach no prompt, dropped without a
+    word (a name misspelt). None when each is declared."""
+    known = set(declared)
+    for name in given:
+        if name not in known:
+            theirs = f" (their vars: {', '.join(sorted(known))})" if known else ""
+            return f"{name}: no prompt hook here has @{name} in its vars{theirs}"
+    return None
 
 
 def find(prompt: str) -> Iterator[Placeholder]:

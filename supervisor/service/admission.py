@@ -14,7 +14,10 @@ differs between the ways in is one row of `RULES`, not code in the callers:
   among `[service] sandboxes`, and a per-call hook may not raise `maxOutputBytes` past
   `[defaults]`; `exec` runs what its operator asks;
 - the caller's environment (what `passEnv` and `secrets` read): the values a served request
-  sent (`callerEnv`); `exec`'s own environment.
+  sent (`callerEnv`); `exec`'s own environment;
+- placeholders: each name a served request gives a value for must be one the config's
+  prompt hooks take in their `vars` (a misspelt name would reach no prompt); `exec` checks
+  its `--placeholder`s itself, with the hooks `--skip` leaves out.
 
 For every way in alike: per-call hooks and script lines are layered under the config's own
 files (declared in the run's `cwd`), the run's profile is the request's or the config's
@@ -41,6 +44,7 @@ from ..core import egress
 from ..core.errors import ConfigError
 from ..core.hooks import Config, Profile, SourceKind, caller_autonomy
 from ..core.percall import already_in_force
+from ..core.placeholders import undeclared
 from ..core.points import Phase
 from ..core.records import Record
 from ..run.scriptrun import DEFAULT_SCRIPT_TIMEOUT_MS, RunRequest
@@ -79,14 +83,17 @@ class Rules(Record):
     sandboxes: bool
     #: Its caller's environment is the request's `callerEnv`, not the caller's own.
     sent_env: bool
+    #: Each of its `placeholders` is a name the config's prompt hooks take (`exec` checks
+    #: its own first, with the hooks `--skip` leaves out of the config it runs).
+    placeholders: bool
 
 
 #: The one place the ways in differ.
 RULES: Final[dict[Way, Rules]] = {
-    Way.LOCAL: Rules(roots=False, sandboxes=False, sent_env=False),
-    Way.CLIENT: Rules(roots=True, sandboxes=True, sent_env=True),
-    Way.WORKER: Rules(roots=True, sandboxes=True, sent_env=True),
-    Way.MCP: Rules(roots=True, sandboxes=True, sent_env=True),
+    Way.LOCAL: Rules(roots=False, sandboxes=False, sent_env=False, placeholders=False),
+    Way.CLIENT: Rules(roots=True, sandboxes=True, sent_env=True, placeholders=True),
+    Way.WORKER: Rules(roots=True, sandboxes=True, sent_env=True, placeholders=True),
+    Way.MCP: Rules(roots=True, sandboxes=True, sent_env=True, placeholders=True),
 }
 
 
@@ -150,6 +157,9 @@ def admit(request: ExecRequest, caller: Caller) -> Admitted:
         cwd, made = request.cwd or caller.served_from, False
     try:
         config = _config_for(request, caller, cwd, roots)
+        problem = undeclared(request.placeholders, declared_vars(config))
+        if rules.placeholders and problem is not None:
+            raise WireError(Close.BAD_REQUEST, f"placeholders: {problem}")
         if rules.sandboxes:
             profile = _allowed_sandboxes(request, config, caller.admitter)
         else:
@@ -178,6 +188,12 @@ def admit(request: ExecRequest, caller: Caller) -> Admitted:
     if caller.run_id is not None:
         run = attrs.evolve(run, run_id=caller.run_id)
     return Admitted(run, config)
+
+
+def declared_vars(config: Config) -> set[str]:
+    """The placeholder names `config`'s prompt hooks take in their `vars` (hooks `--skip`
+    leaves out too: their names are not misspelt)."""
+    return {name for h in config.hooks if h.prompt is not None for name in h.prompt.vars}
 
 
 def run_profile(request: ExecRequest, config: Config) -> Profile:

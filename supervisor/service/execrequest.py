@@ -308,8 +308,8 @@ EXEC_FIELDS: Final[dict[str, RequestField]] = {
             isinstance(v, dict) and all(is_name(k) and run_value_problem(k) is None for k in v)
         ),
         "object of JSON values",
-        "the values of the prompt hooks' placeholders (names of their `vars`), as"
-        " `exec --placeholder`",
+        "the values of the prompt hooks' placeholders (names of their `vars`; a name none of"
+        " the server's prompt hooks takes is refused), as `exec --placeholder`",
         {"type": "object", "propertyNames": {"pattern": NAME_PATTERN}},
     ),
 }
