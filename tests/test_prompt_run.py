@@ -196,9 +196,20 @@ async def test_the_command_provider_runs_a_real_process(tmp_path: Path) -> None:
     assert psutil.Process().children(recursive=True) == []
 
 
-async def test_a_command_model_that_fails_or_hangs(tmp_path: Path) -> None:
+async def test_a_command_model_that_fails_or_hangs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What the command said last on stderr is on the frame, as a failed process hook's is
+    # (its key redacted): "exited with status 4" alone left the operator to guess why.
+    monkeypatch.setenv("CLI_MODEL_KEY", "k3y-of-the-cli-model")
+    said = 'echo "llm: no model gpt-9 (key $CLI_MODEL_KEY)" >&2; exit 4'
     models = {
-        "bad": {"provider": "command", "command": ["sh", "-c", "exit 4"], "sandbox": "none"},
+        "bad": {
+            "provider": "command",
+            "command": ["sh", "-c", said],
+            "sandbox": "none",
+            "apiKeyEnv": "CLI_MODEL_KEY",
+        },
         "hang": {"provider": "command", "command": ["sleep", "3600"], "sandbox": "none"},
     }
     cfg = config(
@@ -209,6 +220,7 @@ async def test_a_command_model_that_fails_or_hangs(tmp_path: Path) -> None:
     )
     found = hooks_of(await run_to_end(cfg, failing(tmp_path)))
     assert found["b"]["status"] == "failed" and "exited with status 4" in found["b"]["reason"]
+    assert found["b"]["stderrTail"] == "llm: no model gpt-9 (key [secret CLI_MODEL_KEY])\n"
     assert found["h"]["status"] == "timeout"
     assert psutil.Process().children(recursive=True) == []  # its tree killed and reaped
 

@@ -58,11 +58,14 @@ COMMAND_PROFILE: Final = Profile.NET
 
 
 class ModelFailed(HooksError):
-    """The model could not give an answer; `reason` says why, in our words."""
+    """The model could not give an answer; `reason` says why, in our words. A `command`
+    model that exited or was killed otherwise than asked also gives what it wrote last on
+    stderr (`stderr_tail`, unredacted: the hook frame redacts it, as a process hook's)."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, stderr_tail: bytes = b"") -> None:
         super().__init__(reason)
         self.reason = reason
+        self.stderr_tail = stderr_tail
 
 
 @attrs.frozen(repr=False, eq=False)
@@ -267,10 +270,11 @@ async def _ask_command(
             raise ModelFailed(f"{where} could not start: {exc}") from None
     if outcome.stdout_overflow:
         raise ModelFailed(f"{where}: the answer is over maxOutputBytes; killed")
+    said = bytes(outcome.stderr_tail)
     if outcome.signal is not None:
-        raise ModelFailed(f"{where} was killed by signal {outcome.signal}")
+        raise ModelFailed(f"{where} was killed by signal {outcome.signal}", said)
     if outcome.exit_code != 0:
-        raise ModelFailed(f"{where} exited with status {outcome.exit_code}")
+        raise ModelFailed(f"{where} exited with status {outcome.exit_code}", said)
     stdout = bytes(outcome.stdout)
     content = stdout.decode(errors="replace")
     return Reply(content, estimate(body), estimate(stdout))

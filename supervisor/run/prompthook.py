@@ -47,7 +47,15 @@ from ..models.promptrun import PromptRun, limiter_for
 from ..process.scratch import scratch_dir
 from ..process.spawner import Spawner
 from .hookcontext import HookContext, hook_input, hook_passed
-from .hookframe import FrameBuilder, HookReport, child_spec, granted, ms_since, run_command
+from .hookframe import (
+    FrameBuilder,
+    HookReport,
+    child_spec,
+    failure_tail,
+    granted,
+    ms_since,
+    run_command,
+)
 from .output import InvalidOutput, read_output, stdout_head
 
 NO_MODEL: Final = "no model configured"
@@ -145,7 +153,8 @@ async def run(spawner: Spawner, hook: Hook, ctx: HookContext, frame: FrameBuilde
                 reply = await ask_model(spawner, hook, model, body, os.environ, granted=grants)
     except ModelFailed as exc:
         why = ctx.redactor.text(exc.reason)
-        return frame.failed(HookStatus.FAILED, why, started, cached=False, **shown)
+        said = {"stderr_tail": failure_tail(exc.stderr_tail, ctx.redactor)}
+        return frame.failed(HookStatus.FAILED, why, started, cached=False, **said, **shown)
     if reply is None:
         why = f"timed out after {hook.timeout_ms} ms waiting for model {model.name}"
         return frame.failed(HookStatus.TIMEOUT, why, started, cached=False, **shown)
