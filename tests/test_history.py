@@ -11,6 +11,7 @@ import os
 import resource
 import sqlite3
 import subprocess
+import sys
 import time
 import zlib
 from collections.abc import Iterator
@@ -306,6 +307,37 @@ def test_a_run_that_ended_before_the_history_failed_is_said_not_kept(tmp_path: P
     assert f"mcpx-hooks exec: {NOT_KEPT} (" in done.stderr and "database is locked" in done.stderr
     listed = mcpx("runs", "list", "--config", "c.toml", "--json", cwd=tmp_path)
     assert run_id not in listed.stdout and len(json.loads(listed.stdout)) == 1
+
+
+#: Another process holding the history's write lock for `argv[2]` seconds (the situation
+#: itself: a large write, retention dropping large runs, a search indexing).
+HOLD = """import sqlite3, sys, time
+db = sqlite3.connect(sys.argv[1], isolation_level=None)
+db.execute("BEGIN IMMEDIATE")
+print("locked", flush=True)
+time.sleep(float(sys.argv[2]))
+db.execute("COMMIT")
+"""
+
+
+def test_a_lock_another_process_holds_for_a_while_is_waited_out(tmp_path: Path) -> None:
+    # A lock held past the 2 s a write waits for it (here 3.5 s) made the writer give the
+    # history up: the run was not kept, and a `serve` recorded nothing more for its life.
+    # Now the same lines are written again once it is free.
+    config(tmp_path)
+    assert mcpx("exec", "--config", "c.toml", "--", "true", cwd=tmp_path).returncode == 0
+    db = str(tmp_path / "h" / "history.db")
+    with subprocess.Popen(
+        [sys.executable, "-c", HOLD, db, "3.5"], stdout=subprocess.PIPE, text=True
+    ) as holder:
+        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+        done = mcpx("exec", "--config", "c.toml", "--json", "--", "echo", "short", cwd=tmp_path)
+        assert holder.wait(timeout=30) == 0
+    assert done.returncode == 0, done.stderr
+    assert NOT_KEPT not in done.stdout + done.stderr
+    run_id = json.loads(done.stdout.splitlines()[0])["runId"]
+    listed = mcpx("runs", "list", "--config", "c.toml", "--json", cwd=tmp_path)
+    assert next(r["runId"] for r in json.loads(listed.stdout)) == run_id
 
 
 def _mount(where: Path, options: str) -> None:

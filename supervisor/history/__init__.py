@@ -9,7 +9,7 @@ from ..core.exports import exports
 __all__, __getattr__, __dir__ = exports(
     __name__,
     {
-        "faults": ("HistoryFault",),
+        "faults": ("HistoryBusy", "HistoryFault"),
         "probing": ("probe", "room"),
         "search": ("MATCHES", "MAX_MATCHES", "MAX_QUERY", "SEARCHED", "frame_text", "query"),
         "store": (

@@ -16,9 +16,20 @@ _WRITE_ERRORS: Final = frozenset(
 )
 
 
+#: How long a write waits for another process's lock before it is a fault, in ms.
+BUSY_MS: Final = 2000
+#: SQLite's names of a lock another connection held past the busy timeout.
+_BUSY: Final = frozenset(("SQLITE_BUSY", "SQLITE_BUSY_SNAPSHOT", "SQLITE_BUSY_TIMEOUT"))
+
+
 class HistoryFault(HooksError):
     """The history cannot be read or written: the message says why (locked, read-only, full,
     not a database…)."""
+
+
+class HistoryBusy(HistoryFault):
+    """Another process held the history's lock past the busy timeout: it may be free again
+    in a moment (a large write, retention dropping large runs, a search indexing)."""
 
 
 @contextlib.contextmanager
@@ -31,4 +42,7 @@ def faults(doing: str) -> Iterator[None]:
         name = getattr(exc, "sqlite_errorname", "")
         if name in _WRITE_ERRORS:
             why += f" ({name}: a write failed: is the disk full?)"
+        if name in _BUSY:
+            held = f"another process held its lock past {BUSY_MS / 1000:g} s"
+            raise HistoryBusy(f"{doing}: {why} ({held})") from exc
         raise HistoryFault(f"{doing}: {why}") from exc

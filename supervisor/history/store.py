@@ -43,19 +43,20 @@ import orjson
 from ..core.jsontext import wire_loads
 from ..core.records import Record
 from . import files, search, sizes
-from .faults import faults
+from .faults import BUSY_MS, faults
 from .schema import prepare
 
 #: The database's name under its state directory.
 DB_NAME: Final = Path("mcpx-hooks") / "history.db"
-#: How long a write waits for another process's lock before it is a fault, in ms.
-BUSY_MS: Final = 2000
 OWNER_MARK: Final = "owner:"  #: with a run's id: its owner while it runs (`run/interrupted.py`)
 #: Lines a chunk holds at most (a large batch is several chunks: what a write holds at once,
 #: and what a reader decompresses to reach one seq, stay small).
 CHUNK_LINES: Final = 4096
 #: A chunk's data is zlib's when that is smaller (level 1: the writer keeps up with a run).
 _LEVEL: Final = 1
+#: The stored lines a search indexes in one transaction when the index is behind (about
+#: 0.2 s here): what another process's write waits for at most.
+_SEARCH_SLICE: Final = 50_000
 
 
 def default_path(environ: Mapping[str, str]) -> Path:
@@ -274,17 +275,23 @@ class History:
         """Drops runs older than `days`, then the oldest finished runs while the runs hold
         more than `max_bytes`; the ids dropped, oldest first."""
         cutoff = (time.time() if now is None else now) - days * 86400
-        with faults("dropping old runs from the run history"), self._transaction() as db:
-            rows = db.execute("SELECT key, id, started, finished, bytes FROM runs ORDER BY started")
-            gone: list[tuple[int, str]] = []
-            (total,) = db.execute("SELECT coalesce(sum(bytes), 0) FROM runs").fetchone()
-            for key, run_id, started, finished, size in rows.fetchall():
-                if started < cutoff or (finished and total > max_bytes):
-                    gone.append((key, run_id))
-                    total -= size
-                elif total <= max_bytes:
-                    break
-            self._drop_keys([k for k, _ in gone])
+        with faults("dropping old runs from the run history"):
+            with self._lock:
+                db = self._db
+                rows = db.execute(
+                    "SELECT key, id, started, finished, bytes FROM runs ORDER BY started"
+                )
+                gone: list[tuple[int, str]] = []
+                (total,) = db.execute("SELECT coalesce(sum(bytes), 0) FROM runs").fetchone()
+                for key, run_id, started, finished, size in rows.fetchall():
+                    if started < cutoff or (finished and total > max_bytes):
+                        gone.append((key, run_id))
+                        total -= size
+                    elif total <= max_bytes:
+                        break
+            for key, _ in gone:  # a run a transaction: another process waits for one at most
+                with self._transaction():
+                    self._drop_keys([key])
         if gone:
             self._remove_unnamed()
         return [run_id for _, run_id in gone]
@@ -372,9 +379,10 @@ class History:
             with faults("indexing the run history"):
                 with self._lock:
                     lagging = search.lags(self._db)
-                if lagging:  # (the write lock only then: a search waits for no other write)
+                while lagging:  # (the write lock only then, a slice at a time: another
+                    # process's writes wait for at most one slice, never for all of it)
                     with self._indexing() as written:
-                        search.catch_up(self._db, None, written.indexed)
+                        lagging = search.catch_up(self._db, _SEARCH_SLICE, written.indexed)
         with faults("searching the run history"), self._read_lock:
             return search.find(self._reader(), text, run_id=run_id, limit=limit)
 

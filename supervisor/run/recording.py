@@ -14,8 +14,15 @@ something new is not recorded at all rather than blocking it or holding its fram
 a `warning` frame in that run says its history is not being kept, what was stored of it is
 dropped (never a run that looks whole but is not), and it goes on in memory as before.
 
-Faults: when the database cannot be opened or written (locked past `BUSY_MS`, read-only,
-full, not a database, removed while open), recording stops for the rest of the process: each
+Another process holding the database's lock past `BUSY_MS` (a large write, retention
+dropping large runs, a search indexing) is waited out: the same runs' lines are written again
+every `BUSY_RETRY_S`, and only a lock held for `BUSY_GIVE_UP_S` on end (`BUSY_AT_EXIT_S` once
+the process is ending and waits for the writer) is a fault. Retention
+and the sealing of interrupted runs are left for their next turn.
+
+Faults: when the database cannot be opened or written (locked past those bounds,
+read-only, full, not a database, removed while open), recording stops for the rest of the
+process: each
 run that is still running (written or waiting to be), and each later one, gets one `warning`
 saying why the history is not being kept, and goes on in memory; what was stored of the runs
 not stored whole is dropped, where the database still lets it. A run that had ended before
@@ -36,7 +43,7 @@ import trio
 
 from ..core.errors import bug_summary
 from ..core.frames import WarningFrame, blank
-from ..history.faults import HistoryFault
+from ..history.faults import HistoryBusy, HistoryFault
 from ..history.store import OWNER_MARK, History, Written
 from .artifacts import ArtifactGone
 from .interrupted import owner_token, seal_interrupted
@@ -60,6 +67,12 @@ RETAIN_EVERY: Final = 64
 #: and so does the next process that writes the history, a slice at a time.
 INDEX_LINES: Final = 512
 INDEX_IDLE_LINES: Final = 8192
+#: A write another process's lock kept out is tried again after this many seconds, for as
+#: long as `BUSY_GIVE_UP_S` (the runs' lines wait in their journals meanwhile).
+BUSY_RETRY_S: Final = 0.5
+BUSY_GIVE_UP_S: Final = 30.0
+#: The same, once the process is ending and waits for the writer (`wait_idle`).
+BUSY_AT_EXIT_S: Final = 4.0
 
 
 class Recorder:
@@ -103,6 +116,9 @@ class Recorder:
         #: Told why, once, when a fault stops the recording after the process started.
         self.on_fault: Callable[[str], object] | None = None
         self._owner = owner_token()
+        #: Journals a busy database kept out, to write again, and since when it has been.
+        self._again: list[RunJournal] = []
+        self._busy_since: float | None = None
 
     def note(self, journal: RunJournal) -> None:
         """The journal grew: queue it for the writer (never blocks)."""
@@ -170,12 +186,15 @@ class Recorder:
         if self.history is not None and self.fault is None:
             try:
                 await trio.to_thread.run_sync(seal_interrupted, self.history)
+            except HistoryBusy:
+                pass  # (the next process that opens the history seals them)
             except HistoryFault as exc:
                 await self._fail(str(exc), [], [])
             await self._retain()
         while True:
-            batch: list[RunJournal] = []
-            with trio.move_on_after(BATCH_S if self._behind else math.inf):
+            batch, self._again = self._again, []
+            wait = BUSY_RETRY_S if batch else BATCH_S if self._behind else math.inf
+            with trio.move_on_after(wait):
                 batch.append(await self._receive.receive())
             while True:
                 try:
@@ -183,8 +202,8 @@ class Recorder:
                 except trio.WouldBlock:
                     break
             self._queued.difference_update(batch)
-            await self._write(batch)
-            if not self._queued:
+            await self._write(list(dict.fromkeys(batch)))
+            if not self._queued and not self._again:
                 self._idle.set()
             # Commits batched: what comes in the meantime waits for the next one (a run
             # that ends is written at once when the process waits for the writer).
@@ -197,6 +216,7 @@ class Recorder:
             return
         # The marks first: what they say is in the journals is then in the items.
         marks = dict(self.marks) if self.marks != self._marked else None
+        where = {j.run_id: self._stored[j.run_id] for j in batch if j.run_id in self._stored}
         taken = [(journal, item) for journal in batch if (item := self._item(journal))]
         items = [item for _, item in taken]
         # A run's owner, with its first lines (`interrupted.py`): one this process runs,
@@ -208,6 +228,7 @@ class Recorder:
         }
         dropped, self._dropped = self._dropped, set()
         ended = sum(item.finished for item in items)
+        began = trio.current_time()
         try:
             if dropped:
                 await trio.to_thread.run_sync(history.drop, dropped)
@@ -218,10 +239,24 @@ class Recorder:
                     lambda: history.write(items, index=budget, marks=sent)
                 )
                 self._marked = marks or self._marked
+            self._busy_since = None
             self._ended += ended
             if self._ended >= RETAIN_EVERY:
                 self._ended = 0
                 await self._retain()
+        except HistoryBusy as exc:
+            now = trio.current_time()
+            self._busy_since = began if self._busy_since is None else self._busy_since
+            bound = BUSY_AT_EXIT_S if self._flushing.is_set() else BUSY_GIVE_UP_S
+            if now - self._busy_since >= bound:
+                await self._fail(str(exc), batch, [i.run_id for i in items if i.first > 0])
+                return
+            # Nothing of the batch was written: each run is where it was, to be written again.
+            for journal, _ in taken:
+                self._stored.pop(journal.run_id, None)
+            self._stored.update(where)
+            self._dropped |= dropped
+            self._again = [journal for journal, _ in taken]
         except HistoryFault as exc:
             await self._fail(str(exc), batch, [i.run_id for i in items if i.first > 0])
         except Exception as exc:  # a bug: the history given up, never the process it serves
@@ -268,6 +303,8 @@ class Recorder:
             await trio.to_thread.run_sync(
                 lambda: history.retain(days=self.retain_days, max_bytes=self.retain_bytes)
             )
+        except HistoryBusy:
+            self._ended = RETAIN_EVERY - 1  # (again after the next run that ends)
         except HistoryFault as exc:
             await self._fail(str(exc), [], [])
 
