@@ -214,3 +214,18 @@ def http_get(server: Server, path: str) -> tuple[int, bytes]:
         return response.status, response.read()
     finally:
         conn.close()
+
+
+def restarted_with_a_big_run(cwd: Path, lines: int = 150_000) -> tuple[Server, str, int]:
+    """A `serve` in `cwd` (its state directory there) that ran a script printing `lines`
+    lines, stopped, and started again: the run is in its history only. The server, the
+    run's id and how many frames its client got."""
+    cwd.chmod(0o755)  # the script's sandbox reads its working directory as another user
+    env = {"XDG_STATE_HOME": str(cwd / "state")}
+    server = start_server(cwd, env=env)
+    script = f"import sys\nfor i in range({lines}): sys.stdout.write(f'line {{i:08}}\\n')"
+    try:
+        stream = arun(run_remote(server, {"argv": [sys.executable, "-c", script]}))
+    finally:
+        assert server.stop() == 0
+    return start_server(cwd, env=env), stream.frames[0]["runId"], len(stream.frames)

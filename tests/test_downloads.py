@@ -14,7 +14,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from service_client import Server, arun, run_remote, start_server
+from service_client import Server, arun, restarted_with_a_big_run, run_remote, start_server
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
@@ -150,16 +150,7 @@ def test_a_download_is_sent_as_it_is_read_from_the_history(tmp_path: Path) -> No
     # A client that holds a download of a stored run holds the server to what is in flight,
     # not to the run made whole: the run dropped from the history meanwhile, the rest of the
     # download is not there to send, and the client sees it cut short (chunked, no end).
-    tmp_path.chmod(0o755)  # the script's sandbox reads its working directory as another user
-    env = {"XDG_STATE_HOME": str(tmp_path / "state")}
-    server = start_server(tmp_path, env=env)
-    script = "import sys\nfor i in range(150_000): sys.stdout.write(f'line {i:08}\\n')"
-    try:
-        stream = arun(run_remote(server, {"argv": [sys.executable, "-c", script]}))
-        run_id = stream.frames[0]["runId"]
-    finally:
-        assert server.stop() == 0
-    again = start_server(tmp_path, env=env)  # (the run is in the history only)
+    again, run_id, _ = restarted_with_a_big_run(tmp_path)
     try:
         conn = http.client.HTTPConnection("127.0.0.1", again.port, timeout=30)
         conn.connect()

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import socket
-import sys
 import time
 from pathlib import Path
 
 import orjson
-from service_client import Server, arun, run_remote, start_server
+from service_client import Server, restarted_with_a_big_run, start_server
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
@@ -129,16 +128,7 @@ def test_a_stored_run_is_followed_as_it_is_read_from_the_history(tmp_path: Path)
     # A follower of a stored run holds the server to a chunk in flight, not to the run made
     # whole: the run dropped from the history meanwhile, the rest is not there to send, and
     # the follower is told so (1011) rather than given an `end`.
-    tmp_path.chmod(0o755)  # the script's sandbox reads its working directory as another user
-    env = {"XDG_STATE_HOME": str(tmp_path / "state")}
-    server = start_server(tmp_path, env=env)
-    script = "import sys\nfor i in range(150_000): sys.stdout.write(f'line {i:08}\\n')"
-    try:
-        stream = arun(run_remote(server, {"argv": [sys.executable, "-c", script]}))
-        run_id = stream.frames[0]["runId"]
-    finally:
-        assert server.stop() == 0
-    again = start_server(tmp_path, env=env)  # (the run is in the history only)
+    again, run_id, sent = restarted_with_a_big_run(tmp_path)
     try:
         sock = socket.create_connection(("127.0.0.1", again.port))
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)
@@ -155,7 +145,7 @@ def test_a_stored_run_is_followed_as_it_is_read_from_the_history(tmp_path: Path)
                 history.close()
             lines, code, reason = _read(ws)
         assert code == 1011 and "dropped from the history meanwhile" in reason
-        assert len(first) + len(lines) < len(stream.frames)
+        assert len(first) + len(lines) < sent
         assert b'"type":"end"' not in b"".join(lines)
     finally:
         assert again.stop() == 0
