@@ -338,7 +338,7 @@ def test_exec_run_frames_egress_once_per_host_and_doctor(readable_tmp: Path) -> 
     hooks = [f for f in frames if f["type"] == "hook"]
     assert egress_frames[0]["why"] == (
         f'blocked: example.invalid not in network; "example.invalid:{port}" in the network of'
-        " hook one would admit it"
+        f" hook one ({config}:/hooks/0) would admit it"
     )
     for frame in hooks:
         assert frame["egress"] == ["blocked: example.invalid not in network"]

@@ -185,6 +185,9 @@ class PhaseHooks:
         of this run has named yet."""
         from ..core.egress import blocked_message, refusal
         from ..core.hookframes import EgressFrame
+        from ..core.selection import locker
+
+        declared = f"the network of hook {hook.name} ({locker(hook)})"
 
         words = dict(zip((host for host, _ in report.refused), report.frame.egress, strict=False))
         for host, port in report.refused:
@@ -192,7 +195,7 @@ class PhaseHooks:
                 self.egress_said.add(host)
                 note = words.get(host)
                 note = None if note == blocked_message(host) else note
-                why = refusal(host, port, note, f"the network of hook {hook.name}")
+                why = refusal(host, port, note, declared)
                 self.journal.append(
                     blank(EgressFrame, host=host, port=port, hook=hook.name, why=why)
                 )
