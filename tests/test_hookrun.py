@@ -30,7 +30,7 @@ from mcpx_hooks.supervisor.core.hookenv import (
 )
 from mcpx_hooks.supervisor.core.hooks import Action, Failure, Hook, Profile, Provenance, SourceKind
 from mcpx_hooks.supervisor.core.points import Phase
-from mcpx_hooks.supervisor.process.spawner import Spawner, open_spawner
+from mcpx_hooks.supervisor.process.spawner import WARM_ENV, Spawner, open_spawner
 from mcpx_hooks.supervisor.run.hookcontext import HookContext, RunInfo
 from mcpx_hooks.supervisor.run.hookframe import HookReport
 from mcpx_hooks.supervisor.run.hookrun import run_hook
@@ -473,6 +473,37 @@ async def test_a_dotted_module_not_found_is_said_in_one_line(
         assert tail.endswith(f"{said}\n"), tail
     else:
         assert tail == f"{said} (no such module in {tmp_path} or the installed packages)\n"
+
+
+#: A gate whose own children print on its stdout on the way to its answer.
+CHILDREN_PRINT = """
+import os, subprocess
+
+
+def hook(given):
+    subprocess.run(["echo", "checking the branch"], check=True)
+    os.write(1, b"a line written to fd 1\\n")
+    return {"refuse": {"reason": "not on main"}}
+"""
+
+
+@pytest.mark.parametrize("warm", ["on", "off"])
+async def test_what_a_module_hook_s_children_print_is_not_its_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, warm: str
+) -> None:
+    # Only `print` went to stderr: a subprocess the hook ran (git, a linter) and a write to
+    # fd 1 landed on stdout before the answer, which made the whole of it plain text: the
+    # refusal became advice, and the run went on.
+    monkeypatch.setenv(WARM_ENV, warm)
+    (tmp_path / "gate.py").write_text(CHILDREN_PRINT)
+    hook = make_hook(tmp_path, action=Action.MODULE, target="gate.py", effect=Effect.ASK)
+    async with open_spawner() as sp:
+        frame = (await run(sp, hook)).frame
+    assert frame.status is HookStatus.OK, to_json(frame)
+    assert frame.advice == ()
+    assert frame.refused is not None and frame.refused.reason == "not on main", to_json(frame)
+    assert frame.stderr_tail == "checking the branch\na line written to fd 1\n"
+    assert psutil.Process().children(recursive=True) == []
 
 
 @pytest.mark.parametrize("size", [100_000, 3_000_000], ids=["over-a-pipe", "over-1-MiB"])
