@@ -180,7 +180,13 @@ def run(spec: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    # Ends as the warm runner's fork does (`warm.py`): at once, the answer written, without
+    # waiting for threads the hook left running (a library's worker, a `threading.Timer`),
+    # which would hold the answer back until the hook's timeout killed it.
+    exit_code = main(sys.argv)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(exit_code)
 
 
 def _without_runner_frames(exc: BaseException) -> types.TracebackType | None:

@@ -506,6 +506,37 @@ async def test_what_a_module_hook_s_children_print_is_not_its_answer(
     assert psutil.Process().children(recursive=True) == []
 
 
+#: A gate that leaves a thread running (a library's worker, a `threading.Timer`) as it answers.
+THREAD_LEFT = """
+import threading, time
+
+
+def hook(given):
+    threading.Thread(target=time.sleep, args=(60,)).start()
+    return {"refuse": {"reason": "not on main"}}
+"""
+
+
+@pytest.mark.parametrize("warm", ["on", "off"])
+async def test_a_module_hook_that_leaves_a_thread_answers_when_it_returns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, warm: str
+) -> None:
+    # Started cold (keeper mode, MCPX_HOOKS_WARM=off), the runner's interpreter waited at its
+    # exit for the hook's threads: the hook ran into its timeout, its answer was lost (a
+    # refusal with it) while the same hook run warm answered at once.
+    monkeypatch.setenv(WARM_ENV, warm)
+    (tmp_path / "gate.py").write_text(THREAD_LEFT)
+    hook = make_hook(
+        tmp_path, action=Action.MODULE, target="gate.py", effect=Effect.ASK, timeout_ms=10_000
+    )
+    async with open_spawner() as sp:
+        frame = (await run(sp, hook)).frame
+    assert frame.status is HookStatus.OK, to_json(frame)
+    assert frame.refused is not None and frame.refused.reason == "not on main", to_json(frame)
+    assert frame.duration_ms < 5_000
+    assert psutil.Process().children(recursive=True) == []
+
+
 @pytest.mark.parametrize("size", [100_000, 3_000_000], ids=["over-a-pipe", "over-1-MiB"])
 async def test_an_input_larger_than_a_pipe_costs_no_more_than_its_reading(
     spawner: Spawner, tmp_path: Path, size: int
