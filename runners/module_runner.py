@@ -19,6 +19,7 @@ a return value that is not a dict — exits 1 with the reason (and the traceback
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import json
@@ -184,8 +185,9 @@ if __name__ == "__main__":
     # waiting for threads the hook left running (a library's worker, a `threading.Timer`),
     # which would hold the answer back until the hook's timeout killed it.
     exit_code = main(sys.argv)
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # closed by the hook: nothing to flush
+            stream.flush()
     os._exit(exit_code)
 
 

@@ -517,15 +517,28 @@ def hook(given):
 """
 
 
+#: A gate that closes its standard error before it answers.
+STDERR_CLOSED = """
+import sys
+
+
+def hook(given):
+    sys.stderr.close()
+    return {"refuse": {"reason": "not on main"}}
+"""
+
+
 @pytest.mark.parametrize("warm", ["on", "off"])
+@pytest.mark.parametrize("gate", [THREAD_LEFT, STDERR_CLOSED], ids=["thread", "stderr-closed"])
 async def test_a_module_hook_that_leaves_a_thread_answers_when_it_returns(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, warm: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, warm: str, gate: str
 ) -> None:
     # Started cold (keeper mode, MCPX_HOOKS_WARM=off), the runner's interpreter waited at its
     # exit for the hook's threads: the hook ran into its timeout, its answer was lost (a
-    # refusal with it) while the same hook run warm answered at once.
+    # refusal with it) while the same hook run warm answered at once. (And a stream the hook
+    # closed must not fail the exit that ends it now.)
     monkeypatch.setenv(WARM_ENV, warm)
-    (tmp_path / "gate.py").write_text(THREAD_LEFT)
+    (tmp_path / "gate.py").write_text(gate)
     hook = make_hook(
         tmp_path, action=Action.MODULE, target="gate.py", effect=Effect.ASK, timeout_ms=10_000
     )
