@@ -4,7 +4,9 @@ Standard library only; never imports the supervisor. MODULE is a Python file (`h
 relative to the working directory, which is the hook's declaring directory) or a dotted
 `package.module`, either followed by `:function` (default `hook`). The function gets the
 input as a dict and returns a dict (printed as the hook's JSON answer) or None (no opinion).
-An `async def` hook is run with asyncio. What the module itself prints goes to stderr.
+An `async def` hook is run with asyncio. What the module itself prints, and what the programs
+it runs print, goes to stderr (fd 1 is stderr while it runs; the answer goes to a copy of
+stdout, fd 3, close-on-exec).
 
 The interpreter starts without `site` (it costs more than the rest of the start-up); the
 supervisor passes its interpreter's site-packages directories as `--path`, so installed
@@ -17,6 +19,7 @@ a return value that is not a dict — exits 1 with the reason (and the traceback
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import json
@@ -129,7 +132,12 @@ def run(spec: str) -> int:
     out = sys.stdout
     # What the module prints (a progress line, a debug print) goes to stderr, kept on the
     # hook's frame: stdout holds the answer alone, which a line printed before it would
-    # turn into plain text (advice), and a refusal into none.
+    # turn into plain text (advice), and a refusal into none. So does what reaches fd 1
+    # otherwise (a subprocess the hook runs, `os.write(1, …)`, a C library): fd 1 is made
+    # stderr, and the answer goes to a copy of stdout that no child inherits.
+    sys.stdout.flush()
+    answer_fd = os.dup(1)
+    os.dup2(2, 1)
     sys.stdout = sys.stderr
     try:
         raw = read_stdin(IDLE_BOUND_S, total)
@@ -163,16 +171,24 @@ def run(spec: str) -> int:
         )
         return 1
     try:
-        sys.stdout.write(json.dumps(answer))
+        text = json.dumps(answer).encode()
     except (TypeError, ValueError) as exc:
         print(f"mcpx-hooks module runner: the answer is not JSON: {exc}", file=sys.stderr)
         return 1
-    sys.stdout.flush()
+    with open(answer_fd, "wb") as answer_out:
+        answer_out.write(text)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    # Ends as the warm runner's fork does (`warm.py`): at once, the answer written, without
+    # waiting for threads the hook left running (a library's worker, a `threading.Timer`),
+    # which would hold the answer back until the hook's timeout killed it.
+    exit_code = main(sys.argv)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # closed by the hook: nothing to flush
+            stream.flush()
+    os._exit(exit_code)
 
 
 def _without_runner_frames(exc: BaseException) -> types.TracebackType | None:

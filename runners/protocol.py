@@ -100,10 +100,12 @@ def close_all(fds: Iterable[int]) -> None:
 
 
 #: Keeper mode: sent on a request's control socket just before the spawn (the request checked,
-#: the keeper readied): a keeper that dies before it never started the child; one that dies
-#: after it leaves the owner unsure whether the child ran. (pidns mode counts requests in
-#: shared memory instead: `TakenCounter`.)
-ACCEPTED = b'{"event": "accepted"}'
+#: the keeper readied), naming the keeper: a keeper that dies before it never started the
+#: child; one that dies after it leaves the owner unsure whether the child ran. The owner
+#: knows whom to kill should the keeper stop answering before it says "started" (a child
+#: that SIGSTOPs its keeper at once). (pidns mode counts requests in shared memory instead:
+#: `TakenCounter`.)
+ACCEPTED = b'{"event": "accepted", "keeper": %d}'
 
 
 class TakenCounter:
@@ -137,7 +139,7 @@ TAKEN_BYTES = 8
 
 
 def accept(ctrl: socket.socket) -> None:
-    _send_bytes(ctrl, ACCEPTED)
+    _send_bytes(ctrl, ACCEPTED % os.getpid())
 
 
 def send(ctrl: socket.socket, obj: dict[str, Any]) -> None:

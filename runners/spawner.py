@@ -53,7 +53,8 @@ file descriptors attached (SCM_RIGHTS). The first attached fd is the request's *
 socket (SOCK_SEQPACKET), the rest are the child's fds, placed at the numbers listed in
 `"fds"`. Everything about the child is then said on its control socket:
 
-  spawner → supervisor {"event": "accepted"}   (keeper mode: taken; the child may run now)
+  spawner → supervisor {"event": "accepted", "keeper": K}   (keeper mode: taken; the child
+                                         may run now; K: the keeper's host pid)
                        {"event": "listening"}   (an `egress` child, first: the socket its
                                          proxy variables name, listening in its network
                                          namespace, attached: `loopback.py`)

@@ -30,7 +30,7 @@ from mcpx_hooks.supervisor.core.hookenv import (
 )
 from mcpx_hooks.supervisor.core.hooks import Action, Failure, Hook, Profile, Provenance, SourceKind
 from mcpx_hooks.supervisor.core.points import Phase
-from mcpx_hooks.supervisor.process.spawner import Spawner, open_spawner
+from mcpx_hooks.supervisor.process.spawner import WARM_ENV, Spawner, open_spawner
 from mcpx_hooks.supervisor.run.hookcontext import HookContext, RunInfo
 from mcpx_hooks.supervisor.run.hookframe import HookReport
 from mcpx_hooks.supervisor.run.hookrun import run_hook
@@ -473,6 +473,81 @@ async def test_a_dotted_module_not_found_is_said_in_one_line(
         assert tail.endswith(f"{said}\n"), tail
     else:
         assert tail == f"{said} (no such module in {tmp_path} or the installed packages)\n"
+
+
+#: A gate whose own children print on its stdout on the way to its answer.
+CHILDREN_PRINT = """
+import os, subprocess
+
+
+def hook(given):
+    subprocess.run(["echo", "checking the branch"], check=True)
+    os.write(1, b"a line written to fd 1\\n")
+    return {"refuse": {"reason": "not on main"}}
+"""
+
+
+@pytest.mark.parametrize("warm", ["on", "off"])
+async def test_what_a_module_hook_s_children_print_is_not_its_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, warm: str
+) -> None:
+    # Only `print` went to stderr: a subprocess the hook ran (git, a linter) and a write to
+    # fd 1 landed on stdout before the answer, which made the whole of it plain text: the
+    # refusal became advice, and the run went on.
+    monkeypatch.setenv(WARM_ENV, warm)
+    (tmp_path / "gate.py").write_text(CHILDREN_PRINT)
+    hook = make_hook(tmp_path, action=Action.MODULE, target="gate.py", effect=Effect.ASK)
+    async with open_spawner() as sp:
+        frame = (await run(sp, hook)).frame
+    assert frame.status is HookStatus.OK, to_json(frame)
+    assert frame.advice == ()
+    assert frame.refused is not None and frame.refused.reason == "not on main", to_json(frame)
+    assert frame.stderr_tail == "checking the branch\na line written to fd 1\n"
+    assert psutil.Process().children(recursive=True) == []
+
+
+#: A gate that leaves a thread running (a library's worker, a `threading.Timer`) as it answers.
+THREAD_LEFT = """
+import threading, time
+
+
+def hook(given):
+    threading.Thread(target=time.sleep, args=(60,)).start()
+    return {"refuse": {"reason": "not on main"}}
+"""
+
+
+#: A gate that closes its standard error before it answers.
+STDERR_CLOSED = """
+import sys
+
+
+def hook(given):
+    sys.stderr.close()
+    return {"refuse": {"reason": "not on main"}}
+"""
+
+
+@pytest.mark.parametrize("warm", ["on", "off"])
+@pytest.mark.parametrize("gate", [THREAD_LEFT, STDERR_CLOSED], ids=["thread", "stderr-closed"])
+async def test_a_module_hook_that_leaves_a_thread_answers_when_it_returns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, warm: str, gate: str
+) -> None:
+    # Started cold (keeper mode, MCPX_HOOKS_WARM=off), the runner's interpreter waited at its
+    # exit for the hook's threads: the hook ran into its timeout, its answer was lost (a
+    # refusal with it) while the same hook run warm answered at once. (And a stream the hook
+    # closed must not fail the exit that ends it now.)
+    monkeypatch.setenv(WARM_ENV, warm)
+    (tmp_path / "gate.py").write_text(gate)
+    hook = make_hook(
+        tmp_path, action=Action.MODULE, target="gate.py", effect=Effect.ASK, timeout_ms=10_000
+    )
+    async with open_spawner() as sp:
+        frame = (await run(sp, hook)).frame
+    assert frame.status is HookStatus.OK, to_json(frame)
+    assert frame.refused is not None and frame.refused.reason == "not on main", to_json(frame)
+    assert frame.duration_ms < 5_000
+    assert psutil.Process().children(recursive=True) == []
 
 
 @pytest.mark.parametrize("size", [100_000, 3_000_000], ids=["over-a-pipe", "over-1-MiB"])

@@ -16,8 +16,10 @@ from pathlib import Path
 import psutil
 import pytest
 import trio
+from conftest import Marker
 
 from mcpx_hooks.runners.keepers import IDLE_KEEPERS
+from mcpx_hooks.supervisor.process import child as child_module
 from mcpx_hooks.supervisor.process.spawner import (
     SPAWN_MODE_ENV,
     ChildSpec,
@@ -126,3 +128,36 @@ async def test_waiting_keepers_killed_are_replaced(spawner: Spawner) -> None:
         out, _ = await run(spawner, ("/bin/echo", "ok"))
         assert bytes(out.stdout) == b"ok\n"
     assert len(keepers(spawner)) <= IDLE_KEEPERS + 1
+
+
+async def test_a_child_that_stops_its_keeper_at_once_is_killed_with_its_tree(
+    spawner: Spawner, monkeypatch: pytest.MonkeyPatch, marker: Marker
+) -> None:
+    # A child that stopped its keeper (SIGSTOP to its parent, as a hook under `none` may)
+    # before the keeper said "started" left the owner with neither its pid nor its keeper's:
+    # the owner gave up after its bound, said the tree was killed, and the tree ran on until
+    # the spawner exited. "accepted" names the keeper: the owner kills it, and with it the tree.
+    monkeypatch.setattr(child_module, "KILL_REPORT_BOUND", 0.5)
+    stop = "kill -STOP $PPID; sleep 60; exit 0"  # ($0, the marker, stays in a live argv)
+    for _ in range(5):  # (the child wins the race to "started" more often than not)
+        spec = ChildSpec(("/bin/sh", "-c", stop, marker), cwd="/", env={"PATH": PATH})
+        with trio.fail_after(30), trio.move_on_after(0.3):  # the hook's timeout, as run_hook's
+            async with spawner.open_child(spec, kill_grace=0.1) as child:
+                await child.communicate(b"", 1 << 20, 4096)
+        await gone(marker.alive())  # the spawner kills what its dead keeper left
+    out, _ = await run(spawner, ("/bin/echo", "ok"))
+    assert bytes(out.stdout) == b"ok\n"
+
+
+async def gone(procs: list[psutil.Process]) -> None:
+    """Waits until each of `procs` has exited (10 s at most)."""
+    for proc in procs:
+        try:
+            pidfd = os.pidfd_open(proc.pid)
+        except ProcessLookupError:
+            continue
+        try:
+            with trio.fail_after(10):
+                await trio.lowlevel.wait_readable(pidfd)
+        finally:
+            os.close(pidfd)

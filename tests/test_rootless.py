@@ -389,6 +389,39 @@ async def test_sigkill_of_an_ordinary_users_supervisor_kills_everything(
     assert marker.alive() == []
 
 
+#: A hook that leaves its scratch as a Go module cache does (read-only directories, one not
+#: even searchable), and its scratch itself read-only.
+READ_ONLY_SCRATCH = """
+import os
+scratch = os.environ["MCPX_HOOK_SCRATCH"]
+os.makedirs(os.path.join(scratch, "pkg", "mod", "x@v1"))
+open(os.path.join(scratch, "pkg", "mod", "x@v1", "go.mod"), "w").close()
+for sub, mode in (("pkg/mod/x@v1", 0o555), ("pkg/mod", 0o000), ("pkg", 0o555), ("", 0o500)):
+    os.chmod(os.path.join(scratch, sub), mode)
+"""
+
+
+@pytest.mark.parametrize("profile", ["none", "strict"])
+def test_a_scratch_its_hook_left_read_only_is_removed(caller: Caller, profile: str) -> None:
+    # As an ordinary user (not root, whom no mode stops), rmtree could not empty a directory
+    # the hook had made read-only: the scratch of a `none` hook stayed on /dev/shm for good,
+    # and the sweep of a later supervisor could not remove it either.
+    root = caller.world / "scratch-root"
+    root.mkdir()
+    os.chown(root, caller.uid, caller.gid)
+    program = caller.work / "read_only.py"  # (the declaring directory: strict reads it)
+    program.write_text(textwrap.dedent(READ_ONLY_SCRATCH))
+    program.chmod(0o644)
+    hook = {"run": [caller.python, "-I", "-S", str(program)], "sandbox": profile, "phase": "before"}
+    done = caller.run(
+        "-m", "mcpx_hooks.supervisor", "hook", "test", "--hook", json.dumps(hook),
+        extra={"MCPX_HOOKS_SCRATCH_ROOT": str(root)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    left = sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+    assert not [name for name in left if "/hook-" in name], left
+
+
 def test_doctor_says_every_profile_is_enforceable(caller: Caller) -> None:
     done = caller.run("-m", "mcpx_hooks.supervisor", "doctor")
     assert done.returncode == 0, done.stdout + done.stderr

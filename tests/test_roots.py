@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 from conftest import require_rootless
 from service_client import Server, Stream, arun, run_remote, start_server
 
@@ -571,3 +572,16 @@ def test_a_per_call_hooks_cwd_outside_the_roots_is_refused(
     message = _refused(stream)
     assert f"hooks[1] (script.before.1): cwd {home / 'private'} is not inside" in message
     assert "hooks[0]" not in message, message
+
+
+def test_a_made_cwd_its_run_left_read_only_is_removed(tmp_path: Path) -> None:
+    # As an ordinary user, rmtree could not empty a directory the run had made read-only or
+    # unsearchable (a Go module cache is made so): the cwd made for a request stayed behind
+    # for good. (Root, whom no mode stops, never saw it.)
+    made = tmp_path / "made"
+    (made / "pkg" / "mod").mkdir(parents=True)
+    (made / "pkg" / "mod" / "go.mod").write_text("module x\n")
+    for directory, mode in ((made / "pkg" / "mod", 0o555), (made / "pkg", 0o000), (made, 0o500)):
+        directory.chmod(mode)
+    trio.run(roots.remove_made, str(made))
+    assert not made.exists()

@@ -332,7 +332,7 @@ async def ask(spawner: Spawner, msg: bytes, *, attach: int = 3, extra: Sequence[
                 theirs.close()
             with trio.fail_after(10):
                 reply = await link.recv()  # one over what the owner reads would not parse
-                if reply == {"event": "accepted"}:  # keeper mode
+                if reply is not None and reply["event"] == "accepted":  # keeper mode
                     reply = await link.recv()
                 assert await link.recv() is None  # then it closed the control socket
             await child.wait_closed()

@@ -146,7 +146,8 @@ async def test_a_warm_hook_sees_what_a_cold_one_sees(
         scratch = state["env"]["MCPX_HOOK_SCRATCH"]
         state["env"] = {k: v.replace(scratch, "<scratch>") for k, v in state["env"].items()}
     assert warm == cold
-    assert (warm["pid"], warm["session_leader"], warm["fds"]) == (2, True, [0, 1, 2])
+    # fd 3: the runner's copy of stdout for the answer (close-on-exec; fd 1 is stderr's)
+    assert (warm["pid"], warm["session_leader"], warm["fds"]) == (2, True, [0, 1, 2, 3])
     assert warm["uid_is_root"] is (profile is Profile.NONE)
 
 
@@ -211,7 +212,7 @@ def hook(payload):
         "path": "/leaked/path" in sys.path,
         "umask": os.umask(0o022) == 0o077,
         "signal": signal.getsignal(signal.SIGUSR1) == signal.SIG_IGN,
-        "fds": len([fd for fd in range(256) if _is_open(fd)]) > 3,
+        "fds": len([fd for fd in range(256) if _is_open(fd)]) > 4,  # 0-2, the answer's
         "scratch": os.listdir(os.environ["MCPX_HOOK_SCRATCH"]),
         "spawner_memory": _maps_the_spawners_count(),
     }
@@ -281,7 +282,7 @@ async def test_a_strict_hooks_idmap_namespace_is_kept_by_the_spawner_not_the_hoo
     )
     assert user_namespaces_held(warm_spawner.pid) == []
     seen = [advice(await run_hook(warm_spawner, hook, CTX)) for _ in range(3)]
-    assert [state["fds"] for state in seen] == [[0, 1, 2]] * 3
+    assert [state["fds"] for state in seen] == [[0, 1, 2, 3]] * 3  # 3: the answer's
     held = user_namespaces_held(warm_spawner.pid)
     assert len(held) == 1
     assert held[0][1], "its children (a run hook's) must not inherit it"

@@ -147,11 +147,13 @@ class Child:
         """Takes in a message; the tree is over at "exit", "error" or end of file."""
         event = None if msg is None else msg.get("event")
         if event in ("accepted", "listening"):  # (taken; an `egress` child's socket, served)
-            self._accepted = self._accepted or event == "accepted"
+            if msg is not None and event == "accepted":
+                self._accepted = True
+                self.keeper = msg.get("keeper")
             return
         if msg is not None and event == "started":
             self.outcome.pid = msg["pid"]
-            self.keeper = msg.get("keeper")
+            self.keeper = msg.get("keeper") or self.keeper
             self._pidfds = msg.get("pidfds", [])
             return
         if msg is not None and event == "exit":

@@ -86,7 +86,7 @@ def _remove_if_free(path: str) -> None:
         os.close(fd)
         return  # held: its process lives
     try:
-        shutil.rmtree(path, ignore_errors=True)
+        remove_tree(path)
     finally:
         os.close(fd)
 
@@ -105,4 +105,27 @@ def scratch_dir(prefix: str) -> Iterator[str]:
         try:
             os.rmdir(path)
         except OSError:  # not empty (or already gone): rmtree removes whatever is left
+            remove_tree(path)
+
+
+def remove_tree(path: str) -> None:
+    """Removes directory `path` with everything in it. Where a hook left directories
+    read-only or unsearchable (`chmod -R a-w`, a Go module cache), rmtree alone fails for
+    anyone but root, and the tree would hold its RAM for good: they are opened up to their
+    owner (0700, no symlink followed) and it is tried once more."""
+    shutil.rmtree(path, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        if stat.S_ISDIR(os.lstat(path).st_mode):
+            _open_up(path)
             shutil.rmtree(path, ignore_errors=True)
+
+
+def _open_up(path: str) -> None:
+    """Makes directory `path` and every directory below it 0700, following no symlink."""
+    todo = [path]
+    while todo:
+        directory = todo.pop()
+        with contextlib.suppress(OSError):
+            os.chmod(directory, 0o700)
+            with os.scandir(directory) as entries:
+                todo.extend(e.path for e in entries if e.is_dir(follow_symlinks=False))

@@ -15,9 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pwd
-import shutil
 import tempfile
-from functools import partial
 from typing import Final
 
 import attrs
@@ -25,6 +23,7 @@ import trio
 
 from ..core.hooks import Config, SourceKind
 from ..core.records import Record
+from ..process import remove_tree
 from ..run.scriptrun import RunRequest
 from .wire import Close, WireError
 
@@ -144,10 +143,11 @@ async def release_cwd(request: RunRequest) -> None:
 
 
 async def remove_made(cwd: str) -> None:
-    """Removes a working directory `admit_cwd` made, with what a run left there; shielded:
-    it runs where a run ends or a request is refused, cancelled or not."""
+    """Removes a working directory `admit_cwd` made, with what a run left there (directories
+    it made read-only too: `remove_tree`); shielded: it runs where a run ends or a request is
+    refused, cancelled or not."""
     with trio.CancelScope(shield=True):
-        await trio.to_thread.run_sync(partial(shutil.rmtree, cwd, ignore_errors=True))
+        await trio.to_thread.run_sync(remove_tree, cwd)
 
 
 def _within(path: str, root: str) -> bool:
