@@ -40,7 +40,7 @@ from ..process.signals import serve_stop_signals
 from ..run.runtime import Runtime
 from ..run.scriptrun import Run
 from . import routes
-from .access import Refusal, check_access, normal_origin, own_origins
+from .access import Refusal, check_access, normal_origin, own_origins, server_names
 from .connection import CLOSE_S, ConnectionClosed, ServerConnection
 from .endpoints import SHUTTING_DOWN, Endpoints
 from .logredact import open_logged_runtime
@@ -81,6 +81,8 @@ class Service(Endpoints):
         self._stop = trio.Event()
         self._ids = itertools.count(1)
         self._origins: frozenset[str] = frozenset()
+        #: The names a request's `Host` may give a server without a token; None: any.
+        self._names: frozenset[str] | None = None
         self._open = 0
         self._open_changed = trio.Event()
         #: Connections still in their handshake, oldest first: the scope that ends each.
@@ -136,6 +138,7 @@ class Service(Endpoints):
         self._origins = own_origins(self.options.host, port) | {
             normal_origin(o) for o in self.options.allow_origins
         }
+        self._names = server_names(self._origins) if self.options.token is None else None
         async with trio.open_nursery() as runs, trio.open_nursery() as conns:
             self._runs = runs
             await runs.start(self.mcp.serve)
@@ -229,6 +232,7 @@ class Service(Endpoints):
                 request,
                 token=self.options.token,
                 origins=self._origins,
+                names=self._names,
                 stopping=self.stopping,
                 state=self.route_state,
                 mcp=self.mcp,
@@ -273,6 +277,7 @@ class Service(Endpoints):
             query_tokens(request.target),
             token=self.options.token,
             origins=self._origins,
+            names=self._names,
         )
         if refusal is not None:
             return refusal
