@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -111,3 +112,28 @@ def test_with_a_token_the_host_is_not_looked_at(server: Server) -> None:
     # (A page of another name has no token to present: behind a proxy, any Host goes.)
     auth = {"Authorization": f"Bearer {server.token}"}
     assert _status(server.port, "GET", "/v1/runs", "public.example", **auth) == 200
+
+
+def test_out_of_descriptors_the_oldest_stalled_handshake_makes_room(tmp_path: Path) -> None:
+    # A process may open fewer files than --max-pending and --max-connections add up to
+    # (1,536 by default): sockets that stall their handshake then fill its descriptors before
+    # they fill --max-pending, and accept(2) fails. Before, every new client waited behind
+    # them for their 5 s handshake timeout, and the log said "a bug" ten times a second.
+    srv = start_server(tmp_path, open_files=120)
+    stalled: list[socket.socket] = []
+    try:
+        for _ in range(200):  # more than the server can hold: the rest wait in its backlog
+            stalled.append(socket.create_connection(("127.0.0.1", srv.port), timeout=10))
+        started = time.monotonic()
+        assert _status(srv.port, "GET", "/healthz", f"127.0.0.1:{srv.port}") == 200
+        assert time.monotonic() - started < 2.5  # not after the stalled ones' 5 s
+    finally:
+        for sock in stalled:
+            sock.close()
+        assert srv.stop() == 0
+    log = srv.log()
+    said = [line for line in log.splitlines() if "cannot accept a connection" in line]
+    assert len(said) == 1, log
+    assert "Too many open files (this process may open 120 files)" in said[0], said
+    assert "the oldest connection still in its handshake is dropped" in said[0], said
+    assert "a bug" not in log and "Traceback" not in log, log

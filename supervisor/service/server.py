@@ -40,6 +40,7 @@ from ..process.signals import serve_stop_signals
 from ..run.runtime import Runtime
 from ..run.scriptrun import Run
 from . import routes
+from .accepting import Handshakes, serve_accepting
 from .access import Refusal, check_access, normal_origin, own_origins, server_names
 from .connection import CLOSE_S, ConnectionClosed, ServerConnection
 from .endpoints import SHUTTING_DOWN, Endpoints
@@ -85,8 +86,7 @@ class Service(Endpoints):
         self._names: frozenset[str] | None = None
         self._open = 0
         self._open_changed = trio.Event()
-        #: Connections still in their handshake, oldest first: the scope that ends each.
-        self._pending: dict[int, trio.CancelScope] = {}
+        self._handshakes = Handshakes(self.limits.max_pending)
         self.seats = Seats(self.limits.max_connections, self.limits.max_idle)
         self._active: dict[str, Run] = {}
         self._runs_changed = trio.Event()
@@ -144,10 +144,12 @@ class Service(Endpoints):
             await runs.start(self.mcp.serve)
             accepting = trio.CancelScope()
 
-            async def accept(task_status: trio.TaskStatus[list[trio.SocketListener]]) -> None:
+            async def accept(task_status: trio.TaskStatus[None]) -> None:
                 with accepting:
-                    await trio.serve_listeners(
-                        self._handle, listeners, handler_nursery=conns, task_status=task_status
+                    # (what a full descriptor table takes: `accepting.py`)
+                    room = lambda: self._handshakes.make_room(self._open_changed)  # noqa: E731
+                    await serve_accepting(
+                        listeners, self._handle, conns, room, task_status=task_status
                     )
 
             await conns.start(accept)
@@ -213,17 +215,10 @@ class Service(Endpoints):
         """One socket: its handshake within `handshake_s`, as one of at most `max_pending`
         (past it the oldest pending one is dropped: a client that completes its handshake is
         never kept out by ones that stall), then admitted or refused, then its endpoint."""
-        if len(self._pending) >= self.limits.max_pending:
-            oldest = next(iter(self._pending))
-            self._pending.pop(oldest).cancel()
         request: Request | None = None
-        with trio.CancelScope() as pending:
-            self._pending[number] = pending
-            try:
-                with trio.move_on_after(self.limits.handshake_s):
-                    request = await conn.wait_request()
-            finally:
-                self._pending.pop(number, None)
+        with self._handshakes.pending(number) as pending:
+            with trio.move_on_after(self.limits.handshake_s):
+                request = await conn.wait_request()
         if pending.cancelled_caught or request is None:
             return  # dropped, no request in time, or a malformed one (answered 400)
         if not request.websocket:
