@@ -95,7 +95,7 @@ async def _serve_download(
     if isinstance(journal, StoredRun):
         batches: Iterator[Sequence[bytes]] = journal.batches()
     else:  # (as far as the run has gone now)
-        batches = downloads.in_pieces(journal.lines[: len(journal.lines)])
+        batches = downloads.in_pieces(journal.lines, len(journal.lines))
     headers = (
         *routes.ARTIFACT_HEADERS,
         (b"Content-Disposition", downloads.filename(asked.run_id, asked.kind)),
