@@ -196,7 +196,10 @@ class Service(Endpoints):
         try:
             async with trio.open_nursery() as nursery:
                 conn = ServerConnection(
-                    stream, max_message_size=self.limits.max_message_bytes, too_big=self._too_big
+                    stream,
+                    max_message_size=self.limits.max_message_bytes,
+                    too_big=self._too_big,
+                    stall_s=self.limits.send_stall_s,
                 )
                 nursery.start_soon(conn.serve_reader)
                 try:
