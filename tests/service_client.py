@@ -70,16 +70,18 @@ def start_server(
     auth: bool = True,
     env: Mapping[str, str] | None = None,
     run_in: Path | None = None,
+    open_files: int | None = None,
 ) -> Server:
     """`serve --port 0` in `cwd` (with `env` added to its environment; `run_in`: started
-    there instead, its token and log still in `cwd`); returns once it printed that it
-    listens (no sleeps)."""
+    there instead, its token and log still in `cwd`; `open_files`: the process may open
+    that many, its hard limit too); returns once it printed that it listens (no sleeps)."""
     token_file = cwd / "token"
     access = ["--token-file", str(token_file)] if auth else ["--no-auth"]
     stderr = cwd / f"serve-{len(list(cwd.glob('serve-*.log')))}.log"
+    cli = CLI if open_files is None else _limited(open_files)
     with stderr.open("w") as err:
         proc = subprocess.Popen(
-            [*CLI, "serve", "--port", "0", *access, *args],
+            [*cli, "serve", "--port", "0", *access, *args],
             cwd=run_in or cwd,
             env={**ENV, **(env or {})},
             stdout=subprocess.PIPE,
@@ -100,6 +102,16 @@ def start_server(
         assert oct(token_file.stat().st_mode & 0o777) == "0o600"
         assert str(token_file) in line
     return Server(proc, found.group(1), token, cwd, stderr)
+
+
+def _limited(most: int) -> list[str]:
+    """The CLI, in a process that may open `most` files (its hard limit too)."""
+    code = (
+        "import resource, runpy, sys; "
+        f"resource.setrlimit(resource.RLIMIT_NOFILE, ({most}, {most})); "
+        "sys.argv[0] = 'mcpx-hooks'; runpy.run_module('mcpx_hooks.supervisor', run_name='__main__')"
+    )
+    return [sys.executable, "-c", code]
 
 
 @attrs.define

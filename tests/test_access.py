@@ -18,6 +18,7 @@ from mcpx_hooks.supervisor.service.access import (
     own_origins,
     read_token_file,
     remove_token_file,
+    server_names,
 )
 
 
@@ -140,3 +141,39 @@ def test_umask_does_not_widen_the_token_file(tmp_path: Path) -> None:
     finally:
         os.umask(old)
     assert path.stat().st_mode & 0o777 == 0o600
+
+
+def test_without_a_token_the_host_must_name_the_server() -> None:
+    names = server_names(ORIGINS)
+    assert names == {"127.0.0.1", "localhost", "::1", "app.example"}
+
+    def host(value: str) -> int:
+        refusal = check_access(
+            [(b"host", value.encode())], (), token=None, origins=ORIGINS, names=names
+        )
+        return 101 if refusal is None else refusal.status
+
+    for named in (
+        "127.0.0.1:8765",
+        "LOCALHOST:8765",
+        "[::1]:8765",
+        "app.example",
+        "a.localhost",
+        "192.168.1.5:8765",
+        "[fe80::1]",
+    ):
+        assert host(named) == 101, named
+    for other in (
+        "attacker.example:8765",
+        "127.0.0.1.nip.io:8765",
+        "localhost.:8765",
+        "",
+        "[::1",
+        "app.example.attacker.example",
+    ):
+        assert host(other) == 403, other
+    # With a token, or a request without Host (HTTP/1.0), the Host is not looked at.
+    assert (
+        check_access([(b"host", b"attacker.example")], ("t",), token="t", origins=ORIGINS) is None
+    )
+    assert check_access([], (), token=None, origins=ORIGINS, names=names) is None

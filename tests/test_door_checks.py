@@ -15,6 +15,8 @@ import trio
 from test_hardening import live_service, unconfined
 from test_protocol import client_hello
 
+from mcpx_hooks.supervisor.core.frames import EndFrame, OutputFrame, StartFrame, blank
+from mcpx_hooks.supervisor.run.journals import Journals
 from mcpx_hooks.supervisor.service.server import Limits
 
 READ_S = 20.0
@@ -110,11 +112,11 @@ async def ask_raw(port: int, data: bytes) -> bytes:
 async def test_a_complete_head_over_16_kib_is_431(tmp_path: Path, size: int) -> None:
     async with live_service(unconfined(tmp_path), tmp_path) as live:
         port = int(live.url.rsplit(":", 1)[1])
-        head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: " + b"a" * size + b"\r\n\r\n"
+        head = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-A: " + b"a" * size + b"\r\n\r\n"
         answer = await ask_raw(port, head)
         assert answer.startswith(b"HTTP/1.1 431 "), answer[:100]
         assert b'"message":"the request head is over 16384 bytes"' in answer
-        ok = await ask_raw(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: a\r\n\r\n")
+        ok = await ask_raw(port, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-A: a\r\n\r\n")
         assert ok.startswith(b"HTTP/1.1 200 "), ok[:100]
 
 
@@ -168,3 +170,36 @@ async def test_an_upgrade_of_another_version_is_426_saying_which(
     assert json.loads(body)["message"] == (
         f'bad WebSocket handshake: Sec-WebSocket-Version "{version}" is not spoken here (only 13)'
     )
+
+
+# ---- a client that stops reading --------------------------------------------------------------
+
+
+async def test_a_download_the_client_stops_reading_is_cut_after_the_send_bound(
+    tmp_path: Path,
+) -> None:
+    # A run's download (and an artifact) is written a piece at a time; a client that stopped
+    # reading held its connection, and the piece it was being sent, for as long as it liked.
+    journals = Journals(256)
+    journal = journals.open("big")
+    journal.append(blank(StartFrame, argv=("job",), cwd="/", sandbox="none"))
+    while journal.cost < 48 << 20:  # past what the kernel's buffers take on both sides
+        journal.offer(blank(OutputFrame, text="y" * 60_000))
+    journal.append(blank(EndFrame, exit_code=0, duration_ms=1))
+    whole = sum(len(line) + 1 for line in journal.lines)
+    limits = Limits(send_stall_s=1.0)
+    async with live_service(
+        unconfined(tmp_path), tmp_path, limits=limits, journals=journals
+    ) as live:
+        port = int(live.url.rsplit(":", 1)[1])
+        async with await trio.open_tcp_stream("127.0.0.1", port) as stream:
+            head = f"GET /v1/runs/big/frames.ndjson HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n"
+            await stream.send_all(head.encode())
+            await trio.sleep(3)  # not reading: the server's write waits, past its bound
+            got = bytearray()
+            with trio.fail_after(READ_S):  # the connection was ended: EOF, not a hang
+                while chunk := await stream.receive_some(1 << 20):
+                    got += chunk
+        assert got.startswith(b"HTTP/1.1 200 ")
+        assert len(got) < whole  # cut short, its last chunk never sent
+        assert not got.endswith(b"0\r\n\r\n")

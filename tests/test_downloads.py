@@ -114,6 +114,25 @@ def test_output_lines_of_each_output_frame_and_nothing_else() -> None:
     assert list(downloads.download("frames.ndjson", [])) == []
 
 
+def test_a_piece_of_a_download_is_bounded_in_bytes_not_only_in_lines() -> None:
+    # A client that reads slowly holds its download's piece in the server: 4,096 lines of a
+    # run that printed lines of 60 KB made a piece of the whole run (54 MB for 900 of them,
+    # and its chunk's copy), and ten slow downloads grew the server by 1.3 GB.
+    line = orjson.dumps({"type": "stdout", "seq": 1, "text": "y" * 60_000})
+    lines = [line] * 900
+    for kind in downloads.KINDS:
+        pieces = list(downloads.download(kind, downloads.in_pieces(lines)))
+        assert max(map(len, pieces)) <= downloads.PIECE_BYTES + len(line) + 1, kind
+        whole = b"".join(pieces)
+        assert whole == b"".join(downloads.download(kind, [[li] for li in lines])), kind
+    # A batch as the history gives it is cut the same way; a line longer than a piece is a
+    # piece by itself.
+    huge = orjson.dumps({"type": "stdout", "seq": 2, "text": "z" * (downloads.PIECE_BYTES * 2)})
+    pieces = list(downloads.download("frames.ndjson", [[line] * 10 + [huge, line]]))
+    assert [len(p) for p in pieces][-2:] == [len(huge) + 1, len(line) + 1]
+    assert max(len(p) for p in pieces[:-2]) <= downloads.PIECE_BYTES
+
+
 def test_a_stored_run_is_read_a_chunk_at_a_time_and_sealed_as_restored(tmp_path: Path) -> None:
     # A run only the history holds is read for its download one stored chunk at a time,
     # never whole; one stored without its `end` ends as `RunJournal.restored` ends it, and

@@ -439,7 +439,7 @@ async def test_9_stalled_handshakes_never_keep_a_client_out(tmp_path: Path) -> N
             for _ in range(5):
                 objects, close = await live.read("/v1/exec", {"argv": ["true"]})
                 assert close == 1000 and frames_of(objects)[-1]["type"] == "end"
-            assert len(live.service._pending) <= 8
+            assert len(live.service._handshakes) <= 8
         finally:
             for sock in stalled:
                 sock.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import ssl
+import tracemalloc
 
 import h11
 import pytest
@@ -362,6 +363,37 @@ def test_a_message_over_the_cap_gets_the_error_message_then_1009() -> None:
     assert isinstance(close, wsproto.events.CloseConnection) and close.code == 1009
     p.receive_data(b"anything")  # nothing more is read
     assert _events(p) == []
+
+
+@pytest.mark.parametrize("piece", ["", "\u20ac"], ids=["empty", "one-character"])
+def test_a_message_in_many_small_fragments_holds_its_bytes_not_an_object_per_fragment(
+    piece: str,
+) -> None:
+    # A client may send a message as any number of fragments, each as small as it likes (an
+    # empty one is 6 bytes on the wire): what is held of it is its bytes so far, not an
+    # object per fragment (which was ~80 bytes a character, and 8 for an empty one, unbounded).
+    p = ServerProtocol(max_message_bytes=1 << 20, too_big="{}")
+    client = wsproto.WSConnection(wsproto.ConnectionType.CLIENT)
+    p.receive_data(client.send(wsproto.events.Request(host="127.0.0.1:8765", target="/v1/exec")))
+    _events(p)
+    client.receive_data(p.accept())
+    fragments = 20_000
+    data = b"".join(
+        client.send(wsproto.events.TextMessage(data=piece, message_finished=False))
+        for _ in range(fragments)
+    )
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for at in range(0, len(data), 64 * 1024):
+            p.receive_data(data[at : at + 64 * 1024])
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert _events(p) == []
+    assert held < 4 * len(piece) * fragments + 64 * 1024, held
+    p.receive_data(client.send(wsproto.events.TextMessage(data="!")))
+    assert _events(p) == [Message(piece * fragments + "!")]
 
 
 def test_a_message_at_the_cap_is_taken() -> None:

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
-from service_client import Server, arun, open_ws, read_all, served
+from service_client import Server, arun, open_ws, read_all, served, start_server
 
 
 @pytest.fixture(scope="module")
@@ -54,3 +56,84 @@ def test_plain_http_shares_the_port_with_the_upgrades(server: Server) -> None:
             return (await read_all(ws)).code
 
     assert arun(upgrade()) == 1000
+
+
+def _status(port: int, method: str, path: str, host: str, **headers: str) -> int:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.putrequest(method, path, skip_host=True)
+        conn.putheader("Host", host)
+        for name, value in headers.items():
+            conn.putheader(name.replace("_", "-"), value)
+        conn.endheaders(b"{}" if method == "POST" else None)
+        response = conn.getresponse()
+        response.read()
+        return response.status
+    finally:
+        conn.close()
+
+
+_UPGRADE = {
+    "Upgrade": "websocket",
+    "Connection": "Upgrade",
+    "Sec-WebSocket-Key": "MDEyMzQ1Njc4OWFiY2RlZg==",
+    "Sec-WebSocket-Version": "13",
+}
+
+
+def test_without_a_token_a_request_must_name_the_server_by_its_address(tmp_path: Path) -> None:
+    # DNS rebinding: a page of attacker.example has its name point to 127.0.0.1, then reads
+    # its "own" origin: same-origin GETs carry no Origin, so only the Host names the page's
+    # site. Without a token (--no-auth), that read the run list, a run's output, artifacts.
+    srv = start_server(
+        tmp_path,
+        "--allow-origin",
+        "https://dev.example:9443",
+        auth=False,
+    )
+    try:
+        port = srv.port
+        for path in ("/v1/runs", "/healthz", "/"):
+            assert _status(port, "GET", path, f"attacker.example:{port}") == 403, path
+        assert _status(port, "GET", "/v1/events", f"attacker.example:{port}", **_UPGRADE) == 403
+        assert _status(port, "POST", "/mcp", f"attacker.example:{port}") == 403
+        for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}", "127.0.0.1"):
+            assert _status(port, "GET", "/v1/runs", host) == 200, host
+        assert _status(port, "GET", "/v1/runs", "app.localhost") == 200
+        assert _status(port, "GET", "/v1/runs", "10.1.2.3:8765") == 200  # an address
+        assert _status(port, "GET", "/v1/runs", "dev.example:9443") == 200  # --allow-origin's
+        assert _status(port, "GET", "/v1/events", f"localhost:{port}", **_UPGRADE) == 101
+    finally:
+        assert srv.stop() == 0
+    assert "Traceback" not in srv.log(), srv.log()
+
+
+def test_with_a_token_the_host_is_not_looked_at(server: Server) -> None:
+    # (A page of another name has no token to present: behind a proxy, any Host goes.)
+    auth = {"Authorization": f"Bearer {server.token}"}
+    assert _status(server.port, "GET", "/v1/runs", "public.example", **auth) == 200
+
+
+def test_out_of_descriptors_the_oldest_stalled_handshake_makes_room(tmp_path: Path) -> None:
+    # A process may open fewer files than --max-pending and --max-connections add up to
+    # (1,536 by default): sockets that stall their handshake then fill its descriptors before
+    # they fill --max-pending, and accept(2) fails. Before, every new client waited behind
+    # them for their 5 s handshake timeout, and the log said "a bug" ten times a second.
+    srv = start_server(tmp_path, open_files=120)
+    stalled: list[socket.socket] = []
+    try:
+        for _ in range(200):  # more than the server can hold: the rest wait in its backlog
+            stalled.append(socket.create_connection(("127.0.0.1", srv.port), timeout=10))
+        started = time.monotonic()
+        assert _status(srv.port, "GET", "/healthz", f"127.0.0.1:{srv.port}") == 200
+        assert time.monotonic() - started < 2.5  # not after the stalled ones' 5 s
+    finally:
+        for sock in stalled:
+            sock.close()
+        assert srv.stop() == 0
+    log = srv.log()
+    said = [line for line in log.splitlines() if "cannot accept a connection" in line]
+    assert len(said) == 1, log
+    assert "Too many open files (this process may open 120 files)" in said[0], said
+    assert "the oldest connection still in its handshake is dropped" in said[0], said
+    assert "a bug" not in log and "Traceback" not in log, log

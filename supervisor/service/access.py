@@ -17,6 +17,7 @@ server that set it (`cookie_name`): two servers on one host each keep their own.
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import os
 import secrets
 import stat
@@ -184,20 +185,49 @@ def header(headers: Iterable[tuple[bytes, bytes]], name: bytes) -> str | None:
     return values[0] if values else None
 
 
+def server_names(origins: Iterable[str]) -> frozenset[str]:
+    """The host names of `origins` (the server's own and the allowed ones), which a request
+    to a server without a token may name in its `Host` (`check_access`'s `names`)."""
+    return frozenset(name for origin in origins if (name := urlsplit(origin).hostname))
+
+
+def _named_here(host: str, names: frozenset[str]) -> bool:
+    """Whether a `Host` header names this server: an IP address, `localhost` (and names
+    under it, which browsers resolve to loopback themselves), or one of `names`. No other
+    site's page can have any of these as its own name."""
+    try:
+        name = urlsplit(f"//{host.strip()}").hostname
+    except ValueError:
+        return False
+    if not name:
+        return False
+    if name in names or name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
 def check_access(
     headers: Sequence[tuple[bytes, bytes]],
     query_tokens: Sequence[str],
     *,
     token: str | None,
     origins: frozenset[str],
+    names: frozenset[str] | None = None,
 ) -> Refusal | None:
     """None when the request may be upgraded; else why not.
 
     `query_tokens` are the request target's `?token=` values. A request with two `Origin` or
     two `Authorization` headers, or two `token` query parameters, is refused (400). A request
     without `Origin` is a program, not a page in a browser, and is let through to the token
-    check; one with an `Origin` must name one of `origins` (403). The token
-    is compared in constant time; missing or wrong is 401.
+    check; one with an `Origin` must name one of `origins` (403). With `names` (a server
+    that asks no token), the `Host` must name the server (`_named_here`, 403): a page whose
+    own name was pointed at this address (DNS rebinding) reads its "own" origin without an
+    `Origin`, and would otherwise need nothing more. The token is compared in constant time;
+    missing or wrong is 401.
     """
     for name in (b"origin", b"authorization"):
         if len(header_values(headers, name)) > 1:
@@ -210,6 +240,14 @@ def check_access(
         return Refusal(
             403,
             f"origin {origin!r} is not allowed (serve --allow-origin ORIGIN adds one)",
+        )
+    host = header(headers, b"host")
+    if names is not None and host is not None and not _named_here(host, names):
+        return Refusal(
+            403,
+            f"Host {host[:60]!r} is not this server's: a server without a token answers"
+            " requests to its address or localhost only (serve --allow-origin ORIGIN adds"
+            " a name)",
         )
     if token is None:
         return None

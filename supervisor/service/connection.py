@@ -27,6 +27,7 @@ before it is admitted; the caller bounds the wait for the request (the handshake
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 from collections.abc import AsyncIterator
 from typing import Final
@@ -76,8 +77,17 @@ def text_frame(payload: bytes) -> bytes:
 class ServerConnection:
     """One accepted stream, before and after the upgrade."""
 
-    def __init__(self, stream: trio.SocketStream, *, max_message_size: int, too_big: str) -> None:
+    def __init__(
+        self,
+        stream: trio.SocketStream,
+        *,
+        max_message_size: int,
+        too_big: str,
+        stall_s: float = math.inf,
+    ) -> None:
         self._stream = stream
+        #: How long one piece of a streamed answer may take to be written (`respond_stream`).
+        self._stall_s = stall_s
         self._protocol = ServerProtocol(max_message_bytes=max_message_size, too_big=too_big)
         self._lock = trio.Lock()
         self._messages_in, self._messages = trio.open_memory_channel[str | bytes](CLIENT_QUEUE)
@@ -201,8 +211,9 @@ class ServerConnection:
     ) -> None:
         """Answers with a body of exactly `length` bytes taken from `pieces` as they come
         (a file, never held whole); without a `length`, chunked, every piece. A HEAD request
-        gets the head alone; a body that ends short of `length`, or whose `pieces` raise,
-        has no end written (the caller ends the connection: the client sees it cut)."""
+        gets the head alone; a body that ends short of `length`, whose `pieces` raise, or
+        whose client takes a piece for longer than `stall_s` (it has stopped reading), has no
+        end written (the caller ends the connection: the client sees it cut)."""
         protocol = self._protocol
         head = protocol.respond_head(status, length, headers, content_type)
         self._answered.set()
@@ -215,7 +226,11 @@ class ServerConnection:
             async for piece in pieces:
                 cut = piece if most is None else piece[: most - sent]
                 sent += len(cut)
-                await self._write(protocol.respond_body(cut))
+                with trio.move_on_after(self._stall_s) as stalled:
+                    await self._write(protocol.respond_body(cut))
+                if stalled.cancelled_caught:
+                    self.broken = True
+                    return
                 if most is not None and sent >= most:
                     break
             if most is None or sent == most:

@@ -30,8 +30,11 @@ KINDS: Final = {
     "output.txt": b"text/plain; charset=utf-8",
     "frames.ndjson": b"application/x-ndjson",
 }
-#: Lines joined into one piece of a download.
+#: Lines joined into one piece of a download, and their bytes at most (a longer line is a
+#: piece by itself): a client that reads slowly holds a piece in the server, so a piece is
+#: bounded in bytes too (4,096 lines of 60 KB were a run's whole 54 MB, for each client).
 PIECE_LINES: Final = 4096
+PIECE_BYTES: Final = 256 * 1024
 _OUTPUT: Final = frozenset(t.value for t in OUTPUT_TYPES)
 
 
@@ -60,17 +63,32 @@ def output_piece(lines: Sequence[bytes]) -> bytes:
     return "".join(f"{t}\n" for t in texts if t is not None).encode()
 
 
-def in_pieces(lines: Sequence[bytes]) -> Iterator[Sequence[bytes]]:
-    """A run's lines held in memory, `PIECE_LINES` at a time."""
-    for at in range(0, len(lines), PIECE_LINES):
-        yield lines[at : at + PIECE_LINES]
+def in_pieces(lines: Sequence[bytes], end: int | None = None) -> Iterator[Sequence[bytes]]:
+    """A run's lines held in memory (the first `end`: as far as it had gone when asked, its
+    journal not copied), `PIECE_LINES` at a time."""
+    end = len(lines) if end is None else end
+    for at in range(0, end, PIECE_LINES):
+        yield lines[at : min(at + PIECE_LINES, end)]
+
+
+def _bounded(batch: Sequence[bytes]) -> Iterator[Sequence[bytes]]:
+    """`batch` in runs of lines of at most `PIECE_BYTES` with their newlines (each at least
+    one line)."""
+    start = size = 0
+    for at, line in enumerate(batch):
+        if size and size + len(line) + 1 > PIECE_BYTES:
+            yield batch[start:at]
+            start, size = at, 0
+        size += len(line) + 1
+    if start < len(batch):
+        yield batch[start:]
 
 
 def download(kind: str, batches: Iterable[Sequence[bytes]]) -> Iterator[bytes]:
     """The download `kind` (a key of `KINDS`) of a run's lines, a piece per batch of lines
-    (empty pieces left out), each made as it is asked for."""
+    (cut at `PIECE_BYTES`; empty pieces left out), each made as it is asked for."""
     make = output_piece if kind == "output.txt" else frames_piece
-    return (piece for batch in batches if (piece := make(batch)))
+    return (piece for batch in batches for part in _bounded(batch) if (piece := make(part)))
 
 
 def filename(run_id: str, kind: str) -> bytes:

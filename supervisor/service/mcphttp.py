@@ -87,6 +87,7 @@ class McpHttp:
         origins: frozenset[str],
         stopping: bool,
         server: tuple[str, int] | None = None,
+        names: frozenset[str] | None = None,
     ) -> None:
         """Answers one request to `/mcp`; the caller ends the connection afterwards."""
         allowed = ", ".join(MCP_METHODS)
@@ -98,7 +99,11 @@ class McpHttp:
             )
             if request.method not in MCP_METHODS
             else check_access(
-                request.headers, query_tokens(request.target), token=token, origins=origins
+                request.headers,
+                query_tokens(request.target),
+                token=token,
+                origins=origins,
+                names=names,
             )
         )
         if refusal is None and (stopping or self._nursery is None):

@@ -38,14 +38,19 @@ async def serve_plain(
     origins: frozenset[str],
     stopping: bool,
     state: routes.RouteState,
+    names: frozenset[str] | None = None,
     mcp: McpHttp | None = None,
 ) -> None:
     """Answers one plain request on `conn`; the caller ends the connection afterwards.
     `/mcp` goes to `mcp` (MCP's streamable HTTP), when the service serves it."""
     if mcp is not None and urlsplit(request.target).path == MCP_PATH:
-        await mcp.answer(conn, request, token=token, origins=origins, stopping=stopping)
+        await mcp.answer(
+            conn, request, token=token, origins=origins, names=names, stopping=stopping
+        )
         return
-    answer = routes.answer(request, token=token, origins=origins, stopping=stopping, state=state)
+    answer = routes.answer(
+        request, token=token, origins=origins, names=names, stopping=stopping, state=state
+    )
     if isinstance(answer, routes.Later):
         if answer.settle:
             await state.settle()
@@ -90,7 +95,7 @@ async def _serve_download(
     if isinstance(journal, StoredRun):
         batches: Iterator[Sequence[bytes]] = journal.batches()
     else:  # (as far as the run has gone now)
-        batches = downloads.in_pieces(journal.lines[: len(journal.lines)])
+        batches = downloads.in_pieces(journal.lines, len(journal.lines))
     headers = (
         *routes.ARTIFACT_HEADERS,
         (b"Content-Disposition", downloads.filename(asked.run_id, asked.kind)),

@@ -26,7 +26,7 @@ import http
 import json
 import re
 from collections.abc import Iterable, Iterator
-from typing import Final, cast
+from typing import Final
 
 import attrs
 import h11
@@ -138,7 +138,7 @@ class ServerProtocol:
         self._ws = wsproto.WSConnection(wsproto.ConnectionType.SERVER)
         self._events: collections.deque[Event] = collections.deque()
         self._outbox = bytearray()
-        self._parts: list[str | bytes | bytearray] = []
+        self._data = bytearray()  # the message so far (text: UTF-8), not an object per fragment
         self._size = 0
 
     # ---- bytes in --------------------------------------------------------------------------
@@ -261,20 +261,19 @@ class ServerProtocol:
             self._outbox += self._ws.send(wsproto.events.CloseConnection(TOO_BIG, reason))
             self._end(TOO_BIG, reason)
             return
-        self._parts.append(event.data)
+        data = event.data
+        self._data += data.encode() if isinstance(data, str) else data
         if event.message_finished:
-            parts, self._parts, self._size = self._parts, [], 0
-            if isinstance(event.data, str):
-                self._emit(Message("".join(cast("list[str]", parts))))
-            else:
-                self._emit(Message(b"".join(cast("list[bytes | bytearray]", parts))))
+            whole = self._data.decode() if isinstance(data, str) else bytes(self._data)
+            self._data, self._size = bytearray(), 0
+            self._emit(Message(whole))
 
     def _emit(self, event: Event) -> None:
         self._events.append(event)
 
     def _end(self, code: int, reason: str | None = None) -> None:
         self.phase = Phase.ENDED
-        self._parts, self._size = [], 0
+        self._data, self._size = bytearray(), 0
         self._emit(Ended(code, reason))
 
     def _refuse(

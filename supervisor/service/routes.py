@@ -271,6 +271,7 @@ def answer(
     origins: frozenset[str],
     stopping: bool,
     state: RouteState = NO_RUNS,
+    names: frozenset[str] | None = None,
 ) -> Answered:
     """The answer to a plain request; the checks in the module docstring's order."""
     path = urlsplit(request.target).path
@@ -288,6 +289,7 @@ def answer(
         query_tokens(request.target),
         token=token if route is None or route.token else None,
         origins=origins,
+        names=names,
     )
     if refusal is not None:
         return refused(refusal)

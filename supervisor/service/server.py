@@ -40,7 +40,8 @@ from ..process.signals import serve_stop_signals
 from ..run.runtime import Runtime
 from ..run.scriptrun import Run
 from . import routes
-from .access import Refusal, check_access, normal_origin, own_origins
+from .accepting import Handshakes, serve_accepting
+from .access import Refusal, check_access, normal_origin, own_origins, server_names
 from .connection import CLOSE_S, ConnectionClosed, ServerConnection
 from .endpoints import SHUTTING_DOWN, Endpoints
 from .logredact import open_logged_runtime
@@ -81,10 +82,11 @@ class Service(Endpoints):
         self._stop = trio.Event()
         self._ids = itertools.count(1)
         self._origins: frozenset[str] = frozenset()
+        #: The names a request's `Host` may give a server without a token; None: any.
+        self._names: frozenset[str] | None = None
         self._open = 0
         self._open_changed = trio.Event()
-        #: Connections still in their handshake, oldest first: the scope that ends each.
-        self._pending: dict[int, trio.CancelScope] = {}
+        self._handshakes = Handshakes(self.limits.max_pending)
         self.seats = Seats(self.limits.max_connections, self.limits.max_idle)
         self._active: dict[str, Run] = {}
         self._runs_changed = trio.Event()
@@ -136,15 +138,18 @@ class Service(Endpoints):
         self._origins = own_origins(self.options.host, port) | {
             normal_origin(o) for o in self.options.allow_origins
         }
+        self._names = server_names(self._origins) if self.options.token is None else None
         async with trio.open_nursery() as runs, trio.open_nursery() as conns:
             self._runs = runs
             await runs.start(self.mcp.serve)
             accepting = trio.CancelScope()
 
-            async def accept(task_status: trio.TaskStatus[list[trio.SocketListener]]) -> None:
+            async def accept(task_status: trio.TaskStatus[None]) -> None:
                 with accepting:
-                    await trio.serve_listeners(
-                        self._handle, listeners, handler_nursery=conns, task_status=task_status
+                    # (what a full descriptor table takes: `accepting.py`)
+                    room = lambda: self._handshakes.make_room(self._open_changed)  # noqa: E731
+                    await serve_accepting(
+                        listeners, self._handle, conns, room, task_status=task_status
                     )
 
             await conns.start(accept)
@@ -191,7 +196,10 @@ class Service(Endpoints):
         try:
             async with trio.open_nursery() as nursery:
                 conn = ServerConnection(
-                    stream, max_message_size=self.limits.max_message_bytes, too_big=self._too_big
+                    stream,
+                    max_message_size=self.limits.max_message_bytes,
+                    too_big=self._too_big,
+                    stall_s=self.limits.send_stall_s,
                 )
                 nursery.start_soon(conn.serve_reader)
                 try:
@@ -210,17 +218,10 @@ class Service(Endpoints):
         """One socket: its handshake within `handshake_s`, as one of at most `max_pending`
         (past it the oldest pending one is dropped: a client that completes its handshake is
         never kept out by ones that stall), then admitted or refused, then its endpoint."""
-        if len(self._pending) >= self.limits.max_pending:
-            oldest = next(iter(self._pending))
-            self._pending.pop(oldest).cancel()
         request: Request | None = None
-        with trio.CancelScope() as pending:
-            self._pending[number] = pending
-            try:
-                with trio.move_on_after(self.limits.handshake_s):
-                    request = await conn.wait_request()
-            finally:
-                self._pending.pop(number, None)
+        with self._handshakes.pending(number) as pending:
+            with trio.move_on_after(self.limits.handshake_s):
+                request = await conn.wait_request()
         if pending.cancelled_caught or request is None:
             return  # dropped, no request in time, or a malformed one (answered 400)
         if not request.websocket:
@@ -229,6 +230,7 @@ class Service(Endpoints):
                 request,
                 token=self.options.token,
                 origins=self._origins,
+                names=self._names,
                 stopping=self.stopping,
                 state=self.route_state,
                 mcp=self.mcp,
@@ -273,6 +275,7 @@ class Service(Endpoints):
             query_tokens(request.target),
             token=self.options.token,
             origins=self._origins,
+            names=self._names,
         )
         if refusal is not None:
             return refusal
