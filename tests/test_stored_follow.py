@@ -18,7 +18,13 @@ from websockets.sync.client import ClientConnection, connect
 
 from mcpx_hooks.supervisor.core.chain import check
 from mcpx_hooks.supervisor.core.frames import EndFrame, FrameType, ResultFrame, StartFrame, blank
-from mcpx_hooks.supervisor.history.store import CHUNK_LINES, DB_NAME, History, Written
+from mcpx_hooks.supervisor.history.store import (
+    CHUNK_BYTES,
+    CHUNK_LINES,
+    DB_NAME,
+    History,
+    Written,
+)
 from mcpx_hooks.supervisor.run.journal import RunJournal
 from mcpx_hooks.supervisor.run.storedrun import StoredRun
 
@@ -150,3 +156,22 @@ def test_a_stored_run_is_followed_as_it_is_read_from_the_history(tmp_path: Path)
     finally:
         assert again.stop() == 0
     assert "Traceback" not in again.log()
+
+
+def test_a_stored_chunk_is_bounded_in_bytes(tmp_path: Path) -> None:
+    # A reader of a stored run (a follower, a download) holds one chunk at a time: 4,096
+    # lines of 60 KB were one chunk of the run's whole 54 MB, for each slow reader.
+    history = History.open(tmp_path / "h.db")
+    try:
+        j = RunJournal("long")
+        j.append(blank(StartFrame, argv=("job",), cwd="/", sandbox="none"))
+        j.offer_output(FrameType.STDOUT, [f"{i:05} {'x' * 60_000}\n" for i in range(100)])
+        j.append(blank(ResultFrame, value=None))
+        j.append(blank(EndFrame, exit_code=0, duration_ms=1))
+        history.write([Written("long", 0, list(j.lines), j.summary(), time.time(), True)])
+        batches = list(StoredRun(history, "long").batches())
+        assert [line for b in batches for line in b] == list(j.lines)
+        assert len(batches) > 1
+        assert all(sum(len(x) + 1 for x in b) <= CHUNK_BYTES for b in batches)
+    finally:
+        history.close()

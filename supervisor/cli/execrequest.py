@@ -210,10 +210,10 @@ def _declared(given: dict[str, str], config: Config) -> dict[str, str]:
     """`given` (`--placeholder`), each name a `vars` name of a prompt hook in `config` (the
     ones `--skip` leaves out too): a value for a name none declares would be dropped without
     a word (a name misspelt)."""
-    from ..core.placeholders import undeclared
+    from ..core.placeholders import undeclared_placeholder
     from ..service.admission import declared_vars
 
-    problem = undeclared(given, declared_vars(config))
+    problem = undeclared_placeholder(given, declared_vars(config))
     if problem is not None:
         raise Usage(f"--placeholder {problem}")
     return given

@@ -5,7 +5,8 @@ as they are in force (`hooks`), the hook kinds' table (`kinds`), frames and thei
 (`frames`), the hooks' frames and every frame's class (`hookframes`), hook answers
 (`answers`), bus events (`events`), the hook variables (`hookenv`), variables passed by name
 (`passenv`) and secrets' redaction (`redact`), resource limits as data (`limits`), waits
-between tries (`backoff`), a run's script (`scripts`), the JSON policy (`jsontext`), what
+between tries (`backoff`), runs of lines cut into bounded batches (`batches`), a run's script
+(`scripts`), the JSON policy (`jsontext`), what
 `execve` can take (`spawntext`), the one converter to and from JSON (`convert`), the
 exception tree (`errors`), where a hook's `when` matches (`when`) and which files a run counts
 as changed (`changes`), the hosts a child may reach (`egress`), the hooks one run leaves out
@@ -29,6 +30,7 @@ __all__, __getattr__, __dir__ = exports(
             "bound_answer",
         ),
         "backoff": ("retry_wait_s",),
+        "batches": ("bounded",),
         "chain": ("GENESIS", "check", "extend"),
         "changes": (
             "SHOWN_PATHS",
@@ -260,6 +262,7 @@ __all__, __getattr__, __dir__ = exports(
             "names_in",
             "resolve",
             "run_value_problem",
+            "undeclared_placeholder",
             "value_names",
         ),
         "promptbuild": ("PromptRequest", "build_request", "encode_value", "new_nonce"),

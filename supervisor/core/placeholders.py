@@ -82,7 +82,7 @@ class Placeholder(Record):
         return ".".join((self.name, *self.path))
 
 
-def undeclared(given: Iterable[str], declared: Iterable[str]) -> str | None:
+def undeclared_placeholder(given: Iterable[str], declared: Iterable[str]) -> str | None:
     """Why a run's value for a placeholder no prompt hook declares (a name of `given` not in
     `declared`, their `vars` names) is refused: it would reach no prompt, dropped without a
     word (a name misspelt). None when each is declared."""

@@ -40,6 +40,7 @@ from typing import Any, Final
 import attrs
 import orjson
 
+from ..core.batches import bounded
 from ..core.jsontext import wire_loads
 from ..core.records import Record
 from . import files, search, sizes
@@ -52,6 +53,7 @@ OWNER_MARK: Final = "owner:"  #: with a run's id: its owner while it runs (`run/
 #: Lines a chunk holds at most (a large batch is several chunks: what a write holds at once,
 #: and what a reader decompresses to reach one seq, stay small).
 CHUNK_LINES: Final = 4096
+CHUNK_BYTES: Final = 1 << 20  #: and the bytes of its lines (a longer line is a chunk alone)
 #: A chunk's data is zlib's when that is smaller (level 1: the writer keeps up with a run).
 _LEVEL: Final = 1
 #: The stored lines a search indexes in one transaction when the index is behind (about
@@ -233,9 +235,8 @@ class History:
             (item.run_id, item.started, summary),
         )
         (key,) = db.execute("SELECT key FROM runs WHERE id = ?", (item.run_id,)).fetchone()
-        size = 0
-        for at in range(0, len(new), CHUNK_LINES):  # what one chunk holds is bounded
-            lines = new[at : at + CHUNK_LINES]
+        size = at = 0
+        for lines in bounded(new, CHUNK_BYTES, CHUNK_LINES):  # what one chunk holds is bounded
             data = b"\n".join(lines)
             packed = zlib.compress(data, _LEVEL)
             small = len(packed) < len(data)
@@ -243,6 +244,7 @@ class History:
                 "INSERT OR REPLACE INTO chunks VALUES (?, ?, ?, ?, ?)",
                 (key, first + at, len(lines), small, packed if small else data),
             )
+            at += len(lines)
             size += min(len(packed), len(data))
         chunks = size
         for artifact_id, sha, name, mime, bytes_, source in item.artifacts:

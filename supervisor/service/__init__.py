@@ -23,7 +23,16 @@ __all__, __getattr__, __dir__ = exports(
             "remove_token_file",
         ),
         "connection": ("ConnectionClosed", "ServerConnection"),
-        "admission": ("Admitted", "Caller", "RULES", "Rules", "Way", "admit", "run_profile"),
+        "admission": (
+            "Admitted",
+            "Caller",
+            "RULES",
+            "Rules",
+            "Way",
+            "admit",
+            "declared_vars",
+            "run_profile",
+        ),
         "endpoints": ("Endpoints",),
         "execrequest": (
             "EXEC_FIELDS",

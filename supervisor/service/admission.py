@@ -44,7 +44,7 @@ from ..core import egress
 from ..core.errors import ConfigError
 from ..core.hooks import Config, Profile, SourceKind, caller_autonomy
 from ..core.percall import already_in_force
-from ..core.placeholders import undeclared
+from ..core.placeholders import undeclared_placeholder
 from ..core.points import Phase
 from ..core.records import Record
 from ..run.scriptrun import DEFAULT_SCRIPT_TIMEOUT_MS, RunRequest
@@ -157,7 +157,7 @@ def admit(request: ExecRequest, caller: Caller) -> Admitted:
         cwd, made = request.cwd or caller.served_from, False
     try:
         config = _config_for(request, caller, cwd, roots)
-        problem = undeclared(request.placeholders, declared_vars(config))
+        problem = undeclared_placeholder(request.placeholders, declared_vars(config))
         if rules.placeholders and problem is not None:
             raise WireError(Close.BAD_REQUEST, f"placeholders: {problem}")
         if rules.sandboxes:

@@ -25,6 +25,7 @@ from typing import Final
 
 import trio
 
+from ..core.batches import bounded
 from ..run.journal import Follower, RunJournal
 from .connection import ServerConnection, text_frame
 
@@ -35,14 +36,7 @@ YIELD_EVERY: Final = 128
 def joined(lines: Sequence[bytes], limit: int) -> Iterator[bytes]:
     """`lines` as the payloads of messages of about `limit` bytes at most (at least one line
     each), joined by newlines as a journal's messages are."""
-    start = size = 0
-    for at, line in enumerate(lines):
-        if at > start and size + len(line) > limit:
-            yield b"\n".join(lines[start:at])
-            start, size = at, 0
-        size += len(line) + 1
-    if start < len(lines):
-        yield b"\n".join(lines[start:])
+    return (b"\n".join(part) for part in bounded(lines, limit))
 
 
 class EncodedRun:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Final
 
+from ..core.batches import bounded
 from ..core.frames import OUTPUT_TYPES, FrameType
 from ..core.jsontext import dumps, wire_loads
 
@@ -71,24 +72,12 @@ def in_pieces(lines: Sequence[bytes], end: int | None = None) -> Iterator[Sequen
         yield lines[at : min(at + PIECE_LINES, end)]
 
 
-def _bounded(batch: Sequence[bytes]) -> Iterator[Sequence[bytes]]:
-    """`batch` in runs of lines of at most `PIECE_BYTES` with their newlines (each at least
-    one line)."""
-    start = size = 0
-    for at, line in enumerate(batch):
-        if size and size + len(line) + 1 > PIECE_BYTES:
-            yield batch[start:at]
-            start, size = at, 0
-        size += len(line) + 1
-    if start < len(batch):
-        yield batch[start:]
-
-
 def download(kind: str, batches: Iterable[Sequence[bytes]]) -> Iterator[bytes]:
     """The download `kind` (a key of `KINDS`) of a run's lines, a piece per batch of lines
     (cut at `PIECE_BYTES`; empty pieces left out), each made as it is asked for."""
     make = output_piece if kind == "output.txt" else frames_piece
-    return (piece for batch in batches for part in _bounded(batch) if (piece := make(part)))
+    parts = (part for batch in batches for part in bounded(batch, PIECE_BYTES))
+    return (piece for part in parts if (piece := make(part)))
 
 
 def filename(run_id: str, kind: str) -> bytes:
