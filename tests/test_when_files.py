@@ -136,6 +136,24 @@ def test_explain_says_why_each_did_or_did_not_run(repo: Path) -> None:
     assert "when.files matched src/app/main.py, against the merge base with main" in out.stdout
 
 
+def test_a_glob_that_backtracks_is_matched_at_once(repo: Path) -> None:
+    """`**/**/…/x.py` (and `*a*a*…b`) tried every way to share a long path out between the
+    stars: the command never answered. Each is now matched in one pass."""
+    stars = "/".join(["**"] * 40) + "/x.py"
+    letters = "*a" * 40 + "b"
+    config = repo.parent / "hooks.toml"
+    config.write_text(HEADER + advising("deep", "D", when={"files": [stars, letters]}))
+    listed = "a/" * 200 + "y.py\n" + "a" * 3000 + "\n"
+    out = mcpx(
+        "exec", "--explain", "--config", str(config), "--files-from", "-", "--", "true",
+        cwd=repo, home=repo.parent / "home", stdin=listed,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "before deep: when.files" in out.stdout
+    assert "matches none of the files: 2 file(s) changed" in out.stdout
+    assert ran(repo, "--files-from", "-", stdin="a/" * 200 + "x.py\n") == ["deep"]
+
+
 def test_git_changes_names_its_base(repo: Path) -> None:
     changed = trio.run(git_changes, str(repo))
     assert changed.paths == ()

@@ -72,14 +72,16 @@ def _class(pattern: str, start: int) -> tuple[str, int] | None:
     return f"[{'^' if negate else ''}{members}{'/' if negate else ''}]", end + 1
 
 
-def _part(part: str) -> str:
-    out, i = [], 0
+def _atoms(part: str) -> list[str | None]:
+    """The regexes of `part`'s characters, in order; None for each run of `*`."""
+    out: list[str | None] = []
+    i = 0
     while i < len(part):
         c = part[i]
         if c == "*":
             while i < len(part) and part[i] == "*":
                 i += 1
-            out.append("[^/]*")
+            out.append(None)
             continue
         if c == "?":
             out.append("[^/]")
@@ -90,22 +92,55 @@ def _part(part: str) -> str:
         else:
             out.append(re.escape(c))
         i += 1
-    return "".join(out)
+    return out
+
+
+def _part(part: str) -> str:
+    """The regex of one part (no `/`). Between two `*` runs the text has a fixed length, so
+    its first place is as good as any later one: each is matched there and held (an atomic
+    group, as `fnmatch` does), and only the last `*` may give back. Without that, `*a*a*a*b`
+    against a long run of `a` tried every way to share it out."""
+    chunks: list[str] = [""]
+    for atom in _atoms(part):
+        if atom is None:
+            chunks.append("")
+        else:
+            chunks[-1] += atom
+    if len(chunks) == 1:
+        return chunks[0]
+    middle = "".join(f"(?>[^/]*?{chunk})" for chunk in chunks[1:-1])
+    return f"{chunks[0]}{middle}[^/]*{chunks[-1]}"
+
+
+def _parts(parts: Sequence[str]) -> str:
+    return "".join(_part(p) + "/" for p in parts)
 
 
 @lru_cache(maxsize=256)
 def glob_regex(pattern: str) -> re.Pattern[str]:
-    """The regex a `when.files` pattern is, matched against a whole path (`fullmatch`)."""
+    """The regex a `when.files` pattern is, matched against a whole path (`fullmatch`).
+
+    Matching takes time linear in the path for each part of the pattern, whatever the
+    pattern: the parts between two `**` match a fixed number of path parts, so their first
+    place is as good as any later one, and each is found there and held (atomic groups);
+    `**` next to `**` is one `**`. A plain translation tried every way to share the path
+    out between the `**` (`**/**/**/…/x` against `a/a/a/…/y` took minutes)."""
     if "/" not in pattern:
-        return re.compile(r"(?:.*/)?" + _part(pattern), re.DOTALL)
+        return re.compile(r"(?:(?>.*/))?" + _part(pattern), re.DOTALL)
     parts = pattern.lstrip("/").split("/")
-    out = ""
-    for index, part in enumerate(parts):
-        last = index == len(parts) - 1
-        if part == "**":
-            out += ".+" if last else "(?:[^/]+/)*"
-        else:
-            out += _part(part) + ("" if last else "/")
+    groups: list[list[str]] = [[]]
+    for part in parts:
+        if part != "**":
+            groups[-1].append(part)
+        elif groups[-1] or len(groups) == 1:
+            groups.append([])
+    first, *rest = groups
+    if not rest:
+        return re.compile(_parts(first)[:-1], re.DOTALL)
+    *between, last = rest
+    out = _parts(first)
+    out += "".join(f"(?>(?:[^/]+/)*?{_parts(group)})" for group in between)
+    out += f"(?:[^/]+/)*{_parts(last)[:-1]}" if last else ".+"
     return re.compile(out, re.DOTALL)
 
 
