@@ -5,6 +5,7 @@ file through `load_config`, `hooks list`, `trust`, `trust --list` and `untrust`.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import math
 import os
@@ -415,4 +416,22 @@ def test_when_files_matches_as_the_plain_rule_does(case: tuple[str, str]) -> Non
     pattern, path = case
     assert bool(changes.glob_regex(pattern).fullmatch(path)) is bool(
         plain_glob_regex(pattern).fullmatch(path)
+    ), case
+
+
+glob_set = st.builds(
+    lambda negate, members: f"[{negate}{members}]",
+    st.sampled_from(["", "!"]),
+    st.text("ac-z[]!^\\", min_size=1, max_size=6),
+).filter(lambda s: not s.startswith("[^"))  # a negation here, a `^` to fnmatch
+
+
+@examples("case", [("[z-a]", "a"), ("[a-[ab]", "["), ("[!z-a]", "q"), ("[a-c-e]", "-")])
+@given(case=st.tuples(glob_set, st.text("abcz-[]!^\\", min_size=1, max_size=1)))
+def test_a_when_files_set_matches_as_fnmatch_does(case: tuple[str, str]) -> None:
+    """A set (`[a-z]`, `[!a]`, a range the wrong way round) takes the characters
+    `fnmatch` would, `when.argv`'s matcher: `[z-a]` raised re.error (a traceback) before."""
+    pattern, char = case
+    assert bool(changes.glob_regex(pattern).fullmatch(char)) is fnmatch.fnmatchcase(
+        char, pattern
     ), case

@@ -197,6 +197,10 @@ def test_a_repo_with_no_commit_counts_staged_and_untracked(readable_tmp: Path) -
         ("doc?/*.md", "docs/a.md", True),
         ("[!.]*", ".hidden", False),
         ("*.PY", "a.py", False),
+        ("[z-a].py", "a.py", False),  # a range the wrong way round holds nothing
+        ("[!z-a]", "q", True),
+        ("[a-[ab]", "[", False),
+        ("[a-c-e]", "-", True),
     ],
 )
 def test_the_glob_rule(pattern: str, path: str, matches: bool) -> None:

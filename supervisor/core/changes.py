@@ -10,7 +10,8 @@ The matching rule, exactly (docs/hooks.md says it for users):
 - A pattern with a `/` is matched against the whole path, from the top (a leading `/` only
   says so: `/setup.py` is the top one alone).
 - `*` matches any run of characters within one part (never a `/`); `?` one character that is
-  not `/`; `[abc]`, `[a-z]`, `[!abc]` one character of (or not of) a set, never `/`.
+  not `/`; `[abc]`, `[a-z]`, `[!abc]` one character of (or not of) a set, never `/` (a
+  range the wrong way round, `[z-a]`, holds none, as `fnmatch` has it).
 - `**` as a whole part matches any number of parts, none included: `src/**` matches every
   file under `src/`, `**/test_*.py` a `test_*.py` at any depth, `a/**/b` `a/b` and `a/x/y/b`.
   Elsewhere (`a**b`) it is a `*`.
@@ -54,6 +55,22 @@ def given_files(text: str, origin: str = "--files-from") -> ChangedFiles:
     return ChangedFiles(tuple(dict.fromkeys(paths)), f"listed by {origin}")
 
 
+def _members(raw: str) -> str:
+    """The regex of a set's members: `a-z` a range, a range whose ends are the wrong way
+    round (`z-a`) no character (as `fnmatch` has it), a `-` first or last itself."""
+    out, i = [], 0
+    while i < len(raw):
+        if i + 2 < len(raw) and raw[i + 1] == "-":
+            low, high = raw[i], raw[i + 2]
+            if low <= high:
+                out.append(f"{re.escape(low)}-{re.escape(high)}")
+            i += 3
+        else:
+            out.append(re.escape(raw[i]))
+            i += 1
+    return "".join(out)
+
+
 def _class(pattern: str, start: int) -> tuple[str, int] | None:
     """The regex of the `[...]` set at `start`, and the index after it; None: no closing `]`
     (the `[` is then itself)."""
@@ -65,9 +82,8 @@ def _class(pattern: str, start: int) -> tuple[str, int] | None:
     end = pattern.find("]", i)
     if end < 0:
         return None
-    raw = pattern[start + 1 + negate : end].replace("/", "")
-    members = "".join(c if c == "-" else re.escape(c) for c in raw)
-    if not members:  # `[/]`: no character of a part is in it
+    members = _members(pattern[start + 1 + negate : end].replace("/", ""))
+    if not members:  # `[/]`, `[z-a]`: no character of a part is in it
         return ("[^/]" if negate else "(?!)"), end + 1
     return f"[{'^' if negate else ''}{members}{'/' if negate else ''}]", end + 1
 
