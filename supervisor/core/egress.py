@@ -11,6 +11,7 @@ widen: `config/policy.py`).
 from __future__ import annotations
 
 import fnmatch
+import ipaddress
 import re
 from collections.abc import Iterable, Sequence
 from typing import Final
@@ -72,6 +73,24 @@ def parse(item: str) -> HostRule:
 
 def rules(items: Sequence[str]) -> tuple[HostRule, ...]:
     return tuple(parse(i) for i in items)
+
+
+#: A host a child may ask the proxy for by name: ASCII labels of letters, digits, `-` and `_`
+#: (an IDN in its `xn--` form), each 1-63 long, with an optional trailing dot.
+_HOST_NAME: Final = re.compile(r"(?=.{1,254}\Z)[A-Za-z0-9_-]{1,63}(\.[A-Za-z0-9_-]{1,63})*\.?\Z")
+
+
+def host_name(host: str) -> bool:
+    """Whether `host` (as a request names it, brackets taken off) is a host name or an IP
+    address: the proxy refuses anything else before it is matched or resolved (a NUL, a
+    tab, a character outside ASCII: the resolver's own errors, not an answer)."""
+    if _HOST_NAME.match(host):
+        return True
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 def allows(items: Sequence[HostRule], host: str, port: int) -> bool:
