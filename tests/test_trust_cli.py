@@ -219,6 +219,25 @@ def test_trust_refuses_what_it_cannot_pin(tmp_path: Path) -> None:
     )
 
 
+def test_a_state_directory_that_cannot_be_made_is_said_in_words(tmp_path: Path) -> None:
+    """XDG_STATE_HOME naming a file: trust and untrust said '[Errno 20] Not a directory:
+    '<the path again>''; a loop, '[Errno 40] Too many levels of symbolic links: …'."""
+    here = tmp_path / "a"
+    here.mkdir()
+    (here / ".mcpx-hooks.toml").write_text("")
+    (tmp_path / "file").write_text("")
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    for state, said in (("file", "Not a directory"), ("loop", "a symlink loop")):
+        env = {**environment(tmp_path), "XDG_STATE_HOME": str(tmp_path / state)}
+        where = tmp_path / state / "mcpx-hooks"
+        for command in ("trust", "untrust"):
+            out = mcpx(command, ".mcpx-hooks.toml", cwd=here, env=env)
+            assert out.returncode == 1, out.stderr  # (a state that cannot be written)
+            assert out.stderr == (
+                f"mcpx-hooks {command}: cannot open the trust state in {where}: {said}\n"
+            )
+
+
 def test_trust_without_a_name_leaves_a_file_another_user_owns(tmp_path: Path) -> None:
     # A project file above the project, in a directory others may write (`/tmp`), put
     # there by someone else: the bulk form trusted it with the rest.

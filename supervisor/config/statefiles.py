@@ -43,6 +43,11 @@ class StateError(HooksError):
         self.bad_input = bad_input
 
 
+def said_os_error(exc: OSError) -> str:
+    """What went wrong, in words, without `[Errno N]` or the path said again."""
+    return "a symlink loop" if exc.errno == errno.ELOOP else exc.strerror or str(exc)
+
+
 def state_home(environ: Mapping[str, str]) -> Path | None:
     """Where the run history and the service's token are kept by default: an absolute
     `XDG_STATE_HOME`, else `.local/state` in an absolute `HOME`, else in the user's home by
@@ -81,7 +86,7 @@ def read_private(path: Path, *, limit: int) -> bytes:
             raise StateError(f"the trust state file {path} is a dangling symlink") from None
         raise
     except OSError as exc:
-        said = "a symlink loop" if exc.errno == errno.ELOOP else exc.strerror or str(exc)
+        said = said_os_error(exc)
         raise StateError(f"the trust state file {path} cannot be read: {said}") from None
     st = os.fstat(fd)
     why: str | None = None
