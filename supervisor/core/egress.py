@@ -63,6 +63,30 @@ def valid(item: str) -> bool:
     return _COMPILED.match(item) is not None
 
 
+def item_hint(item: str) -> str:
+    """For an item `valid` refused, what to write instead where it can be said (`""` where
+    it cannot): an IDN in its `xn--` form, a name without its trailing dot, and that an IPv6
+    address cannot be named."""
+    host, colon, port = item.rpartition(":") if item.count(":") == 1 else (item, "", "")
+    if host.endswith(".") and valid(host.rstrip(".") + colon + port):
+        return f'; a name is written without its trailing dot: "{host.rstrip(".") + colon + port}"'
+    if not host.isascii():
+        try:
+            ascii_form = ".".join(
+                label if label.isascii() else label.encode("idna").decode("ascii")
+                for label in host.split(".")
+            )
+        except UnicodeError:
+            return ""
+        if valid(ascii_form + colon + port):
+            return (
+                f'; a name outside ASCII is written in its xn-- form: "{ascii_form + colon + port}"'
+            )
+    if item.count(":") > 1:
+        return "; an IPv6 address cannot be named (a name that resolves to one can)"
+    return ""
+
+
 def parse(item: str) -> HostRule:
     """`item` as a rule; `ValueError` naming what is wrong when it is not one."""
     if not valid(item):
