@@ -200,6 +200,35 @@ def test_redefining_the_locked_gate_is_an_error_naming_the_locking_file(tmp_path
     assert "Traceback" not in out.stderr
 
 
+def test_trust_validates_the_bytes_it_pins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """trust read the file to pin it, then read it again to validate it: a file swapped in
+    between (a valid one after an invalid one) was pinned invalid, 'trust refuses a file that
+    does not validate' notwithstanding. The swap is made right after the first read."""
+    from props import run_cli
+
+    from mcpx_hooks.supervisor.cli import trust
+
+    here = tmp_path / "a"
+    here.mkdir()
+    local = here / ".mcpx-hooks.toml"
+    local.write_text('[[hooks]]\non = "script"\nphase = "before"\nrun = "not an argv"\n')
+    read = trust._project_bytes
+
+    def swapped(path: Path) -> tuple[bytes | None, str]:
+        found = read(path)
+        local.write_text('[[hooks]]\non = "script"\nphase = "before"\nrun = ["true"]\n')
+        return found
+
+    monkeypatch.setattr(trust, "_project_bytes", swapped)
+    for name, value in environment(tmp_path).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.chdir(here)
+    code, out, err = run_cli(["trust", str(local)])
+    assert code == 2, (out, err)
+    assert "/hooks/0/run: expected an argv array of strings" in err
+    assert "does not validate" in err and "trusted" not in out
+
+
 def test_trust_refuses_what_it_cannot_pin(tmp_path: Path) -> None:
     env = environment(tmp_path)
     here = tmp_path / "a"
