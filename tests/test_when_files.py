@@ -207,6 +207,24 @@ def test_the_glob_rule(pattern: str, path: str, matches: bool) -> None:
     assert bool(matching([pattern], [path])) is matches
 
 
+def test_git_runs_no_filter_the_checkout_names(readable_tmp: Path) -> None:
+    """A checkout whose .git/config names a `clean` filter (and a long-running `process`
+    one) for its files, one of them changed: diff hashed the changed file through the
+    filter, so the supervisor ran the checkout's command, as its user, outside any sandbox,
+    for exec --explain alone. The filters are emptied: the file counts as changed all the
+    same, and nothing ran."""
+    root = new_repo(readable_tmp / "r", {"a.txt": "a\n", ".gitattributes": "* filter=x\n"})
+    ran = readable_tmp / "ran"
+    for key in ("clean", "process"):
+        git(root, "config", f"filter.x.{key}", f"touch {ran}-{key}; cat")
+    git(root, "config", "filter.X.CLEAN", f"touch {ran}-upper; cat")  # (names hold no case)
+    (root / "a.txt").write_text("b\n")
+    os.utime(root / "a.txt", (0, 0))  # (its stat no longer says it changed: git reads it)
+    changed = trio.run(git_changes, str(root))
+    assert changed.paths == ("a.txt",)
+    assert list(readable_tmp.glob("ran-*")) == []
+
+
 def test_given_files_and_mismatch_words() -> None:
     assert given_files("./a.py\n\n  b/c.txt \n./a.py\n").paths == ("a.py", "b/c.txt")
     outside = ChangedFiles(None, "not a checkout")
