@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pwd
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,11 @@ def test_default_token_path() -> None:
     assert default_token_path({"XDG_STATE_HOME": "rel", "HOME": "/h"}) == Path(
         "/h/.local/state/mcpx-hooks/token"
     )
+    # A HOME that is no absolute path (`.`, empty) is none: never a token in the working
+    # directory, or under `/`.
+    mine = Path(pwd.getpwuid(os.getuid()).pw_dir) / ".local/state/mcpx-hooks/token"
+    assert default_token_path({"HOME": "."}) == mine
+    assert default_token_path({"HOME": ""}) == mine
 
 
 def test_token_file_is_private_fresh_and_removed_only_if_ours(tmp_path: Path) -> None:

@@ -491,6 +491,22 @@ def test_discovery_falls_back_to_home_config(tmp_path: Path) -> None:
     assert discover_files(tmp_path / "w", {}, etc_dir=tmp_path / "etc") == []
 
 
+def test_a_relative_home_names_no_user_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """HOME=. made `./.config/mcpx-hooks/config.toml` the user's config, a trusted place: a
+    project that ships that file had its hooks applied without `trust`, wherever the command
+    ran. A HOME that is not absolute names no user config, as an unset one does."""
+    project = tmp_path / "p"
+    write(project / ".config" / "mcpx-hooks" / "config.toml", hook_toml(name="planted"))
+    monkeypatch.chdir(project)
+    for home in (".", "p", ""):
+        environ = {"HOME": home}
+        assert discover_files(project, environ, etc_dir=tmp_path / "etc") == []
+        config = load_config(cwd=project, environ=environ, etc_dir=tmp_path / "etc")
+        assert config.hooks == ()
+
+
 def test_discovery_can_be_switched_off(tmp_path: Path) -> None:
     write(tmp_path / "etc" / "config.toml", hook_toml(name="etc"))
     write(tmp_path / ".mcpx-hooks.toml", "")

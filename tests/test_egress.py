@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import trio
 
@@ -186,6 +187,50 @@ async def test_allowed_host_by_name_refused_others_no_direct_connect(
         "blocked: 127.0.0.1 not in network",
         "blocked: example.invalid not in network",
     )
+
+
+#: A hook that sends the proxy each CONNECT target of argv[1] as raw bytes and reports the
+#: status line it got (or that the connection ended without one).
+RAW = textwrap.dedent(
+    """
+    import json, os, socket, sys
+    from urllib.parse import urlsplit
+    proxy = urlsplit(os.environ["HTTP_PROXY"])
+    seen = []
+    for target in json.loads(sys.argv[1]):
+        with socket.create_connection((proxy.hostname, proxy.port), timeout=10) as s:
+            s.sendall(b"CONNECT " + target.encode("latin-1") + b" HTTP/1.1\\r\\n\\r\\n")
+            seen.append(s.recv(200).split(b"\\r\\n")[0].decode() or "closed")
+    print(json.dumps({"advise": json.dumps(seen)}))
+    """
+)
+
+
+async def test_a_target_that_is_no_host_name_is_refused_and_the_proxy_goes_on(
+    strict_spawner: Spawner, readable_tmp: Path
+) -> None:
+    """A child that asked for `ex\u00e4mple.example.invalid` (bytes no host name has) raised
+    the resolver's UnicodeError through the proxy's nursery: the supervisor ended with a
+    traceback. A NUL or a tab after an allowed address (`127.0.0.1\\t.example.invalid`)
+    reached the resolver too. Each is now a 400, before matching, and the next one is
+    answered."""
+    script = readable_tmp / "raw.py"
+    script.write_text(RAW)
+    targets = [
+        "ex\u00c3\u00a4mple.example.invalid:443",  # UTF-8 bytes, as a child sends them
+        "evil.test\x00.example.invalid:443",
+        "127.0.0.1\t.example.invalid:80",
+        ".example.invalid:443",
+        "[::1]:80",
+    ]
+    hook = _hook(readable_tmp, [], [], network=("*.example.invalid",))
+    hook = attrs.evolve(hook, target=(PY, str(script), json.dumps(targets)))
+    report = await run_hook(strict_spawner, hook, CTX)
+    assert report.frame.status is HookStatus.OK, (report.frame.reason, report.frame.stderr_tail)
+    assert json.loads(report.frame.advice[0]) == [
+        *["HTTP/1.1 400 Bad Request"] * 4,
+        "HTTP/1.1 403 Forbidden",
+    ]
 
 
 async def test_strict_hook_without_network_has_no_proxy(

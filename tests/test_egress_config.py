@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mcpx_hooks.supervisor.config.loading import load_config
 from mcpx_hooks.supervisor.core import egress
@@ -40,6 +42,28 @@ def test_bad_items_are_refused(item: str) -> None:
     assert not egress.valid(item)
     with pytest.raises(ValueError, match="host glob"):
         egress.parse(item)
+
+
+def test_an_item_written_another_way_is_told_how_to_write_it(tmp_path: Path) -> None:
+    """An IDN, a trailing dot or an IPv6 address was refused as 'expected a host glob',
+    found the string "bücher.de"', with nothing said of the form the list takes."""
+    config = write(tmp_path / "c.toml", HOOK + 'network = ["bücher.de:8443", "pypi.org.", "::1"]\n')
+    with pytest.raises(ConfigError) as caught:
+        load(tmp_path, config)
+    said = [p.message for p in caught.value.problems]
+    assert said[0].endswith(
+        '; a name outside ASCII is written in its xn-- form: "xn--bcher-kva.de:8443"'
+    )
+    assert said[1].endswith('; a name is written without its trailing dot: "pypi.org"')
+    assert said[2].endswith("; an IPv6 address cannot be named (a name that resolves to one can)")
+
+
+@settings(max_examples=200)
+@given(item=st.text(max_size=30))
+def test_an_item_hint_never_fails_and_names_a_valid_item(item: str) -> None:
+    hint = egress.item_hint(item)
+    if '"' in hint:
+        assert egress.valid(hint.split('"')[1]), (item, hint)
 
 
 def test_rules_match_host_and_default_ports() -> None:

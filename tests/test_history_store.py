@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pwd
 import random
 import sqlite3
 import subprocess
@@ -19,7 +20,7 @@ import trio
 from mcpx_hooks.supervisor.core.frames import EndFrame, FrameType, ResultFrame, StartFrame, blank
 from mcpx_hooks.supervisor.history import sizes
 from mcpx_hooks.supervisor.history.faults import HistoryFault
-from mcpx_hooks.supervisor.history.store import History, Written
+from mcpx_hooks.supervisor.history.store import History, Written, default_path
 from mcpx_hooks.supervisor.run.journal import RunJournal
 from mcpx_hooks.supervisor.run.journals import Journals
 from mcpx_hooks.supervisor.run.recording import Recorder
@@ -31,6 +32,18 @@ def lines(n: int, first: int = 0) -> list[bytes]:
 
 def summary(run_id: str) -> dict[str, object]:
     return {"runId": run_id, "status": "result"}
+
+
+def test_the_default_history_is_never_a_relative_path() -> None:
+    """A HOME of `.` put the history in the working directory (a project's own tree), an
+    empty one under `/`; a HOME that is no absolute path counts as none, so the user's home
+    comes from the password database, as it does when HOME is not set."""
+    mine = Path(pwd.getpwuid(os.getuid()).pw_dir) / ".local/state/mcpx-hooks/history.db"
+    assert default_path({"XDG_STATE_HOME": "/s", "HOME": "."}) == Path("/s/mcpx-hooks/history.db")
+    assert default_path({"HOME": "/h"}) == Path("/h/.local/state/mcpx-hooks/history.db")
+    for home in (".", "", "relative/dir"):
+        assert default_path({"XDG_STATE_HOME": "rel", "HOME": home}) == mine
+    assert default_path({}) == mine
 
 
 def test_lines_come_back_byte_for_byte_from_any_seq(tmp_path: Path) -> None:

@@ -5,9 +5,11 @@ file through `load_config`, `hooks list`, `trust`, `trust --list` and `untrust`.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,7 @@ from props import (
 )
 
 from mcpx_hooks.supervisor.config.loading import load_config, validate_files
+from mcpx_hooks.supervisor.core import changes
 from mcpx_hooks.supervisor.core.errors import ConfigError, Problem
 
 person = pytest.fixture(person_shell)
@@ -367,3 +370,68 @@ def test_a_hostile_trust_state_never_crashes_a_command(
         config = load_config(cwd=project, environ=os.environ)
         assert [h.name for h in config.hooks] == ["local"], config.warnings
         assert run_cli(["untrust", str(local)])[0] == 0
+
+
+# ---- when.files globs ---------------------------------------------------------------------------
+
+
+def plain_glob_regex(pattern: str) -> re.Pattern[str]:
+    """The rule of `when.files` as a plain translation, each `*` and `**` a greedy repeat:
+    exact, and slow past a few stars (it tries every way to share a path out), so it is only
+    the measure of the matcher on small examples."""
+
+    def part(text: str) -> str:
+        return "".join("[^/]*" if a is None else a for a in changes._atoms(text))
+
+    if "/" not in pattern:
+        return re.compile(r"(?:.*/)?" + part(pattern), re.DOTALL)
+    parts = pattern.lstrip("/").split("/")
+    out = ""
+    for index, one in enumerate(parts):
+        last = index == len(parts) - 1
+        if one == "**":
+            out += ".+" if last else "(?:[^/]+/)*"
+        else:
+            out += part(one) + ("" if last else "/")
+    return re.compile(out, re.DOTALL)
+
+
+glob_atom = st.sampled_from(["a", "b", ".", "*", "**", "?", "[ab]", "[!a]", "[", "]", "-"])
+glob_part = st.lists(glob_atom, max_size=4).map("".join)
+glob_pattern = st.builds(
+    lambda lead, parts: lead + "/".join(parts),
+    st.sampled_from(["", "/"]),
+    st.lists(glob_part, min_size=1, max_size=6),
+)
+changed_path = st.lists(st.text("ab.*[]-", min_size=1, max_size=4), min_size=1, max_size=6).map(
+    "/".join
+)
+
+
+@examples(
+    "case", [("**/**/a", "b/b/a"), ("a/**/**", "a/b"), ("*a*b", "aab"), ("**/*a*/b", "x/aa/b")]
+)
+@given(case=st.tuples(glob_pattern, changed_path))
+def test_when_files_matches_as_the_plain_rule_does(case: tuple[str, str]) -> None:
+    pattern, path = case
+    assert bool(changes.glob_regex(pattern).fullmatch(path)) is bool(
+        plain_glob_regex(pattern).fullmatch(path)
+    ), case
+
+
+glob_set = st.builds(
+    lambda negate, members: f"[{negate}{members}]",
+    st.sampled_from(["", "!"]),
+    st.text("ac-z[]!^\\", min_size=1, max_size=6),
+).filter(lambda s: not s.startswith("[^"))  # a negation here, a `^` to fnmatch
+
+
+@examples("case", [("[z-a]", "a"), ("[a-[ab]", "["), ("[!z-a]", "q"), ("[a-c-e]", "-")])
+@given(case=st.tuples(glob_set, st.text("abcz-[]!^\\", min_size=1, max_size=1)))
+def test_a_when_files_set_matches_as_fnmatch_does(case: tuple[str, str]) -> None:
+    """A set (`[a-z]`, `[!a]`, a range the wrong way round) takes the characters
+    `fnmatch` would, `when.argv`'s matcher: `[z-a]` raised re.error (a traceback) before."""
+    pattern, char = case
+    assert bool(changes.glob_regex(pattern).fullmatch(char)) is fnmatch.fnmatchcase(
+        char, pattern
+    ), case

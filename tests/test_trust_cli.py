@@ -200,6 +200,35 @@ def test_redefining_the_locked_gate_is_an_error_naming_the_locking_file(tmp_path
     assert "Traceback" not in out.stderr
 
 
+def test_trust_validates_the_bytes_it_pins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """trust read the file to pin it, then read it again to validate it: a file swapped in
+    between (a valid one after an invalid one) was pinned invalid, 'trust refuses a file that
+    does not validate' notwithstanding. The swap is made right after the first read."""
+    from props import run_cli
+
+    from mcpx_hooks.supervisor.cli import trust
+
+    here = tmp_path / "a"
+    here.mkdir()
+    local = here / ".mcpx-hooks.toml"
+    local.write_text('[[hooks]]\non = "script"\nphase = "before"\nrun = "not an argv"\n')
+    read = trust._project_bytes
+
+    def swapped(path: Path) -> tuple[bytes | None, str]:
+        found = read(path)
+        local.write_text('[[hooks]]\non = "script"\nphase = "before"\nrun = ["true"]\n')
+        return found
+
+    monkeypatch.setattr(trust, "_project_bytes", swapped)
+    for name, value in environment(tmp_path).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.chdir(here)
+    code, out, err = run_cli(["trust", str(local)])
+    assert code == 2, (out, err)
+    assert "/hooks/0/run: expected an argv array of strings" in err
+    assert "does not validate" in err and "trusted" not in out
+
+
 def test_trust_refuses_what_it_cannot_pin(tmp_path: Path) -> None:
     env = environment(tmp_path)
     here = tmp_path / "a"
@@ -217,6 +246,25 @@ def test_trust_refuses_what_it_cannot_pin(tmp_path: Path) -> None:
     assert mcpx("trust", "--list", cwd=empty, env=env).stdout.startswith(
         "no project config files are trusted"
     )
+
+
+def test_a_state_directory_that_cannot_be_made_is_said_in_words(tmp_path: Path) -> None:
+    """XDG_STATE_HOME naming a file: trust and untrust said '[Errno 20] Not a directory:
+    '<the path again>''; a loop, '[Errno 40] Too many levels of symbolic links: …'."""
+    here = tmp_path / "a"
+    here.mkdir()
+    (here / ".mcpx-hooks.toml").write_text("")
+    (tmp_path / "file").write_text("")
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    for state, said in (("file", "Not a directory"), ("loop", "a symlink loop")):
+        env = {**environment(tmp_path), "XDG_STATE_HOME": str(tmp_path / state)}
+        where = tmp_path / state / "mcpx-hooks"
+        for command in ("trust", "untrust"):
+            out = mcpx(command, ".mcpx-hooks.toml", cwd=here, env=env)
+            assert out.returncode == 1, out.stderr  # (a state that cannot be written)
+            assert out.stderr == (
+                f"mcpx-hooks {command}: cannot open the trust state in {where}: {said}\n"
+            )
 
 
 def test_trust_without_a_name_leaves_a_file_another_user_owns(tmp_path: Path) -> None:

@@ -110,6 +110,17 @@ def test_a_command_line_is_one_line_a_shell_takes_back() -> None:
     assert again.stdout.decode().split("\0")[:-1] == argv  # (bytes: \r kept as it is)
 
 
+def test_a_byte_no_utf8_holds_is_given_back_as_that_byte() -> None:
+    """A directory named with a byte that is not UTF-8 (`d\\xff`) is kept by Python as the
+    escape `\\udcff`; trust's advice wrote it `$'/d\\udcff/…'`, which bash takes as three
+    other bytes, so the command it said to run named no file."""
+    argv = ["/tmp/d\udcff/.mcpx-hooks.toml", "\udc80\x1b"]
+    again = subprocess.run(
+        ["bash", "-c", f"printf '%s\\0' {command_line(argv)}"], capture_output=True, check=True
+    )
+    assert again.stdout.split(b"\0")[:-1] == [os.fsencode(a) for a in argv]
+
+
 @given(st.text())
 def test_an_argument_is_quoted_as_shlex_quotes_it(arg: str) -> None:
     # (written out in `core/shellwords.py`, so that `exec` imports no `shlex`)

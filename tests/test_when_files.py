@@ -136,6 +136,24 @@ def test_explain_says_why_each_did_or_did_not_run(repo: Path) -> None:
     assert "when.files matched src/app/main.py, against the merge base with main" in out.stdout
 
 
+def test_a_glob_that_backtracks_is_matched_at_once(repo: Path) -> None:
+    """`**/**/…/x.py` (and `*a*a*…b`) tried every way to share a long path out between the
+    stars: the command never answered. Each is now matched in one pass."""
+    stars = "/".join(["**"] * 40) + "/x.py"
+    letters = "*a" * 40 + "b"
+    config = repo.parent / "hooks.toml"
+    config.write_text(HEADER + advising("deep", "D", when={"files": [stars, letters]}))
+    listed = "a/" * 200 + "y.py\n" + "a" * 3000 + "\n"
+    out = mcpx(
+        "exec", "--explain", "--config", str(config), "--files-from", "-", "--", "true",
+        cwd=repo, home=repo.parent / "home", stdin=listed,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "before deep: when.files" in out.stdout
+    assert "matches none of the files: 2 file(s) changed" in out.stdout
+    assert ran(repo, "--files-from", "-", stdin="a/" * 200 + "x.py\n") == ["deep"]
+
+
 def test_git_changes_names_its_base(repo: Path) -> None:
     changed = trio.run(git_changes, str(repo))
     assert changed.paths == ()
@@ -179,10 +197,32 @@ def test_a_repo_with_no_commit_counts_staged_and_untracked(readable_tmp: Path) -
         ("doc?/*.md", "docs/a.md", True),
         ("[!.]*", ".hidden", False),
         ("*.PY", "a.py", False),
+        ("[z-a].py", "a.py", False),  # a range the wrong way round holds nothing
+        ("[!z-a]", "q", True),
+        ("[a-[ab]", "[", False),
+        ("[a-c-e]", "-", True),
     ],
 )
 def test_the_glob_rule(pattern: str, path: str, matches: bool) -> None:
     assert bool(matching([pattern], [path])) is matches
+
+
+def test_git_runs_no_filter_the_checkout_names(readable_tmp: Path) -> None:
+    """A checkout whose .git/config names a `clean` filter (and a long-running `process`
+    one) for its files, one of them changed: diff hashed the changed file through the
+    filter, so the supervisor ran the checkout's command, as its user, outside any sandbox,
+    for exec --explain alone. The filters are emptied: the file counts as changed all the
+    same, and nothing ran."""
+    root = new_repo(readable_tmp / "r", {"a.txt": "a\n", ".gitattributes": "* filter=x\n"})
+    ran = readable_tmp / "ran"
+    for key in ("clean", "process"):
+        git(root, "config", f"filter.x.{key}", f"touch {ran}-{key}; cat")
+    git(root, "config", "filter.X.CLEAN", f"touch {ran}-upper; cat")  # (names hold no case)
+    (root / "a.txt").write_text("b\n")
+    os.utime(root / "a.txt", (0, 0))  # (its stat no longer says it changed: git reads it)
+    changed = trio.run(git_changes, str(root))
+    assert changed.paths == ("a.txt",)
+    assert list(readable_tmp.glob("ran-*")) == []
 
 
 def test_given_files_and_mismatch_words() -> None:

@@ -141,6 +141,7 @@ def _history(args: argparse.Namespace) -> tuple[list[str], bool]:
     """Where runs are kept, and why they are not when they cannot be (the same probe the
     supervisor's writer would fail: opened, written, checked), or that its disk has less
     room than it needs (the room left, against what it needs)."""
+    from ..history.faults import HistoryFault
     from ..history.probing import probe, room
     from ..history.store import default_path
     from .common import load
@@ -151,7 +152,13 @@ def _history(args: argparse.Namespace) -> tuple[list[str], bool]:
         return [], True
     if not config.history_enabled:
         return ["", "run history: off ([history] enabled = false): runs are kept in memory"], True
-    path = Path(config.history_path) if config.history_path else default_path(os.environ)
+    try:
+        path = Path(config.history_path) if config.history_path else default_path(os.environ)
+    except HistoryFault as exc:
+        return [
+            "",
+            f"run history: NOT KEPT: {printable(str(exc))}; runs go on in memory only",
+        ], False
     why = probe(path)
     little = room(path) if why is None else None
     if little is not None:

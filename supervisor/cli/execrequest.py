@@ -249,7 +249,7 @@ def _network(
         if not egress.valid(item):
             raise Usage(
                 f"--network {item}: expected a host glob with an optional port (pypi.org,"
-                " *.example.com:8443)"
+                f" *.example.com:8443){egress.item_hint(item)}"
             )
         if ceiling is not None and not egress.narrows([item], ceiling):
             raise Usage(

@@ -24,12 +24,19 @@ if TYPE_CHECKING:
 
 
 def history_of(args: argparse.Namespace) -> tuple[Config, Path]:
-    """The config in force (`--config`), and the run history's path it names."""
+    """The config in force (`--config`), and the run history's path it names. Without a
+    home to keep it in, that is said and the command exits 1 (`SystemExit`)."""
+    from ..history.faults import HistoryFault
     from ..history.store import default_path
     from .common import load
 
     config = load(args)
-    return config, Path(config.history_path) if config.history_path else default_path(os.environ)
+    try:
+        path = Path(config.history_path) if config.history_path else default_path(os.environ)
+    except HistoryFault as exc:
+        say(f"mcpx-hooks {args.command}: {exc}")
+        raise SystemExit(EXIT_FAILED) from None
+    return config, path
 
 
 def verify(args: argparse.Namespace, command: str) -> int:

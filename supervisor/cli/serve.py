@@ -55,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
 
     import attrs
 
+    from ..config.statefiles import said_os_error
     from ..process.denied import deny_own_files
     from ..service.access import (
         TokenFileError,
@@ -92,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
         try:
             token = create_token_file(pending)
         except OSError as exc:
-            return usage("serve", f"cannot write the token file {token_path}: {exc}")
+            said = said_os_error(exc)
+            return usage("serve", f"cannot write the token file {token_path}: {said}")
     given = {b.field: getattr(args, b.field) for b in LIMIT_FLAGS}
     options = ServiceOptions(
         host=args.host,

@@ -138,7 +138,7 @@ def _change(paths: list[Path], *, untrusting: bool) -> int:
                 if data is None:
                     code = usage(command, why)
                     continue
-                if problems := validate_files([path]):
+                if problems := validate_files([path], data=data):
                     for problem in problems:
                         say(str(problem))
                     why = (

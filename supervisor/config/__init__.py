@@ -47,7 +47,7 @@ __all__, __getattr__, __dir__ = exports(
             "pin_key",
             "tools_sha256",
         ),
-        "statefiles": ("StateError", "read_private", "state_path"),
+        "statefiles": ("StateError", "read_private", "said_os_error", "state_home", "state_path"),
         "truststore": ("load_state", "locked_state", "save_state", "trust_key"),
     },
 )

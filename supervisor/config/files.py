@@ -69,7 +69,8 @@ def discover(cwd: Path, environ: Mapping[str, str], *, etc_dir: Path = ETC_DIR) 
     """The config names that exist, farthest first; none when `MCPX_HOOKS_NO_DISCOVERY` is set.
 
     The user file is `$XDG_CONFIG_HOME/mcpx-hooks/config.toml` when that variable is an
-    absolute path, else `$HOME/.config/mcpx-hooks/config.toml` (nothing without `HOME`).
+    absolute path, else `$HOME/.config/mcpx-hooks/config.toml` (nothing without an absolute
+    `HOME`: a relative one named a trusted file under the working directory, a project's).
     A name counts when anything is there, or when that cannot be told (a directory on the
     way that may not be searched, a loop): a directory, a dangling symlink or a symlink loop
     is returned too, and loading it is a `Problem`, so a config that was meant to apply never
@@ -82,7 +83,7 @@ def discover(cwd: Path, environ: Mapping[str, str], *, etc_dir: Path = ETC_DIR) 
     xdg, home = environ.get("XDG_CONFIG_HOME", ""), environ.get("HOME", "")
     if os.path.isabs(xdg):
         candidates.append(Path(xdg) / USER_FILE)
-    elif home:
+    elif os.path.isabs(home):
         candidates.append(Path(home) / ".config" / USER_FILE)
     trusted_dirs = [os.path.realpath(p.parent) for p in candidates]
     places = len(candidates)

@@ -308,13 +308,13 @@ def _without(doc: Mapping[str, Any], key: str) -> dict[str, Any]:
     return {k: v for k, v in doc.items() if k != key}
 
 
-def validate_files(paths: Sequence[str | Path]) -> list[Problem]:
+def validate_files(paths: Sequence[str | Path], *, data: bytes | None = None) -> list[Problem]:
     """Every problem in each file taken on its own (no layering), for `mcpx-hooks validate`:
-    the schema's and the rules' in one pass."""
+    the schema's and the rules' in one pass. `data`: the one file's bytes, already read."""
     problems: list[Problem] = []
     for given in paths:
         loader = _Loader(salvage=True)
-        loader.add_file(Path(given), str(given))
+        loader.add_file(Path(given), str(given), data=data)
         try:
             loader.config()
         except ConfigError as exc:

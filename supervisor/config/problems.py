@@ -212,7 +212,8 @@ def _translate(error: ValidationError) -> Iterator[tuple[str, str]]:
             f"expected {_pattern_words(key, value)}, found {describe(found)}",
         )
     elif kind == "pattern":
-        yield where, f"expected {_pattern_words(key, value, found)}, found {describe(found)}"
+        hint = egress.item_hint(found) if value == egress.PATTERN and isinstance(found, str) else ""
+        yield where, f"expected {_pattern_words(key, value, found)}, found {describe(found)}{hint}"
     elif kind == "uniqueItems" and isinstance(found, list):
         seen = [item for n, item in enumerate(found) if item in found[:n]]
         yield where, f"expected no item twice, found {describe(seen[0])} more than once"

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import errno
 import os
+import pwd
 import stat
 from collections.abc import Mapping
 from pathlib import Path
@@ -40,6 +41,27 @@ class StateError(HooksError):
     def __init__(self, message: str, *, bad_input: bool = True) -> None:
         super().__init__(message)
         self.bad_input = bad_input
+
+
+def said_os_error(exc: OSError) -> str:
+    """What went wrong, in words, without `[Errno N]` or the path said again."""
+    return "a symlink loop" if exc.errno == errno.ELOOP else exc.strerror or str(exc)
+
+
+def state_home(environ: Mapping[str, str]) -> Path | None:
+    """Where the run history and the service's token are kept by default: an absolute
+    `XDG_STATE_HOME`, else `.local/state` in an absolute `HOME`, else in the user's home by
+    the password database; never a relative path (a `HOME` of `.`, or an empty one, put the
+    history in the working directory, or under `/`). None: no home anywhere."""
+    xdg, home = environ.get("XDG_STATE_HOME", ""), environ.get("HOME", "")
+    if os.path.isabs(xdg):
+        return Path(xdg)
+    if not os.path.isabs(home):
+        try:
+            home = pwd.getpwuid(os.getuid()).pw_dir
+        except KeyError:
+            return None
+    return Path(home) / ".local" / "state" if os.path.isabs(home) else None
 
 
 def state_path(environ: Mapping[str, str]) -> Path | None:
@@ -64,7 +86,7 @@ def read_private(path: Path, *, limit: int) -> bytes:
             raise StateError(f"the trust state file {path} is a dangling symlink") from None
         raise
     except OSError as exc:
-        said = "a symlink loop" if exc.errno == errno.ELOOP else exc.strerror or str(exc)
+        said = said_os_error(exc)
         raise StateError(f"the trust state file {path} cannot be read: {said}") from None
     st = os.fstat(fd)
     why: str | None = None

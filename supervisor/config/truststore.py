@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from .privatefile import write_private
-from .statefiles import StateError, read_private
+from .statefiles import StateError, read_private, said_os_error
 from .trust import MAX_STATE_BYTES, TrustState, TrustStateError, parse_state, state_text
 
 
@@ -66,7 +66,7 @@ def locked_state(path: Path) -> Iterator[TrustState]:
         )
     except OSError as exc:
         raise StateError(
-            f"cannot open the trust state in {path.parent}: {exc}", bad_input=False
+            f"cannot open the trust state in {path.parent}: {said_os_error(exc)}", bad_input=False
         ) from None
     try:
         fcntl.flock(lock_fd, fcntl.LOCK_EX)
@@ -92,5 +92,5 @@ def save_state(path: Path, state: TrustState) -> None:
         write_private(path, state_text(state).encode())
     except OSError as exc:
         raise StateError(
-            f"cannot write the trust state file {path}: {exc}", bad_input=False
+            f"cannot write the trust state file {path}: {said_os_error(exc)}", bad_input=False
         ) from None

@@ -10,7 +10,8 @@ The matching rule, exactly (docs/hooks.md says it for users):
 - A pattern with a `/` is matched against the whole path, from the top (a leading `/` only
   says so: `/setup.py` is the top one alone).
 - `*` matches any run of characters within one part (never a `/`); `?` one character that is
-  not `/`; `[abc]`, `[a-z]`, `[!abc]` one character of (or not of) a set, never `/`.
+  not `/`; `[abc]`, `[a-z]`, `[!abc]` one character of (or not of) a set, never `/` (a
+  range the wrong way round, `[z-a]`, holds none, as `fnmatch` has it).
 - `**` as a whole part matches any number of parts, none included: `src/**` matches every
   file under `src/`, `**/test_*.py` a `test_*.py` at any depth, `a/**/b` `a/b` and `a/x/y/b`.
   Elsewhere (`a**b`) it is a `*`.
@@ -54,6 +55,22 @@ def given_files(text: str, origin: str = "--files-from") -> ChangedFiles:
     return ChangedFiles(tuple(dict.fromkeys(paths)), f"listed by {origin}")
 
 
+def _members(raw: str) -> str:
+    """The regex of a set's members: `a-z` a range, a range whose ends are the wrong way
+    round (`z-a`) no character (as `fnmatch` has it), a `-` first or last itself."""
+    out, i = [], 0
+    while i < len(raw):
+        if i + 2 < len(raw) and raw[i + 1] == "-":
+            low, high = raw[i], raw[i + 2]
+            if low <= high:
+                out.append(f"{re.escape(low)}-{re.escape(high)}")
+            i += 3
+        else:
+            out.append(re.escape(raw[i]))
+            i += 1
+    return "".join(out)
+
+
 def _class(pattern: str, start: int) -> tuple[str, int] | None:
     """The regex of the `[...]` set at `start`, and the index after it; None: no closing `]`
     (the `[` is then itself)."""
@@ -65,21 +82,22 @@ def _class(pattern: str, start: int) -> tuple[str, int] | None:
     end = pattern.find("]", i)
     if end < 0:
         return None
-    raw = pattern[start + 1 + negate : end].replace("/", "")
-    members = "".join(c if c == "-" else re.escape(c) for c in raw)
-    if not members:  # `[/]`: no character of a part is in it
+    members = _members(pattern[start + 1 + negate : end].replace("/", ""))
+    if not members:  # `[/]`, `[z-a]`: no character of a part is in it
         return ("[^/]" if negate else "(?!)"), end + 1
     return f"[{'^' if negate else ''}{members}{'/' if negate else ''}]", end + 1
 
 
-def _part(part: str) -> str:
-    out, i = [], 0
+def _atoms(part: str) -> list[str | None]:
+    """The regexes of `part`'s characters, in order; None for each run of `*`."""
+    out: list[str | None] = []
+    i = 0
     while i < len(part):
         c = part[i]
         if c == "*":
             while i < len(part) and part[i] == "*":
                 i += 1
-            out.append("[^/]*")
+            out.append(None)
             continue
         if c == "?":
             out.append("[^/]")
@@ -90,22 +108,55 @@ def _part(part: str) -> str:
         else:
             out.append(re.escape(c))
         i += 1
-    return "".join(out)
+    return out
+
+
+def _part(part: str) -> str:
+    """The regex of one part (no `/`). Between two `*` runs the text has a fixed length, so
+    its first place is as good as any later one: each is matched there and held (an atomic
+    group, as `fnmatch` does), and only the last `*` may give back. Without that, `*a*a*a*b`
+    against a long run of `a` tried every way to share it out."""
+    chunks: list[str] = [""]
+    for atom in _atoms(part):
+        if atom is None:
+            chunks.append("")
+        else:
+            chunks[-1] += atom
+    if len(chunks) == 1:
+        return chunks[0]
+    middle = "".join(f"(?>[^/]*?{chunk})" for chunk in chunks[1:-1])
+    return f"{chunks[0]}{middle}[^/]*{chunks[-1]}"
+
+
+def _parts(parts: Sequence[str]) -> str:
+    return "".join(_part(p) + "/" for p in parts)
 
 
 @lru_cache(maxsize=256)
 def glob_regex(pattern: str) -> re.Pattern[str]:
-    """The regex a `when.files` pattern is, matched against a whole path (`fullmatch`)."""
+    """The regex a `when.files` pattern is, matched against a whole path (`fullmatch`).
+
+    Matching takes time linear in the path for each part of the pattern, whatever the
+    pattern: the parts between two `**` match a fixed number of path parts, so their first
+    place is as good as any later one, and each is found there and held (atomic groups);
+    `**` next to `**` is one `**`. A plain translation tried every way to share the path
+    out between the `**` (`**/**/**/…/x` against `a/a/a/…/y` took minutes)."""
     if "/" not in pattern:
-        return re.compile(r"(?:.*/)?" + _part(pattern), re.DOTALL)
+        return re.compile(r"(?:(?>.*/))?" + _part(pattern), re.DOTALL)
     parts = pattern.lstrip("/").split("/")
-    out = ""
-    for index, part in enumerate(parts):
-        last = index == len(parts) - 1
-        if part == "**":
-            out += ".+" if last else "(?:[^/]+/)*"
-        else:
-            out += _part(part) + ("" if last else "/")
+    groups: list[list[str]] = [[]]
+    for part in parts:
+        if part != "**":
+            groups[-1].append(part)
+        elif groups[-1] or len(groups) == 1:
+            groups.append([])
+    first, *rest = groups
+    if not rest:
+        return re.compile(_parts(first)[:-1], re.DOTALL)
+    *between, last = rest
+    out = _parts(first)
+    out += "".join(f"(?>(?:[^/]+/)*?{_parts(group)})" for group in between)
+    out += f"(?:[^/]+/)*{_parts(last)[:-1]}" if last else ".+"
     return re.compile(out, re.DOTALL)
 
 

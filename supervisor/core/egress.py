@@ -11,6 +11,7 @@ widen: `config/policy.py`).
 from __future__ import annotations
 
 import fnmatch
+import ipaddress
 import re
 from collections.abc import Iterable, Sequence
 from typing import Final
@@ -62,6 +63,30 @@ def valid(item: str) -> bool:
     return _COMPILED.match(item) is not None
 
 
+def item_hint(item: str) -> str:
+    """For an item `valid` refused, what to write instead where it can be said (`""` where
+    it cannot): an IDN in its `xn--` form, a name without its trailing dot, and that an IPv6
+    address cannot be named."""
+    host, colon, port = item.rpartition(":") if item.count(":") == 1 else (item, "", "")
+    if host.endswith(".") and valid(host.rstrip(".") + colon + port):
+        return f'; a name is written without its trailing dot: "{host.rstrip(".") + colon + port}"'
+    if not host.isascii():
+        try:
+            ascii_form = ".".join(
+                label if label.isascii() else label.encode("idna").decode("ascii")
+                for label in host.split(".")
+            )
+        except UnicodeError:
+            return ""
+        if valid(ascii_form + colon + port):
+            return (
+                f'; a name outside ASCII is written in its xn-- form: "{ascii_form + colon + port}"'
+            )
+    if item.count(":") > 1:
+        return "; an IPv6 address cannot be named (a name that resolves to one can)"
+    return ""
+
+
 def parse(item: str) -> HostRule:
     """`item` as a rule; `ValueError` naming what is wrong when it is not one."""
     if not valid(item):
@@ -72,6 +97,24 @@ def parse(item: str) -> HostRule:
 
 def rules(items: Sequence[str]) -> tuple[HostRule, ...]:
     return tuple(parse(i) for i in items)
+
+
+#: A host a child may ask the proxy for by name: ASCII labels of letters, digits, `-` and `_`
+#: (an IDN in its `xn--` form), each 1-63 long, with an optional trailing dot.
+_HOST_NAME: Final = re.compile(r"(?=.{1,254}\Z)[A-Za-z0-9_-]{1,63}(\.[A-Za-z0-9_-]{1,63})*\.?\Z")
+
+
+def host_name(host: str) -> bool:
+    """Whether `host` (as a request names it, brackets taken off) is a host name or an IP
+    address: the proxy refuses anything else before it is matched or resolved (a NUL, a
+    tab, a character outside ASCII: the resolver's own errors, not an answer)."""
+    if _HOST_NAME.match(host):
+        return True
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 def allows(items: Sequence[HostRule], host: str, port: int) -> bool:

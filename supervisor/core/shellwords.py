@@ -42,6 +42,8 @@ def _ansi_c(arg: str) -> str:
         if c.isprintable():
             return c
         code = ord(c)
+        if 0xDC80 <= code <= 0xDCFF:  # a byte no UTF-8 holds, as a path's name kept it
+            return f"\\x{code - 0xDC00:02x}"
         return (
             f"\\x{code:02x}"
             if code < 0x80

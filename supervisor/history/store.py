@@ -40,11 +40,12 @@ from typing import Any, Final
 import attrs
 import orjson
 
+from ..config.statefiles import state_home
 from ..core.batches import bounded
 from ..core.jsontext import wire_loads
 from ..core.records import Record
 from . import files, search, sizes
-from .faults import BUSY_MS, faults
+from .faults import BUSY_MS, HistoryFault, faults
 from .schema import prepare
 
 #: The database's name under its state directory.
@@ -63,12 +64,10 @@ _SEARCH_SLICE: Final = 50_000
 
 def default_path(environ: Mapping[str, str]) -> Path:
     """`$XDG_STATE_HOME/mcpx-hooks/history.db` when that is absolute, else
-    `~/.local/state/mcpx-hooks/history.db`."""
-    xdg = environ.get("XDG_STATE_HOME", "")
-    if os.path.isabs(xdg):
-        return Path(xdg) / DB_NAME
-    home = environ.get("HOME") or os.path.expanduser("~")
-    return Path(home) / ".local" / "state" / DB_NAME
+    `~/.local/state/mcpx-hooks/history.db` (`state_home`); `HistoryFault` without a home."""
+    if (state := state_home(environ)) is None:
+        raise HistoryFault("no state directory for the run history: set XDG_STATE_HOME or HOME")
+    return state / DB_NAME
 
 
 @attrs.frozen(repr=False, eq=False)

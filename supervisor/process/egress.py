@@ -241,6 +241,9 @@ async def _handle(stream: trio.SocketStream, lease: Lease, head: bytes, rest: by
         return
     method, host, port, upstream_head = target
     host = host.lower()
+    if not egress.host_name(host):
+        await _answer(stream, 400, "expected a host name or an IP address")
+        return
     if not egress.allows(lease.rules, host, port):
         await _answer(stream, 403, lease.refuse(host, port))
         return
@@ -266,7 +269,7 @@ async def _handle(stream: trio.SocketStream, lease: Lease, head: bytes, rest: by
             if tls is not None:
                 upstream = trio.SSLStream(upstream, tls, server_hostname=host)
                 await upstream.do_handshake()
-    except (OSError, trio.TooSlowError, trio.BrokenResourceError) as exc:
+    except (OSError, ValueError, trio.TooSlowError, trio.BrokenResourceError) as exc:
         if upstream is not None:
             await trio.aclose_forcefully(upstream)
         why = exc.__cause__ if isinstance(exc, trio.BrokenResourceError) else exc

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Final
 
 import attrs
 
+from ..config.statefiles import state_home
 from ..core.errors import ProfileUnavailable
 from ..core.hooks import Profile, SandboxPaths
 from ..core.limits import DEFAULT_LIMITS, MB, Limits
@@ -310,10 +311,9 @@ def _supervisor_dirs() -> list[tuple[str, str]]:
     with contextlib.suppress(KeyError):
         homes.add(pwd.getpwuid(os.getuid()).pw_dir)
     found += [("home", real_path(h)) for h in homes if os.path.isabs(h)]
-    state = os.environ.get("XDG_STATE_HOME", "")
-    if not os.path.isabs(state):
-        state = os.path.join(os.path.expanduser("~"), ".local", "state")
-    found.append(("state directory", real_path(os.path.join(state, "mcpx-hooks"))))
+    state = state_home(os.environ)
+    if state is not None:
+        found.append(("state directory", real_path(str(state / "mcpx-hooks"))))
     return found
 
 

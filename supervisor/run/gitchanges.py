@@ -14,8 +14,10 @@ runs it in a Trio run of its own):
   tree undid them) and `ls-files --others --exclude-standard` (untracked, not ignored).
 
 Paths are relative to the top of the checkout, as git prints them (`-z`: any name). Git runs
-as the supervisor's user, outside the sandbox, with `core.fsmonitor` off and no external diff
-or text conversion: it reads the checkout, it runs nothing the checkout names.
+as the supervisor's user, outside the sandbox, with `core.fsmonitor` off, no external diff or
+text conversion, and each filter driver the checkout's config defines emptied (a `clean`
+filter ran when `diff` hashed a changed file of the working tree): it reads the checkout, it
+runs nothing the checkout names.
 """
 
 from __future__ import annotations
@@ -45,12 +47,14 @@ class _NoList(HooksError):
         self.why = why
 
 
-async def _git(cwd: str, *args: str) -> subprocess.CompletedProcess[bytes]:
+async def _git(
+    cwd: str, *args: str, flags: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[bytes]:
     env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"}
     try:
         with trio.fail_after(GIT_TIMEOUT_S):
             return await trio.run_process(
-                ["git", *_GIT_FLAGS, *args],
+                ["git", *_GIT_FLAGS, *flags, *args],
                 cwd=cwd,
                 env=env,
                 stdin=b"",
@@ -106,6 +110,15 @@ async def _base(top: str, base: str | None) -> tuple[str | None, str]:
     return head, f"against HEAD ({head[:12]}; no origin/HEAD, main or master)"
 
 
+async def _no_filters(top: str) -> tuple[str, ...]:
+    """`-c filter.NAME.KEY=` for each filter command the checkout's config (includes too)
+    defines: an empty one is no filter, so git hashes the file as it is."""
+    done = await _git(top, "config", "--null", "--name-only", "--get-regexp", r"^filter\.")
+    names = done.stdout.decode(errors="surrogateescape").split("\0")
+    keys = [n for n in names if n.lower().endswith((".clean", ".smudge", ".process"))]
+    return tuple(flag for key in keys for flag in ("-c", f"{key}="))
+
+
 def _names(done: subprocess.CompletedProcess[bytes]) -> list[str]:
     if done.returncode != 0:
         raise _NoList(_said(done))
@@ -121,13 +134,16 @@ async def git_changes(cwd: str, base: str | None = None) -> ChangedFiles:
             return ChangedFiles(None, f"{cwd} is not in a git checkout ({_said(found)})")
         top = found.stdout.decode(errors="surrogateescape").rstrip("\n")
         commit, how = await _base(top, base)
+        quiet = await _no_filters(top)
         paths: list[str] = []
         if commit is not None:
-            paths += _names(await _git(top, "diff", *_DIFF_FLAGS, commit, "--"))
-            paths += _names(await _git(top, "diff", "--cached", *_DIFF_FLAGS, commit, "--"))
+            paths += _names(await _git(top, "diff", *_DIFF_FLAGS, commit, "--", flags=quiet))
+            cached = await _git(top, "diff", "--cached", *_DIFF_FLAGS, commit, "--", flags=quiet)
+            paths += _names(cached)
         else:
-            paths += _names(await _git(top, "diff", "--cached", *_DIFF_FLAGS, "--"))
-        paths += _names(await _git(top, "ls-files", "--others", "--exclude-standard", "-z"))
+            paths += _names(await _git(top, "diff", "--cached", *_DIFF_FLAGS, "--", flags=quiet))
+        others = await _git(top, "ls-files", "--others", "--exclude-standard", "-z", flags=quiet)
+        paths += _names(others)
     except _NoList as exc:
         return ChangedFiles(None, exc.why)
     return ChangedFiles(

@@ -89,10 +89,12 @@ async def open_runtime(config: Config) -> AsyncIterator[Runtime]:
     with contextlib.closing(artifacts), own_files(config.files):
         # The run history holds every run's frames: no sandbox reads it, wherever it is.
         if config.history_enabled:
-            db = str(_history_path(config))
-            deny_own_files(
-                [db, f"{db}-wal", f"{db}-shm", os.path.join(os.path.dirname(db), "artifacts")]
-            )
+            # Without a home for it there is no history to hide: the recorder says why.
+            with contextlib.suppress(HistoryFault):
+                db = str(_history_path(config))
+                deny_own_files(
+                    [db, f"{db}-wal", f"{db}-shm", os.path.join(os.path.dirname(db), "artifacts")]
+                )
         async with _open_runtime(config, artifacts) as runtime:
             yield runtime
 
@@ -179,10 +181,9 @@ async def _open_recorder(config: Config) -> Recorder | None:
     recorder's (each run then warns once), never the runtime's."""
     if not config.history_enabled:
         return None
-    path = _history_path(config)
     days, size = config.history_retain_days, config.history_retain_bytes
     try:
-        history = await trio.to_thread.run_sync(History.open, path)
+        history = await trio.to_thread.run_sync(History.open, _history_path(config))
     except HistoryFault as exc:
         return Recorder(None, str(exc), retain_days=days, retain_bytes=size)
     return Recorder(history, retain_days=days, retain_bytes=size)

@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 
 import attrs
 
+from ..config.statefiles import state_home
 from ..core.errors import HooksError
 from ..core.records import Record
 
@@ -40,11 +41,9 @@ _TOKEN_BYTES: Final = 32
 def default_token_path(environ: Mapping[str, str]) -> Path:
     """`$XDG_STATE_HOME/mcpx-hooks/token` when that is absolute, else
     `~/.local/state/mcpx-hooks/token`."""
-    xdg = environ.get("XDG_STATE_HOME", "")
-    if os.path.isabs(xdg):
-        return Path(xdg) / TOKEN_FILE_NAME
-    home = environ.get("HOME") or os.path.expanduser("~")
-    return Path(home) / ".local" / "state" / TOKEN_FILE_NAME
+    state = state_home(environ)
+    # Without a home anywhere, a name no one has: serve says it cannot write it.
+    return (state or Path("/nonexistent/.local/state")) / TOKEN_FILE_NAME
 
 
 def create_token_file(path: Path) -> str:
