@@ -780,6 +780,14 @@ def test_unknown_key_without_a_close_match_lists_the_keys(tmp_path: Path) -> Non
             'expected an effect of "off", "advise", "ask", "propose", "apply", "run",'
             ' found the string "apply!"; did you mean "apply"?',
         ),
+        (
+            # Matched against the whole working directory (absolute): it could never match.
+            hook_toml(when={"cwd": ["*/ok*", "myproject*"]}),
+            "/hooks/0/when/cwd/1",
+            "expected a glob of the whole working directory, an absolute path: starting with /"
+            " or a wildcard (*/myproject*); one that does not would never match, found the"
+            ' string "myproject*"',
+        ),
         ("[runs]\nretain = 0\n", "/runs/retain", "expected an integer ≥ 1, found the integer 0"),
         ("hooks = 3\n", "/hooks", "expected an array, found the integer 3"),
         (

@@ -61,8 +61,11 @@ def _shown(setting: HookSetting) -> str:
     return f"`{written}`" if isinstance(written, str) else str(written)
 
 
-def _patterns(description: str) -> dict[str, Any]:
-    return strings(description, minItems=1)
+def _patterns(description: str, pattern: str | None = None) -> dict[str, Any]:
+    found = strings(description, minItems=1)
+    if pattern is not None:
+        found["items"] = {"type": "string", "pattern": pattern}
+    return found
 
 
 def _when_def() -> dict[str, Any]:
@@ -76,7 +79,7 @@ def _when_def() -> dict[str, Any]:
     return {
         "type": "object",
         "properties": {
-            k.key: _patterns(k.against[:1].upper() + k.against[1:] + ".")
+            k.key: _patterns(k.against[:1].upper() + k.against[1:] + ".", k.pattern)
             for k in WHEN_KEYS.values()
         },
         # Any other key is the loader's to refuse, in one sentence that names the point.

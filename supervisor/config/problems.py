@@ -20,7 +20,7 @@ from ..core.events import ANY_KIND
 from ..core.models import NAME_PATTERN as MODEL_NAME_PATTERN
 from ..core.models import URL_PATTERN as MODEL_URL_PATTERN
 from ..core.passenv import SECRET_NAME_PATTERN
-from ..core.points import DEFAULT_PHASE, POINTS
+from ..core.points import CWD_GLOB_PATTERN, DEFAULT_PHASE, POINTS
 from ..core.servers import SEPARATOR_PATTERN
 from .runschema import HISTORY_PATH_PATTERN
 from .serverschema import SERVER_NAME_PATTERN
@@ -253,6 +253,8 @@ _NAMED_PATTERN_WORDS = {
     MODEL_NAME_PATTERN: "a model name: a letter or _, then letters, digits, _ or -",
     MODEL_URL_PATTERN: "the endpoint's base URL, http://… or https://… up to /v1 (without"
     " /chat/completions, which is added to it)",
+    CWD_GLOB_PATTERN: "a glob of the whole working directory, an absolute path: starting with"
+    " / or a wildcard (*/myproject*); one that does not would never match",
 }
 
 

@@ -239,6 +239,7 @@ __all__, __getattr__, __dir__ = exports(
             "wanted",
         ),
         "points": (
+            "CWD_GLOB_PATTERN",
             "DEFAULT_PHASE",
             "OBSERVE_WHEN",
             "PHASES",

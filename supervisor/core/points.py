@@ -80,10 +80,18 @@ class When(enum.StrEnum):
 
 @attrs.frozen(repr=False, eq=False)
 class WhenKey(Record):
-    """A `when` key: a list of patterns, any one of which may match `against`."""
+    """A `when` key: a list of patterns, any one of which may match `against` (each pattern
+    matching `pattern`, a regular expression, when one is given: one that cannot would never
+    match)."""
 
     key: When
     against: str
+    pattern: str | None = None
+
+
+#: A `when.cwd` glob is matched against the whole working directory, which is absolute: one
+#: that starts with neither `/` nor a wildcard can never match.
+CWD_GLOB_PATTERN: Final = r"^[/*?\[]"
 
 
 #: Every `when` key some point provides. Each takes a non-empty list of patterns.
@@ -96,7 +104,12 @@ WHEN_KEYS: dict[When, WhenKey] = {
             " (`shlex.join(argv)`; for `--python FILE`, `python FILE ARGS…`) and against the"
             " basename of `argv[0]`",
         ),
-        WhenKey(When.CWD, "glob patterns matched against the run's working directory"),
+        WhenKey(
+            When.CWD,
+            "glob patterns matched against the run's whole working directory (an absolute"
+            " path: a pattern starts with `/` or a wildcard, `*/myproject*`)",
+            CWD_GLOB_PATTERN,
+        ),
         WhenKey(
             When.FILES,
             "globs matched against the files changed in the run's git checkout (against"
