@@ -12,7 +12,7 @@ import subprocess
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pytest
 import trio
@@ -137,7 +137,7 @@ def raw_results(
             return said["result"]
 
         hello = {"protocolVersion": "2025-06-18", "capabilities": {}}
-        answer(0, "initialize", {**hello, "clientInfo": {"name": "raw", "version": "0"}})
+        answer(0, "initialize", {**hello, "clientInfo": RAW_CLIENT})
         send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         if "mcp" in argv:
             answer(1, "tools/list", {})  # (the servers started: calls then take the short way)
@@ -317,3 +317,86 @@ async def test_a_server_s_bad_answers_and_end_read_the_same_both_ways(
     assert got["garbled"][0].startswith("server h answered echo with what is not a tool result")
     assert got["nan"][0] == "server h answered echo with NaN or Infinity"
     assert got["crash-on-call"][0].startswith("server h exited with status 7")
+
+
+#: What a client writing lines by hand says it is.
+RAW_CLIENT: Final = {"name": "raw", "version": "0"}
+
+
+class LineClient:
+    """A client of `mcpx-hooks mcp` writing JSON-RPC lines by hand, as no SDK would."""
+
+    def __init__(self, proc: trio.Process) -> None:
+        assert proc.stdin is not None and proc.stdout is not None
+        self._stdin, self._stdout = proc.stdin, proc.stdout
+        self._buf = b""
+
+    async def send(self, message: dict[str, Any]) -> None:
+        await self._stdin.send_all(json.dumps(message).encode() + b"\n")
+
+    async def line(self) -> dict[str, Any]:
+        while b"\n" not in self._buf:
+            chunk = await self._stdout.receive_some()
+            assert chunk, "mcpx-hooks mcp ended its stdout"
+            self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        said: dict[str, Any] = json.loads(line)
+        return said
+
+    async def answer(self, rid: Any, method: str, params: dict[str, Any]) -> list[Any]:
+        """What comes until the answer to `rid`, that answer last."""
+        await self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        came = [await self.line()]
+        while came[-1].get("id") != rid:
+            came.append(await self.line())
+        return came
+
+
+@pytest.mark.parametrize("rid", ["7", "-7", 7], ids=["digits", "minus", "number"])
+@pytest.mark.parametrize(("hooks", "kind"), [([], "relay"), ([NOTE], "call")])
+async def test_a_call_whose_id_is_digits_in_a_string_is_cancelled_as_the_sdk_cancels_it(
+    tmp_path: Path, marker: Marker, hooks: list[dict[str, Any]], kind: str, rid: Any
+) -> None:
+    # The SDK's server takes "7" and 7 for one id (as the TypeScript SDK does): a client's
+    # cancellation naming its call "7" cancels it. Relayed, or served outside the SDK's
+    # server, such a call was held by "7" and its cancellation looked up as 7: not found, the
+    # server was never told, and the client got an answer to the call it had given up.
+    where = tmp_path / marker
+    config = write_config(where, marker, hooks, expose=("wait", "echo"))
+    env = {**os.environ, **(through_mcpx(config).env or {})}
+    argv = [MCPX, "mcp", "--config", str(config)]
+    fifo = where / "h.log.waiting"
+    os.mkfifo(fifo)
+    said = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    proc = await trio.lowlevel.open_process(
+        argv, cwd=where, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        with trio.fail_after(60):
+            client = LineClient(proc)
+            hello = {"protocolVersion": "2025-11-25", "capabilities": {}}
+            await client.answer(0, "initialize", {**hello, "clientInfo": RAW_CLIENT})
+            await client.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            await client.answer(1, "tools/list", {})  # (the servers started)
+            call = {"jsonrpc": "2.0", "id": rid, "method": "tools/call"}
+            await client.send({**call, "params": {"name": "h__wait", "arguments": {}}})
+            await trio.lowlevel.wait_readable(said)
+            cancel = {"requestId": rid, "reason": "the user stopped it"}
+            await client.send(
+                {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel}
+            )
+            # Answered after the server read the cancellation, and nothing came before.
+            came = await client.answer(2, "tools/call", {"name": "h__echo", "arguments": {}})
+            assert [c.get("id") for c in came] == [2]
+            log = [line.split() for line in (where / "h.log").read_text().splitlines()]
+            assert proc.stdin is not None
+            await proc.stdin.aclose()
+            await proc.wait()
+    finally:
+        os.close(said)
+        with trio.CancelScope(shield=True):
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode == 0
+    assert log[1:] == [["waiting", f"mcpx-{kind}-1"], ["cancelled", f"mcpx-{kind}-1"]]
+    assert marker.alive() == []
