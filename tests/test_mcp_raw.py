@@ -10,7 +10,8 @@ import json
 import os
 import subprocess
 import threading
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Final
 
@@ -352,6 +353,31 @@ class LineClient:
         return came
 
 
+@asynccontextmanager
+async def line_client(config: Path) -> AsyncIterator[LineClient]:
+    """`mcpx-hooks mcp` with `config`, initialized and its tools listed (its servers started),
+    to a `LineClient`; at the end its stdin is closed and it exits (or is killed)."""
+    env = {**os.environ, **(through_mcpx(config).env or {})}
+    argv = [MCPX, "mcp", "--config", str(config)]
+    proc = await trio.lowlevel.open_process(
+        argv, cwd=config.parent, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        client = LineClient(proc)
+        hello = {"protocolVersion": "2025-11-25", "capabilities": {}}
+        await client.answer(0, "initialize", {**hello, "clientInfo": RAW_CLIENT})
+        await client.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        await client.answer(1, "tools/list", {})
+        yield client
+        assert proc.stdin is not None
+        await proc.stdin.aclose()
+        await proc.wait()
+    finally:
+        with trio.CancelScope(shield=True):
+            proc.kill()
+            await proc.wait()
+
+
 @pytest.mark.parametrize("rid", ["7", "-7", 7], ids=["digits", "minus", "number"])
 @pytest.mark.parametrize(("hooks", "kind"), [([], "relay"), ([NOTE], "call")])
 async def test_a_call_whose_id_is_digits_in_a_string_is_cancelled_as_the_sdk_cancels_it(
@@ -363,40 +389,62 @@ async def test_a_call_whose_id_is_digits_in_a_string_is_cancelled_as_the_sdk_can
     # server was never told, and the client got an answer to the call it had given up.
     where = tmp_path / marker
     config = write_config(where, marker, hooks, expose=("wait", "echo"))
-    env = {**os.environ, **(through_mcpx(config).env or {})}
-    argv = [MCPX, "mcp", "--config", str(config)]
     fifo = where / "h.log.waiting"
     os.mkfifo(fifo)
     said = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
-    proc = await trio.lowlevel.open_process(
-        argv, cwd=where, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE
-    )
     try:
         with trio.fail_after(60):
-            client = LineClient(proc)
-            hello = {"protocolVersion": "2025-11-25", "capabilities": {}}
-            await client.answer(0, "initialize", {**hello, "clientInfo": RAW_CLIENT})
-            await client.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-            await client.answer(1, "tools/list", {})  # (the servers started)
-            call = {"jsonrpc": "2.0", "id": rid, "method": "tools/call"}
-            await client.send({**call, "params": {"name": "h__wait", "arguments": {}}})
-            await trio.lowlevel.wait_readable(said)
-            cancel = {"requestId": rid, "reason": "the user stopped it"}
-            await client.send(
-                {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel}
-            )
-            # Answered after the server read the cancellation, and nothing came before.
-            came = await client.answer(2, "tools/call", {"name": "h__echo", "arguments": {}})
-            assert [c.get("id") for c in came] == [2]
-            log = [line.split() for line in (where / "h.log").read_text().splitlines()]
-            assert proc.stdin is not None
-            await proc.stdin.aclose()
-            await proc.wait()
+            async with line_client(config) as client:
+                call = {"jsonrpc": "2.0", "id": rid, "method": "tools/call"}
+                await client.send({**call, "params": {"name": "h__wait", "arguments": {}}})
+                await trio.lowlevel.wait_readable(said)
+                cancel = {"requestId": rid, "reason": "the user stopped it"}
+                await client.send(
+                    {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel}
+                )
+                # Answered after the server read the cancellation, and nothing came before.
+                echo = {"name": "h__echo", "arguments": {}}
+                came = await client.answer(2, "tools/call", echo)
+                assert [c.get("id") for c in came] == [2]
+                log = [line.split() for line in (where / "h.log").read_text().splitlines()]
     finally:
         os.close(said)
-        with trio.CancelScope(shield=True):
-            proc.kill()
-            await proc.wait()
-    assert proc.returncode == 0
     assert log[1:] == [["waiting", f"mcpx-{kind}-1"], ["cancelled", f"mcpx-{kind}-1"]]
+    assert marker.alive() == []
+
+
+async def test_a_server_that_stops_reading_holds_up_none_of_the_session_s_other_calls(
+    tmp_path: Path, marker: Marker
+) -> None:
+    # A server stuck in a call reads nothing more: once its stdin is full, a cancellation of
+    # a call relayed to it cannot be written. It was written in the task that reads the
+    # client's lines (and past callTimeoutMs in the one that ends calls), so every later
+    # call of the session, to any server, waited until the server read again: for a server
+    # that hung, for good. The cancellation now waits for room in a task of its own.
+    where = tmp_path / marker
+    config = write_config(where, marker, expose=("wait", "echo"))
+    fifo = where / "h.log.waiting"
+    os.mkfifo(fifo)
+    said = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        with trio.fail_after(60):
+            async with line_client(config) as client:
+                call = {"jsonrpc": "2.0", "method": "tools/call"}
+                deaf = {"name": "h__wait", "arguments": {"deaf": True}}
+                await client.send({**call, "id": "stuck", "params": deaf})
+                await trio.lowlevel.wait_readable(said)
+                # Calls too large to relay fill its stdin, waiting for room (the SDK's way).
+                padded = {"name": "h__echo", "arguments": {"pad": "x" * 200_000}}
+                for n in range(2):
+                    await client.send({**call, "id": f"pad-{n}", "params": padded})
+                cancel = {"requestId": "stuck"}
+                await client.send(
+                    {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel}
+                )
+                with trio.fail_after(10):
+                    count = {"name": "words__count", "arguments": {"text": "one two"}}
+                    came = await client.answer(3, "tools/call", count)
+                assert came[-1]["result"]["structuredContent"] == {"words": 2, "lines": 1}
+    finally:
+        os.close(said)
     assert marker.alive() == []

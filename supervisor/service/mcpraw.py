@@ -59,7 +59,6 @@ from ..run.callpoint import (
     too_slow,
 )
 from ..tools.jsonlines import json_line
-from ..tools.rawchannel import cancellation
 from ..tools.servers import done_using, error_answer, gone_reason, not_a_result, strict_json
 from .mcpcalls import (
     PROGRESS_TOKEN,
@@ -141,15 +140,14 @@ class RawCalls:
         return False
 
     def close(self) -> None:
-        """The session ends: each call in flight is cancelled on its server (when its stdin
-        has room at once), and nothing more is answered."""
+        """The session ends: each call in flight is cancelled on its server, and nothing more
+        is answered."""
         self._closed = True
         for scope in self._served.values():
             scope.cancel()
         for call in list(self._calls.values()):
-            if self._end(call) and (channel := call.entry.raw) is not None:
-                channel.forget(call.rid)
-                channel.notify_nowait(cancellation(call.rid))
+            if self._end(call) and call.entry.raw is not None:
+                call.entry.raw.cancel(call.rid)
 
     def _start(self, line: bytes) -> bool:
         request = plain_call(line)
@@ -295,7 +293,7 @@ class RawCalls:
         if call is None or not self._end(call):
             return False
         if call.entry.raw is not None:
-            await call.entry.raw.cancel(call.rid)
+            call.entry.raw.cancel(call.rid)
         return True
 
     def _end(self, call: RawCall) -> bool:
@@ -333,7 +331,7 @@ class RawCalls:
             for call in [c for c in self._calls.values() if c.deadline <= now]:
                 if self._end(call):
                     if call.entry.raw is not None:
-                        await call.entry.raw.cancel(call.rid)
+                        call.entry.raw.cancel(call.rid)
                     why = too_slow(call.spec.call_timeout_ms)
                     await self._finish(call, CallOutcome(False, error=why), None)
 

@@ -137,10 +137,12 @@ class RawChannel:
         self.routes.pop(rid, None)
         self._in_flight.discard(rid)
 
-    async def cancel(self, rid: str) -> None:
-        """The request `rid` given up (`forget`), and the server told so."""
+    def cancel(self, rid: str) -> None:
+        """The request `rid` given up (`forget`), and the server told so: at once when its
+        stdin has room, else by a task of the channel's. Never waits: a server that reads
+        nothing more holds up no caller (the reading of a client's lines, say)."""
         self.forget(rid)
-        await self.notify(cancellation(rid))
+        self._cancel(rid)
 
     async def notify(self, line: bytes) -> None:
         """Writes the notification `line` (a cancellation); a server gone is no error."""

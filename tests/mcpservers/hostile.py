@@ -5,7 +5,8 @@
 `notifications/cancelled` ("cancelled ID"). Modes:
 
 - `good`: answers like a well-behaved server; tool `echo` answers its arguments as
-  structured content, `wait` never answers (until cancelled), `fail` answers `isError`,
+  structured content, `wait` never answers (until cancelled; with `"deaf": true` it reads
+  nothing more either, as a server stuck in a call: its stdin fills), `fail` answers `isError`,
   `big` answers `{"bytes": N}` with a text of N bytes, written as it goes (with `"idLast":
   true` its `id` ends the line, as the TypeScript SDK writes it).
 - `mute`: reads, never answers `initialize` (a start that never ends).
@@ -41,6 +42,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from typing import Any
 
 TOOLS = [
@@ -255,6 +257,8 @@ def main() -> None:
             name, args = params.get("name"), params.get("arguments") or {}
             if name == "wait":
                 say_waiting(rid)
+                if args.get("deaf"):
+                    time.sleep(3600)
                 continue  # never answered
             if name == "big":
                 send_big(rid, int(args.get("bytes", 0)), bool(args.get("idLast")))
