@@ -378,6 +378,33 @@ async def line_client(config: Path) -> AsyncIterator[LineClient]:
             await proc.wait()
 
 
+async def cancelled_on_the_server(
+    where: Path, config: Path, rid: Any, cancel: dict[str, Any]
+) -> list[list[str]]:
+    """What the hostile server's log says once a call of `wait` (by the id `rid`) was
+    cancelled by the client (`cancel`: the params of its `notifications/cancelled`) and a
+    call of `echo` after it was answered, with nothing before its answer."""
+    fifo = where / "h.log.waiting"
+    os.mkfifo(fifo)
+    said = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        with trio.fail_after(60):
+            async with line_client(config) as client:
+                call = {"jsonrpc": "2.0", "id": rid, "method": "tools/call"}
+                await client.send({**call, "params": {"name": "h__wait", "arguments": {}}})
+                await trio.lowlevel.wait_readable(said)
+                await client.send(
+                    {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel}
+                )
+                # Answered after the server read the cancellation, and nothing came before.
+                echo = {"name": "h__echo", "arguments": {}}
+                came = await client.answer(2, "tools/call", echo)
+                assert [c.get("id") for c in came] == [2]
+                return [line.split() for line in (where / "h.log").read_text().splitlines()]
+    finally:
+        os.close(said)
+
+
 @pytest.mark.parametrize("rid", ["7", "-7", 7], ids=["digits", "minus", "number"])
 @pytest.mark.parametrize(("hooks", "kind"), [([], "relay"), ([NOTE], "call")])
 async def test_a_call_whose_id_is_digits_in_a_string_is_cancelled_as_the_sdk_cancels_it(
@@ -389,26 +416,22 @@ async def test_a_call_whose_id_is_digits_in_a_string_is_cancelled_as_the_sdk_can
     # server was never told, and the client got an answer to the call it had given up.
     where = tmp_path / marker
     config = write_config(where, marker, hooks, expose=("wait", "echo"))
-    fifo = where / "h.log.waiting"
-    os.mkfifo(fifo)
-    said = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        with trio.fail_after(60):
-            async with line_client(config) as client:
-                call = {"jsonrpc": "2.0", "id": rid, "method": "tools/call"}
-                await client.send({**call, "params": {"name": "h__wait", "arguments": {}}})
-                await trio.lowlevel.wait_readable(said)
-                cancel = {"requestId": rid, "reason": "the user stopped it"}
-                await client.send(
-                    {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel}
-                )
-                # Answered after the server read the cancellation, and nothing came before.
-                echo = {"name": "h__echo", "arguments": {}}
-                came = await client.answer(2, "tools/call", echo)
-                assert [c.get("id") for c in came] == [2]
-                log = [line.split() for line in (where / "h.log").read_text().splitlines()]
-    finally:
-        os.close(said)
+    cancel = {"requestId": rid, "reason": "the user stopped it"}
+    log = await cancelled_on_the_server(where, config, rid, cancel)
+    assert log[1:] == [["waiting", f"mcpx-{kind}-1"], ["cancelled", f"mcpx-{kind}-1"]]
+    assert marker.alive() == []
+
+
+@pytest.mark.parametrize(("hooks", "kind"), [([], "relay"), ([NOTE], "call")])
+async def test_a_cancellation_whose_reason_names_the_method_is_carried(
+    tmp_path: Path, marker: Marker, hooks: list[dict[str, Any]], kind: str
+) -> None:
+    # A line holding "tools/call" was taken for a call, and when it was none it went to the
+    # SDK's server without a look for a cancellation: one whose reason was "tools/call" was
+    # lost for a call relayed or served outside the SDK's server.
+    where = tmp_path / marker
+    config = write_config(where, marker, hooks, expose=("wait", "echo"))
+    log = await cancelled_on_the_server(where, config, 5, {"requestId": 5, "reason": "tools/call"})
     assert log[1:] == [["waiting", f"mcpx-{kind}-1"], ["cancelled", f"mcpx-{kind}-1"]]
     assert marker.alive() == []
 

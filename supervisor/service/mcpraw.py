@@ -133,8 +133,8 @@ class RawCalls:
         """Whether the client's `line` was taken here (a call, or a call's cancellation)."""
         if self._closed:
             return False
-        if _CALL in line:
-            return self._start(line)
+        if _CALL in line and self._start(line):
+            return True
         if (self._calls or self._served) and _CANCELLED in line:
             return await self._cancel(line)
         return False
