@@ -31,6 +31,8 @@ from mcpface_parts import (
     write_config,
 )
 
+from mcpx_hooks.supervisor.service.mcpstdio import ODD_ID
+
 #: A `suffix` hook that advises: it fires for every call and changes no answer, so the calls
 #: it is on go through the call point.
 NOTE = call_hook("note", "suffix", {"advise": "seen"})
@@ -470,4 +472,29 @@ async def test_a_server_that_stops_reading_holds_up_none_of_the_session_s_other_
                 assert came[-1]["result"]["structuredContent"] == {"words": 2, "lines": 1}
     finally:
         os.close(said)
+    assert marker.alive() == []
+
+
+async def test_a_request_whose_id_mcp_does_not_take_is_answered_not_left_waiting(
+    tmp_path: Path, marker: Marker
+) -> None:
+    # The SDK's models read a request whose id is null, a fraction (2.0: Python's JSON
+    # writes a float so), a boolean or an object as a notification, dropping its id: it was
+    # never answered, and its client waited for good. It is an invalid request, answered so.
+    where = tmp_path / marker
+    config = write_config(where, marker)
+    count = {"name": "words__count", "arguments": {"text": "one two"}}
+    with trio.fail_after(60):
+        async with line_client(config) as client:
+            for odd in (None, 2.0, True, {"n": 1}):
+                await client.send({"jsonrpc": "2.0", "id": odd, "method": "tools/call"})
+            # A notification that holds an `id` below its top level is one all the same, and
+            # one a careless client gives a null `id` is taken for what it names.
+            said = {"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}
+            await client.send({**said, "params": {"_meta": {"id": 1}}})
+            await client.send({**said, "id": None})
+            came = await client.answer(5, "tools/call", count)
+    refused = {"code": -32600, "message": ODD_ID}
+    assert came[:-1] == [{"jsonrpc": "2.0", "id": None, "error": refused}] * 4
+    assert came[-1]["result"]["structuredContent"] == {"words": 2, "lines": 1}
     assert marker.alive() == []
