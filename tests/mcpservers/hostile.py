@@ -31,7 +31,8 @@
 - `relay`: as `good`, with one tool more, `relay`, which writes what its caller asks: each of
   `lines` as a line of its own (each character a byte, so that any bytes can be asked for),
   then the call's answer with `error` as its error if given, else with `result` as its
-  result, whatever they are.
+  result, whatever they are; or, given `raw`, that line as its answer (each character a
+  byte), `@id` in it standing for the call's `id` as JSON.
 
 Tool `whoami` (in `good` and `relay`) answers the `id` its call came with, as JSON; tool
 `meta`, `{"id", "meta"}`: that id and the request's `_meta`.
@@ -285,6 +286,11 @@ def main() -> None:
                 for raw in args.get("lines", []):
                     written = str(raw).replace("\n", " ").encode("latin-1", "replace")
                     sys.stdout.buffer.write(written + b"\n")
+                if "raw" in args:
+                    given = str(args["raw"]).replace("@id", json.dumps(rid))
+                    sys.stdout.buffer.write(given.encode("latin-1") + b"\n")
+                    sys.stdout.flush()
+                    continue
                 answer = (
                     {"error": args["error"]} if "error" in args else {"result": args.get("result")}
                 )
