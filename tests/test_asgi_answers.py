@@ -6,12 +6,17 @@ not a failure of the connection."""
 
 from __future__ import annotations
 
+import logging
+import sys
+
+import anyio
 import trio
 import trio.testing
 
 from mcpx_hooks.supervisor.service.asgi import (
     AsgiMessage,
     ClientGone,
+    ClientLeaving,
     Receive,
     Scope,
     Send,
@@ -80,3 +85,25 @@ async def test_a_client_gone_the_application_lets_through_ends_the_answer_quietl
     read, raised = await _answered([], b"an event", let_through=True)  # (chunked)
     assert read.startswith(b"HTTP/1.1 202 ") and b" 500 " not in read
     assert raised == ["the client has closed the connection"]
+
+
+def _record(message: str, error: BaseException) -> logging.LogRecord:
+    try:
+        raise error
+    except type(error):
+        exc_info = sys.exc_info()
+    name = "mcp.server.streamable_http"
+    return logging.LogRecord(name, logging.ERROR, __file__, 1, message, (), exc_info)
+
+
+def test_the_sdk_s_event_stream_writer_failing_on_a_client_gone_is_not_logged() -> None:
+    # A client that closed its POST's connection before its answer (or the log messages
+    # before it) came: the SDK's writer of that event stream finds its stream to the response
+    # broken, and its log reached serve's stderr as 'Error in SSE writer: BrokenResourceError:
+    # (a bug: MCPX_HOOKS_DEBUG=1 logs its traceback)'.
+    leaving = ClientLeaving()
+    assert not leaving.filter(_record("Error in SSE writer", anyio.BrokenResourceError()))
+    assert not leaving.filter(_record("SSE response error", ClientGone("gone")))
+    # Anything else the writer or another part meets is said as it was.
+    assert leaving.filter(_record("Error in SSE writer", ValueError("odd")))
+    assert leaving.filter(_record("Error handling POST", anyio.BrokenResourceError()))

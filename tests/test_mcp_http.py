@@ -265,6 +265,7 @@ async def test_hostile_requests_get_clear_answers_and_the_server_goes_on(
         not_rpc = await http.post(srv.url, content=b'{"hello": 1}', headers=headers)
         listed = await http.post(srv.url, json={**INITIALIZE, "params": [1]}, headers=headers)
         batch = await http.post(srv.url, json=[INITIALIZE], headers=headers)
+        odd_id = await http.post(srv.url, json={**INITIALIZE, "id": 1.0}, headers=headers)
         listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
         no_session = await http.post(srv.url, content=json.dumps(listing), headers=headers)
         json_only = {**headers, "Accept": "application/json"}
@@ -283,7 +284,9 @@ async def test_hostile_requests_get_clear_answers_and_the_server_goes_on(
         async with http_session(srv.url, AUTH) as session:  # still serving
             assert (await session.call_tool("words__shout", {"text": "a"})).is_error is False
     # Each said in a line of where it is wrong, not the SDK's report of every model it is not.
-    said = {r: (r.status_code, r.json()["error"]) for r in (garbage, not_rpc, listed, batch)}
+    said = {
+        r: (r.status_code, r.json()["error"]) for r in (garbage, not_rpc, listed, batch, odd_id)
+    }
     assert said[garbage][0] == 400 and said[garbage][1]["code"] == -32700
     assert said[garbage][1]["message"].startswith("Parse error: Invalid JSON")
     assert said[not_rpc] == (
@@ -301,10 +304,18 @@ async def test_hostile_requests_get_clear_answers_and_the_server_goes_on(
         400,
         {"code": -32600, "message": "a batch is not served: send each message on its own"},
     )
+    # (a request whose id is 1.0, null, …: the SDK read it as a notification, and answered 202)
+    assert said[odd_id] == (
+        400,
+        {
+            "code": -32600,
+            "message": "not a JSON-RPC message: id: a request's id is a string or an integer",
+        },
+    )
     assert all(len(error["message"]) < 120 for _, error in said.values())
     assert no_session.status_code == 400 and unacceptable.status_code == 406
     # None of them opened a session, and none names one (each named one that never was).
-    for refused in (garbage, not_rpc, listed, batch, no_session, unacceptable):
+    for refused in (garbage, not_rpc, listed, batch, odd_id, no_session, unacceptable):
         assert "mcp-session-id" not in refused.headers, refused.headers
     assert huge.status_code == 413 and f"over {cap} bytes" in huge.json()["message"]
     assert streamed.status_code == 413

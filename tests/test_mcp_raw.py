@@ -10,9 +10,10 @@ import json
 import os
 import subprocess
 import threading
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import pytest
 import trio
@@ -29,6 +30,8 @@ from mcpface_parts import (
     through_mcpx,
     write_config,
 )
+
+from mcpx_hooks.supervisor.service.mcpstdio import ODD_ID
 
 #: A `suffix` hook that advises: it fires for every call and changes no answer, so the calls
 #: it is on go through the call point.
@@ -137,7 +140,7 @@ def raw_results(
             return said["result"]
 
         hello = {"protocolVersion": "2025-06-18", "capabilities": {}}
-        answer(0, "initialize", {**hello, "clientInfo": {"name": "raw", "version": "0"}})
+        answer(0, "initialize", {**hello, "clientInfo": RAW_CLIENT})
         send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         if "mcp" in argv:
             answer(1, "tools/list", {})  # (the servers started: calls then take the short way)
@@ -317,3 +320,181 @@ async def test_a_server_s_bad_answers_and_end_read_the_same_both_ways(
     assert got["garbled"][0].startswith("server h answered echo with what is not a tool result")
     assert got["nan"][0] == "server h answered echo with NaN or Infinity"
     assert got["crash-on-call"][0].startswith("server h exited with status 7")
+
+
+#: What a client writing lines by hand says it is.
+RAW_CLIENT: Final = {"name": "raw", "version": "0"}
+
+
+class LineClient:
+    """A client of `mcpx-hooks mcp` writing JSON-RPC lines by hand, as no SDK would."""
+
+    def __init__(self, proc: trio.Process) -> None:
+        assert proc.stdin is not None and proc.stdout is not None
+        self._stdin, self._stdout = proc.stdin, proc.stdout
+        self._buf = b""
+
+    async def send(self, message: dict[str, Any]) -> None:
+        await self._stdin.send_all(json.dumps(message).encode() + b"\n")
+
+    async def line(self) -> dict[str, Any]:
+        while b"\n" not in self._buf:
+            chunk = await self._stdout.receive_some()
+            assert chunk, "mcpx-hooks mcp ended its stdout"
+            self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        said: dict[str, Any] = json.loads(line)
+        return said
+
+    async def answer(self, rid: Any, method: str, params: dict[str, Any]) -> list[Any]:
+        """What comes until the answer to `rid`, that answer last."""
+        await self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        came = [await self.line()]
+        while came[-1].get("id") != rid:
+            came.append(await self.line())
+        return came
+
+
+@asynccontextmanager
+async def line_client(config: Path) -> AsyncIterator[LineClient]:
+    """`mcpx-hooks mcp` with `config`, initialized and its tools listed (its servers started),
+    to a `LineClient`; at the end its stdin is closed and it exits (or is killed)."""
+    env = {**os.environ, **(through_mcpx(config).env or {})}
+    argv = [MCPX, "mcp", "--config", str(config)]
+    proc = await trio.lowlevel.open_process(
+        argv, cwd=config.parent, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        client = LineClient(proc)
+        hello = {"protocolVersion": "2025-11-25", "capabilities": {}}
+        await client.answer(0, "initialize", {**hello, "clientInfo": RAW_CLIENT})
+        await client.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        await client.answer(1, "tools/list", {})
+        yield client
+        assert proc.stdin is not None
+        await proc.stdin.aclose()
+        await proc.wait()
+    finally:
+        with trio.CancelScope(shield=True):
+            proc.kill()
+            await proc.wait()
+
+
+async def cancelled_on_the_server(
+    where: Path, config: Path, rid: Any, cancel: dict[str, Any]
+) -> list[list[str]]:
+    """What the hostile server's log says once a call of `wait` (by the id `rid`) was
+    cancelled by the client (`cancel`: the params of its `notifications/cancelled`) and a
+    call of `echo` after it was answered, with nothing before its answer."""
+    fifo = where / "h.log.waiting"
+    os.mkfifo(fifo)
+    said = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        with trio.fail_after(60):
+            async with line_client(config) as client:
+                call = {"jsonrpc": "2.0", "id": rid, "method": "tools/call"}
+                await client.send({**call, "params": {"name": "h__wait", "arguments": {}}})
+                await trio.lowlevel.wait_readable(said)
+                await client.send(
+                    {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel}
+                )
+                # Answered after the server read the cancellation, and nothing came before.
+                echo = {"name": "h__echo", "arguments": {}}
+                came = await client.answer(2, "tools/call", echo)
+                assert [c.get("id") for c in came] == [2]
+                return [line.split() for line in (where / "h.log").read_text().splitlines()]
+    finally:
+        os.close(said)
+
+
+@pytest.mark.parametrize("rid", ["7", "-7", 7], ids=["digits", "minus", "number"])
+@pytest.mark.parametrize(("hooks", "kind"), [([], "relay"), ([NOTE], "call")])
+async def test_a_call_whose_id_is_digits_in_a_string_is_cancelled_as_the_sdk_cancels_it(
+    tmp_path: Path, marker: Marker, hooks: list[dict[str, Any]], kind: str, rid: Any
+) -> None:
+    # The SDK's server takes "7" and 7 for one id (as the TypeScript SDK does): a client's
+    # cancellation naming its call "7" cancels it. Relayed, or served outside the SDK's
+    # server, such a call was held by "7" and its cancellation looked up as 7: not found, the
+    # server was never told, and the client got an answer to the call it had given up.
+    where = tmp_path / marker
+    config = write_config(where, marker, hooks, expose=("wait", "echo"))
+    cancel = {"requestId": rid, "reason": "the user stopped it"}
+    log = await cancelled_on_the_server(where, config, rid, cancel)
+    assert log[1:] == [["waiting", f"mcpx-{kind}-1"], ["cancelled", f"mcpx-{kind}-1"]]
+    assert marker.alive() == []
+
+
+@pytest.mark.parametrize(("hooks", "kind"), [([], "relay"), ([NOTE], "call")])
+async def test_a_cancellation_whose_reason_names_the_method_is_carried(
+    tmp_path: Path, marker: Marker, hooks: list[dict[str, Any]], kind: str
+) -> None:
+    # A line holding "tools/call" was taken for a call, and when it was none it went to the
+    # SDK's server without a look for a cancellation: one whose reason was "tools/call" was
+    # lost for a call relayed or served outside the SDK's server.
+    where = tmp_path / marker
+    config = write_config(where, marker, hooks, expose=("wait", "echo"))
+    log = await cancelled_on_the_server(where, config, 5, {"requestId": 5, "reason": "tools/call"})
+    assert log[1:] == [["waiting", f"mcpx-{kind}-1"], ["cancelled", f"mcpx-{kind}-1"]]
+    assert marker.alive() == []
+
+
+async def test_a_server_that_stops_reading_holds_up_none_of_the_session_s_other_calls(
+    tmp_path: Path, marker: Marker
+) -> None:
+    # A server stuck in a call reads nothing more: once its stdin is full, a cancellation of
+    # a call relayed to it cannot be written. It was written in the task that reads the
+    # client's lines (and past callTimeoutMs in the one that ends calls), so every later
+    # call of the session, to any server, waited until the server read again: for a server
+    # that hung, for good. The cancellation now waits for room in a task of its own.
+    where = tmp_path / marker
+    config = write_config(where, marker, expose=("wait", "echo"))
+    fifo = where / "h.log.waiting"
+    os.mkfifo(fifo)
+    said = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        with trio.fail_after(60):
+            async with line_client(config) as client:
+                call = {"jsonrpc": "2.0", "method": "tools/call"}
+                deaf = {"name": "h__wait", "arguments": {"deaf": True}}
+                await client.send({**call, "id": "stuck", "params": deaf})
+                await trio.lowlevel.wait_readable(said)
+                # Calls too large to relay fill its stdin, waiting for room (the SDK's way).
+                padded = {"name": "h__echo", "arguments": {"pad": "x" * 200_000}}
+                for n in range(2):
+                    await client.send({**call, "id": f"pad-{n}", "params": padded})
+                cancel = {"requestId": "stuck"}
+                await client.send(
+                    {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel}
+                )
+                with trio.fail_after(10):
+                    count = {"name": "words__count", "arguments": {"text": "one two"}}
+                    came = await client.answer(3, "tools/call", count)
+                assert came[-1]["result"]["structuredContent"] == {"words": 2, "lines": 1}
+    finally:
+        os.close(said)
+    assert marker.alive() == []
+
+
+async def test_a_request_whose_id_mcp_does_not_take_is_answered_not_left_waiting(
+    tmp_path: Path, marker: Marker
+) -> None:
+    # The SDK's models read a request whose id is null, a fraction (2.0: Python's JSON
+    # writes a float so), a boolean or an object as a notification, dropping its id: it was
+    # never answered, and its client waited for good. It is an invalid request, answered so.
+    where = tmp_path / marker
+    config = write_config(where, marker)
+    count = {"name": "words__count", "arguments": {"text": "one two"}}
+    with trio.fail_after(60):
+        async with line_client(config) as client:
+            for odd in (None, 2.0, True, {"n": 1}):
+                await client.send({"jsonrpc": "2.0", "id": odd, "method": "tools/call"})
+            # A notification that holds an `id` below its top level is one all the same, and
+            # one a careless client gives a null `id` is taken for what it names.
+            said = {"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}
+            await client.send({**said, "params": {"_meta": {"id": 1}}})
+            await client.send({**said, "id": None})
+            came = await client.answer(5, "tools/call", count)
+    refused = {"code": -32600, "message": ODD_ID}
+    assert came[:-1] == [{"jsonrpc": "2.0", "id": None, "error": refused}] * 4
+    assert came[-1]["result"]["structuredContent"] == {"words": 2, "lines": 1}
+    assert marker.alive() == []

@@ -15,8 +15,11 @@ import pytest
 import trio
 from mcp import types
 
+from mcpx_hooks.supervisor.core.servers import ServerSpec
+from mcpx_hooks.supervisor.tools.hearing import HEAR_WAIT_S
 from mcpx_hooks.supervisor.tools.jsonlines import LineWriter
-from mcpx_hooks.supervisor.tools.rawchannel import HEAR_WAIT_S, RawChannel
+from mcpx_hooks.supervisor.tools.rawchannel import RawChannel
+from mcpx_hooks.supervisor.tools.serverentry import ServerEntry
 
 
 @asynccontextmanager
@@ -86,3 +89,32 @@ async def test_a_hearer_that_fails_misses_its_notification_and_the_reading_goes_
     assert raised == []
     said = [r.getMessage() for r in caplog.records if r.name == "mcpx_hooks.mcp"]
     assert said == ["a server's notification was not passed on: ValueError: no such level"]
+
+
+class Quick:
+    """A hearer that takes each message at once."""
+
+    def __init__(self) -> None:
+        self.heard: list[Any] = []
+
+    async def __call__(self, params: Any) -> None:
+        self.heard.append(params)
+
+
+async def test_a_client_that_does_not_read_makes_no_other_client_miss_a_log_message(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    # A server's log message is told to each client with a call in flight to it. They were
+    # told one after another within one HEAR_WAIT_S: a client not reading, first in line,
+    # took it all, and every other client missed every message. Each is told on its own now.
+    entry = ServerEntry(ServerSpec("h", ("true",), "/"))
+    stuck, quick = Stuck(), Quick()
+    entry.log_hearers.extend([stuck, quick])
+    logged = note("notifications/message", {"level": "info", "data": "x"})
+    async with channel(entry.heard) as raw:
+        for _ in range(3):
+            start = trio.current_time()
+            with trio.fail_after(10 * HEAR_WAIT_S):
+                assert await raw.divert(logged) is True
+            assert trio.current_time() - start == HEAR_WAIT_S
+    assert len(quick.heard) == 3 and stuck.heard == 3

@@ -252,6 +252,30 @@ async def test_a_server_s_own_error_in_the_sdk_s_closing_code_is_its_answer(
     assert str(caught.value) == "server h answered relay with an error: the database is down"
 
 
+@pytest.mark.parametrize(
+    ("answer", "why"),
+    [
+        ('{"jsonrpc": "2.0", "id": @id, "result": {oops}}', "key must be a string"),
+        ('{"jsonrpc": "2.0", "id": @id, "result": {"x": "caf\xe9"}}', "invalid unicode"),
+    ],
+    ids=["not-json", "not-utf-8"],
+)
+async def test_an_answer_that_is_not_json_fails_its_call_at_once(
+    manager: ServerManager, tmp_path: Path, marker: Marker, answer: str, why: str
+) -> None:
+    # Its `id` can be read at its start: the call it answers fails at once with why, as one
+    # that is JSON but not JSON-RPC does. It was dropped as any bad line, and the call waited
+    # for callTimeoutMs, then said the server took too long, though it had answered at once.
+    spec = hostile("relay", tmp_path / "log", marker)
+    with trio.fail_after(30), pytest.raises(ToolFailed) as caught:
+        await manager.call(spec, "relay", {"raw": answer})
+    said = str(caught.value)
+    assert said.startswith("server h answered relay with an error: its answer is not JSON-RPC")
+    assert f"(Invalid JSON: {why}" in said
+    result, _ = await manager.call(spec, "echo", {"n": 1})  # it serves on
+    assert result.structured_content == {"n": 1}
+
+
 async def test_a_server_refusing_initialize_fails_its_start_with_its_words(
     manager: ServerManager, tmp_path: Path, marker: Marker
 ) -> None:

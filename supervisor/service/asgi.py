@@ -31,6 +31,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, Final
 from urllib.parse import unquote, urlsplit
 
+import anyio
 import trio
 
 from ..core.errors import HooksError
@@ -62,13 +63,23 @@ class _TooBig(HooksError):
     pass
 
 
+#: What the MCP SDK's transport logs when its writer of a POST's event stream fails: with
+#: `anyio.BrokenResourceError`, the stream to the response is broken, the response having
+#: ended with its client gone (it left before the answer, or the messages before it, came).
+SSE_WRITER_FAILED: Final = "Error in SSE writer"
+
+
 class ClientLeaving(logging.Filter):
     """Drops a record whose exception is clients leaving and nothing else (`ClientGone`,
-    alone or in groups): an application's log of its answer cut short by its client."""
+    alone or in groups): an application's log of its answer cut short by its client; and
+    the SDK's `SSE_WRITER_FAILED` for a broken stream, the same seen from its writer."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
-        return error is None or not _only_gone(error)
+        if error is None:
+            return True
+        broken = isinstance(error, anyio.BrokenResourceError) and record.msg == SSE_WRITER_FAILED
+        return not (broken or _only_gone(error))
 
 
 def _only_gone(error: BaseException) -> bool:

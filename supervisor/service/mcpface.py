@@ -47,8 +47,8 @@ from ..core.hooks import Config
 from ..core.servers import ServerSpec, exposed_name, exposed_targets, unportable_names
 from ..process.signals import serve_stop_signals
 from ..run.runtime import Runtime
+from ..tools.hearing import GONE
 from ..tools.pins import PinVerdict, key_of, listing, verdict
-from ..tools.rawchannel import GONE
 from ..tools.serverentry import ServerEntry, ServerFailing
 from .logredact import open_logged_runtime
 from .mcpcalls import Relays, sdk_relays, tool_result

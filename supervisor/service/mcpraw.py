@@ -43,6 +43,7 @@ import attrs
 import pydantic
 import trio
 from mcp import types
+from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
@@ -58,7 +59,6 @@ from ..run.callpoint import (
     too_slow,
 )
 from ..tools.jsonlines import json_line
-from ..tools.rawchannel import cancellation
 from ..tools.servers import done_using, error_answer, gone_reason, not_a_result, strict_json
 from .mcpcalls import (
     PROGRESS_TOKEN,
@@ -120,8 +120,9 @@ class RawCalls:
         self._gateway = gateway
         self._writer = writer
         self._nursery = nursery
-        self._calls: dict[types.RequestId, RawCall] = {}  # by the client's id
-        #: The calls served through the call point in a task of their own, by the client's id.
+        #: The calls relayed, and those served through the call point in a task of their own,
+        #: by the client's id as the SDK's server keys it (`coerce_request_id`: "7" is 7).
+        self._calls: dict[types.RequestId, RawCall] = {}
         self._served: dict[types.RequestId, trio.CancelScope] = {}
         self._soonest = math.inf
         self._wake = trio.Event()
@@ -132,31 +133,28 @@ class RawCalls:
         """Whether the client's `line` was taken here (a call, or a call's cancellation)."""
         if self._closed:
             return False
-        if _CALL in line:
-            return self._start(line)
+        if _CALL in line and self._start(line):
+            return True
         if (self._calls or self._served) and _CANCELLED in line:
             return await self._cancel(line)
         return False
 
     def close(self) -> None:
-        """The session ends: each call in flight is cancelled on its server (when its stdin
-        has room at once), and nothing more is answered."""
+        """The session ends: each call in flight is cancelled on its server, and nothing more
+        is answered."""
         self._closed = True
         for scope in self._served.values():
             scope.cancel()
         for call in list(self._calls.values()):
-            if self._end(call):
-                channel = call.entry.raw
-                if channel is not None:
-                    channel.forget(call.rid)
-                    channel.notify_nowait(cancellation(call.rid))
+            if self._end(call) and call.entry.raw is not None:
+                call.entry.raw.cancel(call.rid)
 
     def _start(self, line: bytes) -> bool:
         request = plain_call(line)
         session, client = self._gateway.session, self._gateway.client
         if request is None or session is None or client is None:
             return False
-        if request.id in self._calls or request.id in self._served:
+        if coerce_request_id(request.id) in self._calls.keys() | self._served.keys():
             return False  # (the SDK's server says what it says of an id in use)
         if client.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
             return False
@@ -174,7 +172,7 @@ class RawCalls:
         for server, tool in exposed_targets(request.name, config.servers, config.mcp_separator):
             if session.may_ask(server, tool):
                 return False
-        scope = self._served[request.id] = trio.CancelScope()
+        scope = self._served[coerce_request_id(request.id)] = trio.CancelScope()
         self._nursery.start_soon(self._serve, scope, session, request)
         return True
 
@@ -196,7 +194,7 @@ class RawCalls:
                 said = types.ErrorData(code=types.INTERNAL_ERROR, message=str(exc) or repr(exc))
                 failed = types.JSONRPCError(jsonrpc="2.0", id=cid, error=said)
             finally:
-                del self._served[cid]
+                del self._served[coerce_request_id(cid)]
         # (a call the client cancelled is not answered)
         if failed is not None:
             await self._writer.send(SessionMessage(failed))
@@ -242,7 +240,7 @@ class RawCalls:
         )
         if not entry.raw.send_nowait(rid, request_line, call):
             return False
-        self._calls[cid] = call
+        self._calls[coerce_request_id(cid)] = call
         entry.in_use += 1
         entry.poke()
         entry.log_hearers.append(call.log)
@@ -287,24 +285,22 @@ class RawCalls:
         rid = params.get("requestId")
         if isinstance(rid, bool) or not isinstance(rid, int | str):
             return False
-        if isinstance(rid, str) and rid.isascii() and rid.isdigit():
-            rid = int(rid)  # (the SDK's server reads "5" as 5 here too)
-        served = self._served.get(rid)
-        if served is not None:
+        rid = coerce_request_id(rid)
+        if (served := self._served.get(rid)) is not None:
             served.cancel()
             return True
         call = self._calls.get(rid)
         if call is None or not self._end(call):
             return False
         if call.entry.raw is not None:
-            await call.entry.raw.cancel(call.rid)
+            call.entry.raw.cancel(call.rid)
         return True
 
     def _end(self, call: RawCall) -> bool:
         """`call` ends now: False when it had ended already."""
-        if self._calls.get(call.call.id) is not call:
+        if self._calls.get(key := coerce_request_id(call.call.id)) is not call:
             return False
-        del self._calls[call.call.id]
+        del self._calls[key]
         call.entry.log_hearers.remove(call.log)
         done_using(call.entry)
         return True
@@ -335,7 +331,7 @@ class RawCalls:
             for call in [c for c in self._calls.values() if c.deadline <= now]:
                 if self._end(call):
                     if call.entry.raw is not None:
-                        await call.entry.raw.cancel(call.rid)
+                        call.entry.raw.cancel(call.rid)
                     why = too_slow(call.spec.call_timeout_ms)
                     await self._finish(call, CallOutcome(False, error=why), None)
 
@@ -381,7 +377,8 @@ class RawCall(Record):
         await owner._finish(self, outcome, destructive_hint(self.entry, tool), message.result)
 
     async def progress(self, params: dict[str, Any]) -> None:
-        if self.token is not None and self.owner._calls.get(self.call.id) is self:
+        calls = self.owner._calls
+        if self.token is not None and calls.get(coerce_request_id(self.call.id)) is self:
             relayed = {**params, PROGRESS_TOKEN: self.token}
             line = json_line(
                 {"jsonrpc": "2.0", "method": "notifications/progress", "params": relayed}

@@ -24,6 +24,7 @@ from mcp import types
 from mcp.shared.message import SessionMessage
 
 from ..core.errors import HooksError
+from ..core.jsontext import JsonError, loads
 from ..core.servers import MAX_MESSAGE_BYTES
 from ..tools.jsonlines import (
     BorrowedSend,
@@ -38,6 +39,25 @@ from ..tools.jsonlines import (
 #: What each request of a batch is answered: MCP sends one message a line (its current
 #: revision has no batches, and this SDK serves none).
 BATCH_REFUSED: Final = "a batch is not served: send each message on its own"
+#: What a request whose `id` is neither a string nor an integer is answered (`odd_id`).
+ODD_ID: Final = "not a JSON-RPC message: id: a request's id is a string or an integer"
+
+
+def odd_id(message: types.JSONRPCMessage, line: bytes) -> bool:
+    """Whether `message`, read from `line`, is a request MCP does not take: the SDK's models
+    read a message with a `method` and an `id` of null, a fraction (`2.0`, as Python's JSON
+    writes a float), a boolean or an object as a notification, dropping the `id`, and its
+    client would wait for an answer for good. A notification's method (`notifications/…`)
+    with such an `id` is taken for the notification it names, as it was."""
+    if not isinstance(message, types.JSONRPCNotification) or b'"id"' not in line:
+        return False
+    if message.method.startswith("notifications/"):
+        return False
+    try:
+        value = loads(line)
+    except JsonError:
+        return False
+    return isinstance(value, dict) and "id" in value
 
 
 def unreadable(exc: Exception) -> tuple[int, str]:
@@ -59,6 +79,10 @@ class LineTooLong(HooksError, ValueError):
     """A line from the client over `MAX_MESSAGE_BYTES`: dropped unread."""
 
 
+class OddId(HooksError, ValueError):
+    """A request whose `id` MCP does not take (`odd_id`): answered with an error, not served."""
+
+
 class LineTaker(Protocol):
     """What may take a line of the client's before the SDK reads it (True: taken)."""
 
@@ -72,8 +96,10 @@ class ClientMessages:
     A request that cannot be read (JSON the SDK refuses, such as a lone surrogate escaped in
     a string; a line over `MAX_MESSAGE_BYTES`) is answered here with a JSON-RPC error when
     its `id` can still be read, so that the client's call ends instead of waiting forever;
-    what has no readable `id` is dropped, as the SDK's own servers drop it. A batch (a JSON
-    array) is refused whole: each request in it is answered with an error, in one array."""
+    what has no readable `id` is dropped, as the SDK's own servers drop it. A request whose
+    `id` MCP does not take (`odd_id`) is answered with an error of JSON-RPC's null `id`. A
+    batch (a JSON array) is refused whole: each request in it is answered with an error, in
+    one array."""
 
     def __init__(self, incoming: trio.lowlevel.FdStream, writer: ClientWriter) -> None:
         self._lines = LineReader(incoming)
@@ -98,7 +124,7 @@ class ClientMessages:
                 await self._refuse(top_level_id(line.head), types.INVALID_REQUEST, said)
             return LineTooLong(said)
         try:
-            return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+            message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
         except (pydantic.ValidationError, ValueError) as exc:
             batch = batch_ids(line)
             if batch is None:
@@ -111,6 +137,10 @@ class ClientMessages:
                     [_refusal(rid, types.INVALID_REQUEST, BATCH_REFUSED) for rid in batch]
                 )
             return exc
+        if odd_id(message, line):  # (its id cannot be said back: JSON-RPC's null then)
+            await self._writer.send(SessionMessage(_refusal(None, types.INVALID_REQUEST, ODD_ID)))
+            return OddId(ODD_ID)
+        return SessionMessage(message)
 
     async def _refuse(self, rid: int | str | None, code: int, message: str) -> None:
         if rid is not None:

@@ -44,7 +44,7 @@ from ..tools.jsonlines import batch_ids
 from .asgi import AsgiMessage, Receive, Scope, Send, quiet_client_leaving
 from .mcpexec import RunSlots
 from .mcpface import Gateway
-from .mcpstdio import BATCH_REFUSED, unreadable
+from .mcpstdio import BATCH_REFUSED, ODD_ID, odd_id, unreadable
 
 logger = logging.getLogger("mcpx_hooks.mcp")
 
@@ -196,13 +196,14 @@ async def _whole_body(receive: Receive) -> tuple[bytes, Receive]:
 
 def _unreadable_body(body: bytes) -> tuple[int, str] | None:
     """The JSON-RPC error for a POST body that holds no message this server serves (a batch
-    is refused whole), in the words `mcpx-hooks mcp` answers a line with
-    (`mcpstdio.unreadable`); None when it holds one."""
+    is refused whole, and a request whose `id` MCP does not take, `mcpstdio.odd_id`), in the
+    words `mcpx-hooks mcp` answers a line with (`mcpstdio.unreadable`); None when it holds
+    one."""
     try:
-        jsonrpc_message_adapter.validate_json(body, by_name=False)
+        message = jsonrpc_message_adapter.validate_json(body, by_name=False)
     except (pydantic.ValidationError, ValueError) as exc:
         return unreadable(exc) if batch_ids(body) is None else (INVALID_REQUEST, BATCH_REFUSED)
-    return None
+    return (INVALID_REQUEST, ODD_ID) if odd_id(message, body) else None
 
 
 async def _error(send: Send, status: int, code: int, message: str) -> None:

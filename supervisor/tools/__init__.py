@@ -11,6 +11,7 @@ from ..core.exports import exports
 __all__, __getattr__, __dir__ = exports(
     __name__,
     {
+        "hearing": ("GONE", "HEAR_WAIT_S", "hear_within"),
         "serverentry": (
             "AnswerTooLarge",
             "LogHearer",
@@ -35,7 +36,7 @@ __all__, __getattr__, __dir__ = exports(
             "unread_id",
         ),
         "mcpclient": ("ServerBroken", "every_page"),
-        "rawchannel": ("GONE", "cancellation"),
+        "rawchannel": ("cancellation",),
         "pins": (
             "OFF",
             "REQUIRE",

@@ -13,7 +13,8 @@ start (where this SDK and most servers write it), else the one request in flight
 request in flight (none can be told from the others). An answer that is JSON but not
 JSON-RPC (an error whose code is not a number, …) fails the request its `id` names, in flight,
 with `ANSWER_UNREADABLE`: it is dropped and counted as any bad line, but its request is not
-left waiting for its timeout.
+left waiting for its timeout. So does a line that is not JSON at all (or not UTF-8) whose
+start names the `id` of a request in flight (`top_level_id`), unless it has a `method`.
 
 A request is on the server's stdin when the session's `send` returns (`jsonlines.py`, no
 task between). Beside the session, a `RawChannel` (`rawchannel.py`) writes requests of its
@@ -43,7 +44,15 @@ from mcp.shared.message import SessionMessage
 from ..core.errors import HooksError
 from ..core.records import Record
 from ..core.servers import MAX_BAD_LINES, MAX_MESSAGE_BYTES
-from .jsonlines import BorrowedSend, LineReader, LineWriter, TooLong, top_level_id, unread_id
+from .jsonlines import (
+    HEAD_BYTES,
+    BorrowedSend,
+    LineReader,
+    LineWriter,
+    TooLong,
+    top_level_id,
+    unread_id,
+)
 from .rawchannel import RawChannel
 
 CLIENT_INFO: Final = types.Implementation(name="mcpx-hooks", version="0.1.0")
@@ -209,6 +218,8 @@ class ServerMessages:
             except (pydantic.ValidationError, ValueError) as exc:
                 _bad(stats, f"not JSON-RPC: {type(exc).__name__}")
                 answered = unread_id(line, request=False)
+                if answered is None and b'"method"' not in line:  # not JSON, or not UTF-8
+                    answered = top_level_id(line[:HEAD_BYTES])  # (the `id` at its start)
                 if answered is not None and _key(answered) in stats.in_flight:
                     return _unreadable(_key(answered), exc)
 
@@ -268,7 +279,8 @@ def is_too_large(code: int, message: str) -> bool:
 
 def _unreadable(rid: types.RequestId, exc: Exception) -> types.JSONRPCError:
     first = exc.errors()[0] if isinstance(exc, pydantic.ValidationError) else None
-    why = f"{'.'.join(map(str, first['loc']))}: {first['msg']}" if first else type(exc).__name__
+    where = ".".join(map(str, first["loc"])) if first else ""
+    why = (f"{where}: " if where else "") + first["msg"] if first else type(exc).__name__
     error = types.ErrorData(code=ANSWER_UNREADABLE, message=f"its answer is not JSON-RPC ({why})")
     return types.JSONRPCError(jsonrpc="2.0", id=rid, error=error)
 

@@ -11,33 +11,17 @@ an MCP client makes that no hook can touch, relayed by the gateway (`service/mcp
 from __future__ import annotations
 
 import contextlib
-import logging
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Final, Protocol, TypeVar
+from collections.abc import Mapping
+from typing import Any, Protocol
 
-import anyio
 import pydantic
 import trio
 from mcp import types
 from mcp.client.session import LoggingFnT
 from mcp.shared.dispatcher import ProgressFnT
 
+from .hearing import hear_within
 from .jsonlines import LineWriter, json_line
-
-#: How long the reading of a server's stdout waits for a hearer of one of its notifications
-#: (a client slow to read its progress or log messages), in seconds.
-HEAR_WAIT_S: Final = 1.0
-
-
-#: What a send to a client that is gone raises (the SDK's streams, or our pipes).
-GONE: Final = (
-    anyio.BrokenResourceError,
-    anyio.ClosedResourceError,
-    trio.BrokenResourceError,
-    trio.ClosedResourceError,
-)
-_Heard = TypeVar("_Heard")
-logger = logging.getLogger("mcpx_hooks.mcp")
 
 
 class RawRoute(Protocol):
@@ -137,10 +121,12 @@ class RawChannel:
         self.routes.pop(rid, None)
         self._in_flight.discard(rid)
 
-    async def cancel(self, rid: str) -> None:
-        """The request `rid` given up (`forget`), and the server told so."""
+    def cancel(self, rid: str) -> None:
+        """The request `rid` given up (`forget`), and the server told so: at once when its
+        stdin has room, else by a task of the channel's. Never waits: a server that reads
+        nothing more holds up no caller (the reading of a client's lines, say)."""
         self.forget(rid)
-        await self.notify(cancellation(rid))
+        self._cancel(rid)
 
     async def notify(self, line: bytes) -> None:
         """Writes the notification `line` (a cancellation); a server gone is no error."""
@@ -169,7 +155,7 @@ class RawChannel:
             token = message.params.get("progressToken")
             route = self.routes.get(token) if isinstance(token, str) else None
             if route is not None:
-                await _hear(route.progress, message.params)
+                await hear_within(route.progress, message.params)
             return route is not None
         if message.method == "notifications/message" and self._heard is not None:
             try:
@@ -178,7 +164,7 @@ class RawChannel:
                 )
             except pydantic.ValidationError:
                 return False  # the session's to drop
-            await _hear(self._heard, params)
+            await hear_within(self._heard, params)
             return True
         return False
 
@@ -212,21 +198,6 @@ class _Waiter:
 
     def gone(self) -> None:
         self.done.set()
-
-
-async def _hear(hear: Callable[[_Heard], Awaitable[None]], said: _Heard) -> None:
-    """`hear(said)`, a notification to its hearer, for at most `HEAR_WAIT_S`. A hearer whose
-    client is gone misses it; one that fails otherwise is logged. Neither ends the reading
-    of the server's stdout (the server's other uses go on)."""
-    with trio.move_on_after(HEAR_WAIT_S):
-        try:
-            await hear(said)
-        except GONE:
-            pass
-        except Exception as exc:  # (a hearer's failure is its own, as in the SDK's client)
-            logger.warning(
-                "a server's notification was not passed on: %s: %s", type(exc).__name__, exc
-            )
 
 
 def cancellation(rid: str) -> bytes:

@@ -22,6 +22,7 @@ from ..core.points import Phase
 from ..core.records import Record
 from ..core.redact import Redactor
 from ..core.servers import BACKOFF_FIRST_S, BACKOFF_MAX_S, ServerSpec
+from .hearing import hear_within
 
 if TYPE_CHECKING:
     from mcp import types
@@ -98,13 +99,18 @@ class ServerEntry(Record):
 
     async def heard(self, params: types.LoggingMessageNotificationParams) -> None:
         """A log message of the server, passed to each hearer (none: it is dropped), once to
-        each sink: a client with several calls in flight to the server hears it once."""
-        told: set[int] = set()
-        for hear in list(self.log_hearers):
-            sink = id(getattr(hear, "sink", hear))  # (`ClientLog`: the client it tells)
-            if sink not in told:
-                told.add(sink)
-                await hear(params)
+        each sink: a client with several calls in flight to the server hears it once. The
+        sinks are told side by side, each for at most `HEAR_WAIT_S` (`hear_within`): a
+        client that does not read holds up none of the others, nor makes them miss it."""
+        sinks: dict[int, LogHearer] = {}
+        for hear in self.log_hearers:  # (`ClientLog`: the client it tells)
+            sinks.setdefault(id(getattr(hear, "sink", hear)), hear)
+        if len(sinks) == 1:  # (the usual case: no task to start)
+            await hear_within(next(iter(sinks.values())), params)
+            return
+        async with trio.open_nursery() as nursery:
+            for hear in sinks.values():
+                nursery.start_soon(hear_within, hear, params)
 
     since: float | None = None
     reason: str = ""

@@ -5,7 +5,8 @@
 `notifications/cancelled` ("cancelled ID"). Modes:
 
 - `good`: answers like a well-behaved server; tool `echo` answers its arguments as
-  structured content, `wait` never answers (until cancelled), `fail` answers `isError`,
+  structured content, `wait` never answers (until cancelled; with `"deaf": true` it reads
+  nothing more either, as a server stuck in a call: its stdin fills), `fail` answers `isError`,
   `big` answers `{"bytes": N}` with a text of N bytes, written as it goes (with `"idLast":
   true` its `id` ends the line, as the TypeScript SDK writes it).
 - `mute`: reads, never answers `initialize` (a start that never ends).
@@ -30,7 +31,8 @@
 - `relay`: as `good`, with one tool more, `relay`, which writes what its caller asks: each of
   `lines` as a line of its own (each character a byte, so that any bytes can be asked for),
   then the call's answer with `error` as its error if given, else with `result` as its
-  result, whatever they are.
+  result, whatever they are; or, given `raw`, that line as its answer (each character a
+  byte), `@id` in it standing for the call's `id` as JSON.
 
 Tool `whoami` (in `good` and `relay`) answers the `id` its call came with, as JSON; tool
 `meta`, `{"id", "meta"}`: that id and the request's `_meta`.
@@ -41,6 +43,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from typing import Any
 
 TOOLS = [
@@ -255,6 +258,8 @@ def main() -> None:
             name, args = params.get("name"), params.get("arguments") or {}
             if name == "wait":
                 say_waiting(rid)
+                if args.get("deaf"):
+                    time.sleep(3600)
                 continue  # never answered
             if name == "big":
                 send_big(rid, int(args.get("bytes", 0)), bool(args.get("idLast")))
@@ -281,6 +286,11 @@ def main() -> None:
                 for raw in args.get("lines", []):
                     written = str(raw).replace("\n", " ").encode("latin-1", "replace")
                     sys.stdout.buffer.write(written + b"\n")
+                if "raw" in args:
+                    given = str(args["raw"]).replace("@id", json.dumps(rid))
+                    sys.stdout.buffer.write(given.encode("latin-1") + b"\n")
+                    sys.stdout.flush()
+                    continue
                 answer = (
                     {"error": args["error"]} if "error" in args else {"result": args.get("result")}
                 )
