@@ -61,11 +61,15 @@ def py(code: str) -> tuple[str, ...]:
 
 
 def keepers(spawner: Spawner) -> list[int]:
-    """The spawner's keepers that are alive (not zombies waiting for it to reap them)."""
+    """The spawner's keepers that are alive (not zombies waiting for it to reap them). A
+    keeper is a fork of the spawner (its program); the spawner's other children are what a
+    killed keeper left (its child's tree, the spawner's as their subreaper, killed as strays
+    when it reaps the keeper: on a loaded machine, perhaps not yet)."""
+    parent = psutil.Process(spawner.pid)
     alive = []
-    for proc in psutil.Process(spawner.pid).children():
+    for proc in parent.children():
         try:
-            if proc.status() != psutil.STATUS_ZOMBIE:
+            if proc.status() != psutil.STATUS_ZOMBIE and proc.cmdline() == parent.cmdline():
                 alive.append(proc.pid)
         except psutil.NoSuchProcess:
             continue
