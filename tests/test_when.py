@@ -69,7 +69,7 @@ def test_every_key_a_point_provides_is_declared_and_every_declared_key_is_provid
 def test_a_when_key_is_taken_where_the_point_provides_it_and_refused_elsewhere(
     tmp_path: Path, subject: str, key: str
 ) -> None:
-    hook = {**SUBJECTS[subject], "run": ["true"], "when": {key: ["x*"]}}
+    hook = {**SUBJECTS[subject], "run": ["true"], "when": {key: ["*x*"]}}
     found = problems_of(tmp_path, hook)
     if key in PROVIDED[subject]:
         assert found == []
