@@ -435,6 +435,20 @@ async def test_each_effect_in_each_phase(tmp_path: Path, phase: str, key: str) -
         assert result["advice"] == ["a"]
 
 
+async def test_a_run_answer_s_command_has_a_timeout_and_a_duration_of_its_own(
+    tmp_path: Path, no_leftovers: None
+) -> None:
+    # The command a `run` answer names gets the hook's timeoutMs again, after the hook's: the
+    # frame's durationMs is the hook's own, and `ran` said nothing of how long its command
+    # took (a hook of 300 ms took 600 ms, and read as 300).
+    run_sleep = answer({"run": {"argv": ["sleep", "100"]}})
+    cfg = config(tmp_path, hook("h", "before", run_sleep, effect="run", timeoutMs=300))
+    (frame,) = of(await run_to_end(cfg, argv_request(tmp_path, "true")), "hook")
+    assert frame["status"] == "ok" and frame["ran"]["status"] == "timeout"
+    assert 300 <= frame["ran"]["durationMs"] < 300 + 5000
+    assert frame["durationMs"] < 300 + 5000
+
+
 async def test_a_profile_that_cannot_be_had_is_said_once_per_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -79,7 +79,9 @@ def _hook_lines(frame: Mapping[str, Any]) -> list[str]:
     lines.extend(f"  egress: {said}" for said in frame.get("egress", ()))
     ran = frame.get("ran")
     if ran is not None:
-        lines.append(f"  ran {_argv(ran['argv'])}: {ran['status']}")
+        took = ran.get("durationMs")
+        lasted = f" in {took} ms" if isinstance(took, int) else ""
+        lines.append(f"  ran {_argv(ran['argv'])}: {ran['status']}{lasted}")
     ended = _exit(frame.get("exitCode"), frame.get("signal"))
     if ended is not None and ended != frame.get("reason"):  # (not said twice)
         lines.append(f"  {ended}")

@@ -50,6 +50,9 @@ class Ran(Record):
     signal: int | None = None
     stdout: str | None = None
     stderr_tail: str | None = None
+    #: How long it ran (it has a timeout of its own, the hook's `timeoutMs`, after the hook's
+    #: own time, which the frame's `durationMs` is); None: it never started.
+    duration_ms: int | None = None
 
 
 @attrs.frozen(repr=False, eq=False)

@@ -178,6 +178,7 @@ async def run_child(
 async def run_command(spawner: Spawner, argv: tuple[str, ...], like: ChildSpec, hook: Hook) -> Ran:
     """Executes a `run`-effect answer once, in the hook's sandbox, cwd and environment."""
     spec = attrs.evolve(like, argv=argv, module=None)
+    started = time.perf_counter()
     try:
         outcome, timed_out = await run_child(spawner, spec, b"", hook)
     except SpawnError as exc:
@@ -190,6 +191,7 @@ async def run_command(spawner: Spawner, argv: tuple[str, ...], like: ChildSpec, 
         outcome.signal,
         bytes(outcome.stdout[:RAN_OUTPUT_BYTES]).decode(errors="replace"),
         _text(outcome.stderr_tail),
+        ms_since(started),
     )
 
 
