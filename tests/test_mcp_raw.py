@@ -10,8 +10,8 @@ import json
 import os
 import subprocess
 import threading
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any, Final
 
@@ -380,31 +380,38 @@ async def line_client(config: Path) -> AsyncIterator[LineClient]:
             await proc.wait()
 
 
+@contextmanager
+def server_waiting(where: Path) -> Iterator[int]:
+    """An fd that turns readable once the hostile server in `where` is waiting in its `wait`
+    tool (it opens the fifo `h.log.waiting` then)."""
+    fifo = where / "h.log.waiting"
+    os.mkfifo(fifo)
+    said = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        yield said
+    finally:
+        os.close(said)
+
+
 async def cancelled_on_the_server(
     where: Path, config: Path, rid: Any, cancel: dict[str, Any]
 ) -> list[list[str]]:
     """What the hostile server's log says once a call of `wait` (by the id `rid`) was
     cancelled by the client (`cancel`: the params of its `notifications/cancelled`) and a
     call of `echo` after it was answered, with nothing before its answer."""
-    fifo = where / "h.log.waiting"
-    os.mkfifo(fifo)
-    said = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        with trio.fail_after(60):
-            async with line_client(config) as client:
-                call = {"jsonrpc": "2.0", "id": rid, "method": "tools/call"}
-                await client.send({**call, "params": {"name": "h__wait", "arguments": {}}})
-                await trio.lowlevel.wait_readable(said)
-                await client.send(
-                    {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel}
-                )
-                # Answered after the server read the cancellation, and nothing came before.
-                echo = {"name": "h__echo", "arguments": {}}
-                came = await client.answer(2, "tools/call", echo)
-                assert [c.get("id") for c in came] == [2]
-                return [line.split() for line in (where / "h.log").read_text().splitlines()]
-    finally:
-        os.close(said)
+    with server_waiting(where) as said, trio.fail_after(60):
+        async with line_client(config) as client:
+            call = {"jsonrpc": "2.0", "id": rid, "method": "tools/call"}
+            await client.send({**call, "params": {"name": "h__wait", "arguments": {}}})
+            await trio.lowlevel.wait_readable(said)
+            await client.send(
+                {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel}
+            )
+            # Answered after the server read the cancellation, and nothing came before.
+            echo = {"name": "h__echo", "arguments": {}}
+            came = await client.answer(2, "tools/call", echo)
+            assert [c.get("id") for c in came] == [2]
+            return [line.split() for line in (where / "h.log").read_text().splitlines()]
 
 
 @pytest.mark.parametrize("rid", ["7", "-7", 7], ids=["digits", "minus", "number"])
@@ -448,30 +455,24 @@ async def test_a_server_that_stops_reading_holds_up_none_of_the_session_s_other_
     # that hung, for good. The cancellation now waits for room in a task of its own.
     where = tmp_path / marker
     config = write_config(where, marker, expose=("wait", "echo"))
-    fifo = where / "h.log.waiting"
-    os.mkfifo(fifo)
-    said = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        with trio.fail_after(60):
-            async with line_client(config) as client:
-                call = {"jsonrpc": "2.0", "method": "tools/call"}
-                deaf = {"name": "h__wait", "arguments": {"deaf": True}}
-                await client.send({**call, "id": "stuck", "params": deaf})
-                await trio.lowlevel.wait_readable(said)
-                # Calls too large to relay fill its stdin, waiting for room (the SDK's way).
-                padded = {"name": "h__echo", "arguments": {"pad": "x" * 200_000}}
-                for n in range(2):
-                    await client.send({**call, "id": f"pad-{n}", "params": padded})
-                cancel = {"requestId": "stuck"}
-                await client.send(
-                    {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel}
-                )
-                with trio.fail_after(10):
-                    count = {"name": "words__count", "arguments": {"text": "one two"}}
-                    came = await client.answer(3, "tools/call", count)
-                assert came[-1]["result"]["structuredContent"] == {"words": 2, "lines": 1}
-    finally:
-        os.close(said)
+    with server_waiting(where) as said, trio.fail_after(60):
+        async with line_client(config) as client:
+            call = {"jsonrpc": "2.0", "method": "tools/call"}
+            deaf = {"name": "h__wait", "arguments": {"deaf": True}}
+            await client.send({**call, "id": "stuck", "params": deaf})
+            await trio.lowlevel.wait_readable(said)
+            # Calls too large to relay fill its stdin, waiting for room (the SDK's way).
+            padded = {"name": "h__echo", "arguments": {"pad": "x" * 200_000}}
+            for n in range(2):
+                await client.send({**call, "id": f"pad-{n}", "params": padded})
+            cancel = {"requestId": "stuck"}
+            await client.send(
+                {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel}
+            )
+            with trio.fail_after(10):
+                count = {"name": "words__count", "arguments": {"text": "one two"}}
+                came = await client.answer(3, "tools/call", count)
+            assert came[-1]["result"]["structuredContent"] == {"words": 2, "lines": 1}
     assert marker.alive() == []
 
 

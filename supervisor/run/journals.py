@@ -99,8 +99,8 @@ class Journals:
         (`storedrun.py`), never restored whole."""
         if run_id in self._runs or self.history is None:
             return await self.find(run_id)
-        try:  # (whether the history holds the run at all: a row, none of its chunks)
-            held = await trio.to_thread.run_sync(self.history.lines, run_id, 1 << 62)
+        try:  # (whether the history holds the run at all: its row)
+            held = await trio.to_thread.run_sync(self.history.extent, run_id)
         except HistoryFault:
             held = None
         if held is None:

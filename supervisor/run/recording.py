@@ -17,12 +17,11 @@ dropped (never a run that looks whole but is not), and it goes on in memory as b
 Another process holding the database's lock past `BUSY_MS` (a large write, retention
 dropping large runs, a search indexing) is waited out: the same runs' lines are written again
 every `BUSY_RETRY_S`, and only a lock held for `BUSY_GIVE_UP_S` on end (`BUSY_AT_EXIT_S` once
-the process is ending and waits for the writer) is a fault. Retention
-and the sealing of interrupted runs are left for their next turn.
+the process is ending and waits for the writer) is a fault. Retention and the sealing of
+interrupted runs are left for their next turn.
 
-Faults: when the database cannot be opened or written (locked past those bounds,
-read-only, full, not a database, removed while open), recording stops for the rest of the
-process: each
+Faults: when the database cannot be opened or written (locked past those bounds, read-only,
+full, not a database, removed while open), recording stops for the rest of the process: each
 run that is still running (written or waiting to be), and each later one, gets one `warning`
 saying why the history is not being kept, and goes on in memory; what was stored of the runs
 not stored whole is dropped, where the database still lets it. A run that had ended before
