@@ -17,7 +17,14 @@ import orjson
 import pytest
 import trio
 
-from mcpx_hooks.supervisor.core.frames import EndFrame, FrameType, ResultFrame, StartFrame, blank
+from mcpx_hooks.supervisor.core.frames import (
+    EndFrame,
+    FrameType,
+    OutputFrame,
+    ResultFrame,
+    StartFrame,
+    blank,
+)
 from mcpx_hooks.supervisor.history import sizes
 from mcpx_hooks.supervisor.history.faults import HistoryFault
 from mcpx_hooks.supervisor.history.store import History, Written, default_path
@@ -214,6 +221,55 @@ def test_a_run_whose_owner_is_gone_is_ended_in_the_history_and_verifies(tmp_path
         history.write([Written("mirrored", 0, list(j.lines), j.summary(), 1.0, False)])
         assert seal_interrupted(history) == []
         assert history.lines("mirrored") == (list(j.lines), False)
+    finally:
+        history.close()
+
+
+def test_a_run_ended_for_its_gone_owner_is_read_a_chunk_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # It was read whole (every line of the run at once) to make its seal: a killed run of
+    # 400,000 lines held them all in the next process's memory at its start. Now each read
+    # takes one stored chunk, and the seal is the same: its chain covers every line, its
+    # outcome (here a result, stored before the kill) stands, and the summary keeps what the
+    # recorder stored (a refused hook) with what the first line says.
+    from mcpx_hooks.supervisor.core.chain import check
+    from mcpx_hooks.supervisor.history.store import OWNER_MARK
+    from mcpx_hooks.supervisor.run.interrupted import seal_interrupted
+
+    gone = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True)
+    j = RunJournal("big")
+    j.append(blank(StartFrame, argv=("job",), cwd="/", sandbox="none"))
+    history = History.open(tmp_path / "h.db")
+    read: list[int] = []
+    whole = history.lines
+
+    def counted(run_id: str, start: int = 0, chunks: int = -1) -> tuple[list[bytes], bool] | None:
+        found = whole(run_id, start, chunks)
+        read.append(len(found[0]) if found else 0)
+        return found
+
+    try:
+        held = 0
+        for batch in range(3):
+            for n in range(50):
+                j.append(blank(OutputFrame, text=f"line {batch} {n}"))
+            if batch == 2:
+                j.append(blank(ResultFrame, value=1))
+            stored = {**j.summary(), "refused": ["gate"]}
+            owner = {OWNER_MARK + "big": int(gone.stdout)}
+            history.write([Written("big", held, j.lines[held:], stored, 1.0, False)], marks=owner)
+            held = len(j.lines)
+        monkeypatch.setattr(history, "lines", counted)
+        assert seal_interrupted(history) == ["big"]
+        monkeypatch.setattr(history, "lines", whole)
+        kept, finished = whole("big") or ([], False)
+        assert finished and check(kept) is None
+        assert len(kept) == len(j.lines) + 1  # its end only: it has its outcome
+        assert 0 < max(read) <= 51 < len(j.lines)  # (a chunk a write here)
+        (listed,) = history.summaries(1)
+        assert listed["status"] == "result" and listed["refused"] == ["gate"]
+        assert listed["argv"] == ["job"] and listed["durationMs"] is None
     finally:
         history.close()
 

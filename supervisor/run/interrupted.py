@@ -23,7 +23,7 @@ import os
 from typing import Final
 
 from ..history.store import OWNER_MARK, History, Written
-from .journal import RunJournal
+from .storedrun import RunGone, StoredRun
 
 #: The stored runs looked at, newest first (older ones stay as they are).
 LOOKED_AT: Final = 1024
@@ -60,7 +60,8 @@ def alive(token: int) -> bool:
 
 def seal_interrupted(history: History) -> list[str]:
     """Ends each stored run whose owner is gone (the module's words); their ids. Blocking:
-    run it in a worker thread. Raises `HistoryFault` as the history's reads and writes do."""
+    run it in a worker thread. Raises `HistoryFault` as the history's reads and writes do.
+    A run is read a stored chunk at a time (`StoredRun`), never whole."""
     sealed: list[str] = []
     for summary in history.summaries(LOOKED_AT):
         run_id = summary.get("runId")
@@ -69,13 +70,13 @@ def seal_interrupted(history: History) -> list[str]:
         owner = history.mark(OWNER_MARK + run_id)
         if owner is None or alive(owner):  # (none: a gateway's mirror, an older version's)
             continue
-        found = history.lines(run_id)
-        if found is None or found[1] or not found[0]:
+        try:
+            found = StoredRun(history, run_id).sealed(INTERRUPTED)
+        except RunGone:  # (dropped meanwhile by another process's retention)
             continue
-        lines = found[0]
-        journal = RunJournal.restored(run_id, lines, finished=True)
-        journal.seal(INTERRUPTED)
-        ended = journal.lines[len(lines) :]
-        history.write([Written(run_id, len(lines), ended, journal.summary(), 0.0, True)])
+        if found is None:
+            continue
+        stored, seal, ended = found
+        history.write([Written(run_id, stored, seal, summary | ended, 0.0, True)])
         sealed.append(run_id)
     return sealed

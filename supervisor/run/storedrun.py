@@ -12,7 +12,7 @@ gone when its last chunk is read.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Final
+from typing import Any, Final
 
 import orjson
 
@@ -71,21 +71,44 @@ class StoredRun:
                     start += len(lines)
                     lines = self._read(start)[0]
                 return
-        chain, seq, outcome = GENESIS, 0, False
-        first = last = b""
+        scan = _Scan()
+        for lines in self._through(scan):
+            if scan.seq > start:
+                yield lines[max(0, len(lines) - (scan.seq - start)) :]
+        if not scan.finished:
+            seal = self._seal(scan, SEALED)
+            if scan.seq + len(seal) > start:
+                yield seal[max(0, start - scan.seq) :]
+
+    def sealed(self, message: str) -> tuple[int, list[bytes], dict[str, Any]] | None:
+        """What seals the run with `message`, read through a chunk at a time: how many lines
+        are stored, the `error` (if it has no outcome) and `end` that follow them, and what
+        the run's summary then says of its start and end; None when its end is stored or it
+        has no line."""
+        scan = _Scan()
+        for _ in self._through(scan):
+            pass
+        if scan.finished or not scan.seq:
+            return None
+        start = wire_loads(scan.first)
+        summary = {
+            "argv": start.get("argv", []),
+            "cwd": start.get("cwd"),
+            "startedAt": start.get("at"),
+            "status": scan.outcome or FrameType.ERROR.value,
+            "exitCode": None,
+            "durationMs": None,
+        }
+        return scan.seq, self._seal(scan, message), summary
+
+    def _through(self, scan: _Scan) -> Iterator[list[bytes]]:
+        """The run's lines from its first, a stored chunk at a time, each taken by `scan`."""
         while True:
-            lines, finished = self._read(seq)
+            lines, scan.finished = self._read(scan.seq)
             if not lines:
-                break
-            chain = extend(chain, lines)
-            outcome = outcome or any(_is_outcome(line) for line in lines)
-            first, last, seq = first or lines[0], lines[-1], seq + len(lines)
-            if seq > start:
-                yield lines[max(0, len(lines) - (seq - start)) :]
-        if not finished:
-            seal = self._seal(seq, chain, outcome, lasted_ms([first, last]) if seq else 0)
-            if seq + len(seal) > start:
-                yield seal[max(0, start - seq) :]
+                return
+            scan.take(lines)
+            yield lines
 
     def length(self, enough: int = 1 << 62) -> int:
         """How many frames a reader gets: the stored lines, and the seal's when the run's
@@ -106,11 +129,12 @@ class StoredRun:
             raise RunGone(_GONE.format(self.run_id))
         return found
 
-    def _seal(self, seq: int, chain: bytes, outcome: bool, known: int) -> list[bytes]:
-        """What `RunJournal.seal` appends to lines `0..seq-1` whose chain is `chain`."""
-        lines = []
-        if not outcome:
-            error = blank(ErrorFrame, message=sealing(SEALED, known))
+    def _seal(self, scan: _Scan, message: str) -> list[bytes]:
+        """What `RunJournal.seal` appends, with `message`, to the lines `scan` read."""
+        lines, chain, seq = [], scan.chain, scan.seq
+        if scan.outcome is None:
+            known = lasted_ms([scan.first, scan.last]) if seq else 0
+            error = blank(ErrorFrame, message=sealing(message, known))
             lines.append(orjson.dumps(stamped_json(error, self.run_id, seq)))
             chain, seq = extend(chain, lines), seq + 1
         end = blank(EndFrame, exit_code=None, duration_ms=None, chain=chain.hex())
@@ -118,5 +142,20 @@ class StoredRun:
         return lines
 
 
-def _is_outcome(line: bytes) -> bool:
-    return not line.endswith(_STREAM_ENDS) and wire_loads(line).get("type") in _OUTCOMES
+class _Scan:
+    """What a read through a stored run keeps: its chain, its first and last lines, the type
+    of its last outcome frame, and how far it got."""
+
+    def __init__(self) -> None:
+        self.chain, self.seq, self.finished = GENESIS, 0, False
+        self.first = self.last = b""
+        self.outcome: str | None = None
+
+    def take(self, lines: list[bytes]) -> None:
+        self.chain = extend(self.chain, lines)
+        for line in lines:
+            if not line.endswith(_STREAM_ENDS):
+                kind = wire_loads(line).get("type")
+                if kind in _OUTCOMES:
+                    self.outcome = str(kind)
+        self.first, self.last, self.seq = self.first or lines[0], lines[-1], self.seq + len(lines)
