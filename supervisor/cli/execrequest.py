@@ -273,7 +273,7 @@ def _remote_env(args: argparse.Namespace, config: Config, hooks: list[Any]) -> d
         "env": _env(args),
         "pass_env": pass_env,
         "secrets": secrets,
-        "caller_env": wanted(globs, names, os.environ),
+        "caller_env": wanted(globs, names, os.environ, withheld=config.models.key_names),
     }
 
 

@@ -132,6 +132,7 @@ async def execute(
             input=req.input,
             cwd_granted=req.cwd_granted,
             caller_env=req.caller_env,
+            withheld=config.models.key_names,
             redactor=redactor,
             prompts=PromptRun(
                 req.placeholders,
@@ -174,11 +175,8 @@ def _in(cwd: str, file: str | None) -> str | None:
 def run_passed(req: RunRequest, config: Config) -> Passed:
     """What the run takes from its caller's environment: `[script] passEnv` and `secrets`,
     then the request's own."""
-    return pass_environment(
-        config.script_pass_env + req.pass_env,
-        config.script_secrets + req.secrets,
-        req.caller_env,
-    )
+    globs, names = config.script_pass_env + req.pass_env, config.script_secrets + req.secrets
+    return pass_environment(globs, names, req.caller_env, withheld=config.models.key_names)
 
 
 async def _execute(
