@@ -110,8 +110,8 @@ def resolve(layers: Sequence[Layer]) -> tuple[Config, list[Problem]]:
         slot = (obj["on"], obj.get("phase", DEFAULT_PHASE.value))
         index = counts[slot] = counts.get(slot, -1) + 1
         own = defaults if decl.defaults is None else DEFAULTS.overridden(decl.defaults)
-        hook = _build_hook(decl, obj.get("name") or f"{slot[0]}.{slot[1]}.{index}", own)
-        hook = attrs.evolve(hook, limits=limits, paths=paths)
+        name = obj.get("name") or f"{slot[0]}.{slot[1]}.{index}"
+        hook = _build_hook(decl, name, own, limits=limits, paths=paths)
         if hook.action == Action.PROMPT:  # its model resolved; its own timeout, else 30 s
             timeout = obj.get("timeoutMs", PROMPT_TIMEOUT_MS)
             hook = attrs.evolve(hook, prompt=prompt_spec(obj, models), timeout_ms=timeout)
@@ -271,8 +271,9 @@ def _servers(
     }
 
 
-def _build_hook(decl: Decl, name: str, defaults: Defaults) -> Hook:
-    """The hook `decl` declares, named `name`, with `defaults` for what it does not set."""
+def _build_hook(decl: Decl, name: str, defaults: Defaults, **config: Any) -> Hook:
+    """The hook `decl` declares, named `name`, with `defaults` for what it does not set and
+    the config's `limits` and `paths` (built once: a file may hold 50,000 hooks)."""
     obj = decl.obj
     action = next(a for a in declared_actions() if a in obj)
     target = obj[action]
@@ -299,4 +300,5 @@ def _build_hook(decl: Decl, name: str, defaults: Defaults) -> Hook:
         answer=PluginAnswer(obj.get("answer", PluginAnswer.AUTO.value)),
         # timeout, kill grace, output cap, effect, sandbox: the hook's own, else `[defaults]`
         **attrs.asdict(defaults.overridden(obj), recurse=False),
+        **config,
     )
