@@ -1594,3 +1594,25 @@ def test_the_same_bytes_under_the_same_name_are_checked_once(
     (problem,) = loading.validate_files([str(path)])
     assert problem.pointer == "/hooks/0/run" and seen == [str(path)] * 2
     assert loading.validate_files([str(path)]) == [problem] and len(seen) == 2
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "said"),
+    [
+        ("c.json", '{"defaults": {"timeoutMs": 1e400}}', "read as infinity"),
+        ("c.json", '{"defaults": {"timeoutMs": -1e400}}', "read as -infinity"),
+        ("c.toml", "[defaults]\ntimeoutMs = inf\n", "read as infinity"),
+        ("c.toml", "[defaults]\ntimeoutMs = nan\n", "not a number (nan)"),
+    ],
+)
+def test_a_number_too_large_to_hold_is_one_problem(
+    tmp_path: Path, name: str, text: str, said: str
+) -> None:
+    """1e400 reads as infinity: neither an integer nor under the maximum. It was two
+    problems at one pointer ("expected an integer, found the number inf", then "expected an
+    integer ≤ 9007199254740991 ms, found the number inf"); the type's is the one."""
+    path = tmp_path / name
+    path.write_text(text)
+    (problem,) = validate_files([str(path)])
+    assert problem.pointer == "/defaults/timeoutMs"
+    assert problem.message.startswith("expected an integer, found ") and said in problem.message

@@ -10,9 +10,10 @@ returned can be printed: a lone surrogate or a NUL taken from the input is writt
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from ..core import egress, spawntext
 from ..core.errors import Problem
@@ -70,6 +71,10 @@ def describe(value: Any) -> str:
         if abs(value) >= 10**_LONG_DIGITS:
             return _long_integer(value)
         return f"the integer {value}"
+    if isinstance(value, float) and math.isinf(value):  # (1e400: what a reader makes of it)
+        return f"a number too large to hold (read as {'-' if value < 0 else ''}infinity)"
+    if isinstance(value, float) and math.isnan(value):
+        return "not a number (nan)"
     if isinstance(value, float):
         return f"the number {value!r}"
     if isinstance(value, str):
@@ -112,10 +117,19 @@ def _quoted(values: Sequence[Any], sep: str = ", ") -> str:
 def problems(validator: jsonschema.Draft202012Validator, instance: Any, file: str) -> list[Problem]:
     """Every schema error in `instance`, translated, once each, in document order."""
     found: dict[tuple[str, str], Problem] = {}
-    for error in validator.iter_errors(instance):
+    errors = list(validator.iter_errors(instance))
+    # A value of the wrong type is said to be so, once: a number also past a bound (1e400,
+    # read as infinity, is neither an integer nor ≤ the maximum) is one problem, not two.
+    typed = {tuple(e.absolute_path) for e in errors if e.validator == "type"}
+    for error in errors:
+        if error.validator in _BOUNDS and tuple(error.absolute_path) in typed:
+            continue
         for ptr, message in _translate(error):
             found.setdefault((ptr, message), Problem(file, ptr, message))
     return sorted(found.values(), key=lambda p: pointer_key(p.pointer))
+
+
+_BOUNDS: Final = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
 
 
 def in_words(error: ValidationError) -> tuple[str, str]:
