@@ -30,7 +30,7 @@ from . import files
 from .build import Decl, Layer, resolve
 from .doccache import checked_document, salvaged, without
 from .modelschema import prompt_rules
-from .problems import describe, did_you_mean, pointer, pointer_key, quote
+from .problems import describe, did_you_mean, outranked, pointer, pointer_key, quote
 from .scriptrules import script_problems
 from .statefiles import state_path
 from .trust import TrustState, Verdict, decide, digest, skip_message, trust_all, trust_command
@@ -104,8 +104,7 @@ class _Loader(Record):
             self.note(file, [Problem(file, "", f"nested deeper than {jsontext.MAX_DEPTH} levels")])
             return
         obj = dict(obj)  # jsonschema's "object" is a dict
-        problems = _problems(obj, file, hook=True)
-        problems += _hook_rules(obj, file, "", kind)
+        problems = outranked(_problems(obj, file, hook=True), _hook_rules(obj, file, "", kind))
         self.note(file, problems)
         if not problems:
             decl = Decl(obj, file, "", Provenance(kind, None, index), os.path.abspath(cwd))
@@ -141,12 +140,12 @@ class _Loader(Record):
 
 def _file_problems(doc: Any, file: str) -> list[Problem]:
     """A file's document's problems: the schema's, its `[script]` lines', its hooks' rules."""
-    problems = _problems(doc, file)
+    rules: list[Problem] = []
     hooks = doc.get("hooks") if isinstance(doc, dict) else None
     for index, obj in enumerate(hooks if isinstance(hooks, list) else []):
         if isinstance(obj, dict):
-            problems += _hook_rules(obj, file, f"/hooks/{index}", SourceKind.FILE)
-    return problems
+            rules += _hook_rules(obj, file, f"/hooks/{index}", SourceKind.FILE)
+    return outranked(_problems(doc, file), rules)
 
 
 def _problems(doc: Any, file: str, *, hook: bool = False) -> list[Problem]:

@@ -132,6 +132,25 @@ def problems(validator: jsonschema.Draft202012Validator, instance: Any, file: st
 _BOUNDS: Final = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
 
 
+def outranked(schema: list[Problem], rules: list[Problem]) -> list[Problem]:
+    """The schema's problems and the rules', but none of the schema's inside a value a rule
+    refuses whole: `when.cwd` on the point "call" is refused as a key, and what is wrong with
+    its patterns would never matter (one problem, the one that does)."""
+    refused = {p.pointer for p in rules}
+    kept = [p for p in schema if not _under(p.pointer, refused)]
+    return kept + rules
+
+
+def _under(ptr: str, refused: set[str]) -> bool:
+    """Whether `ptr` lies strictly inside one of the `refused` pointers."""
+    at = ptr.rfind("/")
+    while at > 0:
+        if ptr[:at] in refused:
+            return True
+        at = ptr.rfind("/", 0, at)
+    return False
+
+
 def in_words(error: ValidationError) -> tuple[str, str]:
     """Where `error` is (a JSON pointer, inside the value where a `oneOf` branch says so)
     and what it says, in the words of the config's problems where they have some."""
