@@ -1616,3 +1616,14 @@ def test_a_number_too_large_to_hold_is_one_problem(
     (problem,) = validate_files([str(path)])
     assert problem.pointer == "/defaults/timeoutMs"
     assert problem.message.startswith("expected an integer, found ") and said in problem.message
+
+
+def test_a_toml_date_where_a_string_goes_is_said_as_written(tmp_path: Path) -> None:
+    """TOML reads `1979-05-27` unquoted as a date: the problem said "found date"."""
+    path = tmp_path / "c.toml"
+    path.write_text('[[hooks]]\non = "script"\nphase = "before"\nrun = ["true", 1979-05-27]\n')
+    (problem,) = validate_files([str(path)])
+    assert (problem.pointer, problem.message) == (
+        "/hooks/0/run/1",
+        "expected a string, found the TOML date 1979-05-27",
+    )

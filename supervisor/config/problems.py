@@ -84,6 +84,10 @@ def describe(value: Any) -> str:
         return "an empty array" if not value else f"an array of {len(value)}"
     if isinstance(value, dict):
         return "an empty object" if not value else "an object"
+    import datetime  # (only TOML gives one: `timeoutMs = 1979-05-27`)
+
+    if isinstance(value, datetime.date | datetime.time):
+        return f"the TOML {type(value).__name__} {value.isoformat()}"
     return type(value).__name__
 
 
