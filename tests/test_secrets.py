@@ -433,3 +433,9 @@ def test_a_pass_env_glob_never_passes_the_service_token_or_a_model_key(tmp_path:
     assert '/hooks/0/passEnv/1): "OPENAI_*" matches OPENAI_API_KEY' in said
     assert '[script] passEnv: "*" matches MCPX_HOOKS_TOKEN' in said
     assert "name it in secrets" in said
+    flagged = _exec(tmp_path, "--pass-env", "MCPX_*", "--", PY, "-c", script, **given)
+    assert "False False" in flagged.stdout
+    assert (
+        "mcpx-hooks exec: warning: --pass-env MCPX_*: MCPX_HOOKS_TOKEN is the supervisor's own"
+        " secret, never passed by --pass-env; pass it with --secret MCPX_HOOKS_TOKEN"
+    ) in flagged.stderr
