@@ -9,6 +9,7 @@ returned can be printed: a lone surrogate or a NUL taken from the input is writt
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -105,6 +106,11 @@ def quote(text: str) -> str:
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """`; did you mean "x"?` for the closest choice, or nothing."""
+    return _closest(word, tuple(choices))
+
+
+@functools.lru_cache(maxsize=256)  # the same slip in 50,000 hooks: looked up once
+def _closest(word: str, choices: tuple[str, ...]) -> str:
     import difflib  # here: only a config with a problem needs it
 
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
