@@ -184,7 +184,7 @@ def resolve(layers: Sequence[Layer]) -> tuple[Config, list[Problem]]:
         script_network=_network(merged.get("script", {})),
         files=tuple(layer.path for layer in layers if layer.path is not None),
         warnings=tuple(policy.warnings),
-        servers=_servers(layers, merged, limits, paths),
+        servers=_servers(layers, merged, limits, paths, models.key_names),
         mcp_separator=str(merged.get("mcp", {}).get("separator", DEFAULT_SEPARATOR)),
         mcp_exec=bool(merged.get("mcp", {}).get("exec", True)),
         when_base=merged.get("when", {}).get("base"),
@@ -254,7 +254,11 @@ def _history_path(value: object) -> str | None:
 
 
 def _servers(
-    layers: Sequence[Layer], merged: Mapping[str, Any], limits: Limits, paths: SandboxPaths
+    layers: Sequence[Layer],
+    merged: Mapping[str, Any],
+    limits: Limits,
+    paths: SandboxPaths,
+    withheld: frozenset[str],
 ) -> dict[str, ServerSpec]:
     """`[servers]` merged; each server's declaring directory is that of the nearest layer
     that gave its `command`."""
@@ -265,7 +269,10 @@ def _servers(
                 dirs[name] = os.path.dirname(layer.path) if layer.path else os.getcwd()
     return {
         name: attrs.evolve(
-            server_spec(name, table, dirs.get(name, os.getcwd())), limits=limits, paths=paths
+            server_spec(name, table, dirs.get(name, os.getcwd())),
+            limits=limits,
+            paths=paths,
+            withheld=withheld,
         )
         for name, table in merged.get("servers", {}).items()
     }
