@@ -127,6 +127,9 @@ def test_no_pass_env_glob_or_name_passes_the_supervisor_s_own_secrets() -> None:
         ("MCPX_*", "MCPX_HOOKS_TOKEN"),
         ("*_KEY", "OPENAI_API_KEY"),
     ]
+    # The OpenTelemetry exporter's headers (an API key, often) are the supervisor's too.
+    otel = {"OTEL_EXPORTER_OTLP_HEADERS": "x-api-key=k3y", "OTEL_SERVICE_NAME": "ci"}
+    assert pass_environment(["OTEL_*"], [], otel).values == {"OTEL_SERVICE_NAME": "ci"}
 
 
 def test_an_env_reference_says_what_to_write_instead() -> None:

@@ -29,11 +29,16 @@ SECRETS_KEY: Final = "secrets"
 
 #: The variable a client reads the server's token from (`--token-file` not given).
 TOKEN_ENV: Final = "MCPX_HOOKS_TOKEN"
+#: The OpenTelemetry exporter's headers (docs/telemetry.md): an API key, often, for the
+#: supervisor's own export.
+OTLP_HEADERS_ENV: Final = tuple(
+    f"OTEL_EXPORTER_OTLP_{signal}HEADERS" for signal in ("", "TRACES_", "METRICS_", "LOGS_")
+)
 #: The variables the supervisor holds as its own secrets, whatever the config: no `passEnv`
 #: glob or name passes them to a hook, a script, a tool server or a remote server (a child
 #: that needs one names it in `secrets`, and its value is then redacted). A model's
-#: `apiKeyEnv` joins them where the config is known (`Config.withheld`).
-OWN_SECRETS: Final = frozenset({TOKEN_ENV})
+#: `apiKeyEnv` joins them where the config is known (`Models.key_names`).
+OWN_SECRETS: Final = frozenset({TOKEN_ENV, *OTLP_HEADERS_ENV})
 
 #: What looks like a variable reference in an `env` value: it is never expanded.
 _REFERENCE: Final = re.compile(r"\$\{([^}\s]*)\}")
