@@ -46,7 +46,9 @@ class Stopping:
             await nursery.start(signals, self.stop, self.first, self.second)
             task_status.started()
             async for event in sub:
-                if isinstance(event, Event) and event.run_id == self.run.request.run_id:
+                if not isinstance(event, Event) or event.caused_by_observer:
+                    continue  # (an observe hook's: `[observe] drainMs` bounds those)
+                if event.run_id == self.run.request.run_id:
                     self._saw(event.kind, event.data)
 
     def _saw(self, kind: str, data: Any) -> None:
@@ -62,11 +64,13 @@ class Stopping:
 
     def second(self, _: signal.Signals) -> None:
         if self.running:
-            waits, them = ", ".join(self._waits()), "them" if len(self.running) > 1 else "it"
+            many = len(self.running) > 1
+            waits, them = ", ".join(self._waits()), "them" if many else "it"
+            killed = "each killed at its timeoutMs" if many else "killed at its timeoutMs"
             self.say(
                 printable(
-                    f"mcpx-hooks exec: stopping; still waiting for {waits}, killed at its"
-                    f" timeoutMs; Ctrl-C again to kill {them} now"
+                    f"mcpx-hooks exec: stopping; still waiting for {waits}, {killed};"
+                    f" Ctrl-C again to kill {them} now"
                 )
             )
 

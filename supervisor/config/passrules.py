@@ -1,7 +1,8 @@
 """What `validate` says of `passEnv` globs that would match one of the supervisor's own
-secrets (the service token, the models' keys): such a glob never passes it (a child that
-needs it names it in `secrets`, and its value is then redacted), and a pattern written to
-pass it is most likely a mistake the operator should hear of before a run."""
+secrets (the service token, the models' keys, the OpenTelemetry exporter's headers): such a
+glob never passes it (a child that needs it names it in `secrets`, and its value is then
+redacted), and a pattern written to pass it is most likely a mistake the operator should
+hear of before a run."""
 
 from __future__ import annotations
 
