@@ -153,6 +153,10 @@ def run(spec: str) -> int:
     except RunnerError as exc:
         print(f"mcpx-hooks module runner: {exc}", file=sys.stderr)
         return 1
+    except SystemExit as exc:  # the hook ended itself: an end, said in a sentence, not a crash
+        if exc.code is not None and exc.code != 0:
+            return _exited(spec, exc.code)
+        answer = None  # `sys.exit()`, `sys.exit(0)`: as `return None`, ok with no answer
     except BaseException as exc:  # the hook's own failure: its traceback, from its own frames
         import traceback  # here: the spawner, which imports this module, need not load it
 
@@ -180,15 +184,11 @@ def run(spec: str) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    # Ends as the warm runner's fork does (`warm.py`): at once, the answer written, without
-    # waiting for threads the hook left running (a library's worker, a `threading.Timer`),
-    # which would hold the answer back until the hook's timeout killed it.
-    exit_code = main(sys.argv)
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):  # closed by the hook: nothing to flush
-            stream.flush()
-    os._exit(exit_code)
+def _exited(spec: str, code: object) -> int:
+    """Says that the hook called `sys.exit(code)`, a failure (not a refusal), and the exit
+    status it ends with: an integer's own (as a process's: 1 past 255), else 1."""
+    print(f"mcpx-hooks module runner: {spec} called sys.exit({code!r})", file=sys.stderr)
+    return code if isinstance(code, int) and not isinstance(code, bool) and 0 < code < 256 else 1
 
 
 def _without_runner_frames(exc: BaseException) -> types.TracebackType | None:
@@ -223,3 +223,14 @@ def without_frames(
 
 def _ours(filename: str) -> bool:
     return filename in (__file__, importlib.__file__) or filename.startswith("<frozen importlib")
+
+
+if __name__ == "__main__":
+    # Ends as the warm runner's fork does (`warm.py`): at once, the answer written, without
+    # waiting for threads the hook left running (a library's worker, a `threading.Timer`),
+    # which would hold the answer back until the hook's timeout killed it.
+    exit_code = main(sys.argv)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # closed by the hook: nothing to flush
+            stream.flush()
+    os._exit(exit_code)

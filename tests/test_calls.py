@@ -377,3 +377,50 @@ async def test_landing_and_suffix_hooks_are_told_which_call_they_follow(
     frames = await run_job(tmp_path, marker, hooks, script)
     said = [a for f in of(frames, "hook") for a in f.get("advice", [])]
     assert said == ["onSuccess h.echo", "suffix h.echo", "onError h.fail", "suffix h.fail"]
+
+
+async def test_a_server_s_pass_env_never_passes_a_model_s_key_or_the_token(
+    tmp_path: Path, marker: Marker, no_leaks: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`[servers.h] passEnv = ["MCPX_*"]` passed the server a model's `apiKeyEnv` (here
+    MCPX_TEST_TOKEN) unredacted; the supervisor's own secrets are never passed by a glob."""
+    monkeypatch.setenv("MCPX_TEST_TOKEN", "hunter2-is-the-password")
+    monkeypatch.setenv("MCPX_HOOKS_TOKEN", "the-service-token")
+    config = {
+        "models": {
+            "default": {
+                "provider": "openai",
+                "url": "http://127.0.0.1:9/v1",
+                "model": "m",
+                "apiKeyEnv": "MCPX_TEST_TOKEN",
+            }
+        },
+        "servers": {
+            "h": {
+                "command": [PY, HOSTILE, "leak", str(tmp_path / "log"), marker],
+                "sandbox": "none",
+                "passEnv": ["MCPX_*"],
+            }
+        },
+    }
+    path = tmp_path / "cfg.json"
+    path.write_text(json.dumps(config))
+    loaded = load_config([path], cwd=tmp_path, environ=os.environ, discover=False)
+    script = python(
+        tmp_path,
+        """
+        import mcpx
+        def main():
+            try:
+                mcpx_call("h.echo", {})
+            except mcpx.CallError as exc:
+                return str(exc)
+    """,
+    )
+    async with open_runtime(loaded) as runtime:
+        run = runtime.new_run(RunRequest(script, str(tmp_path)))
+        await runtime.execute(run)
+        frames = run.journal.decoded(0)
+    assert marker.alive() == []
+    (call,) = of(frames, "call")
+    assert call["error"] == "no: "  # the server saw no MCPX_TEST_TOKEN

@@ -130,6 +130,39 @@ def test_ctrl_c_is_130(tmp_path: Path) -> None:
     assert (error["message"], error["cause"]) == ("cancelled", "cancelled")
 
 
+def test_a_second_ctrl_c_says_which_suffix_hook_it_waits_for_and_a_third_kills_it(
+    tmp_path: Path, marker: Any
+) -> None:
+    """After the second Ctrl-C, `exec` printed nothing while a suffix hook that ignores
+    SIGTERM ran on to its timeout (here 120 s). It now names the hook and how long it may
+    still take, and a third Ctrl-C kills it (its tree with it) at once."""
+    fifo = tmp_path / "started"
+    os.mkfifo(fifo)
+    stubborn = f"trap '' INT TERM; echo started > {fifo.name}; sleep 1000; : $0"
+    slow = hook(name="slow", phase="suffix", timeoutMs=120_000, run=["sh", "-c", stubborn, marker])
+    with subprocess.Popen(
+        [*CLI, "exec", "--sandbox", "none", "--json", "--hook", slow, "--", "sh", "-c", SLEEPER],
+        cwd=tmp_path,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        while json.loads(proc.stdout.readline()).get("text") != "ready":
+            pass
+        proc.send_signal(signal.SIGINT)
+        assert fifo.read_text() == "started\n"  # the suffix hook runs, the run cancelled
+        proc.send_signal(signal.SIGINT)
+        said = proc.stderr.readline()
+        assert said.startswith("mcpx-hooks exec: stopping; still waiting for hook slow"), said
+        assert "(script.suffix, at most 1" in said and "Ctrl-C again to kill it now" in said
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 130  # long before the hook's 120 s
+        assert proc.stderr.read() == "mcpx-hooks exec: killing slow now\n"
+    assert marker.alive() == []
+
+
 def test_the_cases_cover_the_table() -> None:
     covered = {row for row, *_ in CASES} | {130}  # 130: test_ctrl_c_is_130, and remote below
     assert covered == {code for code, _ in EXEC_EXIT_CODES}

@@ -1567,3 +1567,63 @@ def test_observe_drain_ms_defaults_and_is_validated(tmp_path: Path) -> None:
     assert load(tmp_path, path).observe_drain_ms == 500
     problem = one_problem(tmp_path, "[observe]\ndrainMs = -1\n", "bad.toml")
     assert problem.pointer == "/observe/drainMs"
+
+
+def test_the_same_bytes_under_the_same_name_are_checked_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`validate FILE` checks a file alone, then layered (its warnings): a file of 50,000
+    hooks was parsed and checked against the schema twice. The same bytes under the same
+    name are checked once; a file changed in any way is checked again."""
+    from mcpx_hooks.supervisor.config import loading
+
+    seen: list[str] = []
+    real = loading._file_problems
+
+    def counted(doc: Any, file: str) -> list[Problem]:
+        seen.append(file)
+        return real(doc, file)
+
+    monkeypatch.setattr(loading, "_file_problems", counted)
+    path = tmp_path / "c.toml"
+    path.write_text('[[hooks]]\non = "script"\nphase = "before"\nrun = ["true"]\n')
+    assert loading.validate_files([str(path)]) == []
+    config = load_config([path], cwd=tmp_path, environ={}, discover=False)
+    assert len(config.hooks) == 1 and seen == [str(path)]
+    path.write_text('[[hooks]]\non = "script"\nphase = "before"\nrun = "true"\n')
+    (problem,) = loading.validate_files([str(path)])
+    assert problem.pointer == "/hooks/0/run" and seen == [str(path)] * 2
+    assert loading.validate_files([str(path)]) == [problem] and len(seen) == 2
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "said"),
+    [
+        ("c.json", '{"defaults": {"timeoutMs": 1e400}}', "read as infinity"),
+        ("c.json", '{"defaults": {"timeoutMs": -1e400}}', "read as -infinity"),
+        ("c.toml", "[defaults]\ntimeoutMs = inf\n", "read as infinity"),
+        ("c.toml", "[defaults]\ntimeoutMs = nan\n", "not a number (nan)"),
+    ],
+)
+def test_a_number_too_large_to_hold_is_one_problem(
+    tmp_path: Path, name: str, text: str, said: str
+) -> None:
+    """1e400 reads as infinity: neither an integer nor under the maximum. It was two
+    problems at one pointer ("expected an integer, found the number inf", then "expected an
+    integer ≤ 9007199254740991 ms, found the number inf"); the type's is the one."""
+    path = tmp_path / name
+    path.write_text(text)
+    (problem,) = validate_files([str(path)])
+    assert problem.pointer == "/defaults/timeoutMs"
+    assert problem.message.startswith("expected an integer, found ") and said in problem.message
+
+
+def test_a_toml_date_where_a_string_goes_is_said_as_written(tmp_path: Path) -> None:
+    """TOML reads `1979-05-27` unquoted as a date: the problem said "found date"."""
+    path = tmp_path / "c.toml"
+    path.write_text('[[hooks]]\non = "script"\nphase = "before"\nrun = ["true", 1979-05-27]\n')
+    (problem,) = validate_files([str(path)])
+    assert (problem.pointer, problem.message) == (
+        "/hooks/0/run/1",
+        "expected a string, found the TOML date 1979-05-27",
+    )

@@ -477,6 +477,36 @@ def test_a_visible_program_or_none_found_passes(tmp_path: Path) -> None:
     )
 
 
+def test_a_program_s_head_is_read_once_per_version_of_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each hook's check read the `#!` line (and an ELF's loader) of its program anew: 500
+    hooks running `./check.sh` opened it 500 times. Read once per version of the file (its
+    device, inode, size, mtime); a file rewritten since is read again."""
+    import builtins
+
+    shown = executable(tmp_path / "bin" / "check.sh", "#!/bin/sh\necho\n")
+    opened: list[str] = []
+    real_open = builtins.open
+
+    def counting(file: Any, *args: Any, **kwargs: Any) -> Any:
+        opened.append(str(file))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", counting)
+    denying = attrs.evolve(seen_plan(shown.parent), denied_by=(("/nowhere", "/nowhere", ""),))
+    for _ in range(3):
+        programs.check_program(
+            "./bin/check.sh", cwd=str(tmp_path), env={}, plan=denying, profile=Profile.STRICT
+        )
+    assert opened.count(str(shown)) == 1
+    shown.write_text("#!/bin/sh\necho changed, and longer\n")
+    programs.check_program(
+        "./bin/check.sh", cwd=str(tmp_path), env={}, plan=denying, profile=Profile.STRICT
+    )
+    assert opened.count(str(shown)) == 2
+
+
 def test_admitting_names_a_folder_of_the_home_or_two_levels(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -34,6 +34,7 @@ from mcpx_hooks.supervisor.core.passenv import (
     reference_problem,
     secret_unset,
     wanted,
+    withheld_matches,
 )
 from mcpx_hooks.supervisor.core.redact import NO_SECRETS, Redactor, mark
 from mcpx_hooks.supervisor.run.bus import Bus
@@ -109,6 +110,26 @@ def test_pass_environment_copies_globs_and_refuses_a_missing_or_short_secret() -
         "GITHUB_SHA": "abc",
         "GITHUB_TOKEN": TOKEN,
     }
+
+
+def test_no_pass_env_glob_or_name_passes_the_supervisor_s_own_secrets() -> None:
+    source = {"MCPX_HOOKS_TOKEN": TOKEN, "MCPX_X": "1", "OPENAI_API_KEY": "sk-key-1234"}
+    keys = frozenset({"OPENAI_API_KEY"})
+    for globs in (["MCPX_*"], ["*"], ["MCPX_HOOKS_TOKEN"], ["*KEY"]):
+        passed = pass_environment(globs, [], source, withheld=keys)
+        assert "MCPX_HOOKS_TOKEN" not in passed.values and "OPENAI_API_KEY" not in passed.values
+        assert "MCPX_HOOKS_TOKEN" not in wanted(globs, [], source, withheld=keys)
+    assert pass_environment(["*"], [], source, withheld=keys).values == {"MCPX_X": "1"}
+    named = pass_environment([], ["MCPX_HOOKS_TOKEN"], source)  # named as a secret: redacted
+    assert named.secrets == {"MCPX_HOOKS_TOKEN": TOKEN}
+    assert wanted([], ["MCPX_HOOKS_TOKEN"], source) == {"MCPX_HOOKS_TOKEN": TOKEN}
+    assert withheld_matches(["MCPX_*", "CI", "*_KEY"], keys) == [
+        ("MCPX_*", "MCPX_HOOKS_TOKEN"),
+        ("*_KEY", "OPENAI_API_KEY"),
+    ]
+    # The OpenTelemetry exporter's headers (an API key, often) are the supervisor's too.
+    otel = {"OTEL_EXPORTER_OTLP_HEADERS": "x-api-key=k3y", "OTEL_SERVICE_NAME": "ci"}
+    assert pass_environment(["OTEL_*"], [], otel).values == {"OTEL_SERVICE_NAME": "ci"}
 
 
 def test_an_env_reference_says_what_to_write_instead() -> None:

@@ -403,3 +403,39 @@ def test_a_key_pasted_where_a_secret_s_name_goes_is_not_repeated(tmp_path: Path)
             done = _exec(tmp_path, *args)
             assert pasted not in done.stdout + done.stderr
             assert "is it the value itself?" in done.stdout
+
+
+def test_a_pass_env_glob_never_passes_the_service_token_or_a_model_key(tmp_path: Path) -> None:
+    """`passEnv = ["MCPX_*"]` once gave hooks `MCPX_HOOKS_TOKEN`, the service token; a glob
+    over a model's `apiKeyEnv` gave them the model's key, unredacted. Neither is passed now,
+    and `validate` says which pattern would have matched which."""
+    names = "('MCPX_HOOKS_TOKEN', 'OPENAI_API_KEY')"
+    show = f"import os; print('got', [k for k in {names} if k in os.environ])"
+    (tmp_path / "c.toml").write_text(
+        '[[hooks]]\nname = "leak"\non = "script"\nphase = "before"\nsandbox = "none"\n'
+        f'run = [{json.dumps(PY)}, "-c", {json.dumps(show)}]\npassEnv = ["MCPX_*", "OPENAI_*"]\n'
+        '[models.default]\nprovider = "openai"\nurl = "http://127.0.0.1:9/v1"\nmodel = "m"\n'
+        'apiKeyEnv = "OPENAI_API_KEY"\n[script]\npassEnv = ["*"]\n'
+    )
+    given = {"MCPX_HOOKS_TOKEN": HOOK_TOKEN, "OPENAI_API_KEY": RUN_TOKEN}
+    tested = _cli(tmp_path, "hook", "test", "--config", "c.toml", "--json", "leak", **given)
+    assert json.loads(tested.stdout)["advice"] == ["got []"], tested.stdout
+    script = "import os; print('MCPX_HOOKS_TOKEN' in os.environ, 'OPENAI_API_KEY' in os.environ)"
+    done = _exec(tmp_path, "--config", "c.toml", "--", PY, "-c", script, **given)
+    texts = [json.loads(line).get("text") for line in done.stdout.splitlines()]
+    assert "False False" in texts, done.stdout
+    assert_clean("exec --json", done.stdout + done.stderr)
+    checked = _cli(tmp_path, "validate", "c.toml")
+    assert checked.returncode == 0, checked.stderr
+    said = checked.stderr
+    assert f'hook "leak" ({tmp_path / "c.toml"}:/hooks/0/passEnv/0): "MCPX_*" matches' in said
+    assert "MCPX_HOOKS_TOKEN, the supervisor's own secret" in said
+    assert '/hooks/0/passEnv/1): "OPENAI_*" matches OPENAI_API_KEY' in said
+    assert '[script] passEnv: "*" matches MCPX_HOOKS_TOKEN' in said
+    assert "name it in secrets" in said
+    flagged = _exec(tmp_path, "--pass-env", "MCPX_*", "--", PY, "-c", script, **given)
+    assert "False False" in flagged.stdout
+    assert (
+        "mcpx-hooks exec: warning: --pass-env MCPX_*: MCPX_HOOKS_TOKEN is the supervisor's own"
+        " secret, never passed by --pass-env; pass it with --secret MCPX_HOOKS_TOKEN"
+    ) in flagged.stderr

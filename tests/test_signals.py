@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
 
 import pytest
 import trio
@@ -88,3 +89,28 @@ async def test_cancelled_before_any_signal_it_gives_them_back() -> None:
         nursery.cancel_scope.cancel()
     assert calls == []
     # and the autouse fixture finds the previous handlers back
+
+
+async def test_with_on_more_it_goes_on_hearing_past_the_second() -> None:
+    """`exec`'s third Ctrl-C: the watcher, outside the scope it stops, hears what follows."""
+    calls: list[str] = []
+    heard = trio.Semaphore(0)
+
+    def noted(what: str) -> Callable[[signal.Signals], None]:
+        def note(_: signal.Signals) -> None:
+            calls.append(what)
+            heard.release()
+
+        return note
+
+    with trio.fail_after(GUARD_S):
+        async with trio.open_nursery() as nursery:
+            stop = trio.CancelScope()
+            start = partial(serve_stop_signals, on_more=noted("more"))
+            await nursery.start(start, stop, noted("first"), noted("second"))
+            for _ in range(4):
+                send(signal.SIGINT)
+                await heard.acquire()  # one read before the next: trio coalesces them
+            assert stop.cancel_called
+            nursery.cancel_scope.cancel()
+    assert calls == ["first", "second", "more", "more"]

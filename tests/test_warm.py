@@ -409,6 +409,36 @@ async def test_a_sandboxed_module_hook_is_confined(
     assert not (readable_tmp / "planted").exists()
 
 
+EXITS = {
+    "sys.exit()": (HookStatus.OK, None, None),
+    "sys.exit(0)": (HookStatus.OK, None, None),
+    "sys.exit(3)": (HookStatus.FAILED, 3, "called sys.exit(3)"),
+    "sys.exit('no can do')": (HookStatus.FAILED, 1, "called sys.exit('no can do')"),
+}
+
+
+@pytest.mark.parametrize("warm", [True, False], ids=["warm", "cold"])
+async def test_a_hook_that_calls_sys_exit_is_said_in_a_sentence(
+    readable_tmp: Path, monkeypatch: pytest.MonkeyPatch, warm: bool, no_leaks: None
+) -> None:
+    """`sys.exit(0)` (or no code) ends a module hook as `return None` does: ok, no answer.
+    Another code fails it with one line naming the call, and no traceback; a cold start
+    (no warm runner) used to print the runner's own NameError traceback for any raise."""
+    if not warm:
+        monkeypatch.setenv(WARM_ENV, "off")
+    async with open_spawner() as sp:
+        for n, (call, (status, code, said)) in enumerate(EXITS.items()):
+            path = write_hook(readable_tmp, f"ex{n}.py", f"import sys\ndef hook(p):\n    {call}\n")
+            frame = (await run_hook(sp, module_hook(readable_tmp, path), CTX)).frame
+            assert (frame.status, frame.exit_code if code else None) == (status, code), call
+            tail = frame.stderr_tail or ""
+            assert "Traceback" not in tail and (said is None or f"py:hook {said}" in tail), tail
+        path = write_hook(readable_tmp, "boom.py", CRASHES["raise"])
+        frame = (await run_hook(sp, module_hook(readable_tmp, path), CTX)).frame
+        tail = frame.stderr_tail or ""
+        assert "RuntimeError: boom" in tail and "NameError" not in tail, tail
+
+
 # --------------------------------------------------------------------------- restarts
 
 SLEEPER = """

@@ -365,3 +365,20 @@ def test_a_hostile_hook_with_when_is_a_problem_not_a_crash(hook: dict[str, Any])
     # Found by the property suite: an unhashable phase beside `when` raised TypeError.
     with pytest.raises(ConfigError):
         load_config(cwd=Path("/"), environ={}, per_call_hooks=[hook], discover=False)
+
+
+def test_a_refused_when_key_is_the_one_problem_whatever_its_patterns(tmp_path: Path) -> None:
+    """`cwd` on the point "call" is refused as a key; a pattern under it that could never
+    match (not absolute) was a second problem about a key that would never be looked at."""
+    from mcpx_hooks.supervisor.config.loading import validate_files
+
+    path = tmp_path / "c.toml"
+    path.write_text(
+        '[[hooks]]\non = "call"\nphase = "before"\nrun = ["true"]\n'
+        'when = { cwd = ["relative"], tool = ["x.*"] }\n'
+        '[[hooks]]\non = "script"\nphase = "before"\nrun = ["true"]\nwhen = { cwd = ["rel"] }\n'
+    )
+    refused, pattern = validate_files([str(path)])
+    assert refused.pointer == "/hooks/0/when/cwd"
+    assert refused.message.startswith('"cwd" is not a when key of the point "call"')
+    assert pattern.pointer == "/hooks/1/when/cwd/0"  # where the key is provided: the pattern

@@ -111,3 +111,36 @@ def test_a_stream_line_ends_as_the_table_says_and_no_other_line_does() -> None:
     journal.offer(blank(LogFrame, level="info", message="m"))
     journal.append(blank(WarningFrame, message="w"))
     assert not any(line.endswith(tuple(STREAM_ENDS.values())) for line in journal.lines[-3:])
+
+
+def test_a_hook_s_stdin_is_json_even_when_the_input_read_as_infinity(tmp_path: Path) -> None:
+    """`--input '{"a": 1e400}'` reads as infinity; the hook's stdin was written with
+    json.dumps, as `Infinity`, which no strict JSON parser takes (the hook's own `cat` then
+    failed as "Infinity is not JSON"). Written as every outgoing line is: `null`, and a wide
+    integer exact."""
+    strict = (
+        "import json, sys\n"
+        "def no(word): raise SystemExit(f'not JSON: {word}')\n"
+        "d = json.loads(sys.stdin.read(), parse_constant=no)['input']\n"
+        "print(json.dumps({'advise': repr(d)}))\n"
+    )
+    hook = {
+        "on": "script",
+        "phase": "before",
+        "sandbox": "none",
+        "run": [sys.executable, "-c", strict],
+    }
+    given = '{"a": 1e400, "b": 123456789012345678901234567890}'
+    args = ["exec", "--json", "--sandbox", "none", "--hook", json.dumps(hook), "--input", given]
+    done = subprocess.run(
+        [*CLI, *args, "--", "true"],
+        cwd=tmp_path,
+        env={**os.environ, "MCPX_HOOKS_NO_DISCOVERY": "1"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    (frame,) = [f for f in map(json.loads, done.stdout.splitlines()) if f["type"] == "hook"]
+    assert frame["status"] == "ok", frame
+    assert frame["advice"] == ["{'a': None, 'b': 123456789012345678901234567890}"]

@@ -233,46 +233,50 @@ async def _run_here(
 ) -> tuple[list[dict[str, Any]], bool]:
     """Runs in process, printing each frame as it happens, `responder` answering its asks.
     The first Ctrl-C (or SIGTERM), or stdout closing, cancels the run (its suffix hooks and
-    `end` still come); a second Ctrl-C stops at once. After `end`, observe hooks get
+    `end` still come); a second stops printing and says which suffix hooks it still waits
+    for; a third kills them (`execstop.py`). After `end`, observe hooks get
     `[observe] drainMs`; those that failed or were cut short are said on stderr. With
     `artifacts`, the run's artifacts are copied there; whether all of them were."""
     from functools import partial
 
     import trio
 
-    from ..process.signals import serve_stop_signals
     from ..run.runtime import open_runtime
     from ..service.answering import AskWatcher
+    from .execstop import Stopping
     from .execview import Output, observer_lines, serve_still_running
 
     copied = True
-    async with open_runtime(config) as runtime:
+    async with open_runtime(config) as runtime, trio.open_nursery() as signals:
         run = runtime.new_run(request)
         out = Output(on_closed=run.cancel)
-        async with trio.open_nursery() as nursery:
-            await nursery.start(serve_stop_signals, nursery.cancel_scope, lambda _: run.cancel())
-            if not as_json:
-                await nursery.start(
-                    partial(serve_still_running, asking=out.view.waiting_for_answer),
-                    runtime.bus,
-                    request.run_id,
-                    out.line,
-                )
-            async with trio.open_nursery() as running, trio.open_nursery() as asking:
-                running.start_soon(runtime.execute, run)
-                watcher = AskWatcher(asking, responder, answering.local(run))
-                if as_json:
-                    await _print_encoded(run.journal, out, watcher if responder else None)
-                else:
-                    see = watcher.see if responder else None
-                    async for batch in run.journal.follow(0).encoded():
-                        out.readable(batch, see)
-                asking.cancel_scope.cancel()  # nothing is left to answer once the run has ended
-            if artifacts is not None:  # while the runtime, and so its artifact store, is up
-                from .artifacts import copy_local
+        stopping = Stopping(run, config, say)
+        await signals.start(stopping.serve, runtime.bus)
+        with stopping.stop:  # (the second Ctrl-C cancels it: the run, and its printing)
+            async with trio.open_nursery() as nursery:
+                if not as_json:
+                    await nursery.start(
+                        partial(serve_still_running, asking=out.view.waiting_for_answer),
+                        runtime.bus,
+                        request.run_id,
+                        out.line,
+                    )
+                async with trio.open_nursery() as running, trio.open_nursery() as asking:
+                    running.start_soon(runtime.execute, run)
+                    watcher = AskWatcher(asking, responder, answering.local(run))
+                    if as_json:
+                        await _print_encoded(run.journal, out, watcher if responder else None)
+                    else:
+                        see = watcher.see if responder else None
+                        async for batch in run.journal.follow(0).encoded():
+                            out.readable(batch, see)
+                    asking.cancel_scope.cancel()  # nothing is left to answer once the run has ended
+                if artifacts is not None:  # while the runtime, and so its artifact store, is up
+                    from .artifacts import copy_local
 
-                copied = await trio.to_thread.run_sync(copy_local, run.journal, artifacts)
-            nursery.cancel_scope.cancel()
+                    copied = await trio.to_thread.run_sync(copy_local, run.journal, artifacts)
+                nursery.cancel_scope.cancel()
+        signals.cancel_scope.cancel()
     for line in observer_lines(runtime.observers, config.observe_drain_ms):
         print(line, file=sys.stderr)
     if runtime.recorder is not None and request.run_id in runtime.recorder.unsaid:

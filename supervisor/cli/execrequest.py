@@ -8,7 +8,7 @@ import argparse
 import math
 import os
 
-from .common import Usage, json_flag, load, read_bounded
+from .common import Usage, json_flag, load, read_bounded, say
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
 if TYPE_CHECKING:
@@ -102,6 +102,18 @@ def _env(args: argparse.Namespace) -> dict[str, str]:
     return env
 
 
+def _say_withheld(args: argparse.Namespace, config: Config) -> None:
+    """A warning for each `--pass-env` that names or matches one of the supervisor's own
+    secrets (the service token, a model's key), which it never passes."""
+    from ..core.passenv import withheld_matches
+
+    for glob, name in withheld_matches(args.pass_env, config.models.key_names):
+        say(
+            f"mcpx-hooks exec: warning: --pass-env {glob}: {name} is the supervisor's own"
+            f" secret, never passed by --pass-env; pass it with --secret {name} (redacted)"
+        )
+
+
 def _placeholders(args: argparse.Namespace) -> dict[str, str]:
     """`--placeholder K=V`: each value a string, each name a placeholder's."""
     from ..core.models import is_name
@@ -179,6 +191,7 @@ def local_request(args: argparse.Namespace) -> tuple[Config, RunRequest]:
     config = selected(args, loaded)
     files = files_from(args)
     env = _env(args)
+    _say_withheld(args, config)
     stdin = _stdin_bytes(args)
     cwd = _cwd()
     request = ExecRequest(
@@ -273,7 +286,7 @@ def _remote_env(args: argparse.Namespace, config: Config, hooks: list[Any]) -> d
         "env": _env(args),
         "pass_env": pass_env,
         "secrets": secrets,
-        "caller_env": wanted(globs, names, os.environ),
+        "caller_env": wanted(globs, names, os.environ, withheld=config.models.key_names),
     }
 
 
@@ -318,6 +331,7 @@ def remote_request(
         if theirs & {os.path.realpath(f) for f in config.files}:
             config = caller_config(args, source_lines(args) or None, theirs)
     say_warnings(config)
+    _say_withheld(args, config)
     hooks = [h for h in per_call_hooks(config) if not listed(h, served)]
     environment = _remote_env(args, config, hooks)
     stdin = _stdin_bytes(args)

@@ -317,6 +317,7 @@ def mock_context(config: Config, phase: Phase, event: dict[str, Any]) -> HookCon
         error=error,
         event=mock_event,
         outcome=outcome,
+        withheld=config.models.key_names,
     )
 
 

@@ -54,10 +54,12 @@ def say_hook_warnings(
     """`validate`: what is said of `hooks` and `servers` when they run (a model not
     configured, a `when.tool`, `hide` or `tools` key written as a client sees the tool),
     said now."""
-    from ..config import exposed_name_warnings, server_name_warnings
+    from ..config import exposed_name_warnings, server_name_warnings, withheld_warnings
     from .common import say
 
     say_model_warnings(hooks)
+    for warning in withheld_warnings(config, hooks, servers):
+        say(f"mcpx-hooks: warning: {warning}")
     for warning in exposed_name_warnings(hooks, config.servers, config.mcp_separator):
         say(f"mcpx-hooks: warning: {warning}")
     for warning in server_name_warnings(servers or {}, config.mcp_separator):

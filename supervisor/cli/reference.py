@@ -19,13 +19,13 @@ from ..config.docgen import write
 from ..config.files import NO_DISCOVERY_ENV
 from ..config.trust import TRUST_ENV
 from ..core.errors import DEBUG_ENV
+from ..core.passenv import TOKEN_ENV
 from ..core.selection import SKIP_ENV
 from ..process import sandbox
 from ..process.egressca import TRUST_ENV as EGRESS_TRUST_ENV
 from ..process.launch import HIDE_ENV, SPAWN_MODE_ENV
 from ..process.scratch import ROOT_ENV
 from ..process.spawner import WARM_ENV
-from ..service.access import TOKEN_ENV
 from .common import COMMAND_EXIT_CODES, EXIT_CODES, exit_code_table
 from .demo import MODEL_ENV, MODEL_KEY_ENV, MODEL_URL_ENV
 from .parser import COMMANDS, EXAMPLES, command_name, parser
@@ -49,7 +49,11 @@ SUPERVISOR_VARIABLES: Final = (
         "hook names, comma-separated (`lint,typecheck`): `exec` leaves them out of its run, as"
         " `--skip` does (a name no hook has is passed over; a locked hook cannot be left out)",
     ),
-    (TOKEN_ENV, "a client's token for the server, when `--token-file` is not given"),
+    (
+        TOKEN_ENV,
+        "a client's token for the server, when `--token-file` is not given; a secret no"
+        " `passEnv` pattern passes (docs/security.md)",
+    ),
     (
         DEBUG_ENV,
         "`1`: `serve` logs the traceback of a failure inside it, beside its one-line message",

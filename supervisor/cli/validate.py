@@ -98,9 +98,12 @@ def _discovered(args: argparse.Namespace) -> tuple[list[Problem], int, int]:
         for warning in config.warnings:  # (of the files not trusted: said now too)
             if warning not in said:
                 say(f"mcpx-hooks: warning: {warning}")
+    from ..config import withheld_warnings
     from .promptview import say_model_warnings
 
     say_model_warnings(config.hooks)
+    for warning in withheld_warnings(config, config.hooks, config.servers):
+        say(f"mcpx-hooks: warning: {warning}")
     return [], len(config.files), len(untrusted)
 
 

@@ -31,6 +31,7 @@ __all__, __getattr__, __dir__ = exports(
         "layering": ("merge", "merge_all", "splice"),
         "loading": ("load_config", "validate_files"),
         "modelschema": ("answer_schema", "models_schema", "prompt_rules"),
+        "passrules": ("withheld_warnings",),
         "pluginrules": ("exposed_name_warnings", "server_name_warnings"),
         "privatefile": ("write_private",),
         "problems": ("describe", "in_words", "pointer"),

@@ -110,8 +110,8 @@ def resolve(layers: Sequence[Layer]) -> tuple[Config, list[Problem]]:
         slot = (obj["on"], obj.get("phase", DEFAULT_PHASE.value))
         index = counts[slot] = counts.get(slot, -1) + 1
         own = defaults if decl.defaults is None else DEFAULTS.overridden(decl.defaults)
-        hook = _build_hook(decl, obj.get("name") or f"{slot[0]}.{slot[1]}.{index}", own)
-        hook = attrs.evolve(hook, limits=limits, paths=paths)
+        name = obj.get("name") or f"{slot[0]}.{slot[1]}.{index}"
+        hook = _build_hook(decl, name, own, limits=limits, paths=paths)
         if hook.action == Action.PROMPT:  # its model resolved; its own timeout, else 30 s
             timeout = obj.get("timeoutMs", PROMPT_TIMEOUT_MS)
             hook = attrs.evolve(hook, prompt=prompt_spec(obj, models), timeout_ms=timeout)
@@ -184,7 +184,7 @@ def resolve(layers: Sequence[Layer]) -> tuple[Config, list[Problem]]:
         script_network=_network(merged.get("script", {})),
         files=tuple(layer.path for layer in layers if layer.path is not None),
         warnings=tuple(policy.warnings),
-        servers=_servers(layers, merged, limits, paths),
+        servers=_servers(layers, merged, limits, paths, models.key_names),
         mcp_separator=str(merged.get("mcp", {}).get("separator", DEFAULT_SEPARATOR)),
         mcp_exec=bool(merged.get("mcp", {}).get("exec", True)),
         when_base=merged.get("when", {}).get("base"),
@@ -254,7 +254,11 @@ def _history_path(value: object) -> str | None:
 
 
 def _servers(
-    layers: Sequence[Layer], merged: Mapping[str, Any], limits: Limits, paths: SandboxPaths
+    layers: Sequence[Layer],
+    merged: Mapping[str, Any],
+    limits: Limits,
+    paths: SandboxPaths,
+    withheld: frozenset[str],
 ) -> dict[str, ServerSpec]:
     """`[servers]` merged; each server's declaring directory is that of the nearest layer
     that gave its `command`."""
@@ -265,14 +269,18 @@ def _servers(
                 dirs[name] = os.path.dirname(layer.path) if layer.path else os.getcwd()
     return {
         name: attrs.evolve(
-            server_spec(name, table, dirs.get(name, os.getcwd())), limits=limits, paths=paths
+            server_spec(name, table, dirs.get(name, os.getcwd())),
+            limits=limits,
+            paths=paths,
+            withheld=withheld,
         )
         for name, table in merged.get("servers", {}).items()
     }
 
 
-def _build_hook(decl: Decl, name: str, defaults: Defaults) -> Hook:
-    """The hook `decl` declares, named `name`, with `defaults` for what it does not set."""
+def _build_hook(decl: Decl, name: str, defaults: Defaults, **config: Any) -> Hook:
+    """The hook `decl` declares, named `name`, with `defaults` for what it does not set and
+    the config's `limits` and `paths` (built once: a file may hold 50,000 hooks)."""
     obj = decl.obj
     action = next(a for a in declared_actions() if a in obj)
     target = obj[action]
@@ -299,4 +307,5 @@ def _build_hook(decl: Decl, name: str, defaults: Defaults) -> Hook:
         answer=PluginAnswer(obj.get("answer", PluginAnswer.AUTO.value)),
         # timeout, kill grace, output cap, effect, sandbox: the hook's own, else `[defaults]`
         **attrs.asdict(defaults.overridden(obj), recurse=False),
+        **config,
     )

@@ -28,8 +28,9 @@ from ..core.points import DEFAULT_PHASE, PHASES, POINTS, Phase, when_keys
 from ..core.records import Record
 from . import files
 from .build import Decl, Layer, resolve
+from .doccache import checked_document, salvaged, without
 from .modelschema import prompt_rules
-from .problems import describe, did_you_mean, pointer, pointer_key, quote
+from .problems import describe, did_you_mean, outranked, pointer, pointer_key, quote
 from .scriptrules import script_problems
 from .statefiles import state_path
 from .trust import TrustState, Verdict, decide, digest, skip_message, trust_all, trust_command
@@ -50,7 +51,7 @@ class _Loader(Record):
     warnings: list[str] = attrs.field(factory=list)
     skipped: list[SkippedFile] = attrs.field(factory=list)
     pinned: dict[str, str] = attrs.field(factory=dict)
-    #: `validate`: a layer with problems still adds what is sound in it (`_salvage`), so
+    #: `validate`: a layer with problems still adds what is sound in it (`doccache.salvaged`), so
     #: the rules that need the layers merged are checked in the same pass.
     salvage: bool = False
 
@@ -63,28 +64,24 @@ class _Loader(Record):
     ) -> None:
         """Reads (or, given `data`, the bytes already read and trusted), validates and adds
         one file's layer."""
+        doc: Any = None
+        problems: list[Problem] = []
         if data is None:
-            doc, problems = files.read_file(path, file, origin=origin)
-        else:
-            doc, problems = files.parse_bytes(data, path, file)
-        if doc is not None:
-            problems += _problems(doc, file)
-            hooks = doc.get("hooks") if isinstance(doc, dict) else None
-            for index, obj in enumerate(hooks if isinstance(hooks, list) else []):
-                if isinstance(obj, dict):
-                    problems += _hook_rules(obj, file, f"/hooks/{index}", SourceKind.FILE)
+            data, problems = files.read_bytes(path, file, origin=origin)
+        if data is not None:  # (the same bytes under the same name: checked once)
+            doc, problems = checked_document(data, path, file, _file_problems)
         absolute = os.path.abspath(path)
         directory = os.path.dirname(absolute)
         dropped: frozenset[int] = frozenset()
         if doc is not None and problems:
-            doc, dropped = _salvage(doc, problems) if self.salvage else (None, dropped)
+            doc, dropped = salvaged(doc, problems) if self.salvage else (None, dropped)
         for name in files.PATH_KEYS:
             if doc is not None and isinstance(doc.get(name), dict):
                 resolved, more = files.resolve_sandbox_paths(
                     doc, file, directory, self.environ, name
                 )
                 problems += more
-                doc = resolved if not more else None if not self.salvage else _without(doc, name)
+                doc = resolved if not more else None if not self.salvage else without(doc, name)
         self.note(file, problems)
         if doc is None:
             return
@@ -107,8 +104,7 @@ class _Loader(Record):
             self.note(file, [Problem(file, "", f"nested deeper than {jsontext.MAX_DEPTH} levels")])
             return
         obj = dict(obj)  # jsonschema's "object" is a dict
-        problems = _problems(obj, file, hook=True)
-        problems += _hook_rules(obj, file, "", kind)
+        problems = outranked(_problems(obj, file, hook=True), _hook_rules(obj, file, "", kind))
         self.note(file, problems)
         if not problems:
             decl = Decl(obj, file, "", Provenance(kind, None, index), os.path.abspath(cwd))
@@ -140,6 +136,16 @@ class _Loader(Record):
             problems,
             key=lambda p: (self.order.get(p.file, 0), pointer_key(p.pointer)),
         )
+
+
+def _file_problems(doc: Any, file: str) -> list[Problem]:
+    """A file's document's problems: the schema's, its `[script]` lines', its hooks' rules."""
+    rules: list[Problem] = []
+    hooks = doc.get("hooks") if isinstance(doc, dict) else None
+    for index, obj in enumerate(hooks if isinstance(hooks, list) else []):
+        if isinstance(obj, dict):
+            rules += _hook_rules(obj, file, f"/hooks/{index}", SourceKind.FILE)
+    return outranked(_problems(doc, file), rules)
 
 
 def _problems(doc: Any, file: str, *, hook: bool = False) -> list[Problem]:
@@ -283,29 +289,6 @@ class _TrustGate:
             if why is not None:
                 self.warnings.append(why)
         return self._state
-
-
-def _salvage(doc: Any, problems: Sequence[Problem]) -> tuple[Any, frozenset[int]]:
-    """What `validate` still layers of a document with `problems`: the document without each
-    top-level key a problem is under, and the indexes of the hooks to leave out (those a
-    problem is under). None when a problem is about the whole document."""
-    if not isinstance(doc, dict):
-        return None, frozenset()
-    keys: set[str] = set()
-    hooks: set[int] = set()
-    for problem in problems:
-        tokens = problem.pointer.split("/")[1:]
-        if not tokens:
-            return None, frozenset()
-        if tokens[0] == "hooks" and len(tokens) > 1 and tokens[1].isascii() and tokens[1].isdigit():
-            hooks.add(int(tokens[1]))
-        else:
-            keys.add(tokens[0].replace("~1", "/").replace("~0", "~"))
-    return {k: v for k, v in doc.items() if k not in keys}, frozenset(hooks)
-
-
-def _without(doc: Mapping[str, Any], key: str) -> dict[str, Any]:
-    return {k: v for k, v in doc.items() if k != key}
 
 
 def validate_files(paths: Sequence[str | Path], *, data: bytes | None = None) -> list[Problem]:

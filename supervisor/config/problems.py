@@ -9,10 +9,12 @@ returned can be printed: a lone surrogate or a NUL taken from the input is writt
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from ..core import egress, spawntext
 from ..core.errors import Problem
@@ -70,6 +72,10 @@ def describe(value: Any) -> str:
         if abs(value) >= 10**_LONG_DIGITS:
             return _long_integer(value)
         return f"the integer {value}"
+    if isinstance(value, float) and math.isinf(value):  # (1e400: what a reader makes of it)
+        return f"a number too large to hold (read as {'-' if value < 0 else ''}infinity)"
+    if isinstance(value, float) and math.isnan(value):
+        return "not a number (nan)"
     if isinstance(value, float):
         return f"the number {value!r}"
     if isinstance(value, str):
@@ -79,6 +85,10 @@ def describe(value: Any) -> str:
         return "an empty array" if not value else f"an array of {len(value)}"
     if isinstance(value, dict):
         return "an empty object" if not value else "an object"
+    import datetime  # (only TOML gives one: `timeoutMs = 1979-05-27`)
+
+    if isinstance(value, datetime.date | datetime.time):
+        return f"the TOML {type(value).__name__} {value.isoformat()}"
     return type(value).__name__
 
 
@@ -96,6 +106,11 @@ def quote(text: str) -> str:
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """`; did you mean "x"?` for the closest choice, or nothing."""
+    return _closest(word, tuple(choices))
+
+
+@functools.lru_cache(maxsize=256)  # the same slip in 50,000 hooks: looked up once
+def _closest(word: str, choices: tuple[str, ...]) -> str:
     import difflib  # here: only a config with a problem needs it
 
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
@@ -112,10 +127,38 @@ def _quoted(values: Sequence[Any], sep: str = ", ") -> str:
 def problems(validator: jsonschema.Draft202012Validator, instance: Any, file: str) -> list[Problem]:
     """Every schema error in `instance`, translated, once each, in document order."""
     found: dict[tuple[str, str], Problem] = {}
-    for error in validator.iter_errors(instance):
+    errors = list(validator.iter_errors(instance))
+    # A value of the wrong type is said to be so, once: a number also past a bound (1e400,
+    # read as infinity, is neither an integer nor ≤ the maximum) is one problem, not two.
+    typed = {tuple(e.absolute_path) for e in errors if e.validator == "type"}
+    for error in errors:
+        if error.validator in _BOUNDS and tuple(error.absolute_path) in typed:
+            continue
         for ptr, message in _translate(error):
             found.setdefault((ptr, message), Problem(file, ptr, message))
     return sorted(found.values(), key=lambda p: pointer_key(p.pointer))
+
+
+_BOUNDS: Final = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
+
+
+def outranked(schema: list[Problem], rules: list[Problem]) -> list[Problem]:
+    """The schema's problems and the rules', but none of the schema's inside a value a rule
+    refuses whole: `when.cwd` on the point "call" is refused as a key, and what is wrong with
+    its patterns would never matter (one problem, the one that does)."""
+    refused = {p.pointer for p in rules}
+    kept = [p for p in schema if not _under(p.pointer, refused)]
+    return kept + rules
+
+
+def _under(ptr: str, refused: set[str]) -> bool:
+    """Whether `ptr` lies strictly inside one of the `refused` pointers."""
+    at = ptr.rfind("/")
+    while at > 0:
+        if ptr[:at] in refused:
+            return True
+        at = ptr.rfind("/", 0, at)
+    return False
 
 
 def in_words(error: ValidationError) -> tuple[str, str]:

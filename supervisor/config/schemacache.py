@@ -8,7 +8,7 @@ the trust state is (a regular file of this user's that no one else may write, of
 
 The file is a header and the marshalled code object:
 
-    mcpx-hooks schema cache 1
+    mcpx-hooks schema cache 2
     <key: sha256 of the package version, the interpreter's version and the schema's JSON>
     <sha256 of the payload>
     <payload>
@@ -27,6 +27,7 @@ import importlib
 import json
 import marshal
 import os
+import re
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -35,7 +36,9 @@ from typing import Any, Final
 from ..core.errors import HooksError
 from .statefiles import read_sealed, state_path, write_sealed
 
-MAGIC: Final = b"mcpx-hooks schema cache 1"
+#: (2: the generated code's `"…".format(**locals())` rewritten as f-strings; a cache of the
+#: first form is ignored and rewritten.)
+MAGIC: Final = b"mcpx-hooks schema cache 2"
 #: The largest cache file read: the config's compiled check is ~300 KB.
 MAX_CACHE_BYTES: Final = 16 * 1024 * 1024
 
@@ -96,7 +99,7 @@ def _compile(schema_json: str) -> Any:
         json.loads(schema_json), use_default=False, use_formats=False
     )
     lines = [
-        _NO_IMPORT if line.startswith("from fastjsonschema import") else line
+        _NO_IMPORT if line.startswith("from fastjsonschema import") else _LOCALS.sub(r'f"\1"', line)
         for line in source.splitlines()
     ]
     # The first function is the schema's own (named after its `$id`); the rest are its `$ref`s.
@@ -104,6 +107,12 @@ def _compile(schema_json: str) -> Any:
     lines.append(f"validate = {first[4:].partition('(')[0]}")
     return compile("\n".join(lines) + "\n", "<schema check>", "exec")
 
+
+#: The generated code names each item it descends into as `".hooks[{data__hooks_x}]"
+#: .format(**locals())`, on the valid path too: `locals()` of the config's check copies its
+#: hundreds of variables, once per hook (50,000 hooks: ~5 s of a `validate`). The same
+#: string as an f-string reads the one variable it names.
+_LOCALS: Final = re.compile(r'"((?:[^"\\{}]|\{\w+\})*)"\.format\(\*\*locals\(\)\)')
 
 #: Stands for the generated code's import of fastjsonschema's exceptions (~6 ms to import).
 _NO_IMPORT: Final = "JsonSchemaValueException = JsonSchemaValuesException = Invalid"

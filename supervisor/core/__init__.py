@@ -227,9 +227,11 @@ __all__, __getattr__, __dir__ = exports(
         "passenv": (
             "MIN_SECRET_CHARS",
             "NOTHING_PASSED",
+            "OWN_SECRETS",
             "PASS_ENV_KEY",
             "SECRETS_KEY",
             "SECRET_NAME_PATTERN",
+            "TOKEN_ENV",
             "Passed",
             "pass_environment",
             "reference_problem",
@@ -237,6 +239,7 @@ __all__, __getattr__, __dir__ = exports(
             "secret_too_short",
             "shown_name",
             "wanted",
+            "withheld_matches",
         ),
         "points": (
             "CWD_GLOB_PATTERN",

@@ -156,7 +156,7 @@ class Defaults(Record):
         """These defaults with the settings `table` (a `[defaults]` table or a hook) names."""
         given = {s.attr: s.parse(table[s.key]) for s in HOOK_SETTINGS if s.key in table}
         given |= {"network": tuple(table[NETWORK_KEY])} if NETWORK_KEY in table else {}
-        return attrs.evolve(self, **given)
+        return attrs.evolve(self, **given) if given else self
 
 
 #: The built-in defaults (a config without `[defaults]`).

@@ -153,6 +153,12 @@ class Models(Record):
     models: Mapping[str, Model] = attrs.field(factory=dict)
     run_budget_tokens: int = DEFAULT_RUN_BUDGET_TOKENS
 
+    @property
+    def key_names(self) -> frozenset[str]:
+        """The variables holding the models' keys (`apiKeyEnv`): the supervisor's own
+        secrets, which no `passEnv` glob passes (`passenv.OWN_SECRETS`)."""
+        return frozenset(m.api_key_env for m in self.models.values() if m.api_key_env)
+
 
 #: A config without `[models]`.
 NO_MODELS: Final = Models()

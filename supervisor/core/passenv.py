@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Final
 
 import attrs
@@ -26,6 +26,19 @@ MIN_SECRET_CHARS: Final = 4
 #: The config keys (on a hook, under `[script]`) and the exec request's fields.
 PASS_ENV_KEY: Final = "passEnv"
 SECRETS_KEY: Final = "secrets"
+
+#: The variable a client reads the server's token from (`--token-file` not given).
+TOKEN_ENV: Final = "MCPX_HOOKS_TOKEN"
+#: The OpenTelemetry exporter's headers (docs/telemetry.md): an API key, often, for the
+#: supervisor's own export.
+OTLP_HEADERS_ENV: Final = tuple(
+    f"OTEL_EXPORTER_OTLP_{signal}HEADERS" for signal in ("", "TRACES_", "METRICS_", "LOGS_")
+)
+#: The variables the supervisor holds as its own secrets, whatever the config: no `passEnv`
+#: glob or name passes them to a hook, a script, a tool server or a remote server (a child
+#: that needs one names it in `secrets`, and its value is then redacted). A model's
+#: `apiKeyEnv` joins them where the config is known (`Models.key_names`).
+OWN_SECRETS: Final = frozenset({TOKEN_ENV, *OTLP_HEADERS_ENV})
 
 #: What looks like a variable reference in an `env` value: it is never expanded.
 _REFERENCE: Final = re.compile(r"\$\{([^}\s]*)\}")
@@ -108,20 +121,36 @@ class Passed(Record):
 NOTHING_PASSED: Final = Passed()
 
 
+def _globbed(name: str, globs: tuple[str, ...], withheld: Collection[str]) -> bool:
+    """Whether `passEnv` `globs` pass `name`: never one of the supervisor's own secrets."""
+    if name in OWN_SECRETS or name in withheld:
+        return False
+    return any(fnmatch.fnmatchcase(name, glob) for glob in globs)
+
+
+def withheld_matches(globs: Iterable[str], withheld: Collection[str] = ()) -> list[tuple[str, str]]:
+    """Each `(glob, name)` where a `passEnv` glob would match one of the supervisor's own
+    secrets (`OWN_SECRETS` and `withheld`), which it never passes: what `validate` warns of."""
+    names = sorted(OWN_SECRETS | frozenset(withheld))
+    return [(g, n) for g in globs for n in names if fnmatch.fnmatchcase(n, g)]
+
+
 def pass_environment(
-    globs: Iterable[str], secret_names: Iterable[str], source: Mapping[str, str]
+    globs: Iterable[str],
+    secret_names: Iterable[str],
+    source: Mapping[str, str],
+    *,
+    withheld: Collection[str] = (),
 ) -> Passed:
     """The variables of `source` that `globs` match (case-sensitive `fnmatch`) and that
-    `secret_names` name exactly. A secret that `source` lacks, or whose value is shorter
-    than `MIN_SECRET_CHARS`, is the `problem` (the first one, in declared order)."""
+    `secret_names` name exactly. The supervisor's own secrets (`OWN_SECRETS`, and the
+    `withheld` names: the models' keys) are never matched by a glob, only named as secrets.
+    A secret that `source` lacks, or whose value is shorter than `MIN_SECRET_CHARS`, is the
+    `problem` (the first one, in declared order)."""
     globs, names = tuple(globs), tuple(secret_names)
     if not globs and not names:
         return NOTHING_PASSED
-    values = {
-        name: source[name]
-        for name in sorted(source)
-        if any(fnmatch.fnmatchcase(name, glob) for glob in globs)
-    }
+    values = {name: source[name] for name in sorted(source) if _globbed(name, globs, withheld)}
     secrets: dict[str, str] = {}
     problem = None
     for name in names:
@@ -136,13 +165,17 @@ def pass_environment(
 
 
 def wanted(
-    globs: Iterable[str], secret_names: Iterable[str], source: Mapping[str, str]
+    globs: Iterable[str],
+    secret_names: Iterable[str],
+    source: Mapping[str, str],
+    *,
+    withheld: Collection[str] = (),
 ) -> dict[str, str]:
     """The part of `source` that `globs` and `secret_names` would take: what a remote caller
-    sends of its environment (and nothing else of it)."""
+    sends of its environment (and nothing else of it: never its own token to a glob)."""
     globs, names = tuple(globs), frozenset(secret_names)
     return {
         name: value
         for name, value in source.items()
-        if name in names or any(fnmatch.fnmatchcase(name, glob) for glob in globs)
+        if name in names or _globbed(name, globs, withheld)
     }

@@ -128,6 +128,8 @@ class ServerSpec(Record):
     kill_grace_ms: int = int(_DEFAULT["kill_grace_ms"])
     limits: Limits = DEFAULT_LIMITS
     paths: SandboxPaths = _NO_PATHS
+    #: The models' key variables (`Models.key_names`): no `passEnv` of it passes them.
+    withheld: frozenset[str] = attrs.field(default=frozenset(), eq=False)
     #: `expose` and `hide`: which of its tools an MCP client of `mcpx-hooks mcp` sees. Not
     #: part of the server's identity (changing them restarts nothing).
     expose: tuple[str, ...] = attrs.field(default=("*",), eq=False)

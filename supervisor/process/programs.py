@@ -6,6 +6,7 @@ must lie in what the plan reads or writes; else `ProgramHidden`, naming the file
 
 from __future__ import annotations
 
+import functools
 import os
 import struct
 from collections.abc import Mapping, Sequence
@@ -30,6 +31,8 @@ _SHEBANG_BYTES: Final = 256
 #: An ELF program header's type for the loader's name, and how many headers are read.
 _PT_INTERP: Final = 3
 _MAX_HEADERS: Final = 64
+#: How many programs' `#!` lines and loaders are kept, each by its file's identity.
+_KEPT: Final = 256
 
 
 def check_program(
@@ -111,9 +114,26 @@ def _denied_by(path: str, denied_by: Sequence[tuple[str, str, str]]) -> str | No
     return None
 
 
+def _identity(path: str) -> tuple[int, int, int, int] | None:
+    """What tells a file's content apart without reading it (device, inode, size, mtime):
+    the key of what was read of it, so a file changed since is read again."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
 def _elf_loader(path: str) -> str | None:
     """The program loader (`PT_INTERP`, e.g. /lib64/ld-linux-x86-64.so.2) an ELF binary
-    names, which `execve` opens as well; None for anything else."""
+    names, which `execve` opens as well; None for anything else. Read once per version of
+    the file: every hook running `python3` would otherwise read the same header."""
+    key = _identity(path)
+    return None if key is None else _elf_loader_of(path, key)
+
+
+@functools.lru_cache(maxsize=_KEPT)
+def _elf_loader_of(path: str, _: tuple[int, int, int, int]) -> str | None:
     try:
         with open(path, "rb") as f:
             head = f.read(64)
@@ -167,7 +187,13 @@ def _find(argv0: str, cwd: str, path: str) -> str | None:
 
 def _interpreter(real: str) -> tuple[str, str | None] | None:
     """A script's `#!` interpreter, and for `#!/usr/bin/env [-S] NAME …`, NAME (looked up on
-    PATH); None for anything else (a binary, an unreadable file)."""
+    PATH); None for anything else (a binary, an unreadable file). Read once per version."""
+    key = _identity(real)
+    return None if key is None else _interpreter_of(real, key)
+
+
+@functools.lru_cache(maxsize=_KEPT)
+def _interpreter_of(real: str, _: tuple[int, int, int, int]) -> tuple[str, str | None] | None:
     try:
         with open(real, "rb") as f:
             head = f.read(_SHEBANG_BYTES)

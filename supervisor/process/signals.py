@@ -24,6 +24,7 @@ async def serve_stop_signals(
     on_first: Callable[[signal.Signals], object] | None = None,
     on_second: Callable[[signal.Signals], object] | None = None,
     *,
+    on_more: Callable[[signal.Signals], object] | None = None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Takes SIGINT and SIGTERM until cancelled; start it with `nursery.start`, which returns
@@ -38,20 +39,28 @@ async def serve_stop_signals(
     `on_first`, the first signal is the second: it cancels `stop`. The same signal arriving
     twice before this task reads it counts once (trio coalesces them).
 
+    With `on_more`, it goes on after the second (the caller starts it outside `stop`): each
+    signal past the second calls `on_more(signal)`, for what the cleanup can still be told
+    (`exec`: kill the suffix hooks it waits for), until it is cancelled.
+
     Cancelled or returned, it gives the signals back to their previous handlers; one still
     pending then is redelivered to those (trio's rule), so a signal past the second, once
     this task has ended, takes its default action.
     """
     with trio.open_signal_receiver(*STOP_SIGNALS) as received:
         task_status.started()
-        asked = False
+        asked = stopped = False
         async for signum in received:
             which = signal.Signals(signum)
             if on_first is not None and not asked:
                 asked = True
                 on_first(which)
-                continue
-            if on_second is not None:
-                on_second(which)
-            stop.cancel()
-            return
+            elif stopped and on_more is not None:
+                on_more(which)
+            else:
+                if on_second is not None:
+                    on_second(which)
+                stop.cancel()
+                stopped = True
+                if on_more is None:
+                    return

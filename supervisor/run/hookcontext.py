@@ -57,6 +57,9 @@ class HookContext(Record):
     #: The caller's environment given with the run, where its per-call hooks' `passEnv` and
     #: `secrets` are looked up; None where there is no caller (observe hooks, `hook test`).
     caller_env: Mapping[str, str] | None = None
+    #: The models' key variables (`Models.key_names`): the supervisor's own secrets, like
+    #: `passenv.OWN_SECRETS`, which no hook's `passEnv` passes.
+    withheld: frozenset[str] = frozenset()
     #: The run's redaction: the hook input a hook is given is what a client would see.
     redactor: Redactor = NO_SECRETS
     #: What the run's prompt hooks share (placeholders, token budget, warnings); None
@@ -129,7 +132,7 @@ def source_environment(
 def hook_passed(hook: Hook, ctx: HookContext, supervisor_env: Mapping[str, str]) -> Passed:
     """What the hook's `passEnv` and `secrets` find (`problem`: why it must not run)."""
     source = source_environment(hook, ctx.caller_env, supervisor_env)
-    return pass_environment(hook.pass_env, hook.secrets, source)
+    return pass_environment(hook.pass_env, hook.secrets, source, withheld=ctx.withheld)
 
 
 def hook_secrets(

@@ -9,7 +9,6 @@ raises: it comes back as a frame with a failure status.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from typing import Any, Final
@@ -24,6 +23,7 @@ from ..core.errors import ProfileUnavailable, SandboxUnavailable, SpawnError
 from ..core.frames import HookStatus, blank
 from ..core.hookframes import HookFrame, Ran, Resources
 from ..core.hooks import STDERR_TAIL_BYTES, Failure, Hook, SourceKind
+from ..core.jsontext import dumps
 from ..core.passenv import Passed
 from ..core.records import Record
 from ..core.redact import Redactor
@@ -86,7 +86,9 @@ async def run_process(
                 spec = egress_spec(spec, lease, hook.secret_hosts)
             except SandboxUnavailable as exc:  # refused before the spawner is asked
                 return frame.failed(HookStatus.FAILED, unavailable_reason(exc, ctx), started)
-            stdin = json.dumps(hook_input(hook, effect, ctx)).encode()
+            # As every line that leaves the supervisor (`jsontext.dumps`): JSON, always: 1e400
+            # in a run's input reads as infinity, which json.dumps would write as `Infinity`.
+            stdin = dumps(hook_input(hook, effect, ctx))
             try:
                 outcome, timed_out = await run_child(spawner, spec, stdin, hook)
             except SpawnError as exc:

@@ -119,7 +119,13 @@ async def serve_observers(
     # `run.started` too: each run's command line and place, for the hooks of its events.
     kinds = tuple(dict.fromkeys((*(h.on for h in observers), EventKind.RUN_STARTED.value)))
     runs = _Runs()
-    ctx = HookContext(run=None, caller_autonomy=caller_autonomy, supervisor_max=supervisor_max)
+    keys = {h.prompt.model.api_key_env for h in hooks if h.prompt and h.prompt.model}
+    ctx = HookContext(
+        run=None,
+        caller_autonomy=caller_autonomy,
+        supervisor_max=supervisor_max,
+        withheld=frozenset(k for k in keys if k),  # (the models' keys: never to a passEnv)
+    )
     # Unbuffered: a pair is handed over only when a worker is free to run it.
     send, receive = trio.open_memory_channel[_Job](0)
     async with trio.open_nursery() as nursery, send, receive:

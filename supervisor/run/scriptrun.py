@@ -3,7 +3,8 @@
 `execute` never raises for anything a script or hook does: every outcome ends in exactly one
 `result` or `error` frame, then the `suffix` hooks, then `end`. Cancellation (`Run.cancel`, or
 the caller's scope) ends the run in `error` ("cancelled"); the suffix hooks still run and
-`end` is still sent, under a shielded scope bounded by the hooks' own timeouts.
+`end` is still sent, under a shielded scope bounded by the hooks' own timeouts (or cut
+short: `Run.ending_scope`).
 """
 
 from __future__ import annotations
@@ -98,12 +99,13 @@ class RunRequest(Record):
 
 
 class Run:
-    """A run in progress: its journal, and a handle to cancel it."""
+    """A run in progress: its journal, and handles to cancel it and to cut its end short."""
 
     def __init__(self, request: RunRequest, journal: RunJournal) -> None:
         self.request = request
         self.journal = journal
         self.cancel_scope = trio.CancelScope()
+        self.ending_scope = trio.CancelScope()  # (its suffix hooks': `exec`'s 3rd Ctrl-C)
         #: Its open questions: answers from clients, the terminal or flags settle them here.
         self.asks = Asks()
 
@@ -132,6 +134,7 @@ async def execute(
             input=req.input,
             cwd_granted=req.cwd_granted,
             caller_env=req.caller_env,
+            withheld=config.models.key_names,
             redactor=redactor,
             prompts=PromptRun(
                 req.placeholders,
@@ -174,11 +177,8 @@ def _in(cwd: str, file: str | None) -> str | None:
 def run_passed(req: RunRequest, config: Config) -> Passed:
     """What the run takes from its caller's environment: `[script] passEnv` and `secrets`,
     then the request's own."""
-    return pass_environment(
-        config.script_pass_env + req.pass_env,
-        config.script_secrets + req.secrets,
-        req.caller_env,
-    )
+    globs, names = config.script_pass_env + req.pass_env, config.script_secrets + req.secrets
+    return pass_environment(globs, names, req.caller_env, withheld=config.models.key_names)
 
 
 async def _execute(
@@ -227,7 +227,8 @@ async def _ended(
         result={"value": state.value[0]} if state.value is not None else None,
         error=None if state.value is not None else error_input(state),
     )
-    await hooks.phase(Phase.SUFFIX, attrs.evolve(state, ctx=ctx))
+    with run.ending_scope:  # (cancelled: the hooks still running are killed now)
+        await hooks.phase(Phase.SUFFIX, attrs.evolve(state, ctx=ctx))
     duration = round((time.perf_counter() - started) * 1000)
     await run.journal.chain_lines()  # (its `end` carries the chain)
     run.journal.append(blank(EndFrame, exit_code=state.exit_code, duration_ms=duration))
@@ -393,8 +394,5 @@ def _write(path: str, text: str) -> None:
 
 
 def _dropped_note(journal: RunJournal) -> Frame:
-    return blank(
-        WarningFrame,
-        message=f"output over the run's budget: {journal.dropped_frames} frames "
-        f"({journal.dropped_bytes} bytes) dropped",
-    )
+    dropped = f"{journal.dropped_frames} frames ({journal.dropped_bytes} bytes)"
+    return blank(WarningFrame, message=f"output over the run's budget: {dropped} dropped")

@@ -47,7 +47,12 @@ class ServerStartHooks(Record):
         default)."""
         config, bus = self.config, self.bus
         ctx = HookContext(
-            None, config.autonomy_hooks, config.autonomy_max, **given, redactor=bus.redactor
+            None,
+            config.autonomy_hooks,
+            config.autonomy_max,
+            **given,
+            withheld=config.models.key_names,
+            redactor=bus.redactor,
         )
         for hook in config.hooks:
             if hook.on != "server.start" or hook.phase is not phase or not hook.enabled:

@@ -30,10 +30,10 @@ import attrs
 
 from ..config.statefiles import state_home
 from ..core.errors import HooksError
+from ..core.passenv import TOKEN_ENV
 from ..core.records import Record
 
 #: The variable remote commands take the token from when `--token-file` is not given.
-TOKEN_ENV: Final = "MCPX_HOOKS_TOKEN"
 TOKEN_FILE_NAME: Final = Path("mcpx-hooks") / "token"
 _TOKEN_BYTES: Final = 32
 

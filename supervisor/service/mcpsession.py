@@ -99,6 +99,7 @@ class SessionRun:
             info,
             caller_autonomy(config, None),
             config.autonomy_max,
+            withheld=config.models.key_names,
             redactor=redactor,
             servers=None if servers is None else ToolServers(servers, config.servers),
         )

@@ -75,7 +75,7 @@ async def serve_server(spawner: Spawner, start_hooks: StartHooks, entry: ServerE
 async def _life(spawner: Spawner, start_hooks: StartHooks, entry: ServerEntry) -> str | None:
     """Runs the server until it is idle (None) or fails (the reason)."""
     spec = entry.spec
-    passed = pass_environment(spec.pass_env, spec.secrets, os.environ)
+    passed = pass_environment(spec.pass_env, spec.secrets, os.environ, withheld=spec.withheld)
     if passed.problem is not None:
         return f"server {spec.name}: {passed.problem}"
     redactor = entry.redactor = Redactor(passed.secrets)
