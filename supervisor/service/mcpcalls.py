@@ -6,6 +6,7 @@ client (`line_relays`, a call the gateway took before the SDK read it: `mcpraw.p
 
 from __future__ import annotations
 
+import contextvars
 import json
 import warnings
 from collections.abc import Awaitable, Callable, Mapping
@@ -14,8 +15,9 @@ from typing import Any, Final
 import attrs
 import pydantic
 from mcp import MCPDeprecationWarning, types
-from mcp.server.context import ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.shared.message import SessionMessage
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from ..core.effects import NO, YES, AnsweredBy
 from ..core.jsontext import JsonError, loads
@@ -24,6 +26,7 @@ from ..run.callpoint import CallOutcome
 from ..tools.jsonlines import json_line
 from ..tools.serverentry import LogHearer
 from ..tools.servers import Progress
+from ..tools.wireresult import as_written
 from .answering import Responder
 from .mcpstdio import ClientWriter
 
@@ -186,10 +189,8 @@ def applied_result(value: Any) -> types.CallToolResult:
 async def answer_result(
     writer: ClientWriter, cid: types.RequestId, result: types.CallToolResult
 ) -> None:
-    """Answers the client's call `cid` with `result`, holding the fields it was given: a
-    server's own answer goes back with its keys and none added (the SDK's dump would add
-    `isError` and `resultType` the server never wrote), one made here with those it set."""
-    dumped = result.model_dump(by_alias=True, mode="json", exclude_unset=True, exclude_none=True)
+    """Answers the client's call `cid` with `result` (`wire_result`)."""
+    dumped = wire_result(result)
     line = json_line({"jsonrpc": "2.0", "id": cid, "result": dumped})
     if line is not None:
         await writer.send_line(line)
@@ -197,6 +198,51 @@ async def answer_result(
         await writer.send(
             SessionMessage(types.JSONRPCResponse(jsonrpc="2.0", id=cid, result=dumped))
         )
+
+
+#: Where the SDK's call handler puts the server's answer as the server wrote it
+#: (`kept_as_written`), for the request `answer_as_written` wraps.
+_WRITTEN: Final[contextvars.ContextVar[list[dict[str, Any]] | None]] = contextvars.ContextVar(
+    "mcpx_hooks_written", default=None
+)
+
+
+def kept_as_written(result: types.CallToolResult) -> types.CallToolResult:
+    """`result`, the answer of the SDK's call handler, kept as the client gets it
+    (`wire_result`) for `answer_as_written` to send."""
+    box = _WRITTEN.get()
+    if box is not None:
+        box.append(wire_result(result))
+    return result
+
+
+async def answer_as_written(
+    ctx: ServerRequestContext[Any, Any], call_next: CallNext
+) -> HandlerResult:
+    """The SDK server's middleware (its innermost: what it returns is sent as it is) that
+    sends a tool call's answer as `wire_result` has it, as the answers written around the
+    SDK's server are: the SDK validates a handler's result and dumps it again, adding what
+    the server never wrote (`isError: false`), writing a number as its field's type (`1` as
+    `1.0`), dropping the keys its model does not know. (`mcpx_exec`'s is the SDK's.)"""
+    if ctx.method != "tools/call" or ctx.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
+        return await call_next(ctx)
+    box: list[dict[str, Any]] = []
+    token = _WRITTEN.set(box)
+    try:
+        result = await call_next(ctx)
+    finally:
+        _WRITTEN.reset(token)
+    return box[0] if box else result
+
+
+def wire_result(result: types.CallToolResult) -> dict[str, Any]:
+    """`result` as the client gets it: a server's own answer as the server wrote it
+    (`wireresult.as_written`), any other with the fields it was given (the SDK's dump adds
+    `isError` and `resultType` no one set)."""
+    written = as_written(result)
+    if written is not None:
+        return written
+    return result.model_dump(by_alias=True, mode="json", exclude_unset=True, exclude_none=True)
 
 
 def error_result(text: str) -> types.CallToolResult:

@@ -51,7 +51,7 @@ from ..tools.hearing import GONE
 from ..tools.pins import PinVerdict, key_of, listing, verdict
 from ..tools.serverentry import ServerEntry, ServerFailing
 from .logredact import open_logged_runtime
-from .mcpcalls import Relays, sdk_relays, tool_result
+from .mcpcalls import Relays, answer_as_written, kept_as_written, sdk_relays, tool_result
 from .mcpexec import EXEC_TOOL, RunSlots, exec_tool, run_exec
 from .mcplimits import CallLimiter
 from .mcpraw import RawCalls
@@ -110,6 +110,7 @@ class Gateway:
             # The SDK's span around each request goes nowhere without an exporter: not made.
             server.middleware[:] = [m for m in server.middleware if not _sdk_span(m)]
         server.middleware.append(self._after_initialize)
+        server.middleware.append(answer_as_written)
         # Frames of `mcpx_exec` runs go as log messages: the capability, and its level.
         server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, self._level)
         return server
@@ -244,7 +245,8 @@ class Gateway:
         relays = sdk_relays(ctx)
         meta = {k: v for k, v in (params.meta or {}).items() if k != "progress_token"}
         args = params.arguments or {}
-        return await self.call(session, call_id, params.name, args, relays, meta=meta)
+        result = await self.call(session, call_id, params.name, args, relays, meta=meta)
+        return kept_as_written(result)
 
     async def call(
         self,
