@@ -28,6 +28,7 @@ from ..tools.serverentry import LogHearer
 from ..tools.servers import Progress
 from ..tools.wireresult import as_written
 from .answering import Responder
+from .mcpoutbox import Outbox
 from .mcpstdio import ClientWriter
 
 _REQUEST_KEYS: Final = frozenset({"jsonrpc", "id", "method", "params"})
@@ -55,9 +56,10 @@ class Relays(Record):
     responder: Responder | None
 
 
-def sdk_relays(ctx: ServerRequestContext[Any, Any]) -> Relays:
-    """The relays of a call the SDK's server dispatched, through its request context."""
-    return Relays(_progress_relay(ctx), _log_relay(ctx), _asker(ctx))
+def sdk_relays(ctx: ServerRequestContext[Any, Any], outbox: Outbox) -> Relays:
+    """The relays of a call the SDK's server dispatched, through its request context; the
+    server's progress and log messages queued in the client's `outbox`."""
+    return Relays(_progress_relay(ctx, outbox), _log_relay(ctx, outbox), _asker(ctx))
 
 
 def line_relays(writer: ClientWriter, token: types.ProgressToken | None) -> Relays:
@@ -87,7 +89,7 @@ async def _notify(writer: ClientWriter, method: str, params: pydantic.BaseModel)
     await writer.send(SessionMessage(message))
 
 
-def _progress_relay(ctx: ServerRequestContext[Any, Any]) -> Progress | None:
+def _progress_relay(ctx: ServerRequestContext[Any, Any], outbox: Outbox) -> Progress | None:
     """What passes the server's progress on a call to the client, with the client's progress
     token; None when the client asked for none."""
     meta: Mapping[str, Any] = ctx.meta or {}
@@ -97,7 +99,7 @@ def _progress_relay(ctx: ServerRequestContext[Any, Any]) -> Progress | None:
     session = ctx.session
 
     async def relay(progress: float, total: float | None, message: str | None) -> None:
-        await session.send_progress_notification(token, progress, total, message)
+        outbox.tell(lambda: session.send_progress_notification(token, progress, total, message))
 
     return relay
 
@@ -115,12 +117,13 @@ class ClientLog(Record):
         await self.tell(params)
 
 
-def _log_relay(ctx: ServerRequestContext[Any, Any]) -> LogHearer:
+def _log_relay(ctx: ServerRequestContext[Any, Any], outbox: Outbox) -> LogHearer:
     """What passes the server's log messages, while the call is in flight, to the client."""
     session, request_id = ctx.session, ctx.request_id
 
     async def relay(params: types.LoggingMessageNotificationParams) -> None:
-        await send_log(session, params.level, params.data, params.logger, request_id)
+        level, data, logger = params.level, params.data, params.logger
+        outbox.tell(lambda: send_log(session, level, data, logger, request_id))
 
     return ClientLog(session, relay)
 

@@ -54,6 +54,7 @@ from .logredact import open_logged_runtime
 from .mcpcalls import Relays, answer_as_written, kept_as_written, sdk_relays, tool_result
 from .mcpexec import EXEC_TOOL, RunSlots, exec_tool, run_exec
 from .mcplimits import CallLimiter
+from .mcpoutbox import Outbox
 from .mcpraw import RawCalls
 from .mcprelay import Relay
 from .mcpsession import SessionRun
@@ -91,6 +92,8 @@ class Gateway:
         self.log_info = True
         self.client: ServerSession | None = None  # the SDK's session, from the handshake on
         self.raw: RawCalls | None = None  # the calls relayed around the SDK (`mcpraw.py`)
+        #: What the client is told on its calls' way, sent by a task of `serve`'s.
+        self.outbox = Outbox()
 
     def server(self) -> Server[Any]:
         version = str(importlib.import_module("mcpx_hooks").__version__)
@@ -130,6 +133,7 @@ class Gateway:
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._tell_relisted)
+                nursery.start_soon(self.outbox.serve_outbox)
                 await server.run(read, write, server.create_initialization_options(told))
                 nursery.cancel_scope.cancel()
         finally:
@@ -242,10 +246,11 @@ class Gateway:
                 slots=self.slots,
             )
         call_id = ctx.request_id if ctx.request_id is not None else session.counts.calls + 1
-        relays = sdk_relays(ctx)
+        relays = sdk_relays(ctx, self.outbox)
         meta = {k: v for k, v in (params.meta or {}).items() if k != "progress_token"}
         args = params.arguments or {}
         result = await self.call(session, call_id, params.name, args, relays, meta=meta)
+        await self.outbox.wait_told()  # (its progress and log messages before its answer)
         return kept_as_written(result)
 
     async def call(

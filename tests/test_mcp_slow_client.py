@@ -1,0 +1,141 @@
+"""`/mcp` clients sharing a tool server: one that never reads its response (its socket's
+buffers full) holds up no other session's calls to that server, while the server floods it
+with log messages or progress; the service in process on loopback, the SDK's streamable HTTP
+client as the other session."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Final
+
+import pytest
+import trio
+from conftest import Marker
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcpface_parts import AGENT
+
+from mcpx_hooks.supervisor.config.loading import load_config
+from mcpx_hooks.supervisor.run.runtime import open_runtime
+from mcpx_hooks.supervisor.service.server import Service, ServiceOptions
+
+pytestmark = [
+    pytest.mark.filterwarnings(r"ignore:Async generator 'httpx2\.:ResourceWarning"),
+    pytest.mark.filterwarnings(r"ignore:Async generator 'httpcore2\.:ResourceWarning"),
+]
+
+#: A tool server: `flood` sends `n` log messages (or progress notifications, with
+#: `progress`) of `size` characters, then its answer; `after` is answered once a flood has
+#: been sent (at once when one has), so its answer comes behind the flood on the pipe.
+FLOOD: Final = r"""
+import json, sys
+def send(m): sys.stdout.write(json.dumps(m) + "\n"); sys.stdout.flush()
+flooded, waiting = False, []
+for line in sys.stdin:
+    m = json.loads(line); rid = m.get("id"); method = m.get("method"); p = m.get("params") or {}
+    if method == "initialize":
+        caps = {"tools": {}, "logging": {}}
+        info = {"name": "flood", "version": "1"}
+        result = {"protocolVersion": p["protocolVersion"], "capabilities": caps, "serverInfo": info}
+        send({"jsonrpc": "2.0", "id": rid, "result": result})
+    elif method == "tools/list":
+        tools = [{"name": n, "inputSchema": {"type": "object"}} for n in ("flood", "after")]
+        send({"jsonrpc": "2.0", "id": rid, "result": {"tools": tools}})
+    elif method == "tools/call":
+        a, done = p.get("arguments") or {}, {"content": [{"type": "text", "text": "done"}]}
+        if p["name"] == "after":
+            waiting.append(rid)
+        token = (p.get("_meta") or {}).get("progressToken")
+        for i in range(a.get("n", 0)):
+            said = "x" * a["size"]
+            if a.get("progress"):
+                params = {"progressToken": token, "progress": i, "message": said}
+                send({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+            else:
+                params = {"level": "info", "data": said}
+                send({"jsonrpc": "2.0", "method": "notifications/message", "params": params})
+        if p["name"] == "flood":
+            send({"jsonrpc": "2.0", "id": rid, "result": done})
+            flooded = True
+        if flooded:
+            for w in waiting:
+                send({"jsonrpc": "2.0", "id": w, "result": done})
+            waiting.clear()
+    elif rid is not None and method:
+        send({"jsonrpc": "2.0", "id": rid, "result": {}})
+"""
+HELLO: Final = {"protocolVersion": "2025-06-18", "capabilities": {}}
+
+
+async def post_unread(port: int, session: str, message: dict[str, Any]) -> trio.SocketStream:
+    """POSTs `message` to `/mcp` in `session` and reads nothing of the response."""
+    body = json.dumps(message).encode()
+    head = (
+        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+        "Accept: application/json, text/event-stream\r\nMcp-Protocol-Version: 2025-06-18\r\n"
+        f"Mcp-Session-Id: {session}\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    stream = await trio.open_tcp_stream("127.0.0.1", port)
+    await stream.send_all(head.encode() + body)
+    return stream
+
+
+async def open_raw_session(port: int) -> str:
+    """A session opened by a raw client (the handshake read whole): its id."""
+    hello = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": HELLO}
+    hello["params"] = {**HELLO, "clientInfo": {"name": "stalled", "version": "1"}}
+    body = json.dumps(hello).encode()
+    head = (
+        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+        "Accept: application/json, text/event-stream\r\nConnection: close\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
+    async with await trio.open_tcp_stream("127.0.0.1", port) as stream:
+        await stream.send_all(head.encode() + body)
+        answer = b""
+        while chunk := await stream.receive_some():
+            answer += chunk
+    head_text = answer.split(b"\r\n\r\n", 1)[0].decode().lower()
+    (line,) = [h for h in head_text.splitlines() if h.startswith("mcp-session-id:")]
+    return line.split(":", 1)[1].strip()
+
+
+async def test_a_client_that_never_reads_holds_up_no_other_session_s_calls(
+    tmp_path: Path, marker: Marker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    progress = False
+    where = tmp_path / marker
+    where.mkdir()
+    (where / "flood.py").write_text(FLOOD)
+    server = {"command": [sys.executable, "flood.py", marker], "sandbox": "none", "pin": "off"}
+    (where / "config.json").write_text(json.dumps({"servers": {"f": server}}))
+    monkeypatch.setenv("XDG_STATE_HOME", str(where / "state"))
+    config = load_config([str(where / "config.json")], cwd=where, environ={}, discover=False)
+    options = ServiceOptions(port=0, token=None, cwd=str(where), environ={})
+    async with open_runtime(config) as runtime, trio.open_nursery() as nursery:
+        service = Service(runtime, options)
+        port = (await nursery.start(service.serve)).port
+        async with (
+            create_mcp_http_client() as http,
+            streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http) as (r, w),
+            ClientSession(r, w, client_info=AGENT) as other,
+        ):
+            await other.initialize()
+            await other.list_tools()
+            stalled = await open_raw_session(port)
+            # Megabytes for the one that does not read: past what its socket's buffers take.
+            args = {"n": 80, "size": 100_000, "progress": progress}
+            params: dict[str, Any] = {"name": "f__flood", "arguments": args}
+            if progress:
+                params["_meta"] = {"progressToken": "p"}
+            call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+            unread = await post_unread(port, stalled, call)
+            with trio.fail_after(20):  # (held up: a second a message, over a minute)
+                answer = await other.call_tool("f__after", {})
+            assert answer.is_error is not True
+            await unread.aclose()
+        service.stop()
+    assert marker.alive() == []
