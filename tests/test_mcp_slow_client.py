@@ -6,7 +6,10 @@ client as the other session."""
 from __future__ import annotations
 
 import json
+import re
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Final
 
@@ -70,44 +73,55 @@ for line in sys.stdin:
 HELLO: Final = {"protocolVersion": "2025-06-18", "capabilities": {}}
 
 
-async def post_unread(port: int, session: str, message: dict[str, Any]) -> trio.SocketStream:
-    """POSTs `message` to `/mcp` in `session` and reads nothing of the response."""
+def _post(port: int, message: dict[str, Any], session: str | None) -> bytes:
     body = json.dumps(message).encode()
     head = (
         f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
-        "Accept: application/json, text/event-stream\r\nMcp-Protocol-Version: 2025-06-18\r\n"
-        f"Mcp-Session-Id: {session}\r\nContent-Length: {len(body)}\r\n\r\n"
+        "Accept: application/json, text/event-stream\r\nConnection: close\r\n"
+        f"Content-Length: {len(body)}\r\n"
     )
+    if session is not None:
+        head += f"Mcp-Protocol-Version: 2025-06-18\r\nMcp-Session-Id: {session}\r\n"
+    return head.encode() + b"\r\n" + body
+
+
+async def post_unread(port: int, session: str, message: dict[str, Any]) -> trio.SocketStream:
+    """POSTs `message` to `/mcp` in `session` and reads nothing of the response."""
     stream = await trio.open_tcp_stream("127.0.0.1", port)
-    await stream.send_all(head.encode() + body)
+    await stream.send_all(_post(port, message, session))
     return stream
 
 
-async def open_raw_session(port: int) -> str:
-    """A session opened by a raw client (the handshake read whole): its id."""
-    hello = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": HELLO}
-    hello["params"] = {**HELLO, "clientInfo": {"name": "stalled", "version": "1"}}
-    body = json.dumps(hello).encode()
-    head = (
-        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
-        "Accept: application/json, text/event-stream\r\nConnection: close\r\n"
-        f"Content-Length: {len(body)}\r\n\r\n"
-    )
+async def post_read(port: int, message: dict[str, Any], session: str | None = None) -> bytes:
+    """POSTs `message` to `/mcp` (in `session`) as a raw client: the response, whole."""
     async with await trio.open_tcp_stream("127.0.0.1", port) as stream:
-        await stream.send_all(head.encode() + body)
+        await stream.send_all(_post(port, message, session))
         answer = b""
         while chunk := await stream.receive_some():
             answer += chunk
+    return answer
+
+
+async def open_raw_session(port: int) -> str:
+    """A session opened by a raw client, which opens no stream of its own (GET): its id."""
+    params = {**HELLO, "clientInfo": {"name": "raw", "version": "1"}}
+    answer = await post_read(
+        port, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}
+    )
     head_text = answer.split(b"\r\n\r\n", 1)[0].decode().lower()
     (line,) = [h for h in head_text.splitlines() if h.startswith("mcp-session-id:")]
-    return line.split(":", 1)[1].strip()
+    session = line.split(":", 1)[1].strip()
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    await post_read(port, initialized, session)
+    return session
 
 
-async def test_a_client_that_never_reads_holds_up_no_other_session_s_calls(
-    tmp_path: Path, marker: Marker, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    progress = False
-    where = tmp_path / marker
+@asynccontextmanager
+async def flood_service(
+    where: Path, marker: Marker, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[int]:
+    """The service in process with the flood server as `f`: its port. Stopped on the way
+    out, the server gone."""
     where.mkdir()
     (where / "flood.py").write_text(FLOOD)
     server = {"command": [sys.executable, "flood.py", marker], "sandbox": "none", "pin": "off"}
@@ -117,25 +131,59 @@ async def test_a_client_that_never_reads_holds_up_no_other_session_s_calls(
     options = ServiceOptions(port=0, token=None, cwd=str(where), environ={})
     async with open_runtime(config) as runtime, trio.open_nursery() as nursery:
         service = Service(runtime, options)
-        port = (await nursery.start(service.serve)).port
-        async with (
-            create_mcp_http_client() as http,
-            streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http) as (r, w),
-            ClientSession(r, w, client_info=AGENT) as other,
-        ):
-            await other.initialize()
-            await other.list_tools()
-            stalled = await open_raw_session(port)
-            # Megabytes for the one that does not read: past what its socket's buffers take.
-            args = {"n": 80, "size": 100_000, "progress": progress}
-            params: dict[str, Any] = {"name": "f__flood", "arguments": args}
-            if progress:
-                params["_meta"] = {"progressToken": "p"}
-            call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
-            unread = await post_unread(port, stalled, call)
-            with trio.fail_after(20):  # (held up: a second a message, over a minute)
-                answer = await other.call_tool("f__after", {})
-            assert answer.is_error is not True
-            await unread.aclose()
+        yield (await nursery.start(service.serve)).port
         service.stop()
     assert marker.alive() == []
+
+
+def events(response: bytes) -> list[dict[str, Any]]:
+    """The messages of an event-stream response, in order."""
+    return [json.loads(d) for d in re.findall(rb"^data: ?(.*)$", response, re.M)]
+
+
+async def test_a_call_s_progress_comes_on_its_own_response(
+    tmp_path: Path, marker: Marker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A client that opens no stream but its requests' (as a raw or simple client does) got
+    # no progress at all: it went to the session's GET stream, which it never opened.
+    async with flood_service(tmp_path / marker, marker, monkeypatch) as port:
+        session = await open_raw_session(port)
+        await post_read(port, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, session)
+        args = {"n": 2, "size": 3, "progress": True}
+        params = {"name": "f__flood", "arguments": args, "_meta": {"progressToken": "mine"}}
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}
+        with trio.fail_after(20):
+            said = events(await post_read(port, call, session))
+    assert [m.get("method") for m in said] == [
+        "notifications/progress",
+        "notifications/progress",
+        None,
+    ]
+    assert [m["params"]["progressToken"] for m in said[:2]] == ["mine", "mine"]
+    assert said[2]["id"] == 2 and said[2]["result"]["content"][0]["text"] == "done"
+
+
+@pytest.mark.parametrize("progress", [False, True])
+async def test_a_client_that_never_reads_holds_up_no_other_session_s_calls(
+    tmp_path: Path, marker: Marker, monkeypatch: pytest.MonkeyPatch, progress: bool
+) -> None:
+    async with (
+        flood_service(tmp_path / marker, marker, monkeypatch) as port,
+        create_mcp_http_client() as http,
+        streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http) as (r, w),
+        ClientSession(r, w, client_info=AGENT) as other,
+    ):
+        await other.initialize()
+        await other.list_tools()
+        stalled = await open_raw_session(port)
+        # Megabytes for the one that does not read: past what its socket's buffers take.
+        args = {"n": 80, "size": 100_000, "progress": progress}
+        params: dict[str, Any] = {"name": "f__flood", "arguments": args}
+        if progress:
+            params["_meta"] = {"progressToken": "p"}
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+        unread = await post_unread(port, stalled, call)
+        with trio.fail_after(20):  # (held up: a second a message, over a minute)
+            answer = await other.call_tool("f__after", {})
+        assert answer.is_error is not True
+        await unread.aclose()

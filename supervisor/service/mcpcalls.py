@@ -91,15 +91,23 @@ async def _notify(writer: ClientWriter, method: str, params: pydantic.BaseModel)
 
 def _progress_relay(ctx: ServerRequestContext[Any, Any], outbox: Outbox) -> Progress | None:
     """What passes the server's progress on a call to the client, with the client's progress
-    token; None when the client asked for none."""
+    token, in the call's own request (over HTTP, on the call's response, which a client that
+    opened no other stream reads too, and before its answer); None when the client asked for
+    none."""
     meta: Mapping[str, Any] = ctx.meta or {}
     token = meta.get("progress_token", meta.get("progressToken"))
     if not isinstance(token, str | int):
         return None
     session = ctx.session
+    # (any id makes it the request's; the SDK's annotation asks for a string)
+    related = None if ctx.request_id is None else str(ctx.request_id)
 
     async def relay(progress: float, total: float | None, message: str | None) -> None:
-        outbox.tell(lambda: session.send_progress_notification(token, progress, total, message))
+        outbox.tell(
+            lambda: session.send_progress_notification(
+                token, progress, total, message, related_request_id=related
+            )
+        )
 
     return relay
 
