@@ -64,6 +64,10 @@ logger = logging.getLogger("mcpx_hooks.mcp")
 
 #: The longest client name a session's run keeps (the rest is cut).
 MAX_CLIENT_CHARS: Final = 256
+#: What a request before an accepted `initialize` is answered (MCP: the handshake comes
+#: first; only a `ping` may come before it is done).
+NOT_INITIALIZED: Final = "not initialized: send initialize first (and have it accepted)"
+_BEFORE_INITIALIZE: Final = frozenset({"initialize", "ping"})
 
 
 class Gateway:
@@ -164,6 +168,14 @@ class Gateway:
     async def _after_initialize(
         self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
     ) -> HandlerResult:
+        """The handshake's gate: until an `initialize` is accepted, every request but a
+        `ping` (or an `initialize`) is answered with an error, and notifications are
+        dropped. (The SDK's own gate opens on a bare `notifications/initialized`: a client
+        whose `initialize` was refused, or that sent none, was served.)"""
+        if self.client is None and ctx.method not in _BEFORE_INITIALIZE:
+            if ctx.method.startswith("notifications/"):
+                return None
+            raise MCPError(code=types.INVALID_PARAMS, message=NOT_INITIALIZED)
         result = await call_next(ctx)
         if ctx.method == "initialize":  # the handshake was accepted: the session starts
             self._session(ctx)
