@@ -16,6 +16,7 @@ from typing import Any, Final
 import pytest
 import trio
 from conftest import Marker
+from mcp import types
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -51,6 +52,9 @@ for line in sys.stdin:
         a, done = p.get("arguments") or {}, {"content": [{"type": "text", "text": "done"}]}
         if p["name"] == "after":
             waiting.append(rid)
+            if not flooded:
+                said = {"level": "info", "data": "waiting"}
+                send({"jsonrpc": "2.0", "method": "notifications/message", "params": said})
         token = (p.get("_meta") or {}).get("progressToken")
         for i in range(a.get("n", 0)):
             said = "x" * a["size"]
@@ -118,13 +122,14 @@ async def open_raw_session(port: int) -> str:
 
 @asynccontextmanager
 async def flood_service(
-    where: Path, marker: Marker, monkeypatch: pytest.MonkeyPatch
+    where: Path, marker: Marker, monkeypatch: pytest.MonkeyPatch, **keys: Any
 ) -> AsyncIterator[int]:
-    """The service in process with the flood server as `f`: its port. Stopped on the way
-    out, the server gone."""
+    """The service in process with the flood server as `f` (`keys`: more of its keys): its
+    port. Stopped on the way out, the server gone."""
     where.mkdir()
     (where / "flood.py").write_text(FLOOD)
     server = {"command": [sys.executable, "flood.py", marker], "sandbox": "none", "pin": "off"}
+    server.update(keys)
     (where / "config.json").write_text(json.dumps({"servers": {"f": server}}))
     monkeypatch.setenv("XDG_STATE_HOME", str(where / "state"))
     config = load_config([str(where / "config.json")], cwd=where, environ={}, discover=False)
@@ -187,3 +192,38 @@ async def test_a_client_that_never_reads_holds_up_no_other_session_s_calls(
             answer = await other.call_tool("f__after", {})
         assert answer.is_error is not True
         await unread.aclose()
+
+
+async def test_a_server_s_limits_count_every_session_s_calls(
+    tmp_path: Path, marker: Marker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each session counted its own calls: with two clients, a server with maxConcurrent = 1
+    # had two calls at once, and one with callsPerMinute = N got N a minute from each.
+    waiting = trio.Event()
+
+    async def heard(params: types.LoggingMessageNotificationParams) -> None:
+        if params.data == "waiting":
+            waiting.set()
+
+    async with (
+        flood_service(tmp_path / marker, marker, monkeypatch, maxConcurrent=1) as port,
+        create_mcp_http_client() as http,
+        streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http) as (r, w),
+        ClientSession(r, w, client_info=AGENT, logging_callback=heard) as first,
+        create_mcp_http_client() as http2,
+        streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http2) as (r2, w2),
+        ClientSession(r2, w2, client_info=AGENT) as second,
+        trio.open_nursery() as nursery,
+    ):
+        for session in (first, second):
+            await session.initialize()
+            await session.list_tools()
+        nursery.start_soon(first.call_tool, "f__after", {})
+        with trio.fail_after(20):
+            await waiting.wait()  # (the first session's call is at the server)
+            refused = await second.call_tool("f__flood", {})
+        nursery.cancel_scope.cancel()
+    assert refused.is_error is True
+    assert [c.text for c in refused.content if c.type == "text"] == [
+        "concurrency limit: 1 calls at once for server f, all its tools together"
+    ]

@@ -74,7 +74,11 @@ class Gateway:
     """One MCP session: the tools it lists, its calls through the `call` point, its run."""
 
     def __init__(
-        self, runtime: Runtime, served_from: str | None = None, slots: RunSlots | None = None
+        self,
+        runtime: Runtime,
+        served_from: str | None = None,
+        slots: RunSlots | None = None,
+        limiter: CallLimiter | None = None,
     ) -> None:
         self.runtime = runtime
         #: The service whose runs in progress `mcpx_exec` runs count among (None: `mcp`).
@@ -84,7 +88,8 @@ class Gateway:
         self.served_from = served_from or os.getcwd()
         self.session: SessionRun | None = None
         self.relay = Relay(runtime)
-        self.limiter = CallLimiter()
+        #: The calls counted against the limits (shared by the sessions of one service).
+        self.limiter = limiter or CallLimiter()
         self._verdicts: dict[tuple[str, str], PinVerdict] = {}  # (pin key, tools' SHA-256)
         #: Each server's (tools as last listed, their verdict's key): a call looks its
         #: verdict up without the canonical JSON and hash of the whole list, until the list
