@@ -227,3 +227,19 @@ async def test_a_server_s_limits_count_every_session_s_calls(
     assert [c.text for c in refused.content if c.type == "text"] == [
         "concurrency limit: 1 calls at once for server f, all its tools together"
     ]
+
+
+async def test_an_mcpx_exec_run_s_progress_comes_on_its_call_s_response(
+    tmp_path: Path, marker: Marker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with flood_service(tmp_path / marker, marker, monkeypatch) as port:
+        session = await open_raw_session(port)
+        args = {"argv": ["true"]}
+        params = {"name": "mcpx_exec", "arguments": args, "_meta": {"progressToken": 7}}
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}
+        with trio.fail_after(30):
+            said = events(await post_read(port, call, session))
+    progress = [m["params"] for m in said if m.get("method") == "notifications/progress"]
+    assert progress and {p["progressToken"] for p in progress} == {7}
+    assert progress[-1]["message"] == "end"
+    assert said[-1]["id"] == 2 and said[-1]["result"]["structuredContent"]["status"] == "result"
