@@ -2,7 +2,8 @@
 before an `initialize` is accepted. An `initialize` the server refused opens nothing (as
 over HTTP, where its session is over at once): a `notifications/initialized` after it does
 not open the session, the tools are neither listed nor called, and no session run starts;
-an `initialize` accepted afterwards opens it as usual."""
+an `initialize` accepted afterwards opens it as usual. A request whose params are not the
+method's is told where they are wrong."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from conftest import Marker
 from mcpface_parts import MCPX, through_mcpx, write_config
 
 from mcpx_hooks.supervisor.service.mcpface import NOT_INITIALIZED
+from mcpx_hooks.supervisor.service.mcpinvalid import INVALID_PARAMS
 
 HELLO: Final = {
     "protocolVersion": "2025-06-18",
@@ -91,4 +93,31 @@ def test_nothing_but_ping_is_served_before_an_initialize_is_accepted(
     )
     runs = [r for r in json.loads(listed.stdout) if r["argv"][0] == "mcp"]
     assert [r["argv"] for r in runs] == [["mcp", "late"]]
+    assert marker.alive() == []
+
+
+def test_a_request_whose_params_are_wrong_is_told_where(tmp_path: Path, marker: Marker) -> None:
+    # The SDK's server said "Invalid request parameters" (and an empty `data`) for all of
+    # them: a client's developer was left to guess which field was wrong.
+    config = write_config(tmp_path / marker, marker, expose=("echo",))
+    said = answers(
+        config,
+        [
+            request(0, "initialize", {"capabilities": {}}),
+            request(1, "initialize", HELLO),
+            INITIALIZED,
+            request(2, "tools/call", {"name": 5, "arguments": {}}),
+            request(3, "tools/call", {"name": "h__echo", "arguments": [1]}),
+            request(4, "resources/read", {}),
+        ],
+    )
+    errors = [a.get("error") for a in said]
+    assert errors[1] is None
+    assert [e["code"] for e in errors if e] == [-32602] * 4
+    assert [e["message"] for e in errors if e] == [
+        f"{INVALID_PARAMS}: clientInfo: Field required; protocolVersion: Field required",
+        f"{INVALID_PARAMS}: name: Input should be a valid string",
+        f"{INVALID_PARAMS}: arguments: Input should be a valid dictionary",
+        f"{INVALID_PARAMS}: uri: Field required",
+    ]
     assert marker.alive() == []

@@ -53,6 +53,7 @@ from ..tools.serverentry import ServerEntry, ServerFailing
 from .logredact import open_logged_runtime
 from .mcpcalls import Relays, answer_as_written, kept_as_written, sdk_relays, tool_result
 from .mcpexec import EXEC_TOOL, RunSlots, exec_tool, run_exec
+from .mcpinvalid import explain_invalid_params
 from .mcplimits import CallLimiter
 from .mcpoutbox import Outbox
 from .mcpraw import RawCalls
@@ -88,8 +89,7 @@ class Gateway:
         self.served_from = served_from or os.getcwd()
         self.session: SessionRun | None = None
         self.relay = Relay(runtime)
-        #: The calls counted against the limits (shared by the sessions of one service).
-        self.limiter = limiter or CallLimiter()
+        self.limiter = limiter or CallLimiter()  # (one service's sessions share one)
         self._verdicts: dict[tuple[str, str], PinVerdict] = {}  # (pin key, tools' SHA-256)
         #: Each server's (tools as last listed, their verdict's key): a call looks its
         #: verdict up without the canonical JSON and hash of the whole list, until the list
@@ -122,6 +122,7 @@ class Gateway:
             # The SDK's span around each request goes nowhere without an exporter: not made.
             server.middleware[:] = [m for m in server.middleware if not _sdk_span(m)]
         server.middleware.append(self._after_initialize)
+        server.middleware.append(explain_invalid_params)
         server.middleware.append(answer_as_written)
         # Frames of `mcpx_exec` runs go as log messages: the capability, and its level.
         server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, self._level)
@@ -174,9 +175,8 @@ class Gateway:
         self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
     ) -> HandlerResult:
         """The handshake's gate: until an `initialize` is accepted, every request but a
-        `ping` (or an `initialize`) is answered with an error, and notifications are
-        dropped. (The SDK's own gate opens on a bare `notifications/initialized`: a client
-        whose `initialize` was refused, or that sent none, was served.)"""
+        `ping` is answered with an error, and notifications are dropped (the SDK's gate
+        opens on a bare `notifications/initialized`)."""
         if self.client is None and ctx.method not in _BEFORE_INITIALIZE:
             if ctx.method.startswith("notifications/"):
                 return None
