@@ -243,3 +243,30 @@ async def test_an_mcpx_exec_run_s_progress_comes_on_its_call_s_response(
     assert progress and {p["progressToken"] for p in progress} == {7}
     assert progress[-1]["message"] == "end"
     assert said[-1]["id"] == 2 and said[-1]["result"]["structuredContent"]["status"] == "result"
+
+
+async def test_a_log_message_is_heard_once_however_many_calls_are_in_flight(
+    tmp_path: Path, marker: Marker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    heard: list[object] = []
+    waiting = trio.Event()
+
+    async def hear(params: types.LoggingMessageNotificationParams) -> None:
+        heard.append(params.data)
+        if params.data == "waiting":
+            waiting.set()
+
+    async with (
+        flood_service(tmp_path / marker, marker, monkeypatch) as port,
+        create_mcp_http_client() as http,
+        streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http) as (r, w),
+        ClientSession(r, w, client_info=AGENT, logging_callback=hear) as client,
+        trio.open_nursery() as nursery,
+    ):
+        await client.initialize()
+        await client.list_tools()
+        nursery.start_soon(client.call_tool, "f__after", {})
+        with trio.fail_after(20):
+            await waiting.wait()  # (the first call is at the server: two in flight next)
+            await client.call_tool("f__flood", {"n": 1, "size": 3})
+    assert heard == ["waiting", "xxx"]

@@ -114,8 +114,8 @@ def _progress_relay(ctx: ServerRequestContext[Any, Any], outbox: Outbox) -> Prog
 
 @attrs.frozen(repr=False, eq=False)
 class ClientLog(Record):
-    """A `LogHearer` that tells a client: `sink` is the client (its writer, or the SDK's
-    session with it), which hears each of a server's log messages once however many of its
+    """A `LogHearer` that tells a client: `sink` is the client (its writer, or its
+    `Outbox`), which hears each of a server's log messages once however many of its
     calls to the server are in flight (`ServerEntry.heard`)."""
 
     sink: object
@@ -133,7 +133,8 @@ def _log_relay(ctx: ServerRequestContext[Any, Any], outbox: Outbox) -> LogHearer
         level, data, logger = params.level, params.data, params.logger
         outbox.tell(lambda: send_log(session, level, data, logger, request_id))
 
-    return ClientLog(session, relay)
+    # (the client is its outbox: the SDK's session is made anew for each request)
+    return ClientLog(outbox, relay)
 
 
 def send_log(
