@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import warnings
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -16,11 +17,11 @@ from typing import Any, Final
 import pytest
 import trio
 from conftest import Marker
-from mcp import types
+from mcp import MCPDeprecationWarning, types
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
-from mcpface_parts import AGENT
+from mcpface_parts import AGENT, call_hook, stdio_session, through_mcpx
 
 from mcpx_hooks.supervisor.config.loading import load_config
 from mcpx_hooks.supervisor.run.runtime import open_runtime
@@ -270,3 +271,51 @@ async def test_a_log_message_is_heard_once_however_many_calls_are_in_flight(
             await waiting.wait()  # (the first call is at the server: two in flight next)
             await client.call_tool("f__flood", {"n": 1, "size": 3})
     assert heard == ["waiting", "xxx"]
+
+
+@pytest.mark.parametrize("way", ["http", "stdio relayed", "stdio sdk"])
+async def test_a_client_hears_the_log_messages_of_the_level_it_set_and_above(
+    tmp_path: Path, marker: Marker, monkeypatch: pytest.MonkeyPatch, way: str
+) -> None:
+    # `logging/setLevel` changed only whether an mcpx_exec run's frames were sent: a client
+    # that asked for `warning` still got every `info` (and `debug`) message of the servers.
+    heard: list[object] = []
+
+    async def hear(params: types.LoggingMessageNotificationParams) -> None:
+        heard.append((params.level, params.data))
+
+    async def set_level(client: ClientSession, level: types.LoggingLevel) -> None:
+        with warnings.catch_warnings():  # (the SDK marks it deprecated as of 2026-07-28)
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            await client.set_logging_level(level)
+
+    async def calls(client: ClientSession) -> None:
+        await client.initialize()
+        await client.list_tools()
+        await client.call_tool("f__flood", {"n": 1, "size": 1})
+        await set_level(client, "warning")
+        await client.call_tool("f__flood", {"n": 1, "size": 2})
+        await set_level(client, "info")
+        await client.call_tool("f__flood", {"n": 1, "size": 3})
+
+    where = tmp_path / marker
+    if way == "http":
+        async with (
+            flood_service(where, marker, monkeypatch) as port,
+            create_mcp_http_client() as http,
+            streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http) as (r, w),
+            ClientSession(r, w, client_info=AGENT, logging_callback=hear) as client,
+        ):
+            await calls(client)
+    else:
+        where.mkdir()
+        (where / "flood.py").write_text(FLOOD)
+        server = {"command": [sys.executable, "flood.py", marker], "sandbox": "none"}
+        hooks = [] if way == "stdio relayed" else [call_hook("may-ask", "before", {}, effect="ask")]
+        config = {"servers": {"f": server}, "hooks": hooks, "defaults": {"sandbox": "none"}}
+        (where / "config.json").write_text(json.dumps(config))
+        params = through_mcpx(where / "config.json")
+        async with stdio_session(params, where / "err", logging_callback=hear) as client:
+            await calls(client)
+    assert heard == [("info", "x"), ("info", "xxx")]
+    assert marker.alive() == []

@@ -45,6 +45,34 @@ ASK_FORM: Final = {
 _RESULT_KEYS: Final = frozenset({"content", "structuredContent", "isError", "_meta"})
 
 
+#: MCP's log levels, the least severe first.
+LOG_LEVELS: Final[tuple[types.LoggingLevel, ...]] = (
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+)
+
+
+class ClientLevel:
+    """The least severe level of log message a client hears: the one it asked for with
+    `logging/setLevel` (the servers are shared: each client's is its own), every level until
+    it asks."""
+
+    def __init__(self) -> None:
+        self._least = 0
+
+    def set(self, level: types.LoggingLevel) -> None:
+        self._least = LOG_LEVELS.index(level)
+
+    def hears(self, level: types.LoggingLevel) -> bool:
+        return LOG_LEVELS.index(level) >= self._least
+
+
 @attrs.frozen(repr=False, eq=False)
 class Relays(Record):
     """Where what comes back on a call's way goes: the server's progress on it (None: the
@@ -56,21 +84,25 @@ class Relays(Record):
     responder: Responder | None
 
 
-def sdk_relays(ctx: ServerRequestContext[Any, Any], outbox: Outbox) -> Relays:
+def sdk_relays(ctx: ServerRequestContext[Any, Any], outbox: Outbox, level: ClientLevel) -> Relays:
     """The relays of a call the SDK's server dispatched, through its request context; the
-    server's progress and log messages queued in the client's `outbox`."""
-    return Relays(_progress_relay(ctx, outbox), _log_relay(ctx, outbox), _asker(ctx))
+    server's progress and log messages (those of `level` or above) queued in the client's
+    `outbox`."""
+    log = _log_relay(ctx, outbox, level)
+    return Relays(_progress_relay(ctx, outbox), log, _asker(ctx))
 
 
-def line_relays(writer: ClientWriter, token: types.ProgressToken | None) -> Relays:
+def line_relays(
+    writer: ClientWriter, token: types.ProgressToken | None, level: ClientLevel
+) -> Relays:
     """The relays of a call taken before the SDK read it, written to the client as lines
-    (the client's progress `token`, if it gave one); no questions (such a call has no hook
-    that may ask)."""
+    (the client's progress `token`, if it gave one; the log messages of `level` or above);
+    no questions (such a call has no hook that may ask)."""
 
     async def tell(params: types.LoggingMessageNotificationParams) -> None:
         await _notify(writer, "notifications/message", params)
 
-    log = ClientLog(writer, tell)
+    log = ClientLog(writer, tell, level)
     if token is None:
         return Relays(None, log, None)
 
@@ -120,12 +152,16 @@ class ClientLog(Record):
 
     sink: object
     tell: Callable[[types.LoggingMessageNotificationParams], Awaitable[None]]
+    level: ClientLevel
 
     async def __call__(self, params: types.LoggingMessageNotificationParams) -> None:
-        await self.tell(params)
+        if self.level.hears(params.level):
+            await self.tell(params)
 
 
-def _log_relay(ctx: ServerRequestContext[Any, Any], outbox: Outbox) -> LogHearer:
+def _log_relay(
+    ctx: ServerRequestContext[Any, Any], outbox: Outbox, level: ClientLevel
+) -> LogHearer:
     """What passes the server's log messages, while the call is in flight, to the client."""
     session, request_id = ctx.session, ctx.request_id
 
@@ -134,7 +170,7 @@ def _log_relay(ctx: ServerRequestContext[Any, Any], outbox: Outbox) -> LogHearer
         outbox.tell(lambda: send_log(session, level, data, logger, request_id))
 
     # (the client is its outbox: the SDK's session is made anew for each request)
-    return ClientLog(outbox, relay)
+    return ClientLog(outbox, relay, level)
 
 
 def send_log(

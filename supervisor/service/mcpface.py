@@ -51,20 +51,25 @@ from ..tools.hearing import GONE
 from ..tools.pins import PinVerdict, key_of, listing, verdict
 from ..tools.serverentry import ServerEntry, ServerFailing
 from .logredact import open_logged_runtime
-from .mcpcalls import Relays, answer_as_written, kept_as_written, sdk_relays, tool_result
+from .mcpcalls import (
+    ClientLevel,
+    Relays,
+    answer_as_written,
+    kept_as_written,
+    sdk_relays,
+    tool_result,
+)
 from .mcpexec import EXEC_TOOL, RunSlots, exec_tool, run_exec
 from .mcpinvalid import explain_invalid_params
 from .mcplimits import CallLimiter
 from .mcpoutbox import Outbox
 from .mcpraw import RawCalls
 from .mcprelay import Relay
-from .mcpsession import SessionRun
+from .mcpsession import SessionRun, client_name
 from .mcpstdio import open_stdio
 
 logger = logging.getLogger("mcpx_hooks.mcp")
 
-#: The longest client name a session's run keeps (the rest is cut).
-MAX_CLIENT_CHARS: Final = 256
 #: What a request before an accepted `initialize` is answered (MCP: the handshake comes
 #: first; only a `ping` may come before it is done).
 NOT_INITIALIZED: Final = "not initialized: send initialize first (and have it accepted)"
@@ -97,8 +102,7 @@ class Gateway:
         self._pin_keys: dict[str, tuple[object, tuple[str, str]]] = {}
         self._shown: dict[tuple[str, str], bool] = {}  # (server, tool): `expose` and not `hide`
         self._said: set[str] = set()
-        #: Whether the client's log level (`logging/setLevel`) lets `info` messages through.
-        self.log_info = True
+        self.level = ClientLevel()  # (`logging/setLevel`)
         self.client: ServerSession | None = None  # the SDK's session, from the handshake on
         self.raw: RawCalls | None = None  # the calls relayed around the SDK (`mcpraw.py`)
         #: What the client is told on its calls' way, sent by a task of `serve`'s.
@@ -131,7 +135,7 @@ class Gateway:
     async def _level(
         self, ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams
     ) -> types.EmptyResult:
-        self.log_info = params.level in ("debug", "info")
+        self.level.set(params.level)
         return types.EmptyResult()
 
     async def serve(self, read: Any, write: Any) -> None:
@@ -168,7 +172,7 @@ class Gateway:
     def _session(self, ctx: ServerRequestContext[Any, Any]) -> SessionRun:
         """The session's run, started at the first request that names the client."""
         if self.session is None:
-            self.session = SessionRun(self.runtime, _client_name(ctx))
+            self.session = SessionRun(self.runtime, client_name(ctx))
         return self.session
 
     async def _after_initialize(
@@ -259,11 +263,11 @@ class Gateway:
                 self.served_from,
                 ctx,
                 args,
-                log_frames=self.log_info,
+                log_frames=self.level.hears("info"),
                 slots=self.slots,
             )
         call_id = ctx.request_id if ctx.request_id is not None else session.counts.calls + 1
-        relays = sdk_relays(ctx, self.outbox)
+        relays = sdk_relays(ctx, self.outbox, self.level)
         meta = {k: v for k, v in (params.meta or {}).items() if k != "progress_token"}
         args = params.arguments or {}
         result = await self.call(session, call_id, params.name, args, relays, meta=meta)
@@ -374,16 +378,6 @@ class Gateway:
 
 def _sdk_span(middleware: object) -> bool:
     return type(middleware).__name__ == "OpenTelemetryMiddleware"
-
-
-def _client_name(ctx: ServerRequestContext[Any, Any]) -> str:
-    """The client's `clientInfo.name`: from the handshake, or the request's own envelope."""
-    known = ctx.session.client_params
-    name: Any = known.client_info.name if known is not None else None
-    if name is None and ctx.method == "initialize" and isinstance(ctx.params, Mapping):
-        info = ctx.params.get("clientInfo")
-        name = info.get("name") if isinstance(info, Mapping) else None
-    return name[:MAX_CLIENT_CHARS] if isinstance(name, str) else ""
 
 
 async def serve_stdio(config: Config, read_fd: int, write_fd: int) -> None:
