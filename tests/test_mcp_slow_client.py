@@ -319,3 +319,37 @@ async def test_a_client_hears_the_log_messages_of_the_level_it_set_and_above(
             await calls(client)
     assert heard == [("info", "x"), ("info", "xxx")]
     assert marker.alive() == []
+
+
+async def test_a_log_message_is_heard_once_whichever_way_each_call_went(
+    tmp_path: Path, marker: Marker
+) -> None:
+    # Over stdio, `after` takes the SDK's way (a hook that may ask) and `flood` is relayed
+    # as a line: the client was two hearers, one per way, and heard each message twice.
+    heard: list[object] = []
+    waiting = trio.Event()
+
+    async def hear(params: types.LoggingMessageNotificationParams) -> None:
+        heard.append(params.data)
+        if params.data == "waiting":
+            waiting.set()
+
+    where = tmp_path / marker
+    where.mkdir()
+    (where / "flood.py").write_text(FLOOD)
+    server = {"command": [sys.executable, "flood.py", marker], "sandbox": "none"}
+    ask = call_hook("may-ask", "before", {}, effect="ask", when={"tool": ["after"]})
+    config = {"servers": {"f": server}, "hooks": [ask], "defaults": {"sandbox": "none"}}
+    (where / "config.json").write_text(json.dumps(config))
+    params = through_mcpx(where / "config.json")
+    async with (
+        stdio_session(params, where / "err", logging_callback=hear) as client,
+        trio.open_nursery() as nursery,
+    ):
+        await client.list_tools()
+        nursery.start_soon(client.call_tool, "f__after", {})
+        with trio.fail_after(20):
+            await waiting.wait()
+            await client.call_tool("f__flood", {"n": 1, "size": 3})
+    assert heard == ["waiting", "xxx"]
+    assert marker.alive() == []

@@ -61,7 +61,8 @@ LOG_LEVELS: Final[tuple[types.LoggingLevel, ...]] = (
 class ClientLevel:
     """The least severe level of log message a client hears: the one it asked for with
     `logging/setLevel` (the servers are shared: each client's is its own), every level until
-    it asks."""
+    it asks. One per client, whichever way its calls go: what a `ClientLog` knows the client
+    by."""
 
     def __init__(self) -> None:
         self._least = 0
@@ -102,7 +103,7 @@ def line_relays(
     async def tell(params: types.LoggingMessageNotificationParams) -> None:
         await _notify(writer, "notifications/message", params)
 
-    log = ClientLog(writer, tell, level)
+    log = ClientLog(level, tell)
     if token is None:
         return Relays(None, log, None)
 
@@ -146,13 +147,17 @@ def _progress_relay(ctx: ServerRequestContext[Any, Any], outbox: Outbox) -> Prog
 
 @attrs.frozen(repr=False, eq=False)
 class ClientLog(Record):
-    """A `LogHearer` that tells a client: `sink` is the client (its writer, or its
-    `Outbox`), which hears each of a server's log messages once however many of its
-    calls to the server are in flight (`ServerEntry.heard`)."""
+    """A `LogHearer` that tells a client the messages of its `level` and above. The client
+    (its `level`, one per client: `sink`) hears each of a server's log messages once
+    however many of its calls to the server are in flight, whichever way each went
+    (`ServerEntry.heard`)."""
 
-    sink: object
-    tell: Callable[[types.LoggingMessageNotificationParams], Awaitable[None]]
     level: ClientLevel
+    tell: Callable[[types.LoggingMessageNotificationParams], Awaitable[None]]
+
+    @property
+    def sink(self) -> object:
+        return self.level
 
     async def __call__(self, params: types.LoggingMessageNotificationParams) -> None:
         if self.level.hears(params.level):
@@ -169,8 +174,7 @@ def _log_relay(
         level, data, logger = params.level, params.data, params.logger
         outbox.tell(lambda: send_log(session, level, data, logger, request_id))
 
-    # (the client is its outbox: the SDK's session is made anew for each request)
-    return ClientLog(outbox, relay, level)
+    return ClientLog(level, relay)  # (not by the SDK's session: one for each request)
 
 
 def send_log(
