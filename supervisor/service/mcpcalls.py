@@ -6,6 +6,7 @@ client (`line_relays`, a call the gateway took before the SDK read it: `mcpraw.p
 
 from __future__ import annotations
 
+import contextvars
 import json
 import warnings
 from collections.abc import Awaitable, Callable, Mapping
@@ -14,8 +15,9 @@ from typing import Any, Final
 import attrs
 import pydantic
 from mcp import MCPDeprecationWarning, types
-from mcp.server.context import ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.shared.message import SessionMessage
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from ..core.effects import NO, YES, AnsweredBy
 from ..core.jsontext import JsonError, loads
@@ -24,7 +26,9 @@ from ..run.callpoint import CallOutcome
 from ..tools.jsonlines import json_line
 from ..tools.serverentry import LogHearer
 from ..tools.servers import Progress
+from ..tools.wireresult import as_written
 from .answering import Responder
+from .mcpoutbox import Outbox
 from .mcpstdio import ClientWriter
 
 _REQUEST_KEYS: Final = frozenset({"jsonrpc", "id", "method", "params"})
@@ -41,6 +45,35 @@ ASK_FORM: Final = {
 _RESULT_KEYS: Final = frozenset({"content", "structuredContent", "isError", "_meta"})
 
 
+#: MCP's log levels, the least severe first.
+LOG_LEVELS: Final[tuple[types.LoggingLevel, ...]] = (
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+)
+
+
+class ClientLevel:
+    """The least severe level of log message a client hears: the one it asked for with
+    `logging/setLevel` (the servers are shared: each client's is its own), every level until
+    it asks. One per client, whichever way its calls go: what a `ClientLog` knows the client
+    by."""
+
+    def __init__(self) -> None:
+        self._least = 0
+
+    def set(self, level: types.LoggingLevel) -> None:
+        self._least = LOG_LEVELS.index(level)
+
+    def hears(self, level: types.LoggingLevel) -> bool:
+        return LOG_LEVELS.index(level) >= self._least
+
+
 @attrs.frozen(repr=False, eq=False)
 class Relays(Record):
     """Where what comes back on a call's way goes: the server's progress on it (None: the
@@ -52,20 +85,25 @@ class Relays(Record):
     responder: Responder | None
 
 
-def sdk_relays(ctx: ServerRequestContext[Any, Any]) -> Relays:
-    """The relays of a call the SDK's server dispatched, through its request context."""
-    return Relays(_progress_relay(ctx), _log_relay(ctx), _asker(ctx))
+def sdk_relays(ctx: ServerRequestContext[Any, Any], outbox: Outbox, level: ClientLevel) -> Relays:
+    """The relays of a call the SDK's server dispatched, through its request context; the
+    server's progress and log messages (those of `level` or above) queued in the client's
+    `outbox`."""
+    log = _log_relay(ctx, outbox, level)
+    return Relays(_progress_relay(ctx, outbox), log, _asker(ctx))
 
 
-def line_relays(writer: ClientWriter, token: types.ProgressToken | None) -> Relays:
+def line_relays(
+    writer: ClientWriter, token: types.ProgressToken | None, level: ClientLevel
+) -> Relays:
     """The relays of a call taken before the SDK read it, written to the client as lines
-    (the client's progress `token`, if it gave one); no questions (such a call has no hook
-    that may ask)."""
+    (the client's progress `token`, if it gave one; the log messages of `level` or above);
+    no questions (such a call has no hook that may ask)."""
 
     async def tell(params: types.LoggingMessageNotificationParams) -> None:
         await _notify(writer, "notifications/message", params)
 
-    log = ClientLog(writer, tell)
+    log = ClientLog(level, tell)
     if token is None:
         return Relays(None, log, None)
 
@@ -84,42 +122,59 @@ async def _notify(writer: ClientWriter, method: str, params: pydantic.BaseModel)
     await writer.send(SessionMessage(message))
 
 
-def _progress_relay(ctx: ServerRequestContext[Any, Any]) -> Progress | None:
+def _progress_relay(ctx: ServerRequestContext[Any, Any], outbox: Outbox) -> Progress | None:
     """What passes the server's progress on a call to the client, with the client's progress
-    token; None when the client asked for none."""
+    token, in the call's own request (over HTTP, on the call's response, which a client that
+    opened no other stream reads too, and before its answer); None when the client asked for
+    none."""
     meta: Mapping[str, Any] = ctx.meta or {}
     token = meta.get("progress_token", meta.get("progressToken"))
     if not isinstance(token, str | int):
         return None
     session = ctx.session
+    # (any id makes it the request's; the SDK's annotation asks for a string)
+    related = None if ctx.request_id is None else str(ctx.request_id)
 
     async def relay(progress: float, total: float | None, message: str | None) -> None:
-        await session.send_progress_notification(token, progress, total, message)
+        outbox.tell(
+            lambda: session.send_progress_notification(
+                token, progress, total, message, related_request_id=related
+            )
+        )
 
     return relay
 
 
 @attrs.frozen(repr=False, eq=False)
 class ClientLog(Record):
-    """A `LogHearer` that tells a client: `sink` is the client (its writer, or the SDK's
-    session with it), which hears each of a server's log messages once however many of its
-    calls to the server are in flight (`ServerEntry.heard`)."""
+    """A `LogHearer` that tells a client the messages of its `level` and above. The client
+    (its `level`, one per client: `sink`) hears each of a server's log messages once
+    however many of its calls to the server are in flight, whichever way each went
+    (`ServerEntry.heard`)."""
 
-    sink: object
+    level: ClientLevel
     tell: Callable[[types.LoggingMessageNotificationParams], Awaitable[None]]
 
+    @property
+    def sink(self) -> object:
+        return self.level
+
     async def __call__(self, params: types.LoggingMessageNotificationParams) -> None:
-        await self.tell(params)
+        if self.level.hears(params.level):
+            await self.tell(params)
 
 
-def _log_relay(ctx: ServerRequestContext[Any, Any]) -> LogHearer:
+def _log_relay(
+    ctx: ServerRequestContext[Any, Any], outbox: Outbox, level: ClientLevel
+) -> LogHearer:
     """What passes the server's log messages, while the call is in flight, to the client."""
     session, request_id = ctx.session, ctx.request_id
 
     async def relay(params: types.LoggingMessageNotificationParams) -> None:
-        await send_log(session, params.level, params.data, params.logger, request_id)
+        level, data, logger = params.level, params.data, params.logger
+        outbox.tell(lambda: send_log(session, level, data, logger, request_id))
 
-    return ClientLog(session, relay)
+    return ClientLog(level, relay)  # (not by the SDK's session: one for each request)
 
 
 def send_log(
@@ -186,10 +241,8 @@ def applied_result(value: Any) -> types.CallToolResult:
 async def answer_result(
     writer: ClientWriter, cid: types.RequestId, result: types.CallToolResult
 ) -> None:
-    """Answers the client's call `cid` with `result`, holding the fields it was given: a
-    server's own answer goes back with its keys and none added (the SDK's dump would add
-    `isError` and `resultType` the server never wrote), one made here with those it set."""
-    dumped = result.model_dump(by_alias=True, mode="json", exclude_unset=True, exclude_none=True)
+    """Answers the client's call `cid` with `result` (`wire_result`)."""
+    dumped = wire_result(result)
     line = json_line({"jsonrpc": "2.0", "id": cid, "result": dumped})
     if line is not None:
         await writer.send_line(line)
@@ -197,6 +250,51 @@ async def answer_result(
         await writer.send(
             SessionMessage(types.JSONRPCResponse(jsonrpc="2.0", id=cid, result=dumped))
         )
+
+
+#: Where the SDK's call handler puts the server's answer as the server wrote it
+#: (`kept_as_written`), for the request `answer_as_written` wraps.
+_WRITTEN: Final[contextvars.ContextVar[list[dict[str, Any]] | None]] = contextvars.ContextVar(
+    "mcpx_hooks_written", default=None
+)
+
+
+def kept_as_written(result: types.CallToolResult) -> types.CallToolResult:
+    """`result`, the answer of the SDK's call handler, kept as the client gets it
+    (`wire_result`) for `answer_as_written` to send."""
+    box = _WRITTEN.get()
+    if box is not None:
+        box.append(wire_result(result))
+    return result
+
+
+async def answer_as_written(
+    ctx: ServerRequestContext[Any, Any], call_next: CallNext
+) -> HandlerResult:
+    """The SDK server's middleware (its innermost: what it returns is sent as it is) that
+    sends a tool call's answer as `wire_result` has it, as the answers written around the
+    SDK's server are: the SDK validates a handler's result and dumps it again, adding what
+    the server never wrote (`isError: false`), writing a number as its field's type (`1` as
+    `1.0`), dropping the keys its model does not know. (`mcpx_exec`'s is the SDK's.)"""
+    if ctx.method != "tools/call" or ctx.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
+        return await call_next(ctx)
+    box: list[dict[str, Any]] = []
+    token = _WRITTEN.set(box)
+    try:
+        result = await call_next(ctx)
+    finally:
+        _WRITTEN.reset(token)
+    return box[0] if box else result
+
+
+def wire_result(result: types.CallToolResult) -> dict[str, Any]:
+    """`result` as the client gets it: a server's own answer as the server wrote it
+    (`wireresult.as_written`), any other with the fields it was given (the SDK's dump adds
+    `isError` and `resultType` no one set)."""
+    written = as_written(result)
+    if written is not None:
+        return written
+    return result.model_dump(by_alias=True, mode="json", exclude_unset=True, exclude_none=True)
 
 
 def error_result(text: str) -> types.CallToolResult:

@@ -104,6 +104,8 @@ async def _report(journal: RunJournal, ctx: ServerRequestContext[Any, Any], log:
     meta: Mapping[str, Any] = ctx.meta or {}
     token = meta.get("progress_token", meta.get("progressToken"))
     session, seen = ctx.session, 0
+    # (in the call's own request: over HTTP, on its response, not on a stream it may not open)
+    related = None if ctx.request_id is None else str(ctx.request_id)
     try:
         async for batch in journal.follow(0):
             seen += len(batch)
@@ -111,7 +113,8 @@ async def _report(journal: RunJournal, ctx: ServerRequestContext[Any, Any], log:
                 data = {"runId": journal.run_id, "frames": batch}
                 await send_log(session, "info", data, FRAMES_LOGGER, ctx.request_id)
             if isinstance(token, str | int):
-                await session.send_progress_notification(token, seen, None, batch[-1]["type"])
+                said = batch[-1]["type"]
+                await session.send_progress_notification(token, seen, None, said, related)
     except (anyio.BrokenResourceError, anyio.ClosedResourceError):
         return
 

@@ -51,25 +51,40 @@ from ..tools.hearing import GONE
 from ..tools.pins import PinVerdict, key_of, listing, verdict
 from ..tools.serverentry import ServerEntry, ServerFailing
 from .logredact import open_logged_runtime
-from .mcpcalls import Relays, sdk_relays, tool_result
+from .mcpcalls import (
+    ClientLevel,
+    Relays,
+    answer_as_written,
+    kept_as_written,
+    sdk_relays,
+    tool_result,
+)
 from .mcpexec import EXEC_TOOL, RunSlots, exec_tool, run_exec
+from .mcpinvalid import explain_invalid_params
 from .mcplimits import CallLimiter
+from .mcpoutbox import Outbox
 from .mcpraw import RawCalls
 from .mcprelay import Relay
-from .mcpsession import SessionRun
+from .mcpsession import SessionRun, client_name
 from .mcpstdio import open_stdio
 
 logger = logging.getLogger("mcpx_hooks.mcp")
 
-#: The longest client name a session's run keeps (the rest is cut).
-MAX_CLIENT_CHARS: Final = 256
+#: What a request before an accepted `initialize` is answered (MCP: the handshake comes
+#: first; only a `ping` may come before it is done).
+NOT_INITIALIZED: Final = "not initialized: send initialize first (and have it accepted)"
+_BEFORE_INITIALIZE: Final = frozenset({"initialize", "ping"})
 
 
 class Gateway:
     """One MCP session: the tools it lists, its calls through the `call` point, its run."""
 
     def __init__(
-        self, runtime: Runtime, served_from: str | None = None, slots: RunSlots | None = None
+        self,
+        runtime: Runtime,
+        served_from: str | None = None,
+        slots: RunSlots | None = None,
+        limiter: CallLimiter | None = None,
     ) -> None:
         self.runtime = runtime
         #: The service whose runs in progress `mcpx_exec` runs count among (None: `mcp`).
@@ -79,7 +94,7 @@ class Gateway:
         self.served_from = served_from or os.getcwd()
         self.session: SessionRun | None = None
         self.relay = Relay(runtime)
-        self.limiter = CallLimiter()
+        self.limiter = limiter or CallLimiter()  # (one service's sessions share one)
         self._verdicts: dict[tuple[str, str], PinVerdict] = {}  # (pin key, tools' SHA-256)
         #: Each server's (tools as last listed, their verdict's key): a call looks its
         #: verdict up without the canonical JSON and hash of the whole list, until the list
@@ -87,10 +102,11 @@ class Gateway:
         self._pin_keys: dict[str, tuple[object, tuple[str, str]]] = {}
         self._shown: dict[tuple[str, str], bool] = {}  # (server, tool): `expose` and not `hide`
         self._said: set[str] = set()
-        #: Whether the client's log level (`logging/setLevel`) lets `info` messages through.
-        self.log_info = True
+        self.level = ClientLevel()  # (`logging/setLevel`)
         self.client: ServerSession | None = None  # the SDK's session, from the handshake on
         self.raw: RawCalls | None = None  # the calls relayed around the SDK (`mcpraw.py`)
+        #: What the client is told on its calls' way, sent by a task of `serve`'s.
+        self.outbox = Outbox()
 
     def server(self) -> Server[Any]:
         version = str(importlib.import_module("mcpx_hooks").__version__)
@@ -110,6 +126,8 @@ class Gateway:
             # The SDK's span around each request goes nowhere without an exporter: not made.
             server.middleware[:] = [m for m in server.middleware if not _sdk_span(m)]
         server.middleware.append(self._after_initialize)
+        server.middleware.append(explain_invalid_params)
+        server.middleware.append(answer_as_written)
         # Frames of `mcpx_exec` runs go as log messages: the capability, and its level.
         server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, self._level)
         return server
@@ -117,7 +135,7 @@ class Gateway:
     async def _level(
         self, ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams
     ) -> types.EmptyResult:
-        self.log_info = params.level in ("debug", "info")
+        self.level.set(params.level)
         return types.EmptyResult()
 
     async def serve(self, read: Any, write: Any) -> None:
@@ -129,6 +147,7 @@ class Gateway:
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._tell_relisted)
+                nursery.start_soon(self.outbox.serve_outbox)
                 await server.run(read, write, server.create_initialization_options(told))
                 nursery.cancel_scope.cancel()
         finally:
@@ -153,12 +172,19 @@ class Gateway:
     def _session(self, ctx: ServerRequestContext[Any, Any]) -> SessionRun:
         """The session's run, started at the first request that names the client."""
         if self.session is None:
-            self.session = SessionRun(self.runtime, _client_name(ctx))
+            self.session = SessionRun(self.runtime, client_name(ctx))
         return self.session
 
     async def _after_initialize(
         self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
     ) -> HandlerResult:
+        """The handshake's gate: until an `initialize` is accepted, every request but a
+        `ping` is answered with an error, and notifications are dropped (the SDK's gate
+        opens on a bare `notifications/initialized`)."""
+        if self.client is None and ctx.method not in _BEFORE_INITIALIZE:
+            if ctx.method.startswith("notifications/"):
+                return None
+            raise MCPError(code=types.INVALID_PARAMS, message=NOT_INITIALIZED)
         result = await call_next(ctx)
         if ctx.method == "initialize":  # the handshake was accepted: the session starts
             self._session(ctx)
@@ -237,14 +263,16 @@ class Gateway:
                 self.served_from,
                 ctx,
                 args,
-                log_frames=self.log_info,
+                log_frames=self.level.hears("info"),
                 slots=self.slots,
             )
         call_id = ctx.request_id if ctx.request_id is not None else session.counts.calls + 1
-        relays = sdk_relays(ctx)
+        relays = sdk_relays(ctx, self.outbox, self.level)
         meta = {k: v for k, v in (params.meta or {}).items() if k != "progress_token"}
         args = params.arguments or {}
-        return await self.call(session, call_id, params.name, args, relays, meta=meta)
+        result = await self.call(session, call_id, params.name, args, relays, meta=meta)
+        await self.outbox.wait_told()  # (its progress and log messages before its answer)
+        return kept_as_written(result)
 
     async def call(
         self,
@@ -350,16 +378,6 @@ class Gateway:
 
 def _sdk_span(middleware: object) -> bool:
     return type(middleware).__name__ == "OpenTelemetryMiddleware"
-
-
-def _client_name(ctx: ServerRequestContext[Any, Any]) -> str:
-    """The client's `clientInfo.name`: from the handshake, or the request's own envelope."""
-    known = ctx.session.client_params
-    name: Any = known.client_info.name if known is not None else None
-    if name is None and ctx.method == "initialize" and isinstance(ctx.params, Mapping):
-        info = ctx.params.get("clientInfo")
-        name = info.get("name") if isinstance(info, Mapping) else None
-    return name[:MAX_CLIENT_CHARS] if isinstance(name, str) else ""
 
 
 async def serve_stdio(config: Config, read_fd: int, write_fd: int) -> None:

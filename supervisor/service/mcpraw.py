@@ -63,6 +63,7 @@ from ..tools.servers import done_using, error_answer, gone_reason, not_a_result,
 from .mcpcalls import (
     PROGRESS_TOKEN,
     ClientCall,
+    ClientLevel,
     Relays,
     answer_result,
     error_result,
@@ -95,6 +96,7 @@ class Face(Protocol):
     runtime: Runtime
     session: SessionRun | None
     client: ServerSession | None  # the SDK's session with the client, from its handshake on
+    level: ClientLevel  # the log messages the client hears
 
     def shows(self, spec: ServerSpec, tool: str) -> bool: ...
 
@@ -184,7 +186,7 @@ class RawCalls:
         result: types.CallToolResult | None = None
         with scope:
             try:
-                relays = line_relays(self._writer, request.token)
+                relays = line_relays(self._writer, request.token, self._gateway.level)
                 result = await self._gateway.call(
                     session, cid, request.name, request.args, relays, meta=request.meta
                 )
@@ -236,7 +238,7 @@ class RawCalls:
             time.perf_counter(),
             session.egress_mark(spec.name),
             now + spec.call_timeout_ms / 1000,
-            line_relays(self._writer, None).log,
+            line_relays(self._writer, None, self._gateway.level).log,
         )
         if not entry.raw.send_nowait(rid, request_line, call):
             return False

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 import trio
@@ -47,6 +47,8 @@ from ..tools.servers import Progress, ToolServers
 from .answering import AskWatcher, Responder
 
 if TYPE_CHECKING:
+    from mcp.server.context import ServerRequestContext
+
     from ..core.hookframes import Frame
 
 #: The first word of a session run's argv; the client's name follows it.
@@ -245,3 +247,17 @@ async def _watch(journal: RunJournal, start: int, watcher: AskWatcher) -> None:
     async for batch in journal.follow(start):
         for frame in batch:
             watcher.see(frame)
+
+
+#: The longest client name a session's run keeps (the rest is cut).
+MAX_CLIENT_CHARS: Final = 256
+
+
+def client_name(ctx: ServerRequestContext[Any, Any]) -> str:
+    """The client's `clientInfo.name`: from the handshake, or the request's own envelope."""
+    known = ctx.session.client_params
+    name: Any = known.client_info.name if known is not None else None
+    if name is None and ctx.method == "initialize" and isinstance(ctx.params, Mapping):
+        info = ctx.params.get("clientInfo")
+        name = info.get("name") if isinstance(info, Mapping) else None
+    return name[:MAX_CLIENT_CHARS] if isinstance(name, str) else ""

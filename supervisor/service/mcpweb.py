@@ -44,6 +44,7 @@ from ..tools.jsonlines import batch_ids
 from .asgi import AsgiMessage, Receive, Scope, Send, quiet_client_leaving
 from .mcpexec import RunSlots
 from .mcpface import Gateway
+from .mcplimits import CallLimiter
 from .mcpstdio import BATCH_REFUSED, ODD_ID, odd_id, unreadable
 
 logger = logging.getLogger("mcpx_hooks.mcp")
@@ -75,6 +76,9 @@ class Sessions:
         self._open: dict[str, StreamableHTTPServerTransport] = {}
         self._ended = trio.Event()
         self._running = 0
+        #: The limits on calls (`callsPerMinute`, `maxConcurrent`), counted over every session:
+        #: a server's limit is the server's, however many clients share it.
+        self.limiter = CallLimiter()
         quiet_client_leaving(StreamableHTTPServerTransport.__module__)
 
     def __len__(self) -> int:
@@ -130,7 +134,7 @@ class Sessions:
                     message = {**message, "headers": kept}
             await send(message)
 
-        gateway = Gateway(self.runtime, self.served_from, self.slots)
+        gateway = Gateway(self.runtime, self.served_from, self.slots, self.limiter)
         try:
             await self._nursery.start(self._serve, transport, gateway)
             await transport.handle_request(scope, receive, watched)

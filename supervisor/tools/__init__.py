@@ -60,5 +60,6 @@ __all__, __getattr__, __dir__ = exports(
             "open_manager",
             "strict_json",
         ),
+        "wireresult": ("WrittenResult", "as_written"),
     },
 )

@@ -224,7 +224,9 @@ async def _call_tool(
         raise MCPError(code=types.CONNECTION_CLOSED, message=CLOSED)
     if isinstance(answer, types.JSONRPCError):  # the server's own answer, whatever its code
         raise answered(entry.spec, tool, answer.error)
-    result = types.CallToolResult.model_validate(answer.result, by_name=False)
+    from .wireresult import WrittenResult
+
+    result = WrittenResult.read(answer.result)
     if not result.is_error:
         await session.validate_tool_result(tool, result)
     return result

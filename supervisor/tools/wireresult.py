@@ -1,0 +1,38 @@
+"""A tool server's answer to a call, kept as the server wrote it beside the SDK's model of
+it. The model is what hooks and checks read; it is not what a client should get back: its
+dump adds the defaults the server never wrote (`isError: false`), writes a number as its
+field's type (`"priority": 1` as `1.0`), and drops every key the model does not know (a
+newer revision's, a server's own). An answer no hook replaced goes to the client as
+`written` (`service/mcpcalls.py`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pydantic
+from mcp import types
+
+
+class WrittenResult(types.CallToolResult):
+    """A `CallToolResult` read from `written`, the `result` object of the server's answer,
+    which it keeps as it was read."""
+
+    # (named as the SDK's model is, in what its validation errors say)
+    model_config = pydantic.ConfigDict(title="CallToolResult")
+    _written: dict[str, Any] = pydantic.PrivateAttr(default_factory=dict)
+
+    @classmethod
+    def read(cls, written: dict[str, Any]) -> WrittenResult:
+        """The result `written` holds; raises `pydantic.ValidationError` when it is none."""
+        result = cls.model_validate(written, by_name=False)
+        result._written = written
+        return result
+
+    def as_written(self) -> dict[str, Any]:
+        return self._written
+
+
+def as_written(result: types.CallToolResult) -> dict[str, Any] | None:
+    """The `result` object as the server wrote it, when `result` is a server's answer read
+    from its line; else None (one made here, or read by the SDK's client)."""
+    return result.as_written() if isinstance(result, WrittenResult) else None

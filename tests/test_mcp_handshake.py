@@ -1,0 +1,123 @@
+"""`mcpx-hooks mcp`'s handshake, as MCP's lifecycle has it: nothing but a `ping` is served
+before an `initialize` is accepted. An `initialize` the server refused opens nothing (as
+over HTTP, where its session is over at once): a `notifications/initialized` after it does
+not open the session, the tools are neither listed nor called, and no session run starts;
+an `initialize` accepted afterwards opens it as usual. A request whose params are not the
+method's is told where they are wrong."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any, Final
+
+import pytest
+from conftest import Marker
+from mcpface_parts import MCPX, through_mcpx, write_config
+
+from mcpx_hooks.supervisor.service.mcpface import NOT_INITIALIZED
+from mcpx_hooks.supervisor.service.mcpinvalid import INVALID_PARAMS
+
+HELLO: Final = {
+    "protocolVersion": "2025-06-18",
+    "capabilities": {},
+    "clientInfo": {"name": "late", "version": "1"},
+}
+INITIALIZED: Final = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+
+def answers(config: Path, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What `mcpx-hooks mcp` (with `config`) answers each request of `messages`, sent one
+    a line, each request's answer read before the next message goes."""
+    env = {**os.environ, **(through_mcpx(config).env or {})}
+    argv = [MCPX, "mcp", "--config", str(config)]
+    got = []
+    with subprocess.Popen(
+        argv, cwd=config.parent, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    ) as proc:
+        timer = threading.Timer(60, proc.kill)
+        timer.start()
+        assert proc.stdin is not None and proc.stdout is not None
+        for message in messages:
+            proc.stdin.write(json.dumps(message).encode() + b"\n")
+            proc.stdin.flush()
+            if "id" in message:
+                while (said := json.loads(proc.stdout.readline())).get("id") != message["id"]:
+                    pass
+                got.append(said)
+        proc.stdin.close()
+        assert proc.wait() == 0
+        timer.cancel()
+    return got
+
+
+def request(rid: int, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid, "method": method, "params": params or {}}
+
+
+@pytest.mark.parametrize("refused", [True, False])
+def test_nothing_but_ping_is_served_before_an_initialize_is_accepted(
+    tmp_path: Path, marker: Marker, refused: bool
+) -> None:
+    where = tmp_path / marker
+    config = write_config(where, marker, expose=("echo",))
+    call = {"name": "h__echo", "arguments": {"n": 1}}
+    before = [request(0, "initialize", {"capabilities": {}})] if refused else []
+    said = answers(
+        config,
+        [
+            *before,
+            INITIALIZED,
+            request(1, "tools/list"),
+            request(2, "tools/call", call),
+            request(3, "prompts/list"),
+            request(4, "ping"),
+            request(5, "initialize", HELLO),
+            INITIALIZED,
+            request(6, "tools/call", call),
+        ],
+    )
+    if refused:
+        assert said.pop(0)["error"]["code"] == -32602  # (its params lack the version)
+    assert [a.get("error", {}).get("message") for a in said[:3]] == [NOT_INITIALIZED] * 3
+    assert said[3]["result"] == {}
+    assert said[4]["result"]["serverInfo"]["name"] == "mcpx-hooks"
+    assert json.loads(said[5]["result"]["content"][0]["text"]) == {"n": 1}
+    # One session run: the one the accepted handshake opened, with its client's name.
+    env = {**os.environ, **(through_mcpx(config).env or {})}
+    listed = subprocess.run(
+        [MCPX, "runs", "list", "--json"], env=env, capture_output=True, text=True, check=True
+    )
+    runs = [r for r in json.loads(listed.stdout) if r["argv"][0] == "mcp"]
+    assert [r["argv"] for r in runs] == [["mcp", "late"]]
+    assert marker.alive() == []
+
+
+def test_a_request_whose_params_are_wrong_is_told_where(tmp_path: Path, marker: Marker) -> None:
+    # The SDK's server said "Invalid request parameters" (and an empty `data`) for all of
+    # them: a client's developer was left to guess which field was wrong.
+    config = write_config(tmp_path / marker, marker, expose=("echo",))
+    said = answers(
+        config,
+        [
+            request(0, "initialize", {"capabilities": {}}),
+            request(1, "initialize", HELLO),
+            INITIALIZED,
+            request(2, "tools/call", {"name": 5, "arguments": {}}),
+            request(3, "tools/call", {"name": "h__echo", "arguments": [1]}),
+            request(4, "resources/read", {}),
+        ],
+    )
+    errors = [a.get("error") for a in said]
+    assert errors[1] is None
+    assert [e["code"] for e in errors if e] == [-32602] * 4
+    assert [e["message"] for e in errors if e] == [
+        f"{INVALID_PARAMS}: clientInfo: Field required; protocolVersion: Field required",
+        f"{INVALID_PARAMS}: name: Input should be a valid string",
+        f"{INVALID_PARAMS}: arguments: Input should be a valid dictionary",
+        f"{INVALID_PARAMS}: uri: Field required",
+    ]
+    assert marker.alive() == []
