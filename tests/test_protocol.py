@@ -402,6 +402,25 @@ def test_a_message_at_the_cap_is_taken() -> None:
     assert _events(p) == [Message("x" * 100)]
 
 
+@pytest.mark.parametrize(
+    "text",
+    ["\u20ac" * 34, "x" * 97 + "\U0001f600", "\u00e9" * 51],
+    ids=["euro", "emoji", "e-acute"],
+)
+def test_the_cap_counts_a_text_message_s_bytes_not_its_characters(text: str) -> None:
+    # At most 100 characters, over 100 bytes of UTF-8: the cap (in bytes, as documented)
+    # refuses it, whole or in fragments.
+    assert len(text) <= 100 < len(text.encode())
+    for pieces in ([text], [text[:10], text[10:]]):
+        p, client = _upgraded()
+        data = b"".join(
+            _send(client, wsproto.events.TextMessage(data=piece, message_finished=last))
+            for piece, last in zip(pieces, [False] * (len(pieces) - 1) + [True], strict=True)
+        )
+        p.receive_data(data)
+        assert _events(p) == [Ended(1009, "Exceeded maximum message size: 100 bytes")]
+
+
 def _bad_utf8() -> bytes:
     """A client's text frame whose payload is not UTF-8 (a binary frame, its opcode made 1)."""
     frame = FrameProtocol(client=True, extensions=[]).send_data(b"\xff", fin=True)

@@ -124,9 +124,9 @@ def error_body(status: int, message: str) -> bytes:
 class ServerProtocol:
     """One accepted connection's protocol state, from the request head to the end.
 
-    `max_message_bytes` caps a client's message (counted as wsproto hands it over: characters
-    for text, bytes for binary); past it, `too_big` (a text message) and a 1009 close are sent
-    and nothing more is read."""
+    `max_message_bytes` caps a client's message, in bytes (a text message's UTF-8, as it
+    came on the wire, not its characters); past it, `too_big` (a text message) and a 1009
+    close are sent and nothing more is read."""
 
     def __init__(self, *, max_message_bytes: int, too_big: str) -> None:
         self.max_message_bytes = max_message_bytes
@@ -254,15 +254,16 @@ class ServerProtocol:
     def _message(self, event: wsproto.events.TextMessage | wsproto.events.BytesMessage) -> None:
         if self.phase is Phase.CLOSING:
             return  # the server is closing: what the client still sends is dropped
-        self._size += len(event.data)
+        data = event.data
+        piece = data.encode() if isinstance(data, str) else data
+        self._size += len(piece)
         if self._size > self.max_message_bytes:
             reason = f"Exceeded maximum message size: {self.max_message_bytes} bytes"
             self._outbox += self.text(self.too_big)
             self._outbox += self._ws.send(wsproto.events.CloseConnection(TOO_BIG, reason))
             self._end(TOO_BIG, reason)
             return
-        data = event.data
-        self._data += data.encode() if isinstance(data, str) else data
+        self._data += piece
         if event.message_finished:
             whole = self._data.decode() if isinstance(data, str) else bytes(self._data)
             self._data, self._size = bytearray(), 0
