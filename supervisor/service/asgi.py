@@ -4,7 +4,10 @@ streamable HTTP transport (an ASGI application) behind our own h11 front door, s
 port keeps one listener, one access check and one shutdown.
 
 - The body is read whole before the application sees the request, at most `max_body` bytes
-  within `body_s` seconds: a `Content-Length` over the bound is answered 413 at once (the
+  within `body_s` seconds. A client that waits for `100 Continue` before sending it (`Expect:
+  100-continue`) is told to go on as the body is to be read; one refused before (its token,
+  its method, its size) gets its refusal at once instead, and sends no body. A
+  `Content-Length` over the bound is answered 413 at once (the
   rest of the body is read and dropped for a moment, so the client reads the answer rather
   than a reset), a chunked body that grows past it too; a body that does not come in time
   is 408, a broken one 400.
@@ -109,6 +112,7 @@ async def serve_asgi(
     if declared is not None and int(declared) > max_body:  # h11 checked it is a number
         await _too_big(conn, max_body, int(declared))
         return
+    await conn.go_on()  # (a client that waits for it: curl waits a second otherwise)
     try:
         with trio.fail_after(body_s):
             body = await _read_body(conn, max_body)

@@ -262,6 +262,13 @@ class ServerConnection:
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             return b""
 
+    async def go_on(self) -> None:
+        """Tells a client that waits for it before sending its body (`Expect:
+        100-continue`) to send it; the request stays unanswered. A client that has gone is
+        not an error here (reading its body says so)."""
+        with contextlib.suppress(ConnectionClosed):
+            await self._write(self._protocol.go_on())
+
     async def write_answer(self, data: bytes) -> None:
         """Bytes of an answer the protocol made (`respond_head`, `respond_body`,
         `respond_end`). Raises `ConnectionClosed` when the client is gone."""

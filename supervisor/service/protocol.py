@@ -331,6 +331,17 @@ class ServerProtocol:
         assert self.phase is Phase.ASKED and self.request is not None
         self._h11.receive_data(data)
 
+    def go_on(self) -> bytes:
+        """`100 Continue` for a client that waits for it before it sends its body (`Expect:
+        100-continue`, RFC 9110 §10.1.1), once the request is to be read; nothing for one
+        that does not wait (or whose body has begun to come already)."""
+        assert self.phase is Phase.ASKED
+        if not self._h11.they_are_waiting_for_100_continue:
+            return b""
+        return self._h11.send(
+            h11.InformationalResponse(status_code=100, headers=[], reason=b"Continue")
+        )
+
     def body(self) -> tuple[bytes, bool]:
         """What of the request's body has come since the last call, and whether it is all
         in. `BadBody` when the client broke its framing or closed before its end."""
