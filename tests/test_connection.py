@@ -176,13 +176,15 @@ async def test_the_clients_close_is_answered_after_its_messages_are_taken() -> N
         assert isinstance(reply, wsproto.events.CloseConnection) and reply.code == 1000
 
 
-async def test_a_ping_returns_when_its_pong_comes() -> None:
-    async with _pair() as (conn, client), trio.open_nursery() as nursery:
-        nursery.start_soon(conn.ping)
+async def test_a_ping_is_answered_when_its_pong_comes() -> None:
+    async with _pair() as (conn, client):
         with trio.fail_after(10):
+            pong = await conn.send_ping()
             while not isinstance(ping := await client.next(), wsproto.events.Ping):
                 pass
+            assert not pong.is_set()
             await client.sock.send(client.ws.send(ping.response()))
+            await pong.wait()
 
 
 @pytest.mark.parametrize(

@@ -284,15 +284,18 @@ class ServerConnection:
         await self._write(self._protocol.text(text))
         self.broken = False
 
-    async def ping(self) -> None:
-        """Pings the client and waits for its pong (or a pong to a later ping)."""
+    async def send_ping(self) -> trio.Event:
+        """Pings the client; the event is set by its pong (or a pong to a later ping).
+        Cancelled mid-write, the connection is marked broken."""
         self._check_open()
         payload = os.urandom(4)
         while payload in self._pings:
             payload = os.urandom(4)
         answered = self._pings[payload] = trio.Event()
+        self.broken = True
         await self._write(self._protocol.ping(payload))
-        await answered.wait()
+        self.broken = False
+        return answered
 
     @property
     def unsent(self) -> bool:

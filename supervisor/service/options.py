@@ -26,8 +26,8 @@ class Limits(Record):
     #: Admitted sockets that carry no run: `/v1/events`, `/v1/hooks`. Past it such an upgrade
     #: is refused (503): runs and their followers always have room.
     max_idle: int = 256
-    #: An idle socket is pinged this often; one that has not answered by the next ping is
-    #: gone, and is closed.
+    #: Every WebSocket is pinged this often; one that has not answered within as long of its
+    #: ping going out is gone, and is aborted.
     ping_s: float = 30.0
     #: Runs in progress; past it a request is refused (1013, try again later).
     max_runs: int = 64

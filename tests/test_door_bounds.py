@@ -1,0 +1,60 @@
+"""The front door's bounds against clients that go quiet or push on them: a follower of a
+quiet run whose machine vanished, plain HTTP connections held to the socket caps, `/mcp`
+bodies read once. A real service in process (`test_hardening.live_service`), raw sockets and
+stock clients."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+
+import trio
+from test_hardening import PY, _handshake, _read_to_eof, live_service, unconfined
+from websockets.sync.client import ClientConnection, connect
+
+from mcpx_hooks.supervisor.service.server import Limits, Service
+
+QUIET = "import time; print('up', flush=True); time.sleep(60)"
+
+
+def _start_quiet_run(url: str, stack: contextlib.ExitStack) -> tuple[ClientConnection, str]:
+    """An exec client (a stock one: it answers pings) of a run that prints a line, then
+    sleeps for a minute, closed with `stack`; and the run's id."""
+    ws = stack.enter_context(connect(url + "/v1/exec", proxy=None, open_timeout=10))
+    ws.send(json.dumps({"argv": [PY, "-c", QUIET], "cancelOnDisconnect": True}))
+    while True:
+        lines = [json.loads(line) for line in str(ws.recv(timeout=20)).split("\n")]
+        if any(line.get("type") == "stdout" for line in lines):
+            return ws, lines[0]["runId"]
+
+
+async def wait_connections(service: Service, most: int) -> None:
+    """Until at most `most` connections are open."""
+    while service.connections > most:
+        await service._open_changed.wait()
+
+
+async def test_a_follower_of_a_quiet_run_that_stops_answering_is_let_go(tmp_path: Path) -> None:
+    # A follower whose machine vanished (no FIN, no pong) held its seat until the run ended:
+    # only sockets that carry no run were pinged.
+    async with live_service(unconfined(tmp_path), tmp_path, Limits(ping_s=0.3)) as live:
+        port = int(live.url.rsplit(":", 1)[1])
+        stack = contextlib.ExitStack()
+        try:
+            _, run_id = await trio.to_thread.run_sync(_start_quiet_run, live.url, stack)
+            head, sock = await trio.to_thread.run_sync(_handshake, port, f"/v1/runs/{run_id}")
+            assert head.startswith(b"HTTP/1.1 101"), head
+            try:
+                got = await trio.to_thread.run_sync(_read_to_eof, sock)  # the server hung up
+            except TimeoutError:
+                got = b"(still open)"
+            finally:
+                sock.close()
+            assert b"\x89\x04" in got, got  # pinged, never answered
+            with trio.fail_after(5):
+                await wait_connections(live.service, 1)
+            assert live.service.seats.admitted == 1  # the exec client, which answers, stays
+            assert run_id in live.service._active
+        finally:
+            await trio.to_thread.run_sync(stack.close)  # (cancelOnDisconnect: the run ends)
