@@ -8,7 +8,10 @@ from __future__ import annotations
 import contextlib
 import json
 from pathlib import Path
+from typing import Any
 
+import pydantic_core
+import pytest
 import trio
 from test_hardening import PY, _handshake, _read_to_eof, live_service, unconfined
 from websockets.sync.client import ClientConnection, connect
@@ -58,3 +61,33 @@ async def test_a_follower_of_a_quiet_run_that_stops_answering_is_let_go(tmp_path
             assert run_id in live.service._active
         finally:
             await trio.to_thread.run_sync(stack.close)  # (cancelOnDisconnect: the run ends)
+
+
+def test_an_mcp_post_body_is_parsed_once_by_the_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The check before the SDK's transport read a body with the model's `validate_json`,
+    # about four times the cost of the SDK's own parse on a large body
+    # (`bench/_mcp_body.py`); now one `from_json`, as the SDK's, read by every check.
+    from mcpx_hooks.supervisor.service import mcpweb
+
+    parsed: list[str] = []
+    from_json = pydantic_core.from_json
+    adapter = mcpweb.jsonrpc_message_adapter
+
+    class Counting:
+        def __getattr__(self, name: str) -> Any:
+            if name.startswith("validate_json"):
+                parsed.append(name)
+            return getattr(adapter, name)
+
+    def counted(data: Any, *args: Any, **kwargs: Any) -> Any:
+        parsed.append("from_json")
+        return from_json(data, *args, **kwargs)
+
+    monkeypatch.setattr(mcpweb, "jsonrpc_message_adapter", Counting())
+    monkeypatch.setattr(pydantic_core, "from_json", counted)
+    call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "t"}}
+    assert mcpweb._unreadable_body(json.dumps(call).encode()) is None
+    assert parsed == ["from_json"]
+    odd = {**call, "id": 2.0}
+    assert mcpweb._unreadable_body(json.dumps(odd).encode()) == (-32600, mcpweb.ODD_ID)
+    assert mcpweb._unreadable_body(b"[]") == (-32600, mcpweb.BATCH_REFUSED)
