@@ -15,11 +15,8 @@ import wsproto
 import wsproto.events
 from wsproto.frame_protocol import FrameProtocol
 
-from mcpx_hooks.supervisor.service.connection import (
-    ConnectionClosed,
-    ServerConnection,
-    text_frame,
-)
+from mcpx_hooks.supervisor.service.broadcast import text_frame
+from mcpx_hooks.supervisor.service.connection import ConnectionClosed, ServerConnection
 
 SIZES = [0, 1, 125, 126, 65535, 65536, 300_000]
 

@@ -14,7 +14,7 @@ import wsproto
 import wsproto.events
 from wsproto.frame_protocol import FrameProtocol
 
-from mcpx_hooks.supervisor.service.connection import text_frame
+from mcpx_hooks.supervisor.service.broadcast import text_frame
 from mcpx_hooks.supervisor.service.heads import MAX_HEAD_BYTES
 from mcpx_hooks.supervisor.service.protocol import (
     BadBody,

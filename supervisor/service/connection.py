@@ -11,11 +11,11 @@ make it safe for many clients and one broadcaster:
 - a send cancelled mid-write leaves a broken frame on the wire, so such a connection is never
   written to again: it is aborted (its TCP stream closed), never closed with a close frame
   (`broken`, `close`);
-- fan-out sends one message to many sockets: a server's frames are not masked, so the frame's
-  bytes are the same for every client and are built once (`text_frame`) and written as they
-  are (`send_frame`, `offer`), as `websockets`' `broadcast()` does. This skips wsproto for
-  those writes, which is sound because the service never fragments a message and negotiates
-  no extension (a data frame then changes no wsproto state);
+- fan-out sends one message to many sockets: a server's frames are not masked, so the
+  frame's bytes are the same for every client and are built once (`broadcast.text_frame`)
+  and written as they are (`send_frame`, `offer`), as `websockets`' `broadcast()` does. This
+  skips wsproto for those writes, which is sound because the service never fragments a
+  message and negotiates no extension (a data frame then changes no wsproto state);
 - a broadcaster writes to many sockets from one task, so it cannot wait for any of them:
   `offer` writes what the socket takes at once and keeps the rest of the message for the
   socket's own task to `flush`.
@@ -58,20 +58,6 @@ class ConnectionClosed(HooksError):
     def again(self) -> ConnectionClosed:
         """The same, to raise anew (an exception raised twice grows its traceback)."""
         return ConnectionClosed(self.code, self.reason)
-
-
-def text_frame(payload: bytes) -> bytes:
-    """One complete text message as a server sends it: FIN, opcode 1, no mask (RFC 6455 §5.2).
-
-    `payload` is the message's UTF-8."""
-    size = len(payload)
-    if size < 126:
-        head = bytes((0x81, size))
-    elif size < 1 << 16:
-        head = bytes((0x81, 126)) + size.to_bytes(2, "big")
-    else:
-        head = bytes((0x81, 127)) + size.to_bytes(8, "big")
-    return head + payload
 
 
 class ServerConnection:
@@ -263,9 +249,8 @@ class ServerConnection:
             return b""
 
     async def go_on(self) -> None:
-        """Tells a client that waits for it before sending its body (`Expect:
-        100-continue`) to send it; the request stays unanswered. A client that has gone is
-        not an error here (reading its body says so)."""
+        """`100 Continue`, for a client that waits for it before its body (`Expect:
+        100-continue`); the request stays unanswered, a client gone is not an error here."""
         with contextlib.suppress(ConnectionClosed):
             await self._write(self._protocol.go_on())
 

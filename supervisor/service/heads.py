@@ -10,9 +10,9 @@ bytearray(b'\\x16\\x03...')`); `in_words` says what was wrong instead, and names
 cause of the commonest one: a TLS client (its ClientHello begins with byte 0x16) on this
 plain HTTP port.
 
-`handshake_refusal` holds an upgrade to what RFC 6455 asks of its key and version where
-wsproto does not: it takes the last of repeated headers, any key at all, and calls a version
-other than 13 missing.
+`asks_websocket` tells an upgrade from a plain request; `handshake_refusal` holds an upgrade
+to what RFC 6455 asks of its key and version where wsproto does not: it takes the last of
+repeated headers, any key at all, and calls a version other than 13 missing.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ import binascii
 import re
 from collections.abc import Iterable
 from typing import Final
+
+import wsproto.utilities
 
 #: The longest request head (its request line, headers and the empty line that ends it) taken;
 #: a longer one is answered 431.
@@ -111,3 +113,14 @@ def _shown(value: bytes) -> str:
     """A header's value as a client is told it: quoted, cut at 40 characters."""
     text = value.decode("latin-1")
     return f'"{text[:40]}…"' if len(text) > 40 else f'"{text}"'
+
+
+def asks_websocket(headers: Iterable[tuple[bytes, bytes]]) -> bool:
+    """Whether an `Upgrade` header names websocket (the rest of the handshake is wsproto's
+    to check)."""
+    for name, value in headers:
+        if name.lower() == b"upgrade":
+            tokens = wsproto.utilities.split_comma_header(value)
+            if any(token.lower() == "websocket" for token in tokens):
+                return True
+    return False

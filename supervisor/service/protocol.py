@@ -38,7 +38,7 @@ import wsproto.utilities
 from ..core.errors import HooksError
 from ..core.frames import ServiceMessage
 from ..core.records import Record
-from .heads import MAX_HEAD_BYTES, HeadBound, handshake_refusal, in_words
+from .heads import MAX_HEAD_BYTES, HeadBound, asks_websocket, handshake_refusal, in_words
 
 #: The close code of a connection that ended without a close frame (RFC 6455 §7.1.5).
 ABNORMAL: Final = 1006
@@ -190,7 +190,7 @@ class ServerProtocol:
             return
         headers = tuple((bytes(k), bytes(v)) for k, v in event.headers)
         self.phase = Phase.ASKED
-        if method != "GET" or not _asks_websocket(headers):
+        if method != "GET" or not asks_websocket(headers):
             self.request = Request(method, target, headers, websocket=False)
             self._emit(self.request)
             return
@@ -398,14 +398,3 @@ class ServerProtocol:
         assert self.phase is Phase.OPEN, f"close() in {self.phase}"
         self.phase = Phase.CLOSING
         return self._ws.send(wsproto.events.CloseConnection(code=code, reason=reason))
-
-
-def _asks_websocket(headers: Iterable[tuple[bytes, bytes]]) -> bool:
-    """Whether an `Upgrade` header names websocket (the rest of the handshake is wsproto's
-    to check)."""
-    for name, value in headers:
-        if name.lower() == b"upgrade":
-            tokens = wsproto.utilities.split_comma_header(value)
-            if any(token.lower() == "websocket" for token in tokens):
-                return True
-    return False

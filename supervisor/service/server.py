@@ -51,7 +51,7 @@ from .plain import serve_plain
 from .protocol import Request
 from .roots import release_cwd
 from .seats import Seat, Seats
-from .streams import Streams, Wake
+from .streams import Streams, Wake, keep_alive
 from .targets import Endpoint, Target, parse_target, query_tokens
 from .wire import Close, WireError, encode
 
@@ -285,7 +285,7 @@ class Service(Endpoints):
 
     async def _endpoint(self, conn: ServerConnection, target: Target, seat: Seat) -> int | None:
         """Serves one accepted socket and closes it; the close code, None if aborted.
-        Every socket is pinged every `ping_s` (`_keep_alive`): one that does not answer is
+        Every socket is pinged every `ping_s` (`keep_alive`): one that does not answer is
         gone (aborted), a run's follower too, however quiet its run. A socket that carries
         no run counts against `max_idle` as well."""
         wake = Wake(idle=target.endpoint is not Endpoint.RUNS)
@@ -293,7 +293,9 @@ class Service(Endpoints):
         ending: WireError | None = None
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._keep_alive, conn, wake)
+                nursery.start_soon(
+                    keep_alive, conn, wake, self.limits.ping_s, self.limits.send_stall_s
+                )
                 try:
                     ending = await self._route(conn, target, wake)
                 except WireError as exc:
@@ -320,26 +322,6 @@ class Service(Endpoints):
         if target.endpoint is Endpoint.EVENTS:
             return await self._events(conn, target, wake)
         return await self._hooks(conn, target)
-
-    async def _keep_alive(self, conn: ServerConnection, wake: Wake) -> None:
-        """Pings the socket every `ping_s`; no pong within `ping_s` of its ping going out:
-        the client is gone. The ping waits behind a message being written, which has its
-        own bound (`send_stall_s`): a client reading a large message slowly is not gone."""
-        while True:
-            await trio.sleep(self.limits.ping_s)
-            try:
-                with trio.move_on_after(self.limits.send_stall_s) as writing:
-                    pong = await conn.send_ping()
-                if writing.cancelled_caught:
-                    wake.client_gone()
-                    return
-                with trio.move_on_after(self.limits.ping_s) as waiting:
-                    await pong.wait()
-            except ConnectionClosed:
-                return  # the stream hears of it itself
-            if waiting.cancelled_caught:
-                wake.client_gone()
-                return
 
     async def _send_error(self, conn: ServerConnection, error: WireError) -> None:
         with contextlib.suppress(ConnectionClosed), trio.move_on_after(self.limits.send_stall_s):
