@@ -13,6 +13,7 @@ from typing import Any
 import pydantic_core
 import pytest
 import trio
+import trio.testing
 from test_hardening import PY, _handshake, _read_to_eof, live_service, unconfined
 from websockets.sync.client import ClientConnection, connect
 
@@ -91,3 +92,52 @@ def test_an_mcp_post_body_is_parsed_once_by_the_check(monkeypatch: pytest.Monkey
     odd = {**call, "id": 2.0}
     assert mcpweb._unreadable_body(json.dumps(odd).encode()) == (-32600, mcpweb.ODD_ID)
     assert mcpweb._unreadable_body(b"[]") == (-32600, mcpweb.BATCH_REFUSED)
+
+
+async def test_plain_requests_and_websockets_share_the_connection_cap(tmp_path: Path) -> None:
+    # A plain request (a download, an /mcp body or event stream) held its connection
+    # counted against no cap: any number of them, while WebSockets were held to 1024.
+    limits = Limits(max_connections=2, handshake_s=30)
+    async with live_service(unconfined(tmp_path), tmp_path, limits) as live:
+        port = int(live.url.rsplit(":", 1)[1])
+        holders = [await trio.to_thread.run_sync(_handshake, port, "/v1/events") for _ in "ab"]
+        try:
+            assert all(head.startswith(b"HTTP/1.1 101") for head, _ in holders)
+            got = await _plain(port, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            assert got.startswith(b"HTTP/1.1 503 ") and b"Retry-After: 1" in got, got
+            assert b"too many connections (the cap is 2)" in got
+        finally:
+            for _, sock in holders:
+                sock.close()
+        with trio.fail_after(5):
+            await wait_connections(live.service, 0)
+        # Two /mcp bodies that never come hold the two seats; a WebSocket is refused.
+        head = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{"
+        async with trio.open_nursery() as nursery:
+            slow = [await trio.open_tcp_stream("127.0.0.1", port) for _ in "ab"]
+            for stream in slow:
+                await stream.send_all(head)
+            await trio.testing.wait_all_tasks_blocked(cushion=0.1)
+            assert live.service.seats.admitted == 2
+            answer, sock = await trio.to_thread.run_sync(_handshake, port, "/v1/hooks")
+            sock.close()
+            assert answer.startswith(b"HTTP/1.1 503 ") and b"too many connections" in answer
+            for stream in slow:
+                nursery.start_soon(stream.aclose)
+        with trio.fail_after(5):
+            await wait_connections(live.service, 0)
+        assert live.service.seats.admitted == 0
+        got = await _plain(port, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert got.startswith(b"HTTP/1.1 200 "), got
+
+
+async def _plain(port: int, request: bytes) -> bytes:
+    """A plain request's whole answer."""
+    stream = await trio.open_tcp_stream("127.0.0.1", port)
+    async with stream:
+        await stream.send_all(request)
+        got = b""
+        with trio.fail_after(10):
+            while chunk := await stream.receive_some(65536):
+                got += chunk
+    return got

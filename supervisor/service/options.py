@@ -18,7 +18,8 @@ class Limits(Record):
 
     #: A client message larger than this is refused (1009).
     max_message_bytes: int = 1024 * 1024
-    #: Admitted sockets (handshake done, token checked); past it the upgrade is refused (503).
+    #: Admitted connections: WebSockets (handshake done, token checked) and plain HTTP requests
+    #: being answered; past it the upgrade or the request is refused (503).
     max_connections: int = 1024
     #: Sockets still in their handshake, not yet admitted. A new one past it drops the oldest,
     #: so stalled handshakes can never keep a client that completes its own out.

@@ -22,9 +22,12 @@ from ..run.artifacts import ArtifactGone, Stored
 from ..run.journals import UnknownRun
 from ..run.storedrun import StoredRun
 from . import downloads, routes
+from .access import Refusal
+from .asgi import respond_unread
 from .connection import ServerConnection
 from .mcphttp import MCP_PATH, McpHttp
 from .protocol import Request, error_body
+from .seats import Seats
 
 #: Bytes read from an artifact's file at a time.
 PIECE_BYTES: Final = 256 * 1024
@@ -40,9 +43,45 @@ async def serve_plain(
     state: routes.RouteState,
     names: frozenset[str] | None = None,
     mcp: McpHttp | None = None,
+    seats: Seats | None = None,
 ) -> None:
     """Answers one plain request on `conn`; the caller ends the connection afterwards.
-    `/mcp` goes to `mcp` (MCP's streamable HTTP), when the service serves it."""
+    `/mcp` goes to `mcp` (MCP's streamable HTTP), when the service serves it. With `seats`
+    the request holds one while it is answered, as a WebSocket does (a download or an `/mcp`
+    event stream may hold its connection as long); past `max_connections` it is refused
+    (503) at once, its body unread."""
+    seat = None if seats is None else seats.take(None)
+    if isinstance(seat, Refusal):
+        answer = routes.refused(seat)
+        await respond_unread(conn, answer.status, answer.body, answer.headers)
+        return
+    try:
+        await _answer(
+            conn,
+            request,
+            token=token,
+            origins=origins,
+            stopping=stopping,
+            state=state,
+            names=names,
+            mcp=mcp,
+        )
+    finally:
+        if seat is not None:
+            seat.give_back()
+
+
+async def _answer(
+    conn: ServerConnection,
+    request: Request,
+    *,
+    token: str | None,
+    origins: frozenset[str],
+    stopping: bool,
+    state: routes.RouteState,
+    names: frozenset[str] | None,
+    mcp: McpHttp | None,
+) -> None:
     if mcp is not None and urlsplit(request.target).path == MCP_PATH:
         await mcp.answer(
             conn, request, token=token, origins=origins, names=names, stopping=stopping

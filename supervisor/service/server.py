@@ -228,6 +228,7 @@ class Service(Endpoints):
             await serve_plain(
                 conn,
                 request,
+                seats=self.seats,
                 token=self.options.token,
                 origins=self._origins,
                 names=self._names,
