@@ -18,6 +18,7 @@ from test_hardening import PY, _handshake, _read_to_eof, live_service, unconfine
 from websockets.sync.client import ClientConnection, connect
 
 from mcpx_hooks.supervisor.service.server import Limits, Service
+from mcpx_hooks.supervisor.service.streams import Wake, keep_alive
 
 QUIET = "import time; print('up', flush=True); time.sleep(60)"
 
@@ -141,3 +142,40 @@ async def _plain(port: int, request: bytes) -> bytes:
             while chunk := await stream.receive_some(65536):
                 got += chunk
     return got
+
+
+class _SlowReader:
+    """A connection whose pings wait `write_s` behind a message being written, each answered
+    `pong_s` after it goes out (never, for None), by a task in `nursery`."""
+
+    def __init__(self, nursery: trio.Nursery, write_s: float, pong_s: float | None) -> None:
+        self.nursery, self.write_s, self.pong_s = nursery, write_s, pong_s
+
+    async def send_ping(self) -> trio.Event:
+        await trio.sleep(self.write_s)
+        pong = trio.Event()
+        if self.pong_s is not None:
+            self.nursery.start_soon(self._answer, pong, self.pong_s)
+        return pong
+
+    @staticmethod
+    async def _answer(pong: trio.Event, after: float) -> None:
+        await trio.sleep(after)
+        pong.set()
+
+
+async def test_keep_alive_times_the_pong_from_the_ping_going_out(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # A client reading a large message slowly (its ping written 45 s late, under the 60 s
+    # bound of a write) that answers at once is not gone; one that never answers is, a
+    # ping interval after its ping went out; one whose ping cannot be written in 60 s too.
+    for write_s, pong_s, gone_at in ((45, 1, None), (0, None, 60), (90, 1, 90)):
+        async with trio.open_nursery() as nursery:
+            conn, wake = _SlowReader(nursery, write_s, pong_s), Wake(idle=False)
+            began = trio.current_time()
+            with trio.move_on_after(300):
+                await keep_alive(conn, wake, 30, 60)  # type: ignore[arg-type]
+            assert wake.gone is (gone_at is not None), (write_s, pong_s)
+            if gone_at is not None:
+                assert trio.current_time() - began == gone_at
