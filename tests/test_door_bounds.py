@@ -14,9 +14,14 @@ import pydantic_core
 import pytest
 import trio
 import trio.testing
+import wsproto
+import wsproto.events
 from test_hardening import PY, _handshake, _read_to_eof, live_service, unconfined
 from websockets.sync.client import ClientConnection, connect
+from wsproto.frame_protocol import FrameProtocol, Opcode
 
+from mcpx_hooks.supervisor.service.framerate import FRAME_BURST, FRAMES_PER_S, FrameRate
+from mcpx_hooks.supervisor.service.protocol import Ended, ServerProtocol
 from mcpx_hooks.supervisor.service.server import Limits, Service
 from mcpx_hooks.supervisor.service.streams import Wake, keep_alive
 
@@ -179,3 +184,59 @@ async def test_keep_alive_times_the_pong_from_the_ping_going_out(
             assert wake.gone is (gone_at is not None), (write_s, pong_s)
             if gone_at is not None:
                 assert trio.current_time() - began == gone_at
+
+
+def test_a_client_sending_frames_faster_than_the_budget_is_closed_1008() -> None:
+    # Each frame costs the server ~15 µs of parsing however little it holds: a flood of
+    # pings (or pongs, or empty fragments) read 64 KiB at a time held the service's loop
+    # ~100-170 ms a read, and every other client's run waited (0.03 s -> 2 s).
+    frames = FrameRate()
+    p = ServerProtocol(max_message_bytes=1 << 20, too_big="{}", frames=frames)
+    client = wsproto.WSConnection(wsproto.ConnectionType.CLIENT)
+    p.receive_data(client.send(wsproto.events.Request(host="127.0.0.1", target="/v1/events")))
+    list(p.events())
+    client.receive_data(p.accept())
+    list(client.events())
+    frames.refill(0.0)
+    ping = client.send(wsproto.events.Ping(payload=b"p"))
+    p.receive_data(ping * (FRAME_BURST // 2))  # half the burst: answered
+    frames.refill(0.5)  # (and 50 more a half second)
+    p.receive_data(ping * (65536 // len(ping)))  # a read's worth: past the budget
+    client.receive_data(p.data_to_send())
+    said = list(client.events())
+    pongs = [e for e in said if isinstance(e, wsproto.events.Pong)]
+    assert len(pongs) == FRAME_BURST + int(FRAMES_PER_S / 2)
+    (close,) = [e for e in said if isinstance(e, wsproto.events.CloseConnection)]
+    reason = f"too many frames: at most {FRAME_BURST} at once, then {FRAMES_PER_S:g} a second"
+    assert (close.code, close.reason) == (1008, reason)
+    assert list(p.events()) == [Ended(1008, reason)]
+    p.receive_data(ping)  # nothing more is read
+    assert list(p.events()) == [] and p.data_to_send() == b""
+
+
+def test_the_frame_budget_fills_again_at_its_rate() -> None:
+    frames = FrameRate(rate=10, burst=5)
+    frames.refill(100.0)
+    assert [frames.take() for _ in range(6)] == [True] * 5 + [False]
+    frames.refill(100.25)  # 2.5 frames
+    assert [frames.take() for _ in range(3)] == [True, True, False]
+    frames.refill(1000.0)  # never past the burst
+    assert sum(frames.take() for _ in range(10)) == 5
+
+
+async def test_a_ping_flood_on_a_socket_is_closed_1008_and_others_go_on(tmp_path: Path) -> None:
+    async with live_service(unconfined(tmp_path), tmp_path) as live:
+        port = int(live.url.rsplit(":", 1)[1])
+        head, sock = await trio.to_thread.run_sync(_handshake, port, "/v1/events")
+        assert head.startswith(b"HTTP/1.1 101"), head
+        client = FrameProtocol(client=True, extensions=[])  # (the handshake was by hand)
+        try:
+            sock.sendall(client.ping(b"p") * (FRAME_BURST + 1000))
+            got = await trio.to_thread.run_sync(_read_to_eof, sock)
+        finally:
+            sock.close()
+        client.receive_bytes(got)
+        said = [frame.opcode for frame in client.received_frames()]
+        assert said == [Opcode.PONG] * FRAME_BURST + [Opcode.CLOSE]
+        _, close = await live.read("/v1/exec", {"argv": ["true"]})  # (the others go on)
+        assert close == 1000

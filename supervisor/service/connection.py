@@ -35,6 +35,7 @@ from typing import Final
 import trio
 
 from ..core.errors import HooksError
+from .framerate import FrameRate
 from .protocol import Ended, Message, Phase, Pong, Request, ServerProtocol
 
 #: Bytes read from the socket at a time.
@@ -74,7 +75,10 @@ class ServerConnection:
         self._stream = stream
         #: How long one piece of a streamed answer may take to be written (`respond_stream`).
         self._stall_s = stall_s
-        self._protocol = ServerProtocol(max_message_bytes=max_message_size, too_big=too_big)
+        self._frames = FrameRate()
+        self._protocol = ServerProtocol(
+            max_message_bytes=max_message_size, too_big=too_big, frames=self._frames
+        )
         self._lock = trio.Lock()
         self._messages_in, self._messages = trio.open_memory_channel[str | bytes](CLIENT_QUEUE)
         self._asked = trio.Event()  # the request is in, or the reader has ended without one
@@ -129,6 +133,7 @@ class ServerConnection:
                 data = await self._stream.receive_some(RECEIVE_BYTES)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 data = b""
+            self._frames.refill(trio.current_time())
             protocol.receive_data(data)
 
     async def _handle(self, event: Request | Message | Pong | Ended) -> bool:

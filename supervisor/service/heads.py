@@ -1,5 +1,5 @@
 """A request head as it comes in, beside h11 (`protocol.py`): the bound on its size, and what a
-client is told of a request h11 could not parse.
+client is told of a request h11 could not parse; and the headers every answer has.
 
 h11 bounds a head only while it is incomplete (`max_incomplete_event_size`): a complete one
 that came in a single read is parsed whatever its size. `HeadBound` measures the head on the
@@ -39,6 +39,20 @@ _SAID: Final = (
     ("illegal header line", "a header line is not NAME: VALUE"),
     ("illegal chunk header", "a chunk of the body does not begin with its size"),
 )
+#: Headers every HTTP answer has: the service answers one request per connection.
+CLOSE: Final = ((b"Connection", b"close"),)
+#: Headers every HTTP answer has unless it gives its own of the name: no answer of this port
+#: may be framed by another page (a framed console could be clicked through), and none is
+#: kept by a cache (run data, artifacts, errors); the console's files say `no-cache`
+#: themselves (revalidated by their tag) and its page gives a fuller policy, which forbids
+#: framing too (`tests/test_headers.py` holds every route to it).
+DEFAULT_HEADERS: Final = (
+    (b"X-Frame-Options", b"DENY"),
+    (b"Content-Security-Policy", b"frame-ancestors 'none'"),
+    (b"Cache-Control", b"no-store"),
+)
+
+
 #: The WebSocket version this server speaks (RFC 6455), the only one it takes.
 WEBSOCKET_VERSION: Final = b"13"
 #: A refusal before the upgrade: status, what was wrong, headers to answer with.

@@ -38,7 +38,8 @@ import wsproto.utilities
 from ..core.errors import HooksError
 from ..core.frames import ServiceMessage
 from ..core.records import Record
-from .heads import MAX_HEAD_BYTES, HeadBound, asks_websocket, handshake_refusal, in_words
+from . import heads
+from .framerate import TOO_FAST, FrameRate
 
 #: The close code of a connection that ended without a close frame (RFC 6455 §7.1.5).
 ABNORMAL: Final = 1006
@@ -50,18 +51,6 @@ TOO_BIG: Final = 1009
 _BROKEN_REASONS: Final = {1007: "invalid data: a text message or close reason that is not UTF-8"}
 #: A frame's kind as wsproto puts it in a 1002 reason (`got <Opcode.TEXT: 1>`), to say in words.
 _OPCODE: Final = re.compile(r"<Opcode\.(\w+): \d+>")
-#: Headers every HTTP answer has: the service answers one request per connection.
-_CLOSE: Final = ((b"Connection", b"close"),)
-#: Headers every HTTP answer has unless it gives its own of the name: no answer of this port
-#: may be framed by another page (a framed console could be clicked through), and none is
-#: kept by a cache (run data, artifacts, errors); the console's files say `no-cache`
-#: themselves (revalidated by their tag) and its page gives a fuller policy, which forbids
-#: framing too (`tests/test_headers.py` holds every route to it).
-DEFAULT_HEADERS: Final = (
-    (b"X-Frame-Options", b"DENY"),
-    (b"Content-Security-Policy", b"frame-ancestors 'none'"),
-    (b"Cache-Control", b"no-store"),
-)
 
 
 class Phase(enum.Enum):
@@ -126,15 +115,19 @@ class ServerProtocol:
 
     `max_message_bytes` caps a client's message, in bytes (a text message's UTF-8, as it
     came on the wire, not its characters); past it, `too_big` (a text message) and a 1009
-    close are sent and nothing more is read."""
+    close are sent and nothing more is read. `frames` is the client's budget of frames
+    (`framerate.py`): past it, a 1008 close is sent and nothing more is read."""
 
-    def __init__(self, *, max_message_bytes: int, too_big: str) -> None:
+    def __init__(
+        self, *, max_message_bytes: int, too_big: str, frames: FrameRate | None = None
+    ) -> None:
         self.max_message_bytes = max_message_bytes
         self.too_big = too_big
+        self._frames = frames
         self.phase = Phase.HEAD
         self.request: Request | None = None
-        self._h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
-        self._head = HeadBound()
+        self._h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=heads.MAX_HEAD_BYTES)
+        self._head = heads.HeadBound()
         self._ws = wsproto.WSConnection(wsproto.ConnectionType.SERVER)
         self._events: collections.deque[Event] = collections.deque()
         self._outbox = bytearray()
@@ -151,7 +144,7 @@ class ServerProtocol:
                 self._end(ABNORMAL)  # gone before its request was all in
                 return
             if self._head.too_long(data):
-                self._refuse(431, f"the request head is over {MAX_HEAD_BYTES} bytes")
+                self._refuse(431, f"the request head is over {heads.MAX_HEAD_BYTES} bytes")
                 return
             self._h11.receive_data(data)
             self._read_head()
@@ -177,7 +170,7 @@ class ServerProtocol:
         try:
             event = self._h11.next_event()
         except h11.RemoteProtocolError as exc:
-            said = in_words(str(exc), tls=self._head.tls)
+            said = heads.in_words(str(exc), tls=self._head.tls)
             self._refuse(exc.error_status_hint, f"malformed HTTP request: {said}")
             return
         if not isinstance(event, h11.Request):
@@ -190,7 +183,7 @@ class ServerProtocol:
             return
         headers = tuple((bytes(k), bytes(v)) for k, v in event.headers)
         self.phase = Phase.ASKED
-        if method != "GET" or not asks_websocket(headers):
+        if method != "GET" or not heads.asks_websocket(headers):
             self.request = Request(method, target, headers, websocket=False)
             self._emit(self.request)
             return
@@ -201,7 +194,7 @@ class ServerProtocol:
         ):
             self._refuse(400, "a WebSocket upgrade request has no body")
             return
-        refused = handshake_refusal(headers)
+        refused = heads.handshake_refusal(headers)
         if refused is not None:
             self._refuse(refused[0], f"bad WebSocket handshake: {refused[1]}", refused[2])
             return
@@ -224,8 +217,13 @@ class ServerProtocol:
         self._emit(self.request)
 
     def _read_frames(self) -> None:
-        for event in self._ws.events():
+        for event in self._ws.events():  # (each frame parsed as it is asked for)
             if self.phase is Phase.ENDED:
+                return
+            if self._frames is not None and not self._frames.take():
+                said = self._frames.reason  # (the rest read is never parsed)
+                self._outbox += self._ws.send(wsproto.events.CloseConnection(TOO_FAST, said))
+                self._end(TOO_FAST, said)
                 return
             if isinstance(event, (wsproto.events.TextMessage, wsproto.events.BytesMessage)):
                 self._message(event)
@@ -318,9 +316,9 @@ class ServerProtocol:
         head = [
             *(() if content_type is None else ((b"Content-Type", content_type),)),
             *(() if length is None else ((b"Content-Length", str(length).encode()),)),
-            *_CLOSE,
+            *heads.CLOSE,
             *given,
-            *((name, value) for name, value in DEFAULT_HEADERS if name.lower() not in names),
+            *((name, value) for name, value in heads.DEFAULT_HEADERS if name.lower() not in names),
         ]
         reason = http.HTTPStatus(status).phrase.encode()
         return self._h11.send(h11.Response(status_code=status, headers=head, reason=reason))
@@ -350,7 +348,7 @@ class ServerProtocol:
             try:
                 event = self._h11.next_event()
             except h11.RemoteProtocolError as exc:
-                raise BadBody(f"malformed request body: {in_words(str(exc))}") from None
+                raise BadBody(f"malformed request body: {heads.in_words(str(exc))}") from None
             if isinstance(event, h11.Data):
                 pieces.append(bytes(event.data))
             elif isinstance(event, h11.EndOfMessage):
