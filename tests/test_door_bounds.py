@@ -240,3 +240,16 @@ async def test_a_ping_flood_on_a_socket_is_closed_1008_and_others_go_on(tmp_path
         assert said == [Opcode.PONG] * FRAME_BURST + [Opcode.CLOSE]
         _, close = await live.read("/v1/exec", {"argv": ["true"]})  # (the others go on)
         assert close == 1000
+
+
+async def test_a_request_head_that_does_not_come_in_time_is_answered_408(tmp_path: Path) -> None:
+    # A client that sends its head a byte at a time (or stops halfway) was closed on at the
+    # handshake bound without a word: it could not tell a slow link from a refusal.
+    async with live_service(unconfined(tmp_path), tmp_path, Limits(handshake_s=0.5)) as live:
+        port = int(live.url.rsplit(":", 1)[1])
+        got = await _plain(port, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: a")
+        assert got.startswith(b"HTTP/1.1 408 Request Timeout\r\n"), got
+        assert got.endswith(b'"the request head did not come within 0.5 s"}'), got
+        assert await _plain(port, b"") == b""  # (opened ahead, never used: not a request)
+        got = await _plain(port, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert got.startswith(b"HTTP/1.1 200 "), got

@@ -70,6 +70,11 @@ class HeadBound:
         #: Whether the first byte was a TLS handshake's.
         self.tls = False
 
+    @property
+    def begun(self) -> bool:
+        """Whether any of the head has come (a socket opened ahead and left unused has none)."""
+        return self._head is None or bool(self._head)
+
     def too_long(self, data: bytes) -> bool:
         """Whether the head, with `data`, is over `MAX_HEAD_BYTES` (its end past it, or not
         within it). Checked before h11 parses a complete head."""

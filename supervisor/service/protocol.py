@@ -127,7 +127,7 @@ class ServerProtocol:
         self.phase = Phase.HEAD
         self.request: Request | None = None
         self._h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=heads.MAX_HEAD_BYTES)
-        self._head = heads.HeadBound()
+        self.head = heads.HeadBound()  # (the request head as it comes)
         self._ws = wsproto.WSConnection(wsproto.ConnectionType.SERVER)
         self._events: collections.deque[Event] = collections.deque()
         self._outbox = bytearray()
@@ -143,8 +143,8 @@ class ServerProtocol:
             if not data:
                 self._end(ABNORMAL)  # gone before its request was all in
                 return
-            if self._head.too_long(data):
-                self._refuse(431, f"the request head is over {heads.MAX_HEAD_BYTES} bytes")
+            if self.head.too_long(data):
+                self.refuse(431, f"the request head is over {heads.MAX_HEAD_BYTES} bytes")
                 return
             self._h11.receive_data(data)
             self._read_head()
@@ -170,8 +170,8 @@ class ServerProtocol:
         try:
             event = self._h11.next_event()
         except h11.RemoteProtocolError as exc:
-            said = heads.in_words(str(exc), tls=self._head.tls)
-            self._refuse(exc.error_status_hint, f"malformed HTTP request: {said}")
+            said = heads.in_words(str(exc), tls=self.head.tls)
+            self.refuse(exc.error_status_hint, f"malformed HTTP request: {said}")
             return
         if not isinstance(event, h11.Request):
             return  # NEED_DATA: the head is not all here yet
@@ -179,7 +179,7 @@ class ServerProtocol:
         try:
             target = event.target.decode("ascii")
         except UnicodeDecodeError:
-            self._refuse(400, "the request target is not ASCII")
+            self.refuse(400, "the request target is not ASCII")
             return
         headers = tuple((bytes(k), bytes(v)) for k, v in event.headers)
         self.phase = Phase.ASKED
@@ -192,11 +192,11 @@ class ServerProtocol:
         if not isinstance(self._h11.next_event(), h11.EndOfMessage) or (
             self._h11.next_event() is not h11.PAUSED
         ):
-            self._refuse(400, "a WebSocket upgrade request has no body")
+            self.refuse(400, "a WebSocket upgrade request has no body")
             return
         refused = heads.handshake_refusal(headers)
         if refused is not None:
-            self._refuse(refused[0], f"bad WebSocket handshake: {refused[1]}", refused[2])
+            self.refuse(refused[0], f"bad WebSocket handshake: {refused[1]}", refused[2])
             return
         try:
             self._ws.initiate_upgrade_connection(list(headers), event.target)
@@ -206,10 +206,10 @@ class ServerProtocol:
             extra: tuple[tuple[bytes, bytes], ...] = ()
             if isinstance(hint, wsproto.events.RejectConnection):
                 status, extra = hint.status_code, tuple(hint.headers)
-            self._refuse(status, f"bad WebSocket handshake: {exc}", extra)
+            self.refuse(status, f"bad WebSocket handshake: {exc}", extra)
             return
         except UnicodeError:  # wsproto reads `Host` as IDNA
-            self._refuse(400, "bad WebSocket handshake: the Host header is not a host name")
+            self.refuse(400, "bad WebSocket handshake: the Host header is not a host name")
             return
         for _ in self._ws.events():  # the Request event: its contents are `headers` already
             pass
@@ -275,10 +275,11 @@ class ServerProtocol:
         self._data, self._size = bytearray(), 0
         self._emit(Ended(code, reason))
 
-    def _refuse(
+    def refuse(
         self, status: int, message: str, headers: Iterable[tuple[bytes, bytes]] = ()
     ) -> None:
-        """Answers a request the protocol cannot take (when h11 can still answer), and ends."""
+        """Answers a request the protocol cannot take (when h11 can still answer), and ends;
+        the answer waits in `data_to_send()`. The owner's: a head that did not come in time."""
         if self._h11.our_state in (h11.IDLE, h11.SEND_RESPONSE):
             self.phase = Phase.ASKED
             self._outbox += self.respond(status, error_body(status, message), headers)

@@ -220,8 +220,14 @@ class Service(Endpoints):
         never kept out by ones that stall), then admitted or refused, then its endpoint."""
         request: Request | None = None
         with self._handshakes.pending(number) as pending:
-            with trio.move_on_after(self.limits.handshake_s):
+            with trio.move_on_after(self.limits.handshake_s) as late:
                 request = await conn.wait_request()
+        # A slow head is told so; a socket opened ahead (a browser's) and unused, not.
+        if late.cancelled_caught and not pending.cancelled_caught and conn.protocol.head.begun:
+            said = f"the request head did not come within {self.limits.handshake_s:g} s"
+            conn.protocol.refuse(408, said)
+            with trio.move_on_after(CLOSE_S), contextlib.suppress(ConnectionClosed):
+                await conn.write_answer(conn.protocol.data_to_send())
         if pending.cancelled_caught or request is None:
             return  # dropped, no request in time, or a malformed one (answered 400)
         if not request.websocket:
