@@ -19,7 +19,9 @@ port keeps one listener, one access check and one shutdown.
 - After the body, `receive()` waits until the client closes its side, then says
   `http.disconnect`; a `send()` once the client is gone raises `ClientGone` (an `OSError`,
   as the ASGI spec asks).
-- An application that returns without answering gets a 500 for it; one that raises ends
+- An application that returns without answering gets a 500 for it (a 400 saying why, when
+  the client had closed its side: a client that shuts its sending half after its request is
+  taken for gone, as most servers take it, and the application gives up); one that raises ends
   the connection (the server's boundary logs it), as does an answer left unfinished. A
   `ClientGone` it lets through is the client's leaving, not a failure: nothing is logged.
   An application that catches it and logs it as an error of its own (the MCP SDK's
@@ -135,7 +137,11 @@ async def serve_asgi(
     except* ClientGone:  # the application's answer was cut short by the client: its own end
         left = True
     if not (left or exchange.started):
-        await conn.respond(500, error_body(500, "the request was not answered"))
+        if exchange.gone:  # (it may still read: a half-close is taken for leaving)
+            said = "the client closed its side of the connection before its answer"
+            await conn.respond(400, error_body(400, said))
+        else:
+            await conn.respond(500, error_body(500, "the request was not answered"))
 
 
 async def _read_body(conn: ServerConnection, max_body: int) -> bytes:
@@ -214,6 +220,11 @@ class _Exchange:
         while await self._conn.receive_raw():
             pass
         self._gone.set()
+
+    @property
+    def gone(self) -> bool:
+        """The client has closed its side (or the connection)."""
+        return self._gone.is_set()
 
     async def receive(self) -> AsgiMessage:
         if self._body is not None:
