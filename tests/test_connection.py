@@ -224,3 +224,28 @@ async def test_a_send_once_an_oversized_message_came_raises_connection_closed() 
         with pytest.raises(ConnectionClosed):
             await conn.send_text("now")
         assert not conn.offer(text_frame(b"now"))
+
+
+async def test_a_send_cut_short_after_waiting_for_another_is_marked_broken() -> None:
+    # Each send marked the connection broken before it waited for the lock and clean after
+    # its write: one that waited behind another (a ping behind a message, a message behind a
+    # ping) was marked clean by the other's end, and then, cut short mid-write, left a
+    # broken frame on the wire with the connection taken for sound (and written to again).
+    async with _pair() as (conn, client), trio.open_nursery() as nursery:
+        nursery.start_soon(conn.send_text, "a" * 200_000)  # (the client does not read yet)
+        await trio.testing.wait_all_tasks_blocked()
+        behind = trio.CancelScope()
+
+        async def second() -> None:
+            with behind:
+                await conn.send_text("b" * 200_000)
+
+        nursery.start_soon(second)
+        await trio.testing.wait_all_tasks_blocked()
+        with trio.fail_after(10):
+            while not client.texts:  # the first whole; the second begun, not done
+                await client.next()
+        await trio.testing.wait_all_tasks_blocked()
+        behind.cancel()
+        await trio.testing.wait_all_tasks_blocked()
+        assert conn.broken

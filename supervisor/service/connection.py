@@ -270,9 +270,7 @@ class ServerConnection:
     async def send_text(self, text: str) -> None:
         """One text message. Cancelled mid-write, the connection is marked broken."""
         self._check_open()
-        self.broken = True
         await self._write(self._protocol.text(text))
-        self.broken = False
 
     async def send_ping(self) -> trio.Event:
         """Pings the client; the event is set by its pong (or a pong to a later ping).
@@ -282,9 +280,7 @@ class ServerConnection:
         while payload in self._pings:
             payload = os.urandom(4)
         answered = self._pings[payload] = trio.Event()
-        self.broken = True
         await self._write(self._protocol.ping(payload))
-        self.broken = False
         return answered
 
     @property
@@ -342,7 +338,8 @@ class ServerConnection:
             raise ConnectionClosed(1006, "the connection is ending")
 
     async def _write(self, data: bytes) -> None:
-        """The one write path: under the lock, the rest of an offered message first."""
+        """The one write path: under the lock, the rest of an offered message first.
+        Cancelled mid-write (or the client gone), the connection is marked broken."""
         if not data:
             return
         async with self._lock:
@@ -352,13 +349,16 @@ class ServerConnection:
     async def _write_unsent(self) -> None:
         """With the lock held: the rest of an offered message."""
         unsent, self._unsent = self._unsent, None
-        if unsent is None:
-            return
-        broken, self.broken = self.broken, True
-        await self._send_all(unsent)
-        self.broken = broken
+        if unsent is not None:
+            await self._send_all(unsent)
 
     async def _send_all(self, data: bytes | memoryview) -> None:
+        """With the lock held (only one write at a time may mark the connection)."""
+        broken, self.broken = self.broken, True
+        await self._send_all_now(data)
+        self.broken = broken
+
+    async def _send_all_now(self, data: bytes | memoryview) -> None:
         try:
             await self._stream.send_all(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
