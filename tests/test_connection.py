@@ -16,7 +16,8 @@ import wsproto.events
 from wsproto.frame_protocol import FrameProtocol
 
 from mcpx_hooks.supervisor.service.broadcast import text_frame
-from mcpx_hooks.supervisor.service.connection import ConnectionClosed, ServerConnection
+from mcpx_hooks.supervisor.service.connection import ServerConnection
+from mcpx_hooks.supervisor.service.wire import ConnectionClosed
 
 SIZES = [0, 1, 125, 126, 65535, 65536, 300_000]
 
@@ -249,3 +250,24 @@ async def test_a_send_cut_short_after_waiting_for_another_is_marked_broken() -> 
         behind.cancel()
         await trio.testing.wait_all_tasks_blocked()
         assert conn.broken
+
+
+async def test_a_whole_answer_the_client_does_not_read_is_cut_after_the_send_bound() -> None:
+    # An answer made whole (the run list, a search, /metrics) was written without a bound:
+    # a client that asked and never read held its connection (and the answer) for good,
+    # where a download's pieces are each held to the bound.
+    server_sock, client_sock = trio.socket.socketpair()
+    server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16 * 1024)
+    client_sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
+    conn = ServerConnection(
+        trio.SocketStream(server_sock), max_message_size=1, too_big="", stall_s=0.5
+    )
+    with client_sock:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(conn.serve_reader)
+            await client_sock.send(b"GET /v1/runs HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert await conn.wait_request() is not None
+            with trio.fail_after(5):
+                await conn.respond(200, b"[" + b" " * 2_000_000 + b"]")
+            assert conn.broken
+            await conn.abort()

@@ -41,8 +41,9 @@ import trio
 
 from ..core.errors import HooksError
 from .access import header
-from .connection import ConnectionClosed, ServerConnection
+from .connection import ServerConnection
 from .protocol import BadBody, Request, error_body
+from .wire import ConnectionClosed
 
 Scope = MutableMapping[str, Any]
 AsgiMessage = MutableMapping[str, Any]

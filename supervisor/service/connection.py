@@ -34,9 +34,9 @@ from typing import Final
 
 import trio
 
-from ..core.errors import HooksError
 from .framerate import FrameRate
 from .protocol import Ended, Message, Phase, Pong, Request, ServerProtocol
+from .wire import ConnectionClosed
 
 #: Bytes read from the socket at a time.
 RECEIVE_BYTES: Final = 64 * 1024
@@ -46,19 +46,6 @@ CLIENT_QUEUE: Final = 1
 CLOSE_S: Final = 2.0
 #: The phases in which the socket is read (not while a request waits for its answer).
 _READING: Final = frozenset({Phase.HEAD, Phase.OPEN, Phase.CLOSING})
-
-
-class ConnectionClosed(HooksError):
-    """The WebSocket is closed or closing: nothing more can be sent or received."""
-
-    def __init__(self, code: int, reason: str | None = None) -> None:
-        super().__init__(f"{code} {reason or ''}".strip())
-        self.code = code
-        self.reason = reason
-
-    def again(self) -> ConnectionClosed:
-        """The same, to raise anew (an exception raised twice grows its traceback)."""
-        return ConnectionClosed(self.code, self.reason)
 
 
 class ServerConnection:
@@ -186,10 +173,11 @@ class ServerConnection:
         content_type: bytes = b"application/json",
     ) -> None:
         """Answers the request over HTTP (a refused upgrade too); the connection then ends
-        (the caller aborts it). A client that has gone is not an error here."""
+        (the caller aborts it). A client that has gone is not an error here; one that takes
+        the answer for longer than `stall_s` (it does not read) is cut: marked broken."""
         data = self._protocol.respond(status, body, headers, content_type)
         self._answered.set()
-        with contextlib.suppress(ConnectionClosed):
+        with trio.move_on_after(self._stall_s), contextlib.suppress(ConnectionClosed):
             await self._write(data)
 
     async def respond_stream(
@@ -261,9 +249,13 @@ class ServerConnection:
 
     async def write_answer(self, data: bytes) -> None:
         """Bytes of an answer the protocol made (`respond_head`, `respond_body`,
-        `respond_end`). Raises `ConnectionClosed` when the client is gone."""
+        `respond_end`). Raises `ConnectionClosed` when the client is gone, or takes them
+        for longer than `stall_s` (it does not read: the connection is marked broken)."""
         self._answered.set()
-        await self._write(data)
+        with trio.move_on_after(self._stall_s) as stalled:
+            await self._write(data)
+        if stalled.cancelled_caught:
+            raise ConnectionClosed(1006, "the client does not read its answer")
 
     # ---- writing ---------------------------------------------------------------------------
 

@@ -42,7 +42,7 @@ from ..run.scriptrun import Run
 from . import routes
 from .accepting import Handshakes, serve_accepting
 from .access import Refusal, check_access, normal_origin, own_origins, server_names
-from .connection import CLOSE_S, ConnectionClosed, ServerConnection
+from .connection import CLOSE_S, ServerConnection
 from .endpoints import SHUTTING_DOWN, Endpoints
 from .logredact import open_logged_runtime
 from .mcphttp import McpHttp
@@ -53,7 +53,7 @@ from .roots import release_cwd
 from .seats import Seat, Seats
 from .streams import Streams, Wake, keep_alive
 from .targets import Endpoint, Target, parse_target, query_tokens
-from .wire import Close, WireError, encode
+from .wire import Close, ConnectionClosed, WireError, encode
 
 __all__ = ["Limits", "Listening", "Service", "ServiceOptions", "run_service"]
 

@@ -36,9 +36,9 @@ from ..run.journal import Follower, RunJournal
 from ..run.scriptrun import Run
 from ..run.storedrun import StoredRun
 from .broadcast import Broadcaster, EncodedRun, joined, text_frame
-from .connection import ConnectionClosed, ServerConnection
+from .connection import ServerConnection
 from .targets import check_from
-from .wire import AnswerMessage, Close, WireError, encode, parse_control
+from .wire import AnswerMessage, Close, ConnectionClosed, WireError, encode, parse_control
 
 logger = logging.getLogger("mcpx_hooks.server")
 
