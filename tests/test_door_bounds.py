@@ -20,9 +20,10 @@ from test_hardening import PY, _handshake, _read_to_eof, live_service, unconfine
 from websockets.sync.client import ClientConnection, connect
 from wsproto.frame_protocol import FrameProtocol, Opcode
 
+from mcpx_hooks.supervisor.run.runtime import open_runtime
 from mcpx_hooks.supervisor.service.framerate import FRAME_BURST, FRAMES_PER_S, FrameRate
 from mcpx_hooks.supervisor.service.protocol import Ended, ServerProtocol
-from mcpx_hooks.supervisor.service.server import Limits, Service
+from mcpx_hooks.supervisor.service.server import Limits, Service, ServiceOptions
 from mcpx_hooks.supervisor.service.streams import Wake, keep_alive
 
 QUIET = "import time; print('up', flush=True); time.sleep(60)"
@@ -253,3 +254,27 @@ async def test_a_request_head_that_does_not_come_in_time_is_answered_408(tmp_pat
         assert await _plain(port, b"") == b""  # (opened ahead, never used: not a request)
         got = await _plain(port, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         assert got.startswith(b"HTTP/1.1 200 "), got
+
+
+async def test_a_plain_request_without_the_token_takes_no_seat(tmp_path: Path) -> None:
+    # As an upgrade, a plain request counts once its access is granted: one without the
+    # token is answered its refusal (or a route that asks none) at once and holds no seat,
+    # so clients without the token cannot fill the cap for those that have it.
+    limits = Limits(max_connections=1)
+    options = ServiceOptions(port=0, cwd=str(tmp_path), token="t0ken", limits=limits)
+    async with open_runtime(unconfined(tmp_path)) as runtime, trio.open_nursery() as nursery:
+        service = Service(runtime, options)
+        listening = await nursery.start(service.serve)
+        try:
+            head = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{"
+            stream = await trio.open_tcp_stream("127.0.0.1", listening.port)
+            async with stream:
+                await stream.send_all(head)  # refused 401, its body read and dropped a while
+                got = await stream.receive_some(65536)
+                assert got.startswith(b"HTTP/1.1 401 "), got
+                assert service.seats.admitted == 0
+                asked = b"GET /v1/runs HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer t0ken"
+                answer = await _plain(listening.port, asked + b"\r\n\r\n")
+                assert answer.startswith(b"HTTP/1.1 200 "), answer
+        finally:
+            service.stop()

@@ -22,12 +22,13 @@ from ..run.artifacts import ArtifactGone, Stored
 from ..run.journals import UnknownRun
 from ..run.storedrun import StoredRun
 from . import downloads, routes
-from .access import Refusal
+from .access import Refusal, check_access
 from .asgi import respond_unread
 from .connection import ServerConnection
 from .mcphttp import MCP_PATH, McpHttp
 from .protocol import Request, error_body
 from .seats import Seats
+from .targets import query_tokens
 
 #: Bytes read from an artifact's file at a time.
 PIECE_BYTES: Final = 256 * 1024
@@ -47,10 +48,22 @@ async def serve_plain(
 ) -> None:
     """Answers one plain request on `conn`; the caller ends the connection afterwards.
     `/mcp` goes to `mcp` (MCP's streamable HTTP), when the service serves it. With `seats`
-    the request holds one while it is answered, as a WebSocket does (a download or an `/mcp`
-    event stream may hold its connection as long); past `max_connections` it is refused
-    (503) at once, its body unread."""
-    seat = None if seats is None else seats.take(None)
+    a request whose access is granted (as an upgrade's: its token, Origin and Host) holds
+    one while it is answered, as a WebSocket does (a download or an `/mcp` event stream may
+    hold its connection as long); past `max_connections` it is refused (503) at once, its
+    body unread. Any other is answered at once (its refusal, or a route that asks no
+    token), holding none: clients without the token cannot fill the cap."""
+    granted = seats is not None and (
+        check_access(
+            request.headers,
+            query_tokens(request.target),
+            token=token,
+            origins=origins,
+            names=names,
+        )
+        is None
+    )
+    seat = seats.take(None) if seats is not None and granted else None
     if isinstance(seat, Refusal):
         answer = routes.refused(seat)
         await respond_unread(conn, answer.status, answer.body, answer.headers)
