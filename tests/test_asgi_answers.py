@@ -107,3 +107,69 @@ def test_the_sdk_s_event_stream_writer_failing_on_a_client_gone_is_not_logged() 
     # Anything else the writer or another part meets is said as it was.
     assert leaving.filter(_record("Error in SSE writer", ValueError("odd")))
     assert leaving.filter(_record("Error handling POST", anyio.BrokenResourceError()))
+
+
+async def test_a_client_that_expects_100_continue_is_told_to_go_on_at_once() -> None:
+    # curl sends `Expect: 100-continue` with a body of more than 1 KiB (and with -H for any
+    # POST), then waits up to a second for the `100 Continue` before it sends the body.
+    server_sock, client_sock = trio.socket.socketpair()
+    conn = ServerConnection(trio.SocketStream(server_sock), max_message_size=1 << 20, too_big="")
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        body = (await receive())["body"]
+        length = [(b"content-length", b"%d" % len(body))]
+        await send({"type": "http.response.start", "status": 200, "headers": length})
+        await send({"type": "http.response.body", "body": body, "more_body": False})
+
+    head = b"POST /mcp HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n"
+    read = b""
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(conn.serve_reader)
+        await client_sock.send(head)
+        request = await conn.wait_request()
+        assert request is not None
+
+        async def client() -> None:
+            nonlocal read
+            with trio.fail_after(2):  # (the body bound is 5 s: past it, a 408)
+                while b"\r\n\r\n" not in read:
+                    read += await client_sock.recv(1 << 16)
+            assert read == b"HTTP/1.1 100 Continue\r\n\r\n"
+            await client_sock.send(b"{}")
+            while chunk := await client_sock.recv(1 << 16):
+                read += chunk
+
+        nursery.start_soon(client)
+        await serve_asgi(conn, request, app, max_body=1 << 20, body_s=5)
+        await conn.abort()
+    client_sock.close()
+    assert read.startswith(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n")
+    assert read.endswith(b"\r\n\r\n{}")
+
+
+async def test_a_client_that_closes_its_side_before_its_answer_is_told_why_not_500() -> None:
+    # A client that shuts its sending side after its request (`nc -N`, a script's
+    # socket.shutdown) is taken for gone: the application hears `http.disconnect` and gives
+    # up. It was answered 500 "the request was not answered", a fault of the server's.
+    server_sock, client_sock = trio.socket.socketpair()
+    conn = ServerConnection(trio.SocketStream(server_sock), max_message_size=1 << 20, too_big="")
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        assert (await receive())["body"] == b"{}"
+        assert (await receive())["type"] == "http.disconnect"  # and answers nothing
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(conn.serve_reader)
+        await client_sock.send(REQUEST)
+        client_sock.shutdown(trio.socket.SHUT_WR)
+        request = await conn.wait_request()
+        assert request is not None
+        await serve_asgi(conn, request, app, max_body=1 << 20, body_s=5)
+        await conn.abort()
+    read = b""
+    with trio.fail_after(5):
+        while chunk := await client_sock.recv(1 << 16):
+            read += chunk
+    client_sock.close()
+    assert read.startswith(b"HTTP/1.1 400 Bad Request\r\n"), read
+    assert read.endswith(b'the client closed its side of the connection before its answer"}')

@@ -15,11 +15,9 @@ import wsproto
 import wsproto.events
 from wsproto.frame_protocol import FrameProtocol
 
-from mcpx_hooks.supervisor.service.connection import (
-    ConnectionClosed,
-    ServerConnection,
-    text_frame,
-)
+from mcpx_hooks.supervisor.service.broadcast import text_frame
+from mcpx_hooks.supervisor.service.connection import ServerConnection
+from mcpx_hooks.supervisor.service.wire import ConnectionClosed
 
 SIZES = [0, 1, 125, 126, 65535, 65536, 300_000]
 
@@ -176,13 +174,15 @@ async def test_the_clients_close_is_answered_after_its_messages_are_taken() -> N
         assert isinstance(reply, wsproto.events.CloseConnection) and reply.code == 1000
 
 
-async def test_a_ping_returns_when_its_pong_comes() -> None:
-    async with _pair() as (conn, client), trio.open_nursery() as nursery:
-        nursery.start_soon(conn.ping)
+async def test_a_ping_is_answered_when_its_pong_comes() -> None:
+    async with _pair() as (conn, client):
         with trio.fail_after(10):
+            pong = await conn.send_ping()
             while not isinstance(ping := await client.next(), wsproto.events.Ping):
                 pass
+            assert not pong.is_set()
             await client.sock.send(client.ws.send(ping.response()))
+            await pong.wait()
 
 
 @pytest.mark.parametrize(
@@ -225,3 +225,49 @@ async def test_a_send_once_an_oversized_message_came_raises_connection_closed() 
         with pytest.raises(ConnectionClosed):
             await conn.send_text("now")
         assert not conn.offer(text_frame(b"now"))
+
+
+async def test_a_send_cut_short_after_waiting_for_another_is_marked_broken() -> None:
+    # Each send marked the connection broken before it waited for the lock and clean after
+    # its write: one that waited behind another (a ping behind a message, a message behind a
+    # ping) was marked clean by the other's end, and then, cut short mid-write, left a
+    # broken frame on the wire with the connection taken for sound (and written to again).
+    async with _pair() as (conn, client), trio.open_nursery() as nursery:
+        nursery.start_soon(conn.send_text, "a" * 200_000)  # (the client does not read yet)
+        await trio.testing.wait_all_tasks_blocked()
+        behind = trio.CancelScope()
+
+        async def second() -> None:
+            with behind:
+                await conn.send_text("b" * 200_000)
+
+        nursery.start_soon(second)
+        await trio.testing.wait_all_tasks_blocked()
+        with trio.fail_after(10):
+            while not client.texts:  # the first whole; the second begun, not done
+                await client.next()
+        await trio.testing.wait_all_tasks_blocked()
+        behind.cancel()
+        await trio.testing.wait_all_tasks_blocked()
+        assert conn.broken
+
+
+async def test_a_whole_answer_the_client_does_not_read_is_cut_after_the_send_bound() -> None:
+    # An answer made whole (the run list, a search, /metrics) was written without a bound:
+    # a client that asked and never read held its connection (and the answer) for good,
+    # where a download's pieces are each held to the bound.
+    server_sock, client_sock = trio.socket.socketpair()
+    server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16 * 1024)
+    client_sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
+    conn = ServerConnection(
+        trio.SocketStream(server_sock), max_message_size=1, too_big="", stall_s=0.5
+    )
+    with client_sock:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(conn.serve_reader)
+            await client_sock.send(b"GET /v1/runs HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert await conn.wait_request() is not None
+            with trio.fail_after(5):
+                await conn.respond(200, b"[" + b" " * 2_000_000 + b"]")
+            assert conn.broken
+            await conn.abort()

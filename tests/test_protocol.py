@@ -14,7 +14,7 @@ import wsproto
 import wsproto.events
 from wsproto.frame_protocol import FrameProtocol
 
-from mcpx_hooks.supervisor.service.connection import text_frame
+from mcpx_hooks.supervisor.service.broadcast import text_frame
 from mcpx_hooks.supervisor.service.heads import MAX_HEAD_BYTES
 from mcpx_hooks.supervisor.service.protocol import (
     BadBody,
@@ -400,6 +400,25 @@ def test_a_message_at_the_cap_is_taken() -> None:
     p, client = _upgraded()
     p.receive_data(_send(client, wsproto.events.TextMessage(data="x" * 100)))
     assert _events(p) == [Message("x" * 100)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["\u20ac" * 34, "x" * 97 + "\U0001f600", "\u00e9" * 51],
+    ids=["euro", "emoji", "e-acute"],
+)
+def test_the_cap_counts_a_text_message_s_bytes_not_its_characters(text: str) -> None:
+    # At most 100 characters, over 100 bytes of UTF-8: the cap (in bytes, as documented)
+    # refuses it, whole or in fragments.
+    assert len(text) <= 100 < len(text.encode())
+    for pieces in ([text], [text[:10], text[10:]]):
+        p, client = _upgraded()
+        data = b"".join(
+            _send(client, wsproto.events.TextMessage(data=piece, message_finished=last))
+            for piece, last in zip(pieces, [False] * (len(pieces) - 1) + [True], strict=True)
+        )
+        p.receive_data(data)
+        assert _events(p) == [Ended(1009, "Exceeded maximum message size: 100 bytes")]
 
 
 def _bad_utf8() -> bytes:

@@ -117,7 +117,7 @@ PORT: Final = Bound("--port", "port", int, 0, 65_535, metavar="P", help="the TCP
 
 #: The flags that set a `Limits` field, one row each: a new budget is one more row.
 LIMIT_FLAGS: Final = (
-    Bound("--max-connections", "max_connections", int, 1, _COUNT, help="admitted sockets"),
+    Bound("--max-connections", "max_connections", int, 1, _COUNT, help="admitted connections"),
     Bound("--max-pending", "max_pending", int, 1, _COUNT, help="sockets in their handshake"),
     Bound("--max-idle", "max_idle", int, 1, _COUNT, help="admitted sockets with no run"),
     Bound("--max-runs", "max_runs", int, 1, _COUNT, help="runs in progress"),

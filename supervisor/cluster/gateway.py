@@ -37,14 +37,14 @@ from ..run.runtime import Runtime
 from ..run.scriptrun import Run
 from ..run.storedrun import StoredRun
 from ..service.admission import run_profile
-from ..service.connection import ConnectionClosed, ServerConnection
+from ..service.connection import ServerConnection
 from ..service.execrequest import ExecRequest, parse_exec
 from ..service.logredact import open_logged_runtime
 from ..service.options import Listening, ServiceOptions
 from ..service.server import Service
 from ..service.streams import Wake
 from ..service.targets import Target, check_from, parse_events, parse_from
-from ..service.wire import Close, WireError, parse_control, parse_json_object
+from ..service.wire import Close, ConnectionClosed, WireError, parse_control, parse_json_object
 from .access import INSECURE_WARNING, ClusterSettings
 from .artifacts import ClusterRoutes
 from .events import EventFeed, forward_events

@@ -22,7 +22,7 @@ __all__, __getattr__, __dir__ = exports(
             "kept_token",
             "remove_token_file",
         ),
-        "connection": ("ConnectionClosed", "ServerConnection"),
+        "connection": ("ServerConnection",),
         "admission": (
             "Admitted",
             "Caller",
@@ -71,6 +71,7 @@ __all__, __getattr__, __dir__ = exports(
             "DEFAULT_HOST",
             "DEFAULT_PORT",
             "Close",
+            "ConnectionClosed",
             "WireError",
             "encode",
             "parse_control",

@@ -4,7 +4,10 @@ streamable HTTP transport (an ASGI application) behind our own h11 front door, s
 port keeps one listener, one access check and one shutdown.
 
 - The body is read whole before the application sees the request, at most `max_body` bytes
-  within `body_s` seconds: a `Content-Length` over the bound is answered 413 at once (the
+  within `body_s` seconds. A client that waits for `100 Continue` before sending it (`Expect:
+  100-continue`) is told to go on as the body is to be read; one refused before (its token,
+  its method, its size) gets its refusal at once instead, and sends no body. A
+  `Content-Length` over the bound is answered 413 at once (the
   rest of the body is read and dropped for a moment, so the client reads the answer rather
   than a reset), a chunked body that grows past it too; a body that does not come in time
   is 408, a broken one 400.
@@ -16,7 +19,9 @@ port keeps one listener, one access check and one shutdown.
 - After the body, `receive()` waits until the client closes its side, then says
   `http.disconnect`; a `send()` once the client is gone raises `ClientGone` (an `OSError`,
   as the ASGI spec asks).
-- An application that returns without answering gets a 500 for it; one that raises ends
+- An application that returns without answering gets a 500 for it (a 400 saying why, when
+  the client had closed its side: a client that shuts its sending half after its request is
+  taken for gone, as most servers take it, and the application gives up); one that raises ends
   the connection (the server's boundary logs it), as does an answer left unfinished. A
   `ClientGone` it lets through is the client's leaving, not a failure: nothing is logged.
   An application that catches it and logs it as an error of its own (the MCP SDK's
@@ -36,8 +41,9 @@ import trio
 
 from ..core.errors import HooksError
 from .access import header
-from .connection import ConnectionClosed, ServerConnection
+from .connection import ServerConnection
 from .protocol import BadBody, Request, error_body
+from .wire import ConnectionClosed
 
 Scope = MutableMapping[str, Any]
 AsgiMessage = MutableMapping[str, Any]
@@ -109,6 +115,7 @@ async def serve_asgi(
     if declared is not None and int(declared) > max_body:  # h11 checked it is a number
         await _too_big(conn, max_body, int(declared))
         return
+    await conn.go_on()  # (a client that waits for it: curl waits a second otherwise)
     try:
         with trio.fail_after(body_s):
             body = await _read_body(conn, max_body)
@@ -131,7 +138,11 @@ async def serve_asgi(
     except* ClientGone:  # the application's answer was cut short by the client: its own end
         left = True
     if not (left or exchange.started):
-        await conn.respond(500, error_body(500, "the request was not answered"))
+        if exchange.gone:  # (it may still read: a half-close is taken for leaving)
+            said = "the client closed its side of the connection before its answer"
+            await conn.respond(400, error_body(400, said))
+        else:
+            await conn.respond(500, error_body(500, "the request was not answered"))
 
 
 async def _read_body(conn: ServerConnection, max_body: int) -> bytes:
@@ -210,6 +221,11 @@ class _Exchange:
         while await self._conn.receive_raw():
             pass
         self._gone.set()
+
+    @property
+    def gone(self) -> bool:
+        """The client has closed its side (or the connection)."""
+        return self._gone.is_set()
 
     async def receive(self) -> AsgiMessage:
         if self._body is not None:

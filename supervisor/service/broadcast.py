@@ -27,10 +27,24 @@ import trio
 
 from ..core.batches import bounded
 from ..run.journal import Follower, RunJournal
-from .connection import ServerConnection, text_frame
+from .connection import ServerConnection
 
 #: Writes in a round between two yields to the other tasks (the run, lagging streams).
 YIELD_EVERY: Final = 128
+
+
+def text_frame(payload: bytes) -> bytes:
+    """One complete text message as a server sends it: FIN, opcode 1, no mask (RFC 6455 §5.2).
+
+    `payload` is the message's UTF-8."""
+    size = len(payload)
+    if size < 126:
+        head = bytes((0x81, size))
+    elif size < 1 << 16:
+        head = bytes((0x81, 126)) + size.to_bytes(2, "big")
+    else:
+        head = bytes((0x81, 127)) + size.to_bytes(8, "big")
+    return head + payload
 
 
 def joined(lines: Sequence[bytes], limit: int) -> Iterator[bytes]:

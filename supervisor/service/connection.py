@@ -11,11 +11,11 @@ make it safe for many clients and one broadcaster:
 - a send cancelled mid-write leaves a broken frame on the wire, so such a connection is never
   written to again: it is aborted (its TCP stream closed), never closed with a close frame
   (`broken`, `close`);
-- fan-out sends one message to many sockets: a server's frames are not masked, so the frame's
-  bytes are the same for every client and are built once (`text_frame`) and written as they
-  are (`send_frame`, `offer`), as `websockets`' `broadcast()` does. This skips wsproto for
-  those writes, which is sound because the service never fragments a message and negotiates
-  no extension (a data frame then changes no wsproto state);
+- fan-out sends one message to many sockets: a server's frames are not masked, so the
+  frame's bytes are the same for every client and are built once (`broadcast.text_frame`)
+  and written as they are (`send_frame`, `offer`), as `websockets`' `broadcast()` does. This
+  skips wsproto for those writes, which is sound because the service never fragments a
+  message and negotiates no extension (a data frame then changes no wsproto state);
 - a broadcaster writes to many sockets from one task, so it cannot wait for any of them:
   `offer` writes what the socket takes at once and keeps the rest of the message for the
   socket's own task to `flush`.
@@ -34,8 +34,9 @@ from typing import Final
 
 import trio
 
-from ..core.errors import HooksError
+from .framerate import FrameRate
 from .protocol import Ended, Message, Phase, Pong, Request, ServerProtocol
+from .wire import ConnectionClosed
 
 #: Bytes read from the socket at a time.
 RECEIVE_BYTES: Final = 64 * 1024
@@ -45,33 +46,6 @@ CLIENT_QUEUE: Final = 1
 CLOSE_S: Final = 2.0
 #: The phases in which the socket is read (not while a request waits for its answer).
 _READING: Final = frozenset({Phase.HEAD, Phase.OPEN, Phase.CLOSING})
-
-
-class ConnectionClosed(HooksError):
-    """The WebSocket is closed or closing: nothing more can be sent or received."""
-
-    def __init__(self, code: int, reason: str | None = None) -> None:
-        super().__init__(f"{code} {reason or ''}".strip())
-        self.code = code
-        self.reason = reason
-
-    def again(self) -> ConnectionClosed:
-        """The same, to raise anew (an exception raised twice grows its traceback)."""
-        return ConnectionClosed(self.code, self.reason)
-
-
-def text_frame(payload: bytes) -> bytes:
-    """One complete text message as a server sends it: FIN, opcode 1, no mask (RFC 6455 §5.2).
-
-    `payload` is the message's UTF-8."""
-    size = len(payload)
-    if size < 126:
-        head = bytes((0x81, size))
-    elif size < 1 << 16:
-        head = bytes((0x81, 126)) + size.to_bytes(2, "big")
-    else:
-        head = bytes((0x81, 127)) + size.to_bytes(8, "big")
-    return head + payload
 
 
 class ServerConnection:
@@ -88,7 +62,10 @@ class ServerConnection:
         self._stream = stream
         #: How long one piece of a streamed answer may take to be written (`respond_stream`).
         self._stall_s = stall_s
-        self._protocol = ServerProtocol(max_message_bytes=max_message_size, too_big=too_big)
+        self._frames = FrameRate()
+        self._protocol = ServerProtocol(
+            max_message_bytes=max_message_size, too_big=too_big, frames=self._frames
+        )
         self._lock = trio.Lock()
         self._messages_in, self._messages = trio.open_memory_channel[str | bytes](CLIENT_QUEUE)
         self._asked = trio.Event()  # the request is in, or the reader has ended without one
@@ -143,6 +120,7 @@ class ServerConnection:
                 data = await self._stream.receive_some(RECEIVE_BYTES)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 data = b""
+            self._frames.refill(trio.current_time())
             protocol.receive_data(data)
 
     async def _handle(self, event: Request | Message | Pong | Ended) -> bool:
@@ -195,10 +173,11 @@ class ServerConnection:
         content_type: bytes = b"application/json",
     ) -> None:
         """Answers the request over HTTP (a refused upgrade too); the connection then ends
-        (the caller aborts it). A client that has gone is not an error here."""
+        (the caller aborts it). A client that has gone is not an error here; one that takes
+        the answer for longer than `stall_s` (it does not read) is cut: marked broken."""
         data = self._protocol.respond(status, body, headers, content_type)
         self._answered.set()
-        with contextlib.suppress(ConnectionClosed):
+        with trio.move_on_after(self._stall_s), contextlib.suppress(ConnectionClosed):
             await self._write(data)
 
     async def respond_stream(
@@ -262,30 +241,39 @@ class ServerConnection:
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             return b""
 
+    async def go_on(self) -> None:
+        """`100 Continue`, for a client that waits for it before its body (`Expect:
+        100-continue`); the request stays unanswered, a client gone is not an error here."""
+        with contextlib.suppress(ConnectionClosed):
+            await self._write(self._protocol.go_on())
+
     async def write_answer(self, data: bytes) -> None:
         """Bytes of an answer the protocol made (`respond_head`, `respond_body`,
-        `respond_end`). Raises `ConnectionClosed` when the client is gone."""
+        `respond_end`). Raises `ConnectionClosed` when the client is gone, or takes them
+        for longer than `stall_s` (it does not read: the connection is marked broken)."""
         self._answered.set()
-        await self._write(data)
+        with trio.move_on_after(self._stall_s) as stalled:
+            await self._write(data)
+        if stalled.cancelled_caught:
+            raise ConnectionClosed(1006, "the client does not read its answer")
 
     # ---- writing ---------------------------------------------------------------------------
 
     async def send_text(self, text: str) -> None:
         """One text message. Cancelled mid-write, the connection is marked broken."""
         self._check_open()
-        self.broken = True
         await self._write(self._protocol.text(text))
-        self.broken = False
 
-    async def ping(self) -> None:
-        """Pings the client and waits for its pong (or a pong to a later ping)."""
+    async def send_ping(self) -> trio.Event:
+        """Pings the client; the event is set by its pong (or a pong to a later ping).
+        Cancelled mid-write, the connection is marked broken."""
         self._check_open()
         payload = os.urandom(4)
         while payload in self._pings:
             payload = os.urandom(4)
         answered = self._pings[payload] = trio.Event()
         await self._write(self._protocol.ping(payload))
-        await answered.wait()
+        return answered
 
     @property
     def unsent(self) -> bool:
@@ -342,7 +330,8 @@ class ServerConnection:
             raise ConnectionClosed(1006, "the connection is ending")
 
     async def _write(self, data: bytes) -> None:
-        """The one write path: under the lock, the rest of an offered message first."""
+        """The one write path: under the lock, the rest of an offered message first.
+        Cancelled mid-write (or the client gone), the connection is marked broken."""
         if not data:
             return
         async with self._lock:
@@ -352,13 +341,16 @@ class ServerConnection:
     async def _write_unsent(self) -> None:
         """With the lock held: the rest of an offered message."""
         unsent, self._unsent = self._unsent, None
-        if unsent is None:
-            return
-        broken, self.broken = self.broken, True
-        await self._send_all(unsent)
-        self.broken = broken
+        if unsent is not None:
+            await self._send_all(unsent)
 
     async def _send_all(self, data: bytes | memoryview) -> None:
+        """With the lock held (only one write at a time may mark the connection)."""
+        broken, self.broken = self.broken, True
+        await self._send_all_now(data)
+        self.broken = broken
+
+    async def _send_all_now(self, data: bytes | memoryview) -> None:
         try:
             await self._stream.send_all(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError):

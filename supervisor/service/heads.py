@@ -1,5 +1,5 @@
 """A request head as it comes in, beside h11 (`protocol.py`): the bound on its size, and what a
-client is told of a request h11 could not parse.
+client is told of a request h11 could not parse; and the headers every answer has.
 
 h11 bounds a head only while it is incomplete (`max_incomplete_event_size`): a complete one
 that came in a single read is parsed whatever its size. `HeadBound` measures the head on the
@@ -10,9 +10,9 @@ bytearray(b'\\x16\\x03...')`); `in_words` says what was wrong instead, and names
 cause of the commonest one: a TLS client (its ClientHello begins with byte 0x16) on this
 plain HTTP port.
 
-`handshake_refusal` holds an upgrade to what RFC 6455 asks of its key and version where
-wsproto does not: it takes the last of repeated headers, any key at all, and calls a version
-other than 13 missing.
+`asks_websocket` tells an upgrade from a plain request; `handshake_refusal` holds an upgrade
+to what RFC 6455 asks of its key and version where wsproto does not: it takes the last of
+repeated headers, any key at all, and calls a version other than 13 missing.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ import binascii
 import re
 from collections.abc import Iterable
 from typing import Final
+
+import wsproto.utilities
 
 #: The longest request head (its request line, headers and the empty line that ends it) taken;
 #: a longer one is answered 431.
@@ -37,6 +39,20 @@ _SAID: Final = (
     ("illegal header line", "a header line is not NAME: VALUE"),
     ("illegal chunk header", "a chunk of the body does not begin with its size"),
 )
+#: Headers every HTTP answer has: the service answers one request per connection.
+CLOSE: Final = ((b"Connection", b"close"),)
+#: Headers every HTTP answer has unless it gives its own of the name: no answer of this port
+#: may be framed by another page (a framed console could be clicked through), and none is
+#: kept by a cache (run data, artifacts, errors); the console's files say `no-cache`
+#: themselves (revalidated by their tag) and its page gives a fuller policy, which forbids
+#: framing too (`tests/test_headers.py` holds every route to it).
+DEFAULT_HEADERS: Final = (
+    (b"X-Frame-Options", b"DENY"),
+    (b"Content-Security-Policy", b"frame-ancestors 'none'"),
+    (b"Cache-Control", b"no-store"),
+)
+
+
 #: The WebSocket version this server speaks (RFC 6455), the only one it takes.
 WEBSOCKET_VERSION: Final = b"13"
 #: A refusal before the upgrade: status, what was wrong, headers to answer with.
@@ -53,6 +69,11 @@ class HeadBound:
         self._head: bytearray | None = bytearray()
         #: Whether the first byte was a TLS handshake's.
         self.tls = False
+
+    @property
+    def begun(self) -> bool:
+        """Whether any of the head has come (a socket opened ahead and left unused has none)."""
+        return self._head is None or bool(self._head)
 
     def too_long(self, data: bytes) -> bool:
         """Whether the head, with `data`, is over `MAX_HEAD_BYTES` (its end past it, or not
@@ -111,3 +132,14 @@ def _shown(value: bytes) -> str:
     """A header's value as a client is told it: quoted, cut at 40 characters."""
     text = value.decode("latin-1")
     return f'"{text[:40]}…"' if len(text) > 40 else f'"{text}"'
+
+
+def asks_websocket(headers: Iterable[tuple[bytes, bytes]]) -> bool:
+    """Whether an `Upgrade` header names websocket (the rest of the handshake is wsproto's
+    to check)."""
+    for name, value in headers:
+        if name.lower() == b"upgrade":
+            tokens = wsproto.utilities.split_comma_header(value)
+            if any(token.lower() == "websocket" for token in tokens):
+                return True
+    return False

@@ -57,7 +57,16 @@ def odd_id(message: types.JSONRPCMessage, line: bytes) -> bool:
         value = loads(line)
     except JsonError:
         return False
-    return isinstance(value, dict) and "id" in value
+    return odd_id_in(message, value)
+
+
+def odd_id_in(message: types.JSONRPCMessage, value: object) -> bool:
+    """`odd_id` for a message whose JSON is parsed already (`value`, what it was read from)."""
+    if not isinstance(message, types.JSONRPCNotification):
+        return False
+    return not message.method.startswith("notifications/") and (
+        isinstance(value, dict) and "id" in value
+    )
 
 
 def unreadable(exc: Exception) -> tuple[int, str]:

@@ -27,6 +27,7 @@ from typing import Final
 
 import anyio
 import pydantic
+import pydantic_core
 import trio
 from mcp.server.streamable_http import (
     LAST_EVENT_ID_HEADER,
@@ -35,17 +36,16 @@ from mcp.server.streamable_http import (
 )
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp.types import jsonrpc_message_adapter
-from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, ErrorData, JSONRPCError
+from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from ..core.errors import bug_summary
 from ..run.runtime import Runtime
-from ..tools.jsonlines import batch_ids
 from .asgi import AsgiMessage, Receive, Scope, Send, quiet_client_leaving
 from .mcpexec import RunSlots
 from .mcpface import Gateway
 from .mcplimits import CallLimiter
-from .mcpstdio import BATCH_REFUSED, ODD_ID, odd_id, unreadable
+from .mcpstdio import BATCH_REFUSED, ODD_ID, odd_id_in, unreadable
 
 logger = logging.getLogger("mcpx_hooks.mcp")
 
@@ -202,12 +202,26 @@ def _unreadable_body(body: bytes) -> tuple[int, str] | None:
     """The JSON-RPC error for a POST body that holds no message this server serves (a batch
     is refused whole, and a request whose `id` MCP does not take, `mcpstdio.odd_id`), in the
     words `mcpx-hooks mcp` answers a line with (`mcpstdio.unreadable`); None when it holds
-    one."""
+    one. The body is parsed once, as the SDK's transport parses it (`from_json`, then the
+    model): the model's `validate_json` over a union costs four times that on a large
+    body, and each check here reads the one parse."""
     try:
-        message = jsonrpc_message_adapter.validate_json(body, by_name=False)
+        value = pydantic_core.from_json(body)
+    except ValueError as exc:
+        return PARSE_ERROR, f"Parse error: Invalid JSON: {exc}"
+    if isinstance(value, list):
+        return INVALID_REQUEST, BATCH_REFUSED
+    try:
+        message = jsonrpc_message_adapter.validate_python(value, by_name=False)
+    except pydantic.ValidationError:
+        pass  # (said in the words of JSON, "an object", as over stdio: read again, as JSON)
+    else:
+        return (INVALID_REQUEST, ODD_ID) if odd_id_in(message, value) else None
+    try:
+        jsonrpc_message_adapter.validate_json(body, by_name=False)
     except (pydantic.ValidationError, ValueError) as exc:
-        return unreadable(exc) if batch_ids(body) is None else (INVALID_REQUEST, BATCH_REFUSED)
-    return (INVALID_REQUEST, ODD_ID) if odd_id(message, body) else None
+        return unreadable(exc)
+    return None  # (never: what the model refused as parsed it refuses as JSON)
 
 
 async def _error(send: Send, status: int, code: int, message: str) -> None:

@@ -18,7 +18,8 @@ class Limits(Record):
 
     #: A client message larger than this is refused (1009).
     max_message_bytes: int = 1024 * 1024
-    #: Admitted sockets (handshake done, token checked); past it the upgrade is refused (503).
+    #: Admitted connections: WebSockets (handshake done, token checked) and plain HTTP requests
+    #: being answered; past it the upgrade or the request is refused (503).
     max_connections: int = 1024
     #: Sockets still in their handshake, not yet admitted. A new one past it drops the oldest,
     #: so stalled handshakes can never keep a client that completes its own out.
@@ -26,8 +27,8 @@ class Limits(Record):
     #: Admitted sockets that carry no run: `/v1/events`, `/v1/hooks`. Past it such an upgrade
     #: is refused (503): runs and their followers always have room.
     max_idle: int = 256
-    #: An idle socket is pinged this often; one that has not answered by the next ping is
-    #: gone, and is closed.
+    #: Every WebSocket is pinged this often; one that has not answered within as long of its
+    #: ping going out is gone, and is aborted.
     ping_s: float = 30.0
     #: Runs in progress; past it a request is refused (1013, try again later).
     max_runs: int = 64

@@ -22,9 +22,13 @@ from ..run.artifacts import ArtifactGone, Stored
 from ..run.journals import UnknownRun
 from ..run.storedrun import StoredRun
 from . import downloads, routes
+from .access import Refusal, check_access
+from .asgi import respond_unread
 from .connection import ServerConnection
 from .mcphttp import MCP_PATH, McpHttp
 from .protocol import Request, error_body
+from .seats import Seats
+from .targets import query_tokens
 
 #: Bytes read from an artifact's file at a time.
 PIECE_BYTES: Final = 256 * 1024
@@ -40,9 +44,57 @@ async def serve_plain(
     state: routes.RouteState,
     names: frozenset[str] | None = None,
     mcp: McpHttp | None = None,
+    seats: Seats | None = None,
 ) -> None:
     """Answers one plain request on `conn`; the caller ends the connection afterwards.
-    `/mcp` goes to `mcp` (MCP's streamable HTTP), when the service serves it."""
+    `/mcp` goes to `mcp` (MCP's streamable HTTP), when the service serves it. With `seats`
+    a request whose access is granted (as an upgrade's: its token, Origin and Host) holds
+    one while it is answered, as a WebSocket does (a download or an `/mcp` event stream may
+    hold its connection as long); past `max_connections` it is refused (503) at once, its
+    body unread. Any other is answered at once (its refusal, or a route that asks no
+    token), holding none: clients without the token cannot fill the cap."""
+    granted = seats is not None and (
+        check_access(
+            request.headers,
+            query_tokens(request.target),
+            token=token,
+            origins=origins,
+            names=names,
+        )
+        is None
+    )
+    seat = seats.take(None) if seats is not None and granted else None
+    if isinstance(seat, Refusal):
+        answer = routes.refused(seat)
+        await respond_unread(conn, answer.status, answer.body, answer.headers)
+        return
+    try:
+        await _answer(
+            conn,
+            request,
+            token=token,
+            origins=origins,
+            stopping=stopping,
+            state=state,
+            names=names,
+            mcp=mcp,
+        )
+    finally:
+        if seat is not None:
+            seat.give_back()
+
+
+async def _answer(
+    conn: ServerConnection,
+    request: Request,
+    *,
+    token: str | None,
+    origins: frozenset[str],
+    stopping: bool,
+    state: routes.RouteState,
+    names: frozenset[str] | None,
+    mcp: McpHttp | None,
+) -> None:
     if mcp is not None and urlsplit(request.target).path == MCP_PATH:
         await mcp.answer(
             conn, request, token=token, origins=origins, names=names, stopping=stopping

@@ -38,7 +38,8 @@ import wsproto.utilities
 from ..core.errors import HooksError
 from ..core.frames import ServiceMessage
 from ..core.records import Record
-from .heads import MAX_HEAD_BYTES, HeadBound, handshake_refusal, in_words
+from . import heads
+from .framerate import TOO_FAST, FrameRate
 
 #: The close code of a connection that ended without a close frame (RFC 6455 §7.1.5).
 ABNORMAL: Final = 1006
@@ -50,18 +51,6 @@ TOO_BIG: Final = 1009
 _BROKEN_REASONS: Final = {1007: "invalid data: a text message or close reason that is not UTF-8"}
 #: A frame's kind as wsproto puts it in a 1002 reason (`got <Opcode.TEXT: 1>`), to say in words.
 _OPCODE: Final = re.compile(r"<Opcode\.(\w+): \d+>")
-#: Headers every HTTP answer has: the service answers one request per connection.
-_CLOSE: Final = ((b"Connection", b"close"),)
-#: Headers every HTTP answer has unless it gives its own of the name: no answer of this port
-#: may be framed by another page (a framed console could be clicked through), and none is
-#: kept by a cache (run data, artifacts, errors); the console's files say `no-cache`
-#: themselves (revalidated by their tag) and its page gives a fuller policy, which forbids
-#: framing too (`tests/test_headers.py` holds every route to it).
-DEFAULT_HEADERS: Final = (
-    (b"X-Frame-Options", b"DENY"),
-    (b"Content-Security-Policy", b"frame-ancestors 'none'"),
-    (b"Cache-Control", b"no-store"),
-)
 
 
 class Phase(enum.Enum):
@@ -124,17 +113,21 @@ def error_body(status: int, message: str) -> bytes:
 class ServerProtocol:
     """One accepted connection's protocol state, from the request head to the end.
 
-    `max_message_bytes` caps a client's message (counted as wsproto hands it over: characters
-    for text, bytes for binary); past it, `too_big` (a text message) and a 1009 close are sent
-    and nothing more is read."""
+    `max_message_bytes` caps a client's message, in bytes (a text message's UTF-8, as it
+    came on the wire, not its characters); past it, `too_big` (a text message) and a 1009
+    close are sent and nothing more is read. `frames` is the client's budget of frames
+    (`framerate.py`): past it, a 1008 close is sent and nothing more is read."""
 
-    def __init__(self, *, max_message_bytes: int, too_big: str) -> None:
+    def __init__(
+        self, *, max_message_bytes: int, too_big: str, frames: FrameRate | None = None
+    ) -> None:
         self.max_message_bytes = max_message_bytes
         self.too_big = too_big
+        self._frames = frames
         self.phase = Phase.HEAD
         self.request: Request | None = None
-        self._h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
-        self._head = HeadBound()
+        self._h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=heads.MAX_HEAD_BYTES)
+        self.head = heads.HeadBound()  # (the request head as it comes)
         self._ws = wsproto.WSConnection(wsproto.ConnectionType.SERVER)
         self._events: collections.deque[Event] = collections.deque()
         self._outbox = bytearray()
@@ -150,8 +143,8 @@ class ServerProtocol:
             if not data:
                 self._end(ABNORMAL)  # gone before its request was all in
                 return
-            if self._head.too_long(data):
-                self._refuse(431, f"the request head is over {MAX_HEAD_BYTES} bytes")
+            if self.head.too_long(data):
+                self.refuse(431, f"the request head is over {heads.MAX_HEAD_BYTES} bytes")
                 return
             self._h11.receive_data(data)
             self._read_head()
@@ -177,8 +170,8 @@ class ServerProtocol:
         try:
             event = self._h11.next_event()
         except h11.RemoteProtocolError as exc:
-            said = in_words(str(exc), tls=self._head.tls)
-            self._refuse(exc.error_status_hint, f"malformed HTTP request: {said}")
+            said = heads.in_words(str(exc), tls=self.head.tls)
+            self.refuse(exc.error_status_hint, f"malformed HTTP request: {said}")
             return
         if not isinstance(event, h11.Request):
             return  # NEED_DATA: the head is not all here yet
@@ -186,11 +179,11 @@ class ServerProtocol:
         try:
             target = event.target.decode("ascii")
         except UnicodeDecodeError:
-            self._refuse(400, "the request target is not ASCII")
+            self.refuse(400, "the request target is not ASCII")
             return
         headers = tuple((bytes(k), bytes(v)) for k, v in event.headers)
         self.phase = Phase.ASKED
-        if method != "GET" or not _asks_websocket(headers):
+        if method != "GET" or not heads.asks_websocket(headers):
             self.request = Request(method, target, headers, websocket=False)
             self._emit(self.request)
             return
@@ -199,11 +192,11 @@ class ServerProtocol:
         if not isinstance(self._h11.next_event(), h11.EndOfMessage) or (
             self._h11.next_event() is not h11.PAUSED
         ):
-            self._refuse(400, "a WebSocket upgrade request has no body")
+            self.refuse(400, "a WebSocket upgrade request has no body")
             return
-        refused = handshake_refusal(headers)
+        refused = heads.handshake_refusal(headers)
         if refused is not None:
-            self._refuse(refused[0], f"bad WebSocket handshake: {refused[1]}", refused[2])
+            self.refuse(refused[0], f"bad WebSocket handshake: {refused[1]}", refused[2])
             return
         try:
             self._ws.initiate_upgrade_connection(list(headers), event.target)
@@ -213,10 +206,10 @@ class ServerProtocol:
             extra: tuple[tuple[bytes, bytes], ...] = ()
             if isinstance(hint, wsproto.events.RejectConnection):
                 status, extra = hint.status_code, tuple(hint.headers)
-            self._refuse(status, f"bad WebSocket handshake: {exc}", extra)
+            self.refuse(status, f"bad WebSocket handshake: {exc}", extra)
             return
         except UnicodeError:  # wsproto reads `Host` as IDNA
-            self._refuse(400, "bad WebSocket handshake: the Host header is not a host name")
+            self.refuse(400, "bad WebSocket handshake: the Host header is not a host name")
             return
         for _ in self._ws.events():  # the Request event: its contents are `headers` already
             pass
@@ -224,8 +217,13 @@ class ServerProtocol:
         self._emit(self.request)
 
     def _read_frames(self) -> None:
-        for event in self._ws.events():
+        for event in self._ws.events():  # (each frame parsed as it is asked for)
             if self.phase is Phase.ENDED:
+                return
+            if self._frames is not None and not self._frames.take():
+                said = self._frames.reason  # (the rest read is never parsed)
+                self._outbox += self._ws.send(wsproto.events.CloseConnection(TOO_FAST, said))
+                self._end(TOO_FAST, said)
                 return
             if isinstance(event, (wsproto.events.TextMessage, wsproto.events.BytesMessage)):
                 self._message(event)
@@ -254,15 +252,16 @@ class ServerProtocol:
     def _message(self, event: wsproto.events.TextMessage | wsproto.events.BytesMessage) -> None:
         if self.phase is Phase.CLOSING:
             return  # the server is closing: what the client still sends is dropped
-        self._size += len(event.data)
+        data = event.data
+        piece = data.encode() if isinstance(data, str) else data
+        self._size += len(piece)
         if self._size > self.max_message_bytes:
             reason = f"Exceeded maximum message size: {self.max_message_bytes} bytes"
             self._outbox += self.text(self.too_big)
             self._outbox += self._ws.send(wsproto.events.CloseConnection(TOO_BIG, reason))
             self._end(TOO_BIG, reason)
             return
-        data = event.data
-        self._data += data.encode() if isinstance(data, str) else data
+        self._data += piece
         if event.message_finished:
             whole = self._data.decode() if isinstance(data, str) else bytes(self._data)
             self._data, self._size = bytearray(), 0
@@ -276,10 +275,11 @@ class ServerProtocol:
         self._data, self._size = bytearray(), 0
         self._emit(Ended(code, reason))
 
-    def _refuse(
+    def refuse(
         self, status: int, message: str, headers: Iterable[tuple[bytes, bytes]] = ()
     ) -> None:
-        """Answers a request the protocol cannot take (when h11 can still answer), and ends."""
+        """Answers a request the protocol cannot take (when h11 can still answer), and ends;
+        the answer waits in `data_to_send()`. The owner's: a head that did not come in time."""
         if self._h11.our_state in (h11.IDLE, h11.SEND_RESPONSE):
             self.phase = Phase.ASKED
             self._outbox += self.respond(status, error_body(status, message), headers)
@@ -317,9 +317,9 @@ class ServerProtocol:
         head = [
             *(() if content_type is None else ((b"Content-Type", content_type),)),
             *(() if length is None else ((b"Content-Length", str(length).encode()),)),
-            *_CLOSE,
+            *heads.CLOSE,
             *given,
-            *((name, value) for name, value in DEFAULT_HEADERS if name.lower() not in names),
+            *((name, value) for name, value in heads.DEFAULT_HEADERS if name.lower() not in names),
         ]
         reason = http.HTTPStatus(status).phrase.encode()
         return self._h11.send(h11.Response(status_code=status, headers=head, reason=reason))
@@ -330,6 +330,17 @@ class ServerProtocol:
         assert self.phase is Phase.ASKED and self.request is not None
         self._h11.receive_data(data)
 
+    def go_on(self) -> bytes:
+        """`100 Continue` for a client that waits for it before it sends its body (`Expect:
+        100-continue`, RFC 9110 §10.1.1), once the request is to be read; nothing for one
+        that does not wait (or whose body has begun to come already)."""
+        assert self.phase is Phase.ASKED
+        if not self._h11.they_are_waiting_for_100_continue:
+            return b""
+        return self._h11.send(
+            h11.InformationalResponse(status_code=100, headers=[], reason=b"Continue")
+        )
+
     def body(self) -> tuple[bytes, bool]:
         """What of the request's body has come since the last call, and whether it is all
         in. `BadBody` when the client broke its framing or closed before its end."""
@@ -338,7 +349,7 @@ class ServerProtocol:
             try:
                 event = self._h11.next_event()
             except h11.RemoteProtocolError as exc:
-                raise BadBody(f"malformed request body: {in_words(str(exc))}") from None
+                raise BadBody(f"malformed request body: {heads.in_words(str(exc))}") from None
             if isinstance(event, h11.Data):
                 pieces.append(bytes(event.data))
             elif isinstance(event, h11.EndOfMessage):
@@ -386,14 +397,3 @@ class ServerProtocol:
         assert self.phase is Phase.OPEN, f"close() in {self.phase}"
         self.phase = Phase.CLOSING
         return self._ws.send(wsproto.events.CloseConnection(code=code, reason=reason))
-
-
-def _asks_websocket(headers: Iterable[tuple[bytes, bytes]]) -> bool:
-    """Whether an `Upgrade` header names websocket (the rest of the handshake is wsproto's
-    to check)."""
-    for name, value in headers:
-        if name.lower() == b"upgrade":
-            tokens = wsproto.utilities.split_comma_header(value)
-            if any(token.lower() == "websocket" for token in tokens):
-                return True
-    return False

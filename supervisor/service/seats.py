@@ -1,5 +1,6 @@
-"""The service's budgets for admitted sockets: `max_connections` in all, `max_idle` of them
-carrying no run (`/v1/events`, `/v1/hooks`).
+"""The service's budgets for admitted sockets: `max_connections` in all (WebSockets and plain
+HTTP requests being answered), `max_idle` of them carrying no run (`/v1/events`,
+`/v1/hooks`).
 
 A socket's seat is taken in the same step that decides it is admitted, before its 101 is
 written: writing the 101 awaits the socket, and handshakes that overlap must not all pass a
@@ -31,8 +32,9 @@ class Seats:
         self.admitted = 0
         self.idle = 0
 
-    def take(self, endpoint: Endpoint) -> Seat | Refusal:
-        """A seat for a socket of `endpoint`, counted at once; or the 503 past a cap."""
+    def take(self, endpoint: Endpoint | None) -> Seat | Refusal:
+        """A seat for a socket of `endpoint` (None: a plain HTTP request), counted at once;
+        or the 503 past a cap."""
         if self.admitted >= self.max_connections:
             return Refusal(503, f"too many connections (the cap is {self.max_connections})", _RETRY)
         idle = endpoint in IDLE

@@ -42,7 +42,7 @@ from ..run.scriptrun import Run
 from . import routes
 from .accepting import Handshakes, serve_accepting
 from .access import Refusal, check_access, normal_origin, own_origins, server_names
-from .connection import CLOSE_S, ConnectionClosed, ServerConnection
+from .connection import CLOSE_S, ServerConnection
 from .endpoints import SHUTTING_DOWN, Endpoints
 from .logredact import open_logged_runtime
 from .mcphttp import McpHttp
@@ -50,10 +50,10 @@ from .options import Limits, Listening, ServiceOptions
 from .plain import serve_plain
 from .protocol import Request
 from .roots import release_cwd
-from .seats import IDLE, Seat, Seats
-from .streams import Streams, Wake
+from .seats import Seat, Seats
+from .streams import Streams, Wake, keep_alive
 from .targets import Endpoint, Target, parse_target, query_tokens
-from .wire import Close, WireError, encode
+from .wire import Close, ConnectionClosed, WireError, encode
 
 __all__ = ["Limits", "Listening", "Service", "ServiceOptions", "run_service"]
 
@@ -220,14 +220,21 @@ class Service(Endpoints):
         never kept out by ones that stall), then admitted or refused, then its endpoint."""
         request: Request | None = None
         with self._handshakes.pending(number) as pending:
-            with trio.move_on_after(self.limits.handshake_s):
+            with trio.move_on_after(self.limits.handshake_s) as late:
                 request = await conn.wait_request()
+        # A slow head is told so; a socket opened ahead (a browser's) and unused, not.
+        if late.cancelled_caught and not pending.cancelled_caught and conn.protocol.head.begun:
+            said = f"the request head did not come within {self.limits.handshake_s:g} s"
+            conn.protocol.refuse(408, said)
+            with trio.move_on_after(CLOSE_S), contextlib.suppress(ConnectionClosed):
+                await conn.write_answer(conn.protocol.data_to_send())
         if pending.cancelled_caught or request is None:
             return  # dropped, no request in time, or a malformed one (answered 400)
         if not request.websocket:
             await serve_plain(
                 conn,
                 request,
+                seats=self.seats,
                 token=self.options.token,
                 origins=self._origins,
                 names=self._names,
@@ -285,16 +292,17 @@ class Service(Endpoints):
 
     async def _endpoint(self, conn: ServerConnection, target: Target, seat: Seat) -> int | None:
         """Serves one accepted socket and closes it; the close code, None if aborted.
-        A socket that carries no run counts against `max_idle` and is pinged every
-        `ping_s`; one that does not answer by the next ping is gone (aborted)."""
+        Every socket is pinged every `ping_s` (`keep_alive`): one that does not answer is
+        gone (aborted), a run's follower too, however quiet its run. A socket that carries
+        no run counts against `max_idle` as well."""
         wake = Wake(idle=target.endpoint is not Endpoint.RUNS)
         self._wakes.add(wake)
-        idle = target.endpoint in IDLE
         ending: WireError | None = None
         try:
             async with trio.open_nursery() as nursery:
-                if idle:
-                    nursery.start_soon(self._keep_alive, conn, wake)
+                nursery.start_soon(
+                    keep_alive, conn, wake, self.limits.ping_s, self.limits.send_stall_s
+                )
                 try:
                     ending = await self._route(conn, target, wake)
                 except WireError as exc:
@@ -321,19 +329,6 @@ class Service(Endpoints):
         if target.endpoint is Endpoint.EVENTS:
             return await self._events(conn, target, wake)
         return await self._hooks(conn, target)
-
-    async def _keep_alive(self, conn: ServerConnection, wake: Wake) -> None:
-        """Pings an idle socket every `ping_s`; no pong by the next ping: the client is gone."""
-        while True:
-            await trio.sleep(self.limits.ping_s)
-            with trio.move_on_after(self.limits.ping_s) as waiting:
-                try:
-                    await conn.ping()
-                except ConnectionClosed:
-                    return  # the stream hears of it itself
-            if waiting.cancelled_caught:
-                wake.client_gone()
-                return
 
     async def _send_error(self, conn: ServerConnection, error: WireError) -> None:
         with contextlib.suppress(ConnectionClosed), trio.move_on_after(self.limits.send_stall_s):

@@ -35,10 +35,10 @@ from ..run.bus import Subscription
 from ..run.journal import Follower, RunJournal
 from ..run.scriptrun import Run
 from ..run.storedrun import StoredRun
-from .broadcast import Broadcaster, EncodedRun, joined
-from .connection import ConnectionClosed, ServerConnection, text_frame
+from .broadcast import Broadcaster, EncodedRun, joined, text_frame
+from .connection import ServerConnection
 from .targets import check_from
-from .wire import AnswerMessage, Close, WireError, encode, parse_control
+from .wire import AnswerMessage, Close, ConnectionClosed, WireError, encode, parse_control
 
 logger = logging.getLogger("mcpx_hooks.server")
 
@@ -82,6 +82,27 @@ class Wake:
                 yield
             finally:
                 self._scope = None
+
+
+async def keep_alive(conn: ServerConnection, wake: Wake, ping_s: float, stall_s: float) -> None:
+    """Pings the socket every `ping_s`; no pong within `ping_s` of its ping going out: the
+    client is gone. The ping waits behind a message being written, which has its own bound
+    (`stall_s`, as the ping's write): a client reading a large message slowly is not gone."""
+    while True:
+        await trio.sleep(ping_s)
+        try:
+            with trio.move_on_after(stall_s) as writing:
+                pong = await conn.send_ping()
+            if writing.cancelled_caught:
+                wake.client_gone()
+                return
+            with trio.move_on_after(ping_s) as waiting:
+                await pong.wait()
+        except ConnectionClosed:
+            return  # the stream hears of it itself
+        if waiting.cancelled_caught:
+            wake.client_gone()
+            return
 
 
 def complete() -> WireError:

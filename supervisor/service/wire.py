@@ -210,3 +210,16 @@ def parse_control(text: str | bytes) -> Control | AnswerMessage:
         'and {"type": "answer", "askId": …, "answer": "yes" | "no"} may be sent; open a new '
         "socket for another run",
     )
+
+
+class ConnectionClosed(HooksError):
+    """The WebSocket is closed or closing: nothing more can be sent or received."""
+
+    def __init__(self, code: int, reason: str | None = None) -> None:
+        super().__init__(f"{code} {reason or ''}".strip())
+        self.code = code
+        self.reason = reason
+
+    def again(self) -> ConnectionClosed:
+        """The same, to raise anew (an exception raised twice grows its traceback)."""
+        return ConnectionClosed(self.code, self.reason)
