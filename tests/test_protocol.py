@@ -253,6 +253,8 @@ SIXTEEN = base64.b64encode(bytes(16)).decode()
             400,
             "2 Sec-WebSocket-Version headers",
         ),
+        # (it was switched with 101: RFC 6455 asks for HTTP/1.1 at least)
+        (("HTTP/1.1", "HTTP/1.0"), 400, "an upgrade is asked over HTTP/1.1 (this one: 1.0)"),
     ],
 )
 def test_a_key_or_version_rfc_6455_refuses_is_refused_saying_what(

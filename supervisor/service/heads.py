@@ -103,11 +103,15 @@ def in_words(said: str, *, tls: bool = False) -> str:
     return _REPR.sub("", said)
 
 
-def handshake_refusal(headers: Iterable[tuple[bytes, bytes]]) -> Refused | None:
-    """Why an upgrade's `Sec-WebSocket-Version` or `Sec-WebSocket-Key` is refused, if it is:
-    a version other than 13 (426, saying which was sent, with `Sec-WebSocket-Version: 13`),
-    a key that is not the base64 of 16 bytes, or more than one of either (400). Either one
-    missing is left to wsproto, which says so."""
+def handshake_refusal(
+    headers: Iterable[tuple[bytes, bytes]], http_version: bytes = b"1.1"
+) -> Refused | None:
+    """Why an upgrade is refused, if it is: asked over HTTP/1.0 (400), a
+    `Sec-WebSocket-Version` other than 13 (426, saying which was sent, with
+    `Sec-WebSocket-Version: 13`), a `Sec-WebSocket-Key` that is not the base64 of 16 bytes,
+    or more than one of either (400). Either one missing is left to wsproto, which says so."""
+    if http_version == b"1.0":  # (h11 reads no other below 1.1)
+        return 400, "an upgrade is asked over HTTP/1.1 (this one: 1.0)", ()
     versions = [v for n, v in headers if n.lower() == b"sec-websocket-version"]
     keys = [v for n, v in headers if n.lower() == b"sec-websocket-key"]
     for name, values in (("Version", versions), ("Key", keys)):

@@ -194,7 +194,7 @@ class ServerProtocol:
         ):
             self.refuse(400, "a WebSocket upgrade request has no body")
             return
-        refused = heads.handshake_refusal(headers)
+        refused = heads.handshake_refusal(headers, event.http_version)
         if refused is not None:
             self.refuse(refused[0], f"bad WebSocket handshake: {refused[1]}", refused[2])
             return
