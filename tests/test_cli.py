@@ -117,7 +117,7 @@ def test_hooks_list_shows_provenance(project: Path) -> None:
     assert hooks[3]["enabled"] is False
     assert hooks[0]["timeoutMs"] == 10000  # the default
     human = mcpx("hooks", "list", "--config", "hooks.toml", cwd=project)
-    assert "off (disabled)" in human.stdout and "hooks.toml#2" in human.stdout
+    assert "off (disabled)" in human.stdout and "hooks.toml:/hooks/2" in human.stdout
 
 
 def test_schema_prints_each_schema(tmp_path: Path) -> None:

@@ -523,7 +523,7 @@ def test_hooks_endpoint_equals_hooks_list(tmp_path: Path) -> None:
     assert message["type"] == "hooks"
     assert message["hooks"] == json.loads(local.stdout)
     assert message["files"] == [str(tmp_path / "hooks.toml")]
-    assert "hooks.toml#2" in cli.stdout and "double" in cli.stdout
+    assert "hooks.toml:/hooks/2" in cli.stdout and "double" in cli.stdout
 
 
 def test_events_cli_follows_until_interrupted(server: Server) -> None:

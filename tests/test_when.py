@@ -259,14 +259,15 @@ def test_explain_says_what_would_run_in_order_and_why_not_the_rest(project: Path
     assert out.stdout.splitlines() == [
         f"a run of make test in {project}",
         "would run, in order:",
-        f"  1. suffix always (run, advise): after the outcome, on both paths  [{hooks} #1]",
-        f"  2. observe watch (run, off): after the fact, on the events run.finished  [{hooks} #4]",
+        f"  1. suffix always (run, advise): after the outcome, on both paths  [{hooks}:/hooks/1]",
+        "  2. observe watch (run, off): after the fact, on the events run.finished"
+        f"  [{hooks}:/hooks/4]",
         "will not run:",
         '  before tests-only: when.argv ["pytest*", "*-m pytest*"] matches neither the command'
-        f' line "make test" nor its program "make"  [{hooks} #0]',
-        f"  before off: enabled = false  [{hooks} #3]",
+        f' line "make test" nor its program "make"  [{hooks}:/hooks/0]',
+        f"  before off: enabled = false  [{hooks}:/hooks/3]",
         f'  onSuccess here-only: when.cwd ["*/elsewhere"] does not match the working directory'
-        f' "{project}"  [{hooks} #2]',
+        f' "{project}"  [{hooks}:/hooks/2]',
     ]
     assert not (project / "marker").exists()
 

@@ -10,6 +10,8 @@ import argparse
 import json
 from pathlib import Path
 
+from ..core.places import hook_place
+
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -138,7 +140,7 @@ def explain(
 
 def _where(source: Any) -> str:
     if isinstance(source, dict):
-        return f"{source['file']} #{source['index']}"
+        return hook_place(source["file"], source["index"])
     return str(source)
 
 

@@ -9,6 +9,8 @@ import os
 import sys
 from pathlib import Path
 
+from ..core.places import hook_place
+
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
 if TYPE_CHECKING:
     import argparse
@@ -66,4 +68,4 @@ def script_lines(config: Config) -> dict[str, list[str | None]]:
 
 def _where(hook: Hook) -> str:
     source = hook.source
-    return f"{source.file}#{source.index}" if source.file else source.kind.value
+    return hook_place(source.file, source.index) if source.file else source.kind.value

@@ -10,6 +10,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from ..core.places import hook_place
 from .printable import command, continued_lines, printable
 
 if TYPE_CHECKING:
@@ -240,7 +241,7 @@ def hook_table(
     for i, h in enumerate(hooks):
         src = h.get("source")
         where = (
-            f"{cell(src.get('file'))}#{cell(src.get('index'))}"
+            hook_place(cell(src.get("file")), cell(src.get("index")))
             if isinstance(src, dict)
             else cell(src)
         )

@@ -10,8 +10,9 @@ between tries (`backoff`), runs of lines cut into bounded batches (`batches`), a
 `execve` can take (`spawntext`), the one converter to and from JSON (`convert`), the
 exception tree (`errors`), where a hook's `when` matches (`when`) and which files a run counts
 as changed (`changes`), the hosts a child may reach (`egress`), the hooks one run leaves out
-(`selection`), the base of every attrs class and its repr, equality and hash (`records`), the
-names of the spans and metrics and their counts (`telemetry`).
+(`selection`) and where a hook was declared (`places`), the base of every attrs class and its
+repr, equality and hash (`records`), the names of the spans and metrics and their counts
+(`telemetry`).
 
 The names below are loaded on first use (`core/exports.py`).
 """
@@ -203,6 +204,7 @@ __all__, __getattr__, __dir__ = exports(
         "jsontext": ("JsonError", "dumps", "is_unicode", "loads", "wire_loads", "wire_safe"),
         "limits": ("DEFAULT_LIMITS", "LIMIT_DOCS", "LIMIT_KEYS", "Limits", "MB"),
         "loglines": ("LogLines", "debugging", "log_to_stderr", "rendered"),
+        "places": ("hook_place",),
         "models": (
             "BUDGET_KEY",
             "DEFAULT_MODEL_NAME",

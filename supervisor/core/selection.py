@@ -21,6 +21,7 @@ import attrs
 
 from .errors import HooksError
 from .hooks import Config, Hook, SourceKind
+from .places import hook_place
 from .records import Record
 
 #: The variable that skips hooks by name, comma-separated (pre-commit's `SKIP`).
@@ -66,7 +67,7 @@ def locker(hook: Hook) -> str:
     """Who locked `hook`: its file and pointer, as a config problem names them."""
     source = hook.source
     if source.kind is SourceKind.FILE and source.file is not None:
-        return f"{source.file}:/hooks/{source.index}"
+        return hook_place(source.file, source.index)
     return f"its {source.kind.value} declaration"
 
 
