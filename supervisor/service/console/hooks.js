@@ -21,7 +21,7 @@ export function fetchHooks() {
 
 function source(hook) {
   const s = hook.source || {};
-  if (s.file) return `${s.file}${s.index !== undefined ? ` (hooks[${s.index}])` : ""}`;
+  if (s.file) return `${s.file}${s.index !== undefined ? `:/hooks/${s.index}` : ""}`;
   return s.kind ? `${s.kind}${s.index !== undefined ? ` [${s.index}]` : ""}` : "—";
 }
 
