@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 
 from ..core.hooks import Config, Hook
 from ..core.passenv import PASS_ENV_KEY, SECRETS_KEY, withheld_matches
+from ..core.places import hook_place
 from ..core.servers import ServerSpec
 
 
@@ -24,7 +25,7 @@ def withheld_warnings(
     said: list[str] = []
     for hook in hooks:
         file, index = hook.source.file, hook.source.index
-        at = f"{file}:/hooks/{index}/{PASS_ENV_KEY}" if file and index is not None else None
+        at = f"{hook_place(file, index)}/{PASS_ENV_KEY}" if file and index is not None else None
         said += _said(f'hook "{hook.name}"', at, hook.pass_env, keys)
     for name, spec in (servers or {}).items():
         said += _said(f"[servers.{name}] {PASS_ENV_KEY}", None, spec.pass_env, keys)

@@ -93,10 +93,12 @@ async def serve_observers(
     supervisor_max: Effect,
     concurrency: int = DEFAULT_CONCURRENCY,
     telemetry: Told | None = None,
+    withheld: frozenset[str] = frozenset(),
     task_status: trio.TaskStatus[ObserverStats] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Runs the observe hooks among `hooks` on the bus's events, until cancelled; each
-    hook's frame is also told to `telemetry` (`telemetry.py`).
+    hook's frame is also told to `telemetry` (`telemetry.py`). No hook's `passEnv` passes
+    the `withheld` variables (the config's model keys, `Models.key_names`).
 
     Started (`task_status.started(stats)`) once subscribed: every event published after that
     is seen, unless the observers fall behind. Under load: at most `concurrency` hooks run at
@@ -119,12 +121,11 @@ async def serve_observers(
     # `run.started` too: each run's command line and place, for the hooks of its events.
     kinds = tuple(dict.fromkeys((*(h.on for h in observers), EventKind.RUN_STARTED.value)))
     runs = _Runs()
-    keys = {h.prompt.model.api_key_env for h in hooks if h.prompt and h.prompt.model}
     ctx = HookContext(
         run=None,
         caller_autonomy=caller_autonomy,
         supervisor_max=supervisor_max,
-        withheld=frozenset(k for k in keys if k),  # (the models' keys: never to a passEnv)
+        withheld=withheld,
     )
     # Unbuffered: a pair is handed over only when a worker is free to run it.
     send, receive = trio.open_memory_channel[_Job](0)

@@ -221,5 +221,6 @@ async def _serve_observers(
         caller_autonomy=config.autonomy_hooks,
         supervisor_max=config.autonomy_max,
         telemetry=telemetry,
+        withheld=config.models.key_names,
         task_status=task_status,
     )
