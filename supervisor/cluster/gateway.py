@@ -22,7 +22,6 @@ hold its cluster key (`keycheck.py`).
 from __future__ import annotations
 
 import logging
-import signal
 from collections.abc import Callable
 from typing import Any, Final, cast
 
@@ -30,7 +29,6 @@ import trio
 
 from ..core.frames import Control, StartFrame
 from ..core.hooks import Config
-from ..process.signals import serve_stop_signals
 from ..run.hookcontext import new_run_id
 from ..run.journal import RunJournal
 from ..run.runtime import Runtime
@@ -353,22 +351,4 @@ async def run_gateway(
                 queued=queued,
                 max_payload=await cluster.max_payload(),
             )
-
-            def first(sig: signal.Signals) -> None:
-                logger.warning(
-                    "%s: no new connections; %d run(s) may finish within %g s",
-                    sig.name,
-                    service.runs_in_progress,
-                    options.limits.grace_s,
-                )
-                service.stop()
-
-            def second(_: signal.Signals) -> None:
-                logger.warning("second signal: stopping at once")
-
-            async def serving(task_status: trio.TaskStatus[Listening]) -> None:
-                await service.serve(task_status=task_status)
-                nursery.cancel_scope.cancel()
-
-            await nursery.start(serve_stop_signals, nursery.cancel_scope, first, second)
-            ready(await nursery.start(serving))
+            await service.serve_until_signalled(nursery, ready)

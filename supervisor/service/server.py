@@ -159,6 +159,32 @@ class Service(Endpoints):
             await self._shut_down()
             conns.cancel_scope.cancel()
 
+    async def serve_until_signalled(
+        self, nursery: trio.Nursery, ready: Callable[[Listening], Any]
+    ) -> None:
+        """Serves in `nursery` until SIGINT or SIGTERM: the first shuts down in two phases
+        (`stop`), a second cancels `nursery`. `ready` is called once the socket listens."""
+
+        def first(sig: signal.Signals) -> None:
+            logger.warning(
+                "%s: no new connections; %d run(s) may finish within %g s",
+                sig.name,
+                self.runs_in_progress,
+                self.options.limits.grace_s,
+            )
+            self.stop()
+
+        def second(_: signal.Signals) -> None:
+            logger.warning("second signal: stopping at once")
+
+        async def serving(task_status: trio.TaskStatus[Listening]) -> None:
+            await self.serve(task_status=task_status)
+            nursery.cancel_scope.cancel()
+
+        # Taken before listening: from then on a signal is never the default action.
+        await nursery.start(serve_stop_signals, nursery.cancel_scope, first, second)
+        ready(await nursery.start(serving))
+
     async def _shut_down(self) -> None:
         self.stopping = True
         going = WireError(Close.GOING_AWAY, SHUTTING_DOWN)
@@ -366,29 +392,9 @@ class Service(Endpoints):
 async def run_service(
     config: Config, options: ServiceOptions, ready: Callable[[Listening], Any]
 ) -> None:
-    """`serve`: the runtime and the service until SIGINT or SIGTERM. The first signal shuts
-    down in two phases (see `Service`); a second one stops at once. `ready` is called once
-    the socket is listening, and only then."""
+    """`serve`: the runtime and the service until SIGINT or SIGTERM
+    (`Service.serve_until_signalled`)."""
     async with open_logged_runtime(config) as runtime:
         service = Service(runtime, options)
         async with trio.open_nursery() as nursery:
-
-            def first(sig: signal.Signals) -> None:
-                logger.warning(
-                    "%s: no new connections; %d run(s) may finish within %g s",
-                    sig.name,
-                    service.runs_in_progress,
-                    options.limits.grace_s,
-                )
-                service.stop()
-
-            def second(_: signal.Signals) -> None:
-                logger.warning("second signal: stopping at once")
-
-            async def serving(task_status: trio.TaskStatus[Listening]) -> None:
-                await service.serve(task_status=task_status)
-                nursery.cancel_scope.cancel()
-
-            # Taken before listening: from then on a signal is never the default action.
-            await nursery.start(serve_stop_signals, nursery.cancel_scope, first, second)
-            ready(await nursery.start(serving))
+            await service.serve_until_signalled(nursery, ready)
