@@ -383,3 +383,36 @@ def test_a_refused_when_key_is_the_one_problem_whatever_its_patterns(tmp_path: P
     assert refused.pointer == "/hooks/0/when/cwd"
     assert refused.message.startswith('"cwd" is not a when key of the point "call"')
     assert pattern.pointer == "/hooks/1/when/cwd/0"  # where the key is provided: the pattern
+
+
+def test_a_when_server_that_matches_no_declared_server_is_said(tmp_path: Path) -> None:
+    # A gate on server "filesystem" where the server is declared "fs" never fires, silently.
+    path = tmp_path / "c.json"
+    gate = {"on": "call", "phase": "before", "run": ["true"]}
+    doc = {
+        "servers": {"fs": {"command": ["true"]}, "git": {"command": ["true"]}},
+        "hooks": [
+            {**gate, "name": "typo", "when": {"server": ["filesystem"], "tool": ["write*"]}},
+            {**gate, "name": "glob", "when": {"server": ["f*"]}},
+            {**gate, "name": "start", "on": "server.start", "when": {"server": ["gti", "gi?"]}},
+            {**gate, "name": "any"},
+        ],
+    }
+    path.write_text(json.dumps(doc))
+    config = load_config([path], cwd=tmp_path, environ={}, discover=False)
+    said = (
+        f'hook "typo" ({path}:/hooks/0): when.server ["filesystem"] matches no server declared'
+        " here (fs, git), so as the config stands it never fires"
+    )
+    assert [w for w in config.warnings if "when.server" in w] == [said]
+    env = {**os.environ, "MCPX_HOOKS_NO_DISCOVERY": "1", "XDG_STATE_HOME": str(tmp_path)}
+    for args in (["validate", str(path)], ["hooks", "list", "--config", str(path)]):
+        done = subprocess.run(
+            [*CLI, *args], env=env, capture_output=True, text=True, check=False, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stderr.splitlines() == [f"mcpx-hooks: warning: {said}"], args
+    del doc["servers"]
+    path.write_text(json.dumps(doc))
+    config = load_config([path], cwd=tmp_path, environ={}, discover=False)
+    assert sum("matches no server declared here (none is)" in w for w in config.warnings) == 3

@@ -52,9 +52,15 @@ def say_hook_warnings(
     config: Config, hooks: list[Hook], servers: Mapping[str, ServerSpec] | None = None
 ) -> None:
     """`validate`: what is said of `hooks` and `servers` when they run (a model not
-    configured, a `when.tool`, `hide` or `tools` key written as a client sees the tool),
+    configured, a `when.tool`, `hide` or `tools` key written as a client sees the tool, a
+    `when.server` matching no server),
     said now."""
-    from ..config import exposed_name_warnings, server_name_warnings, withheld_warnings
+    from ..config import (
+        exposed_name_warnings,
+        server_name_warnings,
+        unknown_server_warnings,
+        withheld_warnings,
+    )
     from .common import say
 
     say_model_warnings(hooks)
@@ -63,6 +69,8 @@ def say_hook_warnings(
     for warning in exposed_name_warnings(hooks, config.servers, config.mcp_separator):
         say(f"mcpx-hooks: warning: {warning}")
     for warning in server_name_warnings(servers or {}, config.mcp_separator):
+        say(f"mcpx-hooks: warning: {warning}")
+    for warning in unknown_server_warnings(hooks, config.servers):
         say(f"mcpx-hooks: warning: {warning}")
 
 

@@ -32,7 +32,11 @@ __all__, __getattr__, __dir__ = exports(
         "loading": ("load_config", "validate_files"),
         "modelschema": ("answer_schema", "models_schema", "prompt_rules"),
         "passrules": ("withheld_warnings",),
-        "pluginrules": ("exposed_name_warnings", "server_name_warnings"),
+        "pluginrules": (
+            "exposed_name_warnings",
+            "server_name_warnings",
+            "unknown_server_warnings",
+        ),
         "privatefile": ("write_private",),
         "problems": ("describe", "in_words", "pointer"),
         "schemaparts": ("DIALECT", "SCRIPT_PHASES"),

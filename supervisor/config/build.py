@@ -54,6 +54,7 @@ from .pluginrules import (
     plugin_problems,
     server_env_problems,
     server_name_warnings,
+    unknown_server_warnings,
 )
 from .policy import merge_layers
 from .schemaparts import SCRIPT_PHASES
@@ -192,6 +193,7 @@ def resolve(layers: Sequence[Layer]) -> tuple[Config, list[Problem]]:
     problems += _parallel_problems(config, merged.get("hooks", []))
     named = exposed_name_warnings(config.hooks, config.servers, config.mcp_separator)
     named += server_name_warnings(config.servers, config.mcp_separator)
+    named += unknown_server_warnings(config.hooks, config.servers)
     if named:
         config = attrs.evolve(config, warnings=(*config.warnings, *named))
     return config, problems

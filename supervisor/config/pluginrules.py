@@ -4,6 +4,7 @@ values are literal."""
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any, Final
 
@@ -11,6 +12,7 @@ from ..core.errors import Problem
 from ..core.hooks import Hook
 from ..core.passenv import reference_problem
 from ..core.placeholders import PHASE_BUILTINS, value_names
+from ..core.places import hook_place
 from ..core.points import When
 from ..core.servers import ServerSpec, split_tool
 from .problems import pointer
@@ -112,4 +114,22 @@ def server_name_warnings(servers: Mapping[str, ServerSpec], sep: str) -> list[st
                     f' name; a tool\'s limits are keyed by its own name ("{rest}"), so as'
                     " written they limit only a tool whose own name it is"
                 )
+    return said
+
+
+def unknown_server_warnings(hooks: Iterable[Hook], servers: Collection[str]) -> list[str]:
+    """A warning for each hook whose `when.server` matches none of the servers declared: as
+    the config stands it never fires (a name misspelt, or a server declared elsewhere)."""
+    said: list[str] = []
+    for hook in hooks:
+        patterns = hook.when.get(When.SERVER)
+        if patterns and not any(fnmatch.fnmatchcase(s, p) for p in patterns for s in servers):
+            where = hook_place(hook.source.file, hook.source.index) if hook.source.file else ""
+            shown = ", ".join(f'"{p}"' for p in patterns)
+            known = ", ".join(sorted(servers)) or "none is"
+            said.append(
+                f'hook "{hook.name}"{f" ({where})" if where else ""}: when.server [{shown}]'
+                f" matches no server declared here ({known}), so as the config stands it"
+                " never fires"
+            )
     return said
