@@ -69,7 +69,8 @@ def test_every_key_a_point_provides_is_declared_and_every_declared_key_is_provid
 def test_a_when_key_is_taken_where_the_point_provides_it_and_refused_elsewhere(
     tmp_path: Path, subject: str, key: str
 ) -> None:
-    hook = {**SUBJECTS[subject], "run": ["true"], "when": {key: ["*x*"]}}
+    value = ["run.finished"] if key == When.KINDS else ["*x*"]  # (kinds are no globs)
+    hook = {**SUBJECTS[subject], "run": ["true"], "when": {key: value}}
     found = problems_of(tmp_path, hook)
     if key in PROVIDED[subject]:
         assert found == []
@@ -416,3 +417,38 @@ def test_a_when_server_that_matches_no_declared_server_is_said(tmp_path: Path) -
     path.write_text(json.dumps(doc))
     config = load_config([path], cwd=tmp_path, environ={}, discover=False)
     assert sum("matches no server declared here (none is)" in w for w in config.warnings) == 3
+
+
+@pytest.mark.parametrize(
+    ("on", "kinds", "index", "message"),
+    [
+        (
+            "run",
+            ["run.finsihed"],
+            0,
+            "expected an event kind the bus publishes, or a prefix of one, found the string"
+            ' "run.finsihed": as written it never matches; did you mean "run.finished"?',
+        ),
+        (
+            "run",
+            ["run.started", "hook.failed"],
+            1,
+            'expected a kind the hook follows (on = "run": run.started, run.finished), found'
+            ' the string "hook.failed": as written it never matches',
+        ),
+    ],
+)
+def test_a_when_kinds_entry_that_never_matches_is_refused(
+    tmp_path: Path, on: str, kinds: list[str], index: int, message: str
+) -> None:
+    # An observe hook filtering on a misspelt kind, or on one its `on` never follows, would
+    # never run, without a word.
+    hook = {"on": on, "run": ["true"], "when": {"kinds": kinds}}
+    assert [(p.pointer, p.message) for p in problems_of(tmp_path, hook)] == [
+        (f"/hooks/0/when/kinds/{index}", message)
+    ]
+
+
+def test_when_kinds_entries_that_can_match_are_taken(tmp_path: Path) -> None:
+    for on, kinds in (("*", ["hook", "*"]), ("hook", ["hook.failed"]), ("run.finished", ["run"])):
+        assert problems_of(tmp_path, {"on": on, "run": ["true"], "when": {"kinds": kinds}}) == []

@@ -24,17 +24,18 @@ from ..core import jsontext
 from ..core.errors import ConfigError, Problem
 from ..core.hooks import Config, Provenance, SkippedFile, SourceKind
 from ..core.passenv import reference_problem
-from ..core.points import DEFAULT_PHASE, PHASES, POINTS, Phase, when_keys
+from ..core.points import DEFAULT_PHASE, PHASES, POINTS, Phase
 from ..core.records import Record
 from . import files
 from .build import Decl, Layer, resolve
 from .doccache import checked_document, salvaged, without
 from .modelschema import prompt_rules
-from .problems import describe, did_you_mean, outranked, pointer, pointer_key, quote
+from .problems import describe, outranked, pointer, pointer_key
 from .scriptrules import script_problems
 from .statefiles import state_path
 from .trust import TrustState, Verdict, decide, digest, skip_message, trust_all, trust_command
 from .truststore import load_state, trust_key
+from .whenrules import when_rules
 
 _PHASE_WORDS: Final = frozenset(p.value for p in Phase)
 
@@ -331,7 +332,7 @@ def _hook_rules(obj: Mapping[str, Any], file: str, ptr: str, kind: SourceKind) -
                     f'expected a phase of the point "{on}" ({", ".join(phases)}), found "{phase}"',
                 )
             )
-    problems += _when_rules(obj, file, ptr)
+    problems += when_rules(obj, file, ptr)
     problems += prompt_rules(obj, file, ptr)
     if obj.get("locked") is True and "name" not in obj:
         problems.append(
@@ -357,27 +358,3 @@ def _hook_rules(obj: Mapping[str, Any], file: str, ptr: str, kind: SourceKind) -
             )
         )
     return problems
-
-
-def _when_rules(obj: Mapping[str, Any], file: str, ptr: str) -> list[Problem]:
-    """Each `when` key the hook's point (for an observe hook, the bus) does not provide: a
-    filter that would never be looked at is refused, never ignored."""
-    when, on, phase = obj.get("when"), obj.get("on"), obj.get("phase", DEFAULT_PHASE.value)
-    if not (isinstance(when, Mapping) and isinstance(on, str) and isinstance(phase, str)):
-        return []
-    if phase not in _PHASE_WORDS:
-        return []  # the schema says what is wrong with them
-    keys = when_keys(on, Phase(str(phase)))
-    if keys is None:
-        return []  # a point nothing fires: the schema says so
-    where = "observe hooks" if phase == Phase.OBSERVE.value else f'the point "{on}"'
-    return [
-        Problem(
-            file,
-            ptr + pointer(["when", key]),
-            f"{quote(key)} is not a when key of {where} (its keys: {', '.join(keys)})"
-            + did_you_mean(key, keys),
-        )
-        for key in when
-        if key not in keys
-    ]

@@ -120,7 +120,8 @@ WHEN_KEYS: dict[When, WhenKey] = {
         ),
         WhenKey(
             When.KINDS,
-            "event kinds or kind prefixes (on dot boundaries), narrowing what `on` follows",
+            "event kinds or kind prefixes (on dot boundaries), narrowing what `on` follows; an"
+            " entry that takes no kind `on` follows is refused",
         ),
         WhenKey(
             When.RUN_ARGV,
