@@ -416,7 +416,13 @@ def test_a_when_server_that_matches_no_declared_server_is_said(tmp_path: Path) -
     del doc["servers"]
     path.write_text(json.dumps(doc))
     config = load_config([path], cwd=tmp_path, environ={}, discover=False)
-    assert sum("matches no server declared here (none is)" in w for w in config.warnings) == 3
+    said = 'it is on "{}", and no tool server is declared here, so as the config stands it never'
+    assert [w for w in config.warnings if "never fires" in w] == [
+        f'hook "{name}" ({path}:/hooks/{i}): {said.format(on)} fires'
+        for i, (name, on) in enumerate(
+            [("typo", "call"), ("glob", "call"), ("start", "server.start"), ("any", "call")]
+        )
+    ]
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from ..core.hooks import Hook
 from ..core.passenv import reference_problem
 from ..core.placeholders import PHASE_BUILTINS, value_names
 from ..core.places import hook_place
-from ..core.points import When
+from ..core.points import POINTS, Phase, When
 from ..core.servers import ServerSpec, split_tool
 from .problems import pointer
 
@@ -118,18 +118,26 @@ def server_name_warnings(servers: Mapping[str, ServerSpec], sep: str) -> list[st
 
 
 def unknown_server_warnings(hooks: Iterable[Hook], servers: Collection[str]) -> list[str]:
-    """A warning for each hook whose `when.server` matches none of the servers declared: as
-    the config stands it never fires (a name misspelt, or a server declared elsewhere)."""
+    """A warning for each hook on a tool server's point whose `when.server` matches none of
+    the servers declared, or that the config gives no server at all: as the config stands it
+    never fires (a name misspelt, or a server declared elsewhere)."""
     said: list[str] = []
     for hook in hooks:
+        point = POINTS.get(hook.on)
+        if hook.phase is Phase.OBSERVE or point is None or When.SERVER not in point.when:
+            continue
+        where = hook_place(hook.source.file, hook.source.index) if hook.source.file else ""
+        named = f'hook "{hook.name}"{f" ({where})" if where else ""}'
         patterns = hook.when.get(When.SERVER)
-        if patterns and not any(fnmatch.fnmatchcase(s, p) for p in patterns for s in servers):
-            where = hook_place(hook.source.file, hook.source.index) if hook.source.file else ""
-            shown = ", ".join(f'"{p}"' for p in patterns)
-            known = ", ".join(sorted(servers)) or "none is"
+        if not servers:
             said.append(
-                f'hook "{hook.name}"{f" ({where})" if where else ""}: when.server [{shown}]'
-                f" matches no server declared here ({known}), so as the config stands it"
-                " never fires"
+                f'{named}: it is on "{hook.on}", and no tool server is declared here, so as the'
+                " config stands it never fires"
+            )
+        elif patterns and not any(fnmatch.fnmatchcase(s, p) for p in patterns for s in servers):
+            shown = ", ".join(f'"{p}"' for p in patterns)
+            said.append(
+                f"{named}: when.server [{shown}] matches no server declared here"
+                f" ({', '.join(sorted(servers))}), so as the config stands it never fires"
             )
     return said
