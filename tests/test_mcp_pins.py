@@ -164,3 +164,49 @@ def test_what_is_kept_of_listings_seen_while_running_is_bounded(tmp_path: Path) 
         keep(f"t{n}", [{"name": f"t{n}"}])
     kept = json.loads(seen.read_text())
     assert len(kept) == pins.SEEN_SERVERS and list(kept)[-1] == "t99"
+
+
+async def test_a_when_tool_that_matches_no_pinned_tool_is_said(
+    tmp_path: Path, marker: Marker
+) -> None:
+    # A gate on "words.cuont" never fires: no tool has that name. Once the servers' tools are
+    # pinned, `validate` and `hooks list` can say so without starting them.
+    where = tmp_path / marker
+    gate = {"on": "call", "phase": "before", "run": ["true"]}
+    hooks = [
+        {**gate, "name": "typo", "when": {"tool": ["words.cuont"]}},
+        {**gate, "name": "fine", "when": {"tool": ["count", "words.sh*"]}},
+        {**gate, "name": "h-only", "when": {"server": ["h"], "tool": ["count"]}},
+    ]
+    config = write_config(where, marker, hooks)
+    assert [r.stderr for r in (cli(config, "hooks", "list"),)] == [""]  # (nothing pinned yet)
+    await names(config, tmp_path / "err")  # (pinned at their first use)
+    said = [
+        f'mcpx-hooks: warning: hook "typo" ({config}:/hooks/0): when.tool "words.cuont" matches'
+        f" no tool of the servers as pinned (words: 4, h: {len(pins_of(config, 'h'))} tools), so"
+        ' as they stand it never fires; did you mean "words.count"?',
+        f'mcpx-hooks: warning: hook "h-only" ({config}:/hooks/2): when.tool "count" matches no'
+        f" tool of the servers as pinned (h: {len(pins_of(config, 'h'))} tools), so as they"
+        " stand it never fires",
+    ]
+    for args in (["hooks", "list"], ["validate", str(config)]):
+        done = cli(config, *args) if args[0] == "hooks" else cli_bare(config, *args)
+        assert done.returncode == 0, done.stderr
+        assert done.stderr.splitlines() == said, args
+    assert marker.alive() == []
+
+
+def pins_of(config: Path, server: str) -> list[Any]:
+    state = json.loads((config.parent / "state" / "mcpx-hooks" / "trust.json").read_text())
+    [tools] = [
+        pin["tools"] for key, pin in state["servers"].items() if json.loads(key)[0] == server
+    ]
+    return list(tools)
+
+
+def cli_bare(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "MCPX_HOOKS_NO_DISCOVERY": "1"}
+    env["XDG_STATE_HOME"] = str(config.parent / "state")
+    return subprocess.run(
+        [MCPX, *args], env=env, capture_output=True, text=True, timeout=60, check=False
+    )

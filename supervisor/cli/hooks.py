@@ -100,10 +100,11 @@ def hooks_list(args: argparse.Namespace) -> int:
     # hook_json: the converter's own shape, without loading cattrs
     from ..core.hooks import caller_autonomy, effect_in_force, hook_json
     from .printable import printable
-    from .promptview import say_model_warnings
+    from .promptview import say_model_warnings, say_pinned_tool_warnings
 
     config = load(args)
     say_model_warnings(config.hooks)
+    say_pinned_tool_warnings(config, config.hooks)
     if args.json:
         skipped = [skipped_json(f) for f in config.skipped]
         print(json.dumps([*(hook_json(h) for h in config.hooks), *skipped], indent=2))

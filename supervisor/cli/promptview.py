@@ -29,6 +29,21 @@ def say_model_warnings(hooks: Iterable[Hook]) -> None:
         say(f"mcpx-hooks: warning: {warning}")
 
 
+def say_pinned_tool_warnings(config: Config, hooks: Iterable[Hook]) -> None:
+    """On stderr, each `when.tool` pattern of `hooks` that no tool of its servers, as they
+    are pinned in the trust state, matches (`pinned_tool_warnings`)."""
+    from ..config import pinned_tool_warnings
+    from ..config.statefiles import state_path
+    from ..config.truststore import load_state
+    from .common import say
+
+    if not any(h.when for h in hooks):
+        return
+    state, _ = load_state(state_path(os.environ))  # (unreadable: nothing pinned to say of)
+    for warning in pinned_tool_warnings(hooks, config.servers, state):
+        say(f"mcpx-hooks: warning: {warning}")
+
+
 def files_model_warnings(args: argparse.Namespace, files: list[str]) -> None:
     """`validate FILE…`: the prompt hooks of these files whose model neither they nor the
     layers in force here declare (nothing said where the layers do not load: the problems
@@ -53,7 +68,7 @@ def say_hook_warnings(
 ) -> None:
     """`validate`: what is said of `hooks` and `servers` when they run (a model not
     configured, a `when.tool`, `hide` or `tools` key written as a client sees the tool, a
-    `when.server` matching no server),
+    `when.server` matching no server, a `when.tool` matching no pinned tool),
     said now."""
     from ..config import (
         exposed_name_warnings,
@@ -72,6 +87,7 @@ def say_hook_warnings(
         say(f"mcpx-hooks: warning: {warning}")
     for warning in unknown_server_warnings(hooks, config.servers):
         say(f"mcpx-hooks: warning: {warning}")
+    say_pinned_tool_warnings(config, hooks)
 
 
 def request_shown(config: Config, hook: Hook, ctx: HookContext) -> dict[str, Any]:

@@ -34,6 +34,7 @@ __all__, __getattr__, __dir__ = exports(
         "passrules": ("withheld_warnings",),
         "pluginrules": (
             "exposed_name_warnings",
+            "pinned_tool_warnings",
             "server_name_warnings",
             "unknown_server_warnings",
         ),

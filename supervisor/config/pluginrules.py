@@ -15,7 +15,8 @@ from ..core.placeholders import PHASE_BUILTINS, value_names
 from ..core.places import hook_place
 from ..core.points import POINTS, Phase, When
 from ..core.servers import ServerSpec, split_tool
-from .problems import pointer
+from .problems import did_you_mean, pointer
+from .trust import TrustState, pin_key
 
 #: The built-ins a phase has (`PHASE_BUILTINS`) that a plugin hook's `args` are not given
 #: (`run/pluginhook.plugin_names`).
@@ -141,3 +142,43 @@ def unknown_server_warnings(hooks: Iterable[Hook], servers: Collection[str]) -> 
                 f" ({', '.join(sorted(servers))}), so as the config stands it never fires"
             )
     return said
+
+
+def pinned_tool_warnings(
+    hooks: Iterable[Hook], servers: Mapping[str, ServerSpec], state: TrustState
+) -> list[str]:
+    """A warning for each `when.tool` pattern of a `call` hook that matches no tool of the
+    servers it applies to, where each of them is pinned (their tools known without starting
+    them): as the servers stand, it never fires (a tool's name misspelt). Nothing is said of
+    a hook one of whose servers is not pinned, or pinned with no tools."""
+    said: list[str] = []
+    for hook in hooks:
+        patterns = hook.when.get(When.TOOL)
+        if not patterns or hook.phase is Phase.OBSERVE:
+            continue
+        chosen = hook.when.get(When.SERVER) or ("*",)
+        names = [n for n in servers if any(fnmatch.fnmatchcase(n, p) for p in chosen)]
+        tools = {n: _pinned_names(servers[n], state) for n in names}
+        if not names or any(not found for found in tools.values()):
+            continue  # (no server at all is `unknown_server_warnings`' to say)
+        seen = [form for n, own in tools.items() for t in own for form in (f"{n}.{t}", t)]
+        where = hook_place(hook.source.file, hook.source.index) if hook.source.file else ""
+        for pattern in patterns:
+            if any(fnmatch.fnmatchcase(form, pattern) for form in seen):
+                continue
+            counted = ", ".join(f"{n}: {len(own)}" for n, own in tools.items())
+            said.append(
+                f'hook "{hook.name}"{f" ({where})" if where else ""}: when.tool "{pattern}"'
+                f" matches no tool of the servers as pinned ({counted} tools), so as they"
+                f" stand it never fires{did_you_mean(pattern, seen)}"
+            )
+    return said
+
+
+def _pinned_names(spec: ServerSpec, state: TrustState) -> list[str]:
+    pin = state.servers.get(pin_key(spec.name, spec.where, spec.workdir))
+    if pin is None:
+        return []
+    return [
+        t["name"] for t in pin.tools if isinstance(t, Mapping) and isinstance(t.get("name"), str)
+    ]
