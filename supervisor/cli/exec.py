@@ -141,6 +141,12 @@ def add_arguments(x: argparse.ArgumentParser) -> None:
         action="store_true",
         help="print which hooks would run, in order, and why each other will not; run nothing",
     )
+    x.add_argument(
+        "--tool",
+        metavar="SERVER.TOOL",
+        help="with --explain: explain the call and server.start hooks for a call the script"
+        " would make to this tool",
+    )
     answering.add_arguments(x)
     x.add_argument(
         "--artifacts",
@@ -157,6 +163,9 @@ def add_arguments(x: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.explain:
         return _explain(args)
+    if args.tool is not None:
+        say("mcpx-hooks exec: --tool explains a call's hooks; it goes with --explain")
+        return EXIT_USAGE
     if args.artifacts:
         from .artifacts import directory_problem
 
