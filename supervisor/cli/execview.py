@@ -303,6 +303,8 @@ async def exec_remote_viewed(
         run.frame(frame)
         if stopping is not None:
             stopping.run_id = run.value
+            if stopping.stopped:  # (a second Ctrl-C: nothing more is printed)
+                return
         out.frame(frame, as_json, flush=False)
 
     def line(text: str) -> None:

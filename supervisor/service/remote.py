@@ -248,17 +248,13 @@ async def exec_remote(
     calling `after_message` once those of each WebSocket message are handed on), and each
     `ask` frame to `responder`, whose answer goes to the server (which takes the first
     answer; one it refuses is said on stderr). The first Ctrl-C (or SIGTERM) asks the server
-    to cancel the run (its suffix hooks and `end` still come); a second one leaves at once
-    (`serve_stop_signals`). With `on_stop`, the second calls `on_stop(2)` and stops handing
-    frames to `on_frame` but waits on for the run's end (the wire has no way to cut a
-    cancelled run's suffix hooks short: the server runs each to its end or its timeout), and
-    a third calls `on_stop(3)` and leaves at once. Returns the run's frames but its output
-    (`stdout`, `stderr`), which is most of a run and which no caller looks at again, within
-    the bounds of `HELD`."""
+    to cancel the run (its suffix hooks and `end` still come); a second leaves at once, or
+    with `on_stop` calls `on_stop(2)` and waits on, a third `on_stop(3)` and leaves. Returns
+    the run's frames but its output (`stdout`, `stderr`), which is most of a run and which no
+    caller looks at again, within the bounds of `HELD`."""
     held: list[dict[str, Any]] = []
     counts = dict.fromkeys(HELD, 0)
     failed: RemoteError | None = None  # raised outside the nursery, not in a group
-    showing = True
     async with open_remote(remote, "/v1/exec") as ws, trio.open_nursery() as nursery:
         # (a server that closed first has said why: the messages below read it)
         await _send(ws, request)
@@ -272,19 +268,14 @@ async def exec_remote(
         watcher = AskWatcher(nursery, responder, deliver)
         if on_stop is None:
             await nursery.start(serve_stop_signals, nursery.cancel_scope, ask_cancel)
-        else:
-
-            def stop_showing(_: signal.Signals) -> None:
-                nonlocal showing
-                showing = False
-                on_stop(2)
+        else:  # (no message cuts a cancelled run's suffix hooks short: the second stays)
 
             def leave(_: signal.Signals) -> None:
                 on_stop(3)
                 nursery.cancel_scope.cancel()
 
             signals = partial(serve_stop_signals, on_more=leave)
-            await nursery.start(signals, trio.CancelScope(), ask_cancel, stop_showing)
+            await nursery.start(signals, trio.CancelScope(), ask_cancel, lambda _: on_stop(2))
         try:
             async for frame in messages(ws, after=after_message, frames=True):
                 if frame.get("askId") and "seq" not in frame:  # an answer the server refused
@@ -296,8 +287,7 @@ async def exec_remote(
                         counts[kept] += 1
                         held.append(frame)
                     watcher.see(frame)  # (before it is shown: a prompt it settles ends first)
-                if showing:
-                    on_frame(frame)
+                on_frame(frame)
         except RemoteError as exc:
             failed = exc
         nursery.cancel_scope.cancel()
