@@ -43,9 +43,12 @@ def _only_server(hook: Hook) -> Mapping[str, Sequence[str]]:
 
 
 def parse_tool(text: str) -> tuple[str, str] | None:
-    """`--tool SERVER.TOOL` as (server, tool); None when it is not of that shape."""
-    server, dot, tool = text.partition(".")
-    return (server, tool) if dot and server and tool else None
+    """`--tool SERVER.TOOL` as (server, tool), split as a script's call is; None when it is
+    not of that shape."""
+    from ..core.servers import split_tool
+
+    server, tool = split_tool(text)
+    return (server, tool) if server and tool else None
 
 
 def why_not(hook: Hook, servers: Sequence[str], call: tuple[str, str] | None) -> str | None:
