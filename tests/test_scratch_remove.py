@@ -168,3 +168,19 @@ class _Listing(list[Any]):
 
     def __exit__(self, *_: object) -> None:
         pass
+
+
+def test_a_tree_deeper_than_the_recursion_limit_is_removed(base: Path) -> None:
+    """A hook that left 3,000 nested directories (`mkdir d; cd d` in a loop) made the
+    removal raise RecursionError: a traceback at the end of `exec`, and the tree left."""
+    tree = base / "scratch"
+    tree.mkdir()
+    fd = os.open(tree, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(3000):  # (deeper than a path may be long: made by descriptor)
+        os.mkdir("d", dir_fd=fd)
+        inner = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+    os.close(fd)
+    remove_tree(str(tree))
+    assert not tree.exists()
