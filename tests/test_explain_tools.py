@@ -129,6 +129,9 @@ def test_explain_for_one_tool_says_why_each_other_hook_does_not_fire(
     plan = json.loads("\n".join(explain(project, "--tool", "docs.search", "--json")))
     assert plan["tool"] == "docs.search"
     assert [h["name"] for h in plan["hooks"] if h["runs"]] == ["search-only", "any-call"]
+    plan = json.loads("\n".join(explain(project, "--tool", "git.log", "--json")))
+    [start] = [h for h in plan["hooks"] if h["name"] == "git-start"]
+    assert start["why"] == 'no tool server "git" is configured, so a call to it starts none'
 
 
 def test_tool_is_refused_without_explain_or_as_no_server_tool(

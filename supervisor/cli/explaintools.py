@@ -58,6 +58,8 @@ def why_not(hook: Hook, servers: Sequence[str], call: tuple[str, str] | None) ->
     from ..core.when import tool_mismatch
 
     if hook.on == "server.start":
+        if call is not None and call[0] not in servers:
+            return f'no tool server "{call[0]}" is configured, so a call to it starts none'
         if call is not None:
             return tool_mismatch(hook.when, call[0], None)
         if not servers:
