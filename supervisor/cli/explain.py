@@ -277,9 +277,12 @@ def _tool_call(args: argparse.Namespace) -> tuple[str, str] | None:
 
 
 def _pinned(config: Config) -> Callable[[str], Sequence[str] | None]:
-    """Each configured server's pinned tool names, read from the trust state when asked."""
+    """Each configured server's pinned tool names, read from the trust state when first asked
+    (once a server, however many hooks ask)."""
+    import functools
     import os
 
+    @functools.cache
     def pinned(server: str) -> Sequence[str] | None:
         from ..tools import pinned_names
 
