@@ -1,7 +1,7 @@
 """`exec --explain` for the hooks of the tool points (`call`, `server.start`): which of the
 configured servers and of their pinned tools their `when` matches, and, for a call named with
-`--tool SERVER.TOOL`, whether each fires for it and why not. Pure but for `pinned_tools`,
-which `run` hands in (the pins are in the trust state).
+`--tool SERVER.TOOL`, whether each fires for it and why not. Pure: each server's pinned tool
+names come from the `pinned` callable `explain.run` hands in (it reads the trust state).
 
 A script's call has no MCP client, so a `call` hook with `when.client` never fires in a run
 (it does for calls through `mcpx-hooks mcp`). A `server.start` hook fires only for a server
