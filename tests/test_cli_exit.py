@@ -443,6 +443,43 @@ def test_remote_second_ctrl_c_names_the_hook_the_server_still_runs_and_a_third_l
     psutil.wait_procs(marker.alive(), timeout=30)
 
 
+def test_remote_json_second_ctrl_c_waits_for_the_end_and_prints_no_more(
+    server: Server, marker: Any
+) -> None:
+    """With --json the view follows no events, so the second Ctrl-C says it waits for the
+    run's end; it prints no more frames, and exits 130 once the server's run has ended."""
+    started, go = server.cwd / "started-2j", server.cwd / "go-2j"
+    os.mkfifo(started)
+    os.mkfifo(go)
+    stubborn = f"trap '' INT TERM; echo up > {started.name}; cat {go.name} >/dev/null; : $0"
+    slow = hook(name="slow", phase="suffix", timeoutMs=120_000, run=["sh", "-c", stubborn, marker])
+    remote = ["--remote", server.url, "--token-file", "token", "--json"]
+    with subprocess.Popen(
+        [*CLI, "exec", *remote, "--hook", slow, "--", "sh", "-c", SLEEPER],
+        cwd=server.cwd,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        while json.loads(proc.stdout.readline()).get("text") != "ready":
+            pass
+        proc.send_signal(signal.SIGINT)
+        assert started.read_text() == "up\n"
+        while json.loads(proc.stdout.readline()).get("type") != "error":
+            pass  # (the cancel has reached the server and come back)
+        proc.send_signal(signal.SIGINT)
+        assert proc.stderr.readline() == (
+            "mcpx-hooks exec: stopping; waiting for the run's end on the server (its suffix"
+            " hooks run there, each until its timeoutMs); Ctrl-C again to leave now\n"
+        )
+        go.write_text("")  # the hook ends, then the run
+        assert proc.wait(timeout=30) == 130
+        assert proc.stdout.read() == "" and proc.stderr.read() == ""
+    psutil.wait_procs(marker.alive(), timeout=30)
+
+
 def test_remote_view_of_a_server_that_dies_mid_run_ends_without_a_traceback(
     tmp_path: Path,
 ) -> None:
