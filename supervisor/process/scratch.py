@@ -191,7 +191,8 @@ def _open_dir(dir_fd: int, name: str) -> int | None:
     """A descriptor of the directory `name` in `dir_fd` (None: it is not a directory, a
     symlink included, or cannot be opened). One its owner may not read (mode 000) is opened
     up (0700) first, through an `O_PATH` descriptor: the directory itself, whatever its name
-    means by then."""
+    means by then (named through /proc/self/fd: where /proc is not mounted, such a directory
+    stays rather than be opened up by a name that could have been swapped)."""
     try:
         return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
     except PermissionError:
