@@ -145,7 +145,8 @@ class RemoteStopping:
             )
         elif count > 2:
             self.left = True
-            running = f"{', '.join(waits)} to its end" if waits else "the rest of the run"
+            their = "their" if waits and len(waits) > 1 else "its"
+            running = f"{', '.join(waits)} to {their} end" if waits else "the rest of the run"
             where = (
                 f": mcpx-hooks runs show {self.run_id} --remote {self.url}" if self.run_id else ""
             )
