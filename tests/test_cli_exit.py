@@ -395,6 +395,91 @@ def test_remote_view_says_which_hook_is_still_running(server: Server) -> None:
     assert seen[2].startswith("hook waits (script.before, run, sandbox none): ok in ")
 
 
+def test_remote_second_ctrl_c_names_the_hook_the_server_still_runs_and_a_third_leaves(
+    server: Server, marker: Any
+) -> None:
+    """The second Ctrl-C of `exec --remote` used to leave at once, silently, while the
+    server ran the cancelled run's suffix hook on to its timeout. It now stops printing and
+    names the hook the server still runs; a third leaves (exit 130), saying the server runs
+    it to its end and where the run's end will be. (The wire cannot kill it: it ends here
+    when the test lets it.)"""
+    started, go = server.cwd / "started-2c", server.cwd / "go-2c"
+    os.mkfifo(started)
+    os.mkfifo(go)
+    stubborn = f"trap '' INT TERM; echo up > {started.name}; cat {go.name} >/dev/null; : $0"
+    slow = hook(name="slow", phase="suffix", timeoutMs=120_000, run=["sh", "-c", stubborn, marker])
+    remote = ["--remote", server.url, "--token-file", "token"]
+    with subprocess.Popen(
+        [*CLI, "exec", *remote, "--hook", slow, "--", "sh", "-c", SLEEPER],
+        cwd=server.cwd,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        while "ready" not in proc.stdout.readline():
+            pass
+        proc.send_signal(signal.SIGINT)
+        assert started.read_text() == "up\n"
+        while "hook slow (script.suffix): still running" not in proc.stdout.readline():
+            pass  # (the view has heard the hook start from the server's events)
+        proc.send_signal(signal.SIGINT)
+        said = proc.stderr.readline()
+        assert said == (
+            "mcpx-hooks exec: stopping; the server still runs hook slow (script.suffix), killed"
+            " at its timeoutMs; Ctrl-C again to leave now (the server runs it to the end all the"
+            " same)\n"
+        )
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 130
+        left = proc.stderr.read()
+        assert left.startswith(
+            "mcpx-hooks exec: leaving; the server runs hook slow (script.suffix) to its end all"
+            " the same (the run's end is in its history: mcpx-hooks runs show "
+        ), left
+        assert proc.stdout.read() == ""  # nothing printed after the second Ctrl-C
+    go.write_text("")  # the hook ends; the server's run with it
+    psutil.wait_procs(marker.alive(), timeout=30)
+
+
+def test_remote_json_second_ctrl_c_waits_for_the_end_and_prints_no_more(
+    server: Server, marker: Any
+) -> None:
+    """With --json the view follows no events, so the second Ctrl-C says it waits for the
+    run's end; it prints no more frames, and exits 130 once the server's run has ended."""
+    started, go = server.cwd / "started-2j", server.cwd / "go-2j"
+    os.mkfifo(started)
+    os.mkfifo(go)
+    stubborn = f"trap '' INT TERM; echo up > {started.name}; cat {go.name} >/dev/null; : $0"
+    slow = hook(name="slow", phase="suffix", timeoutMs=120_000, run=["sh", "-c", stubborn, marker])
+    remote = ["--remote", server.url, "--token-file", "token", "--json"]
+    with subprocess.Popen(
+        [*CLI, "exec", *remote, "--hook", slow, "--", "sh", "-c", SLEEPER],
+        cwd=server.cwd,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        while json.loads(proc.stdout.readline()).get("text") != "ready":
+            pass
+        proc.send_signal(signal.SIGINT)
+        assert started.read_text() == "up\n"
+        while json.loads(proc.stdout.readline()).get("type") != "error":
+            pass  # (the cancel has reached the server and come back)
+        proc.send_signal(signal.SIGINT)
+        assert proc.stderr.readline() == (
+            "mcpx-hooks exec: stopping; waiting for the run's end on the server (its suffix"
+            " hooks run there, each until its timeoutMs); Ctrl-C again to leave now\n"
+        )
+        go.write_text("")  # the hook ends, then the run
+        assert proc.wait(timeout=30) == 130
+        assert proc.stdout.read() == "" and proc.stderr.read() == ""
+    psutil.wait_procs(marker.alive(), timeout=30)
+
+
 def test_remote_view_of_a_server_that_dies_mid_run_ends_without_a_traceback(
     tmp_path: Path,
 ) -> None:

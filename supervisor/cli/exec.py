@@ -141,6 +141,12 @@ def add_arguments(x: argparse.ArgumentParser) -> None:
         action="store_true",
         help="print which hooks would run, in order, and why each other will not; run nothing",
     )
+    x.add_argument(
+        "--tool",
+        metavar="SERVER.TOOL",
+        help="with --explain: explain the call and server.start hooks for a call the script"
+        " would make to this tool",
+    )
     answering.add_arguments(x)
     x.add_argument(
         "--artifacts",
@@ -157,6 +163,9 @@ def add_arguments(x: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.explain:
         return _explain(args)
+    if args.tool is not None:
+        say("mcpx-hooks exec: --tool explains a call's hooks; it goes with --explain")
+        return EXIT_USAGE
     if args.artifacts:
         from .artifacts import directory_problem
 
@@ -303,8 +312,11 @@ async def _print_encoded(journal: RunJournal, out: Output, watcher: AskWatcher |
 
 
 def _run_remote(args: argparse.Namespace) -> int:
+    from functools import partial
+
     from ..service import remote as client
     from ..service.access import TokenFileError
+    from .execstop import RemoteStopping
     from .execview import Output, OutputClosed, exec_remote_viewed, raise_closed
 
     try:
@@ -316,17 +328,18 @@ def _run_remote(args: argparse.Namespace) -> int:
     except client.RemoteError as exc:
         return remote_failed("exec", exc)
     out = Output(on_closed=raise_closed)
+    stopping = RemoteStopping(say)
+    stopping.url = target.url
     closed = False
     try:
         try:
-            frames = run_async(
-                exec_remote_viewed, target, request, out, args.json, answering.responder(args)
-            )
+            viewed = partial(exec_remote_viewed, stopping=stopping)
+            frames = run_async(viewed, target, request, out, args.json, answering.responder(args))
         except client.RemoteError as exc:
             return remote_failed("exec", exc)
     except* OutputClosed:
         closed = True  # the request asked cancelOnDisconnect: leaving cancels the run
-    if closed:
+    if closed or (stopping.left and _outcome(frames) is None):
         return EXIT_INTERRUPTED
     if _outcome(frames) is None:
         print("mcpx-hooks exec: the stream ended before the run's outcome", file=sys.stderr)

@@ -6,6 +6,12 @@ the history.
 
 A suffix hook that ignores SIGTERM and sleeps would otherwise hold a silent terminal for up
 to its `timeoutMs` after the second Ctrl-C, with no word of why.
+
+`exec --remote` (`RemoteStopping`) comes as close as the wire allows: the first Ctrl-C sends
+`cancel`; the second stops printing and says what the server's run still runs (the hooks
+started and not finished, from its events, when the readable view follows them); a third
+leaves at once, since the wire has no way to cut a cancelled run's suffix hooks short: the
+server runs each to its end or its timeout, and its `end` is in the server's history.
 """
 
 from __future__ import annotations
@@ -91,3 +97,67 @@ class Stopping:
 
 def _seconds(left: float) -> str:
     return f", at most {max(left, 0.0):.0f} s more" if left >= 0.5 else ", about to be killed"
+
+
+class RemoteStopping:
+    """`exec --remote`'s second and third Ctrl-C (`service.remote.exec_remote`'s `on_stop`):
+    what to say. `running` is filled from the server's events by the readable view (`saw`);
+    without them (`--json`, or a server that will not give its events) it is None."""
+
+    def __init__(self, say: Callable[[str], object]) -> None:
+        self.say = say
+        self.running: dict[str, str] | None = None
+        self.run_id = ""
+        self.url = ""
+        #: Set by the second Ctrl-C: nothing more of the run is printed; by the third: left.
+        self.stopped = self.left = False
+
+    def following(self) -> None:
+        """The server's events are followed: `running` is known from now."""
+        self.running = {}
+
+    def saw(self, kind: str, data: Any) -> None:
+        if self.running is None:
+            return
+        name = str(data.get("name"))
+        if kind == EventKind.HOOK_STARTED:
+            self.running[name] = f"{data.get('on')}.{data.get('phase')}"
+        elif kind in (EventKind.HOOK_FINISHED, EventKind.HOOK_FAILED):
+            self.running.pop(name, None)
+
+    def __call__(self, count: int) -> None:
+        self.stopped = True
+        waits = self._waits()
+        if count == 2 and waits is None:
+            self.say(
+                "mcpx-hooks exec: stopping; waiting for the run's end on the server (its suffix"
+                " hooks run there, each until its timeoutMs); Ctrl-C again to leave now"
+            )
+        elif count == 2 and waits:
+            them = "them" if len(waits) > 1 else "it"
+            killed = "each killed at its timeoutMs" if len(waits) > 1 else "killed at its timeoutMs"
+            self.say(
+                printable(
+                    f"mcpx-hooks exec: stopping; the server still runs {', '.join(waits)},"
+                    f" {killed}; Ctrl-C again to leave now (the server runs {them} to the end"
+                    " all the same)"
+                )
+            )
+        elif count > 2:
+            self.left = True
+            their = "their" if waits and len(waits) > 1 else "its"
+            running = f"{', '.join(waits)} to {their} end" if waits else "the rest of the run"
+            where = (
+                f": mcpx-hooks runs show {self.run_id} --remote {self.url}" if self.run_id else ""
+            )
+            self.say(
+                printable(
+                    f"mcpx-hooks exec: leaving; the server runs {running} all the same (the"
+                    f" run's end is in its history{where})"
+                )
+            )
+
+    def _waits(self) -> list[str] | None:
+        if self.running is None:
+            return None
+        return [f"hook {name} ({where})" for name, where in self.running.items()]

@@ -33,6 +33,7 @@ from .view import frame_lines
 if TYPE_CHECKING:
     from ..service.answering import Responder
     from ..service.remote import Remote
+    from .execstop import RemoteStopping
 
 #: After how long a hook still running gets a line of its own in the readable view.
 STILL_RUNNING_S: Final = 1.0
@@ -241,12 +242,14 @@ async def serve_remote_still_running(
     say: Callable[[str], object],
     *,
     asking: Callable[[str], bool] = lambda _: False,
+    stopping: RemoteStopping | None = None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """`serve_still_running` for a remote run, from the server's `/v1/events` (subscribed
     before the run is asked for). Events on the wire do not say they are an observe hook's:
     those carry the event that triggered them (`trigger`). If the server will not give its
-    events, the view goes without the line."""
+    events, the view goes without the line. `stopping` hears the run's hook events too (what
+    a second Ctrl-C says the server still runs)."""
     from ..service.remote import RemoteError, Unreachable, messages, open_remote
 
     async def own() -> AsyncIterator[tuple[str, Mapping[str, Any]]]:
@@ -256,6 +259,8 @@ async def serve_remote_still_running(
                 continue
             await run.known.wait()
             if event.get("runId") == run.value:
+                if stopping is not None:
+                    stopping.saw(str(event.get("kind")), data)
                 yield str(event.get("kind")), data
 
     async with contextlib.AsyncExitStack() as stack:
@@ -268,6 +273,8 @@ async def serve_remote_still_running(
         except RemoteError:  # no line then, and nothing else lost: the frames come alone
             task_status.started()
             return
+        if stopping is not None:
+            stopping.following()
         task_status.started()
         try:
             await _say_still_running(own(), say, asking)
@@ -281,39 +288,49 @@ async def exec_remote_viewed(
     out: Output,
     as_json: bool,
     responder: Responder | None = None,
+    *,
+    stopping: RemoteStopping | None = None,
 ) -> list[dict[str, Any]]:
     """`service.remote.exec_remote` with its frames shown on `out` and its asks answered by
     `responder`; the readable view also follows the server's events for the still-running
-    line. A `RemoteError` is raised as is, not in a group."""
+    line. `stopping`: what the second and third Ctrl-C say (without it, the second leaves at
+    once). A `RemoteError` is raised as is, not in a group."""
     from ..service.remote import beside, exec_remote
 
     run = RunId()
 
     def show(frame: dict[str, Any]) -> None:
         run.frame(frame)
+        if stopping is not None:
+            stopping.run_id = run.value
+            if stopping.stopped:  # (a second Ctrl-C: nothing more is printed)
+                return
         out.frame(frame, as_json, flush=False)
+
+    def line(text: str) -> None:
+        if stopping is None or not stopping.stopped:
+            out.line(text)
 
     async def not_started() -> None:
         with trio.move_on_after(NOT_STARTED_S):
             await run.known.wait()
             return
-        out.line(
+        line(
             f"(no run yet after {NOT_STARTED_S:g} s: the server has not started it; a cluster"
             " gateway's run waits for a worker to take it)"
         )
 
     async def still_running(nursery: trio.Nursery) -> None:
         if not as_json:
-            await nursery.start(
-                partial(serve_remote_still_running, asking=out.view.waiting_for_answer),
-                remote,
-                run,
-                out.line,
+            still = partial(
+                serve_remote_still_running, asking=out.view.waiting_for_answer, stopping=stopping
             )
+            await nursery.start(still, remote, run, line)
             nursery.start_soon(not_started)  # (from when the server answered: it is there)
 
     frames = await beside(
-        still_running, lambda: exec_remote(remote, request, show, responder, out.flush)
+        still_running,
+        lambda: exec_remote(remote, request, show, responder, out.flush, on_stop=stopping),
     )
     return frames or []
 

@@ -10,11 +10,14 @@ import argparse
 import json
 from pathlib import Path
 
+import attrs
+
 from ..core.places import hook_place
+from ..core.records import Record
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
     from typing import Any
 
     from ..core.effects import Effect
@@ -37,9 +40,21 @@ def _phase_order() -> dict[str, int]:
     return {p.value: i for i, p in enumerate(Phase)}
 
 
-def _why_not(hook: Hook, facts: RunFacts, left: Mapping[str, str]) -> str | None:
+@attrs.frozen(repr=False, eq=False)
+class ToolFacts(Record):
+    """What the tool points' hooks are explained against: the configured servers, the call
+    `--tool SERVER.TOOL` names (None: any), and each server's pinned tool names (None: no
+    pin)."""
+
+    servers: tuple[str, ...] = ()
+    call: tuple[str, str] | None = None
+    pinned: Callable[[str], Sequence[str] | None] = lambda server: None
+
+
+def _why_not(hook: Hook, facts: RunFacts, left: Mapping[str, str], tools: ToolFacts) -> str | None:
     """Why `hook` will not run for the run `facts` describes (`left`: the hooks the run
-    leaves out, and what leaves each out), or None when it will."""
+    leaves out, and what leaves each out; `tools`: the servers and call its tool points'
+    hooks meet), or None when it will."""
     from ..core.points import Phase, When
     from ..core.when import event_mismatch, run_mismatch
 
@@ -54,12 +69,20 @@ def _why_not(hook: Hook, facts: RunFacts, left: Mapping[str, str]) -> str | None
         # What an observe hook sees of this run is its command line; the kinds are `on`'s.
         when = {k: v for k, v in hook.when.items() if k != When.KINDS}
         return event_mismatch(when, "", facts.argv)
+    if hook.on in _TOOL_POINTS:
+        from . import explaintools
+
+        return explaintools.why_not(hook, tools.servers, tools.call)
     return run_mismatch(hook.when, facts)
 
 
-def _when_runs(hook: Hook) -> str:
+def _when_runs(hook: Hook, tools: ToolFacts) -> str:
     from ..core.points import Phase
 
+    if hook.phase is not Phase.OBSERVE and hook.on == "call" and tools.call is not None:
+        return f"{hook.phase.value} of a call to {'.'.join(tools.call)}, if the script makes one"
+    if hook.phase is not Phase.OBSERVE and hook.on == "server.start" and tools.call:
+        return f"{hook.phase.value} of the start of {tools.call[0]}, if the call starts it"
     if hook.phase is not Phase.OBSERVE and hook.on in _TOOL_POINTS:
         return f"{hook.phase.value} of each {_TOOL_POINTS[hook.on]}, if any"
     return {
@@ -71,11 +94,17 @@ def _when_runs(hook: Hook) -> str:
     }.get(hook.phase, hook.phase.value)
 
 
-def _note(hook: Hook, facts: RunFacts) -> dict[str, str]:
-    """Why a hook that runs does, where its `when.files` decided it."""
+def _note(hook: Hook, facts: RunFacts, tools: ToolFacts) -> dict[str, str]:
+    """Why a hook that runs does, where its `when.files` decided it; for a tool point's hook
+    (with no `--tool`), what its `when` matches of the servers and their pinned tools."""
     from ..core.changes import files_note
     from ..core.points import Phase, When
 
+    if hook.on in _TOOL_POINTS and hook.phase is not Phase.OBSERVE and tools.call is None:
+        from . import explaintools
+
+        said = explaintools.note(hook, tools.servers, tools.pinned)
+        return {} if said is None else {"note": said}
     files = hook.when.get(When.FILES)
     if files is None or hook.phase is Phase.OBSERVE:
         return {}
@@ -87,21 +116,24 @@ def explain(
     facts: RunFacts,
     autonomy: Effect | None = None,
     left: Mapping[str, str] | None = None,
+    tools: ToolFacts | None = None,
 ) -> dict[str, Any]:
     """What `exec --explain --json` prints: the run, its hooks in run order (those that run
     first, each phase in declaration order; then those that will not, with why: `left`
     names those the run leaves out, `--skip` and the like), each with
     its effect in force (clamped by its phase, `autonomy` or the config's `hooks.autonomy`,
     and `autonomy.max`), the inline source lines, and the project files not applied (their
-    hooks are not in force)."""
+    hooks are not in force). `tools`: what the `call` and `server.start` hooks are explained
+    against (default: the config's servers, no pins, any call)."""
     from ..core.hooks import caller_autonomy, effect_in_force, provenance_json
 
     caller = caller_autonomy(config, autonomy)
+    tools = tools or ToolFacts(tuple(config.servers))
 
     order = _phase_order()
     rows = []
     for index, hook in enumerate(config.hooks):
-        why = _why_not(hook, facts, left or {})
+        why = _why_not(hook, facts, left or {}, tools)
         effect = effect_in_force(hook, caller, config.autonomy_max)
         rows.append(
             (
@@ -120,8 +152,8 @@ def explain(
                     "runs": why is None,
                     **({"when": dict(hook.when)} if hook.when else {}),
                     **({"parallel": True} if hook.parallel else {}),
-                    **({"why": why} if why is not None else {"at": _when_runs(hook)}),
-                    **(_note(hook, facts) if why is None else {}),
+                    **({"why": why} if why is not None else {"at": _when_runs(hook, tools)}),
+                    **(_note(hook, facts, tools) if why is None else {}),
                 },
             )
         )
@@ -129,6 +161,7 @@ def explain(
     return {
         "argv": list(facts.argv),
         "cwd": facts.cwd,
+        **({"tool": ".".join(tools.call)} if tools.call is not None else {}),
         "hooks": [row[3] for row in rows],
         "script": {phase.value: len(lines) for phase, lines in config.script.items() if lines},
         "skippedFiles": [
@@ -149,6 +182,8 @@ def explain_lines(plan: dict[str, Any]) -> list[str]:
     from .printable import command, continued_lines
 
     lines = [f"a run of {command(plan['argv'])} in {plan['cwd']}"]
+    if "tool" in plan:
+        lines[0] += f", for a call it would make to {plan['tool']}"
     hooks: Sequence[dict[str, Any]] = plan["hooks"]
     running = [h for h in hooks if h["runs"]]
     lines.append("would run, in order:" if running else "would run no hooks")
@@ -219,10 +254,39 @@ def run(
         from ..run.gitchanges import git_changes
 
         changed = run_async(git_changes, cwd, config.when_base)
-    plan = explain(config, RunFacts(script.shown_argv, cwd, changed), autonomy, left)
+    tools = ToolFacts(tuple(config.servers), _tool_call(args), _pinned(config))
+    plan = explain(config, RunFacts(script.shown_argv, cwd, changed), autonomy, left, tools)
     plan = _redactor(config, args.secrets).value(plan)
     if args.json:
         print(json.dumps(plan), flush=True)
     else:
         print("\n".join(explain_lines(plan)), flush=True)
     return EXIT_OK
+
+
+def _tool_call(args: argparse.Namespace) -> tuple[str, str] | None:
+    from . import explaintools
+    from .common import Usage
+
+    if args.tool is None:
+        return None
+    call = explaintools.parse_tool(args.tool)
+    if call is None:
+        raise Usage(f"--tool {args.tool!r}: name a tool as SERVER.TOOL (lint.check)")
+    return call
+
+
+def _pinned(config: Config) -> Callable[[str], Sequence[str] | None]:
+    """Each configured server's pinned tool names, read from the trust state when first asked
+    (once a server, however many hooks ask)."""
+    import functools
+    import os
+
+    @functools.cache
+    def pinned(server: str) -> Sequence[str] | None:
+        from ..tools import pinned_names
+
+        spec = config.servers.get(server)
+        return None if spec is None else pinned_names(spec, os.environ)
+
+    return pinned

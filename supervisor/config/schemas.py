@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Final
 from ..core.errors import Problem
 from .configschema import build_config_schema
 from .hookschemas import build_hook_input_schema, build_hook_output_schema
+from .manyhooks import SPLIT_FROM, split_problems
 from .problems import problems
 from .schemacache import compiled_check
 from .schemaparts import DIALECT, SCRIPT_PHASES
@@ -137,10 +138,23 @@ def _hook_schema() -> dict[str, Any]:
 def document_problems(doc: Any, file: str, *, hook: bool = False) -> list[Problem]:
     """What the config's schema (or, with `hook`, one `[[hooks]]` entry's) finds wrong with
     `doc`: nothing when its quick check (compiled, kept on disk) says it is valid, else
-    jsonschema's errors, translated (`problems`)."""
+    jsonschema's errors, translated (`problems`); a config of many hooks has its hooks
+    checked one by one, each shape of invalid hook once (`manyhooks.py`)."""
     if hook:
         return [] if quick_hook_check()(doc) else problems(hook_validator(), doc, file)
-    return [] if quick_check("config")(doc) else problems(validator("config"), doc, file)
+    if quick_check("config")(doc):
+        return []
+    hooks = doc.get("hooks") if isinstance(doc, dict) else None
+    if isinstance(hooks, list) and len(hooks) >= SPLIT_FROM:  # (each hook on its own)
+        return split_problems(
+            doc,
+            hooks,
+            file,
+            whole=validator("config"),
+            one=hook_validator(),
+            quick_hook=quick_hook_check(),
+        )
+    return problems(validator("config"), doc, file)
 
 
 BUILDERS: Final[dict[str, Callable[[], dict[str, Any]]]] = {

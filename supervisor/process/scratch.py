@@ -20,7 +20,6 @@ import fcntl
 import functools
 import os
 import secrets
-import shutil
 import stat
 import tempfile
 from collections.abc import Iterator
@@ -109,23 +108,129 @@ def scratch_dir(prefix: str) -> Iterator[str]:
 
 
 def remove_tree(path: str) -> None:
-    """Removes directory `path` with everything in it. Where a hook left directories
-    read-only or unsearchable (`chmod -R a-w`, a Go module cache), rmtree alone fails for
-    anyone but root, and the tree would hold its RAM for good: they are opened up to their
-    owner (0700, no symlink followed) and it is tried once more."""
-    shutil.rmtree(path, ignore_errors=True)
-    with contextlib.suppress(OSError):
-        if stat.S_ISDIR(os.lstat(path).st_mode):
-            _open_up(path)
-            shutil.rmtree(path, ignore_errors=True)
+    """Removes directory `path` with everything in it, by file descriptor: each directory is
+    opened without following a symlink and what is in it is removed relative to that
+    descriptor, so a name swapped for a symlink meanwhile (by a process of the hook's user
+    still about) is removed as the symlink it is, and nothing outside the tree is ever
+    changed or removed, even when the supervisor is root. A directory a hook left unreadable
+    or read-only (`chmod -R a-w`, `chmod 000`, a Go module cache) is opened up to its owner
+    (0700) through a descriptor of that directory itself, not its name. A symlink at `path`
+    itself is left as it is. Errors are not raised: what cannot be removed stays."""
+    parent, name = os.path.split(os.path.abspath(path))
+    try:
+        parent_fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        top = _open_dir(parent_fd, name)
+        if top is None:
+            return
+        try:
+            # Again while a pass changed something and left the top not empty: what was
+            # moved up into it, or renamed into a directory already passed by.
+            for _ in range(_MAX_PASSES):
+                if _clear(top) == 0 or _remove(parent_fd, name, directory=True, mine=False):
+                    break
+        finally:
+            os.close(top)
+        _remove(parent_fd, name, directory=True, mine=False)
+    finally:
+        os.close(parent_fd)
 
 
-def _open_up(path: str) -> None:
-    """Makes directory `path` and every directory below it 0700, following no symlink."""
-    todo = [path]
-    while todo:
-        directory = todo.pop()
-        with contextlib.suppress(OSError):
-            os.chmod(directory, 0o700)
-            with os.scandir(directory) as entries:
-                todo.extend(e.path for e in entries if e.is_dir(follow_symlinks=False))
+#: Directories held open at once while removing a tree: one deeper is moved up into the
+#: tree's top (a rename between two descriptors held) and removed from there on the next
+#: pass, so a hook's million nested directories cost neither a million descriptors nor a
+#: recursion that would fail; passes at most (a tree deeper than both is left).
+_MAX_DEPTH: Final = 64
+_MAX_PASSES: Final = 4096
+_DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _clear(top: int) -> int:
+    """Removes what is in directory `top`, depth first, holding at most `_MAX_DEPTH`
+    descriptors; how many entries it removed or moved up into `top` (for the next pass)."""
+    done = 0
+    stack: list[tuple[int, str, list[os.DirEntry[str]]]] = [(top, "", _entries(top))]
+    while stack:
+        fd, name, entries = stack[-1]
+        if not entries:
+            stack.pop()
+            if stack:
+                os.close(fd)
+                done += _remove(stack[-1][0], name, directory=True)
+            continue
+        entry = entries.pop()
+        try:
+            is_dir = entry.is_dir(follow_symlinks=False)
+        except OSError:
+            is_dir = False
+        if not is_dir:
+            done += _remove(fd, entry.name, directory=False)
+        elif len(stack) >= _MAX_DEPTH:
+            with contextlib.suppress(OSError):
+                deep = f".deep-{secrets.token_hex(8)}"
+                os.rename(entry.name, deep, src_dir_fd=fd, dst_dir_fd=top)
+                done += 1
+        elif (child := _open_dir(fd, entry.name)) is not None:
+            stack.append((child, entry.name, _entries(child)))
+        else:  # a symlink or a file by now, or gone: removed as what it is
+            done += _remove(fd, entry.name, directory=False)
+    return done
+
+
+def _entries(fd: int) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(fd) as entries:
+            return list(entries)
+    except OSError:
+        return []
+
+
+def _open_dir(dir_fd: int, name: str) -> int | None:
+    """A descriptor of the directory `name` in `dir_fd` (None: it is not a directory, a
+    symlink included, or cannot be opened). One its owner may not read (mode 000) is opened
+    up (0700) first, through an `O_PATH` descriptor: the directory itself, whatever its name
+    means by then (named through /proc/self/fd: where /proc is not mounted, such a directory
+    stays rather than be opened up by a name that could have been swapped)."""
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    except PermissionError:
+        pass
+    except OSError:
+        return None
+    try:
+        held = os.open(name, os.O_PATH | _DIR_FLAGS, dir_fd=dir_fd)
+    except OSError:
+        return None
+    try:
+        itself = f"/proc/self/fd/{held}"  # (names the inode held, not a path to look up)
+        os.chmod(itself, 0o700)
+        return os.open(itself, _DIR_FLAGS & ~os.O_NOFOLLOW)
+    except OSError:
+        return None
+    finally:
+        os.close(held)
+
+
+def _remove(dir_fd: int, name: str, *, directory: bool, mine: bool = True) -> bool:
+    """Removes `name` in `dir_fd` (a directory: empty by now); where `dir_fd` is read-only
+    (a hook's `chmod a-w`) and `mine` (in the tree, not the directory holding it), it is
+    opened up to its owner and tried once more. Whether it was removed."""
+    for attempt in range(2):
+        try:
+            if directory:
+                os.rmdir(name, dir_fd=dir_fd)
+            else:
+                os.unlink(name, dir_fd=dir_fd)
+        except PermissionError:
+            if attempt == 0 and mine:
+                with contextlib.suppress(OSError):
+                    os.fchmod(dir_fd, 0o700)
+                    continue
+        except OSError:
+            pass
+        else:
+            return True
+        return False
+    return False

@@ -11,6 +11,7 @@ import json
 import signal
 import sys
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from functools import partial
 from typing import Any, Final, TypeVar
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
@@ -240,14 +241,17 @@ async def exec_remote(
     on_frame: Callable[[dict[str, Any]], Any],
     responder: Responder | None = None,
     after_message: Callable[[], object] | None = None,
+    *,
+    on_stop: Callable[[int], object] | None = None,
 ) -> list[dict[str, Any]]:
     """Runs `request` on the server, handing each frame to `on_frame` as it comes (and
     calling `after_message` once those of each WebSocket message are handed on), and each
     `ask` frame to `responder`, whose answer goes to the server (which takes the first
     answer; one it refuses is said on stderr). The first Ctrl-C (or SIGTERM) asks the server
-    to cancel the run (its suffix hooks and `end` still come); a second one leaves at once
-    (`serve_stop_signals`). Returns the run's frames but its output (`stdout`, `stderr`),
-    which is most of a run and which no caller looks at again, within the bounds of `HELD`."""
+    to cancel the run (its suffix hooks and `end` still come); a second leaves at once, or
+    with `on_stop` calls `on_stop(2)` and waits on, a third `on_stop(3)` and leaves. Returns
+    the run's frames but its output (`stdout`, `stderr`), which is most of a run and which no
+    caller looks at again, within the bounds of `HELD`."""
     held: list[dict[str, Any]] = []
     counts = dict.fromkeys(HELD, 0)
     failed: RemoteError | None = None  # raised outside the nursery, not in a group
@@ -262,7 +266,16 @@ async def exec_remote(
             await _send(ws, {"type": Control.ANSWER, "askId": ask_id, "answer": word})
 
         watcher = AskWatcher(nursery, responder, deliver)
-        await nursery.start(serve_stop_signals, nursery.cancel_scope, ask_cancel)
+        if on_stop is None:
+            await nursery.start(serve_stop_signals, nursery.cancel_scope, ask_cancel)
+        else:  # (no message cuts a cancelled run's suffix hooks short: the second stays)
+
+            def leave(_: signal.Signals) -> None:
+                on_stop(3)
+                nursery.cancel_scope.cancel()
+
+            signals = partial(serve_stop_signals, on_more=leave)
+            await nursery.start(signals, trio.CancelScope(), ask_cancel, lambda _: on_stop(2))
         try:
             async for frame in messages(ws, after=after_message, frames=True):
                 if frame.get("askId") and "seq" not in frame:  # an answer the server refused

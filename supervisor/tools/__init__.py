@@ -46,6 +46,7 @@ __all__, __getattr__, __dir__ = exports(
             "key_of",
             "listing",
             "pin",
+            "pinned_names",
             "seen_changes",
             "verdict",
         ),
