@@ -158,7 +158,10 @@ def pinned_tool_warnings(
             continue
         chosen = hook.when.get(When.SERVER) or ("*",)
         names = [n for n in servers if any(fnmatch.fnmatchcase(n, p) for p in chosen)]
-        tools = {n: _pinned_names(servers[n], state) for n in names}
+        tools = {
+            n: state.tool_names(pin_key(n, servers[n].where, servers[n].workdir)) or []
+            for n in names
+        }
         if not names or any(not found for found in tools.values()):
             continue  # (no server at all is `unknown_server_warnings`' to say)
         seen = [form for n, own in tools.items() for t in own for form in (f"{n}.{t}", t)]
@@ -173,12 +176,3 @@ def pinned_tool_warnings(
                 f" stand it never fires{did_you_mean(pattern, seen)}"
             )
     return said
-
-
-def _pinned_names(spec: ServerSpec, state: TrustState) -> list[str]:
-    pin = state.servers.get(pin_key(spec.name, spec.where, spec.workdir))
-    if pin is None:
-        return []
-    return [
-        t["name"] for t in pin.tools if isinstance(t, Mapping) and isinstance(t.get("name"), str)
-    ]

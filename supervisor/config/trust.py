@@ -91,6 +91,14 @@ class TrustState(Record):
     def without(self, key: str) -> TrustState:
         return TrustState({k: v for k, v in self.files.items() if k != key}, self.servers)
 
+    def tool_names(self, key: str) -> list[str] | None:
+        """The names of the tools pinned at `key` (`pin_key`); None: nothing is pinned there."""
+        pinned = self.servers.get(key)
+        if pinned is None:
+            return None
+        listed = (t.get("name") for t in pinned.tools if isinstance(t, Mapping))
+        return [name for name in listed if isinstance(name, str)]
+
     def with_pin(self, key: str, pin: ServerPin) -> TrustState:
         return TrustState(self.files, {**self.servers, key: pin})
 

@@ -123,10 +123,7 @@ def pinned_names(spec: ServerSpec, environ: Mapping[str, str]) -> list[str] | No
     """The names of the tools pinned for `spec`'s server (None: it has no pin, or the trust
     state cannot be read), for `exec --explain` to say which a `when.tool` matches."""
     state, unreadable = load_state(state_path(environ))
-    pinned = None if unreadable is not None else state.servers.get(key_of(spec))
-    if pinned is None:
-        return None
-    return [str(t["name"]) for t in pinned.tools if isinstance(t, dict) and "name" in t]
+    return None if unreadable is not None else state.tool_names(key_of(spec))
 
 
 def change_items(
