@@ -6,10 +6,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -645,3 +647,53 @@ def test_sigterm_lets_runs_finish_in_grace_then_cancels_the_rest(
     ]
     assert leftovers == []
     assert "SIGTERM" in srv.log()
+
+
+def test_a_second_sigterm_kills_the_suffix_hooks_still_running(tmp_path: Path) -> None:
+    # A suffix hook that ignores SIGTERM and sleeps held `serve` for its whole timeoutMs
+    # after the second signal, which the log calls "stopping at once".
+    marker = f"mcpx-serve-second-{tmp_path.name}"
+    fifo = tmp_path / "started"
+    os.mkfifo(fifo)
+    stubborn = f"trap '' TERM; echo started > {fifo}; sleep 60 # {marker}"
+    (tmp_path / "c.toml").write_text(
+        PLAIN
+        + '[[hooks]]\nname = "stubborn"\non = "script"\nphase = "suffix"\ntimeoutMs = 60000\n'
+        + f"run = {json.dumps(['sh', '-c', stubborn])}\n"
+    )
+    state = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    srv = start_server(tmp_path, "--config", "c.toml", "--grace", "0.2", env=state)
+    sleeper = [PY, "-c", "import time; print('ready', flush=True); time.sleep(60)", marker]
+
+    async def main() -> Stream:
+        async with open_ws(srv, "/v1/exec") as ws:
+            await ws.send(json.dumps({"argv": sleeper}))
+            stream = Stream()
+            await read_until(ws, stream, lambda o: o.get("text") == "ready")
+            srv.proc.send_signal(signal.SIGTERM)
+            # (the suffix hook says it runs, once the grace is over and the run cancelled)
+            assert await asyncio.to_thread(fifo.read_text) == "started\n"
+            srv.proc.send_signal(signal.SIGTERM)
+            return await read_all(ws, stream)
+
+    began = time.monotonic()
+    try:
+        stream = arun(main())
+        srv.stop(signal=None, timeout=20)
+    finally:
+        if srv.proc.poll() is None:  # (it did not stop: its whole family goes with it)
+            srv.proc.kill()
+            srv.proc.wait()
+    assert time.monotonic() - began < 15  # (it waited out the hook's 60 s before)
+    assert "second signal: stopping at once" in srv.log()
+    # (the client's socket was cut; the run's end, the hook killed, is in the history)
+    shown = mcpx("runs", "show", stream.frames[0]["runId"], "--json", cwd=tmp_path, **state)
+    stored = [json.loads(line) for line in shown.stdout.splitlines()]
+    assert [(f["name"], f["status"]) for f in stored if f["type"] == "hook"] == [
+        ("stubborn", "killed")
+    ]
+    assert stored[-1]["type"] == "end"
+    leftovers = [
+        p for p in psutil.process_iter(["cmdline"]) if marker in " ".join(p.info["cmdline"] or [])
+    ]
+    assert leftovers == []

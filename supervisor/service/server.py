@@ -176,6 +176,8 @@ class Service(Endpoints):
 
         def second(_: signal.Signals) -> None:
             logger.warning("second signal: stopping at once")
+            for run in list(self._active.values()):  # (suffix hooks run shielded: killed now)
+                run.ending_scope.cancel()
 
         async def serving(task_status: trio.TaskStatus[Listening]) -> None:
             await self.serve(task_status=task_status)
@@ -386,14 +388,10 @@ class Service(Endpoints):
                 await release_cwd(run.request)
 
 
-# ---- `mcpx-hooks serve` --------------------------------------------------------------------
-
-
 async def run_service(
     config: Config, options: ServiceOptions, ready: Callable[[Listening], Any]
 ) -> None:
-    """`serve`: the runtime and the service until SIGINT or SIGTERM
-    (`Service.serve_until_signalled`)."""
+    """`serve`: the runtime and the service until signalled (`serve_until_signalled`)."""
     async with open_logged_runtime(config) as runtime:
         service = Service(runtime, options)
         async with trio.open_nursery() as nursery:
