@@ -169,8 +169,9 @@ def test_what_is_kept_of_listings_seen_while_running_is_bounded(tmp_path: Path) 
 async def test_a_when_tool_that_matches_no_pinned_tool_is_said(
     tmp_path: Path, marker: Marker
 ) -> None:
-    # A gate on "words.cuont" never fires: no tool has that name. Once the servers' tools are
-    # pinned, `validate` and `hooks list` can say so without starting them.
+    # A gate on "words.cuont" fires for no call a server answers: no tool has that name. Once
+    # the servers' tools are pinned, `validate` and `hooks list` can say so without starting
+    # them.
     where = tmp_path / marker
     gate = {"on": "call", "phase": "before", "run": ["true"]}
     hooks = [
@@ -181,13 +182,13 @@ async def test_a_when_tool_that_matches_no_pinned_tool_is_said(
     config = write_config(where, marker, hooks)
     assert [r.stderr for r in (cli(config, "hooks", "list"),)] == [""]  # (nothing pinned yet)
     await names(config, tmp_path / "err")  # (pinned at their first use)
+    fails = "it fires only for a call to a tool they do not have, which fails"
     said = [
         f'mcpx-hooks: warning: hook "typo" ({config}:/hooks/0): when.tool "words.cuont" matches'
-        f" no tool of the servers as pinned (words: 4, h: {len(pins_of(config, 'h'))} tools), so"
-        ' as they stand it never fires; did you mean "words.count"?',
+        f" no tool of the servers as pinned (words: 4, h: {len(pins_of(config, 'h'))} tools):"
+        f' {fails}; did you mean "words.count"?',
         f'mcpx-hooks: warning: hook "h-only" ({config}:/hooks/2): when.tool "count" matches no'
-        f" tool of the servers as pinned (h: {len(pins_of(config, 'h'))} tools), so as they"
-        " stand it never fires",
+        f" tool of the servers as pinned (h: {len(pins_of(config, 'h'))} tools): {fails}",
     ]
     for args in (["hooks", "list"], ["validate", str(config)]):
         done = cli(config, *args) if args[0] == "hooks" else cli_bare(config, *args)

@@ -387,7 +387,8 @@ def test_a_refused_when_key_is_the_one_problem_whatever_its_patterns(tmp_path: P
 
 
 def test_a_when_server_that_matches_no_declared_server_is_said(tmp_path: Path) -> None:
-    # A gate on server "filesystem" where the server is declared "fs" never fires, silently.
+    # A gate on server "filesystem" where the server is declared "fs" never fires for a call
+    # that reaches a server, without a word.
     path = tmp_path / "c.json"
     gate = {"on": "call", "phase": "before", "run": ["true"]}
     doc = {
@@ -402,8 +403,8 @@ def test_a_when_server_that_matches_no_declared_server_is_said(tmp_path: Path) -
     path.write_text(json.dumps(doc))
     config = load_config([path], cwd=tmp_path, environ={}, discover=False)
     said = (
-        f'hook "typo" ({path}:/hooks/0): when.server ["filesystem"] matches no server declared'
-        " here (fs, git), so as the config stands it never fires"
+        f'hook "typo" ({path}:/hooks/0): when.server ["filesystem"] matches none of the servers'
+        " declared here (fs, git): it fires only for a call to a server not declared, which fails"
     )
     assert [w for w in config.warnings if "when.server" in w] == [said]
     env = {**os.environ, "MCPX_HOOKS_NO_DISCOVERY": "1", "XDG_STATE_HOME": str(tmp_path)}
@@ -416,11 +417,17 @@ def test_a_when_server_that_matches_no_declared_server_is_said(tmp_path: Path) -
     del doc["servers"]
     path.write_text(json.dumps(doc))
     config = load_config([path], cwd=tmp_path, environ={}, discover=False)
-    said = 'it is on "{}", and no tool server is declared here, so as the config stands it never'
-    assert [w for w in config.warnings if "never fires" in w] == [
-        f'hook "{name}" ({path}:/hooks/{i}): {said.format(on)} fires'
-        for i, (name, on) in enumerate(
-            [("typo", "call"), ("glob", "call"), ("start", "server.start"), ("any", "call")]
+    call = "it fires only for a call to a server not declared, which fails"
+    said = 'it is on "{}", and no tool server is declared here: {}'
+    assert [w for w in config.warnings if "no tool server" in w] == [
+        f'hook "{name}" ({path}:/hooks/{i}): ' + said.format(on, call if on == "call" else why)
+        for i, (name, on, why) in enumerate(
+            [
+                ("typo", "call", ""),
+                ("glob", "call", ""),
+                ("start", "server.start", "it never fires"),
+                ("any", "call", ""),
+            ]
         )
     ]
 

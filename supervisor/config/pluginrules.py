@@ -120,8 +120,9 @@ def server_name_warnings(servers: Mapping[str, ServerSpec], sep: str) -> list[st
 
 def unknown_server_warnings(hooks: Iterable[Hook], servers: Collection[str]) -> list[str]:
     """A warning for each hook on a tool server's point whose `when.server` matches none of
-    the servers declared, or that the config gives no server at all: as the config stands it
-    never fires (a name misspelt, or a server declared elsewhere)."""
+    the servers declared, or that the config gives no server at all (a name misspelt, or a
+    server declared elsewhere): a `server.start` hook never fires, a `call` hook fires only
+    for a script's call to a server not declared, which fails (`exec --explain` says so)."""
     said: list[str] = []
     for hook in hooks:
         point = POINTS.get(hook.on)
@@ -130,18 +131,25 @@ def unknown_server_warnings(hooks: Iterable[Hook], servers: Collection[str]) -> 
         where = hook_place(hook.source.file, hook.source.index) if hook.source.file else ""
         named = f'hook "{hook.name}"{f" ({where})" if where else ""}'
         patterns = hook.when.get(When.SERVER)
+        if servers and not (
+            patterns and not any(fnmatch.fnmatchcase(s, p) for p in patterns for s in servers)
+        ):
+            continue
         if not servers:
-            said.append(
-                f'{named}: it is on "{hook.on}", and no tool server is declared here, so as the'
-                " config stands it never fires"
-            )
-        elif patterns and not any(fnmatch.fnmatchcase(s, p) for p in patterns for s in servers):
-            shown = ", ".join(f'"{p}"' for p in patterns)
-            said.append(
-                f"{named}: when.server [{shown}] matches no server declared here"
-                f" ({', '.join(sorted(servers))}), so as the config stands it never fires"
-            )
+            why = f'it is on "{hook.on}", and no tool server is declared here'
+        else:
+            shown = ", ".join(f'"{p}"' for p in patterns or ())
+            known = ", ".join(sorted(servers))
+            why = f"when.server [{shown}] matches none of the servers declared here ({known})"
+        said.append(f"{named}: {why}: {_NEVER[hook.on == 'call']}")
     return said
+
+
+#: What a hook on a server's point that matches no declared server does (by: it is on `call`).
+_NEVER: Final = {
+    False: "it never fires",
+    True: "it fires only for a call to a server not declared, which fails",
+}
 
 
 def pinned_tool_warnings(
@@ -149,7 +157,8 @@ def pinned_tool_warnings(
 ) -> list[str]:
     """A warning for each `when.tool` pattern of a `call` hook that matches no tool of the
     servers it applies to, where each of them is pinned (their tools known without starting
-    them): as the servers stand, it never fires (a tool's name misspelt). Nothing is said of
+    them): as the servers stand, it fires only for a call to a tool they do not have, which
+    fails (a tool's name misspelt). Nothing is said of
     a hook one of whose servers is not pinned, or pinned with no tools."""
     said: list[str] = []
     for hook in hooks:
@@ -172,7 +181,7 @@ def pinned_tool_warnings(
             counted = ", ".join(f"{n}: {len(own)}" for n, own in tools.items())
             said.append(
                 f'hook "{hook.name}"{f" ({where})" if where else ""}: when.tool "{pattern}"'
-                f" matches no tool of the servers as pinned ({counted} tools), so as they"
-                f" stand it never fires{did_you_mean(pattern, seen)}"
+                f" matches no tool of the servers as pinned ({counted} tools): it fires only"
+                f" for a call to a tool they do not have, which fails{did_you_mean(pattern, seen)}"
             )
     return said
