@@ -22,7 +22,8 @@ from wsproto.frame_protocol import FrameProtocol, Opcode
 
 from mcpx_hooks.supervisor.run.runtime import open_runtime
 from mcpx_hooks.supervisor.service.framerate import FRAME_BURST, FRAMES_PER_S, FrameRate
-from mcpx_hooks.supervisor.service.protocol import Ended, ServerProtocol
+from mcpx_hooks.supervisor.service.protocol import ServerProtocol
+from mcpx_hooks.supervisor.service.protocolevents import Ended
 from mcpx_hooks.supervisor.service.server import Limits, Service, ServiceOptions
 from mcpx_hooks.supervisor.service.streams import Wake, keep_alive
 

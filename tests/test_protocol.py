@@ -16,14 +16,14 @@ from wsproto.frame_protocol import FrameProtocol
 
 from mcpx_hooks.supervisor.service.broadcast import text_frame
 from mcpx_hooks.supervisor.service.heads import MAX_HEAD_BYTES
-from mcpx_hooks.supervisor.service.protocol import (
+from mcpx_hooks.supervisor.service.protocol import Phase, ServerProtocol
+from mcpx_hooks.supervisor.service.protocolevents import (
     BadBody,
     Ended,
     Message,
-    Phase,
     Pong,
+    Refusing,
     Request,
-    ServerProtocol,
     error_body,
 )
 
@@ -396,6 +396,37 @@ def test_a_message_in_many_small_fragments_holds_its_bytes_not_an_object_per_fra
     assert held < 4 * len(piece) * fragments + 64 * 1024, held
     p.receive_data(client.send(wsproto.events.TextMessage(data="!")))
     assert _events(p) == [Message(piece * fragments + "!")]
+
+
+NO_MESSAGES = Refusing('{"no": "messages"}', 4400, "this endpoint takes no messages")
+
+
+def test_an_endpoint_that_takes_no_messages_refuses_one_at_its_first_frame() -> None:
+    # `/v1/events` and `/v1/hooks` take no messages, yet held up to the cap of one (1 MiB)
+    # before refusing it: now its first frame, the first bytes of it, end the socket.
+    client = wsproto.WSConnection(wsproto.ConnectionType.CLIENT)
+    p = ServerProtocol(max_message_bytes=1 << 20, too_big="{}")
+    p.receive_data(client.send(wsproto.events.Request(host="127.0.0.1", target="/v1/events")))
+    _events(p)
+    _client_events(client, p.accept(NO_MESSAGES))
+    frame = FrameProtocol(client=True, extensions=[]).send_data("x" * 500_000, fin=True)
+    p.receive_data(frame[:100])  # the frame's head and the first bytes of a 500 kB message
+    assert _events(p) == [Ended(4400, "this endpoint takes no messages")]
+    text, close = _client_events(client, p.data_to_send())
+    assert isinstance(text, wsproto.events.TextMessage) and text.data == NO_MESSAGES.message
+    assert isinstance(close, wsproto.events.CloseConnection) and close.code == 4400
+    p.receive_data(frame[100:])  # nothing more is read
+    assert _events(p) == []
+
+
+def test_pings_and_pongs_are_still_taken_where_no_messages_are() -> None:
+    client = wsproto.WSConnection(wsproto.ConnectionType.CLIENT)
+    p = ServerProtocol(max_message_bytes=100, too_big="{}")
+    p.receive_data(client.send(wsproto.events.Request(host="127.0.0.1", target="/v1/events")))
+    _events(p)
+    _client_events(client, p.accept(NO_MESSAGES))
+    p.receive_data(_send(client, wsproto.events.Ping(b"p1"), wsproto.events.Pong(b"p2")))
+    assert _events(p) == [Pong(b"p2")]
 
 
 def test_a_message_at_the_cap_is_taken() -> None:

@@ -42,7 +42,7 @@ import trio
 from ..core.errors import HooksError
 from .access import header
 from .connection import ServerConnection
-from .protocol import BadBody, Request, error_body
+from .protocolevents import BadBody, Request, error_body
 from .wire import ConnectionClosed
 
 Scope = MutableMapping[str, Any]

@@ -35,7 +35,8 @@ from typing import Final
 import trio
 
 from .framerate import FrameRate
-from .protocol import Ended, Message, Phase, Pong, Request, ServerProtocol
+from .protocol import Phase, ServerProtocol
+from .protocolevents import Ended, Message, Pong, Refusing, Request
 from .wire import ConnectionClosed
 
 #: Bytes read from the socket at a time.
@@ -215,11 +216,12 @@ class ServerConnection:
             if most is None or sent == most:
                 await self._write(protocol.respond_end())
 
-    async def accept(self) -> None:
+    async def accept(self, no_messages: Refusing | None = None) -> None:
         """Upgrades to WebSocket (101); the reader then reads the client's frames. The 101
         is written before the reader goes on: frames that came with the request head and
-        broke the protocol end the connection, but after the client has its answer."""
-        data = self._protocol.accept()
+        broke the protocol end the connection, but after the client has its answer. With
+        `no_messages`, the endpoint takes none: the first is refused at its first frame."""
+        data = self._protocol.accept(no_messages)
         try:
             await self._write(data)
         finally:

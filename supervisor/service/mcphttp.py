@@ -25,7 +25,7 @@ from . import routes
 from .access import Refusal, check_access, header
 from .asgi import LINGER_BYTES, respond_unread, serve_asgi
 from .connection import ServerConnection
-from .protocol import Request
+from .protocolevents import Request
 from .targets import query_tokens
 
 if TYPE_CHECKING:

@@ -26,7 +26,7 @@ from .access import Refusal, check_access
 from .asgi import respond_unread
 from .connection import ServerConnection
 from .mcphttp import MCP_PATH, McpHttp
-from .protocol import Request, error_body
+from .protocolevents import Request, error_body
 from .seats import Seats
 from .targets import query_tokens
 

@@ -23,23 +23,19 @@ from __future__ import annotations
 import collections
 import enum
 import http
-import json
 import re
 from collections.abc import Iterable, Iterator
 from typing import Final
 
-import attrs
 import h11
 import wsproto
 import wsproto.connection
 import wsproto.events
 import wsproto.utilities
 
-from ..core.errors import HooksError
-from ..core.frames import ServiceMessage
-from ..core.records import Record
 from . import heads
 from .framerate import TOO_FAST, FrameRate
+from .protocolevents import BadBody, Ended, Event, Message, Pong, Refusing, Request, error_body
 
 #: The close code of a connection that ended without a close frame (RFC 6455 §7.1.5).
 ABNORMAL: Final = 1006
@@ -65,51 +61,6 @@ class Phase(enum.Enum):
     ENDED = "ended"  # nothing more comes from the client
 
 
-@attrs.frozen(repr=False, eq=False)
-class Request(Record):
-    """A request head. `websocket`: a GET that asks for a WebSocket, with a handshake that
-    wsproto found valid (one it refused never becomes a `Request`: it is answered)."""
-
-    method: str
-    target: str
-    headers: tuple[tuple[bytes, bytes], ...]
-    websocket: bool
-
-
-@attrs.frozen(repr=False, eq=False)
-class Message(Record):
-    """One whole message from the client: text as `str`, binary as `bytes`."""
-
-    data: str | bytes
-
-
-@attrs.frozen(repr=False, eq=False)
-class Pong(Record):
-    payload: bytes
-
-
-@attrs.frozen(repr=False, eq=False)
-class Ended(Record):
-    """Nothing more comes from the client: its close frame (`code`, `reason`), or 1006 when
-    the stream ended without one, the request was malformed, or a frame broke the protocol."""
-
-    code: int
-    reason: str | None = None
-
-
-Event = Request | Message | Pong | Ended
-
-
-class BadBody(HooksError):
-    """A request body that cannot be read: broken framing, or cut short."""
-
-
-def error_body(status: int, message: str) -> bytes:
-    """The JSON body of every HTTP refusal or error the service answers."""
-    error = {"type": ServiceMessage.ERROR, "code": status, "message": message}
-    return json.dumps(error, separators=(",", ":")).encode()
-
-
 class ServerProtocol:
     """One accepted connection's protocol state, from the request head to the end.
 
@@ -119,11 +70,17 @@ class ServerProtocol:
     (`framerate.py`): past it, a 1008 close is sent and nothing more is read."""
 
     def __init__(
-        self, *, max_message_bytes: int, too_big: str, frames: FrameRate | None = None
+        self,
+        *,
+        max_message_bytes: int,
+        too_big: str,
+        frames: FrameRate | None = None,
     ) -> None:
         self.max_message_bytes = max_message_bytes
         self.too_big = too_big
         self._frames = frames
+        #: Set for an endpoint that takes no messages: the refusal of the first one.
+        self._no_messages: Refusing | None = None
         self.phase = Phase.HEAD
         self.request: Request | None = None
         self._h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=heads.MAX_HEAD_BYTES)
@@ -252,20 +209,28 @@ class ServerProtocol:
     def _message(self, event: wsproto.events.TextMessage | wsproto.events.BytesMessage) -> None:
         if self.phase is Phase.CLOSING:
             return  # the server is closing: what the client still sends is dropped
+        if self._no_messages is not None:  # (at its first frame: none of it is kept)
+            self._refuse_message(self._no_messages)
+            return
         data = event.data
         piece = data.encode() if isinstance(data, str) else data
         self._size += len(piece)
         if self._size > self.max_message_bytes:
             reason = f"Exceeded maximum message size: {self.max_message_bytes} bytes"
-            self._outbox += self.text(self.too_big)
-            self._outbox += self._ws.send(wsproto.events.CloseConnection(TOO_BIG, reason))
-            self._end(TOO_BIG, reason)
+            self._refuse_message(Refusing(self.too_big, TOO_BIG, reason))
             return
         self._data += piece
         if event.message_finished:
             whole = self._data.decode() if isinstance(data, str) else bytes(self._data)
             self._data, self._size = bytearray(), 0
             self._emit(Message(whole))
+
+    def _refuse_message(self, refusing: Refusing) -> None:
+        """The client is told why its message is refused, and the socket ends."""
+        self._outbox += self.text(refusing.message)
+        close = wsproto.events.CloseConnection(refusing.code, refusing.reason)
+        self._outbox += self._ws.send(close)
+        self._end(refusing.code, refusing.reason)
 
     def _emit(self, event: Event) -> None:
         self._events.append(event)
@@ -371,10 +336,13 @@ class ServerProtocol:
     def respond_end(self) -> bytes:
         return self._h11.send(h11.EndOfMessage())
 
-    def accept(self) -> bytes:
+    def accept(self, no_messages: Refusing | None = None) -> bytes:
         """The 101 for a valid upgrade request; from here on the connection is WebSocket,
-        and the bytes that followed the request head are read as its first frames."""
+        and the bytes that followed the request head are read as its first frames. With
+        `no_messages` (an endpoint that takes none), a message is refused at its first
+        frame: the client is told so, and none of it is kept."""
         assert self.phase is Phase.ASKED and self.request is not None and self.request.websocket
+        self._no_messages = no_messages
         data = self._ws.send(wsproto.events.AcceptConnection())
         self.phase = Phase.OPEN
         trailing, closed = self._h11.trailing_data

@@ -48,12 +48,12 @@ from .logredact import open_logged_runtime
 from .mcphttp import McpHttp
 from .options import Limits, Listening, ServiceOptions
 from .plain import serve_plain
-from .protocol import Request
+from .protocolevents import Refusing, Request
 from .roots import release_cwd
 from .seats import Seat, Seats
 from .streams import Streams, Wake, keep_alive
-from .targets import Endpoint, Target, parse_target, query_tokens
-from .wire import Close, ConnectionClosed, WireError, encode
+from .targets import TAKES_MESSAGES, Endpoint, Target, parse_target, query_tokens
+from .wire import NO_MESSAGES, Close, ConnectionClosed, WireError, encode
 
 __all__ = ["Limits", "Listening", "Service", "ServiceOptions", "run_service"]
 
@@ -110,6 +110,7 @@ class Service(Endpoints):
                 ).payload
             )
         )
+        self._no_messages = _refusing(WireError(Close.BAD_REQUEST, NO_MESSAGES))
 
     @property
     def runs_in_progress(self) -> int:
@@ -278,7 +279,8 @@ class Service(Endpoints):
         assert target is not None  # a seat is only ever for an endpoint
         try:
             try:
-                await conn.accept()
+                takes = target.endpoint in TAKES_MESSAGES
+                await conn.accept(None if takes else self._no_messages)
             except ConnectionClosed:
                 return  # gone before its 101 was written
             await self._admitted_connection(conn, number, target, seat)
@@ -384,6 +386,11 @@ class Service(Endpoints):
             finally:
                 self._forget_run(run)
                 await release_cwd(run.request)
+
+
+def _refusing(error: WireError) -> Refusing:
+    """How the protocol itself refuses a message with `error`."""
+    return Refusing(encode(to_json(error.payload)), int(error.code), error.reason)
 
 
 # ---- `mcpx-hooks serve` --------------------------------------------------------------------

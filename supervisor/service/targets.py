@@ -24,6 +24,10 @@ class Endpoint(enum.StrEnum):
     HOOKS = "/v1/hooks"
 
 
+#: The endpoints a client sends messages to: its request, answers to asks, `cancel`. Any
+#: other one is refused at its first frame (4400), none of it kept.
+TAKES_MESSAGES: Final = frozenset({Endpoint.EXEC, Endpoint.RUNS})
+
 #: The query parameters each endpoint takes (`token` is taken by every one).
 QUERY: Final[dict[Endpoint, frozenset[str]]] = {
     Endpoint.EXEC: frozenset(),

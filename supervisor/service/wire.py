@@ -41,6 +41,9 @@ class Close(enum.IntEnum):
     OUT_OF_RANGE = 4416  # `from` or `since` outside what exists
 
 
+#: Why a message to an endpoint that takes none is refused (4400, at its first frame).
+NO_MESSAGES: Final = "this endpoint takes no messages"
+
 #: The word each close code is reported with in an error message (`error` key).
 CLOSE_WORDS: Final[dict[Close, str]] = {
     Close.NORMAL: "normal",
