@@ -26,6 +26,7 @@ from mcpx_hooks.supervisor.service.protocolevents import (
     Request,
     error_body,
 )
+from mcpx_hooks.supervisor.service.unfinished import OWN_BYTES, Unfinished
 
 KEY = base64.b64encode(b"0123456789abcdef").decode()
 UPGRADE = (
@@ -399,6 +400,7 @@ def test_a_message_in_many_small_fragments_holds_its_bytes_not_an_object_per_fra
 
 
 NO_MESSAGES = Refusing('{"no": "messages"}', 4400, "this endpoint takes no messages")
+BUSY = Refusing('{"try": "later"}', 1013, "busy")
 
 
 def test_an_endpoint_that_takes_no_messages_refuses_one_at_its_first_frame() -> None:
@@ -427,6 +429,50 @@ def test_pings_and_pongs_are_still_taken_where_no_messages_are() -> None:
     _client_events(client, p.accept(NO_MESSAGES))
     p.receive_data(_send(client, wsproto.events.Ping(b"p1"), wsproto.events.Pong(b"p2")))
     assert _events(p) == [Pong(b"p2")]
+
+
+def _budgeted(budget: Unfinished) -> tuple[ServerProtocol, wsproto.WSConnection]:
+    client = wsproto.WSConnection(wsproto.ConnectionType.CLIENT)
+    p = ServerProtocol(max_message_bytes=1 << 20, too_big="{}", holding=budget.holding(), busy=BUSY)
+    p.receive_data(client.send(wsproto.events.Request(host="127.0.0.1", target="/v1/exec")))
+    _events(p)
+    _client_events(client, p.accept())
+    return p, client
+
+
+def _part(client: wsproto.WSConnection, size: int, *, last: bool = False) -> bytes:
+    return _send(client, wsproto.events.TextMessage(data="x" * size, message_finished=last))
+
+
+def test_unfinished_messages_are_held_to_the_service_s_budget_past_their_own_bytes() -> None:
+    # Each connection could hold an unfinished message up to the cap (1 MiB): 200 sockets
+    # held 214 MB. Past its first OWN_BYTES a message takes from one budget for the whole
+    # service; the one that would pass it is refused (1013), the others go on.
+    budget = Unfinished(100_000)
+    a, client_a = _budgeted(budget)
+    b, client_b = _budgeted(budget)
+    small, client_small = _budgeted(budget)
+    a.receive_data(_part(client_a, OWN_BYTES + 80_000))
+    assert _events(a) == [] and budget.held == 80_000
+    b.receive_data(_part(client_b, OWN_BYTES + 10_000))
+    assert _events(b) == [] and budget.held == 90_000
+    b.receive_data(_part(client_b, 20_000))  # past the budget: refused, and given back
+    assert _events(b) == [Ended(1013, "busy")]
+    text, close = _client_events(client_b, b.data_to_send())
+    assert isinstance(text, wsproto.events.TextMessage) and text.data == BUSY.message
+    assert isinstance(close, wsproto.events.CloseConnection) and close.code == 1013
+    assert budget.held == 80_000
+    # A message within its own bytes is never refused, however full the budget.
+    small.receive_data(_part(client_small, OWN_BYTES, last=True))
+    assert _events(small) == [Message("x" * OWN_BYTES)]
+    # A whole message gives back what it held; a connection ended gives back its part.
+    a.receive_data(_part(client_a, 20_000, last=True))
+    assert [len(m.data) for m in _events(a) if isinstance(m, Message)] == [OWN_BYTES + 100_000]
+    assert budget.held == 0
+    a.receive_data(_part(client_a, OWN_BYTES + 50_000))
+    assert budget.held == 50_000
+    a.receive_data(b"")  # the client went away mid-message
+    assert budget.held == 0
 
 
 def test_a_message_at_the_cap_is_taken() -> None:

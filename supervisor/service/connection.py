@@ -37,6 +37,7 @@ import trio
 from .framerate import FrameRate
 from .protocol import Phase, ServerProtocol
 from .protocolevents import Ended, Message, Pong, Refusing, Request
+from .unfinished import Unfinished
 from .wire import ConnectionClosed
 
 #: Bytes read from the socket at a time.
@@ -59,13 +60,21 @@ class ServerConnection:
         max_message_size: int,
         too_big: str,
         stall_s: float = math.inf,
+        unfinished: Unfinished | None = None,
+        busy: Refusing | None = None,
     ) -> None:
         self._stream = stream
         #: How long one piece of a streamed answer may take to be written (`respond_stream`).
         self._stall_s = stall_s
         self._frames = FrameRate()
+        #: What this connection's message or body under way holds of the service's budget.
+        self.holding = unfinished.holding() if unfinished is not None else None
         self._protocol = ServerProtocol(
-            max_message_bytes=max_message_size, too_big=too_big, frames=self._frames
+            max_message_bytes=max_message_size,
+            too_big=too_big,
+            frames=self._frames,
+            holding=self.holding,
+            busy=busy,
         )
         self._lock = trio.Lock()
         self._messages_in, self._messages = trio.open_memory_channel[str | bytes](CLIENT_QUEUE)
@@ -99,6 +108,7 @@ class ServerConnection:
             async with self._messages_in:
                 await self._read()
         finally:
+            self._protocol.release()  # (a message cut short holds nothing any more)
             self._asked.set()
             self._reader_done.set()
 

@@ -18,6 +18,9 @@ class Limits(Record):
 
     #: A client message larger than this is refused (1009).
     max_message_bytes: int = 1024 * 1024
+    #: What all clients together may hold of messages and `/mcp` bodies still coming in (past
+    #: each one's first `unfinished.OWN_BYTES`); a message past it is refused (1013, 503).
+    max_unfinished_bytes: int = 64 * 1024 * 1024
     #: Admitted connections: WebSockets (handshake done, token checked) and plain HTTP requests
     #: being answered; past it the upgrade or the request is refused (503).
     max_connections: int = 1024

@@ -36,11 +36,14 @@ import wsproto.utilities
 from . import heads
 from .framerate import TOO_FAST, FrameRate
 from .protocolevents import BadBody, Ended, Event, Message, Pong, Refusing, Request, error_body
+from .unfinished import Holding
 
 #: The close code of a connection that ended without a close frame (RFC 6455 §7.1.5).
 ABNORMAL: Final = 1006
 #: The close code for a message over the cap.
 TOO_BIG: Final = 1009
+#: The close code for a message the service has no room for now (RFC 6455 §7.4.1, 1013).
+TRY_AGAIN: Final = 1013
 #: The close reasons in our words for the frames wsproto finds broken, by close code; a code
 #: not here keeps wsproto's reason (1002's say what was wrong: an unmasked frame, a bad
 #: opcode). Its 1007 reason is a Python codec error's text (`'utf-8' codec can't decode…`).
@@ -67,7 +70,9 @@ class ServerProtocol:
     `max_message_bytes` caps a client's message, in bytes (a text message's UTF-8, as it
     came on the wire, not its characters); past it, `too_big` (a text message) and a 1009
     close are sent and nothing more is read. `frames` is the client's budget of frames
-    (`framerate.py`): past it, a 1008 close is sent and nothing more is read."""
+    (`framerate.py`): past it, a 1008 close is sent and nothing more is read. `holding` is
+    this connection's share of the service's budget of unfinished messages (`unfinished.py`):
+    a message past it gets `busy` (sent as it says: 1013) and nothing more is read."""
 
     def __init__(
         self,
@@ -75,10 +80,14 @@ class ServerProtocol:
         max_message_bytes: int,
         too_big: str,
         frames: FrameRate | None = None,
+        holding: Holding | None = None,
+        busy: Refusing | None = None,
     ) -> None:
         self.max_message_bytes = max_message_bytes
         self.too_big = too_big
         self._frames = frames
+        self._holding = holding
+        self._busy = busy
         #: Set for an endpoint that takes no messages: the refusal of the first one.
         self._no_messages: Refusing | None = None
         self.phase = Phase.HEAD
@@ -219,10 +228,15 @@ class ServerProtocol:
             reason = f"Exceeded maximum message size: {self.max_message_bytes} bytes"
             self._refuse_message(Refusing(self.too_big, TOO_BIG, reason))
             return
+        if self._holding is not None and not self._holding.grow(len(piece)):
+            assert self._busy is not None
+            self._refuse_message(self._busy)
+            return
         self._data += piece
         if event.message_finished:
             whole = self._data.decode() if isinstance(data, str) else bytes(self._data)
             self._data, self._size = bytearray(), 0
+            self.release()
             self._emit(Message(whole))
 
     def _refuse_message(self, refusing: Refusing) -> None:
@@ -232,12 +246,19 @@ class ServerProtocol:
         self._outbox += self._ws.send(close)
         self._end(refusing.code, refusing.reason)
 
+    def release(self) -> None:
+        """Gives back what the message under way holds of the service's budget (its end, or
+        the connection's: the owner's, however it ends)."""
+        if self._holding is not None:
+            self._holding.release()
+
     def _emit(self, event: Event) -> None:
         self._events.append(event)
 
     def _end(self, code: int, reason: str | None = None) -> None:
         self.phase = Phase.ENDED
         self._data, self._size = bytearray(), 0
+        self.release()
         self._emit(Ended(code, reason))
 
     def refuse(

@@ -53,7 +53,8 @@ from .roots import release_cwd
 from .seats import Seat, Seats
 from .streams import Streams, Wake, keep_alive
 from .targets import TAKES_MESSAGES, Endpoint, Target, parse_target, query_tokens
-from .wire import NO_MESSAGES, Close, ConnectionClosed, WireError, encode
+from .unfinished import Unfinished
+from .wire import BUSY, NO_MESSAGES, Close, ConnectionClosed, WireError, encode
 
 __all__ = ["Limits", "Listening", "Service", "ServiceOptions", "run_service"]
 
@@ -110,6 +111,9 @@ class Service(Endpoints):
                 ).payload
             )
         )
+        #: What every connection's unfinished message or body holds, together.
+        self.unfinished = Unfinished(limits.max_unfinished_bytes)
+        self._busy = _refusing(WireError(Close.TRY_AGAIN, BUSY))
         self._no_messages = _refusing(WireError(Close.BAD_REQUEST, NO_MESSAGES))
 
     @property
@@ -227,6 +231,8 @@ class Service(Endpoints):
                     max_message_size=self.limits.max_message_bytes,
                     too_big=self._too_big,
                     stall_s=self.limits.send_stall_s,
+                    unfinished=self.unfinished,
+                    busy=self._busy,
                 )
                 nursery.start_soon(conn.serve_reader)
                 try:

@@ -43,6 +43,12 @@ class Close(enum.IntEnum):
 
 #: Why a message to an endpoint that takes none is refused (4400, at its first frame).
 NO_MESSAGES: Final = "this endpoint takes no messages"
+#: Why a message is refused while the service holds as much of clients' unfinished messages
+#: and bodies as it may (1013; 503 for a body).
+BUSY: Final = (
+    "the server holds all it may of messages still coming in (--max-unfinished-bytes);"
+    " try again later"
+)
 
 #: The word each close code is reported with in an error message (`error` key).
 CLOSE_WORDS: Final[dict[Close, str]] = {
