@@ -279,3 +279,14 @@ async def test_a_plain_request_without_the_token_takes_no_seat(tmp_path: Path) -
                 assert answer.startswith(b"HTTP/1.1 200 "), answer
         finally:
             service.stop()
+
+
+async def test_mcp_is_set_up_once_the_port_listens_not_at_the_first_request(
+    tmp_path: Path,
+) -> None:
+    # The first /mcp request of a fresh `serve` waited for the MCP SDK's imports (0.8 s; the
+    # next ones 4 ms): they are done in the background as soon as the port listens.
+    async with live_service(unconfined(tmp_path), tmp_path) as live:
+        with trio.fail_after(30):
+            await live.service.mcp.loaded.wait()  # with no request made
+        assert live.service.mcp.sessions is not None and len(live.service.mcp.sessions) == 0

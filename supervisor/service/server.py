@@ -159,6 +159,7 @@ class Service(Endpoints):
 
             await conns.start(accept)
             task_status.started(Listening(self.options.host, port))
+            runs.start_soon(self.mcp.preload)  # (once listening: the start line goes first)
             await self._stop.wait()
             accepting.cancel()
             await self._shut_down()
