@@ -104,3 +104,27 @@ async def test_unfinished_messages_and_bodies_share_one_budget_and_the_others_go
         assert live.service.unfinished.held == 0
         objects, close = await live.read("/v1/exec", big)
         assert close == 1000 and any(o.get("text") == str(OWN_BYTES + 20_000) for o in objects)
+
+
+async def test_a_message_not_whole_in_time_is_refused_4408_and_its_bytes_given_back(
+    tmp_path: Path,
+) -> None:
+    # A client that began a message and never ended it (a follower answering pings, say)
+    # held its bytes, and its share of the budget, as long as its socket lived.
+    limits = Limits(message_s=0.5)
+    async with live_service(unconfined(tmp_path), tmp_path, limits) as live:
+        port = int(live.url.rsplit(":", 1)[1])
+        head, sock = await trio.to_thread.run_sync(_handshake, port, "/v1/exec")
+        try:
+            assert head.startswith(b"HTTP/1.1 101"), head
+            part = FrameProtocol(client=True, extensions=[]).send_data("x" * 200_000, fin=False)
+            sock.sendall(part)
+            got = await trio.to_thread.run_sync(_read_for, sock, 5.0)
+        finally:
+            sock.close()
+        said = "a message did not come whole within 0.5 s of its first frame"
+        (text_op, text), (close_op, close) = _said(got)
+        assert text_op is Opcode.TEXT and isinstance(text, str)
+        assert (json.loads(text)["code"], json.loads(text)["message"]) == (4408, said)
+        assert (close_op, close) == (Opcode.CLOSE, (4408, said))
+        assert live.service.unfinished.held == 0

@@ -22,11 +22,11 @@ from mcpx_hooks.supervisor.service.protocolevents import (
     Ended,
     Message,
     Pong,
-    Refusing,
     Request,
     error_body,
 )
 from mcpx_hooks.supervisor.service.unfinished import OWN_BYTES, Unfinished
+from mcpx_hooks.supervisor.service.wire import BUSY_REFUSED, NO_MESSAGES_REFUSED
 
 KEY = base64.b64encode(b"0123456789abcdef").decode()
 UPGRADE = (
@@ -399,8 +399,8 @@ def test_a_message_in_many_small_fragments_holds_its_bytes_not_an_object_per_fra
     assert _events(p) == [Message(piece * fragments + "!")]
 
 
-NO_MESSAGES = Refusing('{"no": "messages"}', 4400, "this endpoint takes no messages")
-BUSY = Refusing('{"try": "later"}', 1013, "busy")
+NO_MESSAGES = NO_MESSAGES_REFUSED
+BUSY = BUSY_REFUSED
 
 
 def test_an_endpoint_that_takes_no_messages_refuses_one_at_its_first_frame() -> None:
@@ -410,7 +410,7 @@ def test_an_endpoint_that_takes_no_messages_refuses_one_at_its_first_frame() -> 
     p = ServerProtocol(max_message_bytes=1 << 20, too_big="{}")
     p.receive_data(client.send(wsproto.events.Request(host="127.0.0.1", target="/v1/events")))
     _events(p)
-    _client_events(client, p.accept(NO_MESSAGES))
+    _client_events(client, p.accept(takes_messages=False))
     frame = FrameProtocol(client=True, extensions=[]).send_data("x" * 500_000, fin=True)
     p.receive_data(frame[:100])  # the frame's head and the first bytes of a 500 kB message
     assert _events(p) == [Ended(4400, "this endpoint takes no messages")]
@@ -426,14 +426,14 @@ def test_pings_and_pongs_are_still_taken_where_no_messages_are() -> None:
     p = ServerProtocol(max_message_bytes=100, too_big="{}")
     p.receive_data(client.send(wsproto.events.Request(host="127.0.0.1", target="/v1/events")))
     _events(p)
-    _client_events(client, p.accept(NO_MESSAGES))
+    _client_events(client, p.accept(takes_messages=False))
     p.receive_data(_send(client, wsproto.events.Ping(b"p1"), wsproto.events.Pong(b"p2")))
     assert _events(p) == [Pong(b"p2")]
 
 
 def _budgeted(budget: Unfinished) -> tuple[ServerProtocol, wsproto.WSConnection]:
     client = wsproto.WSConnection(wsproto.ConnectionType.CLIENT)
-    p = ServerProtocol(max_message_bytes=1 << 20, too_big="{}", holding=budget.holding(), busy=BUSY)
+    p = ServerProtocol(max_message_bytes=1 << 20, too_big="{}", holding=budget.holding())
     p.receive_data(client.send(wsproto.events.Request(host="127.0.0.1", target="/v1/exec")))
     _events(p)
     _client_events(client, p.accept())
@@ -457,7 +457,7 @@ def test_unfinished_messages_are_held_to_the_service_s_budget_past_their_own_byt
     b.receive_data(_part(client_b, OWN_BYTES + 10_000))
     assert _events(b) == [] and budget.held == 90_000
     b.receive_data(_part(client_b, 20_000))  # past the budget: refused, and given back
-    assert _events(b) == [Ended(1013, "busy")]
+    assert _events(b) == [Ended(1013, BUSY.reason)]
     text, close = _client_events(client_b, b.data_to_send())
     assert isinstance(text, wsproto.events.TextMessage) and text.data == BUSY.message
     assert isinstance(close, wsproto.events.CloseConnection) and close.code == 1013

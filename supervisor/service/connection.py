@@ -29,14 +29,13 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-from collections.abc import AsyncIterator
 from typing import Final
 
 import trio
 
 from .framerate import FrameRate
 from .protocol import Phase, ServerProtocol
-from .protocolevents import Ended, Message, Pong, Refusing, Request
+from .protocolevents import Ended, Message, Pong, Request
 from .unfinished import Unfinished
 from .wire import ConnectionClosed
 
@@ -61,10 +60,10 @@ class ServerConnection:
         too_big: str,
         stall_s: float = math.inf,
         unfinished: Unfinished | None = None,
-        busy: Refusing | None = None,
+        message_s: float = math.inf,
     ) -> None:
         self._stream = stream
-        #: How long one piece of a streamed answer may take to be written (`respond_stream`).
+        #: How long one piece of an answer may take to be written (`write_answer`).
         self._stall_s = stall_s
         self._frames = FrameRate()
         #: What this connection's message or body under way holds of the service's budget.
@@ -74,8 +73,10 @@ class ServerConnection:
             too_big=too_big,
             frames=self._frames,
             holding=self.holding,
-            busy=busy,
         )
+        #: A message must come whole within this of its first frame (4408).
+        self._message_s = message_s
+        self._message_due = math.inf
         self._lock = trio.Lock()
         self._messages_in, self._messages = trio.open_memory_channel[str | bytes](CLIENT_QUEUE)
         self._asked = trio.Event()  # the request is in, or the reader has ended without one
@@ -128,11 +129,20 @@ class ServerConnection:
             if protocol.phase not in _READING:
                 return
             try:
-                data = await self._stream.receive_some(RECEIVE_BYTES)
+                with trio.move_on_at(self._message_due) as late:
+                    data = await self._stream.receive_some(RECEIVE_BYTES)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 data = b""
-            self._frames.refill(trio.current_time())
+            if late.cancelled_caught:  # (a message begun, and not whole in time)
+                protocol.refuse_late(self._message_s)
+                continue
+            now = trio.current_time()
+            self._frames.refill(now)
             protocol.receive_data(data)
+            if not protocol.message_begun:
+                self._message_due = math.inf
+            elif self._message_due == math.inf:
+                self._message_due = now + self._message_s
 
     async def _handle(self, event: Request | Message | Pong | Ended) -> bool:
         """One event from the protocol; False once the connection has ended."""
@@ -191,47 +201,12 @@ class ServerConnection:
         with trio.move_on_after(self._stall_s), contextlib.suppress(ConnectionClosed):
             await self._write(data)
 
-    async def respond_stream(
-        self,
-        status: int,
-        length: int | None,
-        pieces: AsyncIterator[bytes],
-        headers: tuple[tuple[bytes, bytes], ...],
-        content_type: bytes,
-    ) -> None:
-        """Answers with a body of exactly `length` bytes taken from `pieces` as they come
-        (a file, never held whole); without a `length`, chunked, every piece. A HEAD request
-        gets the head alone; a body that ends short of `length`, whose `pieces` raise, or
-        whose client takes a piece for longer than `stall_s` (it has stopped reading), has no
-        end written (the caller ends the connection: the client sees it cut)."""
-        protocol = self._protocol
-        head = protocol.respond_head(status, length, headers, content_type)
-        self._answered.set()
-        with contextlib.suppress(ConnectionClosed):
-            await self._write(head)
-            if not protocol.wants_body:
-                await self._write(protocol.respond_end())
-                return
-            sent, most = 0, length
-            async for piece in pieces:
-                cut = piece if most is None else piece[: most - sent]
-                sent += len(cut)
-                with trio.move_on_after(self._stall_s) as stalled:
-                    await self._write(protocol.respond_body(cut))
-                if stalled.cancelled_caught:
-                    self.broken = True
-                    return
-                if most is not None and sent >= most:
-                    break
-            if most is None or sent == most:
-                await self._write(protocol.respond_end())
-
-    async def accept(self, no_messages: Refusing | None = None) -> None:
+    async def accept(self, takes_messages: bool = True) -> None:
         """Upgrades to WebSocket (101); the reader then reads the client's frames. The 101
         is written before the reader goes on: frames that came with the request head and
         broke the protocol end the connection, but after the client has its answer. With
-        `no_messages`, the endpoint takes none: the first is refused at its first frame."""
-        data = self._protocol.accept(no_messages)
+        `takes_messages` False, the endpoint takes none: one is refused at its first frame."""
+        data = self._protocol.accept(takes_messages)
         try:
             await self._write(data)
         finally:

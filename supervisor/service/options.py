@@ -39,6 +39,8 @@ class Limits(Record):
     handshake_s: float = 5.0
     #: An exec socket must send its request within this (4408).
     request_s: float = 30.0
+    #: A client's message must come whole within this of its first frame (4408).
+    message_s: float = 30.0
     #: One message taking longer than this to send: the client is gone (aborted).
     send_stall_s: float = 60.0
     #: Shutdown: runs in progress may finish within this before they are cancelled.

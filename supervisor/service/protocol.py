@@ -37,6 +37,7 @@ from . import heads
 from .framerate import TOO_FAST, FrameRate
 from .protocolevents import BadBody, Ended, Event, Message, Pong, Refusing, Request, error_body
 from .unfinished import Holding
+from .wire import BUSY_REFUSED, NO_MESSAGES_REFUSED, Close, WireError
 
 #: The close code of a connection that ended without a close frame (RFC 6455 §7.1.5).
 ABNORMAL: Final = 1006
@@ -72,7 +73,7 @@ class ServerProtocol:
     close are sent and nothing more is read. `frames` is the client's budget of frames
     (`framerate.py`): past it, a 1008 close is sent and nothing more is read. `holding` is
     this connection's share of the service's budget of unfinished messages (`unfinished.py`):
-    a message past it gets `busy` (sent as it says: 1013) and nothing more is read."""
+    a message past it is refused (1013) and nothing more is read."""
 
     def __init__(
         self,
@@ -81,15 +82,15 @@ class ServerProtocol:
         too_big: str,
         frames: FrameRate | None = None,
         holding: Holding | None = None,
-        busy: Refusing | None = None,
     ) -> None:
         self.max_message_bytes = max_message_bytes
         self.too_big = too_big
         self._frames = frames
         self._holding = holding
-        self._busy = busy
-        #: Set for an endpoint that takes no messages: the refusal of the first one.
-        self._no_messages: Refusing | None = None
+        #: False for an endpoint that takes no messages (`accept`).
+        self._takes_messages = True
+        #: A message has begun and is not whole yet (`message_begun`).
+        self._begun = False
         self.phase = Phase.HEAD
         self.request: Request | None = None
         self._h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=heads.MAX_HEAD_BYTES)
@@ -218,9 +219,10 @@ class ServerProtocol:
     def _message(self, event: wsproto.events.TextMessage | wsproto.events.BytesMessage) -> None:
         if self.phase is Phase.CLOSING:
             return  # the server is closing: what the client still sends is dropped
-        if self._no_messages is not None:  # (at its first frame: none of it is kept)
-            self._refuse_message(self._no_messages)
+        if not self._takes_messages:  # (at its first frame: none of it is kept)
+            self._refuse_message(NO_MESSAGES_REFUSED)
             return
+        self._begun = not event.message_finished
         data = event.data
         piece = data.encode() if isinstance(data, str) else data
         self._size += len(piece)
@@ -229,8 +231,7 @@ class ServerProtocol:
             self._refuse_message(Refusing(self.too_big, TOO_BIG, reason))
             return
         if self._holding is not None and not self._holding.grow(len(piece)):
-            assert self._busy is not None
-            self._refuse_message(self._busy)
+            self._refuse_message(BUSY_REFUSED)
             return
         self._data += piece
         if event.message_finished:
@@ -245,6 +246,17 @@ class ServerProtocol:
         close = wsproto.events.CloseConnection(refusing.code, refusing.reason)
         self._outbox += self._ws.send(close)
         self._end(refusing.code, refusing.reason)
+
+    @property
+    def message_begun(self) -> bool:
+        """A message from the client has begun and is not whole yet."""
+        return self._begun and self.phase is Phase.OPEN
+
+    def refuse_late(self, seconds: float) -> None:
+        """Refuses the message under way: it did not come whole within `seconds` of its
+        first frame (the owner's clock says so); the socket ends (4408)."""
+        said = f"a message did not come whole within {seconds:g} s of its first frame"
+        self._refuse_message(WireError(Close.TIMEOUT, said).refusing())
 
     def release(self) -> None:
         """Gives back what the message under way holds of the service's budget (its end, or
@@ -357,13 +369,13 @@ class ServerProtocol:
     def respond_end(self) -> bytes:
         return self._h11.send(h11.EndOfMessage())
 
-    def accept(self, no_messages: Refusing | None = None) -> bytes:
+    def accept(self, takes_messages: bool = True) -> bytes:
         """The 101 for a valid upgrade request; from here on the connection is WebSocket,
-        and the bytes that followed the request head are read as its first frames. With
-        `no_messages` (an endpoint that takes none), a message is refused at its first
-        frame: the client is told so, and none of it is kept."""
+        and the bytes that followed the request head are read as its first frames. Where the
+        endpoint `takes_messages` not, one is refused at its first frame (4400): the client is
+        told so, and none of it is kept."""
         assert self.phase is Phase.ASKED and self.request is not None and self.request.websocket
-        self._no_messages = no_messages
+        self._takes_messages = takes_messages
         data = self._ws.send(wsproto.events.AcceptConnection())
         self.phase = Phase.OPEN
         trailing, closed = self._h11.trailing_data

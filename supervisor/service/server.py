@@ -32,7 +32,6 @@ from typing import Any
 
 import trio
 
-from ..core.convert import to_json
 from ..core.errors import bug_summary
 from ..core.events import EventKind
 from ..core.hooks import Config
@@ -48,13 +47,13 @@ from .logredact import open_logged_runtime
 from .mcphttp import McpHttp
 from .options import Limits, Listening, ServiceOptions
 from .plain import serve_plain
-from .protocolevents import Refusing, Request
+from .protocolevents import Request
 from .roots import release_cwd
 from .seats import Seat, Seats
 from .streams import Streams, Wake, keep_alive
 from .targets import TAKES_MESSAGES, Endpoint, Target, parse_target, query_tokens
 from .unfinished import Unfinished
-from .wire import BUSY, NO_MESSAGES, Close, ConnectionClosed, WireError, encode
+from .wire import Close, ConnectionClosed, WireError
 
 __all__ = ["Limits", "Listening", "Service", "ServiceOptions", "run_service"]
 
@@ -103,18 +102,10 @@ class Service(Endpoints):
         self.mcp = McpHttp(
             runtime, options.cwd, self, max_body=limits.max_message_bytes, body_s=limits.handshake_s
         )
-        self._too_big = encode(
-            to_json(
-                WireError(
-                    Close.TOO_BIG,
-                    f"message over {self.limits.max_message_bytes} bytes; the socket is closed",
-                ).payload
-            )
-        )
+        said = f"message over {limits.max_message_bytes} bytes; the socket is closed"
+        self._too_big = WireError(Close.TOO_BIG, said).text
         #: What every connection's unfinished message or body holds, together.
         self.unfinished = Unfinished(limits.max_unfinished_bytes)
-        self._busy = _refusing(WireError(Close.TRY_AGAIN, BUSY))
-        self._no_messages = _refusing(WireError(Close.BAD_REQUEST, NO_MESSAGES))
 
     @property
     def runs_in_progress(self) -> int:
@@ -233,7 +224,7 @@ class Service(Endpoints):
                     too_big=self._too_big,
                     stall_s=self.limits.send_stall_s,
                     unfinished=self.unfinished,
-                    busy=self._busy,
+                    message_s=self.limits.message_s,
                 )
                 nursery.start_soon(conn.serve_reader)
                 try:
@@ -286,8 +277,7 @@ class Service(Endpoints):
         assert target is not None  # a seat is only ever for an endpoint
         try:
             try:
-                takes = target.endpoint in TAKES_MESSAGES
-                await conn.accept(None if takes else self._no_messages)
+                await conn.accept(target.endpoint in TAKES_MESSAGES)
             except ConnectionClosed:
                 return  # gone before its 101 was written
             await self._admitted_connection(conn, number, target, seat)
@@ -367,7 +357,7 @@ class Service(Endpoints):
 
     async def _send_error(self, conn: ServerConnection, error: WireError) -> None:
         with contextlib.suppress(ConnectionClosed), trio.move_on_after(self.limits.send_stall_s):
-            await conn.send_text(encode(to_json(error.payload)))
+            await conn.send_text(error.text)
 
     # ---- runs ------------------------------------------------------------------------------
 
@@ -393,11 +383,6 @@ class Service(Endpoints):
             finally:
                 self._forget_run(run)
                 await release_cwd(run.request)
-
-
-def _refusing(error: WireError) -> Refusing:
-    """How the protocol itself refuses a message with `error`."""
-    return Refusing(encode(to_json(error.payload)), int(error.code), error.reason)
 
 
 # ---- `mcpx-hooks serve` --------------------------------------------------------------------
