@@ -249,7 +249,7 @@ class ServerConnection:
     async def send_text(self, text: str) -> None:
         """One text message. Cancelled mid-write, the connection is marked broken."""
         self._check_open()
-        await self._write(self._protocol.text(text))
+        await self._write(self._protocol.text(text), message=True)
 
     async def send_ping(self) -> trio.Event:
         """Pings the client; the event is set by its pong (or a pong to a later ping).
@@ -259,7 +259,7 @@ class ServerConnection:
         while payload in self._pings:
             payload = os.urandom(4)
         answered = self._pings[payload] = trio.Event()
-        await self._write(self._protocol.ping(payload))
+        await self._write(self._protocol.ping(payload), message=True)
         return answered
 
     @property
@@ -316,12 +316,16 @@ class ServerConnection:
         if not self._writable:
             raise ConnectionClosed(1006, "the connection is ending")
 
-    async def _write(self, data: bytes) -> None:
+    async def _write(self, data: bytes, *, message: bool = False) -> None:
         """The one write path: under the lock, the rest of an offered message first.
-        Cancelled mid-write (or the client gone), the connection is marked broken."""
+        Cancelled mid-write (or the client gone), the connection is marked broken. A
+        `message` is checked again under the lock: the protocol may have ended the socket
+        (its own refusal and close frame) while it waited, and nothing goes after a close."""
         if not data:
             return
         async with self._lock:
+            if message:
+                self._check_open()
             await self._write_unsent()
             await self._send_all(data)
 
@@ -373,4 +377,6 @@ class ServerConnection:
             with contextlib.suppress(ConnectionClosed):
                 await self._write(self._protocol.close(code, reason))
                 await self._reader_done.wait()  # the client's close frame ends it
+        else:  # ended by the protocol itself (a refusal, the reply to a close): the reader
+            await self._reader_done.wait()  # writes its close frame, then closes the stream
         await trio.aclose_forcefully(self._stream)
