@@ -89,14 +89,13 @@ class McpHttp:
 
     async def preload(self) -> None:
         """Loads the SDK and sets the sessions up now, in a worker thread, rather than at
-        the first request (started once the port listens). A load that fails is said, and
-        tried again at the first request, which then answers for it."""
+        the first request (started once the port listens). A load that fails (no file
+        descriptor left, the server stopping first) is tried again at the first request,
+        which answers for it; here it is only logged at debug level."""
         try:
             await self._load()
-        except trio.ClosedResourceError:
-            pass  # (the server stopped first)
         except Exception as exc:
-            logger.warning("MCP over HTTP could not be loaded ahead: %s", bug_summary(exc))
+            logger.debug("MCP over HTTP not loaded ahead: %s", bug_summary(exc))
 
     async def answer(
         self,
