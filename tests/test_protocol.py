@@ -15,6 +15,7 @@ import wsproto.events
 from wsproto.frame_protocol import FrameProtocol
 
 from mcpx_hooks.supervisor.service.broadcast import text_frame
+from mcpx_hooks.supervisor.service.framerate import FRAME_BURST, FrameRate
 from mcpx_hooks.supervisor.service.heads import MAX_HEAD_BYTES
 from mcpx_hooks.supervisor.service.protocol import Phase, ServerProtocol
 from mcpx_hooks.supervisor.service.protocolevents import (
@@ -580,6 +581,21 @@ def test_a_body_is_read_as_it_comes_by_length_or_in_chunks() -> None:
     assert chunked.body() == (b"abc", False)
     chunked.receive_body(b"2\r\nde\r\n0\r\n\r\n")
     assert chunked.body() == (b"de", True)
+
+
+def test_a_body_in_more_chunks_than_the_frame_budget_is_bad() -> None:
+    # A client that sent its body in 1-byte chunks (6 bytes each on the wire) held the loop
+    # 0.4-0.7 s for each 64 KiB read, every other client waiting: a chunk costs as a frame.
+    for chunks, refused in ((FRAME_BURST, False), (FRAME_BURST + 1, True)):
+        p = ServerProtocol(max_message_bytes=1 << 20, too_big="{}", frames=FrameRate())
+        p.receive_data(b"POST /mcp HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+        _events(p)
+        p.receive_body(b"1\r\na\r\n" * chunks)
+        if refused:
+            with pytest.raises(BadBody, match="too many chunks: at most 2048 at once"):
+                p.body()
+        else:
+            assert p.body() == (b"a" * chunks, False)
 
 
 @pytest.mark.parametrize(

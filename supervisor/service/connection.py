@@ -224,9 +224,11 @@ class ServerConnection:
         closed its side or the socket broke."""
         assert self._protocol.phase in (Phase.ASKED, Phase.ANSWERED), self._protocol.phase
         try:
-            return await self._stream.receive_some(RECEIVE_BYTES)
+            data = await self._stream.receive_some(RECEIVE_BYTES)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             return b""
+        self._frames.refill(trio.current_time())  # (a body's chunks count as frames do)
+        return data
 
     async def go_on(self) -> None:
         """`100 Continue`, for a client that waits for it before its body (`Expect:

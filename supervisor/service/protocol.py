@@ -89,7 +89,6 @@ class ServerProtocol:
         self._holding = holding
         #: False for an endpoint that takes no messages (`accept`).
         self._takes_messages = True
-        #: A message has begun and is not whole yet (`message_begun`).
         self._begun = False
         self.phase = Phase.HEAD
         self.request: Request | None = None
@@ -253,14 +252,12 @@ class ServerProtocol:
         return self._begun and self.phase is Phase.OPEN
 
     def refuse_late(self, seconds: float) -> None:
-        """Refuses the message under way: it did not come whole within `seconds` of its
-        first frame (the owner's clock says so); the socket ends (4408)."""
+        """Refuses the message under way, not whole `seconds` after its first frame (4408)."""
         said = f"a message did not come whole within {seconds:g} s of its first frame"
         self._refuse_message(WireError(Close.TIMEOUT, said).refusing())
 
     def release(self) -> None:
-        """Gives back what the message under way holds of the service's budget (its end, or
-        the connection's: the owner's, however it ends)."""
+        """Gives back what the message under way holds of the service's budget (idempotent)."""
         if self._holding is not None:
             self._holding.release()
 
@@ -341,7 +338,8 @@ class ServerProtocol:
 
     def body(self) -> tuple[bytes, bool]:
         """What of the request's body has come since the last call, and whether it is all
-        in. `BadBody` when the client broke its framing or closed before its end."""
+        in. `BadBody` when the client broke its framing or closed before its end, or sends
+        it in more pieces (chunks) than the budget of frames allows: each costs as one."""
         pieces: list[bytes] = []
         while True:
             try:
@@ -349,6 +347,8 @@ class ServerProtocol:
             except h11.RemoteProtocolError as exc:
                 raise BadBody(f"malformed request body: {heads.in_words(str(exc))}") from None
             if isinstance(event, h11.Data):
+                if self._frames is not None and not self._frames.take():
+                    raise BadBody(self._frames.reason.replace("frames", "chunks", 1))
                 pieces.append(bytes(event.data))
             elif isinstance(event, h11.EndOfMessage):
                 return b"".join(pieces), True
