@@ -290,3 +290,25 @@ async def test_mcp_is_set_up_once_the_port_listens_not_at_the_first_request(
         with trio.fail_after(30):
             await live.service.mcp.loaded.wait()  # with no request made
         assert live.service.mcp.sessions is not None and len(live.service.mcp.sessions) == 0
+
+
+async def test_an_exec_request_is_parsed_off_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A 0.85 MB request (170,000 argv strings) parsed on the loop held every other client
+    # of the port ~280 ms (GET /healthz's worst latency; ~50 ms parsed in a worker thread).
+    import threading
+
+    from mcpx_hooks.supervisor.service import endpoints
+
+    threads: list[bool] = []
+    parse = endpoints.parse_exec
+
+    def spy(text: str | bytes) -> Any:
+        threads.append(threading.current_thread() is threading.main_thread())
+        return parse(text)
+
+    monkeypatch.setattr(endpoints, "parse_exec", spy)
+    async with live_service(unconfined(tmp_path), tmp_path) as live:
+        _, close = await live.read("/v1/exec", {"argv": ["true"]})
+    assert (close, threads) == (1000, [False])

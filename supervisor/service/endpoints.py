@@ -116,7 +116,7 @@ class Endpoints:
         text = await self._request_message(conn, target, wake)
         if isinstance(text, WireError):
             return text
-        request = parse_exec(text)
+        request = await trio.to_thread.run_sync(parse_exec, text)  # (up to 1 MiB of JSON)
         if self.stopping:
             return WireError(Close.GOING_AWAY, f"{SHUTTING_DOWN}; no new runs")
         caller = Caller.client(self.runtime.config, self.options.cwd, self.options.environ)
