@@ -563,7 +563,9 @@ def test_caps_on_runs_and_connections(tmp_path: Path) -> None:
 
     async def main() -> tuple[Stream, int, Stream]:
         async with open_ws(srv, "/v1/exec") as first:
-            await first.send(json.dumps({"argv": slow_printer(3, 0.01)}))
+            # (long enough to still run when the second request is admitted, a worker
+            # thread or two later: 30 ms was not always)
+            await first.send(json.dumps({"argv": slow_printer(50, 0.02)}))
             carried = Stream()
             await read_until(first, carried, lambda o: o.get("text") == "ready")
             over = await run_remote(srv, {"argv": ["true"]})  # second run: 1013
