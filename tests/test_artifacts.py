@@ -17,7 +17,7 @@ from mcpx_hooks.supervisor.core.convert import to_json
 from mcpx_hooks.supervisor.core.frames import EndFrame, ErrorFrame, StartFrame, blank
 from mcpx_hooks.supervisor.run.artifacts import ArtifactGone, ArtifactStore
 from mcpx_hooks.supervisor.run.journals import Journals
-from mcpx_hooks.supervisor.service.protocol import Request
+from mcpx_hooks.supervisor.service.protocolevents import Request
 from mcpx_hooks.supervisor.service.routes import Answer, FileAnswer, answer, match
 
 AUTH = ((b"authorization", b"Bearer t0k"),)

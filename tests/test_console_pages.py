@@ -29,7 +29,7 @@ from mcpx_hooks.supervisor.service.access import (
     cookie_name,
     cookie_token,
 )
-from mcpx_hooks.supervisor.service.protocol import Request
+from mcpx_hooks.supervisor.service.protocolevents import Request
 from mcpx_hooks.supervisor.service.routes import Answer, answer
 
 OWN = frozenset({"http://127.0.0.1:8765"})

@@ -22,7 +22,8 @@ from wsproto.frame_protocol import FrameProtocol, Opcode
 
 from mcpx_hooks.supervisor.run.runtime import open_runtime
 from mcpx_hooks.supervisor.service.framerate import FRAME_BURST, FRAMES_PER_S, FrameRate
-from mcpx_hooks.supervisor.service.protocol import Ended, ServerProtocol
+from mcpx_hooks.supervisor.service.protocol import ServerProtocol
+from mcpx_hooks.supervisor.service.protocolevents import Ended
 from mcpx_hooks.supervisor.service.server import Limits, Service, ServiceOptions
 from mcpx_hooks.supervisor.service.streams import Wake, keep_alive
 
@@ -278,3 +279,36 @@ async def test_a_plain_request_without_the_token_takes_no_seat(tmp_path: Path) -
                 assert answer.startswith(b"HTTP/1.1 200 "), answer
         finally:
             service.stop()
+
+
+async def test_mcp_is_set_up_once_the_port_listens_not_at_the_first_request(
+    tmp_path: Path,
+) -> None:
+    # The first /mcp request of a fresh `serve` waited for the MCP SDK's imports (0.8 s; the
+    # next ones 4 ms): they are done in the background as soon as the port listens.
+    async with live_service(unconfined(tmp_path), tmp_path) as live:
+        with trio.fail_after(30):
+            await live.service.mcp.loaded.wait()  # with no request made
+        assert live.service.mcp.sessions is not None and len(live.service.mcp.sessions) == 0
+
+
+async def test_an_exec_request_is_parsed_off_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A 0.85 MB request (170,000 argv strings) parsed on the loop held every other client
+    # of the port ~280 ms (GET /healthz's worst latency; ~50 ms parsed in a worker thread).
+    import threading
+
+    from mcpx_hooks.supervisor.service import endpoints
+
+    threads: list[bool] = []
+    parse = endpoints.parse_exec
+
+    def spy(text: str | bytes) -> Any:
+        threads.append(threading.current_thread() is threading.main_thread())
+        return parse(text)
+
+    monkeypatch.setattr(endpoints, "parse_exec", spy)
+    async with live_service(unconfined(tmp_path), tmp_path) as live:
+        _, close = await live.read("/v1/exec", {"argv": ["true"]})
+    assert (close, threads) == (1000, [False])

@@ -28,15 +28,8 @@ from live_service import LiveService
 from props_service import SERVER_SETTINGS, service_for_module, serving
 from wsproto.frame_protocol import CloseReason, FrameProtocol, Opcode, ParseFailed
 
-from mcpx_hooks.supervisor.service.protocol import (
-    BadBody,
-    Ended,
-    Message,
-    Phase,
-    Pong,
-    Request,
-    ServerProtocol,
-)
+from mcpx_hooks.supervisor.service.protocol import Phase, ServerProtocol
+from mcpx_hooks.supervisor.service.protocolevents import BadBody, Ended, Message, Pong, Request
 
 MAX = 256
 TOO_BIG = '{"type":"error","code":1009}'

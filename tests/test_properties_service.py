@@ -282,7 +282,7 @@ def test_console_pages_take_any_request(path: str, host: bytes, cookie: bytes, t
     the page, the way in, or a JSON error; never a file that is not shipped, never a crash,
     and the cookie a `Cookie` header holds admits nothing without the token."""
     from mcpx_hooks.supervisor.service import pages
-    from mcpx_hooks.supervisor.service.protocol import Request
+    from mcpx_hooks.supervisor.service.protocolevents import Request
     from mcpx_hooks.supervisor.service.routes import Answer, answer
 
     headers = ((b"host", host), (b"cookie", cookie), (b"if-none-match", tag))

@@ -15,17 +15,19 @@ import wsproto.events
 from wsproto.frame_protocol import FrameProtocol
 
 from mcpx_hooks.supervisor.service.broadcast import text_frame
+from mcpx_hooks.supervisor.service.framerate import FRAME_BURST, FrameRate
 from mcpx_hooks.supervisor.service.heads import MAX_HEAD_BYTES
-from mcpx_hooks.supervisor.service.protocol import (
+from mcpx_hooks.supervisor.service.protocol import Phase, ServerProtocol
+from mcpx_hooks.supervisor.service.protocolevents import (
     BadBody,
     Ended,
     Message,
-    Phase,
     Pong,
     Request,
-    ServerProtocol,
     error_body,
 )
+from mcpx_hooks.supervisor.service.unfinished import OWN_BYTES, Unfinished
+from mcpx_hooks.supervisor.service.wire import BUSY_REFUSED, NO_MESSAGES_REFUSED
 
 KEY = base64.b64encode(b"0123456789abcdef").decode()
 UPGRADE = (
@@ -398,6 +400,82 @@ def test_a_message_in_many_small_fragments_holds_its_bytes_not_an_object_per_fra
     assert _events(p) == [Message(piece * fragments + "!")]
 
 
+NO_MESSAGES = NO_MESSAGES_REFUSED
+BUSY = BUSY_REFUSED
+
+
+def test_an_endpoint_that_takes_no_messages_refuses_one_at_its_first_frame() -> None:
+    # `/v1/events` and `/v1/hooks` take no messages, yet held up to the cap of one (1 MiB)
+    # before refusing it: now its first frame, the first bytes of it, end the socket.
+    client = wsproto.WSConnection(wsproto.ConnectionType.CLIENT)
+    p = ServerProtocol(max_message_bytes=1 << 20, too_big="{}")
+    p.receive_data(client.send(wsproto.events.Request(host="127.0.0.1", target="/v1/events")))
+    _events(p)
+    _client_events(client, p.accept(takes_messages=False))
+    frame = FrameProtocol(client=True, extensions=[]).send_data("x" * 500_000, fin=True)
+    p.receive_data(frame[:100])  # the frame's head and the first bytes of a 500 kB message
+    assert _events(p) == [Ended(4400, "this endpoint takes no messages")]
+    text, close = _client_events(client, p.data_to_send())
+    assert isinstance(text, wsproto.events.TextMessage) and text.data == NO_MESSAGES.message
+    assert isinstance(close, wsproto.events.CloseConnection) and close.code == 4400
+    p.receive_data(frame[100:])  # nothing more is read
+    assert _events(p) == []
+
+
+def test_pings_and_pongs_are_still_taken_where_no_messages_are() -> None:
+    client = wsproto.WSConnection(wsproto.ConnectionType.CLIENT)
+    p = ServerProtocol(max_message_bytes=100, too_big="{}")
+    p.receive_data(client.send(wsproto.events.Request(host="127.0.0.1", target="/v1/events")))
+    _events(p)
+    _client_events(client, p.accept(takes_messages=False))
+    p.receive_data(_send(client, wsproto.events.Ping(b"p1"), wsproto.events.Pong(b"p2")))
+    assert _events(p) == [Pong(b"p2")]
+
+
+def _budgeted(budget: Unfinished) -> tuple[ServerProtocol, wsproto.WSConnection]:
+    client = wsproto.WSConnection(wsproto.ConnectionType.CLIENT)
+    p = ServerProtocol(max_message_bytes=1 << 20, too_big="{}", holding=budget.holding())
+    p.receive_data(client.send(wsproto.events.Request(host="127.0.0.1", target="/v1/exec")))
+    _events(p)
+    _client_events(client, p.accept())
+    return p, client
+
+
+def _part(client: wsproto.WSConnection, size: int, *, last: bool = False) -> bytes:
+    return _send(client, wsproto.events.TextMessage(data="x" * size, message_finished=last))
+
+
+def test_unfinished_messages_are_held_to_the_service_s_budget_past_their_own_bytes() -> None:
+    # Each connection could hold an unfinished message up to the cap (1 MiB): 200 sockets
+    # held 214 MB. Past its first OWN_BYTES a message takes from one budget for the whole
+    # service; the one that would pass it is refused (1013), the others go on.
+    budget = Unfinished(100_000)
+    a, client_a = _budgeted(budget)
+    b, client_b = _budgeted(budget)
+    small, client_small = _budgeted(budget)
+    a.receive_data(_part(client_a, OWN_BYTES + 80_000))
+    assert _events(a) == [] and budget.held == 80_000
+    b.receive_data(_part(client_b, OWN_BYTES + 10_000))
+    assert _events(b) == [] and budget.held == 90_000
+    b.receive_data(_part(client_b, 20_000))  # past the budget: refused, and given back
+    assert _events(b) == [Ended(1013, BUSY.reason)]
+    text, close = _client_events(client_b, b.data_to_send())
+    assert isinstance(text, wsproto.events.TextMessage) and text.data == BUSY.message
+    assert isinstance(close, wsproto.events.CloseConnection) and close.code == 1013
+    assert budget.held == 80_000
+    # A message within its own bytes is never refused, however full the budget.
+    small.receive_data(_part(client_small, OWN_BYTES, last=True))
+    assert _events(small) == [Message("x" * OWN_BYTES)]
+    # A whole message gives back what it held; a connection ended gives back its part.
+    a.receive_data(_part(client_a, 20_000, last=True))
+    assert [len(m.data) for m in _events(a) if isinstance(m, Message)] == [OWN_BYTES + 100_000]
+    assert budget.held == 0
+    a.receive_data(_part(client_a, OWN_BYTES + 50_000))
+    assert budget.held == 50_000
+    a.receive_data(b"")  # the client went away mid-message
+    assert budget.held == 0
+
+
 def test_a_message_at_the_cap_is_taken() -> None:
     p, client = _upgraded()
     p.receive_data(_send(client, wsproto.events.TextMessage(data="x" * 100)))
@@ -503,6 +581,21 @@ def test_a_body_is_read_as_it_comes_by_length_or_in_chunks() -> None:
     assert chunked.body() == (b"abc", False)
     chunked.receive_body(b"2\r\nde\r\n0\r\n\r\n")
     assert chunked.body() == (b"de", True)
+
+
+def test_a_body_in_more_chunks_than_the_frame_budget_is_bad() -> None:
+    # A client that sent its body in 1-byte chunks (6 bytes each on the wire) held the loop
+    # 0.4-0.7 s for each 64 KiB read, every other client waiting: a chunk costs as a frame.
+    for chunks, refused in ((FRAME_BURST, False), (FRAME_BURST + 1, True)):
+        p = ServerProtocol(max_message_bytes=1 << 20, too_big="{}", frames=FrameRate())
+        p.receive_data(b"POST /mcp HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+        _events(p)
+        p.receive_body(b"1\r\na\r\n" * chunks)
+        if refused:
+            with pytest.raises(BadBody, match="too many chunks: at most 2048 at once"):
+                p.body()
+        else:
+            assert p.body() == (b"a" * chunks, False)
 
 
 @pytest.mark.parametrize(

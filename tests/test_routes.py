@@ -8,7 +8,7 @@ import json
 import pytest
 
 import mcpx_hooks
-from mcpx_hooks.supervisor.service.protocol import Request
+from mcpx_hooks.supervisor.service.protocolevents import Request
 from mcpx_hooks.supervisor.service.routes import ROUTES, Answer, Later, answer
 
 OWN = frozenset({"http://127.0.0.1:8765"})

@@ -37,7 +37,7 @@ from mcpx_hooks.supervisor.history.search import (
 )
 from mcpx_hooks.supervisor.history.store import History, Written
 from mcpx_hooks.supervisor.run.journals import Journals
-from mcpx_hooks.supervisor.service.protocol import Request
+from mcpx_hooks.supervisor.service.protocolevents import Request
 from mcpx_hooks.supervisor.service.routes import Answer, Later, RouteState, answer
 
 HOSTILE = [

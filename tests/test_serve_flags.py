@@ -120,6 +120,7 @@ def test_good_flags_reach_the_limits() -> None:
         "max_idle": 3,
         "max_runs": 1,
         "max_message_bytes": None,
+        "max_unfinished_bytes": None,
         "ping_s": 0.5,
         "grace_s": 0.0,
     }

@@ -366,6 +366,9 @@ BIG = "x" * (1024 * 1024 + 10)
         ("/v1/exec?x=1", [], 4400, "unknown query parameter 'x'"),
         ("/v1/runs/nosuchrun", [], 4404, "no run 'nosuchrun'"),
         ("/v1/runs/nosuchrun?from=-1", [], 4400, "non-negative integer"),
+        # An unknown run is unknown whatever `from` says (a huge one was 4416).
+        ("/v1/runs/nosuchrun?from=" + "9" * 40, [], 4404, "no run 'nosuchrun'"),
+        ("/v1/events?since=" + "9" * 40, [], 4416, "(a number past 2**63) was never published"),
         ("/v1/events?since=99999999", [], 4416, "never published"),
         ("/v1/events?kinds=hooks", [], 4400, "matches no event kind"),
         ("/v1/events", ['{"hello": 1}'], 4400, "takes no messages"),
@@ -427,6 +430,10 @@ def test_from_out_of_range_and_from_the_end(server: Server) -> None:
         async with open_ws(server, f"/v1/runs/{run_id}?from={n - 2}") as ws:
             tail = await read_all(ws)
         assert tail.frames == done.frames[-2:]
+        async with open_ws(server, f"/v1/runs/{run_id}?from={'9' * 400}") as ws:
+            huge = await read_all(ws)
+        assert huge.code == 4416, huge
+        assert huge.errors[0]["message"].startswith("from (a number past 2**63) is past the run's")
         return done, past, at_end
 
     _, past, at_end = arun(main())
@@ -558,7 +565,9 @@ def test_caps_on_runs_and_connections(tmp_path: Path) -> None:
 
     async def main() -> tuple[Stream, int, Stream]:
         async with open_ws(srv, "/v1/exec") as first:
-            await first.send(json.dumps({"argv": slow_printer(3, 0.01)}))
+            # (long enough to still run when the second request is admitted, a worker
+            # thread or two later: 30 ms was not always)
+            await first.send(json.dumps({"argv": slow_printer(50, 0.02)}))
             carried = Stream()
             await read_until(first, carried, lambda o: o.get("text") == "ready")
             over = await run_remote(srv, {"argv": ["true"]})  # second run: 1013

@@ -122,6 +122,14 @@ LIMIT_FLAGS: Final = (
     Bound("--max-idle", "max_idle", int, 1, _COUNT, help="admitted sockets with no run"),
     Bound("--max-runs", "max_runs", int, 1, _COUNT, help="runs in progress"),
     Bound("--max-message-bytes", "max_message_bytes", int, 1, _COUNT, help="bytes per message"),
+    Bound(
+        "--max-unfinished-bytes",
+        "max_unfinished_bytes",
+        int,
+        1,
+        _COUNT,
+        help="bytes of messages still coming in, all clients",
+    ),
     Bound("--ping-interval", "ping_s", float, 0, _DAY, above=True, help="seconds between pings"),
     Bound("--grace", "grace_s", float, 0, _DAY, help="runs' time to end at SIGTERM"),
 )

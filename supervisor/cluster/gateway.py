@@ -41,7 +41,7 @@ from ..service.logredact import open_logged_runtime
 from ..service.options import Listening, ServiceOptions
 from ..service.server import Service
 from ..service.streams import Wake
-from ..service.targets import Target, check_from, parse_events, parse_from
+from ..service.targets import Target, check_from, parse_events, parse_from, shown_seq
 from ..service.wire import Close, ConnectionClosed, WireError, parse_control, parse_json_object
 from .access import INSECURE_WARNING, ClusterSettings
 from .artifacts import ClusterRoutes
@@ -277,7 +277,8 @@ class Gateway(Service):
         if since is not None and since > last + 1:
             raise WireError(
                 Close.OUT_OF_RANGE,
-                f"since={since} was never published here (the next seq is {last + 1})",
+                f"{shown_seq('since', since)} was never published here"
+                f" (the next seq is {last + 1})",
             )
         # The stream's sequences start at 1: a `since` before what it still holds is a gap.
         lost_from = max(since or 0, 1)

@@ -66,7 +66,14 @@ __all__, __getattr__, __dir__ = exports(
         "routes": ("ArtifactSource", "SourceDown"),
         "server": ("Service", "run_service"),
         "streams": ("Wake",),
-        "targets": ("Target", "check_from", "check_query", "parse_events", "parse_from"),
+        "targets": (
+            "Target",
+            "check_from",
+            "check_query",
+            "parse_events",
+            "parse_from",
+            "shown_seq",
+        ),
         "wire": (
             "DEFAULT_HOST",
             "DEFAULT_PORT",

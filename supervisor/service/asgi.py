@@ -10,7 +10,10 @@ port keeps one listener, one access check and one shutdown.
   `Content-Length` over the bound is answered 413 at once (the
   rest of the body is read and dropped for a moment, so the client reads the answer rather
   than a reset), a chunked body that grows past it too; a body that does not come in time
-  is 408, a broken one 400.
+  is 408, a broken one 400. While it comes, the body holds the service's budget of
+  unfinished messages and bodies (`unfinished.py`, the connection's `holding`): one that
+  would take it past its bound is 503 with `Retry-After: 1`, and what it held is given
+  back, as it is once the body is all in.
 - The answer goes out as it is sent: with its `Content-Length` when the application gives
   one, chunked otherwise (an event stream runs as long as the application sends). Its
   hop-by-hop headers are the server's (`Connection: close`: one request per connection, as
@@ -42,8 +45,8 @@ import trio
 from ..core.errors import HooksError
 from .access import header
 from .connection import ServerConnection
-from .protocol import BadBody, Request, error_body
-from .wire import ConnectionClosed
+from .protocolevents import BadBody, Request, error_body
+from .wire import BUSY, ConnectionClosed
 
 Scope = MutableMapping[str, Any]
 AsgiMessage = MutableMapping[str, Any]
@@ -66,6 +69,10 @@ class ClientGone(HooksError, OSError):
 
 
 class _TooBig(HooksError):
+    pass
+
+
+class _Busy(HooksError):
     pass
 
 
@@ -116,17 +123,8 @@ async def serve_asgi(
         await _too_big(conn, max_body, int(declared))
         return
     await conn.go_on()  # (a client that waits for it: curl waits a second otherwise)
-    try:
-        with trio.fail_after(body_s):
-            body = await _read_body(conn, max_body)
-    except _TooBig:
-        await _too_big(conn, max_body, LINGER_BYTES)
-        return
-    except BadBody as exc:
-        await conn.respond(400, error_body(400, str(exc)))
-        return
-    except trio.TooSlowError:
-        await conn.respond(408, error_body(408, f"the request body did not come in {body_s:g} s"))
+    body = await _body_or_refusal(conn, max_body, body_s)
+    if body is None:
         return
     exchange = _Exchange(conn, body)
     left = False
@@ -145,19 +143,50 @@ async def serve_asgi(
             await conn.respond(500, error_body(500, "the request was not answered"))
 
 
+async def _body_or_refusal(conn: ServerConnection, max_body: int, body_s: float) -> bytes | None:
+    """The request's body, or None once it is refused. The refusal is written after the
+    `except` that caught why: a refusal lingers (`respond_unread`), and the exception's
+    traceback would keep the pieces of the body read so far alive meanwhile."""
+    refusal: tuple[int, str, tuple[tuple[bytes, bytes], ...]] | None = None
+    try:
+        with trio.fail_after(body_s):
+            return await _read_body(conn, max_body)
+    except _TooBig:
+        refusal = (413, f"the request body is over {max_body} bytes", ())
+    except _Busy:
+        refusal = (503, BUSY, ((b"Retry-After", b"1"),))
+    except BadBody as exc:
+        refusal = (400, str(exc), ())
+    except trio.TooSlowError:
+        refusal = (408, f"the request body did not come in {body_s:g} s", ())
+    status, message, headers = refusal
+    if status in (413, 503):  # (the client may still be sending: it is read and dropped)
+        await respond_unread(conn, status, error_body(status, message), headers)
+    else:
+        await conn.respond(status, error_body(status, message))
+    return None
+
+
 async def _read_body(conn: ServerConnection, max_body: int) -> bytes:
     protocol = conn.protocol
+    holding = conn.holding
     pieces: list[bytes] = []
     size = 0
-    while True:
-        piece, done = protocol.body()
-        size += len(piece)
-        if size > max_body:
-            raise _TooBig
-        pieces.append(piece)
-        if done:
-            return b"".join(pieces)
-        protocol.receive_body(await conn.receive_raw())
+    try:
+        while True:
+            piece, done = protocol.body()
+            size += len(piece)
+            if size > max_body:
+                raise _TooBig
+            if holding is not None and not holding.grow(len(piece)):
+                raise _Busy
+            pieces.append(piece)
+            if done:
+                return b"".join(pieces)
+            protocol.receive_body(await conn.receive_raw())
+    finally:
+        if holding is not None:
+            holding.release()  # (all in, refused, or cut short: unfinished no more)
 
 
 async def _too_big(conn: ServerConnection, max_body: int, rest: int) -> None:

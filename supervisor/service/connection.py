@@ -29,13 +29,14 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-from collections.abc import AsyncIterator
 from typing import Final
 
 import trio
 
 from .framerate import FrameRate
-from .protocol import Ended, Message, Phase, Pong, Request, ServerProtocol
+from .protocol import Phase, ServerProtocol
+from .protocolevents import Ended, Message, Pong, Request
+from .unfinished import Unfinished
 from .wire import ConnectionClosed
 
 #: Bytes read from the socket at a time.
@@ -58,14 +59,24 @@ class ServerConnection:
         max_message_size: int,
         too_big: str,
         stall_s: float = math.inf,
+        unfinished: Unfinished | None = None,
+        message_s: float = math.inf,
     ) -> None:
         self._stream = stream
-        #: How long one piece of a streamed answer may take to be written (`respond_stream`).
+        #: How long one piece of an answer may take to be written (`write_answer`).
         self._stall_s = stall_s
         self._frames = FrameRate()
+        #: What this connection's message or body under way holds of the service's budget.
+        self.holding = unfinished.holding() if unfinished is not None else None
         self._protocol = ServerProtocol(
-            max_message_bytes=max_message_size, too_big=too_big, frames=self._frames
+            max_message_bytes=max_message_size,
+            too_big=too_big,
+            frames=self._frames,
+            holding=self.holding,
         )
+        #: A message must come whole within this of its first frame (4408).
+        self._message_s = message_s
+        self._message_due = math.inf
         self._lock = trio.Lock()
         self._messages_in, self._messages = trio.open_memory_channel[str | bytes](CLIENT_QUEUE)
         self._asked = trio.Event()  # the request is in, or the reader has ended without one
@@ -98,6 +109,7 @@ class ServerConnection:
             async with self._messages_in:
                 await self._read()
         finally:
+            self._protocol.release()  # (a message cut short holds nothing any more)
             self._asked.set()
             self._reader_done.set()
 
@@ -117,11 +129,20 @@ class ServerConnection:
             if protocol.phase not in _READING:
                 return
             try:
-                data = await self._stream.receive_some(RECEIVE_BYTES)
+                with trio.move_on_at(self._message_due) as late:
+                    data = await self._stream.receive_some(RECEIVE_BYTES)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 data = b""
-            self._frames.refill(trio.current_time())
+            if late.cancelled_caught:  # (a message begun, and not whole in time)
+                protocol.refuse_late(self._message_s)
+                continue
+            now = trio.current_time()
+            self._frames.refill(now)
             protocol.receive_data(data)
+            if not protocol.message_begun:
+                self._message_due = math.inf
+            elif self._message_due == math.inf:
+                self._message_due = now + self._message_s
 
     async def _handle(self, event: Request | Message | Pong | Ended) -> bool:
         """One event from the protocol; False once the connection has ended."""
@@ -180,46 +201,12 @@ class ServerConnection:
         with trio.move_on_after(self._stall_s), contextlib.suppress(ConnectionClosed):
             await self._write(data)
 
-    async def respond_stream(
-        self,
-        status: int,
-        length: int | None,
-        pieces: AsyncIterator[bytes],
-        headers: tuple[tuple[bytes, bytes], ...],
-        content_type: bytes,
-    ) -> None:
-        """Answers with a body of exactly `length` bytes taken from `pieces` as they come
-        (a file, never held whole); without a `length`, chunked, every piece. A HEAD request
-        gets the head alone; a body that ends short of `length`, whose `pieces` raise, or
-        whose client takes a piece for longer than `stall_s` (it has stopped reading), has no
-        end written (the caller ends the connection: the client sees it cut)."""
-        protocol = self._protocol
-        head = protocol.respond_head(status, length, headers, content_type)
-        self._answered.set()
-        with contextlib.suppress(ConnectionClosed):
-            await self._write(head)
-            if not protocol.wants_body:
-                await self._write(protocol.respond_end())
-                return
-            sent, most = 0, length
-            async for piece in pieces:
-                cut = piece if most is None else piece[: most - sent]
-                sent += len(cut)
-                with trio.move_on_after(self._stall_s) as stalled:
-                    await self._write(protocol.respond_body(cut))
-                if stalled.cancelled_caught:
-                    self.broken = True
-                    return
-                if most is not None and sent >= most:
-                    break
-            if most is None or sent == most:
-                await self._write(protocol.respond_end())
-
-    async def accept(self) -> None:
+    async def accept(self, takes_messages: bool = True) -> None:
         """Upgrades to WebSocket (101); the reader then reads the client's frames. The 101
         is written before the reader goes on: frames that came with the request head and
-        broke the protocol end the connection, but after the client has its answer."""
-        data = self._protocol.accept()
+        broke the protocol end the connection, but after the client has its answer. With
+        `takes_messages` False, the endpoint takes none: one is refused at its first frame."""
+        data = self._protocol.accept(takes_messages)
         try:
             await self._write(data)
         finally:
@@ -237,9 +224,11 @@ class ServerConnection:
         closed its side or the socket broke."""
         assert self._protocol.phase in (Phase.ASKED, Phase.ANSWERED), self._protocol.phase
         try:
-            return await self._stream.receive_some(RECEIVE_BYTES)
+            data = await self._stream.receive_some(RECEIVE_BYTES)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             return b""
+        self._frames.refill(trio.current_time())  # (a body's chunks count as frames do)
+        return data
 
     async def go_on(self) -> None:
         """`100 Continue`, for a client that waits for it before its body (`Expect:
@@ -262,7 +251,7 @@ class ServerConnection:
     async def send_text(self, text: str) -> None:
         """One text message. Cancelled mid-write, the connection is marked broken."""
         self._check_open()
-        await self._write(self._protocol.text(text))
+        await self._write(self._protocol.text(text), message=True)
 
     async def send_ping(self) -> trio.Event:
         """Pings the client; the event is set by its pong (or a pong to a later ping).
@@ -272,7 +261,7 @@ class ServerConnection:
         while payload in self._pings:
             payload = os.urandom(4)
         answered = self._pings[payload] = trio.Event()
-        await self._write(self._protocol.ping(payload))
+        await self._write(self._protocol.ping(payload), message=True)
         return answered
 
     @property
@@ -329,12 +318,16 @@ class ServerConnection:
         if not self._writable:
             raise ConnectionClosed(1006, "the connection is ending")
 
-    async def _write(self, data: bytes) -> None:
+    async def _write(self, data: bytes, *, message: bool = False) -> None:
         """The one write path: under the lock, the rest of an offered message first.
-        Cancelled mid-write (or the client gone), the connection is marked broken."""
+        Cancelled mid-write (or the client gone), the connection is marked broken. A
+        `message` is checked again under the lock: the protocol may have ended the socket
+        (its own refusal and close frame) while it waited, and nothing goes after a close."""
         if not data:
             return
         async with self._lock:
+            if message:
+                self._check_open()
             await self._write_unsent()
             await self._send_all(data)
 
@@ -386,4 +379,6 @@ class ServerConnection:
             with contextlib.suppress(ConnectionClosed):
                 await self._write(self._protocol.close(code, reason))
                 await self._reader_done.wait()  # the client's close frame ends it
+        else:  # ended by the protocol itself (a refusal, the reply to a close): the reader
+            await self._reader_done.wait()  # writes its close frame, then closes the stream
         await trio.aclose_forcefully(self._stream)

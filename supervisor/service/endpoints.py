@@ -29,7 +29,7 @@ from .execrequest import parse_exec
 from .options import Limits, ServiceOptions
 from .roots import release_cwd
 from .streams import Streams, Wake, complete
-from .targets import Target, check_from, check_query, parse_events, parse_from
+from .targets import Target, check_from, check_query, parse_events, parse_from, shown_seq
 from .wire import Close, WireError, encode
 
 SHUTTING_DOWN: Final = "the server is shutting down"
@@ -116,7 +116,7 @@ class Endpoints:
         text = await self._request_message(conn, target, wake)
         if isinstance(text, WireError):
             return text
-        request = parse_exec(text)
+        request = await trio.to_thread.run_sync(parse_exec, text)  # (up to 1 MiB of JSON)
         if self.stopping:
             return WireError(Close.GOING_AWAY, f"{SHUTTING_DOWN}; no new runs")
         caller = Caller.client(self.runtime.config, self.options.cwd, self.options.environ)
@@ -159,7 +159,8 @@ class Endpoints:
         if since is not None and since > bus.next_seq:
             raise WireError(
                 Close.OUT_OF_RANGE,
-                f"since={since} was never published here (the next seq is {bus.next_seq})",
+                f"{shown_seq('since', since)} was never published here"
+                f" (the next seq is {bus.next_seq})",
             )
         async with bus.subscribe(kinds=kinds, since=since) as sub:
             return await self.streams.stream_events(conn, sub, wake, self.limits.coalesce_events)

@@ -18,6 +18,9 @@ class Limits(Record):
 
     #: A client message larger than this is refused (1009).
     max_message_bytes: int = 1024 * 1024
+    #: What all clients together may hold of messages and `/mcp` bodies still coming in (past
+    #: each one's first `unfinished.OWN_BYTES`); a message past it is refused (1013, 503).
+    max_unfinished_bytes: int = 64 * 1024 * 1024
     #: Admitted connections: WebSockets (handshake done, token checked) and plain HTTP requests
     #: being answered; past it the upgrade or the request is refused (503).
     max_connections: int = 1024
@@ -36,6 +39,8 @@ class Limits(Record):
     handshake_s: float = 5.0
     #: An exec socket must send its request within this (4408).
     request_s: float = 30.0
+    #: A client's message must come whole within this of its first frame (4408).
+    message_s: float = 30.0
     #: One message taking longer than this to send: the client is gone (aborted).
     send_stall_s: float = 60.0
     #: Shutdown: runs in progress may finish within this before they are cancelled.

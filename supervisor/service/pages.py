@@ -33,7 +33,7 @@ from ..core.events import EventKind
 from ..core.frames import ENVELOPE_KEYS, OUTPUT_TYPES, Control, FrameType, ServiceMessage
 from ..core.records import Record
 from .access import console_cookie, header, token_matches
-from .protocol import Request, error_body
+from .protocolevents import Request, error_body
 from .targets import query_token
 
 #: The folder of the package that holds the console's files.

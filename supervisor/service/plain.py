@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import AsyncGenerator, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
 from typing import BinaryIO, Final
 from urllib.parse import urlsplit
 
@@ -26,9 +26,10 @@ from .access import Refusal, check_access
 from .asgi import respond_unread
 from .connection import ServerConnection
 from .mcphttp import MCP_PATH, McpHttp
-from .protocol import Request, error_body
+from .protocolevents import Request, error_body
 from .seats import Seats
 from .targets import query_tokens
+from .wire import ConnectionClosed
 
 #: Bytes read from an artifact's file at a time.
 PIECE_BYTES: Final = 256 * 1024
@@ -125,8 +126,13 @@ async def _answer(
         return
     with os.fdopen(fd, "rb", buffering=0) as file:
         async with contextlib.aclosing(_pieces(file)) as pieces:
-            await conn.respond_stream(
-                200, stored.size, pieces, answer.headers, stored.mime.encode()
+            await _respond_stream(
+                conn,
+                200,
+                stored.size,
+                pieces,
+                headers=answer.headers,
+                content_type=stored.mime.encode(),
             )
 
 
@@ -163,7 +169,9 @@ async def _serve_download(
 
     with contextlib.suppress(HistoryFault):  # (its end unsent: the caller ends the connection)
         async with contextlib.aclosing(sent()) as body:
-            await conn.respond_stream(200, None, body, headers, downloads.KINDS[asked.kind])
+            await _respond_stream(
+                conn, 200, None, body, headers=headers, content_type=downloads.KINDS[asked.kind]
+            )
 
 
 async def _serve_source(
@@ -179,10 +187,44 @@ async def _serve_source(
         await conn.respond(503, error_body(503, str(exc)))
         return
     async with source.pieces() as pieces:
-        await conn.respond_stream(200, found.size, pieces, headers, found.mime.encode())
+        await _respond_stream(
+            conn, 200, found.size, pieces, headers=headers, content_type=found.mime.encode()
+        )
 
 
 async def _pieces(file: BinaryIO) -> AsyncGenerator[bytes, None]:
     """The file's bytes, a piece at a time, each read in a worker thread."""
     while piece := await trio.to_thread.run_sync(file.read, PIECE_BYTES):
         yield piece
+
+
+async def _respond_stream(
+    conn: ServerConnection,
+    status: int,
+    length: int | None,
+    pieces: AsyncIterator[bytes],
+    *,
+    headers: tuple[tuple[bytes, bytes], ...],
+    content_type: bytes,
+) -> None:
+    """Answers with a body of exactly `length` bytes taken from `pieces` as they come (a
+    file, never held whole); without a `length`, chunked, every piece. A HEAD request gets
+    the head alone; a body that ends short of `length`, whose `pieces` raise, or whose client
+    takes a piece for longer than the connection's send bound (it has stopped reading: the
+    connection is marked broken), has no end written (the caller ends the connection: the
+    client sees it cut)."""
+    protocol = conn.protocol
+    with contextlib.suppress(ConnectionClosed):
+        await conn.write_answer(protocol.respond_head(status, length, headers, content_type))
+        if not protocol.wants_body:
+            await conn.write_answer(protocol.respond_end())
+            return
+        sent, most = 0, length
+        async for piece in pieces:
+            cut = piece if most is None else piece[: most - sent]
+            sent += len(cut)
+            await conn.write_answer(protocol.respond_body(cut))
+            if most is not None and sent >= most:
+                break
+        if most is None or sent == most:
+            await conn.write_answer(protocol.respond_end())

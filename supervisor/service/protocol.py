@@ -23,28 +23,28 @@ from __future__ import annotations
 import collections
 import enum
 import http
-import json
 import re
 from collections.abc import Iterable, Iterator
 from typing import Final
 
-import attrs
 import h11
 import wsproto
 import wsproto.connection
 import wsproto.events
 import wsproto.utilities
 
-from ..core.errors import HooksError
-from ..core.frames import ServiceMessage
-from ..core.records import Record
 from . import heads
 from .framerate import TOO_FAST, FrameRate
+from .protocolevents import BadBody, Ended, Event, Message, Pong, Refusing, Request, error_body
+from .unfinished import Holding
+from .wire import BUSY_REFUSED, NO_MESSAGES_REFUSED, Close, WireError
 
 #: The close code of a connection that ended without a close frame (RFC 6455 §7.1.5).
 ABNORMAL: Final = 1006
 #: The close code for a message over the cap.
 TOO_BIG: Final = 1009
+#: The close code for a message the service has no room for now (RFC 6455 §7.4.1, 1013).
+TRY_AGAIN: Final = 1013
 #: The close reasons in our words for the frames wsproto finds broken, by close code; a code
 #: not here keeps wsproto's reason (1002's say what was wrong: an unmasked frame, a bad
 #: opcode). Its 1007 reason is a Python codec error's text (`'utf-8' codec can't decode…`).
@@ -65,65 +65,31 @@ class Phase(enum.Enum):
     ENDED = "ended"  # nothing more comes from the client
 
 
-@attrs.frozen(repr=False, eq=False)
-class Request(Record):
-    """A request head. `websocket`: a GET that asks for a WebSocket, with a handshake that
-    wsproto found valid (one it refused never becomes a `Request`: it is answered)."""
-
-    method: str
-    target: str
-    headers: tuple[tuple[bytes, bytes], ...]
-    websocket: bool
-
-
-@attrs.frozen(repr=False, eq=False)
-class Message(Record):
-    """One whole message from the client: text as `str`, binary as `bytes`."""
-
-    data: str | bytes
-
-
-@attrs.frozen(repr=False, eq=False)
-class Pong(Record):
-    payload: bytes
-
-
-@attrs.frozen(repr=False, eq=False)
-class Ended(Record):
-    """Nothing more comes from the client: its close frame (`code`, `reason`), or 1006 when
-    the stream ended without one, the request was malformed, or a frame broke the protocol."""
-
-    code: int
-    reason: str | None = None
-
-
-Event = Request | Message | Pong | Ended
-
-
-class BadBody(HooksError):
-    """A request body that cannot be read: broken framing, or cut short."""
-
-
-def error_body(status: int, message: str) -> bytes:
-    """The JSON body of every HTTP refusal or error the service answers."""
-    error = {"type": ServiceMessage.ERROR, "code": status, "message": message}
-    return json.dumps(error, separators=(",", ":")).encode()
-
-
 class ServerProtocol:
     """One accepted connection's protocol state, from the request head to the end.
 
     `max_message_bytes` caps a client's message, in bytes (a text message's UTF-8, as it
     came on the wire, not its characters); past it, `too_big` (a text message) and a 1009
     close are sent and nothing more is read. `frames` is the client's budget of frames
-    (`framerate.py`): past it, a 1008 close is sent and nothing more is read."""
+    (`framerate.py`): past it, a 1008 close is sent and nothing more is read. `holding` is
+    this connection's share of the service's budget of unfinished messages (`unfinished.py`):
+    a message past it is refused (1013) and nothing more is read."""
 
     def __init__(
-        self, *, max_message_bytes: int, too_big: str, frames: FrameRate | None = None
+        self,
+        *,
+        max_message_bytes: int,
+        too_big: str,
+        frames: FrameRate | None = None,
+        holding: Holding | None = None,
     ) -> None:
         self.max_message_bytes = max_message_bytes
         self.too_big = too_big
         self._frames = frames
+        self._holding = holding
+        #: False for an endpoint that takes no messages (`accept`).
+        self._takes_messages = True
+        self._begun = False
         self.phase = Phase.HEAD
         self.request: Request | None = None
         self._h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=heads.MAX_HEAD_BYTES)
@@ -252,20 +218,48 @@ class ServerProtocol:
     def _message(self, event: wsproto.events.TextMessage | wsproto.events.BytesMessage) -> None:
         if self.phase is Phase.CLOSING:
             return  # the server is closing: what the client still sends is dropped
+        if not self._takes_messages:  # (at its first frame: none of it is kept)
+            self._refuse_message(NO_MESSAGES_REFUSED)
+            return
+        self._begun = not event.message_finished
         data = event.data
         piece = data.encode() if isinstance(data, str) else data
         self._size += len(piece)
         if self._size > self.max_message_bytes:
             reason = f"Exceeded maximum message size: {self.max_message_bytes} bytes"
-            self._outbox += self.text(self.too_big)
-            self._outbox += self._ws.send(wsproto.events.CloseConnection(TOO_BIG, reason))
-            self._end(TOO_BIG, reason)
+            self._refuse_message(Refusing(self.too_big, TOO_BIG, reason))
+            return
+        if self._holding is not None and not self._holding.grow(len(piece)):
+            self._refuse_message(BUSY_REFUSED)
             return
         self._data += piece
         if event.message_finished:
             whole = self._data.decode() if isinstance(data, str) else bytes(self._data)
             self._data, self._size = bytearray(), 0
+            self.release()
             self._emit(Message(whole))
+
+    def _refuse_message(self, refusing: Refusing) -> None:
+        """The client is told why its message is refused, and the socket ends."""
+        self._outbox += self.text(refusing.message)
+        close = wsproto.events.CloseConnection(refusing.code, refusing.reason)
+        self._outbox += self._ws.send(close)
+        self._end(refusing.code, refusing.reason)
+
+    @property
+    def message_begun(self) -> bool:
+        """A message from the client has begun and is not whole yet."""
+        return self._begun and self.phase is Phase.OPEN
+
+    def refuse_late(self, seconds: float) -> None:
+        """Refuses the message under way, not whole `seconds` after its first frame (4408)."""
+        said = f"a message did not come whole within {seconds:g} s of its first frame"
+        self._refuse_message(WireError(Close.TIMEOUT, said).refusing())
+
+    def release(self) -> None:
+        """Gives back what the message under way holds of the service's budget (idempotent)."""
+        if self._holding is not None:
+            self._holding.release()
 
     def _emit(self, event: Event) -> None:
         self._events.append(event)
@@ -273,6 +267,7 @@ class ServerProtocol:
     def _end(self, code: int, reason: str | None = None) -> None:
         self.phase = Phase.ENDED
         self._data, self._size = bytearray(), 0
+        self.release()
         self._emit(Ended(code, reason))
 
     def refuse(
@@ -343,7 +338,8 @@ class ServerProtocol:
 
     def body(self) -> tuple[bytes, bool]:
         """What of the request's body has come since the last call, and whether it is all
-        in. `BadBody` when the client broke its framing or closed before its end."""
+        in. `BadBody` when the client broke its framing or closed before its end, or sends
+        it in more pieces (chunks) than the budget of frames allows: each costs as one."""
         pieces: list[bytes] = []
         while True:
             try:
@@ -351,6 +347,8 @@ class ServerProtocol:
             except h11.RemoteProtocolError as exc:
                 raise BadBody(f"malformed request body: {heads.in_words(str(exc))}") from None
             if isinstance(event, h11.Data):
+                if self._frames is not None and not self._frames.take():
+                    raise BadBody(self._frames.reason.replace("frames", "chunks", 1))
                 pieces.append(bytes(event.data))
             elif isinstance(event, h11.EndOfMessage):
                 return b"".join(pieces), True
@@ -371,10 +369,13 @@ class ServerProtocol:
     def respond_end(self) -> bytes:
         return self._h11.send(h11.EndOfMessage())
 
-    def accept(self) -> bytes:
+    def accept(self, takes_messages: bool = True) -> bytes:
         """The 101 for a valid upgrade request; from here on the connection is WebSocket,
-        and the bytes that followed the request head are read as its first frames."""
+        and the bytes that followed the request head are read as its first frames. Where the
+        endpoint `takes_messages` not, one is refused at its first frame (4400): the client is
+        told so, and none of it is kept."""
         assert self.phase is Phase.ASKED and self.request is not None and self.request.websocket
+        self._takes_messages = takes_messages
         data = self._ws.send(wsproto.events.AcceptConnection())
         self.phase = Phase.OPEN
         trailing, closed = self._h11.trailing_data

@@ -36,7 +36,7 @@ from ..core.telemetry import PROMETHEUS_TYPE, Meters
 from ..run.artifacts import ArtifactGone, Stored
 from . import pages
 from .access import Refusal, check_access
-from .protocol import Request, error_body
+from .protocolevents import Request, error_body
 from .targets import parse_target, query_tokens, unknown_query
 
 if TYPE_CHECKING:

@@ -32,7 +32,6 @@ from typing import Any
 
 import trio
 
-from ..core.convert import to_json
 from ..core.errors import bug_summary
 from ..core.events import EventKind
 from ..core.hooks import Config
@@ -48,12 +47,13 @@ from .logredact import open_logged_runtime
 from .mcphttp import McpHttp
 from .options import Limits, Listening, ServiceOptions
 from .plain import serve_plain
-from .protocol import Request
+from .protocolevents import Request
 from .roots import release_cwd
 from .seats import Seat, Seats
 from .streams import Streams, Wake, keep_alive
-from .targets import Endpoint, Target, parse_target, query_tokens
-from .wire import Close, ConnectionClosed, WireError, encode
+from .targets import TAKES_MESSAGES, Endpoint, Target, parse_target, query_tokens
+from .unfinished import Unfinished
+from .wire import Close, ConnectionClosed, WireError
 
 __all__ = ["Limits", "Listening", "Service", "ServiceOptions", "run_service"]
 
@@ -102,14 +102,10 @@ class Service(Endpoints):
         self.mcp = McpHttp(
             runtime, options.cwd, self, max_body=limits.max_message_bytes, body_s=limits.handshake_s
         )
-        self._too_big = encode(
-            to_json(
-                WireError(
-                    Close.TOO_BIG,
-                    f"message over {self.limits.max_message_bytes} bytes; the socket is closed",
-                ).payload
-            )
-        )
+        said = f"message over {limits.max_message_bytes} bytes; the socket is closed"
+        self._too_big = WireError(Close.TOO_BIG, said).text
+        #: What every connection's unfinished message or body holds, together.
+        self.unfinished = Unfinished(limits.max_unfinished_bytes)
 
     @property
     def runs_in_progress(self) -> int:
@@ -154,6 +150,7 @@ class Service(Endpoints):
 
             await conns.start(accept)
             task_status.started(Listening(self.options.host, port))
+            runs.start_soon(self.mcp.preload)  # (once listening: the start line goes first)
             await self._stop.wait()
             accepting.cancel()
             await self._shut_down()
@@ -228,6 +225,8 @@ class Service(Endpoints):
                     max_message_size=self.limits.max_message_bytes,
                     too_big=self._too_big,
                     stall_s=self.limits.send_stall_s,
+                    unfinished=self.unfinished,
+                    message_s=self.limits.message_s,
                 )
                 nursery.start_soon(conn.serve_reader)
                 try:
@@ -280,7 +279,7 @@ class Service(Endpoints):
         assert target is not None  # a seat is only ever for an endpoint
         try:
             try:
-                await conn.accept()
+                await conn.accept(target.endpoint in TAKES_MESSAGES)
             except ConnectionClosed:
                 return  # gone before its 101 was written
             await self._admitted_connection(conn, number, target, seat)
@@ -360,7 +359,7 @@ class Service(Endpoints):
 
     async def _send_error(self, conn: ServerConnection, error: WireError) -> None:
         with contextlib.suppress(ConnectionClosed), trio.move_on_after(self.limits.send_stall_s):
-            await conn.send_text(encode(to_json(error.payload)))
+            await conn.send_text(error.text)
 
     # ---- runs ------------------------------------------------------------------------------
 

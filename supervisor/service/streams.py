@@ -38,7 +38,15 @@ from ..run.storedrun import StoredRun
 from .broadcast import Broadcaster, EncodedRun, joined, text_frame
 from .connection import ServerConnection
 from .targets import check_from
-from .wire import AnswerMessage, Close, ConnectionClosed, WireError, encode, parse_control
+from .wire import (
+    NO_MESSAGES,
+    AnswerMessage,
+    Close,
+    ConnectionClosed,
+    WireError,
+    encode,
+    parse_control,
+)
 
 logger = logging.getLogger("mcpx_hooks.server")
 
@@ -344,7 +352,7 @@ class Streams:
                 wake.client_gone()
                 return
             if control is None:
-                wake.set(WireError(Close.BAD_REQUEST, "this endpoint takes no messages"))
+                wake.set(WireError(Close.BAD_REQUEST, NO_MESSAGES))
                 return
             try:
                 message = parse_control(text)

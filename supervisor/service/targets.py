@@ -24,6 +24,10 @@ class Endpoint(enum.StrEnum):
     HOOKS = "/v1/hooks"
 
 
+#: The endpoints a client sends messages to: its request, answers to asks, `cancel`. Any
+#: other one is refused at its first frame (4400), none of it kept.
+TAKES_MESSAGES: Final = frozenset({Endpoint.EXEC, Endpoint.RUNS})
+
 #: The query parameters each endpoint takes (`token` is taken by every one).
 QUERY: Final[dict[Endpoint, frozenset[str]]] = {
     Endpoint.EXEC: frozenset(),
@@ -105,13 +109,21 @@ def _seq(target: Target, name: str, default: int | None) -> int | None:
         return default
     if not (text.isascii() and text.isdigit()):
         raise WireError(Close.BAD_REQUEST, f"{name}: expected a non-negative integer, got {text!r}")
-    if len(text) > _SEQ_DIGITS:  # no run or bus gets that far; int() of it could even fail
-        raise WireError(Close.OUT_OF_RANGE, f"{name}: {text[:20]}… is past anything retained")
-    return int(text)
+    # No run or bus gets that far, and int() of it could even fail; it is refused as out
+    # of range where the range is known, after what it names is found (an unknown run is
+    # unknown whatever `from` says).
+    return min(int(text[: _SEQ_DIGITS + 1]), PAST_ANY)
 
 
 #: Digits of the largest `from` or `since` read as a number (past 2**63).
 _SEQ_DIGITS: Final = 19
+#: A `from` or `since` of more digits reads as this: past every seq there is.
+PAST_ANY: Final = 1 << 63
+
+
+def shown_seq(name: str, seq: int) -> str:
+    """`from=N` as a refusal says it (a number past every seq is not said in full)."""
+    return f"{name} (a number past 2**63)" if seq >= PAST_ANY else f"{name}={seq}"
 
 
 def parse_from(target: Target) -> int:
@@ -127,7 +139,8 @@ def check_from(start: int, length: int) -> None:
     if start > length:
         raise WireError(
             Close.OUT_OF_RANGE,
-            f"from={start} is past the run's frames (it has {length}; from may be 0..{length})",
+            f"{shown_seq('from', start)} is past the run's frames (it has {length};"
+            f" from may be 0..{length})",
         )
 
 

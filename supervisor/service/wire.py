@@ -14,12 +14,13 @@ from typing import Any, Final
 import attrs
 
 from ..core import jsontext
-from ..core.convert import KEEP
+from ..core.convert import KEEP, to_json
 from ..core.effects import ANSWERS
 from ..core.errors import HooksError
 from ..core.frames import Control, ServiceMessage
 from ..core.records import Record
 from ..core.spawntext import text_problem
+from .protocolevents import Refusing
 
 #: Where `mcpx-hooks serve` listens and the remote commands connect, unless told otherwise.
 DEFAULT_HOST: Final = "127.0.0.1"
@@ -40,6 +41,15 @@ class Close(enum.IntEnum):
     TIMEOUT = 4408  # no request within the request timeout
     OUT_OF_RANGE = 4416  # `from` or `since` outside what exists
 
+
+#: Why a message to an endpoint that takes none is refused (4400, at its first frame).
+NO_MESSAGES: Final = "this endpoint takes no messages"
+#: Why a message is refused while the service holds as much of clients' unfinished messages
+#: and bodies as it may (1013; 503 for a body).
+BUSY: Final = (
+    "the server holds all it may of messages still coming in (--max-unfinished-bytes);"
+    " try again later"
+)
 
 #: The word each close code is reported with in an error message (`error` key).
 CLOSE_WORDS: Final[dict[Close, str]] = {
@@ -100,6 +110,15 @@ class WireError(HooksError):
     def reason(self) -> str:
         """The close frame's reason: at most 123 bytes of UTF-8 (RFC 6455 §5.5)."""
         return _clip(self.message, 123)
+
+    @property
+    def text(self) -> str:
+        """The error message as it is sent."""
+        return encode(to_json(self.payload))
+
+    def refusing(self) -> Refusing:
+        """How the protocol itself refuses a message with this error (then closes)."""
+        return Refusing(self.text, int(self.code), self.reason)
 
 
 def _clip(text: str, limit: int) -> str:
@@ -223,3 +242,9 @@ class ConnectionClosed(HooksError):
     def again(self) -> ConnectionClosed:
         """The same, to raise anew (an exception raised twice grows its traceback)."""
         return ConnectionClosed(self.code, self.reason)
+
+
+#: How the protocol itself refuses a message on an endpoint that takes none (4400), and one
+#: the service has no room for now (1013).
+NO_MESSAGES_REFUSED: Final = WireError(Close.BAD_REQUEST, NO_MESSAGES).refusing()
+BUSY_REFUSED: Final = WireError(Close.TRY_AGAIN, BUSY).refusing()
