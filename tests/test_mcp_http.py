@@ -27,6 +27,7 @@ from trio_websocket import ConnectionClosed, open_websocket_url
 
 from mcpx_hooks.supervisor.config.loading import load_config
 from mcpx_hooks.supervisor.run.runtime import Runtime, open_runtime
+from mcpx_hooks.supervisor.service.mcpface import ALREADY_INITIALIZED
 from mcpx_hooks.supervisor.service.options import Limits
 from mcpx_hooks.supervisor.service.server import Service, ServiceOptions
 
@@ -563,3 +564,21 @@ async def test_a_real_serve_answers_mcp_and_its_run_is_followed_to_its_end(
     assert [f["type"] for f in frames][-2:] == ["result", "end"]
     assert frames[-2]["value"] == {"calls": 1, "refused": 0, "failed": 0}
     assert marker.alive() == []
+
+
+async def test_a_second_initialize_in_a_session_is_refused_and_the_session_goes_on(
+    tmp_path: Path, marker: Marker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    headers = {**MCP_HEADERS, **AUTH}
+    initialized = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    listing = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/list"})
+    async with served(tmp_path, marker, monkeypatch) as srv, httpx2.AsyncClient() as http:
+        first = await http.post(srv.url, content=json.dumps(INITIALIZE), headers=headers)
+        named = {**headers, "Mcp-Session-Id": first.headers["mcp-session-id"]}
+        named["Mcp-Protocol-Version"] = "2025-11-25"
+        await http.post(srv.url, content=initialized, headers=named)
+        again = await http.post(srv.url, content=json.dumps({**INITIALIZE, "id": 2}), headers=named)
+        listed = await http.post(srv.url, content=listing, headers=named)
+        await http.delete(srv.url, headers=named)
+    assert '"code":-32600' in again.text and ALREADY_INITIALIZED in again.text, again.text
+    assert '"words__shout"' in listed.text
