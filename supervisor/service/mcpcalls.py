@@ -23,18 +23,17 @@ from ..core.effects import NO, YES, AnsweredBy
 from ..core.jsontext import JsonError, loads
 from ..core.records import Record
 from ..run.callpoint import CallOutcome
+from ..tools.hearing import Progress
 from ..tools.jsonlines import json_line
 from ..tools.serverentry import LogHearer
-from ..tools.servers import Progress
-from ..tools.wireresult import as_written
+from ..tools.wireresult import as_written, log_as_written
 from .answering import Responder
+from .mcpnotes import PROGRESS_TOKEN, log_as_sent, progress_as_written
 from .mcpoutbox import Outbox
 from .mcpstdio import ClientWriter
 
 _REQUEST_KEYS: Final = frozenset({"jsonrpc", "id", "method", "params"})
 _PARAM_KEYS: Final = frozenset({"name", "arguments", "_meta"})
-#: The key of a request's `_meta` that asks for progress notifications.
-PROGRESS_TOKEN: Final = "progressToken"
 #: The form an `ask` is put to the person at the client in: one answer, yes or no.
 ASK_FORM: Final = {
     "type": "object",
@@ -97,29 +96,44 @@ def line_relays(
     writer: ClientWriter, token: types.ProgressToken | None, level: ClientLevel
 ) -> Relays:
     """The relays of a call taken before the SDK read it, written to the client as lines
-    (the client's progress `token`, if it gave one; the log messages of `level` or above);
-    no questions (such a call has no hook that may ask)."""
+    (the client's progress `token`, if it gave one; the log messages of `level` or above),
+    as the server wrote them where it was read from its line (`mcpnotes.py`); no questions
+    (such a call has no hook that may ask)."""
 
     async def tell(params: types.LoggingMessageNotificationParams) -> None:
-        await _notify(writer, "notifications/message", params)
+        written = log_as_written(params)
+        sent = log_as_sent(written) if written is not None else None
+        await _notify(writer, sent or types.LoggingMessageNotification(params=params))
 
     log = ClientLog(level, tell)
     if token is None:
         return Relays(None, log, None)
 
-    async def relay(progress: float, total: float | None, message: str | None) -> None:
+    async def relay(
+        progress: float,
+        total: float | None,
+        message: str | None,
+        written: Mapping[str, Any] | None = None,
+    ) -> None:
+        if written is not None:
+            await _notify(writer, progress_as_written(written, token))
+            return
         params = types.ProgressNotificationParams(
             progress_token=token, progress=progress, total=total, message=message
         )
-        await _notify(writer, "notifications/progress", params)
+        await _notify(writer, types.ProgressNotification(params=params))
 
     return Relays(relay, log, None)
 
 
-async def _notify(writer: ClientWriter, method: str, params: pydantic.BaseModel) -> None:
-    dumped = params.model_dump(by_alias=True, mode="json", exclude_none=True)
-    message = types.JSONRPCNotification(jsonrpc="2.0", method=method, params=dumped)
-    await writer.send(SessionMessage(message))
+async def _notify(writer: ClientWriter, notification: types.ServerNotification) -> None:
+    dumped = notification.model_dump(by_alias=True, mode="json", exclude_none=True)
+    line = json_line({"jsonrpc": "2.0", **dumped})
+    if line is not None:
+        await writer.send_line(line)
+    else:  # (a lone surrogate in a text: the SDK's writer says it as it can)
+        message = types.JSONRPCNotification(jsonrpc="2.0", **dumped)
+        await writer.send(SessionMessage(message))
 
 
 def _progress_relay(ctx: ServerRequestContext[Any, Any], outbox: Outbox) -> Progress | None:
@@ -135,7 +149,16 @@ def _progress_relay(ctx: ServerRequestContext[Any, Any], outbox: Outbox) -> Prog
     # (any id makes it the request's; the SDK's annotation asks for a string)
     related = None if ctx.request_id is None else str(ctx.request_id)
 
-    async def relay(progress: float, total: float | None, message: str | None) -> None:
+    async def relay(
+        progress: float,
+        total: float | None,
+        message: str | None,
+        written: Mapping[str, Any] | None = None,
+    ) -> None:
+        if written is not None:  # (as the server wrote it, its token the client's)
+            sent = progress_as_written(written, token)
+            outbox.tell(lambda: session.send_notification(sent, related_request_id=related))
+            return
         outbox.tell(
             lambda: session.send_progress_notification(
                 token, progress, total, message, related_request_id=related
@@ -171,6 +194,11 @@ def _log_relay(
     session, request_id = ctx.session, ctx.request_id
 
     async def relay(params: types.LoggingMessageNotificationParams) -> None:
+        written = log_as_written(params)
+        if written is not None:  # (as the server wrote it: `send_log`'s level is the client's)
+            sent = log_as_sent(written)
+            outbox.tell(lambda: session.send_notification(sent, related_request_id=request_id))
+            return
         level, data, logger = params.level, params.data, params.logger
         outbox.tell(lambda: send_log(session, level, data, logger, request_id))
 

@@ -61,7 +61,6 @@ from ..run.callpoint import (
 from ..tools.jsonlines import json_line
 from ..tools.servers import done_using, error_answer, gone_reason, not_a_result, strict_json
 from .mcpcalls import (
-    PROGRESS_TOKEN,
     ClientCall,
     ClientLevel,
     Relays,
@@ -73,6 +72,7 @@ from .mcpcalls import (
 )
 from .mcpexec import EXEC_TOOL
 from .mcplimits import unlimited
+from .mcpnotes import PROGRESS_TOKEN
 from .mcpstdio import ClientWriter
 
 if TYPE_CHECKING:

@@ -18,10 +18,10 @@ import pydantic
 import trio
 from mcp import types
 from mcp.client.session import LoggingFnT
-from mcp.shared.dispatcher import ProgressFnT
 
-from .hearing import hear_within
+from .hearing import Progress, hear_within
 from .jsonlines import LineWriter, json_line
+from .wireresult import WrittenLog
 
 
 class RawRoute(Protocol):
@@ -66,15 +66,15 @@ class RawChannel:
         self,
         tool: str,
         args: dict[str, Any],
-        progress: ProgressFnT | None,
+        progress: Progress | None,
         meta: Mapping[str, Any] | None = None,
     ) -> types.JSONRPCResponse | types.JSONRPCError | None:
         """Calls `tool` as the SDK's client does on a handshake-era connection, and returns
         the server's answer, or None when its stdout ended first. The server's progress on
-        the call goes to `progress` (then it is asked for). Cancelled, the server is told
-        (`notifications/cancelled`). `meta` goes in the request's `_meta`, beside the
-        progress token. Raises `ValueError`, having sent nothing, when `args` or `meta` are
-        not strict JSON in UTF-8 (NaN, a lone surrogate)."""
+        the call goes to `progress` (then it is asked for), with its params as written.
+        Cancelled, the server is told (`notifications/cancelled`). `meta` goes in the
+        request's `_meta`, beside the progress token. Raises `ValueError`, having sent
+        nothing, when `args` or `meta` are not strict JSON in UTF-8 (NaN, a lone surrogate)."""
         rid = self.new_id("call")
         params: dict[str, Any] = {"name": tool, "arguments": args}
         sent_meta = {**(meta or {}), "progressToken": rid} if progress is not None else meta
@@ -141,7 +141,8 @@ class RawChannel:
     async def divert(self, message: types.JSONRPCMessage) -> bool:
         """Whether `message` was the routes' (then handed to its route): an answer to one of
         their requests, a progress notification for one, or a log message while they wait
-        (heard here, in order, before the answer after it; heard by every use in flight).
+        (heard here, in order, before the answer after it; heard by every use in flight), each
+        kept as the server wrote it (`WrittenLog`, the progress's params).
         A notification's hearer gets at most `HEAR_WAIT_S` (then it misses that one): the
         server's other uses, other clients' among them, wait for nothing longer."""
         if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
@@ -159,9 +160,7 @@ class RawChannel:
             return route is not None
         if message.method == "notifications/message" and self._heard is not None:
             try:
-                params = types.LoggingMessageNotificationParams.model_validate(
-                    message.params, by_name=False
-                )
+                params = WrittenLog.read(message.params or {})
             except pydantic.ValidationError:
                 return False  # the session's to drop
             await hear_within(self._heard, params)
@@ -180,7 +179,7 @@ class _Waiter:
     """A `RawRoute` for a call its caller awaits: `done` once answered (`message`) or gone
     (`message` None)."""
 
-    def __init__(self, progress: ProgressFnT | None) -> None:
+    def __init__(self, progress: Progress | None) -> None:
         self._progress = progress
         self.done = trio.Event()
         self.message: types.JSONRPCResponse | types.JSONRPCError | None = None
@@ -194,7 +193,8 @@ class _Waiter:
         if self._progress is None or isinstance(said, bool) or not isinstance(said, int | float):
             return
         total = float(total) if isinstance(total, int | float) else None
-        await self._progress(float(said), total, message if isinstance(message, str) else None)
+        said_message = message if isinstance(message, str) else None
+        await self._progress(float(said), total, said_message, written=params)
 
     def gone(self) -> None:
         self.done.set()

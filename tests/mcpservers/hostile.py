@@ -98,6 +98,12 @@ MIXED = {
 }
 
 
+#: What the `progress` tool says when asked to be `odd`: a progress of `0` (an integer, as
+#: a server writes it), and a key of its own in each notification's params.
+ODD_STEPS = ((0, "none yet"), (2, "all"))
+ODD = {"example.org/eta": {"seconds": 0, "sure": 0.5}}
+
+
 def send(msg: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(msg) + "\n")
     sys.stdout.flush()
@@ -266,9 +272,12 @@ def main() -> None:
                 continue
             if name == "progress":
                 token = (params.get("_meta") or {}).get("progressToken")
-                for step, said in ((1, "one"), (2, "two")):
+                steps = ODD_STEPS if args.get("odd") else ((1, "one"), (2, "two"))
+                for step, said in steps:
                     if token is not None:
                         progress = {"progressToken": token, "progress": step, "total": 2}
+                        if args.get("odd"):  # (its own key, the token not first)
+                            progress = {"progress": step, "progressToken": token, **ODD}
                         send(
                             {
                                 "jsonrpc": "2.0",
@@ -277,6 +286,8 @@ def main() -> None:
                             }
                         )
                 said = {"level": "warning", "logger": "hostile", "data": {"step": 2}}
+                if args.get("odd"):
+                    said = {"data": {"step": 0, "of": 2.0}, "level": "warning", **ODD}
                 send({"jsonrpc": "2.0", "method": "notifications/message", "params": said})
                 content = [{"type": "text", "text": "done"}]
                 send({"jsonrpc": "2.0", "id": rid, "result": {"content": content}})
