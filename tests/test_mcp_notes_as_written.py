@@ -1,10 +1,11 @@
 """A tool server's progress and log messages on a call reach an MCP client as the server
 wrote them (the client's progress token in place of the gateway's), whichever way the call
 goes: relayed as a line, through the call point outside the SDK's server (a hook on it),
-through the SDK's server (a hook that may ask), and over `/mcp`. The tests' hostile server
-writes a progress of `0` (an integer) and a key of its own in each notification; each is
-compared, its numbers' types and its keys' order included, with what the server writes to
-a client of its own."""
+through the SDK's server (a hook that may ask), and over `/mcp`; and so do its answers to
+`prompts/get`, `resources/read` and `completion/complete`. The tests' hostile server writes
+a progress of `0` (an integer), a `priority` of `1`, keys of its own, keys in an order of
+its own; each is compared, its numbers' types and its keys' order included, with what the
+server writes to a client of its own."""
 
 from __future__ import annotations
 
@@ -47,8 +48,11 @@ def notes(said: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
     return [(m["method"], exact(m["params"])) for m in said if "method" in m]
 
 
-def stdio_notes(argv: Sequence[str], cwd: Path, env: dict[str, str], name: str) -> list[Any]:
-    """The notifications the process at `argv` writes on `call(name)`, before its answer."""
+def stdio_said(
+    argv: Sequence[str], cwd: Path, env: dict[str, str], requests: Sequence[dict[str, Any]]
+) -> list[list[dict[str, Any]]]:
+    """What the process at `argv` writes on each of `requests`: the messages before its
+    answer, then the answer."""
     with subprocess.Popen(
         argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE
     ) as proc:
@@ -60,23 +64,23 @@ def stdio_notes(argv: Sequence[str], cwd: Path, env: dict[str, str], name: str) 
         def send(message: dict[str, Any]) -> list[dict[str, Any]]:
             stdin.write(json.dumps(message).encode() + b"\n")
             stdin.flush()
-            said = []
-            while (line := json.loads(stdout.readline())).get("id") != message["id"]:
-                said.append(line)
+            said = [json.loads(stdout.readline())]
+            while said[-1].get("id") != message["id"]:
+                said.append(json.loads(stdout.readline()))
             return said
 
         send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": HELLO})
         stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
         send({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}})
-        said = send(call(name))
+        said = [send(r) for r in requests]
         stdin.close()
         proc.wait()
         timer.cancel()
     return said
 
 
-def http_notes(port: int) -> list[Any]:
-    """The notifications `/mcp` on `port` sends on `call("h__progress")`, on its response."""
+def http_said(port: int, requests: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """What `/mcp` on `port` sends on each of `requests`, on its response."""
     headers = {"Accept": "application/json, text/event-stream"}
     headers["Content-Type"] = "application/json"
 
@@ -96,7 +100,7 @@ def http_notes(port: int) -> list[Any]:
     headers["mcp-protocol-version"] = HELLO["protocolVersion"]
     post({"jsonrpc": "2.0", "method": "notifications/initialized"})
     post({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
-    return post(call("h__progress"))[0]
+    return [post(r)[0] for r in requests]
 
 
 def test_progress_and_log_messages_reach_the_client_as_the_server_wrote_them(
@@ -109,14 +113,14 @@ def test_progress_and_log_messages_reach_the_client_as_the_server_wrote_them(
         way: write_config(where, marker, hooks, expose=("progress",)).rename(where / f"{way}.json")
         for way, hooks in ways.items()
     }
-    direct = stdio_notes([PY, HOSTILE, "good"], where, env, "progress")
+    (direct,) = stdio_said([PY, HOSTILE, "good"], where, env, [call("progress")])
     through = {
-        way: stdio_notes([MCPX, "mcp", "--config", str(path)], where, env, "h__progress")
+        way: stdio_said([MCPX, "mcp", "--config", str(path)], where, env, [call("h__progress")])[0]
         for way, path in configs.items()
     }
     served = start_server(where, "--config", str(configs["relayed"]), auth=False, env=env)
     try:
-        through["/mcp"] = http_notes(served.port)
+        (through["/mcp"],) = http_said(served.port, [call("h__progress")])
     finally:
         served.stop()
     expected = notes(direct)
@@ -124,4 +128,45 @@ def test_progress_and_log_messages_reach_the_client_as_the_server_wrote_them(
     assert '"progress": 0,' in expected[0][1] and "example.org/eta" in expected[2][1]
     for way, said in through.items():
         assert notes(said) == expected, way
+    assert marker.alive() == []
+
+
+def asked(prefix: str) -> list[dict[str, Any]]:
+    """A prompt, a resource and a completion, of the hostile server's (`prefix`: how the
+    client names its prompt)."""
+    greet = {"type": "ref/prompt", "name": prefix + "greet"}
+    return [
+        {"jsonrpc": "2.0", "id": n, "method": method, "params": params}
+        for n, (method, params) in enumerate(
+            [
+                ("prompts/get", {"name": prefix + "greet", "arguments": {"who": "Ada"}}),
+                ("resources/read", {"uri": "file:///h/notes.txt"}),
+                ("completion/complete", {"ref": greet, "argument": {"name": "who", "value": "A"}}),
+            ],
+            start=10,
+        )
+    ]
+
+
+def test_prompts_resources_and_completions_reach_the_client_as_the_server_wrote_them(
+    tmp_path: Path, marker: Marker
+) -> None:
+    # They came with the same content, but as the SDK's models write them: their keys in the
+    # models' order, a `priority` of `1` as `1.0`, the server's own keys dropped.
+    where = tmp_path / marker
+    env = {**os.environ, "MCPX_HOOKS_NO_DISCOVERY": "1", "XDG_STATE_HOME": str(where / "st")}
+    config = write_config(where, marker)
+    direct = stdio_said([PY, HOSTILE, "good"], where, env, asked(""))
+    through = {
+        "stdio": stdio_said([MCPX, "mcp", "--config", str(config)], where, env, asked("h__"))
+    }
+    served = start_server(where, "--config", str(config), auth=False, env=env)
+    try:
+        through["/mcp"] = http_said(served.port, asked("h__"))
+    finally:
+        served.stop()
+    expected = [exact(said[-1]["result"]) for said in direct]
+    assert '"priority": 1}' in expected[0] and "example.org/eta" in expected[2]
+    for way, said in through.items():
+        assert [exact(s[-1]["result"]) for s in said] == expected, way
     assert marker.alive() == []

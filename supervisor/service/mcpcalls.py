@@ -290,10 +290,23 @@ _WRITTEN: Final[contextvars.ContextVar[list[dict[str, Any]] | None]] = contextva
 def kept_as_written(result: types.CallToolResult) -> types.CallToolResult:
     """`result`, the answer of the SDK's call handler, kept as the client gets it
     (`wire_result`) for `answer_as_written` to send."""
+    keep_written(wire_result(result))
+    return result
+
+
+def keep_written(written: dict[str, Any]) -> None:
+    """`written`, a server's `result` as it wrote it, kept for `answer_as_written` to send
+    as the answer of the request being handled (a tool call, a prompt, a resource, a
+    completion)."""
     box = _WRITTEN.get()
     if box is not None:
-        box.append(wire_result(result))
-    return result
+        box.append(written)
+
+
+#: The requests whose answer may be what a server wrote (`keep_written`).
+_AS_WRITTEN: Final = frozenset(
+    {"tools/call", "prompts/get", "resources/read", "completion/complete"}
+)
 
 
 async def answer_as_written(
@@ -301,10 +314,12 @@ async def answer_as_written(
 ) -> HandlerResult:
     """The SDK server's middleware (its innermost: what it returns is sent as it is) that
     sends a tool call's answer as `wire_result` has it, as the answers written around the
-    SDK's server are: the SDK validates a handler's result and dumps it again, adding what
-    the server never wrote (`isError: false`), writing a number as its field's type (`1` as
-    `1.0`), dropping the keys its model does not know. (`mcpx_exec`'s is the SDK's.)"""
-    if ctx.method != "tools/call" or ctx.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
+    SDK's server are, and a prompt's, a resource's or a completion's as its server wrote
+    it (`keep_written`): the SDK validates a handler's result and dumps it again, adding
+    what the server never wrote (`isError: false`), writing a number as its field's type
+    (`1` as `1.0`), sorting the keys, dropping the keys its model does not know.
+    (`mcpx_exec`'s is the SDK's; so is an answer made here, such as no completions.)"""
+    if ctx.method not in _AS_WRITTEN or ctx.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
         return await call_next(ctx)
     box: list[dict[str, Any]] = []
     token = _WRITTEN.set(box)

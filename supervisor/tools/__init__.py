@@ -36,6 +36,7 @@ __all__, __getattr__, __dir__ = exports(
             "unread_id",
         ),
         "mcpclient": ("ServerBroken", "every_page"),
+        "rawasks": ("ask_as_written",),
         "rawchannel": ("cancellation",),
         "pins": (
             "OFF",

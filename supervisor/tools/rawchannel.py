@@ -70,19 +70,30 @@ class RawChannel:
         meta: Mapping[str, Any] | None = None,
     ) -> types.JSONRPCResponse | types.JSONRPCError | None:
         """Calls `tool` as the SDK's client does on a handshake-era connection, and returns
-        the server's answer, or None when its stdout ended first. The server's progress on
-        the call goes to `progress` (then it is asked for), with its params as written.
-        Cancelled, the server is told (`notifications/cancelled`). `meta` goes in the
-        request's `_meta`, beside the progress token. Raises `ValueError`, having sent
-        nothing, when `args` or `meta` are not strict JSON in UTF-8 (NaN, a lone surrogate)."""
-        rid = self.new_id("call")
+        the server's answer, or None when its stdout ended first (`request`). The server's
+        progress on the call goes to `progress` (then it is asked for), with its params as
+        written. `meta` goes in the request's `_meta`, beside the progress token. Raises
+        `ValueError`, having sent nothing, when `args` or `meta` are not strict JSON in
+        UTF-8 (NaN, a lone surrogate)."""
         params: dict[str, Any] = {"name": tool, "arguments": args}
-        sent_meta = {**(meta or {}), "progressToken": rid} if progress is not None else meta
-        if sent_meta:
-            params["_meta"] = sent_meta
-        line = json_line({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params})
+        if meta:
+            params["_meta"] = dict(meta)
+        return await self.request("call", "tools/call", params, progress)
+
+    async def request(
+        self, kind: str, method: str, params: dict[str, Any], progress: Progress | None = None
+    ) -> types.JSONRPCResponse | types.JSONRPCError | None:
+        """Sends the request `method` with `params` (an id `mcpx-<kind>-<n>`; asking for
+        progress, to `progress`, when it is given) and returns the server's answer, as
+        written, or None when its stdout ended first. Cancelled, the server is told
+        (`notifications/cancelled`). Raises `ValueError`, having sent nothing, when `params`
+        are not strict JSON in UTF-8."""
+        rid = self.new_id(kind)
+        if progress is not None:
+            params = {**params, "_meta": {**params.get("_meta", {}), "progressToken": rid}}
+        line = json_line({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
         if line is None:
-            raise ValueError("the arguments are not strict JSON in UTF-8")
+            raise ValueError("the params are not strict JSON in UTF-8")
         if not self.open:
             return None
         waiter = _Waiter(progress)
