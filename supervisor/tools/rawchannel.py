@@ -20,7 +20,7 @@ from mcp import types
 from mcp.client.session import LoggingFnT
 
 from .hearing import Progress, hear_within
-from .jsonlines import LineWriter, json_line
+from .jsonlines import json_line
 from .wireresult import WrittenLog
 
 
@@ -37,6 +37,18 @@ class RawRoute(Protocol):
         """The server's stdout ended before the answer came."""
 
 
+class Lines(Protocol):
+    """Where a `RawChannel` writes its messages, each one line: a server's stdin
+    (`jsonlines.LineWriter`), or the SDK's HTTP transport to a `url` server (`remote.py`)."""
+
+    def send_nowait(self, line: bytes) -> bool:
+        """Writes `line` whole at once, or nothing (False)."""
+
+    async def send(self, line: bytes) -> None:
+        """Writes `line`; raises `trio.BrokenResourceError` or `trio.ClosedResourceError`
+        when the server is gone."""
+
+
 class RawChannel:
     """Requests written to the server beside the session, each with an id of the channel's
     (`new_id`), and where their answers go (`routes`, by that id). A cancellation that cannot
@@ -44,7 +56,7 @@ class RawChannel:
 
     def __init__(
         self,
-        lines: LineWriter,
+        lines: Lines,
         in_flight: set[types.RequestId],
         nursery: trio.Nursery,
         heard: LoggingFnT | None = None,
@@ -120,7 +132,7 @@ class RawChannel:
 
     def send_nowait(self, rid: str, line: bytes, route: RawRoute) -> bool:
         """Writes the request `line` (id `rid`, a string) whole at once and routes its answer
-        to `route`; or writes nothing and returns False (`LineWriter.send_nowait`)."""
+        to `route`; or writes nothing and returns False (`Lines.send_nowait`)."""
         if not self.open or not self._lines.send_nowait(line):
             return False
         self._in_flight.add(rid)
