@@ -273,7 +273,7 @@ async def answer_result(
     dumped = wire_result(result)
     line = json_line({"jsonrpc": "2.0", "id": cid, "result": dumped})
     if line is not None:
-        await writer.send_line(line)
+        await writer.send_line(line, answers=cid)
     else:  # (a lone surrogate in a text: the SDK's writer says it as it can)
         await writer.send(
             SessionMessage(types.JSONRPCResponse(jsonrpc="2.0", id=cid, result=dumped))
