@@ -18,7 +18,7 @@ import pytest
 from conftest import Marker
 from mcpface_parts import MCPX, through_mcpx, write_config
 
-from mcpx_hooks.supervisor.service.mcpface import NOT_INITIALIZED
+from mcpx_hooks.supervisor.service.mcpface import ALREADY_INITIALIZED, NOT_INITIALIZED
 from mcpx_hooks.supervisor.service.mcpinvalid import INVALID_PARAMS
 
 HELLO: Final = {
@@ -119,5 +119,39 @@ def test_a_request_whose_params_are_wrong_is_told_where(tmp_path: Path, marker: 
         f"{INVALID_PARAMS}: name: Input should be a valid string",
         f"{INVALID_PARAMS}: arguments: Input should be a valid dictionary",
         f"{INVALID_PARAMS}: uri: Field required",
+    ]
+    assert marker.alive() == []
+
+
+def test_a_second_initialize_is_refused_and_the_session_goes_on(
+    tmp_path: Path, marker: Marker
+) -> None:
+    # It was answered again, as a first one is: the SDK's server took its protocol version
+    # and capabilities for the session's from then on, mid-session, while the session's run
+    # kept the first client's name.
+    config = write_config(tmp_path / marker, marker, expose=("echo",))
+    call = {"name": "h__echo", "arguments": {"n": 1}}
+    other = {**HELLO, "protocolVersion": "2024-11-05", "clientInfo": {"name": "b", "version": "2"}}
+    said = answers(
+        config,
+        [
+            request(0, "initialize", HELLO),
+            INITIALIZED,
+            request(1, "initialize", other),
+            request(2, "tools/call", call),
+            request(3, "initialize", HELLO),
+        ],
+    )
+    assert said[0]["result"]["protocolVersion"] == "2025-06-18"
+    refusal = {"code": -32600, "message": ALREADY_INITIALIZED}
+    assert said[1] == {"jsonrpc": "2.0", "id": 1, "error": refusal}
+    assert json.loads(said[2]["result"]["content"][0]["text"]) == {"n": 1}
+    assert said[3]["error"] == refusal
+    env = {**os.environ, **(through_mcpx(config).env or {})}
+    listed = subprocess.run(
+        [MCPX, "runs", "list", "--json"], env=env, capture_output=True, text=True, check=True
+    )
+    assert [r["argv"] for r in json.loads(listed.stdout) if r["argv"][0] == "mcp"] == [
+        ["mcp", "late"]
     ]
     assert marker.alive() == []

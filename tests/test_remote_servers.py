@@ -39,6 +39,7 @@ from mcpx_hooks.supervisor.run.scriptrun import RunRequest
 from mcpx_hooks.supervisor.run.serverhooks import open_servers
 from mcpx_hooks.supervisor.tools.serverentry import ServerFailing, ToolFailed
 from mcpx_hooks.supervisor.tools.servers import ServerManager
+from mcpx_hooks.supervisor.tools.wireresult import as_written
 
 HERE = Path(__file__).parent
 REMOTE = str(HERE / "mcpservers" / "remote_http.py")
@@ -110,7 +111,7 @@ async def test_a_remote_server_serves_calls_with_its_bearer_token(
         "name": "remote-words",
         "version": "2.0",
     }
-    assert [t["name"] for t in shown["tools"]] == ["echo", "add", "down", "big"]
+    assert [t["name"] for t in shown["tools"]] == ["echo", "add", "down", "tick", "big"]
     again, same = await manager.call(remote(upstream.url), "echo", {"text": "hi"})
     assert same is entry and texts(again) == ["hi"]
     # The server's own error in -32000, the code the SDK's client also fails requests with
@@ -271,6 +272,7 @@ async def test_the_mcp_face_lists_and_calls_its_tools_and_pins_them(
         "r__big",
         "r__down",
         "r__echo",
+        "r__tick",
     ]
     assert added.structured_content == {"sum": 3} and texts(echoed) == ["agent"]
     said = (tmp_path / "err").read_text()
@@ -356,3 +358,33 @@ def test_a_url_in_one_file_and_a_command_in_another_is_refused(tmp_path: Path) -
 
 if sys.platform != "linux":  # pragma: no cover
     pytest.skip("the supervisor runs on Linux", allow_module_level=True)
+
+
+@pytest.mark.parametrize("upstream", ["odd"], indirect=True)
+async def test_an_answer_is_kept_as_the_remote_server_wrote_it(
+    upstream: Upstream, manager: ServerManager
+) -> None:
+    # It was read by the SDK's client: a key of a newer revision dropped, the keys in the
+    # model's order, and a client of `mcpx-hooks mcp` got that.
+    result, _ = await manager.call(remote(upstream.url), "add", {"a": 2, "b": 3})
+    written = as_written(result)
+    assert written is not None
+    assert next(iter(written)) == "example.org/eta"
+    assert written["example.org/eta"] == {"seconds": 0, "sure": 0.5}
+    assert written["structuredContent"] == {"sum": 5}
+
+
+async def test_a_remote_server_s_progress_reaches_its_hearer_as_it_wrote_it(
+    upstream: Upstream, manager: ServerManager
+) -> None:
+    heard: list[Any] = []
+
+    async def hear(
+        progress: float, total: float | None, message: str | None, written: Any = None
+    ) -> None:
+        heard.append((progress, written))
+
+    result, _ = await manager.call(remote(upstream.url), "tick", {}, progress=hear)
+    assert texts(result) == ["ticked"]
+    assert [p for p, _ in heard] == [0, 1]
+    assert all(w is not None and w["progressToken"].startswith("mcpx-call-") for _, w in heard)

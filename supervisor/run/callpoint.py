@@ -29,8 +29,8 @@ from ..core.records import Record
 from ..core.servers import undeclared
 from ..core.when import tool_mismatch
 from ..process.egresschild import refusal
+from ..tools.hearing import Progress
 from ..tools.serverentry import LogHearer, ServerFailing, ToolFailed, answer_text
-from ..tools.servers import Progress
 from .hookcontext import HookContext
 from .journal import RunJournal
 from .phases import PhaseHooks, RunState, together_groups

@@ -22,6 +22,9 @@ port keeps one listener, one access check and one shutdown.
 - After the body, `receive()` waits until the client closes its side, then says
   `http.disconnect`; a `send()` once the client is gone raises `ClientGone` (an `OSError`,
   as the ASGI spec asks).
+- An application that answers again once it has answered (the MCP SDK's transport, a
+  notification's 202 given, then a 500 when the session it was for ended under it) has the
+  second answer dropped: the first one stands.
 - An application that returns without answering gets a 500 for it (a 400 saying why, when
   the client had closed its side: a client that shuts its sending half after its request is
   taken for gone, as most servers take it, and the application gives up); one that raises ends
@@ -80,19 +83,27 @@ class _Busy(HooksError):
 #: `anyio.BrokenResourceError`, the stream to the response is broken, the response having
 #: ended with its client gone (it left before the answer, or the messages before it, came).
 SSE_WRITER_FAILED: Final = "Error in SSE writer"
+#: What it logs when a POST's message cannot reach its session: with
+#: `anyio.ClosedResourceError` (or `BrokenResourceError`), the session's stream was closed
+#: under it, the session ending (a DELETE, its idle end, `serve` stopping) as it came.
+POST_FAILED: Final = "Error handling POST request"
 
 
 class ClientLeaving(logging.Filter):
     """Drops a record whose exception is clients leaving and nothing else (`ClientGone`,
-    alone or in groups): an application's log of its answer cut short by its client; and
-    the SDK's `SSE_WRITER_FAILED` for a broken stream, the same seen from its writer."""
+    alone or in groups): an application's log of its answer cut short by its client; the
+    SDK's `SSE_WRITER_FAILED` for a broken stream, the same seen from its writer; and its
+    `POST_FAILED` for a session's stream closed under a request, the session ending."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
         if error is None:
             return True
         broken = isinstance(error, anyio.BrokenResourceError) and record.msg == SSE_WRITER_FAILED
-        return not (broken or _only_gone(error))
+        ended = record.msg == POST_FAILED and isinstance(
+            error, anyio.ClosedResourceError | anyio.BrokenResourceError
+        )
+        return not (broken or ended or _only_gone(error))
 
 
 def _only_gone(error: BaseException) -> bool:
@@ -241,6 +252,7 @@ class _Exchange:
         self._gone = trio.Event()
         self.started = False
         self._ended = False
+        self._dropping = False  # (a second answer, after one was started: dropped)
         #: The bytes of the answer's body still to send, where its head gave its length: at 0 a
         #: client may have read it whole and closed before the application's empty last body.
         self._left: int | None = None
@@ -271,8 +283,10 @@ class _Exchange:
                 return
             raise ClientGone("the client has closed the connection")
         protocol = self._conn.protocol
+        if kind == "http.response.start" and self.started:
+            self._dropping = True  # (the connection carries one answer: the first stands)
+            return
         if kind == "http.response.start":
-            assert not self.started, "http.response.start sent twice"
             self.started = True
             given: list[tuple[bytes, bytes]] = [(bytes(k), bytes(v)) for k, v in message["headers"]]
             length = next((v for k, v in given if k.lower() == b"content-length"), None)
@@ -280,6 +294,8 @@ class _Exchange:
             size = int(length) if length is not None else None
             self._left = size
             data = protocol.respond_head(int(message["status"]), size, kept, None)
+        elif kind == "http.response.body" and self._dropping:
+            return
         elif kind == "http.response.body":
             assert self.started and not self._ended, "a body outside an answer"
             body = bytes(message.get("body", b""))

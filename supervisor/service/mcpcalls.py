@@ -23,18 +23,17 @@ from ..core.effects import NO, YES, AnsweredBy
 from ..core.jsontext import JsonError, loads
 from ..core.records import Record
 from ..run.callpoint import CallOutcome
+from ..tools.hearing import Progress
 from ..tools.jsonlines import json_line
 from ..tools.serverentry import LogHearer
-from ..tools.servers import Progress
-from ..tools.wireresult import as_written
+from ..tools.wireresult import as_written, log_as_written
 from .answering import Responder
+from .mcpnotes import PROGRESS_TOKEN, log_as_sent, progress_as_written
 from .mcpoutbox import Outbox
 from .mcpstdio import ClientWriter
 
 _REQUEST_KEYS: Final = frozenset({"jsonrpc", "id", "method", "params"})
 _PARAM_KEYS: Final = frozenset({"name", "arguments", "_meta"})
-#: The key of a request's `_meta` that asks for progress notifications.
-PROGRESS_TOKEN: Final = "progressToken"
 #: The form an `ask` is put to the person at the client in: one answer, yes or no.
 ASK_FORM: Final = {
     "type": "object",
@@ -97,29 +96,44 @@ def line_relays(
     writer: ClientWriter, token: types.ProgressToken | None, level: ClientLevel
 ) -> Relays:
     """The relays of a call taken before the SDK read it, written to the client as lines
-    (the client's progress `token`, if it gave one; the log messages of `level` or above);
-    no questions (such a call has no hook that may ask)."""
+    (the client's progress `token`, if it gave one; the log messages of `level` or above),
+    as the server wrote them where it was read from its line (`mcpnotes.py`); no questions
+    (such a call has no hook that may ask)."""
 
     async def tell(params: types.LoggingMessageNotificationParams) -> None:
-        await _notify(writer, "notifications/message", params)
+        written = log_as_written(params)
+        sent = log_as_sent(written) if written is not None else None
+        await _notify(writer, sent or types.LoggingMessageNotification(params=params))
 
     log = ClientLog(level, tell)
     if token is None:
         return Relays(None, log, None)
 
-    async def relay(progress: float, total: float | None, message: str | None) -> None:
+    async def relay(
+        progress: float,
+        total: float | None,
+        message: str | None,
+        written: Mapping[str, Any] | None = None,
+    ) -> None:
+        if written is not None:
+            await _notify(writer, progress_as_written(written, token))
+            return
         params = types.ProgressNotificationParams(
             progress_token=token, progress=progress, total=total, message=message
         )
-        await _notify(writer, "notifications/progress", params)
+        await _notify(writer, types.ProgressNotification(params=params))
 
     return Relays(relay, log, None)
 
 
-async def _notify(writer: ClientWriter, method: str, params: pydantic.BaseModel) -> None:
-    dumped = params.model_dump(by_alias=True, mode="json", exclude_none=True)
-    message = types.JSONRPCNotification(jsonrpc="2.0", method=method, params=dumped)
-    await writer.send(SessionMessage(message))
+async def _notify(writer: ClientWriter, notification: types.ServerNotification) -> None:
+    dumped = notification.model_dump(by_alias=True, mode="json", exclude_none=True)
+    line = json_line({"jsonrpc": "2.0", **dumped})
+    if line is not None:
+        await writer.send_line(line)
+    else:  # (a lone surrogate in a text: the SDK's writer says it as it can)
+        message = types.JSONRPCNotification(jsonrpc="2.0", **dumped)
+        await writer.send(SessionMessage(message))
 
 
 def _progress_relay(ctx: ServerRequestContext[Any, Any], outbox: Outbox) -> Progress | None:
@@ -135,7 +149,16 @@ def _progress_relay(ctx: ServerRequestContext[Any, Any], outbox: Outbox) -> Prog
     # (any id makes it the request's; the SDK's annotation asks for a string)
     related = None if ctx.request_id is None else str(ctx.request_id)
 
-    async def relay(progress: float, total: float | None, message: str | None) -> None:
+    async def relay(
+        progress: float,
+        total: float | None,
+        message: str | None,
+        written: Mapping[str, Any] | None = None,
+    ) -> None:
+        if written is not None:  # (as the server wrote it, its token the client's)
+            sent = progress_as_written(written, token)
+            outbox.tell(lambda: session.send_notification(sent, related_request_id=related))
+            return
         outbox.tell(
             lambda: session.send_progress_notification(
                 token, progress, total, message, related_request_id=related
@@ -171,6 +194,11 @@ def _log_relay(
     session, request_id = ctx.session, ctx.request_id
 
     async def relay(params: types.LoggingMessageNotificationParams) -> None:
+        written = log_as_written(params)
+        if written is not None:  # (as the server wrote it: `send_log`'s level is the client's)
+            sent = log_as_sent(written)
+            outbox.tell(lambda: session.send_notification(sent, related_request_id=request_id))
+            return
         level, data, logger = params.level, params.data, params.logger
         outbox.tell(lambda: send_log(session, level, data, logger, request_id))
 
@@ -245,7 +273,7 @@ async def answer_result(
     dumped = wire_result(result)
     line = json_line({"jsonrpc": "2.0", "id": cid, "result": dumped})
     if line is not None:
-        await writer.send_line(line)
+        await writer.send_line(line, answers=cid)
     else:  # (a lone surrogate in a text: the SDK's writer says it as it can)
         await writer.send(
             SessionMessage(types.JSONRPCResponse(jsonrpc="2.0", id=cid, result=dumped))
@@ -262,10 +290,23 @@ _WRITTEN: Final[contextvars.ContextVar[list[dict[str, Any]] | None]] = contextva
 def kept_as_written(result: types.CallToolResult) -> types.CallToolResult:
     """`result`, the answer of the SDK's call handler, kept as the client gets it
     (`wire_result`) for `answer_as_written` to send."""
+    keep_written(wire_result(result))
+    return result
+
+
+def keep_written(written: dict[str, Any]) -> None:
+    """`written`, a server's `result` as it wrote it, kept for `answer_as_written` to send
+    as the answer of the request being handled (a tool call, a prompt, a resource, a
+    completion)."""
     box = _WRITTEN.get()
     if box is not None:
-        box.append(wire_result(result))
-    return result
+        box.append(written)
+
+
+#: The requests whose answer may be what a server wrote (`keep_written`).
+_AS_WRITTEN: Final = frozenset(
+    {"tools/call", "prompts/get", "resources/read", "completion/complete"}
+)
 
 
 async def answer_as_written(
@@ -273,10 +314,12 @@ async def answer_as_written(
 ) -> HandlerResult:
     """The SDK server's middleware (its innermost: what it returns is sent as it is) that
     sends a tool call's answer as `wire_result` has it, as the answers written around the
-    SDK's server are: the SDK validates a handler's result and dumps it again, adding what
-    the server never wrote (`isError: false`), writing a number as its field's type (`1` as
-    `1.0`), dropping the keys its model does not know. (`mcpx_exec`'s is the SDK's.)"""
-    if ctx.method != "tools/call" or ctx.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
+    SDK's server are, and a prompt's, a resource's or a completion's as its server wrote
+    it (`keep_written`): the SDK validates a handler's result and dumps it again, adding
+    what the server never wrote (`isError: false`), writing a number as its field's type
+    (`1` as `1.0`), sorting the keys, dropping the keys its model does not know.
+    (`mcpx_exec`'s is the SDK's; so is an answer made here, such as no completions.)"""
+    if ctx.method not in _AS_WRITTEN or ctx.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
         return await call_next(ctx)
     box: list[dict[str, Any]] = []
     token = _WRITTEN.set(box)

@@ -73,6 +73,8 @@ logger = logging.getLogger("mcpx_hooks.mcp")
 #: What a request before an accepted `initialize` is answered (MCP: the handshake comes
 #: first; only a `ping` may come before it is done).
 NOT_INITIALIZED: Final = "not initialized: send initialize first (and have it accepted)"
+#: What an `initialize` after an accepted one is answered (-32600): a session has one.
+ALREADY_INITIALIZED: Final = "already initialized: a session has one initialize"
 _BEFORE_INITIALIZE: Final = frozenset({"initialize", "ping"})
 
 
@@ -180,7 +182,11 @@ class Gateway:
     ) -> HandlerResult:
         """The handshake's gate: until an `initialize` is accepted, every request but a
         `ping` is answered with an error, and notifications are dropped (the SDK's gate
-        opens on a bare `notifications/initialized`)."""
+        opens on a bare `notifications/initialized`). An `initialize` after an accepted one
+        is refused (-32600, as the TypeScript SDK's HTTP transport refuses it): the SDK's
+        server would answer it again and take its version and capabilities, mid-way."""
+        if ctx.method == "initialize" and self.client is not None:
+            raise MCPError(code=types.INVALID_REQUEST, message=ALREADY_INITIALIZED)
         if self.client is None and ctx.method not in _BEFORE_INITIALIZE:
             if ctx.method.startswith("notifications/"):
                 return None

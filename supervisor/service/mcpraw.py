@@ -14,22 +14,21 @@ when all of these hold:
 - its line, with the gateway's own id, goes whole onto the server's stdin at once.
 
 It is written as the SDK's client would write it, with an id of the channel's
-(`mcpx-relay-<n>`) and the client's `_meta` (its progress token, if any, made that id).
-Its answer comes back through the channel, read as the SDK's client reads a tool result
-(or the error the call point gives for one that is not, or for a JSON-RPC error); its
-`call` frame is written as the call point writes an unhooked call's; then the answer goes to
-the client under its id, as the server wrote it. On the way, the server's progress goes to
-the client with its token, and its log messages while the call is in flight. A cancellation
-from the client is carried to the server, and the call is never answered (as the SDK's
-server does). Past `callTimeoutMs` the call is cancelled on the server and answered with
-why; when the server's stdout ends first, with the reason its life ended.
+(`mcpx-relay-<n>`) and the client's `_meta` (its progress token, if any, made that id). Its
+answer comes back through the channel, read as the SDK's client reads a tool result (or the
+error the call point gives for one that is not, or for a JSON-RPC error); its `call` frame
+is written as the call point writes an unhooked call's; then the answer goes to the client
+under its id, as the server wrote it, with the server's progress (its token) and log
+messages before it. A cancellation from the client is carried to the server, and the call is
+never answered (as the SDK's server does). Past `callTimeoutMs` the call is cancelled on the
+server and answered with why; the server's stdout ended first, with the reason its life ended.
 
 Any other plain call (a hook fires for it, its server is not running yet, limits) is served
-through the call point (`Gateway.call`) in a task of its own: progress and log messages
-written as lines, the answer with the fields it was given (`mcpcalls.answer_result`), the
-client's `_meta` but its token kept here (as on the SDK's way); the client's cancellation
-cancels the task. A call whose hooks may ask (an effect of `ask` or above) is left to the
-SDK's server, whose request context puts the question to the client; so is `mcpx_exec`.
+through the call point (`Gateway.call`) in a task of its own, its progress, log messages and
+answer written as lines (`mcpcalls.answer_result`); the client's cancellation cancels the
+task. A call whose hooks may ask is left to the SDK's server, whose request context puts the
+question to the client; so is `mcpx_exec`. A call taken is among the client's unanswered
+requests until it is answered or cancelled (`ClientWriter.asked`).
 """
 
 from __future__ import annotations
@@ -61,7 +60,6 @@ from ..run.callpoint import (
 from ..tools.jsonlines import json_line
 from ..tools.servers import done_using, error_answer, gone_reason, not_a_result, strict_json
 from .mcpcalls import (
-    PROGRESS_TOKEN,
     ClientCall,
     ClientLevel,
     Relays,
@@ -73,6 +71,7 @@ from .mcpcalls import (
 )
 from .mcpexec import EXEC_TOOL
 from .mcplimits import unlimited
+from .mcpnotes import PROGRESS_TOKEN
 from .mcpstdio import ClientWriter
 
 if TYPE_CHECKING:
@@ -176,6 +175,7 @@ class RawCalls:
                 return False
         scope = self._served[coerce_request_id(request.id)] = trio.CancelScope()
         self._nursery.start_soon(self._serve, scope, session, request)
+        self._writer.asked(request.id)
         return True
 
     async def _serve(
@@ -243,6 +243,7 @@ class RawCalls:
         if not entry.raw.send_nowait(rid, request_line, call):
             return False
         self._calls[coerce_request_id(cid)] = call
+        self._writer.asked(cid)
         entry.in_use += 1
         entry.poke()
         entry.log_hearers.append(call.log)
@@ -290,12 +291,12 @@ class RawCalls:
         rid = coerce_request_id(rid)
         if (served := self._served.get(rid)) is not None:
             served.cancel()
-            return True
-        call = self._calls.get(rid)
-        if call is None or not self._end(call):
+        elif (call := self._calls.get(rid)) is not None and self._end(call):
+            if call.entry.raw is not None:
+                call.entry.raw.cancel(call.rid)
+        else:
             return False
-        if call.entry.raw is not None:
-            call.entry.raw.cancel(call.rid)
+        self._writer.dropped(rid)  # (a cancelled call is never answered)
         return True
 
     def _end(self, call: RawCall) -> bool:
@@ -316,7 +317,7 @@ class RawCalls:
         cid = call.call.id
         line = None if raw is None else json_line({"jsonrpc": "2.0", "id": cid, "result": raw})
         if line is not None:
-            await self._writer.send_line(line)
+            await self._writer.send_line(line, answers=cid)
             return
         result = outcome.result if outcome.result is not None else error_result(outcome.error)
         await answer_result(self._writer, cid, result)

@@ -20,6 +20,7 @@ import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Final, TypeVar
 
+import pydantic
 import trio
 from mcp import types
 from mcp.client.session import ClientSession
@@ -31,7 +32,9 @@ from ..core.servers import ServerSpec, exposed_name, exposed_targets
 from ..run.journal import RunJournal
 from ..run.runtime import Runtime
 from ..tools.mcpclient import ServerBroken, every_page
+from ..tools.rawasks import ask_as_written
 from ..tools.serverentry import ServerEntry, ServerFailing
+from .mcpcalls import keep_written
 
 
 class Unanswered(HooksError):
@@ -41,6 +44,7 @@ class Unanswered(HooksError):
 #: The JSON-RPC error of a resource no server lists.
 RESOURCE_NOT_FOUND: Final = -32002
 _T = TypeVar("_T")
+_M = TypeVar("_M", bound=pydantic.BaseModel)
 
 
 class Relay:
@@ -110,7 +114,15 @@ class Relay:
     async def get_prompt(
         self, name: str, arguments: dict[str, str] | None
     ) -> types.GetPromptResult:
-        return await self._of_prompt(name, lambda s, _, prompt: s.get_prompt(prompt, arguments))
+        def ask(
+            s: ClientSession, entry: ServerEntry, prompt: str
+        ) -> Awaitable[types.GetPromptResult]:
+            params = types.GetPromptRequestParams(name=prompt, arguments=arguments)
+            request = types.GetPromptRequest(params=params)
+            sdk = lambda: s.get_prompt(prompt, arguments)  # noqa: E731
+            return _as_written(entry, s, "prompt", request, model=types.GetPromptResult, sdk=sdk)
+
+        return await self._of_prompt(name, ask)
 
     async def _of_prompt(
         self, name: str, ask: Callable[[ClientSession, ServerEntry, str], Awaitable[_T]]
@@ -148,7 +160,16 @@ class Relay:
             capabilities = entry.capabilities
             if capabilities is None or capabilities.completions is None:
                 return types.CompleteResult(completion=types.Completion(values=[]))
-            return await session.complete(ref, argument, context)
+            params = types.CompleteRequestParams(
+                ref=ref,
+                argument=types.CompletionArgument(**argument),
+                context=None if context is None else types.CompletionContext(arguments=context),
+            )
+            request = types.CompleteRequest(params=params)
+            sdk = lambda: session.complete(ref, argument, context)  # noqa: E731
+            return await _as_written(
+                entry, session, "complete", request, model=types.CompleteResult, sdk=sdk
+            )
 
         ref = params.ref
         if isinstance(ref, types.PromptReference):
@@ -207,8 +228,12 @@ class Relay:
             raise MCPError(code=RESOURCE_NOT_FOUND, message=f"Resource not found: {uri}")
         spec = self.config.servers[server]
         try:
-            async with self._asking(spec) as (session, _):
-                return await session.read_resource(uri)
+            async with self._asking(spec) as (session, entry):
+                request = types.ReadResourceRequest(params=types.ReadResourceRequestParams(uri=uri))
+                sdk = lambda: session.read_resource(uri)  # noqa: E731
+                return await _as_written(
+                    entry, session, "resource", request, model=types.ReadResourceResult, sdk=sdk
+                )
         except Unanswered as exc:
             raise MCPError(code=types.INTERNAL_ERROR, message=str(exc)) from None
 
@@ -227,6 +252,24 @@ class Relay:
             if fits:
                 return max(fits)[2]
         return None
+
+
+async def _as_written(
+    entry: ServerEntry,
+    session: ClientSession,
+    kind: str,
+    request: pydantic.BaseModel,
+    *,
+    model: type[_M],
+    sdk: Callable[[], Awaitable[_M]],
+) -> _M:
+    """The server's answer to `request`, read as `model`; kept as the server wrote it for
+    the client's answer (`mcpcalls.answer_as_written`) where it was read from its line
+    (`rawasks.ask_as_written`)."""
+    result, written = await ask_as_written(entry, session, kind, request, model=model, sdk=sdk)
+    if written is not None:
+        keep_written(written)
+    return result
 
 
 async def _templates_of(session: ClientSession) -> list[types.ListResourceTemplatesResult]:

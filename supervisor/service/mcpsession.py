@@ -42,8 +42,9 @@ from ..run.hookcontext import HookContext, RunInfo, hook_secrets, new_run_id
 from ..run.journal import RunJournal
 from ..run.phases import PhaseHooks
 from ..run.runtime import Runtime
+from ..tools.hearing import Progress
 from ..tools.serverentry import LogHearer
-from ..tools.servers import Progress, ToolServers
+from ..tools.servers import ToolServers
 from .answering import AskWatcher, Responder
 
 if TYPE_CHECKING:

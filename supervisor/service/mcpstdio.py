@@ -8,6 +8,11 @@ line itself, and a message the server sends is written whole before `send` retur
 is at most `MAX_MESSAGE_BYTES`; a longer one is dropped as it comes, never held whole, and
 the SDK is told it was not a message. Messages are parsed and written by the SDK's own
 JSON-RPC models.
+
+A client with `MAX_UNANSWERED` requests not yet answered (nor cancelled) is not read until
+one is: each request read is held (its task, its answer waiting to be written) until it is
+answered, so a client that sends calls and does not read their answers would otherwise have
+the gateway hold more of them for as long as it sends (`ClientWriter.asked`).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import anyio
 import pydantic
 import trio
 from mcp import types
+from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.message import SessionMessage
 
 from ..core.errors import HooksError
@@ -39,6 +45,8 @@ from ..tools.jsonlines import (
 #: What each request of a batch is answered: MCP sends one message a line (its current
 #: revision has no batches, and this SDK serves none).
 BATCH_REFUSED: Final = "a batch is not served: send each message on its own"
+#: How many of a client's requests may be unanswered before its next line waits for one.
+MAX_UNANSWERED: Final = 256
 #: What a request whose `id` is neither a string nor an integer is answered (`odd_id`).
 ODD_ID: Final = "not a JSON-RPC message: id: a request's id is a string or an integer"
 
@@ -119,6 +127,7 @@ class ClientMessages:
 
     async def receive(self) -> SessionMessage | Exception:
         while True:
+            await self._writer.wait_room()
             try:
                 line = await self._lines.line()
             except trio.ClosedResourceError:  # closed under a read: as a closed memory stream
@@ -149,6 +158,10 @@ class ClientMessages:
         if odd_id(message, line):  # (its id cannot be said back: JSON-RPC's null then)
             await self._writer.send(SessionMessage(_refusal(None, types.INVALID_REQUEST, ODD_ID)))
             return OddId(ODD_ID)
+        if isinstance(message, types.JSONRPCRequest):
+            self._writer.asked(message.id)
+        else:
+            self._writer.dropped(_cancelled(message))  # (it will not be answered)
         return SessionMessage(message)
 
     async def _refuse(self, rid: int | str | None, code: int, message: str) -> None:
@@ -176,6 +189,13 @@ class ClientMessages:
         await self.aclose()
 
 
+def _cancelled(message: types.JSONRPCMessage) -> object:
+    """The id of the request `message` cancels, if it is a cancellation."""
+    if not isinstance(message, types.JSONRPCNotification) or message.params is None:
+        return None
+    return message.params.get("requestId") if message.method == "notifications/cancelled" else None
+
+
 def _refusal(rid: int | str | None, code: int, message: str) -> types.JSONRPCError:
     return types.JSONRPCError(
         jsonrpc="2.0", id=rid, error=types.ErrorData(code=code, message=message)
@@ -189,14 +209,46 @@ class ClientWriter(BorrowedSend):
 
     def __init__(self, lines: LineWriter) -> None:
         self._lines = lines
+        #: The client's requests not yet answered nor cancelled, by `coerce_request_id`.
+        self._unanswered: set[types.RequestId] = set()
+        self._room = trio.Event()
+        self._room.set()
+
+    def asked(self, rid: types.RequestId) -> None:
+        """The client's request `rid` was read: unanswered until an answer to it is sent."""
+        self._unanswered.add(coerce_request_id(rid))
+        if len(self._unanswered) >= MAX_UNANSWERED and self._room.is_set():
+            self._room = trio.Event()
+
+    def dropped(self, rid: object) -> None:
+        """The client's request `rid` is answered, or cancelled (never answered then)."""
+        if isinstance(rid, int | str) and not isinstance(rid, bool):
+            self._unanswered.discard(coerce_request_id(rid))
+            if len(self._unanswered) < MAX_UNANSWERED:
+                self._room.set()
+
+    async def wait_room(self) -> None:
+        """Returns once fewer than `MAX_UNANSWERED` of the client's requests are unanswered."""
+        if not self._room.is_set():
+            await self._room.wait()
 
     async def send(self, item: SessionMessage, /) -> None:
-        await self._send(item.message.model_dump_json(by_alias=True, exclude_unset=True))
+        message = item.message
+        try:
+            await self._send(message.model_dump_json(by_alias=True, exclude_unset=True))
+        finally:
+            if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+                self.dropped(message.id)
 
-    async def send_line(self, line: bytes) -> None:
-        """`line`, a message already written as one line (ending in a newline)."""
-        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-            await self._lines.send(line)
+    async def send_line(self, line: bytes, answers: types.RequestId | None = None) -> None:
+        """`line`, a message already written as one line (ending in a newline); the answer
+        to the client's request `answers`, if given."""
+        try:
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                await self._lines.send(line)
+        finally:
+            if answers is not None:
+                self.dropped(answers)
 
     async def send_batch(self, answers: list[types.JSONRPCError]) -> None:
         """`answers` as one line: a batch's answer."""

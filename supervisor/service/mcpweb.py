@@ -107,7 +107,7 @@ class Sessions:
             return
         if _LAST_EVENT in headers:  # no event is kept to replay: the stream starts afresh
             scope = {**scope, "headers": [h for h in scope["headers"] if h[0] != _LAST_EVENT]}
-        await transport.handle_request(scope, receive, send)
+        await _ending_under(transport, scope, receive, send)
         if transport.is_terminated:  # the client ended it (DELETE)
             await self._discard(transport)
 
@@ -183,6 +183,27 @@ class Sessions:
             await self._discard(transport)
         while self._running:
             await self._ended.wait()
+
+
+async def _ending_under(
+    transport: StreamableHTTPServerTransport, scope: Scope, receive: Receive, send: Send
+) -> None:
+    """The request served by `transport`. A session that ends under it (its streams closed:
+    a DELETE at the same moment, its idle end, `serve` stopping) is a 404, as a request
+    after its end is; or, where the transport had answered already (a notification's 202),
+    that answer, the transport's failure to hand the message on being no one's bug."""
+    started: list[bool] = []
+
+    async def watched(message: AsgiMessage) -> None:
+        if message["type"] == "http.response.start":
+            started.append(True)
+        await send(message)
+
+    try:
+        await transport.handle_request(scope, receive, watched)
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+        if not started:
+            await _error(send, 404, INVALID_REQUEST, "Session not found")
 
 
 async def _whole_body(receive: Receive) -> tuple[bytes, Receive]:

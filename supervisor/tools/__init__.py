@@ -11,7 +11,7 @@ from ..core.exports import exports
 __all__, __getattr__, __dir__ = exports(
     __name__,
     {
-        "hearing": ("GONE", "HEAR_WAIT_S", "hear_within"),
+        "hearing": ("GONE", "HEAR_WAIT_S", "Progress", "hear_within"),
         "serverentry": (
             "AnswerTooLarge",
             "LogHearer",
@@ -36,6 +36,7 @@ __all__, __getattr__, __dir__ = exports(
             "unread_id",
         ),
         "mcpclient": ("ServerBroken", "every_page"),
+        "rawasks": ("ask_as_written",),
         "rawchannel": ("cancellation",),
         "pins": (
             "OFF",
@@ -51,7 +52,6 @@ __all__, __getattr__, __dir__ = exports(
             "verdict",
         ),
         "servers": (
-            "Progress",
             "ServerManager",
             "ToolServers",
             "done_using",
@@ -61,6 +61,6 @@ __all__, __getattr__, __dir__ = exports(
             "open_manager",
             "strict_json",
         ),
-        "wireresult": ("WrittenResult", "as_written"),
+        "wireresult": ("WrittenResult", "as_written", "log_as_written"),
     },
 )

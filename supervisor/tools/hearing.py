@@ -5,8 +5,8 @@ output is held up by no one client (`rawchannel.py`, `ServerEntry.heard`)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
-from typing import Final, TypeVar
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final, Protocol, TypeVar
 
 import anyio
 import trio
@@ -38,3 +38,17 @@ async def hear_within(hear: Callable[[_Heard], Awaitable[None]], said: _Heard) -
             logger.warning(
                 "a server's notification was not passed on: %s: %s", type(exc).__name__, exc
             )
+
+
+class Progress(Protocol):
+    """What hears a call's progress as the server reports it: its numbers, and `written`,
+    the notification's params as the server wrote them (None where the SDK's client read
+    them: its callback is given the numbers alone)."""
+
+    async def __call__(
+        self,
+        progress: float,
+        total: float | None,
+        message: str | None,
+        written: Mapping[str, Any] | None = None,
+    ) -> None: ...

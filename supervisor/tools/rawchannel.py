@@ -18,10 +18,10 @@ import pydantic
 import trio
 from mcp import types
 from mcp.client.session import LoggingFnT
-from mcp.shared.dispatcher import ProgressFnT
 
-from .hearing import hear_within
-from .jsonlines import LineWriter, json_line
+from .hearing import Progress, hear_within
+from .jsonlines import json_line
+from .wireresult import WrittenLog
 
 
 class RawRoute(Protocol):
@@ -37,6 +37,18 @@ class RawRoute(Protocol):
         """The server's stdout ended before the answer came."""
 
 
+class Lines(Protocol):
+    """Where a `RawChannel` writes its messages, each one line: a server's stdin
+    (`jsonlines.LineWriter`), or the SDK's HTTP transport to a `url` server (`remote.py`)."""
+
+    def send_nowait(self, line: bytes) -> bool:
+        """Writes `line` whole at once, or nothing (False)."""
+
+    async def send(self, line: bytes) -> None:
+        """Writes `line`; raises `trio.BrokenResourceError` or `trio.ClosedResourceError`
+        when the server is gone."""
+
+
 class RawChannel:
     """Requests written to the server beside the session, each with an id of the channel's
     (`new_id`), and where their answers go (`routes`, by that id). A cancellation that cannot
@@ -44,7 +56,7 @@ class RawChannel:
 
     def __init__(
         self,
-        lines: LineWriter,
+        lines: Lines,
         in_flight: set[types.RequestId],
         nursery: trio.Nursery,
         heard: LoggingFnT | None = None,
@@ -66,23 +78,34 @@ class RawChannel:
         self,
         tool: str,
         args: dict[str, Any],
-        progress: ProgressFnT | None,
+        progress: Progress | None,
         meta: Mapping[str, Any] | None = None,
     ) -> types.JSONRPCResponse | types.JSONRPCError | None:
         """Calls `tool` as the SDK's client does on a handshake-era connection, and returns
-        the server's answer, or None when its stdout ended first. The server's progress on
-        the call goes to `progress` (then it is asked for). Cancelled, the server is told
-        (`notifications/cancelled`). `meta` goes in the request's `_meta`, beside the
-        progress token. Raises `ValueError`, having sent nothing, when `args` or `meta` are
-        not strict JSON in UTF-8 (NaN, a lone surrogate)."""
-        rid = self.new_id("call")
+        the server's answer, or None when its stdout ended first (`request`). The server's
+        progress on the call goes to `progress` (then it is asked for), with its params as
+        written. `meta` goes in the request's `_meta`, beside the progress token. Raises
+        `ValueError`, having sent nothing, when `args` or `meta` are not strict JSON in
+        UTF-8 (NaN, a lone surrogate)."""
         params: dict[str, Any] = {"name": tool, "arguments": args}
-        sent_meta = {**(meta or {}), "progressToken": rid} if progress is not None else meta
-        if sent_meta:
-            params["_meta"] = sent_meta
-        line = json_line({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params})
+        if meta:
+            params["_meta"] = dict(meta)
+        return await self.request("call", "tools/call", params, progress)
+
+    async def request(
+        self, kind: str, method: str, params: dict[str, Any], progress: Progress | None = None
+    ) -> types.JSONRPCResponse | types.JSONRPCError | None:
+        """Sends the request `method` with `params` (an id `mcpx-<kind>-<n>`; asking for
+        progress, to `progress`, when it is given) and returns the server's answer, as
+        written, or None when its stdout ended first. Cancelled, the server is told
+        (`notifications/cancelled`). Raises `ValueError`, having sent nothing, when `params`
+        are not strict JSON in UTF-8."""
+        rid = self.new_id(kind)
+        if progress is not None:
+            params = {**params, "_meta": {**params.get("_meta", {}), "progressToken": rid}}
+        line = json_line({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
         if line is None:
-            raise ValueError("the arguments are not strict JSON in UTF-8")
+            raise ValueError("the params are not strict JSON in UTF-8")
         if not self.open:
             return None
         waiter = _Waiter(progress)
@@ -109,7 +132,7 @@ class RawChannel:
 
     def send_nowait(self, rid: str, line: bytes, route: RawRoute) -> bool:
         """Writes the request `line` (id `rid`, a string) whole at once and routes its answer
-        to `route`; or writes nothing and returns False (`LineWriter.send_nowait`)."""
+        to `route`; or writes nothing and returns False (`Lines.send_nowait`)."""
         if not self.open or not self._lines.send_nowait(line):
             return False
         self._in_flight.add(rid)
@@ -141,7 +164,8 @@ class RawChannel:
     async def divert(self, message: types.JSONRPCMessage) -> bool:
         """Whether `message` was the routes' (then handed to its route): an answer to one of
         their requests, a progress notification for one, or a log message while they wait
-        (heard here, in order, before the answer after it; heard by every use in flight).
+        (heard here, in order, before the answer after it; heard by every use in flight), each
+        kept as the server wrote it (`WrittenLog`, the progress's params).
         A notification's hearer gets at most `HEAR_WAIT_S` (then it misses that one): the
         server's other uses, other clients' among them, wait for nothing longer."""
         if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
@@ -159,9 +183,7 @@ class RawChannel:
             return route is not None
         if message.method == "notifications/message" and self._heard is not None:
             try:
-                params = types.LoggingMessageNotificationParams.model_validate(
-                    message.params, by_name=False
-                )
+                params = WrittenLog.read(message.params or {})
             except pydantic.ValidationError:
                 return False  # the session's to drop
             await hear_within(self._heard, params)
@@ -180,7 +202,7 @@ class _Waiter:
     """A `RawRoute` for a call its caller awaits: `done` once answered (`message`) or gone
     (`message` None)."""
 
-    def __init__(self, progress: ProgressFnT | None) -> None:
+    def __init__(self, progress: Progress | None) -> None:
         self._progress = progress
         self.done = trio.Event()
         self.message: types.JSONRPCResponse | types.JSONRPCError | None = None
@@ -194,7 +216,8 @@ class _Waiter:
         if self._progress is None or isinstance(said, bool) or not isinstance(said, int | float):
             return
         total = float(total) if isinstance(total, int | float) else None
-        await self._progress(float(said), total, message if isinstance(message, str) else None)
+        said_message = message if isinstance(message, str) else None
+        await self._progress(float(said), total, said_message, written=params)
 
     def gone(self) -> None:
         self.done.set()

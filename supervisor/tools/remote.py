@@ -13,6 +13,12 @@ rest is not read), one server-sent event likewise (the SDK's bound, set to the s
 a compressed body, never asked for, fails its request unread: a few kilobytes of gzip hold
 gigabytes.
 
+Beside the SDK's client session, a `RawChannel` sends requests of its own through the same
+transport (each POSTed as the SDK's are), and their answers, progress and log messages are
+taken from what the transport reads before the session sees them (`_divert`): a tool call's
+answer, a prompt or a resource is kept as the server wrote it (`wireresult.py`), as from a
+server on a child's pipes, rather than as the SDK's models write it again.
+
 The headers' `${secret:NAME}` are expanded here, from the secrets the server lists, and
 only into the HTTP client's headers: a reason says the url, the HTTP status and the error's
 kind, never a header, and every secret value is redacted from it besides.
@@ -23,20 +29,24 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import AsyncIterator
-from typing import Final
+from typing import Final, Protocol
 
+import anyio
 import attrs
 import httpx2
 import trio
+from anyio.streams.memory import MemoryObjectSendStream
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
-from mcp.types import ErrorData, JSONRPCError, RequestId
+from mcp.shared.message import SessionMessage
+from mcp.types import ErrorData, JSONRPCError, RequestId, jsonrpc_message_adapter
 
 from ..core.passenv import pass_environment
 from ..core.records import Record
 from ..core.redact import Redactor
 from ..core.servers import MAX_MESSAGE_BYTES, expand_headers
 from .mcpclient import ANSWER_UNREADABLE, CLIENT_INFO, too_large
+from .rawchannel import RawChannel
 from .serverentry import ServerEntry, StartHooks
 from .serverlife import serve_session, words
 
@@ -126,6 +136,53 @@ def _error_body(error: JSONRPCError) -> bytes:
     return error.model_dump_json(by_alias=True, exclude_none=True).encode()
 
 
+class _Sends(Protocol):
+    async def send(self, item: SessionMessage, /) -> None: ...
+
+
+class _Posted:
+    """Where a `url` server's `RawChannel` writes: each line handed to the SDK's transport
+    as the message it is (the transport POSTs it). Never at once: the transport's stream
+    takes a message only when its writer waits for one."""
+
+    def __init__(self, write: _Sends) -> None:
+        self._write = write
+
+    def send_nowait(self, line: bytes) -> bool:
+        return False
+
+    async def send(self, line: bytes) -> None:
+        message = jsonrpc_message_adapter.validate_json(line, by_name=False)
+        try:
+            await self._write.send(SessionMessage(message))
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            raise trio.ClosedResourceError from None  # (as a server's closed stdin)
+
+
+async def _divert(
+    read: AsyncIterator[SessionMessage | Exception],
+    raw: RawChannel,
+    session_in: MemoryObjectSendStream[SessionMessage | Exception],
+) -> None:
+    """What the transport reads, to the raw channel's routes when it is theirs, else to the
+    SDK's session; when it ends, the routes still waiting are told."""
+    try:
+        async with session_in:
+            async for message in read:
+                if (
+                    isinstance(message, SessionMessage)
+                    and raw.routes
+                    and await raw.divert(message.message)
+                ):
+                    continue
+                try:
+                    await session_in.send(message)
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    return
+    finally:
+        raw.close()
+
+
 async def remote_life(start_hooks: StartHooks, entry: ServerEntry) -> str | None:
     """Serves the remote server until it is idle (None) or fails (the reason)."""
     spec = entry.spec
@@ -147,20 +204,28 @@ async def remote_life(start_hooks: StartHooks, entry: ServerEntry) -> str | None
     why: str | None = None
     try:
         with trio.move_on_after(spec.start_timeout_ms / 1000) as start_scope:
+            session_in, session_read = anyio.create_memory_object_stream[
+                SessionMessage | Exception
+            ](0)
             async with (
                 client,
                 streamable_http_client(
                     spec.url, http_client=client, max_sse_event_size=MAX_MESSAGE_BYTES
                 ) as (read, write),
-                ClientSession(
-                    read,
+                trio.open_nursery() as nursery,
+            ):
+                raw = RawChannel(_Posted(write), set(), nursery, entry.heard)
+                nursery.start_soon(_divert, read, raw, session_in)
+                async with ClientSession(
+                    session_read,
                     write,
                     client_info=CLIENT_INFO,
                     logging_callback=entry.heard,
                     message_handler=entry.notified,
-                ) as session,
-            ):
-                why = await serve_session(start_hooks, entry, session, start_scope)
+                ) as session:
+                    entry.raw = raw
+                    why = await serve_session(start_hooks, entry, session, start_scope)
+                nursery.cancel_scope.cancel()
     except Exception as exc:  # the transport's and the SDK's: the server's failure, in words
         return redactor.text(f"{where} failed: {words(exc)}{last.said()}")
     if start_scope.cancelled_caught:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import AsyncIterator, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Final, Protocol, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
 import attrs
 import trio
@@ -25,6 +25,7 @@ import trio
 from ..core.records import Record
 from ..core.servers import ServerSpec, undeclared
 from ..process.spawner import Spawner
+from .hearing import Progress
 from .serverentry import (
     AnswerTooLarge,
     LogHearer,
@@ -42,12 +43,6 @@ if TYPE_CHECKING:  # the MCP SDK is imported when a server starts (`serverproc.p
 
 #: How long a use whose connection closed under it waits for the server's own reason.
 _REASON_WAIT_S: Final = 5.0
-
-
-class Progress(Protocol):
-    """What hears a call's progress as the server reports it."""
-
-    async def __call__(self, progress: float, total: float | None, message: str | None) -> None: ...
 
 
 class ServerManager:

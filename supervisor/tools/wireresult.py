@@ -1,9 +1,11 @@
-"""A tool server's answer to a call, kept as the server wrote it beside the SDK's model of
-it. The model is what hooks and checks read; it is not what a client should get back: its
-dump adds the defaults the server never wrote (`isError: false`), writes a number as its
-field's type (`"priority": 1` as `1.0`), and drops every key the model does not know (a
-newer revision's, a server's own). An answer no hook replaced goes to the client as
-`written` (`service/mcpcalls.py`)."""
+"""A tool server's answer to a call, and its log messages, kept as the server wrote them
+beside the SDK's models of them. The model is what hooks and checks read; it is not what a
+client should get back: its dump adds the defaults the server never wrote (`isError:
+false`), writes a number as its field's type (`"priority": 1` as `1.0`), and drops every
+key the model does not know (a newer revision's, a server's own). An answer no hook replaced
+goes to the client as `written` (`service/mcpcalls.py`); so does a log message
+(`WrittenLog`), and a progress notification's params, which go to their hearer as written
+too (`rawchannel.py`)."""
 
 from __future__ import annotations
 
@@ -36,3 +38,28 @@ def as_written(result: types.CallToolResult) -> dict[str, Any] | None:
     """The `result` object as the server wrote it, when `result` is a server's answer read
     from its line; else None (one made here, or read by the SDK's client)."""
     return result.as_written() if isinstance(result, WrittenResult) else None
+
+
+class WrittenLog(types.LoggingMessageNotificationParams):
+    """A log message's params read from `written`, the `params` object of the server's
+    `notifications/message`, which it keeps as it was read: its level is what a client's
+    level is checked against, `written` what the client is sent."""
+
+    model_config = pydantic.ConfigDict(title="LoggingMessageNotificationParams")
+    _written: dict[str, Any] = pydantic.PrivateAttr(default_factory=dict)
+
+    @classmethod
+    def read(cls, written: dict[str, Any]) -> WrittenLog:
+        """The params `written` holds; raises `pydantic.ValidationError` when they are none."""
+        params = cls.model_validate(written, by_name=False)
+        params._written = written
+        return params
+
+    def as_written(self) -> dict[str, Any]:
+        return self._written
+
+
+def log_as_written(params: types.LoggingMessageNotificationParams) -> dict[str, Any] | None:
+    """The log message's params as the server wrote them, when they were read from its line;
+    else None (read by the SDK's client)."""
+    return params.as_written() if isinstance(params, WrittenLog) else None

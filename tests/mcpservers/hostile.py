@@ -98,6 +98,14 @@ MIXED = {
 }
 
 
+#: What the `progress` tool says when asked to be `odd`: a progress of `0` (an integer, as
+#: a server writes it), and a key of its own in each notification's params. (Its prompt,
+#: its resource and its completions have such a key too, their keys in an order of their
+#: own, and a `priority` of `1`.)
+ODD_STEPS = ((0, "none yet"), (2, "all"))
+ODD = {"example.org/eta": {"seconds": 0, "sure": 0.5}}
+
+
 def send(msg: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(msg) + "\n")
     sys.stdout.flush()
@@ -184,14 +192,16 @@ def main() -> None:
             send({"jsonrpc": "2.0", "id": rid, "result": listing(mode, "prompts", prompts, params)})
         elif method == "prompts/get":
             who = (params.get("arguments") or {}).get("who", "you")
-            text = {"type": "text", "text": f"Hello, {who}"}
-            messages = [{"role": "user", "content": text}]
-            send({"jsonrpc": "2.0", "id": rid, "result": {"messages": messages}})
+            text = {"text": f"Hello, {who}", "type": "text", "annotations": {"priority": 1}}
+            messages = [{"content": text, "role": "user"}]
+            said = {"messages": messages, "description": "greets", **ODD}
+            send({"jsonrpc": "2.0", "id": rid, "result": said})
         elif method == "completion/complete":  # (what `COMPLETIONS` says)
             ref, argument = params.get("ref") or {}, params.get("argument") or {}
             key = (ref.get("name") or ref.get("uri"), argument.get("name"))
             values = [v for v in COMPLETIONS.get(key, []) if v.startswith(argument.get("value"))]
-            send({"jsonrpc": "2.0", "id": rid, "result": {"completion": {"values": values}}})
+            completion = {"total": len(values), "values": values, **ODD}
+            send({"jsonrpc": "2.0", "id": rid, "result": {"completion": completion, **ODD}})
         elif method == "resources/list":
             listed = [*RESOURCES, *MORE_RESOURCES] if mode == "paged" else RESOURCES
             answer = listing(mode, "resources", listed, params)
@@ -205,8 +215,8 @@ def main() -> None:
         elif method == "resources/read":
             uri = params.get("uri")
             if uri == RESOURCES[0]["uri"]:
-                contents = [{"uri": uri, "mimeType": "text/plain", "text": "the notes"}]
-                send({"jsonrpc": "2.0", "id": rid, "result": {"contents": contents}})
+                said = {"text": "the notes", "uri": uri, "annotations": {"priority": 1}, **ODD}
+                send({"jsonrpc": "2.0", "id": rid, "result": {"contents": [said], **ODD}})
             elif str(uri).startswith("file:///h/notes/"):  # (what `TEMPLATES` stands for)
                 text = f"note {str(uri).rsplit('/', 1)[-1]}"
                 contents = [{"uri": uri, "mimeType": "text/plain", "text": text}]
@@ -266,9 +276,12 @@ def main() -> None:
                 continue
             if name == "progress":
                 token = (params.get("_meta") or {}).get("progressToken")
-                for step, said in ((1, "one"), (2, "two")):
+                steps = ODD_STEPS if args.get("odd") else ((1, "one"), (2, "two"))
+                for step, said in steps:
                     if token is not None:
                         progress = {"progressToken": token, "progress": step, "total": 2}
+                        if args.get("odd"):  # (its own key, the token not first)
+                            progress = {"progress": step, "progressToken": token, **ODD}
                         send(
                             {
                                 "jsonrpc": "2.0",
@@ -277,6 +290,8 @@ def main() -> None:
                             }
                         )
                 said = {"level": "warning", "logger": "hostile", "data": {"step": 2}}
+                if args.get("odd"):
+                    said = {"data": {"step": 0, "of": 2.0}, "level": "warning", **ODD}
                 send({"jsonrpc": "2.0", "method": "notifications/message", "params": said})
                 content = [{"type": "text", "text": "done"}]
                 send({"jsonrpc": "2.0", "id": rid, "result": {"content": content}})
