@@ -9,29 +9,33 @@ too (`rawchannel.py`)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Self
 
 import pydantic
 from mcp import types
 
 
-class WrittenResult(types.CallToolResult):
-    """A `CallToolResult` read from `written`, the `result` object of the server's answer,
-    which it keeps as it was read."""
+class _Written(pydantic.BaseModel):
+    """A model read from `written`, the object the server wrote, which it keeps as read."""
 
-    # (named as the SDK's model is, in what its validation errors say)
-    model_config = pydantic.ConfigDict(title="CallToolResult")
     _written: dict[str, Any] = pydantic.PrivateAttr(default_factory=dict)
 
     @classmethod
-    def read(cls, written: dict[str, Any]) -> WrittenResult:
-        """The result `written` holds; raises `pydantic.ValidationError` when it is none."""
-        result = cls.model_validate(written, by_name=False)
-        result._written = written
-        return result
+    def read(cls, written: dict[str, Any]) -> Self:
+        """The model `written` holds; raises `pydantic.ValidationError` when it is none."""
+        model = cls.model_validate(written, by_name=False)
+        model._written = written
+        return model
 
     def as_written(self) -> dict[str, Any]:
         return self._written
+
+
+class WrittenResult(_Written, types.CallToolResult):
+    """A `CallToolResult` read from `written`, the `result` object of the server's answer."""
+
+    # (named as the SDK's model is, in what its validation errors say)
+    model_config = pydantic.ConfigDict(title="CallToolResult")
 
 
 def as_written(result: types.CallToolResult) -> dict[str, Any] | None:
@@ -40,23 +44,12 @@ def as_written(result: types.CallToolResult) -> dict[str, Any] | None:
     return result.as_written() if isinstance(result, WrittenResult) else None
 
 
-class WrittenLog(types.LoggingMessageNotificationParams):
+class WrittenLog(_Written, types.LoggingMessageNotificationParams):
     """A log message's params read from `written`, the `params` object of the server's
-    `notifications/message`, which it keeps as it was read: its level is what a client's
-    level is checked against, `written` what the client is sent."""
+    `notifications/message`: its level is what a client's level is checked against,
+    `written` what the client is sent."""
 
     model_config = pydantic.ConfigDict(title="LoggingMessageNotificationParams")
-    _written: dict[str, Any] = pydantic.PrivateAttr(default_factory=dict)
-
-    @classmethod
-    def read(cls, written: dict[str, Any]) -> WrittenLog:
-        """The params `written` holds; raises `pydantic.ValidationError` when they are none."""
-        params = cls.model_validate(written, by_name=False)
-        params._written = written
-        return params
-
-    def as_written(self) -> dict[str, Any]:
-        return self._written
 
 
 def log_as_written(params: types.LoggingMessageNotificationParams) -> dict[str, Any] | None:
