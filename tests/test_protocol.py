@@ -27,7 +27,9 @@ from mcpx_hooks.supervisor.service.protocolevents import (
     error_body,
 )
 from mcpx_hooks.supervisor.service.unfinished import OWN_BYTES, Unfinished
-from mcpx_hooks.supervisor.service.wire import BUSY_REFUSED, NO_MESSAGES_REFUSED
+from mcpx_hooks.supervisor.service.wire import BUSY as BUSY_WHY
+from mcpx_hooks.supervisor.service.wire import NO_MESSAGES as NO_MESSAGES_WHY
+from mcpx_hooks.supervisor.service.wire import refused as refusal
 
 KEY = base64.b64encode(b"0123456789abcdef").decode()
 UPGRADE = (
@@ -400,8 +402,8 @@ def test_a_message_in_many_small_fragments_holds_its_bytes_not_an_object_per_fra
     assert _events(p) == [Message(piece * fragments + "!")]
 
 
-NO_MESSAGES = NO_MESSAGES_REFUSED
-BUSY = BUSY_REFUSED
+NO_MESSAGES = refusal(NO_MESSAGES_WHY)
+BUSY = refusal(BUSY_WHY)
 
 
 def test_an_endpoint_that_takes_no_messages_refuses_one_at_its_first_frame() -> None:

@@ -37,7 +37,7 @@ from . import heads
 from .framerate import TOO_FAST, FrameRate
 from .protocolevents import BadBody, Ended, Event, Message, Pong, Refusing, Request, error_body
 from .unfinished import Holding
-from .wire import BUSY_REFUSED, NO_MESSAGES_REFUSED, Close, WireError
+from .wire import BUSY, NO_MESSAGES, Close, WireError, refused
 
 #: The close code of a connection that ended without a close frame (RFC 6455 §7.1.5).
 ABNORMAL: Final = 1006
@@ -219,7 +219,7 @@ class ServerProtocol:
         if self.phase is Phase.CLOSING:
             return  # the server is closing: what the client still sends is dropped
         if not self._takes_messages:  # (at its first frame: none of it is kept)
-            self._refuse_message(NO_MESSAGES_REFUSED)
+            self._refuse_message(refused(NO_MESSAGES))
             return
         self._begun = not event.message_finished
         data = event.data
@@ -230,7 +230,7 @@ class ServerProtocol:
             self._refuse_message(Refusing(self.too_big, TOO_BIG, reason))
             return
         if self._holding is not None and not self._holding.grow(len(piece)):
-            self._refuse_message(BUSY_REFUSED)
+            self._refuse_message(refused(BUSY))
             return
         self._data += piece
         if event.message_finished:

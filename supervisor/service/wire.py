@@ -8,6 +8,7 @@ was wrong and which close code ends the socket.
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
@@ -244,7 +245,10 @@ class ConnectionClosed(HooksError):
         return ConnectionClosed(self.code, self.reason)
 
 
-#: How the protocol itself refuses a message on an endpoint that takes none (4400), and one
-#: the service has no room for now (1013).
-NO_MESSAGES_REFUSED: Final = WireError(Close.BAD_REQUEST, NO_MESSAGES).refusing()
-BUSY_REFUSED: Final = WireError(Close.TRY_AGAIN, BUSY).refusing()
+@functools.cache
+def refused(why: str) -> Refusing:
+    """How the protocol itself refuses a message for `why`: on an endpoint that takes none
+    (`NO_MESSAGES`, 4400), or one the service has no room for now (`BUSY`, 1013). Made at the
+    first refusal, not at import: encoding one loads cattrs, which `exec` never needs."""
+    code = Close.TRY_AGAIN if why == BUSY else Close.BAD_REQUEST
+    return WireError(code, why).refusing()
