@@ -359,25 +359,29 @@ class ServerConnection:
             self._closed = ConnectionClosed(1006, "aborted")
         await trio.aclose_forcefully(self._stream)
 
-    async def close(self, code: int, reason: str | None) -> None:
-        """Closes with `code`, waiting at most `CLOSE_S` for the client's reply; a broken
-        connection, or one that does not answer in time, is aborted instead. Runs shielded,
-        so a handler being cancelled still closes its socket properly and in bounded time."""
+    async def close(self, code: int, reason: str | None, said: str | None = None) -> None:
+        """Closes with `code` (after the message `said`, its error message), waiting at most
+        `CLOSE_S` for the client's reply; a broken connection, or one that does not answer
+        in time, is aborted instead. Runs shielded, so a handler being cancelled still closes
+        its socket properly and in bounded time."""
         with trio.CancelScope(shield=True):
             if self.broken:
                 await self.abort()
                 return
             with trio.move_on_after(CLOSE_S) as bound:
-                await self._close(code, reason)
+                await self._close(code, reason, said)
             if bound.cancelled_caught:
                 await self.abort()
 
-    async def _close(self, code: int, reason: str | None) -> None:
+    async def _close(self, code: int, reason: str | None, said: str | None) -> None:
         if self._closed is None and self._protocol.phase is Phase.OPEN:
             self._closed = ConnectionClosed(code, reason)
             self._messages.close()  # what the client sends from now on is dropped
+            # The message and the close frame made in one step: a message of the client's
+            # read meanwhile is dropped, never refused with an error message of its own.
+            data = self._protocol.text(said) if said is not None else b""
             with contextlib.suppress(ConnectionClosed):
-                await self._write(self._protocol.close(code, reason))
+                await self._write(data + self._protocol.close(code, reason))
                 await self._reader_done.wait()  # the client's close frame ends it
         else:  # ended by the protocol itself (a refusal, the reply to a close): the reader
             await self._reader_done.wait()  # writes its close frame, then closes the stream

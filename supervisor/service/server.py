@@ -343,9 +343,8 @@ class Service(Endpoints):
         if wake.gone or conn.broken or ending is None:
             await conn.abort()
             return None
-        if ending.code is not Close.NORMAL:
-            await self._send_error(conn, ending)
-        await conn.close(ending.code, ending.reason)
+        said = ending.text if ending.code is not Close.NORMAL else None
+        await conn.close(ending.code, ending.reason, said)
         return int(ending.code)
 
     async def _route(self, conn: ServerConnection, target: Target, wake: Wake) -> WireError | None:
@@ -356,10 +355,6 @@ class Service(Endpoints):
         if target.endpoint is Endpoint.EVENTS:
             return await self._events(conn, target, wake)
         return await self._hooks(conn, target)
-
-    async def _send_error(self, conn: ServerConnection, error: WireError) -> None:
-        with contextlib.suppress(ConnectionClosed), trio.move_on_after(self.limits.send_stall_s):
-            await conn.send_text(error.text)
 
     # ---- runs ------------------------------------------------------------------------------
 
