@@ -131,9 +131,8 @@ def unknown_server_warnings(hooks: Iterable[Hook], servers: Collection[str]) -> 
         where = hook_place(hook.source.file, hook.source.index) if hook.source.file else ""
         named = f'hook "{hook.name}"{f" ({where})" if where else ""}'
         patterns = hook.when.get(When.SERVER)
-        if servers and not (
-            patterns and not any(fnmatch.fnmatchcase(s, p) for p in patterns for s in servers)
-        ):
+        matched = not patterns or any(fnmatch.fnmatchcase(s, p) for p in patterns for s in servers)
+        if servers and matched:
             continue
         if not servers:
             why = f'it is on "{hook.on}", and no tool server is declared here'
@@ -158,8 +157,8 @@ def pinned_tool_warnings(
     """A warning for each `when.tool` pattern of a `call` hook that matches no tool of the
     servers it applies to, where each of them is pinned (their tools known without starting
     them): as the servers stand, it fires only for a call to a tool they do not have, which
-    fails (a tool's name misspelt). Nothing is said of
-    a hook one of whose servers is not pinned, or pinned with no tools."""
+    fails (a tool's name misspelt). Nothing is said of a hook one of whose servers is not
+    pinned, or pinned with no tools."""
     said: list[str] = []
     for hook in hooks:
         patterns = hook.when.get(When.TOOL)
