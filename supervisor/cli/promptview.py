@@ -12,7 +12,7 @@ from pathlib import Path
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Iterable, Mapping, Sequence
     from typing import Any
 
     from ..core.hooks import Config, Hook
@@ -29,7 +29,7 @@ def say_model_warnings(hooks: Iterable[Hook]) -> None:
         say(f"mcpx-hooks: warning: {warning}")
 
 
-def say_pinned_tool_warnings(config: Config, hooks: Iterable[Hook]) -> None:
+def say_pinned_tool_warnings(config: Config, hooks: Sequence[Hook]) -> None:
     """On stderr, each `when.tool` pattern of `hooks` that no tool of its servers, as they
     are pinned in the trust state, matches (`pinned_tool_warnings`)."""
     from ..config import pinned_tool_warnings
