@@ -158,7 +158,9 @@ def _grants(
     sandbox: Sandbox, ids: tuple[int, int], opened: dict[str, int], *, mapped: bool
 ) -> dict[str, _Grant]:
     """The paths attached as copies, by path, shortest first: each writable path, and each
-    mapped one whose owner is not the hook already; none that a grant above gives already."""
+    mapped one whose owner is not the hook already; none that a grant above gives already,
+    unless a denied directory lies between them (the supervisor's own cache in its state
+    directory, in a writable project: the cover on the denied directory would hide it)."""
     owned = set(sandbox.mapped) if mapped else set()
     found: dict[str, _Grant] = {}
     for path in sorted({*sandbox.write, *owned}, key=len):
@@ -172,9 +174,18 @@ def _grants(
         if not grant.writable and owner is None:
             continue  # read-only, and its owner is the hook: nothing to attach
         above = _nearest(path, list(found))
-        if above is None or not found[above].covers(grant):
+        if above is None or not found[above].covers(grant) or _denied_between(above, path, sandbox):
             found[path] = grant
     return found
+
+
+def _denied_between(above: str, path: str, sandbox: Sandbox) -> bool:
+    """Whether a denied directory lies beneath `above` and holds `path` (or is it)."""
+    return any(
+        d.startswith(above.rstrip("/") + "/")
+        and (path == d or path.startswith(d.rstrip("/") + "/"))
+        for d in sandbox.deny
+    )
 
 
 def _covers(

@@ -509,20 +509,26 @@ async def test_a_read_path_may_be_a_file(strict_spawner: Spawner, readable_tmp: 
     assert json.loads(bytes(outcome.stdout)) == ["granted", errno.EACCES]
 
 
+@pytest.mark.parametrize("profile", [Profile.STRICT, Profile.WORKSPACE])
 async def test_a_cache_of_the_supervisor_s_own_in_its_state_inside_a_granted_project_is_reached(
-    strict_spawner: Spawner, readable_tmp: Path, monkeypatch: pytest.MonkeyPatch
+    strict_spawner: Spawner, readable_tmp: Path, monkeypatch: pytest.MonkeyPatch, profile: Profile
 ) -> None:
     # The state directory inside the project (`XDG_STATE_HOME=$PWD/.state`, as CI jobs
     # set it): it is never granted, and covered in the view; a tool server's package cache
     # in it, which the supervisor grants itself, is mounted in that cover, not hidden by it
-    # (npx's install step failed, "ENOENT: mkdir …/mcpx-hooks/packages").
+    # (npx's install step failed, "ENOENT: mkdir …/mcpx-hooks/packages"). Under workspace
+    # the project is writable: the cache, beneath it, was taken for given by the project's
+    # grant and left out of the cover, for an ordinary user (whose grants all have the
+    # hook's owner), so an npx server did not find its cache ("ENOTCACHED").
     work = readable_tmp / "work"
     state = work / ".state" / "mcpx-hooks"
     cache = state / "packages" / "npm" / "words-0123"
     cache.mkdir(parents=True)
     (state / "token").write_text("the service's token")
-    for d in (work, work / ".state", state, cache.parent.parent, cache.parent, cache):
+    for d in (work, work / ".state", cache.parent.parent, cache.parent):
         d.chmod(0o755)
+    for d in (state, cache):  # (as the supervisor makes them)
+        d.chmod(0o700)
     monkeypatch.setenv("XDG_STATE_HOME", str(work / ".state"))
     code = """
         import json, os
@@ -538,8 +544,8 @@ async def test_a_cache_of_the_supervisor_s_own_in_its_state_inside_a_granted_pro
     """.replace("CACHE", repr(str(cache))).replace("STATE", repr(str(state)))
     with scratch_dir("t-") as scratch:
         rlimits, plan = sandbox.plan(
-            Profile.STRICT, strict_spawner, scratch=scratch, dirs=(str(work),),
-            own=((str(cache), True),),
+            profile, strict_spawner, scratch=scratch, dirs=(str(work),),
+            workdir=str(work), own=((str(cache), True),),
         )  # fmt: skip
         argv = (PY, "-I", "-S", "-c", textwrap.dedent(code))
         with trio.fail_after(30):
