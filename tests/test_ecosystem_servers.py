@@ -92,6 +92,21 @@ async def test_npx_fetches_once_then_runs_offline_under_strict(
     assert done.stat().st_mtime_ns == fetched_at  # not fetched again
 
 
+async def test_npx_under_workspace_finds_its_cache_in_a_state_directory_inside_its_project(
+    npm_registry: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, manager: ServerManager
+) -> None:
+    # `XDG_STATE_HOME=$PWD/.state`, as a CI job sets it: the cache lies in the project, which
+    # workspace makes writable, and in the state directory, which the view covers. An
+    # ordinary user's server found no cache there ("ENOTCACHED"), root's did.
+    project = tmp_path / "project"
+    project.mkdir()
+    monkeypatch.setenv("XDG_STATE_HOME", str(project / ".state"))
+    spec = npx_server(tmp_path, EVERYTHING, sandbox=Profile.WORKSPACE)
+    with trio.fail_after(300):
+        result, _ = await manager.call(spec, "echo", {"message": "inside"})
+    assert [c.text for c in result.content] == ["Echo: inside"]  # type: ignore[union-attr]
+
+
 async def test_a_package_that_does_not_exist_fails_its_start_with_why(
     npm_registry: None, state: Path, tmp_path: Path, manager: ServerManager
 ) -> None:
