@@ -346,6 +346,14 @@ class LineClient:
         said: dict[str, Any] = json.loads(line)
         return said
 
+    async def close_and_read(self) -> list[dict[str, Any]]:
+        """Closes its end (stdin), then reads what comes until `mcpx-hooks mcp` ends stdout."""
+        await self._stdin.aclose()
+        while chunk := await self._stdout.receive_some():
+            self._buf += chunk
+        lines, self._buf = self._buf.splitlines(), b""
+        return [json.loads(line) for line in lines]
+
     async def answer(self, rid: Any, method: str, params: dict[str, Any]) -> list[Any]:
         """What comes until the answer to `rid`, that answer last."""
         await self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
@@ -498,4 +506,34 @@ async def test_a_request_whose_id_mcp_does_not_take_is_answered_not_left_waiting
     refused = {"code": -32600, "message": ODD_ID}
     assert came[:-1] == [{"jsonrpc": "2.0", "id": None, "error": refused}] * 4
     assert came[-1]["result"]["structuredContent"] == {"words": 2, "lines": 1}
+    assert marker.alive() == []
+
+
+@pytest.mark.parametrize(("hooks", "kind"), [([], "relay"), ([NOTE], "call")])
+async def test_requests_open_when_the_client_closes_its_end_are_answered_that_it_closed(
+    tmp_path: Path, marker: Marker, hooks: list[dict[str, Any]], kind: str
+) -> None:
+    # A client that closes stdin with calls still running (`printf ... | mcpx-hooks mcp`, or
+    # an SDK client shutting down) got no answer to them at all: the session ended and they
+    # were dropped. The SDK's own server answers each such request -32000 "Connection
+    # closed"; so now does the gateway, whichever way the call went, and nothing twice.
+    where = tmp_path / marker
+    config = write_config(where, marker, hooks, expose=("wait", "echo"))
+    with server_waiting(where) as said, trio.fail_after(60):
+        async with line_client(config) as client:
+            call = {"jsonrpc": "2.0", "method": "tools/call"}
+            await client.send({**call, "id": "w", "params": {"name": "h__wait", "arguments": {}}})
+            await trio.lowlevel.wait_readable(said)
+            script = {"name": "mcpx_exec", "arguments": {"argv": ["sleep", "60"]}}
+            await client.send({**call, "id": 9, "params": script})
+            while (await client.line()).get("method") != "notifications/message":
+                pass  # (its run started: a frame came)
+            came = await client.close_and_read()
+    answers = [c for c in came if "id" in c]
+    closed = {"code": -32000, "message": "Connection closed"}
+    assert sorted(answers, key=lambda a: str(a["id"])) == [
+        {"jsonrpc": "2.0", "id": 9, "error": closed},
+        {"jsonrpc": "2.0", "id": "w", "error": closed},
+    ], came
+    assert (where / "h.log").read_text().split()[1:3] == ["waiting", f"mcpx-{kind}-1"]
     assert marker.alive() == []

@@ -47,6 +47,10 @@ from ..tools.jsonlines import (
 BATCH_REFUSED: Final = "a batch is not served: send each message on its own"
 #: How many of a client's requests may be unanswered before its next line waits for one.
 MAX_UNANSWERED: Final = 256
+#: What a request still open when the session ends is answered (the SDK's own words).
+CLOSED: Final = "Connection closed"
+#: How long the end of a session spends answering those requests, at most.
+CLOSING_S: Final = 2.0
 #: What a request whose `id` is neither a string nor an integer is answered (`odd_id`).
 ODD_ID: Final = "not a JSON-RPC message: id: a request's id is a string or an integer"
 
@@ -209,23 +213,36 @@ class ClientWriter(BorrowedSend):
 
     def __init__(self, lines: LineWriter) -> None:
         self._lines = lines
-        #: The client's requests not yet answered nor cancelled, by `coerce_request_id`.
-        self._unanswered: set[types.RequestId] = set()
+        #: The client's requests not yet answered nor cancelled: their ids as the client
+        #: wrote them, by `coerce_request_id`, in the order they were read.
+        self._unanswered: dict[types.RequestId, types.RequestId] = {}
         self._room = trio.Event()
         self._room.set()
 
     def asked(self, rid: types.RequestId) -> None:
         """The client's request `rid` was read: unanswered until an answer to it is sent."""
-        self._unanswered.add(coerce_request_id(rid))
+        self._unanswered.setdefault(coerce_request_id(rid), rid)
         if len(self._unanswered) >= MAX_UNANSWERED and self._room.is_set():
             self._room = trio.Event()
 
     def dropped(self, rid: object) -> None:
-        """The client's request `rid` is answered, or cancelled (never answered then)."""
+        """The client's request `rid` is answered (its answer is being written), or cancelled
+        (never answered then)."""
         if isinstance(rid, int | str) and not isinstance(rid, bool):
-            self._unanswered.discard(coerce_request_id(rid))
+            self._unanswered.pop(coerce_request_id(rid), None)
             if len(self._unanswered) < MAX_UNANSWERED:
                 self._room.set()
+
+    async def answer_unanswered(self) -> None:
+        """The session ended with requests of the client's still open (it closed its end
+        while they ran): each is answered -32000 "Connection closed", as the SDK's own
+        server answers its requests in flight at that point, so that a client still reading
+        waits for no answer that will not come. A client that reads nothing more holds this
+        `CLOSING_S` at most."""
+        with trio.move_on_after(CLOSING_S):
+            while self._unanswered:
+                rid = next(iter(self._unanswered.values()))
+                await self.send(SessionMessage(_refusal(rid, types.CONNECTION_CLOSED, CLOSED)))
 
     async def wait_room(self) -> None:
         """Returns once fewer than `MAX_UNANSWERED` of the client's requests are unanswered."""
@@ -234,21 +251,17 @@ class ClientWriter(BorrowedSend):
 
     async def send(self, item: SessionMessage, /) -> None:
         message = item.message
-        try:
-            await self._send(message.model_dump_json(by_alias=True, exclude_unset=True))
-        finally:
-            if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
-                self.dropped(message.id)
+        if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+            self.dropped(message.id)
+        await self._send(message.model_dump_json(by_alias=True, exclude_unset=True))
 
     async def send_line(self, line: bytes, answers: types.RequestId | None = None) -> None:
         """`line`, a message already written as one line (ending in a newline); the answer
         to the client's request `answers`, if given."""
-        try:
-            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-                await self._lines.send(line)
-        finally:
-            if answers is not None:
-                self.dropped(answers)
+        if answers is not None:
+            self.dropped(answers)
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            await self._lines.send(line)
 
     async def send_batch(self, answers: list[types.JSONRPCError]) -> None:
         """`answers` as one line: a batch's answer."""
@@ -265,10 +278,12 @@ async def open_stdio(
 ) -> AsyncIterator[tuple[ClientMessages, ClientWriter]]:
     """The client's messages (from `read_fd`) and where messages to it go (`write_fd`). Both
     descriptors are this block's: closed when it is left. The client closing its end ends
-    its messages."""
+    its messages; its requests still open when the block ends (not when it is cancelled: a
+    stop signal) are answered that the connection closed (`ClientWriter.answer_unanswered`)."""
     async with (
         trio.lowlevel.FdStream(read_fd) as incoming,
         trio.lowlevel.FdStream(write_fd) as outgoing,
     ):
         writer = ClientWriter(LineWriter(outgoing))
         yield ClientMessages(incoming, writer), writer
+        await writer.answer_unanswered()
