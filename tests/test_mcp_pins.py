@@ -211,3 +211,26 @@ def cli_bare(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [MCPX, *args], env=env, capture_output=True, text=True, timeout=60, check=False
     )
+
+
+async def test_the_pin_is_of_each_tool_as_the_server_wrote_it(
+    tmp_path: Path, marker: Marker
+) -> None:
+    # A client is listed each tool as its server wrote it, keys no model knows included: a
+    # change in one of them is a change of the tool, which its pin must notice.
+    where = tmp_path / marker
+    config = write_config(where, marker, h_mode="odd", expose=("echo",))
+    assert "h__echo" in await names(config, tmp_path / "err1")
+    (echo,) = [t for t in pins_of(config, "h") if t["name"] == "echo"]
+    assert list(echo) == ["inputSchema", "name", "example.org/rank", "_meta"]
+    assert echo["example.org/rank"] == 1 and echo["_meta"]["example.org/origin"]["n"] == 2
+    settings = json.loads(config.read_text())
+    settings["servers"]["h"]["env"] = {"HOSTILE_RANK": "2"}
+    config.write_text(json.dumps(settings))
+    assert "h__echo" not in await names(config, tmp_path / "err2")
+    assert "server h is quarantined" in (tmp_path / "err2").read_text()
+    diff = cli(config, "servers", "diff", "h")
+    assert (diff.returncode, diff.stdout) == (1, "tool changed: echo (example.org/rank)\n")
+    assert cli(config, "trust", "--servers", "h").returncode == 0
+    assert "h__echo" in await names(config, tmp_path / "err3")
+    assert marker.alive() == []

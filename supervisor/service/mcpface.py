@@ -2,10 +2,10 @@
 an MCP client's tool calls pass through the hooks, the sandbox and the run history.
 
 It lists every tool of every configured tool server as `<server><separator><tool>` (`[mcp]
-separator`, default `__`), description, schemas and annotations as the server gave them,
-those its `[servers.x] expose` globs match and its `hide` globs do not. A call to a tool
-not listed that way is an unknown tool (JSON-RPC error -32602). A call fires the `call`
-point as a script's does (`run/callpoint.py`), `when.client` being the client's name:
+separator`, default `__`), each as the server wrote it (`mcplisted.py`), those its `[servers.x]
+expose` globs match and its `hide` globs do not. A call to a tool not listed that way is an
+unknown tool (-32602). A call fires the `call` point as a script's does (`run/callpoint.py`),
+`when.client` being the client's name:
 
 - a refusal (or any failure before an answer) is a tool result with `isError: true` and
   the reason as its text, so the agent reads why;
@@ -19,10 +19,9 @@ Around the call: a server whose tools differ from their pin is quarantined (`too
 its tools hidden, its calls answered with why); a call past a server's or a tool's limits is
 answered at once (`mcplimits.py`); the server's progress and log messages on the call go to
 the client, and a hook's `ask` is put to the client as an elicitation when it can take one.
-
 Its own tool `mcpx_exec` runs a script as `/v1/exec` does (`mcpexec.py`). The servers'
-prompts and resources are relayed without hooks (`mcprelay.py`). One `Gateway`
-serves one session (`serve`); its run is `mcpsession.SessionRun`.
+prompts and resources are relayed without hooks (`mcprelay.py`). One `Gateway` serves one
+session (`serve`); its run is `mcpsession.SessionRun`.
 """
 
 from __future__ import annotations
@@ -62,6 +61,7 @@ from .mcpcalls import (
 from .mcpexec import EXEC_TOOL, RunSlots, exec_tool, run_exec
 from .mcpinvalid import explain_invalid_params
 from .mcplimits import CallLimiter
+from .mcplisted import keep_listed
 from .mcpoutbox import Outbox
 from .mcpraw import RawCalls
 from .mcprelay import Relay
@@ -88,10 +88,9 @@ class Gateway:
         slots: RunSlots | None = None,
         limiter: CallLimiter | None = None,
     ) -> None:
-        self.runtime = runtime
+        self.runtime, self.config = runtime, runtime.config
         #: The service whose runs in progress `mcpx_exec` runs count among (None: `mcp`).
         self.slots = slots
-        self.config = runtime.config
         #: Where `mcpx_exec` runs are admitted from (their default root, by `serve`'s rule).
         self.served_from = served_from or os.getcwd()
         self.session: SessionRun | None = None
@@ -225,12 +224,12 @@ class Gateway:
                     names.append(name)
             if (odd := unportable_names(names, spec.name)) is not None:
                 self._say(session, odd)
-        return types.ListToolsResult(tools=list(listed.values()))
+        return keep_listed(types.ListToolsResult(tools=list(listed.values())))
 
     async def _list_prompts(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
-        return await self.relay.list_prompts(self._session(ctx).journal)
+        return keep_listed(await self.relay.list_prompts(self._session(ctx).journal))
 
     async def _get_prompt(
         self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
@@ -241,12 +240,13 @@ class Gateway:
     async def _list_resources(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
-        return await self.relay.list_resources(self._session(ctx).journal)
+        return keep_listed(await self.relay.list_resources(self._session(ctx).journal))
 
     async def _list_resource_templates(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
-        return await self.relay.list_resource_templates(self._session(ctx).journal)
+        journal = self._session(ctx).journal
+        return keep_listed(await self.relay.list_resource_templates(journal))
 
     async def _read_resource(
         self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams

@@ -35,6 +35,7 @@ __all__, __getattr__, __dir__ = exports(
             "top_level_id",
             "unread_id",
         ),
+        "listings": ("ListingSession", "as_listed", "redacted_tool"),
         "mcpclient": ("ServerBroken", "every_page"),
         "rawasks": ("ask_as_written",),
         "rawchannel": ("cancellation",),

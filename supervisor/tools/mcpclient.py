@@ -53,6 +53,7 @@ from .jsonlines import (
     top_level_id,
     unread_id,
 )
+from .listings import ListingSession
 from .rawchannel import RawChannel
 
 CLIENT_INFO: Final = types.Implementation(name="mcpx-hooks", version="0.1.0")
@@ -143,7 +144,7 @@ async def open_session(
         raw = RawChannel(lines, stats.in_flight, nursery, logging_callback)
         nursery.start_soon(_pump_in, ServerMessages(receive, stats, raw), in_writer, closed)
         try:
-            async with ClientSession(
+            async with ListingSession(
                 in_reader,
                 ServerWriter(lines, stats),
                 client_info=CLIENT_INFO,

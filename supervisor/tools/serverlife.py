@@ -15,6 +15,7 @@ from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 
 from ..core.points import Phase
+from .listings import redacted_tool
 from .mcpclient import ServerBroken, connection_closed, every_page
 from .serverentry import ServerEntry, StartHooks, tool_json
 
@@ -112,12 +113,7 @@ def _redacted(entry: ServerEntry, tools: tuple[types.Tool, ...]) -> tuple[types.
     have it shown, nor pinned in the trust state."""
     if not entry.redactor.secrets:
         return tools
-    return tuple(
-        types.Tool.model_validate(
-            {**entry.redactor.value(tool.model_dump(by_alias=True, mode="json")), "name": tool.name}
-        )
-        for tool in tools
-    )
+    return tuple(redacted_tool(tool, entry.redactor.value) for tool in tools)
 
 
 async def _until_idle(entry: ServerEntry) -> None:

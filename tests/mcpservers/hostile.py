@@ -22,6 +22,9 @@
 - `deaf`: as `good`, but never answers a request about its prompts or its resources.
 - `drift`: as `good`, with one tool more, `grow`: a call of it adds the tool `extra`, says
   so (`notifications/tools/list_changed`), and is answered once the tools were listed again.
+- `odd`: as `good`, but each item of its listings (tools, prompts, resources, templates)
+  is written as no SDK's model writes it: its keys in an order of their own, a key of its
+  own, `_meta` contents, a number where the model's field is a float (`ODD_LISTINGS`).
 - `flood`: answers the handshake, then floods stdout with lines that are not JSON-RPC.
 - `garbled`: answers every call with a result that is not a tool result.
 - `nan`: answers every call with structured content holding NaN (not JSON).
@@ -78,6 +81,29 @@ COMPLETIONS = {
     ("greet", "who"): ["Ada", "Alan", "Grace"],
     ("file:///h/notes/{name}", "name"): ["today", "tomorrow"],
 }
+#: What `odd` lists, by listing: `good`'s items, written oddly.
+#: (Its rank, a key no model knows, is `$HOSTILE_RANK` when that is set.)
+RANK = int(os.environ.get("HOSTILE_RANK", "1"))
+ODD_ITEM = {"example.org/rank": RANK, "_meta": {"example.org/origin": {"n": 2, "sure": 0.5}}}
+ODD_LISTINGS: dict[str, list[Any]] = {
+    "tools": [
+        {"inputSchema": {"type": "object", "required": [], "properties": {}}, "name": "echo"}
+        | ODD_ITEM,
+        *TOOLS[1:],
+    ],
+    "prompts": [
+        {"arguments": [{"required": False, "name": "who", "x-hint": "a name"}], "name": "greet"}
+        | ODD_ITEM
+    ],
+    "resources": [
+        {"name": "notes", "size": 9, "annotations": {"priority": 1}, "uri": RESOURCES[0]["uri"]}
+        | ODD_ITEM
+    ],
+    "resourceTemplates": [
+        {"mimeType": "text/plain", "uriTemplate": "file:///h/notes/{name}", "name": "a note"}
+        | ODD_ITEM
+    ],
+}
 #: What `paged` serves besides.
 MORE_PROMPTS = [{"name": "part", "description": "Stands on a page of its own"}]
 MORE_RESOURCES = [{"uri": "file:///h/more.txt", "name": "more", "mimeType": "text/plain"}]
@@ -130,6 +156,7 @@ def send_big(rid: Any, size: int, id_last: bool) -> None:
 
 def listing(mode: str, key: str, items: list[Any], params: dict[str, Any]) -> dict[str, Any]:
     """A listing's answer: all of `items` at once, or (`paged`, `endless`) one a page."""
+    items = ODD_LISTINGS[key] if mode == "odd" else items
     if mode not in ("paged", "endless"):
         return {key: items}
     at = int(params.get("cursor") or 0)
@@ -179,7 +206,7 @@ def main() -> None:
                 info["version"] = f"leak {os.environ.get('MCPX_TEST_TOKEN', '')}"
             version = params.get("protocolVersion")
             capabilities: dict[str, Any] = {"tools": {}}
-            if mode in ("good", "relay", "paged", "endless", "deaf"):
+            if mode in ("good", "relay", "paged", "endless", "deaf", "odd"):
                 capabilities.update(prompts={}, resources={})
             if mode == "good":
                 capabilities.update(completions={})
