@@ -22,12 +22,18 @@ SAID_PROBLEMS: Final = 3
 def invalid_params(exc: pydantic.ValidationError) -> str:
     """`exc`, the params' validation error, said in a few words: each problem's place (from
     `params` down) and what was expected."""
+    return f"{INVALID_PARAMS}: {problems(exc)}"
+
+
+def problems(exc: pydantic.ValidationError) -> str:
+    """`exc` in a few words, never the values: each of its first problems' place (from
+    `params` down) and what was expected."""
     said = []
     for problem in exc.errors()[:SAID_PROBLEMS]:
         loc = [str(p) for p in problem["loc"]]
         where = ".".join(loc[1:] if loc[:1] == ["params"] else loc)
         said.append(f"{where}: {problem['msg']}" if where else problem["msg"])
-    return f"{INVALID_PARAMS}: {'; '.join(said)}"
+    return "; ".join(said)
 
 
 async def explain_invalid_params(

@@ -8,10 +8,12 @@ template's arguments (`completion/complete`), asked of the server the prompt or 
 from, none from a server that does not declare `completions`.
 
 A server that cannot start is left out of a listing (a `warning` frame in the session's run
-says why), and so is one whose listing's pages do not end (`mcpclient.every_page`), or that
-does not answer within its `callTimeoutMs`. What a server answers with an error goes to the
-client as that error; one that does not answer a `prompts/get` or a `resources/read` within
-its `callTimeoutMs` is answered with an error saying so (the request cancelled on it).
+says why), and so is one whose listing's pages do not end (`mcpclient.every_page`), or is not
+MCP (`not_mcp`), or that does not answer within its `callTimeoutMs`; an answer that is not
+MCP is an error (-32603) naming the server, not one of the client's params. What a server
+answers with an error goes to the client as that error; one that does not answer a
+`prompts/get` or a `resources/read` within its `callTimeoutMs` is answered with an error
+saying so (the request cancelled on it).
 """
 
 from __future__ import annotations
@@ -35,6 +37,13 @@ from ..tools.mcpclient import ServerBroken, every_page
 from ..tools.rawasks import ask_as_written
 from ..tools.serverentry import ServerEntry, ServerFailing
 from .mcpcalls import keep_written
+from .mcpinvalid import problems
+
+
+def not_mcp(exc: pydantic.ValidationError) -> str:
+    """What a server's answer that is not MCP (`exc`: its model's validation error) is said
+    as: its model, and where it is wrong, never its values."""
+    return f"its answer is not MCP ({exc.title}: {problems(exc)})"
 
 
 class Unanswered(HooksError):
@@ -92,6 +101,9 @@ class Relay:
                         answers.append((spec, await ask(session)))
             except (Unanswered, ServerBroken) as exc:
                 why = f"the {what} of server {spec.name} are not listed: {exc}"
+                journal.append(blank(WarningFrame, message=why))
+            except pydantic.ValidationError as exc:  # (the others' are listed all the same)
+                why = f"the {what} of server {spec.name} are not listed: {not_mcp(exc)}"
                 journal.append(blank(WarningFrame, message=why))
         return answers
 
@@ -266,7 +278,11 @@ async def _as_written(
     """The server's answer to `request`, read as `model`; kept as the server wrote it for
     the client's answer (`mcpcalls.answer_as_written`) where it was read from its line
     (`rawasks.ask_as_written`)."""
-    result, written = await ask_as_written(entry, session, kind, request, model=model, sdk=sdk)
+    try:
+        result, written = await ask_as_written(entry, session, kind, request, model=model, sdk=sdk)
+    except pydantic.ValidationError as exc:  # (not the client's params: -32603, and why)
+        said = f"server {entry.spec.name}: {not_mcp(exc)}"
+        raise MCPError(code=types.INTERNAL_ERROR, message=said) from None
     if written is not None:
         keep_written(written)
     return result

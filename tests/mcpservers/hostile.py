@@ -25,6 +25,8 @@
 - `odd`: as `good`, but each item of its listings (tools, prompts, resources, templates)
   is written as no SDK's model writes it: its keys in an order of their own, a key of its
   own, `_meta` contents, a number where the model's field is a float (`ODD_LISTINGS`).
+- `malformed`: as `good`, but its prompts listing holds a prompt without a name, and its
+  answer to `prompts/get` no messages.
 - `flood`: answers the handshake, then floods stdout with lines that are not JSON-RPC.
 - `garbled`: answers every call with a result that is not a tool result.
 - `nan`: answers every call with structured content holding NaN (not JSON).
@@ -206,7 +208,7 @@ def main() -> None:
                 info["version"] = f"leak {os.environ.get('MCPX_TEST_TOKEN', '')}"
             version = params.get("protocolVersion")
             capabilities: dict[str, Any] = {"tools": {}}
-            if mode in ("good", "relay", "paged", "endless", "deaf", "odd"):
+            if mode in ("good", "relay", "paged", "endless", "deaf", "odd", "malformed"):
                 capabilities.update(prompts={}, resources={})
             if mode == "good":
                 capabilities.update(completions={})
@@ -216,12 +218,15 @@ def main() -> None:
             continue
         elif method == "prompts/list":
             prompts = [*PROMPTS, *MORE_PROMPTS] if mode == "paged" else PROMPTS
+            prompts = [*prompts, {"description": "nameless"}] if mode == "malformed" else prompts
             send({"jsonrpc": "2.0", "id": rid, "result": listing(mode, "prompts", prompts, params)})
         elif method == "prompts/get":
             who = (params.get("arguments") or {}).get("who", "you")
             text = {"text": f"Hello, {who}", "type": "text", "annotations": {"priority": 1}}
             messages = [{"content": text, "role": "user"}]
             said = {"messages": messages, "description": "greets", **ODD}
+            if mode == "malformed":
+                said = {"description": "greets, but says nothing"}
             send({"jsonrpc": "2.0", "id": rid, "result": said})
         elif method == "completion/complete":  # (what `COMPLETIONS` says)
             ref, argument = params.get("ref") or {}, params.get("argument") or {}
