@@ -15,15 +15,15 @@ from mcp.shared.exceptions import MCPError
 from mcpface_parts import HOSTILE, PY, stdio_session, through_mcpx
 
 
-def two_servers(where: Path, marker: Marker) -> Path:
-    """A config of `good` (the hostile server, well-behaved) and `bad` (its `malformed`)."""
+def two_servers(where: Path, marker: Marker, bad: str = "malformed") -> Path:
+    """A config of `good` (the hostile server, well-behaved) and `bad` (in mode `bad`)."""
     where.mkdir()
     servers = {
         name: {
             "command": [PY, HOSTILE, mode, str(where / f"{name}.log"), marker],
             "sandbox": "none",
         }
-        for name, mode in (("good", "good"), ("bad", "malformed"))
+        for name, mode in (("good", "good"), ("bad", bad))
     }
     config = {"servers": servers, "defaults": {"sandbox": "none"}}
     (where / "config.json").write_text(json.dumps(config))
@@ -50,4 +50,23 @@ async def test_a_server_s_malformed_prompts_hurt_no_other_server_s(
     assert error.message == (
         "server bad: its answer is not MCP (GetPromptResult: messages: Field required)"
     )
+    assert marker.alive() == []
+
+
+async def test_a_server_whose_tools_are_not_mcp_is_said_so_in_a_few_words(
+    tmp_path: Path, marker: Marker
+) -> None:
+    # It was said in pydantic's whole report, to the agent too: "ValidationError: 1
+    # validation error for ListToolsResult\ntools.9.inputSchema\n  Field required
+    # [type=missing, input_value={'name': 'loose'}, …]\n    For further information visit …".
+    config = two_servers(tmp_path / marker, marker, bad="schemaless")
+    async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
+        listed = [t.name for t in (await session.list_tools()).tools]
+        refused = await session.call_tool("bad__echo", {})
+    assert "good__echo" in listed and not any(n.startswith("bad__") for n in listed)
+    said = "server bad failed: its answer is not MCP (ListToolsResult: tools.9.inputSchema: Field"
+    assert refused.is_error is True
+    (text,) = [c.text for c in refused.content if c.type == "text"]
+    assert text.startswith(said + " required) (next start in ")
+    assert said in (tmp_path / "err").read_text()
     assert marker.alive() == []

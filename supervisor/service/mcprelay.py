@@ -9,7 +9,7 @@ from, none from a server that does not declare `completions`.
 
 A server that cannot start is left out of a listing (a `warning` frame in the session's run
 says why), and so is one whose listing's pages do not end (`mcpclient.every_page`), or is not
-MCP (`not_mcp`), or that does not answer within its `callTimeoutMs`; an answer that is not
+MCP (`mcpclient.not_mcp`), or that does not answer within its `callTimeoutMs`; an answer that is not
 MCP is an error (-32603) naming the server, not one of the client's params. What a server
 answers with an error goes to the client as that error; one that does not answer a
 `prompts/get` or a `resources/read` within its `callTimeoutMs` is answered with an error
@@ -33,17 +33,10 @@ from ..core.frames import WarningFrame, blank
 from ..core.servers import ServerSpec, exposed_name, exposed_targets
 from ..run.journal import RunJournal
 from ..run.runtime import Runtime
-from ..tools.mcpclient import ServerBroken, every_page
+from ..tools.mcpclient import ServerBroken, every_page, not_mcp
 from ..tools.rawasks import ask_as_written
 from ..tools.serverentry import ServerEntry, ServerFailing
 from .mcpcalls import keep_written
-from .mcpinvalid import problems
-
-
-def not_mcp(exc: pydantic.ValidationError) -> str:
-    """What a server's answer that is not MCP (`exc`: its model's validation error) is said
-    as: its model, and where it is wrong, never its values."""
-    return f"its answer is not MCP ({exc.title}: {problems(exc)})"
 
 
 class Unanswered(HooksError):

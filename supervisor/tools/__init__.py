@@ -36,7 +36,7 @@ __all__, __getattr__, __dir__ = exports(
             "unread_id",
         ),
         "listings": ("ListingSession", "as_listed", "redacted_tool"),
-        "mcpclient": ("ServerBroken", "every_page"),
+        "mcpclient": ("ServerBroken", "every_page", "not_mcp", "problems"),
         "rawasks": ("ask_as_written",),
         "rawchannel": ("cancellation",),
         "pins": (

@@ -251,6 +251,27 @@ class ServerWriter(BorrowedSend):
             raise anyio.BrokenResourceError from None
 
 
+#: How many of a validation error's problems are said (the first ones).
+SAID_PROBLEMS: Final = 3
+
+
+def problems(exc: pydantic.ValidationError) -> str:
+    """`exc` in a few words, never the values: each of its first problems' place (from
+    `params` down) and what was expected."""
+    said = []
+    for problem in exc.errors()[:SAID_PROBLEMS]:
+        loc = [str(p) for p in problem["loc"]]
+        where = ".".join(loc[1:] if loc[:1] == ["params"] else loc)
+        said.append(f"{where}: {problem['msg']}" if where else problem["msg"])
+    return "; ".join(said)
+
+
+def not_mcp(exc: pydantic.ValidationError) -> str:
+    """What a server's answer that is not MCP (`exc`: its model's validation error) is said
+    as: its model, and where it is wrong, never its values."""
+    return f"its answer is not MCP ({exc.title}: {problems(exc)})"
+
+
 def _too_many(stats: LineStats) -> str:
     return (
         f"the server wrote more than {MAX_BAD_LINES} lines on stdout that are not MCP"

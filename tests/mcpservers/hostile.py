@@ -27,6 +27,7 @@
   own, `_meta` contents, a number where the model's field is a float (`ODD_LISTINGS`).
 - `malformed`: as `good`, but its prompts listing holds a prompt without a name, and its
   answer to `prompts/get` no messages.
+- `schemaless`: as `good`, but one of its tools has no `inputSchema`.
 - `flood`: answers the handshake, then floods stdout with lines that are not JSON-RPC.
 - `garbled`: answers every call with a result that is not a tool result.
 - `nan`: answers every call with structured content holding NaN (not JSON).
@@ -258,6 +259,8 @@ def main() -> None:
                 send({"jsonrpc": "2.0", "id": rid, "error": error})
         elif method == "tools/list":
             tools = [*TOOLS, RELAY] if mode == "relay" else TOOLS
+            if mode == "schemaless":
+                tools = [*TOOLS, {"name": "loose"}]
             if mode == "drift":
                 tools = [*TOOLS, GROW, *([EXTRA] if grown else [])]
             if mode == "leak":
