@@ -70,3 +70,25 @@ async def test_a_server_whose_tools_are_not_mcp_is_said_so_in_a_few_words(
     assert text.startswith(said + " required) (next start in ")
     assert said in (tmp_path / "err").read_text()
     assert marker.alive() == []
+
+
+async def test_tools_a_client_could_not_tell_apart_or_call_are_left_out_and_said(
+    tmp_path: Path, marker: Marker
+) -> None:
+    # The second `echo` was left out without a word, and the nameless tool listed as
+    # `bad__`, which no call could name ("Unknown tool: bad__").
+    config = two_servers(tmp_path / marker, marker, bad="twice")
+    async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
+        tools = (await session.list_tools()).tools
+        echoed = await session.call_tool("bad__echo", {"a": 1})
+    listed = [t.name for t in tools if t.name.startswith("bad__")]
+    assert listed == [t.name.replace("good__", "bad__") for t in tools if t.name[:6] == "good__"]
+    assert [t.description for t in tools if t.name == "bad__echo"] == [None]
+    assert echoed.is_error is False
+    said = (
+        "some tools of server bad are not listed: 1 without a name (no call could name it);"
+        " 1 named as a tool listed before ('bad__echo'): the first of each name is listed,"
+        " and called"
+    )
+    assert (tmp_path / "err").read_text().count(said) == 1
+    assert marker.alive() == []

@@ -43,7 +43,7 @@ from mcp.shared.exceptions import MCPError
 from ..config.trust import tools_sha256
 from ..core.frames import WarningFrame, blank
 from ..core.hooks import Config
-from ..core.servers import ServerSpec, exposed_name, exposed_targets, unportable_names
+from ..core.servers import ServerSpec, exposed_targets, unportable_names
 from ..process.signals import serve_stop_signals
 from ..run.runtime import Runtime
 from ..tools.hearing import GONE
@@ -61,7 +61,7 @@ from .mcpcalls import (
 from .mcpexec import EXEC_TOOL, RunSlots, exec_tool, run_exec
 from .mcpinvalid import explain_invalid_params
 from .mcplimits import CallLimiter
-from .mcplisted import keep_listed
+from .mcplisted import add_tools, keep_listed
 from .mcpoutbox import Outbox
 from .mcpraw import RawCalls
 from .mcprelay import Relay
@@ -216,14 +216,12 @@ class Gateway:
                 continue
             if await self._quarantined(spec, entry, session) is not None:
                 continue  # its tools are hidden
-            names = []
-            for tool in entry.tools:
-                name = exposed_name(spec.name, tool.name, self.config.mcp_separator)
-                if self.shows(spec, tool.name) and name not in listed:
-                    listed[name] = tool.model_copy(update={"name": name})
-                    names.append(name)
-            if (odd := unportable_names(names, spec.name)) is not None:
-                self._say(session, odd)
+            shows = lambda tool, spec=spec: self.shows(spec, tool)  # noqa: E731
+            sep = self.config.mcp_separator
+            names, left_out = add_tools(listed, spec.name, entry.tools, shows, sep)
+            for odd in (unportable_names(names, spec.name), left_out):
+                if odd is not None:
+                    self._say(session, odd)
         return keep_listed(types.ListToolsResult(tools=list(listed.values())))
 
     async def _list_prompts(

@@ -8,14 +8,19 @@ its model's fields."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Final, TypeVar
 
 import pydantic
+from mcp import types
 
+from ..core.servers import exposed_name
 from ..tools.listings import as_listed
 from .mcpcalls import keep_written
 
 _L = TypeVar("_L", bound=pydantic.BaseModel)
+#: How many of a server's tools not listed a warning names.
+NAMED: Final = 5
 #: Each listing's items: the key they are written under, and the SDK's model's field.
 _ITEMS: Final = (
     ("tools", "tools"),
@@ -37,3 +42,43 @@ def keep_listed(result: _L) -> _L:
             keep_written({**rest, key: [as_listed(item) for item in items]})
             break
     return result
+
+
+def add_tools(
+    listed: dict[str, types.Tool],
+    server: str,
+    tools: Iterable[types.Tool],
+    shows: Callable[[str], bool],
+    separator: str,
+) -> tuple[list[str], str | None]:
+    """Adds `server`'s `tools` that `shows` shows to `listed`, each by its exposed name;
+    returns the names added, and what to say of those left out for their name (None:
+    none): a tool without a name (it cannot be called), one whose exposed name a tool
+    listed before it has (the server listed two of that name, or another server's tool is
+    named so: the first is listed, and called)."""
+    names: list[str] = []
+    nameless, taken = 0, []
+    for tool in tools:
+        if not shows(tool.name):
+            continue
+        name = exposed_name(server, tool.name, separator)
+        if not tool.name:
+            nameless += 1
+        elif name in listed:
+            taken.append(name)
+        else:
+            listed[name] = tool.model_copy(update={"name": name})
+            names.append(name)
+    said = []
+    if nameless:
+        said.append(f"{nameless} without a name (no call could name it)")
+    if taken:
+        more = f" and {len(taken) - NAMED} more" if len(taken) > NAMED else ""
+        shown = ", ".join(repr(n) for n in taken[:NAMED])
+        said.append(
+            f"{len(taken)} named as a tool listed before ({shown}{more}): the first of each"
+            " name is listed, and called"
+        )
+    if not said:
+        return names, None
+    return names, f"some tools of server {server} are not listed: {'; '.join(said)}"

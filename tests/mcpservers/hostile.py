@@ -28,6 +28,8 @@
 - `malformed`: as `good`, but its prompts listing holds a prompt without a name, and its
   answer to `prompts/get` no messages.
 - `schemaless`: as `good`, but one of its tools has no `inputSchema`.
+- `twice`: as `good`, but its tools listing ends with `echo` again (described) and a tool
+  whose name is empty.
 - `flood`: answers the handshake, then floods stdout with lines that are not JSON-RPC.
 - `garbled`: answers every call with a result that is not a tool result.
 - `nan`: answers every call with structured content holding NaN (not JSON).
@@ -261,6 +263,13 @@ def main() -> None:
             tools = [*TOOLS, RELAY] if mode == "relay" else TOOLS
             if mode == "schemaless":
                 tools = [*TOOLS, {"name": "loose"}]
+            if mode == "twice":
+                again = {
+                    "name": "echo",
+                    "description": "another",
+                    "inputSchema": {"type": "object"},
+                }
+                tools = [*TOOLS, again, {"name": "", "inputSchema": {"type": "object"}}]
             if mode == "drift":
                 tools = [*TOOLS, GROW, *([EXTRA] if grown else [])]
             if mode == "leak":
