@@ -234,3 +234,27 @@ async def test_the_pin_is_of_each_tool_as_the_server_wrote_it(
     assert cli(config, "trust", "--servers", "h").returncode == 0
     assert "h__echo" in await names(config, tmp_path / "err3")
     assert marker.alive() == []
+
+
+def test_a_listing_too_large_to_pin_leaves_the_trust_state_as_it_was(
+    tmp_path: Path, marker: Marker
+) -> None:
+    # A server listing 5 MB of tools was pinned into a trust state past what it may be; from
+    # then on every reader refused the file: every other server quarantined ("its tools
+    # cannot be checked against their pin"), every trusted file untrusted, until the file
+    # was removed by hand.
+    from mcpx_hooks.supervisor.config.loading import load_config
+    from mcpx_hooks.supervisor.tools import pins
+
+    where = tmp_path / marker
+    config = load_config([str(write_config(where, marker))], cwd=where, environ={}, discover=False)
+    words, h = config.servers["words"], config.servers["h"]
+    environ = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    assert pins.verdict(words, [{"name": "count"}], environ).quarantined is None
+    huge = [{"name": f"t{n}", "description": "d" * 1000} for n in range(5000)]
+    said = pins.verdict(h, huge, environ)
+    assert said.quarantined is None and said.warning is not None
+    assert said.warning.startswith("server h: its tools could not be pinned: the trust state")
+    assert said.warning.endswith("would be larger than 4194304 bytes: not written")
+    assert pins.verdict(words, [{"name": "count"}], environ) == pins.PinVerdict()
+    assert pins.verdict(words, [{"name": "other"}], environ).quarantined is not None
