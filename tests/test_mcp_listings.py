@@ -76,15 +76,17 @@ async def test_tools_a_client_could_not_tell_apart_or_call_are_left_out_and_said
     tmp_path: Path, marker: Marker
 ) -> None:
     # The second `echo` was left out without a word, and the nameless tool listed as
-    # `bad__`, which no call could name ("Unknown tool: bad__").
+    # `bad__`, which no call could name ("Unknown tool: bad__"); so was a nameless prompt.
     config = two_servers(tmp_path / marker, marker, bad="twice")
     async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
         tools = (await session.list_tools()).tools
         echoed = await session.call_tool("bad__echo", {"a": 1})
+        prompts = [p.name for p in (await session.list_prompts()).prompts]
     listed = [t.name for t in tools if t.name.startswith("bad__")]
     assert listed == [t.name.replace("good__", "bad__") for t in tools if t.name[:6] == "good__"]
     assert [t.description for t in tools if t.name == "bad__echo"] == [None]
     assert echoed.is_error is False
+    assert prompts == ["good__greet", "bad__greet"]  # (a nameless prompt was `bad__`)
     said = (
         "some tools of server bad are not listed: 1 without a name (no call could name it);"
         " 1 named as a tool listed before ('bad__echo'): the first of each name is listed,"

@@ -107,14 +107,18 @@ class Relay:
             journal,
             lambda s: every_page("prompts", lambda at: s.list_prompts(params=at)),
         )
-        return types.ListPromptsResult(
-            prompts=[
+        prompts = []
+        for spec, pages in listed:
+            named = [p for answer in pages for p in answer.prompts]
+            if nameless := sum(not p.name for p in named):  # (no `prompts/get` names it)
+                why = f"{nameless} prompt(s) of server {spec.name} without a name: not listed"
+                journal.append(blank(WarningFrame, message=why))
+            prompts += [
                 p.model_copy(update={"name": exposed_name(spec.name, p.name, separator)})
-                for spec, pages in listed
-                for answer in pages
-                for p in answer.prompts
+                for p in named
+                if p.name
             ]
-        )
+        return types.ListPromptsResult(prompts=prompts)
 
     async def get_prompt(
         self, name: str, arguments: dict[str, str] | None

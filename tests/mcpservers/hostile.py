@@ -29,7 +29,7 @@
   answer to `prompts/get` no messages.
 - `schemaless`: as `good`, but one of its tools has no `inputSchema`.
 - `twice`: as `good`, but its tools listing ends with `echo` again (described) and a tool
-  whose name is empty.
+  whose name is empty, and its prompts listing with a prompt whose name is empty.
 - `flood`: answers the handshake, then floods stdout with lines that are not JSON-RPC.
 - `garbled`: answers every call with a result that is not a tool result.
 - `nan`: answers every call with structured content holding NaN (not JSON).
@@ -211,7 +211,7 @@ def main() -> None:
                 info["version"] = f"leak {os.environ.get('MCPX_TEST_TOKEN', '')}"
             version = params.get("protocolVersion")
             capabilities: dict[str, Any] = {"tools": {}}
-            if mode in ("good", "relay", "paged", "endless", "deaf", "odd", "malformed"):
+            if mode in ("good", "relay", "paged", "endless", "deaf", "odd", "malformed", "twice"):
                 capabilities.update(prompts={}, resources={})
             if mode == "good":
                 capabilities.update(completions={})
@@ -222,6 +222,7 @@ def main() -> None:
         elif method == "prompts/list":
             prompts = [*PROMPTS, *MORE_PROMPTS] if mode == "paged" else PROMPTS
             prompts = [*prompts, {"description": "nameless"}] if mode == "malformed" else prompts
+            prompts = [*prompts, {"name": ""}] if mode == "twice" else prompts
             send({"jsonrpc": "2.0", "id": rid, "result": listing(mode, "prompts", prompts, params)})
         elif method == "prompts/get":
             who = (params.get("arguments") or {}).get("who", "you")
