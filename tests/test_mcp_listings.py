@@ -94,3 +94,23 @@ async def test_tools_a_client_could_not_tell_apart_or_call_are_left_out_and_said
     )
     assert (tmp_path / "err").read_text().count(said) == 1
     assert marker.alive() == []
+
+
+async def test_what_a_session_keeps_of_its_servers_tool_names_is_bounded(
+    tmp_path: Path, marker: Marker
+) -> None:
+    # A server may list new names at each listing, once a second: the session kept whether
+    # each name it ever saw was shown, for as long as it lasted.
+    from mcpx_hooks.supervisor.config.loading import load_config
+    from mcpx_hooks.supervisor.run.runtime import open_runtime
+    from mcpx_hooks.supervisor.service.mcpface import Gateway
+    from mcpx_hooks.supervisor.service.mcplisted import SHOWN_KEPT
+
+    config_path = two_servers(tmp_path / marker, marker)
+    config = load_config([str(config_path)], cwd=config_path.parent, environ={}, discover=False)
+    async with open_runtime(config) as runtime:
+        gateway = Gateway(runtime)
+        spec = config.servers["bad"]
+        for n in range(3 * SHOWN_KEPT):
+            assert gateway.shows(spec, f"renamed{n}") is True
+        assert len(gateway._shown) <= SHOWN_KEPT

@@ -61,7 +61,7 @@ from .mcpcalls import (
 from .mcpexec import EXEC_TOOL, RunSlots, exec_tool, run_exec
 from .mcpinvalid import explain_invalid_params
 from .mcplimits import CallLimiter
-from .mcplisted import add_tools, keep_listed
+from .mcplisted import SHOWN_KEPT, add_tools, keep_listed
 from .mcpoutbox import Outbox
 from .mcpraw import RawCalls
 from .mcprelay import Relay
@@ -358,6 +358,8 @@ class Gateway:
     def shows(self, spec: ServerSpec, tool: str) -> bool:
         shown = self._shown.get((spec.name, tool))
         if shown is None:
+            if len(self._shown) >= SHOWN_KEPT:  # (a server renaming its tools at each listing)
+                self._shown.clear()
             shown = self._shown[spec.name, tool] = spec.shows(tool)
         return shown
 

@@ -21,6 +21,9 @@ from .mcpcalls import keep_written
 _L = TypeVar("_L", bound=pydantic.BaseModel)
 #: How many of a server's tools not listed a warning names.
 NAMED: Final = 5
+#: How many tools' `expose` / `hide` verdicts a session keeps (then it forgets them all): a
+#: server may list other names at each listing, once a second, for as long as it runs.
+SHOWN_KEPT: Final = 4096
 #: Each listing's items: the key they are written under, and the SDK's model's field.
 _ITEMS: Final = (
     ("tools", "tools"),
