@@ -236,7 +236,7 @@ async def test_the_pin_is_of_each_tool_as_the_server_wrote_it(
     assert marker.alive() == []
 
 
-def test_a_listing_too_large_to_pin_leaves_the_trust_state_as_it_was(
+def test_a_listing_too_large_or_not_json_to_pin_leaves_the_trust_state_as_it_was(
     tmp_path: Path, marker: Marker
 ) -> None:
     # A server listing 5 MB of tools was pinned into a trust state past what it may be; from
@@ -258,3 +258,12 @@ def test_a_listing_too_large_to_pin_leaves_the_trust_state_as_it_was(
     assert said.warning.endswith("would be larger than 4194304 bytes: not written")
     assert pins.verdict(words, [{"name": "count"}], environ) == pins.PinVerdict()
     assert pins.verdict(words, [{"name": "other"}], environ).quarantined is not None
+    # So was a list holding NaN (which a server may write, and the SDK's parser reads): the
+    # file was no longer JSON, and every reader refused it.
+    nan = [{"name": "n", "inputSchema": {"type": "object", "maximum": float("nan")}}]
+    said = pins.verdict(h, nan, environ)
+    assert said.quarantined is None and said.warning is not None
+    assert said.warning.endswith(
+        "would not be JSON (a value in it is NaN or Infinity): not written"
+    )
+    assert pins.verdict(words, [{"name": "count"}], environ) == pins.PinVerdict()
