@@ -1,7 +1,8 @@
 """What `/mcp` spends reading a large POST body: the front door's own check of it
 (`mcpweb._unreadable_body`: a batch, an `id` MCP does not take, the words of a refusal) against
 the SDK's transport's parse of the same body, and against the model's `validate_json`, which
-the check used before it parsed once.
+the check used before it parsed once. (The check runs only on a body the transport refused,
+or a message with an `id` it answered 202: a request's body is parsed once, by the transport.)
 
     .venv/bin/python bench/_mcp_body.py [--items 40000]
 

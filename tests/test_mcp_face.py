@@ -551,6 +551,11 @@ def test_tool_names_some_clients_refuse_are_named_with_why() -> None:
         f" as '{longer}' (65 characters), 's__x y' (holds ' '); rename the server in the"
         " config, or set another [mcp] separator"
     )
+    # A listing of thousands of such names, long ones: one bounded line (it was every name,
+    # whole: megabytes in a `warning` frame, at each listing).
+    many = unportable_names([f"s__{n}{'x' * 300}" for n in range(1000)], "s")
+    assert many is not None and len(many) < 1000
+    assert f"'s__4{'x' * 60}…' (304 characters), 995 more; rename the server" in many
 
 
 def test_an_applied_value_becomes_a_tool_result() -> None:

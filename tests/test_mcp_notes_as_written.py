@@ -170,3 +170,51 @@ def test_prompts_resources_and_completions_reach_the_client_as_the_server_wrote_
     for way, said in through.items():
         assert [exact(s[-1]["result"]) for s in said] == expected, way
     assert marker.alive() == []
+
+
+LISTED: Final = {  # (each listing's method, and its items' key)
+    "tools/list": "tools",
+    "prompts/list": "prompts",
+    "resources/list": "resources",
+    "resources/templates/list": "resourceTemplates",
+}
+
+
+def listings(said: Sequence[Sequence[dict[str, Any]]], prefix: str) -> dict[str, list[str]]:
+    """The items of each listing in `said` (the answers to `LISTED`'s requests in its
+    order), the tools' and prompts' `prefix` undone, those without it left out (the
+    gateway's own `mcpx_exec`)."""
+    items: dict[str, list[str]] = {}
+    for (method, key), answer in zip(LISTED.items(), said, strict=True):
+        listed = answer[-1]["result"][key]
+        if key in ("tools", "prompts"):
+            named = [i for i in listed if i["name"].startswith(prefix)]
+            listed = [{**i, "name": i["name"].removeprefix(prefix)} for i in named]
+        items[method] = [exact(i) for i in listed]
+    return items
+
+
+def test_listings_reach_the_client_as_the_server_wrote_them(tmp_path: Path, marker: Marker) -> None:
+    # They came as the SDK's models write them: their keys sorted, a `priority` of `1` as
+    # `1.0`, the server's own keys (and a newer revision's) dropped.
+    where = tmp_path / marker
+    env = {**os.environ, "MCPX_HOOKS_NO_DISCOVERY": "1", "XDG_STATE_HOME": str(where / "st")}
+    where.mkdir()
+    server = {"command": [PY, HOSTILE, "odd", str(where / "h.log"), marker], "sandbox": "none"}
+    config = where / "config.json"
+    config.write_text(json.dumps({"servers": {"h": server}, "defaults": {"sandbox": "none"}}))
+    asked = [{"jsonrpc": "2.0", "id": n, "method": m} for n, m in enumerate(LISTED, start=10)]
+    direct = listings(stdio_said([PY, HOSTILE, "odd"], where, env, asked), "")
+    through = {
+        "stdio": stdio_said([MCPX, "mcp", "--config", str(config)], where, env, asked),
+    }
+    served = start_server(where, "--config", str(config), auth=False, env=env)
+    try:
+        through["/mcp"] = http_said(served.port, asked)
+    finally:
+        served.stop()
+    assert '"priority": 1}' in direct["resources/list"][0]
+    assert all('"example.org/rank": 1' in i for items in direct.values() for i in items[:1])
+    for way, said in through.items():
+        assert listings(said, "h__") == direct, way
+    assert marker.alive() == []

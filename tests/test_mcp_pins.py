@@ -211,3 +211,59 @@ def cli_bare(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [MCPX, *args], env=env, capture_output=True, text=True, timeout=60, check=False
     )
+
+
+async def test_the_pin_is_of_each_tool_as_the_server_wrote_it(
+    tmp_path: Path, marker: Marker
+) -> None:
+    # A client is listed each tool as its server wrote it, keys no model knows included: a
+    # change in one of them is a change of the tool, which its pin must notice.
+    where = tmp_path / marker
+    config = write_config(where, marker, h_mode="odd", expose=("echo",))
+    assert "h__echo" in await names(config, tmp_path / "err1")
+    (echo,) = [t for t in pins_of(config, "h") if t["name"] == "echo"]
+    assert list(echo) == ["inputSchema", "name", "example.org/rank", "_meta"]
+    assert echo["example.org/rank"] == 1 and echo["_meta"]["example.org/origin"]["n"] == 2
+    settings = json.loads(config.read_text())
+    settings["servers"]["h"]["env"] = {"HOSTILE_RANK": "2"}
+    config.write_text(json.dumps(settings))
+    assert "h__echo" not in await names(config, tmp_path / "err2")
+    assert "server h is quarantined" in (tmp_path / "err2").read_text()
+    diff = cli(config, "servers", "diff", "h")
+    assert (diff.returncode, diff.stdout) == (1, "tool changed: echo (example.org/rank)\n")
+    assert cli(config, "trust", "--servers", "h").returncode == 0
+    assert "h__echo" in await names(config, tmp_path / "err3")
+    assert marker.alive() == []
+
+
+def test_a_listing_too_large_or_not_json_to_pin_leaves_the_trust_state_as_it_was(
+    tmp_path: Path, marker: Marker
+) -> None:
+    # A server listing 5 MB of tools was pinned into a trust state past what it may be; from
+    # then on every reader refused the file: every other server quarantined ("its tools
+    # cannot be checked against their pin"), every trusted file untrusted, until the file
+    # was removed by hand.
+    from mcpx_hooks.supervisor.config.loading import load_config
+    from mcpx_hooks.supervisor.tools import pins
+
+    where = tmp_path / marker
+    config = load_config([str(write_config(where, marker))], cwd=where, environ={}, discover=False)
+    words, h = config.servers["words"], config.servers["h"]
+    environ = {"XDG_STATE_HOME": str(tmp_path / "state")}
+    assert pins.verdict(words, [{"name": "count"}], environ).quarantined is None
+    huge = [{"name": f"t{n}", "description": "d" * 1000} for n in range(5000)]
+    said = pins.verdict(h, huge, environ)
+    assert said.quarantined is None and said.warning is not None
+    assert said.warning.startswith("server h: its tools could not be pinned: the trust state")
+    assert said.warning.endswith("would be larger than 4194304 bytes: not written")
+    assert pins.verdict(words, [{"name": "count"}], environ) == pins.PinVerdict()
+    assert pins.verdict(words, [{"name": "other"}], environ).quarantined is not None
+    # So was a list holding NaN (which a server may write, and the SDK's parser reads): the
+    # file was no longer JSON, and every reader refused it.
+    nan = [{"name": "n", "inputSchema": {"type": "object", "maximum": float("nan")}}]
+    said = pins.verdict(h, nan, environ)
+    assert said.quarantined is None and said.warning is not None
+    assert said.warning.endswith(
+        "would not be JSON (a value in it is NaN or Infinity): not written"
+    )
+    assert pins.verdict(words, [{"name": "count"}], environ) == pins.PinVerdict()

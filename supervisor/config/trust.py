@@ -229,7 +229,9 @@ def state_text(state: TrustState) -> str:
             key: {"sha256": p.sha256, "pinnedAt": p.pinned_at, "tools": list(p.tools)}
             for key, p in sorted(state.servers.items())
         }
-    return json.dumps(doc, indent=2, ensure_ascii=True) + "\n"
+    # (strict: a number JSON does not have, NaN, which a server's listing may hold as its
+    # parser read it, raises ValueError rather than make a file no reader takes)
+    return json.dumps(doc, indent=2, ensure_ascii=True, allow_nan=False) + "\n"
 
 
 def _kind(value: Any) -> str:

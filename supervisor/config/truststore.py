@@ -87,9 +87,26 @@ def locked_state(path: Path) -> Iterator[TrustState]:
 
 
 def save_state(path: Path, state: TrustState) -> None:
-    """Writes `state` to `path` atomically, 0600 (see the module docstring)."""
+    """Writes `state` to `path` atomically, 0600 (see the module docstring); never one larger
+    than `MAX_STATE_BYTES`, nor one that is not JSON, which every reader would refuse
+    (everything untrusted, every server's pin unchecked): `StateError`, and the file is left
+    as it was."""
     try:
-        write_private(path, state_text(state).encode())
+        text = state_text(state).encode()
+    except ValueError:  # (a pinned tool list holding NaN or Infinity)
+        raise StateError(
+            f"the trust state file {path} would not be JSON (a value in it is NaN or"
+            " Infinity): not written",
+            bad_input=False,
+        ) from None
+    if len(text) > MAX_STATE_BYTES:
+        raise StateError(
+            f"the trust state file {path} would be larger than {MAX_STATE_BYTES} bytes:"
+            " not written",
+            bad_input=False,
+        )
+    try:
+        write_private(path, text)
     except OSError as exc:
         raise StateError(
             f"cannot write the trust state file {path}: {said_os_error(exc)}", bad_input=False

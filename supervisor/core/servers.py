@@ -231,15 +231,26 @@ def exposed_name(server: str, tool: str, separator: str) -> str:
 PORTABLE_TOOL_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
+#: How many of a server's tool names `unportable_names` says (then how many more).
+ODD_NAMES_SAID: Final = 5
+
+
 def unportable_names(names: Iterable[str], server: str) -> str | None:
     """Why some clients would refuse some of `server`'s exposed tool `names`, or None."""
-    said = []
+    said: list[str] = []
+    more = 0
     for name in names:
         if PORTABLE_TOOL_NAME.fullmatch(name) is None:
+            if len(said) == ODD_NAMES_SAID:  # (a listing of thousands: one bounded line)
+                more += 1
+                continue
             odd = "".join(sorted({c for c in name if not PORTABLE_TOOL_NAME.fullmatch(c)}))
-            said.append(f"{name!r} ({f'holds {odd!r}' if odd else f'{len(name)} characters'})")
+            shown = name if len(name) <= 80 else f"{name[:64]}…"
+            said.append(f"{shown!r} ({f'holds {odd!r}' if odd else f'{len(name)} characters'})")
     if not said:
         return None
+    if more:
+        said.append(f"{more} more")
     return (
         f"some clients refuse a whole tool list for one name longer than 64 characters or"
         f" holding anything but letters, digits, _ and -, and the tools of server {server}"

@@ -306,6 +306,7 @@ def keep_written(written: dict[str, Any]) -> None:
 #: The requests whose answer may be what a server wrote (`keep_written`).
 _AS_WRITTEN: Final = frozenset(
     {"tools/call", "prompts/get", "resources/read", "completion/complete"}
+    | {"tools/list", "prompts/list", "resources/list", "resources/templates/list"}
 )
 
 
@@ -315,7 +316,8 @@ async def answer_as_written(
     """The SDK server's middleware (its innermost: what it returns is sent as it is) that
     sends a tool call's answer as `wire_result` has it, as the answers written around the
     SDK's server are, and a prompt's, a resource's or a completion's as its server wrote
-    it (`keep_written`): the SDK validates a handler's result and dumps it again, adding
+    it (`keep_written`), and a listing's items as their servers wrote them (`mcplisted.py`):
+    the SDK validates a handler's result and dumps it again, adding
     what the server never wrote (`isError: false`), writing a number as its field's type
     (`1` as `1.0`), sorting the keys, dropping the keys its model does not know.
     (`mcpx_exec`'s is the SDK's; so is an answer made here, such as no completions.)"""

@@ -2,10 +2,10 @@
 an MCP client's tool calls pass through the hooks, the sandbox and the run history.
 
 It lists every tool of every configured tool server as `<server><separator><tool>` (`[mcp]
-separator`, default `__`), description, schemas and annotations as the server gave them,
-those its `[servers.x] expose` globs match and its `hide` globs do not. A call to a tool
-not listed that way is an unknown tool (JSON-RPC error -32602). A call fires the `call`
-point as a script's does (`run/callpoint.py`), `when.client` being the client's name:
+separator`, default `__`), each as the server wrote it (`mcplisted.py`), those its `[servers.x]
+expose` globs match and its `hide` globs do not. A call to a tool not listed that way is an
+unknown tool (-32602). A call fires the `call` point as a script's does (`run/callpoint.py`),
+`when.client` being the client's name:
 
 - a refusal (or any failure before an answer) is a tool result with `isError: true` and
   the reason as its text, so the agent reads why;
@@ -19,10 +19,9 @@ Around the call: a server whose tools differ from their pin is quarantined (`too
 its tools hidden, its calls answered with why); a call past a server's or a tool's limits is
 answered at once (`mcplimits.py`); the server's progress and log messages on the call go to
 the client, and a hook's `ask` is put to the client as an elicitation when it can take one.
-
 Its own tool `mcpx_exec` runs a script as `/v1/exec` does (`mcpexec.py`). The servers'
-prompts and resources are relayed without hooks (`mcprelay.py`). One `Gateway`
-serves one session (`serve`); its run is `mcpsession.SessionRun`.
+prompts and resources are relayed without hooks (`mcprelay.py`). One `Gateway` serves one
+session (`serve`); its run is `mcpsession.SessionRun`.
 """
 
 from __future__ import annotations
@@ -44,7 +43,7 @@ from mcp.shared.exceptions import MCPError
 from ..config.trust import tools_sha256
 from ..core.frames import WarningFrame, blank
 from ..core.hooks import Config
-from ..core.servers import ServerSpec, exposed_name, exposed_targets, unportable_names
+from ..core.servers import ServerSpec, exposed_targets, unportable_names
 from ..process.signals import serve_stop_signals
 from ..run.runtime import Runtime
 from ..tools.hearing import GONE
@@ -62,6 +61,7 @@ from .mcpcalls import (
 from .mcpexec import EXEC_TOOL, RunSlots, exec_tool, run_exec
 from .mcpinvalid import explain_invalid_params
 from .mcplimits import CallLimiter
+from .mcplisted import SHOWN_KEPT, add_tools, keep_listed
 from .mcpoutbox import Outbox
 from .mcpraw import RawCalls
 from .mcprelay import Relay
@@ -88,10 +88,9 @@ class Gateway:
         slots: RunSlots | None = None,
         limiter: CallLimiter | None = None,
     ) -> None:
-        self.runtime = runtime
+        self.runtime, self.config = runtime, runtime.config
         #: The service whose runs in progress `mcpx_exec` runs count among (None: `mcp`).
         self.slots = slots
-        self.config = runtime.config
         #: Where `mcpx_exec` runs are admitted from (their default root, by `serve`'s rule).
         self.served_from = served_from or os.getcwd()
         self.session: SessionRun | None = None
@@ -217,20 +216,18 @@ class Gateway:
                 continue
             if await self._quarantined(spec, entry, session) is not None:
                 continue  # its tools are hidden
-            names = []
-            for tool in entry.tools:
-                name = exposed_name(spec.name, tool.name, self.config.mcp_separator)
-                if self.shows(spec, tool.name) and name not in listed:
-                    listed[name] = tool.model_copy(update={"name": name})
-                    names.append(name)
-            if (odd := unportable_names(names, spec.name)) is not None:
-                self._say(session, odd)
-        return types.ListToolsResult(tools=list(listed.values()))
+            shows = lambda tool, spec=spec: self.shows(spec, tool)  # noqa: E731
+            sep = self.config.mcp_separator
+            names, left_out = add_tools(listed, spec.name, entry.tools, shows, sep)
+            for odd in (unportable_names(names, spec.name), left_out):
+                if odd is not None:
+                    self._say(session, odd)
+        return keep_listed(types.ListToolsResult(tools=list(listed.values())))
 
     async def _list_prompts(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
-        return await self.relay.list_prompts(self._session(ctx).journal)
+        return keep_listed(await self.relay.list_prompts(self._session(ctx).journal))
 
     async def _get_prompt(
         self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
@@ -241,12 +238,13 @@ class Gateway:
     async def _list_resources(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
-        return await self.relay.list_resources(self._session(ctx).journal)
+        return keep_listed(await self.relay.list_resources(self._session(ctx).journal))
 
     async def _list_resource_templates(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
-        return await self.relay.list_resource_templates(self._session(ctx).journal)
+        journal = self._session(ctx).journal
+        return keep_listed(await self.relay.list_resource_templates(journal))
 
     async def _read_resource(
         self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
@@ -360,6 +358,8 @@ class Gateway:
     def shows(self, spec: ServerSpec, tool: str) -> bool:
         shown = self._shown.get((spec.name, tool))
         if shown is None:
+            if len(self._shown) >= SHOWN_KEPT:  # (a server renaming its tools at each listing)
+                self._shown.clear()
             shown = self._shown[spec.name, tool] = spec.shows(tool)
         return shown
 

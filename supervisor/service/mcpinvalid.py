@@ -13,21 +13,16 @@ from mcp import types
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
+from ..tools.mcpclient import problems
+
 #: The SDK's words for it, which the answer begins with.
 INVALID_PARAMS: Final = "Invalid request parameters"
-#: How many of the problems are said (the first ones).
-SAID_PROBLEMS: Final = 3
 
 
 def invalid_params(exc: pydantic.ValidationError) -> str:
     """`exc`, the params' validation error, said in a few words: each problem's place (from
     `params` down) and what was expected."""
-    said = []
-    for problem in exc.errors()[:SAID_PROBLEMS]:
-        loc = [str(p) for p in problem["loc"]]
-        where = ".".join(loc[1:] if loc[:1] == ["params"] else loc)
-        said.append(f"{where}: {problem['msg']}" if where else problem["msg"])
-    return f"{INVALID_PARAMS}: {'; '.join(said)}"
+    return f"{INVALID_PARAMS}: {problems(exc)}"
 
 
 async def explain_invalid_params(

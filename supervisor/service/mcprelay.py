@@ -8,10 +8,12 @@ template's arguments (`completion/complete`), asked of the server the prompt or 
 from, none from a server that does not declare `completions`.
 
 A server that cannot start is left out of a listing (a `warning` frame in the session's run
-says why), and so is one whose listing's pages do not end (`mcpclient.every_page`), or that
-does not answer within its `callTimeoutMs`. What a server answers with an error goes to the
-client as that error; one that does not answer a `prompts/get` or a `resources/read` within
-its `callTimeoutMs` is answered with an error saying so (the request cancelled on it).
+says why), and so is one whose listing's pages do not end (`mcpclient.every_page`), or is not
+MCP (`mcpclient.not_mcp`), or that does not answer within its `callTimeoutMs`; an answer that is not
+MCP is an error (-32603) naming the server, not one of the client's params. What a server
+answers with an error goes to the client as that error; one that does not answer a
+`prompts/get` or a `resources/read` within its `callTimeoutMs` is answered with an error
+saying so (the request cancelled on it).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from ..core.frames import WarningFrame, blank
 from ..core.servers import ServerSpec, exposed_name, exposed_targets
 from ..run.journal import RunJournal
 from ..run.runtime import Runtime
-from ..tools.mcpclient import ServerBroken, every_page
+from ..tools.mcpclient import ServerBroken, every_page, not_mcp
 from ..tools.rawasks import ask_as_written
 from ..tools.serverentry import ServerEntry, ServerFailing
 from .mcpcalls import keep_written
@@ -93,6 +95,9 @@ class Relay:
             except (Unanswered, ServerBroken) as exc:
                 why = f"the {what} of server {spec.name} are not listed: {exc}"
                 journal.append(blank(WarningFrame, message=why))
+            except pydantic.ValidationError as exc:  # (the others' are listed all the same)
+                why = f"the {what} of server {spec.name} are not listed: {not_mcp(exc)}"
+                journal.append(blank(WarningFrame, message=why))
         return answers
 
     async def list_prompts(self, journal: RunJournal) -> types.ListPromptsResult:
@@ -102,14 +107,18 @@ class Relay:
             journal,
             lambda s: every_page("prompts", lambda at: s.list_prompts(params=at)),
         )
-        return types.ListPromptsResult(
-            prompts=[
+        prompts = []
+        for spec, pages in listed:
+            named = [p for answer in pages for p in answer.prompts]
+            if nameless := sum(not p.name for p in named):  # (no `prompts/get` names it)
+                why = f"{nameless} prompt(s) of server {spec.name} without a name: not listed"
+                journal.append(blank(WarningFrame, message=why))
+            prompts += [
                 p.model_copy(update={"name": exposed_name(spec.name, p.name, separator)})
-                for spec, pages in listed
-                for answer in pages
-                for p in answer.prompts
+                for p in named
+                if p.name
             ]
-        )
+        return types.ListPromptsResult(prompts=prompts)
 
     async def get_prompt(
         self, name: str, arguments: dict[str, str] | None
@@ -266,7 +275,11 @@ async def _as_written(
     """The server's answer to `request`, read as `model`; kept as the server wrote it for
     the client's answer (`mcpcalls.answer_as_written`) where it was read from its line
     (`rawasks.ask_as_written`)."""
-    result, written = await ask_as_written(entry, session, kind, request, model=model, sdk=sdk)
+    try:
+        result, written = await ask_as_written(entry, session, kind, request, model=model, sdk=sdk)
+    except pydantic.ValidationError as exc:  # (not the client's params: -32603, and why)
+        said = f"server {entry.spec.name}: {not_mcp(exc)}"
+        raise MCPError(code=types.INTERNAL_ERROR, message=said) from None
     if written is not None:
         keep_written(written)
     return result

@@ -93,10 +93,7 @@ class Sessions:
             return
         if scope["method"] == "POST":
             body, receive = await _whole_body(receive)
-            refused = _unreadable_body(body)
-            if refused is not None:  # (the SDK's answer would be pydantic's whole report)
-                await _error(send, 400, *refused)
-                return
+            send = _in_our_words(body, send)
         named = headers.get(_SESSION)
         if named is None:
             await self._open_session(scope, receive, send)
@@ -217,6 +214,34 @@ async def _whole_body(receive: Receive) -> tuple[bytes, Receive]:
         return given.pop() if given else await receive()
 
     return body, again
+
+
+def _in_our_words(body: bytes, send: Send) -> Send:
+    """`send`, for the answer to a POST of `body`, with the transport's refusal of a body
+    that holds no message this server serves (a 400: pydantic's whole report) said as
+    `_unreadable_body` says it; and its 202 for a message that only looks like a
+    notification (a request whose `id` MCP does not take: `mcpstdio.odd_id`) a 400 saying
+    so. The transport parses each body: this parses it again only then (a 400, or a 202 for
+    a message with an `id`), never on a request's way."""
+    held: list[AsgiMessage] = []
+
+    async def said(message: AsgiMessage) -> None:
+        if message["type"] == "http.response.start" and message["status"] in (400, 202):
+            held.append(message)  # (until its body: said as it is, or in our words)
+            return
+        if not held or message["type"] != "http.response.body":
+            await send(message)
+            return
+        start = held.pop()
+        odd = start["status"] == 400 or b'"id"' in body or b"\\u" in body
+        refused = _unreadable_body(body) if odd else None
+        if refused is not None:
+            await _error(send, 400, *refused)
+            return
+        await send(start)
+        await send(message)
+
+    return said
 
 
 def _unreadable_body(body: bytes) -> tuple[int, str] | None:

@@ -35,7 +35,8 @@ __all__, __getattr__, __dir__ = exports(
             "top_level_id",
             "unread_id",
         ),
-        "mcpclient": ("ServerBroken", "every_page"),
+        "listings": ("ListingSession", "as_listed", "redacted_tool"),
+        "mcpclient": ("ServerBroken", "every_page", "not_mcp", "problems"),
         "rawasks": ("ask_as_written",),
         "rawchannel": ("cancellation",),
         "pins": (

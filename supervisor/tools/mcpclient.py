@@ -53,6 +53,7 @@ from .jsonlines import (
     top_level_id,
     unread_id,
 )
+from .listings import ListingSession
 from .rawchannel import RawChannel
 
 CLIENT_INFO: Final = types.Implementation(name="mcpx-hooks", version="0.1.0")
@@ -143,7 +144,7 @@ async def open_session(
         raw = RawChannel(lines, stats.in_flight, nursery, logging_callback)
         nursery.start_soon(_pump_in, ServerMessages(receive, stats, raw), in_writer, closed)
         try:
-            async with ClientSession(
+            async with ListingSession(
                 in_reader,
                 ServerWriter(lines, stats),
                 client_info=CLIENT_INFO,
@@ -248,6 +249,27 @@ class ServerWriter(BorrowedSend):
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             # The server closed its stdin: the session's "Connection closed".
             raise anyio.BrokenResourceError from None
+
+
+#: How many of a validation error's problems are said (the first ones).
+SAID_PROBLEMS: Final = 3
+
+
+def problems(exc: pydantic.ValidationError) -> str:
+    """`exc` in a few words, never the values: each of its first problems' place (from
+    `params` down) and what was expected."""
+    said = []
+    for problem in exc.errors()[:SAID_PROBLEMS]:
+        loc = [str(p) for p in problem["loc"]]
+        where = ".".join(loc[1:] if loc[:1] == ["params"] else loc)
+        said.append(f"{where}: {problem['msg']}" if where else problem["msg"])
+    return "; ".join(said)
+
+
+def not_mcp(exc: pydantic.ValidationError) -> str:
+    """What a server's answer that is not MCP (`exc`: its model's validation error) is said
+    as: its model, and where it is wrong, never its values."""
+    return f"its answer is not MCP ({exc.title}: {problems(exc)})"
 
 
 def _too_many(stats: LineStats) -> str:

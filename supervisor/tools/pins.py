@@ -52,8 +52,13 @@ class PinVerdict(Record):
 
 
 def listing(entry: ServerEntry) -> list[dict[str, Any]]:
-    """The server's tools as they are pinned: as it listed them, in JSON."""
-    return [t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in entry.tools]
+    """The server's tools as they are pinned: as it wrote them in its listing (every key,
+    one of its own or of a newer revision too: what a client of the gateway is listed), its
+    secrets redacted; a tool the SDK's client read without keeping it (`listings.py`), as
+    its model has it."""
+    from .listings import as_listed  # (the SDK, loaded when a server starts)
+
+    return [as_listed(t) for t in entry.tools]
 
 
 def key_of(spec: ServerSpec) -> str:

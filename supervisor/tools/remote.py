@@ -36,7 +36,6 @@ import attrs
 import httpx2
 import trio
 from anyio.streams.memory import MemoryObjectSendStream
-from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 from mcp.types import ErrorData, JSONRPCError, RequestId, jsonrpc_message_adapter
@@ -45,6 +44,7 @@ from ..core.passenv import pass_environment
 from ..core.records import Record
 from ..core.redact import Redactor
 from ..core.servers import MAX_MESSAGE_BYTES, expand_headers
+from .listings import ListingSession
 from .mcpclient import ANSWER_UNREADABLE, CLIENT_INFO, too_large
 from .rawchannel import RawChannel
 from .serverentry import ServerEntry, StartHooks
@@ -216,7 +216,7 @@ async def remote_life(start_hooks: StartHooks, entry: ServerEntry) -> str | None
             ):
                 raw = RawChannel(_Posted(write), set(), nursery, entry.heard)
                 nursery.start_soon(_divert, read, raw, session_in)
-                async with ClientSession(
+                async with ListingSession(
                     session_read,
                     write,
                     client_info=CLIENT_INFO,

@@ -9,13 +9,15 @@ import math
 import time
 from typing import Final
 
+import pydantic
 import trio
 from mcp import types
 from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 
 from ..core.points import Phase
-from .mcpclient import ServerBroken, connection_closed, every_page
+from .listings import redacted_tool
+from .mcpclient import ServerBroken, connection_closed, every_page, not_mcp
 from .serverentry import ServerEntry, StartHooks, tool_json
 
 logger = logging.getLogger("mcpx_hooks.mcp")
@@ -87,6 +89,8 @@ async def _relist(entry: ServerEntry, session: ClientSession) -> None:
             why = f"it answered the listing with the JSON-RPC error {exc.error.code}"
         except ServerBroken as exc:
             why = str(exc)
+        except pydantic.ValidationError as exc:
+            why = not_mcp(exc)
         else:
             why = ""
             entry.tools = _redacted(entry, tools)
@@ -112,12 +116,7 @@ def _redacted(entry: ServerEntry, tools: tuple[types.Tool, ...]) -> tuple[types.
     have it shown, nor pinned in the trust state."""
     if not entry.redactor.secrets:
         return tools
-    return tuple(
-        types.Tool.model_validate(
-            {**entry.redactor.value(tool.model_dump(by_alias=True, mode="json")), "name": tool.name}
-        )
-        for tool in tools
-    )
+    return tuple(redacted_tool(tool, entry.redactor.value) for tool in tools)
 
 
 async def _until_idle(entry: ServerEntry) -> None:
@@ -140,4 +139,6 @@ def words(exc: BaseException) -> str:
         exc = exc.exceptions[0]
     if isinstance(exc, ServerBroken):
         return str(exc)
+    if isinstance(exc, pydantic.ValidationError):  # (its listing, say: not pydantic's report)
+        return not_mcp(exc)
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

@@ -22,6 +22,14 @@
 - `deaf`: as `good`, but never answers a request about its prompts or its resources.
 - `drift`: as `good`, with one tool more, `grow`: a call of it adds the tool `extra`, says
   so (`notifications/tools/list_changed`), and is answered once the tools were listed again.
+- `odd`: as `good`, but each item of its listings (tools, prompts, resources, templates)
+  is written as no SDK's model writes it: its keys in an order of their own, a key of its
+  own, `_meta` contents, a number where the model's field is a float (`ODD_LISTINGS`).
+- `malformed`: as `good`, but its prompts listing holds a prompt without a name, and its
+  answer to `prompts/get` no messages.
+- `schemaless`: as `good`, but one of its tools has no `inputSchema`.
+- `twice`: as `good`, but its tools listing ends with `echo` again (described) and a tool
+  whose name is empty, and its prompts listing with a prompt whose name is empty.
 - `flood`: answers the handshake, then floods stdout with lines that are not JSON-RPC.
 - `garbled`: answers every call with a result that is not a tool result.
 - `nan`: answers every call with structured content holding NaN (not JSON).
@@ -78,6 +86,29 @@ COMPLETIONS = {
     ("greet", "who"): ["Ada", "Alan", "Grace"],
     ("file:///h/notes/{name}", "name"): ["today", "tomorrow"],
 }
+#: What `odd` lists, by listing: `good`'s items, written oddly.
+#: (Its rank, a key no model knows, is `$HOSTILE_RANK` when that is set.)
+RANK = int(os.environ.get("HOSTILE_RANK", "1"))
+ODD_ITEM = {"example.org/rank": RANK, "_meta": {"example.org/origin": {"n": 2, "sure": 0.5}}}
+ODD_LISTINGS: dict[str, list[Any]] = {
+    "tools": [
+        {"inputSchema": {"type": "object", "required": [], "properties": {}}, "name": "echo"}
+        | ODD_ITEM,
+        *TOOLS[1:],
+    ],
+    "prompts": [
+        {"arguments": [{"required": False, "name": "who", "x-hint": "a name"}], "name": "greet"}
+        | ODD_ITEM
+    ],
+    "resources": [
+        {"name": "notes", "size": 9, "annotations": {"priority": 1}, "uri": RESOURCES[0]["uri"]}
+        | ODD_ITEM
+    ],
+    "resourceTemplates": [
+        {"mimeType": "text/plain", "uriTemplate": "file:///h/notes/{name}", "name": "a note"}
+        | ODD_ITEM
+    ],
+}
 #: What `paged` serves besides.
 MORE_PROMPTS = [{"name": "part", "description": "Stands on a page of its own"}]
 MORE_RESOURCES = [{"uri": "file:///h/more.txt", "name": "more", "mimeType": "text/plain"}]
@@ -130,6 +161,7 @@ def send_big(rid: Any, size: int, id_last: bool) -> None:
 
 def listing(mode: str, key: str, items: list[Any], params: dict[str, Any]) -> dict[str, Any]:
     """A listing's answer: all of `items` at once, or (`paged`, `endless`) one a page."""
+    items = ODD_LISTINGS[key] if mode == "odd" else items
     if mode not in ("paged", "endless"):
         return {key: items}
     at = int(params.get("cursor") or 0)
@@ -179,7 +211,7 @@ def main() -> None:
                 info["version"] = f"leak {os.environ.get('MCPX_TEST_TOKEN', '')}"
             version = params.get("protocolVersion")
             capabilities: dict[str, Any] = {"tools": {}}
-            if mode in ("good", "relay", "paged", "endless", "deaf"):
+            if mode in ("good", "relay", "paged", "endless", "deaf", "odd", "malformed", "twice"):
                 capabilities.update(prompts={}, resources={})
             if mode == "good":
                 capabilities.update(completions={})
@@ -189,12 +221,16 @@ def main() -> None:
             continue
         elif method == "prompts/list":
             prompts = [*PROMPTS, *MORE_PROMPTS] if mode == "paged" else PROMPTS
+            prompts = [*prompts, {"description": "nameless"}] if mode == "malformed" else prompts
+            prompts = [*prompts, {"name": ""}] if mode == "twice" else prompts
             send({"jsonrpc": "2.0", "id": rid, "result": listing(mode, "prompts", prompts, params)})
         elif method == "prompts/get":
             who = (params.get("arguments") or {}).get("who", "you")
             text = {"text": f"Hello, {who}", "type": "text", "annotations": {"priority": 1}}
             messages = [{"content": text, "role": "user"}]
             said = {"messages": messages, "description": "greets", **ODD}
+            if mode == "malformed":
+                said = {"description": "greets, but says nothing"}
             send({"jsonrpc": "2.0", "id": rid, "result": said})
         elif method == "completion/complete":  # (what `COMPLETIONS` says)
             ref, argument = params.get("ref") or {}, params.get("argument") or {}
@@ -226,6 +262,15 @@ def main() -> None:
                 send({"jsonrpc": "2.0", "id": rid, "error": error})
         elif method == "tools/list":
             tools = [*TOOLS, RELAY] if mode == "relay" else TOOLS
+            if mode == "schemaless":
+                tools = [*TOOLS, {"name": "loose"}]
+            if mode == "twice":
+                again = {
+                    "name": "echo",
+                    "description": "another",
+                    "inputSchema": {"type": "object"},
+                }
+                tools = [*TOOLS, again, {"name": "", "inputSchema": {"type": "object"}}]
             if mode == "drift":
                 tools = [*TOOLS, GROW, *([EXTRA] if grown else [])]
             if mode == "leak":

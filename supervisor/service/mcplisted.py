@@ -1,0 +1,87 @@
+"""The gateway's listings (`tools/list`, `prompts/list`, `resources/list`,
+`resources/templates/list`) as a client gets them: each item as its server wrote it
+(`tools/listings.py`: its keys in its order, its numbers as written, a key of its own or of
+a newer revision kept), with the gateway's own changes only: a tool's or a prompt's name
+with its server's prefix, and the items `expose`, `hide` and a quarantine leave out. An item
+of the gateway's own (`mcpx_exec`), or one its server's session read without keeping it, is
+its model's fields."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Final, TypeVar
+
+import pydantic
+from mcp import types
+
+from ..core.servers import exposed_name
+from ..tools.listings import as_listed
+from .mcpcalls import keep_written
+
+_L = TypeVar("_L", bound=pydantic.BaseModel)
+#: How many of a server's tools not listed a warning names.
+NAMED: Final = 5
+#: How many tools' `expose` / `hide` verdicts a session keeps (then it forgets them all): a
+#: server may list other names at each listing, once a second, for as long as it runs.
+SHOWN_KEPT: Final = 4096
+#: Each listing's items: the key they are written under, and the SDK's model's field.
+_ITEMS: Final = (
+    ("tools", "tools"),
+    ("prompts", "prompts"),
+    ("resources", "resources"),
+    ("resourceTemplates", "resource_templates"),
+)
+
+
+def keep_listed(result: _L) -> _L:
+    """`result`, the gateway's answer to a listing, kept for the client as it is sent
+    (`mcpcalls.answer_as_written`): each item as its server wrote it."""
+    for key, field in _ITEMS:
+        items = getattr(result, field, None)
+        if isinstance(items, list):
+            rest = result.model_dump(
+                by_alias=True, mode="json", exclude_unset=True, exclude_none=True, exclude={field}
+            )
+            keep_written({**rest, key: [as_listed(item) for item in items]})
+            break
+    return result
+
+
+def add_tools(
+    listed: dict[str, types.Tool],
+    server: str,
+    tools: Iterable[types.Tool],
+    shows: Callable[[str], bool],
+    separator: str,
+) -> tuple[list[str], str | None]:
+    """Adds `server`'s `tools` that `shows` shows to `listed`, each by its exposed name;
+    returns the names added, and what to say of those left out for their name (None:
+    none): a tool without a name (it cannot be called), one whose exposed name a tool
+    listed before it has (the server listed two of that name, or another server's tool is
+    named so: the first is listed, and called)."""
+    names: list[str] = []
+    nameless, taken = 0, []
+    for tool in tools:
+        if not shows(tool.name):
+            continue
+        name = exposed_name(server, tool.name, separator)
+        if not tool.name:
+            nameless += 1
+        elif name in listed:
+            taken.append(name)
+        else:
+            listed[name] = tool.model_copy(update={"name": name})
+            names.append(name)
+    said = []
+    if nameless:
+        said.append(f"{nameless} without a name (no call could name it)")
+    if taken:
+        more = f" and {len(taken) - NAMED} more" if len(taken) > NAMED else ""
+        shown = ", ".join(repr(n) for n in taken[:NAMED])
+        said.append(
+            f"{len(taken)} named as a tool listed before ({shown}{more}): the first of each"
+            " name is listed, and called"
+        )
+    if not said:
+        return names, None
+    return names, f"some tools of server {server} are not listed: {'; '.join(said)}"
