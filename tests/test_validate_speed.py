@@ -135,3 +135,36 @@ def test_validate_of_one_file_builds_its_hooks_once(
     assert out == "ok: 1 file(s) valid\n"
     assert 'model "nowhere"' in err  # the warning of the layered load, still said
     assert built == [1] and parsed == [".mcpx-hooks.json"]
+
+
+def test_hooks_that_set_no_default_of_their_own_share_the_defaults(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each hook was built with `[defaults]` overridden by itself and turned into a dict
+    (`attrs.asdict`), and its phase, failure and answer words looked up by calling their
+    enums: per hook, though 50,000 generated hooks rarely set any of them. A hook that sets
+    none takes the defaults' fields as they are; one that does gets its own."""
+    from mcpx_hooks.supervisor.config import build
+    from mcpx_hooks.supervisor.config.build import Decl, Layer
+    from mcpx_hooks.supervisor.core.hooks import DEFAULTS, Defaults, Provenance, SourceKind
+
+    overridden: list[object] = []
+    real = Defaults.overridden
+
+    def counted(self: Defaults, table: Any) -> Defaults:
+        overridden.append(table)
+        return real(self, table)
+
+    monkeypatch.setattr(Defaults, "overridden", counted)
+    objs: list[dict[str, Any]] = [
+        {"name": f"h{n}", "on": "script", "phase": "before", "run": ["true"]} for n in range(200)
+    ]
+    objs.append({"name": "own", "on": "script", "phase": "before", "run": ["t"], "timeoutMs": 5})
+    decls = [
+        Decl(obj, "c.json", f"/hooks/{i}", Provenance(SourceKind.FILE, "/c.json", i), "/")
+        for i, obj in enumerate(objs)
+    ]
+    config, problems = build.resolve([Layer("c.json", {"hooks": decls}, "/c.json")])
+    assert problems == [] and len(overridden) == 2  # `[defaults]` once, the one hook's own
+    assert {h.timeout_ms for h in config.hooks[:-1]} == {DEFAULTS.timeout_ms}
+    assert config.hooks[-1].timeout_ms == 5

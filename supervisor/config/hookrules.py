@@ -16,16 +16,18 @@ from .modelschema import prompt_rules
 from .problems import describe, pointer
 from .whenrules import when_rules
 
-_PHASE_WORDS: Final = frozenset(p.value for p in Phase)
+#: Each phase's row by its word (looked up once a hook: calling the enum costs more).
+_PHASE_INFO: Final = {p.value: PHASES[p] for p in Phase}
+_OBSERVE: Final = Phase.OBSERVE.value
+_DEFAULT_PHASE: Final = DEFAULT_PHASE.value
 
 
 def hook_rules(obj: Mapping[str, Any], file: str, ptr: str, kind: SourceKind) -> list[Problem]:
     """The rules a schema cannot say well: a phase the point lacks, `prefix` hooks, a
     `when` key the point does not provide, an `env` value that looks like `${NAME}`."""
     problems: list[Problem] = []
-    on, phase = obj.get("on"), obj.get("phase", DEFAULT_PHASE.value)
-    known = isinstance(phase, str) and phase in {p.value for p in Phase}
-    info = PHASES[Phase(str(phase))] if known else None
+    on, phase = obj.get("on"), obj.get("phase", _DEFAULT_PHASE)
+    info = _PHASE_INFO.get(phase) if isinstance(phase, str) else None
     if info is not None and info.source_only and "source" not in obj:
         problems.append(
             Problem(
@@ -35,16 +37,21 @@ def hook_rules(obj: Mapping[str, Any], file: str, ptr: str, kind: SourceKind) ->
                 f" write them as [script].{phase} = [...]",
             )
         )
-    elif isinstance(on, str) and on in POINTS and phase != Phase.OBSERVE.value:
+    elif (
+        isinstance(on, str)
+        and on in POINTS
+        and info is not None
+        and phase != _OBSERVE
+        and info.phase not in POINTS[on].phases
+    ):
         phases = [p.value for p in POINTS[on].phases]
-        if isinstance(phase, str) and phase in _PHASE_WORDS and phase not in phases:
-            problems.append(
-                Problem(
-                    file,
-                    f"{ptr}/phase",
-                    f'expected a phase of the point "{on}" ({", ".join(phases)}), found "{phase}"',
-                )
+        problems.append(
+            Problem(
+                file,
+                f"{ptr}/phase",
+                f'expected a phase of the point "{on}" ({", ".join(phases)}), found "{phase}"',
             )
+        )
     problems += when_rules(obj, file, ptr)
     problems += prompt_rules(obj, file, ptr)
     if obj.get("locked") is True and "name" not in obj:

@@ -18,7 +18,10 @@ _PHASE_WORDS: Final = frozenset(p.value for p in Phase)
 
 def when_rules(obj: Mapping[str, Any], file: str, ptr: str) -> list[Problem]:
     """What is wrong with hook `obj`'s `when` (declared at `file`:`ptr`) beyond its schema."""
-    when, on, phase = obj.get("when"), obj.get("on"), obj.get("phase", DEFAULT_PHASE.value)
+    when = obj.get("when")
+    if when is None:
+        return []
+    on, phase = obj.get("on"), obj.get("phase", DEFAULT_PHASE.value)
     if not (isinstance(when, Mapping) and isinstance(on, str) and isinstance(phase, str)):
         return []
     if phase not in _PHASE_WORDS:
