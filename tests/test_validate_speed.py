@@ -35,6 +35,15 @@ VARIED: list[Any] = [
     [],
     {"name": "e", "on": "script", "phase": "before", "run": ["true"], "timeoutMs": 1e400},
     {"name": "f", "on": "script", "phase": "before", "module": "x", "run": ["true"]},
+    {"name": "g", "on": "script", "phase": "before", "run": ["true", 3]},
+    {"name": "h", "on": "nowhere", "phase": "before", "run": ["true"]},
+    {"name": "i", "on": "script", "phase": "before", "run": "true", "args": 5},
+    {"name": "j", "on": "script", "phase": "before", "run": ["true"], "args": {}},
+    {"name": "k", "on": "script", "phase": "before", "run": ["t"], "env": {"A=B": 1}, "x/y~": 2},
+    {"name": "l", "on": "script", "phase": "observe", "run": ["true"], "failure": "x"},
+    {"name": "m", "on": "script", "phase": "before", "run": ["t"], "timeoutMs": "x", "": 1},
+    {"on": "script", "phase": "before", "plugin": "a.b", "answer": "x", "args": []},
+    {"on": "script", "phase": "before", "source": ["x"], "effect": "nope", "when": {"x": 1}},
 ]
 
 
@@ -76,6 +85,60 @@ def test_fifty_thousand_copies_of_one_invalid_hook_are_walked_once(
     assert [p.pointer for p in found] == [f"/hooks/{n}/on" for n in range(50_000)]
     assert len({p.message for p in found}) == 1
     assert set(walked) == {"h0"}  # the first copy only (its if, then and else)
+
+
+def wrong_in_its_own_way(n: int) -> Any:
+    """Hook `n` of a generated file, wrong in one of ten ways, with a value of its own."""
+    hook: dict[str, Any] = {"name": f"h{n}", "on": "script", "phase": "before", "run": ["true"]}
+    match n % 10:
+        case 0:
+            del hook["run"]
+            hook["timeout"] = n
+        case 1:
+            hook["run"] = ["true", n]
+        case 2:
+            hook["phase"] = f"ph{n}"
+        case 3:
+            hook[f"extra{n}"] = 1
+        case 4:
+            hook["timeoutMs"] = -n - 1
+        case 5:
+            hook["on"] = f"pt{n}"
+        case 6:
+            hook["run"] = f"true {n}"
+        case 7:
+            hook["env"] = {f"E{n}": n}
+        case 8:
+            hook["name"] = n
+        case _:
+            hook["failure"] = f"x{n}"
+    return hook
+
+
+def test_hooks_each_wrong_in_its_own_way_are_walked_once_a_frame(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """50,000 hooks each wrong in its own way (a value of its own) took about 20 s: each was
+    a new shape, walked whole by jsonschema. Now a hook's frame (its keys, `on`, `phase`, which
+    values are refused) is walked whole once, and each refused value on its own: the same
+    problems, in the same words, at the same pointers, as a walk of the whole document."""
+    walked = []
+    descend = jsonschema.Draft202012Validator.descend
+
+    def counting(self: Any, instance: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(instance, dict) and "on" in instance:
+            walked.append(instance.get("name"))
+        return descend(self, instance, *args, **kwargs)
+
+    doc = {"hooks": [wrong_in_its_own_way(n) for n in range(400)]}
+    whole = problems(validator("config"), doc, "c.json")
+    monkeypatch.setattr(type(validator("config")), "descend", counting)
+    split = document_problems(doc, "c.json")
+    assert [(p.pointer, p.message) for p in split] == [(p.pointer, p.message) for p in whole]
+    assert len(split) >= 400
+    # One walk a frame: seven frames among eight kinds (a refused `run`, a string or an
+    # item, is one), and forty of each of the other two: `phase` and `on` are the frame's.
+    assert len(set(walked)) == 7 + 40 + 40
 
 
 def test_validate_names_every_problem_of_many_hooks(tmp_path: Path) -> None:
