@@ -219,6 +219,7 @@ def test_the_config_check_raises_without_building_a_message() -> None:
     schema = schemas._draft7(schemas._plain(schemas.BUILDERS["config"]()))
     code = schemacache._compile(json.dumps(schema, sort_keys=True))
     assert {"definition", "rule"}.isdisjoint(_const_names(code))
+    assert "__init__" not in vars(schemacache.Invalid)  # (raised bare: no Python code to run)
     check = schemas.quick_check("config")
     assert check({"hooks": [{"on": "script", "phase": "before", "run": ["true"]}] * 3})
     assert not check({"hooks": [{"on": "script", "phase": "before", "run": "true"}]})
