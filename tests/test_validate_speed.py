@@ -231,3 +231,41 @@ def test_hooks_that_set_no_default_of_their_own_share_the_defaults(
     assert problems == [] and len(overridden) == 2  # `[defaults]` once, the one hook's own
     assert {h.timeout_ms for h in config.hooks[:-1]} == {DEFAULTS.timeout_ms}
     assert config.hooks[-1].timeout_ms == 5
+
+
+def test_did_you_mean_asks_difflib_only_about_choices_that_could_be_close(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """300,000 top-level keys each unknown in its own way (a 3 MB file) took 17 s to
+    validate, most of it difflib comparing each key with every key the schema knows. A
+    choice whose characters in common with the word (difflib's quick ratio, a bound on its
+    ratio) are too few is not compared; what is said is what difflib alone says."""
+    import difflib
+
+    from mcpx_hooks.supervisor.config import problems as said
+
+    choices = ("autonomy", "defaults", "limits", "hooks", "timeoutMs", "sandbox", "run", "mcp")
+
+    def difflib_alone(word: str) -> str:
+        close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+        lowered = {c.lower(): c for c in choices}
+        close = close or ([lowered[word.lower()]] if word.lower() in lowered else [])
+        return f'; did you mean "{close[0]}"?' if close else ""
+
+    words = ["", "x", "k123", "timeout", "timeoutMS", "TIMEOUTMS", "hook", "sandbx", "rn", "mpc"]
+    words += [c[:cut] + c[cut + 1 :] for c in choices for cut in range(len(c))]
+    words += [c[:cut] + "q" + c[cut:] for c in choices for cut in range(len(c) + 1)]
+    assert [said._closest.__wrapped__(w, choices) for w in words] == [
+        difflib_alone(w) for w in words
+    ]
+    asked: list[list[str]] = []
+    real = difflib.get_close_matches
+
+    def counted(word: str, possibilities: Any, *args: Any, **kwargs: Any) -> Any:
+        asked.append(list(possibilities))
+        return real(word, possibilities, *args, **kwargs)
+
+    monkeypatch.setattr(difflib, "get_close_matches", counted)
+    assert said._closest.__wrapped__("k123", choices) == ""
+    assert said._closest.__wrapped__("timeoutMS", choices) == '; did you mean "timeoutMs"?'
+    assert asked == [["timeoutMs"]]
