@@ -46,11 +46,11 @@ def say_pinned_tool_warnings(config: Config, hooks: Sequence[Hook]) -> None:
 
 
 def files_model_warnings(
-    args: argparse.Namespace, files: list[str], alone: Alone | None = None
+    args: argparse.Namespace, files: list[str], alone: Sequence[Alone] = ()
 ) -> None:
     """`validate FILE…`: the prompt hooks of these files whose model neither they nor the
     layers in force here declare (nothing said where the layers do not load: the problems
-    are printed instead). `alone`: the one file as already checked, not checked again."""
+    are printed instead). `alone`: the files as already checked, not checked again."""
     from ..config.loading import load_config
     from ..core.errors import ConfigError
 

@@ -14,6 +14,7 @@ TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), withou
 if TYPE_CHECKING:
     import argparse
 
+    from ..config import Alone
     from ..core.errors import Problem
 
 
@@ -46,7 +47,7 @@ def validate(args: argparse.Namespace) -> int:
     from ..config import check_files
 
     skipped = ""
-    alone = None
+    alone: list[Alone] = []
     if args.files:
         (problems, alone), checked = check_files(args.files), len(args.files)
     else:

@@ -37,9 +37,10 @@ from .truststore import load_state, trust_key
 
 @attrs.frozen(repr=False, eq=False)
 class Alone(Record):
-    """One file checked on its own and sound (`check_files`): its layer and the `Config` it
-    makes, which a load that layers nothing else is (`load_config(alone=...)`). `key`: its
-    absolute path, the SHA-256 of its bytes and the `HOME` its `~` paths were resolved with."""
+    """One file checked on its own and sound (`check_files`): its layer, which a load that
+    layers it takes as it is, and the `Config` it makes, which a load that layers nothing else
+    is (`load_config(alone=...)`). `key`: its absolute path, the SHA-256 of its bytes and the
+    `HOME` its `~` paths were resolved with."""
 
     key: tuple[str, str, str | None]
     layer: Layer
@@ -61,8 +62,8 @@ class _Loader(Record):
     #: `validate`: a layer with problems still adds what is sound in it (`doccache.salvaged`), so
     #: the rules that need the layers merged are checked in the same pass.
     salvage: bool = False
-    #: A file already checked and built on its own: not parsed nor built again (`Alone`).
-    alone: Alone | None = None
+    #: Files already checked and built on their own, by key: not parsed nor built again.
+    alone: Mapping[tuple[str, str, str | None], Alone] = attrs.field(factory=dict)
 
     def note(self, file: str, problems: list[Problem]) -> None:
         self.order.setdefault(file, len(self.order))
@@ -113,8 +114,7 @@ class _Loader(Record):
         return absolute, digest(data), self.environ.get("HOME")
 
     def _known(self, absolute: str, data: bytes) -> Alone | None:
-        known = self.alone
-        return known if known is not None and known.key == self.key(absolute, data) else None
+        return self.alone.get(self.key(absolute, data)) if self.alone else None
 
     def add_hook(self, obj: Any, file: str, kind: SourceKind, index: int, cwd: Path) -> None:
         if not isinstance(obj, Mapping):
@@ -141,10 +141,10 @@ class _Loader(Record):
         """The `Config` in force, or `ConfigError` with every problem found."""
         if self.problems and not self.salvage:
             raise ConfigError(self._sorted(self.problems))
-        known = self.alone
         problems: list[Problem] = []
-        if known is not None and not self.problems and self.layers == [known.layer]:
-            config = known.config  # (built once: nothing else is layered)
+        known = [a for a in self.alone.values() if self.layers == [a.layer]]
+        if known and not self.problems:
+            config = known[0].config  # (built once: nothing else is layered)
         else:
             config, problems = resolve(self.layers)
         if problems := [*self.problems, *problems]:
@@ -194,7 +194,7 @@ def load_config(
     pinned: Mapping[str, str] | None = None,
     salvage: bool = False,
     exclude: Collection[str] = (),
-    alone: Alone | None = None,
+    alone: Sequence[Alone] = (),
 ) -> Config:
     """Finds, validates and layers every config, then builds the `Config` in force.
 
@@ -212,10 +212,11 @@ def load_config(
     every problem in every layer; with `salvage` (`validate`), the rules that need the layers
     merged are checked over what is sound in them, in the same pass. A file whose real path
     is in `exclude` is left out (`exec --remote`: a file the server applies itself). A file
-    that is `alone`'s (the same path, bytes and `HOME`) is not checked again, and when it is
-    the only layer its `Config` is not built again (`validate FILE`: checked, then layered).
+    that is one of `alone` (the same path, bytes and `HOME`) is not checked again, and when it
+    is the only layer its `Config` is not built again (`validate FILE…`: each file checked on
+    its own, then layered).
     """
-    loader = _Loader(environ=environ, salvage=salvage, alone=alone)
+    loader = _Loader(environ=environ, salvage=salvage, alone={a.key: a for a in alone})
     pinned = pinned or {}
     # `os.path.realpath`, not `Path.resolve()` (which raises on a symlink loop): reading reports it.
     given = [(str(name), Path(cwd) / name) for name in config_files]
@@ -327,11 +328,11 @@ def validate_files(paths: Sequence[str | Path], *, data: bytes | None = None) ->
 
 def check_files(
     paths: Sequence[str | Path], *, data: bytes | None = None
-) -> tuple[list[Problem], Alone | None]:
-    """`validate_files`, and when one file is given and it has no problems, what it makes on
-    its own (`Alone`): a `load_config(alone=...)` that layers nothing else is that."""
+) -> tuple[list[Problem], list[Alone]]:
+    """`validate_files`, and what each file without problems makes on its own (`Alone`),
+    which a `load_config(alone=...)` that layers it takes as it is."""
     problems: list[Problem] = []
-    alone = None
+    alone = []
     for given in paths:
         loader = _Loader(salvage=True)
         read, unread = (data, []) if data is not None else files.read_bytes(Path(given), str(given))
@@ -344,7 +345,7 @@ def check_files(
         except ConfigError as exc:
             problems.extend(exc.problems)
             continue
-        if len(paths) == 1 and len(loader.layers) == 1:
+        if len(loader.layers) == 1:
             key = loader.key(os.path.abspath(given), read)
-            alone = Alone(key, loader.layers[0], config)
+            alone.append(Alone(key, loader.layers[0], config))
     return problems, alone
