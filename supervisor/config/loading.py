@@ -225,11 +225,11 @@ def load_config(
         named = {os.path.realpath(path) for _, path in given}
         gate = _TrustGate(environ, trust_project)
         for found in files.discover(cwd, environ, etc_dir=etc_dir):
-            real = os.path.realpath(found.path)
+            real = found.real or os.path.realpath(found.path)
             if real in applied:
                 continue
             if found.project and real not in named:
-                data, problems = gate.admit(found.path)
+                data, problems = gate.admit(found.path, found.real_dir)
                 if problems:
                     loader.note(str(found.path), problems)
                 elif data is not None:
@@ -286,7 +286,7 @@ class _TrustGate:
         self.skipped: list[SkippedFile] = []
         self._state: TrustState | None = None
 
-    def admit(self, path: Path) -> tuple[bytes | None, list[Problem]]:
+    def admit(self, path: Path, real_dir: str = "") -> tuple[bytes | None, list[Problem]]:
         """The bytes to apply, or None; and the problems of a file trusted that cannot be
         read (one not trusted that cannot be read is skipped: it cannot be pinned)."""
         file = str(path)
@@ -300,7 +300,7 @@ class _TrustGate:
             return None, []
         if self.everything:
             return data, []
-        verdict = decide(self.state(), trust_key(path), digest(data))
+        verdict = decide(self.state(), trust_key(path, real_dir), digest(data))
         if verdict is Verdict.TRUSTED:
             return data, []
         self._skip(file, verdict.value, trust_command(file))
