@@ -279,7 +279,7 @@ def test_did_you_mean_asks_difflib_only_about_choices_that_could_be_close(
     ratio) are too few is not compared; what is said is what difflib alone says."""
     import difflib
 
-    from mcpx_hooks.supervisor.config import problems as said
+    from mcpx_hooks.supervisor.config import closest as said
 
     choices = ("autonomy", "defaults", "limits", "hooks", "timeoutMs", "sandbox", "run", "mcp")
 

@@ -11,7 +11,8 @@ from typing import Any, Final
 from ..core.errors import Problem
 from ..core.events import EventKind, kind_matches, kind_prefixes
 from ..core.points import DEFAULT_PHASE, Phase, When, when_keys
-from .problems import describe, did_you_mean, pointer, quote
+from .closest import did_you_mean
+from .problems import describe, pointer, quote
 
 _PHASE_WORDS: Final = frozenset(p.value for p in Phase)
 
