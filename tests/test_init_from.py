@@ -278,3 +278,28 @@ def test_the_whole_story_from_pre_commit_to_exec(readable_tmp: Path) -> None:
     names, said = exec_names(MCPX_HOOKS_SKIP="lint")
     assert names == []
     assert "hooks left out of this run: lint (MCPX_HOOKS_SKIP)" in said
+
+
+def test_alternatives_that_multiply_past_a_bound_are_not_expanded() -> None:
+    """Each group of alternatives multiplies the globs: a lefthook glob of `{a,b}` 24 times
+    took minutes and a regex of `(a|b)` 24 times some 9 GB to expand (16,777,216 globs).
+    Past `MAX_GLOBS` neither is converted (the hook runs on every change, and it is said)."""
+    from mcpx_hooks.supervisor.config.regexglob import MAX_GLOBS
+
+    assert MAX_GLOBS == 64
+    assert brace_globs("src/{a,b}{c,d}{e,f}/*.{x,y,z}") is not None
+    assert brace_globs("{a,b}" * 7) is None  # 128
+    assert brace_globs("{a,b}" * 40) is None
+    assert regex_globs(r"^src/(a|b)(c|d)(e|f)/.*\.py$") is not None
+    assert regex_globs("^" + "(a|b)" * 7 + r"\.py$") is None
+    assert regex_globs("^" + "(a|b)" * 40 + r"\.py$") is None
+    assert regex_globs("|".join(rf"^x{n}\.py$" for n in range(65))) is None
+
+
+def test_a_lefthook_glob_of_too_many_alternatives_is_said_and_left_out(tmp_path: Path) -> None:
+    glob = "{a,b}" * 30
+    text = f'pre-commit:\n  commands:\n    x:\n      glob: "{glob}"\n      run: "true"\n'
+    out = convert(tmp_path, "lefthook.yml", text)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "when" not in written(tmp_path)["x"]
+    assert f"glob {glob!r} makes over 64 globs: write when.files by hand" in out.stdout

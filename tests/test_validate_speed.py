@@ -4,6 +4,7 @@ walk of the whole document finds, every problem with its file and pointer."""
 
 from __future__ import annotations
 
+import collections
 import json
 import subprocess
 import sys
@@ -34,6 +35,15 @@ VARIED: list[Any] = [
     [],
     {"name": "e", "on": "script", "phase": "before", "run": ["true"], "timeoutMs": 1e400},
     {"name": "f", "on": "script", "phase": "before", "module": "x", "run": ["true"]},
+    {"name": "g", "on": "script", "phase": "before", "run": ["true", 3]},
+    {"name": "h", "on": "nowhere", "phase": "before", "run": ["true"]},
+    {"name": "i", "on": "script", "phase": "before", "run": "true", "args": 5},
+    {"name": "j", "on": "script", "phase": "before", "run": ["true"], "args": {}},
+    {"name": "k", "on": "script", "phase": "before", "run": ["t"], "env": {"A=B": 1}, "x/y~": 2},
+    {"name": "l", "on": "script", "phase": "observe", "run": ["true"], "failure": "x"},
+    {"name": "m", "on": "script", "phase": "before", "run": ["t"], "timeoutMs": "x", "": 1},
+    {"on": "script", "phase": "before", "plugin": "a.b", "answer": "x", "args": []},
+    {"on": "script", "phase": "before", "source": ["x"], "effect": "nope", "when": {"x": 1}},
 ]
 
 
@@ -77,6 +87,60 @@ def test_fifty_thousand_copies_of_one_invalid_hook_are_walked_once(
     assert set(walked) == {"h0"}  # the first copy only (its if, then and else)
 
 
+def wrong_in_its_own_way(n: int) -> Any:
+    """Hook `n` of a generated file, wrong in one of ten ways, with a value of its own."""
+    hook: dict[str, Any] = {"name": f"h{n}", "on": "script", "phase": "before", "run": ["true"]}
+    match n % 10:
+        case 0:
+            del hook["run"]
+            hook["timeout"] = n
+        case 1:
+            hook["run"] = ["true", n]
+        case 2:
+            hook["phase"] = f"ph{n}"
+        case 3:
+            hook[f"extra{n}"] = 1
+        case 4:
+            hook["timeoutMs"] = -n - 1
+        case 5:
+            hook["on"] = f"pt{n}"
+        case 6:
+            hook["run"] = f"true {n}"
+        case 7:
+            hook["env"] = {f"E{n}": n}
+        case 8:
+            hook["name"] = n
+        case _:
+            hook["failure"] = f"x{n}"
+    return hook
+
+
+def test_hooks_each_wrong_in_its_own_way_are_walked_once_a_frame(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """50,000 hooks each wrong in its own way (a value of its own) took about 20 s: each was
+    a new shape, walked whole by jsonschema. Now a hook's frame (its keys, `on`, `phase`, which
+    values are refused) is walked whole once, and each refused value on its own: the same
+    problems, in the same words, at the same pointers, as a walk of the whole document."""
+    walked = []
+    descend = jsonschema.Draft202012Validator.descend
+
+    def counting(self: Any, instance: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(instance, dict) and "on" in instance:
+            walked.append(instance.get("name"))
+        return descend(self, instance, *args, **kwargs)
+
+    doc = {"hooks": [wrong_in_its_own_way(n) for n in range(400)]}
+    whole = problems(validator("config"), doc, "c.json")
+    monkeypatch.setattr(type(validator("config")), "descend", counting)
+    split = document_problems(doc, "c.json")
+    assert [(p.pointer, p.message) for p in split] == [(p.pointer, p.message) for p in whole]
+    assert len(split) >= 400
+    # One walk a frame: seven frames among eight kinds (a refused `run`, a string or an
+    # item, is one), and forty of each of the other two: `phase` and `on` are the frame's.
+    assert len(set(walked)) == 7 + 40 + 40
+
+
 def test_validate_names_every_problem_of_many_hooks(tmp_path: Path) -> None:
     path = tmp_path / "big.json"
     hooks = [{"name": f"h{n}", "on": "script", "run": ["true"]} for n in range(2_000)]
@@ -88,3 +152,157 @@ def test_validate_names_every_problem_of_many_hooks(tmp_path: Path) -> None:
     lines = out.stdout.splitlines()
     assert [line.split(": ")[0] for line in lines] == [f"{path}:/hooks/{n}/on" for n in range(2000)]
     assert out.stderr == "2000 problem(s)\n"
+
+
+@pytest.mark.parametrize("discover", [False, True])
+def test_validate_of_one_file_builds_its_hooks_once(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    discover: bool,
+) -> None:
+    """`validate FILE` checked the file on its own, then loaded it again with the layers in
+    force here for its warnings: 50,000 hooks were built twice (about a third of its time).
+    Where nothing else is layered in (no file found, or the file found is the one given),
+    the file's own `Config` is the layered one: built once, its warnings said all the same."""
+    from mcpx_hooks.supervisor.cli.main import main
+    from mcpx_hooks.supervisor.config import build, doccache, files, loading
+
+    built: list[int] = []
+    parsed: list[str] = []
+    resolve, parse = build.resolve, files.parse_bytes
+
+    def counted_resolve(layers: Any) -> Any:
+        built.append(len(layers))
+        return resolve(layers)
+
+    def counted_parse(data: bytes, path: Path, file: str) -> Any:
+        parsed.append(file)
+        return parse(data, path, file)
+
+    monkeypatch.setattr(loading, "resolve", counted_resolve)
+    monkeypatch.setattr(files, "parse_bytes", counted_parse)
+    monkeypatch.setattr(doccache, "_kept", collections.OrderedDict())  # (none checked before)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "home"))
+    if not discover:
+        monkeypatch.setenv("MCPX_HOOKS_NO_DISCOVERY", "1")
+    hooks = [
+        {"name": f"h{n}", "on": "script", "phase": "before", "run": ["true"]} for n in range(3)
+    ]
+    hooks.append({"on": "script", "phase": "before", "prompt": "x", "model": "nowhere"})
+    (tmp_path / ".mcpx-hooks.json").write_text(json.dumps({"hooks": hooks}))
+    assert main(["validate", ".mcpx-hooks.json"]) == 0
+    out, err = capsys.readouterr()
+    assert out == "ok: 1 file(s) valid\n"
+    assert 'model "nowhere"' in err  # the warning of the layered load, still said
+    assert built == [1] and parsed == [".mcpx-hooks.json"]
+
+
+def test_validate_of_several_files_reads_and_checks_each_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`validate` of 3,000 files checked each on its own, then read, parsed and checked them
+    all again to layer them for the warnings (3.8 s where `hooks list` of the same layers
+    took 1.3 s). Each is now parsed once; the layered load takes the files' layers as they
+    are, and builds only what layering them makes."""
+    from mcpx_hooks.supervisor.cli.main import main
+    from mcpx_hooks.supervisor.config import build, doccache, files, loading
+
+    built: list[int] = []
+    parsed: list[str] = []
+    resolve, parse = build.resolve, files.parse_bytes
+    monkeypatch.setattr(
+        loading, "resolve", lambda layers: built.append(len(layers)) or resolve(layers)
+    )
+    monkeypatch.setattr(
+        files,
+        "parse_bytes",
+        lambda data, path, file: parsed.append(file) or parse(data, path, file),
+    )
+    monkeypatch.setattr(doccache, "_kept", collections.OrderedDict())
+    monkeypatch.setattr(doccache, "KEPT", 1)  # (fewer kept than files: each read again before)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("MCPX_HOOKS_NO_DISCOVERY", "1")
+    names = [f"c{n}.json" for n in range(3)]
+    for n, name in enumerate(names):
+        hook = {"name": f"h{n}", "on": "script", "phase": "before", "prompt": "x", "model": f"m{n}"}
+        (tmp_path / name).write_text(json.dumps({"hooks": [hook]}))
+    assert main(["validate", *names]) == 0
+    out, err = capsys.readouterr()
+    assert out == "ok: 3 file(s) valid\n"
+    assert 'model "m2"' in err  # (the layered load's warning: the last file's hooks replace)
+    assert parsed == names and built == [1, 1, 1, 3]
+
+
+def test_hooks_that_set_no_default_of_their_own_share_the_defaults(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each hook was built with `[defaults]` overridden by itself and turned into a dict
+    (`attrs.asdict`), and its phase, failure and answer words looked up by calling their
+    enums: per hook, though 50,000 generated hooks rarely set any of them. A hook that sets
+    none takes the defaults' fields as they are; one that does gets its own."""
+    from mcpx_hooks.supervisor.config import build
+    from mcpx_hooks.supervisor.config.build import Decl, Layer
+    from mcpx_hooks.supervisor.core.hooks import DEFAULTS, Defaults, Provenance, SourceKind
+
+    overridden: list[object] = []
+    real = Defaults.overridden
+
+    def counted(self: Defaults, table: Any) -> Defaults:
+        overridden.append(table)
+        return real(self, table)
+
+    monkeypatch.setattr(Defaults, "overridden", counted)
+    objs: list[dict[str, Any]] = [
+        {"name": f"h{n}", "on": "script", "phase": "before", "run": ["true"]} for n in range(200)
+    ]
+    objs.append({"name": "own", "on": "script", "phase": "before", "run": ["t"], "timeoutMs": 5})
+    decls = [
+        Decl(obj, "c.json", f"/hooks/{i}", Provenance(SourceKind.FILE, "/c.json", i), "/")
+        for i, obj in enumerate(objs)
+    ]
+    config, problems = build.resolve([Layer("c.json", {"hooks": decls}, "/c.json")])
+    assert problems == [] and len(overridden) == 2  # `[defaults]` once, the one hook's own
+    assert {h.timeout_ms for h in config.hooks[:-1]} == {DEFAULTS.timeout_ms}
+    assert config.hooks[-1].timeout_ms == 5
+
+
+def test_did_you_mean_asks_difflib_only_about_choices_that_could_be_close(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """300,000 top-level keys each unknown in its own way (a 3 MB file) took 17 s to
+    validate, most of it difflib comparing each key with every key the schema knows. A
+    choice whose characters in common with the word (difflib's quick ratio, a bound on its
+    ratio) are too few is not compared; what is said is what difflib alone says."""
+    import difflib
+
+    from mcpx_hooks.supervisor.config import closest as said
+
+    choices = ("autonomy", "defaults", "limits", "hooks", "timeoutMs", "sandbox", "run", "mcp")
+
+    def difflib_alone(word: str) -> str:
+        close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+        lowered = {c.lower(): c for c in choices}
+        close = close or ([lowered[word.lower()]] if word.lower() in lowered else [])
+        return f'; did you mean "{close[0]}"?' if close else ""
+
+    words = ["", "x", "k123", "timeout", "timeoutMS", "TIMEOUTMS", "hook", "sandbx", "rn", "mpc"]
+    words += [c[:cut] + c[cut + 1 :] for c in choices for cut in range(len(c))]
+    words += [c[:cut] + "q" + c[cut:] for c in choices for cut in range(len(c) + 1)]
+    assert [said._closest.__wrapped__(w, choices) for w in words] == [
+        difflib_alone(w) for w in words
+    ]
+    asked: list[list[str]] = []
+    real = difflib.get_close_matches
+
+    def counted(word: str, possibilities: Any, *args: Any, **kwargs: Any) -> Any:
+        asked.append(list(possibilities))
+        return real(word, possibilities, *args, **kwargs)
+
+    monkeypatch.setattr(difflib, "get_close_matches", counted)
+    assert said._closest.__wrapped__("k123", choices) == ""
+    assert said._closest.__wrapped__("timeoutMS", choices) == '; did you mean "timeoutMs"?'
+    assert asked == [["timeoutMs"]]

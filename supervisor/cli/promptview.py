@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
     from typing import Any
 
+    from ..config import Alone
     from ..core.hooks import Config, Hook
     from ..core.servers import ServerSpec
     from ..run.hookcontext import HookContext
@@ -44,16 +45,22 @@ def say_pinned_tool_warnings(config: Config, hooks: Sequence[Hook]) -> None:
         say(f"mcpx-hooks: warning: {warning}")
 
 
-def files_model_warnings(args: argparse.Namespace, files: list[str]) -> None:
+def files_model_warnings(
+    args: argparse.Namespace, files: list[str], alone: Sequence[Alone] = ()
+) -> None:
     """`validate FILE…`: the prompt hooks of these files whose model neither they nor the
     layers in force here declare (nothing said where the layers do not load: the problems
-    are printed instead)."""
+    are printed instead). `alone`: the files as already checked, not checked again."""
     from ..config.loading import load_config
     from ..core.errors import ConfigError
 
     try:
         config = load_config(
-            files, cwd=Path.cwd(), environ=os.environ, trust_project=args.trust_project
+            files,
+            cwd=Path.cwd(),
+            environ=os.environ,
+            trust_project=args.trust_project,
+            alone=alone,
         )
     except ConfigError:
         return

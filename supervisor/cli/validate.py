@@ -14,6 +14,7 @@ TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), withou
 if TYPE_CHECKING:
     import argparse
 
+    from ..config import Alone
     from ..core.errors import Problem
 
 
@@ -43,11 +44,12 @@ def validate(args: argparse.Namespace) -> int:
     FILE, the layers `exec` would apply here, and the project files not trusted too, layered
     as if they were (validating is not applying: nothing runs); the ones not trusted are
     said to be, as every command says it, and one that cannot be read is a problem."""
-    from ..config.loading import validate_files
+    from ..config import check_files
 
     skipped = ""
+    alone: list[Alone] = []
     if args.files:
-        problems, checked = validate_files(args.files), len(args.files)
+        (problems, alone), checked = check_files(args.files), len(args.files)
     else:
         problems, checked, count = _discovered(args)
         if count:
@@ -64,7 +66,7 @@ def validate(args: argparse.Namespace) -> int:
     if args.files:
         from .promptview import files_model_warnings
 
-        files_model_warnings(args, args.files)
+        files_model_warnings(args, args.files, alone)
     if not args.json:
         print(f"ok: {checked} file(s) valid{skipped}")
     return EXIT_OK

@@ -29,7 +29,7 @@ __all__, __getattr__, __dir__ = exports(
             "read_yaml",
         ),
         "layering": ("merge", "merge_all", "splice"),
-        "loading": ("load_config", "validate_files"),
+        "loading": ("Alone", "check_files", "load_config", "validate_files"),
         "modelschema": ("answer_schema", "models_schema", "prompt_rules"),
         "passrules": ("withheld_warnings",),
         "pluginrules": (

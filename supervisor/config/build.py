@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
@@ -31,6 +31,7 @@ from ..core.hooks import (
     DEFAULT_SEPARATOR,
     DEFAULT_SERVICE_SANDBOXES,
     DEFAULTS,
+    HOOK_SETTINGS,
     Action,
     Config,
     Defaults,
@@ -106,13 +107,13 @@ def resolve(layers: Sequence[Layer]) -> tuple[Config, list[Problem]]:
     )
     seen: dict[str, tuple[int, Decl]] = {}
     counts: dict[tuple[str, str], int] = {}
+    common = _Common(declared_actions(), defaults, attrs.asdict(defaults, recurse=False))
     for position, decl in enumerate(merged.get("hooks", [])):
         obj = decl.obj
-        slot = (obj["on"], obj.get("phase", DEFAULT_PHASE.value))
+        slot = (obj["on"], obj.get("phase", _DEFAULT_WORDS[0]))
         index = counts[slot] = counts.get(slot, -1) + 1
-        own = defaults if decl.defaults is None else DEFAULTS.overridden(decl.defaults)
         name = obj.get("name") or f"{slot[0]}.{slot[1]}.{index}"
-        hook = _build_hook(decl, name, own, limits=limits, paths=paths)
+        hook = _build_hook(decl, name, common, limits=limits, paths=paths)
         if hook.action == Action.PROMPT:  # its model resolved; its own timeout, else 30 s
             timeout = obj.get("timeoutMs", PROMPT_TIMEOUT_MS)
             hook = attrs.evolve(hook, prompt=prompt_spec(obj, models), timeout_ms=timeout)
@@ -280,34 +281,63 @@ def _servers(
     }
 
 
-def _build_hook(decl: Decl, name: str, defaults: Defaults, **config: Any) -> Hook:
-    """The hook `decl` declares, named `name`, with `defaults` for what it does not set and
-    the config's `limits` and `paths` (built once: a file may hold 50,000 hooks)."""
+#: The keys of a hook that override its `[defaults]`.
+_OVERRIDING: Final = frozenset({*(s.key for s in HOOK_SETTINGS), egress.NETWORK_KEY})
+#: The words of the tables' enums, looked up once a hook (a call of the enum costs more).
+_PHASES: Final = {p.value: p for p in Phase}
+_FAILURES: Final = {f.value: f for f in Failure}
+_ANSWERS: Final = {a.value: a for a in PluginAnswer}
+_DEFAULT_WORDS: Final = (DEFAULT_PHASE.value, Failure.OPEN.value, PluginAnswer.AUTO.value)
+
+
+@attrs.frozen(repr=False, eq=False)
+class _Common(Record):
+    """What every hook of a config is built with: the action words, the `[defaults]` in
+    force and their fields (what a hook that overrides none of them takes as they are)."""
+
+    actions: tuple[str, ...]
+    defaults: Defaults
+    fields: Mapping[str, Any]
+
+    def defaulted(self, decl: Decl) -> Mapping[str, Any]:
+        """The timeout, kill grace, output cap, effect, sandbox and network of `decl`'s hook:
+        its own, else those of `[defaults]` (a locked hook's: where it was declared)."""
+        obj = decl.obj
+        if decl.defaults is None and _OVERRIDING.isdisjoint(obj):
+            return self.fields
+        own = self.defaults if decl.defaults is None else DEFAULTS.overridden(decl.defaults)
+        return attrs.asdict(own.overridden(obj), recurse=False)
+
+
+def _build_hook(decl: Decl, name: str, common: _Common, **config: Any) -> Hook:
+    """The hook `decl` declares, named `name`, with the `[defaults]` of `common` for what it
+    does not set and the config's `limits` and `paths` (built once: a file may hold 50,000
+    hooks)."""
     obj = decl.obj
-    action = next(a for a in declared_actions() if a in obj)
+    action = next(a for a in common.actions if a in obj)
     target = obj[action]
     cwd = obj.get("cwd")
+    phase, failure, answer = _DEFAULT_WORDS
     return Hook(
         name=name,
         on=obj["on"],
-        phase=Phase(obj.get("phase", DEFAULT_PHASE.value)),
+        phase=_PHASES[obj.get("phase", phase)],
         action=action,
         target=tuple(target) if isinstance(target, list) else target,
         declaring_dir=decl.declaring_dir,
         source=decl.source,
-        failure=Failure(obj.get("failure", Failure.OPEN.value)),
+        failure=_FAILURES[obj.get("failure", failure)],
         env=dict(obj.get("env", {})),
         pass_env=tuple(obj.get(PASS_ENV_KEY, ())),
-        secrets=_secret_names(obj),
-        secret_hosts=_secret_hosts(obj),
+        secrets=_secret_names(obj) if SECRETS_KEY in obj else (),
+        secret_hosts=_secret_hosts(obj) if SECRETS_KEY in obj else {},
         enabled=bool(obj.get("enabled", True)),
         locked=bool(obj.get("locked", False)),
         when=dict(obj.get("when", {})),
         parallel=bool(obj.get("parallel", False)),
         cwd=None if cwd is None else os.path.normpath(os.path.join(decl.declaring_dir, cwd)),
         args=dict(obj["args"]) if "args" in obj else None,
-        answer=PluginAnswer(obj.get("answer", PluginAnswer.AUTO.value)),
-        # timeout, kill grace, output cap, effect, sandbox: the hook's own, else `[defaults]`
-        **attrs.asdict(defaults.overridden(obj), recurse=False),
+        answer=_ANSWERS[obj.get("answer", answer)],
+        **common.defaulted(decl),
         **config,
     )

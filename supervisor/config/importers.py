@@ -30,7 +30,7 @@ import attrs
 
 from ..core.errors import HooksError
 from ..core.records import Record
-from .regexglob import brace_globs, regex_globs
+from .regexglob import MAX_GLOBS, brace_globs, regex_globs
 
 #: The largest file `init --from` reads.
 MAX_SOURCE_BYTES: Final = 1024 * 1024
@@ -323,7 +323,13 @@ def _lefthook_entry(  # noqa: PLR0917
     obj: dict[str, Any] = {**_base(taken(name)), "run": argv}
     root = entry.get("root")
     root = root.strip("/") if isinstance(root, str) else ""
-    globs = [g for glob in _strings(entry.get("glob")) or [] for g in brace_globs(glob)]
+    globs: list[str] = []
+    for glob in _strings(entry.get("glob")) or []:
+        if (expanded := brace_globs(glob)) is None:
+            notes.append(f"glob {glob!r} makes over {MAX_GLOBS} globs: write when.files by hand")
+            globs = []
+            break
+        globs += expanded
     if root:  # lefthook matches a root's files within it: the same, from the top
         globs = [f"{root}/{g}" if "/" in g else f"{root}/**/{g}" for g in globs]
         obj["cwd"] = root

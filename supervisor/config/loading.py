@@ -16,28 +16,35 @@ from __future__ import annotations
 import os
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 import attrs
 
 from ..core import jsontext
 from ..core.errors import ConfigError, Problem
 from ..core.hooks import Config, Provenance, SkippedFile, SourceKind
-from ..core.passenv import reference_problem
-from ..core.points import DEFAULT_PHASE, PHASES, POINTS, Phase
 from ..core.records import Record
 from . import files
 from .build import Decl, Layer, resolve
 from .doccache import checked_document, salvaged, without
-from .modelschema import prompt_rules
-from .problems import describe, outranked, pointer, pointer_key
+from .hookrules import hook_rules
+from .problems import describe, outranked, pointer_key
 from .scriptrules import script_problems
 from .statefiles import state_path
 from .trust import TrustState, Verdict, decide, digest, skip_message, trust_all, trust_command
 from .truststore import load_state, trust_key
-from .whenrules import when_rules
 
-_PHASE_WORDS: Final = frozenset(p.value for p in Phase)
+
+@attrs.frozen(repr=False, eq=False)
+class Alone(Record):
+    """One file checked on its own and sound (`check_files`): its layer, which a load that
+    layers it takes as it is, and the `Config` it makes, which a load that layers nothing else
+    is (`load_config(alone=...)`). `key`: its absolute path, the SHA-256 of its bytes and the
+    `HOME` its `~` paths were resolved with."""
+
+    key: tuple[str, str, str | None]
+    layer: Layer
+    config: Config
 
 
 @attrs.define(repr=False)
@@ -55,6 +62,8 @@ class _Loader(Record):
     #: `validate`: a layer with problems still adds what is sound in it (`doccache.salvaged`), so
     #: the rules that need the layers merged are checked in the same pass.
     salvage: bool = False
+    #: Files already checked and built on their own, by key: not parsed nor built again.
+    alone: Mapping[tuple[str, str, str | None], Alone] = attrs.field(factory=dict)
 
     def note(self, file: str, problems: list[Problem]) -> None:
         self.order.setdefault(file, len(self.order))
@@ -69,9 +78,13 @@ class _Loader(Record):
         problems: list[Problem] = []
         if data is None:
             data, problems = files.read_bytes(path, file, origin=origin)
+        absolute = os.path.abspath(path)
+        if data is not None and (known := self._known(absolute, data)) is not None:
+            self.note(file, [])
+            self.layers.append(known.layer)
+            return
         if data is not None:  # (the same bytes under the same name: checked once)
             doc, problems = checked_document(data, path, file, _file_problems)
-        absolute = os.path.abspath(path)
         directory = os.path.dirname(absolute)
         dropped: frozenset[int] = frozenset()
         if doc is not None and problems:
@@ -97,6 +110,12 @@ class _Loader(Record):
             Layer(file, {**doc, "hooks": decls} if "hooks" in doc else doc, absolute)
         )
 
+    def key(self, absolute: str, data: bytes) -> tuple[str, str, str | None]:
+        return absolute, digest(data), self.environ.get("HOME")
+
+    def _known(self, absolute: str, data: bytes) -> Alone | None:
+        return self.alone.get(self.key(absolute, data)) if self.alone else None
+
     def add_hook(self, obj: Any, file: str, kind: SourceKind, index: int, cwd: Path) -> None:
         if not isinstance(obj, Mapping):
             self.note(file, [Problem(file, "", f"expected a hook object, found {describe(obj)}")])
@@ -105,7 +124,7 @@ class _Loader(Record):
             self.note(file, [Problem(file, "", f"nested deeper than {jsontext.MAX_DEPTH} levels")])
             return
         obj = dict(obj)  # jsonschema's "object" is a dict
-        problems = outranked(_problems(obj, file, hook=True), _hook_rules(obj, file, "", kind))
+        problems = outranked(_problems(obj, file, hook=True), hook_rules(obj, file, "", kind))
         self.note(file, problems)
         if not problems:
             decl = Decl(obj, file, "", Provenance(kind, None, index), os.path.abspath(cwd))
@@ -122,7 +141,12 @@ class _Loader(Record):
         """The `Config` in force, or `ConfigError` with every problem found."""
         if self.problems and not self.salvage:
             raise ConfigError(self._sorted(self.problems))
-        config, problems = resolve(self.layers)
+        problems: list[Problem] = []
+        known = [a for a in self.alone.values() if self.layers == [a.layer]]
+        if known and not self.problems:
+            config = known[0].config  # (built once: nothing else is layered)
+        else:
+            config, problems = resolve(self.layers)
         if problems := [*self.problems, *problems]:
             raise ConfigError(self._sorted(list(dict.fromkeys(problems))))
         return attrs.evolve(
@@ -145,7 +169,7 @@ def _file_problems(doc: Any, file: str) -> list[Problem]:
     hooks = doc.get("hooks") if isinstance(doc, dict) else None
     for index, obj in enumerate(hooks if isinstance(hooks, list) else []):
         if isinstance(obj, dict):
-            rules += _hook_rules(obj, file, f"/hooks/{index}", SourceKind.FILE)
+            rules += hook_rules(obj, file, f"/hooks/{index}", SourceKind.FILE)
     return outranked(_problems(doc, file), rules)
 
 
@@ -170,6 +194,7 @@ def load_config(
     pinned: Mapping[str, str] | None = None,
     salvage: bool = False,
     exclude: Collection[str] = (),
+    alone: Sequence[Alone] = (),
 ) -> Config:
     """Finds, validates and layers every config, then builds the `Config` in force.
 
@@ -186,9 +211,12 @@ def load_config(
     again) is applied only while its SHA-256 is the one pinned. Raises `ConfigError` with
     every problem in every layer; with `salvage` (`validate`), the rules that need the layers
     merged are checked over what is sound in them, in the same pass. A file whose real path
-    is in `exclude` is left out (`exec --remote`: a file the server applies itself).
+    is in `exclude` is left out (`exec --remote`: a file the server applies itself). A file
+    that is one of `alone` (the same path, bytes and `HOME`) is not checked again, and when it
+    is the only layer its `Config` is not built again (`validate FILE…`: each file checked on
+    its own, then layered).
     """
-    loader = _Loader(environ=environ, salvage=salvage)
+    loader = _Loader(environ=environ, salvage=salvage, alone={a.key: a for a in alone})
     pinned = pinned or {}
     # `os.path.realpath`, not `Path.resolve()` (which raises on a symlink loop): reading reports it.
     given = [(str(name), Path(cwd) / name) for name in config_files]
@@ -197,11 +225,11 @@ def load_config(
         named = {os.path.realpath(path) for _, path in given}
         gate = _TrustGate(environ, trust_project)
         for found in files.discover(cwd, environ, etc_dir=etc_dir):
-            real = os.path.realpath(found.path)
+            real = found.real or os.path.realpath(found.path)
             if real in applied:
                 continue
             if found.project and real not in named:
-                data, problems = gate.admit(found.path)
+                data, problems = gate.admit(found.path, found.real_dir)
                 if problems:
                     loader.note(str(found.path), problems)
                 elif data is not None:
@@ -258,7 +286,7 @@ class _TrustGate:
         self.skipped: list[SkippedFile] = []
         self._state: TrustState | None = None
 
-    def admit(self, path: Path) -> tuple[bytes | None, list[Problem]]:
+    def admit(self, path: Path, real_dir: str = "") -> tuple[bytes | None, list[Problem]]:
         """The bytes to apply, or None; and the problems of a file trusted that cannot be
         read (one not trusted that cannot be read is skipped: it cannot be pinned)."""
         file = str(path)
@@ -272,7 +300,7 @@ class _TrustGate:
             return None, []
         if self.everything:
             return data, []
-        verdict = decide(self.state(), trust_key(path), digest(data))
+        verdict = decide(self.state(), trust_key(path, real_dir), digest(data))
         if verdict is Verdict.TRUSTED:
             return data, []
         self._skip(file, verdict.value, trust_command(file))
@@ -295,66 +323,29 @@ class _TrustGate:
 def validate_files(paths: Sequence[str | Path], *, data: bytes | None = None) -> list[Problem]:
     """Every problem in each file taken on its own (no layering), for `mcpx-hooks validate`:
     the schema's and the rules' in one pass. `data`: the one file's bytes, already read."""
+    return check_files(paths, data=data)[0]
+
+
+def check_files(
+    paths: Sequence[str | Path], *, data: bytes | None = None
+) -> tuple[list[Problem], list[Alone]]:
+    """`validate_files`, and what each file without problems makes on its own (`Alone`),
+    which a `load_config(alone=...)` that layers it takes as it is."""
     problems: list[Problem] = []
+    alone = []
     for given in paths:
         loader = _Loader(salvage=True)
-        loader.add_file(Path(given), str(given), data=data)
+        read, unread = (data, []) if data is not None else files.read_bytes(Path(given), str(given))
+        if read is None:
+            problems.extend(unread)
+            continue
+        loader.add_file(Path(given), str(given), data=read)
         try:
-            loader.config()
+            config = loader.config()
         except ConfigError as exc:
             problems.extend(exc.problems)
-    return problems
-
-
-def _hook_rules(obj: Mapping[str, Any], file: str, ptr: str, kind: SourceKind) -> list[Problem]:
-    """The rules a schema cannot say well: a phase the point lacks, `prefix` hooks, a
-    `when` key the point does not provide, an `env` value that looks like `${NAME}`."""
-    problems: list[Problem] = []
-    on, phase = obj.get("on"), obj.get("phase", DEFAULT_PHASE.value)
-    known = isinstance(phase, str) and phase in {p.value for p in Phase}
-    info = PHASES[Phase(str(phase))] if known else None
-    if info is not None and info.source_only and "source" not in obj:
-        problems.append(
-            Problem(
-                file,
-                f"{ptr}/phase",
-                f'expected an inline source phase: phase "{phase}" takes source lines only;'
-                f" write them as [script].{phase} = [...]",
-            )
-        )
-    elif isinstance(on, str) and on in POINTS and phase != Phase.OBSERVE.value:
-        phases = [p.value for p in POINTS[on].phases]
-        if isinstance(phase, str) and phase in _PHASE_WORDS and phase not in phases:
-            problems.append(
-                Problem(
-                    file,
-                    f"{ptr}/phase",
-                    f'expected a phase of the point "{on}" ({", ".join(phases)}), found "{phase}"',
-                )
-            )
-    problems += when_rules(obj, file, ptr)
-    problems += prompt_rules(obj, file, ptr)
-    if obj.get("locked") is True and "name" not in obj:
-        problems.append(
-            Problem(
-                file,
-                f"{ptr}/locked",
-                "expected a name beside locked = true: nearer files name a locked hook to"
-                " keep it, and may not redefine that name",
-            )
-        )
-    env = obj.get("env")
-    for name, value in env.items() if isinstance(env, Mapping) else ():
-        why = reference_problem(value) if isinstance(value, str) else None
-        if why is not None:
-            problems.append(Problem(file, ptr + pointer(["env", name]), why))
-    if kind is SourceKind.PER_CALL and on != "script":
-        problems.append(
-            Problem(
-                file,
-                f"{ptr}/on",
-                f'expected "script": per-call hooks attach to the script run only, found'
-                f" {describe(on)}",
-            )
-        )
-    return problems
+            continue
+        if len(loader.layers) == 1:
+            key = loader.key(os.path.abspath(given), read)
+            alone.append(Alone(key, loader.layers[0], config))
+    return problems, alone

@@ -145,7 +145,10 @@ def prompt_rules(obj: Mapping[str, Any], file: str, ptr: str) -> list[Problem]:
     """A prompt hook's placeholders checked: each names a built-in its phase has or one of its
     `vars`; `model` and `vars` only on a prompt hook."""
     found: list[Problem] = []
-    prompt, phase = obj.get("prompt"), obj.get("phase", DEFAULT_PHASE.value)
+    prompt = obj.get("prompt")
+    if not isinstance(prompt, str) and "model" not in obj and "vars" not in obj:
+        return found
+    phase = obj.get("phase", DEFAULT_PHASE.value)
     if not isinstance(prompt, str):
         found += [
             Problem(file, f"{ptr}/{key}", f"{key} is a prompt hook's key; this hook has no prompt")

@@ -15,7 +15,8 @@ from ..core.placeholders import PHASE_BUILTINS, value_names
 from ..core.places import hook_place
 from ..core.points import POINTS, Phase, When
 from ..core.servers import ServerSpec, split_tool
-from .problems import did_you_mean, pointer
+from .closest import did_you_mean
+from .problems import pointer
 from .trust import TrustState, pin_key
 
 #: The built-ins a phase has (`PHASE_BUILTINS`) that a plugin hook's `args` are not given

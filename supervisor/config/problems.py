@@ -9,7 +9,6 @@ returned can be printed: a lone surrogate or a NUL taken from the input is writt
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import re
@@ -24,6 +23,7 @@ from ..core.models import URL_PATTERN as MODEL_URL_PATTERN
 from ..core.passenv import SECRET_NAME_PATTERN
 from ..core.points import CWD_GLOB_PATTERN, DEFAULT_PHASE, POINTS
 from ..core.servers import SEPARATOR_PATTERN
+from .closest import did_you_mean
 from .runschema import HISTORY_PATH_PATTERN
 from .serverschema import SERVER_NAME_PATTERN
 
@@ -102,22 +102,6 @@ def _long_integer(value: int) -> str:
 def quote(text: str) -> str:
     """`text` as a JSON string, printable (see `_printable`)."""
     return _printable(json.dumps(text, ensure_ascii=False))
-
-
-def did_you_mean(word: str, choices: Iterable[str]) -> str:
-    """`; did you mean "x"?` for the closest choice, or nothing."""
-    return _closest(word, tuple(choices))
-
-
-@functools.lru_cache(maxsize=256)  # the same slip in 50,000 hooks: looked up once
-def _closest(word: str, choices: tuple[str, ...]) -> str:
-    import difflib  # here: only a config with a problem needs it
-
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    if not close:
-        lowered = {c.lower(): c for c in choices}
-        close = [lowered[word.lower()]] if word.lower() in lowered else []
-    return f'; did you mean "{close[0]}"?' if close else ""
 
 
 def _quoted(values: Sequence[Any], sep: str = ", ") -> str:

@@ -20,6 +20,9 @@ from __future__ import annotations
 import re
 from typing import Final
 
+#: The most globs one regex or one lefthook glob becomes: each group of alternatives
+#: multiplies them (`(a|b)` 24 times is 16,777,216), so past this it is not converted.
+MAX_GLOBS: Final = 64
 #: What stands for `.*` while an alternative is read (never in a path).
 _ANY: Final = "\0"
 #: Characters that are themselves in a regex and in a glob.
@@ -30,7 +33,7 @@ _GLOB_CHARS: Final = frozenset("*?[]")
 
 def _alternatives(regex: str) -> list[str] | None:
     """`regex` split at its top-level `|`, and each plain group expanded; None when it has
-    a group that is not plain alternatives, or nested groups."""
+    a group that is not plain alternatives, or nested groups, or makes over `MAX_GLOBS`."""
     out = [""]
     i = 0
     while i < len(regex):
@@ -46,11 +49,14 @@ def _alternatives(regex: str) -> list[str] | None:
             inner = inner.removeprefix("?:")
             if "(" in inner or inner.startswith("?"):
                 return None
-            out = [o + choice for o in out for choice in inner.split("|")]
+            choices = inner.split("|")
+            if len(out) * len(choices) > MAX_GLOBS:
+                return None
+            out = [o + choice for o in out for choice in choices]
             i = end + 1
         elif c == "|":
             rest = _alternatives(regex[i + 1 :])
-            return None if rest is None else [*out, *rest]
+            return None if rest is None or len(out) + len(rest) > MAX_GLOBS else [*out, *rest]
         else:
             out = [o + c for o in out]
             i += 1
@@ -122,16 +128,26 @@ def regex_globs(regex: str) -> list[str] | None:
     return list(dict.fromkeys(globs))
 
 
-def brace_globs(glob: str) -> list[str]:
+def brace_globs(glob: str) -> list[str] | None:
     """A lefthook glob's `{a,b}` alternatives expanded (one level, each group): `*.{js,ts}`
-    → `*.js`, `*.ts`."""
+    → `*.js`, `*.ts`; None when that makes over `MAX_GLOBS`."""
+    globs = _braces(glob, MAX_GLOBS)
+    return None if globs is None or len(globs) > MAX_GLOBS else globs
+
+
+def _braces(glob: str, room: int) -> list[str] | None:
+    """`brace_globs`, or None as soon as one group's expansion passes `room` globs (each
+    group multiplies them: expanding them all first would take exponential time)."""
     match = re.search(r"\{([^{}]*)\}", glob)
     if match is None:
         return [glob]
     head, tail = glob[: match.start()], glob[match.end() :]
     # Once each, in order: nested groups expand to the same glob more than once
     # (`*.{a,b,{c,d}}` → `*.a`, `*.b`, `*.c`, `*.d`).
-    expanded = (
-        g for choice in match.group(1).split(",") for g in brace_globs(head + choice + tail)
-    )
-    return list(dict.fromkeys(expanded))
+    expanded: dict[str, None] = {}
+    for choice in match.group(1).split(","):
+        more = _braces(head + choice + tail, room)
+        if more is None or len(expanded) + len(more) > room * 4:
+            return None
+        expanded.update(dict.fromkeys(more))
+    return list(expanded)

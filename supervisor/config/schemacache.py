@@ -22,6 +22,7 @@ written, the check is compiled in memory for this process alone.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib
 import json
@@ -36,19 +37,17 @@ from typing import Any, Final
 from ..core.errors import HooksError
 from .statefiles import read_sealed, state_path, write_sealed
 
-#: (2: the generated code's `"…".format(**locals())` rewritten as f-strings; a cache of the
-#: first form is ignored and rewritten.)
-MAGIC: Final = b"mcpx-hooks schema cache 2"
+#: (2: the generated code's `"…".format(**locals())` rewritten as f-strings; 3: its raises
+#: build no message; a cache of an earlier form is ignored and rewritten.)
+MAGIC: Final = b"mcpx-hooks schema cache 3"
 #: The largest cache file read: the config's compiled check is ~300 KB.
 MAX_CACHE_BYTES: Final = 16 * 1024 * 1024
 
 
 class Invalid(HooksError):
     """What the compiled check raises for an invalid instance (fastjsonschema's own exception
-    classes, without importing fastjsonschema)."""
-
-    def __init__(self, message: str = "", *_: Any, **__: Any) -> None:
-        super().__init__(message)
+    classes, without importing fastjsonschema), bare (`_BareRaises`): no `__init__` of its
+    own, so making one runs no Python code (a valid hook raises six times)."""
 
 
 def cache_path(name: str, environ: Mapping[str, str]) -> Path | None:
@@ -105,7 +104,28 @@ def _compile(schema_json: str) -> Any:
     # The first function is the schema's own (named after its `$id`); the rest are its `$ref`s.
     first = next(line for line in lines if line.startswith("def "))
     lines.append(f"validate = {first[4:].partition('(')[0]}")
-    return compile("\n".join(lines) + "\n", "<schema check>", "exec")
+    tree = _BareRaises().visit(ast.parse("\n".join(lines) + "\n"))
+    return compile(ast.fix_missing_locations(tree), "<schema check>", "exec")
+
+
+class _BareRaises(ast.NodeTransformer):
+    """Each `raise JsonSchemaValueException(<message>, value=…, name=…, definition={…},
+    rule=…)` of the generated code as `raise Invalid`: the check answers yes or no, and
+    building the message and the schema's dict literal at every raise was most of its cost
+    on valid hooks too (a hook's `oneOf` of five actions raises four times)."""
+
+    def visit_Raise(self, node: ast.Raise) -> ast.Raise:
+        call = node.exc
+        if (
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Name)
+            and call.func.id in _RAISED
+        ):
+            return ast.Raise(exc=ast.Name(id="Invalid", ctx=ast.Load()), cause=None)
+        return node
+
+
+_RAISED: Final = frozenset({"JsonSchemaValueException", "JsonSchemaValuesException"})
 
 
 #: The generated code names each item it descends into as `".hooks[{data__hooks_x}]"

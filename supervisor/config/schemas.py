@@ -131,6 +131,28 @@ def hook_validator() -> jsonschema.Draft202012Validator:
     return jsonschema.Draft202012Validator(_hook_schema())
 
 
+@functools.cache
+def hook_keys_validator() -> jsonschema.Draft202012Validator:
+    """A hook's keys each on its own, and no other key (`manyhooks.py`), built once."""
+    import jsonschema
+
+    return jsonschema.Draft202012Validator(_hook_keys_schema(closed=True))
+
+
+@functools.cache
+def quick_hook_keys_check() -> Callable[[Any], bool]:
+    """`quick_check` of an object of a hook's keys, each value under its key's schema and
+    nothing else asked (`manyhooks.py` gives it one key at a time)."""
+    return compiled_check("hook-keys", _draft7(_plain(_hook_keys_schema(closed=False))))
+
+
+def _hook_keys_schema(*, closed: bool) -> dict[str, Any]:
+    defs = BUILDERS["config"]()["$defs"]
+    schema = {"$schema": DIALECT, "$defs": defs, "type": "object"}
+    schema["properties"] = defs["hook"]["properties"]
+    return {**schema, "additionalProperties": False} if closed else schema
+
+
 def _hook_schema() -> dict[str, Any]:
     return {"$schema": DIALECT, "$defs": BUILDERS["config"]()["$defs"], "$ref": "#/$defs/hook"}
 
@@ -139,7 +161,7 @@ def document_problems(doc: Any, file: str, *, hook: bool = False) -> list[Proble
     """What the config's schema (or, with `hook`, one `[[hooks]]` entry's) finds wrong with
     `doc`: nothing when its quick check (compiled, kept on disk) says it is valid, else
     jsonschema's errors, translated (`problems`); a config of many hooks has its hooks
-    checked one by one, each shape of invalid hook once (`manyhooks.py`)."""
+    checked one by one, what is wrong with each once (`manyhooks.py`)."""
     if hook:
         return [] if quick_hook_check()(doc) else problems(hook_validator(), doc, file)
     if quick_check("config")(doc):
@@ -152,7 +174,9 @@ def document_problems(doc: Any, file: str, *, hook: bool = False) -> list[Proble
             file,
             whole=validator("config"),
             one=hook_validator(),
+            keys=hook_keys_validator(),
             quick_hook=quick_hook_check(),
+            quick_value=quick_hook_keys_check(),
         )
     return problems(validator("config"), doc, file)
 

@@ -26,12 +26,14 @@ from .statefiles import StateError, read_private, said_os_error
 from .trust import MAX_STATE_BYTES, TrustState, TrustStateError, parse_state, state_text
 
 
-def trust_key(path: str | Path) -> str:
-    """Where a project file is, as the state names it: its directory with symlinks resolved,
-    and its own name (a symlinked file is pinned by its content, at its own place, since
-    relative paths in it resolve against the directory it is found in)."""
+def trust_key(path: str | Path, real_dir: str = "") -> str:
+    """Where a project file is, as the state names it: its directory with symlinks resolved
+    (`real_dir`, when it is known already), and its own name (a symlinked file is pinned by
+    its content, at its own place, since relative paths in it resolve against the directory
+    it is found in)."""
     absolute = os.path.abspath(path)
-    return os.path.join(os.path.realpath(os.path.dirname(absolute)), os.path.basename(absolute))
+    directory = real_dir or os.path.realpath(os.path.dirname(absolute))
+    return os.path.join(directory, os.path.basename(absolute))
 
 
 def load_state(path: Path | None) -> tuple[TrustState, str | None]:

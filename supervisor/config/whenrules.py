@@ -11,14 +11,18 @@ from typing import Any, Final
 from ..core.errors import Problem
 from ..core.events import EventKind, kind_matches, kind_prefixes
 from ..core.points import DEFAULT_PHASE, Phase, When, when_keys
-from .problems import describe, did_you_mean, pointer, quote
+from .closest import did_you_mean
+from .problems import describe, pointer, quote
 
 _PHASE_WORDS: Final = frozenset(p.value for p in Phase)
 
 
 def when_rules(obj: Mapping[str, Any], file: str, ptr: str) -> list[Problem]:
     """What is wrong with hook `obj`'s `when` (declared at `file`:`ptr`) beyond its schema."""
-    when, on, phase = obj.get("when"), obj.get("on"), obj.get("phase", DEFAULT_PHASE.value)
+    when = obj.get("when")
+    if when is None:
+        return []
+    on, phase = obj.get("on"), obj.get("phase", DEFAULT_PHASE.value)
     if not (isinstance(when, Mapping) and isinstance(on, str) and isinstance(phase, str)):
         return []
     if phase not in _PHASE_WORDS:
