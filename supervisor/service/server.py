@@ -279,7 +279,7 @@ class Service(Endpoints):
         assert target is not None  # a seat is only ever for an endpoint
         try:
             try:
-                await conn.accept(target.endpoint in TAKES_MESSAGES)
+                await conn.accept(target.endpoint in TAKES_MESSAGES, self.answer_at_upgrade(target))
             except ConnectionClosed:
                 return  # gone before its 101 was written
             await self._admitted_connection(conn, number, target, seat)
