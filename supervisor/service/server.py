@@ -150,7 +150,8 @@ class Service(Endpoints):
 
             await conns.start(accept)
             task_status.started(Listening(self.options.host, port))
-            runs.start_soon(self.mcp.preload)  # (once listening: the start line goes first)
+            if self.runtime.config.servers:  # (once listening: the start line goes first)
+                runs.start_soon(self.mcp.preload)
             await self._stop.wait()
             accepting.cancel()
             await self._shut_down()
