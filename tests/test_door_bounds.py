@@ -380,3 +380,23 @@ async def test_an_exec_request_is_parsed_off_the_event_loop(
     async with live_service(unconfined(tmp_path), tmp_path) as live:
         _, close = await live.read("/v1/exec", {"argv": ["true"]})
     assert (close, threads) == (1000, [False])
+
+
+async def test_serve_freezes_what_the_sdk_load_allocated(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `serve` froze what its start allocated, then loaded the SDK (~45 MB) unfrozen: each
+    # full collection walked it, 80-160 ms with the GIL held (GET /healthz waited as long
+    # while 5,000 per-call hooks were admitted).
+    from mcpx_hooks.supervisor.service import mcphttp, server
+
+    frozen = trio.Event()
+    monkeypatch.setattr(mcphttp.gc, "freeze", frozen.set)
+    options = ServiceOptions(port=0, cwd=str(tmp_path))
+    seen: list[Any] = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(server.run_service, unconfined(tmp_path, A_SERVER), options, seen.append)
+        with trio.fail_after(30):
+            await frozen.wait()  # (with no request made)
+        nursery.cancel_scope.cancel()
+    assert seen  # (listening first)

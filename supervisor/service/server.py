@@ -390,4 +390,5 @@ async def run_service(
     async with open_logged_runtime(config) as runtime:
         service = Service(runtime, options)
         async with trio.open_nursery() as nursery:
+            nursery.start_soon(service.mcp.freeze_once_loaded)
             await service.serve_until_signalled(nursery, ready)
