@@ -14,6 +14,7 @@ from test_door_bounds import _plain, wait_connections
 from test_hardening import PY, _handshake, live_service, unconfined
 from wsproto.frame_protocol import FrameProtocol, Opcode
 
+from mcpx_hooks.supervisor.core.events import Event, EventKind
 from mcpx_hooks.supervisor.service.server import Limits
 from mcpx_hooks.supervisor.service.unfinished import OWN_BYTES
 
@@ -164,7 +165,7 @@ async def test_a_message_not_whole_in_time_is_refused_4408_and_its_bytes_given_b
         head, sock = await trio.to_thread.run_sync(_handshake, port, "/v1/exec")
         try:
             assert head.startswith(b"HTTP/1.1 101"), head
-            part = FrameProtocol(client=True, extensions=[]).send_data("x" * 200_000, fin=False)
+            part = FrameProtocol(client=True, extensions=[]).send_data("x" * 500_000, fin=False)
             sock.sendall(part)
             got = await trio.to_thread.run_sync(_read_for, sock, 5.0)
         finally:
@@ -175,3 +176,34 @@ async def test_a_message_not_whole_in_time_is_refused_4408_and_its_bytes_given_b
         assert (json.loads(text)["code"], json.loads(text)["message"]) == (4408, said)
         assert (close_op, close) == (Opcode.CLOSE, (4408, said))
         assert live.service.unfinished.held == 0
+
+
+async def test_a_hooks_client_that_never_reads_is_cut_after_the_stall_bound(
+    tmp_path: Path,
+) -> None:
+    # `/v1/hooks` writes its answer with its 101; that write had no bound, so a client that
+    # never read a large answer held its socket, and a seat, for as long as it stayed.
+    hooks = "".join(
+        f'[[hooks]]\nname = "h{i}"\non = "script"\nphase = "before"\nrun = ["{"x" * 500}"]\n'
+        for i in range(6000)
+    )
+    limits = Limits(send_stall_s=1.0)
+    async with live_service(unconfined(tmp_path, hooks), tmp_path, limits) as live:
+        port = int(live.url.rsplit(":", 1)[1])
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", port))
+        kinds = [EventKind.CLIENT_CLOSED]
+        try:
+            async with live.runtime.bus.subscribe(kinds=kinds) as closed:
+                sock.sendall(
+                    f"GET /v1/hooks HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                    "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+                    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                    "Sec-WebSocket-Version: 13\r\n\r\n".encode()
+                )
+                with trio.fail_after(10):  # (its answer is ~4.9 MB: more than the buffers)
+                    event = await closed.__anext__()
+            assert isinstance(event, Event) and event.data["code"] is None  # cut, never read
+        finally:
+            sock.close()
