@@ -14,6 +14,7 @@ from test_door_bounds import _plain, wait_connections
 from test_hardening import PY, _handshake, live_service, unconfined
 from wsproto.frame_protocol import FrameProtocol, Opcode
 
+from mcpx_hooks.supervisor.core.events import Event, EventKind
 from mcpx_hooks.supervisor.service.server import Limits
 from mcpx_hooks.supervisor.service.unfinished import OWN_BYTES
 
@@ -43,7 +44,7 @@ async def test_a_message_to_the_events_socket_is_refused_at_its_first_frame(
     # refusing it: a client that sent the head of one and a few bytes heard nothing.
     async with live_service(unconfined(tmp_path), tmp_path) as live:
         port = int(live.url.rsplit(":", 1)[1])
-        # (`/v1/hooks` too, as `test_protocol` shows: live, its answer races the message.)
+        # (`/v1/hooks` answers whole with its 101: a message there is never read, below.)
         for path in ("/v1/events",):
             head, sock = await trio.to_thread.run_sync(_handshake, port, path)
             try:
@@ -60,6 +61,53 @@ async def test_a_message_to_the_events_socket_is_refused_at_its_first_frame(
             error = json.loads(text)
             assert (error["code"], error["message"]) == (4400, "this endpoint takes no messages")
             assert (close_op, close) == (Opcode.CLOSE, (4400, "this endpoint takes no messages"))
+
+
+def _until_close(sock: socket.socket, sent: bytes) -> tuple[bytes, list[tuple[Opcode, object]]]:
+    """After `sent`, what the server says up to its close frame: its HTTP head, its frames."""
+    sock.sendall(sent)
+    sock.settimeout(10)
+    got = b""
+    while True:
+        chunk = sock.recv(65536)
+        head, _, rest = (got := got + chunk).partition(b"\r\n\r\n")
+        frames = _said(rest)
+        if not chunk or any(op is Opcode.CLOSE for op, _ in frames):
+            return head, frames
+
+
+async def test_the_hooks_answer_does_not_depend_on_when_a_stray_message_lands(
+    tmp_path: Path,
+) -> None:
+    # `/v1/hooks` is one message, then 1000; a client's message that landed after that
+    # message was written and before its close was refused: 4400 after the hooks (89 of 100
+    # with `websockets`, `ws.send("")` at once), or 4400 alone, sent with the head.
+    async with live_service(unconfined(tmp_path), tmp_path) as live:
+        port = int(live.url.rsplit(":", 1)[1])
+        upgrade = (
+            f"GET /v1/hooks HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
+            "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+            "Sec-WebSocket-Version: 13\r\n\r\n"
+        ).encode()
+        stray = FrameProtocol(client=True, extensions=[]).send_data("")
+        for ahead in (True, False):  # with the head; right behind it, as the 101 comes
+            for _ in range(10):
+                sock = socket.create_connection(("127.0.0.1", port))
+                try:
+                    if ahead:
+                        sent = upgrade + stray
+                    else:
+                        sock.sendall(upgrade)
+                        sent = stray
+                    head, said = await trio.to_thread.run_sync(_until_close, sock, sent)
+                finally:
+                    sock.close()
+                assert head.startswith(b"HTTP/1.1 101"), head
+                assert len(said) == 2, (ahead, said)
+                (text_op, text), close = said
+                assert text_op is Opcode.TEXT and isinstance(text, str), said
+                assert json.loads(text)["type"] == "hooks"
+                assert close == (Opcode.CLOSE, (1000, "complete")), (ahead, said)
 
 
 async def test_unfinished_messages_and_bodies_share_one_budget_and_the_others_go_on(
@@ -117,7 +165,7 @@ async def test_a_message_not_whole_in_time_is_refused_4408_and_its_bytes_given_b
         head, sock = await trio.to_thread.run_sync(_handshake, port, "/v1/exec")
         try:
             assert head.startswith(b"HTTP/1.1 101"), head
-            part = FrameProtocol(client=True, extensions=[]).send_data("x" * 200_000, fin=False)
+            part = FrameProtocol(client=True, extensions=[]).send_data("x" * 500_000, fin=False)
             sock.sendall(part)
             got = await trio.to_thread.run_sync(_read_for, sock, 5.0)
         finally:
@@ -128,3 +176,34 @@ async def test_a_message_not_whole_in_time_is_refused_4408_and_its_bytes_given_b
         assert (json.loads(text)["code"], json.loads(text)["message"]) == (4408, said)
         assert (close_op, close) == (Opcode.CLOSE, (4408, said))
         assert live.service.unfinished.held == 0
+
+
+async def test_a_hooks_client_that_never_reads_is_cut_after_the_stall_bound(
+    tmp_path: Path,
+) -> None:
+    # `/v1/hooks` writes its answer with its 101; that write had no bound, so a client that
+    # never read a large answer held its socket, and a seat, for as long as it stayed.
+    hooks = "".join(
+        f'[[hooks]]\nname = "h{i}"\non = "script"\nphase = "before"\nrun = ["{"x" * 500}"]\n'
+        for i in range(6000)
+    )
+    limits = Limits(send_stall_s=1.0)
+    async with live_service(unconfined(tmp_path, hooks), tmp_path, limits) as live:
+        port = int(live.url.rsplit(":", 1)[1])
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", port))
+        kinds = [EventKind.CLIENT_CLOSED]
+        try:
+            async with live.runtime.bus.subscribe(kinds=kinds) as closed:
+                sock.sendall(
+                    f"GET /v1/hooks HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                    "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+                    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                    "Sec-WebSocket-Version: 13\r\n\r\n".encode()
+                )
+                with trio.fail_after(10):  # (its answer is ~4.9 MB: more than the buffers)
+                    event = await closed.__anext__()
+            assert isinstance(event, Event) and event.data["code"] is None  # cut, never read
+        finally:
+            sock.close()

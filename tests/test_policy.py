@@ -8,6 +8,7 @@ import json
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -355,3 +356,34 @@ def test_hooks_json_says_locked(tmp_path: Path) -> None:
     config, _, _ = layered(tmp_path, LOCKED, "")
     assert hook_json(config.hooks[0])["locked"] is True
     assert json.dumps(hook_json(config.hooks[0]))
+
+
+def test_each_layer_costs_what_it_holds_not_what_is_in_force(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A request's per-call hooks are a layer each, and every layer went over every hook in
+    # force (pinning each, putting locked ones back): 5,000 of them took 7 s to admit, the
+    # GIL held as long, while `serve` was to answer its other clients.
+    from mcpx_hooks.supervisor.config import policy
+
+    seen = {"pinned": 0, "kept": 0}
+    pin, keep = policy._pin, policy._keep_locked
+
+    def counted_pin(decl: Any, *args: Any) -> Any:
+        seen["pinned"] += 1
+        return pin(decl, *args)
+
+    def counted_keep(farther: Any, merged: Any, locked: Any) -> Any:
+        seen["kept"] += len(merged)
+        return keep(farther, merged, locked)
+
+    monkeypatch.setattr(policy, "_pin", counted_pin)
+    monkeypatch.setattr(policy, "_keep_locked", counted_keep)
+    a = write(tmp_path / "far.toml", LOCKED + hook("first"))
+    per_call = [
+        {"name": f"h{i}", "on": "script", "phase": "before", "run": ["true"]} for i in range(400)
+    ]
+    config = load_config([a], cwd=tmp_path, environ={}, discover=False, per_call_hooks=per_call)
+    assert [h.name for h in config.hooks] == ["gate", "first", *(f"h{i}" for i in range(400))]
+    assert config.find("gate").locked
+    assert seen["pinned"] + seen["kept"] < 10 * 400, seen

@@ -61,20 +61,20 @@ async def test_a_failing_handler_or_run_ends_alone(
 ) -> None:
     config, options = unsandboxed_service(tmp_path)
 
-    async def broken_hooks(self: Service, conn: Any, target: Any) -> None:
+    async def broken_events(self: Service, conn: Any, target: Any, wake: Any) -> None:
         raise RuntimeError("a bug in one handler")
 
     async def broken_execute(run: Run, **_: Any) -> None:
         run.journal.append(blank(StartFrame, argv=("x",), cwd="/", sandbox="none"))
         raise RuntimeError("a bug in one run")
 
-    monkeypatch.setattr(Service, "_hooks", broken_hooks)
+    monkeypatch.setattr(Service, "_events", broken_events)
     async with open_runtime(config) as runtime, trio.open_nursery() as nursery:
         service = Service(runtime, options)
         listening: Listening = await nursery.start(service.serve)
         url = listening.url
         with caplog.at_level(logging.ERROR, logger="mcpx_hooks.server"):
-            _, code = await trio.to_thread.run_sync(read, url + "/v1/hooks")
+            _, code = await trio.to_thread.run_sync(read, url + "/v1/events")
         assert code == 1006  # aborted, and the service goes on:
         frames, code = await trio.to_thread.run_sync(read, url + "/v1/exec", {"argv": ["true"]})
         assert code == 1000

@@ -41,7 +41,7 @@ from ..core.records import Record
 from ..process.signals import serve_stop_signals
 from ..run.runtime import Runtime
 from ..run.scriptrun import Run, execute
-from ..service.admission import Caller, admit
+from ..service.admission import Admitted, Caller, admit
 from ..service.execrequest import parse_exec
 from ..service.logredact import open_logged_runtime
 from ..service.roots import release_cwd
@@ -164,7 +164,12 @@ class Worker:
 
     async def _serve_request(self, taken: Taken) -> None:
         msg = taken.msg
-        unpacked = unpack_request(self.key, taken.data, taken.headers)
+        # Read, checked and unsealed in a worker thread, as the request is then parsed and
+        # admitted (`_prepare`): up to a NATS message of JSON on the event loop held the
+        # renewal of every lease this worker holds, and the frames of its other runs.
+        unpacked = await trio.to_thread.run_sync(
+            unpack_request, self.key, taken.data, taken.headers
+        )
         run_id, text = unpacked.run_id, unpacked.text
         if run_id is None:
             logger.warning("a queued message that is no request, dropped")
@@ -229,12 +234,11 @@ class Worker:
         """The run of an exec request, admitted as a single `serve` admits it
         (`admission.admit`): its cwd inside the worker's roots (`[service] roots`, else where
         it started), its per-call layers over the worker's own files, its sandboxes allowed."""
-        request = parse_exec(text)
         options = self.options
         caller = Caller.worker(
             self.runtime.config, options.cwd, options.environ, run_id, options.host
         )
-        admitted = await trio.to_thread.run_sync(admit, request, caller)
+        admitted = await trio.to_thread.run_sync(_admitted, text, caller)
         try:
             run = self.runtime.new_run(admitted.request)
         except BaseException:
@@ -347,3 +351,9 @@ async def run_worker(config: Config, options: WorkerOptions, ready: Callable[[],
             await nursery.start(serve_stop_signals, nursery.cancel_scope, first, second)
             await nursery.start(serving)
             ready()
+
+
+def _admitted(text: str | dict[str, Any], caller: Caller) -> Admitted:
+    """An exec request parsed and admitted, in a worker thread (as `/v1/exec` does both):
+    on the event loop, parsing up to a NATS message of JSON stalled the worker's leases."""
+    return admit(parse_exec(text), caller)

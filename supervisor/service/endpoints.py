@@ -29,7 +29,7 @@ from .execrequest import parse_exec
 from .options import Limits, ServiceOptions
 from .roots import release_cwd
 from .streams import Streams, Wake, complete
-from .targets import Target, check_from, check_query, parse_events, parse_from, shown_seq
+from .targets import Endpoint, Target, check_from, check_query, parse_events, parse_from, shown_seq
 from .wire import Close, WireError, encode
 
 SHUTTING_DOWN: Final = "the server is shutting down"
@@ -80,8 +80,17 @@ class Endpoints:
         self._runs_changed.set()
         self._runs_changed = trio.Event()
 
-    async def _hooks(self, conn: ServerConnection, target: Target) -> WireError | None:
-        check_query(target)
+    def answer_at_upgrade(self, target: Target) -> str | None:
+        """The whole answer of an endpoint that has one message, known at the upgrade:
+        `/v1/hooks`' (it goes with the 101, then 1000: what the client sends is never
+        read, so its answer is the same whenever a stray message lands). None for any other
+        endpoint, and for a bad query (refused once upgraded, 4400)."""
+        if target.endpoint is not Endpoint.HOOKS:
+            return None
+        try:
+            check_query(target)
+        except WireError:
+            return None
         config = self.runtime.config
         message = {
             "type": ServiceMessage.HOOKS,
@@ -94,7 +103,13 @@ class Endpoints:
             if self.runtime.servers
             else [],
         }
-        return complete() if await self.streams.send(conn, encode(message)) else None
+        return encode(message)
+
+    async def _hooks(self, conn: ServerConnection, target: Target) -> WireError:
+        """`/v1/hooks`: its message and close went with the 101 (`answer_at_upgrade`);
+        here only a bad query is refused."""
+        check_query(target)
+        return complete()
 
     async def _request_message(
         self, conn: ServerConnection, target: Target, wake: Wake

@@ -9,16 +9,19 @@ port's message cap (413 past it). The sessions themselves are `mcpweb.Sessions`:
 `Gateway` as over stdio.
 
 The MCP SDK weighs about a second of imports (0.7 s here), which the first request to `/mcp`
-waited for (0.8 s against 4 ms for the next ones): it is imported in a worker thread as soon as
-the port listens (`preload`, which the service starts then), so neither `serve`'s start line
-nor any other client waits while it loads, and an agent's first call finds it loaded (a
-request that comes sooner waits only for the rest of it). The sessions' tasks run in `serve`'s
-nursery; `close` ends them all (each run gets its `result` and `end`) before the runtime
-under them closes.
+waited for (0.8 s against 4 ms for the next ones): when the config declares a tool server, it
+is imported in a worker thread as soon as the port listens (`preload`, which the service
+starts then), so neither `serve`'s start line nor any other client waits while it loads, and
+an agent's first call finds it loaded (a request that comes sooner waits only for the rest of
+it). Without a tool server, it is loaded at the first `/mcp` request (docs/internals/
+service.md says why). A stop does not wait for a load under way. The sessions' tasks run in
+`serve`'s nursery; `close` ends them all (each run gets its `result` and `end`) before the
+runtime under them closes.
 """
 
 from __future__ import annotations
 
+import gc
 import importlib
 import logging
 from typing import TYPE_CHECKING, Final
@@ -75,6 +78,8 @@ class McpHttp:
         self.sessions: Sessions | None = None
         self._nursery: trio.Nursery | None = None
         self._loading = trio.Lock()
+        #: The load under way: `close` cancels it, its import left to finish in its thread.
+        self._load_scope: trio.CancelScope | None = None
         self._closed = trio.Event()
         #: Set once the SDK is loaded and the sessions are set up.
         self.loaded = trio.Event()
@@ -96,6 +101,15 @@ class McpHttp:
             await self._load()
         except Exception as exc:
             logger.debug("MCP over HTTP not loaded ahead: %s", bug_summary(exc))
+
+    async def freeze_once_loaded(self) -> None:
+        """For `serve` alone: what the SDK's load allocated (~45 MB) lives as long as the
+        process, as what its start allocated, which `serve` froze once listening; it is moved
+        out of the collector's walks too (`gc.freeze`). Walked, it made each full collection
+        80-160 ms, the GIL held, whichever thread ran it (5,000 per-call hooks being admitted:
+        GET /healthz waited up to 150 ms)."""
+        await self.loaded.wait()
+        gc.freeze()
 
     async def answer(
         self,
@@ -145,7 +159,13 @@ class McpHttp:
             if self.sessions is None:
                 assert self._nursery is not None
                 name = f"{__package__}.mcpweb"
-                web = await trio.to_thread.run_sync(importlib.import_module, name)
+                self._load_scope = trio.CancelScope()
+                with self._load_scope:
+                    web = await trio.to_thread.run_sync(
+                        importlib.import_module, name, abandon_on_cancel=True
+                    )
+                if self._load_scope.cancelled_caught:  # (`close`: the server is stopping)
+                    raise trio.ClosedResourceError("the server is shutting down")
                 self.sessions = web.Sessions(
                     self.runtime,
                     self.served_from,
@@ -159,8 +179,11 @@ class McpHttp:
         return self.sessions
 
     async def close(self) -> None:
-        """Ends every session, each run with its `result` and `end`; no new one opens."""
-        async with self._loading:  # a load under way ends first
+        """Ends every session, each run with its `result` and `end`; no new one opens. A
+        load under way is not waited for (its import goes on in its thread, unheard)."""
+        if self._load_scope is not None:
+            self._load_scope.cancel()
+        async with self._loading:  # (the load under way has let go of it)
             self._closed.set()
             if self.sessions is not None:
                 await self.sessions.close()

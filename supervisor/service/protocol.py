@@ -37,7 +37,7 @@ from . import heads
 from .framerate import TOO_FAST, FrameRate
 from .protocolevents import BadBody, Ended, Event, Message, Pong, Refusing, Request, error_body
 from .unfinished import Holding
-from .wire import BUSY, NO_MESSAGES, Close, WireError, refused
+from .wire import BUSY, COMPLETE, NO_MESSAGES, Close, WireError, refused
 
 #: The close code of a connection that ended without a close frame (RFC 6455 §7.1.5).
 ABNORMAL: Final = 1006
@@ -369,20 +369,25 @@ class ServerProtocol:
     def respond_end(self) -> bytes:
         return self._h11.send(h11.EndOfMessage())
 
-    def accept(self, takes_messages: bool = True) -> bytes:
+    def accept(self, takes_messages: bool = True, answer: str | None = None) -> bytes:
         """The 101 for a valid upgrade request; from here on the connection is WebSocket,
         and the bytes that followed the request head are read as its first frames. Where the
         endpoint `takes_messages` not, one is refused at its first frame (4400): the client is
-        told so, and none of it is kept."""
+        told so, and none of it is kept. An endpoint whose whole `answer` is one message
+        known at the upgrade (`/v1/hooks`) has it and its close (1000) go with the 101,
+        before a frame of the client's is read: what the client sends is then dropped, so
+        the answer is the same whenever it lands."""
         assert self.phase is Phase.ASKED and self.request is not None and self.request.websocket
         self._takes_messages = takes_messages
         data = self._ws.send(wsproto.events.AcceptConnection())
         self.phase = Phase.OPEN
+        if answer is not None:
+            data += self.text(answer) + self.close(Close.NORMAL, COMPLETE)
         trailing, closed = self._h11.trailing_data
         if trailing:
             self._ws.receive_data(trailing)
             self._read_frames()
-        if closed and self.phase is Phase.OPEN:
+        if closed and self.phase in (Phase.OPEN, Phase.CLOSING):
             self._end(ABNORMAL)
         return data
 

@@ -150,7 +150,8 @@ class Service(Endpoints):
 
             await conns.start(accept)
             task_status.started(Listening(self.options.host, port))
-            runs.start_soon(self.mcp.preload)  # (once listening: the start line goes first)
+            if self.runtime.config.servers:  # (once listening: the start line goes first)
+                runs.start_soon(self.mcp.preload)
             await self._stop.wait()
             accepting.cancel()
             await self._shut_down()
@@ -279,7 +280,7 @@ class Service(Endpoints):
         assert target is not None  # a seat is only ever for an endpoint
         try:
             try:
-                await conn.accept(target.endpoint in TAKES_MESSAGES)
+                await conn.accept(target.endpoint in TAKES_MESSAGES, self.answer_at_upgrade(target))
             except ConnectionClosed:
                 return  # gone before its 101 was written
             await self._admitted_connection(conn, number, target, seat)
@@ -389,4 +390,5 @@ async def run_service(
     async with open_logged_runtime(config) as runtime:
         service = Service(runtime, options)
         async with trio.open_nursery() as nursery:
+            nursery.start_soon(service.mcp.freeze_once_loaded)
             await service.serve_until_signalled(nursery, ready)

@@ -39,6 +39,7 @@ from .broadcast import Broadcaster, EncodedRun, joined, text_frame
 from .connection import ServerConnection
 from .targets import check_from
 from .wire import (
+    COMPLETE,
     NO_MESSAGES,
     AnswerMessage,
     Close,
@@ -115,7 +116,7 @@ async def keep_alive(conn: ServerConnection, wake: Wake, ping_s: float, stall_s:
 
 def complete() -> WireError:
     """How a stream that sent everything closes."""
-    return WireError(Close.NORMAL, "complete")
+    return WireError(Close.NORMAL, COMPLETE)
 
 
 def broken_off(why: str) -> WireError:

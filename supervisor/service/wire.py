@@ -43,6 +43,8 @@ class Close(enum.IntEnum):
     OUT_OF_RANGE = 4416  # `from` or `since` outside what exists
 
 
+#: The reason of the close (1000) of a stream that sent everything.
+COMPLETE: Final = "complete"
 #: Why a message to an endpoint that takes none is refused (4400, at its first frame).
 NO_MESSAGES: Final = "this endpoint takes no messages"
 #: Why a message is refused while the service holds as much of clients' unfinished messages
