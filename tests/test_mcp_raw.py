@@ -19,6 +19,7 @@ import pytest
 import trio
 from conftest import Marker, cut_once_waiting
 from mcp import types
+from mcp.shared.message import SessionMessage
 from mcpface_parts import (
     MCPX,
     PY,
@@ -31,7 +32,8 @@ from mcpface_parts import (
     write_config,
 )
 
-from mcpx_hooks.supervisor.service.mcpstdio import ODD_ID
+from mcpx_hooks.supervisor.service.mcpstdio import ODD_ID, ClientWriter
+from mcpx_hooks.supervisor.tools.jsonlines import LineWriter
 
 #: A `suffix` hook that advises: it fires for every call and changes no answer, so the calls
 #: it is on go through the call point.
@@ -537,3 +539,27 @@ async def test_requests_open_when_the_client_closes_its_end_are_answered_that_it
     ], came
     assert (where / "h.log").read_text().split()[1:3] == ["waiting", f"mcpx-{kind}-1"]
     assert marker.alive() == []
+
+
+async def test_an_answer_that_comes_as_the_session_ends_is_not_written_a_second_time() -> None:
+    # A call whose answer was on its way as the client closed its end: the session's end
+    # answers it "Connection closed", and the answer that comes after is not written too
+    # (two answers to one id break JSON-RPC).
+    read_fd, write_fd = os.pipe()
+    with os.fdopen(read_fd, "rb") as reader:
+        async with trio.lowlevel.FdStream(write_fd) as pipe:
+            writer = ClientWriter(LineWriter(pipe))
+            for rid in ("late", 2, "3"):
+                writer.asked(rid)
+            await writer.send_line(b'{"jsonrpc":"2.0","id":2,"result":{}}\n', answers=2)
+            await writer.answer_unanswered()
+            await writer.send_line(b'{"jsonrpc":"2.0","id":"late","result":{}}\n', answers="late")
+            answer = types.JSONRPCResponse(jsonrpc="2.0", id="3", result={})
+            await writer.send(SessionMessage(answer))
+        lines = [json.loads(line) for line in reader.read().splitlines()]
+    closed = {"code": -32000, "message": "Connection closed"}
+    assert lines == [
+        {"jsonrpc": "2.0", "id": 2, "result": {}},
+        {"jsonrpc": "2.0", "id": "late", "error": closed},
+        {"jsonrpc": "2.0", "id": "3", "error": closed},
+    ]

@@ -218,6 +218,8 @@ class ClientWriter(BorrowedSend):
         self._unanswered: dict[types.RequestId, types.RequestId] = {}
         self._room = trio.Event()
         self._room.set()
+        #: Whether the session's end answers what is still open (`answer_unanswered`).
+        self._closing = False
 
     def asked(self, rid: types.RequestId) -> None:
         """The client's request `rid` was read: unanswered until an answer to it is sent."""
@@ -225,13 +227,16 @@ class ClientWriter(BorrowedSend):
         if len(self._unanswered) >= MAX_UNANSWERED and self._room.is_set():
             self._room = trio.Event()
 
-    def dropped(self, rid: object) -> None:
+    def dropped(self, rid: object) -> bool:
         """The client's request `rid` is answered (its answer is being written), or cancelled
-        (never answered then)."""
+        (never answered then). Whether an answer to it may still be written: not once the
+        session's end has answered it (a call whose answer came as the session ended)."""
         if isinstance(rid, int | str) and not isinstance(rid, bool):
-            self._unanswered.pop(coerce_request_id(rid), None)
+            open_ = self._unanswered.pop(coerce_request_id(rid), None) is not None
             if len(self._unanswered) < MAX_UNANSWERED:
                 self._room.set()
+            return open_ or not self._closing
+        return True
 
     async def answer_unanswered(self) -> None:
         """The session ended with requests of the client's still open (it closed its end
@@ -239,6 +244,7 @@ class ClientWriter(BorrowedSend):
         server answers its requests in flight at that point, so that a client still reading
         waits for no answer that will not come. A client that reads nothing more holds this
         `CLOSING_S` at most."""
+        self._closing = True
         with trio.move_on_after(CLOSING_S):
             while self._unanswered:
                 rid = next(iter(self._unanswered.values()))
@@ -251,15 +257,16 @@ class ClientWriter(BorrowedSend):
 
     async def send(self, item: SessionMessage, /) -> None:
         message = item.message
-        if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
-            self.dropped(message.id)
+        answer = (types.JSONRPCResponse, types.JSONRPCError)
+        if isinstance(message, answer) and not self.dropped(message.id):
+            return  # (answered already, as the session ended)
         await self._send(message.model_dump_json(by_alias=True, exclude_unset=True))
 
     async def send_line(self, line: bytes, answers: types.RequestId | None = None) -> None:
         """`line`, a message already written as one line (ending in a newline); the answer
         to the client's request `answers`, if given."""
-        if answers is not None:
-            self.dropped(answers)
+        if answers is not None and not self.dropped(answers):
+            return  # (answered already, as the session ended)
         with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
             await self._lines.send(line)
 
