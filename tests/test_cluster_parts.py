@@ -447,5 +447,8 @@ def test_a_part_tells_each_failure_of_a_reconnection_once(tmp_path: Path) -> Non
             listener.accept()[0].close()
         assert worker.stop() == 0
     said = [line for line in worker.log.read_text().splitlines() if "NATS: " in line]
-    assert len(said) == len(set(said)) and len(said) <= 4, said
+    # Each kind of failure once: a hang-up shows as one of a few (an unexpected EOF, no
+    # INFO, a broken pipe, the connection lost, disconnected), which of them by timing; a
+    # line an attempt would be one for each of the 8.
+    assert len(said) == len(set(said)) and len(said) < 8, said
     assert any("disconnected from" in line for line in said)

@@ -3,19 +3,16 @@ bytes out. Sans-IO: no trio, no socket, no clock; `connection.py` owns the socke
 timeout, and feeds this what it reads.
 
 Every request is parsed by `h11`, so a plain HTTP request and an upgrade share one listener.
-An upgrade is then handed, already parsed, to `wsproto.WSConnection(SERVER)` through its
-`initiate_upgrade_connection` (the entry wsproto offers to servers that parse HTTP
-themselves): wsproto checks the WebSocket headers, builds the 101 and its accept key, and
-from then on frames the messages. Giving the raw bytes to `WSConnection` instead would let
-it parse the request itself, and it answers anything that is not an upgrade with a bare
-400 of its own; hypercorn's `protocol/h11.py` and `ws_stream.py` split the work the same
-way (h11 first, a WebSocket stream after the switch).
+An upgrade is handed, parsed, to `wsproto.WSConnection(SERVER)` through its
+`initiate_upgrade_connection` (wsproto's entry for servers that parse HTTP themselves): it
+checks the WebSocket headers, builds the 101 and then frames the messages. Raw bytes given
+to `WSConnection` would be parsed there, anything not an upgrade answered with a bare 400;
+hypercorn's `protocol/h11.py` and `ws_stream.py` split the work so too.
 
-What the protocol answers by itself (a pong, the reply to a client's close, a 400 for a
-request h11 cannot parse, the error message and 1009 close for a message over the cap)
-waits in `data_to_send()`; what the owner asks for (`respond`, `accept`, `text`, `ping`,
-`close`) is returned as bytes to write. Frames from the client are checked by wsproto
-(masking, UTF-8, control frames); a message is handed over whole (`Message`).
+What the protocol answers itself (a pong, the reply to a close, a 400 for a request h11
+cannot parse, an error and 1009 for a message over the cap) waits in `data_to_send()`; what
+the owner asks for (`respond`, `accept`, `text`, `ping`, `close`) is returned as bytes.
+wsproto checks the client's frames (masking, UTF-8, control frames); a message comes whole.
 """
 
 from __future__ import annotations
@@ -372,11 +369,9 @@ class ServerProtocol:
     def accept(self, takes_messages: bool = True, answer: str | None = None) -> bytes:
         """The 101 for a valid upgrade request; from here on the connection is WebSocket,
         and the bytes that followed the request head are read as its first frames. Where the
-        endpoint `takes_messages` not, one is refused at its first frame (4400): the client is
-        told so, and none of it is kept. An endpoint whose whole `answer` is one message
-        known at the upgrade (`/v1/hooks`) has it and its close (1000) go with the 101,
-        before a frame of the client's is read: what the client sends is then dropped, so
-        the answer is the same whenever it lands."""
+        endpoint `takes_messages` not, one is refused at its first frame (4400), none of it
+        kept. An `answer` known at the upgrade (`/v1/hooks`' one message) and its close
+        (1000) go with the 101: what the client sends after is dropped."""
         assert self.phase is Phase.ASKED and self.request is not None and self.request.websocket
         self._takes_messages = takes_messages
         data = self._ws.send(wsproto.events.AcceptConnection())
