@@ -216,9 +216,8 @@ class Gateway:
                 continue
             if await self._quarantined(spec, entry, session) is not None:
                 continue  # its tools are hidden
-            shows = lambda tool, spec=spec: self.shows(spec, tool)  # noqa: E731
             sep = self.config.mcp_separator
-            names, left_out = add_tools(listed, spec.name, entry.tools, shows, sep)
+            names, left_out = add_tools(listed, spec, entry.tools, self.shows, sep)
             for odd in (unportable_names(names, spec.name), left_out):
                 if odd is not None:
                     self._say(session, odd)

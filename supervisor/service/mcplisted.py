@@ -14,7 +14,7 @@ from typing import Final, TypeVar
 import pydantic
 from mcp import types
 
-from ..core.servers import exposed_name
+from ..core.servers import ServerSpec, exposed_name
 from ..tools.listings import as_listed
 from .mcpcalls import keep_written
 
@@ -49,12 +49,13 @@ def keep_listed(result: _L) -> _L:
 
 def add_tools(
     listed: dict[str, types.Tool],
-    server: str,
+    spec: ServerSpec,
     tools: Iterable[types.Tool],
-    shows: Callable[[str], bool],
+    shows: Callable[[ServerSpec, str], bool],
     separator: str,
 ) -> tuple[list[str], str | None]:
-    """Adds `server`'s `tools` that `shows` shows to `listed`, each by its exposed name;
+    """Adds the `tools` of the server `spec` that `shows` shows to `listed`, each by its
+    exposed name;
     returns the names added, and what to say of those left out for their name (None:
     none): a tool without a name (it cannot be called), one whose exposed name a tool
     listed before it has (the server listed two of that name, or another server's tool is
@@ -62,9 +63,9 @@ def add_tools(
     names: list[str] = []
     nameless, taken = 0, []
     for tool in tools:
-        if not shows(tool.name):
+        if not shows(spec, tool.name):
             continue
-        name = exposed_name(server, tool.name, separator)
+        name = exposed_name(spec.name, tool.name, separator)
         if not tool.name:
             nameless += 1
         elif name in listed:
@@ -84,4 +85,4 @@ def add_tools(
         )
     if not said:
         return names, None
-    return names, f"some tools of server {server} are not listed: {'; '.join(said)}"
+    return names, f"some tools of server {spec.name} are not listed: {'; '.join(said)}"
