@@ -311,3 +311,39 @@ async def test_the_service_says_what_its_discovery_skipped(tmp_path: Path) -> No
             assert "marker" not in hook_frames(frames)
         service.stop()
     assert not (local.parent / "marker-written").exists()
+
+
+def test_a_project_whose_directory_name_holds_a_line_break_is_named_on_one_line(
+    tmp_path: Path,
+) -> None:
+    """A project under a directory named with a line break and ESC: every command that names
+    its file (the warning that skips it, `hooks list`, `exec --explain`, `trust`, `trust
+    --list`, `untrust`) writes the name as bash quotes it, the same everywhere, on one line."""
+    env = environment(tmp_path)
+    project = tmp_path / "p\nq\x1b[2J"
+    project.mkdir()
+    (project / ".mcpx-hooks.toml").write_text(
+        '[[hooks]]\nname = "chk"\non = "script"\nphase = "before"\nrun = ["true"]\n'
+    )
+    shown = f"$'{project}/.mcpx-hooks.toml'".replace("\n", "\\n").replace("\x1b", "\\x1b")
+    for args in (["validate"], ["hooks", "list"], ["exec", "--explain", "--", "true"]):
+        out = mcpx(*args, cwd=project, env=env)
+        assert out.returncode == 0, out.stderr
+        text = out.stdout + out.stderr
+        assert "\x1b" not in text and "Traceback" not in text, text
+        assert f"mcpx-hooks: warning: skipped {shown}: a project config" in out.stderr, text
+    assert f"not applied: {shown} (not trusted); to apply it: mcpx-hooks trust {shown}" in (
+        mcpx("hooks", "list", cwd=project, env=env).stdout
+    )
+    explained = mcpx("exec", "--explain", "--", "true", cwd=project, env=env).stdout
+    directory = shown.removesuffix("/.mcpx-hooks.toml'") + "'"
+    assert f"a run of true in {directory}\n" in explained
+    assert f"\n  {shown}: not trusted; trust it with: mcpx-hooks trust {shown}\n" in explained
+    trusted = mcpx("trust", ".mcpx-hooks.toml", cwd=project, env=env)
+    assert trusted.stdout.startswith(f"trusted {shown} (sha256 "), trusted
+    assert f"  {shown}  sha256 " in mcpx("trust", "--list", cwd=project, env=env).stdout
+    listed = mcpx("hooks", "list", cwd=project, env=env).stdout.splitlines()
+    assert listed[1].endswith(f"  {shown}:/hooks/0"), listed
+    assert mcpx("untrust", ".mcpx-hooks.toml", cwd=project, env=env).stdout == (
+        f"untrusted {shown}\n"
+    )

@@ -171,7 +171,9 @@ def test_a_project_path_is_escaped_wherever_a_command_names_it(tmp_path: Path) -
     for what, out in said.items():
         assert ESC not in out, (what, out)
         assert "end: exit code 0" not in out.splitlines(), (what, out)  # (ours: ", N ms")
-    assert f"trusted {tmp_path}/p\\x1b[31mRED" in said["trust"]
+    assert (
+        f"trusted $'{tmp_path}/p\\x1b[31mRED\\nend: exit code 0/.mcpx-hooks.toml'" in said["trust"]
+    )
     # The command the warning suggests is one line, and a shell takes it back as the path.
     suggested = f"mcpx-hooks trust $'{tmp_path}/p\\x1b[31mRED\\nend: exit code 0/.mcpx-hooks.toml'"
     assert suggested in said["skipped"], said["skipped"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..core.places import shown_file
 from .common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -119,7 +120,7 @@ def hooks_list(args: argparse.Namespace) -> int:
         print("\n".join(hook_table([hook_json(h) for h in config.hooks], in_force)))
     for f in config.skipped:
         then = f"; to apply it: {f.trust_command}" if f.trust_command else ""
-        print(printable(f"not applied: {f.file} ({f.reason}){then}"))
+        print(printable(f"not applied: {shown_file(f.file)} ({f.reason}){then}"))
     return EXIT_OK
 
 

@@ -23,6 +23,7 @@ import attrs
 from ..core import jsontext
 from ..core.errors import ConfigError, Problem
 from ..core.hooks import Config, Provenance, SkippedFile, SourceKind
+from ..core.places import shown_file
 from ..core.records import Record
 from . import files
 from .build import Decl, Layer, resolve
@@ -252,8 +253,9 @@ def load_config(
         data, problems = files.read_bytes(path, name)
         if data is not None and digest(data) != pin:
             loader.warnings.append(
-                f"skipped {name}: it changed since it was trusted and applied; review it, then"
-                f" run: {trust_command(name)}, and start again to apply what it says now"
+                f"skipped {shown_file(name)}: it changed since it was trusted and applied;"
+                f" review it, then run: {trust_command(name)}, and start again to apply what it"
+                " says now"
             )
             loader.skipped.append(SkippedFile(name, Verdict.CHANGED.value, trust_command(name)))
         elif data is not None:
@@ -310,7 +312,9 @@ class _TrustGate:
     def _skip(self, file: str, reason: str, command: str) -> None:
         self.skipped.append(SkippedFile(file, reason, command))
         if not command:
-            self.warnings.append(f"skipped {file}: {reason}; {files.unread_advice(reason)}")
+            self.warnings.append(
+                f"skipped {shown_file(file)}: {reason}; {files.unread_advice(reason)}"
+            )
 
     def state(self) -> TrustState:
         if self._state is None:

@@ -54,8 +54,20 @@ class Problem:
         return f"Problem(file={self.file!r}, pointer={self.pointer!r}, message={self.message!r})"
 
     def __str__(self) -> str:
-        where = f"{self.file}:{self.pointer or '/'}"
-        return f"{where}: {self.message}"
+        """`FILE:POINTER: MESSAGE` on one line before the message: the file's name as
+        `places.shown_file` shows it (in bash's `$'…'` quoting when it holds a character
+        that is not printable), and such a character of the pointer (a key's) as its JSON
+        escape, as the message quotes the key (`/a\\nb: unknown key "a\\nb"`)."""
+        file, where = self.file, self.pointer or "/"
+        if not file.isprintable():
+            from .places import shown_file
+
+            file = shown_file(file)
+        if not where.isprintable():
+            import json
+
+            where = "".join(c if c.isprintable() else json.dumps(c)[1:-1] for c in where)
+        return f"{file}:{where}: {self.message}"
 
 
 class ConfigError(HooksError):
