@@ -349,3 +349,61 @@ def test_did_you_mean_asks_difflib_only_about_choices_that_could_be_close(
     assert said._closest.__wrapped__("k123", choices) == ""
     assert said._closest.__wrapped__("timeoutMS", choices) == '; did you mean "timeoutMs"?'
     assert asked == [["timeoutMs"]]
+
+
+@pytest.mark.parametrize("valid", [True, False])
+def test_validate_with_no_file_loads_a_project_not_trusted_once(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    valid: bool,
+) -> None:
+    """`validate` with no FILE loaded the layers found here, then, a project file being not
+    trusted, all of them again with the project trusted: every file read, checked and built
+    twice. One load now layers the project files not trusted as if they were, and names them
+    as not trusted all the same (and says them when another layer has problems too, where
+    the first load's problems were all it printed)."""
+    from mcpx_hooks.supervisor.cli.main import main
+    from mcpx_hooks.supervisor.config import build, files, loading
+
+    loads: list[bool] = []
+    read: list[str] = []
+    load, read_bytes = loading.load_config, files.read_bytes
+
+    def counted_load(*args: Any, **kwargs: Any) -> Any:
+        loads.append(kwargs.get("trust_project", False))
+        return load(*args, **kwargs)
+
+    def counted_read(path: Path, file: str, **kwargs: Any) -> Any:
+        read.append(Path(file).name)
+        return read_bytes(path, file, **kwargs)
+
+    built: list[int] = []
+    resolve = build.resolve
+    monkeypatch.setattr(loading, "load_config", counted_load)
+    monkeypatch.setattr(files, "read_bytes", counted_read)
+    monkeypatch.setattr(
+        loading, "resolve", lambda layers: built.append(len(layers)) or resolve(layers)
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MCPX_HOOKS_NO_DISCOVERY", raising=False)
+    monkeypatch.delenv("MCPX_HOOKS_TRUST", raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "home"))
+    user = tmp_path / "home" / "mcpx-hooks" / "config.toml"
+    user.parent.mkdir(parents=True)
+    user.write_text("[autonomy]\nmax = 'apply'\n" if valid else "[autonomy]\nmax = 'lots'\n")
+    hook = '[[hooks]]\nname = "p"\non = "script"\nphase = "before"\nrun = ["true"]\n'
+    (tmp_path / ".mcpx-hooks.toml").write_text(hook + ("" if valid else "effect = 'x'\n"))
+    assert main(["validate"]) == (0 if valid else 2)
+    out, err = capsys.readouterr()
+    assert "skipped" in err and "not trusted" in err, err
+    if valid:
+        assert out == "ok: 2 file(s) valid (1 not trusted yet: `mcpx-hooks trust` applies it)\n"
+    else:
+        assert [line.split(": ")[0] for line in out.splitlines()] == [
+            f"{user}:/autonomy/max",
+            f"{tmp_path}/.mcpx-hooks.toml:/hooks/0/effect",
+        ], out
+    assert len(loads) == 1 and read == ["config.toml", ".mcpx-hooks.toml"]
+    assert built == [2]  # (the two layers, built once)

@@ -10,6 +10,12 @@ imports the supervisor, and what it raises never leaves the hook or script proce
 
 from __future__ import annotations
 
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from .hooks import SkippedFile
+
 
 class HooksError(Exception):
     """The root of everything mcpx-hooks raises on purpose."""
@@ -71,10 +77,20 @@ class Problem:
 
 
 class ConfigError(HooksError):
-    """A config (or a per-call hook) is invalid. Carries every problem, not the first only."""
+    """A config (or a per-call hook) is invalid. Carries every problem, not the first only,
+    and what the load that found them would have warned of and the files it did not apply
+    (`validate` says them too)."""
 
-    def __init__(self, problems: list[Problem]) -> None:
+    def __init__(
+        self,
+        problems: list[Problem],
+        *,
+        warnings: Sequence[str] = (),
+        skipped: Sequence[SkippedFile] = (),
+    ) -> None:
         self.problems = problems
+        self.warnings = tuple(warnings)
+        self.skipped = tuple(skipped)
         super().__init__("\n".join(str(p) for p in problems))
 
 
