@@ -10,6 +10,7 @@ from ..core.exports import exports
 __all__, __getattr__, __dir__ = exports(
     __name__,
     {
+        "closest": ("did_you_mean",),
         "docgen": ("GENERATED", "write"),
         "files": (
             "LOCAL_NAMES",
