@@ -179,7 +179,7 @@ def _where(source: Any) -> str:
 
 def explain_lines(plan: dict[str, Any]) -> list[str]:
     """`exec --explain` for a person (what it shows of the hooks is data: `printable.py`)."""
-    from .printable import command, continued_lines
+    from .printable import command, continued_lines, printable
 
     lines = [f"a run of {command(plan['argv'])} in {shown_file(plan['cwd'])}"]
     if "tool" in plan:
@@ -190,7 +190,7 @@ def explain_lines(plan: dict[str, Any]) -> list[str]:
     for n, h in enumerate(running, start=1):
         together = ", at once with its parallel neighbours" if h.get("parallel") else ""
         lines.append(
-            f"  {n}. {h['phase']} {h['name']} ({h['action']}, {h['effect']}{together}):"
+            f"  {n}. {h['phase']} {printable(h['name'])} ({h['action']}, {h['effect']}{together}):"
             f" {h['at']}  [{_where(h['source'])}]"
         )
         if "note" in h:
@@ -201,7 +201,8 @@ def explain_lines(plan: dict[str, Any]) -> list[str]:
     if idle:
         lines.append("will not run:")
         lines.extend(
-            f"  {h['phase']} {h['name']}: {h['why']}  [{_where(h['source'])}]" for h in idle
+            f"  {h['phase']} {printable(h['name'])}: {h['why']}  [{_where(h['source'])}]"
+            for h in idle
         )
     if plan["skippedFiles"]:
         lines.append("not applied (their hooks are not in force):")
