@@ -289,6 +289,42 @@ def test_trust_without_a_name_leaves_a_file_another_user_owns(tmp_path: Path) ->
     assert named.returncode == 0 and f"trusted {planted}" in named.stdout, named
 
 
+def test_a_trust_state_and_a_planted_file_under_odd_names_are_named_on_one_line(
+    tmp_path: Path,
+) -> None:
+    """The trust state's path (`XDG_STATE_HOME` with a line break) and a planted project file's
+    were printed raw, their line breaks cut into continuation lines, and "name it to trust
+    it: mcpx-hooks trust PATH" gave a command a shell would not take back."""
+    if os.geteuid() != 0:
+        pytest.skip("a file another user owns is made by root")
+    env = environment(tmp_path)
+    state = tmp_path / "st\nate"
+    env["XDG_STATE_HOME"] = str(state)
+    (state / "mcpx-hooks").mkdir(parents=True)
+    (state / "mcpx-hooks" / "trust.json").write_text("[")
+    listed = mcpx("trust", "--list", cwd=tmp_path, env=env)
+    shown_state = f"$'{state}/mcpx-hooks/trust.json'".replace("\n", "\\n")
+    assert listed.stderr == (
+        f"mcpx-hooks trust: the trust state file {shown_state} is not valid (invalid JSON:"
+        " Expecting value (at line 1, column 2)): nothing is trusted until it is fixed or"
+        " removed\n"
+    )
+    (state / "mcpx-hooks" / "trust.json").unlink()
+    shared = tmp_path / "sh\tared"
+    project = shared / "proj"
+    project.mkdir(parents=True)
+    (project / ".mcpx-hooks.toml").write_text("")
+    planted = shared / ".mcpx-hooks.toml"
+    planted.write_text("")
+    os.chown(planted, 65534, 65534)
+    out = mcpx("trust", cwd=project, env=env)
+    shown = f"$'{planted}'".replace("\t", "\\t")
+    assert out.returncode == 2 and out.stderr == (
+        f"mcpx-hooks trust: {shown} is not yours (owner uid 65534): not trusted; name it to"
+        f" trust it: mcpx-hooks trust {shown}\n"
+    ), out
+
+
 async def test_the_service_says_what_its_discovery_skipped(tmp_path: Path) -> None:
     (tmp_path / "c.toml").write_text(UNCONFINED)
     local = tmp_path / "w" / ".mcpx-hooks.toml"

@@ -72,6 +72,7 @@ def trust(args: argparse.Namespace) -> int:
     if args.json:
         return usage("trust", "--json goes with --list")
     from ..config.files import LOCAL_NAMES, NO_DISCOVERY_ENV, discover
+    from ..config.trust import trust_command
 
     if args.files:
         paths = [Path(f) for f in args.files]
@@ -80,12 +81,13 @@ def trust(args: argparse.Namespace) -> int:
         found = [f.path for f in discover(Path.cwd(), environ) if f.project]
         if not found:
             names = " or ".join(LOCAL_NAMES)
-            return usage("trust", f"no {names} from / down to {Path.cwd()}: nothing to trust")
+            here = shown_file(str(Path.cwd()))
+            return usage("trust", f"no {names} from / down to {here}: nothing to trust")
         paths = [p for p in found if _yours(p)]
         for path in found:
             if path not in paths:  # (someone who can write /tmp could have put it there)
-                usage("trust", f"{path} is not yours (owner uid {_owner(path)}): not trusted;"
-                      f" name it to trust it: mcpx-hooks trust {path}")  # fmt: skip
+                usage("trust", f"{shown_file(str(path))} is not yours (owner uid {_owner(path)}):"
+                      f" not trusted; name it to trust it: {trust_command(str(path))}")  # fmt: skip
         if len(paths) < len(found):
             return max(_change(paths, untrusting=False), EXIT_USAGE)
     return _change(paths, untrusting=False)
