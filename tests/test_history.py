@@ -571,3 +571,17 @@ def test_runs_verify_reads_no_more_than_the_history_keeps(tmp_path: Path) -> Non
     odd.write_text("[" * 100_000)  # (as much as is kept: read, and not frames)
     kept = mcpx("runs", "verify", str(odd), "--config", "c.toml", cwd=tmp_path)
     assert kept.stdout == f"$'{tmp_path}/a\\nb.ndjson': CHANGED: line 1 is not a JSON frame\n"
+
+
+def test_runs_list_and_show_name_the_history_on_one_line(tmp_path: Path) -> None:
+    """The history's path (under an XDG_STATE_HOME holding ESC and a line break) went to the
+    terminal raw from `runs list` and `runs show`: the ESC obeyed, the line cut."""
+    state = tmp_path / "h\x1b[2J\nx"
+    listed = mcpx("runs", "list", cwd=tmp_path, XDG_STATE_HOME=str(state))
+    shown = f"$'{state}/mcpx-hooks/history.db'".replace("\x1b", "\\x1b").replace("\n", "\\n")
+    assert listed.stdout == f"no runs are kept in the run history {shown}\n", listed
+    assert mcpx("exec", "--", "true", cwd=tmp_path, XDG_STATE_HOME=str(state)).returncode == 0
+    gone = mcpx("runs", "show", "nope", cwd=tmp_path, XDG_STATE_HOME=str(state))
+    assert (
+        gone.stderr == f"mcpx-hooks runs show: no run 'nope' is kept in the run history {shown}\n"
+    )
