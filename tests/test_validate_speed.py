@@ -407,3 +407,24 @@ def test_validate_with_no_file_loads_a_project_not_trusted_once(
         ], out
     assert len(loads) == 1 and read == ["config.toml", ".mcpx-hooks.toml"]
     assert built == [2]  # (the two layers, built once)
+
+
+def test_validate_says_how_many_project_files_are_not_trusted_yet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # (It said "applies it" of any number: "400 not trusted yet: `mcpx-hooks trust` applies it".)
+    from mcpx_hooks.supervisor.cli.main import main
+
+    monkeypatch.delenv("MCPX_HOOKS_NO_DISCOVERY", raising=False)
+    monkeypatch.delenv("MCPX_HOOKS_TRUST", raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "home"))
+    inner = tmp_path / "a" / "b"
+    inner.mkdir(parents=True)
+    for directory in (tmp_path / "a", inner):
+        (directory / ".mcpx-hooks.toml").write_text("[autonomy]\nmax = 'run'\n")
+    monkeypatch.chdir(inner)
+    assert main(["validate"]) == 0
+    assert capsys.readouterr().out == (
+        "ok: 2 file(s) valid (2 not trusted yet: `mcpx-hooks trust` applies them)\n"
+    )

@@ -53,7 +53,8 @@ def validate(args: argparse.Namespace) -> int:
     else:
         problems, checked, count = _discovered(args)
         if count:
-            skipped = f" ({count} not trusted yet: `mcpx-hooks trust` applies it)"
+            them = "it" if count == 1 else "them"
+            skipped = f" ({count} not trusted yet: `mcpx-hooks trust` applies {them})"
     if args.json:
         fields = [{"file": p.file, "pointer": p.pointer, "message": p.message} for p in problems]
         print(json.dumps(fields, indent=2))
