@@ -1694,3 +1694,31 @@ def test_a_deep_chain_of_project_files_is_resolved_once_a_directory(
     ]
     depth = len(deep.parts)
     assert len(lstats) < 8 * depth  # (each realpath alone was `depth` lstats, 3 a file)
+
+
+def test_a_toml_date_in_vars_or_args_is_a_problem_not_a_traceback(tmp_path: Path) -> None:
+    """`vars` and `args` take any value, and a TOML date passed the schema: `validate` said
+    "ok", then `hooks list --json` died with a traceback (a date has no JSON), as would a
+    prompt built with it. It is a problem at its pointer, with what to write instead."""
+    write(
+        tmp_path / "d.toml",
+        '[[hooks]]\nname = "p"\non = "script"\nphase = "before"\nprompt = "on {{day}}"\n'
+        "vars = { day = 1979-05-01 }\n"
+        '[[hooks]]\nname = "g"\non = "script"\nphase = "before"\nplugin = "srv.tool"\n'
+        "args = { at = [07:32:00] }\n"
+        '[servers.srv]\ncommand = ["true"]\n',
+    )
+    for args in (["validate", "d.toml"], ["hooks", "list", "--json", "--config", "d.toml"]):
+        out = subprocess.run(
+            [sys.executable, "-m", "mcpx_hooks.supervisor", *args],
+            check=False, cwd=tmp_path, capture_output=True, text=True, timeout=60,
+            env={**os.environ, "MCPX_HOOKS_NO_DISCOVERY": "1"},
+        )  # fmt: skip
+        assert out.returncode == 2 and "Traceback" not in out.stderr, out
+        said = out.stdout + out.stderr
+        assert (
+            "d.toml:/hooks/0/vars/day: expected a JSON value (a string, a number, a boolean, an"
+            " array or a table), found the TOML date 1979-05-01: vars are passed on as JSON,"
+            ' which has no dates or times; write it as a string ("1979-05-01")'
+        ) in said, said
+        assert "d.toml:/hooks/1/args/at/0: expected a JSON value" in said, said
