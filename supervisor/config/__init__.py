@@ -53,6 +53,7 @@ __all__, __getattr__, __dir__ = exports(
             "digest",
             "pin_key",
             "tools_sha256",
+            "trust_command",
         ),
         "statefiles": ("StateError", "read_private", "said_os_error", "state_home", "state_path"),
         "truststore": ("load_state", "locked_state", "save_state", "trust_key"),
