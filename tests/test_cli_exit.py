@@ -536,3 +536,28 @@ def test_a_remote_command_closes_its_sockets(server: Server, command: list[str])
     )
     assert done.returncode == 0, done.stderr
     assert "ResourceWarning" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["validate"], ["hooks", "list"], ["exec", "--", "true"], ["trust"], ["runs", "list"]],
+)
+def test_a_working_directory_removed_under_the_shell_is_said_not_a_traceback(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """A CI checkout cleaned while a shell sat in it: every command that finds its configs
+    from the working directory died with a FileNotFoundError traceback."""
+    gone = tmp_path / "checkout"
+    gone.mkdir()
+    script = 'cd "$1" && rmdir "$1" && shift && exec "$@"'
+    done = subprocess.run(
+        ["sh", "-c", script, "sh", str(gone), sys.executable, "-m", "mcpx_hooks.supervisor",
+         *command],
+        check=False, capture_output=True, text=True, timeout=60,
+        env={k: v for k, v in os.environ.items() if k != "MCPX_HOOKS_NO_DISCOVERY"},
+    )  # fmt: skip
+    assert done.returncode == 2, done
+    assert done.stderr == (
+        f"mcpx-hooks {command[0]}: the working directory no longer exists (it was removed after"
+        " this shell entered it): cd to one that exists, then run the command again\n"
+    )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 from types import MappingProxyType
@@ -1463,7 +1465,29 @@ def test_a_command_says_a_config_s_problems_as_validate_does_without_control_cha
     assert main(["exec", "--config", "k.toml", "--", "true"]) == 2
     err = capsys.readouterr().err
     assert "\x1b" not in err and "\nend: exit code 0" not in err, err
-    assert "  k.toml:/limits/x\\x1b[2J\n      end: exit code 0: unknown key" in err, err
+    # (a pointer's characters that are not printable: JSON escapes, as the message quotes it)
+    assert "  k.toml:/limits/x\\u001b[2J\\nend: exit code 0: unknown key" in err, err
+
+
+def test_a_file_name_with_a_line_break_keeps_each_problem_on_one_line(tmp_path: Path) -> None:
+    """`validate $'a\\nb.toml'` printed `…/a` on a line and `b.toml:/hooks/0/run: …` on the
+    next: a name that is not printable is now written as bash quotes it, `$'…/a\\nb.toml'`,
+    in the problem's `FILE:POINTER` and in the file's own problems that name it again."""
+    bad = write(tmp_path / "a\nb\x1b[2J.toml", '[[hooks]]\non = "script"\nrun = "true"\n')
+    gone = tmp_path / "c\td.toml"
+    out = subprocess.run(
+        [sys.executable, "-m", "mcpx_hooks.supervisor", "validate", str(bad), str(gone)],
+        check=False, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 2, out
+    shown = f"$'{tmp_path}/a\\nb\\x1b[2J.toml'"
+    assert [line.split(": ")[0] for line in out.stdout.splitlines()] == [
+        f"{shown}:/hooks/0/on",
+        f"{shown}:/hooks/0/run",
+        f"$'{tmp_path}/c\\td.toml':/",
+    ], out.stdout
+    assert out.stdout.splitlines()[-1].endswith(f"no such file: $'{tmp_path}/c\\td.toml'")
+    assert "\x1b" not in out.stdout and out.stderr == "3 problem(s)\n"
 
 
 # --- [sandbox] read / write and [script] sandbox --------------------------------------------
@@ -1670,3 +1694,31 @@ def test_a_deep_chain_of_project_files_is_resolved_once_a_directory(
     ]
     depth = len(deep.parts)
     assert len(lstats) < 8 * depth  # (each realpath alone was `depth` lstats, 3 a file)
+
+
+def test_a_toml_date_in_vars_or_args_is_a_problem_not_a_traceback(tmp_path: Path) -> None:
+    """`vars` and `args` take any value, and a TOML date passed the schema: `validate` said
+    "ok", then `hooks list --json` died with a traceback (a date has no JSON), as would a
+    prompt built with it. It is a problem at its pointer, with what to write instead."""
+    write(
+        tmp_path / "d.toml",
+        '[[hooks]]\nname = "p"\non = "script"\nphase = "before"\nprompt = "on {{day}}"\n'
+        "vars = { day = 1979-05-01 }\n"
+        '[[hooks]]\nname = "g"\non = "script"\nphase = "before"\nplugin = "srv.tool"\n'
+        "args = { at = [07:32:00] }\n"
+        '[servers.srv]\ncommand = ["true"]\n',
+    )
+    for args in (["validate", "d.toml"], ["hooks", "list", "--json", "--config", "d.toml"]):
+        out = subprocess.run(
+            [sys.executable, "-m", "mcpx_hooks.supervisor", *args],
+            check=False, cwd=tmp_path, capture_output=True, text=True, timeout=60,
+            env={**os.environ, "MCPX_HOOKS_NO_DISCOVERY": "1"},
+        )  # fmt: skip
+        assert out.returncode == 2 and "Traceback" not in out.stderr, out
+        said = out.stdout + out.stderr
+        assert (
+            "d.toml:/hooks/0/vars/day: expected a JSON value (a string, a number, a boolean, an"
+            " array or a table), found the TOML date 1979-05-01: vars are passed on as JSON,"
+            ' which has no dates or times; write it as a string ("1979-05-01")'
+        ) in said, said
+        assert "d.toml:/hooks/1/args/at/0: expected a JSON value" in said, said

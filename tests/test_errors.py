@@ -14,7 +14,7 @@ import pkgutil
 import pytest
 
 import mcpx_hooks.supervisor
-from mcpx_hooks.supervisor.core.errors import HooksError
+from mcpx_hooks.supervisor.core.errors import HooksError, Problem
 
 #: Running it is the CLI's `main` (it exits): its names are `cli/main.py`'s.
 _NOT_IMPORTED = {"mcpx_hooks.supervisor.__main__"}
@@ -72,3 +72,13 @@ def test_a_json_error_reads_as_one_sentence(text: str, said: str) -> None:
     with pytest.raises(JsonError) as caught:
         loads(text)
     assert str(caught.value) == said
+
+
+def test_a_problem_is_said_on_one_line_whatever_its_file_and_pointer_hold() -> None:
+    # A file's name as bash quotes it (it pastes back), a key's characters as JSON escapes
+    # (as the message quotes the key); what is printable is left as it is.
+    assert str(Problem("a b.toml", "/hooks/0", "m")) == "a b.toml:/hooks/0: m"
+    assert str(Problem("c.toml", "", "m")) == "c.toml:/: m"
+    said = str(Problem("/p/a\nb\x1b.toml", "/x\ny\u202e", 'unknown key "x\\ny\\u202e"'))
+    assert said == "$'/p/a\\nb\\x1b.toml':/x\\ny\\u202e: unknown key \"x\\ny\\u202e\""
+    assert str(Problem("it's\n.toml", "/", "m")) == "$'it\\'s\\n.toml':/: m"

@@ -549,3 +549,39 @@ def test_runs_verify_catches_a_changed_byte_and_says_where(tmp_path: Path) -> No
         nested = mcpx("runs", "verify", str(deep), cwd=tmp_path)
         assert nested.returncode == 1 and "Traceback" not in nested.stderr, nested
         assert "is not a JSON frame" in nested.stdout, nested
+
+
+def test_runs_verify_reads_no_more_than_the_history_keeps(tmp_path: Path) -> None:
+    """`runs verify /dev/zero` (a line that never ends) held all it read: 3 GB in 7 s, and on.
+    A file is read up to `[history] retainBytes`, and one longer is refused, named on one line
+    as every file name is (`$'…'` for one with a line break)."""
+    (tmp_path / "c.toml").write_text("[history]\nretainBytes = 100000\n")
+    endless = mcpx("runs", "verify", "/dev/zero", "--config", "c.toml", cwd=tmp_path)
+    assert endless.returncode == 1, endless
+    assert endless.stderr == (
+        "mcpx-hooks runs verify: /dev/zero: over 100000 bytes, more than the run history keeps"
+        " in all ([history] retainBytes): not a run's frames; not read further\n"
+    )
+    odd = tmp_path / "a\nb.ndjson"
+    odd.write_text("[" * 100_001)
+    long = mcpx("runs", "verify", str(odd), "--config", "c.toml", cwd=tmp_path)
+    assert long.returncode == 1 and long.stderr.startswith(
+        f"mcpx-hooks runs verify: $'{tmp_path}/a\\nb.ndjson': over 100000 bytes"
+    ), long
+    odd.write_text("[" * 100_000)  # (as much as is kept: read, and not frames)
+    kept = mcpx("runs", "verify", str(odd), "--config", "c.toml", cwd=tmp_path)
+    assert kept.stdout == f"$'{tmp_path}/a\\nb.ndjson': CHANGED: line 1 is not a JSON frame\n"
+
+
+def test_runs_list_and_show_name_the_history_on_one_line(tmp_path: Path) -> None:
+    """The history's path (under an XDG_STATE_HOME holding ESC and a line break) went to the
+    terminal raw from `runs list` and `runs show`: the ESC obeyed, the line cut."""
+    state = tmp_path / "h\x1b[2J\nx"
+    listed = mcpx("runs", "list", cwd=tmp_path, XDG_STATE_HOME=str(state))
+    shown = f"$'{state}/mcpx-hooks/history.db'".replace("\x1b", "\\x1b").replace("\n", "\\n")
+    assert listed.stdout == f"no runs are kept in the run history {shown}\n", listed
+    assert mcpx("exec", "--", "true", cwd=tmp_path, XDG_STATE_HOME=str(state)).returncode == 0
+    gone = mcpx("runs", "show", "nope", cwd=tmp_path, XDG_STATE_HOME=str(state))
+    assert (
+        gone.stderr == f"mcpx-hooks runs show: no run 'nope' is kept in the run history {shown}\n"
+    )

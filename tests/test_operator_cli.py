@@ -322,6 +322,26 @@ def test_hook_test_exit_status_is_the_hooks_outcome(tmp_path: Path) -> None:
         )
 
 
+def test_hook_test_of_a_name_not_in_force_names_a_few_and_the_closest(tmp_path: Path) -> None:
+    """`hook test chek-77` against a generated config listed every hook in force in its one
+    line (40,000 names: some 400 KB), and a name holding a line break broke that line. It now
+    says the closest name, the first ten, and how many more, each name escaped."""
+    hooks = "".join(
+        f'[[hooks]]\nname = "{name}"\non = "script"\nphase = "before"\nrun = ["true"]\n'
+        for name in ["we\\nird", *(f"check-{n}" for n in range(2_000))]
+    )
+    (tmp_path / "c.toml").write_text(hooks)
+    out = mcpx(
+        "hook", "test", "chek-77", "--config", "c.toml", cwd=tmp_path, env=environment(tmp_path)
+    )
+    assert out.returncode == 2
+    assert out.stderr == (
+        "mcpx-hooks hook test: no hook named 'chek-77' is in force; did you mean \"check-77\"?"
+        " (hooks in force: we\\nird, check-0, check-1, check-2, check-3, check-4, check-5,"
+        " check-6, check-7, check-8, and 1991 more: `mcpx-hooks hooks list` lists them)\n"
+    )
+
+
 @pytest.mark.parametrize(
     ("event", "said"),
     [

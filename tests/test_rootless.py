@@ -460,9 +460,10 @@ def test_config_files_the_caller_may_not_read_are_said_never_skipped_silently(
     done = caller.run("-m", "mcpx_hooks.supervisor", "validate", extra=discover)
     assert done.returncode == 2, done.stdout + done.stderr
     user_file = config_dir / "config.toml"
+    # (the project file not trusted is checked in the same pass: every problem at once)
     assert done.stdout == (
         f"{user_file}:/: cannot tell whether there is a file there: {config_dir} may not be"
-        " searched (Permission denied)\n"
+        f" searched (Permission denied)\n{local}:/: cannot read the file: Permission denied\n"
     )
     config_dir.chmod(0o700)
     done = caller.run("-m", "mcpx_hooks.supervisor", "validate", extra=discover)

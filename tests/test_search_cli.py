@@ -173,3 +173,21 @@ def test_v1_search_on_a_real_serve_needs_the_token(tmp_path: Path) -> None:
     finally:
         assert server.stop() == 0
     assert "Traceback" not in server.log()
+
+
+@pytest.mark.parametrize("typed", ["", "   ", "\t\n"])
+def test_runs_search_of_nothing_is_a_usage_error(tmp_path: Path, typed: str) -> None:
+    """`runs search ""` answered "no stored frame matches", as if the history had been
+    searched for something; it asks for nothing, and says so (exit 2, nothing on stdout),
+    locally and before any server is asked."""
+    for where in ([], ["--remote", "ws://127.0.0.1:9"]):
+        for json_flag in ([], ["--json"]):
+            said = mcpx("runs", "search", typed, *where, *json_flag, cwd=tmp_path)
+            assert said.returncode == 2, said
+            assert said.stdout == ""
+            assert said.stderr == (
+                'mcpx-hooks runs search: nothing to search for: give words or "quoted phrases"'
+                " to find\n"
+            )
+    # Punctuation alone is text, as ever: it matches nothing, and is not an error.
+    assert mcpx("runs", "search", "*", cwd=tmp_path).stdout == "no stored frame matches\n"

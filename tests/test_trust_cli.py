@@ -289,6 +289,42 @@ def test_trust_without_a_name_leaves_a_file_another_user_owns(tmp_path: Path) ->
     assert named.returncode == 0 and f"trusted {planted}" in named.stdout, named
 
 
+def test_a_trust_state_and_a_planted_file_under_odd_names_are_named_on_one_line(
+    tmp_path: Path,
+) -> None:
+    """The trust state's path (`XDG_STATE_HOME` with a line break) and a planted project file's
+    were printed raw, their line breaks cut into continuation lines, and "name it to trust
+    it: mcpx-hooks trust PATH" gave a command a shell would not take back."""
+    if os.geteuid() != 0:
+        pytest.skip("a file another user owns is made by root")
+    env = environment(tmp_path)
+    state = tmp_path / "st\nate"
+    env["XDG_STATE_HOME"] = str(state)
+    (state / "mcpx-hooks").mkdir(parents=True)
+    (state / "mcpx-hooks" / "trust.json").write_text("[")
+    listed = mcpx("trust", "--list", cwd=tmp_path, env=env)
+    shown_state = f"$'{state}/mcpx-hooks/trust.json'".replace("\n", "\\n")
+    assert listed.stderr == (
+        f"mcpx-hooks trust: the trust state file {shown_state} is not valid (invalid JSON:"
+        " Expecting value (at line 1, column 2)): nothing is trusted until it is fixed or"
+        " removed\n"
+    )
+    (state / "mcpx-hooks" / "trust.json").unlink()
+    shared = tmp_path / "sh\tared"
+    project = shared / "proj"
+    project.mkdir(parents=True)
+    (project / ".mcpx-hooks.toml").write_text("")
+    planted = shared / ".mcpx-hooks.toml"
+    planted.write_text("")
+    os.chown(planted, 65534, 65534)
+    out = mcpx("trust", cwd=project, env=env)
+    shown = f"$'{planted}'".replace("\t", "\\t")
+    assert out.returncode == 2 and out.stderr == (
+        f"mcpx-hooks trust: {shown} is not yours (owner uid 65534): not trusted; name it to"
+        f" trust it: mcpx-hooks trust {shown}\n"
+    ), out
+
+
 async def test_the_service_says_what_its_discovery_skipped(tmp_path: Path) -> None:
     (tmp_path / "c.toml").write_text(UNCONFINED)
     local = tmp_path / "w" / ".mcpx-hooks.toml"
@@ -311,3 +347,39 @@ async def test_the_service_says_what_its_discovery_skipped(tmp_path: Path) -> No
             assert "marker" not in hook_frames(frames)
         service.stop()
     assert not (local.parent / "marker-written").exists()
+
+
+def test_a_project_whose_directory_name_holds_a_line_break_is_named_on_one_line(
+    tmp_path: Path,
+) -> None:
+    """A project under a directory named with a line break and ESC: every command that names
+    its file (the warning that skips it, `hooks list`, `exec --explain`, `trust`, `trust
+    --list`, `untrust`) writes the name as bash quotes it, the same everywhere, on one line."""
+    env = environment(tmp_path)
+    project = tmp_path / "p\nq\x1b[2J"
+    project.mkdir()
+    (project / ".mcpx-hooks.toml").write_text(
+        '[[hooks]]\nname = "chk"\non = "script"\nphase = "before"\nrun = ["true"]\n'
+    )
+    shown = f"$'{project}/.mcpx-hooks.toml'".replace("\n", "\\n").replace("\x1b", "\\x1b")
+    for args in (["validate"], ["hooks", "list"], ["exec", "--explain", "--", "true"]):
+        out = mcpx(*args, cwd=project, env=env)
+        assert out.returncode == 0, out.stderr
+        text = out.stdout + out.stderr
+        assert "\x1b" not in text and "Traceback" not in text, text
+        assert f"mcpx-hooks: warning: skipped {shown}: a project config" in out.stderr, text
+    assert f"not applied: {shown} (not trusted); to apply it: mcpx-hooks trust {shown}" in (
+        mcpx("hooks", "list", cwd=project, env=env).stdout
+    )
+    explained = mcpx("exec", "--explain", "--", "true", cwd=project, env=env).stdout
+    directory = shown.removesuffix("/.mcpx-hooks.toml'") + "'"
+    assert f"a run of true in {directory}\n" in explained
+    assert f"\n  {shown}: not trusted; trust it with: mcpx-hooks trust {shown}\n" in explained
+    trusted = mcpx("trust", ".mcpx-hooks.toml", cwd=project, env=env)
+    assert trusted.stdout.startswith(f"trusted {shown} (sha256 "), trusted
+    assert f"  {shown}  sha256 " in mcpx("trust", "--list", cwd=project, env=env).stdout
+    listed = mcpx("hooks", "list", cwd=project, env=env).stdout.splitlines()
+    assert listed[1].endswith(f"  {shown}:/hooks/0"), listed
+    assert mcpx("untrust", ".mcpx-hooks.toml", cwd=project, env=env).stdout == (
+        f"untrusted {shown}\n"
+    )

@@ -5,6 +5,7 @@ walk of the whole document finds, every problem with its file and pointer."""
 from __future__ import annotations
 
 import collections
+import datetime
 import json
 import subprocess
 import sys
@@ -14,11 +15,16 @@ from typing import Any
 import jsonschema
 import pytest
 
+from mcpx_hooks.supervisor.config import manyhooks
 from mcpx_hooks.supervisor.config.manyhooks import SPLIT_FROM
 from mcpx_hooks.supervisor.config.problems import problems
 from mcpx_hooks.supervisor.config.schemas import document_problems, validator
+from mcpx_hooks.supervisor.core.errors import Problem
 
 CLI = [sys.executable, "-m", "mcpx_hooks.supervisor"]
+
+DATE = datetime.date(1979, 5, 1)
+TIME = datetime.time(7, 32)
 
 #: Hooks wrong in every way the schema says, and right ones, and the layer splice (`null`).
 VARIED: list[Any] = [
@@ -44,6 +50,10 @@ VARIED: list[Any] = [
     {"name": "m", "on": "script", "phase": "before", "run": ["t"], "timeoutMs": "x", "": 1},
     {"on": "script", "phase": "before", "plugin": "a.b", "answer": "x", "args": []},
     {"on": "script", "phase": "before", "source": ["x"], "effect": "nope", "when": {"x": 1}},
+    # What only TOML gives: dates and times where a number, a string or an argv belongs.
+    {"name": "n", "on": "script", "phase": "before", "run": ["t"], "timeoutMs": DATE},
+    {"name": "o", "on": "script", "phase": TIME, "run": ["t", DATE], "env": {"A": TIME}},
+    {"name": "p", "on": "script", "phase": "before", "run": ["t"], "timeoutMs": "1979-05-01"},
 ]
 
 
@@ -85,6 +95,39 @@ def test_fifty_thousand_copies_of_one_invalid_hook_are_walked_once(
     assert [p.pointer for p in found] == [f"/hooks/{n}/on" for n in range(50_000)]
     assert len({p.message for p in found}) == 1
     assert set(walked) == {"h0"}  # the first copy only (its if, then and else)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "said"),
+    [
+        ("timeoutMs", DATE, "expected an integer, found the TOML date 1979-05-01"),
+        ("phase", TIME, "expected a phase of"),
+        ("run", ["true", DATE], "expected a string"),
+    ],
+)
+def test_many_hooks_with_one_toml_date_are_walked_once(
+    monkeypatch: pytest.MonkeyPatch, key: str, value: Any, said: str
+) -> None:
+    """40,000 hooks with `timeoutMs = 1979-05-01` took 6.2 s to be refused, half again what
+    as many with `timeoutMs = "soon"` took: a date has no JSON, so its problems were never
+    shared, and jsonschema walked every hook. A date is now shared like any other value."""
+    walks = []
+
+    def counting(validator: Any, instance: Any, file: str) -> list[Problem]:
+        walks.append(instance)
+        return problems(validator, instance, file)
+
+    monkeypatch.setattr(manyhooks, "problems", counting)
+    hooks = [
+        {"name": f"h{n}", "on": "script", "phase": "before", "run": ["true"], key: value}
+        for n in range(2_000)
+    ]
+    found = document_problems({"hooks": hooks}, "big.toml")
+    assert {p.pointer for p in found if said in p.message} == {
+        f"/hooks/{n}/{key}{'/1' if key == 'run' else ''}" for n in range(2_000)
+    }
+    assert all(p.file == "big.toml" for p in found)
+    assert len(walks) <= 3  # the document without its hooks, the first hook, its value
 
 
 def wrong_in_its_own_way(n: int) -> Any:
@@ -306,3 +349,82 @@ def test_did_you_mean_asks_difflib_only_about_choices_that_could_be_close(
     assert said._closest.__wrapped__("k123", choices) == ""
     assert said._closest.__wrapped__("timeoutMS", choices) == '; did you mean "timeoutMs"?'
     assert asked == [["timeoutMs"]]
+
+
+@pytest.mark.parametrize("valid", [True, False])
+def test_validate_with_no_file_loads_a_project_not_trusted_once(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    valid: bool,
+) -> None:
+    """`validate` with no FILE loaded the layers found here, then, a project file being not
+    trusted, all of them again with the project trusted: every file read, checked and built
+    twice. One load now layers the project files not trusted as if they were, and names them
+    as not trusted all the same (and says them when another layer has problems too, where
+    the first load's problems were all it printed)."""
+    from mcpx_hooks.supervisor.cli.main import main
+    from mcpx_hooks.supervisor.config import build, files, loading
+
+    loads: list[bool] = []
+    read: list[str] = []
+    load, read_bytes = loading.load_config, files.read_bytes
+
+    def counted_load(*args: Any, **kwargs: Any) -> Any:
+        loads.append(kwargs.get("trust_project", False))
+        return load(*args, **kwargs)
+
+    def counted_read(path: Path, file: str, **kwargs: Any) -> Any:
+        read.append(Path(file).name)
+        return read_bytes(path, file, **kwargs)
+
+    built: list[int] = []
+    resolve = build.resolve
+    monkeypatch.setattr(loading, "load_config", counted_load)
+    monkeypatch.setattr(files, "read_bytes", counted_read)
+    monkeypatch.setattr(
+        loading, "resolve", lambda layers: built.append(len(layers)) or resolve(layers)
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MCPX_HOOKS_NO_DISCOVERY", raising=False)
+    monkeypatch.delenv("MCPX_HOOKS_TRUST", raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "home"))
+    user = tmp_path / "home" / "mcpx-hooks" / "config.toml"
+    user.parent.mkdir(parents=True)
+    user.write_text("[autonomy]\nmax = 'apply'\n" if valid else "[autonomy]\nmax = 'lots'\n")
+    hook = '[[hooks]]\nname = "p"\non = "script"\nphase = "before"\nrun = ["true"]\n'
+    (tmp_path / ".mcpx-hooks.toml").write_text(hook + ("" if valid else "effect = 'x'\n"))
+    assert main(["validate"]) == (0 if valid else 2)
+    out, err = capsys.readouterr()
+    assert "skipped" in err and "not trusted" in err, err
+    if valid:
+        assert out == "ok: 2 file(s) valid (1 not trusted yet: `mcpx-hooks trust` applies it)\n"
+    else:
+        assert [line.split(": ")[0] for line in out.splitlines()] == [
+            f"{user}:/autonomy/max",
+            f"{tmp_path}/.mcpx-hooks.toml:/hooks/0/effect",
+        ], out
+    assert len(loads) == 1 and read == ["config.toml", ".mcpx-hooks.toml"]
+    assert built == [2]  # (the two layers, built once)
+
+
+def test_validate_says_how_many_project_files_are_not_trusted_yet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # (It said "applies it" of any number: "400 not trusted yet: `mcpx-hooks trust` applies it".)
+    from mcpx_hooks.supervisor.cli.main import main
+
+    monkeypatch.delenv("MCPX_HOOKS_NO_DISCOVERY", raising=False)
+    monkeypatch.delenv("MCPX_HOOKS_TRUST", raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "home"))
+    inner = tmp_path / "a" / "b"
+    inner.mkdir(parents=True)
+    for directory in (tmp_path / "a", inner):
+        (directory / ".mcpx-hooks.toml").write_text("[autonomy]\nmax = 'run'\n")
+    monkeypatch.chdir(inner)
+    assert main(["validate"]) == 0
+    assert capsys.readouterr().out == (
+        "ok: 2 file(s) valid (2 not trusted yet: `mcpx-hooks trust` applies them)\n"
+    )

@@ -171,7 +171,36 @@ def test_a_project_path_is_escaped_wherever_a_command_names_it(tmp_path: Path) -
     for what, out in said.items():
         assert ESC not in out, (what, out)
         assert "end: exit code 0" not in out.splitlines(), (what, out)  # (ours: ", N ms")
-    assert f"trusted {tmp_path}/p\\x1b[31mRED" in said["trust"]
+    assert (
+        f"trusted $'{tmp_path}/p\\x1b[31mRED\\nend: exit code 0/.mcpx-hooks.toml'" in said["trust"]
+    )
     # The command the warning suggests is one line, and a shell takes it back as the path.
     suggested = f"mcpx-hooks trust $'{tmp_path}/p\\x1b[31mRED\\nend: exit code 0/.mcpx-hooks.toml'"
     assert suggested in said["skipped"], said["skipped"]
+
+
+def test_exec_explain_shows_a_hook_name_with_a_line_break_on_its_own_line() -> None:
+    # A hook's name is the config's data: `exec --explain` put its line break through as a
+    # continuation line (the rest of the name, then "(run, advise): …", on a line of its
+    # own), where `hooks list` writes it escaped on one line.
+    from mcpx_hooks.supervisor.cli.explain import explain_lines
+
+    name = f"we\nird{ESC}[2J"
+    hook = {"phase": "before", "name": name, "source": {"file": "c.toml", "index": 0}}
+    plan = {
+        "argv": ["true"],
+        "cwd": "/w",
+        "hooks": [
+            {**hook, "runs": True, "action": "run", "effect": "advise", "at": "before the script"},
+            {**hook, "runs": False, "why": "its when.argv does not match"},
+        ],
+        "script": {},
+        "skippedFiles": [],
+    }
+    assert explain_lines(plan) == [
+        "a run of true in /w",
+        "would run, in order:",
+        "  1. before we\\nird\\x1b[2J (run, advise): before the script  [c.toml:/hooks/0]",
+        "will not run:",
+        "  before we\\nird\\x1b[2J: its when.argv does not match  [c.toml:/hooks/0]",
+    ]

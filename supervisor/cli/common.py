@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from ..core.errors import HooksError
+from ..core.places import shown_file
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
 if TYPE_CHECKING:
@@ -242,9 +243,9 @@ def read_bounded(flag: str, name: str, limit: int, why: str) -> bytes:
             with open(name, "rb") as f:
                 data = f.read(limit + 1)
     except OSError as exc:
-        raise Usage(f"{flag} {name}: {exc.strerror or exc}") from None
+        raise Usage(f"{flag} {shown_file(name)}: {exc.strerror or exc}") from None
     if len(data) > limit:
-        raise Usage(f"{flag} {name}: over {limit} bytes ({why})")
+        raise Usage(f"{flag} {shown_file(name)}: over {limit} bytes ({why})")
     return data
 
 

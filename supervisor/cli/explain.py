@@ -12,7 +12,7 @@ from pathlib import Path
 
 import attrs
 
-from ..core.places import hook_place
+from ..core.places import hook_place, shown_file
 from ..core.records import Record
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
@@ -179,9 +179,9 @@ def _where(source: Any) -> str:
 
 def explain_lines(plan: dict[str, Any]) -> list[str]:
     """`exec --explain` for a person (what it shows of the hooks is data: `printable.py`)."""
-    from .printable import command, continued_lines
+    from .printable import command, continued_lines, printable
 
-    lines = [f"a run of {command(plan['argv'])} in {plan['cwd']}"]
+    lines = [f"a run of {command(plan['argv'])} in {shown_file(plan['cwd'])}"]
     if "tool" in plan:
         lines[0] += f", for a call it would make to {plan['tool']}"
     hooks: Sequence[dict[str, Any]] = plan["hooks"]
@@ -190,7 +190,7 @@ def explain_lines(plan: dict[str, Any]) -> list[str]:
     for n, h in enumerate(running, start=1):
         together = ", at once with its parallel neighbours" if h.get("parallel") else ""
         lines.append(
-            f"  {n}. {h['phase']} {h['name']} ({h['action']}, {h['effect']}{together}):"
+            f"  {n}. {h['phase']} {printable(h['name'])} ({h['action']}, {h['effect']}{together}):"
             f" {h['at']}  [{_where(h['source'])}]"
         )
         if "note" in h:
@@ -201,13 +201,14 @@ def explain_lines(plan: dict[str, Any]) -> list[str]:
     if idle:
         lines.append("will not run:")
         lines.extend(
-            f"  {h['phase']} {h['name']}: {h['why']}  [{_where(h['source'])}]" for h in idle
+            f"  {h['phase']} {printable(h['name'])}: {h['why']}  [{_where(h['source'])}]"
+            for h in idle
         )
     if plan["skippedFiles"]:
         lines.append("not applied (their hooks are not in force):")
     for skipped in plan["skippedFiles"]:
         trust = f"; trust it with: {skipped['trustCommand']}" if skipped["trustCommand"] else ""
-        lines.append(f"  {skipped['file']}: {skipped['reason']}{trust}")
+        lines.append(f"  {shown_file(skipped['file'])}: {skipped['reason']}{trust}")
     return continued_lines(lines)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..core.places import shown_file
 from .common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -119,8 +120,26 @@ def hooks_list(args: argparse.Namespace) -> int:
         print("\n".join(hook_table([hook_json(h) for h in config.hooks], in_force)))
     for f in config.skipped:
         then = f"; to apply it: {f.trust_command}" if f.trust_command else ""
-        print(printable(f"not applied: {f.file} ({f.reason}){then}"))
+        print(printable(f"not applied: {shown_file(f.file)} ({f.reason}){then}"))
     return EXIT_OK
+
+
+#: The names of the hooks in force a `hook test` of an unknown name lists, at most.
+NAMES_LISTED: Final = 10
+
+
+def _no_such_hook(name: str, names: list[str]) -> str:
+    """What `hook test NAME` says of a name no hook in force has: the closest name, and the
+    first `NAMES_LISTED` names (a generated config holds thousands), on one line."""
+    from ..config import did_you_mean
+    from .printable import printable
+
+    hint = did_you_mean(name, names)
+    listed = ", ".join(names[:NAMES_LISTED]) or "none"
+    if len(names) > NAMES_LISTED:
+        more = len(names) - NAMES_LISTED
+        listed += f", and {more} more: `mcpx-hooks hooks list` lists them"
+    return printable(f"no hook named {name!r} is in force{hint} (hooks in force: {listed})")
 
 
 def skipped_json(skipped: SkippedFile) -> dict[str, str]:
@@ -231,8 +250,7 @@ def _pick_hook(args: argparse.Namespace) -> tuple[Config, Hook]:
         config = load(args)
         found = config.find(args.name)
         if found is None:
-            names = ", ".join(h.name for h in config.hooks) or "none"
-            raise Usage(f"no hook named {args.name!r} is in force (hooks in force: {names})")
+            raise Usage(_no_such_hook(args.name, [h.name for h in config.hooks]))
         hook = found
     if args.phase is not None and args.phase != hook.phase.value:
         raise Usage(

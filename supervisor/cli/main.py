@@ -45,6 +45,9 @@ def main(argv: Sequence[str] | None = None, *, own_log: bool = False) -> int:
         return EXIT_USAGE
     args = parser().parse_args(given)
     # (here: `--version` and `--help` have exited without attrs)
+    if args.command != "schema" and (gone := _no_working_directory()) is not None:
+        print(f"mcpx-hooks {args.command}: {gone}", file=sys.stderr)
+        return EXIT_USAGE
     from ..core.errors import ConfigError, SpawnError, SpawnModeError
 
     if own_log:
@@ -122,6 +125,22 @@ def _status(code: object) -> int:
         return code
     print(code, file=sys.stderr)
     return 1
+
+
+def _no_working_directory() -> str | None:
+    """Why there is no working directory to find configs from, or None: one removed since
+    the shell entered it (a CI checkout cleaned under a shell) made every command that
+    discovers its configs end in a traceback."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        return (
+            "the working directory no longer exists (it was removed after this shell entered"
+            " it): cd to one that exists, then run the command again"
+        )
+    except OSError as exc:  # (a directory on its way that may no longer be searched)
+        return f"cannot tell the working directory: {exc.strerror or exc}"
+    return None
 
 
 def _empty_values(given: Sequence[str]) -> str | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 
+from ..core.places import shown_file
 from .common import EXIT_OK, remote, remote_failed, run_async, say
 from .parser import add_config_file_arguments, add_token_file_argument
 
@@ -131,7 +132,7 @@ def _local(args: argparse.Namespace, command: str) -> int:
     from .runview import RunView
 
     config, path = history_of(args)
-    where = f"the run history {path}"
+    where = f"the run history {shown_file(str(path))}"
     if not config.history_enabled:
         print(f"mcpx-hooks {command}: [history] enabled = false: no run is kept on disk"
               " (a server's runs: --remote URL)", file=sys.stderr)  # fmt: skip

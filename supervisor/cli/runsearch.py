@@ -4,7 +4,9 @@ By default it reads the run history on this machine (`[history] path` in the con
 force); `--remote URL` asks a server's `GET /v1/search` instead, with the token as every
 remote command finds it. Either way each match is `{runId, seq, type, snippet}`, newest run
 first: `--json` prints them as one JSON list, else one line each (the run, the frame's seq
-and type, the snippet), and `runs show RUN_ID` shows the run they are in.
+and type, the snippet), and `runs show RUN_ID` shows the run they are in. An empty or blank
+query is a usage error (exit 2): it asks for nothing, where one with no letter or digit
+(`*`, a stray quote) is text that matches nothing.
 """
 
 from __future__ import annotations
@@ -12,7 +14,10 @@ from __future__ import annotations
 import json
 import sys
 
-from .common import EXIT_FAILED, EXIT_OK, remote, remote_failed, run_async, say
+from .common import EXIT_FAILED, EXIT_OK, remote, remote_failed, run_async, say, usage
+
+#: What an empty or blank query is told (exit 2): it asks for nothing.
+NOTHING_TO_FIND = 'nothing to search for: give words or "quoted phrases" to find'
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
 if TYPE_CHECKING:
@@ -58,6 +63,8 @@ def search(args: argparse.Namespace, command: str) -> int:
     from ..service.access import TokenFileError
     from ..service.remote import RemoteError
 
+    if not args.query.strip():  # (`*` or a stray quote is text, and matches nothing)
+        return usage(command, NOTHING_TO_FIND)
     if args.remote is None:
         return _local(args, command)
     try:

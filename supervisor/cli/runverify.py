@@ -6,7 +6,9 @@ console downloads them; anything else is a stored run's id in the run history on
 machine. When a file's run is also in the history, the first frame that differs from the
 stored one is named; else the sentence says what can be said (a line out of place, a chain
 that does not match). Exit 0 when the frames are intact, 1 when they were changed (or the
-run is not found).
+run is not found). A file is read up to `[history] retainBytes` (what the history keeps in
+all, so no run's frames are more): `/dev/zero` or a stream that never ends is refused there,
+never held whole.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ..core.places import shown_file
 from .common import EXIT_FAILED, EXIT_OK, say
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING, without importing typing
@@ -44,7 +47,7 @@ def verify(args: argparse.Namespace, command: str) -> int:
     from ..history.faults import HistoryFault
     from ..history.store import History
 
-    _, path = history_of(args)
+    config, path = history_of(args)
     target: str = args.target
     fault = ""
     try:
@@ -53,24 +56,33 @@ def verify(args: argparse.Namespace, command: str) -> int:
         history, fault = None, f" ({exc})"
     try:
         if os.path.exists(target) and not os.path.isdir(target):  # a pipe too: /dev/stdin
+            limit = config.history_retain_bytes
             with open(target, "rb") as file:
-                lines = [line.rstrip(b"\r\n") for line in file if line.strip()]
+                data = file.read(limit + 1)
+            if len(data) > limit:
+                say(f"mcpx-hooks {command}: {shown_file(target)}: over {limit} bytes, more than"
+                    " the run history keeps in all ([history] retainBytes): not a run's frames;"
+                    " not read further")  # fmt: skip
+                return EXIT_FAILED
+            lines = [line.rstrip(b"\r") for line in data.split(b"\n") if line.strip()]
+            del data
             reference = _stored(history, _run_id(lines[0]) if lines else None)
             what = target
         else:
             stored = _stored(history, target)
             if stored is None:
-                say(f"mcpx-hooks {command}: {target} is neither a file nor a run kept in the"
-                    f" run history {path}{fault}")  # fmt: skip
+                say(f"mcpx-hooks {command}: {shown_file(target)} is neither a file nor a run kept"
+                    f" in the run history {shown_file(str(path))}{fault}")  # fmt: skip
                 return EXIT_FAILED
             lines, reference, what = stored, None, f"run {target}"
     except OSError as exc:
-        say(f"mcpx-hooks {command}: {target}: {exc.strerror}")
+        say(f"mcpx-hooks {command}: {shown_file(target)}: {exc.strerror}")
         return EXIT_FAILED
     finally:
         if history is not None:
             history.close()
     problem = check(lines, reference)
+    what = shown_file(what) if what == target else what
     if problem is None:
         say(
             f"{what}: intact ({len(lines)} frames; their chain matches their end frame's)", out=True

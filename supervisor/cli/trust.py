@@ -17,6 +17,7 @@ import json
 import os
 from pathlib import Path
 
+from ..core.places import shown_file
 from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, say, usage
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
@@ -71,6 +72,7 @@ def trust(args: argparse.Namespace) -> int:
     if args.json:
         return usage("trust", "--json goes with --list")
     from ..config.files import LOCAL_NAMES, NO_DISCOVERY_ENV, discover
+    from ..config.trust import trust_command
 
     if args.files:
         paths = [Path(f) for f in args.files]
@@ -79,12 +81,13 @@ def trust(args: argparse.Namespace) -> int:
         found = [f.path for f in discover(Path.cwd(), environ) if f.project]
         if not found:
             names = " or ".join(LOCAL_NAMES)
-            return usage("trust", f"no {names} from / down to {Path.cwd()}: nothing to trust")
+            here = shown_file(str(Path.cwd()))
+            return usage("trust", f"no {names} from / down to {here}: nothing to trust")
         paths = [p for p in found if _yours(p)]
         for path in found:
             if path not in paths:  # (someone who can write /tmp could have put it there)
-                usage("trust", f"{path} is not yours (owner uid {_owner(path)}): not trusted;"
-                      f" name it to trust it: mcpx-hooks trust {path}")  # fmt: skip
+                usage("trust", f"{shown_file(str(path))} is not yours (owner uid {_owner(path)}):"
+                      f" not trusted; name it to trust it: {trust_command(str(path))}")  # fmt: skip
         if len(paths) < len(found):
             return max(_change(paths, untrusting=False), EXIT_USAGE)
     return _change(paths, untrusting=False)
@@ -128,11 +131,13 @@ def _change(paths: list[Path], *, untrusting: bool) -> int:
                 key = trust_key(path)
                 if untrusting:
                     if key not in after.files:
-                        why = f"{key} is not trusted (trust --list shows those that are)"
+                        why = (
+                            f"{shown_file(key)} is not trusted (trust --list shows those that are)"
+                        )
                         code = usage(command, why)
                     else:
                         after = after.without(key)
-                        said.append(f"untrusted {key}")
+                        said.append(f"untrusted {shown_file(key)}")
                     continue
                 data, why = _project_bytes(path)
                 if data is None:
@@ -142,18 +147,18 @@ def _change(paths: list[Path], *, untrusting: bool) -> int:
                     for problem in problems:
                         say(str(problem))
                     why = (
-                        f"{path} does not validate ({len(problems)} problem(s), above): not"
-                        " trusted; fix it, then trust it"
+                        f"{shown_file(str(path))} does not validate ({len(problems)} problem(s),"
+                        " above): not trusted; fix it, then trust it"
                     )
                     code = usage(command, why)
                     continue
                 sha = digest(data)
                 old = after.files.get(key)
                 if old is not None and old.sha256 == sha:
-                    said.append(f"already trusted: {key} (sha256 {sha})")
+                    said.append(f"already trusted: {shown_file(key)} (sha256 {sha})")
                     continue
                 after = after.with_file(key, TrustEntry(sha, now_rfc3339()))
-                said.append(f"trusted {key} (sha256 {sha})")
+                said.append(f"trusted {shown_file(key)} (sha256 {sha})")
             if after != before:
                 save_state(where, after)
     except StateError as exc:
@@ -170,8 +175,9 @@ def _project_bytes(path: Path) -> tuple[bytes | None, str]:
 
     if path.name not in LOCAL_NAMES:
         return None, (
-            f"{path}: expected a project config file ({' or '.join(LOCAL_NAMES)}); other files"
-            " are not found by discovery, and a file given with --config is trusted already"
+            f"{shown_file(str(path))}: expected a project config file"
+            f" ({' or '.join(LOCAL_NAMES)}); other files are not found by discovery, and a file"
+            " given with --config is trusted already"
         )
     data, problems = read_bytes(path, str(path))
     return data, "; ".join(str(p) for p in problems)
@@ -189,11 +195,15 @@ def _list(as_json: bool) -> int:
     if as_json:
         print(json.dumps(rows, indent=2))
     elif not rows:
-        print(f"no project config files are trusted ({where or 'no state directory'})")
+        shown = shown_file(str(where)) if where else "no state directory"
+        print(f"no project config files are trusted ({shown})")
     else:
         for row in rows:
             sha = row["sha256"][:16]
-            say(f"{row['status']:<8}  {row['file']}  sha256 {sha}…  {row['trustedAt']}", out=True)
+            say(
+                f"{row['status']:<8}  {shown_file(row['file'])}  sha256 {sha}…  {row['trustedAt']}",
+                out=True,
+            )
     return EXIT_OK
 
 

@@ -53,7 +53,8 @@ def validate(args: argparse.Namespace) -> int:
     else:
         problems, checked, count = _discovered(args)
         if count:
-            skipped = f" ({count} not trusted yet: `mcpx-hooks trust` applies it)"
+            them = "it" if count == 1 else "them"
+            skipped = f" ({count} not trusted yet: `mcpx-hooks trust` applies {them})"
     if args.json:
         fields = [{"file": p.file, "pointer": p.pointer, "message": p.message} for p in problems]
         print(json.dumps(fields, indent=2))
@@ -74,32 +75,28 @@ def validate(args: argparse.Namespace) -> int:
 
 def _discovered(args: argparse.Namespace) -> tuple[list[Problem], int, int]:
     """The problems of the layers discovered from the working directory, the project files
-    not trusted layered in as if they were; how many files were checked and how many of them
-    are not trusted. A project file that cannot be read (a directory, a loop, a file its
-    user may not read) is a problem here, where `exec` skips it with a warning: an "ok"
-    would say it was checked."""
+    not trusted layered in as if they were (one load: `check_untrusted`); how many files were
+    checked and how many of them are not trusted. A project file that cannot be read (a
+    directory, a loop, a file its user may not read) is a problem here, where `exec` skips it
+    with a warning: an "ok" would say it was checked. What the load warns of (a file not
+    trusted among it) is said whether or not it found problems."""
     from ..config.loading import load_config
     from ..core.errors import ConfigError
 
     try:
         config = load_config(
-            cwd=Path.cwd(), environ=os.environ, trust_project=args.trust_project, salvage=True
+            cwd=Path.cwd(),
+            environ=os.environ,
+            trust_project=args.trust_project,
+            salvage=True,
+            check_untrusted=True,
         )
     except ConfigError as exc:
-        return exc.problems, 0, 0
+        for warning in exc.warnings:
+            say(f"mcpx-hooks: warning: {warning}")
+        return exc.problems, 0, sum(1 for s in exc.skipped if s.trust_command)
     say_warnings(config)
-    said = set(config.warnings)
     untrusted = [s for s in config.skipped if s.trust_command]
-    if config.skipped:  # (one that cannot be read too: checked, it is a problem, not an "ok")
-        try:  # the same layers, every project file in: what `trust` would then apply
-            config = load_config(
-                cwd=Path.cwd(), environ=os.environ, trust_project=True, salvage=True
-            )
-        except ConfigError as exc:
-            return exc.problems, 0, len(untrusted)
-        for warning in config.warnings:  # (of the files not trusted: said now too)
-            if warning not in said:
-                say(f"mcpx-hooks: warning: {warning}")
     from ..config import withheld_warnings
     from .promptview import say_model_warnings
 

@@ -241,7 +241,9 @@ def hook_table(
     for i, h in enumerate(hooks):
         src = h.get("source")
         where = (
-            hook_place(cell(src.get("file")), cell(src.get("index")))
+            hook_place(src["file"], cell(src.get("index")))
+            if isinstance(src, dict) and isinstance(src.get("file"), str)
+            else hook_place(cell(src.get("file")), cell(src.get("index")))
             if isinstance(src, dict)
             else cell(src)
         )

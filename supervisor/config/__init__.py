@@ -10,6 +10,7 @@ from ..core.exports import exports
 __all__, __getattr__, __dir__ = exports(
     __name__,
     {
+        "closest": ("did_you_mean",),
         "docgen": ("GENERATED", "write"),
         "files": (
             "LOCAL_NAMES",
@@ -52,6 +53,7 @@ __all__, __getattr__, __dir__ = exports(
             "digest",
             "pin_key",
             "tools_sha256",
+            "trust_command",
         ),
         "statefiles": ("StateError", "read_private", "said_os_error", "state_home", "state_path"),
         "truststore": ("load_state", "locked_state", "save_state", "trust_key"),

@@ -36,8 +36,9 @@ import attrs
 
 from ..core import jsontext
 from ..core.errors import Problem
+from ..core.places import shown_file
 from ..core.records import Record
-from .problems import pointer, pointer_key
+from .problems import pointer, pointer_key, quote
 
 ETC_DIR: Final = Path("/etc/mcpx-hooks")
 USER_FILE: Final = Path("mcpx-hooks") / "config.toml"
@@ -242,7 +243,7 @@ def _not_a_regular_file(path: Path, origin: str) -> str | None:
     except FileNotFoundError:
         if os.path.islink(path):
             return f"expected a config file, found a dangling symlink (to {_link(path)}){origin}"
-        return f"no such file: {os.path.abspath(path)}{origin}"
+        return f"no such file: {shown_file(os.path.abspath(path))}{origin}"
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             return f"expected a config file, found a symlink loop{origin}"
@@ -260,7 +261,7 @@ def _unsearchable(path: Path) -> str:
     """The first directory on the way to `path` this process may not search."""
     for directory in reversed(Path(os.path.abspath(path)).parents):
         if not os.access(directory, os.X_OK):
-            return str(directory)
+            return shown_file(str(directory))
     return "a directory on its way"
 
 
@@ -288,7 +289,8 @@ def _why(exc: OSError) -> str:
 
 def _link(path: Path) -> str:
     try:
-        return repr(os.readlink(path))
+        target = os.readlink(path)
+        return repr(target) if target.isprintable() else shown_file(target)
     except OSError:  # gone or replaced since the stat
         return "a path that does not exist"
 
@@ -343,7 +345,10 @@ def resolve_sandbox_paths(
         for index, given in enumerate(table.get(key, [])):
             path, why = sandbox_path(given, directory, environ)
             if why is None and name == "service" and not os.path.isdir(path):
-                why = f'expected a directory, found "{given}": no directory at {path}'
+                why = (
+                    f"expected a directory, found {quote(given)}:"
+                    f" no directory at {shown_file(path)}"
+                )
             if why is not None:
                 problems.append(Problem(file, f"/{name}/{key}/{index}", why))
             resolved.append(path)
@@ -363,14 +368,14 @@ def sandbox_path(given: str, directory: str, environ: Mapping[str, str]) -> tupl
             try:
                 home = pwd.getpwuid(os.getuid()).pw_dir
             except KeyError:
-                return given, f'expected a path, found "{given}": no home directory for "~"'
+                return given, f'expected a path, found {quote(given)}: no home directory for "~"'
         path = home + given[1:]
     elif given.startswith("~"):
         user, _, rest = given[1:].partition("/")
         try:
             path = os.path.join(pwd.getpwnam(user).pw_dir, rest)
         except KeyError:
-            return given, f'expected a path, found "{given}": there is no user "{user}"'
+            return given, f"expected a path, found {quote(given)}: there is no user {quote(user)}"
     path = os.path.normpath(os.path.join(directory, path))
     # A path that does not exist is skipped, unless it is a mistake that names none (asked of
     # the file system only then).
@@ -378,11 +383,11 @@ def sandbox_path(given: str, directory: str, environ: Mapping[str, str]) -> tupl
     if (glob or "$" in given) and not os.path.lexists(path):
         if glob:
             return path, (
-                f'expected a path, found "{given}": patterns are not expanded, and no path'
+                f"expected a path, found {quote(given)}: patterns are not expanded, and no path"
                 " is named that; name each path"
             )
         return path, (
-            f'expected a path, found "{given}": variables are not expanded, and no path'
+            f"expected a path, found {quote(given)}: variables are not expanded, and no path"
             ' is named that; write the path itself ("~/…" for the home)'
         )
     return path, None

@@ -1,7 +1,9 @@
 """The rules of one hook object a schema cannot say well: a phase its point lacks, a source
 phase written as a hook, a `when` key its point does not provide, a prompt hook's keys, a
 locked hook without a name, an `env` value that looks like `${NAME}`, a per-call hook off the
-script point. Checked for every hook of a file, beside the schema (`loading.py`)."""
+script point, a TOML date or time in `vars` or `args` (which take any JSON value, and are
+passed on as JSON, where a date has no form). Checked for every hook of a file, beside the
+schema (`loading.py`)."""
 
 from __future__ import annotations
 
@@ -68,6 +70,9 @@ def hook_rules(obj: Mapping[str, Any], file: str, ptr: str, kind: SourceKind) ->
         why = reference_problem(value) if isinstance(value, str) else None
         if why is not None:
             problems.append(Problem(file, ptr + pointer(["env", name]), why))
+    for key in _FREE_KEYS:
+        if key in obj:
+            problems += _not_json(obj[key], file, [key], ptr)
     if kind is SourceKind.PER_CALL and on != "script":
         problems.append(
             Problem(
@@ -78,3 +83,31 @@ def hook_rules(obj: Mapping[str, Any], file: str, ptr: str, kind: SourceKind) ->
             )
         )
     return problems
+
+
+#: The hook keys whose values the schema leaves free (any JSON): passed on as JSON.
+_FREE_KEYS: Final = ("vars", "args")
+
+
+def _not_json(value: Any, file: str, path: list[str | int], ptr: str) -> list[Problem]:
+    """A problem for each value under `value` that JSON has no form for: a TOML date or
+    time (`vars = { day = 1979-05-01 }`), which `hooks list --json`, a prompt and a tool call
+    could not write."""
+    if isinstance(value, Mapping):
+        items: Any = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    elif value is None or isinstance(value, str | int | float):  # (bool is an int)
+        return []
+    else:
+        text = value.isoformat() if hasattr(value, "isoformat") else str(value)
+        return [
+            Problem(
+                file,
+                ptr + pointer(path),
+                f"expected a JSON value (a string, a number, a boolean, an array or a table),"
+                f" found {describe(value)}: {path[0]} are passed on as JSON, which has no"
+                f' dates or times; write it as a string ("{text}")',
+            )
+        ]
+    return [p for k, v in items for p in _not_json(v, file, [*path, k], ptr)]

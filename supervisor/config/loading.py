@@ -23,6 +23,7 @@ import attrs
 from ..core import jsontext
 from ..core.errors import ConfigError, Problem
 from ..core.hooks import Config, Provenance, SkippedFile, SourceKind
+from ..core.places import shown_file
 from ..core.records import Record
 from . import files
 from .build import Decl, Layer, resolve
@@ -140,7 +141,7 @@ class _Loader(Record):
     def config(self) -> Config:
         """The `Config` in force, or `ConfigError` with every problem found."""
         if self.problems and not self.salvage:
-            raise ConfigError(self._sorted(self.problems))
+            raise self._error(self.problems)
         problems: list[Problem] = []
         known = [a for a in self.alone.values() if self.layers == [a.layer]]
         if known and not self.problems:
@@ -148,13 +149,16 @@ class _Loader(Record):
         else:
             config, problems = resolve(self.layers)
         if problems := [*self.problems, *problems]:
-            raise ConfigError(self._sorted(list(dict.fromkeys(problems))))
+            raise self._error(list(dict.fromkeys(problems)))
         return attrs.evolve(
             config,
             pinned=dict(self.pinned),
             skipped=tuple(self.skipped),
             warnings=(*self.warnings, *config.warnings),
         )
+
+    def _error(self, problems: list[Problem]) -> ConfigError:
+        return ConfigError(self._sorted(problems), warnings=self.warnings, skipped=self.skipped)
 
     def _sorted(self, problems: list[Problem]) -> list[Problem]:
         return sorted(
@@ -195,6 +199,7 @@ def load_config(
     salvage: bool = False,
     exclude: Collection[str] = (),
     alone: Sequence[Alone] = (),
+    check_untrusted: bool = False,
 ) -> Config:
     """Finds, validates and layers every config, then builds the `Config` in force.
 
@@ -214,7 +219,9 @@ def load_config(
     is in `exclude` is left out (`exec --remote`: a file the server applies itself). A file
     that is one of `alone` (the same path, bytes and `HOME`) is not checked again, and when it
     is the only layer its `Config` is not built again (`validate FILE…`: each file checked on
-    its own, then layered).
+    its own, then layered). With `check_untrusted` (`validate`), a project file not trusted is
+    layered as if it were, and still said to be not trusted (`skipped`, `warnings`); one that
+    cannot be read is a problem. `ConfigError` carries the warnings and the files skipped.
     """
     loader = _Loader(environ=environ, salvage=salvage, alone={a.key: a for a in alone})
     pinned = pinned or {}
@@ -223,7 +230,7 @@ def load_config(
     applied: set[str] = {os.path.realpath(path) for path in exclude}
     if discover:
         named = {os.path.realpath(path) for _, path in given}
-        gate = _TrustGate(environ, trust_project)
+        gate = _TrustGate(environ, trust_project, check_untrusted=check_untrusted)
         for found in files.discover(cwd, environ, etc_dir=etc_dir):
             real = found.real or os.path.realpath(found.path)
             if real in applied:
@@ -252,8 +259,9 @@ def load_config(
         data, problems = files.read_bytes(path, name)
         if data is not None and digest(data) != pin:
             loader.warnings.append(
-                f"skipped {name}: it changed since it was trusted and applied; review it, then"
-                f" run: {trust_command(name)}, and start again to apply what it says now"
+                f"skipped {shown_file(name)}: it changed since it was trusted and applied;"
+                f" review it, then run: {trust_command(name)}, and start again to apply what it"
+                " says now"
             )
             loader.skipped.append(SkippedFile(name, Verdict.CHANGED.value, trust_command(name)))
         elif data is not None:
@@ -279,8 +287,12 @@ class _TrustGate:
     """Decides, for each discovered project file, whether it is applied: its bytes, read once,
     hashed and then parsed (so what is trusted is what is applied), or None and a warning."""
 
-    def __init__(self, environ: Mapping[str, str], trust_project: bool) -> None:
+    def __init__(
+        self, environ: Mapping[str, str], trust_project: bool, *, check_untrusted: bool = False
+    ) -> None:
         self.environ = environ
+        #: Admits a file not trusted, said to be (`load_config`'s `check_untrusted`).
+        self.check_untrusted = check_untrusted
         self.everything, note = trust_all(environ, trust_project)
         self.warnings: list[str] = [note] if note else []
         self.skipped: list[SkippedFile] = []
@@ -297,7 +309,7 @@ class _TrustGate:
             said = problems[0].message
             unknown = said.startswith(files.CANNOT_TELL)  # (nothing there, maybe)
             self._skip(file, said if unknown else f"{said}, so it cannot be trusted", "")
-            return None, []
+            return None, problems if self.check_untrusted else []
         if self.everything:
             return data, []
         verdict = decide(self.state(), trust_key(path, real_dir), digest(data))
@@ -305,12 +317,14 @@ class _TrustGate:
             return data, []
         self._skip(file, verdict.value, trust_command(file))
         self.warnings.append(skip_message(file, verdict))
-        return None, []
+        return (data if self.check_untrusted else None), []
 
     def _skip(self, file: str, reason: str, command: str) -> None:
         self.skipped.append(SkippedFile(file, reason, command))
         if not command:
-            self.warnings.append(f"skipped {file}: {reason}; {files.unread_advice(reason)}")
+            self.warnings.append(
+                f"skipped {shown_file(file)}: {reason}; {files.unread_advice(reason)}"
+            )
 
     def state(self) -> TrustState:
         if self._state is None:

@@ -21,6 +21,7 @@ of the whole document says it (`tests/test_validate_speed.py` holds the two equa
 
 from __future__ import annotations
 
+import datetime
 import json
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
@@ -136,7 +137,27 @@ def _frame(hook: dict[str, Any], bad: list[str], unknown: tuple[str, ...]) -> st
 
 
 def _dumped(value: Any) -> str | None:
+    """`value` as a key to share its problems by: its JSON, or for a value that has none (a
+    TOML date or time) its `repr`, which tells every type TOML gives apart (a date
+    from a string that reads like one); `None` for what neither says whole."""
     try:
-        return json.dumps(value, sort_keys=True)
+        return "j" + json.dumps(value, sort_keys=True)
     except (TypeError, ValueError):
+        pass
+    try:
+        return "r" + repr(value) if _toml_only(value) else None
+    except RecursionError:  # (a document deeper than `jsontext.MAX_DEPTH` is never walked)
         return None
+
+
+def _toml_only(value: Any) -> bool:
+    """Whether `value` holds nothing but what a TOML or JSON reader gives (dates, times and
+    floats among them), each of which `repr` says whole and apart from the others."""
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _toml_only(v) for k, v in value.items())
+    if isinstance(value, list):
+        return all(_toml_only(item) for item in value)
+    return value is None or isinstance(value, _SCALARS)
+
+
+_SCALARS: Final = (str, bool, int, float, datetime.date, datetime.time)

@@ -31,6 +31,7 @@ from ..core.errors import Problem
 from ..core.hooks import Profile, at_least_as_strict
 from ..core.limits import LIMIT_KEYS
 from ..core.models import BUDGET_KEY
+from ..core.places import shown_file
 from ..core.records import Record
 from . import layering
 
@@ -142,9 +143,9 @@ def _hold_ceilings(
         if key in farther_table and not ceiling.at_most(nearer, farther_table[key]):
             farther = farther_table[key]
             warnings.append(
-                f"{file}: {ceiling.key} {_shown(nearer)} would {ceiling.verb} the ceiling"
-                f" {_shown(farther)} set by {set_by[ceiling.path]}; a nearer file may only"
-                f" {ceiling.may}, so {_shown(farther)} stays in force"
+                f"{shown_file(file)}: {ceiling.key} {_shown(nearer)} would {ceiling.verb}"
+                f" the ceiling {_shown(farther)} set by {shown_file(set_by[ceiling.path])};"
+                f" a nearer file may only {ceiling.may}, so {_shown(farther)} stays in force"
             )
             doc[table] = {k: v for k, v in nearer_table.items() if k != key}
         else:
@@ -167,7 +168,7 @@ def _check_locked(
         if decl.obj == lock.obj and decl.declaring_dir == lock.declaring_dir:
             kept.append(lock)  # the same declaration: the locked one, at this place
             continue
-        where = f"{lock.file}:{lock.pointer or '/'}"
+        where = f"{shown_file(lock.file)}:{lock.pointer or '/'}"
         if decl.obj.get("enabled") is False and lock.obj.get("enabled") is not False:
             problems.append(
                 Problem(

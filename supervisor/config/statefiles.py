@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Final
 
 from ..core.errors import HooksError
+from ..core.places import shown_file
 
 STATE_FILE: Final = Path("mcpx-hooks") / "trust.json"
 
@@ -83,11 +84,15 @@ def read_private(path: Path, *, limit: int) -> bytes:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     except FileNotFoundError:
         if os.path.islink(path):
-            raise StateError(f"the trust state file {path} is a dangling symlink") from None
+            raise StateError(
+                f"the trust state file {shown_file(str(path))} is a dangling symlink"
+            ) from None
         raise
     except OSError as exc:
         said = said_os_error(exc)
-        raise StateError(f"the trust state file {path} cannot be read: {said}") from None
+        raise StateError(
+            f"the trust state file {shown_file(str(path))} cannot be read: {said}"
+        ) from None
     st = os.fstat(fd)
     why: str | None = None
     if not stat.S_ISREG(st.st_mode):
@@ -98,14 +103,18 @@ def read_private(path: Path, *, limit: int) -> bytes:
         why = f"is writable by others (mode {stat.S_IMODE(st.st_mode):04o})"
     if why is not None:
         os.close(fd)
-        raise StateError(f"the trust state file {path} {why}")
+        raise StateError(f"the trust state file {shown_file(str(path))} {why}")
     with os.fdopen(fd, "rb") as f:
         try:
             data = f.read(limit + 1)
         except OSError as exc:
-            raise StateError(f"the trust state file {path} cannot be read: {exc}") from None
+            raise StateError(
+                f"the trust state file {shown_file(str(path))} cannot be read: {exc}"
+            ) from None
     if len(data) > limit:
-        raise StateError(f"the trust state file {path} is larger than {limit} bytes")
+        raise StateError(
+            f"the trust state file {shown_file(str(path))} is larger than {limit} bytes"
+        )
     return data
 
 

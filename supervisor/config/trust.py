@@ -35,6 +35,7 @@ import attrs
 
 from ..core import jsontext
 from ..core.errors import HooksError
+from ..core.places import shown_file
 from ..core.records import Record
 
 #: `MCPX_HOOKS_TRUST=all`: trust the discovered project files for one command (a CI job whose
@@ -140,8 +141,8 @@ def skip_message(file: str, verdict: Verdict) -> str:
     changed = verdict is Verdict.CHANGED
     review = "review what changed, then" if changed else "to apply it, review it, then"
     return (
-        f"skipped {file}: a project config file is applied only once trusted, and this one is"
-        f" {verdict.value}; {review} run: {trust_command(file)}"
+        f"skipped {shown_file(file)}: a project config file is applied only once trusted,"
+        f" and this one is {verdict.value}; {review} run: {trust_command(file)}"
         f" (or {TRUST_ENV}={TRUST_ALL} / {TRUST_FLAG} for one command)"
     )
 

@@ -21,6 +21,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from ..core.places import shown_file
 from .privatefile import write_private
 from .statefiles import StateError, read_private, said_os_error
 from .trust import MAX_STATE_BYTES, TrustState, TrustStateError, parse_state, state_text
@@ -51,8 +52,8 @@ def load_state(path: Path | None) -> tuple[TrustState, str | None]:
         return parse_state(data), None
     except TrustStateError as exc:
         return TrustState(), (
-            f"the trust state file {path} is not valid ({exc}): nothing is trusted until it"
-            " is fixed or removed"
+            f"the trust state file {shown_file(str(path))} is not valid ({exc}): nothing is"
+            " trusted until it is fixed or removed"
         )
 
 
@@ -68,7 +69,8 @@ def locked_state(path: Path) -> Iterator[TrustState]:
         )
     except OSError as exc:
         raise StateError(
-            f"cannot open the trust state in {path.parent}: {said_os_error(exc)}", bad_input=False
+            f"cannot open the trust state in {shown_file(str(path.parent))}: {said_os_error(exc)}",
+            bad_input=False,
         ) from None
     try:
         fcntl.flock(lock_fd, fcntl.LOCK_EX)
@@ -81,7 +83,8 @@ def locked_state(path: Path) -> Iterator[TrustState]:
             state = parse_state(data)
         except TrustStateError as exc:
             raise StateError(
-                f"the trust state file {path} is not valid ({exc}); move it away to start again"
+                f"the trust state file {shown_file(str(path))} is not valid ({exc}); move it away"
+                " to start again"
             ) from None
         yield state
     finally:
@@ -97,19 +100,20 @@ def save_state(path: Path, state: TrustState) -> None:
         text = state_text(state).encode()
     except ValueError:  # (a pinned tool list holding NaN or Infinity)
         raise StateError(
-            f"the trust state file {path} would not be JSON (a value in it is NaN or"
-            " Infinity): not written",
+            f"the trust state file {shown_file(str(path))} would not be JSON (a value in it is"
+            " NaN or Infinity): not written",
             bad_input=False,
         ) from None
     if len(text) > MAX_STATE_BYTES:
         raise StateError(
-            f"the trust state file {path} would be larger than {MAX_STATE_BYTES} bytes:"
-            " not written",
+            f"the trust state file {shown_file(str(path))} would be larger than"
+            f" {MAX_STATE_BYTES} bytes: not written",
             bad_input=False,
         )
     try:
         write_private(path, text)
     except OSError as exc:
         raise StateError(
-            f"cannot write the trust state file {path}: {said_os_error(exc)}", bad_input=False
+            f"cannot write the trust state file {shown_file(str(path))}: {said_os_error(exc)}",
+            bad_input=False,
         ) from None

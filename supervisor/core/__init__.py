@@ -204,7 +204,7 @@ __all__, __getattr__, __dir__ = exports(
         "jsontext": ("JsonError", "dumps", "is_unicode", "loads", "wire_loads", "wire_safe"),
         "limits": ("DEFAULT_LIMITS", "LIMIT_DOCS", "LIMIT_KEYS", "Limits", "MB"),
         "loglines": ("LogLines", "debugging", "log_to_stderr", "rendered"),
-        "places": ("hook_place",),
+        "places": ("hook_place", "shown_file"),
         "models": (
             "BUDGET_KEY",
             "DEFAULT_MODEL_NAME",

@@ -28,7 +28,7 @@ def check(lines: Sequence[bytes], reference: Sequence[bytes] | None = None) -> s
     """None when `lines` (a run's frame lines, its `end` last) give the chain their `end`
     holds; else where and how they were changed, as a sentence. `reference` (the same run's
     lines from elsewhere: the history) names the first frame that differs."""
-    frames = []
+    last: dict[str, object] = {}  # (the end frame, when it is last: the only one kept)
     for number, line in enumerate(lines, 1):
         try:
             frame = wire_loads(line)
@@ -43,13 +43,13 @@ def check(lines: Sequence[bytes], reference: Sequence[bytes] | None = None) -> s
                 f"line {number} holds {held}, where seq {number - 1} belongs: a frame was"
                 " removed, added or moved there"
             )
-        frames.append(frame)
-    if not frames or frames[-1].get("type") != "end" or not frames[-1].get("chain"):
+        last = frame
+    if last.get("type") != "end" or not last.get("chain"):
         return (
             f"the last line ({len(lines)}) is not an end frame with a chain: the run had not"
             " ended, or the frames were cut short"
         )
-    if extend(GENESIS, lines[:-1]).hex() == frames[-1]["chain"]:
+    if extend(GENESIS, lines[:-1]).hex() == last["chain"]:
         return None
     if reference is not None:
         for seq, (ours, theirs) in enumerate(zip(lines, reference, strict=False)):

@@ -10,6 +10,12 @@ imports the supervisor, and what it raises never leaves the hook or script proce
 
 from __future__ import annotations
 
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from .hooks import SkippedFile
+
 
 class HooksError(Exception):
     """The root of everything mcpx-hooks raises on purpose."""
@@ -54,15 +60,37 @@ class Problem:
         return f"Problem(file={self.file!r}, pointer={self.pointer!r}, message={self.message!r})"
 
     def __str__(self) -> str:
-        where = f"{self.file}:{self.pointer or '/'}"
-        return f"{where}: {self.message}"
+        """`FILE:POINTER: MESSAGE` on one line before the message: the file's name as
+        `places.shown_file` shows it (in bash's `$'…'` quoting when it holds a character
+        that is not printable), and such a character of the pointer (a key's) as its JSON
+        escape, as the message quotes the key (`/a\\nb: unknown key "a\\nb"`)."""
+        file, where = self.file, self.pointer or "/"
+        if not file.isprintable():
+            from .places import shown_file
+
+            file = shown_file(file)
+        if not where.isprintable():
+            import json
+
+            where = "".join(c if c.isprintable() else json.dumps(c)[1:-1] for c in where)
+        return f"{file}:{where}: {self.message}"
 
 
 class ConfigError(HooksError):
-    """A config (or a per-call hook) is invalid. Carries every problem, not the first only."""
+    """A config (or a per-call hook) is invalid. Carries every problem, not the first only,
+    and what the load that found them would have warned of and the files it did not apply
+    (`validate` says them too)."""
 
-    def __init__(self, problems: list[Problem]) -> None:
+    def __init__(
+        self,
+        problems: list[Problem],
+        *,
+        warnings: Sequence[str] = (),
+        skipped: Sequence[SkippedFile] = (),
+    ) -> None:
         self.problems = problems
+        self.warnings = tuple(warnings)
+        self.skipped = tuple(skipped)
         super().__init__("\n".join(str(p) for p in problems))
 
 

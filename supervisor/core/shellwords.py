@@ -18,7 +18,7 @@ _UNSAFE: Final = re.compile(r"[^\w@%+=:,./-]", re.ASCII).search
 
 def shell_line(argv: Iterable[object]) -> str:
     """`argv` on one line, each argument quoted as a shell takes it back."""
-    return " ".join(quote(arg) if arg.isprintable() else _ansi_c(arg) for arg in map(str, argv))
+    return " ".join(quote(arg) if arg.isprintable() else ansi_c(arg) for arg in map(str, argv))
 
 
 def quote(arg: str) -> str:
@@ -35,7 +35,9 @@ def quote(arg: str) -> str:
 _SHORT: Final = {"\\": "\\\\", "'": "\\'", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
 
 
-def _ansi_c(arg: str) -> str:
+def ansi_c(arg: str) -> str:
+    """`arg` in bash's `$'…'` quoting, each character that is not printable escaped."""
+
     def escaped(c: str) -> str:
         if c in _SHORT:
             return _SHORT[c]
