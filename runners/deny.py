@@ -65,7 +65,7 @@ def take_back(sandbox: Sandbox, covered: Collection[str] = ()) -> None:
     for path in _pinned(sandbox.read_only):  # (writable: a mount point, not to be moved)
         mount(path, path, None, MS_BIND, "")
     for path in sandbox.read_only:
-        if not os.path.lexists(path):
+        if not os.path.exists(path):  # (gone, or a link to nothing since the plan)
             continue
         mount(path, path, None, MS_BIND, "")
         _set(path, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID)

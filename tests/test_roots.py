@@ -554,6 +554,41 @@ def test_the_plan_drops_grants_inside_a_denied_path_and_protects_what_runs_later
     assert str(served) not in denied.deny_and_protect(read, write, [])[3]
 
 
+def test_a_link_to_nothing_where_a_read_only_file_belongs_is_no_file_to_bind(
+    tmp_path: Path,
+) -> None:
+    """A loop or a link to nothing named `.mcpx-hooks.toml` is no file to bind read-only
+    (binding the loop failed every run there); a `.git/hooks` that is one makes all of
+    `.git` read-only, so the script cannot put a directory in the link's place."""
+    from mcpx_hooks.supervisor.process import denied
+
+    work = tmp_path / "work"
+    (work / ".git").mkdir(parents=True)
+    (work / ".git" / "config").write_text("")
+    (work / ".git" / "hooks").symlink_to("hooks")  # a loop
+    (work / ".mcpx-hooks.toml").symlink_to(".mcpx-hooks.toml")
+    (work / ".mcpx-hooks.json").symlink_to("missing.json")
+    _, _, _, read_only = denied.deny_and_protect([], [str(work)], [])
+    assert read_only == (str(work / ".git"),)
+
+
+def test_a_git_link_to_a_path_a_script_could_make_refuses_the_sandbox(tmp_path: Path) -> None:
+    """`.git/hooks` linked to a directory of the writable grant that does not exist: there
+    is nothing to bind, and a script could make it and fill it with hooks git runs later."""
+    from mcpx_hooks.supervisor.core.errors import SandboxUnavailable
+    from mcpx_hooks.supervisor.process import denied
+
+    work = tmp_path / "work"
+    (work / ".git").mkdir(parents=True)
+    (work / ".git" / "config").write_text("")
+    (work / ".git" / "hooks").symlink_to("../githooks")
+    with pytest.raises(SandboxUnavailable, match=r"\.git/hooks is a link to .*githooks"):
+        denied.deny_and_protect([], [str(work)], [])
+    assert denied.deny_and_protect([str(work)], [], [])[3] == ()  # read only: nothing to make
+    (work / "githooks").mkdir()  # made: bound read-only as any hooks directory
+    assert str(work / "githooks") in denied.deny_and_protect([], [str(work)], [])[3]
+
+
 def test_a_per_call_hooks_cwd_outside_the_roots_is_refused(
     tmp_path: Path, home: Path, serve_in: Any
 ) -> None:

@@ -12,7 +12,9 @@ names, real (symlinks resolved, so a link to a denied path leads to the cover) a
 - `read_only`: in each writable grant, the files a person or the supervisor runs later
   (`.git/hooks`, `.git/config`, `.git` when it is a file or lacks either, the project's
   `.mcpx-hooks.toml` / `.mcpx-hooks.json`, and the config files in force wherever they
-  are): each is bound read-only over itself.
+  are): each is bound read-only over itself. A link to nothing (or a loop) is no file to
+  bind; one that `.git/hooks` or `.git/config` is, naming a path a script could make in a
+  writable grant, refuses the sandbox (`SandboxUnavailable`), saying how to mend it.
 
 Pure apart from reading paths (`os.path.lexists`, `realpath`).
 """
@@ -26,6 +28,8 @@ import pwd
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextvars import ContextVar
 from typing import Final
+
+from ..core.errors import SandboxUnavailable
 
 #: The credential stores of a home that no sandbox reaches (`[sandbox] deny` adds to them).
 DEFAULT_DENY: Final = (
@@ -45,6 +49,8 @@ ETC_DIR: Final = "/etc/mcpx-hooks"
 #: In a writable grant, what stays read-only (relative to the grant): a script must not plant
 #: code that a person or the supervisor runs later.
 READ_ONLY_NAMES: Final = (".git/hooks", ".git/config", ".mcpx-hooks.toml", ".mcpx-hooks.json")
+#: What in a repository's `.git` git runs, or reads for what to run.
+_GIT_RUNS: Final = ("hooks", "config")
 
 
 #: The running supervisor's own files besides its directories, wherever they lie: the config
@@ -161,19 +167,42 @@ def deny_and_protect(
         if not os.path.lexists(path):
             continue
         found = real(path)
+        if not os.path.exists(found):  # (a link to nothing, or a loop: nothing to bind)
+            continue
         if _under(found, write) and not _under(found, denied):
             protect.append(found)
+    for grant in write:
+        _no_git_link_to_fill(grant, write, real)
     return read, write, cover, tuple(dict.fromkeys(protect))
+
+
+def _no_git_link_to_fill(grant: str, write: list[str], real: Callable[[str], str]) -> None:
+    """Raises `SandboxUnavailable` when `grant`'s `.git/hooks` or `.git/config` is a link
+    to nothing that lies in a writable grant, outside `.git` (kept read-only whole then,
+    `_read_only_names`): there is nothing to bind read-only, and a script could make what
+    it names, hooks or a config that git runs later."""
+    git = os.path.join(grant, ".git")
+    for name in _GIT_RUNS:
+        link = os.path.join(git, name)
+        if not os.path.islink(link) or os.path.exists(link):
+            continue
+        target = real(link)
+        if _under(target, write) and not _under(target, [git]):
+            raise SandboxUnavailable(
+                f"sandbox: {link} is a link to {target}, which does not exist, in a directory"
+                f" this run may write: a script could make it, and git would run what it"
+                f" holds; make it (mkdir, or an empty file for a config) or remove the link"
+            )
 
 
 def _read_only_names(grant: str) -> tuple[str, ...]:
     """What stays read-only in the writable grant `grant`: `READ_ONLY_NAMES`, but `.git`
     itself when it is a file (a worktree's pointer to its repository) or when it lacks its
-    hooks or its config (a script must not make them)."""
+    hooks or its config, or either is a link to nothing or a loop (a script must not make
+    them, or put them in the link's place)."""
     git = os.path.join(grant, ".git")
     if os.path.lexists(git) and (
-        not os.path.isdir(git)
-        or not all(os.path.lexists(os.path.join(git, n)) for n in ("hooks", "config"))
+        not os.path.isdir(git) or not all(os.path.exists(os.path.join(git, n)) for n in _GIT_RUNS)
     ):
         return (".git", ".mcpx-hooks.toml", ".mcpx-hooks.json")
     return READ_ONLY_NAMES
