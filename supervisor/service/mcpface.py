@@ -50,14 +50,7 @@ from ..tools.hearing import GONE
 from ..tools.pins import PinVerdict, key_of, listing, verdict
 from ..tools.serverentry import ServerEntry, ServerFailing
 from .logredact import open_logged_runtime
-from .mcpcalls import (
-    ClientLevel,
-    Relays,
-    answer_as_written,
-    kept_as_written,
-    sdk_relays,
-    tool_result,
-)
+from .mcpcalls import ClientLevel, Relays, sdk_relays, tool_result
 from .mcpexec import EXEC_TOOL, RunSlots, exec_tool, run_exec
 from .mcpinvalid import explain_invalid_params
 from .mcplimits import CallLimiter
@@ -67,6 +60,7 @@ from .mcpraw import RawCalls
 from .mcprelay import Relay
 from .mcpsession import SessionRun, client_name
 from .mcpstdio import open_stdio
+from .mcpwritten import answer_as_written, kept_as_written
 
 logger = logging.getLogger("mcpx_hooks.mcp")
 

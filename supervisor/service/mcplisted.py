@@ -16,7 +16,7 @@ from mcp import types
 
 from ..core.servers import ServerSpec, exposed_name
 from ..tools.listings import as_listed
-from .mcpcalls import keep_written
+from .mcpwritten import keep_written, unread
 
 _L = TypeVar("_L", bound=pydantic.BaseModel)
 #: How many of a server's tools not listed a warning names.
@@ -35,14 +35,17 @@ _ITEMS: Final = (
 
 def keep_listed(result: _L) -> _L:
     """`result`, the gateway's answer to a listing, kept for the client as it is sent
-    (`mcpcalls.answer_as_written`): each item as its server wrote it."""
+    (`mcpwritten.answer_as_written`): each item as its server wrote it. Returns what the
+    handler returns: where it was kept, the least listing (`unread`), which the SDK checks
+    and dumps in place of the whole."""
     for key, field in _ITEMS:
         items = getattr(result, field, None)
         if isinstance(items, list):
             rest = result.model_dump(
                 by_alias=True, mode="json", exclude_unset=True, exclude_none=True, exclude={field}
             )
-            keep_written({**rest, key: [as_listed(item) for item in items]})
+            if keep_written({**rest, key: [as_listed(item) for item in items]}):
+                return unread(result)
             break
     return result
 

@@ -36,7 +36,7 @@ from ..run.runtime import Runtime
 from ..tools.mcpclient import ServerBroken, every_page, not_mcp
 from ..tools.rawasks import ask_as_written
 from ..tools.serverentry import ServerEntry, ServerFailing
-from .mcpcalls import keep_written
+from .mcpwritten import keep_written, unread
 
 
 class Unanswered(HooksError):
@@ -273,15 +273,15 @@ async def _as_written(
     sdk: Callable[[], Awaitable[_M]],
 ) -> _M:
     """The server's answer to `request`, read as `model`; kept as the server wrote it for
-    the client's answer (`mcpcalls.answer_as_written`) where it was read from its line
+    the client's answer (`mcpwritten.answer_as_written`) where it was read from its line
     (`rawasks.ask_as_written`)."""
     try:
         result, written = await ask_as_written(entry, session, kind, request, model=model, sdk=sdk)
     except pydantic.ValidationError as exc:  # (not the client's params: -32603, and why)
         said = f"server {entry.spec.name}: {not_mcp(exc)}"
         raise MCPError(code=types.INTERNAL_ERROR, message=said) from None
-    if written is not None:
-        keep_written(written)
+    if written is not None and keep_written(written):
+        return unread(result)
     return result
 
 
