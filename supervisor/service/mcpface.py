@@ -26,7 +26,6 @@ session (`serve`); its run is `mcpsession.SessionRun`.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import logging
 import os
@@ -46,7 +45,6 @@ from ..core.hooks import Config
 from ..core.servers import ServerSpec, exposed_targets, unportable_names
 from ..process.signals import serve_stop_signals
 from ..run.runtime import Runtime
-from ..tools.hearing import GONE
 from ..tools.pins import PinVerdict, key_of, listing, verdict
 from ..tools.serverentry import ServerEntry, ServerFailing
 from .logredact import open_logged_runtime
@@ -54,7 +52,7 @@ from .mcpcalls import ClientLevel, Relays, sdk_relays, tool_result
 from .mcpexec import EXEC_TOOL, RunSlots, exec_tool, run_exec
 from .mcpinvalid import explain_invalid_params
 from .mcplimits import CallLimiter
-from .mcplisted import SHOWN_KEPT, add_tools, keep_listed
+from .mcplisted import SHOWN_KEPT, add_tools, keep_listed, tell_changed
 from .mcpoutbox import Outbox
 from .mcpraw import RawCalls
 from .mcprelay import Relay
@@ -138,10 +136,12 @@ class Gateway:
         until the client closes it or the caller's scope is cancelled; then its run gets
         `result` and `end`."""
         server = self.server()
-        told = NotificationOptions(tools_changed=True)  # (`_tell_relisted`)
+        # (`tell_changed`)
+        told = NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True)
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._tell_relisted)
+                if self.runtime.servers is not None:
+                    nursery.start_soon(tell_changed, self.runtime.servers, lambda: self.client)
                 nursery.start_soon(self.outbox.serve_outbox)
                 await server.run(read, write, server.create_initialization_options(told))
                 nursery.cancel_scope.cancel()
@@ -150,19 +150,6 @@ class Gateway:
                 self.raw.close()
             if self.session is not None:
                 self.session.close()
-
-    async def _tell_relisted(self) -> None:
-        """Tells the client its tools changed each time a server's were listed again (as
-        the server said they changed): it lists them anew, and sees what its pin made of
-        them."""
-        manager = self.runtime.servers
-        while manager is not None:
-            await manager.relisted.wait()
-            if self.client is not None:
-                # (a client gone, or one its transport cannot reach now: it lists anew when
-                # it next asks)
-                with contextlib.suppress(*GONE, MCPError):
-                    await self.client.send_tool_list_changed()
 
     def _session(self, ctx: ServerRequestContext[Any, Any]) -> SessionRun:
         """The session's run, started at the first request that names the client."""

@@ -8,14 +8,19 @@ its model's fields."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable
 from typing import Final, TypeVar
 
 import pydantic
 from mcp import types
+from mcp.server.session import ServerSession
+from mcp.shared.exceptions import MCPError
 
 from ..core.servers import ServerSpec, exposed_name
+from ..tools.hearing import GONE
 from ..tools.listings import as_listed
+from ..tools.servers import ServerManager
 from .mcpwritten import keep_written, unread
 
 _L = TypeVar("_L", bound=pydantic.BaseModel)
@@ -24,6 +29,13 @@ NAMED: Final = 5
 #: How many tools' `expose` / `hide` verdicts a session keeps (then it forgets them all): a
 #: server may list other names at each listing, once a second, for as long as it runs.
 SHOWN_KEPT: Final = 4096
+#: What a client is sent when a kind of the servers' lists changed (`ServerManager.changes`):
+#: the SDK's session's method.
+_TOLD: Final = {
+    "tools": "send_tool_list_changed",
+    "prompts": "send_prompt_list_changed",
+    "resources": "send_resource_list_changed",
+}
 #: Each listing's items: the key they are written under, and the SDK's model's field.
 _ITEMS: Final = (
     ("tools", "tools"),
@@ -31,6 +43,25 @@ _ITEMS: Final = (
     ("resources", "resources"),
     ("resourceTemplates", "resource_templates"),
 )
+
+
+async def tell_changed(manager: ServerManager, client: Callable[[], ServerSession | None]) -> None:
+    """Tells the `client` (None: not yet initialized) which of its listings changed, each
+    time a server's tools were listed again (as the server said they changed: the client
+    lists them anew, and sees what its pin made of them) or a server said its prompts or
+    its resources changed (their listings were forgotten: the client's next one asks the
+    server)."""
+    seen = dict(manager.changes)
+    while True:
+        await manager.relisted.wait()
+        now = dict(manager.changes)
+        changed = [kind for kind, count in now.items() if count != seen.get(kind)]
+        seen, session = now, client()
+        for kind in changed if session is not None else ():
+            # (a client gone, or one its transport cannot reach now: it lists anew when it
+            # next asks)
+            with contextlib.suppress(*GONE, MCPError):
+                await getattr(session, _TOLD[kind])()
 
 
 def keep_listed(result: _L) -> _L:

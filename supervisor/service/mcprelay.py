@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
+from functools import partial
 from typing import Final, TypeVar
 
 import pydantic
@@ -78,20 +79,26 @@ class Relay:
             raise Unanswered(f"{why} ({spec.call_timeout_ms} ms)") from None
 
     async def _from_each(
-        self, what: str, journal: RunJournal, ask: Callable[[ClientSession], Awaitable[_T]]
+        self,
+        kind: str,
+        journal: RunJournal,
+        ask: Callable[[ClientSession], Awaitable[_T]],
     ) -> list[tuple[ServerSpec, _T]]:
-        """`ask` of each server (started if need be) that declared `what` (`prompts`,
-        `resources`), in declaration order; one that cannot start is left out, said in a
+        """The listing of `kind` (`prompts`, `resources`, `resource templates`) of each
+        server (started if need be) that declared it (`resources` for its templates), in
+        declaration order: as listed before in the server's life, else `ask`ed of it now
+        (`ServerEntry.listing`). One that cannot start or list is left out, said in a
         `warning` frame in `journal`."""
         manager = self.runtime.servers
         answers: list[tuple[ServerSpec, _T]] = []
         if manager is None:
             return answers
+        what = "prompts" if kind == "prompts" else "resources"
         for spec in self.config.servers.values():
             try:
                 async with self._asking(spec) as (session, entry):
                     if getattr(entry.capabilities, what, None) is not None:
-                        answers.append((spec, await ask(session)))
+                        answers.append((spec, await entry.listing(kind, partial(ask, session))))
             except (Unanswered, ServerBroken) as exc:
                 why = f"the {what} of server {spec.name} are not listed: {exc}"
                 journal.append(blank(WarningFrame, message=why))
@@ -218,7 +225,7 @@ class Relay:
     async def list_resource_templates(
         self, journal: RunJournal
     ) -> types.ListResourceTemplatesResult:
-        listed = await self._from_each("resources", journal, _templates_of)
+        listed = await self._from_each("resource templates", journal, _templates_of)
         templates = [
             (spec, t) for spec, pages in listed for page in pages for t in page.resource_templates
         ]

@@ -1,0 +1,86 @@
+"""An MCP server built with the official SDK's low-level `Server`, over stdio, whose prompts,
+resources and resource templates are listed in `PAGES` pages each, and change when asked.
+
+    python sdklists.py LOG
+
+LOG (a file) gets a line per listing request it answers (`prompts/list`, `resources/list`,
+`resources/templates/list`, each page). Tool `change` renames the last prompt, resource
+and template (`changed`), and says so (`notifications/prompts/list_changed`,
+`notifications/resources/list_changed`) before it answers.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import anyio
+from mcp import types
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.stdio import stdio_server
+
+LOG = sys.argv[1]
+#: How many pages each listing has (one item a page).
+PAGES = 16
+PROMPTS = [types.Prompt(name=f"p{n}") for n in range(PAGES)]
+RESOURCES = [types.Resource(uri=f"file:///r/{n}", name=f"r{n}") for n in range(PAGES)]
+TEMPLATES = [
+    types.ResourceTemplate(uri_template=f"file:///t{n}/{{x}}", name=f"t{n}") for n in range(PAGES)
+]
+
+
+def page(method: str, items: list[Any], params: types.PaginatedRequestParams | None) -> Any:
+    """The page of `items` the cursor names (one item), and the cursor of the next."""
+    with open(LOG, "a") as log:
+        log.write(method + "\n")
+    at = int(params.cursor) if params is not None and params.cursor else 0
+    return items[at : at + 1], (str(at + 1) if at + 1 < len(items) else None)
+
+
+async def list_prompts(ctx: Any, params: types.PaginatedRequestParams | None) -> Any:
+    items, after = page("prompts/list", PROMPTS, params)
+    return types.ListPromptsResult(prompts=items, next_cursor=after)
+
+
+async def list_resources(ctx: Any, params: types.PaginatedRequestParams | None) -> Any:
+    items, after = page("resources/list", RESOURCES, params)
+    return types.ListResourcesResult(resources=items, next_cursor=after)
+
+
+async def list_templates(ctx: Any, params: types.PaginatedRequestParams | None) -> Any:
+    items, after = page("resources/templates/list", TEMPLATES, params)
+    return types.ListResourceTemplatesResult(resource_templates=items, next_cursor=after)
+
+
+async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> Any:
+    schema = {"type": "object"}
+    return types.ListToolsResult(tools=[types.Tool(name="change", input_schema=schema)])
+
+
+async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> Any:
+    PROMPTS[-1] = types.Prompt(name="changed")
+    RESOURCES[-1] = types.Resource(uri="file:///r/changed", name="changed")
+    TEMPLATES[-1] = types.ResourceTemplate(uri_template="file:///changed/{x}", name="changed")
+    await ctx.session.send_prompt_list_changed()
+    await ctx.session.send_resource_list_changed()
+    return types.CallToolResult(content=[types.TextContent(type="text", text="changed")])
+
+
+server: Server[Any] = Server(
+    "sdklists",
+    on_list_prompts=list_prompts,
+    on_list_resources=list_resources,
+    on_list_resource_templates=list_templates,
+    on_list_tools=list_tools,
+    on_call_tool=call_tool,
+)
+
+
+async def main() -> None:
+    told = NotificationOptions(prompts_changed=True, resources_changed=True)
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options(told))
+
+
+if __name__ == "__main__":
+    anyio.run(main)

@@ -1,0 +1,74 @@
+"""A client's listing of the servers' prompts, resources and resource templates is answered
+from what each server listed before, as its tools are: a server is asked again only once it
+says that list changed (then the client is told so, and its next listing is fresh), or
+when it starts anew."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import trio
+from conftest import Marker
+from mcp.client.session import ClientSession
+from mcpface_parts import PY, stdio_session, through_mcpx
+
+SDKLISTS = str(Path(__file__).parent / "mcpservers" / "sdklists.py")
+_LISTINGS = ("prompts/list", "resources/list", "resources/templates/list")
+
+
+async def _listed(session: ClientSession) -> tuple[list[str], list[str], list[str]]:
+    prompts = (await session.list_prompts()).prompts
+    resources = (await session.list_resources()).resources
+    templates = (await session.list_resource_templates()).resource_templates
+    return [p.name for p in prompts], [str(r.uri) for r in resources], [t.name for t in templates]
+
+
+async def test_a_client_s_listings_cost_no_round_trip_until_the_server_says_they_changed(
+    tmp_path: Path, marker: Marker
+) -> None:
+    # Each client listing read every page of every server's listing again: a client that
+    # polled a server of 16 pages made the gateway ask it 16 times a poll.
+    where = tmp_path / marker
+    where.mkdir()
+    log = where / "asked.log"
+    server = {"command": [PY, SDKLISTS, str(log), marker], "sandbox": "none"}
+    config = {"servers": {"s": server}, "defaults": {"sandbox": "none"}}
+    (where / "config.json").write_text(json.dumps(config))
+    told: list[str] = []
+    heard = trio.Event()
+
+    async def hear(message: Any) -> None:
+        method = getattr(message, "method", None)
+        if isinstance(method, str) and method.endswith("/list_changed"):
+            told.append(method)
+            if len(set(told)) == 2:
+                heard.set()
+
+    def asked() -> Counter[str]:
+        return Counter(log.read_text().split())
+
+    async with stdio_session(
+        through_mcpx(where / "config.json"), tmp_path / "err", message_handler=hear
+    ) as session:
+        first = await _listed(session)
+        for _ in range(4):
+            assert await _listed(session) == first
+        assert asked() == dict.fromkeys(_LISTINGS, 16)  # each page once, not once a poll
+        assert len(first[0]) == 16 and first[0][0] == "s__p0"
+        await session.call_tool("s__change", {})
+        with trio.fail_after(10):
+            await heard.wait()
+        after = await _listed(session)
+        assert await _listed(session) == after
+    assert sorted(set(told)) == [
+        "notifications/prompts/list_changed",
+        "notifications/resources/list_changed",
+    ]
+    assert after[0][-1] == "s__changed" and after[1][-1] == "file:///r/changed"
+    assert after[2][-1] == "changed"
+    assert [items[:-1] for items in after] == [items[:-1] for items in first]
+    assert asked() == dict.fromkeys(_LISTINGS, 2 * 16)  # listed anew once, as it said
+    assert marker.alive() == []
