@@ -139,10 +139,10 @@ async def direct_answers(
 
 @asynccontextmanager
 async def memory_session(
-    config: Config, frames: list[dict[str, Any]]
+    config: Config, frames: list[dict[str, Any]], gateways: list[Gateway] | None = None
 ) -> AsyncIterator[ClientSession]:
-    """An initialized SDK client session with a gateway over `config`, in memory; when it
-    ends, the session's run's frames in `frames`."""
+    """An initialized SDK client session with a gateway over `config`, in memory (added to
+    `gateways`, if given); when it ends, the session's run's frames in `frames`."""
     async with (
         open_runtime(config) as runtime,
         create_client_server_memory_streams() as (
@@ -151,6 +151,8 @@ async def memory_session(
         ),
     ):
         gateway = Gateway(runtime)
+        if gateways is not None:
+            gateways.append(gateway)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(gateway.serve, server_read, server_write)
             async with ClientSession(client_read, client_write, client_info=AGENT) as session:

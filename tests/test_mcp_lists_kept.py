@@ -10,10 +10,15 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
+import trio.testing
 from conftest import Marker
 from mcp.client.session import ClientSession
-from mcpface_parts import PY, stdio_session, through_mcpx
+from mcpface_parts import HOSTILE, PY, memory_session, stdio_session, through_mcpx
+
+from mcpx_hooks.supervisor.config.loading import load_config
+from mcpx_hooks.supervisor.service.mcpface import Gateway
 
 SDKLISTS = str(Path(__file__).parent / "mcpservers" / "sdklists.py")
 _LISTINGS = ("prompts/list", "resources/list", "resources/templates/list")
@@ -71,4 +76,31 @@ async def test_a_client_s_listings_cost_no_round_trip_until_the_server_says_they
     assert after[2][-1] == "changed"
     assert [items[:-1] for items in after] == [items[:-1] for items in first]
     assert asked() == dict.fromkeys(_LISTINGS, 2 * 16)  # listed anew once, as it said
+    assert marker.alive() == []
+
+
+@pytest.mark.parametrize("listing", ["tools", "prompts", "resources", "resource_templates"])
+async def test_a_listing_starts_every_server_at_once(
+    tmp_path: Path, marker: Marker, no_leaks: None, monkeypatch: pytest.MonkeyPatch, listing: str
+) -> None:
+    # A listing started the servers one after another: each server that never answered its
+    # `initialize` held the listing for its whole `startTimeoutMs` (10 s by default) before
+    # the next one was even started, and the client waited for the sum, at every listing
+    # after each one's backoff.
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    where = tmp_path / marker
+    where.mkdir()
+    mute = {"command": [PY, HOSTILE, "mute", "-", marker], "sandbox": "none"}
+    servers = {name: {**mute, "startTimeoutMs": 600_000} for name in ("mute1", "mute2")}
+    (where / "config.json").write_text(json.dumps({"servers": servers}))
+    config = load_config([where / "config.json"], cwd=where, environ={}, discover=False)
+    gateways: list[Gateway] = []
+    async with memory_session(config, [], gateways) as session, trio.open_nursery() as nursery:
+        nursery.start_soon(getattr(session, f"list_{listing}"))
+        await trio.testing.wait_all_tasks_blocked()
+        manager = gateways[0].runtime.servers
+        assert manager is not None
+        states = [entry.state for entry in manager.entries.values()]
+        nursery.cancel_scope.cancel()
+    assert states == ["starting", "starting"]
     assert marker.alive() == []

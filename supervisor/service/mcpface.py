@@ -52,7 +52,7 @@ from .mcpcalls import ClientLevel, Relays, sdk_relays, tool_result
 from .mcpexec import EXEC_TOOL, RunSlots, exec_tool, run_exec
 from .mcpinvalid import explain_invalid_params
 from .mcplimits import CallLimiter
-from .mcplisted import SHOWN_KEPT, add_tools, keep_listed, tell_changed
+from .mcplisted import SHOWN_KEPT, add_tools, keep_listed, open_each, tell_changed
 from .mcpoutbox import Outbox
 from .mcpraw import RawCalls
 from .mcprelay import Relay
@@ -185,13 +185,10 @@ class Gateway:
         listed: dict[str, types.Tool] = {}
         if self.config.mcp_exec:
             listed[EXEC_TOOL] = exec_tool()
-        for spec in self.config.servers.values():
-            if manager is None:
-                break
-            try:
-                entry = await manager.open(spec, run_id=session.run_id)
-            except ServerFailing as exc:
-                why = f"the tools of server {spec.name} are not listed: {exc}"
+        specs = self.config.servers.values() if manager is not None else ()
+        for spec, entry in await open_each(manager, specs, session.run_id):
+            if isinstance(entry, ServerFailing):
+                why = f"the tools of server {spec.name} are not listed: {entry}"
                 session.journal.append(blank(WarningFrame, message=why))
                 logger.warning("%s", session.journal.redactor.text(why))
                 continue

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import Final, TypeVar
 
 import pydantic
+import trio
 from mcp import types
 from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError
@@ -20,6 +21,7 @@ from mcp.shared.exceptions import MCPError
 from ..core.servers import ServerSpec, exposed_name
 from ..tools.hearing import GONE
 from ..tools.listings import as_listed
+from ..tools.serverentry import ServerEntry, ServerFailing
 from ..tools.servers import ServerManager
 from .mcpwritten import keep_written, unread
 
@@ -62,6 +64,29 @@ async def tell_changed(manager: ServerManager, client: Callable[[], ServerSessio
             # next asks)
             with contextlib.suppress(*GONE, MCPError):
                 await getattr(session, _TOLD[kind])()
+
+
+async def open_each(
+    manager: ServerManager | None, specs: Iterable[ServerSpec], run_id: str
+) -> list[tuple[ServerSpec, ServerEntry | ServerFailing]]:
+    """Each of the servers `specs` declares, in their order, running (started now if need
+    be), or why it cannot be had. They are started all at once: a listing waits for the
+    slowest start (a server that never answers its `initialize`: its `startTimeoutMs`), not
+    for the sum of them."""
+    specs = list(specs)
+    opened: list[ServerEntry | ServerFailing] = [ServerFailing("not started")] * len(specs)
+
+    async def open_one(at: int, spec: ServerSpec) -> None:
+        assert manager is not None
+        try:
+            opened[at] = await manager.open(spec, run_id=run_id)
+        except ServerFailing as exc:
+            opened[at] = exc
+
+    async with trio.open_nursery() as nursery:
+        for at, spec in enumerate(specs):
+            nursery.start_soon(open_one, at, spec)
+    return list(zip(specs, opened, strict=True))
 
 
 def keep_listed(result: _L) -> _L:

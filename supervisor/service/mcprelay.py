@@ -89,23 +89,37 @@ class Relay:
         declaration order: as listed before in the server's life, else `ask`ed of it now
         (`ServerEntry.listing`). One that cannot start or list is left out, said in a
         `warning` frame in `journal`."""
-        manager = self.runtime.servers
-        answers: list[tuple[ServerSpec, _T]] = []
-        if manager is None:
-            return answers
+        if self.runtime.servers is None:
+            return []
         what = "prompts" if kind == "prompts" else "resources"
-        for spec in self.config.servers.values():
+        specs = list(self.config.servers.values())
+        # (each server's: its listing, none, why it is left out, or its JSON-RPC error)
+        answers: list[tuple[ServerSpec, _T] | str | MCPError | None] = [None] * len(specs)
+
+        async def from_one(at: int, spec: ServerSpec) -> None:
             try:
                 async with self._asking(spec) as (session, entry):
                     if getattr(entry.capabilities, what, None) is not None:
-                        answers.append((spec, await entry.listing(kind, partial(ask, session))))
+                        answers[at] = (spec, await entry.listing(kind, partial(ask, session)))
             except (Unanswered, ServerBroken) as exc:
-                why = f"the {what} of server {spec.name} are not listed: {exc}"
-                journal.append(blank(WarningFrame, message=why))
+                answers[at] = f"the {what} of server {spec.name} are not listed: {exc}"
             except pydantic.ValidationError as exc:  # (the others' are listed all the same)
-                why = f"the {what} of server {spec.name} are not listed: {not_mcp(exc)}"
-                journal.append(blank(WarningFrame, message=why))
-        return answers
+                answers[at] = f"the {what} of server {spec.name} are not listed: {not_mcp(exc)}"
+            except MCPError as exc:
+                answers[at] = exc
+
+        async with trio.open_nursery() as nursery:  # (all at once: `mcplisted.open_each`)
+            for at, spec in enumerate(specs):
+                nursery.start_soon(from_one, at, spec)
+        listed = []
+        for answer in answers:
+            if isinstance(answer, MCPError):
+                raise answer
+            if isinstance(answer, str):
+                journal.append(blank(WarningFrame, message=answer))
+            elif answer is not None:
+                listed.append(answer)
+        return listed
 
     async def list_prompts(self, journal: RunJournal) -> types.ListPromptsResult:
         separator = self.config.mcp_separator
