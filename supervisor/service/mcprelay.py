@@ -93,8 +93,8 @@ class Relay:
             return []
         what = "prompts" if kind == "prompts" else "resources"
         specs = list(self.config.servers.values())
-        # (each server's: its listing, none, why it is left out, or its JSON-RPC error)
-        answers: list[tuple[ServerSpec, _T] | str | MCPError | None] = [None] * len(specs)
+        # (each server's: its listing, none, or why it is left out)
+        answers: list[tuple[ServerSpec, _T] | str | None] = [None] * len(specs)
 
         async def from_one(at: int, spec: ServerSpec) -> None:
             try:
@@ -102,19 +102,18 @@ class Relay:
                     if getattr(entry.capabilities, what, None) is not None:
                         answers[at] = (spec, await entry.listing(kind, partial(ask, session)))
             except (Unanswered, ServerBroken) as exc:
-                answers[at] = f"the {what} of server {spec.name} are not listed: {exc}"
+                answers[at] = f"the {kind} of server {spec.name} are not listed: {exc}"
             except pydantic.ValidationError as exc:  # (the others' are listed all the same)
-                answers[at] = f"the {what} of server {spec.name} are not listed: {not_mcp(exc)}"
-            except MCPError as exc:
-                answers[at] = exc
+                answers[at] = f"the {kind} of server {spec.name} are not listed: {not_mcp(exc)}"
+            except MCPError as exc:  # (not its words: they may hold what it was given)
+                why = f"it answered the listing with the JSON-RPC error {exc.error.code}"
+                answers[at] = f"the {kind} of server {spec.name} are not listed: {why}"
 
         async with trio.open_nursery() as nursery:  # (all at once: `mcplisted.open_each`)
             for at, spec in enumerate(specs):
                 nursery.start_soon(from_one, at, spec)
         listed = []
         for answer in answers:
-            if isinstance(answer, MCPError):
-                raise answer
             if isinstance(answer, str):
                 journal.append(blank(WarningFrame, message=answer))
             elif answer is not None:
