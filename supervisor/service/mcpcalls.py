@@ -7,6 +7,7 @@ client (`line_relays`, a call the gateway took before the SDK read it: `mcpraw.p
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
@@ -31,6 +32,8 @@ from .mcpoutbox import Outbox
 from .mcpstdio import ClientWriter
 from .mcpwritten import wire_result
 
+#: A line that is a JSON object (JSON's whitespace before it).
+_OBJECT: Final = re.compile(rb"[ \t\r\n]*\{")
 _REQUEST_KEYS: Final = frozenset({"jsonrpc", "id", "method", "params"})
 _PARAM_KEYS: Final = frozenset({"name", "arguments", "_meta"})
 #: The form an `ask` is put to the person at the client in: one answer, yes or no.
@@ -301,6 +304,8 @@ class ClientCall(Record):
 def plain_call(line: bytes) -> ClientCall | None:
     """`line` as a `ClientCall` when it is one as plain as this module's rules ask, else
     None."""
+    if not _OBJECT.match(line):  # (a batch, say: not parsed here for nothing)
+        return None
     message = json_value(line)
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
         return None
