@@ -14,6 +14,7 @@ import pytest
 import trio
 import trio.testing
 from conftest import Marker
+from mcp import types
 from mcp.client.session import ClientSession
 from mcpface_parts import HOSTILE, PY, memory_session, stdio_session, through_mcpx
 
@@ -76,6 +77,24 @@ async def test_a_client_s_listings_cost_no_round_trip_until_the_server_says_they
     assert after[2][-1] == "changed"
     assert [items[:-1] for items in after] == [items[:-1] for items in first]
     assert asked() == dict.fromkeys(_LISTINGS, 2 * 16)  # listed anew once, as it said
+    assert marker.alive() == []
+
+
+async def test_a_resource_a_server_added_unsaid_is_read_all_the_same(
+    tmp_path: Path, marker: Marker
+) -> None:
+    # (The listings are kept: a URI none of them holds is looked for in fresh ones.)
+    where = tmp_path / marker
+    where.mkdir()
+    server = {"command": [PY, SDKLISTS, str(where / "asked.log"), marker], "sandbox": "none"}
+    (where / "config.json").write_text(json.dumps({"servers": {"s": server}}))
+    async with stdio_session(through_mcpx(where / "config.json"), tmp_path / "err") as session:
+        listed = [str(r.uri) for r in (await session.list_resources()).resources]
+        await session.call_tool("s__quietly", {})
+        read = await session.read_resource("file:///r/quiet")
+        again = [str(r.uri) for r in (await session.list_resources()).resources]
+    assert "file:///r/quiet" not in listed and again == ["file:///r/quiet", *listed[1:]]
+    assert [c.text for c in read.contents if isinstance(c, types.TextResourceContents)] == ["read"]
     assert marker.alive() == []
 
 

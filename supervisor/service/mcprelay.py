@@ -249,9 +249,18 @@ class Relay:
         return types.ListResourceTemplatesResult(resource_templates=[t for _, t in templates])
 
     async def read_resource(self, uri: str, journal: RunJournal) -> types.ReadResourceResult:
-        if uri not in self._resources:
-            await self.list_resources(journal)
-        server = self._resources.get(uri) or await self._templated(uri, journal)
+        """The resource `uri` of the server that lists it, or whose template it may stand
+        for, as their listings were kept; a URI neither holds is looked for again in fresh
+        listings (a server may list a resource it did not say it added)."""
+        server = None
+        for fresh in (False, True):
+            if fresh:
+                self._forget(("resources", "resource templates"))
+            if fresh or uri not in self._resources:
+                await self.list_resources(journal)
+            server = self._resources.get(uri) or await self._templated(uri, journal)
+            if server is not None:
+                break
         manager = self.runtime.servers
         if server is None or manager is None:
             raise MCPError(code=RESOURCE_NOT_FOUND, message=f"Resource not found: {uri}")
@@ -265,6 +274,14 @@ class Relay:
                 )
         except Unanswered as exc:
             raise MCPError(code=types.INTERNAL_ERROR, message=str(exc)) from None
+
+    def _forget(self, kinds: tuple[str, ...]) -> None:
+        """Forgets the listings of `kinds` every running server holds (`ServerEntry.lists`)."""
+        manager = self.runtime.servers
+        for spec in self.config.servers.values():
+            entry = manager.entries.get(spec) if manager is not None else None
+            if entry is not None:
+                entry.forget_lists(kinds)
 
     async def _templated(self, uri: str, journal: RunJournal) -> str | None:
         """The server one of whose resource templates `uri` may stand for: the one whose

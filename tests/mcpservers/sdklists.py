@@ -6,7 +6,8 @@ resources and resource templates are listed in `PAGES` pages each, and change wh
 LOG (a file) gets a line per listing request it answers (`prompts/list`, `resources/list`,
 `resources/templates/list`, each page). Tool `change` renames the last prompt, resource
 and template (`changed`), and says so (`notifications/prompts/list_changed`,
-`notifications/resources/list_changed`) before it answers.
+`notifications/resources/list_changed`) before it answers; tool `quietly` has another first
+resource, `file:///r/quiet`, and says nothing. Each resource listed reads `read`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import anyio
 from mcp import types
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
 
 LOG = sys.argv[1]
 #: How many pages each listing has (one item a page).
@@ -54,16 +56,28 @@ async def list_templates(ctx: Any, params: types.PaginatedRequestParams | None) 
 
 async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> Any:
     schema = {"type": "object"}
-    return types.ListToolsResult(tools=[types.Tool(name="change", input_schema=schema)])
+    tools = [types.Tool(name=name, input_schema=schema) for name in ("change", "quietly")]
+    return types.ListToolsResult(tools=tools)
 
 
 async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> Any:
+    if params.name == "quietly":  # (the first resource, another, unsaid)
+        RESOURCES[0] = types.Resource(uri="file:///r/quiet", name="quiet")
+        return types.CallToolResult(content=[types.TextContent(type="text", text="added")])
     PROMPTS[-1] = types.Prompt(name="changed")
     RESOURCES[-1] = types.Resource(uri="file:///r/changed", name="changed")
     TEMPLATES[-1] = types.ResourceTemplate(uri_template="file:///changed/{x}", name="changed")
     await ctx.session.send_prompt_list_changed()
     await ctx.session.send_resource_list_changed()
     return types.CallToolResult(content=[types.TextContent(type="text", text="changed")])
+
+
+async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> Any:
+    listed = [str(r.uri) for r in RESOURCES]
+    if str(params.uri) not in listed:
+        raise MCPError(code=-32002, message=f"no resource {params.uri}")
+    contents = [types.TextResourceContents(uri=str(params.uri), text="read")]
+    return types.ReadResourceResult(contents=contents)
 
 
 server: Server[Any] = Server(
@@ -73,6 +87,7 @@ server: Server[Any] = Server(
     on_list_resource_templates=list_templates,
     on_list_tools=list_tools,
     on_call_tool=call_tool,
+    on_read_resource=read_resource,
 )
 
 
