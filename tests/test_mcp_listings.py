@@ -144,3 +144,28 @@ async def test_a_server_that_answers_a_listing_with_an_error_hurts_no_other_serv
         assert f"the {what} of server bad are not listed: {why}" in said
     assert not any("being rebuilt" in s for s in said)  # (its words may hold a secret)
     assert marker.alive() == []
+
+
+async def test_a_listing_that_names_a_cursor_the_gateway_never_gave_is_an_error(
+    tmp_path: Path, marker: Marker, no_leaks: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A cursor was ignored: the whole listing came again, and a client that pages (a stale
+    # cursor, one of the server behind) added every item twice.
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    path = two_servers(tmp_path / marker, marker)
+    config = load_config([str(path)], cwd=path.parent, environ={}, discover=False)
+    paged = types.PaginatedRequestParams(cursor="1")
+    async with memory_session(config, []) as session:
+        whole = await session.list_tools(params=types.PaginatedRequestParams())
+        for listing in (
+            session.list_tools,
+            session.list_prompts,
+            session.list_resources,
+            session.list_resource_templates,
+        ):
+            with pytest.raises(MCPError) as refused:
+                await listing(params=paged)
+            assert refused.value.error.code == types.INVALID_PARAMS
+            assert "cursor: not one this server gave" in refused.value.error.message
+    assert whole.tools and whole.next_cursor is None
+    assert marker.alive() == []

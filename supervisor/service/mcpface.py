@@ -52,7 +52,14 @@ from .mcpcalls import ClientLevel, Relays, sdk_relays, tool_result
 from .mcpexec import EXEC_TOOL, RunSlots, exec_tool, run_exec
 from .mcpinvalid import explain_invalid_params
 from .mcplimits import CallLimiter
-from .mcplisted import SHOWN_KEPT, add_tools, keep_listed, open_each, tell_changed
+from .mcplisted import (
+    SHOWN_KEPT,
+    add_tools,
+    keep_listed,
+    open_each,
+    refuse_cursors,
+    tell_changed,
+)
 from .mcpoutbox import Outbox
 from .mcpraw import RawCalls
 from .mcprelay import Relay
@@ -120,6 +127,7 @@ class Gateway:
             server.middleware[:] = [m for m in server.middleware if not _sdk_span(m)]
         server.middleware.append(self._after_initialize)
         server.middleware.append(explain_invalid_params)
+        server.middleware.append(refuse_cursors)
         server.middleware.append(answer_as_written)
         # Frames of `mcpx_exec` runs go as log messages: the capability, and its level.
         server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, self._level)

@@ -9,12 +9,13 @@ its model's fields."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable
-from typing import Final, TypeVar
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final, TypeVar
 
 import pydantic
 import trio
 from mcp import types
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError
 
@@ -31,6 +32,14 @@ NAMED: Final = 5
 #: How many tools' `expose` / `hide` verdicts a session keeps (then it forgets them all): a
 #: server may list other names at each listing, once a second, for as long as it runs.
 SHOWN_KEPT: Final = 4096
+#: What a listing that names a cursor is answered (`refuse_cursors`).
+NOT_OUR_CURSOR: Final = (
+    "Invalid params: cursor: not one this server gave (its listings come whole, in one page:"
+    " send none)"
+)
+_LISTINGS: Final = frozenset(
+    {"tools/list", "prompts/list", "resources/list", "resources/templates/list"}
+)
 #: What a client is sent when a kind of the servers' lists changed (`ServerManager.changes`):
 #: the SDK's session's method.
 _TOLD: Final = {
@@ -45,6 +54,17 @@ _ITEMS: Final = (
     ("resources", "resources"),
     ("resourceTemplates", "resource_templates"),
 )
+
+
+async def refuse_cursors(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    """The SDK server's middleware that answers a listing that names a cursor with an error
+    (-32602, as MCP asks of a cursor the server did not give): the gateway's listings come
+    whole, in one page, so no cursor is one of its own, and one answered with the whole
+    listing again would have a client that pages add it twice."""
+    params = ctx.params if isinstance(ctx.params, Mapping) else {}
+    if ctx.method in _LISTINGS and isinstance(params.get("cursor"), str):
+        raise MCPError(code=types.INVALID_PARAMS, message=NOT_OUR_CURSOR)
+    return await call_next(ctx)
 
 
 async def tell_changed(manager: ServerManager, client: Callable[[], ServerSession | None]) -> None:
