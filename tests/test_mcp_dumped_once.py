@@ -12,6 +12,7 @@ from typing import Any
 import pydantic
 import pytest
 from conftest import Marker
+from mcp import types
 from mcp.server import runner
 from mcpface_parts import memory_session, write_config
 
@@ -52,4 +53,30 @@ async def test_the_sdk_dumps_no_answer_that_is_sent_as_written(
     assert prompt.messages and read.contents and echoed.content
     assert echoed.structured_content == {"a": 1}
     assert dumped == []
+    assert marker.alive() == []
+
+
+async def test_a_server_s_tools_are_renamed_once_while_it_lists_the_same(
+    tmp_path: Path, marker: Marker, no_leaks: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each listing copied every tool under its exposed name, and wrote each copy's JSON
+    # anew: 900 copies and 900 dicts for each tools/list of a server of 900 tools.
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    copies: list[str] = []
+    copy = pydantic.BaseModel.model_copy
+
+    def counted(self: pydantic.BaseModel, **kw: Any) -> Any:
+        if isinstance(self, types.Tool):
+            copies.append(self.name)
+        return copy(self, **kw)
+
+    monkeypatch.setattr(pydantic.BaseModel, "model_copy", counted)
+    path = write_config(tmp_path / marker, marker, mcp={"exec": False})
+    config = load_config([path], cwd=tmp_path, environ=os.environ, discover=False)
+    async with memory_session(config, []) as session:
+        first = (await session.list_tools()).tools
+        made = len(copies)
+        again = (await session.list_tools()).tools
+    assert made == len(first) == 6
+    assert len(copies) == made and again == first
     assert marker.alive() == []

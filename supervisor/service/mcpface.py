@@ -101,6 +101,7 @@ class Gateway:
         #: changes (a new life of the server lists its tools again).
         self._pin_keys: dict[str, tuple[object, tuple[str, str]]] = {}
         self._shown: dict[tuple[str, str], bool] = {}  # (server, tool): `expose` and not `hide`
+        self._renames: dict[tuple[str, str], tuple[types.Tool, types.Tool]] = {}  # `add_tools`
         self._said: set[str] = set()
         self.level = ClientLevel()  # (`logging/setLevel`)
         self.client: ServerSession | None = None  # the SDK's session, from the handshake on
@@ -202,8 +203,8 @@ class Gateway:
                 continue
             if await self._quarantined(spec, entry, session) is not None:
                 continue  # its tools are hidden
-            sep = self.config.mcp_separator
-            names, left_out = add_tools(listed, spec, entry.tools, self.shows, sep)
+            sep, renames = self.config.mcp_separator, self._renames
+            names, left_out = add_tools(listed, spec, entry.tools, self.shows, sep, renames=renames)
             for odd in (unportable_names(names, spec.name), left_out):
                 if odd is not None:
                     self._say(session, odd)

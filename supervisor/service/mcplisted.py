@@ -21,7 +21,7 @@ from mcp.shared.exceptions import MCPError
 
 from ..core.servers import ServerSpec, exposed_name
 from ..tools.hearing import GONE
-from ..tools.listings import as_listed
+from ..tools.listings import as_listed, renamed
 from ..tools.serverentry import ServerEntry, ServerFailing
 from ..tools.servers import ServerManager
 from .mcpwritten import keep_written, unread
@@ -47,6 +47,9 @@ _TOLD: Final = {
     "prompts": "send_prompt_list_changed",
     "resources": "send_resource_list_changed",
 }
+#: How many tools' copies under their exposed names a session keeps (`add_tools`), then it
+#: forgets them all.
+RENAMES_KEPT: Final = 16384
 #: Each listing's items: the key they are written under, and the SDK's model's field.
 _ITEMS: Final = (
     ("tools", "tools"),
@@ -132,9 +135,12 @@ def add_tools(
     tools: Iterable[types.Tool],
     shows: Callable[[ServerSpec, str], bool],
     separator: str,
+    *,
+    renames: dict[tuple[str, str], tuple[types.Tool, types.Tool]] | None = None,
 ) -> tuple[list[str], str | None]:
     """Adds the `tools` of the server `spec` that `shows` shows to `listed`, each by its
-    exposed name;
+    exposed name (its copy so named kept in `renames`, by server and tool, for as long as
+    the server lists that very tool: a listing of 900 tools made 900 copies each time);
     returns the names added, and what to say of those left out for their name (None:
     none): a tool without a name (it cannot be called), one whose exposed name a tool
     listed before it has (the server listed two of that name, or another server's tool is
@@ -150,7 +156,14 @@ def add_tools(
         elif name in listed:
             taken.append(name)
         else:
-            listed[name] = tool.model_copy(update={"name": name})
+            kept = renames.get((spec.name, tool.name)) if renames is not None else None
+            if kept is None or kept[0] is not tool:
+                kept = (tool, renamed(tool, name))
+                if renames is not None:
+                    if len(renames) >= RENAMES_KEPT:  # (a server renaming its tools at will)
+                        renames.clear()
+                    renames[spec.name, tool.name] = kept
+            listed[name] = kept[1]
             names.append(name)
     said = []
     if nameless:

@@ -34,6 +34,7 @@ from ..core.frames import WarningFrame, blank
 from ..core.servers import ServerSpec, exposed_name, exposed_targets
 from ..run.journal import RunJournal
 from ..run.runtime import Runtime
+from ..tools.listings import renamed
 from ..tools.mcpclient import ServerBroken, every_page, not_mcp
 from ..tools.rawasks import ask_as_written
 from ..tools.serverentry import ServerEntry, ServerFailing
@@ -134,9 +135,7 @@ class Relay:
                 why = f"{nameless} prompt(s) of server {spec.name} without a name: not listed"
                 journal.append(blank(WarningFrame, message=why))
             prompts += [
-                p.model_copy(update={"name": exposed_name(spec.name, p.name, separator)})
-                for p in named
-                if p.name
+                renamed(p, exposed_name(spec.name, p.name, separator)) for p in named if p.name
             ]
         return types.ListPromptsResult(prompts=prompts)
 
