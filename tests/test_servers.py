@@ -237,11 +237,11 @@ async def test_a_server_that_says_its_prompts_changed_on_and_on_is_told_once_a_s
     changed = PromptListChangedNotification()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_tell_changed, entry)
-        assert await entry.listing("prompts", ask) == ["p0"]
-        assert await entry.listing("prompts", ask) == ["p0"] and len(asked) == 1  # kept
+        assert await entry.listing("prompts", ask, keep=True) == ["p0"]
+        assert await entry.listing("prompts", ask, keep=True) == ["p0"] and len(asked) == 1
         for _ in range(1000):  # 10 s of it
             await entry.notified(changed)
-            await entry.listing("prompts", ask)  # (asked again: it changed)
+            await entry.listing("prompts", ask, keep=True)  # (asked again: it changed)
             await trio.sleep(0.01)
         await entry.notified(ResourceListChangedNotification())
         await trio.sleep(RELIST_GAP_S * 2)
@@ -251,6 +251,11 @@ async def test_a_server_that_says_its_prompts_changed_on_and_on_is_told_once_a_s
     assert 9 <= len(prompts) <= 11 and prompts[0] == 0.0
     assert all(b - a >= RELIST_GAP_S for a, b in itertools.pairwise(prompts))
     assert [kind for kind, _ in told].count("resources") == 1
+    # A server that does not declare `listChanged` may change its lists without a word: its
+    # listing is never kept.
+    for _ in range(3):
+        assert await entry.listing("resources", ask, keep=False) == ["p0"]
+    assert len(asked) == 1004 and "resources" not in entry.lists
 
 
 async def test_a_lying_server_s_errors_and_unlisted_tools_fail_the_call_clearly(

@@ -100,8 +100,11 @@ class Relay:
         async def from_one(at: int, spec: ServerSpec) -> None:
             try:
                 async with self._asking(spec) as (session, entry):
-                    if getattr(entry.capabilities, what, None) is not None:
-                        answers[at] = (spec, await entry.listing(kind, partial(ask, session)))
+                    declared = getattr(entry.capabilities, what, None)
+                    if declared is not None:  # (kept only when it says when it changes)
+                        keep = getattr(declared, "list_changed", None) is True
+                        listed = await entry.listing(kind, partial(ask, session), keep=keep)
+                        answers[at] = (spec, listed)
             except (Unanswered, ServerBroken) as exc:
                 answers[at] = f"the {kind} of server {spec.name} are not listed: {exc}"
             except pydantic.ValidationError as exc:  # (the others' are listed all the same)

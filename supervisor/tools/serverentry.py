@@ -124,16 +124,17 @@ class ServerEntry(Record):
         for kind in kinds or tuple(self.lists):
             self.lists.pop(kind, None)
 
-    async def listing(self, kind: str, ask: Callable[[], Awaitable[_T]]) -> _T:
+    async def listing(self, kind: str, ask: Callable[[], Awaitable[_T]], *, keep: bool) -> _T:
         """The server's listing of `kind` as it was listed before in this life, else what
-        `ask` (every page of it) answers now, kept unless the server said that list changed
+        `ask` (every page of it) answers now, kept when `keep` (the server declared that it
+        says when that list changes: `listChanged`) unless the server said that list changed
         (or its life ended) while it was asked. What raises is not kept."""
         kept = self.lists.get(kind)
         if kept is not None:
             return cast(_T, kept)
         forgotten = self.forgotten
         answered = await ask()
-        if self.forgotten == forgotten:
+        if keep and self.forgotten == forgotten:
             self.lists[kind] = answered
         return answered
 
