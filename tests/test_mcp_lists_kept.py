@@ -80,6 +80,29 @@ async def test_a_client_s_listings_cost_no_round_trip_until_the_server_says_they
     assert marker.alive() == []
 
 
+async def test_a_server_that_does_not_say_its_lists_changed_is_asked_at_every_listing(
+    tmp_path: Path, marker: Marker
+) -> None:
+    # (It declares no `listChanged`: a listing kept would hide its changes for its whole life.)
+    where = tmp_path / marker
+    where.mkdir()
+    log = where / "asked.log"
+    server = {"command": [PY, SDKLISTS, str(log), marker, "--unsaid"], "sandbox": "none"}
+    (where / "config.json").write_text(json.dumps({"servers": {"s": server}}))
+    async with stdio_session(through_mcpx(where / "config.json"), tmp_path / "err") as session:
+        for _ in range(3):
+            await _listed(session)
+        await session.call_tool("s__quietly", {})
+        quiet = [str(r.uri) for r in (await session.list_resources()).resources]
+    assert Counter(log.read_text().split()) == {
+        "prompts/list": 3 * 16,
+        "resources/list": 4 * 16,
+        "resources/templates/list": 3 * 16,
+    }
+    assert quiet[0] == "file:///r/quiet"
+    assert marker.alive() == []
+
+
 async def test_a_resource_a_server_added_unsaid_is_read_all_the_same(
     tmp_path: Path, marker: Marker
 ) -> None:

@@ -1,13 +1,14 @@
 """An MCP server built with the official SDK's low-level `Server`, over stdio, whose prompts,
 resources and resource templates are listed in `PAGES` pages each, and change when asked.
 
-    python sdklists.py LOG
+    python sdklists.py LOG [MARKER] [--unsaid]
 
 LOG (a file) gets a line per listing request it answers (`prompts/list`, `resources/list`,
 `resources/templates/list`, each page). Tool `change` renames the last prompt, resource
 and template (`changed`), and says so (`notifications/prompts/list_changed`,
 `notifications/resources/list_changed`) before it answers; tool `quietly` has another first
-resource, `file:///r/quiet`, and says nothing. Each resource listed reads `read`.
+resource, `file:///r/quiet`, and says nothing. Each resource listed reads `read`. With
+`--unsaid` it declares no `listChanged` (its lists may change without a word).
 """
 
 from __future__ import annotations
@@ -92,7 +93,8 @@ server: Server[Any] = Server(
 
 
 async def main() -> None:
-    told = NotificationOptions(prompts_changed=True, resources_changed=True)
+    says = "--unsaid" not in sys.argv
+    told = NotificationOptions(prompts_changed=says, resources_changed=says)
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options(told))
 
