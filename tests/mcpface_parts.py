@@ -13,10 +13,16 @@ from pathlib import Path
 from typing import Any
 
 import pydantic
+import trio
 from conftest import Marker
 from mcp import types
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.shared.memory import create_client_server_memory_streams
+
+from mcpx_hooks.supervisor.core.hooks import Config
+from mcpx_hooks.supervisor.run.runtime import open_runtime
+from mcpx_hooks.supervisor.service.mcpface import Gateway
 
 HERE = Path(__file__).parent
 HOSTILE = str(HERE / "mcpservers" / "hostile.py")
@@ -129,3 +135,29 @@ async def direct_answers(
         await h.list_tools()  # (the client checks structured content against outputSchema)
         answers += [await h.call_tool(t, a) for s, t, a in calls if s == "h"]
     return answers
+
+
+@asynccontextmanager
+async def memory_session(
+    config: Config, frames: list[dict[str, Any]], gateways: list[Gateway] | None = None
+) -> AsyncIterator[ClientSession]:
+    """An initialized SDK client session with a gateway over `config`, in memory (added to
+    `gateways`, if given); when it ends, the session's run's frames in `frames`."""
+    async with (
+        open_runtime(config) as runtime,
+        create_client_server_memory_streams() as (
+            (client_read, client_write),
+            (server_read, server_write),
+        ),
+    ):
+        gateway = Gateway(runtime)
+        if gateways is not None:
+            gateways.append(gateway)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(gateway.serve, server_read, server_write)
+            async with ClientSession(client_read, client_write, client_info=AGENT) as session:
+                await session.initialize()
+                yield session
+            await client_write.aclose()
+        assert gateway.session is not None
+        frames += runtime.journals.get(gateway.session.run_id).decoded(0)

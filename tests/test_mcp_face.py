@@ -4,12 +4,10 @@ this process, over the SDK's in-memory streams, to read its run's frames."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
 import subprocess
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +18,7 @@ from conftest import Marker
 from mcp import types
 from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
-from mcp.shared.memory import create_client_server_memory_streams
 from mcpface_parts import (
-    AGENT,
     HOSTILE,
     LISTED,
     MCPX,
@@ -32,6 +28,7 @@ from mcpface_parts import (
     direct,
     direct_answers,
     dumped,
+    memory_session,
     stdio_session,
     texts,
     through_mcpx,
@@ -39,12 +36,9 @@ from mcpface_parts import (
 )
 
 from mcpx_hooks.supervisor.config.loading import load_config
-from mcpx_hooks.supervisor.core.hooks import Config
 from mcpx_hooks.supervisor.core.order import check_order
 from mcpx_hooks.supervisor.core.servers import CallLimits, ServerSpec
-from mcpx_hooks.supervisor.run.runtime import open_runtime
 from mcpx_hooks.supervisor.service.mcpcalls import applied_result
-from mcpx_hooks.supervisor.service.mcpface import Gateway
 from mcpx_hooks.supervisor.service.mcplimits import CallLimiter
 from mcpx_hooks.supervisor.service.mcprelay import template_prefix
 
@@ -566,30 +560,6 @@ def test_an_applied_value_becomes_a_tool_result() -> None:
     assert applied_result(shaped).structured_content == shaped  # not only a result's keys
     bad = {"content": [{"type": "nothing"}]}
     assert applied_result(bad).structured_content == bad  # not a tool result after all
-
-
-@contextlib.asynccontextmanager
-async def memory_session(
-    config: Config, frames: list[dict[str, Any]]
-) -> AsyncIterator[ClientSession]:
-    """An initialized SDK client session with a gateway over `config`, in memory; when it
-    ends, the session's run's frames in `frames`."""
-    async with (
-        open_runtime(config) as runtime,
-        create_client_server_memory_streams() as (
-            (client_read, client_write),
-            (server_read, server_write),
-        ),
-    ):
-        gateway = Gateway(runtime)
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(gateway.serve, server_read, server_write)
-            async with ClientSession(client_read, client_write, client_info=AGENT) as session:
-                await session.initialize()
-                yield session
-            await client_write.aclose()
-        assert gateway.session is not None
-        frames += runtime.journals.get(gateway.session.run_id).decoded(0)
 
 
 async def test_a_session_is_a_run_with_its_calls_and_their_counts(

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import Marker
 from mcp import types
 from mcp.shared.exceptions import MCPError
-from mcpface_parts import HOSTILE, PY, stdio_session, through_mcpx
+from mcpface_parts import HOSTILE, PY, memory_session, stdio_session, through_mcpx
+
+from mcpx_hooks.supervisor.config.loading import load_config
 
 
 def two_servers(where: Path, marker: Marker, bad: str = "malformed") -> Path:
@@ -114,3 +117,55 @@ async def test_what_a_session_keeps_of_its_servers_tool_names_is_bounded(
         for n in range(3 * SHOWN_KEPT):
             assert gateway.shows(spec, f"renamed{n}") is True
         assert len(gateway._shown) <= SHOWN_KEPT
+
+
+async def test_a_server_that_answers_a_listing_with_an_error_hurts_no_other_server_s(
+    tmp_path: Path, marker: Marker, no_leaks: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The server's JSON-RPC error was the whole listing's answer: the client's prompts/list
+    # failed with "the index is being rebuilt", every server's prompts with it, and so did a
+    # resources/read of another server's resource (it lists the resources first).
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    path = two_servers(tmp_path / marker, marker, bad="unlisting")
+    config = load_config([str(path)], cwd=path.parent, environ={}, discover=False)
+    frames: list[dict[str, Any]] = []
+    async with memory_session(config, frames) as session:
+        prompts = [p.name for p in (await session.list_prompts()).prompts]
+        resources = [str(r.uri) for r in (await session.list_resources()).resources]
+        templates = (await session.list_resource_templates()).resource_templates
+        read = await session.read_resource("file:///h/notes.txt")
+        good = await session.get_prompt("good__greet", {"who": "Ada"})
+    assert prompts == ["good__greet"] and resources == ["file:///h/notes.txt"]
+    assert [t.uri_template for t in templates] == ["file:///h/notes/{name}"]
+    assert read.contents and good.messages
+    said = {f["message"] for f in frames if f["type"] == "warning"}
+    why = "it answered the listing with the JSON-RPC error -32603"
+    for what in ("prompts", "resources", "resource templates"):
+        assert f"the {what} of server bad are not listed: {why}" in said
+    assert not any("being rebuilt" in s for s in said)  # (its words may hold a secret)
+    assert marker.alive() == []
+
+
+async def test_a_listing_that_names_a_cursor_the_gateway_never_gave_is_an_error(
+    tmp_path: Path, marker: Marker, no_leaks: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A cursor was ignored: the whole listing came again, and a client that pages (a stale
+    # cursor, one of the server behind) added every item twice.
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    path = two_servers(tmp_path / marker, marker)
+    config = load_config([str(path)], cwd=path.parent, environ={}, discover=False)
+    paged = types.PaginatedRequestParams(cursor="1")
+    async with memory_session(config, []) as session:
+        whole = await session.list_tools(params=types.PaginatedRequestParams())
+        for listing in (
+            session.list_tools,
+            session.list_prompts,
+            session.list_resources,
+            session.list_resource_templates,
+        ):
+            with pytest.raises(MCPError) as refused:
+                await listing(params=paged)
+            assert refused.value.error.code == types.INVALID_PARAMS
+            assert "cursor: not one this server gave" in refused.value.error.message
+    assert whole.tools and whole.next_cursor is None
+    assert marker.alive() == []

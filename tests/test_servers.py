@@ -15,7 +15,12 @@ import pytest
 import trio
 from conftest import Marker, cut_once_waiting, kill_supervisor_and_wait
 from mcp.client.session import ClientSession
-from mcp.types import ListToolsResult, PaginatedRequestParams
+from mcp.types import (
+    ListToolsResult,
+    PaginatedRequestParams,
+    PromptListChangedNotification,
+    ResourceListChangedNotification,
+)
 
 from mcpx_hooks.supervisor.core.hooks import Config, Profile
 from mcpx_hooks.supervisor.core.servers import ServerSpec
@@ -29,7 +34,7 @@ from mcpx_hooks.supervisor.tools.serverentry import (
     ToolFailed,
     backoff_s,
 )
-from mcpx_hooks.supervisor.tools.serverlife import RELIST_GAP_S, _relist
+from mcpx_hooks.supervisor.tools.serverlife import RELIST_GAP_S, _relist, _tell_changed
 from mcpx_hooks.supervisor.tools.servers import ServerManager
 
 HERE = Path(__file__).parent
@@ -196,7 +201,7 @@ async def test_a_server_that_says_its_tools_changed_on_and_on_is_listed_once_a_s
     # each listing, made a loop of listings as fast as the round trips went.
     entry, listings = ServerEntry(example()), _Listings()
     told: list[float] = []
-    entry.on_relisted = lambda: told.append(trio.current_time())
+    entry.on_relisted = lambda kind: told.append(trio.current_time())
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_relist, entry, cast(ClientSession, listings))
         for _ in range(1000):  # 10 s of it
@@ -212,6 +217,45 @@ async def test_a_server_that_says_its_tools_changed_on_and_on_is_listed_once_a_s
     assert all(b - a >= RELIST_GAP_S for a, b in itertools.pairwise(flood))
     assert flood[0] == 0 and flood[-1] >= 9.99  # the first at once; the last change listed too
     assert listings.times[-1] == quiet_change  # a change after a quiet while: listed at once
+
+
+async def test_a_server_that_says_its_prompts_changed_on_and_on_is_told_once_a_second(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    # A server's prompts and resources were listed anew at each client's listing, and their
+    # changes never told: now they are kept until it says they changed, which forgets them
+    # at once (the next listing asks it) and tells its clients at most once a second.
+    entry = ServerEntry(example())
+    told: list[tuple[str, float]] = []
+    entry.on_relisted = lambda kind: told.append((kind, trio.current_time()))
+    asked: list[float] = []
+
+    async def ask() -> list[str]:
+        asked.append(trio.current_time())
+        return ["p0"]
+
+    changed = PromptListChangedNotification()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_tell_changed, entry)
+        assert await entry.listing("prompts", ask, keep=True) == ["p0"]
+        assert await entry.listing("prompts", ask, keep=True) == ["p0"] and len(asked) == 1
+        for _ in range(1000):  # 10 s of it
+            await entry.notified(changed)
+            await entry.listing("prompts", ask, keep=True)  # (asked again: it changed)
+            await trio.sleep(0.01)
+        await entry.notified(ResourceListChangedNotification())
+        await trio.sleep(RELIST_GAP_S * 2)
+        nursery.cancel_scope.cancel()
+    assert len(asked) == 1001
+    prompts = [at for kind, at in told if kind == "prompts"]
+    assert 9 <= len(prompts) <= 11 and prompts[0] == 0.0
+    assert all(b - a >= RELIST_GAP_S for a, b in itertools.pairwise(prompts))
+    assert [kind for kind, _ in told].count("resources") == 1
+    # A server that does not declare `listChanged` may change its lists without a word: its
+    # listing is never kept.
+    for _ in range(3):
+        assert await entry.listing("resources", ask, keep=False) == ["p0"]
+    assert len(asked) == 1004 and "resources" not in entry.lists
 
 
 async def test_a_lying_server_s_errors_and_unlisted_tools_fail_the_call_clearly(

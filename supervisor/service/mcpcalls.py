@@ -6,8 +6,8 @@ client (`line_relays`, a call the gateway took before the SDK read it: `mcpraw.p
 
 from __future__ import annotations
 
-import contextvars
 import json
+import re
 import warnings
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
@@ -15,9 +15,8 @@ from typing import Any, Final
 import attrs
 import pydantic
 from mcp import MCPDeprecationWarning, types
-from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.context import ServerRequestContext
 from mcp.shared.message import SessionMessage
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from ..core.effects import NO, YES, AnsweredBy
 from ..core.jsontext import JsonError, loads
@@ -26,12 +25,15 @@ from ..run.callpoint import CallOutcome
 from ..tools.hearing import Progress
 from ..tools.jsonlines import json_line
 from ..tools.serverentry import LogHearer
-from ..tools.wireresult import as_written, log_as_written
+from ..tools.wireresult import log_as_written
 from .answering import Responder
 from .mcpnotes import PROGRESS_TOKEN, log_as_sent, progress_as_written
 from .mcpoutbox import Outbox
 from .mcpstdio import ClientWriter
+from .mcpwritten import wire_result
 
+#: A line that is a JSON object (JSON's whitespace before it).
+_OBJECT: Final = re.compile(rb"[ \t\r\n]*\{")
 _REQUEST_KEYS: Final = frozenset({"jsonrpc", "id", "method", "params"})
 _PARAM_KEYS: Final = frozenset({"name", "arguments", "_meta"})
 #: The form an `ask` is put to the person at the client in: one answer, yes or no.
@@ -280,68 +282,6 @@ async def answer_result(
         )
 
 
-#: Where the SDK's call handler puts the server's answer as the server wrote it
-#: (`kept_as_written`), for the request `answer_as_written` wraps.
-_WRITTEN: Final[contextvars.ContextVar[list[dict[str, Any]] | None]] = contextvars.ContextVar(
-    "mcpx_hooks_written", default=None
-)
-
-
-def kept_as_written(result: types.CallToolResult) -> types.CallToolResult:
-    """`result`, the answer of the SDK's call handler, kept as the client gets it
-    (`wire_result`) for `answer_as_written` to send."""
-    keep_written(wire_result(result))
-    return result
-
-
-def keep_written(written: dict[str, Any]) -> None:
-    """`written`, a server's `result` as it wrote it, kept for `answer_as_written` to send
-    as the answer of the request being handled (a tool call, a prompt, a resource, a
-    completion)."""
-    box = _WRITTEN.get()
-    if box is not None:
-        box.append(written)
-
-
-#: The requests whose answer may be what a server wrote (`keep_written`).
-_AS_WRITTEN: Final = frozenset(
-    {"tools/call", "prompts/get", "resources/read", "completion/complete"}
-    | {"tools/list", "prompts/list", "resources/list", "resources/templates/list"}
-)
-
-
-async def answer_as_written(
-    ctx: ServerRequestContext[Any, Any], call_next: CallNext
-) -> HandlerResult:
-    """The SDK server's middleware (its innermost: what it returns is sent as it is) that
-    sends a tool call's answer as `wire_result` has it, as the answers written around the
-    SDK's server are, and a prompt's, a resource's or a completion's as its server wrote
-    it (`keep_written`), and a listing's items as their servers wrote them (`mcplisted.py`):
-    the SDK validates a handler's result and dumps it again, adding
-    what the server never wrote (`isError: false`), writing a number as its field's type
-    (`1` as `1.0`), sorting the keys, dropping the keys its model does not know.
-    (`mcpx_exec`'s is the SDK's; so is an answer made here, such as no completions.)"""
-    if ctx.method not in _AS_WRITTEN or ctx.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
-        return await call_next(ctx)
-    box: list[dict[str, Any]] = []
-    token = _WRITTEN.set(box)
-    try:
-        result = await call_next(ctx)
-    finally:
-        _WRITTEN.reset(token)
-    return box[0] if box else result
-
-
-def wire_result(result: types.CallToolResult) -> dict[str, Any]:
-    """`result` as the client gets it: a server's own answer as the server wrote it
-    (`wireresult.as_written`), any other with the fields it was given (the SDK's dump adds
-    `isError` and `resultType` no one set)."""
-    written = as_written(result)
-    if written is not None:
-        return written
-    return result.model_dump(by_alias=True, mode="json", exclude_unset=True, exclude_none=True)
-
-
 def error_result(text: str) -> types.CallToolResult:
     """A tool result saying why a call failed, as the agent reads it."""
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
@@ -364,6 +304,8 @@ class ClientCall(Record):
 def plain_call(line: bytes) -> ClientCall | None:
     """`line` as a `ClientCall` when it is one as plain as this module's rules ask, else
     None."""
+    if not _OBJECT.match(line):  # (a batch, say: not parsed here for nothing)
+        return None
     message = json_value(line)
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
         return None

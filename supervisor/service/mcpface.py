@@ -26,7 +26,6 @@ session (`serve`); its run is `mcpsession.SessionRun`.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import logging
 import os
@@ -46,27 +45,27 @@ from ..core.hooks import Config
 from ..core.servers import ServerSpec, exposed_targets, unportable_names
 from ..process.signals import serve_stop_signals
 from ..run.runtime import Runtime
-from ..tools.hearing import GONE
 from ..tools.pins import PinVerdict, key_of, listing, verdict
 from ..tools.serverentry import ServerEntry, ServerFailing
 from .logredact import open_logged_runtime
-from .mcpcalls import (
-    ClientLevel,
-    Relays,
-    answer_as_written,
-    kept_as_written,
-    sdk_relays,
-    tool_result,
-)
+from .mcpcalls import ClientLevel, Relays, sdk_relays, tool_result
 from .mcpexec import EXEC_TOOL, RunSlots, exec_tool, run_exec
 from .mcpinvalid import explain_invalid_params
 from .mcplimits import CallLimiter
-from .mcplisted import SHOWN_KEPT, add_tools, keep_listed
+from .mcplisted import (
+    SHOWN_KEPT,
+    add_tools,
+    keep_listed,
+    open_each,
+    refuse_cursors,
+    tell_changed,
+)
 from .mcpoutbox import Outbox
 from .mcpraw import RawCalls
 from .mcprelay import Relay
 from .mcpsession import SessionRun, client_name
 from .mcpstdio import open_stdio
+from .mcpwritten import answer_as_written, kept_as_written
 
 logger = logging.getLogger("mcpx_hooks.mcp")
 
@@ -102,6 +101,7 @@ class Gateway:
         #: changes (a new life of the server lists its tools again).
         self._pin_keys: dict[str, tuple[object, tuple[str, str]]] = {}
         self._shown: dict[tuple[str, str], bool] = {}  # (server, tool): `expose` and not `hide`
+        self._renames: dict[tuple[str, str], tuple[types.Tool, types.Tool]] = {}  # `add_tools`
         self._said: set[str] = set()
         self.level = ClientLevel()  # (`logging/setLevel`)
         self.client: ServerSession | None = None  # the SDK's session, from the handshake on
@@ -128,6 +128,7 @@ class Gateway:
             server.middleware[:] = [m for m in server.middleware if not _sdk_span(m)]
         server.middleware.append(self._after_initialize)
         server.middleware.append(explain_invalid_params)
+        server.middleware.append(refuse_cursors)
         server.middleware.append(answer_as_written)
         # Frames of `mcpx_exec` runs go as log messages: the capability, and its level.
         server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, self._level)
@@ -144,10 +145,12 @@ class Gateway:
         until the client closes it or the caller's scope is cancelled; then its run gets
         `result` and `end`."""
         server = self.server()
-        told = NotificationOptions(tools_changed=True)  # (`_tell_relisted`)
+        # (`tell_changed`)
+        told = NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True)
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._tell_relisted)
+                if self.runtime.servers is not None:
+                    nursery.start_soon(tell_changed, self.runtime.servers, lambda: self.client)
                 nursery.start_soon(self.outbox.serve_outbox)
                 await server.run(read, write, server.create_initialization_options(told))
                 nursery.cancel_scope.cancel()
@@ -156,19 +159,6 @@ class Gateway:
                 self.raw.close()
             if self.session is not None:
                 self.session.close()
-
-    async def _tell_relisted(self) -> None:
-        """Tells the client its tools changed each time a server's were listed again (as
-        the server said they changed): it lists them anew, and sees what its pin made of
-        them."""
-        manager = self.runtime.servers
-        while manager is not None:
-            await manager.relisted.wait()
-            if self.client is not None:
-                # (a client gone, or one its transport cannot reach now: it lists anew when
-                # it next asks)
-                with contextlib.suppress(*GONE, MCPError):
-                    await self.client.send_tool_list_changed()
 
     def _session(self, ctx: ServerRequestContext[Any, Any]) -> SessionRun:
         """The session's run, started at the first request that names the client."""
@@ -204,20 +194,17 @@ class Gateway:
         listed: dict[str, types.Tool] = {}
         if self.config.mcp_exec:
             listed[EXEC_TOOL] = exec_tool()
-        for spec in self.config.servers.values():
-            if manager is None:
-                break
-            try:
-                entry = await manager.open(spec, run_id=session.run_id)
-            except ServerFailing as exc:
-                why = f"the tools of server {spec.name} are not listed: {exc}"
+        specs = self.config.servers.values() if manager is not None else ()
+        for spec, entry in await open_each(manager, specs, session.run_id):
+            if isinstance(entry, ServerFailing):
+                why = f"the tools of server {spec.name} are not listed: {entry}"
                 session.journal.append(blank(WarningFrame, message=why))
                 logger.warning("%s", session.journal.redactor.text(why))
                 continue
             if await self._quarantined(spec, entry, session) is not None:
                 continue  # its tools are hidden
-            sep = self.config.mcp_separator
-            names, left_out = add_tools(listed, spec, entry.tools, self.shows, sep)
+            sep, renames = self.config.mcp_separator, self._renames
+            names, left_out = add_tools(listed, spec, entry.tools, self.shows, sep, renames=renames)
             for odd in (unportable_names(names, spec.name), left_out):
                 if odd is not None:
                     self._say(session, odd)

@@ -8,15 +8,23 @@ its model's fields."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import Final, TypeVar
+import contextlib
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final, TypeVar
 
 import pydantic
+import trio
 from mcp import types
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.session import ServerSession
+from mcp.shared.exceptions import MCPError
 
 from ..core.servers import ServerSpec, exposed_name
-from ..tools.listings import as_listed
-from .mcpcalls import keep_written
+from ..tools.hearing import GONE
+from ..tools.listings import as_listed, renamed
+from ..tools.serverentry import ServerEntry, ServerFailing
+from ..tools.servers import ServerManager
+from .mcpwritten import keep_written, unread
 
 _L = TypeVar("_L", bound=pydantic.BaseModel)
 #: How many of a server's tools not listed a warning names.
@@ -24,6 +32,24 @@ NAMED: Final = 5
 #: How many tools' `expose` / `hide` verdicts a session keeps (then it forgets them all): a
 #: server may list other names at each listing, once a second, for as long as it runs.
 SHOWN_KEPT: Final = 4096
+#: What a listing that names a cursor is answered (`refuse_cursors`).
+NOT_OUR_CURSOR: Final = (
+    "Invalid params: cursor: not one this server gave (its listings come whole, in one page:"
+    " send none)"
+)
+_LISTINGS: Final = frozenset(
+    {"tools/list", "prompts/list", "resources/list", "resources/templates/list"}
+)
+#: What a client is sent when a kind of the servers' lists changed (`ServerManager.changes`):
+#: the SDK's session's method.
+_TOLD: Final = {
+    "tools": "send_tool_list_changed",
+    "prompts": "send_prompt_list_changed",
+    "resources": "send_resource_list_changed",
+}
+#: How many tools' copies under their exposed names a session keeps (`add_tools`), then it
+#: forgets them all.
+RENAMES_KEPT: Final = 16384
 #: Each listing's items: the key they are written under, and the SDK's model's field.
 _ITEMS: Final = (
     ("tools", "tools"),
@@ -33,16 +59,72 @@ _ITEMS: Final = (
 )
 
 
+async def refuse_cursors(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    """The SDK server's middleware that answers a listing that names a cursor with an error
+    (-32602, as MCP asks of a cursor the server did not give): the gateway's listings come
+    whole, in one page, so no cursor is one of its own, and one answered with the whole
+    listing again would have a client that pages add it twice."""
+    params = ctx.params if isinstance(ctx.params, Mapping) else {}
+    if ctx.method in _LISTINGS and isinstance(params.get("cursor"), str):
+        raise MCPError(code=types.INVALID_PARAMS, message=NOT_OUR_CURSOR)
+    return await call_next(ctx)
+
+
+async def tell_changed(manager: ServerManager, client: Callable[[], ServerSession | None]) -> None:
+    """Tells the `client` (None: not yet initialized) which of its listings changed, each
+    time a server's tools were listed again (as the server said they changed: the client
+    lists them anew, and sees what its pin made of them) or a server said its prompts or
+    its resources changed (their listings were forgotten: the client's next one asks the
+    server)."""
+    seen = dict(manager.changes)
+    while True:
+        await manager.relisted.wait()
+        now = dict(manager.changes)
+        changed = [kind for kind, count in now.items() if count != seen.get(kind)]
+        seen, session = now, client()
+        for kind in changed if session is not None else ():
+            # (a client gone, or one its transport cannot reach now: it lists anew when it
+            # next asks)
+            with contextlib.suppress(*GONE, MCPError):
+                await getattr(session, _TOLD[kind])()
+
+
+async def open_each(
+    manager: ServerManager | None, specs: Iterable[ServerSpec], run_id: str
+) -> list[tuple[ServerSpec, ServerEntry | ServerFailing]]:
+    """Each of the servers `specs` declares, in their order, running (started now if need
+    be), or why it cannot be had. They are started all at once: a listing waits for the
+    slowest start (a server that never answers its `initialize`: its `startTimeoutMs`), not
+    for the sum of them."""
+    specs = list(specs)
+    opened: list[ServerEntry | ServerFailing] = [ServerFailing("not started")] * len(specs)
+
+    async def open_one(at: int, spec: ServerSpec) -> None:
+        assert manager is not None
+        try:
+            opened[at] = await manager.open(spec, run_id=run_id)
+        except ServerFailing as exc:
+            opened[at] = exc
+
+    async with trio.open_nursery() as nursery:
+        for at, spec in enumerate(specs):
+            nursery.start_soon(open_one, at, spec)
+    return list(zip(specs, opened, strict=True))
+
+
 def keep_listed(result: _L) -> _L:
     """`result`, the gateway's answer to a listing, kept for the client as it is sent
-    (`mcpcalls.answer_as_written`): each item as its server wrote it."""
+    (`mcpwritten.answer_as_written`): each item as its server wrote it. Returns what the
+    handler returns: where it was kept, the least listing (`unread`), which the SDK checks
+    and dumps in place of the whole."""
     for key, field in _ITEMS:
         items = getattr(result, field, None)
         if isinstance(items, list):
             rest = result.model_dump(
                 by_alias=True, mode="json", exclude_unset=True, exclude_none=True, exclude={field}
             )
-            keep_written({**rest, key: [as_listed(item) for item in items]})
+            if keep_written({**rest, key: [as_listed(item) for item in items]}):
+                return unread(result)
             break
     return result
 
@@ -53,9 +135,12 @@ def add_tools(
     tools: Iterable[types.Tool],
     shows: Callable[[ServerSpec, str], bool],
     separator: str,
+    *,
+    renames: dict[tuple[str, str], tuple[types.Tool, types.Tool]] | None = None,
 ) -> tuple[list[str], str | None]:
     """Adds the `tools` of the server `spec` that `shows` shows to `listed`, each by its
-    exposed name;
+    exposed name (its copy so named kept in `renames`, by server and tool, for as long as
+    the server lists that very tool: a listing of 900 tools made 900 copies each time);
     returns the names added, and what to say of those left out for their name (None:
     none): a tool without a name (it cannot be called), one whose exposed name a tool
     listed before it has (the server listed two of that name, or another server's tool is
@@ -71,7 +156,14 @@ def add_tools(
         elif name in listed:
             taken.append(name)
         else:
-            listed[name] = tool.model_copy(update={"name": name})
+            kept = renames.get((spec.name, tool.name)) if renames is not None else None
+            if kept is None or kept[0] is not tool:
+                kept = (tool, renamed(tool, name))
+                if renames is not None:
+                    if len(renames) >= RENAMES_KEPT:  # (a server renaming its tools at will)
+                        renames.clear()
+                    renames[spec.name, tool.name] = kept
+            listed[name] = kept[1]
             names.append(name)
     said = []
     if nameless:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
+from functools import partial
 from typing import Final, TypeVar
 
 import pydantic
@@ -33,10 +34,11 @@ from ..core.frames import WarningFrame, blank
 from ..core.servers import ServerSpec, exposed_name, exposed_targets
 from ..run.journal import RunJournal
 from ..run.runtime import Runtime
+from ..tools.listings import renamed
 from ..tools.mcpclient import ServerBroken, every_page, not_mcp
 from ..tools.rawasks import ask_as_written
 from ..tools.serverentry import ServerEntry, ServerFailing
-from .mcpcalls import keep_written
+from .mcpwritten import keep_written, unread
 
 
 class Unanswered(HooksError):
@@ -78,27 +80,49 @@ class Relay:
             raise Unanswered(f"{why} ({spec.call_timeout_ms} ms)") from None
 
     async def _from_each(
-        self, what: str, journal: RunJournal, ask: Callable[[ClientSession], Awaitable[_T]]
+        self,
+        kind: str,
+        journal: RunJournal,
+        ask: Callable[[ClientSession], Awaitable[_T]],
     ) -> list[tuple[ServerSpec, _T]]:
-        """`ask` of each server (started if need be) that declared `what` (`prompts`,
-        `resources`), in declaration order; one that cannot start is left out, said in a
+        """The listing of `kind` (`prompts`, `resources`, `resource templates`) of each
+        server (started if need be) that declared it (`resources` for its templates), in
+        declaration order: as listed before in the server's life, else `ask`ed of it now
+        (`ServerEntry.listing`). One that cannot start or list is left out, said in a
         `warning` frame in `journal`."""
-        manager = self.runtime.servers
-        answers: list[tuple[ServerSpec, _T]] = []
-        if manager is None:
-            return answers
-        for spec in self.config.servers.values():
+        if self.runtime.servers is None:
+            return []
+        what = "prompts" if kind == "prompts" else "resources"
+        specs = list(self.config.servers.values())
+        # (each server's: its listing, none, or why it is left out)
+        answers: list[tuple[ServerSpec, _T] | str | None] = [None] * len(specs)
+
+        async def from_one(at: int, spec: ServerSpec) -> None:
             try:
                 async with self._asking(spec) as (session, entry):
-                    if getattr(entry.capabilities, what, None) is not None:
-                        answers.append((spec, await ask(session)))
+                    declared = getattr(entry.capabilities, what, None)
+                    if declared is not None:  # (kept only when it says when it changes)
+                        keep = getattr(declared, "list_changed", None) is True
+                        listed = await entry.listing(kind, partial(ask, session), keep=keep)
+                        answers[at] = (spec, listed)
             except (Unanswered, ServerBroken) as exc:
-                why = f"the {what} of server {spec.name} are not listed: {exc}"
-                journal.append(blank(WarningFrame, message=why))
+                answers[at] = f"the {kind} of server {spec.name} are not listed: {exc}"
             except pydantic.ValidationError as exc:  # (the others' are listed all the same)
-                why = f"the {what} of server {spec.name} are not listed: {not_mcp(exc)}"
-                journal.append(blank(WarningFrame, message=why))
-        return answers
+                answers[at] = f"the {kind} of server {spec.name} are not listed: {not_mcp(exc)}"
+            except MCPError as exc:  # (not its words: they may hold what it was given)
+                why = f"it answered the listing with the JSON-RPC error {exc.error.code}"
+                answers[at] = f"the {kind} of server {spec.name} are not listed: {why}"
+
+        async with trio.open_nursery() as nursery:  # (all at once: `mcplisted.open_each`)
+            for at, spec in enumerate(specs):
+                nursery.start_soon(from_one, at, spec)
+        listed = []
+        for answer in answers:
+            if isinstance(answer, str):
+                journal.append(blank(WarningFrame, message=answer))
+            elif answer is not None:
+                listed.append(answer)
+        return listed
 
     async def list_prompts(self, journal: RunJournal) -> types.ListPromptsResult:
         separator = self.config.mcp_separator
@@ -114,9 +138,7 @@ class Relay:
                 why = f"{nameless} prompt(s) of server {spec.name} without a name: not listed"
                 journal.append(blank(WarningFrame, message=why))
             prompts += [
-                p.model_copy(update={"name": exposed_name(spec.name, p.name, separator)})
-                for p in named
-                if p.name
+                renamed(p, exposed_name(spec.name, p.name, separator)) for p in named if p.name
             ]
         return types.ListPromptsResult(prompts=prompts)
 
@@ -218,7 +240,7 @@ class Relay:
     async def list_resource_templates(
         self, journal: RunJournal
     ) -> types.ListResourceTemplatesResult:
-        listed = await self._from_each("resources", journal, _templates_of)
+        listed = await self._from_each("resource templates", journal, _templates_of)
         templates = [
             (spec, t) for spec, pages in listed for page in pages for t in page.resource_templates
         ]
@@ -229,9 +251,18 @@ class Relay:
         return types.ListResourceTemplatesResult(resource_templates=[t for _, t in templates])
 
     async def read_resource(self, uri: str, journal: RunJournal) -> types.ReadResourceResult:
-        if uri not in self._resources:
-            await self.list_resources(journal)
-        server = self._resources.get(uri) or await self._templated(uri, journal)
+        """The resource `uri` of the server that lists it, or whose template it may stand
+        for, as their listings were kept; a URI neither holds is looked for again in fresh
+        listings (a server may list a resource it did not say it added)."""
+        server = None
+        for fresh in (False, True):
+            if fresh:
+                self._forget(("resources", "resource templates"))
+            if fresh or uri not in self._resources:
+                await self.list_resources(journal)
+            server = self._resources.get(uri) or await self._templated(uri, journal)
+            if server is not None:
+                break
         manager = self.runtime.servers
         if server is None or manager is None:
             raise MCPError(code=RESOURCE_NOT_FOUND, message=f"Resource not found: {uri}")
@@ -245,6 +276,14 @@ class Relay:
                 )
         except Unanswered as exc:
             raise MCPError(code=types.INTERNAL_ERROR, message=str(exc)) from None
+
+    def _forget(self, kinds: tuple[str, ...]) -> None:
+        """Forgets the listings of `kinds` every running server holds (`ServerEntry.lists`)."""
+        manager = self.runtime.servers
+        for spec in self.config.servers.values():
+            entry = manager.entries.get(spec) if manager is not None else None
+            if entry is not None:
+                entry.forget_lists(kinds)
 
     async def _templated(self, uri: str, journal: RunJournal) -> str | None:
         """The server one of whose resource templates `uri` may stand for: the one whose
@@ -273,15 +312,15 @@ async def _as_written(
     sdk: Callable[[], Awaitable[_M]],
 ) -> _M:
     """The server's answer to `request`, read as `model`; kept as the server wrote it for
-    the client's answer (`mcpcalls.answer_as_written`) where it was read from its line
+    the client's answer (`mcpwritten.answer_as_written`) where it was read from its line
     (`rawasks.ask_as_written`)."""
     try:
         result, written = await ask_as_written(entry, session, kind, request, model=model, sdk=sdk)
     except pydantic.ValidationError as exc:  # (not the client's params: -32603, and why)
         said = f"server {entry.spec.name}: {not_mcp(exc)}"
         raise MCPError(code=types.INTERNAL_ERROR, message=said) from None
-    if written is not None:
-        keep_written(written)
+    if written is not None and keep_written(written):
+        return unread(result)
     return result
 
 

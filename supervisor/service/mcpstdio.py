@@ -18,19 +18,21 @@ the gateway hold more of them for as long as it sends (`ClientWriter.asked`).
 from __future__ import annotations
 
 import contextlib
+import json
+import re
 from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import Final, Protocol, Self
 
 import anyio
 import pydantic
+import pydantic_core
 import trio
 from mcp import types
 from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.message import SessionMessage
 
 from ..core.errors import HooksError
-from ..core.jsontext import JsonError, loads
 from ..core.servers import MAX_MESSAGE_BYTES
 from ..tools.jsonlines import (
     BorrowedSend,
@@ -45,40 +47,53 @@ from ..tools.jsonlines import (
 #: What each request of a batch is answered: MCP sends one message a line (its current
 #: revision has no batches, and this SDK serves none).
 BATCH_REFUSED: Final = "a batch is not served: send each message on its own"
+#: A line that is a JSON array, a batch (JSON's whitespace before it).
+_ARRAY: Final = re.compile(rb"[ \t\r\n]*\[")
 #: How many of a client's requests may be unanswered before its next line waits for one.
 MAX_UNANSWERED: Final = 256
 #: What a request still open when the session ends is answered (the SDK's own words).
 CLOSED: Final = "Connection closed"
 #: How long the end of a session spends answering those requests, at most.
 CLOSING_S: Final = 2.0
-#: What a request whose `id` is neither a string nor an integer is answered (`odd_id`).
+#: What a request whose `id` is neither a string nor an integer is answered (`odd_id_in`).
 ODD_ID: Final = "not a JSON-RPC message: id: a request's id is a string or an integer"
 
 
-def odd_id(message: types.JSONRPCMessage, line: bytes) -> bool:
-    """Whether `message`, read from `line`, is a request MCP does not take: the SDK's models
-    read a message with a `method` and an `id` of null, a fraction (`2.0`, as Python's JSON
-    writes a float), a boolean or an object as a notification, dropping the `id`, and its
-    client would wait for an answer for good. A notification's method (`notifications/…`)
-    with such an `id` is taken for the notification it names, as it was."""
-    if not isinstance(message, types.JSONRPCNotification) or b'"id"' not in line:
-        return False
-    if message.method.startswith("notifications/"):
-        return False
-    try:
-        value = loads(line)
-    except JsonError:
-        return False
-    return odd_id_in(message, value)
-
-
 def odd_id_in(message: types.JSONRPCMessage, value: object) -> bool:
-    """`odd_id` for a message whose JSON is parsed already (`value`, what it was read from)."""
+    """Whether `message`, read from the JSON `value`, is a request MCP does not take: the
+    SDK's models read a message with a `method` and an `id` of null, a fraction (`2.0`, as
+    Python's JSON writes a float), a boolean or an object as a notification, dropping the
+    `id`, and its client would wait for an answer for good. A notification's method
+    (`notifications/…`) with such an `id` is taken for the notification it names, as it
+    was."""
     if not isinstance(message, types.JSONRPCNotification):
         return False
     return not message.method.startswith("notifications/") and (
         isinstance(value, dict) and "id" in value
     )
+
+
+def read_message(line: bytes) -> tuple[types.JSONRPCMessage, object]:
+    """The message `line` holds, and its JSON. Parsed once, then read by the SDK's model of
+    a message, as the SDK's HTTP transport reads a body: the model's `validate_json` reads
+    the JSON again for each kind of message it tries, which cost a notification of 6 MB
+    (under the line's cap) 470 MB. A message the model refuses is read again by
+    `validate_json`, for its words ("Input should be an object", not "… a valid
+    dictionary"). Raises what `validate_json` raises."""
+    try:
+        value = pydantic_core.from_json(line)
+    except ValueError:
+        value = _UNREAD
+    if value is not _UNREAD and not isinstance(value, list):
+        try:
+            return types.jsonrpc_message_adapter.validate_python(value, by_name=False), value
+        except pydantic.ValidationError:
+            pass
+    types.jsonrpc_message_adapter.validate_json(line, by_name=False)  # (raises)
+    raise ValueError("not a message")  # (never: what the model refused as read it refuses)
+
+
+_UNREAD: Final = object()
 
 
 def unreadable(exc: Exception) -> tuple[int, str]:
@@ -100,8 +115,12 @@ class LineTooLong(HooksError, ValueError):
     """A line from the client over `MAX_MESSAGE_BYTES`: dropped unread."""
 
 
+class BatchRefused(HooksError, ValueError):
+    """A batch (a JSON array of messages): each request in it answered with an error."""
+
+
 class OddId(HooksError, ValueError):
-    """A request whose `id` MCP does not take (`odd_id`): answered with an error, not served."""
+    """A request whose `id` MCP does not take (`odd_id_in`): answered with an error, not served."""
 
 
 class LineTaker(Protocol):
@@ -118,7 +137,7 @@ class ClientMessages:
     a string; a line over `MAX_MESSAGE_BYTES`) is answered here with a JSON-RPC error when
     its `id` can still be read, so that the client's call ends instead of waiting forever;
     what has no readable `id` is dropped, as the SDK's own servers drop it. A request whose
-    `id` MCP does not take (`odd_id`) is answered with an error of JSON-RPC's null `id`. A
+    `id` MCP does not take (`odd_id_in`) is answered with an error of JSON-RPC's null `id`. A
     batch (a JSON array) is refused whole: each request in it is answered with an error, in
     one array."""
 
@@ -145,21 +164,22 @@ class ClientMessages:
             if b'"method"' in line.head:  # a request's (an answer's is not answered)
                 await self._refuse(top_level_id(line.head), types.INVALID_REQUEST, said)
             return LineTooLong(said)
-        try:
-            message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-        except (pydantic.ValidationError, ValueError) as exc:
-            batch = batch_ids(line)
-            if batch is None:
-                await self._refuse(unread_id(line, request=True), *unreadable(exc))
-            elif batch == [None]:  # empty: one answer, not an array
+        # A batch is no message, and the SDK's model would read it as each kind of message
+        # in turn: about 80 times the line's size in memory. Read for its ids alone.
+        batch = batch_ids(line) if _ARRAY.match(line) else None
+        if batch is not None:
+            if batch == [None]:  # empty: one answer, not an array
                 empty = _refusal(None, types.INVALID_REQUEST, BATCH_REFUSED)
                 await self._writer.send(SessionMessage(empty))
             elif batch:
-                await self._writer.send_batch(
-                    [_refusal(rid, types.INVALID_REQUEST, BATCH_REFUSED) for rid in batch]
-                )
+                await self._writer.send_batch(batch, types.INVALID_REQUEST, BATCH_REFUSED)
+            return BatchRefused(BATCH_REFUSED)
+        try:
+            message, value = read_message(line)
+        except (pydantic.ValidationError, ValueError) as exc:
+            await self._refuse(unread_id(line, request=True), *unreadable(exc))
             return exc
-        if odd_id(message, line):  # (its id cannot be said back: JSON-RPC's null then)
+        if odd_id_in(message, value):  # (its id cannot be said back: JSON-RPC's null then)
             await self._writer.send(SessionMessage(_refusal(None, types.INVALID_REQUEST, ODD_ID)))
             return OddId(ODD_ID)
         if isinstance(message, types.JSONRPCRequest):
@@ -270,10 +290,12 @@ class ClientWriter(BorrowedSend):
         with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
             await self._lines.send(line)
 
-    async def send_batch(self, answers: list[types.JSONRPCError]) -> None:
-        """`answers` as one line: a batch's answer."""
-        dumped = (answer.model_dump_json(by_alias=True, exclude_unset=True) for answer in answers)
-        await self._send(f"[{','.join(dumped)}]")
+    async def send_batch(self, ids: list[int | str | None], code: int, message: str) -> None:
+        """A batch's answer, as one line: the error `code` and `message` for each of the
+        requests `ids` (written here, not by a model each: a batch may hold many)."""
+        error = json.dumps({"code": code, "message": message}, separators=(",", ":"))
+        answers = (f'{{"jsonrpc":"2.0","id":{json.dumps(rid)},"error":{error}}}' for rid in ids)
+        await self._send(f"[{','.join(answers)}]")
 
     async def _send(self, data: str) -> None:
         await self.send_line(data.encode() + b"\n")

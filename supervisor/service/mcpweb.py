@@ -220,7 +220,7 @@ def _in_our_words(body: bytes, send: Send) -> Send:
     """`send`, for the answer to a POST of `body`, with the transport's refusal of a body
     that holds no message this server serves (a 400: pydantic's whole report) said as
     `_unreadable_body` says it; and its 202 for a message that only looks like a
-    notification (a request whose `id` MCP does not take: `mcpstdio.odd_id`) a 400 saying
+    notification (a request whose `id` MCP does not take: `mcpstdio.odd_id_in`) a 400 saying
     so. The transport parses each body: this parses it again only then (a 400, or a 202 for
     a message with an `id`), never on a request's way."""
     held: list[AsgiMessage] = []
@@ -246,7 +246,7 @@ def _in_our_words(body: bytes, send: Send) -> Send:
 
 def _unreadable_body(body: bytes) -> tuple[int, str] | None:
     """The JSON-RPC error for a POST body that holds no message this server serves (a batch
-    is refused whole, and a request whose `id` MCP does not take, `mcpstdio.odd_id`), in the
+    is refused whole, and a request whose `id` MCP does not take, `mcpstdio.odd_id_in`), in the
     words `mcpx-hooks mcp` answers a line with (`mcpstdio.unreadable`); None when it holds
     one. The body is parsed once, as the SDK's transport parses it (`from_json`, then the
     model): the model's `validate_json` over a union costs four times that on a large

@@ -35,7 +35,7 @@ __all__, __getattr__, __dir__ = exports(
             "top_level_id",
             "unread_id",
         ),
-        "listings": ("ListingSession", "as_listed", "redacted_tool"),
+        "listings": ("ListingSession", "as_listed", "redacted_tool", "renamed"),
         "mcpclient": ("ServerBroken", "every_page", "not_mcp", "problems"),
         "rawasks": ("ask_as_written",),
         "rawchannel": ("cancellation",),

@@ -15,7 +15,7 @@ each tool's `outputSchema`).
 
 from __future__ import annotations
 
-from typing import Any, Final, Self
+from typing import Any, Final, Self, TypeVar
 
 import pydantic
 from mcp import types
@@ -101,6 +101,19 @@ def as_listed(item: pydantic.BaseModel) -> dict[str, Any]:
     if written.get("name") == name:
         return written
     return {**written, "name": name}  # (the key keeps its place)
+
+
+_I = TypeVar("_I", bound=pydantic.BaseModel)
+
+
+def renamed(item: _I, name: str) -> _I:
+    """`item` (a tool, a prompt) under `name` (the gateway's), listed as its server wrote it
+    but for its name, kept so (`as_listed` then writes nothing)."""
+    copy = item.model_copy(update={"name": name})
+    kept = copy if isinstance(copy, _Kept) else None
+    if kept is not None and kept._written is not None and kept._written.get("name") != name:
+        kept._written = {**kept._written, "name": name}  # (the key keeps its place)
+    return copy
 
 
 def redacted_tool(tool: types.Tool, redact: Any) -> types.Tool:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar, cast
 
 import attrs
 import trio
@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
     from ..process.egress import Lease
     from .rawchannel import RawChannel
+
+_T = TypeVar("_T")
 
 
 class LogHearer(Protocol):
@@ -84,8 +86,20 @@ class ServerEntry(Record):
     #: Set when the server says its tools changed (`notifications/tools/list_changed`),
     #: until they are listed again (`serverlife.py`).
     relist: trio.Event = attrs.field(factory=trio.Event)
-    #: Told each time the tools were listed again (the manager's `relisted`).
-    on_relisted: Callable[[], None] | None = None
+    #: Told which of the server's lists its clients should list anew (`LISTS_TOLD`): its
+    #: tools each time they were listed again, its prompts or its resources when it said
+    #: they changed (the manager's `relisted`).
+    on_relisted: Callable[[str], None] | None = None
+    #: Its prompts, resources and resource templates as listed in this life, by kind
+    #: (`LISTS_OF`): a client's listing is answered from here (`listing`), with no request
+    #: to the server, until it says that list changed, or its life ends (`forget_lists`).
+    lists: dict[str, Any] = attrs.field(factory=dict)
+    #: How many times `lists` was forgotten (a listing asked before is not kept).
+    forgotten: int = 0
+    #: The lists it said changed since its clients were last told (`serverlife.py`), and
+    #: the event that says there are some.
+    lists_changed: set[str] = attrs.field(factory=set)
+    lists_said: trio.Event = attrs.field(factory=trio.Event)
     #: The server's own secrets, redacted from what it says of itself (its `info`, its
     #: tools' listing), which `servers list` shows and the trust state pins: set by each
     #: life as it starts (`serverproc.py`, `remote.py`).
@@ -94,8 +108,35 @@ class ServerEntry(Record):
     async def notified(self, message: object) -> None:
         """What the SDK's session surfaced of the server (a notification, or a fault of its
         transport): a change of its tools is heard here."""
-        if getattr(message, "method", None) == "notifications/tools/list_changed":
+        method = getattr(message, "method", None)
+        if method == "notifications/tools/list_changed":
             self.relist.set()
+        elif isinstance(method, str) and method in LISTS_OF:
+            told, kinds = LISTS_OF[method]
+            self.forget_lists(kinds)
+            self.lists_changed.add(told)
+            self.lists_said.set()
+
+    def forget_lists(self, kinds: tuple[str, ...] = ()) -> None:
+        """Forgets the server's listings of `kinds` (every kind when none is named): the
+        next client's listing asks the server again."""
+        self.forgotten += 1
+        for kind in kinds or tuple(self.lists):
+            self.lists.pop(kind, None)
+
+    async def listing(self, kind: str, ask: Callable[[], Awaitable[_T]], *, keep: bool) -> _T:
+        """The server's listing of `kind` as it was listed before in this life, else what
+        `ask` (every page of it) answers now, kept when `keep` (the server declared that it
+        says when that list changes: `listChanged`) unless the server said that list changed
+        (or its life ended) while it was asked. What raises is not kept."""
+        kept = self.lists.get(kind)
+        if kept is not None:
+            return cast(_T, kept)
+        forgotten = self.forgotten
+        answered = await ask()
+        if keep and self.forgotten == forgotten:
+            self.lists[kind] = answered
+        return answered
 
     async def heard(self, params: types.LoggingMessageNotificationParams) -> None:
         """A log message of the server, passed to each hearer (none: it is dropped), once to
@@ -140,6 +181,14 @@ class ServerEntry(Record):
         self.failures += 1
         self.state, self.reason, self.session = "failing", reason, None
         self.retry_at = trio.current_time() + backoff_s(self.failures)
+
+
+#: A server's notification that some of its lists changed: which its clients are told of
+#: (`on_relisted`), and the kinds of listing it forgets (`ServerEntry.lists`).
+LISTS_OF: Final[Mapping[str, tuple[str, tuple[str, ...]]]] = {
+    "notifications/prompts/list_changed": ("prompts", ("prompts",)),
+    "notifications/resources/list_changed": ("resources", ("resources", "resource templates")),
+}
 
 
 def backoff_s(failures: int) -> float:

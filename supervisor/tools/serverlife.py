@@ -49,6 +49,7 @@ async def serve_session(
         await trio.sleep_forever()  # until the caller ends the life (`_cancel_when_gone`)
     start_scope.deadline = math.inf  # started: from now on idleMs rules
     entry.tools = _redacted(entry, tools)
+    entry.forget_lists()  # (a new life lists its prompts and resources anew)
     info = init.server_info
     entry.info = entry.redactor.value({"name": info.name, "version": info.version})
     entry.capabilities = init.capabilities
@@ -65,6 +66,7 @@ async def serve_session(
     entry.ready.set()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_relist, entry, session)
+        nursery.start_soon(_tell_changed, entry)
         await _until_idle(entry)
         nursery.cancel_scope.cancel()
     entry.session, entry.state = None, "stopping"  # no new use may take it
@@ -96,11 +98,25 @@ async def _relist(entry: ServerEntry, session: ClientSession) -> None:
             entry.tools = _redacted(entry, tools)
             entry.poke()
             if entry.on_relisted is not None:
-                entry.on_relisted()
+                entry.on_relisted("tools")
         if why:
             logger.warning(
                 "server %s said its tools changed, but %s: they stay as listed", name, why
             )
+        await trio.sleep(RELIST_GAP_S)
+
+
+async def _tell_changed(entry: ServerEntry) -> None:
+    """Tells the server's clients (`on_relisted`) that its prompts or its resources changed,
+    as it said (`ServerEntry.notified`, which forgot their listings at once), at most once
+    each `RELIST_GAP_S`: what it says meanwhile is told at the end of that gap."""
+    while True:
+        await entry.lists_said.wait()
+        entry.lists_said = trio.Event()
+        told, entry.lists_changed = entry.lists_changed, set()
+        for kind in sorted(told):
+            if entry.on_relisted is not None:
+                entry.on_relisted(kind)
         await trio.sleep(RELIST_GAP_S)
 
 

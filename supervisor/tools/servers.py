@@ -41,6 +41,8 @@ if TYPE_CHECKING:  # the MCP SDK is imported when a server starts (`serverproc.p
     from mcp import types
     from mcp.client.session import ClientSession
 
+#: The kinds of a server's lists its clients are told changed (`ServerManager.changes`).
+LISTS_TOLD: Final = ("tools", "prompts", "resources")
 #: How long a use whose connection closed under it waits for the server's own reason.
 _REASON_WAIT_S: Final = 5.0
 
@@ -55,10 +57,15 @@ class ServerManager:
         self.start_hooks = start_hooks
         self.entries: dict[ServerSpec, ServerEntry] = {}
         #: Set (then made anew) each time a running server's tools were listed again, as it
-        #: said they changed: the MCP face tells its clients so.
+        #: said they changed, or it said its prompts or its resources changed: the MCP face
+        #: tells its clients so (which, `changes` says).
         self.relisted = trio.Event()
+        #: How many times each kind of the servers' lists changed (`tools`, `prompts`,
+        #: `resources`).
+        self.changes: dict[str, int] = dict.fromkeys(LISTS_TOLD, 0)
 
-    def _relisted(self) -> None:
+    def _relisted(self, kind: str) -> None:
+        self.changes[kind] = self.changes.get(kind, 0) + 1
         self.relisted.set()
         self.relisted = trio.Event()
 

@@ -28,6 +28,8 @@
 - `malformed`: as `good`, but its prompts listing holds a prompt without a name, and its
   answer to `prompts/get` no messages.
 - `schemaless`: as `good`, but one of its tools has no `inputSchema`.
+- `unlisting`: as `good`, but it answers each listing of its prompts, its resources and
+  its resource templates with a JSON-RPC error (-32603).
 - `twice`: as `good`, but its tools listing ends with `echo` again (described) and a tool
   whose name is empty, and its prompts listing with a prompt whose name is empty.
 - `flood`: answers the handshake, then floods stdout with lines that are not JSON-RPC.
@@ -137,6 +139,11 @@ ODD_STEPS = ((0, "none yet"), (2, "all"))
 ODD = {"example.org/eta": {"seconds": 0, "sure": 0.5}}
 
 
+TEMPLATES_LIST = "resources/templates/list"
+#: The modes that serve prompts and resources.
+SERVING = ("good", "relay", "paged", "endless", "deaf", "odd", "malformed", "twice", "unlisting")
+
+
 def send(msg: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(msg) + "\n")
     sys.stdout.flush()
@@ -211,7 +218,7 @@ def main() -> None:
                 info["version"] = f"leak {os.environ.get('MCPX_TEST_TOKEN', '')}"
             version = params.get("protocolVersion")
             capabilities: dict[str, Any] = {"tools": {}}
-            if mode in ("good", "relay", "paged", "endless", "deaf", "odd", "malformed", "twice"):
+            if mode in SERVING:
                 capabilities.update(prompts={}, resources={})
             if mode == "good":
                 capabilities.update(completions={})
@@ -219,6 +226,9 @@ def main() -> None:
             send({"jsonrpc": "2.0", "id": rid, "result": result})
         elif mode == "deaf" and str(method).startswith(("prompts/", "resources/")):
             continue
+        elif mode == "unlisting" and method in ("prompts/list", "resources/list", TEMPLATES_LIST):
+            error = {"code": -32603, "message": "the index is being rebuilt"}
+            send({"jsonrpc": "2.0", "id": rid, "error": error})
         elif method == "prompts/list":
             prompts = [*PROMPTS, *MORE_PROMPTS] if mode == "paged" else PROMPTS
             prompts = [*prompts, {"description": "nameless"}] if mode == "malformed" else prompts
