@@ -201,7 +201,7 @@ class ServerConnection:
         with trio.move_on_after(self._stall_s), contextlib.suppress(ConnectionClosed):
             await self._write(data)
 
-    async def accept(self, takes_messages: bool = True, answer: str | None = None) -> None:
+    async def accept(self, takes_messages: bool = True, answer: bytes | None = None) -> None:
         """Upgrades to WebSocket (101); the reader then reads the client's frames. The 101
         is written before the reader goes on: frames that came with the request head and
         broke the protocol end the connection, but after the client has its answer. With
@@ -209,10 +209,11 @@ class ServerConnection:
         An `answer` is the endpoint's one message: it and the close (1000) go with the 101,
         and the socket is closing from then on (`ServerProtocol.accept`). A client that
         takes them for longer than `stall_s` (it does not read) is cut: marked broken."""
-        data = self._protocol.accept(takes_messages, answer)
+        pieces = self._protocol.accept(takes_messages, answer)
         try:
             with trio.move_on_after(self._stall_s):
-                await self._write(data)
+                for data in pieces:  # (an answer's frame is shared by every socket: not joined)
+                    await self._write(data)
         finally:
             self._answered.set()
 
