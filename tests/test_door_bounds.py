@@ -198,7 +198,7 @@ def test_a_client_sending_frames_faster_than_the_budget_is_closed_1008() -> None
     client = wsproto.WSConnection(wsproto.ConnectionType.CLIENT)
     p.receive_data(client.send(wsproto.events.Request(host="127.0.0.1", target="/v1/events")))
     list(p.events())
-    client.receive_data(p.accept())
+    client.receive_data(b"".join(p.accept()))
     list(client.events())
     frames.refill(0.0)
     ping = client.send(wsproto.events.Ping(payload=b"p"))

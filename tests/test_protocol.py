@@ -69,7 +69,7 @@ def _upgraded(extra: bytes = b"") -> tuple[ServerProtocol, wsproto.WSConnection]
     p.receive_data(head + extra)
     (request,) = _events(p)
     assert isinstance(request, Request) and request.websocket
-    client.receive_data(p.accept())
+    client.receive_data(b"".join(p.accept()))
     assert isinstance(next(client.events()), wsproto.events.AcceptConnection)
     return p, client
 
@@ -382,7 +382,7 @@ def test_a_message_in_many_small_fragments_holds_its_bytes_not_an_object_per_fra
     client = wsproto.WSConnection(wsproto.ConnectionType.CLIENT)
     p.receive_data(client.send(wsproto.events.Request(host="127.0.0.1:8765", target="/v1/exec")))
     _events(p)
-    client.receive_data(p.accept())
+    client.receive_data(b"".join(p.accept()))
     fragments = 20_000
     data = b"".join(
         client.send(wsproto.events.TextMessage(data=piece, message_finished=False))
@@ -413,7 +413,7 @@ def test_an_endpoint_that_takes_no_messages_refuses_one_at_its_first_frame() -> 
     p = ServerProtocol(max_message_bytes=1 << 20, too_big="{}")
     p.receive_data(client.send(wsproto.events.Request(host="127.0.0.1", target="/v1/events")))
     _events(p)
-    _client_events(client, p.accept(takes_messages=False))
+    _client_events(client, b"".join(p.accept(takes_messages=False)))
     frame = FrameProtocol(client=True, extensions=[]).send_data("x" * 500_000, fin=True)
     p.receive_data(frame[:100])  # the frame's head and the first bytes of a 500 kB message
     assert _events(p) == [Ended(4400, "this endpoint takes no messages")]
@@ -429,7 +429,7 @@ def test_pings_and_pongs_are_still_taken_where_no_messages_are() -> None:
     p = ServerProtocol(max_message_bytes=100, too_big="{}")
     p.receive_data(client.send(wsproto.events.Request(host="127.0.0.1", target="/v1/events")))
     _events(p)
-    _client_events(client, p.accept(takes_messages=False))
+    _client_events(client, b"".join(p.accept(takes_messages=False)))
     p.receive_data(_send(client, wsproto.events.Ping(b"p1"), wsproto.events.Pong(b"p2")))
     assert _events(p) == [Pong(b"p2")]
 
@@ -439,7 +439,7 @@ def _budgeted(budget: Unfinished) -> tuple[ServerProtocol, wsproto.WSConnection]
     p = ServerProtocol(max_message_bytes=1 << 20, too_big="{}", holding=budget.holding())
     p.receive_data(client.send(wsproto.events.Request(host="127.0.0.1", target="/v1/exec")))
     _events(p)
-    _client_events(client, p.accept())
+    _client_events(client, b"".join(p.accept()))
     return p, client
 
 

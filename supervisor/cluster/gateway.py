@@ -72,6 +72,12 @@ logger = logging.getLogger("mcpx_hooks.server")
 CANCELLED_S: Final = 30.0
 
 
+def _read_request(text: str | bytes) -> tuple[dict[str, Any], ExecRequest]:
+    """The client's exec request as the JSON object it sent and as read (else `WireError`)."""
+    message = parse_json_object(text, "the exec request")
+    return message, parse_exec(message)
+
+
 class Gateway(Service):
     """A `Service` whose runs are the cluster's."""
 
@@ -111,9 +117,9 @@ class Gateway(Service):
         text = await self._request_message(conn, target, wake)
         if isinstance(text, WireError):
             return text
-        # Refused here at once, as a single `serve` refuses it; admitted by the worker.
-        message = parse_json_object(text, "the exec request")
-        request = parse_exec(message)
+        # Refused here at once, as a single `serve` refuses it; admitted by the worker. Read
+        # in a worker thread (up to a NATS message of JSON), as the worker reads it.
+        message, request = await trio.to_thread.run_sync(_read_request, text)
         if self.stopping:
             return WireError(Close.GOING_AWAY, "the server is shutting down; no new runs")
         # Counted against `--max-runs` from here, as a single `serve` counts a run from its
@@ -152,7 +158,9 @@ class Gateway(Service):
         run_id = new_run_id()
         # Signed, its caller's environment sealed: a worker runs only what a gateway
         # admitted, and JetStream never holds a secret in the clear (`sealing.py`).
-        payload, headers = pack_request(self.key, run_id, message)
+        # In a worker thread: a request of a megabyte takes milliseconds to seal and sign,
+        # in which the gateway's loop would serve nobody else.
+        payload, headers = await trio.to_thread.run_sync(pack_request, self.key, run_id, message)
         if len(payload) > self.max_payload - HEADROOM:
             # Refused here: NATS would not take it, and a message past its max_payload with
             # its headers has the server close this gateway's connection for good.

@@ -342,5 +342,6 @@ __all__, __getattr__, __dir__ = exports(
             "run_mismatch",
             "tool_mismatch",
         ),
+        "whenindex": ("ArgvIndex", "script_hooks"),
     },
 )

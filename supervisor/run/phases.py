@@ -23,6 +23,7 @@ from ..core.hooks import Config, Hook
 from ..core.points import Phase
 from ..core.records import Record
 from ..core.when import RunFacts, run_mismatch
+from ..core.whenindex import script_hooks
 from ..process.spawner import Spawner
 from .asking import Asks
 from .bus import Bus
@@ -83,14 +84,18 @@ class PhaseHooks:
 
     def of(self, phase: Phase, run: RunInfo | None = None) -> list[Hook]:
         """The hooks of `phase` that fire: enabled, and their `when` matching `run`'s (a
-        hook whose `when` does not match is not run and leaves no frame)."""
+        hook whose `when` does not match is not run and leaves no frame). Only the hooks
+        whose `when.argv` may match are checked (`whenindex.py`)."""
+        index = script_hooks(self.config).get(phase)
+        if index is None:
+            return []
+        if run is None:
+            return [h for h in index.hooks if not h.when]
+        facts = self._facts(run)
         return [
             h
-            for h in self.config.hooks
-            if h.on == "script"
-            and h.phase is phase
-            and h.enabled
-            and (not h.when or (run is not None and run_mismatch(h.when, self._facts(run)) is None))
+            for h in index.candidates(run.argv)
+            if not h.when or run_mismatch(h.when, facts) is None
         ]
 
     def _facts(self, run: RunInfo) -> RunFacts:

@@ -21,7 +21,9 @@ import contextlib
 import errno
 import logging
 import math
+import os
 import resource
+import socket
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Final
 
@@ -31,10 +33,32 @@ logger = logging.getLogger("mcpx_hooks.server")
 
 #: What `accept(2)` says when the process or the system has no descriptor (or buffer) left.
 CAPACITY_ERRNOS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+#: Connections taken from the listener's queue in one go, before the other tasks run. One
+#: at a time, a client that opens and closes sockets flat out filled the queue faster than
+#: it was taken, and every other client's connection waited in it behind thousands of
+#: those (a second and more); taken in batches, the queue empties as it fills, and the
+#: handshakes under way stay bounded by `--max-pending` (past it the oldest is dropped).
+ACCEPT_BATCH: Final = 64
+#: What `accept(2)` may say of one connection that leaves the others to take (trio's list).
+_ROUTINE: Final = frozenset(
+    {errno.ECONNABORTED, errno.EPROTO, errno.ENETDOWN, errno.ENOPROTOOPT, errno.EHOSTDOWN}
+    | {errno.ENONET, errno.EHOSTUNREACH, errno.EOPNOTSUPP, errno.ENETUNREACH, errno.EINTR}
+)
 #: How long to wait before trying again when there is no handshake to drop.
 RETRY_S: Final = 0.1
 #: The shortest time between two warnings of a full descriptor table.
 QUIET_S: Final = 60.0
+
+
+class Pending:
+    """One handshake: the scope that ends it (dropped, or past its time), and whether it
+    was dropped."""
+
+    __slots__ = ("dropped", "scope")
+
+    def __init__(self, scope: trio.CancelScope) -> None:
+        self.scope = scope
+        self.dropped = False
 
 
 class Handshakes:
@@ -44,17 +68,18 @@ class Handshakes:
 
     def __init__(self, most: int) -> None:
         self.most = most
-        self._scopes: dict[int, trio.CancelScope] = {}
+        self._scopes: dict[int, Pending] = {}
 
     @contextlib.contextmanager
-    def pending(self, number: int) -> Iterator[trio.CancelScope]:
-        """Connection `number`'s handshake, in the block: dropped, its scope is cancelled."""
+    def pending(self, number: int, within_s: float) -> Iterator[Pending]:
+        """Connection `number`'s handshake, in the block, for at most `within_s` (one scope
+        for both ends: a scope costs every connection): dropped, its scope is cancelled."""
         if len(self._scopes) >= self.most:
             self.drop_oldest()
-        with trio.CancelScope() as scope:
-            self._scopes[number] = scope
+        with trio.move_on_after(within_s) as scope:
+            self._scopes[number] = pending = Pending(scope)
             try:
-                yield scope
+                yield pending
             finally:
                 self._scopes.pop(number, None)
 
@@ -65,7 +90,9 @@ class Handshakes:
         """Ends the oldest pending handshake; False when there is none."""
         if not self._scopes:
             return False
-        self._scopes.pop(next(iter(self._scopes))).cancel()
+        pending = self._scopes.pop(next(iter(self._scopes)))
+        pending.dropped = True
+        pending.scope.cancel()
         return True
 
     async def make_room(self, ended: trio.Event) -> bool:
@@ -127,6 +154,42 @@ async def serve_accepting(
         task_status.started()
 
 
+@contextlib.contextmanager
+def _taking(listener: trio.SocketListener) -> Iterator[Callable[[], Iterator[trio.SocketStream]]]:
+    """What takes the connections waiting in `listener`'s queue now, without waiting, up to
+    `ACCEPT_BATCH`, through a duplicate of its descriptor (trio's `accept` yields after each
+    one). A connection its client has closed already, before sending a byte (a reset, or its
+    end), is closed at once: it has nothing to answer, and no task is started for it. Raises
+    what `accept(2)` raises but for routine errors (trio's `SocketListener.accept` too)."""
+    sock = listener.socket
+    taker = socket.socket(sock.family, sock.type, sock.proto, fileno=os.dup(sock.fileno()))
+    taker.setblocking(False)
+
+    def take() -> Iterator[trio.SocketStream]:
+        for _ in range(ACCEPT_BATCH):
+            try:
+                accepted, _ = taker.accept()
+            except BlockingIOError:
+                return
+            except OSError as exc:
+                if exc.errno in _ROUTINE:
+                    continue
+                raise
+            try:
+                gone = not accepted.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                gone = False  # (nothing sent yet)
+            except OSError:
+                gone = True
+            if gone:
+                accepted.close()
+                continue
+            yield trio.SocketStream(trio.socket.from_stdlib_socket(accepted))
+
+    with taker:
+        yield take
+
+
 async def _accept(
     listener: trio.SocketListener,
     handler: Callable[[trio.SocketStream], Awaitable[None]],
@@ -135,18 +198,21 @@ async def _accept(
     warning: _Warning,
 ) -> None:
     async with listener:
-        while True:
-            try:
-                stream = await listener.accept()
-            except OSError as exc:
-                if exc.errno not in CAPACITY_ERRNOS:
-                    raise
-                dropped = await make_room()
-                warning.met(exc, dropped)
-                if not dropped:
-                    await trio.sleep(RETRY_S)
-                continue
-            handlers.start_soon(_handled, stream, handler)
+        with _taking(listener) as take:
+            while True:
+                await trio.lowlevel.wait_readable(listener.socket)
+                try:
+                    for stream in take():
+                        handlers.start_soon(_handled, stream, handler)
+                except OSError as exc:
+                    if exc.errno not in CAPACITY_ERRNOS:
+                        raise
+                    dropped = await make_room()
+                    warning.met(exc, dropped)
+                    if not dropped:
+                        await trio.sleep(RETRY_S)
+                    continue
+                await trio.lowlevel.checkpoint()  # (the others run between two batches)
 
 
 async def _handled(
@@ -155,4 +221,4 @@ async def _handled(
     try:
         await handler(stream)
     finally:
-        await trio.aclose_forcefully(stream)
+        stream.socket.close()  # (idempotent; `aclose_forcefully` raises and catches a Cancelled)

@@ -129,13 +129,16 @@ class ServerConnection:
             if protocol.phase not in _READING:
                 return
             try:
-                with trio.move_on_at(self._message_due) as late:
+                if self._message_due == math.inf:  # (no scope: one a read cost every socket)
                     data = await self._stream.receive_some(RECEIVE_BYTES)
+                else:
+                    with trio.move_on_at(self._message_due) as late:
+                        data = await self._stream.receive_some(RECEIVE_BYTES)
+                    if late.cancelled_caught:  # (a message begun, and not whole in time)
+                        protocol.refuse_late(self._message_s)
+                        continue
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 data = b""
-            if late.cancelled_caught:  # (a message begun, and not whole in time)
-                protocol.refuse_late(self._message_s)
-                continue
             now = trio.current_time()
             self._frames.refill(now)
             protocol.receive_data(data)
@@ -148,8 +151,7 @@ class ServerConnection:
         """One event from the protocol; False once the connection has ended."""
         if isinstance(event, Request):
             self._asked.set()
-        elif isinstance(event, Message):
-            # Dropped when nobody will read it any more (the server is closing).
+        elif isinstance(event, Message):  # (dropped when nobody reads any more: closing)
             with contextlib.suppress(trio.BrokenResourceError):
                 await self._messages_in.send(event.data)
         elif isinstance(event, Pong):
@@ -166,7 +168,7 @@ class ServerConnection:
             # close) goes out, then the stream closes: a server closes TCP first.
             with contextlib.suppress(ConnectionClosed):
                 await self._write(self._protocol.data_to_send())
-            await trio.aclose_forcefully(self._stream)
+            self._stream.socket.close()
             return False
         return True
 
@@ -201,7 +203,7 @@ class ServerConnection:
         with trio.move_on_after(self._stall_s), contextlib.suppress(ConnectionClosed):
             await self._write(data)
 
-    async def accept(self, takes_messages: bool = True, answer: str | None = None) -> None:
+    async def accept(self, takes_messages: bool = True, answer: bytes | None = None) -> None:
         """Upgrades to WebSocket (101); the reader then reads the client's frames. The 101
         is written before the reader goes on: frames that came with the request head and
         broke the protocol end the connection, but after the client has its answer. With
@@ -209,10 +211,11 @@ class ServerConnection:
         An `answer` is the endpoint's one message: it and the close (1000) go with the 101,
         and the socket is closing from then on (`ServerProtocol.accept`). A client that
         takes them for longer than `stall_s` (it does not read) is cut: marked broken."""
-        data = self._protocol.accept(takes_messages, answer)
+        pieces = self._protocol.accept(takes_messages, answer)
         try:
             with trio.move_on_after(self._stall_s):
-                await self._write(data)
+                for data in pieces:  # (an answer's frame is shared by every socket: not joined)
+                    await self._write(data)
         finally:
             self._answered.set()
 
@@ -304,8 +307,7 @@ class ServerConnection:
         after anything `offer` left. Cancelled mid-write, the connection is marked broken."""
         self._check_open()
         await self.flush()
-        if self.offer(frame):
-            # The common case: the kernel took the whole frame at once.
+        if self.offer(frame):  # (the common case: the kernel took the whole frame at once)
             await trio.lowlevel.cancel_shielded_checkpoint()
         else:
             await self.flush()
@@ -359,9 +361,15 @@ class ServerConnection:
 
     async def abort(self) -> None:
         """Closes the TCP stream without a close frame (for a broken or stalled socket)."""
+        self.drop()
+        await trio.lowlevel.cancel_shielded_checkpoint()
+
+    def drop(self) -> None:
+        """`abort` at once, with no checkpoint (`aclose_forcefully` raises and catches a
+        `Cancelled`, a third of what a churned socket cost): a connection's end. Idempotent."""
         if self._closed is None:
             self._closed = ConnectionClosed(1006, "aborted")
-        await trio.aclose_forcefully(self._stream)
+        self._stream.socket.close()  # (what `SocketStream.aclose` does, before its checkpoint)
 
     async def close(self, code: int, reason: str | None, said: str | None = None) -> None:
         """Closes with `code` (after the message `said`, its error message), waiting at most
@@ -389,4 +397,4 @@ class ServerConnection:
                 await self._reader_done.wait()  # the client's close frame ends it
         else:  # ended by the protocol itself (a refusal, the reply to a close): the reader
             await self._reader_done.wait()  # writes its close frame, then closes the stream
-        await trio.aclose_forcefully(self._stream)
+        self._stream.socket.close()

@@ -16,8 +16,6 @@ from typing import Final
 
 import trio
 
-from ..core.convert import to_json
-from ..core.frames import ServiceMessage
 from ..core.hooks import Config
 from ..run.journals import UnknownRun
 from ..run.runtime import Runtime
@@ -26,11 +24,12 @@ from ..run.storedrun import StoredRun
 from .admission import Caller, admit
 from .connection import ServerConnection
 from .execrequest import parse_exec
+from .hooksanswer import HooksAnswer
 from .options import Limits, ServiceOptions
 from .roots import release_cwd
 from .streams import Streams, Wake, complete
 from .targets import Endpoint, Target, check_from, check_query, parse_events, parse_from, shown_seq
-from .wire import Close, WireError, encode
+from .wire import Close, WireError
 
 SHUTTING_DOWN: Final = "the server is shutting down"
 
@@ -46,6 +45,8 @@ class Endpoints:
     stopping: bool
     _active: dict[str, Run]
     _runs_changed: trio.Event
+    #: `/v1/hooks`' message under the config it was built for (`answer_at_upgrade`).
+    _hooks_answer: HooksAnswer | None = None
 
     def _start_run(self, run: Run, config: Config) -> None:
         raise NotImplementedError
@@ -80,10 +81,11 @@ class Endpoints:
         self._runs_changed.set()
         self._runs_changed = trio.Event()
 
-    def answer_at_upgrade(self, target: Target) -> str | None:
-        """The whole answer of an endpoint that has one message, known at the upgrade:
-        `/v1/hooks`' (it goes with the 101, then 1000: what the client sends is never
-        read, so its answer is the same whenever a stray message lands). None for any other
+    def answer_at_upgrade(self, target: Target) -> bytes | None:
+        """The whole answer of an endpoint that has one message, known at the upgrade, as
+        its text frame: `/v1/hooks`' (it goes with the 101, then 1000: what the client sends
+        is never read, so its answer is the same whenever a stray message lands). Built once
+        per config and shared by every socket (`hooksanswer.py`). None for any other
         endpoint, and for a bad query (refused once upgraded, 4400)."""
         if target.endpoint is not Endpoint.HOOKS:
             return None
@@ -92,18 +94,12 @@ class Endpoints:
         except WireError:
             return None
         config = self.runtime.config
-        message = {
-            "type": ServiceMessage.HOOKS,
-            "hooks": [to_json(h) for h in config.hooks],
-            "files": list(config.files),
-            # The project files found and not applied (not trusted, or changed since).
-            "skipped": [to_json(skipped) for skipped in config.skipped],
-            # The tool servers declared, each as it is now (`servers list --remote`).
-            "servers": self.runtime.servers.states(config.servers.values())
-            if self.runtime.servers
-            else [],
-        }
-        return encode(message)
+        answer = self._hooks_answer
+        if answer is None or answer.config is not config:
+            answer = self._hooks_answer = HooksAnswer(config)
+        # The tool servers declared, each as it is now (`servers list --remote`).
+        servers = self.runtime.servers
+        return answer.frame(servers.states(config.servers.values()) if servers else [])
 
     async def _hooks(self, conn: ServerConnection, target: Target) -> WireError:
         """`/v1/hooks`: its message and close went with the 101 (`answer_at_upgrade`);

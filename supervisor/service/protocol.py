@@ -366,25 +366,25 @@ class ServerProtocol:
     def respond_end(self) -> bytes:
         return self._h11.send(h11.EndOfMessage())
 
-    def accept(self, takes_messages: bool = True, answer: str | None = None) -> bytes:
-        """The 101 for a valid upgrade request; from here on the connection is WebSocket,
-        and the bytes that followed the request head are read as its first frames. Where the
-        endpoint `takes_messages` not, one is refused at its first frame (4400), none of it
-        kept. An `answer` known at the upgrade (`/v1/hooks`' one message) and its close
-        (1000) go with the 101: what the client sends after is dropped."""
+    def accept(self, takes_messages: bool = True, answer: bytes | None = None) -> list[bytes]:
+        """The 101 for a valid upgrade request, as pieces to write in order; then the bytes
+        that followed the request head are read as its first frames. Where the endpoint
+        `takes_messages` not, one is refused at its first frame (4400). An `answer` known
+        at the upgrade (`/v1/hooks`' one text frame, shared: `hooksanswer.py`) and the
+        close (1000) go with the 101, not copied; what the client sends after is dropped."""
         assert self.phase is Phase.ASKED and self.request is not None and self.request.websocket
         self._takes_messages = takes_messages
-        data = self._ws.send(wsproto.events.AcceptConnection())
+        pieces = [self._ws.send(wsproto.events.AcceptConnection())]
         self.phase = Phase.OPEN
         if answer is not None:
-            data += self.text(answer) + self.close(Close.NORMAL, COMPLETE)
+            pieces += (answer, self.close(Close.NORMAL, COMPLETE))
         trailing, closed = self._h11.trailing_data
         if trailing:
             self._ws.receive_data(trailing)
             self._read_frames()
         if closed and self.phase in (Phase.OPEN, Phase.CLOSING):
             self._end(ABNORMAL)
-        return data
+        return pieces
 
     def text(self, text: str) -> bytes:
         """One text message (what wsproto frames: FIN, opcode 1, no mask)."""

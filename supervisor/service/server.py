@@ -233,7 +233,7 @@ class Service(Endpoints):
                 try:
                     await self._connection(conn, number)
                 finally:
-                    await conn.abort()
+                    conn.drop()
         except* Exception as group:
             logger.error("connection %d failed: %s", number, bug_summary(group))
             logger.debug("connection %d failed", number, exc_info=group)
@@ -247,16 +247,17 @@ class Service(Endpoints):
         (past it the oldest pending one is dropped: a client that completes its handshake is
         never kept out by ones that stall), then admitted or refused, then its endpoint."""
         request: Request | None = None
-        with self._handshakes.pending(number) as pending:
-            with trio.move_on_after(self.limits.handshake_s) as late:
-                request = await conn.wait_request()
+        with self._handshakes.pending(number, self.limits.handshake_s) as pending:
+            request = await conn.wait_request()
+        cut = pending.scope.cancelled_caught
+        late = cut and not pending.dropped
         # A slow head is told so; a socket opened ahead (a browser's) and unused, not.
-        if late.cancelled_caught and not pending.cancelled_caught and conn.protocol.head.begun:
+        if late and conn.protocol.head.begun:
             said = f"the request head did not come within {self.limits.handshake_s:g} s"
             conn.protocol.refuse(408, said)
             with trio.move_on_after(CLOSE_S), contextlib.suppress(ConnectionClosed):
                 await conn.write_answer(conn.protocol.data_to_send())
-        if pending.cancelled_caught or request is None:
+        if (cut and pending.dropped) or request is None:
             return  # dropped, no request in time, or a malformed one (answered 400)
         if not request.websocket:
             await serve_plain(
