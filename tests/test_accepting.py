@@ -13,7 +13,7 @@ import trio
 
 from mcpx_hooks.supervisor.config.loading import load_config
 from mcpx_hooks.supervisor.run.runtime import open_runtime
-from mcpx_hooks.supervisor.service.accepting import ACCEPT_BATCH, serve_accepting
+from mcpx_hooks.supervisor.service.accepting import ACCEPT_BATCH, Handshakes, serve_accepting
 from mcpx_hooks.supervisor.service.server import Listening, Service, ServiceOptions
 
 HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
@@ -38,7 +38,7 @@ async def test_sockets_closed_before_their_first_byte_start_no_task(no_leaks: No
     port = listeners[0].socket.getsockname()[1]
     handled: list[bytes] = []
 
-    async def handler(stream: trio.SocketStream) -> None:
+    async def handler(stream: trio.SocketStream, number: int) -> None:
         handled.append(await stream.receive_some(100))
         await stream.send_all(b"HTTP/1.1 204 No Content\r\n\r\n")
 
@@ -79,3 +79,25 @@ async def test_a_connection_is_closed_once_without_a_cancelled_checkpoint(
             sock.sendall(b"GET /healthz HTTP/1.1\r\n")  # (half a head, then gone)
         nursery.cancel_scope.cancel()
     assert forceful == []
+
+
+async def test_past_the_budget_the_first_accepted_handshake_is_dropped_whatever_starts_first() -> (
+    None
+):
+    """The handlers of one batch of connections start in no set order (Trio's): the one
+    dropped past `--max-pending` is the first accepted, not the first to start, so a client
+    accepted after a burst of stalled sockets is never the one dropped."""
+    handshakes = Handshakes(2)
+    with (
+        handshakes.pending(3, 30) as third,
+        handshakes.pending(1, 30) as first,
+        handshakes.pending(2, 30) as second,
+    ):
+        assert len(handshakes) == 2
+    assert first.dropped and not second.dropped and not third.dropped
+    with (
+        handshakes.pending(5, 30) as later,
+        handshakes.pending(6, 30),
+        handshakes.pending(4, 30) as early,
+    ):
+        assert early.dropped and not later.dropped  # (the first accepted may be the newcomer)

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
+import itertools
 import logging
 import math
 import os
@@ -72,12 +74,15 @@ class Handshakes:
 
     @contextlib.contextmanager
     def pending(self, number: int, within_s: float) -> Iterator[Pending]:
-        """Connection `number`'s handshake, in the block, for at most `within_s` (one scope
-        for both ends: a scope costs every connection): dropped, its scope is cancelled."""
-        if len(self._scopes) >= self.most:
-            self.drop_oldest()
+        """Connection `number`'s handshake (`number`: its place in the order the connections
+        were accepted), in the block, for at most `within_s` (one scope for both ends: a
+        scope costs every connection): dropped, its scope is cancelled. Past `most`, the
+        oldest accepted is dropped, which may be this one: the handlers of one batch of
+        connections start in no set order."""
         with trio.move_on_after(within_s) as scope:
             self._scopes[number] = pending = Pending(scope)
+            if len(self._scopes) > self.most:
+                self.drop_oldest()
             try:
                 yield pending
             finally:
@@ -90,7 +95,7 @@ class Handshakes:
         """Ends the oldest pending handshake; False when there is none."""
         if not self._scopes:
             return False
-        pending = self._scopes.pop(next(iter(self._scopes)))
+        pending = self._scopes.pop(min(self._scopes))  # (at most `most`: the first accepted)
         pending.dropped = True
         pending.scope.cancel()
         return True
@@ -138,19 +143,22 @@ class _Warning:
 
 async def serve_accepting(
     listeners: Sequence[trio.SocketListener],
-    handler: Callable[[trio.SocketStream], Awaitable[None]],
+    handler: Callable[[trio.SocketStream, int], Awaitable[None]],
     handlers: trio.Nursery,
     make_room: Callable[[], Awaitable[bool]],
     *,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Accepts on every listener until cancelled, each connection's `handler` started in
-    `handlers`; on a full descriptor table, `make_room` (False: nothing to drop). Reports
-    started once accepting; the listeners are closed on the way out."""
+    `handlers` with the connection's number, in the order they were accepted (1, 2, …);
+    on a full descriptor table, `make_room` (False: nothing to drop). Reports started once
+    accepting; the listeners are closed on the way out."""
     warning = _Warning()
+    numbers = itertools.count(1)
     async with trio.open_nursery() as nursery:
         for listener in listeners:
-            nursery.start_soon(_accept, listener, handler, handlers, make_room, warning)
+            accept = functools.partial(_accept, warning=warning, numbers=numbers)
+            nursery.start_soon(accept, listener, handler, handlers, make_room)
         task_status.started()
 
 
@@ -192,10 +200,12 @@ def _taking(listener: trio.SocketListener) -> Iterator[Callable[[], Iterator[tri
 
 async def _accept(
     listener: trio.SocketListener,
-    handler: Callable[[trio.SocketStream], Awaitable[None]],
+    handler: Callable[[trio.SocketStream, int], Awaitable[None]],
     handlers: trio.Nursery,
     make_room: Callable[[], Awaitable[bool]],
+    *,
     warning: _Warning,
+    numbers: Iterator[int],
 ) -> None:
     async with listener:
         with _taking(listener) as take:
@@ -203,7 +213,7 @@ async def _accept(
                 await trio.lowlevel.wait_readable(listener.socket)
                 try:
                     for stream in take():
-                        handlers.start_soon(_handled, stream, handler)
+                        handlers.start_soon(_handled, stream, handler, next(numbers))
                 except OSError as exc:
                     if exc.errno not in CAPACITY_ERRNOS:
                         raise
@@ -216,9 +226,11 @@ async def _accept(
 
 
 async def _handled(
-    stream: trio.SocketStream, handler: Callable[[trio.SocketStream], Awaitable[None]]
+    stream: trio.SocketStream,
+    handler: Callable[[trio.SocketStream, int], Awaitable[None]],
+    number: int,
 ) -> None:
     try:
-        await handler(stream)
+        await handler(stream, number)
     finally:
         stream.socket.close()  # (idempotent; `aclose_forcefully` raises and catches a Cancelled)

@@ -21,7 +21,6 @@ HTTP transport, `mcphttp.py`), a refused upgrade, or the upgrade and its endpoin
 from __future__ import annotations
 
 import contextlib
-import itertools
 import logging
 import math
 import signal
@@ -80,7 +79,6 @@ class Service(Endpoints):
             runtime.recorder.on_unsaid = partial(logger.warning, "run %s: %s")
         self.stopping = False
         self._stop = trio.Event()
-        self._ids = itertools.count(1)
         self._origins: frozenset[str] = frozenset()
         #: The names a request's `Host` may give a server without a token; None: any.
         self._names: frozenset[str] | None = None
@@ -215,10 +213,10 @@ class Service(Endpoints):
 
     # ---- one connection ------------------------------------------------------------------
 
-    async def _handle(self, stream: trio.SocketStream) -> None:
-        """The boundary of one connection: whatever it raises ends it alone."""
+    async def _handle(self, stream: trio.SocketStream, number: int) -> None:
+        """The boundary of one connection (`number`: its place in the order the connections
+        were accepted): whatever it raises ends it alone."""
         self._open += 1
-        number = next(self._ids)
         try:
             async with trio.open_nursery() as nursery:
                 conn = ServerConnection(
