@@ -80,11 +80,16 @@ async def test_tools_a_client_could_not_tell_apart_or_call_are_left_out_and_said
 ) -> None:
     # The second `echo` was left out without a word, and the nameless tool listed as
     # `bad__`, which no call could name ("Unknown tool: bad__"); so was a nameless prompt.
+    # A second prompt `greet`, resource or template of one URI was listed as it came: a
+    # client saw two of a name, and a request for it reached the first.
     config = two_servers(tmp_path / marker, marker, bad="twice")
     async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
         tools = (await session.list_tools()).tools
         echoed = await session.call_tool("bad__echo", {"a": 1})
         prompts = [p.name for p in (await session.list_prompts()).prompts]
+        resources = (await session.list_resources()).resources
+        templates = (await session.list_resource_templates()).resource_templates
+        (await session.list_prompts())  # (said once)
     listed = [t.name for t in tools if t.name.startswith("bad__")]
     assert listed == [t.name.replace("good__", "bad__") for t in tools if t.name[:6] == "good__"]
     assert [t.description for t in tools if t.name == "bad__echo"] == [None]
@@ -96,6 +101,10 @@ async def test_tools_a_client_could_not_tell_apart_or_call_are_left_out_and_said
         " and called"
     )
     assert (tmp_path / "err").read_text().count(said) == 1
+    assert [str(r.uri) for r in resources] == ["file:///h/notes.txt"]
+    assert [r.description for r in resources] == [None]  # good's, the first listed
+    assert [t.uri_template for t in templates] == ["file:///h/notes/{name}"]
+    assert [t.description for t in templates] == [None]
     assert marker.alive() == []
 
 

@@ -38,6 +38,7 @@ from ..tools.listings import renamed
 from ..tools.mcpclient import ServerBroken, every_page, not_mcp
 from ..tools.rawasks import ask_as_written
 from ..tools.serverentry import ServerEntry, ServerFailing
+from .mcplisted import first_of_each, left_out_twice
 from .mcpwritten import keep_written, unread
 
 
@@ -131,15 +132,22 @@ class Relay:
             journal,
             lambda s: every_page("prompts", lambda at: s.list_prompts(params=at)),
         )
-        prompts = []
+        prompts: list[types.Prompt] = []
+        seen: set[str] = set()
         for spec, pages in listed:
             named = [p for answer in pages for p in answer.prompts]
             if nameless := sum(not p.name for p in named):  # (no `prompts/get` names it)
                 why = f"{nameless} prompt(s) of server {spec.name} without a name: not listed"
                 journal.append(blank(WarningFrame, message=why))
-            prompts += [
+            exposed = [
                 renamed(p, exposed_name(spec.name, p.name, separator)) for p in named if p.name
             ]
+            kept, taken = first_of_each(exposed, lambda p: p.name, seen)
+            if taken:  # (a `prompts/get` reaches the first of the name only)
+                journal.append(
+                    blank(WarningFrame, message=left_out_twice("prompts", spec.name, "name", taken))
+                )
+            prompts += kept
         return types.ListPromptsResult(prompts=prompts)
 
     async def get_prompt(
@@ -228,26 +236,36 @@ class Relay:
             lambda s: every_page("resources", lambda at: s.list_resources(params=at)),
         )
         found: dict[str, str] = {}
+        resources: list[types.Resource] = []
         for spec, pages in listed:
-            for answer in pages:
-                for resource in answer.resources:
-                    found.setdefault(str(resource.uri), spec.name)
+            items = [r for answer in pages for r in answer.resources]
+            kept, taken = first_of_each(items, lambda r: str(r.uri), set(found))
+            if taken:  # (a `resources/read` reaches the first server of the URI only)
+                journal.append(
+                    blank(
+                        WarningFrame, message=left_out_twice("resources", spec.name, "URI", taken)
+                    )
+                )
+            found.update((str(r.uri), spec.name) for r in kept)
+            resources += kept
         self._resources = found
-        return types.ListResourcesResult(
-            resources=[r for _, pages in listed for answer in pages for r in answer.resources]
-        )
+        return types.ListResourcesResult(resources=resources)
 
     async def list_resource_templates(
         self, journal: RunJournal
     ) -> types.ListResourceTemplatesResult:
         listed = await self._from_each("resource templates", journal, _templates_of)
-        templates = [
-            (spec, t) for spec, pages in listed for page in pages for t in page.resource_templates
-        ]
+        templates: list[tuple[ServerSpec, types.ResourceTemplate]] = []
+        seen: set[str] = set()
+        for spec, pages in listed:
+            items = [t for page in pages for t in page.resource_templates]
+            kept, taken = first_of_each(items, lambda t: t.uri_template, seen)
+            if taken:
+                said = left_out_twice("resource templates", spec.name, "URI template", taken)
+                journal.append(blank(WarningFrame, message=said))
+            templates += [(spec, t) for t in kept]
         self._templates = [(template_prefix(t.uri_template), spec.name) for spec, t in templates]
-        self._template_servers = {}
-        for spec, template in templates:
-            self._template_servers.setdefault(template.uri_template, spec.name)
+        self._template_servers = {t.uri_template: spec.name for spec, t in templates}
         return types.ListResourceTemplatesResult(resource_templates=[t for _, t in templates])
 
     async def read_resource(self, uri: str, journal: RunJournal) -> types.ReadResourceResult:
