@@ -203,8 +203,9 @@ def left_out_twice(what: str, server: str, by: str, taken: list[str]) -> str:
     """What to say of a server's `what` (prompts, resources, resource templates) left out
     for a `by` (name, URI, URI template) listed before: the first of each is listed, and
     the one a request for it reaches."""
-    more = f" and {len(taken) - NAMED} more" if len(taken) > NAMED else ""
-    shown = ", ".join(repr(n) for n in taken[:NAMED])
+    names = list(dict.fromkeys(taken))
+    more = f" and {len(names) - NAMED} more" if len(names) > NAMED else ""
+    shown = ", ".join(repr(n) for n in names[:NAMED])
     return (
         f"some {what} of server {server} are not listed: {len(taken)} with a {by} listed"
         f" before ({shown}{more}): the first of each {by} is listed, and asked"

@@ -7,18 +7,19 @@ template it may stand for (`Relay._templated`); and completions of a prompt's or
 template's arguments (`completion/complete`), asked of the server the prompt or template is
 from, none from a server that does not declare `completions`.
 
-A server that cannot start is left out of a listing (a `warning` frame in the session's run
-says why), and so is one whose listing's pages do not end (`mcpclient.every_page`), or is not
-MCP (`mcpclient.not_mcp`), or that does not answer within its `callTimeoutMs`; an answer that is not
-MCP is an error (-32603) naming the server, not one of the client's params. What a server
-answers with an error goes to the client as that error; one that does not answer a
-`prompts/get` or a `resources/read` within its `callTimeoutMs` is answered with an error
-saying so (the request cancelled on it).
-"""
+A server that cannot start is left out of a listing (a `warning` frame in the session's
+run says why, and a line on stderr, as for tools), and so is one whose listing's pages do
+not end (`mcpclient.every_page`), or is not MCP (`mcpclient.not_mcp`), or that does not
+answer within its `callTimeoutMs`; an answer that is not MCP is an error (-32603) naming
+the server, not one of the client's params. What a server answers with an error goes to
+the client as that error; one that does not answer a `prompts/get` or a `resources/read`
+within its `callTimeoutMs` is answered with an error saying so (the request cancelled on
+it)."""
 
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import partial
 from typing import Final, TypeVar
@@ -46,6 +47,9 @@ class Unanswered(HooksError):
     """A server a request was for could not be had, or did not answer in time: why."""
 
 
+logger = logging.getLogger("mcpx_hooks.mcp")
+#: How many warnings said `once` a session keeps (then it forgets them all).
+SAID_KEPT: Final = 1024
 #: The JSON-RPC error of a resource no server lists.
 RESOURCE_NOT_FOUND: Final = -32002
 _T = TypeVar("_T")
@@ -62,6 +66,20 @@ class Relay:
         #: Each server's resource templates' fixed beginnings, from their last listing.
         self._templates: list[tuple[str, str]] = []
         self._template_servers: dict[str, str] = {}  # template -> server, the same listing
+        self._said: set[str] = set()  # what was said `once` (`_say`)
+
+    def _say(self, journal: RunJournal, said: str, *, once: bool = False) -> None:
+        """A `warning` frame in the session's run and a line on stderr, as the gateway's
+        tools' are; `once`: only the first time it is to be said (what a server's listing
+        leaves out), not each time (a server that cannot be listed)."""
+        if once:
+            if said in self._said:
+                return
+            if len(self._said) >= SAID_KEPT:  # (a server whose names change at will)
+                self._said.clear()
+            self._said.add(said)
+        journal.append(blank(WarningFrame, message=said))
+        logger.warning("%s", journal.redactor.text(said))
 
     @contextlib.asynccontextmanager
     async def _asking(self, spec: ServerSpec) -> AsyncIterator[tuple[ClientSession, ServerEntry]]:
@@ -120,7 +138,7 @@ class Relay:
         listed = []
         for answer in answers:
             if isinstance(answer, str):
-                journal.append(blank(WarningFrame, message=answer))
+                self._say(journal, answer)
             elif answer is not None:
                 listed.append(answer)
         return listed
@@ -138,15 +156,13 @@ class Relay:
             named = [p for answer in pages for p in answer.prompts]
             if nameless := sum(not p.name for p in named):  # (no `prompts/get` names it)
                 why = f"{nameless} prompt(s) of server {spec.name} without a name: not listed"
-                journal.append(blank(WarningFrame, message=why))
+                self._say(journal, why, once=True)
             exposed = [
                 renamed(p, exposed_name(spec.name, p.name, separator)) for p in named if p.name
             ]
             kept, taken = first_of_each(exposed, lambda p: p.name, seen)
             if taken:  # (a `prompts/get` reaches the first of the name only)
-                journal.append(
-                    blank(WarningFrame, message=left_out_twice("prompts", spec.name, "name", taken))
-                )
+                self._say(journal, left_out_twice("prompts", spec.name, "name", taken), once=True)
             prompts += kept
         return types.ListPromptsResult(prompts=prompts)
 
@@ -237,15 +253,12 @@ class Relay:
         )
         found: dict[str, str] = {}
         resources: list[types.Resource] = []
+        seen: set[str] = set()
         for spec, pages in listed:
             items = [r for answer in pages for r in answer.resources]
-            kept, taken = first_of_each(items, lambda r: str(r.uri), set(found))
+            kept, taken = first_of_each(items, lambda r: str(r.uri), seen)
             if taken:  # (a `resources/read` reaches the first server of the URI only)
-                journal.append(
-                    blank(
-                        WarningFrame, message=left_out_twice("resources", spec.name, "URI", taken)
-                    )
-                )
+                self._say(journal, left_out_twice("resources", spec.name, "URI", taken), once=True)
             found.update((str(r.uri), spec.name) for r in kept)
             resources += kept
         self._resources = found
@@ -262,7 +275,7 @@ class Relay:
             kept, taken = first_of_each(items, lambda t: t.uri_template, seen)
             if taken:
                 said = left_out_twice("resource templates", spec.name, "URI template", taken)
-                journal.append(blank(WarningFrame, message=said))
+                self._say(journal, said, once=True)
             templates += [(spec, t) for t in kept]
         self._templates = [(template_prefix(t.uri_template), spec.name) for spec, t in templates]
         self._template_servers = {t.uri_template: spec.name for spec, t in templates}
