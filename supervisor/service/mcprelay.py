@@ -22,7 +22,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import partial
-from typing import Final, TypeVar
+from typing import Any, Final, TypeVar
 
 import pydantic
 import trio
@@ -50,6 +50,10 @@ class Unanswered(HooksError):
 logger = logging.getLogger("mcpx_hooks.mcp")
 #: How many warnings said `once` a session keeps (then it forgets them all).
 SAID_KEPT: Final = 1024
+#: How long what a server listed when a URI was looked for stands for its listing, for
+#: the next URI looked for: a client reading URIs no server lists, in a loop, has each
+#: server listed at most once in that time (`Relay.read_resource`).
+LOOK_AGAIN_S: Final = 1.0
 #: The JSON-RPC error of a resource no server lists.
 RESOURCE_NOT_FOUND: Final = -32002
 _T = TypeVar("_T")
@@ -67,6 +71,9 @@ class Relay:
         self._templates: list[tuple[str, str]] = []
         self._template_servers: dict[str, str] = {}  # template -> server, the same listing
         self._said: set[str] = set()  # what was said `once` (`_say`)
+        #: When each server's listing of a kind was asked for a URI looked for, and what it
+        #: answered (`_from_each`'s `looking`).
+        self._looked: dict[tuple[str, str], tuple[float, Any]] = {}
 
     def _say(self, journal: RunJournal, said: str, *, once: bool = False) -> None:
         """A `warning` frame in the session's run and a line on stderr, as the gateway's
@@ -103,12 +110,15 @@ class Relay:
         kind: str,
         journal: RunJournal,
         ask: Callable[[ClientSession], Awaitable[_T]],
+        *,
+        looking: bool = False,
     ) -> list[tuple[ServerSpec, _T]]:
         """The listing of `kind` (`prompts`, `resources`, `resource templates`) of each
         server (started if need be) that declared it (`resources` for its templates), in
         declaration order: as listed before in the server's life, else `ask`ed of it now
         (`ServerEntry.listing`). One that cannot start or list is left out, said in a
-        `warning` frame in `journal`."""
+        `warning` frame in `journal`. `looking` (for a URI no listing holds): asked of it
+        now, unless it was so asked within `LOOK_AGAIN_S`, then as it answered that time."""
         if self.runtime.servers is None:
             return []
         what = "prompts" if kind == "prompts" else "resources"
@@ -122,8 +132,16 @@ class Relay:
                     declared = getattr(entry.capabilities, what, None)
                     if declared is not None:  # (kept only when it says when it changes)
                         keep = getattr(declared, "list_changed", None) is True
+                        looked = self._looked.get((kind, spec.name)) if looking else None
+                        if looked is not None and trio.current_time() - looked[0] < LOOK_AGAIN_S:
+                            answers[at] = (spec, looked[1])
+                            return
+                        if looking:  # (it may have changed a list without saying so)
+                            entry.forget_lists((kind,))
                         listed = await entry.listing(kind, partial(ask, session), keep=keep)
                         answers[at] = (spec, listed)
+                        if looking:
+                            self._looked[kind, spec.name] = (trio.current_time(), listed)
             except (Unanswered, ServerBroken) as exc:
                 answers[at] = f"the {kind} of server {spec.name} are not listed: {exc}"
             except pydantic.ValidationError as exc:  # (the others' are listed all the same)
@@ -245,11 +263,14 @@ class Relay:
         except Unanswered as exc:
             raise MCPError(code=types.INTERNAL_ERROR, message=str(exc)) from None
 
-    async def list_resources(self, journal: RunJournal) -> types.ListResourcesResult:
+    async def list_resources(
+        self, journal: RunJournal, *, looking: bool = False
+    ) -> types.ListResourcesResult:
         listed = await self._from_each(
             "resources",
             journal,
             lambda s: every_page("resources", lambda at: s.list_resources(params=at)),
+            looking=looking,
         )
         found: dict[str, str] = {}
         resources: list[types.Resource] = []
@@ -265,9 +286,10 @@ class Relay:
         return types.ListResourcesResult(resources=resources)
 
     async def list_resource_templates(
-        self, journal: RunJournal
+        self, journal: RunJournal, *, looking: bool = False
     ) -> types.ListResourceTemplatesResult:
-        listed = await self._from_each("resource templates", journal, _templates_of)
+        kind = "resource templates"
+        listed = await self._from_each(kind, journal, _templates_of, looking=looking)
         templates: list[tuple[ServerSpec, types.ResourceTemplate]] = []
         seen: set[str] = set()
         for spec, pages in listed:
@@ -283,17 +305,16 @@ class Relay:
 
     async def read_resource(self, uri: str, journal: RunJournal) -> types.ReadResourceResult:
         """The resource `uri` of the server that lists it, or whose template it may stand
-        for, as their listings were kept; a URI neither holds is looked for again in fresh
-        listings (a server may list a resource it did not say it added)."""
-        server = None
-        for fresh in (False, True):
-            if fresh:
-                self._forget(("resources", "resource templates"))
-            if fresh or uri not in self._resources:
-                await self.list_resources(journal)
-            server = self._resources.get(uri) or await self._templated(uri, journal)
-            if server is not None:
-                break
+        for, as last listed; a URI neither holds is looked for in fresh listings of each
+        server (a server may list a resource it did not say it added), each server's at most
+        once in `LOOK_AGAIN_S`."""
+        server = self._resources.get(uri)
+        if server is None:  # (a resource listed beats a template's beginning)
+            await self.list_resources(journal, looking=True)
+            server = self._resources.get(uri) or self._templated(uri)
+        if server is None:
+            await self.list_resource_templates(journal, looking=True)
+            server = self._templated(uri)
         manager = self.runtime.servers
         if server is None or manager is None:
             raise MCPError(code=RESOURCE_NOT_FOUND, message=f"Resource not found: {uri}")
@@ -308,29 +329,14 @@ class Relay:
         except Unanswered as exc:
             raise MCPError(code=types.INTERNAL_ERROR, message=str(exc)) from None
 
-    def _forget(self, kinds: tuple[str, ...]) -> None:
-        """Forgets the listings of `kinds` every running server holds (`ServerEntry.lists`)."""
-        manager = self.runtime.servers
-        for spec in self.config.servers.values():
-            entry = manager.entries.get(spec) if manager is not None else None
-            if entry is not None:
-                entry.forget_lists(kinds)
-
-    async def _templated(self, uri: str, journal: RunJournal) -> str | None:
-        """The server one of whose resource templates `uri` may stand for: the one whose
-        template's fixed beginning is the longest that `uri` starts with (the first declared
-        of those as long), of the templates last listed, else of those listed now (None:
-        none). The beginnings, not the whole templates: a server checks a URI it is asked
-        for, and a match of a whole template costs what no request should."""
-        for listed in (False, True):
-            if listed:
-                await self.list_resource_templates(journal)
-            fits = [
-                (len(p), -at, s) for at, (p, s) in enumerate(self._templates) if uri.startswith(p)
-            ]
-            if fits:
-                return max(fits)[2]
-        return None
+    def _templated(self, uri: str) -> str | None:
+        """The server one of whose resource templates `uri` may stand for, of those last
+        listed: the one whose template's fixed beginning is the longest that `uri` starts
+        with (the first declared of those as long; None: none). The beginnings, not the
+        whole templates: a server checks a URI it is asked for, and a match of a whole
+        template costs what no request should."""
+        fits = [(len(p), -at, s) for at, (p, s) in enumerate(self._templates) if uri.startswith(p)]
+        return max(fits)[2] if fits else None
 
 
 async def _as_written(
