@@ -125,6 +125,11 @@ def test_an_absolute_form_target_names_the_host_whatever_the_host_header(tmp_pat
         assert _status(port, "GET", f"http://{ours}/v1/runs", "attacker.example") == 200
         assert _status(port, "GET", f"http://localhost:{port}", ours) == 200  # the console
         assert _status(port, "GET", f"ws://{ours}/v1/events", "x.example", **_UPGRADE) == 101
+        # A path that begins `//` was routed as what follows its "host" (urlsplit reads an
+        # authority there): `//x/v1/runs` as `/v1/runs`, past a proxy in front that lets no
+        # `/v1/` through. No path here begins so: it is refused, saying so.
+        for target in (f"//{ours}/v1/runs", f"http://{ours}//x/v1/runs", "///v1/runs"):
+            assert _status(port, "GET", target, ours) == 400, target
         for target in (
             "ftp://127.0.0.1/v1/runs",
             "http:///v1/runs",

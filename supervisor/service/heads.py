@@ -64,6 +64,9 @@ WEBSOCKET_VERSION: Final = b"13"
 Refused = tuple[int, str, tuple[tuple[bytes, bytes], ...]]
 #: The schemes of an absolute-form request target taken (`origin_form`).
 _TARGET_SCHEMES: Final = frozenset({"http", "https", "ws", "wss"})
+#: What a target whose path begins `//` is told: no path here does, and a URL parser (the
+#: routes') would read what follows as a host, not as the path.
+_DOUBLE_SLASH: Final = "the request target's path begins with //: no path here does"
 #: A repr of bytes at the end of a message (the fallback for a message not in `_SAID`).
 _REPR: Final = re.compile(r":? *(?:bytearray\()?b['\"].*$", re.DOTALL)
 
@@ -161,14 +164,17 @@ def origin_form(
 ) -> tuple[str, tuple[tuple[bytes, bytes], ...]] | str:
     """The request's target as a path, and its headers, with any `Host` header replaced by
     the authority of an absolute-form target (`http://host:port/path?query`); else what is
-    wrong with the target (400): not ASCII, neither a path nor an http(s) or ws(s) URL with a
-    host, or a URL with a user name in it. Every check after (the `Host` of a server without
-    a token, the console's cookie, the routes) then reads the host the request names."""
+    wrong with the target (400): not ASCII, neither a path nor an http(s) or ws(s) URL with
+    a host, a URL with a user name in it, or a path that begins `//`. Every check after (the
+    `Host` of a server without a token, the console's cookie, the routes) then reads the
+    host the request names."""
     try:
         target = raw.decode("ascii")
     except UnicodeDecodeError:
         return "the request target is not ASCII"
     headers = tuple((bytes(name), bytes(value)) for name, value in received)
+    if target.startswith("//"):
+        return _DOUBLE_SLASH
     if target.startswith("/"):
         return target, headers
     try:
@@ -181,6 +187,8 @@ def origin_form(
         return "the request target is neither a path (/...) nor an http:// URL with a host"
     if "@" in parts.netloc:
         return "the request target's URL has a user name in it"
+    if parts.path.startswith("//"):
+        return _DOUBLE_SLASH
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     kept = tuple((name, value) for name, value in headers if name.lower() != b"host")
     return path, ((b"host", parts.netloc.encode("ascii")), *kept)
