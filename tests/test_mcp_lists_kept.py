@@ -186,3 +186,33 @@ async def test_reads_of_uris_no_server_lists_ask_each_server_at_most_once_in_a_w
     }
     assert [c.text for c in read.contents if isinstance(c, types.TextResourceContents)] == ["read"]
     assert marker.alive() == []
+
+
+async def test_reads_of_uris_no_server_lists_say_a_failing_server_once_in_a_while(
+    tmp_path: Path,
+    marker: Marker,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A server that cannot start was tried, and said on stderr, twice at each read: a
+    # client reading unknown URIs in a loop flooded the log of `mcpx-hooks mcp`.
+    from mcpx_hooks.supervisor.service import mcprelay
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setattr(mcprelay, "LOOK_AGAIN_S", 3600.0)  # (a count, not a timing)
+    where = tmp_path / marker
+    where.mkdir()
+    argv = [PY, HOSTILE, "die-at-start", str(where / "dead.log"), marker]
+    path = where / "config.json"
+    path.write_text(json.dumps({"servers": {"dead": {"command": argv, "sandbox": "none"}}}))
+    config = load_config([str(path)], cwd=where, environ={}, discover=False)
+    frames: list[dict[str, Any]] = []
+    async with memory_session(config, frames) as session:
+        for n in range(10):
+            with pytest.raises(MCPError):
+                await session.read_resource(f"file:///nowhere/{n}")
+    warned = [f["message"] for f in frames if f["type"] == "warning"]
+    logged = [r.getMessage() for r in caplog.records if "are not listed" in r.getMessage()]
+    assert len(warned) == len(logged) == 2, warned  # (its resources, its templates: once)
+    assert (where / "dead.log").read_text().split() == ["start"]  # (tried once)
+    assert marker.alive() == []

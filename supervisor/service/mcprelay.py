@@ -118,7 +118,8 @@ class Relay:
         declaration order: as listed before in the server's life, else `ask`ed of it now
         (`ServerEntry.listing`). One that cannot start or list is left out, said in a
         `warning` frame in `journal`. `looking` (for a URI no listing holds): asked of it
-        now, unless it was so asked within `LOOK_AGAIN_S`, then as it answered that time."""
+        now, unless it was so asked within `LOOK_AGAIN_S`, then as it answered that time
+        (left out, and nothing said again, when it could not be listed then)."""
         if self.runtime.servers is None:
             return []
         what = "prompts" if kind == "prompts" else "resources"
@@ -127,15 +128,16 @@ class Relay:
         answers: list[tuple[ServerSpec, _T] | str | None] = [None] * len(specs)
 
         async def from_one(at: int, spec: ServerSpec) -> None:
+            looked = self._looked.get((kind, spec.name)) if looking else None
+            if looked is not None and trio.current_time() - looked[0] < LOOK_AGAIN_S:
+                # (None: it could not be listed then, and that was said then)
+                answers[at] = None if looked[1] is None else (spec, looked[1])
+                return
             try:
                 async with self._asking(spec) as (session, entry):
                     declared = getattr(entry.capabilities, what, None)
                     if declared is not None:  # (kept only when it says when it changes)
                         keep = getattr(declared, "list_changed", None) is True
-                        looked = self._looked.get((kind, spec.name)) if looking else None
-                        if looked is not None and trio.current_time() - looked[0] < LOOK_AGAIN_S:
-                            answers[at] = (spec, looked[1])
-                            return
                         if looking:  # (it may have changed a list without saying so)
                             entry.forget_lists((kind,))
                         listed = await entry.listing(kind, partial(ask, session), keep=keep)
@@ -149,6 +151,8 @@ class Relay:
             except MCPError as exc:  # (not its words: they may hold what it was given)
                 why = f"it answered the listing with the JSON-RPC error {exc.error.code}"
                 answers[at] = f"the {kind} of server {spec.name} are not listed: {why}"
+            if looking and isinstance(answers[at], str):
+                self._looked[kind, spec.name] = (trio.current_time(), None)
 
         async with trio.open_nursery() as nursery:  # (all at once: `mcplisted.open_each`)
             for at, spec in enumerate(specs):
