@@ -18,6 +18,7 @@ from mcp.shared.message import SessionMessage
 
 from mcpx_hooks.supervisor.service.mcpstdio import (
     BATCH_REFUSED,
+    UNREAD_BATCH,
     open_stdio,
     read_message,
     unreadable,
@@ -61,11 +62,13 @@ async def test_a_batch_is_refused_without_the_sdk_s_model_reading_it(
     batch.append({"jsonrpc": "2.0", "method": "notifications/initialized"})
     with trio.fail_after(10):
         answers = await _answers([b" " + json.dumps(batch).encode(), b"[]", b"[1,"])
-    assert read == [1]  # (the line that is not JSON only)
+    assert read == []  # (nor the batch that is not JSON: it is answered at once)
     refused = {"code": types.INVALID_REQUEST, "message": BATCH_REFUSED}
+    unread = f"Parse error: {UNREAD_BATCH}"  # (`[1,`: one answer, as JSON-RPC has it)
     assert answers == [
         [{"jsonrpc": "2.0", "id": n, "error": refused} for n in range(3)],
         {"jsonrpc": "2.0", "id": None, "error": refused},
+        {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": unread}},
     ]
 
 

@@ -80,11 +80,16 @@ async def test_tools_a_client_could_not_tell_apart_or_call_are_left_out_and_said
 ) -> None:
     # The second `echo` was left out without a word, and the nameless tool listed as
     # `bad__`, which no call could name ("Unknown tool: bad__"); so was a nameless prompt.
+    # A second prompt `greet`, resource or template of one URI was listed as it came: a
+    # client saw two of a name, and a request for it reached the first.
     config = two_servers(tmp_path / marker, marker, bad="twice")
     async with stdio_session(through_mcpx(config), tmp_path / "err") as session:
         tools = (await session.list_tools()).tools
         echoed = await session.call_tool("bad__echo", {"a": 1})
         prompts = [p.name for p in (await session.list_prompts()).prompts]
+        resources = (await session.list_resources()).resources
+        templates = (await session.list_resource_templates()).resource_templates
+        (await session.list_prompts())  # (said once)
     listed = [t.name for t in tools if t.name.startswith("bad__")]
     assert listed == [t.name.replace("good__", "bad__") for t in tools if t.name[:6] == "good__"]
     assert [t.description for t in tools if t.name == "bad__echo"] == [None]
@@ -96,6 +101,22 @@ async def test_tools_a_client_could_not_tell_apart_or_call_are_left_out_and_said
         " and called"
     )
     assert (tmp_path / "err").read_text().count(said) == 1
+    assert [str(r.uri) for r in resources] == ["file:///h/notes.txt"]
+    assert [r.description for r in resources] == [None]  # good's, the first listed
+    assert [t.uri_template for t in templates] == ["file:///h/notes/{name}"]
+    assert [t.description for t in templates] == [None]
+    err = (tmp_path / "err").read_text()
+    for what, by, name, count in (
+        ("prompts", "name", "bad__greet", 1),
+        ("resources", "URI", "file:///h/notes.txt", 2),  # (good's, then its own again)
+        ("resource templates", "URI template", "file:///h/notes/{name}", 2),
+    ):
+        said = (
+            f"some {what} of server bad are not listed: {count} with a {by} listed before"
+            f" ('{name}'): the first of each {by} is listed, and asked"
+        )
+        assert err.count(said) == 1, said
+    assert err.count("1 prompt(s) of server bad without a name: not listed") == 1
     assert marker.alive() == []
 
 
@@ -120,7 +141,11 @@ async def test_what_a_session_keeps_of_its_servers_tool_names_is_bounded(
 
 
 async def test_a_server_that_answers_a_listing_with_an_error_hurts_no_other_server_s(
-    tmp_path: Path, marker: Marker, no_leaks: None, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    marker: Marker,
+    no_leaks: None,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     # The server's JSON-RPC error was the whole listing's answer: the client's prompts/list
     # failed with "the index is being rebuilt", every server's prompts with it, and so did a
@@ -140,8 +165,10 @@ async def test_a_server_that_answers_a_listing_with_an_error_hurts_no_other_serv
     assert read.contents and good.messages
     said = {f["message"] for f in frames if f["type"] == "warning"}
     why = "it answered the listing with the JSON-RPC error -32603"
+    logged = [r.getMessage() for r in caplog.records if r.name == "mcpx_hooks.mcp"]
     for what in ("prompts", "resources", "resource templates"):
         assert f"the {what} of server bad are not listed: {why}" in said
+        assert f"the {what} of server bad are not listed: {why}" in logged  # (stderr too)
     assert not any("being rebuilt" in s for s in said)  # (its words may hold a secret)
     assert marker.alive() == []
 

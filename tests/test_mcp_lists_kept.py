@@ -16,6 +16,7 @@ import trio.testing
 from conftest import Marker
 from mcp import types
 from mcp.client.session import ClientSession
+from mcp.shared.exceptions import MCPError
 from mcpface_parts import HOSTILE, PY, memory_session, stdio_session, through_mcpx
 
 from mcpx_hooks.supervisor.config.loading import load_config
@@ -145,4 +146,73 @@ async def test_a_listing_starts_every_server_at_once(
         states = [entry.state for entry in manager.entries.values()]
         nursery.cancel_scope.cancel()
     assert states == ["starting", "starting"]
+    assert marker.alive() == []
+
+
+@pytest.mark.parametrize("unsaid", [False, True])
+async def test_reads_of_uris_no_server_lists_ask_each_server_at_most_once_in_a_while(
+    tmp_path: Path, marker: Marker, monkeypatch: pytest.MonkeyPatch, unsaid: bool
+) -> None:
+    # Each read of a URI no listing held had every server listed afresh (its resources and
+    # its templates, every page, twice over for a server that does not say its lists
+    # changed): a client reading unknown URIs in a loop kept every server listing.
+    from mcpx_hooks.supervisor.service import mcprelay
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setattr(mcprelay, "LOOK_AGAIN_S", 3600.0)  # (a count, not a timing)
+    where = tmp_path / marker
+    where.mkdir()
+    log = where / "asked.log"
+    argv = [PY, SDKLISTS, str(log), marker, *(["--unsaid"] if unsaid else [])]
+    path = where / "config.json"
+    path.write_text(json.dumps({"servers": {"s": {"command": argv, "sandbox": "none"}}}))
+    config = load_config([str(path)], cwd=where, environ={}, discover=False)
+    frames: list[dict[str, Any]] = []
+    async with memory_session(config, frames) as session:
+        for n in range(10):
+            with pytest.raises(MCPError) as refused:
+                await session.read_resource(f"file:///nowhere/{n}")
+            assert refused.value.error.code == mcprelay.RESOURCE_NOT_FOUND
+        looked = Counter(log.read_text().split())
+        monkeypatch.setattr(mcprelay, "LOOK_AGAIN_S", 0.0)  # (the while over)
+        with pytest.raises(MCPError):
+            await session.read_resource("file:///nowhere/again")
+        await session.call_tool("s__quietly", {})  # (it adds file:///r/quiet, unsaid)
+        read = await session.read_resource("file:///r/quiet")
+    assert looked == {"resources/list": 16, "resources/templates/list": 16}
+    assert Counter(log.read_text().split()) == {
+        "resources/list": 3 * 16,
+        "resources/templates/list": 2 * 16,
+    }
+    assert [c.text for c in read.contents if isinstance(c, types.TextResourceContents)] == ["read"]
+    assert marker.alive() == []
+
+
+async def test_reads_of_uris_no_server_lists_say_a_failing_server_once_in_a_while(
+    tmp_path: Path,
+    marker: Marker,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A server that cannot start was tried, and said on stderr, twice at each read: a
+    # client reading unknown URIs in a loop flooded the log of `mcpx-hooks mcp`.
+    from mcpx_hooks.supervisor.service import mcprelay
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setattr(mcprelay, "LOOK_AGAIN_S", 3600.0)  # (a count, not a timing)
+    where = tmp_path / marker
+    where.mkdir()
+    argv = [PY, HOSTILE, "die-at-start", str(where / "dead.log"), marker]
+    path = where / "config.json"
+    path.write_text(json.dumps({"servers": {"dead": {"command": argv, "sandbox": "none"}}}))
+    config = load_config([str(path)], cwd=where, environ={}, discover=False)
+    frames: list[dict[str, Any]] = []
+    async with memory_session(config, frames) as session:
+        for n in range(10):
+            with pytest.raises(MCPError):
+                await session.read_resource(f"file:///nowhere/{n}")
+    warned = [f["message"] for f in frames if f["type"] == "warning"]
+    logged = [r.getMessage() for r in caplog.records if "are not listed" in r.getMessage()]
+    assert len(warned) == len(logged) == 2, warned  # (its resources, its templates: once)
+    assert (where / "dead.log").read_text().split() == ["start"]  # (tried once)
     assert marker.alive() == []

@@ -329,6 +329,35 @@ def test_a_batch_is_refused_whole_with_an_answer_for_each_request(gateway: Gatew
     assert answered == {"jsonrpc": "2.0", "id": f"after-{tag}", "result": {}}
 
 
+def test_a_batch_too_long_or_not_json_gets_one_error_and_the_session_goes_on(
+    gateway: Gateway,
+) -> None:
+    """A batch over the size of a message was dropped without a word, and one that is not
+    JSON too: the client waited for ever for the answers to its requests. JSON-RPC answers
+    a batch that cannot be read with one error, its `id` null."""
+    tag = uuid.uuid4().hex
+    ping = {"jsonrpc": "2.0", "id": f"in-{tag}", "method": "ping", "params": {"x": "y" * 4096}}
+    count = 16 * 1024 * 1024 // len(json.dumps(ping)) + 8
+    gateway.send(("[" + ",".join([json.dumps(ping)] * count) + "]").encode())
+    too_long = json.loads(gateway.lines.get(timeout=ANSWER_S))
+    assert too_long == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {
+            "code": -32600,
+            "message": f"a batch over {16 * 1024 * 1024} bytes was dropped: a batch is not"
+            " served: send each message on its own",
+        },
+    }
+    gateway.send(b'[{"jsonrpc": "2.0", "id": 1, "method": "ping"}, {"jsonrpc"')
+    unread = json.loads(gateway.lines.get(timeout=ANSWER_S))
+    assert unread["id"] is None and unread["error"]["code"] == -32700
+    after = {"jsonrpc": "2.0", "id": f"after-{tag}", "method": "ping"}
+    gateway.send(_line(after))
+    answered = json.loads(gateway.lines.get(timeout=ANSWER_S))  # the next line: nothing between
+    assert answered == {"jsonrpc": "2.0", "id": f"after-{tag}", "result": {}}
+
+
 class Relayed:
     """A gateway whose server `h` answers `h__relay` with whatever the call asks it to; made
     anew (`renew`) once its server has written more bad lines than a session bears, so that

@@ -108,6 +108,42 @@ def test_without_a_token_a_request_must_name_the_server_by_its_address(tmp_path:
     assert "Traceback" not in srv.log(), srv.log()
 
 
+def test_an_absolute_form_target_names_the_host_whatever_the_host_header(tmp_path: Path) -> None:
+    # `GET http://evil.example/v1/runs` with `Host: 127.0.0.1:PORT`: HTTP has the target's
+    # authority win over the header. The Host check read the header only, and served it.
+    srv = start_server(tmp_path, auth=False)
+    try:
+        port = srv.port
+        ours, theirs = f"127.0.0.1:{port}", f"http://attacker.example:{port}"
+        assert _status(port, "GET", f"{theirs}/v1/runs", ours) == 403
+        assert _status(port, "GET", f"{theirs}/healthz?x=1", ours) == 403
+        assert (
+            _status(port, "GET", f"ws://attacker.example:{port}/v1/events", ours, **_UPGRADE) == 403
+        )
+        assert _status(port, "POST", f"{theirs}/mcp", ours) == 403
+        # Its authority naming the server, it is read as the path it names.
+        assert _status(port, "GET", f"http://{ours}/v1/runs", "attacker.example") == 200
+        assert _status(port, "GET", f"http://localhost:{port}", ours) == 200  # the console
+        assert _status(port, "GET", f"ws://{ours}/v1/events", "x.example", **_UPGRADE) == 101
+        # A path that begins `//` was routed as what follows its "host" (urlsplit reads an
+        # authority there): `//x/v1/runs` as `/v1/runs`, past a proxy in front that lets no
+        # `/v1/` through. No path here begins so: it is refused, saying so.
+        for target in (f"//{ours}/v1/runs", f"http://{ours}//x/v1/runs", "///v1/runs"):
+            assert _status(port, "GET", target, ours) == 400, target
+        for target in (
+            "ftp://127.0.0.1/v1/runs",
+            "http:///v1/runs",
+            "http://u@127.0.0.1/",
+            "127.0.0.1:80",
+            "*",
+            "http://127.0.0.1:x/",
+        ):
+            assert _status(port, "GET", target, ours) == 400, target
+    finally:
+        assert srv.stop() == 0
+    assert "Traceback" not in srv.log(), srv.log()
+
+
 def test_with_a_token_the_host_is_not_looked_at(server: Server) -> None:
     # (A page of another name has no token to present: behind a proxy, any Host goes.)
     auth = {"Authorization": f"Bearer {server.token}"}

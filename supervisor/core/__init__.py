@@ -342,6 +342,6 @@ __all__, __getattr__, __dir__ = exports(
             "run_mismatch",
             "tool_mismatch",
         ),
-        "whenindex": ("ArgvIndex", "script_hooks"),
+        "whenindex": ("ArgvIndex", "CallIndex", "call_hooks", "script_hooks"),
     },
 )

@@ -28,6 +28,7 @@ from ..core.points import Phase
 from ..core.records import Record
 from ..core.servers import undeclared
 from ..core.when import tool_mismatch
+from ..core.whenindex import call_hooks
 from ..process.egresschild import refusal
 from ..tools.hearing import Progress
 from ..tools.serverentry import LogHearer, ServerFailing, ToolFailed, answer_text
@@ -137,14 +138,15 @@ class CallPoint(Record):
     journal: RunJournal
 
     def hooks_of(self, phase: Phase, call: Call) -> list[Hook]:
-        """The `call` hooks of `phase` that fire for `call` (their `when` matching)."""
+        """The `call` hooks of `phase` that fire for `call` (their `when` matching): only
+        those whose `when.tool` or `when.server` may match are checked (`whenindex.py`)."""
+        index = call_hooks(self.config).get(phase)
+        if index is None:
+            return []
         return [
             h
-            for h in self.config.hooks
-            if h.on == "call"
-            and h.phase is phase
-            and h.enabled
-            and (not h.when or tool_mismatch(h.when, call.server, call.tool, call.client) is None)
+            for h in index.candidates(call.server, call.tool)
+            if not h.when or tool_mismatch(h.when, call.server, call.tool, call.client) is None
         ]
 
     def hooked(self, call: Call) -> bool:

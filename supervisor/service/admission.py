@@ -47,7 +47,7 @@ from ..core.percall import already_in_force
 from ..core.placeholders import undeclared_placeholder
 from ..core.points import Phase
 from ..core.records import Record
-from ..core.whenindex import script_hooks
+from ..core.whenindex import call_hooks, script_hooks
 from ..run.scriptrun import DEFAULT_SCRIPT_TIMEOUT_MS, RunRequest
 from .execrequest import ExecRequest
 from .roots import (
@@ -166,6 +166,7 @@ def admit(request: ExecRequest, caller: Caller) -> Admitted:
         else:
             profile = run_profile(request, config)
         script_hooks(config)  # (its hooks indexed by `when` here, off the loop)
+        call_hooks(config)
     except BaseException:
         if made:  # the run that was to remove it will not start
             shutil.rmtree(cwd, ignore_errors=True)

@@ -13,6 +13,10 @@ plain HTTP port.
 `asks_websocket` tells an upgrade from a plain request; `handshake_refusal` holds an upgrade
 to what RFC 6455 asks of its key and version where wsproto does not: it takes the last of
 repeated headers, any key at all, and calls a version other than 13 missing.
+
+`origin_form` reads a request target sent in absolute-form (`GET http://host/path`, as to a
+proxy): HTTP (RFC 9112, 3.2.2) has its authority stand for the host, whatever the `Host`
+header says, so the request is read as one to that authority's `Host`, at the target's path.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import binascii
 import re
 from collections.abc import Iterable
 from typing import Final
+from urllib.parse import urlsplit
 
 import wsproto.utilities
 
@@ -57,6 +62,11 @@ DEFAULT_HEADERS: Final = (
 WEBSOCKET_VERSION: Final = b"13"
 #: A refusal before the upgrade: status, what was wrong, headers to answer with.
 Refused = tuple[int, str, tuple[tuple[bytes, bytes], ...]]
+#: The schemes of an absolute-form request target taken (`origin_form`).
+_TARGET_SCHEMES: Final = frozenset({"http", "https", "ws", "wss"})
+#: What a target whose path begins `//` is told: no path here does, and a URL parser (the
+#: routes') would read what follows as a host, not as the path.
+_DOUBLE_SLASH: Final = "the request target's path begins with //: no path here does"
 #: A repr of bytes at the end of a message (the fallback for a message not in `_SAID`).
 _REPR: Final = re.compile(r":? *(?:bytearray\()?b['\"].*$", re.DOTALL)
 
@@ -147,3 +157,38 @@ def asks_websocket(headers: Iterable[tuple[bytes, bytes]]) -> bool:
             if any(token.lower() == "websocket" for token in tokens):
                 return True
     return False
+
+
+def origin_form(
+    raw: bytes, received: Iterable[tuple[bytes, bytes]]
+) -> tuple[str, tuple[tuple[bytes, bytes], ...]] | str:
+    """The request's target as a path, and its headers, with any `Host` header replaced by
+    the authority of an absolute-form target (`http://host:port/path?query`); else what is
+    wrong with the target (400): not ASCII, neither a path nor an http(s) or ws(s) URL with
+    a host, a URL with a user name in it, or a path that begins `//`. Every check after (the
+    `Host` of a server without a token, the console's cookie, the routes) then reads the
+    host the request names."""
+    try:
+        target = raw.decode("ascii")
+    except UnicodeDecodeError:
+        return "the request target is not ASCII"
+    headers = tuple((bytes(name), bytes(value)) for name, value in received)
+    if target.startswith("//"):
+        return _DOUBLE_SLASH
+    if target.startswith("/"):
+        return target, headers
+    try:
+        parts = urlsplit(target)
+        port = parts.port or 1  # (read for its check: a port that is no number raises)
+        named = parts.scheme.lower() in _TARGET_SCHEMES and bool(parts.hostname) and port > 0
+    except ValueError:  # a port that is no number, an unclosed [
+        named = False
+    if not named:
+        return "the request target is neither a path (/...) nor an http:// URL with a host"
+    if "@" in parts.netloc:
+        return "the request target's URL has a user name in it"
+    if parts.path.startswith("//"):
+        return _DOUBLE_SLASH
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    kept = tuple((name, value) for name, value in headers if name.lower() != b"host")
+    return path, ((b"host", parts.netloc.encode("ascii")), *kept)

@@ -27,6 +27,7 @@ from ..tools.servers import ServerManager
 from .mcpwritten import keep_written, unread
 
 _L = TypeVar("_L", bound=pydantic.BaseModel)
+_I = TypeVar("_I")
 #: How many of a server's tools not listed a warning names.
 NAMED: Final = 5
 #: How many tools' `expose` / `hide` verdicts a session keeps (then it forgets them all): a
@@ -178,3 +179,34 @@ def add_tools(
     if not said:
         return names, None
     return names, f"some tools of server {spec.name} are not listed: {'; '.join(said)}"
+
+
+def first_of_each(
+    items: Iterable[_I], key: Callable[[_I], str], seen: set[str]
+) -> tuple[list[_I], list[str]]:
+    """The `items` whose `key` (a prompt's exposed name, a resource's URI, a template's URI
+    template) is not in `seen`, the first of each, each key added to `seen`; and the keys
+    of those left out (listed before, by this server or one before it)."""
+    kept: list[_I] = []
+    taken: list[str] = []
+    for item in items:
+        name = key(item)
+        if name in seen:
+            taken.append(name)
+        else:
+            seen.add(name)
+            kept.append(item)
+    return kept, taken
+
+
+def left_out_twice(what: str, server: str, by: str, taken: list[str]) -> str:
+    """What to say of a server's `what` (prompts, resources, resource templates) left out
+    for a `by` (name, URI, URI template) listed before: the first of each is listed, and
+    the one a request for it reaches."""
+    names = list(dict.fromkeys(taken))
+    more = f" and {len(names) - NAMED} more" if len(names) > NAMED else ""
+    shown = ", ".join(repr(n) for n in names[:NAMED])
+    return (
+        f"some {what} of server {server} are not listed: {len(taken)} with a {by} listed"
+        f" before ({shown}{more}): the first of each {by} is listed, and asked"
+    )

@@ -7,21 +7,22 @@ template it may stand for (`Relay._templated`); and completions of a prompt's or
 template's arguments (`completion/complete`), asked of the server the prompt or template is
 from, none from a server that does not declare `completions`.
 
-A server that cannot start is left out of a listing (a `warning` frame in the session's run
-says why), and so is one whose listing's pages do not end (`mcpclient.every_page`), or is not
-MCP (`mcpclient.not_mcp`), or that does not answer within its `callTimeoutMs`; an answer that is not
-MCP is an error (-32603) naming the server, not one of the client's params. What a server
-answers with an error goes to the client as that error; one that does not answer a
-`prompts/get` or a `resources/read` within its `callTimeoutMs` is answered with an error
-saying so (the request cancelled on it).
-"""
+A server that cannot start is left out of a listing (a `warning` frame in the session's
+run says why, and a line on stderr, as for tools), and so is one whose listing's pages do
+not end (`mcpclient.every_page`), or is not MCP (`mcpclient.not_mcp`), or that does not
+answer within its `callTimeoutMs`; an answer that is not MCP is an error (-32603) naming
+the server, not one of the client's params. What a server answers with an error goes to
+the client as that error; one that does not answer a `prompts/get` or a `resources/read`
+within its `callTimeoutMs` is answered with an error saying so (the request cancelled on
+it)."""
 
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import partial
-from typing import Final, TypeVar
+from typing import Any, Final, TypeVar
 
 import pydantic
 import trio
@@ -38,6 +39,7 @@ from ..tools.listings import renamed
 from ..tools.mcpclient import ServerBroken, every_page, not_mcp
 from ..tools.rawasks import ask_as_written
 from ..tools.serverentry import ServerEntry, ServerFailing
+from .mcplisted import first_of_each, left_out_twice
 from .mcpwritten import keep_written, unread
 
 
@@ -45,6 +47,13 @@ class Unanswered(HooksError):
     """A server a request was for could not be had, or did not answer in time: why."""
 
 
+logger = logging.getLogger("mcpx_hooks.mcp")
+#: How many warnings said `once` a session keeps (then it forgets them all).
+SAID_KEPT: Final = 1024
+#: How long what a server listed when a URI was looked for stands for its listing, for
+#: the next URI looked for: a client reading URIs no server lists, in a loop, has each
+#: server listed at most once in that time (`Relay.read_resource`).
+LOOK_AGAIN_S: Final = 1.0
 #: The JSON-RPC error of a resource no server lists.
 RESOURCE_NOT_FOUND: Final = -32002
 _T = TypeVar("_T")
@@ -61,6 +70,23 @@ class Relay:
         #: Each server's resource templates' fixed beginnings, from their last listing.
         self._templates: list[tuple[str, str]] = []
         self._template_servers: dict[str, str] = {}  # template -> server, the same listing
+        self._said: set[str] = set()  # what was said `once` (`_say`)
+        #: When each server's listing of a kind was asked for a URI looked for, and what it
+        #: answered (`_from_each`'s `looking`).
+        self._looked: dict[tuple[str, str], tuple[float, Any]] = {}
+
+    def _say(self, journal: RunJournal, said: str, *, once: bool = False) -> None:
+        """A `warning` frame in the session's run and a line on stderr, as the gateway's
+        tools' are; `once`: only the first time it is to be said (what a server's listing
+        leaves out), not each time (a server that cannot be listed)."""
+        if once:
+            if said in self._said:
+                return
+            if len(self._said) >= SAID_KEPT:  # (a server whose names change at will)
+                self._said.clear()
+            self._said.add(said)
+        journal.append(blank(WarningFrame, message=said))
+        logger.warning("%s", journal.redactor.text(said))
 
     @contextlib.asynccontextmanager
     async def _asking(self, spec: ServerSpec) -> AsyncIterator[tuple[ClientSession, ServerEntry]]:
@@ -84,12 +110,16 @@ class Relay:
         kind: str,
         journal: RunJournal,
         ask: Callable[[ClientSession], Awaitable[_T]],
+        *,
+        looking: bool = False,
     ) -> list[tuple[ServerSpec, _T]]:
         """The listing of `kind` (`prompts`, `resources`, `resource templates`) of each
         server (started if need be) that declared it (`resources` for its templates), in
         declaration order: as listed before in the server's life, else `ask`ed of it now
         (`ServerEntry.listing`). One that cannot start or list is left out, said in a
-        `warning` frame in `journal`."""
+        `warning` frame in `journal`. `looking` (for a URI no listing holds): asked of it
+        now, unless it was so asked within `LOOK_AGAIN_S`, then as it answered that time
+        (left out, and nothing said again, when it could not be listed then)."""
         if self.runtime.servers is None:
             return []
         what = "prompts" if kind == "prompts" else "resources"
@@ -98,13 +128,22 @@ class Relay:
         answers: list[tuple[ServerSpec, _T] | str | None] = [None] * len(specs)
 
         async def from_one(at: int, spec: ServerSpec) -> None:
+            looked = self._looked.get((kind, spec.name)) if looking else None
+            if looked is not None and trio.current_time() - looked[0] < LOOK_AGAIN_S:
+                # (None: it could not be listed then, and that was said then)
+                answers[at] = None if looked[1] is None else (spec, looked[1])
+                return
             try:
                 async with self._asking(spec) as (session, entry):
                     declared = getattr(entry.capabilities, what, None)
                     if declared is not None:  # (kept only when it says when it changes)
                         keep = getattr(declared, "list_changed", None) is True
+                        if looking:  # (it may have changed a list without saying so)
+                            entry.forget_lists((kind,))
                         listed = await entry.listing(kind, partial(ask, session), keep=keep)
                         answers[at] = (spec, listed)
+                        if looking:
+                            self._looked[kind, spec.name] = (trio.current_time(), listed)
             except (Unanswered, ServerBroken) as exc:
                 answers[at] = f"the {kind} of server {spec.name} are not listed: {exc}"
             except pydantic.ValidationError as exc:  # (the others' are listed all the same)
@@ -112,6 +151,8 @@ class Relay:
             except MCPError as exc:  # (not its words: they may hold what it was given)
                 why = f"it answered the listing with the JSON-RPC error {exc.error.code}"
                 answers[at] = f"the {kind} of server {spec.name} are not listed: {why}"
+            if looking and isinstance(answers[at], str):
+                self._looked[kind, spec.name] = (trio.current_time(), None)
 
         async with trio.open_nursery() as nursery:  # (all at once: `mcplisted.open_each`)
             for at, spec in enumerate(specs):
@@ -119,7 +160,7 @@ class Relay:
         listed = []
         for answer in answers:
             if isinstance(answer, str):
-                journal.append(blank(WarningFrame, message=answer))
+                self._say(journal, answer)
             elif answer is not None:
                 listed.append(answer)
         return listed
@@ -131,15 +172,20 @@ class Relay:
             journal,
             lambda s: every_page("prompts", lambda at: s.list_prompts(params=at)),
         )
-        prompts = []
+        prompts: list[types.Prompt] = []
+        seen: set[str] = set()
         for spec, pages in listed:
             named = [p for answer in pages for p in answer.prompts]
             if nameless := sum(not p.name for p in named):  # (no `prompts/get` names it)
                 why = f"{nameless} prompt(s) of server {spec.name} without a name: not listed"
-                journal.append(blank(WarningFrame, message=why))
-            prompts += [
+                self._say(journal, why, once=True)
+            exposed = [
                 renamed(p, exposed_name(spec.name, p.name, separator)) for p in named if p.name
             ]
+            kept, taken = first_of_each(exposed, lambda p: p.name, seen)
+            if taken:  # (a `prompts/get` reaches the first of the name only)
+                self._say(journal, left_out_twice("prompts", spec.name, "name", taken), once=True)
+            prompts += kept
         return types.ListPromptsResult(prompts=prompts)
 
     async def get_prompt(
@@ -221,48 +267,58 @@ class Relay:
         except Unanswered as exc:
             raise MCPError(code=types.INTERNAL_ERROR, message=str(exc)) from None
 
-    async def list_resources(self, journal: RunJournal) -> types.ListResourcesResult:
+    async def list_resources(
+        self, journal: RunJournal, *, looking: bool = False
+    ) -> types.ListResourcesResult:
         listed = await self._from_each(
             "resources",
             journal,
             lambda s: every_page("resources", lambda at: s.list_resources(params=at)),
+            looking=looking,
         )
         found: dict[str, str] = {}
+        resources: list[types.Resource] = []
+        seen: set[str] = set()
         for spec, pages in listed:
-            for answer in pages:
-                for resource in answer.resources:
-                    found.setdefault(str(resource.uri), spec.name)
+            items = [r for answer in pages for r in answer.resources]
+            kept, taken = first_of_each(items, lambda r: str(r.uri), seen)
+            if taken:  # (a `resources/read` reaches the first server of the URI only)
+                self._say(journal, left_out_twice("resources", spec.name, "URI", taken), once=True)
+            found.update((str(r.uri), spec.name) for r in kept)
+            resources += kept
         self._resources = found
-        return types.ListResourcesResult(
-            resources=[r for _, pages in listed for answer in pages for r in answer.resources]
-        )
+        return types.ListResourcesResult(resources=resources)
 
     async def list_resource_templates(
-        self, journal: RunJournal
+        self, journal: RunJournal, *, looking: bool = False
     ) -> types.ListResourceTemplatesResult:
-        listed = await self._from_each("resource templates", journal, _templates_of)
-        templates = [
-            (spec, t) for spec, pages in listed for page in pages for t in page.resource_templates
-        ]
+        kind = "resource templates"
+        listed = await self._from_each(kind, journal, _templates_of, looking=looking)
+        templates: list[tuple[ServerSpec, types.ResourceTemplate]] = []
+        seen: set[str] = set()
+        for spec, pages in listed:
+            items = [t for page in pages for t in page.resource_templates]
+            kept, taken = first_of_each(items, lambda t: t.uri_template, seen)
+            if taken:
+                said = left_out_twice("resource templates", spec.name, "URI template", taken)
+                self._say(journal, said, once=True)
+            templates += [(spec, t) for t in kept]
         self._templates = [(template_prefix(t.uri_template), spec.name) for spec, t in templates]
-        self._template_servers = {}
-        for spec, template in templates:
-            self._template_servers.setdefault(template.uri_template, spec.name)
+        self._template_servers = {t.uri_template: spec.name for spec, t in templates}
         return types.ListResourceTemplatesResult(resource_templates=[t for _, t in templates])
 
     async def read_resource(self, uri: str, journal: RunJournal) -> types.ReadResourceResult:
         """The resource `uri` of the server that lists it, or whose template it may stand
-        for, as their listings were kept; a URI neither holds is looked for again in fresh
-        listings (a server may list a resource it did not say it added)."""
-        server = None
-        for fresh in (False, True):
-            if fresh:
-                self._forget(("resources", "resource templates"))
-            if fresh or uri not in self._resources:
-                await self.list_resources(journal)
-            server = self._resources.get(uri) or await self._templated(uri, journal)
-            if server is not None:
-                break
+        for, as last listed; a URI neither holds is looked for in fresh listings of each
+        server (a server may list a resource it did not say it added), each server's at most
+        once in `LOOK_AGAIN_S`."""
+        server = self._resources.get(uri)
+        if server is None:  # (a resource listed beats a template's beginning)
+            await self.list_resources(journal, looking=True)
+            server = self._resources.get(uri) or self._templated(uri)
+        if server is None:
+            await self.list_resource_templates(journal, looking=True)
+            server = self._templated(uri)
         manager = self.runtime.servers
         if server is None or manager is None:
             raise MCPError(code=RESOURCE_NOT_FOUND, message=f"Resource not found: {uri}")
@@ -277,29 +333,14 @@ class Relay:
         except Unanswered as exc:
             raise MCPError(code=types.INTERNAL_ERROR, message=str(exc)) from None
 
-    def _forget(self, kinds: tuple[str, ...]) -> None:
-        """Forgets the listings of `kinds` every running server holds (`ServerEntry.lists`)."""
-        manager = self.runtime.servers
-        for spec in self.config.servers.values():
-            entry = manager.entries.get(spec) if manager is not None else None
-            if entry is not None:
-                entry.forget_lists(kinds)
-
-    async def _templated(self, uri: str, journal: RunJournal) -> str | None:
-        """The server one of whose resource templates `uri` may stand for: the one whose
-        template's fixed beginning is the longest that `uri` starts with (the first declared
-        of those as long), of the templates last listed, else of those listed now (None:
-        none). The beginnings, not the whole templates: a server checks a URI it is asked
-        for, and a match of a whole template costs what no request should."""
-        for listed in (False, True):
-            if listed:
-                await self.list_resource_templates(journal)
-            fits = [
-                (len(p), -at, s) for at, (p, s) in enumerate(self._templates) if uri.startswith(p)
-            ]
-            if fits:
-                return max(fits)[2]
-        return None
+    def _templated(self, uri: str) -> str | None:
+        """The server one of whose resource templates `uri` may stand for, of those last
+        listed: the one whose template's fixed beginning is the longest that `uri` starts
+        with (the first declared of those as long; None: none). The beginnings, not the
+        whole templates: a server checks a URI it is asked for, and a match of a whole
+        template costs what no request should."""
+        fits = [(len(p), -at, s) for at, (p, s) in enumerate(self._templates) if uri.startswith(p)]
+        return max(fits)[2] if fits else None
 
 
 async def _as_written(

@@ -47,6 +47,8 @@ from ..tools.jsonlines import (
 #: What each request of a batch is answered: MCP sends one message a line (its current
 #: revision has no batches, and this SDK serves none).
 BATCH_REFUSED: Final = "a batch is not served: send each message on its own"
+#: What a line that begins as a batch but is not JSON is answered (once, its `id` null).
+UNREAD_BATCH: Final = "a batch that is not JSON: no request in it is read"
 #: A line that is a JSON array, a batch (JSON's whitespace before it).
 _ARRAY: Final = re.compile(rb"[ \t\r\n]*\[")
 #: How many of a client's requests may be unanswered before its next line waits for one.
@@ -139,7 +141,8 @@ class ClientMessages:
     what has no readable `id` is dropped, as the SDK's own servers drop it. A request whose
     `id` MCP does not take (`odd_id_in`) is answered with an error of JSON-RPC's null `id`. A
     batch (a JSON array) is refused whole: each request in it is answered with an error, in
-    one array."""
+    one array; one that cannot be read (not JSON, or over `MAX_MESSAGE_BYTES`) with one
+    error of JSON-RPC's null `id`."""
 
     def __init__(self, incoming: trio.lowlevel.FdStream, writer: ClientWriter) -> None:
         self._lines = LineReader(incoming)
@@ -160,13 +163,22 @@ class ClientMessages:
 
     async def _read(self, line: bytes | TooLong) -> SessionMessage | Exception:
         if isinstance(line, TooLong):
+            if _ARRAY.match(line.head):  # (its ids are past what is kept: JSON-RPC's null)
+                said = f"a batch over {MAX_MESSAGE_BYTES} bytes was dropped: {BATCH_REFUSED}"
+                await self._writer.send(SessionMessage(_refusal(None, types.INVALID_REQUEST, said)))
+                return LineTooLong(said)
             said = f"a message over {MAX_MESSAGE_BYTES} bytes was dropped"
             if b'"method"' in line.head:  # a request's (an answer's is not answered)
                 await self._refuse(top_level_id(line.head), types.INVALID_REQUEST, said)
             return LineTooLong(said)
         # A batch is no message, and the SDK's model would read it as each kind of message
-        # in turn: about 80 times the line's size in memory. Read for its ids alone.
+        # in turn: about 80 times the line's size in memory. Read for its ids alone; one
+        # that is not JSON is answered once, with JSON-RPC's null `id`.
         batch = batch_ids(line) if _ARRAY.match(line) else None
+        if batch is None and _ARRAY.match(line):
+            unread = _refusal(None, types.PARSE_ERROR, f"Parse error: {UNREAD_BATCH}")
+            await self._writer.send(SessionMessage(unread))
+            return BatchRefused(UNREAD_BATCH)
         if batch is not None:
             if batch == [None]:  # empty: one answer, not an array
                 empty = _refusal(None, types.INVALID_REQUEST, BATCH_REFUSED)

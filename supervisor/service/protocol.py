@@ -139,12 +139,11 @@ class ServerProtocol:
         if not isinstance(event, h11.Request):
             return  # NEED_DATA: the head is not all here yet
         method = event.method.decode("ascii")  # h11 takes only a token
-        try:
-            target = event.target.decode("ascii")
-        except UnicodeDecodeError:
-            self.refuse(400, "the request target is not ASCII")
+        read = heads.origin_form(event.target, event.headers)
+        if isinstance(read, str):
+            self.refuse(400, read)
             return
-        headers = tuple((bytes(k), bytes(v)) for k, v in event.headers)
+        target, headers = read
         self.phase = Phase.ASKED
         if method != "GET" or not heads.asks_websocket(headers):
             self.request = Request(method, target, headers, websocket=False)
@@ -162,7 +161,7 @@ class ServerProtocol:
             self.refuse(refused[0], f"bad WebSocket handshake: {refused[1]}", refused[2])
             return
         try:
-            self._ws.initiate_upgrade_connection(list(headers), event.target)
+            self._ws.initiate_upgrade_connection(list(headers), target.encode())
         except wsproto.utilities.RemoteProtocolError as exc:
             hint = exc.event_hint
             status: int = 400

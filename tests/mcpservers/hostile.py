@@ -31,7 +31,8 @@
 - `unlisting`: as `good`, but it answers each listing of its prompts, its resources and
   its resource templates with a JSON-RPC error (-32603).
 - `twice`: as `good`, but its tools listing ends with `echo` again (described) and a tool
-  whose name is empty, and its prompts listing with a prompt whose name is empty.
+  whose name is empty, its prompts listing with `greet` again and a prompt whose name is
+  empty, and its resources and templates listings with their first again (described).
 - `flood`: answers the handshake, then floods stdout with lines that are not JSON-RPC.
 - `garbled`: answers every call with a result that is not a tool result.
 - `nan`: answers every call with structured content holding NaN (not JSON).
@@ -232,7 +233,8 @@ def main() -> None:
         elif method == "prompts/list":
             prompts = [*PROMPTS, *MORE_PROMPTS] if mode == "paged" else PROMPTS
             prompts = [*prompts, {"description": "nameless"}] if mode == "malformed" else prompts
-            prompts = [*prompts, {"name": ""}] if mode == "twice" else prompts
+            again = {**PROMPTS[0], "description": "again"}
+            prompts = [*prompts, again, {"name": ""}] if mode == "twice" else prompts
             send({"jsonrpc": "2.0", "id": rid, "result": listing(mode, "prompts", prompts, params)})
         elif method == "prompts/get":
             who = (params.get("arguments") or {}).get("who", "you")
@@ -250,13 +252,19 @@ def main() -> None:
             send({"jsonrpc": "2.0", "id": rid, "result": {"completion": completion, **ODD}})
         elif method == "resources/list":
             listed = [*RESOURCES, *MORE_RESOURCES] if mode == "paged" else RESOURCES
+            listed = (
+                [*listed, {**RESOURCES[0], "description": "again"}] if mode == "twice" else listed
+            )
             answer = listing(mode, "resources", listed, params)
             send({"jsonrpc": "2.0", "id": rid, "result": answer})
         elif method == "resources/templates/list" and mode == "paged":  # (it lists none)
             error = {"code": -32601, "message": "Method not found"}
             send({"jsonrpc": "2.0", "id": rid, "error": error})
         elif method == "resources/templates/list":
-            answer = listing(mode, "resourceTemplates", TEMPLATES, params)
+            again = [*TEMPLATES, {**TEMPLATES[0], "description": "again"}]
+            answer = listing(
+                mode, "resourceTemplates", again if mode == "twice" else TEMPLATES, params
+            )
             send({"jsonrpc": "2.0", "id": rid, "result": answer})
         elif method == "resources/read":
             uri = params.get("uri")
