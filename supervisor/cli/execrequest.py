@@ -234,14 +234,14 @@ def _declared(given: dict[str, str], config: Config) -> dict[str, str]:
 
 def _cwd() -> str:
     """The run's working directory, this one: a path a request carries as text."""
+    from ..core import shown_file
     from ..core.jsontext import is_unicode
 
     cwd = os.getcwd()
     if not is_unicode(cwd):
-        shown = os.fsencode(cwd).decode("utf-8", "backslashreplace")
         raise Usage(
-            f"the working directory's path is not UTF-8 ({shown}): a run's directory is"
-            " sent as text; run it from a directory whose path is UTF-8"
+            f"the working directory's path is not UTF-8 ({shown_file(cwd)}): a run's directory"
+            " is sent as text; cd to a directory whose path is UTF-8 and run it from there"
         )
     return cwd
 

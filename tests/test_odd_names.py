@@ -1,0 +1,53 @@
+"""Names that are not UTF-8 on the way to the spawner, through real `mcpx-hooks` processes:
+a config file, a declaring directory, a `[sandbox] read` and `write` under it. Each is
+granted (or kept read-only) byte for byte; the request's JSON carries each byte that is not
+UTF-8 as the surrogate Python reads it as, which the spawner takes in a path only."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+CLI = [sys.executable, "-m", "mcpx_hooks.supervisor"]
+
+
+def mcpx(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "MCPX_HOOKS_NO_DISCOVERY"}
+    env.update(HOME=str(cwd / "home"), XDG_STATE_HOME=str(cwd / "home" / "state"))
+    out = subprocess.run(
+        [*CLI, *args], check=False, cwd=cwd, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert "Traceback" not in out.stderr and "bad spawn request" not in out.stdout, out.stdout
+    return out
+
+
+def test_a_config_file_whose_name_is_not_utf8_is_kept_read_only(readable_tmp: Path) -> None:
+    # It was "bad spawn request: sandbox.readOnly[0]: holds a lone surrogate", the run failed.
+    (readable_tmp / "home").mkdir()
+    name = os.fsdecode(b"g\xff.toml")
+    (readable_tmp / name).write_text("")
+    (readable_tmp / name).chmod(0o666)  # (so only the view can stop a write)
+    write = 'printf x >> "$(printf "g\\377.toml")"'
+    out = mcpx("exec", "--config", name, "--", "sh", "-c", write, cwd=readable_tmp)
+    assert out.returncode == 2, out.stdout  # the script's own failure: read-only
+    assert "Read-only file system" in out.stdout
+    assert (readable_tmp / name).read_text() == ""
+    out = mcpx("exec", "--config", name, "--", "true", cwd=readable_tmp)
+    assert out.returncode == 0, out.stdout
+
+
+def test_grants_under_a_directory_whose_name_is_not_utf8(readable_tmp: Path) -> None:
+    (readable_tmp / "home").mkdir()
+    odd = readable_tmp / os.fsdecode(b"p\xfe")
+    (odd / "in").mkdir(parents=True)
+    (odd / "out").mkdir()
+    (odd / "in" / "data").write_text("read me")
+    (odd / "c.toml").write_text('[sandbox]\nread = ["in"]\nwrite = ["out"]\n')
+    script = 'd="p$(printf "\\376")"; cat "$d/in/data" > "$d/out/copy"'
+    config = str(odd / "c.toml")
+    out = mcpx("exec", "--sandbox", "strict", "--config", config, "--", "sh", "-c", script,
+               cwd=readable_tmp)  # fmt: skip
+    assert out.returncode == 0, out.stdout
+    assert (odd / "out" / "copy").read_text() == "read me"
