@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 CLI = [sys.executable, "-m", "mcpx_hooks.supervisor"]
 
 
@@ -51,3 +53,21 @@ def test_grants_under_a_directory_whose_name_is_not_utf8(readable_tmp: Path) -> 
                cwd=readable_tmp)  # fmt: skip
     assert out.returncode == 0, out.stdout
     assert (odd / "out" / "copy").read_text() == "read me"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["runs", "show", ""],
+        ["runs", "show", " ", "--remote", "ws://127.0.0.1:9"],
+        ["runs", "search", "x", "--run", ""],
+        ["runs", "verify", ""],
+    ],
+)
+def test_an_empty_run_id_is_a_usage_error(argv: list[str]) -> None:
+    # `runs show ""` said "no run '' is kept" (exit 1); `runs search x --run ""` found nothing.
+    from mcpx_hooks.supervisor.cli.parser import parser
+
+    with pytest.raises(SystemExit) as exited:
+        parser().parse_args(argv)
+    assert exited.value.code == 2

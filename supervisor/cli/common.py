@@ -214,6 +214,16 @@ def run_async(fn: Callable[[*Ts], Awaitable[T]], *args: *Ts) -> T:
     return trio.run(fn, *args)
 
 
+def run_id(text: str) -> str:
+    """A run id given on the command line (`runs show`, `runs search --run`, `runs verify`):
+    an empty or blank one names no run, and is a usage error rather than "no run"."""
+    import argparse
+
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"a run's id cannot be empty, got {text!r}")
+    return text
+
+
 class Usage(HooksError):
     """The command line asks for something that cannot be: said, and exit 2."""
 
