@@ -71,3 +71,21 @@ def test_an_empty_run_id_is_a_usage_error(argv: list[str]) -> None:
     with pytest.raises(SystemExit) as exited:
         parser().parse_args(argv)
     assert exited.value.code == 2
+
+
+def test_hook_test_refuses_a_key_given_twice(tmp_path: Path) -> None:
+    # `--event` and `--hook` kept the last of two keys without a word (a config file's JSON
+    # refuses it at its pointer): the hook was tested against what was not written.
+    (tmp_path / "home").mkdir()
+    (tmp_path / "ev.json").write_text('{"input": {"a": 1, "a": 2}}')
+    hook = '{"run": ["cat"], "sandbox": "none"}'
+    out = mcpx("hook", "test", "--hook", hook, "--phase", "before", "--event", "ev.json",
+               cwd=tmp_path)  # fmt: skip
+    assert (out.returncode, out.stdout) == (2, "")
+    assert out.stderr == (
+        'mcpx-hooks hook test: ev.json:/input/a: the key "a" is given more than once\n'
+    )
+    twice = '{"run": ["true"], "run": ["false"], "sandbox": "none"}'
+    out = mcpx("hook", "test", "--hook", twice, "--phase", "before", cwd=tmp_path)
+    assert (out.returncode, out.stdout) == (2, "")
+    assert '--hook #1:/run: the key "run" is given more than once' in out.stderr
