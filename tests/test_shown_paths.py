@@ -84,3 +84,29 @@ def test_doctor_and_the_history_name_paths_as_bash_quotes_them(
     with pytest.raises(HistoryFault) as fault:
         History.open(junk)
     assert f"opening the run history $'{tmp_path}/h\\x1bome/history.db'" in str(fault.value)
+
+
+def test_a_huge_key_is_shown_by_its_start_and_length(tmp_path: Path) -> None:
+    # A 2 MB unknown key was printed whole twice (in the pointer and in the message): 4 MB
+    # of one line, for a key found by what it starts with.
+    from mcpx_hooks.supervisor.config.loading import validate_files
+
+    key = "k" * 2_000_000
+    start = "k" * 57 + "..."
+    unknown = tmp_path / "big.json"
+    unknown.write_text(f'{{"{key}": 1, "sandbox": {{"{key}": 1}}}}')
+    twice = tmp_path / "twice.json"
+    twice.write_text(f'{{"{key}": 1, "{key}": 2}}')
+    toml = tmp_path / "big.toml"
+    toml.write_text(f"[sandbox]\n{key} = 1\n")
+    said = [str(p) for p in validate_files([str(unknown), str(twice), str(toml)])]
+    at = f"{start}(2000000 characters)"
+    said_key = f'"{start}" (2000000 characters)'
+    assert said == [
+        f"{unknown}:/{at}: unknown key {said_key}; expected one of: $schema, autonomy, defaults,"
+        " limits, runs, history, observe, service, sandbox, script, when, models, servers,"
+        " mcp, hooks",
+        f"{unknown}:/sandbox/{at}: unknown key {said_key}; expected one of: read, write, deny",
+        f"{twice}:/{at}: the key {said_key} is given more than once",
+        f"{toml}:/sandbox/{at}: unknown key {said_key}; expected one of: read, write, deny",
+    ]
