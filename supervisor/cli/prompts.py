@@ -66,6 +66,10 @@ def run(args: argparse.Namespace) -> int:
     command = f"prompts {args.action}"
     if cache is None:
         return usage(command, "no state directory: set XDG_STATE_HOME or HOME")
+    why = cache.unusable()
+    if why is not None:  # (else its entries would be said to be none, and clear to remove 0)
+        say(f"mcpx-hooks {command}: the cache of prompt answers {why}")
+        return EXIT_FAILED
     if args.action == "list":
         return _list(cache, as_json=args.json)
     if args.action == "clear":
