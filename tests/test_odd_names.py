@@ -89,3 +89,16 @@ def test_hook_test_refuses_a_key_given_twice(tmp_path: Path) -> None:
     out = mcpx("hook", "test", "--hook", twice, "--phase", "before", cwd=tmp_path)
     assert (out.returncode, out.stdout) == (2, "")
     assert '--hook #1:/run: the key "run" is given more than once' in out.stderr
+
+
+def test_an_argument_that_is_not_utf8_is_named_as_bash_quotes_it(readable_tmp: Path) -> None:
+    # It was "argv[0]: holds a lone surrogate (not valid Unicode)", naming nothing a person
+    # could find: the argument is now named, with why and what to do.
+    (readable_tmp / "home").mkdir()
+    name = os.fsdecode(b"./j\xff.py")
+    why = " is not UTF-8 (a run's command line is sent as text); give it in UTF-8"
+    out = mcpx("exec", "--", name, "a", cwd=readable_tmp)
+    assert (out.returncode, out.stdout) == (2, "")
+    assert out.stderr.startswith(f"mcpx-hooks exec: argv[0]: $'./j\\xff.py'{why}")
+    out = mcpx("exec", "--python", name, cwd=readable_tmp)
+    assert out.stderr.startswith(f"mcpx-hooks exec: --python: $'./j\\xff.py'{why}")
