@@ -48,6 +48,9 @@ _LONG_DIGITS = 24
 #: too): a 2 MB key is found by what it starts with, not printed whole in the pointer and
 #: again in the message.
 _SHOWN_CHARS = 60
+#: A key longer than this is shown by its start and its length (`_token`, `quote_key`):
+#: longer than any key written by hand, so a pointer names real keys whole.
+_KEY_CHARS = 256
 
 
 def _printable(text: str) -> str:
@@ -62,7 +65,7 @@ def pointer(path: Iterable[str | int]) -> str:
 
 def _token(key: str) -> str:
     """A key as its pointer writes it: printable, and when long its start and its length."""
-    if len(key) <= _SHOWN_CHARS:
+    if len(key) <= _KEY_CHARS:
         return _printable(key)
     return f"{_printable(key[: _SHOWN_CHARS - 3])}...({len(key)} characters)"
 
@@ -70,7 +73,7 @@ def _token(key: str) -> str:
 def quote_key(key: str) -> str:
     """A key as a message quotes it: a JSON string (`quote`), and when long its start and
     its length, as its pointer shows it."""
-    if len(key) <= _SHOWN_CHARS:
+    if len(key) <= _KEY_CHARS:
         return quote(key)
     return f"{quote(key[: _SHOWN_CHARS - 3] + '...')} ({len(key)} characters)"
 
