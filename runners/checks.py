@@ -22,6 +22,12 @@ LARGEST = (1 << 63) - 1
 #: `UnicodeEncodeError`). The rule of the supervisor's `spawntext.py`, where input enters;
 #: this is the spawner's own check, which never trusts its caller.
 _NOT_TEXT = re.compile("[\0\ud800-\udfff]")
+#: What a path cannot hold: NUL, and the lone surrogates Python's `surrogateescape` never
+#: makes. A byte of a name that is not UTF-8 travels in the request's JSON as the surrogate
+#: U+DC80-U+DCFF Python reads it as (`os.fsdecode`), and goes back to that byte where the
+#: path reaches the kernel (`os.fsencode`): a directory or config file with such a name is
+#: granted as it is, not refused.
+_NOT_PATH = re.compile("[\0\ud800-\udc7f\udd00-\udfff]")
 _JSON_TYPES = {
     dict: "an object",
     list: "an array",
@@ -109,15 +115,26 @@ def _clean(texts: Iterable[object]) -> bool:
     return _NOT_TEXT.search(joined) is None
 
 
+def path_string(value: object, where: str) -> str:
+    """`value`, a path: a string without NUL, whose lone surrogates each stand for a byte
+    that is not UTF-8 (`_NOT_PATH`)."""
+    if not isinstance(value, str):
+        raise bad(f"{where}: not a string but {_kind(value)}")
+    if (found := _NOT_PATH.search(value)) is not None:
+        raise bad(f"{where}: {_not_text(found.group())}")
+    return value
+
+
 def abs_path(value: object, where: str) -> str:
-    return _absolute(string(value, where), where)
+    return _absolute(path_string(value, where), where)
 
 
 def abs_paths(value: object, where: str) -> list[str]:
-    paths = strings(value, where)
-    for i, path in enumerate(paths):
-        _absolute(path, f"{where}[{i}]")
-    return paths
+    if not isinstance(value, list):
+        raise bad(f"{where}: not an array but {_kind(value)}")
+    for i, item in enumerate(value):
+        _absolute(path_string(item, f"{where}[{i}]"), f"{where}[{i}]")
+    return value
 
 
 def _absolute(path: str, where: str) -> str:

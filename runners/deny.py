@@ -82,7 +82,7 @@ def _pinned(read_only: list[str]) -> list[str]:
 
 
 def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str) -> None:
-    enc = [None if v is None else v.encode() for v in (source, target, fstype, data)]
+    enc = [None if v is None else os.fsencode(v) for v in (source, target, fstype, data)]
     if libc.mount(enc[0], enc[1], enc[2], flags, enc[3] or None) != 0:
         err = ctypes.get_errno()
         raise StartError(f"sandbox: cannot cover {target}: {os.strerror(err)}")
@@ -92,6 +92,6 @@ def _set(path: str, attrs: int) -> None:
     """Sets `attrs` on the mounts at `path` (and below), leaving the others as they are
     (a remount would have to repeat, in a user namespace, every flag that is locked)."""
     attr = ctypes.create_string_buffer(struct.pack("=QQQQ", attrs, 0, 0, 0), 32)
-    if syscall(EVERYWHERE["mount_setattr"], AT_FDCWD, path.encode(), AT_RECURSIVE, attr, 32):
+    if syscall(EVERYWHERE["mount_setattr"], AT_FDCWD, os.fsencode(path), AT_RECURSIVE, attr, 32):
         err = ctypes.get_errno()
         raise StartError(f"sandbox: cannot make {path} read-only: {os.strerror(err)}")

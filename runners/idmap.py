@@ -222,7 +222,7 @@ def _writable(path: str) -> Iterator[None]:
 def _setattr(path: str, *, on: int, off: int) -> None:
     attr = struct.pack("=QQQQ", on, off, 0, 0)
     nr = EVERYWHERE["mount_setattr"]
-    check(syscall(nr, AT_FDCWD, path.encode(), 0, attr, len(attr)), f"{path} mount")
+    check(syscall(nr, AT_FDCWD, os.fsencode(path), 0, attr, len(attr)), f"{path} mount")
 
 
 def clone(source: int, *, writable: bool, userns_fd: int | None) -> int:
@@ -264,7 +264,7 @@ def attach(tree: int, path: str) -> None:
             tree,
             b"",
             AT_FDCWD,
-            path.encode(),
+            os.fsencode(path),
             _MOVE_MOUNT_F_EMPTY_PATH,
         ),
         f"move_mount to {path}",

@@ -28,6 +28,7 @@ from .checks import (
     fields,
     integer,
     parse_json,
+    path_string,
     rlimits,
     show,
     string,
@@ -140,7 +141,7 @@ class Request:
             self.argv = strings(req["argv"], "argv")
             if not (self.argv and self.argv[0]):
                 raise bad("argv: no program" if not self.argv else "argv[0]: empty")
-            self.cwd = string(req["cwd"], "cwd")
+            self.cwd = path_string(req["cwd"], "cwd")
             self.env = environment(req["env"])
             self.limits, self.limit_names = rlimits(req.get("rlimits"))
             listed = targets = fd_targets(req["fds"])

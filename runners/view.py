@@ -57,7 +57,7 @@ _COPY_CHUNK = 1 << 20
 
 
 def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str) -> None:
-    enc = [None if v is None else v.encode() for v in (source, target, fstype, data)]
+    enc = [None if v is None else os.fsencode(v) for v in (source, target, fstype, data)]
     if libc.mount(enc[0], enc[1], enc[2], flags, enc[3] or None) != 0:
         err = ctypes.get_errno()
         raise StartError(f"sandbox: cannot mount {target}: {os.strerror(err)}")

@@ -375,7 +375,8 @@ def test_doctor_reports_each_profile(tmp_path: Path) -> None:
 
 def test_doctor_prints_a_config_s_paths_without_their_control_characters(tmp_path: Path) -> None:
     # A path from a config (the history's, a never-granted one) holding a line break and ESC
-    # could start a line that reads as doctor's own, or move the cursor: both are escaped.
+    # could start a line that reads as doctor's own, or move the cursor: both are escaped, the
+    # path written whole as bash quotes it.
     bad = "x\nprofiles:\n  strict  enforceable: \x1b[2Jfake"
     history = tmp_path / f"h{bad}" / "history.db"
     deny = tmp_path / f"d{bad}"
@@ -395,7 +396,8 @@ def test_doctor_prints_a_config_s_paths_without_their_control_characters(tmp_pat
     escaped = "x\\nprofiles:\\n  strict  enforceable: \\x1b[2Jfake"
     history_line = next(x for x in out.stdout.splitlines() if x.startswith("run history:"))
     assert escaped in history_line, history_line
-    assert any(x.startswith(f"  {tmp_path}/d{escaped}") for x in out.stdout.splitlines()), (
+    assert f"run history: $'{tmp_path}/h{escaped}/history.db'" in history_line
+    assert any(x.startswith(f"  $'{tmp_path}/d{escaped}'") for x in out.stdout.splitlines()), (
         out.stdout
     )
 

@@ -214,6 +214,16 @@ def run_async(fn: Callable[[*Ts], Awaitable[T]], *args: *Ts) -> T:
     return trio.run(fn, *args)
 
 
+def run_id(text: str) -> str:
+    """A run id given on the command line (`runs show`, `runs search --run`, `runs verify`):
+    an empty or blank one names no run, and is a usage error rather than "no run"."""
+    import argparse
+
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"a run's id cannot be empty, got {text!r}")
+    return text
+
+
 class Usage(HooksError):
     """The command line asks for something that cannot be: said, and exit 2."""
 
@@ -249,15 +259,25 @@ def read_bounded(flag: str, name: str, limit: int, why: str) -> bytes:
     return data
 
 
-def json_flag(flag: str, text: str | bytes) -> Any:
+def json_flag(flag: str, text: str | bytes, *, once: bool = False) -> Any:
     """The JSON value a flag or file gives (text, or a file's bytes: UTF-8, a byte order mark
-    ignored as everywhere), or `Usage` naming it and why not."""
-    from ..core.jsontext import JsonError, loads
+    ignored as everywhere), or `Usage` naming it and why not. `once`: a key an object gives
+    twice is refused too, at its pointer, as in a JSON config file (JSON keeps the last one
+    without a word: `hook test --event` would test an input that is not the one written)."""
+    import json
+
+    from ..config import pointer
+    from ..core.jsontext import JsonError, duplicate_keys, loads
 
     try:
-        return loads(text)
+        value = loads(text)
     except JsonError as exc:
         raise Usage(f"{flag}: invalid JSON: {exc}") from None
+    if once and (twice := duplicate_keys(text)):
+        key = json.dumps(str(twice[0][-1]), ensure_ascii=False)
+        more = f" (and {len(twice) - 1} more)" if len(twice) > 1 else ""
+        raise Usage(f"{flag}:{pointer(twice[0])}: the key {key} is given more than once{more}")
+    return value
 
 
 def load(

@@ -19,6 +19,7 @@ from pathlib import Path
 from ..core.errors import ConfigError
 from ..core.hooks import Profile
 from ..core.limits import DEFAULT_LIMITS, LIMIT_DOCS, LIMIT_KEYS
+from ..core.places import shown_file
 from ..process import sandbox
 from ..process.egress import doctor_lines
 from ..process.launch import HIDE_ENV
@@ -162,10 +163,10 @@ def _history(args: argparse.Namespace) -> tuple[list[str], bool]:
     why = probe(path)
     little = room(path) if why is None else None
     if little is not None:
-        said = f"run history: {printable(str(path))}: TOO LITTLE ROOM: {printable(little)}"
+        said = f"run history: {shown_file(path)}: TOO LITTLE ROOM: {printable(little)}"
         return ["", f"{said}; once the disk is full, runs go on in memory only"], False
     if why is None:
-        return ["", f"run history: {printable(str(path))}"], True
+        return ["", f"run history: {shown_file(path)}"], True
     return ["", f"run history: NOT KEPT: {printable(why)}; runs go on in memory only"], False
 
 

@@ -8,10 +8,10 @@ import os
 
 from ..core.errors import ConfigError
 from ..core.hooks import Config
+from ..core.places import shown_file
 from ..process.denied import READ_ONLY_NAMES, never_granted
 from ..process.sandbox import real_path, under
 from ..service.roots import roots_in_force
-from .printable import printable
 
 
 def grant_lines(args: argparse.Namespace) -> list[str]:
@@ -34,7 +34,7 @@ def grant_lines(args: argparse.Namespace) -> list[str]:
             if config.service_roots is not None
             else "not set: the directory `serve` would start in, here"
         )
-        lines += [f"  {printable(str(root))}" for root in roots]
+        lines += [f"  {shown_file(root)}" for root in roots]
         if not roots:
             lines.append(
                 "  none: a request without cwd runs in an empty directory of its own, one"
@@ -49,7 +49,7 @@ def grant_lines(args: argparse.Namespace) -> list[str]:
     )
     denied = never_granted(extra)
     for path in denied:
-        lines.append(f"  {printable(path)}{'' if os.path.lexists(path) else '  (not here)'}")
+        lines.append(f"  {shown_file(path)}{'' if os.path.lexists(path) else '  (not here)'}")
     lines.append(f"read-only in a writable grant: {', '.join(READ_ONLY_NAMES)}")
     return lines + _dropped(config, denied)
 
@@ -64,7 +64,7 @@ def _dropped(config: Config | None, denied: list[str]) -> list[str]:
             inside = real_path(grant)
             holding = next((path for path, holder in real if under(inside, (holder,))), None)
             if holding is not None:
-                said.append(f"  [sandbox] {key} {printable(grant)}: inside {printable(holding)}")
+                said.append(f"  [sandbox] {key} {shown_file(grant)}: inside {shown_file(holding)}")
     if said:
         said.insert(0, "grants never given (each lies in a path above, which no grant opens):")
     return said

@@ -8,6 +8,7 @@ import argparse
 import math
 import os
 
+from ..core.places import shown_file
 from .common import Usage, json_flag, load, read_bounded, say
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
@@ -56,10 +57,17 @@ def run_argv(args: argparse.Namespace) -> list[str]:
     argv: list[str] = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
     if sum(x is not None and x != [] for x in (args.python, args.code, argv or None)) != 1:
         raise Usage("exec needs exactly one of -- ARGV…, --python FILE, -c CODE")
+    from ..core.jsontext import is_unicode
     from ..core.spawntext import argv_problems
 
     # An argument that is not UTF-8 arrives as lone surrogates: said here, not by the spawner.
-    problems = argv_problems(argv, "argv") + argv_problems(
+    problems = [_not_utf8(f"argv[{i}]", a) for i, a in enumerate(argv) if not is_unicode(a)]
+    problems += [
+        _not_utf8(flag, value)
+        for flag, value in (("--python", args.python), ("-c", args.code))
+        if value is not None and not is_unicode(value)
+    ]
+    problems = problems or argv_problems(argv, "argv") + argv_problems(
         [x for x in (args.python, args.code) if x is not None], "--python/-c"
     )
     if argv[:1] == [""]:
@@ -67,6 +75,15 @@ def run_argv(args: argparse.Namespace) -> list[str]:
     if problems:
         raise Usage("; ".join(problems))
     return argv
+
+
+def _not_utf8(what: str, given: str) -> str:
+    """An argument with bytes that are not UTF-8 (read as lone surrogates), named as bash
+    quotes it: a run's command line is sent as text, so it cannot be carried."""
+    return (
+        f"{what}: {shown_file(given)} is not UTF-8 (a run's command line is sent as text);"
+        " give it in UTF-8 (a file so named: rename it, or let the script find it)"
+    )
 
 
 def source_lines(args: argparse.Namespace) -> dict[str, list[str | None]]:
@@ -238,10 +255,9 @@ def _cwd() -> str:
 
     cwd = os.getcwd()
     if not is_unicode(cwd):
-        shown = os.fsencode(cwd).decode("utf-8", "backslashreplace")
         raise Usage(
-            f"the working directory's path is not UTF-8 ({shown}): a run's directory is"
-            " sent as text; run it from a directory whose path is UTF-8"
+            f"the working directory's path is not UTF-8 ({shown_file(cwd)}): a run's directory"
+            " is sent as text; cd to a directory whose path is UTF-8 and run it from there"
         )
     return cwd
 

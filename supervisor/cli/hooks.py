@@ -180,10 +180,10 @@ def _hook_test(args: argparse.Namespace) -> int:
         config, hook = _pick_hook(args)
         event: dict[str, Any] = {}
         if args.event:
-            name = "stdin (--event -)" if args.event == "-" else args.event
+            name = "stdin (--event -)" if args.event == "-" else shown_file(args.event)
             why = "a hook's input is held whole"
             data = read_bounded("--event", args.event, MAX_EVENT_BYTES, why)
-            event = json_flag(name, data)
+            event = json_flag(name, data, once=True)
             if not isinstance(event, dict):
                 raise Usage(f"{name}: expected a JSON object")
             _check_event(name, event)
@@ -217,13 +217,15 @@ def _pick_hook(args: argparse.Namespace) -> tuple[Config, Hook]:
     from ..core.points import Phase
 
     if args.hook_json is not None:
-        from ..core.jsontext import JsonError, loads
+        from ..core.jsontext import JsonError, duplicate_keys, loads
 
         try:
             decl = loads(args.hook_json)
         except JsonError:
             decl = None  # load_config reports it with file and position
-        if isinstance(decl, dict):
+        # A key given twice: passed on as written, for load_config to refuse at its pointer
+        # (rewritten here, the last of them was taken without a word).
+        if isinstance(decl, dict) and not duplicate_keys(args.hook_json):
             if args.phase is not None:
                 decl.setdefault("phase", args.phase)
             if "on" not in decl:

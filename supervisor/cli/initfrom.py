@@ -9,6 +9,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from ..core.places import shown_file
 from .common import EXIT_OK, EXIT_USAGE, say, usage
 from .printable import printable  # (a source's names: one line, in a comment or on the terminal)
 
@@ -37,9 +38,10 @@ def convert(path: Path) -> tuple[str, Converted]:
 
     data = read_yaml(path)
     fmt = _format(path, data)
+    shown = shown_file(path)  # (what its problems name it)
     if fmt == "pre-commit":
-        return fmt, from_precommit(data, str(path))
-    return fmt, from_lefthook(data, str(path))
+        return fmt, from_precommit(data, shown)
+    return fmt, from_lefthook(data, shown)
 
 
 def toml_text(source: str, fmt: str, converted: Converted) -> str:
@@ -50,7 +52,7 @@ def toml_text(source: str, fmt: str, converted: Converted) -> str:
         return str(tomlkit.item(v).as_string())
 
     lines = [
-        f"# mcpx-hooks: converted by `mcpx-hooks init --from {printable(source)}` ({fmt}).",
+        f"# mcpx-hooks: converted by `mcpx-hooks init --from {shown_file(source)}` ({fmt}).",
         "#",
         "# Each hook runs before the script, in the project's directory, and a failing one",
         "# refuses the run (effect ask, failure closed), as it stops a commit. A project file",
@@ -86,12 +88,12 @@ def run(source: str) -> int:
     if not converted.hooks:
         for line in converted.skipped:
             print(f"not converted: {printable(line)}", file=sys.stderr)
-        return usage("init", f"{source}: no hook could be converted; nothing written")
+        return usage("init", f"{shown_file(source)}: no hook could be converted; nothing written")
     name = LOCAL_NAMES[0]
     try:
         data = toml_text(source, fmt, converted).encode()
     except UnicodeEncodeError:
-        return usage("init", f"{printable(source)}: a command holds text that is not Unicode"
+        return usage("init", f"{shown_file(source)}: a command holds text that is not Unicode"
                      " (a lone surrogate); nothing written")  # fmt: skip
     try:
         fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
@@ -102,7 +104,7 @@ def run(source: str) -> int:
     problems = validate_files([name])
     for problem in problems:  # a conversion this module got wrong: said, not hidden
         say(f"mcpx-hooks init: {problem}")
-    print(f"wrote {name}: {len(converted.hooks)} hook(s) from {printable(source)} ({fmt})")
+    print(f"wrote {name}: {len(converted.hooks)} hook(s) from {shown_file(source)} ({fmt})")
     for obj, notes in converted.hooks:
         files = obj.get("when", {}).get("files")
         when = f" when {', '.join(files)} changed" if files else " on every run"

@@ -22,6 +22,7 @@ import sys
 import time
 from pathlib import Path
 
+from ..core.places import shown_file
 from .common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, say, usage
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
@@ -65,6 +66,10 @@ def run(args: argparse.Namespace) -> int:
     command = f"prompts {args.action}"
     if cache is None:
         return usage(command, "no state directory: set XDG_STATE_HOME or HOME")
+    why = cache.unusable()
+    if why is not None:  # (else its entries would be said to be none, and clear to remove 0)
+        say(f"mcpx-hooks {command}: the cache of prompt answers {why}")
+        return EXIT_FAILED
     if args.action == "list":
         return _list(cache, as_json=args.json)
     if args.action == "clear":
@@ -113,7 +118,7 @@ def _list(cache: PromptCache, *, as_json: bool) -> int:
     if as_json:
         print(json.dumps([entry_document(k, e) for k, e in entries], indent=2))
     elif not entries:
-        print(f"no cached prompt answers ({cache.directory})")
+        print(f"no cached prompt answers ({shown_file(cache.directory)})")
     else:
         now = time.time()
         width = max(len(_safe(entry.hook)) for _, entry in entries)
@@ -190,22 +195,23 @@ def _promote(key: str, entry: CachedAnswer, to: str | None) -> int:
         return EXIT_USAGE if exc.bad_input else EXIT_FAILED
     argv = _safe(shlex.join(entry.argv))
     if done.appended:
-        where = f"{_safe(str(done.file))} at {done.pointer}"
+        where = f"{shown_file(done.file)} at {done.pointer}"
         print(f"appended run hook {_safe(done.hook)} to {where}: {argv}")
-        print(f"the prompt hook in {_safe(str(source))} is left as it was: remove it there")
+        print(f"the prompt hook in {shown_file(source)} is left as it was: remove it there")
         if Path(os.path.abspath(done.file)).parent != Path(os.path.abspath(source)).parent:
             print(
                 "note: a relative cwd, or a relative path in the argv, now resolves in"
-                f" {Path(os.path.abspath(done.file)).parent}"
+                f" {shown_file(str(Path(os.path.abspath(done.file)).parent))}"
             )
     else:
         print(
-            f"promoted {_safe(done.hook)} in {_safe(str(done.file))} ({done.pointer}):"
+            f"promoted {_safe(done.hook)} in {shown_file(done.file)} ({done.pointer}):"
             f" a run hook now: {argv}"
         )
     print("review the command: it is what the model wrote, and it now runs on every run")
     if done.file.name in LOCAL_NAMES:
-        again = shlex.quote(_safe(str(done.file)))
+        name = str(done.file)  # (as a shell takes it back: quoted, or in `$'…'`)
+        again = shlex.quote(name) if name.isprintable() else shown_file(name)
         print(f"the file's SHA-256 changed; trust it again: mcpx-hooks trust {again}")
     return EXIT_OK
 
@@ -218,7 +224,8 @@ def _clear(cache: PromptCache) -> int:
     except PromptCacheError as exc:
         say(f"mcpx-hooks prompts clear: {exc}")
         return EXIT_FAILED
-    print(f"removed {removed} cached prompt answer{'s' * (removed != 1)} ({cache.directory})")
+    where = shown_file(cache.directory)
+    print(f"removed {removed} cached prompt answer{'s' * (removed != 1)} ({where})")
     return EXIT_OK
 
 
@@ -227,7 +234,8 @@ def _say_unreadable(cache: PromptCache) -> None:
     if bad:
         print(
             f"mcpx-hooks prompts list: {len(bad)} cache file{'s' * (len(bad) != 1)} in"
-            f" {cache.directory} cannot be read and {'are' if len(bad) != 1 else 'is'} left"
+            f" {shown_file(cache.directory)} cannot be read and"
+            f" {'are' if len(bad) != 1 else 'is'} left"
             " out (prompts clear removes them)",
             file=sys.stderr,
         )

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 
 from ..core.places import shown_file
-from .common import EXIT_OK, remote, remote_failed, run_async, say
+from .common import EXIT_OK, remote, remote_failed, run_async, run_id, say
 from .parser import add_config_file_arguments, add_token_file_argument
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
@@ -37,7 +37,9 @@ def add_arguments(runs: argparse.ArgumentParser) -> None:
         help="one stored run's frames, from its start (here, or a server's with --remote)",
         epilog="example: mcpx-hooks runs show 9d81129207f7fb12",
     )
-    show.add_argument("run_id", metavar="RUN_ID", help="the run's id (runs list shows them)")
+    show.add_argument(
+        "run_id", type=run_id, metavar="RUN_ID", help="the run's id (runs list shows them)"
+    )
     search = sub.add_parser(
         "search",
         help="the stored frames that hold some words or phrases, newest first",
@@ -52,6 +54,7 @@ def add_arguments(runs: argparse.ArgumentParser) -> None:
     )
     verify.add_argument(
         "target",
+        type=run_id,
         metavar="FILE|RUN_ID",
         help="a file of a run's frames, one JSON line each (runs show --json), or a stored"
         " run's id",

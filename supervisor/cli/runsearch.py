@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import sys
 
-from .common import EXIT_FAILED, EXIT_OK, remote, remote_failed, run_async, say, usage
+from .common import EXIT_FAILED, EXIT_OK, remote, remote_failed, run_async, run_id, say, usage
 
 #: What an empty or blank query is told (exit 2): it asks for nothing.
 NOTHING_TO_FIND = 'nothing to search for: give words or "quoted phrases" to find'
@@ -39,7 +39,7 @@ def add_arguments(search: argparse.ArgumentParser) -> None:
         help='words and "quoted phrases" to find, all of them (never a search syntax: any'
         " text is searched as it is)",
     )
-    search.add_argument("--run", metavar="ID", help="search this run only")
+    search.add_argument("--run", type=run_id, metavar="ID", help="search this run only")
     search.add_argument(
         "--limit",
         type=_limit,

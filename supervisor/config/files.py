@@ -23,7 +23,6 @@ skipped.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import pwd
 import re
@@ -38,7 +37,7 @@ from ..core import jsontext
 from ..core.errors import Problem
 from ..core.places import shown_file
 from ..core.records import Record
-from .problems import pointer, pointer_key, quote
+from .problems import pointer, pointer_key, quote, quote_key
 
 ETC_DIR: Final = Path("/etc/mcpx-hooks")
 USER_FILE: Final = Path("mcpx-hooks") / "config.toml"
@@ -221,7 +220,7 @@ def parse_json(text: str, file: str) -> tuple[Any, list[Problem]]:
             Problem(
                 file,
                 at,
-                f"the key {json.dumps(keys[at], ensure_ascii=False)} is given more than once",
+                f"the key {quote_key(keys[at])} is given more than once",
             )
             for at in sorted(keys, key=pointer_key)
         ]

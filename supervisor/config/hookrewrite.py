@@ -38,6 +38,7 @@ from ..core.effects import REFUSING, Effect
 from ..core.errors import HooksError, Problem
 from ..core.hooks import Failure
 from ..core.jsontext import is_unicode
+from ..core.places import shown_file as shown
 from ..core.records import Record
 from .files import read_bytes
 from .loading import validate_files
@@ -91,13 +92,13 @@ def promote_answer(
         _write_validated(source, text, new)
         return Promoted(source, hook, f"/hooks/{index}", appended=False)
     if to.suffix.lower() not in (".toml", ".json"):
-        raise PromoteError(f"{to}: expected a .toml or .json config file to append to")
+        raise PromoteError(f"{shown(to)}: expected a .toml or .json config file to append to")
     declared = _run_hook(doc["hooks"][index], argv, name=hook)
     exists = to.exists() or to.is_symlink()
     target_text, target_doc = _read(to) if exists else ("", {})
     hooks = target_doc.get("hooks", [])
     if not isinstance(hooks, list):
-        raise PromoteError(f"{to}: /hooks is not a list of hooks")
+        raise PromoteError(f"{shown(to)}: /hooks is not a list of hooks")
     with _unwritable(to):
         if to.suffix.lower() == ".json":
             new = _json_appended(target_text, target_doc, declared)
@@ -114,7 +115,7 @@ def _unwritable(path: Path) -> Iterator[None]:
         yield
     except (tomlkit.exceptions.TOMLKitError, TypeError, ValueError, RecursionError) as exc:
         raise PromoteError(
-            f"{path}: the run hook cannot be written in this file's format: {str(exc)[:200]}"
+            f"{shown(path)}: the run hook cannot be written in this file's format: {str(exc)[:200]}"
         ) from None
 
 
@@ -126,14 +127,14 @@ def _read(path: Path) -> tuple[str, dict[str, Any]]:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise PromoteError(f"{path}: cannot read the file: {exc}") from None
+        raise PromoteError(f"{shown(path)}: cannot read the file: {exc}") from None
     body = text.removeprefix(_BOM)
     try:
         doc = json.loads(body) if path.suffix.lower() == ".json" else tomllib.loads(body)
     except (ValueError, RecursionError) as exc:
-        raise PromoteError(f"{path}: cannot be read as config: {str(exc)[:200]}") from None
+        raise PromoteError(f"{shown(path)}: cannot be read as config: {str(exc)[:200]}") from None
     if not isinstance(doc, dict):
-        raise PromoteError(f"{path}: expected a config document (an object)")
+        raise PromoteError(f"{shown(path)}: expected a config document (an object)")
     return text, doc
 
 
@@ -152,21 +153,21 @@ def _find(doc: Mapping[str, Any], path: Path, hook: str, pointer: str | None, pr
         candidates = [at]
     if not candidates:
         raise PromoteError(
-            f"{path}: no hook named {hook!r} (the file changed since its answer was cached);"
-            " nothing was written"
+            f"{shown(path)}: no hook named {hook!r} (the file changed since its answer"
+            " was cached); nothing was written"
         )
     index = candidates[0]
     obj = tables[index]
     if "prompt" not in obj:
         raise PromoteError(
-            f"{path}:/hooks/{index}: {hook!r} is not a prompt hook (promoted already?);"
-            " nothing was written"
+            f"{shown(path)}:/hooks/{index}: {hook!r} is not a prompt hook (promoted"
+            " already?); nothing was written"
         )
     if obj["prompt"] != prompt:
         raise PromoteError(
-            f"{path}:/hooks/{index}/prompt: the prompt of {hook!r} is not the one its answer"
-            " was cached for (the file changed since); run the hook again to cache an answer"
-            " to this prompt. Nothing was written"
+            f"{shown(path)}:/hooks/{index}/prompt: the prompt of {hook!r} is not the one"
+            " its answer was cached for (the file changed since); run the hook again to cache"
+            " an answer to this prompt. Nothing was written"
         )
     return index
 
@@ -214,7 +215,7 @@ def _toml_in_place(text: str, path: Path, index: int, argv: Sequence[str]) -> st
     doc = _toml_document(text, path)
     hooks = doc["hooks"]
     if not isinstance(hooks, AoT | Array):
-        raise PromoteError(f"{path}:/hooks: expected a list of hooks")
+        raise PromoteError(f"{shown(path)}:/hooks: expected a list of hooks")
     old = hooks[index]
     if isinstance(old, Table):
         body = Container(True)
@@ -231,7 +232,7 @@ def _toml_in_place(text: str, path: Path, index: int, argv: Sequence[str]) -> st
     elif isinstance(old, InlineTable):
         hooks[index] = _inline(_run_hook(old.unwrap(), argv))
     else:
-        raise PromoteError(f"{path}:/hooks/{index}: expected a table")
+        raise PromoteError(f"{shown(path)}:/hooks/{index}: expected a table")
     return _BOM * text.startswith(_BOM) + tomlkit.dumps(doc)
 
 
@@ -270,9 +271,11 @@ def _toml_document(text: str, path: Path) -> tomlkit.TOMLDocument:
     try:
         doc = tomlkit.parse(body)
     except (tomlkit.exceptions.TOMLKitError, ValueError, RecursionError) as exc:
-        raise PromoteError(f"{path}: cannot be rewritten in place: {str(exc)[:200]}") from None
+        raise PromoteError(
+            f"{shown(path)}: cannot be rewritten in place: {str(exc)[:200]}"
+        ) from None
     if tomlkit.dumps(doc) != body:
-        raise PromoteError(f"{path}: cannot be rewritten without changing other lines")
+        raise PromoteError(f"{shown(path)}: cannot be rewritten without changing other lines")
     return doc
 
 
@@ -336,14 +339,18 @@ def _write_validated(path: Path, before: str | None, text: str) -> None:
     """Writes `text` beside `path`, validates it there, and renames it over `path` when it
     validates and `path` still holds `before` (None: there was no file)."""
     if not is_unicode(text):  # a lone surrogate from a JSON file's `\ud800`: TOML has none
-        raise PromoteError(f"{path}: the hook holds text with no UTF-8 form; nothing was written")
+        raise PromoteError(
+            f"{shown(path)}: the hook holds text with no UTF-8 form; nothing was written"
+        )
     target = Path(os.path.realpath(path))
     try:
         fd, temp = tempfile.mkstemp(
             dir=target.parent, prefix=f".{target.stem}.promote-", suffix=target.suffix
         )
     except OSError as exc:
-        raise PromoteError(f"cannot write beside {path}: {exc.strerror}", bad_input=False) from None
+        raise PromoteError(
+            f"cannot write beside {shown(path)}: {exc.strerror}", bad_input=False
+        ) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
             os.fchmod(f.fileno(), _mode(target))
@@ -356,14 +363,17 @@ def _write_validated(path: Path, before: str | None, text: str) -> None:
         ]
         if problems:
             raise PromoteError(
-                f"{path}: the file would not validate with the run hook; nothing was written",
+                f"{shown(path)}: the file would not validate with the run hook; nothing"
+                " was written",
                 problems,
             )
         if _current(target) != before:
-            raise PromoteError(f"{path}: the file changed while it was rewritten; run it again")
+            raise PromoteError(
+                f"{shown(path)}: the file changed while it was rewritten; run it again"
+            )
         os.replace(temp, target)
     except OSError as exc:
-        raise PromoteError(f"cannot write {path}: {exc.strerror}", bad_input=False) from None
+        raise PromoteError(f"cannot write {shown(path)}: {exc.strerror}", bad_input=False) from None
     finally:
         with contextlib.suppress(OSError):
             os.unlink(temp)

@@ -29,6 +29,7 @@ from typing import Any, Final
 import attrs
 
 from ..core.errors import HooksError
+from ..core.places import shown_file
 from ..core.records import Record
 from .regexglob import MAX_GLOBS, brace_globs, regex_globs
 
@@ -82,25 +83,28 @@ def read_yaml(path: Path) -> Any:
     that is not a small, valid YAML document."""
     import yaml
 
+    shown = shown_file(path)
     try:
         with path.open("rb") as f:
             raw = f.read(MAX_SOURCE_BYTES + 1)
     except OSError as exc:
-        raise SourceFileError(f"{path}: cannot read it: {exc.strerror or exc}") from None
+        raise SourceFileError(f"{shown}: cannot read it: {exc.strerror or exc}") from None
     if len(raw) > MAX_SOURCE_BYTES:
-        raise SourceFileError(f"{path}: over {MAX_SOURCE_BYTES} bytes; not a hook manager's config")
+        raise SourceFileError(
+            f"{shown}: over {MAX_SOURCE_BYTES} bytes; not a hook manager's config"
+        )
     try:
         return yaml.safe_load(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
-        raise SourceFileError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+        raise SourceFileError(f"{shown}: not UTF-8 text (byte {exc.start})") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise SourceFileError(f"{path}: not valid YAML{where}: {exc.problem}") from None
+        raise SourceFileError(f"{shown}: not valid YAML{where}: {exc.problem}") from None
     except RecursionError:
-        raise SourceFileError(f"{path}: not valid YAML: nested too deeply") from None
+        raise SourceFileError(f"{shown}: not valid YAML: nested too deeply") from None
     except yaml.YAMLError as exc:
-        raise SourceFileError(f"{path}: not valid YAML: {type(exc).__name__}") from None
+        raise SourceFileError(f"{shown}: not valid YAML: {type(exc).__name__}") from None
 
 
 def _count(source: str, seen: list[int]) -> None:

@@ -44,6 +44,13 @@ _TYPE_WORDS = {
 _UNPRINTABLE = re.compile(r"[\u0000\ud800-\udfff]")
 #: An integer with more digits than this is described by its length.
 _LONG_DIGITS = 24
+#: A string value or a key longer than this is shown by its start (and a key by its length
+#: too): a 2 MB key is found by what it starts with, not printed whole in the pointer and
+#: again in the message.
+_SHOWN_CHARS = 60
+#: A key longer than this is shown by its start and its length (`_token`, `quote_key`):
+#: longer than any key written by hand, so a pointer names real keys whole.
+_KEY_CHARS = 256
 
 
 def _printable(text: str) -> str:
@@ -53,7 +60,22 @@ def _printable(text: str) -> str:
 def pointer(path: Iterable[str | int]) -> str:
     """The RFC 6901 pointer of `path` (`["hooks", 2, "run"]` → `/hooks/2/run`); a NUL or a
     lone surrogate in a key is written as its `\\uXXXX` escape, so the pointer can be printed."""
-    return "".join("/" + _printable(str(p)).replace("~", "~0").replace("/", "~1") for p in path)
+    return "".join("/" + _token(str(p)).replace("~", "~0").replace("/", "~1") for p in path)
+
+
+def _token(key: str) -> str:
+    """A key as its pointer writes it: printable, and when long its start and its length."""
+    if len(key) <= _KEY_CHARS:
+        return _printable(key)
+    return f"{_printable(key[: _SHOWN_CHARS - 3])}...({len(key)} characters)"
+
+
+def quote_key(key: str) -> str:
+    """A key as a message quotes it: a JSON string (`quote`), and when long its start and
+    its length, as its pointer shows it."""
+    if len(key) <= _KEY_CHARS:
+        return quote(key)
+    return f"{quote(key[: _SHOWN_CHARS - 3] + '...')} ({len(key)} characters)"
 
 
 def pointer_key(ptr: str) -> tuple[tuple[int, int | str], ...]:
@@ -79,7 +101,7 @@ def describe(value: Any) -> str:
     if isinstance(value, float):
         return f"the number {value!r}"
     if isinstance(value, str):
-        text = value if len(value) <= 60 else value[:57] + "..."
+        text = value if len(value) <= _SHOWN_CHARS else value[: _SHOWN_CHARS - 3] + "..."
         return f"the string {quote(text)}"
     if isinstance(value, list):
         return "an empty array" if not value else f"an array of {len(value)}"
@@ -166,7 +188,7 @@ def _translate(error: ValidationError) -> Iterator[tuple[str, str]]:
         allowed = list(subschema.get("properties", {}))
         for extra in (k for k in found if k not in allowed):
             hint = did_you_mean(extra, allowed) or f"; expected one of: {', '.join(allowed)}"
-            yield pointer([*path, extra]), f"unknown key {quote(extra)}{hint}"
+            yield pointer([*path, extra]), f"unknown key {quote_key(extra)}{hint}"
     elif kind == "type":
         yield where, _type_message(key, value, found, argv=_is_argv(key, subschema))
     elif kind == "enum":

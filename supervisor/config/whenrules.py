@@ -12,7 +12,7 @@ from ..core.errors import Problem
 from ..core.events import EventKind, kind_matches, kind_prefixes
 from ..core.points import DEFAULT_PHASE, Phase, When, when_keys
 from .closest import did_you_mean
-from .problems import describe, pointer, quote
+from .problems import describe, pointer, quote_key
 
 _PHASE_WORDS: Final = frozenset(p.value for p in Phase)
 
@@ -35,7 +35,7 @@ def when_rules(obj: Mapping[str, Any], file: str, ptr: str) -> list[Problem]:
         Problem(
             file,
             ptr + pointer(["when", key]),
-            f"{quote(key)} is not a when key of {where} (its keys: {', '.join(keys)})"
+            f"{quote_key(key)} is not a when key of {where} (its keys: {', '.join(keys)})"
             + did_you_mean(key, keys),
         )
         for key in when

@@ -10,15 +10,20 @@ and pastes back into a shell as the file's name."""
 
 from __future__ import annotations
 
+TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
+if TYPE_CHECKING:
+    from pathlib import PurePath
+
 
 def hook_place(file: object, index: object) -> str:
     """Hook `index` of file `file`'s `hooks`, as a problem's place names it."""
     return f"{shown_file(str(file))}:/hooks/{index}"
 
 
-def shown_file(name: str) -> str:
+def shown_file(name: str | PurePath) -> str:
     """A file's name for a person (the module docstring): as it is when every character of
     it is printable, else in bash's `$'…'` quoting."""
+    name = str(name)
     if name.isprintable():
         return name
     from .shellwords import ansi_c

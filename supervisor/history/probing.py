@@ -8,6 +8,7 @@ import sqlite3
 from pathlib import Path
 from typing import Final
 
+from ..core.places import shown_file
 from .faults import HistoryFault, faults
 from .store import History
 
@@ -22,14 +23,17 @@ def probe(path: Path) -> str | None:
         while not parent.exists():
             parent = parent.parent
         if not os.access(parent, os.W_OK | os.X_OK):
-            return f"the run history {path} cannot be made: {parent} is not writable"
+            return (
+                f"the run history {shown_file(path)} cannot be made:"
+                f" {shown_file(parent)} is not writable"
+            )
         return None
     try:
         history = History.open(path)
     except HistoryFault as exc:
         return str(exc)
     try:
-        with faults(f"writing to the run history {path}"), history._lock:
+        with faults(f"writing to the run history {shown_file(path)}"), history._lock:
             history._db.execute("BEGIN IMMEDIATE")
             history._db.execute("ROLLBACK")
             (check,) = history._db.execute("PRAGMA quick_check(1)").fetchone()

@@ -43,6 +43,7 @@ import orjson
 from ..config.statefiles import state_home
 from ..core.batches import bounded
 from ..core.jsontext import wire_loads
+from ..core.places import shown_file
 from ..core.records import Record
 from . import files, search, sizes
 from .faults import BUSY_MS, HistoryFault, faults
@@ -124,7 +125,7 @@ class History:
     def open(cls, path: Path, *, writes: bool = True) -> History:
         """The database at `path`, its schema made; `writes=False` opens an existing one to
         read only (`HistoryFault` when there is none)."""
-        with faults(f"opening the run history {path}"):
+        with faults(f"opening the run history {shown_file(path)}"):
             if writes:
                 path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
                 os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
@@ -167,7 +168,7 @@ class History:
         found = os.stat(self.path) if os.path.exists(self.path) else None
         if found is None or (found.st_dev, found.st_ino) != self._identity:
             how = "removed" if found is None else "replaced"
-            raise FileNotFoundError(2, f"{self.path} was {how} while open")
+            raise FileNotFoundError(2, f"{shown_file(self.path)} was {how} while open")
 
     # The writer's side.
 

@@ -42,6 +42,7 @@ from ..config.privatefile import write_private
 from ..config.statefiles import state_path
 from ..core.errors import HooksError
 from ..core.jsontext import JsonError, is_unicode, loads, wire_safe
+from ..core.places import shown_file
 from ..core.records import Record
 
 #: Entries kept at most; a `put` past it evicts the oldest.
@@ -254,6 +255,26 @@ class PromptCache(Record):
         if left:
             raise PromptCacheError(f"removed {removed}, but {'; '.join(left)}")
         return removed
+
+    def unusable(self) -> str | None:
+        """Why the cache's directory, there, cannot be read or believed (a directory above it
+        that may not be searched, one of another user's or that others may write: every
+        entry is then left out, as if there were none); None when it can, or is not there."""
+        try:
+            st = os.lstat(self.directory)
+            if stat.S_ISDIR(st.st_mode):
+                os.listdir(self.directory)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            return f"{shown_file(self.directory)} cannot be read: {exc.strerror}"
+        if not stat.S_ISDIR(st.st_mode):
+            return f"{shown_file(self.directory)} is not a directory"
+        if st.st_uid != os.getuid() or st.st_mode & 0o022:
+            return (
+                f"{shown_file(self.directory)} is not a directory of yours that only you may write"
+            )
+        return None
 
     def _names(self) -> list[str]:
         if not self._directory_ok():

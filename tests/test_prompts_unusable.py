@@ -1,0 +1,40 @@
+"""`prompts list|show|clear` on a cache directory that is there but cannot be read or
+believed: said, exit 1, rather than "no cached prompt answers" and "removed 0"."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from test_prompts_cli import cache, cli
+
+from mcpx_hooks.supervisor.models.promptcache import PromptCache
+
+__all__ = ["cache"]  # (the fixture, used here)
+
+
+@pytest.mark.parametrize("action", [["list"], ["clear"], ["show", "abcdef"]])
+def test_a_cache_that_cannot_be_believed_is_said(
+    cache: PromptCache, capsys: pytest.CaptureFixture[str], action: list[str]
+) -> None:
+    cache.directory.mkdir(parents=True)
+    cache.directory.chmod(0o777)  # (others may write: its entries are not believed)
+    code, out, err = cli(capsys, *action)
+    assert (code, out) == (1, "")
+    assert err == (
+        f"mcpx-hooks prompts {action[0]}: the cache of prompt answers {cache.directory} is not"
+        " a directory of yours that only you may write\n"
+    )
+    cache.directory.chmod(0o700)
+    assert cli(capsys, "list")[0] == 0
+    if os.geteuid() == 0:  # (root searches any directory: another user's is what it can test)
+        os.chown(cache.directory, 65534, 65534)
+        assert cli(capsys, *action)[0] == 1
+        os.chown(cache.directory, 0, 0)
+    else:
+        cache.directory.parent.chmod(0o000)
+        try:
+            code, _, err = cli(capsys, *action)
+        finally:
+            cache.directory.parent.chmod(0o700)
+        assert code == 1 and err.endswith("cannot be read: Permission denied\n")
