@@ -49,8 +49,12 @@ class GlobIndex:
                     self._begins.setdefault(pattern[: wildcard.start()], []).append(index)
         self._lengths = sorted({len(begin) for begin in self._begins})
 
+    def __bool__(self) -> bool:
+        """Whether it holds a pattern (else no subject need be made for it)."""
+        return bool(self._exact or self._begins)
+
     def found(self, subjects: Iterable[str], into: set[int]) -> None:
-        if not (self._exact or self._begins):
+        if not self:
             return
         for subject in subjects:
             into.update(self._exact.get(subject, ()))
@@ -75,7 +79,7 @@ class ArgvIndex:
         """The hooks whose `when.argv` may match a run of `argv` (none with `when.argv`
         when `argv` is empty), and those without it."""
         found = set(self._open)
-        if argv:
+        if argv and self._argv:  # (a command line made only for patterns: `shlex`)
             self._argv.found({command_line(argv), os.path.basename(argv[0])}, found)
         return [self.hooks[index] for index in sorted(found)]
 
