@@ -20,8 +20,8 @@ from __future__ import annotations
 import os
 import re
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Final
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Final, TypeVar
 
 from .hooks import Config, Hook
 from .points import Phase, When
@@ -109,43 +109,36 @@ class CallIndex:
         return [self.hooks[index] for index in sorted(found)]
 
 
-#: Each config's index, built at its first run (`script_hooks`), by the config's identity (a
-#: `Record` hashes by value); dropped with the config.
-_BUILT: Final[dict[int, tuple[weakref.ref[Config], dict[Phase, ArgvIndex]]]] = {}
+#: Each config's indexes, by the config's identity (a `Record` hashes by value) and point,
+#: built at first use; dropped with the config.
+_BUILT: Final[dict[tuple[int, str], tuple[weakref.ref[Config], Mapping[Phase, Any]]]] = {}
+_I = TypeVar("_I", "ArgvIndex", "CallIndex")
 
 
 def script_hooks(config: Config) -> Mapping[Phase, ArgvIndex]:
     """The enabled `script` hooks of `config`, by phase, each phase's indexed: built once
     per config (a request's layered config is one of its own: the service builds it as it
     admits the request, off the loop)."""
-    key = id(config)
+    return _indexed(config, "script", ArgvIndex)
+
+
+def call_hooks(config: Config) -> Mapping[Phase, CallIndex]:
+    """The enabled `call` hooks of `config`, by phase, each phase's indexed: built once per
+    config, at its first tool call (or as the service admits a request)."""
+    return _indexed(config, "call", CallIndex)
+
+
+def _indexed(
+    config: Config, point: str, index: Callable[[Sequence[Hook]], _I]
+) -> Mapping[Phase, _I]:
+    key = (id(config), point)
     entry = _BUILT.get(key)
     if entry is not None and entry[0]() is config:
         return entry[1]
     phases: dict[Phase, list[Hook]] = {}
     for hook in config.hooks:
-        if hook.on == "script" and hook.enabled:
+        if hook.on == point and hook.enabled:
             phases.setdefault(hook.phase, []).append(hook)
-    built = {phase: ArgvIndex(hooks) for phase, hooks in phases.items()}
+    built = {phase: index(hooks) for phase, hooks in phases.items()}
     _BUILT[key] = (weakref.ref(config, lambda _: _BUILT.pop(key, None)), built)
-    return built
-
-
-#: Each config's `call` hooks' index, as `_BUILT` is for its `script` hooks.
-_CALLS: Final[dict[int, tuple[weakref.ref[Config], dict[Phase, CallIndex]]]] = {}
-
-
-def call_hooks(config: Config) -> Mapping[Phase, CallIndex]:
-    """The enabled `call` hooks of `config`, by phase, each phase's indexed: built once per
-    config, at its first tool call."""
-    key = id(config)
-    entry = _CALLS.get(key)
-    if entry is not None and entry[0]() is config:
-        return entry[1]
-    phases: dict[Phase, list[Hook]] = {}
-    for hook in config.hooks:
-        if hook.on == "call" and hook.enabled:
-            phases.setdefault(hook.phase, []).append(hook)
-    built = {phase: CallIndex(hooks) for phase, hooks in phases.items()}
-    _CALLS[key] = (weakref.ref(config, lambda _: _CALLS.pop(key, None)), built)
     return built
