@@ -74,7 +74,11 @@ def test_the_install_step_is_the_one_the_command_implies() -> None:
 
 
 async def test_npx_fetches_once_then_runs_offline_under_strict(
-    npm_registry: None, state: Path, tmp_path: Path, strict_spawner: Spawner
+    npm_registry: None,
+    state: Path,
+    tmp_path: Path,
+    strict_spawner: Spawner,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     spec = npx_server(tmp_path, EVERYTHING)
     async with open_servers(strict_spawner, Bus(), Config()) as manager:
@@ -82,6 +86,12 @@ async def test_npx_fetches_once_then_runs_offline_under_strict(
             result, entry = await manager.call(spec, "echo", {"message": "offline"})
         assert [c.text for c in result.content] == ["Echo: offline"]  # type: ignore[union-attr]
         assert entry.info["name"] == "mcp-servers/everything"
+    # The wait for the fetch is said (a first use otherwise waits in silence), once.
+    said = [r.getMessage() for r in caplog.records]
+    (fetching,) = [line for line in said if "fetching its package" in line]
+    assert fetching.startswith("server everything: fetching its package into its cache, once")
+    assert "npx --yes --package=@modelcontextprotocol/server-everything" in fetching
+    caplog.clear()
     (done,) = (state / "mcpx-hooks" / "packages" / "npm").glob("everything-*/.mcpx-installed")
     assert (done.parent / "_npx").is_dir()
     fetched_at = done.stat().st_mtime_ns
@@ -90,6 +100,7 @@ async def test_npx_fetches_once_then_runs_offline_under_strict(
             again, _ = await manager.call(spec, "echo", {"message": "again"})
     assert [c.text for c in again.content] == ["Echo: again"]  # type: ignore[union-attr]
     assert done.stat().st_mtime_ns == fetched_at  # not fetched again
+    assert not [r for r in caplog.records if "fetching its package" in r.getMessage()]
 
 
 async def test_npx_under_workspace_finds_its_cache_in_a_state_directory_inside_its_project(

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 from collections.abc import Mapping
@@ -72,6 +73,8 @@ NO_NETWORK_SIGNS: Final = re.compile(
     r"|Failed to fetch|dns error|Could not resolve host",
     re.IGNORECASE,
 )
+
+logger = logging.getLogger(__name__)
 
 
 @attrs.frozen(repr=False, eq=False)
@@ -263,6 +266,14 @@ async def ensure_installed(
         except SandboxUnavailable as exc:
             return f"server {spec.name}: its install step ({shown}) could not start: {exc}"
         child_spec = egress_spec(ChildSpec(argv, spec.workdir, env, rlimits, plan), lease, {})
+        # Said, since the first use waits for it in silence otherwise (npm: 10-30 s here).
+        logger.warning(
+            "server %s: fetching its package into its cache, once (%s); its first start"
+            " waits for it, up to %.0f s",
+            spec.name,
+            shown,
+            INSTALL_TIMEOUT_S,
+        )
         try:
             with trio.move_on_after(INSTALL_TIMEOUT_S) as scope:
                 async with spawner.open_child(
