@@ -116,6 +116,57 @@ def test_pre_commit_local_system_hooks_become_run_hooks(tmp_path: Path) -> None:
     assert check.returncode == 0, check.stdout + check.stderr
 
 
+PRE_COMMIT_MORE = r"""
+default_stages: [pre-push]
+exclude: ^(docs/|vendor/)
+repos:
+  - repo: local
+    hooks:
+      - id: typed
+        entry: mypy
+        language: system
+        types_or: [python, pyi]
+        stages: [pre-commit]
+      - id: pushed
+        entry: make check
+        language: system
+        pass_filenames: false
+      - id: no-orig
+        name: no .orig files
+        entry: do not commit .orig files
+        language: fail
+        files: \.orig$
+      - id: no-breakpoints
+        entry: 'breakpoint\(\)'
+        language: pygrep
+        types: [python]
+"""
+
+
+def test_pre_commit_s_stages_filters_of_every_hook_and_fail_hooks(readable_tmp: Path) -> None:
+    out = convert(readable_tmp, ".pre-commit-config.yaml", PRE_COMMIT_MORE)
+    assert out.returncode == 0, out.stdout + out.stderr
+    hooks = written(readable_tmp)
+    assert list(hooks) == ["typed", "pushed", "no-orig"]
+    assert hooks["typed"]["when"] == {"files": ["*.py", "*.pyi"]}  # *.pyi once
+    said = out.stdout
+    # The config's default stage is pre-push: said for the hooks that take it, not the other.
+    assert said.count("pre-commit ran it before a push; here it runs before every run") == 2
+    assert "before a push" not in said.partition("  typed:")[2].partition("  pushed:")[0]
+    assert "pushed: make check on every run\n    pre-commit ran it before a push" in said
+    # Its exclude of every hook is listed, not lost.
+    assert "exclude '^(docs/|vendor/)' (of every hook): not converted" in said
+    # A `fail` hook prints its entry and fails, where its files changed.
+    assert hooks["no-orig"]["when"] == {"files": ["*.orig"]}
+    assert hooks["no-orig"]["run"][-1] == "do not commit .orig files"
+    assert "language 'pygrep' searches the files pre-commit passes it" in said
+    home = readable_tmp / "home"
+    assert mcpx("trust", ".mcpx-hooks.toml", cwd=readable_tmp, home=home).returncode == 0
+    test = mcpx("hook", "test", "no-orig", cwd=readable_tmp, home=home)
+    assert test.returncode == 3, test.stdout + test.stderr
+    assert "| do not commit .orig files" in test.stdout
+
+
 def test_lefthook_commands_and_scripts(tmp_path: Path) -> None:
     out = convert(tmp_path, "lefthook.yml", LEFTHOOK)
     assert out.returncode == 0, out.stdout + out.stderr

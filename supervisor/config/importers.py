@@ -63,6 +63,22 @@ _ANY_TYPES: Final = frozenset({"file", "text"})
 LEFTHOOK_HOOKS: Final = ("pre-commit", "pre-push")
 _TEMPLATE: Final = re.compile(r"\{(staged_files|push_files|all_files|files|\d+|\*)\}")
 _SHELL_CHARS: Final = frozenset("|&;<>()$`\\\"'*?[]#~=%{}\n")
+#: pre-commit's stages (old names too) whose moment is before the work.
+_STAGES: Final = {"pre-commit": "pre-commit", "commit": "pre-commit", "pre-push": "pre-push",
+                  "push": "pre-push"}  # fmt: skip
+#: Why a pre-commit language other than `system`, `script` and `fail` is not converted.
+_BUILT: Final = (
+    "needs an environment pre-commit builds; install what it needs and declare it as a run hook"
+)
+_LANGUAGES: Final = {
+    "pygrep": "searches the files pre-commit passes it, which a run hook here does not get;"
+    " declare a run hook that finds and searches them itself (git grep -P)",
+}
+#: A pre-commit config's filters of every hook, and why they are not carried over.
+_TOP_FILTERS: Final = {
+    "files": "write it into each hook's when.files by hand",
+    "exclude": "when.files has no exclusion: its hooks also run for changes there",
+}
 
 
 class SourceFileError(HooksError):
@@ -162,7 +178,8 @@ def _type_globs(hook: Mapping[str, Any]) -> tuple[list[str] | None, str | None]:
     unknown = [t for t in wanted if t not in TYPE_GLOBS]
     if unknown:
         return None, f"file type(s) {unknown} have no glob here"
-    return ([g for t in wanted for g in TYPE_GLOBS[t]] or None), None
+    globs = dict.fromkeys(g for t in wanted for g in TYPE_GLOBS[t])  # (python and pyi: one *.pyi)
+    return (list(globs) or None), None
 
 
 def _precommit_files(hook: Mapping[str, Any], notes: list[str]) -> list[str] | None:
@@ -193,7 +210,12 @@ def from_precommit(data: Any, source: str) -> Converted:
             f"{source}: not a pre-commit config (expected a top-level repos list)"
         )
     hooks: list[tuple[Mapping[str, Any], tuple[str, ...]]] = []
-    skipped: list[str] = []
+    skipped = [
+        f"{key} {data[key]!r} (of every hook): not converted, {why}"
+        for key, why in _TOP_FILTERS.items()
+        if isinstance(data.get(key), str) and data[key] not in ("", "^$", ".*")
+    ]
+    stages = _strings(data.get("default_stages", ["pre-commit"])) or ["pre-commit"]
     taken = _Names()
     seen = [0]
     for r, repo in enumerate(data["repos"]):
@@ -216,7 +238,7 @@ def from_precommit(data: Any, source: str) -> Converted:
             if not isinstance(hook, Mapping) or not isinstance(ident, str):
                 skipped.append(f"{label}: not a hook with an id")
                 continue
-            converted = _precommit_hook(hook, label, taken)
+            converted = _precommit_hook(hook, label, taken, stages)
             if isinstance(converted, str):
                 skipped.append(converted)
             else:
@@ -225,36 +247,40 @@ def from_precommit(data: Any, source: str) -> Converted:
 
 
 def _precommit_hook(
-    hook: Mapping[str, Any], label: str, taken: _Names
+    hook: Mapping[str, Any], label: str, taken: _Names, default_stages: list[str]
 ) -> tuple[Mapping[str, Any], tuple[str, ...]] | str:
     language = hook.get("language")
-    if language not in ("system", "script"):
-        return (
-            f"{label}: language {language!r} needs an environment pre-commit builds; install"
-            " what it needs and declare it as a run hook"
-        )
-    stages = _strings(hook.get("stages", ["pre-commit"])) or []
-    if stages and not {"pre-commit", "commit", "pre-push", "push"} & set(stages):
+    if language not in ("system", "script", "fail"):
+        why = _LANGUAGES.get(str(language), _BUILT)
+        return f"{label}: language {language!r} {why}"
+    stages = _strings(hook.get("stages", default_stages)) or []
+    when = [s for s in stages if s in _STAGES]
+    if stages and not when:
         return f"{label}: stages {stages} have no moment in a script run (only pre-commit/push)"
     entry, args = hook.get("entry"), _strings(hook.get("args", []))
     if not isinstance(entry, str) or args is None:
         return f"{label}: entry is not a string, or args not a list of strings"
-    try:
-        argv = shlex.split(entry) + args
-    except ValueError as exc:
-        return f"{label}: entry {entry!r} cannot be split into words ({exc})"
+    if language == "fail":  # its entry is the message; it fails wherever its files match
+        argv = ["sh", "-c", 'printf "%s\\n" "$1"; exit 1', "fail", entry]
+    else:
+        try:
+            argv = shlex.split(entry) + args
+        except ValueError as exc:
+            return f"{label}: entry {entry!r} cannot be split into words ({exc})"
     if not argv:
         return f"{label}: entry is empty"
     if language == "script" and not argv[0].startswith(("/", "./", "../")):
         argv[0] = "./" + argv[0]  # a file of the repository, from its top
     notes: list[str] = []
+    if {_STAGES[s] for s in when} == {"pre-push"}:
+        notes.append("pre-commit ran it before a push; here it runs before every run")
     obj = {**_base(taken(hook["id"])), "run": argv}
     files = _precommit_files(hook, notes)
     if files:
         obj["when"] = {"files": files}
     if hook.get("exclude"):
         notes.append(f"exclude {hook['exclude']!r} not converted: when.files has no exclusion")
-    if hook.get("pass_filenames", True) is not False:
+    if hook.get("pass_filenames", True) is not False and language != "fail":
         notes.append("pre-commit passed it the matching files; here it gets none as arguments")
     return obj, (f"from {label}: {hook.get('name', hook['id'])}", *notes)
 
