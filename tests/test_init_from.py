@@ -189,6 +189,39 @@ def test_lefthook_commands_and_scripts(tmp_path: Path) -> None:
     assert "pre-commit.parallel: its hooks may refuse the run, so they run in turn" in said
 
 
+LEFTHOOK_MORE = """
+extends: [./other.yml]
+remotes:
+  - git_url: https://github.com/example/hooks
+pre-push:
+  commands:
+    test:
+      run: go test ./...
+      fail_text: tests failed
+pre-commit:
+  commands:
+    gofmt:
+      glob: "*.go"
+      files: git diff --name-only HEAD
+      run: gofmt -l {files}
+"""
+
+
+def test_lefthook_s_hooks_from_elsewhere_and_what_a_hook_loses_are_said(tmp_path: Path) -> None:
+    out = convert(tmp_path, "lefthook.yml", LEFTHOOK_MORE)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert list(written(tmp_path)) == ["test", "gofmt"]
+    said = out.stdout
+    assert "not converted (2):" in said
+    assert "extends: the hooks of the files it extends are not converted" in said
+    assert "remotes: the hooks of remote repositories" in said
+    test, gofmt = said.partition("  test:")[2].partition("  gofmt:")[::2]
+    assert "lefthook ran it before a push; here it runs before every run" in test
+    assert "fail_text not converted" in test
+    assert "before a push" not in gofmt
+    assert "files (its own command listing the files) not converted" in gofmt
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [

@@ -74,6 +74,17 @@ _LANGUAGES: Final = {
     "pygrep": "searches the files pre-commit passes it, which a run hook here does not get;"
     " declare a run hook that finds and searches them itself (git grep -P)",
 }
+#: A lefthook entry's keys that have no counterpart here (each noted on its hook).
+_LEFTHOOK_UNSAID: Final = (
+    "exclude", "skip", "only", "env", "tags", "interactive", "stage_fixed", "fail_text",
+)  # fmt: skip
+#: A lefthook config's keys that bring hooks from elsewhere, which are not converted.
+_LEFTHOOK_ELSEWHERE: Final = {
+    "extends": "the hooks of the files it extends are not converted; convert each by itself"
+    " (init --from FILE in another directory) and copy its hooks here",
+    "remotes": "the hooks of remote repositories, which lefthook fetches itself, are not"
+    " converted; install what they run and declare them as run hooks",
+}
 #: A pre-commit config's filters of every hook, and why they are not carried over.
 _TOP_FILTERS: Final = {
     "files": "write it into each hook's when.files by hand",
@@ -297,6 +308,7 @@ def from_lefthook(data: Any, source: str) -> Converted:
     skipped: list[str] = []
     taken = _Names()
     seen = [0]
+    skipped += [f"{key}: {why}" for key, why in _LEFTHOOK_ELSEWHERE.items() if data.get(key)]
     for git_hook, group in data.items():
         _count(source, seen)
         if not isinstance(group, Mapping) or not ({"commands", "scripts"} & set(group)):
@@ -365,7 +377,13 @@ def _lefthook_entry(  # noqa: PLR0917
         obj["cwd"] = root
     if globs:
         obj["when"] = {"files": globs}
-    for key in ("exclude", "skip", "only", "env", "tags", "interactive", "stage_fixed"):
+    if "files" in entry:
+        notes.append(
+            "files (its own command listing the files) not converted: when.files uses git's"
+        )
+    for key in _LEFTHOOK_UNSAID:
         if key in entry:
             notes.append(f"{key} not converted")
+    if git_hook == "pre-push":
+        notes.append("lefthook ran it before a push; here it runs before every run")
     return obj, tuple(notes)
