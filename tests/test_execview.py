@@ -152,3 +152,34 @@ def test_the_readable_view_says_the_wait_for_an_answer_and_how_exec_exits() -> N
     assert RunView().lines({"type": "end", "exitCode": 4, "durationMs": 9}) == [
         "end: exit code 4, 9 ms"
     ]
+
+
+def test_an_end_whose_exit_code_is_not_exec_s_says_both() -> None:
+    # A failure an onError hook turned into a result: the script's 4, exec's 0.
+    view = RunView()
+    view.lines({"type": "result", "value": 0})
+    assert view.lines({"type": "end", "exitCode": 4, "durationMs": 190}) == [
+        "end: exit code 4, exec exits 0, 190 ms"
+    ]
+    # A success an onSuccess hook refused: the script's 0, exec's 3.
+    view = RunView()
+    view.lines({"type": "error", "message": "refused by no: nope", "cause": "refused"})
+    assert view.lines({"type": "end", "exitCode": 0, "durationMs": 9}) == [
+        "end: exit code 0, exec exits 3, 9 ms"
+    ]
+    # Where they agree, one code.
+    view = RunView()
+    view.lines({"type": "error", "message": "the script exited with status 5",
+                "cause": "script", "exitCode": 5})  # fmt: skip
+    assert view.lines({"type": "end", "exitCode": 5, "durationMs": 9}) == ["end: exit code 5, 9 ms"]
+
+
+def test_a_hook_s_run_that_failed_says_its_exit_code() -> None:
+    from mcpx_hooks.supervisor.cli.view import frame_lines
+
+    hook = {"type": "hook", "name": "r", "on": "script", "phase": "onSuccess", "action": "run",
+            "sandbox": "strict", "status": "ok", "durationMs": 9, "effect": "run",
+            "requestedEffect": "run", "clampedBy": [],
+            "ran": {"argv": ["sh", "-c", "exit 3"], "status": "failed", "exitCode": 3,
+                    "durationMs": 6}}  # fmt: skip
+    assert "  ran sh -c 'exit 3': failed (exit 3) in 6 ms" in frame_lines(hook)

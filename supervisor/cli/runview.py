@@ -6,6 +6,9 @@
   to its hook frame): `ok in 34 ms, then 3.0 s waiting for an answer`.
 - The `end` of a run the script never finished says how `exec` exits (its `error` frame's
   cause), not "no exit code": `end: refused, exec exits 3, 3106 ms`.
+- The `end` of a run whose exit code is not `exec`'s says both: a script that exited 4 and an
+  `onError` hook that turned the failure into a result, `end: exit code 4, exec exits 0, 190
+  ms`; a script that exited 0 and an `onSuccess` hook that refused it, `exec exits 3`.
 - An `error` frame that already names the hook that refused is not followed by the same name.
 """
 
@@ -26,6 +29,8 @@ class RunView:
         #: The `at` of each hook's pending ask, by hook name.
         self.asking: dict[str, str] = {}
         self._error: Mapping[str, Any] | None = None
+        #: The run's `result` or `error` frame, once it came.
+        self._outcome: Mapping[str, Any] | None = None
 
     def waiting_for_answer(self, hook: str) -> bool:
         """Whether `hook` has asked and its answer is awaited (it is not running)."""
@@ -42,8 +47,10 @@ class RunView:
             if waited is not None and lines:
                 lines[0] += f", then {waited:.1f} s waiting for an answer"
             return lines
+        if kind == "result":
+            self._outcome = frame
         if kind == "error":
-            self._error = frame
+            self._error = self._outcome = frame
             lines = frame_lines(frame)
             by = frame.get("refusedBy")
             if by and str(frame.get("message", "")).startswith(f"refused by {by}"):
@@ -55,4 +62,10 @@ class RunView:
             cause = str(self._error.get("cause", "failed"))
             code = cause_exit_codes().get(cause, EXIT_FAILED)
             return [printable(f"end: {cause}, exec exits {code}, {lasted(frame)}")]
+        if kind == "end" and self._outcome is not None:
+            from .exec import exit_code
+
+            own, execs = frame.get("exitCode"), exit_code([self._outcome])
+            if own != execs:
+                return [f"end: exit code {own}, exec exits {execs}, {lasted(frame)}"]
         return frame_lines(frame)

@@ -82,7 +82,9 @@ def _hook_lines(frame: Mapping[str, Any]) -> list[str]:
     if ran is not None:
         took = ran.get("durationMs")
         lasted = f" in {took} ms" if isinstance(took, int) else ""
-        lines.append(f"  ran {_argv(ran['argv'])}: {ran['status']}{lasted}")
+        code = ran.get("exitCode")
+        how = f" (exit {code})" if isinstance(code, int) and code != 0 else ""
+        lines.append(f"  ran {_argv(ran['argv'])}: {ran['status']}{how}{lasted}")
     ended = _exit(frame.get("exitCode"), frame.get("signal"))
     if ended is not None and ended != frame.get("reason"):  # (not said twice)
         lines.append(f"  {ended}")
