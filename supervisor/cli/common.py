@@ -154,6 +154,21 @@ def cause_exit_codes() -> dict[str, int]:
     }
 
 
+def outcome_exit_code(outcome: Mapping[str, Any] | None) -> int:
+    """`exec`'s exit code for a run's `result` or `error` frame (None: neither came), by
+    `EXEC_EXIT_CODES`: 0 for a result; 3, 124 or 130 for an error the hooks, the timeout or a
+    cancellation caused; the script's own non-zero exit code for an error it caused; 1 for any
+    other error or none at all."""
+    if outcome is None:
+        return EXIT_FAILED
+    if outcome.get("type") == "result":
+        return EXIT_OK
+    if (own := cause_exit_codes().get(outcome.get("cause", ""))) is not None:
+        return own
+    code = outcome.get("exitCode")
+    return code if isinstance(code, int) and 0 < code < 256 else EXIT_FAILED
+
+
 def exit_code_table() -> str:
     """`EXEC_EXIT_CODES` as the Markdown table the docs show."""
     rows = ["| code | when |", "| --- | --- |"]

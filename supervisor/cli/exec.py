@@ -11,10 +11,9 @@ from . import answering
 from .common import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
-    EXIT_OK,
     EXIT_USAGE,
     Usage,
-    cause_exit_codes,
+    outcome_exit_code,
     remote,
     remote_failed,
     run_async,
@@ -210,20 +209,8 @@ def _explain(args: argparse.Namespace) -> int:
 
 
 def exit_code(frames: Sequence[Mapping[str, Any]]) -> int:
-    """`exec`'s exit code, by the table `common.EXEC_EXIT_CODES`: 0 for a result; 3, 124 or
-    130 for an error the hooks, the timeout or a cancellation caused; the script's own
-    non-zero exit code for an error it caused; 1 for any other error or none at all."""
-    from ..core.frames import FrameType
-
-    outcome = _outcome(frames)
-    if outcome is None:
-        return EXIT_FAILED
-    if outcome["type"] == FrameType.RESULT:
-        return EXIT_OK
-    if (own := cause_exit_codes().get(outcome.get("cause", ""))) is not None:
-        return own
-    code = outcome.get("exitCode")
-    return code if isinstance(code, int) and 0 < code < 256 else EXIT_FAILED
+    """`exec`'s exit code for a run's frames (`common.outcome_exit_code`)."""
+    return outcome_exit_code(_outcome(frames))
 
 
 def _outcome(frames: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:

@@ -63,9 +63,9 @@ class RunView:
             code = cause_exit_codes().get(cause, EXIT_FAILED)
             return [printable(f"end: {cause}, exec exits {code}, {lasted(frame)}")]
         if kind == "end" and self._outcome is not None:
-            from .exec import exit_code
+            from .common import outcome_exit_code
 
-            own, execs = frame.get("exitCode"), exit_code([self._outcome])
+            own, execs = frame.get("exitCode"), outcome_exit_code(self._outcome)
             if own != execs:
                 return [f"end: exit code {own}, exec exits {execs}, {lasted(frame)}"]
         return frame_lines(frame)
