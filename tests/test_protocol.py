@@ -84,7 +84,7 @@ def _client_events(client: wsproto.WSConnection, data: bytes) -> list[wsproto.ev
 
 def test_a_plain_request_is_a_request_and_nothing_more_is_read() -> None:
     p = _protocol()
-    p.receive_data(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: 1\r\n\r\nGET /again")
+    p.receive_data(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: 1\r\n\r\n")
     (request,) = _events(p)
     assert request == Request("GET", "/healthz", ((b"host", b"x"), (b"x-a", b"1")), False)
     assert p.phase is Phase.ASKED and p.data_to_send() == b""
@@ -95,8 +95,23 @@ def test_a_plain_request_is_a_request_and_nothing_more_is_read() -> None:
     assert headers[b"connection"] == b"close" and headers[b"x-b"] == b"2"
     assert body == b'{"ok": true}'
     assert p.phase is Phase.ANSWERED
-    p.receive_data(b"more")  # ignored: one request per connection
-    assert _events(p) == []
+    p.receive_data(b"more")  # ignored: nothing was pipelined behind it, the connection ends
+    assert _events(p) == [] and not p.next_request()
+
+
+def test_a_request_pipelined_behind_a_plain_one_is_read_once_that_is_answered() -> None:
+    p = _protocol()
+    p.receive_data(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHo")
+    (first,) = _events(p)
+    assert first.target == "/a"
+    response, _ = _response(p.respond(200, b"{}"))
+    assert b"connection" not in dict(response.headers)  # (the next one is here already)
+    assert p.next_request() and p.phase is Phase.HEAD and _events(p) == []
+    p.receive_data(b"st: x\r\n\r\n")
+    (second,) = _events(p)
+    assert second.target == "/b" and p.phase is Phase.ASKED
+    response, _ = _response(p.respond(200, b"{}"))
+    assert dict(response.headers)[b"connection"] == b"close" and not p.next_request()
 
 
 def test_a_head_request_gets_the_headers_without_the_body() -> None:

@@ -44,7 +44,7 @@ _SAID: Final = (
     ("illegal header line", "a header line is not NAME: VALUE"),
     ("illegal chunk header", "a chunk of the body does not begin with its size"),
 )
-#: Headers every HTTP answer has: the service answers one request per connection.
+#: Headers of every HTTP answer but one with a request pipelined behind it (`requestcycle.py`).
 CLOSE: Final = ((b"Connection", b"close"),)
 #: Headers every HTTP answer has unless it gives its own of the name: no answer of this port
 #: may be framed by another page (a framed console could be clicked through), and none is
