@@ -42,6 +42,7 @@ from .accepting import Handshakes, serve_accepting
 from .access import Refusal, check_access, normal_origin, own_origins, server_names
 from .connection import CLOSE_S, ServerConnection
 from .endpoints import SHUTTING_DOWN, Endpoints
+from .hooksanswer import HooksAnswers
 from .logredact import open_logged_runtime
 from .mcphttp import McpHttp
 from .options import Limits, Listening, ServiceOptions
@@ -104,6 +105,7 @@ class Service(Endpoints):
         self._too_big = WireError(Close.TOO_BIG, said).text
         #: What every connection's unfinished message or body holds, together.
         self.unfinished = Unfinished(limits.max_unfinished_bytes)
+        self.hooks_answers = HooksAnswers()
 
     @property
     def runs_in_progress(self) -> int:
@@ -281,7 +283,8 @@ class Service(Endpoints):
         assert target is not None  # a seat is only ever for an endpoint
         try:
             try:
-                await conn.accept(target.endpoint in TAKES_MESSAGES, self.answer_at_upgrade(target))
+                frame = await self.answer_at_upgrade(target)
+                await conn.accept(target.endpoint in TAKES_MESSAGES, frame)
             except ConnectionClosed:
                 return False  # gone before its 101 was written
             await self._admitted_connection(conn, number, target, seat)
