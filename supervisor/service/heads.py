@@ -67,6 +67,11 @@ _TARGET_SCHEMES: Final = frozenset({"http", "https", "ws", "wss"})
 #: What a target whose path begins `//` is told: no path here does, and a URL parser (the
 #: routes') would read what follows as a host, not as the path.
 _DOUBLE_SLASH: Final = "the request target's path begins with //: no path here does"
+#: What no `Host` (host and port, RFC 3986 3.2.2) holds: a user name's `@`, a path, a query,
+#: a fragment, white space. A URL parser (the `Host` check's) reads the host after an `@`,
+#: where a proxy in front or a log may read what comes before it.
+_NOT_HOST: Final = re.compile(rb"[@/\\?#\s]")
+_BAD_HOST: Final = "the Host header is not a host and port (it has a user name, a path or spaces)"
 #: A repr of bytes at the end of a message (the fallback for a message not in `_SAID`).
 _REPR: Final = re.compile(r":? *(?:bytearray\()?b['\"].*$", re.DOTALL)
 
@@ -165,7 +170,8 @@ def origin_form(
     """The request's target as a path, and its headers, with any `Host` header replaced by
     the authority of an absolute-form target (`http://host:port/path?query`); else what is
     wrong with the target (400): not ASCII, neither a path nor an http(s) or ws(s) URL with
-    a host, a URL with a user name in it, or a path that begins `//`. Every check after (the
+    a host, a URL with a user name in it, a path that begins `//`, or a `Host` header that
+    is not a host and port. Every check after (the
     `Host` of a server without a token, the console's cookie, the routes) then reads the
     host the request names."""
     try:
@@ -173,6 +179,8 @@ def origin_form(
     except UnicodeDecodeError:
         return "the request target is not ASCII"
     headers = tuple((bytes(name), bytes(value)) for name, value in received)
+    if any(name == b"host" and _NOT_HOST.search(value) for name, value in headers):
+        return _BAD_HOST
     if target.startswith("//"):
         return _DOUBLE_SLASH
     if target.startswith("/"):
