@@ -98,8 +98,8 @@ class ServerProtocol:
             if not data:
                 self._end(ABNORMAL)  # gone before its request was all in
                 return
-            if self.head.too_long(data):
-                self.refuse(431, f"the request head is over {heads.MAX_HEAD_BYTES} bytes")
+            if (said := self.head.refusal(data)) is not None:
+                self.refuse(431, said)
                 return
             self._h11.receive_data(data)
             self._read_head()
@@ -356,8 +356,8 @@ class ServerProtocol:
             return False
         self.phase, self.request, self.head = Phase.HEAD, None, heads.HeadBound()
         trailing, closed = following
-        if self.head.too_long(trailing):
-            self.refuse(431, f"the request head is over {heads.MAX_HEAD_BYTES} bytes")
+        if (said := self.head.refusal(trailing)) is not None:
+            self.refuse(431, said)
         elif trailing:
             self._read_head()
         elif closed:
