@@ -78,3 +78,27 @@ async def test_a_request_that_asks_close_ends_the_pipeline(tmp_path: Path) -> No
         post = b"POST /healthz HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\nhi"
         got = await _answers(live.url, post + HEALTH)  # (a body not read: nothing after it)
         assert [h[:12] for h in _heads(got)] == [b"HTTP/1.1 405"], got
+
+
+def _pipelined_unread(port: int, requests: int) -> socket.socket:
+    """A client that pipelines `requests` and never reads an answer (a small receive buffer)."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", port))
+    sock.sendall(HEALTH * requests)
+    return sock
+
+
+async def test_a_client_that_pipelines_without_reading_is_not_held_open(tmp_path: Path) -> None:
+    # The server answered until the socket was full, then waited the whole send bound (60 s)
+    # for the client to read, the connection holding no seat: any number of them, no token.
+    # Now the answer made while earlier ones are unsent is the last, and fits in the buffer.
+    async with live_service(unconfined(tmp_path), tmp_path) as live:
+        port = int(live.url.rsplit(":", 1)[1])
+        socks = [await trio.to_thread.run_sync(_pipelined_unread, port, 2000) for _ in range(3)]
+        try:
+            with trio.fail_after(10):
+                await wait_connections(live.service, 0)
+        finally:
+            for sock in socks:
+                sock.close()

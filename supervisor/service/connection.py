@@ -70,7 +70,7 @@ class ServerConnection:
             too_big=too_big,
             frames=self._frames,
             holding=self.holding,
-            waiting=lambda: requestcycle.unread(stream.socket.fileno()),
+            queues=requestcycle.Queues(stream.socket.fileno),
         )
         #: A message must come whole within this of its first frame (4408).
         self._message_s = message_s

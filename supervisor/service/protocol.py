@@ -20,7 +20,7 @@ from __future__ import annotations
 import collections
 import http
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from typing import Final
 
 import h11
@@ -66,14 +66,14 @@ class ServerProtocol:
         too_big: str,
         frames: FrameRate | None = None,
         holding: Holding | None = None,
-        waiting: Callable[[], bool] = lambda: False,
+        queues: requestcycle.Queues | None = None,
     ) -> None:
         self.max_message_bytes = max_message_bytes
         self.too_big = too_big
         self._frames = frames
         self._holding = holding
-        #: Whether the client has sent more than has been read (the socket holds bytes).
-        self._waiting = waiting
+        #: What the socket holds unread and unsent (whether a pipeline goes on).
+        self._queues = queues or requestcycle.Queues()
         #: No request after this one is answered (`last`): its answer says `Connection: close`.
         self._last = False
         #: False for an endpoint that takes no messages (`accept`).
@@ -338,7 +338,7 @@ class ServerProtocol:
         return self._h11.send(h11.EndOfMessage())
 
     def _keeps_open(self) -> bool:
-        return not self._last and requestcycle.pipelined(self._h11, self.request, self._waiting)
+        return not self._last and requestcycle.pipelined(self._h11, self.request, self._queues)
 
     def last(self) -> None:
         """No request after this one is answered: for an answer that reads the socket once

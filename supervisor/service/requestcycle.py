@@ -6,12 +6,17 @@ answers. An answer keeps the connection open only for a request the client has s
 already: bytes after this request, read with it or waiting unread in the socket. Any other
 answer says `Connection: close` and nothing after it is read, so no connection is kept open
 for a request that may never come, and a client that waits for each answer before it asks
-again gets one request per connection.
+again gets one request per connection. The pipeline also ends at an answer made while the
+answers before it are still unsent (the client is not reading them): else a client that
+pipelined without reading had the server answer until the socket was full, then held the
+connection for the whole send bound (60 s) without a seat, where one small answer (every
+answer a client without the token can ask is) fits in the socket's buffer and ends it.
 """
 
 from __future__ import annotations
 
 import fcntl
+import sys
 import termios
 from collections.abc import Callable, Iterable
 from typing import Final
@@ -22,16 +27,30 @@ from . import heads
 from .framerate import FrameRate
 from .protocolevents import BadBody, Request
 
-#: FIONREAD's answer of no bytes to read (a C int of 0).
-_NONE_UNREAD: Final = bytes(4)
+#: An ioctl's answer of 0 (a C int).
+_ZERO: Final = bytes(4)
 
 
-def unread(fd: int) -> bool:
-    """Whether the socket `fd` holds bytes not read yet (without reading them)."""
-    try:
-        return fcntl.ioctl(fd, termios.FIONREAD, _NONE_UNREAD) != _NONE_UNREAD
-    except OSError:
-        return False
+class Queues:
+    """What the kernel holds of a socket (`fileno()` gives it, -1 once closed), asked
+    without reading or writing: whether the client has sent bytes not read yet, and whether
+    answers given are still unsent (the client is not taking them). A closed socket has
+    none."""
+
+    def __init__(self, fileno: Callable[[], int] = lambda: -1) -> None:
+        self._fileno = fileno
+
+    def _ask(self, request: int) -> int:
+        try:
+            return int.from_bytes(fcntl.ioctl(self._fileno(), request, _ZERO), sys.byteorder)
+        except (OSError, ValueError):  # (ValueError: -1, the socket closed)
+            return 0
+
+    def unread(self) -> bool:
+        return self._ask(termios.FIONREAD) > 0
+
+    def backed_up(self) -> bool:
+        return self._ask(termios.TIOCOUTQ) > 0
 
 
 def _bodiless(headers: Iterable[tuple[bytes, bytes]]) -> bool:
@@ -43,20 +62,20 @@ def _bodiless(headers: Iterable[tuple[bytes, bytes]]) -> bool:
     return True
 
 
-def pipelined(conn: h11.Connection, request: Request | None, unread: Callable[[], bool]) -> bool:
+def pipelined(conn: h11.Connection, request: Request | None, queues: Queues) -> bool:
     """Whether the answer to `request` may leave the connection open: a plain request whose
     body is all read (one without a body is, once h11 is asked), with bytes after it in
-    h11's buffer, or `unread()` in the socket. h11 still closes when the client asked it, or
-    spoke HTTP/1.0."""
+    h11's buffer or unread in the socket, and the answers before it not backed up in the
+    socket. h11 still closes when the client asked it, or spoke HTTP/1.0."""
     if request is None or request.websocket:
         return False
     if conn.their_state is h11.SEND_BODY and _bodiless(request.headers):
         event = conn.next_event()  # (EndOfMessage: a request without a body ends there)
         assert isinstance(event, h11.EndOfMessage), event
-    if conn.their_state is not h11.DONE:
+    if conn.their_state is not h11.DONE or queues.backed_up():
         return False
     trailing, closed = conn.trailing_data
-    return bool(trailing) or (not closed and unread())
+    return bool(trailing) or (not closed and queues.unread())
 
 
 def next_cycle(conn: h11.Connection) -> tuple[bytes, bool] | None:
