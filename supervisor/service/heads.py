@@ -36,6 +36,10 @@ MAX_HEAD_BYTES: Final = 16 * 1024
 #: The most header lines a request head may have (Apache's LimitRequestFields is 100): h11
 #: parses each at some 2 µs, and a 16 KiB head of 4,000 empty ones cost the event loop 10 ms.
 MAX_HEAD_LINES: Final = 128
+#: The most query parameters a request target may have (no route takes more than a few):
+#: the query is parsed for the token, then for the route, at some 1 µs a parameter, and a
+#: 16 KiB target holds 8,000.
+MAX_QUERY_FIELDS: Final = 64
 #: The end of a head: an empty line (h11 takes a bare LF as a line's end too).
 _HEAD_END: Final = re.compile(rb"\n\r?\n")
 #: The first byte of a TLS record that opens a handshake (a ClientHello).
@@ -183,14 +187,16 @@ def origin_form(
     """The request's target as a path, and its headers, with any `Host` header replaced by
     the authority of an absolute-form target (`http://host:port/path?query`); else what is
     wrong with the target (400): not ASCII, neither a path nor an http(s) or ws(s) URL with
-    a host, a URL with a user name in it, a path that begins `//`, or a `Host` header that
-    is not a host and port. Every check after (the
+    a host, a URL with a user name in it, a path that begins `//`, over `MAX_QUERY_FIELDS`
+    query parameters, or a `Host` header that is not a host and port. Every check after (the
     `Host` of a server without a token, the console's cookie, the routes) then reads the
     host the request names."""
     try:
         target = raw.decode("ascii")
     except UnicodeDecodeError:
         return "the request target is not ASCII"
+    if target.partition("?")[2].count("&") >= MAX_QUERY_FIELDS:
+        return f"the request target has over {MAX_QUERY_FIELDS} query parameters"
     headers = tuple((bytes(name), bytes(value)) for name, value in received)
     if any(name == b"host" and _NOT_HOST.search(value) for name, value in headers):
         return _BAD_HOST
