@@ -16,7 +16,9 @@ from ..core.records import Record
 
 class Phase(enum.Enum):
     """Where a connection is. HEAD -> ASKED -> OPEN -> CLOSING -> ENDED, or HEAD -> ASKED ->
-    ANSWERED (a plain HTTP answer or a refused upgrade), or ENDED from anywhere."""
+    ANSWERED (a plain HTTP answer or a refused upgrade), then HEAD again for a request the
+    client pipelined behind a plain one (`ServerProtocol.next_request`), or ENDED from
+    anywhere."""
 
     HEAD = "head"  # reading the request head
     ASKED = "asked"  # a request is in, not answered yet: nothing more is read
