@@ -16,6 +16,7 @@ from mcpx_hooks.supervisor.service.access import (
     create_token_file,
     default_token_path,
     kept_token,
+    normal_origin,
     own_origins,
     read_token_file,
     remove_token_file,
@@ -183,3 +184,23 @@ def test_without_a_token_the_host_must_name_the_server() -> None:
         check_access([(b"host", b"attacker.example")], ("t",), token="t", origins=ORIGINS) is None
     )
     assert check_access([], (), token=None, origins=ORIGINS, names=names) is None
+
+
+def test_an_origin_on_the_default_port_is_the_same_with_or_without_it() -> None:
+    # A browser names an origin on its scheme's default port without the port (`Origin:
+    # http://127.0.0.1`), so a server on port 80 refused its own console's requests (403),
+    # and `--allow-origin https://app.example:443`, as the flag's help spells it, every
+    # request of that page.
+    origins = own_origins("127.0.0.1", 80) | {normal_origin("https://app.example:443")}
+    for origin in (
+        "http://127.0.0.1",
+        "http://127.0.0.1:80",
+        "http://localhost",
+        "https://app.example",
+    ):
+        assert (
+            check_access([(b"origin", origin.encode())], ("t",), token="t", origins=origins) is None
+        )
+    assert normal_origin("WSS://Example.COM:443/") == "wss://example.com"
+    assert normal_origin("http://example.com:8080") == "http://example.com:8080"
+    assert "http://127.0.0.1:8765" in own_origins("127.0.0.1", 8765)

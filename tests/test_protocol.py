@@ -16,7 +16,7 @@ from wsproto.frame_protocol import FrameProtocol
 
 from mcpx_hooks.supervisor.service.broadcast import text_frame
 from mcpx_hooks.supervisor.service.framerate import FRAME_BURST, FrameRate
-from mcpx_hooks.supervisor.service.heads import MAX_HEAD_BYTES
+from mcpx_hooks.supervisor.service.heads import MAX_HEAD_BYTES, MAX_HEAD_LINES, MAX_QUERY_FIELDS
 from mcpx_hooks.supervisor.service.protocol import Phase, ServerProtocol
 from mcpx_hooks.supervisor.service.protocolevents import (
     BadBody,
@@ -84,7 +84,7 @@ def _client_events(client: wsproto.WSConnection, data: bytes) -> list[wsproto.ev
 
 def test_a_plain_request_is_a_request_and_nothing_more_is_read() -> None:
     p = _protocol()
-    p.receive_data(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: 1\r\n\r\nGET /again")
+    p.receive_data(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: 1\r\n\r\n")
     (request,) = _events(p)
     assert request == Request("GET", "/healthz", ((b"host", b"x"), (b"x-a", b"1")), False)
     assert p.phase is Phase.ASKED and p.data_to_send() == b""
@@ -95,8 +95,23 @@ def test_a_plain_request_is_a_request_and_nothing_more_is_read() -> None:
     assert headers[b"connection"] == b"close" and headers[b"x-b"] == b"2"
     assert body == b'{"ok": true}'
     assert p.phase is Phase.ANSWERED
-    p.receive_data(b"more")  # ignored: one request per connection
-    assert _events(p) == []
+    p.receive_data(b"more")  # ignored: nothing was pipelined behind it, the connection ends
+    assert _events(p) == [] and not p.next_request()
+
+
+def test_a_request_pipelined_behind_a_plain_one_is_read_once_that_is_answered() -> None:
+    p = _protocol()
+    p.receive_data(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHo")
+    (first,) = _events(p)
+    assert first.target == "/a"
+    response, _ = _response(p.respond(200, b"{}"))
+    assert b"connection" not in dict(response.headers)  # (the next one is here already)
+    assert p.next_request() and p.phase is Phase.HEAD and _events(p) == []
+    p.receive_data(b"st: x\r\n\r\n")
+    (second,) = _events(p)
+    assert second.target == "/b" and p.phase is Phase.ASKED
+    response, _ = _response(p.respond(200, b"{}"))
+    assert dict(response.headers)[b"connection"] == b"close" and not p.next_request()
 
 
 def test_a_head_request_gets_the_headers_without_the_body() -> None:
@@ -158,6 +173,44 @@ def test_a_head_of_16_kib_is_taken_and_one_byte_more_is_431(pieces: int) -> None
         response, body = _response(p.data_to_send())
         assert response.status_code == 431
         assert json.loads(body)["message"] == "the request head is over 16384 bytes"
+
+
+@pytest.mark.parametrize("pieces", [1, 7, 1000])
+def test_a_head_of_128_header_lines_is_taken_and_one_more_is_431(pieces: int) -> None:
+    # 4,000 empty header lines in 16 KiB cost the event loop ~10 ms each to parse (h11 ~2 µs
+    # a line): a few clients sending such heads back to back held every other client's
+    # `/healthz` for 40-140 ms. The lines are counted as they come, before h11 parses them.
+    for lines, status in ((MAX_HEAD_LINES, None), (MAX_HEAD_LINES + 1, 431)):
+        head = b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"a:\r\n" * (lines - 1) + b"\r\n"
+        p = _protocol()
+        size = -(-len(head) // pieces)
+        for at in range(0, len(head), size):
+            p.receive_data(head[at : at + size])
+        (event,) = _events(p)
+        if status is None:
+            assert isinstance(event, Request) and len(event.headers) == lines
+            continue
+        assert isinstance(event, Ended) and p.request is None
+        response, body = _response(p.data_to_send())
+        assert response.status_code == 431
+        assert json.loads(body)["message"] == "the request head has over 128 header lines"
+
+
+def test_a_target_of_64_query_parameters_is_taken_and_one_more_is_400() -> None:
+    # 4,000 of them in 16 KiB were parsed three times over (the token, the route): 14 ms of
+    # the event loop for one request that was refused 401 in the end.
+    for fields, status in ((MAX_QUERY_FIELDS, None), (MAX_QUERY_FIELDS + 1, 400)):
+        target = "/v1/runs?" + "&".join(["a=1"] * fields)
+        p = _protocol()
+        p.receive_data(f"GET {target} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        (event,) = _events(p)
+        if status is None:
+            assert isinstance(event, Request) and event.target == target
+            continue
+        assert isinstance(event, Ended)
+        response, body = _response(p.data_to_send())
+        assert response.status_code == 400
+        assert json.loads(body)["message"] == "the request target has over 64 query parameters"
 
 
 def client_hello() -> bytes:

@@ -156,21 +156,31 @@ class Refusal(Record):
     headers: tuple[tuple[bytes, bytes], ...] = ()
 
 
+#: The port an origin of each scheme names by leaving it out.
+_DEFAULT_PORTS: Final = {"http": 80, "https": 443, "ws": 80, "wss": 443}
+
+
 def own_origins(host: str, port: int) -> frozenset[str]:
     """The origins that are the server's own: its address, and the loopback names for it."""
     names = {host}
     if host in ("127.0.0.1", "localhost", "::1"):
         names |= {"127.0.0.1", "localhost", "[::1]"}
     names = {f"[{n}]" if ":" in n and not n.startswith("[") else n for n in names}
-    return frozenset(f"{scheme}://{n}:{port}" for n in names for scheme in ("http", "https"))
+    return frozenset(
+        normal_origin(f"{scheme}://{n}:{port}") for n in names for scheme in ("http", "https")
+    )
 
 
 def normal_origin(origin: str) -> str:
-    """`scheme://host:port`, lower case, without a trailing slash."""
+    """`scheme://host:port`, lower case, without a trailing slash, and without the port
+    when it is the scheme's default: a browser names `http://127.0.0.1:80` so."""
     parts = urlsplit(origin.strip().lower())
     if not parts.scheme or not parts.netloc:
         return origin.strip().lower()
-    return f"{parts.scheme}://{parts.netloc}"
+    netloc = parts.netloc
+    if netloc.endswith(f":{_DEFAULT_PORTS.get(parts.scheme)}"):
+        netloc = netloc.rpartition(":")[0]
+    return f"{parts.scheme}://{netloc}"
 
 
 def header_values(headers: Iterable[tuple[bytes, bytes]], name: bytes) -> list[str]:

@@ -16,8 +16,8 @@ port keeps one listener, one access check and one shutdown.
   back, as it is once the body is all in.
 - The answer goes out as it is sent: with its `Content-Length` when the application gives
   one, chunked otherwise (an event stream runs as long as the application sends). Its
-  hop-by-hop headers are the server's (`Connection: close`: one request per connection, as
-  every answer of this port), and the port's own headers are added (`protocol.py`); the
+  hop-by-hop headers are the server's (`Connection: close`: a request pipelined behind it is
+  not read, `requestcycle.py`), and the port's own headers are added (`protocol.py`); the
   application's `Cache-Control` gives way to the port's `no-store`.
 - After the body, `receive()` waits until the client closes its side, then says
   `http.disconnect`; a `send()` once the client is gone raises `ClientGone` (an `OSError`,
@@ -128,7 +128,9 @@ async def serve_asgi(
     body_s: float,
     server: tuple[str, int] | None = None,
 ) -> None:
-    """Answers `request` on `conn` with `app`; the caller ends the connection afterwards."""
+    """Answers `request` on `conn` with `app`; the caller ends the connection afterwards
+    (the client's next request, pipelined, is not read: the answer reads the socket)."""
+    conn.protocol.last()
     declared = header(request.headers, b"content-length")
     if declared is not None and int(declared) > max_body:  # h11 checked it is a number
         await _too_big(conn, max_body, int(declared))
@@ -215,7 +217,9 @@ async def respond_unread(
 ) -> None:
     """Answers a request whose body is not read (a refusal), then reads and drops up to
     `rest` bytes of it for at most `LINGER_S`: a socket closed with unread bytes is reset,
-    and a reset can take the answer with it before the client reads it."""
+    and a reset can take the answer with it before the client reads it. It ends the
+    connection: what is read is dropped, a pipelined request too."""
+    conn.protocol.last()
     await conn.respond(status, body, headers)
     dropped = 0
     with trio.move_on_after(LINGER_S):

@@ -1,27 +1,22 @@
 """One accepted socket, from its request to its end: the trio layer over `protocol.py`.
 
-`serve_reader` reads the socket for the whole connection and feeds the protocol; the
-connection's handler (the service) waits for the request (`wait_request`), answers it
-(`respond`, or `accept` for an upgrade), then sends and receives messages. The rules that
-make it safe for many clients and one broadcaster:
+`serve_reader` reads the socket for the whole connection and feeds the protocol; its
+handler waits for the request (`wait_request`), answers it (`respond`, or `accept` for an
+upgrade), then sends and receives messages. Safe for many clients and one broadcaster:
 
 - every write goes through one lock, and what `offer` left of a message goes out before
-  anything else (the protocol's own answers too: pongs, the reply to a close), so no other
-  bytes ever land inside a message;
+  anything else (the protocol's own answers too), so no other bytes land inside a message;
 - a send cancelled mid-write leaves a broken frame on the wire, so such a connection is never
-  written to again: it is aborted (its TCP stream closed), never closed with a close frame
-  (`broken`, `close`);
-- fan-out sends one message to many sockets: a server's frames are not masked, so the
-  frame's bytes are the same for every client and are built once (`broadcast.text_frame`)
-  and written as they are (`send_frame`, `offer`), as `websockets`' `broadcast()` does. This
-  skips wsproto for those writes, which is sound because the service never fragments a
-  message and negotiates no extension (a data frame then changes no wsproto state);
-- a broadcaster writes to many sockets from one task, so it cannot wait for any of them:
-  `offer` writes what the socket takes at once and keeps the rest of the message for the
-  socket's own task to `flush`.
+  written to again: it is aborted, never closed with a close frame (`broken`, `close`);
+- fan-out: a server's frames are not masked, so a frame's bytes are the same for every
+  client, built once (`broadcast.text_frame`) and written as they are (`send_frame`,
+  `offer`), as `websockets`' `broadcast()` does, skipping wsproto (sound: the service
+  never fragments a message, negotiates no extension);
+- a broadcaster writes to many sockets from one task and waits for none: `offer` writes
+  what the socket takes at once, the rest left for the socket's task to `flush`.
 
-Between the request and its answer nothing more is read, so a client cannot pile bytes up
-before it is admitted; the caller bounds the wait for the request (the handshake timeout).
+Nothing is read between a request and its answer (no bytes pile up before admission); a
+request pipelined behind a plain one is read once that answer is all sent.
 """
 
 from __future__ import annotations
@@ -33,9 +28,11 @@ from typing import Final
 
 import trio
 
+from . import requestcycle
 from .framerate import FrameRate
-from .protocol import Phase, ServerProtocol
-from .protocolevents import Ended, Message, Pong, Request
+from .pings import Pings
+from .protocol import ServerProtocol
+from .protocolevents import Ended, Message, Phase, Pong, Request
 from .unfinished import Unfinished
 from .wire import ConnectionClosed
 
@@ -73,6 +70,7 @@ class ServerConnection:
             too_big=too_big,
             frames=self._frames,
             holding=self.holding,
+            queues=requestcycle.Queues(stream.socket.fileno),
         )
         #: A message must come whole within this of its first frame (4408).
         self._message_s = message_s
@@ -81,9 +79,10 @@ class ServerConnection:
         self._messages_in, self._messages = trio.open_memory_channel[str | bytes](CLIENT_QUEUE)
         self._asked = trio.Event()  # the request is in, or the reader has ended without one
         self._answered = trio.Event()
+        #: A plain answer is all sent: the next request is read, or the connection ends.
+        self._cycled = trio.Event()
         self._reader_done = trio.Event()
-        #: In-flight pings by payload, oldest first: a pong answers its ping and older ones.
-        self._pings: dict[bytes, trio.Event] = {}
+        self._pings = Pings()
         #: Why the WebSocket is closed or closing; None while it is open (or not yet).
         self._closed: ConnectionClosed | None = None
         #: The rest of a message `offer` began: written before anything else.
@@ -123,9 +122,11 @@ class ServerConnection:
                 await self._write(protocol.data_to_send())
             except ConnectionClosed:
                 return
-            if protocol.phase is Phase.ASKED:
-                await self._answered.wait()
-                continue
+            if protocol.phase in (Phase.ASKED, Phase.ANSWERED):  # (its answer; a request next?)
+                waited = self._answered if protocol.phase is Phase.ASKED else self._cycled
+                await waited.wait()
+                if waited is self._answered or protocol.phase is not Phase.ANSWERED:
+                    continue
             if protocol.phase not in _READING:
                 return
             try:
@@ -155,12 +156,7 @@ class ServerConnection:
             with contextlib.suppress(trio.BrokenResourceError):
                 await self._messages_in.send(event.data)
         elif isinstance(event, Pong):
-            if event.payload in self._pings:
-                while self._pings:
-                    payload = next(iter(self._pings))
-                    self._pings.pop(payload).set()
-                    if payload == event.payload:
-                        break
+            self._pings.pong(event.payload)
         else:
             if self._closed is None:
                 self._closed = ConnectionClosed(event.code, event.reason)
@@ -185,6 +181,16 @@ class ServerConnection:
             return await self._messages.receive()
         except (trio.EndOfChannel, trio.ClosedResourceError):
             raise (self._closed or ConnectionClosed(1006)).again() from None
+
+    def next_request(self) -> bool:
+        """After a plain answer, the request pipelined behind it (`wait_request` waits for
+        it: `ServerProtocol.next_request`); False when the connection ends (it is dropped)."""
+        if self.broken or self._closed is not None or not self._protocol.next_request():
+            return False
+        self._asked, self._answered = trio.Event(), trio.Event()
+        cycled, self._cycled = self._cycled, trio.Event()
+        cycled.set()
+        return True
 
     # ---- answering the request ------------------------------------------------------------
 
@@ -218,8 +224,6 @@ class ServerConnection:
                     await self._write(data)
         finally:
             self._answered.set()
-
-    # ---- a request with a body, answered as it goes (`asgi.py`) --------------------------
 
     @property
     def protocol(self) -> ServerProtocol:
@@ -264,10 +268,7 @@ class ServerConnection:
         """Pings the client; the event is set by its pong (or a pong to a later ping).
         Cancelled mid-write, the connection is marked broken."""
         self._check_open()
-        payload = os.urandom(4)
-        while payload in self._pings:
-            payload = os.urandom(4)
-        answered = self._pings[payload] = trio.Event()
+        payload, answered = self._pings.new()
         await self._write(self._protocol.ping(payload), message=True)
         return answered
 
@@ -346,16 +347,13 @@ class ServerConnection:
     async def _send_all(self, data: bytes | memoryview) -> None:
         """With the lock held (only one write at a time may mark the connection)."""
         broken, self.broken = self.broken, True
-        await self._send_all_now(data)
-        self.broken = broken
-
-    async def _send_all_now(self, data: bytes | memoryview) -> None:
         try:
             await self._stream.send_all(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             if self._closed is None:
                 self._closed = ConnectionClosed(1006, "the client is gone")
             raise self._closed.again() from None
+        self.broken = broken
 
     # ---- ending ----------------------------------------------------------------------------
 
@@ -366,10 +364,11 @@ class ServerConnection:
 
     def drop(self) -> None:
         """`abort` at once, with no checkpoint (`aclose_forcefully` raises and catches a
-        `Cancelled`, a third of what a churned socket cost): a connection's end. Idempotent."""
+        `Cancelled`, a third of what a churned socket cost): a connection's end; idempotent."""
         if self._closed is None:
             self._closed = ConnectionClosed(1006, "aborted")
         self._stream.socket.close()  # (what `SocketStream.aclose` does, before its checkpoint)
+        self._cycled.set()  # (a reader waiting for a next request ends)
 
     async def close(self, code: int, reason: str | None, said: str | None = None) -> None:
         """Closes with `code` (after the message `said`, its error message), waiting at most

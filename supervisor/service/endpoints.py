@@ -24,7 +24,7 @@ from ..run.storedrun import StoredRun
 from .admission import Caller, admit
 from .connection import ServerConnection
 from .execrequest import parse_exec
-from .hooksanswer import HooksAnswer
+from .hooksanswer import HooksAnswers
 from .options import Limits, ServiceOptions
 from .roots import release_cwd
 from .streams import Streams, Wake, complete
@@ -46,7 +46,7 @@ class Endpoints:
     _active: dict[str, Run]
     _runs_changed: trio.Event
     #: `/v1/hooks`' message under the config it was built for (`answer_at_upgrade`).
-    _hooks_answer: HooksAnswer | None = None
+    hooks_answers: HooksAnswers
 
     def _start_run(self, run: Run, config: Config) -> None:
         raise NotImplementedError
@@ -81,12 +81,12 @@ class Endpoints:
         self._runs_changed.set()
         self._runs_changed = trio.Event()
 
-    def answer_at_upgrade(self, target: Target) -> bytes | None:
+    async def answer_at_upgrade(self, target: Target) -> bytes | None:
         """The whole answer of an endpoint that has one message, known at the upgrade, as
         its text frame: `/v1/hooks`' (it goes with the 101, then 1000: what the client sends
         is never read, so its answer is the same whenever a stray message lands). Built once
-        per config and shared by every socket (`hooksanswer.py`). None for any other
-        endpoint, and for a bad query (refused once upgraded, 4400)."""
+        per config, in a worker thread, and shared by every socket (`hooksanswer.py`). None
+        for any other endpoint, and for a bad query (refused once upgraded, 4400)."""
         if target.endpoint is not Endpoint.HOOKS:
             return None
         try:
@@ -94,9 +94,7 @@ class Endpoints:
         except WireError:
             return None
         config = self.runtime.config
-        answer = self._hooks_answer
-        if answer is None or answer.config is not config:
-            answer = self._hooks_answer = HooksAnswer(config)
+        answer = await self.hooks_answers.of(config)
         # The tool servers declared, each as it is now (`servers list --remote`).
         servers = self.runtime.servers
         return answer.frame(servers.states(config.servers.values()) if servers else [])

@@ -33,6 +33,13 @@ import wsproto.utilities
 #: The longest request head (its request line, headers and the empty line that ends it) taken;
 #: a longer one is answered 431.
 MAX_HEAD_BYTES: Final = 16 * 1024
+#: The most header lines a request head may have (Apache's LimitRequestFields is 100): h11
+#: parses each at some 2 µs, and a 16 KiB head of 4,000 empty ones cost the event loop 10 ms.
+MAX_HEAD_LINES: Final = 128
+#: The most query parameters a request target may have (no route takes more than a few):
+#: the query is parsed for the token, then for the route, at some 1 µs a parameter, and a
+#: 16 KiB target holds 8,000.
+MAX_QUERY_FIELDS: Final = 64
 #: The end of a head: an empty line (h11 takes a bare LF as a line's end too).
 _HEAD_END: Final = re.compile(rb"\n\r?\n")
 #: The first byte of a TLS record that opens a handshake (a ClientHello).
@@ -44,7 +51,7 @@ _SAID: Final = (
     ("illegal header line", "a header line is not NAME: VALUE"),
     ("illegal chunk header", "a chunk of the body does not begin with its size"),
 )
-#: Headers every HTTP answer has: the service answers one request per connection.
+#: Headers of every HTTP answer but one with a request pipelined behind it (`requestcycle.py`).
 CLOSE: Final = ((b"Connection", b"close"),)
 #: Headers every HTTP answer has unless it gives its own of the name: no answer of this port
 #: may be framed by another page (a framed console could be clicked through), and none is
@@ -67,6 +74,11 @@ _TARGET_SCHEMES: Final = frozenset({"http", "https", "ws", "wss"})
 #: What a target whose path begins `//` is told: no path here does, and a URL parser (the
 #: routes') would read what follows as a host, not as the path.
 _DOUBLE_SLASH: Final = "the request target's path begins with //: no path here does"
+#: What no `Host` (host and port, RFC 3986 3.2.2) holds: a user name's `@`, a path, a query,
+#: a fragment, white space. A URL parser (the `Host` check's) reads the host after an `@`,
+#: where a proxy in front or a log may read what comes before it.
+_NOT_HOST: Final = re.compile(rb"[@/\\?#\s]")
+_BAD_HOST: Final = "the Host header is not a host and port (it has a user name, a path or spaces)"
 #: A repr of bytes at the end of a message (the fallback for a message not in `_SAID`).
 _REPR: Final = re.compile(r":? *(?:bytearray\()?b['\"].*$", re.DOTALL)
 
@@ -79,27 +91,37 @@ class HeadBound:
         self._head: bytearray | None = bytearray()
         #: Whether the first byte was a TLS handshake's.
         self.tls = False
+        #: The line ends counted in the head so far, and up to where.
+        self._lines = self._counted = 0
 
     @property
     def begun(self) -> bool:
         """Whether any of the head has come (a socket opened ahead and left unused has none)."""
         return self._head is None or bool(self._head)
 
-    def too_long(self, data: bytes) -> bool:
-        """Whether the head, with `data`, is over `MAX_HEAD_BYTES` (its end past it, or not
-        within it). Checked before h11 parses a complete head."""
+    def refusal(self, data: bytes) -> str | None:
+        """Why the head, with `data`, is refused (431), or None: over `MAX_HEAD_BYTES` (its
+        end past it, or not within it), or over `MAX_HEAD_LINES` header lines. Checked
+        before h11 parses a complete head."""
         head = self._head
         if head is None:
-            return False  # its end was seen within the bound
+            return None  # its end was seen within the bounds
         if not head and data:
             self.tls = data[0] == _TLS_HANDSHAKE
         start = max(0, len(head) - 2)
         head += data[: MAX_HEAD_BYTES + 1 - len(head)]
         end = _HEAD_END.search(head, start)
+        stop = len(head) if end is None else end.start() + 1
+        self._lines += head.count(b"\n", self._counted, stop)
+        self._counted = stop
+        if self._lines > MAX_HEAD_LINES + 1:  # (and the request line)
+            return f"the request head has over {MAX_HEAD_LINES} header lines"
         if end is not None and end.end() <= MAX_HEAD_BYTES:
             self._head = None
-            return False
-        return len(head) > MAX_HEAD_BYTES
+            return None
+        if len(head) > MAX_HEAD_BYTES:
+            return f"the request head is over {MAX_HEAD_BYTES} bytes"
+        return None
 
 
 def in_words(said: str, *, tls: bool = False) -> str:
@@ -165,14 +187,19 @@ def origin_form(
     """The request's target as a path, and its headers, with any `Host` header replaced by
     the authority of an absolute-form target (`http://host:port/path?query`); else what is
     wrong with the target (400): not ASCII, neither a path nor an http(s) or ws(s) URL with
-    a host, a URL with a user name in it, or a path that begins `//`. Every check after (the
+    a host, a URL with a user name in it, a path that begins `//`, over `MAX_QUERY_FIELDS`
+    query parameters, or a `Host` header that is not a host and port. Every check after (the
     `Host` of a server without a token, the console's cookie, the routes) then reads the
     host the request names."""
     try:
         target = raw.decode("ascii")
     except UnicodeDecodeError:
         return "the request target is not ASCII"
+    if target.partition("?")[2].count("&") >= MAX_QUERY_FIELDS:
+        return f"the request target has over {MAX_QUERY_FIELDS} query parameters"
     headers = tuple((bytes(name), bytes(value)) for name, value in received)
+    if any(name == b"host" and _NOT_HOST.search(value) for name, value in headers):
+        return _BAD_HOST
     if target.startswith("//"):
         return _DOUBLE_SLASH
     if target.startswith("/"):

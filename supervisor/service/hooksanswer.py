@@ -1,7 +1,9 @@
 """`/v1/hooks`' one message, built once per config and shared by every socket.
 
 The hooks, files and skipped files of a config are encoded once, when a socket first asks
-for them under that config (a config of thousands of hooks makes megabytes of JSON). The
+for them under that config (a config of thousands of hooks makes megabytes of JSON), in a
+worker thread (`HooksAnswers`): 5,000 hooks took some 40 ms, which on the event loop every
+other client waited for; sockets that ask while it is encoded wait for that one. The
 tool servers' states change as servers start and stop, so they are encoded per request,
 but they are small, and the whole WebSocket frame is built again only when they differ
 from the last ones: every socket between two changes is given the same bytes, which
@@ -11,6 +13,8 @@ from the last ones: every socket between two changes is given the same bytes, wh
 from __future__ import annotations
 
 from typing import Any, Final
+
+import trio
 
 from ..core import jsontext
 from ..core.convert import to_json
@@ -50,3 +54,29 @@ class HooksAnswer:
             self._frame = text_frame(b"".join((self._head, encoded, _END)))
             self.built += 1
         return self._frame
+
+
+class HooksAnswers:
+    """The message of the config in force, encoded in a worker thread once per config:
+    sockets that ask while it is encoded wait for that encoding. Should it fail, each
+    socket waiting tries again (and fails alone)."""
+
+    def __init__(self) -> None:
+        self._answer: HooksAnswer | None = None
+        #: The config being encoded now, and what is set once it is done (or failed).
+        self._encoding: tuple[Config, trio.Event] | None = None
+
+    async def of(self, config: Config) -> HooksAnswer:
+        while (answer := self._answer) is None or answer.config is not config:
+            encoding = self._encoding
+            if encoding is not None and encoding[0] is config:
+                await encoding[1].wait()
+                continue
+            self._encoding = encoding = (config, trio.Event())
+            try:
+                self._answer = await trio.to_thread.run_sync(HooksAnswer, config)
+            finally:
+                if self._encoding is encoding:
+                    self._encoding = None
+                encoding[1].set()
+        return answer

@@ -18,7 +18,6 @@ wsproto checks the client's frames (masking, UTF-8, control frames); a message c
 from __future__ import annotations
 
 import collections
-import enum
 import http
 import re
 from collections.abc import Iterable, Iterator
@@ -30,36 +29,24 @@ import wsproto.connection
 import wsproto.events
 import wsproto.utilities
 
-from . import heads
+from . import heads, requestcycle
 from .framerate import TOO_FAST, FrameRate
-from .protocolevents import BadBody, Ended, Event, Message, Pong, Refusing, Request, error_body
+from .protocolevents import Ended, Event, Message, Phase, Pong, Refusing, Request, error_body
 from .unfinished import Holding
 from .wire import BUSY, COMPLETE, NO_MESSAGES, Close, WireError, refused
+
+__all__ = ["Phase", "ServerProtocol"]
 
 #: The close code of a connection that ended without a close frame (RFC 6455 §7.1.5).
 ABNORMAL: Final = 1006
 #: The close code for a message over the cap.
 TOO_BIG: Final = 1009
-#: The close code for a message the service has no room for now (RFC 6455 §7.4.1, 1013).
-TRY_AGAIN: Final = 1013
 #: The close reasons in our words for the frames wsproto finds broken, by close code; a code
 #: not here keeps wsproto's reason (1002's say what was wrong: an unmasked frame, a bad
 #: opcode). Its 1007 reason is a Python codec error's text (`'utf-8' codec can't decode…`).
 _BROKEN_REASONS: Final = {1007: "invalid data: a text message or close reason that is not UTF-8"}
 #: A frame's kind as wsproto puts it in a 1002 reason (`got <Opcode.TEXT: 1>`), to say in words.
 _OPCODE: Final = re.compile(r"<Opcode\.(\w+): \d+>")
-
-
-class Phase(enum.Enum):
-    """Where a connection is. HEAD -> ASKED -> OPEN -> CLOSING -> ENDED, or HEAD -> ASKED ->
-    ANSWERED (a plain HTTP answer or a refused upgrade), or ENDED from anywhere."""
-
-    HEAD = "head"  # reading the request head
-    ASKED = "asked"  # a request is in, not answered yet: nothing more is read
-    ANSWERED = "answered"  # an HTTP answer is given: nothing more is read
-    OPEN = "open"  # upgraded: WebSocket frames both ways
-    CLOSING = "closing"  # the server sent its close frame, the client's is awaited
-    ENDED = "ended"  # nothing more comes from the client
 
 
 class ServerProtocol:
@@ -79,11 +66,16 @@ class ServerProtocol:
         too_big: str,
         frames: FrameRate | None = None,
         holding: Holding | None = None,
+        queues: requestcycle.Queues | None = None,
     ) -> None:
         self.max_message_bytes = max_message_bytes
         self.too_big = too_big
         self._frames = frames
         self._holding = holding
+        #: What the socket holds unread and unsent (whether a pipeline goes on).
+        self._queues = queues or requestcycle.Queues()
+        #: No request after this one is answered (`last`): its answer says `Connection: close`.
+        self._last = False
         #: False for an endpoint that takes no messages (`accept`).
         self._takes_messages = True
         self._begun = False
@@ -106,8 +98,8 @@ class ServerProtocol:
             if not data:
                 self._end(ABNORMAL)  # gone before its request was all in
                 return
-            if self.head.too_long(data):
-                self.refuse(431, f"the request head is over {heads.MAX_HEAD_BYTES} bytes")
+            if (said := self.head.refusal(data)) is not None:
+                self.refuse(431, said)
                 return
             self._h11.receive_data(data)
             self._read_head()
@@ -286,7 +278,8 @@ class ServerProtocol:
         content_type: bytes = b"application/json",
     ) -> bytes:
         """The whole HTTP answer to the request (a refused upgrade included), with
-        `Connection: close`: nothing more is read. No body for a HEAD request."""
+        `Connection: close` unless the client has sent its next request already
+        (`next_request`). No body for a HEAD request."""
         data = self.respond_head(status, len(body), headers, content_type)
         return data + self.respond_body(body) + self.respond_end()
 
@@ -308,7 +301,7 @@ class ServerProtocol:
         head = [
             *(() if content_type is None else ((b"Content-Type", content_type),)),
             *(() if length is None else ((b"Content-Length", str(length).encode()),)),
-            *heads.CLOSE,
+            *(() if self._keeps_open() else heads.CLOSE),
             *given,
             *((name, value) for name, value in heads.DEFAULT_HEADERS if name.lower() not in names),
         ]
@@ -322,36 +315,15 @@ class ServerProtocol:
         self._h11.receive_data(data)
 
     def go_on(self) -> bytes:
-        """`100 Continue` for a client that waits for it before it sends its body (`Expect:
-        100-continue`, RFC 9110 §10.1.1), once the request is to be read; nothing for one
-        that does not wait (or whose body has begun to come already)."""
+        """`100 Continue` for a client that waits for it (`requestcycle.go_on`)."""
         assert self.phase is Phase.ASKED
-        if not self._h11.they_are_waiting_for_100_continue:
-            return b""
-        return self._h11.send(
-            h11.InformationalResponse(status_code=100, headers=[], reason=b"Continue")
-        )
+        return requestcycle.go_on(self._h11)
 
     def body(self) -> tuple[bytes, bool]:
         """What of the request's body has come since the last call, and whether it is all
         in. `BadBody` when the client broke its framing or closed before its end, or sends
         it in more pieces (chunks) than the budget of frames allows: each costs as one."""
-        pieces: list[bytes] = []
-        while True:
-            try:
-                event = self._h11.next_event()
-            except h11.RemoteProtocolError as exc:
-                raise BadBody(f"malformed request body: {heads.in_words(str(exc))}") from None
-            if isinstance(event, h11.Data):
-                if self._frames is not None and not self._frames.take():
-                    raise BadBody(self._frames.reason.replace("frames", "chunks", 1))
-                pieces.append(bytes(event.data))
-            elif isinstance(event, h11.EndOfMessage):
-                return b"".join(pieces), True
-            elif event is h11.NEED_DATA:
-                return b"".join(pieces), False
-            else:  # the connection closed (or paused) before the body's end
-                raise BadBody("the client closed the connection before the end of its request")
+        return requestcycle.body(self._h11, self._frames)
 
     @property
     def wants_body(self) -> bool:
@@ -364,6 +336,33 @@ class ServerProtocol:
 
     def respond_end(self) -> bytes:
         return self._h11.send(h11.EndOfMessage())
+
+    def _keeps_open(self) -> bool:
+        return not self._last and requestcycle.pipelined(self._h11, self.request, self._queues)
+
+    def last(self) -> None:
+        """No request after this one is answered: for an answer that reads the socket once
+        it has begun (`/mcp`'s, to see the client leave), or drops what it reads."""
+        self._last = True
+
+    def next_request(self) -> bool:
+        """Once an answer without `Connection: close` is all sent, reads the request the
+        client pipelined behind it (`requestcycle.py`): HEAD again, under a new head bound,
+        from what came after this one; False when the connection ends."""
+        if (
+            self.phase is not Phase.ANSWERED
+            or (following := requestcycle.next_cycle(self._h11)) is None
+        ):
+            return False
+        self.phase, self.request, self.head = Phase.HEAD, None, heads.HeadBound()
+        trailing, closed = following
+        if (said := self.head.refusal(trailing)) is not None:
+            self.refuse(431, said)
+        elif trailing:
+            self._read_head()
+        elif closed:
+            self._end(ABNORMAL)
+        return True
 
     def accept(self, takes_messages: bool = True, answer: bytes | None = None) -> list[bytes]:
         """The 101 for a valid upgrade request, as pieces to write in order; then the bytes

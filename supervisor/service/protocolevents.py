@@ -1,9 +1,10 @@
-"""What the front door's protocol (`protocol.py`) hands its owner: the request head, a
-client's whole message, a pong, the connection's end; how it refuses a message by itself;
-and the JSON body of every HTTP refusal. Pure data."""
+"""What the front door's protocol (`protocol.py`) hands its owner: where a connection is
+(`Phase`), the request head, a client's whole message, a pong, the connection's end; how it
+refuses a message by itself; and the JSON body of every HTTP refusal. Pure data."""
 
 from __future__ import annotations
 
+import enum
 import json
 
 import attrs
@@ -11,6 +12,20 @@ import attrs
 from ..core.errors import HooksError
 from ..core.frames import ServiceMessage
 from ..core.records import Record
+
+
+class Phase(enum.Enum):
+    """Where a connection is. HEAD -> ASKED -> OPEN -> CLOSING -> ENDED, or HEAD -> ASKED ->
+    ANSWERED (a plain HTTP answer or a refused upgrade), then HEAD again for a request the
+    client pipelined behind a plain one (`ServerProtocol.next_request`), or ENDED from
+    anywhere."""
+
+    HEAD = "head"  # reading the request head
+    ASKED = "asked"  # a request is in, not answered yet: nothing more is read
+    ANSWERED = "answered"  # an HTTP answer is given: nothing more is read
+    OPEN = "open"  # upgraded: WebSocket frames both ways
+    CLOSING = "closing"  # the server sent its close frame, the client's is awaited
+    ENDED = "ended"  # nothing more comes from the client
 
 
 @attrs.frozen(repr=False, eq=False)

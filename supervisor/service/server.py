@@ -42,6 +42,7 @@ from .accepting import Handshakes, serve_accepting
 from .access import Refusal, check_access, normal_origin, own_origins, server_names
 from .connection import CLOSE_S, ServerConnection
 from .endpoints import SHUTTING_DOWN, Endpoints
+from .hooksanswer import HooksAnswers
 from .logredact import open_logged_runtime
 from .mcphttp import McpHttp
 from .options import Limits, Listening, ServiceOptions
@@ -104,6 +105,7 @@ class Service(Endpoints):
         self._too_big = WireError(Close.TOO_BIG, said).text
         #: What every connection's unfinished message or body holds, together.
         self.unfinished = Unfinished(limits.max_unfinished_bytes)
+        self.hooks_answers = HooksAnswers()
 
     @property
     def runs_in_progress(self) -> int:
@@ -228,8 +230,9 @@ class Service(Endpoints):
                     message_s=self.limits.message_s,
                 )
                 nursery.start_soon(conn.serve_reader)
-                try:
-                    await self._connection(conn, number)
+                try:  # (its requests in turn while the client pipelines plain ones)
+                    while await self._connection(conn, number) and conn.next_request():
+                        pass
                 finally:
                     conn.drop()
         except* Exception as group:
@@ -240,10 +243,11 @@ class Service(Endpoints):
             self._open_changed.set()
             self._open_changed = trio.Event()
 
-    async def _connection(self, conn: ServerConnection, number: int) -> None:
-        """One socket: its handshake within `handshake_s`, as one of at most `max_pending`
+    async def _connection(self, conn: ServerConnection, number: int) -> bool:
+        """One request: its head within `handshake_s`, as one of at most `max_pending`
         (past it the oldest pending one is dropped: a client that completes its handshake is
-        never kept out by ones that stall), then admitted or refused, then its endpoint."""
+        never kept out by ones that stall), admitted or refused, then its endpoint. True
+        for a plain request answered (another may follow)."""
         request: Request | None = None
         with self._handshakes.pending(number, self.limits.handshake_s) as pending:
             request = await conn.wait_request()
@@ -256,7 +260,7 @@ class Service(Endpoints):
             with trio.move_on_after(CLOSE_S), contextlib.suppress(ConnectionClosed):
                 await conn.write_answer(conn.protocol.data_to_send())
         if (cut and pending.dropped) or request is None:
-            return  # dropped, no request in time, or a malformed one (answered 400)
+            return False  # dropped, no request in time, or a malformed one (answered 400)
         if not request.websocket:
             await serve_plain(
                 conn,
@@ -269,22 +273,24 @@ class Service(Endpoints):
                 state=self.route_state,
                 mcp=self.mcp,
             )
-            return
+            return True
         target = parse_target(request.target)
         seat = self._admit(request, target)
         if isinstance(seat, Refusal):
             answer = routes.refused(seat)
             await conn.respond(answer.status, answer.body, answer.headers)
-            return
+            return False
         assert target is not None  # a seat is only ever for an endpoint
         try:
             try:
-                await conn.accept(target.endpoint in TAKES_MESSAGES, self.answer_at_upgrade(target))
+                frame = await self.answer_at_upgrade(target)
+                await conn.accept(target.endpoint in TAKES_MESSAGES, frame)
             except ConnectionClosed:
-                return  # gone before its 101 was written
+                return False  # gone before its 101 was written
             await self._admitted_connection(conn, number, target, seat)
         finally:
             seat.give_back()
+        return False
 
     async def _admitted_connection(
         self, conn: ServerConnection, number: int, target: Target, seat: Seat
