@@ -1,7 +1,9 @@
 """The files kept in the state directory, and how they are read without being trusted.
 
 `$XDG_STATE_HOME/mcpx-hooks/` (an absolute `XDG_STATE_HOME`), else
-`$HOME/.local/state/mcpx-hooks/`; without either there is none. It holds the trust state
+`$HOME/.local/state/mcpx-hooks/` (an absolute `HOME`), else `.local/state/mcpx-hooks/` in the
+user's home by the password database (`state_home`); without any there is none. Every state
+file finds it this one way. It holds the trust state
 (`truststore.py`) and, beside it, code compiled once and kept for the next start: the config
 schema's check (`schemacache.py`) and the methods attrs writes for each class
 (`codecache.py`).
@@ -66,13 +68,12 @@ def state_home(environ: Mapping[str, str]) -> Path | None:
 
 
 def state_path(environ: Mapping[str, str]) -> Path | None:
-    """The trust state file in the state directory (its parent); None without either."""
-    xdg, home = environ.get("XDG_STATE_HOME", ""), environ.get("HOME", "")
-    if os.path.isabs(xdg):
-        return Path(xdg) / STATE_FILE
-    if os.path.isabs(home):
-        return Path(home) / ".local" / "state" / STATE_FILE
-    return None
+    """The trust state file in the state directory (its parent), found as `state_home` finds
+    it, so that the trust store, the caches, the history and the token never part ways (a
+    file trusted by hand and then looked for by a CI job under `env -i`); None without a home
+    anywhere."""
+    state = state_home(environ)
+    return None if state is None else state / STATE_FILE
 
 
 def read_private(path: Path, *, limit: int) -> bytes:

@@ -1,11 +1,12 @@
 """The trust state file: where it is, read without trusting it, written atomically.
 
 `trust.json` in the state directory (`statefiles.state_path`: `$XDG_STATE_HOME/mcpx-hooks/`,
-else `$HOME/.local/state/mcpx-hooks/`); without either there is no state, and nothing is
-trusted. The file is 0600 in a 0700 directory; a write goes to a temporary file in the same
-directory, synced, then renamed over the old one, so a reader sees the old state or the new,
-never part of one. Writers take an exclusive lock (`trust.json.lock` beside it) around
-read-modify-write, so two `mcpx-hooks trust` at once lose neither's file.
+else `$HOME/.local/state/mcpx-hooks/`, else under the password database's home); without a
+home anywhere there is no state, and nothing is trusted. The file is 0600 in a 0700
+directory; a write goes to a temporary file in the same directory, synced, then renamed over
+the old one, so a reader sees the old state or the new, never part of one. Writers take an
+exclusive lock (`trust.json.lock` beside it) around read-modify-write, so two `mcpx-hooks
+trust` at once lose neither's file.
 
 A state file that cannot be believed is never a traceback: `load_state` returns an empty
 state and the reason (not a regular file, not the user's own, writable by others, too large,

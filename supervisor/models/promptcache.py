@@ -7,11 +7,11 @@ same instruction over the same data then gives the same command on every run, wi
 the model again, and `mcpx-hooks prompts promote` can turn it into a reviewed `run` hook.
 
 Where: a `prompts/` directory under the state directory (`$XDG_STATE_HOME/mcpx-hooks` when
-`XDG_STATE_HOME` is absolute, else `$HOME/.local/state/mcpx-hooks`; the trust state's
-directory). One file per entry, `<key>.json`, 0600 in a 0700 directory, written to a temporary
-file in the same directory and renamed over, so a reader sees an entry whole or not at all.
-At most `MAX_ENTRIES` entries of at most `MAX_ENTRY_BYTES` each: a `put` past the count
-evicts the oldest (by write time).
+`XDG_STATE_HOME` is absolute, else `.local/state/mcpx-hooks` in the home: the trust state's
+directory, `statefiles.state_home`). One file per entry, `<key>.json`, 0600 in a 0700
+directory, written to a temporary file in the same directory and renamed over, so a reader
+sees an entry whole or not at all. At most `MAX_ENTRIES` entries of at most
+`MAX_ENTRY_BYTES` each: a `put` past the count evicts the oldest (by write time).
 
 No secrets: the placeholder values are only hashed into the key, never stored. What is stored
 is the hook's name, its declaring file and JSON pointer, its prompt as declared, the effect,
