@@ -274,11 +274,12 @@ def read_bounded(flag: str, name: str, limit: int, why: str) -> bytes:
     return data
 
 
-def json_flag(flag: str, text: str | bytes, *, once: bool = False) -> Any:
+def json_flag(flag: str, text: str | bytes) -> Any:
     """The JSON value a flag or file gives (text, or a file's bytes: UTF-8, a byte order mark
-    ignored as everywhere), or `Usage` naming it and why not. `once`: a key an object gives
-    twice is refused too, at its pointer, as in a JSON config file (JSON keeps the last one
-    without a word: `hook test --event` would test an input that is not the one written)."""
+    ignored as everywhere), or `Usage` naming it and why not. A key an object gives twice is
+    refused too, at its pointer, as in a JSON config file (JSON keeps the last one without a
+    word: `hook test --event` would test, and `exec --input` run with, an input that is not
+    the one written)."""
     import json
 
     from ..config import pointer
@@ -288,7 +289,7 @@ def json_flag(flag: str, text: str | bytes, *, once: bool = False) -> Any:
         value = loads(text)
     except JsonError as exc:
         raise Usage(f"{flag}: invalid JSON: {exc}") from None
-    if once and (twice := duplicate_keys(text)):
+    if twice := duplicate_keys(text):
         key = json.dumps(str(twice[0][-1]), ensure_ascii=False)
         more = f" (and {len(twice) - 1} more)" if len(twice) > 1 else ""
         raise Usage(f"{flag}:{pointer(twice[0])}: the key {key} is given more than once{more}")
