@@ -110,7 +110,10 @@ COMMAND_EXIT_CODES: Final = {
         (EXIT_FAILED, "its tools differ from their pin, or it cannot be listed or its pin read"),
         (EXIT_USAGE, "an invalid config, or a server the config does not declare"),
     ),
-    "init": ((EXIT_USAGE, "a project config file is already there (it is never overwritten)"),),
+    "init": (
+        (EXIT_FAILED, "the project config file cannot be written (nothing is left behind)"),
+        (EXIT_USAGE, "a project config file is already there (it is never overwritten)"),
+    ),
     "doctor": ((EXIT_FAILED, "a profile but `none` cannot be enforced on this machine"),),
 }
 
