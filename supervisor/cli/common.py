@@ -39,7 +39,11 @@ EXIT_INTERRUPTED: Final = 130
 #: The exit codes every command shares: (code, when). `exec` has its own table, below.
 EXIT_CODES: Final = (
     (EXIT_OK, "success"),
-    (EXIT_FAILED, "the thing run failed (`hook test`: the hook's status is not `ok`)"),
+    (
+        EXIT_FAILED,
+        "the thing run failed (`hook test`: the hook's status is not `ok`), or the output"
+        " could not be written (a full disk: said in one line on stderr)",
+    ),
     (EXIT_USAGE, "bad input: a usage error, a config error, `validate` found problems"),
     (EXIT_REFUSED, "refused by a hook (`exec`, `hook test`)"),
     (
