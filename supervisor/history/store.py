@@ -124,13 +124,14 @@ class History:
     @classmethod
     def open(cls, path: Path, *, writes: bool = True) -> History:
         """The database at `path`, its schema made; `writes=False` opens an existing one to
-        read only (`HistoryFault` when there is none)."""
+        read only (`HistoryFault` when there is none, or only the empty file a first write left
+        on a full disk)."""
         with faults(f"opening the run history {shown_file(path)}"):
             if writes:
                 path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
                 os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
                 db = _connect(path)
-            elif not path.is_file():
+            elif not path.is_file() or not path.stat().st_size:  # (empty: a disk full at once)
                 raise FileNotFoundError(2, "no run has been recorded there", str(path))
             else:
                 db = _connect(path, "ro")
