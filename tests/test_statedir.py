@@ -119,3 +119,30 @@ def test_a_file_trusted_with_home_is_trusted_under_env_i(tmp_path: Path) -> None
     checked = mcpx("validate", env=bare)
     assert checked.returncode == 0, checked.stderr
     assert "not trusted" not in checked.stderr
+
+
+def test_a_file_where_the_state_directory_belongs_is_said_so(tmp_path: Path) -> None:
+    # `trust` said "cannot open the trust state in …: File exists", and a run's history
+    # warning the same: what mkdir says of a file already there, not what is wrong.
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "mcpx-hooks").write_text("mine\n")
+    (tmp_path / ".mcpx-hooks.toml").write_text(PROJECT)
+    env = {**os.environ, "XDG_STATE_HOME": str(state), "MCPX_HOOKS_NO_DISCOVERY": "1"}
+
+    def mcpx(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "mcpx_hooks.supervisor", *args],
+            cwd=tmp_path, env=env, capture_output=True, text=True, check=False, timeout=60,
+        )  # fmt: skip
+
+    trusted = mcpx("trust", ".mcpx-hooks.toml")
+    assert trusted.returncode == 1
+    assert trusted.stderr == (
+        f"mcpx-hooks trust: cannot open the trust state in {state}/mcpx-hooks: it is not a"
+        " directory\n"
+    )
+    ran = mcpx("exec", "--sandbox", "none", "--", "true")
+    assert ran.returncode == 0
+    assert f"history {state}/mcpx-hooks/history.db: it is not a directory)" in ran.stdout
+    assert (state / "mcpx-hooks").read_text() == "mine\n"

@@ -67,6 +67,16 @@ def state_home(environ: Mapping[str, str]) -> Path | None:
     return Path(home) / ".local" / "state" if os.path.isabs(home) else None
 
 
+def make_state_dir(directory: Path) -> None:
+    """`directory` made (0700, with its parents) unless it is there; `NotADirectoryError`,
+    not `FileExistsError`, when a file (or a device) is where it belongs: "File exists" was
+    all a person was told."""
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except FileExistsError:
+        raise NotADirectoryError(errno.ENOTDIR, "it is not a directory", str(directory)) from None
+
+
 def state_path(environ: Mapping[str, str]) -> Path | None:
     """The trust state file in the state directory (its parent), found as `state_home` finds
     it, so that the trust store, the caches, the history and the token never part ways (a
@@ -149,7 +159,7 @@ def write_sealed(path: Path, magic: bytes, key: str, payload: bytes) -> None:
 
     digest = hashlib.sha256(payload).hexdigest()
     try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_state_dir(path.parent)
         write_private(path, b"\n".join([magic, key.encode(), digest.encode(), payload]))
     except OSError:
         return

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ..core.places import shown_file
 from .privatefile import write_private
-from .statefiles import StateError, read_private, said_os_error
+from .statefiles import StateError, make_state_dir, read_private, said_os_error
 from .trust import MAX_STATE_BYTES, TrustState, TrustStateError, parse_state, state_text
 
 
@@ -64,7 +64,7 @@ def locked_state(path: Path) -> Iterator[TrustState]:
     A file that cannot be believed is `StateError`: a command that writes never overwrites
     what it could not read (the person decides what to do with it)."""
     try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_state_dir(path.parent)
         lock_fd = os.open(
             path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600
         )

@@ -39,7 +39,7 @@ from typing import Any, Final
 import attrs
 
 from ..config.privatefile import write_private
-from ..config.statefiles import state_path
+from ..config.statefiles import make_state_dir, state_path
 from ..core.errors import HooksError
 from ..core.jsontext import JsonError, is_unicode, loads, wire_safe
 from ..core.places import shown_file
@@ -297,7 +297,7 @@ class PromptCache(Record):
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         try:
-            self.directory.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            make_state_dir(self.directory.parent)
             with contextlib.suppress(FileExistsError):
                 self.directory.mkdir(mode=0o700)
         except OSError as exc:
