@@ -4,6 +4,7 @@ set, unset or not a path: a file trusted by hand is trusted in a CI job run unde
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import subprocess
@@ -146,3 +147,32 @@ def test_a_file_where_the_state_directory_belongs_is_said_so(tmp_path: Path) -> 
     assert ran.returncode == 0
     assert f"history {state}/mcpx-hooks/history.db: it is not a directory)" in ran.stdout
     assert (state / "mcpx-hooks").read_text() == "mine\n"
+
+
+USER_CONFIG = """
+[[hooks]]
+name = "org-gate"
+on = "script"
+phase = "before"
+run = ["true"]
+locked = true
+"""
+
+
+def test_the_user_config_applies_under_env_i(tmp_path: Path) -> None:
+    # The user's own config.toml (a ceiling, a locked gate) was looked for only under an
+    # absolute HOME: in a job run with `env -i` it did not apply, while the state files
+    # were found in the password database's home.
+    home, project = tmp_path / "home", tmp_path / "project"
+    (home / ".config" / "mcpx-hooks").mkdir(parents=True)
+    (home / ".config" / "mcpx-hooks" / "config.toml").write_text(USER_CONFIG)
+    (project / ".config" / "mcpx-hooks").mkdir(parents=True)  # (HOME=. must not name it)
+    (project / ".config" / "mcpx-hooks" / "config.toml").write_text("[autonomy]\nmax = 1\n")
+    for env in ({}, {"HOME": "."}, {"HOME": str(home)}):
+        argv = [sys.executable, "-c", UNDER_PASSWD_HOME, str(home), "hooks", "list", "--json"]
+        listed = subprocess.run(
+            argv, cwd=project, capture_output=True, text=True, check=False, timeout=60,
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **env},
+        )  # fmt: skip
+        assert listed.returncode == 0, (env, listed.stderr)
+        assert [h["name"] for h in json.loads(listed.stdout)] == ["org-gate"], env

@@ -51,20 +51,29 @@ def said_os_error(exc: OSError) -> str:
     return "a symlink loop" if exc.errno == errno.ELOOP else exc.strerror or str(exc)
 
 
-def state_home(environ: Mapping[str, str]) -> Path | None:
-    """Where the run history and the service's token are kept by default: an absolute
-    `XDG_STATE_HOME`, else `.local/state` in an absolute `HOME`, else in the user's home by
-    the password database; never a relative path (a `HOME` of `.`, or an empty one, put the
-    history in the working directory, or under `/`). None: no home anywhere."""
-    xdg, home = environ.get("XDG_STATE_HOME", ""), environ.get("HOME", "")
-    if os.path.isabs(xdg):
-        return Path(xdg)
+def user_home(environ: Mapping[str, str]) -> str | None:
+    """The user's home: an absolute `HOME`, else the one the password database gives this
+    user (`HOME` unset, empty or relative, as under `env -i`); never a relative path (a
+    `HOME` of `.` would make the working directory, a project's, the user's own place).
+    None: no home anywhere."""
+    home = environ.get("HOME", "")
     if not os.path.isabs(home):
         try:
             home = pwd.getpwuid(os.getuid()).pw_dir
         except KeyError:
             return None
-    return Path(home) / ".local" / "state" if os.path.isabs(home) else None
+    return home if os.path.isabs(home) else None
+
+
+def state_home(environ: Mapping[str, str]) -> Path | None:
+    """Where every state file is kept (the run history, the service's token, the trust
+    state, the caches): an absolute `XDG_STATE_HOME`, else `.local/state` in the user's home
+    (`user_home`). None: no home anywhere."""
+    xdg = environ.get("XDG_STATE_HOME", "")
+    if os.path.isabs(xdg):
+        return Path(xdg)
+    home = user_home(environ)
+    return None if home is None else Path(home) / ".local" / "state"
 
 
 def make_state_dir(directory: Path) -> None:
