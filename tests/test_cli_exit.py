@@ -214,6 +214,35 @@ def test_a_closed_pipe_ends_the_history_s_commands_quietly(tmp_path: Path) -> No
     assert _first_line_then_gone(argv, tmp_path, env) == (130, "")
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["exec", "--sandbox", "none", "--", "echo", "hi"],
+        ["exec", "--sandbox", "none", "--json", "--", "seq", "1", "30000"],
+        ["runs", "list"],
+        ["validate"],
+        ["schema", "config"],
+        ["trust", "--list"],
+        ["doctor"],
+    ],
+    ids=lambda argv: " ".join(argv[:3]),
+)
+def test_output_to_a_full_disk_is_said_in_one_line(tmp_path: Path, argv: list[str]) -> None:
+    # `mcpx-hooks … > out.txt` on a full disk (here /dev/full) ended in a traceback, through
+    # Trio's exception groups for exec; now one line on stderr and exit 1.
+    env = {**ENV, "XDG_STATE_HOME": str(tmp_path / "state")}
+    with open("/dev/full", "wb") as full:
+        out = subprocess.run(
+            [*CLI, *argv], cwd=tmp_path, env=env, stdout=full, stderr=subprocess.PIPE,
+            text=True, check=False, timeout=60,
+        )  # fmt: skip
+    assert out.returncode == 1, out.stderr
+    assert out.stderr.endswith(
+        f"mcpx-hooks {argv[0]}: cannot write the output: No space left on device\n"
+    ), out.stderr
+    assert "Traceback" not in out.stderr
+
+
 # ---- the readable view -------------------------------------------------------------------------
 
 

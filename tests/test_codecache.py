@@ -95,8 +95,13 @@ def test_a_file_changed_or_cut_short_is_ignored(tmp_path: Path) -> None:
 
 def test_without_a_state_directory_classes_are_built_as_attrs_builds_them(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("XDG_STATE_HOME", "HOME")}
+    homeless = "import pwd\npwd.getpwuid = lambda uid: {}[uid]\n"  # no home by the passwd
     out = subprocess.run(
-        [sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, check=True
+        [sys.executable, "-c", homeless + PROBE],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert json.loads(out.stdout)["hash"] is True
     assert json.loads(out.stdout)["compiled"] == 0  # nothing goes through a cache

@@ -585,3 +585,20 @@ def test_runs_list_and_show_name_the_history_on_one_line(tmp_path: Path) -> None
     assert (
         gone.stderr == f"mcpx-hooks runs show: no run 'nope' is kept in the run history {shown}\n"
     )
+
+
+def test_an_empty_history_file_holds_no_runs(tmp_path: Path) -> None:
+    # A first run on a full disk leaves history.db empty (SQLite could not write its schema);
+    # `runs list` then said "reading the run history: no such table: runs" (exit 1).
+    db = tmp_path / "state" / "mcpx-hooks" / "history.db"
+    db.parent.mkdir(parents=True)
+    db.touch(mode=0o600)
+    listed = mcpx("runs", "list", cwd=tmp_path)
+    assert (listed.returncode, listed.stderr) == (0, ""), listed
+    assert listed.stdout == f"no runs are kept in the run history {db}\n"
+    assert mcpx("runs", "list", "--json", cwd=tmp_path).stdout == "[]\n"
+    shown = mcpx("runs", "show", "0123456789abcdef", cwd=tmp_path)
+    assert shown.returncode == 1 and "no run has been recorded there" in shown.stderr, shown
+    ran = mcpx("exec", "--sandbox", "none", "--", "true", cwd=tmp_path)  # (room again: kept)
+    assert ran.returncode == 0 and "not being kept" not in ran.stderr, ran
+    assert len(json.loads(mcpx("runs", "list", "--json", cwd=tmp_path).stdout)) == 1

@@ -91,6 +91,22 @@ def test_hook_test_refuses_a_key_given_twice(tmp_path: Path) -> None:
     assert '--hook #1:/run: the key "run" is given more than once' in out.stderr
 
 
+@pytest.mark.parametrize("remote", [False, True], ids=["local", "remote"])
+def test_exec_input_refuses_a_key_given_twice(tmp_path: Path, remote: bool) -> None:
+    # `exec --input '{"a":1,"a":2}'` ran the script with {"a": 2} without a word, where a
+    # config file's JSON and `hook test --event` refuse the key at its pointer. Refused
+    # before anything runs or connects (the remote is a port nothing listens on).
+    (tmp_path / "home").mkdir()
+    far = ["--remote", "ws://127.0.0.1:9"] if remote else []
+    twice = '{"a": 1, "b": {"c": 1, "c": 2}, "a": 2}'
+    out = mcpx("exec", *far, "--input", twice, "--", "touch", "ran", cwd=tmp_path)
+    assert (out.returncode, out.stdout) == (2, "")
+    assert out.stderr == (
+        'mcpx-hooks exec: --input:/b/c: the key "c" is given more than once (and 1 more)\n'
+    )
+    assert not (tmp_path / "ran").exists()
+
+
 def test_an_argument_that_is_not_utf8_is_named_as_bash_quotes_it(readable_tmp: Path) -> None:
     # It was "argv[0]: holds a lone surrogate (not valid Unicode)", naming nothing a person
     # could find: the argument is now named, with why and what to do.

@@ -467,6 +467,27 @@ def test_init_writes_a_starter_that_validates_and_never_overwrites(tmp_path: Pat
     assert beside.returncode == 2 and not (other / ".mcpx-hooks.toml").exists()
 
 
+def test_init_where_nothing_can_be_written_fails_and_leaves_nothing(tmp_path: Path) -> None:
+    # A directory init cannot write in exited 2, as bad input; and a write cut short (a full
+    # disk) left an empty .mcpx-hooks.toml behind, which the next init refused to replace.
+    env = environment(tmp_path)
+    out = mcpx("init", cwd=Path("/proc"), env=env)  # (no file can be made there, even by root)
+    assert (out.returncode, out.stdout) == (1, "")
+    assert out.stderr.startswith("mcpx-hooks init: cannot write .mcpx-hooks.toml: ")
+    project = tmp_path / "repo"
+    project.mkdir()
+    full = subprocess.run(
+        ["sh", "-c", 'ulimit -f 0 && exec "$@"', "sh", *CLI, "init"],
+        check=False, cwd=project, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert (full.returncode, full.stdout) == (1, "")
+    assert full.stderr == (
+        "mcpx-hooks init: cannot write .mcpx-hooks.toml: File too large; nothing written\n"
+    )
+    assert list(project.iterdir()) == []
+    assert mcpx("init", cwd=project, env=env).returncode == 0  # and the next one writes it
+
+
 # ---- serve: the token file -------------------------------------------------------------------
 
 

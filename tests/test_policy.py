@@ -97,13 +97,14 @@ def test_trust_all_takes_one_word_and_says_any_other() -> None:
 # --- the state file ------------------------------------------------------------------------
 
 
-def test_state_path_follows_xdg_then_home() -> None:
+def test_state_path_follows_xdg_then_home(monkeypatch: pytest.MonkeyPatch) -> None:
     assert statefiles.state_path({"XDG_STATE_HOME": "/s", "HOME": "/h"}) == Path(
         "/s/mcpx-hooks/trust.json"
     )
     assert statefiles.state_path({"XDG_STATE_HOME": "rel", "HOME": "/h"}) == Path(
         "/h/.local/state/mcpx-hooks/trust.json"
     )
+    monkeypatch.setattr("pwd.getpwuid", lambda uid: {}[uid])  # no home by the passwd either
     assert statefiles.state_path({}) is None
 
 

@@ -92,9 +92,13 @@ def test_the_key_takes_values_json_cannot_write_exactly() -> None:
     assert cache_key("h", "p", "run", "m", "x", odd) == cache_key("h", "p", "run", "m", "x", odd)
 
 
-def test_there_is_no_cache_without_a_state_directory(tmp_path: Path) -> None:
-    assert PromptCache.open({}) is None
-    assert PromptCache.open({"XDG_STATE_HOME": "relative", "HOME": "also-relative"}) is None
+def test_there_is_no_cache_without_a_state_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with monkeypatch.context() as homeless:
+        homeless.setattr("pwd.getpwuid", lambda uid: {}[uid])  # no home by the passwd either
+        assert PromptCache.open({}) is None
+        assert PromptCache.open({"XDG_STATE_HOME": "relative", "HOME": "also-relative"}) is None
     home = PromptCache.open({"HOME": str(tmp_path)})
     assert home is not None
     assert home.directory == tmp_path / ".local" / "state" / "mcpx-hooks" / "prompts"

@@ -348,6 +348,7 @@ def test_no_state_directory_is_a_usage_error(
 ) -> None:
     monkeypatch.delenv("XDG_STATE_HOME", raising=False)
     monkeypatch.delenv("HOME", raising=False)
+    monkeypatch.setattr("pwd.getpwuid", lambda uid: {}[uid])  # and no home by the passwd
     code, _, err = cli(capsys, "list")
     assert code == 2 and "no state directory" in err
 

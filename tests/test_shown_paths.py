@@ -6,6 +6,8 @@ in Python's escapes (which no shell reads back)."""
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 from pathlib import Path
 
 import pytest
@@ -100,8 +102,9 @@ def test_a_huge_key_is_shown_by_its_start_and_length(tmp_path: Path) -> None:
     toml = tmp_path / "big.toml"
     toml.write_text(f"[sandbox]\n{key} = 1\n")
     said = [str(p) for p in validate_files([str(unknown), str(twice), str(toml)])]
-    at = f"{start}(2000000 characters)"
-    said_key = f'"{start}" (2000000 characters)'
+    whole = f"2000000 characters, sha256 {hashlib.sha256(key.encode()).hexdigest()[:16]}"
+    at = f"{start}({whole})"
+    said_key = f'"{start}" ({whole})'
     assert said == [
         f"{unknown}:/{at}: unknown key {said_key}; expected one of: $schema, autonomy, defaults,"
         " limits, runs, history, observe, service, sandbox, script, when, models, servers,"
@@ -110,3 +113,16 @@ def test_a_huge_key_is_shown_by_its_start_and_length(tmp_path: Path) -> None:
         f"{twice}:/{at}: the key {said_key} is given more than once",
         f"{toml}:/sandbox/{at}: unknown key {said_key}; expected one of: read, write, deny",
     ]
+    # Two keys alike in their first 57 characters and their length were shown alike: one
+    # pointer, one message, and the second problem was taken for the first and never said.
+    alike = [("k" * 57 + c + "x" * 300) for c in "AB"]
+    pair = tmp_path / "pair.json"
+    pair.write_text(json.dumps({"sandbox": dict.fromkeys(alike, 1)}))
+    said = [str(p) for p in validate_files([str(pair)])]
+    assert len(said) == 2 and said[0] != said[1], said
+    for key, line in zip(sorted(alike, key=digest), said, strict=True):
+        assert f"(358 characters, sha256 {digest(key)})" in line
+
+
+def digest(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()[:16]

@@ -39,7 +39,11 @@ EXIT_INTERRUPTED: Final = 130
 #: The exit codes every command shares: (code, when). `exec` has its own table, below.
 EXIT_CODES: Final = (
     (EXIT_OK, "success"),
-    (EXIT_FAILED, "the thing run failed (`hook test`: the hook's status is not `ok`)"),
+    (
+        EXIT_FAILED,
+        "the thing run failed (`hook test`: the hook's status is not `ok`), or the output"
+        " could not be written (a full disk: said in one line on stderr)",
+    ),
     (EXIT_USAGE, "bad input: a usage error, a config error, `validate` found problems"),
     (EXIT_REFUSED, "refused by a hook (`exec`, `hook test`)"),
     (
@@ -110,7 +114,10 @@ COMMAND_EXIT_CODES: Final = {
         (EXIT_FAILED, "its tools differ from their pin, or it cannot be listed or its pin read"),
         (EXIT_USAGE, "an invalid config, or a server the config does not declare"),
     ),
-    "init": ((EXIT_USAGE, "a project config file is already there (it is never overwritten)"),),
+    "init": (
+        (EXIT_FAILED, "the project config file cannot be written (nothing is left behind)"),
+        (EXIT_USAGE, "a project config file is already there (it is never overwritten)"),
+    ),
     "doctor": ((EXIT_FAILED, "a profile but `none` cannot be enforced on this machine"),),
 }
 
@@ -274,11 +281,12 @@ def read_bounded(flag: str, name: str, limit: int, why: str) -> bytes:
     return data
 
 
-def json_flag(flag: str, text: str | bytes, *, once: bool = False) -> Any:
+def json_flag(flag: str, text: str | bytes) -> Any:
     """The JSON value a flag or file gives (text, or a file's bytes: UTF-8, a byte order mark
-    ignored as everywhere), or `Usage` naming it and why not. `once`: a key an object gives
-    twice is refused too, at its pointer, as in a JSON config file (JSON keeps the last one
-    without a word: `hook test --event` would test an input that is not the one written)."""
+    ignored as everywhere), or `Usage` naming it and why not. A key an object gives twice is
+    refused too, at its pointer, as in a JSON config file (JSON keeps the last one without a
+    word: `hook test --event` would test, and `exec --input` run with, an input that is not
+    the one written)."""
     import json
 
     from ..config import pointer
@@ -288,7 +296,7 @@ def json_flag(flag: str, text: str | bytes, *, once: bool = False) -> Any:
         value = loads(text)
     except JsonError as exc:
         raise Usage(f"{flag}: invalid JSON: {exc}") from None
-    if once and (twice := duplicate_keys(text)):
+    if twice := duplicate_keys(text):
         key = json.dumps(str(twice[0][-1]), ensure_ascii=False)
         more = f" (and {len(twice) - 1} more)" if len(twice) > 1 else ""
         raise Usage(f"{flag}:{pointer(twice[0])}: the key {key} is given more than once{more}")

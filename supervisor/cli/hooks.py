@@ -183,7 +183,7 @@ def _hook_test(args: argparse.Namespace) -> int:
             name = "stdin (--event -)" if args.event == "-" else shown_file(args.event)
             why = "a hook's input is held whole"
             data = read_bounded("--event", args.event, MAX_EVENT_BYTES, why)
-            event = json_flag(name, data, once=True)
+            event = json_flag(name, data)
             if not isinstance(event, dict):
                 raise Usage(f"{name}: expected a JSON object")
             _check_event(name, event)

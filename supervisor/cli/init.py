@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 from .common import EXIT_OK, usage
+from .newfile import write_new
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
 if TYPE_CHECKING:
@@ -47,13 +48,8 @@ def run(args: argparse.Namespace) -> int:
         if os.path.lexists(name):
             return usage("init", f"{name} exists here already; not overwritten")
     name = LOCAL_NAMES[0]
-    try:
-        # O_EXCL: a file that appeared since the check is not written over either.
-        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(starter_text())
-    except OSError as exc:
-        return usage("init", f"cannot write {name}: {exc.strerror or exc}")
+    if (failed := write_new(name, starter_text().encode())) is not None:
+        return failed
     print(f"wrote {name}: a starter, with its hooks switched off or commented out")
     print(f"review it, check it with: mcpx-hooks validate {name}")
     print(f"then apply it here by trusting it: mcpx-hooks trust {name}")

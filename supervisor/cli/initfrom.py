@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..core.places import shown_file
 from .common import EXIT_OK, EXIT_USAGE, say, usage
+from .newfile import write_new
 from .printable import printable  # (a source's names: one line, in a comment or on the terminal)
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
@@ -95,12 +96,8 @@ def run(source: str) -> int:
     except UnicodeEncodeError:
         return usage("init", f"{shown_file(source)}: a command holds text that is not Unicode"
                      " (a lone surrogate); nothing written")  # fmt: skip
-    try:
-        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-    except OSError as exc:
-        return usage("init", f"cannot write {name}: {exc.strerror or exc}")
+    if (failed := write_new(name, data)) is not None:
+        return failed
     problems = validate_files([name])
     for problem in problems:  # a conversion this module got wrong: said, not hidden
         say(f"mcpx-hooks init: {problem}")

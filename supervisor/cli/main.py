@@ -1,6 +1,7 @@
 """`mcpx-hooks`: the command line's entry point.
 
-Exit codes: 0 success; 1 the thing run failed (`hook test`: the hook's status is not `ok`);
+Exit codes: 0 success; 1 the thing run failed (`hook test`: the hook's status is not `ok`),
+or the output could not be written (`_output_unwritable`);
 2 bad input (a config error, a usage error, `validate` found problems); 3 refused by a hook.
 
 The commands are in `parser.COMMANDS`, each in its own module, imported only when it is the
@@ -10,7 +11,7 @@ stack; `hook test` loads no server (tests/test_cli.py holds both).
 
 from __future__ import annotations
 
-import contextlib
+import errno
 import io
 import os
 import sys
@@ -73,13 +74,44 @@ def main(argv: Sequence[str] | None = None, *, own_log: bool = False) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return _output_closed()
+    except OSError as exc:
+        if not _output_failed(exc):
+            raise
+        return _output_unwritable(args.command, exc)
     except BaseExceptionGroup as group:  # (from within a command's Trio run: its nurseries')
         # Ctrl-C in a run with tasks (`hook test`'s spawner and servers) comes wrapped.
-        if group.split((KeyboardInterrupt, BrokenPipeError))[1] is not None:
+        ours = (KeyboardInterrupt, BrokenPipeError)
+        if group.split(lambda e: isinstance(e, ours) or _output_failed(e))[1] is not None:
             raise
         if group.split(KeyboardInterrupt)[0] is not None:
             return EXIT_INTERRUPTED
+        full, _ = group.split(_output_failed)
+        if full is not None:
+            return _output_unwritable(args.command, full.exceptions[0])
         return _output_closed()
+
+
+#: What writing the output fails with when where it goes is full or broken (a disk, a quota,
+#: a file size limit, `/dev/full`): never a file a command names (that error names it).
+_OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
+
+
+def _output_failed(exc: BaseException) -> bool:
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return isinstance(exc, OSError) and exc.errno in _OUTPUT_ERRNOS and exc.filename is None
+
+
+def _output_unwritable(command: str | None, exc: BaseException) -> int:
+    """A command whose output could not be written (stdout on a full disk): said in one line
+    on stderr, stdout pointed at /dev/null so that nothing flushed after fails again; exit 1."""
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    _output_closed()
+    who = f"mcpx-hooks {command}" if command else "mcpx-hooks"
+    print(f"{who}: cannot write the output: {why}", file=sys.stderr)
+    return EXIT_FAILED
 
 
 def _output_closed() -> int:
@@ -111,8 +143,15 @@ def entry() -> None:
         code = _status(exc.code)
     for stream in (sys.stdout, sys.stderr):
         # A reader gone, or a stream already closed: nothing more can be said on it.
-        with contextlib.suppress(BrokenPipeError, ValueError):
+        try:
             stream.flush()
+        except (BrokenPipeError, ValueError):
+            pass
+        except OSError as exc:  # (what was left of the output: where it goes is full)
+            if stream is not sys.stdout or not _output_failed(exc):
+                raise
+            _output_unwritable(None, exc)
+            code = code or EXIT_FAILED
     codecache.save()
     os._exit(code)
 

@@ -20,6 +20,7 @@ TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), withou
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Mapping
+    from pathlib import Path
     from typing import Any
 
 
@@ -143,7 +144,7 @@ def _local(args: argparse.Namespace, command: str) -> int:
     try:
         history = History.open(path, writes=False)
     except HistoryFault as exc:
-        if args.runs_command == "list" and not path.exists():
+        if args.runs_command == "list" and (not path.exists() or _empty_file(path)):
             print(json.dumps([]) if args.json else f"no runs are kept in {where}")
             return EXIT_OK
         say(f"mcpx-hooks {command}: {exc}")
@@ -170,6 +171,11 @@ def _local(args: argparse.Namespace, command: str) -> int:
         say(f"mcpx-hooks {command}: run {args.run_id} has not ended: {said} on the server"
             " that runs it)")  # fmt: skip
     return EXIT_OK
+
+
+def _empty_file(path: Path) -> bool:
+    """Whether the history is an empty file (the first run found the disk full): no runs."""
+    return path.is_file() and not path.stat().st_size
 
 
 def table(runs: list[dict[str, Any]], url: str) -> list[str]:

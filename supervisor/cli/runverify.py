@@ -6,15 +6,16 @@ console downloads them; anything else is a stored run's id in the run history on
 machine. When a file's run is also in the history, the first frame that differs from the
 stored one is named; else the sentence says what can be said (a line out of place, a chain
 that does not match). Exit 0 when the frames are intact, 1 when they were changed (or the
-run is not found). A file is read up to `[history] retainBytes` (what the history keeps in
-all, so no run's frames are more): `/dev/zero` or a stream that never ends is refused there,
-never held whole.
+run is not found). A file is checked as it is read (`chain.ChainCheck`), in memory bounded
+by a constant, and read up to `[history] retainBytes` (what the history keeps in all, so no
+run's frames are more): `/dev/zero` or a stream that never ends is refused there.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import BinaryIO, Final
 
 from ..core.places import shown_file
 from .common import EXIT_FAILED, EXIT_OK, say
@@ -57,39 +58,85 @@ def verify(args: argparse.Namespace, command: str) -> int:
     try:
         if os.path.exists(target) and not os.path.isdir(target):  # a pipe too: /dev/stdin
             limit = config.history_retain_bytes
-            with open(target, "rb") as file:
-                data = file.read(limit + 1)
-            if len(data) > limit:
+            with open(target, "rb", buffering=0) as file:
+                checking = _check_file(file, limit, history)
+            if checking is None:
                 say(f"mcpx-hooks {command}: {shown_file(target)}: over {limit} bytes, more than"
                     " the run history keeps in all ([history] retainBytes): not a run's frames;"
                     " not read further")  # fmt: skip
                 return EXIT_FAILED
-            lines = [line.rstrip(b"\r") for line in data.split(b"\n") if line.strip()]
-            del data
-            reference = _stored(history, _run_id(lines[0]) if lines else None)
-            what = target
+            (count, problem), what = checking, target
         else:
             stored = _stored(history, target)
             if stored is None:
                 say(f"mcpx-hooks {command}: {shown_file(target)} is neither a file nor a run kept"
                     f" in the run history {shown_file(str(path))}{fault}")  # fmt: skip
                 return EXIT_FAILED
-            lines, reference, what = stored, None, f"run {target}"
+            count, problem, what = len(stored), check(stored), f"run {target}"
     except OSError as exc:
         say(f"mcpx-hooks {command}: {shown_file(target)}: {exc.strerror}")
         return EXIT_FAILED
     finally:
         if history is not None:
             history.close()
-    problem = check(lines, reference)
     what = shown_file(what) if what == target else what
     if problem is None:
-        say(
-            f"{what}: intact ({len(lines)} frames; their chain matches their end frame's)", out=True
-        )
+        say(f"{what}: intact ({count} frames; their chain matches their end frame's)", out=True)
         return EXIT_OK
     say(f"{what}: CHANGED: {problem}", out=True)
     return EXIT_FAILED
+
+
+def _check_file(file: BinaryIO, limit: int, history: object) -> tuple[int, str | None] | None:
+    """How many frame lines `file` holds and what is wrong with them (None: intact), checked
+    as they are read, in memory bounded by a constant (`chain.LINE_HELD`, one read, one chunk
+    of the stored run), each compared with the stored run's where the history holds the run
+    the first names. None: `file` is longer than `limit` bytes (read no further)."""
+    from ..core.chain import ChainCheck
+
+    checking, total = ChainCheck(_Pages(history).line), 0
+    while chunk := file.read(_READ):
+        if (total := total + len(chunk)) > limit:
+            return None
+        *ended, rest = chunk.split(b"\n")
+        for part in ended:
+            checking.piece(part)
+            if (problem := checking.end_line()) is not None:
+                return checking.count, problem
+        checking.piece(rest)
+    if (problem := checking.end_line()) is not None:
+        return checking.count, problem
+    return checking.count, checking.finish()
+
+
+#: What one read takes of a file (`_check_file`).
+_READ: Final = 64 * 1024
+
+
+class _Pages:
+    """A stored run's lines, read from the history a chunk at a time as they are asked for."""
+
+    def __init__(self, history: object) -> None:
+        self._history = history
+        self._first, self._lines = 0, list[bytes]()
+
+    def line(self, run_id: str, seq: int) -> bytes | None:
+        from ..history.faults import HistoryFault
+        from ..history.store import History
+
+        if not isinstance(self._history, History):
+            return None
+        if not self._first <= seq < self._first + len(self._lines):
+            try:
+                found = self._history.lines(run_id, seq, chunks=1)
+            except HistoryFault:
+                found = None
+            if found is None or not found[0]:  # (no such run, or none of it past here)
+                self._history = None
+                return None
+            self._first, self._lines = seq, found[0]
+        index = seq - self._first
+        return self._lines[index] if index < len(self._lines) else None
 
 
 def _stored(history: object, run_id: str | None) -> list[bytes] | None:
@@ -103,14 +150,3 @@ def _stored(history: object, run_id: str | None) -> list[bytes] | None:
     except HistoryFault:
         return None
     return None if found is None else found[0]
-
-
-def _run_id(line: bytes) -> str | None:
-    from ..core.jsontext import wire_loads
-
-    try:
-        frame = wire_loads(line)
-    except ValueError:
-        return None
-    run_id = frame.get("runId") if isinstance(frame, dict) else None
-    return run_id if isinstance(run_id, str) else None

@@ -55,7 +55,14 @@ __all__, __getattr__, __dir__ = exports(
             "tools_sha256",
             "trust_command",
         ),
-        "statefiles": ("StateError", "read_private", "said_os_error", "state_home", "state_path"),
+        "statefiles": (
+            "StateError",
+            "make_state_dir",
+            "read_private",
+            "said_os_error",
+            "state_home",
+            "state_path",
+        ),
         "truststore": ("load_state", "locked_state", "save_state", "trust_key"),
     },
 )

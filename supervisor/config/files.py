@@ -38,6 +38,7 @@ from ..core.errors import Problem
 from ..core.places import shown_file
 from ..core.records import Record
 from .problems import pointer, pointer_key, quote, quote_key
+from .statefiles import user_home
 
 ETC_DIR: Final = Path("/etc/mcpx-hooks")
 USER_FILE: Final = Path("mcpx-hooks") / "config.toml"
@@ -73,8 +74,9 @@ def discover(cwd: Path, environ: Mapping[str, str], *, etc_dir: Path = ETC_DIR) 
     """The config names that exist, farthest first; none when `MCPX_HOOKS_NO_DISCOVERY` is set.
 
     The user file is `$XDG_CONFIG_HOME/mcpx-hooks/config.toml` when that variable is an
-    absolute path, else `$HOME/.config/mcpx-hooks/config.toml` (nothing without an absolute
-    `HOME`: a relative one named a trusted file under the working directory, a project's).
+    absolute path, else `.config/mcpx-hooks/config.toml` in the user's home (`user_home`:
+    an absolute `HOME`, else the password database's, as under `env -i`; never a relative
+    `HOME`, which named a trusted file under the working directory, a project's).
     A name counts when anything is there, or when that cannot be told (a directory on the
     way that may not be searched, a loop): a directory, a dangling symlink or a symlink loop
     is returned too, and loading it is a `Problem`, so a config that was meant to apply never
@@ -84,10 +86,10 @@ def discover(cwd: Path, environ: Mapping[str, str], *, etc_dir: Path = ETC_DIR) 
     if environ.get(NO_DISCOVERY_ENV, "") not in ("", "0"):
         return []
     candidates = [etc_dir / "config.toml"]
-    xdg, home = environ.get("XDG_CONFIG_HOME", ""), environ.get("HOME", "")
+    xdg, home = environ.get("XDG_CONFIG_HOME", ""), user_home(environ)
     if os.path.isabs(xdg):
         candidates.append(Path(xdg) / USER_FILE)
-    elif os.path.isabs(home):
+    elif home is not None:
         candidates.append(Path(home) / ".config" / USER_FILE)
     trusted_dirs = [os.path.realpath(p.parent) for p in candidates]
     places = len(candidates)

@@ -9,6 +9,7 @@ returned can be printed: a lone surrogate or a NUL taken from the input is writt
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -48,7 +49,7 @@ _LONG_DIGITS = 24
 #: too): a 2 MB key is found by what it starts with, not printed whole in the pointer and
 #: again in the message.
 _SHOWN_CHARS = 60
-#: A key longer than this is shown by its start and its length (`_token`, `quote_key`):
+#: A key longer than this is shown by its start, its length and its digest (`_whole`):
 #: longer than any key written by hand, so a pointer names real keys whole.
 _KEY_CHARS = 256
 
@@ -64,18 +65,24 @@ def pointer(path: Iterable[str | int]) -> str:
 
 
 def _token(key: str) -> str:
-    """A key as its pointer writes it: printable, and when long its start and its length."""
+    """A key as its pointer writes it: printable, and when long shortened (`_whole`)."""
     if len(key) <= _KEY_CHARS:
         return _printable(key)
-    return f"{_printable(key[: _SHOWN_CHARS - 3])}...({len(key)} characters)"
+    return f"{_printable(key[: _SHOWN_CHARS - 3])}...({_whole(key)})"
 
 
 def quote_key(key: str) -> str:
-    """A key as a message quotes it: a JSON string (`quote`), and when long its start and
-    its length, as its pointer shows it."""
+    """A key as a message quotes it: a JSON string (`quote`), shortened as in its pointer."""
     if len(key) <= _KEY_CHARS:
         return quote(key)
-    return f"{quote(key[: _SHOWN_CHARS - 3] + '...')} ({len(key)} characters)"
+    return f"{quote(key[: _SHOWN_CHARS - 3] + '...')} ({_whole(key)})"
+
+
+def _whole(key: str) -> str:
+    """A long key's length and 64 bits of its SHA-256: two keys shown alike made one pointer,
+    and their problems, said alike there, were counted as one."""
+    whole = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{len(key)} characters, sha256 {whole[:16]}"
 
 
 def pointer_key(ptr: str) -> tuple[tuple[int, int | str], ...]:

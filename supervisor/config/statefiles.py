@@ -1,7 +1,9 @@
 """The files kept in the state directory, and how they are read without being trusted.
 
 `$XDG_STATE_HOME/mcpx-hooks/` (an absolute `XDG_STATE_HOME`), else
-`$HOME/.local/state/mcpx-hooks/`; without either there is none. It holds the trust state
+`$HOME/.local/state/mcpx-hooks/` (an absolute `HOME`), else `.local/state/mcpx-hooks/` in the
+user's home by the password database (`state_home`); without any there is none. Every state
+file finds it this one way. It holds the trust state
 (`truststore.py`) and, beside it, code compiled once and kept for the next start: the config
 schema's check (`schemacache.py`) and the methods attrs writes for each class
 (`codecache.py`).
@@ -49,30 +51,48 @@ def said_os_error(exc: OSError) -> str:
     return "a symlink loop" if exc.errno == errno.ELOOP else exc.strerror or str(exc)
 
 
-def state_home(environ: Mapping[str, str]) -> Path | None:
-    """Where the run history and the service's token are kept by default: an absolute
-    `XDG_STATE_HOME`, else `.local/state` in an absolute `HOME`, else in the user's home by
-    the password database; never a relative path (a `HOME` of `.`, or an empty one, put the
-    history in the working directory, or under `/`). None: no home anywhere."""
-    xdg, home = environ.get("XDG_STATE_HOME", ""), environ.get("HOME", "")
-    if os.path.isabs(xdg):
-        return Path(xdg)
+def user_home(environ: Mapping[str, str]) -> str | None:
+    """The user's home: an absolute `HOME`, else the one the password database gives this
+    user (`HOME` unset, empty or relative, as under `env -i`); never a relative path (a
+    `HOME` of `.` would make the working directory, a project's, the user's own place).
+    None: no home anywhere."""
+    home = environ.get("HOME", "")
     if not os.path.isabs(home):
         try:
             home = pwd.getpwuid(os.getuid()).pw_dir
         except KeyError:
             return None
-    return Path(home) / ".local" / "state" if os.path.isabs(home) else None
+    return home if os.path.isabs(home) else None
+
+
+def state_home(environ: Mapping[str, str]) -> Path | None:
+    """Where every state file is kept (the run history, the service's token, the trust
+    state, the caches): an absolute `XDG_STATE_HOME`, else `.local/state` in the user's home
+    (`user_home`). None: no home anywhere."""
+    xdg = environ.get("XDG_STATE_HOME", "")
+    if os.path.isabs(xdg):
+        return Path(xdg)
+    home = user_home(environ)
+    return None if home is None else Path(home) / ".local" / "state"
+
+
+def make_state_dir(directory: Path) -> None:
+    """`directory` made (0700, with its parents) unless it is there; `NotADirectoryError`,
+    not `FileExistsError`, when a file (or a device) is where it belongs: "File exists" was
+    all a person was told."""
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except FileExistsError:
+        raise NotADirectoryError(errno.ENOTDIR, "it is not a directory", str(directory)) from None
 
 
 def state_path(environ: Mapping[str, str]) -> Path | None:
-    """The trust state file in the state directory (its parent); None without either."""
-    xdg, home = environ.get("XDG_STATE_HOME", ""), environ.get("HOME", "")
-    if os.path.isabs(xdg):
-        return Path(xdg) / STATE_FILE
-    if os.path.isabs(home):
-        return Path(home) / ".local" / "state" / STATE_FILE
-    return None
+    """The trust state file in the state directory (its parent), found as `state_home` finds
+    it, so that the trust store, the caches, the history and the token never part ways (a
+    file trusted by hand and then looked for by a CI job under `env -i`); None without a home
+    anywhere."""
+    state = state_home(environ)
+    return None if state is None else state / STATE_FILE
 
 
 def read_private(path: Path, *, limit: int) -> bytes:
@@ -148,7 +168,7 @@ def write_sealed(path: Path, magic: bytes, key: str, payload: bytes) -> None:
 
     digest = hashlib.sha256(payload).hexdigest()
     try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_state_dir(path.parent)
         write_private(path, b"\n".join([magic, key.encode(), digest.encode(), payload]))
     except OSError:
         return

@@ -1,11 +1,12 @@
 """The trust state file: where it is, read without trusting it, written atomically.
 
 `trust.json` in the state directory (`statefiles.state_path`: `$XDG_STATE_HOME/mcpx-hooks/`,
-else `$HOME/.local/state/mcpx-hooks/`); without either there is no state, and nothing is
-trusted. The file is 0600 in a 0700 directory; a write goes to a temporary file in the same
-directory, synced, then renamed over the old one, so a reader sees the old state or the new,
-never part of one. Writers take an exclusive lock (`trust.json.lock` beside it) around
-read-modify-write, so two `mcpx-hooks trust` at once lose neither's file.
+else `$HOME/.local/state/mcpx-hooks/`, else under the password database's home); without a
+home anywhere there is no state, and nothing is trusted. The file is 0600 in a 0700
+directory; a write goes to a temporary file in the same directory, synced, then renamed over
+the old one, so a reader sees the old state or the new, never part of one. Writers take an
+exclusive lock (`trust.json.lock` beside it) around read-modify-write, so two `mcpx-hooks
+trust` at once lose neither's file.
 
 A state file that cannot be believed is never a traceback: `load_state` returns an empty
 state and the reason (not a regular file, not the user's own, writable by others, too large,
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from ..core.places import shown_file
 from .privatefile import write_private
-from .statefiles import StateError, read_private, said_os_error
+from .statefiles import StateError, make_state_dir, read_private, said_os_error
 from .trust import MAX_STATE_BYTES, TrustState, TrustStateError, parse_state, state_text
 
 
@@ -63,7 +64,7 @@ def locked_state(path: Path) -> Iterator[TrustState]:
     A file that cannot be believed is `StateError`: a command that writes never overwrites
     what it could not read (the person decides what to do with it)."""
     try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_state_dir(path.parent)
         lock_fd = os.open(
             path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600
         )

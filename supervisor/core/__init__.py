@@ -32,7 +32,7 @@ __all__, __getattr__, __dir__ = exports(
         ),
         "backoff": ("retry_wait_s",),
         "batches": ("bounded",),
-        "chain": ("GENESIS", "check", "extend"),
+        "chain": ("GENESIS", "ChainCheck", "check", "extend"),
         "changes": (
             "SHOWN_PATHS",
             "ChangedFiles",

@@ -40,7 +40,7 @@ from typing import Any, Final
 import attrs
 import orjson
 
-from ..config.statefiles import state_home
+from ..config.statefiles import make_state_dir, state_home
 from ..core.batches import bounded
 from ..core.jsontext import wire_loads
 from ..core.places import shown_file
@@ -124,13 +124,14 @@ class History:
     @classmethod
     def open(cls, path: Path, *, writes: bool = True) -> History:
         """The database at `path`, its schema made; `writes=False` opens an existing one to
-        read only (`HistoryFault` when there is none)."""
+        read only (`HistoryFault` when there is none, or only the empty file a first write left
+        on a full disk)."""
         with faults(f"opening the run history {shown_file(path)}"):
             if writes:
-                path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                make_state_dir(path.parent)
                 os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
                 db = _connect(path)
-            elif not path.is_file():
+            elif not path.is_file() or not path.stat().st_size:  # (empty: a disk full at once)
                 raise FileNotFoundError(2, "no run has been recorded there", str(path))
             else:
                 db = _connect(path, "ro")

@@ -7,11 +7,11 @@ same instruction over the same data then gives the same command on every run, wi
 the model again, and `mcpx-hooks prompts promote` can turn it into a reviewed `run` hook.
 
 Where: a `prompts/` directory under the state directory (`$XDG_STATE_HOME/mcpx-hooks` when
-`XDG_STATE_HOME` is absolute, else `$HOME/.local/state/mcpx-hooks`; the trust state's
-directory). One file per entry, `<key>.json`, 0600 in a 0700 directory, written to a temporary
-file in the same directory and renamed over, so a reader sees an entry whole or not at all.
-At most `MAX_ENTRIES` entries of at most `MAX_ENTRY_BYTES` each: a `put` past the count
-evicts the oldest (by write time).
+`XDG_STATE_HOME` is absolute, else `.local/state/mcpx-hooks` in the home: the trust state's
+directory, `statefiles.state_home`). One file per entry, `<key>.json`, 0600 in a 0700
+directory, written to a temporary file in the same directory and renamed over, so a reader
+sees an entry whole or not at all. At most `MAX_ENTRIES` entries of at most
+`MAX_ENTRY_BYTES` each: a `put` past the count evicts the oldest (by write time).
 
 No secrets: the placeholder values are only hashed into the key, never stored. What is stored
 is the hook's name, its declaring file and JSON pointer, its prompt as declared, the effect,
@@ -39,7 +39,7 @@ from typing import Any, Final
 import attrs
 
 from ..config.privatefile import write_private
-from ..config.statefiles import state_path
+from ..config.statefiles import make_state_dir, state_path
 from ..core.errors import HooksError
 from ..core.jsontext import JsonError, is_unicode, loads, wire_safe
 from ..core.places import shown_file
@@ -297,7 +297,7 @@ class PromptCache(Record):
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         try:
-            self.directory.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            make_state_dir(self.directory.parent)
             with contextlib.suppress(FileExistsError):
                 self.directory.mkdir(mode=0o700)
         except OSError as exc:

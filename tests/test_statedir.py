@@ -1,0 +1,178 @@
+"""Every state file (trust store, prompt cache, schema and code caches, tool servers' package
+caches, run history, service token) finds the one state directory the same way, with `HOME`
+set, unset or not a path: a file trusted by hand is trusted in a CI job run under `env -i`."""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+from mcpx_hooks.supervisor.config import schemacache, statefiles
+from mcpx_hooks.supervisor.history.faults import HistoryFault
+from mcpx_hooks.supervisor.history.store import default_path
+from mcpx_hooks.supervisor.models.promptcache import PromptCache
+from mcpx_hooks.supervisor.service.access import default_token_path
+
+PASSWD_HOME = "/home/from-passwd"
+
+
+def fake_passwd(monkeypatch: pytest.MonkeyPatch, home: str | None) -> None:
+    real = pwd.getpwuid(os.getuid())
+
+    def getpwuid(uid: int) -> pwd.struct_passwd:
+        if home is None:
+            raise KeyError(uid)
+        return pwd.struct_passwd((*real[:5], home, real[6]))
+
+    monkeypatch.setattr(pwd, "getpwuid", getpwuid)
+
+
+def every_directory(environ: Mapping[str, str]) -> set[Path | None]:
+    """The directory each state file would be kept in."""
+    trust = statefiles.state_path(environ)
+    prompts = PromptCache.open(environ)
+    schema = schemacache.cache_path("config", environ)
+    try:
+        history: Path | None = default_path(environ).parent
+    except HistoryFault:
+        history = None
+    token = default_token_path(environ).parent
+    return {
+        None if trust is None else trust.parent,
+        None if prompts is None else prompts.directory.parent,
+        None if schema is None else schema.parent,
+        history,
+        None if token == Path("/nonexistent/.local/state/mcpx-hooks") else token,
+    }
+
+
+@pytest.mark.parametrize(
+    ("environ", "expected"),
+    [
+        ({"XDG_STATE_HOME": "/x", "HOME": "/h"}, "/x/mcpx-hooks"),
+        ({"XDG_STATE_HOME": "rel", "HOME": "/h"}, "/h/.local/state/mcpx-hooks"),
+        ({"HOME": "/h"}, "/h/.local/state/mcpx-hooks"),
+        ({}, f"{PASSWD_HOME}/.local/state/mcpx-hooks"),
+        ({"HOME": ""}, f"{PASSWD_HOME}/.local/state/mcpx-hooks"),
+        ({"HOME": "."}, f"{PASSWD_HOME}/.local/state/mcpx-hooks"),
+    ],
+)
+def test_every_state_file_finds_one_directory(
+    monkeypatch: pytest.MonkeyPatch, environ: dict[str, str], expected: str
+) -> None:
+    fake_passwd(monkeypatch, PASSWD_HOME)
+    assert every_directory(environ) == {Path(expected)}
+
+
+def test_without_a_home_anywhere_there_is_no_state_directory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake_passwd(monkeypatch, None)
+    assert every_directory({}) == {None}
+    assert every_directory({"HOME": "relative"}) == {None}
+
+
+#: The command line with the password database's home for this user replaced by argv[1].
+UNDER_PASSWD_HOME = """
+import os, pwd, sys
+real = pwd.getpwuid(os.getuid())
+home = sys.argv.pop(1)
+pwd.getpwuid = lambda uid: pwd.struct_passwd((*real[:5], home, real[6]))
+from mcpx_hooks.supervisor.cli.main import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+PROJECT = """
+[[hooks]]
+name = "say"
+on = "script"
+phase = "before"
+run = ["sh", "-c", "cat >/dev/null; echo '{\\"advise\\": \\"project hook ran\\"}'"]
+sandbox = "none"
+"""
+
+
+def test_a_file_trusted_with_home_is_trusted_under_env_i(tmp_path: Path) -> None:
+    home, project = tmp_path / "home", tmp_path / "project"
+    project.mkdir()
+    (project / ".mcpx-hooks.toml").write_text(PROJECT)
+    bare = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+
+    def mcpx(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-c", UNDER_PASSWD_HOME, str(home), *args]
+        return subprocess.run(
+            argv, cwd=project, env=env, capture_output=True, text=True, check=False, timeout=60
+        )
+
+    trusted = mcpx("trust", ".mcpx-hooks.toml", env={**bare, "HOME": str(home)})
+    assert trusted.returncode == 0, trusted.stderr
+    assert (home / ".local" / "state" / "mcpx-hooks" / "trust.json").is_file()
+    listed = mcpx("trust", "--list", env=bare)  # `env -i`: no HOME at all
+    assert listed.returncode == 0, listed.stderr
+    assert str(project / ".mcpx-hooks.toml") in listed.stdout
+    checked = mcpx("validate", env=bare)
+    assert checked.returncode == 0, checked.stderr
+    assert "not trusted" not in checked.stderr
+
+
+def test_a_file_where_the_state_directory_belongs_is_said_so(tmp_path: Path) -> None:
+    # `trust` said "cannot open the trust state in …: File exists", and a run's history
+    # warning the same: what mkdir says of a file already there, not what is wrong.
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "mcpx-hooks").write_text("mine\n")
+    (tmp_path / ".mcpx-hooks.toml").write_text(PROJECT)
+    env = {**os.environ, "XDG_STATE_HOME": str(state), "MCPX_HOOKS_NO_DISCOVERY": "1"}
+
+    def mcpx(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "mcpx_hooks.supervisor", *args],
+            cwd=tmp_path, env=env, capture_output=True, text=True, check=False, timeout=60,
+        )  # fmt: skip
+
+    trusted = mcpx("trust", ".mcpx-hooks.toml")
+    assert trusted.returncode == 1
+    assert trusted.stderr == (
+        f"mcpx-hooks trust: cannot open the trust state in {state}/mcpx-hooks: it is not a"
+        " directory\n"
+    )
+    ran = mcpx("exec", "--sandbox", "none", "--", "true")
+    assert ran.returncode == 0
+    assert f"history {state}/mcpx-hooks/history.db: it is not a directory)" in ran.stdout
+    assert (state / "mcpx-hooks").read_text() == "mine\n"
+
+
+USER_CONFIG = """
+[[hooks]]
+name = "org-gate"
+on = "script"
+phase = "before"
+run = ["true"]
+locked = true
+"""
+
+
+def test_the_user_config_applies_under_env_i(tmp_path: Path) -> None:
+    # The user's own config.toml (a ceiling, a locked gate) was looked for only under an
+    # absolute HOME: in a job run with `env -i` it did not apply, while the state files
+    # were found in the password database's home.
+    home, project = tmp_path / "home", tmp_path / "project"
+    (home / ".config" / "mcpx-hooks").mkdir(parents=True)
+    (home / ".config" / "mcpx-hooks" / "config.toml").write_text(USER_CONFIG)
+    (project / ".config" / "mcpx-hooks").mkdir(parents=True)  # (HOME=. must not name it)
+    (project / ".config" / "mcpx-hooks" / "config.toml").write_text("[autonomy]\nmax = 1\n")
+    for env in ({}, {"HOME": "."}, {"HOME": str(home)}):
+        argv = [sys.executable, "-c", UNDER_PASSWD_HOME, str(home), "hooks", "list", "--json"]
+        listed = subprocess.run(
+            argv, cwd=project, capture_output=True, text=True, check=False, timeout=60,
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **env},
+        )  # fmt: skip
+        assert listed.returncode == 0, (env, listed.stderr)
+        assert [h["name"] for h in json.loads(listed.stdout)] == ["org-gate"], env
