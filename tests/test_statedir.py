@@ -176,3 +176,69 @@ def test_the_user_config_applies_under_env_i(tmp_path: Path) -> None:
         )  # fmt: skip
         assert listed.returncode == 0, (env, listed.stderr)
         assert [h["name"] for h in json.loads(listed.stdout)] == ["org-gate"], env
+
+
+def test_a_state_directory_inside_the_checkout_trusts_none_of_it_and_runs_no_code_from_it(
+    tmp_path: Path,
+) -> None:
+    # A CI job with `XDG_STATE_HOME=$PWD/.state`, and a repository that ships
+    # `.state/mcpx-hooks/trust.json` naming its own hooks (made here by trusting them with
+    # another state directory and copying it in): its hook ran, "REPO HOOK RAN".
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    project.mkdir()
+    (project / ".git").mkdir()
+    (project / ".mcpx-hooks.toml").write_text(PROJECT)
+    env = {**os.environ, "XDG_STATE_HOME": str(elsewhere), "MCPX_HOOKS_TRUST": ""}
+
+    def mcpx(*args: str, state: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "mcpx_hooks.supervisor", *args],
+            cwd=project, env={**env, "XDG_STATE_HOME": str(state)},
+            capture_output=True, text=True, check=False, timeout=60,
+        )  # fmt: skip
+
+    assert mcpx("trust", ".mcpx-hooks.toml", state=elsewhere).returncode == 0
+    shipped = project / ".state"
+    (shipped / "mcpx-hooks").mkdir(parents=True)
+    trust = shipped / "mcpx-hooks" / "trust.json"
+    trust.write_bytes((elsewhere / "mcpx-hooks" / "trust.json").read_bytes())
+    trust.chmod(0o600)
+    ran = mcpx("exec", "--", "true", state=shipped)
+    assert ran.returncode == 0, ran.stderr
+    assert "project hook ran" not in ran.stdout
+    assert "lies inside the git checkout" in ran.stdout + ran.stderr
+    assert not list((shipped / "mcpx-hooks").glob("*.cache"))  # no code kept there either
+    again = mcpx("trust", ".mcpx-hooks.toml", state=shipped)
+    assert again.returncode == 1
+    assert "lies inside the git checkout" in again.stderr
+    # The same state directory outside the checkout is believed.
+    assert "project hook ran" in mcpx("exec", "--", "true", state=elsewhere).stdout
+    # And from a checkout elsewhere, the state directory of this one holds no trust of its own.
+    assert statefiles.checkout_holding(shipped, tmp_path) is None
+    assert statefiles.checkout_holding(shipped, project / "sub") == str(project)
+
+
+def test_serve_keeps_no_token_found_in_the_checkout_it_runs_in(tmp_path: Path) -> None:
+    # A token file that came with the checkout is known to whoever read the repository.
+    project = tmp_path / "project"
+    (project / ".git").mkdir(parents=True)
+    state = project / ".state" / "mcpx-hooks"
+    state.mkdir(parents=True)
+    shipped = "shipped-with-the-repository-0123456789"
+    (state / "token").write_text(shipped + "\n")
+    (state / "token").chmod(0o600)
+    env = {**os.environ, "XDG_STATE_HOME": str(project / ".state"), "MCPX_HOOKS_NO_DISCOVERY": "1"}
+    argv = [sys.executable, "-m", "mcpx_hooks.supervisor", "serve", "--port", "0"]
+    with subprocess.Popen(
+        argv, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    ) as server:
+        try:
+            assert server.stdout is not None
+            for line in server.stdout:  # (ends with the server, should it end first)
+                if "listening on" in line:
+                    break
+            kept = (state / "token").read_text().strip()
+        finally:
+            server.send_signal(2)
+            server.communicate(timeout=30)
+    assert kept and kept != shipped

@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
 
     import attrs
 
-    from ..config.statefiles import said_os_error
+    from ..config.statefiles import checkout_holding, said_os_error
     from ..process.denied import deny_own_files
     from ..service.access import (
         TokenFileError,
@@ -83,9 +83,12 @@ def run(args: argparse.Namespace) -> int:
     pending: Path | None = None
     if not args.no_auth:
         token_path = Path(args.token_file) if args.token_file else default_token_path(os.environ)
+        # (One found in the checkout `serve` runs in may have come with it: anyone who read
+        # the repository would know it. Never kept there: a new one at each start.)
+        shipped = not args.token_file and checkout_holding(token_path.parent, ".")
         try:
             # One already there is kept: clients and open consoles go on working.
-            token = None if args.new_token else kept_token(token_path)
+            token = None if args.new_token or shipped else kept_token(token_path)
         except TokenFileError as exc:
             return usage("serve", str(exc))
     if token_path is not None and token is None:

@@ -113,7 +113,7 @@ def untrust(args: argparse.Namespace) -> int:
 def _change(paths: list[Path], *, untrusting: bool) -> int:
     """Trusts (or untrusts) `paths` in one locked read-modify-write of the state."""
     from ..config.loading import validate_files
-    from ..config.statefiles import StateError, state_path
+    from ..config.statefiles import StateError, checkout_holding, checkout_said, state_path
     from ..config.trust import TrustEntry, digest
     from ..config.truststore import locked_state, save_state, trust_key
     from ..core.frames import now_rfc3339
@@ -142,6 +142,11 @@ def _change(paths: list[Path], *, untrusting: bool) -> int:
                 data, why = _project_bytes(path)
                 if data is None:
                     code = usage(command, why)
+                    continue
+                if tree := checkout_holding(where.parent, path.parent):  # (never believed)
+                    why = checkout_said(where.parent, tree)
+                    say(f"mcpx-hooks {command}: {shown_file(key)}: {why}")
+                    code = EXIT_FAILED
                     continue
                 if problems := validate_files([path], data=data):
                     for problem in problems:

@@ -39,7 +39,7 @@ from pathlib import Path
 from types import CodeType, ModuleType
 from typing import Any, Final
 
-from .statefiles import read_sealed, state_path, write_sealed
+from .statefiles import checkout_holding, read_sealed, state_path, write_sealed
 
 MAGIC: Final = b"mcpx-hooks attrs code cache 1"
 #: The most methods kept: `exec` uses some 160, `serve` some 170 (trio's and ours).
@@ -101,8 +101,8 @@ def install(environ: Mapping[str, str]) -> None:
     """From now on, attrs compiles through the cache (see the module docstring); nothing
     without a state directory, or when installed already."""
     state = state_path(environ)
-    if _installed or state is None:
-        return
+    if _installed or state is None or checkout_holding(state.parent, "."):
+        return  # (a state directory in the checkout worked in: its code may be the checkout's)
     cache = _Cache(state.parent / "attrs-code.cache")
     _installed.append(cache)
     loaded = sys.modules.get(ATTRS_MODULE)

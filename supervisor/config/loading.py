@@ -31,7 +31,7 @@ from .doccache import checked_document, salvaged, without
 from .hookrules import hook_rules
 from .problems import describe, outranked, pointer_key
 from .scriptrules import script_problems
-from .statefiles import state_path
+from .statefiles import checkout_holding, checkout_said, state_path
 from .trust import TrustState, Verdict, decide, digest, skip_message, trust_all, trust_command
 from .truststore import load_state, trust_key
 
@@ -312,6 +312,13 @@ class _TrustGate:
             return None, problems if self.check_untrusted else []
         if self.everything:
             return data, []
+        if (state := state_path(self.environ)) is not None and (
+            tree := checkout_holding(state.parent, path.parent)
+        ):
+            said = checkout_said(state.parent, tree)
+            self._skip(file, said, trust_command(file))
+            self.warnings.append(f"skipped {shown_file(file)}: {said}")
+            return (data if self.check_untrusted else None), []
         verdict = decide(self.state(), trust_key(path, real_dir), digest(data))
         if verdict is Verdict.TRUSTED:
             return data, []

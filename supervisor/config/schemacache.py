@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ..core.errors import HooksError
-from .statefiles import read_sealed, state_path, write_sealed
+from .statefiles import checkout_holding, read_sealed, state_path, write_sealed
 
 #: (2: the generated code's `"…".format(**locals())` rewritten as f-strings; 3: its raises
 #: build no message; a cache of an earlier form is ignored and rewritten.)
@@ -53,7 +53,9 @@ class Invalid(HooksError):
 def cache_path(name: str, environ: Mapping[str, str]) -> Path | None:
     """Where the check of schema `name` is kept; None without a state directory."""
     state = state_path(environ)
-    return None if state is None else state.parent / f"schema-{name}.cache"
+    if state is None or checkout_holding(state.parent, "."):
+        return None  # (a state directory in the checkout worked in: its code may be the checkout's)
+    return state.parent / f"schema-{name}.cache"
 
 
 def cache_key(schema_json: str) -> str:

@@ -76,6 +76,36 @@ def state_home(environ: Mapping[str, str]) -> Path | None:
     return None if home is None else Path(home) / ".local" / "state"
 
 
+def checkout_holding(state: Path, start: str | Path) -> str | None:
+    """The git work tree of `start` (the nearest directory at or above it holding `.git`, as
+    git finds its own) when the state directory `state` lies inside it; else None. What lies
+    there may have come with the checkout: a repository that ships
+    `.state/mcpx-hooks/trust.json` naming its own hooks, or compiled code the supervisor would
+    run, where a CI job set `XDG_STATE_HOME=$PWD/.state`. So a state directory inside the
+    checkout a command works in trusts none of that checkout's files, and no code is read
+    from it (the callers: the trust gate, `trust`, the code, schema and prompt caches)."""
+    try:
+        here, kept = os.path.realpath(start), os.path.realpath(state)
+    except (OSError, ValueError):
+        return None
+    while not os.path.lexists(os.path.join(here, ".git")):
+        parent = os.path.dirname(here)
+        if parent == here:
+            return None
+        here = parent
+    return here if kept == here or kept.startswith(here.rstrip("/") + "/") else None
+
+
+def checkout_said(state: Path, tree: str) -> str:
+    """Why a state directory in a checkout (`checkout_holding`) is not believed, and what to
+    do."""
+    return (
+        f"the state directory {shown_file(str(state))} lies inside the git checkout"
+        f" {shown_file(tree)}, which could have brought its own trust state with it; keep it"
+        " outside the checkout (XDG_STATE_HOME), or trust this one command with --trust-project"
+    )
+
+
 def make_state_dir(directory: Path) -> None:
     """`directory` made (0700, with its parents) unless it is there; `NotADirectoryError`,
     not `FileExistsError`, when a file (or a device) is where it belongs: "File exists" was

@@ -39,7 +39,7 @@ from typing import Any, Final
 import attrs
 
 from ..config.privatefile import write_private
-from ..config.statefiles import make_state_dir, state_path
+from ..config.statefiles import checkout_holding, make_state_dir, state_path
 from ..core.errors import HooksError
 from ..core.jsontext import JsonError, is_unicode, loads, wire_safe
 from ..core.places import shown_file
@@ -177,7 +177,9 @@ class PromptCache(Record):
     def open(cls, environ: Mapping[str, str]) -> PromptCache | None:
         """The cache under the state directory `environ` names; None when it names none."""
         state = state_path(environ)
-        return None if state is None else cls(state.parent / PROMPTS_DIR)
+        if state is None or checkout_holding(state.parent, "."):
+            return None  # (in the checkout worked in, its answers may be the checkout's)
+        return cls(state.parent / PROMPTS_DIR)
 
     def path(self, key: str) -> Path:
         return self.directory / f"{key}.json"
