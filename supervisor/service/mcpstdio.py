@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from types import TracebackType
 from typing import Final, Protocol, Self
 
@@ -39,6 +39,7 @@ from ..tools.jsonlines import (
     LineReader,
     LineWriter,
     TooLong,
+    an_answer,
     batch_ids,
     top_level_id,
     unread_id,
@@ -135,14 +136,16 @@ class ClientMessages:
     """The client's messages, as the SDK reads a stream of them: each line parsed when the
     server's read loop asks for the next (a line that is not JSON-RPC is its exception).
 
-    A request that cannot be read (JSON the SDK refuses, such as a lone surrogate escaped in
-    a string; a line over `MAX_MESSAGE_BYTES`) is answered here with a JSON-RPC error when
-    its `id` can still be read, so that the client's call ends instead of waiting forever;
-    what has no readable `id` is dropped, as the SDK's own servers drop it. A request whose
-    `id` MCP does not take (`odd_id_in`) is answered with an error of JSON-RPC's null `id`. A
-    batch (a JSON array) is refused whole: each request in it is answered with an error, in
-    one array; one that cannot be read (not JSON, or over `MAX_MESSAGE_BYTES`) with one
-    error of JSON-RPC's null `id`."""
+    A line that cannot be read (not JSON, a request cut short; JSON the SDK refuses, such as
+    a lone surrogate escaped in a string; a line over `MAX_MESSAGE_BYTES`) is answered here
+    with a JSON-RPC error, as JSON-RPC asks (the SDK's own servers drop it): a request's by
+    its `id` when that can still be read, so that the client's call ends instead of waiting
+    forever, anything else with JSON-RPC's null `id`; only what is shaped as an answer is
+    not answered. A request whose `id` MCP does not take (`odd_id_in`) is answered with an
+    error of the null `id`. A batch (a JSON array) is refused whole, in one array: an error
+    for each request in it, by its `id`, and one of the null `id` for each element that is
+    neither a request, a notification nor an answer; one that cannot be read (not JSON, or
+    over `MAX_MESSAGE_BYTES`) with one error of the null `id`."""
 
     def __init__(self, incoming: trio.lowlevel.FdStream, writer: ClientWriter) -> None:
         self._lines = LineReader(incoming)
@@ -168,8 +171,11 @@ class ClientMessages:
                 await self._writer.send(SessionMessage(_refusal(None, types.INVALID_REQUEST, said)))
                 return LineTooLong(said)
             said = f"a message over {MAX_MESSAGE_BYTES} bytes was dropped"
-            if b'"method"' in line.head:  # a request's (an answer's is not answered)
-                await self._refuse(top_level_id(line.head), types.INVALID_REQUEST, said)
+            if b'"method"' in line.head:  # a request's: by its `id`, JSON-RPC's null if unseen
+                rid = top_level_id(line.head)
+                await self._writer.send(SessionMessage(_refusal(rid, types.INVALID_REQUEST, said)))
+            elif b'"result"' not in line.head and b'"error"' not in line.head:  # (an answer's)
+                await self._writer.send(SessionMessage(_refusal(None, types.INVALID_REQUEST, said)))
             return LineTooLong(said)
         # A batch is no message, and the SDK's model would read it as each kind of message
         # in turn: about 80 times the line's size in memory. Read for its ids alone; one
@@ -180,16 +186,21 @@ class ClientMessages:
             await self._writer.send(SessionMessage(unread))
             return BatchRefused(UNREAD_BATCH)
         if batch is not None:
-            if batch == [None]:  # empty: one answer, not an array
-                empty = _refusal(None, types.INVALID_REQUEST, BATCH_REFUSED)
-                await self._writer.send(SessionMessage(empty))
-            elif batch:
-                await self._writer.send_batch(batch, types.INVALID_REQUEST, BATCH_REFUSED)
+            ids, empty = batch
+            if empty:  # one answer, not an array
+                refused = _refusal(None, types.INVALID_REQUEST, BATCH_REFUSED)
+                await self._writer.send(SessionMessage(refused))
+            elif ids:
+                await self._writer.send_batch(ids, types.INVALID_REQUEST, BATCH_REFUSED)
             return BatchRefused(BATCH_REFUSED)
         try:
             message, value = read_message(line)
         except (pydantic.ValidationError, ValueError) as exc:
-            await self._refuse(unread_id(line, request=True), *unreadable(exc))
+            # A request by its `id`; anything else but an answer (not JSON, cut short, no
+            # `method`) with JSON-RPC's null `id`, so that the client hears it was not read.
+            rid = unread_id(line, request=True)
+            if rid is not None or not _an_answer(line):
+                await self._writer.send(SessionMessage(_refusal(rid, *unreadable(exc))))
             return exc
         if odd_id_in(message, value):  # (its id cannot be said back: JSON-RPC's null then)
             await self._writer.send(SessionMessage(_refusal(None, types.INVALID_REQUEST, ODD_ID)))
@@ -199,10 +210,6 @@ class ClientMessages:
         else:
             self._writer.dropped(_cancelled(message))  # (it will not be answered)
         return SessionMessage(message)
-
-    async def _refuse(self, rid: int | str | None, code: int, message: str) -> None:
-        if rid is not None:
-            await self._writer.send(SessionMessage(_refusal(rid, code, message)))
 
     def __aiter__(self) -> Self:
         return self
@@ -223,6 +230,15 @@ class ClientMessages:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.aclose()
+
+
+def _an_answer(line: bytes) -> bool:
+    """Whether `line`, which the SDK could not read, is shaped as an answer (`an_answer`),
+    read as leniently as JSON allows."""
+    try:
+        return an_answer(json.loads(line))
+    except (ValueError, RecursionError):
+        return False
 
 
 def _cancelled(message: types.JSONRPCMessage) -> object:
@@ -306,11 +322,28 @@ class ClientWriter(BorrowedSend):
         """A batch's answer, as one line: the error `code` and `message` for each of the
         requests `ids` (written here, not by a model each: a batch may hold many)."""
         error = json.dumps({"code": code, "message": message}, separators=(",", ":"))
-        answers = (f'{{"jsonrpc":"2.0","id":{json.dumps(rid)},"error":{error}}}' for rid in ids)
-        await self._send(f"[{','.join(answers)}]")
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            await self._lines.send_parts(_batch_parts(ids, error))
 
     async def _send(self, data: str) -> None:
         await self.send_line(data.encode() + b"\n")
+
+
+def _batch_parts(ids: list[int | str | None], error: str) -> Iterator[bytes]:
+    """The line answering a batch's `ids` each with `error`, in parts of `_BATCH_PART`
+    answers: a batch of 16 MiB of `1,` has 8 million elements, each owed an answer."""
+    for start in range(0, len(ids), _BATCH_PART):
+        answers = ",".join(
+            f'{{"jsonrpc":"2.0","id":{json.dumps(rid)},"error":{error}}}'
+            for rid in ids[start : start + _BATCH_PART]
+        )
+        opening = "," if start else "["
+        closing = "]\n" if start + _BATCH_PART >= len(ids) else ""
+        yield f"{opening}{answers}{closing}".encode()
+
+
+#: How many of a batch's answers are written at a time.
+_BATCH_PART: Final = 512
 
 
 @contextlib.asynccontextmanager
