@@ -29,7 +29,7 @@ from ..tools.wireresult import log_as_written
 from .answering import Responder
 from .mcpnotes import PROGRESS_TOKEN, log_as_sent, progress_as_written
 from .mcpoutbox import Outbox
-from .mcpstdio import ClientWriter
+from .mcpwriter import ClientWriter
 from .mcpwritten import wire_result
 
 #: A line that is a JSON object (JSON's whitespace before it).

@@ -12,7 +12,9 @@ JSON-RPC models.
 A client with `MAX_UNANSWERED` requests not yet answered (nor cancelled) is not read until
 one is: each request read is held (its task, its answer waiting to be written) until it is
 answered, so a client that sends calls and does not read their answers would otherwise have
-the gateway hold more of them for as long as it sends (`ClientWriter.asked`).
+the gateway hold more of them for as long as it sends (`ClientWriter.asked`). Unless a
+question to the client waits for its answer: then it is read on, its requests held unparsed
+meanwhile, within a bound (`mcpheld.py`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import Final, Protocol, Self
 
@@ -29,13 +31,11 @@ import pydantic
 import pydantic_core
 import trio
 from mcp import types
-from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.message import SessionMessage
 
 from ..core.errors import HooksError
 from ..core.servers import MAX_MESSAGE_BYTES
 from ..tools.jsonlines import (
-    BorrowedSend,
     LineReader,
     LineWriter,
     TooLong,
@@ -44,6 +44,8 @@ from ..tools.jsonlines import (
     top_level_id,
     unread_id,
 )
+from .mcpheld import TOO_MANY, HeldRequests
+from .mcpwriter import ClientWriter, cancelled_id, refusal
 
 #: What each request of a batch is answered: MCP sends one message a line (its current
 #: revision has no batches, and this SDK serves none).
@@ -52,12 +54,6 @@ BATCH_REFUSED: Final = "a batch is not served: send each message on its own"
 UNREAD_BATCH: Final = "a batch that is not JSON: no request in it is read"
 #: A line that is a JSON array, a batch (JSON's whitespace before it).
 _ARRAY: Final = re.compile(rb"[ \t\r\n]*\[")
-#: How many of a client's requests may be unanswered before its next line waits for one.
-MAX_UNANSWERED: Final = 256
-#: What a request still open when the session ends is answered (the SDK's own words).
-CLOSED: Final = "Connection closed"
-#: How long the end of a session spends answering those requests, at most.
-CLOSING_S: Final = 2.0
 #: What a request whose `id` is neither a string nor an integer is answered (`odd_id_in`).
 ODD_ID: Final = "not a JSON-RPC message: id: a request's id is a string or an integer"
 
@@ -153,42 +149,63 @@ class ClientMessages:
         self._writer = writer
         #: What may take a line before the SDK reads it (`mcpraw.RawCalls.take`).
         self.taker: LineTaker | None = None
+        self._held = HeldRequests()
 
     async def receive(self) -> SessionMessage | Exception:
         while True:
-            await self._writer.wait_room()
+            line = await self._next()
+            if isinstance(line, TooLong) or self.taker is None or not await self.taker(line):
+                return await self._read(line)
+
+    async def _next(self) -> bytes | TooLong:
+        """The client's next line: a request held (`mcpheld.py`) once there is room, else
+        the next one read. With `MAX_UNANSWERED` of its requests unanswered, the client is
+        read only while a question waits for its answer, its requests held meanwhile."""
+        writer, held = self._writer, self._held
+        while True:
+            if held and writer.has_room():
+                return held.next()
+            if not writer.has_room() and not writer.asking():
+                await writer.wait_readable()
+                continue
             try:
                 line = await self._lines.line()
             except trio.ClosedResourceError:  # closed under a read: as a closed memory stream
                 raise anyio.ClosedResourceError from None
-            if isinstance(line, TooLong) or self.taker is None or not await self.taker(line):
-                return await self._read(line)
+            if isinstance(line, TooLong) or (writer.has_room() and not held):
+                return line
+            kept, refused = held.take(line)
+            if refused is not None:
+                said = refusal(refused, types.INTERNAL_ERROR, TOO_MANY)
+                await writer.send(SessionMessage(said))
+            elif not kept:
+                return line
 
     async def _read(self, line: bytes | TooLong) -> SessionMessage | Exception:
         if isinstance(line, TooLong):
             if _ARRAY.match(line.head):  # (its ids are past what is kept: JSON-RPC's null)
                 said = f"a batch over {MAX_MESSAGE_BYTES} bytes was dropped: {BATCH_REFUSED}"
-                await self._writer.send(SessionMessage(_refusal(None, types.INVALID_REQUEST, said)))
+                await self._writer.send(SessionMessage(refusal(None, types.INVALID_REQUEST, said)))
                 return LineTooLong(said)
             said = f"a message over {MAX_MESSAGE_BYTES} bytes was dropped"
             if b'"method"' in line.head:  # a request's: by its `id`, JSON-RPC's null if unseen
                 rid = top_level_id(line.head)
-                await self._writer.send(SessionMessage(_refusal(rid, types.INVALID_REQUEST, said)))
+                await self._writer.send(SessionMessage(refusal(rid, types.INVALID_REQUEST, said)))
             elif b'"result"' not in line.head and b'"error"' not in line.head:  # (an answer's)
-                await self._writer.send(SessionMessage(_refusal(None, types.INVALID_REQUEST, said)))
+                await self._writer.send(SessionMessage(refusal(None, types.INVALID_REQUEST, said)))
             return LineTooLong(said)
         # A batch is no message, and the SDK's model would read it as each kind of message
         # in turn: about 80 times the line's size in memory. Read for its ids alone; one
         # that is not JSON is answered once, with JSON-RPC's null `id`.
         batch = batch_ids(line) if _ARRAY.match(line) else None
         if batch is None and _ARRAY.match(line):
-            unread = _refusal(None, types.PARSE_ERROR, f"Parse error: {UNREAD_BATCH}")
+            unread = refusal(None, types.PARSE_ERROR, f"Parse error: {UNREAD_BATCH}")
             await self._writer.send(SessionMessage(unread))
             return BatchRefused(UNREAD_BATCH)
         if batch is not None:
             ids, empty = batch
             if empty:  # one answer, not an array
-                refused = _refusal(None, types.INVALID_REQUEST, BATCH_REFUSED)
+                refused = refusal(None, types.INVALID_REQUEST, BATCH_REFUSED)
                 await self._writer.send(SessionMessage(refused))
             elif ids:
                 await self._writer.send_batch(ids, types.INVALID_REQUEST, BATCH_REFUSED)
@@ -200,15 +217,18 @@ class ClientMessages:
             # `method`) with JSON-RPC's null `id`, so that the client hears it was not read.
             rid = unread_id(line, request=True)
             if rid is not None or not _an_answer(line):
-                await self._writer.send(SessionMessage(_refusal(rid, *unreadable(exc))))
+                await self._writer.send(SessionMessage(refusal(rid, *unreadable(exc))))
             return exc
         if odd_id_in(message, value):  # (its id cannot be said back: JSON-RPC's null then)
-            await self._writer.send(SessionMessage(_refusal(None, types.INVALID_REQUEST, ODD_ID)))
+            await self._writer.send(SessionMessage(refusal(None, types.INVALID_REQUEST, ODD_ID)))
             return OddId(ODD_ID)
         if isinstance(message, types.JSONRPCRequest):
             self._writer.asked(message.id)
+        elif isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+            if message.id is not None:
+                self._writer.heard(message.id)
         else:
-            self._writer.dropped(_cancelled(message))  # (it will not be answered)
+            self._writer.dropped(cancelled_id(message))  # (it will not be answered)
         return SessionMessage(message)
 
     def __aiter__(self) -> Self:
@@ -239,111 +259,6 @@ def _an_answer(line: bytes) -> bool:
         return an_answer(json.loads(line))
     except (ValueError, RecursionError):
         return False
-
-
-def _cancelled(message: types.JSONRPCMessage) -> object:
-    """The id of the request `message` cancels, if it is a cancellation."""
-    if not isinstance(message, types.JSONRPCNotification) or message.params is None:
-        return None
-    return message.params.get("requestId") if message.method == "notifications/cancelled" else None
-
-
-def _refusal(rid: int | str | None, code: int, message: str) -> types.JSONRPCError:
-    return types.JSONRPCError(
-        jsonrpc="2.0", id=rid, error=types.ErrorData(code=code, message=message)
-    )
-
-
-class ClientWriter(BorrowedSend):
-    """Where the server's messages to the client go: each written as one line before `send`
-    returns. Once the client has closed its end, what is sent is dropped (the end of its
-    messages ends the session)."""
-
-    def __init__(self, lines: LineWriter) -> None:
-        self._lines = lines
-        #: The client's requests not yet answered nor cancelled: their ids as the client
-        #: wrote them, by `coerce_request_id`, in the order they were read.
-        self._unanswered: dict[types.RequestId, types.RequestId] = {}
-        self._room = trio.Event()
-        self._room.set()
-        #: Whether the session's end answers what is still open (`answer_unanswered`).
-        self._closing = False
-
-    def asked(self, rid: types.RequestId) -> None:
-        """The client's request `rid` was read: unanswered until an answer to it is sent."""
-        self._unanswered.setdefault(coerce_request_id(rid), rid)
-        if len(self._unanswered) >= MAX_UNANSWERED and self._room.is_set():
-            self._room = trio.Event()
-
-    def dropped(self, rid: object) -> bool:
-        """The client's request `rid` is answered (its answer is being written), or cancelled
-        (never answered then). Whether an answer to it may still be written: not once the
-        session's end has answered it (a call whose answer came as the session ended)."""
-        if isinstance(rid, int | str) and not isinstance(rid, bool):
-            open_ = self._unanswered.pop(coerce_request_id(rid), None) is not None
-            if len(self._unanswered) < MAX_UNANSWERED:
-                self._room.set()
-            return open_ or not self._closing
-        return True
-
-    async def answer_unanswered(self) -> None:
-        """The session ended with requests of the client's still open (it closed its end
-        while they ran): each is answered -32000 "Connection closed", as the SDK's own
-        server answers its requests in flight at that point, so that a client still reading
-        waits for no answer that will not come. A client that reads nothing more holds this
-        `CLOSING_S` at most."""
-        self._closing = True
-        with trio.move_on_after(CLOSING_S):
-            while self._unanswered:
-                rid = next(iter(self._unanswered.values()))
-                await self.send(SessionMessage(_refusal(rid, types.CONNECTION_CLOSED, CLOSED)))
-
-    async def wait_room(self) -> None:
-        """Returns once fewer than `MAX_UNANSWERED` of the client's requests are unanswered."""
-        if not self._room.is_set():
-            await self._room.wait()
-
-    async def send(self, item: SessionMessage, /) -> None:
-        message = item.message
-        answer = (types.JSONRPCResponse, types.JSONRPCError)
-        if isinstance(message, answer) and not self.dropped(message.id):
-            return  # (answered already, as the session ended)
-        await self._send(message.model_dump_json(by_alias=True, exclude_unset=True))
-
-    async def send_line(self, line: bytes, answers: types.RequestId | None = None) -> None:
-        """`line`, a message already written as one line (ending in a newline); the answer
-        to the client's request `answers`, if given."""
-        if answers is not None and not self.dropped(answers):
-            return  # (answered already, as the session ended)
-        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-            await self._lines.send(line)
-
-    async def send_batch(self, ids: list[int | str | None], code: int, message: str) -> None:
-        """A batch's answer, as one line: the error `code` and `message` for each of the
-        requests `ids` (written here, not by a model each: a batch may hold many)."""
-        error = json.dumps({"code": code, "message": message}, separators=(",", ":"))
-        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-            await self._lines.send_parts(_batch_parts(ids, error))
-
-    async def _send(self, data: str) -> None:
-        await self.send_line(data.encode() + b"\n")
-
-
-def _batch_parts(ids: list[int | str | None], error: str) -> Iterator[bytes]:
-    """The line answering a batch's `ids` each with `error`, in parts of `_BATCH_PART`
-    answers: a batch of 16 MiB of `1,` has 8 million elements, each owed an answer."""
-    for start in range(0, len(ids), _BATCH_PART):
-        answers = ",".join(
-            f'{{"jsonrpc":"2.0","id":{json.dumps(rid)},"error":{error}}}'
-            for rid in ids[start : start + _BATCH_PART]
-        )
-        opening = "," if start else "["
-        closing = "]\n" if start + _BATCH_PART >= len(ids) else ""
-        yield f"{opening}{answers}{closing}".encode()
-
-
-#: How many of a batch's answers are written at a time.
-_BATCH_PART: Final = 512
 
 
 @contextlib.asynccontextmanager
