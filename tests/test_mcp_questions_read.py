@@ -7,12 +7,14 @@ one's question behind a 257th request waited each question's deadline, for every
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
 from pathlib import Path
 from typing import Any
 
+import anyio
 import trio
 from conftest import Marker
 from mcp import types
@@ -22,7 +24,7 @@ from mcpface_parts import call_hook, stdio_session, through_mcpx, write_config
 
 from mcpx_hooks.supervisor.service.mcpheld import MAX_HELD_BYTES, TOO_MANY
 from mcpx_hooks.supervisor.service.mcpstdio import open_stdio
-from mcpx_hooks.supervisor.service.mcpwriter import MAX_UNANSWERED
+from mcpx_hooks.supervisor.service.mcpwriter import CLOSED, MAX_UNANSWERED
 
 
 def _line(message: dict[str, Any]) -> bytes:
@@ -147,3 +149,37 @@ async def test_many_calls_with_a_question_each_are_all_answered(
                     nursery.start_soon(one)
     assert len(asked) == calls and refused == [False] * calls
     assert marker.alive() == []
+
+
+async def test_requests_held_when_the_client_closes_its_end_are_answered_so() -> None:
+    to_gateway, from_client = os.pipe()
+    to_client, from_gateway = os.pipe()
+    got = bytearray()
+
+    def reading() -> None:
+        while chunk := os.read(to_client, 1 << 20):
+            got.extend(chunk)
+
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(trio.to_thread.run_sync, reading)
+            async with open_stdio(to_gateway, from_gateway) as (messages, writer):
+                for rid in range(MAX_UNANSWERED):
+                    writer.asked(rid)
+                question = types.JSONRPCRequest(jsonrpc="2.0", id=0, method="elicitation/create")
+                await writer.send(SessionMessage(question))
+                os.write(from_client, _request(1000) + _request(1001))
+                os.close(from_client)
+                from_client = -1
+                with trio.fail_after(5), contextlib.suppress(anyio.EndOfStream):
+                    await messages.receive()
+    finally:
+        if from_client >= 0:
+            os.close(from_client)
+        os.close(to_client)
+    closed = {
+        answer["id"]
+        for answer in map(json.loads, got.splitlines())
+        if answer.get("error", {}).get("message") == CLOSED
+    }
+    assert {1000, 1001} <= closed and len(closed) == MAX_UNANSWERED + 2

@@ -9,7 +9,8 @@ client with 256 calls open and its answer behind a 257th request would wait unti
 question's deadline. So while a question waits, the client is read on: its answers and
 notifications go to the server at once, its requests are held here, at most `MAX_HELD_BYTES`
 of them; past that, a request is answered with an error (`TOO_MANY`), not held. A request
-held and then cancelled by the client is dropped, never served.
+held and then cancelled by the client is dropped, never served; one still held when the
+client closes its end is answered that the connection closed, as a request open then is.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ class HeldRequests:
 
     def __init__(self) -> None:
         self._lines: collections.OrderedDict[types.RequestId, bytes] = collections.OrderedDict()
+        #: Each request's id as the client wrote it.
+        self._ids: dict[types.RequestId, types.RequestId] = {}
         self._bytes = 0
 
     def __bool__(self) -> bool:
@@ -66,16 +69,28 @@ class HeldRequests:
         if self._bytes + len(line) > MAX_HELD_BYTES:
             return False, rid
         self._lines[key] = line
+        self._ids[key] = rid
         self._bytes += len(line)
         return True, None
 
     def next(self) -> bytes:
         """The first request held, now no longer held."""
-        _, line = self._lines.popitem(last=False)
+        key, line = self._lines.popitem(last=False)
+        del self._ids[key]
         self._bytes -= len(line)
         return line
+
+    def abandon(self) -> list[types.RequestId]:
+        """The ids of the requests held, as the client wrote them, no longer held (the client
+        closed its end: they are answered that the connection closed)."""
+        ids = list(self._ids.values())
+        self._lines.clear()
+        self._ids.clear()
+        self._bytes = 0
+        return ids
 
     def _drop(self, key: types.RequestId) -> None:
         line = self._lines.pop(key, None)
         if line is not None:
+            del self._ids[key]
             self._bytes -= len(line)

@@ -172,6 +172,10 @@ class ClientMessages:
                 line = await self._lines.line()
             except trio.ClosedResourceError:  # closed under a read: as a closed memory stream
                 raise anyio.ClosedResourceError from None
+            except anyio.EndOfStream:  # (those held are open: answered as the session ends)
+                for rid in held.abandon():
+                    writer.asked(rid)
+                raise
             if isinstance(line, TooLong) or (writer.has_room() and not held):
                 return line
             kept, refused = held.take(line)
