@@ -16,13 +16,14 @@ import attrs
 import pydantic
 from mcp import MCPDeprecationWarning, types
 from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
 from ..core.effects import NO, YES, AnsweredBy
 from ..core.jsontext import JsonError, loads
 from ..core.records import Record
 from ..run.callpoint import CallOutcome
-from ..tools.hearing import Progress
+from ..tools.hearing import GONE, Progress
 from ..tools.jsonlines import json_line
 from ..tools.serverentry import LogHearer
 from ..tools.wireresult import log_as_written
@@ -228,14 +229,24 @@ def send_log(
 
 def _asker(ctx: ServerRequestContext[Any, Any]) -> Responder | None:
     """What asks the person at the client a hook's question, as an elicitation in the call's
-    own request; None when the client cannot be asked (it declared no `elicitation`)."""
+    own request; None when the client cannot be asked (it declared no `elicitation`). A
+    question the client answers with a JSON-RPC error (its form could not be shown) counts as
+    `no`, as a form dismissed; one whose client is gone before it answers is let be (the
+    session ends)."""
     capabilities = ctx.session.client_capabilities
     if capabilities is None or capabilities.elicitation is None:
         return None
     session, request_id = ctx.session, ctx.request_id
 
-    async def ask(frame: Mapping[str, Any]) -> tuple[str, AnsweredBy]:
-        said = await session.elicit_form(str(frame["question"]), ASK_FORM, request_id)
+    async def ask(frame: Mapping[str, Any]) -> tuple[str, AnsweredBy] | None:
+        try:
+            said = await session.elicit_form(str(frame["question"]), ASK_FORM, request_id)
+        except GONE:  # (the client is gone: nobody is left to answer, the session ends)
+            return None
+        except MCPError as exc:
+            if exc.error.code == types.CONNECTION_CLOSED:
+                return None
+            return NO, AnsweredBy.CLIENT  # (the client could not ask: as a form dismissed)
         content = said.content or {}
         answer = content.get("answer") if said.action == "accept" else None
         return (YES if answer == YES else NO), AnsweredBy.CLIENT
