@@ -160,9 +160,9 @@ def _progress_relay(ctx: ServerRequestContext[Any, Any], outbox: Outbox) -> Prog
     ) -> None:
         if written is not None:  # (as the server wrote it, its token the client's)
             sent = progress_as_written(written, token)
-            outbox.tell(lambda: session.send_notification(sent, related_request_id=related))
+            await outbox.tell(lambda: session.send_notification(sent, related_request_id=related))
             return
-        outbox.tell(
+        await outbox.tell(
             lambda: session.send_progress_notification(
                 token, progress, total, message, related_request_id=related
             )
@@ -200,10 +200,12 @@ def _log_relay(
         written = log_as_written(params)
         if written is not None:  # (as the server wrote it: `send_log`'s level is the client's)
             sent = log_as_sent(written)
-            outbox.tell(lambda: session.send_notification(sent, related_request_id=request_id))
+            await outbox.tell(
+                lambda: session.send_notification(sent, related_request_id=request_id)
+            )
             return
         level, data, logger = params.level, params.data, params.logger
-        outbox.tell(lambda: send_log(session, level, data, logger, request_id))
+        await outbox.tell(lambda: send_log(session, level, data, logger, request_id))
 
     return ClientLog(level, relay)  # (not by the SDK's session: one for each request)
 
