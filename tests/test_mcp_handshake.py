@@ -16,6 +16,7 @@ from typing import Any, Final
 
 import pytest
 from conftest import Marker
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from mcpface_parts import MCPX, through_mcpx, write_config
 
 from mcpx_hooks.supervisor.service.mcpface import ALREADY_INITIALIZED, NOT_INITIALIZED
@@ -154,4 +155,19 @@ def test_a_second_initialize_is_refused_and_the_session_goes_on(
     assert [r["argv"] for r in json.loads(listed.stdout) if r["argv"][0] == "mcp"] == [
         ["mcp", "late"]
     ]
+    assert marker.alive() == []
+
+
+def test_an_initialize_naming_an_unknown_version_gets_the_server_s_own(
+    tmp_path: Path, marker: Marker
+) -> None:
+    # As MCP has it: the server answers with a version it supports, and the client decides.
+    config = write_config(tmp_path / marker, marker, expose=("echo",))
+    future = {**HELLO, "protocolVersion": "2999-01-01"}
+    call = {"name": "h__echo", "arguments": {"n": 1}}
+    said = answers(
+        config, [request(0, "initialize", future), INITIALIZED, request(1, "tools/call", call)]
+    )
+    assert said[0]["result"]["protocolVersion"] == HANDSHAKE_PROTOCOL_VERSIONS[-1]
+    assert json.loads(said[1]["result"]["content"][0]["text"]) == {"n": 1}
     assert marker.alive() == []

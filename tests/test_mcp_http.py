@@ -286,6 +286,14 @@ async def test_hostile_requests_get_clear_answers_and_the_server_goes_on(
         assert srv.service.mcp.sessions is not None and len(srv.service.mcp.sessions) == 0
         async with http_session(srv.url, AUTH) as session:  # still serving
             assert (await session.call_tool("words__shout", {"text": "a"})).is_error is False
+        # An `initialize` naming a version the server does not know (no header): answered
+        # with the server's own, as MCP has it; only the header's version is refused.
+        unknown_version = {
+            **INITIALIZE,
+            "params": {**INITIALIZE["params"], "protocolVersion": "2999-01-01"},
+        }
+        own = await http.post(srv.url, json=unknown_version, headers=headers)
+        assert own.status_code == 200 and '"protocolVersion":"2025-11-25"' in own.text
     # Each said in a line of where it is wrong, not the SDK's report of every model it is not.
     said = {
         r: (r.status_code, r.json()["error"]) for r in (garbage, not_rpc, listed, batch, odd_id)

@@ -32,7 +32,8 @@ from mcpface_parts import (
     write_config,
 )
 
-from mcpx_hooks.supervisor.service.mcpstdio import ODD_ID, ClientWriter
+from mcpx_hooks.supervisor.service.mcpstdio import ODD_ID
+from mcpx_hooks.supervisor.service.mcpwriter import ClientWriter
 from mcpx_hooks.supervisor.tools.jsonlines import LineWriter
 
 #: A `suffix` hook that advises: it fires for every call and changes no answer, so the calls

@@ -16,20 +16,21 @@ import attrs
 import pydantic
 from mcp import MCPDeprecationWarning, types
 from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
 from ..core.effects import NO, YES, AnsweredBy
 from ..core.jsontext import JsonError, loads
 from ..core.records import Record
 from ..run.callpoint import CallOutcome
-from ..tools.hearing import Progress
+from ..tools.hearing import GONE, Progress
 from ..tools.jsonlines import json_line
 from ..tools.serverentry import LogHearer
 from ..tools.wireresult import log_as_written
 from .answering import Responder
 from .mcpnotes import PROGRESS_TOKEN, log_as_sent, progress_as_written
 from .mcpoutbox import Outbox
-from .mcpstdio import ClientWriter
+from .mcpwriter import ClientWriter
 from .mcpwritten import wire_result
 
 #: A line that is a JSON object (JSON's whitespace before it).
@@ -159,9 +160,9 @@ def _progress_relay(ctx: ServerRequestContext[Any, Any], outbox: Outbox) -> Prog
     ) -> None:
         if written is not None:  # (as the server wrote it, its token the client's)
             sent = progress_as_written(written, token)
-            outbox.tell(lambda: session.send_notification(sent, related_request_id=related))
+            await outbox.tell(lambda: session.send_notification(sent, related_request_id=related))
             return
-        outbox.tell(
+        await outbox.tell(
             lambda: session.send_progress_notification(
                 token, progress, total, message, related_request_id=related
             )
@@ -199,10 +200,12 @@ def _log_relay(
         written = log_as_written(params)
         if written is not None:  # (as the server wrote it: `send_log`'s level is the client's)
             sent = log_as_sent(written)
-            outbox.tell(lambda: session.send_notification(sent, related_request_id=request_id))
+            await outbox.tell(
+                lambda: session.send_notification(sent, related_request_id=request_id)
+            )
             return
         level, data, logger = params.level, params.data, params.logger
-        outbox.tell(lambda: send_log(session, level, data, logger, request_id))
+        await outbox.tell(lambda: send_log(session, level, data, logger, request_id))
 
     return ClientLog(level, relay)  # (not by the SDK's session: one for each request)
 
@@ -228,14 +231,24 @@ def send_log(
 
 def _asker(ctx: ServerRequestContext[Any, Any]) -> Responder | None:
     """What asks the person at the client a hook's question, as an elicitation in the call's
-    own request; None when the client cannot be asked (it declared no `elicitation`)."""
+    own request; None when the client cannot be asked (it declared no `elicitation`). A
+    question the client answers with a JSON-RPC error (its form could not be shown) counts as
+    `no`, as a form dismissed; one whose client is gone before it answers is let be (the
+    session ends)."""
     capabilities = ctx.session.client_capabilities
     if capabilities is None or capabilities.elicitation is None:
         return None
     session, request_id = ctx.session, ctx.request_id
 
-    async def ask(frame: Mapping[str, Any]) -> tuple[str, AnsweredBy]:
-        said = await session.elicit_form(str(frame["question"]), ASK_FORM, request_id)
+    async def ask(frame: Mapping[str, Any]) -> tuple[str, AnsweredBy] | None:
+        try:
+            said = await session.elicit_form(str(frame["question"]), ASK_FORM, request_id)
+        except GONE:  # (the client is gone: nobody is left to answer, the session ends)
+            return None
+        except MCPError as exc:
+            if exc.error.code == types.CONNECTION_CLOSED:
+                return None
+            return NO, AnsweredBy.CLIENT  # (the client could not ask: as a form dismissed)
         content = said.content or {}
         answer = content.get("answer") if said.action == "accept" else None
         return (YES if answer == YES else NO), AnsweredBy.CLIENT

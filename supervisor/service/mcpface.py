@@ -380,6 +380,7 @@ async def serve_stdio(config: Config, read_fd: int, write_fd: int) -> None:
         await nursery.start(serve_stop_signals, nursery.cancel_scope)
         async with open_stdio(read_fd, write_fd) as (read, write):
             gateway = Gateway(runtime)
+            gateway.outbox.patient = True  # (its servers' messages are this client's alone)
             gateway.raw = RawCalls(gateway, write, nursery)
             read.taker = gateway.raw.take
             await gateway.serve(read, write)

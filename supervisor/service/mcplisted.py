@@ -96,14 +96,15 @@ async def open_each(
     """Each of the servers `specs` declares, in their order, running (started now if need
     be), or why it cannot be had. They are started all at once: a listing waits for the
     slowest start (a server that never answers its `initialize`: its `startTimeoutMs`), not
-    for the sum of them."""
+    for the sum of them; a server known to be failing is not waited for (its start after
+    its backoff goes on in the background: `ServerManager.open`)."""
     specs = list(specs)
     opened: list[ServerEntry | ServerFailing] = [ServerFailing("not started")] * len(specs)
 
     async def open_one(at: int, spec: ServerSpec) -> None:
         assert manager is not None
         try:
-            opened[at] = await manager.open(spec, run_id=run_id)
+            opened[at] = await manager.open(spec, run_id=run_id, listing=True)
         except ServerFailing as exc:
             opened[at] = exc
 

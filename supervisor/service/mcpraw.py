@@ -72,7 +72,7 @@ from .mcpcalls import (
 from .mcpexec import EXEC_TOOL
 from .mcplimits import unlimited
 from .mcpnotes import PROGRESS_TOKEN
-from .mcpstdio import ClientWriter
+from .mcpwriter import ClientWriter
 
 if TYPE_CHECKING:
     from mcp.server.session import ServerSession

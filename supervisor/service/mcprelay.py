@@ -89,15 +89,18 @@ class Relay:
         logger.warning("%s", journal.redactor.text(said))
 
     @contextlib.asynccontextmanager
-    async def _asking(self, spec: ServerSpec) -> AsyncIterator[tuple[ClientSession, ServerEntry]]:
+    async def _asking(
+        self, spec: ServerSpec, *, listing: bool = False
+    ) -> AsyncIterator[tuple[ClientSession, ServerEntry]]:
         """The server's session (started if need be) for a request the block makes of it,
         all within its `callTimeoutMs`: `Unanswered` with why when it cannot be had in
-        time (the request cancelled on it)."""
+        time (the request cancelled on it). For a `listing`, a server known to be failing
+        is not waited for (`ServerManager.open`)."""
         manager = self.runtime.servers
         assert manager is not None
         try:
             with trio.fail_after(spec.call_timeout_ms / 1000):
-                async with manager.open_session(spec) as opened:
+                async with manager.open_session(spec, listing=listing) as opened:
                     yield opened
         except ServerFailing as exc:
             raise Unanswered(str(exc)) from None
@@ -134,7 +137,7 @@ class Relay:
                 answers[at] = None if looked[1] is None else (spec, looked[1])
                 return
             try:
-                async with self._asking(spec) as (session, entry):
+                async with self._asking(spec, listing=True) as (session, entry):
                     declared = getattr(entry.capabilities, what, None)
                     if declared is not None:  # (kept only when it says when it changes)
                         keep = getattr(declared, "list_changed", None) is True

@@ -12,7 +12,9 @@ JSON-RPC models.
 A client with `MAX_UNANSWERED` requests not yet answered (nor cancelled) is not read until
 one is: each request read is held (its task, its answer waiting to be written) until it is
 answered, so a client that sends calls and does not read their answers would otherwise have
-the gateway hold more of them for as long as it sends (`ClientWriter.asked`).
+the gateway hold more of them for as long as it sends (`ClientWriter.asked`). Unless a
+question to the client waits for its answer: then it is read on, its requests held unparsed
+meanwhile, within a bound (`mcpheld.py`).
 """
 
 from __future__ import annotations
@@ -29,20 +31,21 @@ import pydantic
 import pydantic_core
 import trio
 from mcp import types
-from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.message import SessionMessage
 
 from ..core.errors import HooksError
 from ..core.servers import MAX_MESSAGE_BYTES
 from ..tools.jsonlines import (
-    BorrowedSend,
     LineReader,
     LineWriter,
     TooLong,
+    an_answer,
     batch_ids,
     top_level_id,
     unread_id,
 )
+from .mcpheld import TOO_MANY, HeldRequests
+from .mcpwriter import ClientWriter, cancelled_id, refusal
 
 #: What each request of a batch is answered: MCP sends one message a line (its current
 #: revision has no batches, and this SDK serves none).
@@ -51,12 +54,6 @@ BATCH_REFUSED: Final = "a batch is not served: send each message on its own"
 UNREAD_BATCH: Final = "a batch that is not JSON: no request in it is read"
 #: A line that is a JSON array, a batch (JSON's whitespace before it).
 _ARRAY: Final = re.compile(rb"[ \t\r\n]*\[")
-#: How many of a client's requests may be unanswered before its next line waits for one.
-MAX_UNANSWERED: Final = 256
-#: What a request still open when the session ends is answered (the SDK's own words).
-CLOSED: Final = "Connection closed"
-#: How long the end of a session spends answering those requests, at most.
-CLOSING_S: Final = 2.0
 #: What a request whose `id` is neither a string nor an integer is answered (`odd_id_in`).
 ODD_ID: Final = "not a JSON-RPC message: id: a request's id is a string or an integer"
 
@@ -135,14 +132,16 @@ class ClientMessages:
     """The client's messages, as the SDK reads a stream of them: each line parsed when the
     server's read loop asks for the next (a line that is not JSON-RPC is its exception).
 
-    A request that cannot be read (JSON the SDK refuses, such as a lone surrogate escaped in
-    a string; a line over `MAX_MESSAGE_BYTES`) is answered here with a JSON-RPC error when
-    its `id` can still be read, so that the client's call ends instead of waiting forever;
-    what has no readable `id` is dropped, as the SDK's own servers drop it. A request whose
-    `id` MCP does not take (`odd_id_in`) is answered with an error of JSON-RPC's null `id`. A
-    batch (a JSON array) is refused whole: each request in it is answered with an error, in
-    one array; one that cannot be read (not JSON, or over `MAX_MESSAGE_BYTES`) with one
-    error of JSON-RPC's null `id`."""
+    A line that cannot be read (not JSON, a request cut short; JSON the SDK refuses, such as
+    a lone surrogate escaped in a string; a line over `MAX_MESSAGE_BYTES`) is answered here
+    with a JSON-RPC error, as JSON-RPC asks (the SDK's own servers drop it): a request's by
+    its `id` when that can still be read, so that the client's call ends instead of waiting
+    forever, anything else with JSON-RPC's null `id`; only what is shaped as an answer is
+    not answered. A request whose `id` MCP does not take (`odd_id_in`) is answered with an
+    error of the null `id`. A batch (a JSON array) is refused whole, in one array: an error
+    for each request in it, by its `id`, and one of the null `id` for each element that is
+    neither a request, a notification nor an answer; one that cannot be read (not JSON, or
+    over `MAX_MESSAGE_BYTES`) with one error of the null `id`."""
 
     def __init__(self, incoming: trio.lowlevel.FdStream, writer: ClientWriter) -> None:
         self._lines = LineReader(incoming)
@@ -150,59 +149,91 @@ class ClientMessages:
         self._writer = writer
         #: What may take a line before the SDK reads it (`mcpraw.RawCalls.take`).
         self.taker: LineTaker | None = None
+        self._held = HeldRequests()
 
     async def receive(self) -> SessionMessage | Exception:
         while True:
-            await self._writer.wait_room()
+            line = await self._next()
+            if isinstance(line, TooLong) or self.taker is None or not await self.taker(line):
+                return await self._read(line)
+
+    async def _next(self) -> bytes | TooLong:
+        """The client's next line: a request held (`mcpheld.py`) once there is room, else
+        the next one read. With `MAX_UNANSWERED` of its requests unanswered, the client is
+        read only while a question waits for its answer, its requests held meanwhile."""
+        writer, held = self._writer, self._held
+        while True:
+            if held and writer.has_room():
+                return held.next()
+            if not writer.has_room() and not writer.asking():
+                await writer.wait_readable()
+                continue
             try:
                 line = await self._lines.line()
             except trio.ClosedResourceError:  # closed under a read: as a closed memory stream
                 raise anyio.ClosedResourceError from None
-            if isinstance(line, TooLong) or self.taker is None or not await self.taker(line):
-                return await self._read(line)
+            except anyio.EndOfStream:  # (those held are open: answered as the session ends)
+                for rid in held.abandon():
+                    writer.asked(rid)
+                raise
+            if isinstance(line, TooLong) or (writer.has_room() and not held):
+                return line
+            kept, refused = held.take(line)
+            if refused is not None:
+                said = refusal(refused, types.INTERNAL_ERROR, TOO_MANY)
+                await writer.send(SessionMessage(said))
+            elif not kept:
+                return line
 
     async def _read(self, line: bytes | TooLong) -> SessionMessage | Exception:
         if isinstance(line, TooLong):
             if _ARRAY.match(line.head):  # (its ids are past what is kept: JSON-RPC's null)
                 said = f"a batch over {MAX_MESSAGE_BYTES} bytes was dropped: {BATCH_REFUSED}"
-                await self._writer.send(SessionMessage(_refusal(None, types.INVALID_REQUEST, said)))
+                await self._writer.send(SessionMessage(refusal(None, types.INVALID_REQUEST, said)))
                 return LineTooLong(said)
             said = f"a message over {MAX_MESSAGE_BYTES} bytes was dropped"
-            if b'"method"' in line.head:  # a request's (an answer's is not answered)
-                await self._refuse(top_level_id(line.head), types.INVALID_REQUEST, said)
+            if b'"method"' in line.head:  # a request's: by its `id`, JSON-RPC's null if unseen
+                rid = top_level_id(line.head)
+                await self._writer.send(SessionMessage(refusal(rid, types.INVALID_REQUEST, said)))
+            elif b'"result"' not in line.head and b'"error"' not in line.head:  # (an answer's)
+                await self._writer.send(SessionMessage(refusal(None, types.INVALID_REQUEST, said)))
             return LineTooLong(said)
         # A batch is no message, and the SDK's model would read it as each kind of message
         # in turn: about 80 times the line's size in memory. Read for its ids alone; one
         # that is not JSON is answered once, with JSON-RPC's null `id`.
         batch = batch_ids(line) if _ARRAY.match(line) else None
         if batch is None and _ARRAY.match(line):
-            unread = _refusal(None, types.PARSE_ERROR, f"Parse error: {UNREAD_BATCH}")
+            unread = refusal(None, types.PARSE_ERROR, f"Parse error: {UNREAD_BATCH}")
             await self._writer.send(SessionMessage(unread))
             return BatchRefused(UNREAD_BATCH)
         if batch is not None:
-            if batch == [None]:  # empty: one answer, not an array
-                empty = _refusal(None, types.INVALID_REQUEST, BATCH_REFUSED)
-                await self._writer.send(SessionMessage(empty))
-            elif batch:
-                await self._writer.send_batch(batch, types.INVALID_REQUEST, BATCH_REFUSED)
+            ids, empty = batch
+            if empty:  # one answer, not an array
+                refused = refusal(None, types.INVALID_REQUEST, BATCH_REFUSED)
+                await self._writer.send(SessionMessage(refused))
+            elif ids:
+                await self._writer.send_batch(ids, types.INVALID_REQUEST, BATCH_REFUSED)
             return BatchRefused(BATCH_REFUSED)
         try:
             message, value = read_message(line)
         except (pydantic.ValidationError, ValueError) as exc:
-            await self._refuse(unread_id(line, request=True), *unreadable(exc))
+            # A request by its `id`; anything else but an answer (not JSON, cut short, no
+            # `method`) with JSON-RPC's null `id`, so that the client hears it was not read.
+            rid = unread_id(line, request=True)
+            if rid is not None or not _an_answer(line):
+                await self._writer.send(SessionMessage(refusal(rid, *unreadable(exc))))
             return exc
         if odd_id_in(message, value):  # (its id cannot be said back: JSON-RPC's null then)
-            await self._writer.send(SessionMessage(_refusal(None, types.INVALID_REQUEST, ODD_ID)))
+            await self._writer.send(SessionMessage(refusal(None, types.INVALID_REQUEST, ODD_ID)))
             return OddId(ODD_ID)
         if isinstance(message, types.JSONRPCRequest):
             self._writer.asked(message.id)
+        elif isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+            if message.id is not None:
+                self._writer.heard(message.id)
         else:
-            self._writer.dropped(_cancelled(message))  # (it will not be answered)
+            self._writer.dropped(cancelled_id(message))  # (it will not be answered)
         return SessionMessage(message)
-
-    async def _refuse(self, rid: int | str | None, code: int, message: str) -> None:
-        if rid is not None:
-            await self._writer.send(SessionMessage(_refusal(rid, code, message)))
 
     def __aiter__(self) -> Self:
         return self
@@ -225,92 +256,13 @@ class ClientMessages:
         await self.aclose()
 
 
-def _cancelled(message: types.JSONRPCMessage) -> object:
-    """The id of the request `message` cancels, if it is a cancellation."""
-    if not isinstance(message, types.JSONRPCNotification) or message.params is None:
-        return None
-    return message.params.get("requestId") if message.method == "notifications/cancelled" else None
-
-
-def _refusal(rid: int | str | None, code: int, message: str) -> types.JSONRPCError:
-    return types.JSONRPCError(
-        jsonrpc="2.0", id=rid, error=types.ErrorData(code=code, message=message)
-    )
-
-
-class ClientWriter(BorrowedSend):
-    """Where the server's messages to the client go: each written as one line before `send`
-    returns. Once the client has closed its end, what is sent is dropped (the end of its
-    messages ends the session)."""
-
-    def __init__(self, lines: LineWriter) -> None:
-        self._lines = lines
-        #: The client's requests not yet answered nor cancelled: their ids as the client
-        #: wrote them, by `coerce_request_id`, in the order they were read.
-        self._unanswered: dict[types.RequestId, types.RequestId] = {}
-        self._room = trio.Event()
-        self._room.set()
-        #: Whether the session's end answers what is still open (`answer_unanswered`).
-        self._closing = False
-
-    def asked(self, rid: types.RequestId) -> None:
-        """The client's request `rid` was read: unanswered until an answer to it is sent."""
-        self._unanswered.setdefault(coerce_request_id(rid), rid)
-        if len(self._unanswered) >= MAX_UNANSWERED and self._room.is_set():
-            self._room = trio.Event()
-
-    def dropped(self, rid: object) -> bool:
-        """The client's request `rid` is answered (its answer is being written), or cancelled
-        (never answered then). Whether an answer to it may still be written: not once the
-        session's end has answered it (a call whose answer came as the session ended)."""
-        if isinstance(rid, int | str) and not isinstance(rid, bool):
-            open_ = self._unanswered.pop(coerce_request_id(rid), None) is not None
-            if len(self._unanswered) < MAX_UNANSWERED:
-                self._room.set()
-            return open_ or not self._closing
-        return True
-
-    async def answer_unanswered(self) -> None:
-        """The session ended with requests of the client's still open (it closed its end
-        while they ran): each is answered -32000 "Connection closed", as the SDK's own
-        server answers its requests in flight at that point, so that a client still reading
-        waits for no answer that will not come. A client that reads nothing more holds this
-        `CLOSING_S` at most."""
-        self._closing = True
-        with trio.move_on_after(CLOSING_S):
-            while self._unanswered:
-                rid = next(iter(self._unanswered.values()))
-                await self.send(SessionMessage(_refusal(rid, types.CONNECTION_CLOSED, CLOSED)))
-
-    async def wait_room(self) -> None:
-        """Returns once fewer than `MAX_UNANSWERED` of the client's requests are unanswered."""
-        if not self._room.is_set():
-            await self._room.wait()
-
-    async def send(self, item: SessionMessage, /) -> None:
-        message = item.message
-        answer = (types.JSONRPCResponse, types.JSONRPCError)
-        if isinstance(message, answer) and not self.dropped(message.id):
-            return  # (answered already, as the session ended)
-        await self._send(message.model_dump_json(by_alias=True, exclude_unset=True))
-
-    async def send_line(self, line: bytes, answers: types.RequestId | None = None) -> None:
-        """`line`, a message already written as one line (ending in a newline); the answer
-        to the client's request `answers`, if given."""
-        if answers is not None and not self.dropped(answers):
-            return  # (answered already, as the session ended)
-        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-            await self._lines.send(line)
-
-    async def send_batch(self, ids: list[int | str | None], code: int, message: str) -> None:
-        """A batch's answer, as one line: the error `code` and `message` for each of the
-        requests `ids` (written here, not by a model each: a batch may hold many)."""
-        error = json.dumps({"code": code, "message": message}, separators=(",", ":"))
-        answers = (f'{{"jsonrpc":"2.0","id":{json.dumps(rid)},"error":{error}}}' for rid in ids)
-        await self._send(f"[{','.join(answers)}]")
-
-    async def _send(self, data: str) -> None:
-        await self.send_line(data.encode() + b"\n")
+def _an_answer(line: bytes) -> bool:
+    """Whether `line`, which the SDK could not read, is shaped as an answer (`an_answer`),
+    read as leniently as JSON allows."""
+    try:
+        return an_answer(json.loads(line))
+    except (ValueError, RecursionError):
+        return False
 
 
 @contextlib.asynccontextmanager

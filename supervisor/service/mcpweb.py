@@ -10,10 +10,12 @@ session ends when the client ends it (DELETE), when no request of it has been in
 `idle_s` (a client that went away without a word), when its `initialize` was answered with
 an error, or when the server stops (`close`): its transport is terminated, the gateway's
 session returns, and its run (if it has one yet) gets `result` and `end`. Past `max_sessions` open
-sessions a new one is refused (503). Only the handshake protocol versions are served; a
-request naming another version is 400. No event is kept for a client to resume a lost stream
-from: a GET naming `Last-Event-ID` opens a new stream, as one naming none does (the SDK's
-transport, with no event store, would leave it unanswered).
+sessions a new one is refused (503). Only the handshake protocol versions are served: a
+request whose `mcp-protocol-version` header names another is 400 (an `initialize` naming
+another in its params is answered with the server's own, as MCP allows). No event is kept
+for a client to resume a lost stream from: a GET naming `Last-Event-ID` opens a new stream,
+as one naming none does (the SDK's transport, with no event store, would leave it
+unanswered).
 
 The sessions' tasks run in a nursery the caller owns (`Sessions(…, nursery)`); a bug in one
 session ends that session alone.

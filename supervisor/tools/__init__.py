@@ -30,6 +30,7 @@ __all__, __getattr__, __dir__ = exports(
             "LineReader",
             "LineWriter",
             "TooLong",
+            "an_answer",
             "batch_ids",
             "json_line",
             "top_level_id",

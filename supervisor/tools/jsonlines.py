@@ -20,6 +20,7 @@ import os
 import re
 import select
 import stat
+from collections.abc import Iterable
 from types import TracebackType
 from typing import Any, Final, Self
 
@@ -121,6 +122,21 @@ class LineWriter:
         finally:
             lock.release()
 
+    async def send_parts(self, parts: Iterable[bytes]) -> None:
+        """Writes the line `parts` make together (the last ending in a newline) whole, one
+        part after another, never holding the whole line: a line larger than what it is made
+        from (a batch's answers) costs a part's memory at a time."""
+        async with self._lock:
+            out = False
+            try:
+                for part in parts:
+                    await self._write(part)
+                    out = True
+            except trio.Cancelled:
+                if out:  # (as in `_write`: half a message is out)
+                    self._stream.close()
+                raise
+
     async def _write(self, line: bytes) -> None:
         fd = self._stream.fileno()
         sent, size = 0, len(line)
@@ -219,22 +235,41 @@ def unread_id(line: bytes, *, request: bool) -> int | str | None:
     return rid if isinstance(rid, int | str) and not isinstance(rid, bool) else None
 
 
-def batch_ids(line: bytes) -> list[int | str | None] | None:
-    """When `line` is a JSON-RPC batch (a JSON array), the `id` of each request in it, in
-    order (its notifications and answers have none), or `[None]` when it is empty (JSON-RPC
-    answers that once, with a null `id`); None when it is not an array."""
+def an_answer(message: object) -> bool:
+    """Whether `message`, a JSON value, is shaped as an answer (an object with a `result` or
+    an `error` and no `method`), which JSON-RPC never answers, however malformed."""
+    return (
+        isinstance(message, dict)
+        and "method" not in message
+        and ("result" in message or "error" in message)
+    )
+
+
+def batch_ids(line: bytes) -> tuple[list[int | str | None], bool] | None:
+    """When `line` is a JSON-RPC batch (a JSON array): the `id` each of its elements is
+    answered with, in order, and whether it is empty (JSON-RPC answers that once, with a null
+    `id`, not in an array); None when it is not an array. A request is answered by its `id`;
+    an element that is no request (not an object, no `method`, a request whose `id` is not a
+    string nor an integer) with a null `id`, as JSON-RPC answers an invalid request; a
+    notification (no `id`, or a method `notifications/…`) and an answer get nothing."""
     try:
         batch = json.loads(line)
     except (ValueError, RecursionError):
         return None
     if not isinstance(batch, list):
         return None
-    if not batch:
-        return [None]
     ids: list[int | str | None] = []
     for message in batch:
-        if isinstance(message, dict) and isinstance(message.get("method"), str):
-            rid = message.get("id")
-            if isinstance(rid, int | str) and not isinstance(rid, bool):
-                ids.append(rid)
-    return ids
+        if an_answer(message):
+            continue
+        if not isinstance(message, dict) or not isinstance(method := message.get("method"), str):
+            ids.append(None)
+            continue
+        if "id" not in message:
+            continue
+        rid = message["id"]
+        if isinstance(rid, int | str) and not isinstance(rid, bool):
+            ids.append(rid)
+        elif not method.startswith("notifications/"):
+            ids.append(None)
+    return ids, not batch

@@ -157,6 +157,11 @@ class ServerEntry(Record):
     reason: str = ""
     failures: int = 0
     retry_at: float = 0.0
+    #: Whether its start under way follows a failure (a listing does not wait for it).
+    retrying: bool = False
+    #: Whether a listing left it out while it was failing (its clients are told its lists
+    #: changed once it has started).
+    left_out: bool = False
     in_use: int = 0
     last_used: float = 0.0
     #: The run whose use started it (its `server.start` hook events carry that run's id).

@@ -5,8 +5,10 @@ when idle, restarted with backoff after a failure.
 it stops them all, each tree killed and reaped. A use (`ServerManager.call`) never hangs on
 a server: while it starts it is bounded by `startTimeoutMs`; a server that failed refuses
 its uses at once with the reason until its backoff (1, 2, 4 … 30 s) has passed, and the
-next use after that starts it again; a call is bounded by its caller's scope, and a call cut
-short is cancelled on the server (`notifications/cancelled`, sent by the MCP SDK).
+next use after that starts it again (a listing, `open(listing=True)`, does not wait for that
+start, and its clients are told when it has started); a call is bounded by its caller's
+scope, and a call cut short is cancelled on the server (`notifications/cancelled`, sent by
+the MCP SDK).
 
 The `server.start` hooks are not run here: the manager is given them (`StartHooks`), so this
 room never imports the one that runs hooks (`run/serverhooks.py` gives them).
@@ -43,6 +45,11 @@ if TYPE_CHECKING:  # the MCP SDK is imported when a server starts (`serverproc.p
 
 #: The kinds of a server's lists its clients are told changed (`ServerManager.changes`).
 LISTS_TOLD: Final = ("tools", "prompts", "resources")
+#: What a listing says of a server known to be failing whose start goes on meanwhile.
+RETRYING: Final = (
+    "starting again in the background: listed once it has started, and the clients told"
+    " their lists changed"
+)
 #: How long a use whose connection closed under it waits for the server's own reason.
 _REASON_WAIT_S: Final = 5.0
 
@@ -73,23 +80,35 @@ class ServerManager:
         """What a run whose config declares `specs` reaches these servers through."""
         return ToolServers(self, specs)
 
-    async def open(self, spec: ServerSpec, *, run_id: str | None = None) -> ServerEntry:
+    async def open(
+        self, spec: ServerSpec, *, run_id: str | None = None, listing: bool = False
+    ) -> ServerEntry:
         """The server, running: started now if it is not (bounded by `startTimeoutMs`).
-        Raises `ServerFailing` with the reason when it cannot be had."""
+        Raises `ServerFailing` with the reason when it cannot be had. For a `listing`, a
+        server known to be failing is not waited for: its start after its backoff goes on in
+        the background (`RETRYING`), and once it has started, its clients are told its lists
+        changed."""
         entry = self.entries.get(spec)
         if entry is None:
             entry = self.entries[spec] = ServerEntry(spec, on_relisted=self._relisted)
         if entry.state == "failing" and trio.current_time() < entry.retry_at:
             wait = entry.retry_at - trio.current_time()
+            entry.left_out |= listing
             raise ServerFailing(f"{entry.reason} (next start in {wait:.1f} s)")
         if entry.state == "stopping":  # idle, on its way down: the next life starts after
             await entry.ended.wait()
         if entry.state in ("idle", "failing"):
             from .serverproc import serve_server  # it loads the MCP SDK: at the first start
 
+            entry.retrying = entry.state == "failing"
             entry.state, entry.ready, entry.ended = "starting", trio.Event(), trio.Event()
             entry.started_by = run_id
             self._nursery.start_soon(serve_server, self.spawner, self.start_hooks, entry)
+            if entry.retrying:
+                self._nursery.start_soon(self._back, entry)
+        if listing and entry.retrying and not entry.ready.is_set():
+            entry.left_out = True
+            raise ServerFailing(f"{entry.reason} ({RETRYING})")
         if not entry.ready.is_set():  # (a wait on a set event would be a scheduler pass)
             await entry.ready.wait()
         if entry.session is None:  # it failed to start, or is going down: its end says why
@@ -97,6 +116,19 @@ class ServerManager:
                 await entry.ended.wait()
             raise ServerFailing(entry.reason or f"server {spec.name} stopped")
         return entry
+
+    async def _back(self, entry: ServerEntry) -> None:
+        """Once `entry`'s start after a failure has ended: when it started, and a listing
+        left it out meanwhile, its clients are told their lists changed (they list anew)."""
+        await entry.ready.wait()
+        entry.retrying = False
+        if entry.session is None or not entry.left_out:
+            return
+        entry.left_out = False
+        capabilities = entry.capabilities
+        for kind in LISTS_TOLD:
+            if kind == "tools" or getattr(capabilities, kind, None) is not None:
+                self._relisted(kind)
 
     async def call(
         self,
@@ -150,13 +182,14 @@ class ServerManager:
 
     @contextlib.asynccontextmanager
     async def open_session(
-        self, spec: ServerSpec, *, run_id: str | None = None
+        self, spec: ServerSpec, *, run_id: str | None = None, listing: bool = False
     ) -> AsyncIterator[tuple[ClientSession, ServerEntry]]:
         """The server's MCP session (started if need be), for a request other than a tool
-        call (its prompts, its resources): a use, so the server is not stopped as idle while
-        the block runs. The caller's scope bounds it; what the server answers with an error
-        raises the SDK's `MCPError`. Raises `ServerFailing`."""
-        entry = await self.open(spec, run_id=run_id)
+        call (its prompts, its resources; a `listing`, as `open` has it): a use, so the
+        server is not stopped as idle while the block runs. The caller's scope bounds it;
+        what the server answers with an error raises the SDK's `MCPError`. Raises
+        `ServerFailing`."""
+        entry = await self.open(spec, run_id=run_id, listing=listing)
         session = entry.session
         assert session is not None
         entry.in_use += 1
