@@ -3,7 +3,7 @@
 // a virtualised list. Live while the run runs; after a lost socket it resumes from the next
 // frame, and says so plainly when the server no longer has the run.
 
-import { announce, commandLine, duration, el, when } from "./dom.js";
+import { announce, commandLine, duration, el, visible, when } from "./dom.js";
 import { frameBody, outputText } from "./frames.js";
 import { Socket } from "./net.js";
 import { OutputList } from "./output.js";
@@ -119,14 +119,14 @@ export class RunView {
 
   say(text) {
     this.notice.hidden = !text;
-    this.notice.textContent = text || "";
+    this.notice.textContent = visible(text || "");
   }
 
   take(obj) {
     if (!("seq" in obj)) {
       if (obj.type === ServiceMessage.ERROR && obj.askId) {
         const ask = this.asks.get(obj.askId);
-        if (ask) ask.state.textContent = obj.message;
+        if (ask) ask.state.textContent = visible(obj.message);
       } else if (obj.type === ServiceMessage.ERROR) {
         this.ended = true;
         const gone = obj.code === 4404;

@@ -1,0 +1,78 @@
+"""What a run's scripts print, and the argv it ran, read in the console as a terminal and the
+command line show them, in a real browser (the distribution's Chromium under Playwright, as
+`test_console_browser.py`) against a real `mcpx-hooks serve`: a character that reorders text
+(U+202E) never turns a line or a command line around, and a command line reads as `runs list`
+prints it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from console_browser import (
+    PY,
+    WAIT_MS,
+    Page,
+    browser,
+    exec_run,
+    expect,
+    origin,
+    page,
+    served,
+)
+
+from mcpx_hooks.supervisor.core.shellwords import shell_line
+
+#: The fixtures come from `console_browser`; named here so that pytest finds them.
+__all__ = ["browser", "page", "served"]
+
+RLO = "\u202e"
+
+
+def sign_in(page: Page, served: dict[str, Any]) -> None:
+    page.goto(f"{origin(served)}/?token={served['server'].token}")
+    expect(page.locator("#link")).to_have_text("live", timeout=WAIT_MS)
+
+
+#: Command lines as the page writes them, run in the page.
+COMMAND_LINES = """async (argvs) => {
+  const dom = await import('/console/dom.js');
+  return argvs.map((argv) => dom.commandLine(argv));
+}"""
+
+
+def test_a_command_line_reads_as_runs_list_prints_it(page: Page, served: dict[str, Any]) -> None:
+    sign_in(page, served)
+    argvs = [
+        ["echo", "plain", "it's", "", "a b", "x=1", "ü"],
+        ["echo", f"safe {RLO}gnp.exe", "\x1b[31mred", "tab\there", "new\nline", "back\\'slash"],
+        ["echo", "\x7f\x85\u2028\u00a0", "\U0001f600 emoji", "\ufeffbom", "\x00"],
+    ]
+    assert page.evaluate(COMMAND_LINES, argvs) == [shell_line(argv) for argv in argvs]
+
+
+#: Every text in the page that holds a character that reorders what follows it.
+REORDERED = r"""() => {
+  const found = [];
+  const walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+    if (/[\u202a-\u202e\u2066-\u2069]/.test(n.data)) found.push(n.data);
+  }
+  return found;
+}"""
+
+
+def test_a_reordering_character_never_turns_a_line_around(
+    page: Page, served: dict[str, Any]
+) -> None:
+    sign_in(page, served)
+    argv = [PY, "-c", f"print('safe {RLO}gnp.exe it is')", f"x{RLO}fdp.exe"]
+    run_id = exec_run(served, {"argv": argv}, wait=True)
+    page.goto(f"{origin(served)}/#/runs/{run_id}")
+    expect(page.locator("#output-count")).to_have_text("(1 lines)", timeout=WAIT_MS)
+    line = page.locator(".output .line").first
+    expect(line).to_contain_text("safe \\u202egnp.exe it is")
+    shown = shell_line(argv)
+    expect(page.locator(".argv code")).to_have_text(shown)
+    expect(page.locator(f'.runs a[href="#/runs/{run_id}"] .cmd')).to_have_text(shown)
+    assert page.evaluate(REORDERED) == []
