@@ -76,3 +76,40 @@ def test_a_reordering_character_never_turns_a_line_around(
     expect(page.locator(".argv code")).to_have_text(shown)
     expect(page.locator(f'.runs a[href="#/runs/{run_id}"] .cmd')).to_have_text(shown)
     assert page.evaluate(REORDERED) == []
+
+
+#: Progress bars as programs draw them: a carriage return, then the line written over.
+PROGRESS = r"""import sys
+E = '\x1b'
+sys.stdout.write('progress 10%\rprogress 50%\rprogress 100%\n')
+sys.stdout.write('abcdef\rxy\n')
+sys.stdout.write('a line from windows\r\n')
+sys.stdout.write(f'{E}[31m 10% red\r{E}[32m100%{E}[0m done\n')
+sys.stdout.write('x' * 5000 + '\r' * 5000 + 'last\n')
+"""
+
+#: Each output line's text and the colour of its first piece.
+LINES = """() => [...document.querySelectorAll('.output .line')].map((l) => {
+  const text = [...l.childNodes].slice(2).map((n) => n.textContent).join('');
+  const span = l.querySelector('span:not(.s)');
+  return [text, span ? getComputedStyle(span).color : null];
+})"""
+
+
+def test_a_carriage_return_writes_over_the_line_as_in_a_terminal(
+    page: Page, served: dict[str, Any]
+) -> None:
+    sign_in(page, served)
+    run_id = exec_run(served, {"argv": [PY, "-c", PROGRESS]}, wait=True)
+    page.goto(f"{origin(served)}/#/runs/{run_id}")
+    expect(page.locator("#output-count")).to_have_text("(5 lines)", timeout=WAIT_MS)
+    got = page.evaluate(LINES)
+    texts = [text for text, _ in got]
+    assert texts[:4] == ["progress 100%", "xycdef", "a line from windows", "100% done"]
+    assert texts[4].startswith("lastxxx") and "more characters" in texts[4]
+    green = got[3][1]
+    red = page.evaluate(
+        "() => { const s = document.createElement('span'); s.className = 'sgr-fg1';"
+        " document.body.append(s); const c = getComputedStyle(s).color; s.remove(); return c; }"
+    )
+    assert green not in (None, red)
