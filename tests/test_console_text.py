@@ -113,3 +113,14 @@ def test_a_carriage_return_writes_over_the_line_as_in_a_terminal(
         " document.body.append(s); const c = getComputedStyle(s).color; s.remove(); return c; }"
     )
     assert green not in (None, red)
+
+
+def test_a_link_with_a_broken_escape_says_no_such_run(page: Page, served: dict[str, Any]) -> None:
+    sign_in(page, served)
+    errors: list[str] = served["page_state"]["errors"]
+    before = len(errors)
+    page.goto(f"{origin(served)}/#/runs/ab%E0%A4%A")
+    run = page.locator("article.run")
+    expect(run.locator("h2")).to_contain_text("ab%E0%A4%A", timeout=WAIT_MS)
+    expect(run).to_contain_text("This run is gone: no run 'ab%E0%A4%A'")
+    assert errors[before:] == []
