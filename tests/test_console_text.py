@@ -124,3 +124,50 @@ def test_a_link_with_a_broken_escape_says_no_such_run(page: Page, served: dict[s
     expect(run.locator("h2")).to_contain_text("ab%E0%A4%A", timeout=WAIT_MS)
     expect(run).to_contain_text("This run is gone: no run 'ab%E0%A4%A'")
     assert errors[before:] == []
+
+
+#: A run of 100,000 egress refusals (a script that tried as many hosts), drawn in the page
+#: from its frames: how many rows its timeline holds, what the folded row says, and the row
+#: a link to a folded frame marks.
+REFUSALS = """async (count) => {
+  const { RunView } = await import('/console/run.js');
+  const view = new RunView('no-such-run', { onGone: () => {} });
+  document.body.append(view.root);
+  const at = '2026-01-01T00:00:00Z';
+  const frame = (seq, type, more) => ({ runId: 'no-such-run', seq, at, type, ...more });
+  view.take(frame(0, 'start', { argv: ['sh'], cwd: '/', sandbox: 'workspace' }));
+  for (let i = 1; i <= count; i++) {
+    view.take(frame(i, 'egress', { run: 'no-such-run', host: `h${i}.example.org`, port: 80,
+      allowed: false, why: `blocked: h${i}.example.org not in network` }));
+  }
+  view.take(frame(count + 1, 'end', { exitCode: 0, durationMs: 5, chain: '' }));
+  const drawn = () => new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)));
+  const t0 = performance.now();
+  await drawn();
+  const ms = performance.now() - t0;
+  view.goTo(5000);
+  const rows = view.timeline.children.length;
+  const folded = view.timeline.querySelector('li.folded');
+  const marked = view.timeline.querySelector('li.marked');
+  const result = { rows, ms, nodes: view.root.getElementsByTagName('*').length,
+    label: folded.textContent, marked: marked === folded };
+  view.close();
+  view.root.remove();
+  return result;
+}"""
+
+
+def test_a_run_of_a_hundred_thousand_refused_hosts_draws_in_a_few_rows(
+    page: Page, served: dict[str, Any]
+) -> None:
+    # Each egress frame was a row of the timeline: 30,000 of them took 13 s to draw here,
+    # the page unanswering for seconds at a time, and 270,000 elements.
+    sign_in(page, served)
+    got = page.evaluate(REFUSALS, 100_000)
+    assert got["rows"] == 1 + 20 + 1 + 1  # start, 20 refusals, the rest counted, end
+    assert got["label"] == (
+        "#21egress99,980 more egress frames"
+        " (frames 21\u2013100000; every one is in Download frames)"
+    )
+    assert got["marked"] is True
+    assert got["nodes"] < 1000
