@@ -171,3 +171,29 @@ def test_a_run_of_a_hundred_thousand_refused_hosts_draws_in_a_few_rows(
     )
     assert got["marked"] is True
     assert got["nodes"] < 1000
+
+
+#: A `before` hook that fails after drawing a progress bar on its stderr.
+PROGRESS_HOOK = {
+    "name": "fetch-deps",
+    "on": "script",
+    "phase": "before",
+    "run": [
+        PY,
+        "-c",
+        "import sys; sys.stderr.write('fetching 10%\\rfetching 100%\\n'"
+        " '\\x1b[31mno\\rfailed\\x1b[0m\\n'); sys.exit(1)",
+    ],
+}
+
+
+def test_a_hook_s_progress_bar_is_written_over_as_in_a_terminal(
+    page: Page, served: dict[str, Any]
+) -> None:
+    sign_in(page, served)
+    run_id = exec_run(served, {"argv": ["true"], "hooks": [PROGRESS_HOOK]}, wait=True)
+    page.goto(f"{origin(served)}/#/runs/{run_id}")
+    hook = page.locator(".timeline .frame.hook", has_text="fetch-deps")
+    tail = hook.locator("details.said pre")
+    expect(tail).to_contain_text("failed", timeout=WAIT_MS)
+    assert tail.text_content() == "fetching 100%\nfailed\n"

@@ -1,7 +1,7 @@
 // What one frame of a run shows, by type (a hook frame in full: status, effect and clamp,
 // what it dropped, what an \`apply\` changed as original → new), and an output frame's text.
 
-import { parse, styleNode } from "./ansi.js";
+import { overwritten, parse, styleNode } from "./ansi.js";
 import { commandLine, duration, el, lineDiff, shown } from "./dom.js";
 import { ENVELOPE_KEYS, FrameType } from "./tables.js";
 
@@ -16,9 +16,11 @@ function pre(text, cls = "") {
 }
 
 /** What a hook's process printed, as a terminal shows it (a linter's colours drawn, every
- * other escape sequence dropped), as the run's output is. */
+ * other escape sequence dropped, a progress bar's carriage returns written over), as the
+ * run's output is. */
 function printed(text) {
-  return el("pre", {}, ...parse(text).pieces.map((piece) => styleNode(el("span", {}, piece.text), piece.style)));
+  const { pieces } = parse(text);
+  return el("pre", {}, ...(text.includes("\r") ? overwritten(pieces) : pieces).map((piece) => styleNode(el("span", {}, piece.text), piece.style)));
 }
 
 /** What one frame shows, by type; a type this page does not know shows its fields. */

@@ -3,7 +3,7 @@
 // (ANSI SGR) are read as the lines come, each stream carrying its style from line to line,
 // so a line drawn alone still has the colour an earlier line set.
 
-import { hasEscapes, parse, PLAIN, styleNode } from "./ansi.js";
+import { hasEscapes, overwritten, parse, PLAIN, styleNode } from "./ansi.js";
 import { el, when } from "./dom.js";
 import { FrameType } from "./tables.js";
 
@@ -63,12 +63,12 @@ export class OutputList {
     }
     for (const part of text.split("\n")) {
       if (style === PLAIN && !hasEscapes(part)) {
-        this.lines.push([seq, stream, part.includes("\r") ? overwritten(part) : part, at]);
+        this.lines.push([seq, stream, part.includes("\r") ? overwritten([{ text: part, style: PLAIN }])[0]?.text ?? "" : part, at]);
         continue;
       }
       const read = parse(part, style);
       style = read.state;
-      this.lines.push([seq, stream, part.includes("\r") ? overwrittenPieces(read.pieces) : read.pieces, at]);
+      this.lines.push([seq, stream, part.includes("\r") ? overwritten(read.pieces) : read.pieces, at]);
     }
     if (carried) this.styles[stream] = style;
     this.schedule();
@@ -156,38 +156,6 @@ export class OutputList {
       ...drawn(content),
     );
   }
-}
-
-/** A line as a terminal leaves it: each carriage return (`\r`, a progress bar's) takes the
- * cursor back to the line's start, and what follows writes over what was there
- * (`"50%\r100%"` is `100%`, `"abcdef\rxy"` is `xycdef`, a `"\r"` ending a line is nothing). */
-function overwritten(text) {
-  const cells = [];
-  let at = 0;
-  for (const c of text) {
-    if (c === "\r") at = 0;
-    else cells[at++] = c;
-  }
-  return cells.join("");
-}
-
-/** `overwritten` for styled pieces: each character keeps the style it was written in. */
-function overwrittenPieces(pieces) {
-  const cells = [];
-  let at = 0;
-  for (const { text, style } of pieces) {
-    for (const c of text) {
-      if (c === "\r") at = 0;
-      else cells[at++] = [c, style];
-    }
-  }
-  const out = [];
-  for (const [c, style] of cells) {
-    const last = out[out.length - 1];
-    if (last && last.style === style) last.text += c;
-    else out.push({ text: c, style });
-  }
-  return out;
 }
 
 /** A line's text, or its styled pieces as spans, cut at `LINE_CHARS` saying how much more. */
