@@ -126,6 +126,7 @@ class History:
         """The database at `path`, its schema made; `writes=False` opens an existing one to
         read only (`HistoryFault` when there is none)."""
         with faults(f"opening the run history {shown_file(path)}"):
+            files.a_file_or_none(path)
             if writes:
                 path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
                 os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
