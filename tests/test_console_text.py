@@ -197,3 +197,43 @@ def test_a_hook_s_progress_bar_is_written_over_as_in_a_terminal(
     tail = hook.locator("details.said pre")
     expect(tail).to_contain_text("failed", timeout=WAIT_MS)
     assert tail.text_content() == "fetching 100%\nfailed\n"
+
+
+#: A hook that answers with 150,000 pieces of advice (within its 1 MiB of stdout), drawn in
+#: the page from the run's frames: whether the run's end is drawn, and what the advice shows.
+ADVICE = """async (count) => {
+  const { RunView } = await import('/console/run.js');
+  const view = new RunView('no-such-run', { onGone: () => {} });
+  document.body.append(view.root);
+  const at = '2026-01-01T00:00:00Z';
+  const frame = (seq, type, more) => ({ runId: 'no-such-run', seq, at, type, ...more });
+  const advice = Array.from({ length: count }, (_, i) => `piece ${i}`);
+  view.take(frame(0, 'start', { argv: ['true'], cwd: '/', sandbox: 'workspace' }));
+  view.take(frame(1, 'hook', { name: 'adv', on: 'script', phase: 'before', action: 'run',
+    effect: 'advise', status: 'ok', durationMs: 5, sandbox: 'strict', advice }));
+  view.take(frame(2, 'result', { value: null, advice }));
+  view.take(frame(3, 'end', { exitCode: 0, durationMs: 5, chain: '' }));
+  await new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)));
+  const hook = view.timeline.querySelector('li[data-seq="1"] .advice');
+  const result = { ended: view.ended, items: view.root.querySelectorAll('.advice li').length,
+    first: hook.querySelector('li').textContent, more: hook.querySelector('.more').textContent };
+  view.close();
+  view.root.remove();
+  return result;
+}"""
+
+
+def test_a_hook_s_hundred_thousand_pieces_of_advice_never_stop_the_run_s_page(
+    page: Page, served: dict[str, Any]
+) -> None:
+    # Each piece was an element, all of them passed to one call: past about 120,000 the
+    # browser threw (too many arguments), and nothing after that frame was drawn, its end
+    # included: the page said the run was still going, for good.
+    sign_in(page, served)
+    got = page.evaluate(ADVICE, 150_000)
+    assert got == {
+        "ended": True,
+        "items": 40,  # 20 under the hook, 20 under the result
+        "first": "piece 0",
+        "more": "\u2026 and 149,980 more (all of them: Download frames)",
+    }

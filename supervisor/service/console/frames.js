@@ -72,9 +72,20 @@ export function frameBody(frame, view) {
   }
 }
 
+/** The items of a list drawn at most (a hook's advice may hold a hundred thousand): the rest
+ * are counted, as the command line's view counts them; the frames download holds them all. */
+const LIST_ITEMS = 20;
+
 function list(label, items) {
   if (!items || !items.length) return null;
-  return el("div", { class: label }, el("span", { class: "label" }, `${label}: `), el("ul", {}, ...items.map((a) => el("li", {}, String(a)))));
+  const more = items.length - LIST_ITEMS;
+  return el(
+    "div",
+    { class: label },
+    el("span", { class: "label" }, `${label}: `),
+    el("ul", {}, ...items.slice(0, LIST_ITEMS).map((a) => el("li", {}, shown(String(a))))),
+    more > 0 ? el("p", { class: "hint more" }, `… and ${more.toLocaleString("en")} more (all of them: Download frames)`) : null,
+  );
 }
 
 /** How a frame's field is said on the page. */
