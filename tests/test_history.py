@@ -163,6 +163,32 @@ def test_exec_records_and_runs_list_and_show_read_it(tmp_path: Path) -> None:
     assert "Traceback" not in unknown.stderr
 
 
+def test_runs_list_says_when_older_runs_are_kept_than_it_lists(tmp_path: Path) -> None:
+    """`runs list` shows the newest `[runs] retain` stored runs; past them it listed nothing
+    more and said nothing, as if the history held no older run, though `runs show` and
+    `runs search` still reach them."""
+    (tmp_path / "c.toml").write_text("[runs]\nretain = 2\n")
+    ids = []
+    for word in ("one", "two", "three"):
+        done = mcpx("exec", "--config", "c.toml", "--json", "--", "echo", word, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        ids.append(json.loads(done.stdout.splitlines()[0])["runId"])
+    said = (
+        "mcpx-hooks runs list: these are the newest 2 runs ([runs] retain); older ones are"
+        " kept too: runs show RUN_ID shows one, runs search finds them\n"
+    )
+    listing = mcpx("runs", "list", "--config", "c.toml", "--json", cwd=tmp_path)
+    assert [r["runId"] for r in json.loads(listing.stdout)] == ids[:0:-1]
+    assert (listing.returncode, listing.stderr) == (0, said)
+    table = mcpx("runs", "list", "--config", "c.toml", cwd=tmp_path)
+    assert [line[:16] for line in table.stdout.splitlines()] == ids[:0:-1]
+    assert table.stderr == said
+    # As many as it lists: nothing more to say.
+    (tmp_path / "c.toml").write_text("[runs]\nretain = 3\n")
+    listing = mcpx("runs", "list", "--config", "c.toml", cwd=tmp_path)
+    assert (len(listing.stdout.splitlines()), listing.stderr) == (3, "")
+
+
 def test_runs_show_reads_a_stored_run_as_exec_showed_it(tmp_path: Path) -> None:
     """A run that ended before its script did: `runs show` says how `exec` exited, as
     `exec` and `runs show --remote` do, not "no exit code"."""

@@ -392,3 +392,21 @@ async def test_a_fault_while_a_run_runs_warns_it_once_and_it_goes_on(tmp_path: P
     finally:
         holder.close()
         history.close()
+
+
+@pytest.mark.parametrize("what", ["a directory", "a device", "a FIFO"])
+def test_a_history_path_that_is_not_a_file_says_what_it_is(tmp_path: Path, what: str) -> None:
+    # SQLite said "disk I/O error" (a FIFO), "… is the disk full?" (`/dev/null`), and a reader
+    # "no run has been recorded there" (a directory): none of them the reason.
+    path = tmp_path / "history.db"
+    if what == "a directory":
+        path.mkdir()
+    elif what == "a device":
+        path.symlink_to("/dev/null")
+    else:
+        os.mkfifo(path)
+    for writes in (True, False):
+        with pytest.raises(HistoryFault) as caught:
+            History.open(path, writes=writes)
+        assert str(caught.value) == (f"opening the run history {path}: it is {what}, not a file")
+    assert Path("/dev/null").is_char_device()  # (never written to)

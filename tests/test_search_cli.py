@@ -191,3 +191,24 @@ def test_runs_search_of_nothing_is_a_usage_error(tmp_path: Path, typed: str) -> 
             )
     # Punctuation alone is text, as ever: it matches nothing, and is not an error.
     assert mcpx("runs", "search", "*", cwd=tmp_path).stdout == "no stored frame matches\n"
+
+
+def test_runs_search_in_a_run_not_kept_says_so(tmp_path: Path) -> None:
+    """`runs search WORD --run MISTYPED` answered "no stored frame matches" (exit 0), as if the
+    run had been searched and held no such word; it names no run kept, and says so as `runs
+    show` does (exit 1), whether the history exists yet or not."""
+    db = tmp_path / "state" / "mcpx-hooks" / "history.db"
+    for _ in range(2):
+        said = mcpx("runs", "search", "hello", "--run", "0123456789abcdef", cwd=tmp_path)
+        assert (said.returncode, said.stdout) == (1, "")
+        assert said.stderr == (
+            f"mcpx-hooks runs search: no run '0123456789abcdef' is kept in the run history {db}\n"
+        )
+        ran = mcpx("exec", "--json", "--", "/bin/echo", "hello", cwd=tmp_path)
+        assert ran.returncode == 0, ran.stderr
+    run_id = json.loads(ran.stdout.splitlines()[0])["runId"]
+    # A run kept, with no match or with one: no error.
+    kept = mcpx("runs", "search", "absent", "--run", run_id, cwd=tmp_path)
+    assert (kept.returncode, kept.stdout) == (0, "no stored frame matches\n")
+    found = mcpx("runs", "search", "hello", "--run", run_id, "--json", cwd=tmp_path)
+    assert found.returncode == 0 and [m["runId"] for m in json.loads(found.stdout)] == [run_id] * 2

@@ -151,8 +151,13 @@ def _local(args: argparse.Namespace, command: str) -> int:
         return EXIT_FAILED
     try:
         if args.runs_command == "list":
-            runs = history.summaries(config.runs_retain)
-            print(json.dumps(runs) if args.json else "\n".join(table(runs, where)))
+            runs = history.summaries(config.runs_retain + 1)  # (one more: are there older?)
+            shown = runs[: config.runs_retain]
+            print(json.dumps(shown) if args.json else "\n".join(table(shown, where)))
+            if len(runs) > len(shown):
+                say(f"mcpx-hooks {command}: these are the newest {config.runs_retain} runs"
+                    " ([runs] retain); older ones are kept too: runs show RUN_ID shows one,"
+                    " runs search finds them")  # fmt: skip
             return EXIT_OK
         stored = history.lines(args.run_id)
     except HistoryFault as exc:

@@ -87,25 +87,36 @@ async def _remote(target: Any, query: str, run_id: str | None, limit: int) -> li
 
 
 def _local(args: argparse.Namespace, command: str) -> int:
+    from ..core.places import shown_file
     from ..history.faults import HistoryFault
     from .runverify import history_of
 
     config, path = history_of(args)
+    # (`runs show`'s words: a mistyped --run finds nothing, and is not "no frame matches")
+    where = f"the run history {shown_file(str(path))}"
+    unknown = f"mcpx-hooks {command}: no run {args.run!r} is kept in {where}"
     if not config.history_enabled:
         print(f"mcpx-hooks {command}: [history] enabled = false: no run is kept on disk"
               " (a server's runs: --remote URL)", file=sys.stderr)  # fmt: skip
         return EXIT_FAILED
     if not path.exists():
+        if args.run is not None:
+            say(unknown)
+            return EXIT_FAILED
         _print([], args.json)
         return EXIT_OK
     try:
         history = _opened(path)
         try:
             found = _searched(history, args, command)
+            kept = bool(found) or args.run is None or history.extent(args.run) is not None
         finally:
             history.close()
     except HistoryFault as exc:
         say(f"mcpx-hooks {command}: {exc}")
+        return EXIT_FAILED
+    if not kept:
+        say(unknown)
         return EXIT_FAILED
     _print(found, args.json)
     return EXIT_OK

@@ -127,6 +127,7 @@ class History:
         read only (`HistoryFault` when there is none, or only the empty file a first write left
         on a full disk)."""
         with faults(f"opening the run history {shown_file(path)}"):
+            files.a_file_or_none(path)
             if writes:
                 make_state_dir(path.parent)
                 os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))

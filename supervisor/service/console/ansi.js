@@ -35,6 +35,37 @@ export function parse(text, state = PLAIN) {
   return { pieces, state: style };
 }
 
+/** Styled pieces as a terminal leaves them: each carriage return (`\r`, a progress bar's)
+ * takes the cursor back to its line's start, and what follows writes over what was there,
+ * each character in the style it was written in (`"50%\r100%"` is `100%`, `"abcdef\rxy"` is
+ * `xycdef`, a `\r` before a line's end is nothing). Linear in the text's length. */
+export function overwritten(pieces) {
+  const out = [];
+  const add = (c, style) => {
+    const last = out[out.length - 1];
+    if (last && last.style === style) last.text += c;
+    else out.push({ text: c, style });
+  };
+  let cells = [];
+  let at = 0;
+  const flush = () => {
+    for (const [c, style] of cells) add(c, style);
+    cells = [];
+    at = 0;
+  };
+  for (const { text, style } of pieces) {
+    for (const c of text) {
+      if (c === "\r") at = 0;
+      else if (c === "\n") {
+        flush();
+        add(c, style);
+      } else cells[at++] = [c, style];
+    }
+  }
+  flush();
+  return out;
+}
+
 /** Text without any escape sequence (what a search or a title shows). */
 export function plainText(text) {
   return parse(String(text)).pieces.map((p) => p.text).join("");

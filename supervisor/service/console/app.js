@@ -220,8 +220,18 @@ async function route() {
     // `#/runs/ID`, or `#/runs/ID@seq`: the run opened at that frame.
     const [id, at] = parts.slice(1).join("/").split("@");
     const seq = /^\d+$/.test(at || "") ? Number(at) : null;
-    if (id) openRun(decodeURIComponent(id), seq);
+    if (id) openRun(decoded(id), seq);
     else closeRun();
+  }
+}
+
+/** A run id from the address, `%` escapes read; one that is not a whole escape (`%E0%A4%A`,
+ * a link cut short) is taken as it is, so the server says no such run is kept. */
+function decoded(id) {
+  try {
+    return decodeURIComponent(id);
+  } catch {
+    return id;
   }
 }
 

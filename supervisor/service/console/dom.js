@@ -1,7 +1,19 @@
 // Small helpers for building the page: elements, times, values as text.
 
+/** The characters that reorder the text after them (Unicode's explicit bidirectional
+ * embeddings, overrides and isolates, U+202A–U+202E and U+2066–U+2069): a U+202E in a run's
+ * argv or output would show the rest of the line backwards, a command line that is not the
+ * one that ran. A terminal does not reorder them; the page shows each as its escape. */
+const REORDERING = /[\u202a-\u202e\u2066-\u2069]/g;
+
+/** `text` with each reordering character written as its escape (`\u202e`). */
+export function visible(text) {
+  return String(text).replace(REORDERING, escape);
+}
+
 /** An element: `el("p", {class: "x"}, "text", child)`. Attributes starting with "on" are
- * listeners; `null`/`false` children are skipped. Text is always text, never HTML. */
+ * listeners; `null`/`false` children are skipped. Text is always text, never HTML, and no
+ * character in it reorders what follows (`visible`). */
 export function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
   for (const [key, value] of Object.entries(attrs || {})) {
@@ -16,7 +28,7 @@ export function el(tag, attrs = {}, ...children) {
   }
   for (const child of children.flat()) {
     if (child === null || child === undefined || child === false) continue;
-    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    node.append(child instanceof Node ? child : document.createTextNode(visible(child)));
   }
   return node;
 }
@@ -55,10 +67,35 @@ export function shown(value, limit = 20000) {
   return text.length > limit ? `${text.slice(0, limit)}… (${text.length - limit} more characters)` : text;
 }
 
-/** The argv of a run as one line, quoted where a word needs it. */
+/** A character Python's `str.isprintable` refuses (controls, format characters such as
+ * U+202E, separators but the space, lone surrogates, unassigned code points). */
+const UNPRINTABLE = /[\p{Cc}\p{Cf}\p{Cs}\p{Co}\p{Cn}\p{Zl}\p{Zp}]|(?! )\p{Zs}/u;
+/** A character a shell quotes a word for (`shlex.quote`'s). */
+const UNSAFE = /[^\w@%+=:,./-]/;
+/** How `$'…'` writes the characters that have a short escape of their own. */
+const SHORT = { "\\": "\\\\", "'": "\\'", "\n": "\\n", "\t": "\\t", "\r": "\\r" };
+
+/** The argv of a run as one line, as a shell (bash) takes it back and as the command line
+ * prints it (`runs list`): each word as `shlex.quote` writes it, and one holding a character
+ * that is not printable in `$'…'`, that character escaped (`$'arg\x1b[31m'`, `\u202e`). */
 export function commandLine(argv) {
   if (!Array.isArray(argv)) return "";
-  return argv.map((w) => (/^[\w@%+=:,./-]+$/.test(w) ? w : `'${String(w).replaceAll("'", "'\\''")}'`)).join(" ");
+  return argv.map((w) => word(String(w))).join(" ");
+}
+
+function word(w) {
+  if (UNPRINTABLE.test(w)) return `$'${Array.from(w, (c) => SHORT[c] ?? (UNPRINTABLE.test(c) ? escape(c) : c)).join("")}'`;
+  if (!w) return "''";
+  return UNSAFE.test(w) ? `'${w.replaceAll("'", `'"'"'`)}'` : w;
+}
+
+/** One character as bash's `$'…'` and Python write it: `\x1b`, `\u202e`, `\U0001f600`; a
+ * byte that was no UTF-8 (a lone surrogate U+DC80–U+DCFF, as Python keeps it) as `\xff`. */
+function escape(c) {
+  const code = c.codePointAt(0);
+  if (code >= 0xdc80 && code <= 0xdcff) return `\\x${(code - 0xdc00).toString(16).padStart(2, "0")}`;
+  if (code < 0x80) return `\\x${code.toString(16).padStart(2, "0")}`;
+  return code <= 0xffff ? `\\u${code.toString(16).padStart(4, "0")}` : `\\U${code.toString(16).padStart(8, "0")}`;
 }
 
 /** Says `text` to screen readers through the page's polite live region. */

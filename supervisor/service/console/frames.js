@@ -1,7 +1,7 @@
 // What one frame of a run shows, by type (a hook frame in full: status, effect and clamp,
 // what it dropped, what an \`apply\` changed as original → new), and an output frame's text.
 
-import { parse, styleNode } from "./ansi.js";
+import { overwritten, parse, styleNode } from "./ansi.js";
 import { commandLine, duration, el, lineDiff, shown } from "./dom.js";
 import { ENVELOPE_KEYS, FrameType } from "./tables.js";
 
@@ -16,9 +16,11 @@ function pre(text, cls = "") {
 }
 
 /** What a hook's process printed, as a terminal shows it (a linter's colours drawn, every
- * other escape sequence dropped), as the run's output is. */
+ * other escape sequence dropped, a progress bar's carriage returns written over), as the
+ * run's output is. */
 function printed(text) {
-  return el("pre", {}, ...parse(text).pieces.map((piece) => styleNode(el("span", {}, piece.text), piece.style)));
+  const { pieces } = parse(text);
+  return el("pre", {}, ...(text.includes("\r") ? overwritten(pieces) : pieces).map((piece) => styleNode(el("span", {}, piece.text), piece.style)));
 }
 
 /** What one frame shows, by type; a type this page does not know shows its fields. */
@@ -70,9 +72,20 @@ export function frameBody(frame, view) {
   }
 }
 
+/** The items of a list drawn at most (a hook's advice may hold a hundred thousand): the rest
+ * are counted, as the command line's view counts them; the frames download holds them all. */
+const LIST_ITEMS = 20;
+
 function list(label, items) {
   if (!items || !items.length) return null;
-  return el("div", { class: label }, el("span", { class: "label" }, `${label}: `), el("ul", {}, ...items.map((a) => el("li", {}, String(a)))));
+  const more = items.length - LIST_ITEMS;
+  return el(
+    "div",
+    { class: label },
+    el("span", { class: "label" }, `${label}: `),
+    el("ul", {}, ...items.slice(0, LIST_ITEMS).map((a) => el("li", {}, shown(String(a))))),
+    more > 0 ? el("p", { class: "hint more" }, `… and ${more.toLocaleString("en")} more (all of them: Download frames)`) : null,
+  );
 }
 
 /** How a frame's field is said on the page. */

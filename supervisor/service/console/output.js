@@ -3,7 +3,7 @@
 // (ANSI SGR) are read as the lines come, each stream carrying its style from line to line,
 // so a line drawn alone still has the colour an earlier line set.
 
-import { hasEscapes, parse, PLAIN, styleNode } from "./ansi.js";
+import { hasEscapes, overwritten, parse, PLAIN, styleNode } from "./ansi.js";
 import { el, when } from "./dom.js";
 import { FrameType } from "./tables.js";
 
@@ -63,12 +63,12 @@ export class OutputList {
     }
     for (const part of text.split("\n")) {
       if (style === PLAIN && !hasEscapes(part)) {
-        this.lines.push([seq, stream, part, at]);
+        this.lines.push([seq, stream, part.includes("\r") ? overwritten([{ text: part, style: PLAIN }])[0]?.text ?? "" : part, at]);
         continue;
       }
       const read = parse(part, style);
       style = read.state;
-      this.lines.push([seq, stream, read.pieces, at]);
+      this.lines.push([seq, stream, part.includes("\r") ? overwritten(read.pieces) : read.pieces, at]);
     }
     if (carried) this.styles[stream] = style;
     this.schedule();

@@ -3,7 +3,7 @@
 // a virtualised list. Live while the run runs; after a lost socket it resumes from the next
 // frame, and says so plainly when the server no longer has the run.
 
-import { announce, commandLine, duration, el, when } from "./dom.js";
+import { announce, commandLine, duration, el, visible, when } from "./dom.js";
 import { frameBody, outputText } from "./frames.js";
 import { Socket } from "./net.js";
 import { OutputList } from "./output.js";
@@ -12,6 +12,11 @@ import { Control, FrameType, OUTPUT_TYPES, ServiceMessage } from "./tables.js";
 
 /** Frames that are the script's output: drawn in the output list, one group in the timeline. */
 const OUTPUT = new Set(OUTPUT_TYPES);
+/** Frames a run may hold without end (an `egress` refusal for each host a script tries: a
+ * script of any size can ask for a hundred thousand): past the first `SHOWN` of a stretch of
+ * them, one row of the timeline counts the rest, so the page stays as light as the run is long. */
+const FOLDED = new Set([FrameType.EGRESS]);
+const SHOWN = 20;
 
 /** The address of a run, or of one of its frames: `#/runs/ID` and `#/runs/ID@seq`. */
 export function runLink(runId, seq = null) {
@@ -30,6 +35,7 @@ export class RunView {
     this.ended = false;
     this.asks = new Map(); // askId → {frame, row}
     this.group = null; // the timeline row of the output frames being received
+    this.fold = null; // the stretch of folded frames being received (`FOLDED`)
     this.pending = [];
     this.drawing = false;
     this.output = new OutputList("Script output", (seq) => runLink(runId, seq));
@@ -96,7 +102,7 @@ export class RunView {
     if (seq === null || seq >= this.frames - this.pending.length) return;
     this.target = null;
     for (const old of this.timeline.querySelectorAll(".marked")) old.classList.remove("marked");
-    const row = this.timeline.querySelector(`li[data-seq="${seq}"]`);
+    const row = this.timeline.querySelector(`li[data-seq="${seq}"]`) || [...this.timeline.querySelectorAll("li.folded")].find((r) => seq >= Number(r.dataset.first) && seq <= Number(r.dataset.last));
     if (row) {
       row.classList.add("marked");
       row.scrollIntoView({ block: "center" });
@@ -119,14 +125,14 @@ export class RunView {
 
   say(text) {
     this.notice.hidden = !text;
-    this.notice.textContent = text || "";
+    this.notice.textContent = visible(text || "");
   }
 
   take(obj) {
     if (!("seq" in obj)) {
       if (obj.type === ServiceMessage.ERROR && obj.askId) {
         const ask = this.asks.get(obj.askId);
-        if (ask) ask.state.textContent = obj.message;
+        if (ask) ask.state.textContent = visible(obj.message);
       } else if (obj.type === ServiceMessage.ERROR) {
         this.ended = true;
         const gone = obj.code === 4404;
@@ -157,10 +163,12 @@ export class RunView {
 
   draw(frame) {
     if (OUTPUT.has(frame.type)) {
+      this.fold = null;
       this.output.push(frame.seq, frame.type, outputText(frame), frame.at);
       this.outputRow(frame);
       return;
     }
+    if (this.folded(frame)) return;
     this.label();
     this.group = null;
     const row = this.row(frame);
@@ -218,8 +226,43 @@ export class RunView {
     this.stale = g;
   }
 
-  /** The output group's label, once per drawn batch (not once per frame). */
+  /** Whether `frame` is only counted, in the row that stands for the rest of a stretch of
+   * folded frames (drawn one by one up to `SHOWN`), rather than drawn. */
+  folded(frame) {
+    if (!FOLDED.has(frame.type)) {
+      this.fold = null;
+      return false;
+    }
+    if (!this.fold || this.fold.type !== frame.type) this.fold = { type: frame.type, drawn: 0, row: null };
+    const f = this.fold;
+    if (f.drawn < SHOWN) {
+      f.drawn += 1;
+      return false;
+    }
+    if (!f.row) {
+      this.label();
+      this.group = null;
+      f.label = el("div", { class: "label" }, "");
+      f.row = el("li", { class: `frame folded ${frame.type}`, "data-first": frame.seq }, el("a", { class: "seq", href: runLink(this.runId, frame.seq) }, `#${frame.seq}`), el("span", { class: "type" }, frame.type), f.label);
+      this.timeline.append(f.row);
+      f.first = frame.seq;
+      f.count = 0;
+    }
+    f.count += 1;
+    f.last = frame.seq;
+    f.row.dataset.last = frame.seq;
+    this.staleFold = f;
+    return true;
+  }
+
+  /** The output group's label, once per drawn batch (not once per frame); so is a folded
+   * stretch's. */
   label() {
+    const f = this.staleFold;
+    if (f) {
+      this.staleFold = null;
+      f.label.textContent = `${f.count.toLocaleString()} more ${f.type} frames (frames ${f.first}–${f.last}; every one is in Download frames)`;
+    }
     const g = this.stale;
     if (!g) return;
     this.stale = null;

@@ -1,0 +1,239 @@
+"""What a run's scripts print, and the argv it ran, read in the console as a terminal and the
+command line show them, in a real browser (the distribution's Chromium under Playwright, as
+`test_console_browser.py`) against a real `mcpx-hooks serve`: a character that reorders text
+(U+202E) never turns a line or a command line around, and a command line reads as `runs list`
+prints it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from console_browser import (
+    PY,
+    WAIT_MS,
+    Page,
+    browser,
+    exec_run,
+    expect,
+    origin,
+    page,
+    served,
+)
+
+from mcpx_hooks.supervisor.core.shellwords import shell_line
+
+#: The fixtures come from `console_browser`; named here so that pytest finds them.
+__all__ = ["browser", "page", "served"]
+
+RLO = "\u202e"
+
+
+def sign_in(page: Page, served: dict[str, Any]) -> None:
+    page.goto(f"{origin(served)}/?token={served['server'].token}")
+    expect(page.locator("#link")).to_have_text("live", timeout=WAIT_MS)
+
+
+#: Command lines as the page writes them, run in the page.
+COMMAND_LINES = """async (argvs) => {
+  const dom = await import('/console/dom.js');
+  return argvs.map((argv) => dom.commandLine(argv));
+}"""
+
+
+def test_a_command_line_reads_as_runs_list_prints_it(page: Page, served: dict[str, Any]) -> None:
+    sign_in(page, served)
+    argvs = [
+        ["echo", "plain", "it's", "", "a b", "x=1", "ü"],
+        ["echo", f"safe {RLO}gnp.exe", "\x1b[31mred", "tab\there", "new\nline", "back\\'slash"],
+        ["echo", "\x7f\x85\u2028\u00a0", "\U0001f600 emoji", "\ufeffbom", "\x00"],
+    ]
+    assert page.evaluate(COMMAND_LINES, argvs) == [shell_line(argv) for argv in argvs]
+
+
+#: Every text in the page that holds a character that reorders what follows it.
+REORDERED = r"""() => {
+  const found = [];
+  const walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+    if (/[\u202a-\u202e\u2066-\u2069]/.test(n.data)) found.push(n.data);
+  }
+  return found;
+}"""
+
+
+def test_a_reordering_character_never_turns_a_line_around(
+    page: Page, served: dict[str, Any]
+) -> None:
+    sign_in(page, served)
+    argv = [PY, "-c", f"print('safe {RLO}gnp.exe it is')", f"x{RLO}fdp.exe"]
+    run_id = exec_run(served, {"argv": argv}, wait=True)
+    page.goto(f"{origin(served)}/#/runs/{run_id}")
+    expect(page.locator("#output-count")).to_have_text("(1 lines)", timeout=WAIT_MS)
+    line = page.locator(".output .line").first
+    expect(line).to_contain_text("safe \\u202egnp.exe it is")
+    shown = shell_line(argv)
+    expect(page.locator(".argv code")).to_have_text(shown)
+    expect(page.locator(f'.runs a[href="#/runs/{run_id}"] .cmd')).to_have_text(shown)
+    assert page.evaluate(REORDERED) == []
+
+
+#: Progress bars as programs draw them: a carriage return, then the line written over.
+PROGRESS = r"""import sys
+E = '\x1b'
+sys.stdout.write('progress 10%\rprogress 50%\rprogress 100%\n')
+sys.stdout.write('abcdef\rxy\n')
+sys.stdout.write('a line from windows\r\n')
+sys.stdout.write(f'{E}[31m 10% red\r{E}[32m100%{E}[0m done\n')
+sys.stdout.write('x' * 5000 + '\r' * 5000 + 'last\n')
+"""
+
+#: Each output line's text and the colour of its first piece.
+LINES = """() => [...document.querySelectorAll('.output .line')].map((l) => {
+  const text = [...l.childNodes].slice(2).map((n) => n.textContent).join('');
+  const span = l.querySelector('span:not(.s)');
+  return [text, span ? getComputedStyle(span).color : null];
+})"""
+
+
+def test_a_carriage_return_writes_over_the_line_as_in_a_terminal(
+    page: Page, served: dict[str, Any]
+) -> None:
+    sign_in(page, served)
+    run_id = exec_run(served, {"argv": [PY, "-c", PROGRESS]}, wait=True)
+    page.goto(f"{origin(served)}/#/runs/{run_id}")
+    expect(page.locator("#output-count")).to_have_text("(5 lines)", timeout=WAIT_MS)
+    got = page.evaluate(LINES)
+    texts = [text for text, _ in got]
+    assert texts[:4] == ["progress 100%", "xycdef", "a line from windows", "100% done"]
+    assert texts[4].startswith("lastxxx") and "more characters" in texts[4]
+    green = got[3][1]
+    red = page.evaluate(
+        "() => { const s = document.createElement('span'); s.className = 'sgr-fg1';"
+        " document.body.append(s); const c = getComputedStyle(s).color; s.remove(); return c; }"
+    )
+    assert green not in (None, red)
+
+
+def test_a_link_with_a_broken_escape_says_no_such_run(page: Page, served: dict[str, Any]) -> None:
+    sign_in(page, served)
+    errors: list[str] = served["page_state"]["errors"]
+    before = len(errors)
+    page.goto(f"{origin(served)}/#/runs/ab%E0%A4%A")
+    run = page.locator("article.run")
+    expect(run.locator("h2")).to_contain_text("ab%E0%A4%A", timeout=WAIT_MS)
+    expect(run).to_contain_text("This run is gone: no run 'ab%E0%A4%A'")
+    assert errors[before:] == []
+
+
+#: A run of 100,000 egress refusals (a script that tried as many hosts), drawn in the page
+#: from its frames: how many rows its timeline holds, what the folded row says, and the row
+#: a link to a folded frame marks.
+REFUSALS = """async (count) => {
+  const { RunView } = await import('/console/run.js');
+  const view = new RunView('no-such-run', { onGone: () => {} });
+  document.body.append(view.root);
+  const at = '2026-01-01T00:00:00Z';
+  const frame = (seq, type, more) => ({ runId: 'no-such-run', seq, at, type, ...more });
+  view.take(frame(0, 'start', { argv: ['sh'], cwd: '/', sandbox: 'workspace' }));
+  for (let i = 1; i <= count; i++) {
+    view.take(frame(i, 'egress', { run: 'no-such-run', host: `h${i}.example.org`, port: 80,
+      allowed: false, why: `blocked: h${i}.example.org not in network` }));
+  }
+  view.take(frame(count + 1, 'end', { exitCode: 0, durationMs: 5, chain: '' }));
+  const drawn = () => new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)));
+  const t0 = performance.now();
+  await drawn();
+  const ms = performance.now() - t0;
+  view.goTo(5000);
+  const rows = view.timeline.children.length;
+  const folded = view.timeline.querySelector('li.folded');
+  const marked = view.timeline.querySelector('li.marked');
+  const result = { rows, ms, nodes: view.root.getElementsByTagName('*').length,
+    label: folded.textContent, marked: marked === folded };
+  view.close();
+  view.root.remove();
+  return result;
+}"""
+
+
+def test_a_run_of_a_hundred_thousand_refused_hosts_draws_in_a_few_rows(
+    page: Page, served: dict[str, Any]
+) -> None:
+    # Each egress frame was a row of the timeline: 30,000 of them took 13 s to draw here,
+    # the page unanswering for seconds at a time, and 270,000 elements.
+    sign_in(page, served)
+    got = page.evaluate(REFUSALS, 100_000)
+    assert got["rows"] == 1 + 20 + 1 + 1  # start, 20 refusals, the rest counted, end
+    assert got["label"] == (
+        "#21egress99,980 more egress frames"
+        " (frames 21\u2013100000; every one is in Download frames)"
+    )
+    assert got["marked"] is True
+    assert got["nodes"] < 1000
+
+
+#: A `before` hook that fails after drawing a progress bar on its stderr.
+PROGRESS_HOOK = {
+    "name": "fetch-deps",
+    "on": "script",
+    "phase": "before",
+    "run": [
+        PY,
+        "-c",
+        "import sys; sys.stderr.write('fetching 10%\\rfetching 100%\\n'"
+        " '\\x1b[31mno\\rfailed\\x1b[0m\\n'); sys.exit(1)",
+    ],
+}
+
+
+def test_a_hook_s_progress_bar_is_written_over_as_in_a_terminal(
+    page: Page, served: dict[str, Any]
+) -> None:
+    sign_in(page, served)
+    run_id = exec_run(served, {"argv": ["true"], "hooks": [PROGRESS_HOOK]}, wait=True)
+    page.goto(f"{origin(served)}/#/runs/{run_id}")
+    hook = page.locator(".timeline .frame.hook", has_text="fetch-deps")
+    tail = hook.locator("details.said pre")
+    expect(tail).to_contain_text("failed", timeout=WAIT_MS)
+    assert tail.text_content() == "fetching 100%\nfailed\n"
+
+
+#: A hook that answers with 150,000 pieces of advice (within its 1 MiB of stdout), drawn in
+#: the page from the run's frames: whether the run's end is drawn, and what the advice shows.
+ADVICE = """async (count) => {
+  const { RunView } = await import('/console/run.js');
+  const view = new RunView('no-such-run', { onGone: () => {} });
+  document.body.append(view.root);
+  const at = '2026-01-01T00:00:00Z';
+  const frame = (seq, type, more) => ({ runId: 'no-such-run', seq, at, type, ...more });
+  const advice = Array.from({ length: count }, (_, i) => `piece ${i}`);
+  view.take(frame(0, 'start', { argv: ['true'], cwd: '/', sandbox: 'workspace' }));
+  view.take(frame(1, 'hook', { name: 'adv', on: 'script', phase: 'before', action: 'run',
+    effect: 'advise', status: 'ok', durationMs: 5, sandbox: 'strict', advice }));
+  view.take(frame(2, 'result', { value: null, advice }));
+  view.take(frame(3, 'end', { exitCode: 0, durationMs: 5, chain: '' }));
+  await new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)));
+  const hook = view.timeline.querySelector('li[data-seq="1"] .advice');
+  const result = { ended: view.ended, items: view.root.querySelectorAll('.advice li').length,
+    first: hook.querySelector('li').textContent, more: hook.querySelector('.more').textContent };
+  view.close();
+  view.root.remove();
+  return result;
+}"""
+
+
+def test_a_hook_s_hundred_thousand_pieces_of_advice_never_stop_the_run_s_page(
+    page: Page, served: dict[str, Any]
+) -> None:
+    # Each piece was an element, all of them passed to one call: past about 120,000 the
+    # browser threw (too many arguments), and nothing after that frame was drawn, its end
+    # included: the page said the run was still going, for good.
+    sign_in(page, served)
+    got = page.evaluate(ADVICE, 150_000)
+    assert got == {
+        "ended": True,
+        "items": 40,  # 20 under the hook, 20 under the result
+        "first": "piece 0",
+        "more": "\u2026 and 149,980 more (all of them: Download frames)",
+    }
