@@ -57,6 +57,8 @@ __all__, __getattr__, __dir__ = exports(
         ),
         "statefiles": (
             "StateError",
+            "checkout_holding",
+            "checkout_said",
             "make_state_dir",
             "read_private",
             "said_os_error",

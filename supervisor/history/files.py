@@ -27,8 +27,8 @@ def a_file_or_none(path: Path) -> None:
     """Raises `OSError` saying what `path` is when something other than a file is there (a
     directory, `/dev/null`, a FIFO): SQLite said "disk I/O error" (with "is the disk full?"
     for `/dev/null`) and a reader "no run has been recorded there". Nothing there is fine."""
-    with contextlib.suppress(FileNotFoundError):
-        mode = os.stat(path).st_mode
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):  # (the latter: its
+        mode = os.stat(path).st_mode  # directory's own fault, which making it says)
         if not stat.S_ISREG(mode):
             what = _NOT_FILES.get(stat.S_IFMT(mode), "not a regular file")
             raise OSError(errno.EINVAL, f"it is {what}, not a file", str(path))
