@@ -13,6 +13,7 @@ from typing import Any, cast
 
 import pytest
 import trio
+import trio.testing
 from conftest import Marker
 from mcpface_parts import stdio_session, through_mcpx, write_config
 
@@ -85,6 +86,9 @@ async def _fails_then_comes_up(manager: ServerManager, spec: ServerSpec, starts:
         took, why = await _listed(manager, spec)  # while that start goes on: no other
         assert took == 0 and RETRYING in why
         await trio.sleep(10)  # it failed again: backed off 2 s
+        # (Its start fails at this very instant: let it say so before the next listing, which
+        # Trio could otherwise run first, finding the start still going on.)
+        await trio.testing.wait_all_tasks_blocked()
         assert starts.times == [0, 11]
         took, why = await _listed(manager, spec)
         assert took == 0 and "next start in 2.0 s" in why
