@@ -103,6 +103,8 @@ def test_a_carriage_return_writes_over_the_line_as_in_a_terminal(
     run_id = exec_run(served, {"argv": [PY, "-c", PROGRESS]}, wait=True)
     page.goto(f"{origin(served)}/#/runs/{run_id}")
     expect(page.locator("#output-count")).to_have_text("(5 lines)", timeout=WAIT_MS)
+    # (The count is said as the frames are taken; the lines are drawn after: wait for them.)
+    expect(page.locator(".output .line")).to_have_count(5, timeout=WAIT_MS)
     got = page.evaluate(LINES)
     texts = [text for text, _ in got]
     assert texts[:4] == ["progress 100%", "xycdef", "a line from windows", "100% done"]
