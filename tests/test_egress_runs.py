@@ -139,3 +139,36 @@ def test_a_run_network_under_net_or_none_is_refused(readable_tmp: Path, tmp_path
         if way is Way.LOCAL:
             asked = request(cwd=str(tmp_path), network=["pypi.org"])
             assert 'found sandbox "net"' in str(refusal(asked, caller))
+
+
+MANY_HOSTS = """
+import sys, urllib.error, urllib.request
+for n in range(int(sys.argv[1])):
+    try:
+        urllib.request.urlopen(f"http://h{n}.invalid/", timeout=10)
+    except urllib.error.HTTPError as exc:
+        assert exc.code == 403, exc.code
+"""
+
+
+def test_a_script_that_tries_endless_hosts_gets_a_bounded_number_of_egress_frames(
+    readable_tmp: Path,
+) -> None:
+    # One frame per refused host, and nothing bounded them: 20,000 hosts held 6.3 MB of
+    # frames in a run whose runBytes was 1 MiB, and grew the run (and its history) without end.
+    from mcpx_hooks.supervisor.core.egress import HOSTS_SAID_MAX
+
+    (readable_tmp / "many.py").write_text(MANY_HOSTS)
+    (readable_tmp / "c.toml").write_text('[script]\nsandbox = "strict"\n')
+    tried = HOSTS_SAID_MAX + 10
+    done = _exec(
+        readable_tmp, "--network", "example.org", "--", PY, str(readable_tmp / "many.py"),
+        str(tried),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    frames = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    hosts = [f["host"] for f in frames if f["type"] == "egress"]
+    assert hosts == [f"h{n}.invalid" for n in range(HOSTS_SAID_MAX)]
+    (warning,) = [f["message"] for f in frames if f["type"] == "warning"]
+    assert warning.startswith(f"10 more refusal(s) of hosts past the first {HOSTS_SAID_MAX}")
+    assert [f["type"] for f in frames][-2:] == ["warning", "end"]

@@ -165,3 +165,39 @@ def host_item(host: str, port: int) -> str:
 def placeholder(name: str, nonce: str) -> str:
     """The value a child sees for the secret `name` declared with hosts."""
     return f"mcpx-secret-{name}-{nonce}"
+
+
+#: The most hosts one run's `egress` frames name (and one child's lease keeps refused): a
+#: script may try any number of hosts, and a frame each would grow the run without bound.
+HOSTS_SAID_MAX: Final = 1000
+
+
+class HostsSaid:
+    """The hosts an `egress` frame of a run has named (one frame per host), at most
+    `HOSTS_SAID_MAX`; past it, each refusal of another host is counted (`unsaid`) instead."""
+
+    def __init__(self) -> None:
+        self.hosts: set[str] = set()
+        self.unsaid = 0
+
+    def __contains__(self, host: object) -> bool:
+        return host in self.hosts
+
+    def take(self, host: str) -> bool:
+        """Whether `host` gets its frame now: not named yet, and the bound not reached."""
+        if host in self.hosts:
+            return False
+        if len(self.hosts) >= HOSTS_SAID_MAX:
+            self.unsaid += 1
+            return False
+        self.hosts.add(host)
+        return True
+
+    def said(self) -> str | None:
+        """The warning a run ends with when hosts went unnamed."""
+        if not self.unsaid:
+            return None
+        return (
+            f"{self.unsaid} more refusal(s) of hosts past the first {HOSTS_SAID_MAX} this run"
+            " named were not given an egress frame each"
+        )

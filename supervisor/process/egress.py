@@ -74,6 +74,8 @@ class Lease(Record):
     #: server's callers read around each call (`since`), its child serving many runs.
     log: list[tuple[str, int]] = attrs.field(factory=list)
     logged: int = 0
+    #: Refusals of hosts past the `HOSTS_SAID_MAX` kept in `refused`: counted only.
+    unkept: int = 0
 
     def since(self, mark: int) -> list[tuple[str, int]]:
         """The refusals after the first `mark` (as far as the log keeps them)."""
@@ -91,11 +93,16 @@ class Lease(Record):
 
     def refuse(self, host: str, port: int, note: str | None = None) -> str:
         """Keeps `host` refused (its first port, its note) and says why."""
-        self.refused.setdefault(host, port)
+        # (Bounded: a child may try any number of hosts; past the bound, none is kept.)
+        kept = host in self.refused or len(self.refused) < egress.HOSTS_SAID_MAX
+        if kept:
+            self.refused.setdefault(host, port)
+        else:
+            self.unkept += 1
         self.logged += 1
         self.log.append((host, port))
         del self.log[:-LOG_MAX]
-        if note is not None:
+        if note is not None and kept:
             self.notes.setdefault(host, note)
         return note or egress.blocked_message(host)
 

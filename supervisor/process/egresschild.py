@@ -88,15 +88,15 @@ def refusals(lease: Lease | None) -> tuple[tuple[str, int], ...]:
     return () if lease is None else tuple(lease.refused.items())
 
 
-def refusal_frames(lease: Lease | None, run_id: str, said: set[str]) -> list[EgressFrame]:
+def refusal_frames(lease: Lease | None, run_id: str, said: egress.HostsSaid) -> list[EgressFrame]:
     """The `egress` frames of the hosts the proxy refused a run's script that no frame of the
-    run has named yet (`said`, which takes them in)."""
-    refused = [(h, p) for h, p in refusals(lease) if h not in said]
+    run has named yet (`said`, which takes them in, as many as it may)."""
+    refused = [(h, p) for h, p in refusals(lease) if said.take(h)]
+    said.unsaid += 0 if lease is None else lease.unkept
     if not refused:
         return []
     from ..core.hookframes import EgressFrame  # (a run without refusals never builds it)
 
-    said.update(h for h, _ in refused)
     assert lease is not None  # (refused: there is one)
     return [
         blank(EgressFrame, host=h, port=p, run=run_id, why=refusal(h, p, lease, SCRIPT_LIST))

@@ -210,10 +210,9 @@ class CallPoint(Record):
             return
         said = self.hooks.egress_said
         for host, port in lease.since(mark[1] if lease is mark[0] else 0):
-            if host not in said:
+            if said.take(host):
                 from ..core.hookframes import EgressFrame
 
-                said.add(host)
                 why = refusal(host, port, lease, f"[servers.{server}] network")
                 self.journal.append(
                     blank(EgressFrame, host=host, port=port, server=server, why=why)

@@ -52,6 +52,8 @@ class HookReport(Record):
     answer: Answer
     #: The hosts (and ports) the proxy refused its child, once each (`process/egress.py`).
     refused: tuple[tuple[str, int], ...] = ()
+    #: Refusals of hosts past those `refused` holds (the lease keeps a bounded number).
+    unkept: int = 0
 
 
 async def run_process(
@@ -108,7 +110,8 @@ def with_refusals(report: HookReport, lease: Lease | None) -> HookReport:
         return report
     assert lease is not None
     words = tuple(lease.notes.get(host, blocked_message(host)) for host, _ in refused)
-    return attrs.evolve(report, frame=attrs.evolve(report.frame, egress=words), refused=refused)
+    frame = attrs.evolve(report.frame, egress=words)
+    return attrs.evolve(report, frame=frame, refused=refused, unkept=lease.unkept)
 
 
 def child_spec(

@@ -17,6 +17,7 @@ import trio
 
 from ..core.changes import ChangedFiles
 from ..core.effects import YES, AnsweredBy
+from ..core.egress import HostsSaid
 from ..core.events import EventKind
 from ..core.frames import ErrorCause, blank
 from ..core.hooks import Config, Hook
@@ -80,7 +81,7 @@ class PhaseHooks:
         self.run_id = run_id
         self.asks = asks
         #: The hosts an `egress` frame has named in this run (one frame per host per run).
-        self.egress_said: set[str] = set()
+        self.egress_said = HostsSaid()
 
     def of(self, phase: Phase, run: RunInfo | None = None) -> list[Hook]:
         """The hooks of `phase` that fire: enabled, and their `when` matching `run`'s (a
@@ -195,9 +196,9 @@ class PhaseHooks:
         declared = f"the network of hook {hook.name} ({locker(hook)})"
 
         words = dict(zip((host for host, _ in report.refused), report.frame.egress, strict=False))
+        self.egress_said.unsaid += report.unkept
         for host, port in report.refused:
-            if host not in self.egress_said:
-                self.egress_said.add(host)
+            if self.egress_said.take(host):
                 note = words.get(host)
                 note = None if note == blocked_message(host) else note
                 why = refusal(host, port, note, declared)

@@ -229,6 +229,8 @@ async def _ended(
     )
     with run.ending_scope:  # (cancelled: the hooks still running are killed now)
         await hooks.phase(Phase.SUFFIX, attrs.evolve(state, ctx=ctx))
+    if (unsaid := hooks.egress_said.said()) is not None:
+        run.journal.append(blank(WarningFrame, message=unsaid))
     duration = round((time.perf_counter() - started) * 1000)
     await run.journal.chain_lines()  # (its `end` carries the chain)
     run.journal.append(blank(EndFrame, exit_code=state.exit_code, duration_ms=duration))
