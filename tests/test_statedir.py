@@ -146,6 +146,9 @@ def test_a_file_where_the_state_directory_belongs_is_said_so(tmp_path: Path) -> 
     ran = mcpx("exec", "--sandbox", "none", "--", "true")
     assert ran.returncode == 0
     assert f"history {state}/mcpx-hooks/history.db: it is not a directory)" in ran.stdout
+    served = mcpx("serve", "--port", "0", "--new-token")  # (a token is written before the bind)
+    assert served.returncode == 2
+    assert served.stderr.endswith("/mcpx-hooks/token: it is not a directory\n")
     assert (state / "mcpx-hooks").read_text() == "mine\n"
 
 

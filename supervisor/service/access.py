@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 import attrs
 
-from ..config.statefiles import state_home
+from ..config.statefiles import make_state_dir, state_home
 from ..core.errors import HooksError
 from ..core.passenv import TOKEN_ENV
 from ..core.records import Record
@@ -52,7 +52,7 @@ def create_token_file(path: Path) -> str:
     Written to a private temporary file and renamed over `path`, so a reader never sees a
     partial token and the file is never readable by others, even for a moment.
     """
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    make_state_dir(path.parent)  # ("it is not a directory" for a file there, not "File exists")
     token = secrets.token_urlsafe(_TOKEN_BYTES)
     temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
