@@ -102,3 +102,16 @@ async def test_a_client_that_pipelines_without_reading_is_not_held_open(tmp_path
         finally:
             for sock in socks:
                 sock.close()
+
+
+async def test_a_pipeline_ends_at_the_first_answer_of_a_server_shutting_down(
+    tmp_path: Path,
+) -> None:
+    # Each request of a pipeline got its 503 until the drain cut the connection.
+    async with live_service(unconfined(tmp_path), tmp_path) as live:
+        live.service.stopping = True
+        got = await _answers(live.url, HEALTH * 4)
+        live.service.stopping = False  # (the service's own end, after the test)
+        heads = _heads(got)
+        assert [h[:12] for h in heads] == [b"HTTP/1.1 503"], got
+        assert b"connection: close" in heads[0].lower()

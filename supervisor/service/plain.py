@@ -96,6 +96,8 @@ async def _answer(
     names: frozenset[str] | None,
     mcp: McpHttp | None,
 ) -> None:
+    if stopping:  # (its answer is a 503: a pipeline ends there, not at the drain's end)
+        conn.protocol.last()
     if mcp is not None and urlsplit(request.target).path == MCP_PATH:
         await mcp.answer(
             conn, request, token=token, origins=origins, names=names, stopping=stopping
