@@ -143,3 +143,11 @@ def test_over_http_the_same_is_a_400_of_one_error() -> None:
         types.INVALID_REQUEST,
         "not a JSON-RPC message: Input should be an object",
     )
+
+
+def test_a_method_that_is_no_string_is_said_so() -> None:
+    # Said "id: Field required" (the first model the message failed to be: a request).
+    assert _unreadable_body(b'{"jsonrpc":"2.0","method":5}') == (
+        types.INVALID_REQUEST,
+        "not a JSON-RPC message: method: Input should be a valid string",
+    )
