@@ -180,9 +180,6 @@ class HostsSaid:
         self.hosts: set[str] = set()
         self.unsaid = 0
 
-    def __contains__(self, host: object) -> bool:
-        return host in self.hosts
-
     def take(self, host: str) -> bool:
         """Whether `host` gets its frame now: not named yet, and the bound not reached."""
         if host in self.hosts:
