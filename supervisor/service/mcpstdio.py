@@ -105,7 +105,9 @@ def unreadable(exc: Exception) -> tuple[int, str]:
     errors = exc.errors()
     # (What its `method` is, when that is what is wrong: `{"method": 5}` is no notification
     # for its method, not a request for want of an id, which the union tried first.)
-    first = next((e for e in errors if e["loc"][1:2] == ("method",)), errors[0])
+    first = next(
+        (e for e in errors if e["loc"][1:2] == ("method",) and e["type"] != "missing"), errors[0]
+    )
     if first["type"] == "json_invalid":
         return types.PARSE_ERROR, f"Parse error: {first['msg']}"
     where = ".".join(map(str, first["loc"][1:]))  # (the first is the model's name)
