@@ -219,7 +219,7 @@ def _take(requests: socket.socket) -> tuple[bytes, socket.socket, list[int]] | N
     closed) and the wait goes on."""
     while True:
         try:
-            got = protocol.recv_request(requests)
+            got = protocol.recv_request(requests, shared=True)
         except InterruptedError:
             continue
         if got is None:  # the supervisor closed its end

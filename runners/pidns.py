@@ -31,7 +31,7 @@ from .protocol import LIFELINE_FD, TakenCounter, control, fail, recv_request
 from .spawnreq import Request
 from .start import BAD_INPUT, StartError, fork_exec, resolve, start_failed
 from .treeends import TreeEnds
-from .trees import Held, Tree, UidPool, host_pid
+from .trees import Held, Tree, UidPool, alone, host_pid
 from .warmpool import WarmPool
 
 
@@ -61,6 +61,7 @@ class PidNsSpawner(TreeEnds):
         #: The init made for the namespace armed here, for the next child (`reapers.py`), and
         #: whether the last one could be made (if not, this loop does not try when idle).
         self.pending: reapers.Reaper | None = None
+        self.idle: list[reapers.Reaper] = []
         self.reaping = True
         self.spare = loopback.Spare()  # (for `egress` children)
         #: Whether the last request was a sandboxed `run` child (only then is the inline jail
@@ -125,8 +126,9 @@ class PidNsSpawner(TreeEnds):
             if self.inline is not None:  # (removed by its name: from wherever this thread is)
                 self.inline.discard()
             self.warm.discard()
-            if self.pending is not None:
-                self.pending.discard()
+            for reaper in (*self.idle, self.pending):
+                if reaper is not None:
+                    reaper.discard()
             for tree in set(self.trees.values()):
                 tree.signal(signal.SIGKILL)
             for tree in set(self.trees.values()):
@@ -167,8 +169,7 @@ class PidNsSpawner(TreeEnds):
                     spawned = self.warm.spawn(req, msg, uid)
                     pid, reaper = spawned.pid, spawned.reaper
                 elif req.sandbox is None:
-                    pid = self._spawn(req)
-                    reaper = self._take_reaper()
+                    pid, reaper = self._spawn(req)
                 else:
                     uid = self.uids.take() if req.sandbox.switch_uid else None
                     spawned = self._spawn_jailed(req, uid)
@@ -206,6 +207,7 @@ class PidNsSpawner(TreeEnds):
             return
         tree = Tree(pid, pidfd, host, ctrl)
         tree.uid = uid
+        tree.reusable = req.sandbox is None and req.module is None
         if reaper is not None:
             tree.reaper = reaper
             self.trees[reaper.pidfd] = tree
@@ -232,38 +234,51 @@ class PidNsSpawner(TreeEnds):
         self.epoll.register(ctrl.fileno(), select.EPOLLIN)
         self._rearm()
 
-    def _spawn(self, req: Request) -> int:
+    def _spawn(self, req: Request) -> tuple[int, reapers.Reaper | None]:
+        """Starts an unsandboxed child in a namespace whose reaper is alone (`idle`), or in the
+        one armed here; returns its pid and that reaper."""
         self._at_home()
         req.chdir()
         try:
             program = resolve(req.argv[0], req.env.get("PATH", os.defpath))
-            self._arm()
+            reaper = self._enter_idle()
             try:
-                if (pid := self.slots.start(req, program, self.trees)) is not None:
-                    return pid
-                if not req.limits:
-                    return req.posix_spawn(program)
-                lend, after = open_files_after(req.limits, self._highest_fd(req))
-                if not borrowable(lend, self.root, self.raise_hard):
-                    if chain.available():  # (raises StartError itself)
-                        return chained.start(req, program, limits=req.limits)
-                    return fork_exec(req, program)
-                with borrowed(req, lend):
-                    pid = req.posix_spawn(program)
-                for number, soft, hard in after:
-                    try:
-                        resource.prlimit(pid, number, (soft, hard))
-                    except (OSError, ValueError) as exc:  # ValueError: soft above hard
-                        os.kill(pid, signal.SIGKILL)
-                        os.waitpid(pid, 0)
-                        raise StartError(f"cannot set {req.limit_names[number]}: {exc}") from exc
-                return pid
-            except OSError as exc:
-                raise start_failed(program, exc, req) from exc
-            finally:
-                self._disarm()  # a namespace whose init came and went takes no process
+                pid = self._spawn_here(req, program)
+            except BaseException:
+                if reaper is not None and alone(reaper):
+                    self.idle.append(reaper)
+                elif reaper is not None:
+                    reaper.discard()
+                raise
+            return pid, reaper if reaper is not None else self._take_reaper()
         finally:
             os.chdir("/")
+
+    def _spawn_here(self, req: Request, program: str) -> int:
+        try:
+            if (pid := self.slots.start(req, program, self.trees)) is not None:
+                return pid
+            if not req.limits:
+                return req.posix_spawn(program)
+            lend, after = open_files_after(req.limits, self._highest_fd(req))
+            if not borrowable(lend, self.root, self.raise_hard):
+                if chain.available():  # (raises StartError itself)
+                    return chained.start(req, program, limits=req.limits)
+                return fork_exec(req, program)
+            with borrowed(req, lend):
+                pid = req.posix_spawn(program)
+            for number, soft, hard in after:
+                try:
+                    resource.prlimit(pid, number, (soft, hard))
+                except (OSError, ValueError) as exc:  # ValueError: soft above hard
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                    raise StartError(f"cannot set {req.limit_names[number]}: {exc}") from exc
+            return pid
+        except OSError as exc:
+            raise start_failed(program, exc, req) from exc
+        finally:
+            self._disarm()  # a namespace whose init came and went takes no process
 
     def _spawn_jailed(self, req: Request, uid: int | None) -> jail.Spawned:
         """Starts a sandboxed child from this thread (it seals itself, `inline.py`) or the armed

@@ -34,20 +34,26 @@ CUT = " [...]"
 LIFELINE_FD = 0
 
 
-def recv_request(sock: socket.socket) -> tuple[bytes, list[int]] | None:
+def recv_request(sock: socket.socket, *, shared: bool = False) -> tuple[bytes, list[int]] | None:
     """One message off the request socket and its fds, close-on-exec (`socket.recv_fds`
     drops its flags in 3.11); None at end of file. A message that does not fit (over
     `MAX_MESSAGE` bytes, more than `MAX_FDS` fds) is refused here, on its control socket,
     and comes back without fds. Raises `BlockingIOError` when none waits."""
     fds = array.array("i")
-    # Received into a mapping of its own, unmapped at once: its pages are touched only as far
-    # as the message goes, and no request's bytes outlive it there (a warm fork is a copy of
-    # this process).
-    with mmap.mmap(-1, MAX_MESSAGE) as inbox:
-        size, ancdata, flags, _ = sock.recvmsg_into(
-            [inbox], socket.CMSG_SPACE(MAX_FDS * fds.itemsize), socket.MSG_CMSG_CLOEXEC
-        )
-        msg = inbox[:size]
+    anc, cloexec = socket.CMSG_SPACE(MAX_FDS * fds.itemsize), socket.MSG_CMSG_CLOEXEC
+    if shared:  # (read by several processes: `keepers.py`)
+        # Received into a mapping of its own, unmapped at once: its pages are touched only as
+        # far as the message goes, and no request's bytes outlive it there.
+        with mmap.mmap(-1, MAX_MESSAGE) as inbox:
+            size, ancdata, flags, _ = sock.recvmsg_into([inbox], anc, cloexec)
+            msg = inbox[:size]
+    else:
+        # Its size peeked first (a Unix datagram's whole length, `MSG_TRUNC`), then read into
+        # a buffer of that size: a mapping of `MAX_MESSAGE` made and dropped per request cost
+        # 30 us of its way. One over `MAX_MESSAGE` is read into one byte, and refused below.
+        size = sock.recvmsg_into([bytearray(1)], 0, socket.MSG_PEEK | socket.MSG_TRUNC)[0]
+        fits = 0 < size <= MAX_MESSAGE
+        msg, ancdata, flags, _ = sock.recvmsg(size if fits else 1, anc, cloexec)
     for level, kind, data in ancdata:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             fds.frombytes(data[: len(data) - len(data) % fds.itemsize])

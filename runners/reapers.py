@@ -26,7 +26,9 @@ the reaper becomes reapable only once everything else in the namespace is gone, 
 reaped by the spawner first (the kernel keeps an init alive while a process of its namespace
 waits to be reaped by a parent outside it). So the spawner reaps the child when it exits,
 SIGKILLs the reaper (whatever the child left running dies with it) and reports once the
-reaper is reaped: the report still comes after the whole tree is gone.
+reaper is reaped: the report still comes after the whole tree is gone. Unless the child was
+unsandboxed and left nothing (`trees.alone`): the spawner then reports at once and keeps the
+reaper for the next unsandboxed child, which joins its namespace (`TreeEnds._keep_reaper`).
 """
 
 from __future__ import annotations
@@ -71,13 +73,14 @@ PROGRAM = _program()
 
 class Reaper:
     """A reaper: its pid (in this process's namespace) and pidfd, through which a thread also
-    enters its namespace (`setns` of a pidfd)."""
+    enters its namespace (`setns` of a pidfd); its host pid once asked (`alone`)."""
 
-    __slots__ = ("pid", "pidfd")
+    __slots__ = ("host", "pid", "pidfd")
 
     def __init__(self, pid: int, pidfd: int) -> None:
         self.pid = pid
         self.pidfd = pidfd
+        self.host = 0
 
     def kill(self) -> None:
         """SIGKILL: its whole namespace goes."""

@@ -1,6 +1,7 @@
 """What the pidns spawner (`pidns.py`) does as a child's tree ends: the child reaped, its
-reaper killed and reaped after it (`reapers.py`), what the loop held of the tree let go, and
-the exit report sent. Stdlib only."""
+reaper killed and reaped after it (`reapers.py`) or kept alone in its namespace for the next
+unsandboxed child, what the loop held of the tree let go, and the exit report sent. Stdlib
+only."""
 
 from __future__ import annotations
 
@@ -12,9 +13,14 @@ import signal
 
 from . import memcg, view
 from .collect import send_collected
+from .libc import CLONE_NEWPID, libc
 from .loopback import Spare
 from .protocol import exit_report, send
-from .trees import Held, Tree, UidPool
+from .reapers import Reaper
+from .trees import Held, Tree, UidPool, alone, living
+
+#: How many reapers alone in their namespace are kept for the next unsandboxed children.
+IDLE_REAPERS = 4
 
 
 class TreeEnds:
@@ -25,8 +31,15 @@ class TreeEnds:
     held: Held
     uids: UidPool
     spare: Spare
+    #: Reapers alone in their namespace, for the next unsandboxed children (`_keep_reaper`).
+    idle: list[Reaper]
+
+    armed: bool
 
     def _at_home(self) -> None:
+        raise NotImplementedError
+
+    def _arm(self) -> None:
         raise NotImplementedError
 
     def _obey(self, tree: Tree) -> None:
@@ -36,7 +49,8 @@ class TreeEnds:
     def _reap(self, tree: Tree) -> None:
         """The child exited: reaped, and its reaper killed, the rest said once the whole
         namespace is gone (`_reaped`); at once for a child that was its namespace's init (a
-        warm fork), reaped only after everything else in its namespace was gone."""
+        warm fork), reaped only after everything else in its namespace was gone, and for one
+        whose reaper is kept (`_keep_reaper`)."""
         pid, status, usage = os.wait4(tree.pid, os.WNOHANG)
         if pid == 0:
             return
@@ -44,10 +58,25 @@ class TreeEnds:
         del self.trees[tree.pidfd]
         os.close(tree.pidfd)
         tree.pidfd, tree.exited = -1, (status, usage)
-        if tree.reaper is None:
-            self._ended(tree, status, usage)
-        else:
+        if tree.reaper is not None and not self._keep_reaper(tree):
             tree.reaper.kill()
+            return
+        self._ended(tree, status, usage)
+
+    def _keep_reaper(self, tree: Tree) -> bool:
+        """Keeps the reaper of a reusable tree whose child is reaped, if nothing else is left
+        in its namespace, for the next unsandboxed child to join (PID 3, 4, ... there): no
+        namespace to tear down, no reaper to start. Only for unsandboxed children, whose
+        owner never had the reaper's pidfd (`Tree.given`); a few at most."""
+        reaper = tree.reaper
+        assert reaper is not None
+        if not tree.reusable or len(self.idle) >= IDLE_REAPERS or not alone(reaper):
+            return False
+        self.epoll.unregister(reaper.pidfd)
+        del self.trees[reaper.pidfd]
+        tree.reaper = None
+        self.idle.append(reaper)
+        return True
 
     def _reaped(self, tree: Tree) -> None:
         """The reaper is gone, so is its namespace (`reapers.py`)."""
@@ -61,6 +90,18 @@ class TreeEnds:
         tree.reaper = None
         if tree.exited is not None:
             self._ended(tree, *tree.exited)
+
+    def _enter_idle(self) -> Reaper | None:
+        """Makes the next process created here join the namespace of a reaper kept alone
+        there (`_keep_reaper`), else arms this thread as for any child."""
+        while self.idle:
+            reaper = self.idle.pop()
+            if living(reaper.pidfd) and libc.setns(reaper.pidfd, CLONE_NEWPID) == 0:
+                self.armed = True  # (`_disarm` brings this thread home after the spawn)
+                return reaper
+            reaper.discard()
+        self._arm()
+        return None
 
     def _ended(self, tree: Tree, status: int, usage: resource.struct_rusage) -> None:
         """What this loop held of the tree goes before the report (only what the report

@@ -51,6 +51,27 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
+def alone(reaper: Reaper) -> bool:
+    """Whether nothing but `reaper` is left in its namespace, its child reaped: every other
+    process there descends from it then (an orphan is reparented to the namespace's init
+    before its parent can be reaped, and those of the reaper, which ignores SIGCHLD, are
+    released as they exit), so it has no child. False where /proc cannot say."""
+    try:
+        if not reaper.host:
+            reaper.host = host_pid(reaper.pidfd)
+        with open(f"/proc/{reaper.host}/task/{reaper.host}/children", "rb") as f:
+            if f.read(1):
+                return False
+        return living(reaper.pidfd)
+    except OSError:
+        return False
+
+
+def living(pidfd: int) -> bool:
+    """Whether the child behind `pidfd` has not exited (a zombie's /proc says no children)."""
+    return os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
+
+
 def signal_host(pid: int, sig: int) -> None:
     """Signals host pid `pid` from any PID namespace, through its /proc directory."""
     try:
@@ -148,6 +169,7 @@ class Tree:
         "pid",
         "pidfd",
         "reaper",
+        "reusable",
         "scratch",
         "uid",
     )
@@ -158,6 +180,10 @@ class Tree:
         self.host = host
         #: The init of its namespace; and the child's wait status and usage once reaped.
         self.reaper: Reaper | None = None
+        #: Whether its reaper may serve the next unsandboxed child once the child is gone and
+        #: nothing else is left in the namespace (`PidNsSpawner._keep_reaper`); its owner is
+        #: then never given the reaper's pidfd (`given`), so none but this process can end it.
+        self.reusable = False
         self.exited: tuple[int, resource.struct_rusage] | None = None
         self.ctrl: socket.socket | None = ctrl
         #: An `egress` child's network namespace and proxy socket (`loopback.Spare`).
@@ -231,6 +257,13 @@ class Tree:
         alive = (self.pidfd,) if self.pidfd >= 0 else ()
         return alive if self.reaper is None else (*alive, self.reaper.pidfd)
 
+    @property
+    def given(self) -> tuple[int, ...]:
+        """The pidfds its owner gets with "started": `handles`, but for a reusable tree the
+        child's alone (killing it, the owner leaves the rest to this process, which kills the
+        reaper when the child left anything behind, and reports once all of it is gone)."""
+        return (self.pidfd,) if self.reusable and self.pidfd >= 0 else self.handles
+
     def signal(self, sig: int) -> None:
         for pidfd in self.handles:
             with contextlib.suppress(ProcessLookupError):
@@ -279,7 +312,7 @@ class Held:
         """Says "started" for `tree` now, or, `held`, when it is due."""
         if not held:
             assert tree.ctrl is not None
-            send_started(tree.ctrl, tree.host, pidfds=tree.handles)
+            send_started(tree.ctrl, tree.host, pidfds=tree.given)
             return
         tree.announce_at = time.monotonic() + ANNOUNCE_AFTER_S
         self.trees[tree] = None
@@ -304,5 +337,5 @@ class Held:
 def announce(tree: Tree) -> None:
     """Says "started" for `tree` if it was held and its owner is still there."""
     if tree.announce_at and tree.ctrl is not None:
-        send_started(tree.ctrl, tree.host, pidfds=tree.handles)
+        send_started(tree.ctrl, tree.host, pidfds=tree.given)
     tree.announce_at = 0.0

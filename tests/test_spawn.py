@@ -722,11 +722,12 @@ async def test_bad_rlimits_are_refused(spawner: Spawner) -> None:
 @pytest.mark.parametrize("spawn_mode", ["pidns"], indirect=True)
 async def test_pidns_child_is_pid_2_after_its_reaper(spawner: Spawner) -> None:
     """Not its namespace's init (`runners/reapers.py`): a signal it sends itself arrives
-    (an init's would be dropped: `kill $$` in a shell went on to say "alive")."""
+    (an init's would be dropped: `kill $$` in a shell went on to say "alive"). A namespace
+    that the last unsandboxed child left empty takes the next one (PID 3)."""
     code = "import os; print(os.getpid(), os.getppid())"
     assert (await run(spawner, py(code))).stdout == b"2 0\n"
     out = await run(spawner, py(code), rlimits=(("RLIMIT_CPU", 1, 2),))  # the fork path
-    assert out.stdout == b"2 0\n"
+    assert out.stdout == b"3 0\n"
     for sig in ("TERM", "KILL"):
         out = await run(spawner, ("/bin/sh", "-c", f"kill -{sig} $$; echo alive"))
         assert (out.signal, out.stdout) == (getattr(signal, f"SIG{sig}"), b"")
@@ -753,7 +754,34 @@ async def test_the_reapers_program_cannot_be_changed(spawner: Spawner) -> None:
         os.close(fd)
     need = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
     assert seals & need == need
-    assert (await run(spawner, py("import os; print(os.getpid())"))).stdout == b"2\n"
+    assert (await run(spawner, py("import os; print(os.getpid())"))).stdout == b"3\n"
+
+
+@pytest.mark.parametrize("spawn_mode", ["pidns"], indirect=True)
+@BOTH_WAYS
+async def test_a_namespace_is_kept_only_when_its_child_left_nothing(
+    spawner: Spawner, marker: Marker, collect: bool
+) -> None:
+    """A child that leaves a process behind has its namespace ended with it (the process
+    gone before its exit is reported); the next child starts in a fresh one (PID 2), and
+    the one after that joins it (PID 3), which that child left empty."""
+    leaves = f"""
+        import os, subprocess, sys
+        subprocess.Popen([sys.executable, "-I", "-S", "-c", {SLEEPER!r}, sys.argv[1]],
+                         start_new_session=True)
+        print(os.getpid())
+    """
+    pid = "import os; print(os.getpid())"
+    assert (await run(spawner, py(pid), collect=collect)).stdout == b"2\n"
+    assert (await run(spawner, py(leaves, marker), collect=collect)).stdout == b"3\n"
+    assert marker.alive() == []
+    assert (await run(spawner, py(pid), collect=collect)).stdout == b"2\n"
+    assert (await run(spawner, py(pid), collect=collect)).stdout == b"3\n"
+    # A tree timed out from outside (its owner holds the child's pidfd alone) goes whole; the
+    # namespace is kept or not as what is left of it ended before the child was reaped.
+    out, _ = await time_out_when_ready(spawner, py(SETSID_TREE, marker))
+    assert out.killed and marker.alive() == []
+    assert (await run(spawner, py(pid), collect=collect)).exit_code == 0
 
 
 @pytest.mark.parametrize("spawn_mode", [NO_REAPER], indirect=True)
