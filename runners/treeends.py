@@ -49,8 +49,9 @@ class TreeEnds:
     def _reap(self, tree: Tree) -> None:
         """The child exited: reaped, and its reaper killed, the rest said once the whole
         namespace is gone (`_reaped`); at once for a child that was its namespace's init (a
-        warm fork), reaped only after everything else in its namespace was gone, and for one
-        whose reaper is kept (`_keep_reaper`)."""
+        warm fork), reaped only after everything else in its namespace was gone, and where
+        its reaper is alone there (`trees.alone`): kept for the next unsandboxed child
+        (`_keep_reaper`), or killed after the report, reaped after it (`_reaped`)."""
         pid, status, usage = os.wait4(tree.pid, os.WNOHANG)
         if pid == 0:
             return
@@ -58,19 +59,23 @@ class TreeEnds:
         del self.trees[tree.pidfd]
         os.close(tree.pidfd)
         tree.pidfd, tree.exited = -1, (status, usage)
-        if tree.reaper is not None and not self._keep_reaper(tree):
-            tree.reaper.kill()
-            return
-        self._ended(tree, status, usage)
-
-    def _keep_reaper(self, tree: Tree) -> bool:
-        """Keeps the reaper of a reusable tree whose child is reaped, if nothing else is left
-        in its namespace, for the next unsandboxed child to join (PID 3, 4, ... there): no
-        namespace to tear down, no reaper to start. Only for unsandboxed children, whose
-        owner never had the reaper's pidfd (`Tree.given`); a few at most."""
         reaper = tree.reaper
-        assert reaper is not None
-        if not tree.reusable or len(self.idle) >= IDLE_REAPERS or not alone(reaper):
+        if reaper is not None:
+            if not alone(reaper):
+                reaper.kill()
+                return
+            if not self._keep_reaper(tree, reaper):
+                tree.exited = None  # (said now: `_reaped` only lets the reaper go)
+        self._ended(tree, status, usage)
+        if tree.reaper is not None:
+            tree.reaper.kill()
+
+    def _keep_reaper(self, tree: Tree, reaper: Reaper) -> bool:
+        """Keeps the reaper of a reusable tree, alone in its namespace, for the next
+        unsandboxed child to join (PID 3, 4, ... there): no namespace to tear down, no reaper
+        to start. Only for unsandboxed children, whose owner never had the reaper's pidfd
+        (`Tree.given`); a few at most."""
+        if not tree.reusable or len(self.idle) >= IDLE_REAPERS:
             return False
         self.epoll.unregister(reaper.pidfd)
         del self.trees[reaper.pidfd]
