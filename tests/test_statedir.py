@@ -214,6 +214,8 @@ def test_a_state_directory_inside_the_checkout_trusts_none_of_it_and_runs_no_cod
     again = mcpx("trust", ".mcpx-hooks.toml", state=shipped)
     assert again.returncode == 1
     assert "lies inside the git checkout" in again.stderr
+    assert "then trust the file again" in again.stderr  # (not --trust-project: `trust` said it)
+    assert "--trust-project" in ran.stdout + ran.stderr
     # The same state directory outside the checkout is believed.
     assert "project hook ran" in mcpx("exec", "--", "true", state=elsewhere).stdout
     # And from a checkout elsewhere, the state directory of this one holds no trust of its own.

@@ -144,7 +144,7 @@ def _change(paths: list[Path], *, untrusting: bool) -> int:
                     code = usage(command, why)
                     continue
                 if tree := checkout_holding(where.parent, path.parent):  # (never believed)
-                    why = checkout_said(where.parent, tree)
+                    why = checkout_said(where.parent, tree, trusting=True)
                     say(f"mcpx-hooks {command}: {shown_file(key)}: {why}")
                     code = EXIT_FAILED
                     continue

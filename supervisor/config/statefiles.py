@@ -96,13 +96,18 @@ def checkout_holding(state: Path, start: str | Path) -> str | None:
     return here if kept == here or kept.startswith(here.rstrip("/") + "/") else None
 
 
-def checkout_said(state: Path, tree: str) -> str:
+def checkout_said(state: Path, tree: str, *, trusting: bool = False) -> str:
     """Why a state directory in a checkout (`checkout_holding`) is not believed, and what to
-    do."""
+    do: for a command that loads the file, or (`trusting`) for `trust` itself."""
+    then = (
+        "then trust the file again"
+        if trusting
+        else "or trust this one command with --trust-project"
+    )
     return (
         f"the state directory {shown_file(str(state))} lies inside the git checkout"
         f" {shown_file(tree)}, which could have brought its own trust state with it; keep it"
-        " outside the checkout (XDG_STATE_HOME), or trust this one command with --trust-project"
+        f" outside the checkout (XDG_STATE_HOME), {then}"
     )
 
 
