@@ -247,3 +247,39 @@ def test_serve_keeps_no_token_found_in_the_checkout_it_runs_in(tmp_path: Path) -
             server.send_signal(2)
             server.communicate(timeout=30)
     assert kept and kept != shipped
+
+
+def test_a_state_directory_others_may_write_to_is_not_believed(tmp_path: Path) -> None:
+    # Another user who may write to the state directory (or to one above it) could swap
+    # `trust.json`, or a kept cache of compiled code, for a symlink to a file of this user's
+    # that says what they want (one of a repository cloned from them): nothing there is
+    # believed. A sticky directory above (as /tmp, which holds this test's) is no such way.
+    project, home = tmp_path / "project", tmp_path / "home"
+    project.mkdir()
+    (project / ".mcpx-hooks.toml").write_text(PROJECT)
+    state = home / "state"
+    env = {**os.environ, "XDG_STATE_HOME": str(state), "MCPX_HOOKS_TRUST": ""}
+
+    def mcpx(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "mcpx_hooks.supervisor", *args],
+            cwd=project, env=env, capture_output=True, text=True, check=False, timeout=60,
+        )  # fmt: skip
+
+    assert mcpx("trust", ".mcpx-hooks.toml").returncode == 0
+    assert "project hook ran" in mcpx("exec", "--", "true").stdout
+    for directory, mode in ((state / "mcpx-hooks", 0o777), (home, 0o770), (home, 0o1777)):
+        directory.chmod(mode)
+        try:
+            ran, again = mcpx("exec", "--", "true"), mcpx("trust", ".mcpx-hooks.toml")
+        finally:
+            directory.chmod(0o700)
+        if directory == home and mode & 0o1000:  # (sticky, above the state directory)
+            assert "project hook ran" in ran.stdout
+            continue
+        assert "project hook ran" not in ran.stdout
+        said = f"{directory}, which others may write to (mode {mode:04o}; chmod go-w)"
+        assert said in ran.stdout + ran.stderr
+        assert again.returncode == 2 and said in again.stderr  # (as a trust file others may write)
+        assert statefiles.exposed(state / "mcpx-hooks") is None  # (modes put back)
+    assert "project hook ran" in mcpx("exec", "--", "true").stdout

@@ -9,7 +9,8 @@ schema's check (`schemacache.py`) and the methods attrs writes for each class
 (`codecache.py`).
 
 A file there is read only when it is a regular file of this user's that no one else may
-write, of bounded size (`read_private`). Kept code is sealed (`read_sealed`, `write_sealed`):
+write, of bounded size, in a directory no one else could have put it in (`read_private`,
+`exposed`). Kept code is sealed (`read_sealed`, `write_sealed`):
 
     <magic>
     <key: what the code was compiled for>
@@ -150,7 +151,9 @@ def read_private(path: Path, *, limit: int) -> bytes:
         ) from None
     st = os.fstat(fd)
     why: str | None = None
-    if not stat.S_ISREG(st.st_mode):
+    if (holder := exposed(path.parent)) is not None:
+        why = f"is in {holder}, so another user could have put it there"
+    elif not stat.S_ISREG(st.st_mode):
         why = "is not a regular file"
     elif st.st_uid != os.getuid():
         why = f"belongs to uid {st.st_uid}, not to you"
@@ -171,6 +174,31 @@ def read_private(path: Path, *, limit: int) -> bytes:
             f"the trust state file {shown_file(str(path))} is larger than {limit} bytes"
         )
     return data
+
+
+def exposed(directory: Path) -> str | None:
+    """Why another user could have put a file in `directory` (its real path), or None: it,
+    or a directory above it, belongs to neither this user nor root, or others may write to it
+    (a directory above with the sticky bit excepted, as /tmp: there nothing of this user's
+    can be renamed or removed by another). A file there could be another user's symlink to
+    a file of this user's that says what that user wants (a cloned repository's)."""
+    me = os.getuid()
+    try:
+        here = os.path.realpath(directory)
+        first = True
+        while True:
+            st = os.stat(here)
+            if st.st_uid not in (me, 0):
+                return f"{shown_file(here)}, which belongs to uid {st.st_uid}"
+            if st.st_mode & 0o022 and (first or not st.st_mode & stat.S_ISVTX):
+                mode = f"{stat.S_IMODE(st.st_mode):04o}"
+                return f"{shown_file(here)}, which others may write to (mode {mode}; chmod go-w)"
+            parent = os.path.dirname(here)
+            if parent == here:
+                return None
+            here, first = parent, False
+    except (OSError, ValueError):
+        return None  # (the file's own open says what is wrong)
 
 
 def read_sealed(path: Path, magic: bytes, key: str, *, limit: int) -> bytes | None:

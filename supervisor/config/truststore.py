@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ..core.places import shown_file
 from .privatefile import write_private
-from .statefiles import StateError, make_state_dir, read_private, said_os_error
+from .statefiles import StateError, exposed, make_state_dir, read_private, said_os_error
 from .trust import MAX_STATE_BYTES, TrustState, TrustStateError, parse_state, state_text
 
 
@@ -74,6 +74,10 @@ def locked_state(path: Path) -> Iterator[TrustState]:
             bad_input=False,
         ) from None
     try:
+        if (holder := exposed(path.parent)) is not None:  # (what it saved would not be read)
+            raise StateError(
+                f"the trust state cannot be kept in {holder}: another user could change it"
+            )
         fcntl.flock(lock_fd, fcntl.LOCK_EX)
         try:
             data = read_private(path, limit=MAX_STATE_BYTES)

@@ -39,7 +39,7 @@ from typing import Any, Final
 import attrs
 
 from ..config.privatefile import write_private
-from ..config.statefiles import checkout_holding, make_state_dir, state_path
+from ..config.statefiles import checkout_holding, exposed, make_state_dir, state_path
 from ..core.errors import HooksError
 from ..core.jsontext import JsonError, is_unicode, loads, wire_safe
 from ..core.places import shown_file
@@ -338,6 +338,8 @@ def _read_private(path: Path) -> bytes | None:
     `MAX_ENTRY_BYTES`; None otherwise. A FIFO or a device is refused before a read blocks,
     a symlink is not followed."""
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY | os.O_NOFOLLOW
+    if exposed(path.parent) is not None:  # (another user could have written it)
+        return None
     try:
         fd = os.open(path, flags)
     except OSError:
