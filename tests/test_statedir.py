@@ -99,6 +99,14 @@ sandbox = "none"
 """
 
 
+def command_line(*args: str, cwd: Path, env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
+    """`mcpx-hooks ARGS` run in `cwd` with exactly `env`."""
+    return subprocess.run(
+        [sys.executable, "-m", "mcpx_hooks.supervisor", *args],
+        cwd=cwd, env=dict(env), capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+
+
 def test_a_file_trusted_with_home_is_trusted_under_env_i(tmp_path: Path) -> None:
     home, project = tmp_path / "home", tmp_path / "project"
     project.mkdir()
@@ -132,10 +140,7 @@ def test_a_file_where_the_state_directory_belongs_is_said_so(tmp_path: Path) -> 
     env = {**os.environ, "XDG_STATE_HOME": str(state), "MCPX_HOOKS_NO_DISCOVERY": "1"}
 
     def mcpx(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "mcpx_hooks.supervisor", *args],
-            cwd=tmp_path, env=env, capture_output=True, text=True, check=False, timeout=60,
-        )  # fmt: skip
+        return command_line(*args, cwd=tmp_path, env=env)
 
     trusted = mcpx("trust", ".mcpx-hooks.toml")
     assert trusted.returncode == 1
@@ -194,11 +199,7 @@ def test_a_state_directory_inside_the_checkout_trusts_none_of_it_and_runs_no_cod
     env = {**os.environ, "XDG_STATE_HOME": str(elsewhere), "MCPX_HOOKS_TRUST": ""}
 
     def mcpx(*args: str, state: Path) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "mcpx_hooks.supervisor", *args],
-            cwd=project, env={**env, "XDG_STATE_HOME": str(state)},
-            capture_output=True, text=True, check=False, timeout=60,
-        )  # fmt: skip
+        return command_line(*args, cwd=project, env={**env, "XDG_STATE_HOME": str(state)})
 
     assert mcpx("trust", ".mcpx-hooks.toml", state=elsewhere).returncode == 0
     shipped = project / ".state"
@@ -261,10 +262,7 @@ def test_a_state_directory_others_may_write_to_is_not_believed(tmp_path: Path) -
     env = {**os.environ, "XDG_STATE_HOME": str(state), "MCPX_HOOKS_TRUST": ""}
 
     def mcpx(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "mcpx_hooks.supervisor", *args],
-            cwd=project, env=env, capture_output=True, text=True, check=False, timeout=60,
-        )  # fmt: skip
+        return command_line(*args, cwd=project, env=env)
 
     assert mcpx("trust", ".mcpx-hooks.toml").returncode == 0
     assert "project hook ran" in mcpx("exec", "--", "true").stdout
