@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 from docpage import DOCS, Scratch, block, commands
@@ -14,7 +15,14 @@ PAGE = "tool-servers.md"
 
 
 def test_the_first_server_runs_from_what_the_page_says_to_copy(tmp_path: Path) -> None:
+    """Where `python3` on the PATH is a version manager's shim in the home (pyenv), which the
+    server's `strict` profile does not show, as on many a developer's machine."""
     s = Scratch(tmp_path)
+    shims = s.home / ".pyenv" / "shims"
+    shims.mkdir(parents=True)
+    (shims / "python3").write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    (shims / "python3").chmod(0o755)
+    s.env["PATH"] = f"{shims}:{s.env['PATH']}"
     s.write("tools.toml", block(PAGE, "[servers.words]", "toml").body)
     for command in commands(block(PAGE, "examples/tools/wordtools.py", "sh").body):
         done = s.sh(command)
