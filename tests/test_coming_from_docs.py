@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from docpage import block
+from docpage import DOCS, block
 
 PAGE = "coming-from.md"
 CLI = [sys.executable, "-m", "mcpx_hooks.supervisor"]
@@ -96,3 +96,51 @@ def test_the_converted_pre_commit_hooks_run_when_their_files_changed_and_skip_wo
     assert "hooks left out of this run: tests (MCPX_HOOKS_SKIP)" in warnings
     ran = [f["name"] for f in frames if f["type"] == "hook"]
     assert "tests" not in ran and "lint" in ran and "changelog" not in ran
+
+
+def test_the_claude_code_gate_refuses_a_dot_env_where_python3_is_a_shim(tmp_path: Path) -> None:
+    """The Claude Code example's gate, as the page writes it, on a machine where `python3` on
+    the PATH is a version manager's shim in the home (pyenv), which the `strict` sandbox
+    cannot see: the page's `.env` write is refused with the page's words, not failed for an
+    interpreter the hook could not start."""
+    page = (DOCS / PAGE).read_text()
+    claude = page[page.index("## Coming from Claude Code") :]
+    config = re.search(r"^```toml\n(.*?)^```$", claude, re.DOTALL | re.MULTILINE)
+    guard = re.search(r"^```python\n(.*?)^```$", claude, re.DOTALL | re.MULTILINE)
+    assert config is not None and guard is not None
+    hook = config[1][config[1].index("[[hooks]]") :]  # (the server needs npx and network)
+    project = tmp_path / "project"
+    (project / "hooks").mkdir(parents=True)
+    (project / "agent-hooks.toml").write_text(hook)
+    (project / "hooks" / "guard_writes.py").write_text(guard[1])
+    shims = tmp_path / "home" / ".pyenv" / "shims"
+    shims.mkdir(parents=True)
+    (shims / "python3").write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    (shims / "python3").chmod(0o755)
+    write = {"input": {"server": "fs", "tool": "write_file", "args": {"path": ".env"}}}
+    done = subprocess.run(
+        [
+            *CLI,
+            "hook",
+            "test",
+            "guard-writes",
+            "--config",
+            "agent-hooks.toml",
+            "--json",
+            "--event",
+            "-",
+        ],
+        cwd=project,
+        input=json.dumps(write),
+        check=False,
+        capture_output=True,
+        text=True,
+        env={
+            "PATH": f"{shims}:/usr/bin:/bin",
+            "HOME": str(tmp_path / "home"),
+            "XDG_STATE_HOME": str(tmp_path / "state"),
+        },
+    )
+    frame = json.loads(done.stdout.splitlines()[-1])
+    said = "write_file may not touch .env: secrets and git's own files stay as they are"
+    assert (frame["status"], frame["refused"]["reason"]) == ("ok", said), done.stdout + done.stderr

@@ -89,3 +89,13 @@ def test_the_checks_catch_what_they_are_for(tmp_path: Path) -> None:
     page.write_text("# A `b`: c's d\n\n[x](b.md) [y](#a-b-cs-d) `[z](nope.md)`\n")
     assert links(page) == ["b.md", "#a-b-cs-d"]
     assert anchors(page) == {"a-b-cs-d"}
+
+
+def test_the_index_links_every_page() -> None:
+    """docs/README.md is where a newcomer finds a page: each page of docs/ (and of its
+    internals/ and reference/) is linked from it (egress.md was not: no page but the ones
+    that link to it in passing led to it)."""
+    index = ROOT / "docs" / "README.md"
+    linked = {(index.parent / t.partition("#")[0]).resolve() for t in links(index)}
+    pages = {p.resolve() for p in (ROOT / "docs").rglob("*.md")} - {index.resolve()}
+    assert sorted(str(p.relative_to(ROOT)) for p in pages - linked) == []

@@ -124,3 +124,16 @@ def test_parallel_hooks_keep_declaration_order(tmp_path: Path) -> None:
     head, _, tail = " ".join(said[1].split()).partition(" … ")  # wrapped on the page
     (line,) = [x for x in done.stdout.splitlines() if "/hooks/0/parallel" in x]
     assert head in line and tail in line.partition(head)[2], line
+
+
+def test_what_is_refused_names_every_point_a_hook_may_take() -> None:
+    """ "A point nothing fires" is refused: the page names the points that something fires, as
+    `validate`'s message does (it said "today only `script`", though `call` and `server.start`
+    hooks are declared on the same page and on tool-servers.md)."""
+    from mcpx_hooks.supervisor.core.points import POINTS
+
+    text = " ".join((DOCS / PAGE).read_text().split())
+    said = re.search(r"a point nothing fires \(([^)]*)\)", text)
+    assert said is not None
+    named = set(re.findall(r"`([a-z.]+)`", said[1].split(";")[0]))
+    assert named == set(POINTS), said[0]

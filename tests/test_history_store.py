@@ -410,3 +410,23 @@ def test_a_history_path_that_is_not_a_file_says_what_it_is(tmp_path: Path, what:
             History.open(path, writes=writes)
         assert str(caught.value) == (f"opening the run history {path}: it is {what}, not a file")
     assert Path("/dev/null").is_char_device()  # (never written to)
+
+
+def test_the_run_list_is_newest_first_across_memory_and_the_history(tmp_path: Path) -> None:
+    """A server's runs in memory and the runs other processes (`exec`, `mcp`) stored meanwhile
+    in the same history are one list, newest first: an `exec` run started after the server's
+    last run was listed below it, as if older."""
+    history = History.open(tmp_path / "h.db")
+    try:
+        journals = Journals(8, history=history)
+        served = journals.open("served")
+        served.append(blank(StartFrame, argv=("x",), cwd="/", sandbox="none"))
+        finish(served)
+        earlier = {**summary("earlier"), "startedAt": "2000-01-01T00:00:00.000Z"}
+        later = {**summary("later"), "startedAt": "2999-01-01T00:00:00.000Z"}
+        history.write([Written("earlier", 0, lines(1), earlier, 1.0, True)])
+        history.write([Written("later", 0, lines(1), later, 2.0, True)])
+        listed = [s["runId"] for s in journals.summaries()]
+        assert listed == ["later", "served", "earlier"]
+    finally:
+        history.close()

@@ -467,6 +467,33 @@ def test_init_writes_a_starter_that_validates_and_never_overwrites(tmp_path: Pat
     assert beside.returncode == 2 and not (other / ".mcpx-hooks.toml").exists()
 
 
+def test_the_starters_python_hooks_run_where_python3_is_a_shim(tmp_path: Path) -> None:
+    """The starter's `hint` hook, uncommented with a `hooks/hint.py` of the user's, advises on
+    a machine where `python3` on the PATH is a version manager's shim in the home (pyenv),
+    which its `strict` profile does not show: it named `python3`, and failed with "cannot run
+    python3: it resolves to ~/.pyenv/shims/python3, which the strict sandbox cannot see"."""
+    env = environment(tmp_path)
+    shims = tmp_path / "home" / ".pyenv" / "shims"
+    shims.mkdir(parents=True)
+    (shims / "python3").write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    (shims / "python3").chmod(0o755)
+    env["PATH"] = f"{shims}:/usr/bin:/bin"
+    project = tmp_path / "repo"
+    (project / "hooks").mkdir(parents=True)
+    assert mcpx("init", cwd=project, env=env).returncode == 0
+    text = (project / ".mcpx-hooks.toml").read_text()
+    at = text.index('# name = "hint"') - len("# [[hooks]]\n")
+    hint, rest = text[at:].split("\n\n", 1)
+    uncommented = "\n".join(line.removeprefix("# ") for line in hint.splitlines())
+    (project / ".mcpx-hooks.toml").write_text(text[:at] + uncommented + "\n\n" + rest)
+    (project / "hooks" / "hint.py").write_text('print("check the exit code")\n')
+    assert mcpx("trust", cwd=project, env=env).returncode == 0
+    ran = mcpx("exec", "--json", "--", "false", cwd=project, env=env)
+    frames = [json.loads(line) for line in ran.stdout.splitlines()]
+    (hook,) = [f for f in frames if f["type"] == "hook" and f["name"] == "hint"]
+    assert (hook["status"], hook.get("advice")) == ("ok", ["check the exit code"]), hook
+
+
 def test_init_where_nothing_can_be_written_fails_and_leaves_nothing(tmp_path: Path) -> None:
     # A directory init cannot write in exited 2, as bad input; and a write cut short (a full
     # disk) left an empty .mcpx-hooks.toml behind, which the next init refused to replace.

@@ -32,7 +32,7 @@ from ..history.faults import HistoryFault
 from ..history.store import History
 from ..run.artifacts import ArtifactGone, Stored
 from ..run.journal import RunJournal
-from ..run.journals import Journals, UnknownRun
+from ..run.journals import Journals, UnknownRun, newest_first
 from ..run.storedrun import StoredRun
 from ..service.routes import ArtifactSource, SourceDown
 from .jet import ClusterDown
@@ -177,13 +177,14 @@ class ClusterRoutes:
         return self.journals.metrics_text()
 
     def summaries(self) -> list[dict[str, Any]]:
-        """The runs stream's, newest first, then the history's older ones (at most
-        `runs.retain` of those)."""
+        """The runs stream's and the history's others (at most `runs.retain` of those), newest
+        first."""
         held = self.index.summaries()
         if self.history is None:
             return held
         try:
-            return held + self.history.summaries(self.index.retain, [s["runId"] for s in held])
+            others = self.history.summaries(self.index.retain, [s["runId"] for s in held])
+            return newest_first(held, others)
         except HistoryFault:
             return held
 

@@ -115,13 +115,14 @@ class Journals:
         return iter(list(self._runs.values()))
 
     def summaries(self) -> list[dict[str, Any]]:
-        """Each retained run's `summary`, newest first: those in memory, then the history's
-        older ones (at most `retain` of those)."""
+        """Each retained run's `summary`, newest first: those in memory and the history's
+        others (at most `retain` of those), which other processes (`exec`, `mcp`) may have
+        started after this one's runs."""
         held = [j.summary() for j in reversed(self._runs.values())]
         if self.history is None:
             return held
         try:
-            return held + self.history.summaries(self.retain, self._runs)
+            return newest_first(held, self.history.summaries(self.retain, self._runs))
         except HistoryFault:
             return held
 
@@ -178,6 +179,20 @@ class Journals:
 
 
 _COST: Final = operator.attrgetter("cost")
+
+
+def newest_first(*lists: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Run summaries from several sources (each newest first) as one list, newest first by
+    their `startedAt` (UTC, one fixed format: its text sorts as its time); a run with none yet
+    (no `start` frame) first, and runs started at the same moment in the order given."""
+    return sorted((s for one in lists for s in one), key=_started, reverse=True)
+
+
+def _started(summary: Mapping[str, Any]) -> str:
+    started = summary.get("startedAt")
+    return started if isinstance(started, str) else "~"  # ("~" after every digit)
+
+
 _finished: Final = operator.attrgetter("finished")
 
 
