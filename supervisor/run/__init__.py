@@ -34,7 +34,7 @@ __all__, __getattr__, __dir__ = exports(
         "hookframe": ("FrameBuilder", "HookReport", "child_spec", "granted", "run_process"),
         "hookrun": ("HookKind", "kind_of", "run_hook"),
         "journal": ("FRAME_OVERHEAD", "Follower", "RunJournal"),
-        "journals": ("Journals", "UnknownRun", "to_forget"),
+        "journals": ("Journals", "UnknownRun", "newest_first", "to_forget"),
         "recording": ("Recorder",),
         "observe": ("serve_observers",),
         "observerstats": ("ObserverStats", "Unwell", "observe_hooks"),
