@@ -283,3 +283,54 @@ def test_a_state_directory_others_may_write_to_is_not_believed(tmp_path: Path) -
         assert again.returncode == 2 and said in again.stderr  # (as a trust file others may write)
         assert statefiles.exposed(state / "mcpx-hooks") is None  # (modes put back)
     assert "project hook ran" in mcpx("exec", "--", "true").stdout
+
+
+def test_a_symlink_another_user_could_have_left_on_the_way_is_not_believed(
+    tmp_path: Path,
+) -> None:
+    # The state directory reached through a symlink `mcpx-hooks` in a directory others may
+    # write to: whoever left it there chose where it points, say at a directory of this
+    # user's (a clone of their repository) holding a `trust.json` of their own. Where the
+    # symlink leads is this user's alone, so the path it resolves to was all that was looked
+    # at, and the file was believed. Now every directory on the way, as given, counts.
+    project, mine, shared = tmp_path / "project", tmp_path / "mine", tmp_path / "shared"
+    project.mkdir()
+    (project / ".mcpx-hooks.toml").write_text(PROJECT)
+    shared.mkdir()
+    shared.chmod(0o777)
+    (shared / "mcpx-hooks").symlink_to(mine / "mcpx-hooks")
+
+    def mcpx(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "XDG_STATE_HOME": str(state), "MCPX_HOOKS_TRUST": ""}
+        return subprocess.run(
+            [sys.executable, "-m", "mcpx_hooks.supervisor", *args],
+            cwd=project, env=env, capture_output=True, text=True, check=False, timeout=60,
+        )  # fmt: skip
+
+    assert mcpx(mine, "trust", ".mcpx-hooks.toml").returncode == 0
+    assert "project hook ran" in mcpx(mine, "exec", "--", "true").stdout
+    ran = mcpx(shared, "exec", "--", "true")
+    assert "project hook ran" not in ran.stdout
+    said = f"{shared}, which others may write to (mode 0777; chmod go-w)"
+    assert said in ran.stdout + ran.stderr
+    again = mcpx(shared, "trust", ".mcpx-hooks.toml")
+    assert again.returncode == 2 and said in again.stderr
+    # A directory that others may write to but with the sticky bit (as /tmp) holding a
+    # symlink of this user's is a careful user's setup: believed.
+    shared.chmod(0o1777)
+    assert statefiles.exposed(shared / "mcpx-hooks") is None
+    assert "project hook ran" in mcpx(shared, "exec", "--", "true").stdout
+    # ... but not one another user left there (in /tmp anyone may make a name first).
+    if os.getuid() == 0:
+        os.chown(shared / "mcpx-hooks", 65534, 65534, follow_symlinks=False)
+        assert statefiles.exposed(shared / "mcpx-hooks") == (
+            f"{shared / 'mcpx-hooks'}, a symlink of uid 65534"
+        )
+    # Relative links, `..` and `.` are followed as the kernel follows them.
+    (mine / "a").mkdir()
+    (mine / "up").symlink_to("a/../a/./")
+    assert statefiles.exposed(mine / "up" / ".." / "mcpx-hooks") is None
+    (mine / "a").chmod(0o777)
+    assert statefiles.exposed(mine / "up") == f"{mine / 'a'}, which others may write to" + (
+        " (mode 0777; chmod go-w)"
+    )

@@ -177,26 +177,48 @@ def read_private(path: Path, *, limit: int) -> bytes:
 
 
 def exposed(directory: Path) -> str | None:
-    """Why another user could have put a file in `directory` (its real path), or None: it,
-    or a directory above it, belongs to neither this user nor root, or others may write to it
-    (a directory above with the sticky bit excepted, as /tmp: there nothing of this user's
-    can be renamed or removed by another). A file there could be another user's symlink to
-    a file of this user's that says what that user wants (a cloned repository's)."""
+    """Why another user could have put a file in `directory`, or None. The path is followed
+    as the kernel follows it, one name at a time: every directory a name is looked up in,
+    and the directory it ends at, must belong to this user or root and be writable by no one
+    else (a directory on the way with the sticky bit excepted, as /tmp: there nothing of this
+    user's can be renamed or removed by another), and a symlink on the way must be this
+    user's or root's (another user's, even in /tmp, points where that user wants). A file
+    there could be another user's symlink to a file of this user's that says what that user
+    wants (a cloned repository's); so could a symlink `mcpx-hooks` that another user left in
+    a directory they may write to, pointing at such a directory of this user's."""
     me = os.getuid()
     try:
-        here = os.path.realpath(directory)
-        first = True
+        names = os.path.abspath(directory).split("/")[1:]
+        here, links = "/", 0
         while True:
-            st = os.stat(here)
+            st = os.lstat(here)
             if st.st_uid not in (me, 0):
                 return f"{shown_file(here)}, which belongs to uid {st.st_uid}"
-            if st.st_mode & 0o022 and (first or not st.st_mode & stat.S_ISVTX):
+            if st.st_mode & 0o022 and (not names or not st.st_mode & stat.S_ISVTX):
                 mode = f"{stat.S_IMODE(st.st_mode):04o}"
                 return f"{shown_file(here)}, which others may write to (mode {mode}; chmod go-w)"
-            parent = os.path.dirname(here)
-            if parent == here:
+            while names and names[0] in ("", "."):
+                names.pop(0)
+            if not names:
                 return None
-            here, first = parent, False
+            name = names.pop(0)
+            if name == "..":
+                here = os.path.dirname(here)
+                continue
+            step = os.path.join(here, name)
+            link = os.lstat(step)
+            if not stat.S_ISLNK(link.st_mode):
+                here = step
+                continue
+            if link.st_uid not in (me, 0):
+                return f"{shown_file(step)}, a symlink of uid {link.st_uid}"
+            links += 1
+            if links > 40:
+                return None  # (a loop: the file's own open says so)
+            target = os.readlink(step)
+            names[:0] = target.split("/")
+            if target.startswith("/"):
+                here = "/"
     except (OSError, ValueError):
         return None  # (the file's own open says what is wrong)
 
