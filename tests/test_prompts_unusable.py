@@ -38,3 +38,21 @@ def test_a_cache_that_cannot_be_believed_is_said(
         finally:
             cache.directory.parent.chmod(0o700)
         assert code == 1 and err.endswith("cannot be read: Permission denied\n")
+
+
+@pytest.mark.parametrize("action", [["list"], ["clear"], ["show", "abcdef"]])
+def test_a_cache_that_is_a_symlink_is_said_to_be_one(
+    cache: PromptCache, capsys: pytest.CaptureFixture[str], action: list[str]
+) -> None:
+    # The cache is kept only in a directory of its own (a symlink is never followed to
+    # it): one that is a symlink to a directory was said to be "not a directory".
+    cache.directory.parent.mkdir(parents=True)
+    cache.directory.symlink_to("/etc")
+    code, out, err = cli(capsys, *action)
+    assert (code, out) == (1, "")
+    assert err == (
+        f"mcpx-hooks prompts {action[0]}: the cache of prompt answers {cache.directory} is a"
+        " symlink (to /etc), not a directory of its own: remove it, and the cache is made"
+        " again\n"
+    )
+    assert os.path.isdir("/etc")  # (nothing there touched)
