@@ -289,6 +289,11 @@ class PromptCache(Record):
             return (
                 f"{shown_file(self.directory)} is not a directory of yours that only you may write"
             )
+        if (holder := exposed(self.directory)) is not None:
+            return (
+                f"{shown_file(self.directory)} is in {holder}, so another user could have put"
+                " its answers there"
+            )
         return None
 
     def _names(self) -> list[str]:
@@ -317,7 +322,7 @@ class PromptCache(Record):
                 self.directory.mkdir(mode=0o700)
         except OSError as exc:
             raise PromptCacheError(f"cannot create {self.directory}: {exc.strerror}") from None
-        if not self._directory_ok():
+        if not self._directory_ok() or exposed(self.directory) is not None:
             try:
                 why = self._not_own(os.lstat(self.directory))
             except OSError as exc:
