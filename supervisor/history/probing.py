@@ -33,7 +33,7 @@ def probe(path: Path) -> str | None:
     except HistoryFault as exc:
         return str(exc)
     try:
-        with faults(f"writing to the run history {shown_file(path)}"), history._lock:
+        with faults(f"writing to the run history {shown_file(path)}", path), history._lock:
             history._db.execute("BEGIN IMMEDIATE")
             history._db.execute("ROLLBACK")
             (check,) = history._db.execute("PRAGMA quick_check(1)").fetchone()

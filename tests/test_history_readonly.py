@@ -1,0 +1,61 @@
+"""A run history whose directory may not be written: said so, naming the directory and what
+to do, not SQLite's "attempt to write a readonly database"."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+from test_rootless import _python
+
+from mcpx_hooks.supervisor.history.store import History
+
+#: Opens the history named by its argument to write, and prints what is wrong.
+OPEN = """
+import sys
+from pathlib import Path
+from mcpx_hooks.supervisor.history.faults import HistoryFault
+from mcpx_hooks.supervisor.history.store import History
+try:
+    History.open(Path(sys.argv[1])).close()
+except HistoryFault as exc:
+    print(exc)
+"""
+
+
+def test_a_history_whose_directory_may_not_be_written_says_so() -> None:
+    # The last writer to close the history removes its write-ahead log (`-wal`); the next one
+    # must make it again, beside the file. In a directory its owner may not write to (root
+    # writes any: as root, the history is opened as `nobody`) SQLite said only "attempt to
+    # write a readonly database", of a file its owner may write.
+    world = Path(tempfile.mkdtemp(prefix="ro-history-", dir="/tmp"))  # (`nobody` reaches it)
+    try:
+        state = world / "state"
+        state.mkdir(mode=0o700)
+        history = state / "history.db"
+        History.open(history).close()
+        assert history.exists() and not Path(f"{history}-wal").exists()
+        python = _python()
+        if python is None:
+            pytest.skip("as root, this needs a Python that nobody can run (make test-unprivileged)")
+        argv = [python, "-c", OPEN, str(history)]
+        if os.geteuid() == 0:
+            for path in (world, state, history):
+                os.chown(path, 65534, 65534)
+            world.chmod(0o755)
+            argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "env", *argv]
+        state.chmod(0o500)
+        done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=60)
+        assert (done.returncode, done.stderr) == (0, ""), done.stderr
+        assert done.stdout == (
+            f"opening the run history {history}: its directory {state} may not be written"
+            f" (mode 0500), and the history makes its write-ahead log (history.db-wal) there:"
+            f" chmod u+w {state}\n"
+        )
+    finally:
+        state.chmod(0o700)
+        shutil.rmtree(world)
