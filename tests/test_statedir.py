@@ -4,6 +4,7 @@ set, unset or not a path: a file trusted by hand is trusted in a CI job run unde
 
 from __future__ import annotations
 
+import grp
 import json
 import os
 import pwd
@@ -268,7 +269,7 @@ def test_a_state_directory_others_may_write_to_is_not_believed(tmp_path: Path) -
 
     assert mcpx("trust", ".mcpx-hooks.toml").returncode == 0
     assert "project hook ran" in mcpx("exec", "--", "true").stdout
-    for directory, mode in ((state / "mcpx-hooks", 0o777), (home, 0o770), (home, 0o1777)):
+    for directory, mode in ((state / "mcpx-hooks", 0o777), (home, 0o777), (home, 0o1777)):
         directory.chmod(mode)
         try:
             ran, again = mcpx("exec", "--", "true"), mcpx("trust", ".mcpx-hooks.toml")
@@ -334,3 +335,43 @@ def test_a_symlink_another_user_could_have_left_on_the_way_is_not_believed(
     assert statefiles.exposed(mine / "up") == f"{mine / 'a'}, which others may write to" + (
         " (mode 0777; chmod go-w)"
     )
+
+
+def test_a_group_of_which_you_are_the_only_member_is_no_one_else(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `useradd` gives each user a group of their own; under `umask 002` (the default for
+    # such users on some systems) a home, `~/.local` and `~/.local/state` are 0775: writable
+    # by that group, that is by the user alone. Such a state directory was refused ("which
+    # others may write to (mode 0775)"), and `trust` with it (exit 2). A group with another
+    # member, or another user's primary group, is still someone else.
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    state.chmod(0o770)
+    gid, me = state.stat().st_gid, pwd.getpwuid(os.getuid())
+
+    def databases(*, primary: list[int], listed: list[str]) -> None:
+        group = grp.struct_group(("mine", "x", gid, listed))
+        users = [
+            pwd.struct_passwd((f"u{uid}", "x", uid, gid, "", "/", "/bin/sh")) for uid in primary
+        ]
+        monkeypatch.setattr(statefiles.grp, "getgrgid", lambda g: group)
+        monkeypatch.setattr(statefiles.pwd, "getpwall", lambda: users)
+        statefiles._private_group.cache_clear()
+
+    said = f"{state}, which the group mine may write to (mode 0770; chmod g-w)"
+    databases(primary=[me.pw_uid], listed=[])
+    assert statefiles.exposed(state) is None
+    databases(primary=[], listed=[me.pw_name])
+    assert statefiles.exposed(state) is None
+    databases(primary=[me.pw_uid, me.pw_uid + 1], listed=[])
+    assert statefiles.exposed(state) == said
+    databases(primary=[me.pw_uid], listed=[me.pw_name, "someone"])
+    assert statefiles.exposed(state) == said
+    databases(primary=[], listed=[])  # (no member at all: a group kept for something else)
+    assert statefiles.exposed(state) == said
+    state.chmod(0o772)
+    assert (
+        statefiles.exposed(state) == f"{state}, which others may write to (mode 0772; chmod go-w)"
+    )
+    statefiles._private_group.cache_clear()

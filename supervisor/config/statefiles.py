@@ -25,6 +25,8 @@ anything builds one, and `--version` still loads nothing it does not use.
 from __future__ import annotations
 
 import errno
+import functools
+import grp
 import os
 import pwd
 import stat
@@ -194,9 +196,11 @@ def exposed(directory: Path) -> str | None:
             st = os.lstat(here)
             if st.st_uid not in (me, 0):
                 return f"{shown_file(here)}, which belongs to uid {st.st_uid}"
-            if st.st_mode & 0o022 and (not names or not st.st_mode & stat.S_ISVTX):
+            if (who := _writers(st)) and (not names or not st.st_mode & stat.S_ISVTX):
                 mode = f"{stat.S_IMODE(st.st_mode):04o}"
-                return f"{shown_file(here)}, which others may write to (mode {mode}; chmod go-w)"
+                return (
+                    f"{shown_file(here)}, which {who} may write to (mode {mode}; chmod {_fix(who)})"
+                )
             while names and names[0] in ("", "."):
                 names.pop(0)
             if not names:
@@ -221,6 +225,38 @@ def exposed(directory: Path) -> str | None:
                 here = "/"
     except (OSError, ValueError):
         return None  # (the file's own open says what is wrong)
+
+
+def _writers(st: os.stat_result) -> str | None:
+    """Who besides its owner may write to what `st` describes: "others", "the group NAME",
+    or None. A group of which this user is the only member (a user-private group, as
+    `useradd` makes one for each user: a home or a `~/.local` made 0775 under `umask 002`)
+    is no one else."""
+    if st.st_mode & 0o002:
+        return "others"
+    if not st.st_mode & 0o020 or _private_group(st.st_gid, os.getuid()):
+        return None
+    try:
+        return f"the group {grp.getgrgid(st.st_gid).gr_name}"
+    except KeyError:
+        return f"the group {st.st_gid}"
+
+
+def _fix(who: str) -> str:
+    return "go-w" if who == "others" else "g-w"
+
+
+@functools.cache
+def _private_group(gid: int, me: int) -> bool:
+    """Whether `me` is the one member of the group `gid`: its primary group and no one
+    else's, or its only listed member (the password and group databases are read once)."""
+    try:
+        group, name = grp.getgrgid(gid), pwd.getpwuid(me).pw_name
+    except KeyError:
+        return False
+    primary = {entry.pw_uid for entry in pwd.getpwall() if entry.pw_gid == gid}
+    listed = set(group.gr_mem)
+    return primary <= {me} and listed <= {name} and bool(primary or listed)
 
 
 def read_sealed(path: Path, magic: bytes, key: str, *, limit: int) -> bytes | None:
