@@ -59,3 +59,43 @@ def test_a_history_whose_directory_may_not_be_written_says_so() -> None:
     finally:
         state.chmod(0o700)
         shutil.rmtree(world)
+
+
+def test_a_state_directory_that_may_not_be_searched_is_said_not_a_traceback() -> None:
+    # `sudo mcpx-hooks ...` with the user's HOME (as sudo keeps it on some systems) leaves
+    # `~/.local/state/mcpx-hooks` root's, 0700: `runs list` and `doctor` ended in a
+    # PermissionError traceback (looking for the history before saying why it cannot open
+    # it). As root the commands run as nobody; as another user the directory is made 0000.
+    python = _python()
+    if python is None:
+        pytest.skip("as root, this needs a Python that nobody can run (make test-unprivileged)")
+    world = Path(tempfile.mkdtemp(prefix="sudo-state-", dir="/tmp"))
+    state = world / "state" / "mcpx-hooks"
+    try:
+        state.mkdir(parents=True, mode=0o700)
+        History.open(state / "history.db").close()
+        env = [f"HOME={world}", f"XDG_STATE_HOME={world / 'state'}", "PATH=/usr/bin:/bin",
+               "MCPX_HOOKS_NO_DISCOVERY=1"]  # fmt: skip
+        switch: list[str] = []
+        if os.geteuid() == 0:
+            for path in (world, world / "state"):
+                os.chown(path, 65534, 65534)
+            world.chmod(0o755)
+            switch = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        else:
+            state.chmod(0o000)
+        said = f"{state / 'history.db'}"
+        for command in (["runs", "list"], ["runs", "search", "x"], ["doctor"]):
+            argv = [*switch, "env", "-i", *env, python, "-m", "mcpx_hooks.supervisor", *command]
+            done = subprocess.run(
+                argv, cwd=world, capture_output=True, text=True, check=False, timeout=60
+            )
+            assert "Traceback" not in done.stderr, done.stderr
+            assert done.returncode == 1, done.stderr
+            out = done.stdout + done.stderr
+            assert f"{said} cannot be read: Permission denied" in out or (
+                f"opening the run history {said}: Permission denied" in out
+            ), out
+    finally:
+        state.chmod(0o700)
+        shutil.rmtree(world)
