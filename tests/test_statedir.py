@@ -412,3 +412,31 @@ def test_the_directories_made_above_the_state_directory_are_yours_alone(tmp_path
     (tmp_path / "dangling").symlink_to(tmp_path / "nothing")  # (was "it is not a directory")
     with pytest.raises(FileNotFoundError, match=f"{tmp_path / 'dangling'} is a symlink to nothing"):
         statefiles.make_state_dir(tmp_path / "dangling" / "mcpx-hooks")
+
+
+def test_trust_opens_no_lock_another_user_could_have_put_in_its_place(tmp_path: Path) -> None:
+    # In a state directory others may write to, `trust` refused, but only after it had
+    # opened `trust.json.lock` (made if missing, through a symlink): another user's symlink
+    # there made an empty file of this user's wherever they chose. Nothing is opened there
+    # now, and a symlink in the lock's place (in a directory of this user's) is not followed.
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / ".mcpx-hooks.toml").write_text(PROJECT)
+    state = tmp_path / "state"
+    (state / "mcpx-hooks").mkdir(parents=True, mode=0o700)
+    chosen = tmp_path / "chosen"
+    (state / "mcpx-hooks" / "trust.json.lock").symlink_to(chosen)
+    env = {**os.environ, "XDG_STATE_HOME": str(state), "MCPX_HOOKS_TRUST": ""}
+    for mode in (0o777, 0o700):
+        (state / "mcpx-hooks").chmod(mode)
+        done = subprocess.run(
+            [sys.executable, "-m", "mcpx_hooks.supervisor", "trust", ".mcpx-hooks.toml"],
+            cwd=project, env=env, capture_output=True, text=True, check=False, timeout=60,
+        )  # fmt: skip
+        assert done.returncode in (1, 2), done.stderr
+        assert not chosen.exists(), mode
+    lock = state / "mcpx-hooks" / "trust.json.lock"
+    assert done.stderr == (
+        f"mcpx-hooks trust: the trust state's lock {lock} is a symlink, which is never followed:"
+        " remove it\n"
+    )
