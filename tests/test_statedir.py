@@ -440,3 +440,37 @@ def test_trust_opens_no_lock_another_user_could_have_put_in_its_place(tmp_path: 
         f"mcpx-hooks trust: the trust state's lock {lock} is a symlink, which is never followed:"
         " remove it\n"
     )
+
+
+def test_serve_keeps_no_token_another_user_could_have_put_there(tmp_path: Path) -> None:
+    # A token file reached through a directory others may write to (here a symlink
+    # `mcpx-hooks` left in one, pointing at a directory of this user's that holds a token
+    # they know): kept, so whoever put it there could drive the service. Refused now.
+    mine, shared = tmp_path / "mine" / "mcpx-hooks", tmp_path / "shared"
+    mine.mkdir(parents=True, mode=0o700)
+    (mine / "token").write_text("known-to-them-0123456789\n")
+    (mine / "token").chmod(0o600)
+    shared.mkdir()
+    shared.chmod(0o777)
+    (shared / "mcpx-hooks").symlink_to(mine)
+    env = {**os.environ, "XDG_STATE_HOME": str(shared), "MCPX_HOOKS_NO_DISCOVERY": "1"}
+    argv = [sys.executable, "-m", "mcpx_hooks.supervisor", "serve", "--port", "0"]
+    with subprocess.Popen(
+        argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as server:
+        try:
+            assert server.stdout is not None
+            listening = any("listening on" in line for line in server.stdout)
+        finally:
+            if server.poll() is None:
+                server.send_signal(2)
+            _, err = server.communicate(timeout=30)
+    assert not listening
+    assert server.returncode == 2
+    assert err == (
+        f"mcpx-hooks serve: the token file {shared / 'mcpx-hooks' / 'token'} is in {shared},"
+        " which others may write to (mode 0777; chmod go-w), so another user could have put"
+        " it there or could replace it: keep it in a directory of yours alone (XDG_STATE_HOME,"
+        " or --token-file)\n"
+    )
+    assert (mine / "token").read_text() == "known-to-them-0123456789\n"
