@@ -4,6 +4,7 @@ to do, not SQLite's "attempt to write a readonly database"."""
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 import subprocess
 import tempfile
@@ -13,6 +14,9 @@ import pytest
 from test_rootless import _python
 
 from mcpx_hooks.supervisor.history.store import History
+
+#: The user the commands run as, under root.
+NOBODY = pwd.getpwuid(65534).pw_name if os.geteuid() == 0 else ""
 
 #: Opens the history named by its argument to write, and prints what is wrong.
 OPEN = """
@@ -96,6 +100,9 @@ def test_a_state_directory_that_may_not_be_searched_is_said_not_a_traceback() ->
             assert f"{said} cannot be read: Permission denied" in out or (
                 f"opening the run history {said}: Permission denied" in out
             ), out
+            if switch and command != ["doctor"]:  # (root's, as sudo leaves it: and what to do)
+                fix = f"is root's (made with sudo?): sudo chown -R {NOBODY} {state}"
+                assert f"Permission denied: the state directory {state} {fix}" in out, out
     finally:
         state.chmod(0o700)
         shutil.rmtree(world)

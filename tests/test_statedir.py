@@ -474,3 +474,24 @@ def test_serve_keeps_no_token_another_user_could_have_put_there(tmp_path: Path) 
         " or --token-file)\n"
     )
     assert (mine / "token").read_text() == "known-to-them-0123456789\n"
+
+
+def test_a_permission_refused_in_a_state_directory_not_yours_says_whose_and_what_to_do(
+    tmp_path: Path,
+) -> None:
+    # "Permission denied" was all: a state directory left by `sudo mcpx-hooks ...` (sudo
+    # keeps the user's HOME on some systems) is root's; one of another user's is theirs.
+    state = tmp_path / "mcpx-hooks"
+    state.mkdir()
+    denied = PermissionError(13, "Permission denied")
+    assert statefiles.denied_said(denied, state) == "Permission denied"  # (yours)
+    if os.getuid() == 0:
+        os.chown(state, 65534, 65534)
+        other = pwd.getpwuid(65534).pw_name
+        assert statefiles.denied_said(denied, state / "history.db") == (
+            f"Permission denied: the state directory {state} is {other}'s: keep yours elsewhere"
+            " (XDG_STATE_HOME)"
+        )
+        # (root's, as sudo leaves it, is said to the user it refuses: test_history_readonly)
+    assert statefiles.denied_said(FileNotFoundError(2, "No such file"), state) == "No such file"
+    assert statefiles.denied_said(denied, tmp_path / "elsewhere") == "Permission denied"

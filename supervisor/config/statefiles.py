@@ -54,6 +54,31 @@ def said_os_error(exc: OSError) -> str:
     return "a symlink loop" if exc.errno == errno.ELOOP else exc.strerror or str(exc)
 
 
+def denied_said(exc: OSError, path: Path) -> str:
+    """`said_os_error`, and for a permission refused in the state directory (`path`, or one
+    above it named `mcpx-hooks`) that is not this user's, whose it is and what to do: one left
+    by `sudo mcpx-hooks ...` (sudo keeps the user's HOME on some systems) is root's, and
+    "Permission denied" said neither."""
+    said = said_os_error(exc)
+    state = next((p for p in (path, *path.parents) if p.name == STATE_FILE.parent.name), None)
+    if exc.errno not in (errno.EACCES, errno.EPERM) or state is None:
+        return said
+    try:
+        owner = os.lstat(state).st_uid
+        me, whose = pwd.getpwuid(os.getuid()).pw_name, pwd.getpwuid(owner).pw_name
+    except (OSError, KeyError):
+        return said
+    if owner == os.getuid():
+        return said
+    where = shown_file(str(state))
+    if owner == 0:
+        fix = f"sudo chown -R {me} {where}"
+        return f"{said}: the state directory {where} is root's (made with sudo?): {fix}"
+    return (
+        f"{said}: the state directory {where} is {whose}'s: keep yours elsewhere (XDG_STATE_HOME)"
+    )
+
+
 def user_home(environ: Mapping[str, str]) -> str | None:
     """The user's home: an absolute `HOME`, else the one the password database gives this
     user (`HOME` unset, empty or relative, as under `env -i`); never a relative path (a
@@ -164,7 +189,7 @@ def read_private(path: Path, *, limit: int) -> bytes:
             ) from None
         raise
     except OSError as exc:
-        said = said_os_error(exc)
+        said = denied_said(exc, path.parent)
         raise StateError(
             f"the trust state file {shown_file(str(path))} cannot be read: {said}"
         ) from None

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ..core.places import shown_file
 from .privatefile import write_private
-from .statefiles import StateError, exposed, make_state_dir, read_private, said_os_error
+from .statefiles import StateError, denied_said, exposed, make_state_dir, read_private
 from .trust import MAX_STATE_BYTES, TrustState, TrustStateError, parse_state, state_text
 
 
@@ -68,7 +68,8 @@ def locked_state(path: Path) -> Iterator[TrustState]:
         make_state_dir(path.parent)
     except OSError as exc:
         raise StateError(
-            f"cannot open the trust state in {shown_file(str(path.parent))}: {said_os_error(exc)}",
+            f"cannot open the trust state in {shown_file(str(path.parent))}:"
+            f" {denied_said(exc, path.parent)}",
             bad_input=False,
         ) from None
     # Before the lock is opened: there, another user's symlink in its place would have it
@@ -89,7 +90,8 @@ def locked_state(path: Path) -> Iterator[TrustState]:
                 bad_input=False,
             ) from None
         raise StateError(
-            f"cannot open the trust state in {shown_file(str(path.parent))}: {said_os_error(exc)}",
+            f"cannot open the trust state in {shown_file(str(path.parent))}:"
+            f" {denied_said(exc, path.parent)}",
             bad_input=False,
         ) from None
     try:
@@ -134,6 +136,6 @@ def save_state(path: Path, state: TrustState) -> None:
         write_private(path, text)
     except OSError as exc:
         raise StateError(
-            f"cannot write the trust state file {shown_file(str(path))}: {said_os_error(exc)}",
+            f"cannot write the trust state file {shown_file(str(path))}: {denied_said(exc, path)}",
             bad_input=False,
         ) from None

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
+from ..config.statefiles import denied_said
 from ..core.errors import HooksError
 from ..core.places import shown_file
 
@@ -47,6 +48,8 @@ def faults(doing: str, path: Path | None = None) -> Iterator[None]:
         name = getattr(exc, "sqlite_errorname", "")
         if name == "SQLITE_READONLY_DIRECTORY" and path is not None:
             why = _directory_read_only(path)
+        elif isinstance(exc, OSError) and path is not None:
+            why = denied_said(exc, path.parent)  # (whose the state directory is, if not yours)
         if name in _WRITE_ERRORS:
             why += f" ({name}: a write failed: is the disk full?)"
         if name in _BUSY:
