@@ -249,3 +249,29 @@ def test_a_store_left_by_a_killed_supervisor_is_removed(
         )
     finally:
         store.close()
+
+
+def test_exec_says_which_artifact_file_a_full_disk_kept_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A write that finds the disk full fails without a file name: the line said
+    # "--artifacts: big.bin: [Errno 28] No space left on device", neither where it was
+    # going nor in words alone. (/dev/full stands for the full disk.)
+    from types import SimpleNamespace
+
+    from mcpx_hooks.supervisor.cli import artifacts
+
+    source = tmp_path / "kept"
+    source.write_bytes(b"x" * 100)
+    out = tmp_path / "out"
+    frame = {"type": "artifact", "id": "a1", "name": "big.bin", "size": 100}
+    found = SimpleNamespace(path=str(source))
+    journal = SimpleNamespace(
+        run_id="r1", frames=[frame], artifacts=SimpleNamespace(find=lambda run, id: found)
+    )
+    monkeypatch.setattr(artifacts, "_opener", lambda path, flags: os.open("/dev/full", os.O_WRONLY))
+    assert artifacts.copy_local(journal, str(out)) is False  # type: ignore[arg-type]
+    assert capsys.readouterr().err == (
+        f"mcpx-hooks exec: --artifacts: big.bin: cannot write {out / 'big.bin'}:"
+        " No space left on device\n"
+    )

@@ -4,6 +4,7 @@ set, unset or not a path: a file trusted by hand is trusted in a CI job run unde
 
 from __future__ import annotations
 
+import grp
 import json
 import os
 import pwd
@@ -266,7 +267,7 @@ def test_a_state_directory_others_may_write_to_is_not_believed(tmp_path: Path) -
 
     assert mcpx("trust", ".mcpx-hooks.toml").returncode == 0
     assert "project hook ran" in mcpx("exec", "--", "true").stdout
-    for directory, mode in ((state / "mcpx-hooks", 0o777), (home, 0o770), (home, 0o1777)):
+    for directory, mode in ((state / "mcpx-hooks", 0o777), (home, 0o777), (home, 0o1777)):
         directory.chmod(mode)
         try:
             ran, again = mcpx("exec", "--", "true"), mcpx("trust", ".mcpx-hooks.toml")
@@ -281,3 +282,214 @@ def test_a_state_directory_others_may_write_to_is_not_believed(tmp_path: Path) -
         assert again.returncode == 2 and said in again.stderr  # (as a trust file others may write)
         assert statefiles.exposed(state / "mcpx-hooks") is None  # (modes put back)
     assert "project hook ran" in mcpx("exec", "--", "true").stdout
+
+
+def test_a_symlink_another_user_could_have_left_on_the_way_is_not_believed(
+    tmp_path: Path,
+) -> None:
+    # The state directory reached through a symlink `mcpx-hooks` in a directory others may
+    # write to: whoever left it there chose where it points, say at a directory of this
+    # user's (a clone of their repository) holding a `trust.json` of their own. Where the
+    # symlink leads is this user's alone, so the path it resolves to was all that was looked
+    # at, and the file was believed. Now every directory on the way, as given, counts.
+    project, mine, shared = tmp_path / "project", tmp_path / "mine", tmp_path / "shared"
+    project.mkdir()
+    (project / ".mcpx-hooks.toml").write_text(PROJECT)
+    shared.mkdir()
+    shared.chmod(0o777)
+    (shared / "mcpx-hooks").symlink_to(mine / "mcpx-hooks")
+
+    def mcpx(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "XDG_STATE_HOME": str(state), "MCPX_HOOKS_TRUST": ""}
+        return subprocess.run(
+            [sys.executable, "-m", "mcpx_hooks.supervisor", *args],
+            cwd=project, env=env, capture_output=True, text=True, check=False, timeout=60,
+        )  # fmt: skip
+
+    assert mcpx(mine, "trust", ".mcpx-hooks.toml").returncode == 0
+    assert "project hook ran" in mcpx(mine, "exec", "--", "true").stdout
+    ran = mcpx(shared, "exec", "--", "true")
+    assert "project hook ran" not in ran.stdout
+    said = f"{shared}, which others may write to (mode 0777; chmod go-w)"
+    assert said in ran.stdout + ran.stderr
+    again = mcpx(shared, "trust", ".mcpx-hooks.toml")
+    assert again.returncode == 2 and said in again.stderr
+    # A directory that others may write to but with the sticky bit (as /tmp) holding a
+    # symlink of this user's is a careful user's setup: believed.
+    shared.chmod(0o1777)
+    assert statefiles.exposed(shared / "mcpx-hooks") is None
+    assert "project hook ran" in mcpx(shared, "exec", "--", "true").stdout
+    # ... but not one another user left there (in /tmp anyone may make a name first).
+    if os.getuid() == 0:
+        os.chown(shared / "mcpx-hooks", 65534, 65534, follow_symlinks=False)
+        assert statefiles.exposed(shared / "mcpx-hooks") == (
+            f"{shared / 'mcpx-hooks'}, a symlink of uid 65534"
+        )
+    # Relative links, `..` and `.` are followed as the kernel follows them.
+    (mine / "a").mkdir()
+    (mine / "up").symlink_to("a/../a/./")
+    assert statefiles.exposed(mine / "up" / ".." / "mcpx-hooks") is None
+    (mine / "a").chmod(0o777)
+    assert statefiles.exposed(mine / "up") == f"{mine / 'a'}, which others may write to" + (
+        " (mode 0777; chmod go-w)"
+    )
+
+
+def test_a_group_of_which_you_are_the_only_member_is_no_one_else(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `useradd` gives each user a group of their own; under `umask 002` (the default for
+    # such users on some systems) a home, `~/.local` and `~/.local/state` are 0775: writable
+    # by that group, that is by the user alone. Such a state directory was refused ("which
+    # others may write to (mode 0775)"), and `trust` with it (exit 2). A group with another
+    # member, or another user's primary group, is still someone else.
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    state.chmod(0o770)
+    gid, me = state.stat().st_gid, pwd.getpwuid(os.getuid())
+
+    def databases(*, primary: list[int], listed: list[str]) -> None:
+        group = grp.struct_group(("mine", "x", gid, listed))
+        users = [
+            pwd.struct_passwd((f"u{uid}", "x", uid, gid, "", "/", "/bin/sh")) for uid in primary
+        ]
+        monkeypatch.setattr(statefiles.grp, "getgrgid", lambda g: group)
+        monkeypatch.setattr(statefiles.pwd, "getpwall", lambda: users)
+        statefiles._private_group.cache_clear()
+
+    said = f"{state}, which the group mine may write to (mode 0770; chmod g-w)"
+    databases(primary=[me.pw_uid], listed=[])
+    assert statefiles.exposed(state) is None
+    databases(primary=[], listed=[me.pw_name])
+    assert statefiles.exposed(state) is None
+    databases(primary=[me.pw_uid, me.pw_uid + 1], listed=[])
+    assert statefiles.exposed(state) == said
+    databases(primary=[me.pw_uid], listed=[me.pw_name, "someone"])
+    assert statefiles.exposed(state) == said
+    databases(primary=[], listed=[])  # (no member at all: a group kept for something else)
+    assert statefiles.exposed(state) == said
+    state.chmod(0o772)
+    assert (
+        statefiles.exposed(state) == f"{state}, which others may write to (mode 0772; chmod go-w)"
+    )
+    statefiles._private_group.cache_clear()
+
+
+def test_the_directories_made_above_the_state_directory_are_yours_alone(tmp_path: Path) -> None:
+    # `~/.local` and `~/.local/state` were made as the umask says (`mkdir -p`): 0775 under
+    # `umask 002`, which the state directory's own check then refuses (with a group that
+    # has other members) and `trust` with it. Each directory made is 0700, as the XDG base
+    # directory spec asks, whoever makes it (the trust store, the caches, the history).
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / ".mcpx-hooks.toml").write_text(PROJECT)
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    env = {**os.environ, "HOME": str(home), "MCPX_HOOKS_TRUST": ""}
+    env.pop("XDG_STATE_HOME", None)
+    done = subprocess.run(
+        ["sh", "-c", 'umask 002; exec "$@"', "sh", sys.executable, "-m", "mcpx_hooks.supervisor",
+         "trust", ".mcpx-hooks.toml"],
+        cwd=project, env=env, capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    for made in (home / ".local", home / ".local" / "state", home / ".local/state/mcpx-hooks"):
+        assert oct(made.stat().st_mode & 0o777) == oct(0o700), made
+    deep = tmp_path / "a" / "b" / "c"
+    old = os.umask(0o002)
+    try:
+        statefiles.make_state_dir(deep)
+    finally:
+        os.umask(old)
+    assert [oct(p.stat().st_mode & 0o777) for p in (deep.parent.parent, deep.parent, deep)] == [
+        oct(0o700)
+    ] * 3
+    (tmp_path / "file").write_text("")
+    with pytest.raises(NotADirectoryError):
+        statefiles.make_state_dir(tmp_path / "file" / "x")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nothing")  # (was "it is not a directory")
+    with pytest.raises(FileNotFoundError, match=f"{tmp_path / 'dangling'} is a symlink to nothing"):
+        statefiles.make_state_dir(tmp_path / "dangling" / "mcpx-hooks")
+
+
+def test_trust_opens_no_lock_another_user_could_have_put_in_its_place(tmp_path: Path) -> None:
+    # In a state directory others may write to, `trust` refused, but only after it had
+    # opened `trust.json.lock` (made if missing, through a symlink): another user's symlink
+    # there made an empty file of this user's wherever they chose. Nothing is opened there
+    # now, and a symlink in the lock's place (in a directory of this user's) is not followed.
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / ".mcpx-hooks.toml").write_text(PROJECT)
+    state = tmp_path / "state"
+    (state / "mcpx-hooks").mkdir(parents=True, mode=0o700)
+    chosen = tmp_path / "chosen"
+    (state / "mcpx-hooks" / "trust.json.lock").symlink_to(chosen)
+    env = {**os.environ, "XDG_STATE_HOME": str(state), "MCPX_HOOKS_TRUST": ""}
+    for mode in (0o777, 0o700):
+        (state / "mcpx-hooks").chmod(mode)
+        done = subprocess.run(
+            [sys.executable, "-m", "mcpx_hooks.supervisor", "trust", ".mcpx-hooks.toml"],
+            cwd=project, env=env, capture_output=True, text=True, check=False, timeout=60,
+        )  # fmt: skip
+        assert done.returncode in (1, 2), done.stderr
+        assert not chosen.exists(), mode
+    lock = state / "mcpx-hooks" / "trust.json.lock"
+    assert done.stderr == (
+        f"mcpx-hooks trust: the trust state's lock {lock} is a symlink, which is never followed:"
+        " remove it\n"
+    )
+
+
+def test_serve_keeps_no_token_another_user_could_have_put_there(tmp_path: Path) -> None:
+    # A token file reached through a directory others may write to (here a symlink
+    # `mcpx-hooks` left in one, pointing at a directory of this user's that holds a token
+    # they know): kept, so whoever put it there could drive the service. Refused now.
+    mine, shared = tmp_path / "mine" / "mcpx-hooks", tmp_path / "shared"
+    mine.mkdir(parents=True, mode=0o700)
+    (mine / "token").write_text("known-to-them-0123456789\n")
+    (mine / "token").chmod(0o600)
+    shared.mkdir()
+    shared.chmod(0o777)
+    (shared / "mcpx-hooks").symlink_to(mine)
+    env = {**os.environ, "XDG_STATE_HOME": str(shared), "MCPX_HOOKS_NO_DISCOVERY": "1"}
+    argv = [sys.executable, "-m", "mcpx_hooks.supervisor", "serve", "--port", "0"]
+    with subprocess.Popen(
+        argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as server:
+        try:
+            assert server.stdout is not None
+            listening = any("listening on" in line for line in server.stdout)
+        finally:
+            if server.poll() is None:
+                server.send_signal(2)
+            _, err = server.communicate(timeout=30)
+    assert not listening
+    assert server.returncode == 2
+    assert err == (
+        f"mcpx-hooks serve: the token file {shared / 'mcpx-hooks' / 'token'} is in {shared},"
+        " which others may write to (mode 0777; chmod go-w), so another user could have put"
+        " it there or could replace it: keep it in a directory of yours alone (XDG_STATE_HOME,"
+        " or --token-file)\n"
+    )
+    assert (mine / "token").read_text() == "known-to-them-0123456789\n"
+
+
+def test_a_permission_refused_in_a_state_directory_not_yours_says_whose_and_what_to_do(
+    tmp_path: Path,
+) -> None:
+    # "Permission denied" was all: a state directory left by `sudo mcpx-hooks ...` (sudo
+    # keeps the user's HOME on some systems) is root's; one of another user's is theirs.
+    state = tmp_path / "mcpx-hooks"
+    state.mkdir()
+    denied = PermissionError(13, "Permission denied")
+    assert statefiles.denied_said(denied, state) == "Permission denied"  # (yours)
+    if os.getuid() == 0:
+        os.chown(state, 65534, 65534)
+        other = pwd.getpwuid(65534).pw_name
+        assert statefiles.denied_said(denied, state / "history.db") == (
+            f"Permission denied: the state directory {state} is {other}'s: keep yours elsewhere"
+            " (XDG_STATE_HOME)"
+        )
+        # (root's, as sudo leaves it, is said to the user it refuses: test_history_readonly)
+    assert statefiles.denied_said(FileNotFoundError(2, "No such file"), state) == "No such file"
+    assert statefiles.denied_said(denied, tmp_path / "elsewhere") == "Permission denied"

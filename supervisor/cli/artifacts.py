@@ -110,8 +110,10 @@ def copy_local(journal: RunJournal, directory: str) -> bool:
                 continue
             size, digest = _copy_file(stored.path, path)
             bad = _check(frame, size, digest)
-        except (ArtifactGone, OSError) as exc:
+        except ArtifactGone as exc:
             bad = str(exc)
+        except OSError as exc:
+            bad = _os_said(exc, path)
         if bad is not None:
             problems.append(f"{name}: {bad}")
             if path is not None:
@@ -147,7 +149,7 @@ async def copy_remote(remote: Remote, frames: Sequence[Mapping[str, Any]], direc
         try:
             path = await trio.to_thread.run_sync(target, directory, name)
         except OSError as exc:
-            problems.append(f"{name}: {exc}")
+            problems.append(f"{name}: {_os_said(exc, None)}")
             continue
         if path is None:
             problems.append(f"{name!r}: not a plain relative name; not copied")
@@ -164,14 +166,25 @@ async def copy_remote(remote: Remote, frames: Sequence[Mapping[str, Any]], direc
                         size += len(piece)
                         await out.write(piece)
             bad = _check(frame, size, digest.hexdigest())
-        except (RemoteError, OSError) as exc:
+        except RemoteError as exc:
             bad = str(exc)
+        except OSError as exc:
+            bad = _os_said(exc, path)
         if bad is not None:
             problems.append(f"{name}: {bad}")
             _discard(path)  # never a partial or unverified file under its name
             continue
         copied += 1
     return _say(problems, copied, directory)
+
+
+def _os_said(exc: OSError, path: str | None) -> str:
+    """What went wrong, in words: the file the error names, else the one being written (a
+    write that finds the disk full names none), without Python's `[Errno N]`."""
+    why = exc.strerror or str(exc)
+    if exc.filename is not None:
+        return f"{exc.filename}: {why}"
+    return why if path is None else f"cannot write {path}: {why}"
 
 
 def _discard(path: str) -> None:

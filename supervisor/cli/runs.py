@@ -144,7 +144,7 @@ def _local(args: argparse.Namespace, command: str) -> int:
     try:
         history = History.open(path, writes=False)
     except HistoryFault as exc:
-        if args.runs_command == "list" and (not path.exists() or _empty_file(path)):
+        if args.runs_command == "list" and _no_history(path):
             print(json.dumps([]) if args.json else f"no runs are kept in {where}")
             return EXIT_OK
         say(f"mcpx-hooks {command}: {exc}")
@@ -178,9 +178,14 @@ def _local(args: argparse.Namespace, command: str) -> int:
     return EXIT_OK
 
 
-def _empty_file(path: Path) -> bool:
-    """Whether the history is an empty file (the first run found the disk full): no runs."""
-    return path.is_file() and not path.stat().st_size
+def _no_history(path: Path) -> bool:
+    """Whether there is no history at `path`, or only an empty file (the first run found the
+    disk full): no runs. False when it cannot be looked at (a directory that may not be
+    searched, as one made by `sudo`): the fault says why."""
+    try:
+        return not path.exists() or (path.is_file() and not path.stat().st_size)
+    except OSError:
+        return False
 
 
 def table(runs: list[dict[str, Any]], url: str) -> list[str]:

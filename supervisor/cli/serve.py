@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
 
     import attrs
 
-    from ..config.statefiles import checkout_holding, said_os_error
+    from ..config.statefiles import checkout_holding, exposed, said_os_error
     from ..process.denied import deny_own_files
     from ..service.access import (
         TokenFileError,
@@ -86,6 +86,15 @@ def run(args: argparse.Namespace) -> int:
         # (One found in the checkout `serve` runs in may have come with it: anyone who read
         # the repository would know it. Never kept there: a new one at each start.)
         shipped = not args.token_file and checkout_holding(token_path.parent, ".")
+        # (Nor one in a state directory where another user could have put it, or could
+        # replace it. A --token-file is where its owner chose, /tmp's sticky bit and all.)
+        if not args.token_file and (holder := exposed(token_path.parent)) is not None:
+            return usage(
+                "serve",
+                f"the token file {token_path} is in {holder}, so another user could have put it"
+                " there or could replace it: keep it in a directory of yours alone"
+                " (XDG_STATE_HOME, or --token-file)",
+            )
         try:
             # One already there is kept: clients and open consoles go on working.
             token = None if args.new_token or shipped else kept_token(token_path)

@@ -59,6 +59,7 @@ __all__, __getattr__, __dir__ = exports(
             "StateError",
             "checkout_holding",
             "checkout_said",
+            "denied_said",
             "exposed",
             "make_state_dir",
             "read_private",

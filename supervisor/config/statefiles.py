@@ -25,6 +25,8 @@ anything builds one, and `--version` still loads nothing it does not use.
 from __future__ import annotations
 
 import errno
+import functools
+import grp
 import os
 import pwd
 import stat
@@ -50,6 +52,31 @@ class StateError(HooksError):
 def said_os_error(exc: OSError) -> str:
     """What went wrong, in words, without `[Errno N]` or the path said again."""
     return "a symlink loop" if exc.errno == errno.ELOOP else exc.strerror or str(exc)
+
+
+def denied_said(exc: OSError, path: Path) -> str:
+    """`said_os_error`, and for a permission refused in the state directory (`path`, or one
+    above it named `mcpx-hooks`) that is not this user's, whose it is and what to do: one left
+    by `sudo mcpx-hooks ...` (sudo keeps the user's HOME on some systems) is root's, and
+    "Permission denied" said neither."""
+    said = said_os_error(exc)
+    state = next((p for p in (path, *path.parents) if p.name == STATE_FILE.parent.name), None)
+    if exc.errno not in (errno.EACCES, errno.EPERM) or state is None:
+        return said
+    try:
+        owner = os.lstat(state).st_uid
+        me, whose = pwd.getpwuid(os.getuid()).pw_name, pwd.getpwuid(owner).pw_name
+    except (OSError, KeyError):
+        return said
+    if owner == os.getuid():
+        return said
+    where = shown_file(str(state))
+    if owner == 0:
+        fix = f"sudo chown -R {me} {where}"
+        return f"{said}: the state directory {where} is root's (made with sudo?): {fix}"
+    return (
+        f"{said}: the state directory {where} is {whose}'s: keep yours elsewhere (XDG_STATE_HOME)"
+    )
 
 
 def user_home(environ: Mapping[str, str]) -> str | None:
@@ -113,13 +140,30 @@ def checkout_said(state: Path, tree: str, *, trusting: bool = False) -> str:
 
 
 def make_state_dir(directory: Path) -> None:
-    """`directory` made (0700, with its parents) unless it is there; `NotADirectoryError`,
-    not `FileExistsError`, when a file (or a device) is where it belongs: "File exists" was
-    all a person was told."""
-    try:
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    except FileExistsError:
-        raise NotADirectoryError(errno.ENOTDIR, "it is not a directory", str(directory)) from None
+    """`directory` made unless it is there, and each missing directory above it, every one
+    0700 (as the XDG base directory spec asks: `mkdir -p` would make `~/.local` and
+    `~/.local/state` as the umask says, 0775 under `umask 002`, which `exposed` then refuses);
+    `NotADirectoryError`, not `FileExistsError`, when a file (or a device) is where it
+    belongs: "File exists" was all a person was told."""
+    missing: list[Path] = []
+    here = directory
+    while not here.is_dir() and here.parent != here:
+        missing.append(here)
+        here = here.parent
+    for path in reversed(missing):
+        try:
+            path.mkdir(mode=0o700)
+        except FileExistsError:
+            try:
+                os.stat(path)  # (a symlink loop, a dangling symlink: said as it is)
+            except FileNotFoundError:
+                said = f"{shown_file(str(path))} is a symlink to nothing"
+                raise FileNotFoundError(errno.ENOENT, said, str(directory)) from None
+            except OSError as exc:
+                raise OSError(exc.errno, exc.strerror, str(directory)) from None
+            if not path.is_dir():
+                said = "it is not a directory" if path == directory else os.strerror(errno.ENOTDIR)
+                raise NotADirectoryError(errno.ENOTDIR, said, str(directory)) from None
 
 
 def state_path(environ: Mapping[str, str]) -> Path | None:
@@ -145,7 +189,7 @@ def read_private(path: Path, *, limit: int) -> bytes:
             ) from None
         raise
     except OSError as exc:
-        said = said_os_error(exc)
+        said = denied_said(exc, path.parent)
         raise StateError(
             f"the trust state file {shown_file(str(path))} cannot be read: {said}"
         ) from None
@@ -177,28 +221,84 @@ def read_private(path: Path, *, limit: int) -> bytes:
 
 
 def exposed(directory: Path) -> str | None:
-    """Why another user could have put a file in `directory` (its real path), or None: it,
-    or a directory above it, belongs to neither this user nor root, or others may write to it
-    (a directory above with the sticky bit excepted, as /tmp: there nothing of this user's
-    can be renamed or removed by another). A file there could be another user's symlink to
-    a file of this user's that says what that user wants (a cloned repository's)."""
+    """Why another user could have put a file in `directory`, or None. The path is followed
+    as the kernel follows it, one name at a time: every directory a name is looked up in,
+    and the directory it ends at, must belong to this user or root and be writable by no one
+    else (a directory on the way with the sticky bit excepted, as /tmp: there nothing of this
+    user's can be renamed or removed by another), and a symlink on the way must be this
+    user's or root's (another user's, even in /tmp, points where that user wants). A file
+    there could be another user's symlink to a file of this user's that says what that user
+    wants (a cloned repository's); so could a symlink `mcpx-hooks` that another user left in
+    a directory they may write to, pointing at such a directory of this user's."""
     me = os.getuid()
     try:
-        here = os.path.realpath(directory)
-        first = True
+        names = os.path.abspath(directory).split("/")[1:]
+        here, links = "/", 0
         while True:
-            st = os.stat(here)
+            st = os.lstat(here)
             if st.st_uid not in (me, 0):
                 return f"{shown_file(here)}, which belongs to uid {st.st_uid}"
-            if st.st_mode & 0o022 and (first or not st.st_mode & stat.S_ISVTX):
+            if (who := _writers(st)) and (not names or not st.st_mode & stat.S_ISVTX):
                 mode = f"{stat.S_IMODE(st.st_mode):04o}"
-                return f"{shown_file(here)}, which others may write to (mode {mode}; chmod go-w)"
-            parent = os.path.dirname(here)
-            if parent == here:
+                return (
+                    f"{shown_file(here)}, which {who} may write to (mode {mode}; chmod {_fix(who)})"
+                )
+            while names and names[0] in ("", "."):
+                names.pop(0)
+            if not names:
                 return None
-            here, first = parent, False
+            name = names.pop(0)
+            if name == "..":
+                here = os.path.dirname(here)
+                continue
+            step = os.path.join(here, name)
+            link = os.lstat(step)
+            if not stat.S_ISLNK(link.st_mode):
+                here = step
+                continue
+            if link.st_uid not in (me, 0):
+                return f"{shown_file(step)}, a symlink of uid {link.st_uid}"
+            links += 1
+            if links > 40:
+                return None  # (a loop: the file's own open says so)
+            target = os.readlink(step)
+            names[:0] = target.split("/")
+            if target.startswith("/"):
+                here = "/"
     except (OSError, ValueError):
         return None  # (the file's own open says what is wrong)
+
+
+def _writers(st: os.stat_result) -> str | None:
+    """Who besides its owner may write to what `st` describes: "others", "the group NAME",
+    or None. A group of which this user is the only member (a user-private group, as
+    `useradd` makes one for each user: a home or a `~/.local` made 0775 under `umask 002`)
+    is no one else."""
+    if st.st_mode & 0o002:
+        return "others"
+    if not st.st_mode & 0o020 or _private_group(st.st_gid, os.getuid()):
+        return None
+    try:
+        return f"the group {grp.getgrgid(st.st_gid).gr_name}"
+    except KeyError:
+        return f"the group {st.st_gid}"
+
+
+def _fix(who: str) -> str:
+    return "go-w" if who == "others" else "g-w"
+
+
+@functools.cache
+def _private_group(gid: int, me: int) -> bool:
+    """Whether `me` is the one member of the group `gid`: its primary group and no one
+    else's, or its only listed member (the password and group databases are read once)."""
+    try:
+        group, name = grp.getgrgid(gid), pwd.getpwuid(me).pw_name
+    except KeyError:
+        return False
+    primary = {entry.pw_uid for entry in pwd.getpwall() if entry.pw_gid == gid}
+    listed = set(group.gr_mem)
+    return primary <= {me} and listed <= {name} and bool(primary or listed)
 
 
 def read_sealed(path: Path, magic: bytes, key: str, *, limit: int) -> bytes | None:

@@ -17,6 +17,7 @@ to a `Config`, and the `trust` command reads and writes it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 from collections.abc import Iterator
@@ -24,7 +25,7 @@ from pathlib import Path
 
 from ..core.places import shown_file
 from .privatefile import write_private
-from .statefiles import StateError, exposed, make_state_dir, read_private, said_os_error
+from .statefiles import StateError, denied_said, exposed, make_state_dir, read_private
 from .trust import MAX_STATE_BYTES, TrustState, TrustStateError, parse_state, state_text
 
 
@@ -65,19 +66,35 @@ def locked_state(path: Path) -> Iterator[TrustState]:
     what it could not read (the person decides what to do with it)."""
     try:
         make_state_dir(path.parent)
-        lock_fd = os.open(
-            path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600
-        )
     except OSError as exc:
         raise StateError(
-            f"cannot open the trust state in {shown_file(str(path.parent))}: {said_os_error(exc)}",
+            f"cannot open the trust state in {shown_file(str(path.parent))}:"
+            f" {denied_said(exc, path.parent)}",
+            bad_input=False,
+        ) from None
+    # Before the lock is opened: there, another user's symlink in its place would have it
+    # made (or opened) wherever they chose, as this user. (What it saved would not be read.)
+    if (holder := exposed(path.parent)) is not None:
+        raise StateError(
+            f"the trust state cannot be kept in {holder}: another user could change it"
+        )
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+    lock = path.with_name(path.name + ".lock")
+    try:
+        lock_fd = os.open(lock, flags, 0o600)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise StateError(
+                f"the trust state's lock {shown_file(str(lock))} is a symlink, which is never"
+                " followed: remove it",
+                bad_input=False,
+            ) from None
+        raise StateError(
+            f"cannot open the trust state in {shown_file(str(path.parent))}:"
+            f" {denied_said(exc, path.parent)}",
             bad_input=False,
         ) from None
     try:
-        if (holder := exposed(path.parent)) is not None:  # (what it saved would not be read)
-            raise StateError(
-                f"the trust state cannot be kept in {holder}: another user could change it"
-            )
         fcntl.flock(lock_fd, fcntl.LOCK_EX)
         try:
             data = read_private(path, limit=MAX_STATE_BYTES)
@@ -119,6 +136,6 @@ def save_state(path: Path, state: TrustState) -> None:
         write_private(path, text)
     except OSError as exc:
         raise StateError(
-            f"cannot write the trust state file {shown_file(str(path))}: {said_os_error(exc)}",
+            f"cannot write the trust state file {shown_file(str(path))}: {denied_said(exc, path)}",
             bad_input=False,
         ) from None

@@ -18,7 +18,11 @@ def probe(path: Path) -> str | None:
     write transaction taken and given back, its pages checked (for `doctor`; `room` says
     whether its disk has the room it needs). A history not made yet is not made here: its
     nearest directory must let one be made."""
-    if not path.exists():
+    try:
+        there = path.exists()
+    except OSError as exc:  # (a directory that may not be searched, as one `sudo` made)
+        return f"the run history {shown_file(path)} cannot be read: {exc.strerror}"
+    if not there:
         parent = path.parent
         while not parent.exists():
             parent = parent.parent
@@ -33,7 +37,7 @@ def probe(path: Path) -> str | None:
     except HistoryFault as exc:
         return str(exc)
     try:
-        with faults(f"writing to the run history {shown_file(path)}"), history._lock:
+        with faults(f"writing to the run history {shown_file(path)}", path), history._lock:
             history._db.execute("BEGIN IMMEDIATE")
             history._db.execute("ROLLBACK")
             (check,) = history._db.execute("PRAGMA quick_check(1)").fetchone()

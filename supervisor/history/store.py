@@ -126,7 +126,7 @@ class History:
         """The database at `path`, its schema made; `writes=False` opens an existing one to
         read only (`HistoryFault` when there is none, or only the empty file a first write left
         on a full disk)."""
-        with faults(f"opening the run history {shown_file(path)}"):
+        with faults(f"opening the run history {shown_file(path)}", path):
             files.a_file_or_none(path)
             if writes:
                 make_state_dir(path.parent)

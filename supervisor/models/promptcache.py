@@ -270,11 +270,29 @@ class PromptCache(Record):
             return None
         except OSError as exc:
             return f"{shown_file(self.directory)} cannot be read: {exc.strerror}"
+        return self._not_own(st)
+
+    def _not_own(self, st: os.stat_result) -> str | None:
+        """Why the directory, as `lstat` found it, is not one the cache is kept in."""
+        if stat.S_ISLNK(st.st_mode):
+            try:
+                to = f" (to {shown_file(os.readlink(self.directory))})"
+            except OSError:
+                to = ""
+            return (
+                f"{shown_file(self.directory)} is a symlink{to}, not a directory of its own:"
+                " remove it, and the cache is made again"
+            )
         if not stat.S_ISDIR(st.st_mode):
             return f"{shown_file(self.directory)} is not a directory"
         if st.st_uid != os.getuid() or st.st_mode & 0o022:
             return (
                 f"{shown_file(self.directory)} is not a directory of yours that only you may write"
+            )
+        if (holder := exposed(self.directory)) is not None:
+            return (
+                f"{shown_file(self.directory)} is in {holder}, so another user could have put"
+                " its answers there"
             )
         return None
 
@@ -304,10 +322,12 @@ class PromptCache(Record):
                 self.directory.mkdir(mode=0o700)
         except OSError as exc:
             raise PromptCacheError(f"cannot create {self.directory}: {exc.strerror}") from None
-        if not self._directory_ok():
-            raise PromptCacheError(
-                f"{self.directory} is not a directory of yours that only you may write"
-            )
+        if not self._directory_ok() or exposed(self.directory) is not None:
+            try:
+                why = self._not_own(os.lstat(self.directory))
+            except OSError as exc:
+                why = f"{shown_file(self.directory)} cannot be read: {exc.strerror}"
+            raise PromptCacheError(why or f"{shown_file(self.directory)} cannot be used")
         try:
             lock_fd = os.open(
                 self.directory / _LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600
