@@ -301,10 +301,7 @@ def test_a_symlink_another_user_could_have_left_on_the_way_is_not_believed(
 
     def mcpx(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
         env = {**os.environ, "XDG_STATE_HOME": str(state), "MCPX_HOOKS_TRUST": ""}
-        return subprocess.run(
-            [sys.executable, "-m", "mcpx_hooks.supervisor", *args],
-            cwd=project, env=env, capture_output=True, text=True, check=False, timeout=60,
-        )  # fmt: skip
+        return command_line(*args, cwd=project, env=env)
 
     assert mcpx(mine, "trust", ".mcpx-hooks.toml").returncode == 0
     assert "project hook ran" in mcpx(mine, "exec", "--", "true").stdout
@@ -427,10 +424,7 @@ def test_trust_opens_no_lock_another_user_could_have_put_in_its_place(tmp_path: 
     env = {**os.environ, "XDG_STATE_HOME": str(state), "MCPX_HOOKS_TRUST": ""}
     for mode in (0o777, 0o700):
         (state / "mcpx-hooks").chmod(mode)
-        done = subprocess.run(
-            [sys.executable, "-m", "mcpx_hooks.supervisor", "trust", ".mcpx-hooks.toml"],
-            cwd=project, env=env, capture_output=True, text=True, check=False, timeout=60,
-        )  # fmt: skip
+        done = command_line("trust", ".mcpx-hooks.toml", cwd=project, env=env)
         assert done.returncode in (1, 2), done.stderr
         assert not chosen.exists(), mode
     lock = state / "mcpx-hooks" / "trust.json.lock"
