@@ -115,6 +115,8 @@ class PidNsSpawner(TreeEnds):
                             self._reaped(tree)
                         elif tree.ctrl is not None and fd == tree.ctrl.fileno():
                             self._obey(tree)
+                        elif fd in tree.strays:
+                            self._stray_gone(tree, fd)
                         elif tree.cgroup is not None and fd == tree.cgroup.event:
                             self._over_memory(tree)
                         else:

@@ -11,13 +11,14 @@ import resource
 import select
 import signal
 
-from . import memcg, view
+from . import memcg, strays, view
 from .collect import send_collected
 from .libc import CLONE_NEWPID, libc
 from .loopback import Spare
 from .protocol import exit_report, send
 from .reapers import Reaper
-from .trees import Held, Tree, UidPool, alone, living
+from .strays import pidfd_of
+from .trees import Held, Tree, UidPool, alone, host_pid, living
 
 #: How many reapers alone in their namespace are kept for the next unsandboxed children.
 IDLE_REAPERS = 4
@@ -61,7 +62,7 @@ class TreeEnds:
         tree.pidfd, tree.exited = -1, (status, usage)
         reaper = tree.reaper
         if reaper is not None:
-            if not alone(reaper):
+            if self._watch_strays(tree, reaper) or not alone(reaper):
                 reaper.kill()
                 return
             if not self._keep_reaper(tree, reaper):
@@ -69,6 +70,34 @@ class TreeEnds:
         self._ended(tree, status, usage)
         if tree.reaper is not None:
             tree.reaper.kill()
+
+    def _watch_strays(self, tree: Tree, reaper: Reaper) -> bool:
+        """Finds the processes of `reaper`'s namespace that the child made its siblings, and
+        watches them, to be reaped here as they die (`strays.py`); whether there are any (or
+        /proc could not say: then the namespace is not kept)."""
+        try:
+            if not reaper.host:
+                reaper.host = host_pid(reaper.pidfd)
+            known = {*tree.strays.values()}
+            found = [(pidfd_of(pid), pid) for pid in strays.siblings(reaper.host, known)]
+        except OSError:
+            return True
+        for pidfd, pid in found:
+            tree.strays[pidfd] = pid
+            self.trees[pidfd] = tree
+            self.epoll.register(pidfd, select.EPOLLIN)
+        return bool(tree.strays)
+
+    def _stray_gone(self, tree: Tree, pidfd: int) -> None:
+        """A process the child made its sibling died (its namespace's reaper killed): reaped,
+        and any it made meanwhile watched in turn, so that the reaper can go."""
+        if os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOHANG) is None:
+            return
+        self.epoll.unregister(pidfd)
+        del self.trees[pidfd], tree.strays[pidfd]
+        os.close(pidfd)
+        if tree.reaper is not None:
+            self._watch_strays(tree, tree.reaper)
 
     def _keep_reaper(self, tree: Tree, reaper: Reaper) -> bool:
         """Keeps the reaper of a reusable tree, alone in its namespace, for the next

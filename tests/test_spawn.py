@@ -784,6 +784,51 @@ async def test_a_namespace_is_kept_only_when_its_child_left_nothing(
     assert (await run(spawner, py(pid), collect=collect)).exit_code == 0
 
 
+#: Makes a process its sibling (`clone(CLONE_PARENT)`: its parent is the spawner, outside
+#: the namespace, not a process there), which sleeps, its output to /dev/null; with
+#: `sys.argv[2]` set, also leaves an ordinary orphan that sleeps; then prints its pid.
+SIBLING_TREE = f"""
+    import ctypes, os, signal, sys
+    libc = ctypes.CDLL(None, use_errno=True)
+    clone = {{"x86_64": 56, "aarch64": 220}}[os.uname().machine]
+    for how in ("sibling", "orphan")[:len(sys.argv) - 1]:
+        sibling = how == "sibling"
+        pid = libc.syscall(clone, 0x8000 | signal.SIGCHLD, 0, 0, 0, 0) if sibling else os.fork()
+        if pid == 0:
+            null = os.open("/dev/null", os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)
+            os.execv(sys.executable, [sys.executable, "-I", "-S", "-c", {SLEEPER!r}, sys.argv[1]])
+        assert pid > 0, ctypes.get_errno()
+    print(os.getpid(), flush=True)
+"""
+
+
+@pytest.mark.parametrize("spawn_mode", ["pidns"], indirect=True)
+@BOTH_WAYS
+async def test_a_process_the_child_made_its_sibling_goes_with_its_namespace(
+    spawner: Spawner, marker: Marker, collect: bool
+) -> None:
+    """A child's parent is the spawner, so `clone(CLONE_PARENT)` makes a process in its
+    namespace that descends from no process there (not from its reaper): its namespace is
+    not kept for the next child (which would have seen it, and outlived its owner), and is
+    ended with it, the spawner reaping it (the kernel keeps the reaper until then: the exit
+    report never came); also when the tree is timed out, or the spawner closes."""
+    pid = "import os; print(os.getpid())"
+    assert (await run(spawner, py(pid), collect=collect)).stdout == b"2\n"
+    out = await run(spawner, py(SIBLING_TREE, marker), collect=collect)
+    assert out.stdout == b"3\n" and marker.alive() == []
+    assert (await run(spawner, py(pid), collect=collect)).stdout == b"2\n"
+    out = await run(spawner, py(SIBLING_TREE, marker, "orphan"), collect=collect)
+    assert out.exit_code == 0 and marker.alive() == []
+    tree = py(SIBLING_TREE + "    import time; time.sleep(1000)\n", marker, "orphan")
+    out, late = await time_out_when_ready(spawner, tree)
+    assert out.killed and late < GRACE + SLACK and marker.alive() == []
+    async with spawner.open_child(spec(tree), kill_grace=GRACE) as child:
+        await read_line(child)
+    assert marker.alive() == []
+
+
 @pytest.mark.parametrize("spawn_mode", [NO_REAPER], indirect=True)
 async def test_without_a_reaper_the_child_is_the_init(spawner: Spawner) -> None:
     code = "import os; print(os.getpid(), os.getppid())"
