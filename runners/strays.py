@@ -11,6 +11,7 @@ namespace), so they are found here, watched and reaped like the child.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import os
 from collections.abc import Container
@@ -28,13 +29,35 @@ def siblings(reaper: int, known: Container[int]) -> list[int]:
         for pid in kids:
             if pid == reaper or pid in known:
                 continue
-            try:
-                there = os.stat(f"/proc/{pid}/ns/pid")
-            except OSError:  # (reaped meanwhile)
-                continue
-            if (there.st_ino, there.st_dev) == (ns.st_ino, ns.st_dev):
+            if _within(pid, (ns.st_ino, ns.st_dev)):
                 found.append(pid)
     return found
+
+
+#: `ioctl` on a namespace's fd: an fd of its parent (`ioctl_ns(2)`).
+NS_GET_PARENT = 0xB702
+
+
+def _within(pid: int, ns: tuple[int, int]) -> bool:
+    """Whether host pid `pid` is in PID namespace `ns` (inode, device): in it, or in one
+    below it (a process the child made its sibling may be the init of a namespace of the
+    child's, whose processes are in the child's namespace too)."""
+    try:
+        fd = os.open(f"/proc/{pid}/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:  # (reaped meanwhile)
+        return False
+    try:
+        while True:
+            there = os.fstat(fd)
+            if (there.st_ino, there.st_dev) == ns:
+                return True
+            parent = fcntl.ioctl(fd, NS_GET_PARENT)
+            os.close(fd)
+            fd = parent
+    except OSError:  # (EPERM at the top: no parent of this process's to see)
+        return False
+    finally:
+        os.close(fd)
 
 
 def reap(host: int) -> None:

@@ -78,15 +78,24 @@ class TreeEnds:
         try:
             if not reaper.host:
                 reaper.host = host_pid(reaper.pidfd)
-            known = {*tree.strays.values()}
-            found = [(pidfd_of(pid), pid) for pid in strays.siblings(reaper.host, known)]
+            known = {*tree.strays.values()}  # (and every child kept here, not checked one by one)
+            for other in self.trees.values():
+                if other.pidfd >= 0:  # (a pid reaped may be a stray's by now)
+                    known.add(other.host)
+                if other.reaper is not None and other.reaper.host:
+                    known.add(other.reaper.host)
+            found = strays.siblings(reaper.host, known)
         except OSError:
             return True
-        for pidfd, pid in found:
+        for pid in found:
+            try:
+                pidfd = pidfd_of(pid)
+            except OSError:  # (out of fds: the reaper killed, the spawner's close reaps it)
+                continue
             tree.strays[pidfd] = pid
             self.trees[pidfd] = tree
             self.epoll.register(pidfd, select.EPOLLIN)
-        return bool(tree.strays)
+        return bool(found)
 
     def _stray_gone(self, tree: Tree, pidfd: int) -> None:
         """A process the child made its sibling died (its namespace's reaper killed): reaped,

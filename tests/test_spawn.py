@@ -785,14 +785,17 @@ async def test_a_namespace_is_kept_only_when_its_child_left_nothing(
 
 
 #: Makes a process its sibling (`clone(CLONE_PARENT)`: its parent is the spawner, outside
-#: the namespace, not a process there), which sleeps, its output to /dev/null; with
-#: `sys.argv[2]` set, also leaves an ordinary orphan that sleeps; then prints its pid.
+#: the namespace, not a process there), which sleeps, its output to /dev/null; with "orphan"
+#: in `sys.argv[2:]`, also leaves an ordinary orphan that sleeps; with "nested", the sibling
+#: is the init of a PID namespace of the child's (inside the child's) where the child may
+#: make one; then prints its pid.
 SIBLING_TREE = f"""
     import ctypes, os, signal, sys
     libc = ctypes.CDLL(None, use_errno=True)
     clone = {{"x86_64": 56, "aarch64": 220}}[os.uname().machine]
-    for how in ("sibling", "orphan")[:len(sys.argv) - 1]:
-        sibling = how == "sibling"
+    if "nested" in sys.argv[2:]:  # (refused to a hook without capabilities: then as above)
+        libc.unshare(0x20000000)  # CLONE_NEWPID
+    for sibling in (True, False)[: 1 + ("orphan" in sys.argv[2:])]:
         pid = libc.syscall(clone, 0x8000 | signal.SIGCHLD, 0, 0, 0, 0) if sibling else os.fork()
         if pid == 0:
             null = os.open("/dev/null", os.O_RDWR)
@@ -817,6 +820,9 @@ async def test_a_process_the_child_made_its_sibling_goes_with_its_namespace(
     pid = "import os; print(os.getpid())"
     assert (await run(spawner, py(pid), collect=collect)).stdout == b"2\n"
     out = await run(spawner, py(SIBLING_TREE, marker), collect=collect)
+    assert out.stdout == b"3\n" and marker.alive() == []
+    assert (await run(spawner, py(pid), collect=collect)).stdout == b"2\n"
+    out = await run(spawner, py(SIBLING_TREE, marker, "nested"), collect=collect)
     assert out.stdout == b"3\n" and marker.alive() == []
     assert (await run(spawner, py(pid), collect=collect)).stdout == b"2\n"
     out = await run(spawner, py(SIBLING_TREE, marker, "orphan"), collect=collect)
