@@ -12,6 +12,7 @@ import select
 import signal
 
 from . import memcg, strays, view
+from .asleep import untouched
 from .collect import send_collected
 from .libc import CLONE_NEWPID, libc
 from .loopback import Spare
@@ -62,7 +63,7 @@ class TreeEnds:
         tree.pidfd, tree.exited = -1, (status, usage)
         reaper = tree.reaper
         if reaper is not None:
-            if self._watch_strays(tree, reaper) or not alone(reaper):
+            if self._watch_strays(tree, reaper) or not alone(reaper) or not untouched(reaper):
                 reaper.kill()
                 return
             if not self._keep_reaper(tree, reaper):
@@ -113,7 +114,7 @@ class TreeEnds:
         unsandboxed child to join (PID 3, 4, ... there): no namespace to tear down, no reaper
         to start. Only for unsandboxed children, whose owner never had the reaper's pidfd
         (`Tree.given`); a few at most."""
-        if not tree.reusable or len(self.idle) >= IDLE_REAPERS:
+        if not tree.reusable or len(self.idle) >= IDLE_REAPERS or reaper.runs < 0:
             return False
         self.epoll.unregister(reaper.pidfd)
         del self.trees[reaper.pidfd]
