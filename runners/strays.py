@@ -15,6 +15,10 @@ import fcntl
 import functools
 import os
 from collections.abc import Container
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .reapers import Reaper
 
 
 def siblings(reaper: int, known: Container[int]) -> list[int]:
@@ -58,6 +62,16 @@ def _within(pid: int, ns: tuple[int, int]) -> bool:
         return False
     finally:
         os.close(fd)
+
+
+def host_of(reaper: Reaper) -> int:
+    """The host pid of `reaper`: its pid where this process's PID namespace is the host's
+    (/proc's), else read once (`trees.host_pid`)."""
+    from .trees import host_pid  # (`trees` imports this module)
+
+    if not reaper.host:
+        reaper.host = reaper.pid if _level() == 0 else host_pid(reaper.pidfd)
+    return reaper.host
 
 
 def reap(host: int) -> None:

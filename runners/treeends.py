@@ -83,8 +83,8 @@ class TreeEnds:
             for other in self.trees.values():
                 if other.pidfd >= 0:  # (a pid reaped may be a stray's by now)
                     known.add(other.host)
-                if other.reaper is not None and other.reaper.host:
-                    known.add(other.reaper.host)
+                if other.reaper is not None:
+                    known.add(other.reaper.host or strays.host_of(other.reaper))
             found = strays.siblings(reaper.host, known)
         except OSError:
             return True
