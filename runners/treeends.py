@@ -11,13 +11,15 @@ import resource
 import select
 import signal
 
-from . import memcg, view
+from . import memcg, strays, view
+from .asleep import untouched
 from .collect import send_collected
 from .libc import CLONE_NEWPID, libc
 from .loopback import Spare
 from .protocol import exit_report, send
 from .reapers import Reaper
-from .trees import Held, Tree, UidPool, alone, living
+from .strays import pidfd_of
+from .trees import Held, Tree, UidPool, alone, host_pid, living
 
 #: How many reapers alone in their namespace are kept for the next unsandboxed children.
 IDLE_REAPERS = 4
@@ -61,7 +63,7 @@ class TreeEnds:
         tree.pidfd, tree.exited = -1, (status, usage)
         reaper = tree.reaper
         if reaper is not None:
-            if not alone(reaper):
+            if self._watch_strays(tree, reaper) or not alone(reaper) or not untouched(reaper):
                 reaper.kill()
                 return
             if not self._keep_reaper(tree, reaper):
@@ -70,12 +72,49 @@ class TreeEnds:
         if tree.reaper is not None:
             tree.reaper.kill()
 
+    def _watch_strays(self, tree: Tree, reaper: Reaper) -> bool:
+        """Finds the processes of `reaper`'s namespace that the child made its siblings, and
+        watches them, to be reaped here as they die (`strays.py`); whether there are any (or
+        /proc could not say: then the namespace is not kept)."""
+        try:
+            if not reaper.host:
+                reaper.host = host_pid(reaper.pidfd)
+            known = {*tree.strays.values()}  # (and every child kept here, not checked one by one)
+            for other in self.trees.values():
+                if other.pidfd >= 0:  # (a pid reaped may be a stray's by now)
+                    known.add(other.host)
+                if other.reaper is not None:
+                    known.add(other.reaper.host or strays.host_of(other.reaper))
+            found = strays.siblings(reaper.host, known)
+        except OSError:
+            return True
+        for pid in found:
+            try:
+                pidfd = pidfd_of(pid)
+            except OSError:  # (out of fds: the reaper killed, the spawner's close reaps it)
+                continue
+            tree.strays[pidfd] = pid
+            self.trees[pidfd] = tree
+            self.epoll.register(pidfd, select.EPOLLIN)
+        return bool(found)
+
+    def _stray_gone(self, tree: Tree, pidfd: int) -> None:
+        """A process the child made its sibling died (its namespace's reaper killed): reaped,
+        and any it made meanwhile watched in turn, so that the reaper can go."""
+        if os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOHANG) is None:
+            return
+        self.epoll.unregister(pidfd)
+        del self.trees[pidfd], tree.strays[pidfd]
+        os.close(pidfd)
+        if tree.reaper is not None:
+            self._watch_strays(tree, tree.reaper)
+
     def _keep_reaper(self, tree: Tree, reaper: Reaper) -> bool:
         """Keeps the reaper of a reusable tree, alone in its namespace, for the next
         unsandboxed child to join (PID 3, 4, ... there): no namespace to tear down, no reaper
         to start. Only for unsandboxed children, whose owner never had the reaper's pidfd
         (`Tree.given`); a few at most."""
-        if not tree.reusable or len(self.idle) >= IDLE_REAPERS:
+        if not tree.reusable or len(self.idle) >= IDLE_REAPERS or reaper.runs < 0:
             return False
         self.epoll.unregister(reaper.pidfd)
         del self.trees[reaper.pidfd]

@@ -17,6 +17,7 @@ import socket
 import time
 from typing import TYPE_CHECKING
 
+from . import strays
 from .protocol import KILL, TERM, command, send_started
 from .start import StartError
 
@@ -171,6 +172,7 @@ class Tree:
         "reaper",
         "reusable",
         "scratch",
+        "strays",
         "uid",
     )
 
@@ -185,6 +187,9 @@ class Tree:
         #: then never given the reaper's pidfd (`given`), so none but this process can end it.
         self.reusable = False
         self.exited: tuple[int, resource.struct_rusage] | None = None
+        #: Processes of its namespace whose parent is this process, not one there: ones the
+        #: child made its siblings (`strays.py`), by pidfd (their host pids), to be reaped.
+        self.strays: dict[int, int] = {}
         self.ctrl: socket.socket | None = ctrl
         #: An `egress` child's network namespace and proxy socket (`loopback.Spare`).
         self.net: tuple[int, int] | None = None
@@ -290,6 +295,13 @@ class Tree:
         if self.pidfd >= 0:
             os.waitpid(self.pid, 0)
         if self.reaper is not None:
+            with contextlib.suppress(OSError):  # (the reaper waits for them: `strays.py`)
+                host = self.reaper.host or host_pid(self.reaper.pidfd)
+                for fd in self.strays:
+                    os.close(fd)
+                while found := strays.siblings(host, ()):
+                    for pid in found:
+                        strays.reap(pid)
             os.waitpid(self.reaper.pid, 0)
 
 

@@ -784,6 +784,106 @@ async def test_a_namespace_is_kept_only_when_its_child_left_nothing(
     assert (await run(spawner, py(pid), collect=collect)).exit_code == 0
 
 
+#: Makes a process its sibling (`clone(CLONE_PARENT)`: its parent is the spawner, outside
+#: the namespace, not a process there), which sleeps, its output to /dev/null; with "orphan"
+#: in `sys.argv[2:]`, also leaves an ordinary orphan that sleeps; with "nested", the sibling
+#: is the init of a PID namespace of the child's (inside the child's) where the child may
+#: make one; then prints its pid.
+SIBLING_TREE = f"""
+    import ctypes, os, signal, sys
+    libc = ctypes.CDLL(None, use_errno=True)
+    clone = {{"x86_64": 56, "aarch64": 220}}[os.uname().machine]
+    if "nested" in sys.argv[2:]:  # (refused to a hook without capabilities: then as above)
+        libc.unshare(0x20000000)  # CLONE_NEWPID
+    for sibling in (True, False)[: 1 + ("orphan" in sys.argv[2:])]:
+        pid = libc.syscall(clone, 0x8000 | signal.SIGCHLD, 0, 0, 0, 0) if sibling else os.fork()
+        if pid == 0:
+            null = os.open("/dev/null", os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)
+            os.execv(sys.executable, [sys.executable, "-I", "-S", "-c", {SLEEPER!r}, sys.argv[1]])
+        assert pid > 0, ctypes.get_errno()
+    print(os.getpid(), flush=True)
+"""
+
+
+@pytest.mark.parametrize("spawn_mode", ["pidns"], indirect=True)
+@BOTH_WAYS
+async def test_a_process_the_child_made_its_sibling_goes_with_its_namespace(
+    spawner: Spawner, marker: Marker, collect: bool
+) -> None:
+    """A child's parent is the spawner, so `clone(CLONE_PARENT)` makes a process in its
+    namespace that descends from no process there (not from its reaper): its namespace is
+    not kept for the next child (which would have seen it, and outlived its owner), and is
+    ended with it, the spawner reaping it (the kernel keeps the reaper until then: the exit
+    report never came); also when the tree is timed out, or the spawner closes."""
+    pid = "import os; print(os.getpid())"
+    assert (await run(spawner, py(pid), collect=collect)).stdout == b"2\n"
+    out = await run(spawner, py(SIBLING_TREE, marker), collect=collect)
+    assert out.stdout == b"3\n" and marker.alive() == []
+    assert (await run(spawner, py(pid), collect=collect)).stdout == b"2\n"
+    out = await run(spawner, py(SIBLING_TREE, marker, "nested"), collect=collect)
+    assert out.stdout == b"3\n" and marker.alive() == []
+    assert (await run(spawner, py(pid), collect=collect)).stdout == b"2\n"
+    out = await run(spawner, py(SIBLING_TREE, marker, "orphan"), collect=collect)
+    assert out.exit_code == 0 and marker.alive() == []
+    tree = py(SIBLING_TREE + "    import time; time.sleep(1000)\n", marker, "orphan")
+    out, late = await time_out_when_ready(spawner, tree)
+    assert out.killed and late < GRACE + SLACK and marker.alive() == []
+    async with spawner.open_child(spec(tree), kill_grace=GRACE) as child:
+        await read_line(child)
+    assert marker.alive() == []
+
+
+#: Takes over the reaper of its namespace (PID 1 there, a process of the same user): stops it
+#: (`ptrace`) and makes it exec a Python that sleeps, `sys.argv[1]` in its argv (x86_64).
+HIJACK = """
+    import ctypes, os, struct, sys
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+    libc.ptrace.restype = ctypes.c_long
+    def pt(req, addr=0, data=0):
+        if libc.ptrace(req, 1, addr, data) != 0:
+            sys.exit(f"ptrace {req:#x}: {os.strerror(ctypes.get_errno())}")
+    pt(0x4206)  # PTRACE_SEIZE
+    pt(0x4207)  # PTRACE_INTERRUPT
+    os.waitpid(1, 0x40000000)  # __WALL
+    regs = (ctypes.c_ulonglong * 27)()
+    pt(12, 0, ctypes.addressof(regs))  # PTRACE_GETREGS
+    base = (regs[19] - 8192) & ~15  # below its stack pointer
+    blob, addrs = b"", []
+    for arg in (sys.executable, "-c", "import time; time.sleep(1000)", sys.argv[1]):
+        addrs.append(base + 256 + len(blob))
+        blob += arg.encode() + bytes(1)
+    for at, data in ((base, struct.pack("<5Q", *addrs, 0)), (base + 256, blob)):
+        data += bytes(-len(data) % 8)
+        for i in range(0, len(data), 8):
+            pt(5, at + i, struct.unpack("<q", data[i : i + 8])[0])  # PTRACE_POKEDATA
+    regs[16] -= 2  # rip: back on the `syscall` it sleeps in
+    regs[10], regs[15] = 59, 2**64 - 1  # rax: execve; orig_rax: no restart
+    regs[14], regs[13], regs[12] = addrs[0], base, 0  # rdi, rsi, rdx
+    pt(13, 0, ctypes.addressof(regs))  # PTRACE_SETREGS
+    pt(0x11)  # PTRACE_DETACH
+    print("taken over", flush=True)
+"""
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the hijack is x86_64 code")
+@pytest.mark.parametrize("spawn_mode", ["pidns"], indirect=True)
+async def test_a_reaper_its_child_took_over_is_not_kept(spawner: Spawner, marker: Marker) -> None:
+    """An unsandboxed child can `ptrace` its reaper (same user; it is PID 1 where the child
+    is): one that made it run a program of its own left no child of the reaper's, and its
+    namespace was kept, that program running on past the report as PID 1 of the next
+    child's namespace. A reaper stopped or woken at all since the child joined is not kept,
+    and is killed before the report."""
+    pid = "import os; print(os.getpid())"
+    assert (await run(spawner, py(pid))).stdout == b"2\n"
+    out = await run(spawner, py(HIJACK, marker))
+    assert out.stdout == b"taken over\n" or out.exit_code == 1  # (ptrace refused: none kept)
+    assert marker.alive() == []
+    assert (await run(spawner, py(pid))).stdout == b"2\n"
+
+
 @pytest.mark.parametrize("spawn_mode", [NO_REAPER], indirect=True)
 async def test_without_a_reaper_the_child_is_the_init(spawner: Spawner) -> None:
     code = "import os; print(os.getpid(), os.getppid())"

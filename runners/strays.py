@@ -1,0 +1,104 @@
+"""The processes a pidns child made its siblings (`pidns.py`, `treeends.py`). Stdlib only.
+
+A child's parent is the spawner, outside the child's PID namespace, so `clone(CLONE_PARENT)`
+from the child makes a process in that namespace whose parent is the spawner: it descends
+from no process there, its reaper's included, and it makes more of its kind the same way.
+Its reaper having no child does not say the namespace is empty then; and once the reaper is
+killed, the kernel keeps the reaper until the spawner reaps these (a parent outside the
+namespace), so they are found here, watched and reaped like the child.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import os
+from collections.abc import Container
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .reapers import Reaper
+
+
+def siblings(reaper: int, known: Container[int]) -> list[int]:
+    """The host pids of this process's children in the namespace of reaper `reaper` (a host
+    pid) but the reaper, those in `known` (host pids of children it keeps already) aside;
+    `OSError` where /proc cannot say."""
+    ns = os.stat(f"/proc/{reaper}/ns/pid")
+    found: list[int] = []
+    for tid in os.listdir("/proc/self/task"):  # (a thread's children are its own)
+        with open(f"/proc/self/task/{tid}/children", "rb") as f:
+            kids = [int(x) for x in f.read().split()]
+        for pid in kids:
+            if pid == reaper or pid in known:
+                continue
+            if _within(pid, (ns.st_ino, ns.st_dev)):
+                found.append(pid)
+    return found
+
+
+#: `ioctl` on a namespace's fd: an fd of its parent (`ioctl_ns(2)`).
+NS_GET_PARENT = 0xB702
+
+
+def _within(pid: int, ns: tuple[int, int]) -> bool:
+    """Whether host pid `pid` is in PID namespace `ns` (inode, device): in it, or in one
+    below it (a process the child made its sibling may be the init of a namespace of the
+    child's, whose processes are in the child's namespace too)."""
+    try:
+        fd = os.open(f"/proc/{pid}/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:  # (reaped meanwhile)
+        return False
+    try:
+        while True:
+            there = os.fstat(fd)
+            if (there.st_ino, there.st_dev) == ns:
+                return True
+            parent = fcntl.ioctl(fd, NS_GET_PARENT)
+            os.close(fd)
+            fd = parent
+    except OSError:  # (EPERM at the top: no parent of this process's to see)
+        return False
+    finally:
+        os.close(fd)
+
+
+def host_of(reaper: Reaper) -> int:
+    """The host pid of `reaper`: its pid where this process's PID namespace is the host's
+    (/proc's), else read once (`trees.host_pid`)."""
+    from .trees import host_pid  # (`trees` imports this module)
+
+    if not reaper.host:
+        reaper.host = reaper.pid if _level() == 0 else host_pid(reaper.pidfd)
+    return reaper.host
+
+
+def reap(host: int) -> None:
+    """Waits for this process's child `host` (a host pid, SIGKILLed) and reaps it."""
+    with contextlib.suppress(OSError):
+        fd = pidfd_of(host)
+        try:
+            os.waitid(os.P_PIDFD, fd, os.WEXITED)
+        finally:
+            os.close(fd)
+
+
+def pidfd_of(host: int) -> int:
+    """A pidfd of this process's child `host` (a host pid), which only this process reaps:
+    the pid cannot be another's meanwhile."""
+    with open(f"/proc/{host}/status", "rb") as f:
+        for line in f:
+            if line.startswith(b"NSpid:"):
+                return os.pidfd_open(int(line.split()[_level()]))
+    raise ProcessLookupError(host)
+
+
+@functools.cache
+def _level() -> int:
+    """Where this process's own PID namespace is in an `NSpid:` line of /proc (the host's)."""
+    with open("/proc/self/status", "rb") as f:
+        for line in f:
+            if line.startswith(b"NSpid:"):
+                return len(line.split()) - 1
+    return 1
