@@ -128,7 +128,6 @@ _NUMBERS: dict[str, tuple[int, int | None]] = {
     "capset": (126, 91), "setsid": (112, 157), "rt_sigaction": (13, 134), "chdir": (80, 49),
     "rt_sigprocmask": (14, 135), "dup3": (292, 24), "fcntl": (72, 25), "execve": (59, 221),
     "memfd_create": (319, 279), "shmget": (29, 194), "faccessat": (269, 48),
-    "pause": (34, None), "read": (0, 63),
 }
 #: Calls numbered alike on every machine: Landlock, io_uring, the new mount API and later ones.
 EVERYWHERE: dict[str, int] = {

@@ -13,7 +13,6 @@ import socket
 from collections.abc import Callable, Iterator
 
 from . import chain, chained, fdslots, inline, jail, loopback, memcg, reapers, warm
-from .asleep import asleep, settle, untouched
 from .borrowing import (
     CAP_SYS_RESOURCE,
     Broken,
@@ -77,9 +76,6 @@ class PidNsSpawner(TreeEnds):
                 memcg.drop(self.jail.cgroup)
                 self.jail = None
         self._arm(quietly=True)
-        if self.pending is not None:  # (the first request may come at once: `asleep.py`)
-            with contextlib.suppress(OSError):
-                asleep(self.pending, within=0.05)
         warm.ready_spawner()
         self.warm = WarmPool(sandbox, self._fresh_pid_ns)
 
@@ -248,12 +244,10 @@ class PidNsSpawner(TreeEnds):
         try:
             program = resolve(req.argv[0], req.env.get("PATH", os.defpath))
             reaper = self._enter_idle()
-            if (joined := reaper or self.pending) is not None:
-                settle(joined)  # (before the child can touch it: `asleep.py`)
             try:
                 pid = self._spawn_here(req, program)
             except BaseException:
-                if reaper is not None and alone(reaper) and untouched(reaper):
+                if reaper is not None and alone(reaper):
                     self.idle.append(reaper)
                 elif reaper is not None:
                     reaper.discard()

@@ -75,15 +75,12 @@ class Reaper:
     """A reaper: its pid (in this process's namespace) and pidfd, through which a thread also
     enters its namespace (`setns` of a pidfd); its host pid once asked (`alone`)."""
 
-    __slots__ = ("host", "pid", "pidfd", "runs")
+    __slots__ = ("host", "pid", "pidfd")
 
     def __init__(self, pid: int, pidfd: int) -> None:
         self.pid = pid
         self.pidfd = pidfd
         self.host = 0
-        #: How many times it had run when a child was to join it (`trees.untouched`); -1:
-        #: not known (never kept then).
-        self.runs = -1
 
     def kill(self) -> None:
         """SIGKILL: its whole namespace goes."""

@@ -14,28 +14,30 @@ import contextlib
 import fcntl
 import functools
 import os
-from collections.abc import Container
+from collections.abc import Callable, Container
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .reapers import Reaper
 
 
-def siblings(reaper: int, known: Container[int]) -> list[int]:
+def siblings(
+    reaper: int, seen: Container[int], known: Callable[[], Container[int]] = frozenset
+) -> list[int]:
     """The host pids of this process's children in the namespace of reaper `reaper` (a host
-    pid) but the reaper, those in `known` (host pids of children it keeps already) aside;
-    `OSError` where /proc cannot say."""
-    ns = os.stat(f"/proc/{reaper}/ns/pid")
-    found: list[int] = []
+    pid) but the reaper, those it keeps already aside: those in `seen`, and, asked only when
+    a child is in neither, in `known()` (a set that costs more to make); `OSError` where /proc
+    cannot say. Back to back, every child is the reaper or seen: one read of /proc each."""
+    kids: list[int] = []
     for tid in os.listdir("/proc/self/task"):  # (a thread's children are its own)
         with open(f"/proc/self/task/{tid}/children", "rb") as f:
-            kids = [int(x) for x in f.read().split()]
-        for pid in kids:
-            if pid == reaper or pid in known:
-                continue
-            if _within(pid, (ns.st_ino, ns.st_dev)):
-                found.append(pid)
-    return found
+            kids += (int(x) for x in f.read().split())
+    others = [pid for pid in kids if pid != reaper and pid not in seen]
+    if not others:
+        return []
+    kept = known()
+    ns = os.stat(f"/proc/{reaper}/ns/pid")
+    return [pid for pid in others if pid not in kept and _within(pid, (ns.st_ino, ns.st_dev))]
 
 
 #: `ioctl` on a namespace's fd: an fd of its parent (`ioctl_ns(2)`).

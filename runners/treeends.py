@@ -12,7 +12,6 @@ import select
 import signal
 
 from . import memcg, strays, view
-from .asleep import untouched
 from .collect import send_collected
 from .libc import CLONE_NEWPID, libc
 from .loopback import Spare
@@ -35,6 +34,7 @@ class TreeEnds:
     spare: Spare
     #: Reapers alone in their namespace, for the next unsandboxed children (`_keep_reaper`).
     idle: list[Reaper]
+    pending: Reaper | None
 
     armed: bool
 
@@ -63,7 +63,7 @@ class TreeEnds:
         tree.pidfd, tree.exited = -1, (status, usage)
         reaper = tree.reaper
         if reaper is not None:
-            if self._watch_strays(tree, reaper) or not alone(reaper) or not untouched(reaper):
+            if self._watch_strays(tree, reaper) or not alone(reaper):
                 reaper.kill()
                 return
             if not self._keep_reaper(tree, reaper):
@@ -79,13 +79,8 @@ class TreeEnds:
         try:
             if not reaper.host:
                 reaper.host = host_pid(reaper.pidfd)
-            known = {*tree.strays.values()}  # (and every child kept here, not checked one by one)
-            for other in self.trees.values():
-                if other.pidfd >= 0:  # (a pid reaped may be a stray's by now)
-                    known.add(other.host)
-                if other.reaper is not None:
-                    known.add(other.reaper.host or strays.host_of(other.reaper))
-            found = strays.siblings(reaper.host, known)
+            seen = {*tree.strays.values(), *(strays.host_of(r) for r in self._spare_reapers())}
+            found = strays.siblings(reaper.host, seen, self._kept_hosts)
         except OSError:
             return True
         for pid in found:
@@ -97,6 +92,21 @@ class TreeEnds:
             self.trees[pidfd] = tree
             self.epoll.register(pidfd, select.EPOLLIN)
         return bool(found)
+
+    def _spare_reapers(self) -> list[Reaper]:
+        """The reapers no tree holds: kept alone (`idle`), and the one made ahead."""
+        return [*self.idle, self.pending] if self.pending is not None else self.idle
+
+    def _kept_hosts(self) -> set[int]:
+        """The host pids of every child kept here (and every reaper), not checked one by one
+        (`strays.siblings`)."""
+        known: set[int] = set()
+        for other in self.trees.values():
+            if other.pidfd >= 0:  # (a pid reaped may be a stray's by now)
+                known.add(other.host)
+            if other.reaper is not None:
+                known.add(strays.host_of(other.reaper))
+        return known
 
     def _stray_gone(self, tree: Tree, pidfd: int) -> None:
         """A process the child made its sibling died (its namespace's reaper killed): reaped,
@@ -114,7 +124,7 @@ class TreeEnds:
         unsandboxed child to join (PID 3, 4, ... there): no namespace to tear down, no reaper
         to start. Only for unsandboxed children, whose owner never had the reaper's pidfd
         (`Tree.given`); a few at most."""
-        if not tree.reusable or len(self.idle) >= IDLE_REAPERS or reaper.runs < 0:
+        if not tree.reusable or len(self.idle) >= IDLE_REAPERS:
             return False
         self.epoll.unregister(reaper.pidfd)
         del self.trees[reaper.pidfd]

@@ -835,55 +835,6 @@ async def test_a_process_the_child_made_its_sibling_goes_with_its_namespace(
     assert marker.alive() == []
 
 
-#: Takes over the reaper of its namespace (PID 1 there, a process of the same user): stops it
-#: (`ptrace`) and makes it exec a Python that sleeps, `sys.argv[1]` in its argv (x86_64).
-HIJACK = """
-    import ctypes, os, struct, sys
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
-    libc.ptrace.restype = ctypes.c_long
-    def pt(req, addr=0, data=0):
-        if libc.ptrace(req, 1, addr, data) != 0:
-            sys.exit(f"ptrace {req:#x}: {os.strerror(ctypes.get_errno())}")
-    pt(0x4206)  # PTRACE_SEIZE
-    pt(0x4207)  # PTRACE_INTERRUPT
-    os.waitpid(1, 0x40000000)  # __WALL
-    regs = (ctypes.c_ulonglong * 27)()
-    pt(12, 0, ctypes.addressof(regs))  # PTRACE_GETREGS
-    base = (regs[19] - 8192) & ~15  # below its stack pointer
-    blob, addrs = b"", []
-    for arg in (sys.executable, "-c", "import time; time.sleep(1000)", sys.argv[1]):
-        addrs.append(base + 256 + len(blob))
-        blob += arg.encode() + bytes(1)
-    for at, data in ((base, struct.pack("<5Q", *addrs, 0)), (base + 256, blob)):
-        data += bytes(-len(data) % 8)
-        for i in range(0, len(data), 8):
-            pt(5, at + i, struct.unpack("<q", data[i : i + 8])[0])  # PTRACE_POKEDATA
-    regs[16] -= 2  # rip: back on the `syscall` it sleeps in
-    regs[10], regs[15] = 59, 2**64 - 1  # rax: execve; orig_rax: no restart
-    regs[14], regs[13], regs[12] = addrs[0], base, 0  # rdi, rsi, rdx
-    pt(13, 0, ctypes.addressof(regs))  # PTRACE_SETREGS
-    pt(0x11)  # PTRACE_DETACH
-    print("taken over", flush=True)
-"""
-
-
-@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the hijack is x86_64 code")
-@pytest.mark.parametrize("spawn_mode", ["pidns"], indirect=True)
-async def test_a_reaper_its_child_took_over_is_not_kept(spawner: Spawner, marker: Marker) -> None:
-    """An unsandboxed child can `ptrace` its reaper (same user; it is PID 1 where the child
-    is): one that made it run a program of its own left no child of the reaper's, and its
-    namespace was kept, that program running on past the report as PID 1 of the next
-    child's namespace. A reaper stopped or woken at all since the child joined is not kept,
-    and is killed before the report."""
-    pid = "import os; print(os.getpid())"
-    assert (await run(spawner, py(pid))).stdout == b"2\n"
-    out = await run(spawner, py(HIJACK, marker))
-    assert out.stdout == b"taken over\n" or out.exit_code == 1  # (ptrace refused: none kept)
-    assert marker.alive() == []
-    assert (await run(spawner, py(pid))).stdout == b"2\n"
-
-
 @pytest.mark.parametrize("spawn_mode", [NO_REAPER], indirect=True)
 async def test_without_a_reaper_the_child_is_the_init(spawner: Spawner) -> None:
     code = "import os; print(os.getpid(), os.getppid())"
