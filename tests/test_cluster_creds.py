@@ -1,7 +1,8 @@
 """`--nats-creds`: a gateway and a worker that connect with creds files (a user's JWT and
 nkey seed) to a nats-server in operator mode, as docs/cluster.md offers beside auth files,
 and run a request end to end. The operator, its accounts and users are minted here, signed
-with nkeys as NATS's own tools sign them."""
+with nkeys as NATS's own tools sign them. And a secret file (creds, auth, key) that is not
+text is said in words."""
 
 from __future__ import annotations
 
@@ -136,3 +137,16 @@ def test_a_gateway_and_a_worker_with_creds_files_run_a_request(creds_cluster: Cl
     assert stream.code == 1000
     for log in (gateway.log(), parts.workers[0].log.read_text()):
         assert "Traceback" not in log
+
+
+@pytest.mark.parametrize("flag", ["--nats-creds", "--nats-auth-file", "--cluster-key-file"])
+def test_a_secret_file_that_is_not_text_is_said_in_words(tmp_path: Path, flag: str) -> None:
+    """Not Python's codec message ("'utf-8' codec can't decode byte 0xba in position 1")."""
+    from mcpx_hooks.supervisor.cluster.access import AccessError, read_private
+
+    path = write_private(tmp_path / "binary", "")
+    path.write_bytes(b"ok\xba\xff")
+    with pytest.raises(AccessError) as caught:
+        read_private(path, flag)
+    said = str(caught.value)
+    assert said == f"{flag}: {path} is not text (byte 0xba at offset 2 is not UTF-8)", said
