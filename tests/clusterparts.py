@@ -145,6 +145,10 @@ class Nats:
     passwords: dict[str, str] = attrs.field(
         factory=lambda: {role: secrets.token_hex(16) for role in USERS}
     )
+    #: The server's accounts, instead of docs/cluster.md's users (an operator's, say).
+    authorization: str | None = None
+    #: Each part's creds file (`--nats-creds`), instead of its auth file.
+    creds: dict[str, Path] | None = None
 
     @property
     def url(self) -> str:
@@ -181,7 +185,11 @@ class Nats:
     def flags(self, role: str) -> list[str]:
         """What a gateway or worker is given to take part."""
         access = (
-            ["--nats-insecure"] if self.open else ["--nats-auth-file", str(self.auth_file(role))]
+            ["--nats-insecure"]
+            if self.open
+            else ["--nats-creds", str(self.creds[role])]
+            if self.creds
+            else ["--nats-auth-file", str(self.auth_file(role))]
         )
         tls = ["--nats-tls-ca", str(self.ca_file)] if self.tls else []
         return ["--cluster", self.url, *access, *tls, "--cluster-key-file", str(self.key_file)]
@@ -205,7 +213,7 @@ class Nats:
             )
             + (f"max_payload: {self.max_payload}\n" if self.max_payload else "")
             + tls
-            + ("" if self.open else documented_authorization())
+            + ("" if self.open else self.authorization or documented_authorization())
         )
         env = {
             **os.environ,

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import select
 import signal
 import socket
 import subprocess
@@ -188,6 +190,55 @@ def test_a_worker_lost_mid_run_ends_it_once_with_worker_lost(cluster: Cluster) -
     assert check(arun(raw_lines(cluster.nats.client_url(), raw[0]["runId"]))) is None
     summary = next(r for r in http_json(b, "/v1/runs") if r["runId"] == raw[0]["runId"])
     assert summary["status"] == "error"
+    cluster.add_worker()
+
+
+def test_a_worker_lost_after_the_outcome_is_said_and_the_outcome_stands(cluster: Cluster) -> None:
+    """Lost in a suffix hook, after the run's `result`: no `error` (the outcome stands), but
+    a `warning` says the worker was lost before `end`; without it the client saw the hook
+    'still running' and then `end` with no word of why."""
+    a = cluster.gateways[0]
+    marker = f"mcpx-test-{uuid.uuid4().hex}"
+    # The hook says it runs through a FIFO in the worker's root, the run's cwd.
+    fifo = cluster.cwd / f"{marker}.fifo"
+    os.mkfifo(fifo)
+    script = f"echo up > {fifo.name}; sleep 60"
+    hook = {"name": "slow", "on": "script", "phase": "suffix", "sandbox": "workspace"}
+    slow = {**hook, "run": argv(script, marker)}
+
+    def hook_up() -> bytes:  # (read-write: the open does not wait for the hook)
+        fd = os.open(fifo, os.O_RDWR)
+        try:
+            return os.read(fd, 16) if select.select([fd], [], [], 30)[0] else b""
+        finally:
+            os.close(fd)
+
+    async def lose() -> Stream:
+        async with open_ws(a, "/v1/exec") as ws:
+            await ws.send(json.dumps({"argv": ["/bin/echo", "done"], "hooks": [slow]}))
+            seen = Stream()
+            await read_until(ws, seen, lambda f: f.get("type") == "result")
+            assert await asyncio.to_thread(hook_up) == b"up\n"
+            worker = cluster.worker_running(marker)
+            cluster.workers.remove(worker)
+            family = worker.descendants()
+            worker.proc.send_signal(signal.SIGKILL)
+            worker.stop(None)
+            _, alive = psutil.wait_procs(family, timeout=10)
+            assert alive == []
+            return await read_all(ws, seen)
+
+    seen = arun(lose())
+    assert_whole(seen.frames)
+    types = [f["type"] for f in seen.frames]
+    assert "error" not in types and types[-2:] == ["warning", "end"], types
+    assert seen.frames[-2]["message"].startswith("worker lost"), seen.frames[-2]
+    assert seen.frames[-1]["exitCode"] is None
+    raw = assert_raw_whole(cluster, seen.frames[0]["runId"])
+    assert raw == seen.frames
+    assert check(arun(raw_lines(cluster.nats.client_url(), raw[0]["runId"]))) is None
+    summary = next(r for r in http_json(a, "/v1/runs") if r["runId"] == raw[0]["runId"])
+    assert summary["status"] == "result"
     cluster.add_worker()
 
 

@@ -174,6 +174,16 @@ def test_an_end_whose_exit_code_is_not_exec_s_says_both() -> None:
     assert view.lines({"type": "end", "exitCode": 5, "durationMs": 9}) == ["end: exit code 5, 9 ms"]
 
 
+def test_an_end_without_an_exit_code_after_a_result_says_none_in_words() -> None:
+    # A cluster run whose worker was lost in a suffix hook: its result stands, its `end`
+    # (the gateway's) has no exit code. Not Python's "exit code None".
+    view = RunView()
+    view.lines({"type": "result", "value": None})
+    assert view.lines({"type": "end", "exitCode": None, "durationMs": 8244}) == [
+        "end: no exit code, exec exits 0, 8244 ms"
+    ]
+
+
 def test_a_hook_s_run_that_failed_says_its_exit_code() -> None:
     from mcpx_hooks.supervisor.cli.view import frame_lines
 

@@ -67,5 +67,6 @@ class RunView:
 
             own, execs = frame.get("exitCode"), outcome_exit_code(self._outcome)
             if own != execs:
-                return [f"end: exit code {own}, exec exits {execs}, {lasted(frame)}"]
+                said = "no exit code" if own is None else f"exit code {own}"
+                return [f"end: {said}, exec exits {execs}, {lasted(frame)}"]
         return frame_lines(frame)

@@ -78,8 +78,13 @@ def read_private(path: Path, what: str) -> str:
         raise AccessError(f"{what}: {path} is {info.st_size} bytes; expected a small file")
     try:
         return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise AccessError(f"{what}: cannot read {path}: {exc}") from None
+    except OSError as exc:
+        raise AccessError(f"{what}: cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        byte = exc.object[exc.start]
+        raise AccessError(
+            f"{what}: {path} is not text (byte 0x{byte:02x} at offset {exc.start} is not UTF-8)"
+        ) from None
 
 
 def read_auth_file(path: Path) -> NatsAccess:

@@ -1,11 +1,11 @@
 """A run ended by a gateway rather than its worker: `publish_lost` ends a run whose worker
-was lost: one `error{message: "worker lost"}` (unless the run has its outcome already) and
-`end`, each a publish that JetStream takes only if the run's subject is still where this
-gateway saw it (`Nats-Expected-Last-Subject-Sequence`) and only once (`Nats-Msg-Id`): two
-gateways that see the same lapse publish them once between them (the first to have one
-taken publishes the rest; the other stops there), and nothing of the lost worker's can
-follow. `publish_ending` ends any run so (a request lost, or refused). Its `end` carries
-the chain of the lines before it, as a worker's `end` does.
+was lost: one `error{message: "worker lost"}` (a `warning` saying so when the run has its
+outcome already, which stands) and `end`, each a publish that JetStream takes only if the
+run's subject is still where this gateway saw it (`Nats-Expected-Last-Subject-Sequence`)
+and only once (`Nats-Msg-Id`): two gateways that see the same lapse publish them once
+between them (the first to have one taken publishes the rest; the other stops there), and
+nothing of the lost worker's can follow. `publish_ending` ends any run so (a request lost,
+or refused). Its `end` carries the chain of the lines before it, as a worker's `end` does.
 """
 
 from __future__ import annotations
@@ -16,13 +16,27 @@ import orjson
 
 from ..core.chain import extend
 from ..core.convert import to_json
-from ..core.frames import EndFrame, ErrorCause, ErrorFrame, FrameType, StartFrame, blank, stamp
+from ..core.frames import (
+    EndFrame,
+    ErrorCause,
+    ErrorFrame,
+    FrameType,
+    StartFrame,
+    WarningFrame,
+    blank,
+    stamp,
+)
 from .jet import WRONG_LAST_SEQUENCE, ClusterDown
 from .link import Cluster
 from .mirror import MirrorJournal
 from .names import Header, events_subject, frames_subject, runs_subject
 
 WORKER_LOST: Final = "worker lost"
+#: Said after `message` when the run had its outcome: what the worker had left is not done.
+AFTER_OUTCOME: Final = (
+    "after the run's {outcome}, which stands; what it had not yet done (suffix hooks still"
+    " running) is not done"
+)
 
 
 async def publish_lost(cluster: Cluster, journal: MirrorJournal, started_ms: int) -> bool:
@@ -42,8 +56,8 @@ async def publish_ending(
     cause: ErrorCause | None = None,
     start: StartFrame | None = None,
 ) -> bool:
-    """Publishes `error{message, cause}` (unless the run has its outcome) and `end` after
-    what `journal` holds (after `start` when it holds nothing), as `publish_lost` says;
+    """Publishes `error{message, cause}` (a `warning` when the run has its outcome) and `end`
+    after what `journal` holds (after `start` when it holds nothing), as `publish_lost` says;
     False when the subject moved meanwhile. The `end` carries the chain of every line
     before it, those `journal` holds and those published here (`core/chain.py`), as a
     worker's `end` does: `runs verify` passes on the run."""
@@ -53,6 +67,10 @@ async def publish_ending(
     frames: list[Any] = [start] if start is not None and not seq else []
     if journal.outcome is None:
         frames.append(blank(ErrorFrame, message=message, cause=cause))
+    else:
+        outcome = journal.outcome.get("type", FrameType.RESULT.value)
+        said = AFTER_OUTCOME.format(outcome=outcome)
+        frames.append(blank(WarningFrame, message=f"{message} {said}"))
     chain = await journal.chain()
     wires = [to_json(stamp(frame, run_id, at)) for at, frame in enumerate(frames, seq)]
     lines = [orjson.dumps(wire) for wire in wires]
