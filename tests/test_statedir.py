@@ -372,43 +372,6 @@ def test_a_group_of_which_you_are_the_only_member_is_no_one_else(
     statefiles._private_group.cache_clear()
 
 
-def test_the_directories_made_above_the_state_directory_are_yours_alone(tmp_path: Path) -> None:
-    # `~/.local` and `~/.local/state` were made as the umask says (`mkdir -p`): 0775 under
-    # `umask 002`, which the state directory's own check then refuses (with a group that
-    # has other members) and `trust` with it. Each directory made is 0700, as the XDG base
-    # directory spec asks, whoever makes it (the trust store, the caches, the history).
-    project = tmp_path / "project"
-    project.mkdir()
-    (project / ".mcpx-hooks.toml").write_text(PROJECT)
-    home = tmp_path / "home"
-    home.mkdir(mode=0o700)
-    env = {**os.environ, "HOME": str(home), "MCPX_HOOKS_TRUST": ""}
-    env.pop("XDG_STATE_HOME", None)
-    done = subprocess.run(
-        ["sh", "-c", 'umask 002; exec "$@"', "sh", sys.executable, "-m", "mcpx_hooks.supervisor",
-         "trust", ".mcpx-hooks.toml"],
-        cwd=project, env=env, capture_output=True, text=True, check=False, timeout=60,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    for made in (home / ".local", home / ".local" / "state", home / ".local/state/mcpx-hooks"):
-        assert oct(made.stat().st_mode & 0o777) == oct(0o700), made
-    deep = tmp_path / "a" / "b" / "c"
-    old = os.umask(0o002)
-    try:
-        statefiles.make_state_dir(deep)
-    finally:
-        os.umask(old)
-    assert [oct(p.stat().st_mode & 0o777) for p in (deep.parent.parent, deep.parent, deep)] == [
-        oct(0o700)
-    ] * 3
-    (tmp_path / "file").write_text("")
-    with pytest.raises(NotADirectoryError):
-        statefiles.make_state_dir(tmp_path / "file" / "x")
-    (tmp_path / "dangling").symlink_to(tmp_path / "nothing")  # (was "it is not a directory")
-    with pytest.raises(FileNotFoundError, match=f"{tmp_path / 'dangling'} is a symlink to nothing"):
-        statefiles.make_state_dir(tmp_path / "dangling" / "mcpx-hooks")
-
-
 def test_trust_opens_no_lock_another_user_could_have_put_in_its_place(tmp_path: Path) -> None:
     # In a state directory others may write to, `trust` refused, but only after it had
     # opened `trust.json.lock` (made if missing, through a symlink): another user's symlink

@@ -140,30 +140,13 @@ def checkout_said(state: Path, tree: str, *, trusting: bool = False) -> str:
 
 
 def make_state_dir(directory: Path) -> None:
-    """`directory` made unless it is there, and each missing directory above it, every one
-    0700 (as the XDG base directory spec asks: `mkdir -p` would make `~/.local` and
-    `~/.local/state` as the umask says, 0775 under `umask 002`, which `exposed` then refuses);
-    `NotADirectoryError`, not `FileExistsError`, when a file (or a device) is where it
-    belongs: "File exists" was all a person was told."""
-    missing: list[Path] = []
-    here = directory
-    while not here.is_dir() and here.parent != here:
-        missing.append(here)
-        here = here.parent
-    for path in reversed(missing):
-        try:
-            path.mkdir(mode=0o700)
-        except FileExistsError:
-            try:
-                os.stat(path)  # (a symlink loop, a dangling symlink: said as it is)
-            except FileNotFoundError:
-                said = f"{shown_file(str(path))} is a symlink to nothing"
-                raise FileNotFoundError(errno.ENOENT, said, str(directory)) from None
-            except OSError as exc:
-                raise OSError(exc.errno, exc.strerror, str(directory)) from None
-            if not path.is_dir():
-                said = "it is not a directory" if path == directory else os.strerror(errno.ENOTDIR)
-                raise NotADirectoryError(errno.ENOTDIR, said, str(directory)) from None
+    """`directory` made (0700, with its parents) unless it is there; `NotADirectoryError`,
+    not `FileExistsError`, when a file (or a device) is where it belongs: "File exists" was
+    all a person was told."""
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except FileExistsError:
+        raise NotADirectoryError(errno.ENOTDIR, "it is not a directory", str(directory)) from None
 
 
 def state_path(environ: Mapping[str, str]) -> Path | None:

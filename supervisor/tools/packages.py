@@ -28,13 +28,12 @@ import logging
 import os
 import re
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Final
 
 import attrs
 import trio
 
-from ..config.statefiles import make_state_dir, state_path
+from ..config.statefiles import state_path
 from ..core.errors import SandboxUnavailable, SpawnError
 from ..core.hookenv import base_environment
 from ..core.hooks import Profile
@@ -215,7 +214,7 @@ def no_network(profile: Profile, stderr: str) -> str:
 
 def _made(cache: str, done: str) -> bool:
     """Whether the install step succeeded before (the cache is made if it is not there)."""
-    make_state_dir(Path(cache))  # (0700, and so is each directory made above it)
+    os.makedirs(cache, mode=0o700, exist_ok=True)
     return os.path.exists(done)
 
 

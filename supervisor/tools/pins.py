@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 
 from ..config.privatefile import write_private
-from ..config.statefiles import StateError, make_state_dir, read_private, state_path
+from ..config.statefiles import StateError, read_private, state_path
 from ..config.trust import ServerPin, pin_key, tools_sha256
 from ..config.truststore import load_state, locked_state, save_state
 from ..core import jsontext
@@ -237,5 +237,5 @@ def _keep_seen(path: Path | None, key: str, sha: str, tools: list[Any]) -> None:
         del kept[oldest]
     data = json.dumps(kept, ensure_ascii=True).encode()
     with contextlib.suppress(OSError):
-        make_state_dir(where.parent)
+        where.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         write_private(where, data)
