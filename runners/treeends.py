@@ -18,7 +18,7 @@ from .loopback import Spare
 from .protocol import exit_report, send
 from .reapers import Reaper
 from .strays import pidfd_of
-from .trees import Held, Tree, UidPool, alone, host_pid, living
+from .trees import Held, Tree, UidPool, alone, living
 
 #: How many reapers alone in their namespace are kept for the next unsandboxed children.
 IDLE_REAPERS = 4
@@ -77,10 +77,8 @@ class TreeEnds:
         watches them, to be reaped here as they die (`strays.py`); whether there are any (or
         /proc could not say: then the namespace is not kept)."""
         try:
-            if not reaper.host:
-                reaper.host = host_pid(reaper.pidfd)
             seen = {*tree.strays.values(), *(strays.host_of(r) for r in self._spare_reapers())}
-            found = strays.siblings(reaper.host, seen, self._kept_hosts)
+            found = strays.siblings(strays.host_of(reaper), seen, self._kept_hosts)
         except OSError:
             return True
         for pid in found:

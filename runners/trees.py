@@ -58,9 +58,8 @@ def alone(reaper: Reaper) -> bool:
     before its parent can be reaped, and those of the reaper, which ignores SIGCHLD, are
     released as they exit), so it has no child. False where /proc cannot say."""
     try:
-        if not reaper.host:
-            reaper.host = host_pid(reaper.pidfd)
-        with open(f"/proc/{reaper.host}/task/{reaper.host}/children", "rb") as f:
+        host = strays.host_of(reaper)
+        with open(f"/proc/{host}/task/{host}/children", "rb") as f:
             if f.read(1):
                 return False
         return living(reaper.pidfd)
@@ -296,7 +295,7 @@ class Tree:
             os.waitpid(self.pid, 0)
         if self.reaper is not None:
             with contextlib.suppress(OSError):  # (the reaper waits for them: `strays.py`)
-                host = self.reaper.host or host_pid(self.reaper.pidfd)
+                host = strays.host_of(self.reaper)
                 for fd in self.strays:
                     os.close(fd)
                 while found := strays.siblings(host, ()):

@@ -312,7 +312,9 @@ class PromptCache(Record):
             st = os.lstat(self.directory)
         except OSError:
             return False
-        return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+            return False
+        return exposed(self.directory) is None  # (another user could have written its files)
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -322,7 +324,7 @@ class PromptCache(Record):
                 self.directory.mkdir(mode=0o700)
         except OSError as exc:
             raise PromptCacheError(f"cannot create {self.directory}: {exc.strerror}") from None
-        if not self._directory_ok() or exposed(self.directory) is not None:
+        if not self._directory_ok():
             try:
                 why = self._not_own(os.lstat(self.directory))
             except OSError as exc:
@@ -358,8 +360,6 @@ def _read_private(path: Path) -> bytes | None:
     `MAX_ENTRY_BYTES`; None otherwise. A FIFO or a device is refused before a read blocks,
     a symlink is not followed."""
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY | os.O_NOFOLLOW
-    if exposed(path.parent) is not None:  # (another user could have written it)
-        return None
     try:
         fd = os.open(path, flags)
     except OSError:
