@@ -81,6 +81,7 @@ class ServerProtocol:
         self._begun = False
         self.phase = Phase.HEAD
         self.request: Request | None = None
+        self._head_only = False  # (a HEAD request: known before it is taken or refused)
         self._h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=heads.MAX_HEAD_BYTES)
         self.head = heads.HeadBound()  # (the request head as it comes)
         self._ws = wsproto.WSConnection(wsproto.ConnectionType.SERVER)
@@ -131,6 +132,7 @@ class ServerProtocol:
         if not isinstance(event, h11.Request):
             return  # NEED_DATA: the head is not all here yet
         method = event.method.decode("ascii")  # h11 takes only a token
+        self._head_only = method == "HEAD"  # (a refusal below answers it so too)
         read = heads.origin_form(event.target, event.headers)
         if isinstance(read, str):
             self.refuse(400, read)
@@ -328,7 +330,7 @@ class ServerProtocol:
     @property
     def wants_body(self) -> bool:
         """False for a HEAD request: its answer is the head alone."""
-        return self.request is None or self.request.method != "HEAD"
+        return not self._head_only
 
     def respond_body(self, data: bytes) -> bytes:
         """A piece of the answer's body (nothing for a HEAD request)."""
