@@ -69,9 +69,9 @@ def _within(pid: int, ns: tuple[int, int]) -> bool:
 def host_of(reaper: Reaper) -> int:
     """The host pid of `reaper`: its pid where this process's PID namespace is the host's
     (/proc's), else read once (`trees.host_pid`)."""
-    from .trees import host_pid  # (`trees` imports this module)
-
     if not reaper.host:
+        from .trees import host_pid  # (`trees` imports this module; not per call: see above)
+
         reaper.host = reaper.pid if _level() == 0 else host_pid(reaper.pidfd)
     return reaper.host
 
