@@ -62,6 +62,7 @@ class PidNsSpawner(TreeEnds):
         #: whether the last one could be made (if not, this loop does not try when idle).
         self.pending: reapers.Reaper | None = None
         self.idle: list[reapers.Reaper] = []
+        self.ending: list[Tree] = []
         self.reaping = True
         self.spare = loopback.Spare()  # (for `egress` children)
         #: Whether the last request was a sandboxed `run` child (only then is the inline jail
@@ -104,23 +105,14 @@ class PidNsSpawner(TreeEnds):
                     continue
                 for fd, _ in events:
                     if fd == self.requests.fileno():
+                        self.end_batch()  # (said before a spawn, not after it)
                         self._accept()
                     elif fd == LIFELINE_FD:
                         if not os.read(LIFELINE_FD, 64):
                             return
                     elif (tree := self.trees.get(fd)) is not None:
-                        if fd == tree.pidfd:
-                            self._reap(tree)
-                        elif tree.reaper is not None and fd == tree.reaper.pidfd:
-                            self._reaped(tree)
-                        elif tree.ctrl is not None and fd == tree.ctrl.fileno():
-                            self._obey(tree)
-                        elif fd in tree.strays:
-                            self._stray_gone(tree, fd)
-                        elif tree.cgroup is not None and fd == tree.cgroup.event:
-                            self._over_memory(tree)
-                        else:
-                            self._read_output(tree, fd)
+                        self._tree_event(tree, fd)
+                self.end_batch()
         finally:
             if self.jail is not None:
                 self.jail.release()

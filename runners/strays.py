@@ -14,7 +14,7 @@ import contextlib
 import fcntl
 import functools
 import os
-from collections.abc import Callable, Container
+from collections.abc import Callable, Collection, Container
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -28,40 +28,60 @@ def siblings(
     pid) but the reaper, those it keeps already aside: those in `seen`, and, asked only when
     a child is in neither, in `known()` (a set that costs more to make); `OSError` where /proc
     cannot say. Back to back, every child is the reaper or seen: one read of /proc each."""
+    return siblings_of((reaper,), seen, known).get(reaper, [])
+
+
+def siblings_of(
+    reapers: Collection[int], seen: Container[int], known: Callable[[], Container[int]]
+) -> dict[int, list[int]]:
+    """`siblings` for several reapers in one pass (/proc read once, `known()` made once: a
+    burst of trees ending in one wake-up of the spawner costs one pass, not one a tree);
+    only the reapers with any are keys."""
     kids: list[int] = []
     for tid in os.listdir("/proc/self/task"):  # (a thread's children are its own)
         with open(f"/proc/self/task/{tid}/children", "rb") as f:
             kids += (int(x) for x in f.read().split())
-    others = [pid for pid in kids if pid != reaper and pid not in seen]
+    batch = set(reapers)
+    others = [pid for pid in kids if pid not in batch and pid not in seen]
     if not others:
-        return []
+        return {}
     kept = known()
-    ns = os.stat(f"/proc/{reaper}/ns/pid")
-    return [pid for pid in others if pid not in kept and _within(pid, (ns.st_ino, ns.st_dev))]
+    others = [pid for pid in others if pid not in kept]
+    if not others:
+        return {}
+    targets = {_ns(os.stat(f"/proc/{reaper}/ns/pid")): reaper for reaper in batch}
+    found: dict[int, list[int]] = {}
+    for pid in others:
+        if (reaper := _within(pid, targets)) is not None:
+            found.setdefault(reaper, []).append(pid)
+    return found
 
 
 #: `ioctl` on a namespace's fd: an fd of its parent (`ioctl_ns(2)`).
 NS_GET_PARENT = 0xB702
 
 
-def _within(pid: int, ns: tuple[int, int]) -> bool:
-    """Whether host pid `pid` is in PID namespace `ns` (inode, device): in it, or in one
-    below it (a process the child made its sibling may be the init of a namespace of the
-    child's, whose processes are in the child's namespace too)."""
+def _ns(st: os.stat_result) -> tuple[int, int]:
+    return st.st_ino, st.st_dev
+
+
+def _within(pid: int, targets: dict[tuple[int, int], int]) -> int | None:
+    """Which of `targets` (PID namespaces, inode and device) holds host pid `pid`: in it, or
+    in one below it (a process the child made its sibling may be the init of a namespace of
+    the child's, whose processes are in the child's namespace too); None for none."""
     try:
         fd = os.open(f"/proc/{pid}/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
     except OSError:  # (reaped meanwhile)
-        return False
+        return None
     try:
         while True:
-            there = os.fstat(fd)
-            if (there.st_ino, there.st_dev) == ns:
-                return True
+            if (found := targets.get(_ns(os.fstat(fd)))) is not None:
+                return found
             parent = fcntl.ioctl(fd, NS_GET_PARENT)
             os.close(fd)
             fd = parent
     except OSError:  # (EPERM at the top: no parent of this process's to see)
-        return False
+        return None
     finally:
         os.close(fd)
 

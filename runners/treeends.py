@@ -35,6 +35,8 @@ class TreeEnds:
     #: Reapers alone in their namespace, for the next unsandboxed children (`_keep_reaper`).
     idle: list[Reaper]
     pending: Reaper | None
+    #: Trees whose reaper was left alone, to be ended with the rest of a wake-up's (`end_batch`).
+    ending: list[Tree]
 
     armed: bool
 
@@ -43,6 +45,21 @@ class TreeEnds:
 
     def _arm(self) -> None:
         raise NotImplementedError
+
+    def _tree_event(self, tree: Tree, fd: int) -> None:
+        """`fd`, one of `tree`'s, is ready (`PidNsSpawner.serve`)."""
+        if fd == tree.pidfd:
+            self._reap(tree)
+        elif tree.reaper is not None and fd == tree.reaper.pidfd:
+            self._reaped(tree)
+        elif tree.ctrl is not None and fd == tree.ctrl.fileno():
+            self._obey(tree)
+        elif fd in tree.strays:
+            self._stray_gone(tree, fd)
+        elif tree.cgroup is not None and fd == tree.cgroup.event:
+            self._over_memory(tree)
+        else:
+            self._read_output(tree, fd)
 
     def _obey(self, tree: Tree) -> None:
         if tree.obey():  # the owner is gone: killed, reaped without a report
@@ -63,14 +80,48 @@ class TreeEnds:
         tree.pidfd, tree.exited = -1, (status, usage)
         reaper = tree.reaper
         if reaper is not None:
-            if self._watch_strays(tree, reaper) or not alone(reaper):
+            if not alone(reaper):
+                self._watch_strays(tree, reaper)
                 reaper.kill()
                 return
-            if not self._keep_reaper(tree, reaper):
-                tree.exited = None  # (said now: `_reaped` only lets the reaper go)
+            if not self._keepable(tree):
+                self.ending.append(tree)  # (with the rest of this wake-up's: `end_batch`)
+                return
+            if self._watch_strays(tree, reaper):
+                reaper.kill()
+                return
+            self._keep_reaper(tree, reaper)
         self._ended(tree, status, usage)
-        if tree.reaper is not None:
-            tree.reaper.kill()
+
+    def end_batch(self) -> None:
+        """The trees of this wake-up whose child left its reaper alone and which are not kept
+        (`_reap`): their namespaces searched for processes the child made its siblings in one
+        pass (`strays.siblings_of`: one a tree made a burst of a thousand ends cost a
+        thousand passes over a thousand children). A tree with none is said now and its
+        reaper killed after; one with any (or where /proc cannot say) has them watched and
+        its reaper killed, and is said once all is gone (`_reaped`)."""
+        if not self.ending:
+            return
+        ending, self.ending = [t for t in self.ending if t.reaper is not None], []
+        seen = {pid for tree in ending for pid in tree.strays.values()}
+        seen.update(strays.host_of(r) for r in self._spare_reapers())
+        try:
+            hosts = [strays.host_of(t.reaper) for t in ending if t.reaper is not None]
+            found: dict[int, list[int]] | None = strays.siblings_of(hosts, seen, self._kept_hosts)
+        except OSError:
+            found = None
+        for tree in ending:
+            reaper = tree.reaper
+            assert reaper is not None and tree.exited is not None
+            pids = None if found is None else found.get(strays.host_of(reaper), [])
+            if pids is None or pids:
+                self._watch(tree, pids or [])
+                reaper.kill()
+                continue
+            status, usage = tree.exited
+            tree.exited = None  # (said now: `_reaped` only lets the reaper go)
+            self._ended(tree, status, usage)
+            reaper.kill()
 
     def _watch_strays(self, tree: Tree, reaper: Reaper) -> bool:
         """Finds the processes of `reaper`'s namespace that the child made its siblings, and
@@ -81,6 +132,11 @@ class TreeEnds:
             found = strays.siblings(strays.host_of(reaper), seen, self._kept_hosts)
         except OSError:
             return True
+        self._watch(tree, found)
+        return bool(found)
+
+    def _watch(self, tree: Tree, found: list[int]) -> None:
+        """Watches `found`, processes `tree`'s child made its siblings, to reap them here."""
         for pid in found:
             try:
                 pidfd = pidfd_of(pid)
@@ -89,7 +145,6 @@ class TreeEnds:
             tree.strays[pidfd] = pid
             self.trees[pidfd] = tree
             self.epoll.register(pidfd, select.EPOLLIN)
-        return bool(found)
 
     def _spare_reapers(self) -> list[Reaper]:
         """The reapers no tree holds: kept alone (`idle`), and the one made ahead."""
@@ -117,18 +172,19 @@ class TreeEnds:
         if tree.reaper is not None:
             self._watch_strays(tree, tree.reaper)
 
-    def _keep_reaper(self, tree: Tree, reaper: Reaper) -> bool:
+    def _keepable(self, tree: Tree) -> bool:
+        """Whether the reaper of `tree`, alone in its namespace, may be kept (`_keep_reaper`)."""
+        return tree.reusable and len(self.idle) < IDLE_REAPERS
+
+    def _keep_reaper(self, tree: Tree, reaper: Reaper) -> None:
         """Keeps the reaper of a reusable tree, alone in its namespace, for the next
         unsandboxed child to join (PID 3, 4, ... there): no namespace to tear down, no reaper
         to start. Only for unsandboxed children, whose owner never had the reaper's pidfd
         (`Tree.given`); a few at most."""
-        if not tree.reusable or len(self.idle) >= IDLE_REAPERS:
-            return False
         self.epoll.unregister(reaper.pidfd)
         del self.trees[reaper.pidfd]
         tree.reaper = None
         self.idle.append(reaper)
-        return True
 
     def _reaped(self, tree: Tree) -> None:
         """The reaper is gone, so is its namespace (`reapers.py`)."""

@@ -31,6 +31,7 @@ import pytest
 import trio
 from conftest import OPEN_FDS, ROOT, kill_supervisor_and_wait, require_rootless, spawner_children
 
+from mcpx_hooks.runners.treeends import IDLE_REAPERS
 from mcpx_hooks.supervisor.core.errors import SpawnError
 from mcpx_hooks.supervisor.process import launch
 from mcpx_hooks.supervisor.process.launch import HIDE_ENV
@@ -833,6 +834,28 @@ async def test_a_process_the_child_made_its_sibling_goes_with_its_namespace(
     async with spawner.open_child(spec(tree), kill_grace=GRACE) as child:
         await read_line(child)
     assert marker.alive() == []
+
+
+@pytest.mark.parametrize("spawn_mode", ["pidns"], indirect=True)
+async def test_a_sibling_goes_with_a_namespace_ended_among_others(
+    spawner: Spawner, marker: Marker
+) -> None:
+    """Where no more namespaces may be kept (four are), a child's ends with it: the ends of
+    a wake-up are searched for processes their children made their siblings together, and
+    one found there is gone before the child's exit is reported."""
+    waits = 'import sys; print("ready", flush=True); sys.stdin.read()'
+    sibling = f"\n    {waits}{SIBLING_TREE}"  # (as indented as the tree)
+    async with contextlib.AsyncExitStack() as stack:
+        children = []
+        for argv in [*(py(waits) for _ in range(IDLE_REAPERS)), py(sibling, marker)]:
+            child = spawner.open_child(spec(argv), kill_grace=GRACE)
+            children.append(await stack.enter_async_context(child))
+            assert await read_line(children[-1]) == b"ready\n"
+        for child in children[:-1]:  # (each namespace kept as its child ends: four)
+            assert (await child.communicate(b"", CAP, 4096)).exit_code == 0
+        out = await children[-1].communicate(b"", CAP, 4096)
+        assert out.exit_code == 0 and marker.alive() == []
+        assert spawner_children(spawner.pid) == []  # (the sibling reaped before the report)
 
 
 @pytest.mark.parametrize("spawn_mode", [NO_REAPER], indirect=True)
