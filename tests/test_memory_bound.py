@@ -244,11 +244,13 @@ async def test_a_hook_well_under_its_bound_runs(
 
 async def test_the_bomb_holds_unbounded(readable_tmp: Path, no_leaks: None) -> None:
     """The measure can fail: under `none` (resource limits only, no sandbox) a shared mapping
-    is not bounded, and the samples see a bomb of twice the allowed drop go over it."""
+    is not bounded, and the samples see a bomb of six times the allowed drop go over it. (Of
+    twice, the samples saw 181 MiB of 384 under other jobs' load, `MemAvailable` being the
+    whole machine's: the margin is for what other processes free meanwhile.)"""
     require_rootless()
     async with open_spawner() as sp:
         hook = bomb_hook(
-            readable_tmp, BOMBS["shared_anonymous"], 2 * ALLOWED_DROP_MB, sandbox=Profile.NONE
+            readable_tmp, BOMBS["shared_anonymous"], 6 * ALLOWED_DROP_MB, sandbox=Profile.NONE
         )
         report, drop_mb = await run_sampled(sp, hook)
     assert report.frame.status is HookStatus.OK, to_json(report.frame)
