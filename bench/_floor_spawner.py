@@ -8,11 +8,14 @@ and answers with the wait status, nothing else: no request to read or check, no 
 control socket, no "started", no limits, no environment. What it does do is what each mode
 of the real spawner cannot do without:
 
-- `pidns`: /bin/true is PID 2 of a fresh PID namespace whose init is a reaper (`cat` with
-  SIGCHLD ignored, as `runners/reapers.py` has it: without one a child is the init, whose
-  orphans pile up as zombies and whose `kill $$` is dropped), both made ahead of the request
-  (after each child, back to its own namespace and a new one armed), as the real spawner arms
-  its next; the reaper SIGKILLed and reaped before the answer (the tree is gone).
+- `pidns`: /bin/true is in a PID namespace whose init is a reaper (`cat` with SIGCHLD
+  ignored, as `runners/reapers.py` has it: without one a child is the init, whose orphans
+  pile up as zombies and whose `kill $$` is dropped), made ahead of the first request. As the
+  real spawner does for an unsandboxed child that left nothing behind, the namespace is kept
+  once /bin/true is reaped and the reaper is found alone there (it has no child, and this
+  process has none but it), and the next /bin/true joins it (PID 3, 4, ...); were it not
+  alone, the reaper would be SIGKILLed and reaped before the answer and a fresh namespace
+  armed.
 - `keeper`: /bin/true is started by a keeper, a child subreaper forked once and waiting on
   the request socket itself, which keeps one child after another (as the real spawner's
   keepers do back to back: one of them serves every request, and none is forked).
@@ -66,12 +69,26 @@ def serve_pidns(sock: socket.socket) -> None:
     reaper = _arm(sink)
     while sock.recv(16):
         status = _spawn_true()
+        if _alone(reaper):  # (the namespace kept: the next /bin/true is PID 3, 4, ...)
+            _answer(sock, status)
+            continue
         os.kill(reaper, signal.SIGKILL)
         os.waitpid(reaper, 0)
         _answer(sock, status)
         if _libc.setns(home, CLONE_NEWPID) != 0:
             raise OSError(ctypes.get_errno(), "cannot return to the home PID namespace")
         reaper = _arm(sink)
+
+
+def _alone(reaper: int) -> bool:
+    """Whether the reaper is all that is left in its namespace: it has no child, and this
+    process none but it (one read each, as the spawner's check on its way: `runners/trees.py`
+    `alone` and `runners/strays.py`)."""
+    with open(f"/proc/{reaper}/task/{reaper}/children", "rb") as f:
+        if f.read(1):
+            return False
+    with open(f"/proc/self/task/{os.getpid()}/children", "rb") as f:
+        return f.read().split() == [str(reaper).encode()]
 
 
 def serve_keeper(sock: socket.socket) -> None:
