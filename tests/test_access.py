@@ -131,7 +131,8 @@ def test_a_token_query_parameter_given_twice_is_refused() -> None:
 def test_origin_must_be_the_servers_own_or_allowed() -> None:
     auth = {"Authorization": "Bearer t"}
     assert access({**auth, "Origin": "http://127.0.0.1:8765"}) == 101
-    assert access({**auth, "Origin": "http://LOCALHOST:8765/"}) == 101
+    assert access({**auth, "Origin": "http://LOCALHOST:8765"}) == 101
+    assert access({**auth, "Origin": "http://localhost:8765/"}) == 403  # (not an origin)
     assert access({**auth, "Origin": "http://[::1]:8765"}) == 101
     assert access({**auth, "Origin": "https://app.example"}) == 101
     assert access({**auth, "Origin": "http://127.0.0.1:8766"}) == 403
@@ -204,3 +205,23 @@ def test_an_origin_on_the_default_port_is_the_same_with_or_without_it() -> None:
     assert normal_origin("WSS://Example.COM:443/") == "wss://example.com"
     assert normal_origin("http://example.com:8080") == "http://example.com:8080"
     assert "http://127.0.0.1:8765" in own_origins("127.0.0.1", 8765)
+
+
+def test_an_origin_header_that_is_more_than_an_origin_is_refused() -> None:
+    # A browser sends `scheme://host[:port]` and nothing more; `http://127.0.0.1:8765/` (or
+    # with a path, a query, a user) was taken for the server's own origin and let through.
+    origins = own_origins("127.0.0.1", 8765)
+    for sent in (
+        "http://127.0.0.1:8765/",
+        "http://localhost:8765/mcp",
+        "http://localhost:8765?",
+        "http://localhost:8765#x",
+        "http://me@localhost:8765",
+        " http://localhost:8765",
+        "http://localhost:notaport",
+    ):
+        refused = check_access([(b"origin", sent.encode())], ("t",), token="t", origins=origins)
+        assert refused is not None and refused.status == 403, sent
+    for sent in ("http://127.0.0.1:8765", "http://localhost:8765", "HTTP://LocalHost:8765"):
+        allowed = check_access([(b"origin", sent.encode())], ("t",), token="t", origins=origins)
+        assert allowed is None, sent

@@ -55,6 +55,7 @@ def ask(
 def check(status: int, got: http.client.HTTPMessage, what: str, *, file: bool = False) -> None:
     """The headers of §8's end, on one answer."""
     assert got.get_all("X-Frame-Options") == ["DENY"], (what, status, got.items())
+    assert got.get_all("X-Content-Type-Options") == ["nosniff"], (what, status, got.items())
     policies = got.get_all("Content-Security-Policy") or []
     assert any("frame-ancestors 'none'" in [d.strip() for d in p.split(";")] for p in policies), (
         what,

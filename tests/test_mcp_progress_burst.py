@@ -1,8 +1,8 @@
 """Over stdio a client is alone in hearing the servers it uses: a burst of a server's
 progress notifications on a call that goes through the SDK's server (here, arguments too
 large to relay as a line) reaches a client that reads, every one, in order. Before, the
-client's queue (64) took the first ones and the rest of each chunk of the server's output
-was missed: 73 of 2,000 reached a client reading all along."""
+client's queue (64 messages) took the first ones and the rest of each chunk of the server's
+output was missed: 73 of 2,000 reached a client reading all along."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import trio
 from conftest import Marker
 from mcpface_parts import stdio_session, through_mcpx, write_config
 
-from mcpx_hooks.supervisor.service.mcpoutbox import OUTBOX_SIZE
+from mcpx_hooks.supervisor.service.mcpoutbox import OUTBOX_BYTES
 
 PROGRESS = (
     '{"jsonrpc":"2.0","method":"notifications/progress",'
@@ -26,7 +26,7 @@ async def test_a_burst_of_progress_reaches_a_client_that_reads_whole(
 ) -> None:
     where = tmp_path / marker
     config = write_config(where, marker, h_mode="relay", expose=("relay",))
-    count = OUTBOX_SIZE * 20
+    count = OUTBOX_BYTES // 800  # (1,310 of some 300 bytes: a quarter of the queue)
     burst = "\n".join(PROGRESS % (n, "y" * 200) for n in range(count))
     done = json.dumps({"content": [{"type": "text", "text": "done"}]})
     raw = f'{burst}\n{{"jsonrpc":"2.0","id":@id,"result":{done}}}'

@@ -183,6 +183,24 @@ def normal_origin(origin: str) -> str:
     return f"{parts.scheme}://{netloc}"
 
 
+def _an_origin(value: str) -> bool:
+    """Whether a request's `Origin` is an origin as a browser sends it, `scheme://host[:port]`
+    and nothing more: no path (not even `/`), query, fragment, user or white space. One that
+    is more was taken for the origin it starts with."""
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 (a port that is not a number raises)
+    except ValueError:
+        return False
+    return (
+        bool(parts.scheme and parts.hostname)
+        and value == value.strip()
+        and not (parts.path or parts.query or parts.fragment or "@" in parts.netloc)
+        and "?" not in value
+        and "#" not in value
+    )
+
+
 def header_values(headers: Iterable[tuple[bytes, bytes]], name: bytes) -> list[str]:
     """Every value of a header, in order (names compared case-insensitively)."""
     return [value.decode("latin-1") for key, value in headers if key.lower() == name]
@@ -245,7 +263,7 @@ def check_access(
     if len(query_tokens) > 1:
         return Refusal(400, "more than one token query parameter")
     origin = header(headers, b"origin")
-    if origin is not None and normal_origin(origin) not in origins:
+    if origin is not None and (not _an_origin(origin) or normal_origin(origin) not in origins):
         return Refusal(
             403,
             f"origin {origin!r} is not allowed (serve --allow-origin ORIGIN adds one)",

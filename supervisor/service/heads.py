@@ -54,12 +54,14 @@ _SAID: Final = (
 #: Headers of every HTTP answer but one with a request pipelined behind it (`requestcycle.py`).
 CLOSE: Final = ((b"Connection", b"close"),)
 #: Headers every HTTP answer has unless it gives its own of the name: no answer of this port
-#: may be framed by another page (a framed console could be clicked through), and none is
-#: kept by a cache (run data, artifacts, errors); the console's files say `no-cache`
+#: may be framed by another page (a framed console could be clicked through), none is read as
+#: another type than it says (`nosniff`: an error's JSON is never taken for a page), and none
+#: is kept by a cache (run data, artifacts, errors); the console's files say `no-cache`
 #: themselves (revalidated by their tag) and its page gives a fuller policy, which forbids
 #: framing too (`tests/test_headers.py` holds every route to it).
 DEFAULT_HEADERS: Final = (
     (b"X-Frame-Options", b"DENY"),
+    (b"X-Content-Type-Options", b"nosniff"),
     (b"Content-Security-Policy", b"frame-ancestors 'none'"),
     (b"Cache-Control", b"no-store"),
 )

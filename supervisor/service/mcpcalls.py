@@ -29,7 +29,7 @@ from ..tools.serverentry import LogHearer
 from ..tools.wireresult import log_as_written
 from .answering import Responder
 from .mcpnotes import PROGRESS_TOKEN, log_as_sent, progress_as_written
-from .mcpoutbox import Outbox
+from .mcpoutbox import Outbox, Telling
 from .mcpwriter import ClientWriter
 from .mcpwritten import wire_result
 
@@ -37,6 +37,9 @@ from .mcpwritten import wire_result
 _OBJECT: Final = re.compile(rb"[ \t\r\n]*\{")
 _REQUEST_KEYS: Final = frozenset({"jsonrpc", "id", "method", "params"})
 _PARAM_KEYS: Final = frozenset({"name", "arguments", "_meta"})
+#: What a notification's envelope (`jsonrpc`, `method`, its event on the wire) adds to what
+#: it holds, about, in bytes: a burst of empty ones is bounded too.
+_ENVELOPE_BYTES: Final = 100
 #: The form an `ask` is put to the person at the client in: one answer, yes or no.
 ASK_FORM: Final = {
     "type": "object",
@@ -158,14 +161,21 @@ def _progress_relay(ctx: ServerRequestContext[Any, Any], outbox: Outbox) -> Prog
         message: str | None,
         written: Mapping[str, Any] | None = None,
     ) -> None:
+        warn = _warner(session, related)
         if written is not None:  # (as the server wrote it, its token the client's)
             sent = progress_as_written(written, token)
-            await outbox.tell(lambda: session.send_notification(sent, related_request_id=related))
+            await outbox.tell(
+                lambda: session.send_notification(sent, related_request_id=related),
+                _size(written),
+                warn,
+            )
             return
         await outbox.tell(
             lambda: session.send_progress_notification(
                 token, progress, total, message, related_request_id=related
-            )
+            ),
+            _size(message),
+            warn,
         )
 
     return relay
@@ -198,16 +208,31 @@ def _log_relay(
 
     async def relay(params: types.LoggingMessageNotificationParams) -> None:
         written = log_as_written(params)
+        warn = _warner(session, request_id)
         if written is not None:  # (as the server wrote it: `send_log`'s level is the client's)
             sent = log_as_sent(written)
             await outbox.tell(
-                lambda: session.send_notification(sent, related_request_id=request_id)
+                lambda: session.send_notification(sent, related_request_id=request_id),
+                _size(written),
+                warn,
             )
             return
         level, data, logger = params.level, params.data, params.logger
-        await outbox.tell(lambda: send_log(session, level, data, logger, request_id))
+        await outbox.tell(
+            lambda: send_log(session, level, data, logger, request_id), _size(data), warn
+        )
 
     return ClientLog(level, relay)  # (not by the SDK's session: one for each request)
+
+
+def _warner(session: Any, request_id: types.RequestId | None) -> Callable[[str], Telling]:
+    """What tells the client a `warning` of mcpx-hooks' own, in the request `request_id`."""
+    return lambda words: lambda: send_log(session, "warning", words, "mcpx-hooks", request_id)
+
+
+def _size(said: object) -> int:
+    """About how many bytes a message holding `said` takes as JSON (its queue's bound)."""
+    return _ENVELOPE_BYTES + len(json.dumps(said, ensure_ascii=False, default=str))
 
 
 def send_log(

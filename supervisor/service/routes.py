@@ -294,7 +294,9 @@ def answer(
     if refusal is not None:
         return refused(refusal)
     if found is None:
-        return _error(404, f"no such endpoint: {path}")
+        # (the path is not said back: the client has it, and an answer echoing what a request
+        # holds is one more way for a page to put its own text on this origin)
+        return _error(404, "no such endpoint")
     if found[0].page is not None:
         shown = found[0].page(request, found[1], token)
         return Answer(shown.status, shown.body, shown.headers, shown.content_type)

@@ -25,19 +25,22 @@ _Heard = TypeVar("_Heard")
 logger = logging.getLogger("mcpx_hooks.mcp")
 
 
-async def hear_within(hear: Callable[[_Heard], Awaitable[None]], said: _Heard) -> None:
-    """`hear(said)`, a notification to its hearer, for at most `HEAR_WAIT_S`. A hearer whose
-    client is gone misses it; one that fails otherwise is logged. Neither ends the reading
-    of the server's stdout (the server's other uses go on)."""
+async def hear_within(hear: Callable[[_Heard], Awaitable[None]], said: _Heard) -> bool:
+    """`hear(said)`, a notification to its hearer, for at most `HEAR_WAIT_S`: whether it was
+    heard. A hearer whose client is gone misses it; one that fails otherwise is logged.
+    Neither ends the reading of the server's stdout (the server's other uses go on)."""
     with trio.move_on_after(HEAR_WAIT_S):
         try:
             await hear(said)
         except GONE:
-            pass
+            return False
         except Exception as exc:  # (a hearer's failure is its own, as in the SDK's client)
             logger.warning(
                 "a server's notification was not passed on: %s: %s", type(exc).__name__, exc
             )
+            return False
+        return True
+    return False
 
 
 class Progress(Protocol):
