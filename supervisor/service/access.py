@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 import attrs
 
-from ..config.statefiles import make_state_dir, state_home
+from ..config.statefiles import exposed, make_state_dir, state_home
 from ..core.errors import HooksError
 from ..core.passenv import TOKEN_ENV
 from ..core.records import Record
@@ -135,13 +135,24 @@ def read_token_file(path: Path) -> str:
 
 def client_token(token_file: str | None, environ: Mapping[str, str]) -> str | None:
     """A remote command's token: `--token-file`, else `MCPX_HOOKS_TOKEN`, else the file
-    `serve` writes by default (None when that does not exist: a `--no-auth` server)."""
+    `serve` writes by default (None when that does not exist: a `--no-auth` server). The
+    default one is refused in a state directory another user could have put it in, as
+    `serve` refuses it: sent, it would go to whatever server the command names (a
+    `--token-file` is where its owner chose)."""
     if token_file:
         return read_token_file(Path(token_file))
     if environ.get(TOKEN_ENV):
         return environ[TOKEN_ENV]
     default = default_token_path(environ)
-    return read_token_file(default) if default.exists() else None
+    if not default.exists():
+        return None
+    if (holder := exposed(default.parent)) is not None:
+        raise TokenFileError(
+            f"the token file {default} is in {holder}, so another user could have put it"
+            " there: it is not sent; keep the state directory yours alone, or give"
+            f" --token-file or {TOKEN_ENV}"
+        )
+    return read_token_file(default)
 
 
 # ---- the handshake -------------------------------------------------------------------------
