@@ -285,6 +285,38 @@ def test_a_state_directory_others_may_write_to_is_not_believed(tmp_path: Path) -
     assert "project hook ran" in mcpx("exec", "--", "true").stdout
 
 
+def test_code_is_not_kept_where_it_would_not_be_believed(tmp_path: Path) -> None:
+    # The compiled-code cache was written again at every start into a state directory
+    # others may write to, where it is never read: time lost, and a write into a directory
+    # whose names another user decides. Now nothing is written there; and a symlink
+    # planted in the cache's place is neither followed nor replaced.
+    state = tmp_path / "state" / "mcpx-hooks"
+    env = {**os.environ, "XDG_STATE_HOME": str(state.parent), "MCPX_HOOKS_NO_DISCOVERY": "1"}
+    ran = command_line("exec", "--sandbox", "none", "--", "true", cwd=tmp_path, env=env)
+    assert ran.returncode == 0, ran.stderr
+    cache = state / "attrs-code.cache"
+    kept = cache.stat()
+    state.chmod(0o777)
+    for _ in range(2):
+        assert (
+            command_line(
+                "exec", "--sandbox", "none", "--", "true", cwd=tmp_path, env=env
+            ).returncode
+            == 0
+        )
+        assert cache.stat().st_ino == kept.st_ino and cache.stat().st_mtime_ns == kept.st_mtime_ns
+    victim = tmp_path / "victim"
+    victim.write_text("mine\n")
+    cache.unlink()
+    cache.symlink_to(victim)
+    assert (
+        command_line("exec", "--sandbox", "none", "--", "true", cwd=tmp_path, env=env).returncode
+        == 0
+    )
+    assert cache.is_symlink() and victim.read_text() == "mine\n"
+    assert sorted(p.name for p in state.iterdir()) == ["attrs-code.cache", "history.db"]
+
+
 def test_a_symlink_another_user_could_have_left_on_the_way_is_not_believed(
     tmp_path: Path,
 ) -> None:
