@@ -98,6 +98,27 @@ def kept_token(path: Path) -> str | None:
     return text
 
 
+def first_token(pending: Path, path: Path, token: str) -> tuple[str, bool]:
+    """What `serve` serves when it found no token file: `pending`'s token (`token`), put at
+    `path` now (True), unless another `serve` started at the same moment put its own there
+    first: then that one (`kept_token`), so both serve the token on disk and a client reading
+    it is let in by either. Never written over one (a hard link fails where a file is).
+    `pending` is gone after either; where links cannot be made it stays, to be renamed into
+    place once the socket is bound as before."""
+    try:
+        os.link(pending, path)
+    except FileExistsError:
+        kept = kept_token(path)
+        if kept is None:  # (gone again since: ours goes there after all)
+            return first_token(pending, path, token)
+        pending.unlink(missing_ok=True)
+        return kept, False
+    except OSError:
+        return token, False
+    pending.unlink(missing_ok=True)
+    return token, True
+
+
 def remove_token_file(path: Path, token: str) -> None:
     """Removes the file on the way out, if it still holds this server's token (another
     server may have written its own since)."""
