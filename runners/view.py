@@ -121,9 +121,9 @@ def build(
         made: set[str] = set()
         for path in ops:
             above = _nearest(path, ops)
-            if above in covers and path not in covers:  # a place to mount it, in the cover
+            if above in covers:  # a place to mount it, in the cover (a cover too: a directory)
                 _make_path(os.path.dirname(path), made)
-                _placeholder(path, opened.get(path))
+                _placeholder(path, None if path in covers else opened.get(path))
             if path in covers:
                 scratch_here = _nearest(sandbox.scratch, ops) == path
                 options = (
@@ -196,8 +196,11 @@ def _covers(
     own: tuple[int, int],
 ) -> dict[str, list[str]]:
     """The directories a cover goes on, each with the paths it holds: for each needed path,
-    the first directory the hook could not search on its way there, from the nearest grant
-    above it (seen through that grant: its owner is the hook's), else from `/`."""
+    the directories the hook could not search on its way there, from the nearest grant
+    above it (seen through that grant: its owner is the hook's), else from `/`. Past a
+    cover, the walk goes on from the nearest needed path between it and the path: bound or
+    attached in the cover, it shows the host's directories again (a read path bound there,
+    and a 0700 directory in it above a write grant)."""
     uid, gid = ids
     covers: dict[str, list[str]] = {}
     seen: dict[tuple[int, int] | None, dict[str, bool | None]] = {}
@@ -206,13 +209,19 @@ def _covers(
         parent = os.path.dirname(os.path.normpath(path))
         if parent == path:
             continue
-        above = _nearest(path, list(grants))
-        owner = grants[above].owner if above is not None else None
-        blocked = confine.traversable(
-            parent, uid, gid, seen.setdefault(owner, {}), start=above or "", owner=owner, own=own
-        )
-        if blocked is not None:
+        start = _nearest(path, list(grants)) or ""
+        while True:
+            owner = grants[start].owner if start in grants else None
+            blocked = confine.traversable(
+                parent, uid, gid, seen.setdefault(owner, {}), start=start, owner=owner, own=own
+            )
+            if blocked is None:
+                break
             covers.setdefault(blocked, []).append(path)
+            beneath = blocked.rstrip("/") + "/"
+            start = _nearest(path, [p for p in (*needed, *grants) if p.startswith(beneath)]) or ""
+            if not start:
+                break
     return covers
 
 

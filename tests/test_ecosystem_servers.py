@@ -118,6 +118,34 @@ async def test_npx_under_workspace_finds_its_cache_in_a_state_directory_inside_i
     assert [c.text for c in result.content] == ["Echo: inside"]  # type: ignore[union-attr]
 
 
+async def test_an_install_step_reaches_its_cache_below_a_0700_state_home_in_its_project(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, manager: ServerManager
+) -> None:
+    # `XDG_STATE_HOME=$PWD/.state` made 0700 (`mkdir -m 700`). As root, the install step (a
+    # per-child uid, under net) sees the project bound in a cover over the 0700
+    # `/tmp/pytest-of-root`, then the host's `.state` on the way to its cache: EACCES
+    # (npm's on its `_cacache`). Now that directory is covered too, the cache attached in it.
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / ".state").mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_STATE_HOME", str(project / ".state"))
+    shutil.copy(HOSTILE, project / "hostile.py")
+    npx = project / "npx"
+    npx.write_text(f"#!/bin/sh\nMCPX_TEST_TOKEN=cached exec {sys.executable} hostile.py leak\n")
+    npx.chmod(0o755)
+    spec = ServerSpec(
+        "cached",
+        (str(npx), "-y", "pkg"),
+        str(project),
+        sandbox=Profile.WORKSPACE,
+        install=("sh", "-c", 'mkdir "$npm_config_cache/fetched"'),
+    )
+    with trio.fail_after(60):
+        result, _ = await manager.call(spec, "echo", {})
+    assert [c.text for c in result.content] == ["no: cached"]  # type: ignore[union-attr]
+    assert list((project / ".state" / "mcpx-hooks" / "packages" / "npm").glob("*/fetched"))
+
+
 async def test_a_package_that_does_not_exist_fails_its_start_with_why(
     npm_registry: None, state: Path, tmp_path: Path, manager: ServerManager
 ) -> None:

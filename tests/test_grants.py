@@ -311,6 +311,31 @@ async def test_sandbox_read_and_write_paths_are_grants(
         shutil.rmtree(out)
 
 
+@as_root
+async def test_a_write_grant_below_a_0700_directory_in_a_bound_read_path_is_reached(
+    strict_spawner: Spawner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A read path that is bound, not attached (it holds the state directory: never mapped),
+    # under a 0700 ancestor (`/tmp/pytest-of-root`), and a write grant below a 0700 directory
+    # in it. The cover on the first ancestor held the bound path, whose own 0700 directory
+    # on the way was then the host's, closed to the hook: EACCES. So was a tool server's
+    # install step, its cache in a state directory inside its project, made 0700.
+    outer = private_dir()
+    try:
+        tools = outer / "tools"
+        (tools / "inner" / "out").mkdir(parents=True)
+        tools.chmod(0o755)
+        (tools / "inner").chmod(0o700)
+        monkeypatch.setenv("XDG_STATE_HOME", str(tools / ".state"))
+        paths = SandboxPaths(read=(str(tools),), write=(str(tools / "inner" / "out"),))
+        h = probe_hook(tools, f"write:{tools}/inner/out/result", f"list:{outer}", paths=paths)
+        got = said(await run(strict_spawner, h))
+        assert got == {f"write:{tools}/inner/out/result": True, f"list:{outer}": errno.EACCES}
+        assert (tools / "inner" / "out" / "result").read_text() == "written"
+    finally:
+        shutil.rmtree(outer)
+
+
 # ---- the plan --------------------------------------------------------------------------------
 
 

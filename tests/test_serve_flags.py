@@ -3,6 +3,9 @@ leaves the server already on that port as it was (its token file included)."""
 
 from __future__ import annotations
 
+import http.client
+import re
+import signal
 import subprocess
 from pathlib import Path
 
@@ -199,6 +202,38 @@ def test_a_second_serve_on_a_port_in_use_exits_2_and_leaves_the_first_alone(
         assert first.stop() == 0
     # The first one's, kept for the next start.
     assert (token_file.read_bytes(), token_file.stat().st_ino) == before
+
+
+def test_two_serves_started_together_serve_the_one_token_on_disk(tmp_path: Path) -> None:
+    # Two servers started at once on one token file (two ports, one state directory) each
+    # found none, made their own and put it there once bound: the one put there first was
+    # replaced, and its server answered 401 to a client holding the file's token. Now the
+    # first put there is the one both serve. (A race: several starts, each a fresh file.)
+    token_file = tmp_path / "token"
+    argv = [*CLI, "serve", "--port", "0", "--token-file", str(token_file)]
+    for _ in range(4):
+        token_file.unlink(missing_ok=True)
+        servers = [
+            subprocess.Popen(argv, cwd=tmp_path, env=ENV, stdout=subprocess.PIPE, text=True)
+            for _ in range(2)
+        ]
+        try:
+            lines = [server.stdout.readline() if server.stdout else "" for server in servers]
+            token = token_file.read_text().strip()
+            for line in lines:
+                found = re.search(r"listening on ws://(\S+?);", line)
+                assert found, lines
+                host, port = found.group(1).rsplit(":", 1)
+                asked = http.client.HTTPConnection(host, int(port), timeout=30)
+                asked.request("GET", "/v1/runs", headers={"Authorization": f"Bearer {token}"})
+                assert asked.getresponse().status == 200, lines
+                asked.close()
+        finally:
+            for server in servers:
+                server.send_signal(signal.SIGINT)
+                server.communicate(timeout=30)
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["token"]
+        assert token_file.read_text().strip() == token
 
 
 def test_a_host_that_is_not_this_machines_exits_2_before_the_token_file(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ import grp
 import json
 import os
 import pwd
+import socket
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -284,6 +285,38 @@ def test_a_state_directory_others_may_write_to_is_not_believed(tmp_path: Path) -
     assert "project hook ran" in mcpx("exec", "--", "true").stdout
 
 
+def test_code_is_not_kept_where_it_would_not_be_believed(tmp_path: Path) -> None:
+    # The compiled-code cache was written again at every start into a state directory
+    # others may write to, where it is never read: time lost, and a write into a directory
+    # whose names another user decides. Now nothing is written there; and a symlink
+    # planted in the cache's place is neither followed nor replaced.
+    state = tmp_path / "state" / "mcpx-hooks"
+    env = {**os.environ, "XDG_STATE_HOME": str(state.parent), "MCPX_HOOKS_NO_DISCOVERY": "1"}
+    ran = command_line("exec", "--sandbox", "none", "--", "true", cwd=tmp_path, env=env)
+    assert ran.returncode == 0, ran.stderr
+    cache = state / "attrs-code.cache"
+    kept = cache.stat()
+    state.chmod(0o777)
+    for _ in range(2):
+        assert (
+            command_line(
+                "exec", "--sandbox", "none", "--", "true", cwd=tmp_path, env=env
+            ).returncode
+            == 0
+        )
+        assert cache.stat().st_ino == kept.st_ino and cache.stat().st_mtime_ns == kept.st_mtime_ns
+    victim = tmp_path / "victim"
+    victim.write_text("mine\n")
+    cache.unlink()
+    cache.symlink_to(victim)
+    assert (
+        command_line("exec", "--sandbox", "none", "--", "true", cwd=tmp_path, env=env).returncode
+        == 0
+    )
+    assert cache.is_symlink() and victim.read_text() == "mine\n"
+    assert sorted(p.name for p in state.iterdir()) == ["attrs-code.cache", "history.db"]
+
+
 def test_a_symlink_another_user_could_have_left_on_the_way_is_not_believed(
     tmp_path: Path,
 ) -> None:
@@ -429,6 +462,51 @@ def test_serve_keeps_no_token_another_user_could_have_put_there(tmp_path: Path) 
         " or --token-file)\n"
     )
     assert (mine / "token").read_text() == "known-to-them-0123456789\n"
+
+
+def test_a_client_sends_no_token_another_user_could_have_put_there(tmp_path: Path) -> None:
+    # `serve` refused the default token file in a state directory others may write to, but a
+    # remote command read it there and sent it to the server it named: a token planted
+    # through a symlink `mcpx-hooks` left in such a directory went out as `Bearer`. Now the
+    # command says so and exits 2 before it connects.
+    mine, shared = tmp_path / "mine" / "mcpx-hooks", tmp_path / "shared"
+    mine.mkdir(parents=True, mode=0o700)
+    (mine / "token").write_text("known-to-them-0123456789\n")
+    (mine / "token").chmod(0o600)
+    shared.mkdir()
+    shared.chmod(0o777)
+    (shared / "mcpx-hooks").symlink_to(mine)
+    env = {**os.environ, "XDG_STATE_HOME": str(shared), "MCPX_HOOKS_NO_DISCOVERY": "1"}
+    env.pop("MCPX_HOOKS_TOKEN", None)
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        listener.setblocking(False)
+        url = f"ws://127.0.0.1:{listener.getsockname()[1]}"
+        listed = command_line("hooks", "list", "--remote", url, cwd=tmp_path, env=env)
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # (no one came)
+    assert listed.returncode == 2
+    assert listed.stderr == (
+        f"mcpx-hooks hooks list: the token file {shared / 'mcpx-hooks' / 'token'} is in"
+        f" {shared}, which others may write to (mode 0777; chmod go-w), so another user could"
+        " have put it there: it is not sent; keep the state directory yours alone, or give"
+        " --token-file or MCPX_HOOKS_TOKEN\n"
+    )
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        listener.settimeout(30)
+        env["XDG_STATE_HOME"] = str(mine.parent)  # (the same file, through no one else's)
+        url = f"ws://127.0.0.1:{listener.getsockname()[1]}"
+        with subprocess.Popen(
+            [sys.executable, "-m", "mcpx_hooks.supervisor", "hooks", "list", "--remote", url],
+            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        ) as client:  # fmt: skip
+            conn, _ = listener.accept()
+            with conn:
+                conn.settimeout(30)
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    head += conn.recv(4096)
+            client.kill()
+    assert b"authorization: bearer known-to-them-0123456789\r\n" in head.lower()
 
 
 def test_a_permission_refused_in_a_state_directory_not_yours_says_whose_and_what_to_do(

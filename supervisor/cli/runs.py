@@ -20,7 +20,6 @@ TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), withou
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Mapping
-    from pathlib import Path
     from typing import Any
 
 
@@ -132,7 +131,7 @@ def _local(args: argparse.Namespace, command: str) -> int:
     from ..history.faults import HistoryFault
     from ..history.store import History
     from .common import EXIT_FAILED
-    from .runverify import history_of
+    from .runverify import history_of, no_history
     from .runview import RunView
 
     config, path = history_of(args)
@@ -144,7 +143,7 @@ def _local(args: argparse.Namespace, command: str) -> int:
     try:
         history = History.open(path, writes=False)
     except HistoryFault as exc:
-        if args.runs_command == "list" and _no_history(path):
+        if args.runs_command == "list" and no_history(path):
             print(json.dumps([]) if args.json else f"no runs are kept in {where}")
             return EXIT_OK
         say(f"mcpx-hooks {command}: {exc}")
@@ -176,16 +175,6 @@ def _local(args: argparse.Namespace, command: str) -> int:
         say(f"mcpx-hooks {command}: run {args.run_id} has not ended: {said} on the server"
             " that runs it)")  # fmt: skip
     return EXIT_OK
-
-
-def _no_history(path: Path) -> bool:
-    """Whether there is no history at `path`, or only an empty file (the first run found the
-    disk full): no runs. False when it cannot be looked at (a directory that may not be
-    searched, as one made by `sudo`): the fault says why."""
-    try:
-        return not path.exists() or (path.is_file() and not path.stat().st_size)
-    except OSError:
-        return False
 
 
 def table(runs: list[dict[str, Any]], url: str) -> list[str]:

@@ -86,19 +86,10 @@ async def _remote(target: Any, query: str, run_id: str | None, limit: int) -> li
     return found
 
 
-def _absent(path: Path) -> bool:
-    """Whether there is no history at `path`; False when it cannot be looked at (a directory
-    that may not be searched, as one `sudo` made): opening it says why."""
-    try:
-        return not path.exists()
-    except OSError:
-        return False
-
-
 def _local(args: argparse.Namespace, command: str) -> int:
     from ..core.places import shown_file
     from ..history.faults import HistoryFault
-    from .runverify import history_of
+    from .runverify import history_of, no_history
 
     config, path = history_of(args)
     # (`runs show`'s words: a mistyped --run finds nothing, and is not "no frame matches")
@@ -108,7 +99,7 @@ def _local(args: argparse.Namespace, command: str) -> int:
         print(f"mcpx-hooks {command}: [history] enabled = false: no run is kept on disk"
               " (a server's runs: --remote URL)", file=sys.stderr)  # fmt: skip
         return EXIT_FAILED
-    if _absent(path):
+    if no_history(path):
         if args.run is not None:
             say(unknown)
             return EXIT_FAILED

@@ -43,6 +43,16 @@ def history_of(args: argparse.Namespace) -> tuple[Config, Path]:
     return config, path
 
 
+def no_history(path: Path) -> bool:
+    """Whether there is no history at `path`, or only an empty file (the first run found the
+    disk full): no runs. False when it cannot be looked at (a directory that may not be
+    searched, as one made by `sudo`): opening it says why."""
+    try:
+        return not path.exists() or (path.is_file() and not path.stat().st_size)
+    except OSError:
+        return False
+
+
 def verify(args: argparse.Namespace, command: str) -> int:
     from ..core.chain import check
     from ..history.faults import HistoryFault

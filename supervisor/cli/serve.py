@@ -1,6 +1,8 @@
 """`serve`: the service in the foreground until SIGINT or SIGTERM. A token file already there
-is kept (`--new-token` replaces it); a new one is written only once the socket is bound, and
-stays when the server stops, so clients keep working across a restart."""
+is kept (`--new-token` replaces it, once the socket is bound); where there is none, a new one
+is put there before the bind, never over one another `serve` put there meanwhile (that one is
+served), and taken back if the bind fails. It stays when the server stops, so clients keep
+working across a restart."""
 
 from __future__ import annotations
 
@@ -47,9 +49,9 @@ def _cluster_down() -> type[Exception]:
 
 
 def run(args: argparse.Namespace) -> int:
-    """`serve`. Nothing is touched before the flags and the config are known good, and the
-    token file only once the socket is bound: a `serve` that cannot listen (the port is
-    another server's) exits 2 and leaves that server's token file as it was. A token file
+    """`serve`. Nothing is touched before the flags and the config are known good, and a
+    token file there only once the socket is bound: a `serve` that cannot listen (the port
+    is another server's) exits 2 and leaves that server's token file as it was. A token file
     that cannot be kept (another user's, open to others) is refused: exit 2."""
     import gc
 
@@ -61,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
         TokenFileError,
         create_token_file,
         default_token_path,
+        first_token,
         kept_token,
         remove_token_file,
     )
@@ -100,13 +103,23 @@ def run(args: argparse.Namespace) -> int:
             token = None if args.new_token or shipped else kept_token(token_path)
         except TokenFileError as exc:
             return usage("serve", str(exc))
+    placed = False  # (a first token put in place before the bind: gone if it fails)
     if token_path is not None and token is None:
         pending = token_path.with_name(f".{token_path.name}.{os.getpid()}.pending")
         try:
-            token = create_token_file(pending)
+            token = fresh = create_token_file(pending)
+            if not (args.new_token or shipped):
+                # None was there. Two `serve`s started together on one state directory each
+                # found none: the first to put its token there is served by both.
+                token, placed = first_token(pending, token_path, fresh)
         except OSError as exc:
             said = said_os_error(exc)
             return usage("serve", f"cannot write the token file {token_path}: {said}")
+        except TokenFileError as exc:
+            remove_token_file(pending, fresh)
+            return usage("serve", str(exc))
+        if not os.path.lexists(pending):
+            pending = None
     given = {b.field: getattr(args, b.field) for b in LIMIT_FLAGS}
     options = ServiceOptions(
         host=args.host,
@@ -126,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
             except OSError as exc:
                 raise _TokenNotWritten(f"cannot write the token file {token_path}: {exc}") from exc
         listening.append(at)
-        kept = " (kept)" if pending is None else ""
+        kept = " (kept)" if pending is None and not placed else ""
         access = f"token file {token_path}{kept}" if token_path else "no auth (--no-auth)"
         print(f"mcpx-hooks serve: listening on {at.url}; {access}", flush=True)
         print(f"mcpx-hooks serve: {_console_line(at, token)}", flush=True)
@@ -171,6 +184,8 @@ def run(args: argparse.Namespace) -> int:
         # place: the socket was not bound) goes, and only while it holds this token.
         if token is not None and pending is not None:
             remove_token_file(pending, token)
+        if token is not None and token_path is not None and placed and not listening:
+            remove_token_file(token_path, token)
     if failure is not None:
         say(f"mcpx-hooks serve: {failure}")
         return code

@@ -307,7 +307,8 @@ def read_sealed(path: Path, magic: bytes, key: str, *, limit: int) -> bytes | No
 def write_sealed(path: Path, magic: bytes, key: str, payload: bytes) -> None:
     """Keeps `payload` at `path` for `key`, privately (0600 in a 0700 directory); a state
     directory that cannot be written is left as it is (the code is compiled again next
-    time)."""
+    time), and so is one that `read_sealed` would not believe (`exposed`): written at every
+    start to be read never, into a directory whose names another user decides."""
     import hashlib
 
     from .privatefile import write_private  # its `tempfile`, only when something is written
@@ -315,6 +316,8 @@ def write_sealed(path: Path, magic: bytes, key: str, payload: bytes) -> None:
     digest = hashlib.sha256(payload).hexdigest()
     try:
         make_state_dir(path.parent)
+        if exposed(path.parent) is not None:
+            return
         write_private(path, b"\n".join([magic, key.encode(), digest.encode(), payload]))
     except OSError:
         return

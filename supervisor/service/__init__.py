@@ -19,6 +19,7 @@ __all__, __getattr__, __dir__ = exports(
             "client_token",
             "create_token_file",
             "default_token_path",
+            "first_token",
             "kept_token",
             "remove_token_file",
         ),

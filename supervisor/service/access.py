@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 import attrs
 
-from ..config.statefiles import make_state_dir, state_home
+from ..config.statefiles import exposed, make_state_dir, state_home
 from ..core.errors import HooksError
 from ..core.passenv import TOKEN_ENV
 from ..core.records import Record
@@ -98,6 +98,27 @@ def kept_token(path: Path) -> str | None:
     return text
 
 
+def first_token(pending: Path, path: Path, token: str) -> tuple[str, bool]:
+    """What `serve` serves when it found no token file: `pending`'s token (`token`), put at
+    `path` now (True), unless another `serve` started at the same moment put its own there
+    first: then that one (`kept_token`), so both serve the token on disk and a client reading
+    it is let in by either. Never written over one (a hard link fails where a file is).
+    `pending` is gone after either; where links cannot be made it stays, to be renamed into
+    place once the socket is bound as before."""
+    try:
+        os.link(pending, path)
+    except FileExistsError:
+        kept = kept_token(path)
+        if kept is None:  # (gone again since: ours goes there after all)
+            return first_token(pending, path, token)
+        pending.unlink(missing_ok=True)
+        return kept, False
+    except OSError:
+        return token, False
+    pending.unlink(missing_ok=True)
+    return token, True
+
+
 def remove_token_file(path: Path, token: str) -> None:
     """Removes the file on the way out, if it still holds this server's token (another
     server may have written its own since)."""
@@ -135,13 +156,24 @@ def read_token_file(path: Path) -> str:
 
 def client_token(token_file: str | None, environ: Mapping[str, str]) -> str | None:
     """A remote command's token: `--token-file`, else `MCPX_HOOKS_TOKEN`, else the file
-    `serve` writes by default (None when that does not exist: a `--no-auth` server)."""
+    `serve` writes by default (None when that does not exist: a `--no-auth` server). The
+    default one is refused in a state directory another user could have put it in, as
+    `serve` refuses it: sent, it would go to whatever server the command names (a
+    `--token-file` is where its owner chose)."""
     if token_file:
         return read_token_file(Path(token_file))
     if environ.get(TOKEN_ENV):
         return environ[TOKEN_ENV]
     default = default_token_path(environ)
-    return read_token_file(default) if default.exists() else None
+    if not default.exists():
+        return None
+    if (holder := exposed(default.parent)) is not None:
+        raise TokenFileError(
+            f"the token file {default} is in {holder}, so another user could have put it"
+            " there: it is not sent; keep the state directory yours alone, or give"
+            f" --token-file or {TOKEN_ENV}"
+        )
+    return read_token_file(default)
 
 
 # ---- the handshake -------------------------------------------------------------------------
