@@ -317,6 +317,7 @@ __all__, __getattr__, __dir__ = exports(
             "Selection",
             "SelectionError",
             "env_names",
+            "env_unknown",
             "left_out",
             "locker",
             "select",
