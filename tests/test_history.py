@@ -420,7 +420,7 @@ def test_doctor_weighs_a_small_disks_room_against_what_the_history_needs(
     done = mcpx("doctor", "--config", "c.toml", cwd=tmp_path)
     line = next(x for x in done.stdout.splitlines() if x.startswith("run history:"))
     assert line.startswith(f"run history: {mounted / 'history.db'}: TOO LITTLE ROOM: its disk")
-    assert " KiB free (of 1.0 MiB), and the history needs about 3.9 MiB there: its" in line
+    assert " KiB free (of 1 MiB), and the history needs about 3.9 MiB there: its" in line
     assert "full (" not in line and done.returncode == 1, line
     subprocess.run(["mount", "-o", "remount,size=16m", str(mounted)], check=True)
     done = mcpx("doctor", "--config", "c.toml", cwd=tmp_path)

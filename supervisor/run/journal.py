@@ -29,6 +29,7 @@ import attrs
 import orjson
 import trio
 
+from ..core.amounts import shown_size
 from ..core.chain import GENESIS, extend
 from ..core.frames import (
     OUTPUT_TYPES,
@@ -310,8 +311,8 @@ class RunJournal:
             self.recorder(self)
 
     def _over_budget(self) -> WarningFrame:
-        mib = self.run_bytes / (1024 * 1024)
-        held = f"the run's output reached its budget ({mib:g} MiB held); later output is dropped"
+        budget = f"runs.runBytes, {shown_size(self.run_bytes)}"
+        held = f"the run's output reached its budget ({budget}); later output is dropped"
         return blank(WarningFrame, message=f"{held} (counted in a warning when the script ends)")
 
     async def wait_past(self, seen: int) -> None:
