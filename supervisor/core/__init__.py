@@ -285,7 +285,7 @@ __all__, __getattr__, __dir__ = exports(
         "promptbuild": ("PromptRequest", "build_request", "encode_value", "new_nonce"),
         "records": ("Record",),
         "redact": ("CUT", "NO_SECRETS", "Redactor"),
-        "scripts": ("Script",),
+        "scripts": ("LISTED_ARGV_CHARS", "Script", "listed_argv"),
         "servers": (
             "BACKOFF_FIRST_S",
             "BACKOFF_MAX_S",

@@ -48,6 +48,7 @@ from ..core.frames import (
 from ..core.hooks import DEFAULT_RUN_BYTES
 from ..core.jsontext import dumps, wire_loads, wire_safe
 from ..core.redact import CUT, NO_SECRETS
+from ..core.scripts import listed_argv
 from .artifacts import ArtifactStore
 from .storedrun import SEALED, sealing
 from .telemetry import Told
@@ -330,7 +331,7 @@ class RunJournal:
             status = self.outcome["type"] if self.outcome is not None else FrameType.ERROR.value
         return {
             "runId": self.run_id,
-            "argv": start.get("argv", []),
+            **listed_argv(start.get("argv", [])),
             "cwd": start.get("cwd"),
             "startedAt": start.get("at"),
             "status": status,
