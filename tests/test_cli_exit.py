@@ -470,6 +470,18 @@ def test_remote_second_ctrl_c_names_the_hook_the_server_still_runs_and_a_third_l
         assert proc.stdout.read() == ""  # nothing printed after the second Ctrl-C
     go.write_text("")  # the hook ends; the server's run with it
     psutil.wait_procs(marker.alive(), timeout=30)
+    # What the line says to run shows the run's end there: cancelled, its suffix hook done.
+    shown = left.split("history: ", 1)[1].removesuffix(")\n").split()
+    assert shown[:3] == ["mcpx-hooks", "runs", "show"] and shown[4:6] == ["--remote", server.url]
+    done = subprocess.run(
+        [*CLI, *shown[1:], "--token-file", "token", "--json"],
+        cwd=server.cwd, env=ENV, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    frames = [json.loads(line) for line in done.stdout.splitlines()]
+    assert done.returncode == 0, done.stderr  # (it showed the run)
+    assert [f.get("cause") for f in frames if f["type"] == "error"] == ["cancelled"]
+    assert [f["name"] for f in frames if f["type"] == "hook"] == ["slow"]
+    assert frames[-1]["type"] == "end"
 
 
 def test_remote_json_second_ctrl_c_waits_for_the_end_and_prints_no_more(

@@ -264,6 +264,43 @@ def test_a_client_of_a_lost_gateway_resumes_on_another(cluster: Cluster) -> None
     assert whole[-2]["type"] == "result"
 
 
+def test_a_lost_gateway_cancels_nothing_though_its_client_asked_cancel_on_disconnect(
+    cluster: Cluster,
+) -> None:
+    """`exec --remote` asks `cancelOnDisconnect`: the gateway carries it out when its client
+    goes. A gateway that dies (killed) carries out nothing: the run goes on to its end on its
+    worker, and is followed to it on another gateway. `exec` said only "the server closed
+    the socket: 1006", as if the run were gone with it; it now says the run may go on, and
+    how to follow it."""
+    doomed = cluster.add_gateway()
+    b = cluster.gateways[1]
+    script = "echo one; sleep 1; echo two"
+    with subprocess.Popen(
+        [*CLI, "exec", "--remote", doomed.url, "--json", "--", *argv(script)],
+        cwd=cluster.cwd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    ) as proc:  # fmt: skip
+        assert proc.stdout is not None and proc.stderr is not None
+        first = []
+        while not first or first[-1].get("text") != "one":
+            first.append(json.loads(proc.stdout.readline()))
+        doomed.proc.send_signal(signal.SIGKILL)
+        doomed.stop(None)
+        cluster.gateways.remove(doomed)
+        code, said = proc.wait(timeout=60), proc.stderr.read()
+    run_id = first[0]["runId"]
+    assert code == 1 and said.splitlines() == [
+        "mcpx-hooks exec: the server closed the socket: 1006",
+        f"mcpx-hooks exec: run {run_id} had not ended; where it still runs (a cluster's worker,"
+        " the gateway lost), it runs to its end, cancelled by nobody: mcpx-hooks runs show"
+        f" {run_id} --remote {doomed.url} (or another gateway) follows it",
+    ]
+    rest = arun(follow(b, run_id, len(first)))
+    whole = first + rest.frames
+    assert_whole(whole)
+    assert [f["text"] for f in whole if f["type"] == "stdout"] == ["one", "two"]
+    assert whole[-2]["type"] == "result"
+
+
 def test_a_slow_consumer_loses_nothing_and_slows_nothing(cluster: Cluster) -> None:
     a, b = cluster.gateways[:2]
     lines = 20_000

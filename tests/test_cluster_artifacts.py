@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import http.client
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,8 @@ from service_client import (
     run_remote,
     start_server,
 )
+
+from mcpx_hooks.supervisor.cli.execview import NOT_STARTED_S
 
 #: Three artifacts: a page, a nested text file, and 300 KiB of random bytes (several chunks).
 WRITE = (
@@ -201,6 +204,18 @@ def test_without_nats_a_run_the_gateway_does_not_hold_is_a_503(tmp_path: Path) -
 
         followed = arun(follow())
         assert followed.code == 1013 and "the cluster cannot be reached" in followed.reason
+        # A new run: refused at once, its true words first. It waited for NATS's 5 s, when
+        # the view's "(no run yet after 5 s: … waits for a worker …)" came first, on stdout.
+        started = time.monotonic()
+        done = subprocess.run(
+            [*CLI, "exec", "--remote", gateway.url, "--", "true"],
+            check=False, cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert (done.returncode, done.stdout) == (1, ""), done
+        assert done.stderr.startswith(
+            "mcpx-hooks exec: the server said: the cluster cannot be reached: NATS is not connected"
+        ), done.stderr
+        assert time.monotonic() - started < NOT_STARTED_S
         assert " failed: " not in gateway.log() and "a bug" not in gateway.log()
     finally:
         parts.stop()

@@ -121,3 +121,21 @@ def sys_executable() -> str:
     import sys
 
     return sys.executable
+
+
+#: A hook's or server's argv in an example (TOML `run = [` / `command = [`, JSON `"run": [`)
+#: whose program is a bare Python: where `python3` on the PATH is a version manager's shim in
+#: the home (pyenv), the strict sandbox cannot see it, and the example fails as written.
+_BARE_PYTHON = re.compile(r'(?:\b(?:run|command) =|"(?:run|command)":) \["python[0-9.]*"')
+
+
+def test_no_example_runs_a_bare_python() -> None:
+    found = []
+    for page in sorted((ROOT / "docs").rglob("*.md")):
+        lines = page.read_text().splitlines()
+        for n, line in enumerate(lines):
+            # (what `init --from pre-commit` wrote, shown as it writes it: a transcript)
+            imported = any(x.startswith("# from repos[") for x in lines[max(0, n - 12) : n])
+            if _BARE_PYTHON.search(line) and not imported:
+                found.append(f"{page.relative_to(ROOT)}:{n + 1}: {line.strip()}")
+    assert not found, "name the interpreter by its path (/usr/bin/python3):\n" + "\n".join(found)

@@ -319,8 +319,10 @@ async def test_4_a_flood_of_newlines_is_held_to_the_run_budget(tmp_path: Path) -
     # Output stops at the budget; what says how the run went is kept past it.
     output_cost = sum(len(line) + FRAME_OVERHEAD for line in journal.lines[: len(output) + 1])
     assert output_cost <= budget
-    assert "budget (2 MiB held)" in warnings[0]
-    assert f"{journal.dropped_frames} frames" in warnings[-1]
+    assert "budget (runs.runBytes, 2 MiB); later output is dropped" in warnings[0]
+    # (sizes as a person reads them: `1.2 MiB`, not `0.190735 MiB` or 1258291 bytes)
+    dropped = rf"{journal.dropped_frames:,} frames \(\d+(\.\d)? (bytes|KiB|MiB)\) dropped"
+    assert re.search(dropped, warnings[-1]), warnings[-1]
     assert frames[-2]["type"] == "error" or frames[-2]["type"] == "result"
 
 

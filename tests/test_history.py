@@ -163,6 +163,40 @@ def test_exec_records_and_runs_list_and_show_read_it(tmp_path: Path) -> None:
     assert "Traceback" not in unknown.stderr
 
 
+def test_a_listing_carries_a_long_argv_cut_and_the_run_keeps_it_whole(
+    restarted: tuple[Path, list[Server]],
+) -> None:
+    """An argv of 300 KB was carried whole by every listing of runs (`GET /v1/runs`, `runs
+    list`, the history's summary): now each carries at most LISTED_ARGV_CHARS of it, with
+    `argvCut` the arguments not listed whole; the run's `start` frame keeps it whole."""
+    from mcpx_hooks.supervisor.core.scripts import LISTED_ARGV_CHARS
+
+    tmp, servers = restarted
+    argv = ["true", *(f"{i:04}" + "x" * 996 for i in range(300))]
+    done = mcpx("exec", "--json", "--", *argv, cwd=tmp)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[0])["argv"] == argv
+    listing = mcpx("runs", "list", "--json", cwd=tmp)
+    (summary,) = json.loads(listing.stdout)
+    listed = summary["argv"]
+    assert sum(map(len, listed)) == LISTED_ARGV_CHARS and listed[:3] == argv[:3]
+    assert summary["argvCut"] == len(argv) - len(listed) + 1  # (its last one cut)
+    assert len(listing.stdout) < 2 * LISTED_ARGV_CHARS
+    table = mcpx("runs", "list", cwd=tmp)
+    assert f"({summary['argvCut']} argument(s) cut in listings;" in table.stdout
+    shown = mcpx("runs", "show", summary["runId"], "--json", cwd=tmp)
+    assert json.loads(shown.stdout.splitlines()[0])["argv"] == argv
+    server = start_server(tmp, env={"XDG_STATE_HOME": str(tmp / "state")})
+    servers.append(server)
+    arun(lines_of(server, "/v1/exec", {"argv": ["echo", "y" * 100_000], "sandbox": "workspace"}))
+    status, body = http_get(server, "/v1/runs")
+    assert status == 200 and len(body) < 3 * LISTED_ARGV_CHARS, len(body)
+    first, second = json.loads(body)
+    assert (first["argv"], first["argvCut"]) == (["echo", "y" * (LISTED_ARGV_CHARS - 4)], 1)
+    assert second == summary
+    assert server.stop() == 0
+
+
 def test_runs_list_says_when_older_runs_are_kept_than_it_lists(tmp_path: Path) -> None:
     """`runs list` shows the newest `[runs] retain` stored runs; past them it listed nothing
     more and said nothing, as if the history held no older run, though `runs show` and
@@ -420,7 +454,7 @@ def test_doctor_weighs_a_small_disks_room_against_what_the_history_needs(
     done = mcpx("doctor", "--config", "c.toml", cwd=tmp_path)
     line = next(x for x in done.stdout.splitlines() if x.startswith("run history:"))
     assert line.startswith(f"run history: {mounted / 'history.db'}: TOO LITTLE ROOM: its disk")
-    assert " KiB free (of 1.0 MiB), and the history needs about 3.9 MiB there: its" in line
+    assert " KiB free (of 1 MiB), and the history needs about 3.9 MiB there: its" in line
     assert "full (" not in line and done.returncode == 1, line
     subprocess.run(["mount", "-o", "remount,size=16m", str(mounted)], check=True)
     done = mcpx("doctor", "--config", "c.toml", cwd=tmp_path)

@@ -55,6 +55,26 @@ def test_the_variable_skips_like_pre_commit_s_skip(project: Path) -> None:
     assert left == "hooks left out of this run: lint (MCPX_HOOKS_SKIP), types (MCPX_HOOKS_SKIP)"
 
 
+def test_a_name_in_the_variable_no_hook_has_is_passed_over_and_said(project: Path) -> None:
+    """As a flag's typo is refused in these words, the variable's is said in them (once),
+    and the run goes on: the variable is often set for a whole CI job, across projects."""
+    out = run(project, MCPX_HOOKS_SKIP="lnit")
+    assert out.returncode == 0, out.stderr
+    assert [f["name"] for f in hook_frames(out)] == ["lint", "types", "docs"]
+    said = [w for w in warnings(out) if "MCPX_HOOKS_SKIP" in w]
+    assert said == [
+        'MCPX_HOOKS_SKIP: no hook in force is named "lnit" (MCPX_HOOKS_SKIP takes hook names;'
+        " passed over; those in force: docs, lint, types)"
+    ]
+    explained = run(project, "--explain", MCPX_HOOKS_SKIP="lnit")
+    assert explained.returncode == 0, explained.stderr
+    assert 'no hook in force is named "lnit"' in explained.stderr
+    # a piece of a hook name that holds a comma is a name a hook has
+    (project / "hooks.toml").write_text(HEADER + advising("lint, fast", "L"))
+    quiet = run(project, MCPX_HOOKS_SKIP="fast")
+    assert not [w for w in warnings(quiet) if "no hook in force" in w]
+
+
 def test_the_variable_names_a_hook_whose_name_holds_a_comma(readable_tmp: Path) -> None:
     config = HEADER + advising("lint, fast", "L") + advising("lint", "M") + advising("fast", "F")
     (readable_tmp / "hooks.toml").write_text(config)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -232,14 +233,39 @@ def test_a_collector_s_refusal_is_said_on_stderr_without_its_control_characters(
     with receiver(400, "\x1b]0;owned\x07\x1b[31mbad") as (endpoint, _):
         done = _exec(tmp_path, config, OTEL_EXPORTER_OTLP_ENDPOINT=endpoint)
     assert done.returncode == 0, done.stderr
-    said = [line for line in done.stderr.splitlines() if "batch code: 400" in line]
-    assert said, done.stderr
-    assert said[0] == (
-        "mcpx-hooks exec: Failed to export spans batch code: 400,"
-        " reason: \\x1b]0;owned\\x07\\x1b[31mbad"
-    )
+    assert done.stderr.splitlines() == [
+        f"mcpx-hooks exec: warning: telemetry: the OTLP collector at {endpoint}"
+        " (OTEL_EXPORTER_OTLP_ENDPOINT): it answered HTTP 400 (\\x1b]0;owned\\x07\\x1b[31mbad);"
+        " spans and metrics it was not sent are dropped (the run goes on)"
+    ]
     assert "\x1b" not in done.stderr
     assert marker.alive() == []
+
+
+def test_a_collector_that_refuses_or_hangs_is_said_in_one_line_of_ours(tmp_path: Path) -> None:
+    """A refused connection printed the SDK's retry lines, one a try ("Transient error
+    HTTPConnectionPool(…) … retrying in 0.89s."); one that takes the connection and never
+    answers was dropped in silence. Each is one line now, naming the endpoint, and the run
+    ends as it would."""
+    with socket.socket() as refusing, socket.socket() as hanging:
+        refusing.bind(("127.0.0.1", 0))  # (bound, never listening: refused)
+        hanging.bind(("127.0.0.1", 0))
+        hanging.listen(8)  # (the kernel takes the connection; nobody reads it)
+        for sock, why in ((refusing, "it cannot be reached: Connection refused"),
+                          (hanging, "it did not answer within 2 s")):  # fmt: skip
+            endpoint = f"http://127.0.0.1:{sock.getsockname()[1]}"
+            done = subprocess.run(
+                [*CLI, "exec", "--sandbox", "none", "--", "true"],
+                cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
+                env={**os.environ, "MCPX_HOOKS_NO_DISCOVERY": "1",
+                     "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint},
+            )  # fmt: skip
+            assert done.returncode == 0, done.stderr
+            assert done.stderr.splitlines() == [
+                f"mcpx-hooks exec: warning: telemetry: the OTLP collector at {endpoint}"
+                f" (OTEL_EXPORTER_OTLP_ENDPOINT): {why}; spans and metrics it was not sent"
+                " are dropped (the run goes on)"
+            ]
 
 
 async def test_an_mcp_session_s_calls_reach_the_collector_when_the_client_closes(

@@ -323,7 +323,15 @@ def _run_remote(args: argparse.Namespace) -> int:
             viewed = partial(exec_remote_viewed, stopping=stopping)
             frames = run_async(viewed, target, request, out, args.json, answering.responder(args))
         except client.RemoteError as exc:
-            return remote_failed("exec", exc)
+            failed = remote_failed("exec", exc)
+            if stopping.run_id:  # (begun, and its socket lost: not the run, maybe)
+                say(
+                    f"mcpx-hooks exec: run {stopping.run_id} had not ended; where it still runs"
+                    " (a cluster's worker, the gateway lost), it runs to its end, cancelled by"
+                    f" nobody: mcpx-hooks runs show {stopping.run_id} --remote {target.url}"
+                    " (or another gateway) follows it"
+                )
+            return failed
     except* OutputClosed:
         closed = True  # the request asked cancelOnDisconnect: leaving cancels the run
     if closed or (stopping.left and _outcome(frames) is None):

@@ -37,8 +37,10 @@ if TYPE_CHECKING:
 
 #: After how long a hook still running gets a line of its own in the readable view.
 STILL_RUNNING_S: Final = 1.0
-#: After this long without its `start`, `exec --remote`'s view says the run has not started.
-NOT_STARTED_S: Final = 5.0
+#: After this long without its `start`, `exec --remote`'s view says the run has not started:
+#: past a gateway's 5 s bound on queueing the request, so one that cannot reach NATS says so
+#: first, and the line is said only of a request queued for a worker.
+NOT_STARTED_S: Final = 8.0
 #: What a pipe on `exec --json`'s stdout is asked to hold (`widen_pipe`).
 PIPE_BYTES: Final = 1024 * 1024
 #: How the journal's line of a script's output frame ends, its text just before

@@ -237,9 +237,9 @@ def run(
     from ..core.effects import Effect
     from ..core.points import When
     from ..core.scripts import Script
-    from ..core.selection import SelectionError, left_out
+    from ..core.selection import SelectionError, env_unknown, left_out
     from ..core.when import RunFacts
-    from .common import EXIT_OK, Usage, load, run_async
+    from .common import EXIT_OK, Usage, load, run_async, say
     from .execrequest import files_from, selection
 
     config = load(args, args.hooks, lines or None)
@@ -247,6 +247,8 @@ def run(
         left = left_out(config, selection(args))
     except SelectionError as exc:
         raise Usage(str(exc)) from None
+    if (unknown := env_unknown(config, selection(args))) is not None:
+        say(f"mcpx-hooks: warning: {unknown}")
     script = Script(tuple(argv) or None, args.python, args.code)
     autonomy = Effect.parse(args.autonomy) if args.autonomy is not None else None
     cwd = str(Path.cwd())

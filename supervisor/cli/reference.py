@@ -47,7 +47,8 @@ SUPERVISOR_VARIABLES: Final = (
     (
         SKIP_ENV,
         "hook names, comma-separated (`lint,typecheck`): `exec` leaves them out of its run, as"
-        " `--skip` does (a name no hook has is passed over; a locked hook cannot be left out)",
+        " `--skip` does (a name no hook has is passed over, with a warning; a locked hook cannot be"
+        " left out)",
     ),
     (
         TOKEN_ENV,

@@ -197,6 +197,8 @@ def _line(run: Mapping[str, Any]) -> str:
     took = run.get("durationMs")
     argv = run.get("argv")
     shown = command(argv) if isinstance(argv, list) else "?"
+    if isinstance(cut := run.get("argvCut"), int) and cut > 0:  # (`runs show` has it whole)
+        shown += f" … ({cut} argument(s) cut in listings; runs show has them whole)"
     fields = (
         str(run.get("runId")),
         str(run.get("startedAt") or "-"),

@@ -26,6 +26,7 @@ from ..core.frames import (
     blank,
     stamp,
 )
+from ..core.scripts import listed_argv
 from .jet import WRONG_LAST_SEQUENCE, ClusterDown
 from .link import Cluster
 from .mirror import MirrorJournal
@@ -100,7 +101,7 @@ async def publish_ending(
         "durationMs": started_ms,
     }
     if frames and frames[0] is start:
-        summary.update(argv=first["argv"], cwd=first["cwd"], startedAt=first["at"])
+        summary.update(listed_argv(first["argv"]), cwd=first["cwd"], startedAt=first["at"])
     if journal.outcome is not None:
         summary["status"] = journal.outcome.get("type", FrameType.ERROR.value)
     ids: dict[str, str] = {Header.MSG_ID: f"{run_id}.lost.summary"}

@@ -47,6 +47,7 @@ SHORT_AFTER_S: Final = 60.0
 _SUMMARY: Final[dict[str, Any]] = {
     "runId": lambda v: isinstance(v, str),
     "argv": lambda v: isinstance(v, list) and all(isinstance(a, str) for a in v),
+    "argvCut": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
     "cwd": lambda v: v is None or isinstance(v, str),
     "startedAt": lambda v: v is None or isinstance(v, str),
     "status": lambda v: v in ("running", "result", "error"),

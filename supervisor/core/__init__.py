@@ -10,9 +10,9 @@ between tries (`backoff`), runs of lines cut into bounded batches (`batches`), a
 `execve` can take (`spawntext`), the one converter to and from JSON (`convert`), the
 exception tree (`errors`), where a hook's `when` matches (`when`) and which files a run counts
 as changed (`changes`), the hosts a child may reach (`egress`), the hooks one run leaves out
-(`selection`) and where a hook was declared (`places`), the base of every attrs class and its
-repr, equality and hash (`records`), the names of the spans and metrics and their counts
-(`telemetry`).
+(`selection`), where a hook was declared (`places`) and sizes for a person (`amounts`), the
+base of every attrs class and its repr, equality and hash (`records`), the names of the spans
+and metrics and their counts (`telemetry`).
 
 The names below are loaded on first use (`core/exports.py`).
 """
@@ -22,6 +22,7 @@ from .exports import exports
 __all__, __getattr__, __dir__ = exports(
     __name__,
     {
+        "amounts": ("shown_size",),
         "answers": (
             "Answer",
             "Ask",
@@ -284,7 +285,7 @@ __all__, __getattr__, __dir__ = exports(
         "promptbuild": ("PromptRequest", "build_request", "encode_value", "new_nonce"),
         "records": ("Record",),
         "redact": ("CUT", "NO_SECRETS", "Redactor"),
-        "scripts": ("Script",),
+        "scripts": ("LISTED_ARGV_CHARS", "Script", "listed_argv"),
         "servers": (
             "BACKOFF_FIRST_S",
             "BACKOFF_MAX_S",
@@ -317,6 +318,7 @@ __all__, __getattr__, __dir__ = exports(
             "Selection",
             "SelectionError",
             "env_names",
+            "env_unknown",
             "left_out",
             "locker",
             "select",

@@ -4,9 +4,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any, Final
+
 import attrs
 
 from .records import Record
+
+#: The most characters of a run's argv that a listing of runs carries (`GET /v1/runs`, `runs
+#: list`, the console's list, the history's and the cluster's summaries): a command line
+#: reads in far less, and a megabyte's argv would make every listing that large.
+LISTED_ARGV_CHARS: Final = 2048
 
 
 @attrs.frozen(repr=False, eq=False)
@@ -25,3 +33,19 @@ class Script(Record):
         if self.python_file is not None:
             return ("python", self.python_file)
         return ("python", "-c", self.python_code or "")
+
+
+def listed_argv(argv: Sequence[str]) -> dict[str, Any]:
+    """`argv` as a listing of runs carries it (`LISTED_ARGV_CHARS`), as a summary's `argv`
+    and `argvCut`: its arguments whole, in order, while they fit, then the one that does not,
+    cut to what is left; and how many were not listed whole (0: none). The run's `start`
+    frame keeps it whole."""
+    listed: list[str] = []
+    room = LISTED_ARGV_CHARS
+    for i, arg in enumerate(argv):
+        if len(arg) > room:
+            listed.append(arg[:room])
+            return {"argv": listed, "argvCut": len(argv) - i}
+        listed.append(arg)
+        room -= len(arg)
+    return {"argv": listed, "argvCut": 0}

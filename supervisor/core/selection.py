@@ -8,8 +8,8 @@
   (exit 2, nothing runs), naming the file and the place that locked it; with `--only`, name
   it too.
 - A name given by a flag that no hook in force has is refused as a typo (exit 2); a name in
-  the variable that no hook has is passed over, as pre-commit does: the variable is often
-  set for a whole CI job, across projects.
+  the variable that no hook has is passed over, as pre-commit does (the variable is often
+  set for a whole CI job, across projects), and said in the run's warning, in the same words.
 """
 
 from __future__ import annotations
@@ -83,18 +83,33 @@ def _why(hook: Hook, selection: Selection) -> list[str]:
     return ways
 
 
+def _no_such(unknown: list[str], names: set[str], how: str) -> str:
+    """That no hook in force has the names `unknown`, as a flag's refusal and the variable's
+    warning both say it."""
+    shown = ", ".join(f'"{n}"' for n in dict.fromkeys(unknown))
+    have = ", ".join(sorted(names)) or "none"
+    return f"no hook in force is named {shown} ({how}; those in force: {have})"
+
+
+def env_unknown(config: Config, selection: Selection) -> str | None:
+    """What to say of `MCPX_HOOKS_SKIP`'s names that no hook in force has (passed over), if
+    any; a piece of a hook name that holds commas is a name it has."""
+    names = {h.name for h in config.hooks}
+    pieces = {p.strip() for n in names for p in n.split(",")}
+    unknown = [n for n in selection.env_skip if n not in names and n not in pieces]
+    if not unknown:
+        return None
+    how = f"{SKIP_ENV} takes hook names; passed over"
+    return f"{SKIP_ENV}: {_no_such(unknown, names, how)}"
+
+
 def left_out(config: Config, selection: Selection) -> dict[str, str]:
     """The hooks of `config` that `selection` leaves out, by name: what leaves each out, in
     words. Raises `SelectionError` for a locked hook left out or a flag's name no hook has."""
     names = {h.name for h in config.hooks}
     unknown = [n for n in (*selection.skip, *selection.only) if n not in names]
     if unknown:
-        shown = ", ".join(f'"{n}"' for n in dict.fromkeys(unknown))
-        have = ", ".join(sorted(names)) or "none"
-        raise SelectionError(
-            f"no hook in force is named {shown} (--skip/--only take hook names; those in"
-            f" force: {have})"
-        )
+        raise SelectionError(_no_such(unknown, names, "--skip/--only take hook names"))
     left: dict[str, str] = {}
     for hook in config.hooks:
         ways = _why(hook, selection)
@@ -112,13 +127,16 @@ def left_out(config: Config, selection: Selection) -> dict[str, str]:
 
 def select(config: Config, selection: Selection) -> Config:
     """`config` without the hooks `selection` leaves out, and with one more warning that
-    lists them (each a run's `warning` frame: one). Raises as `left_out` does."""
+    lists them (each a run's `warning` frame: one), and one more for names in the variable no
+    hook has. Raises as `left_out` does."""
     if selection.empty:
         return config
     left = left_out(config, selection)
-    if not left:
+    said = [] if (unknown := env_unknown(config, selection)) is None else [unknown]
+    if left:
+        listed = ", ".join(f"{name} ({why})" for name, why in left.items())
+        said.insert(0, f"hooks left out of this run: {listed}")
+    if not said:
         return config
     kept = tuple(h for h in config.hooks if h.name not in left)
-    listed = ", ".join(f"{name} ({why})" for name, why in left.items())
-    warning = f"hooks left out of this run: {listed}"
-    return attrs.evolve(config, hooks=kept, warnings=(*config.warnings, warning))
+    return attrs.evolve(config, hooks=kept, warnings=(*config.warnings, *said))

@@ -8,6 +8,7 @@ import sqlite3
 from pathlib import Path
 from typing import Final
 
+from ..core.amounts import shown_size
 from ..core.places import shown_file
 from .faults import HistoryFault, faults
 from .store import History
@@ -75,20 +76,11 @@ def room(path: Path) -> str | None:
     if free >= need:
         return None
     return (
-        f"its disk has {_size(free)} free (of {_size(total)}), and the history needs about"
-        f" {_size(need)} there: its write-ahead log grows to {pages} pages of {size:,} bytes"
-        " before they are copied into the database"
+        f"its disk has {shown_size(free)} free (of {shown_size(total)}), and the history needs"
+        f" about {shown_size(need)} there: its write-ahead log grows to {pages} pages of"
+        f" {size:,} bytes before they are copied into the database"
     )
 
 
 #: SQLite's defaults: the pages a write-ahead log grows to before a checkpoint, and their size.
 _DEFAULT_CHECKPOINT: Final = (1000, 4096)
-
-
-def _size(count: int) -> str:
-    """`count` bytes for a person: bytes, KiB or MiB."""
-    if count < 1024:
-        return f"{count} bytes"
-    if count < 1 << 20:
-        return f"{count / 1024:.0f} KiB"
-    return f"{count / (1 << 20):.1f} MiB"

@@ -29,6 +29,7 @@ import attrs
 import orjson
 import trio
 
+from ..core.amounts import shown_size
 from ..core.chain import GENESIS, extend
 from ..core.frames import (
     OUTPUT_TYPES,
@@ -47,6 +48,7 @@ from ..core.frames import (
 from ..core.hooks import DEFAULT_RUN_BYTES
 from ..core.jsontext import dumps, wire_loads, wire_safe
 from ..core.redact import CUT, NO_SECRETS
+from ..core.scripts import listed_argv
 from .artifacts import ArtifactStore
 from .storedrun import SEALED, sealing
 from .telemetry import Told
@@ -310,8 +312,8 @@ class RunJournal:
             self.recorder(self)
 
     def _over_budget(self) -> WarningFrame:
-        mib = self.run_bytes / (1024 * 1024)
-        held = f"the run's output reached its budget ({mib:g} MiB held); later output is dropped"
+        budget = f"runs.runBytes, {shown_size(self.run_bytes)}"
+        held = f"the run's output reached its budget ({budget}); later output is dropped"
         return blank(WarningFrame, message=f"{held} (counted in a warning when the script ends)")
 
     async def wait_past(self, seen: int) -> None:
@@ -329,7 +331,7 @@ class RunJournal:
             status = self.outcome["type"] if self.outcome is not None else FrameType.ERROR.value
         return {
             "runId": self.run_id,
-            "argv": start.get("argv", []),
+            **listed_argv(start.get("argv", [])),
             "cwd": start.get("cwd"),
             "startedAt": start.get("at"),
             "status": status,

@@ -7,6 +7,11 @@ it never loads the SDK or the exporters. The providers are this object's own, no
 global ones, and export from the SDK's threads; `close` flushes and shuts them down, each
 bounded by its timeout.
 
+The SDK's own log (a retry line a try, a traceback) never reaches the terminal: a collector
+that refuses, answers an error or does not answer within the close's bound is said in one
+line of ours, once a process, naming the endpoint (with `MCPX_HOOKS_DEBUG=1`, the SDK's
+lines too).
+
 A span is made when the frame that ends it comes (a hook's and a call's start set back by
 their duration), the run's span is kept open from its `start` frame to its `end`: the open
 runs are the running ones, which the runtime bounds.
@@ -14,6 +19,8 @@ runs are the running ones, which the runtime bounds.
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 from collections.abc import Mapping
 from typing import Any, Final
@@ -30,6 +37,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Span, Status, StatusCode
 
 from ..core.frames import FrameType
+from ..core.loglines import debugging
 from ..core.telemetry import (
     DURATION_BUCKETS,
     METRICS,
@@ -46,6 +54,8 @@ SERVICE: Final = "mcpx-hooks"
 #: bounds the whole close: `runtime.TELEMETRY_FLUSH_S`).
 FLUSH_MS: Final = 2_000
 
+logger = logging.getLogger("mcpx_hooks.telemetry")
+
 #: The spans a single frame makes whole (a hook's, a call's), by the frame type.
 _WHOLE: Final = {s.ends: s for s in SPANS if s.starts is s.ends}
 
@@ -57,6 +67,7 @@ class OtlpExporter:
         """The exporters read the `OTEL_*` variables of the process themselves (endpoint,
         headers, timeout, compression, certificates); `env` says only whether a service
         name is given there."""
+        self._said = _Said(env.get("OTEL_EXPORTER_OTLP_ENDPOINT", ""))
         resource = Resource.create({} if _names_service(env) else {SERVICE_NAME: SERVICE})
         self._tracers = TracerProvider(resource=resource, shutdown_on_exit=False)
         self._tracers.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
@@ -131,7 +142,14 @@ class OtlpExporter:
             span.set_attributes(outcome)
             span.end()
         self._runs.clear()
-        self._tracers.force_flush(FLUSH_MS)
+        # (the SDK's flush waits out the export's own timeout, 10 s, past the bound it is
+        # given: a collector that hangs is waited for here, and said, by the bound)
+        flushing = threading.Thread(target=self._tracers.force_flush, args=(FLUSH_MS,))
+        flushing.daemon = True
+        flushing.start()
+        flushing.join(FLUSH_MS / 1000)
+        if flushing.is_alive():
+            self._said.once(f"it did not answer within {FLUSH_MS / 1000:g} s")
         self._tracers.shutdown()
         self._meters.shutdown(FLUSH_MS)  # (its reader's last export: a flush first sent twice)
 
@@ -146,3 +164,57 @@ class _Blank(dict[str, Any]):
 
     def __missing__(self, key: str) -> str:
         return ""
+
+
+class _Said(logging.Handler):
+    """The SDK's log (logger `opentelemetry`), kept off the terminal: its first failure said
+    as one line of ours, naming the endpoint, once."""
+
+    def __init__(self, endpoint: str) -> None:
+        super().__init__(logging.WARNING)
+        self.endpoint = endpoint
+        self._lock = threading.Lock()  # (the SDK logs from its exporting threads)
+        self._said = False
+        sdk = logging.getLogger("opentelemetry")
+        if not debugging():
+            sdk.propagate = False
+            for old in [h for h in sdk.handlers if isinstance(h, _Said)]:  # (a runtime before)
+                sdk.removeHandler(old)
+            sdk.addHandler(self)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        args = record.args if isinstance(record.args, tuple) else ()
+        error = next((a for a in args if isinstance(a, BaseException)), None)
+        code = next((a for a in args[1:2] if isinstance(a, int)), None)
+        if error is not None:
+            self.once(f"it cannot be reached: {_cause(error)}")
+        elif code is not None:
+            reason = next((f" ({a})" for a in args[2:3] if isinstance(a, str) and a), "")
+            self.once(f"it answered HTTP {code}{reason}")
+        elif record.levelno >= logging.ERROR:
+            self.once("its export failed")
+
+    def once(self, why: str) -> None:
+        with self._lock:
+            if self._said:
+                return
+            self._said = True
+        logger.warning(
+            "warning: telemetry: the OTLP collector at %s (OTEL_EXPORTER_OTLP_ENDPOINT): %s;"
+            " spans and metrics it was not sent are dropped (the run goes on)",
+            self.endpoint,
+            why,
+        )
+
+
+def _cause(error: BaseException) -> str:
+    """The system's words for why a connection failed (`Connection refused`), found under the
+    HTTP library's wrappers; else the error's kind."""
+    seen: list[object] = [error]
+    for found in seen:
+        if isinstance(found, OSError) and found.strerror:
+            return str(found.strerror)
+        if isinstance(found, BaseException) and len(seen) < 32:
+            more = (found.__cause__, found.__context__, getattr(found, "reason", None), *found.args)
+            seen.extend(m for m in more if isinstance(m, BaseException) and m not in seen)
+    return type(error).__name__

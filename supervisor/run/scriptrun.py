@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 import trio
 
+from ..core.amounts import shown_size
 from ..core.changes import ChangedFiles
 from ..core.effects import Effect
 from ..core.errors import ProfileUnavailable, SpawnError
@@ -50,7 +51,6 @@ from .phases import PhaseHooks, RunState
 from .script import ScriptOutcome, run_script, script_argv, script_environment
 
 if TYPE_CHECKING:
-    from ..core.hookframes import Frame
     from ..tools.servers import ServerManager
 
 #: A script's timeout when the request names none.
@@ -321,8 +321,9 @@ async def _run_script(  # noqa: PLR0917
             said = exc.short if isinstance(exc, ProfileUnavailable) and warned else str(exc)
             state.message = f"the script could not start: {said}"
             return
-        if run.journal.dropped_frames:
-            run.journal.append(_dropped_note(run.journal))
+        if lost := run.journal.dropped_frames:
+            said = f"{lost:,} frames ({shown_size(run.journal.dropped_bytes)}) dropped"
+            run.journal.append(blank(WarningFrame, message=f"output over the run's budget: {said}"))
         store = run.journal.artifacts or ArtifactStore(0, keeps=False)
         if store.nothing_to_keep(req.run_id, artifacts):  # (most runs: no thread hop)
             await trio.lowlevel.checkpoint()
@@ -393,8 +394,3 @@ def _plan(req: RunRequest) -> dict[str, Any]:
 def _write(path: str, text: str) -> None:
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
-
-
-def _dropped_note(journal: RunJournal) -> Frame:
-    dropped = f"{journal.dropped_frames} frames ({journal.dropped_bytes} bytes)"
-    return blank(WarningFrame, message=f"output over the run's budget: {dropped} dropped")

@@ -76,6 +76,8 @@ export class RunsList {
       el("span", { class: `badge ${run.status}` }, run.status),
       " ",
       el("code", { class: "cmd" }, commandLine(run.argv) || run.runId),
+      // (a long argv is cut in listings; the run's own page shows it whole)
+      run.argvCut > 0 ? el("span", { class: "meta" }, ` … (${run.argvCut} argument(s) cut)`) : null,
       el(
         "span",
         { class: "meta" },
