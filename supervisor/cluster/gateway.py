@@ -195,7 +195,7 @@ class Gateway(Service):
         try:
             # Down now (NATS stopped, the gateway reconnecting): said at once, not after the
             # publish's 5 s, in which the client would guess at a queue with no worker.
-            if not (await self.cluster.status())[0]:
+            if not self.cluster.connected():
                 raise ClusterDown("NATS is not connected (the gateway is reconnecting to it)")
             journal = await self.mirrors.open(run_id, fresh=True)
             published = await self.cluster.publish(requests_subject(), payload, headers)

@@ -51,6 +51,12 @@ class Cluster:
         #: The server let a connection without credentials in (accepted with `--nats-insecure`).
         self.open_to_anyone = open_to_anyone
 
+    def connected(self) -> bool:
+        """Whether the connection is up now, read here without a hop to NATS's thread (a
+        flag that thread sets: a moment stale at most), for a check on every run's way."""
+        nc = self.jet.nc
+        return nc is not None and nc.is_connected
+
     async def _call(self, fn: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> T:
         """`bridge.call`, NATS failing it (a timeout while it is down) raised as the
         `ClusterDown` every caller here answers (a gateway: "the cluster cannot be
