@@ -96,8 +96,8 @@ class TreeEnds:
     def end_batch(self) -> None:
         """The trees of this wake-up whose child left its reaper alone and which are not kept
         (`_reap`): their namespaces searched for processes the child made its siblings in one
-        pass (`strays.siblings_of`: one a tree made a burst of a thousand ends cost a
-        thousand passes over a thousand children). A tree with none is said now and its
+        pass (`strays.siblings_of`; a pass for each tree made a thousand ends at once cost a
+        thousand passes over two thousand children). A tree with none is said now and its
         reaper killed after; one with any (or where /proc cannot say) has them watched and
         its reaper killed, and is said once all is gone (`_reaped`)."""
         if not self.ending:
