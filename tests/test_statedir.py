@@ -430,10 +430,10 @@ def test_trust_opens_no_lock_another_user_could_have_put_in_its_place(tmp_path: 
     )
 
 
-def test_serve_keeps_no_token_another_user_could_have_put_there(tmp_path: Path) -> None:
-    # A token file reached through a directory others may write to (here a symlink
-    # `mcpx-hooks` left in one, pointing at a directory of this user's that holds a token
-    # they know): kept, so whoever put it there could drive the service. Refused now.
+def _planted_token(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
+    """A token of this user's (in `mine`) reached through a symlink `mcpx-hooks` left in a
+    directory others may write to (`shared`), and an environment whose state directory is
+    `shared`."""
     mine, shared = tmp_path / "mine" / "mcpx-hooks", tmp_path / "shared"
     mine.mkdir(parents=True, mode=0o700)
     (mine / "token").write_text("known-to-them-0123456789\n")
@@ -442,6 +442,14 @@ def test_serve_keeps_no_token_another_user_could_have_put_there(tmp_path: Path) 
     shared.chmod(0o777)
     (shared / "mcpx-hooks").symlink_to(mine)
     env = {**os.environ, "XDG_STATE_HOME": str(shared), "MCPX_HOOKS_NO_DISCOVERY": "1"}
+    return mine, shared, env
+
+
+def test_serve_keeps_no_token_another_user_could_have_put_there(tmp_path: Path) -> None:
+    # A token file reached through a directory others may write to (here a symlink
+    # `mcpx-hooks` left in one, pointing at a directory of this user's that holds a token
+    # they know): kept, so whoever put it there could drive the service. Refused now.
+    mine, shared, env = _planted_token(tmp_path)
     argv = [sys.executable, "-m", "mcpx_hooks.supervisor", "serve", "--port", "0"]
     with subprocess.Popen(
         argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -469,14 +477,7 @@ def test_a_client_sends_no_token_another_user_could_have_put_there(tmp_path: Pat
     # remote command read it there and sent it to the server it named: a token planted
     # through a symlink `mcpx-hooks` left in such a directory went out as `Bearer`. Now the
     # command says so and exits 2 before it connects.
-    mine, shared = tmp_path / "mine" / "mcpx-hooks", tmp_path / "shared"
-    mine.mkdir(parents=True, mode=0o700)
-    (mine / "token").write_text("known-to-them-0123456789\n")
-    (mine / "token").chmod(0o600)
-    shared.mkdir()
-    shared.chmod(0o777)
-    (shared / "mcpx-hooks").symlink_to(mine)
-    env = {**os.environ, "XDG_STATE_HOME": str(shared), "MCPX_HOOKS_NO_DISCOVERY": "1"}
+    mine, shared, env = _planted_token(tmp_path)
     env.pop("MCPX_HOOKS_TOKEN", None)
     with socket.create_server(("127.0.0.1", 0)) as listener:
         listener.setblocking(False)
