@@ -22,8 +22,10 @@ from mcpx_hooks.supervisor.core.frames import (
     OUTPUT_TYPES,
     Control,
     FrameType,
+    HookStatus,
     ServiceMessage,
 )
+from mcpx_hooks.supervisor.core.points import Phase
 from mcpx_hooks.supervisor.service import pages
 
 #: The fixtures come from `console_browser`; named here so that pytest finds them.
@@ -53,6 +55,8 @@ def test_the_server_makes_the_consoles_tables_from_its_own() -> None:
         "ENVELOPE_KEYS": list(ENVELOPE_KEYS),
         "Control": {"CANCEL": "cancel", "ANSWER": "answer"},
         "ServiceMessage": {"ERROR": "error", "HOOKS": "hooks"},
+        "HookStatus": {s.name: s.value for s in HookStatus},
+        "Phase": {p.name: p.value for p in Phase},
         "EventKind": {k.name: k.value for k in EventKind},
     }
 

@@ -239,3 +239,75 @@ def test_a_hook_s_hundred_thousand_pieces_of_advice_never_stop_the_run_s_page(
         "first": "piece 0",
         "more": "\u2026 and 149,980 more (all of them: Download frames)",
     }
+
+
+#: A script's 500 tool calls, each with a `before` hook that advises, a line of output after
+#: each call, and among them a call a hook refused (its hook frame and its call frame), drawn
+#: in the page from their frames: the timeline's rows, what the folded rows say, and the row
+#: a link to a folded frame marks.
+CALLS = """async (count) => {
+  const { RunView } = await import('/console/run.js');
+  const view = new RunView('no-such-run', { onGone: () => {} });
+  document.body.append(view.root);
+  const at = '2026-01-01T00:00:00Z';
+  let seq = 0;
+  const frame = (type, more) => view.take({ runId: 'no-such-run', seq: seq++, at, type, ...more });
+  const hook = (name, more) => frame('hook', { name, on: 'call', phase: 'before', action: 'run',
+    effect: 'advise', status: 'ok', durationMs: 5, sandbox: 'strict', advice: ['counting'],
+    dropped: [], refused: null, changed: false, ...more });
+  frame('start', { argv: ['python', 'many.py'], cwd: '/', sandbox: 'workspace' });
+  for (let i = 1; i <= count; i++) {
+    const refused = i === 300;
+    hook(refused ? 'no-removing' : 'count-check', refused
+      ? { effect: 'ask', advice: [],
+        refused: { reason: 'removing is not allowed', failClosed: false } }
+      : {});
+    frame('call', { id: i, server: 'words', tool: refused ? 'remove' : 'count',
+      argsSha256: 'ab'.repeat(32), durationMs: 7, ok: !refused,
+      ...(refused ? { error: 'refused by no-removing: removing is not allowed',
+        refusedBy: 'no-removing' } : {}) });
+    frame('stdout', { text: `call ${i} done` });
+  }
+  frame('result', { value: null });
+  frame('end', { exitCode: 0, durationMs: 5, chain: '' });
+  await new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)));
+  const rows = [...view.timeline.children];
+  const folded = rows.filter((r) => r.classList.contains('folded'));
+  const call = rows.find((r) => r.dataset.seq === '899');
+  view.goTo(1000);
+  const marked = view.timeline.querySelector('li.marked');
+  const result = { rows: rows.length, labels: folded.map((r) => r.textContent),
+    refusedCall: call && call.querySelector('.call-body')?.textContent,
+    refusedHook: rows.some((r) => r.dataset.seq === '898'),
+    marked: marked === folded[1], lines: view.output.length };
+  view.close();
+  view.root.remove();
+  return result;
+}"""
+
+
+def test_a_script_s_five_hundred_tool_calls_fold_into_a_row_that_counts_them(
+    page: Page, served: dict[str, Any]
+) -> None:
+    # Each call frame was a row of raw JSON nine lines high, and each of its hooks another:
+    # 500 calls made 1,500 rows, with the refused call and the output buried among them.
+    sign_in(page, served)
+    got = page.evaluate(CALLS, 500)
+    # start, 20 calls (hook, call, output each), the first fold, the refusing hook, its call
+    # and its output, the second fold, result, end
+    assert got["rows"] == 1 + 20 * 3 + 1 + 3 + 1 + 2
+    assert got["labels"] == [
+        "#61calls279 more calls, all ok: words.count \u00d7279; 279 call hook frames, none"
+        " failed or refused; 279 output frames, in the output below"
+        " (frames 61\u2013897; every one is in Download frames)",
+        "#901calls200 more calls, all ok: words.count \u00d7200; 200 call hook frames, none"
+        " failed or refused; 200 output frames, in the output below"
+        " (frames 901\u20131500; every one is in Download frames)",
+    ]
+    assert got["refusedHook"] is True
+    assert got["refusedCall"] == (
+        "words.remove failed \u00b7 7 ms \u00b7 call 300 \u00b7 args abababababab\u2026"
+        "refused by no-removing: removing is not allowedrefused by no-removing"
+    )
+    assert got["marked"] is True
+    assert got["lines"] == 500

@@ -30,7 +30,15 @@ from typing import Final
 import attrs
 
 from ..core.events import EventKind
-from ..core.frames import ENVELOPE_KEYS, OUTPUT_TYPES, Control, FrameType, ServiceMessage
+from ..core.frames import (
+    ENVELOPE_KEYS,
+    OUTPUT_TYPES,
+    Control,
+    FrameType,
+    HookStatus,
+    ServiceMessage,
+)
+from ..core.points import Phase
 from ..core.records import Record
 from .access import console_cookie, header, token_matches
 from .protocolevents import Request, error_body
@@ -101,14 +109,16 @@ def tables_module() -> bytes:
     """`/console/tables.js`: the tables the console's scripts need, as this server has them
     (`core/frames.py`), each an exported frozen object: the frame types by member name, the
     output types in the order of the frame types, the envelope's fields, the messages a page
-    sends a run (`Control`), the service's own messages (`ServiceMessage`) and the event bus's
-    kinds (`EventKind`)."""
+    sends a run (`Control`), the service's own messages (`ServiceMessage`), a hook's statuses
+    and phases (`HookStatus`, `Phase`) and the event bus's kinds (`EventKind`)."""
     tables: dict[str, object] = {
         "FrameType": {t.name: t.value for t in FrameType},
         "OUTPUT_TYPES": [t.value for t in FrameType if t in OUTPUT_TYPES],
         "ENVELOPE_KEYS": list(ENVELOPE_KEYS),
         "Control": {c.name: c.value for c in Control},
         "ServiceMessage": {m.name: m.value for m in ServiceMessage},
+        "HookStatus": {s.name: s.value for s in HookStatus},
+        "Phase": {p.name: p.value for p in Phase},
         "EventKind": {k.name: k.value for k in EventKind},
     }
     lines = ["// Made by the server from its tables (service/pages.py, tables_module)."]

@@ -3,7 +3,7 @@
 
 import { overwritten, parse, styleNode } from "./ansi.js";
 import { commandLine, duration, el, lineDiff, shown } from "./dom.js";
-import { ENVELOPE_KEYS, FrameType } from "./tables.js";
+import { ENVELOPE_KEYS, FrameType, HookStatus } from "./tables.js";
 
 export function outputText(frame) {
   if (frame.type === FrameType.LOG) return `[${frame.level}] ${frame.message}${frame.attrs && Object.keys(frame.attrs).length ? ` ${JSON.stringify(frame.attrs)}` : ""}`;
@@ -30,6 +30,8 @@ export function frameBody(frame, view) {
       return el("div", {}, el("code", {}, commandLine(frame.argv)));
     case FrameType.HOOK:
       return hookBody(frame);
+    case FrameType.CALL:
+      return callBody(frame);
     case FrameType.ASK:
       return el(
         "div",
@@ -94,6 +96,27 @@ const SAID = { exitCode: "exit code", refusedBy: "refused by", signal: "signal",
 function fields(frame, names) {
   const parts = names.filter((n) => frame[n] !== undefined && frame[n] !== null).map((n) => `${SAID[n] || n} ${frame[n]}`);
   return parts.length ? el("p", { class: "fields" }, parts.join(" · ")) : null;
+}
+
+/** One of a script's tool calls, in one line as `exec` prints it (`words.count ok · 12 ms`),
+ * and why it failed. Its arguments and answer are never in a frame: their hash is. */
+function callBody(c) {
+  return el(
+    "div",
+    { class: "call-body" },
+    el(
+      "p",
+      { class: "call-line" },
+      el("strong", { class: "name" }, `${c.server}.${c.tool}`),
+      " ",
+      el("span", { class: `badge ${c.ok ? HookStatus.OK : HookStatus.FAILED}` }, c.ok ? HookStatus.OK : HookStatus.FAILED),
+      c.destructiveHint ? el("span", { class: "badge destructive" }, "destructive") : null,
+      ` · ${duration(c.durationMs)} · call ${c.id}`,
+      el("span", { class: "hash", title: `SHA-256 of the arguments: ${c.argsSha256}` }, ` · args ${String(c.argsSha256 || "").slice(0, 12)}…`),
+    ),
+    c.error ? el("p", { class: "message" }, c.error) : null,
+    fields(c, ["refusedBy"]),
+  );
 }
 
 function hookBody(h) {

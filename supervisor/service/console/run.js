@@ -4,19 +4,15 @@
 // frame, and says so plainly when the server no longer has the run.
 
 import { announce, commandLine, duration, el, visible, when } from "./dom.js";
+import { Folds } from "./folds.js";
 import { frameBody, outputText } from "./frames.js";
 import { Socket } from "./net.js";
 import { OutputList } from "./output.js";
 import { RunningList } from "./running.js";
-import { Control, FrameType, OUTPUT_TYPES, ServiceMessage } from "./tables.js";
+import { Control, FrameType, HookStatus, OUTPUT_TYPES, ServiceMessage } from "./tables.js";
 
 /** Frames that are the script's output: drawn in the output list, one group in the timeline. */
 const OUTPUT = new Set(OUTPUT_TYPES);
-/** Frames a run may hold without end (an `egress` refusal for each host a script tries: a
- * script of any size can ask for a hundred thousand): past the first `SHOWN` of a stretch of
- * them, one row of the timeline counts the rest, so the page stays as light as the run is long. */
-const FOLDED = new Set([FrameType.EGRESS]);
-const SHOWN = 20;
 
 /** The address of a run, or of one of its frames: `#/runs/ID` and `#/runs/ID@seq`. */
 export function runLink(runId, seq = null) {
@@ -35,7 +31,14 @@ export class RunView {
     this.ended = false;
     this.asks = new Map(); // askId → {frame, row}
     this.group = null; // the timeline row of the output frames being received
-    this.fold = null; // the stretch of folded frames being received (`FOLDED`)
+    // Stretches of frames past their first few counted in one row (`folds.js`).
+    this.folds = new Folds(
+      (seq) => runLink(runId, seq),
+      () => {
+        this.label();
+        this.group = null;
+      },
+    );
     this.pending = [];
     this.drawing = false;
     this.output = new OutputList("Script output", (seq) => runLink(runId, seq));
@@ -102,13 +105,15 @@ export class RunView {
     if (seq === null || seq >= this.frames - this.pending.length) return;
     this.target = null;
     for (const old of this.timeline.querySelectorAll(".marked")) old.classList.remove("marked");
-    const row = this.timeline.querySelector(`li[data-seq="${seq}"]`) || [...this.timeline.querySelectorAll("li.folded")].find((r) => seq >= Number(r.dataset.first) && seq <= Number(r.dataset.last));
-    if (row) {
-      row.classList.add("marked");
-      row.scrollIntoView({ block: "center" });
-      return;
-    }
-    if (this.output.reveal(seq)) this.output.root.scrollIntoView({ block: "center" });
+    const row = this.timeline.querySelector(`li[data-seq="${seq}"]`);
+    const mark = (r) => {
+      r.classList.add("marked");
+      r.scrollIntoView({ block: "center" });
+    };
+    if (row) return mark(row);
+    if (this.output.reveal(seq)) return this.output.root.scrollIntoView({ block: "center" });
+    const folded = [...this.timeline.querySelectorAll("li.folded")].find((r) => seq >= Number(r.dataset.first) && seq <= Number(r.dataset.last));
+    if (folded) mark(folded);
   }
 
   close() {
@@ -163,12 +168,11 @@ export class RunView {
 
   draw(frame) {
     if (OUTPUT.has(frame.type)) {
-      this.fold = null;
       this.output.push(frame.seq, frame.type, outputText(frame), frame.at);
-      this.outputRow(frame);
+      if (!this.folds.take(frame, this.timeline)) this.outputRow(frame);
       return;
     }
-    if (this.folded(frame)) return;
+    if (this.folds.take(frame, this.timeline)) return;
     this.label();
     this.group = null;
     const row = this.row(frame);
@@ -226,43 +230,10 @@ export class RunView {
     this.stale = g;
   }
 
-  /** Whether `frame` is only counted, in the row that stands for the rest of a stretch of
-   * folded frames (drawn one by one up to `SHOWN`), rather than drawn. */
-  folded(frame) {
-    if (!FOLDED.has(frame.type)) {
-      this.fold = null;
-      return false;
-    }
-    if (!this.fold || this.fold.type !== frame.type) this.fold = { type: frame.type, drawn: 0, row: null };
-    const f = this.fold;
-    if (f.drawn < SHOWN) {
-      f.drawn += 1;
-      return false;
-    }
-    if (!f.row) {
-      this.label();
-      this.group = null;
-      f.label = el("div", { class: "label" }, "");
-      f.row = el("li", { class: `frame folded ${frame.type}`, "data-first": frame.seq }, el("a", { class: "seq", href: runLink(this.runId, frame.seq) }, `#${frame.seq}`), el("span", { class: "type" }, frame.type), f.label);
-      this.timeline.append(f.row);
-      f.first = frame.seq;
-      f.count = 0;
-    }
-    f.count += 1;
-    f.last = frame.seq;
-    f.row.dataset.last = frame.seq;
-    this.staleFold = f;
-    return true;
-  }
-
-  /** The output group's label, once per drawn batch (not once per frame); so is a folded
-   * stretch's. */
+  /** The output group's label, once per drawn batch (not once per frame); so are the folded
+   * rows'. */
   label() {
-    const f = this.staleFold;
-    if (f) {
-      this.staleFold = null;
-      f.label.textContent = `${f.count.toLocaleString()} more ${f.type} frames (frames ${f.first}–${f.last}; every one is in Download frames)`;
-    }
+    this.folds.label();
     const g = this.stale;
     if (!g) return;
     this.stale = null;
@@ -274,7 +245,7 @@ export class RunView {
     const body = frameBody(frame, this);
     return el(
       "li",
-      { class: `frame ${frame.type}${frame.status && frame.status !== "ok" ? " bad" : ""}`, "data-seq": frame.seq, "data-type": frame.type },
+      { class: `frame ${frame.type}${(frame.status && frame.status !== HookStatus.OK) || frame.ok === false ? " bad" : ""}`, "data-seq": frame.seq, "data-type": frame.type },
       el("a", { class: "seq", href: runLink(this.runId, frame.seq), title: when(frame.at) }, `#${frame.seq}`),
       el("span", { class: "type" }, frame.type, el("span", { class: "at" }, when(frame.at))),
       body,
