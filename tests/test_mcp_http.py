@@ -23,6 +23,7 @@ from mcp import types
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
 from mcpface_parts import AGENT, LISTED, PY, call_hook, texts, write_config
 from service_client import start_server
 from trio_websocket import ConnectionClosed, open_websocket_url
@@ -367,25 +368,73 @@ async def test_a_session_whose_initialize_failed_is_ended_at_once_and_holds_noth
     assert [answer.status_code for answer in later] == [404] * len(failed)
 
 
-async def test_past_the_bound_on_sessions_a_new_one_is_refused_until_one_ends(
+def _initialize(client: str) -> str:
+    params = {**INITIALIZE["params"], "clientInfo": {"name": client, "version": "1"}}
+    return json.dumps({**INITIALIZE, "params": params})
+
+
+PING = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "ping"})
+
+
+async def test_at_the_bound_the_session_idle_longest_makes_room_for_a_new_one(
+    tmp_path: Path, marker: Marker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client that opened sessions and left them (three bare `initialize`s) held every place
+    for 30 minutes: the SDK's client was refused 503. Now the one idle longest makes room."""
+    headers = {**MCP_HEADERS, **AUTH}
+    async with served(tmp_path, marker, monkeypatch) as srv, httpx2.AsyncClient() as http:
+        srv.service.mcp.max_sessions = 3  # before the first request: the sessions' bound
+        named = {}
+        for client in ("left-a", "left-b", "left-c"):
+            opened = await http.post(srv.url, content=_initialize(client), headers=headers)
+            named[client] = {"Mcp-Session-Id": opened.headers["mcp-session-id"]}
+        await http.post(srv.url, content=PING, headers=headers | named["left-a"])  # a: not idle
+        async with http_session(srv.url, AUTH) as session:
+            shouted = await session.call_tool("words__shout", {"text": "a"})
+        pinged = {
+            client: (await http.post(srv.url, content=PING, headers=headers | n)).status_code
+            for client, n in named.items()
+        }
+        runs = {s["argv"][1]: s["runId"] for s in srv.runtime.journals.summaries()}
+        frames = await ended_frames(srv.runtime, runs["left-b"])
+    assert shouted.is_error is False
+    assert pinged == {"left-a": 200, "left-b": 404, "left-c": 200}
+    assert [f["type"] for f in frames][-3:] == ["warning", "result", "end"]
+    assert frames[-3]["message"].startswith(
+        "this MCP session was ended to make room for a new one: 3 were open (the cap)"
+    )
+
+
+async def test_past_the_bound_a_new_session_is_refused_while_each_has_a_request_in_flight(
     tmp_path: Path, marker: Marker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     headers = {**MCP_HEADERS, **AUTH}
     body = json.dumps(INITIALIZE)
+    said = (
+        "too many MCP sessions open (the cap is 1), each with a request in flight:"
+        " try again once one ends"
+    )
+    told = pytest.RaisesExc(MCPError, check=lambda e: e.message == said)  # (the SDK's client)
     async with served(tmp_path, marker, monkeypatch) as srv, httpx2.AsyncClient() as http:
         srv.service.mcp.max_sessions = 1  # before the first request: the sessions' bound
         first = await http.post(srv.url, content=body, headers=headers)
-        refused = await http.post(srv.url, content=body, headers=headers)
         session = {"Mcp-Session-Id": first.headers["mcp-session-id"]}
-        ended = await http.delete(srv.url, headers={**session, **AUTH})
-        await trio.testing.wait_all_tasks_blocked()  # (the session's task has wound up)
+        listening = {"Accept": "text/event-stream", **session, **AUTH}
+        async with http.stream("GET", srv.url, headers=listening) as stream:  # in flight
+            assert stream.status_code == 200
+            refused = await http.post(srv.url, content=body, headers=headers)
+            with pytest.RaisesGroup(told, flatten_subgroups=True):
+                async with http_session(srv.url, AUTH):
+                    pass
+        await trio.testing.wait_all_tasks_blocked()  # (the stream's end is heard)
         again = await http.post(srv.url, content=body, headers=headers)
+        gone = await http.post(srv.url, content=PING, headers=headers | session)
         await http.delete(
             srv.url, headers={"Mcp-Session-Id": again.headers["mcp-session-id"]} | AUTH
         )
-    assert (first.status_code, ended.status_code, again.status_code) == (200, 200, 200)
+    assert (first.status_code, again.status_code, gone.status_code) == (200, 200, 404)
     assert refused.status_code == 503 and "mcp-session-id" not in refused.headers
-    assert refused.json()["error"]["message"] == "too many MCP sessions open (the cap is 1)"
+    assert refused.json()["error"]["message"] == said
 
 
 async def test_stopping_the_server_ends_each_session_and_its_run(
@@ -614,7 +663,7 @@ async def test_a_notification_as_its_session_ends_is_answered_and_logs_no_bug(
         named = {**headers, "Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25"}
         sessions = srv.service.mcp.sessions
         assert sessions is not None
-        transport = sessions._open[sid]
+        transport = sessions._open[sid].transport
 
         class Ended:  # the session's stream, closed under the POST as the session ends
             async def send(self, _: object) -> None:

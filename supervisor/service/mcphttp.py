@@ -50,7 +50,8 @@ MCP_PATH: Final = "/mcp"
 MCP_METHODS: Final = ("GET", "POST", "DELETE")
 #: A session without a request in flight for this long has lost its client: it is ended.
 IDLE_S: Final = 30 * 60.0
-#: Sessions open at once; past it a new one is refused (503).
+#: Sessions open at once; past it a new one takes the place of the one idle longest, or is
+#: refused (503) when each has a request in flight.
 MAX_SESSIONS: Final = 256
 
 

@@ -8,14 +8,19 @@ accepts and the gateway answers without an error) starts one; a request that nam
 goes to its transport; an unknown or ended session is 404 (the client starts another). A
 session ends when the client ends it (DELETE), when no request of it has been in flight for
 `idle_s` (a client that went away without a word), when its `initialize` was answered with
-an error, or when the server stops (`close`): its transport is terminated, the gateway's
-session returns, and its run (if it has one yet) gets `result` and `end`. Past `max_sessions` open
-sessions a new one is refused (503). Only the handshake protocol versions are served: a
-request whose `mcp-protocol-version` header names another is 400 (an `initialize` naming
-another in its params is answered with the server's own, as MCP allows). No event is kept
-for a client to resume a lost stream from: a GET naming `Last-Event-ID` opens a new stream,
-as one naming none does (the SDK's transport, with no event store, would leave it
-unanswered).
+an error, when it makes room for a new one (below), or when the server stops (`close`): its
+transport is terminated, the gateway's session returns, and its run (if it has one yet) gets
+`result` and `end`. With `max_sessions` open, a new one takes the place of the session idle
+longest (none of its requests in flight: no POST under way, no GET stream open), whose run
+gets a `warning` saying so first: a client that opened sessions and left them (or one that
+opens them in a loop) holds no one else out for `idle_s`, and one whose session was ended
+so is told 404 at its next request and starts another, as MCP has it. Only when every open
+session has a request in flight is a new one refused (503). Only the handshake protocol
+versions are served: a request whose `mcp-protocol-version` header names another is 400 (an
+`initialize` naming another in its params is answered with the server's own, as MCP
+allows). No event is kept for a client to resume a lost stream from: a GET naming
+`Last-Event-ID` opens a new stream, as one naming none does (the SDK's transport, with no
+event store, would leave it unanswered).
 
 The sessions' tasks run in a nursery the caller owns (`Sessions(…, nursery)`); a bug in one
 session ends that session alone.
@@ -28,6 +33,7 @@ import uuid
 from typing import Final
 
 import anyio
+import attrs
 import pydantic
 import pydantic_core
 import trio
@@ -42,6 +48,7 @@ from mcp_types import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, ErrorData, J
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from ..core.errors import bug_summary
+from ..core.frames import WarningFrame, blank
 from ..run.runtime import Runtime
 from .asgi import AsgiMessage, Receive, Scope, Send, quiet_client_leaving
 from .mcpexec import RunSlots
@@ -54,6 +61,17 @@ logger = logging.getLogger("mcpx_hooks.mcp")
 _SESSION: Final = MCP_SESSION_ID_HEADER.lower().encode("ascii")
 _VERSION: Final = MCP_PROTOCOL_VERSION_HEADER.lower().encode("ascii")
 _LAST_EVENT: Final = LAST_EVENT_ID_HEADER.lower().encode("ascii")
+
+
+@attrs.define(eq=False)
+class _Open:
+    """An open session: its transport, its gateway, and whether it is idle (no request of it
+    in flight) and since when (`trio.current_time`)."""
+
+    transport: StreamableHTTPServerTransport
+    gateway: Gateway
+    in_flight: int = 1  # (its `initialize`, until answered)
+    idle_since: float = 0.0
 
 
 class Sessions:
@@ -75,7 +93,7 @@ class Sessions:
         self.max_sessions = max_sessions
         self.slots = slots
         self._nursery = nursery
-        self._open: dict[str, StreamableHTTPServerTransport] = {}
+        self._open: dict[str, _Open] = {}
         self._ended = trio.Event()
         self._running = 0
         #: The limits on calls (`callsPerMinute`, `maxConcurrent`), counted over every session:
@@ -100,29 +118,41 @@ class Sessions:
         if named is None:
             await self._open_session(scope, receive, send)
             return
-        transport = self._open.get(named.decode("latin-1"))
-        if transport is None:
+        held = self._open.get(named.decode("latin-1"))
+        if held is None:
             await _error(send, 404, INVALID_REQUEST, "Session not found")
             return
         if _LAST_EVENT in headers:  # no event is kept to replay: the stream starts afresh
             scope = {**scope, "headers": [h for h in scope["headers"] if h[0] != _LAST_EVENT]}
-        await _ending_under(transport, scope, receive, send)
-        if transport.is_terminated:  # the client ended it (DELETE)
-            await self._discard(transport)
+        held.in_flight += 1
+        try:
+            await _ending_under(held.transport, scope, receive, send)
+        finally:
+            _settled(held)
+        if held.transport.is_terminated:  # the client ended it (DELETE)
+            await self._discard(held.transport)
 
     async def _open_session(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["method"] != "POST":
             await _error(send, 400, INVALID_REQUEST, "Bad Request: Missing session ID")
             return
+        room = self._make_room() if len(self._open) >= self.max_sessions else None
         if len(self._open) >= self.max_sessions:
-            said = f"too many MCP sessions open (the cap is {self.max_sessions})"
+            said = (
+                f"too many MCP sessions open (the cap is {self.max_sessions}),"
+                " each with a request in flight: try again once one ends"
+            )
             await _error(send, 503, INTERNAL_ERROR, said)
             return
         transport = StreamableHTTPServerTransport(
             mcp_session_id=uuid.uuid4().hex, idle_timeout=self.idle_s
         )
         assert transport.mcp_session_id is not None
-        self._open[transport.mcp_session_id] = transport
+        gateway = Gateway(self.runtime, self.served_from, self.slots, self.limiter)
+        held = _Open(transport, gateway)
+        self._open[transport.mcp_session_id] = held  # (the place, taken before any wait)
+        if room is not None:
+            await self._discard(room)
         status: list[int] = []
 
         async def watched(message: AsgiMessage) -> None:
@@ -133,11 +163,11 @@ class Sessions:
                     message = {**message, "headers": kept}
             await send(message)
 
-        gateway = Gateway(self.runtime, self.served_from, self.slots, self.limiter)
         try:
             await self._nursery.start(self._serve, transport, gateway)
             await transport.handle_request(scope, receive, watched)
         finally:
+            _settled(held)
             # Nothing was opened: refused by the transport (4xx), cut short, or an `initialize`
             # answered with an error (under a 200 that named the session already). The session
             # ends now, not at its idle bound: it holds no place among `max_sessions`.
@@ -168,6 +198,25 @@ class Sessions:
                 self._ended.set()
                 self._ended = trio.Event()
 
+    def _make_room(self) -> StreamableHTTPServerTransport | None:
+        """The session idle longest, forgotten (its place free) and its run told why, for
+        the caller to end; None when every session has a request in flight."""
+        idle = [held for held in self._open.values() if not held.in_flight]
+        if not idle:
+            return None
+        oldest = min(idle, key=lambda held: held.idle_since)
+        if oldest.gateway.session is not None:
+            for_s = f"{trio.current_time() - oldest.idle_since:.0f} s"
+            said = (
+                f"this MCP session was ended to make room for a new one: {self.max_sessions}"
+                f" were open (the cap), and none of its requests had been in flight for {for_s},"
+                " the longest of those open"
+            )
+            oldest.gateway.session.journal.append(blank(WarningFrame, message=said))
+        assert oldest.transport.mcp_session_id is not None
+        del self._open[oldest.transport.mcp_session_id]
+        return oldest.transport
+
     async def _discard(self, transport: StreamableHTTPServerTransport) -> None:
         """Forgets the session (its id is 404 from now on) and ends its transport."""
         assert transport.mcp_session_id is not None
@@ -178,10 +227,17 @@ class Sessions:
 
     async def close(self) -> None:
         """Ends every session and waits until each one's run has its `end`."""
-        for transport in list(self._open.values()):
-            await self._discard(transport)
+        for held in list(self._open.values()):
+            await self._discard(held.transport)
         while self._running:
             await self._ended.wait()
+
+
+def _settled(held: _Open) -> None:
+    """One request of the session is no longer in flight."""
+    held.in_flight -= 1
+    if not held.in_flight:
+        held.idle_since = trio.current_time()
 
 
 async def _ending_under(
