@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
 
     import attrs
 
-    from ..config.statefiles import checkout_holding, exposed, said_os_error
+    from ..config.statefiles import checkout_holding, denied_said, exposed
     from ..process.denied import deny_own_files
     from ..service.access import (
         TokenFileError,
@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
                 # found none: the first to put its token there is served by both.
                 token, placed = first_token(pending, token_path, fresh)
         except OSError as exc:
-            said = said_os_error(exc)
+            said = denied_said(exc, token_path.parent)
             return usage("serve", f"cannot write the token file {token_path}: {said}")
         except TokenFileError as exc:
             remove_token_file(pending, fresh)

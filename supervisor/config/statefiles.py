@@ -66,6 +66,8 @@ def denied_said(exc: OSError, path: Path) -> str:
     try:
         owner = os.lstat(state).st_uid
         me, whose = pwd.getpwuid(os.getuid()).pw_name, pwd.getpwuid(owner).pw_name
+    except FileNotFoundError:
+        return f"{said}{_unmade(state)}"
     except (OSError, KeyError):
         return said
     if owner == os.getuid():
@@ -76,6 +78,21 @@ def denied_said(exc: OSError, path: Path) -> str:
         return f"{said}: the state directory {where} is root's (made with sudo?): {fix}"
     return (
         f"{said}: the state directory {where} is {whose}'s: keep yours elsewhere (XDG_STATE_HOME)"
+    )
+
+
+def _unmade(state: Path) -> str:
+    """Why a state directory that is not there cannot be made (a home that does not exist,
+    as `nobody`'s /nonexistent, in a directory this user may not write), and what to do;
+    "" when that is not why."""
+    missing = state
+    while not os.path.lexists(missing.parent) and missing.parent != missing:
+        missing = missing.parent
+    if os.access(missing.parent, os.W_OK | os.X_OK):
+        return ""
+    return (
+        f": {shown_file(str(missing))} does not exist, and {shown_file(str(missing.parent))}"
+        " may not be written: set XDG_STATE_HOME to a directory you can write"
     )
 
 

@@ -100,6 +100,34 @@ def check_program(
     return
 
 
+def check_script_file(path: str | None, *, plan: SandboxPlan | None, profile: Profile) -> None:
+    """Returns if the Python file a run names (`exec --python FILE`, a request's `file`) can
+    be seen under `plan`, or is not there (the launcher says so); else raises
+    `ProgramHidden`, as for a program: the launcher would only meet "Permission denied"."""
+    if plan is None or path is None or not os.path.exists(path):
+        return
+    path, real = os.path.normpath(path), real_path(path)
+    visible = (*SYSTEM_DIRS, *plan.read, *plan.write)
+    for candidate in dict.fromkeys((path, real)):
+        ruled = _denied_by(candidate, plan.denied_by)
+        if ruled is not None:
+            raise ProgramHidden(f"cannot run the script {path}: it lies {ruled}")
+        denied = _denied_holding(candidate, plan.deny)
+        if denied is None and not under(candidate, visible):
+            denied = _denied_holding(candidate, _never_granted_here())
+            if denied is None:
+                raise ProgramHidden(
+                    f"cannot run the script {path}: the {profile} sandbox cannot see it (it"
+                    " sees the run's working directory, the system and the grants); add"
+                    f' [sandbox] read = ["{admitting(real)}"] to admit it'
+                )
+        if denied is not None:
+            raise ProgramHidden(
+                f"cannot run the script {path}: it lies in {denied}, which no sandbox but none"
+                " reaches, whatever [sandbox] read says; keep it beside the project"
+            )
+
+
 def _denied_by(path: str, denied_by: Sequence[tuple[str, str, str]]) -> str | None:
     """Where `path` lies when an operator's `[sandbox] deny` path is or holds it: the path
     and the line that denies it, in words; else None."""

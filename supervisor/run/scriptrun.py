@@ -303,6 +303,8 @@ async def _run_script(  # noqa: PLR0917
             programs.check_program(
                 spec.argv[0], cwd=req.cwd, env=spec.env, plan=confinement, profile=profile
             )
+            shown = _in(req.cwd, req.script.python_file)
+            programs.check_script_file(shown, plan=confinement, profile=profile)
             spec = egress_spec(spec, lease, hooks.config.script_secret_hosts)
             outcome = ScriptOutcome()
             with trio.move_on_after(req.timeout_ms / 1000) as deadline:
