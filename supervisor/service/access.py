@@ -217,8 +217,12 @@ def normal_origin(origin: str) -> str:
 
 def _an_origin(value: str) -> bool:
     """Whether a request's `Origin` is an origin as a browser sends it, `scheme://host[:port]`
-    and nothing more: no path (not even `/`), query, fragment, user or white space. One that
-    is more was taken for the origin it starts with."""
+    and nothing more: no path (not even `/`), query, fragment, user, white space or control
+    character (`urlsplit` drops a tab or newline anywhere: `http://local<TAB>host:8765` read
+    as `http://localhost:8765`), and ASCII only (a browser sends a name in punycode). One
+    that is more was taken for the origin it starts with."""
+    if not (value.isascii() and value.isprintable()) or " " in value:
+        return False
     try:
         parts = urlsplit(value)
         parts.port  # noqa: B018 (a port that is not a number raises)
@@ -226,7 +230,6 @@ def _an_origin(value: str) -> bool:
         return False
     return (
         bool(parts.scheme and parts.hostname)
-        and value == value.strip()
         and not (parts.path or parts.query or parts.fragment or "@" in parts.netloc)
         and "?" not in value
         and "#" not in value

@@ -43,9 +43,10 @@ MISSED: Final = (
 Telling = Callable[[], Awaitable[None]]
 #: What sends a `warning` log message (its words) to the client, in a request of its calls.
 Warn = Callable[[str], Telling]
-#: A message queued: what sends it, its size, and what tells the client it was missed (None
-#: for that telling itself).
-_Queued = tuple[Telling, int, Warn | None]
+#: A message queued: what sends it, its size, what tells the client it was missed, and how
+#: many missed messages it tells of (0 for a message; a `MISSED` note's count, which a note
+#: given up carries on to the next one).
+_Queued = tuple[Telling, int, Warn, int]
 
 
 class Outbox:
@@ -65,6 +66,7 @@ class Outbox:
         self._dropping = 0  # the queued messages before this one are given up unsent
         self._missed = 0  # missed since the client was last told so
         self._warn: Warn | None = None  # how to tell it, in the request of the last missed
+        self._unsaid = False  # whether a message (not a note) is among the missed
 
     def _full(self, size: int) -> bool:
         return self._gone < self._told and self._held + size > OUTBOX_BYTES
@@ -79,15 +81,19 @@ class Outbox:
                 while self._full(size):
                     await self._moved.wait()
         if self._full(size):
-            self._missed += 1
-            self._warn = warn
+            self._miss(1, warn, note=False)
             return
         self._say_missed()
-        self._queue(send, size, warn)
+        self._queue(send, size, warn, 0)
 
-    def _queue(self, send: Telling, size: int, warn: Warn | None) -> None:
+    def _miss(self, count: int, warn: Warn, *, note: bool) -> None:
+        self._missed += count
+        self._warn = warn
+        self._unsaid = self._unsaid or not note
+
+    def _queue(self, send: Telling, size: int, warn: Warn, count: int) -> None:
         try:
-            self._send.send_nowait((send, size, warn))
+            self._send.send_nowait((send, size, warn, count))
         except trio.ClosedResourceError:
             return
         self._told += 1
@@ -95,32 +101,34 @@ class Outbox:
 
     def _say_missed(self) -> None:
         if self._missed and self._warn is not None:
-            self._queue(self._warn(MISSED.format(n=self._missed)), 0, None)
-        self._missed, self._warn = 0, None
+            count = self._missed
+            self._queue(self._warn(MISSED.format(n=count)), 0, self._warn, count)
+        self._missed, self._warn, self._unsaid = 0, None, False
 
     async def wait_told(self) -> None:
         """Returns once every message queued before this call has gone (sent, or given up
         after `HEAR_WAIT_S`), and the client told of the messages it missed (those given up
-        on the way too)."""
+        on the way too). A `MISSED` note given up on its way is not waited for again here
+        (a client gone would have it given up at once, again and again): its count goes
+        with the next note, before the next message or answer."""
         while True:
             self._say_missed()
             mark = self._told
             while self._gone < mark:
                 await self._moved.wait()
-            if not self._missed:
+            if not self._unsaid:
                 return
 
     async def serve_outbox(self) -> None:
         """Sends the queued messages in order, each for at most `HEAR_WAIT_S`, until
         cancelled."""
-        async for send, size, warn in self._receive:
+        async for send, size, warn, count in self._receive:
             # (a client that has not read one message in `HEAR_WAIT_S` misses the ones queued
             # behind it then too: each would wait as long, its answer behind them all)
             if self._gone < self._dropping or not await hear_within(_send_it, send):
                 self._dropping = max(self._dropping, self._told)
-                if warn is not None:  # (said as missed; a note given up is not)
-                    self._missed += 1
-                    self._warn = warn
+                # (a note given up: the client was not told; the next note counts them too)
+                self._miss(count or 1, warn, note=count > 0)
             self._gone += 1
             self._held -= size
             self._moved.set()
