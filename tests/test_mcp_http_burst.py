@@ -99,9 +99,12 @@ async def test_a_client_that_reads_late_is_told_what_it_missed(
         if m.get("method") == "notifications/message" and m["params"].get("logger")
     ]
     assert said[-1]["id"] == 1 and said[-1]["result"]["content"][0]["text"] == "done"
-    assert len(logs) == 1 and logs[0]["logger"] == "mcpx-hooks" and logs[0]["level"] == "warning"
-    found = re.match(r"mcpx-hooks: (\d+) of the tool servers' progress", logs[0]["data"])
-    assert found is not None, logs
-    assert 0 < int(found[1]) < count and len(progress) + int(found[1]) == count
+    # One note of what it missed, or more where it missed more after one was queued (a
+    # loaded machine): together they count every message it did not get.
+    assert logs and all(m["logger"] == "mcpx-hooks" and m["level"] == "warning" for m in logs)
+    told = [re.match(r"mcpx-hooks: (\d+) of the tool servers' progress", m["data"]) for m in logs]
+    assert all(found is not None for found in told), logs
+    missed = sum(int(found[1]) for found in told if found is not None)
+    assert 0 < missed < count and len(progress) + missed == count
     assert progress == sorted(progress)
     assert said[-2].get("method") == "notifications/message"  # (told before the answer)
