@@ -25,7 +25,7 @@ from collections.abc import Callable
 from . import jail, libc, memcg
 from .isolation import HIDE_ENV, NAMES, hidden
 from .landlock import landlock_abi
-from .seccomp import seccomp_available
+from .seccomp import seccomp_missing
 from .spawnreq import Sandbox
 
 
@@ -85,8 +85,8 @@ class Mechanisms:
                 self._lack(name, "not in keeper mode (see pidns)")
         if self.landlock_abi < 1:
             self._lack("landlock", "the kernel has no Landlock (CONFIG_SECURITY_LANDLOCK, lsm=)")
-        if not seccomp_available():
-            self._lack("seccomp", "no seccomp filters on this kernel or machine")
+        if "seccomp" not in self.hidden and (why := seccomp_missing()) is not None:
+            self._lack("seccomp", why)
         if os.geteuid() != 0 or userns:  # (uid 0 in a user namespace is the caller's uid)
             self._lack("uid", "the supervisor is not root: hooks run as its own user")
         if mode == "pidns" and "netns" not in self.hidden:

@@ -1,0 +1,107 @@
+"""A machine that lacks a part, as the operator sees it: `doctor` names what is missing and
+what it means for each profile, and a run under a profile that needs it refuses with the
+reason (never a traceback, never a weaker sandbox); `none` still runs.
+
+Each part is taken away for real, not hidden (`MCPX_HOOKS_HIDE` has its tests elsewhere): the
+supervisor runs under a seccomp filter of the test's own (`REFUSE`) that makes chosen system
+calls fail, as a kernel without them or a container's filter would. As root and as an
+ordinary user alike.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import require_rootless
+
+pytestmark = pytest.mark.skipif(
+    platform.machine() != "x86_64", reason="REFUSE knows x86_64's system call numbers"
+)
+
+#: `REFUSE NR@ARG0=ERRNO ... -- ARGV`: runs ARGV with system call NR failing with ERRNO
+#: (where its first argument is ARG0), inherited by everything ARGV starts.
+REFUSE = """
+import ctypes, errno, os, struct, sys
+cut = sys.argv.index("--")
+code = [(0x20, 4, 0, 0), (0x15, 0xC000003E, 1, 0), (0x06, 0x7FFF0000, 0, 0)]
+for rule in filter(None, sys.argv[1:cut]):
+    call, err = rule.split("=")
+    nr, _, arg0 = call.partition("@")
+    code.append((0x20, 0, 0, 0))
+    if arg0:
+        code += [(0x15, int(nr), 0, 3), (0x20, 16, 0, 0), (0x15, int(arg0), 0, 1)]
+    else:
+        code.append((0x15, int(nr), 0, 1))
+    code.append((0x06, 0x00050000 | getattr(errno, err), 0, 0))
+code.append((0x06, 0x7FFF0000, 0, 0))
+prog = b"".join(struct.pack("=HBBI", op, jt, jf, k) for op, k, jt, jf in code)
+class Fprog(ctypes.Structure):
+    _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_char_p))
+libc = ctypes.CDLL(None, use_errno=True)
+assert libc.prctl(38, 1, 0, 0, 0) == 0  # no_new_privs
+assert libc.prctl(22, 2, ctypes.byref(Fprog(len(prog) // 8, prog)), 0, 0) == 0
+os.execv(sys.argv[cut + 1], sys.argv[cut + 1 :])
+"""
+#: prctl(PR_SET_SECCOMP, ...) failing: a kernel without CONFIG_SECCOMP_FILTER, or a filter
+#: around the supervisor that refuses new ones (its /proc still shows `Seccomp:`).
+NO_SECCOMP_FILTERS = "157@22=EINVAL"
+
+
+def _supervisor(work: Path, refuse: str, *args: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-c", REFUSE, refuse, "--", sys.executable, "-m",
+            "mcpx_hooks.supervisor", *args]  # fmt: skip
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=work, check=False)
+
+
+def test_seccomp_filters_refused_are_said_by_doctor_and_refused_by_runs(
+    readable_tmp: Path,
+) -> None:
+    """Where seccomp filters cannot be installed, `doctor` said `ok seccomp` and every profile
+    enforceable (exit 0): it looked for `Seccomp:` in /proc only. Each sandboxed hook and run
+    then failed with "cannot start '/usr/bin/sh': seccomp: Invalid argument", which says
+    neither what is missing nor what to do."""
+    require_rootless()
+    doctor = _supervisor(readable_tmp, NO_SECCOMP_FILTERS, "doctor")
+    text = doctor.stdout
+    assert doctor.returncode == 1, text + doctor.stderr
+    assert "Traceback" not in doctor.stderr, doctor.stderr
+    assert "MISSING  seccomp   installing a filter fails (seccomp: Invalid argument)" in text, text
+    assert "to get it: a kernel with CONFIG_SECCOMP_FILTER" in text
+    assert "strict  CANNOT be enforced: missing seccomp" in text
+    assert "none    enforceable" in text
+
+    hook = {"name": "h", "on": "script", "phase": "before", "run": ["sh", "-c", "echo hook"]}
+    for profile in ("strict", "workspace"):
+        hooked = json.dumps({**hook, "sandbox": profile})
+        done = _supervisor(
+            readable_tmp, NO_SECCOMP_FILTERS, "exec", "--sandbox", profile, "--hook", hooked,
+            "--", "echo", "ran",
+        )  # fmt: skip
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert "| ran" not in done.stdout and "advice: hook" not in done.stdout
+        assert "Traceback" not in done.stderr, done.stderr
+        assert (
+            f'warning: sandbox "{profile}" cannot be enforced on this machine: missing seccomp:'
+            " installing a filter fails (seccomp: Invalid argument)"
+        ) in done.stdout, done.stdout
+    hooked = json.dumps({**hook, "sandbox": "none"})
+    done = _supervisor(
+        readable_tmp, NO_SECCOMP_FILTERS, "exec", "--sandbox", "none", "--hook", hooked,
+        "--", "echo", "ran",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "| ran" in done.stdout and "advice: hook" in done.stdout
+
+
+def test_doctor_with_nothing_refused_still_says_seccomp_ok(readable_tmp: Path) -> None:
+    """The probe itself (a filter on a throwaway thread) leaves the spawner able to sandbox."""
+    require_rootless()
+    doctor = _supervisor(readable_tmp, "", "doctor")
+    assert "ok       seccomp" in doctor.stdout, doctor.stdout + doctor.stderr
+    done = _supervisor(readable_tmp, "", "exec", "--sandbox", "strict", "--", "echo", "ran")
+    assert done.returncode == 0 and "| ran" in done.stdout, done.stdout + done.stderr
