@@ -105,3 +105,25 @@ def test_doctor_with_nothing_refused_still_says_seccomp_ok(readable_tmp: Path) -
     assert "ok       seccomp" in doctor.stdout, doctor.stdout + doctor.stderr
     done = _supervisor(readable_tmp, "", "exec", "--sandbox", "strict", "--", "echo", "ran")
     assert done.returncode == 0 and "| ran" in done.stdout, done.stdout + done.stderr
+
+
+#: memfd_create failing with EPERM: a seccomp filter around the supervisor (a container's, a
+#: service manager's system-call filter) that leaves it out.
+NO_MEMFD = "319=EPERM"
+
+
+@pytest.mark.parametrize("command", [("doctor",), ("exec", "--sandbox", "none", "--", "true")])
+def test_memfd_create_refused_is_one_line_not_a_traceback(
+    readable_tmp: Path, command: tuple[str, ...]
+) -> None:
+    """The supervisor needs memfds to start its spawner; where they were refused every
+    command that runs anything (doctor, exec, serve) died with a Python traceback ending in
+    `PermissionError: [Errno 1] Operation not permitted`."""
+    done = _supervisor(readable_tmp, NO_MEMFD, *command)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.stderr == (
+        "mcpx-hooks: cannot start the spawner: memfd_create: Operation not permitted (a "
+        "system-call filter around this process, a container's or a service manager's, may "
+        "refuse it: allow memfd_create)\n"
+    )
