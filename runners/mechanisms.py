@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 from . import jail, libc, memcg
 from .isolation import HIDE_ENV, NAMES, hidden
-from .landlock import landlock_abi
+from .landlock import landlock_abi, landlock_missing
 from .seccomp import seccomp_missing
 from .spawnreq import Sandbox
 
@@ -83,8 +83,8 @@ class Mechanisms:
             self._lack("pidns", f"the spawner runs in keeper mode: {keeper_why or 'why unsaid'}")
             for name in ("mountns", "netns"):  # made only in pidns mode
                 self._lack(name, "not in keeper mode (see pidns)")
-        if self.landlock_abi < 1:
-            self._lack("landlock", "the kernel has no Landlock (CONFIG_SECURITY_LANDLOCK, lsm=)")
+        if "landlock" not in self.hidden and (why := landlock_missing()) is not None:
+            self._lack("landlock", why)
         if "seccomp" not in self.hidden and (why := seccomp_missing()) is not None:
             self._lack("seccomp", why)
         if os.geteuid() != 0 or userns:  # (uid 0 in a user namespace is the caller's uid)

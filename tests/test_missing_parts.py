@@ -127,3 +127,33 @@ def test_memfd_create_refused_is_one_line_not_a_traceback(
         "system-call filter around this process, a container's or a service manager's, may "
         "refuse it: allow memfd_create)\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("refuse", "why"),
+    [
+        # A container's filter that leaves out landlock_restrict_self: said ok before.
+        ("446=EPERM", "enforcing a ruleset fails (landlock restrict: Operation not permitted)"),
+        # One that leaves out every Landlock call: said "the kernel has no Landlock" before.
+        (
+            "444=EPERM",
+            "landlock_create_ruleset: Operation not permitted (a system-call filter around"
+            " this process, a container's, may refuse it)",
+        ),
+        ("444=ENOSYS", "the kernel has no Landlock (CONFIG_SECURITY_LANDLOCK)"),
+        ("444=EOPNOTSUPP", "the kernel has Landlock, but it is off (`landlock` is not in the"),
+    ],
+)
+def test_landlock_refused_is_said_with_its_cause(readable_tmp: Path, refuse: str, why: str) -> None:
+    """Where landlock_restrict_self was refused, doctor said `ok landlock` (it asked only the
+    ABI version) and each sandboxed hook failed with "cannot start '/usr/bin/sh': landlock
+    restrict: Operation not permitted"; where every Landlock call was refused, it blamed the
+    kernel's configuration whatever the kernel answered."""
+    require_rootless()
+    doctor = _supervisor(readable_tmp, refuse, "doctor")
+    assert doctor.returncode == 1, doctor.stdout + doctor.stderr
+    assert f"MISSING  landlock  {why}" in doctor.stdout, doctor.stdout
+    assert "strict  CANNOT be enforced: missing landlock" in doctor.stdout
+    done = _supervisor(readable_tmp, refuse, "exec", "--sandbox", "strict", "--", "echo", "ran")
+    assert done.returncode == 1 and "| ran" not in done.stdout, done.stdout + done.stderr
+    assert f"missing landlock: {why}" in done.stdout, done.stdout
