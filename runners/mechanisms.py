@@ -93,7 +93,7 @@ class Mechanisms:
             try:
                 self.empty_net = make_empty_net()
             except OSError as exc:
-                self._lack("netns", str(exc))
+                self._lack("netns", libc.said(exc))
         for name in self.hidden:
             if name in NAMES:
                 self.missing[name] = f"hidden by {HIDE_ENV}"

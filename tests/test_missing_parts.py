@@ -157,3 +157,25 @@ def test_landlock_refused_is_said_with_its_cause(readable_tmp: Path, refuse: str
     done = _supervisor(readable_tmp, refuse, "exec", "--sandbox", "strict", "--", "echo", "ran")
     assert done.returncode == 1 and "| ran" not in done.stdout, done.stdout + done.stderr
     assert f"missing landlock: {why}" in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize(
+    ("refuse", "line"),
+    [
+        # unshare(CLONE_NEWNET) refused: a container that withholds network namespaces.
+        ("272@1073741824=EPERM", "MISSING  netns     network namespace: Operation not permitted"),
+        # mount_setattr missing: a kernel older than 5.12.
+        ("442=ENOSYS", "MISSING  mountns   read-only mount tree: Function not implemented"),
+    ],
+)
+def test_a_namespace_refused_is_said_in_words(readable_tmp: Path, refuse: str, line: str) -> None:
+    """doctor and the run's warning said "[Errno 1] network namespace: Operation not
+    permitted" and "[Errno 38] read-only mount tree: …": Python's spelling of an error."""
+    require_rootless()
+    doctor = _supervisor(readable_tmp, refuse, "doctor")
+    assert doctor.returncode == 1, doctor.stdout + doctor.stderr
+    assert line in doctor.stdout, doctor.stdout
+    assert "[Errno" not in doctor.stdout
+    done = _supervisor(readable_tmp, refuse, "exec", "--sandbox", "strict", "--", "echo", "ran")
+    assert done.returncode == 1 and "| ran" not in done.stdout, done.stdout + done.stderr
+    assert "[Errno" not in done.stdout and line.split(maxsplit=2)[2] in done.stdout, done.stdout
