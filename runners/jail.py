@@ -113,7 +113,7 @@ class Jail:
             arm(pid=True)
             self.reaper = Reaper.made()
         except (OSError, StartError) as exc:
-            self.broken = str(exc)
+            self.broken = libc.said(exc)
         self._armed.release()
         self._go.acquire()
         later: list[Grants] = []

@@ -14,9 +14,19 @@ import functools
 import os
 import stat
 import struct
+import threading
 from collections.abc import Iterable
 
-from .libc import EVERYWHERE, ConfineError, check, nr, syscall, syscall_of_arity
+from .libc import (
+    EVERYWHERE,
+    PR_SET_NO_NEW_PRIVS,
+    ConfineError,
+    check,
+    libc,
+    nr,
+    syscall,
+    syscall_of_arity,
+)
 
 _LL_CREATE = EVERYWHERE["landlock_create_ruleset"]
 _LL_ADD_RULE = EVERYWHERE["landlock_add_rule"]
@@ -54,6 +64,41 @@ def landlock_abi() -> int:
         return 0
     abi = syscall(number, None, 0, _LL_CREATE_RULESET_VERSION)
     return max(abi, 0)
+
+
+def landlock_missing() -> str | None:
+    """Why a sandboxed child could not have its ruleset here, or None. The kernel's answer to
+    the ABI question says why it has none; where it answers, a ruleset is made and enforced
+    on a throwaway thread (`no_new_privs` first), which ends with it, since a system-call
+    filter around this process (a container's) may refuse `landlock_restrict_self` alone."""
+    try:
+        number = nr("landlock_create_ruleset")
+    except ConfineError:
+        return f"no system call table for {os.uname().machine}"
+    if syscall(number, None, 0, _LL_CREATE_RULESET_VERSION) < 0:
+        err = ctypes.get_errno()
+        if err == errno.ENOSYS:
+            return "the kernel has no Landlock (CONFIG_SECURITY_LANDLOCK)"
+        if err == errno.EOPNOTSUPP:
+            return "the kernel has Landlock, but it is off (`landlock` is not in the lsm= list)"
+        return (
+            f"landlock_create_ruleset: {os.strerror(err)} (a system-call filter around this"
+            " process, a container's, may refuse it)"
+        )
+    failed: list[str] = []
+
+    def attempt() -> None:
+        try:
+            ruleset = Ruleset(no_tcp=True)
+            check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+            ruleset.restrict()
+        except OSError as exc:
+            failed.append(f"enforcing a ruleset fails ({exc.strerror})")
+
+    thread = threading.Thread(target=attempt, name="mcpx-landlock")
+    thread.start()
+    thread.join()
+    return failed[0] if failed else None
 
 
 @functools.cache

@@ -64,6 +64,11 @@ class ConfineError(OSError):
     """A confinement step failed; the message names the mechanism."""
 
 
+def said(exc: BaseException) -> str:
+    """An error in words: a `ConfineError`'s own message (not `[Errno N] …`), else `str`."""
+    return exc.strerror if isinstance(exc, ConfineError) and exc.strerror else str(exc)
+
+
 def check(result: int, what: str) -> int:
     """`result` of a call that returns -1 on failure; else `ConfineError` naming `what`."""
     if result < 0:

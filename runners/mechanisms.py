@@ -24,8 +24,8 @@ from collections.abc import Callable
 
 from . import jail, libc, memcg
 from .isolation import HIDE_ENV, NAMES, hidden
-from .landlock import landlock_abi
-from .seccomp import seccomp_available
+from .landlock import landlock_abi, landlock_missing
+from .seccomp import seccomp_missing
 from .spawnreq import Sandbox
 
 
@@ -83,17 +83,17 @@ class Mechanisms:
             self._lack("pidns", f"the spawner runs in keeper mode: {keeper_why or 'why unsaid'}")
             for name in ("mountns", "netns"):  # made only in pidns mode
                 self._lack(name, "not in keeper mode (see pidns)")
-        if self.landlock_abi < 1:
-            self._lack("landlock", "the kernel has no Landlock (CONFIG_SECURITY_LANDLOCK, lsm=)")
-        if not seccomp_available():
-            self._lack("seccomp", "no seccomp filters on this kernel or machine")
+        if "landlock" not in self.hidden and (why := landlock_missing()) is not None:
+            self._lack("landlock", why)
+        if "seccomp" not in self.hidden and (why := seccomp_missing()) is not None:
+            self._lack("seccomp", why)
         if os.geteuid() != 0 or userns:  # (uid 0 in a user namespace is the caller's uid)
             self._lack("uid", "the supervisor is not root: hooks run as its own user")
         if mode == "pidns" and "netns" not in self.hidden:
             try:
                 self.empty_net = make_empty_net()
             except OSError as exc:
-                self._lack("netns", str(exc))
+                self._lack("netns", libc.said(exc))
         for name in self.hidden:
             if name in NAMES:
                 self.missing[name] = f"hidden by {HIDE_ENV}"

@@ -12,10 +12,12 @@ import errno
 import functools
 import os
 import struct
+import threading
 
 from .libc import (
     AUDIT_ARCH_X86_64,
     NAMESPACE_FLAGS,
+    PR_SET_NO_NEW_PRIVS,
     PR_SET_SECCOMP,
     ConfineError,
     check,
@@ -207,6 +209,28 @@ def seccomp_available() -> bool:
             return any(line.startswith(b"Seccomp:") for line in f)
     except OSError:
         return False
+
+
+def seccomp_missing() -> str | None:
+    """Why a sandboxed child could not get its filter here, or None. Tried, since /proc says
+    too little (a kernel without CONFIG_SECCOMP_FILTER, or a filter around this process that
+    refuses new ones, still shows `Seccomp:`): `no_new_privs` and the longest filter a child
+    gets, installed on a throwaway thread, which ends with both."""
+    if not seccomp_available():
+        return "no seccomp filters on this kernel or machine"
+    failed: list[str] = []
+
+    def attempt() -> None:
+        try:
+            check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+            install(no_sockets=True, no_memfd=True, no_shm=True)
+        except OSError as exc:
+            failed.append(f"installing a filter fails ({exc.strerror})")
+
+    thread = threading.Thread(target=attempt, name="mcpx-seccomp")
+    thread.start()
+    thread.join()
+    return failed[0] if failed else None
 
 
 class _SockFprog(ctypes.Structure):

@@ -223,7 +223,16 @@ def _begin() -> tuple[socket.socket, TakenCount, subprocess.Popen[bytes]]:
     # A request is one datagram of at most the send buffer (less 32 bytes): raised towards
     # what the spawner takes, as far as net.core.wmem_max lets it (the kernel doubles it).
     mine.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, protocol.MAX_MESSAGE)
-    taken_fd = os.memfd_create("mcpx-hooks-taken", os.MFD_CLOEXEC)
+    try:
+        taken_fd = os.memfd_create("mcpx-hooks-taken", os.MFD_CLOEXEC)
+    except OSError as exc:
+        mine.close()
+        theirs.close()
+        raise SpawnError(
+            f"cannot start the spawner: memfd_create: {exc.strerror} (a system-call filter"
+            " around this process, a container's or a service manager's, may refuse it:"
+            " allow memfd_create)"
+        ) from None
     try:
         taken = TakenCount(taken_fd)
         proc = _launch(theirs.fileno(), taken_fd)

@@ -60,6 +60,16 @@ class Mechanism(Record):
         return self.as_root if os.geteuid() == 0 else self.as_user
 
 
+#: How to get Landlock (as root and as an ordinary user alike).
+LANDLOCK_HOW: Final = (
+    "Linux >= 5.13 with CONFIG_SECURITY_LANDLOCK and `landlock` in the lsm= boot list, and, "
+    "in a container, a policy that allows the landlock_* system calls"
+)
+#: How to get seccomp (as root and as an ordinary user alike).
+SECCOMP_HOW: Final = (
+    "a kernel with CONFIG_SECCOMP_FILTER, on x86_64 or aarch64, and, in a container, a "
+    "policy that lets a process install filters of its own"
+)
 #: What each isolation mechanism enforces, and how to get it as root and as an ordinary user,
 #: by name (`runners/isolation.py` names them, in the order `doctor` lists them).
 _ABOUT: Final[Mapping[str, tuple[str, str, str]]] = {
@@ -85,14 +95,14 @@ _ABOUT: Final[Mapping[str, tuple[str, str, str]]] = {
     "landlock": (
         "filesystem allowlist; no TCP bind/connect (strict, ABI 4+); scoped signals and "
         "abstract Unix sockets (ABI 6+)",
-        "Linux >= 5.13 with CONFIG_SECURITY_LANDLOCK and `landlock` in the lsm= boot list",
-        "Linux >= 5.13 with CONFIG_SECURITY_LANDLOCK and `landlock` in the lsm= boot list",
+        LANDLOCK_HOW,
+        LANDLOCK_HOW,
     ),
     "seccomp": (
         "deny list: ptrace, mounts, namespaces, keyrings, bpf, raising limits; sockets "
         "(strict, netlink only)",
-        "a kernel with CONFIG_SECCOMP_FILTER, on x86_64 or aarch64",
-        "a kernel with CONFIG_SECCOMP_FILTER, on x86_64 or aarch64",
+        SECCOMP_HOW,
+        SECCOMP_HOW,
     ),
     "uid": (
         "a per-child unprivileged uid and gid: RLIMIT_NPROC holds, the host's DAC applies",
