@@ -82,7 +82,7 @@ class Mechanisms:
         if mode != "pidns":
             self._lack("pidns", f"the spawner runs in keeper mode: {keeper_why or 'why unsaid'}")
             for name in ("mountns", "netns"):  # made only in pidns mode
-                self._lack(name, "not in keeper mode (see pidns)")
+                self._lack(name, "none in keeper mode (see pidns)")
         if "landlock" not in self.hidden and (why := landlock_missing()) is not None:
             self._lack("landlock", why)
         if "seccomp" not in self.hidden and (why := seccomp_missing()) is not None:

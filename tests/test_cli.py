@@ -377,7 +377,7 @@ def test_doctor_prints_a_config_s_paths_without_their_control_characters(tmp_pat
     # A path from a config (the history's, a never-granted one) holding a line break and ESC
     # could start a line that reads as doctor's own, or move the cursor: both are escaped, the
     # path written whole as bash quotes it.
-    bad = "x\nprofiles:\n  strict  enforceable: \x1b[2Jfake"
+    bad = "x\nprofiles:\n  strict    enforceable: \x1b[2Jfake"
     history = tmp_path / f"h{bad}" / "history.db"
     deny = tmp_path / f"d{bad}"
     (tmp_path / "c.toml").write_text(
@@ -393,7 +393,7 @@ def test_doctor_prints_a_config_s_paths_without_their_control_characters(tmp_pat
     assert "Traceback" not in out.stderr, out.stderr
     assert "\x1b" not in out.stdout, out.stdout
     assert out.stdout.splitlines().count("profiles:") == 1, out.stdout
-    escaped = "x\\nprofiles:\\n  strict  enforceable: \\x1b[2Jfake"
+    escaped = "x\\nprofiles:\\n  strict    enforceable: \\x1b[2Jfake"
     history_line = next(x for x in out.stdout.splitlines() if x.startswith("run history:"))
     assert escaped in history_line, history_line
     assert f"run history: $'{tmp_path}/h{escaped}/history.db'" in history_line

@@ -400,6 +400,16 @@ async def test_doctor_shows_the_proxy(strict_spawner: Spawner) -> None:
     assert "127.0.0.1:3128" in text
 
 
+def test_doctor_says_no_child_reaches_the_proxy_without_network_namespaces() -> None:
+    # It said "`network` fails", then that children reach the proxy on a loopback of their own.
+    from mcpx_hooks.supervisor.process.egress import doctor_lines
+
+    said = "\n".join(doctor_lines("hidden by MCPX_HOOKS_HIDE"))
+    assert "missing netns: `network` fails" in said and "127.0.0.1:3128" not in said
+    assert "no child reaches it: each would need a network namespace of its own" in said
+    assert "on a loopback of their own" in "\n".join(doctor_lines(True))
+
+
 def test_exec_script_run_with_script_network(readable_tmp: Path) -> None:
     """`[script] network`: the run's own script reaches the allowed server by name; the
     refused host is an `egress` frame naming the run."""

@@ -72,8 +72,8 @@ def test_seccomp_filters_refused_are_said_by_doctor_and_refused_by_runs(
     assert "Traceback" not in doctor.stderr, doctor.stderr
     assert "MISSING  seccomp   installing a filter fails (seccomp: Invalid argument)" in text, text
     assert "to get it: a kernel with CONFIG_SECCOMP_FILTER" in text
-    assert "strict  CANNOT be enforced: missing seccomp" in text
-    assert "none    enforceable" in text
+    assert "strict    CANNOT be enforced: missing seccomp" in text
+    assert "none      enforceable" in text
 
     hook = {"name": "h", "on": "script", "phase": "before", "run": ["sh", "-c", "echo hook"]}
     for profile in ("strict", "workspace"):
@@ -153,7 +153,7 @@ def test_landlock_refused_is_said_with_its_cause(readable_tmp: Path, refuse: str
     doctor = _supervisor(readable_tmp, refuse, "doctor")
     assert doctor.returncode == 1, doctor.stdout + doctor.stderr
     assert f"MISSING  landlock  {why}" in doctor.stdout, doctor.stdout
-    assert "strict  CANNOT be enforced: missing landlock" in doctor.stdout
+    assert "strict    CANNOT be enforced: missing landlock" in doctor.stdout
     done = _supervisor(readable_tmp, refuse, "exec", "--sandbox", "strict", "--", "echo", "ran")
     assert done.returncode == 1 and "| ran" not in done.stdout, done.stdout + done.stderr
     assert f"missing landlock: {why}" in done.stdout, done.stdout

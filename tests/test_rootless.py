@@ -428,7 +428,7 @@ def test_doctor_says_every_profile_is_enforceable(caller: Caller) -> None:
     text = done.stdout
     assert "in a user namespace of its own (rootless)" in text
     assert "allowed  the spawner runs in one of its own" in text
-    assert "strict  enforceable" in text and "net     enforceable" in text
+    assert "strict    enforceable" in text and "net       enforceable" in text
     assert "MISSING" not in text and "n/a      uid" in text
 
 
@@ -528,8 +528,8 @@ def test_where_user_namespaces_are_refused_doctor_names_the_setting(caller: Call
     assert "spawner: keeper mode" in text
     assert "user.max_user_namespaces = 0  (refuses them)" in text
     assert "sysctl -w user.max_user_namespaces=" in text
-    assert "strict  CANNOT be enforced: missing pidns" in text
-    assert "none    enforceable" in text
+    assert "strict    CANNOT be enforced: missing pidns" in text
+    assert "none      enforceable" in text
     done = caller.run("-m", "mcpx_hooks.supervisor", "exec", "--", "echo", "hi", wrap=wrap)
     assert done.returncode != 0 and "| hi" not in done.stdout
     assert "cannot be enforced on this machine" in done.stdout

@@ -352,7 +352,7 @@ async def test_doctor_reports_every_profile_enforceable(strict_spawner: Spawner)
     text, every = doctor.report(strict_spawner)
     assert every, text
     for profile in Profile:
-        assert f"{profile.value:7} enforceable" in text
+        assert f"{profile.value:9} enforceable" in text
     assert "MISSING" not in text
     # Each hook's namespace's first process is ours (`runners/reapers.py`): on x86_64 our
     # own program, started without a fork.
@@ -369,8 +369,8 @@ async def test_doctor_names_what_is_hidden(
     assert "MISSING  seccomp   hidden by MCPX_HOOKS_HIDE" in text
     # A name that is nothing to hide is said (a typo would otherwise hide nothing, silently).
     assert "MCPX_HOOKS_HIDE names seccom, which hides nothing: it can name pidns," in text
-    assert "strict  CANNOT be enforced: missing seccomp" in text
-    assert "none    enforceable" in text
+    assert "strict    CANNOT be enforced: missing seccomp" in text
+    assert "none      enforceable" in text
 
 
 SUPERVISOR = """

@@ -70,15 +70,17 @@ def report(spawner: Spawner) -> tuple[str, bool]:
     lines += ["", *doctor_lines(spawner.mechanisms.get("netns", "not reported"))]
     lines += ["", "profiles:"]
     every = True
+    width = max(len(profile.value) for profile in Profile)  # (one column: "workspace")
     for profile in Profile:
         lacking = sandbox.missing(profile, spawner)
         uses = NONE_GIVES if profile is Profile.NONE else ", ".join(sandbox.enforced_by(profile))
         if lacking:
             every = False
-            lines.append(f"  {profile.value:7} CANNOT be enforced: missing {', '.join(lacking)}")
-            lines.append(f"  {'':7} (a hook asking for it fails; it never runs with less)")
+            said = f"CANNOT be enforced: missing {', '.join(lacking)}"
+            lines.append(f"  {profile.value:{width}} {said}")
+            lines.append(f"  {'':{width}} (a hook asking for it fails; it never runs with less)")
         else:
-            lines.append(f"  {profile.value:7} enforceable: {uses}")
+            lines.append(f"  {profile.value:{width}} enforceable: {uses}")
     default = DEFAULT_LIMITS
     lines += ["", "limits (defaults; the config's [limits] table changes them):"]
     for key, attr, _, _ in LIMIT_KEYS:

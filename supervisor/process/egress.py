@@ -304,11 +304,16 @@ def doctor_lines(netns: bool | str) -> list[str]:
 
     trust = os.environ.get(TRUST_ENV)
     where = "missing netns: `network` fails" if netns is not True else "strict and workspace"
+    reach = (
+        f"  children reach it at 127.0.0.1:{LOOPBACK_PORT} on a loopback of their own, where"
+        " the spawner listens for it (no process beside the child)"
+        if netns is True
+        else "  no child reaches it: each would need a network namespace of its own"
+    )
     return [
         "egress (`network` lists, docs/egress.md):",
         f"  proxy    in the supervisor, one for all its children ({where})",
-        f"  children reach it at 127.0.0.1:{LOOPBACK_PORT} on a loopback of their own, where"
-        " the spawner listens for it (no process beside the child)",
+        reach,
         "  upstream TLS verified against "
         + (f"{trust} ({TRUST_ENV})" if trust else "the system's certificate store"),
     ]
