@@ -135,6 +135,7 @@ def test_a_forgotten_run_takes_its_artifacts_with_it(tmp_path: Path) -> None:
         assert summary == {
             "runId": "r2",
             "argv": ["true"],
+            "argvCut": 0,
             "cwd": "/",
             "startedAt": summary["startedAt"],
             "status": "error",

@@ -131,6 +131,7 @@ def test_the_run_list_is_the_retained_runs_newest_first(server: Server) -> None:
     assert set(listed[first]) == {
         "runId",
         "argv",
+        "argvCut",
         "cwd",
         "startedAt",
         "status",

@@ -139,3 +139,20 @@ def test_every_close_code_is_in_the_service_page_s_table() -> None:
     rows = [line.split(" | ")[:2] for line in table.splitlines()[1:]]
     worded = [row for row in rows if row[1] != "(none)"]  # (closes the protocol itself makes)
     assert worded == [[f"| {int(code)}", CLOSE_WORDS[code]] for code in Close]
+
+
+def test_every_code_block_closes_on_a_line_of_its_own() -> None:
+    # A closing fence with prose after it ("``` A state directory ...") left the block open to
+    # the page's next fence: every block after it read inside out, and a test that reads a
+    # page's blocks found none of its own.
+    found = []
+    for page in sorted(DOCS.rglob("*.md")):
+        inside = False
+        for number, line in enumerate(page.read_text().splitlines(), 1):
+            if not line.lstrip().startswith("```"):
+                continue
+            rest = line.lstrip()[3:]
+            if inside and rest.strip():
+                found.append(f"{page.relative_to(DOCS)}:{number}: {line.strip()[:40]}")
+            inside = not inside if not (inside and rest.strip()) else False
+    assert found == []

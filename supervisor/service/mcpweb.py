@@ -49,6 +49,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from ..core.errors import bug_summary
 from ..core.frames import WarningFrame, blank
+from ..core.records import Record
 from ..run.runtime import Runtime
 from .asgi import AsgiMessage, Receive, Scope, Send, quiet_client_leaving
 from .mcpexec import RunSlots
@@ -63,8 +64,8 @@ _VERSION: Final = MCP_PROTOCOL_VERSION_HEADER.lower().encode("ascii")
 _LAST_EVENT: Final = LAST_EVENT_ID_HEADER.lower().encode("ascii")
 
 
-@attrs.define(eq=False)
-class _Open:
+@attrs.define(repr=False)
+class _Open(Record):
     """An open session: its transport, its gateway, and whether it is idle (no request of it
     in flight) and since when (`trio.current_time`)."""
 
