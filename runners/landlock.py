@@ -14,18 +14,16 @@ import functools
 import os
 import stat
 import struct
-import threading
 from collections.abc import Iterable
 
 from .libc import (
     EVERYWHERE,
-    PR_SET_NO_NEW_PRIVS,
     ConfineError,
     check,
-    libc,
     nr,
     syscall,
     syscall_of_arity,
+    tried_apart,
 )
 
 _LL_CREATE = EVERYWHERE["landlock_create_ruleset"]
@@ -85,20 +83,9 @@ def landlock_missing() -> str | None:
             f"landlock_create_ruleset: {os.strerror(err)} (a system-call filter around this"
             " process, a container's, may refuse it)"
         )
-    failed: list[str] = []
-
-    def attempt() -> None:
-        try:
-            ruleset = Ruleset(no_tcp=True)
-            check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
-            ruleset.restrict()
-        except OSError as exc:
-            failed.append(f"enforcing a ruleset fails ({exc.strerror})")
-
-    thread = threading.Thread(target=attempt, name="mcpx-landlock")
-    thread.start()
-    thread.join()
-    return failed[0] if failed else None
+    return tried_apart(
+        "mcpx-landlock", "enforcing a ruleset", lambda: Ruleset(no_tcp=True).restrict()
+    )
 
 
 @functools.cache

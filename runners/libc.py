@@ -69,6 +69,26 @@ def said(exc: BaseException) -> str:
     return exc.strerror if isinstance(exc, ConfineError) and exc.strerror else str(exc)
 
 
+def tried_apart(name: str, what: str, step: Callable[[], object]) -> str | None:
+    """Runs `step` after `no_new_privs` on a thread of its own, which ends with what both
+    did to it (a seal tried without sealing this process); "`what` fails (why)", or None."""
+    import threading
+
+    failed: list[str] = []
+
+    def attempt() -> None:
+        try:
+            check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+            step()
+        except OSError as exc:
+            failed.append(f"{what} fails ({exc.strerror})")
+
+    thread = threading.Thread(target=attempt, name=name)
+    thread.start()
+    thread.join()
+    return failed[0] if failed else None
+
+
 def check(result: int, what: str) -> int:
     """`result` of a call that returns -1 on failure; else `ConfineError` naming `what`."""
     if result < 0:

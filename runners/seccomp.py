@@ -12,17 +12,16 @@ import errno
 import functools
 import os
 import struct
-import threading
 
 from .libc import (
     AUDIT_ARCH_X86_64,
     NAMESPACE_FLAGS,
-    PR_SET_NO_NEW_PRIVS,
     PR_SET_SECCOMP,
     ConfineError,
     check,
     libc,
     table,
+    tried_apart,
 )
 
 SECCOMP_MODE_FILTER = 2
@@ -218,19 +217,11 @@ def seccomp_missing() -> str | None:
     gets, installed on a throwaway thread, which ends with both."""
     if not seccomp_available():
         return "no seccomp filters on this kernel or machine"
-    failed: list[str] = []
-
-    def attempt() -> None:
-        try:
-            check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
-            install(no_sockets=True, no_memfd=True, no_shm=True)
-        except OSError as exc:
-            failed.append(f"installing a filter fails ({exc.strerror})")
-
-    thread = threading.Thread(target=attempt, name="mcpx-seccomp")
-    thread.start()
-    thread.join()
-    return failed[0] if failed else None
+    return tried_apart(
+        "mcpx-seccomp",
+        "installing a filter",
+        lambda: install(no_sockets=True, no_memfd=True, no_shm=True),
+    )
 
 
 class _SockFprog(ctypes.Structure):
