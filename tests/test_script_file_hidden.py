@@ -62,3 +62,24 @@ def test_a_python_file_outside_the_runs_sandbox_is_refused_with_the_grant_that_a
         "exec", "--sandbox", "none", "--python", "../elsewhere/job.py", cwd=project, home=home
     )
     assert unconfined.returncode == 0, unconfined.stdout
+
+
+def test_a_file_an_interpreter_is_given_is_checked_as_the_script_is(tmp_path: Path) -> None:
+    # `exec -- python3 ../elsewhere/job.py` met Python's own "can't open file ...: Permission
+    # denied" from inside the sandbox: the file an interpreter's command names is the run's
+    # script too.
+    project, elsewhere, home = tmp_path / "project", tmp_path / "elsewhere", tmp_path / "home"
+    for d in (project, elsewhere, home):
+        d.mkdir()
+    (elsewhere / "job.py").write_text("print('from elsewhere')\n")
+    (elsewhere / "job.sh").write_text("echo from elsewhere\n")
+    for argv in (("/usr/bin/python3", "../elsewhere/job.py"), ("sh", "../elsewhere/job.sh")):
+        hidden = mcpx("exec", "--", *argv, cwd=project, home=home)
+        assert hidden.returncode == 1, hidden.stdout
+        said = re.search(r"^ERROR the script could not start: (.*)$", hidden.stdout, re.M)
+        assert said is not None, hidden.stdout
+        assert said[1].startswith(f"cannot run the script {elsewhere / Path(argv[1]).name}: the")
+        assert "Permission denied" not in hidden.stdout
+    # An option first (`-c`), or a command that is no interpreter: not a file to check.
+    code = mcpx("exec", "--", "/usr/bin/python3", "-c", "print('inline')", cwd=project, home=home)
+    assert code.returncode == 0 and "| inline" in code.stdout, code.stdout

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import struct
 from collections.abc import Mapping, Sequence
 from typing import Final
@@ -98,6 +99,24 @@ def check_program(
         program, name = interpreter
         found = _find(name, cwd, path) if name is not None else program
     return
+
+
+#: Interpreters whose first argument, unless an option, is the file they run.
+_INTERPRETERS: Final = re.compile(r"(python|pypy)[0-9.]*|sh|bash|dash|zsh|node|ruby|perl")
+
+
+def run_file(python_file: str | None, argv: Sequence[str] | None, cwd: str) -> str | None:
+    """The file a run is to run, as `check_script_file` checks it: `exec --python FILE`'s, or
+    the one an interpreter's command names (`python /elsewhere/job.py`, `sh build.sh`: an
+    interpreter in the sandbox meets only "Permission denied" for one it cannot see), joined
+    to `cwd`; None for any other command."""
+    if python_file is not None:
+        return os.path.join(cwd, python_file)
+    if not argv or len(argv) < 2 or argv[1].startswith("-"):  # (`python -c`, `sh -c`, ...)
+        return None
+    return (
+        os.path.join(cwd, argv[1]) if _INTERPRETERS.fullmatch(os.path.basename(argv[0])) else None
+    )
 
 
 def check_script_file(path: str | None, *, plan: SandboxPlan | None, profile: Profile) -> None:

@@ -303,7 +303,7 @@ async def _run_script(  # noqa: PLR0917
             programs.check_program(
                 spec.argv[0], cwd=req.cwd, env=spec.env, plan=confinement, profile=profile
             )
-            shown = _in(req.cwd, req.script.python_file)
+            shown = programs.run_file(req.script.python_file, req.script.argv, req.cwd)
             programs.check_script_file(shown, plan=confinement, profile=profile)
             spec = egress_spec(spec, lease, hooks.config.script_secret_hosts)
             outcome = ScriptOutcome()
