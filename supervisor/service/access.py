@@ -104,19 +104,26 @@ def first_token(pending: Path, path: Path, token: str) -> tuple[str, bool]:
     first: then that one (`kept_token`), so both serve the token on disk and a client reading
     it is let in by either. Never written over one (a hard link fails where a file is).
     `pending` is gone after either; where links cannot be made it stays, to be renamed into
-    place once the socket is bound as before."""
-    try:
-        os.link(pending, path)
-    except FileExistsError:
-        kept = kept_token(path)
-        if kept is None:  # (gone again since: ours goes there after all)
-            return first_token(pending, path, token)
+    place once the socket is bound as before, as it does when the file at `path` keeps
+    vanishing between a link refused and its reading (`_LINK_TRIES` times)."""
+    for _ in range(_LINK_TRIES):
+        try:
+            os.link(pending, path)
+        except FileExistsError:
+            kept = kept_token(path)
+            if kept is None:  # (gone again since: ours goes there after all)
+                continue
+            pending.unlink(missing_ok=True)
+            return kept, False
+        except OSError:
+            return token, False
         pending.unlink(missing_ok=True)
-        return kept, False
-    except OSError:
-        return token, False
-    pending.unlink(missing_ok=True)
-    return token, True
+        return token, True
+    return token, False
+
+
+#: How many times `first_token` links its token again after the file it lost to vanished.
+_LINK_TRIES: Final = 8
 
 
 def remove_token_file(path: Path, token: str) -> None:
