@@ -13,8 +13,16 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import functools
+import itertools
 import os
-from collections.abc import Callable, Collection, Container
+from collections.abc import (
+    Callable,
+    Collection,
+    Container,
+    Generator,
+    Hashable,
+    Iterable,
+)
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -28,19 +36,51 @@ def siblings(
     pid) but the reaper, those it keeps already aside: those in `seen`, and, asked only when
     a child is in neither, in `known()` (a set that costs more to make); `OSError` where /proc
     cannot say. Back to back, every child is the reaper or seen: one read of /proc each."""
-    return siblings_of((reaper,), seen, known).get(reaper, [])
+    if (found := siblings_of((reaper,), seen, known).get(reaper, [])) is None:
+        raise ProcessLookupError(reaper)
+    return found
 
 
 def siblings_of(
     reapers: Collection[int], seen: Container[int], known: Callable[[], Container[int]]
-) -> dict[int, list[int]]:
+) -> dict[int, list[int] | None]:
     """`siblings` for several reapers in one pass (/proc read once, `known()` made once: a
     burst of trees ending in one wake-up of the spawner costs one pass, not one a tree);
-    only the reapers with any are keys."""
+    only the reapers with any are keys, and None for one whose namespace /proc cannot say
+    (that namespace alone is not searched: `sort_out`). `OSError` where the children of this
+    process cannot be read."""
+    return sort_out(_children(), reapers, seen, known, ns_of=_pid_ns, chain=_ns_chain)
+
+
+def _children() -> list[int]:
     kids: list[int] = []
     for tid in os.listdir("/proc/self/task"):  # (a thread's children are its own)
         with open(f"/proc/self/task/{tid}/children", "rb") as f:
             kids += (int(x) for x in f.read().split())
+    return kids
+
+
+#: How many PID namespaces a process's own is nested in at most, its own included: the
+#: kernel's 32 levels below the host's (`MAX_PID_NS_LEVEL`). A walk up takes no more steps.
+NS_DEPTH = 33
+
+
+def sort_out(
+    kids: Iterable[int],
+    reapers: Collection[int],
+    seen: Container[int],
+    known: Callable[[], Container[int]],
+    *,
+    ns_of: Callable[[int], Hashable],
+    chain: Callable[[int], Generator[Hashable, None, None]],
+) -> dict[int, list[int] | None]:
+    """`siblings_of` from what /proc says: `kids`, this process's children; `ns_of(reaper)`,
+    the PID namespace of a reaper (`OSError`: it cannot say); `chain(pid)`, the namespace of
+    process `pid`, then those above it (ending where it cannot say). A child is the reaper's
+    whose namespace comes first of the first `NS_DEPTH` it is in; named once at most, in
+    the order of `kids`. A reaper whose namespace cannot be
+    read, or is another's of `reapers` too (a pid reused), is None, its namespace none's:
+    only where a child is left to check (none, the most common: nothing is read)."""
     batch = set(reapers)
     others = [pid for pid in kids if pid not in batch and pid not in seen]
     if not others:
@@ -49,11 +89,27 @@ def siblings_of(
     others = [pid for pid in others if pid not in kept]
     if not others:
         return {}
-    targets = {_ns(os.stat(f"/proc/{reaper}/ns/pid")): reaper for reaper in batch}
-    found: dict[int, list[int]] = {}
-    for pid in others:
-        if (reaper := _within(pid, targets)) is not None:
-            found.setdefault(reaper, []).append(pid)
+    found: dict[int, list[int] | None] = {}
+    targets: dict[Hashable, int] = {}
+    for reaper in batch:
+        try:
+            ns = ns_of(reaper)
+        except OSError:  # (gone: whatever its namespace held is not known here)
+            found[reaper] = None
+            continue
+        if (twin := targets.setdefault(ns, reaper)) != reaper:
+            found[reaper] = found[twin] = None
+    for ns in [ns for ns, reaper in targets.items() if reaper in found]:
+        del targets[ns]
+    held: dict[int, list[int]] = {}
+    for pid in dict.fromkeys(others):
+        with contextlib.closing(chain(pid)) as walk:
+            owner = next(
+                (targets[n] for n in itertools.islice(walk, NS_DEPTH) if n in targets), None
+            )
+        if owner is not None:
+            held.setdefault(owner, []).append(pid)
+    found.update(held)
     return found
 
 
@@ -65,23 +121,27 @@ def _ns(st: os.stat_result) -> tuple[int, int]:
     return st.st_ino, st.st_dev
 
 
-def _within(pid: int, targets: dict[tuple[int, int], int]) -> int | None:
-    """Which of `targets` (PID namespaces, inode and device) holds host pid `pid`: in it, or
-    in one below it (a process the child made its sibling may be the init of a namespace of
-    the child's, whose processes are in the child's namespace too); None for none."""
+def _pid_ns(pid: int) -> tuple[int, int]:
+    return _ns(os.stat(f"/proc/{pid}/ns/pid"))
+
+
+def _ns_chain(pid: int) -> Generator[tuple[int, int], None, None]:
+    """The PID namespace of host pid `pid` (inode and device), then those above it: a
+    process the child made its sibling may be the init of a namespace of the child's, whose
+    processes are in the child's namespace too. Ends where there is none to see (EPERM at
+    the top), or the process is gone."""
     try:
         fd = os.open(f"/proc/{pid}/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
     except OSError:  # (reaped meanwhile)
-        return None
+        return
     try:
         while True:
-            if (found := targets.get(_ns(os.fstat(fd)))) is not None:
-                return found
+            yield _ns(os.fstat(fd))
             parent = fcntl.ioctl(fd, NS_GET_PARENT)
             os.close(fd)
             fd = parent
     except OSError:  # (EPERM at the top: no parent of this process's to see)
-        return None
+        return
     finally:
         os.close(fd)
 

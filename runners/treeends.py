@@ -98,8 +98,9 @@ class TreeEnds:
         (`_reap`): their namespaces searched for processes the child made its siblings in one
         pass (`strays.siblings_of`; a pass for each tree made a thousand ends at once cost a
         thousand passes over two thousand children). A tree with none is said now and its
-        reaper killed after; one with any (or where /proc cannot say) has them watched and
-        its reaper killed, and is said once all is gone (`_reaped`)."""
+        reaper killed after; one with any, or whose namespace /proc cannot say of (that tree
+        alone: the rest are said or not as theirs found), has them watched and its reaper
+        killed, and is said once all is gone (`_reaped`)."""
         if not self.ending:
             return
         ending, self.ending = [t for t in self.ending if t.reaper is not None], []
@@ -107,7 +108,9 @@ class TreeEnds:
         seen.update(strays.host_of(r) for r in self._spare_reapers())
         try:
             hosts = [strays.host_of(t.reaper) for t in ending if t.reaper is not None]
-            found: dict[int, list[int]] | None = strays.siblings_of(hosts, seen, self._kept_hosts)
+            found: dict[int, list[int] | None] | None = strays.siblings_of(
+                hosts, seen, self._kept_hosts
+            )
         except OSError:
             found = None
         for tree in ending:
