@@ -32,6 +32,8 @@ import pydantic_core
 import trio
 from mcp import types
 from mcp.shared.message import SessionMessage
+from mcp_types import PROTOCOL_VERSION_META_KEY
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from ..core.errors import HooksError
 from ..core.servers import MAX_MESSAGE_BYTES
@@ -69,6 +71,25 @@ def odd_id_in(message: types.JSONRPCMessage, value: object) -> bool:
         return False
     return not message.method.startswith("notifications/") and (
         isinstance(value, dict) and "id" in value
+    )
+
+
+def unserved_version(message: types.JSONRPCRequest) -> str | None:
+    """Why `message` is not served when it names, in its own `_meta`, a protocol version
+    (MCP's per-request envelope, 2026-07-28 on) other than those of the `initialize`
+    handshake, which is all this server speaks; else None. The SDK's client opens with such
+    a request (`server/discover`) and, answered with an error, sends `initialize`: the
+    SDK's server, were it given that request first, would serve the connection in that
+    protocol and refuse the `initialize` after it."""
+    meta = (message.params or {}).get("_meta")
+    if message.method == "initialize" or not isinstance(meta, dict):
+        return None
+    version = meta.get(PROTOCOL_VERSION_META_KEY)
+    if version is None or version in HANDSHAKE_PROTOCOL_VERSIONS:
+        return None
+    return (
+        f"unsupported protocol version {str(version)[:40]!r}: this server speaks MCP's"
+        f" initialize handshake ({', '.join(HANDSHAKE_PROTOCOL_VERSIONS)}): send initialize"
     )
 
 
@@ -125,6 +146,11 @@ class BatchRefused(HooksError, ValueError):
 
 class OddId(HooksError, ValueError):
     """A request whose `id` MCP does not take (`odd_id_in`): answered with an error, not served."""
+
+
+class UnservedVersion(HooksError, ValueError):
+    """A request in a protocol this server does not speak (`unserved_version`): answered
+    with an error, not served."""
 
 
 class LineTaker(Protocol):
@@ -232,6 +258,11 @@ class ClientMessages:
             await self._writer.send(SessionMessage(refusal(None, types.INVALID_REQUEST, ODD_ID)))
             return OddId(ODD_ID)
         if isinstance(message, types.JSONRPCRequest):
+            unserved = unserved_version(message)
+            if unserved is not None:
+                refused = refusal(message.id, types.INVALID_REQUEST, unserved)
+                await self._writer.send(SessionMessage(refused))
+                return UnservedVersion(unserved)
             self._writer.asked(message.id)
         elif isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
             if message.id is not None:
