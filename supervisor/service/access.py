@@ -122,8 +122,7 @@ def first_token(pending: Path, path: Path, token: str) -> tuple[str, bool]:
     return token, False
 
 
-#: How many times `first_token` links its token again after the file it lost to vanished.
-_LINK_TRIES: Final = 8
+_LINK_TRIES: Final = 8  # (links tried again after the file `first_token` lost to vanished)
 
 
 def remove_token_file(path: Path, token: str) -> None:
