@@ -104,6 +104,43 @@ def test_a_disk_that_takes_no_write_still_searches_what_is_indexed(tmp_path: Pat
     assert "searched what was indexed before" in done.stderr and "Traceback" not in done.stderr
 
 
+def test_a_disk_too_full_for_the_index_of_shared_memory_still_reads_the_runs(
+    tmp_path: Path,
+) -> None:
+    """A disk so full that SQLite cannot make the history's `-shm` file (here a file size
+    limit of 4 KiB): `runs list`, `runs show` and `runs search` failed with "opening the run
+    history …: disk I/O error", every stored run out of reach until room was made; they read
+    the history as it is, and the search says what it could not index."""
+    (tmp_path / "c.toml").write_text(f'[history]\npath = "{tmp_path / "h" / "history.db"}"\n')
+    ran = mcpx("exec", "--config", "c.toml", "--json", "--", "echo", "needle-7", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    run_id = json.loads(ran.stdout.splitlines()[0])["runId"]
+    db = sqlite3.connect(tmp_path / "h" / "history.db")
+    with db:  # (marked as an ended `exec` leaves a long run: its lines not indexed yet)
+        db.execute("UPDATE runs SET indexed = 0")
+    db.close()
+
+    def full() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    def read(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*CLI, *args, "--config", "c.toml"],
+            check=False, cwd=tmp_path, env={**ENV, "XDG_STATE_HOME": str(tmp_path / "state")},
+            capture_output=True, text=True, timeout=60, preexec_fn=full,
+        )  # fmt: skip
+
+    listed = read("runs", "list")
+    assert listed.returncode == 0 and run_id in listed.stdout, listed.stderr
+    shown = read("runs", "show", run_id)
+    assert shown.returncode == 0 and "| needle-7" in shown.stdout, shown.stderr
+    found = read("runs", "search", "needle-7")
+    assert found.returncode == 0 and f"{run_id}@1  stdout  needle-7" in found.stdout, found
+    assert "a write failed: is the disk full?" in found.stderr, found.stderr
+    assert "searched what was indexed before" in found.stderr, found.stderr
+    assert "Traceback" not in listed.stderr + shown.stderr + found.stderr
+
+
 def get(server: Server, target: str, token: bool = True) -> tuple[int, bytes]:
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
     try:

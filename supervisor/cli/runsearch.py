@@ -106,9 +106,9 @@ def _local(args: argparse.Namespace, command: str) -> int:
         _print([], args.json)
         return EXIT_OK
     try:
-        history = _opened(path)
+        history, unwritable = _opened(path)
         try:
-            found = _searched(history, args, command)
+            found = _searched(history, args, command, unwritable)
             kept = bool(found) or args.run is None or history.extent(args.run) is not None
         finally:
             history.close()
@@ -122,32 +122,40 @@ def _local(args: argparse.Namespace, command: str) -> int:
     return EXIT_OK
 
 
-def _searched(history: History, args: argparse.Namespace, command: str) -> list[dict[str, Any]]:
+def _searched(
+    history: History, args: argparse.Namespace, command: str, unwritable: Exception | None
+) -> list[dict[str, Any]]:
     """The matches, the index first brought up to date; when the disk takes no more writes
-    (full), in what is indexed already, and stderr says that runs stored since may be missing."""
+    (full; `unwritable` says why it could not be opened to write), in what is indexed
+    already, and stderr says that lines stored since are not searched."""
     from ..history.faults import HistoryFault
 
     try:
-        return history.search(args.query, run_id=args.run, limit=args.limit)
+        found = history.search(args.query, run_id=args.run, limit=args.limit)
     except HistoryFault as exc:
         if not history.writes:
             raise
         found = history.search(args.query, run_id=args.run, limit=args.limit, index=False)
-        say(f"mcpx-hooks {command}: {exc}; searched what was indexed before, so the lines"
-            " stored since are not searched")  # fmt: skip
-        return found
+        unwritable = exc
+    else:
+        if unwritable is None or not history.lags():
+            return found
+    say(f"mcpx-hooks {command}: {unwritable}; searched what was indexed before, so the lines"
+        " stored since are not searched")  # fmt: skip
+    return found
 
 
-def _opened(path: Path) -> History:
+def _opened(path: Path) -> tuple[History, Exception | None]:
     """The history to search: to write where it can be, so that the search first indexes
-    what the processes that recorded it left behind; else to read (what is indexed)."""
+    what the processes that recorded it left behind; else to read (what is indexed), with
+    the reason it could not be written."""
     from ..history.faults import HistoryFault
     from ..history.store import History
 
     try:
-        return History.open(path)
-    except HistoryFault:
-        return History.open(path, writes=False)
+        return History.open(path), None
+    except HistoryFault as exc:
+        return History.open(path, writes=False), exc
 
 
 def _print(found: list[dict[str, Any]], as_json: bool) -> None:

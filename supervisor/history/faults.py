@@ -27,6 +27,11 @@ BUSY_MS: Final = 2000
 _BUSY: Final = frozenset(("SQLITE_BUSY", "SQLITE_BUSY_SNAPSHOT", "SQLITE_BUSY_TIMEOUT"))
 
 
+def write_failed(exc: BaseException) -> bool:
+    """Whether SQLite says a write failed (a disk full, a file size limit reached)."""
+    return getattr(exc, "sqlite_errorname", "") in _WRITE_ERRORS
+
+
 class HistoryFault(HooksError):
     """The history cannot be read or written: the message says why (locked, read-only, full,
     not a database…)."""

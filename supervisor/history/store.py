@@ -46,7 +46,7 @@ from ..core.jsontext import wire_loads
 from ..core.places import shown_file
 from ..core.records import Record
 from . import files, search, sizes
-from .faults import BUSY_MS, HistoryFault, faults
+from .faults import BUSY_MS, HistoryFault, faults, write_failed
 from .schema import prepare
 
 #: The database's name under its state directory.
@@ -138,12 +138,12 @@ class History:
                 db = _connect(path, "ro")
             try:
                 prepare(db, writes)
-            except sqlite3.OperationalError:
+            except sqlite3.OperationalError as exc:
                 db.close()
-                if writes or os.access(path.parent, os.W_OK):
+                if writes or (os.access(path.parent, os.W_OK) and not write_failed(exc)):
                     raise
-                # On read-only media a WAL database without its `-shm` cannot be opened to
-                # read (SQLite would make that file): read as it is, nothing writing it.
+                # On read-only media or a full disk a WAL database without its `-shm` cannot
+                # be opened to read (SQLite would make that file): read as it is, unwritten.
                 db = _connect(path, "ro&immutable=1")
                 prepare(db, writes)
             except BaseException:
@@ -356,18 +356,20 @@ class History:
             found = row.fetchone()
         return None if found is None else (int(found[0]), bool(found[1]))
 
+    def lags(self) -> bool:
+        """Whether some stored lines are not in the search index yet."""
+        with faults("reading the run history"), self._read_lock:
+            return search.lags(self._reader())
+
     def artifact(self, run_id: str, artifact_id: str) -> StoredArtifact | None:
         """A stored run's artifact, or None when it has none of that id."""
         with faults("reading the run history"), self._read_lock:
-            row = (
-                self._reader()
-                .execute(
-                    "SELECT a.sha256, a.name, a.mime, a.size FROM artifacts a JOIN runs r"
-                    " ON a.run = r.key WHERE r.id = ? AND a.id = ?",
-                    (run_id, artifact_id),
-                )
-                .fetchone()
+            asked = self._reader().execute(
+                "SELECT a.sha256, a.name, a.mime, a.size FROM artifacts a JOIN runs r"
+                " ON a.run = r.key WHERE r.id = ? AND a.id = ?",
+                (run_id, artifact_id),
             )
+            row = asked.fetchone()
         if row is None:
             return None
         return StoredArtifact(str(self.artifacts_dir / row[0]), row[1], row[2], row[3])
