@@ -89,6 +89,52 @@ def tried_apart(name: str, what: str, step: Callable[[], object]) -> str | None:
     return failed[0] if failed else None
 
 
+#: What `threading` raises (`RuntimeError`) when the system refuses to start a thread.
+NO_THREAD = "can't start new thread"
+#: How `no_thread_said` begins, before the cause.
+THREADS_REFUSED = "this system refuses new threads"
+
+
+def thread_refused() -> str | None:
+    """Why this process cannot start a thread (`no_thread_said`), or None: one started and
+    ended. Every command that runs anything needs threads (the spawner's for each sandboxed
+    child, the supervisor's for its history and name lookups)."""
+    import threading
+
+    thread = threading.Thread(target=int, name="mcpx-thread-check")
+    try:
+        thread.start()
+    except RuntimeError as exc:
+        if str(exc) != NO_THREAD:
+            raise
+        return no_thread_said()
+    thread.join()
+    return None
+
+
+def no_thread_said() -> str:
+    """Why a thread could not be started, in two lines: what is refused, the way out.
+
+    glibc starts a thread with `clone3`, and falls back on `clone` only where `clone3` fails
+    with ENOSYS; a seccomp profile written before `clone3` existed (Docker's before 20.10.10,
+    some hardened CI runners') refuses it with EPERM, and then no thread starts at all.
+    `clone3` with no arguments tells which: EINVAL from the kernel, EPERM from such a filter;
+    it never makes a process."""
+    syscall(EVERYWHERE["clone3"], None, 0)
+    if ctypes.get_errno() == errno.EPERM:
+        return (
+            f"{THREADS_REFUSED}: clone3 is refused with EPERM, as a seccomp"
+            " profile older than clone3 does (Docker before 20.10.10, for one)\n"
+            "run mcpx-hooks under a newer container runtime, or with a seccomp profile that answers"
+            " clone3 with ENOSYS (docker run --security-opt seccomp=PROFILE.json)"
+        )
+    return (
+        f"{THREADS_REFUSED}: a limit on processes or threads is reached, or the"
+        " memory for a thread's stack is lacking\n"
+        "see `ulimit -u` and the container's pids limit (docker run --pids-limit)"
+    )
+
+
 def check(result: int, what: str) -> int:
     """`result` of a call that returns -1 on failure; else `ConfineError` naming `what`."""
     if result < 0:

@@ -98,7 +98,8 @@ A request with `"sandbox"` (a plan: `spawnreq.Sandbox`) is confined: in pidns mo
 started from this process's own thread, the child sealing itself (`inline.py`, `chained.py`),
 or where the chain cannot run from an armed jail thread (`jail.py`; mechanisms in
 `confine.py`); keeper mode refuses it. Before serving, the spawner writes one line on its
-stdout, the isolation mechanisms it found (`mechanisms.py`), and closes it.
+stdout, the isolation mechanisms it found (`mechanisms.py`), and closes it; where the system
+refuses it threads, the line is `{"refused": why}` (`libc.no_thread_said`) and it exits.
 
 Modules: `spawnreq.py` (the request) and `checks.py` (its checks), `protocol.py` (the
 messages above), `collect.py` (`"collect"`), `start.py` (the program, fork and exec),
@@ -112,6 +113,7 @@ this file only starts the chosen mode.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -121,7 +123,7 @@ import sys
 def main() -> None:
     from runners import reapers, userns
     from runners.keepers import serve_keepers
-    from runners.libc import PR_SET_PDEATHSIG, prctl
+    from runners.libc import PR_SET_PDEATHSIG, prctl, thread_refused
     from runners.mechanisms import Mechanisms
     from runners.pidns import PidNsSpawner
     from runners.protocol import TakenCounter
@@ -135,6 +137,9 @@ def main() -> None:
     # The owner died before the line above took hold (as PID 1 of a namespace our parent is
     # invisible, getppid() is 0: the lifeline's end of file tells instead).
     if mode != "pidns" and os.getppid() != parent:
+        sys.exit(1)
+    if (no_thread := thread_refused()) is not None:  # (each probe and each jail is a thread)
+        sys.stdout.write(json.dumps({"refused": no_thread}) + "\n")
         sys.exit(1)
     in_userns, settings = False, None
     if mode == "userns":  # (an ordinary user's supervisor: see userns.py)

@@ -179,3 +179,82 @@ def test_a_namespace_refused_is_said_in_words(readable_tmp: Path, refuse: str, l
     done = _supervisor(readable_tmp, refuse, "exec", "--sandbox", "strict", "--", "echo", "ran")
     assert done.returncode == 1 and "| ran" not in done.stdout, done.stdout + done.stderr
     assert "[Errno" not in done.stdout and line.split(maxsplit=2)[2] in done.stdout, done.stdout
+
+
+#: clone3 refused with EPERM: a seccomp profile older than clone3 (Docker's before 20.10.10,
+#: some hardened CI runners'). glibc falls back on clone only on ENOSYS: no thread starts.
+NO_CLONE3 = "435=EPERM"
+NO_THREADS_SAID = (
+    "this system refuses new threads: clone3 is refused with EPERM, as a seccomp profile older"
+    " than clone3 does (Docker before 20.10.10, for one)\n"
+    "    run mcpx-hooks under a newer container runtime, or with a seccomp profile that answers"
+    " clone3 with ENOSYS (docker run --security-opt seccomp=PROFILE.json)\n"
+)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("exec", "--", "true"),
+        ("serve", "--port", "0"),
+        ("mcp",),
+        ("hook", "test", "--hook", '{"run": ["true"]}', "--phase", "before"),
+        ("servers", "list"),
+        ("hooks", "list", "--remote", "ws://localhost:1"),  # (a name looked up on a thread)
+    ],
+)
+def test_threads_refused_are_said_with_the_way_out(
+    readable_tmp: Path, command: tuple[str, ...]
+) -> None:
+    """Where clone3 is refused with EPERM every command that starts a thread died with a
+    traceback ending in `RuntimeError: can't start new thread` (the spawner's first, then
+    the supervisor's): now two lines, what is refused and the way out, and exit 1."""
+    done = _supervisor(readable_tmp, NO_CLONE3, *command)
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.stderr == f"mcpx-hooks {command[0]}: {NO_THREADS_SAID}", done.stderr
+    assert done.returncode == 1, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("command", [("--version",), ("validate",), ("schema",)])
+def test_commands_that_start_no_thread_still_work_without_them(
+    readable_tmp: Path, command: tuple[str, ...]
+) -> None:
+    done = _supervisor(readable_tmp, NO_CLONE3, *command)
+    assert done.returncode == 0 and done.stderr == "", done.stdout + done.stderr
+
+
+def test_doctor_names_threads_refused_as_one_of_its_checks(readable_tmp: Path) -> None:
+    """doctor died with two tracebacks (the spawner's probes, then its own) where clone3 is
+    refused; now it says so, and checks what needs no thread."""
+    done = _supervisor(readable_tmp, NO_CLONE3, "doctor")
+    assert done.returncode == 1 and done.stderr == "", done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[2] == (
+        "  threads: REFUSED: clone3 is refused with EPERM, as a seccomp profile older than"
+        " clone3 does (Docker before 20.10.10, for one)"
+    ), done.stdout
+    assert lines[3].lstrip().startswith("to get them: run mcpx-hooks under a newer container")
+    assert "spawner: not started (it needs threads)" in done.stdout
+    assert any(line.startswith("run history: ") for line in lines), done.stdout
+
+
+def test_a_spawner_refused_threads_says_so_in_its_report_and_leaves(tmp_path: Path) -> None:
+    """The spawner (whose probes and jails are threads) died with a traceback on the
+    supervisor's stderr, which then said "the spawner did not start: b''". Now its report
+    line says why (the supervisor raises it as the spawner's error) and it exits."""
+    import os
+    import socket
+
+    from mcpx_hooks.supervisor.process import runner_path
+
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    taken = os.memfd_create("taken")
+    spawner = [sys.executable, "-I", runner_path("spawner.py")]
+    argv = [sys.executable, "-c", REFUSE, NO_CLONE3, "--", *spawner,
+            str(os.getpid()), str(theirs.fileno()), "keeper", str(taken)]  # fmt: skip
+    with mine, theirs:
+        done = subprocess.run(argv, pass_fds=(theirs.fileno(), taken), capture_output=True,
+                              text=True, timeout=60, check=False, cwd=tmp_path)  # fmt: skip
+    os.close(taken)
+    assert done.stderr == "" and done.returncode == 1, done.stdout + done.stderr
+    assert json.loads(done.stdout) == {"refused": NO_THREADS_SAID.replace("\n    ", "\n")[:-1]}

@@ -1,8 +1,9 @@
 """An ordinary user whose home does not exist (`nobody`'s /nonexistent, a service's user):
 its state directory cannot be made, and `trust`, a run's history warning and `serve`'s token
-said only "Permission denied" of a path under it. Each now says why (the home is not there,
-and the directory above it may not be written) and what to do (XDG_STATE_HOME). As root the
-commands run as `nobody`; as an ordinary user, as that user."""
+said only "Permission denied" of a path under it (and `doctor`, that / is not writable). Each
+now says why (the home is not there, and the directory above it may not be written) and what
+to do (XDG_STATE_HOME). As root the commands run as `nobody`; as an ordinary user, as that
+user."""
 
 from __future__ import annotations
 
@@ -41,6 +42,12 @@ def test_a_home_that_does_not_exist_is_said_with_what_to_do() -> None:
             ("trust", ".mcpx-hooks.toml"): (1, f"cannot open the trust state in {state}: {WHY}"),
             ("exec", "--", "true"): (0, f"opening the run history {state}/history.db: {WHY})"),
             ("serve", "--port", "0"): (2, f"cannot write the token file {state}/token: {WHY}\n"),
+            # (doctor said "cannot be made: / is not writable", and no more than that)
+            ("doctor",): (
+                1,
+                f"run history: NOT KEPT: the run history {state}/history.db cannot be made:"
+                f" {WHY.removeprefix('Permission denied: ')}; runs go on in memory only\n",
+            ),
         }
         for command, (code, said) in expected.items():
             argv = [*switch, *env, python, "-m", "mcpx_hooks.supervisor", *command]

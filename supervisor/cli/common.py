@@ -42,7 +42,8 @@ EXIT_CODES: Final = (
     (
         EXIT_FAILED,
         "the thing run failed (`hook test`: the hook's status is not `ok`), or the output"
-        " could not be written (a full disk: said in one line on stderr)",
+        " could not be written (a full disk: said in one line on stderr), or the system"
+        " refuses the threads the command needs (said, with the likely cause)",
     ),
     (EXIT_USAGE, "bad input: a usage error, a config error, `validate` found problems"),
     (EXIT_REFUSED, "refused by a hook (`exec`, `hook test`)"),

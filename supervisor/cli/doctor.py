@@ -5,7 +5,9 @@ It starts the real spawner (the one that would run hooks) and prints what it fou
 answer is the one the supervisor acts on, `MCPX_HOOKS_HIDE` included. For an ordinary user it
 also says whether the spawner got a user namespace of its own (what the rootless sandbox is
 made of, `runners/userns.py`) and the value of each setting that can refuse one. `main()`
-returns 0 when every profile can be enforced here, 1 otherwise.
+returns 0 when every profile can be enforced here, 1 otherwise. Where the system refuses new
+threads, no spawner can start: doctor says so, and what needs no thread (the run history,
+the paths no sandbox is granted).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from ..core.errors import ConfigError
 from ..core.hooks import Profile
 from ..core.limits import DEFAULT_LIMITS, LIMIT_DOCS, LIMIT_KEYS
 from ..core.places import shown_file
-from ..process import sandbox
+from ..process import libc, sandbox
 from ..process.egress import doctor_lines
 from ..process.launch import HIDE_ENV
 from ..process.spawner import Spawner, open_spawner
@@ -36,12 +38,7 @@ def report(spawner: Spawner) -> tuple[str, bool]:
     """The report's text, and whether every profile is enforceable."""
     uid = os.geteuid()
     root = uid == 0
-    lines = [
-        "mcpx-hooks doctor: the sandbox on this machine",
-        f"  supervisor uid {uid} ({'root' if root else 'an ordinary user'}),"
-        f" Linux {platform.release()} {platform.machine()}, Python {platform.python_version()}",
-        f"  spawner: {_spawner_line(spawner, uid)}",
-    ]
+    lines = [*_header(uid), f"  spawner: {_spawner_line(spawner, uid)}"]
     if spawner.reaper is not None:
         lines.append(f"  reaper (each hook's namespace's first process): {spawner.reaper}")
     if unknown := sandbox.unknown_hidden():
@@ -86,6 +83,27 @@ def report(spawner: Spawner) -> tuple[str, bool]:
     for key, attr, _, _ in LIMIT_KEYS:
         lines.append(f"  {key:12} {getattr(default, attr):>6}  {LIMIT_DOCS[key]}")
     return "\n".join(lines), every
+
+
+def _header(uid: int) -> list[str]:
+    return [
+        "mcpx-hooks doctor: the sandbox on this machine",
+        f"  supervisor uid {uid} ({'root' if uid == 0 else 'an ordinary user'}),"
+        f" Linux {platform.release()} {platform.machine()}, Python {platform.python_version()}",
+    ]
+
+
+def _no_threads(why: str) -> list[str]:
+    """The report where no thread can be started: what the system refuses and the way out,
+    and that nothing that needs one (the spawner, the tool servers) can be checked."""
+    what, _, way = why.partition("\n")
+    return [
+        *_header(os.geteuid()),
+        f"  threads: REFUSED: {what.removeprefix(f'{libc.THREADS_REFUSED}: ')}",
+        *([f"           to get them: {way}"] if way else []),
+        "  spawner: not started (it needs threads): no hook, run or tool server can run here,",
+        "           and nothing they need is checked",
+    ]
 
 
 def _spawner_line(spawner: Spawner, uid: int) -> str:
@@ -192,6 +210,10 @@ def run(args: argparse.Namespace) -> int:
     """`doctor`: prints the report (and the tool servers that fail to start); 0 when every
     profile is enforceable here, every server starts (and, with `--cluster`, the cluster is
     well), else 1."""
+    if (no_threads := libc.thread_refused()) is not None:  # (`_collect`'s spawner needs them)
+        history, _ = _history(args)
+        print("\n".join([*_no_threads(no_threads), *history, *grant_lines(args)]))
+        return 1
     text, every = run_async(_collect)
     failing = run_async(_servers, args)
     history, kept = _history(args)

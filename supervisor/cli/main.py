@@ -18,7 +18,7 @@ import sys
 
 from ..config import codecache
 from .common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, quiet_start
-from .parser import command_runner, parser, version
+from .parser import NO_THREAD_CHECK, command_runner, parser, version
 
 TYPE_CHECKING = False  # as typing.TYPE_CHECKING (True to type checkers), without importing typing
 if TYPE_CHECKING:
@@ -49,6 +49,8 @@ def main(argv: Sequence[str] | None = None, *, own_log: bool = False) -> int:
     if args.command != "schema" and (gone := _no_working_directory()) is not None:
         print(f"mcpx-hooks {args.command}: {gone}", file=sys.stderr)
         return EXIT_USAGE
+    if args.command not in NO_THREAD_CHECK and (refused := _threads_refused()) is not None:
+        return _no_thread(args.command, refused)
     from ..core.errors import ConfigError, SpawnError, SpawnModeError
 
     if own_log:
@@ -72,6 +74,10 @@ def main(argv: Sequence[str] | None = None, *, own_log: bool = False) -> int:
         return EXIT_USAGE if isinstance(exc, SpawnModeError) else EXIT_FAILED
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except RuntimeError as exc:  # (a thread refused once the command was under way)
+        if not _thread_failed(exc):
+            raise
+        return _no_thread(args.command, None)
     except BrokenPipeError:
         return _output_closed()
     except OSError as exc:
@@ -80,6 +86,8 @@ def main(argv: Sequence[str] | None = None, *, own_log: bool = False) -> int:
         return _output_unwritable(args.command, exc)
     except BaseExceptionGroup as group:  # (from within a command's Trio run: its nurseries')
         # Ctrl-C in a run with tasks (`hook test`'s spawner and servers) comes wrapped.
+        if group.split(_thread_failed)[0] is not None:
+            return _no_thread(args.command, None)
         ours = (KeyboardInterrupt, BrokenPipeError)
         if group.split(lambda e: isinstance(e, ours) or _output_failed(e))[1] is not None:
             raise
@@ -89,6 +97,31 @@ def main(argv: Sequence[str] | None = None, *, own_log: bool = False) -> int:
         if full is not None:
             return _output_unwritable(args.command, full.exceptions[0])
         return _output_closed()
+
+
+def _threads_refused() -> str | None:
+    """Why this process cannot start a thread (`runners.libc.no_thread_said`), or None."""
+    from ..process import libc
+
+    why: str | None = libc.thread_refused()
+    return why
+
+
+def _thread_failed(exc: BaseException) -> bool:
+    """Whether `exc` is `threading`'s word for a thread the system refused to start."""
+    from ..process import libc
+
+    return isinstance(exc, RuntimeError) and str(exc) == libc.NO_THREAD
+
+
+def _no_thread(command: str, why: str | None) -> int:
+    """The command cannot go on without threads: said in two lines (what the system refuses,
+    the way out), no traceback; exit 1."""
+    from ..process import libc
+    from .common import say
+
+    say(f"mcpx-hooks {command}: {why or libc.no_thread_said()}")
+    return EXIT_FAILED
 
 
 #: What writing the output fails with when where it goes is full or broken (a disk, a quota,

@@ -111,6 +111,17 @@ COMMANDS: Final = (
     ),
 )
 
+#: The commands not refused at once where the system refuses threads (`runners.libc`'s
+#: `no_thread_said`, what every other command says and exits 1 with): these start none of
+#: their own (one that meets a refusal under way, a `--remote` name looked up, says the
+#: same), and `doctor` says it as one of its checks.
+# fmt: off
+NO_THREAD_CHECK: Final = frozenset({
+    "validate", "schema", "trust", "untrust", "init", "prompts", "hooks", "runs", "console",
+    "events", "doctor",
+})
+# fmt: on
+
 #: One example command line per command, and per sub-command (`"hook test"`), shown at the
 #: end of its `--help` (tests/test_cli_help.py: every command has one, and it parses).
 EXAMPLES: Final[dict[str, str]] = {

@@ -66,6 +66,7 @@ __all__, __getattr__, __dir__ = exports(
             "said_os_error",
             "state_home",
             "state_path",
+            "unmade",
         ),
         "truststore": ("load_state", "locked_state", "save_state", "trust_key"),
     },

@@ -67,7 +67,7 @@ def denied_said(exc: OSError, path: Path) -> str:
         owner = os.lstat(state).st_uid
         me, whose = pwd.getpwuid(os.getuid()).pw_name, pwd.getpwuid(owner).pw_name
     except FileNotFoundError:
-        return f"{said}{_unmade(state)}"
+        return f"{said}: {why}" if (why := unmade(state)) else said
     except (OSError, KeyError):
         return said
     if owner == os.getuid():
@@ -81,19 +81,19 @@ def denied_said(exc: OSError, path: Path) -> str:
     )
 
 
-def _unmade(state: Path) -> str:
-    """Why a state directory that is not there cannot be made (a home that does not exist,
-    as `nobody`'s /nonexistent, in a directory this user may not write), and what to do;
-    "" when that is not why."""
-    missing = state
+def unmade(path: Path) -> str:
+    """Why `path`, not there, cannot be made (a home that does not exist, as `nobody`'s
+    /nonexistent, in a directory this user may not write), and, in the state directory,
+    what to do; "" when that is not why. A run's warning and `doctor` say it alike."""
+    missing = path
     while not os.path.lexists(missing.parent) and missing.parent != missing:
         missing = missing.parent
     if os.access(missing.parent, os.W_OK | os.X_OK):
         return ""
-    return (
-        f": {shown_file(str(missing))} does not exist, and {shown_file(str(missing.parent))}"
-        " may not be written: set XDG_STATE_HOME to a directory you can write"
-    )
+    why = f"{shown_file(str(missing))} does not exist, and {shown_file(str(missing.parent))}"
+    if not any(p.name == STATE_FILE.parent.name for p in (path, *path.parents)):
+        return f"{why} may not be written"
+    return f"{why} may not be written: set XDG_STATE_HOME to a directory you can write"
 
 
 def user_home(environ: Mapping[str, str]) -> str | None:

@@ -8,6 +8,7 @@ import sqlite3
 from pathlib import Path
 from typing import Final
 
+from ..config.statefiles import unmade
 from ..core.amounts import shown_size
 from ..core.places import shown_file
 from .faults import HistoryFault, faults
@@ -23,15 +24,13 @@ def probe(path: Path) -> str | None:
         there = path.exists()
     except OSError as exc:  # (a directory that may not be searched, as one `sudo` made)
         return f"the run history {shown_file(path)} cannot be read: {exc.strerror}"
-    if not there:
+    if not there:  # (why not, as a run's warning says it: a home that is not there, say)
         parent = path.parent
         while not parent.exists():
             parent = parent.parent
         if not os.access(parent, os.W_OK | os.X_OK):
-            return (
-                f"the run history {shown_file(path)} cannot be made:"
-                f" {shown_file(parent)} is not writable"
-            )
+            why = unmade(path) or f"{shown_file(parent)} is not writable"
+            return f"the run history {shown_file(path)} cannot be made: {why}"
         return None
     try:
         history = History.open(path)

@@ -24,7 +24,7 @@ __all__, __getattr__, __dir__ = exports(
             "prestarted",
         ),
         "rlimits": ("child_rlimits",),
-        "runnerside": ("runner_path",),
+        "runnerside": ("libc", "runner_path"),
         "programs": ("ProgramHidden", "check_program"),
         "sandbox": ("plan", "real_path", "require", "memory_bound", "under"),
         "scratch": ("ROOT_ENV", "remove_tree", "scratch_dir"),

@@ -289,6 +289,8 @@ async def _read_report(proc: subprocess.Popen[bytes]) -> dict[str, Any]:
         report = None
     if not isinstance(report, dict):
         raise SpawnError(f"the spawner did not start: {bytes(data[:200])!r}")
+    if isinstance(refused := report.get("refused"), str):  # (what it needs, it cannot have)
+        raise SpawnError(refused)
     return report
 
 
