@@ -246,6 +246,10 @@ def _at(obj: Any, *path: str | int) -> Any:
     return obj
 
 
+#: What a command model's sandbox sees (it runs as its prompt hook would).
+SEES: Final = "the prompt hook's directory and working directory, the system and the grants"
+
+
 async def _ask_command(
     spawner: Spawner,
     hook: Hook,
@@ -274,8 +278,8 @@ async def _ask_command(
                 paths=hook.paths,
                 limits=hook.limits,
             )
-            programs.check_program(
-                model.command[0], cwd=hook.workdir, env=env, plan=plan, profile=profile
+            programs.check_command(
+                model.command, cwd=hook.workdir, env=env, plan=plan, profile=profile, sees=SEES
             )
         except SandboxUnavailable as exc:
             raise ModelFailed(f"{where} could not start: {exc}") from None
