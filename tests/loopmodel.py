@@ -21,6 +21,7 @@ import collections
 import contextlib
 import http.server
 import json
+import ssl
 import threading
 from typing import Any
 
@@ -66,6 +67,8 @@ class LoopModel:
     most_in_flight: int = 0
     _lock: threading.Lock = attrs.field(factory=threading.Lock)
     _closing: threading.Event = attrs.field(factory=threading.Event)
+    #: Speak HTTPS with this server context (a certificate for 127.0.0.1), else plain HTTP.
+    tls: ssl.SSLContext | None = None
     _server: _Server | None = None
     _thread: threading.Thread | None = None
 
@@ -76,7 +79,7 @@ class LoopModel:
     def url(self) -> str:
         assert self._server is not None
         host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return f"{'https' if self.tls else 'http'}://{host}:{port}/v1"
 
     def __enter__(self) -> LoopModel:
         model = self
@@ -93,6 +96,8 @@ class LoopModel:
                 model._answer(self, body)
 
         self._server = _Server(("127.0.0.1", 0), Handler)
+        if self.tls is not None:  # (a handshake that fails ends that connection alone)
+            self._server.socket = self.tls.wrap_socket(self._server.socket, server_side=True)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()

@@ -10,10 +10,11 @@ reply is validated here either way); the answer is
 the same request body on stdin, the answer on stdout; its tokens are estimated (4 bytes
 each), as are an `openai` reply's without `usage`.
 
-Every way a model can fail (unreachable, HTTP >= 400, a redirect, which is not followed, a
-reply that is not the protocol's, a reply over the cap, a compressed reply, refused unread)
-raises `ModelFailed` with a reason of our own words: never the API key, never the request or
-the reply body (nor the server's own reason phrase). The caller bounds the time
+Every way a model can fail (unreachable, a TLS certificate not trusted or a handshake that
+fails, a connection that ends before its reply, HTTP >= 400, a redirect, which is not
+followed, a reply that is not the protocol's, a reply over the cap, a compressed reply,
+refused unread) raises `ModelFailed` with a reason of our own words: never the API key,
+never the request or the reply body (nor the server's own reason phrase). The caller bounds the time
 (`trio.move_on_after`); cancellation closes the connection or kills the command's tree
 before it propagates.
 """
@@ -178,11 +179,31 @@ async def _ask_openai(model: Model, body: bytes, key: str | None, cap: int) -> R
                     data += chunk
             if len(data) > limit:
                 raise ModelFailed(f"{over} protocol's wrapping); the rest not kept")
-    except httpx.ConnectError:
-        raise ModelFailed(f"{where} is unreachable (the connection failed)") from None
     except httpx.HTTPError as exc:
-        raise ModelFailed(f"{where}: the request failed ({type(exc).__name__})") from None
+        raise ModelFailed(f"{where}{_no_reply(exc, model.url)}") from None
     return _reply(bytes(data), body, where, cap)
+
+
+def _no_reply(exc: httpx.HTTPError, url: str) -> str:
+    """Why a request got no reply, after the model's name: a certificate not trusted and a
+    scheme the server does not speak are not a server down, and each says what to do."""
+    tls: BaseException | None = exc
+    while tls is not None and not isinstance(tls, ssl.SSLError):
+        tls = tls.__cause__ or tls.__context__
+    if isinstance(tls, ssl.SSLCertVerificationError):
+        return (
+            f": its TLS certificate is not trusted ({tls.verify_message}); to trust a CA of your"
+            " own, give its certificate in SSL_CERT_FILE (the supervisor's environment)"
+        )
+    if isinstance(tls, ssl.SSLError):
+        why = f": the TLS handshake failed ({tls.reason})"
+        return f"{why}; if it speaks plain HTTP, its URL is http://…"
+    if isinstance(exc, httpx.ConnectError):
+        return " is unreachable (the connection failed)"
+    if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
+        hint = "; if it speaks HTTPS, its URL is https://…" if url.startswith("http://") else ""
+        return f": the connection ended before a whole reply{hint}"
+    return f": the request failed ({type(exc).__name__})"
 
 
 def _status(code: int) -> str:
@@ -225,6 +246,10 @@ def _at(obj: Any, *path: str | int) -> Any:
     return obj
 
 
+#: What a command model's sandbox sees (it runs as its prompt hook would).
+SEES: Final = "the prompt hook's directory and working directory, the system and the grants"
+
+
 async def _ask_command(
     spawner: Spawner,
     hook: Hook,
@@ -253,8 +278,8 @@ async def _ask_command(
                 paths=hook.paths,
                 limits=hook.limits,
             )
-            programs.check_program(
-                model.command[0], cwd=hook.workdir, env=env, plan=plan, profile=profile
+            programs.check_command(
+                model.command, cwd=hook.workdir, env=env, plan=plan, profile=profile, sees=SEES
             )
         except SandboxUnavailable as exc:
             raise ModelFailed(f"{where} could not start: {exc}") from None

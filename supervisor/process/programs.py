@@ -119,10 +119,33 @@ def run_file(python_file: str | None, argv: Sequence[str] | None, cwd: str) -> s
     )
 
 
-def check_script_file(path: str | None, *, plan: SandboxPlan | None, profile: Profile) -> None:
-    """Returns if the Python file a run names (`exec --python FILE`, a request's `file`) can
-    be seen under `plan`, or is not there (the launcher says so); else raises
-    `ProgramHidden`, as for a program: the launcher would only meet "Permission denied"."""
+#: What a run's sandbox sees, as `check_script_file` says it.
+RUN_SEES: Final = "the run's working directory, the system and the grants"
+
+
+def check_command(
+    argv: Sequence[str],
+    *,
+    cwd: str,
+    env: Mapping[str, str],
+    plan: SandboxPlan | None,
+    profile: Profile,
+    sees: str,
+) -> None:
+    """`check_program` for a hook's, a command model's or a tool server's argv, then
+    `check_script_file` for the file its interpreter is given (`python3 /elsewhere/x.py`),
+    which would otherwise meet only "Permission denied" inside the sandbox."""
+    check_program(argv[0], cwd=cwd, env=env, plan=plan, profile=profile)
+    check_script_file(run_file(None, argv, cwd), plan=plan, profile=profile, sees=sees)
+
+
+def check_script_file(
+    path: str | None, *, plan: SandboxPlan | None, profile: Profile, sees: str = RUN_SEES
+) -> None:
+    """Returns if the file a run or a command names (`exec --python FILE`, a request's
+    `file`, an interpreter's first argument) can be seen under `plan` (which sees `sees`), or
+    is not there (the interpreter says so); else raises `ProgramHidden`, as for a program:
+    the interpreter would only meet "Permission denied"."""
     if plan is None or path is None or not os.path.exists(path):
         return
     path, real = os.path.normpath(path), real_path(path)
@@ -137,8 +160,7 @@ def check_script_file(path: str | None, *, plan: SandboxPlan | None, profile: Pr
             if denied is None:
                 raise ProgramHidden(
                     f"cannot run the script {path}: the {profile} sandbox cannot see it (it"
-                    " sees the run's working directory, the system and the grants); add"
-                    f' [sandbox] read = ["{admitting(real)}"] to admit it'
+                    f' sees {sees}); add [sandbox] read = ["{admitting(real)}"] to admit it'
                 )
         if denied is not None:
             raise ProgramHidden(

@@ -139,8 +139,14 @@ def child_spec(
         limits=hook.limits,
     )
     env = hook_environment(hook, effect, ctx, scratch, os.environ, passed=passed)
-    programs.check_program(argv[0], cwd=hook.workdir, env=env, plan=plan, profile=hook.sandbox)
+    programs.check_command(
+        argv, cwd=hook.workdir, env=env, plan=plan, profile=hook.sandbox, sees=HOOK_SEES
+    )
     return ChildSpec(argv, hook.workdir, env, rlimits, plan, module)
+
+
+#: What a hook's sandbox sees, as a script file it cannot see is said.
+HOOK_SEES: Final = "the hook's directory and working directory, the system and the grants"
 
 
 def granted(hook: Hook, ctx: HookContext) -> tuple[str, ...]:

@@ -103,8 +103,13 @@ async def _life(spawner: Spawner, start_hooks: StartHooks, entry: ServerEntry) -
                 if installed is not None and eco is not None:
                     env.update(installed.env)
                     env.update(packages.bounds_env(eco, rlimits, spec.env))
-                programs.check_program(
-                    spec.command[0], cwd=spec.workdir, env=env, plan=plan, profile=spec.sandbox
+                programs.check_command(
+                    spec.command,
+                    cwd=spec.workdir,
+                    env=env,
+                    plan=plan,
+                    profile=spec.sandbox,
+                    sees="the server's directory, the system and the grants",
                 )
             except SandboxUnavailable as exc:
                 return f"server {spec.name} could not start: {exc}"
