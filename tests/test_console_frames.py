@@ -16,6 +16,7 @@ import pytest
 from console_browser import WAIT_MS, Page, browser, expect, origin, page, served
 from frame_samples import RUN_ID, UNKNOWN, every_frame
 
+from mcpx_hooks.supervisor.core.effects import AnsweredBy
 from mcpx_hooks.supervisor.core.events import EventKind
 from mcpx_hooks.supervisor.core.frames import (
     ENVELOPE_KEYS,
@@ -58,6 +59,7 @@ def test_the_server_makes_the_consoles_tables_from_its_own() -> None:
         "HookStatus": {s.name: s.value for s in HookStatus},
         "Phase": {p.name: p.value for p in Phase},
         "EventKind": {k.name: k.value for k in EventKind},
+        "AnsweredBy": {a.name: a.value for a in AnsweredBy},
     }
 
 

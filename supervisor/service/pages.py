@@ -29,6 +29,7 @@ from typing import Final
 
 import attrs
 
+from ..core.effects import AnsweredBy
 from ..core.events import EventKind
 from ..core.frames import (
     ENVELOPE_KEYS,
@@ -110,7 +111,8 @@ def tables_module() -> bytes:
     (`core/frames.py`), each an exported frozen object: the frame types by member name, the
     output types in the order of the frame types, the envelope's fields, the messages a page
     sends a run (`Control`), the service's own messages (`ServiceMessage`), a hook's statuses
-    and phases (`HookStatus`, `Phase`) and the event bus's kinds (`EventKind`)."""
+    and phases (`HookStatus`, `Phase`), the event bus's kinds (`EventKind`) and who settles
+    an ask (`AnsweredBy`)."""
     tables: dict[str, object] = {
         "FrameType": {t.name: t.value for t in FrameType},
         "OUTPUT_TYPES": [t.value for t in FrameType if t in OUTPUT_TYPES],
@@ -120,6 +122,7 @@ def tables_module() -> bytes:
         "HookStatus": {s.name: s.value for s in HookStatus},
         "Phase": {p.name: p.value for p in Phase},
         "EventKind": {k.name: k.value for k in EventKind},
+        "AnsweredBy": {a.name: a.value for a in AnsweredBy},
     }
     lines = ["// Made by the server from its tables (service/pages.py, tables_module)."]
     lines += [f"export const {k} = Object.freeze({json.dumps(v)});" for k, v in tables.items()]

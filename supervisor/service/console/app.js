@@ -166,11 +166,23 @@ function openRun(runId, target) {
 }
 
 function closeRun() {
+  // The focus was in the run (its back link, on a phone): to the run in the list.
+  const inRun = $("run").contains(document.activeElement);
+  const was = page.run && page.runs.items.get(page.run.runId);
   if (page.run) page.run.close();
   page.run = null;
   page.runs.select(null);
   $("view-runs").classList.remove("has-run");
   $("run").replaceChildren(el("p", { class: "hint" }, "Choose a run to see its frames."));
+  if (inRun) (was ? was.link : $("main")).focus();
+}
+
+/** The skip link goes to the content without taking the address (`#main` is no view). */
+function skipLink() {
+  document.querySelector(".skip").addEventListener("click", (event) => {
+    event.preventDefault();
+    $("main").focus();
+  });
 }
 
 /** The search box's "this run": which run it means, and whether there is one. */
@@ -236,6 +248,7 @@ function decoded(id) {
 }
 
 async function main() {
+  skipLink();
   page.runs = new RunsList({ list: $("runs"), count: $("runs-count"), empty: $("runs-empty") });
   page.events = new EventsView($("events"));
   let first;

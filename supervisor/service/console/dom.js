@@ -98,10 +98,28 @@ function escape(c) {
   return code <= 0xffff ? `\\u${code.toString(16).padStart(4, "0")}` : `\\U${code.toString(16).padStart(8, "0")}`;
 }
 
-/** Says `text` to screen readers through the page's polite live region. */
-export function announce(text) {
+/** The least time between two things said through the live region: a run whose hooks end
+ * by the dozen a second is said in a sentence or two, not one per hook. */
+const QUIET_MS = 2000;
+const said = { queue: [], timer: null, last: -Infinity };
+
+/** Says `text` to screen readers through the page's polite live region, at most once every
+ * `QUIET_MS`: what came meanwhile is said together, a question (`urgent`) in full, the rest
+ * counted past the last one. */
+export function announce(text, urgent = false) {
+  said.queue.push({ text, urgent });
+  if (said.timer === null) said.timer = setTimeout(speak, Math.max(0, said.last + QUIET_MS - performance.now()));
+}
+
+function speak() {
+  said.timer = null;
+  said.last = performance.now();
+  const urgent = said.queue.filter((q) => q.urgent).map((q) => q.text);
+  const rest = said.queue.filter((q) => !q.urgent).map((q) => q.text);
+  said.queue = [];
+  const told = rest.length > 2 ? [`${rest.length - 1} updates (see the page), the last: ${rest.at(-1)}`] : rest;
   const region = document.getElementById("announce");
-  if (region) region.textContent = text;
+  if (region) region.textContent = [...urgent, ...told].join("; ");
 }
 
 /** Lines that differ between two texts, as rows `[mark, line]`: " " same, "-" only in

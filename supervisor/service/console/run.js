@@ -9,10 +9,29 @@ import { frameBody, outputText } from "./frames.js";
 import { Socket } from "./net.js";
 import { OutputList } from "./output.js";
 import { RunningList } from "./running.js";
-import { Control, FrameType, HookStatus, OUTPUT_TYPES, ServiceMessage } from "./tables.js";
+import { AnsweredBy, Control, FrameType, HookStatus, OUTPUT_TYPES, ServiceMessage } from "./tables.js";
 
 /** Frames that are the script's output: drawn in the output list, one group in the timeline. */
 const OUTPUT = new Set(OUTPUT_TYPES);
+
+/** Settled questions kept for a refusal of this page's answer that comes after the frame
+ * that settled them (the server sent that frame before it read the answer). */
+const SETTLED_KEPT = 64;
+
+/** Moves the focus out of `from` (a question's buttons, about to go) to `to`, if it is in. */
+function keepFocus(from, to) {
+  if (from.contains(document.activeElement)) to.focus();
+}
+
+/** What a settled question says: the answer that counts and who gave it, and whether the
+ * answer this page sent (`sent`, or null) was not the one taken. */
+function settledText(asked, sent) {
+  if (!asked || !asked.answer) return "settled";
+  const late = asked.by === AnsweredBy.DEADLINE;
+  const said = late ? `nobody answered in time: "${asked.answer}" applied at its deadline` : `answered ${asked.answer} (by ${asked.by})`;
+  if (sent === null || (!late && sent === asked.answer && asked.by === AnsweredBy.CLIENT)) return said;
+  return `${said}; the "${sent}" sent from this page was not taken${late ? ": it came after the deadline" : ": the first answer counts"}`;
+}
 
 /** The address of a run, or of one of its frames: `#/runs/ID` and `#/runs/ID@seq`. */
 export function runLink(runId, seq = null) {
@@ -29,7 +48,8 @@ export class RunView {
     this.running = running;
     this.frames = 0; // the next seq expected
     this.ended = false;
-    this.asks = new Map(); // askId → {frame, row}
+    this.asks = new Map(); // askId → {frame, group, buttons, state, left, timer, sent, asked}
+    this.settled = new Map(); // askId → the same, once its hook frame came (`SETTLED_KEPT`)
     this.group = null; // the timeline row of the output frames being received
     // Stretches of frames past their first few counted in one row (`folds.js`).
     this.folds = new Folds(
@@ -136,8 +156,9 @@ export class RunView {
   take(obj) {
     if (!("seq" in obj)) {
       if (obj.type === ServiceMessage.ERROR && obj.askId) {
-        const ask = this.asks.get(obj.askId);
-        if (ask) ask.state.textContent = visible(obj.message);
+        // Said after the frames that came before it (drawn at the next animation frame).
+        if (this.pending.length) this.pending.push(obj);
+        else this.refused(obj);
       } else if (obj.type === ServiceMessage.ERROR) {
         this.ended = true;
         const gone = obj.code === 4404;
@@ -159,7 +180,10 @@ export class RunView {
     this.drawing = false;
     const frames = this.pending;
     this.pending = [];
-    for (const frame of frames) this.draw(frame);
+    for (const frame of frames) {
+      if ("seq" in frame) this.draw(frame);
+      else this.refused(frame);
+    }
     this.label();
     const count = document.getElementById("output-count");
     if (count) count.textContent = this.output.length ? `(${this.output.length.toLocaleString()} lines)` : "";
@@ -182,7 +206,7 @@ export class RunView {
       this.settleAsk(frame);
       announce(`hook ${frame.name}: ${frame.status}${frame.refused ? ", refused" : ""}`);
     }
-    if (frame.type === FrameType.ASK) announce(`${frame.hook} asks: ${frame.question}`);
+    if (frame.type === FrameType.ASK) announce(`${frame.hook} asks: ${frame.question}`, true);
     if ((frame.type === FrameType.ASK || frame.type === FrameType.HOOK) && this.running) this.showRunning();
     if (frame.type === FrameType.RESULT || frame.type === FrameType.ERROR) this.outcome = frame;
     if (frame.type === FrameType.END) {
@@ -254,41 +278,57 @@ export class RunView {
 
   /** The buttons of an open question. */
   askButtons(frame) {
-    const state = el("span", { class: "ask-state", role: "status" }, "");
+    // Where the focus goes when the buttons go (answered here, or settled elsewhere).
+    const state = el("span", { class: "ask-state", role: "status", tabindex: "-1" }, "");
+    const ask = { frame, state, sent: null };
     const answer = (word) => {
       if (this.socket.send({ type: Control.ANSWER, askId: frame.askId, answer: word })) {
-        for (const b of buttons) b.disabled = true;
+        ask.sent = word;
+        keepFocus(ask.group, state);
+        for (const b of ask.buttons) b.disabled = true;
         state.textContent = `answered ${word}; waiting for the hook…`;
       } else {
         state.textContent = "not connected: the answer was not sent";
       }
     };
-    const buttons = [
+    ask.buttons = [
       el("button", { type: "button", class: "yes", onclick: () => answer("yes") }, "Yes"),
       el("button", { type: "button", class: "no", onclick: () => answer("no") }, "No"),
     ];
     // How long the run still waits, by this machine's clock against the frame's stamp.
-    const left = el("span", { class: "ask-left", "aria-live": "off" }, "");
+    ask.left = el("span", { class: "ask-left", "aria-live": "off" }, "");
     const deadline = Date.parse(frame.at) + frame.deadlineMs;
     const tick = () => {
       const seconds = Math.max(0, Math.round((deadline - Date.now()) / 1000));
-      left.textContent = Number.isNaN(seconds) ? "" : `"${frame.default}" in about ${seconds} s`;
+      ask.left.textContent = Number.isNaN(seconds) ? "" : `"${frame.default}" in about ${seconds} s`;
     };
     tick();
-    const timer = setInterval(tick, 1000);
-    this.asks.set(frame.askId, { frame, buttons, state, left, timer });
-    return el("div", { class: "ask-buttons", role: "group", "aria-label": `Answer: ${frame.question}` }, ...buttons, state, left);
+    ask.timer = setInterval(tick, 1000);
+    ask.group = el("div", { class: "ask-buttons", role: "group", "aria-label": `Answer: ${frame.question}` }, ...ask.buttons, state, ask.left);
+    this.asks.set(frame.askId, ask);
+    return ask.group;
+  }
+
+  /** The server refused this page's answer (`obj`, an error message with its `askId`). */
+  refused(obj) {
+    const open = this.asks.get(obj.askId);
+    const done = this.settled.get(obj.askId);
+    if (open) open.state.textContent = visible(obj.message);
+    else if (done) done.state.textContent = visible(`${settledText(done.asked, null)}. ${obj.message}`);
   }
 
   settleAsk(hook) {
     for (const [id, ask] of this.asks) {
       if (ask.frame.hook !== hook.name) continue;
+      keepFocus(ask.group, ask.state);
       for (const b of ask.buttons) b.remove();
       clearInterval(ask.timer);
       ask.left.remove();
-      const asked = hook.asked || {};
-      ask.state.textContent = asked.answer ? `answered ${asked.answer} (by ${asked.by})` : "settled";
+      ask.asked = hook.asked;
+      ask.state.textContent = visible(settledText(hook.asked, ask.sent));
       this.asks.delete(id);
+      this.settled.set(id, ask);
+      if (this.settled.size > SETTLED_KEPT) this.settled.delete(this.settled.keys().next().value);
     }
   }
 
@@ -296,6 +336,7 @@ export class RunView {
     for (const ask of this.asks.values()) {
       clearInterval(ask.timer);
       ask.left.remove();
+      keepFocus(ask.group, ask.state);
       for (const b of ask.buttons) b.disabled = true;
       ask.state.textContent = "the run has ended";
     }
