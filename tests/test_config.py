@@ -873,6 +873,40 @@ def test_toml_syntax_error(tmp_path: Path) -> None:
     assert "line 2, column" in problem.message
 
 
+@pytest.mark.parametrize(
+    ("text", "at", "key", "line"),
+    [
+        ('[[hooks]]\nname = "x"\nname = "y"\n', "/hooks/0/name", "name", 3),
+        (
+            '[[hooks]]\nname = "a"\n[[hooks]]\n[hooks.when]\nclient = "a"\nclient = "b"\n',
+            "/hooks/1/when/client",
+            "client",
+            6,
+        ),
+        ("[[hooks]]\n[[hooks]]\n[hooks.when]\n[hooks.when]\n", "/hooks/1/when", "when", 4),
+        ('[defaults]\n"time=out" = 1 # one\n"time=out" = 2\n', "/defaults/time=out", "time=out", 3),
+        ("[autonomy]\nmax.x = 1\nmax.x = 2\n", "/autonomy/max/x", "x", 3),
+    ],
+)
+def test_a_toml_key_given_twice_is_refused_at_its_pointer(
+    tmp_path: Path, text: str, at: str, key: str, line: int
+) -> None:
+    # tomllib says only the line and column: the pointer is worked out as JSON's is given
+    problem = one_problem(tmp_path, text)
+    assert (problem.pointer, problem.message) == (
+        at,
+        f'the key "{key}" is given more than once (line {line})',
+    )
+
+
+def test_a_toml_key_given_twice_where_its_place_cannot_be_told_is_said_at_the_root(
+    tmp_path: Path,
+) -> None:
+    problem = one_problem(tmp_path, "x = {a = 1, a = 2}\n")
+    assert problem.pointer == ""
+    assert problem.message.startswith("invalid TOML: ")
+
+
 def test_json_syntax_error(tmp_path: Path) -> None:
     problem = one_problem(tmp_path, '{"hooks": [\n  1,\n]}', name="c.json")
     assert problem.pointer == ""

@@ -198,6 +198,11 @@ def parse_bytes(data: bytes, path: Path, file: str) -> tuple[Any, list[Problem]]
     except RecursionError:  # tomllib parses nested arrays and inline tables recursively
         return None, [Problem(file, "", _TOO_DEEP)]
     except ValueError as exc:  # TOMLDecodeError, or an integer past the digit limit
+        from .tomltwice import twice_at
+
+        if (twice := twice_at(text, str(exc))) is not None:
+            said = f"the key {quote_key(str(twice[0][-1]))} is given more than once"
+            return None, [Problem(file, pointer(twice[0]), f"{said} (line {twice[1]})")]
         return None, [Problem(file, "", f"invalid TOML: {str(exc).split(';')[0]}")]
     # Dotted keys and table headers nest without recursing: the depth is checked after, so
     # nothing downstream (the schema, layering, the views) ever walks a deeper document.
