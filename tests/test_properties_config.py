@@ -435,3 +435,39 @@ def test_a_when_files_set_matches_as_fnmatch_does(case: tuple[str, str]) -> None
     assert bool(changes.glob_regex(pattern).fullmatch(char)) is fnmatch.fnmatchcase(
         char, pattern
     ), case
+
+
+_TOML_PIECE = st.sampled_from(
+    ["[[hooks]]", "[hooks.when]", "[a]", '["x=]y"]', "name = 1", "a.b = 2", '"k=v" = 3',
+     "x = { a = 1 }", "= =", "]", "[", '"', "#", "", "max.x = [1,", "]]"]
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(pieces=st.lists(_TOML_PIECE, max_size=12), noise=st.text(max_size=20))
+def test_a_toml_file_refused_names_a_pointer_or_the_root_and_never_fails(
+    tmp_path_factory: pytest.TempPathFactory, pieces: list[str], noise: str
+) -> None:
+    # Any TOML text, its keys given twice or not, is read or refused with problems: a key
+    # given twice at a pointer into the document that parses, anything else at the root.
+    directory = tmp_path_factory.mktemp("toml")
+    path = directory / "c.toml"
+    path.write_text("\n".join([*pieces, *pieces[:3], noise]) + "\n", encoding="utf-8")
+    try:
+        load_config([str(path)], cwd=directory, environ={}, discover=False)
+    except ConfigError as exc:
+        assert exc.problems
+        for problem in exc.problems:
+            if "more than once (line" in problem.message:
+                assert problem.pointer.startswith("/")
+
+
+def test_a_hostile_key_given_twice_is_said_at_the_root_at_once(tmp_path: Path) -> None:
+    # a million `=` in a quoted key, given twice: a parse for each would never end
+    key = '"' + "=" * 1_000_000 + '"'
+    path = tmp_path / "c.toml"
+    path.write_text(f"{key} = 1\n{key} = 2\n", encoding="utf-8")
+    found = validate_files([str(path)])
+    assert [(p.pointer, p.message[:40]) for p in found] == [
+        ("", "invalid TOML: Cannot overwrite a value (")
+    ]

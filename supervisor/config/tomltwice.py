@@ -13,6 +13,7 @@ caller says tomllib's words at the document's root, as for any other TOML error.
 
 from __future__ import annotations
 
+import itertools
 import re
 import tomllib
 from typing import Any, Final
@@ -20,6 +21,10 @@ from typing import Any, Final
 _AT: Final = re.compile(r"\(at line (\d+), column \d+\)$")
 _TWICE: Final = ("Cannot overwrite a value", "Cannot declare")
 _END: Final = 0  # (the value put after a key read alone, where its path ends)
+#: How many places a key may end at that are tried on a line (each an `=` or a `]`, each a
+#: parse of the line up to it): a hostile file's key of a million `=` in quotes, given twice,
+#: would otherwise take a parse per `=`, each as long as the line.
+_TRIES: Final = 64
 
 
 def twice_at(text: str, said: str) -> tuple[list[str | int], int] | None:
@@ -59,7 +64,7 @@ def _header_keys(raw: str) -> list[str] | None:
     """The keys of a table header line (`[a."b.c"]`, `[[hooks]]`, a comment after it)."""
     text = raw.strip()
     inner = text[2:] if text.startswith("[[") else text[1:]
-    for end in (i for i, char in enumerate(inner) if char == "]"):
+    for end in itertools.islice((i for i, char in enumerate(inner) if char == "]"), _TRIES):
         if (keys := _keys(inner[:end])) is not None:
             return keys
     return None
@@ -67,7 +72,7 @@ def _header_keys(raw: str) -> list[str] | None:
 
 def _line_keys(raw: str) -> list[str] | None:
     """The keys of a `key = value` line (`a.b`, `"x=y"`)."""
-    for end in (i for i, char in enumerate(raw) if char == "="):
+    for end in itertools.islice((i for i, char in enumerate(raw) if char == "="), _TRIES):
         if (keys := _keys(raw[:end])) is not None:
             return keys
     return None
