@@ -96,7 +96,13 @@ class Jail:
         #: Why this thread could not arm (namespaces, mounts), or None.
         self.broken: str | None = None
         self.reaper: Reaper | None = None  # (made once armed)
-        _thread.start_new_thread(self._run, ())
+        try:
+            _thread.start_new_thread(self._run, ())
+        except RuntimeError:  # (threads refused since the spawner started: a pids limit)
+            self.broken = libc.no_thread_said().replace("\n", "; ")
+            self._result = StartError(f"sandbox: {self.broken}")
+            self._armed.release()
+            self._done.release()  # (`spawn` takes the refusal at once)
 
     def wait_armed(self) -> str | None:
         with self._armed:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import _thread
 import contextlib
+import errno
 import fcntl
 import os
 import socket
@@ -94,7 +95,13 @@ class Maker:
         self._made: tuple[int, int] | OSError | None = None
         #: Whether a job was started and not yet waited for.
         self.busy = False
-        _thread.start_new_thread(self._run, ())
+        #: Why no thread could be started (a pids limit reached): each job fails with it.
+        self._refused: libc.ConfineError | None = None
+        try:
+            _thread.start_new_thread(self._run, ())
+        except RuntimeError:
+            said = libc.no_thread_said().replace("\n", "; ")
+            self._refused = libc.ConfineError(errno.EAGAIN, said)
 
     def _run(self) -> None:
         try:
@@ -115,6 +122,10 @@ class Maker:
     def start(self, net: int | None = None) -> None:
         """Starts `loopback_net_here(net)`."""
         self._net, self.busy = net, True
+        if self._refused is not None:  # (no thread to do it: it fails at once)
+            self._made = self._refused
+            self._done.release()
+            return
         self._go.release()
 
     @property
@@ -231,7 +242,8 @@ class Spare:
             try:
                 self._ready.append(maker.wait())
             except OSError as exc:
-                raise StartError(f"sandbox: no network namespace for egress: {exc}") from exc
+                said = libc.said(exc)
+                raise StartError(f"sandbox: no network namespace for egress: {said}") from exc
         made = self._ready.pop()
         if self._kept:
             maker.start(self._kept.pop())

@@ -258,3 +258,38 @@ def test_a_spawner_refused_threads_says_so_in_its_report_and_leaves(tmp_path: Pa
     os.close(taken)
     assert done.stderr == "" and done.returncode == 1, done.stdout + done.stderr
     assert json.loads(done.stdout) == {"refused": NO_THREADS_SAID.replace("\n    ", "\n")[:-1]}
+
+
+#: Under the filter: a jail and an egress namespace's maker made once threads are refused
+#: (a spawner that started with them, then met a pids limit).
+_LATE = """
+import json, types
+from mcpx_hooks.runners import jail, loopback
+from mcpx_hooks.runners.start import StartError
+armed = jail.Jail(None, None)
+said = {"armed": armed.wait_armed()}
+request = types.SimpleNamespace(sandbox=types.SimpleNamespace(memory_bytes=0, egress=False))
+try:
+    armed.spawn(request, None, False)
+except StartError as exc:
+    said["spawn"] = str(exc)
+maker = loopback.Maker()
+maker.start()
+try:
+    maker.wait()
+except OSError as exc:
+    said["egress"] = exc.strerror
+print(json.dumps(said))
+"""
+
+
+def test_a_jail_or_an_egress_maker_refused_its_thread_fails_its_request(tmp_path: Path) -> None:
+    """A spawner refused a thread once it served (a pids limit reached) raised `RuntimeError`
+    out of its loop when it armed the next jail or made an egress namespace's maker (and a
+    jail's `spawn` would have waited for a thread that never ran): now the request fails
+    with the refusal in words, as a start that failed."""
+    argv = [sys.executable, "-c", REFUSE, NO_CLONE3, "--", sys.executable, "-c", _LATE]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0 and done.stderr == "", done.stdout + done.stderr
+    said = NO_THREADS_SAID.replace("\n    ", "; ")[:-1]
+    assert json.loads(done.stdout) == {"armed": said, "spawn": f"sandbox: {said}", "egress": said}
