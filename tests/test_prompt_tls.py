@@ -2,8 +2,8 @@
 `python -m mcpx_hooks.supervisor` process, the loopback model speaking TLS with a certificate
 for 127.0.0.1 signed by a CA of the test's own): a certificate the supervisor does not trust,
 a URL whose scheme is not what the server speaks, each said as what it is (not as a server
-that cannot be reached), with what to do; and the CA given in `SSL_CERT_FILE`, as the page
-says, makes the same model answer."""
+that cannot be reached), with what to do, as is a host name not known; and the CA given in
+`SSL_CERT_FILE`, as the page says, makes the same model answer."""
 
 from __future__ import annotations
 
@@ -109,3 +109,11 @@ def test_http_to_an_https_server_says_the_reply_never_came_whole(
     reason = str(hook["reason"])
     assert hook["status"] == "failed" and "Error)" not in reason, reason
     assert "before a whole reply" in reason and "https://" in reason, reason
+
+
+def test_a_host_name_not_known_is_said_as_such(tmp_path: Path) -> None:
+    # (`.invalid` is never a name: RFC 2606) a misspelt host is not a server down
+    hook = failing_run(tmp_path, "http://model.invalid:8080/v1")
+    reason = str(hook["reason"])
+    assert hook["status"] == "failed" and "unreachable" not in reason, reason
+    assert "its host name model.invalid is not known (" in reason, reason

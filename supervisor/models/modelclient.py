@@ -27,6 +27,7 @@ import json
 import math
 import os
 import re
+import socket
 import ssl
 import threading
 from collections.abc import Mapping
@@ -185,11 +186,14 @@ async def _ask_openai(model: Model, body: bytes, key: str | None, cap: int) -> R
 
 
 def _no_reply(exc: httpx.HTTPError, url: str) -> str:
-    """Why a request got no reply, after the model's name: a certificate not trusted and a
-    scheme the server does not speak are not a server down, and each says what to do."""
+    """Why a request got no reply, after the model's name: a host name not known, a
+    certificate not trusted and a scheme the server does not speak are not a server down, and
+    each says what to do."""
     tls: BaseException | None = exc
-    while tls is not None and not isinstance(tls, ssl.SSLError):
+    while tls is not None and not isinstance(tls, ssl.SSLError | socket.gaierror):
         tls = tls.__cause__ or tls.__context__
+    if isinstance(tls, socket.gaierror):  # (a name misspelt, or no DNS here)
+        return f": its host name {httpx.URL(url).host} is not known ({tls.strerror})"
     if isinstance(tls, ssl.SSLCertVerificationError):
         return (
             f": its TLS certificate is not trusted ({tls.verify_message}); to trust a CA of your"
