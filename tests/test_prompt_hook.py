@@ -209,6 +209,11 @@ async def test_a_model_down_fails_the_hook_under_its_failure(tmp_path: Path, fai
         (Reply("the key is sk-secret-body", status=500), "failed", "answered HTTP 500 Internal"),
         (Reply("moved", status=307), "failed", "answered HTTP 307 Temporary Redirect"),
         (Reply("nope", status=401), "failed", "answered HTTP 401"),
+        (
+            Reply("slow down", status=429, headers={"retry-after": "20"}),
+            "failed",
+            "answered HTTP 429 Too Many Requests (it asks to be tried again after 20 s)",
+        ),
         (Reply(raw=b"<html>sk-secret-body</html>"), "failed", "the reply is not JSON"),
         (Reply(raw=b'{"choices": []}'), "failed", "no choices[0].message.content"),
         (Reply('{"advise": sk-secret-body'), "invalid-output", "not one JSON object"),
@@ -220,7 +225,18 @@ async def test_a_model_down_fails_the_hook_under_its_failure(tmp_path: Path, fai
             "the reply is compressed, which was not asked for",
         ),
     ],
-    ids=["500", "307", "401", "html", "no-choices", "broken-json", "array", "schema", "gzip"],
+    ids=[
+        "500",
+        "307",
+        "401",
+        "429",
+        "html",
+        "no-choices",
+        "broken-json",
+        "array",
+        "schema",
+        "gzip",
+    ],
 )
 async def test_what_a_broken_model_looks_like(
     tmp_path: Path, model: LoopModel, reply: Reply, status: str, said: str

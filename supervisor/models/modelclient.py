@@ -163,7 +163,9 @@ async def _ask_openai(model: Model, body: bytes, key: str | None, cap: int) -> R
     try:
         async with client.stream("POST", url, content=body, headers=headers) as resp:
             if resp.status_code >= 300:  # a redirect is not followed: the config says where
-                raise ModelFailed(f"{where} answered HTTP {_status(resp.status_code)}")
+                raise ModelFailed(
+                    f"{where} answered HTTP {_status(resp.status_code)}{_later(resp)}"
+                )
             encoding = resp.headers.get("content-encoding", "identity").strip().lower()
             if encoding not in ("", "identity"):
                 raise ModelFailed(f"{where}: the reply is compressed, which was not asked for")
@@ -208,6 +210,13 @@ def _no_reply(exc: httpx.HTTPError, url: str) -> str:
         hint = "; if it speaks HTTPS, its URL is https://…" if url.startswith("http://") else ""
         return f": the connection ended before a whole reply{hint}"
     return f": the request failed ({type(exc).__name__})"
+
+
+def _later(resp: httpx.Response) -> str:
+    """When the server asks to be tried again (`Retry-After` in seconds: a 429, a 503), said
+    after its status; nothing is tried again here."""
+    after = resp.headers.get("retry-after", "")
+    return f" (it asks to be tried again after {int(after)} s)" if after.isdigit() else ""
 
 
 def _status(code: int) -> str:
