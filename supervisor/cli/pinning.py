@@ -75,8 +75,8 @@ def pin_servers(args: argparse.Namespace) -> int:
                 say(
                     f"mcpx-hooks trust: note: while it ran, at {running[0]}, {name} listed"
                     f" other tools (`mcpx-hooks servers diff {name}` shows them); a"
-                    " process that holds that listing keeps it quarantined until the server"
-                    " starts afresh"
+                    " process running it starts it afresh at its next listing or call, once"
+                    " its calls in flight have ended"
                 )
     return code
 

@@ -39,13 +39,11 @@ from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError
 
-from ..config.trust import tools_sha256
 from ..core.frames import WarningFrame, blank
 from ..core.hooks import Config
 from ..core.servers import ServerSpec, exposed_targets, unportable_names
 from ..process.signals import serve_stop_signals
 from ..run.runtime import Runtime
-from ..tools.pins import PinVerdict, key_of, listing, verdict
 from ..tools.serverentry import ServerEntry, ServerFailing
 from .logredact import open_logged_runtime
 from .mcpcalls import ClientLevel, Relays, sdk_relays, tool_result
@@ -61,6 +59,7 @@ from .mcplisted import (
     tell_changed,
 )
 from .mcpoutbox import Outbox
+from .mcppins import SessionPins
 from .mcpraw import RawCalls
 from .mcprelay import Relay
 from .mcpsession import SessionRun, client_name
@@ -95,11 +94,7 @@ class Gateway:
         self.session: SessionRun | None = None
         self.relay = Relay(runtime)
         self.limiter = limiter or CallLimiter()  # (one service's sessions share one)
-        self._verdicts: dict[tuple[str, str], PinVerdict] = {}  # (pin key, tools' SHA-256)
-        #: Each server's (tools as last listed, their verdict's key): a call looks its
-        #: verdict up without the canonical JSON and hash of the whole list, until the list
-        #: changes (a new life of the server lists its tools again).
-        self._pin_keys: dict[str, tuple[object, tuple[str, str]]] = {}
+        self.pins = SessionPins()
         self._shown: dict[tuple[str, str], bool] = {}  # (server, tool): `expose` and not `hide`
         self._renames: dict[tuple[str, str], tuple[types.Tool, types.Tool]] = {}  # `add_tools`
         self._said: set[str] = set()
@@ -307,17 +302,7 @@ class Gateway:
         """Why `spec`'s server is quarantined (its tools differ from their pin, or it has none
         and must), else None; pinned now at its first use. What there is to say about it is
         said once: a `warning` frame in the session's run, and a line on stderr."""
-        known = self._pin_keys.get(spec.name)
-        if known is not None and known[0] is entry.tools:
-            key = known[1]
-        else:
-            key = (key_of(spec), tools_sha256(listing(entry)))
-            self._pin_keys[spec.name] = (entry.tools, key)
-        decided = self._verdicts.get(key)
-        if decided is None:
-            decided = await trio.to_thread.run_sync(verdict, spec, listing(entry), os.environ)
-            if decided.quarantined is None:  # a quarantine is decided again: a pin may come
-                self._verdicts[key] = decided
+        decided = await self.pins.decide(self.runtime.servers, spec, entry, session.run_id)
         for said in (decided.warning, decided.quarantined):
             if said is not None:
                 self._say(session, said)
@@ -333,8 +318,7 @@ class Gateway:
     def settled(self, spec: ServerSpec, entry: ServerEntry) -> bool:
         """Whether `_quarantined` knows, without a wait, that `spec`'s server (with the tools
         `entry` lists) is not quarantined, and has said what it had to say about its pin."""
-        known = self._pin_keys.get(spec.name)
-        decided = self._verdicts.get(known[1]) if known and known[0] is entry.tools else None
+        decided = self.pins.known(spec, entry)
         return (
             decided is not None
             and decided.quarantined is None

@@ -51,6 +51,7 @@ __all__, __getattr__, __dir__ = exports(
             "pin",
             "pinned_names",
             "seen_changes",
+            "state_stamp",
             "verdict",
         ),
         "servers": (

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -30,7 +31,7 @@ from ..config.statefiles import StateError, read_private, state_path
 from ..config.trust import ServerPin, pin_key, tools_sha256
 from ..config.truststore import load_state, locked_state, save_state
 from ..core import jsontext
-from ..core.frames import now_rfc3339
+from ..core.frames import at_time, now_rfc3339
 from ..core.records import Record
 from ..core.servers import PIN_MODES, ServerSpec
 
@@ -49,6 +50,8 @@ class PinVerdict(Record):
 
     quarantined: str | None = None
     warning: str | None = None
+    #: When (`time.time()`) the pin its tools differ from was taken (None: no such pin).
+    pinned_at: float | None = None
 
 
 def listing(entry: ServerEntry) -> list[dict[str, Any]]:
@@ -89,9 +92,11 @@ def verdict(spec: ServerSpec, tools: Sequence[Any], environ: Mapping[str, str]) 
         if pinned.sha256 == sha:
             return PinVerdict()
         _keep_seen(path, key_of(spec), sha, list(tools))
+        at = at_time(pinned.pinned_at)
         return PinVerdict(
             f"server {name} is quarantined: its tools changed since they were pinned;"
-            f" {_commands(name)}"
+            f" {_commands(name)}",
+            pinned_at=None if at is None else at.timestamp(),
         )
     if spec.pin == REQUIRE:
         return PinVerdict(
@@ -107,6 +112,17 @@ def verdict(spec: ServerSpec, tools: Sequence[Any], environ: Mapping[str, str]) 
         warning=f"server {name}: its {_tools(len(tools))} pinned at their first use (a later"
         f" change quarantines it; {_commands(name)})"
     )
+
+
+def state_stamp(environ: Mapping[str, str]) -> tuple[int, int, int] | None:
+    """What tells one trust state file from the next (each is written anew and renamed into
+    place): a verdict decided on one holds until the file is another. None: there is none."""
+    path = state_path(environ)
+    try:
+        st = os.stat(path) if path is not None else None
+    except OSError:
+        return None
+    return None if st is None else (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
 def _tools(count: int) -> str:

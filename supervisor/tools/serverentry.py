@@ -172,6 +172,15 @@ class ServerEntry(Record):
     ended: trio.Event = attrs.field(factory=trio.Event)
     #: Set when a use begins or ends (the idle wait, while a use goes on, waits for this).
     changed: trio.Event = attrs.field(factory=trio.Event)
+    #: When (`time.time()`) its tools were last listed, in this life.
+    listed_at: float = 0.0
+    #: Set when this life is to end as soon as none of its uses is in flight (`retire`): its
+    #: tools were pinned anew since it listed them (`service/mcppins.py`).
+    retiring: trio.Event = attrs.field(factory=trio.Event)
+
+    def retire(self) -> None:
+        """Ends this life once none of its uses is in flight: the next use starts it afresh."""
+        self.retiring.set()
 
     def poke(self) -> None:
         self.changed.set()

@@ -48,7 +48,7 @@ async def serve_session(
             raise
         await trio.sleep_forever()  # until the caller ends the life (`_cancel_when_gone`)
     start_scope.deadline = math.inf  # started: from now on idleMs rules
-    entry.tools = _redacted(entry, tools)
+    entry.tools, entry.listed_at = _redacted(entry, tools), time.time()
     entry.forget_lists()  # (a new life lists its prompts and resources anew)
     info = init.server_info
     entry.info = entry.redactor.value({"name": info.name, "version": info.version})
@@ -61,6 +61,7 @@ async def serve_session(
     if refusal is not None:
         return f"server {spec.name} was stopped: its start was {refusal}"
     entry.session, entry.state, entry.since = session, "running", time.time()
+    entry.retiring = trio.Event()
     entry.reason = ""
     entry.last_used = trio.current_time()
     entry.ready.set()
@@ -95,7 +96,7 @@ async def _relist(entry: ServerEntry, session: ClientSession) -> None:
             why = not_mcp(exc)
         else:
             why = ""
-            entry.tools = _redacted(entry, tools)
+            entry.tools, entry.listed_at = _redacted(entry, tools), time.time()
             entry.poke()
             if entry.on_relisted is not None:
                 entry.on_relisted("tools")
@@ -136,15 +137,19 @@ def _redacted(entry: ServerEntry, tools: tuple[types.Tool, ...]) -> tuple[types.
 
 
 async def _until_idle(entry: ServerEntry) -> None:
-    """Returns once the server has had no use for `idleMs`. A use does not wake this wait:
-    the wait sleeps until the last use's end plus `idleMs` and looks again then; only when a
-    use is still going at that time does it wait for a use to end (`entry.poke`)."""
+    """Returns once the server has had no use for `idleMs`, or none in flight once it is
+    retired (`entry.retire`). A use does not wake this wait: the wait sleeps until the last
+    use's end plus `idleMs` (or its retirement) and looks again then; only when a use is
+    still going at that time does it wait for a use to end (`entry.poke`)."""
     idle = entry.spec.idle_ms / 1000
     while True:
         if entry.in_use:
             await entry.changed.wait()
+        elif entry.retiring.is_set():
+            return
         elif trio.current_time() < entry.last_used + idle:
-            await trio.sleep_until(entry.last_used + idle)
+            with trio.move_on_at(entry.last_used + idle):
+                await entry.retiring.wait()
         else:
             return
 
