@@ -18,6 +18,7 @@ import os
 
 import trio
 
+from ..config.statefiles import state_path
 from ..config.trust import tools_sha256
 from ..core.servers import ServerSpec
 from ..tools.pins import PinVerdict, key_of, listing, state_stamp, verdict
@@ -38,7 +39,9 @@ class SessionPins:
         #: verdict up without the canonical JSON and hash of the whole list, until the list
         #: changes (a new life of the server lists its tools again).
         self._pin_keys: dict[str, tuple[object, tuple[str, str]]] = {}
-        #: The trust state the verdicts were decided on (`state_stamp`).
+        #: The trust state file (found once: the environment is the process's) and the
+        #: state the verdicts were decided on (`state_stamp`, a stat of it at each use).
+        self._state = state_path(os.environ)
         self._stamp: tuple[int, int, int] | None = None
 
     async def decide(
@@ -63,7 +66,8 @@ class SessionPins:
         return decided
 
     async def _decide(self, spec: ServerSpec, entry: ServerEntry) -> PinVerdict:
-        stamp = await trio.to_thread.run_sync(state_stamp, os.environ)
+        # (a stat of one small file, here: a worker thread's hop would cost a call ten times it)
+        stamp = state_stamp(self._state)
         if stamp != self._stamp:
             self._stamp = stamp
             self._verdicts.clear()
@@ -83,7 +87,7 @@ class SessionPins:
     def known(self, spec: ServerSpec, entry: ServerEntry) -> PinVerdict | None:
         """The verdict decided on `spec`'s server with the tools `entry` lists, while the
         trust state is the one it was decided on; else None."""
-        if state_stamp(os.environ) != self._stamp:
+        if state_stamp(self._state) != self._stamp:
             return None
         known = self._pin_keys.get(spec.name)
         return self._verdicts.get(known[1]) if known and known[0] is entry.tools else None

@@ -114,10 +114,10 @@ def verdict(spec: ServerSpec, tools: Sequence[Any], environ: Mapping[str, str]) 
     )
 
 
-def state_stamp(environ: Mapping[str, str]) -> tuple[int, int, int] | None:
-    """What tells one trust state file from the next (each is written anew and renamed into
-    place): a verdict decided on one holds until the file is another. None: there is none."""
-    path = state_path(environ)
+def state_stamp(path: Path | None) -> tuple[int, int, int] | None:
+    """What tells one trust state file (`path`, from `state_path`) from the next (each is
+    written anew and renamed into place): a verdict decided on one holds until the file is
+    another. None: there is none."""
     try:
         st = os.stat(path) if path is not None else None
     except OSError:
