@@ -51,6 +51,7 @@ FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "memoryBytes",
             "deny",
             "readOnly",
+            "hide",
             "egress",
         ),
     ),
@@ -104,6 +105,8 @@ class Sandbox:
         #: Paths covered (never granted), and paths bound read-only over themselves (`deny.py`).
         self.deny = abs_paths(plan.get("deny", []), "sandbox.deny")
         self.read_only = abs_paths(plan.get("readOnly", []), "sandbox.readOnly")
+        #: Directories covered whenever a grant lies in them (`view.py`): the homes.
+        self.hide = abs_paths(plan.get("hide", []), "sandbox.hide")
         #: The bound on the memory the whole tree may pin (0: none; `memcg.py`).
         self.memory_bytes = integer(plan.get("memoryBytes", 0), "sandbox.memoryBytes", 0, LARGEST)
 

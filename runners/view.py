@@ -9,9 +9,10 @@ Standard library only. Per request:
   `mapped` path, whose owner the hook's user then stands for (its mode bits do not stop the
   hook; nothing outside it changes). Always nosuid, and a mapped one nodev;
 * where the hook's user could not reach a path it needs (an ancestor such as `/root` or
-  `/tmp/pytest-of-root` is 0700), a small tmpfs *covers* that ancestor and only the needed
-  paths are bound (or, grants, attached) into it, so the rest of it (a home, a token file) is
-  not even there. A cover that holds the scratch is the scratch's size limit.
+  `/tmp/pytest-of-root` is 0700), and on each of the plan's `hide` (the homes), a small tmpfs
+  *covers* that ancestor and only the needed paths are bound (or, grants, attached) into
+  it, so the rest of it (a home, a token file) is not even there (ENOENT, not EACCES). A
+  cover that holds the scratch is the scratch's size limit.
 
 Which ancestors are covered is worked out per request, from the modes the directories have
 then (one `stat` per directory, `confine.traversable`; below a mapped grant, as the hook sees
@@ -222,6 +223,9 @@ def _covers(
             start = _nearest(path, [p for p in (*needed, *grants) if p.startswith(beneath)]) or ""
             if not start:
                 break
+    for home in sandbox.hide:  # whatever its mode: a name beside a grant is not there (ENOENT)
+        if inside := [p for p in (*needed, sandbox.scratch) if p.startswith(home + "/")]:
+            covers.setdefault(home, []).extend(inside)
     return covers
 
 

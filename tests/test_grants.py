@@ -240,6 +240,64 @@ async def test_a_script_run_writes_its_0700_cwd_under_workspace(
     assert (project / ".pytest_cache" / "v").is_dir()
 
 
+#: What a test suite's walk up for its config meets in the home above the project, and the
+#: suite itself: pytest reads the first `pyproject.toml` it finds (it stops at one with a
+#: `[tool.pytest.ini_options]`; the project's has none, as many have).
+WALK_UP = """
+import errno, os, sys
+home = sys.argv[1]
+for name in ("pyproject.toml", "secret", "setup.cfg"):
+    try:
+        os.stat(os.path.join(home, name))
+        print(name, "there")
+    except OSError as exc:
+        print(name, errno.errorcode[exc.errno])
+try:
+    os.listdir(home)
+except OSError as exc:
+    print("list", errno.errorcode[exc.errno])
+"""
+
+
+def home_with_a_project(home: Path, owner: tuple[int, int] = (0, 0)) -> Path:
+    """`home` (0755, as many are) holding a `pyproject.toml` and a secret; returns its
+    project, `code/proj`, with a `pyproject.toml` of its own and a test."""
+    project = home / "code" / "proj"
+    (project / "tests").mkdir(parents=True)
+    (home / "pyproject.toml").write_text("[tool.pytest.ini_options]\naddopts = '-x'\n")
+    (home / "secret").write_text("the home's secret")
+    (project / "pyproject.toml").write_text("[project]\nname = 'proj'\nversion = '0.1'\n")
+    (project / "tests" / "test_one.py").write_text("def test_one():\n    assert True\n")
+    for path in (home, *home.rglob("*")):
+        os.chown(path, *owner)
+    home.chmod(0o755)
+    return project
+
+
+@as_root
+async def test_a_test_suite_walking_up_a_home_finds_nothing_beside_the_project(
+    monkeypatch: pytest.MonkeyPatch, no_leaks: None
+) -> None:
+    # A home searchable by others: the rest of it was there to `stat` but unreadable
+    # (Landlock), so pytest found `~/pyproject.toml`, could not read it, and failed with
+    # PermissionError. The home is covered now: only the project is there.
+    home = private_dir()
+    try:
+        project = home_with_a_project(home)
+        monkeypatch.setenv("HOME", str(home))
+        probe = Script(argv=(PY, "-I", "-S", "-c", WALK_UP, str(home)))
+        frames = await run_to_end(Config(), RunRequest(probe, str(project)))
+        seen = [f["text"] for f in frames if f["type"] == "stdout"]
+        assert seen == ["pyproject.toml ENOENT", "secret ENOENT", "setup.cfg ENOENT", "list EACCES"]
+        suite = Script(argv=(PY, "-m", "pytest", "-q", "-p", "no:cacheprovider"))
+        frames = await run_to_end(Config(), RunRequest(suite, str(project)))
+        text = "\n".join(f.get("text", "") for f in frames)
+        assert [f for f in frames if f["type"] == "result"], text
+        assert "1 passed" in text, text
+    finally:
+        shutil.rmtree(home)
+
+
 @as_root
 async def test_workspace_refuses_setuid_and_setgid_bits(
     strict_spawner: Spawner, project: Path

@@ -503,6 +503,50 @@ def test_config_files_in_a_directory_the_caller_may_not_search_are_not_said_to_b
     assert "cannot read the file" not in done.stderr and "remove it" not in done.stderr
 
 
+#: What a tool walking up from the project meets in the caller's home: each name's errno.
+WALK_UP = """
+import errno, os, sys
+for name in ("pyproject.toml", "secret", "setup.cfg"):
+    try:
+        os.stat(os.path.join(sys.argv[1], name))
+        print(name, "there")
+    except OSError as exc:
+        print(name, errno.errorcode[exc.errno])
+"""
+
+
+@pytest.mark.parametrize("profile", ["workspace", "strict"])
+def test_a_test_suite_walking_up_the_callers_home_finds_nothing_beside_the_project(
+    caller: Caller, profile: str
+) -> None:
+    """The caller's project in its home, a `pyproject.toml` in the home itself: the home is
+    the caller's, so it was not covered, and its names were there to `stat` but unreadable
+    (Landlock): pytest, walking up for its config (the project's has no pytest table), found
+    `~/pyproject.toml` and failed with PermissionError, as ruff did. Now they are not there."""
+    project = caller.home / "code" / "proj"
+    (project / "tests").mkdir(parents=True)
+    (caller.home / "pyproject.toml").write_text("[tool.pytest.ini_options]\naddopts = '-x'\n")
+    (project / "pyproject.toml").write_text("[project]\nname = 'proj'\nversion = '0.1'\n")
+    (project / "tests" / "test_one.py").write_text("def test_one():\n    assert True\n")
+    for path in caller.home.rglob("*"):
+        os.chown(path, caller.uid, caller.gid)
+    runs = [
+        [caller.python, "-I", "-S", "-c", WALK_UP, str(caller.home)],
+        [caller.python, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+    ]
+    said = []
+    for argv in runs:
+        command = caller.argv("-m", "mcpx_hooks.supervisor", "exec", "--sandbox", profile, "--")
+        done = subprocess.run(
+            [*command, *argv], capture_output=True, text=True, timeout=BOUND_S, cwd=project,
+            check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        said.append(done.stdout)
+    assert "| pyproject.toml ENOENT\n| secret ENOENT\n| setup.cfg ENOENT\n" in said[0], said[0]
+    assert "1 passed" in said[1], said[1]
+
+
 #: Runs the rest of its argv in a user namespace whose `user.max_user_namespaces` is 0: as if
 #: the machine refused user namespaces to the caller (the setting a namespace of its own has).
 NO_USERNS = """

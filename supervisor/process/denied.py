@@ -210,3 +210,24 @@ def _read_only_names(grant: str) -> tuple[str, ...]:
 
 def _under(path: str, roots: Iterable[str]) -> bool:
     return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+def hidden_homes(grants: Iterable[str]) -> tuple[str, ...]:
+    """The supervisor's homes (real) that hold a grant (`grants`: real) and are none of them
+    nor lie in one: the view covers each, showing in it only what is granted, so that a name
+    beside a grant is not there (ENOENT) rather than there and unreadable (EACCES, which a
+    tool walking up for its config, pytest or ruff reading `~/pyproject.toml`, fails on)."""
+    given = tuple(grants)
+    found = [_real_home(h) for h in _homes(os.environ)]
+    return tuple(
+        h
+        for h in dict.fromkeys(found)
+        if h != "/" and not _under(h, given) and any(g.startswith(h + "/") for g in given)
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def _real_home(home: str) -> str:
+    """`home` with its links resolved: asked once (a home that becomes a link elsewhere
+    later is covered where it was, which hides no less than before and grants nothing)."""
+    return os.path.realpath(home)

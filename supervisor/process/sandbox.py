@@ -34,7 +34,7 @@ from ..core.errors import ProfileUnavailable
 from ..core.hooks import Profile, SandboxPaths
 from ..core.limits import DEFAULT_LIMITS, MB, Limits
 from ..core.records import Record
-from .denied import deny_and_protect
+from .denied import deny_and_protect, hidden_homes
 from .rlimits import Rlimits, child_rlimits
 from .runnerside import isolation, runner_path
 from .scratch import scratch_root
@@ -246,6 +246,7 @@ def plan(
         mapped=mapped,
         deny=deny,
         read_only=read_only,
+        hide=hidden_homes((*read, *write)),
         scratch=scratch,
         scratch_bytes=scratch_bytes,
         net=profile is Profile.NET,

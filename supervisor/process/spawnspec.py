@@ -43,6 +43,9 @@ class SandboxPlan(Record):
     #: bound read-only over themselves.
     deny: tuple[str, ...] = ()
     read_only: tuple[str, ...] = ()
+    #: The supervisor's homes that hold a grant: each covered in the view, showing only
+    #: what is granted in it (`denied.hidden_homes`).
+    hide: tuple[str, ...] = ()
     memory_bytes: int = 0
     #: A network namespace of its own with only `lo` up, where the spawner opens the proxy's
     #: listening socket for it (`process/egress.py`); sockets allowed as under `net`.
@@ -73,6 +76,7 @@ def sandbox_fields(plan: SandboxPlan) -> dict[str, Any]:
         "mapped": list(plan.mapped),
         "deny": list(plan.deny),
         "readOnly": list(plan.read_only),
+        "hide": list(plan.hide),
         "memoryBytes": plan.memory_bytes,
         "egress": plan.egress,
     }
