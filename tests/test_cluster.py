@@ -470,7 +470,8 @@ def test_a_worker_refusing_a_cwd_says_it_is_the_worker_and_where(cluster: Cluste
     assert outside.code == 4400, outside
     said = outside.errors[0]["message"]
     assert said.startswith(f"cwd: / is not inside a root of the worker on {host} ("), said
-    assert "add its directory to the worker's config" in said, said
+    assert "the directory it was started in" in said, said  # (its config sets no roots)
+    assert "add its directory to each worker's config" in said, said
 
 
 def test_hostile_queue_messages_are_dropped_and_the_workers_go_on(cluster: Cluster) -> None:

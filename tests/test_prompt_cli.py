@@ -262,13 +262,43 @@ def test_hook_test_sends_the_model_a_secret_redacted_as_a_run_does(
 
 def test_a_key_pasted_as_apikeyenv_is_not_repeated(tmp_path: Path, model: LoopModel) -> None:
     """`apiKeyEnv = "sk-proj-…"` names no variable: the hook's failure said the name, the key
-    itself, in its frame (and so the history and every follower)."""
-    pasted = "sk-proj-Q1w2E3r4T5y6U7i8"
+    itself, in its frame (and so the history and every follower). A "name" that reads as a
+    key is refused with the config now; one that does not and is no variable's name is still
+    not repeated when the hook finds it unset."""
     path = write_config(tmp_path, model.url)
-    path.write_text(path.read_text().replace('"LOOP_KEY"', f'"{pasted}"'))
+    written = path.read_text()
+    pasted = "sk-proj-Q1w2E3r4T5y6U7i8"
+    path.write_text(written.replace('"LOOP_KEY"', f'"{pasted}"'))
     done = mcpx("hook", "test", "explain", "--config", "c.toml", "--json", cwd=tmp_path)
-    assert pasted not in done.stdout + done.stderr and model.requests == []
+    assert done.returncode == 2 and model.requests == []
+    assert pasted not in done.stdout + done.stderr
+    assert "/models/default/apiKeyEnv: expected the name of the variable" in done.stderr
+    odd = "openai key"
+    path.write_text(written.replace('"LOOP_KEY"', f'"{odd}"'))
+    done = mcpx("hook", "test", "explain", "--config", "c.toml", "--json", cwd=tmp_path)
+    assert odd not in done.stdout + done.stderr and model.requests == []
     assert "(apiKeyEnv of model default) is not set" in json.loads(done.stdout)["reason"]
+
+
+def test_validate_refuses_a_key_pasted_as_apikeyenv_by_its_length(
+    tmp_path: Path, model: LoopModel
+) -> None:
+    """`validate` took `apiKeyEnv = "sk-proj-…"` (the key where its variable's name goes): it
+    failed only when a hook ran. It is refused at its pointer, said by its length."""
+    path = write_config(tmp_path, model.url)
+    pasted = "sk-proj-" + "Q1w2E3r4T5y6U7i8o9P0" * 4
+    path.write_text(path.read_text().replace('"LOOP_KEY"', f'"{pasted}"'))
+    done = mcpx("validate", "c.toml", cwd=tmp_path)
+    assert done.returncode == 2 and pasted not in done.stdout + done.stderr
+    assert done.stdout.splitlines()[0] == (
+        "c.toml:/models/default/apiKeyEnv: expected the name of the variable that holds the API"
+        f" key (letters, digits and _, as OPENAI_API_KEY), found a string of {len(pasted)}"
+        " characters that reads as the key itself (not shown); put the key in a variable"
+        " (export OPENAI_API_KEY=…) and name that variable here"
+    )
+    listed = mcpx("validate", "--json", "c.toml", cwd=tmp_path)
+    assert listed.returncode == 2 and pasted not in listed.stdout + listed.stderr
+    assert [p["pointer"] for p in json.loads(listed.stdout)] == ["/models/default/apiKeyEnv"]
 
 
 def test_a_placeholder_no_prompt_hook_declares_is_a_usage_error(

@@ -471,3 +471,75 @@ def test_a_hostile_key_given_twice_is_said_at_the_root_at_once(tmp_path: Path) -
     assert [(p.pointer, p.message[:40]) for p in found] == [
         ("", "invalid TOML: Cannot overwrite a value (")
     ]
+
+
+# ---- a model's apiKeyEnv: a variable's name, never the key ----------------------------------
+
+#: The words `passenv.looks_like_key` refuses an `apiKeyEnv` with (its length said, not it).
+PASTED = "found a string of {n} characters that reads as the key itself (not shown)"
+
+
+def key_env_problems(given: str) -> list[Problem]:
+    """The problems at the key of a config whose model's `apiKeyEnv` is `given` (JSON, so
+    that any string, a lone surrogate too, is written as it is)."""
+    model = {"provider": "openai", "url": "http://127.0.0.1:1/v1", "apiKeyEnv": given}
+    data = json.dumps({"models": {"default": model}}).encode()
+    found = validate_files(["c.json"], data=data)
+    assert all(p.pointer == "/models/default/apiKeyEnv" for p in found), found
+    return found
+
+
+#: Names people give the variable: the providers' own (their docs' examples), and any
+#: written as names are: words of letters and digits joined by `_`, upper or lower case, or
+#: written together in camelCase.
+_PROVIDERS = ["OPENAI", "ANTHROPIC", "AZURE_OPENAI", "GROQ", "OPENROUTER", "GEMINI", "GOOGLE",
+              "MISTRAL", "TOGETHER", "DEEPSEEK", "XAI", "PERPLEXITY", "FIREWORKS"]  # fmt: skip
+variable_name = st.one_of(
+    st.sampled_from([f"{p}_API_KEY" for p in _PROVIDERS] + ["HF_TOKEN", "LOOP_KEY", "LLM_KEY"]),
+    st.from_regex(r"[A-Z_][A-Z0-9]{0,15}(_[A-Z0-9]{1,15}){0,6}", fullmatch=True),
+    st.from_regex(r"[a-z_][a-z0-9]{0,15}(_[a-z0-9]{1,15}){0,6}", fullmatch=True),
+    # written together (camelCase): a long run, with digits, under 32 characters
+    st.from_regex(r"[a-z]{1,9}[0-9]{0,2}([A-Z][a-z]{0,9}[0-9]{0,2}){0,4}", fullmatch=True).filter(
+        lambda name: len(name) < 32
+    ),
+)
+_TOKEN = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+_URL_SAFE = _TOKEN + "-_"
+#: Keys as their issuers shape them, and any other random token (digits in two places).
+pasted_key = st.one_of(
+    st.tuples(st.sampled_from(["sk-", "sk-proj-", "sk-ant-api03-", "sk-or-v1-", "xai-", "pplx-"]),
+              st.text(_URL_SAFE, min_size=20, max_size=160)).map("".join),
+    st.tuples(st.sampled_from(["hf_"]), st.text(_TOKEN, min_size=30, max_size=40)).map("".join),
+    st.tuples(st.sampled_from(["gsk_"]), st.text(_TOKEN, min_size=40, max_size=56)).map("".join),
+    st.tuples(st.sampled_from(["ghp_", "gho_"]), st.text(_TOKEN, min_size=36)).map("".join),
+    st.tuples(st.just("AIza"), st.text(_URL_SAFE, min_size=35, max_size=35)).map("".join),
+    st.text("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", min_size=16, max_size=16).map("AKIA".__add__),
+    st.tuples(st.text(_TOKEN, min_size=24, max_size=40), st.text("0123456789", min_size=1),
+              st.text(_TOKEN[:52], min_size=1, max_size=5), st.text("0123456789", min_size=1),
+              st.text(_TOKEN, max_size=20)).map("".join).filter(lambda k: len(k) >= 32),
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=variable_name)
+def test_a_variable_s_name_is_never_refused_as_a_key(name: str) -> None:
+    assert key_env_problems(name) == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(key=pasted_key)
+def test_a_key_pasted_as_apikeyenv_is_refused_by_its_length(key: str) -> None:
+    (problem,) = key_env_problems(key)
+    assert PASTED.format(n=len(key)) in problem.message
+    assert key not in problem.message
+
+
+@settings(max_examples=500, deadline=None)
+@given(given_=st.one_of(st.text(), pasted_key, variable_name, hostile_text))
+def test_an_apikeyenv_is_taken_or_refused_without_being_repeated(given_: str) -> None:
+    # Any string: taken, or refused at its pointer by words that do not repeat it (a short
+    # one, `=`, is found in any sentence; from 8 characters on it would be the value's own).
+    found = key_env_problems(given_)
+    for problem in found:
+        assert len(given_) < 8 or given_ not in problem.message, problem
+        assert f"{len(given_)} characters" in problem.message, problem

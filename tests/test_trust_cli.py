@@ -383,3 +383,62 @@ def test_a_project_whose_directory_name_holds_a_line_break_is_named_on_one_line(
     assert mcpx("untrust", ".mcpx-hooks.toml", cwd=project, env=env).stdout == (
         f"untrusted {shown}\n"
     )
+
+
+#: A project's own hook, and (`with_history`) the run history it names.
+PROJECT = """
+[[hooks]]
+name = "lint"
+on = "script"
+phase = "before"
+run = ["sh", "-c", "cat >/dev/null"]
+sandbox = "none"
+"""
+
+
+def test_the_runs_commands_say_nothing_of_a_project_file_they_would_not_run(
+    tmp_path: Path,
+) -> None:
+    """`runs list`, `show`, `search` and `verify` run no hook: a project trusted for one run
+    (`exec --trust-project`) made each of them warn that its file was skipped, as not
+    trusted. Only a skipped file that sets `[history]` is said, since the history they read
+    is not the one it names; `--trust-project` reads that one."""
+    env = environment(tmp_path)
+    project = tmp_path / "project"
+    project.mkdir()
+    local = project / ".mcpx-hooks.toml"
+    local.write_text(PROJECT)
+    ran = mcpx("exec", "--json", "--trust-project", "--", "echo", "needle", cwd=project, env=env)
+    assert ran.returncode == 0, ran.stderr
+    run_id = json.loads(ran.stdout.splitlines()[0])["runId"]
+    assert "lint" in hook_frames([json.loads(line) for line in ran.stdout.splitlines()])
+    for command in (
+        ["runs", "list"],
+        ["runs", "show", run_id],
+        ["runs", "search", "needle"],
+        ["runs", "verify", run_id],
+    ):
+        done = mcpx(*command, cwd=project, env=env)
+        assert done.returncode == 0, (command, done.stderr)
+        assert run_id in done.stdout or command[1] == "verify", (command, done.stdout)
+        assert done.stderr == "", (command, done.stderr)
+
+    # Its `[history]` names another history: not read until it is trusted, and said.
+    kept = tmp_path / "project-runs" / "history.db"
+    local.write_text(f'{PROJECT}\n[history]\npath = "{kept}"\n')
+    ran = mcpx("exec", "--json", "--trust-project", "--", "true", cwd=project, env=env)
+    assert ran.returncode == 0, ran.stderr
+    there = json.loads(ran.stdout.splitlines()[0])["runId"]
+    listed = mcpx("runs", "list", cwd=project, env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert there not in listed.stdout and run_id in listed.stdout
+    default = tmp_path / "home" / ".local" / "state" / "mcpx-hooks" / "history.db"
+    assert listed.stderr == (
+        f"mcpx-hooks: warning: the [history] table of {local} is not applied (not trusted):"
+        f" this reads the run history {default}; to read the one it names, add --trust-project"
+        f" (or trust it: mcpx-hooks trust {local})\n"
+    )
+    trusted = mcpx("runs", "list", "--trust-project", cwd=project, env=env)
+    assert trusted.returncode == 0, trusted.stderr
+    assert there in trusted.stdout and run_id not in trusted.stdout
+    assert trusted.stderr == ""

@@ -29,18 +29,43 @@ if TYPE_CHECKING:
 
 def history_of(args: argparse.Namespace) -> tuple[Config, Path]:
     """The config in force (`--config`), and the run history's path it names. Without a
-    home to keep it in, that is said and the command exits 1 (`SystemExit`)."""
+    home to keep it in, that is said and the command exits 1 (`SystemExit`). What loading
+    said is said (`said_warnings`)."""
     from ..history.faults import HistoryFault
     from ..history.store import default_path
     from .common import load
 
-    config = load(args)
+    config = load(args, say=False)
     try:
         path = Path(config.history_path) if config.history_path else default_path(os.environ)
     except HistoryFault as exc:
         say(f"mcpx-hooks {args.command}: {exc}")
         raise SystemExit(EXIT_FAILED) from None
+    for warning in said_warnings(config, path):
+        say(f"mcpx-hooks: warning: {warning}")
     return config, path
+
+
+def said_warnings(config: Config, path: Path) -> list[str]:
+    """What loading said, less the project files it skipped (not trusted, changed since, not
+    readable): a command that reads the history runs no hook, so a hook it would not have run
+    is nothing to it. A skipped file that sets `[history]` is said all the same, in other
+    words: the history read is not the one that file names (one `exec --trust-project` or a
+    trusted run wrote to)."""
+    from ..config import read_file
+
+    skipped = tuple(f"skipped {shown_file(file.file)}:" for file in config.skipped)
+    said = [warning for warning in config.warnings if not warning.startswith(skipped)]
+    for file in config.skipped:
+        document, _ = read_file(Path(file.file), file.file)
+        if isinstance(document, dict) and "history" in document:
+            trust = f" (or trust it: {file.trust_command})" if file.trust_command else ""
+            said.append(
+                f"the [history] table of {shown_file(file.file)} is not applied ({file.reason}):"
+                f" this reads the run history {shown_file(str(path))}; to read the one it names,"
+                f" add --trust-project{trust}"
+            )
+    return said
 
 
 def no_history(path: Path) -> bool:

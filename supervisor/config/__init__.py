@@ -20,6 +20,7 @@ __all__, __getattr__, __dir__ = exports(
             "discover_files",
             "not_utf8",
             "read_bytes",
+            "read_file",
         ),
         "hookrewrite": ("PROMPT_KEYS", "PromoteError", "Promoted", "promote_answer"),
         "importers": (

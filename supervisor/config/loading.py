@@ -29,6 +29,7 @@ from . import files
 from .build import Decl, Layer, resolve
 from .doccache import checked_document, salvaged, without
 from .hookrules import hook_rules
+from .modelschema import key_name_rules
 from .problems import describe, outranked, pointer_key
 from .scriptrules import script_problems
 from .statefiles import checkout_holding, checkout_said, state_path
@@ -168,13 +169,17 @@ class _Loader(Record):
 
 
 def _file_problems(doc: Any, file: str) -> list[Problem]:
-    """A file's document's problems: the schema's, its `[script]` lines', its hooks' rules."""
+    """A file's document's problems: the schema's, its `[script]` lines', its hooks' rules,
+    and its models' key names' (a key pasted as one: said instead of the schema's words)."""
     rules: list[Problem] = []
     hooks = doc.get("hooks") if isinstance(doc, dict) else None
     for index, obj in enumerate(hooks if isinstance(hooks, list) else []):
         if isinstance(obj, dict):
             rules += hook_rules(obj, file, f"/hooks/{index}", SourceKind.FILE)
-    return outranked(_problems(doc, file), rules)
+    keys = key_name_rules(doc, file) if isinstance(doc, dict) else []
+    pasted = {p.pointer for p in keys}
+    schema = [p for p in _problems(doc, file) if p.pointer not in pasted]
+    return outranked(schema, rules + keys)
 
 
 def _problems(doc: Any, file: str, *, hook: bool = False) -> list[Problem]:

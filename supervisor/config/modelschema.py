@@ -25,7 +25,7 @@ from ..core.models import (
     ModelKey,
     Provider,
 )
-from ..core.passenv import SECRET_NAME_PATTERN
+from ..core.passenv import SECRET_NAME_PATTERN, looks_like_key
 from ..core.placeholders import check_placeholders
 from ..core.points import DEFAULT_PHASE, Phase
 from .problems import pointer
@@ -164,3 +164,26 @@ def prompt_rules(obj: Mapping[str, Any], file: str, ptr: str) -> list[Problem]:
         at = f"{ptr}/prompt" if where == "prompt" else ptr + pointer(where.split("/"))
         found.append(Problem(file, at, message))
     return found
+
+
+def key_name_rules(doc: Mapping[str, Any], file: str) -> list[Problem]:
+    """Each model's `apiKeyEnv` that reads as a key rather than a variable's name
+    (`passenv.looks_like_key`): the key pasted where its variable's name goes, sent nowhere
+    but found unset at every call. Refused at its pointer, by its length: never repeated."""
+    models = doc.get("models")
+    found: list[Problem] = []
+    for name, model in models.items() if isinstance(models, Mapping) else ():
+        given = model.get("apiKeyEnv") if isinstance(model, Mapping) else None
+        if isinstance(given, str) and looks_like_key(given):
+            found.append(Problem(file, pointer(["models", name, "apiKeyEnv"]), key_pasted(given)))
+    return found
+
+
+def key_pasted(given: str) -> str:
+    """What is said of an `apiKeyEnv` that reads as a key, without it."""
+    return (
+        "expected the name of the variable that holds the API key (letters, digits and _, as"
+        f" OPENAI_API_KEY), found a string of {len(given)} characters that reads as the key"
+        " itself (not shown); put the key in a variable (export OPENAI_API_KEY=…) and name"
+        " that variable here"
+    )

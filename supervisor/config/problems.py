@@ -21,7 +21,7 @@ from ..core.errors import Problem
 from ..core.events import ANY_KIND
 from ..core.models import NAME_PATTERN as MODEL_NAME_PATTERN
 from ..core.models import URL_PATTERN as MODEL_URL_PATTERN
-from ..core.passenv import SECRET_NAME_PATTERN
+from ..core.passenv import SECRET_NAME_PATTERN, unshown
 from ..core.points import CWD_GLOB_PATTERN, DEFAULT_PHASE, POINTS
 from ..core.servers import SEPARATOR_PATTERN
 from .closest import did_you_mean
@@ -46,8 +46,7 @@ _UNPRINTABLE = re.compile(r"[\u0000\ud800-\udfff]")
 #: An integer with more digits than this is described by its length.
 _LONG_DIGITS = 24
 #: A string value or a key longer than this is shown by its start (and a key by its length
-#: too): a 2 MB key is found by what it starts with, not printed whole in the pointer and
-#: again in the message.
+#: too): a 2 MB key is found by its start, not printed whole in the pointer and the message.
 _SHOWN_CHARS = 60
 #: A key longer than this is shown by its start, its length and its digest (`_whole`):
 #: longer than any key written by hand, so a pointer names real keys whole.
@@ -267,9 +266,10 @@ def _translate(error: ValidationError) -> Iterator[tuple[str, str]]:
             pointer([*path, found]),
             f"expected {_pattern_words(key, value)}, found {describe(found)}",
         )
-    elif kind == "pattern":
-        hint = egress.item_hint(found) if value == egress.PATTERN and isinstance(found, str) else ""
-        yield where, f"expected {_pattern_words(key, value, found)}, found {describe(found)}{hint}"
+    elif kind == "pattern":  # (only a string is held to one)
+        hint = egress.item_hint(found) if value == egress.PATTERN else ""
+        shown = unshown(found) if value == SECRET_NAME_PATTERN else describe(found)
+        yield where, f"expected {_pattern_words(key, value, found)}, found {shown}{hint}"
     elif kind == "uniqueItems" and isinstance(found, list):
         seen = [item for n, item in enumerate(found) if item in found[:n]]
         yield where, f"expected no item twice, found {describe(seen[0])} more than once"

@@ -65,19 +65,47 @@ def secret_unset(name: str) -> str:
 #: What a variable's name is written as, in practice: a name unlike it, in a place that takes
 #: a secret's name, is likely the secret itself, pasted (`sk-proj-…`).
 _VARIABLE_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
-#: Keys written as a variable's name could be, in the shapes their issuers publish: GitHub's
-#: tokens (`ghp_` and its kin, 36 characters after; fine-grained `github_pat_…`) and AWS's
-#: access key ids (`AKIA` or `ASIA` and 16 more).
+#: Keys in the shapes their issuers publish, each a prefix and a long token no name has:
+#: model APIs' (`sk-…`: OpenAI, Anthropic, DeepSeek, OpenRouter; xAI's `xai-…`, Perplexity's
+#: `pplx-…`, Google's `AIza…`, Hugging Face's `hf_…`, Groq's `gsk_…`), GitHub's tokens (`ghp_`
+#: and its kin; fine-grained `github_pat_…`) and AWS's access key ids (`AKIA` or `ASIA` and 16
+#: more). Those with `-` cannot be a shell's variable; the others could, but none is one.
 _KEY_SHAPES: Final = re.compile(
-    r"gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,}|(?:AKIA|ASIA)[A-Z0-9]{16}"
+    r"(?:sk|xai|pplx)-[A-Za-z0-9_-]{20,}|AIza[A-Za-z0-9_-]{30,}|hf_[A-Za-z0-9]{30,}"
+    r"|gsk_[A-Za-z0-9]{40,}"
+    r"|gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,}|(?:AKIA|ASIA)[A-Z0-9]{16}"
 )
+#: A key's random token, in any other shape: a run of letters and digits this long, with
+#: digits in two places or more. A name's words are short (`OPENAI_API_KEY`); written
+#: together (`openAiGpt4oApiKeyProduction2`) they stay shorter than this.
+_KEY_WORD_CHARS: Final = 32
+_WORD: Final = re.compile(r"[A-Za-z0-9]+")
+_DIGITS: Final = re.compile(r"[0-9]+")
+
+
+def looks_like_key(name: str) -> bool:
+    """Whether `name`, written where a variable's name goes, reads as a key rather than a
+    name: in a key's published shape (`_KEY_SHAPES`), or holding a random token
+    (`_KEY_WORD_CHARS` letters and digits in a row, digits in two places or more)."""
+    if _KEY_SHAPES.fullmatch(name):
+        return True
+    return any(
+        len(word) >= _KEY_WORD_CHARS and len(_DIGITS.findall(word)) > 1
+        for word in _WORD.findall(name)
+    )
+
+
+def unshown(given: str) -> str:
+    """What is written where a secret's name goes, in words that do not repeat it: it may be
+    the secret itself, pasted (a config problem's "found …")."""
+    return f"a string of {len(given)} characters (not shown: it may be the secret itself)"
 
 
 def shown_name(name: str) -> str:
     """`name`, a secret's variable, as a message about it may say it: itself when it reads
     as a variable's name, else words that do not repeat it (messages reach frames and the
     history, and an unset "name" like `sk-proj-…` or `ghp_…` is most likely the key, pasted)."""
-    if _KEY_SHAPES.fullmatch(name):
+    if looks_like_key(name):
         return "(a name not shown: it is written as a key is; is it the value itself?)"
     if _VARIABLE_NAME.fullmatch(name):
         return name

@@ -153,7 +153,8 @@ def admit(request: ExecRequest, caller: Caller) -> Admitted:
     rules = caller.rules
     roots = roots_in_force(caller.config, caller.served_from) if rules.roots else ()
     if rules.roots:
-        cwd, made = admit_cwd(request.cwd, roots, caller.admitter)
+        by_default = caller.config.service_roots is None
+        cwd, made = admit_cwd(request.cwd, roots, caller.admitter, by_default=by_default)
     else:
         cwd, made = request.cwd or caller.served_from, False
     try:

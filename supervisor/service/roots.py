@@ -38,12 +38,28 @@ class Admitter(Record):
     name: str
     #: Whose config its keys are (`[service] roots`, `[script] sandbox`): "the server's".
     whose: str
+    #: One of several that take the same requests (a cluster's workers), each with its roots.
+    one_of_many: bool = False
 
     def how_to_add(self) -> str:
         """What a refusal says about adding a root."""
         return (
             f'add its directory to {self.whose} config, e.g. [service] roots = ["/srv/project"],'
             " and restart it"
+        )
+
+    def refused(self, given: str, roots: tuple[str, ...], by_default: bool) -> str:
+        """A refusal of `given` (with where it leads), outside `roots`. Roots that are the
+        directory one of many workers started in (`by_default`) are said to be: the same
+        request is admitted by a worker started elsewhere, so each is to be given the same."""
+        outside = f"{given} is not inside a root of {self.name} ({', '.join(roots)}"
+        if not (by_default and self.one_of_many):
+            return f"{outside}); to allow it, {self.how_to_add()}"
+        return (
+            f"{outside}: the directory it was started in, as its config sets no [service] roots,"
+            " so a worker started elsewhere has other roots); to allow it, give every worker the"
+            " same roots: add its directory to each worker's config, e.g. [service] roots ="
+            ' ["/srv/project"], and restart them'
         )
 
 
@@ -55,7 +71,7 @@ HOW_TO_ADD: Final = THIS_SERVER.how_to_add()
 
 def worker_admitter(host: str) -> Admitter:
     """A cluster worker on the machine `host` (its host name), as its refusals name it."""
-    return Admitter(f"the worker on {host}", "the worker's")
+    return Admitter(f"the worker on {host}", "the worker's", one_of_many=True)
 
 
 def homes() -> list[str]:
@@ -83,12 +99,16 @@ def roots_in_force(config: Config, served_from: str) -> tuple[str, ...]:
 
 
 def admit_cwd(
-    given: str | None, roots: tuple[str, ...], who: Admitter = THIS_SERVER
+    given: str | None,
+    roots: tuple[str, ...],
+    who: Admitter = THIS_SERVER,
+    *,
+    by_default: bool = False,
 ) -> tuple[str, bool]:
     """The run's working directory, and whether it was made for the run (the caller's to
     remove: `RunRequest.cwd_made`). Raises `WireError` (4400) for a `cwd` that is not a
-    directory or lies outside every root, naming `who` refuses, the roots and how to add
-    one."""
+    directory or lies outside every root, naming `who` refuses, the roots (`by_default`: the
+    directory it started in, no config setting them) and how to add one."""
     if given is None:
         if roots:
             return roots[0], False
@@ -109,11 +129,7 @@ def admit_cwd(
             " which are never a root by default), so a request may not name a cwd; to allow"
             f" one, {who.how_to_add()}",
         )
-    raise WireError(
-        Close.BAD_REQUEST,
-        f"cwd: {given}{shown} is not inside a root of {who.name} ({', '.join(roots)}); to"
-        f" allow it, {who.how_to_add()}",
-    )
+    raise WireError(Close.BAD_REQUEST, f"cwd: {who.refused(given + shown, roots, by_default)}")
 
 
 def check_hook_dirs(
