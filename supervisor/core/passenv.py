@@ -95,6 +95,21 @@ def looks_like_key(name: str) -> bool:
     )
 
 
+#: A glob of variables' names (`TOKEN_*`, `KEY_[AB]`), which `passEnv` takes and a secret's
+#: name does not: a copied pattern, said as written (no key is written so).
+_NAME_GLOB: Final = re.compile(r"[A-Za-z_*?\[][A-Za-z0-9_*?\[\]!-]{0,63}")
+
+
+def name_glob(given: str) -> bool:
+    """Whether `given`, refused as a secret's name, is a glob of names (shown as written)
+    rather than what may be the secret itself (`unshown`)."""
+    return (
+        bool(_NAME_GLOB.fullmatch(given))
+        and bool(_GLOB.search(given))
+        and not looks_like_key(given)
+    )
+
+
 def unshown(given: str) -> str:
     """What is written where a secret's name goes, in words that do not repeat it: it may be
     the secret itself, pasted (a config problem's "found …")."""
