@@ -80,6 +80,8 @@ class SessionPins:
         decided = self._verdicts.get(key)
         if decided is None:
             decided = await trio.to_thread.run_sync(verdict, spec, listing(entry), os.environ)
+            # (a first use pins, writing the file anew: what it holds now is what was decided)
+            self._stamp = state_stamp(self._state)
             if decided.quarantined is None:  # a quarantine is decided again: a pin may come
                 self._verdicts[key] = decided
         return decided
