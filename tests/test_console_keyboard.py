@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import re
 import shlex
 from typing import Any
 
@@ -29,9 +28,12 @@ from console_browser import (
     browser,
     exec_run,
     expect,
+    held_from,
     origin,
     page,
     served,
+    sign_in,
+    tab_to,
 )
 
 #: The fixtures come from `console_browser`; named here so that pytest finds them.
@@ -39,20 +41,6 @@ __all__ = ["browser", "page", "served"]
 
 #: A question the run waits on after the first one (a minute): the run goes on, its socket open.
 LATER = {**GATE, "name": "later", "phase": "onSuccess"}
-
-
-def sign_in(page: Page, served: dict[str, Any]) -> None:
-    page.goto(f"{origin(served)}/?token={served['server'].token}")
-    expect(page.locator("#link")).to_have_text("live", timeout=WAIT_MS)
-
-
-def tab_to(page: Page, target: Any, most: int = 40) -> None:
-    """Presses Tab until `target` has the focus (at most `most` times)."""
-    for _ in range(most):
-        if target.evaluate("e => e === document.activeElement"):
-            return
-        page.keyboard.press("Tab")
-    expect(target).to_be_focused()
 
 
 def test_the_skip_link_goes_to_the_content_and_keeps_the_run_open(
@@ -112,29 +100,7 @@ def test_back_to_the_list_on_a_phone_puts_the_focus_on_the_run(
 def held_after_settling(tab: Page) -> dict[str, Any]:
     """Holds back what the server sends `tab` on a run's socket from the first hook frame on,
     until `release` (the rest passes through, both ways)."""
-    state: dict[str, Any] = {"held": [], "hold": True}
-
-    def route(ws: Any) -> None:
-        server = ws.connect_to_server()
-
-        def from_server(message: str | bytes) -> None:
-            if state["hold"] and (state["held"] or '"type":"hook"' in str(message)):
-                state["held"].append(message)
-            else:
-                ws.send(message)
-
-        server.on_message(from_server)
-        ws.on_message(server.send)
-        state["ws"] = ws
-
-    def release() -> None:
-        state["hold"] = False
-        for message in state["held"]:
-            state["ws"].send(message)
-
-    state["release"] = release
-    tab.route_web_socket(re.compile(r"/v1/runs/"), route)
-    return state
+    return held_from(tab, '"type":"hook"')
 
 
 @pytest.mark.parametrize(
