@@ -207,7 +207,7 @@ def test_the_accessibility_tree_names_every_control_and_status(
     expect(page.locator(".frame.ask")).to_match_aria_snapshot(
         """
         - listitem:
-          - link /#\\d+/
+          - 'link /^frame \\d+: question from gate: Deploy now\\?$/'
           - text: ask
           - paragraph:
             - strong: gate

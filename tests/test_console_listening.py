@@ -17,6 +17,7 @@ from console_browser import (
     browser,
     exec_run,
     expect,
+    origin,
     page,
     served,
     sign_in,
@@ -42,3 +43,33 @@ def test_a_run_in_the_list_is_named_in_a_few_words(page: Page, served: dict[str,
     whole = page.locator(".run-head .argv")
     expect(whole).to_contain_text("echo line 39", timeout=WAIT_MS)
     expect(link.locator("code")).to_have_attribute("title", whole.inner_text())
+
+
+NAMED_RUN = {
+    "argv": ["sh", "-c", "echo hi"],
+    "hooks": [
+        {"name": "lint", "on": "script", "phase": "onSuccess", "run": ["sh", "-c", "exit 3"]}
+    ],
+}
+
+
+def test_each_frame_link_says_what_its_frame_is(page: Page, served: dict[str, Any]) -> None:
+    sign_in(page, served)
+    run_id = exec_run(served, NAMED_RUN, wait=True)
+    page.goto(f"{origin(served)}/#/runs/{run_id}")
+    timeline = page.get_by_role("list", name="Frames")
+    expect(timeline.locator(".frame.end")).to_be_visible(timeout=WAIT_MS)
+    names = {
+        "start": r"frame 0: start, sh -c 'echo hi'",
+        "output-group": r"frame \d+: the script's output, from here",
+        "lint": r"frame \d+: hook lint \(script\.onSuccess\), failed",
+        "end": r"frame \d+: end, exit code 0",
+    }
+    rows = {
+        "start": timeline.locator('li[data-type="start"]'),
+        "output-group": timeline.locator("li.output-group"),
+        "lint": timeline.locator("li.frame.hook", has_text="lint"),
+        "end": timeline.locator('li[data-type="end"]'),
+    }
+    for key, name in names.items():
+        expect(rows[key].get_by_role("link")).to_have_accessible_name(re.compile(f"^{name}$"))

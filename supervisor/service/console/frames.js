@@ -2,7 +2,7 @@
 // what it dropped, what an \`apply\` changed as original → new), and an output frame's text.
 
 import { overwritten, parse, styleNode } from "./ansi.js";
-import { commandLine, duration, el, lineDiff, shown } from "./dom.js";
+import { commandLine, cut, duration, el, lineDiff, shown } from "./dom.js";
 import { ENVELOPE_KEYS, FrameType, HookStatus } from "./tables.js";
 
 export function outputText(frame) {
@@ -21,6 +21,35 @@ function pre(text, cls = "") {
 function printed(text) {
   const { pieces } = parse(text);
   return el("pre", {}, ...(text.includes("\r") ? overwritten(pieces) : pieces).map((piece) => styleNode(el("span", {}, piece.text), piece.style)));
+}
+
+/** The most characters of a command line, question or message a frame's link says. */
+const SAID_TEXT = 60;
+
+/** What a frame is, in a few words, for its link's name: its type and what tells it from
+ * the frames around it (`hook lint (script.onSuccess), failed`). */
+export function frameSaid(frame) {
+  switch (frame.type) {
+    case FrameType.START:
+      return `start, ${cut(commandLine(frame.argv), SAID_TEXT)}`;
+    case FrameType.HOOK:
+      return `hook ${frame.name} (${frame.on}.${frame.phase}), ${frame.status}${frame.refused ? ", refused" : ""}${frame.changed ? ", applied" : ""}`;
+    case FrameType.CALL:
+      return `call ${frame.server}.${frame.tool}, ${frame.ok ? HookStatus.OK : HookStatus.FAILED}`;
+    case FrameType.ASK:
+      return `question from ${frame.hook}: ${cut(frame.question, SAID_TEXT)}`;
+    case FrameType.ARTIFACT:
+      return `artifact ${cut(frame.name, SAID_TEXT)}`;
+    case FrameType.EGRESS:
+      return `egress to ${frame.host}:${frame.port}, not admitted`;
+    case FrameType.ERROR:
+    case FrameType.WARNING:
+      return `${frame.type}: ${cut(frame.message ?? "", SAID_TEXT)}`;
+    case FrameType.END:
+      return `end, exit code ${frame.exitCode ?? "none"}`;
+    default:
+      return String(frame.type);
+  }
 }
 
 /** What one frame shows, by type; a type this page does not know shows its fields. */

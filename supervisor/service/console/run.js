@@ -5,7 +5,7 @@
 
 import { announce, commandLine, duration, el, visible, when } from "./dom.js";
 import { Folds } from "./folds.js";
-import { frameBody, outputText } from "./frames.js";
+import { frameBody, frameSaid, outputText } from "./frames.js";
 import { Socket } from "./net.js";
 import { OutputList } from "./output.js";
 import { RunningList } from "./running.js";
@@ -244,7 +244,7 @@ export class RunView {
   outputRow(frame) {
     if (!this.group) {
       const label = el("div", { class: "label" }, "");
-      const row = el("li", { class: "frame output-group" }, el("a", { class: "seq", href: runLink(this.runId, frame.seq) }, `#${frame.seq}`), el("span", { class: "type" }, "output"), label);
+      const row = el("li", { class: "frame output-group" }, el("a", { class: "seq", href: runLink(this.runId, frame.seq), "aria-label": `frame ${frame.seq}: the script's output, from here` }, `#${frame.seq}`), el("span", { class: "type" }, "output"), label);
       this.timeline.append(row);
       this.group = { row, label, first: frame.seq, counts: {} };
     }
@@ -270,7 +270,8 @@ export class RunView {
     return el(
       "li",
       { class: `frame ${frame.type}${(frame.status && frame.status !== HookStatus.OK) || frame.ok === false ? " bad" : ""}`, "data-seq": frame.seq, "data-type": frame.type },
-      el("a", { class: "seq", href: runLink(this.runId, frame.seq), title: when(frame.at) }, `#${frame.seq}`),
+      // Named by what the frame is: "frame 7: hook lint (script.onSuccess), failed", not "#7".
+      el("a", { class: "seq", href: runLink(this.runId, frame.seq), title: when(frame.at), "aria-label": visible(`frame ${frame.seq}: ${frameSaid(frame)}`) }, `#${frame.seq}`),
       el("span", { class: "type" }, frame.type, el("span", { class: "at" }, when(frame.at))),
       body,
     );
