@@ -73,3 +73,32 @@ def test_each_frame_link_says_what_its_frame_is(page: Page, served: dict[str, An
     }
     for key, name in names.items():
         expect(rows[key].get_by_role("link")).to_have_accessible_name(re.compile(f"^{name}$"))
+
+
+APPLIED = {
+    "python": "def main():\n    return {'greeting': 'hello', 'n': 1}\n",
+    "hooks": [
+        {
+            "name": "upper",
+            "on": "script",
+            "phase": "onSuccess",
+            "effect": "apply",
+            "run": ["sh", "-c", 'echo \'{"apply": {"value": {"greeting": "HELLO", "n": 1}}}\''],
+        }
+    ],
+}
+
+
+def test_the_lines_an_apply_changed_are_said_added_and_removed(
+    page: Page, served: dict[str, Any]
+) -> None:
+    sign_in(page, served)
+    run_id = exec_run(served, APPLIED, wait=True)
+    page.goto(f"{origin(served)}/#/runs/{run_id}")
+    expect(page.locator(".diff-lines")).to_match_aria_snapshot(
+        """
+        - group "lines changed":
+          - text: '{ removed: "greeting": "hello", added: "greeting": "HELLO", "n": 1 }'
+        """,
+        timeout=WAIT_MS,
+    )

@@ -197,14 +197,21 @@ function hookBody(h) {
 function diffBlock(original, value) {
   const before = shown(original);
   const after = shown(value);
+  // The mark is seen, its word heard: an `aria-label` on a plain span is not read.
   const rows = lineDiff(before, after).map(([mark, text]) =>
-    el("div", { class: mark === "+" ? "add" : mark === "-" ? "del" : "same" }, el("span", { class: "mark", "aria-label": mark === "+" ? "added" : mark === "-" ? "removed" : "" }, mark), text),
+    el(
+      "div",
+      { class: mark === "+" ? "add" : mark === "-" ? "del" : "same" },
+      el("span", { class: "mark", "aria-hidden": "true" }, mark),
+      mark === " " ? null : el("span", { class: "visually-hidden" }, mark === "+" ? "added: " : "removed: "),
+      text,
+    ),
   );
   return el(
     "figure",
     { class: "diff" },
     el("figcaption", {}, "original → new"),
     el("div", { class: "diff-sides" }, el("div", {}, el("span", { class: "label" }, "original"), pre(before, "before")), el("div", { class: "arrow", "aria-hidden": "true" }, "→"), el("div", {}, el("span", { class: "label" }, "new"), pre(after, "after"))),
-    el("div", { class: "diff-lines", "aria-label": "lines changed" }, ...rows),
+    el("div", { class: "diff-lines", role: "group", "aria-label": "lines changed" }, ...rows),
   );
 }
