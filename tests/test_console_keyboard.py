@@ -8,7 +8,9 @@ few sentences, and the accessibility tree of the pages a person meets.
 A second tab's late answer is made by holding back, in the browser's own network layer
 (Playwright's `route_web_socket`, passing everything through to the real server), the frames
 the server sent that tab after the one that settled the question: the person answers
-before the page has heard it is settled, as on a slow link.
+before the page has heard it is settled, as on a slow link. Its clock is a minute behind
+(as on a machine whose clock is slow): by its own clock the deadline has not passed, so it
+still offers the buttons (a page whose clock says the deadline passed offers none).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import itertools
 import json
 import shlex
+import time
 from typing import Any
 
 import pytest
@@ -126,6 +129,7 @@ def test_a_late_answer_from_a_second_tab_is_said_not_taken(
     first = browser.new_context()
     second = browser.new_context()
     try:
+        second.clock.install(time=time.time() - 60)
         one, two = first.new_page(), second.new_page()
         sign_in(one, served)
         sign_in(two, served)

@@ -8,11 +8,15 @@ added and removed, and a question whose countdown ran out by the page's clock.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import re
 from typing import Any
 
 from console_browser import (
+    GATE,
     WAIT_MS,
+    Browser,
     Page,
     browser,
     exec_run,
@@ -22,6 +26,8 @@ from console_browser import (
     served,
     sign_in,
 )
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
 
 #: The fixtures come from `console_browser`; named here so that pytest finds them.
 __all__ = ["browser", "page", "served"]
@@ -102,3 +108,47 @@ def test_the_lines_an_apply_changed_are_said_added_and_removed(
         """,
         timeout=WAIT_MS,
     )
+
+
+def answer_from_afar(served: dict[str, Any], run_id: str, word: str) -> None:
+    """Answers the run's open question on a socket of its own (a real client, as a terminal
+    would), and reads the run to its end."""
+    server = served["server"]
+    url = f"{server.url}/v1/runs/{run_id}?from=0"
+    ws = connect(url, additional_headers=server.headers(), max_size=None, proxy=None)
+    with ws, contextlib.suppress(ConnectionClosed):
+        while True:
+            for line in str(ws.recv(timeout=60)).split("\n"):
+                frame = json.loads(line)
+                if frame.get("type") == "ask":
+                    ws.send(json.dumps({"type": "answer", "askId": frame["askId"], "answer": word}))
+
+
+def test_a_question_past_its_deadline_by_the_page_clock_takes_no_answer(
+    browser: Browser, served: dict[str, Any]
+) -> None:
+    context = browser.new_context()
+    try:
+        tab = context.new_page()
+        tab.clock.install()  # the page's own clock, moved on below (the server's is not)
+        sign_in(tab, served)
+        run_id = exec_run(served, {"argv": ["true"], "hooks": [GATE]}, wait=False)
+        tab.goto(f"{origin(served)}/#/runs/{run_id}")
+        yes = tab.get_by_role("button", name="Yes")
+        no = tab.get_by_role("button", name="No")
+        expect(yes).to_be_enabled(timeout=WAIT_MS)
+        no.focus()
+        tab.clock.fast_forward("01:01")  # past the minute the question waits, by this clock
+        expect(yes).to_be_disabled()
+        expect(no).to_be_disabled()
+        state = tab.locator(".frame.ask .ask-state")
+        expect(state).to_have_text(
+            'its deadline has passed by this page\'s clock: "no" applies unless the server'
+            " took an answer in time"
+        )
+        expect(state).to_be_focused()  # not lost with the button
+        # The server decides: its own clock has not reached the deadline, an answer counts.
+        answer_from_afar(served, run_id, "yes")
+        expect(state).to_have_text("answered yes (by client)", timeout=WAIT_MS)
+    finally:
+        context.close()

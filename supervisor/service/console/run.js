@@ -298,16 +298,28 @@ export class RunView {
     ];
     // How long the run still waits, by this machine's clock against the frame's stamp.
     ask.left = el("span", { class: "ask-left", "aria-live": "off" }, "");
+    ask.group = el("div", { class: "ask-buttons", role: "group", "aria-label": `Answer: ${frame.question}` }, ...ask.buttons, state, ask.left);
     const deadline = Date.parse(frame.at) + frame.deadlineMs;
     const tick = () => {
-      const seconds = Math.max(0, Math.round((deadline - Date.now()) / 1000));
-      ask.left.textContent = Number.isNaN(seconds) ? "" : `"${frame.default}" in about ${seconds} s`;
+      const left = deadline - Date.now();
+      if (left <= 0) return this.expired(ask);
+      ask.left.textContent = Number.isNaN(left) ? "" : `"${frame.default}" in about ${Math.round(left / 1000)} s`;
     };
-    tick();
     ask.timer = setInterval(tick, 1000);
-    ask.group = el("div", { class: "ask-buttons", role: "group", "aria-label": `Answer: ${frame.question}` }, ...ask.buttons, state, ask.left);
+    tick();
     this.asks.set(frame.askId, ask);
     return ask.group;
+  }
+
+  /** The question's deadline has passed by this page's clock: no answer from here would
+   * count, so none is offered. The server says what applied (its hook frame comes). */
+  expired(ask) {
+    clearInterval(ask.timer);
+    ask.left.textContent = "";
+    if (ask.sent !== null) return; // answered from here: its fate is the server's to say
+    keepFocus(ask.group, ask.state);
+    for (const b of ask.buttons) b.disabled = true;
+    ask.state.textContent = visible(`its deadline has passed by this page's clock: "${ask.frame.default}" applies unless the server took an answer in time`);
   }
 
   /** The server refused this page's answer (`obj`, an error message with its `askId`). */
