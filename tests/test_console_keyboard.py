@@ -69,8 +69,9 @@ def test_a_question_answered_with_the_keyboard_keeps_the_focus_on_it(
     run_id = exec_run(served, {"argv": ["true"], "hooks": [GATE]}, wait=False)
     page.goto(f"{origin(served)}/#/runs/{run_id}")
     yes = page.get_by_role("button", name="Yes")
-    expect(page.get_by_role("heading", name=f"Run {run_id}")).to_be_focused(timeout=WAIT_MS)
-    tab_to(page, yes)
+    # The run waits on it: the focus goes to the question, one Tab from its Yes.
+    expect(page.locator(".frame.ask .question-line")).to_be_focused(timeout=WAIT_MS)
+    assert tab_to(page, yes) == 1
     page.keyboard.press("Enter")
     expect(page.locator(".frame.end")).to_be_visible(timeout=WAIT_MS)
     # The buttons went; the focus is on what the question says now, not lost to the page.
@@ -229,6 +230,7 @@ def test_the_accessibility_tree_names_every_control_and_status(
         f"""
         - article "Run {run_id}":
           - heading "Run {run_id}" [level=2]
+          - link "Go to the open question"
           - link "Download output (.txt)"
           - link "Download frames (.ndjson)"
           - checkbox "Show times"

@@ -13,6 +13,7 @@ import json
 import re
 from typing import Any
 
+import pytest
 from console_browser import (
     GATE,
     WAIT_MS,
@@ -21,10 +22,12 @@ from console_browser import (
     browser,
     exec_run,
     expect,
+    held_from,
     origin,
     page,
     served,
     sign_in,
+    tab_to,
 )
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
@@ -79,6 +82,62 @@ def test_each_frame_link_says_what_its_frame_is(page: Page, served: dict[str, An
     }
     for key, name in names.items():
         expect(rows[key].get_by_role("link")).to_have_accessible_name(re.compile(f"^{name}$"))
+
+
+#: A run whose question comes after thirty hooks' frames: thirty links before its buttons.
+LONG_BEFORE_ASKING = {
+    "argv": ["true"],
+    "hooks": [
+        *({"name": f"h{i}", "on": "script", "phase": "before", "run": ["true"]} for i in range(30)),
+        {**GATE, "phase": "onSuccess"},
+    ],
+}
+
+
+@pytest.mark.parametrize("where", ["on-the-heading", "typing-a-search"])
+def test_a_question_that_comes_is_reached_at_once(
+    browser: Browser, served: dict[str, Any], where: str
+) -> None:
+    context = browser.new_context()
+    try:
+        tab = context.new_page()
+        sign_in(tab, served)
+        holding = held_from(tab, '"type":"ask"')
+        run_id = exec_run(served, LONG_BEFORE_ASKING, wait=False)
+        tab.goto(f"{origin(served)}/#/runs/{run_id}")
+        heading = tab.get_by_role("heading", name=f"Run {run_id}")
+        expect(heading).to_be_focused(timeout=WAIT_MS)
+        expect(tab.locator('.frame.hook[data-type="hook"]')).to_have_count(30, timeout=WAIT_MS)
+        box = tab.get_by_role("searchbox", name="Search the runs")
+        if where == "typing-a-search":
+            box.focus()
+            tab.keyboard.type("depl")
+        holding["release"]()  # the question comes
+        question = tab.locator(".frame.ask .ask p").first
+        expect(question).to_be_visible(timeout=WAIT_MS)
+        expect(tab.locator("#announce")).to_contain_text("gate asks: Deploy now?")
+        if where == "typing-a-search":
+            # Left where the person is; the page says where the question is.
+            expect(box).to_be_focused()
+            expect(box).to_have_value("depl")
+            expect(tab.locator("#announce")).to_contain_text("Go to the open question")
+            heading.focus()
+        else:
+            # Nobody chose another place: the question has the focus.
+            expect(question).to_be_focused()
+            heading.focus()
+        # From the run's heading, the question is two keys away, its Yes button three.
+        go = tab.get_by_role("link", name="Go to the open question")
+        assert tab_to(tab, go) == 1
+        tab.keyboard.press("Enter")
+        expect(question).to_be_focused()
+        yes = tab.get_by_role("button", name="Yes")
+        assert tab_to(tab, yes) == 1
+        tab.keyboard.press("Enter")
+        expect(tab.locator(".frame.end")).to_be_visible(timeout=WAIT_MS)
+        expect(go).to_be_hidden()  # no question is open any more
+    finally:
+        context.close()
 
 
 APPLIED = {

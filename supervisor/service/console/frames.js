@@ -65,7 +65,8 @@ export function frameBody(frame, view) {
       return el(
         "div",
         { class: "ask" },
-        el("p", {}, el("strong", {}, frame.hook), " asks: ", el("span", { class: "question" }, frame.question)),
+        // Where "Go to the open question" takes the focus (`questions.js`).
+        el("p", { class: "question-line", tabindex: "-1" }, el("strong", {}, frame.hook), " asks: ", el("span", { class: "question" }, frame.question)),
         el("p", { class: "hint" }, `Unanswered within ${duration(frame.deadlineMs)}, the answer is "${frame.default}"${frame.default === "no" ? " (the run is refused)" : ""}.`),
         view.ended ? null : view.askButtons(frame),
       );

@@ -8,6 +8,7 @@ import { Folds } from "./folds.js";
 import { frameBody, frameSaid, outputText } from "./frames.js";
 import { Socket } from "./net.js";
 import { OutputList } from "./output.js";
+import { QuestionLink } from "./questions.js";
 import { RunningList } from "./running.js";
 import { AnsweredBy, Control, FrameType, HookStatus, OUTPUT_TYPES, ServiceMessage } from "./tables.js";
 
@@ -66,10 +67,13 @@ export class RunView {
     this.hooksNow = new RunningList();
     this.head = el("div", { class: "run-head" });
     this.notice = el("p", { class: "notice", role: "status", hidden: true });
+    const title = el("h2", { id: "run-title" }, "Run ", el("code", {}, runId));
+    this.toQuestion = new QuestionLink(title);
     this.root = el(
       "article",
       { class: "run", "aria-labelledby": "run-title" },
-      el("h2", { id: "run-title" }, "Run ", el("code", {}, runId)),
+      title,
+      this.toQuestion.root,
       this.head,
       this.notice,
       this.tools(),
@@ -188,6 +192,7 @@ export class RunView {
     const count = document.getElementById("output-count");
     if (count) count.textContent = this.output.length ? `(${this.output.length.toLocaleString()} lines)` : "";
     if (this.target !== null) this.reveal();
+    this.toQuestion.drawn();
   }
 
   draw(frame) {
@@ -206,7 +211,10 @@ export class RunView {
       this.settleAsk(frame);
       announce(`hook ${frame.name}: ${frame.status}${frame.refused ? ", refused" : ""}`);
     }
-    if (frame.type === FrameType.ASK) announce(`${frame.hook} asks: ${frame.question}`, true);
+    if (frame.type === FrameType.ASK) {
+      announce(`${frame.hook} asks: ${frame.question}`, true);
+      if (this.asks.has(frame.askId)) this.toQuestion.asked(frame.askId, row.querySelector(".question-line"), runLink(this.runId, frame.seq));
+    }
     if ((frame.type === FrameType.ASK || frame.type === FrameType.HOOK) && this.running) this.showRunning();
     if (frame.type === FrameType.RESULT || frame.type === FrameType.ERROR) this.outcome = frame;
     if (frame.type === FrameType.END) {
@@ -317,6 +325,7 @@ export class RunView {
     clearInterval(ask.timer);
     ask.left.textContent = "";
     if (ask.sent !== null) return; // answered from here: its fate is the server's to say
+    this.toQuestion.gone(ask.frame.askId);
     keepFocus(ask.group, ask.state);
     for (const b of ask.buttons) b.disabled = true;
     ask.state.textContent = visible(`its deadline has passed by this page's clock: "${ask.frame.default}" applies unless the server took an answer in time`);
@@ -340,6 +349,7 @@ export class RunView {
       ask.asked = hook.asked;
       ask.state.textContent = visible(settledText(hook.asked, ask.sent));
       this.asks.delete(id);
+      this.toQuestion.gone(id);
       this.settled.set(id, ask);
       if (this.settled.size > SETTLED_KEPT) this.settled.delete(this.settled.keys().next().value);
     }
@@ -352,6 +362,7 @@ export class RunView {
       keepFocus(ask.group, ask.state);
       for (const b of ask.buttons) b.disabled = true;
       ask.state.textContent = "the run has ended";
+      this.toQuestion.gone(ask.frame.askId);
     }
     this.asks.clear();
   }
