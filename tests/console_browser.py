@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import socket
 import sys
 import threading
@@ -165,6 +166,52 @@ def page(browser: Browser, served: dict[str, Any]) -> Iterator[Page]:
 
 def origin(served: dict[str, Any]) -> str:
     return f"http://127.0.0.1:{served['server'].port}"
+
+
+def sign_in(page: Page, served: dict[str, Any]) -> None:
+    """Opens the console with the server's token (the cookie kept), and waits for it to be live."""
+    page.goto(f"{origin(served)}/?token={served['server'].token}")
+    expect(page.locator("#link")).to_have_text("live", timeout=WAIT_MS)
+
+
+def tab_to(page: Page, target: Any, most: int = 40) -> int:
+    """Presses Tab until `target` has the focus (at most `most` times); how many times."""
+    for pressed in range(most):
+        if target.evaluate("e => e === document.activeElement"):
+            return pressed
+        page.keyboard.press("Tab")
+    expect(target).to_be_focused()
+    return most
+
+
+def held_from(tab: Page, marker: str) -> dict[str, Any]:
+    """Holds back what the server sends `tab` on a run's socket from its first message that
+    holds `marker` on, until `release()` (the rest passes through, both ways): frames that
+    come late, as on a slow link (Playwright's `route_web_socket`, in the browser's own
+    network layer, in front of the real server)."""
+    state: dict[str, Any] = {"held": [], "hold": True}
+
+    def route(ws: Any) -> None:
+        server = ws.connect_to_server()
+
+        def from_server(message: str | bytes) -> None:
+            if state["hold"] and (state["held"] or marker in str(message)):
+                state["held"].append(message)
+            else:
+                ws.send(message)
+
+        server.on_message(from_server)
+        ws.on_message(server.send)
+        state["ws"] = ws
+
+    def release() -> None:
+        state["hold"] = False
+        for message in state["held"]:
+            state["ws"].send(message)
+
+    state["release"] = release
+    tab.route_web_socket(re.compile(r"/v1/runs/"), route)
+    return state
 
 
 def shot(page: Page, name: str) -> None:

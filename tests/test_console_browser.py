@@ -166,10 +166,11 @@ def test_a_run_appears_live_its_question_is_answered_from_the_page_and_its_frame
     item = page.locator(f'li[data-run="{run_id}"] a')
     expect(item).to_be_visible(timeout=WAIT_MS)  # listed live, from the event stream
     expect(item).to_contain_text("running")
-    # Keyboard only: to the run's link, Enter; then Tab to the question's Yes button.
+    # Keyboard only: to the run's link, Enter; the focus goes to the question the run waits
+    # on (its heading first); then Tab to the question's Yes button.
     item.focus()
     page.keyboard.press("Enter")
-    expect(page.get_by_role("heading", name=f"Run {run_id}")).to_be_focused(timeout=WAIT_MS)
+    expect(page.locator(".frame.ask .question-line")).to_be_focused(timeout=WAIT_MS)
     yes = page.get_by_role("button", name="Yes")
     expect(yes).to_be_visible(timeout=WAIT_MS)
     expect(page.locator(".frame.ask")).to_contain_text("Deploy now?")

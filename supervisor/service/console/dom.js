@@ -52,6 +52,16 @@ export function when(at) {
   return today ? date.toLocaleTimeString() : date.toLocaleString();
 }
 
+/** `text` cut to about `most` characters for a listener (at a space past its middle, if one
+ * is there), "…" where it was cut; whole when it is that short. */
+export function cut(text, most) {
+  const chars = Array.from(String(text).slice(0, 2 * most + 2));
+  if (chars.length <= most) return chars.join("");
+  const head = chars.slice(0, most).join("");
+  const space = head.lastIndexOf(" ");
+  return `${(space > most / 2 ? head.slice(0, space) : head).trimEnd()}…`;
+}
+
 /** A JSON value as readable text (strings as they are). Long text is cut at `limit`. */
 export function shown(value, limit = 20000) {
   let text;

@@ -87,7 +87,7 @@ export class Folds {
   newRow(kind, seq, timeline) {
     this.open();
     const label = el("div", { class: "label" }, "");
-    const node = el("li", { class: `frame folded ${kind}`, "data-first": seq }, el("a", { class: "seq", href: this.link(seq) }, `#${seq}`), el("span", { class: "type" }, kind === CALL_POINT ? "calls" : kind), label);
+    const node = el("li", { class: `frame folded ${kind}`, "data-first": seq }, el("a", { class: "seq", href: this.link(seq), "aria-label": `frame ${seq}: the first of the frames this row counts` }, `#${seq}`), el("span", { class: "type" }, kind === CALL_POINT ? "calls" : kind), label);
     timeline.append(node);
     return { kind, node, label, first: seq, last: seq, frames: 0, outputs: 0, tools: new Map() };
   }

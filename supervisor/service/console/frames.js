@@ -2,7 +2,7 @@
 // what it dropped, what an \`apply\` changed as original → new), and an output frame's text.
 
 import { overwritten, parse, styleNode } from "./ansi.js";
-import { commandLine, duration, el, lineDiff, shown } from "./dom.js";
+import { commandLine, cut, duration, el, lineDiff, shown } from "./dom.js";
 import { ENVELOPE_KEYS, FrameType, HookStatus } from "./tables.js";
 
 export function outputText(frame) {
@@ -23,6 +23,35 @@ function printed(text) {
   return el("pre", {}, ...(text.includes("\r") ? overwritten(pieces) : pieces).map((piece) => styleNode(el("span", {}, piece.text), piece.style)));
 }
 
+/** The most characters of a command line, question or message a frame's link says. */
+const SAID_TEXT = 60;
+
+/** What a frame is, in a few words, for its link's name: its type and what tells it from
+ * the frames around it (`hook lint (script.onSuccess), failed`). */
+export function frameSaid(frame) {
+  switch (frame.type) {
+    case FrameType.START:
+      return `start, ${cut(commandLine(frame.argv), SAID_TEXT)}`;
+    case FrameType.HOOK:
+      return `hook ${frame.name} (${frame.on}.${frame.phase}), ${frame.status}${frame.refused ? ", refused" : ""}${frame.changed ? ", applied" : ""}`;
+    case FrameType.CALL:
+      return `call ${frame.server}.${frame.tool}, ${frame.ok ? HookStatus.OK : HookStatus.FAILED}`;
+    case FrameType.ASK:
+      return `question from ${frame.hook}: ${cut(frame.question, SAID_TEXT)}`;
+    case FrameType.ARTIFACT:
+      return `artifact ${cut(frame.name, SAID_TEXT)}`;
+    case FrameType.EGRESS:
+      return `egress to ${frame.host}:${frame.port}, not admitted`;
+    case FrameType.ERROR:
+    case FrameType.WARNING:
+      return `${frame.type}: ${cut(frame.message ?? "", SAID_TEXT)}`;
+    case FrameType.END:
+      return `end, exit code ${frame.exitCode ?? "none"}`;
+    default:
+      return String(frame.type);
+  }
+}
+
 /** What one frame shows, by type; a type this page does not know shows its fields. */
 export function frameBody(frame, view) {
   switch (frame.type) {
@@ -36,7 +65,8 @@ export function frameBody(frame, view) {
       return el(
         "div",
         { class: "ask" },
-        el("p", {}, el("strong", {}, frame.hook), " asks: ", el("span", { class: "question" }, frame.question)),
+        // Where "Go to the open question" takes the focus (`questions.js`).
+        el("p", { class: "question-line", tabindex: "-1" }, el("strong", {}, frame.hook), " asks: ", el("span", { class: "question" }, frame.question)),
         el("p", { class: "hint" }, `Unanswered within ${duration(frame.deadlineMs)}, the answer is "${frame.default}"${frame.default === "no" ? " (the run is refused)" : ""}.`),
         view.ended ? null : view.askButtons(frame),
       );
@@ -168,14 +198,21 @@ function hookBody(h) {
 function diffBlock(original, value) {
   const before = shown(original);
   const after = shown(value);
+  // The mark is seen, its word heard: an `aria-label` on a plain span is not read.
   const rows = lineDiff(before, after).map(([mark, text]) =>
-    el("div", { class: mark === "+" ? "add" : mark === "-" ? "del" : "same" }, el("span", { class: "mark", "aria-label": mark === "+" ? "added" : mark === "-" ? "removed" : "" }, mark), text),
+    el(
+      "div",
+      { class: mark === "+" ? "add" : mark === "-" ? "del" : "same" },
+      el("span", { class: "mark", "aria-hidden": "true" }, mark),
+      mark === " " ? null : el("span", { class: "visually-hidden" }, mark === "+" ? "added: " : "removed: "),
+      text,
+    ),
   );
   return el(
     "figure",
     { class: "diff" },
     el("figcaption", {}, "original → new"),
     el("div", { class: "diff-sides" }, el("div", {}, el("span", { class: "label" }, "original"), pre(before, "before")), el("div", { class: "arrow", "aria-hidden": "true" }, "→"), el("div", {}, el("span", { class: "label" }, "new"), pre(after, "after"))),
-    el("div", { class: "diff-lines", "aria-label": "lines changed" }, ...rows),
+    el("div", { class: "diff-lines", role: "group", "aria-label": "lines changed" }, ...rows),
   );
 }

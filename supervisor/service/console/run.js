@@ -5,9 +5,10 @@
 
 import { announce, commandLine, duration, el, visible, when } from "./dom.js";
 import { Folds } from "./folds.js";
-import { frameBody, outputText } from "./frames.js";
+import { frameBody, frameSaid, outputText } from "./frames.js";
 import { Socket } from "./net.js";
 import { OutputList } from "./output.js";
+import { QuestionLink } from "./questions.js";
 import { RunningList } from "./running.js";
 import { AnsweredBy, Control, FrameType, HookStatus, OUTPUT_TYPES, ServiceMessage } from "./tables.js";
 
@@ -66,10 +67,13 @@ export class RunView {
     this.hooksNow = new RunningList();
     this.head = el("div", { class: "run-head" });
     this.notice = el("p", { class: "notice", role: "status", hidden: true });
+    const title = el("h2", { id: "run-title" }, "Run ", el("code", {}, runId));
+    this.toQuestion = new QuestionLink(title);
     this.root = el(
       "article",
       { class: "run", "aria-labelledby": "run-title" },
-      el("h2", { id: "run-title" }, "Run ", el("code", {}, runId)),
+      title,
+      this.toQuestion.root,
       this.head,
       this.notice,
       this.tools(),
@@ -188,6 +192,7 @@ export class RunView {
     const count = document.getElementById("output-count");
     if (count) count.textContent = this.output.length ? `(${this.output.length.toLocaleString()} lines)` : "";
     if (this.target !== null) this.reveal();
+    this.toQuestion.drawn();
   }
 
   draw(frame) {
@@ -206,7 +211,10 @@ export class RunView {
       this.settleAsk(frame);
       announce(`hook ${frame.name}: ${frame.status}${frame.refused ? ", refused" : ""}`);
     }
-    if (frame.type === FrameType.ASK) announce(`${frame.hook} asks: ${frame.question}`, true);
+    if (frame.type === FrameType.ASK) {
+      announce(`${frame.hook} asks: ${frame.question}`, true);
+      if (this.asks.has(frame.askId)) this.toQuestion.asked(frame.askId, row.querySelector(".question-line"), runLink(this.runId, frame.seq));
+    }
     if ((frame.type === FrameType.ASK || frame.type === FrameType.HOOK) && this.running) this.showRunning();
     if (frame.type === FrameType.RESULT || frame.type === FrameType.ERROR) this.outcome = frame;
     if (frame.type === FrameType.END) {
@@ -244,7 +252,7 @@ export class RunView {
   outputRow(frame) {
     if (!this.group) {
       const label = el("div", { class: "label" }, "");
-      const row = el("li", { class: "frame output-group" }, el("a", { class: "seq", href: runLink(this.runId, frame.seq) }, `#${frame.seq}`), el("span", { class: "type" }, "output"), label);
+      const row = el("li", { class: "frame output-group" }, el("a", { class: "seq", href: runLink(this.runId, frame.seq), "aria-label": `frame ${frame.seq}: the script's output, from here` }, `#${frame.seq}`), el("span", { class: "type" }, "output"), label);
       this.timeline.append(row);
       this.group = { row, label, first: frame.seq, counts: {} };
     }
@@ -270,7 +278,8 @@ export class RunView {
     return el(
       "li",
       { class: `frame ${frame.type}${(frame.status && frame.status !== HookStatus.OK) || frame.ok === false ? " bad" : ""}`, "data-seq": frame.seq, "data-type": frame.type },
-      el("a", { class: "seq", href: runLink(this.runId, frame.seq), title: when(frame.at) }, `#${frame.seq}`),
+      // Named by what the frame is: "frame 7: hook lint (script.onSuccess), failed", not "#7".
+      el("a", { class: "seq", href: runLink(this.runId, frame.seq), title: when(frame.at), "aria-label": visible(`frame ${frame.seq}: ${frameSaid(frame)}`) }, `#${frame.seq}`),
       el("span", { class: "type" }, frame.type, el("span", { class: "at" }, when(frame.at))),
       body,
     );
@@ -297,16 +306,29 @@ export class RunView {
     ];
     // How long the run still waits, by this machine's clock against the frame's stamp.
     ask.left = el("span", { class: "ask-left", "aria-live": "off" }, "");
+    ask.group = el("div", { class: "ask-buttons", role: "group", "aria-label": `Answer: ${frame.question}` }, ...ask.buttons, state, ask.left);
     const deadline = Date.parse(frame.at) + frame.deadlineMs;
     const tick = () => {
-      const seconds = Math.max(0, Math.round((deadline - Date.now()) / 1000));
-      ask.left.textContent = Number.isNaN(seconds) ? "" : `"${frame.default}" in about ${seconds} s`;
+      const left = deadline - Date.now();
+      if (left <= 0) return this.expired(ask);
+      ask.left.textContent = Number.isNaN(left) ? "" : `"${frame.default}" in about ${Math.round(left / 1000)} s`;
     };
-    tick();
     ask.timer = setInterval(tick, 1000);
-    ask.group = el("div", { class: "ask-buttons", role: "group", "aria-label": `Answer: ${frame.question}` }, ...ask.buttons, state, ask.left);
+    tick();
     this.asks.set(frame.askId, ask);
     return ask.group;
+  }
+
+  /** The question's deadline has passed by this page's clock: no answer from here would
+   * count, so none is offered. The server says what applied (its hook frame comes). */
+  expired(ask) {
+    clearInterval(ask.timer);
+    ask.left.textContent = "";
+    if (ask.sent !== null) return; // answered from here: its fate is the server's to say
+    this.toQuestion.gone(ask.frame.askId);
+    keepFocus(ask.group, ask.state);
+    for (const b of ask.buttons) b.disabled = true;
+    ask.state.textContent = visible(`its deadline has passed by this page's clock: "${ask.frame.default}" applies unless the server took an answer in time`);
   }
 
   /** The server refused this page's answer (`obj`, an error message with its `askId`). */
@@ -327,6 +349,7 @@ export class RunView {
       ask.asked = hook.asked;
       ask.state.textContent = visible(settledText(hook.asked, ask.sent));
       this.asks.delete(id);
+      this.toQuestion.gone(id);
       this.settled.set(id, ask);
       if (this.settled.size > SETTLED_KEPT) this.settled.delete(this.settled.keys().next().value);
     }
@@ -339,6 +362,7 @@ export class RunView {
       keepFocus(ask.group, ask.state);
       for (const b of ask.buttons) b.disabled = true;
       ask.state.textContent = "the run has ended";
+      this.toQuestion.gone(ask.frame.askId);
     }
     this.asks.clear();
   }

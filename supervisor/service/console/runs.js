@@ -1,8 +1,35 @@
 // The retained runs, newest first: status, duration, and the hooks that refused or failed.
 // Refetched whenever the event stream says a run started or finished.
 
-import { commandLine, duration, el, when } from "./dom.js";
+import { commandLine, cut, duration, el, visible, when } from "./dom.js";
 import { getJson } from "./net.js";
+
+/** The most characters of its command line a run's link says aloud: a forty-line
+ * `python -c '…'` is not read out whole (the run's page shows it whole, and so does the
+ * command's title). */
+const SAID_COMMAND = 60;
+/** The most hook names each of its flags says aloud (`failed: a, b, c and 4 more`). */
+const SAID_HOOKS = 3;
+
+function some(names) {
+  const more = names.length - SAID_HOOKS;
+  return more > 0 ? `${names.slice(0, SAID_HOOKS).join(", ")} and ${more} more` : names.join(", ");
+}
+
+/** A run's link's name, for a listener: its status, its command line cut, when it started,
+ * how long it took, its exit code, and the hooks that refused it or failed. */
+function spoken(run, command) {
+  const shown = cut(command, SAID_COMMAND);
+  const parts = [
+    `${run.status} ${run.argvCut > 0 && !shown.endsWith("…") ? `${shown} …` : shown}`,
+    `started ${when(run.startedAt)}`,
+    run.status !== "running" && run.durationMs == null ? "duration unknown" : duration(run.durationMs),
+    run.exitCode !== null && run.exitCode !== undefined ? `exit ${run.exitCode}` : null,
+    run.refused && run.refused.length ? `refused by ${some(run.refused)}` : null,
+    run.failed && run.failed.length ? `failed: ${some(run.failed)}` : null,
+  ];
+  return parts.filter((p) => p !== null && p !== "—").join(", ");
+}
 
 export class RunsList {
   constructor({ list, count, empty }) {
@@ -56,7 +83,9 @@ export class RunsList {
       if (entry.text !== text) {
         entry.text = text;
         entry.li.className = `run-item ${run.status}`;
-        entry.link.replaceChildren(...this.contents(run).filter((c) => c !== null));
+        const command = commandLine(run.argv) || run.runId;
+        entry.link.replaceChildren(...this.contents(run, command).filter((c) => c !== null));
+        entry.link.setAttribute("aria-label", visible(spoken(run, command)));
         if (run.runId === this.selected) entry.link.setAttribute("aria-current", "page");
       }
       items.push(entry.li);
@@ -69,13 +98,13 @@ export class RunsList {
     while (this.list.children.length > items.length) this.list.lastElementChild.remove();
   }
 
-  contents(run) {
+  contents(run, command) {
     const refused = run.refused || [];
     const failed = run.failed || [];
     return [
       el("span", { class: `badge ${run.status}` }, run.status),
       " ",
-      el("code", { class: "cmd" }, commandLine(run.argv) || run.runId),
+      el("code", { class: "cmd", title: command }, command),
       // (a long argv is cut in listings; the run's own page shows it whole)
       run.argvCut > 0 ? el("span", { class: "meta" }, ` … (${run.argvCut} argument(s) cut)`) : null,
       el(
