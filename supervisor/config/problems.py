@@ -21,7 +21,7 @@ from ..core.errors import Problem
 from ..core.events import ANY_KIND
 from ..core.models import NAME_PATTERN as MODEL_NAME_PATTERN
 from ..core.models import URL_PATTERN as MODEL_URL_PATTERN
-from ..core.passenv import SECRET_NAME_PATTERN, name_glob, unshown
+from ..core.passenv import SECRET_NAME_PATTERN, unshown
 from ..core.points import CWD_GLOB_PATTERN, DEFAULT_PHASE, POINTS
 from ..core.servers import SEPARATOR_PATTERN
 from .closest import did_you_mean
@@ -268,8 +268,7 @@ def _translate(error: ValidationError) -> Iterator[tuple[str, str]]:
         )
     elif kind == "pattern":  # (only a string is held to one)
         hint = egress.item_hint(found) if value == egress.PATTERN else ""
-        secret = value == SECRET_NAME_PATTERN and not name_glob(found)
-        shown = unshown(found) if secret else describe(found)
+        shown = (value == SECRET_NAME_PATTERN and unshown(found)) or describe(found)
         yield where, f"expected {_pattern_words(key, value, found)}, found {shown}{hint}"
     elif kind == "uniqueItems" and isinstance(found, list):
         seen = [item for n, item in enumerate(found) if item in found[:n]]

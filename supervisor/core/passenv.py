@@ -100,7 +100,7 @@ def looks_like_key(name: str) -> bool:
 _NAME_GLOB: Final = re.compile(r"[A-Za-z_*?\[][A-Za-z0-9_*?\[\]!-]{0,63}")
 
 
-def name_glob(given: str) -> bool:
+def _name_glob(given: str) -> bool:
     """Whether `given`, refused as a secret's name, is a glob of names (shown as written)
     rather than what may be the secret itself (`unshown`)."""
     return (
@@ -111,8 +111,11 @@ def name_glob(given: str) -> bool:
 
 
 def unshown(given: str) -> str:
-    """What is written where a secret's name goes, in words that do not repeat it: it may be
-    the secret itself, pasted (a config problem's "found …")."""
+    """What is written where a secret's name goes, refused, in words that do not repeat it:
+    it may be the secret itself, pasted (a config problem's "found …"); "" for a glob of
+    names (`TOKEN_*`, copied from `passEnv`), which the caller quotes as written."""
+    if _name_glob(given):
+        return ""
     return f"a string of {len(given)} characters (not shown: it may be the secret itself)"
 
 
