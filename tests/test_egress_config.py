@@ -212,3 +212,17 @@ def test_network_under_net_or_none_is_a_config_error_naming_file_and_pointer(
         tmp_path / "q.toml", '[defaults]\nnetwork = ["pypi.org"]\n' + HOOK + 'sandbox = "none"\n'
     )
     assert load(tmp_path, quiet).find("h").sandbox == "none"  # type: ignore[union-attr]
+
+
+def test_a_name_with_its_trailing_dot_is_the_name_its_item_admits() -> None:
+    """`curl https://localhost.:8443/` under `network = ["localhost:8443"]` was refused, and
+    the refusal said `"localhost.:8443" ... would admit it`, an item the config refuses
+    ("a name is written without its trailing dot"). The name with its dot is the same name:
+    admitted by the item without it, and a refusal names the item without it."""
+    items = egress.rules(["localhost:8443"])
+    assert egress.allows(items, "localhost.", 8443)
+    assert egress.allows(items, "LOCALHOST.", 8443)
+    assert not egress.allows(items, "localhost.", 443)
+    why = egress.refusal("example.org.", 443, None, "[script] network")
+    assert why.endswith('; "example.org" in [script] network would admit it')
+    assert egress.valid(egress.host_item("example.org.", 8443))

@@ -294,3 +294,36 @@ async def test_an_mcp_session_s_calls_reach_the_collector_when_the_client_closes
     (point,) = metrics["mcpx_hooks.hook.duration"].histogram.data_points
     assert point.count == 1
     assert attributes(point.attributes) == {"point": "call", "phase": "suffix"}
+
+
+def test_a_setting_the_sdk_cannot_use_is_said_as_itself_and_the_export_goes_on(
+    tmp_path: Path, marker: Marker
+) -> None:
+    """`OTEL_EXPORTER_OTLP_TIMEOUT=abc` was said as "it answered HTTP 10 ... dropped" (the
+    SDK's default of 10 taken for a status code) while the spans reached the collector; a
+    compression it does not know was said not at all; a header without `=` is said without
+    itself (it may be the API key); an endpoint without its scheme was "it cannot be
+    reached: InvalidSchema"."""
+    config = _config(tmp_path, marker)
+    said = "mcpx-hooks exec: warning: telemetry: the OpenTelemetry SDK says: "
+    for env, line in [
+        ({"OTEL_EXPORTER_OTLP_TIMEOUT": "abc"},
+         said + "Invalid timeout value 'abc', using default of 10 seconds"),
+        ({"OTEL_EXPORTER_OTLP_COMPRESSION": "zstd"}, said + "Unsupported compression type: zstd"),
+        ({"OTEL_EXPORTER_OTLP_HEADERS": f"x-api-key {SECRET}"},
+         said + "a header in OTEL_EXPORTER_OTLP_HEADERS is not name=value (URL-encoded): not sent"),
+    ]:  # fmt: skip
+        with receiver() as (endpoint, got):
+            done = _exec(tmp_path, config, OTEL_EXPORTER_OTLP_ENDPOINT=endpoint, **env)
+            spans = got.spans()
+        assert done.returncode == 0, done.stderr
+        assert done.stderr.splitlines() == [line]
+        assert "run" in {s.name for s in spans}
+    done = _exec(tmp_path, config, OTEL_EXPORTER_OTLP_ENDPOINT="localhost:4318")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == [
+        "mcpx-hooks exec: warning: telemetry: the OTLP collector at localhost:4318"
+        " (OTEL_EXPORTER_OTLP_ENDPOINT): it is no http:// or https:// URL (as"
+        " http://localhost:4318); spans and metrics it was not sent are dropped (the run goes on)"
+    ]
+    assert marker.alive() == []

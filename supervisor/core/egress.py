@@ -47,7 +47,9 @@ class HostRule(Record):
     ports: tuple[int, ...]
 
     def matches(self, host: str, port: int) -> bool:
-        return port in self.ports and fnmatch.fnmatchcase(host.lower(), self.host)
+        # (`localhost.` is `localhost`: the item is written without the dot, and admits both)
+        name = host.lower().removesuffix(".")
+        return port in self.ports and fnmatch.fnmatchcase(name, self.host)
 
     def covered_by(self, rules: Iterable[HostRule]) -> bool:
         """Whether some rule of `rules` allows everything this one allows: its glob, read as
@@ -159,7 +161,8 @@ def refusal(host: str, port: int, note: str | None, declared: str) -> str:
 
 def host_item(host: str, port: int) -> str:
     """`host:port` as a list's item names it: the port left out when it is 80 or 443."""
-    return host if port in DEFAULT_PORTS else f"{host}:{port}"
+    name = host.removesuffix(".")  # (an item is written without it: the config refuses it)
+    return name if port in DEFAULT_PORTS else f"{name}:{port}"
 
 
 def placeholder(name: str, nonce: str) -> str:

@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Mapping
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
@@ -53,6 +54,23 @@ SERVICE: Final = "mcpx-hooks"
 #: How long closing waits for each provider to send what it holds, in ms (the runtime
 #: bounds the whole close: `runtime.TELEMETRY_FLUSH_S`).
 FLUSH_MS: Final = 2_000
+#: How the SDK's lines about exporting begin (one that failed: a status code or an error
+#: after them); its other lines are about a setting of the `OTEL_*` variables it could not use.
+_EXPORTING: Final = (
+    "Failed to export",
+    "Transient error",
+    "Shutdown in progress",
+    "Exporter already shutdown",
+    "Queue full",
+    "Exception while exporting",
+    "Dropping",
+)
+#: How the SDK's line on a header it cannot read begins (the header, which it ends with, is
+#: never said: it may be an API key), and the variable it is read from.
+_HEADERS: Final = "Header format invalid"
+_HEADERS_ENV: Final = "OTEL_EXPORTER_OTLP_HEADERS"
+#: The schemes an endpoint may have.
+_SCHEMES: Final = ("http", "https")
 
 logger = logging.getLogger("mcpx_hooks.telemetry")
 
@@ -68,6 +86,8 @@ class OtlpExporter:
         headers, timeout, compression, certificates); `env` says only whether a service
         name is given there."""
         self._said = _Said(env.get("OTEL_EXPORTER_OTLP_ENDPOINT", ""))
+        if urlsplit(self._said.endpoint).scheme.lower() not in _SCHEMES:
+            self._said.once("it is no http:// or https:// URL (as http://localhost:4318)")
         resource = Resource.create({} if _names_service(env) else {SERVICE_NAME: SERVICE})
         self._tracers = TracerProvider(resource=resource, shutdown_on_exit=False)
         self._tracers.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
@@ -175,6 +195,7 @@ class _Said(logging.Handler):
         self.endpoint = endpoint
         self._lock = threading.Lock()  # (the SDK logs from its exporting threads)
         self._said = False
+        self._asides: set[str] = set()
         sdk = logging.getLogger("opentelemetry")
         if not debugging():
             sdk.propagate = False
@@ -184,6 +205,12 @@ class _Said(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         args = record.args if isinstance(record.args, tuple) else ()
+        if str(record.msg).startswith(_HEADERS):  # (its words end with the header: a key)
+            self.aside(f"a header in {_HEADERS_ENV} is not name=value (URL-encoded): not sent")
+            return
+        if not str(record.msg).startswith(_EXPORTING):
+            self.aside(record.getMessage())
+            return
         error = next((a for a in args if isinstance(a, BaseException)), None)
         code = next((a for a in args[1:2] if isinstance(a, int)), None)
         if error is not None:
@@ -193,6 +220,16 @@ class _Said(logging.Handler):
             self.once(f"it answered HTTP {code}{reason}")
         elif record.levelno >= logging.ERROR:
             self.once("its export failed")
+
+    def aside(self, said: str) -> None:
+        """A line of the SDK's not about an export (`Invalid timeout value 'abc', using
+        default of 10 seconds`): a setting of the `OTEL_*` variables it could not use, said
+        once each, in its words."""
+        with self._lock:
+            if said in self._asides:
+                return
+            self._asides.add(said)
+        logger.warning("warning: telemetry: the OpenTelemetry SDK says: %s", said)
 
     def once(self, why: str) -> None:
         with self._lock:
