@@ -7,9 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from service_client import Stream, arun, open_ws, read_until, start_server
 from websockets.exceptions import ConnectionClosed
-
-from tests.service_client import Stream, arun, open_ws, read_until, start_server
 
 
 def test_client_closed_carries_the_code_of_a_clean_close(tmp_path: Path) -> None:
