@@ -31,7 +31,7 @@ import trio
 from . import requestcycle
 from .framerate import FrameRate
 from .pings import Pings
-from .protocol import ServerProtocol
+from .protocol import ABNORMAL, ServerProtocol
 from .protocolevents import Ended, Message, Phase, Pong, Request
 from .unfinished import Unfinished
 from .wire import ConnectionClosed
@@ -230,9 +230,8 @@ class ServerConnection:
         return self._protocol
 
     async def receive_raw(self) -> bytes:
-        """Bytes from the client while the reader does not read (a request's body before
-        its answer, or whatever comes after the answer began); b"" once the client has
-        closed its side or the socket broke."""
+        """Bytes from the client while the reader does not read (a request's body before its
+        answer, or what comes after the answer began); b"" once the client closed or broke."""
         assert self._protocol.phase in (Phase.ASKED, Phase.ANSWERED), self._protocol.phase
         try:
             data = await self._stream.receive_some(RECEIVE_BYTES)
@@ -357,10 +356,12 @@ class ServerConnection:
 
     # ---- ending ----------------------------------------------------------------------------
 
-    async def abort(self) -> None:
-        """Closes the TCP stream without a close frame (for a broken or stalled socket)."""
+    async def abort(self) -> int | None:
+        """Cuts the TCP stream, no close frame; the code of a closing handshake made, else None."""
+        made = self._closed
         self.drop()
         await trio.lowlevel.cancel_shielded_checkpoint()
+        return None if made is None or made.code == ABNORMAL else made.code
 
     def drop(self) -> None:
         """`abort` at once, with no checkpoint (`aclose_forcefully` raises and catches a

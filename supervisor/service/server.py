@@ -347,8 +347,7 @@ class Service(Endpoints):
         finally:
             seat.leave_idle()
         if wake.gone or conn.broken or ending is None:
-            await conn.abort()
-            return None
+            return await conn.abort()  # (the client's close code, when it closed first)
         said = ending.text if ending.code is not Close.NORMAL else None
         await conn.close(ending.code, ending.reason, said)
         return int(ending.code)
