@@ -362,7 +362,7 @@ BIG = "x" * (1024 * 1024 + 10)
         ("/v1/exec", ['{"argv": ["true"], "hooks": [{"run": "ls"}]}'], 4400, "per-call hook"),
         ("/v1/exec", [b"\x00binary"], 1003, "binary"),
         ("/v1/exec", ['{"type": "cancel"}'], 4400, "unknown field 'type'"),
-        ("/v1/exec", [BIG], 1009, "message over 1048576 bytes"),
+        ("/v1/exec", [BIG], 1009, "message over 1048576 bytes (--max-message-bytes): send less"),
         ("/v1/exec?x=1", [], 4400, "unknown query parameter 'x'"),
         ("/v1/runs/nosuchrun", [], 4404, "no run 'nosuchrun'"),
         ("/v1/runs/nosuchrun?from=-1", [], 4400, "non-negative integer"),

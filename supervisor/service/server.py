@@ -101,7 +101,7 @@ class Service(Endpoints):
         self.mcp = McpHttp(
             runtime, options.cwd, self, max_body=limits.max_message_bytes, body_s=limits.handshake_s
         )
-        said = f"message over {limits.max_message_bytes} bytes; the socket is closed"
+        said = f"message over {limits.max_message_bytes} bytes (--max-message-bytes): send less"
         self._too_big = WireError(Close.TOO_BIG, said).text
         #: What every connection's unfinished message or body holds, together.
         self.unfinished = Unfinished(limits.max_unfinished_bytes)
