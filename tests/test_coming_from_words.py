@@ -120,3 +120,28 @@ def test_the_page_shows_what_validate_prints() -> None:
     for line in shown.splitlines():
         where, _, message = line.removeprefix("hooks.toml:").partition(": ")
         assert SAID[where] == message
+
+
+def test_init_from_a_git_hook_script_says_how_to_declare_it(tmp_path: Path) -> None:
+    """A Husky or git hook script given to `init --from` (named as git names its hooks) was
+    said to be 'not a pre-commit config (expected a top-level repos list)'; it is said to be a
+    script, with the hook that runs it."""
+    (tmp_path / ".husky").mkdir()
+    (tmp_path / ".husky" / "pre-commit").write_text("npm test\n")
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+    done = subprocess.run(
+        [*CLI, "init", "--from", ".husky/pre-commit"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        "mcpx-hooks init: .husky/pre-commit: a git hook script (as git or Husky runs it), not a"
+        ' pre-commit or lefthook config; declare it as a hook: run = ["sh",'
+        ' ".husky/pre-commit"], on = "script", phase = "before", effect = "ask",'
+        ' failure = "closed"\n'
+    )
+    assert not (tmp_path / ".mcpx-hooks.toml").exists()
