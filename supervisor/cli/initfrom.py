@@ -4,6 +4,7 @@ over a file), checked by the loader, with what was not converted said on stdout.
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import sys
@@ -22,6 +23,31 @@ if TYPE_CHECKING:
 
 #: The formats, by what their file's name holds.
 FORMATS = ("pre-commit", "lefthook")
+#: The names of git's hooks (githooks(5)): a file so named (in .git/hooks, in .husky) is a
+#: script git runs, not a hook manager's config.
+GIT_HOOKS = frozenset(
+    [
+        "applypatch-msg",
+        "pre-applypatch",
+        "post-applypatch",
+        "pre-commit",
+        "pre-merge-commit",
+        "prepare-commit-msg",
+        "commit-msg",
+        "post-commit",
+        "pre-rebase",
+        "post-checkout",
+        "post-merge",
+        "pre-push",
+        "pre-receive",
+        "update",
+        "post-receive",
+        "post-update",
+        "push-to-checkout",
+        "pre-auto-gc",
+        "post-rewrite",
+    ]
+)
 
 
 def _format(path: Path, data: Any) -> str:
@@ -35,8 +61,15 @@ def _format(path: Path, data: Any) -> str:
 
 def convert(path: Path) -> tuple[str, Converted]:
     """The format of `path` and its hooks converted (`SourceFileError` naming the file)."""
-    from ..config.importers import from_lefthook, from_precommit, read_yaml
+    from ..config.importers import SourceFileError, from_lefthook, from_precommit, read_yaml
 
+    if path.name in GIT_HOOKS:
+        shown = shown_file(path)
+        raise SourceFileError(
+            f"{shown}: a git hook script (as git or Husky runs it), not a pre-commit or"
+            f" lefthook config; declare it as a hook: run = {json.dumps(['sh', shown])},"
+            ' on = "script", phase = "before", effect = "ask", failure = "closed"'
+        )
     data = read_yaml(path)
     fmt = _format(path, data)
     shown = shown_file(path)  # (what its problems name it)

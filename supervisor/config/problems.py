@@ -1,10 +1,9 @@
-"""jsonschema errors translated into `Problem`s a person can act on.
-
-Each message says what was expected and what was found, at an RFC 6901 JSON pointer; an unknown
-key gets its own pointer and a "did you mean"; a hook's action rule gets one sentence, never a
-dump of `oneOf` branches; a failed `pattern` is said in words, never as the regex. Everything
-returned can be printed: a lone surrogate or a NUL taken from the input is written as its
-`\\uXXXX` escape.
+"""jsonschema errors translated into `Problem`s a person can act on: what was expected and
+what was found, at an RFC 6901 JSON pointer; an unknown key at its own pointer, with a "did you
+mean" (or, for another hook system's word, what it is here: `foreign`); a hook's action rule in
+one sentence, never a dump of `oneOf` branches; a failed `pattern` in words, never the regex.
+Everything returned can be printed: a lone surrogate or a NUL taken from the input is written
+as its `\\uXXXX` escape.
 """
 
 from __future__ import annotations
@@ -25,6 +24,7 @@ from ..core.passenv import SECRET_NAME_PATTERN, unshown
 from ..core.points import CWD_GLOB_PATTERN, DEFAULT_PHASE, POINTS
 from ..core.servers import SEPARATOR_PATTERN
 from .closest import did_you_mean
+from .foreign import moment, unknown_key
 from .runschema import HISTORY_PATH_PATTERN
 from .serverschema import SERVER_NAME_PATTERN
 
@@ -193,12 +193,12 @@ def _translate(error: ValidationError) -> Iterator[tuple[str, str]]:
     if kind == "additionalProperties" and isinstance(found, dict):
         allowed = list(subschema.get("properties", {}))
         for extra in (k for k in found if k not in allowed):
-            hint = did_you_mean(extra, allowed) or f"; expected one of: {', '.join(allowed)}"
-            yield pointer([*path, extra]), f"unknown key {quote_key(extra)}{hint}"
+            unknown = f"unknown key {quote_key(extra)}{unknown_key(extra, allowed)}"
+            yield pointer([*path, extra]), unknown
     elif kind == "type":
         yield where, _type_message(key, value, found, argv=_is_argv(key, subschema))
     elif kind == "enum":
-        yield where, _enum_message(key, value, found)
+        yield where, moment(key, found) or _enum_message(key, value, found)
     elif kind == "oneOf" and all("required" in branch for branch in value):
         # The config's one oneOf, the action rule; on a non-object the type error already
         # says what is wrong.
