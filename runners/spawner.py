@@ -138,15 +138,18 @@ def main() -> None:
     # invisible, getppid() is 0: the lifeline's end of file tells instead).
     if mode != "pidns" and os.getppid() != parent:
         sys.exit(1)
-    if (no_thread := thread_refused()) is not None:  # (each probe and each jail is a thread)
-        sys.stdout.write(json.dumps({"refused": no_thread}) + "\n")
-        sys.exit(1)
     in_userns, settings = False, None
     if mode == "userns":  # (an ordinary user's supervisor: see userns.py)
         settings = userns.settings()
         refused = userns.enter(parent, (request_fd, *([taken_fd] if taken_fd is not None else [])))
         in_userns = refused is None
         mode, keeper_why = ("pidns", "") if in_userns else ("keeper", refused or "")
+    # Each probe and each jail is a thread: tried only now, since a thread just joined may not
+    # have left the kernel yet, and joining a user namespace (`userns.enter`) fails with
+    # EINVAL in a process with another thread (the spawner then fell back to keeper mode).
+    if (no_thread := thread_refused()) is not None:
+        sys.stdout.write(json.dumps({"refused": no_thread}) + "\n")
+        sys.exit(1)
     requests = socket.socket(fileno=request_fd)
     requests.set_inheritable(False)
     if mode == "pidns":
