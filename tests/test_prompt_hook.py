@@ -75,6 +75,22 @@ async def test_the_request_body_is_the_protocol(
     assert "sk-loop-0123456789" not in text and "[data: error]" not in text
 
 
+async def test_a_cookie_a_model_sets_is_never_sent_back(tmp_path: Path, model: LoopModel) -> None:
+    """Each request stands alone: a cookie from one reply (a load balancer's, another model's
+    on the same host) goes with no later request."""
+    set_cookie = {"set-cookie": "session=sk-cookie-0123456789; Path=/"}
+    model.replies.append(Reply('{"advise": "one"}', headers=set_cookie))
+    model.replies.append(Reply('{"advise": "two"}'))
+    hooks = [
+        prompt_hook("first", "onError", "@error"),
+        prompt_hook("second", "onError", "@error"),
+    ]
+    cfg = config(tmp_path, *hooks, models={"default": openai_model(model.url)})
+    frames = await run_to_end(cfg, failing(tmp_path, "E: lockfile"))
+    assert [hooks_of(frames)[n]["advice"] for n in ("first", "second")] == [["one"], ["two"]]
+    assert len(model.headers) == 2 and all("cookie" not in h for h in model.headers)
+
+
 PHASES = [Phase.BEFORE, Phase.ON_SUCCESS, Phase.ON_ERROR, Phase.SUFFIX]
 
 

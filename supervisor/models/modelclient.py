@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import http
+import http.cookiejar
 import json
 import math
 import os
@@ -132,23 +133,41 @@ async def ask_model(
     return await _ask_openai(model, encoded, key, hook.max_output_bytes)
 
 
+class _NoCookies(http.cookiejar.CookieJar):
+    """A jar that keeps nothing: a cookie one model's reply sets is never sent with another
+    request (and reading a reply's cookies is work no request needs)."""
+
+    def extract_cookies(self, response: Any, request: Any) -> None:
+        """Nothing kept."""
+
+    def add_cookie_header(self, request: Any) -> None:
+        """Nothing sent."""
+
+
 @functools.cache
 def _client(thread: int) -> httpx.AsyncClient:
     """One client for every request of a thread (making one, with its TLS context, costs a
     quarter of a millisecond; a client is not for two threads' loops at once). It keeps no
     connection between requests: each opens its own and closes it when its reply is read,
-    so nothing it holds outlives a request or passes from one Trio run to another. No proxy
-    or netrc from the environment: a request goes where the config says."""
+    and no cookie, so nothing it holds outlives a request or passes from one Trio run to
+    another. No proxy or netrc from the environment: a request goes where the config says."""
     return httpx.AsyncClient(
         verify=ssl.create_default_context(),
         timeout=None,
         trust_env=False,
         limits=httpx.Limits(max_keepalive_connections=0),
+        cookies=_NoCookies(),
     )
 
 
+@functools.lru_cache(maxsize=64)
+def _endpoint(url: str) -> httpx.URL:
+    """A model's chat-completions URL, parsed once (httpx parses a string on every request)."""
+    return httpx.URL(f"{url}/chat/completions")
+
+
 async def _ask_openai(model: Model, body: bytes, key: str | None, cap: int) -> Reply:
-    url = f"{model.url}/chat/completions"
+    url = _endpoint(model.url)
     # Asked uncompressed, and a compressed reply refused unread: a few kilobytes of gzip
     # hold gigabytes, which httpx would inflate in this thread, however few are kept.
     headers = {
