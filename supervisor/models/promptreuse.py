@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 import trio
 
@@ -26,10 +26,18 @@ from .promptrun import PromptRun
 
 #: The answer keys that are kept.
 KEPT = ("run", "propose")
+#: The least effect under which one of them is kept: below it nothing is ever stored under a
+#: key, so nothing is looked up.
+LEAST_KEPT: Final = min(KEY_EFFECT[k] for k in KEPT)
 
 
 def key_for(hook: Hook, effect: Effect, model: Model, values: Mapping[str, Any]) -> str:
     return cache_key(hook.name, str(hook.target), effect.word, model.name, model.model_id, values)
+
+
+def may_keep(effect: Effect) -> bool:
+    """Whether an answer under `effect` can be kept, so looked up (the effect is in the key)."""
+    return effect >= LEAST_KEPT
 
 
 def lookup(key: str) -> dict[str, Any] | None:

@@ -129,12 +129,14 @@ async def run(spawner: Spawner, hook: Hook, ctx: HookContext, frame: FrameBuilde
     effect = frame.clamped.effect
     started = time.perf_counter()
     values = placeholder_values(hook, spec, effect, ctx)
-    key = promptreuse.key_for(hook, effect, model, used_values(str(hook.target), values))
-    cached = promptreuse.lookup(key)
-    if cached is not None:  # costs no token: used even past the budget
-        return await _answered(
-            spawner, hook, ctx, frame, cached, started=started, cached=True, **shown
-        )
+    key = None
+    if promptreuse.may_keep(effect):
+        key = promptreuse.key_for(hook, effect, model, used_values(str(hook.target), values))
+        cached = promptreuse.lookup(key)
+        if cached is not None:  # costs no token: used even past the budget
+            return await _answered(
+                spawner, hook, ctx, frame, cached, started=started, cached=True, **shown
+            )
     request = prompt_request(hook, effect, ctx, values)
     # What is left of the run's budget, less what this request's messages are estimated to
     # cost: none left, and the hook is skipped; some, and the answer may take at most that.
@@ -174,7 +176,7 @@ async def run(spawner: Spawner, hook: Hook, ctx: HookContext, frame: FrameBuilde
         return frame.failed(
             HookStatus.INVALID_OUTPUT, str(exc), started, stdout_head=head, **fields
         )
-    if obj is not None and promptreuse.worth_keeping(obj, effect):
+    if key is not None and promptreuse.worth_keeping(obj, effect):
         await promptreuse.store(key, hook, effect, model, obj, redactor=ctx.redactor, run=run)
     return await _answered(spawner, hook, ctx, frame, obj, started=started, **fields)
 
