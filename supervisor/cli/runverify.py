@@ -54,8 +54,8 @@ def said_warnings(config: Config, path: Path) -> list[str]:
     trusted run wrote to)."""
     from ..config import read_file
 
-    skipped = tuple(f"skipped {shown_file(file.file)}:" for file in config.skipped)
-    said = [warning for warning in config.warnings if not warning.startswith(skipped)]
+    skipped = {file.said for file in config.skipped}
+    said = [warning for warning in config.warnings if warning not in skipped]
     for file in config.skipped:
         document, _ = read_file(Path(file.file), file.file)
         if isinstance(document, dict) and "history" in document:

@@ -263,12 +263,14 @@ def load_config(
             continue
         data, problems = files.read_bytes(path, name)
         if data is not None and digest(data) != pin:
-            loader.warnings.append(
+            said = (
                 f"skipped {shown_file(name)}: it changed since it was trusted and applied;"
                 f" review it, then run: {trust_command(name)}, and start again to apply what it"
                 " says now"
             )
-            loader.skipped.append(SkippedFile(name, Verdict.CHANGED.value, trust_command(name)))
+            loader.warnings.append(said)
+            command = trust_command(name)
+            loader.skipped.append(SkippedFile(name, Verdict.CHANGED.value, command, said))
         elif data is not None:
             loader.pinned[os.path.abspath(path)] = pin
             loader.add_file(path, name, data=data)
@@ -321,22 +323,19 @@ class _TrustGate:
             tree := checkout_holding(state.parent, path.parent)
         ):
             said = checkout_said(state.parent, tree)
-            self._skip(file, said, trust_command(file))
-            self.warnings.append(f"skipped {shown_file(file)}: {said}")
+            self._skip(file, said, trust_command(file), f"skipped {shown_file(file)}: {said}")
             return (data if self.check_untrusted else None), []
         verdict = decide(self.state(), trust_key(path, real_dir), digest(data))
         if verdict is Verdict.TRUSTED:
             return data, []
-        self._skip(file, verdict.value, trust_command(file))
-        self.warnings.append(skip_message(file, verdict))
+        self._skip(file, verdict.value, trust_command(file), skip_message(file, verdict))
         return (data if self.check_untrusted else None), []
 
-    def _skip(self, file: str, reason: str, command: str) -> None:
-        self.skipped.append(SkippedFile(file, reason, command))
-        if not command:
-            self.warnings.append(
-                f"skipped {shown_file(file)}: {reason}; {files.unread_advice(reason)}"
-            )
+    def _skip(self, file: str, reason: str, command: str, said: str = "") -> None:
+        """`file` not applied, and `said` (by default: why, and what to do) warned."""
+        said = said or f"skipped {shown_file(file)}: {reason}; {files.unread_advice(reason)}"
+        self.skipped.append(SkippedFile(file, reason, command, said))
+        self.warnings.append(said)
 
     def state(self) -> TrustState:
         if self._state is None:

@@ -6,9 +6,9 @@ as they are in force (`hooks`), the hook kinds' table (`kinds`), frames and thei
 (`answers`), bus events (`events`), the hook variables (`hookenv`), variables passed by name
 (`passenv`) and secrets' redaction (`redact`), resource limits as data (`limits`), waits
 between tries (`backoff`), runs of lines cut into bounded batches (`batches`), a run's script
-(`scripts`), the JSON policy (`jsontext`), what
-`execve` can take (`spawntext`), the one converter to and from JSON (`convert`), the
-exception tree (`errors`), where a hook's `when` matches (`when`) and which files a run counts
+(`scripts`), the JSON policy (`jsontext`), what `execve` can take (`spawntext`), the one
+converter to and from JSON (`convert`) and what a field says of its wire form (`fieldmeta`),
+the exception tree (`errors`), where a hook's `when` matches (`when`) and which files a run counts
 as changed (`changes`), the hosts a child may reach (`egress`), the hooks one run leaves out
 (`selection`), where a hook was declared (`places`) and sizes for a person (`amounts`), the
 base of every attrs class and its repr, equality and hash (`records`), the names of the spans
@@ -44,15 +44,12 @@ __all__, __getattr__, __dir__ = exports(
             "matching",
         ),
         "convert": (
-            "FROM_WIRE",
-            "KEEP",
-            "TO_WIRE",
-            "WIRE",
             "camel",
             "frame_json",
             "from_json",
             "to_json",
         ),
+        "fieldmeta": ("FROM_WIRE", "KEEP", "TO_WIRE", "WIRE"),
         "egress": (
             "CA_VARIABLES",
             "DEFAULT_PORTS",

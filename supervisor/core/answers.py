@@ -14,8 +14,8 @@ from typing import Any
 
 import attrs
 
-from .convert import KEEP
 from .effects import DEFAULT_DEADLINE_MS, KEY_EFFECT, NO, AnsweredBy, Effect
+from .fieldmeta import KEEP
 from .records import Record
 
 

@@ -24,27 +24,14 @@ import sys
 import types
 import typing
 from collections.abc import Callable, Mapping
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import attrs
 
+from .fieldmeta import _KEPT, _OMITTED, FROM_WIRE, SHOWN_WITH, TO_WIRE, WIRE
+
 if TYPE_CHECKING:
     import cattrs
-
-#: Field metadata: `{WIRE: "name"}` names a field on the wire; `KEEP` keeps it there even at
-#: its default; `{SHOWN_WITH: "other"}` keeps it there whenever the field `other` is true;
-#: `OMIT` keeps it off the wire (it stays in the process).
-WIRE: Final = "wire"
-_KEPT: Final = "mcpx.keep"
-KEEP: Final = MappingProxyType({_KEPT: True})
-SHOWN_WITH: Final = "mcpx.shown_with"
-_OMITTED: Final = "mcpx.omit"
-OMIT: Final = MappingProxyType({_OMITTED: True})
-#: Field metadata: `{FROM_WIRE: f}` makes the field's value from its JSON value, `f(value)`
-#: (a field the JSON leaves out keeps its default); `{TO_WIRE: g}` its JSON value, `g(value)`.
-FROM_WIRE: Final = "mcpx.from_wire"
-TO_WIRE: Final = "mcpx.to_wire"
 
 _T = TypeVar("_T")
 

@@ -12,7 +12,7 @@ from typing import Any, Final
 
 import attrs
 
-from .convert import KEEP, OMIT, WIRE
+from .fieldmeta import KEEP, OMIT, WIRE
 from .records import Record
 
 

@@ -19,7 +19,8 @@ from typing import Any, Final, TypeVar
 
 import attrs
 
-from .convert import KEEP, WIRE, frame_json
+from .convert import frame_json
+from .fieldmeta import KEEP, WIRE
 from .records import Record
 
 

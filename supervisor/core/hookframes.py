@@ -16,7 +16,7 @@ from typing import Any, Final
 import attrs
 
 from .answers import Asked, Dropped, Refusal
-from .convert import KEEP, SHOWN_WITH
+from .fieldmeta import KEEP, SHOWN_WITH
 from .frames import (
     ArtifactFrame,
     EmitFrame,

@@ -13,6 +13,7 @@ import attrs
 
 from .effects import Clamp, Effect, clamp
 from .egress import NETWORK_KEY
+from .fieldmeta import OMIT
 from .limits import DEFAULT_LIMITS, Limits
 from .models import NO_MODELS, Models, PromptSpec
 from .points import Phase
@@ -62,9 +63,8 @@ class Profile(enum.StrEnum):
 
 
 #: What each profile lets a child do beyond `strict`'s confinement: a profile is at least as
-#: strict as another when it grants a subset of what the other grants. `workspace` and `net`
-#: are not comparable (each grants what the other does not). A nearer config layer may make a
-#: sandbox default stricter, never laxer (`config/policy.py`).
+#: strict as another when it grants a subset of what the other grants (`workspace` and `net`
+#: are not comparable). A nearer layer may make a default stricter (`config/policy.py`).
 PROFILE_GRANTS: Final[Mapping[Profile, frozenset[str]]] = {
     Profile.STRICT: frozenset(),
     Profile.WORKSPACE: frozenset({"write the working directory"}),
@@ -101,8 +101,7 @@ class SandboxPaths(Record):
 #: The profiles a service's requests may name, for the run and for per-call hooks, unless
 #: `[service] sandboxes` says otherwise: none that runs a client's code unconfined.
 DEFAULT_SERVICE_SANDBOXES: Final = tuple(p for p in Profile if p.value in ("strict", "workspace"))
-#: `[mcp] separator`: what joins a server's name and its tool's in the names `mcpx-hooks mcp`
-#: lists (`<server>__<tool>`).
+#: `[mcp] separator`: what joins a server's and a tool's names (`<server>__<tool>`).
 DEFAULT_SEPARATOR: Final = "__"
 
 
@@ -322,11 +321,12 @@ def hook_json(hook: Hook) -> dict[str, Any]:
 
 @attrs.frozen(repr=False, eq=False)
 class SkippedFile(Record):
-    """A project file discovery found and did not apply: why, and the command that trusts it."""
+    """A project file found and not applied: why, the command that trusts it, the warning."""
 
     file: str
     reason: str
     trust_command: str
+    said: str = attrs.field(default="", metadata=OMIT)
 
 
 @attrs.frozen(repr=False, eq=False)

@@ -23,7 +23,8 @@ from typing import Any, Final
 
 import attrs
 
-from .convert import OMIT, TO_WIRE, wire_name
+from .convert import wire_name
+from .fieldmeta import OMIT, TO_WIRE
 
 #: A check: None when the value has the shape, else where (the keys and indexes down to it)
 #: and what is wrong.

@@ -21,8 +21,9 @@ import attrs
 
 from ..config.schemaparts import DIALECT, SCRIPT_PHASES
 from ..core import egress, jsontext
-from ..core.convert import FROM_WIRE, TO_WIRE, WIRE, from_json, to_json
+from ..core.convert import from_json, to_json
 from ..core.effects import Effect
+from ..core.fieldmeta import FROM_WIRE, TO_WIRE, WIRE
 from ..core.hooks import Profile
 from ..core.models import NAME_PATTERN, is_name
 from ..core.passenv import SECRET_NAME_PATTERN, reference_problem, secret_name_problem

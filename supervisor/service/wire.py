@@ -15,9 +15,10 @@ from typing import Any, Final
 import attrs
 
 from ..core import jsontext
-from ..core.convert import KEEP, to_json
+from ..core.convert import to_json
 from ..core.effects import ANSWERS
 from ..core.errors import HooksError
+from ..core.fieldmeta import KEEP
 from ..core.frames import Control, ServiceMessage
 from ..core.records import Record
 from ..core.spawntext import text_problem
