@@ -145,3 +145,33 @@ def test_init_from_a_git_hook_script_says_how_to_declare_it(tmp_path: Path) -> N
         ' failure = "closed"\n'
     )
     assert not (tmp_path / ".mcpx-hooks.toml").exists()
+
+
+def test_init_from_claude_code_s_settings_says_what_it_is_and_what_to_write(
+    tmp_path: Path,
+) -> None:
+    """The coming-from page's Claude Code settings, given to init --from: it was read as a
+    lefthook file and refused with 'no hook could be converted; nothing written', which named
+    nothing to do. It is said to be Claude Code's, with the call hook that stands for it."""
+    (tmp_path / ".claude").mkdir()
+    (tmp_path / ".claude" / "settings.json").write_text(
+        '{"hooks": {"PreToolUse": [{"matcher": "mcp__fs__write_file", "hooks": [{"type":'
+        ' "command", "command": "python3 hooks/guard_writes.py"}]}]}}\n'
+    )
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+    done = subprocess.run(
+        [*CLI, "init", "--from", ".claude/settings.json"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        "mcpx-hooks init: .claude/settings.json: Claude Code's hook settings (PreToolUse), not a"
+        " pre-commit or lefthook config: nothing to convert; a gate on an MCP tool is a call"
+        ' hook here, behind mcpx-hooks mcp: on = "call", phase = "before", when = { tool ='
+        ' ["server.tool"] } (docs/coming-from.md)\n'
+    )
+    assert not (tmp_path / ".mcpx-hooks.toml").exists()

@@ -610,6 +610,27 @@ async def test_a_hidden_program_fails_the_hook_before_the_spawn(
     assert "[sandbox] read = [" in (frame.reason or "")
 
 
+async def test_a_hook_run_in_a_directory_no_sandbox_reaches_fails_saying_so(
+    strict_spawner: Spawner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hook declared in the user's own config file (~/.config/mcpx-hooks/config.toml)
+    with no `cwd` runs in that directory, which is never granted: it failed with "cannot
+    use cwd '...': No such file or directory", of a directory that is there. Now it fails
+    before the spawn, naming the directory and what to do."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for name in ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    own = tmp_path / ".config" / "mcpx-hooks"
+    own.mkdir(parents=True)
+    frame = (await run(strict_spawner, probe_hook(own))).frame
+    assert frame.status is HookStatus.FAILED and frame.exit_code is None, to_json(frame)
+    assert frame.reason == (
+        f'cannot run "{PY}" in {own}: the working directory lies in {own}, which no sandbox'
+        " but none reaches; choose another one (a hook's is its cwd, else the directory of"
+        " the file that declares it)"
+    )
+
+
 # ---- who grants what -------------------------------------------------------------------------
 
 

@@ -200,6 +200,38 @@ def test_redefining_the_locked_gate_is_an_error_naming_the_locking_file(tmp_path
     assert "Traceback" not in out.stderr
 
 
+def test_trust_refuses_a_file_that_breaks_the_layers_it_joins(tmp_path: Path) -> None:
+    """A project file that is valid alone but disables a hook the user's own config locks:
+    `validate` here said so, yet `trust` pinned it ("trusted …") and every command from
+    there on exited 2. Now `trust` refuses it with the problem `validate` names, with and
+    without FILE, and pins nothing; a file that layers cleanly is still trusted."""
+    env = environment(tmp_path)
+    user = tmp_path / "home" / ".config" / "mcpx-hooks" / "config.toml"
+    user.parent.mkdir(parents=True)
+    user.write_text(USER_CONFIG)
+    project = tmp_path / "p"
+    project.mkdir()
+    local = project / ".mcpx-hooks.toml"
+    local.write_text(
+        '[[hooks]]\nname = "org-gate"\non = "script"\nphase = "before"\nrun = ["true"]\n'
+        "enabled = false\n"
+    )
+    problem = (
+        f'{local}:/hooks/0/enabled: hook "org-gate" is locked by {user}:/hooks/0: a nearer file'
+        " may not disable it"
+    )
+    assert problem in mcpx("validate", cwd=project, env=env).stdout
+    for args in ((), (str(local),)):
+        out = mcpx("trust", *args, cwd=project, env=env)
+        assert (out.returncode, out.stdout) == (2, ""), out
+        assert problem in out.stderr and "does not validate" in out.stderr
+        assert "Traceback" not in out.stderr
+    assert mcpx("trust", "--list", cwd=project, env=env).stdout.startswith("no project config")
+    local.write_text('[[hooks]]\nname = "mine"\non = "script"\nphase = "before"\nrun = ["true"]\n')
+    out = mcpx("trust", cwd=project, env=env)
+    assert out.returncode == 0 and out.stdout.startswith(f"trusted {local}"), out
+
+
 def test_trust_validates_the_bytes_it_pins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """trust read the file to pin it, then read it again to validate it: a file swapped in
     between (a valid one after an invalid one) was pinned invalid, 'trust refuses a file that

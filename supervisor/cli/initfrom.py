@@ -49,6 +49,27 @@ GIT_HOOKS = frozenset(
     ]
 )
 
+#: Claude Code's hook events: a settings file whose `hooks` table names one is Claude Code's.
+CLAUDE_EVENTS = frozenset(
+    [
+        "PreToolUse",
+        "PostToolUse",
+        "Notification",
+        "UserPromptSubmit",
+        "Stop",
+        "SubagentStop",
+        "PreCompact",
+        "SessionStart",
+        "SessionEnd",
+    ]
+)
+
+
+def _claude_events(data: Any) -> list[str]:
+    """The Claude Code events a settings document's `hooks` table names, in its order."""
+    hooks = data.get("hooks") if isinstance(data, dict) else None
+    return [k for k in hooks if k in CLAUDE_EVENTS] if isinstance(hooks, dict) else []
+
 
 def _format(path: Path, data: Any) -> str:
     """Which format `path` is: by its name, else by its shape (a top-level `repos`)."""
@@ -73,6 +94,13 @@ def convert(path: Path) -> tuple[str, Converted]:
     data = read_yaml(path)
     fmt = _format(path, data)
     shown = shown_file(path)  # (what its problems name it)
+    if events := _claude_events(data):
+        raise SourceFileError(
+            f"{shown}: Claude Code's hook settings ({', '.join(events)}), not a pre-commit or"
+            " lefthook config: nothing to convert; a gate on an MCP tool is a call hook here,"
+            ' behind mcpx-hooks mcp: on = "call", phase = "before", when = { tool ='
+            ' ["server.tool"] } (docs/coming-from.md)'
+        )
     if fmt == "pre-commit":
         return fmt, from_precommit(data, shown)
     return fmt, from_lefthook(data, shown)

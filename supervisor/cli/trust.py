@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from ..config.trust import TrustState
+    from ..core.errors import Problem
 
 
 def add_trust_arguments(t: argparse.ArgumentParser) -> None:
@@ -148,7 +149,7 @@ def _change(paths: list[Path], *, untrusting: bool) -> int:
                     say(f"mcpx-hooks {command}: {shown_file(key)}: {why}")
                     code = EXIT_FAILED
                     continue
-                if problems := validate_files([path], data=data):
+                if problems := validate_files([path], data=data) or _layered_problems(path):
                     for problem in problems:
                         say(str(problem))
                     why = (
@@ -172,6 +173,23 @@ def _change(paths: list[Path], *, untrusting: bool) -> int:
     for line in said:
         say(line, out=True)
     return code
+
+
+def _layered_problems(path: Path) -> list[Problem]:
+    """The problems of `path` once layered with the files a run in its directory applies
+    (a hook the user's config locks, disabled or redefined: valid alone, an error in every
+    command once trusted), as `validate` there names them; the other files' are theirs."""
+    from ..config.files import NO_DISCOVERY_ENV
+    from ..config.loading import load_config
+    from ..core.errors import ConfigError
+
+    where = path.absolute()
+    environ = {k: v for k, v in os.environ.items() if k != NO_DISCOVERY_ENV}
+    try:
+        load_config(cwd=where.parent, environ=environ, salvage=True, check_untrusted=True)
+    except ConfigError as exc:
+        return [p for p in exc.problems if os.path.abspath(p.file) == str(where)]
+    return []
 
 
 def _project_bytes(path: Path) -> tuple[bytes | None, str]:

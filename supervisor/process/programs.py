@@ -59,7 +59,7 @@ def check_program(
     via = ""
     for _ in range(_MAX_INTERPRETERS + 1):
         if found is None:
-            return
+            break
         real = real_path(found)
         for candidate in dict.fromkeys((found, real)):
             ruled = _denied_by(candidate, plan.denied_by)  # (a system directory too)
@@ -94,11 +94,22 @@ def check_program(
                     f" {real_path(loader or '')}, {ruled}; take it out of that list to run"
                     " this program"
                 )
-            return
+            break
         via = f"{via}{real}, a script run by "
         program, name = interpreter
         found = _find(name, cwd, path) if name is not None else program
-    return
+    # The program's place is said first. A cwd that is no grant's (dropped: it lies in a
+    # path never granted) would meet "No such file or directory" in the view.
+    where = real_path(cwd)
+    held = _denied_holding(where, plan.deny)
+    if held is None and not under(where, visible):
+        held = _denied_holding(where, _never_granted_here())
+    if held is not None:
+        raise ProgramHidden(
+            f'cannot run "{argv0}" in {cwd}: the working directory lies in {held}, which no'
+            " sandbox but none reaches; choose another one (a hook's is its cwd, else the"
+            " directory of the file that declares it)"
+        )
 
 
 #: Interpreters whose first argument, unless an option, is the file they run.
